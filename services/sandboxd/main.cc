@@ -1,0 +1,271 @@
+// sandboxd: runs Python for AI agents in hardened Podman containers behind the
+// sandbox.v1 gRPC API. See README.md for flags, the security model and grpcurl usage.
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "sandboxd/grpc_service.h"
+#include "sandboxd/podman_runtime.h"
+#include "sandboxd/sd_notify.h"
+#include "sandboxd/session_manager.h"
+#include "spdlog/sinks/stdout_sinks.h"
+#include "sandboxd/log.h"
+
+ABSL_FLAG(std::string, socket, "",
+          "Unix socket to serve on. Default: $XDG_RUNTIME_DIR/sandboxd/sandboxd.sock, else "
+          "/run/sandboxd/sandboxd.sock for root, else /tmp/sandboxd-$UID/sandboxd.sock. "
+          "The directory is created 0700 and the socket made 0600.");
+ABSL_FLAG(std::string, listen_tcp, "",
+          "Also serve on this TCP address (for example 127.0.0.1:50051). Plaintext and "
+          "unauthenticated: keep it on loopback.");
+ABSL_FLAG(std::string, state_dir, "",
+          "Session records and runner sockets. Default: /var/lib/sandboxd for root, else "
+          "$XDG_STATE_HOME/sandboxd (~/.local/state/sandboxd).");
+ABSL_FLAG(std::string, image, "localhost/sandboxd-python:bookworm",
+          "Container image with python3 (built by scripts/setup.sh).");
+ABSL_FLAG(std::string, runner, "",
+          "Path of sandbox_runner.py. Default: next to the sandboxd binary.");
+ABSL_FLAG(std::string, podman, "podman", "podman binary.");
+ABSL_FLAG(std::vector<std::string>, podman_args, {},
+          "Extra global podman flags, comma-separated (for example --root=/x,--runroot=/y).");
+ABSL_FLAG(std::string, oci_runtime, "auto",
+          "OCI runtime for podman: auto (runc on cgroup v1, where crun fails), runc, crun, ...");
+ABSL_FLAG(uint32_t, pool_size, 2, "Ready containers kept warm for CreateSession (0 disables).");
+ABSL_FLAG(uint32_t, max_sessions, 64, "Maximum number of sessions.");
+ABSL_FLAG(absl::Duration, idle_ttl, absl::Minutes(30),
+          "Sessions idle this long are deleted.");
+ABSL_FLAG(uint64_t, memory_mb, 512, "Default memory limit per session, MiB.");
+ABSL_FLAG(uint64_t, max_memory_mb, 4096, "Largest memory limit a client may ask for, MiB.");
+ABSL_FLAG(uint32_t, cpu_millis, 1000, "Default CPU quota per session (1000 = one core).");
+ABSL_FLAG(uint32_t, max_cpu_millis, 2000, "Largest CPU quota a client may ask for.");
+ABSL_FLAG(uint32_t, pids, 128, "Default process/thread limit per session.");
+ABSL_FLAG(uint32_t, max_pids, 1024, "Largest process limit a client may ask for.");
+ABSL_FLAG(uint32_t, nofile, 1024, "Open files per process (must not exceed our hard limit).");
+ABSL_FLAG(uint64_t, tmp_mb, 64, "Size of /tmp in each container, MiB.");
+ABSL_FLAG(uint64_t, workspace_mb, 256, "Size of /workspace in each container, MiB.");
+ABSL_FLAG(uint64_t, max_disk_mb, 2048, "Largest /tmp or /workspace a client may ask for, MiB.");
+ABSL_FLAG(uint32_t, timeout_ms, 30000, "Default execution timeout.");
+ABSL_FLAG(uint32_t, max_timeout_ms, 600000, "Largest execution timeout a client may ask for.");
+ABSL_FLAG(absl::Duration, kill_grace, absl::Seconds(2),
+          "After a timeout or cancel, how long interrupted code may take to stop before the "
+          "container is killed.");
+ABSL_FLAG(uint64_t, max_output_bytes, 1 << 20,
+          "Output kept and streamed per execution; the rest is dropped with a marker.");
+ABSL_FLAG(uint64_t, max_code_bytes, 1 << 20, "Largest accepted code.");
+ABSL_FLAG(uint32_t, max_queue, 16, "Executions that may wait behind the running one per session.");
+ABSL_FLAG(std::vector<std::string>, env, {},
+          "KEY=VALUE pairs set in every container, comma-separated. Nothing else from the "
+          "host environment reaches the sandbox.");
+ABSL_FLAG(std::vector<std::string>, pass_env, {},
+          "Names of host environment variables copied into every container, comma-separated.");
+ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
+          "On SIGTERM, how long running calls may take to finish before they are cancelled.");
+ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error.");
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string DefaultSocket() {
+  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg && *xdg) {
+    return absl::StrCat(xdg, "/sandboxd/sandboxd.sock");
+  }
+  if (geteuid() == 0) return "/run/sandboxd/sandboxd.sock";
+  return absl::StrCat("/tmp/sandboxd-", geteuid(), "/sandboxd.sock");
+}
+
+std::string DefaultStateDir() {
+  if (geteuid() == 0) return "/var/lib/sandboxd";
+  if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg && *xdg) {
+    return absl::StrCat(xdg, "/sandboxd");
+  }
+  const char* home = std::getenv("HOME");
+  return absl::StrCat(home ? home : "/tmp", "/.local/state/sandboxd");
+}
+
+std::string DefaultRunner() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (fs::path p : {exe.parent_path() / "sandbox_runner.py",
+                       exe.parent_path() / "../share/sandboxd/sandbox_runner.py"}) {
+      if (fs::exists(p)) return fs::canonical(p).string();
+    }
+  }
+  return SANDBOXD_SOURCE_RUNNER;
+}
+
+// Creates the socket's directory 0700 (owned by us) and removes a stale socket. Refuses
+// to start when another daemon answers on it.
+absl::Status PrepareSocket(const std::string& path) {
+  fs::path dir = fs::path(path).parent_path();
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return absl::FailedPreconditionError(absl::StrCat("cannot create ", dir.string(), ": ", ec.message()));
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0 || st.st_uid != geteuid()) {
+    return absl::FailedPreconditionError(absl::StrCat(dir.string(), " is not owned by us"));
+  }
+  chmod(dir.c_str(), 0700);
+  if (fs::exists(path)) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (path.size() >= sizeof addr.sun_path) return absl::InvalidArgumentError("socket path too long");
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    bool live = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    close(fd);
+    if (live) return absl::AlreadyExistsError(absl::StrCat("another sandboxd serves ", path));
+    fs::remove(path, ec);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "sandboxd: persistent Python sessions in hardened Podman containers, over gRPC.");
+  absl::ParseCommandLine(argc, argv);
+
+  // Logs go to stderr (journald picks them up).
+  auto logger = spdlog::stderr_logger_mt("sandboxd");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(absl::GetFlag(FLAGS_log_level)));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+
+  // Signals are taken synchronously by one thread; block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  using sandboxd::ResolvedLimits;
+  ResolvedLimits defaults, maxima;
+  defaults.memory_bytes = absl::GetFlag(FLAGS_memory_mb) << 20;
+  defaults.cpu_millis = absl::GetFlag(FLAGS_cpu_millis);
+  defaults.pids = absl::GetFlag(FLAGS_pids);
+  defaults.nofile = absl::GetFlag(FLAGS_nofile);
+  defaults.tmp_bytes = absl::GetFlag(FLAGS_tmp_mb) << 20;
+  defaults.workspace_bytes = absl::GetFlag(FLAGS_workspace_mb) << 20;
+  defaults.default_timeout_ms = absl::GetFlag(FLAGS_timeout_ms);
+  maxima.memory_bytes = absl::GetFlag(FLAGS_max_memory_mb) << 20;
+  maxima.cpu_millis = absl::GetFlag(FLAGS_max_cpu_millis);
+  maxima.pids = absl::GetFlag(FLAGS_max_pids);
+  maxima.nofile = defaults.nofile;
+  maxima.tmp_bytes = maxima.workspace_bytes = absl::GetFlag(FLAGS_max_disk_mb) << 20;
+  maxima.default_timeout_ms = absl::GetFlag(FLAGS_max_timeout_ms);
+  if (absl::StatusOr<ResolvedLimits> check = sandboxd::ResolveLimits({}, defaults, maxima);
+      !check.ok()) {
+    spdlog::critical("default limits exceed the maxima: {}", check.status().message());
+    return 2;
+  }
+
+  sandboxd::ManagerOptions options;
+  options.state_dir = absl::GetFlag(FLAGS_state_dir);
+  if (options.state_dir.empty()) options.state_dir = DefaultStateDir();
+  options.state_dir = fs::absolute(options.state_dir).lexically_normal().string();
+  options.image = absl::GetFlag(FLAGS_image);
+  options.runner_path = absl::GetFlag(FLAGS_runner);
+  if (options.runner_path.empty()) options.runner_path = DefaultRunner();
+  if (!fs::exists(options.runner_path)) {
+    spdlog::critical("runner {} does not exist (--runner)", options.runner_path);
+    return 2;
+  }
+  options.default_limits = defaults;
+  options.max_limits = maxima;
+  options.max_sessions = absl::GetFlag(FLAGS_max_sessions);
+  options.pool_size = absl::GetFlag(FLAGS_pool_size);
+  options.idle_ttl = absl::GetFlag(FLAGS_idle_ttl);
+  options.max_code_bytes = absl::GetFlag(FLAGS_max_code_bytes);
+  options.max_timeout_ms = absl::GetFlag(FLAGS_max_timeout_ms);
+  options.max_output_bytes = absl::GetFlag(FLAGS_max_output_bytes);
+  options.max_queue = absl::GetFlag(FLAGS_max_queue);
+  options.kill_grace = absl::GetFlag(FLAGS_kill_grace);
+  options.version = SANDBOXD_VERSION;
+  for (const std::string& kv : absl::GetFlag(FLAGS_env)) {
+    if (kv.find('=') == std::string::npos) {
+      spdlog::critical("--env entry '{}' is not KEY=VALUE", kv);
+      return 2;
+    }
+    options.container_env.push_back(kv);
+  }
+  for (const std::string& name : absl::GetFlag(FLAGS_pass_env)) {
+    if (const char* v = std::getenv(name.c_str())) options.container_env.push_back(name + "=" + v);
+  }
+
+  sandboxd::PodmanOptions podman;
+  podman.podman = absl::GetFlag(FLAGS_podman);
+  podman.oci_runtime = absl::GetFlag(FLAGS_oci_runtime);
+  podman.image = options.image;
+  podman.global_args = absl::GetFlag(FLAGS_podman_args);
+  sandboxd::PodmanRuntime runtime(podman);
+  sandboxd::RealClock clock;
+  sandboxd::SessionManager manager(options, &runtime, &clock);
+
+  std::string socket_path = absl::GetFlag(FLAGS_socket);
+  if (socket_path.empty()) socket_path = DefaultSocket();
+  if (absl::Status s = PrepareSocket(socket_path); !s.ok()) {
+    spdlog::critical("{}", s.message());
+    return 1;
+  }
+  if (absl::Status s = manager.Start(); !s.ok()) {
+    spdlog::critical("{}", s.message());
+    return 1;
+  }
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  sandboxd::SandboxServiceImpl service(&manager);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(absl::StrCat("unix:", socket_path), grpc::InsecureServerCredentials());
+  std::string tcp = absl::GetFlag(FLAGS_listen_tcp);
+  int tcp_port = 0;
+  if (!tcp.empty()) builder.AddListeningPort(tcp, grpc::InsecureServerCredentials(), &tcp_port);
+  builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_code_bytes + (16 << 20)));
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server) {
+    spdlog::critical("cannot listen on {}{}", socket_path, tcp.empty() ? "" : " / " + tcp);
+    manager.Shutdown();
+    return 1;
+  }
+  chmod(socket_path.c_str(), 0600);
+  auto* health = server->GetHealthCheckService();
+  health->SetServingStatus("", true);
+  health->SetServingStatus("sandbox.v1.SandboxService", true);
+  spdlog::info("sandboxd {} serving on unix:{}{} (state {}, image {}, pool {})", SANDBOXD_VERSION,
+               socket_path, tcp.empty() ? "" : absl::StrCat(" and ", tcp, " (port ", tcp_port, ")"),
+               options.state_dir, options.image, options.pool_size);
+  (void)sandboxd::NotifySystemd("READY=1\nSTATUS=serving");
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("signal {}: draining and stopping", sig);
+  (void)sandboxd::NotifySystemd("STOPPING=1\nSTATUS=draining");
+  health->SetServingStatus("", false);
+  health->SetServingStatus("sandbox.v1.SandboxService", false);
+  server->Shutdown(std::chrono::system_clock::now() +
+                   absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_shutdown_grace)));
+  manager.Shutdown();
+  std::error_code ec;
+  fs::remove(socket_path, ec);
+  spdlog::info("stopped");
+  return 0;
+}

@@ -1,0 +1,107 @@
+#include "sandboxd/async.h"
+
+namespace sandboxd {
+
+TimerQueue::TimerQueue() : thread_([this] { Loop(); }) {}
+
+TimerQueue::~TimerQueue() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  thread_.join();
+}
+
+TimerQueue::Id TimerQueue::Schedule(absl::Duration delay, std::function<void()> fn) {
+  absl::MutexLock lock(&mu_);
+  Id id = next_id_++;
+  timers_.emplace(absl::Now() + delay, std::make_pair(id, std::move(fn)));
+  return id;
+}
+
+bool TimerQueue::Cancel(Id id) {
+  absl::MutexLock lock(&mu_);
+  for (auto it = timers_.begin(); it != timers_.end(); ++it) {
+    if (it->second.first == id) {
+      timers_.erase(it);
+      return true;
+    }
+  }
+  return false;
+}
+
+void TimerQueue::Loop() {
+  absl::MutexLock lock(&mu_);
+  while (!stop_) {
+    if (timers_.empty()) {
+      mu_.Await(absl::Condition(
+          +[](TimerQueue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) {
+            return q->stop_ || !q->timers_.empty();
+          },
+          this));
+      continue;
+    }
+    absl::Time due = timers_.begin()->first;
+    if (absl::Now() < due) {
+      // Wakes early when an earlier timer is added or on stop.
+      size_t size = timers_.size();
+      auto first = timers_.begin()->second.first;
+      struct Args {
+        TimerQueue* q;
+        size_t size;
+        Id first;
+      } args{this, size, first};
+      mu_.AwaitWithDeadline(absl::Condition(
+                                +[](Args* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                  return a->q->stop_ || a->q->timers_.size() != a->size ||
+                                         a->q->timers_.empty() ||
+                                         a->q->timers_.begin()->second.first != a->first;
+                                },
+                                &args),
+                            due);
+      continue;
+    }
+    std::function<void()> fn = std::move(timers_.begin()->second.second);
+    timers_.erase(timers_.begin());
+    mu_.Unlock();
+    fn();
+    mu_.Lock();
+  }
+}
+
+WorkerPool::WorkerPool(int threads) {
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
+}
+
+WorkerPool::~WorkerPool() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  for (auto& t : threads_) t.join();
+}
+
+void WorkerPool::Post(std::function<void()> fn) {
+  absl::MutexLock lock(&mu_);
+  tasks_.push_back(std::move(fn));
+}
+
+void WorkerPool::Loop() {
+  for (;;) {
+    std::function<void()> fn;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](WorkerPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
+            return p->stop_ || !p->tasks_.empty();
+          },
+          this));
+      if (tasks_.empty()) return;  // stop_ and drained
+      fn = std::move(tasks_.front());
+      tasks_.pop_front();
+    }
+    fn();
+  }
+}
+
+}  // namespace sandboxd

@@ -1,0 +1,81 @@
+// Small threading utilities owned by the daemon: a timer queue for timeouts and a worker
+// pool for slow work (podman calls) that must never run on a gRPC or socket-reader thread.
+//
+//   TimerQueue timers;
+//   TimerQueue::Id id = timers.Schedule(absl::Milliseconds(500), [] { ... });
+//   timers.Cancel(id);
+//
+//   WorkerPool pool(2);
+//   pool.Post([] { runtime->Remove({name}); });
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace sandboxd {
+
+// Runs callbacks at (or shortly after) their deadline on one internal thread. Callbacks
+// must be quick; they may call Schedule/Cancel. Safe for concurrent use.
+class TimerQueue {
+ public:
+  using Id = uint64_t;
+  TimerQueue();
+  ~TimerQueue();  // drops pending timers, joins the thread
+  TimerQueue(const TimerQueue&) = delete;
+  TimerQueue& operator=(const TimerQueue&) = delete;
+
+  Id Schedule(absl::Duration delay, std::function<void()> fn);
+  // Returns false when the timer already ran (or is running) or never existed.
+  bool Cancel(Id id);
+
+ private:
+  void Loop();
+
+  absl::Mutex mu_;
+  std::multimap<absl::Time, std::pair<Id, std::function<void()>>> timers_ ABSL_GUARDED_BY(mu_);
+  Id next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+// A fixed set of threads running posted tasks in FIFO order. The destructor runs what is
+// already queued, then joins. Safe for concurrent use.
+class WorkerPool {
+ public:
+  explicit WorkerPool(int threads);
+  ~WorkerPool();
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  void Post(std::function<void()> fn);
+
+ private:
+  void Loop();
+
+  absl::Mutex mu_;
+  std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
+};
+
+// Milliseconds since the Unix epoch; a seam so session expiry can be tested.
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual int64_t NowMs() = 0;
+};
+
+class RealClock : public Clock {
+ public:
+  int64_t NowMs() override { return absl::ToUnixMillis(absl::Now()); }
+};
+
+}  // namespace sandboxd

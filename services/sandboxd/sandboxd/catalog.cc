@@ -1,0 +1,157 @@
+#include "sandboxd/catalog.h"
+
+#include <set>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "sandboxd/json_util.h"
+
+namespace sandboxd {
+namespace {
+
+// Python 3.11 hard keywords: attributes or globals with these names are syntax errors.
+const std::set<std::string_view>& Keywords() {
+  static const auto* kw = new std::set<std::string_view>{
+      "False", "None",   "True",    "and",      "as",       "assert", "async",
+      "await", "break",  "class",   "continue", "def",      "del",    "elif",
+      "else",  "except", "finally", "for",      "from",     "global", "if",
+      "import", "in",    "is",      "lambda",   "nonlocal", "not",    "or",
+      "pass",  "raise",  "return",  "try",      "while",    "with",   "yield"};
+  return *kw;
+}
+
+// Appends _2, _3, ... until `base` is not in `taken`; records the result.
+std::string Unique(const std::string& base, absl::flat_hash_set<std::string>& taken) {
+  std::string candidate = base;
+  for (int n = 2; taken.contains(candidate); ++n) candidate = absl::StrCat(base, "_", n);
+  taken.insert(candidate);
+  return candidate;
+}
+
+absl::StatusOr<nlohmann::json> ParseSchema(const std::string& text, const std::string& where,
+                                           bool allow_empty_as_null) {
+  if (text.empty()) {
+    if (allow_empty_as_null) return nlohmann::json(nullptr);
+    return nlohmann::json{{"type", "object"}};
+  }
+  absl::StatusOr<nlohmann::json> schema = ParseUntrustedJson(text, where);
+  if (!schema.ok()) return schema.status();
+  if (!schema->is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, " is not a JSON object"));
+  }
+  return schema;
+}
+
+}  // namespace
+
+std::string SanitizeIdentifier(std::string_view name) {
+  std::string out;
+  out.reserve(name.size() + 1);
+  for (char c : name) {
+    out.push_back(absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' ? c : '_');
+  }
+  if (out.empty()) return "_";
+  if (absl::ascii_isdigit(static_cast<unsigned char>(out[0]))) out.insert(out.begin(), '_');
+  if (Keywords().count(out)) out.push_back('_');
+  return out;
+}
+
+absl::StatusOr<Catalog> Catalog::FromProto(const sandbox::v1::Catalog& proto) {
+  if (proto.ByteSizeLong() > kMaxCatalogBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("catalog is larger than ", kMaxCatalogBytes, " bytes"));
+  }
+  if (static_cast<size_t>(proto.servers_size()) > kMaxCatalogServers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("catalog has more than ", kMaxCatalogServers, " servers"));
+  }
+  Catalog catalog;
+  absl::flat_hash_set<std::string> server_names, server_py_names;
+  for (const auto& s : proto.servers()) {
+    if (s.name().empty()) return absl::InvalidArgumentError("catalog server with an empty name");
+    if (!server_names.insert(s.name()).second) {
+      return absl::InvalidArgumentError(absl::StrCat("duplicate catalog server '", s.name(), "'"));
+    }
+    CatalogServer server;
+    server.name = s.name();
+    server.description = s.description();
+    server.py_name = Unique(SanitizeIdentifier(absl::StrCat("mcp_", s.name())), server_py_names);
+    absl::flat_hash_set<std::string> tool_names, tool_py_names;
+    for (const auto& t : s.tools()) {
+      std::string where = absl::StrCat("tool '", s.name(), ".", t.name(), "'");
+      if (t.name().empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("server '", s.name(), "' has a tool with an empty name"));
+      }
+      if (!tool_names.insert(t.name()).second) {
+        return absl::InvalidArgumentError(absl::StrCat("duplicate ", where));
+      }
+      CatalogTool tool;
+      tool.name = t.name();
+      tool.description = t.description();
+      tool.py_name = Unique(SanitizeIdentifier(t.name()), tool_py_names);
+      auto input = ParseSchema(t.input_schema_json(), where + " input_schema_json", false);
+      if (!input.ok()) return input.status();
+      tool.input_schema = std::move(*input);
+      auto output = ParseSchema(t.output_schema_json(), where + " output_schema_json", true);
+      if (!output.ok()) return output.status();
+      tool.output_schema = std::move(*output);
+      server.tools.push_back(std::move(tool));
+      if (++catalog.tool_count_ > kMaxCatalogTools) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("catalog has more than ", kMaxCatalogTools, " tools"));
+      }
+    }
+    catalog.servers_.push_back(std::move(server));
+  }
+  return catalog;
+}
+
+bool Catalog::Contains(std::string_view server, std::string_view tool) const {
+  for (const auto& s : servers_) {
+    if (s.name != server) continue;
+    for (const auto& t : s.tools) {
+      if (t.name == tool) return true;
+    }
+  }
+  return false;
+}
+
+nlohmann::json Catalog::ToRunnerJson() const {
+  nlohmann::json servers = nlohmann::json::array();
+  for (const auto& s : servers_) {
+    nlohmann::json tools = nlohmann::json::array();
+    for (const auto& t : s.tools) {
+      tools.push_back({{"name", t.name},
+                       {"py_name", t.py_name},
+                       {"description", t.description},
+                       {"input_schema", t.input_schema},
+                       {"output_schema", t.output_schema}});
+    }
+    servers.push_back({{"name", s.name},
+                       {"py_name", s.py_name},
+                       {"description", s.description},
+                       {"tools", std::move(tools)}});
+  }
+  return {{"servers", std::move(servers)}};
+}
+
+sandbox::v1::Catalog Catalog::ToProto() const {
+  sandbox::v1::Catalog proto;
+  for (const auto& s : servers_) {
+    auto* ps = proto.add_servers();
+    ps->set_name(s.name);
+    ps->set_description(s.description);
+    for (const auto& t : s.tools) {
+      auto* pt = ps->add_tools();
+      pt->set_name(t.name);
+      pt->set_description(t.description);
+      pt->set_input_schema_json(t.input_schema.dump());
+      if (!t.output_schema.is_null()) pt->set_output_schema_json(t.output_schema.dump());
+    }
+  }
+  return proto;
+}
+
+}  // namespace sandboxd

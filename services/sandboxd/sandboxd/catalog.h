@@ -1,0 +1,71 @@
+// The tool catalog of a session: which upstream servers and tools the sandboxed code may
+// call, with the Python identifiers the runner exposes them under.
+//
+// sandboxd validates the catalog once (names, JSON schemas, sizes) and computes the
+// identifiers here, so that the runner never sanitises names itself and every tool_call
+// frame can be checked against the catalog before it reaches the client.
+//
+//   absl::StatusOr<Catalog> c = Catalog::FromProto(request.catalog());
+//   if (c->Contains("github", "create_issue")) ...
+//   runner.Send(MakeSetCatalogFrame(id, c->ToRunnerJson()));
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "sandbox/v1/sandbox.pb.h"
+
+namespace sandboxd {
+
+// Limits on what a client may put into a catalog.
+inline constexpr size_t kMaxCatalogServers = 256;
+inline constexpr size_t kMaxCatalogTools = 10000;
+inline constexpr size_t kMaxCatalogBytes = 8u << 20;
+
+// Turns any name into a Python identifier: characters outside [A-Za-z0-9_] become '_',
+// a leading digit gets a '_' prefix, keywords get a '_' suffix, empty becomes "_".
+std::string SanitizeIdentifier(std::string_view name);
+
+struct CatalogTool {
+  std::string name;
+  std::string py_name;
+  std::string description;
+  nlohmann::json input_schema;   // always an object
+  nlohmann::json output_schema;  // object or null
+};
+
+struct CatalogServer {
+  std::string name;
+  std::string py_name;  // "mcp_<sanitised name>"
+  std::string description;
+  std::vector<CatalogTool> tools;
+};
+
+// Immutable once built; safe to share between threads.
+class Catalog {
+ public:
+  Catalog() = default;
+
+  // Validates and builds. INVALID_ARGUMENT for empty or duplicate names, schemas that are
+  // not JSON objects, or a catalog over the size caps.
+  static absl::StatusOr<Catalog> FromProto(const sandbox::v1::Catalog& proto);
+
+  bool Contains(std::string_view server, std::string_view tool) const;
+  const std::vector<CatalogServer>& servers() const { return servers_; }
+  size_t tool_count() const { return tool_count_; }
+
+  // The `catalog` object of a set_catalog frame (docs/runner-protocol.md).
+  nlohmann::json ToRunnerJson() const;
+
+  // Back to the wire form (for persisting session metadata).
+  sandbox::v1::Catalog ToProto() const;
+
+ private:
+  std::vector<CatalogServer> servers_;
+  size_t tool_count_ = 0;
+};
+
+}  // namespace sandboxd

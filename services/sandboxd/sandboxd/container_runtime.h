@@ -1,0 +1,79 @@
+// ContainerRuntime: the seam between session policy and the thing that runs containers.
+// PodmanRuntime (podman_runtime.h) is the production implementation; tests use
+// ProcessRuntime (runs the runner as a plain host process, no isolation) and fakes. A
+// Kubernetes-pod backend would implement the same interface.
+//
+// A container started from a ContainerSpec runs the runner, which listens on
+// `<spec.socket_dir>/runner.sock`; the caller connects there.
+//
+// Implementations are safe for concurrent use.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sandboxd/limits.h"
+
+namespace sandboxd {
+
+struct ContainerSpec {
+  std::string name;         // unique; also the key of the socket directory
+  std::string image;
+  ResolvedLimits limits;
+  std::string socket_dir;   // host directory the runner creates runner.sock in
+  std::string runner_path;  // host path of sandbox_runner.py
+  std::map<std::string, std::string> labels;
+  std::vector<std::string> env;  // KEY=VALUE, the container's whole environment
+};
+
+struct ContainerStatus {
+  bool exists = false;
+  bool running = false;
+  bool oom_killed = false;
+  int exit_code = 0;
+  std::string state;  // backend's word for it ("running", "exited", ...)
+};
+
+struct ContainerSummary {
+  std::string id;
+  std::string name;
+  bool running = false;
+  std::map<std::string, std::string> labels;
+};
+
+// What the backend can enforce on this machine.
+struct RuntimeInfo {
+  std::string version;      // e.g. "podman 4.3.1"
+  std::string oci_runtime;  // e.g. "runc"
+  bool rootless = false;
+  std::string cgroup_version;  // "v1", "v2" or "" when not applicable
+  // True when memory/pids/cpu limits go through cgroups; false means rlimit fallback
+  // (RLIMIT_AS for memory, RLIMIT_NPROC for processes, no CPU quota).
+  bool cgroup_limits = true;
+  std::vector<std::string> notes;
+};
+
+class ContainerRuntime {
+ public:
+  virtual ~ContainerRuntime() = default;
+
+  // Checks that containers can be started (binary present, image present). UNAVAILABLE
+  // with the reason otherwise. Cheap enough to call again after a failure.
+  virtual absl::StatusOr<RuntimeInfo> Probe() = 0;
+
+  // Starts a detached container; returns its id.
+  virtual absl::StatusOr<std::string> Start(const ContainerSpec& spec) = 0;
+
+  // Force-removes containers by name; names that do not exist are not an error.
+  virtual absl::Status Remove(const std::vector<std::string>& names) = 0;
+
+  virtual absl::StatusOr<ContainerStatus> Inspect(const std::string& name) = 0;
+
+  // All containers (running or not) carrying label key=value.
+  virtual absl::StatusOr<std::vector<ContainerSummary>> List(const std::string& label_key,
+                                                             const std::string& label_value) = 0;
+};
+
+}  // namespace sandboxd

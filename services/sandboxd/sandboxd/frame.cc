@@ -1,0 +1,224 @@
+#include "sandboxd/frame.h"
+
+#include "absl/strings/str_cat.h"
+#include "sandboxd/json_util.h"
+
+namespace sandboxd {
+namespace {
+
+using nlohmann::json;
+
+absl::Status Invalid(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("runner protocol violation: ", what));
+}
+
+// Reads an unsigned integer field; `required` false allows absence (returns 0).
+absl::StatusOr<uint64_t> GetUint(const json& obj, const char* key, bool required = true) {
+  auto it = obj.find(key);
+  if (it == obj.end()) {
+    if (!required) return uint64_t{0};
+    return Invalid(absl::StrCat("missing field '", key, "'"));
+  }
+  if (!it->is_number_unsigned()) {
+    // Non-negative integers parse as unsigned; anything else is rejected.
+    return Invalid(absl::StrCat("field '", key, "' is not a non-negative integer"));
+  }
+  return it->get<uint64_t>();
+}
+
+absl::StatusOr<std::string> GetString(const json& obj, const char* key, size_t max_bytes,
+                                      bool required = true) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) {
+    if (!required) return std::string();
+    return Invalid(absl::StrCat("missing field '", key, "'"));
+  }
+  if (!it->is_string()) return Invalid(absl::StrCat("field '", key, "' is not a string"));
+  const std::string& s = it->get_ref<const std::string&>();
+  if (s.size() > max_bytes) return Invalid(absl::StrCat("field '", key, "' is too long"));
+  return s;
+}
+
+#define SBX_TRY(lhs, expr)               \
+  auto lhs##_or = (expr);                \
+  if (!lhs##_or.ok()) return lhs##_or.status(); \
+  auto lhs = std::move(*lhs##_or)
+
+absl::StatusOr<RunnerMessage> ParseReady(const json& f) {
+  ReadyMessage m;
+  auto v = f.find("runner_version");
+  if (v == f.end() || !v->is_number_integer()) return Invalid("ready without runner_version");
+  m.runner_version = v->get<int64_t>();
+  SBX_TRY(python, GetString(f, "python", 256, false));
+  m.python = python;
+  SBX_TRY(pid, GetUint(f, "pid", false));
+  m.pid = static_cast<int64_t>(pid);
+  SBX_TRY(execs, GetUint(f, "execs", false));
+  m.execs = execs;
+  return m;
+}
+
+absl::StatusOr<RunnerMessage> ParseOutput(const json& f) {
+  OutputMessage m;
+  SBX_TRY(id, GetUint(f, "id"));
+  m.id = id;
+  auto chunks = f.find("chunks");
+  if (chunks == f.end() || !chunks->is_array()) return Invalid("output without chunks array");
+  for (const json& c : *chunks) {
+    if (!c.is_array() || c.size() != 2 || !c[0].is_string() || !c[1].is_string()) {
+      return Invalid("output chunk is not [stream, text]");
+    }
+    const std::string& stream = c[0].get_ref<const std::string&>();
+    OutputStream s;
+    if (stream == "stdout") {
+      s = OutputStream::kStdout;
+    } else if (stream == "stderr") {
+      s = OutputStream::kStderr;
+    } else {
+      return Invalid("output chunk names an unknown stream");
+    }
+    m.chunks.emplace_back(s, c[1].get<std::string>());
+  }
+  return m;
+}
+
+absl::StatusOr<RunnerMessage> ParseToolCall(const json& f) {
+  ToolCallMessage m;
+  SBX_TRY(id, GetUint(f, "id"));
+  m.id = id;
+  SBX_TRY(call_id, GetString(f, "call_id", kMaxCallIdBytes));
+  if (call_id.empty()) return Invalid("empty call_id");
+  m.call_id = call_id;
+  SBX_TRY(server, GetString(f, "server", kMaxNameBytes));
+  m.server = server;
+  SBX_TRY(tool, GetString(f, "tool", kMaxNameBytes));
+  m.tool = tool;
+  auto args = f.find("arguments");
+  if (args == f.end() || args->is_null()) {
+    m.arguments = json::object();
+  } else if (args->is_object()) {
+    m.arguments = *args;
+  } else {
+    return Invalid("tool_call arguments is not an object");
+  }
+  return m;
+}
+
+absl::StatusOr<RunnerMessage> ParseDone(const json& f) {
+  DoneMessage m;
+  SBX_TRY(id, GetUint(f, "id"));
+  m.id = id;
+  SBX_TRY(status, GetString(f, "status", 32));
+  if (status == "ok") {
+    m.status = DoneMessage::Status::kOk;
+  } else if (status == "error") {
+    m.status = DoneMessage::Status::kError;
+  } else if (status == "interrupted") {
+    m.status = DoneMessage::Status::kInterrupted;
+  } else {
+    return Invalid("done with unknown status");
+  }
+  auto result = f.find("result");
+  if (result != f.end() && !result->is_null()) {
+    if (!result->is_string()) return Invalid("done result is not a string");
+    m.result = result->get<std::string>();
+  }
+  auto error = f.find("error");
+  if (error != f.end() && !error->is_null()) {
+    if (!error->is_object()) return Invalid("done error is not an object");
+    ErrorInfo e;
+    SBX_TRY(type, GetString(*error, "type", 1024, false));
+    SBX_TRY(message, GetString(*error, "message", kMaxRunnerFrameBytes, false));
+    SBX_TRY(traceback, GetString(*error, "traceback", kMaxRunnerFrameBytes, false));
+    e.type = type;
+    e.message = message;
+    e.traceback = traceback;
+    m.error = std::move(e);
+  }
+  SBX_TRY(output_bytes, GetUint(f, "output_bytes", false));
+  m.output_bytes = output_bytes;
+  SBX_TRY(dropped_bytes, GetUint(f, "dropped_bytes", false));
+  m.dropped_bytes = dropped_bytes;
+  return m;
+}
+
+absl::StatusOr<RunnerMessage> ParseAck(const json& f, AckMessage::Kind kind) {
+  SBX_TRY(id, GetUint(f, "id"));
+  AckMessage m;
+  m.kind = kind;
+  m.id = id;
+  return m;
+}
+
+#undef SBX_TRY
+
+}  // namespace
+
+std::string EncodeFrame(const json& message) {
+  std::string body = message.dump(-1, ' ', false, json::error_handler_t::replace);
+  std::string out;
+  out.reserve(body.size() + 4);
+  uint32_t n = static_cast<uint32_t>(body.size());
+  out.push_back(static_cast<char>((n >> 24) & 0xff));
+  out.push_back(static_cast<char>((n >> 16) & 0xff));
+  out.push_back(static_cast<char>((n >> 8) & 0xff));
+  out.push_back(static_cast<char>(n & 0xff));
+  out += body;
+  return out;
+}
+
+absl::StatusOr<std::optional<json>> FrameDecoder::Next() {
+  if (buffered() < 4) return std::optional<json>();
+  const auto* p = reinterpret_cast<const unsigned char*>(buffer_.data() + offset_);
+  size_t len = (size_t{p[0]} << 24) | (size_t{p[1]} << 16) | (size_t{p[2]} << 8) | size_t{p[3]};
+  if (len > max_frame_bytes_) {
+    return Invalid(absl::StrCat("frame of ", len, " bytes exceeds the cap of ", max_frame_bytes_));
+  }
+  if (buffered() < 4 + len) return std::optional<json>();
+  absl::StatusOr<json> parsed =
+      ParseUntrustedJson(absl::string_view(buffer_.data() + offset_ + 4, len), "frame");
+  offset_ += 4 + len;
+  // Compact once the consumed prefix dominates, so the buffer does not grow forever.
+  if (offset_ > 65536 && offset_ * 2 > buffer_.size()) {
+    buffer_.erase(0, offset_);
+    offset_ = 0;
+  }
+  if (!parsed.ok()) return Invalid(parsed.status().message());
+  if (!parsed->is_object()) return Invalid("frame is not a JSON object");
+  return std::optional<json>(std::move(*parsed));
+}
+
+absl::StatusOr<RunnerMessage> ParseRunnerMessage(const json& frame) {
+  auto type = frame.find("type");
+  if (type == frame.end() || !type->is_string()) return Invalid("frame without a string 'type'");
+  const std::string& t = type->get_ref<const std::string&>();
+  if (t == "output") return ParseOutput(frame);
+  if (t == "tool_call") return ParseToolCall(frame);
+  if (t == "done") return ParseDone(frame);
+  if (t == "ready") return ParseReady(frame);
+  if (t == "pong") return ParseAck(frame, AckMessage::Kind::kPong);
+  if (t == "reset_done") return ParseAck(frame, AckMessage::Kind::kResetDone);
+  if (t == "catalog_set") return ParseAck(frame, AckMessage::Kind::kCatalogSet);
+  return Invalid(absl::StrCat("unknown frame type '", t.substr(0, 64), "'"));
+}
+
+json MakeExecFrame(uint64_t id, const std::string& code, uint64_t max_output_bytes) {
+  return json{{"type", "exec"}, {"id", id}, {"code", code}, {"max_output_bytes", max_output_bytes}};
+}
+
+json MakeToolResultFrame(const std::string& call_id, const json& result) {
+  return json{{"type", "tool_result"}, {"call_id", call_id}, {"ok", true}, {"result", result}};
+}
+
+json MakeToolErrorFrame(const std::string& call_id, const std::string& error) {
+  return json{{"type", "tool_result"}, {"call_id", call_id}, {"ok", false}, {"error", error}};
+}
+
+json MakeInterruptFrame(uint64_t id) { return json{{"type", "interrupt"}, {"id", id}}; }
+json MakeResetFrame(uint64_t id) { return json{{"type", "reset"}, {"id", id}}; }
+json MakeSetCatalogFrame(uint64_t id, json catalog) {
+  return json{{"type", "set_catalog"}, {"id", id}, {"catalog", std::move(catalog)}};
+}
+json MakePingFrame(uint64_t id) { return json{{"type", "ping"}, {"id", id}}; }
+
+}  // namespace sandboxd

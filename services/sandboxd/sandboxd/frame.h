@@ -1,0 +1,117 @@
+// The runner frame protocol (docs/runner-protocol.md): 4-byte big-endian length +
+// UTF-8 JSON object. This file holds the codec and the validation of every message the
+// runner can send. Everything the runner sends is untrusted (user code shares its
+// process), so parsing never throws and every field is type- and size-checked.
+//
+//   FrameDecoder dec(kMaxRunnerFrameBytes);
+//   dec.Append(buf, n);
+//   while (true) {
+//     auto frame = dec.Next();          // error: the stream is broken, drop the session
+//     if (!frame.ok() || !*frame) break;
+//     absl::StatusOr<RunnerMessage> msg = ParseRunnerMessage(**frame);
+//   }
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
+namespace sandboxd {
+
+// Largest frame either side accepts.
+inline constexpr size_t kMaxRunnerFrameBytes = 16u << 20;
+
+// Serialises one frame. The object must hold valid UTF-8 (nlohmann::json enforces it).
+std::string EncodeFrame(const nlohmann::json& message);
+
+// Incremental frame splitter. Not thread-safe.
+class FrameDecoder {
+ public:
+  explicit FrameDecoder(size_t max_frame_bytes) : max_frame_bytes_(max_frame_bytes) {}
+
+  void Append(const char* data, size_t n) { buffer_.append(data, n); }
+
+  // The next complete frame, parsed; nullopt when more bytes are needed; an
+  // INVALID_ARGUMENT error when the stream is broken (oversized frame, bad JSON, not an
+  // object). After an error the decoder must not be used again.
+  absl::StatusOr<std::optional<nlohmann::json>> Next();
+
+  size_t buffered() const { return buffer_.size() - offset_; }
+
+ private:
+  size_t max_frame_bytes_;
+  std::string buffer_;
+  size_t offset_ = 0;
+};
+
+enum class OutputStream { kStdout, kStderr };
+
+struct ReadyMessage {
+  int64_t runner_version = 0;
+  std::string python;
+  int64_t pid = 0;
+  uint64_t execs = 0;
+};
+
+struct OutputMessage {
+  uint64_t id = 0;
+  std::vector<std::pair<OutputStream, std::string>> chunks;
+};
+
+struct ToolCallMessage {
+  uint64_t id = 0;
+  std::string call_id;
+  std::string server;
+  std::string tool;
+  nlohmann::json arguments;  // always an object
+};
+
+struct ErrorInfo {
+  std::string type;
+  std::string message;
+  std::string traceback;
+};
+
+struct DoneMessage {
+  enum class Status { kOk, kError, kInterrupted };
+  uint64_t id = 0;
+  Status status = Status::kOk;
+  std::optional<std::string> result;
+  std::optional<ErrorInfo> error;
+  uint64_t output_bytes = 0;
+  uint64_t dropped_bytes = 0;
+};
+
+// reset_done, catalog_set and pong: replies that only carry the request id.
+struct AckMessage {
+  enum class Kind { kResetDone, kCatalogSet, kPong };
+  Kind kind = Kind::kPong;
+  uint64_t id = 0;
+};
+
+using RunnerMessage =
+    std::variant<ReadyMessage, OutputMessage, ToolCallMessage, DoneMessage, AckMessage>;
+
+// Limits on fields inside a runner frame (beyond the frame cap).
+inline constexpr size_t kMaxCallIdBytes = 128;
+inline constexpr size_t kMaxNameBytes = 256;
+
+// Validates one runner -> sandboxd message. INVALID_ARGUMENT says what is wrong.
+absl::StatusOr<RunnerMessage> ParseRunnerMessage(const nlohmann::json& frame);
+
+// sandboxd -> runner messages.
+nlohmann::json MakeExecFrame(uint64_t id, const std::string& code, uint64_t max_output_bytes);
+nlohmann::json MakeToolResultFrame(const std::string& call_id, const nlohmann::json& result);
+nlohmann::json MakeToolErrorFrame(const std::string& call_id, const std::string& error);
+nlohmann::json MakeInterruptFrame(uint64_t id);
+nlohmann::json MakeResetFrame(uint64_t id);
+nlohmann::json MakeSetCatalogFrame(uint64_t id, nlohmann::json catalog);
+nlohmann::json MakePingFrame(uint64_t id);
+
+}  // namespace sandboxd

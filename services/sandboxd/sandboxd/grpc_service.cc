@@ -1,0 +1,306 @@
+#include "sandboxd/grpc_service.h"
+
+#include <deque>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "sandboxd/log.h"
+
+namespace sandboxd {
+namespace {
+
+using sandbox::v1::ExecuteRequest;
+using sandbox::v1::ExecuteResponse;
+using sandbox::v1::Finished;
+
+absl::StatusOr<ExecutionRequest> ToExecutionRequest(const std::string& code, uint32_t timeout_ms,
+                                                    const sandbox::v1::Catalog* catalog,
+                                                    bool tool_router) {
+  ExecutionRequest r;
+  r.code = code;
+  r.timeout_ms = timeout_ms;
+  r.tool_router = tool_router;
+  if (catalog) {
+    absl::StatusOr<Catalog> c = Catalog::FromProto(*catalog);
+    if (!c.ok()) return c.status();
+    r.catalog = std::move(*c);
+  }
+  return r;
+}
+
+// Collects one execution for the unary Run rpc.
+class CollectingObserver : public ExecutionObserver {
+ public:
+  void OnStarted(uint64_t) override {}
+  void OnOutput(OutputStream, const std::string&) override {}
+  void OnToolCall(const sandbox::v1::ToolCall&) override {}
+  void OnFinished(const Finished& f) override {
+    finished_ = f;
+    done_.Notify();
+  }
+  absl::Notification done_;
+  Finished finished_;
+};
+
+// Drives one Execute stream. Lifetime: deleted in OnDone. Session callbacks reach it
+// through a Bridge that OnDone detaches first, so no callback lands on a deleted reactor.
+class ExecuteReactor : public grpc::ServerBidiReactor<ExecuteRequest, ExecuteResponse> {
+ public:
+  ExecuteReactor(SessionManager* manager) : manager_(manager), bridge_(std::make_shared<Bridge>(this)) {
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      // The client half-closed (what `grpcurl -d @` does) or the call ended: tool calls
+      // can no longer be answered, but output and `finished` still flow.
+      std::shared_ptr<Execution> exec;
+      {
+        absl::MutexLock lock(&mu_);
+        exec = execution_;
+        if (!exec && !finish_called_) {
+          FinishLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                    "the stream ended before a 'start' message"));
+        }
+      }
+      if (exec) exec->CloseToolRouter();
+      return;
+    }
+    std::shared_ptr<Execution> exec;
+    {
+      absl::MutexLock lock(&mu_);
+      exec = execution_;
+    }
+    if (!exec) {
+      HandleStart();
+    } else if (request_.has_tool_result()) {
+      absl::Status s = exec->SubmitToolResult(request_.tool_result());
+      if (!s.ok()) spdlog::debug("tool_result ignored: {}", s.message());
+    } else if (request_.has_cancel()) {
+      exec->Cancel();
+    } else if (request_.has_start()) {
+      spdlog::debug("second 'start' on one Execute stream ignored");
+    }
+    absl::MutexLock lock(&mu_);
+    if (!finish_called_) StartRead(&request_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok) {
+      // The client is gone; OnDone will follow.
+      outbox_.clear();
+      if (!finish_called_) FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "write failed"));
+      return;
+    }
+    WriteNextLocked();
+  }
+
+  void OnCancel() override {
+    std::shared_ptr<Execution> exec;
+    {
+      absl::MutexLock lock(&mu_);
+      exec = execution_;
+      if (!finish_called_) FinishLocked(grpc::Status::CANCELLED);
+    }
+    if (exec) exec->Cancel();
+  }
+
+  void OnDone() override {
+    bridge_->Detach();
+    std::shared_ptr<Execution> exec;
+    bool finished;
+    {
+      absl::MutexLock lock(&mu_);
+      exec = execution_;
+      finished = finished_seen_;
+    }
+    // A client that disconnects mid-execution: interrupt the code, keep the namespace.
+    if (exec && !finished) exec->Cancel();
+    delete this;
+  }
+
+  // Called by the bridge (session threads).
+  void Push(ExecuteResponse response, bool final) {
+    absl::MutexLock lock(&mu_);
+    if (finish_called_) return;
+    if (final) finished_seen_ = true;
+    outbox_.push_back(std::move(response));
+    WriteNextLocked();
+  }
+
+ private:
+  class Bridge : public ExecutionObserver {
+   public:
+    explicit Bridge(ExecuteReactor* r) : reactor_(r) {}
+    void Detach() {
+      absl::MutexLock lock(&mu_);
+      reactor_ = nullptr;
+    }
+    void OnStarted(uint64_t id) override {
+      ExecuteResponse r;
+      r.mutable_started()->set_execution_id(id);
+      r.mutable_started()->set_session_id(session_id_);
+      Forward(std::move(r), false);
+    }
+    void OnOutput(OutputStream stream, const std::string& text) override {
+      ExecuteResponse r;
+      r.mutable_output()->set_stream(stream == OutputStream::kStdout ? sandbox::v1::Output::STDOUT
+                                                                     : sandbox::v1::Output::STDERR);
+      r.mutable_output()->set_text(text);
+      Forward(std::move(r), false);
+    }
+    void OnToolCall(const sandbox::v1::ToolCall& call) override {
+      ExecuteResponse r;
+      *r.mutable_tool_call() = call;
+      Forward(std::move(r), false);
+    }
+    void OnFinished(const Finished& f) override {
+      ExecuteResponse r;
+      *r.mutable_finished() = f;
+      Forward(std::move(r), true);
+    }
+    std::string session_id_;
+
+   private:
+    void Forward(ExecuteResponse r, bool final) {
+      absl::MutexLock lock(&mu_);
+      if (reactor_) reactor_->Push(std::move(r), final);
+    }
+    absl::Mutex mu_;
+    ExecuteReactor* reactor_ ABSL_GUARDED_BY(mu_);
+  };
+
+  void HandleStart() {
+    if (!request_.has_start()) {
+      absl::MutexLock lock(&mu_);
+      FinishLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                "the first message must be 'start'"));
+      return;
+    }
+    const auto& start = request_.start();
+    bridge_->session_id_ = start.session_id();
+    absl::StatusOr<ExecutionRequest> req = ToExecutionRequest(
+        start.code(), start.timeout_ms(), start.has_catalog() ? &start.catalog() : nullptr, true);
+    absl::StatusOr<std::shared_ptr<Execution>> exec =
+        req.ok() ? manager_->Execute(start.session_id(), std::move(*req), bridge_)
+                 : absl::StatusOr<std::shared_ptr<Execution>>(req.status());
+    absl::MutexLock lock(&mu_);
+    if (!exec.ok()) {
+      FinishLocked(ToGrpcStatus(exec.status()));
+      return;
+    }
+    execution_ = *exec;
+  }
+
+  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writing_ || finish_called_) return;
+    if (outbox_.empty()) {
+      if (finished_seen_) FinishLocked(grpc::Status::OK);
+      return;
+    }
+    current_write_ = std::move(outbox_.front());
+    outbox_.pop_front();
+    writing_ = true;
+    StartWrite(&current_write_);
+  }
+
+  void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    finish_called_ = true;
+    Finish(status);
+  }
+
+  SessionManager* const manager_;
+  std::shared_ptr<Bridge> bridge_;
+  ExecuteRequest request_;
+  absl::Mutex mu_;
+  std::shared_ptr<Execution> execution_ ABSL_GUARDED_BY(mu_);
+  std::deque<ExecuteResponse> outbox_ ABSL_GUARDED_BY(mu_);
+  ExecuteResponse current_write_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_seen_ ABSL_GUARDED_BY(mu_) = false;
+  bool finish_called_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace
+
+grpc::Status ToGrpcStatus(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+grpc::Status SandboxServiceImpl::CreateSession(grpc::ServerContext*,
+                                               const sandbox::v1::CreateSessionRequest* req,
+                                               sandbox::v1::Session* resp) {
+  absl::StatusOr<sandbox::v1::Session> s = manager_->CreateSession(*req);
+  if (!s.ok()) return ToGrpcStatus(s.status());
+  *resp = std::move(*s);
+  return grpc::Status::OK;
+}
+
+grpc::Status SandboxServiceImpl::GetSession(grpc::ServerContext*,
+                                            const sandbox::v1::GetSessionRequest* req,
+                                            sandbox::v1::Session* resp) {
+  absl::StatusOr<sandbox::v1::Session> s = manager_->GetSession(req->session_id());
+  if (!s.ok()) return ToGrpcStatus(s.status());
+  *resp = std::move(*s);
+  return grpc::Status::OK;
+}
+
+grpc::Status SandboxServiceImpl::ListSessions(grpc::ServerContext*,
+                                              const sandbox::v1::ListSessionsRequest* req,
+                                              sandbox::v1::ListSessionsResponse* resp) {
+  for (auto& s : manager_->ListSessions(req->owner())) *resp->add_sessions() = std::move(s);
+  return grpc::Status::OK;
+}
+
+grpc::Status SandboxServiceImpl::DeleteSession(grpc::ServerContext*,
+                                               const sandbox::v1::DeleteSessionRequest* req,
+                                               sandbox::v1::DeleteSessionResponse*) {
+  return ToGrpcStatus(manager_->DeleteSession(req->session_id()));
+}
+
+grpc::Status SandboxServiceImpl::ResetSession(grpc::ServerContext*,
+                                              const sandbox::v1::ResetSessionRequest* req,
+                                              sandbox::v1::Session* resp) {
+  absl::StatusOr<sandbox::v1::Session> s = manager_->ResetSession(req->session_id());
+  if (!s.ok()) return ToGrpcStatus(s.status());
+  *resp = std::move(*s);
+  return grpc::Status::OK;
+}
+
+grpc::Status SandboxServiceImpl::Run(grpc::ServerContext* context,
+                                     const sandbox::v1::RunRequest* req,
+                                     sandbox::v1::Finished* resp) {
+  absl::StatusOr<ExecutionRequest> r =
+      ToExecutionRequest(req->code(), req->timeout_ms(), nullptr, /*tool_router=*/false);
+  if (!r.ok()) return ToGrpcStatus(r.status());
+  auto observer = std::make_shared<CollectingObserver>();
+  absl::StatusOr<std::shared_ptr<Execution>> exec =
+      manager_->Execute(req->session_id(), std::move(*r), observer);
+  if (!exec.ok()) return ToGrpcStatus(exec.status());
+  bool cancelled = false;
+  while (!observer->done_.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+    if (!cancelled && context->IsCancelled()) {
+      (*exec)->Cancel();
+      cancelled = true;
+    }
+  }
+  *resp = observer->finished_;
+  return grpc::Status::OK;
+}
+
+grpc::Status SandboxServiceImpl::GetInfo(grpc::ServerContext*, const sandbox::v1::GetInfoRequest*,
+                                         sandbox::v1::Info* resp) {
+  *resp = manager_->GetInfo();
+  return grpc::Status::OK;
+}
+
+grpc::ServerBidiReactor<ExecuteRequest, ExecuteResponse>* SandboxServiceImpl::Execute(
+    grpc::CallbackServerContext*) {
+  return new ExecuteReactor(manager_);
+}
+
+}  // namespace sandboxd

@@ -1,0 +1,46 @@
+// The sandbox.v1 gRPC adapter: converts messages, maps absl::Status to grpc::Status and
+// drives the Execute bidi stream with a callback reactor. All policy lives in
+// SessionManager.
+//
+//   SandboxServiceImpl service(&manager);
+//   builder.RegisterService(&service);
+#pragma once
+
+#include "grpcpp/grpcpp.h"
+#include "sandbox/v1/sandbox.grpc.pb.h"
+#include "sandboxd/session_manager.h"
+
+namespace sandboxd {
+
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// Unary rpcs are synchronous (they may wait on podman); Execute uses the callback API
+// and never blocks a reactor callback.
+class SandboxServiceImpl final
+    : public sandbox::v1::SandboxService::WithCallbackMethod_Execute<
+          sandbox::v1::SandboxService::Service> {
+ public:
+  explicit SandboxServiceImpl(SessionManager* manager) : manager_(manager) {}
+
+  grpc::Status CreateSession(grpc::ServerContext*, const sandbox::v1::CreateSessionRequest*,
+                             sandbox::v1::Session*) override;
+  grpc::Status GetSession(grpc::ServerContext*, const sandbox::v1::GetSessionRequest*,
+                          sandbox::v1::Session*) override;
+  grpc::Status ListSessions(grpc::ServerContext*, const sandbox::v1::ListSessionsRequest*,
+                            sandbox::v1::ListSessionsResponse*) override;
+  grpc::Status DeleteSession(grpc::ServerContext*, const sandbox::v1::DeleteSessionRequest*,
+                             sandbox::v1::DeleteSessionResponse*) override;
+  grpc::Status ResetSession(grpc::ServerContext*, const sandbox::v1::ResetSessionRequest*,
+                            sandbox::v1::Session*) override;
+  grpc::Status Run(grpc::ServerContext*, const sandbox::v1::RunRequest*,
+                   sandbox::v1::Finished*) override;
+  grpc::Status GetInfo(grpc::ServerContext*, const sandbox::v1::GetInfoRequest*,
+                       sandbox::v1::Info*) override;
+  grpc::ServerBidiReactor<sandbox::v1::ExecuteRequest, sandbox::v1::ExecuteResponse>* Execute(
+      grpc::CallbackServerContext* context) override;
+
+ private:
+  SessionManager* const manager_;
+};
+
+}  // namespace sandboxd

@@ -1,0 +1,245 @@
+#include "sandboxd/podman_runtime.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
+#include "sandboxd/subprocess.h"
+
+namespace sandboxd {
+namespace {
+
+using nlohmann::json;
+
+std::string Trim(std::string s) {
+  return std::string(absl::StripAsciiWhitespace(s));
+}
+
+// First line(s) of podman's stderr, for error messages.
+std::string Summarise(const std::string& err) {
+  std::string t = Trim(err);
+  if (t.size() > 600) t = t.substr(0, 600) + "...";
+  return t;
+}
+
+const json* Path(const json& j, std::initializer_list<const char*> keys) {
+  const json* cur = &j;
+  for (const char* k : keys) {
+    if (!cur->is_object()) return nullptr;
+    auto it = cur->find(k);
+    if (it == cur->end()) return nullptr;
+    cur = &*it;
+  }
+  return cur;
+}
+
+}  // namespace
+
+std::vector<std::string> BuildRunArgv(const PodmanOptions& options, const RuntimeInfo& info,
+                                      const ContainerSpec& spec) {
+  const ResolvedLimits& l = spec.limits;
+  std::vector<std::string> a = {options.podman};
+  a.insert(a.end(), options.global_args.begin(), options.global_args.end());
+  if (!info.oci_runtime.empty()) a.insert(a.end(), {"--runtime", info.oci_runtime});
+  a.insert(a.end(), {"run", "--detach", "--name", spec.name});
+  for (const auto& [k, v] : spec.labels) a.insert(a.end(), {"--label", absl::StrCat(k, "=", v)});
+  a.insert(a.end(), {
+      "--network", "none",
+      "--read-only",
+      "--read-only-tmpfs=false",
+      "--cap-drop", "ALL",
+      "--security-opt", "no-new-privileges",
+      "--user", "65534:65534",
+      "--init",
+      "--pull", "never",
+      "--log-driver", "none",
+      "--hostname", "sandbox",
+      "--ipc", "private",
+      "--ulimit", absl::StrCat("nofile=", l.nofile, ":", l.nofile),
+      "--ulimit", "core=0:0",
+      "--tmpfs", absl::StrCat("/tmp:rw,nosuid,nodev,mode=1777,size=", l.tmp_bytes),
+      "--tmpfs", absl::StrCat("/workspace:rw,nosuid,nodev,mode=1777,size=", l.workspace_bytes),
+      "--workdir", "/workspace",
+      "--mount", absl::StrCat("type=bind,source=", spec.runner_path, ",target=", kRunnerMountPath,
+                              ",ro=true"),
+      "--mount", absl::StrCat("type=bind,source=", spec.socket_dir, ",target=", kSocketMountDir),
+  });
+  if (info.cgroup_limits) {
+    a.insert(a.end(), {
+        "--memory", absl::StrCat(l.memory_bytes),
+        "--memory-swap", absl::StrCat(l.memory_bytes),
+        "--pids-limit", absl::StrCat(l.pids),
+        "--cpus", absl::StrCat(l.cpu_millis / 1000, ".", absl::StrFormat("%03u", l.cpu_millis % 1000)),
+        // podman's default nproc (the host's) cannot be set without CAP_SYS_RESOURCE.
+        "--ulimit", absl::StrCat("nproc=", l.pids * 4, ":", l.pids * 4),
+    });
+  } else {
+    // rlimit fallback: address space stands in for memory (plus headroom for thread
+    // stacks that are reserved but never touched), RLIMIT_NPROC for pids.
+    uint64_t as = l.memory_bytes + (256ull << 20);
+    a.insert(a.end(), {
+        "--ulimit", absl::StrCat("as=", as, ":", as),
+        "--ulimit", absl::StrCat("nproc=", l.pids, ":", l.pids),
+    });
+  }
+  // A clean environment: podman adds only PATH, HOSTNAME, TERM and container=podman.
+  a.push_back("--env");
+  a.push_back("HOME=/workspace");
+  for (const auto& e : spec.env) a.insert(a.end(), {"--env", e});
+  a.insert(a.end(), {spec.image, "python3", "-I", "-u", kRunnerMountPath, "--socket",
+                     absl::StrCat(kSocketMountDir, "/runner.sock")});
+  return a;
+}
+
+PodmanRuntime::PodmanRuntime(PodmanOptions options) : options_(std::move(options)) {}
+
+absl::StatusOr<std::string> PodmanRuntime::Podman(std::vector<std::string> args,
+                                                  bool with_runtime) {
+  std::vector<std::string> argv = {options_.podman};
+  argv.insert(argv.end(), options_.global_args.begin(), options_.global_args.end());
+  if (with_runtime) {
+    absl::MutexLock lock(&mu_);
+    if (!info_.oci_runtime.empty()) argv.insert(argv.end(), {"--runtime", info_.oci_runtime});
+  }
+  argv.insert(argv.end(), args.begin(), args.end());
+  absl::StatusOr<SubprocessResult> r = RunSubprocess(argv);
+  if (!r.ok()) {
+    return absl::UnavailableError(absl::StrCat("cannot run podman: ", r.status().message()));
+  }
+  if (r->timed_out) {
+    return absl::UnavailableError(absl::StrCat("podman ", args.empty() ? "" : args[0],
+                                               " timed out"));
+  }
+  if (r->exit_code != 0) {
+    return absl::UnavailableError(absl::StrCat("podman ", args.empty() ? "" : args[0],
+                                               " failed (exit ", r->exit_code,
+                                               "): ", Summarise(r->stderr_text)));
+  }
+  return std::move(r->stdout_text);
+}
+
+absl::StatusOr<RuntimeInfo> PodmanRuntime::Probe() {
+  absl::StatusOr<std::string> out = Podman({"info", "--format", "json"});
+  if (!out.ok()) return out.status();
+  json j = json::parse(*out, nullptr, false);
+  if (j.is_discarded()) return absl::UnavailableError("podman info printed invalid JSON");
+  RuntimeInfo info;
+  if (const json* v = Path(j, {"version", "Version"}); v && v->is_string()) {
+    info.version = absl::StrCat("podman ", v->get<std::string>());
+  }
+  if (const json* v = Path(j, {"host", "security", "rootless"}); v && v->is_boolean()) {
+    info.rootless = v->get<bool>();
+  }
+  if (const json* v = Path(j, {"host", "cgroupVersion"}); v && v->is_string()) {
+    info.cgroup_version = v->get<std::string>();
+  }
+  std::string default_runtime;
+  if (const json* v = Path(j, {"host", "ociRuntime", "name"}); v && v->is_string()) {
+    default_runtime = v->get<std::string>();
+  }
+  if (options_.oci_runtime == "auto") {
+    // crun 1.8 fails on hybrid cgroup v1 hosts ("cgroups in hybrid mode not supported").
+    if (info.cgroup_version == "v1" && !FindInPath("runc").empty()) {
+      info.oci_runtime = "runc";
+      if (default_runtime != "runc") {
+        info.notes.push_back("cgroup v1 host: using OCI runtime runc instead of " + default_runtime);
+      }
+    } else {
+      info.oci_runtime = default_runtime;
+    }
+  } else {
+    info.oci_runtime = options_.oci_runtime;
+  }
+  info.cgroup_limits = !(info.rootless && info.cgroup_version == "v1");
+  if (!info.cgroup_limits) {
+    info.notes.push_back(
+        "rootless podman on cgroup v1 cannot enforce --memory/--pids/--cpus: memory is "
+        "limited by RLIMIT_AS, processes by RLIMIT_NPROC (shared by all sessions of this "
+        "user), CPU is not limited");
+  }
+  if (options_.image.empty()) return absl::InvalidArgumentError("no sandbox image configured");
+  if (!Podman({"image", "exists", options_.image}).ok()) {
+    return absl::UnavailableError(absl::StrCat("sandbox image ", options_.image,
+                                               " is not present; build it with scripts/setup.sh"));
+  }
+  absl::MutexLock lock(&mu_);
+  info_ = info;
+  probed_ = true;
+  return info;
+}
+
+absl::StatusOr<std::string> PodmanRuntime::Start(const ContainerSpec& spec) {
+  RuntimeInfo info;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!probed_) return absl::FailedPreconditionError("Probe() has not succeeded yet");
+    info = info_;
+  }
+  std::vector<std::string> argv = BuildRunArgv(options_, info, spec);
+  absl::StatusOr<SubprocessResult> r = RunSubprocess(argv);
+  if (!r.ok()) return absl::UnavailableError(absl::StrCat("cannot run podman: ", r.status().message()));
+  if (r->exit_code != 0 || r->timed_out) {
+    // A failed `run` may leave a created container behind.
+    (void)Remove({spec.name});
+    return absl::UnavailableError(absl::StrCat("podman run failed (exit ", r->exit_code,
+                                               "): ", Summarise(r->stderr_text)));
+  }
+  return Trim(r->stdout_text);
+}
+
+absl::Status PodmanRuntime::Remove(const std::vector<std::string>& names) {
+  if (names.empty()) return absl::OkStatus();
+  std::vector<std::string> args = {"rm", "--force", "--ignore", "--time", "0"};
+  args.insert(args.end(), names.begin(), names.end());
+  return Podman(std::move(args)).status();
+}
+
+absl::StatusOr<ContainerStatus> PodmanRuntime::Inspect(const std::string& name) {
+  ContainerStatus st;
+  absl::StatusOr<std::string> out = Podman({"container", "inspect", "--format", "json", name});
+  if (!out.ok()) {
+    if (absl::StrContains(out.status().message(), "no such")) return st;  // exists=false
+    return out.status();
+  }
+  json j = json::parse(*out, nullptr, false);
+  if (j.is_discarded() || !j.is_array() || j.empty()) return st;
+  st.exists = true;
+  const json& s = j[0];
+  if (const json* v = Path(s, {"State", "Running"}); v && v->is_boolean()) st.running = v->get<bool>();
+  if (const json* v = Path(s, {"State", "OOMKilled"}); v && v->is_boolean()) st.oom_killed = v->get<bool>();
+  if (const json* v = Path(s, {"State", "ExitCode"}); v && v->is_number_integer()) st.exit_code = v->get<int>();
+  if (const json* v = Path(s, {"State", "Status"}); v && v->is_string()) st.state = v->get<std::string>();
+  return st;
+}
+
+absl::StatusOr<std::vector<ContainerSummary>> PodmanRuntime::List(const std::string& key,
+                                                                  const std::string& value) {
+  absl::StatusOr<std::string> out = Podman(
+      {"ps", "--all", "--filter", absl::StrCat("label=", key, "=", value), "--format", "json"});
+  if (!out.ok()) return out.status();
+  json j = json::parse(*out, nullptr, false);
+  if (j.is_discarded() || !j.is_array()) return absl::UnavailableError("podman ps printed invalid JSON");
+  std::vector<ContainerSummary> result;
+  for (const json& c : j) {
+    ContainerSummary s;
+    if (auto it = c.find("Id"); it != c.end() && it->is_string()) s.id = it->get<std::string>();
+    if (auto it = c.find("Names"); it != c.end() && it->is_array() && !it->empty() &&
+                                   (*it)[0].is_string()) {
+      s.name = (*it)[0].get<std::string>();
+    }
+    if (auto it = c.find("State"); it != c.end() && it->is_string()) {
+      s.running = it->get<std::string>() == "running";
+    }
+    if (auto it = c.find("Labels"); it != c.end() && it->is_object()) {
+      for (auto& [k, v] : it->items()) {
+        if (v.is_string()) s.labels[k] = v.get<std::string>();
+      }
+    }
+    result.push_back(std::move(s));
+  }
+  return result;
+}
+
+}  // namespace sandboxd

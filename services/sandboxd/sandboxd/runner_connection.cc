@@ -1,0 +1,159 @@
+#include "sandboxd/runner_connection.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace sandboxd {
+
+absl::StatusOr<std::unique_ptr<RunnerConnection>> RunnerConnection::Connect(
+    const std::string& socket_path, absl::Duration timeout) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (socket_path.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("runner socket path is too long (", socket_path.size(),
+                     " bytes; the limit is 107): use a shorter --state_dir"));
+  }
+  std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
+  absl::Time deadline = absl::Now() + timeout;
+  std::string last_error = "socket never appeared";
+  for (;;) {
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+      timeval tv{5, 0};
+      setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+      std::unique_ptr<RunnerConnection> conn(new RunnerConnection(fd));
+      absl::StatusOr<RunnerMessage> first = conn->ReadOne(deadline);
+      if (!first.ok()) {
+        return absl::UnavailableError(
+            absl::StrCat("runner at ", socket_path, " did not say ready: ", first.status().message()));
+      }
+      if (!std::holds_alternative<ReadyMessage>(*first)) {
+        return absl::UnavailableError("runner's first frame was not 'ready'");
+      }
+      conn->ready_ = std::get<ReadyMessage>(*first);
+      if (conn->ready_.runner_version != 1) {
+        return absl::UnavailableError(
+            absl::StrCat("runner speaks protocol version ", conn->ready_.runner_version, ", not 1"));
+      }
+      return conn;
+    }
+    last_error = strerror(errno);
+    close(fd);
+    if (absl::Now() >= deadline) {
+      return absl::UnavailableError(absl::StrCat("cannot connect to runner socket ", socket_path,
+                                                 ": ", last_error));
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+}
+
+RunnerConnection::~RunnerConnection() {
+  Close();
+  close(fd_);
+}
+
+absl::StatusOr<RunnerMessage> RunnerConnection::ReadOne(absl::Time deadline) {
+  char buf[65536];
+  for (;;) {
+    absl::StatusOr<std::optional<nlohmann::json>> frame = decoder_.Next();
+    if (!frame.ok()) return frame.status();
+    if (*frame) return ParseRunnerMessage(**frame);
+    int64_t left = absl::ToInt64Milliseconds(deadline - absl::Now());
+    if (left <= 0) return absl::DeadlineExceededError("timed out waiting for a frame");
+    pollfd p{fd_, POLLIN, 0};
+    int r = poll(&p, 1, static_cast<int>(left));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    ssize_t n = recv(fd_, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return absl::UnavailableError("connection closed");
+    decoder_.Append(buf, static_cast<size_t>(n));
+  }
+}
+
+absl::Status RunnerConnection::PingSync(absl::Duration timeout) {
+  static std::atomic<uint64_t> next_ping{1u << 30};
+  uint64_t id = next_ping++;
+  if (absl::Status s = Send(MakePingFrame(id)); !s.ok()) return s;
+  absl::Time deadline = absl::Now() + timeout;
+  for (;;) {
+    absl::StatusOr<RunnerMessage> m = ReadOne(deadline);
+    if (!m.ok()) return m.status();
+    if (auto* ack = std::get_if<AckMessage>(&*m);
+        ack && ack->kind == AckMessage::Kind::kPong && ack->id == id) {
+      return absl::OkStatus();
+    }
+  }
+}
+
+void RunnerConnection::Start(Listener* listener) {
+  listener_ = listener;
+  reader_ = std::thread([this] { ReadLoop(); });
+}
+
+void RunnerConnection::ReadLoop() {
+  char buf[65536];
+  absl::Status reason;
+  for (;;) {
+    absl::StatusOr<std::optional<nlohmann::json>> frame = decoder_.Next();
+    if (!frame.ok()) {
+      reason = frame.status();
+      break;
+    }
+    if (*frame) {
+      absl::StatusOr<RunnerMessage> m = ParseRunnerMessage(**frame);
+      if (!m.ok()) {
+        reason = m.status();
+        break;
+      }
+      listener_->OnRunnerMessage(std::move(*m));
+      continue;
+    }
+    ssize_t n = recv(fd_, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      reason = closed_ ? absl::CancelledError("connection closed by sandboxd")
+                       : absl::UnavailableError("runner closed the connection");
+      break;
+    }
+    decoder_.Append(buf, static_cast<size_t>(n));
+  }
+  shutdown(fd_, SHUT_RDWR);
+  listener_->OnRunnerClosed(reason);
+}
+
+absl::Status RunnerConnection::Send(const nlohmann::json& frame) {
+  std::string bytes = EncodeFrame(frame);
+  absl::MutexLock lock(&send_mu_);
+  size_t off = 0;
+  while (off < bytes.size()) {
+    ssize_t n = send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      std::string why = (errno == EAGAIN || errno == EWOULDBLOCK)
+                            ? "runner stopped reading its socket"
+                            : std::string(strerror(errno));
+      shutdown(fd_, SHUT_RDWR);
+      return absl::UnavailableError(absl::StrCat("cannot send to runner: ", why));
+    }
+    off += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+void RunnerConnection::Close() {
+  closed_ = true;
+  shutdown(fd_, SHUT_RDWR);
+  if (reader_.joinable()) reader_.join();
+}
+
+}  // namespace sandboxd

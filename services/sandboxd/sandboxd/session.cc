@@ -1,0 +1,601 @@
+#include "sandboxd/session.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "sandboxd/json_util.h"
+#include "sandboxd/log.h"
+
+namespace sandboxd {
+namespace {
+
+using sandbox::v1::Finished;
+
+// Cuts `text` to at most `n` bytes without splitting a UTF-8 sequence.
+std::string Utf8Prefix(const std::string& text, size_t n) {
+  if (n >= text.size()) return text;
+  while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
+  return text.substr(0, n);
+}
+
+std::string MiB(uint64_t bytes) { return absl::StrCat(bytes >> 20, " MiB"); }
+
+Finished ErrorFinished(Finished::Status status, const std::string& type,
+                       const std::string& message) {
+  Finished f;
+  f.set_status(status);
+  f.mutable_error()->set_type(type);
+  f.mutable_error()->set_message(message);
+  return f;
+}
+
+}  // namespace
+
+std::string DescribeContainerDeath(const ContainerStatus& st, const ResolvedLimits& limits,
+                                   bool cgroup_limits) {
+  if (!st.exists) return "the container disappeared (removed outside sandboxd?)";
+  if (st.oom_killed) return absl::StrCat("out of memory (limit ", MiB(limits.memory_bytes), ")");
+  if (st.running) return "the runner closed its connection while the container kept running";
+  if (st.exit_code == 137) {
+    return absl::StrCat("the container was killed (SIGKILL)",
+                        cgroup_limits ? absl::StrCat(", most likely out of memory (limit ",
+                                                     MiB(limits.memory_bytes), ")")
+                                      : "");
+  }
+  return absl::StrCat("the container exited with code ", st.exit_code);
+}
+
+// ---- Execution handle -------------------------------------------------------------
+
+absl::Status Execution::SubmitToolResult(const sandbox::v1::ToolResult& result) {
+  std::shared_ptr<Session> s = session_.lock();
+  if (!s) return absl::NotFoundError("the session is gone");
+  return s->SubmitToolResult(id_, result);
+}
+
+void Execution::Cancel() {
+  if (std::shared_ptr<Session> s = session_.lock()) s->CancelExec(id_);
+}
+
+void Execution::CloseToolRouter() {
+  if (std::shared_ptr<Session> s = session_.lock()) s->CloseRouter(id_);
+}
+
+// ---- Session ----------------------------------------------------------------------
+
+std::shared_ptr<Session> Session::Create(SessionEnv* env, Metadata metadata, Catalog catalog,
+                                         std::unique_ptr<RunnerConnection> conn,
+                                         bool push_catalog) {
+  std::shared_ptr<Session> s(
+      new Session(env, std::move(metadata), std::move(catalog), std::move(conn)));
+  s->conn_->Start(s.get());
+  if (push_catalog && !s->catalog_.servers().empty()) {
+    // The runner handles frames in order, so the first execution sees this catalog. A
+    // failed send shows up as EOF on the reader and loses the session.
+    Deferred deferred;
+    absl::MutexLock lock(&s->mu_);
+    s->SendOrLose(MakeSetCatalogFrame(s->next_request_id_++, s->catalog_.ToRunnerJson()), deferred);
+  }
+  return s;
+}
+
+Session::Session(SessionEnv* env, Metadata metadata, Catalog catalog,
+                 std::unique_ptr<RunnerConnection> conn)
+    : env_(env), metadata_(std::move(metadata)), conn_(std::move(conn)),
+      catalog_(std::move(catalog)), last_used_ms_(env->clock->NowMs()) {}
+
+Session::~Session() { conn_->Close(); }
+
+void Session::Run(Deferred& d) {
+  for (auto& fn : d) fn();
+  d.clear();
+}
+
+absl::StatusOr<std::shared_ptr<Execution>> Session::Enqueue(
+    ExecutionRequest request, std::shared_ptr<ExecutionObserver> observer) {
+  Deferred deferred;
+  std::shared_ptr<Execution> handle;
+  {
+    absl::MutexLock lock(&mu_);
+    if (lost_) return absl::FailedPreconditionError(absl::StrCat("session lost: ", lost_reason_));
+    uint32_t timeout = request.timeout_ms ? request.timeout_ms : metadata_.limits.default_timeout_ms;
+    if (timeout > env_->max_timeout_ms) {
+      return absl::InvalidArgumentError(absl::StrCat("timeout_ms ", timeout,
+                                                     " exceeds the daemon maximum ",
+                                                     env_->max_timeout_ms));
+    }
+    size_t waiting = queue_.size();
+    if (waiting >= env_->max_queue) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "session ", metadata_.id, " already has ", waiting, " executions queued (the limit)"));
+    }
+    auto e = std::make_shared<ExecState>();
+    e->id = next_exec_id_++;
+    e->timeout_ms = timeout;
+    e->router_open = request.tool_router;
+    e->request = std::move(request);
+    e->observer = std::move(observer);
+    handle = std::make_shared<Execution>(weak_from_this(), e->id);
+    queue_.push_back(Work{e, nullptr, 0});
+    StartNextLocked(deferred);
+  }
+  Run(deferred);
+  return handle;
+}
+
+absl::Status Session::Reset(absl::Duration timeout) {
+  struct Waiter {
+    absl::Notification done;
+    absl::Status status;
+  };
+  auto waiter = std::make_shared<Waiter>();
+  Deferred deferred;
+  {
+    absl::MutexLock lock(&mu_);
+    if (lost_) return absl::FailedPreconditionError(absl::StrCat("session lost: ", lost_reason_));
+    if (queue_.size() >= env_->max_queue) {
+      return absl::ResourceExhaustedError("the session's queue is full");
+    }
+    queue_.push_back(Work{nullptr, [waiter](absl::Status s) {
+                            waiter->status = std::move(s);
+                            waiter->done.Notify();
+                          },
+                          0});
+    StartNextLocked(deferred);
+  }
+  Run(deferred);
+  if (!waiter->done.WaitForNotificationWithTimeout(timeout)) {
+    return absl::DeadlineExceededError("the reset did not complete in time");
+  }
+  return waiter->status;
+}
+
+void Session::StartNextLocked(Deferred& out) {
+  while (!lost_ && !current_ && !pending_reset_ && !queue_.empty()) {
+    Work w = std::move(queue_.front());
+    queue_.pop_front();
+    uint64_t request_id = next_request_id_++;
+    if (w.reset) {
+      pending_reset_ = std::move(w.reset);
+      pending_reset_id_ = request_id;
+      SendOrLose(MakeResetFrame(request_id), out);
+      continue;
+    }
+    std::shared_ptr<ExecState> e = std::move(w.exec);
+    current_ = e;
+    e->running = true;
+    e->started = absl::Now();
+    last_used_ms_ = env_->clock->NowMs();
+    if (e->request.catalog) {
+      catalog_ = std::move(*e->request.catalog);
+      e->request.catalog.reset();
+      SendOrLose(MakeSetCatalogFrame(request_id, catalog_.ToRunnerJson()), out);
+      if (lost_) return;
+    }
+    std::weak_ptr<Session> weak = weak_from_this();
+    uint64_t id = e->id;
+    e->timeout_timer = env_->timers->Schedule(absl::Milliseconds(e->timeout_ms), [weak, id] {
+      if (auto s = weak.lock()) s->StopExec(id, ExecState::Stop::kTimeout);
+    });
+    auto observer = e->observer;
+    out.push_back([observer, id] { observer->OnStarted(id); });
+    SendOrLose(MakeExecFrame(id, e->request.code, env_->max_output_bytes), out);
+    // The code is no longer needed; executions can be large.
+    std::string().swap(e->request.code);
+  }
+}
+
+void Session::SendOrLose(const nlohmann::json& frame, Deferred& out) {
+  absl::Status s = conn_->Send(frame);
+  if (!s.ok()) LoseLocked(std::string(s.message()), out);
+}
+
+void Session::FinishExecLocked(ExecState& e, Finished f, Deferred& out) {
+  if (e.timeout_timer) env_->timers->Cancel(e.timeout_timer);
+  if (e.kill_timer) env_->timers->Cancel(e.kill_timer);
+  f.set_execution_id(e.id);
+  f.set_tool_calls(e.tool_calls);
+  if (e.running) {
+    f.set_duration_ms(static_cast<uint64_t>(absl::ToInt64Milliseconds(absl::Now() - e.started)));
+  }
+  f.set_stdout(std::move(e.stdout_text));
+  f.set_stderr(std::move(e.stderr_text));
+  if (e.truncated) {
+    f.set_output_truncated(true);
+    uint64_t total = std::max<uint64_t>(f.output_bytes(), e.shown_bytes);
+    f.mutable_stdout()->append(absl::StrCat("\n[output truncated: ", e.shown_bytes, " of ", total,
+                                            " bytes shown; the cap is ", env_->max_output_bytes,
+                                            " bytes]\n"));
+  }
+  e.running = false;
+  last_used_ms_ = env_->clock->NowMs();
+  ++executions_;
+  if (env_->executions_total) ++*env_->executions_total;
+  auto observer = e.observer;
+  out.push_back([observer, f = std::move(f)] { observer->OnFinished(f); });
+}
+
+void Session::StopExec(uint64_t exec_id, ExecState::Stop why) {
+  Deferred deferred;
+  {
+    absl::MutexLock lock(&mu_);
+    if (lost_ || !current_ || current_->id != exec_id ||
+        current_->stop != ExecState::Stop::kNone) {
+      return;
+    }
+    current_->stop = why;
+    SendOrLose(MakeInterruptFrame(exec_id), deferred);
+    if (!lost_) {
+      std::weak_ptr<Session> weak = weak_from_this();
+      current_->kill_timer = env_->timers->Schedule(env_->kill_grace, [weak, exec_id] {
+        if (auto s = weak.lock()) s->OnKillTimer(exec_id);
+      });
+    }
+  }
+  Run(deferred);
+}
+
+void Session::OnKillTimer(uint64_t exec_id) {
+  absl::MutexLock lock(&mu_);
+  if (lost_ || !current_ || current_->id != exec_id) return;
+  const char* what = current_->stop == ExecState::Stop::kTimeout ? "exceeded its timeout of "
+                                                                   : "was cancelled";
+  kill_reason_ = current_->stop == ExecState::Stop::kTimeout
+                     ? absl::StrCat("execution ", what, current_->timeout_ms,
+                                    " ms and did not stop within ",
+                                    absl::FormatDuration(env_->kill_grace),
+                                    " of being interrupted; the container was killed")
+                     : absl::StrCat("execution ", what,
+                                    " and did not stop within ",
+                                    absl::FormatDuration(env_->kill_grace),
+                                    "; the container was killed");
+  spdlog::warn("session {}: {}", metadata_.id, kill_reason_);
+  std::string name = metadata_.container_name;
+  ContainerRuntime* runtime = env_->runtime;
+  env_->workers->Post([runtime, name] {
+    absl::Status s = runtime->Remove({name});
+    if (!s.ok()) spdlog::error("cannot remove container {}: {}", name, s.message());
+  });
+}
+
+void Session::CancelExec(uint64_t exec_id) {
+  Deferred deferred;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+      if (it->exec && it->exec->id == exec_id) {
+        std::shared_ptr<ExecState> e = it->exec;
+        queue_.erase(it);
+        FinishExecLocked(*e, ErrorFinished(Finished::CANCELLED, "Cancelled",
+                                           "cancelled before it started"),
+                         deferred);
+        break;
+      }
+    }
+  }
+  Run(deferred);
+  StopExec(exec_id, ExecState::Stop::kCancel);
+}
+
+void Session::CloseRouter(uint64_t exec_id) {
+  Deferred deferred;
+  {
+    absl::MutexLock lock(&mu_);
+    std::shared_ptr<ExecState> e;
+    if (current_ && current_->id == exec_id) e = current_;
+    for (auto& w : queue_) {
+      if (w.exec && w.exec->id == exec_id) e = w.exec;
+    }
+    if (!e) return;
+    e->router_open = false;
+    for (auto& [client_id, call] : e->calls) {
+      SendOrLose(MakeToolErrorFrame(call.runner_call_id,
+                                    "the caller stopped answering tool calls (stream closed)"),
+                 deferred);
+      if (lost_) break;
+    }
+    e->calls.clear();
+    e->runner_ids.clear();
+  }
+  Run(deferred);
+}
+
+absl::Status Session::SubmitToolResult(uint64_t exec_id, const sandbox::v1::ToolResult& r) {
+  Deferred deferred;
+  absl::Status status;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!current_ || current_->id != exec_id) {
+      return absl::NotFoundError("the execution is not running");
+    }
+    ExecState& e = *current_;
+    auto it = e.calls.find(r.call_id());
+    if (it == e.calls.end()) {
+      return absl::NotFoundError(absl::StrCat("no pending tool call '", r.call_id(), "'"));
+    }
+    std::string runner_id = it->second.runner_call_id;
+    e.calls.erase(it);
+    e.runner_ids.erase(runner_id);
+    if (r.outcome_case() == sandbox::v1::ToolResult::kResultJson) {
+      absl::StatusOr<nlohmann::json> v = ParseUntrustedJson(r.result_json(), "result_json");
+      if (v.ok() && !v->is_object()) v = absl::InvalidArgumentError("result_json is not an object");
+      if (v.ok()) {
+        SendOrLose(MakeToolResultFrame(runner_id, *v), deferred);
+      } else {
+        status = v.status();
+        SendOrLose(MakeToolErrorFrame(runner_id, absl::StrCat("the caller answered with an invalid "
+                                                              "result: ", v.status().message())),
+                   deferred);
+      }
+    } else if (r.outcome_case() == sandbox::v1::ToolResult::kError) {
+      SendOrLose(MakeToolErrorFrame(runner_id, r.error()), deferred);
+    } else {
+      status = absl::InvalidArgumentError("tool_result has neither result_json nor error");
+      SendOrLose(MakeToolErrorFrame(runner_id, "the caller answered with an empty tool_result"),
+                 deferred);
+    }
+  }
+  Run(deferred);
+  return status;
+}
+
+void Session::OnRunnerMessage(RunnerMessage message) {
+  Deferred deferred;
+  {
+    absl::MutexLock lock(&mu_);
+    if (lost_) return;
+    if (auto* out = std::get_if<OutputMessage>(&message)) {
+      HandleOutput(std::move(*out), deferred);
+    } else if (auto* call = std::get_if<ToolCallMessage>(&message)) {
+      HandleToolCall(std::move(*call), deferred);
+    } else if (auto* done = std::get_if<DoneMessage>(&message)) {
+      HandleDone(std::move(*done), deferred);
+    } else if (auto* ack = std::get_if<AckMessage>(&message)) {
+      if (ack->kind == AckMessage::Kind::kResetDone && pending_reset_ &&
+          ack->id == pending_reset_id_) {
+        auto cb = std::move(pending_reset_);
+        pending_reset_ = nullptr;
+        last_used_ms_ = env_->clock->NowMs();
+        deferred.push_back([cb] { cb(absl::OkStatus()); });
+        StartNextLocked(deferred);
+      }
+    }
+    // A repeated `ready` is harmless and ignored.
+  }
+  Run(deferred);
+}
+
+void Session::HandleOutput(OutputMessage m, Deferred& out) {
+  if (!current_ || current_->id != m.id) return;  // late output of an earlier execution
+  ExecState& e = *current_;
+  for (auto& [stream, text] : m.chunks) {
+    if (text.empty()) continue;
+    if (e.shown_bytes >= env_->max_output_bytes) {
+      e.truncated = true;
+      continue;
+    }
+    std::string shown = Utf8Prefix(text, env_->max_output_bytes - e.shown_bytes);
+    bool cut = shown.size() < text.size();
+    e.shown_bytes += shown.size();
+    (stream == OutputStream::kStdout ? e.stdout_text : e.stderr_text) += shown;
+    auto observer = e.observer;
+    out.push_back([observer, stream = stream, shown = std::move(shown)] {
+      observer->OnOutput(stream, shown);
+    });
+    if (cut) {
+      e.truncated = true;
+      e.shown_bytes = env_->max_output_bytes;
+      std::string marker = absl::StrCat("\n[output truncated: the cap is ", env_->max_output_bytes,
+                                        " bytes]\n");
+      out.push_back([observer, marker] { observer->OnOutput(OutputStream::kStderr, marker); });
+    }
+  }
+}
+
+void Session::HandleToolCall(ToolCallMessage m, Deferred& out) {
+  auto refuse = [&](const std::string& why) {
+    SendOrLose(MakeToolErrorFrame(m.call_id, why), out);
+  };
+  if (!current_ || current_->id != m.id || !current_->running) {
+    return refuse("no execution is running");
+  }
+  ExecState& e = *current_;
+  if (!catalog_.Contains(m.server, m.tool)) {
+    return refuse(absl::StrCat("unknown tool '", m.server, ".", m.tool,
+                               "': it is not in this session's catalog"));
+  }
+  if (!e.router_open) {
+    return refuse(
+        "tool calls are not available in this execution: it was started with the Run rpc, "
+        "or the caller closed its side of the Execute stream");
+  }
+  if (e.runner_ids.count(m.call_id)) return refuse("duplicate call_id");
+  if (e.calls.size() >= env_->max_inflight_tool_calls) {
+    return refuse(absl::StrCat("too many tool calls in flight (limit ",
+                               env_->max_inflight_tool_calls, ")"));
+  }
+  std::string client_id = absl::StrCat(e.id, ".", e.next_call++);
+  e.calls[client_id] = PendingCall{m.call_id};
+  e.runner_ids[m.call_id] = client_id;
+  ++e.tool_calls;
+  if (env_->tool_calls_total) ++*env_->tool_calls_total;
+  sandbox::v1::ToolCall call;
+  call.set_call_id(client_id);
+  call.set_server(std::move(m.server));
+  call.set_tool(std::move(m.tool));
+  call.set_arguments_json(m.arguments.dump());
+  auto observer = e.observer;
+  out.push_back([observer, call = std::move(call)] { observer->OnToolCall(call); });
+}
+
+void Session::HandleDone(DoneMessage m, Deferred& out) {
+  if (!current_ || current_->id != m.id) return;  // forged or stale: ignore
+  std::shared_ptr<ExecState> e = std::move(current_);
+  current_.reset();
+  // Calls still pending cannot be answered any more; the runner already dropped them.
+  Finished f;
+  f.set_output_bytes(m.output_bytes);
+  if (m.result) f.set_result_repr(*m.result);
+  if (m.error) {
+    f.mutable_error()->set_type(m.error->type);
+    f.mutable_error()->set_message(m.error->message);
+    f.mutable_error()->set_traceback(m.error->traceback);
+  }
+  switch (m.status) {
+    case DoneMessage::Status::kOk:
+      f.set_status(Finished::OK);
+      break;
+    case DoneMessage::Status::kError:
+      f.set_status(Finished::ERROR);
+      break;
+    case DoneMessage::Status::kInterrupted:
+      if (e->stop == ExecState::Stop::kTimeout) {
+        f.set_status(Finished::TIMEOUT);
+        f.mutable_error()->set_type("TimeoutError");
+        f.mutable_error()->set_message(absl::StrCat("execution exceeded its timeout of ",
+                                                    e->timeout_ms,
+                                                    " ms and was interrupted; the session's "
+                                                    "variables are kept"));
+      } else {
+        f.set_status(Finished::CANCELLED);
+        f.mutable_error()->set_type("Cancelled");
+        f.mutable_error()->set_message("execution cancelled; the session's variables are kept");
+      }
+      break;
+  }
+  FinishExecLocked(*e, std::move(f), out);
+  StartNextLocked(out);
+}
+
+void Session::OnRunnerClosed(absl::Status reason) {
+  std::string why;
+  bool describe_death = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (lost_ || detached_) return;
+    if (!kill_reason_.empty()) {
+      why = kill_reason_;
+    } else if (absl::IsInvalidArgument(reason)) {
+      why = std::string(reason.message());
+      kill_reason_ = why;
+    } else {
+      describe_death = true;
+    }
+  }
+  if (describe_death) {
+    // The container died on its own (OOM, the code called os._exit, podman rm from outside).
+    // Give podman a moment to record the exit.
+    absl::StatusOr<ContainerStatus> st = env_->runtime->Inspect(metadata_.container_name);
+    for (int i = 0; i < 20 && st.ok() && st->exists && st->running; ++i) {
+      absl::SleepFor(absl::Milliseconds(50));
+      st = env_->runtime->Inspect(metadata_.container_name);
+    }
+    why = st.ok() ? DescribeContainerDeath(*st, metadata_.limits, true)
+                  : absl::StrCat("the runner connection closed (", st.status().message(), ")");
+  }
+  Deferred deferred;
+  {
+    absl::MutexLock lock(&mu_);
+    LoseLocked(why, deferred);
+  }
+  Run(deferred);
+}
+
+void Session::LoseLocked(const std::string& reason, Deferred& out) {
+  if (lost_) return;
+  lost_ = true;
+  lost_reason_ = reason;
+  spdlog::warn("session {} lost: {}", metadata_.id, reason);
+  std::string message = absl::StrCat("session lost: ", reason);
+  if (current_) {
+    std::shared_ptr<ExecState> e = std::move(current_);
+    current_.reset();
+    FinishExecLocked(*e, ErrorFinished(Finished::SESSION_LOST, "SessionLost", message), out);
+  }
+  for (Work& w : queue_) {
+    if (w.exec) {
+      FinishExecLocked(*w.exec, ErrorFinished(Finished::SESSION_LOST, "SessionLost", message), out);
+    } else if (w.reset) {
+      auto cb = std::move(w.reset);
+      out.push_back([cb, message] { cb(absl::FailedPreconditionError(message)); });
+    }
+  }
+  queue_.clear();
+  if (pending_reset_) {
+    auto cb = std::move(pending_reset_);
+    pending_reset_ = nullptr;
+    out.push_back([cb, message] { cb(absl::FailedPreconditionError(message)); });
+  }
+  if (!detached_) {
+    std::string name = metadata_.container_name;
+    ContainerRuntime* runtime = env_->runtime;
+    env_->workers->Post([runtime, name] {
+      absl::Status s = runtime->Remove({name});
+      if (!s.ok()) spdlog::error("cannot remove container {}: {}", name, s.message());
+    });
+  }
+}
+
+void Session::Terminate(const std::string& reason) {
+  Deferred deferred;
+  {
+    absl::MutexLock lock(&mu_);
+    LoseLocked(reason, deferred);
+  }
+  Run(deferred);
+}
+
+void Session::Detach() {
+  Deferred deferred;
+  {
+    absl::MutexLock lock(&mu_);
+    detached_ = true;
+    LoseLocked("the daemon is shutting down", deferred);
+  }
+  Run(deferred);
+  conn_->Close();
+}
+
+Catalog Session::catalog() const {
+  absl::MutexLock lock(&mu_);
+  return catalog_;
+}
+
+bool Session::lost() const {
+  absl::MutexLock lock(&mu_);
+  return lost_;
+}
+
+std::string Session::lost_reason() const {
+  absl::MutexLock lock(&mu_);
+  return lost_reason_;
+}
+
+bool Session::idle() const {
+  absl::MutexLock lock(&mu_);
+  return !current_ && !pending_reset_ && queue_.empty();
+}
+
+int64_t Session::last_used_ms() const {
+  absl::MutexLock lock(&mu_);
+  return last_used_ms_;
+}
+
+sandbox::v1::Session Session::ToProto() const {
+  absl::MutexLock lock(&mu_);
+  sandbox::v1::Session p;
+  p.set_id(metadata_.id);
+  p.set_label(metadata_.label);
+  p.set_owner(metadata_.owner);
+  p.set_state(lost_ ? sandbox::v1::Session::LOST : sandbox::v1::Session::READY);
+  p.set_lost_reason(lost_reason_);
+  *p.mutable_limits() = sandboxd::ToProto(metadata_.limits);
+  p.set_created_at_ms(metadata_.created_at_ms);
+  p.set_last_used_at_ms(last_used_ms_);
+  p.set_executions(executions_);
+  p.set_queued(static_cast<uint32_t>(queue_.size()));
+  p.set_container_id(metadata_.container_id);
+  p.set_tool_count(static_cast<uint32_t>(catalog_.tool_count()));
+  return p;
+}
+
+}  // namespace sandboxd

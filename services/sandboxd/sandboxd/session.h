@@ -1,0 +1,217 @@
+// Session: one sandbox container's runner connection, its Python namespace and its queue
+// of work (executions and resets), run one at a time in arrival order.
+//
+// A Session turns runner frames into ExecutionObserver callbacks, enforces the per-
+// execution timeout (interrupt first, kill the container after a grace period), caps
+// output, and checks every tool call against the session's catalog before it reaches
+// the caller. When the container dies or breaks protocol the session becomes LOST: all
+// its work finishes with SESSION_LOST and later calls get FAILED_PRECONDITION.
+//
+//   auto exec = session->Enqueue({.code = "x = 1"}, observer);   // StatusOr
+//   exec->SubmitToolResult(result);   // answers an OnToolCall
+//   exec->Cancel();
+//
+// Thread-safety: all public methods are safe for concurrent use. Observer callbacks are
+// made without the session lock held, from the runner reader thread, the timer thread or
+// the calling thread; they must not block.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "sandbox/v1/sandbox.pb.h"
+#include "sandboxd/async.h"
+#include "sandboxd/catalog.h"
+#include "sandboxd/container_runtime.h"
+#include "sandboxd/limits.h"
+#include "sandboxd/runner_connection.h"
+
+namespace sandboxd {
+
+// Receives the events of one execution. OnFinished is called exactly once, last.
+class ExecutionObserver {
+ public:
+  virtual ~ExecutionObserver() = default;
+  virtual void OnStarted(uint64_t execution_id) = 0;
+  virtual void OnOutput(OutputStream stream, const std::string& text) = 0;
+  // Only when the execution has a tool router; answer with Execution::SubmitToolResult.
+  virtual void OnToolCall(const sandbox::v1::ToolCall& call) = 0;
+  virtual void OnFinished(const sandbox::v1::Finished& finished) = 0;
+};
+
+struct ExecutionRequest {
+  std::string code;
+  uint32_t timeout_ms = 0;          // 0: the session's default
+  std::optional<Catalog> catalog;   // replaces the session's catalog first
+  bool tool_router = true;          // false: tool calls fail inside Python at once
+};
+
+// Daemon-wide settings and services a session uses. Everything outlives the session.
+struct SessionEnv {
+  TimerQueue* timers = nullptr;
+  WorkerPool* workers = nullptr;
+  ContainerRuntime* runtime = nullptr;
+  Clock* clock = nullptr;
+  uint32_t max_timeout_ms = 600000;
+  uint64_t max_output_bytes = 1u << 20;
+  uint32_t max_queue = 16;
+  absl::Duration kill_grace = absl::Seconds(2);
+  uint32_t max_inflight_tool_calls = 1024;
+  std::atomic<uint64_t>* executions_total = nullptr;
+  std::atomic<uint64_t>* tool_calls_total = nullptr;
+};
+
+class Session;
+
+// Handle to a queued or running execution. Outliving the session is harmless.
+class Execution {
+ public:
+  Execution(std::weak_ptr<Session> session, uint64_t id) : session_(std::move(session)), id_(id) {}
+  uint64_t id() const { return id_; }
+  // NOT_FOUND when no such call is pending (already answered, or never asked);
+  // INVALID_ARGUMENT for malformed result_json (the tool call then fails in Python).
+  absl::Status SubmitToolResult(const sandbox::v1::ToolResult& result);
+  // Interrupts (or dequeues) the execution; it finishes with CANCELLED.
+  void Cancel();
+  // The caller can no longer answer tool calls: pending and later calls fail in Python.
+  void CloseToolRouter();
+
+ private:
+  std::weak_ptr<Session> session_;
+  uint64_t id_;
+};
+
+class Session : public RunnerConnection::Listener, public std::enable_shared_from_this<Session> {
+ public:
+  struct Metadata {
+    std::string id;
+    std::string label;
+    std::string owner;
+    std::string container_name;
+    std::string container_id;
+    ResolvedLimits limits;
+    int64_t created_at_ms = 0;
+  };
+
+  // Takes a connected (not yet started) runner connection. `push_catalog` sends the
+  // catalog to the runner (false when re-attaching: the runner still has it).
+  static std::shared_ptr<Session> Create(SessionEnv* env, Metadata metadata, Catalog catalog,
+                                         std::unique_ptr<RunnerConnection> conn,
+                                         bool push_catalog);
+  ~Session() override;
+
+  // Queues an execution. INVALID_ARGUMENT (bad timeout), RESOURCE_EXHAUSTED (queue full),
+  // FAILED_PRECONDITION (lost).
+  absl::StatusOr<std::shared_ptr<Execution>> Enqueue(ExecutionRequest request,
+                                                     std::shared_ptr<ExecutionObserver> observer);
+
+  // Queues a namespace reset behind earlier work and waits for it.
+  absl::Status Reset(absl::Duration timeout);
+
+  // Stops the session without killing its container (daemon shutdown: the container
+  // stays for the next daemon to re-attach). Queued and running work finishes with
+  // SESSION_LOST "daemon shutting down".
+  void Detach();
+
+  // Marks the session lost for `reason`, finishes its work and schedules the container's
+  // removal. Idempotent.
+  void Terminate(const std::string& reason);
+
+  sandbox::v1::Session ToProto() const;
+  const Metadata& metadata() const { return metadata_; }
+  Catalog catalog() const;
+  bool lost() const;
+  std::string lost_reason() const;
+  // True when nothing runs or waits.
+  bool idle() const;
+  int64_t last_used_ms() const;
+
+  // RunnerConnection::Listener
+  void OnRunnerMessage(RunnerMessage message) override;
+  void OnRunnerClosed(absl::Status reason) override;
+
+ private:
+  friend class Execution;
+  struct PendingCall {
+    std::string runner_call_id;
+  };
+  struct ExecState {
+    uint64_t id = 0;
+    ExecutionRequest request;
+    std::shared_ptr<ExecutionObserver> observer;
+    absl::Time started;
+    uint32_t timeout_ms = 0;
+    bool running = false;
+    bool router_open = true;
+    enum class Stop { kNone, kTimeout, kCancel } stop = Stop::kNone;
+    TimerQueue::Id timeout_timer = 0;
+    TimerQueue::Id kill_timer = 0;
+    std::string stdout_text, stderr_text;
+    uint64_t shown_bytes = 0;
+    bool truncated = false;
+    uint32_t tool_calls = 0;
+    uint64_t next_call = 1;
+    std::map<std::string, PendingCall> calls;  // client call id -> runner call id
+    std::map<std::string, std::string> runner_ids;  // runner call id -> client call id
+  };
+  struct Work {
+    std::shared_ptr<ExecState> exec;           // an execution, or
+    std::function<void(absl::Status)> reset;   // a reset
+    uint64_t reset_id = 0;
+  };
+  // Deferred observer calls, made after the lock is released.
+  using Deferred = std::vector<std::function<void()>>;
+
+  Session(SessionEnv* env, Metadata metadata, Catalog catalog,
+          std::unique_ptr<RunnerConnection> conn);
+
+  void StartNextLocked(Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishExecLocked(ExecState& e, sandbox::v1::Finished f, Deferred& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LoseLocked(const std::string& reason, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StopExec(uint64_t exec_id, ExecState::Stop why);
+  void OnKillTimer(uint64_t exec_id);
+  void HandleOutput(OutputMessage m, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleToolCall(ToolCallMessage m, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleDone(DoneMessage m, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendOrLose(const nlohmann::json& frame, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status SubmitToolResult(uint64_t exec_id, const sandbox::v1::ToolResult& r);
+  void CancelExec(uint64_t exec_id);
+  void CloseRouter(uint64_t exec_id);
+  static void Run(Deferred& d);
+
+  SessionEnv* const env_;
+  const Metadata metadata_;
+  std::unique_ptr<RunnerConnection> conn_;
+
+  mutable absl::Mutex mu_;
+  Catalog catalog_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<ExecState> current_ ABSL_GUARDED_BY(mu_);
+  std::deque<Work> queue_ ABSL_GUARDED_BY(mu_);
+  std::function<void(absl::Status)> pending_reset_ ABSL_GUARDED_BY(mu_);
+  uint64_t pending_reset_id_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_exec_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t executions_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t last_used_ms_ ABSL_GUARDED_BY(mu_) = 0;
+  bool lost_ ABSL_GUARDED_BY(mu_) = false;
+  bool detached_ ABSL_GUARDED_BY(mu_) = false;
+  std::string lost_reason_ ABSL_GUARDED_BY(mu_);
+  // Set before we kill the container ourselves, so the EOF that follows is reported with
+  // the real cause.
+  std::string kill_reason_ ABSL_GUARDED_BY(mu_);
+};
+
+// "out of memory (limit 256 MiB)" style text for lost sessions.
+std::string DescribeContainerDeath(const ContainerStatus& status, const ResolvedLimits& limits,
+                                   bool cgroup_limits);
+
+}  // namespace sandboxd

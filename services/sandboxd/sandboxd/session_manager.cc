@@ -1,0 +1,539 @@
+#include "sandboxd/session_manager.h"
+
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "google/protobuf/util/json_util.h"
+#include "nlohmann/json.hpp"
+#include "sandboxd/log.h"
+
+namespace sandboxd {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr char kInstanceLabel[] = "io.sandboxd.instance";
+constexpr char kStateDirLabel[] = "io.sandboxd.state-dir";
+constexpr char kRoleLabel[] = "io.sandboxd.role";
+
+// FNV-1a: a stable id of the state directory, so several daemons (root, users, tests)
+// never touch each other's containers.
+std::string InstanceId(const std::string& state_dir) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : state_dir) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return absl::StrFormat("%012x", h & 0xffffffffffffull);
+}
+
+ResolvedLimits LimitsFromProto(const sandbox::v1::Limits& p) {
+  ResolvedLimits l;
+  l.memory_bytes = p.memory_bytes();
+  l.cpu_millis = p.cpu_millis();
+  l.pids = p.pids();
+  l.nofile = p.nofile();
+  l.tmp_bytes = p.tmp_bytes();
+  l.workspace_bytes = p.workspace_bytes();
+  l.default_timeout_ms = p.default_timeout_ms();
+  return l;
+}
+
+std::string ProtoToJson(const google::protobuf::Message& m) {
+  std::string out;
+  (void)google::protobuf::util::MessageToJsonString(m, &out);
+  return out;
+}
+
+}  // namespace
+
+SessionManager::SessionManager(ManagerOptions options, ContainerRuntime* runtime, Clock* clock)
+    : options_(std::move(options)), runtime_(runtime), clock_(clock),
+      instance_(InstanceId(options_.state_dir)) {
+  env_.timers = &timers_;
+  env_.workers = &workers_;
+  env_.runtime = runtime_;
+  env_.clock = clock_;
+  env_.max_timeout_ms = options_.max_timeout_ms;
+  env_.max_output_bytes = options_.max_output_bytes;
+  env_.max_queue = options_.max_queue;
+  env_.kill_grace = options_.kill_grace;
+  env_.executions_total = &executions_total_;
+  env_.tool_calls_total = &tool_calls_total_;
+}
+
+SessionManager::~SessionManager() { Shutdown(); }
+
+std::string SessionManager::SocketDir(const std::string& container_name) const {
+  return absl::StrCat(options_.state_dir, "/c/", container_name);
+}
+
+std::string SessionManager::NewId(const char* prefix) {
+  absl::MutexLock lock(&mu_);
+  return absl::StrFormat("%s%016x", prefix, absl::Uniform<uint64_t>(rng_));
+}
+
+absl::Status SessionManager::EnsureProbed() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (runtime_info_) return absl::OkStatus();
+  }
+  absl::StatusOr<RuntimeInfo> info = runtime_->Probe();
+  absl::MutexLock lock(&mu_);
+  if (!info.ok()) {
+    runtime_error_ = std::string(info.status().message());
+    return absl::UnavailableError(runtime_error_);
+  }
+  if (!runtime_info_) {
+    spdlog::info("container runtime: {}, OCI runtime {}, {}, cgroup {}, limits via {}",
+                 info->version, info->oci_runtime, info->rootless ? "rootless" : "rootful",
+                 info->cgroup_version, info->cgroup_limits ? "cgroups" : "rlimits");
+    for (const auto& n : info->notes) spdlog::warn("{}", n);
+  }
+  runtime_info_ = *info;
+  runtime_error_.clear();
+  return absl::OkStatus();
+}
+
+absl::Status SessionManager::Start() {
+  std::error_code ec;
+  fs::create_directories(options_.state_dir + "/sessions", ec);
+  fs::create_directories(options_.state_dir + "/c", ec);
+  if (ec) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create state directory ", options_.state_dir, ": ", ec.message()));
+  }
+  chmod(options_.state_dir.c_str(), 0700);
+  if (absl::Status s = EnsureProbed(); !s.ok()) {
+    spdlog::error("container runtime unavailable: {} (sessions cannot be created until it "
+                  "works; the daemon keeps serving)", s.message());
+  } else {
+    Recover();
+  }
+  pool_thread_ = std::thread([this] { PoolLoop(); });
+  reaper_thread_ = std::thread([this] { ReaperLoop(); });
+  return absl::OkStatus();
+}
+
+void SessionManager::Recover() {
+  absl::StatusOr<std::vector<ContainerSummary>> containers = runtime_->List(kInstanceLabel, instance_);
+  if (!containers.ok()) {
+    spdlog::error("cannot list containers of the previous run: {}", containers.status().message());
+    return;
+  }
+  std::map<std::string, ContainerSummary> by_name;
+  for (auto& c : *containers) by_name[c.name] = c;
+  std::set<std::string> kept;
+  for (const auto& entry : fs::directory_iterator(options_.state_dir + "/sessions")) {
+    if (entry.path().extension() != ".json") continue;
+    std::ifstream in(entry.path());
+    std::stringstream buf;
+    buf << in.rdbuf();
+    json rec = json::parse(buf.str(), nullptr, false);
+    std::string id = entry.path().stem().string();
+    auto drop = [&](const std::string& why) {
+      spdlog::warn("session {} cannot be re-attached: {}", id, why);
+      fs::remove(entry.path());
+    };
+    if (rec.is_discarded() || !rec.is_object() || !rec.contains("session") ||
+        !rec.contains("catalog")) {
+      drop("unreadable record");
+      continue;
+    }
+    sandbox::v1::Session sp;
+    sandbox::v1::Catalog cp;
+    if (!google::protobuf::util::JsonStringToMessage(rec["session"].get<std::string>(), &sp).ok() ||
+        !google::protobuf::util::JsonStringToMessage(rec["catalog"].get<std::string>(), &cp).ok()) {
+      drop("unreadable record");
+      continue;
+    }
+    std::string name = rec.value("container_name", "");
+    auto it = by_name.find(name);
+    if (it == by_name.end() || !it->second.running) {
+      drop("its container is gone");
+      continue;
+    }
+    absl::StatusOr<Catalog> catalog = Catalog::FromProto(cp);
+    absl::StatusOr<std::unique_ptr<RunnerConnection>> conn =
+        RunnerConnection::Connect(SocketDir(name) + "/runner.sock", absl::Seconds(5));
+    if (!catalog.ok() || !conn.ok()) {
+      drop(conn.ok() ? std::string(catalog.status().message()) : std::string(conn.status().message()));
+      continue;
+    }
+    Session::Metadata md;
+    md.id = sp.id();
+    md.label = sp.label();
+    md.owner = sp.owner();
+    md.container_name = name;
+    md.container_id = it->second.id;
+    md.limits = LimitsFromProto(sp.limits());
+    md.created_at_ms = sp.created_at_ms();
+    uint64_t execs = (*conn)->ready().execs;
+    auto session = Session::Create(&env_, std::move(md), std::move(*catalog), std::move(*conn),
+                                   /*push_catalog=*/false);
+    kept.insert(name);
+    absl::MutexLock lock(&mu_);
+    sessions_[sp.id()] = session;
+    spdlog::info("re-attached session {} (container {}, {} executions in its namespace)", sp.id(),
+                 name, execs);
+  }
+  std::vector<std::string> stale;
+  for (const auto& [name, c] : by_name) {
+    if (!kept.count(name)) stale.push_back(name);
+  }
+  if (!stale.empty()) {
+    spdlog::info("removing {} container(s) of the previous run that cannot be re-attached",
+                 stale.size());
+    if (absl::Status s = runtime_->Remove(stale); !s.ok()) {
+      spdlog::error("cannot remove stale containers: {}", s.message());
+    }
+  }
+  for (const auto& entry : fs::directory_iterator(options_.state_dir + "/c")) {
+    if (!kept.count(entry.path().filename().string())) {
+      std::error_code ec;
+      fs::remove_all(entry.path(), ec);
+    }
+  }
+}
+
+absl::StatusOr<SessionManager::Sandbox> SessionManager::StartSandbox(const ResolvedLimits& limits,
+                                                                     const std::string& role) {
+  Sandbox sb;
+  sb.name = absl::StrCat("sbx-", instance_, "-", NewId("").substr(0, 12));
+  std::string dir = SocketDir(sb.name);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+  // The runner runs as uid 65534 (rootless: a subordinate uid) and must create its socket
+  // here; the state directory above is 0700, so no other host user can reach it.
+  chmod(dir.c_str(), 0777);
+  ContainerSpec spec;
+  spec.name = sb.name;
+  spec.image = options_.image;
+  spec.limits = limits;
+  spec.socket_dir = dir;
+  spec.runner_path = options_.runner_path;
+  spec.labels = {{kInstanceLabel, instance_}, {kStateDirLabel, options_.state_dir}, {kRoleLabel, role}};
+  spec.env = options_.container_env;
+  absl::StatusOr<std::string> id = runtime_->Start(spec);
+  if (!id.ok()) {
+    fs::remove_all(dir, ec);
+    return id.status();
+  }
+  sb.id = *id;
+  absl::StatusOr<std::unique_ptr<RunnerConnection>> conn =
+      RunnerConnection::Connect(dir + "/runner.sock", options_.runner_start_timeout);
+  if (!conn.ok()) {
+    DiscardSandbox(sb.name);
+    return absl::UnavailableError(absl::StrCat("the sandbox runner did not start: ",
+                                               conn.status().message()));
+  }
+  sb.conn = std::move(*conn);
+  return sb;
+}
+
+void SessionManager::DiscardSandbox(const std::string& name) {
+  std::string dir = SocketDir(name);
+  workers_.Post([this, name, dir] {
+    if (absl::Status s = runtime_->Remove({name}); !s.ok()) {
+      spdlog::error("cannot remove container {}: {}", name, s.message());
+    }
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  });
+}
+
+std::optional<SessionManager::Sandbox> SessionManager::TakeFromPool() {
+  for (;;) {
+    std::optional<Sandbox> sb;
+    {
+      absl::MutexLock lock(&mu_);
+      if (pool_.empty()) return std::nullopt;
+      sb = std::move(pool_.front());
+      pool_.pop_front();
+    }
+    // A pooled container may have died while it waited.
+    if (sb->conn->PingSync(absl::Seconds(1)).ok()) return sb;
+    spdlog::warn("pooled container {} is dead; discarding it", sb->name);
+    DiscardSandbox(sb->name);
+  }
+}
+
+void SessionManager::PoolLoop() {
+  absl::Duration backoff = absl::Seconds(1);
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      auto need = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || pool_.size() < options_.pool_size;
+      };
+      mu_.Await(absl::Condition(&need));
+      if (stopping_) return;
+    }
+    absl::Status probe = EnsureProbed();
+    absl::StatusOr<Sandbox> sb = probe.ok() ? StartSandbox(options_.default_limits, "pool")
+                                            : absl::StatusOr<Sandbox>(probe);
+    absl::MutexLock lock(&mu_);
+    if (!sb.ok()) {
+      pool_error_ = std::string(sb.status().message());
+      spdlog::warn("warm pool: cannot start a container: {} (retrying in {})", pool_error_,
+                   absl::FormatDuration(backoff));
+      auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
+      mu_.AwaitWithTimeout(absl::Condition(&stop), backoff);
+      backoff = std::min(backoff * 2, absl::Seconds(30));
+      if (!probe.ok()) runtime_info_.reset();
+      continue;
+    }
+    backoff = absl::Seconds(1);
+    pool_error_.clear();
+    if (stopping_) {
+      DiscardSandbox(sb->name);
+      return;
+    }
+    pool_.push_back(std::move(*sb));
+  }
+}
+
+void SessionManager::ReaperLoop() {
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
+      if (mu_.AwaitWithTimeout(absl::Condition(&stop), absl::Seconds(1))) return;
+    }
+    int64_t now = clock_->NowMs();
+    std::vector<std::pair<std::string, std::string>> expired;
+    {
+      absl::MutexLock lock(&mu_);
+      for (const auto& [id, s] : sessions_) {
+        int64_t idle_ms = now - s->last_used_ms();
+        if (s->idle() && idle_ms > absl::ToInt64Milliseconds(options_.idle_ttl)) {
+          expired.emplace_back(id, absl::StrCat("idle for ", idle_ms / 1000, " s"));
+        }
+      }
+    }
+    for (const auto& [id, why] : expired) {
+      spdlog::info("session {} expired ({})", id, why);
+      (void)DeleteSession(id);
+    }
+  }
+}
+
+void SessionManager::Shutdown() {
+  std::deque<Sandbox> pool;
+  std::map<std::string, std::shared_ptr<Session>> sessions;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    pool.swap(pool_);
+    sessions.swap(sessions_);
+  }
+  if (pool_thread_.joinable()) pool_thread_.join();
+  if (reaper_thread_.joinable()) reaper_thread_.join();
+  std::vector<std::string> names;
+  for (auto& sb : pool) {
+    names.push_back(sb.name);
+    sb.conn->Close();
+  }
+  if (!names.empty()) {
+    if (absl::Status s = runtime_->Remove(names); !s.ok()) {
+      spdlog::error("cannot remove pool containers: {}", s.message());
+    }
+    for (const auto& n : names) {
+      std::error_code ec;
+      fs::remove_all(SocketDir(n), ec);
+    }
+  }
+  for (auto& [id, s] : sessions) s->Detach();
+  spdlog::info("detached {} session(s); their containers stay for the next start", sessions.size());
+}
+
+absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
+    const sandbox::v1::CreateSessionRequest& r) {
+  absl::StatusOr<ResolvedLimits> limits =
+      ResolveLimits(r.limits(), options_.default_limits, options_.max_limits);
+  if (!limits.ok()) return limits.status();
+  absl::StatusOr<Catalog> catalog = Catalog::FromProto(r.catalog());
+  if (!catalog.ok()) return catalog.status();
+  if (r.label().size() > 1024 || r.owner().size() > 1024) {
+    return absl::InvalidArgumentError("label and owner are limited to 1024 bytes");
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::UnavailableError("the daemon is shutting down");
+    if (sessions_.size() >= options_.max_sessions) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("too many sessions (the limit is ", options_.max_sessions, ")"));
+    }
+  }
+  std::optional<Sandbox> sb;
+  if (*limits == options_.default_limits) sb = TakeFromPool();
+  if (!sb) {
+    if (absl::Status s = EnsureProbed(); !s.ok()) return s;
+    absl::StatusOr<Sandbox> cold = StartSandbox(*limits, "session");
+    if (!cold.ok()) return cold.status();
+    sb = std::move(*cold);
+  }
+  Session::Metadata md;
+  md.id = NewId("s-");
+  md.label = r.label();
+  md.owner = r.owner();
+  md.container_name = sb->name;
+  md.container_id = sb->id;
+  md.limits = *limits;
+  md.created_at_ms = clock_->NowMs();
+  auto session = Session::Create(&env_, std::move(md), std::move(*catalog), std::move(sb->conn),
+                                 /*push_catalog=*/true);
+  {
+    absl::MutexLock lock(&mu_);
+    if (sessions_.size() >= options_.max_sessions || stopping_) {
+      session->Terminate("too many sessions");
+      return absl::ResourceExhaustedError(
+          absl::StrCat("too many sessions (the limit is ", options_.max_sessions, ")"));
+    }
+    sessions_[session->metadata().id] = session;
+  }
+  WriteRecord(*session);
+  spdlog::info("session {} created (container {}, owner '{}')", session->metadata().id,
+               session->metadata().container_name, session->metadata().owner);
+  return session->ToProto();
+}
+
+absl::StatusOr<std::shared_ptr<Session>> SessionManager::Find(const std::string& id) {
+  if (id.empty()) return absl::InvalidArgumentError("session_id is empty");
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("no session '", id.substr(0, 100), "'"));
+  return it->second;
+}
+
+absl::StatusOr<sandbox::v1::Session> SessionManager::GetSession(const std::string& id) {
+  absl::StatusOr<std::shared_ptr<Session>> s = Find(id);
+  if (!s.ok()) return s.status();
+  return (*s)->ToProto();
+}
+
+std::vector<sandbox::v1::Session> SessionManager::ListSessions(const std::string& owner) {
+  std::vector<std::shared_ptr<Session>> all;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, s] : sessions_) {
+      if (owner.empty() || s->metadata().owner == owner) all.push_back(s);
+    }
+  }
+  std::vector<sandbox::v1::Session> out;
+  for (const auto& s : all) out.push_back(s->ToProto());
+  return out;
+}
+
+absl::Status SessionManager::DeleteSession(const std::string& id) {
+  std::shared_ptr<Session> s;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("no session '", id.substr(0, 100), "'"));
+    s = std::move(it->second);
+    sessions_.erase(it);
+  }
+  s->Terminate("the session was deleted");
+  RemoveRecord(id);
+  std::string dir = SocketDir(s->metadata().container_name);
+  workers_.Post([dir, s]() mutable {
+    // Dropping the last reference here joins the reader thread off the gRPC thread.
+    s.reset();
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  });
+  spdlog::info("session {} deleted", id);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<sandbox::v1::Session> SessionManager::ResetSession(const std::string& id) {
+  absl::StatusOr<std::shared_ptr<Session>> s = Find(id);
+  if (!s.ok()) return s.status();
+  if (absl::Status st = (*s)->Reset(absl::Seconds(30) + absl::Milliseconds(options_.max_timeout_ms));
+      !st.ok()) {
+    return st;
+  }
+  return (*s)->ToProto();
+}
+
+absl::StatusOr<std::shared_ptr<Execution>> SessionManager::Execute(
+    const std::string& session_id, ExecutionRequest request,
+    std::shared_ptr<ExecutionObserver> observer) {
+  if (request.code.empty()) return absl::InvalidArgumentError("code is empty");
+  if (request.code.size() > options_.max_code_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("code is ", request.code.size(),
+                                                   " bytes; the limit is ",
+                                                   options_.max_code_bytes));
+  }
+  absl::StatusOr<std::shared_ptr<Session>> s = Find(session_id);
+  if (!s.ok()) return s.status();
+  bool catalog_changed = request.catalog.has_value();
+  auto exec = (*s)->Enqueue(std::move(request), std::move(observer));
+  if (exec.ok() && catalog_changed) WriteRecord(**s);
+  return exec;
+}
+
+void SessionManager::WriteRecord(const Session& s) {
+  json rec = {{"session", ProtoToJson(s.ToProto())},
+              {"catalog", ProtoToJson(s.catalog().ToProto())},
+              {"container_name", s.metadata().container_name}};
+  std::string path = absl::StrCat(options_.state_dir, "/sessions/", s.metadata().id, ".json");
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << rec.dump();
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) spdlog::error("cannot write session record {}: {}", path, ec.message());
+}
+
+void SessionManager::RemoveRecord(const std::string& id) {
+  std::error_code ec;
+  fs::remove(absl::StrCat(options_.state_dir, "/sessions/", id, ".json"), ec);
+}
+
+sandbox::v1::Info SessionManager::GetInfo() {
+  sandbox::v1::Info info;
+  info.set_version(options_.version);
+  info.set_image(options_.image);
+  *info.mutable_default_limits() = ToProto(options_.default_limits);
+  *info.mutable_max_limits() = ToProto(options_.max_limits);
+  info.set_max_timeout_ms(options_.max_timeout_ms);
+  info.set_max_code_bytes(options_.max_code_bytes);
+  info.set_max_output_bytes(options_.max_output_bytes);
+  info.set_pool_target(options_.pool_size);
+  info.set_max_sessions(options_.max_sessions);
+  info.set_executions_total(executions_total_);
+  info.set_tool_calls_total(tool_calls_total_);
+  info.set_state_dir(options_.state_dir);
+  absl::MutexLock lock(&mu_);
+  info.set_pool_ready(static_cast<uint32_t>(pool_.size()));
+  info.set_sessions(static_cast<uint32_t>(sessions_.size()));
+  if (runtime_info_) {
+    info.set_podman_version(runtime_info_->version);
+    info.set_oci_runtime(runtime_info_->oci_runtime);
+    info.set_rootless(runtime_info_->rootless);
+    const char* mode = runtime_info_->cgroup_limits ? "cgroup" : "rlimit";
+    info.set_memory_enforcement(mode);
+    info.set_pids_enforcement(mode);
+    info.set_cpu_enforced(runtime_info_->cgroup_limits);
+    for (const auto& n : runtime_info_->notes) info.add_notes(n);
+  } else {
+    info.add_notes(absl::StrCat("container runtime unavailable: ", runtime_error_));
+  }
+  if (!pool_error_.empty()) info.add_notes(absl::StrCat("warm pool: ", pool_error_));
+  return info;
+}
+
+}  // namespace sandboxd

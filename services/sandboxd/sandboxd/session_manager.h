@@ -1,0 +1,131 @@
+// SessionManager: the policy core of sandboxd. Owns sessions, the warm pool of ready
+// containers, limits, idle expiry and re-attachment after a daemon restart. The gRPC
+// layer (grpc_service.h) only converts messages and maps status codes; the container
+// backend sits behind ContainerRuntime.
+//
+//   SessionManager mgr(options, &runtime, &clock);
+//   mgr.Start();                       // probe, re-attach, fill the pool
+//   ASSIGN_OR_RETURN(sandbox::v1::Session s, mgr.CreateSession(request));
+//   mgr.Execute(s.id(), {.code = "print(1)"}, observer);
+//   mgr.Shutdown();                    // sessions' containers stay for the next start
+//
+// Safe for concurrent use.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/random/random.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "sandbox/v1/sandbox.pb.h"
+#include "sandboxd/async.h"
+#include "sandboxd/container_runtime.h"
+#include "sandboxd/session.h"
+
+namespace sandboxd {
+
+struct ManagerOptions {
+  std::string state_dir;    // session records and per-container socket directories
+  std::string image;        // reported by GetInfo; the runtime starts it
+  std::string runner_path;  // host path of sandbox_runner.py
+  ResolvedLimits default_limits;
+  ResolvedLimits max_limits;
+  uint32_t max_sessions = 64;
+  uint32_t pool_size = 2;
+  absl::Duration idle_ttl = absl::Minutes(30);
+  uint64_t max_code_bytes = 1u << 20;
+  std::vector<std::string> container_env;  // KEY=VALUE passed into every container
+  absl::Duration runner_start_timeout = absl::Seconds(20);
+  // Per-execution settings (max_timeout_ms, max_output_bytes, max_queue, kill_grace).
+  uint32_t max_timeout_ms = 600000;
+  uint64_t max_output_bytes = 1u << 20;
+  uint32_t max_queue = 16;
+  absl::Duration kill_grace = absl::Seconds(2);
+  std::string version = "dev";
+};
+
+class SessionManager {
+ public:
+  SessionManager(ManagerOptions options, ContainerRuntime* runtime, Clock* clock);
+  ~SessionManager();
+  SessionManager(const SessionManager&) = delete;
+  SessionManager& operator=(const SessionManager&) = delete;
+
+  // Probes the runtime, re-attaches to the sessions of a previous run, removes every
+  // other container of this instance, and starts the pool and the idle reaper. A runtime
+  // that is unavailable is not fatal: it is logged, reported by GetInfo, and probed again
+  // on the next CreateSession.
+  absl::Status Start();
+
+  // Stops the pool (removing its containers) and detaches sessions without killing
+  // their containers, so the next daemon re-attaches. Idempotent.
+  void Shutdown();
+
+  absl::StatusOr<sandbox::v1::Session> CreateSession(const sandbox::v1::CreateSessionRequest& r);
+  absl::StatusOr<sandbox::v1::Session> GetSession(const std::string& id);
+  std::vector<sandbox::v1::Session> ListSessions(const std::string& owner);
+  absl::Status DeleteSession(const std::string& id);
+  absl::StatusOr<sandbox::v1::Session> ResetSession(const std::string& id);
+
+  // Validates (code size, non-empty code) and queues an execution.
+  absl::StatusOr<std::shared_ptr<Execution>> Execute(const std::string& session_id,
+                                                     ExecutionRequest request,
+                                                     std::shared_ptr<ExecutionObserver> observer);
+
+  sandbox::v1::Info GetInfo();
+
+  // A stable id of this daemon instance, derived from the state directory; container
+  // labels carry it.
+  const std::string& instance() const { return instance_; }
+
+ private:
+  struct Sandbox {
+    std::string name;
+    std::string id;
+    std::unique_ptr<RunnerConnection> conn;
+  };
+
+  absl::Status EnsureProbed();
+  absl::StatusOr<Sandbox> StartSandbox(const ResolvedLimits& limits, const std::string& role);
+  std::optional<Sandbox> TakeFromPool();
+  void PoolLoop();
+  void ReaperLoop();
+  void Recover();
+  void DiscardSandbox(const std::string& name);
+  absl::StatusOr<std::shared_ptr<Session>> Find(const std::string& id);
+  void WriteRecord(const Session& s);
+  void RemoveRecord(const std::string& id);
+  std::string SocketDir(const std::string& container_name) const;
+  std::string NewId(const char* prefix);
+
+  const ManagerOptions options_;
+  ContainerRuntime* const runtime_;
+  Clock* const clock_;
+  const std::string instance_;
+  TimerQueue timers_;
+  WorkerPool workers_{2};
+  std::atomic<uint64_t> executions_total_{0};
+  std::atomic<uint64_t> tool_calls_total_{0};
+  SessionEnv env_;
+
+  absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
+  std::deque<Sandbox> pool_ ABSL_GUARDED_BY(mu_);
+  int pool_starting_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<RuntimeInfo> runtime_info_ ABSL_GUARDED_BY(mu_);
+  std::string runtime_error_ ABSL_GUARDED_BY(mu_);
+  std::string pool_error_ ABSL_GUARDED_BY(mu_);
+  absl::BitGen rng_ ABSL_GUARDED_BY(mu_);
+  std::thread pool_thread_;
+  std::thread reaper_thread_;
+};
+
+}  // namespace sandboxd

@@ -1,0 +1,50 @@
+// Runs a program to completion with an argv vector (never a shell string) and captures
+// its output. Used for the podman CLI.
+//
+//   SubprocessOptions opts;
+//   opts.timeout = absl::Seconds(30);
+//   absl::StatusOr<SubprocessResult> r = RunSubprocess({"podman", "version"}, opts);
+//   if (r.ok() && r->exit_code == 0) Use(r->stdout_text);
+//
+// The child gets only the environment in `opts.env` (the caller's environment when
+// unset), stdin from /dev/null unless `stdin_text` is given, and no inherited file
+// descriptors other than 0-2 (every descriptor this process opens is O_CLOEXEC).
+// Safe for concurrent use.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace sandboxd {
+
+struct SubprocessOptions {
+  // Kill the child (SIGKILL) when it runs longer than this.
+  absl::Duration timeout = absl::Seconds(60);
+  // Full environment as KEY=VALUE; nullopt inherits ours.
+  std::optional<std::vector<std::string>> env;
+  std::string stdin_text;
+  // Cap on captured bytes per stream; output past it is read and discarded.
+  size_t max_output_bytes = 4 << 20;
+};
+
+struct SubprocessResult {
+  // Exit status, or 128+signal when the child died of a signal.
+  int exit_code = 0;
+  bool timed_out = false;
+  std::string stdout_text;
+  std::string stderr_text;
+};
+
+// Returns NOT_FOUND when the program is not in PATH, INTERNAL when it cannot be
+// started; a program that runs and fails is an OK result with exit_code != 0.
+absl::StatusOr<SubprocessResult> RunSubprocess(const std::vector<std::string>& argv,
+                                               const SubprocessOptions& opts = {});
+
+// Finds `name` in $PATH (or returns it when it contains '/'); empty when absent.
+std::string FindInPath(const std::string& name);
+
+}  // namespace sandboxd

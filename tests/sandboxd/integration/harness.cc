@@ -1,0 +1,243 @@
+#include "harness.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include <mutex>
+
+namespace sandboxd::testing {
+namespace fs = std::filesystem;
+
+std::string SandboxdBinary() { return SANDBOXD_BINARY; }
+
+std::string Sh(const std::string& cmd, int* exit_code) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int rc = pclose(p);
+  if (exit_code) *exit_code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  return out;
+}
+
+SandboxdProcess::SandboxdProcess(std::vector<std::string> extra_args, std::string state_dir)
+    : args_(std::move(extra_args)) {
+  char tmpl[] = "/tmp/sbxtest-XXXXXX";
+  dir_ = mkdtemp(tmpl);
+  state_dir_ = state_dir.empty() ? dir_ + "/state" : state_dir;
+  socket_ = dir_ + "/sandboxd.sock";
+  log_path_ = dir_ + "/sandboxd.log";
+}
+
+SandboxdProcess::~SandboxdProcess() {
+  if (pid_ > 0) Kill();
+  // Leave nothing behind, whatever the test did.
+  Sh(absl::StrCat("podman ps -aq --filter label=io.sandboxd.instance=", instance(),
+                  " | xargs -r podman rm -f -t 0 >/dev/null 2>&1"));
+  std::error_code ec;
+  fs::remove_all(dir_, ec);
+}
+
+std::string SandboxdProcess::instance() const {
+  // Same FNV-1a as SessionManager.
+  uint64_t h = 1469598103934665603ull;
+  std::string s = fs::absolute(state_dir_).lexically_normal().string();
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char buf[32];
+  snprintf(buf, sizeof buf, "%012llx", static_cast<unsigned long long>(h & 0xffffffffffffull));
+  return buf;
+}
+
+bool SandboxdProcess::Start(std::vector<std::string> env_overrides) {
+  std::vector<std::string> argv = {SandboxdBinary(), "--socket=" + socket_,
+                                   "--state_dir=" + state_dir_, "--pool_size=0",
+                                   "--log_level=debug"};
+  argv.insert(argv.end(), args_.begin(), args_.end());
+  pid_ = fork();
+  if (pid_ == 0) {
+    FILE* log = fopen(log_path_.c_str(), "a");
+    dup2(fileno(log), 2);
+    dup2(fileno(log), 1);
+    for (const auto& e : env_overrides) putenv(strdup(e.c_str()));
+    std::vector<char*> cargv;
+    for (auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+    cargv.push_back(nullptr);
+    execv(cargv[0], cargv.data());
+    _exit(127);
+  }
+  auto stub = Stub();
+  for (int i = 0; i < 600; ++i) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+    sandbox::v1::Info info;
+    if (stub->GetInfo(&ctx, {}, &info).ok()) return true;
+    int status;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      ADD_FAILURE() << "sandboxd exited during start-up:\n" << Log();
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ADD_FAILURE() << "sandboxd did not answer within 30 s:\n" << Log();
+  return false;
+}
+
+int SandboxdProcess::Stop() {
+  if (pid_ <= 0) return -1;
+  kill(pid_, SIGTERM);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+void SandboxdProcess::Kill() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  int status;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+std::shared_ptr<grpc::Channel> SandboxdProcess::Channel() const {
+  return grpc::CreateChannel("unix:" + socket_, grpc::InsecureChannelCredentials());
+}
+
+std::unique_ptr<sandbox::v1::SandboxService::Stub> SandboxdProcess::Stub() const {
+  return sandbox::v1::SandboxService::NewStub(Channel());
+}
+
+std::string SandboxdProcess::Log() const {
+  std::ifstream in(log_path_);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> SandboxdProcess::ContainerNames() const {
+  std::string out = Sh(absl::StrCat("podman ps -a --format '{{.Names}}' --filter label=io.sandboxd.instance=",
+                                    instance()));
+  std::vector<std::string> names = absl::StrSplit(out, '\n', absl::SkipEmpty());
+  return names;
+}
+
+int SandboxdProcess::LiveContainers() const { return static_cast<int>(ContainerNames().size()); }
+
+sandbox::v1::Session CreateSession(sandbox::v1::SandboxService::Stub& stub,
+                                   const sandbox::v1::CreateSessionRequest& req) {
+  grpc::ClientContext ctx;
+  sandbox::v1::Session s;
+  grpc::Status st = stub.CreateSession(&ctx, req, &s);
+  EXPECT_TRUE(st.ok()) << st.error_code() << ": " << st.error_message();
+  return s;
+}
+
+sandbox::v1::Finished RunCode(sandbox::v1::SandboxService::Stub& stub,
+                              const std::string& session_id, const std::string& code,
+                              uint32_t timeout_ms, grpc::Status* status) {
+  grpc::ClientContext ctx;
+  sandbox::v1::RunRequest req;
+  req.set_session_id(session_id);
+  req.set_code(code);
+  req.set_timeout_ms(timeout_ms);
+  sandbox::v1::Finished f;
+  grpc::Status st = stub.Run(&ctx, req, &f);
+  if (status) {
+    *status = st;
+  } else {
+    EXPECT_TRUE(st.ok()) << st.error_code() << ": " << st.error_message();
+  }
+  return f;
+}
+
+}  // namespace sandboxd::testing
+
+namespace sandboxd::testing {
+
+std::string ExecuteOutcome::StreamedStdout() const {
+  std::string s;
+  for (const auto& m : messages) {
+    if (m.has_output() && m.output().stream() == sandbox::v1::Output::STDOUT) s += m.output().text();
+  }
+  return s;
+}
+
+sandbox::v1::StartExecution Start(const std::string& session_id, const std::string& code,
+                                  uint32_t timeout_ms) {
+  sandbox::v1::StartExecution s;
+  s.set_session_id(session_id);
+  s.set_code(code);
+  s.set_timeout_ms(timeout_ms);
+  return s;
+}
+
+sandbox::v1::ToolResult TextResult(const std::string& call_id, const std::string& text) {
+  sandbox::v1::ToolResult r;
+  r.set_call_id(call_id);
+  nlohmann::json j = {{"content", {{{"type", "text"}, {"text", text}}}}};
+  r.set_result_json(j.dump());
+  return r;
+}
+
+ExecuteOutcome Execute(
+    sandbox::v1::SandboxService::Stub& stub, const sandbox::v1::StartExecution& start,
+    ToolHandler handler, bool half_close,
+    std::function<void(const sandbox::v1::ExecuteResponse&,
+                       grpc::ClientReaderWriter<sandbox::v1::ExecuteRequest,
+                                                sandbox::v1::ExecuteResponse>*)>
+        on_message) {
+  ExecuteOutcome out;
+  grpc::ClientContext ctx;
+  auto stream = stub.Execute(&ctx);
+  std::mutex write_mu;
+  sandbox::v1::ExecuteRequest first;
+  *first.mutable_start() = start;
+  stream->Write(first);
+  if (half_close) stream->WritesDone();
+  std::vector<std::thread> answerers;
+  sandbox::v1::ExecuteResponse msg;
+  while (stream->Read(&msg)) {
+    if (msg.has_finished()) {
+      out.finished = msg.finished();
+      out.got_finished = true;
+      continue;
+    }
+    if (on_message) on_message(msg, stream.get());
+    if (msg.has_tool_call() && handler) {
+      sandbox::v1::ToolCall call = msg.tool_call();
+      answerers.emplace_back([&, call] {
+        sandbox::v1::ExecuteRequest req;
+        *req.mutable_tool_result() = handler(call);
+        std::lock_guard<std::mutex> lock(write_mu);
+        stream->Write(req);
+      });
+    }
+    out.messages.push_back(msg);
+  }
+  for (auto& t : answerers) t.join();
+  if (!half_close) {
+    std::lock_guard<std::mutex> lock(write_mu);
+    stream->WritesDone();
+  }
+  out.status = stream->Finish();
+  return out;
+}
+
+}  // namespace sandboxd::testing

@@ -1,0 +1,105 @@
+// Test harness for sandboxd integration tests: runs the real sandboxd binary against
+// real Podman with a private state directory and socket, and gives a gRPC stub.
+//
+//   SandboxdProcess d({"--pool_size=1"});
+//   ASSERT_TRUE(d.Start());
+//   auto stub = d.Stub();
+//   ... d.Stop();  // SIGTERM, wait
+//   EXPECT_EQ(d.LiveContainers(), 0);
+#pragma once
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "grpcpp/grpcpp.h"
+#include "sandbox/v1/sandbox.grpc.pb.h"
+
+namespace sandboxd::testing {
+
+class SandboxdProcess {
+ public:
+  // `extra_args` are appended to the defaults (private socket/state dir, pool 0).
+  explicit SandboxdProcess(std::vector<std::string> extra_args = {},
+                           std::string state_dir = "");
+  ~SandboxdProcess();  // kills the daemon if running and removes its containers
+
+  // Starts the daemon and waits until its socket answers GetInfo. False on failure
+  // (with the daemon's log printed).
+  bool Start(std::vector<std::string> env_overrides = {});
+  // SIGTERM and wait; returns the exit code (128+signal when killed).
+  int Stop();
+  // SIGKILL (a crash) and wait.
+  void Kill();
+
+  std::unique_ptr<sandbox::v1::SandboxService::Stub> Stub() const;
+  std::shared_ptr<grpc::Channel> Channel() const;
+  const std::string& socket() const { return socket_; }
+  const std::string& state_dir() const { return state_dir_; }
+  std::string Log() const;
+  // Containers (any state) labelled with this daemon's instance.
+  int LiveContainers() const;
+  std::vector<std::string> ContainerNames() const;
+  std::string instance() const;
+  pid_t pid() const { return pid_; }
+
+ private:
+  std::vector<std::string> args_;
+  std::string dir_;
+  std::string state_dir_;
+  std::string socket_;
+  std::string log_path_;
+  pid_t pid_ = -1;
+};
+
+// Path of the built sandboxd binary.
+std::string SandboxdBinary();
+
+// Runs a shell command, returns stdout (for podman inspection in tests).
+std::string Sh(const std::string& cmd, int* exit_code = nullptr);
+
+// Creates a session with default settings; fails the test on error.
+sandbox::v1::Session CreateSession(sandbox::v1::SandboxService::Stub& stub,
+                                   const sandbox::v1::CreateSessionRequest& req = {});
+
+// Unary Run; returns the Finished (status OK expected at the gRPC level).
+sandbox::v1::Finished RunCode(sandbox::v1::SandboxService::Stub& stub,
+                              const std::string& session_id, const std::string& code,
+                              uint32_t timeout_ms = 0, grpc::Status* status = nullptr);
+
+}  // namespace sandboxd::testing
+
+namespace sandboxd::testing {
+
+struct ExecuteOutcome {
+  grpc::Status status;
+  sandbox::v1::Finished finished;
+  bool got_finished = false;
+  std::vector<sandbox::v1::ExecuteResponse> messages;  // everything but finished
+  std::string StreamedStdout() const;
+};
+
+using ToolHandler = std::function<sandbox::v1::ToolResult(const sandbox::v1::ToolCall&)>;
+
+// Runs one Execute stream. Each tool call is answered by `handler` on its own thread
+// (so slow answers overlap); with `half_close` the client closes its side right after
+// `start` (what `grpcurl -d @` does). `on_message` sees every server message as it arrives.
+ExecuteOutcome Execute(sandbox::v1::SandboxService::Stub& stub,
+                       const sandbox::v1::StartExecution& start, ToolHandler handler = nullptr,
+                       bool half_close = false,
+                       std::function<void(const sandbox::v1::ExecuteResponse&,
+                                          grpc::ClientReaderWriter<sandbox::v1::ExecuteRequest,
+                                                                   sandbox::v1::ExecuteResponse>*)>
+                           on_message = nullptr);
+
+sandbox::v1::StartExecution Start(const std::string& session_id, const std::string& code,
+                                  uint32_t timeout_ms = 0);
+
+// A ToolResult whose result_json is a CallToolResult with one text block.
+sandbox::v1::ToolResult TextResult(const std::string& call_id, const std::string& text);
+
+}  // namespace sandboxd::testing
