@@ -179,11 +179,9 @@ class FrameConnection:
         self._sock.close()
 
 
-def _field(frame, name, kind, optional=False):
-    """Type-checked access to an inbound frame field (bool is not accepted as int)."""
+def _field(frame, name, kind):
+    """Type-checked access to a required inbound frame field (bool is not an int here)."""
     if name not in frame:
-        if optional:
-            return None
         raise ProtocolError(f"{frame['type']} frame lacks field {name!r}")
     value = frame[name]
     if isinstance(value, bool) and kind is not bool:
@@ -1067,6 +1065,10 @@ class Toolbox:
         return results if limit is None else results[:max(0, int(limit))]
 
 
+# Classes user code sees: show them as part of mcp.runtime in help() and reprs.
+MCPServer.__module__ = ToolDirectory.__module__ = "mcp.runtime"
+
+
 # -- mcp.runtime (API of the elusznik mcp-server-code-execution-mode bridge) -------------
 
 class _AwaitableList(list):
@@ -1474,6 +1476,9 @@ class Executor:
 
     def _run_on_loop(self, state, coroutine):
         """Run a top-level-await cell as a Task on the one persistent loop."""
+        if self.loop.is_closed():            # user code closed it; the namespace lives on
+            self.loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(self.loop)
         loop = self.loop
         task = loop.create_task(coroutine)
         self._interrupts.attach_task(state, loop, task)
@@ -1510,6 +1515,20 @@ class Runner:
         self.interrupts = InterruptController(self._lock)
         self.calls = ToolCalls(self)
         self.executor = Executor(self)
+        self._pid = os.getpid()
+        os.register_at_fork(after_in_child=self._after_fork_in_child)
+
+    def _after_fork_in_child(self):
+        """User code forked. The child shares sandboxd's socket, so it must never write a
+        frame: its output is dropped (fresh lock: the parent's may have been held by
+        another thread at fork time), and it exits when the cell's code returns to us."""
+        self.capture._lock = threading.RLock()
+        self.capture._active = False
+        self.capture._conn = None
+
+    def _exit_if_forked_child(self):
+        if os.getpid() != self._pid:
+            os._exit(0)
 
     def current_exec(self):
         with self._lock:
@@ -1521,10 +1540,19 @@ class Runner:
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)                  # input() sees EOF instead of blocking
         os.close(devnull)
-        sys.stdin = open(os.devnull, encoding="utf-8")
-        sys.stdout = CapturedStream(self.capture, "stdout")
-        sys.stderr = CapturedStream(self.capture, "stderr")
+        self._stdout = CapturedStream(self.capture, "stdout")
+        self._stderr = CapturedStream(self.capture, "stderr")
+        self._stdin = None
+        self._restore_stdio()
         self.interrupts.install()
+
+    def _restore_stdio(self):
+        """Before every exec: undo what earlier user code did to sys.stdout/stderr/stdin
+        (reassigned them, or closed stdin through exit())."""
+        sys.stdout, sys.stderr = self._stdout, self._stderr
+        if self._stdin is None or self._stdin.closed:
+            self._stdin = open(os.devnull, encoding="utf-8")
+        sys.stdin = self._stdin
 
     def _listen(self):
         try:
@@ -1579,15 +1607,19 @@ class Runner:
             state.interrupt_requested = early
             self._current = state
         self.interrupts.begin(state)
+        self._restore_stdio()
         self.capture.begin(conn, exec_id, frame["max_output_bytes"])
         try:
             status, result, error = self.executor.run(state, frame["code"])
+            self._exit_if_forked_child()
         except Exception as exc:             # a runner bug; report it rather than hang
+            self._exit_if_forked_child()
             _log(f"exec failed internally: {exc!r}\n{traceback.format_exc()}")
             status, result = "error", None
             error = {"type": "RunnerError", "message": f"internal runner error: {exc!r}",
                      "traceback": ""}
         finally:
+            self._exit_if_forked_child()
             output_bytes, dropped_bytes = self.capture.finish()
             self.interrupts.end(state)
             with self._lock:

@@ -50,7 +50,7 @@ struct RuntimeInfo {
   bool rootless = false;
   std::string cgroup_version;  // "v1", "v2" or "" when not applicable
   // True when memory/pids/cpu limits go through cgroups; false means rlimit fallback
-  // (RLIMIT_AS for memory, RLIMIT_NPROC for processes, no CPU quota).
+  // (RLIMIT_DATA for memory, RLIMIT_NPROC for processes, no CPU quota).
   bool cgroup_limits = true;
   std::vector<std::string> notes;
 };

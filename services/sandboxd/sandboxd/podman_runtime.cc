@@ -76,11 +76,10 @@ std::vector<std::string> BuildRunArgv(const PodmanOptions& options, const Runtim
         "--ulimit", absl::StrCat("nproc=", l.pids * 4, ":", l.pids * 4),
     });
   } else {
-    // rlimit fallback: address space stands in for memory (plus headroom for thread
-    // stacks that are reserved but never touched), RLIMIT_NPROC for pids.
-    uint64_t as = l.memory_bytes + (256ull << 20);
+    // rlimit fallback: RLIMIT_DATA (heap and private mappings; podman cannot set
+    // RLIMIT_AS) stands in for memory, RLIMIT_NPROC for pids.
     a.insert(a.end(), {
-        "--ulimit", absl::StrCat("as=", as, ":", as),
+        "--ulimit", absl::StrCat("data=", l.memory_bytes, ":", l.memory_bytes),
         "--ulimit", absl::StrCat("nproc=", l.pids, ":", l.pids),
     });
   }
@@ -156,7 +155,7 @@ absl::StatusOr<RuntimeInfo> PodmanRuntime::Probe() {
   if (!info.cgroup_limits) {
     info.notes.push_back(
         "rootless podman on cgroup v1 cannot enforce --memory/--pids/--cpus: memory is "
-        "limited by RLIMIT_AS, processes by RLIMIT_NPROC (shared by all sessions of this "
+        "limited by RLIMIT_DATA, processes by RLIMIT_NPROC (shared by all sessions of this "
         "user), CPU is not limited");
   }
   if (options_.image.empty()) return absl::InvalidArgumentError("no sandbox image configured");

@@ -432,6 +432,8 @@ void Session::HandleDone(DoneMessage m, Deferred& out) {
   std::shared_ptr<ExecState> e = std::move(current_);
   current_.reset();
   // Calls still pending cannot be answered any more; the runner already dropped them.
+  // The runner stops sending past the cap and only counts what it dropped.
+  if (m.dropped_bytes > 0) e->truncated = true;
   Finished f;
   f.set_output_bytes(m.output_bytes);
   if (m.result) f.set_result_repr(*m.result);

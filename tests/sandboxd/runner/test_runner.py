@@ -377,6 +377,21 @@ class OutputTest(RunnerTestCase):
         res = self.client.exec("1")
         self.assertEqual(res.chunks, [])
 
+    def test_user_code_cannot_break_stdio_for_later_execs(self):
+        self.assertOk(self.client.exec("import io, sys\nsys.stdout = io.StringIO()\n"
+                                       "sys.stdin.close()\nsys.stderr.close()"))
+        res = self.client.exec("import sys\nprint('back')\nprint('err', file=sys.stderr)\n"
+                               "try:\n    input()\nexcept EOFError:\n    eof = True\neof")
+        self.assertOk(res)
+        self.assertEqual(res.chunks, [["stdout", "back\n"], ["stderr", "err\n"]])
+        self.assertEqual(res.result, "True")
+
+    def test_binary_buffer(self):
+        res = self.client.exec("import sys\nsys.stdout.buffer.write('ü'.encode()[:1])\n"
+                               "sys.stdout.buffer.write('ü!'.encode()[1:])")
+        self.assertOk(res)
+        self.assertEqual(res.stream("stdout"), "ü!")
+
     def test_lone_surrogates_do_not_break_frames(self):
         res = self.client.exec("print('a\\udc80b')\n'\\ud800'")
         self.assertOk(res)
@@ -431,7 +446,8 @@ class ErrorTest(RunnerTestCase):
         self.assertEqual(self.client.exec("2 * 21").result, "42")
 
     def test_repr_failure_is_an_error(self):
-        res = self.client.exec("class B:\n    def __repr__(self):\n        raise RuntimeError('no')\nB()")
+        res = self.client.exec(
+            "class B:\n    def __repr__(self):\n        raise RuntimeError('no')\nB()")
         self.assertEqual(res.status, "error")
         self.assertEqual(res.error["type"], "RuntimeError")
 
@@ -445,8 +461,7 @@ class AsyncTest(RunnerTestCase):
         self.assertEqual(self.client.exec("await f()").result, "41")
 
     def test_one_persistent_loop(self):
-        self.client.exec("loop1 = asyncio.get_running_loop() if False else None\n"
-                         "async def get():\n    return asyncio.get_running_loop()\n"
+        self.client.exec("async def get():\n    return asyncio.get_running_loop()\n"
                          "first = await get()")
         self.assertEqual(self.client.exec("(await get()) is first").result, "True")
 
@@ -506,6 +521,37 @@ class InterruptTest(RunnerTestCase):
         self.client.send({"type": "tool_result", "call_id": call["call_id"], "ok": True,
                           "result": text_result("late")})
         self.assertStillUsable()
+
+    def test_interrupt_of_print_loop_keeps_frames_intact(self):
+        # KeyboardInterrupt must never cut an output frame in half: the test client's
+        # frame decoder would fail on a corrupt stream.
+        self.interrupt_when_started("while True:\n    print('x' * 100)")
+        self.interrupt_when_started("import sys\nwhile True:\n    sys.stderr.write('é')")
+        self.assertStillUsable()
+
+    def test_interrupt_caught_by_user_code(self):
+        exec_id = self.client.start_exec(
+            "import time\nprint('started')\n"
+            "try:\n    time.sleep(100)\nexcept KeyboardInterrupt:\n    caught = True\n"
+            "'survived'")
+        self.client.expect("output")
+        self.client.send({"type": "interrupt", "id": exec_id})
+        res = self.client.finish_exec(exec_id, timeout=5)
+        self.assertOk(res)
+        self.assertEqual(res.result, "'survived'")
+
+    def test_interrupt_before_exec_starts(self):
+        first = self.client.start_exec("import time\ntime.sleep(0.3)")
+        second = self.client.start_exec("while True:\n    pass")
+        self.client.send({"type": "interrupt", "id": second})
+        self.assertOk(self.client.finish_exec(first))
+        self.assertEqual(self.client.finish_exec(second, timeout=5).status, "interrupted")
+        self.assertStillUsable()
+
+    def test_user_raised_keyboard_interrupt_is_an_error(self):
+        res = self.client.exec("raise KeyboardInterrupt")
+        self.assertEqual(res.status, "error")
+        self.assertEqual(res.error["type"], "KeyboardInterrupt")
 
     def test_interrupt_for_other_exec_is_ignored(self):
         exec_id = self.client.start_exec("import time\ntime.sleep(0.3)\n'finished'")

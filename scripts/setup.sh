@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Installs everything sandboxd needs and builds it. Safe to re-run; fast when nothing is
+# missing. Used by scripts/run.sh and scripts/test.sh.
+#
+#   scripts/setup.sh            packages, sandbox image, build (build/)
+#
+# Environment: SANDBOXD_IMAGE (default localhost/sandboxd-python:bookworm),
+#              BUILD_DIR (default build), SANDBOXD_ROOTFS_TAR (default
+#              /var/cache/sandboxd/rootfs.tar when root).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+image="${SANDBOXD_IMAGE:-localhost/sandboxd-python:bookworm}"
+build_dir="${BUILD_DIR:-build}"
+log() { echo "setup: $*" >&2; }
+
+sudo_cmd=()
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { log "not root and no sudo: install the packages below by hand"; }
+  sudo_cmd=(sudo)
+fi
+
+# 1. Debian packages (build tools, libraries, podman with runc, debootstrap for the image,
+#    uidmap for rootless podman, Node.js for the MCP side).
+packages=(
+  build-essential cmake ccache pkg-config git
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev nlohmann-json3-dev libspdlog-dev libgtest-dev libgmock-dev
+  podman runc debootstrap uidmap fuse-overlayfs slirp4netns
+  python3 systemd
+)
+# Node.js: any install that provides node and npm will do (Debian's, or NodeSource's,
+# whose nodejs package conflicts with Debian's npm).
+command -v node >/dev/null || packages+=(nodejs)
+command -v npm >/dev/null || packages+=(npm)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  log "installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -q >/dev/null
+  "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# 2. The sandbox image (offline: debootstrap + podman import). Rebuilt when the recipe changes.
+recipe="$(sha256sum deploy/image/build-image.sh | cut -c1-16)"
+have="$(podman image inspect --format '{{index .Labels "io.sandboxd.recipe"}}' "$image" 2>/dev/null || true)"
+rootfs_tar="${SANDBOXD_ROOTFS_TAR:-}"
+if [[ -z "$rootfs_tar" && $(id -u) -eq 0 ]]; then rootfs_tar=/var/cache/sandboxd/rootfs.tar; fi
+if [[ "$have" != "$recipe" || ( -n "$rootfs_tar" && ! -f "$rootfs_tar" ) ]]; then
+  log "building sandbox image $image"
+  SANDBOXD_ROOTFS_TAR="$rootfs_tar" "${sudo_cmd[@]}" deploy/image/build-image.sh "$image"
+else
+  log "sandbox image $image is current"
+fi
+
+# 3. Build.
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$build_dir" -j2
+log "built $build_dir/services/sandboxd/sandboxd"

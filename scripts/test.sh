@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Sets everything up (scripts/setup.sh) and runs the whole test suite: unit tests (no
+# Podman) and integration tests (the real daemon against real Podman, rootful and
+# rootless). Safe to re-run. CI runs exactly this (.ci/run).
+#
+#   scripts/test.sh              everything
+#   scripts/test.sh -L unit      extra arguments go to ctest
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+bash scripts/setup.sh
+build_dir="${BUILD_DIR:-build}"
+# Integration tests start their own daemons with private state directories and sockets,
+# so two can run at once on this 2-core machine.
+ctest --test-dir "$build_dir" --output-on-failure --timeout 900 -j2 "$@"

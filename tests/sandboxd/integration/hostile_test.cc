@@ -1,0 +1,376 @@
+// Integration: hostile and bad input against real Podman (issue section 5). After each
+// case the daemon still serves a healthy "witness" session, and when the suite ends no
+// container of this daemon is left.
+#include <filesystem>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "harness.h"
+#include "nlohmann/json.hpp"
+
+namespace sandboxd::testing {
+namespace {
+
+using sandbox::v1::Finished;
+
+class HostileTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    daemon_ = new SandboxdProcess({"--kill_grace=1s", "--memory_mb=256", "--pids=64",
+                                   "--max_output_bytes=65536", "--max_code_bytes=100000",
+                                   "--pass_env=SANDBOXD_TEST_ALLOWED", "--env=FROM_FLAG=1"});
+    ASSERT_TRUE(daemon_->Start({"SANDBOXD_TEST_SECRET=hunter2", "SANDBOXD_TEST_ALLOWED=visible"}));
+    auto stub = daemon_->Stub();
+    witness_ = new std::string(CreateSession(*stub).id());
+    RunCode(*stub, *witness_, "witness_value = 7");
+  }
+  static void TearDownTestSuite() {
+    auto stub = daemon_->Stub();
+    grpc::ClientContext ctx;
+    sandbox::v1::ListSessionsResponse list;
+    ASSERT_TRUE(stub->ListSessions(&ctx, {}, &list).ok());
+    for (const auto& s : list.sessions()) {
+      grpc::ClientContext c;
+      sandbox::v1::DeleteSessionRequest d;
+      d.set_session_id(s.id());
+      sandbox::v1::DeleteSessionResponse r;
+      EXPECT_TRUE(stub->DeleteSession(&c, d, &r).ok());
+    }
+    // Deletion removes containers in the background.
+    for (int i = 0; i < 100 && daemon_->LiveContainers() > 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_EQ(daemon_->LiveContainers(), 0) << "leaked containers";
+    EXPECT_EQ(daemon_->Stop(), 0);
+    delete daemon_;
+    delete witness_;
+  }
+  void SetUp() override { stub_ = daemon_->Stub(); }
+  // The daemon still serves another session, whose state is intact.
+  void TearDown() override {
+    Finished f = RunCode(*stub_, *witness_, "witness_value");
+    EXPECT_EQ(f.status(), Finished::OK) << f.DebugString();
+    EXPECT_EQ(f.result_repr(), "7");
+  }
+
+  static SandboxdProcess* daemon_;
+  static std::string* witness_;
+  std::unique_ptr<sandbox::v1::SandboxService::Stub> stub_;
+};
+SandboxdProcess* HostileTest::daemon_ = nullptr;
+std::string* HostileTest::witness_ = nullptr;
+
+TEST_F(HostileTest, NoNetwork) {
+  auto s = CreateSession(*stub_);
+  Finished f = RunCode(*stub_, s.id(), R"(
+import socket
+names = sorted(n for _, n in socket.if_nameindex())
+errors = []
+try:
+    socket.getaddrinfo("deb.debian.org", 80)
+except OSError as e:
+    errors.append("dns")
+# 192.0.2.1 is TEST-NET-1 (documentation only); with no route nothing leaves the namespace.
+s = socket.socket()
+s.settimeout(2)
+try:
+    s.connect(("192.0.2.1", 80))
+except OSError as e:
+    errors.append("connect:" + str(e.errno))
+(names, errors)
+)");
+  ASSERT_EQ(f.status(), Finished::OK) << f.DebugString();
+  EXPECT_EQ(f.result_repr(), "(['lo'], ['dns', 'connect:101'])");
+}
+
+TEST_F(HostileTest, FilesystemIsReadOnlyOutsideWorkspaceAndTmp) {
+  auto s = CreateSession(*stub_);
+  Finished f = RunCode(*stub_, s.id(), R"(
+import os
+results = {}
+for path in ["/etc/evil", "/usr/evil", "/var/tmp/evil", "/opt/sandboxd/sandbox_runner.py", "/root/evil", "/evil"]:
+    try:
+        with open(path, "w") as fh:
+            fh.write("x")
+        results[path] = "written"
+    except OSError as e:
+        results[path] = "denied"
+for path in ["/workspace/ok.txt", "/tmp/ok.txt"]:
+    with open(path, "w") as fh:
+        fh.write("fine")
+    results[path] = open(path).read()
+results["cwd"] = os.getcwd()
+results["uid"] = os.getuid()
+results
+)");
+  ASSERT_EQ(f.status(), Finished::OK) << f.DebugString();
+  auto r = f.result_repr();
+  EXPECT_EQ(r.find("written"), std::string::npos) << r;
+  EXPECT_NE(r.find("'/workspace/ok.txt': 'fine'"), std::string::npos) << r;
+  EXPECT_NE(r.find("'/tmp/ok.txt': 'fine'"), std::string::npos) << r;
+  EXPECT_NE(r.find("'cwd': '/workspace'"), std::string::npos) << r;
+  EXPECT_NE(r.find("'uid': 65534"), std::string::npos) << r;
+}
+
+TEST_F(HostileTest, HostEnvironmentDoesNotLeak) {
+  auto s = CreateSession(*stub_);
+  Finished f = RunCode(*stub_, s.id(), "import os\nsorted(os.environ.items())");
+  ASSERT_EQ(f.status(), Finished::OK) << f.DebugString();
+  const std::string& r = f.result_repr();
+  EXPECT_EQ(r.find("hunter2"), std::string::npos) << r;
+  EXPECT_EQ(r.find("SANDBOXD_TEST_SECRET"), std::string::npos) << r;
+  EXPECT_NE(r.find("('SANDBOXD_TEST_ALLOWED', 'visible')"), std::string::npos) << r;
+  EXPECT_NE(r.find("('FROM_FLAG', '1')"), std::string::npos) << r;
+  // Nothing of the daemon's own environment either.
+  EXPECT_EQ(r.find("XDG_RUNTIME_DIR"), std::string::npos) << r;
+}
+
+TEST_F(HostileTest, ForkBombIsContained) {
+  auto s = CreateSession(*stub_);
+  Finished f = RunCode(*stub_, s.id(), R"(
+import os, time
+n = 0
+for i in range(100000):
+    try:
+        os.fork()
+        n += 1
+    except OSError:
+        break
+"stopped"
+)", 20000);
+  // The pids limit stops it; the forked children exit when the cell's code ends (they
+  // never write to sandboxd's socket), and the session carries on.
+  EXPECT_EQ(f.status(), Finished::OK) << f.DebugString();
+  EXPECT_EQ(f.result_repr(), "'stopped'");
+  f = RunCode(*stub_, s.id(), R"py(
+import os, time
+def state(pid):
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+# Exited children stay zombies until the code that forked them waits; they are not
+# running. Bomb processes that are still looping stop at their first failed fork.
+for _ in range(300):
+    alive = [p for p in os.listdir('/proc') if p.isdigit() and state(p) not in ("Z", "gone")]
+    if len(alive) <= 3:
+        break
+    time.sleep(0.1)
+len(alive)
+)py");
+  EXPECT_EQ(f.status(), Finished::OK) << f.DebugString();
+  EXPECT_LE(std::stoi(f.result_repr().empty() ? "999" : f.result_repr()), 3) << "forked children linger";
+}
+
+TEST_F(HostileTest, MemoryBombIsContained) {
+  auto s = CreateSession(*stub_);
+  Finished f = RunCode(*stub_, s.id(), "x = b'x' * (2 * 1024**3)\nlen(x)", 30000);
+  if (f.status() == Finished::SESSION_LOST) {
+    EXPECT_NE(f.error().message().find("memory"), std::string::npos) << f.DebugString();
+    grpc::Status st;
+    RunCode(*stub_, s.id(), "1", 0, &st);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_NE(st.error_message().find("memory"), std::string::npos) << st.error_message();
+  } else {
+    EXPECT_EQ(f.status(), Finished::ERROR) << f.DebugString();
+    EXPECT_EQ(f.error().type(), "MemoryError");
+  }
+}
+
+TEST_F(HostileTest, BusyLoopTimesOutAndKeepsTheNamespace) {
+  auto s = CreateSession(*stub_);
+  RunCode(*stub_, s.id(), "kept = 'yes'");
+  Finished f = RunCode(*stub_, s.id(), "while True: pass", 1000);
+  EXPECT_EQ(f.status(), Finished::TIMEOUT) << f.DebugString();
+  f = RunCode(*stub_, s.id(), "kept");
+  EXPECT_EQ(f.result_repr(), "'yes'");
+}
+
+TEST_F(HostileTest, UninterruptibleCCallGetsTheContainerKilled) {
+  auto s = CreateSession(*stub_);
+  Finished f = RunCode(*stub_, s.id(), "sum(range(10**13))", 1000);
+  EXPECT_EQ(f.status(), Finished::SESSION_LOST) << f.DebugString();
+  EXPECT_NE(f.error().message().find("timeout"), std::string::npos) << f.DebugString();
+  grpc::Status st;
+  RunCode(*stub_, s.id(), "1", 0, &st);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(st.error_message().find("killed"), std::string::npos) << st.error_message();
+  grpc::ClientContext ctx;
+  sandbox::v1::GetSessionRequest g;
+  g.set_session_id(s.id());
+  sandbox::v1::Session got;
+  ASSERT_TRUE(stub_->GetSession(&ctx, g, &got).ok());
+  EXPECT_EQ(got.state(), sandbox::v1::Session::LOST);
+}
+
+TEST_F(HostileTest, SwallowedInterruptGetsTheContainerKilled) {
+  auto s = CreateSession(*stub_);
+  Finished f = RunCode(*stub_, s.id(), R"(
+import signal, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+while True:
+    try:
+        time.sleep(0.05)
+    except BaseException:
+        pass
+)", 1000);
+  EXPECT_EQ(f.status(), Finished::SESSION_LOST) << f.DebugString();
+}
+
+TEST_F(HostileTest, HugeOutputIsCappedWithAMarker) {
+  auto s = CreateSession(*stub_);
+  Finished f = RunCode(*stub_, s.id(),
+                       "import sys\nfor i in range(100):\n    sys.stdout.write('x' * (1 << 20))\n'done'",
+                       60000);
+  ASSERT_EQ(f.status(), Finished::OK) << f.error().DebugString();
+  EXPECT_TRUE(f.output_truncated());
+  EXPECT_LT(f.stdout().size(), 65536u + 200);
+  EXPECT_NE(f.stdout().find("[output truncated"), std::string::npos);
+  EXPECT_EQ(f.output_bytes(), 100u << 20);
+  EXPECT_EQ(f.result_repr(), "'done'");
+}
+
+TEST_F(HostileTest, OversizedAndEmptyCodeAreRejected) {
+  auto s = CreateSession(*stub_);
+  grpc::Status st;
+  RunCode(*stub_, s.id(), std::string(200000, '#'), 0, &st);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("limit"), std::string::npos) << st.error_message();
+  RunCode(*stub_, s.id(), "", 0, &st);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  ExecuteOutcome out = Execute(*stub_, Start(s.id(), ""));
+  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+// User code owns the runner's process, so it can write anything to the runner socket.
+constexpr char kFindRunnerSocket[] = R"(
+import gc, socket
+socks = [o for o in gc.get_objects() if isinstance(o, socket.socket) and o.fileno() >= 0
+         and o.family == socket.AF_UNIX]
+)";
+
+TEST_F(HostileTest, GarbageFramesLoseOnlyThatSession) {
+  auto s = CreateSession(*stub_);
+  Finished f = RunCode(*stub_, s.id(), std::string(kFindRunnerSocket) + R"(
+for so in socks:
+    try:
+        so.sendall(b"\x00\x00\x00\x05junk!")
+    except OSError:
+        pass
+import time
+time.sleep(5)
+)", 20000);
+  EXPECT_EQ(f.status(), Finished::SESSION_LOST) << f.DebugString();
+  EXPECT_NE(f.error().message().find("protocol violation"), std::string::npos) << f.DebugString();
+}
+
+TEST_F(HostileTest, ForgedToolCallOutsideTheCatalogNeverReachesTheClient) {
+  auto s = CreateSession(*stub_);
+  ExecuteOutcome out = Execute(
+      *stub_, Start(s.id(), std::string(kFindRunnerSocket) + R"(
+import json, struct, time
+body = json.dumps({"type": "tool_call", "id": 1, "call_id": "forged", "server": "evil",
+                   "tool": "steal", "arguments": {}}).encode()
+for so in socks:
+    try:
+        so.sendall(struct.pack(">I", len(body)) + body)
+    except OSError:
+        pass
+time.sleep(0.5)
+"sent"
+)"),
+      [](const sandbox::v1::ToolCall& c) { return TextResult(c.call_id(), "should not happen"); });
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  for (const auto& m : out.messages) EXPECT_FALSE(m.has_tool_call()) << m.DebugString();
+  EXPECT_EQ(out.finished.status(), Finished::OK) << out.finished.DebugString();
+}
+
+TEST_F(HostileTest, UnknownSessionIsNotFoundEverywhere) {
+  grpc::Status st;
+  RunCode(*stub_, "s-doesnotexist", "1", 0, &st);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
+  ExecuteOutcome out = Execute(*stub_, Start("s-doesnotexist", "1"));
+  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::NOT_FOUND);
+  {
+    grpc::ClientContext ctx;
+    sandbox::v1::GetSessionRequest r;
+    r.set_session_id("s-doesnotexist");
+    sandbox::v1::Session resp;
+    EXPECT_EQ(stub_->GetSession(&ctx, r, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    grpc::ClientContext ctx;
+    sandbox::v1::DeleteSessionRequest r;
+    r.set_session_id("s-doesnotexist");
+    sandbox::v1::DeleteSessionResponse resp;
+    EXPECT_EQ(stub_->DeleteSession(&ctx, r, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    grpc::ClientContext ctx;
+    sandbox::v1::ResetSessionRequest r;
+    r.set_session_id("s-doesnotexist");
+    sandbox::v1::Session resp;
+    EXPECT_EQ(stub_->ResetSession(&ctx, r, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    grpc::ClientContext ctx;
+    sandbox::v1::GetSessionRequest r;  // empty id
+    sandbox::v1::Session resp;
+    EXPECT_EQ(stub_->GetSession(&ctx, r, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  }
+}
+
+TEST_F(HostileTest, FirstMessageMustBeStart) {
+  grpc::ClientContext ctx;
+  auto stream = stub_->Execute(&ctx);
+  sandbox::v1::ExecuteRequest req;
+  req.mutable_cancel();
+  stream->Write(req);
+  stream->WritesDone();
+  sandbox::v1::ExecuteResponse resp;
+  EXPECT_FALSE(stream->Read(&resp));
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(HostileTest, RacingExecutesRunOneAtATimeInOrder) {
+  auto s = CreateSession(*stub_);
+  RunCode(*stub_, s.id(), "log = []");
+  std::vector<std::thread> threads;
+  std::vector<Finished> results(4);
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      auto stub = daemon_->Stub();
+      std::this_thread::sleep_for(std::chrono::milliseconds(30 * i));  // arrival order
+      results[i] = Execute(*stub, Start(s.id(), "import time\nlog.append('start " +
+                                                    std::to_string(i) + "')\ntime.sleep(0.2)\n"
+                                                    "log.append('end " + std::to_string(i) + "')"))
+                       .finished;
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& r : results) EXPECT_EQ(r.status(), Finished::OK) << r.DebugString();
+  Finished f = RunCode(*stub_, s.id(), "log");
+  EXPECT_EQ(f.result_repr(),
+            "['start 0', 'end 0', 'start 1', 'end 1', 'start 2', 'end 2', 'start 3', 'end 3']");
+}
+
+TEST_F(HostileTest, ClientDisconnectMidExecutionInterruptsAndKeepsTheSession) {
+  auto s = CreateSession(*stub_);
+  RunCode(*stub_, s.id(), "before = 1");
+  {
+    grpc::ClientContext ctx;
+    auto stream = stub_->Execute(&ctx);
+    sandbox::v1::ExecuteRequest req;
+    *req.mutable_start() = Start(s.id(), "import time\ntime.sleep(60)\nafter = 1");
+    stream->Write(req);
+    sandbox::v1::ExecuteResponse resp;
+    ASSERT_TRUE(stream->Read(&resp));  // started
+    ctx.TryCancel();
+  }
+  Finished f = RunCode(*stub_, s.id(), "(before, 'after' in globals())", 10000);
+  EXPECT_EQ(f.status(), Finished::OK) << f.DebugString();
+  EXPECT_EQ(f.result_repr(), "(1, False)");
+}
+
+}  // namespace
+}  // namespace sandboxd::testing
