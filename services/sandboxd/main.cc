@@ -141,6 +141,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "sandboxd: persistent Python sessions in hardened Podman containers, over gRPC.");
   absl::ParseCommandLine(argc, argv);
+  const sandboxd::SystemdNotifier notifier;  // takes NOTIFY_SOCKET out of the environment
 
   // Logs go to stderr (journald picks them up).
   auto logger = spdlog::stderr_logger_mt("sandboxd");
@@ -253,12 +254,12 @@ int main(int argc, char** argv) {
   spdlog::info("sandboxd {} serving on unix:{}{} (state {}, image {}, pool {})", SANDBOXD_VERSION,
                socket_path, tcp.empty() ? "" : absl::StrCat(" and ", tcp, " (port ", tcp_port, ")"),
                options.state_dir, options.image, options.pool_size);
-  (void)sandboxd::NotifySystemd("READY=1\nSTATUS=serving");
+  (void)notifier.Notify("READY=1\nSTATUS=serving");
 
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("signal {}: draining and stopping", sig);
-  (void)sandboxd::NotifySystemd("STOPPING=1\nSTATUS=draining");
+  (void)notifier.Notify("STOPPING=1\nSTATUS=draining");
   health->SetServingStatus("", false);
   health->SetServingStatus("sandbox.v1.SandboxService", false);
   server->Shutdown(std::chrono::system_clock::now() +

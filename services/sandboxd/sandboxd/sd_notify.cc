@@ -12,9 +12,14 @@
 
 namespace sandboxd {
 
-absl::Status NotifySystemd(const std::string& state) {
-  const char* path = std::getenv("NOTIFY_SOCKET");
-  if (path == nullptr || path[0] == '\0') return absl::OkStatus();
+SystemdNotifier::SystemdNotifier() {
+  if (const char* path = std::getenv("NOTIFY_SOCKET")) socket_ = path;
+  unsetenv("NOTIFY_SOCKET");
+}
+
+absl::Status SystemdNotifier::Notify(const std::string& state) const {
+  if (socket_.empty()) return absl::OkStatus();
+  const char* path = socket_.c_str();
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   size_t len = std::strlen(path);

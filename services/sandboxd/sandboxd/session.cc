@@ -170,6 +170,15 @@ void Session::StartNextLocked(Deferred& out) {
       e->request.catalog.reset();
       SendOrLose(MakeSetCatalogFrame(request_id, catalog_.ToRunnerJson()), out);
       if (lost_) return;
+      if (env_->on_catalog_changed) {
+        // On a worker, never here: this may run on the reader thread, which must never
+        // hold the last reference to its own session (the destructor joins it).
+        std::weak_ptr<Session> weak = weak_from_this();
+        SessionEnv* env = env_;
+        env_->workers->Post([weak, env] {
+          if (auto s = weak.lock()) env->on_catalog_changed(*s);
+        });
+      }
     }
     std::weak_ptr<Session> weak = weak_from_this();
     uint64_t id = e->id;
@@ -491,7 +500,7 @@ void Session::OnRunnerClosed(absl::Status reason) {
       absl::SleepFor(absl::Milliseconds(50));
       st = env_->runtime->Inspect(metadata_.container_name);
     }
-    why = st.ok() ? DescribeContainerDeath(*st, metadata_.limits, true)
+    why = st.ok() ? DescribeContainerDeath(*st, metadata_.limits, env_->cgroup_limits)
                   : absl::StrCat("the runner connection closed (", st.status().message(), ")");
   }
   Deferred deferred;
@@ -502,20 +511,22 @@ void Session::OnRunnerClosed(absl::Status reason) {
   Run(deferred);
 }
 
-void Session::LoseLocked(const std::string& reason, Deferred& out) {
+void Session::LoseLocked(const std::string& reason, Deferred& out, Finished::Status status) {
   if (lost_) return;
   lost_ = true;
   lost_reason_ = reason;
-  spdlog::warn("session {} lost: {}", metadata_.id, reason);
-  std::string message = absl::StrCat("session lost: ", reason);
+  const bool lost = status == Finished::SESSION_LOST;
+  if (lost) spdlog::warn("session {} lost: {}", metadata_.id, reason);
+  std::string message = lost ? absl::StrCat("session lost: ", reason) : reason;
+  const char* type = lost ? "SessionLost" : "Cancelled";
   if (current_) {
     std::shared_ptr<ExecState> e = std::move(current_);
     current_.reset();
-    FinishExecLocked(*e, ErrorFinished(Finished::SESSION_LOST, "SessionLost", message), out);
+    FinishExecLocked(*e, ErrorFinished(status, type, message), out);
   }
   for (Work& w : queue_) {
     if (w.exec) {
-      FinishExecLocked(*w.exec, ErrorFinished(Finished::SESSION_LOST, "SessionLost", message), out);
+      FinishExecLocked(*w.exec, ErrorFinished(status, type, message), out);
     } else if (w.reset) {
       auto cb = std::move(w.reset);
       out.push_back([cb, message] { cb(absl::FailedPreconditionError(message)); });
@@ -537,11 +548,11 @@ void Session::LoseLocked(const std::string& reason, Deferred& out) {
   }
 }
 
-void Session::Terminate(const std::string& reason) {
+void Session::Terminate(const std::string& reason, Finished::Status status) {
   Deferred deferred;
   {
     absl::MutexLock lock(&mu_);
-    LoseLocked(reason, deferred);
+    LoseLocked(reason, deferred, status);
   }
   Run(deferred);
 }

@@ -54,6 +54,8 @@ struct ExecutionRequest {
   bool tool_router = true;          // false: tool calls fail inside Python at once
 };
 
+class Session;
+
 // Daemon-wide settings and services a session uses. Everything outlives the session.
 struct SessionEnv {
   TimerQueue* timers = nullptr;
@@ -65,6 +67,12 @@ struct SessionEnv {
   uint32_t max_queue = 16;
   absl::Duration kill_grace = absl::Seconds(2);
   uint32_t max_inflight_tool_calls = 1024;
+  // Whether the runtime enforces limits with cgroups (set once the runtime is probed);
+  // only changes how a SIGKILL is explained.
+  std::atomic<bool> cgroup_limits{true};
+  // Called (without locks held) after a session installed a new catalog, so the manager
+  // can persist it for re-attachment.
+  std::function<void(const Session&)> on_catalog_changed;
   std::atomic<uint64_t>* executions_total = nullptr;
   std::atomic<uint64_t>* tool_calls_total = nullptr;
 };
@@ -121,9 +129,10 @@ class Session : public RunnerConnection::Listener, public std::enable_shared_fro
   // SESSION_LOST "daemon shutting down".
   void Detach();
 
-  // Marks the session lost for `reason`, finishes its work and schedules the container's
-  // removal. Idempotent.
-  void Terminate(const std::string& reason);
+  // Marks the session lost for `reason`, finishes its work with `status` and schedules
+  // the container's removal. Idempotent.
+  void Terminate(const std::string& reason,
+                 sandbox::v1::Finished::Status status = sandbox::v1::Finished::SESSION_LOST);
 
   sandbox::v1::Session ToProto() const;
   const Metadata& metadata() const { return metadata_; }
@@ -176,7 +185,9 @@ class Session : public RunnerConnection::Listener, public std::enable_shared_fro
   void StartNextLocked(Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishExecLocked(ExecState& e, sandbox::v1::Finished f, Deferred& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void LoseLocked(const std::string& reason, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LoseLocked(const std::string& reason, Deferred& out,
+                  sandbox::v1::Finished::Status status = sandbox::v1::Finished::SESSION_LOST)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StopExec(uint64_t exec_id, ExecState::Stop why);
   void OnKillTimer(uint64_t exec_id);
   void HandleOutput(OutputMessage m, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -67,6 +67,7 @@ SessionManager::SessionManager(ManagerOptions options, ContainerRuntime* runtime
   env_.kill_grace = options_.kill_grace;
   env_.executions_total = &executions_total_;
   env_.tool_calls_total = &tool_calls_total_;
+  env_.on_catalog_changed = [this](const Session& s) { WriteRecord(s); };
 }
 
 SessionManager::~SessionManager() { Shutdown(); }
@@ -86,19 +87,24 @@ absl::Status SessionManager::EnsureProbed() {
     if (runtime_info_) return absl::OkStatus();
   }
   absl::StatusOr<RuntimeInfo> info = runtime_->Probe();
-  absl::MutexLock lock(&mu_);
-  if (!info.ok()) {
-    runtime_error_ = std::string(info.status().message());
-    return absl::UnavailableError(runtime_error_);
-  }
-  if (!runtime_info_) {
+  bool recover = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!info.ok()) {
+      runtime_error_ = std::string(info.status().message());
+      return absl::UnavailableError(runtime_error_);
+    }
     spdlog::info("container runtime: {}, OCI runtime {}, {}, cgroup {}, limits via {}",
                  info->version, info->oci_runtime, info->rootless ? "rootless" : "rootful",
                  info->cgroup_version, info->cgroup_limits ? "cgroups" : "rlimits");
     for (const auto& n : info->notes) spdlog::warn("{}", n);
+    runtime_info_ = *info;
+    runtime_error_.clear();
+    env_.cgroup_limits = info->cgroup_limits;
+    recover = !recovered_;
+    recovered_ = true;
   }
-  runtime_info_ = *info;
-  runtime_error_.clear();
+  if (recover) Recover();
   return absl::OkStatus();
 }
 
@@ -114,8 +120,6 @@ absl::Status SessionManager::Start() {
   if (absl::Status s = EnsureProbed(); !s.ok()) {
     spdlog::error("container runtime unavailable: {} (sessions cannot be created until it "
                   "works; the daemon keeps serving)", s.message());
-  } else {
-    Recover();
   }
   pool_thread_ = std::thread([this] { PoolLoop(); });
   reaper_thread_ = std::thread([this] { ReaperLoop(); });
@@ -443,7 +447,7 @@ absl::Status SessionManager::DeleteSession(const std::string& id) {
     s = std::move(it->second);
     sessions_.erase(it);
   }
-  s->Terminate("the session was deleted");
+  s->Terminate("the session was deleted", sandbox::v1::Finished::CANCELLED);
   RemoveRecord(id);
   std::string dir = SocketDir(s->metadata().container_name);
   workers_.Post([dir, s]() mutable {
@@ -477,10 +481,7 @@ absl::StatusOr<std::shared_ptr<Execution>> SessionManager::Execute(
   }
   absl::StatusOr<std::shared_ptr<Session>> s = Find(session_id);
   if (!s.ok()) return s.status();
-  bool catalog_changed = request.catalog.has_value();
-  auto exec = (*s)->Enqueue(std::move(request), std::move(observer));
-  if (exec.ok() && catalog_changed) WriteRecord(**s);
-  return exec;
+  return (*s)->Enqueue(std::move(request), std::move(observer));
 }
 
 void SessionManager::WriteRecord(const Session& s) {

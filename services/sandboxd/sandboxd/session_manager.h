@@ -121,6 +121,8 @@ class SessionManager {
   int pool_starting_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<RuntimeInfo> runtime_info_ ABSL_GUARDED_BY(mu_);
+  // Re-attachment runs once, the first time the runtime answers (at start or later).
+  bool recovered_ ABSL_GUARDED_BY(mu_) = false;
   std::string runtime_error_ ABSL_GUARDED_BY(mu_);
   std::string pool_error_ ABSL_GUARDED_BY(mu_);
   absl::BitGen rng_ ABSL_GUARDED_BY(mu_);

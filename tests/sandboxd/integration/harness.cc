@@ -81,19 +81,20 @@ bool SandboxdProcess::Start(std::vector<std::string> env_overrides) {
     execv(cargv[0], cargv.data());
     _exit(127);
   }
-  auto stub = Stub();
   for (int i = 0; i < 600; ++i) {
+    // A fresh channel per attempt: a channel that failed once backs off for seconds.
+    auto stub = Stub();
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
     sandbox::v1::Info info;
-    if (stub->GetInfo(&ctx, {}, &info).ok()) return true;
+    if (fs::exists(socket_) && stub->GetInfo(&ctx, {}, &info).ok()) return true;
     int status;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
       ADD_FAILURE() << "sandboxd exited during start-up:\n" << Log();
       return false;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ADD_FAILURE() << "sandboxd did not answer within 30 s:\n" << Log();
   return false;

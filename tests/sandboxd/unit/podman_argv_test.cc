@@ -1,1 +1,315 @@
+#include <stdlib.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "sandboxd/podman_runtime.h"
+
+namespace sandboxd {
+namespace {
+
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using Argv = std::vector<std::string>;
+
+ContainerSpec Spec() {
+  ContainerSpec s;
+  s.name = "sbx-abc-123";
+  s.image = "localhost/sandboxd-python:bookworm";
+  s.limits.memory_bytes = 300ull << 20;
+  s.limits.cpu_millis = 1500;
+  s.limits.pids = 77;
+  s.limits.nofile = 333;
+  s.limits.tmp_bytes = 11ull << 20;
+  s.limits.workspace_bytes = 22ull << 20;
+  s.socket_dir = "/var/lib/sandboxd/c/sbx-abc-123";
+  s.runner_path = "/usr/lib/sandboxd/sandbox_runner.py";
+  s.labels = {{"io.sandboxd.instance", "abc"}, {"io.sandboxd.role", "session"}};
+  s.env = {"LANG=C.UTF-8", "PYTHONHASHSEED=0"};
+  return s;
+}
+
+PodmanOptions Options() {
+  PodmanOptions o;
+  o.podman = "podman";
+  o.image = "localhost/sandboxd-python:bookworm";
+  return o;
+}
+
+RuntimeInfo CgroupInfo() {
+  RuntimeInfo i;
+  i.oci_runtime = "runc";
+  i.cgroup_limits = true;
+  return i;
+}
+
+RuntimeInfo RlimitInfo() {
+  RuntimeInfo i;
+  i.oci_runtime = "crun";
+  i.cgroup_limits = false;
+  return i;
+}
+
+// Index of `flag` immediately followed by `value`, or -1.
+int FindPair(const Argv& a, const std::string& flag, const std::string& value) {
+  for (size_t i = 0; i + 1 < a.size(); ++i) {
+    if (a[i] == flag && a[i + 1] == value) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+bool HasPair(const Argv& a, const std::string& flag, const std::string& value) {
+  return FindPair(a, flag, value) >= 0;
+}
+
+// Values of every occurrence of `flag` (as a separate argument).
+std::vector<std::string> ValuesOf(const Argv& a, const std::string& flag) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i + 1 < a.size(); ++i) {
+    if (a[i] == flag) out.push_back(a[i + 1]);
+  }
+  return out;
+}
+
+std::string Join(const Argv& a) {
+  std::string s;
+  for (const auto& x : a) absl::StrAppend(&s, s.empty() ? "" : " ", x);
+  return s;
+}
+
+TEST(BuildRunArgvTest, StartsWithPodmanRunDetach) {
+  Argv a = BuildRunArgv(Options(), CgroupInfo(), Spec());
+  ASSERT_GE(a.size(), 5u);
+  EXPECT_EQ(a[0], "podman");
+  auto run = std::find(a.begin(), a.end(), "run");
+  ASSERT_NE(run, a.end());
+  EXPECT_EQ(*(run + 1), "--detach");
+  EXPECT_TRUE(HasPair(a, "--name", "sbx-abc-123")) << Join(a);
+}
+
+TEST(BuildRunArgvTest, HardeningFlags) {
+  Argv a = BuildRunArgv(Options(), CgroupInfo(), Spec());
+  SCOPED_TRACE(Join(a));
+  EXPECT_TRUE(HasPair(a, "--network", "none"));
+  EXPECT_THAT(a, Contains("--read-only"));
+  EXPECT_TRUE(HasPair(a, "--cap-drop", "ALL"));
+  EXPECT_TRUE(HasPair(a, "--security-opt", "no-new-privileges"));
+  EXPECT_TRUE(HasPair(a, "--user", "65534:65534"));
+  EXPECT_THAT(a, Contains("--init"));
+  EXPECT_TRUE(HasPair(a, "--ulimit", "nofile=333:333"));
+  EXPECT_TRUE(HasPair(a, "--pull", "never"));
+  // Nothing that would weaken it.
+  EXPECT_THAT(a, Not(Contains("--privileged")));
+  EXPECT_THAT(a, Not(Contains(HasSubstr("--cap-add"))));
+  EXPECT_THAT(a, Not(Contains("host")));  // no --network host / --pid host / --ipc host
+  EXPECT_THAT(a, Not(Contains(HasSubstr("seccomp=unconfined"))));
+}
+
+TEST(BuildRunArgvTest, TmpfsMountsWithSizes) {
+  Argv a = BuildRunArgv(Options(), CgroupInfo(), Spec());
+  SCOPED_TRACE(Join(a));
+  std::vector<std::string> tmpfs = ValuesOf(a, "--tmpfs");
+  ASSERT_EQ(tmpfs.size(), 2u);
+  auto tmp = std::find_if(tmpfs.begin(), tmpfs.end(),
+                          [](const std::string& v) { return absl::StartsWith(v, "/tmp:"); });
+  auto ws = std::find_if(tmpfs.begin(), tmpfs.end(),
+                         [](const std::string& v) { return absl::StartsWith(v, "/workspace:"); });
+  ASSERT_NE(tmp, tmpfs.end());
+  ASSERT_NE(ws, tmpfs.end());
+  EXPECT_THAT(*tmp, HasSubstr(absl::StrCat("size=", 11ull << 20)));
+  EXPECT_THAT(*ws, HasSubstr(absl::StrCat("size=", 22ull << 20)));
+  for (const auto& t : tmpfs) {
+    EXPECT_THAT(t, HasSubstr("nosuid"));
+    EXPECT_THAT(t, HasSubstr("nodev"));
+  }
+  EXPECT_TRUE(HasPair(a, "--workdir", "/workspace"));
+}
+
+TEST(BuildRunArgvTest, RunnerMountedReadOnlyAndSocketDirMounted) {
+  Argv a = BuildRunArgv(Options(), CgroupInfo(), Spec());
+  SCOPED_TRACE(Join(a));
+  std::vector<std::string> mounts = ValuesOf(a, "--mount");
+  std::string runner_mount, socket_mount;
+  for (const auto& m : mounts) {
+    if (absl::StrContains(m, std::string("target=") + kRunnerMountPath)) runner_mount = m;
+    if (absl::StrContains(m, std::string("target=") + kSocketMountDir)) socket_mount = m;
+  }
+  ASSERT_FALSE(runner_mount.empty());
+  EXPECT_THAT(runner_mount, HasSubstr("type=bind"));
+  EXPECT_THAT(runner_mount, HasSubstr("source=/usr/lib/sandboxd/sandbox_runner.py"));
+  EXPECT_THAT(runner_mount, HasSubstr("ro=true"));
+  ASSERT_FALSE(socket_mount.empty());
+  EXPECT_THAT(socket_mount, HasSubstr("source=/var/lib/sandboxd/c/sbx-abc-123"));
+  EXPECT_THAT(socket_mount, Not(HasSubstr("ro=true")));
+  // Only those two bind mounts; no volumes.
+  EXPECT_EQ(mounts.size(), 2u);
+  EXPECT_THAT(a, Not(Contains("-v")));
+  EXPECT_THAT(a, Not(Contains("--volume")));
+}
+
+TEST(BuildRunArgvTest, Labels) {
+  Argv a = BuildRunArgv(Options(), CgroupInfo(), Spec());
+  SCOPED_TRACE(Join(a));
+  EXPECT_TRUE(HasPair(a, "--label", "io.sandboxd.instance=abc"));
+  EXPECT_TRUE(HasPair(a, "--label", "io.sandboxd.role=session"));
+  EXPECT_EQ(ValuesOf(a, "--label").size(), 2u);
+}
+
+TEST(BuildRunArgvTest, OciRuntimeIsAGlobalFlagBeforeRun) {
+  Argv a = BuildRunArgv(Options(), CgroupInfo(), Spec());
+  int runtime = FindPair(a, "--runtime", "runc");
+  ASSERT_GE(runtime, 0) << Join(a);
+  int run = static_cast<int>(std::find(a.begin(), a.end(), "run") - a.begin());
+  EXPECT_LT(runtime, run);
+
+  RuntimeInfo none = CgroupInfo();
+  none.oci_runtime = "";
+  Argv b = BuildRunArgv(Options(), none, Spec());
+  EXPECT_THAT(b, Not(Contains("--runtime"))) << Join(b);
+}
+
+TEST(BuildRunArgvTest, GlobalArgsComeBeforeRun) {
+  PodmanOptions o = Options();
+  o.podman = "/usr/bin/podman";
+  o.global_args = {"--root", "/tmp/store", "--runroot", "/tmp/run"};
+  Argv a = BuildRunArgv(o, CgroupInfo(), Spec());
+  EXPECT_EQ(a[0], "/usr/bin/podman");
+  EXPECT_EQ(a[1], "--root");
+  EXPECT_EQ(a[2], "/tmp/store");
+  EXPECT_EQ(a[3], "--runroot");
+  EXPECT_EQ(a[4], "/tmp/run");
+  int run = static_cast<int>(std::find(a.begin(), a.end(), "run") - a.begin());
+  EXPECT_GT(run, 4);
+}
+
+TEST(BuildRunArgvTest, CgroupModeLimits) {
+  Argv a = BuildRunArgv(Options(), CgroupInfo(), Spec());
+  SCOPED_TRACE(Join(a));
+  EXPECT_TRUE(HasPair(a, "--memory", std::to_string(300ull << 20)));
+  EXPECT_TRUE(HasPair(a, "--memory-swap", std::to_string(300ull << 20)));  // no swap
+  EXPECT_TRUE(HasPair(a, "--pids-limit", "77"));
+  EXPECT_TRUE(HasPair(a, "--cpus", "1.500"));
+  // No memory rlimit in cgroup mode.
+  for (const auto& u : ValuesOf(a, "--ulimit")) {
+    EXPECT_FALSE(absl::StartsWith(u, "as=") || absl::StartsWith(u, "data=")) << u;
+  }
+}
+
+TEST(BuildRunArgvTest, CpuFormatting) {
+  struct Case {
+    uint32_t millis;
+    const char* cpus;
+  } cases[] = {{1500, "1.500"}, {1000, "1.000"}, {250, "0.250"}, {10, "0.010"},
+               {2001, "2.001"}, {4000, "4.000"}};
+  for (const auto& c : cases) {
+    ContainerSpec s = Spec();
+    s.limits.cpu_millis = c.millis;
+    Argv a = BuildRunArgv(Options(), CgroupInfo(), s);
+    EXPECT_TRUE(HasPair(a, "--cpus", c.cpus)) << c.millis << ": " << Join(a);
+  }
+}
+
+TEST(BuildRunArgvTest, RlimitFallback) {
+  Argv a = BuildRunArgv(Options(), RlimitInfo(), Spec());
+  SCOPED_TRACE(Join(a));
+  EXPECT_THAT(a, Not(Contains("--memory")));
+  EXPECT_THAT(a, Not(Contains("--memory-swap")));
+  EXPECT_THAT(a, Not(Contains("--pids-limit")));
+  EXPECT_THAT(a, Not(Contains("--cpus")));
+  std::vector<std::string> ulimits = ValuesOf(a, "--ulimit");
+  // Memory falls back to a memory rlimit: RLIMIT_DATA (what podman can set; see
+  // podman_runtime.cc) or RLIMIT_AS, at least the memory limit, soft == hard.
+  std::string mem, nproc;
+  for (const auto& u : ulimits) {
+    if (absl::StartsWith(u, "data=") || absl::StartsWith(u, "as=")) mem = u;
+    if (absl::StartsWith(u, "nproc=")) nproc = u;
+  }
+  ASSERT_FALSE(mem.empty());
+  std::string v = mem.substr(mem.find('=') + 1);
+  size_t colon = v.find(':');
+  ASSERT_NE(colon, std::string::npos) << mem;
+  EXPECT_EQ(v.substr(0, colon), v.substr(colon + 1));
+  EXPECT_GE(std::stoull(v.substr(0, colon)), 300ull << 20);
+  EXPECT_EQ(nproc, "nproc=77:77");
+  EXPECT_TRUE(HasPair(a, "--ulimit", "nofile=333:333"));
+  EXPECT_TRUE(HasPair(a, "--runtime", "crun"));
+}
+
+TEST(BuildRunArgvTest, SpecEnvBecomesEnvFlags) {
+  Argv a = BuildRunArgv(Options(), CgroupInfo(), Spec());
+  SCOPED_TRACE(Join(a));
+  EXPECT_TRUE(HasPair(a, "--env", "LANG=C.UTF-8"));
+  EXPECT_TRUE(HasPair(a, "--env", "PYTHONHASHSEED=0"));
+}
+
+TEST(BuildRunArgvTest, HostEnvironmentDoesNotLeak) {
+  setenv("SANDBOXD_TEST_SECRET", "hunter2", 1);
+  Argv a = BuildRunArgv(Options(), CgroupInfo(), Spec());
+  unsetenv("SANDBOXD_TEST_SECRET");
+  SCOPED_TRACE(Join(a));
+  for (const auto& x : a) {
+    EXPECT_THAT(x, Not(HasSubstr("hunter2")));
+    EXPECT_THAT(x, Not(HasSubstr("SANDBOXD_TEST_SECRET")));
+  }
+  EXPECT_THAT(a, Not(Contains("--env-host")));
+  EXPECT_THAT(a, Not(Contains(HasSubstr("--env-file"))));
+  EXPECT_THAT(a, Not(Contains(HasSubstr("--env-merge"))));
+  EXPECT_THAT(a, Not(Contains("-e")));
+  // Exactly the spec's entries plus HOME, each KEY=VALUE: a bare `--env KEY` would copy
+  // the host's value of KEY into the container.
+  std::vector<std::string> envs = ValuesOf(a, "--env");
+  EXPECT_THAT(envs, ::testing::UnorderedElementsAre("HOME=/workspace", "LANG=C.UTF-8",
+                                                    "PYTHONHASHSEED=0"));
+  for (const auto& e : envs) EXPECT_THAT(e, HasSubstr("="));
+}
+
+TEST(BuildRunArgvTest, NoSpecEnvMeansOnlyHome) {
+  ContainerSpec s = Spec();
+  s.env.clear();
+  Argv a = BuildRunArgv(Options(), CgroupInfo(), s);
+  EXPECT_THAT(ValuesOf(a, "--env"), ElementsAre("HOME=/workspace"));
+}
+
+TEST(BuildRunArgvTest, ImageAndRunnerCommandComeLast) {
+  for (const RuntimeInfo& info : {CgroupInfo(), RlimitInfo()}) {
+    Argv a = BuildRunArgv(Options(), info, Spec());
+    SCOPED_TRACE(Join(a));
+    ASSERT_GE(a.size(), 7u);
+    Argv tail(a.end() - 7, a.end());
+    EXPECT_THAT(tail, ElementsAre("localhost/sandboxd-python:bookworm", "python3", "-I", "-u",
+                                  kRunnerMountPath, "--socket",
+                                  std::string(kSocketMountDir) + "/runner.sock"));
+    // No option after the image: everything before it is a podman flag.
+    auto image = std::find(a.begin(), a.end(), "localhost/sandboxd-python:bookworm");
+    EXPECT_EQ(image, a.end() - 7);
+  }
+}
+
+TEST(BuildRunArgvTest, SpecImageIsUsed) {
+  ContainerSpec s = Spec();
+  s.image = "other/image:tag";
+  Argv a = BuildRunArgv(Options(), CgroupInfo(), s);
+  EXPECT_EQ(a[a.size() - 7], "other/image:tag");
+}
+
+TEST(BuildRunArgvTest, HostileValuesStaySingleArguments) {
+  // Values are argv elements, never shell text; a label or env value with spaces or
+  // flags inside stays one argument.
+  ContainerSpec s = Spec();
+  s.env = {"X=a b --privileged"};
+  s.labels = {{"k", "v --network=host"}};
+  Argv a = BuildRunArgv(Options(), CgroupInfo(), s);
+  EXPECT_TRUE(HasPair(a, "--env", "X=a b --privileged"));
+  EXPECT_TRUE(HasPair(a, "--label", "k=v --network=host"));
+  EXPECT_THAT(a, Not(Contains("--privileged")));
+}
+
+}  // namespace
+}  // namespace sandboxd

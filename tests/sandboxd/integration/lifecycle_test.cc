@@ -1,0 +1,365 @@
+// Integration: the daemon's lifecycle and operator surface (issue section 2) against real
+// Podman: socket permissions, health, reflection, limits, the warm pool, idle expiry,
+// session caps, restart re-attachment, sd_notify and SIGTERM, and a missing podman.
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "google/protobuf/descriptor.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
+#include "gtest/gtest.h"
+#include "harness.h"
+
+namespace sandboxd::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using sandbox::v1::Finished;
+
+sandbox::v1::Info GetInfo(sandbox::v1::SandboxService::Stub& stub) {
+  grpc::ClientContext ctx;
+  sandbox::v1::Info info;
+  EXPECT_TRUE(stub.GetInfo(&ctx, {}, &info).ok());
+  return info;
+}
+
+grpc::Status TryCreate(sandbox::v1::SandboxService::Stub& stub,
+                       const sandbox::v1::CreateSessionRequest& req = {},
+                       sandbox::v1::Session* out = nullptr) {
+  grpc::ClientContext ctx;
+  sandbox::v1::Session s;
+  grpc::Status st = stub.CreateSession(&ctx, req, &s);
+  if (out) *out = s;
+  return st;
+}
+
+grpc::Status GetSession(sandbox::v1::SandboxService::Stub& stub, const std::string& id,
+                        sandbox::v1::Session* out = nullptr) {
+  grpc::ClientContext ctx;
+  sandbox::v1::GetSessionRequest r;
+  r.set_session_id(id);
+  sandbox::v1::Session s;
+  grpc::Status st = stub.GetSession(&ctx, r, &s);
+  if (out) *out = s;
+  return st;
+}
+
+template <typename Pred>
+bool WaitFor(Pred pred, int timeout_ms = 20000) {
+  for (int waited = 0; waited < timeout_ms; waited += 100) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return pred();
+}
+
+TEST(LifecycleTest, SocketIsPrivateAndHealthAndReflectionServe) {
+  SandboxdProcess d;
+  ASSERT_TRUE(d.Start());
+  struct stat st;
+  ASSERT_EQ(stat(d.socket().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(stat(fs::path(d.socket()).parent_path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  ASSERT_EQ(stat(d.state_dir().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+
+  auto health = grpc::health::v1::Health::NewStub(d.Channel());
+  for (const char* service : {"", "sandbox.v1.SandboxService"}) {
+    grpc::ClientContext ctx;
+    grpc::health::v1::HealthCheckRequest req;
+    req.set_service(service);
+    grpc::health::v1::HealthCheckResponse resp;
+    ASSERT_TRUE(health->Check(&ctx, req, &resp).ok()) << service;
+    EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING) << service;
+  }
+
+  auto reflection = grpc::reflection::v1alpha::ServerReflection::NewStub(d.Channel());
+  grpc::ClientContext ctx;
+  auto stream = reflection->ServerReflectionInfo(&ctx);
+  grpc::reflection::v1alpha::ServerReflectionRequest req;
+  req.set_list_services("*");
+  ASSERT_TRUE(stream->Write(req));
+  grpc::reflection::v1alpha::ServerReflectionResponse resp;
+  ASSERT_TRUE(stream->Read(&resp));
+  std::vector<std::string> services;
+  for (const auto& s : resp.list_services_response().service()) services.push_back(s.name());
+  EXPECT_NE(std::find(services.begin(), services.end(), "sandbox.v1.SandboxService"), services.end());
+  EXPECT_NE(std::find(services.begin(), services.end(), "grpc.health.v1.Health"), services.end());
+  req.set_file_containing_symbol("sandbox.v1.SandboxService");
+  ASSERT_TRUE(stream->Write(req));
+  ASSERT_TRUE(stream->Read(&resp));
+  ASSERT_GT(resp.file_descriptor_response().file_descriptor_proto_size(), 0);
+  google::protobuf::FileDescriptorProto file;
+  ASSERT_TRUE(file.ParseFromString(resp.file_descriptor_response().file_descriptor_proto(0)));
+  bool found_execute = false;
+  for (const auto& svc : file.service()) {
+    for (const auto& m : svc.method()) {
+      if (m.name() == "Execute") {
+        found_execute = true;
+        EXPECT_TRUE(m.client_streaming() && m.server_streaming());
+      }
+    }
+  }
+  EXPECT_TRUE(found_execute);
+  stream->WritesDone();
+  stream->Finish();
+}
+
+TEST(LifecycleTest, InfoReportsRuntimeAndEnforcedLimits) {
+  SandboxdProcess d({"--pool_size=1", "--max_sessions=7"});
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  sandbox::v1::Info info = GetInfo(*stub);
+  EXPECT_NE(info.podman_version().find("podman"), std::string::npos);
+  EXPECT_EQ(info.oci_runtime(), "runc");  // this machine is cgroup v1, where crun fails
+  EXPECT_FALSE(info.rootless());
+  EXPECT_EQ(info.memory_enforcement(), "cgroup");
+  EXPECT_EQ(info.pids_enforcement(), "cgroup");
+  EXPECT_TRUE(info.cpu_enforced());
+  EXPECT_EQ(info.max_sessions(), 7u);
+  EXPECT_EQ(info.pool_target(), 1u);
+  EXPECT_EQ(info.default_limits().memory_bytes(), 512u << 20);
+}
+
+TEST(LifecycleTest, PerSessionLimitsAreAppliedAndCapped) {
+  SandboxdProcess d({"--max_memory_mb=1024"});
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  sandbox::v1::CreateSessionRequest req;
+  req.mutable_limits()->set_memory_bytes(128u << 20);
+  req.mutable_limits()->set_pids(40);
+  req.mutable_limits()->set_cpu_millis(500);
+  sandbox::v1::Session s;
+  ASSERT_TRUE(TryCreate(*stub, req, &s).ok());
+  EXPECT_EQ(s.limits().memory_bytes(), 128u << 20);
+  std::string inspect = Sh("podman inspect --format '{{.HostConfig.Memory}} {{.HostConfig.PidsLimit}} "
+                           "{{.HostConfig.NanoCpus}} {{.HostConfig.ReadonlyRootfs}} {{.HostConfig.NetworkMode}} "
+                           "{{.HostConfig.CapDrop}} {{.Config.User}}' " + s.container_id());
+  EXPECT_EQ(inspect, "134217728 40 500000000 true none [CAP_AUDIT_WRITE CAP_CHOWN CAP_DAC_OVERRIDE CAP_FOWNER "
+                     "CAP_FSETID CAP_KILL CAP_MKNOD CAP_NET_BIND_SERVICE CAP_NET_RAW CAP_SETFCAP CAP_SETGID "
+                     "CAP_SETPCAP CAP_SETUID CAP_SYS_CHROOT] 65534:65534\n");
+  req.mutable_limits()->set_memory_bytes(2048ull << 20);
+  grpc::Status st = TryCreate(*stub, req);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("memory_bytes"), std::string::npos) << st.error_message();
+}
+
+TEST(LifecycleTest, WarmPoolServesCreateAndRefills) {
+  SandboxdProcess d({"--pool_size=2"});
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  ASSERT_TRUE(WaitFor([&] { return GetInfo(*stub).pool_ready() == 2; }));
+  std::vector<std::string> pooled = d.ContainerNames();
+  sandbox::v1::Session s = CreateSession(*stub);
+  // The session got one of the pooled containers ...
+  bool from_pool = false;
+  for (const auto& n : pooled) from_pool |= Sh("podman inspect --format '{{.Id}}' " + n).find(s.container_id()) == 0;
+  EXPECT_TRUE(from_pool);
+  // ... and the pool refills in the background.
+  EXPECT_TRUE(WaitFor([&] { return GetInfo(*stub).pool_ready() == 2; }));
+  EXPECT_EQ(RunCode(*stub, s.id(), "6*7").result_repr(), "42");
+  // A clean stop removes the pool's containers and keeps the session's.
+  EXPECT_EQ(d.Stop(), 0);
+  EXPECT_EQ(d.LiveContainers(), 1);
+}
+
+TEST(LifecycleTest, IdleSessionsExpire) {
+  SandboxdProcess d({"--idle_ttl=2s"});
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  sandbox::v1::Session s = CreateSession(*stub);
+  ASSERT_TRUE(GetSession(*stub, s.id()).ok());
+  EXPECT_TRUE(WaitFor([&] { return GetSession(*stub, s.id()).error_code() == grpc::StatusCode::NOT_FOUND; }));
+  EXPECT_TRUE(WaitFor([&] { return d.LiveContainers() == 0; }));
+}
+
+TEST(LifecycleTest, SessionCountAndQueueAreBounded) {
+  SandboxdProcess d({"--max_sessions=2", "--max_queue=1"});
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  sandbox::v1::Session a = CreateSession(*stub);
+  CreateSession(*stub);
+  grpc::Status st = TryCreate(*stub);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  // One running + one queued fills the queue of 1; a third is refused.
+  std::thread running([&] { RunCode(*d.Stub(), a.id(), "import time\ntime.sleep(2)"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::thread queued([&] { RunCode(*d.Stub(), a.id(), "1"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  RunCode(*stub, a.id(), "2", 0, &st);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  running.join();
+  queued.join();
+}
+
+TEST(LifecycleTest, TimeoutDefaultsOverridesAndMaximum) {
+  SandboxdProcess d({"--timeout_ms=700", "--max_timeout_ms=5000"});
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  sandbox::v1::Session s = CreateSession(*stub);
+  EXPECT_EQ(RunCode(*stub, s.id(), "import time\ntime.sleep(3)").status(), Finished::TIMEOUT);
+  EXPECT_EQ(RunCode(*stub, s.id(), "import time\ntime.sleep(1)\n'ok'", 3000).result_repr(), "'ok'");
+  grpc::Status st;
+  RunCode(*stub, s.id(), "1", 6000, &st);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST(LifecycleTest, ResetClearsTheNamespaceInTheSameContainer) {
+  SandboxdProcess d;
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  sandbox::v1::Session s = CreateSession(*stub);
+  RunCode(*stub, s.id(), "x = 1");
+  grpc::ClientContext ctx;
+  sandbox::v1::ResetSessionRequest r;
+  r.set_session_id(s.id());
+  sandbox::v1::Session after;
+  ASSERT_TRUE(stub->ResetSession(&ctx, r, &after).ok());
+  EXPECT_EQ(after.container_id(), s.container_id());
+  EXPECT_EQ(RunCode(*stub, s.id(), "'x' in globals()").result_repr(), "False");
+}
+
+TEST(LifecycleTest, RestartReattachesSessionsWithTheirVariables) {
+  SandboxdProcess d({"--pool_size=1"});
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  sandbox::v1::Session kept = CreateSession(*stub);
+  sandbox::v1::Session doomed = CreateSession(*stub);
+  RunCode(*stub, kept.id(), "secret = 'survives'");
+  // A graceful restart.
+  ASSERT_EQ(d.Stop(), 0);
+  ASSERT_TRUE(d.Start());
+  stub = d.Stub();
+  EXPECT_EQ(RunCode(*stub, kept.id(), "secret").result_repr(), "'survives'");
+  // A crash, and a container that dies while the daemon is down.
+  d.Kill();
+  Sh("podman rm -f -t 0 " + doomed.container_id() + " >/dev/null 2>&1");
+  ASSERT_TRUE(d.Start());
+  stub = d.Stub();
+  EXPECT_EQ(RunCode(*stub, kept.id(), "secret").result_repr(), "'survives'");
+  EXPECT_EQ(GetSession(*stub, doomed.id()).error_code(), grpc::StatusCode::NOT_FOUND);
+  // The crashed run's pool container was removed; only the kept session and the new pool remain.
+  EXPECT_TRUE(WaitFor([&] { return d.LiveContainers() == 2; })) << d.LiveContainers();
+}
+
+TEST(LifecycleTest, ContainerKilledUnderUsLosesOnlyThatSession) {
+  SandboxdProcess d;
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  sandbox::v1::Session victim = CreateSession(*stub);
+  sandbox::v1::Session other = CreateSession(*stub);
+  Sh("podman kill " + victim.container_id() + " >/dev/null 2>&1");
+  sandbox::v1::Session got;
+  EXPECT_TRUE(WaitFor([&] {
+    GetSession(*stub, victim.id(), &got);
+    return got.state() == sandbox::v1::Session::LOST;
+  }));
+  EXPECT_FALSE(got.lost_reason().empty());
+  grpc::Status st;
+  RunCode(*stub, victim.id(), "1", 0, &st);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(RunCode(*stub, other.id(), "1+1").result_repr(), "2");
+}
+
+// Listens like systemd does for Type=notify services.
+class NotifyListener {
+ public:
+  NotifyListener() {
+    path_ = "/tmp/sbx-notify-" + std::to_string(getpid()) + ".sock";
+    unlink(path_.c_str());
+    fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    strcpy(addr.sun_path, path_.c_str());
+    bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    timeval tv{30, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+  ~NotifyListener() {
+    close(fd_);
+    unlink(path_.c_str());
+  }
+  std::string Next() {
+    char buf[4096];
+    ssize_t n = recv(fd_, buf, sizeof buf, 0);
+    return n > 0 ? std::string(buf, n) : "";
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int fd_;
+};
+
+TEST(LifecycleTest, NotifiesSystemdAndDrainsOnSigterm) {
+  NotifyListener notify;
+  SandboxdProcess d({"--pool_size=1"});
+  ASSERT_TRUE(d.Start({"NOTIFY_SOCKET=" + notify.path()}));
+  EXPECT_NE(notify.Next().find("READY=1"), std::string::npos);
+  auto stub = d.Stub();
+  sandbox::v1::Session s = CreateSession(*stub);
+  // SIGTERM while an execution runs: it is allowed to finish (drain), then the daemon exits 0.
+  Finished f;
+  std::thread running([&] { f = RunCode(*d.Stub(), s.id(), "import time\ntime.sleep(1)\n'drained'"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(d.Stop(), 0);
+  running.join();
+  EXPECT_EQ(f.result_repr(), "'drained'");
+  std::string stopping = notify.Next();
+  EXPECT_NE(stopping.find("STOPPING=1"), std::string::npos) << "got: " << stopping << " errno " << errno << "\n" << d.Log();
+}
+
+TEST(LifecycleTest, SystemdUnitVerifies) {
+  std::string unit = std::string(PROJECT_SOURCE_DIR) + "/deploy/systemd/sandboxd.service";
+  std::string dir = "/tmp/sbx-unit-" + std::to_string(getpid());
+  fs::create_directories(dir);
+  // The unit runs ~/.local/bin/sandboxd; point it at the build so verify can check it.
+  Sh("sed 's|%h/.local/bin/sandboxd|" + SandboxdBinary() + "|' " + unit + " > " + dir + "/sandboxd.service");
+  int rc = -1;
+  std::string out = Sh("systemd-analyze verify " + dir + "/sandboxd.service 2>&1", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(out, "");
+  fs::remove_all(dir);
+}
+
+TEST(LifecycleTest, MissingPodmanIsUnavailableAndTheDaemonKeepsServing) {
+  std::string dir = "/tmp/sbx-podman-link-" + std::to_string(getpid());
+  fs::create_directories(dir);
+  std::string link = dir + "/podman";
+  fs::create_symlink(Sh("command -v podman").substr(0, Sh("command -v podman").size() - 1), link);
+  SandboxdProcess d({"--podman=" + link});
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  sandbox::v1::Session s = CreateSession(*stub);
+  RunCode(*stub, s.id(), "x = 'still here'");
+  fs::remove(link);  // podman disappears under the running daemon
+  grpc::Status st = TryCreate(*stub);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(st.error_message().find("podman"), std::string::npos) << st.error_message();
+  EXPECT_EQ(RunCode(*stub, s.id(), "x").result_repr(), "'still here'");  // no podman in the exec path
+  EXPECT_TRUE(GetInfo(*stub).version().size() > 0);
+  fs::create_symlink(Sh("command -v podman").substr(0, Sh("command -v podman").size() - 1), link);
+  EXPECT_TRUE(TryCreate(*stub).ok());
+  fs::remove_all(dir);
+}
+
+TEST(LifecycleTest, StartsWithoutPodmanAndSaysWhy) {
+  SandboxdProcess d({"--podman=/nonexistent/podman"});
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  grpc::Status st = TryCreate(*stub);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(st.error_message().find("/nonexistent/podman"), std::string::npos) << st.error_message();
+  sandbox::v1::Info info = GetInfo(*stub);
+  ASSERT_GT(info.notes_size(), 0);
+  EXPECT_NE(info.notes(0).find("unavailable"), std::string::npos) << info.notes(0);
+}
+
+}  // namespace
+}  // namespace sandboxd::testing

@@ -1,0 +1,87 @@
+// ProcessRuntime: a ContainerRuntime for unit tests that runs the sandbox runner as a
+// plain host subprocess (no isolation, no podman):
+//
+//   python3 -I -u <spec.runner_path> --socket <spec.socket_dir>/runner.sock
+//
+// Processes are tracked by container name and outlive any SessionManager that started
+// them (share one ProcessRuntime between managers to test re-attachment); the
+// destructor kills whatever is still running.
+//
+// The container id reported by Start() and List() is the container name.
+//
+// Fault injection: SetProbeFailure / SetStartFailure make Probe / Start return
+// UNAVAILABLE with the given message until cleared (std::nullopt).
+//
+// Thread-safe.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "sandboxd/container_runtime.h"
+
+namespace sandboxd::testing {
+
+class ProcessRuntime : public ContainerRuntime {
+ public:
+  // `python` is looked up in PATH.
+  explicit ProcessRuntime(std::string python = "python3");
+  ~ProcessRuntime() override;
+  ProcessRuntime(const ProcessRuntime&) = delete;
+  ProcessRuntime& operator=(const ProcessRuntime&) = delete;
+
+  // ContainerRuntime. Probe reports cgroup_limits=true (unless overridden) and
+  // oci_runtime "process".
+  absl::StatusOr<RuntimeInfo> Probe() override;
+  absl::StatusOr<std::string> Start(const ContainerSpec& spec) override;
+  // SIGKILLs the process group and reaps the process; unknown names are fine.
+  absl::Status Remove(const std::vector<std::string>& names) override;
+  // A process killed by signal N reports exit code 128+N (SIGKILL: 137).
+  absl::StatusOr<ContainerStatus> Inspect(const std::string& name) override;
+  absl::StatusOr<std::vector<ContainerSummary>> List(const std::string& label_key,
+                                                     const std::string& label_value) override;
+
+  // ---- fault injection and test helpers ----
+  void SetProbeFailure(std::optional<std::string> message);
+  void SetStartFailure(std::optional<std::string> message);
+  // What Probe() reports for cgroup_limits (default true).
+  void SetCgroupLimits(bool cgroup_limits);
+
+  // Sends `sig` to the process (not its group) without forgetting it, so Inspect() later
+  // reports the death (exists, not running, exit code 128+sig).
+  absl::Status Kill(const std::string& name, int sig);
+
+  // Pid of a tracked process; nullopt for unknown names.
+  std::optional<pid_t> Pid(const std::string& name);
+  // Names of the tracked processes (running or exited, not removed).
+  std::vector<std::string> Names();
+  int start_calls();
+  int probe_calls();
+
+ private:
+  struct Proc {
+    pid_t pid = -1;
+    bool exited = false;
+    int exit_code = 0;
+    std::map<std::string, std::string> labels;
+  };
+  // Reaps `p` when it has exited (non-blocking).
+  static void Refresh(Proc& p);
+
+  const std::string python_;
+  absl::Mutex mu_;
+  std::map<std::string, Proc> procs_ ABSL_GUARDED_BY(mu_);
+  std::optional<std::string> probe_failure_ ABSL_GUARDED_BY(mu_);
+  std::optional<std::string> start_failure_ ABSL_GUARDED_BY(mu_);
+  bool cgroup_limits_ ABSL_GUARDED_BY(mu_) = true;
+  int start_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  int probe_calls_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace sandboxd::testing
