@@ -1,5 +1,6 @@
 #include "harness.h"
 
+#include <grp.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,10 +34,14 @@ std::string Sh(const std::string& cmd, int* exit_code) {
   return out;
 }
 
-SandboxdProcess::SandboxdProcess(std::vector<std::string> extra_args, std::string state_dir)
-    : args_(std::move(extra_args)) {
+SandboxdProcess::SandboxdProcess(std::vector<std::string> extra_args, std::string state_dir,
+                                 std::optional<RunAs> run_as)
+    : run_as_(std::move(run_as)), args_(std::move(extra_args)) {
   char tmpl[] = "/tmp/sbxtest-XXXXXX";
   dir_ = mkdtemp(tmpl);
+  if (run_as_) {
+    if (chown(dir_.c_str(), run_as_->uid, run_as_->gid) != 0) ADD_FAILURE() << "chown " << dir_;
+  }
   state_dir_ = state_dir.empty() ? dir_ + "/state" : state_dir;
   socket_ = dir_ + "/sandboxd.sock";
   log_path_ = dir_ + "/sandboxd.log";
@@ -45,10 +50,17 @@ SandboxdProcess::SandboxdProcess(std::vector<std::string> extra_args, std::strin
 SandboxdProcess::~SandboxdProcess() {
   if (pid_ > 0) Kill();
   // Leave nothing behind, whatever the test did.
-  Sh(absl::StrCat("podman ps -aq --filter label=io.sandboxd.instance=", instance(),
-                  " | xargs -r podman rm -f -t 0 >/dev/null 2>&1"));
+  Sh(absl::StrCat(PodmanCommand(), " ps -aq --filter label=io.sandboxd.instance=", instance(),
+                  " | xargs -r ", PodmanCommand(), " rm -f -t 0 >/dev/null 2>&1"));
   std::error_code ec;
   fs::remove_all(dir_, ec);
+}
+
+std::string SandboxdProcess::PodmanCommand() const {
+  if (!run_as_) return "podman";
+  return absl::StrCat("setpriv --reuid=", run_as_->uid, " --regid=", run_as_->gid,
+                      " --init-groups env HOME=", run_as_->home, " XDG_RUNTIME_DIR=",
+                      run_as_->runtime_dir, " sh -c 'cd ~ && exec podman \"$@\"' podman");
 }
 
 std::string SandboxdProcess::instance() const {
@@ -65,7 +77,8 @@ std::string SandboxdProcess::instance() const {
 }
 
 bool SandboxdProcess::Start(std::vector<std::string> env_overrides) {
-  std::vector<std::string> argv = {SandboxdBinary(), "--socket=" + socket_,
+  std::vector<std::string> argv = {run_as_ && !run_as_->binary.empty() ? run_as_->binary : SandboxdBinary(),
+                                   "--socket=" + socket_,
                                    "--state_dir=" + state_dir_, "--pool_size=0",
                                    "--log_level=debug"};
   argv.insert(argv.end(), args_.begin(), args_.end());
@@ -75,6 +88,18 @@ bool SandboxdProcess::Start(std::vector<std::string> env_overrides) {
     dup2(fileno(log), 2);
     dup2(fileno(log), 1);
     for (const auto& e : env_overrides) putenv(strdup(e.c_str()));
+    if (run_as_) {
+      // What a systemd user service gets: the user's HOME and XDG_RUNTIME_DIR, no root.
+      setenv("HOME", run_as_->home.c_str(), 1);
+      setenv("XDG_RUNTIME_DIR", run_as_->runtime_dir.c_str(), 1);
+      setenv("USER", run_as_->user.c_str(), 1);
+      setenv("LOGNAME", run_as_->user.c_str(), 1);
+      if (chdir(run_as_->home.c_str()) != 0) _exit(126);
+      if (initgroups(run_as_->user.c_str(), run_as_->gid) != 0 || setgid(run_as_->gid) != 0 ||
+          setuid(run_as_->uid) != 0) {
+        _exit(126);
+      }
+    }
     std::vector<char*> cargv;
     for (auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
     cargv.push_back(nullptr);
@@ -133,7 +158,7 @@ std::string SandboxdProcess::Log() const {
 }
 
 std::vector<std::string> SandboxdProcess::ContainerNames() const {
-  std::string out = Sh(absl::StrCat("podman ps -a --format '{{.Names}}' --filter label=io.sandboxd.instance=",
+  std::string out = Sh(absl::StrCat(PodmanCommand(), " ps -a --format '{{.Names}}' --filter label=io.sandboxd.instance=",
                                     instance()));
   std::vector<std::string> names = absl::StrSplit(out, '\n', absl::SkipEmpty());
   return names;

@@ -13,6 +13,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,11 +22,21 @@
 
 namespace sandboxd::testing {
 
+// An unprivileged account to run the daemon as (rootless podman).
+struct RunAs {
+  std::string user;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::string home;
+  std::string runtime_dir;  // XDG_RUNTIME_DIR
+  std::string binary;       // a copy of sandboxd the user can execute
+};
+
 class SandboxdProcess {
  public:
   // `extra_args` are appended to the defaults (private socket/state dir, pool 0).
   explicit SandboxdProcess(std::vector<std::string> extra_args = {},
-                           std::string state_dir = "");
+                           std::string state_dir = "", std::optional<RunAs> run_as = {});
   ~SandboxdProcess();  // kills the daemon if running and removes its containers
 
   // Starts the daemon and waits until its socket answers GetInfo. False on failure
@@ -46,8 +57,11 @@ class SandboxdProcess {
   std::vector<std::string> ContainerNames() const;
   std::string instance() const;
   pid_t pid() const { return pid_; }
+  // "podman", or podman run as the RunAs user.
+  std::string PodmanCommand() const;
 
  private:
+  std::optional<RunAs> run_as_;
   std::vector<std::string> args_;
   std::string dir_;
   std::string state_dir_;

@@ -1,0 +1,136 @@
+// Integration: sandboxd as an ordinary user with rootless Podman (the systemd user
+// service case). The test creates the account with /etc/subuid and /etc/subgid ranges,
+// gives it the sandbox image, and runs the daemon as that user. On this cgroup v1 host
+// rootless Podman cannot enforce cgroup limits, so the daemon must fall back to rlimits
+// and say so.
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "gtest/gtest.h"
+#include "harness.h"
+
+namespace sandboxd::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using sandbox::v1::Finished;
+
+constexpr char kUser[] = "sandboxd-rootless";
+constexpr char kImage[] = "localhost/sandboxd-python:bookworm";
+constexpr char kRootfsTar[] = "/var/cache/sandboxd/rootfs.tar";
+
+std::string Must(const std::string& cmd) {
+  int rc = -1;
+  std::string out = Sh(cmd + " 2>&1", &rc);
+  EXPECT_EQ(rc, 0) << cmd << "\n" << out;
+  return out;
+}
+
+// Creates (once) an unprivileged account ready for rootless podman.
+std::optional<RunAs> PrepareUser() {
+  if (getpwnam(kUser) == nullptr) Must(std::string("useradd --create-home --shell /bin/sh ") + kUser);
+  passwd* pw = getpwnam(kUser);
+  if (pw == nullptr) return std::nullopt;
+  RunAs r;
+  r.user = kUser;
+  r.uid = pw->pw_uid;
+  r.gid = pw->pw_gid;
+  r.home = pw->pw_dir;
+  for (const char* file : {"/etc/subuid", "/etc/subgid"}) {
+    if (Sh(std::string("grep -c '^") + kUser + ":' " + file).rfind("0", 0) == 0) {
+      Must(std::string("usermod ") + (std::string(file) == "/etc/subuid" ? "--add-subuids" : "--add-subgids") +
+           " 400000-465535 " + kUser);
+    }
+  }
+  r.runtime_dir = "/run/user/" + std::to_string(r.uid);
+  fs::create_directories(r.runtime_dir);
+  chown(r.runtime_dir.c_str(), r.uid, r.gid);
+  chmod(r.runtime_dir.c_str(), 0700);
+  // No systemd user session here: cgroupfs and file events, as on a headless server.
+  std::string conf_dir = r.home + "/.config/containers";
+  fs::create_directories(conf_dir);
+  std::ofstream(conf_dir + "/containers.conf")
+      << "[engine]\ncgroup_manager = \"cgroupfs\"\nevents_logger = \"file\"\n";
+  Must("chown -R " + std::to_string(r.uid) + ":" + std::to_string(r.gid) + " " + r.home + "/.config");
+  // A copy of the daemon and its runner that the user can execute and read, wherever
+  // the checkout lives.
+  std::string bin_dir = "/tmp/sandboxd-rootless-bin";
+  fs::create_directories(bin_dir);
+  fs::copy_file(SandboxdBinary(), bin_dir + "/sandboxd", fs::copy_options::overwrite_existing);
+  fs::copy_file(fs::path(SandboxdBinary()).parent_path() / "sandbox_runner.py",
+                bin_dir + "/sandbox_runner.py", fs::copy_options::overwrite_existing);
+  Must("chmod -R a+rX " + bin_dir);
+  r.binary = bin_dir + "/sandboxd";
+  return r;
+}
+
+class RootlessTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ASSERT_EQ(geteuid(), 0u) << "the rootless test creates a user account and must start as root";
+    std::optional<RunAs> r = PrepareUser();
+    ASSERT_TRUE(r.has_value());
+    run_as_ = new RunAs(*r);
+    SandboxdProcess probe({}, "", *run_as_);
+    std::string podman = probe.PodmanCommand();
+    int rc = -1;
+    Sh(podman + " image exists " + kImage, &rc);
+    if (rc != 0) {
+      ASSERT_TRUE(fs::exists(kRootfsTar))
+          << kRootfsTar << " is missing: scripts/setup.sh keeps the image's root filesystem there";
+      Must(podman + " import --change 'WORKDIR /workspace' --change 'USER 65534:65534' " + kRootfsTar +
+           " " + kImage);
+    }
+  }
+  static void TearDownTestSuite() { delete run_as_; }
+  static RunAs* run_as_;
+};
+RunAs* RootlessTest::run_as_ = nullptr;
+
+TEST_F(RootlessTest, RunsSessionsAsAnOrdinaryUserWithRlimitFallback) {
+  SandboxdProcess d({"--pool_size=1", "--memory_mb=200"}, "", *run_as_);
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  grpc::ClientContext ctx;
+  sandbox::v1::Info info;
+  ASSERT_TRUE(stub->GetInfo(&ctx, {}, &info).ok());
+  EXPECT_TRUE(info.rootless());
+  EXPECT_EQ(info.memory_enforcement(), "rlimit");
+  EXPECT_EQ(info.pids_enforcement(), "rlimit");
+  EXPECT_FALSE(info.cpu_enforced());
+  bool noted = false;
+  for (const auto& n : info.notes()) noted |= n.find("RLIMIT") != std::string::npos;
+  EXPECT_TRUE(noted) << info.DebugString();
+  EXPECT_NE(d.Log().find("rlimit"), std::string::npos) << "the fallback must be logged at start-up";
+
+  sandbox::v1::Session s = CreateSession(*stub);
+  Finished f = RunCode(*stub, s.id(), "import os\nx = 41\n(os.getuid(), os.getcwd())");
+  EXPECT_EQ(f.status(), Finished::OK) << f.DebugString();
+  EXPECT_EQ(f.result_repr(), "(65534, '/workspace')");
+  EXPECT_EQ(RunCode(*stub, s.id(), "x + 1").result_repr(), "42");
+  // The data rlimit stands in for the memory cgroup: a large allocation fails in Python
+  // and the session survives.
+  f = RunCode(*stub, s.id(), "try:\n    b = bytearray(400 * 1024 * 1024)\nexcept MemoryError:\n    r = 'MemoryError'\nr");
+  EXPECT_EQ(f.result_repr(), "'MemoryError'") << f.DebugString();
+  EXPECT_EQ(RunCode(*stub, s.id(), "x").result_repr(), "41");
+
+  // Restart as the same user: the session is re-attached with its variables.
+  ASSERT_EQ(d.Stop(), 0);
+  ASSERT_TRUE(d.Start());
+  stub = d.Stub();
+  EXPECT_EQ(RunCode(*stub, s.id(), "x").result_repr(), "41");
+  grpc::ClientContext del_ctx;
+  sandbox::v1::DeleteSessionRequest del;
+  del.set_session_id(s.id());
+  sandbox::v1::DeleteSessionResponse del_resp;
+  EXPECT_TRUE(stub->DeleteSession(&del_ctx, del, &del_resp).ok());
+  EXPECT_EQ(d.Stop(), 0);
+  EXPECT_EQ(d.LiveContainers(), 0) << "leaked containers";
+}
+
+}  // namespace
+}  // namespace sandboxd::testing
