@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs sandboxd as a systemd user service for the current (non-root) user:
+#   ~/.local/bin/sandboxd, ~/.local/share/sandboxd/sandbox_runner.py,
+#   ~/.config/systemd/user/sandboxd.service, and the sandbox image in the user's
+#   rootless podman storage. Then: systemctl --user enable --now sandboxd
+#
+# Run scripts/setup.sh first (as root or with sudo) so packages and the build exist.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+if [[ $(id -u) -eq 0 ]]; then
+  echo "install-user-service: run this as the user who will own the service, not root" >&2
+  exit 1
+fi
+build_dir="${BUILD_DIR:-build}"
+image="${SANDBOXD_IMAGE:-localhost/sandboxd-python:bookworm}"
+[[ -x "$build_dir/services/sandboxd/sandboxd" ]] || { echo "build first: scripts/setup.sh" >&2; exit 1; }
+
+grep -q "^$(id -un):" /etc/subuid && grep -q "^$(id -un):" /etc/subgid || {
+  echo "install-user-service: $(id -un) has no /etc/subuid and /etc/subgid ranges;" >&2
+  echo "  as root: usermod --add-subuids 100000-165535 --add-subgids 100000-165535 $(id -un)" >&2
+  exit 1
+}
+
+install -Dm755 "$build_dir/services/sandboxd/sandboxd" "$HOME/.local/bin/sandboxd"
+install -Dm644 services/sandboxd/runner/sandbox_runner.py "$HOME/.local/share/sandboxd/sandbox_runner.py"
+install -Dm644 deploy/systemd/sandboxd.service "$HOME/.config/systemd/user/sandboxd.service"
+
+if ! podman image exists "$image"; then
+  if [[ -r /var/cache/sandboxd/rootfs.tar ]]; then
+    podman import --change 'WORKDIR /workspace' --change 'USER 65534:65534' \
+      /var/cache/sandboxd/rootfs.tar "$image" >/dev/null
+  else
+    echo "install-user-service: no $image in your podman storage and no /var/cache/sandboxd/rootfs.tar;" >&2
+    echo "  run scripts/setup.sh as root first, or: podman build -t $image deploy/image" >&2
+    exit 1
+  fi
+fi
+
+if systemctl --user daemon-reload 2>/dev/null; then
+  echo "installed; start it with: systemctl --user enable --now sandboxd" >&2
+else
+  echo "installed; no systemd user instance here: run ~/.local/bin/sandboxd directly" >&2
+fi
