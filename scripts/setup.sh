@@ -25,7 +25,7 @@ fi
 packages=(
   build-essential cmake ccache pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev nlohmann-json3-dev libspdlog-dev libgtest-dev libgmock-dev
+  libabsl-dev nlohmann-json3-dev libspdlog-dev libgtest-dev libgmock-dev libcpp-httplib-dev
   podman runc debootstrap uidmap fuse-overlayfs slirp4netns
   python3 systemd
 )
@@ -56,7 +56,16 @@ else
   log "sandbox image $image is current"
 fi
 
-# 3. Build.
+# 3. Node.js MCP peers: the reference servers of the default gateway configuration and
+#    the MCP clients of the integration tests (pinned by deploy/node/package-lock.json).
+lock=deploy/node/package-lock.json
+stamp=deploy/node/node_modules/.package-lock.json
+if [[ ! -f "$stamp" || "$lock" -nt "$stamp" ]]; then
+  log "installing Node.js MCP servers and clients (npm ci in deploy/node)"
+  (cd deploy/node && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi
+
+# 4. Build.
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build_dir" -j2
 log "built $build_dir/services/sandboxd/sandboxd"

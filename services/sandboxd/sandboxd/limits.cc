@@ -54,4 +54,16 @@ sandbox::v1::Limits ToProto(const ResolvedLimits& l) {
   return p;
 }
 
+ResolvedLimits FromProto(const sandbox::v1::Limits& p) {
+  ResolvedLimits l;
+  l.memory_bytes = p.memory_bytes();
+  l.cpu_millis = p.cpu_millis();
+  l.pids = p.pids();
+  l.nofile = p.nofile();
+  l.tmp_bytes = p.tmp_bytes();
+  l.workspace_bytes = p.workspace_bytes();
+  l.default_timeout_ms = p.default_timeout_ms();
+  return l;
+}
+
 }  // namespace sandboxd

@@ -34,6 +34,8 @@ absl::StatusOr<ResolvedLimits> ResolveLimits(const sandbox::v1::Limits& requeste
                                              const ResolvedLimits& defaults,
                                              const ResolvedLimits& maxima);
 
+// Field-by-field conversions (no defaults applied): for persisting and reporting limits.
 sandbox::v1::Limits ToProto(const ResolvedLimits& limits);
+ResolvedLimits FromProto(const sandbox::v1::Limits& limits);
 
 }  // namespace sandboxd

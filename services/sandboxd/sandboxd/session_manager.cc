@@ -34,18 +34,6 @@ std::string InstanceId(const std::string& state_dir) {
   return absl::StrFormat("%012x", h & 0xffffffffffffull);
 }
 
-ResolvedLimits LimitsFromProto(const sandbox::v1::Limits& p) {
-  ResolvedLimits l;
-  l.memory_bytes = p.memory_bytes();
-  l.cpu_millis = p.cpu_millis();
-  l.pids = p.pids();
-  l.nofile = p.nofile();
-  l.tmp_bytes = p.tmp_bytes();
-  l.workspace_bytes = p.workspace_bytes();
-  l.default_timeout_ms = p.default_timeout_ms();
-  return l;
-}
-
 std::string ProtoToJson(const google::protobuf::Message& m) {
   std::string out;
   (void)google::protobuf::util::MessageToJsonString(m, &out);
@@ -177,7 +165,7 @@ void SessionManager::Recover() {
     md.owner = sp.owner();
     md.container_name = name;
     md.container_id = it->second.id;
-    md.limits = LimitsFromProto(sp.limits());
+    md.limits = FromProto(sp.limits());
     md.created_at_ms = sp.created_at_ms();
     uint64_t execs = (*conn)->ready().execs;
     auto session = Session::Create(&env_, std::move(md), std::move(*catalog), std::move(*conn),
