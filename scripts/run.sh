@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# Sets everything up (scripts/setup.sh) and runs sandboxd in the foreground with its
-# default configuration: unix socket under $XDG_RUNTIME_DIR (or /run/sandboxd as root),
-# a warm pool of 2 containers. Ctrl-C stops it; sessions survive for the next start.
+# Sets everything up (scripts/setup.sh) and runs the product: sandboxd and mcp-gateway
+# (Streamable HTTP on http://127.0.0.1:8931/mcp) with a configuration that works out of
+# the box: your ~/.config/mcp-gateway/mcp.json (or servers.d/*.json) when present, else
+# the reference MCP servers installed by the set-up (everything, memory, filesystem).
+# Ctrl-C stops both; sandbox sessions survive for the next start.
 #
-#   scripts/run.sh                    extra arguments go to sandboxd (see --help)
+#   scripts/run.sh                      MCP_GATEWAY_PORT=9000 scripts/run.sh
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root="$(pwd)"
 
 bash scripts/setup.sh
 build_dir="${BUILD_DIR:-build}"
-bin="$build_dir/services/sandboxd/sandboxd"
+port="${MCP_GATEWAY_PORT:-8931}"
 
 if [[ -n "${XDG_RUNTIME_DIR:-}" ]]; then
   sock="$XDG_RUNTIME_DIR/sandboxd/sandboxd.sock"
@@ -19,13 +22,34 @@ else
   sock="/tmp/sandboxd-$(id -u)/sandboxd.sock"
 fi
 
+"$build_dir/services/sandboxd/sandboxd" --socket="$sock" &
+sandboxd_pid=$!
+trap 'kill -TERM $sandboxd_pid 2>/dev/null; wait $sandboxd_pid 2>/dev/null' EXIT
+for _ in $(seq 1 300); do [[ -S "$sock" ]] && break; sleep 0.1; done
+[[ -S "$sock" ]] || { echo "run: sandboxd did not come up on $sock" >&2; exit 1; }
+
+config_home="${XDG_CONFIG_HOME:-$HOME/.config}/mcp-gateway"
+config_args=()
+if [[ -f "$config_home/mcp.json" ]] || compgen -G "$config_home/servers.d/*.json" >/dev/null; then
+  echo "run: using your upstream servers from $config_home" >&2
+else
+  export MCP_GATEWAY_NODE_PEERS="$root/deploy/node/node_modules"
+  export MCP_GATEWAY_STATE="${XDG_STATE_HOME:-$HOME/.local/state}/mcp-gateway"
+  export MCP_GATEWAY_FILES="${MCP_GATEWAY_FILES:-$HOME}"
+  mkdir -p "$MCP_GATEWAY_STATE"
+  config_args=(--config="$root/deploy/mcp-gateway/default-servers.json")
+  echo "run: no $config_home/mcp.json: using the reference servers (everything, memory, filesystem on $MCP_GATEWAY_FILES)" >&2
+fi
+
 cat >&2 <<MSG
 
-sandboxd is starting on unix:$sock
-  grpcurl -plaintext -unix $sock list
-  grpcurl -plaintext -unix $sock sandbox.v1.SandboxService/GetInfo
-  grpcurl -plaintext -unix $sock grpc.health.v1.Health/Check
-(see README.md for CreateSession, Run and Execute examples)
+  sandboxd     unix:$sock        (grpcurl -plaintext -unix $sock list)
+  mcp-gateway  http://127.0.0.1:$port/mcp
+
+  Connect a client:
+    npx @modelcontextprotocol/inspector@0.15.0 --cli http://127.0.0.1:$port/mcp --transport http --method tools/list
+    Claude Code / Cursor / Claude Desktop: see deploy/clients/README.md
 
 MSG
-exec "$bin" --socket="$sock" "$@"
+"$build_dir/services/mcp-gateway/mcp-gateway" --transport=http --listen="127.0.0.1:$port" \
+  --sandboxd="unix:$sock" "${config_args[@]}" "$@"

@@ -1,0 +1,195 @@
+// SandboxClient implementation: channels with fast reconnect, unary calls with deadlines,
+// and the Execute stream loop.
+#include "gateway/sandbox_client.h"
+
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+
+namespace gateway {
+namespace {
+
+constexpr auto kUnaryDeadline = std::chrono::seconds(60);
+
+std::chrono::system_clock::time_point Deadline(std::chrono::seconds d) {
+  return std::chrono::system_clock::now() + d;
+}
+
+}  // namespace
+
+SandboxClient::SandboxClient(std::vector<std::string> endpoints)
+    : endpoints_(std::move(endpoints)), created_(endpoints_.size(), 0) {
+  for (const auto& e : endpoints_) {
+    grpc::ChannelArguments args;
+    // sandboxd restarts should be noticed within a second, not after gRPC's default
+    // exponential backoff of up to two minutes.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    args.SetMaxReceiveMessageSize(64 << 20);
+    args.SetMaxSendMessageSize(64 << 20);
+    auto channel = grpc::CreateCustomChannel(e, grpc::InsecureChannelCredentials(), args);
+    stubs_.push_back(sandbox::v1::SandboxService::NewStub(channel));
+    channels_.push_back(std::move(channel));
+  }
+}
+
+sandbox::v1::SandboxService::Stub& SandboxClient::Stub(size_t i) {
+  grpc_connectivity_state state = channels_[i]->GetState(/*try_to_connect=*/true);
+  auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(2);
+  while (state != GRPC_CHANNEL_READY && state != GRPC_CHANNEL_SHUTDOWN) {
+    if (!channels_[i]->WaitForStateChange(state, deadline)) break;
+    state = channels_[i]->GetState(true);
+  }
+  return *stubs_[i];
+}
+
+absl::Status SandboxClient::Convert(const grpc::Status& s, size_t endpoint) const {
+  if (s.ok()) return absl::OkStatus();
+  std::string message = s.error_message();
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+      s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    message = absl::StrCat("sandboxd at ", endpoints_[endpoint], " is unavailable: ", message);
+  }
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), message);
+}
+
+absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner,
+                                                        const std::string& label,
+                                                        const sandbox::v1::Catalog& catalog) {
+  size_t pick = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 1; i < endpoints_.size(); ++i) {
+      if (created_[i] < created_[pick]) pick = i;
+    }
+  }
+  // Fall through to the other endpoints when the preferred one is down.
+  absl::Status last;
+  for (size_t n = 0; n < endpoints_.size(); ++n) {
+    size_t i = (pick + n) % endpoints_.size();
+    grpc::ClientContext ctx;
+    ctx.set_deadline(Deadline(kUnaryDeadline));
+    ctx.set_wait_for_ready(false);
+    sandbox::v1::CreateSessionRequest req;
+    req.set_owner(owner);
+    req.set_label(label);
+    *req.mutable_catalog() = catalog;
+    sandbox::v1::Session session;
+    grpc::Status st = Stub(i).CreateSession(&ctx, req, &session);
+    if (st.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++created_[i];
+      return SandboxRef{i, session.id()};
+    }
+    last = Convert(st, i);
+    if (st.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+  }
+  return last;
+}
+
+absl::Status SandboxClient::DeleteSession(const SandboxRef& ref) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline(std::chrono::seconds(10)));
+  sandbox::v1::DeleteSessionRequest req;
+  req.set_session_id(ref.session_id);
+  sandbox::v1::DeleteSessionResponse resp;
+  return Convert(Stub(ref.endpoint).DeleteSession(&ctx, req, &resp), ref.endpoint);
+}
+
+absl::Status SandboxClient::ResetSession(const SandboxRef& ref) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline(kUnaryDeadline));
+  sandbox::v1::ResetSessionRequest req;
+  req.set_session_id(ref.session_id);
+  sandbox::v1::Session resp;
+  return Convert(Stub(ref.endpoint).ResetSession(&ctx, req, &resp), ref.endpoint);
+}
+
+absl::StatusOr<sandbox::v1::Finished> SandboxClient::Execute(
+    const SandboxRef& ref, const std::string& code, uint32_t timeout_ms,
+    const sandbox::v1::Catalog* catalog, const ExecuteHandlers& handlers,
+    std::shared_ptr<CancelToken> cancel) {
+  grpc::ClientContext ctx;
+  // The server enforces the execution timeout; this deadline only guards against a
+  // sandboxd that stops answering altogether.
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::milliseconds(timeout_ms) + std::chrono::seconds(60));
+  auto stream = Stub(ref.endpoint).Execute(&ctx);
+  // Shared with the cancel callback, which may fire after we return.
+  struct Writer {
+    std::mutex mu;
+    bool done = false;
+    grpc::ClientReaderWriter<sandbox::v1::ExecuteRequest, sandbox::v1::ExecuteResponse>* stream;
+    void Write(const sandbox::v1::ExecuteRequest& req) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!done) stream->Write(req);
+    }
+  };
+  auto writer = std::make_shared<Writer>();
+  writer->stream = stream.get();
+  auto write = [writer](const sandbox::v1::ExecuteRequest& req) { writer->Write(req); };
+
+  sandbox::v1::ExecuteRequest start;
+  start.mutable_start()->set_session_id(ref.session_id);
+  start.mutable_start()->set_code(code);
+  start.mutable_start()->set_timeout_ms(timeout_ms);
+  if (catalog) *start.mutable_start()->mutable_catalog() = *catalog;
+  write(start);
+  if (cancel) {
+    cancel->OnCancel([writer] {
+      sandbox::v1::ExecuteRequest req;
+      req.mutable_cancel();
+      writer->Write(req);
+    });
+  }
+
+  std::vector<std::thread> calls;
+  std::optional<sandbox::v1::Finished> finished;
+  sandbox::v1::ExecuteResponse msg;
+  while (stream->Read(&msg)) {
+    switch (msg.msg_case()) {
+      case sandbox::v1::ExecuteResponse::kOutput:
+        if (handlers.on_output) {
+          handlers.on_output(msg.output().stream() == sandbox::v1::Output::STDERR,
+                             msg.output().text());
+        }
+        break;
+      case sandbox::v1::ExecuteResponse::kToolCall: {
+        sandbox::v1::ToolCall call = msg.tool_call();
+        calls.emplace_back([&handlers, &write, call] {
+          sandbox::v1::ExecuteRequest req;
+          if (handlers.on_tool_call) {
+            *req.mutable_tool_result() = handlers.on_tool_call(call);
+          } else {
+            req.mutable_tool_result()->set_error("this client does not route tool calls");
+          }
+          req.mutable_tool_result()->set_call_id(call.call_id());
+          write(req);
+        });
+        break;
+      }
+      case sandbox::v1::ExecuteResponse::kFinished:
+        finished = msg.finished();
+        break;
+      default:
+        break;
+    }
+  }
+  if (handlers.on_stream_end) handlers.on_stream_end();
+  {
+    std::lock_guard<std::mutex> lock(writer->mu);
+    writer->done = true;
+    stream->WritesDone();
+  }
+  // Late answers of tool-call threads are dropped by the writer.
+  for (auto& t : calls) t.join();
+  grpc::Status st = stream->Finish();
+  if (finished) return *finished;
+  if (st.ok()) return absl::InternalError("sandboxd ended the stream without 'finished'");
+  return Convert(st, ref.endpoint);
+}
+
+}  // namespace gateway

@@ -1,0 +1,57 @@
+// Small pieces of HTTP plumbing for the upstream HTTP transports: a Server-Sent Events
+// parser, URL splitting and resolution, and readable connection errors.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace gateway {
+
+// Incremental text/event-stream parser (WHATWG "server-sent events", the parts MCP uses:
+// event, data, id; comments and retry are ignored). Multi-line data is joined with "\n".
+// Events whose data is empty are skipped: MCP servers send such "priming" events (an id
+// to resume from) before the real messages.
+class SseParser {
+ public:
+  struct Event {
+    std::string event = "message";
+    std::string data;
+    std::string id;
+  };
+  using Handler = std::function<void(const Event&)>;
+
+  // Feeds bytes as they arrive; complete events are passed to `handler`. Returns false
+  // (and drops the buffer) when a single line exceeds the size limit.
+  bool Feed(const char* data, size_t size, const Handler& handler);
+
+ private:
+  void ProcessLine(const std::string& line, const Handler& handler);
+
+  std::string buffer_;
+  bool skip_lf_ = false;  // the previous chunk ended with '\r' (of a "\r\n")
+  Event current_;
+  bool has_data_ = false;
+  std::string last_id_;
+};
+
+// "https://host:8443/mcp?x=1" -> origin "https://host:8443", target "/mcp?x=1".
+struct HttpUrl {
+  std::string origin;  // scheme://host[:port], what httplib::Client takes
+  std::string target;  // path and query, at least "/"
+  std::string host;    // without brackets
+  int port = 0;
+};
+absl::StatusOr<HttpUrl> ParseHttpUrl(const std::string& url);
+
+// Resolves a reference (the legacy SSE `endpoint` event: usually "/messages?sessionId=..")
+// against the URL it came from, as `new URL(ref, base)` would for these cases.
+std::string ResolveUrl(const std::string& base, const std::string& ref);
+
+// Describes a failed connection: "connect: Connection refused", "resolve host: ..." —
+// httplib only says "Connection", so this retries the TCP connect once to learn why.
+std::string DescribeConnectFailure(const HttpUrl& url, absl::Duration timeout);
+
+}  // namespace gateway

@@ -1,0 +1,58 @@
+// ClientTransport: how JSON-RPC messages travel between the gateway (as MCP client) and one
+// upstream server. Implementations: StdioTransport (upstream_stdio.h),
+// StreamableHttpTransport and SseTransport (upstream_http.h).
+//
+// A transport only moves messages; JsonRpcClient (upstream_jsonrpc.h) matches responses to
+// requests, and McpClient (upstream_client.h) runs the MCP lifecycle.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+
+namespace gateway {
+
+struct UpstreamConfig;
+struct UpstreamOptions;
+
+struct TransportCallbacks {
+  // Every message the server sends (responses, notifications, server->client requests).
+  std::function<void(nlohmann::json message)> on_message;
+  // A request the transport sent could not get a response (HTTP error, session lost...).
+  std::function<void(const nlohmann::json& id, const absl::Status& error)> on_request_failed;
+  // The connection is gone for good (process exited, SSE stream dropped). Not called once
+  // Close() has begun.
+  std::function<void(const std::string& reason)> on_closed;
+};
+
+// Callbacks run on transport threads, from Start() until Close() returns. Send() is safe
+// for concurrent use, also from inside a callback.
+class ClientTransport {
+ public:
+  virtual ~ClientTransport() = default;
+  // Connects: spawns the process / opens the SSE stream and waits for its endpoint.
+  virtual absl::Status Start(TransportCallbacks callbacks, absl::Duration timeout) = 0;
+  // Sends one message. May return before the server has it (the HTTP transport posts
+  // requests on worker threads so callers can time out); failures of a request are then
+  // reported through on_request_failed.
+  virtual absl::Status Send(const nlohmann::json& message) = 0;
+  // The request with this id no longer needs its response (timed out, cancelled): the
+  // HTTP transport drops the connection it is reading the response from.
+  virtual void Abandon(const nlohmann::json& id) {}
+  // initialize succeeded with this protocol version (HTTP: the MCP-Protocol-Version header
+  // from now on, and the GET stream for server notifications).
+  virtual void OnInitialized(const std::string& protocol_version) {}
+  // Shuts down (stdio: close stdin, SIGTERM, SIGKILL; HTTP: DELETE the session) and joins
+  // every thread. Idempotent.
+  virtual void Close() = 0;
+};
+
+// The transport for an upstream's configured type.
+std::unique_ptr<ClientTransport> MakeTransport(const UpstreamConfig& config,
+                                               const UpstreamOptions& options);
+
+}  // namespace gateway

@@ -1,0 +1,191 @@
+// mcp-gateway: an MCP server (stdio or Streamable HTTP) offering `run_python`, which runs
+// code in sandboxd sessions that call the configured upstream MCP servers' tools.
+// See README.md for flags, config locations and client set-up.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gateway/run_python.h"
+#include "gateway/sandbox_client.h"
+#include "gateway/transports.h"
+#include "gateway/upstream.h"
+#include "spdlog/sinks/stdout_sinks.h"
+#include "spdlog/spdlog.h"
+
+ABSL_FLAG(std::string, transport, "stdio", "stdio (one client on stdin/stdout) or http.");
+ABSL_FLAG(std::string, listen, "127.0.0.1:8931",
+          "HTTP address host:port (http transport). Loopback by default.");
+ABSL_FLAG(std::string, path, "/mcp", "HTTP endpoint path.");
+ABSL_FLAG(std::vector<std::string>, config, {},
+          "mcpServers JSON files (Claude Desktop / .mcp.json / Cursor format), comma-separated. "
+          "Default: $MCP_GATEWAY_CONFIG, else $XDG_CONFIG_HOME/mcp-gateway/mcp.json when it exists.");
+ABSL_FLAG(std::vector<std::string>, config_dir, {},
+          "Directories of *.json mcpServers files, comma-separated. Default: "
+          "$XDG_CONFIG_HOME/mcp-gateway/servers.d.");
+ABSL_FLAG(std::vector<std::string>, sandboxd, {},
+          "sandboxd gRPC endpoints (unix:/path or host:port), comma-separated; a session stays "
+          "on the endpoint that created it. Default: $MCP_GATEWAY_SANDBOXD, else sandboxd's "
+          "default socket.");
+ABSL_FLAG(std::string, token, "",
+          "Require 'Authorization: Bearer <token>' on HTTP requests (also $MCP_GATEWAY_TOKEN).");
+ABSL_FLAG(std::vector<std::string>, allowed_origins, {},
+          "Origins allowed to call the HTTP endpoint (default: loopback origins only).");
+ABSL_FLAG(std::vector<std::string>, allowed_hosts, {},
+          "Host header values allowed (default: loopback names and the bind address).");
+ABSL_FLAG(uint64_t, max_body_bytes, 4 << 20, "Largest HTTP request body.");
+ABSL_FLAG(absl::Duration, session_idle_ttl, absl::Minutes(30),
+          "HTTP MCP sessions idle this long are closed (and their sandbox sessions deleted).");
+ABSL_FLAG(absl::Duration, call_timeout, absl::Seconds(60), "Timeout of one upstream tool call.");
+ABSL_FLAG(uint32_t, default_timeout_seconds, 30, "run_python timeout when none is given.");
+ABSL_FLAG(uint32_t, max_timeout_seconds, 300, "Largest run_python timeout a client may ask for.");
+ABSL_FLAG(absl::Duration, startup_wait, absl::Seconds(10),
+          "How long to wait for upstreams to connect before serving (they keep connecting after).");
+ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error.");
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ConfigHome() {
+  if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x) return x;
+  const char* home = std::getenv("HOME");
+  return absl::StrCat(home ? home : "/tmp", "/.config");
+}
+
+std::string DefaultSandboxd() {
+  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg && *xdg) {
+    return absl::StrCat("unix:", xdg, "/sandboxd/sandboxd.sock");
+  }
+  if (geteuid() == 0) return "unix:/run/sandboxd/sandboxd.sock";
+  return absl::StrCat("unix:/tmp/sandboxd-", geteuid(), "/sandboxd.sock");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "mcp-gateway: one MCP tool, run_python, whose code calls your MCP servers' tools.");
+  absl::ParseCommandLine(argc, argv);
+  // stdout may carry the protocol: logs go to stderr only.
+  auto logger = spdlog::stderr_logger_mt("mcp-gateway");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(absl::GetFlag(FLAGS_log_level)));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  // Environment fallbacks, for clients that can set env vars more easily than arguments.
+  auto from_env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v && *v ? std::vector<std::string>(absl::StrSplit(v, ',', absl::SkipEmpty()))
+                   : std::vector<std::string>();
+  };
+  std::vector<std::string> files = absl::GetFlag(FLAGS_config);
+  std::vector<std::string> dirs = absl::GetFlag(FLAGS_config_dir);
+  if (files.empty() && dirs.empty()) files = from_env("MCP_GATEWAY_CONFIG");
+  if (files.empty() && dirs.empty()) {
+    std::string def = ConfigHome() + "/mcp-gateway/mcp.json";
+    if (fs::exists(def)) files.push_back(def);
+    dirs.push_back(ConfigHome() + "/mcp-gateway/servers.d");
+  }
+  std::error_code ec;
+  std::string self = fs::canonical("/proc/self/exe", ec).string();
+  absl::StatusOr<std::vector<gateway::UpstreamConfig>> configs =
+      gateway::LoadUpstreamConfig(files, dirs, self);
+  if (!configs.ok()) {
+    spdlog::critical("{}", std::string(configs.status().message()));
+    return 2;
+  }
+  spdlog::info("{} upstream server(s) configured", configs->size());
+
+  gateway::UpstreamOptions upstream_options;
+  upstream_options.call_timeout = absl::GetFlag(FLAGS_call_timeout);
+  gateway::UpstreamManager upstreams(*configs, upstream_options);
+  upstreams.Start();
+
+  std::vector<std::string> endpoints = absl::GetFlag(FLAGS_sandboxd);
+  if (endpoints.empty()) endpoints = from_env("MCP_GATEWAY_SANDBOXD");
+  if (endpoints.empty()) endpoints.push_back(DefaultSandboxd());
+  gateway::SandboxClient sandboxes(endpoints);
+  gateway::ManagerUpstreams upstream_view(&upstreams);
+  gateway::RunPythonOptions run_options;
+  run_options.default_timeout_seconds = absl::GetFlag(FLAGS_default_timeout_seconds);
+  run_options.max_timeout_seconds = absl::GetFlag(FLAGS_max_timeout_seconds);
+  gateway::RunPythonTool tool(&sandboxes, &upstream_view, run_options);
+  gateway::ServerOptions server_options;
+  server_options.instructions =
+      "Use run_python to call the available MCP tools from Python: loop, filter and join "
+      "results in code and print only what you need.";
+
+  upstreams.WaitInitial(absl::GetFlag(FLAGS_startup_wait));
+
+  const std::string transport = absl::GetFlag(FLAGS_transport);
+  if (transport == "stdio") {
+    gateway::StdioServer server(STDIN_FILENO, STDOUT_FILENO, &tool, server_options);
+    upstreams.SetCatalogListener([&server] { server.NotifyToolsChanged(); });
+    std::thread signal_thread([&server, signals]() mutable {
+      int sig = 0;
+      sigwait(&signals, &sig);
+      if (sig != 0) server.Stop();
+    });
+    signal_thread.detach();
+    server.Run();  // until stdin reaches EOF
+    spdlog::info("stdin closed; shutting down");
+    upstreams.SetCatalogListener(nullptr);
+    tool.CloseAll();
+    upstreams.Stop();
+    return 0;
+  }
+  if (transport != "http") {
+    spdlog::critical("--transport must be stdio or http");
+    return 2;
+  }
+  gateway::HttpServerOptions http;
+  std::string listen = absl::GetFlag(FLAGS_listen);
+  size_t colon = listen.rfind(':');
+  if (colon == std::string::npos) {
+    spdlog::critical("--listen must be host:port");
+    return 2;
+  }
+  http.host = listen.substr(0, colon);
+  if (http.host.size() > 2 && http.host.front() == '[') http.host = http.host.substr(1, http.host.size() - 2);
+  http.port = std::atoi(listen.substr(colon + 1).c_str());
+  http.path = absl::GetFlag(FLAGS_path);
+  http.bearer_token = absl::GetFlag(FLAGS_token);
+  if (http.bearer_token.empty()) {
+    if (const char* t = std::getenv("MCP_GATEWAY_TOKEN")) http.bearer_token = t;
+  }
+  http.allowed_origins = absl::GetFlag(FLAGS_allowed_origins);
+  http.allowed_hosts = absl::GetFlag(FLAGS_allowed_hosts);
+  http.max_body_bytes = absl::GetFlag(FLAGS_max_body_bytes);
+  http.session_idle_ttl = absl::GetFlag(FLAGS_session_idle_ttl);
+  gateway::HttpServer server(http, &tool, server_options);
+  if (absl::Status s = server.Start(); !s.ok()) {
+    spdlog::critical("{}", std::string(s.message()));
+    return 1;
+  }
+  upstreams.SetCatalogListener([&server] { server.NotifyToolsChanged(); });
+  spdlog::info("serving MCP on http://{}:{}{} (sandboxd {})", http.host, server.port(), http.path,
+               endpoints[0]);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("signal {}: shutting down", sig);
+  upstreams.SetCatalogListener(nullptr);
+  server.Stop();
+  tool.CloseAll();
+  upstreams.Stop();
+  return 0;
+}

@@ -1,0 +1,80 @@
+// Failures around the gateway: an upstream killed mid-call, sandboxd restarted or gone.
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { after, before, describe, test } from "node:test";
+import { GatewayHttp, Sandboxd, everythingStdio, runPython, stopAll, text, writeConfig } from "./harness.mjs";
+
+function childPids(pid) {
+  try {
+    return execFileSync("pgrep", ["-P", String(pid)]).toString().split("\n").filter(Boolean).map(Number);
+  } catch { return []; }
+}
+
+describe("resilience", () => {
+  let sandboxd, gateway, client;
+  before(async () => {
+    sandboxd = new Sandboxd();
+    await sandboxd.start();
+    gateway = new GatewayHttp({ config: writeConfig({ everything: everythingStdio() }), sandboxd: sandboxd.endpoint });
+    await gateway.start();
+    client = await gateway.client();
+  });
+  after(async () => {
+    await client?.close();
+    await gateway?.stop();
+    await sandboxd?.stop();
+    await stopAll();
+  });
+
+  test("an upstream killed mid-call raises ToolError, and the next call restarts it", async () => {
+    const running = runPython(client, `
+try:
+    await mcp_everything.trigger_long_running_operation(duration=10, steps=5)
+    print("finished?")
+except ToolError as e:
+    print("ToolError:", e.message)
+`);
+    // Let the call reach the upstream, then kill the upstream process.
+    await new Promise((r) => setTimeout(r, 1500));
+    const upstreams = childPids(gateway.proc.pid);
+    assert.ok(upstreams.length > 0, "the gateway runs server-everything as a child");
+    for (const pid of upstreams) process.kill(pid, "SIGKILL");
+    const r = await running;
+    if (r.isError) console.log("GATEWAY LOG\n" + gateway.log + "\nSANDBOXD LOG\n" + sandboxd.log);
+    assert.match(r.structuredContent.stdout, /^ToolError:/, text(r) + "\n" + gateway.log);
+    const again = await runPython(client, "await mcp_everything.echo(message='back')");
+    assert.equal(again.isError, false, text(again));
+    assert.match(again.structuredContent.result, /back/);
+  });
+
+  test("sandboxd restarted under a live gateway: the session is re-attached", async () => {
+    await runPython(client, "survivor = 'still here'");
+    await sandboxd.stop();
+    await sandboxd.start();
+    const r = await runPython(client, "survivor");
+    assert.equal(r.structuredContent.result, "'still here'", text(r));
+  });
+
+  test("a lost sandbox session is replaced and the result says the state was reset", async () => {
+    await runPython(client, "gone = 1");
+    // Kill every session container of this sandboxd behind its back.
+    const sessions = sandboxd.sessions();
+    assert.ok(sessions.length > 0);
+    for (const s of sessions) execFileSync("podman", ["rm", "-f", "-t", "0", s.container]);
+    await new Promise((r) => setTimeout(r, 500));
+    const r = await runPython(client, "'gone' in globals()");
+    assert.equal(r.structuredContent.result, "False", text(r));
+    assert.equal(r.structuredContent.session_reset, true);
+    assert.match(text(r), /state|lost|new session/i);
+  });
+
+  test("sandboxd unreachable gives an error naming the socket; service resumes when it returns", async () => {
+    await sandboxd.stop();
+    const r = await runPython(client, "1 + 1");
+    assert.equal(r.isError, true);
+    assert.match(text(r), new RegExp(sandboxd.socket.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")));
+    await sandboxd.start();
+    const ok = await runPython(client, "1 + 1");
+    assert.equal(ok.structuredContent.result, "2", text(ok));
+  });
+});
