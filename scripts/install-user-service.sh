@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Installs sandboxd as a systemd user service for the current (non-root) user:
-#   ~/.local/bin/sandboxd, ~/.local/share/sandboxd/sandbox_runner.py,
-#   ~/.config/systemd/user/sandboxd.service, and the sandbox image in the user's
-#   rootless podman storage. Then: systemctl --user enable --now sandboxd
+# Installs sandboxd and mcp-gateway as systemd user services for the current (non-root)
+# user: ~/.local/bin/{sandboxd,mcp-gateway}, ~/.local/share/sandboxd/sandbox_runner.py,
+# ~/.config/systemd/user/{sandboxd,mcp-gateway}.service, and the sandbox image in the
+# user's rootless podman storage. Then: systemctl --user enable --now sandboxd mcp-gateway
 #
 # Run scripts/setup.sh first (as root or with sudo) so packages and the build exist.
 set -euo pipefail
@@ -25,6 +25,9 @@ grep -q "^$(id -un):" /etc/subuid && grep -q "^$(id -un):" /etc/subgid || {
 install -Dm755 "$build_dir/services/sandboxd/sandboxd" "$HOME/.local/bin/sandboxd"
 install -Dm644 services/sandboxd/runner/sandbox_runner.py "$HOME/.local/share/sandboxd/sandbox_runner.py"
 install -Dm644 deploy/systemd/sandboxd.service "$HOME/.config/systemd/user/sandboxd.service"
+install -Dm755 "$build_dir/services/mcp-gateway/mcp-gateway" "$HOME/.local/bin/mcp-gateway"
+install -Dm644 deploy/systemd/mcp-gateway.service "$HOME/.config/systemd/user/mcp-gateway.service"
+mkdir -p "$HOME/.config/mcp-gateway/servers.d"
 
 if ! podman image exists "$image"; then
   if [[ -r /var/cache/sandboxd/rootfs.tar ]]; then
@@ -38,7 +41,8 @@ if ! podman image exists "$image"; then
 fi
 
 if systemctl --user daemon-reload 2>/dev/null; then
-  echo "installed; start it with: systemctl --user enable --now sandboxd" >&2
+  echo "installed; start them with: systemctl --user enable --now sandboxd mcp-gateway" >&2
+  echo "upstream MCP servers go in ~/.config/mcp-gateway/mcp.json (mcpServers format)" >&2
 else
   echo "installed; no systemd user instance here: run ~/.local/bin/sandboxd directly" >&2
 fi

@@ -28,6 +28,9 @@
 #include "gateway/http_checks.h"
 #include "gateway/mcp_wire.h"
 #include "gateway/transports.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include "spdlog/spdlog.h"
 
 namespace gateway {
@@ -638,6 +641,9 @@ absl::Status HttpServer::Start() {
   d.server.set_socket_options([&listen_fd](socket_t sock) {
     int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    // Accepted sockets inherit TCP_NODELAY on Linux. Without it a response written in
+    // two pieces (headers, then body) waits for the client's delayed ACK: ~40 ms a call.
+    ::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
     listen_fd = sock;
   });
   d.InstallRoutes();

@@ -1,0 +1,135 @@
+// mcp-gateway benchmark: run_python latency over stdio and Streamable HTTP, the latency a
+// tool call gains by going through the sandbox and the gateway, and throughput with 16
+// concurrent HTTP clients. Prints a markdown table (and writes it with --out FILE).
+//
+//   SANDBOXD_BIN=... GATEWAY_BIN=... NODE_PEERS=... node bench/gateway_bench.mjs [--quick] [--out FILE]
+// (scripts/bench.sh sets these.)
+import { execFileSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+
+const harness = await import(pathToFileURL(path.resolve(path.dirname(new URL(import.meta.url).pathname),
+  "../tests/mcp-gateway/integration/harness.mjs")).href);
+const { EVERYTHING, GatewayHttp, NODE_PEERS, Sandboxd, everythingStdio, runPython, stdioGateway, stopAll, writeConfig } = harness;
+const sdk = (p) => import(pathToFileURL(path.join(NODE_PEERS, "@modelcontextprotocol/sdk/dist/esm", p)).href);
+const { Client } = await sdk("client/index.js");
+const { StdioClientTransport } = await sdk("client/stdio.js");
+
+const quick = process.argv.includes("--quick");
+const outIdx = process.argv.indexOf("--out");
+const outFile = outIdx > 0 ? process.argv[outIdx + 1] : null;
+const N = quick ? 100 : 1000;
+
+function pct(values, p) {
+  const s = [...values].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
+}
+const ms = (v) => `${v.toFixed(2)} ms`;
+const rows = [];
+function row(what, value, target, pass) {
+  rows.push(`| ${what} | ${value} | ${target ?? ""} | ${pass === undefined ? "" : pass ? "PASS" : "FAIL"} |`);
+  console.error(`${what}: ${value}`);
+}
+
+async function timeRuns(client, code, n) {
+  const lat = [];
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now();
+    const r = await runPython(client, code);
+    lat.push(performance.now() - t0);
+    if (r.isError) throw new Error(`run failed: ${JSON.stringify(r.structuredContent)}`);
+  }
+  return lat;
+}
+
+const sandboxd = new Sandboxd(["--max_sessions=64", "--pool_size=4"]);
+await sandboxd.start();
+const config = writeConfig({ everything: everythingStdio() });
+try {
+  // 1. run_python print(1) on a warm session, stdio and HTTP.
+  const stdio = await stdioGateway({ config, sandboxd: sandboxd.endpoint });
+  await timeRuns(stdio.client, "print(1)", 20);
+  const stdioLat = await timeRuns(stdio.client, "print(1)", N);
+  row("run_python `print(1)` over stdio, p50", ms(pct(stdioLat, 50)), "<= 3 ms", pct(stdioLat, 50) <= 3);
+  row("run_python `print(1)` over stdio, p99", ms(pct(stdioLat, 99)));
+
+  const gateway = new GatewayHttp({ config, sandboxd: sandboxd.endpoint });
+  await gateway.start();
+  const http = await gateway.client();
+  await timeRuns(http, "print(1)", 20);
+  const httpLat = await timeRuns(http, "print(1)", N);
+  row("run_python `print(1)` over Streamable HTTP, p50", ms(pct(httpLat, 50)), "<= 5 ms", pct(httpLat, 50) <= 5);
+  row("run_python `print(1)` over Streamable HTTP, p99", ms(pct(httpLat, 99)));
+
+  // 2. A tool call from sandboxed code vs. the same call made directly.
+  const inSandbox = await runPython(stdio.client, `
+import time, json
+lat = []
+for i in range(${N}):
+    t0 = time.perf_counter()
+    await mcp_everything.echo(message="x")
+    lat.append((time.perf_counter() - t0) * 1000)
+print(json.dumps(lat))`);
+  const sandboxLat = JSON.parse(inSandbox.structuredContent.stdout);
+  const direct = new Client({ name: "bench-direct", version: "1" });
+  await direct.connect(new StdioClientTransport({ command: "node", args: [EVERYTHING, "stdio"], stderr: "ignore" }));
+  for (let i = 0; i < 20; i++) await direct.callTool({ name: "echo", arguments: { message: "x" } });
+  const directLat = [];
+  for (let i = 0; i < N; i++) {
+    const t0 = performance.now();
+    await direct.callTool({ name: "echo", arguments: { message: "x" } });
+    directLat.push(performance.now() - t0);
+  }
+  await direct.close();
+  const added = pct(sandboxLat, 50) - pct(directLat, 50);
+  row("echo (server-everything, stdio) called directly by an MCP client, p50", ms(pct(directLat, 50)));
+  row("echo called from sandboxed code through the gateway, p50", ms(pct(sandboxLat, 50)));
+  row("added latency per tool call, p50", ms(added), "<= 1 ms", added <= 1);
+
+  // 3. 16 concurrent HTTP clients x 100 runs.
+  const clients = await Promise.all([...Array(16).keys()].map((i) => gateway.client(`load-${i}`)));
+  await Promise.all(clients.map((c) => runPython(c, "n = 0")));
+  const perClient = quick ? 20 : 100;
+  let errors = 0;
+  const loadLat = [];
+  const t0 = performance.now();
+  await Promise.all(clients.map(async (c) => {
+    for (let i = 0; i < perClient; i++) {
+      const s = performance.now();
+      try {
+        const r = await runPython(c, "n += 1\nprint(n)");
+        if (r.isError) errors++;
+      } catch { errors++; }
+      loadLat.push(performance.now() - s);
+    }
+  }));
+  const secs = (performance.now() - t0) / 1000;
+  row(`16 HTTP clients x ${perClient} run_python: errors`, String(errors), "0", errors === 0);
+  row("  runs/s", (16 * perClient / secs).toFixed(0));
+  row("  latency p50 / p99", `${ms(pct(loadLat, 50))} / ${ms(pct(loadLat, 99))}`);
+  for (const c of clients) await c.close();
+  await http.close();
+  await gateway.stop();
+  await stdio.client.close();
+} finally {
+  await sandboxd.stop();
+  await stopAll();
+}
+
+const cpu = (fs.readFileSync("/proc/cpuinfo", "utf8").match(/model name\s*:\s*(.*)/) || [])[1] || "unknown";
+const header = [
+  `# mcp-gateway benchmark`,
+  ``,
+  `${new Date().toISOString().slice(0, 10)} on ${os.cpus().length} cores (${cpu}), kernel ${os.release()}, ` +
+    `${execFileSync("podman", ["--version"]).toString().trim()}, Node ${process.version}.`,
+  `Clients are the TypeScript SDK on the same machine; upstream is @modelcontextprotocol/server-everything over stdio.` +
+    (quick ? " (--quick run)" : ""),
+  ``,
+  `| measurement | value | target | |`,
+  `| --- | --- | --- | --- |`,
+];
+const table = [...header, ...rows, ""].join("\n");
+console.log(table);
+if (outFile) fs.writeFileSync(outFile, table);
