@@ -298,7 +298,8 @@ void Session::CloseRouter(uint64_t exec_id) {
     e->router_open = false;
     for (auto& [client_id, call] : e->calls) {
       SendOrLose(MakeToolErrorFrame(call.runner_call_id,
-                                    "the caller stopped answering tool calls (stream closed)"),
+                                    "tool calls are not available any more: the caller closed "
+                                    "its side of the Execute stream"),
                  deferred);
       if (lost_) break;
     }

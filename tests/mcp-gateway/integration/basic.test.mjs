@@ -2,24 +2,29 @@
 // -> upstream reference servers over stdio, Streamable HTTP and legacy SSE.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
+import fs from "node:fs";
+import path from "node:path";
 import {
-  EVERYTHING, MEMORY, GatewayHttp, Sandboxd, everythingStdio, runPython, startEverythingHttp,
+  EVERYTHING, FILESYSTEM, MEMORY, GatewayHttp, tempDir, Sandboxd, everythingStdio, runPython, startEverythingHttp,
   stopAll, text, writeConfig,
 } from "./harness.mjs";
 
 describe("run_python over Streamable HTTP", () => {
-  let sandboxd, gateway, client, everythingHttp, everythingSse;
+  let sandboxd, gateway, client, everythingHttp, everythingSse, shared;
 
   before(async () => {
     sandboxd = new Sandboxd();
     await sandboxd.start();
     everythingHttp = await startEverythingHttp("streamableHttp");
     everythingSse = await startEverythingHttp("sse");
+    shared = tempDir("gwfs-");
+    fs.writeFileSync(path.join(shared, "notes.txt"), "from the host\n");
     const config = writeConfig({
       everything: everythingStdio({ UPSTREAM_SECRET: "s3cret-token" }),
       memory: { command: "node", args: [MEMORY], env: { MEMORY_FILE_PATH: "/tmp/gw-memory-test.json" } },
       "everything-http": { type: "http", url: everythingHttp.url },
       "everything-sse": { type: "sse", url: everythingSse.url },
+      filesystem: { command: "node", args: [FILESYSTEM, shared] },
     });
     gateway = new GatewayHttp({ config, sandboxd: sandboxd.endpoint });
     await gateway.start();
@@ -75,6 +80,17 @@ print(a, b, c, sep=" | ")
     assert.ok(r.structuredContent.tool_calls.every((c) => c.ok), JSON.stringify(r.structuredContent.tool_calls));
     const servers = new Set(r.structuredContent.tool_calls.map((c) => c.server));
     assert.deepEqual([...servers].sort(), ["everything", "everything-http", "everything-sse", "memory"]);
+  });
+
+  test("server-filesystem: the sandbox reaches files only through the upstream tool", async () => {
+    const r = await runPython(client, `
+import os
+listing = await mcp_filesystem.list_directory(path=${JSON.stringify(shared)})
+content = await mcp_filesystem.read_text_file(path=${JSON.stringify(path.join(shared, "notes.txt"))})
+print("notes.txt" in str(listing), content["content"].strip(), os.path.exists(${JSON.stringify(shared)}))
+`);
+    assert.equal(r.isError, false, text(r));
+    assert.equal(r.structuredContent.stdout, "True from the host False\n");
   });
 
   test("structured results and images come back as Python values", async () => {

@@ -915,7 +915,7 @@ TEST_F(SessionManagerTest, CloseToolRouterFailsPendingAndLaterCalls) {
   std::optional<Finished> f = st.collector->WaitFinished();
   ASSERT_TRUE(f);
   EXPECT_EQ(f->status(), Finished::OK) << f->DebugString();
-  EXPECT_THAT(f->result_repr(), HasSubstr("stopped answering"));
+  EXPECT_THAT(f->result_repr(), HasSubstr("closed its side"));
   EXPECT_THAT(f->result_repr(), HasSubstr("not available"));
   EXPECT_THAT(f->result_repr(), Not(HasSubstr("no error")));
   EXPECT_EQ(st.collector->tool_call_count(), 1u);
