@@ -332,7 +332,15 @@ absl::StatusOr<json> RunPythonTool::CallTool(const std::string& name, const json
   // ---- run (retried once on a fresh session when the old one is gone)
   std::mutex stats_mu;
   json tool_calls = json::array();
+  // Progress goes out from the stream reader (output) and from tool-call threads
+  // (upstream progress), and must strictly increase: one counter under one lock.
+  std::mutex progress_mu;
   uint64_t progress_n = 0;
+  auto report = [&](const std::string& message) {
+    if (!ctx.progress) return;
+    std::lock_guard<std::mutex> lock(progress_mu);
+    ctx.progress(static_cast<double>(++progress_n), std::nullopt, message);
+  };
   absl::StatusOr<Finished> finished = absl::UnknownError("not run");
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (!binding) {
@@ -351,9 +359,7 @@ absl::StatusOr<json> RunPythonTool::CallTool(const std::string& name, const json
     auto calls_token = std::make_shared<CancelToken>();
     if (ctx.cancel) ctx.cancel->OnCancel([calls_token] { calls_token->Cancel("the run was cancelled"); });
     ExecuteHandlers handlers;
-    handlers.on_output = [&](bool is_stderr, const std::string& text) {
-      if (ctx.progress) ctx.progress(static_cast<double>(++progress_n), std::nullopt, text);
-    };
+    handlers.on_output = [&](bool is_stderr, const std::string& text) { report(text); };
     handlers.on_tool_call = [&, calls_token](const sandbox::v1::ToolCall& call) {
       sandbox::v1::ToolResult r;
       r.set_call_id(call.call_id());
@@ -366,10 +372,25 @@ absl::StatusOr<json> RunPythonTool::CallTool(const std::string& name, const json
         json arguments = json::parse(call.arguments_json(), nullptr, false);
         CallOptions opts;
         opts.cancel = calls_token;
+        // Upstream progress reaches the client as progress of this run.
+        const std::string prefix = call.server() + "." + call.tool();
+        opts.on_progress = [&report, prefix](const json& params) {
+          // Upstream input: check types, nlohmann::json::value() throws on a mismatch.
+          auto m = params.find("message");
+          std::string message =
+              prefix + ": " + (m != params.end() && m->is_string() ? m->get<std::string>() : "progress");
+          if (params.contains("progress") && params["progress"].is_number()) {
+            message += " (" + params["progress"].dump();
+            if (params.contains("total") && params["total"].is_number()) message += "/" + params["total"].dump();
+            message += ")";
+          }
+          report(message + "\n");
+        };
         absl::StatusOr<json> result = upstreams_->CallTool(call.server(), call.tool(), arguments, opts);
         if (result.ok()) {
           r.set_result_json(result->dump());
-          ok = !result->value("isError", false);
+          auto e = result->find("isError");
+          ok = !(e != result->end() && e->is_boolean() && e->get<bool>());
         } else {
           r.set_error(absl::StrCat(call.server(), ".", call.tool(), ": ", result.status().message()));
         }

@@ -99,8 +99,9 @@ absl::Status McpClient::Connect() {
     return absl::UnavailableError(
         absl::StrCat("unsupported protocol version \"", protocol_version_, "\""));
   }
-  if (init->contains("serverInfo") && (*init)["serverInfo"].is_object()) {
-    server_name_ = (*init)["serverInfo"].value("name", std::string());
+  if (init->contains("serverInfo") && (*init)["serverInfo"].is_object() &&
+      (*init)["serverInfo"].contains("name") && (*init)["serverInfo"]["name"].is_string()) {
+    server_name_ = (*init)["serverInfo"]["name"].get<std::string>();
   }
   if (init->contains("instructions") && (*init)["instructions"].is_string()) {
     instructions_ = (*init)["instructions"].get<std::string>();

@@ -227,14 +227,20 @@ void JsonRpcClient::OnMessage(json message) {
   }
   bool has_method = message.contains("method") && message["method"].is_string();
   bool has_id = message.contains("id") && !message["id"].is_null();
-  if (has_method && has_id) {
-    OnServerRequest(message);
-  } else if (has_method) {
-    OnNotification(message);
-  } else if (has_id) {
-    OnResponse(message);
-  } else {
-    spdlog::warn("upstream {}: ignoring an invalid JSON-RPC message", name_);
+  // Upstream servers are outside our control: a field of an unexpected type must cost
+  // that message, never the reader thread (and with it the gateway).
+  try {
+    if (has_method && has_id) {
+      OnServerRequest(message);
+    } else if (has_method) {
+      OnNotification(message);
+    } else if (has_id) {
+      OnResponse(message);
+    } else {
+      spdlog::warn("upstream {}: ignoring an invalid JSON-RPC message", name_);
+    }
+  } catch (const std::exception& e) {
+    spdlog::warn("upstream {}: ignoring a malformed message: {}", name_, e.what());
   }
 }
 
@@ -279,8 +285,12 @@ void JsonRpcClient::OnNotification(const json& message) {
     std::lock_guard<std::mutex> lock(pending->progress_mu);
     if (!pending->finished && pending->on_progress) pending->on_progress(params);
   } else if (method == "notifications/message") {
-    spdlog::info("upstream {} [{}]: {}", name_, params.value("level", std::string("info")),
-                 params.contains("data") ? params["data"].dump() : std::string());
+    const bool ok = params.is_object();
+    spdlog::info("upstream {} [{}]: {}", name_,
+                 ok && params.contains("level") && params["level"].is_string()
+                     ? params["level"].get<std::string>()
+                     : std::string("info"),
+                 ok && params.contains("data") ? params["data"].dump() : std::string());
   } else {
     // notifications/cancelled (for a request of the server's: ours are answered at once),
     // resources/*, prompts/* ...: nothing to do.

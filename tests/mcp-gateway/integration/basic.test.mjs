@@ -151,6 +151,15 @@ env = await mcp_everything.get_env()
     for (let i = 1; i < updates.length; i++) assert.ok(updates[i].progress > updates[i - 1].progress);
   });
 
+  test("upstream progress is forwarded as progress of the run", async () => {
+    const updates = [];
+    const r = await runPython(client, "await mcp_everything.trigger_long_running_operation(duration=1, steps=3)",
+      {}, { onprogress: (p) => updates.push(p) });
+    assert.equal(r.isError, false, text(r));
+    const messages = updates.map((u) => u.message).join("");
+    assert.match(messages, /everything\.trigger-long-running-operation: .*\(\d+\/3\)/, messages);
+  });
+
   test("cancellation interrupts the run and keeps the namespace", async () => {
     await runPython(client, "kept = 'yes'");
     const controller = new AbortController();
