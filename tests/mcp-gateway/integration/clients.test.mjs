@@ -22,13 +22,37 @@ describe("many clients", () => {
   test("8 concurrent HTTP clients each keep their own state", async () => {
     const gateway = new GatewayHttp({ config, sandboxd: sandboxd.endpoint });
     await gateway.start();
+    const start = sessionCount();
     const clients = await Promise.all([...Array(8).keys()].map((i) => gateway.client(`c${i}`)));
     await Promise.all(clients.map((c, i) => runPython(c, `mine = ${i}\nr = await mcp_everything.echo(message=str(${i}))`)));
     const results = await Promise.all(clients.map((c) => runPython(c, "mine")));
     assert.deepEqual(results.map((r) => r.structuredContent.result), [..."01234567"]);
+    assert.equal(sessionCount(), start + 8, "one sandbox session per MCP session");
     // DELETE ends each MCP session and its sandbox session.
     await Promise.all(clients.map(async (c) => { await c.transport.terminateSession(); await c.close(); }));
+    await waitFor(() => sessionCount() === start, "the sandbox sessions to be deleted");
     await gateway.stop();
+  });
+
+  test("one gateway spreads sessions over several sandboxd endpoints", async () => {
+    const second = new Sandboxd();
+    await second.start();
+    const gateway = new GatewayHttp({ config, sandboxd: `${sandboxd.endpoint},${second.endpoint}` });
+    await gateway.start();
+    const before = sessionCount();
+    const a = await gateway.client("a");
+    const b = await gateway.client("b");
+    await runPython(a, "where = 'a'");
+    await runPython(b, "where = 'b'");
+    assert.equal(sessionCount() - before, 1, "one session on the first sandboxd");
+    assert.equal(second.sessions().length, 1, "one session on the second sandboxd");
+    // Each session stays on the sandboxd that created it.
+    assert.equal((await runPython(a, "where")).structuredContent.result, "'a'");
+    assert.equal((await runPython(b, "where")).structuredContent.result, "'b'");
+    await a.close();
+    await b.close();
+    await gateway.stop();
+    await second.stop();
   });
 
   test("two stdio gateways share one sandboxd without seeing each other", async () => {
