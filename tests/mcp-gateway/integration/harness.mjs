@@ -2,7 +2,7 @@
 // binaries, real upstream MCP servers (the npm reference servers) and real MCP clients
 // (the TypeScript SDK). Paths come from the environment ctest sets:
 //   SANDBOXD_BIN, GATEWAY_BIN, NODE_PEERS (deploy/node/node_modules)
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import fs from "node:fs";
 import net from "node:net";
 import os from "node:os";
@@ -35,10 +35,14 @@ export function track(child) {
   child.on("exit", () => children.delete(child));
   return child;
 }
+const daemons = new Set();
 export async function stopAll() {
   for (const c of [...children]) c.kill("SIGTERM");
   for (let i = 0; i < 50 && children.size; i++) await sleep(100);
   for (const c of [...children]) c.kill("SIGKILL");
+  // sandboxd keeps session containers across its own restarts by design; a test run
+  // must not leave any behind.
+  for (const d of daemons) d.removeContainers();
 }
 process.on("exit", () => { for (const c of children) c.kill("SIGKILL"); });
 
@@ -79,6 +83,12 @@ export class Sandboxd {
     this.stateDir = path.join(this.dir, "state");
     this.extraArgs = extraArgs;
     this.log = "";
+    daemons.add(this);
+  }
+  removeContainers() {
+    const ids = execFileSync("podman", ["ps", "-aq", "--filter", `label=io.sandboxd.state-dir=${this.stateDir}`])
+      .toString().split("\n").filter(Boolean);
+    if (ids.length) execFileSync("podman", ["rm", "-f", "-t", "0", ...ids], { stdio: "ignore" });
   }
   get endpoint() { return `unix:${this.socket}`; }
   async start() {
