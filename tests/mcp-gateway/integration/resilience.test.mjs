@@ -27,20 +27,28 @@ describe("resilience", () => {
   });
 
   test("an upstream killed mid-call raises ToolError, and the next call restarts it", async () => {
+    // Kill the upstream once the call is demonstrably in flight: its first progress
+    // notification has come through the gateway.
+    let killed = false;
+    let inFlight;
+    const reached = new Promise((resolve) => { inFlight = resolve; });
     const running = runPython(client, `
 try:
-    await mcp_everything.trigger_long_running_operation(duration=10, steps=5)
+    await mcp_everything.trigger_long_running_operation(duration=20, steps=20)
     print("finished?")
 except ToolError as e:
     print("ToolError:", e.message)
-`);
-    // Let the call reach the upstream, then kill the upstream process.
-    await new Promise((r) => setTimeout(r, 1500));
+`, {}, {
+      onprogress: (p) => { if (/trigger-long-running-operation/.test(p.message || "")) inFlight(); },
+    });
+    await reached;
     const upstreams = childPids(gateway.proc.pid);
     assert.ok(upstreams.length > 0, "the gateway runs server-everything as a child");
     for (const pid of upstreams) process.kill(pid, "SIGKILL");
+    killed = true;
     const r = await running;
     if (r.isError) console.log("GATEWAY LOG\n" + gateway.log + "\nSANDBOXD LOG\n" + sandboxd.log);
+    assert.ok(killed);
     assert.match(r.structuredContent.stdout, /^ToolError:/, text(r) + "\n" + gateway.log);
     const again = await runPython(client, "await mcp_everything.echo(message='back')");
     assert.equal(again.isError, false, text(again));

@@ -6,6 +6,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <thread>
 
@@ -188,10 +189,21 @@ TEST(LifecycleTest, SessionCountAndQueueAreBounded) {
   grpc::Status st = TryCreate(*stub);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   // One running + one queued fills the queue of 1; a third is refused.
-  std::thread running([&] { RunCode(*d.Stub(), a.id(), "import time\ntime.sleep(2)"); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::atomic<bool> started{false};
+  std::thread running([&] {
+    auto s = d.Stub();
+    Execute(*s, Start(a.id(), "import time\ntime.sleep(3)"), nullptr, false,
+            [&](const sandbox::v1::ExecuteResponse& m, auto*) {
+              if (m.has_started()) started = true;
+            });
+  });
+  ASSERT_TRUE(WaitFor([&] { return started.load(); }));
   std::thread queued([&] { RunCode(*d.Stub(), a.id(), "1"); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  sandbox::v1::Session got;
+  ASSERT_TRUE(WaitFor([&] {
+    GetSession(*stub, a.id(), &got);
+    return got.queued() == 1;
+  }));
   RunCode(*stub, a.id(), "2", 0, &st);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   running.join();
@@ -306,8 +318,16 @@ TEST(LifecycleTest, NotifiesSystemdAndDrainsOnSigterm) {
   sandbox::v1::Session s = CreateSession(*stub);
   // SIGTERM while an execution runs: it is allowed to finish (drain), then the daemon exits 0.
   Finished f;
-  std::thread running([&] { f = RunCode(*d.Stub(), s.id(), "import time\ntime.sleep(1)\n'drained'"); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::atomic<bool> started{false};
+  std::thread running([&] {
+    auto stub = d.Stub();
+    f = Execute(*stub, Start(s.id(), "import time\ntime.sleep(1)\n'drained'"), nullptr, false,
+                [&](const sandbox::v1::ExecuteResponse& m, auto*) {
+                  if (m.has_started()) started = true;
+                })
+            .finished;
+  });
+  ASSERT_TRUE(WaitFor([&] { return started.load(); }));
   EXPECT_EQ(d.Stop(), 0);
   running.join();
   EXPECT_EQ(f.result_repr(), "'drained'");
