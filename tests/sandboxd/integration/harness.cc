@@ -48,7 +48,9 @@ SandboxdProcess::SandboxdProcess(std::vector<std::string> extra_args, std::strin
 }
 
 SandboxdProcess::~SandboxdProcess() {
-  if (pid_ > 0) Kill();
+  // A graceful stop lets a pool refill that is in flight finish and be removed; a
+  // SIGKILL would leave its `podman run` to create a container after our clean-up.
+  if (pid_ > 0) Stop();
   // Leave nothing behind, whatever the test did.
   Sh(absl::StrCat(PodmanCommand(), " ps -aq --filter label=io.sandboxd.instance=", instance(),
                   " | xargs -r ", PodmanCommand(), " rm -f -t 0 >/dev/null 2>&1"));
@@ -129,7 +131,15 @@ int SandboxdProcess::Stop() {
   if (pid_ <= 0) return -1;
   kill(pid_, SIGTERM);
   int status = 0;
-  waitpid(pid_, &status, 0);
+  // Bounded: a daemon that does not stop within 30 s is killed (and the test sees 137).
+  for (int i = 0; i < 3000 && waitpid(pid_, &status, WNOHANG) == 0; ++i) {
+    if (i == 2999) {
+      ADD_FAILURE() << "sandboxd did not stop within 30 s of SIGTERM";
+      kill(pid_, SIGKILL);
+      waitpid(pid_, &status, 0);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   pid_ = -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
