@@ -2,6 +2,8 @@
 // and result formatting. See run_python.h.
 #include "gateway/run_python.h"
 
+#include "sandboxd/catalog.h"
+
 #include <chrono>
 
 #include "absl/strings/ascii.h"
@@ -39,13 +41,6 @@ std::string Signature(const UpstreamTool& t) {
     }
   }
   return absl::StrCat(t.name, "(", absl::StrJoin(params, ", "), ")");
-}
-
-std::string PyIdent(const std::string& name) {
-  std::string out;
-  for (char c : name) out.push_back(absl::ascii_isalnum(static_cast<unsigned char>(c)) ? c : '_');
-  if (out.empty() || absl::ascii_isdigit(static_cast<unsigned char>(out[0]))) out = "_" + out;
-  return out;
 }
 
 const char* StatusWord(Finished::Status s) {
@@ -142,20 +137,27 @@ std::string DescribeRunPython(const std::vector<UpstreamStatus>& upstreams, size
       "  _search(\"keyword\"); _schema(\"server.tool\"); help(mcp_server.tool_name)   # discover\n"
       "A failing tool raises ToolError. Results: structured content as dict, JSON text parsed, "
       "else str or a list of content blocks.\n";
+  // The Python names come from sandboxd's own catalog rules (sanitising, keywords,
+  // collisions), so the description names exactly what the sandbox defines.
+  std::map<std::string, std::string> py_names;
+  if (absl::StatusOr<sandboxd::Catalog> c = sandboxd::Catalog::FromProto(BuildCatalog(upstreams, {}));
+      c.ok()) {
+    for (const auto& server : c->servers()) py_names[server.name] = server.py_name;
+  }
   // Three levels of detail, the richest that fits.
   for (int level = 0; level < 3; ++level) {
     std::string body = "\nServers and tools:\n";
     if (upstreams.empty()) body += "(no upstream MCP servers are configured)\n";
     for (const auto& s : upstreams) {
-      std::string py = "mcp_" + PyIdent(s.name);
       if (!s.connected) {
         body += absl::StrCat("- ", s.name, ": unavailable (", FirstLine(s.error, 120), ")\n");
         continue;
       }
       if (level == 2) {
-        body += absl::StrCat("- ", s.name, " (", py, "): ", s.tools.size(), " tools\n");
+        body += absl::StrCat("- ", s.name, " (", py_names[s.name], "): ", s.tools.size(), " tools\n");
         continue;
       }
+      const std::string& py = py_names[s.name];
       body += absl::StrCat("- ", s.name, " (", py, "):\n");
       for (const auto& t : s.tools) {
         body += level == 0 ? absl::StrCat("    ", Signature(t), " - ", FirstLine(t.description), "\n")
