@@ -21,12 +21,15 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 
 # 1. Debian packages (build tools, libraries, podman with runc, debootstrap for the image,
-#    uidmap for rootless podman, Node.js for the MCP side).
+#    uidmap for rootless podman, Node.js for the MCP side). Installed without Recommends,
+#    so what we use from a Recommends is named here: catatonit is the init binary of
+#    `podman run --init` (without it every container start fails), fuse-overlayfs and
+#    slirp4netns serve rootless podman. util-linux (setpriv) is essential on Debian.
 packages=(
   build-essential cmake ccache pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev nlohmann-json3-dev libspdlog-dev libgtest-dev libgmock-dev libcpp-httplib-dev
-  podman runc debootstrap uidmap fuse-overlayfs slirp4netns
+  podman runc catatonit debootstrap uidmap fuse-overlayfs slirp4netns
   python3 systemd
 )
 # Node.js: any install that provides node and npm will do (Debian's, or NodeSource's,
@@ -69,3 +72,13 @@ fi
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build_dir" -j2
 log "built $build_dir/services/sandboxd/sandboxd"
+
+# 5. Prove that this machine runs sandboxes: one session with exactly the flags sandboxd
+#    uses, print(1), clean-up (about a second). A missing piece fails here, with podman's
+#    own error, instead of in every test.
+if ! check="$("$build_dir/services/sandboxd/sandboxd" --self_check 2>&1)"; then
+  echo "$check" >&2
+  log "FAILED: sandboxd cannot run a sandbox on this machine (podman's error above)"
+  exit 1
+fi
+log "self-check passed: a hardened container ran print(1)"

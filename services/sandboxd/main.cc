@@ -6,7 +6,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -16,11 +18,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "grpc/health/v1/health.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "sandboxd/grpc_service.h"
 #include "sandboxd/podman_runtime.h"
+#include "sandboxd/self_check.h"
 #include "sandboxd/sd_notify.h"
 #include "sandboxd/session_manager.h"
 #include "spdlog/sinks/stdout_sinks.h"
@@ -76,6 +80,10 @@ ABSL_FLAG(std::vector<std::string>, pass_env, {},
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "On SIGTERM, how long running calls may take to finish before they are cancelled.");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error.");
+ABSL_FLAG(bool, self_check, false,
+          "Check that this machine can run sandboxes with these flags, then exit: start one "
+          "session (a private state directory, no socket), run print(1), delete it. Exit "
+          "status 0 when it worked; otherwise 1 with podman's own error.");
 
 namespace {
 
@@ -134,6 +142,21 @@ absl::Status PrepareSocket(const std::string& path) {
     fs::remove(path, ec);
   }
   return absl::OkStatus();
+}
+
+// `--self_check`: one session, print(1), clean up. The verdict goes to stderr.
+int RunSelfCheck(sandboxd::SessionManager& manager, const std::string& state_dir) {
+  absl::Status status = manager.Start();
+  if (status.ok()) status = sandboxd::SelfCheck(manager);
+  manager.Shutdown();
+  std::error_code ec;
+  fs::remove_all(state_dir, ec);
+  if (!status.ok()) {
+    spdlog::critical("self-check failed: {}", status.message());
+    return 1;
+  }
+  spdlog::info("self-check passed: a hardened container started, ran print(1) and was removed");
+  return 0;
 }
 
 }  // namespace
@@ -215,6 +238,18 @@ int main(int argc, char** argv) {
     if (const char* v = std::getenv(name.c_str())) options.container_env.push_back(name + "=" + v);
   }
 
+  const bool self_check = absl::GetFlag(FLAGS_self_check);
+  if (self_check) {
+    char tmpl[] = "/tmp/sandboxd-self-check-XXXXXX";
+    if (!mkdtemp(tmpl)) {
+      spdlog::critical("self-check: cannot create a temporary directory: {}", strerror(errno));
+      return 1;
+    }
+    options.state_dir = tmpl;
+    options.pool_size = 0;
+    options.background = false;
+  }
+
   sandboxd::PodmanOptions podman;
   podman.podman = absl::GetFlag(FLAGS_podman);
   podman.oci_runtime = absl::GetFlag(FLAGS_oci_runtime);
@@ -223,6 +258,8 @@ int main(int argc, char** argv) {
   sandboxd::PodmanRuntime runtime(podman);
   sandboxd::RealClock clock;
   sandboxd::SessionManager manager(options, &runtime, &clock);
+
+  if (self_check) return RunSelfCheck(manager, options.state_dir);
 
   std::string socket_path = absl::GetFlag(FLAGS_socket);
   if (socket_path.empty()) socket_path = DefaultSocket();
@@ -235,6 +272,9 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  // gRPC's built-in health service does not link its proto descriptor; touching ours
+  // does, so reflection can describe grpc.health.v1.Health and grpcurl can call it.
+  (void)grpc::health::v1::HealthCheckRequest::descriptor();
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   sandboxd::SandboxServiceImpl service(&manager);
@@ -252,18 +292,28 @@ int main(int argc, char** argv) {
     return 1;
   }
   chmod(socket_path.c_str(), 0600);
+  // Health follows readiness: SERVING only while containers can be started (see
+  // docs/architecture.md, "Health and readiness"). Both the overall status ("") and the
+  // service's, since sandboxd has one job.
   auto* health = server->GetHealthCheckService();
-  health->SetServingStatus("", true);
-  health->SetServingStatus("sandbox.v1.SandboxService", true);
+  manager.SetReadinessListener([health, &notifier](const sandboxd::Readiness& r) {
+    health->SetServingStatus("", r.serving);
+    health->SetServingStatus("sandbox.v1.SandboxService", r.serving);
+    (void)notifier.Notify(r.serving ? std::string("STATUS=serving")
+                                    : "STATUS=cannot start containers: " + r.reason.substr(0, 200));
+  });
   spdlog::info("sandboxd {} serving on unix:{}{} (state {}, image {}, pool {})", SANDBOXD_VERSION,
                socket_path, tcp.empty() ? "" : absl::StrCat(" and ", tcp, " (port ", tcp_port, ")"),
                options.state_dir, options.image, options.pool_size);
-  (void)notifier.Notify("READY=1\nSTATUS=serving");
+  // READY=1: the socket accepts RPCs and earlier sessions are re-attached; whether new
+  // sessions can start is the health status (above).
+  (void)notifier.Notify("READY=1");
 
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("signal {}: draining and stopping", sig);
   (void)notifier.Notify("STOPPING=1\nSTATUS=draining");
+  manager.SetReadinessListener(nullptr);
   health->SetServingStatus("", false);
   health->SetServingStatus("sandbox.v1.SandboxService", false);
   server->Shutdown(std::chrono::system_clock::now() +

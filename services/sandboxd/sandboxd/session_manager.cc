@@ -75,13 +75,18 @@ absl::Status SessionManager::EnsureProbed() {
     if (runtime_info_) return absl::OkStatus();
   }
   absl::StatusOr<RuntimeInfo> info = runtime_->Probe();
+  if (!info.ok()) {
+    absl::Status error = absl::UnavailableError(info.status().message());
+    {
+      absl::MutexLock lock(&mu_);
+      runtime_error_ = std::string(info.status().message());
+    }
+    NoteStartResult(error);
+    return error;
+  }
   bool recover = false;
   {
     absl::MutexLock lock(&mu_);
-    if (!info.ok()) {
-      runtime_error_ = std::string(info.status().message());
-      return absl::UnavailableError(runtime_error_);
-    }
     spdlog::info("container runtime: {}, OCI runtime {}, {}, cgroup {}, limits via {}",
                  info->version, info->oci_runtime, info->rootless ? "rootless" : "rootful",
                  info->cgroup_version, info->cgroup_limits ? "cgroups" : "rlimits");
@@ -105,13 +110,51 @@ absl::Status SessionManager::Start() {
         absl::StrCat("cannot create state directory ", options_.state_dir, ": ", ec.message()));
   }
   chmod(options_.state_dir.c_str(), 0700);
-  if (absl::Status s = EnsureProbed(); !s.ok()) {
-    spdlog::error("container runtime unavailable: {} (sessions cannot be created until it "
-                  "works; the daemon keeps serving)", s.message());
+  // A runtime that does not answer is logged (NoteStartResult) and retried by PoolLoop.
+  (void)EnsureProbed();
+  if (options_.background) {
+    pool_thread_ = std::thread([this] { PoolLoop(); });
+    reaper_thread_ = std::thread([this] { ReaperLoop(); });
   }
-  pool_thread_ = std::thread([this] { PoolLoop(); });
-  reaper_thread_ = std::thread([this] { ReaperLoop(); });
   return absl::OkStatus();
+}
+
+Readiness SessionManager::readiness() {
+  absl::MutexLock lock(&mu_);
+  return readiness_;
+}
+
+void SessionManager::SetReadinessListener(std::function<void(const Readiness&)> listener) {
+  absl::MutexLock lock(&listener_mu_);
+  listener_ = std::move(listener);
+  if (listener_) listener_(readiness());
+}
+
+void SessionManager::NotifyReadiness() {
+  absl::MutexLock lock(&listener_mu_);
+  // Always the latest state, so listeners converge even when changes race.
+  if (listener_) listener_(readiness());
+}
+
+void SessionManager::NoteStartResult(const absl::Status& status) {
+  bool serving_changed = false;
+  {
+    absl::MutexLock lock(&mu_);
+    Readiness next{status.ok(), std::string(status.message()), true};
+    if (readiness_.checked && next.serving == readiness_.serving &&
+        next.reason == readiness_.reason) {
+      return;
+    }
+    serving_changed = next.serving != readiness_.serving;
+    readiness_ = std::move(next);
+  }
+  if (status.ok()) {
+    spdlog::info("containers start: health SERVING");
+  } else {
+    spdlog::error("cannot start containers: {} (health NOT_SERVING; CreateSession answers "
+                  "UNAVAILABLE; retrying in the background)", status.message());
+  }
+  if (serving_changed) NotifyReadiness();
 }
 
 void SessionManager::Recover() {
@@ -261,33 +304,37 @@ std::optional<SessionManager::Sandbox> SessionManager::TakeFromPool() {
 void SessionManager::PoolLoop() {
   absl::Duration backoff = absl::Seconds(1);
   for (;;) {
+    bool probe_only = false;
     {
       absl::MutexLock lock(&mu_);
+      // Also wakes when containers stop starting, to find out when they work again.
       auto need = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || pool_.size() < options_.pool_size;
+        return stopping_ || pool_.size() < options_.pool_size || !readiness_.serving;
       };
       mu_.Await(absl::Condition(&need));
       if (stopping_) return;
+      probe_only = pool_.size() >= options_.pool_size;
     }
     absl::Status probe = EnsureProbed();
-    absl::StatusOr<Sandbox> sb = probe.ok() ? StartSandbox(options_.default_limits, "pool")
-                                            : absl::StatusOr<Sandbox>(probe);
+    absl::StatusOr<Sandbox> sb =
+        probe.ok() ? StartSandbox(options_.default_limits, probe_only ? "probe" : "pool")
+                   : absl::StatusOr<Sandbox>(probe);
+    if (probe.ok()) NoteStartResult(sb.status());
     absl::MutexLock lock(&mu_);
     if (!sb.ok()) {
-      pool_error_ = std::string(sb.status().message());
-      spdlog::warn("warm pool: cannot start a container: {} (retrying in {})", pool_error_,
-                   absl::FormatDuration(backoff));
+      spdlog::debug("warm pool: cannot start a container: {} (retrying in {})",
+                    sb.status().message(), absl::FormatDuration(backoff));
       auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
       mu_.AwaitWithTimeout(absl::Condition(&stop), backoff);
-      backoff = std::min(backoff * 2, absl::Seconds(30));
+      backoff = std::min(backoff * 2, absl::Seconds(15));
       if (!probe.ok()) runtime_info_.reset();
       continue;
     }
     backoff = absl::Seconds(1);
-    pool_error_.clear();
-    if (stopping_) {
+    if (stopping_ || probe_only) {
       DiscardSandbox(sb->name);
-      return;
+      if (stopping_) return;
+      continue;
     }
     pool_.push_back(std::move(*sb));
   }
@@ -371,6 +418,7 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
   if (!sb) {
     if (absl::Status s = EnsureProbed(); !s.ok()) return s;
     absl::StatusOr<Sandbox> cold = StartSandbox(*limits, "session");
+    NoteStartResult(cold.status());
     if (!cold.ok()) return cold.status();
     sb = std::move(*cold);
   }
@@ -521,7 +569,11 @@ sandbox::v1::Info SessionManager::GetInfo() {
   } else {
     info.add_notes(absl::StrCat("container runtime unavailable: ", runtime_error_));
   }
-  if (!pool_error_.empty()) info.add_notes(absl::StrCat("warm pool: ", pool_error_));
+  info.set_serving(readiness_.serving);
+  if (!readiness_.serving) {
+    info.add_notes(absl::StrCat("cannot start containers (health NOT_SERVING): ",
+                                readiness_.reason));
+  }
   return info;
 }
 

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -49,6 +50,18 @@ struct ManagerOptions {
   uint32_t max_queue = 16;
   absl::Duration kill_grace = absl::Seconds(2);
   std::string version = "dev";
+  // Background work: the pool filler (which also re-checks a failing runtime) and the idle
+  // reaper. Off for one-shot uses such as `sandboxd --self_check`.
+  bool background = true;
+};
+
+// Whether sandboxd can start containers right now. It is the health status of
+// sandbox.v1.SandboxService: SERVING once a container has started and until a start (or
+// the runtime probe) fails; NOT_SERVING with the reason until a start succeeds again.
+struct Readiness {
+  bool serving = false;
+  std::string reason;    // why not serving; empty when serving
+  bool checked = false;  // a start (or probe) has been tried since the daemon started
 };
 
 class SessionManager {
@@ -81,6 +94,12 @@ class SessionManager {
 
   sandbox::v1::Info GetInfo();
 
+  Readiness readiness();
+  // Called with the current readiness at once and then on every change, serialised, from
+  // whichever thread noticed the change (no manager lock held). nullptr unregisters; after
+  // it returns no call is in progress.
+  void SetReadinessListener(std::function<void(const Readiness&)> listener);
+
   // A stable id of this daemon instance, derived from the state directory; container
   // labels carry it.
   const std::string& instance() const { return instance_; }
@@ -93,6 +112,10 @@ class SessionManager {
   };
 
   absl::Status EnsureProbed();
+  // Records the outcome of a container start (or runtime probe) and tells the listener
+  // when readiness changed.
+  void NoteStartResult(const absl::Status& status);
+  void NotifyReadiness();
   absl::StatusOr<Sandbox> StartSandbox(const ResolvedLimits& limits, const std::string& role);
   std::optional<Sandbox> TakeFromPool();
   void PoolLoop();
@@ -124,7 +147,10 @@ class SessionManager {
   // Re-attachment runs once, the first time the runtime answers (at start or later).
   bool recovered_ ABSL_GUARDED_BY(mu_) = false;
   std::string runtime_error_ ABSL_GUARDED_BY(mu_);
-  std::string pool_error_ ABSL_GUARDED_BY(mu_);
+  Readiness readiness_ ABSL_GUARDED_BY(mu_) = {false, "no container has been started yet", false};
+  // Serialises listener calls so they arrive in order; never taken while holding mu_.
+  absl::Mutex listener_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::function<void(const Readiness&)> listener_ ABSL_GUARDED_BY(listener_mu_);
   absl::BitGen rng_ ABSL_GUARDED_BY(mu_);
   std::thread pool_thread_;
   std::thread reaper_thread_;

@@ -1,10 +1,10 @@
 // Hostile and malformed input at the MCP edge, and the MCP Inspector CLI as a client.
 import assert from "node:assert/strict";
-import { execFile, spawn } from "node:child_process";
+import { execFile } from "node:child_process";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { promisify } from "node:util";
-import { GATEWAY_BIN, GatewayHttp, NODE_PEERS, Sandboxd, everythingStdio, stopAll, track, waitFor, writeConfig } from "./harness.mjs";
+import { GATEWAY_BIN, GatewayHttp, NODE_PEERS, Sandboxd, everythingStdio, spawnTied, stopAll, track, waitFor, writeConfig } from "./harness.mjs";
 
 const run = promisify(execFile);
 const INIT = {
@@ -28,7 +28,7 @@ describe("protocol edges", () => {
   });
 
   test("stdio: malformed lines get JSON-RPC errors and the gateway keeps serving", async () => {
-    const proc = track(spawn(GATEWAY_BIN, ["--transport=stdio", `--config=${config}`, `--sandboxd=${sandboxd.endpoint}`],
+    const proc = track(spawnTied(GATEWAY_BIN, ["--transport=stdio", `--config=${config}`, `--sandboxd=${sandboxd.endpoint}`],
       { stdio: ["pipe", "pipe", "ignore"] }));
     const lines = [];
     let buf = "";

@@ -11,5 +11,5 @@ add_executable(mcp_core_unit_tests
   ${CMAKE_CURRENT_LIST_DIR}/http_server_test.cc)
 target_include_directories(mcp_core_unit_tests PRIVATE ${CMAKE_CURRENT_LIST_DIR})
 target_link_libraries(mcp_core_unit_tests PRIVATE
-  mcp_core PkgConfig::MCP_CORE_TEST_HTTPLIB GTest::gtest_main Threads::Threads)
-gtest_discover_tests(mcp_core_unit_tests PROPERTIES LABELS unit DISCOVERY_TIMEOUT 60)
+  mcp_core PkgConfig::MCP_CORE_TEST_HTTPLIB Threads::Threads)
+add_gtest_suite(mcp_core_unit_tests unit)

@@ -12,6 +12,5 @@ target_include_directories(upstream_unit_tests PRIVATE ${CMAKE_CURRENT_LIST_DIR}
 target_compile_definitions(upstream_unit_tests PRIVATE
   FAKE_MCP_SERVER="${CMAKE_CURRENT_LIST_DIR}/fixtures/fake_mcp_server.py")
 target_link_libraries(upstream_unit_tests PRIVATE
-  gateway_upstream GTest::gtest_main Threads::Threads)
-gtest_discover_tests(upstream_unit_tests
-  PROPERTIES LABELS unit TIMEOUT 60 DISCOVERY_TIMEOUT 60)
+  gateway_upstream Threads::Threads)
+add_gtest_suite(upstream_unit_tests unit TIMEOUT 60)

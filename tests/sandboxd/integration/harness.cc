@@ -1,6 +1,8 @@
 #include "harness.h"
 
+#include <fcntl.h>
 #include <grp.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -45,6 +47,50 @@ SandboxdProcess::SandboxdProcess(std::vector<std::string> extra_args, std::strin
   state_dir_ = state_dir.empty() ? dir_ + "/state" : state_dir;
   socket_ = dir_ + "/sandboxd.sock";
   log_path_ = dir_ + "/sandboxd.log";
+  StartWatchdog();
+}
+
+void SandboxdProcess::StartWatchdog() {
+  // The watchdog reads lines from a pipe: "pid=N" after each start of the daemon, "done"
+  // after a normal clean-up. End of file without "done" means this process died.
+  // Everything the child needs is built before fork(): this process has threads.
+  std::string podman = PodmanCommand();
+  std::string script = absl::StrCat(
+      "pid=; while read -r word; do case $word in done) exit 0;; pid=*) pid=${word#pid=};; "
+      "esac; done; ",
+      "[ -n \"$pid\" ] && kill -KILL -- \"-$pid\" 2>/dev/null; sleep 1; ",
+      "for i in 1 2 3; do ids=$(", podman, " ps -aq --filter label=io.sandboxd.state-dir=",
+      state_dir_, "); [ -z \"$ids\" ] && break; ", podman, " rm -f -t 0 $ids; sleep 1; done; ",
+      "rm -rf '", dir_, "'");
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    ADD_FAILURE() << "pipe2: " << strerror(errno);
+    return;
+  }
+  pid_t w = fork();
+  if (w == 0) {
+    setsid();  // outlives a kill of the test's process group
+    dup2(fds[0], 0);
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    for (int fd = 3; fd < 1024; ++fd) close(fd);
+    execl("/bin/sh", "sh", "-c", script.c_str(), "watchdog", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(fds[0]);
+  if (w < 0) {
+    close(fds[1]);
+    ADD_FAILURE() << "fork: " << strerror(errno);
+    return;
+  }
+  watchdog_fd_ = fds[1];
+}
+
+void SandboxdProcess::TellWatchdog(const std::string& line) {
+  if (watchdog_fd_ < 0) return;
+  std::string l = line + "\n";
+  (void)!write(watchdog_fd_, l.data(), l.size());
 }
 
 SandboxdProcess::~SandboxdProcess() {
@@ -56,6 +102,8 @@ SandboxdProcess::~SandboxdProcess() {
                   " | xargs -r ", PodmanCommand(), " rm -f -t 0 >/dev/null 2>&1"));
   std::error_code ec;
   fs::remove_all(dir_, ec);
+  TellWatchdog("done");
+  if (watchdog_fd_ >= 0) close(watchdog_fd_);
 }
 
 std::string SandboxdProcess::PodmanCommand() const {
@@ -84,8 +132,10 @@ bool SandboxdProcess::Start(std::vector<std::string> env_overrides) {
                                    "--state_dir=" + state_dir_, "--pool_size=0",
                                    "--log_level=debug"};
   argv.insert(argv.end(), args_.begin(), args_.end());
+  const pid_t parent = getpid();
   pid_ = fork();
   if (pid_ == 0) {
+    setpgid(0, 0);  // its own group, so the watchdog can kill in-flight podman children too
     FILE* log = fopen(log_path_.c_str(), "a");
     dup2(fileno(log), 2);
     dup2(fileno(log), 1);
@@ -102,12 +152,16 @@ bool SandboxdProcess::Start(std::vector<std::string> env_overrides) {
         _exit(126);
       }
     }
+    // Dies with the test process (set after setuid, which clears it).
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
     std::vector<char*> cargv;
     for (auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
     cargv.push_back(nullptr);
     execv(cargv[0], cargv.data());
     _exit(127);
   }
+  if (pid_ > 0) TellWatchdog(absl::StrCat("pid=", pid_));
   for (int i = 0; i < 600; ++i) {
     // A fresh channel per attempt: a channel that failed once backs off for seconds.
     auto stub = Stub();

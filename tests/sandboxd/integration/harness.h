@@ -37,7 +37,9 @@ class SandboxdProcess {
   // `extra_args` are appended to the defaults (private socket/state dir, pool 0).
   explicit SandboxdProcess(std::vector<std::string> extra_args = {},
                            std::string state_dir = "", std::optional<RunAs> run_as = {});
-  ~SandboxdProcess();  // kills the daemon if running and removes its containers
+  // Stops the daemon if running and removes its containers. If the test process dies
+  // instead, the daemon dies with it (PR_SET_PDEATHSIG) and a watchdog removes them.
+  ~SandboxdProcess();
 
   // Starts the daemon and waits until its socket answers GetInfo. False on failure
   // (with the daemon's log printed).
@@ -61,7 +63,14 @@ class SandboxdProcess {
   std::string PodmanCommand() const;
 
  private:
+  // A detached process that, when this test process dies without cleaning up (an abort,
+  // a crash, ctest's timeout kill), kills the daemon's process group and removes its
+  // containers and directory. Told "done" by the destructor after a normal clean-up.
+  void StartWatchdog();
+  void TellWatchdog(const std::string& line);
+
   std::optional<RunAs> run_as_;
+  int watchdog_fd_ = -1;  // write end; closing it without "done" triggers the clean-up
   std::vector<std::string> args_;
   std::string dir_;
   std::string state_dir_;

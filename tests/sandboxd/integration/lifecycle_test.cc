@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "google/protobuf/descriptor.pb.h"
@@ -59,6 +60,17 @@ bool WaitFor(Pred pred, int timeout_ms = 20000) {
   return pred();
 }
 
+grpc::health::v1::HealthCheckResponse::ServingStatus Health(SandboxdProcess& d,
+                                                            const std::string& service) {
+  auto health = grpc::health::v1::Health::NewStub(d.Channel());
+  grpc::ClientContext ctx;
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service(service);
+  grpc::health::v1::HealthCheckResponse resp;
+  EXPECT_TRUE(health->Check(&ctx, req, &resp).ok());
+  return resp.status();
+}
+
 TEST(LifecycleTest, SocketIsPrivateAndHealthAndReflectionServe) {
   SandboxdProcess d;
   ASSERT_TRUE(d.Start());
@@ -70,14 +82,11 @@ TEST(LifecycleTest, SocketIsPrivateAndHealthAndReflectionServe) {
   ASSERT_EQ(stat(d.state_dir().c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
 
-  auto health = grpc::health::v1::Health::NewStub(d.Channel());
+  // SERVING once the first container started (a probe: the pool is off here).
   for (const char* service : {"", "sandbox.v1.SandboxService"}) {
-    grpc::ClientContext ctx;
-    grpc::health::v1::HealthCheckRequest req;
-    req.set_service(service);
-    grpc::health::v1::HealthCheckResponse resp;
-    ASSERT_TRUE(health->Check(&ctx, req, &resp).ok()) << service;
-    EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING) << service;
+    EXPECT_TRUE(WaitFor([&] {
+      return Health(d, service) == grpc::health::v1::HealthCheckResponse::SERVING;
+    })) << service;
   }
 
   auto reflection = grpc::reflection::v1alpha::ServerReflection::NewStub(d.Channel());
@@ -92,22 +101,30 @@ TEST(LifecycleTest, SocketIsPrivateAndHealthAndReflectionServe) {
   for (const auto& s : resp.list_services_response().service()) services.push_back(s.name());
   EXPECT_NE(std::find(services.begin(), services.end(), "sandbox.v1.SandboxService"), services.end());
   EXPECT_NE(std::find(services.begin(), services.end(), "grpc.health.v1.Health"), services.end());
+  // The health service is described too (grpcurl resolves every method this way).
+  req.set_file_containing_symbol("grpc.health.v1.Health");
+  ASSERT_TRUE(stream->Write(req));
+  ASSERT_TRUE(stream->Read(&resp));
+  EXPECT_GT(resp.file_descriptor_response().file_descriptor_proto_size(), 0)
+      << resp.error_response().error_message();
   req.set_file_containing_symbol("sandbox.v1.SandboxService");
   ASSERT_TRUE(stream->Write(req));
   ASSERT_TRUE(stream->Read(&resp));
   ASSERT_GT(resp.file_descriptor_response().file_descriptor_proto_size(), 0);
-  google::protobuf::FileDescriptorProto file;
-  ASSERT_TRUE(file.ParseFromString(resp.file_descriptor_response().file_descriptor_proto(0)));
   bool found_execute = false;
-  for (const auto& svc : file.service()) {
-    for (const auto& m : svc.method()) {
-      if (m.name() == "Execute") {
-        found_execute = true;
-        EXPECT_TRUE(m.client_streaming() && m.server_streaming());
+  for (const std::string& bytes : resp.file_descriptor_response().file_descriptor_proto()) {
+    google::protobuf::FileDescriptorProto file;
+    ASSERT_TRUE(file.ParseFromString(bytes));
+    for (const auto& svc : file.service()) {
+      for (const auto& m : svc.method()) {
+        if (m.name() == "Execute") {
+          found_execute = true;
+          EXPECT_TRUE(m.client_streaming() && m.server_streaming());
+        }
       }
     }
   }
-  EXPECT_TRUE(found_execute);
+  EXPECT_TRUE(found_execute) << resp.DebugString().substr(0, 2000);
   stream->WritesDone();
   stream->Finish();
 }
@@ -302,6 +319,13 @@ class NotifyListener {
     ssize_t n = recv(fd_, buf, sizeof buf, 0);
     return n > 0 ? std::string(buf, n) : "";
   }
+  // The next message that contains `what` (STATUS= updates come in between); "" on timeout.
+  std::string NextWith(const std::string& what) {
+    for (std::string m = Next(); !m.empty(); m = Next()) {
+      if (m.find(what) != std::string::npos) return m;
+    }
+    return "";
+  }
   const std::string& path() const { return path_; }
 
  private:
@@ -313,7 +337,7 @@ TEST(LifecycleTest, NotifiesSystemdAndDrainsOnSigterm) {
   NotifyListener notify;
   SandboxdProcess d({"--pool_size=1"});
   ASSERT_TRUE(d.Start({"NOTIFY_SOCKET=" + notify.path()}));
-  EXPECT_NE(notify.Next().find("READY=1"), std::string::npos);
+  EXPECT_NE(notify.NextWith("READY=1"), "");
   auto stub = d.Stub();
   sandbox::v1::Session s = CreateSession(*stub);
   // SIGTERM while an execution runs: it is allowed to finish (drain), then the daemon exits 0.
@@ -331,7 +355,7 @@ TEST(LifecycleTest, NotifiesSystemdAndDrainsOnSigterm) {
   EXPECT_EQ(d.Stop(), 0);
   running.join();
   EXPECT_EQ(f.result_repr(), "'drained'");
-  std::string stopping = notify.Next();
+  std::string stopping = notify.NextWith("STOPPING=1");
   EXPECT_NE(stopping.find("STOPPING=1"), std::string::npos) << "got: " << stopping << " errno " << errno << "\n" << d.Log();
 }
 
@@ -379,6 +403,109 @@ TEST(LifecycleTest, StartsWithoutPodmanAndSaysWhy) {
   sandbox::v1::Info info = GetInfo(*stub);
   ASSERT_GT(info.notes_size(), 0);
   EXPECT_NE(info.notes(0).find("unavailable"), std::string::npos) << info.notes(0);
+}
+
+// A podman whose `run` fails the way a missing init binary makes it fail while `broken`
+// exists, and is the real podman otherwise.
+class BreakablePodman {
+ public:
+  BreakablePodman() {
+    dir_ = "/tmp/sbx-breakable-" + std::to_string(getpid());
+    fs::create_directories(dir_);
+    std::string real = Sh("command -v podman");
+    real.pop_back();
+    std::ofstream(path()) << "#!/bin/sh\n"
+                          << "for a in \"$@\"; do\n"
+                          << "  if [ \"$a\" = run ] && [ -e " << dir_ << "/broken ]; then\n"
+                          << "    echo 'Error: container-init binary not found on the host (test)' >&2\n"
+                          << "    exit 125\n"
+                          << "  fi\n"
+                          << "done\n"
+                          << "exec " << real << " \"$@\"\n";
+    fs::permissions(path(), fs::perms::owner_all);
+  }
+  ~BreakablePodman() { fs::remove_all(dir_); }
+  std::string path() const { return dir_ + "/podman"; }
+  void Break() { std::ofstream(dir_ + "/broken") << "1"; }
+  void Repair() { fs::remove(dir_ + "/broken"); }
+
+ private:
+  std::string dir_;
+};
+
+TEST(LifecycleTest, NotServingWhileContainersCannotStartAndRecoversByItself) {
+  using grpc::health::v1::HealthCheckResponse;
+  BreakablePodman podman;
+  podman.Break();
+  SandboxdProcess d({"--podman=" + podman.path(), "--pool_size=1"});
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  // The pool's first start fails.
+  ASSERT_TRUE(WaitFor([&] { return d.Log().find("cannot start containers") != std::string::npos; }))
+      << d.Log();
+  for (const char* service : {"", "sandbox.v1.SandboxService"}) {
+    EXPECT_EQ(Health(d, service), HealthCheckResponse::NOT_SERVING) << service;
+  }
+  sandbox::v1::Info info = GetInfo(*stub);
+  EXPECT_FALSE(info.serving());
+  ASSERT_GT(info.notes_size(), 0);
+  EXPECT_NE(info.notes(0).find("container-init binary not found"), std::string::npos) << info.notes(0);
+  grpc::Status st = TryCreate(*stub);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(st.error_message().find("container-init binary not found"), std::string::npos)
+      << st.error_message();
+  EXPECT_NE(d.Log().find("cannot start containers"), std::string::npos) << d.Log();
+
+  podman.Repair();  // nobody calls: the daemon finds out by itself
+  EXPECT_TRUE(WaitFor([&] { return Health(d, "sandbox.v1.SandboxService") == HealthCheckResponse::SERVING; },
+                      40000))
+      << d.Log();
+  EXPECT_EQ(Health(d, ""), HealthCheckResponse::SERVING);
+  EXPECT_TRUE(GetInfo(*stub).serving());
+  EXPECT_TRUE(TryCreate(*stub).ok());
+}
+
+TEST(LifecycleTest, WithoutAPoolHealthStillReflectsContainerStarts) {
+  using grpc::health::v1::HealthCheckResponse;
+  SandboxdProcess d({"--pool_size=0"});
+  ASSERT_TRUE(d.Start());
+  // One probe container proves that containers start; it is removed right after.
+  EXPECT_TRUE(WaitFor([&] { return Health(d, "") == HealthCheckResponse::SERVING; }, 40000)) << d.Log();
+  EXPECT_TRUE(WaitFor([&] { return d.LiveContainers() == 0; }));
+}
+
+TEST(LifecycleTest, SelfCheckRunsPrintOneAndSaysWhyWhenItCannot) {
+  int rc = -1;
+  std::string out = Sh(SandboxdBinary() + " --self_check 2>&1", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("self-check passed"), std::string::npos) << out;
+
+  BreakablePodman podman;
+  podman.Break();
+  out = Sh(SandboxdBinary() + " --self_check --podman=" + podman.path() + " 2>&1", &rc);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("container-init binary not found"), std::string::npos) << out;
+  // Nothing is left behind either way.
+  EXPECT_EQ(Sh("podman ps -a --format '{{index .Labels \"io.sandboxd.state-dir\"}}' | "
+               "grep -c sandboxd-self-check-"),
+            "0\n");
+  EXPECT_EQ(Sh("ls -d /tmp/sandboxd-self-check-* 2>/dev/null | wc -l"), "0\n");
+}
+
+TEST(LifecycleTest, AnAbortedTestLeavesNoDaemonOrContainer) {
+  // The helper starts a daemon with a pool container, then aborts (no destructors run).
+  int rc = -1;
+  std::string out = Sh(std::string(ABORT_HELPER) + " 2>/dev/null", &rc);
+  int pid = 0;
+  char state_dir[512] = {0};
+  ASSERT_EQ(sscanf(out.c_str(), "pid=%d state_dir=%511s", &pid, state_dir), 2) << out;
+  std::string filter = std::string("label=io.sandboxd.state-dir=") + state_dir;
+  // The daemon died with its parent (PR_SET_PDEATHSIG) ...
+  EXPECT_TRUE(WaitFor([&] { return kill(pid, 0) != 0; }, 10000)) << "sandboxd " << pid << " outlived its test";
+  // ... and the watchdog removed its containers and its directory.
+  EXPECT_TRUE(WaitFor([&] { return Sh("podman ps -aq --filter " + filter).empty(); }, 30000))
+      << Sh("podman ps -a --filter " + filter);
+  EXPECT_TRUE(WaitFor([&] { return !fs::exists(state_dir); }, 10000)) << state_dir;
 }
 
 }  // namespace

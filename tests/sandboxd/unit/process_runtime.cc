@@ -45,6 +45,12 @@ void ProcessRuntime::SetCgroupLimits(bool cgroup_limits) {
   cgroup_limits_ = cgroup_limits;
 }
 
+void ProcessRuntime::ResetCounters() {
+  absl::MutexLock lock(&mu_);
+  start_calls_ = 0;
+  probe_calls_ = 0;
+}
+
 int ProcessRuntime::start_calls() {
   absl::MutexLock lock(&mu_);
   return start_calls_;

@@ -63,6 +63,8 @@ class ProcessRuntime : public ContainerRuntime {
   std::vector<std::string> Names();
   int start_calls();
   int probe_calls();
+  // Forgets the calls so far (for tests that count calls after the manager's start-up probe).
+  void ResetCounters();
 
  private:
   struct Proc {

@@ -252,6 +252,16 @@ class SessionManagerTest : public ::testing::Test {
     auto m = std::make_unique<SessionManager>(o, runtime_.get(), &clock_);
     absl::Status s = m->Start();
     EXPECT_TRUE(s.ok()) << s;
+    if (o.pool_size == 0) {
+      // Without a pool the manager starts one probe container to learn whether containers
+      // start (its readiness). Let that settle and be removed, so tests count only their own.
+      for (int i = 0; i < 500; ++i) {
+        Readiness r = m->readiness();
+        if (r.checked && runtime_->Names().empty()) break;
+        absl::SleepFor(absl::Milliseconds(10));
+      }
+      runtime_->ResetCounters();
+    }
     managers_.push_back(std::move(m));
     return managers_.back().get();
   }
@@ -1110,12 +1120,56 @@ TEST_F(SessionManagerTest, StartFailureIsUnavailable) {
   EXPECT_EQ(s.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("no space left on device"));
   EXPECT_EQ(m->ListSessions("").size(), 0u);
-  // No socket directory is left behind.
-  EXPECT_TRUE(fs::is_empty(state_dir_ + "/c"));
+  // No socket directory is left behind (by this attempt, nor by the background re-check).
+  EXPECT_TRUE(WaitFor([&] { return fs::is_empty(state_dir_ + "/c"); }));
   runtime_->SetStartFailure(std::nullopt);
   s = m->CreateSession({});
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(Eval(m, s->id(), "'up'"), "'up'");
+}
+
+TEST_F(SessionManagerTest, ReadinessFollowsContainerStartsAndRecoversByItself) {
+  absl::Mutex mu;
+  std::vector<Readiness> seen;
+  auto record = [&](const Readiness& r) {
+    absl::MutexLock lock(&mu);
+    seen.push_back(r);
+  };
+  auto last = [&] {
+    absl::MutexLock lock(&mu);
+    return seen.empty() ? Readiness{} : seen.back();
+  };
+  runtime_->SetStartFailure("container-init binary not found");
+  ManagerOptions o = Options();
+  o.pool_size = 1;
+  auto m = std::make_unique<SessionManager>(o, runtime_.get(), &clock_);
+  m->SetReadinessListener(record);
+  ASSERT_OK(m->Start());
+  ASSERT_TRUE(WaitFor([&] { return m->readiness().checked; }));
+  EXPECT_FALSE(last().serving);
+  sandbox::v1::Info info = m->GetInfo();
+  EXPECT_FALSE(info.serving());
+  bool noted = false;
+  for (const auto& n : info.notes()) noted |= absl::StrContains(n, "container-init binary not found");
+  EXPECT_TRUE(noted) << info.DebugString();
+  absl::StatusOr<sandbox::v1::Session> s = m->CreateSession({});
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("container-init binary not found"));
+
+  // Nobody calls: the pool's background re-check finds that containers start again.
+  runtime_->SetStartFailure(std::nullopt);
+  EXPECT_TRUE(WaitFor([&] { return last().serving; }, absl::Seconds(20)));
+  EXPECT_TRUE(m->GetInfo().serving());
+  EXPECT_TRUE(m->CreateSession({}).ok());
+  m->SetReadinessListener(nullptr);
+  size_t calls = seen.size();
+  runtime_->SetStartFailure("broken again");
+  sandbox::v1::CreateSessionRequest custom;  // not from the pool: a cold start
+  custom.mutable_limits()->set_pids(64);
+  EXPECT_EQ(m->CreateSession(custom).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(m->readiness().serving);
+  EXPECT_EQ(seen.size(), calls);  // unregistered listeners are not called
+  m->Shutdown();
 }
 
 TEST_F(SessionManagerTest, RunnerRemovedUnderUs) {

@@ -1,0 +1,133 @@
+// Process plumbing shared by the Node.js integration tests: processes that die with the
+// test process, a real sandboxd on a private socket and state directory, and waiting.
+//   SANDBOXD_BIN (set by ctest) is the daemon under test.
+import { execFileSync, spawn } from "node:child_process";
+import fs from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+
+export function required(name) {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set: run the tests through ctest (scripts/test.sh)`);
+  return v;
+}
+
+// Spawns a process that dies with this test process: setpriv sets PR_SET_PDEATHSIG
+// (SIGKILL) and then execs the program, so the pid is the program's own.
+export function spawnTied(command, args = [], options = {}) {
+  return spawn("setpriv", ["--pdeathsig", "KILL", "--", command, ...args], options);
+}
+// The same for SDK transports that spawn their own server process.
+export function tiedCommand(command, args = []) {
+  return { command: "setpriv", args: ["--pdeathsig", "KILL", "--", command, ...args] };
+}
+
+// A detached shell that removes a sandboxd's containers if this process dies without
+// cleaning up (a crash, ctest's timeout kill): it waits for "done" on its stdin, and an
+// end of file without it means we are gone. sandboxd keeps containers across its own
+// restarts by design, so nothing else would remove them.
+function containerWatchdog(stateDir, dir) {
+  const script = `while read -r w; do [ "$w" = done ] && exit 0; done; sleep 1; ` +
+    `for i in 1 2 3; do ids=$(podman ps -aq --filter "label=io.sandboxd.state-dir=$1"); ` +
+    `[ -z "$ids" ] && break; podman rm -f -t 0 $ids; sleep 1; done; rm -rf "$2"`;
+  const w = spawn("sh", ["-c", script, "watchdog", stateDir, dir],
+    { detached: true, stdio: ["pipe", "ignore", "ignore"] });
+  w.unref();
+  w.stdin.unref?.();
+  w.stdin.on("error", () => {});
+  return w;
+}
+
+const children = new Set();
+export function track(child) {
+  children.add(child);
+  child.on("exit", () => children.delete(child));
+  return child;
+}
+const daemons = new Set();
+export async function stopAll() {
+  for (const c of [...children]) c.kill("SIGTERM");
+  for (let i = 0; i < 50 && children.size; i++) await sleep(100);
+  for (const c of [...children]) c.kill("SIGKILL");
+  // sandboxd keeps session containers across its own restarts by design; a test run
+  // must not leave any behind.
+  for (const d of daemons) {
+    d.removeContainers();
+    d.watchdog.stdin.end("done\n");
+  }
+  daemons.clear();
+}
+process.on("exit", () => { for (const c of children) c.kill("SIGKILL"); });
+
+export function tempDir(prefix = "gwtest-") {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+export async function waitFor(pred, what, timeoutMs = 20000) {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await pred();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+// A free loopback port (bound and released).
+export async function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.listen(0, "127.0.0.1", () => { const p = s.address().port; s.close(() => resolve(p)); });
+    s.on("error", reject);
+  });
+}
+
+// True when something accepts connections at `where` (a unix socket path or {host, port}).
+export function canConnect(where) {
+  return new Promise((resolve) => {
+    const c = net.connect(where, () => { c.end(); resolve(true); });
+    c.on("error", () => resolve(false));
+  });
+}
+
+export class Sandboxd {
+  constructor(extraArgs = []) {
+    this.dir = tempDir("sbxd-");
+    this.socket = path.join(this.dir, "sandboxd.sock");
+    this.stateDir = path.join(this.dir, "state");
+    this.extraArgs = extraArgs;
+    this.log = "";
+    this.watchdog = containerWatchdog(this.stateDir, this.dir);
+    daemons.add(this);
+  }
+  removeContainers() {
+    const ids = execFileSync("podman", ["ps", "-aq", "--filter", `label=io.sandboxd.state-dir=${this.stateDir}`])
+      .toString().split("\n").filter(Boolean);
+    if (ids.length) execFileSync("podman", ["rm", "-f", "-t", "0", ...ids], { stdio: "ignore" });
+  }
+  get endpoint() { return `unix:${this.socket}`; }
+  async start() {
+    this.proc = track(spawnTied(required("SANDBOXD_BIN"), [`--socket=${this.socket}`,
+      `--state_dir=${this.stateDir}`, "--pool_size=2", ...this.extraArgs],
+      { stdio: ["ignore", "ignore", "pipe"] }));
+    this.proc.stderr.on("data", (d) => { this.log += d; });
+    await waitFor(() => canConnect(this.socket), `sandboxd on ${this.socket}`, 30000);
+  }
+  // Sessions sandboxd knows about, from its records: [{id, container}].
+  sessions() {
+    const dir = path.join(this.stateDir, "sessions");
+    if (!fs.existsSync(dir)) return [];
+    return fs.readdirSync(dir).filter((f) => f.endsWith(".json")).map((f) => {
+      const rec = JSON.parse(fs.readFileSync(path.join(dir, f), "utf8"));
+      return { id: f.slice(0, -5), container: rec.container_name };
+    });
+  }
+  async stop(signal = "SIGTERM") {
+    if (!this.proc || this.proc.exitCode !== null) return;
+    const exited = new Promise((r) => this.proc.once("exit", r));
+    this.proc.kill(signal);
+    await exited;
+  }
+}
