@@ -49,6 +49,13 @@ ABSL_FLAG(uint32_t, max_timeout_seconds, 300, "Largest run_python timeout a clie
 ABSL_FLAG(absl::Duration, startup_wait, absl::Seconds(10),
           "How long to wait for upstreams to connect before serving (they keep connecting after).");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error.");
+ABSL_FLAG(uint64_t, max_catalog_bytes_per_upstream, 1 << 20,
+          "Largest tool catalog (names, descriptions, schemas) of one upstream; a larger "
+          "upstream is left out with the reason, the others keep working.");
+ABSL_FLAG(uint32_t, max_tool_calls_in_flight, 64,
+          "Tool calls of one run_python answered at the same time; more get a ToolError.");
+ABSL_FLAG(uint32_t, max_tool_calls_per_run, 10000,
+          "Tool calls one run_python may make in total; later ones get a ToolError.");
 
 namespace {
 
@@ -113,13 +120,17 @@ int main(int argc, char** argv) {
 
   gateway::UpstreamOptions upstream_options;
   upstream_options.call_timeout = absl::GetFlag(FLAGS_call_timeout);
+  upstream_options.max_catalog_bytes = absl::GetFlag(FLAGS_max_catalog_bytes_per_upstream);
   gateway::UpstreamManager upstreams(*configs, upstream_options);
   upstreams.Start();
 
   std::vector<std::string> endpoints = absl::GetFlag(FLAGS_sandboxd);
   if (endpoints.empty()) endpoints = from_env("MCP_GATEWAY_SANDBOXD");
   if (endpoints.empty()) endpoints.push_back(DefaultSandboxd());
-  gateway::SandboxClient sandboxes(endpoints);
+  gateway::ToolCallLimits tool_call_limits;
+  tool_call_limits.max_in_flight = absl::GetFlag(FLAGS_max_tool_calls_in_flight);
+  tool_call_limits.max_per_run = absl::GetFlag(FLAGS_max_tool_calls_per_run);
+  gateway::SandboxClient sandboxes(endpoints, tool_call_limits);
   gateway::ManagerUpstreams upstream_view(&upstreams);
   gateway::RunPythonOptions run_options;
   run_options.default_timeout_seconds = absl::GetFlag(FLAGS_default_timeout_seconds);

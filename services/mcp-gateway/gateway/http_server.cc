@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "gateway/http_checks.h"
+#include "base/thread.h"
 #include "gateway/mcp_wire.h"
 #include "gateway/transports.h"
 
@@ -661,13 +662,13 @@ absl::Status HttpServer::Start() {
   // overflows it and waits for SYN retransmits (a second or more). Listening again on
   // the bound socket raises the backlog (Linux allows this).
   if (listen_fd != INVALID_SOCKET) ::listen(listen_fd, SOMAXCONN);
-  d.listener = std::thread([&d] { d.server.listen_after_bind(); });
+  d.listener = codemode::StartThread("http listener", [&d] { d.server.listen_after_bind(); });
   // httplib's stop() is a no-op until the accept loop runs; wait for it so an early
   // Stop() cannot miss it. The socket is already listening, so this is brief.
   for (int i = 0; i < 5000 && !d.server.is_running(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  d.reaper = std::thread([&d] { d.ReapLoop(); });
+  d.reaper = codemode::StartThread("http reaper", [&d] { d.ReapLoop(); });
   {
     std::lock_guard<std::mutex> lock(d.mu);
     d.started = true;

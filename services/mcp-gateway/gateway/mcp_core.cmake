@@ -5,5 +5,5 @@ add_library(mcp_core STATIC
   ${CMAKE_CURRENT_LIST_DIR}/http_checks.cc)
 target_include_directories(mcp_core PUBLIC ${CMAKE_CURRENT_LIST_DIR}/..)
 target_link_libraries(mcp_core
-  PUBLIC nlohmann_json::nlohmann_json absl::status absl::statusor absl::time absl::strings
+  PUBLIC codemode_base nlohmann_json::nlohmann_json absl::status absl::statusor absl::time absl::strings
   PRIVATE spdlog::spdlog PkgConfig::HTTPLIB Threads::Threads)

@@ -14,6 +14,8 @@
 // (lenient towards clients that pipeline), but list_changed is only sent after it. Log
 // messages pass at "info" and above until logging/setLevel says otherwise.
 #include "gateway/mcp_server.h"
+#include "base/thread.h"
+#include "base/untrusted_json.h"
 
 #include <chrono>
 #include <cmath>
@@ -307,8 +309,12 @@ json McpSession::Impl::StartToolCall(const json& id, const json& params,
     // destructor) waits for running_workers to reach zero, so `this` outlives the worker.
     // Were the worker to keep the session alive instead, dropping the last outside
     // reference would move SessionClosed to some later moment on the worker's thread.
-    std::thread(&Impl::RunToolCall, this, id, name->get<std::string>(), std::move(arguments),
-                ProgressToken(params), token, reply)
+    codemode::StartThread("tools/call",
+                          [this, id, tool = name->get<std::string>(), arguments = std::move(arguments),
+                           progress = ProgressToken(params), token, reply]() mutable {
+                            RunToolCall(id, std::move(tool), std::move(arguments), progress, token,
+                                        reply);
+                          })
         .detach();
   } catch (const std::system_error& e) {
     std::lock_guard<std::mutex> lock(mu);
@@ -502,10 +508,12 @@ nlohmann::json MakeNotification(const std::string& method, nlohmann::json params
 
 absl::StatusOr<nlohmann::json> ParseMessage(const std::string& text,
                                             nlohmann::json* error_response) {
-  json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  // Depth-checked before anything copies or dumps it (see base/untrusted_json.h).
+  absl::StatusOr<json> maybe = codemode::ParseUntrustedJson(text, "the message");
+  json parsed = maybe.ok() ? std::move(*maybe) : json(json::value_t::discarded);
   json error;
-  if (parsed.is_discarded()) {
-    error = MakeError(nullptr, kParseError, "Parse error: the message is not valid JSON");
+  if (!maybe.ok()) {
+    error = MakeError(nullptr, kParseError, absl::StrCat("Parse error: ", maybe.status().message()));
   } else if (parsed.is_array()) {
     error = MakeError(nullptr, kInvalidRequest, "JSON-RPC batches are not supported");
   } else if (!parsed.is_object()) {

@@ -1,6 +1,7 @@
 // The run_python tool: argument validation, sandbox session bindings, tool-call routing
 // and result formatting. See run_python.h.
 #include "gateway/run_python.h"
+#include "base/untrusted_json.h"
 
 #include "sandboxd/catalog.h"
 
@@ -367,11 +368,14 @@ absl::StatusOr<json> RunPythonTool::CallTool(const std::string& name, const json
       r.set_call_id(call.call_id());
       auto started = std::chrono::steady_clock::now();
       bool ok = false;
+      // sandboxd checked the arguments, but the gateway trusts no peer's JSON.
+      absl::StatusOr<json> arguments = codemode::ParseUntrustedJson(call.arguments_json(), "arguments");
       if (!allowed.empty() && !allowed.count(call.server())) {
         r.set_error(absl::StrCat(call.server(), ".", call.tool(), ": server '", call.server(),
                                  "' is not allowed in this run"));
+      } else if (!arguments.ok()) {
+        r.set_error(absl::StrCat(call.server(), ".", call.tool(), ": ", arguments.status().message()));
       } else {
-        json arguments = json::parse(call.arguments_json(), nullptr, false);
         CallOptions opts;
         opts.cancel = calls_token;
         // Upstream progress reaches the client as progress of this run.
@@ -388,7 +392,7 @@ absl::StatusOr<json> RunPythonTool::CallTool(const std::string& name, const json
           }
           report(message + "\n");
         };
-        absl::StatusOr<json> result = upstreams_->CallTool(call.server(), call.tool(), arguments, opts);
+        absl::StatusOr<json> result = upstreams_->CallTool(call.server(), call.tool(), *arguments, opts);
         if (result.ok()) {
           r.set_result_json(result->dump());
           auto e = result->find("isError");

@@ -2,11 +2,14 @@
 // and the Execute stream loop.
 #include "gateway/sandbox_client.h"
 
+#include <atomic>
+#include <list>
 #include <mutex>
 #include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "base/thread.h"
 
 namespace gateway {
 namespace {
@@ -19,8 +22,8 @@ std::chrono::system_clock::time_point Deadline(std::chrono::seconds d) {
 
 }  // namespace
 
-SandboxClient::SandboxClient(std::vector<std::string> endpoints)
-    : endpoints_(std::move(endpoints)), created_(endpoints_.size(), 0) {
+SandboxClient::SandboxClient(std::vector<std::string> endpoints, ToolCallLimits limits)
+    : endpoints_(std::move(endpoints)), limits_(limits), created_(endpoints_.size(), 0) {
   for (const auto& e : endpoints_) {
     grpc::ChannelArguments args;
     // sandboxd restarts should be noticed within a second, not after gRPC's default
@@ -108,6 +111,92 @@ absl::Status SandboxClient::ResetSession(const SandboxRef& ref) {
   return Convert(Stub(ref.endpoint).ResetSession(&ctx, req, &resp), ref.endpoint);
 }
 
+namespace {
+
+// Answers the tool calls of one execution, each in flight on a thread of its own, within
+// ToolCallLimits. Threads that finished are joined as new calls arrive, so a run that
+// makes 100,000 calls holds at most max_in_flight threads, not 100,000. Used by the
+// Execute loop's thread only.
+class ToolCallDispatcher {
+ public:
+  using Write = std::function<void(const sandbox::v1::ExecuteRequest&)>;
+  ToolCallDispatcher(const ToolCallLimits& limits, const ExecuteHandlers& handlers, Write write)
+      : limits_(limits), handlers_(handlers), write_(std::move(write)) {}
+  ~ToolCallDispatcher() { JoinAll(); }
+
+  void Dispatch(sandbox::v1::ToolCall call) {
+    JoinFinished();
+    if (total_ >= limits_.max_per_run) {
+      Answer(call.call_id(), absl::StrCat("this run made more than ", limits_.max_per_run,
+                                          " tool calls (the gateway's --max_tool_calls_per_run)"));
+      return;
+    }
+    if (running_.size() >= limits_.max_in_flight) {
+      Answer(call.call_id(),
+             absl::StrCat("more than ", limits_.max_in_flight, " tool calls in flight at once "
+                          "(the gateway's --max_tool_calls_in_flight); await some first"));
+      return;
+    }
+    ++total_;
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    std::thread t = codemode::StartThread("tool call", [this, call = std::move(call), done] {
+      sandbox::v1::ExecuteRequest req;
+      bool answered = codemode::RunContained("tool call", [&] {
+        if (handlers_.on_tool_call) {
+          *req.mutable_tool_result() = handlers_.on_tool_call(call);
+        } else {
+          req.mutable_tool_result()->set_error("this client does not route tool calls");
+        }
+      });
+      if (!answered) {
+        req.mutable_tool_result()->Clear();
+        req.mutable_tool_result()->set_error("the gateway failed while routing this call");
+      }
+      req.mutable_tool_result()->set_call_id(call.call_id());
+      write_(req);
+      done->store(true);
+    });
+    running_.push_back({std::move(t), std::move(done)});
+  }
+
+  void JoinAll() {
+    for (auto& r : running_) r.thread.join();
+    running_.clear();
+  }
+
+ private:
+  struct Running {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+
+  void JoinFinished() {
+    for (auto it = running_.begin(); it != running_.end();) {
+      if (it->done->load()) {
+        it->thread.join();
+        it = running_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  void Answer(const std::string& call_id, const std::string& error) {
+    sandbox::v1::ExecuteRequest req;
+    req.mutable_tool_result()->set_call_id(call_id);
+    req.mutable_tool_result()->set_error(error);
+    write_(req);
+  }
+
+  const ToolCallLimits limits_;
+  const ExecuteHandlers& handlers_;
+  const Write write_;
+  std::list<Running> running_;
+  uint32_t total_ = 0;
+};
+
+}  // namespace
+
 absl::StatusOr<sandbox::v1::Finished> SandboxClient::Execute(
     const SandboxRef& ref, const std::string& code, uint32_t timeout_ms,
     const sandbox::v1::Catalog* catalog, const ExecuteHandlers& handlers,
@@ -146,7 +235,7 @@ absl::StatusOr<sandbox::v1::Finished> SandboxClient::Execute(
     });
   }
 
-  std::vector<std::thread> calls;
+  ToolCallDispatcher calls(limits_, handlers, write);
   std::optional<sandbox::v1::Finished> finished;
   sandbox::v1::ExecuteResponse msg;
   while (stream->Read(&msg)) {
@@ -157,20 +246,9 @@ absl::StatusOr<sandbox::v1::Finished> SandboxClient::Execute(
                              msg.output().text());
         }
         break;
-      case sandbox::v1::ExecuteResponse::kToolCall: {
-        sandbox::v1::ToolCall call = msg.tool_call();
-        calls.emplace_back([&handlers, &write, call] {
-          sandbox::v1::ExecuteRequest req;
-          if (handlers.on_tool_call) {
-            *req.mutable_tool_result() = handlers.on_tool_call(call);
-          } else {
-            req.mutable_tool_result()->set_error("this client does not route tool calls");
-          }
-          req.mutable_tool_result()->set_call_id(call.call_id());
-          write(req);
-        });
+      case sandbox::v1::ExecuteResponse::kToolCall:
+        calls.Dispatch(std::move(*msg.mutable_tool_call()));
         break;
-      }
       case sandbox::v1::ExecuteResponse::kFinished:
         finished = msg.finished();
         break;
@@ -185,7 +263,7 @@ absl::StatusOr<sandbox::v1::Finished> SandboxClient::Execute(
     stream->WritesDone();
   }
   // Late answers of tool-call threads are dropped by the writer.
-  for (auto& t : calls) t.join();
+  calls.JoinAll();
   grpc::Status st = stream->Finish();
   if (finished) return *finished;
   if (st.ok()) return absl::InternalError("sandboxd ended the stream without 'finished'");

@@ -1,8 +1,8 @@
 // SandboxClient: the gateway's gRPC client of sandboxd (sandbox.v1). It hides channels
 // (one per endpoint; several sandboxd instances are supported and a session stays on the
 // endpoint that created it) and runs one Execute stream per execution, answering the
-// stream's tool calls through a callback that may block (each call gets its own thread,
-// so calls from asyncio.gather overlap end to end).
+// stream's tool calls through a callback that may block (each call in flight gets its own
+// thread, so calls from asyncio.gather overlap end to end, within ToolCallLimits).
 //
 //   SandboxClient client({"unix:/run/user/1000/sandboxd/sandboxd.sock"});
 //   ASSIGN_OR_RETURN(SandboxRef ref, client.CreateSession("owner", "label", catalog));
@@ -29,9 +29,18 @@ struct SandboxRef {
   std::string session_id;
 };
 
+// Bounds on the tool calls of one execution. Calls past either bound are answered at once
+// with an error, which the sandboxed code sees as a ToolError; the gateway never grows a
+// thread or a queue per call without limit.
+struct ToolCallLimits {
+  uint32_t max_in_flight = 64;    // calls being answered at the same time
+  uint32_t max_per_run = 10000;   // calls in total
+};
+
 struct ExecuteHandlers {
   std::function<void(bool is_stderr, const std::string& text)> on_output;
-  // Called on a dedicated thread per call; returns the answer to send back.
+  // Called on a thread of its own for each call in flight (at most
+  // ToolCallLimits::max_in_flight at once); returns the answer to send back.
   std::function<sandbox::v1::ToolResult(const sandbox::v1::ToolCall&)> on_tool_call;
   // Called when the stream has ended, before waiting for tool-call threads: cancel the
   // upstream calls still running so that waiting is short.
@@ -41,7 +50,7 @@ struct ExecuteHandlers {
 class SandboxClient {
  public:
   // Endpoints are gRPC targets: "unix:/path/to.sock" or "host:port".
-  explicit SandboxClient(std::vector<std::string> endpoints);
+  explicit SandboxClient(std::vector<std::string> endpoints, ToolCallLimits limits = {});
 
   // Creates a session on the endpoint with the fewest sessions created by us.
   absl::StatusOr<SandboxRef> CreateSession(const std::string& owner, const std::string& label,
@@ -67,6 +76,7 @@ class SandboxClient {
   absl::Status Convert(const grpc::Status& s, size_t endpoint) const;
 
   std::vector<std::string> endpoints_;
+  const ToolCallLimits limits_;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<sandbox::v1::SandboxService::Stub>> stubs_;
   std::mutex mu_;

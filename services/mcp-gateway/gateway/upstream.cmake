@@ -11,5 +11,5 @@ add_library(gateway_upstream STATIC
   ${CMAKE_CURRENT_LIST_DIR}/upstream_manager.cc)
 target_include_directories(gateway_upstream PUBLIC ${CMAKE_CURRENT_LIST_DIR}/..)
 target_link_libraries(gateway_upstream
-  PUBLIC nlohmann_json::nlohmann_json absl::status absl::statusor absl::time absl::strings
+  PUBLIC codemode_base nlohmann_json::nlohmann_json absl::status absl::statusor absl::time absl::strings
   PRIVATE spdlog::spdlog PkgConfig::HTTPLIB Threads::Threads)

@@ -76,6 +76,10 @@ struct UpstreamOptions {
   absl::Duration stop_grace = absl::Seconds(2);
   std::string client_name = "mcp-gateway";
   std::string client_version = "0.1.0";
+  // The tool catalog of one upstream (names, descriptions and schemas as the sandbox
+  // receives them, JSON-escaped) may be at most this large. A larger one is left out, with
+  // the reason, so one upstream can never make run_python fail for every client.
+  size_t max_catalog_bytes = 1u << 20;
 };
 
 struct CallOptions {

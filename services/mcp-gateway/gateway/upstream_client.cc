@@ -1,6 +1,7 @@
 // McpClient: the MCP client lifecycle over a ClientTransport (see upstream_client.h), and
 // MakeTransport, which picks the transport for a config.
 #include "gateway/upstream_client.h"
+#include "base/untrusted_json.h"
 
 #include <set>
 
@@ -91,7 +92,9 @@ absl::Status McpClient::Connect() {
   }
   if (!init->is_object()) return absl::UnavailableError("initialize: result is not an object");
 
-  protocol_version_ = init->value("protocolVersion", std::string());
+  // Upstream input: a protocolVersion of the wrong type is as good as none (value() would
+  // throw on it).
+  protocol_version_ = codemode::StringField(*init, "protocolVersion").value_or("");
   bool supported = false;
   for (const char* v : kUpstreamProtocolVersions) supported |= protocol_version_ == v;
   if (!supported) {
@@ -121,9 +124,18 @@ absl::Status McpClient::Connect() {
   return absl::OkStatus();
 }
 
+namespace {
+// What a tool weighs once JSON-escaped, as the catalog travels to the sandbox.
+size_t CatalogBytes(const UpstreamTool& t) {
+  return json(t.name).dump().size() + json(t.description).dump().size() +
+         t.input_schema.dump().size() + t.output_schema.dump().size();
+}
+}  // namespace
+
 absl::StatusOr<std::vector<UpstreamTool>> McpClient::ListTools(absl::Duration timeout) {
   constexpr int kMaxPages = 1000;  // a server whose cursors never end
   std::vector<UpstreamTool> all;
+  size_t bytes = 0;
   std::set<std::string> names;
   std::set<std::string> cursors_seen;
   std::string cursor;
@@ -145,12 +157,16 @@ absl::StatusOr<std::vector<UpstreamTool>> McpClient::ListTools(absl::Duration ti
         spdlog::warn("upstream {}: duplicate tool {} ignored", config_.name, tool.name);
         continue;
       }
+      bytes += CatalogBytes(tool);
       all.push_back(std::move(tool));
     }
-    cursor.clear();
-    if (result->contains("nextCursor") && (*result)["nextCursor"].is_string()) {
-      cursor = (*result)["nextCursor"].get<std::string>();
+    if (bytes > options_.max_catalog_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "its tool catalog is over ", bytes, " bytes (", all.size(),
+          " tools so far); the limit is ", options_.max_catalog_bytes,
+          " (--max_catalog_bytes_per_upstream), so it is left out"));
     }
+    cursor = codemode::StringField(*result, "nextCursor").value_or("");
     if (cursor.empty()) return all;
     if (!cursors_seen.insert(cursor).second) {
       spdlog::warn("upstream {}: tools/list cursor repeats; stopping", config_.name);

@@ -22,6 +22,7 @@
 #include <sstream>
 
 #include "absl/status/status.h"
+#include "base/untrusted_json.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gateway/upstream.h"
@@ -200,8 +201,11 @@ absl::Status LoadFile(const std::string& path, bool bare_map_allowed,
   auto text = ReadFile(path);
   if (!text.ok()) return text.status();
   Where where{path, ""};
-  json doc = json::parse(*text, nullptr, /*allow_exceptions=*/false, /*ignore_comments=*/true);
-  if (doc.is_discarded()) return where.Error("not valid JSON");
+  codemode::JsonLimits limits;
+  limits.allow_comments = true;
+  absl::StatusOr<json> parsed = codemode::ParseUntrustedJson<json>(*text, "the file", limits);
+  if (!parsed.ok()) return where.Error(std::string(parsed.status().message()));
+  json doc = std::move(*parsed);
   if (!doc.is_object()) return where.Error("top level must be an object");
 
   const json* servers = nullptr;

@@ -4,6 +4,8 @@
 // client (connections are cheap next to a tool call), and the only cross-thread call made
 // on a client is stop(), which shuts its socket down to end a blocked read.
 #include "gateway/upstream_http.h"
+#include "base/thread.h"
+#include "base/untrusted_json.h"
 
 #include <httplib.h>
 
@@ -74,12 +76,13 @@ std::string MethodOf(const json& message) {
 // Parses one JSON text (a body, an SSE data field) and hands it on.
 void DispatchText(const std::string& name, const std::string& text,
                   const std::function<void(json)>& on_message) {
-  json message = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (message.is_discarded()) {
-    spdlog::warn("upstream {}: ignoring a non-JSON message: {}", name, text.substr(0, 200));
+  absl::StatusOr<json> message = codemode::ParseUntrustedJson(text, "message");
+  if (!message.ok()) {
+    spdlog::warn("upstream {}: ignoring a message ({}): {}", name, std::string(message.status().message()),
+                 text.substr(0, 200));
     return;
   }
-  on_message(std::move(message));
+  on_message(std::move(*message));
 }
 
 std::string Snippet(const std::string& body) {
@@ -319,7 +322,7 @@ absl::Status StreamableHttpTransport::StartExchange(const json& message) {
     }
   }
   workers_.push_back(exchange);
-  exchange->thread = std::thread([this, exchange, message] {
+  exchange->thread = codemode::StartThread("upstream http post", [this, exchange, message] {
     bool answered = false;
     auto on_message = [&](json m) {
       if (m.is_object() && !m.contains("method") && m.value("id", json()) == exchange->id) {
@@ -395,7 +398,7 @@ void StreamableHttpTransport::OnInitialized(const std::string& protocol_version)
   if (closing_) return;
   auto exchange = std::make_shared<HttpExchange>();
   workers_.push_back(exchange);
-  exchange->thread = std::thread([this, exchange] { RunGetStream(exchange); });
+  exchange->thread = codemode::StartThread("upstream http get", [this, exchange] { RunGetStream(exchange); });
 }
 
 void StreamableHttpTransport::RunGetStream(std::shared_ptr<HttpExchange> exchange) {
@@ -504,7 +507,7 @@ absl::Status SseTransport::Start(TransportCallbacks callbacks, absl::Duration ti
     url_ = *std::move(url);
     callbacks_ = std::move(callbacks);
     stream_ = std::make_shared<HttpExchange>();
-    stream_->thread = std::thread([this] { RunStream(); });
+    stream_->thread = codemode::StartThread("upstream sse", [this] { RunStream(); });
   }
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait_for(lock, absl::ToChronoMilliseconds(timeout),

@@ -16,7 +16,7 @@
 namespace gateway {
 namespace {
 
-constexpr size_t kMaxSseLineBytes = 256u << 20;
+constexpr size_t kMaxSseLineBytes = 16u << 20;
 
 bool IsBlank(const std::string& s) {
   return s.find_first_not_of(" \t\r\n") == std::string::npos;

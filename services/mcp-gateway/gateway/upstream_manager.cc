@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "base/thread.h"
 #include "absl/strings/str_cat.h"
 #include "gateway/upstream.h"
 #include "gateway/upstream_client.h"
@@ -203,7 +204,7 @@ void UpstreamManager::Start() {
       continue;
     }
     Impl::Upstream* raw = u.get();
-    u->thread = std::thread([this, raw] { impl_->Run(raw); });
+    u->thread = codemode::StartThread("upstream " + raw->config.name, [this, raw] { impl_->Run(raw); });
   }
 }
 

@@ -1,6 +1,8 @@
 // StdioTransport: spawning, pipe I/O and shutdown of a stdio MCP server (see
 // upstream_stdio.h).
 #include "gateway/upstream_stdio.h"
+#include "base/thread.h"
+#include "base/untrusted_json.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -29,7 +31,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr size_t kMaxLineBytes = 256u << 20;      // a message larger than this is dropped
+constexpr size_t kMaxLineBytes = 16u << 20;       // a message larger than this is dropped
 constexpr size_t kMaxLoggedLineBytes = 4096;      // stderr lines are truncated in the log
 constexpr auto kWriteTimeout = std::chrono::seconds(30);  // a server that stops reading
 
@@ -200,8 +202,8 @@ absl::Status StdioTransport::Start(TransportCallbacks callbacks, absl::Duration 
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   spdlog::info("upstream {}: started {} (pid {})", config_.name, command, pid_);
 
-  stderr_thread_ = std::thread([this] { ReadStderr(); });
-  stdout_thread_ = std::thread([this] { ReadStdout(); });
+  stderr_thread_ = codemode::StartThread("upstream stderr", [this] { ReadStderr(); });
+  stdout_thread_ = codemode::StartThread("upstream stdout", [this] { ReadStdout(); });
   return absl::OkStatus();
 }
 
@@ -236,13 +238,13 @@ void StdioTransport::ReadStdout() {
     buffer.append(chunk.data(), static_cast<size_t>(n));
     TakeLines(&buffer, [&](const std::string& line) {
       if (line.find_first_not_of(" \t") == std::string::npos) return;
-      json message = json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (message.is_discarded()) {
-        spdlog::warn("upstream {}: ignoring non-JSON output on stdout: {}", config_.name,
-                     line.substr(0, 200));
+      absl::StatusOr<json> message = codemode::ParseUntrustedJson(line, "stdout line");
+      if (!message.ok()) {
+        spdlog::warn("upstream {}: ignoring output on stdout ({}): {}", config_.name,
+                     std::string(message.status().message()), line.substr(0, 200));
         return;
       }
-      if (callbacks_.on_message) callbacks_.on_message(std::move(message));
+      if (callbacks_.on_message) callbacks_.on_message(std::move(*message));
     });
     if (buffer.size() > kMaxLineBytes) {
       spdlog::error("upstream {}: message larger than {} bytes dropped", config_.name,

@@ -1502,7 +1502,31 @@ class Executor:
 # The runner: socket, connections, dispatch
 # --------------------------------------------------------------------------------------
 
+def kill_other_processes():
+    """End every process of this PID namespace but init and the runner (what user code
+    left running: a fork bomb that never dies out, a forgotten server), then reap the
+    runner's own dead children. kill(-1) reaches only this PID namespace."""
+    def reap():
+        while True:
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    return
+            except ChildProcessError:
+                return
+
+    for _ in range(100):                     # a bomb may fork while we kill
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except OSError:                      # ESRCH: nobody else is left
+            break
+        reap()
+        time.sleep(0.01)                     # init reaps the orphans meanwhile
+    reap()
+
+
 class Runner:
+    own_pid_namespace = False               # set by main(); see kill_other_processes
+
     def __init__(self, socket_path):
         self.socket_path = socket_path
         self._lock = threading.Lock()        # guards the fields below and ExecState flags
@@ -1520,11 +1544,15 @@ class Runner:
 
     def _after_fork_in_child(self):
         """User code forked. The child shares sandboxd's socket, so it must never write a
-        frame: its output is dropped (fresh lock: the parent's may have been held by
-        another thread at fork time), and it exits when the cell's code returns to us."""
+        frame: its output is dropped, and it exits when the cell's code returns to us.
+        Every lock it may take on that way back is replaced: the parent's may have been
+        held by another thread (the reader, the flusher) at fork time, and a child that
+        waits for it forever would keep its process slot until the session ends."""
         self.capture._lock = threading.RLock()
         self.capture._active = False
         self.capture._conn = None
+        self._lock = threading.Lock()
+        self.interrupts._lock = self._lock
 
     def _exit_if_forked_child(self):
         if os.getpid() != self._pid:
@@ -1589,6 +1617,8 @@ class Runner:
         elif not conn.alive:
             return                           # its reply could not be delivered anyway
         elif kind == "reset":
+            if self.own_pid_namespace:
+                kill_other_processes()
             self.executor.reset()
             conn.send({"type": "reset_done", "id": frame["id"]})
         elif kind == "set_catalog":
@@ -1725,11 +1755,16 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description="sandboxd code runner "
                                                  "(see docs/runner-protocol.md)")
     parser.add_argument("--socket", required=True, help="unix socket path to listen on")
+    parser.add_argument("--own-pid-namespace", action="store_true",
+                        help="the container is ours alone: a reset also ends every process "
+                             "user code left running (never set this outside a container)")
     args = parser.parse_args(argv)
     # Keep the runner's own module importable under a stable name: __main__ becomes the
     # user namespace (Executor.reset).
     sys.modules["sandbox_runner"] = sys.modules[__name__]
-    Runner(args.socket).serve_forever()
+    runner = Runner(args.socket)
+    runner.own_pid_namespace = args.own_pid_namespace
+    runner.serve_forever()
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 #include "sandboxd/async.h"
 
+#include "base/thread.h"
+
 namespace sandboxd {
 
-TimerQueue::TimerQueue() : thread_([this] { Loop(); }) {}
+TimerQueue::TimerQueue() : thread_(codemode::StartThread("timers", [this] { Loop(); })) {}
 
 TimerQueue::~TimerQueue() {
   {
@@ -64,13 +66,13 @@ void TimerQueue::Loop() {
     std::function<void()> fn = std::move(timers_.begin()->second.second);
     timers_.erase(timers_.begin());
     mu_.Unlock();
-    fn();
+    codemode::RunContained("timer", fn);
     mu_.Lock();
   }
 }
 
 WorkerPool::WorkerPool(int threads) {
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
+  for (int i = 0; i < threads; ++i) threads_.push_back(codemode::StartThread("worker", [this] { Loop(); }));
 }
 
 WorkerPool::~WorkerPool() {
@@ -100,7 +102,7 @@ void WorkerPool::Loop() {
       fn = std::move(tasks_.front());
       tasks_.pop_front();
     }
-    fn();
+    codemode::RunContained("worker task", fn);
   }
 }
 

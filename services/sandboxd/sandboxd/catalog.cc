@@ -5,7 +5,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "sandboxd/json_util.h"
+#include "base/untrusted_json.h"
 
 namespace sandboxd {
 namespace {
@@ -35,7 +35,7 @@ absl::StatusOr<nlohmann::json> ParseSchema(const std::string& text, const std::s
     if (allow_empty_as_null) return nlohmann::json(nullptr);
     return nlohmann::json{{"type", "object"}};
   }
-  absl::StatusOr<nlohmann::json> schema = ParseUntrustedJson(text, where);
+  absl::StatusOr<nlohmann::json> schema = codemode::ParseUntrustedJson(text, where);
   if (!schema.ok()) return schema.status();
   if (!schema->is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(where, " is not a JSON object"));

@@ -1,7 +1,7 @@
 #include "sandboxd/frame.h"
 
 #include "absl/strings/str_cat.h"
-#include "sandboxd/json_util.h"
+#include "base/untrusted_json.h"
 
 namespace sandboxd {
 namespace {
@@ -176,7 +176,7 @@ absl::StatusOr<std::optional<json>> FrameDecoder::Next() {
   }
   if (buffered() < 4 + len) return std::optional<json>();
   absl::StatusOr<json> parsed =
-      ParseUntrustedJson(absl::string_view(buffer_.data() + offset_ + 4, len), "frame");
+      codemode::ParseUntrustedJson(absl::string_view(buffer_.data() + offset_ + 4, len), "frame");
   offset_ += 4 + len;
   // Compact once the consumed prefix dominates, so the buffer does not grow forever.
   if (offset_ > 65536 && offset_ * 2 > buffer_.size()) {

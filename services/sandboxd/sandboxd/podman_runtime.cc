@@ -8,6 +8,8 @@
 #include "nlohmann/json.hpp"
 #include "sandboxd/subprocess.h"
 
+extern char** environ;
+
 namespace sandboxd {
 namespace {
 
@@ -35,7 +37,29 @@ const json* Path(const json& j, std::initializer_list<const char*> keys) {
   return cur;
 }
 
+bool PodmanNeeds(absl::string_view name) {
+  static constexpr absl::string_view kExact[] = {
+      "PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR",
+      "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME",
+      "DBUS_SESSION_BUS_ADDRESS", "STORAGE_DRIVER", "STORAGE_OPTS", "REGISTRIES_CONFIG_PATH"};
+  for (absl::string_view n : kExact) {
+    if (name == n) return true;
+  }
+  return absl::StartsWith(name, "CONTAINERS_");
+}
+
 }  // namespace
+
+std::vector<std::string> PodmanEnvironment(const std::vector<std::string>& environ) {
+  std::vector<std::string> out;
+  for (const std::string& kv : environ) {
+    size_t eq = kv.find('=');
+    if (eq != std::string::npos && PodmanNeeds(absl::string_view(kv).substr(0, eq))) {
+      out.push_back(kv);
+    }
+  }
+  return out;
+}
 
 std::vector<std::string> BuildRunArgv(const PodmanOptions& options, const RuntimeInfo& info,
                                       const ContainerSpec& spec) {
@@ -56,6 +80,9 @@ std::vector<std::string> BuildRunArgv(const PodmanOptions& options, const Runtim
       "--pull", "never",
       "--log-driver", "none",
       "--hostname", "sandbox",
+      // podman copies the proxy variables of its own environment into the container
+      // unless told not to; they often carry passwords.
+      "--http-proxy=false",
       "--ipc", "private",
       "--ulimit", absl::StrCat("nofile=", l.nofile, ":", l.nofile),
       "--ulimit", "core=0:0",
@@ -64,7 +91,10 @@ std::vector<std::string> BuildRunArgv(const PodmanOptions& options, const Runtim
       "--workdir", "/workspace",
       "--mount", absl::StrCat("type=bind,source=", spec.runner_path, ",target=", kRunnerMountPath,
                               ",ro=true"),
-      "--mount", absl::StrCat("type=bind,source=", spec.socket_dir, ",target=", kSocketMountDir),
+      // The runner's socket directory: writable only until the runner listens (the
+      // manager then takes write permission away, see SealSocketDir).
+      "--mount", absl::StrCat("type=bind,source=", spec.socket_dir, ",target=", kSocketMountDir,
+                              ",nosuid,nodev,noexec"),
   });
   if (info.cgroup_limits) {
     a.insert(a.end(), {
@@ -88,11 +118,20 @@ std::vector<std::string> BuildRunArgv(const PodmanOptions& options, const Runtim
   a.push_back("HOME=/workspace");
   for (const auto& e : spec.env) a.insert(a.end(), {"--env", e});
   a.insert(a.end(), {spec.image, "python3", "-I", "-u", kRunnerMountPath, "--socket",
-                     absl::StrCat(kSocketMountDir, "/runner.sock")});
+                     absl::StrCat(kSocketMountDir, "/runner.sock"), "--own-pid-namespace"});
   return a;
 }
 
-PodmanRuntime::PodmanRuntime(PodmanOptions options) : options_(std::move(options)) {}
+namespace {
+std::vector<std::string> OurEnvironment() {
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
+  return env;
+}
+}  // namespace
+
+PodmanRuntime::PodmanRuntime(PodmanOptions options)
+    : options_(std::move(options)), env_(PodmanEnvironment(OurEnvironment())) {}
 
 absl::StatusOr<std::string> PodmanRuntime::Podman(std::vector<std::string> args,
                                                   bool with_runtime) {
@@ -103,7 +142,9 @@ absl::StatusOr<std::string> PodmanRuntime::Podman(std::vector<std::string> args,
     if (!info_.oci_runtime.empty()) argv.insert(argv.end(), {"--runtime", info_.oci_runtime});
   }
   argv.insert(argv.end(), args.begin(), args.end());
-  absl::StatusOr<SubprocessResult> r = RunSubprocess(argv);
+  SubprocessOptions opts;
+  opts.env = env_;
+  absl::StatusOr<SubprocessResult> r = RunSubprocess(argv, opts);
   if (!r.ok()) {
     return absl::UnavailableError(absl::StrCat("cannot run podman: ", r.status().message()));
   }
@@ -177,7 +218,9 @@ absl::StatusOr<std::string> PodmanRuntime::Start(const ContainerSpec& spec) {
     info = info_;
   }
   std::vector<std::string> argv = BuildRunArgv(options_, info, spec);
-  absl::StatusOr<SubprocessResult> r = RunSubprocess(argv);
+  SubprocessOptions opts;
+  opts.env = env_;
+  absl::StatusOr<SubprocessResult> r = RunSubprocess(argv, opts);
   if (!r.ok()) return absl::UnavailableError(absl::StrCat("cannot run podman: ", r.status().message()));
   if (r->exit_code != 0 || r->timed_out) {
     // A failed `run` may leave a created container behind.

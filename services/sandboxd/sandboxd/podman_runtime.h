@@ -35,6 +35,13 @@ struct PodmanOptions {
 inline constexpr char kRunnerMountPath[] = "/opt/sandboxd/sandbox_runner.py";
 inline constexpr char kSocketMountDir[] = "/run/sandboxd";
 
+// The environment podman runs with: only what podman itself needs (PATH, HOME, the user's
+// XDG directories, DBUS_SESSION_BUS_ADDRESS for the systemd cgroup manager, CONTAINERS_*
+// configuration, locale), taken from `environ` (KEY=VALUE entries). Everything else of
+// the daemon's environment (credentials, proxy URLs, tokens) stays out of podman and so
+// out of every container. Pure; unit-tested.
+std::vector<std::string> PodmanEnvironment(const std::vector<std::string>& environ);
+
 // The argv of `podman run` for `spec` (pure; unit-tested). `info` decides cgroup vs
 // rlimit enforcement and the OCI runtime.
 std::vector<std::string> BuildRunArgv(const PodmanOptions& options, const RuntimeInfo& info,
@@ -57,6 +64,7 @@ class PodmanRuntime : public ContainerRuntime {
   absl::StatusOr<std::string> Podman(std::vector<std::string> args, bool with_runtime = false);
 
   const PodmanOptions options_;
+  const std::vector<std::string> env_;  // PodmanEnvironment() of ours, taken at construction
   absl::Mutex mu_;
   RuntimeInfo info_ ABSL_GUARDED_BY(mu_);
   bool probed_ ABSL_GUARDED_BY(mu_) = false;

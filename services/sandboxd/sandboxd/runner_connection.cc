@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -9,11 +10,12 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/thread.h"
 
 namespace sandboxd {
 
 absl::StatusOr<std::unique_ptr<RunnerConnection>> RunnerConnection::Connect(
-    const std::string& socket_path, absl::Duration timeout) {
+    const std::string& socket_path, absl::Duration timeout, absl::Duration frame_deadline) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (socket_path.size() >= sizeof(addr.sun_path)) {
@@ -25,12 +27,16 @@ absl::StatusOr<std::unique_ptr<RunnerConnection>> RunnerConnection::Connect(
   absl::Time deadline = absl::Now() + timeout;
   std::string last_error = "socket never appeared";
   for (;;) {
+    // connect() follows symlinks: whatever sits at the path must be the socket itself.
+    struct stat st;
+    if (lstat(socket_path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode)) {
+      return absl::UnavailableError(
+          absl::StrCat("runner socket ", socket_path, " is not a socket (refusing to follow it)"));
+    }
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
     if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-      timeval tv{5, 0};
-      setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-      std::unique_ptr<RunnerConnection> conn(new RunnerConnection(fd));
+      std::unique_ptr<RunnerConnection> conn(new RunnerConnection(fd, frame_deadline));
       absl::StatusOr<RunnerMessage> first = conn->ReadOne(deadline);
       if (!first.ok()) {
         return absl::UnavailableError(
@@ -54,6 +60,11 @@ absl::StatusOr<std::unique_ptr<RunnerConnection>> RunnerConnection::Connect(
     }
     absl::SleepFor(absl::Milliseconds(5));
   }
+}
+
+RunnerConnection::RunnerConnection(int fd, absl::Duration frame_deadline)
+    : fd_(fd), frame_deadline_(frame_deadline), decoder_(kMaxRunnerFrameBytes) {
+  writer_ = codemode::StartThread("runner writer", [this] { WriteLoop(); });
 }
 
 RunnerConnection::~RunnerConnection() {
@@ -97,7 +108,7 @@ absl::Status RunnerConnection::PingSync(absl::Duration timeout) {
 
 void RunnerConnection::Start(Listener* listener) {
   listener_ = listener;
-  reader_ = std::thread([this] { ReadLoop(); });
+  reader_ = codemode::StartThread("runner reader", [this] { ReadLoop(); });
 }
 
 void RunnerConnection::ReadLoop() {
@@ -115,7 +126,10 @@ void RunnerConnection::ReadLoop() {
         reason = m.status();
         break;
       }
-      listener_->OnRunnerMessage(std::move(*m));
+      if (!codemode::RunContained("runner message", [&] { listener_->OnRunnerMessage(std::move(*m)); })) {
+        reason = absl::InternalError("a runner message could not be handled");
+        break;
+      }
       continue;
     }
     ssize_t n = recv(fd_, buf, sizeof buf, 0);
@@ -128,31 +142,86 @@ void RunnerConnection::ReadLoop() {
     decoder_.Append(buf, static_cast<size_t>(n));
   }
   shutdown(fd_, SHUT_RDWR);
+  {
+    absl::MutexLock lock(&out_mu_);
+    // A write that failed ended the connection: that is the reason, not the EOF it caused.
+    if (!write_error_.empty() && !closed_) reason = absl::UnavailableError(write_error_);
+  }
   listener_->OnRunnerClosed(reason);
 }
 
 absl::Status RunnerConnection::Send(const nlohmann::json& frame) {
   std::string bytes = EncodeFrame(frame);
-  absl::MutexLock lock(&send_mu_);
+  absl::MutexLock lock(&out_mu_);
+  if (write_error_.empty() && outbox_bytes_ + bytes.size() > kMaxOutboxBytes) {
+    Fail(absl::StrCat("runner is not reading its socket (", outbox_bytes_,
+                      " bytes already queued for it)"));
+  }
+  if (!write_error_.empty()) return absl::UnavailableError(write_error_);
+  outbox_bytes_ += bytes.size();
+  outbox_.push_back(std::move(bytes));
+  return absl::OkStatus();
+}
+
+void RunnerConnection::Fail(const std::string& why) {
+  if (write_error_.empty()) write_error_ = absl::StrCat("cannot send to runner: ", why);
+  outbox_.clear();
+  outbox_bytes_ = 0;
+  shutdown(fd_, SHUT_RDWR);
+}
+
+void RunnerConnection::WriteLoop() {
+  for (;;) {
+    std::string bytes;
+    {
+      absl::MutexLock lock(&out_mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(out_mu_) {
+        return stop_writer_ || !outbox_.empty();
+      };
+      out_mu_.Await(absl::Condition(&ready));
+      if (stop_writer_) return;
+      bytes = std::move(outbox_.front());
+      outbox_.pop_front();
+    }
+    absl::Status s = WriteAll(bytes, absl::Now() + frame_deadline_);
+    absl::MutexLock lock(&out_mu_);
+    outbox_bytes_ -= std::min(outbox_bytes_, bytes.size());
+    if (!s.ok()) Fail(std::string(s.message()));
+  }
+}
+
+absl::Status RunnerConnection::WriteAll(const std::string& bytes, absl::Time deadline) {
   size_t off = 0;
   while (off < bytes.size()) {
-    ssize_t n = send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      std::string why = (errno == EAGAIN || errno == EWOULDBLOCK)
-                            ? "runner stopped reading its socket"
-                            : std::string(strerror(errno));
-      shutdown(fd_, SHUT_RDWR);
-      return absl::UnavailableError(absl::StrCat("cannot send to runner: ", why));
+    ssize_t n = send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n >= 0) {
+      off += static_cast<size_t>(n);
+      continue;
     }
-    off += static_cast<size_t>(n);
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return absl::UnavailableError(strerror(errno));
+    int64_t left = absl::ToInt64Milliseconds(deadline - absl::Now());
+    if (left <= 0) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "runner stopped reading its socket (a ", bytes.size(), "-byte frame was not taken within ",
+          absl::FormatDuration(frame_deadline_), ")"));
+    }
+    pollfd p{fd_, POLLOUT, 0};
+    if (poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000))) < 0 && errno != EINTR) {
+      return absl::UnavailableError(strerror(errno));
+    }
   }
   return absl::OkStatus();
 }
 
 void RunnerConnection::Close() {
   closed_ = true;
+  {
+    absl::MutexLock lock(&out_mu_);
+    stop_writer_ = true;
+  }
   shutdown(fd_, SHUT_RDWR);
+  if (writer_.joinable()) writer_.join();
   if (reader_.joinable()) reader_.join();
 }
 

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <memory>
 #include <string>
 #include <thread>
@@ -27,6 +28,9 @@ namespace sandboxd {
 
 class RunnerConnection {
  public:
+  static constexpr size_t kMaxOutboxBytes = 64u << 20;
+  static constexpr absl::Duration kFrameDeadline = absl::Seconds(30);
+
   class Listener {
    public:
     virtual ~Listener() = default;
@@ -39,8 +43,10 @@ class RunnerConnection {
 
   // Connects to the runner's socket, retrying until it exists and accepts, and reads its
   // `ready` frame. UNAVAILABLE on timeout.
-  static absl::StatusOr<std::unique_ptr<RunnerConnection>> Connect(const std::string& socket_path,
-                                                                   absl::Duration timeout);
+  // `frame_deadline` bounds the writing of each frame (see Send).
+  static absl::StatusOr<std::unique_ptr<RunnerConnection>> Connect(
+      const std::string& socket_path, absl::Duration timeout,
+      absl::Duration frame_deadline = kFrameDeadline);
   ~RunnerConnection();  // Close()s
   RunnerConnection(const RunnerConnection&) = delete;
   RunnerConnection& operator=(const RunnerConnection&) = delete;
@@ -53,27 +59,44 @@ class RunnerConnection {
   // Starts the reader thread. `listener` must outlive Close().
   void Start(Listener* listener);
 
-  // Sends one frame. Safe for concurrent use. A runner that stops reading for 5 s makes
-  // this fail (and the connection is shut down) rather than block forever.
+  // Queues one frame for the writer thread and returns at once: callers may hold locks
+  // (a session's) and must never wait on a runner. Safe for concurrent use. The outbox is
+  // bounded (kMaxOutboxBytes) and each frame must be written within kFrameDeadline of
+  // reaching its head, in total, however slowly the runner reads. Either limit, or a write
+  // error, shuts the connection down: OnRunnerClosed then reports why, and later Sends
+  // fail with the same reason.
   absl::Status Send(const nlohmann::json& frame);
 
-  // Shuts the socket down and joins the reader thread. Idempotent. Must not be called on
-  // the reader thread.
+  // Shuts the socket down and joins the reader and writer threads. Idempotent. Must not be
+  // called on the reader thread.
   void Close();
 
+
  private:
-  explicit RunnerConnection(int fd) : fd_(fd), decoder_(kMaxRunnerFrameBytes) {}
+  RunnerConnection(int fd, absl::Duration frame_deadline);
+  void WriteLoop();
+  // Records the first failure and shuts the socket down, which ends the reader too.
+  void Fail(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(out_mu_);
+  // Writes all of `bytes` by `deadline`.
+  absl::Status WriteAll(const std::string& bytes, absl::Time deadline);
   // Blocking read of the next frame with a deadline (used before Start()).
   absl::StatusOr<RunnerMessage> ReadOne(absl::Time deadline);
   void ReadLoop();
 
   const int fd_;
+  const absl::Duration frame_deadline_;
   FrameDecoder decoder_;  // owned by whoever reads: the caller before Start(), then the reader
   ReadyMessage ready_;
   Listener* listener_ = nullptr;
   std::thread reader_;
-  absl::Mutex send_mu_;
   std::atomic<bool> closed_{false};
+
+  absl::Mutex out_mu_;
+  std::deque<std::string> outbox_ ABSL_GUARDED_BY(out_mu_);
+  size_t outbox_bytes_ ABSL_GUARDED_BY(out_mu_) = 0;
+  bool stop_writer_ ABSL_GUARDED_BY(out_mu_) = false;
+  std::string write_error_ ABSL_GUARDED_BY(out_mu_);  // empty while healthy
+  std::thread writer_;
 };
 
 }  // namespace sandboxd

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "sandboxd/json_util.h"
+#include "base/untrusted_json.h"
 #include "sandboxd/log.h"
 
 namespace sandboxd {
@@ -326,7 +326,7 @@ absl::Status Session::SubmitToolResult(uint64_t exec_id, const sandbox::v1::Tool
     e.calls.erase(it);
     e.runner_ids.erase(runner_id);
     if (r.outcome_case() == sandbox::v1::ToolResult::kResultJson) {
-      absl::StatusOr<nlohmann::json> v = ParseUntrustedJson(r.result_json(), "result_json");
+      absl::StatusOr<nlohmann::json> v = codemode::ParseUntrustedJson(r.result_json(), "result_json");
       if (v.ok() && !v->is_object()) v = absl::InvalidArgumentError("result_json is not an object");
       if (v.ok()) {
         SendOrLose(MakeToolResultFrame(runner_id, *v), deferred);

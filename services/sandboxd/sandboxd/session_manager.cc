@@ -2,12 +2,16 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "base/thread.h"
 #include "absl/strings/str_format.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
@@ -38,6 +42,16 @@ std::string ProtoToJson(const google::protobuf::Message& m) {
   std::string out;
   (void)google::protobuf::util::MessageToJsonString(m, &out);
   return out;
+}
+
+// Once the runner listens, its socket directory stops being writable from the container:
+// the runner (uid 65534, or a subordinate uid when rootless) is not the directory's owner,
+// so user code can neither fill the host's disk through it, nor leave files sandboxd
+// cannot delete, nor swap the socket for a symlink that a restarted sandboxd would follow.
+void SealSocketDir(const std::string& dir) {
+  if (chmod(dir.c_str(), 0755) != 0) {
+    spdlog::warn("cannot make {} read-only for its sandbox: {}", dir, strerror(errno));
+  }
 }
 
 }  // namespace
@@ -113,8 +127,8 @@ absl::Status SessionManager::Start() {
   // A runtime that does not answer is logged (NoteStartResult) and retried by PoolLoop.
   (void)EnsureProbed();
   if (options_.background) {
-    pool_thread_ = std::thread([this] { PoolLoop(); });
-    reaper_thread_ = std::thread([this] { ReaperLoop(); });
+    pool_thread_ = codemode::StartThread("warm pool", [this] { PoolLoop(); });
+    reaper_thread_ = codemode::StartThread("reaper", [this] { ReaperLoop(); });
   }
   return absl::OkStatus();
 }
@@ -196,6 +210,7 @@ void SessionManager::Recover() {
       continue;
     }
     absl::StatusOr<Catalog> catalog = Catalog::FromProto(cp);
+    SealSocketDir(SocketDir(name));  // records of older versions left it writable
     absl::StatusOr<std::unique_ptr<RunnerConnection>> conn =
         RunnerConnection::Connect(SocketDir(name) + "/runner.sock", absl::Seconds(5));
     if (!catalog.ok() || !conn.ok()) {
@@ -270,6 +285,7 @@ absl::StatusOr<SessionManager::Sandbox> SessionManager::StartSandbox(const Resol
     return absl::UnavailableError(absl::StrCat("the sandbox runner did not start: ",
                                                conn.status().message()));
   }
+  SealSocketDir(dir);
   sb.conn = std::move(*conn);
   return sb;
 }
@@ -348,14 +364,18 @@ void SessionManager::ReaperLoop() {
       if (mu_.AwaitWithTimeout(absl::Condition(&stop), absl::Seconds(1))) return;
     }
     int64_t now = clock_->NowMs();
-    std::vector<std::pair<std::string, std::string>> expired;
+    // Sessions' locks are taken only after the manager's is released: a session that is
+    // busy never holds up the manager (and so every other session's RPCs).
+    std::vector<std::shared_ptr<Session>> all;
     {
       absl::MutexLock lock(&mu_);
-      for (const auto& [id, s] : sessions_) {
-        int64_t idle_ms = now - s->last_used_ms();
-        if (s->idle() && idle_ms > absl::ToInt64Milliseconds(options_.idle_ttl)) {
-          expired.emplace_back(id, absl::StrCat("idle for ", idle_ms / 1000, " s"));
-        }
+      for (const auto& [id, s] : sessions_) all.push_back(s);
+    }
+    std::vector<std::pair<std::string, std::string>> expired;
+    for (const auto& s : all) {
+      int64_t idle_ms = now - s->last_used_ms();
+      if (s->idle() && idle_ms > absl::ToInt64Milliseconds(options_.idle_ttl)) {
+        expired.emplace_back(s->metadata().id, absl::StrCat("idle for ", idle_ms / 1000, " s"));
       }
     }
     for (const auto& [id, why] : expired) {
@@ -432,14 +452,16 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
   md.created_at_ms = clock_->NowMs();
   auto session = Session::Create(&env_, std::move(md), std::move(*catalog), std::move(sb->conn),
                                  /*push_catalog=*/true);
+  bool admitted;
   {
     absl::MutexLock lock(&mu_);
-    if (sessions_.size() >= options_.max_sessions || stopping_) {
-      session->Terminate("too many sessions");
-      return absl::ResourceExhaustedError(
-          absl::StrCat("too many sessions (the limit is ", options_.max_sessions, ")"));
-    }
-    sessions_[session->metadata().id] = session;
+    admitted = sessions_.size() < options_.max_sessions && !stopping_;
+    if (admitted) sessions_[session->metadata().id] = session;
+  }
+  if (!admitted) {
+    session->Terminate("too many sessions");
+    return absl::ResourceExhaustedError(
+        absl::StrCat("too many sessions (the limit is ", options_.max_sessions, ")"));
   }
   WriteRecord(*session);
   spdlog::info("session {} created (container {}, owner '{}')", session->metadata().id,

@@ -88,6 +88,22 @@ export async function stdioGateway({ config, sandboxd, extraArgs = [] }) {
   return { client, transport, log: () => log };
 }
 
+// A stdio gateway driven line by line, for input no SDK would send: `send(text)` writes
+// one line, `lines` collects stdout's lines (raw strings) as they arrive.
+export function rawStdioGateway({ config, sandboxd }) {
+  const proc = track(spawnTied(GATEWAY_BIN, ["--transport=stdio", `--config=${config}`, `--sandboxd=${sandboxd}`],
+    { stdio: ["pipe", "pipe", "ignore"] }));
+  const lines = [];
+  let buf = "";
+  proc.stdout.on("data", (d) => {
+    buf += d;
+    let i;
+    while ((i = buf.indexOf("\n")) >= 0) { lines.push(buf.slice(0, i)); buf = buf.slice(i + 1); }
+  });
+  const send = (text) => proc.stdin.write(text + "\n");
+  return { proc, lines, send };
+}
+
 // run_python through an SDK client; returns the CallToolResult.
 export async function runPython(client, code, extra = {}, options = {}) {
   return client.callTool({ name: "run_python", arguments: { code, ...extra } }, undefined,

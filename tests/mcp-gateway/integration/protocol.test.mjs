@@ -4,7 +4,7 @@ import { execFile } from "node:child_process";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { promisify } from "node:util";
-import { GATEWAY_BIN, GatewayHttp, NODE_PEERS, Sandboxd, everythingStdio, spawnTied, stopAll, track, waitFor, writeConfig } from "./harness.mjs";
+import { GATEWAY_BIN, GatewayHttp, NODE_PEERS, Sandboxd, everythingStdio, rawStdioGateway, stopAll, waitFor, writeConfig } from "./harness.mjs";
 
 const run = promisify(execFile);
 const INIT = {
@@ -28,16 +28,7 @@ describe("protocol edges", () => {
   });
 
   test("stdio: malformed lines get JSON-RPC errors and the gateway keeps serving", async () => {
-    const proc = track(spawnTied(GATEWAY_BIN, ["--transport=stdio", `--config=${config}`, `--sandboxd=${sandboxd.endpoint}`],
-      { stdio: ["pipe", "pipe", "ignore"] }));
-    const lines = [];
-    let buf = "";
-    proc.stdout.on("data", (d) => {
-      buf += d;
-      let i;
-      while ((i = buf.indexOf("\n")) >= 0) { lines.push(buf.slice(0, i)); buf = buf.slice(i + 1); }
-    });
-    const send = (s) => proc.stdin.write(s + "\n");
+    const { proc, lines, send } = rawStdioGateway({ config, sandboxd: sandboxd.endpoint });
     send("{not json");
     send(JSON.stringify([{ jsonrpc: "2.0", id: 5, method: "ping" }]));
     send(JSON.stringify({ jsonrpc: "2.0", id: 6 }));

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "sandboxd/json_util.h"
+#include "base/untrusted_json.h"
 #include "absl/strings/ascii.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -262,7 +262,7 @@ std::string Nested(int depth) {
 
 TEST(CatalogTest, InputSchemaTooDeepRejected) {
   sandbox::v1::Catalog p;
-  AddTool(AddServer(&p, "srv"), "t", Nested(kMaxJsonDepth + 1));
+  AddTool(AddServer(&p, "srv"), "t", Nested(codemode::kMaxJsonDepth + 1));
   absl::StatusOr<Catalog> c = Catalog::FromProto(p);
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
@@ -271,7 +271,7 @@ TEST(CatalogTest, InputSchemaTooDeepRejected) {
 
 TEST(CatalogTest, InputSchemaAtDepthLimitAccepted) {
   sandbox::v1::Catalog p;
-  AddTool(AddServer(&p, "srv"), "t", Nested(kMaxJsonDepth));
+  AddTool(AddServer(&p, "srv"), "t", Nested(codemode::kMaxJsonDepth));
   absl::StatusOr<Catalog> c = Catalog::FromProto(p);
   EXPECT_TRUE(c.ok()) << c.status();
 }

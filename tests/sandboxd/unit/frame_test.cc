@@ -5,7 +5,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "sandboxd/json_util.h"
+#include "base/untrusted_json.h"
 
 namespace sandboxd {
 namespace {
@@ -209,8 +209,8 @@ TEST(FrameDecoderTest, NonObjectRejected) {
 
 TEST(FrameDecoderTest, TooDeepNestingRejected) {
   std::string body = "{\"type\":\"x\",\"a\":";
-  body += std::string(kMaxJsonDepth + 5, '[');
-  body += std::string(kMaxJsonDepth + 5, ']');
+  body += std::string(codemode::kMaxJsonDepth + 5, '[');
+  body += std::string(codemode::kMaxJsonDepth + 5, ']');
   body += "}";
   absl::StatusOr<json> f = DecodeOne(RawFrame(body));
   ASSERT_FALSE(f.ok());

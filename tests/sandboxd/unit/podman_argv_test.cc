@@ -84,6 +84,20 @@ std::string Join(const Argv& a) {
   return s;
 }
 
+TEST(PodmanEnvironmentTest, KeepsWhatPodmanNeedsAndDropsEverythingElse) {
+  Argv env = PodmanEnvironment({
+      "PATH=/usr/bin:/bin", "HOME=/home/op", "XDG_RUNTIME_DIR=/run/user/1000",
+      "DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/1000/bus",
+      "CONTAINERS_CONF=/etc/c.conf", "LANG=C.UTF-8",
+      "http_proxy=http://u:secret@proxy:3128", "HTTPS_PROXY=http://u:secret@proxy:3128",
+      "no_proxy=internal", "AWS_SECRET_ACCESS_KEY=abc", "GITHUB_TOKEN=ghp_x",
+      "NOTIFY_SOCKET=/run/systemd/notify", "MALFORMED"});
+  EXPECT_THAT(env, ::testing::UnorderedElementsAre(
+                       "PATH=/usr/bin:/bin", "HOME=/home/op", "XDG_RUNTIME_DIR=/run/user/1000",
+                       "DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/1000/bus",
+                       "CONTAINERS_CONF=/etc/c.conf", "LANG=C.UTF-8"));
+}
+
 TEST(BuildRunArgvTest, StartsWithPodmanRunDetach) {
   Argv a = BuildRunArgv(Options(), CgroupInfo(), Spec());
   ASSERT_GE(a.size(), 5u);
@@ -105,6 +119,7 @@ TEST(BuildRunArgvTest, HardeningFlags) {
   EXPECT_THAT(a, Contains("--init"));
   EXPECT_TRUE(HasPair(a, "--ulimit", "nofile=333:333"));
   EXPECT_TRUE(HasPair(a, "--pull", "never"));
+  EXPECT_THAT(a, Contains("--http-proxy=false"));  // podman would copy proxy URLs in
   // Nothing that would weaken it.
   EXPECT_THAT(a, Not(Contains("--privileged")));
   EXPECT_THAT(a, Not(Contains(HasSubstr("--cap-add"))));
@@ -148,6 +163,9 @@ TEST(BuildRunArgvTest, RunnerMountedReadOnlyAndSocketDirMounted) {
   ASSERT_FALSE(socket_mount.empty());
   EXPECT_THAT(socket_mount, HasSubstr("source=/var/lib/sandboxd/c/sbx-abc-123"));
   EXPECT_THAT(socket_mount, Not(HasSubstr("ro=true")));
+  EXPECT_THAT(socket_mount, HasSubstr("nosuid"));
+  EXPECT_THAT(socket_mount, HasSubstr("nodev"));
+  EXPECT_THAT(socket_mount, HasSubstr("noexec"));
   // Only those two bind mounts; no volumes.
   EXPECT_EQ(mounts.size(), 2u);
   EXPECT_THAT(a, Not(Contains("-v")));
@@ -281,14 +299,15 @@ TEST(BuildRunArgvTest, ImageAndRunnerCommandComeLast) {
   for (const RuntimeInfo& info : {CgroupInfo(), RlimitInfo()}) {
     Argv a = BuildRunArgv(Options(), info, Spec());
     SCOPED_TRACE(Join(a));
-    ASSERT_GE(a.size(), 7u);
-    Argv tail(a.end() - 7, a.end());
+    ASSERT_GE(a.size(), 8u);
+    Argv tail(a.end() - 8, a.end());
     EXPECT_THAT(tail, ElementsAre("localhost/sandboxd-python:bookworm", "python3", "-I", "-u",
                                   kRunnerMountPath, "--socket",
-                                  std::string(kSocketMountDir) + "/runner.sock"));
+                                  std::string(kSocketMountDir) + "/runner.sock",
+                                  "--own-pid-namespace"));
     // No option after the image: everything before it is a podman flag.
     auto image = std::find(a.begin(), a.end(), "localhost/sandboxd-python:bookworm");
-    EXPECT_EQ(image, a.end() - 7);
+    EXPECT_EQ(image, a.end() - 8);
   }
 }
 
@@ -296,7 +315,7 @@ TEST(BuildRunArgvTest, SpecImageIsUsed) {
   ContainerSpec s = Spec();
   s.image = "other/image:tag";
   Argv a = BuildRunArgv(Options(), CgroupInfo(), s);
-  EXPECT_EQ(a[a.size() - 7], "other/image:tag");
+  EXPECT_EQ(a[a.size() - 8], "other/image:tag");
 }
 
 TEST(BuildRunArgvTest, HostileValuesStaySingleArguments) {

@@ -1172,6 +1172,29 @@ TEST_F(SessionManagerTest, ReadinessFollowsContainerStartsAndRecoversByItself) {
   m->Shutdown();
 }
 
+TEST_F(SessionManagerTest, ARunnerThatStopsReadingNeverHoldsUpCallersOrOtherSessions) {
+  ManagerOptions o = Options();
+  o.max_code_bytes = 2u << 20;
+  SessionManager* m = StartManager(o);
+  sandbox::v1::Session a = Create(m);
+  sandbox::v1::Session b = Create(m);
+  ASSERT_OK(runtime_->Kill(a.container_id(), SIGSTOP));  // a's runner reads nothing now
+  // A frame far larger than the socket buffer: the old code blocked in send() under a's
+  // lock (and lost the session after 5 s); now it waits in a's outbox.
+  ExecutionRequest big;
+  big.code = "x = '" + std::string(900 * 1024, 'a') + "'\nlen(x)";
+  Started st = Exec(m, a.id(), std::move(big));
+  ASSERT_TRUE(st.execution);
+  EXPECT_TRUE(m->GetSession(a.id()).ok());
+  EXPECT_TRUE(m->GetSession(b.id()).ok());
+  EXPECT_EQ(m->ListSessions("").size(), 2u);
+  EXPECT_EQ(Eval(m, b.id(), "6 * 7"), "42");
+  ASSERT_OK(runtime_->Kill(a.container_id(), SIGCONT));
+  std::optional<Finished> f = st.collector->WaitFinished();
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->result_repr(), "921600");
+}
+
 TEST_F(SessionManagerTest, RunnerRemovedUnderUs) {
   SessionManager* m = StartManager();
   sandbox::v1::Session s = Create(m);

@@ -1,0 +1,146 @@
+// The gateway against hostile peers, with the real binaries: MCP clients that send what
+// no client should, upstream servers that answer what no server should, and sandboxed
+// code that floods tool calls. Each case checks that the gateway stays up, that its memory
+// stays bounded, and that a well-behaved client is still served.
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+import { after, before, describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
+import {
+  GatewayHttp, Sandboxd, everythingStdio, rawStdioGateway, runPython, stopAll, text, waitFor,
+  writeConfig,
+} from "./harness.mjs";
+
+const HOSTILE = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "hostile_upstream.py");
+const INIT = {
+  jsonrpc: "2.0", id: 1, method: "initialize",
+  params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "1" } },
+};
+const NESTED = "[".repeat(200000) + "]".repeat(200000);
+
+function rssMiB(pid) {
+  const status = fs.readFileSync(`/proc/${pid}/status`, "utf8");
+  return Number(/VmRSS:\s+(\d+) kB/.exec(status)[1]) / 1024;
+}
+
+function hostile(mode) {
+  return { command: "python3", args: [HOSTILE, mode] };
+}
+
+// A client that behaves: run_python still reaches the well-behaved upstream.
+async function assertServes(gateway) {
+  const client = await gateway.client("witness");
+  try {
+    const r = await runPython(client, "r = await mcp_everything.echo(message='still here')\nprint(r)");
+    assert.match(text(r), /still here/, text(r));
+  } finally {
+    await client.close();
+  }
+}
+
+describe("hostile input to the gateway", () => {
+  let sandboxd;
+  const gateways = [];
+
+  before(async () => {
+    sandboxd = new Sandboxd();
+    await sandboxd.start();
+  });
+  after(async () => {
+    for (const g of gateways) await g.stop();
+    await sandboxd?.stop();
+    await stopAll();
+  });
+
+  async function startGateway(servers, extraArgs = []) {
+    const gateway = new GatewayHttp({ config: writeConfig(servers), sandboxd: sandboxd.endpoint, extraArgs });
+    gateways.push(gateway);
+    await gateway.start();
+    return gateway;
+  }
+
+  test("client: 200,000 nested arrays in an HTTP POST get a parse error, not a crash", async () => {
+    const gateway = await startGateway({ everything: everythingStdio() });
+    const r = await fetch(gateway.url, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Accept: "application/json, text/event-stream" },
+      body: NESTED,
+    });
+    assert.equal(r.status, 400);
+    const body = await r.json();
+    assert.equal(body.error.code, -32700);
+    assert.match(body.error.message, /nests deeper/);
+    assert.equal(gateway.proc.exitCode, null, gateway.log);
+    await assertServes(gateway);
+  });
+
+  test("client: 200,000 nested arrays on a stdio line get a parse error, not a crash", async () => {
+    const config = writeConfig({ everything: everythingStdio() });
+    const { proc, lines, send } = rawStdioGateway({ config, sandboxd: sandboxd.endpoint });
+    send(NESTED);
+    send(JSON.stringify(INIT));
+    await waitFor(() => lines.length >= 2, "two replies");
+    const [error, init] = lines.map((l) => JSON.parse(l));
+    assert.equal(error.error.code, -32700);
+    assert.match(error.error.message, /nests deeper/);
+    assert.equal(init.result.protocolVersion, "2025-06-18");
+    assert.equal(proc.exitCode, null);
+    proc.stdin.end();
+    await new Promise((r) => proc.once("exit", r));
+  });
+
+  for (const mode of ["protocol-number", "nested-line", "flood-lines"]) {
+    test(`upstream (${mode}): the gateway stays up and the other upstreams keep working`, async () => {
+      const gateway = await startGateway({ hostile: hostile(mode), everything: everythingStdio() });
+      await assertServes(gateway);
+      assert.equal(gateway.proc.exitCode, null, gateway.log);
+      assert.ok(rssMiB(gateway.proc.pid) < 256, `gateway RSS ${rssMiB(gateway.proc.pid)} MiB`);
+    });
+  }
+
+  test("upstream (huge-catalog): left out with the reason; run_python keeps working for everyone", async () => {
+    const gateway = await startGateway({ hostile: hostile("huge-catalog"), everything: everythingStdio() });
+    await assertServes(gateway);
+    const client = await gateway.client("reader");
+    await waitFor(async () => /hostile: unavailable \(its tool catalog is over \d+ bytes/
+      .test((await client.listTools()).tools[0].description), "the hostile upstream left out", 30000);
+    await client.close();
+    assert.match(gateway.log, /left out/);
+  });
+
+  test("sandbox: 20,000 gathered tool calls get ToolErrors past the in-flight cap; the gateway lives", async () => {
+    const gateway = await startGateway({ everything: everythingStdio() }, ["--max_tool_calls_in_flight=16"]);
+    const client = await gateway.client("flooder");
+    const r = await runPython(client, [
+      "rs = await asyncio.gather(*[mcp_everything.echo(message=str(i)) for i in range(20000)],",
+      "                          return_exceptions=True)",
+      "errors = [str(x) for x in rs if isinstance(x, Exception)]",
+      "print(len(rs) - len(errors), len(errors), any('in flight' in e for e in errors))",
+    ].join("\n"), { timeout_seconds: 240 }, { timeout: 300000 });
+    const [ok, failed, capped] = text(r).trim().split("\n")[0].split(" ");
+    assert.equal(Number(ok) + Number(failed), 20000, text(r));
+    assert.ok(Number(ok) > 0, text(r));
+    assert.equal(capped, "True", text(r));
+    await client.close();
+    assert.equal(gateway.proc.exitCode, null, gateway.log);
+    assert.ok(rssMiB(gateway.proc.pid) < 256, `gateway RSS ${rssMiB(gateway.proc.pid)} MiB`);
+    await assertServes(gateway);
+  });
+
+  test("sandbox: calls past --max_tool_calls_per_run get a ToolError naming the limit", async () => {
+    const gateway = await startGateway({ everything: everythingStdio() }, ["--max_tool_calls_per_run=50"]);
+    const client = await gateway.client("counter");
+    const r = await runPython(client, [
+      "n = 0",
+      "try:",
+      "    for i in range(60):",
+      "        await mcp_everything.echo(message=str(i))",
+      "        n += 1",
+      "except ToolError as e:",
+      "    print(n, e)",
+    ].join("\n"));
+    assert.match(text(r), /^50 .*more than 50 tool calls/m, text(r));
+    await client.close();
+  });
+});

@@ -1,0 +1,111 @@
+// RunnerConnection against a fake runner on a real unix socket: a runner that stops
+// reading can neither block a caller of Send() nor hold frames without bound.
+#include "sandboxd/runner_connection.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace sandboxd {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A runner that says `ready` and then never reads.
+class DeafRunner {
+ public:
+  DeafRunner() {
+    char tmpl[] = "/tmp/sbx-rc-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    path_ = dir_ + "/runner.sock";
+    listener_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strcpy(addr.sun_path, path_.c_str());
+    EXPECT_EQ(bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    EXPECT_EQ(listen(listener_, 1), 0);
+    acceptor_ = std::thread([this] {
+      peer_ = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+      std::string ready = EncodeFrame(nlohmann::json{{"type", "ready"}, {"runner_version", 1}});
+      EXPECT_EQ(write(peer_, ready.data(), ready.size()), static_cast<ssize_t>(ready.size()));
+    });
+  }
+  ~DeafRunner() {
+    if (acceptor_.joinable()) acceptor_.join();
+    close(peer_);
+    close(listener_);
+    std::filesystem::remove_all(dir_);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string dir_, path_;
+  int listener_ = -1;
+  int peer_ = -1;
+  std::thread acceptor_;
+};
+
+class Closed : public RunnerConnection::Listener {
+ public:
+  void OnRunnerMessage(RunnerMessage) override {}
+  void OnRunnerClosed(absl::Status reason) override {
+    reason_ = reason;
+    done_.Notify();
+  }
+  absl::Notification done_;
+  absl::Status reason_;
+};
+
+nlohmann::json BigFrame(size_t bytes) { return MakeExecFrame(1, std::string(bytes, 'x'), 1 << 20); }
+
+TEST(RunnerConnectionTest, SendNeverBlocksAndAFullOutboxEndsTheConnection) {
+  DeafRunner runner;
+  auto conn = RunnerConnection::Connect(runner.path(), absl::Seconds(5), absl::Hours(1));
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  Closed listener;
+  (*conn)->Start(&listener);
+  // Far more than the socket buffer: each Send returns at once (the old code blocked here
+  // for 5 s per call, holding the session's lock).
+  absl::Status s;
+  int sent = 0;
+  while ((s = (*conn)->Send(BigFrame(4 << 20))).ok()) ++sent;
+  EXPECT_GE(sent, 14);  // 64 MiB of 4 MiB frames, less what the kernel buffered
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("not reading"));
+  ASSERT_TRUE(listener.done_.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_THAT(std::string(listener.reason_.message()), HasSubstr("not reading"));
+  // Later sends fail with the same reason.
+  EXPECT_THAT(std::string((*conn)->Send(BigFrame(10)).message()), HasSubstr("not reading"));
+}
+
+TEST(RunnerConnectionTest, AFrameNotTakenWithinItsDeadlineEndsTheConnection) {
+  DeafRunner runner;
+  auto conn = RunnerConnection::Connect(runner.path(), absl::Seconds(5), absl::Milliseconds(300));
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  Closed listener;
+  (*conn)->Start(&listener);
+  ASSERT_TRUE((*conn)->Send(BigFrame(8 << 20)).ok());
+  ASSERT_TRUE(listener.done_.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_EQ(listener.reason_.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(listener.reason_.message()), HasSubstr("stopped reading"));
+}
+
+TEST(RunnerConnectionTest, ASymlinkInPlaceOfTheSocketIsNotFollowed) {
+  DeafRunner runner;  // a real, listening runner socket elsewhere
+  std::string link = std::filesystem::path(runner.path()).parent_path() / "link.sock";
+  ASSERT_EQ(symlink(runner.path().c_str(), link.c_str()), 0);
+  auto conn = RunnerConnection::Connect(link, absl::Seconds(2));
+  ASSERT_FALSE(conn.ok());
+  EXPECT_THAT(std::string(conn.status().message()), HasSubstr("not a socket"));
+  // The real socket is still accepted (and the fake runner's accept finishes).
+  EXPECT_TRUE(RunnerConnection::Connect(runner.path(), absl::Seconds(5)).ok());
+}
+
+}  // namespace
+}  // namespace sandboxd
