@@ -2,7 +2,8 @@
 # Sets everything up (scripts/setup.sh) and runs the product: sandboxd and mcp-gateway
 # (Streamable HTTP on http://127.0.0.1:8931/mcp) with a configuration that works out of
 # the box: your ~/.config/mcp-gateway/mcp.json (or servers.d/*.json) when present, else
-# the reference MCP servers installed by the set-up (everything, memory, filesystem).
+# the reference MCP servers installed by the set-up (everything, memory, and filesystem on
+# a directory of its own). HTTP clients authenticate with the token the gateway prints.
 # Ctrl-C stops both; sandbox sessions survive for the next start.
 #
 #   scripts/run.sh                      MCP_GATEWAY_PORT=9000 scripts/run.sh
@@ -35,8 +36,9 @@ if [[ -f "$config_home/mcp.json" ]] || compgen -G "$config_home/servers.d/*.json
 else
   export MCP_GATEWAY_NODE_PEERS="$root/deploy/node/node_modules"
   export MCP_GATEWAY_STATE="${XDG_STATE_HOME:-$HOME/.local/state}/mcp-gateway"
-  export MCP_GATEWAY_FILES="${MCP_GATEWAY_FILES:-$HOME}"
-  mkdir -p "$MCP_GATEWAY_STATE"
+  # The filesystem server gets a directory of its own, never the whole home directory.
+  export MCP_GATEWAY_FILES="${MCP_GATEWAY_FILES:-${XDG_DATA_HOME:-$HOME/.local/share}/mcp-gateway/files}"
+  mkdir -p "$MCP_GATEWAY_STATE" "$MCP_GATEWAY_FILES"
   config_args=(--config="$root/deploy/mcp-gateway/default-servers.json")
   echo "run: no $config_home/mcp.json: using the reference servers (everything, memory, filesystem on $MCP_GATEWAY_FILES)" >&2
 fi
@@ -44,11 +46,13 @@ fi
 cat >&2 <<MSG
 
   sandboxd     unix:$sock        (grpcurl -plaintext -unix $sock list)
-  mcp-gateway  http://127.0.0.1:$port/mcp
+  mcp-gateway  http://127.0.0.1:$port/mcp   (clients send the bearer token the gateway prints
+               below; it is kept in ${XDG_STATE_HOME:-$HOME/.local/state}/mcp-gateway/token)
 
   Connect a client:
-    npx @modelcontextprotocol/inspector@0.15.0 --cli http://127.0.0.1:$port/mcp --transport http --method tools/list
-    Claude Code / Cursor / Claude Desktop: see deploy/clients/README.md
+    claude mcp add --transport http codemode http://127.0.0.1:$port/mcp \\
+      --header "Authorization: Bearer \$(cat ${XDG_STATE_HOME:-$HOME/.local/state}/mcp-gateway/token)"
+    Cursor / Claude Desktop / the MCP Inspector: see deploy/clients/README.md
 
 MSG
 "$build_dir/services/mcp-gateway/mcp-gateway" --transport=http --listen="127.0.0.1:$port" \

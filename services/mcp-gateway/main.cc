@@ -13,6 +13,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "gateway/http_token.h"
 #include "gateway/run_python.h"
 #include "gateway/sandbox_client.h"
 #include "gateway/transports.h"
@@ -35,7 +36,15 @@ ABSL_FLAG(std::vector<std::string>, sandboxd, {},
           "on the endpoint that created it. Default: $MCP_GATEWAY_SANDBOXD, else sandboxd's "
           "default socket.");
 ABSL_FLAG(std::string, token, "",
-          "Require 'Authorization: Bearer <token>' on HTTP requests (also $MCP_GATEWAY_TOKEN).");
+          "The bearer token HTTP clients must send ('Authorization: Bearer <token>'); also "
+          "$MCP_GATEWAY_TOKEN. Default: the one in --token_file.");
+ABSL_FLAG(std::string, token_file, "",
+          "File holding the HTTP bearer token, created (mode 0600) with a random token at the "
+          "first start. Default: $XDG_STATE_HOME/mcp-gateway/token "
+          "(~/.local/state/mcp-gateway/token).");
+ABSL_FLAG(bool, no_auth, false,
+          "Serve HTTP without authentication: every local user (and every process) can then "
+          "use your upstream servers and their credentials. Logged loudly at every start.");
 ABSL_FLAG(std::vector<std::string>, allowed_origins, {},
           "Origins allowed to call the HTTP endpoint (default: loopback origins only).");
 ABSL_FLAG(std::vector<std::string>, allowed_hosts, {},
@@ -73,6 +82,24 @@ std::string DefaultSandboxd() {
   }
   if (geteuid() == 0) return "unix:/run/sandboxd/sandboxd.sock";
   return absl::StrCat("unix:/tmp/sandboxd-", geteuid(), "/sandboxd.sock");
+}
+
+// The HTTP bearer token: --token, $MCP_GATEWAY_TOKEN, or the token file (created at the
+// first start). Empty only with --no_auth. `file` is set when the token came from a file.
+absl::StatusOr<std::string> ResolveToken(std::string* file) {
+  if (absl::GetFlag(FLAGS_no_auth)) {
+    spdlog::warn("--no_auth: HTTP requests are NOT authenticated; any local user or process "
+                 "that reaches the port can run code with your upstream servers' credentials");
+    return std::string();
+  }
+  std::string token = absl::GetFlag(FLAGS_token);
+  if (token.empty()) {
+    if (const char* t = std::getenv("MCP_GATEWAY_TOKEN")) token = t;
+  }
+  if (!token.empty()) return token;
+  *file = absl::GetFlag(FLAGS_token_file);
+  if (file->empty()) *file = gateway::DefaultTokenFile();
+  return gateway::LoadOrCreateTokenFile(*file);
 }
 
 }  // namespace
@@ -175,9 +202,12 @@ int main(int argc, char** argv) {
   if (http.host.size() > 2 && http.host.front() == '[') http.host = http.host.substr(1, http.host.size() - 2);
   http.port = std::atoi(listen.substr(colon + 1).c_str());
   http.path = absl::GetFlag(FLAGS_path);
-  http.bearer_token = absl::GetFlag(FLAGS_token);
-  if (http.bearer_token.empty()) {
-    if (const char* t = std::getenv("MCP_GATEWAY_TOKEN")) http.bearer_token = t;
+  std::string token_file;
+  if (absl::StatusOr<std::string> token = ResolveToken(&token_file); token.ok()) {
+    http.bearer_token = *token;
+  } else {
+    spdlog::critical("{}", std::string(token.status().message()));
+    return 2;
   }
   http.allowed_origins = absl::GetFlag(FLAGS_allowed_origins);
   http.allowed_hosts = absl::GetFlag(FLAGS_allowed_hosts);
@@ -191,6 +221,18 @@ int main(int argc, char** argv) {
   upstreams.SetCatalogListener([&server] { server.NotifyToolsChanged(); });
   spdlog::info("serving MCP on http://{}:{}{} (sandboxd {})", http.host, server.port(), http.path,
                endpoints[0]);
+  if (!http.bearer_token.empty()) {
+    const std::string url = absl::StrCat("http://", listen.substr(0, colon), ":", server.port(), http.path);
+    spdlog::info(
+        "clients must send 'Authorization: Bearer {}'{}. For example:\n"
+        "  claude mcp add --transport http codemode {} --header \"Authorization: Bearer {}\"\n"
+        "  curl -H 'Authorization: Bearer {}' -H 'Content-Type: application/json' "
+        "-H 'Accept: application/json, text/event-stream' -d '{{\"jsonrpc\":\"2.0\",\"id\":1,"
+        "\"method\":\"initialize\",\"params\":{{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{{}},"
+        "\"clientInfo\":{{\"name\":\"curl\",\"version\":\"1\"}}}}}}' {}",
+        http.bearer_token, token_file.empty() ? "" : " (token file " + token_file + ")", url,
+        http.bearer_token, http.bearer_token, url);
+  }
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("signal {}: shutting down", sig);

@@ -226,10 +226,20 @@ std::vector<UpstreamStatus> RunPythonTool::CatalogView(const std::vector<Upstrea
   return view;
 }
 
-std::shared_ptr<RunPythonTool::Binding> RunPythonTool::FindOrNull(const std::string& key) {
+absl::StatusOr<std::shared_ptr<RunPythonTool::Binding>> RunPythonTool::FindOrRegister(
+    const std::string& session_key, const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = bindings_.find(key);
-  return it == bindings_.end() ? nullptr : it->second;
+  if (it != bindings_.end()) return it->second;
+  size_t named = 0;
+  for (const auto& [k, _] : bindings_) named += k.rfind(session_key + "\x1f", 0) == 0;
+  if (named >= options_.max_named_sessions) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("this client already has ", named, " sandbox sessions (the limit)"));
+  }
+  auto b = std::make_shared<Binding>();
+  bindings_[key] = b;
+  return b;
 }
 
 void RunPythonTool::Forget(const std::string& key, const std::shared_ptr<Binding>& b) {
@@ -299,28 +309,7 @@ absl::StatusOr<json> RunPythonTool::CallTool(const std::string& name, const json
   const std::string key = ctx.session_key + "\x1f" + session_name;
   std::vector<std::string> notes;
   bool session_reset = false;
-  std::shared_ptr<Binding> binding = FindOrNull(key);
-  auto make_binding = [&]() -> absl::StatusOr<std::shared_ptr<Binding>> {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      size_t named = 0;
-      for (const auto& [k, _] : bindings_) named += k.rfind(ctx.session_key + "\x1f", 0) == 0;
-      if (named >= options_.max_named_sessions) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "this client already has ", named, " sandbox sessions (the limit)"));
-      }
-    }
-    absl::StatusOr<SandboxRef> ref =
-        sandboxes_->CreateSession(absl::StrCat("mcp:", ctx.session_key), session_name, catalog);
-    if (!ref.ok()) return ref.status();
-    auto b = std::make_shared<Binding>();
-    b->ref = *ref;
-    b->catalog_version = catalog_version;
-    b->allowed_key = allowed_key;
-    std::lock_guard<std::mutex> lock(mu_);
-    bindings_[key] = b;
-    return b;
-  };
+  std::shared_ptr<Binding> binding;
 
   auto error_result = [&](const std::string& message) -> json {
     json structured = {{"status", "error"}, {"stdout", ""}, {"stderr", ""}, {"result", nullptr},
@@ -347,11 +336,25 @@ absl::StatusOr<json> RunPythonTool::CallTool(const std::string& name, const json
   absl::StatusOr<Finished> finished = absl::UnknownError("not run");
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (!binding) {
-      absl::StatusOr<std::shared_ptr<Binding>> created = make_binding();
-      if (!created.ok()) return error_result(std::string(created.status().message()));
-      binding = *created;
+      absl::StatusOr<std::shared_ptr<Binding>> found = FindOrRegister(ctx.session_key, key);
+      if (!found.ok()) return error_result(std::string(found.status().message()));
+      binding = *found;
     }
     std::lock_guard<std::mutex> run_lock(binding->run_mu);
+    if (!binding->Ready()) {
+      // The first run on this binding creates its sandbox session; concurrent runs of the
+      // same MCP session and name wait on run_mu above and then use it.
+      absl::StatusOr<SandboxRef> ref =
+          sandboxes_->CreateSession(absl::StrCat("mcp:", ctx.session_key), session_name, catalog);
+      if (!ref.ok()) return error_result(std::string(ref.status().message()));
+      if (!binding->SetReady(*ref)) {
+        // The MCP session ended while the sandbox session was being created.
+        (void)sandboxes_->DeleteSession(*ref);
+        return error_result("the MCP session was closed");
+      }
+      binding->catalog_version = catalog_version;
+      binding->allowed_key = allowed_key;
+    }
     if (reset && attempt == 0) {
       absl::Status s = sandboxes_->ResetSession(binding->ref);
       if (!s.ok() && !absl::IsNotFound(s) && !absl::IsFailedPrecondition(s)) {
@@ -491,9 +494,12 @@ void RunPythonTool::SessionClosed(const std::string& session_key) {
     }
   }
   for (const auto& b : doomed) {
-    absl::Status s = sandboxes_->DeleteSession(b->ref);
+    // A binding whose session is still being created deletes it itself (SetReady).
+    std::optional<SandboxRef> ref = b->Close();
+    if (!ref) continue;
+    absl::Status s = sandboxes_->DeleteSession(*ref);
     if (!s.ok() && !absl::IsNotFound(s)) {
-      spdlog::warn("cannot delete sandbox session {}: {}", b->ref.session_id, std::string(s.message()));
+      spdlog::warn("cannot delete sandbox session {}: {}", ref->session_id, std::string(s.message()));
     }
   }
 }

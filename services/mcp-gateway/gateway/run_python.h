@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -82,17 +83,46 @@ class RunPythonTool : public ToolProvider {
   void CloseAll();
 
  private:
+  // One per (MCP session, name), registered before its sandbox session exists so that
+  // concurrent first runs cannot create two (the first creates it under run_mu).
   struct Binding {
+    // ref names the created sandbox session; written once, by the run holding run_mu.
     SandboxRef ref;
+    bool Ready() {
+      std::lock_guard<std::mutex> lock(state_mu);
+      return ready;
+    }
+    // Records the created session; false (and nothing recorded) when Close() came first.
+    bool SetReady(const SandboxRef& r) {
+      std::lock_guard<std::mutex> lock(state_mu);
+      if (closed) return false;
+      ref = r;
+      ready = true;
+      return true;
+    }
+    // The MCP session ended: the session to delete, if one was created.
+    std::optional<SandboxRef> Close() {
+      std::lock_guard<std::mutex> lock(state_mu);
+      closed = true;
+      return ready ? std::optional<SandboxRef>(ref) : std::nullopt;
+    }
     uint64_t catalog_version = 0;   // of the catalog the sandbox session has
     std::string allowed_key;        // the `servers` restriction it was built with
     std::mutex run_mu;              // one run at a time per binding, in order
+
+   private:
+    std::mutex state_mu;  // guards ready and closed (and ref's one write)
+    bool ready = false;
+    bool closed = false;
   };
   // The upstreams as the sandbox should see them: a server that is down keeps its last
   // known tools, so code can still call it (a dead stdio server is restarted on the call;
   // others answer with a clear ToolError) instead of hitting a NameError.
   std::vector<UpstreamStatus> CatalogView(const std::vector<UpstreamStatus>& snapshot);
-  std::shared_ptr<Binding> FindOrNull(const std::string& key);
+  // The binding of `key`, registered (not yet ready) when there is none; RESOURCE_EXHAUSTED
+  // past max_named_sessions for the MCP session.
+  absl::StatusOr<std::shared_ptr<Binding>> FindOrRegister(const std::string& session_key,
+                                                          const std::string& key);
   void Forget(const std::string& key, const std::shared_ptr<Binding>& b);
 
   SandboxClient* const sandboxes_;

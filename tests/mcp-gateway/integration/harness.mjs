@@ -2,6 +2,7 @@
 // binaries, real upstream MCP servers (the npm reference servers) and real MCP clients
 // (the TypeScript SDK). Paths come from the environment ctest sets:
 //   SANDBOXD_BIN, GATEWAY_BIN, NODE_PEERS (deploy/node/node_modules)
+import { randomBytes } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
@@ -49,21 +50,29 @@ export async function startEverythingHttp(mode) {
 }
 
 export class GatewayHttp {
-  constructor({ config, sandboxd, extraArgs = [] }) {
-    this.args = [`--transport=http`, `--config=${config}`, `--sandboxd=${sandboxd}`, ...extraArgs];
+  // HTTP is authenticated: each gateway gets a random token, and client() sends it.
+  // `auth: false` starts it with --no_auth instead (for clients that cannot send headers).
+  constructor({ config, sandboxd, extraArgs = [], auth = true }) {
+    this.token = auth ? randomBytes(24).toString("hex") : "";
+    this.args = [`--transport=http`, `--config=${config}`, `--sandboxd=${sandboxd}`,
+      auth ? `--token=${this.token}` : "--no_auth", ...extraArgs];
     this.log = "";
+    this.env = {};  // added to the gateway's environment
   }
+  // Headers that authenticate a raw request.
+  get authHeaders() { return this.token ? { Authorization: `Bearer ${this.token}` } : {}; }
   async start() {
     this.port = await freePort();
     this.proc = track(spawnTied(GATEWAY_BIN, [...this.args, `--listen=127.0.0.1:${this.port}`],
-      { stdio: ["ignore", "ignore", "pipe"] }));
+      { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, ...this.env } }));
     this.proc.stderr.on("data", (d) => { this.log += d; });
     await waitFor(() => canConnect({ port: this.port, host: "127.0.0.1" }), "mcp-gateway http", 30000);
     this.url = `http://127.0.0.1:${this.port}/mcp`;
   }
   async client(name = "test-client", headers = {}) {
     const c = new Client({ name, version: "1.0.0" });
-    await c.connect(new StreamableHTTPClientTransport(new URL(this.url), { requestInit: { headers } }));
+    await c.connect(new StreamableHTTPClientTransport(new URL(this.url),
+      { requestInit: { headers: { ...this.authHeaders, ...headers } } }));
     return c;
   }
   async stop() {

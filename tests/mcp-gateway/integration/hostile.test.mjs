@@ -64,7 +64,8 @@ describe("hostile input to the gateway", () => {
     const gateway = await startGateway({ everything: everythingStdio() });
     const r = await fetch(gateway.url, {
       method: "POST",
-      headers: { "Content-Type": "application/json", Accept: "application/json, text/event-stream" },
+      headers: { "Content-Type": "application/json", Accept: "application/json, text/event-stream",
+        ...gateway.authHeaders },
       body: NESTED,
     });
     assert.equal(r.status, 400);
@@ -107,6 +108,18 @@ describe("hostile input to the gateway", () => {
       .test((await client.listTools()).tools[0].description), "the hostile upstream left out", 30000);
     await client.close();
     assert.match(gateway.log, /left out/);
+  });
+
+  test("client: six parallel first run_python calls share one sandbox session", async () => {
+    const gateway = await startGateway({ everything: everythingStdio() });
+    const client = await gateway.client("parallel");
+    const before = sandboxd.sessions().length;
+    const code = "x = globals().get('x', 0) + 1\nx";
+    await Promise.all([...Array(6)].map(() => runPython(client, code)));
+    assert.equal(sandboxd.sessions().length - before, 1, "one sandbox session for one MCP session");
+    const r = await runPython(client, "x");
+    assert.equal(r.structuredContent.result, "6");  // every run saw the same namespace
+    await client.close();
   });
 
   test("sandbox: 20,000 gathered tool calls get ToolErrors past the in-flight cap; the gateway lives", async () => {
