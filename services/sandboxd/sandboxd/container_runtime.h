@@ -52,6 +52,11 @@ struct RuntimeInfo {
   // True when memory/pids/cpu limits go through cgroups; false means rlimit fallback
   // (RLIMIT_DATA for memory, RLIMIT_NPROC for processes, no CPU quota).
   bool cgroup_limits = true;
+  // RLIMIT_NPROC counts every process of a host uid, across all containers that share it.
+  // In cgroup mode each container's pids cgroup is the per-session limit, and nproc is set
+  // to this ceiling (the kernel's pid_max, or our own hard limit if lower) so that no
+  // session can exhaust it for the others. 0: unknown.
+  uint64_t nproc_ceiling = 0;
   std::vector<std::string> notes;
 };
 

@@ -1,5 +1,10 @@
 #include "sandboxd/podman_runtime.h"
 
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <fstream>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -46,6 +51,24 @@ bool PodmanNeeds(absl::string_view name) {
     if (name == n) return true;
   }
   return absl::StartsWith(name, "CONTAINERS_");
+}
+
+uint64_t NprocCeiling(const RuntimeInfo& info, const ResolvedLimits& l) {
+  return info.nproc_ceiling != 0 ? std::max<uint64_t>(info.nproc_ceiling, l.pids)
+                                 : uint64_t{l.pids} * 4;
+}
+
+// min(kernel.pid_max, our hard RLIMIT_NPROC): the largest nproc runc may set here.
+uint64_t HostNprocCeiling() {
+  uint64_t ceiling = 0;
+  std::ifstream pid_max("/proc/sys/kernel/pid_max");
+  pid_max >> ceiling;
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NPROC, &rl) == 0 && rl.rlim_max != RLIM_INFINITY &&
+      (ceiling == 0 || rl.rlim_max < ceiling)) {
+    ceiling = rl.rlim_max;
+  }
+  return ceiling;
 }
 
 }  // namespace
@@ -102,8 +125,11 @@ std::vector<std::string> BuildRunArgv(const PodmanOptions& options, const Runtim
         "--memory-swap", absl::StrCat(l.memory_bytes),
         "--pids-limit", absl::StrCat(l.pids),
         "--cpus", absl::StrCat(l.cpu_millis / 1000, ".", absl::StrFormat("%03u", l.cpu_millis % 1000)),
-        // podman's default nproc (the host's) cannot be set without CAP_SYS_RESOURCE.
-        "--ulimit", absl::StrCat("nproc=", l.pids * 4, ":", l.pids * 4),
+        // The pids cgroup above is the per-session limit. RLIMIT_NPROC counts the processes
+        // of the container's uid in every container, so it only gets a ceiling no set of
+        // sessions can reach; podman's default (the host's) cannot be set without
+        // CAP_SYS_RESOURCE.
+        "--ulimit", absl::StrCat("nproc=", NprocCeiling(info, l), ":", NprocCeiling(info, l)),
     });
   } else {
     // rlimit fallback: RLIMIT_DATA (heap and private mappings; podman cannot set
@@ -193,6 +219,7 @@ absl::StatusOr<RuntimeInfo> PodmanRuntime::Probe() {
     info.oci_runtime = options_.oci_runtime;
   }
   info.cgroup_limits = !(info.rootless && info.cgroup_version == "v1");
+  info.nproc_ceiling = HostNprocCeiling();
   if (!info.cgroup_limits) {
     info.notes.push_back(
         "rootless podman on cgroup v1 cannot enforce --memory/--pids/--cpus: memory is "

@@ -198,6 +198,35 @@ len(procs())
   EXPECT_EQ(f.result_repr(), "2") << "stray processes survived the reset (init and the runner stay)";
 }
 
+TEST_F(HostileTest, ThreadsOfSomeSessionsNeverStarveAnother) {
+  // Every container runs as the same uid, and RLIMIT_NPROC counts per uid: with a limit
+  // of 4x pids (the old setting) five sessions of 55 threads each left the last ones
+  // unable to start a thread. Each session's limit is its own pids cgroup now.
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(CreateSession(*stub_).id());
+  for (const auto& id : ids) {
+    Finished f = RunCode(*stub_, id, R"(
+import threading, time
+started = 0
+for _ in range(55):
+    try:
+        threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+        started += 1
+    except RuntimeError:
+        break
+started)");
+    EXPECT_EQ(f.status(), Finished::OK) << f.DebugString();
+    EXPECT_EQ(f.result_repr(), "55") << "session " << id;
+  }
+  for (const auto& id : ids) {
+    grpc::ClientContext ctx;
+    sandbox::v1::DeleteSessionRequest d;
+    d.set_session_id(id);
+    sandbox::v1::DeleteSessionResponse r;
+    EXPECT_TRUE(stub_->DeleteSession(&ctx, d, &r).ok());
+  }
+}
+
 TEST_F(HostileTest, MemoryBombIsContained) {
   auto s = CreateSession(*stub_);
   Finished f = RunCode(*stub_, s.id(), "x = b'x' * (2 * 1024**3)\nlen(x)", 30000);

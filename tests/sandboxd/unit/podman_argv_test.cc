@@ -218,6 +218,11 @@ TEST(BuildRunArgvTest, CgroupModeLimits) {
   for (const auto& u : ValuesOf(a, "--ulimit")) {
     EXPECT_FALSE(absl::StartsWith(u, "as=") || absl::StartsWith(u, "data=")) << u;
   }
+  // RLIMIT_NPROC counts all containers of the uid: a ceiling, never the session's limit.
+  RuntimeInfo probed = CgroupInfo();
+  probed.nproc_ceiling = 32768;
+  Argv b = BuildRunArgv(Options(), probed, Spec());
+  EXPECT_TRUE(HasPair(b, "--ulimit", "nproc=32768:32768")) << Join(b);
 }
 
 TEST(BuildRunArgvTest, CpuFormatting) {
