@@ -58,6 +58,8 @@ ABSL_FLAG(uint32_t, max_timeout_seconds, 300, "Largest run_python timeout a clie
 ABSL_FLAG(absl::Duration, startup_wait, absl::Seconds(10),
           "How long to wait for upstreams to connect before serving (they keep connecting after).");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error.");
+ABSL_FLAG(uint32_t, max_mcp_sessions, 256,
+          "MCP sessions the HTTP transport holds at once; more initializes get 503.");
 ABSL_FLAG(uint64_t, max_catalog_bytes_per_upstream, 1 << 20,
           "Largest tool catalog (names, descriptions, schemas) of one upstream; a larger "
           "upstream is left out with the reason, the others keep working.");
@@ -213,6 +215,7 @@ int main(int argc, char** argv) {
   http.allowed_hosts = absl::GetFlag(FLAGS_allowed_hosts);
   http.max_body_bytes = absl::GetFlag(FLAGS_max_body_bytes);
   http.session_idle_ttl = absl::GetFlag(FLAGS_session_idle_ttl);
+  http.max_sessions = absl::GetFlag(FLAGS_max_mcp_sessions);
   gateway::HttpServer server(http, &tool, server_options);
   if (absl::Status s = server.Start(); !s.ok()) {
     spdlog::critical("{}", std::string(s.message()));

@@ -145,12 +145,19 @@ absl::Status PrepareSocket(const std::string& path) {
 }
 
 // `--self_check`: one session, print(1), clean up. The verdict goes to stderr.
-int RunSelfCheck(sandboxd::SessionManager& manager, const std::string& state_dir) {
-  absl::Status status = manager.Start();
-  if (status.ok()) status = sandboxd::SelfCheck(manager);
-  manager.Shutdown();
+int RunSelfCheck(const sandboxd::ManagerOptions& options, sandboxd::ContainerRuntime* runtime,
+                 sandboxd::Clock* clock) {
+  absl::Status status;
+  {
+    // Destroyed before the state directory goes: its workers finish removing the
+    // container and the socket directory first.
+    sandboxd::SessionManager manager(options, runtime, clock);
+    status = manager.Start();
+    if (status.ok()) status = sandboxd::SelfCheck(manager);
+    manager.Shutdown();
+  }
   std::error_code ec;
-  fs::remove_all(state_dir, ec);
+  fs::remove_all(options.state_dir, ec);
   if (!status.ok()) {
     spdlog::critical("self-check failed: {}", status.message());
     return 1;
@@ -257,9 +264,8 @@ int main(int argc, char** argv) {
   podman.global_args = absl::GetFlag(FLAGS_podman_args);
   sandboxd::PodmanRuntime runtime(podman);
   sandboxd::RealClock clock;
+  if (self_check) return RunSelfCheck(options, &runtime, &clock);
   sandboxd::SessionManager manager(options, &runtime, &clock);
-
-  if (self_check) return RunSelfCheck(manager, options.state_dir);
 
   std::string socket_path = absl::GetFlag(FLAGS_socket);
   if (socket_path.empty()) socket_path = DefaultSocket();

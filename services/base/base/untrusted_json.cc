@@ -29,27 +29,46 @@ bool JsonDepthWithinLimit(absl::string_view text, int max_depth) {
 
 namespace {
 
-// nlohmann's own DOM builder with a depth check: sax_parse calls these by name, so the
-// two shadowing members below are all it takes. Returning false aborts the parse at the
-// first level too deep, before anything of it is built.
+// nlohmann's own DOM builder with a depth and a value budget: sax_parse calls these by
+// name, so shadowing them is all it takes. Returning false aborts the parse at the first
+// value past the budget, before anything more is built.
 template <typename Json>
 class DepthLimitedDom : public nlohmann::detail::json_sax_dom_parser<Json> {
   using Base = nlohmann::detail::json_sax_dom_parser<Json>;
 
  public:
-  DepthLimitedDom(Json& result, int max_depth)
-      : Base(result, /*allow_exceptions_=*/false), max_depth_(max_depth) {}
+  DepthLimitedDom(Json& result, const JsonLimits& limits)
+      : Base(result, /*allow_exceptions_=*/false), limits_(limits) {}
 
   bool start_object(std::size_t n) { return Enter() && Base::start_object(n); }
   bool start_array(std::size_t n) { return Enter() && Base::start_array(n); }
   bool end_object() { return Leave() && Base::end_object(); }
   bool end_array() { return Leave() && Base::end_array(); }
+  bool null() { return Count() && Base::null(); }
+  bool boolean(bool v) { return Count() && Base::boolean(v); }
+  bool number_integer(typename Json::number_integer_t v) {
+    return Count() && Base::number_integer(v);
+  }
+  bool number_unsigned(typename Json::number_unsigned_t v) {
+    return Count() && Base::number_unsigned(v);
+  }
+  bool number_float(typename Json::number_float_t v, const typename Json::string_t& s) {
+    return Count() && Base::number_float(v, s);
+  }
+  bool string(typename Json::string_t& v) { return Count() && Base::string(v); }
 
   bool too_deep() const { return too_deep_; }
+  bool too_many() const { return too_many_; }
 
  private:
+  bool Count() {
+    if (++values_ <= limits_.max_values) return true;
+    too_many_ = true;
+    return false;
+  }
   bool Enter() {
-    if (++depth_ <= max_depth_) return true;
+    if (!Count()) return false;
+    if (++depth_ <= limits_.max_depth) return true;
     too_deep_ = true;
     return false;
   }
@@ -58,9 +77,11 @@ class DepthLimitedDom : public nlohmann::detail::json_sax_dom_parser<Json> {
     return true;
   }
 
-  const int max_depth_;
+  const JsonLimits& limits_;
   int depth_ = 0;
+  size_t values_ = 0;
   bool too_deep_ = false;
+  bool too_many_ = false;
 };
 
 }  // namespace
@@ -73,12 +94,16 @@ absl::StatusOr<Json> ParseUntrustedJson(absl::string_view text, absl::string_vie
                                                    " bytes; the limit is ", limits.max_bytes));
   }
   Json v;
-  DepthLimitedDom<Json> dom(v, limits.max_depth);
+  DepthLimitedDom<Json> dom(v, limits);
   bool ok = Json::sax_parse(text.begin(), text.end(), &dom, Json::input_format_t::json,
                             /*strict=*/true, limits.allow_comments);
   if (dom.too_deep()) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, " nests deeper than ", limits.max_depth, " levels"));
+  }
+  if (dom.too_many()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " holds more than ", limits.max_values, " values"));
   }
   if (!ok || dom.is_errored()) {
     return absl::InvalidArgumentError(absl::StrCat(what, " is not valid JSON"));

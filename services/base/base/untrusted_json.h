@@ -26,6 +26,10 @@ struct JsonLimits {
   // Larger texts are refused before parsing; 0 means no size limit (the caller bounded
   // the text already, as a frame decoder does).
   size_t max_bytes = 0;
+  // Values (objects, arrays, strings, numbers, ...) a document may hold. Memory is what
+  // the budget is for: a DOM costs tens of bytes per value, so 16 MiB of "[0,0,0,..."
+  // would become hundreds of MiB without it.
+  size_t max_values = 1u << 20;
   // Accept // and /* */ comments (configuration files written by people).
   bool allow_comments = false;
 };

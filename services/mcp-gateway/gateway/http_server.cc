@@ -25,8 +25,9 @@
 #include <map>
 #include <thread>
 
-#include "gateway/http_checks.h"
+#include "absl/strings/str_cat.h"
 #include "base/thread.h"
+#include "gateway/http_checks.h"
 #include "gateway/mcp_wire.h"
 #include "gateway/transports.h"
 
@@ -412,6 +413,16 @@ void HttpServer::Impl::HandlePost(const httplib::Request& req, httplib::Response
 
 void HttpServer::Impl::CreateSession(httplib::Response& res, const json& message,
                                      const http::AcceptedTypes& accept) {
+  auto too_many = [&] {
+    SetError(res, 503, kInternalError,
+             absl::StrCat("Service Unavailable: ", options.max_sessions,
+                          " MCP sessions are open (the gateway's --max_mcp_sessions); end one "
+                          "with DELETE or retry later"));
+  };
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (sessions.size() >= options.max_sessions) return too_many();
+  }
   auto session = std::make_shared<HttpSession>();
   session->id = http::NewSessionId();
   session->mcp = std::make_shared<McpSession>(session->id, provider, server_options);
@@ -428,13 +439,18 @@ void HttpServer::Impl::CreateSession(httplib::Response& res, const json& message
     SetSingleResponse(res, *response, !accept.json);
     return;
   }
-  bool registered = false;
+  bool registered = false, full = false;
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (!stopping) {
+    full = sessions.size() >= options.max_sessions;  // re-checked: initializes race
+    if (!stopping && !full) {
       sessions[session->id] = session;
       registered = true;
     }
+  }
+  if (full) {
+    session->mcp->Close();
+    return too_many();
   }
   if (!registered) {
     session->mcp->Close();

@@ -48,6 +48,9 @@ struct HttpServerOptions {
   std::vector<std::string> allowed_hosts;
   size_t max_body_bytes = 4u << 20;  // 413 past it
   absl::Duration session_idle_ttl = absl::Minutes(30);
+  // MCP sessions held at once; an initialize past it gets 503 (each session may hold
+  // sandbox sessions, upstream calls and a GET stream).
+  size_t max_sessions = 256;
   int threads = 64;                  // concurrent requests (each SSE stream holds one)
 };
 

@@ -16,7 +16,6 @@
 namespace gateway {
 namespace {
 
-constexpr size_t kMaxSseLineBytes = 16u << 20;
 
 bool IsBlank(const std::string& s) {
   return s.find_first_not_of(" \t\r\n") == std::string::npos;
@@ -48,8 +47,10 @@ bool SseParser::Feed(const char* data, size_t size, const Handler& handler) {
     ProcessLine(line, handler);
   }
   buffer_.erase(0, start);
-  if (buffer_.size() > kMaxSseLineBytes) {
+  if (buffer_.size() > max_bytes_ || overflow_) {
     buffer_.clear();
+    current_ = Event();
+    has_data_ = false;
     return false;
   }
   return true;
@@ -57,7 +58,7 @@ bool SseParser::Feed(const char* data, size_t size, const Handler& handler) {
 
 void SseParser::ProcessLine(const std::string& line, const Handler& handler) {
   if (line.empty()) {  // blank line: dispatch
-    if (has_data_ && !IsBlank(current_.data)) {
+    if (has_data_ && !overflow_ && !IsBlank(current_.data)) {  // never a truncated event
       current_.id = last_id_;
       handler(current_);
     }
@@ -76,6 +77,10 @@ void SseParser::ProcessLine(const std::string& line, const Handler& handler) {
   if (field == "event") {
     current_.event = value.empty() ? "message" : value;
   } else if (field == "data") {
+    if (overflow_ || current_.data.size() + value.size() + 1 > max_bytes_) {
+      overflow_ = true;  // many small data lines must not add up to an unbounded event
+      return;
+    }
     if (has_data_) current_.data += '\n';
     current_.data += value;
     has_data_ = true;

@@ -23,13 +23,19 @@ class SseParser {
   };
   using Handler = std::function<void(const Event&)>;
 
+  // `max_event_bytes` bounds one line and one event's joined data alike.
+  explicit SseParser(size_t max_event_bytes = 16u << 20) : max_bytes_(max_event_bytes) {}
+
   // Feeds bytes as they arrive; complete events are passed to `handler`. Returns false
-  // (and drops the buffer) when a single line exceeds the size limit.
+  // (and drops what it holds) when a line or an event's data exceeds the size limit;
+  // the stream should then be abandoned.
   bool Feed(const char* data, size_t size, const Handler& handler);
 
  private:
   void ProcessLine(const std::string& line, const Handler& handler);
 
+  const size_t max_bytes_;
+  bool overflow_ = false;  // an event's data outgrew max_bytes_
   std::string buffer_;
   bool skip_lf_ = false;  // the previous chunk ended with '\r' (of a "\r\n")
   Event current_;

@@ -186,6 +186,26 @@ TEST_F(HttpServerTest, BearerTokenIsRequiredWhenConfigured) {
   EXPECT_EQ(server_->session_count(), 1u);
 }
 
+TEST_F(HttpServerTest, SessionsAreBoundedAndAFreedSlotIsReused) {
+  HttpServerOptions options;
+  options.max_sessions = 2;
+  Start(options);
+  std::string a = Initialize();
+  ASSERT_FALSE(a.empty());
+  ASSERT_FALSE(Initialize().empty());
+  auto refused = Post(Request(1, "initialize", InitializeParams()));
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 503);
+  EXPECT_NE(Body(refused)["error"]["message"].get<std::string>().find("max_mcp_sessions"),
+            std::string::npos);
+  EXPECT_EQ(server_->session_count(), 2u);
+  auto client = NewClient();
+  auto deleted = client.Delete("/mcp", Headers(a));
+  ASSERT_TRUE(deleted);
+  EXPECT_EQ(deleted->status, 200);
+  EXPECT_FALSE(Initialize().empty());
+}
+
 TEST_F(HttpServerTest, OversizedBodyIs413) {
   HttpServerOptions options;
   options.max_body_bytes = 1024;

@@ -31,6 +31,21 @@ TEST(SseParserTest, ParsesEventsDataAndIds) {
   EXPECT_EQ(events[1].id, "7");
 }
 
+TEST(SseParserTest, ManySmallDataLinesCannotMakeAnUnboundedEvent) {
+  SseParser parser(1024);
+  std::string line = "data: " + std::string(100, 'x') + "\n";
+  int events = 0;
+  bool ok = true;
+  for (int i = 0; i < 20 && ok; ++i) {  // 2 KiB of data in one event, no line over 1 KiB
+    ok = parser.Feed(line.data(), line.size(), [&](const SseParser::Event&) { ++events; });
+  }
+  EXPECT_FALSE(ok);
+  EXPECT_EQ(events, 0);
+  std::string end = "\n";
+  parser.Feed(end.data(), end.size(), [&](const SseParser::Event&) { ++events; });
+  EXPECT_EQ(events, 0);  // the truncated event is never delivered
+}
+
 TEST(SseParserTest, JoinsMultiLineDataWithNewlines) {
   auto events = ParseAll({"data: {\n", "data:  \"a\": 1\n", "data: }\n\n"});
   ASSERT_EQ(events.size(), 1u);
