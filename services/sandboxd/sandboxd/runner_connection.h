@@ -59,8 +59,9 @@ class RunnerConnection {
   // Starts the reader thread. `listener` must outlive Close().
   void Start(Listener* listener);
 
-  // Queues one frame for the writer thread and returns at once: callers may hold locks
-  // (a session's) and must never wait on a runner. Safe for concurrent use. The outbox is
+  // Sends one frame without ever waiting: what the socket does not take at once (with
+  // MSG_DONTWAIT) is queued for the writer thread. Callers may hold locks (a session's)
+  // and must never wait on a runner. Safe for concurrent use. The outbox is
   // bounded (kMaxOutboxBytes) and each frame must be written within kFrameDeadline of
   // reaching its head, in total, however slowly the runner reads. Either limit, or a write
   // error, shuts the connection down: OnRunnerClosed then reports why, and later Sends
@@ -95,6 +96,7 @@ class RunnerConnection {
   std::deque<std::string> outbox_ ABSL_GUARDED_BY(out_mu_);
   size_t outbox_bytes_ ABSL_GUARDED_BY(out_mu_) = 0;
   bool stop_writer_ ABSL_GUARDED_BY(out_mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(out_mu_) = false;  // the writer is sending a frame
   std::string write_error_ ABSL_GUARDED_BY(out_mu_);  // empty while healthy
   std::thread writer_;
 };
