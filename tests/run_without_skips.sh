@@ -13,7 +13,7 @@ case $kind in
     "${NODE:-node}" --test --test-reporter=spec --test-reporter-destination=stdout \
       --test-reporter=tap --test-reporter-destination="$log" "$@"
     rc=$?
-    skipped=$(awk '/^# (skip|todo) /{n += $3} END {print n + 0}' "$log")
+    skipped=$(awk '/^# (skipped|todo) /{n += $3} END {print n + 0}' "$log")
     ;;
   python)
     "${PYTHON:-python3}" -m unittest discover -s "$1" -v 2>&1 | tee "$log"
