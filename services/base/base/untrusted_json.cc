@@ -4,29 +4,6 @@
 
 namespace codemode {
 
-bool JsonDepthWithinLimit(absl::string_view text, int max_depth) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max_depth) return false;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return true;
-}
-
 namespace {
 
 // nlohmann's own DOM builder with a depth and a value budget: sax_parse calls these by

@@ -34,9 +34,6 @@ struct JsonLimits {
   bool allow_comments = false;
 };
 
-// True when bracket nesting (outside strings) stays within `max_depth`. O(n), no allocation.
-bool JsonDepthWithinLimit(absl::string_view text, int max_depth = kMaxJsonDepth);
-
 // INVALID_ARGUMENT naming `what` when the text is too large, nests too deeply or is not
 // JSON. Never throws. `Json` is nlohmann::json or nlohmann::ordered_json.
 template <typename Json = nlohmann::json>
