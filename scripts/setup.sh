@@ -28,7 +28,7 @@ fi
 packages=(
   build-essential cmake ccache pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev nlohmann-json3-dev libspdlog-dev libgtest-dev libgmock-dev libcpp-httplib-dev
+  libabsl-dev nlohmann-json3-dev libspdlog-dev libgtest-dev libgmock-dev libcpp-httplib-dev libboost1.81-dev
   podman runc catatonit debootstrap uidmap fuse-overlayfs slirp4netns
   python3 systemd
 )

@@ -2,6 +2,7 @@
 // code in sandboxd sessions that call the configured upstream MCP servers' tools.
 // See README.md for flags, config locations and client set-up.
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -35,9 +36,10 @@ ABSL_FLAG(std::vector<std::string>, sandboxd, {},
           "sandboxd gRPC endpoints (unix:/path or host:port), comma-separated; a session stays "
           "on the endpoint that created it. Default: $MCP_GATEWAY_SANDBOXD, else sandboxd's "
           "default socket.");
-ABSL_FLAG(std::string, token, "",
+ABSL_FLAG(std::vector<std::string>, token, {},
           "The bearer token HTTP clients must send ('Authorization: Bearer <token>'); also "
-          "$MCP_GATEWAY_TOKEN. Default: the one in --token_file.");
+          "$MCP_GATEWAY_TOKEN. Several, comma-separated, give each client its own credential "
+          "(see --max_mcp_sessions_per_credential). Default: the one in --token_file.");
 ABSL_FLAG(std::string, token_file, "",
           "File holding the HTTP bearer token, created (mode 0600) with a random token at the "
           "first start. Default: $XDG_STATE_HOME/mcp-gateway/token "
@@ -60,6 +62,21 @@ ABSL_FLAG(absl::Duration, startup_wait, absl::Seconds(10),
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error.");
 ABSL_FLAG(uint32_t, max_mcp_sessions, 256,
           "MCP sessions the HTTP transport holds at once; more initializes get 503.");
+ABSL_FLAG(uint32_t, max_mcp_sessions_per_credential, 64,
+          "MCP sessions one bearer token (one client) may hold at once; more get 503.");
+ABSL_FLAG(uint32_t, max_http_connections, 4096,
+          "Open HTTP connections; more are closed at once. Raised file limits permitting.");
+ABSL_FLAG(uint64_t, max_header_bytes, 60 << 10,
+          "Largest HTTP request line plus headers; larger requests get 431.");
+ABSL_FLAG(uint32_t, max_headers, 100, "Most HTTP header fields in a request; more get 431.");
+ABSL_FLAG(absl::Duration, http_header_timeout, absl::Seconds(10),
+          "Time from a request's first byte to the end of its headers; slower clients are "
+          "disconnected.");
+ABSL_FLAG(absl::Duration, http_idle_timeout, absl::Seconds(60),
+          "A kept-alive HTTP connection with no request for this long is closed.");
+ABSL_FLAG(absl::Duration, resume_grace, absl::Seconds(30),
+          "How long a tools/call whose SSE connection dropped keeps running for the client to "
+          "resume it (Last-Event-ID); then it is cancelled.");
 ABSL_FLAG(uint64_t, max_catalog_bytes_per_upstream, 1 << 20,
           "Largest tool catalog (names, descriptions, schemas) of one upstream; a larger "
           "upstream is left out with the reason, the others keep working.");
@@ -88,20 +105,39 @@ std::string DefaultSandboxd() {
 
 // The HTTP bearer token: --token, $MCP_GATEWAY_TOKEN, or the token file (created at the
 // first start). Empty only with --no_auth. `file` is set when the token came from a file.
-absl::StatusOr<std::string> ResolveToken(std::string* file) {
+absl::StatusOr<std::vector<std::string>> ResolveTokens(std::string* file) {
   if (absl::GetFlag(FLAGS_no_auth)) {
     spdlog::warn("--no_auth: HTTP requests are NOT authenticated; any local user or process "
                  "that reaches the port can run code with your upstream servers' credentials");
-    return std::string();
+    return std::vector<std::string>();
   }
-  std::string token = absl::GetFlag(FLAGS_token);
-  if (token.empty()) {
-    if (const char* t = std::getenv("MCP_GATEWAY_TOKEN")) token = t;
+  std::vector<std::string> tokens = absl::GetFlag(FLAGS_token);
+  if (tokens.empty()) {
+    if (const char* t = std::getenv("MCP_GATEWAY_TOKEN"); t && *t) {
+      tokens = absl::StrSplit(t, ',', absl::SkipWhitespace());
+    }
   }
-  if (!token.empty()) return token;
+  for (const std::string& t : tokens) {
+    if (t.size() < 16) {
+      return absl::InvalidArgumentError("a bearer token needs at least 16 characters");
+    }
+  }
+  if (!tokens.empty()) return tokens;
   *file = absl::GetFlag(FLAGS_token_file);
   if (file->empty()) *file = gateway::DefaultTokenFile();
-  return gateway::LoadOrCreateTokenFile(*file);
+  absl::StatusOr<std::string> token = gateway::LoadOrCreateTokenFile(*file);
+  if (!token.ok()) return token.status();
+  return std::vector<std::string>{*token};
+}
+
+// Each HTTP client holds a few descriptors; the default soft limit (1024) would cap the
+// gateway far below --max_http_connections. Raise it to the hard limit, as servers do.
+void RaiseFileLimit() {
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
 }
 
 }  // namespace
@@ -205,10 +241,10 @@ int main(int argc, char** argv) {
   http.port = std::atoi(listen.substr(colon + 1).c_str());
   http.path = absl::GetFlag(FLAGS_path);
   std::string token_file;
-  if (absl::StatusOr<std::string> token = ResolveToken(&token_file); token.ok()) {
-    http.bearer_token = *token;
+  if (absl::StatusOr<std::vector<std::string>> tokens = ResolveTokens(&token_file); tokens.ok()) {
+    http.bearer_tokens = *tokens;
   } else {
-    spdlog::critical("{}", std::string(token.status().message()));
+    spdlog::critical("{}", std::string(tokens.status().message()));
     return 2;
   }
   http.allowed_origins = absl::GetFlag(FLAGS_allowed_origins);
@@ -216,6 +252,14 @@ int main(int argc, char** argv) {
   http.max_body_bytes = absl::GetFlag(FLAGS_max_body_bytes);
   http.session_idle_ttl = absl::GetFlag(FLAGS_session_idle_ttl);
   http.max_sessions = absl::GetFlag(FLAGS_max_mcp_sessions);
+  http.max_sessions_per_credential = absl::GetFlag(FLAGS_max_mcp_sessions_per_credential);
+  http.max_connections = absl::GetFlag(FLAGS_max_http_connections);
+  http.max_header_bytes = absl::GetFlag(FLAGS_max_header_bytes);
+  http.max_headers = absl::GetFlag(FLAGS_max_headers);
+  http.header_timeout = absl::GetFlag(FLAGS_http_header_timeout);
+  http.idle_timeout = absl::GetFlag(FLAGS_http_idle_timeout);
+  http.resume_grace = absl::GetFlag(FLAGS_resume_grace);
+  RaiseFileLimit();
   gateway::HttpServer server(http, &tool, server_options);
   if (absl::Status s = server.Start(); !s.ok()) {
     spdlog::critical("{}", std::string(s.message()));
@@ -224,7 +268,8 @@ int main(int argc, char** argv) {
   upstreams.SetCatalogListener([&server] { server.NotifyToolsChanged(); });
   spdlog::info("serving MCP on http://{}:{}{} (sandboxd {})", http.host, server.port(), http.path,
                endpoints[0]);
-  if (!http.bearer_token.empty()) {
+  if (!http.bearer_tokens.empty()) {
+    const std::string& token = http.bearer_tokens[0];
     const std::string url = absl::StrCat("http://", listen.substr(0, colon), ":", server.port(), http.path);
     spdlog::info(
         "clients must send 'Authorization: Bearer {}'{}. For example:\n"
@@ -233,8 +278,8 @@ int main(int argc, char** argv) {
         "-H 'Accept: application/json, text/event-stream' -d '{{\"jsonrpc\":\"2.0\",\"id\":1,"
         "\"method\":\"initialize\",\"params\":{{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{{}},"
         "\"clientInfo\":{{\"name\":\"curl\",\"version\":\"1\"}}}}}}' {}",
-        http.bearer_token, token_file.empty() ? "" : " (token file " + token_file + ")", url,
-        http.bearer_token, http.bearer_token, url);
+        token, token_file.empty() ? "" : " (token file " + token_file + ")", url, token, token,
+        url);
   }
   int sig = 0;
   sigwait(&signals, &sig);

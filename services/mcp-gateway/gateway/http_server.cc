@@ -1,4 +1,4 @@
-// HttpServer: the MCP Streamable HTTP transport (protocol 2025-11-25) on cpp-httplib.
+// HttpServer: the MCP Streamable HTTP transport (protocol 2025-11-25) on Boost.Beast/Asio.
 //
 // One endpoint (`path`):
 //   POST    one JSON-RPC message. initialize without Mcp-Session-Id creates a session;
@@ -6,143 +6,73 @@
 //           stream (progress notifications, then the response) for tools/call when the
 //           client accepts text/event-stream.
 //   GET     a long-lived SSE stream for notifications that belong to no request
-//           (tools/list_changed, log messages); one per session.
+//           (tools/list_changed, log messages); one per session. With Last-Event-ID it
+//           resumes the stream that id came from instead, replaying what came after it.
 //   DELETE  ends the session.
-// Every request first passes the Origin/Host (403), bearer (401) and MCP-Protocol-Version
-// (400) checks.
 //
-// Streams are httplib chunked content providers fed from a per-request queue (StreamSink,
-// the ReplySink McpSession writes to). The provider waits on the queue in short slices so
-// it notices a vanished client (and server shutdown) quickly; a client that disconnects
-// before its tools/call is answered gets the call cancelled, as if it had sent
-// notifications/cancelled.
-#include <httplib.h>
-
+// Connections (http_connection.h) apply the size limits and timeouts, then the checks
+// below run before any body is read: the path and method (404/405), Origin/Host (403),
+// bearer token (401) and MCP-Protocol-Version (400). A few event-loop threads serve every
+// connection; nothing here blocks on a client. The one handler that may take a while
+// (DELETE waits for the session's calls to end) runs on a thread of its own.
+//
+// Replies go to EventStreams (http_stream.h) that outlive their connection: a tools/call
+// whose SSE connection drops keeps running for `resume_grace`, and a GET with the
+// Last-Event-ID of one of its events picks up the rest; otherwise it is cancelled, as if
+// the client had sent notifications/cancelled.
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <map>
 #include <thread>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "base/thread.h"
 #include "gateway/http_checks.h"
+#include "gateway/http_connection.h"
+#include "gateway/http_stream.h"
 #include "gateway/mcp_wire.h"
 #include "gateway/transports.h"
-
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include "spdlog/spdlog.h"
 
 namespace gateway {
 
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
 
 namespace {
 
 constexpr const char* kSessionHeader = "Mcp-Session-Id";
 constexpr const char* kVersionHeader = "MCP-Protocol-Version";
-// How long a stream waits for a message before checking the client and the server again.
-constexpr auto kStreamPollSlice = std::chrono::milliseconds(200);
-// SSE comment sent on otherwise silent streams so proxies and clients keep them open.
-constexpr auto kKeepAliveEvery = std::chrono::seconds(15);
-// Notifications queued for a slow stream beyond this are dropped (responses never are).
-constexpr size_t kMaxQueuedMessages = 10000;
-
-// The ReplySink behind one HTTP response: a queue drained by the response's content
-// provider on an httplib thread.
-class StreamSink : public ReplySink {
- public:
-  enum class Next { kMessage, kIdle, kEnd };
-
-  void Send(const json& message) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (closed_) return;
-    if (queue_.size() >= kMaxQueuedMessages && !wire::IsResponse(message)) return;
-    queue_.push_back(message);
-    cv_.notify_all();
-  }
-
-  void Close() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    closed_ = true;
-    cv_.notify_all();
-  }
-
-  // Waits up to `wait` for the next message. kEnd once closed and drained.
-  Next Pop(json* out, std::chrono::milliseconds wait) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, wait, [&] { return !queue_.empty() || closed_; });
-    if (!queue_.empty()) {
-      *out = std::move(queue_.front());
-      queue_.pop_front();
-      return Next::kMessage;
-    }
-    return closed_ ? Next::kEnd : Next::kIdle;
-  }
-
-  // The response, if it has already been sent (quick methods answer synchronously).
-  std::optional<json> TakeResponse() {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = queue_.begin(); it != queue_.end(); ++it) {
-      if (wire::IsResponse(*it)) {
-        json response = std::move(*it);
-        queue_.erase(it);
-        return response;
-      }
-    }
-    return std::nullopt;
-  }
-
-  // Whatever was sent (for notifications, only ever an error about the message itself).
-  std::optional<json> TakeAny() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (queue_.empty()) return std::nullopt;
-    json message = std::move(queue_.front());
-    queue_.pop_front();
-    return message;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<json> queue_;
-  bool closed_ = false;
-};
-
-std::string SseEvent(const json& message) {
-  return "event: message\ndata: " + wire::Dump(message) + "\n\n";
-}
+constexpr const char* kLastEventHeader = "Last-Event-ID";
+constexpr const char* kAllow = "GET, POST, DELETE";
+// Events a session's GET stream keeps for a client that reconnects with Last-Event-ID.
+constexpr size_t kGetStreamReplayEvents = 100;
 
 // An HTTP error with a JSON-RPC error body without id, as the spec suggests.
-void SetError(httplib::Response& res, int status, int code, const std::string& message) {
-  res.status = status;
-  res.set_content(wire::Dump(MakeError(nullptr, code, message)), "application/json");
+http::Response Error(int status, int code, const std::string& message) {
+  return {status, "application/json", wire::Dump(MakeError(nullptr, code, message)), {}};
 }
 
 // A request answered in one piece. An error with a null id means the message itself was
 // unusable, which HTTP reports as 400.
-void SetSingleResponse(httplib::Response& res, const json& response, bool as_sse) {
+http::Response SingleResponse(const json& response, bool as_sse) {
   const bool rejected = response.contains("error") && response["id"].is_null();
-  res.status = rejected ? 400 : 200;
+  http::Response res{rejected ? 400 : 200, "application/json", wire::Dump(response), {}};
   if (as_sse) {
-    res.set_header("Cache-Control", "no-cache");
-    res.set_content(SseEvent(response), "text/event-stream");
-  } else {
-    res.set_content(wire::Dump(response), "application/json");
+    res.content_type = "text/event-stream";
+    res.body = "event: message\ndata: " + res.body + "\n\n";
+    res.headers.emplace_back("Cache-Control", "no-cache");
   }
-}
-
-// httplib routes are regular expressions; the endpoint path is a literal.
-std::string RegexEscape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (std::string_view("\\^$.|?*+()[]{}").find(c) != std::string_view::npos) out.push_back('\\');
-    out.push_back(c);
-  }
-  return out;
+  return res;
 }
 
 bool IsSupportedVersion(const std::string& version) {
@@ -152,67 +82,71 @@ bool IsSupportedVersion(const std::string& version) {
   return false;
 }
 
+// Clients of 2025-11-25 expect a priming event (an id, empty data) first; older ones might
+// try to parse its empty data as JSON.
+bool ExpectsPriming(const std::string& protocol) { return protocol >= "2025-11-25"; }
+
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
-struct StreamState {
-  Clock::time_point last_write = Clock::now();
-  bool greeted = false;
-};
-
-// One step of a streamed response; httplib calls it until it calls out.done() or returns
-// false (which aborts the response: the client is gone or the server is stopping).
-//   sse:            SSE events; otherwise only the response, as a JSON body.
-//   ends_with_reply: a POST stream ends after the response; a GET stream never does.
-bool PumpStream(StreamSink& sink, httplib::DataSink& out, bool sse, bool ends_with_reply,
-                StreamState& state, const std::atomic<bool>& stopping) {
-  if (stopping) return false;
-  json message;
-  switch (sink.Pop(&message, kStreamPollSlice)) {
-    case StreamSink::Next::kMessage: {
-      const bool is_response = wire::IsResponse(message);
-      std::string text = sse ? SseEvent(message) : is_response ? wire::Dump(message) : "";
-      if (!text.empty()) {
-        if (!out.write(text.data(), text.size())) return false;
-        state.last_write = Clock::now();
-      }
-      if (is_response && ends_with_reply) out.done();
-      return true;
-    }
-    case StreamSink::Next::kEnd:
-      out.done();
-      return true;
-    case StreamSink::Next::kIdle:
-      break;
-  }
-  if (!out.is_writable()) return false;  // the peer closed the connection
-  if (sse && Clock::now() - state.last_write >= kKeepAliveEvery) {
-    static const std::string kKeepAlive = ": keepalive\n\n";
-    if (!out.write(kKeepAlive.data(), kKeepAlive.size())) return false;
-    state.last_write = Clock::now();
-  }
-  return true;
+std::chrono::milliseconds Ms(absl::Duration d) {
+  return std::chrono::milliseconds(absl::ToInt64Milliseconds(d));
 }
+
+// A stream for a reply that is one JSON body (initialize, notifications).
+std::shared_ptr<http::EventStream> JsonReply() {
+  http::EventStream::Options options;
+  options.sse = false;
+  return std::make_shared<http::EventStream>(options);
+}
+
+// An EventStream consumer that writes to an HTTP response.
+class ConnectionConsumer : public http::EventStream::Consumer {
+ public:
+  explicit ConnectionConsumer(std::shared_ptr<http::Connection> conn) : conn_(std::move(conn)) {}
+  void Deliver(std::string bytes, bool last) override { conn_->Deliver(std::move(bytes), last); }
+
+ private:
+  std::shared_ptr<http::Connection> conn_;
+};
 
 }  // namespace
 
 // One MCP session as the HTTP transport sees it.
 struct HttpSession {
   std::string id;
+  std::string credential;  // which bearer token created it
   std::shared_ptr<McpSession> mcp;
-  std::shared_ptr<StreamSink> get_stream;  // the open GET stream; guarded by Impl::mu
+  // Guarded by Impl::mu.
+  struct Call {
+    std::shared_ptr<http::EventStream> stream;
+    json request_id;
+  };
+  uint64_t next_stream = 1;
+  std::map<uint64_t, Call> calls;  // request streams that may still be carried or resumed
+  std::shared_ptr<http::EventStream> get_stream;
 };
 
 struct HttpServer::Impl {
   HttpServerOptions options;
   ToolProvider* provider;
   ServerOptions server_options;
+  http::Limits limits;
+  http::Connection::Handler handler;
 
-  httplib::Server server;
-  std::thread listener;
+  // Open connections (for Stop and max_connections). Declared before the io_context: its
+  // destruction destroys pending handlers, whose connections then unregister here.
+  std::mutex conns_mu;
+  std::map<http::Connection*, std::weak_ptr<http::Connection>> conns;
+
+  asio::io_context ioc;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  tcp::acceptor acceptor{ioc};
+  asio::steady_timer accept_retry{ioc};
+  std::vector<std::thread> threads;
   int port = -1;
 
   std::atomic<bool> stopping{false};
@@ -220,385 +154,424 @@ struct HttpServer::Impl {
   std::condition_variable reaper_cv;
   std::thread reaper;
 
-  // Lock order: Impl::mu before any McpSession lock (McpSession never calls back into us
-  // while holding its own).
+  // Lock order: Impl::mu before any McpSession or EventStream lock (neither calls back into
+  // us while holding its own).
   mutable std::mutex mu;
   bool started = false;
   bool stopped = false;
   std::map<std::string, std::shared_ptr<HttpSession>> sessions;
 
-  Impl(HttpServerOptions o, ToolProvider* p, ServerOptions so)
-      : options(std::move(o)), provider(p), server_options(std::move(so)) {}
+  Impl(HttpServerOptions o, ToolProvider* p, ServerOptions so);
 
-  void InstallRoutes();
-  bool DrainBody(const httplib::ContentReader& reader);
-  bool CheckHeaders(const httplib::Request& req, httplib::Response& res);
-  std::shared_ptr<HttpSession> FindSession(const httplib::Request& req, httplib::Response& res);
-  void HandlePost(const httplib::Request& req, httplib::Response& res,
-                  const httplib::ContentReader& reader);
-  void CreateSession(httplib::Response& res, const json& message,
+  void Accept();
+  std::optional<http::Response> Check(const http::Request& req) const;
+  std::string Credential(const http::Request& req) const;
+  void Handle(const std::shared_ptr<http::Connection>& conn, http::Request req);
+  std::shared_ptr<HttpSession> FindSession(const http::Request& req, http::Response* error);
+  void HandlePost(const std::shared_ptr<http::Connection>& conn, const http::Request& req);
+  void CreateSession(const std::shared_ptr<http::Connection>& conn, const json& message,
+                     const http::AcceptedTypes& accept, const std::string& credential);
+  void AnswerRequest(const std::shared_ptr<http::Connection>& conn,
+                     const std::shared_ptr<HttpSession>& session, const json& message,
                      const http::AcceptedTypes& accept);
-  void AnswerRequest(httplib::Response& res, const std::shared_ptr<HttpSession>& session,
-                     const json& message, const http::AcceptedTypes& accept);
-  void StreamReply(httplib::Response& res, const std::shared_ptr<HttpSession>& session,
-                   std::shared_ptr<StreamSink> sink, const json& id, bool sse);
-  void HandleGet(const httplib::Request& req, httplib::Response& res);
-  void DetachGetStream(HttpSession& session, const std::shared_ptr<StreamSink>& sink);
-  void HandleDelete(const httplib::Request& req, httplib::Response& res);
+  void CarryCall(const std::shared_ptr<http::Connection>& conn,
+                 const std::shared_ptr<HttpSession>& session, uint64_t number,
+                 std::optional<uint64_t> after_seq);
+  void HandleGet(const std::shared_ptr<http::Connection>& conn, const http::Request& req);
+  void CarryGetStream(const std::shared_ptr<http::Connection>& conn,
+                      const std::shared_ptr<HttpSession>& session, std::optional<uint64_t> after_seq);
+  void HandleDelete(const std::shared_ptr<http::Connection>& conn, const http::Request& req);
+  void CancelCall(const std::shared_ptr<HttpSession>& session, const json& id, const char* why);
   void CloseSession(const std::shared_ptr<HttpSession>& session);
   void ReapLoop();
   void ReapIdle();
 };
 
-void HttpServer::Impl::InstallRoutes() {
-  const std::string pattern = RegexEscape(options.path);
-  httplib::Server::HandlerWithContentReader post =
-      [this](const httplib::Request& req, httplib::Response& res,
-             const httplib::ContentReader& reader) { HandlePost(req, res, reader); };
-  server.Post(pattern, post);
-  server.Get(pattern,
-             [this](const httplib::Request& req, httplib::Response& res) { HandleGet(req, res); });
-  // DELETE, PUT and PATCH may carry bodies: with content-reader handlers we decide how
-  // much of one to read (httplib would buffer a chunked body whole before a plain handler).
-  httplib::Server::HandlerWithContentReader del = [this](const httplib::Request& req,
-                                                         httplib::Response& res,
-                                                         const httplib::ContentReader& reader) {
-    if (!DrainBody(reader)) {
-      SetError(res, 413, kInvalidRequest, "Payload Too Large");
+HttpServer::Impl::Impl(HttpServerOptions o, ToolProvider* p, ServerOptions so)
+    : options(std::move(o)), provider(p), server_options(std::move(so)) {
+  limits.max_header_bytes = options.max_header_bytes;
+  limits.max_headers = options.max_headers;
+  limits.max_body_bytes = options.max_body_bytes;
+  limits.idle_timeout = Ms(options.idle_timeout);
+  limits.header_timeout = Ms(options.header_timeout);
+  limits.body_timeout = Ms(options.body_timeout);
+  limits.write_timeout = Ms(options.write_timeout);
+  handler.check = [this](const http::Request& req) { return Check(req); };
+  handler.handle = [this](const std::shared_ptr<http::Connection>& conn, http::Request req) {
+    const bool ok = codemode::RunContained("http handler", [&] { Handle(conn, std::move(req)); });
+    if (!ok) conn->Respond(Error(500, kInternalError, "internal error"));
+  };
+  handler.error = [](int status, const std::string& message) {
+    return Error(status, kInvalidRequest, message);
+  };
+  handler.on_closed = [this](http::Connection* conn) {
+    std::lock_guard<std::mutex> lock(conns_mu);
+    conns.erase(conn);
+  };
+}
+
+void HttpServer::Impl::Accept() {
+  acceptor.async_accept(asio::make_strand(ioc), [this](boost::system::error_code ec, tcp::socket socket) {
+    if (stopping || ec == asio::error::operation_aborted) return;
+    if (ec) {
+      // Out of file descriptors, most likely: try again shortly rather than spin.
+      spdlog::warn("http: accept failed: {}", ec.message());
+      accept_retry.expires_after(std::chrono::milliseconds(100));
+      accept_retry.async_wait([this](boost::system::error_code e) {
+        if (!e) Accept();
+      });
       return;
     }
-    HandleDelete(req, res);
-  };
-  server.Delete(pattern, del);
-  httplib::Server::HandlerWithContentReader not_allowed =
-      [this](const httplib::Request&, httplib::Response& res,
-             const httplib::ContentReader& reader) {
-        DrainBody(reader);
-        res.set_header("Allow", "GET, POST, DELETE");
-        SetError(res, 405, kInvalidRequest, "method not allowed");
-      };
-  server.Put(pattern, not_allowed);
-  server.Patch(pattern, not_allowed);
-  server.Options(pattern, [](const httplib::Request&, httplib::Response& res) {
-    res.set_header("Allow", "GET, POST, DELETE");
-    SetError(res, 405, kInvalidRequest, "method not allowed");
-  });
-  // Handlers do not throw by design; if one does, answer without leaking what() into a
-  // header (httplib's default).
-  server.set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-        try {
-          std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-          spdlog::error("http: handler failed: {}", e.what());
-        } catch (...) {
-          spdlog::error("http: handler failed");
-        }
-        SetError(res, 500, kInternalError, "internal error");
-      });
-}
-
-// Reads and discards a body we have no use for, up to max_body_bytes. False when it was
-// longer (or unreadable); the connection then carries the rest, which httplib rejects.
-bool HttpServer::Impl::DrainBody(const httplib::ContentReader& reader) {
-  size_t total = 0;
-  return reader([&](const char*, size_t size) {
-    total += size;
-    return total <= options.max_body_bytes;
+    boost::system::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    std::shared_ptr<http::Connection> conn;
+    {
+      std::lock_guard<std::mutex> lock(conns_mu);
+      if (conns.size() < options.max_connections) {
+        conn = std::make_shared<http::Connection>(std::move(socket), limits, handler);
+        conns[conn.get()] = conn;
+      }
+    }
+    if (conn) {
+      conn->Start();
+    } else {
+      spdlog::warn("http: {} connections are open (--max_http_connections); refusing one",
+                   options.max_connections);
+      socket.close(ignored);
+    }
+    Accept();
   });
 }
 
-// Origin/Host (DNS rebinding), bearer token, protocol version. On failure fills `res`.
-bool HttpServer::Impl::CheckHeaders(const httplib::Request& req, httplib::Response& res) {
-  if (req.has_header("Origin") &&
-      !http::OriginAllowed(req.get_header_value("Origin"), options.allowed_origins)) {
-    SetError(res, 403, kInvalidRequest, "Forbidden: origin not allowed");
-    return false;
+// Runs on the headers alone, before any body is read.
+std::optional<http::Response> HttpServer::Impl::Check(const http::Request& req) const {
+  if (req.path != options.path) return Error(404, kInvalidRequest, "Not Found");
+  if (req.method != "GET" && req.method != "POST" && req.method != "DELETE") {
+    http::Response res = Error(405, kInvalidRequest, "method not allowed");
+    res.headers.emplace_back("Allow", kAllow);
+    return res;
   }
-  if (!http::HostAllowed(req.get_header_value("Host"), options.allowed_hosts, options.host)) {
-    SetError(res, 403, kInvalidRequest, "Forbidden: host not allowed");
-    return false;
+  if (req.Has("Origin") && !http::OriginAllowed(req.Header("Origin"), options.allowed_origins)) {
+    return Error(403, kInvalidRequest, "Forbidden: origin not allowed");
   }
-  if (!options.bearer_token.empty() &&
-      !http::BearerMatches(req.get_header_value("Authorization"), options.bearer_token)) {
-    res.set_header("WWW-Authenticate", "Bearer");
-    SetError(res, 401, kInvalidRequest, "Unauthorized: a valid bearer token is required");
-    return false;
+  if (!http::HostAllowed(req.Header("Host"), options.allowed_hosts, options.host)) {
+    return Error(403, kInvalidRequest, "Forbidden: host not allowed");
+  }
+  if (!options.bearer_tokens.empty() && Credential(req).empty()) {
+    http::Response res =
+        Error(401, kInvalidRequest, "Unauthorized: a valid bearer token is required");
+    res.headers.emplace_back("WWW-Authenticate", "Bearer");
+    return res;
   }
   // Absent is fine: the spec says to assume 2025-03-26 (or what was negotiated).
-  if (req.has_header(kVersionHeader) && !IsSupportedVersion(req.get_header_value(kVersionHeader))) {
-    SetError(
-        res, 400, kInvalidRequest,
-        "Bad Request: unsupported MCP-Protocol-Version " + req.get_header_value(kVersionHeader));
-    return false;
+  if (req.Has(kVersionHeader) && !IsSupportedVersion(req.Header(kVersionHeader))) {
+    return Error(400, kInvalidRequest,
+                 "Bad Request: unsupported MCP-Protocol-Version " + req.Header(kVersionHeader));
   }
-  return true;
+  return std::nullopt;
+}
+
+// The credential a request authenticated with ("token <n>"), "anonymous" without auth, ""
+// when no token matches.
+std::string HttpServer::Impl::Credential(const http::Request& req) const {
+  if (options.bearer_tokens.empty()) return "anonymous";
+  const std::string authorization = req.Header("Authorization");
+  for (size_t i = 0; i < options.bearer_tokens.size(); ++i) {
+    if (http::BearerMatches(authorization, options.bearer_tokens[i])) return absl::StrCat("token ", i);
+  }
+  return "";
+}
+
+void HttpServer::Impl::Handle(const std::shared_ptr<http::Connection>& conn, http::Request req) {
+  if (req.method == "POST") return HandlePost(conn, req);
+  if (req.method == "GET") return HandleGet(conn, req);
+  HandleDelete(conn, req);
 }
 
 // The session named by Mcp-Session-Id; 400 when the header is missing, 404 when unknown.
-std::shared_ptr<HttpSession> HttpServer::Impl::FindSession(const httplib::Request& req,
-                                                           httplib::Response& res) {
-  if (!req.has_header(kSessionHeader)) {
-    SetError(res, 400, kInvalidRequest, "Bad Request: Mcp-Session-Id header required");
+std::shared_ptr<HttpSession> HttpServer::Impl::FindSession(const http::Request& req,
+                                                           http::Response* error) {
+  if (!req.Has(kSessionHeader)) {
+    *error = Error(400, kInvalidRequest, "Bad Request: Mcp-Session-Id header required");
     return nullptr;
   }
   {
     std::lock_guard<std::mutex> lock(mu);
-    auto it = sessions.find(req.get_header_value(kSessionHeader));
+    auto it = sessions.find(req.Header(kSessionHeader));
     if (it != sessions.end()) return it->second;
   }
-  SetError(res, 404, kInvalidRequest, "Session not found: initialize a new session");
+  *error = Error(404, kInvalidRequest, "Session not found: initialize a new session");
   return nullptr;
 }
 
-void HttpServer::Impl::HandlePost(const httplib::Request& req, httplib::Response& res,
-                                  const httplib::ContentReader& reader) {
-  // Read the body first (bounded): answering before it is consumed would leave it in the
-  // connection to be misread as the next request.
-  std::string body;
-  bool too_large = false;
-  bool read_ok = reader([&](const char* data, size_t size) {
-    if (body.size() + size > options.max_body_bytes) {
-      too_large = true;
-      return false;
-    }
-    body.append(data, size);
-    return true;
-  });
-  if (too_large || res.status == 413) {
-    SetError(
-        res, 413, kInvalidRequest,
-        "Payload Too Large: the limit is " + std::to_string(options.max_body_bytes) + " bytes");
-    return;
-  }
-  if (!read_ok) {
-    SetError(res, 400, kInvalidRequest, "Bad Request: cannot read the body");
-    return;
-  }
-  if (!CheckHeaders(req, res)) return;
-  const http::AcceptedTypes accept = http::ParseAccept(req.get_header_value("Accept"));
+void HttpServer::Impl::HandlePost(const std::shared_ptr<http::Connection>& conn,
+                                  const http::Request& req) {
+  const http::AcceptedTypes accept = http::ParseAccept(req.Header("Accept"));
   if (!accept.json && !accept.sse) {
-    SetError(res, 406, kInvalidRequest,
-             "Not Acceptable: accept application/json and/or text/event-stream");
-    return;
+    return conn->Respond(Error(406, kInvalidRequest,
+                               "Not Acceptable: accept application/json and/or text/event-stream"));
   }
   json error;
-  auto message = ParseMessage(body, &error);
-  if (!message.ok()) {
-    res.status = 400;
-    res.set_content(wire::Dump(error), "application/json");
-    return;
-  }
+  auto message = ParseMessage(req.body, &error);
+  if (!message.ok()) return conn->Respond({400, "application/json", wire::Dump(error), {}});
   const bool is_request = wire::LooksLikeRequest(*message);
-  if (!req.has_header(kSessionHeader) && is_request && message->at("method") == "initialize") {
-    CreateSession(res, *message, accept);
-    return;
+  if (!req.Has(kSessionHeader) && is_request && message->at("method") == "initialize") {
+    return CreateSession(conn, *message, accept, Credential(req));
   }
-  auto session = FindSession(req, res);
-  if (!session) return;
-  if (is_request) {
-    AnswerRequest(res, session, *message, accept);
-    return;
-  }
+  http::Response not_found;
+  auto session = FindSession(req, &not_found);
+  if (!session) return conn->Respond(std::move(not_found));
+  if (is_request) return AnswerRequest(conn, session, *message, accept);
   // Notifications and responses: accepted without a body, unless the message was invalid.
-  auto sink = std::make_shared<StreamSink>();
+  auto sink = JsonReply();
   session->mcp->Handle(*message, sink);
-  if (auto rejection = sink->TakeAny()) {
-    res.status = 400;
-    res.set_content(wire::Dump(*rejection), "application/json");
-    return;
+  if (auto rejection = sink->TakeResponse()) {
+    return conn->Respond({400, "application/json", wire::Dump(*rejection), {}});
   }
-  res.status = 202;
+  conn->Respond({202, "", "", {}});
 }
 
-void HttpServer::Impl::CreateSession(httplib::Response& res, const json& message,
-                                     const http::AcceptedTypes& accept) {
-  auto too_many = [&] {
-    SetError(res, 503, kInternalError,
-             absl::StrCat("Service Unavailable: ", options.max_sessions,
-                          " MCP sessions are open (the gateway's --max_mcp_sessions); end one "
-                          "with DELETE or retry later"));
+void HttpServer::Impl::CreateSession(const std::shared_ptr<http::Connection>& conn,
+                                     const json& message, const http::AcceptedTypes& accept,
+                                     const std::string& credential) {
+  // Under `mu`: why a new session cannot be held, or "".
+  auto refusal = [&]() -> std::string {
+    if (stopping) return "the server is shutting down";
+    if (sessions.size() >= options.max_sessions) {
+      return absl::StrCat(options.max_sessions, " MCP sessions are open (--max_mcp_sessions)");
+    }
+    const size_t mine = std::count_if(sessions.begin(), sessions.end(),
+                                      [&](const auto& s) { return s.second->credential == credential; });
+    if (mine >= options.max_sessions_per_credential) {
+      return absl::StrCat(mine, " MCP sessions are open with this credential "
+                                "(--max_mcp_sessions_per_credential)");
+    }
+    return "";
+  };
+  auto unavailable = [&](const std::string& why) {
+    conn->Respond(Error(503, kInternalError,
+                        absl::StrCat("Service Unavailable: ", why, "; end one with DELETE or retry later")));
   };
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (sessions.size() >= options.max_sessions) return too_many();
+    if (std::string why = refusal(); !why.empty()) return unavailable(why);
   }
   auto session = std::make_shared<HttpSession>();
   session->id = http::NewSessionId();
+  session->credential = credential;
   session->mcp = std::make_shared<McpSession>(session->id, provider, server_options);
-  auto sink = std::make_shared<StreamSink>();
+  auto sink = JsonReply();
   session->mcp->Handle(message, sink);
-  auto response = sink->TakeResponse();
-  if (!response) {  // cannot happen: initialize is answered synchronously
+  auto response = sink->TakeResponse();  // initialize is answered synchronously
+  if (!response || !response->contains("result")) {  // e.g. invalid params: nothing to keep
     session->mcp->Close();
-    SetError(res, 500, kInternalError, "initialize was not answered");
-    return;
+    if (!response) return conn->Respond(Error(500, kInternalError, "initialize was not answered"));
+    return conn->Respond(SingleResponse(*response, !accept.json));
   }
-  if (!response->contains("result")) {  // e.g. invalid params: no session to keep
-    session->mcp->Close();
-    SetSingleResponse(res, *response, !accept.json);
-    return;
-  }
-  bool registered = false, full = false;
+  std::string why;
   {
     std::lock_guard<std::mutex> lock(mu);
-    full = sessions.size() >= options.max_sessions;  // re-checked: initializes race
-    if (!stopping && !full) {
-      sessions[session->id] = session;
-      registered = true;
-    }
+    why = refusal();  // again: initializes race
+    if (why.empty()) sessions[session->id] = session;
   }
-  if (full) {
+  if (!why.empty()) {
     session->mcp->Close();
-    return too_many();
-  }
-  if (!registered) {
-    session->mcp->Close();
-    SetError(res, 503, kInternalError, "server is shutting down");
-    return;
+    return unavailable(why);
   }
   spdlog::info("http: session {} created (protocol {})", session->id,
                session->mcp->protocol_version());
-  res.set_header(kSessionHeader, session->id);
-  SetSingleResponse(res, *response, !accept.json);
+  http::Response res = SingleResponse(*response, !accept.json);
+  res.headers.emplace_back(kSessionHeader, session->id);
+  conn->Respond(std::move(res));
 }
 
-void HttpServer::Impl::AnswerRequest(httplib::Response& res,
+void HttpServer::Impl::AnswerRequest(const std::shared_ptr<http::Connection>& conn,
                                      const std::shared_ptr<HttpSession>& session,
                                      const json& message, const http::AcceptedTypes& accept) {
   const bool tool_call = message.at("method") == "tools/call";
-  auto sink = std::make_shared<StreamSink>();
-  session->mcp->Handle(message, sink);
   // tools/call streams whenever the client can take SSE (progress needs it); otherwise
   // prefer JSON, and use SSE only for a client that accepts nothing else.
   const bool sse = accept.sse && (tool_call || !accept.json);
+  uint64_t number;
+  std::shared_ptr<http::EventStream> stream;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    number = session->next_stream++;
+    http::EventStream::Options stream_options;
+    stream_options.number = number;
+    stream_options.sse = sse;
+    stream = std::make_shared<http::EventStream>(stream_options);
+    session->calls[number] = {stream, message.at("id")};
+  }
+  if (sse && tool_call && ExpectsPriming(session->mcp->protocol_version())) stream->Prime();
+  session->mcp->Handle(message, stream);
   if (!(sse && tool_call)) {
-    if (auto response = sink->TakeResponse()) {
-      SetSingleResponse(res, *response, sse);
-      return;
+    if (auto response = stream->TakeResponse()) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        session->calls.erase(number);
+      }
+      return conn->Respond(SingleResponse(*response, sse));
     }
   }
-  StreamReply(res, session, std::move(sink), message.at("id"), sse);
+  CarryCall(conn, session, number, std::nullopt);
 }
 
-// Streams a request's answer as it is produced (SSE), or waits for it without holding up
-// disconnect detection (JSON).
-void HttpServer::Impl::StreamReply(httplib::Response& res,
-                                   const std::shared_ptr<HttpSession>& session,
-                                   std::shared_ptr<StreamSink> sink, const json& id, bool sse) {
-  auto state = std::make_shared<StreamState>();
-  std::shared_ptr<McpSession> mcp = session->mcp;
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      sse ? "text/event-stream" : "application/json",
-      [this, sink, sse, state](size_t, httplib::DataSink& out) {
-        return PumpStream(*sink, out, sse, /*ends_with_reply=*/true, *state, stopping);
-      },
-      [sink, mcp, id](bool success) {
-        sink->Close();
-        if (!success) {  // the client went away before the answer: stop the work
-          mcp->Handle(MakeNotification("notifications/cancelled",
-                                       {{"requestId", id}, {"reason", "client disconnected"}}),
-                      nullptr);
-        }
-      });
+// Streams call `number` of `session` on `conn`: the events after `after_seq` (all for
+// nullopt), then the rest as it comes.
+void HttpServer::Impl::CarryCall(const std::shared_ptr<http::Connection>& conn,
+                                 const std::shared_ptr<HttpSession>& session, uint64_t number,
+                                 std::optional<uint64_t> after_seq) {
+  HttpSession::Call call;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = session->calls.find(number);
+    // A resuming client (after_seq) takes the stream over; nobody else may.
+    if (it == session->calls.end() || (!after_seq && it->second.stream->attached())) {
+      return conn->Respond(Error(409, kInvalidRequest,
+                                 "Conflict: that stream has ended or is being read elsewhere"));
+    }
+    call = it->second;
+  }
+  auto consumer = std::make_shared<ConnectionConsumer>(conn);
+  std::weak_ptr<HttpSession> weak = session;
+  http::Connection::StreamCallbacks callbacks;
+  callbacks.on_lost = [this, weak, call, c = consumer.get()] {
+    call.stream->Detach(c, Clock::now());
+    auto s = weak.lock();
+    // A client without an event id of this stream cannot come back for it.
+    if (s && !call.stream->closed() && !call.stream->resumable()) {
+      CancelCall(s, call.request_id, "client disconnected");
+    }
+  };
+  callbacks.on_done = [this, weak, call, number, c = consumer.get()] {
+    call.stream->Delivered(c);
+    auto s = weak.lock();
+    if (s && call.stream->done()) {
+      std::lock_guard<std::mutex> lock(mu);
+      s->calls.erase(number);
+    }
+  };
+  // A JSON body has no events to resume from: the response, when it comes, is the body.
+  conn->StartStream(call.stream->sse() ? "text/event-stream" : "application/json",
+                    call.stream->sse(), {}, std::move(callbacks));
+  call.stream->Attach(std::move(consumer), after_seq);
 }
 
-void HttpServer::Impl::HandleGet(const httplib::Request& req, httplib::Response& res) {
-  if (req.method == "HEAD") {
-    res.set_header("Allow", "GET, POST, DELETE");
-    SetError(res, 405, kInvalidRequest, "method not allowed");
-    return;
+void HttpServer::Impl::HandleGet(const std::shared_ptr<http::Connection>& conn,
+                                 const http::Request& req) {
+  if (!http::ParseAccept(req.Header("Accept")).sse_explicit) {
+    http::Response res = Error(
+        405, kInvalidRequest,
+        "Method Not Allowed: GET opens an SSE stream and needs Accept: text/event-stream");
+    res.headers.emplace_back("Allow", kAllow);
+    return conn->Respond(std::move(res));
   }
-  if (!CheckHeaders(req, res)) return;
-  if (!http::ParseAccept(req.get_header_value("Accept")).sse_explicit) {
-    res.set_header("Allow", "GET, POST, DELETE");
-    SetError(res, 405, kInvalidRequest,
-             "Method Not Allowed: GET opens an SSE stream and needs Accept: text/event-stream");
-    return;
+  http::Response not_found;
+  auto session = FindSession(req, &not_found);
+  if (!session) return conn->Respond(std::move(not_found));
+  if (req.Has(kLastEventHeader)) {
+    auto id = http::EventStream::ParseEventId(req.Header(kLastEventHeader));
+    bool is_call = false, is_get_stream = false;
+    if (id) {
+      std::lock_guard<std::mutex> lock(mu);
+      is_call = session->calls.count(id->first) > 0;
+      is_get_stream = session->get_stream && session->get_stream->number() == id->first;
+    }
+    if (is_call) return CarryCall(conn, session, id->first, id->second);
+    if (is_get_stream) return CarryGetStream(conn, session, id->second);
+    // An id we no longer know (its call ended and was delivered): a plain GET stream.
   }
-  auto session = FindSession(req, res);
-  if (!session) return;
-  auto sink = std::make_shared<StreamSink>();
+  CarryGetStream(conn, session, std::nullopt);
+}
+
+// The session's stream of notifications that belong to no request. It lives as long as the
+// session; while no GET carries it, it keeps the newest events for a client that resumes.
+void HttpServer::Impl::CarryGetStream(const std::shared_ptr<http::Connection>& conn,
+                                      const std::shared_ptr<HttpSession>& session,
+                                      std::optional<uint64_t> after_seq) {
+  std::shared_ptr<http::EventStream> stream;
   {
     std::lock_guard<std::mutex> lock(mu);
     // Re-checked under the lock: a concurrent DELETE must not leave an orphan stream.
     if (sessions.count(session->id) == 0) {
-      SetError(res, 404, kInvalidRequest, "Session not found: initialize a new session");
-      return;
+      return conn->Respond(Error(404, kInvalidRequest, "Session not found: initialize a new session"));
     }
-    if (session->get_stream) {
-      SetError(res, 409, kInvalidRequest, "Conflict: this session already has a GET stream");
-      return;
+    if (!after_seq && session->get_stream && session->get_stream->attached()) {
+      return conn->Respond(
+          Error(409, kInvalidRequest, "Conflict: this session already has a GET stream"));
     }
-    session->get_stream = sink;
-    session->mcp->SetNotificationSink(sink);
+    if (!session->get_stream) {
+      http::EventStream::Options get_options;
+      get_options.number = session->next_stream++;
+      get_options.ends_with_reply = false;
+      get_options.max_events = kGetStreamReplayEvents;
+      session->get_stream = std::make_shared<http::EventStream>(get_options);
+      session->mcp->SetNotificationSink(session->get_stream);
+    }
+    stream = session->get_stream;
   }
-  auto state = std::make_shared<StreamState>();
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [this, sink, state](size_t, httplib::DataSink& out) {
-        if (!state->greeted) {
-          // A comment right away: flushes the headers and tells the client the stream is
-          // live (SSE parsers ignore comments).
-          state->greeted = true;
-          static const std::string kOpen = ": stream open\n\n";
-          return out.write(kOpen.data(), kOpen.size());
-        }
-        return PumpStream(*sink, out, /*sse=*/true, /*ends_with_reply=*/false, *state, stopping);
-      },
-      [this, sink, session](bool) {
-        sink->Close();
-        DetachGetStream(*session, sink);
-      });
+  auto consumer = std::make_shared<ConnectionConsumer>(conn);
+  http::Connection::StreamCallbacks callbacks;
+  callbacks.on_lost = [stream, c = consumer.get()] { stream->Detach(c, Clock::now()); };
+  callbacks.on_done = [stream, c = consumer.get()] { stream->Delivered(c); };
+  conn->StartStream("text/event-stream", true, {}, std::move(callbacks));
+  if (after_seq) return stream->Attach(std::move(consumer), after_seq);
+  stream->AttachLive(consumer);
+  // Something right away: flushes the headers and tells the client the stream is live.
+  if (ExpectsPriming(session->mcp->protocol_version())) {
+    stream->Prime();
+  } else {
+    consumer->Deliver(": stream open\n\n", false);  // SSE parsers ignore comments
+  }
 }
 
-void HttpServer::Impl::DetachGetStream(HttpSession& session,
-                                       const std::shared_ptr<StreamSink>& sink) {
-  std::lock_guard<std::mutex> lock(mu);
-  if (session.get_stream != sink) return;
-  session.get_stream.reset();
-  session.mcp->SetNotificationSink(nullptr);
-}
-
-void HttpServer::Impl::HandleDelete(const httplib::Request& req, httplib::Response& res) {
-  if (!CheckHeaders(req, res)) return;
-  if (!req.has_header(kSessionHeader)) {
-    SetError(res, 400, kInvalidRequest, "Bad Request: Mcp-Session-Id header required");
-    return;
+void HttpServer::Impl::HandleDelete(const std::shared_ptr<http::Connection>& conn,
+                                    const http::Request& req) {
+  if (!req.Has(kSessionHeader)) {
+    return conn->Respond(Error(400, kInvalidRequest, "Bad Request: Mcp-Session-Id header required"));
   }
   std::shared_ptr<HttpSession> session;
   {
     std::lock_guard<std::mutex> lock(mu);
-    auto it = sessions.find(req.get_header_value(kSessionHeader));
+    auto it = sessions.find(req.Header(kSessionHeader));
     if (it != sessions.end()) {
       session = it->second;
       sessions.erase(it);
     }
   }
-  if (!session) {
-    SetError(res, 404, kInvalidRequest, "Session not found");
-    return;
-  }
+  if (!session) return conn->Respond(Error(404, kInvalidRequest, "Session not found"));
   spdlog::info("http: session {} deleted by the client", session->id);
-  CloseSession(session);
-  res.status = 200;
+  // Closing waits for the session's calls to end and its sandboxes to go: not on an
+  // event-loop thread.
+  codemode::StartThread("http delete", [this, conn, session] {
+    CloseSession(session);
+    conn->Respond({200, "", "", {}});
+  }).detach();
 }
 
-// Ends a session already removed from `sessions`: its GET stream, its calls, the provider.
+void HttpServer::Impl::CancelCall(const std::shared_ptr<HttpSession>& session, const json& id,
+                                  const char* why) {
+  session->mcp->Handle(
+      MakeNotification("notifications/cancelled", {{"requestId", id}, {"reason", why}}), nullptr);
+}
+
+// Ends a session already removed from `sessions`: its calls, its streams, the provider.
 void HttpServer::Impl::CloseSession(const std::shared_ptr<HttpSession>& session) {
-  std::shared_ptr<StreamSink> stream;
+  session->mcp->Close();  // cancels the calls; their streams end with their answers
+  std::shared_ptr<http::EventStream> get_stream;
+  std::map<uint64_t, HttpSession::Call> calls;
   {
     std::lock_guard<std::mutex> lock(mu);
-    stream = session->get_stream;
+    get_stream = session->get_stream;
+    calls.swap(session->calls);
   }
-  if (stream) stream->Close();
-  session->mcp->Close();
+  if (get_stream) get_stream->Close();
+  for (auto& [number, call] : calls) call.stream->Close();
 }
 
 void HttpServer::Impl::ReapLoop() {
-  const int64_t ttl_ms = absl::ToInt64Milliseconds(options.session_idle_ttl);
+  const int64_t ttl_ms = absl::ToInt64Milliseconds(std::min(options.session_idle_ttl, options.resume_grace));
   const auto period = std::chrono::milliseconds(std::clamp<int64_t>(ttl_ms / 4, 10, 1000));
   std::unique_lock<std::mutex> lock(reaper_mu);
   while (!stopping) {
@@ -610,23 +583,43 @@ void HttpServer::Impl::ReapLoop() {
   }
 }
 
-// Closes sessions with nothing in flight, no GET stream and no message for longer than
+// Cancels calls whose stream nobody resumed within resume_grace, forgets delivered ones,
+// and closes sessions with nothing in flight, no GET stream and no message for longer than
 // session_idle_ttl.
 void HttpServer::Impl::ReapIdle() {
   const int64_t ttl_ms = absl::ToInt64Milliseconds(options.session_idle_ttl);
-  const int64_t now = NowMs();
+  const int64_t now_ms = NowMs();
+  const auto now = Clock::now();
+  const auto grace = Ms(options.resume_grace);
   std::vector<std::shared_ptr<HttpSession>> expired;
+  std::vector<std::pair<std::shared_ptr<HttpSession>, json>> abandoned;
   {
     std::lock_guard<std::mutex> lock(mu);
     for (auto it = sessions.begin(); it != sessions.end();) {
       const auto& s = it->second;
-      if (!s->get_stream && s->mcp->in_flight() == 0 && now - s->mcp->last_activity_ms() > ttl_ms) {
+      for (auto c = s->calls.begin(); c != s->calls.end();) {
+        const auto& stream = c->second.stream;
+        auto orphaned = stream->orphaned_since();
+        if (stream->done() || (orphaned && !stream->attached() && now - *orphaned > grace)) {
+          if (!stream->done() && !stream->closed()) abandoned.emplace_back(s, c->second.request_id);
+          c = s->calls.erase(c);
+        } else {
+          ++c;
+        }
+      }
+      const bool streaming = s->get_stream && s->get_stream->attached();
+      if (!streaming && s->mcp->in_flight() == 0 && now_ms - s->mcp->last_activity_ms() > ttl_ms) {
         expired.push_back(s);
         it = sessions.erase(it);
       } else {
         ++it;
       }
     }
+  }
+  for (auto& [session, id] : abandoned) {
+    spdlog::info("http: session {}: nobody resumed the stream of request {}; cancelling it",
+                 session->id, id.dump());
+    CancelCall(session, id, "client disconnected and did not resume");
   }
   for (auto& session : expired) {
     spdlog::info("http: session {} expired after being idle", session->id);
@@ -647,42 +640,32 @@ absl::Status HttpServer::Start() {
     std::lock_guard<std::mutex> lock(d.mu);
     if (d.started || d.stopped) return absl::FailedPreconditionError("HttpServer already started");
   }
-  const size_t threads = static_cast<size_t>(std::max(1, d.options.threads));
-  d.server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  d.server.set_payload_max_length(d.options.max_body_bytes);
-  // httplib's default adds SO_REUSEPORT, which would let a second gateway bind the same
-  // port and silently take half the connections (and their sessions). REUSEADDR only:
-  // quick restarts still work, a port in use is an error.
-  // The callback runs on each candidate socket before bind; the last one is the bound one.
-  socket_t listen_fd = INVALID_SOCKET;
-  d.server.set_socket_options([&listen_fd](socket_t sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-    // Accepted sockets inherit TCP_NODELAY on Linux. Without it a response written in
-    // two pieces (headers, then body) waits for the client's delayed ACK: ~40 ms a call.
-    ::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
-    listen_fd = sock;
-  });
-  d.InstallRoutes();
-
-  if (d.options.port == 0) {
-    d.port = d.server.bind_to_any_port(d.options.host);
-  } else if (d.server.bind_to_port(d.options.host, d.options.port)) {
-    d.port = d.options.port;
-  }
-  if (d.port <= 0) {
-    return absl::UnavailableError("cannot listen on " + d.options.host + ":" +
-                                  std::to_string(d.options.port));
-  }
-  // httplib (0.11) listens with a backlog of 5: a burst of clients connecting at once
-  // overflows it and waits for SYN retransmits (a second or more). Listening again on
-  // the bound socket raises the backlog (Linux allows this).
-  if (listen_fd != INVALID_SOCKET) ::listen(listen_fd, SOMAXCONN);
-  d.listener = codemode::StartThread("http listener", [&d] { d.server.listen_after_bind(); });
-  // httplib's stop() is a no-op until the accept loop runs; wait for it so an early
-  // Stop() cannot miss it. The socket is already listening, so this is brief.
-  for (int i = 0; i < 5000 && !d.server.is_running(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto fail = [&](const boost::system::error_code& ec) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", d.options.host, ":", d.options.port, ": ", ec.message()));
+  };
+  boost::system::error_code ec;
+  tcp::resolver resolver(d.ioc);
+  auto endpoints = resolver.resolve(d.options.host, std::to_string(d.options.port),
+                                    tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+  if (ec || endpoints.empty()) return fail(ec);
+  const tcp::endpoint endpoint = endpoints.begin()->endpoint();
+  // SO_REUSEADDR only (quick restarts), never SO_REUSEPORT: a second gateway on the same
+  // port would silently take half the connections and their sessions.
+  d.acceptor.open(endpoint.protocol(), ec);
+  if (!ec) d.acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) d.acceptor.bind(endpoint, ec);
+  if (!ec) d.acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return fail(ec);
+  d.port = d.acceptor.local_endpoint().port();
+  d.work.emplace(d.ioc.get_executor());
+  d.Accept();
+  for (int i = 0; i < std::max(1, d.options.threads); ++i) {
+    d.threads.push_back(codemode::StartThread("http io", [&d] {
+      // A handler that throws ends only itself; the loop goes on for everyone else.
+      while (!codemode::RunContained("http event loop", [&d] { d.ioc.run(); })) {
+      }
+    }));
   }
   d.reaper = codemode::StartThread("http reaper", [&d] { d.ReapLoop(); });
   {
@@ -697,12 +680,10 @@ int HttpServer::port() const { return impl_->port; }
 
 void HttpServer::Stop() {
   Impl& d = *impl_;
-  bool was_started;
   {
     std::lock_guard<std::mutex> lock(d.mu);
     if (d.stopped) return;
     d.stopped = true;
-    was_started = d.started;
   }
   {
     std::lock_guard<std::mutex> lock(d.reaper_mu);
@@ -710,7 +691,13 @@ void HttpServer::Stop() {
   }
   d.reaper_cv.notify_all();
   if (d.reaper.joinable()) d.reaper.join();
+  asio::post(d.ioc, [&d] {
+    boost::system::error_code ignored;
+    d.acceptor.close(ignored);
+    d.accept_retry.cancel();
+  });
 
+  // Sessions first, while the event loop still runs: their streams end on the wire.
   std::map<std::string, std::shared_ptr<HttpSession>> sessions;
   {
     std::lock_guard<std::mutex> lock(d.mu);
@@ -718,9 +705,27 @@ void HttpServer::Stop() {
   }
   for (auto& [id, session] : sessions) d.CloseSession(session);
 
-  if (was_started) {
-    d.server.stop();
-    if (d.listener.joinable()) d.listener.join();
+  std::vector<std::shared_ptr<http::Connection>> open;
+  {
+    std::lock_guard<std::mutex> lock(d.conns_mu);
+    for (auto& [ptr, weak] : d.conns) {
+      if (auto conn = weak.lock()) open.push_back(std::move(conn));
+    }
+  }
+  for (auto& conn : open) conn->Close();
+  open.clear();
+  d.work.reset();
+  // Closed connections finish their handlers; give that a moment, then stop the loop.
+  for (int i = 0; i < 200; ++i) {
+    {
+      std::lock_guard<std::mutex> lock(d.conns_mu);
+      if (d.conns.empty()) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  d.ioc.stop();
+  for (auto& t : d.threads) {
+    if (t.joinable()) t.join();
   }
 }
 

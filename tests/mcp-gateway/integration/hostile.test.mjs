@@ -4,6 +4,7 @@
 // stays bounded, and that a well-behaved client is still served.
 import assert from "node:assert/strict";
 import fs from "node:fs";
+import net from "node:net";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
@@ -155,5 +156,52 @@ describe("hostile input to the gateway", () => {
     ].join("\n"));
     assert.match(text(r), /^50 .*more than 50 tool calls/m, text(r));
     await client.close();
+  });
+
+  // The TypeScript SDK opens a GET stream after initialize. A thread per connection ran out
+  // at 64 of them: client 65 could not even initialize.
+  test("client: 100 SDK clients hold GET streams; one more still initializes and lists tools", async () => {
+    const gateway = await startGateway({ everything: everythingStdio() },
+      ["--max_mcp_sessions_per_credential=200"]);
+    const clients = [];
+    try {
+      for (let i = 0; i < 100; i++) clients.push(await gateway.client(`holder-${i}`));
+      const late = await gateway.client("late");
+      const { tools } = await late.listTools();
+      assert.deepEqual(tools.map((t) => t.name), ["run_python"]);
+      clients.push(late);
+    } finally {
+      await Promise.all(clients.map((c) => c.close()));
+    }
+    assert.equal(gateway.proc.exitCode, null, gateway.log);
+  });
+
+  // Header lines without end, as fast as the socket takes them: refused at 60 KiB (431)
+  // and never stored, where the old server grew by 140 MiB before any check ran.
+  test("client: 96 MiB of header lines get 431 and cost no memory", async () => {
+    const gateway = await startGateway({ everything: everythingStdio() });
+    const before = rssMiB(gateway.proc.pid);
+    const reply = await new Promise((resolve, reject) => {
+      const socket = net.connect(gateway.port, "127.0.0.1");
+      let got = "";
+      socket.on("data", (d) => { got += d; });
+      socket.on("error", () => resolve(got));  // reset once the server closed: fine
+      socket.on("close", () => resolve(got));
+      socket.on("connect", async () => {
+        socket.write(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n`);
+        const line = `X-Pad: ${"a".repeat(1 << 20)}\r\n`;
+        // (Stops once answered: a client that goes on past the answer is reset, and a reset
+        // discards the answer unread on the client's side.)
+        for (let i = 0; i < 96 && !socket.destroyed && !got; i++) {
+          if (!socket.write(line)) await new Promise((r) => { socket.once("drain", r); socket.once("close", r); });
+        }
+      });
+      setTimeout(() => reject(new Error(`no answer; got ${got.slice(0, 100)}`)), 60000).unref();
+    });
+    assert.match(reply, /^HTTP\/1.1 431 /, reply.slice(0, 200));
+    const grown = rssMiB(gateway.proc.pid) - before;
+    assert.ok(grown < 16, `the gateway grew by ${grown} MiB`);
+    assert.equal(gateway.proc.exitCode, null, gateway.log);
+    await assertServes(gateway);
   });
 });

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <string>
@@ -169,7 +170,7 @@ TEST_F(HttpServerTest, OriginAndHostAreChecked) {
 
 TEST_F(HttpServerTest, BearerTokenIsRequiredWhenConfigured) {
   HttpServerOptions options;
-  options.bearer_token = "s3cret";
+  options.bearer_tokens = {"s3cret"};
   Start(options);
   auto denied = Post(Request(1, "initialize", InitializeParams()));
   ASSERT_TRUE(denied);
@@ -420,27 +421,114 @@ TEST_F(HttpServerTest, EightConcurrentClients) {
   }
 }
 
-TEST_F(HttpServerTest, ClientDisconnectCancelsTheCall) {
-  Start();
-  std::string id = Initialize();
+// Posts a slow tools/call (progress first) and hangs up once `enough` holds for what came.
+// Returns what came.
+std::string PostAndHangUp(httplib::Client& client, const httplib::Headers& headers, const json& call,
+                          const std::function<bool(const std::string&)>& enough) {
   httplib::Request req;
   req.method = "POST";
   req.path = "/mcp";
-  req.headers = Headers(id);
-  req.body = Request(3, "tools/call",
-                     {{"name", "slow"},
-                      {"arguments", {{"steps", 1}, {"wait_ms", 10000}}},
-                      {"_meta", {{"progressToken", 1}}}})
-                 .dump();
+  req.headers = headers;
+  req.body = call.dump();
   req.set_header("Content-Type", "application/json");
-  // Hang up as soon as the first event (the progress notification) arrives.
-  req.content_receiver = [](const char*, size_t, uint64_t, uint64_t) { return false; };
-  auto client = NewClient();
+  std::string received;
+  req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+    received.append(data, size);
+    return !enough(received);
+  };
   httplib::Response res;
   httplib::Error error = httplib::Error::Success;
   client.send(req, res, error);
+  return received;
+}
+
+// The id of the last event in an SSE body ("" when none).
+std::string LastEventId(const std::string& body) {
+  size_t at = body.rfind("id: ");
+  if (at == std::string::npos) return "";
+  return body.substr(at + 4, body.find('\n', at) - at - 4);
+}
+
+json SlowCall(int id, int wait_ms) {
+  return Request(id, "tools/call",
+                 {{"name", "slow"},
+                  {"arguments", {{"steps", 1}, {"wait_ms", wait_ms}}},
+                  {"_meta", {{"progressToken", 1}}}});
+}
+
+bool HasProgress(const std::string& received) {
+  return received.find("notifications/progress") != std::string::npos;
+}
+
+TEST_F(HttpServerTest, ACallWhoseClientLeftAndDidNotResumeIsCancelled) {
+  HttpServerOptions options;
+  options.resume_grace = absl::Milliseconds(200);
+  Start(options);
+  std::string id = Initialize();
+  auto client = NewClient();
+  PostAndHangUp(client, Headers(id), SlowCall(3, 10000), HasProgress);
   ASSERT_TRUE(provider_.WaitForCancelled(1));
   EXPECT_EQ(provider_.finished(), 1);
+}
+
+TEST_F(HttpServerTest, AJsonCallWhoseClientLeftIsCancelledAtOnce) {
+  HttpServerOptions options;
+  options.resume_grace = absl::Hours(1);  // a JSON body has no event id to resume from
+  Start(options);
+  std::string id = Initialize();
+  auto client = NewClient();
+  client.set_read_timeout(0, 300'000);  // gives up (and hangs up) after 0.3 s
+  auto res = client.Post("/mcp", Headers(id, "application/json"), SlowCall(3, 10000).dump(),
+                         "application/json");
+  EXPECT_FALSE(res);
+  ASSERT_TRUE(provider_.WaitForCancelled(1));
+}
+
+// MCP 2025-11-25 resumability: the client reconnects with GET and the Last-Event-ID of the
+// last event it saw, and gets the rest of the call's stream (here: the result).
+TEST_F(HttpServerTest, AResumedCallStreamDeliversTheRestAndIsNotCancelled) {
+  Start();
+  std::string id = Initialize();
+  auto client = NewClient();
+  std::string first = PostAndHangUp(client, Headers(id), SlowCall(3, 300), HasProgress);
+  std::string last_id = LastEventId(first);
+  ASSERT_FALSE(last_id.empty()) << first;
+
+  auto resumed = NewClient().Get(
+      "/mcp", {{"Accept", "text/event-stream"}, {"Mcp-Session-Id", id}, {"Last-Event-ID", last_id}});
+  ASSERT_TRUE(resumed);
+  EXPECT_EQ(resumed->status, 200);
+  auto messages = SseMessages(resumed->body);
+  ASSERT_EQ(messages.size(), 1u) << resumed->body;  // not the progress again
+  EXPECT_EQ(messages[0]["id"], 3);
+  EXPECT_EQ(messages[0]["result"]["content"][0]["text"], "done");
+  EXPECT_EQ(provider_.cancelled(), 0);
+  EXPECT_EQ(provider_.finished(), 1);
+}
+
+TEST_F(HttpServerTest, AGetStreamResumesWithTheNotificationsItMissed) {
+  Start();
+  std::string id = Initialize();
+  std::string primed;
+  NewClient().Get("/mcp", Headers(id, "text/event-stream"), [&](const char* data, size_t size) {
+    primed.append(data, size);
+    return LastEventId(primed).empty();  // hang up once we hold an id
+  });
+  std::string last_id = LastEventId(primed);
+  ASSERT_FALSE(last_id.empty()) << primed;
+  server_->NotifyToolsChanged();  // while nobody reads the stream
+  server_->NotifyToolsChanged();
+
+  std::string received;
+  NewClient().Get("/mcp",
+                  {{"Accept", "text/event-stream"}, {"Mcp-Session-Id", id}, {"Last-Event-ID", last_id}},
+                  [&](const char* data, size_t size) {
+                    received.append(data, size);
+                    return SseMessages(received).size() < 2;
+                  });
+  auto messages = SseMessages(received);
+  ASSERT_EQ(messages.size(), 2u) << received;
+  EXPECT_EQ(messages[1]["method"], "notifications/tools/list_changed");
 }
 
 TEST_F(HttpServerTest, IdleSessionsAreReaped) {
