@@ -44,6 +44,83 @@ async function timeRuns(client, code, n) {
   return lat;
 }
 
+function rssMiB(pid) {
+  const status = fs.readFileSync(`/proc/${pid}/status`, "utf8");
+  return Number(/VmRSS:\s+(\d+) kB/.exec(status)[1]) / 1024;
+}
+
+// 4. `holders` clients each hold the GET stream the SDK opens after initialize; then new
+// clients connect (initialize, initialized, GET) and list tools, one at a time.
+async function manyStreams(config, holders) {
+  const gateway = new GatewayHttp({ config, sandboxd: sandboxd.endpoint,
+    extraArgs: [`--max_mcp_sessions=${holders + 200}`, `--max_mcp_sessions_per_credential=${holders + 200}`] });
+  await gateway.start();
+  const held = [];
+  try {
+    for (let i = 0; i < holders; i++) held.push(await gateway.client(`holder-${i}`));
+    const lat = [];
+    for (let i = 0; i < 100; i++) {
+      const t0 = performance.now();
+      const c = await gateway.client(`new-${i}`);
+      await c.listTools();
+      lat.push(performance.now() - t0);
+      await c.close();
+    }
+    const rss = rssMiB(gateway.proc.pid);
+    row(`${holders} clients holding GET streams: a new client's initialize + tools/list, p50 / p99`,
+      `${ms(pct(lat, 50))} / ${ms(pct(lat, 99))}`, "p99 <= 50 ms", pct(lat, 99) <= 50);
+    row(`  gateway RSS with ${holders} streams open`, `${rss.toFixed(0)} MiB`, "<= 200 MiB", rss <= 200);
+  } finally {
+    await Promise.all(held.map((c) => c.close()));
+    await gateway.stop();
+  }
+}
+
+// 5. One sandbox gathers `calls` tool calls at once while another client runs print(1):
+// the gateway's peak RSS, and the other client's latency against its idle value.
+async function toolCallFlood(config, calls) {
+  const gateway = new GatewayHttp({ config, sandboxd: sandboxd.endpoint,
+    extraArgs: [`--max_tool_calls_per_run=${calls}`] });
+  await gateway.start();
+  const flooder = await gateway.client("flooder");
+  const witness = await gateway.client("witness");
+  try {
+    await runPython(flooder, "pass");
+    await timeRuns(witness, "print(1)", 20);
+    const idle = await timeRuns(witness, "print(1)", 200);
+    let peak = rssMiB(gateway.proc.pid);
+    let flooding = true;
+    const sampler = setInterval(() => { peak = Math.max(peak, rssMiB(gateway.proc.pid)); }, 50);
+    const flood = runPython(flooder, [
+      "import asyncio",
+      `rs = await asyncio.gather(*[mcp_everything.echo(message='x') for _ in range(${calls})], return_exceptions=True)`,
+      "print(sum(1 for r in rs if not isinstance(r, Exception)), sum(1 for r in rs if isinstance(r, Exception)))",
+    ].join("\n"), { timeout_seconds: 300 }, { timeout: 400000 }).finally(() => { flooding = false; });
+    const busy = [];
+    while (flooding) {
+      const t0 = performance.now();
+      const r = await runPython(witness, "print(1)");
+      if (!flooding) break;
+      busy.push(performance.now() - t0);
+      if (r.isError) throw new Error("the witness failed during the flood");
+    }
+    const result = await flood;
+    clearInterval(sampler);
+    const [ok, refused] = (result.structuredContent?.stdout ?? "0 0").trim().split(" ").map(Number);
+    row(`a sandbox gathering ${calls} tool calls: answered / refused (in-flight cap)`, `${ok} / ${refused}`);
+    row("  gateway peak RSS during the flood", `${peak.toFixed(0)} MiB`, "<= 256 MiB", peak <= 256);
+    if (busy.length) {
+      const ratio = pct(busy, 99) / pct(idle, 99);
+      row("  another client's run_python p99: idle / during the flood",
+        `${ms(pct(idle, 99))} / ${ms(pct(busy, 99))} (${busy.length} runs)`, "<= 2x idle", ratio <= 2);
+    }
+  } finally {
+    await flooder.close();
+    await witness.close();
+    await gateway.stop();
+  }
+}
+
 const sandboxd = new Sandboxd(["--max_sessions=64", "--pool_size=4"]);
 await sandboxd.start();
 const config = writeConfig({ everything: everythingStdio() });
@@ -113,6 +190,9 @@ print(json.dumps(lat))`);
   await http.close();
   await gateway.stop();
   await stdio.client.close();
+
+  await manyStreams(config, quick ? 200 : 1000);
+  await toolCallFlood(config, quick ? 10000 : 100000);
 } finally {
   await sandboxd.stop();
   await stopAll();

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "base/allocator.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -82,6 +83,13 @@ ABSL_FLAG(uint64_t, max_catalog_bytes_per_upstream, 1 << 20,
           "upstream is left out with the reason, the others keep working.");
 ABSL_FLAG(uint32_t, max_tool_calls_in_flight, 64,
           "Tool calls of one run_python answered at the same time; more get a ToolError.");
+ABSL_FLAG(uint64_t, max_tool_call_bytes, 4 << 20,
+          "Largest JSON arguments of one tool call from sandboxed code; larger get a ToolError.");
+ABSL_FLAG(uint64_t, max_tool_result_bytes, 8 << 20,
+          "Largest JSON result of one tool call handed back to sandboxed code; larger get a "
+          "ToolError.");
+ABSL_FLAG(uint64_t, max_tool_call_bytes_in_flight, 32 << 20,
+          "Arguments of one run's tool calls in flight together; more get a ToolError.");
 ABSL_FLAG(uint32_t, max_tool_calls_per_run, 10000,
           "Tool calls one run_python may make in total; later ones get a ToolError.");
 
@@ -145,6 +153,7 @@ void RaiseFileLimit() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "mcp-gateway: one MCP tool, run_python, whose code calls your MCP servers' tools.");
+  codemode::ReturnLargeBlocksToTheSystem();
   absl::ParseCommandLine(argc, argv);
   // stdout may carry the protocol: logs go to stderr only.
   auto logger = spdlog::stderr_logger_mt("mcp-gateway");
@@ -195,6 +204,9 @@ int main(int argc, char** argv) {
   gateway::ToolCallLimits tool_call_limits;
   tool_call_limits.max_in_flight = absl::GetFlag(FLAGS_max_tool_calls_in_flight);
   tool_call_limits.max_per_run = absl::GetFlag(FLAGS_max_tool_calls_per_run);
+  tool_call_limits.max_argument_bytes = absl::GetFlag(FLAGS_max_tool_call_bytes);
+  tool_call_limits.max_result_bytes = absl::GetFlag(FLAGS_max_tool_result_bytes);
+  tool_call_limits.max_argument_bytes_in_flight = absl::GetFlag(FLAGS_max_tool_call_bytes_in_flight);
   gateway::SandboxClient sandboxes(endpoints, tool_call_limits);
   gateway::ManagerUpstreams upstream_view(&upstreams);
   gateway::RunPythonOptions run_options;

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "base/allocator.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -171,6 +172,7 @@ int RunSelfCheck(const sandboxd::ManagerOptions& options, sandboxd::ContainerRun
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "sandboxd: persistent Python sessions in hardened Podman containers, over gRPC.");
+  codemode::ReturnLargeBlocksToTheSystem();
   absl::ParseCommandLine(argc, argv);
   // Debian's Abseil runs the mutex deadlock detector, which keeps a global lock graph
   // updated on every nested lock: 4-7% of the daemon's CPU under load (bench profile).

@@ -287,24 +287,23 @@ void Connection::FinishResponse() {
 
 // Closing a socket with unread input makes the kernel answer with a reset, which can
 // destroy the response before the client reads it (a 413 for a body we refused to read).
-// So: end our side, read and discard what still comes for a while (a few bodies' worth,
-// in a small buffer; nginx's lingering close), then close.
+// So: end our side, read and discard what still comes (into a small buffer) for at most a
+// few seconds, then close: nginx's lingering close.
 void Connection::LingerThenClose() {
   phase_ = Phase::kClosing;
   error_code ignored;
   socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
   ArmDeadline(std::chrono::seconds(5));
-  Discard(4 * limits_.max_body_bytes + (1 << 20));
+  Discard();
 }
 
-void Connection::Discard(size_t budget) {
+void Connection::Discard() {
   writing_buffer_.resize(16 << 10);
-  socket_.async_read_some(asio::buffer(writing_buffer_),
-                          [self = shared_from_this(), budget](error_code ec, size_t n) {
-                            if (self->closed_) return;
-                            if (ec || n >= budget) return self->DoClose();
-                            self->Discard(budget - n);
-                          });
+  socket_.async_read_some(asio::buffer(writing_buffer_), [self = shared_from_this()](error_code ec, size_t) {
+    if (self->closed_) return;
+    if (ec) return self->DoClose();  // the client closed too (or the deadline closed us)
+    self->Discard();
+  });
 }
 
 // While a response streams, the request is fully read: the socket turns readable only

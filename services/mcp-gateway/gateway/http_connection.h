@@ -126,7 +126,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void OnWritten(boost::system::error_code ec, size_t bytes);
   void FinishResponse();
   void LingerThenClose();
-  void Discard(size_t budget);
+  void Discard();
   void WatchForDisconnect();
   void ScheduleKeepalive();
   void ArmDeadline(std::chrono::milliseconds after);

@@ -137,6 +137,20 @@ class ToolCallDispatcher {
                           "(the gateway's --max_tool_calls_in_flight); await some first"));
       return;
     }
+    const size_t size = call.arguments_json().size();
+    if (size > limits_.max_argument_bytes) {
+      Answer(call.call_id(), absl::StrCat("the arguments are ", size, " bytes of JSON; the limit is ",
+                                          limits_.max_argument_bytes,
+                                          " (the gateway's --max_tool_call_bytes)"));
+      return;
+    }
+    if (BytesInFlight() + size > limits_.max_argument_bytes_in_flight) {
+      Answer(call.call_id(),
+             absl::StrCat("the calls in flight already carry ", BytesInFlight(),
+                          " bytes of arguments (the gateway's --max_tool_call_bytes_in_flight is ",
+                          limits_.max_argument_bytes_in_flight, "); await some first"));
+      return;
+    }
     ++total_;
     auto done = std::make_shared<std::atomic<bool>>(false);
     std::thread t = codemode::StartThread("tool call", [this, call = std::move(call), done] {
@@ -151,12 +165,16 @@ class ToolCallDispatcher {
       if (!answered) {
         req.mutable_tool_result()->Clear();
         req.mutable_tool_result()->set_error("the gateway failed while routing this call");
+      } else if (const size_t n = req.tool_result().result_json().size(); n > limits_.max_result_bytes) {
+        req.mutable_tool_result()->set_error(absl::StrCat(
+            "the result is ", n, " bytes of JSON; the limit is ", limits_.max_result_bytes,
+            " (the gateway's --max_tool_result_bytes)"));
       }
       req.mutable_tool_result()->set_call_id(call.call_id());
       write_(req);
       done->store(true);
     });
-    running_.push_back({std::move(t), std::move(done)});
+    running_.push_back({std::move(t), std::move(done), size});
   }
 
   void JoinAll() {
@@ -168,7 +186,16 @@ class ToolCallDispatcher {
   struct Running {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> done;
+    size_t argument_bytes;
   };
+
+  size_t BytesInFlight() const {
+    size_t sum = 0;
+    for (const auto& r : running_) {
+      if (!r.done->load()) sum += r.argument_bytes;
+    }
+    return sum;
+  }
 
   void JoinFinished() {
     for (auto it = running_.begin(); it != running_.end();) {

@@ -35,6 +35,13 @@ struct SandboxRef {
 struct ToolCallLimits {
   uint32_t max_in_flight = 64;    // calls being answered at the same time
   uint32_t max_per_run = 10000;   // calls in total
+  // JSON sizes of one call's arguments and of one result; larger ones become ToolErrors
+  // before anything parses them (arguments) or sends them on (results).
+  size_t max_argument_bytes = 4u << 20;
+  size_t max_result_bytes = 8u << 20;
+  // Arguments of the calls in flight together: each parsed copy costs a few times its
+  // size, so this bounds what a flood of large calls can make the gateway hold.
+  size_t max_argument_bytes_in_flight = 32u << 20;
 };
 
 struct ExecuteHandlers {
