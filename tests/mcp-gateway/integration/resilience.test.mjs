@@ -1,13 +1,46 @@
 // Failures around the gateway: an upstream killed mid-call, sandboxd restarted or gone.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
+import net from "node:net";
 import { after, before, describe, test } from "node:test";
-import { GatewayHttp, Sandboxd, everythingStdio, runPython, stopAll, text, writeConfig } from "./harness.mjs";
+import {
+  Client, GatewayHttp, Sandboxd, everythingStdio, runPython, stopAll, text, writeConfig,
+} from "./harness.mjs";
 
 function childPids(pid) {
   try {
     return execFileSync("pgrep", ["-P", String(pid)]).toString().split("\n").filter(Boolean).map(Number);
   } catch { return []; }
+}
+
+// A TCP proxy in front of the gateway that cuts the first connection carrying a tools/call
+// once a progress notification went through it; it records what clients sent.
+async function cuttingProxy(port) {
+  let sent = "";
+  let cut = false;
+  const server = net.createServer((client) => {
+    const upstream = net.connect(port, "127.0.0.1");
+    let isCall = false;
+    client.on("data", (d) => {
+      sent += d;
+      if (/"method":"tools\/call"/.test(String(d))) isCall = true;
+      upstream.write(d);
+    });
+    upstream.on("data", (d) => {
+      client.write(d);
+      if (!cut && isCall && /notifications\/progress/.test(String(d))) {
+        cut = true;
+        client.destroy();
+        upstream.destroy();
+      }
+    });
+    client.on("error", () => upstream.destroy());
+    upstream.on("error", () => client.destroy());
+    client.on("close", () => upstream.destroy());
+    upstream.on("close", () => client.destroy());
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  return { server, get sent() { return sent; }, get cut() { return cut; }, port: server.address().port };
 }
 
 describe("resilience", () => {
@@ -53,6 +86,35 @@ except ToolError as e:
     const again = await runPython(client, "await mcp_everything.echo(message='back')");
     assert.equal(again.isError, false, text(again));
     assert.match(again.structuredContent.result, /back/);
+  });
+
+  // MCP 2025-11-25 resumability with the TypeScript SDK as the client: the connection of a
+  // run_python call drops mid-run; the SDK resumes with GET + Last-Event-ID, and the run
+  // goes on (not cancelled) and its result arrives.
+  test("a tools/call whose connection drops is resumed by the SDK with Last-Event-ID", async () => {
+    const { StreamableHTTPClientTransport } = await import(
+      new URL("@modelcontextprotocol/sdk/dist/esm/client/streamableHttp.js",
+        `file://${process.env.NODE_PEERS}/`).href);
+    const proxy = await cuttingProxy(gateway.port);
+    const resuming = new Client({ name: "resuming", version: "1" });
+    await resuming.connect(new StreamableHTTPClientTransport(
+      new URL(`http://127.0.0.1:${proxy.port}/mcp`),
+      { requestInit: { headers: gateway.authHeaders },
+        reconnectionOptions: { initialReconnectionDelay: 100, maxReconnectionDelay: 1000,
+          reconnectionDelayGrowFactor: 1.5, maxRetries: 5 } }));
+    try {
+      const r = await runPython(resuming,
+        "import asyncio\nprint('before', flush=True)\nawait asyncio.sleep(1.5)\nprint('after')",
+        {}, { onprogress: () => {} });
+      assert.ok(proxy.cut, "the proxy never cut the call's connection");
+      assert.equal(r.isError, false, text(r));
+      assert.match(r.structuredContent.stdout, /before\nafter/, text(r));
+      // (Only a GET carries Last-Event-ID.)
+      assert.match(proxy.sent, /\r\nlast-event-id: \d+-\d+\r\n/i);
+    } finally {
+      await resuming.close();
+      proxy.server.close();
+    }
   });
 
   test("sandboxd restarted under a live gateway: the session is re-attached", async () => {
