@@ -592,7 +592,8 @@ sandbox::v1::Info SessionManager::GetInfo() {
     info.add_notes(absl::StrCat("container runtime unavailable: ", runtime_error_));
   }
   info.set_serving(readiness_.serving);
-  if (!readiness_.serving) {
+  // (A failed probe that is also why health is NOT_SERVING is said once, above.)
+  if (!readiness_.serving && (runtime_info_ || readiness_.reason != runtime_error_)) {
     info.add_notes(absl::StrCat("cannot start containers (health NOT_SERVING): ",
                                 readiness_.reason));
   }
