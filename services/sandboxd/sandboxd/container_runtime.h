@@ -26,6 +26,7 @@ struct ContainerSpec {
   std::string runner_path;  // host path of sandbox_runner.py
   std::map<std::string, std::string> labels;
   std::vector<std::string> env;  // KEY=VALUE, the container's whole environment
+  uint32_t uid = 65534;          // the user the runner runs as (group 65534)
 };
 
 struct ContainerStatus {

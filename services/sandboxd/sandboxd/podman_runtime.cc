@@ -98,7 +98,7 @@ std::vector<std::string> BuildRunArgv(const PodmanOptions& options, const Runtim
       "--read-only-tmpfs=false",
       "--cap-drop", "ALL",
       "--security-opt", "no-new-privileges",
-      "--user", "65534:65534",
+      "--user", absl::StrCat(spec.uid, ":65534"),
       "--init",
       "--pull", "never",
       "--log-driver", "none",

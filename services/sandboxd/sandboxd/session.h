@@ -107,6 +107,9 @@ class Session : public RunnerConnection::Listener, public std::enable_shared_fro
     std::string container_id;
     ResolvedLimits limits;
     int64_t created_at_ms = 0;
+    // The container's own user id, held while the session lives (rlimit mode; see
+    // uid_pool.h). Null when all containers share uid 65534.
+    std::shared_ptr<const void> uid_lease;
   };
 
   // Takes a connected (not yet started) runner connection. `push_catalog` sends the

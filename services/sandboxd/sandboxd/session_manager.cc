@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/thread.h"
 #include "absl/strings/str_format.h"
@@ -26,6 +27,7 @@ using nlohmann::json;
 constexpr char kInstanceLabel[] = "io.sandboxd.instance";
 constexpr char kStateDirLabel[] = "io.sandboxd.state-dir";
 constexpr char kRoleLabel[] = "io.sandboxd.role";
+constexpr char kUidLabel[] = "io.sandboxd.uid";
 
 // FNV-1a: a stable id of the state directory, so several daemons (root, users, tests)
 // never touch each other's containers.
@@ -225,6 +227,10 @@ void SessionManager::Recover() {
     md.container_id = it->second.id;
     md.limits = FromProto(sp.limits());
     md.created_at_ms = sp.created_at_ms();
+    if (auto uid = it->second.labels.find(kUidLabel); uid != it->second.labels.end()) {
+      uint32_t value = 0;
+      if (absl::SimpleAtoi(uid->second, &value)) md.uid_lease = uids_->Claim(value);
+    }
     uint64_t execs = (*conn)->ready().execs;
     auto session = Session::Create(&env_, std::move(md), std::move(*catalog), std::move(*conn),
                                    /*push_catalog=*/false);
@@ -272,6 +278,22 @@ absl::StatusOr<SessionManager::Sandbox> SessionManager::StartSandbox(const Resol
   spec.runner_path = options_.runner_path;
   spec.labels = {{kInstanceLabel, instance_}, {kStateDirLabel, options_.state_dir}, {kRoleLabel, role}};
   spec.env = options_.container_env;
+  bool per_session_uid;
+  {
+    absl::MutexLock lock(&mu_);
+    per_session_uid = !env_.cgroup_limits;
+  }
+  if (per_session_uid) {
+    // The process rlimit counts per user id: a uid of its own makes it this session's.
+    sb.uid = uids_->Acquire();
+    if (!sb.uid) {
+      fs::remove_all(dir, ec);
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "all ", uids_->count(), " per-session user ids are in use"));
+    }
+    spec.uid = sb.uid->uid();
+    spec.labels[kUidLabel] = absl::StrCat(spec.uid);
+  }
   absl::StatusOr<std::string> id = runtime_->Start(spec);
   if (!id.ok()) {
     fs::remove_all(dir, ec);
@@ -450,6 +472,7 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
   md.container_id = sb->id;
   md.limits = *limits;
   md.created_at_ms = clock_->NowMs();
+  md.uid_lease = std::move(sb->uid);
   auto session = Session::Create(&env_, std::move(md), std::move(*catalog), std::move(sb->conn),
                                  /*push_catalog=*/true);
   bool admitted;

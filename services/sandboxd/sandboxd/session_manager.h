@@ -29,6 +29,7 @@
 #include "sandboxd/async.h"
 #include "sandboxd/container_runtime.h"
 #include "sandboxd/session.h"
+#include "sandboxd/uid_pool.h"
 
 namespace sandboxd {
 
@@ -109,6 +110,7 @@ class SessionManager {
     std::string name;
     std::string id;
     std::unique_ptr<RunnerConnection> conn;
+    std::shared_ptr<UidPool::Lease> uid;  // rlimit mode only
   };
 
   absl::Status EnsureProbed();
@@ -132,6 +134,9 @@ class SessionManager {
   ContainerRuntime* const runtime_;
   Clock* const clock_;
   const std::string instance_;
+  // Container user ids in rlimit mode (uid_pool.h): 10000 up, within the 65536 ids of a
+  // rootless user's default subordinate range.
+  const std::shared_ptr<UidPool> uids_ = UidPool::Create(10000, 8192);
   TimerQueue timers_;
   WorkerPool workers_{2};
   std::atomic<uint64_t> executions_total_{0};

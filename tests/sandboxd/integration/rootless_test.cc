@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 #include "harness.h"
 #include "opt_out.h"
@@ -117,9 +118,10 @@ TEST_F(RootlessTest, RunsSessionsAsAnOrdinaryUserWithRlimitFallback) {
   EXPECT_NE(d.Log().find("rlimit"), std::string::npos) << "the fallback must be logged at start-up";
 
   sandbox::v1::Session s = CreateSession(*stub);
-  Finished f = RunCode(*stub, s.id(), "import os\nx = 41\n(os.getuid(), os.getcwd())");
+  // The process rlimit counts per user id, so each container runs as one of its own.
+  Finished f = RunCode(*stub, s.id(), "import os\nx = 41\n(os.getuid() >= 10000, os.getcwd())");
   EXPECT_EQ(f.status(), Finished::OK) << f.DebugString();
-  EXPECT_EQ(f.result_repr(), "(65534, '/workspace')");
+  EXPECT_EQ(f.result_repr(), "(True, '/workspace')");
   EXPECT_EQ(RunCode(*stub, s.id(), "x + 1").result_repr(), "42");
   // The data rlimit stands in for the memory cgroup: a large allocation fails in Python
   // and the session survives.
@@ -137,6 +139,42 @@ TEST_F(RootlessTest, RunsSessionsAsAnOrdinaryUserWithRlimitFallback) {
   del.set_session_id(s.id());
   sandbox::v1::DeleteSessionResponse del_resp;
   EXPECT_TRUE(stub->DeleteSession(&del_ctx, del, &del_resp).ok());
+  EXPECT_EQ(d.Stop(), 0);
+  EXPECT_EQ(d.LiveContainers(), 0) << "leaked containers";
+}
+
+// RLIMIT_NPROC is the only process limit here, and it counts per user id: with every
+// container running as uid 65534, threads of one session left the others unable to start
+// one. Each session has its own uid (and so its own limit) now.
+TEST_F(RootlessTest, OneSessionAtItsProcessLimitDoesNotStarveAnother) {
+  SandboxdProcess d({"--pool_size=0", "--pids=40"}, "", *run_as_);
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  sandbox::v1::Session greedy = CreateSession(*stub);
+  sandbox::v1::Session other = CreateSession(*stub);
+  const char* kStartThreads = R"(
+import threading, time
+started = 0
+for _ in range(%d):
+    try:
+        threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+        started += 1
+    except RuntimeError:
+        break
+started)";
+  Finished f = RunCode(*stub, greedy.id(), absl::StrFormat(kStartThreads, 200));
+  ASSERT_EQ(f.status(), Finished::OK) << f.DebugString();
+  EXPECT_LT(std::stoi(f.result_repr()), 40) << "the limit did not hold";
+  f = RunCode(*stub, other.id(), absl::StrFormat(kStartThreads, 20));
+  EXPECT_EQ(f.status(), Finished::OK) << f.DebugString();
+  EXPECT_EQ(f.result_repr(), "20") << "the greedy session used up the other's process limit";
+  for (const auto& s : {greedy, other}) {
+    grpc::ClientContext ctx;
+    sandbox::v1::DeleteSessionRequest del;
+    del.set_session_id(s.id());
+    sandbox::v1::DeleteSessionResponse resp;
+    EXPECT_TRUE(stub->DeleteSession(&ctx, del, &resp).ok());
+  }
   EXPECT_EQ(d.Stop(), 0);
   EXPECT_EQ(d.LiveContainers(), 0) << "leaked containers";
 }

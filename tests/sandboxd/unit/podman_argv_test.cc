@@ -116,6 +116,9 @@ TEST(BuildRunArgvTest, HardeningFlags) {
   EXPECT_TRUE(HasPair(a, "--cap-drop", "ALL"));
   EXPECT_TRUE(HasPair(a, "--security-opt", "no-new-privileges"));
   EXPECT_TRUE(HasPair(a, "--user", "65534:65534"));
+  ContainerSpec own = Spec();
+  own.uid = 10007;  // rlimit mode: a uid per container
+  EXPECT_TRUE(HasPair(BuildRunArgv(Options(), CgroupInfo(), own), "--user", "10007:65534"));
   EXPECT_THAT(a, Contains("--init"));
   EXPECT_TRUE(HasPair(a, "--ulimit", "nofile=333:333"));
   EXPECT_TRUE(HasPair(a, "--pull", "never"));

@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -1258,6 +1259,36 @@ TEST_F(SessionManagerTest, SigkillInRlimitModeIsNotBlamedOnMemory) {
   EXPECT_EQ(f->status(), Finished::SESSION_LOST);
   EXPECT_THAT(f->error().message(), HasSubstr("SIGKILL"));
   EXPECT_THAT(f->error().message(), Not(HasSubstr("out of memory")));
+}
+
+// Where the process limit is RLIMIT_NPROC (rlimit mode), which counts per user id, each
+// container runs as a user id of its own; in cgroup mode all run as 65534.
+std::set<std::string> ContainerUids(ProcessRuntime& runtime, SessionManager* m) {
+  std::set<std::string> uids;
+  auto containers = runtime.List("io.sandboxd.instance", m->instance());
+  for (const auto& c : *containers) {
+    auto it = c.labels.find("io.sandboxd.uid");
+    uids.insert(it == c.labels.end() ? "shared" : it->second);
+  }
+  return uids;
+}
+
+TEST_F(SessionManagerTest, InRlimitModeEachContainerHasAUidOfItsOwn) {
+  runtime_->SetCgroupLimits(false);
+  SessionManager* m = StartManager();
+  std::vector<sandbox::v1::Session> sessions;
+  for (int i = 0; i < 3; ++i) sessions.push_back(Create(m));
+  size_t containers = runtime_->Names().size();
+  std::set<std::string> uids = ContainerUids(*runtime_, m);
+  EXPECT_EQ(uids.size(), containers) << "two containers share a uid";
+  EXPECT_EQ(uids.count("shared"), 0u);
+  for (const auto& uid : uids) EXPECT_GE(std::stoi(uid), 10000) << uid;
+}
+
+TEST_F(SessionManagerTest, InCgroupModeContainersShareTheNobodyUid) {
+  SessionManager* m = StartManager();
+  Create(m);
+  EXPECT_EQ(ContainerUids(*runtime_, m), std::set<std::string>{"shared"});
 }
 
 TEST_F(SessionManagerTest, GarbageFrameLosesOnlyThatSession) {

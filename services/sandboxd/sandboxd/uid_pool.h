@@ -1,0 +1,61 @@
+// Per-session user ids, for the mode where process limits are rlimits.
+//
+// RLIMIT_NPROC counts the processes of a real user id across the whole machine. Where
+// podman cannot set a pids cgroup (rootless on cgroup v1), it is the only process limit,
+// and with every container running as uid 65534 all sessions shared one budget: threads
+// started in four sessions left every other session unable to start one. Giving each
+// container a user id of its own makes the rlimit a per-session limit. The ids come from
+// the rootless user's subordinate range (container uid U is host uid base+U-1), which no
+// other account uses.
+//
+//   auto pool = UidPool::Create(10000, 4096);
+//   std::shared_ptr<UidPool::Lease> lease = pool->Acquire();   // nullptr: all in use
+//   spec.uid = lease->uid();     // released when the last holder drops the lease
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+
+namespace sandboxd {
+
+class UidPool : public std::enable_shared_from_this<UidPool> {
+ public:
+  class Lease {
+   public:
+    Lease(std::shared_ptr<UidPool> pool, uint32_t uid) : pool_(std::move(pool)), uid_(uid) {}
+    ~Lease() { pool_->Release(uid_); }
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    uint32_t uid() const { return uid_; }
+
+   private:
+    std::shared_ptr<UidPool> pool_;
+    uint32_t uid_;
+  };
+
+  static std::shared_ptr<UidPool> Create(uint32_t first, uint32_t count) {
+    return std::shared_ptr<UidPool>(new UidPool(first, count));
+  }
+
+  // The lowest free uid, or nullptr when every one is leased.
+  std::shared_ptr<Lease> Acquire();
+  // The lease of a uid a recovered container already runs as (the same lease when two
+  // containers claim it; a uid outside the range gets a lease that reserves nothing).
+  std::shared_ptr<Lease> Claim(uint32_t uid);
+
+  uint32_t first() const { return first_; }
+  uint32_t count() const { return count_; }
+
+ private:
+  UidPool(uint32_t first, uint32_t count) : first_(first), count_(count) {}
+  void Release(uint32_t uid);
+
+  const uint32_t first_;
+  const uint32_t count_;
+  std::mutex mu_;
+  std::map<uint32_t, std::weak_ptr<Lease>> leased_;
+};
+
+}  // namespace sandboxd
