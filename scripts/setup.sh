@@ -21,7 +21,8 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 
 # 1. Debian packages (build tools, libraries, podman with runc, debootstrap for the image,
-#    uidmap for rootless podman, Node.js for the MCP side). Installed without Recommends,
+#    uidmap for rootless podman, Node.js for the MCP side, clang with its sanitizer and
+#    libFuzzer runtimes for scripts/sanitize.sh). Installed without Recommends,
 #    so what we use from a Recommends is named here: catatonit is the init binary of
 #    `podman run --init` (without it every container start fails), fuse-overlayfs and
 #    slirp4netns serve rootless podman. util-linux (setpriv) is essential on Debian.
@@ -31,6 +32,7 @@ packages=(
   libabsl-dev nlohmann-json3-dev libspdlog-dev libgtest-dev libgmock-dev libcpp-httplib-dev libboost1.81-dev
   podman runc catatonit debootstrap uidmap fuse-overlayfs slirp4netns
   python3 systemd
+  clang-14 libclang-rt-14-dev
 )
 # Node.js: any install that provides node and npm will do (Debian's, or NodeSource's,
 # whose nodejs package conflicts with Debian's npm).
@@ -68,7 +70,9 @@ if [[ ! -f "$stamp" || "$lock" -nt "$stamp" ]]; then
   (cd deploy/node && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
 
-# 4. Build.
+# 4. Build. Compile commands name paths relative to the checkout, so a clone elsewhere (a
+#    CI checkout) still hits ccache.
+export CCACHE_BASEDIR="$(pwd)"
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build_dir" -j2
 log "built $build_dir/services/sandboxd/sandboxd"

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Sets everything up (scripts/setup.sh) and runs the whole test suite: unit tests (no
-# Podman) and integration tests (the real daemon against real Podman, rootful and
-# rootless). Safe to re-run. CI runs exactly this (.ci/run).
+# Podman), integration tests (the real daemon against real Podman, rootful and rootless),
+# then the unit tests under ASan+UBSan and TSan and each fuzz target for a bounded time
+# (scripts/sanitize.sh). Safe to re-run. CI runs exactly this (.ci/run).
 #
 #   scripts/test.sh              everything
-#   scripts/test.sh -L unit      extra arguments go to ctest
+#   scripts/test.sh -L unit      extra arguments go to ctest; the sanitizer and fuzz
+#                                stage then does not run (run scripts/sanitize.sh)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -13,3 +15,6 @@ build_dir="${BUILD_DIR:-build}"
 # Integration tests start their own daemons with private state directories and sockets,
 # so two can run at once on this 2-core machine.
 ctest --test-dir "$build_dir" --output-on-failure --timeout 900 -j2 "$@"
+if (($# == 0)); then
+  bash scripts/sanitize.sh
+fi

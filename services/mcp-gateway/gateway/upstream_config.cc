@@ -220,7 +220,10 @@ absl::Status LoadFile(const std::string& path, bool bare_map_allowed,
   }
   if (!servers->is_object()) return where.Error("mcpServers must be an object");
 
-  for (const auto& [name, entry] : servers->items()) {
+  for (const auto& item : servers->items()) {
+    // (Not a structured binding: C++17 lambdas cannot capture those, and clang says so.)
+    const std::string& name = item.key();
+    const json& entry = item.value();
     where.entry = name;
     auto config = ParseEntry(name, entry, where);
     if (!config.ok()) return config.status();

@@ -146,7 +146,6 @@ class SessionManager {
   absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
   std::deque<Sandbox> pool_ ABSL_GUARDED_BY(mu_);
-  int pool_starting_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<RuntimeInfo> runtime_info_ ABSL_GUARDED_BY(mu_);
   // Re-attachment runs once, the first time the runtime answers (at start or later).

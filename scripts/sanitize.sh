@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The unit tests under sanitizers, and the fuzz targets for a bounded time. Called by
+# scripts/test.sh after the regular suite (so CI and a newcomer run it too); runs on its
+# own after scripts/setup.sh.
+#
+#   build-asan/  clang, AddressSanitizer + UndefinedBehaviorSanitizer (+ libFuzzer
+#                coverage): every unit test, then each fuzz target over its seed corpus
+#                and for FUZZ_SECONDS (default 30) of new inputs.
+#   build-tsan/  clang, ThreadSanitizer: the unit tests of the code that synchronises with
+#                std::mutex (base, the gateway's MCP server and upstream client). sandboxd
+#                and the gRPC bridge synchronise with absl::Mutex and gRPC, whose Debian
+#                builds are not instrumented: TSan cannot see their happens-before edges
+#                and would report every access they guard (docs/testing.md).
+#
+#   scripts/sanitize.sh            both
+#   FUZZ_SECONDS=300 scripts/sanitize.sh
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root="$(pwd)"
+# Paths in compile commands relative to the checkout: a fresh clone elsewhere still hits
+# the cache.
+export CCACHE_BASEDIR="$root"
+log() { echo "sanitize: $*" >&2; }
+fuzz_seconds="${FUZZ_SECONDS:-30}"
+cxx="$(command -v clang++-14 || true)"
+[[ -n "$cxx" ]] || { log "clang++-14 is missing: run scripts/setup.sh"; exit 1; }
+
+unit_targets=(base_unit_tests sandboxd_unit_tests mcp_core_unit_tests upstream_unit_tests
+              gateway_core_unit_tests)
+tsan_targets=(base_unit_tests mcp_core_unit_tests upstream_unit_tests)
+fuzzers=(runner_frame mcp_message sse upstream_config catalog)
+
+configure() {  # dir, sanitizers, fuzz
+  cmake -S . -B "$1" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" \
+    -DCODEMODE_SANITIZE="$2" -DCODEMODE_FUZZ="$3" >/dev/null
+}
+
+# ctest runs only the suites built here (the rest of the tree is not built in these
+# directories) and gives sanitized tests room.
+run_units() {  # dir
+  ctest --test-dir "$1" -L unit --output-on-failure --timeout 900 -j2 \
+    -E "_NOT_BUILT|runner_unit_tests|gateway_systemd_unit_verifies"
+}
+
+log "ASan + UBSan build"
+configure build-asan "address;undefined" ON
+fuzz_targets=("${fuzzers[@]/%/_fuzzer}")
+cmake --build build-asan -j2 --target "${unit_targets[@]}" "${fuzz_targets[@]}"
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+log "unit tests under ASan + UBSan"
+run_units build-asan
+
+for f in "${fuzzers[@]}"; do
+  corpus="tests/fuzz/corpus/$f"
+  scratch="$(mktemp -d)"
+  log "fuzzing $f: the seed corpus, then ${fuzz_seconds}s of new inputs"
+  "build-asan/tests/fuzz/${f}_fuzzer" -max_total_time="$fuzz_seconds" -rss_limit_mb=2048 \
+    -timeout=10 -print_final_stats=1 -artifact_prefix="$scratch/" "$scratch" "$corpus" \
+    2>"$scratch.log" || {
+      tail -60 "$scratch.log" >&2
+      log "FAILED: $f found a crash; the input is in $scratch (add it to $corpus and fix)"
+      exit 1
+    }
+  grep -E "stat::number_of_executed_units|stat::new_units_added" "$scratch.log" | tr '\n' ' ' >&2
+  echo >&2
+  rm -rf "$scratch" "$scratch.log"
+done
+
+log "TSan build"
+configure build-tsan "thread" OFF
+cmake --build build-tsan -j2 --target "${tsan_targets[@]}"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/sanitizers/tsan.supp"
+log "unit tests under TSan"
+run_units build-tsan
+log "sanitizers and fuzzers: all clean"
