@@ -29,6 +29,11 @@ constexpr size_t kMaxErrorBody = 2048;
 // Streams (request responses, GET streams) are ended by stop(), not by a read timeout:
 // a tool call may legitimately be silent for a long time.
 constexpr absl::Duration kStreamReadTimeout = absl::Hours(1);
+// Resuming a request's stream (Last-Event-ID): at most this many GETs, each after the
+// server's `retry:` delay (1 s when it gave none), never longer than kMaxRetryDelay.
+constexpr int kMaxResumes = 5;
+constexpr absl::Duration kDefaultRetryDelay = absl::Seconds(1);
+constexpr absl::Duration kMaxRetryDelay = absl::Seconds(30);
 constexpr absl::Duration kProbeTimeout = absl::Seconds(2);
 constexpr absl::Duration kDeleteTimeout = absl::Seconds(2);
 
@@ -144,7 +149,19 @@ struct StreamableHttpTransport::PostResult {
   int status = 0;
   std::string body;          // of a non-SSE response (error text or the JSON response)
   std::string session_used;  // the Mcp-Session-Id the request carried
+  StreamCursor cursor;       // where its SSE stream ended (empty id for a JSON response)
 };
+
+struct StreamableHttpTransport::GetResult {
+  httplib::Error error = httplib::Error::Success;
+  int status = 0;
+  bool got_event = false;
+};
+
+static absl::Duration RetryDelay(const std::optional<int64_t>& retry_ms) {
+  if (!retry_ms) return kDefaultRetryDelay;
+  return std::min(absl::Milliseconds(*retry_ms), kMaxRetryDelay);
+}
 
 StreamableHttpTransport::StreamableHttpTransport(UpstreamConfig config,
                                                  absl::Duration connect_timeout)
@@ -222,12 +239,14 @@ StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
       !result.body.empty()) {
     DispatchText(config_.name, result.body, on_message);
   }
+  if (event_stream) result.cursor = {parser.last_event_id(), parser.retry_ms()};
   return result;
 }
 
 absl::Status StreamableHttpTransport::Post(const json& message, HttpExchange* exchange,
                                            const std::function<void(json)>& on_message,
-                                           bool* connection_lost, int* final_status) {
+                                           bool* connection_lost, int* final_status,
+                                           StreamCursor* cursor) {
   *connection_lost = false;
   *final_status = 0;
   const bool initialize = MethodOf(message) == "initialize";
@@ -261,6 +280,7 @@ absl::Status StreamableHttpTransport::Post(const json& message, HttpExchange* ex
       }
       continue;
     }
+    if (cursor != nullptr) *cursor = r.cursor;
     if (r.status == 200 || r.status == 202) return absl::OkStatus();
     return HttpStatusError(r.status, r.body);
   }
@@ -332,7 +352,15 @@ absl::Status StreamableHttpTransport::StartExchange(const json& message) {
     };
     bool connection_lost = false;
     int status = 0;
-    absl::Status s = Post(message, exchange.get(), on_message, &connection_lost, &status);
+    StreamCursor cursor;
+    absl::Status s = Post(message, exchange.get(), on_message, &connection_lost, &status, &cursor);
+    // The response stream ended without the response but gave an event id: the server
+    // means us to come back for the rest (it may close streams to poll, SEP-1699).
+    if (s.ok() && IsRequest(message) && !answered && !cursor.last_event_id.empty()) {
+      s = Resume(exchange.get(), &cursor, on_message, [&] { return answered; });
+      if (absl::IsCancelled(s)) s = absl::OkStatus();  // closing or abandoned: said elsewhere
+      status = 200;
+    }
     if (!IsRequest(message)) {
       if (!s.ok()) {
         spdlog::debug("upstream {}: {} not delivered: {}", config_.name, MethodOf(message),
@@ -401,57 +429,109 @@ void StreamableHttpTransport::OnInitialized(const std::string& protocol_version)
   exchange->thread = codemode::StartThread("upstream http get", [this, exchange] { RunGetStream(exchange); });
 }
 
+StreamableHttpTransport::GetResult StreamableHttpTransport::GetOnce(
+    HttpExchange* exchange, StreamCursor* cursor, const std::function<void(json)>& on_message) {
+  auto client = NewClient(kStreamReadTimeout);
+  exchange->SetClient(client);
+  httplib::Request req;
+  req.method = "GET";
+  req.path = url_.target;
+  req.headers = ConfiguredHeaders(config_);
+  req.headers.emplace("Accept", "text/event-stream");
+  if (!cursor->last_event_id.empty()) req.headers.emplace("Last-Event-ID", cursor->last_event_id);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!session_id_.empty()) req.headers.emplace("Mcp-Session-Id", session_id_);
+    if (!protocol_version_.empty()) req.headers.emplace("MCP-Protocol-Version", protocol_version_);
+  }
+  GetResult result;
+  bool event_stream = false;
+  SseParser parser;
+  req.response_handler = [&](const httplib::Response& res) {
+    result.status = res.status;
+    event_stream = res.status == 200 && IsEventStream(res.get_header_value("Content-Type"));
+    return event_stream;  // anything else: do not read the body
+  };
+  req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+    return parser.Feed(data, size, [&](const SseParser::Event& event) {
+      result.got_event = true;
+      if (event.event == "message") DispatchText(config_.name, event.data, on_message);
+    });
+  };
+  httplib::Response res;
+  client->send(req, res, result.error);
+  if (event_stream) {
+    // A stream that set no id leaves the old one: resuming from it is still right.
+    if (!parser.last_event_id().empty()) cursor->last_event_id = parser.last_event_id();
+    if (parser.retry_ms()) cursor->retry_ms = parser.retry_ms();
+  }
+  return result;
+}
+
+bool StreamableHttpTransport::WaitToReconnect(absl::Duration delay, const HttpExchange* exchange) {
+  const auto until = std::chrono::steady_clock::now() + absl::ToChronoMilliseconds(delay);
+  std::unique_lock<std::mutex> lock(workers_mu_);
+  // Abandon() does not signal the condition variable: look at the flag every 50 ms.
+  while (!closing_ && !(exchange != nullptr && exchange->abandoned)) {
+    if (closing_cv_.wait_until(lock, std::min(until, std::chrono::steady_clock::now() +
+                                                         std::chrono::milliseconds(50))) ==
+            std::cv_status::timeout &&
+        std::chrono::steady_clock::now() >= until) {
+      return true;
+    }
+  }
+  return false;
+}
+
+absl::Status StreamableHttpTransport::Resume(HttpExchange* exchange, StreamCursor* cursor,
+                                             const std::function<void(json)>& on_message,
+                                             const std::function<bool()>& answered) {
+  for (int attempt = 1; attempt <= kMaxResumes; ++attempt) {
+    if (!WaitToReconnect(RetryDelay(cursor->retry_ms), exchange)) {
+      return absl::CancelledError("closing");
+    }
+    spdlog::debug("upstream {}: resuming a response stream after event {} (attempt {})",
+                  config_.name, cursor->last_event_id, attempt);
+    GetResult r = GetOnce(exchange, cursor, on_message);
+    if (answered()) return absl::OkStatus();
+    if (closing_ || exchange->abandoned) return absl::CancelledError("closing");
+    // (A refused GET reads no body, so httplib reports it as cancelled: look at the status.)
+    if (r.status != 0 && r.status != 200) {
+      return absl::UnavailableError(absl::StrCat(
+          "the response stream ended before the response, and resuming it failed: HTTP ",
+          r.status));
+    }
+  }
+  return absl::UnavailableError(absl::StrCat(
+      "the response stream ended before the response, also after resuming it ", kMaxResumes,
+      " times"));
+}
+
+// The stream of messages that belong to no request. Reopened whenever it ends, from the
+// last event id it gave (Last-Event-ID), after the server's `retry:` or a backoff.
 void StreamableHttpTransport::RunGetStream(std::shared_ptr<HttpExchange> exchange) {
   absl::Duration backoff = absl::Milliseconds(500);
+  StreamCursor cursor;
+  auto forward = [this](json m) {
+    if (callbacks_.on_message) callbacks_.on_message(std::move(m));
+  };
   while (!closing_) {
-    auto client = NewClient(kStreamReadTimeout);
-    exchange->SetClient(client);
-    httplib::Request req;
-    req.method = "GET";
-    req.path = url_.target;
-    req.headers = ConfiguredHeaders(config_);
-    req.headers.emplace("Accept", "text/event-stream");
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!session_id_.empty()) req.headers.emplace("Mcp-Session-Id", session_id_);
-      if (!protocol_version_.empty()) req.headers.emplace("MCP-Protocol-Version", protocol_version_);
-    }
-    int status = 0;
-    bool event_stream = false;
-    bool got_event = false;
-    SseParser parser;
-    auto forward = [this](json m) {
-      if (callbacks_.on_message) callbacks_.on_message(std::move(m));
-    };
-    req.response_handler = [&](const httplib::Response& res) {
-      status = res.status;
-      event_stream = status == 200 && IsEventStream(res.get_header_value("Content-Type"));
-      return event_stream;  // anything else: do not read the body
-    };
-    req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
-      return parser.Feed(data, size, [&](const SseParser::Event& event) {
-        got_event = true;
-        if (event.event == "message") DispatchText(config_.name, event.data, forward);
-      });
-    };
-    httplib::Response res;
-    httplib::Error error = httplib::Error::Success;
-    client->send(req, res, error);
+    GetResult r = GetOnce(exchange.get(), &cursor, forward);
     if (closing_) break;
-    if (status == 405) {
+    if (r.status == 405) {
       spdlog::debug("upstream {}: no GET stream (HTTP 405)", config_.name);
       break;
     }
-    if (IsConnectError(error)) {
+    if (IsConnectError(r.error)) {
       // The server is gone: say so now rather than at the next call.
       if (callbacks_.on_closed) callbacks_.on_closed(DescribeConnectFailure(url_, kProbeTimeout));
       break;
     }
+    if (r.got_event) backoff = absl::Milliseconds(500);
+    const absl::Duration delay = cursor.retry_ms ? RetryDelay(cursor.retry_ms) : backoff;
     spdlog::debug("upstream {}: GET stream ended (HTTP {}, {}); reopening in {}", config_.name,
-                  status, httplib::to_string(error), absl::FormatDuration(backoff));
-    if (got_event) backoff = absl::Milliseconds(500);
-    std::unique_lock<std::mutex> lock(workers_mu_);
-    closing_cv_.wait_for(lock, absl::ToChronoMilliseconds(backoff), [this] { return closing_.load(); });
+                  r.status, httplib::to_string(r.error), absl::FormatDuration(delay));
+    if (!WaitToReconnect(delay, nullptr)) break;
     backoff = std::min(backoff * 2, absl::Seconds(30));
   }
   exchange->done = true;

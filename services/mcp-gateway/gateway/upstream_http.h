@@ -22,6 +22,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "gateway/upstream.h"
@@ -50,15 +51,34 @@ class StreamableHttpTransport : public ClientTransport {
   std::string session_id() const;
 
  private:
+  // Where an SSE stream stood when it ended: what resuming it needs (MCP 2025-11-25,
+  // "Resumability and Redelivery").
+  struct StreamCursor {
+    std::string last_event_id;       // "" when the stream gave no id: not resumable
+    std::optional<int64_t> retry_ms; // the server's `retry:`, if it sent one
+  };
   struct PostResult;
+  struct GetResult;
   // One POST; messages from the response (JSON or SSE) go to `on_message` as they arrive.
   PostResult PostOnce(const nlohmann::json& message, httplib::Client& client,
                       const std::function<void(nlohmann::json)>& on_message);
   // PostOnce, plus re-initialize-and-retry when the session has expired. Sets
-  // `*connection_lost` when the server could not be reached at all.
+  // `*connection_lost` when the server could not be reached at all, and `*cursor` (when
+  // given) to where the response's SSE stream ended.
   absl::Status Post(const nlohmann::json& message, HttpExchange* exchange,
                     const std::function<void(nlohmann::json)>& on_message,
-                    bool* connection_lost, int* final_status);
+                    bool* connection_lost, int* final_status, StreamCursor* cursor = nullptr);
+  // One GET stream, with Last-Event-ID when `cursor` holds an id; advances the cursor.
+  GetResult GetOnce(HttpExchange* exchange, StreamCursor* cursor,
+                    const std::function<void(nlohmann::json)>& on_message);
+  // A request's SSE stream ended before its response: GETs with Last-Event-ID, each after
+  // the delay the server's `retry:` asked for (at most kMaxRetryDelay), until `answered()`
+  // or kMaxResumes attempts.
+  absl::Status Resume(HttpExchange* exchange, StreamCursor* cursor,
+                      const std::function<void(nlohmann::json)>& on_message,
+                      const std::function<bool()>& answered);
+  // Waits `delay`; false when the transport closes or `exchange` is abandoned meanwhile.
+  bool WaitToReconnect(absl::Duration delay, const HttpExchange* exchange);
   absl::Status Reinitialize(const std::string& stale_session);
   // Posts `message` on a worker thread. For a request, failures go to on_request_failed;
   // for a notification they are only logged.

@@ -86,8 +86,14 @@ void SseParser::ProcessLine(const std::string& line, const Handler& handler) {
     has_data_ = true;
   } else if (field == "id") {
     if (value.find('\0') == std::string::npos) last_id_ = value;
+  } else if (field == "retry") {
+    // ASCII digits only; anything else (or an absurd length) is ignored.
+    if (!value.empty() && value.size() <= 9 &&
+        value.find_first_not_of("0123456789") == std::string::npos) {
+      retry_ms_ = std::stoll(value);
+    }
   }
-  // "retry" and unknown fields are ignored.
+  // Unknown fields are ignored.
 }
 
 absl::StatusOr<HttpUrl> ParseHttpUrl(const std::string& url) {

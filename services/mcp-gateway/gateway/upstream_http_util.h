@@ -2,7 +2,9 @@
 // parser, URL splitting and resolution, and readable connection errors.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -11,9 +13,9 @@
 namespace gateway {
 
 // Incremental text/event-stream parser (WHATWG "server-sent events", the parts MCP uses:
-// event, data, id; comments and retry are ignored). Multi-line data is joined with "\n".
+// event, data, id, retry; comments are ignored). Multi-line data is joined with "\n".
 // Events whose data is empty are skipped: MCP servers send such "priming" events (an id
-// to resume from) before the real messages.
+// to resume from) before the real messages; their id still counts (last_event_id()).
 class SseParser {
  public:
   struct Event {
@@ -31,6 +33,12 @@ class SseParser {
   // the stream should then be abandoned.
   bool Feed(const char* data, size_t size, const Handler& handler);
 
+  // The last event id the stream set ("" when none, or when an empty `id:` reset it): what
+  // a client sends as Last-Event-ID to resume. An id containing NUL is ignored (WHATWG).
+  const std::string& last_event_id() const { return last_id_; }
+  // The reconnection delay the server asked for with `retry:` (digits only), if any.
+  std::optional<int64_t> retry_ms() const { return retry_ms_; }
+
  private:
   void ProcessLine(const std::string& line, const Handler& handler);
 
@@ -41,6 +49,7 @@ class SseParser {
   Event current_;
   bool has_data_ = false;
   std::string last_id_;
+  std::optional<int64_t> retry_ms_;
 };
 
 // "https://host:8443/mcp?x=1" -> origin "https://host:8443", target "/mcp?x=1".

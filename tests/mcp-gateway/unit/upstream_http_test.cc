@@ -126,6 +126,35 @@ TEST_F(HttpUpstreamTest, ServerGoingAwayIsNoticedWithoutACall) {
   EXPECT_GT(manager_->catalog_version(), version);
 }
 
+// MCP 2025-11-25 resumability (SEP-1699 polling), as the conformance scenario sse-retry
+// checks it: the server primes a call's stream with an id and `retry: 400`, ends it without
+// the response, and answers a GET that carries Last-Event-ID. The client must come back,
+// with that id, and not before the delay.
+TEST_F(HttpUpstreamTest, AResponseStreamEndedEarlyIsResumedWithLastEventIdAfterRetry) {
+  Connect({"--poll-retry-ms", "400"});
+  ASSERT_TRUE(manager_->Snapshot()[0].connected) << manager_->Snapshot()[0].error;
+  auto r = Call("poll");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(TextOf(*r), "polled");
+  double closed_at = -1, resumed_at = -1;
+  for (const auto& e : testing::ReadLog(log_)) {
+    if (e.value("event", "") == "poll-stream-closed") closed_at = e["at"].get<double>();
+    if (e.value("event", "") == "get" && e["last_event_id"] == "poll-1") resumed_at = e["at"].get<double>();
+  }
+  ASSERT_GE(closed_at, 0) << "the server never closed the stream";
+  ASSERT_GE(resumed_at, 0) << "no GET carried Last-Event-ID: poll-1";
+  // A lower bound only (waiting at least what the server asked is the point).
+  EXPECT_GE(resumed_at - closed_at, 0.35) << "reconnected before the server's retry delay";
+}
+
+TEST_F(HttpUpstreamTest, AStreamThatCannotBeResumedFailsTheCallWithTheReason) {
+  Connect({"--poll-retry-ms", "10", "--no-get"});
+  auto r = Call("poll");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("resuming it failed: HTTP 405"), std::string::npos)
+      << r.status();
+}
+
 TEST(HttpUnreachableTest, RefusedConnectionIsReportedAndRetried) {
   const int port = testing::UnusedPort();
   const std::string url = "http://127.0.0.1:" + std::to_string(port);

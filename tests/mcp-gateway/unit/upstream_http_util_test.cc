@@ -1,6 +1,7 @@
 // SseParser, URL parsing/resolution and connection-error descriptions.
 #include "gateway/upstream_http_util.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,26 @@ TEST(SseParserTest, FieldWithoutColonAndValueWithoutSpace) {
   auto events = ParseAll({"data:no-space\ndata\n\n"});
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].data, "no-space\n");
+}
+
+TEST(SseParserTest, TracksTheLastEventIdAndTheRetryDelay) {
+  SseParser parser;
+  int events = 0;
+  auto count = [&](const SseParser::Event&) { ++events; };
+  std::string stream = "id: a\nretry: 250\ndata:\n\nid: b\ndata: x\n\n";
+  ASSERT_TRUE(parser.Feed(stream.data(), stream.size(), count));
+  EXPECT_EQ(events, 1);  // the priming event is skipped, its id is not
+  EXPECT_EQ(parser.last_event_id(), "b");
+  EXPECT_EQ(parser.retry_ms(), std::optional<int64_t>(250));
+  // Only digits set the delay; an id with NUL is ignored; an empty id resets it.
+  static const char kMore[] = "retry: 1e3\nretry: -5\nid: c\0d\ndata: y\n\n";
+  std::string more(kMore, sizeof kMore - 1);
+  ASSERT_TRUE(parser.Feed(more.data(), more.size(), count));
+  EXPECT_EQ(parser.retry_ms(), std::optional<int64_t>(250));
+  EXPECT_EQ(parser.last_event_id(), "b");
+  std::string reset = "id\ndata: z\n\n";
+  ASSERT_TRUE(parser.Feed(reset.data(), reset.size(), count));
+  EXPECT_EQ(parser.last_event_id(), "");
 }
 
 TEST(HttpUrlTest, SplitsOriginAndTarget) {
