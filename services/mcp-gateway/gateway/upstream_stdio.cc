@@ -1,13 +1,13 @@
 // StdioTransport: spawning, pipe I/O and shutdown of a stdio MCP server (see
 // upstream_stdio.h).
 #include "gateway/upstream_stdio.h"
+#include "base/process.h"
 #include "base/thread.h"
 #include "base/untrusted_json.h"
 
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -34,12 +34,6 @@ namespace {
 constexpr size_t kMaxLineBytes = 16u << 20;       // a message larger than this is dropped
 constexpr size_t kMaxLoggedLineBytes = 4096;      // stderr lines are truncated in the log
 constexpr auto kWriteTimeout = std::chrono::seconds(30);  // a server that stops reading
-
-int DecodeWaitStatus(int status) {
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return -1;
-}
 
 void CloseFd(int* fd) {
   if (*fd >= 0) close(*fd);
@@ -134,69 +128,25 @@ absl::Status StdioTransport::Start(TransportCallbacks callbacks, absl::Duration 
   std::string exe = AbsolutePath(ResolveExecutable(command, ChildPath(config_.env), cwd));
   if (exe.empty()) return absl::UnavailableError(absl::StrCat("command not found: ", command));
 
-  int in_pipe[2], out_pipe[2], err_pipe[2];
-  if (pipe2(in_pipe, O_CLOEXEC) != 0) return absl::InternalError("pipe: " + ErrnoText(errno));
-  if (pipe2(out_pipe, O_CLOEXEC) != 0) {
-    int err = errno;
-    close(in_pipe[0]);
-    close(in_pipe[1]);
-    return absl::InternalError("pipe: " + ErrnoText(err));
+  codemode::SpawnOptions spawn;
+  spawn.program = exe;
+  spawn.argv = {command};  // argv[0] as the server would see it from a shell
+  spawn.argv.insert(spawn.argv.end(), config_.args.begin(), config_.args.end());
+  spawn.env = ChildEnvironment(config_.env);
+  spawn.cwd = cwd;
+  spawn.stdin_mode = codemode::SpawnOptions::Stdio::kPipe;
+  // Its own group, so shutdown signals reach its children too (npx starts node).
+  spawn.new_process_group = true;
+  // A gateway that dies (crash, SIGKILL) must not leave its upstream servers running.
+  spawn.die_with_parent = true;
+  absl::StatusOr<codemode::Child> child = codemode::Spawn(spawn);
+  if (!child.ok()) {
+    return absl::UnavailableError(absl::StrCat("spawn ", command, ": ", child.status().message()));
   }
-  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
-    int err = errno;
-    for (int fd : {in_pipe[0], in_pipe[1], out_pipe[0], out_pipe[1]}) close(fd);
-    return absl::InternalError("pipe: " + ErrnoText(err));
-  }
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, in_pipe[0], STDIN_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], STDERR_FILENO);
-  if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
-  // Everything we opened is O_CLOEXEC, but libraries may not be: close all the rest.
-  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
-
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t empty_mask, default_signals;
-  sigemptyset(&empty_mask);
-  sigemptyset(&default_signals);
-  for (int sig = 1; sig < 32; ++sig) {
-    if (sig != SIGKILL && sig != SIGSTOP) sigaddset(&default_signals, sig);
-  }
-  posix_spawnattr_setsigmask(&attr, &empty_mask);        // our threads may block signals
-  posix_spawnattr_setsigdefault(&attr, &default_signals);  // and ignore SIGPIPE
-  posix_spawnattr_setpgroup(&attr, 0);  // its own group: signals reach its children too
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
-                                      POSIX_SPAWN_SETPGROUP);
-
-  std::vector<std::string> argv_strings = {command};
-  argv_strings.insert(argv_strings.end(), config_.args.begin(), config_.args.end());
-  std::vector<char*> argv;
-  for (auto& s : argv_strings) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  std::vector<std::string> env_strings = ChildEnvironment(config_.env);
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-
-  int rc = posix_spawn(&pid_, exe.c_str(), &actions, &attr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  close(in_pipe[0]);
-  close(out_pipe[1]);
-  close(err_pipe[1]);
-  if (rc != 0) {
-    pid_ = -1;
-    close(in_pipe[1]);
-    close(out_pipe[0]);
-    close(err_pipe[0]);
-    return absl::UnavailableError(absl::StrCat("spawn ", command, ": ", ErrnoText(rc)));
-  }
-  stdin_fd_ = in_pipe[1];
-  stdout_fd_ = out_pipe[0];
-  stderr_fd_ = err_pipe[0];
+  pid_ = child->pid;
+  stdin_fd_ = child->stdin_fd.Release();
+  stdout_fd_ = child->stdout_fd.Release();
+  stderr_fd_ = child->stderr_fd.Release();
   // Writes poll with a deadline instead of blocking forever on a server that stops reading.
   fcntl(stdin_fd_, F_SETFL, fcntl(stdin_fd_, F_GETFL) | O_NONBLOCK);
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -309,12 +259,10 @@ bool StdioTransport::Reap(bool block) {
   if (reaped_ || pid_ <= 0) return true;
   int status = 0;
   pid_t r;
-  do {
-    r = waitpid(pid_, &status, block ? 0 : WNOHANG);
-  } while (r < 0 && errno == EINTR);
+  r = codemode::WaitPid(pid_, &status, block ? 0 : WNOHANG);
   if (r == pid_) {
     reaped_ = true;
-    exit_code_ = DecodeWaitStatus(status);
+    exit_code_ = codemode::DecodeWaitStatus(status);
     spdlog::info("upstream {}: process {} exited with code {}", config_.name, pid_, exit_code_);
     return true;
   }

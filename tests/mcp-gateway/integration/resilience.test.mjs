@@ -2,6 +2,8 @@
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import net from "node:net";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
 import {
   Client, GatewayHttp, Sandboxd, everythingStdio, runPython, stopAll, text, writeConfig,
@@ -12,6 +14,9 @@ function childPids(pid) {
     return execFileSync("pgrep", ["-P", String(pid)]).toString().split("\n").filter(Boolean).map(Number);
   } catch { return []; }
 }
+
+const FAKE_SERVER = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "unit",
+  "fixtures", "fake_mcp_server.py");
 
 // A TCP proxy in front of the gateway that cuts the first connection carrying a tools/call
 // once a progress notification went through it; it records what clients sent.
@@ -115,6 +120,25 @@ except ToolError as e:
       await resuming.close();
       proxy.server.close();
     }
+  });
+
+  // Upstream servers are started with PR_SET_PDEATHSIG (base/process.h): a gateway that
+  // is killed outright leaves none of them running.
+  test("a gateway killed with SIGKILL leaves no upstream server behind", async () => {
+    // A server that does not exit when its stdin closes (many do, which would hide this).
+    const stubborn = { command: "python3", args: [FAKE_SERVER, "stdio", "--ignore-eof"] };
+    const doomed = new GatewayHttp({ config: writeConfig({ stubborn }), sandboxd: sandboxd.endpoint });
+    await doomed.start();
+    const c = await doomed.client("doomed");
+    await c.listTools();
+    const upstreams = childPids(doomed.proc.pid);
+    assert.ok(upstreams.length > 0, "the gateway runs server-everything as a child");
+    const exited = new Promise((r) => doomed.proc.once("exit", r));
+    doomed.proc.kill("SIGKILL");
+    await exited;
+    const alive = (pid) => { try { process.kill(pid, 0); return true; } catch { return false; } };
+    for (let i = 0; i < 100 && upstreams.some(alive); i++) await new Promise((r) => setTimeout(r, 50));
+    assert.deepEqual(upstreams.filter(alive), [], "upstream servers outlived the gateway");
   });
 
   test("sandboxd restarted under a live gateway: the session is re-attached", async () => {
