@@ -3,7 +3,9 @@
 // gives it the sandbox image, and runs the daemon as that user. On this cgroup v1 host
 // rootless Podman cannot enforce cgroup limits, so the daemon must fall back to rlimits
 // and say so.
+#include <fcntl.h>
 #include <pwd.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -75,6 +77,11 @@ class RootlessTest : public ::testing::Test {
   static void SetUpTestSuite() {
     if (OptedOut()) return;
     ASSERT_EQ(geteuid(), 0u) << "the rootless test creates a user account and must start as root";
+    // ctest runs each test in a process of its own, two at a time: the account, its copy of
+    // the binaries and its image are shared, so one rootless test at a time.
+    lock_fd_ = open("/tmp/sandboxd-rootless-test.lock", O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+    ASSERT_GE(lock_fd_, 0);
+    ASSERT_EQ(flock(lock_fd_, LOCK_EX), 0);
     std::optional<RunAs> r = PrepareUser();
     ASSERT_TRUE(r.has_value());
     run_as_ = new RunAs(*r);
@@ -89,7 +96,10 @@ class RootlessTest : public ::testing::Test {
            " " + kImage);
     }
   }
-  static void TearDownTestSuite() { delete run_as_; }
+  static void TearDownTestSuite() {
+    delete run_as_;
+    if (lock_fd_ >= 0) close(lock_fd_);  // releases the lock
+  }
   // Creates a user account and needs root: a machine that cannot may opt out, loudly.
   static constexpr char kOptOut[] = "SANDBOXD_TEST_SKIP_ROOTLESS";
   static bool OptedOut() {
@@ -98,8 +108,10 @@ class RootlessTest : public ::testing::Test {
   }
   void SetUp() override { SKIP_IF_OPTED_OUT(kOptOut); }
   static RunAs* run_as_;
+  static int lock_fd_;
 };
 RunAs* RootlessTest::run_as_ = nullptr;
+int RootlessTest::lock_fd_ = -1;
 
 TEST_F(RootlessTest, RunsSessionsAsAnOrdinaryUserWithRlimitFallback) {
   SandboxdProcess d({"--pool_size=1", "--memory_mb=200"}, "", *run_as_);
