@@ -416,7 +416,7 @@ void StreamableHttpTransport::Abandon(const json& id) {
 }
 
 void StreamableHttpTransport::OnInitialized(const std::string& protocol_version) {
-  std::lock_guard<std::mutex> workers_lock(workers_mu_);
+  std::unique_lock<std::mutex> workers_lock(workers_mu_);
   {
     std::lock_guard<std::mutex> lock(mu_);
     protocol_version_ = protocol_version;
@@ -427,10 +427,16 @@ void StreamableHttpTransport::OnInitialized(const std::string& protocol_version)
   auto exchange = std::make_shared<HttpExchange>();
   workers_.push_back(exchange);
   exchange->thread = codemode::StartThread("upstream http get", [this, exchange] { RunGetStream(exchange); });
+  // Until the GET stream is open, a server has nowhere to put what belongs to no request
+  // (and one answering a resumed call on any GET would hand it to the wrong stream): wait
+  // for its first answer, briefly, before the first request goes out.
+  get_stream_cv_.wait_for(workers_lock, std::chrono::seconds(5),
+                          [this] { return get_stream_settled_ || closing_.load(); });
 }
 
 StreamableHttpTransport::GetResult StreamableHttpTransport::GetOnce(
-    HttpExchange* exchange, StreamCursor* cursor, const std::function<void(json)>& on_message) {
+    HttpExchange* exchange, StreamCursor* cursor, const std::function<void(json)>& on_message,
+    const std::function<void()>& on_answered) {
   auto client = NewClient(kStreamReadTimeout);
   exchange->SetClient(client);
   httplib::Request req;
@@ -450,6 +456,7 @@ StreamableHttpTransport::GetResult StreamableHttpTransport::GetOnce(
   req.response_handler = [&](const httplib::Response& res) {
     result.status = res.status;
     event_stream = res.status == 200 && IsEventStream(res.get_header_value("Content-Type"));
+    if (on_answered) on_answered();
     return event_stream;  // anything else: do not read the body
   };
   req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
@@ -515,8 +522,15 @@ void StreamableHttpTransport::RunGetStream(std::shared_ptr<HttpExchange> exchang
   auto forward = [this](json m) {
     if (callbacks_.on_message) callbacks_.on_message(std::move(m));
   };
+  auto settle = [this] {
+    std::lock_guard<std::mutex> lock(workers_mu_);
+    if (get_stream_settled_) return;
+    get_stream_settled_ = true;
+    get_stream_cv_.notify_all();
+  };
   while (!closing_) {
-    GetResult r = GetOnce(exchange.get(), &cursor, forward);
+    GetResult r = GetOnce(exchange.get(), &cursor, forward, settle);
+    settle();  // also when it failed before any answer
     if (closing_) break;
     if (r.status == 405) {
       spdlog::debug("upstream {}: no GET stream (HTTP 405)", config_.name);
@@ -534,6 +548,7 @@ void StreamableHttpTransport::RunGetStream(std::shared_ptr<HttpExchange> exchang
     if (!WaitToReconnect(delay, nullptr)) break;
     backoff = std::min(backoff * 2, absl::Seconds(30));
   }
+  settle();
   exchange->done = true;
 }
 
@@ -559,6 +574,7 @@ void StreamableHttpTransport::Close() {
     {
       std::lock_guard<std::mutex> lock(workers_mu_);
       closing_cv_.notify_all();
+      get_stream_cv_.notify_all();
       workers.swap(workers_);
     }
     for (auto& exchange : workers) exchange->StopAndJoin();

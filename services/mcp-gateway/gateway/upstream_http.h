@@ -70,7 +70,8 @@ class StreamableHttpTransport : public ClientTransport {
                     bool* connection_lost, int* final_status, StreamCursor* cursor = nullptr);
   // One GET stream, with Last-Event-ID when `cursor` holds an id; advances the cursor.
   GetResult GetOnce(HttpExchange* exchange, StreamCursor* cursor,
-                    const std::function<void(nlohmann::json)>& on_message);
+                    const std::function<void(nlohmann::json)>& on_message,
+                    const std::function<void()>& on_answered = nullptr);
   // A request's SSE stream ended before its response: GETs with Last-Event-ID, each after
   // the delay the server's `retry:` asked for (at most kMaxRetryDelay), until `answered()`
   // or kMaxResumes attempts.
@@ -97,6 +98,8 @@ class StreamableHttpTransport : public ClientTransport {
   std::string protocol_version_;
   nlohmann::json initialize_request_;  // repeated when the session expires
   bool get_stream_started_ = false;
+  bool get_stream_settled_ = false;  // its first GET was answered (or failed)
+  std::condition_variable get_stream_cv_;
 
   std::mutex reinit_mu_;  // one re-initialize at a time
   int reinit_count_ = 0;
