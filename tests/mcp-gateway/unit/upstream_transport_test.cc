@@ -55,10 +55,13 @@ class TransportTest : public ::testing::TestWithParam<Mode> {
         config = testing::SseConfig("fake", server_.url("/sse"));
         break;
     }
-    manager_ = std::make_unique<UpstreamManager>(std::vector<UpstreamConfig>{config},
-                                                 testing::TestOptions());
+    // Every server here answers; the generous connect timeout only covers a machine so
+    // loaded that python3 takes seconds to start (seen in CI beside the podman tests).
+    UpstreamOptions options = testing::TestOptions();
+    options.connect_timeout = absl::Seconds(30);
+    manager_ = std::make_unique<UpstreamManager>(std::vector<UpstreamConfig>{config}, options);
     manager_->Start();
-    manager_->WaitInitial(absl::Seconds(10));
+    manager_->WaitInitial(absl::Seconds(40));
     auto snapshot = manager_->Snapshot();
     ASSERT_EQ(snapshot.size(), 1u);
     ASSERT_TRUE(snapshot[0].connected) << snapshot[0].error;
