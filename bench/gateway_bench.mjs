@@ -21,6 +21,9 @@ const quick = process.argv.includes("--quick");
 const outIdx = process.argv.indexOf("--out");
 const outFile = outIdx > 0 ? process.argv[outIdx + 1] : null;
 const N = quick ? 100 : 1000;
+// --only flood|streams: just that part (for working on it); the default runs everything.
+const onlyIdx = process.argv.indexOf("--only");
+const only = onlyIdx > 0 ? process.argv[onlyIdx + 1] : null;
 
 function pct(values, p) {
   const s = [...values].sort((a, b) => a - b);
@@ -125,6 +128,16 @@ const sandboxd = new Sandboxd(["--max_sessions=64", "--pool_size=4"]);
 await sandboxd.start();
 const config = writeConfig({ everything: everythingStdio() });
 try {
+  if (!only) await latencyAndLoad(config);
+  if (!only || only === "streams") await manyStreams(config, quick ? 200 : 1000);
+  if (!only || only === "flood") await toolCallFlood(config, quick ? 10000 : 100000);
+} finally {
+  await sandboxd.stop();
+  await stopAll();
+}
+
+// 1-3: run_python latency over stdio and HTTP, a tool call's added latency, 16 clients.
+async function latencyAndLoad(config) {
   // 1. run_python print(1) on a warm session, stdio and HTTP.
   const stdio = await stdioGateway({ config, sandboxd: sandboxd.endpoint });
   await timeRuns(stdio.client, "print(1)", 20);
@@ -190,12 +203,6 @@ print(json.dumps(lat))`);
   await http.close();
   await gateway.stop();
   await stdio.client.close();
-
-  await manyStreams(config, quick ? 200 : 1000);
-  await toolCallFlood(config, quick ? 10000 : 100000);
-} finally {
-  await sandboxd.stop();
-  await stopAll();
 }
 
 const cpu = (fs.readFileSync("/proc/cpuinfo", "utf8").match(/model name\s*:\s*(.*)/) || [])[1] || "unknown";

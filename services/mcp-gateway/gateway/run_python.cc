@@ -19,6 +19,8 @@ using nlohmann::json;
 using sandbox::v1::Finished;
 
 constexpr char kToolName[] = "run_python";
+// structuredContent.tool_calls lists at most this many calls of a run; the totals count all.
+constexpr size_t kListedToolCalls = 100;
 
 std::string FirstLine(const std::string& text, size_t max = 100) {
   std::string line = text.substr(0, text.find('\n'));
@@ -111,7 +113,10 @@ json OutputSchema() {
   call_props["ok"] = {{"type", "boolean"}};
   call_props["duration_ms"] = {{"type", "integer"}};
   props["tool_calls"] = {{"type", "array"},
+                         {"description", "the run's first tool calls (at most 100)"},
                          {"items", {{"type", "object"}, {"properties", call_props}}}};
+  props["tool_calls_total"] = {{"type", "integer"}};
+  props["tool_calls_failed"] = {{"type", "integer"}};
   props["session"] = {{"type", "string"}};
   props["output_truncated"] = {{"type", "boolean"}};
   props["session_reset"] = {{"type", "boolean"}};
@@ -314,7 +319,8 @@ absl::StatusOr<json> RunPythonTool::CallTool(const std::string& name, const json
   auto error_result = [&](const std::string& message) -> json {
     json structured = {{"status", "error"}, {"stdout", ""}, {"stderr", ""}, {"result", nullptr},
                        {"error", {{"type", "SandboxUnavailable"}, {"message", message}, {"traceback", ""}}},
-                       {"duration_ms", 0}, {"tool_calls", json::array()}, {"session", session_name},
+                       {"duration_ms", 0}, {"tool_calls", json::array()}, {"tool_calls_total", 0},
+                       {"tool_calls_failed", 0}, {"session", session_name},
                        {"output_truncated", false}, {"session_reset", false}, {"note", nullptr}};
     return {{"content", {{{"type", "text"}, {"text", "[error] " + message}}}},
             {"structuredContent", structured},
@@ -324,6 +330,8 @@ absl::StatusOr<json> RunPythonTool::CallTool(const std::string& name, const json
   // ---- run (retried once on a fresh session when the old one is gone)
   std::mutex stats_mu;
   json tool_calls = json::array();
+  uint64_t tool_calls_total = 0;
+  uint64_t tool_calls_failed = 0;
   // Progress goes out from the stream reader (output) and from tool-call threads
   // (upstream progress), and must strictly increase: one counter under one lock.
   std::mutex progress_mu;
@@ -407,7 +415,12 @@ absl::StatusOr<json> RunPythonTool::CallTool(const std::string& name, const json
       int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                        std::chrono::steady_clock::now() - started).count();
       std::lock_guard<std::mutex> lock(stats_mu);
-      tool_calls.push_back({{"server", call.server()}, {"tool", call.tool()}, {"ok", ok}, {"duration_ms", ms}});
+      ++tool_calls_total;
+      if (!ok) ++tool_calls_failed;
+      // A run may make thousands of calls: the result lists the first few, counts all.
+      if (tool_calls.size() < kListedToolCalls) {
+        tool_calls.push_back({{"server", call.server()}, {"tool", call.tool()}, {"ok", ok}, {"duration_ms", ms}});
+      }
       return r;
     };
     handlers.on_stream_end = [calls_token] { calls_token->Cancel("the execution finished"); };
@@ -457,6 +470,10 @@ absl::StatusOr<json> RunPythonTool::CallTool(const std::string& name, const json
     if (!f.error().traceback().empty()) text += Clip(f.error().traceback(), options_.max_text_bytes / 4);
   }
   if (f.output_truncated()) line("[note] output was truncated");
+  if (tool_calls_total > tool_calls.size()) {
+    notes.push_back(absl::StrCat(tool_calls_total, " tool calls (", tool_calls_failed,
+                                 " failed); tool_calls lists the first ", tool_calls.size()));
+  }
   for (const auto& n : notes) line("[note] " + n);
   if (text.empty()) text = "(no output)";
 
@@ -471,6 +488,8 @@ absl::StatusOr<json> RunPythonTool::CallTool(const std::string& name, const json
                     : json(nullptr)},
       {"duration_ms", f.duration_ms()},
       {"tool_calls", tool_calls},
+      {"tool_calls_total", tool_calls_total},
+      {"tool_calls_failed", tool_calls_failed},
       {"session", session_name},
       {"output_truncated", f.output_truncated()},
       {"session_reset", session_reset},

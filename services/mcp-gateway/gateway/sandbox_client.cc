@@ -2,8 +2,8 @@
 // and the Execute stream loop.
 #include "gateway/sandbox_client.h"
 
-#include <atomic>
-#include <list>
+#include <condition_variable>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -113,10 +113,10 @@ absl::Status SandboxClient::ResetSession(const SandboxRef& ref) {
 
 namespace {
 
-// Answers the tool calls of one execution, each in flight on a thread of its own, within
-// ToolCallLimits. Threads that finished are joined as new calls arrive, so a run that
-// makes 100,000 calls holds at most max_in_flight threads, not 100,000. Used by the
-// Execute loop's thread only.
+// Answers the tool calls of one execution within ToolCallLimits, on workers that are
+// started as calls overlap (at most max_in_flight) and reused until the stream ends, so
+// a run that makes 100,000 calls starts a handful of threads, not 100,000. Dispatch is
+// called by the Execute loop's thread only.
 class ToolCallDispatcher {
  public:
   using Write = std::function<void(const sandbox::v1::ExecuteRequest&)>;
@@ -125,101 +125,118 @@ class ToolCallDispatcher {
   ~ToolCallDispatcher() { JoinAll(); }
 
   void Dispatch(sandbox::v1::ToolCall call) {
-    JoinFinished();
-    if (total_ >= limits_.max_per_run) {
-      Answer(call.call_id(), absl::StrCat("this run made more than ", limits_.max_per_run,
-                                          " tool calls (the gateway's --max_tool_calls_per_run)"));
-      return;
-    }
-    if (running_.size() >= limits_.max_in_flight) {
-      Answer(call.call_id(),
-             absl::StrCat("more than ", limits_.max_in_flight, " tool calls in flight at once "
-                          "(the gateway's --max_tool_calls_in_flight); await some first"));
-      return;
-    }
-    const size_t size = call.arguments_json().size();
-    if (size > limits_.max_argument_bytes) {
-      Answer(call.call_id(), absl::StrCat("the arguments are ", size, " bytes of JSON; the limit is ",
-                                          limits_.max_argument_bytes,
-                                          " (the gateway's --max_tool_call_bytes)"));
-      return;
-    }
-    if (BytesInFlight() + size > limits_.max_argument_bytes_in_flight) {
-      Answer(call.call_id(),
-             absl::StrCat("the calls in flight already carry ", BytesInFlight(),
-                          " bytes of arguments (the gateway's --max_tool_call_bytes_in_flight is ",
-                          limits_.max_argument_bytes_in_flight, "); await some first"));
-      return;
-    }
-    ++total_;
-    auto done = std::make_shared<std::atomic<bool>>(false);
-    std::thread t = codemode::StartThread("tool call", [this, call = std::move(call), done] {
+    if (std::string error = Admit(call); !error.empty()) {
       sandbox::v1::ExecuteRequest req;
-      bool answered = codemode::RunContained("tool call", [&] {
-        if (handlers_.on_tool_call) {
-          *req.mutable_tool_result() = handlers_.on_tool_call(call);
-        } else {
-          req.mutable_tool_result()->set_error("this client does not route tool calls");
-        }
-      });
-      if (!answered) {
-        req.mutable_tool_result()->Clear();
-        req.mutable_tool_result()->set_error("the gateway failed while routing this call");
-      } else if (const size_t n = req.tool_result().result_json().size(); n > limits_.max_result_bytes) {
-        req.mutable_tool_result()->set_error(absl::StrCat(
-            "the result is ", n, " bytes of JSON; the limit is ", limits_.max_result_bytes,
-            " (the gateway's --max_tool_result_bytes)"));
-      }
       req.mutable_tool_result()->set_call_id(call.call_id());
+      req.mutable_tool_result()->set_error(error);
       write_(req);
-      done->store(true);
-    });
-    running_.push_back({std::move(t), std::move(done), size});
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(call));
+    if (queue_.size() <= idle_) {  // every queued call has an idle worker to take it
+      cv_.notify_one();
+    } else {
+      workers_.push_back(codemode::StartThread("tool call", [this] { Work(); }));
+    }
   }
 
+  // Waits for the calls in flight; their late answers are dropped by the writer.
   void JoinAll() {
-    for (auto& r : running_) r.thread.join();
-    running_.clear();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closing_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : workers_) t.join();
+    workers_.clear();
   }
 
  private:
-  struct Running {
-    std::thread thread;
-    std::shared_ptr<std::atomic<bool>> done;
-    size_t argument_bytes;
-  };
-
-  size_t BytesInFlight() const {
-    size_t sum = 0;
-    for (const auto& r : running_) {
-      if (!r.done->load()) sum += r.argument_bytes;
+  // Empty when the call may go ahead (and is then counted in flight); otherwise why not.
+  std::string Admit(const sandbox::v1::ToolCall& call) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const size_t size = call.arguments_json().size();
+    if (total_ >= limits_.max_per_run) {
+      return absl::StrCat("this run made more than ", limits_.max_per_run,
+                          " tool calls (the gateway's --max_tool_calls_per_run)");
     }
-    return sum;
+    if (in_flight_ >= limits_.max_in_flight) {
+      return absl::StrCat("more than ", limits_.max_in_flight, " tool calls in flight at once "
+                          "(the gateway's --max_tool_calls_in_flight); await some first");
+    }
+    if (size > limits_.max_argument_bytes) {
+      return absl::StrCat("the arguments are ", size, " bytes of JSON; the limit is ",
+                          limits_.max_argument_bytes, " (the gateway's --max_tool_call_bytes)");
+    }
+    if (bytes_in_flight_ + size > limits_.max_argument_bytes_in_flight) {
+      return absl::StrCat("the calls in flight already carry ", bytes_in_flight_,
+                          " bytes of arguments (the gateway's --max_tool_call_bytes_in_flight is ",
+                          limits_.max_argument_bytes_in_flight, "); await some first");
+    }
+    ++total_;
+    ++in_flight_;
+    bytes_in_flight_ += size;
+    return "";
   }
 
-  void JoinFinished() {
-    for (auto it = running_.begin(); it != running_.end();) {
-      if (it->done->load()) {
-        it->thread.join();
-        it = running_.erase(it);
-      } else {
-        ++it;
-      }
+  void Work() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      ++idle_;
+      cv_.wait(lock, [&] { return closing_ || !queue_.empty(); });
+      --idle_;
+      if (queue_.empty()) return;  // closing, and nothing left to answer
+      sandbox::v1::ToolCall call = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      const size_t size = call.arguments_json().size();
+      sandbox::v1::ExecuteRequest answer = Answer(call);
+      lock.lock();
+      // Freed before the answer goes out: the sandbox sends its next held-back call as
+      // soon as it has the answer, and must not find the slot still taken.
+      --in_flight_;
+      bytes_in_flight_ -= size;
+      lock.unlock();
+      write_(answer);
+      lock.lock();
     }
   }
 
-  void Answer(const std::string& call_id, const std::string& error) {
+  sandbox::v1::ExecuteRequest Answer(const sandbox::v1::ToolCall& call) const {
     sandbox::v1::ExecuteRequest req;
-    req.mutable_tool_result()->set_call_id(call_id);
-    req.mutable_tool_result()->set_error(error);
-    write_(req);
+    bool answered = codemode::RunContained("tool call", [&] {
+      if (handlers_.on_tool_call) {
+        *req.mutable_tool_result() = handlers_.on_tool_call(call);
+      } else {
+        req.mutable_tool_result()->set_error("this client does not route tool calls");
+      }
+    });
+    if (!answered) {
+      req.mutable_tool_result()->Clear();
+      req.mutable_tool_result()->set_error("the gateway failed while routing this call");
+    } else if (const size_t n = req.tool_result().result_json().size();
+               n > limits_.max_result_bytes) {
+      req.mutable_tool_result()->set_error(absl::StrCat(
+          "the result is ", n, " bytes of JSON; the limit is ", limits_.max_result_bytes,
+          " (the gateway's --max_tool_result_bytes)"));
+    }
+    req.mutable_tool_result()->set_call_id(call.call_id());
+    return req;
   }
 
   const ToolCallLimits limits_;
   const ExecuteHandlers& handlers_;
   const Write write_;
-  std::list<Running> running_;
+  std::vector<std::thread> workers_;  // touched by the Execute loop's thread only
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<sandbox::v1::ToolCall> queue_;  // admitted, not yet picked up
+  size_t idle_ = 0;                          // workers waiting for a call
+  bool closing_ = false;
   uint32_t total_ = 0;
+  uint32_t in_flight_ = 0;                   // admitted and not yet answered
+  size_t bytes_in_flight_ = 0;
 };
 
 }  // namespace
@@ -252,6 +269,9 @@ absl::StatusOr<sandbox::v1::Finished> SandboxClient::Execute(
   start.mutable_start()->set_session_id(ref.session_id);
   start.mutable_start()->set_code(code);
   start.mutable_start()->set_timeout_ms(timeout_ms);
+  // The sandbox holds back calls past this many, so a flood waits there instead of
+  // being refused here.
+  start.mutable_start()->set_max_tool_calls_in_flight(limits_.max_in_flight);
   if (catalog) *start.mutable_start()->mutable_catalog() = *catalog;
   write(start);
   if (cancel) {

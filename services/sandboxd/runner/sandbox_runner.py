@@ -30,6 +30,7 @@ import ast
 import asyncio
 import builtins
 import codecs
+import collections
 import collections.abc
 import difflib
 import inspect
@@ -58,6 +59,7 @@ OUTPUT_FLUSH_BYTES = 8 * 1024               # flush output when this much is buf
 OUTPUT_FLUSH_DELAY = 0.005                  # ... or this long after the first unflushed write
 OUTPUT_FRAME_CHARS = 1024 * 1024            # text per output frame; JSON escaping stays < 16 MiB
 RESULT_REPR_LIMIT = 64 * 1024               # chars of the trailing expression's repr
+DEFAULT_TOOL_CALLS_IN_FLIGHT = 64           # when an `exec` frame does not say
 ERROR_MESSAGE_LIMIT = 64 * 1024             # chars of str(exception)
 TRACEBACK_LIMIT = 256 * 1024                # chars of a formatted traceback
 LINECACHE_BUDGET = 32 * 1024 * 1024         # chars of cell sources kept for tracebacks
@@ -467,6 +469,69 @@ def convert_tool_result(server, tool, reply):
     return content
 
 
+class CallGate:
+    """At most `limit` tool calls of one exec in flight; the others wait here, in order, and
+    send nothing. This is the back-pressure that keeps `asyncio.gather` over 100,000 calls
+    from flooding sandboxd and the gateway with calls they would only refuse: the caller
+    says how many it answers at once (`exec.max_tool_calls_in_flight`).
+
+    Awaited from any event loop (user code may run its own loops in threads), so waiters
+    are futures completed with call_soon_threadsafe, never an asyncio.Semaphore."""
+
+    def __init__(self, limit):
+        self._lock = threading.Lock()
+        self._free = max(1, limit)
+        self._waiters = collections.deque()
+        self._closed = None                  # the ToolError message once the exec ended
+
+    async def acquire(self, server, tool):
+        with self._lock:
+            if self._closed is not None:
+                raise ToolError(self._closed, server, tool)
+            if self._free > 0 and not self._waiters:
+                self._free -= 1
+                return
+            future = asyncio.get_running_loop().create_future()
+            self._waiters.append(future)
+        try:
+            await future                     # resolves with the slot handed over
+        except asyncio.CancelledError:
+            with self._lock:
+                try:
+                    self._waiters.remove(future)
+                    handed_over = False
+                except ValueError:
+                    handed_over = True       # granted just as it was cancelled
+            if handed_over:
+                self.release()
+            raise
+
+    def release(self):
+        with self._lock:
+            if not self._waiters:
+                self._free += 1
+                return
+            future = self._waiters.popleft()
+
+        def grant():
+            if future.done():                # cancelled meanwhile: pass the slot on
+                self.release()
+            else:
+                future.set_result(None)
+        try:
+            future.get_loop().call_soon_threadsafe(grant)
+        except RuntimeError:                 # its loop is closed: nobody waits on it
+            self.release()
+
+    def close(self, message):
+        """The exec ended: every waiter, and any later caller, gets ToolError(message)."""
+        with self._lock:
+            self._closed = message
+            waiters, self._waiters = list(self._waiters), collections.deque()
+        for future in waiters:
+            _complete_threadsafe(future, error=ToolError(message))
+
+
 class ToolCalls:
     """Pending tool calls: sends `tool_call` frames and resolves their futures when
     sandboxd answers. Futures live on the loop that awaits them and are only ever
@@ -486,6 +551,13 @@ class ToolCalls:
             raise ToolError("tool calls only work while an execution is running", server, tool)
         if not state.conn.alive:
             raise ToolError("sandboxd connection lost", server, tool)
+        await state.gate.acquire(server, tool)
+        try:
+            return await self._call(state, server, tool, arguments)
+        finally:
+            state.gate.release()
+
+    async def _call(self, state, server, tool, arguments):
         future = asyncio.get_running_loop().create_future()
         call_id = f"c{next(self._ids)}"
         with self._lock:
@@ -1180,9 +1252,10 @@ def install_runtime_module(get_toolbox):
 class ExecState:
     """One running exec, shared between the main thread and the reader threads."""
 
-    def __init__(self, exec_id, conn):
+    def __init__(self, exec_id, conn, max_tool_calls_in_flight=DEFAULT_TOOL_CALLS_IN_FLIGHT):
         self.id = exec_id
         self.conn = conn
+        self.gate = CallGate(max_tool_calls_in_flight)
         self.interrupt_requested = False
         self.finished = False
         self.loop = None
@@ -1627,7 +1700,8 @@ class Runner:
 
     def _run_exec(self, conn, frame):
         exec_id = frame["id"]
-        state = ExecState(exec_id, conn)
+        state = ExecState(exec_id, conn,
+                          frame.get("max_tool_calls_in_flight", DEFAULT_TOOL_CALLS_IN_FLIGHT))
         with self._lock:
             self._queued_execs.discard((conn, exec_id))
             early = (conn, exec_id) in self._early_interrupts
@@ -1656,6 +1730,7 @@ class Runner:
                 self._current = None
             self.calls.fail("the execution ended before the tool result arrived",
                             exec_state=state)
+            state.gate.close("the execution ended before the tool call was sent")
         conn.send({"type": "done", "id": exec_id, "status": status, "result": result,
                    "error": error, "output_bytes": output_bytes,
                    "dropped_bytes": dropped_bytes})
@@ -1714,6 +1789,9 @@ class Runner:
             _field(frame, "code", str)
             if _field(frame, "max_output_bytes", int) < 0:
                 raise ProtocolError("exec.max_output_bytes must not be negative")
+            if "max_tool_calls_in_flight" in frame and \
+                    _field(frame, "max_tool_calls_in_flight", int) < 1:
+                raise ProtocolError("exec.max_tool_calls_in_flight must be at least 1")
             with self._lock:
                 self._queued_execs.add((conn, exec_id))
             self._work.put((conn, frame))

@@ -202,8 +202,13 @@ absl::StatusOr<RunnerMessage> ParseRunnerMessage(const json& frame) {
   return Invalid(absl::StrCat("unknown frame type '", t.substr(0, 64), "'"));
 }
 
-json MakeExecFrame(uint64_t id, const std::string& code, uint64_t max_output_bytes) {
-  return json{{"type", "exec"}, {"id", id}, {"code", code}, {"max_output_bytes", max_output_bytes}};
+json MakeExecFrame(uint64_t id, const std::string& code, uint64_t max_output_bytes,
+                   uint32_t max_tool_calls_in_flight) {
+  return json{{"type", "exec"},
+              {"id", id},
+              {"code", code},
+              {"max_output_bytes", max_output_bytes},
+              {"max_tool_calls_in_flight", max_tool_calls_in_flight}};
 }
 
 json MakeToolResultFrame(const std::string& call_id, const json& result) {

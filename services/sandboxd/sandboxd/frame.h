@@ -106,7 +106,8 @@ inline constexpr size_t kMaxNameBytes = 256;
 absl::StatusOr<RunnerMessage> ParseRunnerMessage(const nlohmann::json& frame);
 
 // sandboxd -> runner messages.
-nlohmann::json MakeExecFrame(uint64_t id, const std::string& code, uint64_t max_output_bytes);
+nlohmann::json MakeExecFrame(uint64_t id, const std::string& code, uint64_t max_output_bytes,
+                             uint32_t max_tool_calls_in_flight);
 nlohmann::json MakeToolResultFrame(const std::string& call_id, const nlohmann::json& result);
 nlohmann::json MakeToolErrorFrame(const std::string& call_id, const std::string& error);
 nlohmann::json MakeInterruptFrame(uint64_t id);

@@ -184,6 +184,7 @@ class ExecuteReactor : public grpc::ServerBidiReactor<ExecuteRequest, ExecuteRes
     bridge_->session_id_ = start.session_id();
     absl::StatusOr<ExecutionRequest> req = ToExecutionRequest(
         start.code(), start.timeout_ms(), start.has_catalog() ? &start.catalog() : nullptr, true);
+    if (req.ok()) req->max_tool_calls_in_flight = start.max_tool_calls_in_flight();
     absl::StatusOr<std::shared_ptr<Execution>> exec =
         req.ok() ? manager_->Execute(start.session_id(), std::move(*req), bridge_)
                  : absl::StatusOr<std::shared_ptr<Execution>>(req.status());

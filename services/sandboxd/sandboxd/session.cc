@@ -187,7 +187,11 @@ void Session::StartNextLocked(Deferred& out) {
     });
     auto observer = e->observer;
     out.push_back([observer, id] { observer->OnStarted(id); });
-    SendOrLose(MakeExecFrame(id, e->request.code, env_->max_output_bytes), out);
+    uint32_t in_flight = env_->max_inflight_tool_calls;
+    if (e->request.max_tool_calls_in_flight > 0) {
+      in_flight = std::min(in_flight, e->request.max_tool_calls_in_flight);
+    }
+    SendOrLose(MakeExecFrame(id, e->request.code, env_->max_output_bytes, in_flight), out);
     // The code is no longer needed; executions can be large.
     std::string().swap(e->request.code);
   }

@@ -52,6 +52,9 @@ struct ExecutionRequest {
   uint32_t timeout_ms = 0;          // 0: the session's default
   std::optional<Catalog> catalog;   // replaces the session's catalog first
   bool tool_router = true;          // false: tool calls fail inside Python at once
+  // Tool calls the caller answers at once; the runner holds the rest back. 0: the
+  // daemon's SessionEnv::max_inflight_tool_calls, which also caps it.
+  uint32_t max_tool_calls_in_flight = 0;
 };
 
 class Session;

@@ -128,16 +128,45 @@ describe("hostile input to the gateway", () => {
     await client.close();
   });
 
-  test("sandbox: 20,000 gathered tool calls get ToolErrors past the in-flight cap; the gateway lives", async () => {
-    const gateway = await startGateway({ everything: everythingStdio() }, ["--max_tool_calls_in_flight=16"]);
+  // One thread per call used to abort the gateway (std::terminate) at tens of thousands
+  // of calls. Now the runner holds calls past the cap back, and they all complete.
+  test("sandbox: 20,000 gathered tool calls all complete, 16 at a time; the gateway stays small", async () => {
+    const gateway = await startGateway({ everything: everythingStdio() },
+      ["--max_tool_calls_in_flight=16", "--max_tool_calls_per_run=20000"]);
     const client = await gateway.client("flooder");
     const r = await runPython(client, [
       "rs = await asyncio.gather(*[mcp_everything.echo(message=str(i)) for i in range(20000)],",
       "                          return_exceptions=True)",
       "errors = [str(x) for x in rs if isinstance(x, Exception)]",
-      "print(len(rs) - len(errors), len(errors), any('in flight' in e for e in errors))",
+      "print(len(rs) - len(errors), len(errors), errors[:1])",
     ].join("\n"), { timeout_seconds: 240 }, { timeout: 300000 });
-    const [ok, failed, capped] = text(r).trim().split("\n")[0].split(" ");
+    assert.match(text(r), /^20000 0 \[\]/, text(r));
+    assert.equal(r.structuredContent.tool_calls_total, 20000);
+    assert.equal(r.structuredContent.tool_calls.length, 100, "the result lists 100 calls, not 20,000");
+    assert.match(text(r), /20000 tool calls \(0 failed\); tool_calls lists the first 100/);
+    await client.close();
+    assert.equal(gateway.proc.exitCode, null, gateway.log);
+    assert.ok(rssMiB(gateway.proc.pid) < 256, `gateway RSS ${rssMiB(gateway.proc.pid)} MiB`);
+    await assertServes(gateway);
+  });
+
+  // Sandboxed code owns the runner process: it can open the runner's gate. The gateway's
+  // own cap still answers the excess with ToolErrors, and nothing grows without bound.
+  test("sandbox: code that defeats the runner's back-pressure gets ToolErrors past the in-flight cap", async () => {
+    const gateway = await startGateway({ everything: everythingStdio() },
+      ["--max_tool_calls_in_flight=16", "--max_tool_calls_per_run=20000"]);
+    const client = await gateway.client("gate-breaker");
+    const r = await runPython(client, [
+      "import gc",
+      "gates = [g for g in gc.get_objects() if type(g).__name__ == 'CallGate']",
+      "for g in gates: g._free = 10**9",
+      "rs = await asyncio.gather(*[mcp_everything.echo(message=str(i)) for i in range(20000)],",
+      "                          return_exceptions=True)",
+      "errors = [str(x) for x in rs if isinstance(x, Exception)]",
+      "print(len(gates) > 0, len(rs) - len(errors), len(errors), any('in flight' in e for e in errors))",
+    ].join("\n"), { timeout_seconds: 240 }, { timeout: 300000 });
+    const [opened, ok, failed, capped] = text(r).trim().split("\n")[0].split(" ");
+    assert.equal(opened, "True", text(r));
     assert.equal(Number(ok) + Number(failed), 20000, text(r));
     assert.ok(Number(ok) > 0, text(r));
     assert.equal(capped, "True", text(r));

@@ -159,10 +159,13 @@ class Client:
         self.next_id += 1
         return self.next_id
 
-    def start_exec(self, code, max_output_bytes=MIB):
+    def start_exec(self, code, max_output_bytes=MIB, max_tool_calls_in_flight=None):
         exec_id = self.new_id()
-        self.send({"type": "exec", "id": exec_id, "code": code,
-                   "max_output_bytes": max_output_bytes})
+        frame = {"type": "exec", "id": exec_id, "code": code,
+                 "max_output_bytes": max_output_bytes}
+        if max_tool_calls_in_flight is not None:
+            frame["max_tool_calls_in_flight"] = max_tool_calls_in_flight
+        self.send(frame)
         return exec_id
 
     def finish_exec(self, exec_id, on_tool_call=None, timeout=TIMEOUT):
@@ -192,8 +195,9 @@ class Client:
             else:
                 raise AssertionError(f"unexpected frame during exec: {frame}")
 
-    def exec(self, code, max_output_bytes=MIB, on_tool_call=None, timeout=TIMEOUT):
-        exec_id = self.start_exec(code, max_output_bytes)
+    def exec(self, code, max_output_bytes=MIB, on_tool_call=None, timeout=TIMEOUT,
+             max_tool_calls_in_flight=None):
+        exec_id = self.start_exec(code, max_output_bytes, max_tool_calls_in_flight)
         return self.finish_exec(exec_id, on_tool_call, timeout)
 
     def set_catalog(self, catalog):
@@ -733,6 +737,61 @@ class CatalogTest(RunnerTestCase):
         res = self.client.finish_exec(exec_id)
         self.assertOk(res)
         self.assertEqual(res.value, [{"sum": i + 1} for i in range(20)])
+
+    def test_calls_past_the_in_flight_limit_wait_in_the_runner(self):
+        # 30 gathered calls, 4 answered at a time: never more than 4 tool_call frames are
+        # unanswered, and every call completes (back-pressure, not errors), in order.
+        exec_id = self.client.start_exec(
+            "rs = await asyncio.gather(*(mcp_everything.add(a=i, b=1) for i in range(30)))\n"
+            "[r['sum'] for r in rs]", max_tool_calls_in_flight=4)
+        seen = []
+        while len(seen) < 30:
+            burst = [self.client.expect("tool_call")]
+            try:
+                while True:                        # whatever else the runner sends now
+                    burst.append(self.client.recv(0.3))
+            except socket.timeout:
+                pass
+            self.assertTrue(all(f["type"] == "tool_call" for f in burst), burst)
+            self.assertLessEqual(len(burst), 4)
+            for call in burst:
+                seen.append(call["arguments"]["a"])
+                total = call["arguments"]["a"] + call["arguments"]["b"]
+                self.client.send({"type": "tool_result", "call_id": call["call_id"], "ok": True,
+                                  "result": {"content": [], "structuredContent":
+                                             {"sum": total}}})
+        self.assertEqual(seen, list(range(30)))
+        res = self.client.finish_exec(exec_id)
+        self.assertOk(res)
+        self.assertEqual(res.value, [i + 1 for i in range(30)])
+
+    def test_held_back_calls_fail_when_the_exec_ends_and_the_limit_is_fresh_next_time(self):
+        # Background tasks waiting for a slot get ToolError once their exec is over, and
+        # the next exec starts with its own limit.
+        res = self.client.exec(
+            "async def one(i):\n"
+            "    try:\n        return await mcp_everything.add(a=i, b=1)\n"
+            "    except ToolError as e:\n        return str(e)\n"
+            "held = [asyncio.ensure_future(one(i)) for i in range(3)]\n"
+            "await asyncio.sleep(0.2)\n", on_tool_call=lambda frame: None,
+            max_tool_calls_in_flight=1)
+        self.assertOk(res)
+        self.assertEqual(len(res.calls), 1)          # limit 1 from below; two held back
+        res = self.client.exec("await asyncio.sleep(0.05)\n"
+                               "[h.result() if h.done() else 'pending' for h in held]")
+        self.assertOk(res)
+        self.assertTrue(all("ended before" in r for r in res.value), res.value)
+        res = self.client.exec(
+            "await asyncio.gather(*(mcp_everything.add(a=i, b=1) for i in range(3)))",
+            on_tool_call=lambda f: {"ok": True, "result": {"content": [], "structuredContent":
+                                                           {"sum": 0}}})
+        self.assertOk(res)
+        self.assertEqual(len(res.calls), 3)
+
+    def test_exec_frame_with_a_bad_in_flight_limit_is_a_protocol_error(self):
+        self.client.send({"type": "exec", "id": self.client.new_id(), "code": "1",
+                          "max_output_bytes": MIB, "max_tool_calls_in_flight": 0})
+        self.assertTrue(self.client.at_eof(5))
 
     def test_tools_mapping(self):
         res = self.client.exec(

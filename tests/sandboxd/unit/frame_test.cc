@@ -549,8 +549,9 @@ TEST(ParseRunnerMessageTest, FramesFromTheRealDecoderParse) {
 // ---- sandboxd -> runner frames ----------------------------------------------------
 
 TEST(MakeFrameTest, Shapes) {
-  EXPECT_EQ(MakeExecFrame(3, "x = 1", 100),
-            (json{{"type", "exec"}, {"id", 3}, {"code", "x = 1"}, {"max_output_bytes", 100}}));
+  EXPECT_EQ(MakeExecFrame(3, "x = 1", 100, 8),
+            (json{{"type", "exec"}, {"id", 3}, {"code", "x = 1"}, {"max_output_bytes", 100},
+                  {"max_tool_calls_in_flight", 8}}));
   EXPECT_EQ(MakeToolResultFrame("c1", json{{"content", json::array()}}),
             (json{{"type", "tool_result"}, {"call_id", "c1"}, {"ok", true},
                   {"result", {{"content", json::array()}}}}));

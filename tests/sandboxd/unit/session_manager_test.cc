@@ -295,6 +295,11 @@ class SessionManagerTest : public ::testing::Test {
     std::shared_ptr<Collector> collector;
     std::shared_ptr<Execution> execution;
   };
+  sandbox::v1::Session CreateWithEchoCatalog(SessionManager* m) {
+    sandbox::v1::CreateSessionRequest r;
+    *r.mutable_catalog() = EchoCatalogProto();
+    return Create(m, r);
+  }
   Started Exec(SessionManager* m, const std::string& id, ExecutionRequest request) {
     Started st;
     st.collector = std::make_shared<Collector>();
@@ -745,9 +750,7 @@ TEST_F(SessionManagerTest, MaxSessions) {
 
 TEST_F(SessionManagerTest, ToolCallRoundTrip) {
   SessionManager* m = StartManager();
-  sandbox::v1::CreateSessionRequest r;
-  *r.mutable_catalog() = EchoCatalogProto();
-  sandbox::v1::Session s = Create(m, r);
+  sandbox::v1::Session s = CreateWithEchoCatalog(m);
   Started st = Exec(m, s.id(), "print('calling')\nr = await mcp_srv.echo(message='hi')\nr");
   ASSERT_TRUE(st.execution);
   std::optional<sandbox::v1::ToolCall> call = st.collector->WaitToolCall();
@@ -778,11 +781,40 @@ TEST_F(SessionManagerTest, ToolCallRoundTrip) {
   EXPECT_EQ(m->GetInfo().tool_calls_total(), 1u);
 }
 
+// The caller's in-flight limit reaches the runner, which holds further calls back: ten
+// gathered calls arrive three at a time, and all of them complete.
+TEST_F(SessionManagerTest, CallerInFlightLimitHoldsCallsBackInTheSandbox) {
+  SessionManager* m = StartManager();
+  sandbox::v1::Session s = CreateWithEchoCatalog(m);
+  ExecutionRequest req;
+  req.code = "rs = await asyncio.gather(*(mcp_srv.echo(message=str(i)) for i in range(10)))\nlen(rs)";
+  req.max_tool_calls_in_flight = 3;
+  Started st = Exec(m, s.id(), std::move(req));
+  ASSERT_TRUE(st.execution);
+  ASSERT_TRUE(st.collector->WaitToolCall(3));
+  absl::SleepFor(absl::Milliseconds(300));  // a fourth must not come while three are open
+  EXPECT_EQ(st.collector->tool_call_count(), 3u);
+  size_t answered = 0;
+  for (size_t n = 1; n <= 10; ++n) {
+    std::optional<sandbox::v1::ToolCall> call = st.collector->WaitToolCall(n);
+    ASSERT_TRUE(call) << "call " << n;
+    EXPECT_LE(st.collector->tool_call_count() - answered, 3u);
+    sandbox::v1::ToolResult res;
+    res.set_call_id(call->call_id());
+    res.set_result_json(R"({"content":[{"type":"text","text":"ok"}]})");
+    ASSERT_OK(st.execution->SubmitToolResult(res));
+    ++answered;
+  }
+  std::optional<Finished> f = st.collector->WaitFinished();
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->status(), Finished::OK) << f->DebugString();
+  EXPECT_EQ(f->result_repr(), "10");
+  EXPECT_EQ(f->tool_calls(), 10u);
+}
+
 TEST_F(SessionManagerTest, ToolCallStructuredAndErrorResults) {
   SessionManager* m = StartManager();
-  sandbox::v1::CreateSessionRequest r;
-  *r.mutable_catalog() = EchoCatalogProto();
-  sandbox::v1::Session s = Create(m, r);
+  sandbox::v1::Session s = CreateWithEchoCatalog(m);
   Started st = Exec(m, s.id(),
                     "a = await mcp_srv.echo(message='1')\n"
                     "try:\n"
@@ -815,9 +847,7 @@ TEST_F(SessionManagerTest, ToolCallStructuredAndErrorResults) {
 
 TEST_F(SessionManagerTest, InvalidToolResultFailsTheCallInPython) {
   SessionManager* m = StartManager();
-  sandbox::v1::CreateSessionRequest r;
-  *r.mutable_catalog() = EchoCatalogProto();
-  sandbox::v1::Session s = Create(m, r);
+  sandbox::v1::Session s = CreateWithEchoCatalog(m);
   Started st = Exec(m, s.id(),
                     "try:\n"
                     "    await mcp_srv.echo(message='x')\n"
@@ -839,9 +869,7 @@ TEST_F(SessionManagerTest, InvalidToolResultFailsTheCallInPython) {
 
 TEST_F(SessionManagerTest, TimeoutWhileWaitingForATool) {
   SessionManager* m = StartManager();
-  sandbox::v1::CreateSessionRequest r;
-  *r.mutable_catalog() = EchoCatalogProto();
-  sandbox::v1::Session s = Create(m, r);
+  sandbox::v1::Session s = CreateWithEchoCatalog(m);
   EXPECT_EQ(Eval(m, s.id(), "x = 'kept'"), "");
   Started st = Exec(m, s.id(), "await mcp_srv.echo(message='never answered')", 300);
   std::optional<sandbox::v1::ToolCall> c = st.collector->WaitToolCall();
@@ -859,9 +887,7 @@ TEST_F(SessionManagerTest, TimeoutWhileWaitingForATool) {
 
 TEST_F(SessionManagerTest, ToolOutsideCatalogNeverReachesTheObserver) {
   SessionManager* m = StartManager();
-  sandbox::v1::CreateSessionRequest r;
-  *r.mutable_catalog() = EchoCatalogProto();
-  sandbox::v1::Session s = Create(m, r);
+  sandbox::v1::Session s = CreateWithEchoCatalog(m);
   // User code can bypass the proxies and send any tool_call frame through the runner's
   // own ToolCalls object; sandboxd must refuse it against the catalog.
   Started st = Exec(m, s.id(),
@@ -889,9 +915,7 @@ TEST_F(SessionManagerTest, ToolOutsideCatalogNeverReachesTheObserver) {
 
 TEST_F(SessionManagerTest, WithoutToolRouterCallsFailImmediately) {
   SessionManager* m = StartManager();
-  sandbox::v1::CreateSessionRequest r;
-  *r.mutable_catalog() = EchoCatalogProto();
-  sandbox::v1::Session s = Create(m, r);
+  sandbox::v1::Session s = CreateWithEchoCatalog(m);
   ExecutionRequest req;
   req.code = "await mcp_srv.echo(message='x')";
   req.tool_router = false;
@@ -907,9 +931,7 @@ TEST_F(SessionManagerTest, WithoutToolRouterCallsFailImmediately) {
 
 TEST_F(SessionManagerTest, CloseToolRouterFailsPendingAndLaterCalls) {
   SessionManager* m = StartManager();
-  sandbox::v1::CreateSessionRequest r;
-  *r.mutable_catalog() = EchoCatalogProto();
-  sandbox::v1::Session s = Create(m, r);
+  sandbox::v1::Session s = CreateWithEchoCatalog(m);
   Started st = Exec(m, s.id(),
                     "out = []\n"
                     "for i in range(2):\n"
@@ -1038,9 +1060,7 @@ TEST_F(SessionManagerTest, CatalogOfAQueuedExecutionIsPersisted) {
 
 TEST_F(SessionManagerTest, ResetClearsVariables) {
   SessionManager* m = StartManager();
-  sandbox::v1::CreateSessionRequest r;
-  *r.mutable_catalog() = EchoCatalogProto();
-  sandbox::v1::Session s = Create(m, r);
+  sandbox::v1::Session s = CreateWithEchoCatalog(m);
   EXPECT_EQ(Eval(m, s.id(), "x = 1"), "");
   absl::StatusOr<sandbox::v1::Session> after = m->ResetSession(s.id());
   ASSERT_TRUE(after.ok()) << after.status();
