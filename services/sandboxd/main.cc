@@ -18,7 +18,6 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/mutex.h"
 #include "grpc/health/v1/health.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
@@ -174,9 +173,6 @@ int main(int argc, char** argv) {
       "sandboxd: persistent Python sessions in hardened Podman containers, over gRPC.");
   codemode::ReturnLargeBlocksToTheSystem();
   absl::ParseCommandLine(argc, argv);
-  // Debian's Abseil runs the mutex deadlock detector, which keeps a global lock graph
-  // updated on every nested lock: 4-7% of the daemon's CPU under load (bench profile).
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   const sandboxd::SystemdNotifier notifier;  // takes NOTIFY_SOCKET out of the environment
 
   // Logs go to stderr (journald picks them up).

@@ -67,13 +67,16 @@ namespace {
 
 // In the child, between fork and exec: async-signal-safe calls only (the parent has
 // threads). Reports errno through `report` and exits on failure.
+// Child after fork: tells the parent why through `report`, then exits.
+[[noreturn]] void ReportAndExit(int report, int err) {
+  while (write(report, &err, sizeof err) < 0 && errno == EINTR) {
+  }
+  _exit(127);
+}
+
 [[noreturn]] void ExecChild(const SpawnOptions& o, const char* exe, char* const* argv,
                             char* const* envp, const int stdio[3], int report, pid_t parent) {
-  auto fail = [report](int err) {
-    while (write(report, &err, sizeof err) < 0 && errno == EINTR) {
-    }
-    _exit(127);
-  };
+  auto fail = [report](int err) { ReportAndExit(report, err); };
   if (o.die_with_parent) {
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(errno);
     if (getppid() != parent) _exit(127);  // the parent died before prctl took effect
@@ -102,7 +105,7 @@ namespace {
     for (int fd = report + 1; fd < 65536; ++fd) close(fd);
   }
   execve(exe, argv, envp);
-  fail(errno);
+  ReportAndExit(report, errno);
 }
 
 }  // namespace

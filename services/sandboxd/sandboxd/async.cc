@@ -8,21 +8,21 @@ TimerQueue::TimerQueue() : thread_(codemode::StartThread("timers", [this] { Loop
 
 TimerQueue::~TimerQueue() {
   {
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     stop_ = true;
   }
   thread_.join();
 }
 
 TimerQueue::Id TimerQueue::Schedule(absl::Duration delay, std::function<void()> fn) {
-  absl::MutexLock lock(&mu_);
+  codemode::MutexLock lock(&mu_);
   Id id = next_id_++;
   timers_.emplace(absl::Now() + delay, std::make_pair(id, std::move(fn)));
   return id;
 }
 
 bool TimerQueue::Cancel(Id id) {
-  absl::MutexLock lock(&mu_);
+  codemode::MutexLock lock(&mu_);
   for (auto it = timers_.begin(); it != timers_.end(); ++it) {
     if (it->second.first == id) {
       timers_.erase(it);
@@ -33,7 +33,7 @@ bool TimerQueue::Cancel(Id id) {
 }
 
 void TimerQueue::Loop() {
-  absl::MutexLock lock(&mu_);
+  codemode::MutexLock lock(&mu_);
   while (!stop_) {
     if (timers_.empty()) {
       mu_.Await(absl::Condition(
@@ -77,14 +77,14 @@ WorkerPool::WorkerPool(int threads) {
 
 WorkerPool::~WorkerPool() {
   {
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     stop_ = true;
   }
   for (auto& t : threads_) t.join();
 }
 
 void WorkerPool::Post(std::function<void()> fn) {
-  absl::MutexLock lock(&mu_);
+  codemode::MutexLock lock(&mu_);
   tasks_.push_back(std::move(fn));
 }
 
@@ -92,7 +92,7 @@ void WorkerPool::Loop() {
   for (;;) {
     std::function<void()> fn;
     {
-      absl::MutexLock lock(&mu_);
+      codemode::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
           +[](WorkerPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
             return p->stop_ || !p->tasks_.empty();

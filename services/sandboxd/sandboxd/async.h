@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "absl/time/time.h"
 
 namespace sandboxd {
@@ -39,7 +39,7 @@ class TimerQueue {
  private:
   void Loop();
 
-  absl::Mutex mu_;
+  codemode::Mutex mu_;
   std::multimap<absl::Time, std::pair<Id, std::function<void()>>> timers_ ABSL_GUARDED_BY(mu_);
   Id next_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
@@ -60,7 +60,7 @@ class WorkerPool {
  private:
   void Loop();
 
-  absl::Mutex mu_;
+  codemode::Mutex mu_;
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;

@@ -3,7 +3,7 @@
 #include <deque>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "sandboxd/log.h"
 
@@ -57,7 +57,7 @@ class ExecuteReactor : public grpc::ServerBidiReactor<ExecuteRequest, ExecuteRes
       // can no longer be answered, but output and `finished` still flow.
       std::shared_ptr<Execution> exec;
       {
-        absl::MutexLock lock(&mu_);
+        codemode::MutexLock lock(&mu_);
         exec = execution_;
         if (!exec && !finish_called_) {
           FinishLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -69,7 +69,7 @@ class ExecuteReactor : public grpc::ServerBidiReactor<ExecuteRequest, ExecuteRes
     }
     std::shared_ptr<Execution> exec;
     {
-      absl::MutexLock lock(&mu_);
+      codemode::MutexLock lock(&mu_);
       exec = execution_;
     }
     if (!exec) {
@@ -82,12 +82,12 @@ class ExecuteReactor : public grpc::ServerBidiReactor<ExecuteRequest, ExecuteRes
     } else if (request_.has_start()) {
       spdlog::debug("second 'start' on one Execute stream ignored");
     }
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     if (!finish_called_) StartRead(&request_);
   }
 
   void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     writing_ = false;
     if (!ok) {
       // The client is gone; OnDone will follow.
@@ -101,7 +101,7 @@ class ExecuteReactor : public grpc::ServerBidiReactor<ExecuteRequest, ExecuteRes
   void OnCancel() override {
     std::shared_ptr<Execution> exec;
     {
-      absl::MutexLock lock(&mu_);
+      codemode::MutexLock lock(&mu_);
       exec = execution_;
       if (!finish_called_) FinishLocked(grpc::Status::CANCELLED);
     }
@@ -113,7 +113,7 @@ class ExecuteReactor : public grpc::ServerBidiReactor<ExecuteRequest, ExecuteRes
     std::shared_ptr<Execution> exec;
     bool finished;
     {
-      absl::MutexLock lock(&mu_);
+      codemode::MutexLock lock(&mu_);
       exec = execution_;
       finished = finished_seen_;
     }
@@ -124,7 +124,7 @@ class ExecuteReactor : public grpc::ServerBidiReactor<ExecuteRequest, ExecuteRes
 
   // Called by the bridge (session threads).
   void Push(ExecuteResponse response, bool final) {
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     if (finish_called_) return;
     if (final) finished_seen_ = true;
     outbox_.push_back(std::move(response));
@@ -136,7 +136,7 @@ class ExecuteReactor : public grpc::ServerBidiReactor<ExecuteRequest, ExecuteRes
    public:
     explicit Bridge(ExecuteReactor* r) : reactor_(r) {}
     void Detach() {
-      absl::MutexLock lock(&mu_);
+      codemode::MutexLock lock(&mu_);
       reactor_ = nullptr;
     }
     void OnStarted(uint64_t id) override {
@@ -166,16 +166,16 @@ class ExecuteReactor : public grpc::ServerBidiReactor<ExecuteRequest, ExecuteRes
 
    private:
     void Forward(ExecuteResponse r, bool final) {
-      absl::MutexLock lock(&mu_);
+      codemode::MutexLock lock(&mu_);
       if (reactor_) reactor_->Push(std::move(r), final);
     }
-    absl::Mutex mu_;
+    codemode::Mutex mu_;
     ExecuteReactor* reactor_ ABSL_GUARDED_BY(mu_);
   };
 
   void HandleStart() {
     if (!request_.has_start()) {
-      absl::MutexLock lock(&mu_);
+      codemode::MutexLock lock(&mu_);
       FinishLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                 "the first message must be 'start'"));
       return;
@@ -188,7 +188,7 @@ class ExecuteReactor : public grpc::ServerBidiReactor<ExecuteRequest, ExecuteRes
     absl::StatusOr<std::shared_ptr<Execution>> exec =
         req.ok() ? manager_->Execute(start.session_id(), std::move(*req), bridge_)
                  : absl::StatusOr<std::shared_ptr<Execution>>(req.status());
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     if (!exec.ok()) {
       FinishLocked(ToGrpcStatus(exec.status()));
       return;
@@ -216,7 +216,7 @@ class ExecuteReactor : public grpc::ServerBidiReactor<ExecuteRequest, ExecuteRes
   SessionManager* const manager_;
   std::shared_ptr<Bridge> bridge_;
   ExecuteRequest request_;
-  absl::Mutex mu_;
+  codemode::Mutex mu_;
   std::shared_ptr<Execution> execution_ ABSL_GUARDED_BY(mu_);
   std::deque<ExecuteResponse> outbox_ ABSL_GUARDED_BY(mu_);
   ExecuteResponse current_write_ ABSL_GUARDED_BY(mu_);

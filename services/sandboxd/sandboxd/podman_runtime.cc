@@ -164,7 +164,7 @@ absl::StatusOr<std::string> PodmanRuntime::Podman(std::vector<std::string> args,
   std::vector<std::string> argv = {options_.podman};
   argv.insert(argv.end(), options_.global_args.begin(), options_.global_args.end());
   if (with_runtime) {
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     if (!info_.oci_runtime.empty()) argv.insert(argv.end(), {"--runtime", info_.oci_runtime});
   }
   argv.insert(argv.end(), args.begin(), args.end());
@@ -231,7 +231,7 @@ absl::StatusOr<RuntimeInfo> PodmanRuntime::Probe() {
     return absl::UnavailableError(absl::StrCat("sandbox image ", options_.image,
                                                " is not present; build it with scripts/setup.sh"));
   }
-  absl::MutexLock lock(&mu_);
+  codemode::MutexLock lock(&mu_);
   info_ = info;
   probed_ = true;
   return info;
@@ -240,7 +240,7 @@ absl::StatusOr<RuntimeInfo> PodmanRuntime::Probe() {
 absl::StatusOr<std::string> PodmanRuntime::Start(const ContainerSpec& spec) {
   RuntimeInfo info;
   {
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     if (!probed_) return absl::FailedPreconditionError("Probe() has not succeeded yet");
     info = info_;
   }

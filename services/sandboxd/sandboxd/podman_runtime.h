@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "sandboxd/container_runtime.h"
 
 namespace sandboxd {
@@ -65,7 +65,7 @@ class PodmanRuntime : public ContainerRuntime {
 
   const PodmanOptions options_;
   const std::vector<std::string> env_;  // PodmanEnvironment() of ours, taken at construction
-  absl::Mutex mu_;
+  codemode::Mutex mu_;
   RuntimeInfo info_ ABSL_GUARDED_BY(mu_);
   bool probed_ ABSL_GUARDED_BY(mu_) = false;
 };

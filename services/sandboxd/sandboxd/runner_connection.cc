@@ -143,7 +143,7 @@ void RunnerConnection::ReadLoop() {
   }
   shutdown(fd_, SHUT_RDWR);
   {
-    absl::MutexLock lock(&out_mu_);
+    codemode::MutexLock lock(&out_mu_);
     // A write that failed ended the connection: that is the reason, not the EOF it caused.
     if (!write_error_.empty() && !closed_) reason = absl::UnavailableError(write_error_);
   }
@@ -152,7 +152,7 @@ void RunnerConnection::ReadLoop() {
 
 absl::Status RunnerConnection::Send(const nlohmann::json& frame) {
   std::string bytes = EncodeFrame(frame);
-  absl::MutexLock lock(&out_mu_);
+  codemode::MutexLock lock(&out_mu_);
   if (write_error_.empty() && outbox_bytes_ + bytes.size() > kMaxOutboxBytes) {
     Fail(absl::StrCat("runner is not reading its socket (", outbox_bytes_,
                       " bytes already queued for it)"));
@@ -181,7 +181,7 @@ void RunnerConnection::WriteLoop() {
   for (;;) {
     std::string bytes;
     {
-      absl::MutexLock lock(&out_mu_);
+      codemode::MutexLock lock(&out_mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(out_mu_) {
         return stop_writer_ || !outbox_.empty();
       };
@@ -192,7 +192,7 @@ void RunnerConnection::WriteLoop() {
       writing_ = true;  // Send() must not overtake this frame
     }
     absl::Status s = WriteAll(bytes, absl::Now() + frame_deadline_);
-    absl::MutexLock lock(&out_mu_);
+    codemode::MutexLock lock(&out_mu_);
     writing_ = false;
     outbox_bytes_ -= std::min(outbox_bytes_, bytes.size());
     if (!s.ok()) Fail(std::string(s.message()));
@@ -226,7 +226,7 @@ absl::Status RunnerConnection::WriteAll(const std::string& bytes, absl::Time dea
 void RunnerConnection::Close() {
   closed_ = true;
   {
-    absl::MutexLock lock(&out_mu_);
+    codemode::MutexLock lock(&out_mu_);
     stop_writer_ = true;
   }
   shutdown(fd_, SHUT_RDWR);

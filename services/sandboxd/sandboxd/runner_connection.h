@@ -20,7 +20,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "absl/time/time.h"
 #include "sandboxd/frame.h"
 
@@ -92,7 +92,7 @@ class RunnerConnection {
   std::thread reader_;
   std::atomic<bool> closed_{false};
 
-  absl::Mutex out_mu_;
+  codemode::Mutex out_mu_;
   std::deque<std::string> outbox_ ABSL_GUARDED_BY(out_mu_);
   size_t outbox_bytes_ ABSL_GUARDED_BY(out_mu_) = 0;
   bool stop_writer_ ABSL_GUARDED_BY(out_mu_) = false;

@@ -10,20 +10,20 @@ class Collector : public ExecutionObserver {
  public:
   void OnStarted(uint64_t) override {}
   void OnOutput(OutputStream stream, const std::string& text) override {
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     (stream == OutputStream::kStdout ? stdout_ : stderr_) += text;
   }
   void OnToolCall(const sandbox::v1::ToolCall&) override {}
   void OnFinished(const sandbox::v1::Finished& f) override {
     {
-      absl::MutexLock lock(&mu_);
+      codemode::MutexLock lock(&mu_);
       finished_ = f;
     }
     done_.Notify();
   }
 
   absl::Notification done_;
-  absl::Mutex mu_;
+  codemode::Mutex mu_;
   std::string stdout_ ABSL_GUARDED_BY(mu_);
   std::string stderr_ ABSL_GUARDED_BY(mu_);
   sandbox::v1::Finished finished_ ABSL_GUARDED_BY(mu_);
@@ -49,7 +49,7 @@ absl::Status SelfCheck(SessionManager& manager) {
   absl::Status result = exec.status();
   if (result.ok()) {
     collector->done_.WaitForNotification();
-    absl::MutexLock lock(&collector->mu_);
+    codemode::MutexLock lock(&collector->mu_);
     if (collector->finished_.status() != sandbox::v1::Finished::OK ||
         collector->stdout_ != "1\n") {
       result = absl::InternalError(absl::StrCat(

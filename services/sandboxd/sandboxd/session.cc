@@ -68,12 +68,15 @@ std::shared_ptr<Session> Session::Create(SessionEnv* env, Metadata metadata, Cat
   std::shared_ptr<Session> s(
       new Session(env, std::move(metadata), std::move(catalog), std::move(conn)));
   s->conn_->Start(s.get());
-  if (push_catalog && !s->catalog_.servers().empty()) {
+  if (push_catalog) {
     // The runner handles frames in order, so the first execution sees this catalog. A
     // failed send shows up as EOF on the reader and loses the session.
     Deferred deferred;
-    absl::MutexLock lock(&s->mu_);
-    s->SendOrLose(MakeSetCatalogFrame(s->next_request_id_++, s->catalog_.ToRunnerJson()), deferred);
+    codemode::MutexLock lock(&s->mu_);  // the reader runs already
+    if (!s->catalog_.servers().empty()) {
+      s->SendOrLose(MakeSetCatalogFrame(s->next_request_id_++, s->catalog_.ToRunnerJson()),
+                    deferred);
+    }
   }
   return s;
 }
@@ -95,7 +98,7 @@ absl::StatusOr<std::shared_ptr<Execution>> Session::Enqueue(
   Deferred deferred;
   std::shared_ptr<Execution> handle;
   {
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     if (lost_) return absl::FailedPreconditionError(absl::StrCat("session lost: ", lost_reason_));
     uint32_t timeout = request.timeout_ms ? request.timeout_ms : metadata_.limits.default_timeout_ms;
     if (timeout > env_->max_timeout_ms) {
@@ -130,7 +133,7 @@ absl::Status Session::Reset(absl::Duration timeout) {
   auto waiter = std::make_shared<Waiter>();
   Deferred deferred;
   {
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     if (lost_) return absl::FailedPreconditionError(absl::StrCat("session lost: ", lost_reason_));
     if (queue_.size() >= env_->max_queue) {
       return absl::ResourceExhaustedError("the session's queue is full");
@@ -230,7 +233,7 @@ void Session::FinishExecLocked(ExecState& e, Finished f, Deferred& out) {
 void Session::StopExec(uint64_t exec_id, ExecState::Stop why) {
   Deferred deferred;
   {
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     if (lost_ || !current_ || current_->id != exec_id ||
         current_->stop != ExecState::Stop::kNone) {
       return;
@@ -248,7 +251,7 @@ void Session::StopExec(uint64_t exec_id, ExecState::Stop why) {
 }
 
 void Session::OnKillTimer(uint64_t exec_id) {
-  absl::MutexLock lock(&mu_);
+  codemode::MutexLock lock(&mu_);
   if (lost_ || !current_ || current_->id != exec_id) return;
   const char* what = current_->stop == ExecState::Stop::kTimeout ? "exceeded its timeout of "
                                                                    : "was cancelled";
@@ -273,7 +276,7 @@ void Session::OnKillTimer(uint64_t exec_id) {
 void Session::CancelExec(uint64_t exec_id) {
   Deferred deferred;
   {
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     for (auto it = queue_.begin(); it != queue_.end(); ++it) {
       if (it->exec && it->exec->id == exec_id) {
         std::shared_ptr<ExecState> e = it->exec;
@@ -292,7 +295,7 @@ void Session::CancelExec(uint64_t exec_id) {
 void Session::CloseRouter(uint64_t exec_id) {
   Deferred deferred;
   {
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     std::shared_ptr<ExecState> e;
     if (current_ && current_->id == exec_id) e = current_;
     for (auto& w : queue_) {
@@ -317,7 +320,7 @@ absl::Status Session::SubmitToolResult(uint64_t exec_id, const sandbox::v1::Tool
   Deferred deferred;
   absl::Status status;
   {
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     if (!current_ || current_->id != exec_id) {
       return absl::NotFoundError("the execution is not running");
     }
@@ -355,7 +358,7 @@ absl::Status Session::SubmitToolResult(uint64_t exec_id, const sandbox::v1::Tool
 void Session::OnRunnerMessage(RunnerMessage message) {
   Deferred deferred;
   {
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     if (lost_) return;
     if (auto* out = std::get_if<OutputMessage>(&message)) {
       HandleOutput(std::move(*out), deferred);
@@ -406,7 +409,7 @@ void Session::HandleOutput(OutputMessage m, Deferred& out) {
 }
 
 void Session::HandleToolCall(ToolCallMessage m, Deferred& out) {
-  auto refuse = [&](const std::string& why) {
+  auto refuse = [&](const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     SendOrLose(MakeToolErrorFrame(m.call_id, why), out);
   };
   if (!current_ || current_->id != m.id || !current_->running) {
@@ -486,7 +489,7 @@ void Session::OnRunnerClosed(absl::Status reason) {
   std::string why;
   bool describe_death = false;
   {
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     if (lost_ || detached_) return;
     if (!kill_reason_.empty()) {
       why = kill_reason_;
@@ -510,7 +513,7 @@ void Session::OnRunnerClosed(absl::Status reason) {
   }
   Deferred deferred;
   {
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     LoseLocked(why, deferred);
   }
   Run(deferred);
@@ -556,7 +559,7 @@ void Session::LoseLocked(const std::string& reason, Deferred& out, Finished::Sta
 void Session::Terminate(const std::string& reason, Finished::Status status) {
   Deferred deferred;
   {
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     LoseLocked(reason, deferred, status);
   }
   Run(deferred);
@@ -565,7 +568,7 @@ void Session::Terminate(const std::string& reason, Finished::Status status) {
 void Session::Detach() {
   Deferred deferred;
   {
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     detached_ = true;
     LoseLocked("the daemon is shutting down", deferred);
   }
@@ -574,32 +577,32 @@ void Session::Detach() {
 }
 
 Catalog Session::catalog() const {
-  absl::MutexLock lock(&mu_);
+  codemode::MutexLock lock(&mu_);
   return catalog_;
 }
 
 bool Session::lost() const {
-  absl::MutexLock lock(&mu_);
+  codemode::MutexLock lock(&mu_);
   return lost_;
 }
 
 std::string Session::lost_reason() const {
-  absl::MutexLock lock(&mu_);
+  codemode::MutexLock lock(&mu_);
   return lost_reason_;
 }
 
 bool Session::idle() const {
-  absl::MutexLock lock(&mu_);
+  codemode::MutexLock lock(&mu_);
   return !current_ && !pending_reset_ && queue_.empty();
 }
 
 int64_t Session::last_used_ms() const {
-  absl::MutexLock lock(&mu_);
+  codemode::MutexLock lock(&mu_);
   return last_used_ms_;
 }
 
 sandbox::v1::Session Session::ToProto() const {
-  absl::MutexLock lock(&mu_);
+  codemode::MutexLock lock(&mu_);
   sandbox::v1::Session p;
   p.set_id(metadata_.id);
   p.set_label(metadata_.label);

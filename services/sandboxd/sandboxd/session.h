@@ -26,7 +26,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "sandbox/v1/sandbox.pb.h"
 #include "sandboxd/async.h"
 #include "sandboxd/catalog.h"
@@ -209,7 +209,7 @@ class Session : public RunnerConnection::Listener, public std::enable_shared_fro
   const Metadata metadata_;
   std::unique_ptr<RunnerConnection> conn_;
 
-  mutable absl::Mutex mu_;
+  mutable codemode::Mutex mu_;
   Catalog catalog_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<ExecState> current_ ABSL_GUARDED_BY(mu_);
   std::deque<Work> queue_ ABSL_GUARDED_BY(mu_);

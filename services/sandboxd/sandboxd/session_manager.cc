@@ -81,20 +81,20 @@ std::string SessionManager::SocketDir(const std::string& container_name) const {
 }
 
 std::string SessionManager::NewId(const char* prefix) {
-  absl::MutexLock lock(&mu_);
+  codemode::MutexLock lock(&mu_);
   return absl::StrFormat("%s%016x", prefix, absl::Uniform<uint64_t>(rng_));
 }
 
 absl::Status SessionManager::EnsureProbed() {
   {
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     if (runtime_info_) return absl::OkStatus();
   }
   absl::StatusOr<RuntimeInfo> info = runtime_->Probe();
   if (!info.ok()) {
     absl::Status error = absl::UnavailableError(info.status().message());
     {
-      absl::MutexLock lock(&mu_);
+      codemode::MutexLock lock(&mu_);
       runtime_error_ = std::string(info.status().message());
     }
     NoteStartResult(error);
@@ -102,7 +102,7 @@ absl::Status SessionManager::EnsureProbed() {
   }
   bool recover = false;
   {
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     spdlog::info("container runtime: {}, OCI runtime {}, {}, cgroup {}, limits via {}",
                  info->version, info->oci_runtime, info->rootless ? "rootless" : "rootful",
                  info->cgroup_version, info->cgroup_limits ? "cgroups" : "rlimits");
@@ -136,18 +136,18 @@ absl::Status SessionManager::Start() {
 }
 
 Readiness SessionManager::readiness() {
-  absl::MutexLock lock(&mu_);
+  codemode::MutexLock lock(&mu_);
   return readiness_;
 }
 
 void SessionManager::SetReadinessListener(std::function<void(const Readiness&)> listener) {
-  absl::MutexLock lock(&listener_mu_);
+  codemode::MutexLock lock(&listener_mu_);
   listener_ = std::move(listener);
   if (listener_) listener_(readiness());
 }
 
 void SessionManager::NotifyReadiness() {
-  absl::MutexLock lock(&listener_mu_);
+  codemode::MutexLock lock(&listener_mu_);
   // Always the latest state, so listeners converge even when changes race.
   if (listener_) listener_(readiness());
 }
@@ -155,7 +155,7 @@ void SessionManager::NotifyReadiness() {
 void SessionManager::NoteStartResult(const absl::Status& status) {
   bool serving_changed = false;
   {
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     Readiness next{status.ok(), std::string(status.message()), true};
     if (readiness_.checked && next.serving == readiness_.serving &&
         next.reason == readiness_.reason) {
@@ -235,7 +235,7 @@ void SessionManager::Recover() {
     auto session = Session::Create(&env_, std::move(md), std::move(*catalog), std::move(*conn),
                                    /*push_catalog=*/false);
     kept.insert(name);
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     sessions_[sp.id()] = session;
     spdlog::info("re-attached session {} (container {}, {} executions in its namespace)", sp.id(),
                  name, execs);
@@ -280,7 +280,7 @@ absl::StatusOr<SessionManager::Sandbox> SessionManager::StartSandbox(const Resol
   spec.env = options_.container_env;
   bool per_session_uid;
   {
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     per_session_uid = !env_.cgroup_limits;
   }
   if (per_session_uid) {
@@ -327,7 +327,7 @@ std::optional<SessionManager::Sandbox> SessionManager::TakeFromPool() {
   for (;;) {
     std::optional<Sandbox> sb;
     {
-      absl::MutexLock lock(&mu_);
+      codemode::MutexLock lock(&mu_);
       if (pool_.empty()) return std::nullopt;
       sb = std::move(pool_.front());
       pool_.pop_front();
@@ -344,7 +344,7 @@ void SessionManager::PoolLoop() {
   for (;;) {
     bool probe_only = false;
     {
-      absl::MutexLock lock(&mu_);
+      codemode::MutexLock lock(&mu_);
       // Also wakes when containers stop starting, to find out when they work again.
       auto need = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return stopping_ || pool_.size() < options_.pool_size || !readiness_.serving;
@@ -358,7 +358,7 @@ void SessionManager::PoolLoop() {
         probe.ok() ? StartSandbox(options_.default_limits, probe_only ? "probe" : "pool")
                    : absl::StatusOr<Sandbox>(probe);
     if (probe.ok()) NoteStartResult(sb.status());
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     if (!sb.ok()) {
       spdlog::debug("warm pool: cannot start a container: {} (retrying in {})",
                     sb.status().message(), absl::FormatDuration(backoff));
@@ -381,7 +381,7 @@ void SessionManager::PoolLoop() {
 void SessionManager::ReaperLoop() {
   for (;;) {
     {
-      absl::MutexLock lock(&mu_);
+      codemode::MutexLock lock(&mu_);
       auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
       if (mu_.AwaitWithTimeout(absl::Condition(&stop), absl::Seconds(1))) return;
     }
@@ -390,7 +390,7 @@ void SessionManager::ReaperLoop() {
     // busy never holds up the manager (and so every other session's RPCs).
     std::vector<std::shared_ptr<Session>> all;
     {
-      absl::MutexLock lock(&mu_);
+      codemode::MutexLock lock(&mu_);
       for (const auto& [id, s] : sessions_) all.push_back(s);
     }
     std::vector<std::pair<std::string, std::string>> expired;
@@ -411,7 +411,7 @@ void SessionManager::Shutdown() {
   std::deque<Sandbox> pool;
   std::map<std::string, std::shared_ptr<Session>> sessions;
   {
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;
     pool.swap(pool_);
@@ -448,7 +448,7 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
     return absl::InvalidArgumentError("label and owner are limited to 1024 bytes");
   }
   {
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     if (stopping_) return absl::UnavailableError("the daemon is shutting down");
     if (sessions_.size() >= options_.max_sessions) {
       return absl::ResourceExhaustedError(
@@ -477,7 +477,7 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
                                  /*push_catalog=*/true);
   bool admitted;
   {
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     admitted = sessions_.size() < options_.max_sessions && !stopping_;
     if (admitted) sessions_[session->metadata().id] = session;
   }
@@ -494,7 +494,7 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
 
 absl::StatusOr<std::shared_ptr<Session>> SessionManager::Find(const std::string& id) {
   if (id.empty()) return absl::InvalidArgumentError("session_id is empty");
-  absl::MutexLock lock(&mu_);
+  codemode::MutexLock lock(&mu_);
   auto it = sessions_.find(id);
   if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("no session '", id.substr(0, 100), "'"));
   return it->second;
@@ -509,7 +509,7 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::GetSession(const std::strin
 std::vector<sandbox::v1::Session> SessionManager::ListSessions(const std::string& owner) {
   std::vector<std::shared_ptr<Session>> all;
   {
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     for (const auto& [id, s] : sessions_) {
       if (owner.empty() || s->metadata().owner == owner) all.push_back(s);
     }
@@ -522,7 +522,7 @@ std::vector<sandbox::v1::Session> SessionManager::ListSessions(const std::string
 absl::Status SessionManager::DeleteSession(const std::string& id) {
   std::shared_ptr<Session> s;
   {
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     auto it = sessions_.find(id);
     if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("no session '", id.substr(0, 100), "'"));
     s = std::move(it->second);
@@ -599,7 +599,7 @@ sandbox::v1::Info SessionManager::GetInfo() {
   info.set_executions_total(executions_total_);
   info.set_tool_calls_total(tool_calls_total_);
   info.set_state_dir(options_.state_dir);
-  absl::MutexLock lock(&mu_);
+  codemode::MutexLock lock(&mu_);
   info.set_pool_ready(static_cast<uint32_t>(pool_.size()));
   info.set_sessions(static_cast<uint32_t>(sessions_.size()));
   if (runtime_info_) {

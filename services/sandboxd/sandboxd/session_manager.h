@@ -24,7 +24,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/random/random.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "sandbox/v1/sandbox.pb.h"
 #include "sandboxd/async.h"
 #include "sandboxd/container_runtime.h"
@@ -143,7 +143,7 @@ class SessionManager {
   std::atomic<uint64_t> tool_calls_total_{0};
   SessionEnv env_;
 
-  absl::Mutex mu_;
+  codemode::Mutex mu_;
   std::map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
   std::deque<Sandbox> pool_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
@@ -153,7 +153,7 @@ class SessionManager {
   std::string runtime_error_ ABSL_GUARDED_BY(mu_);
   Readiness readiness_ ABSL_GUARDED_BY(mu_) = {false, "no container has been started yet", false};
   // Serialises listener calls so they arrive in order; never taken while holding mu_.
-  absl::Mutex listener_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  codemode::Mutex listener_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::function<void(const Readiness&)> listener_ ABSL_GUARDED_BY(listener_mu_);
   absl::BitGen rng_ ABSL_GUARDED_BY(mu_);
   std::thread pool_thread_;

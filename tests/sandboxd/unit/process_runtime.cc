@@ -31,38 +31,38 @@ ProcessRuntime::~ProcessRuntime() {
 }
 
 void ProcessRuntime::SetProbeFailure(std::optional<std::string> message) {
-  absl::MutexLock lock(&mu_);
+  codemode::MutexLock lock(&mu_);
   probe_failure_ = std::move(message);
 }
 
 void ProcessRuntime::SetStartFailure(std::optional<std::string> message) {
-  absl::MutexLock lock(&mu_);
+  codemode::MutexLock lock(&mu_);
   start_failure_ = std::move(message);
 }
 
 void ProcessRuntime::SetCgroupLimits(bool cgroup_limits) {
-  absl::MutexLock lock(&mu_);
+  codemode::MutexLock lock(&mu_);
   cgroup_limits_ = cgroup_limits;
 }
 
 void ProcessRuntime::ResetCounters() {
-  absl::MutexLock lock(&mu_);
+  codemode::MutexLock lock(&mu_);
   start_calls_ = 0;
   probe_calls_ = 0;
 }
 
 int ProcessRuntime::start_calls() {
-  absl::MutexLock lock(&mu_);
+  codemode::MutexLock lock(&mu_);
   return start_calls_;
 }
 
 int ProcessRuntime::probe_calls() {
-  absl::MutexLock lock(&mu_);
+  codemode::MutexLock lock(&mu_);
   return probe_calls_;
 }
 
 absl::StatusOr<RuntimeInfo> ProcessRuntime::Probe() {
-  absl::MutexLock lock(&mu_);
+  codemode::MutexLock lock(&mu_);
   ++probe_calls_;
   if (probe_failure_) return absl::UnavailableError(*probe_failure_);
   if (FindInPath(python_).empty()) {
@@ -80,7 +80,7 @@ absl::StatusOr<RuntimeInfo> ProcessRuntime::Probe() {
 absl::StatusOr<std::string> ProcessRuntime::Start(const ContainerSpec& spec) {
   std::string python;
   {
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     ++start_calls_;
     if (start_failure_) return absl::UnavailableError(*start_failure_);
     if (procs_.count(spec.name)) {
@@ -134,7 +134,7 @@ absl::StatusOr<std::string> ProcessRuntime::Start(const ContainerSpec& spec) {
   }
   setpgid(pid, pid);  // also in the parent: no race with Remove() right after Start()
 
-  absl::MutexLock lock(&mu_);
+  codemode::MutexLock lock(&mu_);
   if (procs_.count(spec.name)) {  // a concurrent Start() with the same name won
     kill(-pid, SIGKILL);
     kill(pid, SIGKILL);
@@ -164,7 +164,7 @@ void ProcessRuntime::Refresh(Proc& p) {
 absl::Status ProcessRuntime::Remove(const std::vector<std::string>& names) {
   std::vector<Proc> victims;
   {
-    absl::MutexLock lock(&mu_);
+    codemode::MutexLock lock(&mu_);
     for (const auto& n : names) {
       auto it = procs_.find(n);
       if (it == procs_.end()) continue;
@@ -184,7 +184,7 @@ absl::Status ProcessRuntime::Remove(const std::vector<std::string>& names) {
 }
 
 absl::StatusOr<ContainerStatus> ProcessRuntime::Inspect(const std::string& name) {
-  absl::MutexLock lock(&mu_);
+  codemode::MutexLock lock(&mu_);
   ContainerStatus st;
   auto it = procs_.find(name);
   if (it == procs_.end()) return st;  // exists = false
@@ -198,7 +198,7 @@ absl::StatusOr<ContainerStatus> ProcessRuntime::Inspect(const std::string& name)
 
 absl::StatusOr<std::vector<ContainerSummary>> ProcessRuntime::List(
     const std::string& label_key, const std::string& label_value) {
-  absl::MutexLock lock(&mu_);
+  codemode::MutexLock lock(&mu_);
   std::vector<ContainerSummary> out;
   for (auto& [name, p] : procs_) {
     auto l = p.labels.find(label_key);
@@ -215,7 +215,7 @@ absl::StatusOr<std::vector<ContainerSummary>> ProcessRuntime::List(
 }
 
 absl::Status ProcessRuntime::Kill(const std::string& name, int sig) {
-  absl::MutexLock lock(&mu_);
+  codemode::MutexLock lock(&mu_);
   auto it = procs_.find(name);
   if (it == procs_.end()) return absl::NotFoundError(absl::StrCat("no process ", name));
   Refresh(it->second);
@@ -227,14 +227,14 @@ absl::Status ProcessRuntime::Kill(const std::string& name, int sig) {
 }
 
 std::optional<pid_t> ProcessRuntime::Pid(const std::string& name) {
-  absl::MutexLock lock(&mu_);
+  codemode::MutexLock lock(&mu_);
   auto it = procs_.find(name);
   if (it == procs_.end()) return std::nullopt;
   return it->second.pid;
 }
 
 std::vector<std::string> ProcessRuntime::Names() {
-  absl::MutexLock lock(&mu_);
+  codemode::MutexLock lock(&mu_);
   std::vector<std::string> out;
   for (const auto& [name, p] : procs_) out.push_back(name);
   return out;

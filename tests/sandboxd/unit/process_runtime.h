@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "sandboxd/container_runtime.h"
 
 namespace sandboxd::testing {
@@ -77,7 +77,7 @@ class ProcessRuntime : public ContainerRuntime {
   static void Refresh(Proc& p);
 
   const std::string python_;
-  absl::Mutex mu_;
+  codemode::Mutex mu_;
   std::map<std::string, Proc> procs_ ABSL_GUARDED_BY(mu_);
   std::optional<std::string> probe_failure_ ABSL_GUARDED_BY(mu_);
   std::optional<std::string> start_failure_ ABSL_GUARDED_BY(mu_);

@@ -1150,14 +1150,14 @@ TEST_F(SessionManagerTest, StartFailureIsUnavailable) {
 }
 
 TEST_F(SessionManagerTest, ReadinessFollowsContainerStartsAndRecoversByItself) {
-  absl::Mutex mu;
+  codemode::Mutex mu;
   std::vector<Readiness> seen;
   auto record = [&](const Readiness& r) {
-    absl::MutexLock lock(&mu);
+    codemode::MutexLock lock(&mu);
     seen.push_back(r);
   };
   auto last = [&] {
-    absl::MutexLock lock(&mu);
+    codemode::MutexLock lock(&mu);
     return seen.empty() ? Readiness{} : seen.back();
   };
   runtime_->SetStartFailure("container-init binary not found");
