@@ -24,7 +24,7 @@ fuzz_seconds="${FUZZ_SECONDS:-30}"
 cxx="$(command -v clang++-14 || true)"
 [[ -n "$cxx" ]] || { log "clang++-14 is missing: run scripts/setup.sh"; exit 1; }
 
-unit_targets=(base_unit_tests sandboxd_unit_tests mcp_core_unit_tests upstream_unit_tests
+unit_targets=(base_unit_tests catalog_unit_tests sandboxd_unit_tests mcp_core_unit_tests upstream_unit_tests
               gateway_core_unit_tests)
 fuzzers=(runner_frame mcp_message sse upstream_config catalog)
 

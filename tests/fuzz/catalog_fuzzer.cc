@@ -7,7 +7,7 @@
 #include "google/protobuf/stubs/logging.h"
 #include "google/protobuf/util/json_util.h"
 #include "sandbox/v1/sandbox.pb.h"
-#include "sandboxd/catalog.h"
+#include "catalog/catalog.h"
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   google::protobuf::SetLogHandler(nullptr);  // invalid UTF-8 is refused; no need to say so
@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     proto.Clear();
     if (!proto.ParseFromString(json)) return 0;
   }
-  auto catalog = sandboxd::Catalog::FromProto(proto);
+  auto catalog = codemode::Catalog::FromProto(proto);
   if (catalog.ok()) {
     (void)catalog->ToProto();
     (void)catalog->ToRunnerJson().dump();

@@ -3,7 +3,7 @@
 #include "gateway/run_python.h"
 #include "base/untrusted_json.h"
 
-#include "sandboxd/catalog.h"
+#include "catalog/catalog.h"
 
 #include <chrono>
 
@@ -146,7 +146,7 @@ std::string DescribeRunPython(const std::vector<UpstreamStatus>& upstreams, size
   // The Python names come from sandboxd's own catalog rules (sanitising, keywords,
   // collisions), so the description names exactly what the sandbox defines.
   std::map<std::string, std::string> py_names;
-  if (absl::StatusOr<sandboxd::Catalog> c = sandboxd::Catalog::FromProto(BuildCatalog(upstreams, {}));
+  if (absl::StatusOr<codemode::Catalog> c = codemode::Catalog::FromProto(BuildCatalog(upstreams, {}));
       c.ok()) {
     for (const auto& server : c->servers()) py_names[server.name] = server.py_name;
   }

@@ -29,12 +29,18 @@
 #include "base/mutex.h"
 #include "sandbox/v1/sandbox.pb.h"
 #include "sandboxd/async.h"
-#include "sandboxd/catalog.h"
+#include "catalog/catalog.h"
 #include "sandboxd/container_runtime.h"
 #include "sandboxd/limits.h"
 #include "sandboxd/runner_connection.h"
 
 namespace sandboxd {
+
+// The shared catalog (services/catalog) under sandboxd's names.
+using codemode::Catalog;
+using codemode::CatalogServer;
+using codemode::CatalogTool;
+using codemode::SanitizeIdentifier;
 
 // Receives the events of one execution. OnFinished is called exactly once, last.
 class ExecutionObserver {

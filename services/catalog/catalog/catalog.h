@@ -1,9 +1,11 @@
 // The tool catalog of a session: which upstream servers and tools the sandboxed code may
-// call, with the Python identifiers the runner exposes them under.
+// call, with the Python identifiers the runner exposes them under. The contract between
+// the two services, so both link this library and nothing of each other: sandboxd
+// validates every catalog a client sends and checks each tool_call frame against it; the
+// gateway builds catalogs from its upstreams and applies the same rules before it sends
+// one, so an upstream that would not fit is left out there, not refused for everyone.
 //
-// sandboxd validates the catalog once (names, JSON schemas, sizes) and computes the
-// identifiers here, so that the runner never sanitises names itself and every tool_call
-// frame can be checked against the catalog before it reaches the client.
+// The identifiers are computed here, so the runner never sanitises names itself.
 //
 //   absl::StatusOr<Catalog> c = Catalog::FromProto(request.catalog());
 //   if (c->Contains("github", "create_issue")) ...
@@ -18,7 +20,7 @@
 #include "nlohmann/json.hpp"
 #include "sandbox/v1/sandbox.pb.h"
 
-namespace sandboxd {
+namespace codemode {
 
 // Limits on what a client may put into a catalog.
 inline constexpr size_t kMaxCatalogServers = 256;
@@ -68,4 +70,4 @@ class Catalog {
   size_t tool_count_ = 0;
 };
 
-}  // namespace sandboxd
+}  // namespace codemode

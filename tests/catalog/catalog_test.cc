@@ -1,4 +1,4 @@
-#include "sandboxd/catalog.h"
+#include "catalog/catalog.h"
 
 #include <string>
 
@@ -7,7 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace sandboxd {
+namespace codemode {
 namespace {
 
 using ::testing::HasSubstr;
@@ -435,4 +435,4 @@ TEST(CatalogTest, CopiesAreIndependent) {
 }
 
 }  // namespace
-}  // namespace sandboxd
+}  // namespace codemode

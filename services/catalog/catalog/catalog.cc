@@ -1,4 +1,4 @@
-#include "sandboxd/catalog.h"
+#include "catalog/catalog.h"
 
 #include <set>
 
@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/untrusted_json.h"
 
-namespace sandboxd {
+namespace codemode {
 namespace {
 
 // Python 3.11 hard keywords: attributes or globals with these names are syntax errors.
@@ -154,4 +154,4 @@ sandbox::v1::Catalog Catalog::ToProto() const {
   return proto;
 }
 
-}  // namespace sandboxd
+}  // namespace codemode
