@@ -12,13 +12,16 @@
 //   { codemode::MutexLock lock(&mu_); ++n_; }
 //   mu_.Await(absl::Condition(+[](int* n) { return *n > 0; }, &n_));   // with mu_ held
 //
-// Await* re-check their condition whenever the mutex is released by another thread, as
-// absl::Mutex does; state a condition reads must only change under the mutex.
+// As with absl::Mutex, a condition is evaluated by whichever thread releases the mutex,
+// with the mutex held: it must only read state that changes under the mutex.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"  // absl::Condition only
@@ -35,9 +38,8 @@ class ABSL_LOCKABLE Mutex {
 
   void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
   void Unlock() ABSL_UNLOCK_FUNCTION() {
-    const bool wake = waiters_ > 0;
+    WakeReadyWaiters();
     mu_.unlock();
-    if (wake) changed_.notify_all();
   }
   bool TryLock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) { return mu_.try_lock(); }
   // For the analysis only (std::mutex cannot tell who holds it).
@@ -45,24 +47,12 @@ class ABSL_LOCKABLE Mutex {
 
   // Blocks until `cond` holds; the mutex is held on entry and on return.
   void Await(const absl::Condition& cond) ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
-    std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
-    WakeOthers();
-    ++waiters_;
-    changed_.wait(lock, [&] { return cond.Eval(); });
-    --waiters_;
-    lock.release();
+    AwaitUntil(cond, std::nullopt);
   }
   // As Await, giving up at `deadline`; returns whether `cond` holds.
   bool AwaitWithDeadline(const absl::Condition& cond, absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
-    std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
-    WakeOthers();
-    ++waiters_;
-    const bool held = changed_.wait_until(lock, absl::ToChronoTime(deadline),
-                                          [&] { return cond.Eval(); });
-    --waiters_;
-    lock.release();
-    return held;
+    return AwaitUntil(cond, absl::ToChronoTime(deadline));
   }
   bool AwaitWithTimeout(const absl::Condition& cond, absl::Duration timeout)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
@@ -70,15 +60,50 @@ class ABSL_LOCKABLE Mutex {
   }
 
  private:
-  // Waiting releases the mutex too: whatever this thread changed before it may be what
-  // another waiter awaits.
-  void WakeOthers() {
-    if (waiters_ > 0) changed_.notify_all();
+  // A thread in Await. Lives on that thread's stack; touched only under mu_.
+  struct Waiter {
+    explicit Waiter(const absl::Condition* c) : cond(c) {}
+    const absl::Condition* const cond;
+    std::condition_variable cv;
+    bool ready = false;
+  };
+
+  // As absl::Mutex does: whoever releases the mutex (Unlock, or a thread starting to
+  // wait) evaluates the waiters' conditions and wakes only those that now hold, so a
+  // thread parked on a condition costs others nothing while it stays false.
+  void WakeReadyWaiters() {
+    for (Waiter* w : waiters_) {
+      if (!w->ready && w->cond->Eval()) {
+        w->ready = true;
+        w->cv.notify_one();  // under mu_: the waiter cannot leave and free `w` first
+      }
+    }
+  }
+
+  bool AwaitUntil(const absl::Condition& cond,
+                  std::optional<std::chrono::system_clock::time_point> deadline) {
+    if (cond.Eval()) return true;
+    WakeReadyWaiters();  // this thread may have changed what others await
+    Waiter self(&cond);
+    waiters_.push_back(&self);
+    std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
+    bool held;
+    while (!(held = cond.Eval())) {  // woken or not, return only once it holds
+      self.ready = false;
+      if (!deadline) {
+        self.cv.wait(lock);
+      } else if (self.cv.wait_until(lock, *deadline) == std::cv_status::timeout) {
+        held = cond.Eval();
+        break;
+      }
+    }
+    waiters_.erase(std::find(waiters_.begin(), waiters_.end(), &self));
+    lock.release();
+    return held;
   }
 
   std::mutex mu_;
-  std::condition_variable changed_;  // signalled on Unlock while someone awaits
-  int waiters_ = 0;                  // guarded by mu_
+  std::vector<Waiter*> waiters_;  // guarded by mu_
 };
 
 // Holds a Mutex for its scope.

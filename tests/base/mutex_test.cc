@@ -1,0 +1,85 @@
+#include "base/mutex.h"
+
+#include <atomic>
+#include <thread>
+
+#include "gtest/gtest.h"
+
+namespace codemode {
+namespace {
+
+struct Shared {
+  Mutex mu;
+  int value ABSL_GUARDED_BY(mu) = 0;
+};
+
+TEST(MutexTest, AwaitReturnsOnceAnotherThreadMakesTheConditionTrue) {
+  Shared s;
+  std::thread t([&] {
+    for (int i = 0; i < 5; ++i) {
+      MutexLock lock(&s.mu);
+      ++s.value;
+    }
+  });
+  {
+    MutexLock lock(&s.mu);
+    s.mu.Await(absl::Condition(+[](int* v) { return *v >= 5; }, &s.value));
+    EXPECT_EQ(s.value, 5);
+  }
+  t.join();
+}
+
+TEST(MutexTest, AwaitWithTimeoutSaysWhetherTheConditionHolds) {
+  Shared s;
+  MutexLock lock(&s.mu);
+  EXPECT_FALSE(s.mu.AwaitWithTimeout(absl::Condition(+[](int* v) { return *v > 0; }, &s.value),
+                                     absl::Milliseconds(20)));
+  s.value = 1;
+  EXPECT_TRUE(s.mu.AwaitWithTimeout(absl::Condition(+[](int* v) { return *v > 0; }, &s.value),
+                                    absl::Milliseconds(20)));
+}
+
+// A thread that changes the state and then waits itself must wake the others: releasing
+// the mutex by waiting counts as an unlock.
+TEST(MutexTest, WaitingWakesWaitersWhoseConditionTheWaiterMadeTrue) {
+  Shared s;
+  std::atomic<bool> first_waiting{false};
+  std::thread first([&] {
+    MutexLock lock(&s.mu);
+    first_waiting = true;
+    s.mu.Await(absl::Condition(+[](int* v) { return *v == 1 || *v == 3; }, &s.value));
+    s.value = 2;  // released by Unlock at the end of the scope
+  });
+  while (!first_waiting) std::this_thread::yield();
+  MutexLock lock(&s.mu);
+  s.value = 1;
+  // Without waking `first` here, both would wait forever.
+  s.mu.Await(absl::Condition(+[](int* v) { return *v == 2; }, &s.value));
+  EXPECT_EQ(s.value, 2);
+  first.join();
+}
+
+// The condition holds on return even if it was true when the waiter was woken and false
+// again by the time it got the mutex back.
+TEST(MutexTest, AwaitReturnsOnlyWhileTheConditionHolds) {
+  Shared s;
+  std::atomic<bool> done{false};
+  std::thread flipper([&] {
+    for (int i = 0; i < 20000 && !done; ++i) {
+      MutexLock lock(&s.mu);
+      s.value = (s.value + 1) % 4;
+    }
+    MutexLock lock(&s.mu);
+    s.value = 3;  // lets the waiter finish in any case
+  });
+  for (int i = 0; i < 200; ++i) {
+    MutexLock lock(&s.mu);
+    s.mu.Await(absl::Condition(+[](int* v) { return *v == 3; }, &s.value));
+    ASSERT_EQ(s.value, 3);
+  }
+  done = true;
+  flipper.join();
+}
+
+}  // namespace
+}  // namespace codemode
