@@ -7,8 +7,8 @@
 #include <memory>
 #include <string>
 
-#include "gateway/mcp_server.h"
-#include "gateway/mcp_wire.h"
+#include "server/mcp_server.h"
+#include "server/mcp_wire.h"
 #include "spdlog/spdlog.h"
 
 namespace {

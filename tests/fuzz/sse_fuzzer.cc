@@ -3,7 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "gateway/upstream_http_util.h"
+#include "upstream/http_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   gateway::SseParser parser(4096);

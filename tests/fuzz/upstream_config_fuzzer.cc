@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "gateway/upstream.h"
+#include "upstream/upstream.h"
 #include "spdlog/spdlog.h"
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {

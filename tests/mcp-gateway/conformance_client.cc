@@ -5,7 +5,7 @@
 // call returned a result.
 #include <cstdio>
 
-#include "gateway/upstream.h"
+#include "upstream/upstream.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
 

@@ -15,7 +15,7 @@ function childPids(pid) {
   } catch { return []; }
 }
 
-const FAKE_SERVER = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "unit",
+const FAKE_SERVER = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "upstream",
   "fixtures", "fake_mcp_server.py");
 
 // A TCP proxy in front of the gateway that cuts the first connection carrying a tools/call

@@ -1,0 +1,320 @@
+// SandboxClient implementation: channels with fast reconnect, unary calls with deadlines,
+// and the Execute stream loop.
+#include "bridge/sandbox_client.h"
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "base/thread.h"
+
+namespace gateway {
+namespace {
+
+constexpr auto kUnaryDeadline = std::chrono::seconds(60);
+
+std::chrono::system_clock::time_point Deadline(std::chrono::seconds d) {
+  return std::chrono::system_clock::now() + d;
+}
+
+}  // namespace
+
+SandboxClient::SandboxClient(std::vector<std::string> endpoints, ToolCallLimits limits)
+    : endpoints_(std::move(endpoints)), limits_(limits), created_(endpoints_.size(), 0) {
+  for (const auto& e : endpoints_) {
+    grpc::ChannelArguments args;
+    // sandboxd restarts should be noticed within a second, not after gRPC's default
+    // exponential backoff of up to two minutes.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    args.SetMaxReceiveMessageSize(64 << 20);
+    args.SetMaxSendMessageSize(64 << 20);
+    auto channel = grpc::CreateCustomChannel(e, grpc::InsecureChannelCredentials(), args);
+    stubs_.push_back(sandbox::v1::SandboxService::NewStub(channel));
+    channels_.push_back(std::move(channel));
+  }
+}
+
+sandbox::v1::SandboxService::Stub& SandboxClient::Stub(size_t i) {
+  grpc_connectivity_state state = channels_[i]->GetState(/*try_to_connect=*/true);
+  auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(2);
+  while (state != GRPC_CHANNEL_READY && state != GRPC_CHANNEL_SHUTDOWN) {
+    if (!channels_[i]->WaitForStateChange(state, deadline)) break;
+    state = channels_[i]->GetState(true);
+  }
+  return *stubs_[i];
+}
+
+absl::Status SandboxClient::Convert(const grpc::Status& s, size_t endpoint) const {
+  if (s.ok()) return absl::OkStatus();
+  std::string message = s.error_message();
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+      s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    message = absl::StrCat("sandboxd at ", endpoints_[endpoint], " is unavailable: ", message);
+  }
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), message);
+}
+
+absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner,
+                                                        const std::string& label,
+                                                        const sandbox::v1::Catalog& catalog) {
+  size_t pick = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 1; i < endpoints_.size(); ++i) {
+      if (created_[i] < created_[pick]) pick = i;
+    }
+  }
+  // Fall through to the other endpoints when the preferred one is down.
+  absl::Status last;
+  for (size_t n = 0; n < endpoints_.size(); ++n) {
+    size_t i = (pick + n) % endpoints_.size();
+    grpc::ClientContext ctx;
+    ctx.set_deadline(Deadline(kUnaryDeadline));
+    ctx.set_wait_for_ready(false);
+    sandbox::v1::CreateSessionRequest req;
+    req.set_owner(owner);
+    req.set_label(label);
+    *req.mutable_catalog() = catalog;
+    sandbox::v1::Session session;
+    grpc::Status st = Stub(i).CreateSession(&ctx, req, &session);
+    if (st.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++created_[i];
+      return SandboxRef{i, session.id()};
+    }
+    last = Convert(st, i);
+    if (st.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+  }
+  return last;
+}
+
+absl::Status SandboxClient::DeleteSession(const SandboxRef& ref) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline(std::chrono::seconds(10)));
+  sandbox::v1::DeleteSessionRequest req;
+  req.set_session_id(ref.session_id);
+  sandbox::v1::DeleteSessionResponse resp;
+  return Convert(Stub(ref.endpoint).DeleteSession(&ctx, req, &resp), ref.endpoint);
+}
+
+absl::Status SandboxClient::ResetSession(const SandboxRef& ref) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline(kUnaryDeadline));
+  sandbox::v1::ResetSessionRequest req;
+  req.set_session_id(ref.session_id);
+  sandbox::v1::Session resp;
+  return Convert(Stub(ref.endpoint).ResetSession(&ctx, req, &resp), ref.endpoint);
+}
+
+namespace {
+
+// Answers the tool calls of one execution within ToolCallLimits, on workers that are
+// started as calls overlap (at most max_in_flight) and reused until the stream ends, so
+// a run that makes 100,000 calls starts a handful of threads, not 100,000. Dispatch is
+// called by the Execute loop's thread only.
+class ToolCallDispatcher {
+ public:
+  using Write = std::function<void(const sandbox::v1::ExecuteRequest&)>;
+  ToolCallDispatcher(const ToolCallLimits& limits, const ExecuteHandlers& handlers, Write write)
+      : limits_(limits), handlers_(handlers), write_(std::move(write)) {}
+  ~ToolCallDispatcher() { JoinAll(); }
+
+  void Dispatch(sandbox::v1::ToolCall call) {
+    if (std::string error = Admit(call); !error.empty()) {
+      sandbox::v1::ExecuteRequest req;
+      req.mutable_tool_result()->set_call_id(call.call_id());
+      req.mutable_tool_result()->set_error(error);
+      write_(req);
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(call));
+    if (queue_.size() <= idle_) {  // every queued call has an idle worker to take it
+      cv_.notify_one();
+    } else {
+      workers_.push_back(codemode::StartThread("tool call", [this] { Work(); }));
+    }
+  }
+
+  // Waits for the calls in flight; their late answers are dropped by the writer.
+  void JoinAll() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closing_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : workers_) t.join();
+    workers_.clear();
+  }
+
+ private:
+  // Empty when the call may go ahead (and is then counted in flight); otherwise why not.
+  std::string Admit(const sandbox::v1::ToolCall& call) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const size_t size = call.arguments_json().size();
+    if (total_ >= limits_.max_per_run) {
+      return absl::StrCat("this run made more than ", limits_.max_per_run,
+                          " tool calls (the gateway's --max_tool_calls_per_run)");
+    }
+    if (in_flight_ >= limits_.max_in_flight) {
+      return absl::StrCat("more than ", limits_.max_in_flight, " tool calls in flight at once "
+                          "(the gateway's --max_tool_calls_in_flight); await some first");
+    }
+    if (size > limits_.max_argument_bytes) {
+      return absl::StrCat("the arguments are ", size, " bytes of JSON; the limit is ",
+                          limits_.max_argument_bytes, " (the gateway's --max_tool_call_bytes)");
+    }
+    if (bytes_in_flight_ + size > limits_.max_argument_bytes_in_flight) {
+      return absl::StrCat("the calls in flight already carry ", bytes_in_flight_,
+                          " bytes of arguments (the gateway's --max_tool_call_bytes_in_flight is ",
+                          limits_.max_argument_bytes_in_flight, "); await some first");
+    }
+    ++total_;
+    ++in_flight_;
+    bytes_in_flight_ += size;
+    return "";
+  }
+
+  void Work() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      ++idle_;
+      cv_.wait(lock, [&] { return closing_ || !queue_.empty(); });
+      --idle_;
+      if (queue_.empty()) return;  // closing, and nothing left to answer
+      sandbox::v1::ToolCall call = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      const size_t size = call.arguments_json().size();
+      sandbox::v1::ExecuteRequest answer = Answer(call);
+      lock.lock();
+      // Freed before the answer goes out: the sandbox sends its next held-back call as
+      // soon as it has the answer, and must not find the slot still taken.
+      --in_flight_;
+      bytes_in_flight_ -= size;
+      lock.unlock();
+      write_(answer);
+      lock.lock();
+    }
+  }
+
+  sandbox::v1::ExecuteRequest Answer(const sandbox::v1::ToolCall& call) const {
+    sandbox::v1::ExecuteRequest req;
+    bool answered = codemode::RunContained("tool call", [&] {
+      if (handlers_.on_tool_call) {
+        *req.mutable_tool_result() = handlers_.on_tool_call(call);
+      } else {
+        req.mutable_tool_result()->set_error("this client does not route tool calls");
+      }
+    });
+    if (!answered) {
+      req.mutable_tool_result()->Clear();
+      req.mutable_tool_result()->set_error("the gateway failed while routing this call");
+    } else if (const size_t n = req.tool_result().result_json().size();
+               n > limits_.max_result_bytes) {
+      req.mutable_tool_result()->set_error(absl::StrCat(
+          "the result is ", n, " bytes of JSON; the limit is ", limits_.max_result_bytes,
+          " (the gateway's --max_tool_result_bytes)"));
+    }
+    req.mutable_tool_result()->set_call_id(call.call_id());
+    return req;
+  }
+
+  const ToolCallLimits limits_;
+  const ExecuteHandlers& handlers_;
+  const Write write_;
+  std::vector<std::thread> workers_;  // touched by the Execute loop's thread only
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<sandbox::v1::ToolCall> queue_;  // admitted, not yet picked up
+  size_t idle_ = 0;                          // workers waiting for a call
+  bool closing_ = false;
+  uint32_t total_ = 0;
+  uint32_t in_flight_ = 0;                   // admitted and not yet answered
+  size_t bytes_in_flight_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<sandbox::v1::Finished> SandboxClient::Execute(
+    const SandboxRef& ref, const std::string& code, uint32_t timeout_ms,
+    const sandbox::v1::Catalog* catalog, const ExecuteHandlers& handlers,
+    std::shared_ptr<codemode::CancelToken> cancel) {
+  grpc::ClientContext ctx;
+  // The server enforces the execution timeout; this deadline only guards against a
+  // sandboxd that stops answering altogether.
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::milliseconds(timeout_ms) + std::chrono::seconds(60));
+  auto stream = Stub(ref.endpoint).Execute(&ctx);
+  // Shared with the cancel callback, which may fire after we return.
+  struct Writer {
+    std::mutex mu;
+    bool done = false;
+    grpc::ClientReaderWriter<sandbox::v1::ExecuteRequest, sandbox::v1::ExecuteResponse>* stream;
+    void Write(const sandbox::v1::ExecuteRequest& req) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!done) stream->Write(req);
+    }
+  };
+  auto writer = std::make_shared<Writer>();
+  writer->stream = stream.get();
+  auto write = [writer](const sandbox::v1::ExecuteRequest& req) { writer->Write(req); };
+
+  sandbox::v1::ExecuteRequest start;
+  start.mutable_start()->set_session_id(ref.session_id);
+  start.mutable_start()->set_code(code);
+  start.mutable_start()->set_timeout_ms(timeout_ms);
+  // The sandbox holds back calls past this many, so a flood waits there instead of
+  // being refused here.
+  start.mutable_start()->set_max_tool_calls_in_flight(limits_.max_in_flight);
+  if (catalog) *start.mutable_start()->mutable_catalog() = *catalog;
+  write(start);
+  if (cancel) {
+    cancel->OnCancel([writer] {
+      sandbox::v1::ExecuteRequest req;
+      req.mutable_cancel();
+      writer->Write(req);
+    });
+  }
+
+  ToolCallDispatcher calls(limits_, handlers, write);
+  std::optional<sandbox::v1::Finished> finished;
+  sandbox::v1::ExecuteResponse msg;
+  while (stream->Read(&msg)) {
+    switch (msg.msg_case()) {
+      case sandbox::v1::ExecuteResponse::kOutput:
+        if (handlers.on_output) {
+          handlers.on_output(msg.output().stream() == sandbox::v1::Output::STDERR,
+                             msg.output().text());
+        }
+        break;
+      case sandbox::v1::ExecuteResponse::kToolCall:
+        calls.Dispatch(std::move(*msg.mutable_tool_call()));
+        break;
+      case sandbox::v1::ExecuteResponse::kFinished:
+        finished = msg.finished();
+        break;
+      default:
+        break;
+    }
+  }
+  if (handlers.on_stream_end) handlers.on_stream_end();
+  {
+    std::lock_guard<std::mutex> lock(writer->mu);
+    writer->done = true;
+    stream->WritesDone();
+  }
+  // Late answers of tool-call threads are dropped by the writer.
+  calls.JoinAll();
+  grpc::Status st = stream->Finish();
+  if (finished) return *finished;
+  if (st.ok()) return absl::InternalError("sandboxd ended the stream without 'finished'");
+  return Convert(st, ref.endpoint);
+}
+
+}  // namespace gateway

@@ -1,0 +1,93 @@
+// SandboxClient: the gateway's gRPC client of sandboxd (sandbox.v1). It hides channels
+// (one per endpoint; several sandboxd instances are supported and a session stays on the
+// endpoint that created it) and runs one Execute stream per execution, answering the
+// stream's tool calls through a callback that may block (each call in flight gets its own
+// thread, so calls from asyncio.gather overlap end to end, within ToolCallLimits).
+//
+//   SandboxClient client({"unix:/run/user/1000/sandboxd/sandboxd.sock"});
+//   ASSIGN_OR_RETURN(SandboxRef ref, client.CreateSession("owner", "label", catalog));
+//   ExecuteHandlers h;
+//   h.on_output = [](bool is_stderr, const std::string& text) { ... };
+//   h.on_tool_call = [](const sandbox::v1::ToolCall& c) -> sandbox::v1::ToolResult { ... };
+//   absl::StatusOr<sandbox::v1::Finished> f = client.Execute(ref, code, timeout_ms, nullptr, h, cancel);
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "base/cancel.h"
+#include "grpcpp/grpcpp.h"
+#include "sandbox/v1/sandbox.grpc.pb.h"
+
+namespace gateway {
+
+struct SandboxRef {
+  size_t endpoint = 0;  // index into the client's endpoints
+  std::string session_id;
+};
+
+// Bounds on the tool calls of one execution. Calls past either bound are answered at once
+// with an error, which the sandboxed code sees as a ToolError; the gateway never grows a
+// thread or a queue per call without limit.
+struct ToolCallLimits {
+  uint32_t max_in_flight = 64;    // calls being answered at the same time
+  uint32_t max_per_run = 10000;   // calls in total
+  // JSON sizes of one call's arguments and of one result; larger ones become ToolErrors
+  // before anything parses them (arguments) or sends them on (results).
+  size_t max_argument_bytes = 4u << 20;
+  size_t max_result_bytes = 8u << 20;
+  // Arguments of the calls in flight together: each parsed copy costs a few times its
+  // size, so this bounds what a flood of large calls can make the gateway hold.
+  size_t max_argument_bytes_in_flight = 32u << 20;
+};
+
+struct ExecuteHandlers {
+  std::function<void(bool is_stderr, const std::string& text)> on_output;
+  // Called on a thread of its own for each call in flight (at most
+  // ToolCallLimits::max_in_flight at once); returns the answer to send back.
+  std::function<sandbox::v1::ToolResult(const sandbox::v1::ToolCall&)> on_tool_call;
+  // Called when the stream has ended, before waiting for tool-call threads: cancel the
+  // upstream calls still running so that waiting is short.
+  std::function<void()> on_stream_end;
+};
+
+class SandboxClient {
+ public:
+  // Endpoints are gRPC targets: "unix:/path/to.sock" or "host:port".
+  explicit SandboxClient(std::vector<std::string> endpoints, ToolCallLimits limits = {});
+
+  // Creates a session on the endpoint with the fewest sessions created by us.
+  absl::StatusOr<SandboxRef> CreateSession(const std::string& owner, const std::string& label,
+                                           const sandbox::v1::Catalog& catalog);
+  absl::Status DeleteSession(const SandboxRef& ref);
+  absl::Status ResetSession(const SandboxRef& ref);
+
+  // Runs code; returns the Finished message, or the rpc's status (NOT_FOUND,
+  // FAILED_PRECONDITION, UNAVAILABLE, ...). `catalog` (nullable) replaces the session's
+  // catalog first. Cancelling the token sends `cancel` on the stream.
+  absl::StatusOr<sandbox::v1::Finished> Execute(const SandboxRef& ref, const std::string& code,
+                                                uint32_t timeout_ms,
+                                                const sandbox::v1::Catalog* catalog,
+                                                const ExecuteHandlers& handlers,
+                                                std::shared_ptr<codemode::CancelToken> cancel);
+
+  const std::string& endpoint(size_t i) const { return endpoints_[i]; }
+
+ private:
+  // Returns the stub after giving a channel in reconnect backoff up to two seconds to
+  // connect, so the first call after sandboxd comes back does not fail fast.
+  sandbox::v1::SandboxService::Stub& Stub(size_t i);
+  absl::Status Convert(const grpc::Status& s, size_t endpoint) const;
+
+  std::vector<std::string> endpoints_;
+  const ToolCallLimits limits_;
+  std::vector<std::shared_ptr<grpc::Channel>> channels_;
+  std::vector<std::unique_ptr<sandbox::v1::SandboxService::Stub>> stubs_;
+  std::mutex mu_;
+  std::vector<int> created_;  // sessions created per endpoint (for placement)
+};
+
+}  // namespace gateway

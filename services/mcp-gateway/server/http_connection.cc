@@ -1,0 +1,377 @@
+#include "server/http_connection.h"
+
+#include <sys/socket.h>
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/status.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace gateway {
+namespace http {
+
+namespace asio = boost::asio;
+namespace bhttp = boost::beast::http;
+using boost::system::error_code;
+using Clock = std::chrono::steady_clock;
+
+bool Request::Has(std::string_view name) const {
+  for (const auto& [key, value] : headers) {
+    if (boost::beast::iequals(key, name)) return true;
+  }
+  return false;
+}
+
+std::string Request::Header(std::string_view name) const {
+  for (const auto& [key, value] : headers) {
+    if (boost::beast::iequals(key, name)) return value;
+  }
+  return "";
+}
+
+namespace {
+
+std::string StatusLine(int status) {
+  const auto reason = bhttp::obsolete_reason(static_cast<bhttp::status>(status));
+  return absl::StrCat("HTTP/1.1 ", status, " ", absl::string_view(reason.data(), reason.size()),
+                      "\r\n");
+}
+
+void AppendHeaders(std::string& head, const std::vector<std::pair<std::string, std::string>>& headers) {
+  for (const auto& [name, value] : headers) absl::StrAppend(&head, name, ": ", value, "\r\n");
+}
+
+bool IsDisconnect(const error_code& ec) {
+  return ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
+         ec == asio::error::operation_aborted || ec == asio::error::connection_reset ||
+         ec == asio::error::bad_descriptor || ec == bhttp::error::partial_message;
+}
+
+}  // namespace
+
+Connection::Connection(asio::ip::tcp::socket socket, const Limits& limits, const Handler& handler)
+    : socket_(std::move(socket)),
+      deadline_(socket_.get_executor()),
+      keepalive_(socket_.get_executor()),
+      limits_(limits),
+      handler_(handler) {}
+
+Connection::~Connection() = default;
+
+void Connection::Start() {
+  asio::dispatch(socket_.get_executor(), [self = shared_from_this()] { self->WaitForRequest(); });
+}
+
+// Idle phase: nothing of the next request has arrived yet.
+void Connection::WaitForRequest() {
+  if (closed_) return;
+  phase_ = Phase::kIdle;
+  request_ = Request();
+  keep_alive_ = true;
+  parser_.emplace();
+  parser_->header_limit(static_cast<std::uint32_t>(limits_.max_header_bytes));
+  parser_->body_limit(limits_.max_body_bytes);
+  if (buffer_.size() > 0) return ReadHeader();
+  ArmDeadline(limits_.idle_timeout);
+  socket_.async_wait(asio::ip::tcp::socket::wait_read, [self = shared_from_this()](error_code ec) {
+    if (self->closed_) return;
+    if (ec) return self->DoClose();
+    self->ReadHeader();
+  });
+}
+
+void Connection::ReadHeader() {
+  phase_ = Phase::kHeader;
+  ArmDeadline(limits_.header_timeout);
+  bhttp::async_read_header(socket_, buffer_, *parser_,
+                           [self = shared_from_this()](error_code ec, size_t) { self->OnHeader(ec); });
+}
+
+// A failed read: the client left, or sent what a limit or the syntax refuses.
+void Connection::ReadFailed(error_code ec) {
+  if (ec == bhttp::error::header_limit) {
+    return Refuse(431, absl::StrCat("Request Header Fields Too Large: at most ",
+                                    limits_.max_header_bytes, " bytes of request line and headers"),
+                  true);
+  }
+  if (ec == bhttp::error::body_limit) {  // from Content-Length, or the body so far
+    return Refuse(413, absl::StrCat("Payload Too Large: the limit is ", limits_.max_body_bytes, " bytes"),
+                  true);
+  }
+  if (IsDisconnect(ec)) return DoClose();
+  Refuse(400, "Bad Request: " + ec.message(), true);
+}
+
+void Connection::OnHeader(error_code ec) {
+  DisarmDeadline();
+  if (closed_) return;
+  if (ec) return ReadFailed(ec);
+  const auto& message = parser_->get();
+  request_.method = std::string(message.method_string());
+  std::string_view target(message.target().data(), message.target().size());
+  request_.path = std::string(target.substr(0, target.find('?')));
+  request_.http10 = message.version() < 11;
+  keep_alive_ = message.keep_alive();
+  for (const auto& field : message) {
+    if (request_.headers.size() == limits_.max_headers) {
+      return Refuse(431, absl::StrCat("Request Header Fields Too Large: at most ",
+                                      limits_.max_headers, " header fields"),
+                    true);
+    }
+    request_.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+  }
+  if (handler_.check) {
+    if (std::optional<Response> refusal = handler_.check(request_)) {
+      // Whatever body follows stays unread: the connection cannot be reused.
+      if (!parser_->is_done()) keep_alive_ = false;
+      phase_ = Phase::kHandling;
+      return Respond(std::move(*refusal));
+    }
+  }
+  if (parser_->is_done()) return Dispatch();
+  if (boost::beast::iequals(request_.Header("Expect"), "100-continue")) {
+    QueueWrite("HTTP/1.1 100 Continue\r\n\r\n");
+  }
+  ReadBody();
+}
+
+void Connection::ReadBody() {
+  phase_ = Phase::kBody;
+  ArmDeadline(limits_.body_timeout);
+  bhttp::async_read(socket_, buffer_, *parser_,
+                    [self = shared_from_this()](error_code ec, size_t) { self->OnBody(ec); });
+}
+
+void Connection::OnBody(error_code ec) {
+  DisarmDeadline();
+  if (closed_) return;
+  if (ec) return ReadFailed(ec);
+  request_.body = std::move(parser_->get().body());
+  Dispatch();
+}
+
+void Connection::Dispatch() {
+  phase_ = Phase::kHandling;
+  parser_.reset();
+  handler_.handle(shared_from_this(), std::move(request_));
+}
+
+void Connection::Refuse(int status, const std::string& message, bool close) {
+  if (close) keep_alive_ = false;
+  phase_ = Phase::kHandling;
+  spdlog::debug("http: refused a request: {}", message);
+  Respond(handler_.error(status, message));
+}
+
+void Connection::Respond(Response response) {
+  asio::dispatch(socket_.get_executor(), [self = shared_from_this(), r = std::move(response)] {
+    if (self->closed_ || self->phase_ != Phase::kHandling) return;
+    std::string head = StatusLine(r.status);
+    AppendHeaders(head, r.headers);
+    if (!r.content_type.empty()) absl::StrAppend(&head, "Content-Type: ", r.content_type, "\r\n");
+    absl::StrAppend(&head, "Content-Length: ", r.body.size(), "\r\n");
+    if (!self->keep_alive_) head += "Connection: close\r\n";
+    head += "\r\n";
+    head += r.body;
+    self->stream_ending_ = true;
+    self->QueueWrite(std::move(head));
+  });
+}
+
+void Connection::StartStream(const std::string& content_type, bool sse,
+                             std::vector<std::pair<std::string, std::string>> headers,
+                             StreamCallbacks callbacks) {
+  asio::dispatch(socket_.get_executor(), [self = shared_from_this(), content_type, sse,
+                                          headers = std::move(headers),
+                                          callbacks = std::move(callbacks)]() mutable {
+    if (self->closed_ || self->phase_ != Phase::kHandling) {
+      if (callbacks.on_lost) callbacks.on_lost();
+      return;
+    }
+    self->phase_ = Phase::kStreaming;
+    self->stream_ = std::move(callbacks);
+    self->stream_sse_ = sse;
+    // HTTP/1.0 has no chunked encoding: the body then ends with the connection.
+    self->stream_chunked_ = !self->request_.http10;
+    if (!self->stream_chunked_) self->keep_alive_ = false;
+    std::string head = StatusLine(200);
+    AppendHeaders(head, headers);
+    absl::StrAppend(&head, "Content-Type: ", content_type, "\r\nCache-Control: no-cache\r\n");
+    if (self->stream_chunked_) head += "Transfer-Encoding: chunked\r\n";
+    if (!self->keep_alive_) head += "Connection: close\r\n";
+    head += "\r\n";
+    self->QueueWrite(std::move(head));
+    self->WatchForDisconnect();
+    if (sse) self->ScheduleKeepalive();
+  });
+}
+
+void Connection::Deliver(std::string bytes, bool last) {
+  asio::post(socket_.get_executor(), [self = shared_from_this(), bytes = std::move(bytes), last] {
+    if (self->closed_ || self->phase_ != Phase::kStreaming || self->stream_ending_) return;
+    if (!bytes.empty()) {
+      self->QueueWrite(self->stream_chunked_
+                           ? absl::StrCat(absl::Hex(bytes.size()), "\r\n", bytes, "\r\n")
+                           : bytes);
+    }
+    if (!last) return;
+    self->stream_ending_ = true;
+    if (self->stream_chunked_) {
+      self->QueueWrite("0\r\n\r\n");
+    } else if (!self->writing_) {
+      self->FinishResponse();
+    }
+  });
+}
+
+void Connection::Close() {
+  asio::post(socket_.get_executor(), [self = shared_from_this()] { self->DoClose(); });
+}
+
+void Connection::QueueWrite(std::string bytes) {
+  if (closed_) return;
+  out_bytes_ += bytes.size();
+  if (out_bytes_ > limits_.max_pending_write_bytes) {
+    spdlog::warn("http: a client does not read its stream ({} bytes queued); closing it", out_bytes_);
+    return DoClose();
+  }
+  out_.push_back(std::move(bytes));
+  if (!writing_) WriteNext();
+}
+
+// Writes everything queued in one go.
+void Connection::WriteNext() {
+  writing_buffer_.clear();
+  while (!out_.empty()) {
+    writing_buffer_ += out_.front();
+    out_.pop_front();
+  }
+  out_bytes_ = 0;
+  writing_ = true;
+  // Reads have their own deadlines; a 100 Continue is written while the body is read.
+  if (phase_ == Phase::kHandling || phase_ == Phase::kStreaming) ArmDeadline(limits_.write_timeout);
+  asio::async_write(socket_, asio::buffer(writing_buffer_),
+                    [self = shared_from_this()](error_code ec, size_t n) { self->OnWritten(ec, n); });
+}
+
+void Connection::OnWritten(error_code ec, size_t) {
+  writing_ = false;
+  if (closed_) return;
+  if (ec) return DoClose();
+  last_write_ = Clock::now();
+  if (!out_.empty()) return WriteNext();
+  if (phase_ == Phase::kHandling || phase_ == Phase::kStreaming) DisarmDeadline();
+  if (stream_ending_) FinishResponse();
+}
+
+// The response is written: the next request, or the end of the connection.
+void Connection::FinishResponse() {
+  stream_ending_ = false;
+  keepalive_.cancel();
+  if (auto on_done = std::move(stream_.on_done)) on_done();
+  stream_ = StreamCallbacks();
+  if (!keep_alive_) return LingerThenClose();
+  phase_ = Phase::kIdle;
+  if (watching_) {
+    resume_after_watch_ = true;
+    socket_.cancel();  // the watch's handler then waits for the next request
+    return;
+  }
+  WaitForRequest();
+}
+
+// Closing a socket with unread input makes the kernel answer with a reset, which can
+// destroy the response before the client reads it (a 413 for a body we refused to read).
+// So: end our side, read and discard what still comes (into a small buffer) for at most a
+// few seconds, then close: nginx's lingering close.
+void Connection::LingerThenClose() {
+  phase_ = Phase::kClosing;
+  error_code ignored;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+  ArmDeadline(std::chrono::seconds(5));
+  Discard();
+}
+
+void Connection::Discard() {
+  writing_buffer_.resize(16 << 10);
+  socket_.async_read_some(asio::buffer(writing_buffer_), [self = shared_from_this()](error_code ec, size_t) {
+    if (self->closed_) return;
+    if (ec) return self->DoClose();  // the client closed too (or the deadline closed us)
+    self->Discard();
+  });
+}
+
+// While a response streams, the request is fully read: the socket turns readable only
+// when the client closes it (or pipelines its next request, which then waits).
+void Connection::WatchForDisconnect() {
+  watching_ = true;
+  socket_.async_wait(asio::ip::tcp::socket::wait_read, [self = shared_from_this()](error_code ec) {
+    self->watching_ = false;
+    if (self->closed_) return;
+    if (self->resume_after_watch_) {
+      self->resume_after_watch_ = false;
+      return self->WaitForRequest();
+    }
+    if (ec) return self->DoClose();
+    char byte;
+    const ssize_t n = ::recv(self->socket_.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      return self->DoClose();
+    }
+    if (n < 0) self->WatchForDisconnect();
+    // n > 0: a pipelined request; it stays in the socket until this response is done.
+  });
+}
+
+void Connection::ScheduleKeepalive() {
+  keepalive_.expires_after(limits_.keepalive_interval);
+  keepalive_.async_wait([self = shared_from_this()](error_code ec) {
+    if (ec || self->closed_ || self->phase_ != Phase::kStreaming || self->stream_ending_) return;
+    if (Clock::now() - self->last_write_ >= self->limits_.keepalive_interval) {
+      self->QueueWrite(self->stream_chunked_ ? "d\r\n: keepalive\n\n\r\n" : ": keepalive\n\n");
+    }
+    self->ScheduleKeepalive();
+  });
+}
+
+void Connection::ArmDeadline(std::chrono::milliseconds after) {
+  const uint64_t generation = ++deadline_generation_;
+  deadline_.expires_after(after);
+  deadline_.async_wait([self = shared_from_this(), generation](error_code ec) {
+    if (ec || generation != self->deadline_generation_ || self->closed_) return;
+    spdlog::debug("http: a connection timed out while {}",
+                  self->phase_ == Phase::kIdle     ? "idle"
+                  : self->phase_ == Phase::kHeader ? "reading headers"
+                  : self->phase_ == Phase::kBody   ? "reading a body"
+                  : self->phase_ == Phase::kClosing ? "closing"
+                                                   : "writing");
+    self->DoClose();
+  });
+}
+
+void Connection::DisarmDeadline() {
+  ++deadline_generation_;
+  deadline_.cancel();
+}
+
+void Connection::DoClose() {
+  if (closed_) return;
+  closed_ = true;
+  DisarmDeadline();
+  keepalive_.cancel();
+  error_code ignored;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+  out_.clear();
+  if (auto on_lost = std::move(stream_.on_lost)) on_lost();
+  stream_ = StreamCallbacks();
+  if (handler_.on_closed) handler_.on_closed(this);
+}
+
+}  // namespace http
+}  // namespace gateway

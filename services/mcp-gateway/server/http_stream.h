@@ -1,0 +1,115 @@
+// Private to mcp_core: the reply streams of the Streamable HTTP transport. An EventStream
+// is the ReplySink a request (or the session's GET stream) writes to; it outlives the HTTP
+// connection that carries it, so a client whose connection dropped can resume it with
+// `Last-Event-ID` (MCP 2025-11-25, "Resumability and Redelivery").
+//
+// Every SSE event gets the id "<stream>-<seq>"; the stream keeps its recent events (bounded)
+// and replays those after a given id to the next consumer. A JSON-mode stream (a client
+// that does not accept SSE) carries only the response and cannot be resumed.
+//
+//   auto stream = std::make_shared<EventStream>(options);   // options.number = 3
+//   session->Handle(request, stream);             // the session writes to it
+//   stream->Attach(consumer, std::nullopt);       // everything so far, then live
+//   ... connection lost: stream->Detach(consumer.get(), now);
+//   ... GET with Last-Event-ID "3-7": stream->Attach(new_consumer, 7);
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "server/mcp_server.h"
+
+namespace gateway {
+namespace http {
+
+class EventStream : public ReplySink {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  struct Options {
+    uint64_t number = 0;           // unique within the session: the first part of event ids
+    bool sse = true;               // false: the response as one JSON body; no ids, no replay
+    bool ends_with_reply = true;   // a POST's stream; false for the session's GET stream
+    size_t max_events = 1000;      // kept for replay and while nobody carries the stream
+    size_t max_bytes = 8u << 20;
+  };
+
+  // What carries the stream now: an HTTP response in production, a fake in tests.
+  class Consumer {
+   public:
+    virtual ~Consumer() = default;
+    // `last` ends the HTTP response. Must not block.
+    virtual void Deliver(std::string bytes, bool last) = 0;
+  };
+
+  explicit EventStream(Options options);
+
+  void Send(const nlohmann::json& message) override;
+  // The request was answered (or the session ended): the stream ends after what it has.
+  void Close() override;
+
+  // An event with an id and no data, so the client holds an id to resume from before the
+  // first message arrives (MCP 2025-11-25 servers should send one first).
+  void Prime();
+  // Hands the stream to `consumer`: first the kept events after `after_seq` (all of them
+  // for nullopt), then new ones as they come. A current consumer is ended and replaced (a
+  // client that resumes may do so before we noticed its old connection drop).
+  void Attach(std::shared_ptr<Consumer> consumer, std::optional<uint64_t> after_seq);
+  // Like Attach, without replaying anything already sent (a GET without Last-Event-ID).
+  void AttachLive(std::shared_ptr<Consumer> consumer);
+  // `consumer` lost its connection (ignored unless it is the current one).
+  void Detach(const Consumer* consumer, Clock::time_point now);
+  // `consumer` wrote the stream's last chunk: nothing is left to keep.
+  void Delivered(const Consumer* consumer);
+
+  // Before any Attach: the response, when the request was answered synchronously. The
+  // stream is then done.
+  std::optional<nlohmann::json> TakeResponse();
+
+  uint64_t number() const { return options_.number; }
+  bool sse() const { return options_.sse; }
+  bool attached() const;
+  bool closed() const;
+  // Delivered in full; the stream can be forgotten.
+  bool done() const;
+  // A client holds an id of this stream, so it can come back for the rest.
+  bool resumable() const;
+  // Since when nobody carries a stream that was carried before.
+  std::optional<Clock::time_point> orphaned_since() const;
+
+  // "<stream>-<seq>" -> {stream, seq}; nullopt for anything else.
+  static std::optional<std::pair<uint64_t, uint64_t>> ParseEventId(const std::string& id);
+
+ private:
+  struct Event {
+    uint64_t seq;
+    std::string text;
+    bool last;  // ends the HTTP response (a POST stream's response)
+  };
+  void Keep(Event event);
+  void HandTo(Consumer& consumer, const Event& event);
+  void Replace(std::shared_ptr<Consumer> consumer);
+
+  const Options options_;
+  mutable std::mutex mu_;
+  std::deque<Event> events_;
+  size_t bytes_ = 0;
+  uint64_t next_seq_ = 1;
+  uint64_t handed_ = 0;  // the newest seq handed to a consumer
+  std::shared_ptr<Consumer> consumer_;
+  bool ever_attached_ = false;
+  bool closed_ = false;
+  bool answered_ = false;  // the last event (the response) is among events_
+  bool done_ = false;
+  std::optional<nlohmann::json> early_response_;  // for TakeResponse
+  std::optional<Clock::time_point> orphaned_since_;
+};
+
+}  // namespace http
+}  // namespace gateway

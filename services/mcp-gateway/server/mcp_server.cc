@@ -1,0 +1,528 @@
+// McpSession: the transport-independent MCP server side of one client connection.
+//
+// Handle() validates the JSON-RPC shape of each message and dispatches it. Everything but
+// tools/call is answered synchronously on the caller's thread; tools/call runs the
+// ToolProvider on a detached worker thread (one per call, at most
+// ServerOptions::max_concurrent_calls at a time; beyond that the call is refused with
+// -32603 rather than queued, so a flood of calls can never build an unbounded backlog).
+// Close() cancels in-flight calls, waits for their workers to return, and only then tells
+// the provider the session is gone, so the provider never sees a call for a dead session.
+// (So a provider must not call Close() from inside CallTool, and should honour the token.)
+//
+// Lifecycle: requests other than initialize/ping are refused until initialize has been
+// answered; notifications/initialized is not required before tools/list or tools/call
+// (lenient towards clients that pipeline), but list_changed is only sent after it. Log
+// messages pass at "info" and above until logging/setLevel says otherwise.
+#include "server/mcp_server.h"
+#include "base/thread.h"
+#include "base/untrusted_json.h"
+
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <exception>
+#include <system_error>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "server/mcp_wire.h"
+#include "spdlog/spdlog.h"
+
+namespace gateway {
+
+using json = nlohmann::json;
+
+namespace {
+
+// RFC 5424 severities as used by MCP logging, least severe first.
+constexpr const char* kLogLevels[] = {"debug", "info",     "notice", "warning",
+                                      "error", "critical", "alert",  "emergency"};
+constexpr int kDefaultLogLevel = 1;  // "info" until the client says otherwise
+
+int LogLevelIndex(const std::string& level) {
+  for (int i = 0; i < static_cast<int>(std::size(kLogLevels)); ++i) {
+    if (level == kLogLevels[i]) return i;
+  }
+  return -1;
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Map key for a request id. Dumping keeps "1" (string) and 1 (integer) distinct.
+std::string IdKey(const json& id) { return wire::Dump(id); }
+
+bool IsSupportedVersion(const std::string& version) {
+  for (const char* v : kProtocolVersions) {
+    if (version == v) return true;
+  }
+  return false;
+}
+
+// The progressToken of a request, or null when there is none (or it has a type MCP does
+// not allow, in which case we simply do not report progress).
+json ProgressToken(const json& params) {
+  auto meta = params.find("_meta");
+  if (meta == params.end() || !meta->is_object()) return nullptr;
+  auto token = meta->find("progressToken");
+  if (token == meta->end() || !wire::IsValidId(*token)) return nullptr;
+  return *token;
+}
+
+// Converts the provider's answer to a JSON-RPC response.
+json ToolResponse(const json& id, const absl::StatusOr<json>& result) {
+  if (!result.ok()) {
+    int code = result.status().code() == absl::StatusCode::kInvalidArgument ? kInvalidParams
+                                                                            : kInternalError;
+    return MakeError(id, code, std::string(result.status().message()));
+  }
+  if (!result->is_object()) {
+    return MakeError(id, kInternalError, "tool returned a result that is not an object");
+  }
+  return MakeResult(id, *result);
+}
+
+// State behind ToolCallContext::progress: enforces increasing values and stops
+// notifications once the response has been produced.
+struct ProgressState {
+  std::mutex mu;
+  std::optional<double> last;
+  bool done = false;
+};
+
+void Reply(const std::shared_ptr<ReplySink>& sink, const json& message) {
+  if (sink) sink->Send(message);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// Impl: all protocol state, guarded by `mu`. Sinks are always called without `mu` held,
+// because a sink may block briefly (stdio writes) and must never be able to deadlock us.
+struct McpSession::Impl {
+  struct InFlight {
+    std::shared_ptr<codemode::CancelToken> token;
+    bool cancelled_by_client = false;  // suppresses the eventual response
+  };
+
+  McpSession* self;
+  ToolProvider* provider;
+  ServerOptions options;
+
+  mutable std::mutex mu;
+  std::condition_variable workers_done;
+  bool init_done = false;  // the initialize request has been answered
+  bool closed = false;
+  std::string protocol_version;
+  int min_log_level = kDefaultLogLevel;
+  std::shared_ptr<ReplySink> notification_sink;
+  std::map<std::string, InFlight> in_flight;  // by IdKey(id)
+  int running_workers = 0;
+
+  Impl(McpSession* s, ToolProvider* p, ServerOptions o)
+      : self(s), provider(p), options(std::move(o)) {}
+
+  void Dispatch(const json& message, const std::shared_ptr<ReplySink>& reply);
+  void HandleNotification(const std::string& method, const json& params);
+  void HandleRequest(const std::string& method, const json& id, const json& params,
+                     const std::shared_ptr<ReplySink>& reply);
+  json Initialize(const json& id, const json& params);
+  json SetLevel(const json& id, const json& params);
+  json ListTools(const json& id, const json& params);
+  // Returns an error response, or null when the call was started on a worker.
+  json StartToolCall(const json& id, const json& params, const std::shared_ptr<ReplySink>& reply);
+  void RunToolCall(json id, std::string name, json arguments, json progress_token,
+                   std::shared_ptr<codemode::CancelToken> token, std::shared_ptr<ReplySink> reply);
+  void CancelRequest(const json& params);
+};
+
+void McpSession::Impl::Dispatch(const json& message, const std::shared_ptr<ReplySink>& reply) {
+  if (!message.is_object()) {
+    Reply(reply, MakeError(nullptr, kInvalidRequest, "a message must be a JSON object"));
+    return;
+  }
+  auto id_it = message.find("id");
+  const bool has_id = id_it != message.end();
+  const bool id_ok = has_id && wire::IsValidId(*id_it);
+  const json reply_id = id_ok ? *id_it : json(nullptr);
+
+  auto version = message.find("jsonrpc");
+  if (version == message.end() || !version->is_string() || *version != "2.0") {
+    Reply(reply, MakeError(reply_id, kInvalidRequest, "jsonrpc must be \"2.0\""));
+    return;
+  }
+  auto method_it = message.find("method");
+  if (method_it == message.end()) {
+    // A response from the client. We never send requests, so there is nothing to match.
+    if (message.contains("result") || message.contains("error")) return;
+    Reply(reply, MakeError(reply_id, kInvalidRequest, "message has no method"));
+    return;
+  }
+  if (!method_it->is_string()) {
+    Reply(reply, MakeError(reply_id, kInvalidRequest, "method must be a string"));
+    return;
+  }
+  const std::string method = method_it->get<std::string>();
+  json params = json::object();
+  auto params_it = message.find("params");
+  const bool params_ok =
+      params_it == message.end() || params_it->is_null() || params_it->is_object();
+  if (params_ok && params_it != message.end() && params_it->is_object()) params = *params_it;
+
+  if (!has_id) {  // notification: never answered, even when malformed
+    if (params_ok) HandleNotification(method, params);
+    return;
+  }
+  if (!id_ok) {
+    Reply(reply, MakeError(nullptr, kInvalidRequest, "id must be a string or an integer"));
+    return;
+  }
+  if (!params_ok) {
+    Reply(reply, MakeError(reply_id, kInvalidParams, "params must be an object"));
+    return;
+  }
+  HandleRequest(method, reply_id, params, reply);
+}
+
+void McpSession::Impl::HandleNotification(const std::string& method, const json& params) {
+  if (method == "notifications/initialized") {
+    std::lock_guard<std::mutex> lock(mu);
+    if (init_done && !closed) self->initialized_ = true;
+  } else if (method == "notifications/cancelled") {
+    CancelRequest(params);
+  }
+  // Anything else (roots/list_changed, progress, ...) is of no interest: ignore it.
+}
+
+void McpSession::Impl::HandleRequest(const std::string& method, const json& id, const json& params,
+                                     const std::shared_ptr<ReplySink>& reply) {
+  bool ready, is_closed;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ready = init_done;
+    is_closed = closed;
+  }
+  json response;
+  if (is_closed) {
+    response = MakeError(id, kInvalidRequest, "session is closed");
+  } else if (method == "initialize") {
+    response = Initialize(id, params);
+  } else if (method == "ping") {
+    response = MakeResult(id, json::object());
+  } else if (!ready) {
+    response = MakeError(id, kInvalidRequest, "session not initialized: send initialize first");
+  } else if (method == "logging/setLevel") {
+    response = SetLevel(id, params);
+  } else if (method == "tools/list") {
+    response = ListTools(id, params);
+  } else if (method == "tools/call") {
+    response = StartToolCall(id, params, reply);
+  } else {
+    response = MakeError(id, kMethodNotFound, "method not found: " + method);
+  }
+  if (!response.is_null()) Reply(reply, response);
+}
+
+json McpSession::Impl::Initialize(const json& id, const json& params) {
+  auto requested = params.find("protocolVersion");
+  if (requested == params.end() || !requested->is_string()) {
+    return MakeError(id, kInvalidParams, "params.protocolVersion must be a string");
+  }
+  std::string version = requested->get<std::string>();
+  if (!IsSupportedVersion(version)) version = kProtocolVersions[0];
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (init_done) return MakeError(id, kInvalidRequest, "session is already initialized");
+    init_done = true;
+    protocol_version = version;
+  }
+  auto client = params.find("clientInfo");
+  spdlog::debug("mcp session {}: initialize, protocol {}, client {}", self->key(), version,
+                client != params.end() ? wire::Dump(*client) : "unknown");
+
+  json result = {
+      {"protocolVersion", version},
+      {"capabilities", {{"tools", {{"listChanged", true}}}, {"logging", json::object()}}},
+      {"serverInfo", {{"name", options.name}, {"version", options.version}}},
+  };
+  if (!options.instructions.empty()) result["instructions"] = options.instructions;
+  return MakeResult(id, std::move(result));
+}
+
+json McpSession::Impl::SetLevel(const json& id, const json& params) {
+  auto level = params.find("level");
+  int index =
+      (level != params.end() && level->is_string()) ? LogLevelIndex(level->get<std::string>()) : -1;
+  if (index < 0) {
+    return MakeError(id, kInvalidParams,
+                     "params.level must be one of debug, info, notice, warning, error, "
+                     "critical, alert, emergency");
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  min_log_level = index;
+  return MakeResult(id, json::object());
+}
+
+json McpSession::Impl::ListTools(const json& id, const json& params) {
+  auto cursor = params.find("cursor");
+  if (cursor != params.end() && !cursor->is_string() && !cursor->is_null()) {
+    return MakeError(id, kInvalidParams, "params.cursor must be a string");
+  }
+  // Everything fits in one page, so any cursor means "from the start".
+  return MakeResult(id, {{"tools", provider->ListTools()}});
+}
+
+json McpSession::Impl::StartToolCall(const json& id, const json& params,
+                                     const std::shared_ptr<ReplySink>& reply) {
+  auto name = params.find("name");
+  if (name == params.end() || !name->is_string()) {
+    return MakeError(id, kInvalidParams, "params.name must be a string");
+  }
+  json arguments = json::object();
+  auto args = params.find("arguments");
+  if (args != params.end() && !args->is_null()) {
+    if (!args->is_object())
+      return MakeError(id, kInvalidParams, "params.arguments must be an object");
+    arguments = *args;
+  }
+  auto token = std::make_shared<codemode::CancelToken>();
+  const std::string key = IdKey(id);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    // Checked under the same lock as the insertion so Close() never misses a worker.
+    if (closed) return MakeError(id, kInvalidRequest, "session is closed");
+    if (static_cast<int>(in_flight.size()) >= options.max_concurrent_calls) {
+      return MakeError(id, kInternalError, "too many concurrent calls");
+    }
+    // The spec forbids reusing an id within a session; reusing one that is still in
+    // flight would make cancellation ambiguous, so refuse it.
+    if (in_flight.count(key)) return MakeError(id, kInvalidRequest, "request id is already in use");
+    in_flight[key] = InFlight{token, false};
+    ++running_workers;
+  }
+  try {
+    // Detached, and holding no reference to the session: Close() (also run by the
+    // destructor) waits for running_workers to reach zero, so `this` outlives the worker.
+    // Were the worker to keep the session alive instead, dropping the last outside
+    // reference would move SessionClosed to some later moment on the worker's thread.
+    codemode::StartThread("tools/call",
+                          [this, id, tool = name->get<std::string>(), arguments = std::move(arguments),
+                           progress = ProgressToken(params), token, reply]() mutable {
+                            RunToolCall(id, std::move(tool), std::move(arguments), progress, token,
+                                        reply);
+                          })
+        .detach();
+  } catch (const std::system_error& e) {
+    std::lock_guard<std::mutex> lock(mu);
+    in_flight.erase(key);
+    --running_workers;
+    workers_done.notify_all();
+    return MakeError(id, kInternalError, std::string("cannot start the call: ") + e.what());
+  }
+  return nullptr;
+}
+
+void McpSession::Impl::RunToolCall(json id, std::string name, json arguments, json progress_token,
+                                   std::shared_ptr<codemode::CancelToken> token,
+                                   std::shared_ptr<ReplySink> reply) {
+  auto progress = std::make_shared<ProgressState>();
+  ToolCallContext context;
+  context.cancel = token;
+  context.session_key = self->key();
+  context.progress = [progress, progress_token, token, reply](
+                         double value, std::optional<double> total, const std::string& message) {
+    if (progress_token.is_null() || !reply || !std::isfinite(value)) return;
+    // Sending under the lock keeps notifications in order and guarantees none follows
+    // the response (RunToolCall sets `done` under the same lock before answering).
+    std::lock_guard<std::mutex> lock(progress->mu);
+    if (progress->done || token->cancelled()) return;
+    if (progress->last && value <= *progress->last) return;  // must strictly increase
+    progress->last = value;
+    json params = {{"progressToken", progress_token}, {"progress", value}};
+    if (total && std::isfinite(*total)) params["total"] = *total;
+    if (!message.empty()) params["message"] = message;
+    reply->Send(MakeNotification("notifications/progress", std::move(params)));
+  };
+
+  json response;
+  try {
+    response = ToolResponse(id, provider->CallTool(name, arguments, context));
+  } catch (const std::exception& e) {
+    spdlog::error("mcp session {}: tool {} threw: {}", self->key(), name, e.what());
+    response = MakeError(id, kInternalError, std::string("tool failed: ") + e.what());
+  } catch (...) {
+    response = MakeError(id, kInternalError, "tool failed");
+  }
+  {
+    std::lock_guard<std::mutex> lock(progress->mu);
+    progress->done = true;
+  }
+  bool suppress;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = in_flight.find(IdKey(id));
+    // After notifications/cancelled the client no longer expects an answer; after Close()
+    // nobody is listening.
+    suppress = closed || (it != in_flight.end() && it->second.cancelled_by_client);
+    if (it != in_flight.end()) in_flight.erase(it);
+  }
+  if (!suppress && reply) reply->Send(response);
+  if (reply) reply->Close();
+  // Last touch of the session: once the count drops, Close() may return and the session
+  // may be destroyed, so nothing after this block may use `this`.
+  std::lock_guard<std::mutex> lock(mu);
+  --running_workers;
+  workers_done.notify_all();
+}
+
+void McpSession::Impl::CancelRequest(const json& params) {
+  auto request_id = params.find("requestId");
+  if (request_id == params.end() || !wire::IsValidId(*request_id)) return;
+  std::string reason = "cancelled by the client";
+  auto r = params.find("reason");
+  if (r != params.end() && r->is_string()) reason = r->get<std::string>();
+
+  std::shared_ptr<codemode::CancelToken> token;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = in_flight.find(IdKey(*request_id));
+    if (it == in_flight.end()) return;  // finished already, or never existed: ignore
+    it->second.cancelled_by_client = true;
+    token = it->second.token;
+  }
+  token->Cancel(reason);  // outside the lock: callbacks may do real work
+}
+
+// ---------------------------------------------------------------------------------------
+McpSession::McpSession(std::string key, ToolProvider* provider, ServerOptions options)
+    : impl_(std::make_unique<Impl>(this, provider, std::move(options))), key_(std::move(key)) {
+  last_activity_ms_ = NowMs();
+}
+
+McpSession::~McpSession() { Close(); }
+
+void McpSession::Handle(const nlohmann::json& message, std::shared_ptr<ReplySink> reply) {
+  last_activity_ms_ = NowMs();
+  try {
+    impl_->Dispatch(message, reply);
+  } catch (const std::exception& e) {
+    // Only reachable through a provider or sink throwing; never let it escape.
+    spdlog::error("mcp session {}: error handling a message: {}", key_, e.what());
+    if (wire::LooksLikeRequest(message) && wire::IsValidId(message.at("id"))) {
+      Reply(reply, MakeError(message.at("id"), kInternalError,
+                             std::string("internal error: ") + e.what()));
+    }
+  }
+}
+
+void McpSession::SetNotificationSink(std::shared_ptr<ReplySink> sink) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (impl_->closed) return;
+  impl_->notification_sink = std::move(sink);
+}
+
+void McpSession::NotifyToolsChanged() {
+  std::shared_ptr<ReplySink> sink;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (!initialized_ || impl_->closed) return;
+    sink = impl_->notification_sink;
+  }
+  Reply(sink, MakeNotification("notifications/tools/list_changed", json::object()));
+}
+
+void McpSession::Log(const std::string& level, const std::string& logger,
+                     const nlohmann::json& data) {
+  int index = LogLevelIndex(level);
+  if (index < 0) {
+    spdlog::warn("mcp session {}: dropping a log message with unknown level '{}'", key_, level);
+    return;
+  }
+  std::shared_ptr<ReplySink> sink;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (!impl_->init_done || impl_->closed || index < impl_->min_log_level) return;
+    sink = impl_->notification_sink;
+  }
+  json params = {{"level", level}, {"data", data}};
+  if (!logger.empty()) params["logger"] = logger;
+  Reply(sink, MakeNotification("notifications/message", std::move(params)));
+}
+
+void McpSession::Close() {
+  std::vector<std::shared_ptr<codemode::CancelToken>> tokens;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->closed) return;
+    impl_->closed = true;
+    impl_->notification_sink.reset();
+    for (auto& [key, call] : impl_->in_flight) tokens.push_back(call.token);
+  }
+  for (auto& token : tokens) token->Cancel("session closed");
+  {
+    // Wait for the workers so SessionClosed really is the provider's last word. A provider
+    // that ignores cancellation keeps us here; say so rather than hang silently.
+    std::unique_lock<std::mutex> lock(impl_->mu);
+    while (!impl_->workers_done.wait_for(lock, std::chrono::seconds(10),
+                                         [&] { return impl_->running_workers == 0; })) {
+      spdlog::warn("mcp session {}: waiting for {} cancelled call(s) to return", key_,
+                   impl_->running_workers);
+    }
+  }
+  try {
+    impl_->provider->SessionClosed(key_);
+  } catch (const std::exception& e) {
+    spdlog::error("mcp session {}: SessionClosed threw: {}", key_, e.what());
+  }
+}
+
+std::string McpSession::protocol_version() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->protocol_version;
+}
+
+int McpSession::in_flight() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return static_cast<int>(impl_->in_flight.size());
+}
+
+// ---------------------------------------------------------------------------------------
+nlohmann::json MakeError(const nlohmann::json& id, int code, const std::string& message,
+                         const nlohmann::json& data) {
+  json error = {{"code", code}, {"message", message}};
+  if (!data.is_null()) error["data"] = data;
+  return {{"jsonrpc", "2.0"}, {"id", id}, {"error", std::move(error)}};
+}
+
+nlohmann::json MakeResult(const nlohmann::json& id, nlohmann::json result) {
+  return {{"jsonrpc", "2.0"}, {"id", id}, {"result", std::move(result)}};
+}
+
+nlohmann::json MakeNotification(const std::string& method, nlohmann::json params) {
+  return {{"jsonrpc", "2.0"}, {"method", method}, {"params", std::move(params)}};
+}
+
+absl::StatusOr<nlohmann::json> ParseMessage(const std::string& text,
+                                            nlohmann::json* error_response) {
+  // Depth-checked before anything copies or dumps it (see base/untrusted_json.h).
+  absl::StatusOr<json> maybe = codemode::ParseUntrustedJson(text, "the message");
+  json parsed = maybe.ok() ? std::move(*maybe) : json(json::value_t::discarded);
+  json error;
+  if (!maybe.ok()) {
+    error = MakeError(nullptr, kParseError, absl::StrCat("Parse error: ", maybe.status().message()));
+  } else if (parsed.is_array()) {
+    error = MakeError(nullptr, kInvalidRequest, "JSON-RPC batches are not supported");
+  } else if (!parsed.is_object()) {
+    error = MakeError(nullptr, kInvalidRequest, "a message must be a JSON object");
+  } else {
+    return parsed;
+  }
+  if (error_response) *error_response = error;
+  return absl::InvalidArgumentError(error["error"]["message"].get<std::string>());
+}
+
+}  // namespace gateway

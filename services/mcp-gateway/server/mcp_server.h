@@ -1,0 +1,140 @@
+// The MCP server side of the gateway, independent of transport.
+//
+// McpSession holds the protocol state of one connected MCP client (initialize, version
+// negotiation, logging level, in-flight requests) and dispatches tools/list and
+// tools/call to a ToolProvider. Transports (stdio, Streamable HTTP) parse bytes into JSON,
+// answer parse errors themselves (-32700), and hand every message to Handle() together
+// with a ReplySink that says where the response and the request's notifications go.
+//
+//   auto session = std::make_shared<McpSession>("stdio", &provider, options);
+//   session->SetNotificationSink(stdout_sink);          // list_changed, log messages
+//   session->Handle(message, stdout_sink);              // responses go to the same sink
+//   ...
+//   session->Close();                                   // cancels in-flight calls
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "base/cancel.h"
+#include "nlohmann/json.hpp"
+
+namespace gateway {
+
+// Protocol versions, newest first. We speak the first; a client asking for another one
+// in this list gets that one back.
+inline constexpr const char* kProtocolVersions[] = {"2025-11-25", "2025-06-18", "2025-03-26"};
+
+// JSON-RPC error codes.
+inline constexpr int kParseError = -32700;
+inline constexpr int kInvalidRequest = -32600;
+inline constexpr int kMethodNotFound = -32601;
+inline constexpr int kInvalidParams = -32602;
+inline constexpr int kInternalError = -32603;
+
+// Where messages for the client go. Send() is safe for concurrent use and never blocks
+// for long (transports queue). After Close() sends are dropped.
+class ReplySink {
+ public:
+  virtual ~ReplySink() = default;
+  virtual void Send(const nlohmann::json& message) = 0;
+  // The request this sink belongs to has been answered (HTTP: end the SSE stream).
+  virtual void Close() {}
+};
+
+// Progress and cancellation of one tools/call, handed to the ToolProvider.
+struct ToolCallContext {
+  // Sends notifications/progress when the client gave a progressToken; no-op otherwise.
+  // `progress` must increase with every call.
+  std::function<void(double progress, std::optional<double> total, const std::string& message)>
+      progress;
+  // Cancelled on notifications/cancelled for this request, or when the session closes.
+  std::shared_ptr<codemode::CancelToken> cancel;
+  // The MCP session this call belongs to (its key).
+  std::string session_key;
+};
+
+// What the gateway offers. Implemented by the run_python tool (gateway core).
+class ToolProvider {
+ public:
+  virtual ~ToolProvider() = default;
+  // The `tools` array of a tools/list result.
+  virtual nlohmann::json ListTools() = 0;
+  // Runs a tool; called on a worker thread, may block until done. Returns a
+  // CallToolResult object ({content, structuredContent?, isError?}); a non-OK status
+  // becomes a JSON-RPC error (INVALID_ARGUMENT -> -32602 e.g. unknown tool or bad
+  // arguments, anything else -> -32603).
+  virtual absl::StatusOr<nlohmann::json> CallTool(const std::string& name,
+                                                  const nlohmann::json& arguments,
+                                                  ToolCallContext& context) = 0;
+  // The MCP session ended (stdio EOF, HTTP DELETE, idle expiry): release its resources.
+  virtual void SessionClosed(const std::string& session_key) = 0;
+};
+
+struct ServerOptions {
+  std::string name = "mcp-gateway";
+  std::string version = "0.1.0";
+  std::string instructions;  // sent in the initialize result when not empty
+  int max_concurrent_calls = 64;
+};
+
+class McpSession : public std::enable_shared_from_this<McpSession> {
+ public:
+  McpSession(std::string key, ToolProvider* provider, ServerOptions options);
+  ~McpSession();
+  McpSession(const McpSession&) = delete;
+  McpSession& operator=(const McpSession&) = delete;
+
+  // Handles one JSON-RPC message (request, notification or response). Requests are
+  // answered through `reply`: quick ones before Handle returns, tools/call later from a
+  // worker thread (with its progress notifications on the same sink, then Close()).
+  // Invalid messages get -32600/-32601/-32602 answers; nothing here ever throws.
+  void Handle(const nlohmann::json& message, std::shared_ptr<ReplySink> reply);
+
+  // Where notifications that belong to no request go (tools/list_changed, log messages).
+  void SetNotificationSink(std::shared_ptr<ReplySink> sink);
+
+  // Tells the client the tool list changed (if it has initialized).
+  void NotifyToolsChanged();
+
+  // Sends notifications/message at `level` if the client's logging level allows it.
+  void Log(const std::string& level, const std::string& logger, const nlohmann::json& data);
+
+  // Cancels in-flight calls and tells the provider the session is gone. Idempotent.
+  void Close();
+
+  const std::string& key() const { return key_; }
+  bool initialized() const { return initialized_; }
+  // The negotiated protocol version ("" before initialize).
+  std::string protocol_version() const;
+  // Milliseconds since the epoch of the last message (for idle expiry).
+  int64_t last_activity_ms() const { return last_activity_ms_; }
+  // Number of requests being worked on.
+  int in_flight() const;
+
+ private:
+  // (implementation details are up to the implementer)
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  const std::string key_;
+  std::atomic<bool> initialized_{false};
+  std::atomic<int64_t> last_activity_ms_{0};
+};
+
+// Builds {"jsonrpc":"2.0","id":id,"error":{"code":code,"message":message}}.
+nlohmann::json MakeError(const nlohmann::json& id, int code, const std::string& message,
+                         const nlohmann::json& data = nullptr);
+nlohmann::json MakeResult(const nlohmann::json& id, nlohmann::json result);
+nlohmann::json MakeNotification(const std::string& method, nlohmann::json params);
+
+// Parses one incoming message (a stdio line or an HTTP body). On failure returns the
+// error response to send (-32700 for bad JSON, -32600 for a batch or a non-object).
+absl::StatusOr<nlohmann::json> ParseMessage(const std::string& text,
+                                            nlohmann::json* error_response);
+
+}  // namespace gateway

@@ -1,0 +1,182 @@
+// StdioServer: the MCP stdio transport. One JSON-RPC message per line on in_fd, one per
+// line on out_fd, and nothing else ever written to out_fd (logs go to stderr via spdlog).
+//
+// A single reader loop (Run) splits input into lines and feeds one McpSession; every
+// message for the client, whichever thread produces it (responses, progress from tool
+// workers, list_changed), goes through one FdSink that writes whole lines under a mutex.
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "server/mcp_wire.h"
+#include "server/transports.h"
+#include "spdlog/spdlog.h"
+
+namespace gateway {
+
+using json = nlohmann::json;
+
+namespace {
+
+// Longest line we buffer. Anything longer is answered with a parse error and skipped up to
+// its newline, so a runaway client cannot make us allocate without bound.
+constexpr size_t kMaxLineBytes = 16u << 20;
+constexpr size_t kReadChunk = 64u << 10;
+
+// Writes all of `data`, riding out EINTR and (for a non-blocking fd) EAGAIN.
+bool WriteAll(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    ssize_t n = ::write(fd, data, size);
+    if (n > 0) {
+      data += n;
+      size -= static_cast<size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      pollfd p{fd, POLLOUT, 0};
+      ::poll(&p, 1, 1000);
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The one sink of a stdio session. Close() is a no-op: every request shares this sink, so
+// "this request is answered" must not end the stream.
+class FdSink : public ReplySink {
+ public:
+  explicit FdSink(int fd) : fd_(fd) {}
+
+  void Send(const json& message) override {
+    std::string line = wire::Dump(message);
+    line.push_back('\n');
+    std::lock_guard<std::mutex> lock(mu_);
+    if (broken_) return;
+    if (!WriteAll(fd_, line.data(), line.size())) {
+      broken_ = true;  // the client is gone; keep quiet from now on
+      spdlog::warn("stdio: cannot write to the client: {}", std::strerror(errno));
+    }
+  }
+
+ private:
+  const int fd_;
+  std::mutex mu_;
+  bool broken_ = false;
+};
+
+bool IsBlank(const std::string& line) {
+  return line.find_first_not_of(" \t\r") == std::string::npos;
+}
+
+}  // namespace
+
+struct StdioServer::Impl {
+  int in_fd;
+  std::shared_ptr<FdSink> sink;
+  std::shared_ptr<McpSession> session;
+  int wake[2] = {-1, -1};  // self-pipe: Stop() makes the reader's poll() return
+  std::atomic<bool> stopping{false};
+
+  // Handles one complete line (without its '\n').
+  void HandleLine(std::string& line) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (IsBlank(line)) return;
+    json error;
+    auto message = ParseMessage(line, &error);
+    if (!message.ok()) {
+      sink->Send(error);
+      return;
+    }
+    session->Handle(*message, sink);
+  }
+
+  // Feeds freshly read bytes into the line assembler.
+  void Consume(const char* data, size_t size, std::string& pending, bool& discarding) {
+    while (size > 0) {
+      const char* newline = static_cast<const char*>(std::memchr(data, '\n', size));
+      size_t take = newline ? static_cast<size_t>(newline - data) : size;
+      if (!discarding) pending.append(data, take);
+      if (!discarding && pending.size() > kMaxLineBytes) {
+        sink->Send(MakeError(
+            nullptr, kParseError,
+            "message too large: lines are limited to " + std::to_string(kMaxLineBytes) + " bytes"));
+        pending.clear();
+        pending.shrink_to_fit();
+        discarding = true;
+      }
+      if (!newline) return;
+      if (!discarding) HandleLine(pending);
+      pending.clear();
+      discarding = false;
+      data = newline + 1;
+      size -= take + 1;
+    }
+  }
+};
+
+StdioServer::StdioServer(int in_fd, int out_fd, ToolProvider* provider, ServerOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->in_fd = in_fd;
+  impl_->sink = std::make_shared<FdSink>(out_fd);
+  impl_->session = std::make_shared<McpSession>("stdio-" + std::to_string(::getpid()), provider,
+                                                std::move(options));
+  impl_->session->SetNotificationSink(impl_->sink);
+  if (::pipe2(impl_->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+    spdlog::error("stdio: pipe2 failed: {}", std::strerror(errno));
+    impl_->wake[0] = impl_->wake[1] = -1;
+  }
+}
+
+StdioServer::~StdioServer() {
+  impl_->session->Close();  // no-op when Run() already did it
+  for (int fd : impl_->wake) {
+    if (fd >= 0) ::close(fd);
+  }
+}
+
+void StdioServer::Run() {
+  std::string pending;
+  bool discarding = false;
+  std::string chunk(kReadChunk, '\0');
+  while (!impl_->stopping) {
+    pollfd fds[2] = {{impl_->in_fd, POLLIN, 0}, {impl_->wake[0], POLLIN, 0}};
+    int ready = ::poll(fds, impl_->wake[0] >= 0 ? 2 : 1, -1);
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      spdlog::error("stdio: poll failed: {}", std::strerror(errno));
+      break;
+    }
+    if (fds[1].revents & POLLIN) break;  // Stop()
+    if (fds[0].revents == 0) continue;
+    ssize_t n = ::read(impl_->in_fd, chunk.data(), chunk.size());
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+    if (n < 0) {
+      spdlog::error("stdio: read failed: {}", std::strerror(errno));
+      break;
+    }
+    if (n == 0) {  // EOF: a last line without its newline still counts
+      if (!discarding && !pending.empty()) impl_->HandleLine(pending);
+      break;
+    }
+    impl_->Consume(chunk.data(), static_cast<size_t>(n), pending, discarding);
+  }
+  // Cancels in-flight calls, waits for them, tells the provider.
+  impl_->session->Close();
+}
+
+void StdioServer::Stop() {
+  impl_->stopping = true;
+  if (impl_->wake[1] >= 0) {
+    char byte = 1;
+    [[maybe_unused]] ssize_t n = ::write(impl_->wake[1], &byte, 1);
+  }
+}
+
+void StdioServer::NotifyToolsChanged() { impl_->session->NotifyToolsChanged(); }
+
+}  // namespace gateway

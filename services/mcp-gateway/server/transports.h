@@ -1,0 +1,86 @@
+// MCP server transports: stdio (one JSON message per line) and Streamable HTTP (one
+// endpoint, POST/GET/DELETE, Mcp-Session-Id), both feeding McpSession.
+//
+//   StdioServer stdio(STDIN_FILENO, STDOUT_FILENO, &provider, options);
+//   stdio.Run();                        // until EOF on stdin; then the session is closed
+//
+//   HttpServer http(http_options, &provider, options);
+//   RETURN_IF_ERROR(http.Start());      // binds, serves on its own event-loop threads
+//   http.NotifyToolsChanged();          // broadcast to every session
+//   http.Stop();
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "server/mcp_server.h"
+
+namespace gateway {
+
+class StdioServer {
+ public:
+  StdioServer(int in_fd, int out_fd, ToolProvider* provider, ServerOptions options);
+  ~StdioServer();
+  // Reads until EOF (or Stop()). Nothing but protocol messages is ever written to out_fd.
+  void Run();
+  void Stop();
+  void NotifyToolsChanged();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";  // loopback by default
+  int port = 8931;                 // 0 picks a free port (see HttpServer::port())
+  std::string path = "/mcp";
+  // When not empty, every request needs "Authorization: Bearer <one of them>" (401
+  // otherwise). Each token is one credential (one client) for max_sessions_per_credential.
+  std::vector<std::string> bearer_tokens;
+  // Origins allowed in an Origin header (403 otherwise). Empty: only loopback origins
+  // (http://localhost[:port], http://127.0.0.1[:port], http://[::1][:port]).
+  std::vector<std::string> allowed_origins;
+  // Host header values allowed (DNS-rebinding protection; 403 otherwise). Empty: the
+  // loopback names with any port, plus the bind host.
+  std::vector<std::string> allowed_hosts;
+  size_t max_body_bytes = 4u << 20;    // 413 past it
+  size_t max_header_bytes = 60u << 10;  // request line + headers; 431 past it
+  size_t max_headers = 100;             // header fields; 431 past it
+  absl::Duration idle_timeout = absl::Seconds(60);    // a kept-alive connection with no request
+  absl::Duration header_timeout = absl::Seconds(10);  // first byte to the end of the headers
+  absl::Duration body_timeout = absl::Seconds(60);
+  absl::Duration write_timeout = absl::Seconds(30);   // a client that does not read is dropped
+  absl::Duration session_idle_ttl = absl::Minutes(30);
+  // MCP sessions held at once, overall and per credential (bearer token); an initialize
+  // past either gets 503. Each session may hold sandbox sessions, calls and streams.
+  size_t max_sessions = 256;
+  size_t max_sessions_per_credential = 64;
+  // Open TCP connections; past it new ones are closed at once.
+  size_t max_connections = 4096;
+  // How long a tools/call whose SSE stream lost its connection keeps running, waiting for
+  // the client to resume it with Last-Event-ID; then it is cancelled.
+  absl::Duration resume_grace = absl::Seconds(30);
+  // Event-loop threads. Handlers never block on a client, so a few serve thousands.
+  int threads = 2;
+};
+
+class HttpServer {
+ public:
+  HttpServer(HttpServerOptions options, ToolProvider* provider, ServerOptions server_options);
+  ~HttpServer();  // Stop()s
+  absl::Status Start();
+  int port() const;
+  void Stop();
+  void NotifyToolsChanged();
+  size_t session_count() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gateway

@@ -1,0 +1,202 @@
+// McpClient: the MCP client lifecycle over a ClientTransport (see upstream_client.h), and
+// MakeTransport, which picks the transport for a config.
+#include "upstream/client.h"
+#include "base/untrusted_json.h"
+
+#include <set>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "upstream/http_transport.h"
+#include "upstream/stdio_transport.h"
+#include "spdlog/spdlog.h"
+
+namespace gateway {
+
+using nlohmann::json;
+
+std::unique_ptr<ClientTransport> MakeTransport(const UpstreamConfig& config,
+                                               const UpstreamOptions& options) {
+  switch (config.type) {
+    case UpstreamConfig::Type::kStdio:
+      return std::make_unique<StdioTransport>(config, options.stop_grace);
+    case UpstreamConfig::Type::kStreamableHttp:
+      return std::make_unique<StreamableHttpTransport>(config, options.connect_timeout);
+    case UpstreamConfig::Type::kSse:
+      return std::make_unique<SseTransport>(config, options.connect_timeout);
+  }
+  return nullptr;
+}
+
+std::vector<UpstreamTool> ParseTools(const std::string& server, const json& result) {
+  std::vector<UpstreamTool> tools;
+  if (!result.is_object() || !result.contains("tools") || !result["tools"].is_array()) {
+    spdlog::warn("upstream {}: tools/list result has no tools array", server);
+    return tools;
+  }
+  for (const auto& entry : result["tools"]) {
+    if (!entry.is_object() || !entry.contains("name") || !entry["name"].is_string() ||
+        entry["name"].get<std::string>().empty()) {
+      spdlog::warn("upstream {}: skipping a tool without a name", server);
+      continue;
+    }
+    UpstreamTool tool;
+    tool.name = entry["name"].get<std::string>();
+    if (entry.contains("description") && entry["description"].is_string()) {
+      tool.description = entry["description"].get<std::string>();
+    }
+    tool.input_schema = entry.contains("inputSchema") && entry["inputSchema"].is_object()
+                            ? entry["inputSchema"]
+                            : json{{"type", "object"}};
+    if (entry.contains("outputSchema") && entry["outputSchema"].is_object()) {
+      tool.output_schema = entry["outputSchema"];
+    }
+    tools.push_back(std::move(tool));
+  }
+  return tools;
+}
+
+McpClient::McpClient(UpstreamConfig config, UpstreamOptions options, Handlers handlers)
+    : config_(std::move(config)), options_(std::move(options)), handlers_(std::move(handlers)) {
+  auto transport = MakeTransport(config_, options_);
+  transport_ = transport.get();
+  JsonRpcClient::Handlers rpc_handlers;
+  rpc_handlers.on_tools_list_changed = handlers_.on_tools_changed;
+  rpc_handlers.on_disconnected = handlers_.on_disconnected;
+  rpc_ = std::make_unique<JsonRpcClient>(config_.name, std::move(transport),
+                                         std::move(rpc_handlers));
+}
+
+McpClient::~McpClient() { Close(); }
+
+absl::Status McpClient::Connect() {
+  absl::Status started = rpc_->Start(options_.connect_timeout);
+  if (!started.ok()) return started;
+
+  json params = {
+      {"protocolVersion", kUpstreamProtocolVersions[0]},
+      {"capabilities", json::object()},
+      {"clientInfo", {{"name", options_.client_name}, {"version", options_.client_version}}}};
+  JsonRpcClient::RequestOptions request;
+  request.timeout = options_.connect_timeout;
+  request.notify_cancelled = false;  // initialize must not be cancelled (spec)
+  absl::StatusOr<json> init = rpc_->Request("initialize", std::move(params), request);
+  if (!init.ok()) {
+    if (absl::IsDeadlineExceeded(init.status())) {
+      return absl::DeadlineExceededError("initialize timed out");
+    }
+    if (absl::IsInternal(init.status())) {  // a JSON-RPC error
+      return absl::UnavailableError(absl::StrCat("initialize failed: ", init.status().message()));
+    }
+    return init.status();
+  }
+  if (!init->is_object()) return absl::UnavailableError("initialize: result is not an object");
+
+  // Upstream input: a protocolVersion of the wrong type is as good as none (value() would
+  // throw on it).
+  protocol_version_ = codemode::StringField(*init, "protocolVersion").value_or("");
+  bool supported = false;
+  for (const char* v : kUpstreamProtocolVersions) supported |= protocol_version_ == v;
+  if (!supported) {
+    // Spec: a client that does not support the server's version should disconnect.
+    return absl::UnavailableError(
+        absl::StrCat("unsupported protocol version \"", protocol_version_, "\""));
+  }
+  if (init->contains("serverInfo") && (*init)["serverInfo"].is_object() &&
+      (*init)["serverInfo"].contains("name") && (*init)["serverInfo"]["name"].is_string()) {
+    server_name_ = (*init)["serverInfo"]["name"].get<std::string>();
+  }
+  if (init->contains("instructions") && (*init)["instructions"].is_string()) {
+    instructions_ = (*init)["instructions"].get<std::string>();
+  }
+  transport_->OnInitialized(protocol_version_);
+  absl::Status notified = rpc_->Notify("notifications/initialized", json());
+  if (!notified.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("notifications/initialized: ", notified.message()));
+  }
+
+  auto tools = ListTools(options_.connect_timeout);
+  if (!tools.ok()) return tools.status();
+  tools_ = *std::move(tools);
+  spdlog::info("upstream {}: connected to {} (protocol {}, {} tools)", config_.name,
+               server_name_.empty() ? "?" : server_name_, protocol_version_, tools_.size());
+  return absl::OkStatus();
+}
+
+namespace {
+// What a tool weighs once JSON-escaped, as the catalog travels to the sandbox.
+size_t CatalogBytes(const UpstreamTool& t) {
+  return json(t.name).dump().size() + json(t.description).dump().size() +
+         t.input_schema.dump().size() + t.output_schema.dump().size();
+}
+}  // namespace
+
+absl::StatusOr<std::vector<UpstreamTool>> McpClient::ListTools(absl::Duration timeout) {
+  constexpr int kMaxPages = 1000;  // a server whose cursors never end
+  std::vector<UpstreamTool> all;
+  size_t bytes = 0;
+  std::set<std::string> names;
+  std::set<std::string> cursors_seen;
+  std::string cursor;
+  JsonRpcClient::RequestOptions request;
+  request.timeout = timeout;
+  for (int page = 0; page < kMaxPages; ++page) {
+    json params = json::object();
+    if (!cursor.empty()) params["cursor"] = cursor;
+    absl::StatusOr<json> result = rpc_->Request("tools/list", std::move(params), request);
+    if (!result.ok()) {
+      if (absl::IsDeadlineExceeded(result.status())) {
+        return absl::DeadlineExceededError("tools/list timed out");
+      }
+      return absl::Status(result.status().code(),
+                          absl::StrCat("tools/list: ", result.status().message()));
+    }
+    for (auto& tool : ParseTools(config_.name, *result)) {
+      if (!names.insert(tool.name).second) {
+        spdlog::warn("upstream {}: duplicate tool {} ignored", config_.name, tool.name);
+        continue;
+      }
+      bytes += CatalogBytes(tool);
+      all.push_back(std::move(tool));
+    }
+    if (bytes > options_.max_catalog_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "its tool catalog is over ", bytes, " bytes (", all.size(),
+          " tools so far); the limit is ", options_.max_catalog_bytes,
+          " (--max_catalog_bytes_per_upstream), so it is left out"));
+    }
+    cursor = codemode::StringField(*result, "nextCursor").value_or("");
+    if (cursor.empty()) return all;
+    if (!cursors_seen.insert(cursor).second) {
+      spdlog::warn("upstream {}: tools/list cursor repeats; stopping", config_.name);
+      return all;
+    }
+  }
+  spdlog::warn("upstream {}: tools/list has more than {} pages; stopping", config_.name,
+               kMaxPages);
+  return all;
+}
+
+absl::StatusOr<json> McpClient::CallTool(const std::string& tool, const json& arguments,
+                                         const CallOptions& options, absl::Duration timeout) {
+  json params = {{"name", tool},
+                 {"arguments", arguments.is_null() ? json::object() : arguments}};
+  JsonRpcClient::RequestOptions request;
+  request.timeout = timeout;
+  request.cancel = options.cancel;
+  request.on_progress = options.on_progress;
+  absl::StatusOr<json> result = rpc_->Request("tools/call", std::move(params), request);
+  if (result.ok() && !result->is_object()) {
+    return absl::InternalError("tools/call: the result is not an object");
+  }
+  return result;
+}
+
+void McpClient::Close() { rpc_->Close(); }
+
+bool McpClient::connected() const { return rpc_->connected(); }
+
+std::string McpClient::disconnect_reason() const { return rpc_->disconnect_reason(); }
+
+}  // namespace gateway

@@ -1,0 +1,81 @@
+// McpClient: one connection to one upstream MCP server, speaking the client side of the
+// MCP lifecycle over any ClientTransport:
+//   initialize (protocolVersion 2025-11-25, capabilities {}, clientInfo) -> check the
+//   version the server chose -> notifications/initialized -> tools/list (following
+//   nextCursor) -> tools/call ... -> Close().
+//
+//   McpClient client(config, options, handlers);
+//   RETURN_IF_ERROR(client.Connect());
+//   for (auto& tool : client.tools()) ...
+//   auto result = client.CallTool("echo", {{"message", "hi"}}, call_options, absl::Seconds(60));
+//
+// A client is used for one connection only: after a disconnect, make a new one.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "upstream/upstream.h"
+#include "upstream/jsonrpc_client.h"
+
+namespace gateway {
+
+// Protocol versions we accept from a server, newest first; we ask for the first.
+inline constexpr const char* kUpstreamProtocolVersions[] = {"2025-11-25", "2025-06-18",
+                                                           "2025-03-26", "2024-11-05"};
+
+class McpClient {
+ public:
+  struct Handlers {
+    // The server said its tool list changed (runs on a transport thread: refresh elsewhere).
+    std::function<void()> on_tools_changed;
+    // The connection dropped (runs on a transport thread).
+    std::function<void(const std::string& reason)> on_disconnected;
+  };
+
+  McpClient(UpstreamConfig config, UpstreamOptions options, Handlers handlers);
+  ~McpClient();  // Close()s
+  McpClient(const McpClient&) = delete;
+  McpClient& operator=(const McpClient&) = delete;
+
+  // Connects and runs initialize and the first tools/list, each within connect_timeout.
+  // The error says what failed, e.g. "initialize timed out", "connect: Connection refused".
+  absl::Status Connect();
+  absl::StatusOr<std::vector<UpstreamTool>> ListTools(absl::Duration timeout);
+  // tools/call; the CallToolResult object (possibly isError: true) or an error.
+  absl::StatusOr<nlohmann::json> CallTool(const std::string& tool,
+                                          const nlohmann::json& arguments,
+                                          const CallOptions& options, absl::Duration timeout);
+  // Shuts the connection down (see ClientTransport::Close). Idempotent, thread-safe.
+  void Close();
+
+  bool connected() const;
+  std::string disconnect_reason() const;
+  // From Connect(): the initialize result and the first tool list.
+  const std::string& server_name() const { return server_name_; }
+  const std::string& instructions() const { return instructions_; }
+  const std::string& protocol_version() const { return protocol_version_; }
+  const std::vector<UpstreamTool>& tools() const { return tools_; }
+  // The transport (tests look at a stdio child's pid, an HTTP session id).
+  ClientTransport* transport() const { return transport_; }
+
+ private:
+  const UpstreamConfig config_;
+  const UpstreamOptions options_;
+  const Handlers handlers_;
+  ClientTransport* transport_ = nullptr;  // owned by rpc_
+  std::unique_ptr<JsonRpcClient> rpc_;
+  std::string server_name_;
+  std::string instructions_;
+  std::string protocol_version_;
+  std::vector<UpstreamTool> tools_;
+};
+
+// Parses a tools/list result page; malformed entries are skipped (and logged).
+std::vector<UpstreamTool> ParseTools(const std::string& server, const nlohmann::json& result);
+
+}  // namespace gateway

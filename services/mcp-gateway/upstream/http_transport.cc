@@ -1,0 +1,730 @@
+// StreamableHttpTransport and SseTransport (see upstream_http.h), on cpp-httplib.
+//
+// httplib::Client is not meant for concurrent requests, so every exchange gets its own
+// client (connections are cheap next to a tool call), and the only cross-thread call made
+// on a client is stop(), which shuts its socket down to end a blocked read.
+#include "upstream/http_transport.h"
+#include "base/thread.h"
+#include "base/untrusted_json.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace gateway {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr size_t kMaxJsonBody = 256u << 20;
+constexpr size_t kMaxErrorBody = 2048;
+// Streams (request responses, GET streams) are ended by stop(), not by a read timeout:
+// a tool call may legitimately be silent for a long time.
+constexpr absl::Duration kStreamReadTimeout = absl::Hours(1);
+// Resuming a request's stream (Last-Event-ID): at most this many GETs, each after the
+// server's `retry:` delay (1 s when it gave none), never longer than kMaxRetryDelay.
+constexpr int kMaxResumes = 5;
+constexpr absl::Duration kDefaultRetryDelay = absl::Seconds(1);
+constexpr absl::Duration kMaxRetryDelay = absl::Seconds(30);
+constexpr absl::Duration kProbeTimeout = absl::Seconds(2);
+constexpr absl::Duration kDeleteTimeout = absl::Seconds(2);
+
+std::shared_ptr<httplib::Client> MakeClient(const std::string& origin,
+                                            absl::Duration connect_timeout,
+                                            absl::Duration read_timeout) {
+  auto client = std::make_shared<httplib::Client>(origin);
+  client->set_connection_timeout(
+      std::chrono::milliseconds(absl::ToInt64Milliseconds(connect_timeout)));
+  client->set_read_timeout(std::chrono::milliseconds(absl::ToInt64Milliseconds(read_timeout)));
+  client->set_write_timeout(std::chrono::seconds(30));
+  client->set_follow_location(false);
+  return client;
+}
+
+// The configured headers, minus those the protocol itself sets.
+httplib::Headers ConfiguredHeaders(const UpstreamConfig& config) {
+  httplib::Headers headers;
+  for (const auto& [key, value] : config.headers) {
+    std::string lower = absl::AsciiStrToLower(key);
+    if (lower == "accept" || lower == "content-type" || lower == "mcp-session-id" ||
+        lower == "mcp-protocol-version" || lower == "content-length" || lower == "host") {
+      continue;
+    }
+    headers.emplace(key, value);
+  }
+  return headers;
+}
+
+bool IsEventStream(const std::string& content_type) {
+  return absl::StartsWith(absl::AsciiStrToLower(content_type), "text/event-stream");
+}
+
+bool IsRequest(const json& message) {
+  return message.is_object() && message.contains("method") && message.contains("id") &&
+         !message["id"].is_null();
+}
+
+std::string MethodOf(const json& message) {
+  if (!message.is_object()) return "";
+  auto it = message.find("method");
+  return it != message.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// Parses one JSON text (a body, an SSE data field) and hands it on.
+void DispatchText(const std::string& name, const std::string& text,
+                  const std::function<void(json)>& on_message) {
+  absl::StatusOr<json> message = codemode::ParseUntrustedJson(text, "message");
+  if (!message.ok()) {
+    spdlog::warn("upstream {}: ignoring a message ({}): {}", name, std::string(message.status().message()),
+                 text.substr(0, 200));
+    return;
+  }
+  on_message(std::move(*message));
+}
+
+std::string Snippet(const std::string& body) {
+  std::string s(absl::StripAsciiWhitespace(body));
+  if (s.size() > 200) s = s.substr(0, 200) + "...";
+  return s;
+}
+
+absl::Status HttpStatusError(int status, const std::string& body) {
+  std::string text = absl::StrCat("HTTP ", status);
+  std::string snippet = Snippet(body);
+  if (!snippet.empty()) absl::StrAppend(&text, ": ", snippet);
+  return absl::UnavailableError(text);
+}
+
+bool IsConnectError(httplib::Error error) {
+  return error == httplib::Error::Connection || error == httplib::Error::ConnectionTimeout;
+}
+
+}  // namespace
+
+// One HTTP exchange running on its own thread. Another thread ends it by stop()ping the
+// client it currently uses; `done` is set as the thread's last action.
+struct HttpExchange {
+  json id;  // the request it carries (null for GET streams)
+  std::thread thread;
+  std::atomic<bool> done{false};
+  std::atomic<bool> abandoned{false};
+
+  void SetClient(std::shared_ptr<httplib::Client> c) {
+    std::lock_guard<std::mutex> lock(mu);
+    client = std::move(c);
+  }
+  void Stop() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (client) client->stop();
+  }
+  // stop() only cuts a request already in flight, so repeat until the thread is out.
+  // Safe to call from several threads (a failed Start() and Close()).
+  void StopAndJoin() {
+    std::lock_guard<std::mutex> lock(join_mu);
+    while (!done) {
+      Stop();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (thread.joinable()) thread.join();
+  }
+
+ private:
+  std::mutex join_mu;
+  std::mutex mu;
+  std::shared_ptr<httplib::Client> client;
+};
+
+// ---- StreamableHttpTransport ------------------------------------------------------------
+
+struct StreamableHttpTransport::PostResult {
+  httplib::Error error = httplib::Error::Success;
+  int status = 0;
+  std::string body;          // of a non-SSE response (error text or the JSON response)
+  std::string session_used;  // the Mcp-Session-Id the request carried
+  StreamCursor cursor;       // where its SSE stream ended (empty id for a JSON response)
+};
+
+struct StreamableHttpTransport::GetResult {
+  httplib::Error error = httplib::Error::Success;
+  int status = 0;
+  bool got_event = false;
+};
+
+static absl::Duration RetryDelay(const std::optional<int64_t>& retry_ms) {
+  if (!retry_ms) return kDefaultRetryDelay;
+  return std::min(absl::Milliseconds(*retry_ms), kMaxRetryDelay);
+}
+
+StreamableHttpTransport::StreamableHttpTransport(UpstreamConfig config,
+                                                 absl::Duration connect_timeout)
+    : config_(std::move(config)), connect_timeout_(connect_timeout) {}
+
+StreamableHttpTransport::~StreamableHttpTransport() { Close(); }
+
+std::string StreamableHttpTransport::session_id() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return session_id_;
+}
+
+std::shared_ptr<httplib::Client> StreamableHttpTransport::NewClient(
+    absl::Duration read_timeout) const {
+  return MakeClient(url_.origin, connect_timeout_, read_timeout);
+}
+
+absl::Status StreamableHttpTransport::Start(TransportCallbacks callbacks, absl::Duration) {
+  std::lock_guard<std::mutex> start_lock(start_mu_);
+  if (closing_) return absl::UnavailableError("connection closed");
+  auto url = ParseHttpUrl(config_.url);
+  if (!url.ok()) return url.status();
+  url_ = *std::move(url);
+  callbacks_ = std::move(callbacks);
+  return absl::OkStatus();  // nothing to open: the initialize POST is the first contact
+}
+
+StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
+    const json& message, httplib::Client& client,
+    const std::function<void(json)>& on_message) {
+  const bool initialize = MethodOf(message) == "initialize";
+  PostResult result;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = url_.target;
+  req.headers = ConfiguredHeaders(config_);
+  req.headers.emplace("Content-Type", "application/json");
+  req.headers.emplace("Accept", "application/json, text/event-stream");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    result.session_used = session_id_;
+    if (!session_id_.empty()) req.headers.emplace("Mcp-Session-Id", session_id_);
+    if (!initialize && !protocol_version_.empty()) {
+      req.headers.emplace("MCP-Protocol-Version", protocol_version_);
+    }
+  }
+  req.body = message.dump(-1, ' ', false, json::error_handler_t::replace);
+
+  bool event_stream = false;
+  SseParser parser;
+  req.response_handler = [&](const httplib::Response& res) {
+    result.status = res.status;
+    event_stream = res.status == 200 && IsEventStream(res.get_header_value("Content-Type"));
+    if (initialize && res.status == 200 && res.has_header("Mcp-Session-Id")) {
+      std::lock_guard<std::mutex> lock(mu_);
+      session_id_ = res.get_header_value("Mcp-Session-Id");
+    }
+    return true;
+  };
+  req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+    if (event_stream) {
+      // Dispatch each event as it arrives: progress must reach the caller before the
+      // response ends the stream.
+      return parser.Feed(data, size, [&](const SseParser::Event& event) {
+        if (event.event == "message") DispatchText(config_.name, event.data, on_message);
+      });
+    }
+    size_t limit = result.status == 200 ? kMaxJsonBody : kMaxErrorBody;
+    result.body.append(data, std::min(size, limit - std::min(limit, result.body.size())));
+    return true;
+  };
+  httplib::Response res;
+  client.send(req, res, result.error);
+  if (result.error == httplib::Error::Success && result.status == 200 && !event_stream &&
+      !result.body.empty()) {
+    DispatchText(config_.name, result.body, on_message);
+  }
+  if (event_stream) result.cursor = {parser.last_event_id(), parser.retry_ms()};
+  return result;
+}
+
+absl::Status StreamableHttpTransport::Post(const json& message, HttpExchange* exchange,
+                                           const std::function<void(json)>& on_message,
+                                           bool* connection_lost, int* final_status,
+                                           StreamCursor* cursor) {
+  *connection_lost = false;
+  *final_status = 0;
+  const bool initialize = MethodOf(message) == "initialize";
+  for (int attempt = 0;; ++attempt) {
+    auto client = NewClient(IsRequest(message) ? kStreamReadTimeout : connect_timeout_);
+    if (exchange != nullptr) {
+      exchange->SetClient(client);
+      if (exchange->abandoned) return absl::CancelledError("abandoned");
+    }
+    PostResult r = PostOnce(message, *client, on_message);
+    if (closing_ || (exchange != nullptr && exchange->abandoned)) {
+      return absl::CancelledError("abandoned");
+    }
+    if (r.error != httplib::Error::Success) {
+      if (IsConnectError(r.error)) {
+        *connection_lost = true;
+        return absl::UnavailableError(DescribeConnectFailure(url_, kProbeTimeout));
+      }
+      return absl::UnavailableError(
+          absl::StrCat("HTTP request failed: ", httplib::to_string(r.error)));
+    }
+    *final_status = r.status;
+    if ((r.status == 404 || r.status == 400) && !r.session_used.empty() && !initialize &&
+        attempt == 0) {
+      spdlog::info("upstream {}: session expired (HTTP {}); initializing again", config_.name,
+                   r.status);
+      absl::Status s = Reinitialize(r.session_used);
+      if (!s.ok()) {
+        return absl::UnavailableError(
+            absl::StrCat("session expired; initializing again failed: ", s.message()));
+      }
+      continue;
+    }
+    if (cursor != nullptr) *cursor = r.cursor;
+    if (r.status == 200 || r.status == 202) return absl::OkStatus();
+    return HttpStatusError(r.status, r.body);
+  }
+}
+
+absl::Status StreamableHttpTransport::Reinitialize(const std::string& stale_session) {
+  std::lock_guard<std::mutex> reinit_lock(reinit_mu_);
+  json init;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (session_id_ != stale_session) return absl::OkStatus();  // another thread did it
+    session_id_.clear();
+    init = initialize_request_;
+  }
+  if (init.is_null()) return absl::FailedPreconditionError("no initialize request to repeat");
+  // A string id cannot collide with JsonRpcClient's integer ids; the answer is ours.
+  init["id"] = absl::StrCat("mcp-gateway-reinitialize-", ++reinit_count_);
+  json response;
+  auto capture = [&](json m) {
+    if (m.is_object() && !m.contains("method") && m.value("id", json()) == init["id"]) {
+      response = std::move(m);
+    } else if (callbacks_.on_message) {
+      callbacks_.on_message(std::move(m));
+    }
+  };
+  auto client = NewClient(connect_timeout_);
+  PostResult r = PostOnce(init, *client, capture);
+  if (r.error != httplib::Error::Success) {
+    return absl::UnavailableError(absl::StrCat("initialize: ", httplib::to_string(r.error)));
+  }
+  if (r.status != 200) return HttpStatusError(r.status, r.body);
+  if (!response.contains("result")) {
+    return absl::UnavailableError(absl::StrCat(
+        "initialize failed: ", response.contains("error") ? response["error"].dump() : "no answer"));
+  }
+  json initialized = {{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}};
+  auto client2 = NewClient(connect_timeout_);
+  PostResult n = PostOnce(initialized, *client2, capture);
+  if (n.error != httplib::Error::Success || (n.status != 202 && n.status != 200)) {
+    return absl::UnavailableError("notifications/initialized was not accepted");
+  }
+  spdlog::info("upstream {}: new session {}", config_.name, session_id());
+  return absl::OkStatus();
+}
+
+absl::Status StreamableHttpTransport::StartExchange(const json& message) {
+  auto exchange = std::make_shared<HttpExchange>();
+  exchange->id = message.value("id", json());  // null for a notification
+  std::lock_guard<std::mutex> lock(workers_mu_);
+  if (closing_) return absl::UnavailableError("connection closed");
+  // Join the workers that have finished (their last act was setting `done`).
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    if ((*it)->done && (*it)->thread.joinable() &&
+        (*it)->thread.get_id() != std::this_thread::get_id()) {
+      (*it)->thread.join();
+      it = workers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  workers_.push_back(exchange);
+  exchange->thread = codemode::StartThread("upstream http post", [this, exchange, message] {
+    bool answered = false;
+    auto on_message = [&](json m) {
+      if (m.is_object() && !m.contains("method") && m.value("id", json()) == exchange->id) {
+        answered = true;
+      }
+      if (callbacks_.on_message) callbacks_.on_message(std::move(m));
+    };
+    bool connection_lost = false;
+    int status = 0;
+    StreamCursor cursor;
+    absl::Status s = Post(message, exchange.get(), on_message, &connection_lost, &status, &cursor);
+    // The response stream ended without the response but gave an event id: the server
+    // means us to come back for the rest (it may close streams to poll, SEP-1699).
+    if (s.ok() && IsRequest(message) && !answered && !cursor.last_event_id.empty()) {
+      s = Resume(exchange.get(), &cursor, on_message, [&] { return answered; });
+      if (absl::IsCancelled(s)) s = absl::OkStatus();  // closing or abandoned: said elsewhere
+      status = 200;
+    }
+    if (!IsRequest(message)) {
+      if (!s.ok()) {
+        spdlog::debug("upstream {}: {} not delivered: {}", config_.name, MethodOf(message),
+                      std::string(s.message()));
+      }
+    } else if (!closing_ && !exchange->abandoned) {
+      if (connection_lost) {
+        if (callbacks_.on_closed) callbacks_.on_closed(std::string(s.message()));
+      } else if (!s.ok()) {
+        if (callbacks_.on_request_failed) callbacks_.on_request_failed(exchange->id, s);
+      } else if (!answered && status == 200 && callbacks_.on_request_failed) {
+        callbacks_.on_request_failed(
+            exchange->id, absl::UnavailableError("the response stream ended without a response"));
+      }
+    }
+    exchange->done = true;
+  });
+  return absl::OkStatus();
+}
+
+absl::Status StreamableHttpTransport::Send(const json& message) {
+  if (closing_) return absl::UnavailableError("connection closed");
+  if (MethodOf(message) == "initialize") {
+    std::lock_guard<std::mutex> lock(mu_);
+    initialize_request_ = message;
+  }
+  if (IsRequest(message)) return StartExchange(message);
+  // notifications/cancelled comes from a caller that has given up already: do not make it
+  // wait for a server that may be hung.
+  if (MethodOf(message) == "notifications/cancelled") return StartExchange(message);
+  // Other notifications and our answers to server requests: short exchanges answered with
+  // 202, sent in order (notifications/initialized must precede the next request).
+  bool connection_lost = false;
+  int status = 0;
+  auto forward = [this](json m) {
+    if (callbacks_.on_message) callbacks_.on_message(std::move(m));
+  };
+  absl::Status s = Post(message, nullptr, forward, &connection_lost, &status);
+  if (connection_lost && !closing_ && callbacks_.on_closed) {
+    callbacks_.on_closed(std::string(s.message()));
+  }
+  return s;
+}
+
+void StreamableHttpTransport::Abandon(const json& id) {
+  std::lock_guard<std::mutex> lock(workers_mu_);
+  for (auto& exchange : workers_) {
+    if (exchange->id == id && !exchange->done) {
+      exchange->abandoned = true;
+      exchange->Stop();
+    }
+  }
+}
+
+void StreamableHttpTransport::OnInitialized(const std::string& protocol_version) {
+  std::unique_lock<std::mutex> workers_lock(workers_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    protocol_version_ = protocol_version;
+    if (get_stream_started_) return;
+    get_stream_started_ = true;
+  }
+  if (closing_) return;
+  auto exchange = std::make_shared<HttpExchange>();
+  workers_.push_back(exchange);
+  exchange->thread = codemode::StartThread("upstream http get", [this, exchange] { RunGetStream(exchange); });
+  // Until the GET stream is open, a server has nowhere to put what belongs to no request
+  // (and one answering a resumed call on any GET would hand it to the wrong stream): wait
+  // for its first answer, briefly, before the first request goes out.
+  get_stream_cv_.wait_for(workers_lock, std::chrono::seconds(5),
+                          [this] { return get_stream_settled_ || closing_.load(); });
+}
+
+StreamableHttpTransport::GetResult StreamableHttpTransport::GetOnce(
+    HttpExchange* exchange, StreamCursor* cursor, const std::function<void(json)>& on_message,
+    const std::function<void()>& on_answered) {
+  auto client = NewClient(kStreamReadTimeout);
+  exchange->SetClient(client);
+  httplib::Request req;
+  req.method = "GET";
+  req.path = url_.target;
+  req.headers = ConfiguredHeaders(config_);
+  req.headers.emplace("Accept", "text/event-stream");
+  if (!cursor->last_event_id.empty()) req.headers.emplace("Last-Event-ID", cursor->last_event_id);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!session_id_.empty()) req.headers.emplace("Mcp-Session-Id", session_id_);
+    if (!protocol_version_.empty()) req.headers.emplace("MCP-Protocol-Version", protocol_version_);
+  }
+  GetResult result;
+  bool event_stream = false;
+  SseParser parser;
+  req.response_handler = [&](const httplib::Response& res) {
+    result.status = res.status;
+    event_stream = res.status == 200 && IsEventStream(res.get_header_value("Content-Type"));
+    if (on_answered) on_answered();
+    return event_stream;  // anything else: do not read the body
+  };
+  req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+    return parser.Feed(data, size, [&](const SseParser::Event& event) {
+      result.got_event = true;
+      if (event.event == "message") DispatchText(config_.name, event.data, on_message);
+    });
+  };
+  httplib::Response res;
+  client->send(req, res, result.error);
+  if (event_stream) {
+    // A stream that set no id leaves the old one: resuming from it is still right.
+    if (!parser.last_event_id().empty()) cursor->last_event_id = parser.last_event_id();
+    if (parser.retry_ms()) cursor->retry_ms = parser.retry_ms();
+  }
+  return result;
+}
+
+bool StreamableHttpTransport::WaitToReconnect(absl::Duration delay, const HttpExchange* exchange) {
+  const auto until = std::chrono::steady_clock::now() + absl::ToChronoMilliseconds(delay);
+  std::unique_lock<std::mutex> lock(workers_mu_);
+  // Abandon() does not signal the condition variable: look at the flag every 50 ms.
+  while (!closing_ && !(exchange != nullptr && exchange->abandoned)) {
+    if (closing_cv_.wait_until(lock, std::min(until, std::chrono::steady_clock::now() +
+                                                         std::chrono::milliseconds(50))) ==
+            std::cv_status::timeout &&
+        std::chrono::steady_clock::now() >= until) {
+      return true;
+    }
+  }
+  return false;
+}
+
+absl::Status StreamableHttpTransport::Resume(HttpExchange* exchange, StreamCursor* cursor,
+                                             const std::function<void(json)>& on_message,
+                                             const std::function<bool()>& answered) {
+  for (int attempt = 1; attempt <= kMaxResumes; ++attempt) {
+    if (!WaitToReconnect(RetryDelay(cursor->retry_ms), exchange)) {
+      return absl::CancelledError("closing");
+    }
+    spdlog::debug("upstream {}: resuming a response stream after event {} (attempt {})",
+                  config_.name, cursor->last_event_id, attempt);
+    GetResult r = GetOnce(exchange, cursor, on_message);
+    if (answered()) return absl::OkStatus();
+    if (closing_ || exchange->abandoned) return absl::CancelledError("closing");
+    // (A refused GET reads no body, so httplib reports it as cancelled: look at the status.)
+    if (r.status != 0 && r.status != 200) {
+      return absl::UnavailableError(absl::StrCat(
+          "the response stream ended before the response, and resuming it failed: HTTP ",
+          r.status));
+    }
+  }
+  return absl::UnavailableError(absl::StrCat(
+      "the response stream ended before the response, also after resuming it ", kMaxResumes,
+      " times"));
+}
+
+// The stream of messages that belong to no request. Reopened whenever it ends, from the
+// last event id it gave (Last-Event-ID), after the server's `retry:` or a backoff.
+void StreamableHttpTransport::RunGetStream(std::shared_ptr<HttpExchange> exchange) {
+  absl::Duration backoff = absl::Milliseconds(500);
+  StreamCursor cursor;
+  auto forward = [this](json m) {
+    if (callbacks_.on_message) callbacks_.on_message(std::move(m));
+  };
+  auto settle = [this] {
+    std::lock_guard<std::mutex> lock(workers_mu_);
+    if (get_stream_settled_) return;
+    get_stream_settled_ = true;
+    get_stream_cv_.notify_all();
+  };
+  while (!closing_) {
+    GetResult r = GetOnce(exchange.get(), &cursor, forward, settle);
+    settle();  // also when it failed before any answer
+    if (closing_) break;
+    if (r.status == 405) {
+      spdlog::debug("upstream {}: no GET stream (HTTP 405)", config_.name);
+      break;
+    }
+    if (IsConnectError(r.error)) {
+      // The server is gone: say so now rather than at the next call.
+      if (callbacks_.on_closed) callbacks_.on_closed(DescribeConnectFailure(url_, kProbeTimeout));
+      break;
+    }
+    if (r.got_event) backoff = absl::Milliseconds(500);
+    const absl::Duration delay = cursor.retry_ms ? RetryDelay(cursor.retry_ms) : backoff;
+    spdlog::debug("upstream {}: GET stream ended (HTTP {}, {}); reopening in {}", config_.name,
+                  r.status, httplib::to_string(r.error), absl::FormatDuration(delay));
+    if (!WaitToReconnect(delay, nullptr)) break;
+    backoff = std::min(backoff * 2, absl::Seconds(30));
+  }
+  settle();
+  exchange->done = true;
+}
+
+void StreamableHttpTransport::DeleteSession() {
+  httplib::Headers headers = ConfiguredHeaders(config_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (session_id_.empty()) return;
+    headers.emplace("Mcp-Session-Id", session_id_);
+    if (!protocol_version_.empty()) headers.emplace("MCP-Protocol-Version", protocol_version_);
+  }
+  auto client = MakeClient(url_.origin, std::min(connect_timeout_, kDeleteTimeout), kDeleteTimeout);
+  auto res = client->Delete(url_.target, headers);
+  spdlog::debug("upstream {}: DELETE session: {}", config_.name,
+                res ? std::to_string(res->status) : httplib::to_string(res.error()));
+}
+
+void StreamableHttpTransport::Close() {
+  std::call_once(close_once_, [this] {
+    std::list<std::shared_ptr<HttpExchange>> workers;
+    closing_ = true;
+    { std::lock_guard<std::mutex> start_lock(start_mu_); }
+    {
+      std::lock_guard<std::mutex> lock(workers_mu_);
+      closing_cv_.notify_all();
+      get_stream_cv_.notify_all();
+      workers.swap(workers_);
+    }
+    for (auto& exchange : workers) exchange->StopAndJoin();
+    if (!url_.origin.empty()) DeleteSession();  // errors ignored: the server may be gone
+  });
+}
+
+// ---- SseTransport -------------------------------------------------------------------------
+
+SseTransport::SseTransport(UpstreamConfig config, absl::Duration connect_timeout)
+    : config_(std::move(config)), connect_timeout_(connect_timeout) {}
+
+SseTransport::~SseTransport() { Close(); }
+
+std::string SseTransport::endpoint() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return endpoint_;
+}
+
+absl::Status SseTransport::Start(TransportCallbacks callbacks, absl::Duration timeout) {
+  {
+    std::lock_guard<std::mutex> start_lock(start_mu_);
+    if (closing_) return absl::UnavailableError("connection closed");
+    auto url = ParseHttpUrl(config_.url);
+    if (!url.ok()) return url.status();
+    url_ = *std::move(url);
+    callbacks_ = std::move(callbacks);
+    stream_ = std::make_shared<HttpExchange>();
+    stream_->thread = codemode::StartThread("upstream sse", [this] { RunStream(); });
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, absl::ToChronoMilliseconds(timeout),
+               [this] { return !endpoint_.empty() || stream_ended_ || closing_; });
+  if (!endpoint_.empty() && !closing_) return absl::OkStatus();
+  const bool timed_out = !stream_ended_ && !closing_;
+  std::string error = closing_         ? "connection closed"
+                      : stream_ended_  ? stream_error_
+                                       : "timed out waiting for the endpoint event";
+  lock.unlock();
+  closing_ = true;
+  stream_->StopAndJoin();
+  return timed_out ? absl::DeadlineExceededError(error) : absl::UnavailableError(error);
+}
+
+void SseTransport::RunStream() {
+  auto client = MakeClient(url_.origin, connect_timeout_, kStreamReadTimeout);
+  stream_->SetClient(client);
+  httplib::Request req;
+  req.method = "GET";
+  req.path = url_.target;
+  req.headers = ConfiguredHeaders(config_);
+  req.headers.emplace("Accept", "text/event-stream");
+  int status = 0;
+  bool event_stream = false;
+  std::string content_type;
+  std::string body;
+  SseParser parser;
+  auto forward = [this](json m) {
+    if (callbacks_.on_message) callbacks_.on_message(std::move(m));
+  };
+  req.response_handler = [&](const httplib::Response& res) {
+    status = res.status;
+    content_type = res.get_header_value("Content-Type");
+    event_stream = status == 200 && IsEventStream(content_type);
+    return true;
+  };
+  req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+    if (!event_stream) {
+      if (body.size() < kMaxErrorBody) body.append(data, std::min(size, kMaxErrorBody));
+      return true;
+    }
+    return parser.Feed(data, size, [&](const SseParser::Event& event) {
+      if (event.event == "endpoint") {
+        std::string endpoint = ResolveUrl(config_.url, std::string(absl::StripAsciiWhitespace(event.data)));
+        auto parsed = ParseHttpUrl(endpoint);
+        // Our headers (credentials) go to the endpoint: it must be the same server.
+        if (!parsed.ok() || parsed->origin != url_.origin) {
+          spdlog::error("upstream {}: ignoring endpoint {} on another origin", config_.name,
+                        endpoint);
+          return;
+        }
+        std::lock_guard<std::mutex> lock(mu_);
+        endpoint_ = endpoint;
+        cv_.notify_all();
+      } else if (event.event == "message") {
+        DispatchText(config_.name, event.data, forward);
+      }
+    });
+  };
+  httplib::Response res;
+  httplib::Error error = httplib::Error::Success;
+  client->send(req, res, error);
+
+  std::string reason;
+  if (IsConnectError(error)) {
+    reason = DescribeConnectFailure(url_, kProbeTimeout);
+  } else if (error != httplib::Error::Success) {
+    reason = absl::StrCat("SSE stream failed: ", httplib::to_string(error));
+  } else if (status != 200) {
+    reason = std::string(HttpStatusError(status, body).message());
+  } else if (!event_stream) {
+    reason = absl::StrCat("expected text/event-stream, got ", content_type);
+  } else {
+    reason = "SSE stream closed by the server";
+  }
+  bool had_endpoint;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stream_ended_ = true;
+    stream_error_ = reason;
+    had_endpoint = !endpoint_.empty();
+    cv_.notify_all();
+  }
+  // Before the endpoint arrived, Start() reports the failure instead.
+  if (had_endpoint && !closing_ && callbacks_.on_closed) callbacks_.on_closed(reason);
+  stream_->done = true;
+}
+
+absl::Status SseTransport::Send(const json& message) {
+  if (closing_) return absl::UnavailableError("connection closed");
+  std::string endpoint = this->endpoint();
+  if (endpoint.empty()) return absl::UnavailableError("not connected");
+  auto url = ParseHttpUrl(endpoint);
+  if (!url.ok()) return url.status();
+  // The answer comes on the event stream; the POST itself only says "accepted".
+  auto client = MakeClient(url->origin, connect_timeout_, connect_timeout_);
+  auto res = client->Post(url->target, ConfiguredHeaders(config_),
+                          message.dump(-1, ' ', false, json::error_handler_t::replace),
+                          "application/json");
+  if (!res) {
+    if (IsConnectError(res.error())) {
+      return absl::UnavailableError(DescribeConnectFailure(*url, kProbeTimeout));
+    }
+    return absl::UnavailableError(
+        absl::StrCat("HTTP request failed: ", httplib::to_string(res.error())));
+  }
+  if (res->status >= 200 && res->status < 300) return absl::OkStatus();
+  return HttpStatusError(res->status, res->body);
+}
+
+void SseTransport::Close() {
+  std::call_once(close_once_, [this] {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closing_ = true;
+      cv_.notify_all();  // a Start() waiting for the endpoint gives up
+    }
+    { std::lock_guard<std::mutex> start_lock(start_mu_); }
+    if (stream_) stream_->StopAndJoin();
+  });
+}
+
+}  // namespace gateway

@@ -1,0 +1,146 @@
+// The two HTTP client transports of MCP.
+//
+// StreamableHttpTransport (spec 2025-03-26 and later, "Streamable HTTP"): every message is
+// POSTed to the one endpoint URL. A request's answer is either an application/json body or
+// a text/event-stream of messages (progress, server requests, then the response), read as
+// it arrives. Notifications and responses get 202. The server may hand out an
+// Mcp-Session-Id at initialize, which then goes on every request; 404 (or 400) on a
+// request carrying it means the session is gone, so the transport repeats initialize once
+// and retries. After initialize a GET stream carries unsolicited notifications (405: the
+// server has none). Close() DELETEs the session.
+//
+// SseTransport (spec 2024-11-05, "HTTP with SSE"): a GET opens an event stream whose
+// first `endpoint` event names the URL to POST messages to; every response and
+// notification then arrives as a `message` event on that stream.
+//
+// Requests of StreamableHttpTransport run on worker threads (one per request in flight) so
+// that callers can time out or cancel while a response streams; Abandon() cuts one.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "upstream/upstream.h"
+#include "upstream/http_util.h"
+#include "upstream/transport.h"
+
+namespace httplib {
+class Client;
+}
+
+namespace gateway {
+
+struct HttpExchange;  // one HTTP exchange on its own thread (upstream_http.cc)
+
+class StreamableHttpTransport : public ClientTransport {
+ public:
+  StreamableHttpTransport(UpstreamConfig config, absl::Duration connect_timeout);
+  ~StreamableHttpTransport() override;  // Close()s
+
+  absl::Status Start(TransportCallbacks callbacks, absl::Duration timeout) override;
+  absl::Status Send(const nlohmann::json& message) override;
+  void Abandon(const nlohmann::json& id) override;
+  void OnInitialized(const std::string& protocol_version) override;
+  void Close() override;
+
+  std::string session_id() const;
+
+ private:
+  // Where an SSE stream stood when it ended: what resuming it needs (MCP 2025-11-25,
+  // "Resumability and Redelivery").
+  struct StreamCursor {
+    std::string last_event_id;       // "" when the stream gave no id: not resumable
+    std::optional<int64_t> retry_ms; // the server's `retry:`, if it sent one
+  };
+  struct PostResult;
+  struct GetResult;
+  // One POST; messages from the response (JSON or SSE) go to `on_message` as they arrive.
+  PostResult PostOnce(const nlohmann::json& message, httplib::Client& client,
+                      const std::function<void(nlohmann::json)>& on_message);
+  // PostOnce, plus re-initialize-and-retry when the session has expired. Sets
+  // `*connection_lost` when the server could not be reached at all, and `*cursor` (when
+  // given) to where the response's SSE stream ended.
+  absl::Status Post(const nlohmann::json& message, HttpExchange* exchange,
+                    const std::function<void(nlohmann::json)>& on_message,
+                    bool* connection_lost, int* final_status, StreamCursor* cursor = nullptr);
+  // One GET stream, with Last-Event-ID when `cursor` holds an id; advances the cursor.
+  GetResult GetOnce(HttpExchange* exchange, StreamCursor* cursor,
+                    const std::function<void(nlohmann::json)>& on_message,
+                    const std::function<void()>& on_answered = nullptr);
+  // A request's SSE stream ended before its response: GETs with Last-Event-ID, each after
+  // the delay the server's `retry:` asked for (at most kMaxRetryDelay), until `answered()`
+  // or kMaxResumes attempts.
+  absl::Status Resume(HttpExchange* exchange, StreamCursor* cursor,
+                      const std::function<void(nlohmann::json)>& on_message,
+                      const std::function<bool()>& answered);
+  // Waits `delay`; false when the transport closes or `exchange` is abandoned meanwhile.
+  bool WaitToReconnect(absl::Duration delay, const HttpExchange* exchange);
+  absl::Status Reinitialize(const std::string& stale_session);
+  // Posts `message` on a worker thread. For a request, failures go to on_request_failed;
+  // for a notification they are only logged.
+  absl::Status StartExchange(const nlohmann::json& message);
+  void RunGetStream(std::shared_ptr<HttpExchange> exchange);
+  std::shared_ptr<httplib::Client> NewClient(absl::Duration read_timeout) const;
+  void DeleteSession();
+
+  const UpstreamConfig config_;
+  const absl::Duration connect_timeout_;
+  HttpUrl url_;
+  TransportCallbacks callbacks_;
+
+  mutable std::mutex mu_;
+  std::string session_id_;
+  std::string protocol_version_;
+  nlohmann::json initialize_request_;  // repeated when the session expires
+  bool get_stream_started_ = false;
+  bool get_stream_settled_ = false;  // its first GET was answered (or failed)
+  std::condition_variable get_stream_cv_;
+
+  std::mutex reinit_mu_;  // one re-initialize at a time
+  int reinit_count_ = 0;
+
+  std::mutex start_mu_;  // Close() waits for a Start() in progress
+  std::mutex workers_mu_;
+  std::condition_variable closing_cv_;  // wakes the GET stream's retry wait
+  std::list<std::shared_ptr<HttpExchange>> workers_;
+  std::atomic<bool> closing_{false};
+  std::once_flag close_once_;
+};
+
+class SseTransport : public ClientTransport {
+ public:
+  SseTransport(UpstreamConfig config, absl::Duration connect_timeout);
+  ~SseTransport() override;  // Close()s
+
+  absl::Status Start(TransportCallbacks callbacks, absl::Duration timeout) override;
+  absl::Status Send(const nlohmann::json& message) override;
+  void Close() override;
+
+  std::string endpoint() const;
+
+ private:
+  void RunStream();
+
+  const UpstreamConfig config_;
+  const absl::Duration connect_timeout_;
+  HttpUrl url_;
+  TransportCallbacks callbacks_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::string endpoint_;      // where to POST, once the endpoint event arrived
+  bool stream_ended_ = false;
+  std::string stream_error_;  // why the GET stream ended
+
+  std::mutex start_mu_;  // Close() waits until Start() has set up stream_
+  std::shared_ptr<HttpExchange> stream_;
+  std::atomic<bool> closing_{false};
+  std::once_flag close_once_;
+};
+
+}  // namespace gateway

@@ -1,0 +1,340 @@
+// JsonRpcClient: request multiplexing, notification routing and cancellation for one
+// upstream connection (see upstream_jsonrpc.h).
+#include "upstream/jsonrpc_client.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace gateway {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr int kMethodNotFound = -32601;
+
+// Request ids we send are integers; anything else in a response is not ours.
+bool AsId(const json& id, int64_t* out) {
+  if (!id.is_number_integer()) return false;
+  *out = id.get<int64_t>();
+  return true;
+}
+
+std::chrono::steady_clock::time_point DeadlineAfter(absl::Duration timeout) {
+  // Clamp so that "infinite" timeouts do not overflow the clock arithmetic.
+  timeout = std::max(absl::ZeroDuration(), std::min(timeout, absl::Hours(24 * 365)));
+  return std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(timeout);
+}
+
+}  // namespace
+
+// One request in flight. `mu`/`cv` guard its outcome; `progress_mu` makes sure no
+// progress callback runs once the caller has returned (it may capture the caller's stack).
+struct JsonRpcClient::Pending {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  bool cancelled = false;
+  absl::StatusOr<json> result = absl::UnknownError("no result");
+
+  std::mutex progress_mu;
+  bool finished = false;
+  std::function<void(const json&)> on_progress;
+
+  void Complete(absl::StatusOr<json> r) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (done) return;
+    result = std::move(r);
+    done = true;
+    cv.notify_all();
+  }
+  void Cancel() {
+    std::lock_guard<std::mutex> lock(mu);
+    cancelled = true;
+    cv.notify_all();
+  }
+  void Finish() {
+    std::lock_guard<std::mutex> lock(progress_mu);
+    finished = true;
+  }
+};
+
+JsonRpcClient::JsonRpcClient(std::string name, std::unique_ptr<ClientTransport> transport,
+                             Handlers handlers)
+    : name_(std::move(name)), transport_(std::move(transport)), handlers_(std::move(handlers)) {}
+
+JsonRpcClient::~JsonRpcClient() { Close(); }
+
+absl::Status JsonRpcClient::Start(absl::Duration timeout) {
+  TransportCallbacks callbacks;
+  callbacks.on_message = [this](json message) { OnMessage(std::move(message)); };
+  callbacks.on_request_failed = [this](const json& id, const absl::Status& error) {
+    OnRequestFailed(id, error);
+  };
+  callbacks.on_closed = [this](const std::string& reason) { OnClosed(reason); };
+  // Connected before Start() returns, so that an immediate on_closed (a process that
+  // exits at once) is not overwritten afterwards.
+  connected_ = true;
+  absl::Status s = transport_->Start(std::move(callbacks), timeout);
+  if (!s.ok()) connected_ = false;
+  return s;
+}
+
+std::string JsonRpcClient::disconnect_reason() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return disconnect_reason_;
+}
+
+absl::StatusOr<json> JsonRpcClient::Request(const std::string& method, json params,
+                                            const RequestOptions& options) {
+  if (options.cancel && options.cancel->cancelled()) {
+    return absl::CancelledError(absl::StrCat(method, " cancelled: ", options.cancel->reason()));
+  }
+  const int64_t id = next_id_++;
+  auto pending = std::make_shared<Pending>();
+  if (options.on_progress) {
+    if (!params.is_object()) params = json::object();
+    params["_meta"]["progressToken"] = id;
+    pending->on_progress = options.on_progress;
+  }
+  json message = {{"jsonrpc", "2.0"}, {"id", id}, {"method", method}};
+  if (!params.is_null()) message["params"] = std::move(params);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_ || !connected_) {
+      return absl::UnavailableError(
+          disconnect_reason_.empty() ? "not connected" : disconnect_reason_);
+    }
+    pending_[id] = pending;
+  }
+  // The callback only flags the request: the waiting thread below does the I/O, so the
+  // thread calling Cancel() never blocks on the upstream.
+  if (options.cancel) options.cancel->OnCancel([pending] { pending->Cancel(); });
+
+  absl::Status sent = transport_->Send(message);
+  if (!sent.ok()) {
+    // A failed write usually means the server just died; give the transport a moment to
+    // report why (exit code, last stderr line say more than "Broken pipe").
+    std::unique_lock<std::mutex> lock(pending->mu);
+    pending->cv.wait_for(lock, std::chrono::seconds(1), [&] { return pending->done; });
+    if (!pending->done) {
+      lock.unlock();
+      TakePending(id);
+      pending->Finish();
+      return sent;
+    }
+    absl::StatusOr<json> result = pending->result;
+    lock.unlock();
+    pending->Finish();
+    return result;
+  }
+
+  bool done;
+  bool cancelled;
+  {
+    std::unique_lock<std::mutex> lock(pending->mu);
+    pending->cv.wait_until(lock, DeadlineAfter(options.timeout),
+                           [&] { return pending->done || pending->cancelled; });
+    done = pending->done;
+    cancelled = pending->cancelled;
+  }
+  if (!done) {
+    if (TakePending(id) != nullptr) {
+      // We gave up first: nobody will complete this request any more.
+      std::string reason = cancelled ? (options.cancel ? options.cancel->reason() : "cancelled")
+                                     : "timed out";
+      if (options.notify_cancelled) {
+        absl::Status s =
+            Notify("notifications/cancelled", {{"requestId", id}, {"reason", reason}});
+        if (!s.ok()) {
+          spdlog::debug("upstream {}: could not send notifications/cancelled: {}", name_,
+                        std::string(s.message()));
+        }
+      }
+      transport_->Abandon(id);
+      pending->Finish();
+      if (cancelled) return absl::CancelledError(absl::StrCat(method, " cancelled: ", reason));
+      return absl::DeadlineExceededError(absl::StrCat(
+          method, " timed out after ", absl::FormatDuration(options.timeout)));
+    }
+    // A response won the race and is being delivered right now.
+    std::unique_lock<std::mutex> lock(pending->mu);
+    pending->cv.wait(lock, [&] { return pending->done; });
+  }
+  absl::StatusOr<json> result;
+  {
+    std::lock_guard<std::mutex> lock(pending->mu);
+    result = std::move(pending->result);
+  }
+  pending->Finish();
+  return result;
+}
+
+absl::Status JsonRpcClient::Notify(const std::string& method, json params) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return absl::UnavailableError("connection closed");
+  }
+  json message = {{"jsonrpc", "2.0"}, {"method", method}};
+  if (!params.is_null()) message["params"] = std::move(params);
+  return transport_->Send(message);
+}
+
+void JsonRpcClient::Close() {
+  std::call_once(close_once_, [this] {
+    std::map<int64_t, std::shared_ptr<Pending>> pending;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closed_ = true;
+      connected_ = false;
+      if (disconnect_reason_.empty()) disconnect_reason_ = "connection closed";
+      pending.swap(pending_);
+    }
+    // Callers return at once; the transport may take a while (stop_grace) to shut down.
+    for (auto& [id, p] : pending) p->Complete(absl::UnavailableError("connection closed"));
+    transport_->Close();
+  });
+}
+
+std::shared_ptr<JsonRpcClient::Pending> JsonRpcClient::TakePending(int64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = pending_.find(id);
+  if (it == pending_.end()) return nullptr;
+  auto p = std::move(it->second);
+  pending_.erase(it);
+  return p;
+}
+
+std::shared_ptr<JsonRpcClient::Pending> JsonRpcClient::FindPending(int64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = pending_.find(id);
+  return it == pending_.end() ? nullptr : it->second;
+}
+
+void JsonRpcClient::OnMessage(json message) {
+  if (message.is_array()) {  // a JSON-RPC batch (2025-03-26 allowed servers to send them)
+    for (auto& m : message) OnMessage(std::move(m));
+    return;
+  }
+  if (!message.is_object()) {
+    spdlog::warn("upstream {}: ignoring a message that is not an object", name_);
+    return;
+  }
+  bool has_method = message.contains("method") && message["method"].is_string();
+  bool has_id = message.contains("id") && !message["id"].is_null();
+  // Upstream servers are outside our control: a field of an unexpected type must cost
+  // that message, never the reader thread (and with it the gateway).
+  try {
+    if (has_method && has_id) {
+      OnServerRequest(message);
+    } else if (has_method) {
+      OnNotification(message);
+    } else if (has_id) {
+      OnResponse(message);
+    } else {
+      spdlog::warn("upstream {}: ignoring an invalid JSON-RPC message", name_);
+    }
+  } catch (const std::exception& e) {
+    spdlog::warn("upstream {}: ignoring a malformed message: {}", name_, e.what());
+  }
+}
+
+void JsonRpcClient::OnResponse(const json& message) {
+  int64_t id;
+  std::shared_ptr<Pending> pending;
+  if (AsId(message["id"], &id)) pending = TakePending(id);
+  if (pending == nullptr) {
+    // Typical after a timeout or cancellation: the answer came too late.
+    spdlog::debug("upstream {}: response for unknown request {}", name_, message["id"].dump());
+    return;
+  }
+  if (auto it = message.find("error"); it != message.end() && it->is_object()) {
+    std::string text = it->value("message", std::string("unknown error"));
+    int code = 0;
+    if (auto c = it->find("code"); c != it->end() && c->is_number_integer()) code = c->get<int>();
+    std::string detail = absl::StrCat(text, " (code ", code, ")");
+    if (auto data = it->find("data"); data != it->end() && !data->is_null()) {
+      absl::StrAppend(&detail, ": ", data->is_string() ? data->get<std::string>() : data->dump());
+    }
+    pending->Complete(absl::InternalError(detail));
+  } else if (auto result = message.find("result"); result != message.end()) {
+    pending->Complete(*result);
+  } else {
+    pending->Complete(absl::InternalError("response has neither result nor error"));
+  }
+}
+
+void JsonRpcClient::OnNotification(const json& message) {
+  const std::string method = message["method"].get<std::string>();
+  const json params = message.value("params", json::object());
+  if (method == "notifications/tools/list_changed") {
+    if (handlers_.on_tools_list_changed) handlers_.on_tools_list_changed();
+  } else if (method == "notifications/progress") {
+    int64_t token;
+    std::shared_ptr<Pending> pending;
+    if (params.is_object() && params.contains("progressToken") &&
+        AsId(params["progressToken"], &token)) {
+      pending = FindPending(token);
+    }
+    if (pending == nullptr) return;  // progress for a request that already ended
+    std::lock_guard<std::mutex> lock(pending->progress_mu);
+    if (!pending->finished && pending->on_progress) pending->on_progress(params);
+  } else if (method == "notifications/message") {
+    const bool ok = params.is_object();
+    spdlog::info("upstream {} [{}]: {}", name_,
+                 ok && params.contains("level") && params["level"].is_string()
+                     ? params["level"].get<std::string>()
+                     : std::string("info"),
+                 ok && params.contains("data") ? params["data"].dump() : std::string());
+  } else {
+    // notifications/cancelled (for a request of the server's: ours are answered at once),
+    // resources/*, prompts/* ...: nothing to do.
+    spdlog::debug("upstream {}: notification {}", name_, method);
+  }
+}
+
+void JsonRpcClient::OnServerRequest(const json& message) {
+  const std::string method = message["method"].get<std::string>();
+  json reply = {{"jsonrpc", "2.0"}, {"id", message["id"]}};
+  if (method == "ping") {
+    reply["result"] = json::object();
+  } else {
+    // We declare no client capabilities (roots, sampling, elicitation), so a conforming
+    // server does not ask; answer anyway so it does not wait forever.
+    reply["error"] = {{"code", kMethodNotFound},
+                      {"message", absl::StrCat("Method not found: ", method)}};
+    spdlog::debug("upstream {}: rejected server request {}", name_, method);
+  }
+  absl::Status s = transport_->Send(reply);
+  if (!s.ok()) {
+    spdlog::debug("upstream {}: could not answer {}: {}", name_, method,
+                  std::string(s.message()));
+  }
+}
+
+void JsonRpcClient::OnRequestFailed(const json& id, const absl::Status& error) {
+  int64_t n;
+  if (!AsId(id, &n)) return;
+  if (auto pending = TakePending(n)) pending->Complete(error);
+}
+
+void JsonRpcClient::OnClosed(const std::string& reason) {
+  std::map<int64_t, std::shared_ptr<Pending>> pending;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_ || !connected_) return;
+    connected_ = false;
+    disconnect_reason_ = reason;
+    pending.swap(pending_);
+  }
+  spdlog::info("upstream {}: connection lost: {}", name_, reason);
+  for (auto& [id, p] : pending) p->Complete(absl::UnavailableError(reason));
+  if (handlers_.on_disconnected) handlers_.on_disconnected(reason);
+}
+
+}  // namespace gateway

@@ -1,0 +1,99 @@
+// JsonRpcClient: the transport-independent JSON-RPC 2.0 client side of an upstream
+// connection. It numbers requests, keeps a map of pending ones so that any number can be
+// in flight at once, routes responses and notifications/progress to their callers,
+// answers server->client requests (ping: {}, anything else: -32601), and turns timeouts
+// and CancelTokens into notifications/cancelled.
+//
+//   JsonRpcClient rpc("files", std::move(transport), handlers);
+//   RETURN_IF_ERROR(rpc.Start(absl::Seconds(30)));
+//   JsonRpcClient::RequestOptions options;
+//   options.timeout = absl::Seconds(30);
+//   absl::StatusOr<json> result = rpc.Request("tools/list", json::object(), options);
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "base/cancel.h"
+#include "upstream/transport.h"
+#include "nlohmann/json.hpp"
+
+namespace gateway {
+
+class JsonRpcClient {
+ public:
+  struct Handlers {
+    // notifications/tools/list_changed arrived. Runs on a transport thread: do not issue
+    // requests from it (their responses may need that very thread).
+    std::function<void()> on_tools_list_changed;
+    // The transport lost its connection; pending requests have failed with UNAVAILABLE.
+    std::function<void(const std::string& reason)> on_disconnected;
+  };
+
+  struct RequestOptions {
+    absl::Duration timeout = absl::Seconds(60);
+    std::shared_ptr<codemode::CancelToken> cancel;
+    // When set, params._meta.progressToken is added and each matching
+    // notifications/progress is passed here (never after Request() returned).
+    std::function<void(const nlohmann::json& params)> on_progress;
+    // Send notifications/cancelled on timeout or cancellation. Off for initialize, which
+    // the protocol forbids cancelling.
+    bool notify_cancelled = true;
+  };
+
+  JsonRpcClient(std::string name, std::unique_ptr<ClientTransport> transport,
+                Handlers handlers);
+  ~JsonRpcClient();  // Close()s
+  JsonRpcClient(const JsonRpcClient&) = delete;
+  JsonRpcClient& operator=(const JsonRpcClient&) = delete;
+
+  absl::Status Start(absl::Duration timeout);
+
+  // Sends a request and waits for its result. Errors: the JSON-RPC error as INTERNAL
+  // ("<message> (code N)"), DEADLINE_EXCEEDED, CANCELLED, UNAVAILABLE (connection lost).
+  absl::StatusOr<nlohmann::json> Request(const std::string& method, nlohmann::json params,
+                                         const RequestOptions& options);
+  absl::Status Notify(const std::string& method, nlohmann::json params);
+
+  ClientTransport* transport() { return transport_.get(); }
+  bool connected() const { return connected_.load(); }
+  std::string disconnect_reason() const;
+
+  // Fails pending requests (UNAVAILABLE), then closes the transport. Idempotent.
+  void Close();
+
+ private:
+  struct Pending;
+
+  void OnMessage(nlohmann::json message);
+  void OnResponse(const nlohmann::json& message);
+  void OnNotification(const nlohmann::json& message);
+  void OnServerRequest(const nlohmann::json& message);
+  void OnRequestFailed(const nlohmann::json& id, const absl::Status& error);
+  void OnClosed(const std::string& reason);
+  // Removes and returns the pending request `id`, or null.
+  std::shared_ptr<Pending> TakePending(int64_t id);
+  std::shared_ptr<Pending> FindPending(int64_t id);
+
+  const std::string name_;
+  std::unique_ptr<ClientTransport> transport_;
+  const Handlers handlers_;
+  std::atomic<int64_t> next_id_{1};
+  std::atomic<bool> connected_{false};
+
+  mutable std::mutex mu_;
+  bool closed_ = false;
+  std::string disconnect_reason_;
+  std::map<int64_t, std::shared_ptr<Pending>> pending_;
+
+  std::once_flag close_once_;
+};
+
+}  // namespace gateway

@@ -1,0 +1,310 @@
+// UpstreamManager (see upstream.h): one background thread per upstream owns its
+// connection. The thread connects, retries with exponential backoff while that fails,
+// refreshes the tool list on notifications/tools/list_changed, and reconnects after a
+// disconnect. Callers only read the shared state and borrow the current McpClient.
+//
+// All state lives under one mutex (a handful of upstreams, no I/O under the lock); one
+// condition variable wakes both the connection threads and the waiters.
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "base/thread.h"
+#include "absl/strings/str_cat.h"
+#include "upstream/upstream.h"
+#include "upstream/client.h"
+#include "spdlog/spdlog.h"
+
+namespace gateway {
+
+using nlohmann::json;
+
+namespace {
+
+std::chrono::nanoseconds ToChrono(absl::Duration d) {
+  return absl::ToChronoNanoseconds(
+      std::max(absl::ZeroDuration(), std::min(d, absl::Hours(24 * 365))));
+}
+
+}  // namespace
+
+struct UpstreamManager::Impl {
+  struct Upstream {
+    UpstreamConfig config;
+    // Everything below is guarded by Impl::mu.
+    bool connected = false;
+    std::string error = "not connected yet";
+    std::string server_name;
+    std::string instructions;
+    std::vector<UpstreamTool> tools;
+    std::shared_ptr<McpClient> client;      // while connected
+    std::shared_ptr<McpClient> connecting;  // while a Connect() runs (Stop() aborts it)
+    uint64_t attempts = 0;                  // finished connect attempts
+    bool reconnect_now = false;             // a CallTool wants a dead stdio server back
+    bool refresh_tools = false;             // list_changed arrived
+    std::thread thread;
+  };
+
+  UpstreamOptions options;
+  std::vector<std::unique_ptr<Upstream>> upstreams;
+
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  bool started = false;
+  bool stopping = false;
+
+  std::mutex stop_mu;  // serializes Stop()
+  std::atomic<uint64_t> version{0};
+  std::mutex listener_mu;
+  std::function<void()> listener;
+
+  Upstream* Find(const std::string& name) const {
+    for (auto& u : upstreams) {
+      if (u->config.name == name) return u.get();
+    }
+    return nullptr;
+  }
+
+  // The catalog changed: tell the listener (no lock held). The version is bumped by the
+  // caller inside the same critical section that changed the catalog, so a reader that
+  // sees the new state also sees the new version.
+  void Notify(bool notify) {
+    if (!notify) return;
+    std::function<void()> copy;
+    {
+      std::lock_guard<std::mutex> lock(listener_mu);
+      copy = listener;
+    }
+    if (copy) copy();
+  }
+
+  void Run(Upstream* u);
+  // Serves a connected client until it disconnects or Stop(); refreshes tools meanwhile.
+  void Serve(Upstream* u, const std::shared_ptr<McpClient>& client,
+             std::unique_lock<std::mutex>& lock);
+};
+
+void UpstreamManager::Impl::Run(Upstream* u) {
+  const std::string& name = u->config.name;
+  absl::Duration backoff = options.retry_initial;
+  std::unique_lock<std::mutex> lock(mu);
+  while (!stopping) {
+    McpClient::Handlers handlers;
+    handlers.on_tools_changed = [this, u] {
+      std::lock_guard<std::mutex> l(mu);
+      u->refresh_tools = true;
+      cv.notify_all();
+    };
+    // The client's own connected() flag is already false; just wake the thread.
+    handlers.on_disconnected = [this](const std::string&) {
+      std::lock_guard<std::mutex> l(mu);
+      cv.notify_all();
+    };
+    auto client = std::make_shared<McpClient>(u->config, options, std::move(handlers));
+    u->connecting = client;
+    u->refresh_tools = false;
+    lock.unlock();
+    absl::Status status = client->Connect();
+    lock.lock();
+    u->connecting.reset();
+    ++u->attempts;
+
+    if (status.ok() && !stopping) {
+      u->client = client;
+      u->connected = true;
+      u->error.clear();
+      u->server_name = client->server_name();
+      u->instructions = client->instructions();
+      u->tools = client->tools();
+      backoff = options.retry_initial;
+      ++version;
+      cv.notify_all();
+      lock.unlock();
+      Notify(true);
+      lock.lock();
+      Serve(u, client, lock);
+      // Disconnected (or stopping).
+      u->client.reset();
+      u->connected = false;
+      u->tools.clear();
+      u->error = stopping ? "stopped" : client->disconnect_reason();
+      const bool notify = !stopping;  // no listener calls while shutting down
+      ++version;
+      cv.notify_all();
+      lock.unlock();
+      client->Close();
+      Notify(notify);
+      lock.lock();
+      if (stopping) break;
+      spdlog::warn("upstream {}: {}; reconnecting in {}", name, u->error,
+                   absl::FormatDuration(backoff));
+    } else {
+      u->error = stopping ? "stopped" : std::string(status.message());
+      cv.notify_all();
+      lock.unlock();
+      client->Close();
+      lock.lock();
+      if (stopping) break;
+      spdlog::warn("upstream {}: {}; retrying in {}", name, u->error,
+                   absl::FormatDuration(backoff));
+    }
+    cv.wait_for(lock, ToChrono(backoff), [&] { return stopping || u->reconnect_now; });
+    u->reconnect_now = false;
+    if (!status.ok()) backoff = std::min(backoff * 2, options.retry_max);
+  }
+}
+
+void UpstreamManager::Impl::Serve(Upstream* u, const std::shared_ptr<McpClient>& client,
+                                  std::unique_lock<std::mutex>& lock) {
+  for (;;) {
+    cv.wait(lock, [&] { return stopping || u->refresh_tools || !client->connected(); });
+    if (stopping || !client->connected()) return;
+    u->refresh_tools = false;
+    // Not on the transport thread that delivered list_changed: the tools/list response
+    // may need that very thread.
+    lock.unlock();
+    auto tools = client->ListTools(options.connect_timeout);
+    lock.lock();
+    if (!tools.ok()) {
+      spdlog::warn("upstream {}: refreshing tools failed: {}", u->config.name,
+                   std::string(tools.status().message()));
+      continue;
+    }
+    if (stopping || !client->connected()) return;
+    u->tools = *std::move(tools);
+    spdlog::info("upstream {}: tool list changed ({} tools)", u->config.name, u->tools.size());
+    ++version;
+    lock.unlock();
+    Notify(true);
+    lock.lock();
+  }
+}
+
+UpstreamManager::UpstreamManager(std::vector<UpstreamConfig> configs, UpstreamOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->options = std::move(options);
+  for (auto& config : configs) {
+    auto u = std::make_unique<Impl::Upstream>();
+    u->config = std::move(config);
+    impl_->upstreams.push_back(std::move(u));
+  }
+}
+
+UpstreamManager::~UpstreamManager() { Stop(); }
+
+void UpstreamManager::Start() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (impl_->started || impl_->stopping) return;
+  impl_->started = true;
+  for (auto& u : impl_->upstreams) {
+    if (u->config.disabled) {
+      u->error = "disabled";
+      continue;
+    }
+    Impl::Upstream* raw = u.get();
+    u->thread = codemode::StartThread("upstream " + raw->config.name, [this, raw] { impl_->Run(raw); });
+  }
+}
+
+void UpstreamManager::WaitInitial(absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(impl_->mu);
+  impl_->cv.wait_for(lock, ToChrono(timeout), [this] {
+    if (impl_->stopping) return true;
+    for (auto& u : impl_->upstreams) {
+      if (!u->config.disabled && u->attempts == 0) return false;
+    }
+    return true;
+  });
+}
+
+void UpstreamManager::Stop() {
+  std::lock_guard<std::mutex> stop_lock(impl_->stop_mu);
+  std::vector<std::shared_ptr<McpClient>> connecting;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stopping = true;
+    for (auto& u : impl_->upstreams) {
+      if (u->connecting) connecting.push_back(u->connecting);
+    }
+    impl_->cv.notify_all();
+  }
+  // A Connect() in progress would otherwise run into connect_timeout.
+  for (auto& client : connecting) client->Close();
+  for (auto& u : impl_->upstreams) {
+    if (u->thread.joinable()) u->thread.join();
+  }
+}
+
+std::vector<UpstreamStatus> UpstreamManager::Snapshot() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::vector<UpstreamStatus> out;
+  for (auto& u : impl_->upstreams) {
+    UpstreamStatus s;
+    s.name = u->config.name;
+    s.type = u->config.type;
+    s.connected = u->connected;
+    if (!u->connected) s.error = u->error;
+    s.server_name = u->server_name;
+    s.instructions = u->instructions;
+    s.tools = u->tools;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+uint64_t UpstreamManager::catalog_version() const { return impl_->version.load(); }
+
+void UpstreamManager::SetCatalogListener(std::function<void()> listener) {
+  std::lock_guard<std::mutex> lock(impl_->listener_mu);
+  impl_->listener = std::move(listener);
+}
+
+absl::StatusOr<json> UpstreamManager::CallTool(const std::string& server,
+                                               const std::string& tool,
+                                               const json& arguments,
+                                               const CallOptions& options) {
+  Impl::Upstream* u = impl_->Find(server);
+  if (u == nullptr) {
+    return absl::NotFoundError(absl::StrCat("unknown upstream server \"", server, "\""));
+  }
+  std::shared_ptr<McpClient> client;
+  {
+    std::unique_lock<std::mutex> lock(impl_->mu);
+    if (impl_->stopping) return absl::UnavailableError("shutting down");
+    if (!u->connected && u->config.type == UpstreamConfig::Type::kStdio && impl_->started &&
+        !u->config.disabled) {
+      // A stdio server that died comes back on demand: ask its thread to reconnect now
+      // and wait for that attempt.
+      const uint64_t attempts = u->attempts;
+      u->reconnect_now = true;
+      impl_->cv.notify_all();
+      impl_->cv.wait_for(lock, ToChrono(impl_->options.connect_timeout), [&] {
+        return impl_->stopping || u->connected || u->attempts > attempts;
+      });
+    }
+    if (!u->connected) {
+      return absl::UnavailableError(
+          absl::StrCat("upstream \"", server, "\" is not connected: ", u->error));
+    }
+    bool known = false;
+    for (const auto& t : u->tools) known |= t.name == tool;
+    if (!known) {
+      return absl::NotFoundError(
+          absl::StrCat("unknown tool \"", tool, "\" on upstream \"", server, "\""));
+    }
+    client = u->client;
+  }
+  absl::Duration timeout =
+      options.timeout > absl::ZeroDuration() ? options.timeout : impl_->options.call_timeout;
+  absl::StatusOr<json> result = client->CallTool(tool, arguments, options, timeout);
+  if (!result.ok()) {
+    return absl::Status(result.status().code(),
+                        absl::StrCat("upstream \"", server, "\" tool \"", tool,
+                                     "\": ", result.status().message()));
+  }
+  return result;
+}
+
+}  // namespace gateway

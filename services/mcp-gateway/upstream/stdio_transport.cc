@@ -1,0 +1,334 @@
+// StdioTransport: spawning, pipe I/O and shutdown of a stdio MCP server (see
+// upstream_stdio.h).
+#include "upstream/stdio_transport.h"
+#include "base/process.h"
+#include "base/thread.h"
+#include "base/untrusted_json.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "upstream/process.h"
+#include "spdlog/spdlog.h"
+
+namespace gateway {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr size_t kMaxLineBytes = 16u << 20;       // a message larger than this is dropped
+constexpr size_t kMaxLoggedLineBytes = 4096;      // stderr lines are truncated in the log
+constexpr auto kWriteTimeout = std::chrono::seconds(30);  // a server that stops reading
+
+void CloseFd(int* fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
+
+std::string ErrnoText(int err) { return std::strerror(err); }
+
+// Writes all of `data` to a non-blocking fd. SIGPIPE is blocked on this thread while
+// writing (and a pending one discarded): a dead child must give EPIPE, not kill us.
+absl::Status WriteAll(int fd, const std::string& data, const std::atomic<bool>& closing) {
+  sigset_t pipe_set, old_set;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set);
+  absl::Status status;
+  size_t off = 0;
+  auto deadline = std::chrono::steady_clock::now() + kWriteTimeout;
+  while (off < data.size()) {
+    ssize_t n = write(fd, data.data() + off, data.size() - off);
+    if (n > 0) {
+      off += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (closing || std::chrono::steady_clock::now() > deadline) {
+        status = absl::UnavailableError("server does not read its stdin");
+        break;
+      }
+      struct pollfd pfd = {fd, POLLOUT, 0};
+      poll(&pfd, 1, 100);
+      continue;
+    }
+    int err = errno;
+    if (err == EPIPE) {
+      struct timespec zero = {0, 0};
+      while (sigtimedwait(&pipe_set, nullptr, &zero) > 0) {
+      }
+    }
+    status = absl::UnavailableError(absl::StrCat("write to server stdin: ", ErrnoText(err)));
+    break;
+  }
+  pthread_sigmask(SIG_SETMASK, &old_set, nullptr);
+  return status;
+}
+
+// Splits complete lines off the front of `buffer` and passes each to `on_line`.
+template <typename F>
+void TakeLines(std::string* buffer, F&& on_line) {
+  size_t start = 0;
+  for (;;) {
+    size_t nl = buffer->find('\n', start);
+    if (nl == std::string::npos) break;
+    std::string line = buffer->substr(start, nl - start);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    on_line(line);
+    start = nl + 1;
+  }
+  buffer->erase(0, start);
+}
+
+std::string AbsolutePath(const std::string& path) {
+  if (path.empty() || path[0] == '/') return path;
+  char cwd[PATH_MAX];
+  if (getcwd(cwd, sizeof(cwd)) == nullptr) return path;
+  return absl::StrCat(cwd, "/", path);
+}
+
+}  // namespace
+
+StdioTransport::StdioTransport(UpstreamConfig config, absl::Duration stop_grace)
+    : config_(std::move(config)), stop_grace_(stop_grace) {}
+
+StdioTransport::~StdioTransport() { Close(); }
+
+absl::Status StdioTransport::Start(TransportCallbacks callbacks, absl::Duration timeout) {
+  std::lock_guard<std::mutex> start_lock(start_mu_);
+  if (closing_) return absl::UnavailableError("connection closed");
+  callbacks_ = std::move(callbacks);
+  const std::string& command = config_.command;
+  if (command.empty()) return absl::InvalidArgumentError("no command");
+  std::string cwd = AbsolutePath(config_.cwd);
+  if (!cwd.empty()) {
+    struct stat st;
+    if (stat(cwd.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return absl::UnavailableError(absl::StrCat("cwd ", cwd, ": not a directory"));
+    }
+  }
+  // Resolved with the child's PATH (posix_spawnp would use ours) and made absolute,
+  // because the child changes to `cwd` before exec.
+  std::string exe = AbsolutePath(ResolveExecutable(command, ChildPath(config_.env), cwd));
+  if (exe.empty()) return absl::UnavailableError(absl::StrCat("command not found: ", command));
+
+  codemode::SpawnOptions spawn;
+  spawn.program = exe;
+  spawn.argv = {command};  // argv[0] as the server would see it from a shell
+  spawn.argv.insert(spawn.argv.end(), config_.args.begin(), config_.args.end());
+  spawn.env = ChildEnvironment(config_.env);
+  spawn.cwd = cwd;
+  spawn.stdin_mode = codemode::SpawnOptions::Stdio::kPipe;
+  // Its own group, so shutdown signals reach its children too (npx starts node).
+  spawn.new_process_group = true;
+  // A gateway that dies (crash, SIGKILL) must not leave its upstream servers running.
+  spawn.die_with_parent = true;
+  absl::StatusOr<codemode::Child> child = codemode::Spawn(spawn);
+  if (!child.ok()) {
+    return absl::UnavailableError(absl::StrCat("spawn ", command, ": ", child.status().message()));
+  }
+  pid_ = child->pid;
+  stdin_fd_ = child->stdin_fd.Release();
+  stdout_fd_ = child->stdout_fd.Release();
+  stderr_fd_ = child->stderr_fd.Release();
+  // Writes poll with a deadline instead of blocking forever on a server that stops reading.
+  fcntl(stdin_fd_, F_SETFL, fcntl(stdin_fd_, F_GETFL) | O_NONBLOCK);
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  spdlog::info("upstream {}: started {} (pid {})", config_.name, command, pid_);
+
+  stderr_thread_ = codemode::StartThread("upstream stderr", [this] { ReadStderr(); });
+  stdout_thread_ = codemode::StartThread("upstream stdout", [this] { ReadStdout(); });
+  return absl::OkStatus();
+}
+
+absl::Status StdioTransport::Send(const json& message) {
+  if (closing_) return absl::UnavailableError("connection closed");
+  // dump() escapes control characters, so the message is exactly one line.
+  std::string line = message.dump(-1, ' ', false, json::error_handler_t::replace);
+  line.push_back('\n');
+  std::lock_guard<std::mutex> lock(write_mu_);
+  if (stdin_fd_ < 0) return absl::UnavailableError("connection closed");
+  return WriteAll(stdin_fd_, line, closing_);
+}
+
+void StdioTransport::ReadStdout() {
+  std::string buffer;
+  std::vector<char> chunk(64 * 1024);
+  bool eof = false;
+  while (!eof) {
+    struct pollfd fds[2] = {{stdout_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (fds[1].revents != 0) return;  // Close() began: no more callbacks
+    if (fds[0].revents == 0) continue;
+    ssize_t n = read(stdout_fd_, chunk.data(), chunk.size());
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) {
+      eof = true;
+      break;
+    }
+    buffer.append(chunk.data(), static_cast<size_t>(n));
+    TakeLines(&buffer, [&](const std::string& line) {
+      if (line.find_first_not_of(" \t") == std::string::npos) return;
+      absl::StatusOr<json> message = codemode::ParseUntrustedJson(line, "stdout line");
+      if (!message.ok()) {
+        spdlog::warn("upstream {}: ignoring output on stdout ({}): {}", config_.name,
+                     std::string(message.status().message()), line.substr(0, 200));
+        return;
+      }
+      if (callbacks_.on_message) callbacks_.on_message(std::move(*message));
+    });
+    if (buffer.size() > kMaxLineBytes) {
+      spdlog::error("upstream {}: message larger than {} bytes dropped", config_.name,
+                    kMaxLineBytes);
+      buffer.clear();
+    }
+  }
+  if (closing_) return;
+  // The child closed stdout, normally by exiting. Wait briefly for its exit status and the
+  // rest of its stderr so that the reason says why ("exited with code 1: <error>").
+  bool exited = WaitExit(absl::Seconds(2), /*stop_on_close=*/true);
+  {
+    std::unique_lock<std::mutex> lock(stderr_mu_);
+    stderr_cv_.wait_for(lock, std::chrono::milliseconds(500), [this] { return stderr_done_; });
+  }
+  std::string reason = exited ? ExitDescription() : "server closed its stdout";
+  if (!closing_ && callbacks_.on_closed) callbacks_.on_closed(reason);
+}
+
+void StdioTransport::ReadStderr() {
+  std::string buffer;
+  std::vector<char> chunk(16 * 1024);
+  auto log_line = [this](const std::string& raw) {
+    std::string line(absl::StripAsciiWhitespace(raw));
+    if (line.empty()) return;
+    if (line.size() > kMaxLoggedLineBytes) line = line.substr(0, kMaxLoggedLineBytes) + "...";
+    spdlog::info("upstream {} stderr: {}", config_.name, line);
+    std::lock_guard<std::mutex> lock(stderr_mu_);
+    last_stderr_line_ = line;
+  };
+  bool closing = false;
+  for (;;) {
+    struct pollfd fds[2] = {{stderr_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    // Once Close() has begun, only drain what is already there.
+    if (poll(fds, 2, closing ? 0 : -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (fds[1].revents != 0) closing = true;
+    if (fds[0].revents == 0) {
+      if (closing) break;
+      continue;
+    }
+    ssize_t n = read(stderr_fd_, chunk.data(), chunk.size());
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) break;
+    buffer.append(chunk.data(), static_cast<size_t>(n));
+    TakeLines(&buffer, log_line);
+    if (buffer.size() > kMaxLoggedLineBytes) {  // an endless line: log it in pieces
+      log_line(buffer);
+      buffer.clear();
+    }
+  }
+  log_line(buffer);
+  std::lock_guard<std::mutex> lock(stderr_mu_);
+  stderr_done_ = true;
+  stderr_cv_.notify_all();
+}
+
+bool StdioTransport::Reap(bool block) {
+  std::lock_guard<std::mutex> lock(proc_mu_);
+  if (reaped_ || pid_ <= 0) return true;
+  int status = 0;
+  pid_t r;
+  r = codemode::WaitPid(pid_, &status, block ? 0 : WNOHANG);
+  if (r == pid_) {
+    reaped_ = true;
+    exit_code_ = codemode::DecodeWaitStatus(status);
+    spdlog::info("upstream {}: process {} exited with code {}", config_.name, pid_, exit_code_);
+    return true;
+  }
+  if (r < 0) {  // ECHILD: reaped elsewhere (SIGCHLD ignored); the status is lost
+    reaped_ = true;
+    return true;
+  }
+  return false;
+}
+
+bool StdioTransport::WaitExit(absl::Duration timeout, bool stop_on_close) {
+  auto deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(timeout);
+  for (;;) {
+    if (Reap(false)) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    if (stop_on_close && closing_) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+std::string StdioTransport::ExitDescription() {
+  int code;
+  {
+    std::lock_guard<std::mutex> lock(proc_mu_);
+    code = exit_code_;
+  }
+  std::string text = absl::StrCat("server exited with code ", code);
+  std::lock_guard<std::mutex> lock(stderr_mu_);
+  if (!last_stderr_line_.empty()) absl::StrAppend(&text, ": ", last_stderr_line_);
+  return text;
+}
+
+void StdioTransport::SignalGroup(int sig) {
+  std::lock_guard<std::mutex> lock(proc_mu_);
+  if (reaped_ || pid_ <= 0) return;  // never signal a pid that may have been reused
+  if (kill(-pid_, sig) != 0) kill(pid_, sig);
+}
+
+void StdioTransport::Close() {
+  std::call_once(close_once_, [this] {
+    closing_ = true;
+    { std::lock_guard<std::mutex> start_lock(start_mu_); }  // a spawn in progress completes
+    {
+      std::lock_guard<std::mutex> lock(write_mu_);
+      CloseFd(&stdin_fd_);  // EOF on its stdin: a well-behaved server exits now
+    }
+    if (pid_ > 0 && !WaitExit(stop_grace_, false)) {
+      spdlog::info("upstream {}: still running after stdin closed; SIGTERM", config_.name);
+      SignalGroup(SIGTERM);
+      if (!WaitExit(stop_grace_, false)) {
+        spdlog::warn("upstream {}: still running after SIGTERM; SIGKILL", config_.name);
+        SignalGroup(SIGKILL);
+        Reap(/*block=*/true);
+      }
+    }
+    if (wake_fd_ >= 0) {
+      uint64_t one = 1;
+      ssize_t ignored = write(wake_fd_, &one, sizeof(one));
+      (void)ignored;
+    }
+    if (stdout_thread_.joinable()) stdout_thread_.join();
+    if (stderr_thread_.joinable()) stderr_thread_.join();
+    CloseFd(&stdout_fd_);
+    CloseFd(&stderr_fd_);
+    CloseFd(&wake_fd_);
+  });
+}
+
+}  // namespace gateway

@@ -1,0 +1,73 @@
+// StdioTransport: an MCP server as a child process speaking newline-delimited JSON on its
+// stdin/stdout. The child gets an argv vector (no shell), a minimal environment plus the
+// config's env, its own process group, and no file descriptor of ours beyond the three
+// pipes. Its stderr is logged line by line under the server's name.
+//
+// Shutdown (spec: "Lifecycle / Shutdown / stdio"): close its stdin, wait stop_grace,
+// SIGTERM, wait stop_grace, SIGKILL; the child is always reaped.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "upstream/upstream.h"
+#include "upstream/transport.h"
+
+namespace gateway {
+
+class StdioTransport : public ClientTransport {
+ public:
+  StdioTransport(UpstreamConfig config, absl::Duration stop_grace);
+  ~StdioTransport() override;  // Close()s
+
+  absl::Status Start(TransportCallbacks callbacks, absl::Duration timeout) override;
+  absl::Status Send(const nlohmann::json& message) override;
+  void Close() override;
+
+  pid_t pid() const { return pid_; }
+
+ private:
+  void ReadStdout();
+  void ReadStderr();
+  // Reaps the child if it has exited (or waits for it, with `block`). True once reaped.
+  bool Reap(bool block);
+  // Polls Reap() until the child exited or `timeout` passed (or Close() began, with
+  // `stop_on_close`).
+  bool WaitExit(absl::Duration timeout, bool stop_on_close);
+  // "exited with code N: <last stderr line>".
+  std::string ExitDescription();
+  void SignalGroup(int sig);
+
+  const UpstreamConfig config_;
+  const absl::Duration stop_grace_;
+  TransportCallbacks callbacks_;
+
+  pid_t pid_ = -1;
+  int stdin_fd_ = -1;   // guarded by write_mu_ (closed by Close())
+  int stdout_fd_ = -1;
+  int stderr_fd_ = -1;
+  int wake_fd_ = -1;    // eventfd: tells the reader threads that Close() has begun
+  std::mutex write_mu_;
+
+  std::mutex proc_mu_;  // guards reaped_/exit_code_ and waitpid
+  bool reaped_ = false;
+  int exit_code_ = -1;
+
+  std::mutex stderr_mu_;
+  std::condition_variable stderr_cv_;
+  bool stderr_done_ = false;
+  std::string last_stderr_line_;
+
+  std::mutex start_mu_;  // Close() waits for a Start() in progress (spawn) to finish
+  std::atomic<bool> closing_{false};
+  std::once_flag close_once_;
+  std::thread stdout_thread_;
+  std::thread stderr_thread_;
+};
+
+}  // namespace gateway

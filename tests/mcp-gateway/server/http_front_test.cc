@@ -1,0 +1,256 @@
+// The HTTP front against hostile clients: size limits, slow clients, many idle streams,
+// connection and per-credential session caps. Raw sockets send what real clients would not.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/transports.h"
+#include "mcp_test_fakes.h"
+
+namespace gateway {
+namespace {
+
+using json = nlohmann::json;
+using testing::FakeProvider;
+using testing::InitializeParams;
+using testing::Request;
+
+// A TCP connection that sends whatever it is told to.
+class RawClient {
+ public:
+  explicit RawClient(int port) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  }
+  ~RawClient() {
+    if (fd_ >= 0) close(fd_);
+  }
+  bool connected() const { return connected_; }
+  // False once the server stopped taking bytes (it closed the connection).
+  bool Send(const std::string& bytes) {
+    size_t off = 0;
+    while (off < bytes.size()) {
+      ssize_t n = send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      off += static_cast<size_t>(n);
+    }
+    return true;
+  }
+  // Reads until the server closes the connection, `until` shows up, or `wait` passes.
+  std::string Read(std::chrono::milliseconds wait, const std::string& until = "") {
+    std::string out;
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (!until.empty() && out.find(until) != std::string::npos) return out;
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 50) <= 0) continue;
+      char buf[4096];
+      ssize_t n = recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) {
+        closed_ = true;
+        return out;
+      }
+      out.append(buf, static_cast<size_t>(n));
+    }
+    return out;
+  }
+  bool closed() const { return closed_; }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+  bool closed_ = false;
+};
+
+constexpr auto kLongWait = std::chrono::seconds(20);
+
+class HttpFrontTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    if (server_) server_->Stop();
+  }
+  void Start(HttpServerOptions options = {}) {
+    options.host = "127.0.0.1";
+    options.port = 0;
+    server_ = std::make_unique<HttpServer>(options, &provider_, ServerOptions{});
+    ASSERT_TRUE(server_->Start().ok());
+  }
+  httplib::Client NewClient() {
+    httplib::Client client("127.0.0.1", server_->port());
+    client.set_read_timeout(20, 0);
+    return client;
+  }
+  // An initialize; the session id, or the HTTP status as "status <n>".
+  std::string Initialize(const std::string& token = "") {
+    httplib::Headers headers = {{"Accept", "application/json, text/event-stream"}};
+    if (!token.empty()) headers.emplace("Authorization", "Bearer " + token);
+    auto res = NewClient().Post("/mcp", headers, Request(1, "initialize", InitializeParams()).dump(),
+                                "application/json");
+    if (!res) return "no response";
+    if (res->status != 200) return absl::StrCat("status ", res->status);
+    std::string session = res->get_header_value("Mcp-Session-Id");
+    headers.emplace("Mcp-Session-Id", session);
+    auto ack = NewClient().Post("/mcp", headers, testing::Notification("notifications/initialized").dump(),
+                                "application/json");
+    if (!ack || ack->status != 202) return "initialized was refused";
+    return session;
+  }
+  static std::string Head(const std::string& method, const std::string& extra = "") {
+    return absl::StrCat(method, " /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n", extra);
+  }
+
+  FakeProvider provider_;
+  std::unique_ptr<HttpServer> server_;
+};
+
+TEST_F(HttpFrontTest, OversizedHeadersGet431AndAreNotStored) {
+  Start();
+  RawClient raw(server_->port());
+  ASSERT_TRUE(raw.connected());
+  // 1 MiB of one header, never finished: the server answers at 60 KiB and closes.
+  raw.Send(Head("POST", "X-Pad: "));
+  for (int i = 0; i < 16 && raw.Send(std::string(64 << 10, 'a')); ++i) {
+  }
+  std::string reply = raw.Read(kLongWait);
+  EXPECT_EQ(reply.rfind("HTTP/1.1 431 ", 0), 0u) << reply.substr(0, 200);
+  EXPECT_TRUE(raw.closed());
+  EXPECT_NE(Initialize().rfind("status", 0), 0u);  // others are still served
+}
+
+TEST_F(HttpFrontTest, TooManyHeaderFieldsGet431) {
+  Start();
+  std::string fields;
+  for (int i = 0; i < 150; ++i) absl::StrAppend(&fields, "X-Field-", i, ": 1\r\n");
+  RawClient raw(server_->port());
+  raw.Send(Head("POST", fields + "Content-Length: 0\r\n\r\n"));
+  std::string reply = raw.Read(kLongWait);
+  EXPECT_EQ(reply.rfind("HTTP/1.1 431 ", 0), 0u) << reply.substr(0, 200);
+  EXPECT_NE(reply.find("100 header fields"), std::string::npos) << reply;
+}
+
+TEST_F(HttpFrontTest, ASlowHeaderClientIsDisconnected) {
+  HttpServerOptions options;
+  options.header_timeout = absl::Milliseconds(300);
+  Start(options);
+  RawClient raw(server_->port());
+  raw.Send("GET /mcp HTTP/1.1\r\n");
+  // One byte every 100 ms would hold a thread forever on a thread-per-connection server.
+  bool still_open = true;
+  for (int i = 0; i < 200 && still_open; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    still_open = raw.Send("X");
+    raw.Read(std::chrono::milliseconds(1));
+    still_open = still_open && !raw.closed();
+  }
+  EXPECT_FALSE(still_open) << "the server kept a connection that never finished its headers";
+}
+
+TEST_F(HttpFrontTest, AnUnauthenticatedBodyIsNeverRead) {
+  HttpServerOptions options;
+  options.bearer_tokens = {"0123456789abcdef0123"};
+  Start(options);
+  RawClient raw(server_->port());
+  // A body within the size limit that never comes: the 401 must not wait for it.
+  raw.Send(Head("POST", "Content-Type: application/json\r\nContent-Length: 3000000\r\n\r\n{"));
+  std::string reply = raw.Read(kLongWait, "\r\n\r\n");
+  EXPECT_EQ(reply.rfind("HTTP/1.1 401 ", 0), 0u) << reply.substr(0, 200);
+}
+
+// Streams do not hold threads: with one event-loop thread, 150 clients hold GET streams
+// open and a new client still initializes and lists tools.
+TEST_F(HttpFrontTest, OpenStreamsDoNotStopNewClients) {
+  HttpServerOptions options;
+  options.threads = 1;
+  options.max_sessions_per_credential = 1000;
+  Start(options);
+  std::vector<std::unique_ptr<RawClient>> streams;
+  for (int i = 0; i < 150; ++i) {
+    std::string session = Initialize();
+    ASSERT_EQ(session.size(), 32u) << session;
+    auto raw = std::make_unique<RawClient>(server_->port());
+    raw->Send(Head("GET", absl::StrCat("Accept: text/event-stream\r\nMcp-Session-Id: ", session,
+                                       "\r\n\r\n")));
+    std::string head = raw->Read(kLongWait, "\r\n\r\n");
+    ASSERT_EQ(head.rfind("HTTP/1.1 200 ", 0), 0u) << head;
+    streams.push_back(std::move(raw));
+  }
+  std::string session = Initialize();
+  ASSERT_EQ(session.size(), 32u) << session;
+  auto listed = NewClient().Post(
+      "/mcp", {{"Accept", "application/json"}, {"Mcp-Session-Id", session}},
+      Request(2, "tools/list").dump(), "application/json");
+  ASSERT_TRUE(listed);
+  EXPECT_EQ(listed->status, 200);
+}
+
+TEST_F(HttpFrontTest, ConnectionsBeyondTheLimitAreClosed) {
+  HttpServerOptions options;
+  options.max_connections = 3;
+  Start(options);
+  std::vector<std::unique_ptr<RawClient>> held;
+  for (int i = 0; i < 3; ++i) held.push_back(std::make_unique<RawClient>(server_->port()));
+  // The server registers connections as it accepts them; the fourth is closed unread.
+  RawClient extra(server_->port());
+  extra.Read(kLongWait);
+  EXPECT_TRUE(extra.closed());
+  held.clear();  // once the server noticed, new connections are served again
+  std::string session;
+  for (int i = 0; i < 200 && session.size() != 32; ++i) {
+    session = Initialize();
+    if (session.size() != 32) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(session.size(), 32u) << session;
+}
+
+TEST_F(HttpFrontTest, SessionsAreCappedPerCredential) {
+  HttpServerOptions options;
+  const std::string a = "token-a-0123456789", b = "token-b-0123456789";
+  options.bearer_tokens = {a, b};
+  options.max_sessions_per_credential = 2;
+  Start(options);
+  EXPECT_EQ(Initialize(a).size(), 32u);
+  EXPECT_EQ(Initialize(a).size(), 32u);
+  EXPECT_EQ(Initialize(a), "status 503");
+  EXPECT_EQ(Initialize(b).size(), 32u);  // another client is not affected
+  EXPECT_EQ(Initialize(), "status 401");
+}
+
+// A GET stream whose client does not read: its writes time out, the server drops the
+// connection, and the session's stream can be opened again.
+TEST_F(HttpFrontTest, AClientThatDoesNotReadItsStreamIsDropped) {
+  HttpServerOptions options;
+  options.write_timeout = absl::Milliseconds(200);
+  Start(options);
+  std::string session = Initialize();
+  RawClient raw(server_->port());
+  raw.Send(Head("GET", absl::StrCat("Accept: text/event-stream\r\nMcp-Session-Id: ", session,
+                                    "\r\n\r\n")));
+  raw.Read(kLongWait, "\r\n\r\n");
+  // (never read again)
+  std::string head = "HTTP/1.1 409 ";
+  for (int round = 0; round < 400 && head.rfind("HTTP/1.1 409 ", 0) == 0; ++round) {
+    for (int i = 0; i < 2000; ++i) server_->NotifyToolsChanged();
+    RawClient again(server_->port());
+    again.Send(Head("GET", absl::StrCat("Accept: text/event-stream\r\nMcp-Session-Id: ", session,
+                                        "\r\n\r\n")));
+    head = again.Read(kLongWait, "\r\n\r\n");
+  }
+  EXPECT_EQ(head.rfind("HTTP/1.1 200 ", 0), 0u) << head;
+}
+
+}  // namespace
+}  // namespace gateway

@@ -1,0 +1,224 @@
+// Test doubles for mcp_core: a ToolProvider that records what happens to it, and a
+// ReplySink that collects what the session sends. Every wait is bounded.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/mcp_server.h"
+#include "nlohmann/json.hpp"
+
+namespace gateway {
+namespace testing {
+
+using json = nlohmann::json;
+
+// Generous bound for things that should happen "soon"; only hit when a test fails.
+inline constexpr std::chrono::seconds kWait{5};
+
+// Tools:
+//   echo      returns its arguments (as text and structuredContent)
+//   slow      reports progress 1..steps (of steps), then waits for cancellation or
+//             wait_ms (default 0); returns "done", or CANCELLED when cancelled
+//   progress  reports each value of arguments.values in order, then returns
+//   throw     throws std::runtime_error
+//   anything else: INVALID_ARGUMENT (unknown tool)
+class FakeProvider : public ToolProvider {
+ public:
+  struct Call {
+    std::string name;
+    json arguments;
+    std::string session_key;
+  };
+
+  json ListTools() override {
+    return json::array({
+        {{"name", "echo"}, {"description", "echoes"}, {"inputSchema", {{"type", "object"}}}},
+        {{"name", "slow"}, {"description", "waits"}, {"inputSchema", {{"type", "object"}}}},
+    });
+  }
+
+  absl::StatusOr<json> CallTool(const std::string& name, const json& arguments,
+                                ToolCallContext& context) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      calls_.push_back({name, arguments, context.session_key});
+      cv_.notify_all();
+    }
+    if (name == "echo") {
+      return json{{"content", json::array({{{"type", "text"}, {"text", arguments.dump()}}})},
+                  {"structuredContent", arguments}};
+    }
+    if (name == "slow") return Slow(arguments, context);
+    if (name == "progress") {
+      for (const auto& v : arguments.value("values", json::array())) {
+        context.progress(v.get<double>(), std::nullopt, "");
+      }
+      return json{{"content", json::array()}};
+    }
+    if (name == "throw") throw std::runtime_error("boom");
+    return absl::InvalidArgumentError("unknown tool: " + name);
+  }
+
+  void SessionClosed(const std::string& session_key) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_.push_back(session_key);
+    cv_.notify_all();
+  }
+
+  // Waits (bounded) until `pred` holds; the predicate runs under the provider's lock.
+  bool WaitUntil(const std::function<bool()>& pred) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, kWait, pred);
+  }
+  bool WaitForCalls(size_t n) {
+    return WaitUntil([&] { return calls_.size() >= n; });
+  }
+  bool WaitForCancelled(int n) {
+    return WaitUntil([&] { return cancelled_ >= n; });
+  }
+  bool WaitForClosed(const std::string& key) {
+    return WaitUntil([&] { return ClosedCountLocked(key) > 0; });
+  }
+
+  std::vector<Call> calls() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return calls_;
+  }
+  std::vector<std::string> closed() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return closed_;
+  }
+  int closed_count(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ClosedCountLocked(key);
+  }
+  int cancelled() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return cancelled_;
+  }
+  int finished() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return finished_;
+  }
+
+ private:
+  int ClosedCountLocked(const std::string& key) {
+    int n = 0;
+    for (const auto& k : closed_) n += k == key;
+    return n;
+  }
+
+  absl::StatusOr<json> Slow(const json& arguments, ToolCallContext& context) {
+    const int steps = arguments.value("steps", 3);
+    for (int i = 1; i <= steps; ++i) context.progress(i, steps, "step " + std::to_string(i));
+    // Shared with the cancel callback, which may outlive this frame.
+    struct Latch {
+      std::mutex mu;
+      std::condition_variable cv;
+      bool set = false;
+    };
+    auto latch = std::make_shared<Latch>();
+    context.cancel->OnCancel([latch] {
+      std::lock_guard<std::mutex> lock(latch->mu);
+      latch->set = true;
+      latch->cv.notify_all();
+    });
+    {
+      std::unique_lock<std::mutex> lock(latch->mu);
+      latch->cv.wait_for(lock, std::chrono::milliseconds(arguments.value("wait_ms", 0)),
+                         [&] { return latch->set; });
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    ++finished_;
+    cv_.notify_all();
+    if (context.cancel->cancelled()) {
+      ++cancelled_;
+      return absl::CancelledError(context.cancel->reason());
+    }
+    return json{{"content", json::array({{{"type", "text"}, {"text", "done"}}})}};
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Call> calls_;
+  std::vector<std::string> closed_;
+  int cancelled_ = 0;
+  int finished_ = 0;
+};
+
+// Collects everything sent to it.
+class CollectSink : public ReplySink {
+ public:
+  void Send(const json& message) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    messages_.push_back(message);
+    cv_.notify_all();
+  }
+  void Close() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++closes_;
+    cv_.notify_all();
+  }
+  std::vector<json> messages() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return messages_;
+  }
+  int closes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return closes_;
+  }
+  // Waits (bounded) for the response with `id`.
+  json WaitResponse(const json& id) {
+    std::unique_lock<std::mutex> lock(mu_);
+    json found;
+    cv_.wait_for(lock, kWait, [&] {
+      for (const auto& m : messages_) {
+        if (!m.contains("method") && m.contains("id") && m["id"] == id) {
+          found = m;
+          return true;
+        }
+      }
+      return false;
+    });
+    return found;
+  }
+  bool WaitForCloses(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, kWait, [&] { return closes_ >= n; });
+  }
+  void Clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    messages_.clear();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<json> messages_;
+  int closes_ = 0;
+};
+
+inline json Request(const json& id, const std::string& method, json params = json::object()) {
+  return {{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", std::move(params)}};
+}
+
+inline json Notification(const std::string& method, json params = json::object()) {
+  return {{"jsonrpc", "2.0"}, {"method", method}, {"params", std::move(params)}};
+}
+
+inline json InitializeParams(const std::string& version = "2025-11-25") {
+  return {{"protocolVersion", version},
+          {"capabilities", json::object()},
+          {"clientInfo", {{"name", "test"}, {"version", "1"}}}};
+}
+
+}  // namespace testing
+}  // namespace gateway

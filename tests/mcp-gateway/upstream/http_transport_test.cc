@@ -1,0 +1,180 @@
+// HTTP upstreams: session expiry (404 -> initialize again -> retry), servers without a GET
+// stream or without sessions, DELETE on shutdown, protocol versions, unreachable servers,
+// and a legacy SSE stream that drops.
+#include <memory>
+#include <string>
+
+#include "upstream/upstream.h"
+#include "gtest/gtest.h"
+#include "upstream_test_support.h"
+
+namespace gateway {
+namespace {
+
+using nlohmann::json;
+using testing::FakeHttpServer;
+using testing::TempDir;
+using testing::TextOf;
+using testing::WaitFor;
+
+class HttpUpstreamTest : public ::testing::Test {
+ protected:
+  // Starts the fake server with `args` and a manager connected to it.
+  void Connect(std::vector<std::string> args, bool legacy = false) {
+    log_ = dir_.File("events.log");
+    args.insert(args.begin(), {legacy ? "sse" : "http", "--log", log_});
+    ASSERT_TRUE(server_.Start(args));
+    UpstreamConfig config = legacy ? testing::SseConfig("fake", server_.url("/sse"))
+                                   : testing::HttpConfig("fake", server_.url("/mcp"));
+    config.headers = {{"X-Test", "yes"}};
+    manager_ = std::make_unique<UpstreamManager>(std::vector<UpstreamConfig>{config},
+                                                 testing::TestOptions());
+    manager_->Start();
+    manager_->WaitInitial(absl::Seconds(30));
+  }
+  void TearDown() override {
+    if (manager_) manager_->Stop();
+  }
+  absl::StatusOr<json> Call(const std::string& tool, const json& args = json::object()) {
+    return manager_->CallTool("fake", tool, args, {});
+  }
+
+  TempDir dir_;
+  std::string log_;
+  FakeHttpServer server_;
+  std::unique_ptr<UpstreamManager> manager_;
+};
+
+TEST_F(HttpUpstreamTest, ExpiredSessionIsInitializedAgainAndTheCallRetried) {
+  Connect({});
+  ASSERT_TRUE(manager_->Snapshot()[0].connected) << manager_->Snapshot()[0].error;
+  ASSERT_TRUE(Call("expire_session").ok());
+  auto r = Call("echo", {{"message", "still here"}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(TextOf(*r), "still here");
+  EXPECT_GE(testing::CountEvents(log_, "session-not-found"), 1);
+  EXPECT_EQ(testing::CountEvents(log_, "initialize"), 2);
+  EXPECT_TRUE(manager_->Snapshot()[0].connected);
+}
+
+TEST_F(HttpUpstreamTest, WorksWithoutGetStream) {
+  Connect({"--no-get"});
+  ASSERT_TRUE(manager_->Snapshot()[0].connected) << manager_->Snapshot()[0].error;
+  // list_changed then travels in the POST's event stream.
+  ASSERT_TRUE(Call("change_tools").ok());
+  EXPECT_TRUE(WaitFor([&] { return testing::HasTool(manager_->Snapshot()[0], "added_tool"); }));
+  EXPECT_EQ(testing::CountEvents(log_, "get-stream"), 0);
+}
+
+TEST_F(HttpUpstreamTest, StatelessServer) {
+  Connect({"--stateless", "--json"});
+  ASSERT_TRUE(manager_->Snapshot()[0].connected) << manager_->Snapshot()[0].error;
+  auto r = Call("echo", {{"message", "no session"}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(TextOf(*r), "no session");
+}
+
+TEST_F(HttpUpstreamTest, ShutdownDeletesTheSession) {
+  Connect({});
+  ASSERT_TRUE(manager_->Snapshot()[0].connected) << manager_->Snapshot()[0].error;
+  manager_->Stop();
+  auto events = testing::ReadLog(log_);
+  int deletes = 0;
+  for (const auto& e : events) {
+    if (e.value("event", "") == "delete") {
+      ++deletes;
+      EXPECT_TRUE(e["session"].is_string());
+    }
+  }
+  EXPECT_EQ(deletes, 1);
+}
+
+TEST_F(HttpUpstreamTest, AcceptsAnOlderProtocolVersion) {
+  Connect({"--protocol", "2025-03-26"});
+  ASSERT_TRUE(manager_->Snapshot()[0].connected) << manager_->Snapshot()[0].error;
+  EXPECT_TRUE(Call("echo", {{"message", "x"}}).ok());
+}
+
+TEST_F(HttpUpstreamTest, RejectsAnUnknownProtocolVersion) {
+  Connect({"--protocol", "1999-01-01"});
+  auto s = manager_->Snapshot()[0];
+  EXPECT_FALSE(s.connected);
+  EXPECT_NE(s.error.find("unsupported protocol version"), std::string::npos) << s.error;
+}
+
+TEST_F(HttpUpstreamTest, LegacySseStreamDropDisconnectsThenReconnects) {
+  Connect({}, /*legacy=*/true);
+  ASSERT_TRUE(manager_->Snapshot()[0].connected) << manager_->Snapshot()[0].error;
+  // The fake ends the GET stream; the answer to this very call is lost with it.
+  auto r = Call("expire_session");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+  // The manager reconnects on its own (retry_initial is short in tests).
+  ASSERT_TRUE(WaitFor([&] { return Call("echo", {{"message", "again"}}).ok(); }));
+  EXPECT_EQ(testing::CountEvents(log_, "initialize"), 2);
+}
+
+TEST_F(HttpUpstreamTest, ServerGoingAwayIsNoticedWithoutACall) {
+  Connect({});
+  ASSERT_TRUE(manager_->Snapshot()[0].connected) << manager_->Snapshot()[0].error;
+  const uint64_t version = manager_->catalog_version();
+  server_.Kill();
+  // The GET stream ends, and reopening it is refused.
+  ASSERT_TRUE(WaitFor([&] { return !manager_->Snapshot()[0].connected; }));
+  EXPECT_NE(manager_->Snapshot()[0].error.find("Connection refused"), std::string::npos)
+      << manager_->Snapshot()[0].error;
+  EXPECT_TRUE(manager_->Snapshot()[0].tools.empty());
+  EXPECT_GT(manager_->catalog_version(), version);
+}
+
+// MCP 2025-11-25 resumability (SEP-1699 polling), as the conformance scenario sse-retry
+// checks it: the server primes a call's stream with an id and `retry: 400`, ends it without
+// the response, and answers a GET that carries Last-Event-ID. The client must come back,
+// with that id, and not before the delay.
+TEST_F(HttpUpstreamTest, AResponseStreamEndedEarlyIsResumedWithLastEventIdAfterRetry) {
+  Connect({"--poll-retry-ms", "400"});
+  ASSERT_TRUE(manager_->Snapshot()[0].connected) << manager_->Snapshot()[0].error;
+  auto r = Call("poll");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(TextOf(*r), "polled");
+  double closed_at = -1, resumed_at = -1;
+  for (const auto& e : testing::ReadLog(log_)) {
+    if (e.value("event", "") == "poll-stream-closed") closed_at = e["at"].get<double>();
+    if (e.value("event", "") == "get" && e["last_event_id"] == "poll-1") resumed_at = e["at"].get<double>();
+  }
+  ASSERT_GE(closed_at, 0) << "the server never closed the stream";
+  ASSERT_GE(resumed_at, 0) << "no GET carried Last-Event-ID: poll-1";
+  // A lower bound only (waiting at least what the server asked is the point).
+  EXPECT_GE(resumed_at - closed_at, 0.35) << "reconnected before the server's retry delay";
+}
+
+TEST_F(HttpUpstreamTest, AStreamThatCannotBeResumedFailsTheCallWithTheReason) {
+  Connect({"--poll-retry-ms", "10", "--no-get"});
+  auto r = Call("poll");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("resuming it failed: HTTP 405"), std::string::npos)
+      << r.status();
+}
+
+TEST(HttpUnreachableTest, RefusedConnectionIsReportedAndRetried) {
+  const int port = testing::UnusedPort();
+  const std::string url = "http://127.0.0.1:" + std::to_string(port);
+  UpstreamManager manager({testing::HttpConfig("http", url + "/mcp"),
+                           testing::SseConfig("sse", url + "/sse")},
+                          testing::TestOptions());
+  manager.Start();
+  manager.WaitInitial(absl::Seconds(30));
+  for (const auto& s : manager.Snapshot()) {
+    EXPECT_FALSE(s.connected) << s.name;
+    EXPECT_EQ(s.error, "connect: Connection refused") << s.name;
+  }
+  EXPECT_EQ(manager.CallTool("http", "echo", json::object(), {}).status().code(),
+            absl::StatusCode::kUnavailable);
+
+  // A server that comes up later is picked up by the retries.
+  FakeHttpServer server;
+  ASSERT_TRUE(server.Start({"http", "--port", std::to_string(port)}));
+  EXPECT_TRUE(WaitFor([&] { return manager.Snapshot()[0].connected; }));
+}
+
+}  // namespace
+}  // namespace gateway

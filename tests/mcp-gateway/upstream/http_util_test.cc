@@ -1,0 +1,146 @@
+// SseParser, URL parsing/resolution and connection-error descriptions.
+#include "upstream/http_util.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "upstream_test_support.h"
+
+namespace gateway {
+namespace {
+
+std::vector<SseParser::Event> ParseAll(const std::vector<std::string>& chunks) {
+  SseParser parser;
+  std::vector<SseParser::Event> events;
+  for (const auto& chunk : chunks) {
+    EXPECT_TRUE(parser.Feed(chunk.data(), chunk.size(),
+                            [&](const SseParser::Event& e) { events.push_back(e); }));
+  }
+  return events;
+}
+
+TEST(SseParserTest, ParsesEventsDataAndIds) {
+  auto events = ParseAll({"event: endpoint\ndata: /messages?id=1\n\n"
+                          "id: 7\ndata: {\"a\":1}\n\n"});
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].event, "endpoint");
+  EXPECT_EQ(events[0].data, "/messages?id=1");
+  EXPECT_EQ(events[1].event, "message");  // the default type
+  EXPECT_EQ(events[1].data, "{\"a\":1}");
+  EXPECT_EQ(events[1].id, "7");
+}
+
+TEST(SseParserTest, ManySmallDataLinesCannotMakeAnUnboundedEvent) {
+  SseParser parser(1024);
+  std::string line = "data: " + std::string(100, 'x') + "\n";
+  int events = 0;
+  bool ok = true;
+  for (int i = 0; i < 20 && ok; ++i) {  // 2 KiB of data in one event, no line over 1 KiB
+    ok = parser.Feed(line.data(), line.size(), [&](const SseParser::Event&) { ++events; });
+  }
+  EXPECT_FALSE(ok);
+  EXPECT_EQ(events, 0);
+  std::string end = "\n";
+  parser.Feed(end.data(), end.size(), [&](const SseParser::Event&) { ++events; });
+  EXPECT_EQ(events, 0);  // the truncated event is never delivered
+}
+
+TEST(SseParserTest, JoinsMultiLineDataWithNewlines) {
+  auto events = ParseAll({"data: {\n", "data:  \"a\": 1\n", "data: }\n\n"});
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].data, "{\n \"a\": 1\n}");
+}
+
+TEST(SseParserTest, SkipsPrimingEventsAndComments) {
+  auto events = ParseAll({"id: prime\ndata:\n\n", ": keep-alive\n\n", "retry: 100\n\n",
+                          "data: x\n\n"});
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].data, "x");
+  EXPECT_EQ(events[0].id, "prime");  // the last id persists
+}
+
+TEST(SseParserTest, HandlesCrLfSplitAcrossChunksAndByteByByteInput) {
+  std::string stream = "event: message\r\ndata: one\r\n\r\ndata: two\r\rdata: three\n\n";
+  std::vector<std::string> bytes;
+  for (char c : stream) bytes.emplace_back(1, c);
+  for (const auto& chunks : {std::vector<std::string>{stream}, bytes}) {
+    auto events = ParseAll(chunks);
+    ASSERT_EQ(events.size(), 3u);
+    EXPECT_EQ(events[0].data, "one");
+    EXPECT_EQ(events[1].data, "two");
+    EXPECT_EQ(events[2].data, "three");
+  }
+}
+
+TEST(SseParserTest, FieldWithoutColonAndValueWithoutSpace) {
+  auto events = ParseAll({"data:no-space\ndata\n\n"});
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].data, "no-space\n");
+}
+
+TEST(SseParserTest, TracksTheLastEventIdAndTheRetryDelay) {
+  SseParser parser;
+  int events = 0;
+  auto count = [&](const SseParser::Event&) { ++events; };
+  std::string stream = "id: a\nretry: 250\ndata:\n\nid: b\ndata: x\n\n";
+  ASSERT_TRUE(parser.Feed(stream.data(), stream.size(), count));
+  EXPECT_EQ(events, 1);  // the priming event is skipped, its id is not
+  EXPECT_EQ(parser.last_event_id(), "b");
+  EXPECT_EQ(parser.retry_ms(), std::optional<int64_t>(250));
+  // Only digits set the delay; an id with NUL is ignored; an empty id resets it.
+  static const char kMore[] = "retry: 1e3\nretry: -5\nid: c\0d\ndata: y\n\n";
+  std::string more(kMore, sizeof kMore - 1);
+  ASSERT_TRUE(parser.Feed(more.data(), more.size(), count));
+  EXPECT_EQ(parser.retry_ms(), std::optional<int64_t>(250));
+  EXPECT_EQ(parser.last_event_id(), "b");
+  std::string reset = "id\ndata: z\n\n";
+  ASSERT_TRUE(parser.Feed(reset.data(), reset.size(), count));
+  EXPECT_EQ(parser.last_event_id(), "");
+}
+
+TEST(HttpUrlTest, SplitsOriginAndTarget) {
+  auto u = ParseHttpUrl("https://Example.com:8443/mcp/v1?x=1#frag");
+  ASSERT_TRUE(u.ok()) << u.status();
+  EXPECT_EQ(u->origin, "https://Example.com:8443");
+  EXPECT_EQ(u->target, "/mcp/v1?x=1");
+  EXPECT_EQ(u->host, "Example.com");
+  EXPECT_EQ(u->port, 8443);
+
+  u = ParseHttpUrl("http://127.0.0.1");
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->target, "/");
+  EXPECT_EQ(u->port, 80);
+
+  u = ParseHttpUrl("HTTP://[::1]:9000?q");
+  ASSERT_TRUE(u.ok()) << u.status();
+  EXPECT_EQ(u->origin, "http://[::1]:9000");
+  EXPECT_EQ(u->host, "::1");
+  EXPECT_EQ(u->target, "/?q");
+
+  EXPECT_FALSE(ParseHttpUrl("ftp://x/").ok());
+  EXPECT_FALSE(ParseHttpUrl("http://:80/").ok());
+  EXPECT_FALSE(ParseHttpUrl("http://x:99999/").ok());
+  EXPECT_FALSE(ParseHttpUrl("http://user:pw@x/").ok());
+}
+
+TEST(HttpUrlTest, ResolvesEndpointReferences) {
+  const std::string base = "http://127.0.0.1:8080/mcp/sse?a=1";
+  EXPECT_EQ(ResolveUrl(base, "/messages?sessionId=1"),
+            "http://127.0.0.1:8080/messages?sessionId=1");
+  EXPECT_EQ(ResolveUrl(base, "messages?s=1"), "http://127.0.0.1:8080/mcp/messages?s=1");
+  EXPECT_EQ(ResolveUrl(base, "?s=2"), "http://127.0.0.1:8080/mcp/sse?s=2");
+  EXPECT_EQ(ResolveUrl(base, "https://other:1/x"), "https://other:1/x");
+  EXPECT_EQ(ResolveUrl(base, "//host:2/y"), "http://host:2/y");
+}
+
+TEST(HttpUrlTest, DescribesRefusedConnections) {
+  HttpUrl url;
+  url.host = "127.0.0.1";
+  url.port = testing::UnusedPort();
+  EXPECT_EQ(DescribeConnectFailure(url, absl::Seconds(2)), "connect: Connection refused");
+}
+
+}  // namespace
+}  // namespace gateway

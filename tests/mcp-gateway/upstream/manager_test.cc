@@ -1,0 +1,155 @@
+// UpstreamManager across upstreams: parallel connects where failures do not hold up the
+// others, Snapshot before and after Start, NOT_FOUND / UNAVAILABLE routing, the catalog
+// version and listener, and Stop().
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "upstream/upstream.h"
+#include "gtest/gtest.h"
+#include "upstream_test_support.h"
+
+namespace gateway {
+namespace {
+
+using nlohmann::json;
+using testing::FakeHttpServer;
+using testing::TempDir;
+using testing::TextOf;
+using testing::WaitFor;
+
+TEST(UpstreamManagerTest, BrokenUpstreamsDoNotStopTheOthers) {
+  FakeHttpServer http;
+  ASSERT_TRUE(http.Start({"http"}));
+  UpstreamConfig missing;
+  missing.name = "missing";
+  missing.command = "/nonexistent/mcp-server";
+  std::vector<UpstreamConfig> configs = {
+      testing::StdioConfig("local", {}),
+      testing::HttpConfig("refused",
+                          "http://127.0.0.1:" + std::to_string(testing::UnusedPort()) + "/mcp"),
+      missing,
+      testing::HttpConfig("remote", http.url("/mcp")),
+  };
+  UpstreamManager manager(configs, testing::TestOptions());
+
+  // Before Start(): everything listed, nothing connected.
+  auto before = manager.Snapshot();
+  ASSERT_EQ(before.size(), 4u);
+  for (const auto& s : before) EXPECT_FALSE(s.connected);
+  EXPECT_EQ(manager.CallTool("local", "echo", json::object(), {}).status().code(),
+            absl::StatusCode::kUnavailable);
+
+  manager.Start();
+  manager.WaitInitial(absl::Seconds(30));
+  auto snapshot = manager.Snapshot();
+  ASSERT_EQ(snapshot.size(), 4u);
+  EXPECT_EQ(snapshot[0].name, "local");
+  EXPECT_TRUE(snapshot[0].connected) << snapshot[0].error;
+  EXPECT_EQ(snapshot[0].type, UpstreamConfig::Type::kStdio);
+  EXPECT_FALSE(snapshot[1].connected);
+  EXPECT_EQ(snapshot[1].error, "connect: Connection refused");
+  EXPECT_FALSE(snapshot[2].connected);
+  EXPECT_NE(snapshot[2].error.find("not found"), std::string::npos) << snapshot[2].error;
+  EXPECT_TRUE(snapshot[3].connected) << snapshot[3].error;
+  EXPECT_EQ(snapshot[3].type, UpstreamConfig::Type::kStreamableHttp);
+
+  auto local = manager.CallTool("local", "echo", {{"message", "a"}}, {});
+  ASSERT_TRUE(local.ok()) << local.status();
+  EXPECT_EQ(TextOf(*local), "a");
+  auto remote = manager.CallTool("remote", "echo", {{"message", "b"}}, {});
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  EXPECT_EQ(TextOf(*remote), "b");
+
+  auto refused = manager.CallTool("refused", "echo", json::object(), {});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(refused.status().message().find("Connection refused"), absl::string_view::npos);
+  EXPECT_EQ(manager.CallTool("nobody", "echo", json::object(), {}).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(manager.CallTool("local", "nothing", json::object(), {}).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(UpstreamManagerTest, CatalogVersionAndListenerFollowConnects) {
+  std::atomic<int> calls{0};
+  UpstreamManager manager({testing::StdioConfig("a", {}), testing::StdioConfig("b", {})},
+                          testing::TestOptions());
+  manager.SetCatalogListener([&] {
+    // Called without locks held: reading the manager from here must not deadlock.
+    manager.Snapshot();
+    manager.catalog_version();
+    ++calls;
+  });
+  const uint64_t start = manager.catalog_version();
+  manager.Start();
+  manager.WaitInitial(absl::Seconds(30));
+  ASSERT_TRUE(WaitFor([&] { return calls >= 2; }));
+  EXPECT_GE(manager.catalog_version(), start + 2);
+}
+
+TEST(UpstreamManagerTest, CallTimeoutDefaultsToTheManagerOption) {
+  auto options = testing::TestOptions();
+  options.call_timeout = absl::Milliseconds(200);
+  UpstreamManager manager({testing::StdioConfig("fake", {})}, options);
+  manager.Start();
+  manager.WaitInitial(absl::Seconds(30));
+  auto r = manager.CallTool("fake", "slow", {{"ms", 5000}}, {});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
+}
+
+TEST(UpstreamManagerTest, InitializeTimeoutIsReported) {
+  // A "server" that never answers, so initialize times out.
+  UpstreamConfig config;
+  config.name = "silent";
+  config.command = "sleep";
+  config.args = {"30"};
+  auto options = testing::TestOptions();
+  options.connect_timeout = absl::Milliseconds(300);
+  options.stop_grace = absl::Milliseconds(100);
+  UpstreamManager manager({config}, options);
+  manager.Start();
+  manager.WaitInitial(absl::Seconds(30));
+  auto s = manager.Snapshot()[0];
+  EXPECT_FALSE(s.connected);
+  EXPECT_EQ(s.error, "initialize timed out");
+}
+
+TEST(UpstreamManagerTest, StopIsIdempotentAndTheDestructorStops) {
+  auto manager = std::make_unique<UpstreamManager>(
+      std::vector<UpstreamConfig>{testing::StdioConfig("fake", {})}, testing::TestOptions());
+  manager->Stop();  // before Start: fine
+  manager->Start();  // after Stop: does nothing
+  EXPECT_FALSE(manager->Snapshot()[0].connected);
+
+  manager = std::make_unique<UpstreamManager>(
+      std::vector<UpstreamConfig>{testing::StdioConfig("fake", {})}, testing::TestOptions());
+  manager->Start();
+  manager->WaitInitial(absl::Seconds(30));
+  ASSERT_TRUE(manager->Snapshot()[0].connected);
+  manager->Stop();
+  manager->Stop();
+  EXPECT_FALSE(manager->Snapshot()[0].connected);
+  EXPECT_EQ(manager->CallTool("fake", "echo", json::object(), {}).status().code(),
+            absl::StatusCode::kUnavailable);
+  manager.reset();
+}
+
+TEST(UpstreamManagerTest, StopAbortsAConnectInProgress) {
+  UpstreamConfig config;
+  config.name = "silent";
+  config.command = "sleep";
+  config.args = {"30"};
+  auto options = testing::TestOptions();
+  // Stop() must not wait for this: if it did, the test would hit its ctest TIMEOUT.
+  options.connect_timeout = absl::Hours(1);
+  options.stop_grace = absl::Milliseconds(100);
+  UpstreamManager manager({config}, options);
+  manager.Start();
+  manager.WaitInitial(absl::Milliseconds(200));  // still in initialize
+  EXPECT_TRUE(manager.Snapshot()[0].error.find("not connected yet") != std::string::npos);
+  manager.Stop();
+  EXPECT_FALSE(manager.Snapshot()[0].connected);
+}
+
+}  // namespace
+}  // namespace gateway

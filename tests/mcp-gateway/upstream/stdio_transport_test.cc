@@ -1,0 +1,197 @@
+// stdio upstreams: the child's environment, a crash mid-call and the restart on the next
+// call, commands that fail to start, and the shutdown sequence (stdin EOF, SIGTERM,
+// SIGKILL) leaving no process behind.
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "upstream/upstream.h"
+#include "gtest/gtest.h"
+#include "upstream_test_support.h"
+
+namespace gateway {
+namespace {
+
+using nlohmann::json;
+using testing::TempDir;
+using testing::TextOf;
+using testing::WaitFor;
+
+// Pids of the fake server processes, from the "start" events in its log.
+std::vector<pid_t> StartedPids(const std::string& log) {
+  std::vector<pid_t> pids;
+  for (const auto& e : testing::ReadLog(log)) {
+    if (e.value("event", "") == "start") pids.push_back(e["pid"].get<pid_t>());
+  }
+  return pids;
+}
+
+TEST(StdioUpstreamTest, ChildGetsConfigEnvButNotOurs) {
+  setenv("GATEWAY_SECRET", "top-secret", 1);
+  auto config = testing::StdioConfig("fake", {});
+  config.env = {{"FOO", "bar"}, {"API_KEY", "from-config"}};
+  UpstreamManager manager({config}, testing::TestOptions());
+  manager.Start();
+  manager.WaitInitial(absl::Seconds(30));
+  auto r = manager.CallTool("fake", "env", json::object(), {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  json env = json::parse(TextOf(*r));
+  EXPECT_EQ(env.value("FOO", ""), "bar");
+  EXPECT_EQ(env.value("API_KEY", ""), "from-config");
+  EXPECT_TRUE(env.contains("PATH"));
+  EXPECT_FALSE(env.contains("GATEWAY_SECRET"));
+  unsetenv("GATEWAY_SECRET");
+}
+
+TEST(StdioUpstreamTest, ChildInheritsNoFileDescriptorsOfOurs) {
+  // An fd without O_CLOEXEC, as a careless library might leave one.
+  int leaky = open("/dev/null", O_RDONLY);
+  ASSERT_GE(leaky, 0);
+  ASSERT_EQ(dup2(leaky, 100), 100);
+  UpstreamManager manager({testing::StdioConfig("fake", {})}, testing::TestOptions());
+  manager.Start();
+  manager.WaitInitial(absl::Seconds(30));
+  auto r = manager.CallTool("fake", "env", json::object(), {});
+  close(100);
+  close(leaky);
+  ASSERT_TRUE(r.ok()) << r.status();
+  // (Low numbers past 2 may be Python's own, e.g. the fd listing /proc/self/fd.)
+  for (const auto& fd : (*r)["structuredContent"]["fds"]) EXPECT_NE(fd.get<int>(), 100);
+}
+
+TEST(StdioUpstreamTest, RunsInTheConfiguredDirectory) {
+  TempDir dir;
+  auto config = testing::StdioConfig("fake", {});
+  config.cwd = dir.path();
+  UpstreamManager manager({config}, testing::TestOptions());
+  manager.Start();
+  manager.WaitInitial(absl::Seconds(30));
+  auto r = manager.CallTool("fake", "env", json::object(), {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  char real[PATH_MAX];
+  ASSERT_NE(realpath(dir.path().c_str(), real), nullptr);
+  EXPECT_EQ((*r)["structuredContent"]["cwd"], std::string(real));
+}
+
+TEST(StdioUpstreamTest, CrashMidCallIsUnavailableThenTheNextCallRestartsIt) {
+  TempDir dir;
+  std::string log = dir.File("events.log");
+  auto options = testing::TestOptions();
+  // No background reconnect during the test: only the next call may restart the server.
+  options.retry_initial = absl::Seconds(60);
+  options.retry_max = absl::Seconds(60);
+  UpstreamManager manager({testing::StdioConfig("fake", {"--log", log})}, options);
+  manager.Start();
+  manager.WaitInitial(absl::Seconds(30));
+  ASSERT_TRUE(manager.Snapshot()[0].connected);
+  const uint64_t version = manager.catalog_version();
+
+  auto crash = manager.CallTool("fake", "crash", json::object(), {});
+  ASSERT_FALSE(crash.ok());
+  EXPECT_EQ(crash.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(crash.status().message().find("exited with code 3: crashing now"),
+            absl::string_view::npos)
+      << crash.status();
+  ASSERT_TRUE(WaitFor([&] { return !manager.Snapshot()[0].connected; }));
+  auto status = manager.Snapshot()[0];
+  EXPECT_NE(status.error.find("exited with code 3"), std::string::npos) << status.error;
+  EXPECT_TRUE(status.tools.empty());
+  EXPECT_GT(manager.catalog_version(), version);
+
+  auto echo = manager.CallTool("fake", "echo", {{"message", "back"}}, {});
+  ASSERT_TRUE(echo.ok()) << echo.status();
+  EXPECT_EQ(TextOf(*echo), "back");
+  EXPECT_TRUE(manager.Snapshot()[0].connected);
+  EXPECT_EQ(StartedPids(log).size(), 2u);
+}
+
+TEST(StdioUpstreamTest, MissingCommandIsReportedAndOthersStillWork) {
+  UpstreamConfig missing;
+  missing.name = "missing";
+  missing.command = "mcp-gateway-test-no-such-command";
+  UpstreamManager manager({missing, testing::StdioConfig("fake", {})}, testing::TestOptions());
+  manager.Start();
+  manager.WaitInitial(absl::Seconds(30));
+  auto snapshot = manager.Snapshot();
+  ASSERT_EQ(snapshot.size(), 2u);
+  EXPECT_FALSE(snapshot[0].connected);
+  EXPECT_NE(snapshot[0].error.find("not found"), std::string::npos) << snapshot[0].error;
+  EXPECT_TRUE(snapshot[1].connected) << snapshot[1].error;
+  auto r = manager.CallTool("missing", "echo", json::object(), {});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(manager.CallTool("fake", "echo", {{"message", "ok"}}, {}).ok());
+}
+
+TEST(StdioUpstreamTest, ExitAtStartupReportsCodeAndLastStderrLine) {
+  UpstreamManager manager({testing::StdioConfig("dies", {"--exit", "1"})},
+                          testing::TestOptions());
+  manager.Start();
+  manager.WaitInitial(absl::Seconds(30));
+  auto s = manager.Snapshot()[0];
+  EXPECT_FALSE(s.connected);
+  EXPECT_NE(s.error.find("exited with code 1: fatal: configured to exit"), std::string::npos)
+      << s.error;
+}
+
+TEST(StdioUpstreamTest, ShutdownClosesStdinAndLeavesNoProcess) {
+  TempDir dir;
+  std::string log = dir.File("events.log");
+  UpstreamManager manager({testing::StdioConfig("fake", {"--log", log})},
+                          testing::TestOptions());
+  manager.Start();
+  manager.WaitInitial(absl::Seconds(30));
+  ASSERT_TRUE(manager.Snapshot()[0].connected);
+  auto pids = StartedPids(log);
+  ASSERT_EQ(pids.size(), 1u);
+  EXPECT_TRUE(testing::ProcessExists(pids[0]));
+  manager.Stop();
+  EXPECT_FALSE(testing::ProcessExists(pids[0]));
+  EXPECT_EQ(testing::CountEvents(log, "stdin-eof"), 1);  // it exited on its own
+  EXPECT_EQ(testing::CountEvents(log, "sigterm"), 0);
+  manager.Stop();  // idempotent
+}
+
+TEST(StdioUpstreamTest, StubbornServerGetsSigtermThenSigkill) {
+  TempDir dir;
+  std::string log = dir.File("events.log");
+  auto options = testing::TestOptions();
+  options.stop_grace = absl::Milliseconds(200);
+  UpstreamManager manager(
+      {testing::StdioConfig("stubborn", {"--log", log, "--ignore-eof", "--ignore-term"})},
+      options);
+  manager.Start();
+  manager.WaitInitial(absl::Seconds(30));
+  ASSERT_TRUE(manager.Snapshot()[0].connected);
+  auto pids = StartedPids(log);
+  ASSERT_EQ(pids.size(), 1u);
+  manager.Stop();
+  EXPECT_FALSE(testing::ProcessExists(pids[0]));
+  EXPECT_EQ(testing::CountEvents(log, "stdin-eof"), 1);
+  EXPECT_EQ(testing::CountEvents(log, "sigterm"), 1);
+}
+
+TEST(StdioUpstreamTest, PendingCallsFailWhenStopping) {
+  UpstreamManager manager({testing::StdioConfig("fake", {})}, testing::TestOptions());
+  manager.Start();
+  manager.WaitInitial(absl::Seconds(30));
+  absl::StatusOr<json> result = absl::UnknownError("not run");
+  std::thread call([&] {
+    result = manager.CallTool("fake", "slow", {{"ms", 10000}}, {});
+  });
+  // Stop once the call is in flight (a second call sees it in the server's stats).
+  WaitFor([&] {
+    auto stats = manager.CallTool("fake", "stats", json::object(), {});
+    return stats.ok() && (*stats)["structuredContent"]["active"] == 1;
+  });
+  manager.Stop();
+  call.join();
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable) << result.status();
+}
+
+}  // namespace
+}  // namespace gateway
