@@ -10,17 +10,19 @@
 #include <thread>
 
 #include "base/allocator.h"
+#include "base/daemon.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "server/http_token.h"
 #include "bridge/run_python.h"
 #include "bridge/sandbox_client.h"
 #include "server/transports.h"
 #include "upstream/upstream.h"
-#include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
 
 ABSL_FLAG(std::string, transport, "stdio", "stdio (one client on stdin/stdout) or http.");
@@ -148,35 +150,17 @@ void RaiseFileLimit() {
   }
 }
 
-}  // namespace
+// Environment fallbacks, for clients that can set env vars more easily than arguments.
+std::vector<std::string> FromEnv(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::vector<std::string>(absl::StrSplit(v, ',', absl::SkipEmpty()))
+                 : std::vector<std::string>();
+}
 
-int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "mcp-gateway: one MCP tool, run_python, whose code calls your MCP servers' tools.");
-  codemode::ReturnLargeBlocksToTheSystem();
-  absl::ParseCommandLine(argc, argv);
-  // stdout may carry the protocol: logs go to stderr only.
-  auto logger = spdlog::stderr_logger_mt("mcp-gateway");
-  spdlog::set_default_logger(logger);
-  spdlog::set_level(spdlog::level::from_str(absl::GetFlag(FLAGS_log_level)));
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
-
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-
-  // Environment fallbacks, for clients that can set env vars more easily than arguments.
-  auto from_env = [](const char* name) {
-    const char* v = std::getenv(name);
-    return v && *v ? std::vector<std::string>(absl::StrSplit(v, ',', absl::SkipEmpty()))
-                   : std::vector<std::string>();
-  };
+absl::StatusOr<std::vector<gateway::UpstreamConfig>> LoadConfigs() {
   std::vector<std::string> files = absl::GetFlag(FLAGS_config);
   std::vector<std::string> dirs = absl::GetFlag(FLAGS_config_dir);
-  if (files.empty() && dirs.empty()) files = from_env("MCP_GATEWAY_CONFIG");
+  if (files.empty() && dirs.empty()) files = FromEnv("MCP_GATEWAY_CONFIG");
   if (files.empty() && dirs.empty()) {
     std::string def = ConfigHome() + "/mcp-gateway/mcp.json";
     if (fs::exists(def)) files.push_back(def);
@@ -184,81 +168,33 @@ int main(int argc, char** argv) {
   }
   std::error_code ec;
   std::string self = fs::canonical("/proc/self/exe", ec).string();
-  absl::StatusOr<std::vector<gateway::UpstreamConfig>> configs =
-      gateway::LoadUpstreamConfig(files, dirs, self);
-  if (!configs.ok()) {
-    spdlog::critical("{}", std::string(configs.status().message()));
-    return 2;
-  }
-  spdlog::info("{} upstream server(s) configured", configs->size());
+  return gateway::LoadUpstreamConfig(files, dirs, self);
+}
 
-  gateway::UpstreamOptions upstream_options;
-  upstream_options.call_timeout = absl::GetFlag(FLAGS_call_timeout);
-  upstream_options.max_catalog_bytes = absl::GetFlag(FLAGS_max_catalog_bytes_per_upstream);
-  gateway::UpstreamManager upstreams(*configs, upstream_options);
-  upstreams.Start();
+gateway::ToolCallLimits ToolCallLimitsFromFlags() {
+  gateway::ToolCallLimits l;
+  l.max_in_flight = absl::GetFlag(FLAGS_max_tool_calls_in_flight);
+  l.max_per_run = absl::GetFlag(FLAGS_max_tool_calls_per_run);
+  l.max_argument_bytes = absl::GetFlag(FLAGS_max_tool_call_bytes);
+  l.max_result_bytes = absl::GetFlag(FLAGS_max_tool_result_bytes);
+  l.max_argument_bytes_in_flight = absl::GetFlag(FLAGS_max_tool_call_bytes_in_flight);
+  return l;
+}
 
-  std::vector<std::string> endpoints = absl::GetFlag(FLAGS_sandboxd);
-  if (endpoints.empty()) endpoints = from_env("MCP_GATEWAY_SANDBOXD");
-  if (endpoints.empty()) endpoints.push_back(DefaultSandboxd());
-  gateway::ToolCallLimits tool_call_limits;
-  tool_call_limits.max_in_flight = absl::GetFlag(FLAGS_max_tool_calls_in_flight);
-  tool_call_limits.max_per_run = absl::GetFlag(FLAGS_max_tool_calls_per_run);
-  tool_call_limits.max_argument_bytes = absl::GetFlag(FLAGS_max_tool_call_bytes);
-  tool_call_limits.max_result_bytes = absl::GetFlag(FLAGS_max_tool_result_bytes);
-  tool_call_limits.max_argument_bytes_in_flight = absl::GetFlag(FLAGS_max_tool_call_bytes_in_flight);
-  gateway::SandboxClient sandboxes(endpoints, tool_call_limits);
-  gateway::ManagerUpstreams upstream_view(&upstreams);
-  gateway::RunPythonOptions run_options;
-  run_options.default_timeout_seconds = absl::GetFlag(FLAGS_default_timeout_seconds);
-  run_options.max_timeout_seconds = absl::GetFlag(FLAGS_max_timeout_seconds);
-  gateway::RunPythonTool tool(&sandboxes, &upstream_view, run_options);
-  gateway::ServerOptions server_options;
-  server_options.instructions =
-      "Use run_python to call the available MCP tools from Python: loop, filter and join "
-      "results in code and print only what you need.";
-
-  upstreams.WaitInitial(absl::GetFlag(FLAGS_startup_wait));
-
-  const std::string transport = absl::GetFlag(FLAGS_transport);
-  if (transport == "stdio") {
-    gateway::StdioServer server(STDIN_FILENO, STDOUT_FILENO, &tool, server_options);
-    upstreams.SetCatalogListener([&server] { server.NotifyToolsChanged(); });
-    std::thread signal_thread([&server, signals]() mutable {
-      int sig = 0;
-      sigwait(&signals, &sig);
-      if (sig != 0) server.Stop();
-    });
-    signal_thread.detach();
-    server.Run();  // until stdin reaches EOF
-    spdlog::info("stdin closed; shutting down");
-    upstreams.SetCatalogListener(nullptr);
-    tool.CloseAll();
-    upstreams.Stop();
-    return 0;
-  }
-  if (transport != "http") {
-    spdlog::critical("--transport must be stdio or http");
-    return 2;
-  }
+// --listen, --path, the tokens and the HTTP limits; `token_file` names where a generated
+// token lives (empty when the tokens came from flags or the environment).
+absl::StatusOr<gateway::HttpServerOptions> HttpOptionsFromFlags(std::string* token_file) {
   gateway::HttpServerOptions http;
   std::string listen = absl::GetFlag(FLAGS_listen);
   size_t colon = listen.rfind(':');
-  if (colon == std::string::npos) {
-    spdlog::critical("--listen must be host:port");
-    return 2;
-  }
+  if (colon == std::string::npos) return absl::InvalidArgumentError("--listen must be host:port");
   http.host = listen.substr(0, colon);
   if (http.host.size() > 2 && http.host.front() == '[') http.host = http.host.substr(1, http.host.size() - 2);
   http.port = std::atoi(listen.substr(colon + 1).c_str());
   http.path = absl::GetFlag(FLAGS_path);
-  std::string token_file;
-  if (absl::StatusOr<std::vector<std::string>> tokens = ResolveTokens(&token_file); tokens.ok()) {
-    http.bearer_tokens = *tokens;
-  } else {
-    spdlog::critical("{}", std::string(tokens.status().message()));
-    return 2;
-  }
+  absl::StatusOr<std::vector<std::string>> tokens = ResolveTokens(token_file);
+  if (!tokens.ok()) return tokens.status();
+  http.bearer_tokens = *tokens;
   http.allowed_origins = absl::GetFlag(FLAGS_allowed_origins);
   http.allowed_hosts = absl::GetFlag(FLAGS_allowed_hosts);
   http.max_body_bytes = absl::GetFlag(FLAGS_max_body_bytes);
@@ -271,33 +207,99 @@ int main(int argc, char** argv) {
   http.header_timeout = absl::GetFlag(FLAGS_http_header_timeout);
   http.idle_timeout = absl::GetFlag(FLAGS_http_idle_timeout);
   http.resume_grace = absl::GetFlag(FLAGS_resume_grace);
+  return http;
+}
+
+// The address and a ready client snippet, as Jupyter prints its token.
+void LogHowToConnect(const gateway::HttpServerOptions& http, int port, const std::string& token_file) {
+  const std::string host = absl::StrContains(http.host, ':') ? "[" + http.host + "]" : http.host;
+  const std::string url = absl::StrCat("http://", host, ":", port, http.path);
+  spdlog::info("serving MCP on {}", url);
+  if (http.bearer_tokens.empty()) return;
+  const std::string& token = http.bearer_tokens[0];
+  spdlog::info(
+      "clients must send 'Authorization: Bearer {}'{}. For example:\n"
+      "  claude mcp add --transport http codemode {} --header \"Authorization: Bearer {}\"\n"
+      "  curl -H 'Authorization: Bearer {}' -H 'Content-Type: application/json' "
+      "-H 'Accept: application/json, text/event-stream' -d '{{\"jsonrpc\":\"2.0\",\"id\":1,"
+      "\"method\":\"initialize\",\"params\":{{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{{}},"
+      "\"clientInfo\":{{\"name\":\"curl\",\"version\":\"1\"}}}}}}' {}",
+      token, token_file.empty() ? "" : " (token file " + token_file + ")", url, token, token, url);
+}
+
+// The transport --transport names, started; a stdio transport asks `shutdown` to end the
+// process when stdin closes.
+absl::StatusOr<std::unique_ptr<gateway::ServerTransport>> StartTransport(
+    gateway::ToolProvider* tool, const gateway::ServerOptions& options,
+    codemode::ShutdownSignal* shutdown) {
+  const std::string transport = absl::GetFlag(FLAGS_transport);
+  if (transport == "stdio") {
+    auto stdio = std::make_unique<gateway::StdioServer>(STDIN_FILENO, STDOUT_FILENO, tool, options);
+    absl::Status started = stdio->Start([shutdown] { shutdown->Request("stdin closed"); });
+    if (!started.ok()) return started;
+    return stdio;
+  }
+  if (transport != "http") return absl::InvalidArgumentError("--transport must be stdio or http");
+  std::string token_file;
+  absl::StatusOr<gateway::HttpServerOptions> http = HttpOptionsFromFlags(&token_file);
+  if (!http.ok()) return http.status();
   RaiseFileLimit();
-  gateway::HttpServer server(http, &tool, server_options);
-  if (absl::Status s = server.Start(); !s.ok()) {
-    spdlog::critical("{}", std::string(s.message()));
-    return 1;
+  auto server = std::make_unique<gateway::HttpServer>(*http, tool, options);
+  if (absl::Status started = server->Start(); !started.ok()) return started;
+  LogHowToConnect(*http, server->port(), token_file);
+  return server;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "mcp-gateway: one MCP tool, run_python, whose code calls your MCP servers' tools.");
+  codemode::ReturnLargeBlocksToTheSystem();
+  absl::ParseCommandLine(argc, argv);
+  codemode::InitLogging("mcp-gateway", absl::GetFlag(FLAGS_log_level));
+  codemode::ShutdownSignal shutdown;  // before any thread starts
+
+  absl::StatusOr<std::vector<gateway::UpstreamConfig>> configs = LoadConfigs();
+  if (!configs.ok()) {
+    spdlog::critical("{}", std::string(configs.status().message()));
+    return 2;
   }
-  upstreams.SetCatalogListener([&server] { server.NotifyToolsChanged(); });
-  spdlog::info("serving MCP on http://{}:{}{} (sandboxd {})", http.host, server.port(), http.path,
-               endpoints[0]);
-  if (!http.bearer_tokens.empty()) {
-    const std::string& token = http.bearer_tokens[0];
-    const std::string url = absl::StrCat("http://", listen.substr(0, colon), ":", server.port(), http.path);
-    spdlog::info(
-        "clients must send 'Authorization: Bearer {}'{}. For example:\n"
-        "  claude mcp add --transport http codemode {} --header \"Authorization: Bearer {}\"\n"
-        "  curl -H 'Authorization: Bearer {}' -H 'Content-Type: application/json' "
-        "-H 'Accept: application/json, text/event-stream' -d '{{\"jsonrpc\":\"2.0\",\"id\":1,"
-        "\"method\":\"initialize\",\"params\":{{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{{}},"
-        "\"clientInfo\":{{\"name\":\"curl\",\"version\":\"1\"}}}}}}' {}",
-        token, token_file.empty() ? "" : " (token file " + token_file + ")", url, token, token,
-        url);
+  spdlog::info("{} upstream server(s) configured", configs->size());
+  gateway::UpstreamOptions upstream_options;
+  upstream_options.call_timeout = absl::GetFlag(FLAGS_call_timeout);
+  upstream_options.max_catalog_bytes = absl::GetFlag(FLAGS_max_catalog_bytes_per_upstream);
+  gateway::UpstreamManager upstreams(*configs, upstream_options);
+  upstreams.Start();
+
+  std::vector<std::string> endpoints = absl::GetFlag(FLAGS_sandboxd);
+  if (endpoints.empty()) endpoints = FromEnv("MCP_GATEWAY_SANDBOXD");
+  if (endpoints.empty()) endpoints.push_back(DefaultSandboxd());
+  gateway::SandboxClient sandboxes(endpoints, ToolCallLimitsFromFlags());
+  gateway::ManagerUpstreams upstream_view(&upstreams);
+  gateway::RunPythonOptions run_options;
+  run_options.default_timeout_seconds = absl::GetFlag(FLAGS_default_timeout_seconds);
+  run_options.max_timeout_seconds = absl::GetFlag(FLAGS_max_timeout_seconds);
+  gateway::RunPythonTool tool(&sandboxes, &upstream_view, run_options);
+  gateway::ServerOptions server_options;
+  server_options.instructions =
+      "Use run_python to call the available MCP tools from Python: loop, filter and join "
+      "results in code and print only what you need.";
+  upstreams.WaitInitial(absl::GetFlag(FLAGS_startup_wait));
+
+  absl::StatusOr<std::unique_ptr<gateway::ServerTransport>> server =
+      StartTransport(&tool, server_options, &shutdown);
+  if (!server.ok()) {
+    spdlog::critical("{}", std::string(server.status().message()));
+    upstreams.Stop();
+    return absl::IsInvalidArgument(server.status()) ? 2 : 1;
   }
-  int sig = 0;
-  sigwait(&signals, &sig);
-  spdlog::info("signal {}: shutting down", sig);
+  upstreams.SetCatalogListener([t = server->get()] { t->NotifyToolsChanged(); });
+  spdlog::info("sandboxd at {}", absl::StrJoin(endpoints, ", "));
+
+  spdlog::info("{}: shutting down", shutdown.Wait());
   upstreams.SetCatalogListener(nullptr);
-  server.Stop();
+  (*server)->Stop();
   tool.CloseAll();
   upstreams.Stop();
   return 0;

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "base/allocator.h"
+#include "base/daemon.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -27,7 +28,6 @@
 #include "sandboxd/self_check.h"
 #include "sandboxd/sd_notify.h"
 #include "sandboxd/session_manager.h"
-#include "spdlog/sinks/stdout_sinks.h"
 #include "sandboxd/log.h"
 
 ABSL_FLAG(std::string, socket, "",
@@ -175,19 +175,8 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const sandboxd::SystemdNotifier notifier;  // takes NOTIFY_SOCKET out of the environment
 
-  // Logs go to stderr (journald picks them up).
-  auto logger = spdlog::stderr_logger_mt("sandboxd");
-  spdlog::set_default_logger(logger);
-  spdlog::set_level(spdlog::level::from_str(absl::GetFlag(FLAGS_log_level)));
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
-
-  // Signals are taken synchronously by one thread; block them before any thread starts.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  codemode::InitLogging("sandboxd", absl::GetFlag(FLAGS_log_level));
+  codemode::ShutdownSignal shutdown;  // before any thread starts
 
   using sandboxd::ResolvedLimits;
   ResolvedLimits defaults, maxima;
@@ -313,9 +302,7 @@ int main(int argc, char** argv) {
   // sessions can start is the health status (above).
   (void)notifier.Notify("READY=1");
 
-  int sig = 0;
-  sigwait(&signals, &sig);
-  spdlog::info("signal {}: draining and stopping", sig);
+  spdlog::info("{}: draining and stopping", shutdown.Wait());
   (void)notifier.Notify("STOPPING=1\nSTATUS=draining");
   manager.SetReadinessListener(nullptr);
   health->SetServingStatus("", false);

@@ -11,9 +11,12 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "server/mcp_wire.h"
 #include "server/transports.h"
+
+#include "base/thread.h"
 #include "spdlog/spdlog.h"
 
 namespace gateway {
@@ -81,6 +84,7 @@ struct StdioServer::Impl {
   std::shared_ptr<McpSession> session;
   int wake[2] = {-1, -1};  // self-pipe: Stop() makes the reader's poll() return
   std::atomic<bool> stopping{false};
+  std::thread reader;      // Start() only
 
   // Handles one complete line (without its '\n').
   void HandleLine(std::string& line) {
@@ -133,6 +137,7 @@ StdioServer::StdioServer(int in_fd, int out_fd, ToolProvider* provider, ServerOp
 }
 
 StdioServer::~StdioServer() {
+  Stop();
   impl_->session->Close();  // no-op when Run() already did it
   for (int fd : impl_->wake) {
     if (fd >= 0) ::close(fd);
@@ -169,11 +174,22 @@ void StdioServer::Run() {
   impl_->session->Close();
 }
 
+absl::Status StdioServer::Start(std::function<void()> on_end) {
+  impl_->reader = codemode::StartThread("stdio server", [this, on_end = std::move(on_end)] {
+    Run();
+    if (!impl_->stopping && on_end) on_end();
+  });
+  return absl::OkStatus();
+}
+
 void StdioServer::Stop() {
   impl_->stopping = true;
   if (impl_->wake[1] >= 0) {
     char byte = 1;
     [[maybe_unused]] ssize_t n = ::write(impl_->wake[1], &byte, 1);
+  }
+  if (impl_->reader.joinable() && impl_->reader.get_id() != std::this_thread::get_id()) {
+    impl_->reader.join();
   }
 }
 

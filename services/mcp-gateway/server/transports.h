@@ -1,15 +1,16 @@
 // MCP server transports: stdio (one JSON message per line) and Streamable HTTP (one
-// endpoint, POST/GET/DELETE, Mcp-Session-Id), both feeding McpSession.
+// endpoint, POST/GET/DELETE, Mcp-Session-Id), both feeding McpSession, both behind
+// ServerTransport so that main has one start and one shutdown path:
 //
-//   StdioServer stdio(STDIN_FILENO, STDOUT_FILENO, &provider, options);
-//   stdio.Run();                        // until EOF on stdin; then the session is closed
+//   std::unique_ptr<ServerTransport> t = std::make_unique<HttpServer>(http, &provider, options);
+//   RETURN_IF_ERROR(t->Start([] { /* ended by itself: stdin reached EOF */ }));
+//   t->NotifyToolsChanged();            // broadcast to every session
+//   t->Stop();
 //
-//   HttpServer http(http_options, &provider, options);
-//   RETURN_IF_ERROR(http.Start());      // binds, serves on its own event-loop threads
-//   http.NotifyToolsChanged();          // broadcast to every session
-//   http.Stop();
+// StdioServer::Run() serves on the calling thread instead (tests).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,14 +21,29 @@
 
 namespace gateway {
 
-class StdioServer {
+// What main needs of a transport.
+class ServerTransport {
+ public:
+  virtual ~ServerTransport() = default;
+  // Starts serving on threads of its own. `on_end` runs once if the transport ends by
+  // itself (stdin reached EOF); never after Stop() has returned.
+  virtual absl::Status Start(std::function<void()> on_end) = 0;
+  // Stops serving and closes every session. Idempotent.
+  virtual void Stop() = 0;
+  // Tells every session's client that the tool list changed.
+  virtual void NotifyToolsChanged() = 0;
+};
+
+class StdioServer : public ServerTransport {
  public:
   StdioServer(int in_fd, int out_fd, ToolProvider* provider, ServerOptions options);
-  ~StdioServer();
+  ~StdioServer() override;  // Stop()s
   // Reads until EOF (or Stop()). Nothing but protocol messages is ever written to out_fd.
   void Run();
-  void Stop();
-  void NotifyToolsChanged();
+  // Run() on a thread of its own, then `on_end` unless stopped.
+  absl::Status Start(std::function<void()> on_end) override;
+  void Stop() override;
+  void NotifyToolsChanged() override;
 
  private:
   struct Impl;
@@ -68,14 +84,16 @@ struct HttpServerOptions {
   int threads = 2;
 };
 
-class HttpServer {
+class HttpServer : public ServerTransport {
  public:
   HttpServer(HttpServerOptions options, ToolProvider* provider, ServerOptions server_options);
-  ~HttpServer();  // Stop()s
+  ~HttpServer() override;  // Stop()s
   absl::Status Start();
+  // As Start(); HTTP never ends by itself, so `on_end` is not called.
+  absl::Status Start(std::function<void()> on_end) override { return Start(); }
   int port() const;
-  void Stop();
-  void NotifyToolsChanged();
+  void Stop() override;
+  void NotifyToolsChanged() override;
   size_t session_count() const;
 
  private:

@@ -1,0 +1,43 @@
+#include "base/daemon.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/sinks/stdout_sinks.h"
+#include "spdlog/spdlog.h"
+
+namespace codemode {
+
+void InitLogging(const std::string& name, const std::string& level) {
+  spdlog::set_default_logger(spdlog::stderr_logger_mt(name));
+  spdlog::set_level(spdlog::level::from_str(level));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+}
+
+ShutdownSignal::ShutdownSignal() {
+  sigemptyset(&signals_);
+  sigaddset(&signals_, SIGTERM);
+  sigaddset(&signals_, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+std::string ShutdownSignal::Wait() {
+  int sig = 0;
+  while (sigwait(&signals_, &sig) != 0) {
+  }
+  MutexLock lock(&mu_);
+  return requested_.empty() ? absl::StrCat("signal ", sig) : requested_;
+}
+
+void ShutdownSignal::Request(const std::string& reason) {
+  {
+    MutexLock lock(&mu_);
+    if (requested_.empty()) requested_ = reason;
+  }
+  // Blocked in every thread, so it stays pending until Wait() takes it.
+  kill(getpid(), SIGTERM);
+}
+
+}  // namespace codemode

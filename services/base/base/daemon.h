@@ -1,0 +1,41 @@
+// What both services' main() do the same way: logs on stderr (journald picks them up; for
+// a stdio MCP server stdout carries the protocol only) and shutdown on SIGTERM/SIGINT
+// taken synchronously by the main thread.
+//
+//   codemode::InitLogging("sandboxd", absl::GetFlag(FLAGS_log_level));
+//   codemode::ShutdownSignal shutdown;   // before any thread starts
+//   ... start serving; a transport that ends by itself calls shutdown.Request("stdin closed")
+//   spdlog::info("{}: shutting down", shutdown.Wait());
+#pragma once
+
+#include <signal.h>
+
+#include <string>
+
+#include "base/mutex.h"
+
+namespace codemode {
+
+// Logs of every level from `level` up go to stderr through spdlog's default logger.
+void InitLogging(const std::string& name, const std::string& level);
+
+// Blocks SIGTERM and SIGINT in the calling thread and so in every thread started after
+// it, and ignores SIGPIPE (a peer that closed its socket is an error return, not death).
+class ShutdownSignal {
+ public:
+  ShutdownSignal();
+  ShutdownSignal(const ShutdownSignal&) = delete;
+  ShutdownSignal& operator=(const ShutdownSignal&) = delete;
+
+  // Blocks until SIGTERM, SIGINT or Request(); returns why ("signal 15", or the reason).
+  std::string Wait();
+  // From any thread: makes Wait() return `reason`.
+  void Request(const std::string& reason);
+
+ private:
+  sigset_t signals_;
+  Mutex mu_;
+  std::string requested_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace codemode
