@@ -52,11 +52,13 @@ class ABSL_LOCKABLE Mutex {
   // As Await, giving up at `deadline`; returns whether `cond` holds.
   bool AwaitWithDeadline(const absl::Condition& cond, absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
-    return AwaitUntil(cond, absl::ToChronoTime(deadline));
+    return AwaitWithTimeout(cond, deadline - absl::Now());
   }
+  // Timeouts run on the monotonic clock: a wall-clock step neither cuts nor stretches them.
   bool AwaitWithTimeout(const absl::Condition& cond, absl::Duration timeout)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
-    return AwaitWithDeadline(cond, absl::Now() + timeout);
+    timeout = std::max(absl::ZeroDuration(), std::min(timeout, absl::Hours(24 * 365)));
+    return AwaitUntil(cond, std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(timeout));
   }
 
  private:
@@ -81,7 +83,7 @@ class ABSL_LOCKABLE Mutex {
   }
 
   bool AwaitUntil(const absl::Condition& cond,
-                  std::optional<std::chrono::system_clock::time_point> deadline) {
+                  std::optional<std::chrono::steady_clock::time_point> deadline) {
     if (cond.Eval()) return true;
     WakeReadyWaiters();  // this thread may have changed what others await
     Waiter self(&cond);

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "spdlog/spdlog.h"
+#include "base/mutex.h"
 
 namespace gateway {
 namespace {
@@ -217,7 +218,7 @@ json RunPythonTool::ListTools() {
 
 std::vector<UpstreamStatus> RunPythonTool::CatalogView(const std::vector<UpstreamStatus>& snapshot) {
   std::vector<UpstreamStatus> view;
-  std::lock_guard<std::mutex> lock(mu_);
+  codemode::MutexLock lock(&mu_);
   for (const auto& s : snapshot) {
     if (s.connected) {
       last_known_[s.name] = s;
@@ -233,7 +234,7 @@ std::vector<UpstreamStatus> RunPythonTool::CatalogView(const std::vector<Upstrea
 
 absl::StatusOr<std::shared_ptr<RunPythonTool::Binding>> RunPythonTool::FindOrRegister(
     const std::string& session_key, const std::string& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  codemode::MutexLock lock(&mu_);
   auto it = bindings_.find(key);
   if (it != bindings_.end()) return it->second;
   size_t named = 0;
@@ -248,7 +249,7 @@ absl::StatusOr<std::shared_ptr<RunPythonTool::Binding>> RunPythonTool::FindOrReg
 }
 
 void RunPythonTool::Forget(const std::string& key, const std::shared_ptr<Binding>& b) {
-  std::lock_guard<std::mutex> lock(mu_);
+  codemode::MutexLock lock(&mu_);
   auto it = bindings_.find(key);
   if (it != bindings_.end() && it->second == b) bindings_.erase(it);
 }
@@ -328,17 +329,17 @@ absl::StatusOr<json> RunPythonTool::CallTool(const std::string& name, const json
   };
 
   // ---- run (retried once on a fresh session when the old one is gone)
-  std::mutex stats_mu;
+  codemode::Mutex stats_mu;
   json tool_calls = json::array();
   uint64_t tool_calls_total = 0;
   uint64_t tool_calls_failed = 0;
   // Progress goes out from the stream reader (output) and from tool-call threads
   // (upstream progress), and must strictly increase: one counter under one lock.
-  std::mutex progress_mu;
+  codemode::Mutex progress_mu;
   uint64_t progress_n = 0;
   auto report = [&](const std::string& message) {
     if (!ctx.progress) return;
-    std::lock_guard<std::mutex> lock(progress_mu);
+    codemode::MutexLock lock(&progress_mu);
     ctx.progress(static_cast<double>(++progress_n), std::nullopt, message);
   };
   absl::StatusOr<Finished> finished = absl::UnknownError("not run");
@@ -348,7 +349,7 @@ absl::StatusOr<json> RunPythonTool::CallTool(const std::string& name, const json
       if (!found.ok()) return error_result(std::string(found.status().message()));
       binding = *found;
     }
-    std::lock_guard<std::mutex> run_lock(binding->run_mu);
+    codemode::MutexLock run_lock(&binding->run_mu);
     if (!binding->Ready()) {
       // The first run on this binding creates its sandbox session; concurrent runs of the
       // same MCP session and name wait on run_mu above and then use it.
@@ -414,7 +415,7 @@ absl::StatusOr<json> RunPythonTool::CallTool(const std::string& name, const json
       }
       int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                        std::chrono::steady_clock::now() - started).count();
-      std::lock_guard<std::mutex> lock(stats_mu);
+      codemode::MutexLock lock(&stats_mu);
       ++tool_calls_total;
       if (!ok) ++tool_calls_failed;
       // A run may make thousands of calls: the result lists the first few, counts all.
@@ -502,7 +503,7 @@ absl::StatusOr<json> RunPythonTool::CallTool(const std::string& name, const json
 void RunPythonTool::SessionClosed(const std::string& session_key) {
   std::vector<std::shared_ptr<Binding>> doomed;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    codemode::MutexLock lock(&mu_);
     for (auto it = bindings_.begin(); it != bindings_.end();) {
       if (it->first.rfind(session_key + "\x1f", 0) == 0) {
         doomed.push_back(it->second);
@@ -526,7 +527,7 @@ void RunPythonTool::SessionClosed(const std::string& session_key) {
 void RunPythonTool::CloseAll() {
   std::vector<std::string> keys;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    codemode::MutexLock lock(&mu_);
     for (const auto& [k, _] : bindings_) keys.push_back(k.substr(0, k.find('\x1f')));
   }
   for (const auto& k : keys) SessionClosed(k);

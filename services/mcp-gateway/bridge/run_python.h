@@ -10,13 +10,13 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "server/mcp_server.h"
+#include "base/mutex.h"
 #include "bridge/sandbox_client.h"
 #include "upstream/upstream.h"
 
@@ -87,14 +87,15 @@ class RunPythonTool : public ToolProvider {
   // concurrent first runs cannot create two (the first creates it under run_mu).
   struct Binding {
     // ref names the created sandbox session; written once, by the run holding run_mu.
+    // Read without state_mu by runs that saw Ready(): written once, before ready is set.
     SandboxRef ref;
     bool Ready() {
-      std::lock_guard<std::mutex> lock(state_mu);
+      codemode::MutexLock lock(&state_mu);
       return ready;
     }
     // Records the created session; false (and nothing recorded) when Close() came first.
     bool SetReady(const SandboxRef& r) {
-      std::lock_guard<std::mutex> lock(state_mu);
+      codemode::MutexLock lock(&state_mu);
       if (closed) return false;
       ref = r;
       ready = true;
@@ -102,18 +103,18 @@ class RunPythonTool : public ToolProvider {
     }
     // The MCP session ended: the session to delete, if one was created.
     std::optional<SandboxRef> Close() {
-      std::lock_guard<std::mutex> lock(state_mu);
+      codemode::MutexLock lock(&state_mu);
       closed = true;
       return ready ? std::optional<SandboxRef>(ref) : std::nullopt;
     }
-    uint64_t catalog_version = 0;   // of the catalog the sandbox session has
-    std::string allowed_key;        // the `servers` restriction it was built with
-    std::mutex run_mu;              // one run at a time per binding, in order
+    codemode::Mutex run_mu;  // one run at a time per binding, in order
+    uint64_t catalog_version ABSL_GUARDED_BY(run_mu) = 0;  // of the catalog the session has
+    std::string allowed_key ABSL_GUARDED_BY(run_mu);  // the `servers` restriction it was built with
 
    private:
-    std::mutex state_mu;  // guards ready and closed (and ref's one write)
-    bool ready = false;
-    bool closed = false;
+    codemode::Mutex state_mu;
+    bool ready ABSL_GUARDED_BY(state_mu) = false;
+    bool closed ABSL_GUARDED_BY(state_mu) = false;
   };
   // The upstreams as the sandbox should see them: a server that is down keeps its last
   // known tools, so code can still call it (a dead stdio server is restarted on the call;
@@ -128,9 +129,11 @@ class RunPythonTool : public ToolProvider {
   SandboxClient* const sandboxes_;
   Upstreams* const upstreams_;
   const RunPythonOptions options_;
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<Binding>> bindings_;  // "<mcp session>\x1f<name>"
-  std::map<std::string, UpstreamStatus> last_known_;  // by server name, while connected
+  codemode::Mutex mu_;
+  // "<mcp session>\x1f<name>"
+  std::map<std::string, std::shared_ptr<Binding>> bindings_ ABSL_GUARDED_BY(mu_);
+  // By server name, while connected.
+  std::map<std::string, UpstreamStatus> last_known_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gateway

@@ -2,13 +2,12 @@
 // and the Execute stream loop.
 #include "bridge/sandbox_client.h"
 
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "base/mutex.h"
 #include "base/thread.h"
 
 namespace gateway {
@@ -64,7 +63,7 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
                                                         const sandbox::v1::Catalog& catalog) {
   size_t pick = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    codemode::MutexLock lock(&mu_);
     for (size_t i = 1; i < endpoints_.size(); ++i) {
       if (created_[i] < created_[pick]) pick = i;
     }
@@ -83,7 +82,7 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
     sandbox::v1::Session session;
     grpc::Status st = Stub(i).CreateSession(&ctx, req, &session);
     if (st.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
+      codemode::MutexLock lock(&mu_);
       ++created_[i];
       return SandboxRef{i, session.id()};
     }
@@ -132,30 +131,28 @@ class ToolCallDispatcher {
       write_(req);
       return;
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    codemode::MutexLock lock(&mu_);
     queue_.push_back(std::move(call));
-    if (queue_.size() <= idle_) {  // every queued call has an idle worker to take it
-      cv_.notify_one();
-    } else {
+    // Unlock wakes an idle worker; start one when every idle one already has a call.
+    if (queue_.size() > idle_) {
       workers_.push_back(codemode::StartThread("tool call", [this] { Work(); }));
     }
   }
 
   // Waits for the calls in flight; their late answers are dropped by the writer.
-  void JoinAll() {
+  void JoinAll() ABSL_LOCKS_EXCLUDED(mu_) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      codemode::MutexLock lock(&mu_);
       closing_ = true;
     }
-    cv_.notify_all();
     for (auto& t : workers_) t.join();
     workers_.clear();
   }
 
  private:
   // Empty when the call may go ahead (and is then counted in flight); otherwise why not.
-  std::string Admit(const sandbox::v1::ToolCall& call) {
-    std::lock_guard<std::mutex> lock(mu_);
+  std::string Admit(const sandbox::v1::ToolCall& call) ABSL_LOCKS_EXCLUDED(mu_) {
+    codemode::MutexLock lock(&mu_);
     const size_t size = call.arguments_json().size();
     if (total_ >= limits_.max_per_run) {
       return absl::StrCat("this run made more than ", limits_.max_per_run,
@@ -180,27 +177,32 @@ class ToolCallDispatcher {
     return "";
   }
 
-  void Work() {
-    std::unique_lock<std::mutex> lock(mu_);
+  bool HasWorkOrClosing() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return closing_ || !queue_.empty();
+  }
+
+  void Work() ABSL_LOCKS_EXCLUDED(mu_) {
+    mu_.Lock();
     while (true) {
       ++idle_;
-      cv_.wait(lock, [&] { return closing_ || !queue_.empty(); });
+      mu_.Await(absl::Condition(this, &ToolCallDispatcher::HasWorkOrClosing));
       --idle_;
-      if (queue_.empty()) return;  // closing, and nothing left to answer
+      if (queue_.empty()) break;  // closing, and nothing left to answer
       sandbox::v1::ToolCall call = std::move(queue_.front());
       queue_.pop_front();
-      lock.unlock();
+      mu_.Unlock();
       const size_t size = call.arguments_json().size();
       sandbox::v1::ExecuteRequest answer = Answer(call);
-      lock.lock();
+      mu_.Lock();
       // Freed before the answer goes out: the sandbox sends its next held-back call as
       // soon as it has the answer, and must not find the slot still taken.
       --in_flight_;
       bytes_in_flight_ -= size;
-      lock.unlock();
+      mu_.Unlock();
       write_(answer);
-      lock.lock();
+      mu_.Lock();
     }
+    mu_.Unlock();
   }
 
   sandbox::v1::ExecuteRequest Answer(const sandbox::v1::ToolCall& call) const {
@@ -229,14 +231,13 @@ class ToolCallDispatcher {
   const ExecuteHandlers& handlers_;
   const Write write_;
   std::vector<std::thread> workers_;  // touched by the Execute loop's thread only
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<sandbox::v1::ToolCall> queue_;  // admitted, not yet picked up
-  size_t idle_ = 0;                          // workers waiting for a call
-  bool closing_ = false;
-  uint32_t total_ = 0;
-  uint32_t in_flight_ = 0;                   // admitted and not yet answered
-  size_t bytes_in_flight_ = 0;
+  codemode::Mutex mu_;
+  std::deque<sandbox::v1::ToolCall> queue_ ABSL_GUARDED_BY(mu_);  // admitted, not yet picked up
+  size_t idle_ ABSL_GUARDED_BY(mu_) = 0;                          // workers waiting for a call
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  uint32_t total_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // admitted and not yet answered
+  size_t bytes_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace
@@ -253,11 +254,11 @@ absl::StatusOr<sandbox::v1::Finished> SandboxClient::Execute(
   auto stream = Stub(ref.endpoint).Execute(&ctx);
   // Shared with the cancel callback, which may fire after we return.
   struct Writer {
-    std::mutex mu;
-    bool done = false;
+    codemode::Mutex mu;
+    bool done ABSL_GUARDED_BY(mu) = false;
     grpc::ClientReaderWriter<sandbox::v1::ExecuteRequest, sandbox::v1::ExecuteResponse>* stream;
     void Write(const sandbox::v1::ExecuteRequest& req) {
-      std::lock_guard<std::mutex> lock(mu);
+      codemode::MutexLock lock(&mu);
       if (!done) stream->Write(req);
     }
   };
@@ -305,7 +306,7 @@ absl::StatusOr<sandbox::v1::Finished> SandboxClient::Execute(
   }
   if (handlers.on_stream_end) handlers.on_stream_end();
   {
-    std::lock_guard<std::mutex> lock(writer->mu);
+    codemode::MutexLock lock(&writer->mu);
     writer->done = true;
     stream->WritesDone();
   }

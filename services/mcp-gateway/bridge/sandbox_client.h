@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "base/cancel.h"
+#include "base/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "sandbox/v1/sandbox.grpc.pb.h"
 
@@ -86,8 +87,8 @@ class SandboxClient {
   const ToolCallLimits limits_;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<sandbox::v1::SandboxService::Stub>> stubs_;
-  std::mutex mu_;
-  std::vector<int> created_;  // sessions created per endpoint (for placement)
+  codemode::Mutex mu_;
+  std::vector<int> created_ ABSL_GUARDED_BY(mu_);  // sessions created per endpoint (for placement)
 };
 
 }  // namespace gateway

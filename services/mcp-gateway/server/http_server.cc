@@ -22,7 +22,6 @@
 // the client had sent notifications/cancelled.
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <map>
 #include <thread>
 
@@ -40,6 +39,7 @@
 #include "server/mcp_wire.h"
 #include "server/transports.h"
 #include "spdlog/spdlog.h"
+#include "base/mutex.h"
 
 namespace gateway {
 
@@ -139,8 +139,8 @@ struct HttpServer::Impl {
 
   // Open connections (for Stop and max_connections). Declared before the io_context: its
   // destruction destroys pending handlers, whose connections then unregister here.
-  std::mutex conns_mu;
-  std::map<http::Connection*, std::weak_ptr<http::Connection>> conns;
+  codemode::Mutex conns_mu;
+  std::map<http::Connection*, std::weak_ptr<http::Connection>> conns ABSL_GUARDED_BY(conns_mu);
 
   asio::io_context ioc;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
@@ -149,17 +149,17 @@ struct HttpServer::Impl {
   std::vector<std::thread> threads;
   int port = -1;
 
-  std::atomic<bool> stopping{false};
-  std::mutex reaper_mu;
-  std::condition_variable reaper_cv;
+  std::atomic<bool> stopping{false};  // set under reaper_mu, so that its unlock wakes the reaper
+  codemode::Mutex reaper_mu;
   std::thread reaper;
+  bool Stopping() const { return stopping.load(); }
 
   // Lock order: Impl::mu before any McpSession or EventStream lock (neither calls back into
   // us while holding its own).
-  mutable std::mutex mu;
-  bool started = false;
-  bool stopped = false;
-  std::map<std::string, std::shared_ptr<HttpSession>> sessions;
+  mutable codemode::Mutex mu;
+  bool started ABSL_GUARDED_BY(mu) = false;
+  bool stopped ABSL_GUARDED_BY(mu) = false;
+  std::map<std::string, std::shared_ptr<HttpSession>> sessions ABSL_GUARDED_BY(mu);
 
   Impl(HttpServerOptions o, ToolProvider* p, ServerOptions so);
 
@@ -205,7 +205,7 @@ HttpServer::Impl::Impl(HttpServerOptions o, ToolProvider* p, ServerOptions so)
     return Error(status, kInvalidRequest, message);
   };
   handler.on_closed = [this](http::Connection* conn) {
-    std::lock_guard<std::mutex> lock(conns_mu);
+    codemode::MutexLock lock(&conns_mu);
     conns.erase(conn);
   };
 }
@@ -226,7 +226,7 @@ void HttpServer::Impl::Accept() {
     socket.set_option(tcp::no_delay(true), ignored);
     std::shared_ptr<http::Connection> conn;
     {
-      std::lock_guard<std::mutex> lock(conns_mu);
+      codemode::MutexLock lock(&conns_mu);
       if (conns.size() < options.max_connections) {
         conn = std::make_shared<http::Connection>(std::move(socket), limits, handler);
         conns[conn.get()] = conn;
@@ -296,7 +296,7 @@ std::shared_ptr<HttpSession> HttpServer::Impl::FindSession(const http::Request& 
     return nullptr;
   }
   {
-    std::lock_guard<std::mutex> lock(mu);
+    codemode::MutexLock lock(&mu);
     auto it = sessions.find(req.Header(kSessionHeader));
     if (it != sessions.end()) return it->second;
   }
@@ -335,7 +335,7 @@ void HttpServer::Impl::CreateSession(const std::shared_ptr<http::Connection>& co
                                      const json& message, const http::AcceptedTypes& accept,
                                      const std::string& credential) {
   // Under `mu`: why a new session cannot be held, or "".
-  auto refusal = [&]() -> std::string {
+  auto refusal = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) -> std::string {
     if (stopping) return "the server is shutting down";
     if (sessions.size() >= options.max_sessions) {
       return absl::StrCat(options.max_sessions, " MCP sessions are open (--max_mcp_sessions)");
@@ -353,7 +353,7 @@ void HttpServer::Impl::CreateSession(const std::shared_ptr<http::Connection>& co
                         absl::StrCat("Service Unavailable: ", why, "; end one with DELETE or retry later")));
   };
   {
-    std::lock_guard<std::mutex> lock(mu);
+    codemode::MutexLock lock(&mu);
     if (std::string why = refusal(); !why.empty()) return unavailable(why);
   }
   auto session = std::make_shared<HttpSession>();
@@ -370,7 +370,7 @@ void HttpServer::Impl::CreateSession(const std::shared_ptr<http::Connection>& co
   }
   std::string why;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    codemode::MutexLock lock(&mu);
     why = refusal();  // again: initializes race
     if (why.empty()) sessions[session->id] = session;
   }
@@ -395,7 +395,7 @@ void HttpServer::Impl::AnswerRequest(const std::shared_ptr<http::Connection>& co
   uint64_t number;
   std::shared_ptr<http::EventStream> stream;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    codemode::MutexLock lock(&mu);
     number = session->next_stream++;
     http::EventStream::Options stream_options;
     stream_options.number = number;
@@ -408,7 +408,7 @@ void HttpServer::Impl::AnswerRequest(const std::shared_ptr<http::Connection>& co
   if (!(sse && tool_call)) {
     if (auto response = stream->TakeResponse()) {
       {
-        std::lock_guard<std::mutex> lock(mu);
+        codemode::MutexLock lock(&mu);
         session->calls.erase(number);
       }
       return conn->Respond(SingleResponse(*response, sse));
@@ -424,7 +424,7 @@ void HttpServer::Impl::CarryCall(const std::shared_ptr<http::Connection>& conn,
                                  std::optional<uint64_t> after_seq) {
   HttpSession::Call call;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    codemode::MutexLock lock(&mu);
     auto it = session->calls.find(number);
     // A resuming client (after_seq) takes the stream over; nobody else may.
     if (it == session->calls.end() || (!after_seq && it->second.stream->attached())) {
@@ -448,7 +448,7 @@ void HttpServer::Impl::CarryCall(const std::shared_ptr<http::Connection>& conn,
     call.stream->Delivered(c);
     auto s = weak.lock();
     if (s && call.stream->done()) {
-      std::lock_guard<std::mutex> lock(mu);
+      codemode::MutexLock lock(&mu);
       s->calls.erase(number);
     }
   };
@@ -474,7 +474,7 @@ void HttpServer::Impl::HandleGet(const std::shared_ptr<http::Connection>& conn,
     auto id = http::EventStream::ParseEventId(req.Header(kLastEventHeader));
     bool is_call = false, is_get_stream = false;
     if (id) {
-      std::lock_guard<std::mutex> lock(mu);
+      codemode::MutexLock lock(&mu);
       is_call = session->calls.count(id->first) > 0;
       is_get_stream = session->get_stream && session->get_stream->number() == id->first;
     }
@@ -492,7 +492,7 @@ void HttpServer::Impl::CarryGetStream(const std::shared_ptr<http::Connection>& c
                                       std::optional<uint64_t> after_seq) {
   std::shared_ptr<http::EventStream> stream;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    codemode::MutexLock lock(&mu);
     // Re-checked under the lock: a concurrent DELETE must not leave an orphan stream.
     if (sessions.count(session->id) == 0) {
       return conn->Respond(Error(404, kInvalidRequest, "Session not found: initialize a new session"));
@@ -533,7 +533,7 @@ void HttpServer::Impl::HandleDelete(const std::shared_ptr<http::Connection>& con
   }
   std::shared_ptr<HttpSession> session;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    codemode::MutexLock lock(&mu);
     auto it = sessions.find(req.Header(kSessionHeader));
     if (it != sessions.end()) {
       session = it->second;
@@ -562,7 +562,7 @@ void HttpServer::Impl::CloseSession(const std::shared_ptr<HttpSession>& session)
   std::shared_ptr<http::EventStream> get_stream;
   std::map<uint64_t, HttpSession::Call> calls;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    codemode::MutexLock lock(&mu);
     get_stream = session->get_stream;
     calls.swap(session->calls);
   }
@@ -573,13 +573,15 @@ void HttpServer::Impl::CloseSession(const std::shared_ptr<HttpSession>& session)
 void HttpServer::Impl::ReapLoop() {
   const int64_t ttl_ms = absl::ToInt64Milliseconds(std::min(options.session_idle_ttl, options.resume_grace));
   const auto period = std::chrono::milliseconds(std::clamp<int64_t>(ttl_ms / 4, 10, 1000));
-  std::unique_lock<std::mutex> lock(reaper_mu);
-  while (!stopping) {
-    reaper_cv.wait_for(lock, period, [&] { return stopping.load(); });
-    if (stopping) break;
-    lock.unlock();
+  while (true) {
+    {
+      codemode::MutexLock lock(&reaper_mu);
+      if (reaper_mu.AwaitWithTimeout(absl::Condition(this, &Impl::Stopping),
+                                     absl::FromChrono(period))) {
+        return;
+      }
+    }
     ReapIdle();
-    lock.lock();
   }
 }
 
@@ -594,7 +596,7 @@ void HttpServer::Impl::ReapIdle() {
   std::vector<std::shared_ptr<HttpSession>> expired;
   std::vector<std::pair<std::shared_ptr<HttpSession>, json>> abandoned;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    codemode::MutexLock lock(&mu);
     for (auto it = sessions.begin(); it != sessions.end();) {
       const auto& s = it->second;
       for (auto c = s->calls.begin(); c != s->calls.end();) {
@@ -637,7 +639,7 @@ HttpServer::~HttpServer() { Stop(); }
 absl::Status HttpServer::Start() {
   Impl& d = *impl_;
   {
-    std::lock_guard<std::mutex> lock(d.mu);
+    codemode::MutexLock lock(&d.mu);
     if (d.started || d.stopped) return absl::FailedPreconditionError("HttpServer already started");
   }
   auto fail = [&](const boost::system::error_code& ec) {
@@ -669,7 +671,7 @@ absl::Status HttpServer::Start() {
   }
   d.reaper = codemode::StartThread("http reaper", [&d] { d.ReapLoop(); });
   {
-    std::lock_guard<std::mutex> lock(d.mu);
+    codemode::MutexLock lock(&d.mu);
     d.started = true;
   }
   spdlog::info("http: MCP endpoint http://{}:{}{}", d.options.host, d.port, d.options.path);
@@ -681,15 +683,14 @@ int HttpServer::port() const { return impl_->port; }
 void HttpServer::Stop() {
   Impl& d = *impl_;
   {
-    std::lock_guard<std::mutex> lock(d.mu);
+    codemode::MutexLock lock(&d.mu);
     if (d.stopped) return;
     d.stopped = true;
   }
   {
-    std::lock_guard<std::mutex> lock(d.reaper_mu);
+    codemode::MutexLock lock(&d.reaper_mu);
     d.stopping = true;
   }
-  d.reaper_cv.notify_all();
   if (d.reaper.joinable()) d.reaper.join();
   asio::post(d.ioc, [&d] {
     boost::system::error_code ignored;
@@ -700,14 +701,14 @@ void HttpServer::Stop() {
   // Sessions first, while the event loop still runs: their streams end on the wire.
   std::map<std::string, std::shared_ptr<HttpSession>> sessions;
   {
-    std::lock_guard<std::mutex> lock(d.mu);
+    codemode::MutexLock lock(&d.mu);
     sessions.swap(d.sessions);
   }
   for (auto& [id, session] : sessions) d.CloseSession(session);
 
   std::vector<std::shared_ptr<http::Connection>> open;
   {
-    std::lock_guard<std::mutex> lock(d.conns_mu);
+    codemode::MutexLock lock(&d.conns_mu);
     for (auto& [ptr, weak] : d.conns) {
       if (auto conn = weak.lock()) open.push_back(std::move(conn));
     }
@@ -718,7 +719,7 @@ void HttpServer::Stop() {
   // Closed connections finish their handlers; give that a moment, then stop the loop.
   for (int i = 0; i < 200; ++i) {
     {
-      std::lock_guard<std::mutex> lock(d.conns_mu);
+      codemode::MutexLock lock(&d.conns_mu);
       if (d.conns.empty()) break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -732,14 +733,14 @@ void HttpServer::Stop() {
 void HttpServer::NotifyToolsChanged() {
   std::vector<std::shared_ptr<McpSession>> targets;
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    codemode::MutexLock lock(&impl_->mu);
     for (auto& [id, session] : impl_->sessions) targets.push_back(session->mcp);
   }
   for (auto& mcp : targets) mcp->NotifyToolsChanged();
 }
 
 size_t HttpServer::session_count() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  codemode::MutexLock lock(&impl_->mu);
   return impl_->sessions.size();
 }
 

@@ -3,6 +3,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/mcp_wire.h"
+#include "base/mutex.h"
 
 namespace gateway {
 namespace http {
@@ -14,7 +15,7 @@ EventStream::EventStream(Options options) : options_(options) {}
 void EventStream::Send(const json& message) {
   const bool response = wire::IsResponse(message);
   if (!options_.sse && !response) return;  // a JSON body carries only the response
-  std::lock_guard<std::mutex> lock(mu_);
+  codemode::MutexLock lock(&mu_);
   if (closed_ || done_) return;
   Event event{next_seq_++, "", response && options_.ends_with_reply};
   event.text = options_.sse ? absl::StrCat("id: ", options_.number, "-", event.seq,
@@ -29,7 +30,7 @@ void EventStream::Send(const json& message) {
 }
 
 void EventStream::Prime() {
-  std::lock_guard<std::mutex> lock(mu_);
+  codemode::MutexLock lock(&mu_);
   if (!options_.sse || closed_) return;
   Event event{next_seq_++, "", false};
   event.text = absl::StrCat("id: ", options_.number, "-", event.seq, "\ndata: \n\n");
@@ -54,7 +55,7 @@ void EventStream::HandTo(Consumer& consumer, const Event& event) {
 }
 
 void EventStream::Close() {
-  std::lock_guard<std::mutex> lock(mu_);
+  codemode::MutexLock lock(&mu_);
   if (closed_) return;
   closed_ = true;
   // A stream answered through its last event has ended already; any other ends here.
@@ -69,7 +70,7 @@ void EventStream::Replace(std::shared_ptr<Consumer> consumer) {
 }
 
 void EventStream::Attach(std::shared_ptr<Consumer> consumer, std::optional<uint64_t> after_seq) {
-  std::lock_guard<std::mutex> lock(mu_);
+  codemode::MutexLock lock(&mu_);
   Replace(std::move(consumer));
   for (const Event& event : events_) {
     if (!after_seq || event.seq > *after_seq) HandTo(*consumer_, event);
@@ -78,20 +79,20 @@ void EventStream::Attach(std::shared_ptr<Consumer> consumer, std::optional<uint6
 }
 
 void EventStream::AttachLive(std::shared_ptr<Consumer> consumer) {
-  std::lock_guard<std::mutex> lock(mu_);
+  codemode::MutexLock lock(&mu_);
   Replace(std::move(consumer));
   if (closed_) consumer_->Deliver("", true);
 }
 
 void EventStream::Detach(const Consumer* consumer, Clock::time_point now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  codemode::MutexLock lock(&mu_);
   if (consumer_.get() != consumer) return;
   consumer_.reset();
   orphaned_since_ = now;
 }
 
 void EventStream::Delivered(const Consumer* consumer) {
-  std::lock_guard<std::mutex> lock(mu_);
+  codemode::MutexLock lock(&mu_);
   if (consumer_.get() != consumer) return;
   consumer_.reset();
   done_ = true;
@@ -100,7 +101,7 @@ void EventStream::Delivered(const Consumer* consumer) {
 }
 
 std::optional<json> EventStream::TakeResponse() {
-  std::lock_guard<std::mutex> lock(mu_);
+  codemode::MutexLock lock(&mu_);
   if (!early_response_) return std::nullopt;
   done_ = true;
   events_.clear();
@@ -109,27 +110,27 @@ std::optional<json> EventStream::TakeResponse() {
 }
 
 bool EventStream::attached() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  codemode::MutexLock lock(&mu_);
   return consumer_ != nullptr;
 }
 
 bool EventStream::closed() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  codemode::MutexLock lock(&mu_);
   return closed_;
 }
 
 bool EventStream::done() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  codemode::MutexLock lock(&mu_);
   return done_;
 }
 
 bool EventStream::resumable() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  codemode::MutexLock lock(&mu_);
   return options_.sse && handed_ > 0;
 }
 
 std::optional<EventStream::Clock::time_point> EventStream::orphaned_since() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  codemode::MutexLock lock(&mu_);
   return orphaned_since_;
 }
 

@@ -24,6 +24,7 @@
 #include <utility>
 
 #include "server/mcp_server.h"
+#include "base/mutex.h"
 
 namespace gateway {
 namespace http {
@@ -92,23 +93,23 @@ class EventStream : public ReplySink {
     std::string text;
     bool last;  // ends the HTTP response (a POST stream's response)
   };
-  void Keep(Event event);
-  void HandTo(Consumer& consumer, const Event& event);
-  void Replace(std::shared_ptr<Consumer> consumer);
+  void Keep(Event event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandTo(Consumer& consumer, const Event& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Replace(std::shared_ptr<Consumer> consumer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
-  mutable std::mutex mu_;
-  std::deque<Event> events_;
-  size_t bytes_ = 0;
-  uint64_t next_seq_ = 1;
-  uint64_t handed_ = 0;  // the newest seq handed to a consumer
-  std::shared_ptr<Consumer> consumer_;
-  bool ever_attached_ = false;
-  bool closed_ = false;
-  bool answered_ = false;  // the last event (the response) is among events_
-  bool done_ = false;
-  std::optional<nlohmann::json> early_response_;  // for TakeResponse
-  std::optional<Clock::time_point> orphaned_since_;
+  mutable codemode::Mutex mu_;
+  std::deque<Event> events_ ABSL_GUARDED_BY(mu_);
+  size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t handed_ ABSL_GUARDED_BY(mu_) = 0;  // the newest seq handed to a consumer
+  std::shared_ptr<Consumer> consumer_ ABSL_GUARDED_BY(mu_);
+  bool ever_attached_ ABSL_GUARDED_BY(mu_) = false;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool answered_ ABSL_GUARDED_BY(mu_) = false;  // the last event (the response) is among events_
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<nlohmann::json> early_response_ ABSL_GUARDED_BY(mu_);  // for TakeResponse
+  std::optional<Clock::time_point> orphaned_since_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace http

@@ -19,7 +19,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <exception>
 #include <system_error>
 #include <thread>
@@ -28,6 +27,7 @@
 
 #include "server/mcp_wire.h"
 #include "spdlog/spdlog.h"
+#include "base/mutex.h"
 
 namespace gateway {
 
@@ -89,7 +89,7 @@ json ToolResponse(const json& id, const absl::StatusOr<json>& result) {
 // State behind ToolCallContext::progress: enforces increasing values and stops
 // notifications once the response has been produced.
 struct ProgressState {
-  std::mutex mu;
+  codemode::Mutex mu;
   std::optional<double> last;
   bool done = false;
 };
@@ -113,15 +113,16 @@ struct McpSession::Impl {
   ToolProvider* provider;
   ServerOptions options;
 
-  mutable std::mutex mu;
-  std::condition_variable workers_done;
-  bool init_done = false;  // the initialize request has been answered
-  bool closed = false;
-  std::string protocol_version;
-  int min_log_level = kDefaultLogLevel;
-  std::shared_ptr<ReplySink> notification_sink;
-  std::map<std::string, InFlight> in_flight;  // by IdKey(id)
-  int running_workers = 0;
+  mutable codemode::Mutex mu;
+  bool init_done ABSL_GUARDED_BY(mu) = false;  // the initialize request has been answered
+  bool closed ABSL_GUARDED_BY(mu) = false;
+  std::string protocol_version ABSL_GUARDED_BY(mu);
+  int min_log_level ABSL_GUARDED_BY(mu) = kDefaultLogLevel;
+  std::shared_ptr<ReplySink> notification_sink ABSL_GUARDED_BY(mu);
+  std::map<std::string, InFlight> in_flight ABSL_GUARDED_BY(mu);  // by IdKey(id)
+  int running_workers ABSL_GUARDED_BY(mu) = 0;
+
+  bool NoWorkers() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return running_workers == 0; }
 
   Impl(McpSession* s, ToolProvider* p, ServerOptions o)
       : self(s), provider(p), options(std::move(o)) {}
@@ -190,7 +191,7 @@ void McpSession::Impl::Dispatch(const json& message, const std::shared_ptr<Reply
 
 void McpSession::Impl::HandleNotification(const std::string& method, const json& params) {
   if (method == "notifications/initialized") {
-    std::lock_guard<std::mutex> lock(mu);
+    codemode::MutexLock lock(&mu);
     if (init_done && !closed) self->initialized_ = true;
   } else if (method == "notifications/cancelled") {
     CancelRequest(params);
@@ -202,7 +203,7 @@ void McpSession::Impl::HandleRequest(const std::string& method, const json& id, 
                                      const std::shared_ptr<ReplySink>& reply) {
   bool ready, is_closed;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    codemode::MutexLock lock(&mu);
     ready = init_done;
     is_closed = closed;
   }
@@ -235,7 +236,7 @@ json McpSession::Impl::Initialize(const json& id, const json& params) {
   std::string version = requested->get<std::string>();
   if (!IsSupportedVersion(version)) version = kProtocolVersions[0];
   {
-    std::lock_guard<std::mutex> lock(mu);
+    codemode::MutexLock lock(&mu);
     if (init_done) return MakeError(id, kInvalidRequest, "session is already initialized");
     init_done = true;
     protocol_version = version;
@@ -262,7 +263,7 @@ json McpSession::Impl::SetLevel(const json& id, const json& params) {
                      "params.level must be one of debug, info, notice, warning, error, "
                      "critical, alert, emergency");
   }
-  std::lock_guard<std::mutex> lock(mu);
+  codemode::MutexLock lock(&mu);
   min_log_level = index;
   return MakeResult(id, json::object());
 }
@@ -292,7 +293,7 @@ json McpSession::Impl::StartToolCall(const json& id, const json& params,
   auto token = std::make_shared<codemode::CancelToken>();
   const std::string key = IdKey(id);
   {
-    std::lock_guard<std::mutex> lock(mu);
+    codemode::MutexLock lock(&mu);
     // Checked under the same lock as the insertion so Close() never misses a worker.
     if (closed) return MakeError(id, kInvalidRequest, "session is closed");
     if (static_cast<int>(in_flight.size()) >= options.max_concurrent_calls) {
@@ -317,10 +318,9 @@ json McpSession::Impl::StartToolCall(const json& id, const json& params,
                           })
         .detach();
   } catch (const std::system_error& e) {
-    std::lock_guard<std::mutex> lock(mu);
+    codemode::MutexLock lock(&mu);
     in_flight.erase(key);
     --running_workers;
-    workers_done.notify_all();
     return MakeError(id, kInternalError, std::string("cannot start the call: ") + e.what());
   }
   return nullptr;
@@ -338,7 +338,7 @@ void McpSession::Impl::RunToolCall(json id, std::string name, json arguments, js
     if (progress_token.is_null() || !reply || !std::isfinite(value)) return;
     // Sending under the lock keeps notifications in order and guarantees none follows
     // the response (RunToolCall sets `done` under the same lock before answering).
-    std::lock_guard<std::mutex> lock(progress->mu);
+    codemode::MutexLock lock(&progress->mu);
     if (progress->done || token->cancelled()) return;
     if (progress->last && value <= *progress->last) return;  // must strictly increase
     progress->last = value;
@@ -358,12 +358,12 @@ void McpSession::Impl::RunToolCall(json id, std::string name, json arguments, js
     response = MakeError(id, kInternalError, "tool failed");
   }
   {
-    std::lock_guard<std::mutex> lock(progress->mu);
+    codemode::MutexLock lock(&progress->mu);
     progress->done = true;
   }
   bool suppress;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    codemode::MutexLock lock(&mu);
     auto it = in_flight.find(IdKey(id));
     // After notifications/cancelled the client no longer expects an answer; after Close()
     // nobody is listening.
@@ -374,9 +374,8 @@ void McpSession::Impl::RunToolCall(json id, std::string name, json arguments, js
   if (reply) reply->Close();
   // Last touch of the session: once the count drops, Close() may return and the session
   // may be destroyed, so nothing after this block may use `this`.
-  std::lock_guard<std::mutex> lock(mu);
+  codemode::MutexLock lock(&mu);
   --running_workers;
-  workers_done.notify_all();
 }
 
 void McpSession::Impl::CancelRequest(const json& params) {
@@ -388,7 +387,7 @@ void McpSession::Impl::CancelRequest(const json& params) {
 
   std::shared_ptr<codemode::CancelToken> token;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    codemode::MutexLock lock(&mu);
     auto it = in_flight.find(IdKey(*request_id));
     if (it == in_flight.end()) return;  // finished already, or never existed: ignore
     it->second.cancelled_by_client = true;
@@ -420,7 +419,7 @@ void McpSession::Handle(const nlohmann::json& message, std::shared_ptr<ReplySink
 }
 
 void McpSession::SetNotificationSink(std::shared_ptr<ReplySink> sink) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  codemode::MutexLock lock(&impl_->mu);
   if (impl_->closed) return;
   impl_->notification_sink = std::move(sink);
 }
@@ -428,7 +427,7 @@ void McpSession::SetNotificationSink(std::shared_ptr<ReplySink> sink) {
 void McpSession::NotifyToolsChanged() {
   std::shared_ptr<ReplySink> sink;
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    codemode::MutexLock lock(&impl_->mu);
     if (!initialized_ || impl_->closed) return;
     sink = impl_->notification_sink;
   }
@@ -444,7 +443,7 @@ void McpSession::Log(const std::string& level, const std::string& logger,
   }
   std::shared_ptr<ReplySink> sink;
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    codemode::MutexLock lock(&impl_->mu);
     if (!impl_->init_done || impl_->closed || index < impl_->min_log_level) return;
     sink = impl_->notification_sink;
   }
@@ -456,7 +455,7 @@ void McpSession::Log(const std::string& level, const std::string& logger,
 void McpSession::Close() {
   std::vector<std::shared_ptr<codemode::CancelToken>> tokens;
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    codemode::MutexLock lock(&impl_->mu);
     if (impl_->closed) return;
     impl_->closed = true;
     impl_->notification_sink.reset();
@@ -466,9 +465,9 @@ void McpSession::Close() {
   {
     // Wait for the workers so SessionClosed really is the provider's last word. A provider
     // that ignores cancellation keeps us here; say so rather than hang silently.
-    std::unique_lock<std::mutex> lock(impl_->mu);
-    while (!impl_->workers_done.wait_for(lock, std::chrono::seconds(10),
-                                         [&] { return impl_->running_workers == 0; })) {
+    codemode::MutexLock lock(&impl_->mu);
+    while (!impl_->mu.AwaitWithTimeout(absl::Condition(impl_.get(), &Impl::NoWorkers),
+                                       absl::Seconds(10))) {
       spdlog::warn("mcp session {}: waiting for {} cancelled call(s) to return", key_,
                    impl_->running_workers);
     }
@@ -481,12 +480,12 @@ void McpSession::Close() {
 }
 
 std::string McpSession::protocol_version() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  codemode::MutexLock lock(&impl_->mu);
   return impl_->protocol_version;
 }
 
 int McpSession::in_flight() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  codemode::MutexLock lock(&impl_->mu);
   return static_cast<int>(impl_->in_flight.size());
 }
 

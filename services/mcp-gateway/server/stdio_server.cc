@@ -18,6 +18,7 @@
 
 #include "base/thread.h"
 #include "spdlog/spdlog.h"
+#include "base/mutex.h"
 
 namespace gateway {
 
@@ -58,7 +59,7 @@ class FdSink : public ReplySink {
   void Send(const json& message) override {
     std::string line = wire::Dump(message);
     line.push_back('\n');
-    std::lock_guard<std::mutex> lock(mu_);
+    codemode::MutexLock lock(&mu_);
     if (broken_) return;
     if (!WriteAll(fd_, line.data(), line.size())) {
       broken_ = true;  // the client is gone; keep quiet from now on
@@ -68,8 +69,8 @@ class FdSink : public ReplySink {
 
  private:
   const int fd_;
-  std::mutex mu_;
-  bool broken_ = false;
+  codemode::Mutex mu_;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 bool IsBlank(const std::string& line) {

@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
+#include "base/mutex.h"
 
 namespace gateway {
 
@@ -118,17 +119,17 @@ struct HttpExchange {
   std::atomic<bool> abandoned{false};
 
   void SetClient(std::shared_ptr<httplib::Client> c) {
-    std::lock_guard<std::mutex> lock(mu);
+    codemode::MutexLock lock(&mu);
     client = std::move(c);
   }
   void Stop() {
-    std::lock_guard<std::mutex> lock(mu);
+    codemode::MutexLock lock(&mu);
     if (client) client->stop();
   }
   // stop() only cuts a request already in flight, so repeat until the thread is out.
   // Safe to call from several threads (a failed Start() and Close()).
   void StopAndJoin() {
-    std::lock_guard<std::mutex> lock(join_mu);
+    codemode::MutexLock lock(&join_mu);
     while (!done) {
       Stop();
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -137,8 +138,8 @@ struct HttpExchange {
   }
 
  private:
-  std::mutex join_mu;
-  std::mutex mu;
+  codemode::Mutex join_mu;
+  codemode::Mutex mu;
   std::shared_ptr<httplib::Client> client;
 };
 
@@ -170,7 +171,7 @@ StreamableHttpTransport::StreamableHttpTransport(UpstreamConfig config,
 StreamableHttpTransport::~StreamableHttpTransport() { Close(); }
 
 std::string StreamableHttpTransport::session_id() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  codemode::MutexLock lock(&mu_);
   return session_id_;
 }
 
@@ -180,7 +181,7 @@ std::shared_ptr<httplib::Client> StreamableHttpTransport::NewClient(
 }
 
 absl::Status StreamableHttpTransport::Start(TransportCallbacks callbacks, absl::Duration) {
-  std::lock_guard<std::mutex> start_lock(start_mu_);
+  codemode::MutexLock start_lock(&start_mu_);
   if (closing_) return absl::UnavailableError("connection closed");
   auto url = ParseHttpUrl(config_.url);
   if (!url.ok()) return url.status();
@@ -201,7 +202,7 @@ StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
   req.headers.emplace("Content-Type", "application/json");
   req.headers.emplace("Accept", "application/json, text/event-stream");
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    codemode::MutexLock lock(&mu_);
     result.session_used = session_id_;
     if (!session_id_.empty()) req.headers.emplace("Mcp-Session-Id", session_id_);
     if (!initialize && !protocol_version_.empty()) {
@@ -216,7 +217,7 @@ StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
     result.status = res.status;
     event_stream = res.status == 200 && IsEventStream(res.get_header_value("Content-Type"));
     if (initialize && res.status == 200 && res.has_header("Mcp-Session-Id")) {
-      std::lock_guard<std::mutex> lock(mu_);
+      codemode::MutexLock lock(&mu_);
       session_id_ = res.get_header_value("Mcp-Session-Id");
     }
     return true;
@@ -287,10 +288,10 @@ absl::Status StreamableHttpTransport::Post(const json& message, HttpExchange* ex
 }
 
 absl::Status StreamableHttpTransport::Reinitialize(const std::string& stale_session) {
-  std::lock_guard<std::mutex> reinit_lock(reinit_mu_);
+  codemode::MutexLock reinit_lock(&reinit_mu_);
   json init;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    codemode::MutexLock lock(&mu_);
     if (session_id_ != stale_session) return absl::OkStatus();  // another thread did it
     session_id_.clear();
     init = initialize_request_;
@@ -329,7 +330,7 @@ absl::Status StreamableHttpTransport::Reinitialize(const std::string& stale_sess
 absl::Status StreamableHttpTransport::StartExchange(const json& message) {
   auto exchange = std::make_shared<HttpExchange>();
   exchange->id = message.value("id", json());  // null for a notification
-  std::lock_guard<std::mutex> lock(workers_mu_);
+  codemode::MutexLock lock(&workers_mu_);
   if (closing_) return absl::UnavailableError("connection closed");
   // Join the workers that have finished (their last act was setting `done`).
   for (auto it = workers_.begin(); it != workers_.end();) {
@@ -384,7 +385,7 @@ absl::Status StreamableHttpTransport::StartExchange(const json& message) {
 absl::Status StreamableHttpTransport::Send(const json& message) {
   if (closing_) return absl::UnavailableError("connection closed");
   if (MethodOf(message) == "initialize") {
-    std::lock_guard<std::mutex> lock(mu_);
+    codemode::MutexLock lock(&mu_);
     initialize_request_ = message;
   }
   if (IsRequest(message)) return StartExchange(message);
@@ -406,7 +407,7 @@ absl::Status StreamableHttpTransport::Send(const json& message) {
 }
 
 void StreamableHttpTransport::Abandon(const json& id) {
-  std::lock_guard<std::mutex> lock(workers_mu_);
+  codemode::MutexLock lock(&workers_mu_);
   for (auto& exchange : workers_) {
     if (exchange->id == id && !exchange->done) {
       exchange->abandoned = true;
@@ -416,9 +417,9 @@ void StreamableHttpTransport::Abandon(const json& id) {
 }
 
 void StreamableHttpTransport::OnInitialized(const std::string& protocol_version) {
-  std::unique_lock<std::mutex> workers_lock(workers_mu_);
+  codemode::MutexLock workers_lock(&workers_mu_);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    codemode::MutexLock lock(&mu_);
     protocol_version_ = protocol_version;
     if (get_stream_started_) return;
     get_stream_started_ = true;
@@ -430,8 +431,10 @@ void StreamableHttpTransport::OnInitialized(const std::string& protocol_version)
   // Until the GET stream is open, a server has nowhere to put what belongs to no request
   // (and one answering a resumed call on any GET would hand it to the wrong stream): wait
   // for its first answer, briefly, before the first request goes out.
-  get_stream_cv_.wait_for(workers_lock, std::chrono::seconds(5),
-                          [this] { return get_stream_settled_ || closing_.load(); });
+  auto settled = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(workers_mu_) {
+    return get_stream_settled_ || closing_.load();
+  };
+  workers_mu_.AwaitWithTimeout(absl::Condition(&settled), absl::Seconds(5));
 }
 
 StreamableHttpTransport::GetResult StreamableHttpTransport::GetOnce(
@@ -446,7 +449,7 @@ StreamableHttpTransport::GetResult StreamableHttpTransport::GetOnce(
   req.headers.emplace("Accept", "text/event-stream");
   if (!cursor->last_event_id.empty()) req.headers.emplace("Last-Event-ID", cursor->last_event_id);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    codemode::MutexLock lock(&mu_);
     if (!session_id_.empty()) req.headers.emplace("Mcp-Session-Id", session_id_);
     if (!protocol_version_.empty()) req.headers.emplace("MCP-Protocol-Version", protocol_version_);
   }
@@ -477,15 +480,15 @@ StreamableHttpTransport::GetResult StreamableHttpTransport::GetOnce(
 
 bool StreamableHttpTransport::WaitToReconnect(absl::Duration delay, const HttpExchange* exchange) {
   const auto until = std::chrono::steady_clock::now() + absl::ToChronoMilliseconds(delay);
-  std::unique_lock<std::mutex> lock(workers_mu_);
-  // Abandon() does not signal the condition variable: look at the flag every 50 ms.
-  while (!closing_ && !(exchange != nullptr && exchange->abandoned)) {
-    if (closing_cv_.wait_until(lock, std::min(until, std::chrono::steady_clock::now() +
-                                                         std::chrono::milliseconds(50))) ==
-            std::cv_status::timeout &&
-        std::chrono::steady_clock::now() >= until) {
-      return true;
-    }
+  codemode::MutexLock lock(&workers_mu_);
+  // Close() and Abandon() change these under workers_mu_, so their unlock wakes us.
+  auto stop = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(workers_mu_) {
+    return closing_.load() || (exchange != nullptr && exchange->abandoned);
+  };
+  while (!stop()) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= until) return true;
+    workers_mu_.AwaitWithTimeout(absl::Condition(&stop), absl::FromChrono(until - now));
   }
   return false;
 }
@@ -523,10 +526,9 @@ void StreamableHttpTransport::RunGetStream(std::shared_ptr<HttpExchange> exchang
     if (callbacks_.on_message) callbacks_.on_message(std::move(m));
   };
   auto settle = [this] {
-    std::lock_guard<std::mutex> lock(workers_mu_);
+    codemode::MutexLock lock(&workers_mu_);
     if (get_stream_settled_) return;
     get_stream_settled_ = true;
-    get_stream_cv_.notify_all();
   };
   while (!closing_) {
     GetResult r = GetOnce(exchange.get(), &cursor, forward, settle);
@@ -555,7 +557,7 @@ void StreamableHttpTransport::RunGetStream(std::shared_ptr<HttpExchange> exchang
 void StreamableHttpTransport::DeleteSession() {
   httplib::Headers headers = ConfiguredHeaders(config_);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    codemode::MutexLock lock(&mu_);
     if (session_id_.empty()) return;
     headers.emplace("Mcp-Session-Id", session_id_);
     if (!protocol_version_.empty()) headers.emplace("MCP-Protocol-Version", protocol_version_);
@@ -570,11 +572,9 @@ void StreamableHttpTransport::Close() {
   std::call_once(close_once_, [this] {
     std::list<std::shared_ptr<HttpExchange>> workers;
     closing_ = true;
-    { std::lock_guard<std::mutex> start_lock(start_mu_); }
+    { codemode::MutexLock start_lock(&start_mu_); }
     {
-      std::lock_guard<std::mutex> lock(workers_mu_);
-      closing_cv_.notify_all();
-      get_stream_cv_.notify_all();
+      codemode::MutexLock lock(&workers_mu_);  // its unlock wakes waits on closing_
       workers.swap(workers_);
     }
     for (auto& exchange : workers) exchange->StopAndJoin();
@@ -590,13 +590,13 @@ SseTransport::SseTransport(UpstreamConfig config, absl::Duration connect_timeout
 SseTransport::~SseTransport() { Close(); }
 
 std::string SseTransport::endpoint() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  codemode::MutexLock lock(&mu_);
   return endpoint_;
 }
 
 absl::Status SseTransport::Start(TransportCallbacks callbacks, absl::Duration timeout) {
   {
-    std::lock_guard<std::mutex> start_lock(start_mu_);
+    codemode::MutexLock start_lock(&start_mu_);
     if (closing_) return absl::UnavailableError("connection closed");
     auto url = ParseHttpUrl(config_.url);
     if (!url.ok()) return url.status();
@@ -605,15 +605,20 @@ absl::Status SseTransport::Start(TransportCallbacks callbacks, absl::Duration ti
     stream_ = std::make_shared<HttpExchange>();
     stream_->thread = codemode::StartThread("upstream sse", [this] { RunStream(); });
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, absl::ToChronoMilliseconds(timeout),
-               [this] { return !endpoint_.empty() || stream_ended_ || closing_; });
-  if (!endpoint_.empty() && !closing_) return absl::OkStatus();
-  const bool timed_out = !stream_ended_ && !closing_;
-  std::string error = closing_         ? "connection closed"
-                      : stream_ended_  ? stream_error_
-                                       : "timed out waiting for the endpoint event";
-  lock.unlock();
+  bool timed_out;
+  std::string error;
+  {
+    codemode::MutexLock lock(&mu_);
+    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !endpoint_.empty() || stream_ended_ || closing_;
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
+    if (!endpoint_.empty() && !closing_) return absl::OkStatus();
+    timed_out = !stream_ended_ && !closing_;
+    error = closing_        ? "connection closed"
+            : stream_ended_ ? stream_error_
+                            : "timed out waiting for the endpoint event";
+  }
   closing_ = true;
   stream_->StopAndJoin();
   return timed_out ? absl::DeadlineExceededError(error) : absl::UnavailableError(error);
@@ -656,9 +661,8 @@ void SseTransport::RunStream() {
                         endpoint);
           return;
         }
-        std::lock_guard<std::mutex> lock(mu_);
+        codemode::MutexLock lock(&mu_);
         endpoint_ = endpoint;
-        cv_.notify_all();
       } else if (event.event == "message") {
         DispatchText(config_.name, event.data, forward);
       }
@@ -682,11 +686,10 @@ void SseTransport::RunStream() {
   }
   bool had_endpoint;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    codemode::MutexLock lock(&mu_);
     stream_ended_ = true;
     stream_error_ = reason;
     had_endpoint = !endpoint_.empty();
-    cv_.notify_all();
   }
   // Before the endpoint arrived, Start() reports the failure instead.
   if (had_endpoint && !closing_ && callbacks_.on_closed) callbacks_.on_closed(reason);
@@ -718,11 +721,10 @@ absl::Status SseTransport::Send(const json& message) {
 void SseTransport::Close() {
   std::call_once(close_once_, [this] {
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      closing_ = true;
-      cv_.notify_all();  // a Start() waiting for the endpoint gives up
+      codemode::MutexLock lock(&mu_);
+      closing_ = true;  // the unlock wakes a Start() waiting for the endpoint
     }
-    { std::lock_guard<std::mutex> start_lock(start_mu_); }
+    { codemode::MutexLock start_lock(&start_mu_); }
     if (stream_) stream_->StopAndJoin();
   });
 }

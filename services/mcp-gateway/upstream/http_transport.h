@@ -18,7 +18,6 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -28,6 +27,7 @@
 #include "upstream/upstream.h"
 #include "upstream/http_util.h"
 #include "upstream/transport.h"
+#include "base/mutex.h"
 
 namespace httplib {
 class Client;
@@ -93,21 +93,20 @@ class StreamableHttpTransport : public ClientTransport {
   HttpUrl url_;
   TransportCallbacks callbacks_;
 
-  mutable std::mutex mu_;
-  std::string session_id_;
-  std::string protocol_version_;
-  nlohmann::json initialize_request_;  // repeated when the session expires
-  bool get_stream_started_ = false;
-  bool get_stream_settled_ = false;  // its first GET was answered (or failed)
-  std::condition_variable get_stream_cv_;
+  mutable codemode::Mutex mu_;
+  std::string session_id_ ABSL_GUARDED_BY(mu_);
+  std::string protocol_version_ ABSL_GUARDED_BY(mu_);
+  nlohmann::json initialize_request_ ABSL_GUARDED_BY(mu_);  // repeated when the session expires
+  bool get_stream_started_ ABSL_GUARDED_BY(mu_) = false;
+  // Its first GET was answered (or failed).
+  bool get_stream_settled_ ABSL_GUARDED_BY(workers_mu_) = false;
 
-  std::mutex reinit_mu_;  // one re-initialize at a time
-  int reinit_count_ = 0;
+  codemode::Mutex reinit_mu_;  // one re-initialize at a time
+  int reinit_count_ ABSL_GUARDED_BY(reinit_mu_) = 0;
 
-  std::mutex start_mu_;  // Close() waits for a Start() in progress
-  std::mutex workers_mu_;
-  std::condition_variable closing_cv_;  // wakes the GET stream's retry wait
-  std::list<std::shared_ptr<HttpExchange>> workers_;
+  codemode::Mutex start_mu_;  // Close() waits for a Start() in progress
+  codemode::Mutex workers_mu_;
+  std::list<std::shared_ptr<HttpExchange>> workers_ ABSL_GUARDED_BY(workers_mu_);
   std::atomic<bool> closing_{false};
   std::once_flag close_once_;
 };
@@ -131,13 +130,12 @@ class SseTransport : public ClientTransport {
   HttpUrl url_;
   TransportCallbacks callbacks_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::string endpoint_;      // where to POST, once the endpoint event arrived
-  bool stream_ended_ = false;
-  std::string stream_error_;  // why the GET stream ended
+  mutable codemode::Mutex mu_;
+  std::string endpoint_ ABSL_GUARDED_BY(mu_);  // where to POST, once the endpoint event arrived
+  bool stream_ended_ ABSL_GUARDED_BY(mu_) = false;
+  std::string stream_error_ ABSL_GUARDED_BY(mu_);  // why the GET stream ended
 
-  std::mutex start_mu_;  // Close() waits until Start() has set up stream_
+  codemode::Mutex start_mu_;  // Close() waits until Start() has set up stream_
   std::shared_ptr<HttpExchange> stream_;
   std::atomic<bool> closing_{false};
   std::once_flag close_once_;

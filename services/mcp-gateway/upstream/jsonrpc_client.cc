@@ -3,12 +3,12 @@
 #include "upstream/jsonrpc_client.h"
 
 #include <chrono>
-#include <condition_variable>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
+#include "base/mutex.h"
 
 namespace gateway {
 
@@ -25,41 +25,40 @@ bool AsId(const json& id, int64_t* out) {
   return true;
 }
 
-std::chrono::steady_clock::time_point DeadlineAfter(absl::Duration timeout) {
-  // Clamp so that "infinite" timeouts do not overflow the clock arithmetic.
-  timeout = std::max(absl::ZeroDuration(), std::min(timeout, absl::Hours(24 * 365)));
-  return std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(timeout);
+// Clamped so that "infinite" timeouts do not overflow the clock arithmetic.
+absl::Duration Bounded(absl::Duration timeout) {
+  return std::max(absl::ZeroDuration(), std::min(timeout, absl::Hours(24 * 365)));
 }
 
 }  // namespace
 
-// One request in flight. `mu`/`cv` guard its outcome; `progress_mu` makes sure no
-// progress callback runs once the caller has returned (it may capture the caller's stack).
+// One request in flight. `mu` guards its outcome; `progress_mu` makes sure no progress
+// callback runs once the caller has returned (it may capture the caller's stack).
 struct JsonRpcClient::Pending {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  bool cancelled = false;
-  absl::StatusOr<json> result = absl::UnknownError("no result");
+  codemode::Mutex mu;
+  bool done ABSL_GUARDED_BY(mu) = false;
+  bool cancelled ABSL_GUARDED_BY(mu) = false;
+  absl::StatusOr<json> result ABSL_GUARDED_BY(mu) = absl::UnknownError("no result");
 
-  std::mutex progress_mu;
-  bool finished = false;
+  codemode::Mutex progress_mu;
+  bool finished ABSL_GUARDED_BY(progress_mu) = false;
   std::function<void(const json&)> on_progress;
 
+  bool Done() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return done; }
+  bool DoneOrCancelled() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return done || cancelled; }
+
   void Complete(absl::StatusOr<json> r) {
-    std::lock_guard<std::mutex> lock(mu);
+    codemode::MutexLock lock(&mu);
     if (done) return;
     result = std::move(r);
-    done = true;
-    cv.notify_all();
+    done = true;  // the unlock wakes the waiter
   }
   void Cancel() {
-    std::lock_guard<std::mutex> lock(mu);
+    codemode::MutexLock lock(&mu);
     cancelled = true;
-    cv.notify_all();
   }
   void Finish() {
-    std::lock_guard<std::mutex> lock(progress_mu);
+    codemode::MutexLock lock(&progress_mu);
     finished = true;
   }
 };
@@ -86,7 +85,7 @@ absl::Status JsonRpcClient::Start(absl::Duration timeout) {
 }
 
 std::string JsonRpcClient::disconnect_reason() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  codemode::MutexLock lock(&mu_);
   return disconnect_reason_;
 }
 
@@ -105,7 +104,7 @@ absl::StatusOr<json> JsonRpcClient::Request(const std::string& method, json para
   json message = {{"jsonrpc", "2.0"}, {"id", id}, {"method", method}};
   if (!params.is_null()) message["params"] = std::move(params);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    codemode::MutexLock lock(&mu_);
     if (closed_ || !connected_) {
       return absl::UnavailableError(
           disconnect_reason_.empty() ? "not connected" : disconnect_reason_);
@@ -120,26 +119,25 @@ absl::StatusOr<json> JsonRpcClient::Request(const std::string& method, json para
   if (!sent.ok()) {
     // A failed write usually means the server just died; give the transport a moment to
     // report why (exit code, last stderr line say more than "Broken pipe").
-    std::unique_lock<std::mutex> lock(pending->mu);
-    pending->cv.wait_for(lock, std::chrono::seconds(1), [&] { return pending->done; });
-    if (!pending->done) {
-      lock.unlock();
-      TakePending(id);
-      pending->Finish();
-      return sent;
+    std::optional<absl::StatusOr<json>> result;
+    {
+      codemode::MutexLock lock(&pending->mu);
+      if (pending->mu.AwaitWithTimeout(absl::Condition(pending.get(), &Pending::Done),
+                                       absl::Seconds(1))) {
+        result = pending->result;
+      }
     }
-    absl::StatusOr<json> result = pending->result;
-    lock.unlock();
+    if (!result) TakePending(id);
     pending->Finish();
-    return result;
+    return result ? *std::move(result) : absl::StatusOr<json>(sent);
   }
 
   bool done;
   bool cancelled;
   {
-    std::unique_lock<std::mutex> lock(pending->mu);
-    pending->cv.wait_until(lock, DeadlineAfter(options.timeout),
-                           [&] { return pending->done || pending->cancelled; });
+    codemode::MutexLock lock(&pending->mu);
+    pending->mu.AwaitWithTimeout(absl::Condition(pending.get(), &Pending::DoneOrCancelled),
+                                 Bounded(options.timeout));
     done = pending->done;
     cancelled = pending->cancelled;
   }
@@ -163,12 +161,12 @@ absl::StatusOr<json> JsonRpcClient::Request(const std::string& method, json para
           method, " timed out after ", absl::FormatDuration(options.timeout)));
     }
     // A response won the race and is being delivered right now.
-    std::unique_lock<std::mutex> lock(pending->mu);
-    pending->cv.wait(lock, [&] { return pending->done; });
+    codemode::MutexLock lock(&pending->mu);
+    pending->mu.Await(absl::Condition(pending.get(), &Pending::Done));
   }
   absl::StatusOr<json> result;
   {
-    std::lock_guard<std::mutex> lock(pending->mu);
+    codemode::MutexLock lock(&pending->mu);
     result = std::move(pending->result);
   }
   pending->Finish();
@@ -177,7 +175,7 @@ absl::StatusOr<json> JsonRpcClient::Request(const std::string& method, json para
 
 absl::Status JsonRpcClient::Notify(const std::string& method, json params) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    codemode::MutexLock lock(&mu_);
     if (closed_) return absl::UnavailableError("connection closed");
   }
   json message = {{"jsonrpc", "2.0"}, {"method", method}};
@@ -189,7 +187,7 @@ void JsonRpcClient::Close() {
   std::call_once(close_once_, [this] {
     std::map<int64_t, std::shared_ptr<Pending>> pending;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      codemode::MutexLock lock(&mu_);
       closed_ = true;
       connected_ = false;
       if (disconnect_reason_.empty()) disconnect_reason_ = "connection closed";
@@ -202,7 +200,7 @@ void JsonRpcClient::Close() {
 }
 
 std::shared_ptr<JsonRpcClient::Pending> JsonRpcClient::TakePending(int64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  codemode::MutexLock lock(&mu_);
   auto it = pending_.find(id);
   if (it == pending_.end()) return nullptr;
   auto p = std::move(it->second);
@@ -211,7 +209,7 @@ std::shared_ptr<JsonRpcClient::Pending> JsonRpcClient::TakePending(int64_t id) {
 }
 
 std::shared_ptr<JsonRpcClient::Pending> JsonRpcClient::FindPending(int64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  codemode::MutexLock lock(&mu_);
   auto it = pending_.find(id);
   return it == pending_.end() ? nullptr : it->second;
 }
@@ -282,7 +280,7 @@ void JsonRpcClient::OnNotification(const json& message) {
       pending = FindPending(token);
     }
     if (pending == nullptr) return;  // progress for a request that already ended
-    std::lock_guard<std::mutex> lock(pending->progress_mu);
+    codemode::MutexLock lock(&pending->progress_mu);
     if (!pending->finished && pending->on_progress) pending->on_progress(params);
   } else if (method == "notifications/message") {
     const bool ok = params.is_object();
@@ -326,7 +324,7 @@ void JsonRpcClient::OnRequestFailed(const json& id, const absl::Status& error) {
 void JsonRpcClient::OnClosed(const std::string& reason) {
   std::map<int64_t, std::shared_ptr<Pending>> pending;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    codemode::MutexLock lock(&mu_);
     if (closed_ || !connected_) return;
     connected_ = false;
     disconnect_reason_ = reason;

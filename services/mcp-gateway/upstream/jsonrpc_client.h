@@ -24,6 +24,7 @@
 #include "base/cancel.h"
 #include "upstream/transport.h"
 #include "nlohmann/json.hpp"
+#include "base/mutex.h"
 
 namespace gateway {
 
@@ -88,10 +89,10 @@ class JsonRpcClient {
   std::atomic<int64_t> next_id_{1};
   std::atomic<bool> connected_{false};
 
-  mutable std::mutex mu_;
-  bool closed_ = false;
-  std::string disconnect_reason_;
-  std::map<int64_t, std::shared_ptr<Pending>> pending_;
+  mutable codemode::Mutex mu_;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  std::string disconnect_reason_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, std::shared_ptr<Pending>> pending_ ABSL_GUARDED_BY(mu_);
 
   std::once_flag close_once_;
 };

@@ -6,7 +6,6 @@
 // All state lives under one mutex (a handful of upstreams, no I/O under the lock); one
 // condition variable wakes both the connection threads and the waiters.
 #include <atomic>
-#include <condition_variable>
 #include <mutex>
 #include <thread>
 
@@ -16,19 +15,11 @@
 #include "upstream/upstream.h"
 #include "upstream/client.h"
 #include "spdlog/spdlog.h"
+#include "base/mutex.h"
 
 namespace gateway {
 
 using nlohmann::json;
-
-namespace {
-
-std::chrono::nanoseconds ToChrono(absl::Duration d) {
-  return absl::ToChronoNanoseconds(
-      std::max(absl::ZeroDuration(), std::min(d, absl::Hours(24 * 365))));
-}
-
-}  // namespace
 
 struct UpstreamManager::Impl {
   struct Upstream {
@@ -50,15 +41,14 @@ struct UpstreamManager::Impl {
   UpstreamOptions options;
   std::vector<std::unique_ptr<Upstream>> upstreams;
 
-  mutable std::mutex mu;
-  std::condition_variable cv;
-  bool started = false;
-  bool stopping = false;
+  mutable codemode::Mutex mu;  // guards every Upstream's state too
+  bool started ABSL_GUARDED_BY(mu) = false;
+  bool stopping ABSL_GUARDED_BY(mu) = false;
 
-  std::mutex stop_mu;  // serializes Stop()
+  codemode::Mutex stop_mu;  // serializes Stop()
   std::atomic<uint64_t> version{0};
-  std::mutex listener_mu;
-  std::function<void()> listener;
+  codemode::Mutex listener_mu;
+  std::function<void()> listener ABSL_GUARDED_BY(listener_mu);
 
   Upstream* Find(const std::string& name) const {
     for (auto& u : upstreams) {
@@ -74,40 +64,38 @@ struct UpstreamManager::Impl {
     if (!notify) return;
     std::function<void()> copy;
     {
-      std::lock_guard<std::mutex> lock(listener_mu);
+      codemode::MutexLock lock(&listener_mu);
       copy = listener;
     }
     if (copy) copy();
   }
 
-  void Run(Upstream* u);
+  void Run(Upstream* u) ABSL_LOCKS_EXCLUDED(mu);
   // Serves a connected client until it disconnects or Stop(); refreshes tools meanwhile.
-  void Serve(Upstream* u, const std::shared_ptr<McpClient>& client,
-             std::unique_lock<std::mutex>& lock);
+  void Serve(Upstream* u, const std::shared_ptr<McpClient>& client)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 };
 
 void UpstreamManager::Impl::Run(Upstream* u) {
   const std::string& name = u->config.name;
   absl::Duration backoff = options.retry_initial;
-  std::unique_lock<std::mutex> lock(mu);
+  mu.Lock();
   while (!stopping) {
     McpClient::Handlers handlers;
     handlers.on_tools_changed = [this, u] {
-      std::lock_guard<std::mutex> l(mu);
+      codemode::MutexLock l(&mu);
       u->refresh_tools = true;
-      cv.notify_all();
     };
     // The client's own connected() flag is already false; just wake the thread.
     handlers.on_disconnected = [this](const std::string&) {
-      std::lock_guard<std::mutex> l(mu);
-      cv.notify_all();
+      codemode::MutexLock l(&mu);
     };
     auto client = std::make_shared<McpClient>(u->config, options, std::move(handlers));
     u->connecting = client;
     u->refresh_tools = false;
-    lock.unlock();
+    mu.Unlock();
     absl::Status status = client->Connect();
-    lock.lock();
+    mu.Lock();
     u->connecting.reset();
     ++u->attempts;
 
@@ -120,11 +108,10 @@ void UpstreamManager::Impl::Run(Upstream* u) {
       u->tools = client->tools();
       backoff = options.retry_initial;
       ++version;
-      cv.notify_all();
-      lock.unlock();
+      mu.Unlock();
       Notify(true);
-      lock.lock();
-      Serve(u, client, lock);
+      mu.Lock();
+      Serve(u, client);
       // Disconnected (or stopping).
       u->client.reset();
       u->connected = false;
@@ -132,41 +119,45 @@ void UpstreamManager::Impl::Run(Upstream* u) {
       u->error = stopping ? "stopped" : client->disconnect_reason();
       const bool notify = !stopping;  // no listener calls while shutting down
       ++version;
-      cv.notify_all();
-      lock.unlock();
+      mu.Unlock();
       client->Close();
       Notify(notify);
-      lock.lock();
+      mu.Lock();
       if (stopping) break;
       spdlog::warn("upstream {}: {}; reconnecting in {}", name, u->error,
                    absl::FormatDuration(backoff));
     } else {
       u->error = stopping ? "stopped" : std::string(status.message());
-      cv.notify_all();
-      lock.unlock();
+      mu.Unlock();
       client->Close();
-      lock.lock();
+      mu.Lock();
       if (stopping) break;
       spdlog::warn("upstream {}: {}; retrying in {}", name, u->error,
                    absl::FormatDuration(backoff));
     }
-    cv.wait_for(lock, ToChrono(backoff), [&] { return stopping || u->reconnect_now; });
+    auto wake = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return stopping || u->reconnect_now; };
+    mu.AwaitWithTimeout(absl::Condition(&wake), backoff);
     u->reconnect_now = false;
     if (!status.ok()) backoff = std::min(backoff * 2, options.retry_max);
   }
+  mu.Unlock();
 }
 
-void UpstreamManager::Impl::Serve(Upstream* u, const std::shared_ptr<McpClient>& client,
-                                  std::unique_lock<std::mutex>& lock) {
+void UpstreamManager::Impl::Serve(Upstream* u, const std::shared_ptr<McpClient>& client) {
+  // The client's connected() changes without mu, but its on_disconnected handler takes mu
+  // afterwards, and that unlock re-evaluates this.
+  auto wake = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return stopping || u->refresh_tools || !client->connected();
+  };
   for (;;) {
-    cv.wait(lock, [&] { return stopping || u->refresh_tools || !client->connected(); });
+    mu.Await(absl::Condition(&wake));
     if (stopping || !client->connected()) return;
     u->refresh_tools = false;
     // Not on the transport thread that delivered list_changed: the tools/list response
     // may need that very thread.
-    lock.unlock();
+    mu.Unlock();
     auto tools = client->ListTools(options.connect_timeout);
-    lock.lock();
+    mu.Lock();
     if (!tools.ok()) {
       spdlog::warn("upstream {}: refreshing tools failed: {}", u->config.name,
                    std::string(tools.status().message()));
@@ -176,9 +167,9 @@ void UpstreamManager::Impl::Serve(Upstream* u, const std::shared_ptr<McpClient>&
     u->tools = *std::move(tools);
     spdlog::info("upstream {}: tool list changed ({} tools)", u->config.name, u->tools.size());
     ++version;
-    lock.unlock();
+    mu.Unlock();
     Notify(true);
-    lock.lock();
+    mu.Lock();
   }
 }
 
@@ -195,7 +186,7 @@ UpstreamManager::UpstreamManager(std::vector<UpstreamConfig> configs, UpstreamOp
 UpstreamManager::~UpstreamManager() { Stop(); }
 
 void UpstreamManager::Start() {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  codemode::MutexLock lock(&impl_->mu);
   if (impl_->started || impl_->stopping) return;
   impl_->started = true;
   for (auto& u : impl_->upstreams) {
@@ -209,26 +200,26 @@ void UpstreamManager::Start() {
 }
 
 void UpstreamManager::WaitInitial(absl::Duration timeout) {
-  std::unique_lock<std::mutex> lock(impl_->mu);
-  impl_->cv.wait_for(lock, ToChrono(timeout), [this] {
+  codemode::MutexLock lock(&impl_->mu);
+  auto settled = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(impl_->mu) {
     if (impl_->stopping) return true;
     for (auto& u : impl_->upstreams) {
       if (!u->config.disabled && u->attempts == 0) return false;
     }
     return true;
-  });
+  };
+  impl_->mu.AwaitWithTimeout(absl::Condition(&settled), timeout);
 }
 
 void UpstreamManager::Stop() {
-  std::lock_guard<std::mutex> stop_lock(impl_->stop_mu);
+  codemode::MutexLock stop_lock(&impl_->stop_mu);
   std::vector<std::shared_ptr<McpClient>> connecting;
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    codemode::MutexLock lock(&impl_->mu);
     impl_->stopping = true;
     for (auto& u : impl_->upstreams) {
       if (u->connecting) connecting.push_back(u->connecting);
     }
-    impl_->cv.notify_all();
   }
   // A Connect() in progress would otherwise run into connect_timeout.
   for (auto& client : connecting) client->Close();
@@ -238,7 +229,7 @@ void UpstreamManager::Stop() {
 }
 
 std::vector<UpstreamStatus> UpstreamManager::Snapshot() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  codemode::MutexLock lock(&impl_->mu);
   std::vector<UpstreamStatus> out;
   for (auto& u : impl_->upstreams) {
     UpstreamStatus s;
@@ -257,7 +248,7 @@ std::vector<UpstreamStatus> UpstreamManager::Snapshot() const {
 uint64_t UpstreamManager::catalog_version() const { return impl_->version.load(); }
 
 void UpstreamManager::SetCatalogListener(std::function<void()> listener) {
-  std::lock_guard<std::mutex> lock(impl_->listener_mu);
+  codemode::MutexLock lock(&impl_->listener_mu);
   impl_->listener = std::move(listener);
 }
 
@@ -271,7 +262,7 @@ absl::StatusOr<json> UpstreamManager::CallTool(const std::string& server,
   }
   std::shared_ptr<McpClient> client;
   {
-    std::unique_lock<std::mutex> lock(impl_->mu);
+    codemode::MutexLock lock(&impl_->mu);
     if (impl_->stopping) return absl::UnavailableError("shutting down");
     if (!u->connected && u->config.type == UpstreamConfig::Type::kStdio && impl_->started &&
         !u->config.disabled) {
@@ -279,10 +270,10 @@ absl::StatusOr<json> UpstreamManager::CallTool(const std::string& server,
       // and wait for that attempt.
       const uint64_t attempts = u->attempts;
       u->reconnect_now = true;
-      impl_->cv.notify_all();
-      impl_->cv.wait_for(lock, ToChrono(impl_->options.connect_timeout), [&] {
+      auto attempted = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(impl_->mu) {
         return impl_->stopping || u->connected || u->attempts > attempts;
-      });
+      };
+      impl_->mu.AwaitWithTimeout(absl::Condition(&attempted), impl_->options.connect_timeout);
     }
     if (!u->connected) {
       return absl::UnavailableError(

@@ -24,6 +24,7 @@
 #include "absl/strings/strip.h"
 #include "upstream/process.h"
 #include "spdlog/spdlog.h"
+#include "base/mutex.h"
 
 namespace gateway {
 
@@ -111,7 +112,7 @@ StdioTransport::StdioTransport(UpstreamConfig config, absl::Duration stop_grace)
 StdioTransport::~StdioTransport() { Close(); }
 
 absl::Status StdioTransport::Start(TransportCallbacks callbacks, absl::Duration timeout) {
-  std::lock_guard<std::mutex> start_lock(start_mu_);
+  codemode::MutexLock start_lock(&start_mu_);
   if (closing_) return absl::UnavailableError("connection closed");
   callbacks_ = std::move(callbacks);
   const std::string& command = config_.command;
@@ -162,7 +163,7 @@ absl::Status StdioTransport::Send(const json& message) {
   // dump() escapes control characters, so the message is exactly one line.
   std::string line = message.dump(-1, ' ', false, json::error_handler_t::replace);
   line.push_back('\n');
-  std::lock_guard<std::mutex> lock(write_mu_);
+  codemode::MutexLock lock(&write_mu_);
   if (stdin_fd_ < 0) return absl::UnavailableError("connection closed");
   return WriteAll(stdin_fd_, line, closing_);
 }
@@ -207,8 +208,8 @@ void StdioTransport::ReadStdout() {
   // rest of its stderr so that the reason says why ("exited with code 1: <error>").
   bool exited = WaitExit(absl::Seconds(2), /*stop_on_close=*/true);
   {
-    std::unique_lock<std::mutex> lock(stderr_mu_);
-    stderr_cv_.wait_for(lock, std::chrono::milliseconds(500), [this] { return stderr_done_; });
+    codemode::MutexLock lock(&stderr_mu_);
+    stderr_mu_.AwaitWithTimeout(absl::Condition(&stderr_done_), absl::Milliseconds(500));
   }
   std::string reason = exited ? ExitDescription() : "server closed its stdout";
   if (!closing_ && callbacks_.on_closed) callbacks_.on_closed(reason);
@@ -222,7 +223,7 @@ void StdioTransport::ReadStderr() {
     if (line.empty()) return;
     if (line.size() > kMaxLoggedLineBytes) line = line.substr(0, kMaxLoggedLineBytes) + "...";
     spdlog::info("upstream {} stderr: {}", config_.name, line);
-    std::lock_guard<std::mutex> lock(stderr_mu_);
+    codemode::MutexLock lock(&stderr_mu_);
     last_stderr_line_ = line;
   };
   bool closing = false;
@@ -249,13 +250,12 @@ void StdioTransport::ReadStderr() {
     }
   }
   log_line(buffer);
-  std::lock_guard<std::mutex> lock(stderr_mu_);
+  codemode::MutexLock lock(&stderr_mu_);
   stderr_done_ = true;
-  stderr_cv_.notify_all();
 }
 
 bool StdioTransport::Reap(bool block) {
-  std::lock_guard<std::mutex> lock(proc_mu_);
+  codemode::MutexLock lock(&proc_mu_);
   if (reaped_ || pid_ <= 0) return true;
   int status = 0;
   pid_t r;
@@ -286,17 +286,17 @@ bool StdioTransport::WaitExit(absl::Duration timeout, bool stop_on_close) {
 std::string StdioTransport::ExitDescription() {
   int code;
   {
-    std::lock_guard<std::mutex> lock(proc_mu_);
+    codemode::MutexLock lock(&proc_mu_);
     code = exit_code_;
   }
   std::string text = absl::StrCat("server exited with code ", code);
-  std::lock_guard<std::mutex> lock(stderr_mu_);
+  codemode::MutexLock lock(&stderr_mu_);
   if (!last_stderr_line_.empty()) absl::StrAppend(&text, ": ", last_stderr_line_);
   return text;
 }
 
 void StdioTransport::SignalGroup(int sig) {
-  std::lock_guard<std::mutex> lock(proc_mu_);
+  codemode::MutexLock lock(&proc_mu_);
   if (reaped_ || pid_ <= 0) return;  // never signal a pid that may have been reused
   if (kill(-pid_, sig) != 0) kill(pid_, sig);
 }
@@ -304,9 +304,9 @@ void StdioTransport::SignalGroup(int sig) {
 void StdioTransport::Close() {
   std::call_once(close_once_, [this] {
     closing_ = true;
-    { std::lock_guard<std::mutex> start_lock(start_mu_); }  // a spawn in progress completes
+    { codemode::MutexLock start_lock(&start_mu_); }  // a spawn in progress completes
     {
-      std::lock_guard<std::mutex> lock(write_mu_);
+      codemode::MutexLock lock(&write_mu_);
       CloseFd(&stdin_fd_);  // EOF on its stdin: a well-behaved server exits now
     }
     if (pid_ > 0 && !WaitExit(stop_grace_, false)) {

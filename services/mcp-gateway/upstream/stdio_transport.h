@@ -10,13 +10,13 @@
 #include <sys/types.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <thread>
 
 #include "upstream/upstream.h"
 #include "upstream/transport.h"
+#include "base/mutex.h"
 
 namespace gateway {
 
@@ -52,18 +52,17 @@ class StdioTransport : public ClientTransport {
   int stdout_fd_ = -1;
   int stderr_fd_ = -1;
   int wake_fd_ = -1;    // eventfd: tells the reader threads that Close() has begun
-  std::mutex write_mu_;
+  codemode::Mutex write_mu_;
 
-  std::mutex proc_mu_;  // guards reaped_/exit_code_ and waitpid
-  bool reaped_ = false;
-  int exit_code_ = -1;
+  codemode::Mutex proc_mu_;  // also serialises waitpid
+  bool reaped_ ABSL_GUARDED_BY(proc_mu_) = false;
+  int exit_code_ ABSL_GUARDED_BY(proc_mu_) = -1;
 
-  std::mutex stderr_mu_;
-  std::condition_variable stderr_cv_;
-  bool stderr_done_ = false;
-  std::string last_stderr_line_;
+  codemode::Mutex stderr_mu_;
+  bool stderr_done_ ABSL_GUARDED_BY(stderr_mu_) = false;
+  std::string last_stderr_line_ ABSL_GUARDED_BY(stderr_mu_);
 
-  std::mutex start_mu_;  // Close() waits for a Start() in progress (spawn) to finish
+  codemode::Mutex start_mu_;  // Close() waits for a Start() in progress (spawn) to finish
   std::atomic<bool> closing_{false};
   std::once_flag close_once_;
   std::thread stdout_thread_;
