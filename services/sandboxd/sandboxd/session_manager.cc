@@ -6,23 +6,18 @@
 #include <cstring>
 
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/thread.h"
 #include "absl/strings/str_format.h"
-#include "google/protobuf/util/json_util.h"
-#include "nlohmann/json.hpp"
 #include "sandboxd/log.h"
 
 namespace sandboxd {
 namespace {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 
 constexpr char kInstanceLabel[] = "io.sandboxd.instance";
 constexpr char kStateDirLabel[] = "io.sandboxd.state-dir";
@@ -40,10 +35,8 @@ std::string InstanceId(const std::string& state_dir) {
   return absl::StrFormat("%012x", h & 0xffffffffffffull);
 }
 
-std::string ProtoToJson(const google::protobuf::Message& m) {
-  std::string out;
-  (void)google::protobuf::util::MessageToJsonString(m, &out);
-  return out;
+SessionRecord RecordOf(const Session& s) {
+  return {s.ToProto(), s.catalog().ToProto(), s.metadata().container_name};
 }
 
 // Once the runner listens, its socket directory stops being writable from the container:
@@ -58,9 +51,12 @@ void SealSocketDir(const std::string& dir) {
 
 }  // namespace
 
-SessionManager::SessionManager(ManagerOptions options, ContainerRuntime* runtime, Clock* clock)
+SessionManager::SessionManager(ManagerOptions options, ContainerRuntime* runtime, Clock* clock,
+                               RecordStore* records)
     : options_(std::move(options)), runtime_(runtime), clock_(clock),
-      instance_(InstanceId(options_.state_dir)) {
+      instance_(InstanceId(options_.state_dir)),
+      owned_store_(records ? nullptr : new DirRecordStore(options_.state_dir + "/sessions")),
+      records_(records ? records : owned_store_.get()) {
   env_.timers = &timers_;
   env_.workers = &workers_;
   env_.runtime = runtime_;
@@ -71,7 +67,13 @@ SessionManager::SessionManager(ManagerOptions options, ContainerRuntime* runtime
   env_.kill_grace = options_.kill_grace;
   env_.executions_total = &executions_total_;
   env_.tool_calls_total = &tool_calls_total_;
-  env_.on_catalog_changed = [this](const Session& s) { WriteRecord(s); };
+  env_.on_catalog_changed = [this](const Session& s) {
+    absl::Status st = records_.Update(s.metadata().id, [&s] { return RecordOf(s); });
+    if (!st.ok()) {
+      spdlog::error("session {}: cannot record its new catalog ({}); after a daemon restart "
+                    "it would have the old one", s.metadata().id, st.message());
+    }
+  };
 }
 
 SessionManager::~SessionManager() { Shutdown(); }
@@ -179,66 +181,31 @@ void SessionManager::Recover() {
     spdlog::error("cannot list containers of the previous run: {}", containers.status().message());
     return;
   }
+  absl::StatusOr<SessionRecords::Loaded> loaded = records_.Load();
+  if (!loaded.ok()) {
+    // Removing "stale" containers now could end sessions whose records are only out of
+    // reach for the moment; they stay until a start that can read the records.
+    spdlog::error("cannot read the session records ({}); the {} container(s) of the previous "
+                  "run are left alone", loaded.status().message(), containers->size());
+    return;
+  }
   std::map<std::string, ContainerSummary> by_name;
   for (auto& c : *containers) by_name[c.name] = c;
   std::set<std::string> kept;
-  for (const auto& entry : fs::directory_iterator(options_.state_dir + "/sessions")) {
-    if (entry.path().extension() != ".json") continue;
-    std::ifstream in(entry.path());
-    std::stringstream buf;
-    buf << in.rdbuf();
-    json rec = json::parse(buf.str(), nullptr, false);
-    std::string id = entry.path().stem().string();
-    auto drop = [&](const std::string& why) {
-      spdlog::warn("session {} cannot be re-attached: {}", id, why);
-      fs::remove(entry.path());
-    };
-    if (rec.is_discarded() || !rec.is_object() || !rec.contains("session") ||
-        !rec.contains("catalog")) {
-      drop("unreadable record");
-      continue;
+  auto drop = [this](const std::string& id, const std::string& why) {
+    spdlog::warn("session {} cannot be re-attached: {}", id, why);
+    if (absl::Status st = records_.Remove(id); !st.ok()) {
+      spdlog::error("cannot remove the record of session {}: {}", id, st.message());
     }
-    sandbox::v1::Session sp;
-    sandbox::v1::Catalog cp;
-    if (!google::protobuf::util::JsonStringToMessage(rec["session"].get<std::string>(), &sp).ok() ||
-        !google::protobuf::util::JsonStringToMessage(rec["catalog"].get<std::string>(), &cp).ok()) {
-      drop("unreadable record");
-      continue;
+  };
+  for (const auto& [id, why] : loaded->broken) drop(id, why);
+  for (const SessionRecord& record : loaded->records) {
+    std::string why;
+    if (Reattach(record, by_name, &why)) {
+      kept.insert(record.container_name);
+    } else {
+      drop(record.session.id(), why);
     }
-    std::string name = rec.value("container_name", "");
-    auto it = by_name.find(name);
-    if (it == by_name.end() || !it->second.running) {
-      drop("its container is gone");
-      continue;
-    }
-    absl::StatusOr<Catalog> catalog = Catalog::FromProto(cp);
-    SealSocketDir(SocketDir(name));  // records of older versions left it writable
-    absl::StatusOr<std::unique_ptr<RunnerConnection>> conn =
-        RunnerConnection::Connect(SocketDir(name) + "/runner.sock", absl::Seconds(5));
-    if (!catalog.ok() || !conn.ok()) {
-      drop(conn.ok() ? std::string(catalog.status().message()) : std::string(conn.status().message()));
-      continue;
-    }
-    Session::Metadata md;
-    md.id = sp.id();
-    md.label = sp.label();
-    md.owner = sp.owner();
-    md.container_name = name;
-    md.container_id = it->second.id;
-    md.limits = FromProto(sp.limits());
-    md.created_at_ms = sp.created_at_ms();
-    if (auto uid = it->second.labels.find(kUidLabel); uid != it->second.labels.end()) {
-      uint32_t value = 0;
-      if (absl::SimpleAtoi(uid->second, &value)) md.uid_lease = uids_->Claim(value);
-    }
-    uint64_t execs = (*conn)->ready().execs;
-    auto session = Session::Create(&env_, std::move(md), std::move(*catalog), std::move(*conn),
-                                   /*push_catalog=*/false);
-    kept.insert(name);
-    codemode::MutexLock lock(&mu_);
-    sessions_[sp.id()] = session;
-    spdlog::info("re-attached session {} (container {}, {} executions in its namespace)", sp.id(),
-                 name, execs);
   }
   std::vector<std::string> stale;
   for (const auto& [name, c] : by_name) {
@@ -251,12 +218,61 @@ void SessionManager::Recover() {
       spdlog::error("cannot remove stale containers: {}", s.message());
     }
   }
-  for (const auto& entry : fs::directory_iterator(options_.state_dir + "/c")) {
-    if (!kept.count(entry.path().filename().string())) {
-      std::error_code ec;
-      fs::remove_all(entry.path(), ec);
+  std::error_code ec;
+  for (fs::directory_iterator it(options_.state_dir + "/c", ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    if (!kept.count(it->path().filename().string())) {
+      std::error_code rm;
+      fs::remove_all(it->path(), rm);
     }
   }
+}
+
+bool SessionManager::Reattach(const SessionRecord& record,
+                              const std::map<std::string, ContainerSummary>& containers,
+                              std::string* why) {
+  const std::string& name = record.container_name;
+  auto it = containers.find(name);
+  if (it == containers.end() || !it->second.running) {
+    *why = "its container is gone";
+    return false;
+  }
+  absl::StatusOr<Catalog> catalog = Catalog::FromProto(record.catalog);
+  if (!catalog.ok()) {
+    *why = std::string(catalog.status().message());
+    return false;
+  }
+  SealSocketDir(SocketDir(name));  // records of older versions left it writable
+  absl::StatusOr<std::unique_ptr<RunnerConnection>> conn =
+      RunnerConnection::Connect(SocketDir(name) + "/runner.sock", absl::Seconds(5));
+  if (!conn.ok()) {
+    *why = std::string(conn.status().message());
+    return false;
+  }
+  const sandbox::v1::Session& sp = record.session;
+  Session::Metadata md;
+  md.id = sp.id();
+  md.label = sp.label();
+  md.owner = sp.owner();
+  md.container_name = name;
+  md.container_id = it->second.id;
+  md.limits = FromProto(sp.limits());
+  md.created_at_ms = sp.created_at_ms();
+  if (auto uid = it->second.labels.find(kUidLabel); uid != it->second.labels.end()) {
+    uint32_t value = 0;
+    if (absl::SimpleAtoi(uid->second, &value)) md.uid_lease = uids_->Claim(value);
+  }
+  uint64_t execs = (*conn)->ready().execs;
+  auto session = Session::Create(&env_, std::move(md), std::move(*catalog), std::move(*conn),
+                                 /*push_catalog=*/false);
+  records_.Adopt(sp.id());
+  {
+    codemode::MutexLock lock(&mu_);
+    sessions_[sp.id()] = session;
+  }
+  spdlog::info("re-attached session {} (container {}, {} executions in its namespace)", sp.id(),
+               name, execs);
+  return true;
 }
 
 absl::StatusOr<SessionManager::Sandbox> SessionManager::StartSandbox(const ResolvedLimits& limits,
@@ -486,7 +502,20 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
     return absl::ResourceExhaustedError(
         absl::StrCat("too many sessions (the limit is ", options_.max_sessions, ")"));
   }
-  WriteRecord(*session);
+  const std::string& id = session->metadata().id;
+  if (absl::Status st = records_.Add(id, [&] { return RecordOf(*session); }); !st.ok()) {
+    // A session that would not survive a daemon restart is not handed out.
+    {
+      codemode::MutexLock lock(&mu_);
+      sessions_.erase(id);
+    }
+    session->Terminate("its record cannot be written");
+    DiscardSandbox(session->metadata().container_name);
+    workers_.Post([session]() mutable { session.reset(); });  // joins its reader off this thread
+    spdlog::error("cannot create a session: its record cannot be written: {}", st.message());
+    return absl::UnavailableError(
+        absl::StrCat("cannot write the session record: ", st.message()));
+  }
   spdlog::info("session {} created (container {}, owner '{}')", session->metadata().id,
                session->metadata().container_name, session->metadata().owner);
   return session->ToProto();
@@ -529,7 +558,10 @@ absl::Status SessionManager::DeleteSession(const std::string& id) {
     sessions_.erase(it);
   }
   s->Terminate("the session was deleted", sandbox::v1::Finished::CANCELLED);
-  RemoveRecord(id);
+  if (absl::Status st = records_.Remove(id); !st.ok()) {
+    // Harmless: the next start finds the container gone and drops the record.
+    spdlog::warn("cannot remove the record of session {}: {}", id, st.message());
+  }
   std::string dir = SocketDir(s->metadata().container_name);
   workers_.Post([dir, s]() mutable {
     // Dropping the last reference here joins the reader thread off the gRPC thread.
@@ -563,26 +595,6 @@ absl::StatusOr<std::shared_ptr<Execution>> SessionManager::Execute(
   absl::StatusOr<std::shared_ptr<Session>> s = Find(session_id);
   if (!s.ok()) return s.status();
   return (*s)->Enqueue(std::move(request), std::move(observer));
-}
-
-void SessionManager::WriteRecord(const Session& s) {
-  json rec = {{"session", ProtoToJson(s.ToProto())},
-              {"catalog", ProtoToJson(s.catalog().ToProto())},
-              {"container_name", s.metadata().container_name}};
-  std::string path = absl::StrCat(options_.state_dir, "/sessions/", s.metadata().id, ".json");
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << rec.dump();
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) spdlog::error("cannot write session record {}: {}", path, ec.message());
-}
-
-void SessionManager::RemoveRecord(const std::string& id) {
-  std::error_code ec;
-  fs::remove(absl::StrCat(options_.state_dir, "/sessions/", id, ".json"), ec);
 }
 
 sandbox::v1::Info SessionManager::GetInfo() {

@@ -28,7 +28,9 @@
 #include "sandbox/v1/sandbox.pb.h"
 #include "sandboxd/async.h"
 #include "sandboxd/container_runtime.h"
+#include "sandboxd/record_store.h"
 #include "sandboxd/session.h"
+#include "sandboxd/session_records.h"
 #include "sandboxd/uid_pool.h"
 
 namespace sandboxd {
@@ -67,7 +69,9 @@ struct Readiness {
 
 class SessionManager {
  public:
-  SessionManager(ManagerOptions options, ContainerRuntime* runtime, Clock* clock);
+  // `records` keeps the session records; nullptr: files under `<state_dir>/sessions`.
+  SessionManager(ManagerOptions options, ContainerRuntime* runtime, Clock* clock,
+                 RecordStore* records = nullptr);
   ~SessionManager();
   SessionManager(const SessionManager&) = delete;
   SessionManager& operator=(const SessionManager&) = delete;
@@ -125,8 +129,9 @@ class SessionManager {
   void Recover();
   void DiscardSandbox(const std::string& name);
   absl::StatusOr<std::shared_ptr<Session>> Find(const std::string& id);
-  void WriteRecord(const Session& s);
-  void RemoveRecord(const std::string& id);
+  // Re-attaches one recorded session; false (and why) when it cannot be.
+  bool Reattach(const SessionRecord& record,
+                const std::map<std::string, ContainerSummary>& containers, std::string* why);
   std::string SocketDir(const std::string& container_name) const;
   std::string NewId(const char* prefix);
 
@@ -134,6 +139,8 @@ class SessionManager {
   ContainerRuntime* const runtime_;
   Clock* const clock_;
   const std::string instance_;
+  const std::unique_ptr<RecordStore> owned_store_;
+  SessionRecords records_;
   // Container user ids in rlimit mode (uid_pool.h): 10000 up, within the 65536 ids of a
   // rootless user's default subordinate range.
   const std::shared_ptr<UidPool> uids_ = UidPool::Create(10000, 8192);

@@ -1,0 +1,70 @@
+// SessionRecords: what a restarted sandboxd needs to re-attach to each live session (its
+// proto, its catalog and its container), kept in a RecordStore one record per session.
+//
+//   SessionRecords records(&store);
+//   RETURN_IF_ERROR(records.Add(id, [&] { return RecordOf(*session); }));   // CreateSession
+//   records.Update(id, [&] { return RecordOf(*session); });   // its catalog changed
+//   records.Remove(id);                                        // DeleteSession
+//   ASSIGN_OR_RETURN(SessionRecords::Loaded loaded, records.Load());   // at start
+//
+// A record exists exactly while its session is registered here (Add, or Adopt after Load):
+// Update of an unregistered id writes nothing, so a catalog change that lands after
+// DeleteSession cannot bring a deleted session's record back. Writes are serialised and
+// take their snapshot under the same lock, so the last write always holds the newest
+// state even when two updates race. Safe for concurrent use.
+#pragma once
+
+#include <functional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "base/mutex.h"
+#include "sandbox/v1/sandbox.pb.h"
+#include "sandboxd/record_store.h"
+
+namespace sandboxd {
+
+struct SessionRecord {
+  sandbox::v1::Session session;
+  sandbox::v1::Catalog catalog;
+  std::string container_name;
+};
+
+// The stored form (JSON, readable by hand) and back.
+std::string EncodeSessionRecord(const SessionRecord& record);
+absl::StatusOr<SessionRecord> DecodeSessionRecord(const std::string& contents);
+
+class SessionRecords {
+ public:
+  using Snapshot = std::function<SessionRecord()>;
+
+  explicit SessionRecords(RecordStore* store) : store_(store) {}
+
+  // Registers `id` and writes its first record. On error nothing is registered or kept.
+  absl::Status Add(const std::string& id, const Snapshot& snapshot);
+  // Rewrites the record of a registered id; a no-op (OK) for any other id.
+  absl::Status Update(const std::string& id, const Snapshot& snapshot);
+  // Unregisters `id` and deletes its record.
+  absl::Status Remove(const std::string& id);
+
+  struct Loaded {
+    std::vector<SessionRecord> records;                        // decoded, not registered
+    std::vector<std::pair<std::string, std::string>> broken;   // (id, why) undecodable
+  };
+  // Reads every record. A recovered session must be registered with Adopt; broken and
+  // unwanted ones are deleted with Remove.
+  absl::StatusOr<Loaded> Load();
+  void Adopt(const std::string& id);
+
+ private:
+  RecordStore* const store_;
+  codemode::Mutex mu_;
+  std::set<std::string> live_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace sandboxd

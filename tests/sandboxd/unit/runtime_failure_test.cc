@@ -1,0 +1,260 @@
+// SessionManager when containers misbehave: probes and starts that fail, runners that
+// stop reading, exit, are killed or send garbage; per-session uids in rlimit mode.
+#include "session_manager_fixture.h"
+
+namespace sandboxd::testing {
+namespace {
+
+// ---- runtime failures ---------------------------------------------------------------
+
+TEST_F(SessionManagerTest, ProbeFailureThenRecovery) {
+  runtime_->SetProbeFailure("podman is broken");
+  SessionManager* m = StartManager();  // not fatal
+  sandbox::v1::Info info = m->GetInfo();
+  int noted = 0;
+  for (const auto& n : info.notes()) noted += absl::StrContains(n, "podman is broken");
+  EXPECT_EQ(noted, 1) << "said once, not once per place that knows it: " << info.DebugString();
+
+  absl::StatusOr<sandbox::v1::Session> s = m->CreateSession({});
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("podman is broken"));
+  EXPECT_EQ(runtime_->start_calls(), 0);
+
+  runtime_->SetProbeFailure(std::nullopt);
+  s = m->CreateSession({});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(Eval(m, s->id(), "6 * 7"), "42");
+  info = m->GetInfo();
+  EXPECT_EQ(info.oci_runtime(), "process");
+  EXPECT_EQ(info.memory_enforcement(), "cgroup");
+  for (const auto& n : info.notes()) EXPECT_THAT(n, Not(HasSubstr("podman is broken")));
+}
+
+TEST_F(SessionManagerTest, StartFailureIsUnavailable) {
+  SessionManager* m = StartManager();
+  runtime_->SetStartFailure("no space left on device");
+  absl::StatusOr<sandbox::v1::Session> s = m->CreateSession({});
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("no space left on device"));
+  EXPECT_EQ(m->ListSessions("").size(), 0u);
+  // No socket directory is left behind (by this attempt, nor by the background re-check).
+  EXPECT_TRUE(WaitFor([&] { return fs::is_empty(state_dir_ + "/c"); }));
+  runtime_->SetStartFailure(std::nullopt);
+  s = m->CreateSession({});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(Eval(m, s->id(), "'up'"), "'up'");
+}
+
+TEST_F(SessionManagerTest, ReadinessFollowsContainerStartsAndRecoversByItself) {
+  codemode::Mutex mu;
+  std::vector<Readiness> seen;
+  auto record = [&](const Readiness& r) {
+    codemode::MutexLock lock(&mu);
+    seen.push_back(r);
+  };
+  auto last = [&] {
+    codemode::MutexLock lock(&mu);
+    return seen.empty() ? Readiness{} : seen.back();
+  };
+  runtime_->SetStartFailure("container-init binary not found");
+  ManagerOptions o = Options();
+  o.pool_size = 1;
+  auto m = std::make_unique<SessionManager>(o, runtime_.get(), &clock_);
+  m->SetReadinessListener(record);
+  ASSERT_OK(m->Start());
+  ASSERT_TRUE(WaitFor([&] { return m->readiness().checked; }));
+  EXPECT_FALSE(last().serving);
+  sandbox::v1::Info info = m->GetInfo();
+  EXPECT_FALSE(info.serving());
+  bool noted = false;
+  for (const auto& n : info.notes()) noted |= absl::StrContains(n, "container-init binary not found");
+  EXPECT_TRUE(noted) << info.DebugString();
+  absl::StatusOr<sandbox::v1::Session> s = m->CreateSession({});
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("container-init binary not found"));
+
+  // Nobody calls: the pool's background re-check finds that containers start again.
+  runtime_->SetStartFailure(std::nullopt);
+  EXPECT_TRUE(WaitFor([&] { return last().serving; }, absl::Seconds(20)));
+  EXPECT_TRUE(m->GetInfo().serving());
+  EXPECT_TRUE(m->CreateSession({}).ok());
+  m->SetReadinessListener(nullptr);
+  size_t calls = seen.size();
+  runtime_->SetStartFailure("broken again");
+  sandbox::v1::CreateSessionRequest custom;  // not from the pool: a cold start
+  custom.mutable_limits()->set_pids(64);
+  EXPECT_EQ(m->CreateSession(custom).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(m->readiness().serving);
+  EXPECT_EQ(seen.size(), calls);  // unregistered listeners are not called
+  m->Shutdown();
+}
+
+TEST_F(SessionManagerTest, ARunnerThatStopsReadingNeverHoldsUpCallersOrOtherSessions) {
+  ManagerOptions o = Options();
+  o.max_code_bytes = 2u << 20;
+  SessionManager* m = StartManager(o);
+  sandbox::v1::Session a = Create(m);
+  sandbox::v1::Session b = Create(m);
+  ASSERT_OK(runtime_->Kill(a.container_id(), SIGSTOP));  // a's runner reads nothing now
+  // A frame far larger than the socket buffer: the old code blocked in send() under a's
+  // lock (and lost the session after 5 s); now it waits in a's outbox.
+  ExecutionRequest big;
+  big.code = "x = '" + std::string(900 * 1024, 'a') + "'\nlen(x)";
+  Started st = Exec(m, a.id(), std::move(big));
+  ASSERT_TRUE(st.execution);
+  EXPECT_TRUE(m->GetSession(a.id()).ok());
+  EXPECT_TRUE(m->GetSession(b.id()).ok());
+  EXPECT_EQ(m->ListSessions("").size(), 2u);
+  EXPECT_EQ(Eval(m, b.id(), "6 * 7"), "42");
+  ASSERT_OK(runtime_->Kill(a.container_id(), SIGCONT));
+  std::optional<Finished> f = st.collector->WaitFinished();
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->result_repr(), "921600");
+}
+
+TEST_F(SessionManagerTest, RunnerRemovedUnderUs) {
+  SessionManager* m = StartManager();
+  sandbox::v1::Session s = Create(m);
+  Started st = Exec(m, s.id(), "import time\nwhile True:\n    time.sleep(0.01)");
+  ASSERT_TRUE(st.collector->WaitStarted());
+  ASSERT_OK(runtime_->Remove({s.container_id()}));
+  std::optional<Finished> f = st.collector->WaitFinished();
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->status(), Finished::SESSION_LOST) << f->DebugString();
+  EXPECT_THAT(f->error().message(), HasSubstr("disappeared"));
+  absl::StatusOr<sandbox::v1::Session> got = m->GetSession(s.id());
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->state(), sandbox::v1::Session::LOST);
+  ExecutionRequest r;
+  r.code = "1";
+  EXPECT_EQ(m->Execute(s.id(), r, std::make_shared<Collector>()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(SessionManagerTest, RunnerExitsOnItsOwn) {
+  SessionManager* m = StartManager();
+  sandbox::v1::Session s = Create(m);
+  sandbox::v1::Session other = Create(m);
+  std::optional<Finished> f = Run(m, s.id(), "import os\nos._exit(3)");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->status(), Finished::SESSION_LOST) << f->DebugString();
+  EXPECT_THAT(f->error().message(), HasSubstr("exited with code 3"));
+  EXPECT_THAT(m->GetSession(s.id())->lost_reason(), HasSubstr("exited with code 3"));
+  ExecutionRequest r;
+  r.code = "1";
+  EXPECT_EQ(m->Execute(s.id(), r, std::make_shared<Collector>()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Eval(m, other.id(), "'fine'"), "'fine'");
+}
+
+TEST_F(SessionManagerTest, RunnerKilledBySignal) {
+  SessionManager* m = StartManager();
+  sandbox::v1::Session s = Create(m);
+  Started st = Exec(m, s.id(), "import time\nwhile True:\n    time.sleep(0.01)");
+  ASSERT_TRUE(st.collector->WaitStarted());
+  ASSERT_OK(runtime_->Kill(s.container_id(), SIGKILL));
+  std::optional<Finished> f = st.collector->WaitFinished();
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->status(), Finished::SESSION_LOST) << f->DebugString();
+  EXPECT_THAT(f->error().message(), HasSubstr("SIGKILL"));
+  EXPECT_TRUE(WaitFor([&] { return !ContainerExists(s.container_id()); }));
+}
+
+// In rlimit mode memory is not enforced by the OOM killer of a cgroup, so a SIGKILL must
+// not be blamed on memory (DescribeContainerDeath's cgroup_limits parameter).
+TEST_F(SessionManagerTest, SigkillInRlimitModeIsNotBlamedOnMemory) {
+  runtime_->SetCgroupLimits(false);
+  SessionManager* m = StartManager();
+  EXPECT_EQ(m->GetInfo().memory_enforcement(), "rlimit");
+  sandbox::v1::Session s = Create(m);
+  Started st = Exec(m, s.id(), "import time\nwhile True:\n    time.sleep(0.01)");
+  ASSERT_TRUE(st.collector->WaitStarted());
+  ASSERT_OK(runtime_->Kill(s.container_id(), SIGKILL));
+  std::optional<Finished> f = st.collector->WaitFinished();
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->status(), Finished::SESSION_LOST);
+  EXPECT_THAT(f->error().message(), HasSubstr("SIGKILL"));
+  EXPECT_THAT(f->error().message(), Not(HasSubstr("out of memory")));
+}
+
+// Where the process limit is RLIMIT_NPROC (rlimit mode), which counts per user id, each
+// container runs as a user id of its own; in cgroup mode all run as 65534.
+std::set<std::string> ContainerUids(ProcessRuntime& runtime, SessionManager* m) {
+  std::set<std::string> uids;
+  auto containers = runtime.List("io.sandboxd.instance", m->instance());
+  for (const auto& c : *containers) {
+    auto it = c.labels.find("io.sandboxd.uid");
+    uids.insert(it == c.labels.end() ? "shared" : it->second);
+  }
+  return uids;
+}
+
+TEST_F(SessionManagerTest, InRlimitModeEachContainerHasAUidOfItsOwn) {
+  runtime_->SetCgroupLimits(false);
+  SessionManager* m = StartManager();
+  std::vector<sandbox::v1::Session> sessions;
+  for (int i = 0; i < 3; ++i) sessions.push_back(Create(m));
+  size_t containers = runtime_->Names().size();
+  std::set<std::string> uids = ContainerUids(*runtime_, m);
+  EXPECT_EQ(uids.size(), containers) << "two containers share a uid";
+  EXPECT_EQ(uids.count("shared"), 0u);
+  for (const auto& uid : uids) EXPECT_GE(std::stoi(uid), 10000) << uid;
+}
+
+TEST_F(SessionManagerTest, InCgroupModeContainersShareTheNobodyUid) {
+  SessionManager* m = StartManager();
+  Create(m);
+  EXPECT_EQ(ContainerUids(*runtime_, m), std::set<std::string>{"shared"});
+}
+
+TEST_F(SessionManagerTest, GarbageFrameLosesOnlyThatSession) {
+  SessionManager* m = StartManager();
+  sandbox::v1::Session bad = Create(m);
+  sandbox::v1::Session good = Create(m);
+  EXPECT_EQ(Eval(m, good.id(), "v = 'good'"), "");
+  // User code writes a broken frame (length 0xffffffff) straight onto the runner's socket.
+  std::optional<Finished> f =
+      Run(m, bad.id(),
+          "import gc, os\n"
+          "conns = [o for o in gc.get_objects()\n"
+          "         if type(o).__name__ == 'FrameConnection' and o.alive]\n"
+          "for c in conns:\n"
+          "    os.write(c._sock.fileno(), b'\\xff\\xff\\xff\\xffjunk')\n"
+          "import time\n"
+          "time.sleep(5)\n");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->status(), Finished::SESSION_LOST) << f->DebugString();
+  EXPECT_THAT(f->error().message(), HasSubstr("protocol violation"));
+  absl::StatusOr<sandbox::v1::Session> got = m->GetSession(bad.id());
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->state(), sandbox::v1::Session::LOST);
+  EXPECT_THAT(got->lost_reason(), HasSubstr("protocol violation"));
+  EXPECT_TRUE(WaitFor([&] { return !ContainerExists(bad.container_id()); }));
+  // The other session is untouched.
+  EXPECT_EQ(Eval(m, good.id(), "v"), "'good'");
+  EXPECT_EQ(m->GetSession(good.id())->state(), sandbox::v1::Session::READY);
+}
+
+TEST_F(SessionManagerTest, ForgedFramesForOtherExecutionsAreIgnored) {
+  SessionManager* m = StartManager();
+  sandbox::v1::Session s = Create(m);
+  // Valid frames with a wrong execution id: a forged `done` must not finish anything.
+  std::optional<Finished> f = Run(
+      m, s.id(),
+      "import gc, json, struct\n"
+      "c = [o for o in gc.get_objects()\n"
+      "     if type(o).__name__ == 'FrameConnection' and o.alive][0]\n"
+      "c.send({'type': 'done', 'id': 999, 'status': 'ok', 'result': 'forged',\n"
+      "        'error': None, 'output_bytes': 0, 'dropped_bytes': 0})\n"
+      "c.send({'type': 'output', 'id': 999, 'chunks': [['stdout', 'forged output']]})\n"
+      "c.send({'type': 'ready', 'runner_version': 1})\n"
+      "'real'");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->status(), Finished::OK) << f->DebugString();
+  EXPECT_EQ(f->result_repr(), "'real'");
+  EXPECT_THAT(f->stdout(), Not(HasSubstr("forged")));
+  EXPECT_EQ(Eval(m, s.id(), "1"), "1");
+}
+
+}  // namespace
+}  // namespace sandboxd::testing
