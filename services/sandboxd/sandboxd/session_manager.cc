@@ -19,11 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr char kInstanceLabel[] = "io.sandboxd.instance";
-constexpr char kStateDirLabel[] = "io.sandboxd.state-dir";
-constexpr char kRoleLabel[] = "io.sandboxd.role";
-constexpr char kUidLabel[] = "io.sandboxd.uid";
-
 // FNV-1a: a stable id of the state directory, so several daemons (root, users, tests)
 // never touch each other's containers.
 std::string InstanceId(const std::string& state_dir) {
@@ -39,16 +34,6 @@ SessionRecord RecordOf(const Session& s) {
   return {s.ToProto(), s.catalog().ToProto(), s.metadata().container_name};
 }
 
-// Once the runner listens, its socket directory stops being writable from the container:
-// the runner (uid 65534, or a subordinate uid when rootless) is not the directory's owner,
-// so user code can neither fill the host's disk through it, nor leave files sandboxd
-// cannot delete, nor swap the socket for a symlink that a restarted sandboxd would follow.
-void SealSocketDir(const std::string& dir) {
-  if (chmod(dir.c_str(), 0755) != 0) {
-    spdlog::warn("cannot make {} read-only for its sandbox: {}", dir, strerror(errno));
-  }
-}
-
 }  // namespace
 
 SessionManager::SessionManager(ManagerOptions options, ContainerRuntime* runtime, Clock* clock,
@@ -56,7 +41,13 @@ SessionManager::SessionManager(ManagerOptions options, ContainerRuntime* runtime
     : options_(std::move(options)), runtime_(runtime), clock_(clock),
       instance_(InstanceId(options_.state_dir)),
       owned_store_(records ? nullptr : new DirRecordStore(options_.state_dir + "/sessions")),
-      records_(records ? records : owned_store_.get()) {
+      records_(records ? records : owned_store_.get()),
+      factory_({options_.state_dir, instance_, options_.image, options_.runner_path,
+                options_.container_env, options_.runner_start_timeout},
+               runtime_, &workers_,
+               {[this](const RuntimeInfo& info) { OnProbed(info); },
+                [this] { OnReadinessChanged(); }}),
+      pool_(&factory_, options_.pool_size, options_.default_limits) {
   env_.timers = &timers_;
   env_.workers = &workers_;
   env_.runtime = runtime_;
@@ -78,45 +69,27 @@ SessionManager::SessionManager(ManagerOptions options, ContainerRuntime* runtime
 
 SessionManager::~SessionManager() { Shutdown(); }
 
-std::string SessionManager::SocketDir(const std::string& container_name) const {
-  return absl::StrCat(options_.state_dir, "/c/", container_name);
-}
-
 std::string SessionManager::NewId(const char* prefix) {
   codemode::MutexLock lock(&mu_);
   return absl::StrFormat("%s%016x", prefix, absl::Uniform<uint64_t>(rng_));
 }
 
-absl::Status SessionManager::EnsureProbed() {
+void SessionManager::OnProbed(const RuntimeInfo& info) {
+  env_.cgroup_limits = info.cgroup_limits;
+  bool recover;
   {
     codemode::MutexLock lock(&mu_);
-    if (runtime_info_) return absl::OkStatus();
-  }
-  absl::StatusOr<RuntimeInfo> info = runtime_->Probe();
-  if (!info.ok()) {
-    absl::Status error = absl::UnavailableError(info.status().message());
-    {
-      codemode::MutexLock lock(&mu_);
-      runtime_error_ = std::string(info.status().message());
-    }
-    NoteStartResult(error);
-    return error;
-  }
-  bool recover = false;
-  {
-    codemode::MutexLock lock(&mu_);
-    spdlog::info("container runtime: {}, OCI runtime {}, {}, cgroup {}, limits via {}",
-                 info->version, info->oci_runtime, info->rootless ? "rootless" : "rootful",
-                 info->cgroup_version, info->cgroup_limits ? "cgroups" : "rlimits");
-    for (const auto& n : info->notes) spdlog::warn("{}", n);
-    runtime_info_ = *info;
-    runtime_error_.clear();
-    env_.cgroup_limits = info->cgroup_limits;
     recover = !recovered_;
     recovered_ = true;
   }
   if (recover) Recover();
-  return absl::OkStatus();
+}
+
+void SessionManager::OnReadinessChanged() {
+  pool_.Kick();
+  codemode::MutexLock lock(&listener_mu_);
+  // Always the latest state, so listeners converge even when changes race.
+  if (listener_) listener_(readiness());
 }
 
 absl::Status SessionManager::Start() {
@@ -128,19 +101,16 @@ absl::Status SessionManager::Start() {
         absl::StrCat("cannot create state directory ", options_.state_dir, ": ", ec.message()));
   }
   chmod(options_.state_dir.c_str(), 0700);
-  // A runtime that does not answer is logged (NoteStartResult) and retried by PoolLoop.
-  (void)EnsureProbed();
+  // A runtime that does not answer is logged (readiness) and retried by the pool's thread.
+  (void)factory_.EnsureProbed();
   if (options_.background) {
-    pool_thread_ = codemode::StartThread("warm pool", [this] { PoolLoop(); });
+    pool_.Start();
     reaper_thread_ = codemode::StartThread("reaper", [this] { ReaperLoop(); });
   }
   return absl::OkStatus();
 }
 
-Readiness SessionManager::readiness() {
-  codemode::MutexLock lock(&mu_);
-  return readiness_;
-}
+Readiness SessionManager::readiness() { return factory_.readiness(); }
 
 void SessionManager::SetReadinessListener(std::function<void(const Readiness&)> listener) {
   codemode::MutexLock lock(&listener_mu_);
@@ -148,32 +118,6 @@ void SessionManager::SetReadinessListener(std::function<void(const Readiness&)> 
   if (listener_) listener_(readiness());
 }
 
-void SessionManager::NotifyReadiness() {
-  codemode::MutexLock lock(&listener_mu_);
-  // Always the latest state, so listeners converge even when changes race.
-  if (listener_) listener_(readiness());
-}
-
-void SessionManager::NoteStartResult(const absl::Status& status) {
-  bool serving_changed = false;
-  {
-    codemode::MutexLock lock(&mu_);
-    Readiness next{status.ok(), std::string(status.message()), true};
-    if (readiness_.checked && next.serving == readiness_.serving &&
-        next.reason == readiness_.reason) {
-      return;
-    }
-    serving_changed = next.serving != readiness_.serving;
-    readiness_ = std::move(next);
-  }
-  if (status.ok()) {
-    spdlog::info("containers start: health SERVING");
-  } else {
-    spdlog::error("cannot start containers: {} (health NOT_SERVING; CreateSession answers "
-                  "UNAVAILABLE; retrying in the background)", status.message());
-  }
-  if (serving_changed) NotifyReadiness();
-}
 
 void SessionManager::Recover() {
   absl::StatusOr<std::vector<ContainerSummary>> containers = runtime_->List(kInstanceLabel, instance_);
@@ -242,9 +186,9 @@ bool SessionManager::Reattach(const SessionRecord& record,
     *why = std::string(catalog.status().message());
     return false;
   }
-  SealSocketDir(SocketDir(name));  // records of older versions left it writable
+  factory_.SealSocketDir(name);  // records of older versions left it writable
   absl::StatusOr<std::unique_ptr<RunnerConnection>> conn =
-      RunnerConnection::Connect(SocketDir(name) + "/runner.sock", absl::Seconds(5));
+      RunnerConnection::Connect(factory_.SocketDir(name) + "/runner.sock", absl::Seconds(5));
   if (!conn.ok()) {
     *why = std::string(conn.status().message());
     return false;
@@ -260,7 +204,7 @@ bool SessionManager::Reattach(const SessionRecord& record,
   md.created_at_ms = sp.created_at_ms();
   if (auto uid = it->second.labels.find(kUidLabel); uid != it->second.labels.end()) {
     uint32_t value = 0;
-    if (absl::SimpleAtoi(uid->second, &value)) md.uid_lease = uids_->Claim(value);
+    if (absl::SimpleAtoi(uid->second, &value)) md.uid_lease = factory_.ClaimUid(value);
   }
   uint64_t execs = (*conn)->ready().execs;
   auto session = Session::Create(&env_, std::move(md), std::move(*catalog), std::move(*conn),
@@ -273,125 +217,6 @@ bool SessionManager::Reattach(const SessionRecord& record,
   spdlog::info("re-attached session {} (container {}, {} executions in its namespace)", sp.id(),
                name, execs);
   return true;
-}
-
-absl::StatusOr<SessionManager::Sandbox> SessionManager::StartSandbox(const ResolvedLimits& limits,
-                                                                     const std::string& role) {
-  Sandbox sb;
-  sb.name = absl::StrCat("sbx-", instance_, "-", NewId("").substr(0, 12));
-  std::string dir = SocketDir(sb.name);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
-  // The runner runs as uid 65534 (rootless: a subordinate uid) and must create its socket
-  // here; the state directory above is 0700, so no other host user can reach it.
-  chmod(dir.c_str(), 0777);
-  ContainerSpec spec;
-  spec.name = sb.name;
-  spec.image = options_.image;
-  spec.limits = limits;
-  spec.socket_dir = dir;
-  spec.runner_path = options_.runner_path;
-  spec.labels = {{kInstanceLabel, instance_}, {kStateDirLabel, options_.state_dir}, {kRoleLabel, role}};
-  spec.env = options_.container_env;
-  bool per_session_uid;
-  {
-    codemode::MutexLock lock(&mu_);
-    per_session_uid = !env_.cgroup_limits;
-  }
-  if (per_session_uid) {
-    // The process rlimit counts per user id: a uid of its own makes it this session's.
-    sb.uid = uids_->Acquire();
-    if (!sb.uid) {
-      fs::remove_all(dir, ec);
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "all ", uids_->count(), " per-session user ids are in use"));
-    }
-    spec.uid = sb.uid->uid();
-    spec.labels[kUidLabel] = absl::StrCat(spec.uid);
-  }
-  absl::StatusOr<std::string> id = runtime_->Start(spec);
-  if (!id.ok()) {
-    fs::remove_all(dir, ec);
-    return id.status();
-  }
-  sb.id = *id;
-  absl::StatusOr<std::unique_ptr<RunnerConnection>> conn =
-      RunnerConnection::Connect(dir + "/runner.sock", options_.runner_start_timeout);
-  if (!conn.ok()) {
-    DiscardSandbox(sb.name);
-    return absl::UnavailableError(absl::StrCat("the sandbox runner did not start: ",
-                                               conn.status().message()));
-  }
-  SealSocketDir(dir);
-  sb.conn = std::move(*conn);
-  return sb;
-}
-
-void SessionManager::DiscardSandbox(const std::string& name) {
-  std::string dir = SocketDir(name);
-  workers_.Post([this, name, dir] {
-    if (absl::Status s = runtime_->Remove({name}); !s.ok()) {
-      spdlog::error("cannot remove container {}: {}", name, s.message());
-    }
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  });
-}
-
-std::optional<SessionManager::Sandbox> SessionManager::TakeFromPool() {
-  for (;;) {
-    std::optional<Sandbox> sb;
-    {
-      codemode::MutexLock lock(&mu_);
-      if (pool_.empty()) return std::nullopt;
-      sb = std::move(pool_.front());
-      pool_.pop_front();
-    }
-    // A pooled container may have died while it waited.
-    if (sb->conn->PingSync(absl::Seconds(1)).ok()) return sb;
-    spdlog::warn("pooled container {} is dead; discarding it", sb->name);
-    DiscardSandbox(sb->name);
-  }
-}
-
-void SessionManager::PoolLoop() {
-  absl::Duration backoff = absl::Seconds(1);
-  for (;;) {
-    bool probe_only = false;
-    {
-      codemode::MutexLock lock(&mu_);
-      // Also wakes when containers stop starting, to find out when they work again.
-      auto need = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || pool_.size() < options_.pool_size || !readiness_.serving;
-      };
-      mu_.Await(absl::Condition(&need));
-      if (stopping_) return;
-      probe_only = pool_.size() >= options_.pool_size;
-    }
-    absl::Status probe = EnsureProbed();
-    absl::StatusOr<Sandbox> sb =
-        probe.ok() ? StartSandbox(options_.default_limits, probe_only ? "probe" : "pool")
-                   : absl::StatusOr<Sandbox>(probe);
-    if (probe.ok()) NoteStartResult(sb.status());
-    codemode::MutexLock lock(&mu_);
-    if (!sb.ok()) {
-      spdlog::debug("warm pool: cannot start a container: {} (retrying in {})",
-                    sb.status().message(), absl::FormatDuration(backoff));
-      auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
-      mu_.AwaitWithTimeout(absl::Condition(&stop), backoff);
-      backoff = std::min(backoff * 2, absl::Seconds(15));
-      if (!probe.ok()) runtime_info_.reset();
-      continue;
-    }
-    backoff = absl::Seconds(1);
-    if (stopping_ || probe_only) {
-      DiscardSandbox(sb->name);
-      if (stopping_) return;
-      continue;
-    }
-    pool_.push_back(std::move(*sb));
-  }
 }
 
 void SessionManager::ReaperLoop() {
@@ -424,31 +249,15 @@ void SessionManager::ReaperLoop() {
 }
 
 void SessionManager::Shutdown() {
-  std::deque<Sandbox> pool;
   std::map<std::string, std::shared_ptr<Session>> sessions;
   {
     codemode::MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;
-    pool.swap(pool_);
     sessions.swap(sessions_);
   }
-  if (pool_thread_.joinable()) pool_thread_.join();
+  pool_.Stop();
   if (reaper_thread_.joinable()) reaper_thread_.join();
-  std::vector<std::string> names;
-  for (auto& sb : pool) {
-    names.push_back(sb.name);
-    sb.conn->Close();
-  }
-  if (!names.empty()) {
-    if (absl::Status s = runtime_->Remove(names); !s.ok()) {
-      spdlog::error("cannot remove pool containers: {}", s.message());
-    }
-    for (const auto& n : names) {
-      std::error_code ec;
-      fs::remove_all(SocketDir(n), ec);
-    }
-  }
   for (auto& [id, s] : sessions) s->Detach();
   spdlog::info("detached {} session(s); their containers stay for the next start", sessions.size());
 }
@@ -472,11 +281,9 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
     }
   }
   std::optional<Sandbox> sb;
-  if (*limits == options_.default_limits) sb = TakeFromPool();
+  if (*limits == options_.default_limits) sb = pool_.Take();
   if (!sb) {
-    if (absl::Status s = EnsureProbed(); !s.ok()) return s;
-    absl::StatusOr<Sandbox> cold = StartSandbox(*limits, "session");
-    NoteStartResult(cold.status());
+    absl::StatusOr<Sandbox> cold = factory_.Start(*limits, "session");
     if (!cold.ok()) return cold.status();
     sb = std::move(*cold);
   }
@@ -510,7 +317,7 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
       sessions_.erase(id);
     }
     session->Terminate("its record cannot be written");
-    DiscardSandbox(session->metadata().container_name);
+    factory_.Discard(session->metadata().container_name);
     workers_.Post([session]() mutable { session.reset(); });  // joins its reader off this thread
     spdlog::error("cannot create a session: its record cannot be written: {}", st.message());
     return absl::UnavailableError(
@@ -562,7 +369,7 @@ absl::Status SessionManager::DeleteSession(const std::string& id) {
     // Harmless: the next start finds the container gone and drops the record.
     spdlog::warn("cannot remove the record of session {}: {}", id, st.message());
   }
-  std::string dir = SocketDir(s->metadata().container_name);
+  std::string dir = factory_.SocketDir(s->metadata().container_name);
   workers_.Post([dir, s]() mutable {
     // Dropping the last reference here joins the reader thread off the gRPC thread.
     s.reset();
@@ -611,26 +418,31 @@ sandbox::v1::Info SessionManager::GetInfo() {
   info.set_executions_total(executions_total_);
   info.set_tool_calls_total(tool_calls_total_);
   info.set_state_dir(options_.state_dir);
-  codemode::MutexLock lock(&mu_);
-  info.set_pool_ready(static_cast<uint32_t>(pool_.size()));
-  info.set_sessions(static_cast<uint32_t>(sessions_.size()));
-  if (runtime_info_) {
-    info.set_podman_version(runtime_info_->version);
-    info.set_oci_runtime(runtime_info_->oci_runtime);
-    info.set_rootless(runtime_info_->rootless);
-    const char* mode = runtime_info_->cgroup_limits ? "cgroup" : "rlimit";
+  info.set_pool_ready(static_cast<uint32_t>(pool_.ready()));
+  {
+    codemode::MutexLock lock(&mu_);
+    info.set_sessions(static_cast<uint32_t>(sessions_.size()));
+  }
+  std::optional<RuntimeInfo> runtime = factory_.runtime_info();
+  std::string runtime_error = factory_.runtime_error();
+  Readiness readiness = factory_.readiness();
+  if (runtime) {
+    info.set_podman_version(runtime->version);
+    info.set_oci_runtime(runtime->oci_runtime);
+    info.set_rootless(runtime->rootless);
+    const char* mode = runtime->cgroup_limits ? "cgroup" : "rlimit";
     info.set_memory_enforcement(mode);
     info.set_pids_enforcement(mode);
-    info.set_cpu_enforced(runtime_info_->cgroup_limits);
-    for (const auto& n : runtime_info_->notes) info.add_notes(n);
+    info.set_cpu_enforced(runtime->cgroup_limits);
+    for (const auto& n : runtime->notes) info.add_notes(n);
   } else {
-    info.add_notes(absl::StrCat("container runtime unavailable: ", runtime_error_));
+    info.add_notes(absl::StrCat("container runtime unavailable: ", runtime_error));
   }
-  info.set_serving(readiness_.serving);
+  info.set_serving(readiness.serving);
   // (A failed probe that is also why health is NOT_SERVING is said once, above.)
-  if (!readiness_.serving && (runtime_info_ || readiness_.reason != runtime_error_)) {
+  if (!readiness.serving && (runtime || readiness.reason != runtime_error)) {
     info.add_notes(absl::StrCat("cannot start containers (health NOT_SERVING): ",
-                                readiness_.reason));
+                                readiness.reason));
   }
   return info;
 }

@@ -1,6 +1,8 @@
-// SessionManager: the policy core of sandboxd. Owns sessions, the warm pool of ready
-// containers, limits, idle expiry and re-attachment after a daemon restart. The gRPC
-// layer (grpc_service.h) only converts messages and maps status codes; the container
+// SessionManager: the policy core of sandboxd. Owns the registry of sessions, their limits,
+// idle expiry and re-attachment after a daemon restart, over three components: the
+// SandboxFactory (starts containers, knows readiness), the WarmPool (containers started
+// ahead of time) and the SessionRecords (what a restarted daemon re-attaches from). The
+// gRPC layer (grpc_service.h) only converts messages and maps status codes; the container
 // backend sits behind ContainerRuntime.
 //
 //   SessionManager mgr(options, &runtime, &clock);
@@ -29,9 +31,10 @@
 #include "sandboxd/async.h"
 #include "sandboxd/container_runtime.h"
 #include "sandboxd/record_store.h"
+#include "sandboxd/sandbox_factory.h"
 #include "sandboxd/session.h"
 #include "sandboxd/session_records.h"
-#include "sandboxd/uid_pool.h"
+#include "sandboxd/warm_pool.h"
 
 namespace sandboxd {
 
@@ -56,15 +59,6 @@ struct ManagerOptions {
   // Background work: the pool filler (which also re-checks a failing runtime) and the idle
   // reaper. Off for one-shot uses such as `sandboxd --self_check`.
   bool background = true;
-};
-
-// Whether sandboxd can start containers right now. It is the health status of
-// sandbox.v1.SandboxService: SERVING once a container has started and until a start (or
-// the runtime probe) fails; NOT_SERVING with the reason until a start succeeds again.
-struct Readiness {
-  bool serving = false;
-  std::string reason;    // why not serving; empty when serving
-  bool checked = false;  // a start (or probe) has been tried since the daemon started
 };
 
 class SessionManager {
@@ -110,29 +104,15 @@ class SessionManager {
   const std::string& instance() const { return instance_; }
 
  private:
-  struct Sandbox {
-    std::string name;
-    std::string id;
-    std::unique_ptr<RunnerConnection> conn;
-    std::shared_ptr<UidPool::Lease> uid;  // rlimit mode only
-  };
-
-  absl::Status EnsureProbed();
-  // Records the outcome of a container start (or runtime probe) and tells the listener
-  // when readiness changed.
-  void NoteStartResult(const absl::Status& status);
-  void NotifyReadiness();
-  absl::StatusOr<Sandbox> StartSandbox(const ResolvedLimits& limits, const std::string& role);
-  std::optional<Sandbox> TakeFromPool();
-  void PoolLoop();
+  // After each successful runtime probe; re-attaches the first time.
+  void OnProbed(const RuntimeInfo& info);
+  void OnReadinessChanged();
   void ReaperLoop();
   void Recover();
-  void DiscardSandbox(const std::string& name);
-  absl::StatusOr<std::shared_ptr<Session>> Find(const std::string& id);
   // Re-attaches one recorded session; false (and why) when it cannot be.
   bool Reattach(const SessionRecord& record,
                 const std::map<std::string, ContainerSummary>& containers, std::string* why);
-  std::string SocketDir(const std::string& container_name) const;
+  absl::StatusOr<std::shared_ptr<Session>> Find(const std::string& id);
   std::string NewId(const char* prefix);
 
   const ManagerOptions options_;
@@ -141,29 +121,24 @@ class SessionManager {
   const std::string instance_;
   const std::unique_ptr<RecordStore> owned_store_;
   SessionRecords records_;
-  // Container user ids in rlimit mode (uid_pool.h): 10000 up, within the 65536 ids of a
-  // rootless user's default subordinate range.
-  const std::shared_ptr<UidPool> uids_ = UidPool::Create(10000, 8192);
   TimerQueue timers_;
   WorkerPool workers_{2};
   std::atomic<uint64_t> executions_total_{0};
   std::atomic<uint64_t> tool_calls_total_{0};
   SessionEnv env_;
+  // After the workers (it posts removals to them), before the pool (which starts through it).
+  SandboxFactory factory_;
+  WarmPool pool_;
 
   codemode::Mutex mu_;
   std::map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
-  std::deque<Sandbox> pool_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::optional<RuntimeInfo> runtime_info_ ABSL_GUARDED_BY(mu_);
   // Re-attachment runs once, the first time the runtime answers (at start or later).
   bool recovered_ ABSL_GUARDED_BY(mu_) = false;
-  std::string runtime_error_ ABSL_GUARDED_BY(mu_);
-  Readiness readiness_ ABSL_GUARDED_BY(mu_) = {false, "no container has been started yet", false};
   // Serialises listener calls so they arrive in order; never taken while holding mu_.
   codemode::Mutex listener_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::function<void(const Readiness&)> listener_ ABSL_GUARDED_BY(listener_mu_);
   absl::BitGen rng_ ABSL_GUARDED_BY(mu_);
-  std::thread pool_thread_;
   std::thread reaper_thread_;
 };
 

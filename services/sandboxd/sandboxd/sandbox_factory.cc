@@ -1,0 +1,188 @@
+#include "sandboxd/sandbox_factory.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "sandboxd/log.h"
+
+namespace sandboxd {
+
+namespace fs = std::filesystem;
+
+SandboxFactory::SandboxFactory(FactoryOptions options, ContainerRuntime* runtime,
+                               WorkerPool* workers, FactoryHooks hooks)
+    : options_(std::move(options)), runtime_(runtime), workers_(workers),
+      hooks_(std::move(hooks)) {}
+
+std::string SandboxFactory::SocketDir(const std::string& container_name) const {
+  return absl::StrCat(options_.state_dir, "/c/", container_name);
+}
+
+// Once the runner listens, its socket directory stops being writable from the container:
+// the runner (uid 65534, or a subordinate uid when rootless) is not the directory's owner,
+// so user code can neither fill the host's disk through it, nor leave files sandboxd
+// cannot delete, nor swap the socket for a symlink that a restarted sandboxd would follow.
+void SandboxFactory::SealSocketDir(const std::string& container_name) const {
+  std::string dir = SocketDir(container_name);
+  if (chmod(dir.c_str(), 0755) != 0) {
+    spdlog::warn("cannot make {} read-only for its sandbox: {}", dir, strerror(errno));
+  }
+}
+
+absl::Status SandboxFactory::EnsureProbed() {
+  {
+    codemode::MutexLock lock(&mu_);
+    if (runtime_info_) return absl::OkStatus();
+  }
+  absl::StatusOr<RuntimeInfo> info = runtime_->Probe();
+  if (!info.ok()) {
+    absl::Status error = absl::UnavailableError(info.status().message());
+    {
+      codemode::MutexLock lock(&mu_);
+      runtime_error_ = std::string(info.status().message());
+    }
+    NoteStartResult(error);
+    return error;
+  }
+  spdlog::info("container runtime: {}, OCI runtime {}, {}, cgroup {}, limits via {}",
+               info->version, info->oci_runtime, info->rootless ? "rootless" : "rootful",
+               info->cgroup_version, info->cgroup_limits ? "cgroups" : "rlimits");
+  for (const auto& n : info->notes) spdlog::warn("{}", n);
+  {
+    codemode::MutexLock lock(&mu_);
+    runtime_info_ = *info;
+    runtime_error_.clear();
+  }
+  if (hooks_.on_probed) hooks_.on_probed(*info);
+  return absl::OkStatus();
+}
+
+void SandboxFactory::RemoveNow(const std::vector<std::string>& names) {
+  if (names.empty()) return;
+  if (absl::Status s = runtime_->Remove(names); !s.ok()) {
+    spdlog::error("cannot remove containers: {}", s.message());
+  }
+  for (const auto& name : names) {
+    std::error_code ec;
+    fs::remove_all(SocketDir(name), ec);
+  }
+}
+
+absl::StatusOr<Sandbox> SandboxFactory::Start(const ResolvedLimits& limits,
+                                              const std::string& role) {
+  if (absl::Status probe = EnsureProbed(); !probe.ok()) return probe;
+  absl::StatusOr<Sandbox> sb = StartContainer(limits, role);
+  NoteStartResult(sb.status());
+  return sb;
+}
+
+absl::StatusOr<Sandbox> SandboxFactory::StartContainer(const ResolvedLimits& limits,
+                                                       const std::string& role) {
+  Sandbox sb;
+  bool per_session_uid;
+  {
+    codemode::MutexLock lock(&mu_);
+    sb.name = absl::StrFormat("sbx-%s-%012x", options_.instance,
+                              absl::Uniform<uint64_t>(rng_) & 0xffffffffffffull);
+    per_session_uid = runtime_info_ && !runtime_info_->cgroup_limits;
+  }
+  std::string dir = SocketDir(sb.name);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+  // The runner runs as uid 65534 (rootless: a subordinate uid) and must create its socket
+  // here; the state directory above is 0700, so no other host user can reach it.
+  chmod(dir.c_str(), 0777);
+  ContainerSpec spec;
+  spec.name = sb.name;
+  spec.image = options_.image;
+  spec.limits = limits;
+  spec.socket_dir = dir;
+  spec.runner_path = options_.runner_path;
+  spec.labels = {{kInstanceLabel, options_.instance},
+                 {kStateDirLabel, options_.state_dir},
+                 {kRoleLabel, role}};
+  spec.env = options_.container_env;
+  if (per_session_uid) {
+    // The process rlimit counts per user id: a uid of its own makes it this session's.
+    sb.uid = uids_->Acquire();
+    if (!sb.uid) {
+      fs::remove_all(dir, ec);
+      return absl::ResourceExhaustedError(
+          absl::StrCat("all ", uids_->count(), " per-session user ids are in use"));
+    }
+    spec.uid = sb.uid->uid();
+    spec.labels[kUidLabel] = absl::StrCat(spec.uid);
+  }
+  absl::StatusOr<std::string> id = runtime_->Start(spec);
+  if (!id.ok()) {
+    fs::remove_all(dir, ec);
+    return id.status();
+  }
+  sb.id = *id;
+  absl::StatusOr<std::unique_ptr<RunnerConnection>> conn =
+      RunnerConnection::Connect(dir + "/runner.sock", options_.runner_start_timeout);
+  if (!conn.ok()) {
+    Discard(sb.name);
+    return absl::UnavailableError(
+        absl::StrCat("the sandbox runner did not start: ", conn.status().message()));
+  }
+  SealSocketDir(sb.name);
+  sb.conn = std::move(*conn);
+  return sb;
+}
+
+void SandboxFactory::Discard(const std::string& name) {
+  std::string dir = SocketDir(name);
+  ContainerRuntime* runtime = runtime_;
+  workers_->Post([runtime, name, dir] {
+    if (absl::Status s = runtime->Remove({name}); !s.ok()) {
+      spdlog::error("cannot remove container {}: {}", name, s.message());
+    }
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  });
+}
+
+void SandboxFactory::NoteStartResult(const absl::Status& status) {
+  bool serving_changed = false;
+  {
+    codemode::MutexLock lock(&mu_);
+    Readiness next{status.ok(), std::string(status.message()), true};
+    if (readiness_.checked && next.serving == readiness_.serving &&
+        next.reason == readiness_.reason) {
+      return;
+    }
+    serving_changed = next.serving != readiness_.serving;
+    readiness_ = std::move(next);
+  }
+  if (status.ok()) {
+    spdlog::info("containers start: health SERVING");
+  } else {
+    spdlog::error("cannot start containers: {} (health NOT_SERVING; CreateSession answers "
+                  "UNAVAILABLE; retrying in the background)", status.message());
+  }
+  if (serving_changed && hooks_.on_readiness_changed) hooks_.on_readiness_changed();
+}
+
+Readiness SandboxFactory::readiness() {
+  codemode::MutexLock lock(&mu_);
+  return readiness_;
+}
+
+std::optional<RuntimeInfo> SandboxFactory::runtime_info() {
+  codemode::MutexLock lock(&mu_);
+  return runtime_info_;
+}
+
+std::string SandboxFactory::runtime_error() {
+  codemode::MutexLock lock(&mu_);
+  return runtime_error_;
+}
+
+}  // namespace sandboxd

@@ -1,0 +1,119 @@
+// SandboxFactory: starts and discards sandboxes (a container whose runner is listening
+// and connected) and knows whether containers can start here at all: the runtime probe
+// and the daemon's readiness (what health reports) follow from what it sees.
+//
+//   SandboxFactory factory(options, &runtime, &workers, hooks);
+//   ASSIGN_OR_RETURN(Sandbox sb, factory.Start(limits, "session"));   // probes first
+//   factory.Discard(sb.name);                                         // in the background
+//
+// Every start and probe updates readiness: SERVING after a success, NOT_SERVING with the
+// reason after a failure, until a start succeeds again. Hooks are called without the
+// factory's lock held. Safe for concurrent use.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/random/random.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "base/mutex.h"
+#include "sandboxd/async.h"
+#include "sandboxd/container_runtime.h"
+#include "sandboxd/limits.h"
+#include "sandboxd/runner_connection.h"
+#include "sandboxd/uid_pool.h"
+
+namespace sandboxd {
+
+// Labels on every container, so a restarted daemon finds its own (and only its own).
+inline constexpr char kInstanceLabel[] = "io.sandboxd.instance";
+inline constexpr char kStateDirLabel[] = "io.sandboxd.state-dir";
+inline constexpr char kRoleLabel[] = "io.sandboxd.role";
+inline constexpr char kUidLabel[] = "io.sandboxd.uid";
+
+// A started container with its runner connected. `uid` holds the container's user id
+// while the sandbox lives (rlimit mode only).
+struct Sandbox {
+  std::string name;
+  std::string id;
+  std::unique_ptr<RunnerConnection> conn;
+  std::shared_ptr<UidPool::Lease> uid;
+};
+
+// Whether sandboxd can start containers right now. It is the health status of
+// sandbox.v1.SandboxService: SERVING once a container has started and until a start (or
+// the runtime probe) fails; NOT_SERVING with the reason until a start succeeds again.
+struct Readiness {
+  bool serving = false;
+  std::string reason;    // why not serving; empty when serving
+  bool checked = false;  // a start (or probe) has been tried since the daemon started
+};
+
+struct FactoryOptions {
+  std::string state_dir;    // socket directories go under <state_dir>/c
+  std::string instance;     // labels and names every container of this daemon
+  std::string image;
+  std::string runner_path;  // host path of sandbox_runner.py
+  std::vector<std::string> container_env;  // KEY=VALUE passed into every container
+  absl::Duration runner_start_timeout = absl::Seconds(20);
+};
+
+struct FactoryHooks {
+  // After every successful runtime probe (the first one decides re-attachment).
+  std::function<void(const RuntimeInfo&)> on_probed;
+  // When readiness changed between serving and not serving.
+  std::function<void()> on_readiness_changed;
+};
+
+class SandboxFactory {
+ public:
+  SandboxFactory(FactoryOptions options, ContainerRuntime* runtime, WorkerPool* workers,
+                 FactoryHooks hooks);
+
+  // Probes the runtime unless an earlier probe succeeded; UNAVAILABLE with the reason.
+  absl::Status EnsureProbed();
+  // Probes if needed, starts a container with `limits` labelled with `role`, waits for
+  // its runner and connects. Records the outcome in readiness.
+  absl::StatusOr<Sandbox> Start(const ResolvedLimits& limits, const std::string& role);
+  // Removes the container and its socket directory on a worker thread.
+  void Discard(const std::string& name);
+  // Removes containers and their socket directories now, on this thread.
+  void RemoveNow(const std::vector<std::string>& names);
+
+  std::string SocketDir(const std::string& container_name) const;
+  // Makes the socket directory read-only for its sandbox (see the .cc for why).
+  void SealSocketDir(const std::string& container_name) const;
+  // Claims the uid that a re-attached container was started with.
+  std::shared_ptr<UidPool::Lease> ClaimUid(uint32_t uid) { return uids_->Claim(uid); }
+
+  Readiness readiness();
+  std::optional<RuntimeInfo> runtime_info();
+  std::string runtime_error();  // why the last probe failed; empty after a success
+  const FactoryOptions& options() const { return options_; }
+
+ private:
+  void NoteStartResult(const absl::Status& status);
+  absl::StatusOr<Sandbox> StartContainer(const ResolvedLimits& limits, const std::string& role);
+
+  const FactoryOptions options_;
+  ContainerRuntime* const runtime_;
+  WorkerPool* const workers_;
+  const FactoryHooks hooks_;
+  // Container user ids in rlimit mode (uid_pool.h): 10000 up, within the 65536 ids of a
+  // rootless user's default subordinate range.
+  const std::shared_ptr<UidPool> uids_ = UidPool::Create(10000, 8192);
+
+  codemode::Mutex mu_;
+  std::optional<RuntimeInfo> runtime_info_ ABSL_GUARDED_BY(mu_);
+  std::string runtime_error_ ABSL_GUARDED_BY(mu_);
+  Readiness readiness_ ABSL_GUARDED_BY(mu_) = {false, "no container has been started yet", false};
+  absl::BitGen rng_ ABSL_GUARDED_BY(mu_);  // container names
+};
+
+}  // namespace sandboxd

@@ -1,0 +1,93 @@
+#include "sandboxd/warm_pool.h"
+
+#include <string>
+#include <vector>
+
+#include "base/thread.h"
+#include "sandboxd/log.h"
+
+namespace sandboxd {
+
+WarmPool::WarmPool(SandboxFactory* factory, size_t target, ResolvedLimits limits)
+    : factory_(factory), target_(target), limits_(std::move(limits)) {}
+
+void WarmPool::Start() { thread_ = codemode::StartThread("warm pool", [this] { Loop(); }); }
+
+void WarmPool::Kick() {
+  // Unlocking re-evaluates the thread's wait condition, which reads the readiness.
+  codemode::MutexLock lock(&mu_);
+}
+
+size_t WarmPool::ready() {
+  codemode::MutexLock lock(&mu_);
+  return ready_.size();
+}
+
+std::optional<Sandbox> WarmPool::Take() {
+  for (;;) {
+    std::optional<Sandbox> sb;
+    {
+      codemode::MutexLock lock(&mu_);
+      if (ready_.empty()) return std::nullopt;
+      sb = std::move(ready_.front());
+      ready_.pop_front();
+    }
+    if (sb->conn->PingSync(absl::Seconds(1)).ok()) return sb;
+    spdlog::warn("pooled container {} is dead; discarding it", sb->name);
+    factory_->Discard(sb->name);
+  }
+}
+
+void WarmPool::Loop() {
+  absl::Duration backoff = absl::Seconds(1);
+  for (;;) {
+    bool probe_only = false;
+    {
+      codemode::MutexLock lock(&mu_);
+      // Also wakes when containers stop starting, to find out when they work again.
+      auto work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || ready_.size() < target_ || !factory_->readiness().serving;
+      };
+      mu_.Await(absl::Condition(&work));
+      if (stopping_) return;
+      probe_only = ready_.size() >= target_;
+    }
+    absl::StatusOr<Sandbox> sb = factory_->Start(limits_, probe_only ? "probe" : "pool");
+    codemode::MutexLock lock(&mu_);
+    if (!sb.ok()) {
+      spdlog::debug("warm pool: cannot start a container: {} (retrying in {})",
+                    sb.status().message(), absl::FormatDuration(backoff));
+      auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
+      mu_.AwaitWithTimeout(absl::Condition(&stop), backoff);
+      backoff = std::min(backoff * 2, absl::Seconds(15));
+      continue;
+    }
+    backoff = absl::Seconds(1);
+    if (stopping_ || probe_only) {
+      factory_->Discard(sb->name);
+      if (stopping_) return;
+      continue;
+    }
+    ready_.push_back(std::move(*sb));
+  }
+}
+
+void WarmPool::Stop() {
+  std::deque<Sandbox> left;
+  {
+    codemode::MutexLock lock(&mu_);
+    if (stopping_ && !thread_.joinable()) return;
+    stopping_ = true;
+    left.swap(ready_);
+  }
+  if (thread_.joinable()) thread_.join();
+  std::vector<std::string> names;
+  for (auto& sb : left) {
+    names.push_back(sb.name);
+    sb.conn->Close();
+  }
+  // At once and in one podman call: the daemon is shutting down.
+  factory_->RemoveNow(names);
+}
+
+}  // namespace sandboxd
