@@ -24,8 +24,8 @@ fuzz_seconds="${FUZZ_SECONDS:-30}"
 cxx="$(command -v clang++-14 || true)"
 [[ -n "$cxx" ]] || { log "clang++-14 is missing: run scripts/setup.sh"; exit 1; }
 
-unit_targets=(base_unit_tests catalog_unit_tests sandboxd_unit_tests gateway_server_unit_tests
-              gateway_upstream_unit_tests gateway_bridge_unit_tests)
+unit_targets=(base_unit_tests catalog_unit_tests sandboxd_unit_tests gateway_jsonrpc_unit_tests
+              gateway_server_unit_tests gateway_upstream_unit_tests gateway_bridge_unit_tests)
 fuzzers=(runner_frame mcp_message sse upstream_config catalog)
 
 # -O1 and line tables only: what the sanitizers' own docs recommend for readable stacks,

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "server/mcp_server.h"
-#include "server/mcp_wire.h"
+#include "jsonrpc/jsonrpc.h"
 #include "spdlog/spdlog.h"
 
 namespace {

@@ -36,7 +36,7 @@
 #include "server/http_checks.h"
 #include "server/http_connection.h"
 #include "server/http_stream.h"
-#include "server/mcp_wire.h"
+#include "jsonrpc/jsonrpc.h"
 #include "server/transports.h"
 #include "spdlog/spdlog.h"
 #include "base/mutex.h"
@@ -73,13 +73,6 @@ http::Response SingleResponse(const json& response, bool as_sse) {
     res.headers.emplace_back("Cache-Control", "no-cache");
   }
   return res;
-}
-
-bool IsSupportedVersion(const std::string& version) {
-  for (const char* v : kProtocolVersions) {
-    if (version == v) return true;
-  }
-  return false;
 }
 
 // Clients of 2025-11-25 expect a priming event (an id, empty data) first; older ones might
@@ -264,7 +257,7 @@ std::optional<http::Response> HttpServer::Impl::Check(const http::Request& req) 
     return res;
   }
   // Absent is fine: the spec says to assume 2025-03-26 (or what was negotiated).
-  if (req.Has(kVersionHeader) && !IsSupportedVersion(req.Header(kVersionHeader))) {
+  if (req.Has(kVersionHeader) && !IsServedVersion(req.Header(kVersionHeader))) {
     return Error(400, kInvalidRequest,
                  "Bad Request: unsupported MCP-Protocol-Version " + req.Header(kVersionHeader));
   }

@@ -2,7 +2,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "server/mcp_wire.h"
+#include "jsonrpc/jsonrpc.h"
 #include "base/mutex.h"
 
 namespace gateway {

@@ -25,7 +25,6 @@
 #include <utility>
 #include <vector>
 
-#include "server/mcp_wire.h"
 #include "spdlog/spdlog.h"
 #include "base/mutex.h"
 
@@ -56,13 +55,6 @@ int64_t NowMs() {
 // Map key for a request id. Dumping keeps "1" (string) and 1 (integer) distinct.
 std::string IdKey(const json& id) { return wire::Dump(id); }
 
-bool IsSupportedVersion(const std::string& version) {
-  for (const char* v : kProtocolVersions) {
-    if (version == v) return true;
-  }
-  return false;
-}
-
 // The progressToken of a request, or null when there is none (or it has a type MCP does
 // not allow, in which case we simply do not report progress).
 json ProgressToken(const json& params) {
@@ -76,9 +68,8 @@ json ProgressToken(const json& params) {
 // Converts the provider's answer to a JSON-RPC response.
 json ToolResponse(const json& id, const absl::StatusOr<json>& result) {
   if (!result.ok()) {
-    int code = result.status().code() == absl::StatusCode::kInvalidArgument ? kInvalidParams
-                                                                            : kInternalError;
-    return MakeError(id, code, std::string(result.status().message()));
+    return MakeError(id, StatusToErrorCode(result.status()),
+                     std::string(result.status().message()));
   }
   if (!result->is_object()) {
     return MakeError(id, kInternalError, "tool returned a result that is not an object");
@@ -233,8 +224,7 @@ json McpSession::Impl::Initialize(const json& id, const json& params) {
   if (requested == params.end() || !requested->is_string()) {
     return MakeError(id, kInvalidParams, "params.protocolVersion must be a string");
   }
-  std::string version = requested->get<std::string>();
-  if (!IsSupportedVersion(version)) version = kProtocolVersions[0];
+  std::string version = NegotiateVersion(requested->get<std::string>());
   {
     codemode::MutexLock lock(&mu);
     if (init_done) return MakeError(id, kInvalidRequest, "session is already initialized");
@@ -487,41 +477,6 @@ std::string McpSession::protocol_version() const {
 int McpSession::in_flight() const {
   codemode::MutexLock lock(&impl_->mu);
   return static_cast<int>(impl_->in_flight.size());
-}
-
-// ---------------------------------------------------------------------------------------
-nlohmann::json MakeError(const nlohmann::json& id, int code, const std::string& message,
-                         const nlohmann::json& data) {
-  json error = {{"code", code}, {"message", message}};
-  if (!data.is_null()) error["data"] = data;
-  return {{"jsonrpc", "2.0"}, {"id", id}, {"error", std::move(error)}};
-}
-
-nlohmann::json MakeResult(const nlohmann::json& id, nlohmann::json result) {
-  return {{"jsonrpc", "2.0"}, {"id", id}, {"result", std::move(result)}};
-}
-
-nlohmann::json MakeNotification(const std::string& method, nlohmann::json params) {
-  return {{"jsonrpc", "2.0"}, {"method", method}, {"params", std::move(params)}};
-}
-
-absl::StatusOr<nlohmann::json> ParseMessage(const std::string& text,
-                                            nlohmann::json* error_response) {
-  // Depth-checked before anything copies or dumps it (see base/untrusted_json.h).
-  absl::StatusOr<json> maybe = codemode::ParseUntrustedJson(text, "the message");
-  json parsed = maybe.ok() ? std::move(*maybe) : json(json::value_t::discarded);
-  json error;
-  if (!maybe.ok()) {
-    error = MakeError(nullptr, kParseError, absl::StrCat("Parse error: ", maybe.status().message()));
-  } else if (parsed.is_array()) {
-    error = MakeError(nullptr, kInvalidRequest, "JSON-RPC batches are not supported");
-  } else if (!parsed.is_object()) {
-    error = MakeError(nullptr, kInvalidRequest, "a message must be a JSON object");
-  } else {
-    return parsed;
-  }
-  if (error_response) *error_response = error;
-  return absl::InvalidArgumentError(error["error"]["message"].get<std::string>());
 }
 
 }  // namespace gateway

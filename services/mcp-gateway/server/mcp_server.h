@@ -22,20 +22,10 @@
 
 #include "absl/status/statusor.h"
 #include "base/cancel.h"
+#include "jsonrpc/jsonrpc.h"
 #include "nlohmann/json.hpp"
 
 namespace gateway {
-
-// Protocol versions, newest first. We speak the first; a client asking for another one
-// in this list gets that one back.
-inline constexpr const char* kProtocolVersions[] = {"2025-11-25", "2025-06-18", "2025-03-26"};
-
-// JSON-RPC error codes.
-inline constexpr int kParseError = -32700;
-inline constexpr int kInvalidRequest = -32600;
-inline constexpr int kMethodNotFound = -32601;
-inline constexpr int kInvalidParams = -32602;
-inline constexpr int kInternalError = -32603;
 
 // Where messages for the client go. Send() is safe for concurrent use and never blocks
 // for long (transports queue). After Close() sends are dropped.
@@ -125,16 +115,5 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
   std::atomic<bool> initialized_{false};
   std::atomic<int64_t> last_activity_ms_{0};
 };
-
-// Builds {"jsonrpc":"2.0","id":id,"error":{"code":code,"message":message}}.
-nlohmann::json MakeError(const nlohmann::json& id, int code, const std::string& message,
-                         const nlohmann::json& data = nullptr);
-nlohmann::json MakeResult(const nlohmann::json& id, nlohmann::json result);
-nlohmann::json MakeNotification(const std::string& method, nlohmann::json params);
-
-// Parses one incoming message (a stdio line or an HTTP body). On failure returns the
-// error response to send (-32700 for bad JSON, -32600 for a batch or a non-object).
-absl::StatusOr<nlohmann::json> ParseMessage(const std::string& text,
-                                            nlohmann::json* error_response);
 
 }  // namespace gateway

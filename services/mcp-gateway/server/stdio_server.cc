@@ -13,7 +13,7 @@
 #include <cstring>
 #include <thread>
 
-#include "server/mcp_wire.h"
+#include "jsonrpc/jsonrpc.h"
 #include "server/transports.h"
 
 #include "base/thread.h"
@@ -87,9 +87,8 @@ struct StdioServer::Impl {
   std::atomic<bool> stopping{false};
   std::thread reader;      // Start() only
 
-  // Handles one complete line (without its '\n').
-  void HandleLine(std::string& line) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+  // Handles one complete line (without its '\n' or a trailing '\r').
+  void HandleLine(const std::string& line) {
     if (IsBlank(line)) return;
     json error;
     auto message = ParseMessage(line, &error);
@@ -100,27 +99,10 @@ struct StdioServer::Impl {
     session->Handle(*message, sink);
   }
 
-  // Feeds freshly read bytes into the line assembler.
-  void Consume(const char* data, size_t size, std::string& pending, bool& discarding) {
-    while (size > 0) {
-      const char* newline = static_cast<const char*>(std::memchr(data, '\n', size));
-      size_t take = newline ? static_cast<size_t>(newline - data) : size;
-      if (!discarding) pending.append(data, take);
-      if (!discarding && pending.size() > kMaxLineBytes) {
-        sink->Send(MakeError(
-            nullptr, kParseError,
-            "message too large: lines are limited to " + std::to_string(kMaxLineBytes) + " bytes"));
-        pending.clear();
-        pending.shrink_to_fit();
-        discarding = true;
-      }
-      if (!newline) return;
-      if (!discarding) HandleLine(pending);
-      pending.clear();
-      discarding = false;
-      data = newline + 1;
-      size -= take + 1;
-    }
+  void ReportOversized() {
+    sink->Send(MakeError(nullptr, kParseError,
+                         "message too large: lines are limited to " +
+                             std::to_string(kMaxLineBytes) + " bytes"));
   }
 };
 
@@ -146,8 +128,9 @@ StdioServer::~StdioServer() {
 }
 
 void StdioServer::Run() {
-  std::string pending;
-  bool discarding = false;
+  LineFramer framer(kMaxLineBytes);
+  auto on_line = [this](const std::string& line) { impl_->HandleLine(line); };
+  auto on_oversized = [this] { impl_->ReportOversized(); };
   std::string chunk(kReadChunk, '\0');
   while (!impl_->stopping) {
     pollfd fds[2] = {{impl_->in_fd, POLLIN, 0}, {impl_->wake[0], POLLIN, 0}};
@@ -166,10 +149,10 @@ void StdioServer::Run() {
       break;
     }
     if (n == 0) {  // EOF: a last line without its newline still counts
-      if (!discarding && !pending.empty()) impl_->HandleLine(pending);
+      framer.Finish(on_line);
       break;
     }
-    impl_->Consume(chunk.data(), static_cast<size_t>(n), pending, discarding);
+    framer.Feed(chunk.data(), static_cast<size_t>(n), on_line, on_oversized);
   }
   // Cancels in-flight calls, waits for them, tells the provider.
   impl_->session->Close();

@@ -95,9 +95,7 @@ absl::Status McpClient::Connect() {
   // Upstream input: a protocolVersion of the wrong type is as good as none (value() would
   // throw on it).
   protocol_version_ = codemode::StringField(*init, "protocolVersion").value_or("");
-  bool supported = false;
-  for (const char* v : kUpstreamProtocolVersions) supported |= protocol_version_ == v;
-  if (!supported) {
+  if (!IsUpstreamVersion(protocol_version_)) {
     // Spec: a client that does not support the server's version should disconnect.
     return absl::UnavailableError(
         absl::StrCat("unsupported protocol version \"", protocol_version_, "\""));

@@ -20,13 +20,10 @@
 
 #include "absl/status/statusor.h"
 #include "upstream/upstream.h"
+#include "jsonrpc/jsonrpc.h"
 #include "upstream/jsonrpc_client.h"
 
 namespace gateway {
-
-// Protocol versions we accept from a server, newest first; we ask for the first.
-inline constexpr const char* kUpstreamProtocolVersions[] = {"2025-11-25", "2025-06-18",
-                                                           "2025-03-26", "2024-11-05"};
 
 class McpClient {
  public:

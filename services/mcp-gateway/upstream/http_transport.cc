@@ -4,6 +4,7 @@
 // client (connections are cheap next to a tool call), and the only cross-thread call made
 // on a client is stop(), which shuts its socket down to end a blocked read.
 #include "upstream/http_transport.h"
+#include "jsonrpc/jsonrpc.h"
 #include "base/thread.h"
 #include "base/untrusted_json.h"
 
@@ -209,7 +210,7 @@ StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
       req.headers.emplace("MCP-Protocol-Version", protocol_version_);
     }
   }
-  req.body = message.dump(-1, ' ', false, json::error_handler_t::replace);
+  req.body = wire::Dump(message);
 
   bool event_stream = false;
   SseParser parser;
@@ -315,7 +316,7 @@ absl::Status StreamableHttpTransport::Reinitialize(const std::string& stale_sess
   if (r.status != 200) return HttpStatusError(r.status, r.body);
   if (!response.contains("result")) {
     return absl::UnavailableError(absl::StrCat(
-        "initialize failed: ", response.contains("error") ? response["error"].dump() : "no answer"));
+        "initialize failed: ", response.contains("error") ? wire::Dump(response["error"]) : "no answer"));
   }
   json initialized = {{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}};
   auto client2 = NewClient(connect_timeout_);
@@ -705,7 +706,7 @@ absl::Status SseTransport::Send(const json& message) {
   // The answer comes on the event stream; the POST itself only says "accepted".
   auto client = MakeClient(url->origin, connect_timeout_, connect_timeout_);
   auto res = client->Post(url->target, ConfiguredHeaders(config_),
-                          message.dump(-1, ' ', false, json::error_handler_t::replace),
+                          wire::Dump(message),
                           "application/json");
   if (!res) {
     if (IsConnectError(res.error())) {

@@ -2,6 +2,8 @@
 // upstream connection (see upstream_jsonrpc.h).
 #include "upstream/jsonrpc_client.h"
 
+#include "jsonrpc/jsonrpc.h"
+
 #include <chrono>
 #include <vector>
 
@@ -15,8 +17,6 @@ namespace gateway {
 using nlohmann::json;
 
 namespace {
-
-constexpr int kMethodNotFound = -32601;
 
 // Request ids we send are integers; anything else in a response is not ours.
 bool AsId(const json& id, int64_t* out) {
@@ -101,8 +101,7 @@ absl::StatusOr<json> JsonRpcClient::Request(const std::string& method, json para
     params["_meta"]["progressToken"] = id;
     pending->on_progress = options.on_progress;
   }
-  json message = {{"jsonrpc", "2.0"}, {"id", id}, {"method", method}};
-  if (!params.is_null()) message["params"] = std::move(params);
+  json message = MakeRequest(id, method, std::move(params));
   {
     codemode::MutexLock lock(&mu_);
     if (closed_ || !connected_) {
@@ -248,18 +247,11 @@ void JsonRpcClient::OnResponse(const json& message) {
   if (AsId(message["id"], &id)) pending = TakePending(id);
   if (pending == nullptr) {
     // Typical after a timeout or cancellation: the answer came too late.
-    spdlog::debug("upstream {}: response for unknown request {}", name_, message["id"].dump());
+    spdlog::debug("upstream {}: response for unknown request {}", name_, wire::Dump(message["id"]));
     return;
   }
-  if (auto it = message.find("error"); it != message.end() && it->is_object()) {
-    std::string text = it->value("message", std::string("unknown error"));
-    int code = 0;
-    if (auto c = it->find("code"); c != it->end() && c->is_number_integer()) code = c->get<int>();
-    std::string detail = absl::StrCat(text, " (code ", code, ")");
-    if (auto data = it->find("data"); data != it->end() && !data->is_null()) {
-      absl::StrAppend(&detail, ": ", data->is_string() ? data->get<std::string>() : data->dump());
-    }
-    pending->Complete(absl::InternalError(detail));
+  if (auto it = message.find("error"); it != message.end() && !it->is_null()) {
+    pending->Complete(ErrorToStatus(*it));
   } else if (auto result = message.find("result"); result != message.end()) {
     pending->Complete(*result);
   } else {
@@ -288,7 +280,7 @@ void JsonRpcClient::OnNotification(const json& message) {
                  ok && params.contains("level") && params["level"].is_string()
                      ? params["level"].get<std::string>()
                      : std::string("info"),
-                 ok && params.contains("data") ? params["data"].dump() : std::string());
+                 ok && params.contains("data") ? wire::Dump(params["data"]) : std::string());
   } else {
     // notifications/cancelled (for a request of the server's: ours are answered at once),
     // resources/*, prompts/* ...: nothing to do.
@@ -298,14 +290,13 @@ void JsonRpcClient::OnNotification(const json& message) {
 
 void JsonRpcClient::OnServerRequest(const json& message) {
   const std::string method = message["method"].get<std::string>();
-  json reply = {{"jsonrpc", "2.0"}, {"id", message["id"]}};
+  json reply;
   if (method == "ping") {
-    reply["result"] = json::object();
+    reply = MakeResult(message["id"], json::object());
   } else {
     // We declare no client capabilities (roots, sampling, elicitation), so a conforming
     // server does not ask; answer anyway so it does not wait forever.
-    reply["error"] = {{"code", kMethodNotFound},
-                      {"message", absl::StrCat("Method not found: ", method)}};
+    reply = MakeError(message["id"], kMethodNotFound, absl::StrCat("Method not found: ", method));
     spdlog::debug("upstream {}: rejected server request {}", name_, method);
   }
   absl::Status s = transport_->Send(reply);

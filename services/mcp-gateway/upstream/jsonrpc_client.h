@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/cancel.h"
+#include "jsonrpc/jsonrpc.h"
 #include "upstream/transport.h"
 #include "nlohmann/json.hpp"
 #include "base/mutex.h"
@@ -57,8 +58,9 @@ class JsonRpcClient {
 
   absl::Status Start(absl::Duration timeout);
 
-  // Sends a request and waits for its result. Errors: the JSON-RPC error as INTERNAL
-  // ("<message> (code N)"), DEADLINE_EXCEEDED, CANCELLED, UNAVAILABLE (connection lost).
+  // Sends a request and waits for its result. Errors: the server's JSON-RPC error mapped
+  // by ErrorToStatus (jsonrpc.h: -32602 INVALID_ARGUMENT, -32601 UNIMPLEMENTED, ...;
+  // "<message> (code N)"), DEADLINE_EXCEEDED, CANCELLED, UNAVAILABLE (connection lost).
   absl::StatusOr<nlohmann::json> Request(const std::string& method, nlohmann::json params,
                                          const RequestOptions& options);
   absl::Status Notify(const std::string& method, nlohmann::json params);

@@ -1,6 +1,7 @@
 // StdioTransport: spawning, pipe I/O and shutdown of a stdio MCP server (see
 // upstream_stdio.h).
 #include "upstream/stdio_transport.h"
+#include "jsonrpc/jsonrpc.h"
 #include "base/process.h"
 #include "base/thread.h"
 #include "base/untrusted_json.h"
@@ -32,6 +33,7 @@ using nlohmann::json;
 
 namespace {
 
+constexpr size_t kMaxStderrLineBytes = 64u << 10;
 constexpr size_t kMaxLineBytes = 16u << 20;       // a message larger than this is dropped
 constexpr size_t kMaxLoggedLineBytes = 4096;      // stderr lines are truncated in the log
 constexpr auto kWriteTimeout = std::chrono::seconds(30);  // a server that stops reading
@@ -80,21 +82,6 @@ absl::Status WriteAll(int fd, const std::string& data, const std::atomic<bool>& 
   }
   pthread_sigmask(SIG_SETMASK, &old_set, nullptr);
   return status;
-}
-
-// Splits complete lines off the front of `buffer` and passes each to `on_line`.
-template <typename F>
-void TakeLines(std::string* buffer, F&& on_line) {
-  size_t start = 0;
-  for (;;) {
-    size_t nl = buffer->find('\n', start);
-    if (nl == std::string::npos) break;
-    std::string line = buffer->substr(start, nl - start);
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    on_line(line);
-    start = nl + 1;
-  }
-  buffer->erase(0, start);
 }
 
 std::string AbsolutePath(const std::string& path) {
@@ -160,8 +147,7 @@ absl::Status StdioTransport::Start(TransportCallbacks callbacks, absl::Duration 
 
 absl::Status StdioTransport::Send(const json& message) {
   if (closing_) return absl::UnavailableError("connection closed");
-  // dump() escapes control characters, so the message is exactly one line.
-  std::string line = message.dump(-1, ' ', false, json::error_handler_t::replace);
+  std::string line = wire::Dump(message);  // exactly one line
   line.push_back('\n');
   codemode::MutexLock lock(&write_mu_);
   if (stdin_fd_ < 0) return absl::UnavailableError("connection closed");
@@ -169,7 +155,21 @@ absl::Status StdioTransport::Send(const json& message) {
 }
 
 void StdioTransport::ReadStdout() {
-  std::string buffer;
+  LineFramer framer(kMaxLineBytes);
+  auto on_line = [this](const std::string& line) {
+    if (line.find_first_not_of(" \t") == std::string::npos) return;
+    absl::StatusOr<json> message = codemode::ParseUntrustedJson(line, "stdout line");
+    if (!message.ok()) {
+      spdlog::warn("upstream {}: ignoring output on stdout ({}): {}", config_.name,
+                   std::string(message.status().message()), line.substr(0, 200));
+      return;
+    }
+    if (callbacks_.on_message) callbacks_.on_message(std::move(*message));
+  };
+  auto on_oversized = [this] {
+    spdlog::error("upstream {}: message larger than {} bytes dropped", config_.name,
+                  kMaxLineBytes);
+  };
   std::vector<char> chunk(64 * 1024);
   bool eof = false;
   while (!eof) {
@@ -186,22 +186,7 @@ void StdioTransport::ReadStdout() {
       eof = true;
       break;
     }
-    buffer.append(chunk.data(), static_cast<size_t>(n));
-    TakeLines(&buffer, [&](const std::string& line) {
-      if (line.find_first_not_of(" \t") == std::string::npos) return;
-      absl::StatusOr<json> message = codemode::ParseUntrustedJson(line, "stdout line");
-      if (!message.ok()) {
-        spdlog::warn("upstream {}: ignoring output on stdout ({}): {}", config_.name,
-                     std::string(message.status().message()), line.substr(0, 200));
-        return;
-      }
-      if (callbacks_.on_message) callbacks_.on_message(std::move(*message));
-    });
-    if (buffer.size() > kMaxLineBytes) {
-      spdlog::error("upstream {}: message larger than {} bytes dropped", config_.name,
-                    kMaxLineBytes);
-      buffer.clear();
-    }
+    framer.Feed(chunk.data(), static_cast<size_t>(n), on_line, on_oversized);
   }
   if (closing_) return;
   // The child closed stdout, normally by exiting. Wait briefly for its exit status and the
@@ -216,7 +201,8 @@ void StdioTransport::ReadStdout() {
 }
 
 void StdioTransport::ReadStderr() {
-  std::string buffer;
+  // Long lines are cut to kMaxLoggedLineBytes when logged; endless ones are skipped.
+  LineFramer framer(kMaxStderrLineBytes);
   std::vector<char> chunk(16 * 1024);
   auto log_line = [this](const std::string& raw) {
     std::string line(absl::StripAsciiWhitespace(raw));
@@ -242,14 +228,11 @@ void StdioTransport::ReadStderr() {
     ssize_t n = read(stderr_fd_, chunk.data(), chunk.size());
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n <= 0) break;
-    buffer.append(chunk.data(), static_cast<size_t>(n));
-    TakeLines(&buffer, log_line);
-    if (buffer.size() > kMaxLoggedLineBytes) {  // an endless line: log it in pieces
-      log_line(buffer);
-      buffer.clear();
-    }
+    framer.Feed(chunk.data(), static_cast<size_t>(n), log_line, [&] {
+      log_line(absl::StrCat("(a line longer than ", kMaxStderrLineBytes, " bytes, not logged)"));
+    });
   }
-  log_line(buffer);
+  framer.Finish(log_line);
   codemode::MutexLock lock(&stderr_mu_);
   stderr_done_ = true;
 }

@@ -397,36 +397,5 @@ TEST_F(McpSessionTest, HandleUpdatesLastActivity) {
   EXPECT_GE(session->last_activity_ms(), before);
 }
 
-TEST(ParseMessageTest, ParsesObjectsAndRejectsTheRest) {
-  json error;
-  auto ok = ParseMessage(R"({"jsonrpc":"2.0","id":1,"method":"ping"})", &error);
-  ASSERT_TRUE(ok.ok());
-  EXPECT_EQ((*ok)["method"], "ping");
-
-  EXPECT_FALSE(ParseMessage("{not json", &error).ok());
-  EXPECT_EQ(error["error"]["code"], kParseError);
-  EXPECT_TRUE(error["id"].is_null());
-
-  EXPECT_FALSE(ParseMessage(R"([{"jsonrpc":"2.0","id":1,"method":"ping"}])", &error).ok());
-  EXPECT_EQ(error["error"]["code"], kInvalidRequest);
-  EXPECT_FALSE(ParseMessage("42", &error).ok());
-  EXPECT_EQ(error["error"]["code"], kInvalidRequest);
-  EXPECT_FALSE(ParseMessage("", &error).ok());
-  EXPECT_EQ(error["error"]["code"], kParseError);
-  EXPECT_FALSE(ParseMessage("\"\xff\xfe\"", &error).ok());  // invalid UTF-8
-  EXPECT_EQ(error["error"]["code"], kParseError);
-  EXPECT_FALSE(ParseMessage("[]", nullptr).ok());  // a null out-param is allowed
-}
-
-TEST(MakeMessageTest, BuildsJsonRpcShapes) {
-  EXPECT_EQ(MakeError(1, -1, "m"),
-            json({{"jsonrpc", "2.0"}, {"id", 1}, {"error", {{"code", -1}, {"message", "m"}}}}));
-  EXPECT_EQ(MakeError(nullptr, -2, "m", {{"k", 1}})["error"]["data"], json({{"k", 1}}));
-  EXPECT_EQ(MakeResult("x", {{"a", 1}}),
-            json({{"jsonrpc", "2.0"}, {"id", "x"}, {"result", {{"a", 1}}}}));
-  EXPECT_EQ(MakeNotification("n", json::object()),
-            json({{"jsonrpc", "2.0"}, {"method", "n"}, {"params", json::object()}}));
-}
-
 }  // namespace
 }  // namespace gateway
