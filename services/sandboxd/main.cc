@@ -145,8 +145,17 @@ absl::Status PrepareSocket(const std::string& path) {
 }
 
 // `--self_check`: one session, print(1), clean up. The verdict goes to stderr.
-int RunSelfCheck(const sandboxd::ManagerOptions& options, sandboxd::ContainerRuntime* runtime,
+int RunSelfCheck(sandboxd::ManagerOptions options, sandboxd::ContainerRuntime* runtime,
                  sandboxd::Clock* clock) {
+  // A private state directory, no pool, no background threads: one container, then gone.
+  char tmpl[] = "/tmp/sandboxd-self-check-XXXXXX";
+  if (!mkdtemp(tmpl)) {
+    spdlog::critical("self-check: cannot create a temporary directory: {}", strerror(errno));
+    return 1;
+  }
+  options.state_dir = tmpl;
+  options.pool_size = 0;
+  options.background = false;
   absl::Status status;
   {
     // Destroyed before the state directory goes: its workers finish removing the
@@ -166,40 +175,36 @@ int RunSelfCheck(const sandboxd::ManagerOptions& options, sandboxd::ContainerRun
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "sandboxd: persistent Python sessions in hardened Podman containers, over gRPC.");
-  codemode::ReturnLargeBlocksToTheSystem();
-  absl::ParseCommandLine(argc, argv);
-  const sandboxd::SystemdNotifier notifier;  // takes NOTIFY_SOCKET out of the environment
-
-  codemode::InitLogging("sandboxd", absl::GetFlag(FLAGS_log_level));
-  codemode::ShutdownSignal shutdown;  // before any thread starts
-
-  using sandboxd::ResolvedLimits;
-  ResolvedLimits defaults, maxima;
-  defaults.memory_bytes = absl::GetFlag(FLAGS_memory_mb) << 20;
-  defaults.cpu_millis = absl::GetFlag(FLAGS_cpu_millis);
-  defaults.pids = absl::GetFlag(FLAGS_pids);
-  defaults.nofile = absl::GetFlag(FLAGS_nofile);
-  defaults.tmp_bytes = absl::GetFlag(FLAGS_tmp_mb) << 20;
-  defaults.workspace_bytes = absl::GetFlag(FLAGS_workspace_mb) << 20;
-  defaults.default_timeout_ms = absl::GetFlag(FLAGS_timeout_ms);
-  maxima.memory_bytes = absl::GetFlag(FLAGS_max_memory_mb) << 20;
-  maxima.cpu_millis = absl::GetFlag(FLAGS_max_cpu_millis);
-  maxima.pids = absl::GetFlag(FLAGS_max_pids);
-  maxima.nofile = defaults.nofile;
-  maxima.tmp_bytes = maxima.workspace_bytes = absl::GetFlag(FLAGS_max_disk_mb) << 20;
-  maxima.default_timeout_ms = absl::GetFlag(FLAGS_max_timeout_ms);
-  if (absl::StatusOr<ResolvedLimits> check = sandboxd::ResolveLimits({}, defaults, maxima);
-      !check.ok()) {
-    spdlog::critical("default limits exceed the maxima: {}", check.status().message());
-    return 2;
+// The default and maximum limits from the flags; an error when the defaults exceed the
+// maxima.
+absl::Status LimitsFromFlags(sandboxd::ResolvedLimits* defaults, sandboxd::ResolvedLimits* maxima) {
+  defaults->memory_bytes = absl::GetFlag(FLAGS_memory_mb) << 20;
+  defaults->cpu_millis = absl::GetFlag(FLAGS_cpu_millis);
+  defaults->pids = absl::GetFlag(FLAGS_pids);
+  defaults->nofile = absl::GetFlag(FLAGS_nofile);
+  defaults->tmp_bytes = absl::GetFlag(FLAGS_tmp_mb) << 20;
+  defaults->workspace_bytes = absl::GetFlag(FLAGS_workspace_mb) << 20;
+  defaults->default_timeout_ms = absl::GetFlag(FLAGS_timeout_ms);
+  maxima->memory_bytes = absl::GetFlag(FLAGS_max_memory_mb) << 20;
+  maxima->cpu_millis = absl::GetFlag(FLAGS_max_cpu_millis);
+  maxima->pids = absl::GetFlag(FLAGS_max_pids);
+  maxima->nofile = defaults->nofile;
+  maxima->tmp_bytes = maxima->workspace_bytes = absl::GetFlag(FLAGS_max_disk_mb) << 20;
+  maxima->default_timeout_ms = absl::GetFlag(FLAGS_max_timeout_ms);
+  absl::StatusOr<sandboxd::ResolvedLimits> check = sandboxd::ResolveLimits({}, *defaults, *maxima);
+  if (!check.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("default limits exceed the maxima: ", check.status().message()));
   }
+  return absl::OkStatus();
+}
 
+// The manager's options from the flags (and, for --pass_env, this process's environment).
+absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
   sandboxd::ManagerOptions options;
+  if (absl::Status s = LimitsFromFlags(&options.default_limits, &options.max_limits); !s.ok()) {
+    return s;
+  }
   options.state_dir = absl::GetFlag(FLAGS_state_dir);
   if (options.state_dir.empty()) options.state_dir = DefaultStateDir();
   options.state_dir = fs::absolute(options.state_dir).lexically_normal().string();
@@ -207,11 +212,9 @@ int main(int argc, char** argv) {
   options.runner_path = absl::GetFlag(FLAGS_runner);
   if (options.runner_path.empty()) options.runner_path = DefaultRunner();
   if (!fs::exists(options.runner_path)) {
-    spdlog::critical("runner {} does not exist (--runner)", options.runner_path);
-    return 2;
+    return absl::InvalidArgumentError(
+        absl::StrCat("runner ", options.runner_path, " does not exist (--runner)"));
   }
-  options.default_limits = defaults;
-  options.max_limits = maxima;
   options.max_sessions = absl::GetFlag(FLAGS_max_sessions);
   options.pool_size = absl::GetFlag(FLAGS_pool_size);
   options.idle_ttl = absl::GetFlag(FLAGS_idle_ttl);
@@ -223,48 +226,38 @@ int main(int argc, char** argv) {
   options.version = SANDBOXD_VERSION;
   for (const std::string& kv : absl::GetFlag(FLAGS_env)) {
     if (kv.find('=') == std::string::npos) {
-      spdlog::critical("--env entry '{}' is not KEY=VALUE", kv);
-      return 2;
+      return absl::InvalidArgumentError(absl::StrCat("--env entry '", kv, "' is not KEY=VALUE"));
     }
     options.container_env.push_back(kv);
   }
   for (const std::string& name : absl::GetFlag(FLAGS_pass_env)) {
     if (const char* v = std::getenv(name.c_str())) options.container_env.push_back(name + "=" + v);
   }
+  return options;
+}
 
-  const bool self_check = absl::GetFlag(FLAGS_self_check);
-  if (self_check) {
-    char tmpl[] = "/tmp/sandboxd-self-check-XXXXXX";
-    if (!mkdtemp(tmpl)) {
-      spdlog::critical("self-check: cannot create a temporary directory: {}", strerror(errno));
-      return 1;
-    }
-    options.state_dir = tmpl;
-    options.pool_size = 0;
-    options.background = false;
-  }
-
+sandboxd::PodmanOptions PodmanFromFlags(const std::string& image) {
   sandboxd::PodmanOptions podman;
   podman.podman = absl::GetFlag(FLAGS_podman);
   podman.oci_runtime = absl::GetFlag(FLAGS_oci_runtime);
-  podman.image = options.image;
+  podman.image = image;
   podman.global_args = absl::GetFlag(FLAGS_podman_args);
-  sandboxd::PodmanRuntime runtime(podman);
-  sandboxd::RealClock clock;
-  if (self_check) return RunSelfCheck(options, &runtime, &clock);
-  sandboxd::SessionManager manager(options, &runtime, &clock);
+  return podman;
+}
 
-  std::string socket_path = absl::GetFlag(FLAGS_socket);
-  if (socket_path.empty()) socket_path = DefaultSocket();
-  if (absl::Status s = PrepareSocket(socket_path); !s.ok()) {
-    spdlog::critical("{}", s.message());
-    return 1;
-  }
-  if (absl::Status s = manager.Start(); !s.ok()) {
-    spdlog::critical("{}", s.message());
-    return 1;
-  }
+// Health follows readiness: SERVING only while containers can be started (see
+// docs/architecture.md, "Health and readiness"). Both the overall status ("") and the
+// service's, since sandboxd has one job.
+void SetHealth(grpc::HealthCheckServiceInterface* health, bool serving) {
+  health->SetServingStatus("", serving);
+  health->SetServingStatus("sandbox.v1.SandboxService", serving);
+}
 
+// Serves `manager` on the unix socket (and --listen_tcp) until SIGTERM/SIGINT, then
+// drains. Returns the process's exit code.
+int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& options,
+          const std::string& socket_path, const sandboxd::SystemdNotifier& notifier,
+          codemode::ShutdownSignal& shutdown) {
   // gRPC's built-in health service does not link its proto descriptor; touching ours
   // does, so reflection can describe grpc.health.v1.Health and grpcurl can call it.
   (void)grpc::health::v1::HealthCheckRequest::descriptor();
@@ -285,13 +278,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   chmod(socket_path.c_str(), 0600);
-  // Health follows readiness: SERVING only while containers can be started (see
-  // docs/architecture.md, "Health and readiness"). Both the overall status ("") and the
-  // service's, since sandboxd has one job.
   auto* health = server->GetHealthCheckService();
   manager.SetReadinessListener([health, &notifier](const sandboxd::Readiness& r) {
-    health->SetServingStatus("", r.serving);
-    health->SetServingStatus("sandbox.v1.SandboxService", r.serving);
+    SetHealth(health, r.serving);
     (void)notifier.Notify(r.serving ? std::string("STATUS=serving")
                                     : "STATUS=cannot start containers: " + r.reason.substr(0, 200));
   });
@@ -305,8 +294,7 @@ int main(int argc, char** argv) {
   spdlog::info("{}: draining and stopping", shutdown.Wait());
   (void)notifier.Notify("STOPPING=1\nSTATUS=draining");
   manager.SetReadinessListener(nullptr);
-  health->SetServingStatus("", false);
-  health->SetServingStatus("sandbox.v1.SandboxService", false);
+  SetHealth(health, false);
   server->Shutdown(std::chrono::system_clock::now() +
                    absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_shutdown_grace)));
   manager.Shutdown();
@@ -314,4 +302,39 @@ int main(int argc, char** argv) {
   fs::remove(socket_path, ec);
   spdlog::info("stopped");
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "sandboxd: persistent Python sessions in hardened Podman containers, over gRPC.");
+  codemode::ReturnLargeBlocksToTheSystem();
+  absl::ParseCommandLine(argc, argv);
+  const sandboxd::SystemdNotifier notifier;  // takes NOTIFY_SOCKET out of the environment
+
+  codemode::InitLogging("sandboxd", absl::GetFlag(FLAGS_log_level));
+  codemode::ShutdownSignal shutdown;  // before any thread starts
+
+  absl::StatusOr<sandboxd::ManagerOptions> options = OptionsFromFlags();
+  if (!options.ok()) {
+    spdlog::critical("{}", options.status().message());
+    return 2;
+  }
+  sandboxd::PodmanRuntime runtime(PodmanFromFlags(options->image));
+  sandboxd::RealClock clock;
+  if (absl::GetFlag(FLAGS_self_check)) return RunSelfCheck(*options, &runtime, &clock);
+
+  std::string socket_path = absl::GetFlag(FLAGS_socket);
+  if (socket_path.empty()) socket_path = DefaultSocket();
+  if (absl::Status s = PrepareSocket(socket_path); !s.ok()) {
+    spdlog::critical("{}", s.message());
+    return 1;
+  }
+  sandboxd::SessionManager manager(*options, &runtime, &clock);
+  if (absl::Status s = manager.Start(); !s.ok()) {
+    spdlog::critical("{}", s.message());
+    return 1;
+  }
+  return Serve(manager, *options, socket_path, notifier, shutdown);
 }
