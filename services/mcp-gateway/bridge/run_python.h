@@ -1,54 +1,32 @@
-// RunPythonTool: the gateway's one MCP tool. It maps each MCP session (and each named
-// extra session of it) to a sandboxd session, runs the code there, streams output as
-// progress notifications, routes the sandbox's tool calls to upstream MCP servers, and
-// turns the Finished message into a result the model reads easily plus structured
-// content matching the declared outputSchema.
+// RunPythonTool: the gateway's one MCP tool, which joins the two sides. A call goes down:
+// its arguments are parsed (run_arguments.h), the MCP session's sandbox session is found or
+// created (session_bindings.h) with the upstream catalog (run_catalog.h), and the code runs
+// there, its output streaming back as progress. Tool calls of the code come back up through
+// the router (tool_call_router.h) to the upstreams, and the Finished message becomes the
+// tool's result (run_result.h). A run whose sandbox session was lost is retried once in a
+// new one, and says so.
 //
+//   SandboxClient sandboxes(endpoints);
+//   ManagerUpstreams upstreams(&manager);
 //   RunPythonTool tool(&sandboxes, &upstreams, options);
 //   HttpServer http(http_options, &tool, server_options);
 #pragma once
 
-#include <map>
 #include <memory>
-#include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "bridge/run_arguments.h"
+#include "bridge/run_catalog.h"
+#include "bridge/run_result.h"
+#include "bridge/sandboxes.h"
+#include "bridge/session_bindings.h"
+#include "bridge/tool_call_router.h"
+#include "bridge/upstreams.h"
 #include "server/mcp_server.h"
-#include "base/mutex.h"
-#include "bridge/sandbox_client.h"
-#include "upstream/upstream.h"
 
 namespace gateway {
-
-// What run_python needs from the upstream side (UpstreamManager in production, a fake
-// in unit tests).
-class Upstreams {
- public:
-  virtual ~Upstreams() = default;
-  virtual std::vector<UpstreamStatus> Snapshot() const = 0;
-  virtual uint64_t catalog_version() const = 0;
-  virtual absl::StatusOr<nlohmann::json> CallTool(const std::string& server,
-                                                  const std::string& tool,
-                                                  const nlohmann::json& arguments,
-                                                  const CallOptions& options) = 0;
-};
-
-class ManagerUpstreams : public Upstreams {
- public:
-  explicit ManagerUpstreams(UpstreamManager* m) : m_(m) {}
-  std::vector<UpstreamStatus> Snapshot() const override { return m_->Snapshot(); }
-  uint64_t catalog_version() const override { return m_->catalog_version(); }
-  absl::StatusOr<nlohmann::json> CallTool(const std::string& server, const std::string& tool,
-                                          const nlohmann::json& arguments,
-                                          const CallOptions& options) override {
-    return m_->CallTool(server, tool, arguments, options);
-  }
-
- private:
-  UpstreamManager* m_;
-};
 
 struct RunPythonOptions {
   uint32_t default_timeout_seconds = 30;
@@ -61,17 +39,9 @@ struct RunPythonOptions {
   size_t max_named_sessions = 8;
 };
 
-// Builds the run_python tool description from the upstream catalog (exposed for tests).
-std::string DescribeRunPython(const std::vector<UpstreamStatus>& upstreams, size_t max_bytes);
-
-// The sandbox.v1 catalog for a run: connected upstreams, optionally restricted to
-// `allowed` (empty: all).
-sandbox::v1::Catalog BuildCatalog(const std::vector<UpstreamStatus>& upstreams,
-                                  const std::set<std::string>& allowed);
-
 class RunPythonTool : public ToolProvider {
  public:
-  RunPythonTool(SandboxClient* sandboxes, Upstreams* upstreams, RunPythonOptions options);
+  RunPythonTool(Sandboxes* sandboxes, Upstreams* upstreams, RunPythonOptions options);
   ~RunPythonTool() override;
 
   nlohmann::json ListTools() override;
@@ -83,57 +53,30 @@ class RunPythonTool : public ToolProvider {
   void CloseAll();
 
  private:
-  // One per (MCP session, name), registered before its sandbox session exists so that
-  // concurrent first runs cannot create two (the first creates it under run_mu).
-  struct Binding {
-    // ref names the created sandbox session; written once, by the run holding run_mu.
-    // Read without state_mu by runs that saw Ready(): written once, before ready is set.
-    SandboxRef ref;
-    bool Ready() {
-      codemode::MutexLock lock(&state_mu);
-      return ready;
-    }
-    // Records the created session; false (and nothing recorded) when Close() came first.
-    bool SetReady(const SandboxRef& r) {
-      codemode::MutexLock lock(&state_mu);
-      if (closed) return false;
-      ref = r;
-      ready = true;
-      return true;
-    }
-    // The MCP session ended: the session to delete, if one was created.
-    std::optional<SandboxRef> Close() {
-      codemode::MutexLock lock(&state_mu);
-      closed = true;
-      return ready ? std::optional<SandboxRef>(ref) : std::nullopt;
-    }
-    codemode::Mutex run_mu;  // one run at a time per binding, in order
-    uint64_t catalog_version ABSL_GUARDED_BY(run_mu) = 0;  // of the catalog the session has
-    std::string allowed_key ABSL_GUARDED_BY(run_mu);  // the `servers` restriction it was built with
-
-   private:
-    codemode::Mutex state_mu;
-    bool ready ABSL_GUARDED_BY(state_mu) = false;
-    bool closed ABSL_GUARDED_BY(state_mu) = false;
+  // One run as it goes down to the sandbox.
+  struct Run {
+    RunArguments args;
+    sandbox::v1::Catalog catalog;
+    std::string catalog_key;  // upstream catalog version and allowlist
+    ToolCallContext* ctx;
+    ToolCallRouter* router;
+    RunProgress* progress;
+    RunReport* report;
   };
-  // The upstreams as the sandbox should see them: a server that is down keeps its last
-  // known tools, so code can still call it (a dead stdio server is restarted on the call;
-  // others answer with a clear ToolError) instead of hitting a NameError.
-  std::vector<UpstreamStatus> CatalogView(const std::vector<UpstreamStatus>& snapshot);
-  // The binding of `key`, registered (not yet ready) when there is none; RESOURCE_EXHAUSTED
-  // past max_named_sessions for the MCP session.
-  absl::StatusOr<std::shared_ptr<Binding>> FindOrRegister(const std::string& session_key,
-                                                          const std::string& key);
-  void Forget(const std::string& key, const std::shared_ptr<Binding>& b);
+  // Runs on the session bound to the run's name, retrying once in a new session when the
+  // old one is gone.
+  absl::StatusOr<sandbox::v1::Finished> Execute(Run& run);
+  // One attempt on `binding`, whose run lock the caller holds. `session_gone`: sandboxd
+  // no longer has the binding's session (worth one retry in a new one).
+  absl::StatusOr<sandbox::v1::Finished> ExecuteOn(SessionBindings::Binding& binding, Run& run,
+                                                  bool first_attempt, bool& session_gone)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(binding.run_mu);
 
-  SandboxClient* const sandboxes_;
+  Sandboxes* const sandboxes_;
   Upstreams* const upstreams_;
   const RunPythonOptions options_;
-  codemode::Mutex mu_;
-  // "<mcp session>\x1f<name>"
-  std::map<std::string, std::shared_ptr<Binding>> bindings_ ABSL_GUARDED_BY(mu_);
-  // By server name, while connected.
-  std::map<std::string, UpstreamStatus> last_known_ ABSL_GUARDED_BY(mu_);
+  SessionBindings bindings_;
+  UpstreamMemory memory_;
 };
 
 }  // namespace gateway

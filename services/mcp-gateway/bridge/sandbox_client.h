@@ -1,8 +1,9 @@
-// SandboxClient: the gateway's gRPC client of sandboxd (sandbox.v1). It hides channels
-// (one per endpoint; several sandboxd instances are supported and a session stays on the
-// endpoint that created it) and runs one Execute stream per execution, answering the
-// stream's tool calls through a callback that may block (each call in flight gets its own
-// thread, so calls from asyncio.gather overlap end to end, within ToolCallLimits).
+// SandboxClient: the gateway's gRPC client of sandboxd (sandbox.v1), the production
+// Sandboxes. It hides channels (one per endpoint; several sandboxd instances are supported
+// and a session stays on the endpoint that created it) and runs one Execute stream per
+// execution, answering the stream's tool calls through a callback that may block (on a
+// worker pool that grows to ToolCallLimits::max_in_flight, so calls from asyncio.gather
+// overlap end to end).
 //
 //   SandboxClient client({"unix:/run/user/1000/sandboxd/sandboxd.sock"});
 //   ASSIGN_OR_RETURN(SandboxRef ref, client.CreateSession("owner", "label", catalog));
@@ -20,15 +21,11 @@
 #include "absl/status/statusor.h"
 #include "base/cancel.h"
 #include "base/mutex.h"
+#include "bridge/sandboxes.h"
 #include "grpcpp/grpcpp.h"
 #include "sandbox/v1/sandbox.grpc.pb.h"
 
 namespace gateway {
-
-struct SandboxRef {
-  size_t endpoint = 0;  // index into the client's endpoints
-  std::string session_id;
-};
 
 // Bounds on the tool calls of one execution. Calls past either bound are answered at once
 // with an error, which the sandboxed code sees as a ToolError; the gateway never grows a
@@ -45,35 +42,23 @@ struct ToolCallLimits {
   size_t max_argument_bytes_in_flight = 32u << 20;
 };
 
-struct ExecuteHandlers {
-  std::function<void(bool is_stderr, const std::string& text)> on_output;
-  // Called on a thread of its own for each call in flight (at most
-  // ToolCallLimits::max_in_flight at once); returns the answer to send back.
-  std::function<sandbox::v1::ToolResult(const sandbox::v1::ToolCall&)> on_tool_call;
-  // Called when the stream has ended, before waiting for tool-call threads: cancel the
-  // upstream calls still running so that waiting is short.
-  std::function<void()> on_stream_end;
-};
-
-class SandboxClient {
+class SandboxClient : public Sandboxes {
  public:
   // Endpoints are gRPC targets: "unix:/path/to.sock" or "host:port".
   explicit SandboxClient(std::vector<std::string> endpoints, ToolCallLimits limits = {});
 
   // Creates a session on the endpoint with the fewest sessions created by us.
   absl::StatusOr<SandboxRef> CreateSession(const std::string& owner, const std::string& label,
-                                           const sandbox::v1::Catalog& catalog);
-  absl::Status DeleteSession(const SandboxRef& ref);
-  absl::Status ResetSession(const SandboxRef& ref);
+                                           const sandbox::v1::Catalog& catalog) override;
+  absl::Status DeleteSession(const SandboxRef& ref) override;
+  absl::Status ResetSession(const SandboxRef& ref) override;
 
-  // Runs code; returns the Finished message, or the rpc's status (NOT_FOUND,
-  // FAILED_PRECONDITION, UNAVAILABLE, ...). `catalog` (nullable) replaces the session's
-  // catalog first. Cancelling the token sends `cancel` on the stream.
+  // One Execute stream; cancelling the token sends `cancel` on it (see Sandboxes).
   absl::StatusOr<sandbox::v1::Finished> Execute(const SandboxRef& ref, const std::string& code,
                                                 uint32_t timeout_ms,
                                                 const sandbox::v1::Catalog* catalog,
                                                 const ExecuteHandlers& handlers,
-                                                std::shared_ptr<codemode::CancelToken> cancel);
+                                                std::shared_ptr<codemode::CancelToken> cancel) override;
 
   const std::string& endpoint(size_t i) const { return endpoints_[i]; }
 

@@ -1,62 +1,214 @@
-// Unit tests of the run_python tool's pure parts: the description (compact, bounded,
-// refreshed from the catalog) and the per-run catalog (connected servers, allowlist).
+// Unit tests of RunPythonTool over fakes of sandboxd and the upstreams: the whole way down
+// (arguments, session, catalog, code) and back up (output as progress, tool calls routed,
+// the result), lost sessions retried once, and MCP sessions closing.
 #include "bridge/run_python.h"
 
+#include "bridge_fakes.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace gateway {
 namespace {
 
-UpstreamStatus Server(const std::string& name, int tools, bool connected = true) {
-  UpstreamStatus s;
-  s.name = name;
-  s.connected = connected;
-  s.error = connected ? "" : "connect: Connection refused";
-  for (int i = 0; i < tools; ++i) {
-    UpstreamTool t;
-    t.name = "tool_" + std::to_string(i);
-    t.description = "Does thing " + std::to_string(i) + ".\nMore detail that is not shown.";
-    t.input_schema = {{"type", "object"},
-                      {"properties", {{"query", {{"type", "string"}}}, {"limit", {{"type", "integer"}}}}},
-                      {"required", {"query"}}};
-    s.tools.push_back(t);
+using nlohmann::json;
+using sandbox::v1::Finished;
+using ::testing::HasSubstr;
+using testing::FakeSandboxes;
+using testing::FakeUpstreams;
+using testing::Server;
+using testing::ToolCallOf;
+
+class RunPythonToolTest : public ::testing::Test {
+ protected:
+  RunPythonToolTest() { upstreams_.SetServers({Server("github", {"search"}), Server("memory", {"read"})}); }
+
+  absl::StatusOr<json> Call(const json& args, const std::string& mcp = "mcp-1") {
+    ToolCallContext ctx;
+    ctx.session_key = mcp;
+    ctx.cancel = std::make_shared<codemode::CancelToken>();
+    ctx.progress = [this](double, std::optional<double>, const std::string& m) {
+      progress_.push_back(m);
+    };
+    return tool_.CallTool("run_python", args, ctx);
   }
-  return s;
+  // The text the model reads, after checking the call succeeded.
+  std::string Run(const json& args, const std::string& mcp = "mcp-1") {
+    absl::StatusOr<json> r = Call(args, mcp);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? (*r)["content"][0]["text"].get<std::string>() : "";
+  }
+
+  FakeSandboxes sandboxes_;
+  FakeUpstreams upstreams_;
+  RunPythonTool tool_{&sandboxes_, &upstreams_, RunPythonOptions{}};
+  std::vector<std::string> progress_;
+};
+
+TEST_F(RunPythonToolTest, ListsOneToolDescribingTheUpstreams) {
+  json tools = tool_.ListTools();
+  ASSERT_EQ(tools.size(), 1u);
+  EXPECT_EQ(tools[0]["name"], "run_python");
+  EXPECT_THAT(tools[0]["description"].get<std::string>(), HasSubstr("mcp_github"));
+  EXPECT_EQ(tools[0]["inputSchema"]["properties"]["timeout_seconds"]["maximum"], 300);
+  EXPECT_TRUE(tools[0]["outputSchema"]["properties"].contains("tool_calls"));
 }
 
-TEST(DescribeRunPythonTest, ListsEveryServerAndToolWithOneLineEach) {
-  std::string d = DescribeRunPython({Server("github", 2), Server("down", 0, false)}, 8192);
-  EXPECT_NE(d.find("- github (mcp_github):"), std::string::npos) << d;
-  EXPECT_NE(d.find("tool_0(limit?, query) - Does thing 0."), std::string::npos) << d;
-  EXPECT_EQ(d.find("More detail"), std::string::npos) << d;
-  EXPECT_NE(d.find("- down: unavailable (connect: Connection refused)"), std::string::npos) << d;
-  EXPECT_NE(d.find("await mcp_"), std::string::npos) << "shows the calling convention";
-  EXPECT_NE(d.find("asyncio.gather"), std::string::npos);
+TEST_F(RunPythonToolTest, BadCallsAreProtocolErrors) {
+  ToolCallContext ctx;
+  EXPECT_TRUE(absl::IsInvalidArgument(tool_.CallTool("run_js", {{"code", "1"}}, ctx).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(Call({{"code", ""}}).status()));
+  EXPECT_TRUE(sandboxes_.creations().empty()) << "nothing was created for a bad call";
 }
 
-TEST(DescribeRunPythonTest, LargeCatalogsAreSummarisedWithinTheBound) {
-  std::vector<UpstreamStatus> many;
-  for (int i = 0; i < 40; ++i) many.push_back(Server("server-" + std::to_string(i), 50));
-  std::string d = DescribeRunPython(many, 8192);
-  EXPECT_LE(d.size(), 8192u);
-  EXPECT_NE(d.find("_search"), std::string::npos) << "points to discovery when summarised";
-  EXPECT_NE(d.find("- server-0 (mcp_server_0)"), std::string::npos);
+TEST_F(RunPythonToolTest, RunsInTheMcpSessionsOwnSandboxSession) {
+  EXPECT_EQ(Run({{"code", "a = 1"}, {"timeout_seconds", 2}}), "s1: a = 1\n");
+  EXPECT_EQ(Run({{"code", "a"}}), "s1: a\n") << "the same session keeps its namespace";
+  EXPECT_EQ(Run({{"code", "a"}, {"session", "side"}}), "s2: a\n");
+  EXPECT_EQ(Run({{"code", "a"}}, "mcp-2"), "s3: a\n");
+  ASSERT_EQ(sandboxes_.creations().size(), 3u);
+  EXPECT_EQ(sandboxes_.creations()[0].owner, "mcp:mcp-1");
+  EXPECT_EQ(sandboxes_.creations()[1].label, "side");
+  EXPECT_EQ(sandboxes_.executions()[0].timeout_ms, 2000u);
+  EXPECT_EQ(sandboxes_.executions()[1].timeout_ms, 30000u);
 }
 
-TEST(DescribeRunPythonTest, ChangesWhenTheCatalogChanges) {
-  EXPECT_NE(DescribeRunPython({Server("a", 1)}, 8192), DescribeRunPython({Server("a", 2)}, 8192));
+TEST_F(RunPythonToolTest, TheCatalogGoesAlongOnlyWhenItChanged) {
+  Run({{"code", "1"}});
+  EXPECT_EQ(sandboxes_.catalog_of("s1").servers_size(), 2) << "given at creation";
+  Run({{"code", "2"}});
+  upstreams_.SetServers({Server("github", {"search", "issues"})});
+  Run({{"code", "3"}});
+  Run({{"code", "4"}, {"servers", {"github"}}});
+  Run({{"code", "5"}, {"servers", {"github"}}});
+  std::vector<FakeSandboxes::Execution> e = sandboxes_.executions();
+  ASSERT_EQ(e.size(), 5u);
+  EXPECT_FALSE(e[0].catalog_sent);
+  EXPECT_FALSE(e[1].catalog_sent);
+  EXPECT_TRUE(e[2].catalog_sent) << "the upstream tools changed";
+  EXPECT_EQ(e[2].catalog.servers(0).tools_size(), 2);
+  EXPECT_TRUE(e[3].catalog_sent) << "the allowlist changed";
+  EXPECT_FALSE(e[4].catalog_sent);
 }
 
-TEST(BuildCatalogTest, OnlyConnectedServersAndTheAllowlist) {
-  std::vector<UpstreamStatus> ups = {Server("a", 2), Server("b", 1), Server("down", 3, false)};
-  sandbox::v1::Catalog all = BuildCatalog(ups, {});
-  ASSERT_EQ(all.servers_size(), 2);
-  EXPECT_EQ(all.servers(0).name(), "a");
-  EXPECT_EQ(all.servers(0).tools_size(), 2);
-  EXPECT_NE(all.servers(0).tools(0).input_schema_json().find("\"query\""), std::string::npos);
-  sandbox::v1::Catalog only_b = BuildCatalog(ups, {"b"});
-  ASSERT_EQ(only_b.servers_size(), 1);
-  EXPECT_EQ(only_b.servers(0).name(), "b");
+TEST_F(RunPythonToolTest, ServersDownKeepTheirToolsInTheCatalog) {
+  Run({{"code", "1"}});
+  upstreams_.SetServers({Server("github", {"search"}), Server("memory", {}, false)});
+  Run({{"code", "2"}});
+  EXPECT_EQ(sandboxes_.catalog_of("s1").servers_size(), 2)
+      << "code calling memory gets a ToolError, not a NameError";
+}
+
+TEST_F(RunPythonToolTest, ToolCallsGoUpAndComeBackInTheResult) {
+  sandboxes_.SetScript([](const FakeSandboxes::Execution&, const ExecuteHandlers& h,
+                          std::shared_ptr<codemode::CancelToken>) -> absl::StatusOr<Finished> {
+    h.on_output(false, "calling\n");
+    sandbox::v1::ToolResult ok = h.on_tool_call(ToolCallOf("github", "search", R"({"q":"x"})"));
+    sandbox::v1::ToolResult refused = h.on_tool_call(ToolCallOf("memory", "read", "{}"));
+    Finished f;
+    f.set_status(Finished::OK);
+    f.set_stdout(ok.result_json() + "|" + refused.error());
+    return f;
+  });
+  absl::StatusOr<json> r = Call({{"code", "..."}, {"servers", {"github"}}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT((*r)["content"][0]["text"].get<std::string>(), HasSubstr("github.search"));
+  EXPECT_THAT((*r)["content"][0]["text"].get<std::string>(), HasSubstr("not allowed in this run"));
+  ASSERT_EQ(upstreams_.calls().size(), 1u);
+  EXPECT_EQ(upstreams_.calls()[0].arguments["q"], "x");
+  const json& s = (*r)["structuredContent"];
+  EXPECT_EQ(s["tool_calls_total"], 2);
+  EXPECT_EQ(s["tool_calls_failed"], 1);
+  EXPECT_EQ(progress_, std::vector<std::string>{"calling\n"});
+}
+
+TEST_F(RunPythonToolTest, CancellingTheRunCancelsItsUpstreamCalls) {
+  std::shared_ptr<codemode::CancelToken> seen;
+  upstreams_.SetAnswer([&](const FakeUpstreams::Call& c) -> absl::StatusOr<json> {
+    seen = c.options.cancel;
+    return json{{"content", json::array()}};
+  });
+  bool cancelled_by_client = false;
+  sandboxes_.SetScript([&](const FakeSandboxes::Execution&, const ExecuteHandlers& h,
+                           std::shared_ptr<codemode::CancelToken> cancel) -> absl::StatusOr<Finished> {
+    h.on_tool_call(ToolCallOf("github", "search", "{}"));
+    EXPECT_FALSE(seen->cancelled());
+    cancel->Cancel("client cancelled");  // notifications/cancelled, before the stream ends
+    cancelled_by_client = seen->cancelled();
+    Finished f;
+    f.set_status(Finished::CANCELLED);
+    return f;
+  });
+  absl::StatusOr<json> r = Call({{"code", "..."}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)["isError"], true);
+  EXPECT_TRUE(cancelled_by_client);
+  EXPECT_TRUE(seen->cancelled()) << "and the end of the stream cancels what is left";
+}
+
+TEST_F(RunPythonToolTest, ALostSessionIsRetriedOnceInANewOne) {
+  Run({{"code", "a = 1"}});
+  sandboxes_.Lose("s1");
+  absl::StatusOr<json> r = Call({{"code", "a"}, {"reset", true}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)["isError"], false);
+  EXPECT_THAT((*r)["content"][0]["text"].get<std::string>(),
+              HasSubstr("s2: a\n[note] the previous sandbox session was lost"));
+  EXPECT_EQ((*r)["structuredContent"]["session_reset"], true);
+  EXPECT_EQ(sandboxes_.resets(), std::vector<std::string>{"s1"}) << "reset is not repeated";
+  EXPECT_EQ(Run({{"code", "b"}}), "s2: b\n") << "later runs stay in the new session";
+}
+
+TEST_F(RunPythonToolTest, ASessionLostTwiceIsAnError) {
+  sandboxes_.SetScript([](const FakeSandboxes::Execution& e, const ExecuteHandlers&,
+                          std::shared_ptr<codemode::CancelToken>) -> absl::StatusOr<Finished> {
+    return absl::NotFoundError("session " + e.session_id + " not found");
+  });
+  absl::StatusOr<json> r = Call({{"code", "1"}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)["isError"], true);
+  EXPECT_EQ((*r)["content"][0]["text"], "[error] session s2 not found");
+  EXPECT_EQ(sandboxes_.creations().size(), 2u);
+}
+
+TEST_F(RunPythonToolTest, SessionLostDuringTheRunStartsTheNextRunAfresh) {
+  sandboxes_.SetScript([](const FakeSandboxes::Execution&, const ExecuteHandlers&,
+                          std::shared_ptr<codemode::CancelToken>) -> absl::StatusOr<Finished> {
+    Finished f;
+    f.set_status(Finished::SESSION_LOST);
+    return f;
+  });
+  absl::StatusOr<json> r = Call({{"code", "1"}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)["structuredContent"]["status"], "session_lost");
+  EXPECT_THAT((*r)["content"][0]["text"].get<std::string>(), HasSubstr("next run starts in a new session"));
+  sandboxes_.SetScript(nullptr);
+  EXPECT_EQ(Run({{"code", "2"}}), "s2: 2\n");
+}
+
+TEST_F(RunPythonToolTest, NoSandboxIsAnErrorResultNotAProtocolError) {
+  sandboxes_.create_error = absl::UnavailableError("sandboxd at unix:/x is unavailable");
+  absl::StatusOr<json> r = Call({{"code", "1"}});
+  ASSERT_TRUE(r.ok()) << "the model should read why";
+  EXPECT_EQ((*r)["isError"], true);
+  EXPECT_EQ((*r)["structuredContent"]["error"]["message"], "sandboxd at unix:/x is unavailable");
+  EXPECT_EQ(sandboxes_.creations().size(), 0u);
+}
+
+TEST_F(RunPythonToolTest, TooManyNamedSessionsIsAnErrorResult) {
+  for (int i = 0; i < 8; ++i) Run({{"code", "1"}, {"session", "n" + std::to_string(i)}});
+  absl::StatusOr<json> r = Call({{"code", "1"}, {"session", "n8"}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_THAT((*r)["content"][0]["text"].get<std::string>(), HasSubstr("(the limit)"));
+}
+
+TEST_F(RunPythonToolTest, ClosingTheMcpSessionDeletesItsSandboxes) {
+  Run({{"code", "1"}});
+  Run({{"code", "1"}, {"session", "side"}});
+  Run({{"code", "1"}}, "mcp-2");
+  tool_.SessionClosed("mcp-1");
+  EXPECT_EQ(sandboxes_.live(), std::set<std::string>{"s3"});
+  tool_.CloseAll();
+  EXPECT_TRUE(sandboxes_.live().empty());
 }
 
 }  // namespace

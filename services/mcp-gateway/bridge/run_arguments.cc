@@ -1,0 +1,133 @@
+// run_python's argument schema and parser. See run_arguments.h.
+#include "bridge/run_arguments.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace gateway {
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kMaxSessionName = 64;
+
+absl::Status Invalid(const std::string& m) { return absl::InvalidArgumentError(m); }
+
+// The value of an optional argument, or nullptr when absent or null.
+const json* Optional(const json& args, const char* name) {
+  auto it = args.find(name);
+  return it == args.end() || it->is_null() ? nullptr : &*it;
+}
+
+bool IsSessionName(const std::string& name) {
+  if (name.empty() || name.size() > kMaxSessionName) return false;
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') return false;
+  }
+  return true;
+}
+
+absl::StatusOr<double> ParseTimeout(const json* t, const RunLimits& limits) {
+  if (!t) return static_cast<double>(limits.default_timeout_seconds);
+  if (!t->is_number() || t->get<double>() <= 0 || t->get<double>() > limits.max_timeout_seconds) {
+    return Invalid(absl::StrCat("'timeout_seconds' must be a number in (0, ",
+                                limits.max_timeout_seconds, "]"));
+  }
+  return t->get<double>();
+}
+
+absl::StatusOr<ServerAllowlist> ParseServers(const json* s,
+                                             const std::vector<UpstreamStatus>& upstreams) {
+  if (!s) return ServerAllowlist::All();
+  if (!s->is_array()) return Invalid("'servers' must be an array of server names");
+  std::set<std::string> allowed;
+  for (const auto& v : *s) {
+    if (!v.is_string()) return Invalid("'servers' must be an array of server names");
+    const std::string name = v.get<std::string>();
+    bool known = false;
+    for (const auto& u : upstreams) known |= u.name == name;
+    if (!known) return Invalid(absl::StrCat("unknown server '", name, "' in 'servers'"));
+    allowed.insert(name);
+  }
+  return ServerAllowlist::Only(std::move(allowed));
+}
+
+}  // namespace
+
+ServerAllowlist ServerAllowlist::Only(std::set<std::string> servers) {
+  ServerAllowlist a;
+  a.all_ = false;
+  a.servers_ = std::move(servers);
+  return a;
+}
+
+bool ServerAllowlist::Allows(const std::string& server) const {
+  return all_ || servers_.count(server) > 0;
+}
+
+std::string ServerAllowlist::Key() const {
+  // Server names cannot hold control characters (the catalog rules refuse them).
+  return all_ ? "*" : absl::StrCat("\x1f", absl::StrJoin(servers_, "\x1f"));
+}
+
+json RunArgumentsSchema(uint32_t max_timeout_seconds) {
+  json props;
+  props["code"] = {{"type", "string"},
+                   {"description",
+                    "Python 3.11 source. Top-level await works; the value of the last expression "
+                    "is returned; variables persist between calls."}};
+  props["timeout_seconds"] = {
+      {"type", "number"},
+      {"exclusiveMinimum", 0},
+      {"maximum", max_timeout_seconds},
+      {"description", "Execution timeout (the code is interrupted, variables are kept)."}};
+  props["session"] = {
+      {"type", "string"},
+      {"pattern", "^[A-Za-z0-9_-]{1,64}$"},
+      {"description", "Name of an extra, independent session (default: your main one)."}};
+  props["reset"] = {{"type", "boolean"}, {"description", "Start from an empty namespace first."}};
+  props["servers"] = {{"type", "array"},
+                      {"items", {{"type", "string"}}},
+                      {"description", "Only these upstream servers may be called in this run."}};
+  return {{"type", "object"},
+          {"properties", props},
+          {"required", {"code"}},
+          {"additionalProperties", false}};
+}
+
+absl::StatusOr<RunArguments> ParseRunArguments(const json& args,
+                                               const std::vector<UpstreamStatus>& upstreams,
+                                               const RunLimits& limits) {
+  if (!args.is_object()) return Invalid("the arguments must be an object");
+  for (const auto& [k, _] : args.items()) {
+    if (k != "code" && k != "timeout_seconds" && k != "session" && k != "reset" && k != "servers") {
+      return Invalid(absl::StrCat("unknown argument '", k, "'"));
+    }
+  }
+  RunArguments run;
+  const json* code = Optional(args, "code");
+  if (!code || !code->is_string() || code->get_ref<const std::string&>().empty()) {
+    return Invalid("'code' is required and must be a non-empty string");
+  }
+  run.code = code->get<std::string>();
+  absl::StatusOr<double> timeout = ParseTimeout(Optional(args, "timeout_seconds"), limits);
+  if (!timeout.ok()) return timeout.status();
+  run.timeout_seconds = *timeout;
+  if (const json* s = Optional(args, "session")) {
+    if (!s->is_string() || !IsSessionName(s->get<std::string>())) {
+      return Invalid("'session' must be a name of 1-64 characters [A-Za-z0-9_-]");
+    }
+    run.session = s->get<std::string>();
+  }
+  if (const json* r = Optional(args, "reset")) {
+    if (!r->is_boolean()) return Invalid("'reset' must be a boolean");
+    run.reset = r->get<bool>();
+  }
+  absl::StatusOr<ServerAllowlist> servers = ParseServers(Optional(args, "servers"), upstreams);
+  if (!servers.ok()) return servers.status();
+  run.servers = *std::move(servers);
+  return run;
+}
+
+}  // namespace gateway

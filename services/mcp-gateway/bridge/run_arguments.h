@@ -1,0 +1,58 @@
+// The arguments of one run_python call: their JSON schema (the tool's inputSchema) and
+// their parser, which checks every field of the untrusted client's JSON and names the
+// field at fault.
+//
+//   absl::StatusOr<RunArguments> run = ParseRunArguments(args, upstreams->Snapshot(), limits);
+//   if (!run.ok()) return run.status();  // INVALID_ARGUMENT, the client's mistake
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "upstream/upstream.h"
+
+namespace gateway {
+
+// The upstream servers a run may call: all of them, or the ones its `servers` lists.
+class ServerAllowlist {
+ public:
+  static ServerAllowlist All() { return ServerAllowlist(); }
+  // An empty set allows no server at all.
+  static ServerAllowlist Only(std::set<std::string> servers);
+
+  bool Allows(const std::string& server) const;
+  // Names the allowed set: a session whose catalog was built for another key gets the
+  // catalog again.
+  std::string Key() const;
+
+ private:
+  bool all_ = true;
+  std::set<std::string> servers_;
+};
+
+struct RunArguments {
+  std::string code;
+  double timeout_seconds = 0;
+  std::string session = "default";  // the name of the sandbox session of this MCP session
+  bool reset = false;               // start from an empty namespace first
+  ServerAllowlist servers;
+};
+
+struct RunLimits {
+  uint32_t default_timeout_seconds = 30;
+  uint32_t max_timeout_seconds = 300;
+};
+
+// The inputSchema of run_python.
+nlohmann::json RunArgumentsSchema(uint32_t max_timeout_seconds);
+
+// INVALID_ARGUMENT naming the field at fault for anything the schema does not allow;
+// `servers` must name servers of `upstreams`.
+absl::StatusOr<RunArguments> ParseRunArguments(const nlohmann::json& args,
+                                               const std::vector<UpstreamStatus>& upstreams,
+                                               const RunLimits& limits);
+
+}  // namespace gateway

@@ -1,0 +1,38 @@
+// What the sandbox and the model learn about the upstream tools: the sandbox.v1 catalog a
+// run's session gets, the run_python description the model reads, and the memory of
+// servers that went down (their tools stay callable, so code gets a clear ToolError rather
+// than a NameError).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "base/mutex.h"
+#include "bridge/run_arguments.h"
+#include "sandbox/v1/sandbox.pb.h"
+#include "upstream/upstream.h"
+
+namespace gateway {
+
+// The run_python tool description: the calling convention, then the servers and tools at
+// the richest of three levels of detail that fits in `max_bytes`.
+std::string DescribeRunPython(const std::vector<UpstreamStatus>& upstreams, size_t max_bytes);
+
+// The sandbox.v1 catalog for a run: the connected upstreams that `servers` allows.
+sandbox::v1::Catalog BuildCatalog(const std::vector<UpstreamStatus>& upstreams,
+                                  const ServerAllowlist& servers);
+
+// Remembers each server as it was when last connected.
+class UpstreamMemory {
+ public:
+  // `snapshot` with every server that is down now replaced by its last connected state
+  // (a dead stdio server is restarted on the next call; others answer with an error).
+  std::vector<UpstreamStatus> View(const std::vector<UpstreamStatus>& snapshot);
+
+ private:
+  codemode::Mutex mu_;
+  std::map<std::string, UpstreamStatus> last_connected_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gateway

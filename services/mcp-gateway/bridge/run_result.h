@@ -1,0 +1,37 @@
+// What a run_python call returns: a CallToolResult with one text block the model reads
+// easily (stdout, then stderr, the result, the error and notes; long parts keep their
+// head and tail) and structuredContent matching the tool's outputSchema.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bridge/tool_call_router.h"
+#include "nlohmann/json.hpp"
+#include "sandbox/v1/sandbox.pb.h"
+
+namespace gateway {
+
+// What the gateway adds to sandboxd's Finished message.
+struct RunReport {
+  std::string session;  // the session name the run used
+  bool session_reset = false;  // it ran in a new session because the old one was lost
+  std::vector<std::string> notes;
+  ToolCallStats calls;
+};
+
+// The outputSchema of run_python.
+nlohmann::json RunResultSchema();
+
+// The result of a run that finished; isError unless it finished OK. The text block holds
+// at most about `max_text_bytes`.
+nlohmann::json FormatRunResult(const sandbox::v1::Finished& f, const RunReport& report,
+                               size_t max_text_bytes);
+
+// The result of a run that could not start (no sandbox, too many sessions, ...).
+nlohmann::json FormatRunError(const std::string& message, const std::string& session);
+
+// `text` if it fits in `max` bytes, else its head and tail around a marker.
+std::string Clip(const std::string& text, size_t max);
+
+}  // namespace gateway

@@ -1,0 +1,52 @@
+// Sandboxes: what the bridge needs from sandboxd. SandboxClient implements it over gRPC
+// (sandbox.v1); unit tests use a fake (tests/mcp-gateway/bridge/bridge_fakes.h), so the
+// run_python logic is tested without a daemon.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "base/cancel.h"
+#include "sandbox/v1/sandbox.pb.h"
+
+namespace gateway {
+
+// A sandbox session created by us.
+struct SandboxRef {
+  size_t endpoint = 0;  // which sandboxd (index into SandboxClient's endpoints)
+  std::string session_id;
+};
+
+struct ExecuteHandlers {
+  std::function<void(bool is_stderr, const std::string& text)> on_output;
+  // Called on a worker thread for each tool call (several at once, up to the client's
+  // in-flight limit); returns the answer to send back.
+  std::function<sandbox::v1::ToolResult(const sandbox::v1::ToolCall&)> on_tool_call;
+  // Called when the stream has ended, before waiting for tool-call threads: cancel the
+  // upstream calls still running so that waiting is short.
+  std::function<void()> on_stream_end;
+};
+
+class Sandboxes {
+ public:
+  virtual ~Sandboxes() = default;
+
+  virtual absl::StatusOr<SandboxRef> CreateSession(const std::string& owner,
+                                                   const std::string& label,
+                                                   const sandbox::v1::Catalog& catalog) = 0;
+  virtual absl::Status DeleteSession(const SandboxRef& ref) = 0;
+  virtual absl::Status ResetSession(const SandboxRef& ref) = 0;
+
+  // Runs code; returns the Finished message, or the rpc's status (NOT_FOUND and
+  // FAILED_PRECONDITION: the session is gone; UNAVAILABLE, ...). `catalog` (nullable)
+  // replaces the session's catalog first. Cancelling the token cancels the execution.
+  virtual absl::StatusOr<sandbox::v1::Finished> Execute(
+      const SandboxRef& ref, const std::string& code, uint32_t timeout_ms,
+      const sandbox::v1::Catalog* catalog, const ExecuteHandlers& handlers,
+      std::shared_ptr<codemode::CancelToken> cancel) = 0;
+};
+
+}  // namespace gateway

@@ -1,0 +1,113 @@
+// Sandbox sessions per (MCP session, name). See session_bindings.h.
+#include "bridge/session_bindings.h"
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace gateway {
+namespace {
+
+// Separates the MCP session key from the name; neither can contain it (names are
+// [A-Za-z0-9_-], session keys are printable).
+constexpr char kSeparator = '\x1f';
+
+bool BelongsTo(const std::string& key, const std::string& mcp_session) {
+  return key.size() > mcp_session.size() && key.compare(0, mcp_session.size(), mcp_session) == 0 &&
+         key[mcp_session.size()] == kSeparator;
+}
+
+}  // namespace
+
+SessionBindings::SessionBindings(Sandboxes* sandboxes, size_t max_per_mcp_session)
+    : sandboxes_(sandboxes), max_per_mcp_session_(max_per_mcp_session) {}
+
+std::string SessionBindings::Key(const std::string& mcp_session, const std::string& name) {
+  return absl::StrCat(mcp_session, std::string(1, kSeparator), name);
+}
+
+absl::StatusOr<std::shared_ptr<SessionBindings::Binding>> SessionBindings::FindOrRegister(
+    const std::string& mcp_session, const std::string& name) {
+  const std::string key = Key(mcp_session, name);
+  codemode::MutexLock lock(&mu_);
+  if (auto it = bindings_.find(key); it != bindings_.end()) return it->second;
+  size_t named = 0;
+  for (const auto& [k, _] : bindings_) named += BelongsTo(k, mcp_session);
+  if (named >= max_per_mcp_session_) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("this client already has ", named, " sandbox sessions (the limit)"));
+  }
+  auto b = std::make_shared<Binding>();
+  bindings_[key] = b;
+  return b;
+}
+
+absl::Status SessionBindings::Open(Binding& b, const std::string& mcp_session,
+                                   const std::string& name, const sandbox::v1::Catalog& catalog,
+                                   const std::string& catalog_key) {
+  {
+    codemode::MutexLock lock(&b.state_mu);
+    if (b.ready) return absl::OkStatus();
+  }
+  absl::StatusOr<SandboxRef> ref =
+      sandboxes_->CreateSession(absl::StrCat("mcp:", mcp_session), name, catalog);
+  if (!ref.ok()) return ref.status();
+  {
+    codemode::MutexLock lock(&b.state_mu);
+    if (!b.closed) {
+      b.ref_ = *ref;
+      b.catalog_key = catalog_key;
+      b.ready = true;
+      return absl::OkStatus();
+    }
+  }
+  // The MCP session ended while the sandbox session was being created.
+  (void)sandboxes_->DeleteSession(*ref);
+  return absl::FailedPreconditionError("the MCP session was closed");
+}
+
+void SessionBindings::Forget(const std::string& mcp_session, const std::string& name,
+                             const std::shared_ptr<Binding>& b) {
+  codemode::MutexLock lock(&mu_);
+  auto it = bindings_.find(Key(mcp_session, name));
+  if (it != bindings_.end() && it->second == b) bindings_.erase(it);
+}
+
+void SessionBindings::Close(const std::string& mcp_session) {
+  std::vector<std::shared_ptr<Binding>> doomed;
+  {
+    codemode::MutexLock lock(&mu_);
+    for (auto it = bindings_.begin(); it != bindings_.end();) {
+      if (BelongsTo(it->first, mcp_session)) {
+        doomed.push_back(it->second);
+        it = bindings_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (const auto& b : doomed) {
+    std::optional<SandboxRef> ref;
+    {
+      // A binding whose session is still being created deletes it itself (Open).
+      codemode::MutexLock lock(&b->state_mu);
+      b->closed = true;
+      if (b->ready) ref = b->ref_;
+    }
+    if (!ref) continue;
+    absl::Status s = sandboxes_->DeleteSession(*ref);
+    if (!s.ok() && !absl::IsNotFound(s)) {
+      spdlog::warn("cannot delete sandbox session {}: {}", ref->session_id, std::string(s.message()));
+    }
+  }
+}
+
+void SessionBindings::CloseAll() {
+  std::vector<std::string> mcp_sessions;
+  {
+    codemode::MutexLock lock(&mu_);
+    for (const auto& [k, _] : bindings_) mcp_sessions.push_back(k.substr(0, k.find(kSeparator)));
+  }
+  for (const auto& s : mcp_sessions) Close(s);
+}
+
+}  // namespace gateway

@@ -1,0 +1,80 @@
+// SessionBindings: which sandboxd session serves each (MCP session, name). A binding is
+// registered before its sandbox session exists, so concurrent first runs of one MCP session
+// cannot create two: the first to take the binding's run lock creates it, the others wait
+// and use it. Closing an MCP session deletes its sandbox sessions, including one still
+// being created.
+//
+//   absl::StatusOr<std::shared_ptr<Binding>> b = bindings.FindOrRegister(mcp, "default");
+//   codemode::MutexLock run(&(*b)->run_mu);
+//   RETURN_IF_ERROR(bindings.Open(**b, mcp, "default", catalog));
+//   sandboxes->Execute((*b)->ref(), ...);
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "base/mutex.h"
+#include "bridge/sandboxes.h"
+
+namespace gateway {
+
+class SessionBindings {
+ public:
+  struct Binding {
+    codemode::Mutex run_mu;  // one run at a time per binding, in order
+    // The sandbox session, once Open() has created it.
+    SandboxRef ref() {
+      codemode::MutexLock lock(&state_mu);
+      return ref_;
+    }
+    // Identifies the catalog the session has (upstream version and allowlist key), so a
+    // run sends a new one only when it changed.
+    std::string catalog_key ABSL_GUARDED_BY(run_mu);
+
+   private:
+    friend class SessionBindings;
+    codemode::Mutex state_mu;
+    SandboxRef ref_ ABSL_GUARDED_BY(state_mu);
+    bool ready ABSL_GUARDED_BY(state_mu) = false;
+    bool closed ABSL_GUARDED_BY(state_mu) = false;
+  };
+
+  // At most `max_per_mcp_session` names per MCP session.
+  SessionBindings(Sandboxes* sandboxes, size_t max_per_mcp_session);
+
+  // The binding of (mcp_session, name), registered (without a sandbox session) when there
+  // is none. RESOURCE_EXHAUSTED past max_per_mcp_session.
+  absl::StatusOr<std::shared_ptr<Binding>> FindOrRegister(const std::string& mcp_session,
+                                                          const std::string& name);
+
+  // Creates the binding's sandbox session if it has none, with `catalog` (identified by
+  // `catalog_key`). FAILED_PRECONDITION when the MCP session was closed meanwhile (the new
+  // sandbox session is deleted); sandboxd's error when creation fails.
+  absl::Status Open(Binding& b, const std::string& mcp_session, const std::string& name,
+                    const sandbox::v1::Catalog& catalog, const std::string& catalog_key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(b.run_mu);
+
+  // Drops the binding when it is still the one registered (its session was lost), so the
+  // next run of that name gets a new sandbox session.
+  void Forget(const std::string& mcp_session, const std::string& name,
+              const std::shared_ptr<Binding>& b);
+
+  // The MCP session ended: deletes its sandbox sessions.
+  void Close(const std::string& mcp_session);
+  // Every MCP session (gateway shutdown).
+  void CloseAll();
+
+ private:
+  static std::string Key(const std::string& mcp_session, const std::string& name);
+
+  Sandboxes* const sandboxes_;
+  const size_t max_per_mcp_session_;
+  codemode::Mutex mu_;
+  std::map<std::string, std::shared_ptr<Binding>> bindings_ ABSL_GUARDED_BY(mu_);  // by Key()
+};
+
+}  // namespace gateway

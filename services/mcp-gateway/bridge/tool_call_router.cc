@@ -1,0 +1,105 @@
+// Tool calls from the sandbox to the upstreams, and the run's progress. See
+// tool_call_router.h.
+#include "bridge/tool_call_router.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "base/untrusted_json.h"
+
+namespace gateway {
+
+using nlohmann::json;
+
+void RunProgress::Report(const std::string& message) {
+  if (!sink_) return;
+  codemode::MutexLock lock(&mu_);
+  sink_(static_cast<double>(++steps_), std::nullopt, message);
+}
+
+std::string UpstreamProgressMessage(const std::string& tool, const json& params) {
+  // nlohmann::json::value() throws on a type mismatch: check each field's type.
+  auto m = params.find("message");
+  std::string message =
+      tool + ": " + (m != params.end() && m->is_string() ? m->get<std::string>() : "progress");
+  auto progress = params.find("progress");
+  if (progress != params.end() && progress->is_number()) {
+    message += " (" + progress->dump();
+    auto total = params.find("total");
+    if (total != params.end() && total->is_number()) message += "/" + total->dump();
+    message += ")";
+  }
+  return message;
+}
+
+ToolCallRouter::ToolCallRouter(Upstreams* upstreams, ServerAllowlist servers,
+                               RunProgress* progress)
+    : upstreams_(upstreams), servers_(std::move(servers)), progress_(progress) {}
+
+sandbox::v1::ToolResult ToolCallRouter::Route(const sandbox::v1::ToolCall& call,
+                                              std::shared_ptr<codemode::CancelToken> cancel) {
+  const auto started = std::chrono::steady_clock::now();
+  bool ok = false;
+  sandbox::v1::ToolResult r;
+  if (!servers_.Allows(call.server())) {
+    r.set_error(absl::StrCat(call.server(), ".", call.tool(), ": server '", call.server(),
+                             "' is not allowed in this run"));
+  } else {
+    r = Forward(call, ok, std::move(cancel));
+  }
+  r.set_call_id(call.call_id());
+  Count(call, ok,
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                              started)
+            .count());
+  return r;
+}
+
+sandbox::v1::ToolResult ToolCallRouter::Forward(const sandbox::v1::ToolCall& call, bool& ok,
+                                                std::shared_ptr<codemode::CancelToken> cancel) {
+  sandbox::v1::ToolResult r;
+  const std::string name = call.server() + "." + call.tool();
+  // sandboxd checked the arguments, but the gateway trusts no peer's JSON.
+  absl::StatusOr<json> arguments = codemode::ParseUntrustedJson(call.arguments_json(), "arguments");
+  if (!arguments.ok()) {
+    r.set_error(absl::StrCat(name, ": ", arguments.status().message()));
+    return r;
+  }
+  if (!arguments->is_object()) {  // MCP's tools/call takes an object
+    r.set_error(absl::StrCat(name, ": the arguments must be a JSON object"));
+    return r;
+  }
+  CallOptions options;
+  options.cancel = std::move(cancel);
+  // Upstream progress reaches the client as progress of this run.
+  options.on_progress = [this, name](const json& params) {
+    progress_->Report(UpstreamProgressMessage(name, params) + "\n");
+  };
+  absl::StatusOr<json> result = upstreams_->CallTool(call.server(), call.tool(), *arguments, options);
+  if (!result.ok()) {
+    r.set_error(absl::StrCat(name, ": ", result.status().message()));
+    return r;
+  }
+  r.set_result_json(result->dump());
+  auto is_error = result->find("isError");
+  ok = !(is_error != result->end() && is_error->is_boolean() && is_error->get<bool>());
+  return r;
+}
+
+void ToolCallRouter::Count(const sandbox::v1::ToolCall& call, bool ok, int64_t duration_ms) {
+  codemode::MutexLock lock(&mu_);
+  ++stats_.total;
+  if (!ok) ++stats_.failed;
+  // A run may make thousands of calls: the result lists the first few and counts all.
+  if (stats_.listed.size() < kListedCalls) {
+    stats_.listed.push_back(
+        {{"server", call.server()}, {"tool", call.tool()}, {"ok", ok}, {"duration_ms", duration_ms}});
+  }
+}
+
+ToolCallStats ToolCallRouter::stats() const {
+  codemode::MutexLock lock(&mu_);
+  return stats_;
+}
+
+}  // namespace gateway

@@ -1,0 +1,81 @@
+// The way back up: a tool call made by sandboxed code reaches its upstream MCP server
+// through ToolCallRouter, which refuses servers the run may not call, re-checks the
+// arguments' JSON (the sandbox is untrusted, and so is every peer), relays the upstream's
+// progress as progress of the run, and counts the calls for the result.
+//
+//   RunProgress progress(ctx.progress);
+//   ToolCallRouter router(upstreams, run.servers, &progress);
+//   handlers.on_tool_call = [&](const ToolCall& c) { return router.Route(c, cancel); };
+//   ToolCallStats stats = router.stats();
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "base/cancel.h"
+#include "base/mutex.h"
+#include "bridge/run_arguments.h"
+#include "bridge/upstreams.h"
+#include "nlohmann/json.hpp"
+#include "sandbox/v1/sandbox.pb.h"
+
+namespace gateway {
+
+// The progress notifications of one run. They come from the stream reader (output) and
+// from tool-call threads (upstream progress) and must strictly increase: one counter under
+// one lock.
+class RunProgress {
+ public:
+  using Sink = std::function<void(double progress, std::optional<double> total,
+                                  const std::string& message)>;
+  explicit RunProgress(Sink sink) : sink_(std::move(sink)) {}
+  // Sends `message` as the next progress step (nothing when the client asked for none).
+  void Report(const std::string& message);
+
+ private:
+  const Sink sink_;
+  codemode::Mutex mu_;
+  uint64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// "server.tool: message (progress/total)" from the params of an upstream's
+// notifications/progress (untrusted: any field may be missing or of the wrong type).
+std::string UpstreamProgressMessage(const std::string& tool, const nlohmann::json& params);
+
+struct ToolCallStats {
+  nlohmann::json listed = nlohmann::json::array();  // the first calls: server, tool, ok, duration_ms
+  uint64_t total = 0;
+  uint64_t failed = 0;  // refused, failed, or answered with isError
+};
+
+class ToolCallRouter {
+ public:
+  // structuredContent.tool_calls lists at most this many calls of a run; the totals count all.
+  static constexpr size_t kListedCalls = 100;
+
+  ToolCallRouter(Upstreams* upstreams, ServerAllowlist servers, RunProgress* progress);
+
+  // Answers one call (blocking while the upstream works); `cancel` cancels the upstream
+  // call. Thread-safe: calls of one run are answered concurrently.
+  sandbox::v1::ToolResult Route(const sandbox::v1::ToolCall& call,
+                                std::shared_ptr<codemode::CancelToken> cancel);
+
+  ToolCallStats stats() const;
+
+ private:
+  // The upstream's answer: the result's JSON, or an error for the sandboxed code.
+  sandbox::v1::ToolResult Forward(const sandbox::v1::ToolCall& call, bool& ok,
+                                  std::shared_ptr<codemode::CancelToken> cancel);
+  void Count(const sandbox::v1::ToolCall& call, bool ok, int64_t duration_ms);
+
+  Upstreams* const upstreams_;
+  const ServerAllowlist servers_;
+  RunProgress* const progress_;
+  mutable codemode::Mutex mu_;
+  ToolCallStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gateway

@@ -1,0 +1,41 @@
+// Upstreams: what the bridge needs from the upstream side. ManagerUpstreams forwards to the
+// UpstreamManager in production; unit tests use a fake (tests/mcp-gateway/bridge/bridge_fakes.h).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "upstream/upstream.h"
+
+namespace gateway {
+
+class Upstreams {
+ public:
+  virtual ~Upstreams() = default;
+  virtual std::vector<UpstreamStatus> Snapshot() const = 0;
+  // Changes whenever a server's tools change (connect, reconnect, tools/list_changed).
+  virtual uint64_t catalog_version() const = 0;
+  virtual absl::StatusOr<nlohmann::json> CallTool(const std::string& server,
+                                                  const std::string& tool,
+                                                  const nlohmann::json& arguments,
+                                                  const CallOptions& options) = 0;
+};
+
+class ManagerUpstreams : public Upstreams {
+ public:
+  explicit ManagerUpstreams(UpstreamManager* m) : m_(m) {}
+  std::vector<UpstreamStatus> Snapshot() const override { return m_->Snapshot(); }
+  uint64_t catalog_version() const override { return m_->catalog_version(); }
+  absl::StatusOr<nlohmann::json> CallTool(const std::string& server, const std::string& tool,
+                                          const nlohmann::json& arguments,
+                                          const CallOptions& options) override {
+    return m_->CallTool(server, tool, arguments, options);
+  }
+
+ private:
+  UpstreamManager* m_;
+};
+
+}  // namespace gateway

@@ -1,0 +1,219 @@
+// Fakes of the bridge's two seams: FakeSandboxes (sandboxd) and FakeUpstreams (the
+// upstream MCP servers). Both record what they were asked and can be told to fail; the
+// fake sandbox "runs" code by calling a script the test provides, which may make tool calls
+// through the handlers exactly as sandboxd's Execute stream does.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "base/mutex.h"
+#include "bridge/sandboxes.h"
+#include "bridge/upstreams.h"
+
+namespace gateway::testing {
+
+class FakeSandboxes : public Sandboxes {
+ public:
+  struct Execution {
+    std::string session_id;
+    std::string code;
+    uint32_t timeout_ms = 0;
+    bool catalog_sent = false;
+    sandbox::v1::Catalog catalog;
+  };
+  // Runs code: by default prints it back and finishes OK.
+  using Script = std::function<absl::StatusOr<sandbox::v1::Finished>(
+      const Execution&, const ExecuteHandlers&, std::shared_ptr<codemode::CancelToken>)>;
+
+  absl::StatusOr<SandboxRef> CreateSession(const std::string& owner, const std::string& label,
+                                           const sandbox::v1::Catalog& catalog) override {
+    if (before_create) before_create();
+    codemode::MutexLock lock(&mu_);
+    if (!create_error.ok()) return create_error;
+    SandboxRef ref{0, absl::StrCat("s", ++created_)};
+    live_.insert(ref.session_id);
+    creations_.push_back({owner, label, ref.session_id});
+    catalogs_[ref.session_id] = catalog;
+    return ref;
+  }
+  absl::Status DeleteSession(const SandboxRef& ref) override {
+    codemode::MutexLock lock(&mu_);
+    deleted_.push_back(ref.session_id);
+    return live_.erase(ref.session_id) ? absl::OkStatus() : absl::NotFoundError("no such session");
+  }
+  absl::Status ResetSession(const SandboxRef& ref) override {
+    codemode::MutexLock lock(&mu_);
+    resets_.push_back(ref.session_id);
+    return live_.count(ref.session_id) ? absl::OkStatus() : absl::NotFoundError("no such session");
+  }
+  absl::StatusOr<sandbox::v1::Finished> Execute(const SandboxRef& ref, const std::string& code,
+                                                uint32_t timeout_ms,
+                                                const sandbox::v1::Catalog* catalog,
+                                                const ExecuteHandlers& handlers,
+                                                std::shared_ptr<codemode::CancelToken> cancel) override {
+    Execution e{ref.session_id, code, timeout_ms, catalog != nullptr, catalog ? *catalog : sandbox::v1::Catalog()};
+    Script run;
+    {
+      codemode::MutexLock lock(&mu_);
+      executions_.push_back(e);
+      if (!live_.count(ref.session_id)) {
+        return absl::NotFoundError(absl::StrCat("session ", ref.session_id, " not found"));
+      }
+      if (catalog) catalogs_[ref.session_id] = *catalog;
+      run = script_;
+    }
+    absl::StatusOr<sandbox::v1::Finished> f = run ? run(e, handlers, cancel) : PrintCode(e);
+    if (handlers.on_stream_end) handlers.on_stream_end();
+    return f;
+  }
+
+  // The container of `session_id` died: sandboxd no longer knows it.
+  void Lose(const std::string& session_id) {
+    codemode::MutexLock lock(&mu_);
+    live_.erase(session_id);
+  }
+  void SetScript(Script s) {
+    codemode::MutexLock lock(&mu_);
+    script_ = std::move(s);
+  }
+
+  struct Creation {
+    std::string owner, label, session_id;
+  };
+  std::vector<Creation> creations() {
+    codemode::MutexLock lock(&mu_);
+    return creations_;
+  }
+  std::vector<Execution> executions() {
+    codemode::MutexLock lock(&mu_);
+    return executions_;
+  }
+  std::vector<std::string> deleted() {
+    codemode::MutexLock lock(&mu_);
+    return deleted_;
+  }
+  std::vector<std::string> resets() {
+    codemode::MutexLock lock(&mu_);
+    return resets_;
+  }
+  std::set<std::string> live() {
+    codemode::MutexLock lock(&mu_);
+    return live_;
+  }
+  sandbox::v1::Catalog catalog_of(const std::string& session_id) {
+    codemode::MutexLock lock(&mu_);
+    return catalogs_[session_id];
+  }
+
+  // Set before use (not guarded).
+  absl::Status create_error = absl::OkStatus();
+  std::function<void()> before_create;  // runs outside the fake's lock
+
+  static sandbox::v1::Finished PrintCode(const Execution& e) {
+    sandbox::v1::Finished f;
+    f.set_status(sandbox::v1::Finished::OK);
+    f.set_stdout(absl::StrCat(e.session_id, ": ", e.code, "\n"));
+    return f;
+  }
+
+ private:
+  codemode::Mutex mu_;
+  int created_ ABSL_GUARDED_BY(mu_) = 0;
+  std::set<std::string> live_ ABSL_GUARDED_BY(mu_);
+  std::vector<Creation> creations_ ABSL_GUARDED_BY(mu_);
+  std::vector<Execution> executions_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> deleted_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> resets_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, sandbox::v1::Catalog> catalogs_ ABSL_GUARDED_BY(mu_);
+  Script script_ ABSL_GUARDED_BY(mu_);
+};
+
+class FakeUpstreams : public Upstreams {
+ public:
+  struct Call {
+    std::string server, tool;
+    nlohmann::json arguments;
+    CallOptions options;
+  };
+  // Answers a call; by default {"content":[{"type":"text","text":"server.tool"}]}.
+  using Answer = std::function<absl::StatusOr<nlohmann::json>(const Call&)>;
+
+  std::vector<UpstreamStatus> Snapshot() const override {
+    codemode::MutexLock lock(&mu_);
+    return servers_;
+  }
+  uint64_t catalog_version() const override { return version_.load(); }
+  absl::StatusOr<nlohmann::json> CallTool(const std::string& server, const std::string& tool,
+                                          const nlohmann::json& arguments,
+                                          const CallOptions& options) override {
+    Call c{server, tool, arguments, options};
+    Answer answer;
+    {
+      codemode::MutexLock lock(&mu_);
+      calls_.push_back(c);
+      answer = answer_;
+    }
+    if (answer) return answer(c);
+    return nlohmann::json{{"content", {{{"type", "text"}, {"text", server + "." + tool}}}}};
+  }
+
+  // Replaces the servers and bumps the catalog version.
+  void SetServers(std::vector<UpstreamStatus> servers) {
+    codemode::MutexLock lock(&mu_);
+    servers_ = std::move(servers);
+    ++version_;
+  }
+  void SetAnswer(Answer a) {
+    codemode::MutexLock lock(&mu_);
+    answer_ = std::move(a);
+  }
+  std::vector<Call> calls() {
+    codemode::MutexLock lock(&mu_);
+    return calls_;
+  }
+
+ private:
+  mutable codemode::Mutex mu_;
+  std::vector<UpstreamStatus> servers_ ABSL_GUARDED_BY(mu_);
+  std::atomic<uint64_t> version_{1};
+  std::vector<Call> calls_ ABSL_GUARDED_BY(mu_);
+  Answer answer_ ABSL_GUARDED_BY(mu_);
+};
+
+// A connected server with tools named `tools`, each taking an optional "q".
+inline UpstreamStatus Server(const std::string& name, std::vector<std::string> tools,
+                             bool connected = true) {
+  UpstreamStatus s;
+  s.name = name;
+  s.connected = connected;
+  if (!connected) s.error = "connect: Connection refused";
+  for (const auto& t : tools) {
+    UpstreamTool tool;
+    tool.name = t;
+    tool.description = "Does " + t + ".";
+    tool.input_schema = {{"type", "object"}, {"properties", {{"q", {{"type", "string"}}}}}};
+    s.tools.push_back(tool);
+  }
+  return s;
+}
+
+// A tool call as sandboxd relays it.
+inline sandbox::v1::ToolCall ToolCallOf(const std::string& server, const std::string& tool,
+                                        const std::string& arguments_json,
+                                        const std::string& id = "c1") {
+  sandbox::v1::ToolCall c;
+  c.set_call_id(id);
+  c.set_server(server);
+  c.set_tool(tool);
+  c.set_arguments_json(arguments_json);
+  return c;
+}
+
+}  // namespace gateway::testing

@@ -1,0 +1,132 @@
+// Unit tests of run_arguments.h: every field of run_python's arguments is checked and a
+// bad one is named in an INVALID_ARGUMENT; the allowlist follows `servers`.
+#include "bridge/run_arguments.h"
+
+#include "bridge_fakes.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gateway {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+using testing::Server;
+
+const std::vector<UpstreamStatus> kUpstreams = {Server("github", {"search"}),
+                                                Server("down", {}, false)};
+constexpr RunLimits kLimits{30, 300};
+
+absl::Status ErrorOf(const json& args) {
+  return ParseRunArguments(args, kUpstreams, kLimits).status();
+}
+
+TEST(ParseRunArgumentsTest, DefaultsForEverythingButCode) {
+  absl::StatusOr<RunArguments> run = ParseRunArguments({{"code", "print(1)"}}, kUpstreams, kLimits);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->code, "print(1)");
+  EXPECT_EQ(run->timeout_seconds, 30);
+  EXPECT_EQ(run->session, "default");
+  EXPECT_FALSE(run->reset);
+  EXPECT_TRUE(run->servers.Allows("github"));
+  EXPECT_TRUE(run->servers.Allows("anything"));
+}
+
+TEST(ParseRunArgumentsTest, EveryFieldIsRead) {
+  absl::StatusOr<RunArguments> run = ParseRunArguments(
+      {{"code", "x"}, {"timeout_seconds", 2.5}, {"session", "side-1_B"}, {"reset", true},
+       {"servers", {"github"}}},
+      kUpstreams, kLimits);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->timeout_seconds, 2.5);
+  EXPECT_EQ(run->session, "side-1_B");
+  EXPECT_TRUE(run->reset);
+  EXPECT_TRUE(run->servers.Allows("github"));
+  EXPECT_FALSE(run->servers.Allows("down"));
+}
+
+TEST(ParseRunArgumentsTest, NullMeansAbsent) {
+  for (const char* field : {"timeout_seconds", "session", "reset", "servers"}) {
+    json args = {{"code", "x"}, {field, nullptr}};
+    absl::StatusOr<RunArguments> run = ParseRunArguments(args, kUpstreams, kLimits);
+    ASSERT_TRUE(run.ok()) << field << ": " << run.status();
+    EXPECT_EQ(run->session, "default") << field;
+    EXPECT_TRUE(run->servers.Allows("down")) << field;
+  }
+}
+
+TEST(ParseRunArgumentsTest, CodeMustBeANonEmptyString) {
+  for (const json& args : {json::object(), json{{"code", ""}}, json{{"code", 42}},
+                           json{{"code", nullptr}}, json{{"code", {"print(1)"}}}}) {
+    absl::Status s = ErrorOf(args);
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << args.dump();
+    EXPECT_THAT(std::string(s.message()), HasSubstr("'code'")) << args.dump();
+  }
+  EXPECT_TRUE(absl::IsInvalidArgument(ErrorOf(json::array({"code"}))));
+  EXPECT_TRUE(absl::IsInvalidArgument(ErrorOf("print(1)")));
+}
+
+TEST(ParseRunArgumentsTest, UnknownArgumentsAreNamed) {
+  absl::Status s = ErrorOf({{"code", "x"}, {"cwd", "/"}});
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("'cwd'"));
+}
+
+TEST(ParseRunArgumentsTest, TimeoutMustBeWithinTheOperatorsBound) {
+  for (const json& t : {json(0), json(-1), json(300.5), json(1e308), json("10"), json(true)}) {
+    absl::Status s = ErrorOf({{"code", "x"}, {"timeout_seconds", t}});
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << t.dump();
+    EXPECT_THAT(std::string(s.message()), HasSubstr("(0, 300]")) << t.dump();
+  }
+  EXPECT_TRUE(ParseRunArguments({{"code", "x"}, {"timeout_seconds", 300}}, kUpstreams, kLimits).ok());
+}
+
+TEST(ParseRunArgumentsTest, SessionNamesAreShortAndPlain) {
+  for (const json& n : {json(""), json(std::string(65, 'a')), json("a b"), json("../x"),
+                        json("a\x1f" "b"), json("é"), json(7)}) {
+    absl::Status s = ErrorOf({{"code", "x"}, {"session", n}});
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << n.dump();
+    EXPECT_THAT(std::string(s.message()), HasSubstr("'session'"));
+  }
+  EXPECT_TRUE(ParseRunArguments({{"code", "x"}, {"session", std::string(64, 'a')}}, kUpstreams,
+                                kLimits)
+                  .ok());
+}
+
+TEST(ParseRunArgumentsTest, ResetMustBeABoolean) {
+  absl::Status s = ErrorOf({{"code", "x"}, {"reset", "yes"}});
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("'reset'"));
+}
+
+TEST(ParseRunArgumentsTest, ServersMustNameConfiguredServers) {
+  EXPECT_THAT(std::string(ErrorOf({{"code", "x"}, {"servers", "github"}}).message()),
+              HasSubstr("array of server names"));
+  EXPECT_THAT(std::string(ErrorOf({{"code", "x"}, {"servers", {"github", 1}}}).message()),
+              HasSubstr("array of server names"));
+  EXPECT_THAT(std::string(ErrorOf({{"code", "x"}, {"servers", {"gitlab"}}}).message()),
+              HasSubstr("unknown server 'gitlab'"));
+  absl::StatusOr<RunArguments> down =
+      ParseRunArguments({{"code", "x"}, {"servers", {"down"}}}, kUpstreams, kLimits);
+  ASSERT_TRUE(down.ok()) << "a configured server that is down may be named";
+}
+
+TEST(ParseRunArgumentsTest, AnEmptyServerListAllowsNothing) {
+  absl::StatusOr<RunArguments> run =
+      ParseRunArguments({{"code", "x"}, {"servers", json::array()}}, kUpstreams, kLimits);
+  ASSERT_TRUE(run.ok());
+  EXPECT_FALSE(run->servers.Allows("github"));
+  EXPECT_FALSE(run->servers.Allows(""));
+}
+
+TEST(ServerAllowlistTest, KeysTellSetsApart) {
+  std::set<std::string> keys = {ServerAllowlist::All().Key(), ServerAllowlist::Only({}).Key(),
+                                ServerAllowlist::Only({"a"}).Key(),
+                                ServerAllowlist::Only({"a", "b"}).Key(),
+                                ServerAllowlist::Only({"a,b"}).Key()};
+  EXPECT_EQ(keys.size(), 5u);
+  EXPECT_EQ(ServerAllowlist::Only({"b", "a"}).Key(), ServerAllowlist::Only({"a", "b"}).Key());
+}
+
+}  // namespace
+}  // namespace gateway

@@ -1,0 +1,129 @@
+// Unit tests of run_result.h: the text the model reads (sections, clipping, notes) and the
+// structured twin that matches the outputSchema.
+#include "bridge/run_result.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gateway {
+namespace {
+
+using nlohmann::json;
+using sandbox::v1::Finished;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+Finished Ok(const std::string& out) {
+  Finished f;
+  f.set_status(Finished::OK);
+  f.set_stdout(out);
+  f.set_duration_ms(12);
+  return f;
+}
+
+std::string TextOf(const json& result) { return result["content"][0]["text"]; }
+
+TEST(ClipTest, KeepsHeadAndTail) {
+  EXPECT_EQ(Clip("short", 10), "short");
+  std::string clipped = Clip(std::string(600, 'h') + std::string(400, 't'), 300);
+  EXPECT_THAT(clipped, HasSubstr("[... 700 bytes omitted ...]"));
+  EXPECT_EQ(clipped.substr(0, 200), std::string(200, 'h'));
+  EXPECT_EQ(clipped.substr(clipped.size() - 100), std::string(100, 't'));
+}
+
+TEST(FormatRunResultTest, OutputResultAndStructuredContent) {
+  Finished f = Ok("hello\n");
+  f.set_stderr("warning");
+  f.set_result_repr("42");
+  RunReport report;
+  report.session = "side";
+  json r = FormatRunResult(f, report, 64 * 1024);
+  EXPECT_EQ(TextOf(r), "hello\n[stderr]\nwarning\n[result] 42\n");
+  EXPECT_EQ(r["isError"], false);
+  const json& s = r["structuredContent"];
+  EXPECT_EQ(s["status"], "ok");
+  EXPECT_EQ(s["stdout"], "hello\n");
+  EXPECT_EQ(s["result"], "42");
+  EXPECT_TRUE(s["error"].is_null());
+  EXPECT_EQ(s["duration_ms"], 12);
+  EXPECT_EQ(s["session"], "side");
+  EXPECT_TRUE(s["note"].is_null());
+  const json schema = RunResultSchema();
+  for (const auto& field : schema["required"]) {
+    EXPECT_TRUE(s.contains(field.get<std::string>())) << field;
+  }
+  for (const auto& [field, _] : s.items()) {
+    EXPECT_TRUE(schema["properties"].contains(field)) << "undeclared " << field;
+  }
+}
+
+TEST(FormatRunResultTest, NoOutputSaysSo) {
+  EXPECT_EQ(TextOf(FormatRunResult(Ok(""), {}, 1024)), "(no output)");
+}
+
+TEST(FormatRunResultTest, ErrorsShowTypeMessageAndTraceback) {
+  Finished f = Ok("");
+  f.set_status(Finished::TIMEOUT);
+  f.mutable_error()->set_type("TimeoutError");
+  f.mutable_error()->set_message("execution exceeded 1 s");
+  f.mutable_error()->set_traceback("Traceback: line 1\n");
+  json r = FormatRunResult(f, {}, 1024);
+  EXPECT_EQ(r["isError"], true);
+  EXPECT_EQ(TextOf(r), "[timeout] TimeoutError: execution exceeded 1 s\nTraceback: line 1\n");
+  EXPECT_EQ(r["structuredContent"]["status"], "timeout");
+  EXPECT_EQ(r["structuredContent"]["error"]["type"], "TimeoutError");
+}
+
+TEST(FormatRunResultTest, LongOutputIsClippedWithinTheBound) {
+  Finished f = Ok(std::string(100000, 'o'));
+  f.set_stderr(std::string(100000, 'e'));
+  f.set_output_truncated(true);
+  std::string text = TextOf(FormatRunResult(f, {}, 8192));
+  EXPECT_LT(text.size(), 8192u);
+  EXPECT_THAT(text, HasSubstr("bytes omitted"));
+  EXPECT_THAT(text, HasSubstr("[note] output was truncated"));
+  EXPECT_EQ(FormatRunResult(f, {}, 8192)["structuredContent"]["stdout"].get<std::string>().size(),
+            100000u)
+      << "structured content keeps what sandboxd sent (sandboxd caps it)";
+}
+
+TEST(FormatRunResultTest, NotesAndToolCallTotals) {
+  RunReport report;
+  report.session_reset = true;
+  report.notes = {"the previous sandbox session was lost"};
+  report.calls.total = 250;
+  report.calls.failed = 3;
+  for (int i = 0; i < 100; ++i) report.calls.listed.push_back({{"server", "s"}});
+  json r = FormatRunResult(Ok("x"), report, 1024);
+  EXPECT_THAT(TextOf(r), HasSubstr("[note] the previous sandbox session was lost\n"));
+  EXPECT_THAT(TextOf(r), HasSubstr("[note] 250 tool calls (3 failed); tool_calls lists the first 100"));
+  const json& s = r["structuredContent"];
+  EXPECT_EQ(s["tool_calls_total"], 250);
+  EXPECT_EQ(s["tool_calls_failed"], 3);
+  EXPECT_EQ(s["tool_calls"].size(), 100u);
+  EXPECT_EQ(s["session_reset"], true);
+  EXPECT_THAT(s["note"].get<std::string>(), HasSubstr("lost; 250 tool calls"));
+}
+
+TEST(FormatRunResultTest, AllCallsListedNeedNoNote) {
+  RunReport report;
+  report.calls.total = 1;
+  report.calls.listed.push_back({{"server", "s"}});
+  EXPECT_THAT(TextOf(FormatRunResult(Ok("x"), report, 1024)), Not(HasSubstr("[note]")));
+}
+
+TEST(FormatRunErrorTest, IsAnErrorResultWithTheSameShape) {
+  json r = FormatRunError("sandboxd is unavailable", "default");
+  EXPECT_EQ(r["isError"], true);
+  EXPECT_EQ(TextOf(r), "[error] sandboxd is unavailable");
+  const json& s = r["structuredContent"];
+  EXPECT_EQ(s["error"]["type"], "SandboxUnavailable");
+  EXPECT_EQ(s["session"], "default");
+  const json schema = RunResultSchema();
+  for (const auto& field : schema["required"]) {
+    EXPECT_TRUE(s.contains(field.get<std::string>())) << field;
+  }
+}
+
+}  // namespace
+}  // namespace gateway

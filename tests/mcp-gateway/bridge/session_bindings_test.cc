@@ -1,0 +1,120 @@
+// Unit tests of session_bindings.h: one sandbox session per (MCP session, name), created
+// once even by concurrent first runs, bounded per MCP session, deleted when the MCP
+// session closes, also while it is being created.
+#include "bridge/session_bindings.h"
+
+#include <thread>
+
+#include "bridge_fakes.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gateway {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::UnorderedElementsAre;
+using testing::FakeSandboxes;
+using Binding = SessionBindings::Binding;
+
+class SessionBindingsTest : public ::testing::Test {
+ protected:
+  // Registers and opens (mcp, name); returns its binding.
+  std::shared_ptr<Binding> Open(const std::string& mcp, const std::string& name) {
+    absl::StatusOr<std::shared_ptr<Binding>> b = bindings_.FindOrRegister(mcp, name);
+    EXPECT_TRUE(b.ok()) << b.status();
+    codemode::MutexLock lock(&(*b)->run_mu);
+    absl::Status s = bindings_.Open(**b, mcp, name, {}, "v1");
+    EXPECT_TRUE(s.ok()) << s;
+    return *b;
+  }
+
+  FakeSandboxes sandboxes_;
+  SessionBindings bindings_{&sandboxes_, 3};
+};
+
+TEST_F(SessionBindingsTest, OneSandboxSessionPerMcpSessionAndName) {
+  std::shared_ptr<Binding> a = Open("mcp-1", "default");
+  EXPECT_EQ(Open("mcp-1", "default"), a) << "found again, not created again";
+  std::shared_ptr<Binding> b = Open("mcp-1", "side");
+  std::shared_ptr<Binding> c = Open("mcp-2", "default");
+  EXPECT_NE(a->ref().session_id, b->ref().session_id);
+  EXPECT_NE(a->ref().session_id, c->ref().session_id);
+  ASSERT_EQ(sandboxes_.creations().size(), 3u);
+  EXPECT_EQ(sandboxes_.creations()[0].owner, "mcp:mcp-1");
+  EXPECT_EQ(sandboxes_.creations()[1].label, "side");
+  codemode::MutexLock lock(&a->run_mu);
+  EXPECT_EQ(a->catalog_key, "v1");
+}
+
+TEST_F(SessionBindingsTest, ConcurrentFirstRunsCreateOneSession) {
+  std::vector<std::thread> runs;
+  for (int i = 0; i < 8; ++i) runs.emplace_back([&] { Open("mcp-1", "default"); });
+  for (auto& t : runs) t.join();
+  EXPECT_EQ(sandboxes_.creations().size(), 1u);
+}
+
+TEST_F(SessionBindingsTest, NamesPerMcpSessionAreBounded) {
+  Open("mcp-1", "a");
+  Open("mcp-1", "b");
+  Open("mcp-1", "c");
+  absl::StatusOr<std::shared_ptr<Binding>> d = bindings_.FindOrRegister("mcp-1", "d");
+  EXPECT_TRUE(absl::IsResourceExhausted(d.status())) << d.status();
+  EXPECT_TRUE(bindings_.FindOrRegister("mcp-1", "a").ok()) << "existing names still work";
+  EXPECT_TRUE(bindings_.FindOrRegister("mcp-2", "a").ok()) << "other MCP sessions are not affected";
+  EXPECT_TRUE(bindings_.FindOrRegister("mcp-1x", "a").ok()) << "a key prefix is another session";
+}
+
+TEST_F(SessionBindingsTest, CreationFailureLeavesTheBindingUnopened) {
+  sandboxes_.create_error = absl::UnavailableError("sandboxd is unavailable");
+  absl::StatusOr<std::shared_ptr<Binding>> b = bindings_.FindOrRegister("mcp-1", "default");
+  ASSERT_TRUE(b.ok());
+  {
+    codemode::MutexLock lock(&(*b)->run_mu);
+    EXPECT_TRUE(absl::IsUnavailable(bindings_.Open(**b, "mcp-1", "default", {}, "v1")));
+  }
+  sandboxes_.create_error = absl::OkStatus();
+  codemode::MutexLock lock(&(*b)->run_mu);
+  EXPECT_TRUE(bindings_.Open(**b, "mcp-1", "default", {}, "v1").ok()) << "the next run creates it";
+}
+
+TEST_F(SessionBindingsTest, CloseDeletesOnlyThatMcpSessionsSandboxes) {
+  std::string a = Open("mcp-1", "default")->ref().session_id;
+  std::string b = Open("mcp-1", "side")->ref().session_id;
+  std::string other = Open("mcp-10", "default")->ref().session_id;
+  bindings_.Close("mcp-1");
+  EXPECT_THAT(sandboxes_.deleted(), UnorderedElementsAre(a, b));
+  EXPECT_THAT(sandboxes_.live(), ElementsAre(other));
+  Open("mcp-1", "default");
+  EXPECT_EQ(sandboxes_.creations().size(), 4u) << "a new run after close starts afresh";
+}
+
+TEST_F(SessionBindingsTest, CloseDuringCreationDeletesTheNewSession) {
+  absl::StatusOr<std::shared_ptr<Binding>> b = bindings_.FindOrRegister("mcp-1", "default");
+  ASSERT_TRUE(b.ok());
+  sandboxes_.before_create = [&] { bindings_.Close("mcp-1"); };  // the client hangs up meanwhile
+  codemode::MutexLock lock(&(*b)->run_mu);
+  absl::Status s = bindings_.Open(**b, "mcp-1", "default", {}, "v1");
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_TRUE(sandboxes_.live().empty()) << "no sandbox session outlives its MCP session";
+}
+
+TEST_F(SessionBindingsTest, ForgetDropsOnlyTheSameBinding) {
+  std::shared_ptr<Binding> old = Open("mcp-1", "default");
+  bindings_.Forget("mcp-1", "default", old);
+  std::shared_ptr<Binding> fresh = Open("mcp-1", "default");
+  EXPECT_NE(fresh, old);
+  bindings_.Forget("mcp-1", "default", old);  // a late Forget of the old one
+  EXPECT_EQ(Open("mcp-1", "default"), fresh);
+}
+
+TEST_F(SessionBindingsTest, CloseAllDeletesEverything) {
+  Open("mcp-1", "default");
+  Open("mcp-2", "default");
+  bindings_.CloseAll();
+  EXPECT_TRUE(sandboxes_.live().empty());
+  EXPECT_EQ(sandboxes_.deleted().size(), 2u);
+}
+
+}  // namespace
+}  // namespace gateway

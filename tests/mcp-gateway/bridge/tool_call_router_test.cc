@@ -1,0 +1,155 @@
+// Unit tests of tool_call_router.h: the allowlist, untrusted arguments, upstream errors
+// and isError results, the call statistics and upstream progress relayed as run progress.
+#include "bridge/tool_call_router.h"
+
+#include <thread>
+
+#include "bridge_fakes.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gateway {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+using testing::FakeUpstreams;
+using testing::ToolCallOf;
+
+struct Progress {
+  std::vector<double> steps;
+  std::vector<std::string> messages;
+  RunProgress::Sink Sink() {
+    return [this](double p, std::optional<double>, const std::string& m) {
+      steps.push_back(p);
+      messages.push_back(m);
+    };
+  }
+};
+
+class ToolCallRouterTest : public ::testing::Test {
+ protected:
+  FakeUpstreams upstreams_;
+  Progress seen_;
+  RunProgress progress_{seen_.Sink()};
+  std::shared_ptr<codemode::CancelToken> cancel_ = std::make_shared<codemode::CancelToken>();
+};
+
+TEST_F(ToolCallRouterTest, ForwardsTheCallAndItsResult) {
+  upstreams_.SetAnswer([](const FakeUpstreams::Call& c) -> absl::StatusOr<json> {
+    return json{{"content", {{{"type", "text"}, {"text", c.arguments["q"]}}}}};
+  });
+  ToolCallRouter router(&upstreams_, ServerAllowlist::All(), &progress_);
+  sandbox::v1::ToolResult r =
+      router.Route(ToolCallOf("github", "search", R"({"q":"mcp"})", "call-7"), cancel_);
+  EXPECT_EQ(r.call_id(), "call-7");
+  ASSERT_TRUE(r.has_result_json()) << r.error();
+  EXPECT_EQ(json::parse(r.result_json())["content"][0]["text"], "mcp");
+  ASSERT_EQ(upstreams_.calls().size(), 1u);
+  EXPECT_EQ(upstreams_.calls()[0].server, "github");
+  EXPECT_EQ(upstreams_.calls()[0].options.cancel, cancel_) << "cancelling the run cancels the call";
+  ToolCallStats stats = router.stats();
+  EXPECT_EQ(stats.total, 1u);
+  EXPECT_EQ(stats.failed, 0u);
+  EXPECT_EQ(stats.listed[0]["tool"], "search");
+  EXPECT_EQ(stats.listed[0]["ok"], true);
+}
+
+TEST_F(ToolCallRouterTest, ServersOutsideTheAllowlistAreNeverCalled) {
+  ToolCallRouter router(&upstreams_, ServerAllowlist::Only({"memory"}), &progress_);
+  sandbox::v1::ToolResult r = router.Route(ToolCallOf("github", "search", "{}", "c9"), cancel_);
+  EXPECT_EQ(r.call_id(), "c9");
+  EXPECT_THAT(r.error(), HasSubstr("server 'github' is not allowed in this run"));
+  EXPECT_TRUE(upstreams_.calls().empty());
+  EXPECT_EQ(router.stats().failed, 1u);
+}
+
+TEST_F(ToolCallRouterTest, HostileArgumentsAreRefusedBeforeAnyUpstreamSeesThem) {
+  ToolCallRouter router(&upstreams_, ServerAllowlist::All(), &progress_);
+  std::string deep(100000, '[');
+  for (const std::string& args : {std::string("{not json"), deep, std::string("[1,2]"),
+                                  std::string("\"text\""), std::string("{\"a\":\"\xff\"}")}) {
+    sandbox::v1::ToolResult r = router.Route(ToolCallOf("github", "search", args), cancel_);
+    EXPECT_FALSE(r.error().empty()) << args.substr(0, 20);
+    EXPECT_THAT(r.error(), HasSubstr("github.search: ")) << args.substr(0, 20);
+  }
+  EXPECT_TRUE(upstreams_.calls().empty());
+  EXPECT_EQ(router.stats().failed, 5u);
+}
+
+TEST_F(ToolCallRouterTest, UpstreamFailuresAndIsErrorResultsCountAsFailed) {
+  upstreams_.SetAnswer([](const FakeUpstreams::Call& c) -> absl::StatusOr<json> {
+    if (c.tool == "down") return absl::UnavailableError("the server is not connected");
+    return json{{"content", json::array()}, {"isError", true}};
+  });
+  ToolCallRouter router(&upstreams_, ServerAllowlist::All(), &progress_);
+  sandbox::v1::ToolResult down = router.Route(ToolCallOf("s", "down", "{}"), cancel_);
+  EXPECT_EQ(down.error(), "s.down: the server is not connected");
+  sandbox::v1::ToolResult is_error = router.Route(ToolCallOf("s", "bad", "{}"), cancel_);
+  EXPECT_TRUE(is_error.has_result_json()) << "the sandbox raises ToolError from the result";
+  ToolCallStats stats = router.stats();
+  EXPECT_EQ(stats.total, 2u);
+  EXPECT_EQ(stats.failed, 2u);
+  EXPECT_EQ(stats.listed[1]["ok"], false);
+}
+
+TEST_F(ToolCallRouterTest, ListsTheFirstCallsAndCountsAllFromManyThreads) {
+  ToolCallRouter router(&upstreams_, ServerAllowlist::All(), &progress_);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 100; ++i) router.Route(ToolCallOf("s", "t", "{}"), cancel_);
+    });
+  }
+  for (auto& t : threads) t.join();
+  ToolCallStats stats = router.stats();
+  EXPECT_EQ(stats.total, 400u);
+  EXPECT_EQ(stats.failed, 0u);
+  EXPECT_EQ(stats.listed.size(), ToolCallRouter::kListedCalls);
+}
+
+TEST_F(ToolCallRouterTest, UpstreamProgressBecomesRunProgress) {
+  upstreams_.SetAnswer([](const FakeUpstreams::Call& c) -> absl::StatusOr<json> {
+    c.options.on_progress({{"progress", 1}, {"total", 4}, {"message", "fetching"}});
+    c.options.on_progress({{"progress", "x"}, {"message", 3}});  // wrong types: no throw
+    return json{{"content", json::array()}};
+  });
+  ToolCallRouter router(&upstreams_, ServerAllowlist::All(), &progress_);
+  router.Route(ToolCallOf("web", "fetch", "{}"), cancel_);
+  ASSERT_EQ(seen_.messages.size(), 2u);
+  EXPECT_EQ(seen_.messages[0], "web.fetch: fetching (1/4)\n");
+  EXPECT_EQ(seen_.messages[1], "web.fetch: progress\n");
+  EXPECT_EQ(seen_.steps, (std::vector<double>{1, 2}));
+}
+
+TEST(RunProgressTest, StepsStrictlyIncreaseAcrossThreads) {
+  std::vector<double> steps;
+  RunProgress progress([&](double p, std::optional<double>, const std::string&) {
+    steps.push_back(p);  // the sink runs under RunProgress's lock
+  });
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 250; ++i) progress.Report("x");
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(steps.size(), 1000u);
+  for (size_t i = 1; i < steps.size(); ++i) ASSERT_LT(steps[i - 1], steps[i]);
+}
+
+TEST(RunProgressTest, NoSinkNoProgress) {
+  RunProgress progress(nullptr);
+  progress.Report("nobody listens");  // must not crash
+}
+
+TEST(UpstreamProgressMessageTest, UsesOnlyFieldsOfTheRightType) {
+  EXPECT_EQ(UpstreamProgressMessage("a.b", json::object()), "a.b: progress");
+  EXPECT_EQ(UpstreamProgressMessage("a.b", {{"progress", 0.5}}), "a.b: progress (0.5)");
+  EXPECT_EQ(UpstreamProgressMessage("a.b", {{"progress", 2}, {"total", "many"}}),
+            "a.b: progress (2)");
+  EXPECT_EQ(UpstreamProgressMessage("a.b", {{"total", 9}, {"message", "m"}}), "a.b: m");
+}
+
+}  // namespace
+}  // namespace gateway
