@@ -9,11 +9,8 @@
 #include <filesystem>
 #include <thread>
 
-#include "base/allocator.h"
 #include "base/daemon.h"
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
@@ -62,7 +59,6 @@ ABSL_FLAG(uint32_t, default_timeout_seconds, 30, "run_python timeout when none i
 ABSL_FLAG(uint32_t, max_timeout_seconds, 300, "Largest run_python timeout a client may ask for.");
 ABSL_FLAG(absl::Duration, startup_wait, absl::Seconds(10),
           "How long to wait for upstreams to connect before serving (they keep connecting after).");
-ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error.");
 ABSL_FLAG(uint32_t, max_mcp_sessions, 256,
           "MCP sessions the HTTP transport holds at once; more initializes get 503.");
 ABSL_FLAG(uint32_t, max_mcp_sessions_per_credential, 64,
@@ -253,11 +249,9 @@ absl::StatusOr<std::unique_ptr<gateway::ServerTransport>> StartTransport(
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  codemode::StartMain(
+      argc, argv, "mcp-gateway",
       "mcp-gateway: one MCP tool, run_python, whose code calls your MCP servers' tools.");
-  codemode::ReturnLargeBlocksToTheSystem();
-  absl::ParseCommandLine(argc, argv);
-  codemode::InitLogging("mcp-gateway", absl::GetFlag(FLAGS_log_level));
   codemode::ShutdownSignal shutdown;  // before any thread starts
 
   absl::StatusOr<std::vector<gateway::UpstreamConfig>> configs = LoadConfigs();

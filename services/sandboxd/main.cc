@@ -12,11 +12,8 @@
 #include <filesystem>
 #include <thread>
 
-#include "base/allocator.h"
 #include "base/daemon.h"
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "grpc/health/v1/health.pb.h"
@@ -79,7 +76,6 @@ ABSL_FLAG(std::vector<std::string>, pass_env, {},
           "Names of host environment variables copied into every container, comma-separated.");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "On SIGTERM, how long running calls may take to finish before they are cancelled.");
-ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error.");
 ABSL_FLAG(bool, self_check, false,
           "Check that this machine can run sandboxes with these flags, then exit: start one "
           "session (a private state directory, no socket), run print(1), delete it. Exit "
@@ -307,14 +303,11 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  codemode::StartMain(
+      argc, argv, "sandboxd",
       "sandboxd: persistent Python sessions in hardened Podman containers, over gRPC.");
-  codemode::ReturnLargeBlocksToTheSystem();
-  absl::ParseCommandLine(argc, argv);
   const sandboxd::SystemdNotifier notifier;  // takes NOTIFY_SOCKET out of the environment
-
-  codemode::InitLogging("sandboxd", absl::GetFlag(FLAGS_log_level));
-  codemode::ShutdownSignal shutdown;  // before any thread starts
+  codemode::ShutdownSignal shutdown;         // before any thread starts
 
   absl::StatusOr<sandboxd::ManagerOptions> options = OptionsFromFlags();
   if (!options.ok()) {

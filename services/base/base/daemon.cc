@@ -3,11 +3,24 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "base/allocator.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
 
+ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error.");
+
 namespace codemode {
+
+void StartMain(int argc, char** argv, const std::string& name, const std::string& usage) {
+  absl::SetProgramUsageMessage(usage);
+  ReturnLargeBlocksToTheSystem();
+  absl::ParseCommandLine(argc, argv);
+  InitLogging(name, absl::GetFlag(FLAGS_log_level));
+}
 
 void InitLogging(const std::string& name, const std::string& level) {
   spdlog::set_default_logger(spdlog::stderr_logger_mt(name));

@@ -1,8 +1,8 @@
-// What both services' main() do the same way: logs on stderr (journald picks them up; for
-// a stdio MCP server stdout carries the protocol only) and shutdown on SIGTERM/SIGINT
-// taken synchronously by the main thread.
+// What both services' main() do the same way: the command line (with --log_level), logs
+// on stderr (journald picks them up; for a stdio MCP server stdout carries the protocol
+// only) and shutdown on SIGTERM/SIGINT taken synchronously by the main thread.
 //
-//   codemode::InitLogging("sandboxd", absl::GetFlag(FLAGS_log_level));
+//   codemode::StartMain(argc, argv, "sandboxd", "sandboxd: what it is, for --help");
 //   codemode::ShutdownSignal shutdown;   // before any thread starts
 //   ... start serving; a transport that ends by itself calls shutdown.Request("stdin closed")
 //   spdlog::info("{}: shutting down", shutdown.Wait());
@@ -15,6 +15,10 @@
 #include "base/mutex.h"
 
 namespace codemode {
+
+// The start of main(): the allocator set-up (allocator.h), the flags (`usage` is the
+// first line of --help), then InitLogging(name, --log_level). Starts no thread.
+void StartMain(int argc, char** argv, const std::string& name, const std::string& usage);
 
 // Logs of every level from `level` up go to stderr through spdlog's default logger.
 void InitLogging(const std::string& name, const std::string& level);

@@ -57,14 +57,10 @@ std::vector<UpstreamTool> ParseTools(const std::string& server, const json& resu
 }
 
 McpClient::McpClient(UpstreamConfig config, UpstreamOptions options, Handlers handlers)
-    : config_(std::move(config)), options_(std::move(options)), handlers_(std::move(handlers)) {
+    : config_(std::move(config)), options_(std::move(options)) {
   auto transport = MakeTransport(config_, options_);
   transport_ = transport.get();
-  JsonRpcClient::Handlers rpc_handlers;
-  rpc_handlers.on_tools_list_changed = handlers_.on_tools_changed;
-  rpc_handlers.on_disconnected = handlers_.on_disconnected;
-  rpc_ = std::make_unique<JsonRpcClient>(config_.name, std::move(transport),
-                                         std::move(rpc_handlers));
+  rpc_ = std::make_unique<JsonRpcClient>(config_.name, std::move(transport), std::move(handlers));
 }
 
 McpClient::~McpClient() { Close(); }

@@ -27,12 +27,9 @@ namespace gateway {
 
 class McpClient {
  public:
-  struct Handlers {
-    // The server said its tool list changed (runs on a transport thread: refresh elsewhere).
-    std::function<void()> on_tools_changed;
-    // The connection dropped (runs on a transport thread).
-    std::function<void(const std::string& reason)> on_disconnected;
-  };
+  // The server said its tool list changed, or the connection dropped (both run on a
+  // transport thread: refresh elsewhere).
+  using Handlers = JsonRpcClient::Handlers;
 
   McpClient(UpstreamConfig config, UpstreamOptions options, Handlers handlers);
   ~McpClient();  // Close()s
@@ -63,7 +60,6 @@ class McpClient {
  private:
   const UpstreamConfig config_;
   const UpstreamOptions options_;
-  const Handlers handlers_;
   ClientTransport* transport_ = nullptr;  // owned by rpc_
   std::unique_ptr<JsonRpcClient> rpc_;
   std::string server_name_;

@@ -82,7 +82,7 @@ void UpstreamManager::Impl::Run(Upstream* u) {
   mu.Lock();
   while (!stopping) {
     McpClient::Handlers handlers;
-    handlers.on_tools_changed = [this, u] {
+    handlers.on_tools_list_changed = [this, u] {
       codemode::MutexLock l(&mu);
       u->refresh_tools = true;
     };

@@ -232,22 +232,28 @@ grpc::Status ToGrpcStatus(const absl::Status& s) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
 
+namespace {
+
+// A unary rpc's answer: the manager's value into `resp`, or its error.
+template <typename T>
+grpc::Status Reply(absl::StatusOr<T> value, T* resp) {
+  if (!value.ok()) return ToGrpcStatus(value.status());
+  *resp = std::move(*value);
+  return grpc::Status::OK;
+}
+
+}  // namespace
+
 grpc::Status SandboxServiceImpl::CreateSession(grpc::ServerContext*,
                                                const sandbox::v1::CreateSessionRequest* req,
                                                sandbox::v1::Session* resp) {
-  absl::StatusOr<sandbox::v1::Session> s = manager_->CreateSession(*req);
-  if (!s.ok()) return ToGrpcStatus(s.status());
-  *resp = std::move(*s);
-  return grpc::Status::OK;
+  return Reply(manager_->CreateSession(*req), resp);
 }
 
 grpc::Status SandboxServiceImpl::GetSession(grpc::ServerContext*,
                                             const sandbox::v1::GetSessionRequest* req,
                                             sandbox::v1::Session* resp) {
-  absl::StatusOr<sandbox::v1::Session> s = manager_->GetSession(req->session_id());
-  if (!s.ok()) return ToGrpcStatus(s.status());
-  *resp = std::move(*s);
-  return grpc::Status::OK;
+  return Reply(manager_->GetSession(req->session_id()), resp);
 }
 
 grpc::Status SandboxServiceImpl::ListSessions(grpc::ServerContext*,
@@ -266,10 +272,7 @@ grpc::Status SandboxServiceImpl::DeleteSession(grpc::ServerContext*,
 grpc::Status SandboxServiceImpl::ResetSession(grpc::ServerContext*,
                                               const sandbox::v1::ResetSessionRequest* req,
                                               sandbox::v1::Session* resp) {
-  absl::StatusOr<sandbox::v1::Session> s = manager_->ResetSession(req->session_id());
-  if (!s.ok()) return ToGrpcStatus(s.status());
-  *resp = std::move(*s);
-  return grpc::Status::OK;
+  return Reply(manager_->ResetSession(req->session_id()), resp);
 }
 
 grpc::Status SandboxServiceImpl::Run(grpc::ServerContext* context,

@@ -86,7 +86,7 @@ void SessionManager::OnProbed(const RuntimeInfo& info) {
 }
 
 void SessionManager::OnReadinessChanged() {
-  pool_.Kick();
+  pool_.SetServing(factory_.readiness().serving);
   codemode::MutexLock lock(&listener_mu_);
   // Always the latest state, so listeners converge even when changes race.
   if (listener_) listener_(readiness());

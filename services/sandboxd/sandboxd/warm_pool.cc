@@ -13,9 +13,9 @@ WarmPool::WarmPool(SandboxFactory* factory, size_t target, ResolvedLimits limits
 
 void WarmPool::Start() { thread_ = codemode::StartThread("warm pool", [this] { Loop(); }); }
 
-void WarmPool::Kick() {
-  // Unlocking re-evaluates the thread's wait condition, which reads the readiness.
+void WarmPool::SetServing(bool serving) {
   codemode::MutexLock lock(&mu_);
+  serving_ = serving;
 }
 
 size_t WarmPool::ready() {
@@ -46,7 +46,7 @@ void WarmPool::Loop() {
       codemode::MutexLock lock(&mu_);
       // Also wakes when containers stop starting, to find out when they work again.
       auto work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || ready_.size() < target_ || !factory_->readiness().serving;
+        return stopping_ || ready_.size() < target_ || !serving_;
       };
       mu_.Await(absl::Condition(&work));
       if (stopping_) return;

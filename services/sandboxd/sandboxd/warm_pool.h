@@ -8,8 +8,8 @@
 //
 // While containers cannot start (the factory is not serving) the thread keeps trying, a
 // probe container at a time when the pool is full, backing off from 1 s to 15 s, so the
-// daemon finds out by itself when they work again. Call Kick() when the factory's
-// readiness changed. Lock order: the pool's lock, then the factory's. Safe for
+// daemon finds out by itself when they work again. Tell it with SetServing() when the
+// factory's readiness changed. Lock order: the pool's lock, then the factory's. Safe for
 // concurrent use.
 #pragma once
 
@@ -38,8 +38,9 @@ class WarmPool {
   // A ready sandbox with the pool's limits; dead ones (a pooled container may die while
   // it waits) are discarded on the way. nullopt when none is ready.
   std::optional<Sandbox> Take();
-  // Re-evaluates whether the thread has work (the factory's readiness changed).
-  void Kick();
+  // Whether the factory starts containers (its readiness changed): while it does not,
+  // the thread probes even when the pool is full.
+  void SetServing(bool serving);
 
   size_t ready();
   size_t target() const { return target_; }
@@ -52,6 +53,7 @@ class WarmPool {
   const ResolvedLimits limits_;
   codemode::Mutex mu_;
   std::deque<Sandbox> ready_ ABSL_GUARDED_BY(mu_);
+  bool serving_ ABSL_GUARDED_BY(mu_) = false;  // no container has started yet
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
