@@ -115,21 +115,7 @@ absl::StatusOr<json> JsonRpcClient::Request(const std::string& method, json para
   if (options.cancel) options.cancel->OnCancel([pending] { pending->Cancel(); });
 
   absl::Status sent = transport_->Send(message);
-  if (!sent.ok()) {
-    // A failed write usually means the server just died; give the transport a moment to
-    // report why (exit code, last stderr line say more than "Broken pipe").
-    std::optional<absl::StatusOr<json>> result;
-    {
-      codemode::MutexLock lock(&pending->mu);
-      if (pending->mu.AwaitWithTimeout(absl::Condition(pending.get(), &Pending::Done),
-                                       absl::Seconds(1))) {
-        result = pending->result;
-      }
-    }
-    if (!result) TakePending(id);
-    pending->Finish();
-    return result ? *std::move(result) : absl::StatusOr<json>(sent);
-  }
+  if (!sent.ok()) return AfterFailedSend(id, *pending, sent);
 
   bool done;
   bool cancelled;
@@ -141,24 +127,7 @@ absl::StatusOr<json> JsonRpcClient::Request(const std::string& method, json para
     cancelled = pending->cancelled;
   }
   if (!done) {
-    if (TakePending(id) != nullptr) {
-      // We gave up first: nobody will complete this request any more.
-      std::string reason = cancelled ? (options.cancel ? options.cancel->reason() : "cancelled")
-                                     : "timed out";
-      if (options.notify_cancelled) {
-        absl::Status s =
-            Notify("notifications/cancelled", {{"requestId", id}, {"reason", reason}});
-        if (!s.ok()) {
-          spdlog::debug("upstream {}: could not send notifications/cancelled: {}", name_,
-                        std::string(s.message()));
-        }
-      }
-      transport_->Abandon(id);
-      pending->Finish();
-      if (cancelled) return absl::CancelledError(absl::StrCat(method, " cancelled: ", reason));
-      return absl::DeadlineExceededError(absl::StrCat(
-          method, " timed out after ", absl::FormatDuration(options.timeout)));
-    }
+    if (TakePending(id) != nullptr) return GiveUp(id, method, *pending, cancelled, options);
     // A response won the race and is being delivered right now.
     codemode::MutexLock lock(&pending->mu);
     pending->mu.Await(absl::Condition(pending.get(), &Pending::Done));
@@ -170,6 +139,41 @@ absl::StatusOr<json> JsonRpcClient::Request(const std::string& method, json para
   }
   pending->Finish();
   return result;
+}
+
+absl::StatusOr<json> JsonRpcClient::AfterFailedSend(int64_t id, Pending& pending,
+                                                    const absl::Status& sent) {
+  // A failed write usually means the server just died; give the transport a moment to
+  // report why (exit code, last stderr line say more than "Broken pipe").
+  std::optional<absl::StatusOr<json>> result;
+  {
+    codemode::MutexLock lock(&pending.mu);
+    if (pending.mu.AwaitWithTimeout(absl::Condition(&pending, &Pending::Done), absl::Seconds(1))) {
+      result = pending.result;
+    }
+  }
+  if (!result) TakePending(id);
+  pending.Finish();
+  return result ? *std::move(result) : absl::StatusOr<json>(sent);
+}
+
+absl::Status JsonRpcClient::GiveUp(int64_t id, const std::string& method, Pending& pending,
+                                   bool cancelled, const RequestOptions& options) {
+  // We gave up first: nobody will complete this request any more.
+  std::string reason = cancelled ? (options.cancel ? options.cancel->reason() : "cancelled")
+                                 : "timed out";
+  if (options.notify_cancelled) {
+    absl::Status s = Notify("notifications/cancelled", {{"requestId", id}, {"reason", reason}});
+    if (!s.ok()) {
+      spdlog::debug("upstream {}: could not send notifications/cancelled: {}", name_,
+                    std::string(s.message()));
+    }
+  }
+  transport_->Abandon(id);
+  pending.Finish();
+  if (cancelled) return absl::CancelledError(absl::StrCat(method, " cancelled: ", reason));
+  return absl::DeadlineExceededError(
+      absl::StrCat(method, " timed out after ", absl::FormatDuration(options.timeout)));
 }
 
 absl::Status JsonRpcClient::Notify(const std::string& method, json params) {

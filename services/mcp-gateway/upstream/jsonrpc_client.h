@@ -83,6 +83,12 @@ class JsonRpcClient {
   void OnClosed(const std::string& reason);
   // Removes and returns the pending request `id`, or null.
   std::shared_ptr<Pending> TakePending(int64_t id);
+  // Request()'s endings: the message could not be sent; the wait timed out or was
+  // cancelled before an answer (tells the server, when asked to).
+  absl::StatusOr<nlohmann::json> AfterFailedSend(int64_t id, Pending& pending,
+                                                 const absl::Status& sent);
+  absl::Status GiveUp(int64_t id, const std::string& method, Pending& pending, bool cancelled,
+                      const RequestOptions& options);
   std::shared_ptr<Pending> FindPending(int64_t id);
 
   const std::string name_;

@@ -29,6 +29,65 @@ std::string FindInPath(const std::string& name) {
   return codemode::FindInPath(name, path ? path : "");
 }
 
+namespace {
+
+// Writes all of `text` (small payloads only: podman import streams are not used here),
+// then closes the pipe.
+void FeedStdin(UniqueFd in, const std::string& text) {
+  size_t off = 0;
+  while (off < text.size()) {
+    ssize_t n = write(in.get(), text.data() + off, text.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    off += static_cast<size_t>(n);
+  }
+}
+
+// Reads the child's stdout and stderr (each up to max_output_bytes) until both close, the
+// child exits, or the deadline passes (then kills it). Sets result.timed_out; returns
+// whether the child was reaped (its wait status in *status).
+bool Collect(pid_t pid, const UniqueFd& out, const UniqueFd& err, const SubprocessOptions& opts,
+             SubprocessResult& result, int* status) {
+  const absl::Time deadline = absl::Now() + opts.timeout;
+  bool out_open = true, err_open = true;
+  char buf[65536];
+  while (out_open || err_open) {
+    pollfd fds[2];
+    int nfds = 0;
+    if (out_open) fds[nfds++] = {out.get(), POLLIN, 0};
+    if (err_open) fds[nfds++] = {err.get(), POLLIN, 0};
+    absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      kill(pid, SIGKILL);
+      result.timed_out = true;
+      return false;
+    }
+    int timeout_ms = static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 50));
+    int n = poll(fds, nfds, timeout_ms);
+    if (n < 0 && errno != EINTR) return false;
+    for (int i = 0; i < nfds && n > 0; ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      bool is_out = fds[i].fd == out.get();
+      ssize_t got = read(fds[i].fd, buf, sizeof buf);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        (is_out ? out_open : err_open) = false;
+        continue;
+      }
+      std::string& dst = is_out ? result.stdout_text : result.stderr_text;
+      if (dst.size() < opts.max_output_bytes) {
+        dst.append(buf, std::min<size_t>(static_cast<size_t>(got), opts.max_output_bytes - dst.size()));
+      }
+    }
+    // A daemonising grandchild (conmon) may keep our pipes open: once the child has
+    // exited and nothing is readable, stop waiting for EOF.
+    if (n == 0 && codemode::WaitPid(pid, status, WNOHANG) == pid) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 absl::StatusOr<SubprocessResult> RunSubprocess(const std::vector<std::string>& argv,
                                                const SubprocessOptions& opts) {
   if (argv.empty()) return absl::InvalidArgumentError("empty argv");
@@ -49,65 +108,12 @@ absl::StatusOr<SubprocessResult> RunSubprocess(const std::vector<std::string>& a
   if (!child.ok()) {
     return absl::InternalError(absl::StrCat("cannot start ", program, ": ", child.status().message()));
   }
-  const pid_t pid = child->pid;
-  UniqueFd in_w = std::move(child->stdin_fd);
-  UniqueFd out_r = std::move(child->stdout_fd);
-  UniqueFd err_r = std::move(child->stderr_fd);
-
-  // Feed stdin (small payloads only: podman import streams are not used here).
-  if (!opts.stdin_text.empty()) {
-    size_t off = 0;
-    while (off < opts.stdin_text.size()) {
-      ssize_t n = write(in_w.get(), opts.stdin_text.data() + off, opts.stdin_text.size() - off);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      off += static_cast<size_t>(n);
-    }
-  }
-  in_w.Reset();
-
+  FeedStdin(std::move(child->stdin_fd), opts.stdin_text);
   SubprocessResult result;
-  absl::Time deadline = absl::Now() + opts.timeout;
-  bool out_open = true, err_open = true;
-  char buf[65536];
   int status = 0;
-  bool exited = false;
-  while (out_open || err_open) {
-    pollfd fds[2];
-    int nfds = 0;
-    if (out_open) fds[nfds++] = {out_r.get(), POLLIN, 0};
-    if (err_open) fds[nfds++] = {err_r.get(), POLLIN, 0};
-    absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration()) {
-      kill(pid, SIGKILL);
-      result.timed_out = true;
-      break;
-    }
-    int timeout_ms = static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 50));
-    int n = poll(fds, nfds, timeout_ms);
-    if (n < 0 && errno != EINTR) break;
-    for (int i = 0; i < nfds && n > 0; ++i) {
-      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      bool is_out = fds[i].fd == out_r.get();
-      ssize_t got = read(fds[i].fd, buf, sizeof buf);
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) {
-        (is_out ? out_open : err_open) = false;
-        continue;
-      }
-      std::string& dst = is_out ? result.stdout_text : result.stderr_text;
-      if (dst.size() < opts.max_output_bytes) {
-        dst.append(buf, std::min<size_t>(static_cast<size_t>(got), opts.max_output_bytes - dst.size()));
-      }
-    }
-    // A daemonising grandchild (conmon) may keep our pipes open: once the child has
-    // exited and nothing is readable, stop waiting for EOF.
-    if (n == 0 && codemode::WaitPid(pid, &status, WNOHANG) == pid) {
-      exited = true;
-      break;
-    }
+  if (!Collect(child->pid, child->stdout_fd, child->stderr_fd, opts, result, &status)) {
+    codemode::WaitPid(child->pid, &status);
   }
-  if (!exited) codemode::WaitPid(pid, &status);
   result.exit_code = codemode::DecodeWaitStatus(status);
   return result;
 }

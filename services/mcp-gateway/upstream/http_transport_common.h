@@ -1,0 +1,151 @@
+// Pieces both upstream HTTP transports use (http_transport.cc: Streamable HTTP;
+// sse_transport.cc: legacy SSE): one httplib client per exchange, the configured headers,
+// untrusted bodies parsed within a budget, and readable HTTP errors. Private to those two
+// files.
+#pragma once
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "base/mutex.h"
+#include "base/untrusted_json.h"
+#include "nlohmann/json.hpp"
+#include "spdlog/spdlog.h"
+#include "upstream/upstream.h"
+
+namespace gateway {
+// An unnamed namespace: this header is private to the two transports' files.
+namespace {
+
+using nlohmann::json;
+
+inline constexpr size_t kMaxJsonBody = 256u << 20;
+inline constexpr size_t kMaxErrorBody = 2048;
+// Streams (request responses, GET streams) are ended by stop(), not by a read timeout:
+// a tool call may legitimately be silent for a long time.
+inline constexpr absl::Duration kStreamReadTimeout = absl::Hours(1);
+// Resuming a request's stream (Last-Event-ID): at most this many GETs, each after the
+// server's `retry:` delay (1 s when it gave none), never longer than kMaxRetryDelay.
+inline constexpr int kMaxResumes = 5;
+inline constexpr absl::Duration kDefaultRetryDelay = absl::Seconds(1);
+inline constexpr absl::Duration kMaxRetryDelay = absl::Seconds(30);
+inline constexpr absl::Duration kProbeTimeout = absl::Seconds(2);
+inline constexpr absl::Duration kDeleteTimeout = absl::Seconds(2);
+
+inline std::shared_ptr<httplib::Client> MakeClient(const std::string& origin,
+                                            absl::Duration connect_timeout,
+                                            absl::Duration read_timeout) {
+  auto client = std::make_shared<httplib::Client>(origin);
+  client->set_connection_timeout(
+      std::chrono::milliseconds(absl::ToInt64Milliseconds(connect_timeout)));
+  client->set_read_timeout(std::chrono::milliseconds(absl::ToInt64Milliseconds(read_timeout)));
+  client->set_write_timeout(std::chrono::seconds(30));
+  client->set_follow_location(false);
+  return client;
+}
+
+// The configured headers, minus those the protocol itself sets.
+inline httplib::Headers ConfiguredHeaders(const UpstreamConfig& config) {
+  httplib::Headers headers;
+  for (const auto& [key, value] : config.headers) {
+    std::string lower = absl::AsciiStrToLower(key);
+    if (lower == "accept" || lower == "content-type" || lower == "mcp-session-id" ||
+        lower == "mcp-protocol-version" || lower == "content-length" || lower == "host") {
+      continue;
+    }
+    headers.emplace(key, value);
+  }
+  return headers;
+}
+
+inline bool IsEventStream(const std::string& content_type) {
+  return absl::StartsWith(absl::AsciiStrToLower(content_type), "text/event-stream");
+}
+
+inline bool IsRequest(const json& message) {
+  return message.is_object() && message.contains("method") && message.contains("id") &&
+         !message["id"].is_null();
+}
+
+inline std::string MethodOf(const json& message) {
+  if (!message.is_object()) return "";
+  auto it = message.find("method");
+  return it != message.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// Parses one JSON text (a body, an SSE data field) and hands it on.
+inline void DispatchText(const std::string& name, const std::string& text,
+                  const std::function<void(json)>& on_message) {
+  absl::StatusOr<json> message = codemode::ParseUntrustedJson(text, "message");
+  if (!message.ok()) {
+    spdlog::warn("upstream {}: ignoring a message ({}): {}", name, std::string(message.status().message()),
+                 text.substr(0, 200));
+    return;
+  }
+  on_message(std::move(*message));
+}
+
+inline std::string Snippet(const std::string& body) {
+  std::string s(absl::StripAsciiWhitespace(body));
+  if (s.size() > 200) s = s.substr(0, 200) + "...";
+  return s;
+}
+
+inline absl::Status HttpStatusError(int status, const std::string& body) {
+  std::string text = absl::StrCat("HTTP ", status);
+  std::string snippet = Snippet(body);
+  if (!snippet.empty()) absl::StrAppend(&text, ": ", snippet);
+  return absl::UnavailableError(text);
+}
+
+inline bool IsConnectError(httplib::Error error) {
+  return error == httplib::Error::Connection || error == httplib::Error::ConnectionTimeout;
+}
+
+}  // namespace
+
+// One HTTP exchange running on its own thread. Another thread ends it by stop()ping the
+// client it currently uses; `done` is set as the thread's last action.
+struct HttpExchange {
+  json id;  // the request it carries (null for GET streams)
+  std::thread thread;
+  std::atomic<bool> done{false};
+  std::atomic<bool> abandoned{false};
+
+  void SetClient(std::shared_ptr<httplib::Client> c) {
+    codemode::MutexLock lock(&mu);
+    client = std::move(c);
+  }
+  void Stop() {
+    codemode::MutexLock lock(&mu);
+    if (client) client->stop();
+  }
+  // stop() only cuts a request already in flight, so repeat until the thread is out.
+  // Safe to call from several threads (a failed Start() and Close()).
+  void StopAndJoin() {
+    codemode::MutexLock lock(&join_mu);
+    while (!done) {
+      Stop();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (thread.joinable()) thread.join();
+  }
+
+ private:
+  codemode::Mutex join_mu;
+  codemode::Mutex mu;
+  std::shared_ptr<httplib::Client> client;
+};
+
+}  // namespace gateway

@@ -1,0 +1,158 @@
+// SseTransport (see http_transport.h): the legacy HTTP+SSE transport of protocol
+// 2024-11-05, on cpp-httplib. A GET stream carries every server message; its first event
+// names the endpoint that client messages are POSTed to.
+#include "base/thread.h"
+#include "jsonrpc/jsonrpc.h"
+#include "upstream/http_transport.h"
+#include "upstream/http_transport_common.h"
+
+namespace gateway {
+
+using nlohmann::json;
+
+SseTransport::SseTransport(UpstreamConfig config, absl::Duration connect_timeout)
+    : config_(std::move(config)), connect_timeout_(connect_timeout) {}
+
+SseTransport::~SseTransport() { Close(); }
+
+std::string SseTransport::endpoint() const {
+  codemode::MutexLock lock(&mu_);
+  return endpoint_;
+}
+
+absl::Status SseTransport::Start(TransportCallbacks callbacks, absl::Duration timeout) {
+  {
+    codemode::MutexLock start_lock(&start_mu_);
+    if (closing_) return absl::UnavailableError("connection closed");
+    auto url = ParseHttpUrl(config_.url);
+    if (!url.ok()) return url.status();
+    url_ = *std::move(url);
+    callbacks_ = std::move(callbacks);
+    stream_ = std::make_shared<HttpExchange>();
+    stream_->thread = codemode::StartThread("upstream sse", [this] { RunStream(); });
+  }
+  bool timed_out;
+  std::string error;
+  {
+    codemode::MutexLock lock(&mu_);
+    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !endpoint_.empty() || stream_ended_ || closing_;
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
+    if (!endpoint_.empty() && !closing_) return absl::OkStatus();
+    timed_out = !stream_ended_ && !closing_;
+    error = closing_        ? "connection closed"
+            : stream_ended_ ? stream_error_
+                            : "timed out waiting for the endpoint event";
+  }
+  closing_ = true;
+  stream_->StopAndJoin();
+  return timed_out ? absl::DeadlineExceededError(error) : absl::UnavailableError(error);
+}
+
+void SseTransport::RunStream() {
+  auto client = MakeClient(url_.origin, connect_timeout_, kStreamReadTimeout);
+  stream_->SetClient(client);
+  httplib::Request req;
+  req.method = "GET";
+  req.path = url_.target;
+  req.headers = ConfiguredHeaders(config_);
+  req.headers.emplace("Accept", "text/event-stream");
+  int status = 0;
+  bool event_stream = false;
+  std::string content_type;
+  std::string body;
+  SseParser parser;
+  auto forward = [this](json m) {
+    if (callbacks_.on_message) callbacks_.on_message(std::move(m));
+  };
+  req.response_handler = [&](const httplib::Response& res) {
+    status = res.status;
+    content_type = res.get_header_value("Content-Type");
+    event_stream = status == 200 && IsEventStream(content_type);
+    return true;
+  };
+  req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+    if (!event_stream) {
+      if (body.size() < kMaxErrorBody) body.append(data, std::min(size, kMaxErrorBody));
+      return true;
+    }
+    return parser.Feed(data, size, [&](const SseParser::Event& event) {
+      if (event.event == "endpoint") {
+        std::string endpoint = ResolveUrl(config_.url, std::string(absl::StripAsciiWhitespace(event.data)));
+        auto parsed = ParseHttpUrl(endpoint);
+        // Our headers (credentials) go to the endpoint: it must be the same server.
+        if (!parsed.ok() || parsed->origin != url_.origin) {
+          spdlog::error("upstream {}: ignoring endpoint {} on another origin", config_.name,
+                        endpoint);
+          return;
+        }
+        codemode::MutexLock lock(&mu_);
+        endpoint_ = endpoint;
+      } else if (event.event == "message") {
+        DispatchText(config_.name, event.data, forward);
+      }
+    });
+  };
+  httplib::Response res;
+  httplib::Error error = httplib::Error::Success;
+  client->send(req, res, error);
+
+  std::string reason;
+  if (IsConnectError(error)) {
+    reason = DescribeConnectFailure(url_, kProbeTimeout);
+  } else if (error != httplib::Error::Success) {
+    reason = absl::StrCat("SSE stream failed: ", httplib::to_string(error));
+  } else if (status != 200) {
+    reason = std::string(HttpStatusError(status, body).message());
+  } else if (!event_stream) {
+    reason = absl::StrCat("expected text/event-stream, got ", content_type);
+  } else {
+    reason = "SSE stream closed by the server";
+  }
+  bool had_endpoint;
+  {
+    codemode::MutexLock lock(&mu_);
+    stream_ended_ = true;
+    stream_error_ = reason;
+    had_endpoint = !endpoint_.empty();
+  }
+  // Before the endpoint arrived, Start() reports the failure instead.
+  if (had_endpoint && !closing_ && callbacks_.on_closed) callbacks_.on_closed(reason);
+  stream_->done = true;
+}
+
+absl::Status SseTransport::Send(const json& message) {
+  if (closing_) return absl::UnavailableError("connection closed");
+  std::string endpoint = this->endpoint();
+  if (endpoint.empty()) return absl::UnavailableError("not connected");
+  auto url = ParseHttpUrl(endpoint);
+  if (!url.ok()) return url.status();
+  // The answer comes on the event stream; the POST itself only says "accepted".
+  auto client = MakeClient(url->origin, connect_timeout_, connect_timeout_);
+  auto res = client->Post(url->target, ConfiguredHeaders(config_),
+                          wire::Dump(message),
+                          "application/json");
+  if (!res) {
+    if (IsConnectError(res.error())) {
+      return absl::UnavailableError(DescribeConnectFailure(*url, kProbeTimeout));
+    }
+    return absl::UnavailableError(
+        absl::StrCat("HTTP request failed: ", httplib::to_string(res.error())));
+  }
+  if (res->status >= 200 && res->status < 300) return absl::OkStatus();
+  return HttpStatusError(res->status, res->body);
+}
+
+void SseTransport::Close() {
+  std::call_once(close_once_, [this] {
+    {
+      codemode::MutexLock lock(&mu_);
+      closing_ = true;  // the unlock wakes a Start() waiting for the endpoint
+    }
+    { codemode::MutexLock start_lock(&start_mu_); }
+    if (stream_) stream_->StopAndJoin();
+  });
+}
+
+}  // namespace gateway

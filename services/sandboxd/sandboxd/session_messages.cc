@@ -1,0 +1,193 @@
+// Session: what its runner sends during an execution (output, tool calls, done) and the
+// answers to the tool calls that go back to it. Everything the runner sends is untrusted:
+// output is capped, tool calls are checked against the session's catalog, and a frame
+// that breaks the protocol loses the session. The rest of Session is in session.cc.
+#include "absl/strings/str_cat.h"
+#include "base/untrusted_json.h"
+#include "sandboxd/log.h"
+#include "sandboxd/session.h"
+
+namespace sandboxd {
+namespace {
+
+using sandbox::v1::Finished;
+
+// Cuts `text` to at most `n` bytes without splitting a UTF-8 sequence.
+std::string Utf8Prefix(const std::string& text, size_t n) {
+  if (n >= text.size()) return text;
+  while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
+  return text.substr(0, n);
+}
+
+}  // namespace
+
+absl::Status Session::SubmitToolResult(uint64_t exec_id, const sandbox::v1::ToolResult& r) {
+  Deferred deferred;
+  absl::Status status;
+  {
+    codemode::MutexLock lock(&mu_);
+    if (!current_ || current_->id != exec_id) {
+      return absl::NotFoundError("the execution is not running");
+    }
+    ExecState& e = *current_;
+    auto it = e.calls.find(r.call_id());
+    if (it == e.calls.end()) {
+      return absl::NotFoundError(absl::StrCat("no pending tool call '", r.call_id(), "'"));
+    }
+    std::string runner_id = it->second.runner_call_id;
+    e.calls.erase(it);
+    e.runner_ids.erase(runner_id);
+    if (r.outcome_case() == sandbox::v1::ToolResult::kResultJson) {
+      absl::StatusOr<nlohmann::json> v = codemode::ParseUntrustedJson(r.result_json(), "result_json");
+      if (v.ok() && !v->is_object()) v = absl::InvalidArgumentError("result_json is not an object");
+      if (v.ok()) {
+        SendOrLose(MakeToolResultFrame(runner_id, *v), deferred);
+      } else {
+        status = v.status();
+        SendOrLose(MakeToolErrorFrame(runner_id, absl::StrCat("the caller answered with an invalid "
+                                                              "result: ", v.status().message())),
+                   deferred);
+      }
+    } else if (r.outcome_case() == sandbox::v1::ToolResult::kError) {
+      SendOrLose(MakeToolErrorFrame(runner_id, r.error()), deferred);
+    } else {
+      status = absl::InvalidArgumentError("tool_result has neither result_json nor error");
+      SendOrLose(MakeToolErrorFrame(runner_id, "the caller answered with an empty tool_result"),
+                 deferred);
+    }
+  }
+  Run(deferred);
+  return status;
+}
+
+void Session::OnRunnerMessage(RunnerMessage message) {
+  Deferred deferred;
+  {
+    codemode::MutexLock lock(&mu_);
+    if (lost_) return;
+    if (auto* out = std::get_if<OutputMessage>(&message)) {
+      HandleOutput(std::move(*out), deferred);
+    } else if (auto* call = std::get_if<ToolCallMessage>(&message)) {
+      HandleToolCall(std::move(*call), deferred);
+    } else if (auto* done = std::get_if<DoneMessage>(&message)) {
+      HandleDone(std::move(*done), deferred);
+    } else if (auto* ack = std::get_if<AckMessage>(&message)) {
+      if (ack->kind == AckMessage::Kind::kResetDone && pending_reset_ &&
+          ack->id == pending_reset_id_) {
+        auto cb = std::move(pending_reset_);
+        pending_reset_ = nullptr;
+        last_used_ms_ = env_->clock->NowMs();
+        deferred.push_back([cb] { cb(absl::OkStatus()); });
+        StartNextLocked(deferred);
+      }
+    }
+    // A repeated `ready` is harmless and ignored.
+  }
+  Run(deferred);
+}
+
+void Session::HandleOutput(OutputMessage m, Deferred& out) {
+  if (!current_ || current_->id != m.id) return;  // late output of an earlier execution
+  ExecState& e = *current_;
+  for (auto& [stream, text] : m.chunks) {
+    if (text.empty()) continue;
+    if (e.shown_bytes >= env_->max_output_bytes) {
+      e.truncated = true;
+      continue;
+    }
+    std::string shown = Utf8Prefix(text, env_->max_output_bytes - e.shown_bytes);
+    bool cut = shown.size() < text.size();
+    e.shown_bytes += shown.size();
+    (stream == OutputStream::kStdout ? e.stdout_text : e.stderr_text) += shown;
+    auto observer = e.observer;
+    out.push_back([observer, stream = stream, shown = std::move(shown)] {
+      observer->OnOutput(stream, shown);
+    });
+    if (cut) {
+      e.truncated = true;
+      e.shown_bytes = env_->max_output_bytes;
+      std::string marker = absl::StrCat("\n[output truncated: the cap is ", env_->max_output_bytes,
+                                        " bytes]\n");
+      out.push_back([observer, marker] { observer->OnOutput(OutputStream::kStderr, marker); });
+    }
+  }
+}
+
+void Session::HandleToolCall(ToolCallMessage m, Deferred& out) {
+  auto refuse = [&](const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    SendOrLose(MakeToolErrorFrame(m.call_id, why), out);
+  };
+  if (!current_ || current_->id != m.id || !current_->running) {
+    return refuse("no execution is running");
+  }
+  ExecState& e = *current_;
+  if (!catalog_.Contains(m.server, m.tool)) {
+    return refuse(absl::StrCat("unknown tool '", m.server, ".", m.tool,
+                               "': it is not in this session's catalog"));
+  }
+  if (!e.router_open) {
+    return refuse(
+        "tool calls are not available in this execution: it was started with the Run rpc, "
+        "or the caller closed its side of the Execute stream");
+  }
+  if (e.runner_ids.count(m.call_id)) return refuse("duplicate call_id");
+  if (e.calls.size() >= env_->max_inflight_tool_calls) {
+    return refuse(absl::StrCat("too many tool calls in flight (limit ",
+                               env_->max_inflight_tool_calls, ")"));
+  }
+  std::string client_id = absl::StrCat(e.id, ".", e.next_call++);
+  e.calls[client_id] = PendingCall{m.call_id};
+  e.runner_ids[m.call_id] = client_id;
+  ++e.tool_calls;
+  if (env_->tool_calls_total) ++*env_->tool_calls_total;
+  sandbox::v1::ToolCall call;
+  call.set_call_id(client_id);
+  call.set_server(std::move(m.server));
+  call.set_tool(std::move(m.tool));
+  call.set_arguments_json(m.arguments.dump());
+  auto observer = e.observer;
+  out.push_back([observer, call = std::move(call)] { observer->OnToolCall(call); });
+}
+
+void Session::HandleDone(DoneMessage m, Deferred& out) {
+  if (!current_ || current_->id != m.id) return;  // forged or stale: ignore
+  std::shared_ptr<ExecState> e = std::move(current_);
+  current_.reset();
+  // Calls still pending cannot be answered any more; the runner already dropped them.
+  // The runner stops sending past the cap and only counts what it dropped.
+  if (m.dropped_bytes > 0) e->truncated = true;
+  Finished f;
+  f.set_output_bytes(m.output_bytes);
+  if (m.result) f.set_result_repr(*m.result);
+  if (m.error) {
+    f.mutable_error()->set_type(m.error->type);
+    f.mutable_error()->set_message(m.error->message);
+    f.mutable_error()->set_traceback(m.error->traceback);
+  }
+  switch (m.status) {
+    case DoneMessage::Status::kOk:
+      f.set_status(Finished::OK);
+      break;
+    case DoneMessage::Status::kError:
+      f.set_status(Finished::ERROR);
+      break;
+    case DoneMessage::Status::kInterrupted:
+      if (e->stop == ExecState::Stop::kTimeout) {
+        f.set_status(Finished::TIMEOUT);
+        f.mutable_error()->set_type("TimeoutError");
+        f.mutable_error()->set_message(absl::StrCat("execution exceeded its timeout of ",
+                                                    e->timeout_ms,
+                                                    " ms and was interrupted; the session's "
+                                                    "variables are kept"));
+      } else {
+        f.set_status(Finished::CANCELLED);
+        f.mutable_error()->set_type("Cancelled");
+        f.mutable_error()->set_message("execution cancelled; the session's variables are kept");
+      }
+      break;
+  }
+  FinishExecLocked(*e, std::move(f), out);
+  StartNextLocked(out);
+}
+
+}  // namespace sandboxd
