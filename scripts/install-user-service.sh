@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs sandboxd and mcp-gateway as systemd user services for the current (non-root)
-# user: ~/.local/bin/{sandboxd,mcp-gateway}, ~/.local/share/sandboxd/sandbox_runner.py,
+# user: ~/.local/bin/{sandboxd,mcp-gateway}, ~/.local/share/sandboxd/sandbox_runner.pyz,
 # ~/.config/systemd/user/{sandboxd,mcp-gateway}.service, and the sandbox image in the
 # user's rootless podman storage. Then: systemctl --user enable --now sandboxd mcp-gateway
 #
@@ -14,7 +14,8 @@ if [[ $(id -u) -eq 0 ]]; then
 fi
 build_dir="${BUILD_DIR:-build}"
 image="${SANDBOXD_IMAGE:-localhost/sandboxd-python:bookworm}"
-[[ -x "$build_dir/services/sandboxd/sandboxd" ]] || { echo "build first: scripts/setup.sh" >&2; exit 1; }
+[[ -x "$build_dir/services/sandboxd/sandboxd" && -f "$build_dir/services/sandboxd/sandbox_runner.pyz" ]] ||
+  { echo "build first: scripts/setup.sh" >&2; exit 1; }
 
 grep -q "^$(id -un):" /etc/subuid && grep -q "^$(id -un):" /etc/subgid || {
   echo "install-user-service: $(id -un) has no /etc/subuid and /etc/subgid ranges;" >&2
@@ -23,7 +24,10 @@ grep -q "^$(id -un):" /etc/subuid && grep -q "^$(id -un):" /etc/subgid || {
 }
 
 install -Dm755 "$build_dir/services/sandboxd/sandboxd" "$HOME/.local/bin/sandboxd"
-install -Dm644 services/sandboxd/runner/sandbox_runner.py "$HOME/.local/share/sandboxd/sandbox_runner.py"
+# The runner zipapp the build made next to the binary (services/sandboxd/runner/build_pyz.py).
+install -Dm644 "$build_dir/services/sandboxd/sandbox_runner.pyz" "$HOME/.local/share/sandboxd/sandbox_runner.pyz"
+# An older install's single-file runner: nothing reads it any more.
+rm -f "$HOME/.local/share/sandboxd/sandbox_runner.py"
 install -Dm644 deploy/systemd/sandboxd.service "$HOME/.config/systemd/user/sandboxd.service"
 install -Dm755 "$build_dir/services/mcp-gateway/mcp-gateway" "$HOME/.local/bin/mcp-gateway"
 install -Dm644 deploy/systemd/mcp-gateway.service "$HOME/.config/systemd/user/mcp-gateway.service"

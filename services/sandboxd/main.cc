@@ -40,7 +40,8 @@ ABSL_FLAG(std::string, state_dir, "",
 ABSL_FLAG(std::string, image, "localhost/sandboxd-python:bookworm",
           "Container image with python3 (built by scripts/setup.sh).");
 ABSL_FLAG(std::string, runner, "",
-          "Path of sandbox_runner.py. Default: next to the sandboxd binary.");
+          "Path of sandbox_runner.pyz (the runner zipapp). Default: next to the sandboxd "
+          "binary, else ../share/sandboxd/.");
 ABSL_FLAG(std::string, podman, "podman", "podman binary.");
 ABSL_FLAG(std::vector<std::string>, podman_args, {},
           "Extra global podman flags, comma-separated (for example --root=/x,--runroot=/y).");
@@ -106,12 +107,12 @@ std::string DefaultRunner() {
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
-    for (fs::path p : {exe.parent_path() / "sandbox_runner.py",
-                       exe.parent_path() / "../share/sandboxd/sandbox_runner.py"}) {
+    for (fs::path p : {exe.parent_path() / "sandbox_runner.pyz",
+                       exe.parent_path() / "../share/sandboxd/sandbox_runner.pyz"}) {
       if (fs::exists(p)) return fs::canonical(p).string();
     }
   }
-  return SANDBOXD_SOURCE_RUNNER;
+  return SANDBOXD_BUILT_RUNNER;   // the build tree's, for a binary copied elsewhere
 }
 
 // Creates the socket's directory 0700 (owned by us) and removes a stale socket. Refuses

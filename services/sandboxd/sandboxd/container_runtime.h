@@ -23,7 +23,7 @@ struct ContainerSpec {
   std::string image;
   ResolvedLimits limits;
   std::string socket_dir;   // host directory the runner creates runner.sock in
-  std::string runner_path;  // host path of sandbox_runner.py
+  std::string runner_path;  // host path of sandbox_runner.pyz
   std::map<std::string, std::string> labels;
   std::vector<std::string> env;  // KEY=VALUE, the container's whole environment
   uint32_t uid = 65534;          // the user the runner runs as (group 65534)

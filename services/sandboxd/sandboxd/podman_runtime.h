@@ -32,7 +32,7 @@ struct PodmanOptions {
 };
 
 // Where the runner lives inside every container.
-inline constexpr char kRunnerMountPath[] = "/opt/sandboxd/sandbox_runner.py";
+inline constexpr char kRunnerMountPath[] = "/opt/sandboxd/sandbox_runner.pyz";
 inline constexpr char kSocketMountDir[] = "/run/sandboxd";
 
 // The environment podman runs with: only what podman itself needs (PATH, HOME, the user's

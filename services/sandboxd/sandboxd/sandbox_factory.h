@@ -59,7 +59,7 @@ struct FactoryOptions {
   std::string state_dir;    // socket directories go under <state_dir>/c
   std::string instance;     // labels and names every container of this daemon
   std::string image;
-  std::string runner_path;  // host path of sandbox_runner.py
+  std::string runner_path;  // host path of sandbox_runner.pyz
   std::vector<std::string> container_env;  // KEY=VALUE passed into every container
   absl::Duration runner_start_timeout = absl::Seconds(20);
 };

@@ -40,7 +40,7 @@ namespace sandboxd {
 struct ManagerOptions {
   std::string state_dir;    // session records and per-container socket directories
   std::string image;        // reported by GetInfo; the runtime starts it
-  std::string runner_path;  // host path of sandbox_runner.py
+  std::string runner_path;  // host path of sandbox_runner.pyz
   ResolvedLimits default_limits;
   ResolvedLimits max_limits;
   uint32_t max_sessions = 64;

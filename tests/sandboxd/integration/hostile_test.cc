@@ -93,7 +93,7 @@ TEST_F(HostileTest, FilesystemIsReadOnlyOutsideWorkspaceAndTmp) {
   Finished f = RunCode(*stub_, s.id(), R"(
 import os
 results = {}
-for path in ["/etc/evil", "/usr/evil", "/var/tmp/evil", "/opt/sandboxd/sandbox_runner.py", "/root/evil", "/evil"]:
+for path in ["/etc/evil", "/usr/evil", "/var/tmp/evil", "/opt/sandboxd/sandbox_runner.pyz", "/root/evil", "/evil"]:
     try:
         with open(path, "w") as fh:
             fh.write("x")

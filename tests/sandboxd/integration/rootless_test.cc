@@ -65,8 +65,8 @@ std::optional<RunAs> PrepareUser() {
   std::string bin_dir = "/tmp/sandboxd-rootless-bin";
   fs::create_directories(bin_dir);
   fs::copy_file(SandboxdBinary(), bin_dir + "/sandboxd", fs::copy_options::overwrite_existing);
-  fs::copy_file(fs::path(SandboxdBinary()).parent_path() / "sandbox_runner.py",
-                bin_dir + "/sandbox_runner.py", fs::copy_options::overwrite_existing);
+  fs::copy_file(fs::path(SandboxdBinary()).parent_path() / "sandbox_runner.pyz",
+                bin_dir + "/sandbox_runner.pyz", fs::copy_options::overwrite_existing);
   Must("chmod -R a+rX " + bin_dir);
   r.binary = bin_dir + "/sandboxd";
   return r;

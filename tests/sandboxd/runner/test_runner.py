@@ -1,12 +1,14 @@
-"""Tests of services/sandboxd/runner/sandbox_runner.py.
+"""Tests of the runner, services/sandboxd/runner/sandbox_runner/, as built: the zipapp
+named by SANDBOXD_RUNNER_PYZ (ctest sets it; there is no fallback to the sources).
 
 Every test starts the runner as a subprocess listening on a temporary unix socket and talks
 the frame protocol of docs/runner-protocol.md to it, as sandboxd does. Every socket read
 has a timeout, so a runner bug fails a test instead of hanging it.
 
-Run from the repository root:
+Run from the repository root, after `cmake --build build`:
 
-    python3 -m unittest discover -s tests/sandboxd/runner -v
+    SANDBOXD_RUNNER_PYZ=build/services/sandboxd/sandbox_runner.pyz \
+        python3 -m unittest discover -s tests/sandboxd/runner -v
 """
 
 import ast
@@ -21,8 +23,10 @@ import time
 import unittest
 from pathlib import Path
 
-RUNNER = Path(__file__).resolve().parents[3] / "services" / "sandboxd" / "runner" / \
-    "sandbox_runner.py"
+if not os.environ.get("SANDBOXD_RUNNER_PYZ"):
+    raise RuntimeError("SANDBOXD_RUNNER_PYZ is not set: it must name the built "
+                       "sandbox_runner.pyz (ctest sets it)")
+RUNNER = Path(os.environ["SANDBOXD_RUNNER_PYZ"]).resolve()
 TIMEOUT = 10.0          # seconds for any single frame
 MIB = 1024 * 1024
 

@@ -30,7 +30,7 @@ ContainerSpec Spec() {
   s.limits.tmp_bytes = 11ull << 20;
   s.limits.workspace_bytes = 22ull << 20;
   s.socket_dir = "/var/lib/sandboxd/c/sbx-abc-123";
-  s.runner_path = "/usr/lib/sandboxd/sandbox_runner.py";
+  s.runner_path = "/usr/lib/sandboxd/sandbox_runner.pyz";
   s.labels = {{"io.sandboxd.instance", "abc"}, {"io.sandboxd.role", "session"}};
   s.env = {"LANG=C.UTF-8", "PYTHONHASHSEED=0"};
   return s;
@@ -161,7 +161,7 @@ TEST(BuildRunArgvTest, RunnerMountedReadOnlyAndSocketDirMounted) {
   }
   ASSERT_FALSE(runner_mount.empty());
   EXPECT_THAT(runner_mount, HasSubstr("type=bind"));
-  EXPECT_THAT(runner_mount, HasSubstr("source=/usr/lib/sandboxd/sandbox_runner.py"));
+  EXPECT_THAT(runner_mount, HasSubstr("source=/usr/lib/sandboxd/sandbox_runner.pyz"));
   EXPECT_THAT(runner_mount, HasSubstr("ro=true"));
   ASSERT_FALSE(socket_mount.empty());
   EXPECT_THAT(socket_mount, HasSubstr("source=/var/lib/sandboxd/c/sbx-abc-123"));

@@ -37,7 +37,7 @@
 #include "sandboxd/session_manager.h"
 
 #ifndef SANDBOXD_RUNNER_PATH
-#error "SANDBOXD_RUNNER_PATH must be defined (absolute path of sandbox_runner.py)"
+#error "SANDBOXD_RUNNER_PATH must be defined (absolute path of sandbox_runner.pyz)"
 #endif
 
 namespace sandboxd::testing {

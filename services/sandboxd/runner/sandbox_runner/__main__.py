@@ -1,0 +1,9 @@
+"""The runner's entry point: `python3 -m sandbox_runner --socket PATH` from the source
+tree, and the zipapp's own __main__.py (build_pyz.py copies this file to the root of
+sandbox_runner.pyz), so `python3 -I -u sandbox_runner.pyz --socket PATH` runs it too.
+The import is absolute because the zipapp runs this file as a top-level script."""
+
+from sandbox_runner.runner import main
+
+if __name__ == "__main__":
+    main()

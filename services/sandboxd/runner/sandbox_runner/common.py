@@ -1,0 +1,46 @@
+"""What every module of the runner shares: the limits (docs/runner-protocol.md), the
+runner's own log, and which code is the runner's (for tracebacks and interrupts)."""
+
+import os
+import sys
+
+RUNNER_VERSION = 1
+
+MAX_FRAME_BYTES = 16 * 1024 * 1024          # both directions (docs/runner-protocol.md)
+OUTPUT_FLUSH_BYTES = 8 * 1024               # flush output when this much is buffered ...
+OUTPUT_FLUSH_DELAY = 0.005                  # ... or this long after the first unflushed write
+OUTPUT_FRAME_CHARS = 1024 * 1024            # text per output frame; JSON escaping stays < 16 MiB
+RESULT_REPR_LIMIT = 64 * 1024               # chars of the trailing expression's repr
+DEFAULT_TOOL_CALLS_IN_FLIGHT = 64           # when an `exec` frame does not say
+ERROR_MESSAGE_LIMIT = 64 * 1024             # chars of str(exception)
+TRACEBACK_LIMIT = 256 * 1024                # chars of a formatted traceback
+LINECACHE_BUDGET = 32 * 1024 * 1024         # chars of cell sources kept for tracebacks
+INTERRUPT_RESEND_INTERVAL = 0.02            # see InterruptController
+
+RESULT_NAME = "__sandbox_cell_result__"     # hidden global that receives the trailing expression
+CELL_PREFIX = "<cell-"                      # filenames of agent code: <cell-1>, <cell-2>, ...
+
+
+def log(message):
+    """Diagnostics of the runner itself go to the container's real stderr (podman logs)."""
+    stream = sys.__stderr__
+    if stream is not None:
+        try:
+            stream.write(f"sandbox_runner: {message}\n")
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
+def _runner_code_filename():
+    return _runner_code_filename.__code__.co_filename
+
+
+# The folder of this package as its code objects name it: inside the zipapp that is
+# ".../sandbox_runner.pyz/sandbox_runner/", run from the source tree the source folder.
+RUNNER_DIR = os.path.dirname(_runner_code_filename()) + os.sep
+
+
+def is_runner_file(filename):
+    """True for a code filename of any module of the runner (never for user cells)."""
+    return filename.startswith(RUNNER_DIR)

@@ -1,0 +1,118 @@
+"""Interrupts: InterruptController turns an `interrupt` frame into a KeyboardInterrupt in
+user code, and never in the runner's own frames."""
+
+import asyncio
+import os
+import signal
+import threading
+import time
+
+from .common import INTERRUPT_RESEND_INTERVAL, is_runner_file
+
+
+_ASYNCIO_DIR = os.path.dirname(asyncio.__file__) + os.sep
+_SELECTORS_FILE = __import__("selectors").__file__
+
+
+class InterruptController:
+    """Turns an `interrupt` frame into a KeyboardInterrupt in user code.
+
+    interrupt() sets a flag, sends SIGINT to the main thread (that breaks time.sleep and
+    pure-Python loops) and cancels the cell's task when one runs on the loop.
+
+    The SIGINT handler raises KeyboardInterrupt only while user code runs, and never in a
+    frame of the runner itself (nor in asyncio's own frames during a coroutine cell, where
+    the task cancellation does the job): a KeyboardInterrupt there could cut a frame in
+    half or corrupt the event loop. A declined signal is marked "deferred" and a helper
+    thread sends it again every INTERRUPT_RESEND_INTERVAL until user code gets it or the
+    exec ends. Signals that arrive outside an exec are ignored. This is the default SIGINT
+    behaviour made safe for the runner; user code may still replace the handler (sandboxd
+    then kills the container after its grace period).
+    """
+
+    def __init__(self, lock):
+        self._lock = lock                     # the runner's state lock
+        self._main_ident = threading.main_thread().ident
+        self._state = None
+        self._async_cell = False
+        self.user_code_active = False         # written by the main thread only
+
+    def install(self):
+        signal.signal(signal.SIGINT, self._on_sigint)
+
+    def _on_sigint(self, signum, frame):
+        state = self._state
+        if not self.user_code_active or state is None:
+            return
+        if frame is not None:
+            filename = frame.f_code.co_filename
+            if is_runner_file(filename) or (self._async_cell and (
+                    filename.startswith(_ASYNCIO_DIR) or filename == _SELECTORS_FILE)):
+                state.deferred = True
+                return
+        state.delivered = True
+        raise KeyboardInterrupt
+
+    # -- main thread -------------------------------------------------------------------
+
+    def begin(self, state):
+        self._state = state
+
+    def end(self, state):
+        with self._lock:
+            state.finished = True
+        self._state = None
+
+    def enter_user_code(self, state, async_cell):
+        self._async_cell = async_cell
+        self.user_code_active = True
+        # An interrupt that arrived before user code started (say during compile) found
+        # nothing to interrupt; honour it now.
+        if state.interrupt_requested:
+            state.delivered = True
+            raise KeyboardInterrupt
+
+    def leave_user_code(self):
+        self.user_code_active = False
+
+    def attach_task(self, state, loop, task):
+        with self._lock:
+            state.loop, state.task = loop, task
+            cancel_now = state.interrupt_requested
+        if cancel_now:
+            task.cancel()
+
+    def detach_task(self, state):
+        with self._lock:
+            state.task = None
+
+    # -- any thread --------------------------------------------------------------------
+
+    def interrupt(self, state):
+        with self._lock:
+            if state.finished:
+                return
+            state.interrupt_requested = True
+            loop, task = state.loop, state.task
+            start_resender = not state.resender
+            state.resender = True
+        signal.pthread_kill(self._main_ident, signal.SIGINT)
+        if task is not None:
+            try:
+                loop.call_soon_threadsafe(task.cancel)
+            except RuntimeError:
+                pass
+        if start_resender:
+            threading.Thread(target=self._resend, args=(state,), name="interrupt-resend",
+                             daemon=True).start()
+
+    def _resend(self, state):
+        while True:
+            time.sleep(INTERRUPT_RESEND_INTERVAL)
+            with self._lock:
+                if state.finished or state.delivered:
+                    return
+                resend = state.deferred
+                state.deferred = False
+            if resend:
+                signal.pthread_kill(self._main_ident, signal.SIGINT)

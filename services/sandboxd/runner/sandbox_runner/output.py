@@ -1,0 +1,226 @@
+"""Output capture: what user code writes to sys.stdout / sys.stderr during an exec,
+batched into `output` frames (OutputCapture), and the stream objects it writes through
+(CapturedStream and its binary buffer)."""
+
+import codecs
+import io
+import threading
+import time
+
+from .common import OUTPUT_FLUSH_BYTES, OUTPUT_FLUSH_DELAY, OUTPUT_FRAME_CHARS, log
+
+
+def _utf8(text):
+    """Return (text, utf-8 size); lone surrogates are escaped so the text stays sendable."""
+    if text.isascii():                      # O(1) in CPython: the common case is cheap
+        return text, len(text)
+    try:
+        return text, len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        data = text.encode("utf-8", "backslashreplace")
+        return data.decode("utf-8"), len(data)
+
+
+class OutputCapture:
+    """Collects what user code writes to sys.stdout / sys.stderr during one exec.
+
+    Chunks are kept in write order, consecutive writes to the same stream are merged, and
+    an `output` frame goes out when OUTPUT_FLUSH_BYTES are buffered (by the writing thread:
+    that gives natural backpressure), OUTPUT_FLUSH_DELAY after the first unflushed write
+    (by the flusher thread), and before `done` (finish). Once `max_output_bytes` have been
+    accepted, further output is only counted, which keeps a 100 MB print loop cheap.
+    The lock is held while sending so that frames leave in the order the text was written.
+    """
+
+    def __init__(self):
+        self._lock = threading.RLock()       # re-entrant: a signal handler may print
+        self._wake = threading.Condition(self._lock)
+        self._active = False
+        self._conn = None
+        self._exec_id = None
+        self._chunks = []                    # [[stream, [text, ...]], ...]
+        self._buffered = 0
+        self._first_write = None             # monotonic time of the first unflushed write
+        self._budget = 0
+        self.output_bytes = 0
+        self.dropped_bytes = 0
+        threading.Thread(target=self._flusher, name="output-flusher", daemon=True).start()
+
+    def begin(self, conn, exec_id, max_output_bytes):
+        with self._lock:
+            self._active = True
+            self._conn = conn
+            self._exec_id = exec_id
+            self._chunks = []
+            self._buffered = 0
+            self._first_write = None
+            self._budget = max_output_bytes
+            self.output_bytes = 0
+            self.dropped_bytes = 0
+
+    def finish(self):
+        """Flush everything and stop capturing; returns (output_bytes, dropped_bytes)."""
+        with self._lock:
+            self._flush_locked()
+            self._active = False
+            self._conn = None
+            return self.output_bytes, self.dropped_bytes
+
+    def flush(self):
+        with self._lock:
+            self._flush_locked()
+
+    def write(self, stream, text):
+        if not text:
+            return
+        text, size = _utf8(text)
+        with self._lock:
+            if not self._active:
+                return                        # writes outside an exec are dropped
+            self.output_bytes += size
+            if self._budget <= 0:
+                self.dropped_bytes += size
+                return
+            if size > self._budget:
+                kept = text[:self._budget] if text.isascii() else \
+                    text.encode("utf-8")[:self._budget].decode("utf-8", "ignore")
+                kept_size = len(kept.encode("utf-8"))
+                self.dropped_bytes += size - kept_size
+                text, size = kept, kept_size
+                self._budget = 0
+            else:
+                self._budget -= size
+            if not text:
+                return
+            if self._chunks and self._chunks[-1][0] == stream:
+                self._chunks[-1][1].append(text)
+            else:
+                self._chunks.append([stream, [text]])
+            self._buffered += size
+            if self._first_write is None:
+                self._first_write = time.monotonic()
+                self._wake.notify()
+            if self._buffered >= OUTPUT_FLUSH_BYTES:
+                self._flush_locked()
+
+    def _flush_locked(self):
+        chunks = self._chunks
+        self._chunks = []
+        self._buffered = 0
+        self._first_write = None
+        if not chunks or self._conn is None:
+            return
+        frame_chunks, frame_chars = [], 0
+        for stream, parts in chunks:
+            text = "".join(parts)
+            start = 0
+            while start < len(text):
+                piece = text[start:start + OUTPUT_FRAME_CHARS - frame_chars]
+                start += len(piece)
+                frame_chunks.append([stream, piece])
+                frame_chars += len(piece)
+                if frame_chars >= OUTPUT_FRAME_CHARS:
+                    self._send(frame_chunks)
+                    frame_chunks, frame_chars = [], 0
+        if frame_chunks:
+            self._send(frame_chunks)
+
+    def _send(self, frame_chunks):
+        self._conn.send({"type": "output", "id": self._exec_id, "chunks": frame_chunks})
+
+    def _flusher(self):
+        with self._lock:
+            while True:
+                if self._first_write is None:
+                    self._wake.wait()
+                    continue
+                delay = self._first_write + OUTPUT_FLUSH_DELAY - time.monotonic()
+                if delay > 0:
+                    self._wake.wait(delay)
+                    continue
+                try:
+                    self._flush_locked()
+                except Exception as exc:  # never let the flusher die
+                    log(f"output flush failed: {exc!r}")
+
+
+class CapturedStream(io.TextIOBase):
+    """What user code gets as sys.stdout / sys.stderr: a thread-safe text file that feeds
+    OutputCapture. It has no file descriptor, and close() is a no-op so user code cannot
+    break the capture for later execs."""
+
+    def __init__(self, capture, stream):
+        super().__init__()
+        self._capture = capture
+        self._stream = stream
+        self._binary = _CapturedBinary(self)
+
+    @property
+    def name(self):
+        return f"<{self._stream}>"
+
+    @property
+    def encoding(self):
+        return "utf-8"
+
+    @property
+    def errors(self):
+        return "backslashreplace"
+
+    @property
+    def buffer(self):
+        return self._binary
+
+    line_buffering = False
+
+    def write(self, s):
+        if not isinstance(s, str):
+            raise TypeError(f"write() argument must be str, not {type(s).__name__}")
+        self._capture.write(self._stream, s)
+        return len(s)
+
+    def writelines(self, lines):
+        for line in lines:
+            self.write(line)
+
+    def writable(self):
+        return True
+
+    def flush(self):
+        pass   # output leaves within OUTPUT_FLUSH_DELAY anyway; a frame per flush is wasteful
+
+    def isatty(self):
+        return False
+
+    def fileno(self):
+        raise io.UnsupportedOperation("captured stream has no file descriptor")
+
+    def close(self):
+        pass
+
+
+class _CapturedBinary(io.RawIOBase):
+    """sys.stdout.buffer: bytes are decoded as UTF-8 (invalid bytes replaced)."""
+
+    def __init__(self, text_stream):
+        super().__init__()
+        self._text = text_stream
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._lock = threading.Lock()
+
+    def writable(self):
+        return True
+
+    def write(self, b):
+        data = bytes(b)
+        with self._lock:
+            text = self._decoder.decode(data)
+        if text:
+            self._text.write(text)
+        return len(data)
+
+    def fileno(self):
+        raise io.UnsupportedOperation("captured stream has no file descriptor")
+
+    def close(self):
+        pass

@@ -1,0 +1,112 @@
+"""The frame protocol of docs/runner-protocol.md: 4-byte big-endian length, UTF-8 JSON
+object with a string `type`; FrameConnection (one sandboxd connection) and the errors of
+the protocol."""
+
+import json
+import socket
+import struct
+import threading
+
+from .common import MAX_FRAME_BYTES
+
+
+class ProtocolError(Exception):
+    """sandboxd broke the frame protocol; the runner closes that connection."""
+
+
+class ConnectionClosed(Exception):
+    """The peer closed the connection (EOF)."""
+
+
+class FrameTooLarge(ValueError):
+    """An outgoing frame would exceed MAX_FRAME_BYTES (sandboxd would drop the session)."""
+
+    def __init__(self, size):
+        super().__init__(f"frame of {size} bytes exceeds the {MAX_FRAME_BYTES} byte cap")
+        self.size = size
+
+
+def encode_frame(frame):
+    text = json.dumps(frame, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        body = text.encode("utf-8")
+    except UnicodeEncodeError:
+        # Lone surrogates (from user strings) are not valid UTF-8; they only occur inside
+        # JSON strings, so replacing them keeps the frame valid JSON.
+        body = text.encode("utf-8", "replace")
+    if len(body) > MAX_FRAME_BYTES:
+        raise FrameTooLarge(len(body))
+    return struct.pack(">I", len(body)) + body
+
+
+class FrameConnection:
+    """One accepted sandboxd connection: frame reads (reader thread only) and locked writes.
+
+    `send` never raises on a broken socket: it marks the connection dead and returns False,
+    so output written by user code can never fail because sandboxd went away.
+    """
+
+    def __init__(self, sock):
+        self._sock = sock
+        self._send_lock = threading.Lock()   # the one lock for all writes to this socket
+        self.alive = True
+
+    def send(self, frame):
+        data = encode_frame(frame)           # may raise FrameTooLarge; nothing is sent then
+        with self._send_lock:
+            if not self.alive:
+                return False
+            try:
+                self._sock.sendall(data)
+            except OSError:
+                self.close()
+                return False
+        return True
+
+    def read_frame(self):
+        (length,) = struct.unpack(">I", self._recv_exact(4))
+        if length > MAX_FRAME_BYTES:
+            raise ProtocolError(f"frame of {length} bytes exceeds the {MAX_FRAME_BYTES} byte cap")
+        body = self._recv_exact(length)
+        try:
+            frame = json.loads(body.decode("utf-8"))
+        except (ValueError, RecursionError) as exc:
+            raise ProtocolError(f"frame is not valid UTF-8 JSON: {exc}") from None
+        if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
+            raise ProtocolError("frame is not a JSON object with a string 'type'")
+        return frame
+
+    def _recv_exact(self, size):
+        buf = bytearray(size)
+        view = memoryview(buf)
+        got = 0
+        while got < size:
+            n = self._sock.recv_into(view[got:])
+            if n == 0:
+                raise ConnectionClosed()
+            got += n
+        return bytes(buf)
+
+    def close(self):
+        """Mark dead and shut the socket down; this wakes a reader blocked in recv and a
+        writer blocked in sendall. The reader thread closes the descriptor when it exits."""
+        self.alive = False
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def release(self):
+        self._sock.close()
+
+
+def frame_field(frame, name, kind):
+    """Type-checked access to a required inbound frame field (bool is not an int here)."""
+    if name not in frame:
+        raise ProtocolError(f"{frame['type']} frame lacks field {name!r}")
+    value = frame[name]
+    if isinstance(value, bool) and kind is not bool:
+        raise ProtocolError(f"{frame['type']}.{name} must be {kind.__name__}")
+    if not isinstance(value, kind):
+        raise ProtocolError(f"{frame['type']}.{name} must be {kind.__name__}")
+    return value

@@ -1,0 +1,290 @@
+"""The runner: listens on the unix socket, accepts sandboxd's connections, reads and
+dispatches their frames (reader threads) and runs the work of the main thread; main()
+parses the command line."""
+
+import argparse
+import os
+import platform
+import queue
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+
+from .catalog import parse_catalog
+from .common import DEFAULT_TOOL_CALLS_IN_FLIGHT, RUNNER_VERSION, log
+from .executor import ExecState, Executor
+from .interrupts import InterruptController
+from .output import CapturedStream, OutputCapture
+from .protocol import ConnectionClosed, FrameConnection, ProtocolError, frame_field
+from .tool_calls import ToolCalls
+
+
+def kill_other_processes():
+    """End every process of this PID namespace but init and the runner (what user code
+    left running: a fork bomb that never dies out, a forgotten server), then reap the
+    runner's own dead children. kill(-1) reaches only this PID namespace."""
+    def reap():
+        while True:
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    return
+            except ChildProcessError:
+                return
+
+    for _ in range(100):                     # a bomb may fork while we kill
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except OSError:                      # ESRCH: nobody else is left
+            break
+        reap()
+        time.sleep(0.01)                     # init reaps the orphans meanwhile
+    reap()
+
+
+class Runner:
+    own_pid_namespace = False               # set by main(); see kill_other_processes
+
+    def __init__(self, socket_path):
+        self.socket_path = socket_path
+        self._lock = threading.Lock()        # guards the fields below and ExecState flags
+        self._conn = None                    # the connection being served
+        self._current = None                 # ExecState of the running exec
+        self._queued_execs = set()           # (conn, exec id) waiting in the work queue
+        self._early_interrupts = set()       # interrupts for queued execs
+        self._work = queue.Queue()           # (conn, frame) for the main thread
+        self.capture = OutputCapture()
+        self.interrupts = InterruptController(self._lock)
+        self.calls = ToolCalls(self)
+        self.executor = Executor(self)
+        self._pid = os.getpid()
+        os.register_at_fork(after_in_child=self._after_fork_in_child)
+
+    def _after_fork_in_child(self):
+        """User code forked. The child shares sandboxd's socket, so it must never write a
+        frame: its output is dropped, and it exits when the cell's code returns to us.
+        Every lock it may take on that way back is replaced: the parent's may have been
+        held by another thread (the reader, the flusher) at fork time, and a child that
+        waits for it forever would keep its process slot until the session ends."""
+        self.capture._lock = threading.RLock()
+        self.capture._active = False
+        self.capture._conn = None
+        self._lock = threading.Lock()
+        self.interrupts._lock = self._lock
+
+    def _exit_if_forked_child(self):
+        if os.getpid() != self._pid:
+            os._exit(0)
+
+    def current_exec(self):
+        with self._lock:
+            return self._current
+
+    # -- setup -----------------------------------------------------------------------
+
+    def _prepare_process(self):
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)                  # input() sees EOF instead of blocking
+        os.close(devnull)
+        self._stdout = CapturedStream(self.capture, "stdout")
+        self._stderr = CapturedStream(self.capture, "stderr")
+        self._stdin = None
+        self._restore_stdio()
+        self.interrupts.install()
+
+    def _restore_stdio(self):
+        """Before every exec: undo what earlier user code did to sys.stdout/stderr/stdin
+        (reassigned them, or closed stdin through exit())."""
+        sys.stdout, sys.stderr = self._stdout, self._stderr
+        if self._stdin is None or self._stdin.closed:
+            self._stdin = open(os.devnull, encoding="utf-8")
+        sys.stdin = self._stdin
+
+    def _listen(self):
+        try:
+            os.unlink(self.socket_path)      # stale socket of an earlier runner
+        except FileNotFoundError:
+            pass
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(self.socket_path)
+        # Rootless podman maps the container uid to another host uid than sandboxd's.
+        os.chmod(self.socket_path, 0o777)
+        listener.listen(4)
+        return listener
+
+    def serve_forever(self):
+        listener = self._listen()
+        self._prepare_process()
+        threading.Thread(target=self._accept_loop, args=(listener,), name="acceptor",
+                         daemon=True).start()
+        while True:
+            try:
+                conn, frame = self._work.get()
+                self._handle_work(conn, frame)
+            except KeyboardInterrupt:
+                continue                     # a stray SIGINT under a user-installed handler
+            except Exception as exc:
+                log(f"internal error: {exc!r}\n{traceback.format_exc()}")
+
+    # -- main thread -----------------------------------------------------------------
+
+    def _handle_work(self, conn, frame):
+        kind = frame["type"]
+        if kind == "exec":
+            self._run_exec(conn, frame)
+        elif not conn.alive:
+            return                           # its reply could not be delivered anyway
+        elif kind == "reset":
+            if self.own_pid_namespace:
+                kill_other_processes()
+            self.executor.reset()
+            conn.send({"type": "reset_done", "id": frame["id"]})
+        elif kind == "set_catalog":
+            self.executor.set_catalog(frame["servers"])
+            conn.send({"type": "catalog_set", "id": frame["id"]})
+
+    def _run_exec(self, conn, frame):
+        exec_id = frame["id"]
+        state = ExecState(exec_id, conn,
+                          frame.get("max_tool_calls_in_flight", DEFAULT_TOOL_CALLS_IN_FLIGHT))
+        with self._lock:
+            self._queued_execs.discard((conn, exec_id))
+            early = (conn, exec_id) in self._early_interrupts
+            self._early_interrupts.discard((conn, exec_id))
+            if not conn.alive:
+                return
+            state.interrupt_requested = early
+            self._current = state
+        self.interrupts.begin(state)
+        self._restore_stdio()
+        self.capture.begin(conn, exec_id, frame["max_output_bytes"])
+        try:
+            status, result, error = self.executor.run(state, frame["code"])
+            self._exit_if_forked_child()
+        except Exception as exc:             # a runner bug; report it rather than hang
+            self._exit_if_forked_child()
+            log(f"exec failed internally: {exc!r}\n{traceback.format_exc()}")
+            status, result = "error", None
+            error = {"type": "RunnerError", "message": f"internal runner error: {exc!r}",
+                     "traceback": ""}
+        finally:
+            self._exit_if_forked_child()
+            output_bytes, dropped_bytes = self.capture.finish()
+            self.interrupts.end(state)
+            with self._lock:
+                self._current = None
+            self.calls.fail("the execution ended before the tool result arrived",
+                            exec_state=state)
+            state.gate.close("the execution ended before the tool call was sent")
+        conn.send({"type": "done", "id": exec_id, "status": status, "result": result,
+                   "error": error, "output_bytes": output_bytes,
+                   "dropped_bytes": dropped_bytes})
+
+    # -- acceptor and readers --------------------------------------------------------
+
+    def _accept_loop(self, listener):
+        while True:
+            try:
+                sock, _ = listener.accept()
+            except OSError as exc:
+                log(f"accept failed: {exc!r}")
+                time.sleep(0.1)
+                continue
+            conn = FrameConnection(sock)
+            with self._lock:
+                old, self._conn = self._conn, conn
+            if old is not None:
+                old.close()                  # its reader handles the loss
+            conn.send({"type": "ready", "runner_version": RUNNER_VERSION,
+                       "python": platform.python_version(), "pid": os.getpid(),
+                       "execs": self.executor.exec_count})
+            threading.Thread(target=self._read_loop, args=(conn,), name="reader",
+                             daemon=True).start()
+
+    def _read_loop(self, conn):
+        try:
+            while conn.alive:
+                self._dispatch(conn, conn.read_frame())
+        except ConnectionClosed:
+            pass
+        except ProtocolError as exc:
+            log(f"closing connection: {exc}")
+        except OSError as exc:
+            if conn.alive:
+                log(f"connection error: {exc!r}")
+        except Exception as exc:
+            log(f"reader failed: {exc!r}\n{traceback.format_exc()}")
+        finally:
+            conn.close()
+            self._connection_lost(conn)
+            conn.release()
+
+    def _dispatch(self, conn, frame):
+        kind = frame["type"]
+        if kind == "ping":
+            conn.send({"type": "pong", "id": frame_field(frame, "id", int)})
+        elif kind == "tool_result":
+            call_id = frame_field(frame, "call_id", str)
+            frame_field(frame, "ok", bool)
+            self.calls.resolve(conn, call_id, frame)
+        elif kind == "interrupt":
+            self._interrupt(conn, frame_field(frame, "id", int))
+        elif kind == "exec":
+            exec_id = frame_field(frame, "id", int)
+            frame_field(frame, "code", str)
+            if frame_field(frame, "max_output_bytes", int) < 0:
+                raise ProtocolError("exec.max_output_bytes must not be negative")
+            if "max_tool_calls_in_flight" in frame and \
+                    frame_field(frame, "max_tool_calls_in_flight", int) < 1:
+                raise ProtocolError("exec.max_tool_calls_in_flight must be at least 1")
+            with self._lock:
+                self._queued_execs.add((conn, exec_id))
+            self._work.put((conn, frame))
+        elif kind == "reset":
+            frame_field(frame, "id", int)
+            self._work.put((conn, frame))
+        elif kind == "set_catalog":
+            frame_field(frame, "id", int)
+            servers = parse_catalog(frame_field(frame, "catalog", dict))
+            self._work.put((conn, {"type": "set_catalog", "id": frame["id"],
+                                   "servers": servers}))
+        else:
+            log(f"ignoring unknown frame type {kind!r}")
+
+    def _interrupt(self, conn, exec_id):
+        with self._lock:
+            state = self._current
+            if state is None or state.conn is not conn or state.id != exec_id:
+                if (conn, exec_id) in self._queued_execs:
+                    self._early_interrupts.add((conn, exec_id))
+                return
+        self.interrupts.interrupt(state)
+
+    def _connection_lost(self, conn):
+        """Interrupt the exec of that connection, fail its tool calls; its remaining
+        frames (output, done) are dropped because the connection is dead."""
+        with self._lock:
+            if self._conn is conn:
+                self._conn = None
+            state = self._current if self._current and self._current.conn is conn else None
+            self._queued_execs = {k for k in self._queued_execs if k[0] is not conn}
+            self._early_interrupts = {k for k in self._early_interrupts if k[0] is not conn}
+        self.calls.fail("sandboxd connection lost", conn=conn)
+        if state is not None:
+            self.interrupts.interrupt(state)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="sandboxd code runner "
+                                                 "(see docs/runner-protocol.md)")
+    parser.add_argument("--socket", required=True, help="unix socket path to listen on")
+    parser.add_argument("--own-pid-namespace", action="store_true",
+                        help="the container is ours alone: a reset also ends every process "
+                             "user code left running (never set this outside a container)")
+    args = parser.parse_args(argv)
+    runner = Runner(args.socket)
+    runner.own_pid_namespace = args.own_pid_namespace
+    runner.serve_forever()
+

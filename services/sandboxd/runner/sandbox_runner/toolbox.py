@@ -1,0 +1,234 @@
+"""What user code sees of the catalog: one async proxy per tool, an MCPServer object per
+server, the `tools` mapping, call_tool() and the discovery helpers _discover(), _schema()
+and _search(), held together by a Toolbox."""
+
+import collections.abc
+import difflib
+import re
+
+
+def _first_line(text):
+    for line in (text or "").splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def _tokens(text):
+    return re.findall(r"[^\W_]+", text.lower())
+
+
+def _make_proxy(spec, calls):
+    """A real `async def` per tool, so inspect.signature(), help() and
+    asyncio.iscoroutinefunction() behave as for any other async function."""
+    async def proxy(*args, **kwargs):
+        arguments = spec.bind(args, kwargs)          # TypeError before any RPC
+        return await calls.call(spec.server.name, spec.name, arguments)
+
+    proxy.__name__ = spec.py_name
+    proxy.__qualname__ = spec.qualname
+    proxy.__module__ = "mcp.runtime"
+    proxy.__doc__ = spec.doc
+    proxy.__signature__ = spec.signature
+    return proxy
+
+
+class ToolNotFoundError(KeyError):
+    """KeyError whose message is readable (KeyError normally shows the repr of its key)."""
+
+    def __str__(self):
+        return str(self.args[0]) if self.args else ""
+
+
+ToolNotFoundError.__module__ = "__main__"   # no module in tracebacks, like ToolError
+
+
+def _suggest(name, candidates):
+    matches = difflib.get_close_matches(name, list(candidates), n=5, cutoff=0.5)
+    return f"; did you mean {', '.join(repr(m) for m in matches)}?" if matches else ""
+
+
+class MCPServer:
+    """The tools of one MCP server: each attribute is an async tool proxy."""
+
+    def __init__(self, spec, proxies):
+        self.__spec = spec
+        self.__proxies = proxies              # tool py_name -> proxy
+        for py_name, proxy in proxies.items():
+            setattr(self, py_name, proxy)
+        self.__doc__ = (f"MCP server {spec.name!r}. {spec.description}".strip()
+                        + f"\nTools: {', '.join(proxies) or '(none)'}")
+
+    def __dir__(self):
+        return sorted(self.__proxies)
+
+    def __repr__(self):
+        tools = ", ".join(self.__proxies) or "no tools"
+        return f"<MCP server {self.__spec.name!r} ({self.__spec.py_name}): {tools}>"
+
+    def __getattr__(self, name):
+        # Only called when normal lookup failed: an unknown tool.
+        if name.startswith("__") or name.startswith("_MCPServer__"):
+            raise AttributeError(name)
+        raise AttributeError(f"MCP server {self.__spec.name!r} has no tool {name!r}"
+                             f"{_suggest(name, self.__proxies)} "
+                             f"Tools: {', '.join(self.__proxies) or '(none)'}")
+
+    def __getitem__(self, name):
+        """Look a tool up by its original MCP name (or its Python name)."""
+        for tool in self.__spec.tools:
+            if name in (tool.name, tool.py_name):
+                return self.__proxies[tool.py_name]
+        raise ToolNotFoundError(f"MCP server {self.__spec.name!r} has no tool {name!r}"
+                                f"{_suggest(name, [t.name for t in self.__spec.tools])}")
+
+
+class ToolDirectory(collections.abc.Mapping):
+    """`tools`: "server.tool" -> proxy for every tool, plus the bare "tool" when that
+    tool name is unique across servers."""
+
+    def __init__(self, entries):
+        self._entries = entries
+
+    def __getitem__(self, key):
+        try:
+            return self._entries[key]
+        except (KeyError, TypeError):
+            pass
+        raise ToolNotFoundError(f"no tool named {key!r}{_suggest(str(key), self._entries)} "
+                                f"(list(tools) shows all names, _search(text) finds tools)")
+
+    def __iter__(self):
+        return iter(self._entries)
+
+    def __len__(self):
+        return len(self._entries)
+
+    def __repr__(self):
+        return f"<tools: {', '.join(self._entries) or 'none'}>"
+
+
+class Toolbox:
+    """Everything the agent's code sees for one catalog: server objects, proxies, `tools`,
+    `mcp_servers`, call_tool() and the discovery helpers. Built again on reset and
+    set_catalog (cheap), so user code cannot leave modified helpers behind."""
+
+    def __init__(self, servers, calls):
+        self.servers = servers
+        self._calls = calls
+        self.server_objects = {}                 # py_name -> MCPServer
+        self.mcp_servers = {}                    # original name -> MCPServer
+        entries, bare = {}, {}
+        for server in servers:
+            proxies = {tool.py_name: _make_proxy(tool, calls) for tool in server.tools}
+            obj = MCPServer(server, proxies)
+            self.server_objects[server.py_name] = obj
+            self.mcp_servers[server.name] = obj
+            for tool in server.tools:
+                entries[f"{server.name}.{tool.name}"] = proxies[tool.py_name]
+                bare.setdefault(tool.name, []).append(proxies[tool.py_name])
+        for name, proxies in bare.items():
+            if len(proxies) == 1 and name not in entries:
+                entries[name] = proxies[0]
+        self.tools = ToolDirectory(entries)
+
+    def namespace_globals(self):
+        names = dict(self.server_objects)
+        names.update({"tools": self.tools, "mcp_servers": self.mcp_servers,
+                      "call_tool": self.call_tool, "_discover": self.discover,
+                      "_schema": self.schema, "_search": self.search})
+        return names
+
+    # -- lookups ---------------------------------------------------------------------
+
+    def find_server(self, name):
+        for server in self.servers:
+            if name in (server.name, server.py_name):
+                return server
+        raise ValueError(f"unknown MCP server {name!r}"
+                         f"{_suggest(str(name), [s.name for s in self.servers])} "
+                         f"(servers: {', '.join(s.name for s in self.servers) or 'none'})")
+
+    def find_tool(self, server_name, tool_name):
+        server = self.find_server(server_name)
+        for tool in server.tools:
+            if tool_name in (tool.name, tool.py_name):
+                return tool
+        raise ValueError(f"MCP server {server.name!r} has no tool {tool_name!r}"
+                         f"{_suggest(str(tool_name), [t.name for t in server.tools])}")
+
+    def resolve(self, name):
+        """"server.tool" (original or Python names; tool names may contain dots) or an
+        unambiguous bare tool name -> ToolSpec; KeyError otherwise."""
+        if not isinstance(name, str):
+            raise ToolNotFoundError(f"tool names are strings, not {type(name).__name__}")
+        for server in self.servers:
+            for prefix in (server.name + ".", server.py_name + "."):
+                if name.startswith(prefix):
+                    rest = name[len(prefix):]
+                    for tool in server.tools:
+                        if rest in (tool.name, tool.py_name):
+                            return tool
+        matches = [t for s in self.servers for t in s.tools if name in (t.name, t.py_name)]
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            options = ", ".join(f"{t.server.name}.{t.name}" for t in matches)
+            raise ToolNotFoundError(f"tool name {name!r} is ambiguous: {options}")
+        everything = [f"{s.name}.{t.name}" for s in self.servers for t in s.tools]
+        raise ToolNotFoundError(f"no tool named {name!r}{_suggest(name, everything)}")
+
+    # -- helpers visible to user code ------------------------------------------------
+
+    async def call_tool(self, server, tool, arguments=None):
+        """Call any tool by server and tool name: await call_tool("server", "tool", {...}).
+
+        Names are the catalog names (Python names work too). Returns what the proxies
+        return; raises ValueError for unknown names and ToolError when the call fails."""
+        spec = self.find_tool(server, tool)
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            raise TypeError(f"call_tool(): arguments must be a dict, not "
+                            f"{type(arguments).__name__}")
+        arguments = spec.validate_dict(arguments)
+        return await self._calls.call(spec.server.name, spec.name, arguments)
+
+    def discover(self):
+        """{server: [{"name", "description" (first line), "call"}]} for every tool."""
+        return {server.name: [{"name": tool.name,
+                               "description": _first_line(tool.description),
+                               "call": tool.call_hint()} for tool in server.tools]
+                for server in self.servers}
+
+    def schema(self, name):
+        """Full schema of "server.tool" (or an unambiguous bare tool name)."""
+        tool = self.resolve(name)
+        return {"name": f"{tool.server.name}.{tool.name}", "server": tool.server.name,
+                "tool": tool.name, "description": tool.description,
+                "input_schema": tool.input_schema, "output_schema": tool.output_schema,
+                "call": tool.call_hint()}
+
+    def search(self, text, limit=10):
+        """Tools ranked by how many words of `text` occur in their names (weight 3) and
+        descriptions (weight 1), case-insensitive: [{"server", "tool", "description",
+        "score"}]."""
+        words = _tokens(str(text))
+        if not words:
+            return []
+        results = []
+        for server in self.servers:
+            for tool in server.tools:
+                names = f"{server.name} {tool.name} {tool.py_name}".lower()
+                description = tool.description.lower()
+                score = sum(3 * (word in names) + (word in description) for word in words)
+                if score:
+                    results.append({"server": server.name, "tool": tool.name,
+                                    "description": _first_line(tool.description),
+                                    "score": score})
+        results.sort(key=lambda r: (-r["score"], r["server"], r["tool"]))
+        return results if limit is None else results[:max(0, int(limit))]
+
+
+# Classes user code sees: show them as part of mcp.runtime in help() and reprs.
+MCPServer.__module__ = ToolDirectory.__module__ = "mcp.runtime"
