@@ -1,0 +1,109 @@
+"""The catalog as user code sees it: proxy signatures and docs, server objects, the `tools`
+mapping, the discovery helpers, and set_catalog replacing servers."""
+
+import unittest
+
+from harness import CATALOG, CatalogTestCase
+
+
+class CatalogTest(CatalogTestCase):
+    def test_signatures_and_docs(self):
+        res = self.client.exec(
+            "import inspect\n"
+            "[str(inspect.signature(mcp_everything.echo)),"
+            " str(inspect.signature(mcp_everything.search)),"
+            " str(inspect.signature(mcp_memory.read_graph)),"
+            " mcp_everything.echo.__name__, mcp_everything.echo.__qualname__,"
+            " inspect.iscoroutinefunction(mcp_everything.get_image)]")
+        self.assertOk(res)
+        self.assertEqual(res.value, [
+            "(message: str)",
+            "(query: str, limit: int = 10, tags: list | None = None, max_depth: int = None)",
+            "()", "echo", "mcp_everything.echo", True])
+        res = self.client.exec("mcp_everything.search.__doc__")
+        doc = res.value
+        self.assertIn("Search documents by query", doc)
+        self.assertIn("query (string, required)", doc)
+        self.assertIn("limit (integer, optional, default 10): max results", doc)
+        self.assertIn("max_depth (integer, optional, sent as 'max-depth')", doc)
+        res = self.client.exec("help(mcp_everything.echo)")
+        self.assertOk(res)
+        self.assertIn("echo(message: str)", res.stream("stdout"))
+        self.assertIn("Echoes back the input", res.stream("stdout"))
+
+    def test_server_objects(self):
+        res = self.client.exec("[dir(mcp_everything), repr(mcp_memory), sorted(mcp_servers),"
+                               " mcp_servers['memory'] is mcp_memory,"
+                               " mcp_everything['get-image'] is mcp_everything.get_image]")
+        self.assertOk(res)
+        dir_, repr_, servers, same, by_name = res.value
+        self.assertEqual(dir_, ["add", "echo", "get_image", "search"])
+        self.assertIn("search", repr_)
+        self.assertIn("read_graph", repr_)
+        self.assertEqual(servers, ["everything", "memory"])
+        self.assertTrue(same and by_name)
+        res = self.client.exec("mcp_everything.ecko")
+        self.assertEqual(res.error["type"], "AttributeError")
+        self.assertIn("'echo'", res.error["message"])
+
+    def test_tools_mapping(self):
+        res = self.client.exec(
+            "[sorted(tools), tools['everything.echo'] is mcp_everything.echo,"
+            " tools['echo'] is mcp_everything.echo, 'search' in tools,"
+            " tools['memory.search'] is mcp_memory.search,"
+            " tools['get-image'] is mcp_everything.get_image]")
+        self.assertOk(res)
+        keys, *checks = res.value
+        self.assertEqual(keys, sorted([
+            "everything.echo", "everything.add", "everything.get-image", "everything.search",
+            "memory.search", "memory.read_graph", "echo", "add", "get-image", "read_graph"]))
+        self.assertEqual(checks, [True, True, False, True, True])
+        res = self.client.exec("tools['everything.ecoh']")
+        self.assertEqual(res.error["type"], "ToolNotFoundError")
+        self.assertIn("everything.echo", res.error["message"])
+        res = self.client.exec("try:\n    tools['x']\nexcept KeyError:\n    caught = 1\ncaught")
+        self.assertEqual(res.result, "1")
+
+    def test_discover_schema_search(self):
+        res = self.client.exec("_discover()")
+        self.assertOk(res)
+        discovered = res.value
+        self.assertEqual(sorted(discovered), ["everything", "memory"])
+        echo = next(t for t in discovered["everything"] if t["name"] == "echo")
+        self.assertEqual(echo["description"], "Echoes back the input")
+        self.assertEqual(echo["call"], "await mcp_everything.echo(message)")
+
+        schema = self.client.exec("_schema('everything.echo')").value
+        self.assertEqual(schema["name"], "everything.echo")
+        self.assertEqual(schema["input_schema"]["required"], ["message"])
+        self.assertIsNone(schema["output_schema"])
+        self.assertEqual(self.client.exec("_schema('read_graph')['name']").value,
+                         "memory.read_graph")
+        res = self.client.exec("_schema('search')")
+        self.assertEqual(res.error["type"], "ToolNotFoundError")
+        self.assertIn("ambiguous", res.error["message"])
+
+        # "graph" in a tool name weighs more than "graph" and "nodes" in a description.
+        hits = self.client.exec("_search('GRAPH nodes')").value
+        self.assertEqual([(h["server"], h["tool"], h["score"]) for h in hits],
+                         [("memory", "read_graph", 4), ("memory", "search", 2)])
+        hits = self.client.exec("_search('search')").value
+        self.assertEqual([(h["server"], h["tool"]) for h in hits][:2],
+                         [("everything", "search"), ("memory", "search")])
+        self.assertTrue(all(set(h) == {"server", "tool", "description", "score"} for h in hits))
+        self.assertEqual(len(self.client.exec("_search('search', limit=1)").value), 1)
+        self.assertEqual(self.client.exec("_search('zzz')").value, [])
+
+    def test_set_catalog_replaces_servers(self):
+        self.client.exec("keep = 1")
+        smaller = {"servers": [CATALOG["servers"][1]]}
+        self.client.set_catalog(smaller)
+        res = self.client.exec("['mcp_everything' in globals(), sorted(mcp_servers),"
+                               " sorted(tools), keep]")
+        self.assertOk(res)
+        self.assertEqual(res.value, [False, ["memory"], sorted(
+            ["memory.search", "memory.read_graph", "search", "read_graph"]), 1])
+
+
+if __name__ == "__main__":
+    unittest.main()

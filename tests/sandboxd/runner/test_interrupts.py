@@ -1,0 +1,100 @@
+"""Interrupts: an `interrupt` frame stops busy loops, sleeps, awaits and pending tool calls
+with a KeyboardInterrupt in user code, and the runner stays usable afterwards."""
+
+import time
+import unittest
+
+from harness import CATALOG, RunnerTestCase, text_result
+
+
+class InterruptTest(RunnerTestCase):
+    def interrupt_when_started(self, code):
+        exec_id = self.client.start_exec("print('started')\n" + code)
+        self.client.expect("output")
+        time.sleep(0.1)
+        started = time.monotonic()
+        self.client.send({"type": "interrupt", "id": exec_id})
+        res = self.client.finish_exec(exec_id, timeout=5)
+        self.assertLess(time.monotonic() - started, 3)
+        self.assertEqual(res.status, "interrupted", res.error)
+        self.assertEqual(res.error["type"], "KeyboardInterrupt")
+        self.assertEqual(res.error["message"], "execution interrupted")
+        self.assertNotIn("sandbox_runner", res.error["traceback"])
+        return res
+
+    def assertStillUsable(self):
+        self.assertEqual(self.client.exec("1 + 1").result, "2")
+        self.assertEqual(self.client.exec("await asyncio.sleep(0.01)\n'async ok'").result,
+                         "'async ok'")
+
+    def test_interrupt_busy_loop(self):
+        self.client.exec("kept = 'yes'")
+        self.interrupt_when_started("while True:\n    pass")
+        self.assertStillUsable()
+        self.assertEqual(self.client.exec("kept").result, "'yes'")
+
+    def test_interrupt_sleep(self):
+        self.interrupt_when_started("import time\ntime.sleep(100)")
+        self.assertStillUsable()
+
+    def test_interrupt_async_sleep(self):
+        self.interrupt_when_started("await asyncio.sleep(100)")
+        self.assertStillUsable()
+
+    def test_interrupt_async_busy_loop(self):
+        self.interrupt_when_started("await asyncio.sleep(0)\nwhile True:\n    pass")
+        self.assertStillUsable()
+
+    def test_interrupt_pending_tool_call(self):
+        self.client.set_catalog(CATALOG)
+        exec_id = self.client.start_exec("await mcp_everything.echo(message='hang')")
+        call = self.client.expect("tool_call")
+        self.client.send({"type": "interrupt", "id": exec_id})
+        res = self.client.finish_exec(exec_id, timeout=5)
+        self.assertEqual(res.status, "interrupted")
+        # A late result for the abandoned call is ignored.
+        self.client.send({"type": "tool_result", "call_id": call["call_id"], "ok": True,
+                          "result": text_result("late")})
+        self.assertStillUsable()
+
+    def test_interrupt_of_print_loop_keeps_frames_intact(self):
+        # KeyboardInterrupt must never cut an output frame in half: the test client's
+        # frame decoder would fail on a corrupt stream.
+        self.interrupt_when_started("while True:\n    print('x' * 100)")
+        self.interrupt_when_started("import sys\nwhile True:\n    sys.stderr.write('é')")
+        self.assertStillUsable()
+
+    def test_interrupt_caught_by_user_code(self):
+        exec_id = self.client.start_exec(
+            "import time\nprint('started')\n"
+            "try:\n    time.sleep(100)\nexcept KeyboardInterrupt:\n    caught = True\n"
+            "'survived'")
+        self.client.expect("output")
+        self.client.send({"type": "interrupt", "id": exec_id})
+        res = self.client.finish_exec(exec_id, timeout=5)
+        self.assertOk(res)
+        self.assertEqual(res.result, "'survived'")
+
+    def test_interrupt_before_exec_starts(self):
+        first = self.client.start_exec("import time\ntime.sleep(0.3)")
+        second = self.client.start_exec("while True:\n    pass")
+        self.client.send({"type": "interrupt", "id": second})
+        self.assertOk(self.client.finish_exec(first))
+        self.assertEqual(self.client.finish_exec(second, timeout=5).status, "interrupted")
+        self.assertStillUsable()
+
+    def test_user_raised_keyboard_interrupt_is_an_error(self):
+        res = self.client.exec("raise KeyboardInterrupt")
+        self.assertEqual(res.status, "error")
+        self.assertEqual(res.error["type"], "KeyboardInterrupt")
+
+    def test_interrupt_for_other_exec_is_ignored(self):
+        exec_id = self.client.start_exec("import time\ntime.sleep(0.3)\n'finished'")
+        self.client.send({"type": "interrupt", "id": exec_id + 1000})
+        res = self.client.finish_exec(exec_id)
+        self.assertOk(res)
+        self.assertEqual(res.result, "'finished'")
+
+
+if __name__ == "__main__":
+    unittest.main()
