@@ -1,0 +1,75 @@
+// sandboxd_bench's cleanup on signals and on its watchdog.
+#include "cleanup.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+
+namespace sandboxd_bench {
+namespace {
+
+using sandboxd::testing::Sh;
+
+std::atomic<pid_t> g_daemon_pid{-1};
+std::string g_instance;    // set before any thread that reads it starts
+std::string g_daemon_dir;  // the harness's private directory (socket, state, log)
+
+void EmergencyCleanup() {
+  pid_t pid = g_daemon_pid.load();
+  if (pid > 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  if (!g_instance.empty()) {
+    for (const char* label : {"io.sandboxd.instance", "io.sandboxd.bench"}) {
+      Sh(absl::StrCat("podman ps -aq --filter label=", label, "=", g_instance,
+                      " | xargs -r podman rm -f -t 0 >/dev/null 2>&1"));
+    }
+  }
+  if (g_daemon_dir.rfind("/tmp/sbxtest-", 0) == 0) Sh("rm -rf " + g_daemon_dir);
+}
+
+}  // namespace
+
+sigset_t BlockSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  return signals;
+}
+
+void GuardDaemon(const sandboxd::testing::SandboxdProcess& daemon, const sigset_t& signals,
+                 int budget_s) {
+  g_instance = daemon.instance();
+  g_daemon_dir = std::filesystem::path(daemon.socket()).parent_path().string();
+  std::thread([signals] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    fprintf(stderr, "sandboxd_bench: signal %d, cleaning up\n", sig);
+    EmergencyCleanup();
+    _exit(128 + sig);
+  }).detach();
+  // Watchdog: nothing here should take this long; never leave containers behind.
+  std::thread([budget_s] {
+    std::this_thread::sleep_for(std::chrono::seconds(budget_s));
+    fprintf(stderr, "sandboxd_bench: still running after %d s; giving up\n", budget_s);
+    EmergencyCleanup();
+    _exit(3);
+  }).detach();
+}
+
+void SetDaemonPid(pid_t pid) { g_daemon_pid = pid; }
+
+}  // namespace sandboxd_bench

@@ -1,0 +1,72 @@
+// sandboxd_bench's command line: the flags, and the counts --quick makes smaller.
+#include "options.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace sandboxd_bench {
+namespace {
+
+void Usage() {
+  fprintf(stderr,
+          "usage: sandboxd_bench [--quick] [--out FILE] [--load_seconds N] [--sessions N] "
+          "[--wait_idle SECONDS] [--daemon_log FILE]\n");
+}
+
+}  // namespace
+
+bool ParseArgs(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](const std::string& name, std::string* v) {
+      if (a == name) {
+        if (i + 1 >= argc) return false;
+        *v = argv[++i];
+        return true;
+      }
+      if (a.rfind(name + "=", 0) == 0) {
+        *v = a.substr(name.size() + 1);
+        return true;
+      }
+      return false;
+    };
+    std::string v;
+    if (a == "--quick") {
+      o->quick = true;
+    } else if (value("--out", &v)) {
+      o->out = v;
+    } else if (value("--daemon_log", &v)) {
+      o->daemon_log = v;
+    } else if (value("--load_seconds", &v)) {
+      o->load_seconds = std::atoi(v.c_str());
+    } else if (value("--sessions", &v)) {
+      o->sessions = std::atoi(v.c_str());
+    } else if (value("--wait_idle", &v)) {
+      o->wait_idle_s = std::atoi(v.c_str());
+    } else {
+      Usage();
+      return false;
+    }
+  }
+  if (o->quick) {
+    o->exec_warmup = 20;
+    o->exec_iters = 200;
+    o->tool_warmup = 20;
+    o->tool_iters = 100;
+    o->gather_runs = 3;
+    o->warm_creates = 5;
+    o->cold_creates = 3;
+    o->seed_runs = 3;
+  }
+  if (o->load_seconds < 0) o->load_seconds = o->quick ? 5 : 30;
+  if (o->sessions < 0) o->sessions = o->quick ? 8 : 32;
+  if (o->wait_idle_s < 0) o->wait_idle_s = o->quick ? 0 : 300;
+  if (o->sessions < 1 || o->sessions > static_cast<int>(kMaxSessions) - 2 ||
+      o->load_seconds < 1 || o->load_seconds > 600) {
+    fprintf(stderr, "--sessions must be 1..%u and --load_seconds 1..600\n", kMaxSessions - 2);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace sandboxd_bench

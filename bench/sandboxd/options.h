@@ -1,0 +1,33 @@
+// sandboxd_bench's command line (the flags are described at the top of
+// bench/sandboxd_bench.cc) and the iteration counts a full or --quick run derives from
+// it, with the fixed settings of the daemon it starts.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace sandboxd_bench {
+
+constexpr char kImage[] = "localhost/sandboxd-python:bookworm";
+constexpr uint32_t kPoolSize = 4;
+constexpr uint32_t kMaxSessions = 64;
+
+struct Options {
+  bool quick = false;
+  std::string out;
+  std::string daemon_log;
+  int load_seconds = -1;
+  int sessions = -1;
+  int wait_idle_s = -1;
+  // Derived iteration counts.
+  int exec_warmup = 100, exec_iters = 2000;
+  int tool_warmup = 100, tool_iters = 1000;
+  int gather_runs = 5, gather_calls = 100, gather_delay_ms = 50;
+  int warm_creates = 20, cold_creates = 10;
+  int seed_runs = 10;
+};
+
+// False (after printing why on stderr) on an unknown flag or a value out of range.
+bool ParseArgs(int argc, char** argv, Options* o);
+
+}  // namespace sandboxd_bench

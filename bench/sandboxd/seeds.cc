@@ -1,0 +1,116 @@
+// sandboxd_bench's measurement 5: the seeds' methods of running code in a container,
+// timed as whole commands for comparison with Execute: `podman run --rm` of a new
+// container, and `podman exec` in the session container.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "bench.h"
+#include "stats.h"
+
+extern char** environ;
+
+namespace sandboxd_bench {
+namespace {
+
+// Runs argv with stdin/stdout/stderr on /dev/null; returns wall ms, or NAN on failure.
+double TimeCommand(const std::vector<std::string>& argv, int timeout_s, std::string* error) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  std::string errfile = absl::StrFormat("/tmp/sandboxd-bench-%d.err", getpid());
+  posix_spawn_file_actions_addopen(&fa, 2, errfile.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  auto t0 = SteadyClock::now();
+  pid_t pid;
+  int rc = posix_spawnp(&pid, cargv[0], &fa, nullptr, cargv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) {
+    *error = absl::StrCat("cannot run ", argv[0], ": ", strerror(rc));
+    return NAN;
+  }
+  int status = 0;
+  for (;;) {
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    if (MsSince(t0) > timeout_s * 1000.0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      *error = absl::StrCat(absl::StrJoin(argv, " "), ": timed out after ", timeout_s, " s");
+      return NAN;
+    }
+    usleep(200);
+  }
+  double ms = MsSince(t0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    *error = absl::StrCat(absl::StrJoin(argv, " "), ": exit status ", status, ": ",
+                          Trim(ReadFileText(errfile)).substr(0, 400));
+    unlink(errfile.c_str());
+    return NAN;
+  }
+  unlink(errfile.c_str());
+  return ms;
+}
+
+std::string ShellJoin(const std::vector<std::string>& argv) {
+  return absl::StrJoin(argv, " ", [](std::string* out, const std::string& a) {
+    bool plain = !a.empty() && a.find_first_not_of(
+        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=.,:/@+") == std::string::npos;
+    absl::StrAppend(out, plain ? a : "'" + a + "'");
+  });
+}
+
+}  // namespace
+
+void Bench::Seeds(const std::string& container_id) {
+  std::string error;
+  std::vector<std::string> run = {"podman", "--runtime", "runc", "run", "--rm",
+                                  "--label", "io.sandboxd.bench=" + d_->instance(),
+                                  "--network", "none", "--ulimit", "nofile=1024:1024",
+                                  "--ulimit", "nproc=256:256", kImage, "python3", "-c", "x = 1"};
+  std::vector<std::string> exec = {"podman", "--runtime", "runc", "exec", container_id,
+                                   "python3", "-c", "x = 1"};
+  // seed_runs times each; the first failure ends the runs of that command.
+  auto time_runs = [&](const std::vector<std::string>& argv, const std::string& what,
+                       std::vector<double>* out) {
+    for (int i = 0; i < o_.seed_runs; ++i) {
+      double ms = TimeCommand(argv, 120, &error);
+      if (std::isnan(ms)) {
+        r_->Error(what + ": " + error);
+        break;
+      }
+      out->push_back(ms);
+    }
+  };
+  time_runs(run, "seed podman run", &seed_run_);
+  time_runs(exec, "seed podman exec", &seed_exec_);
+  r_->notes.push_back(absl::StrCat(
+      "Seed methods, exactly as timed (the label only lets the benchmark clean up after "
+      "an interruption): `",
+      ShellJoin(run), "` and `podman --runtime runc exec <session container> python3 -c 'x = 1'`."));
+}
+
+void Bench::SeedRows() {
+  auto row = [&](const std::string& what, const std::vector<double>& v) {
+    double p50 = Pct(v, 50);
+    std::string ratio = (std::isnan(p50) || std::isnan(execute_p50_))
+                            ? ""
+                            : absl::StrFormat(" — Execute is %.0fx faster", p50 / execute_p50_);
+    r_->Info("5", absl::StrCat(what, " — p50 (n=", v.size(), ")"), FmtMs(p50) + ratio);
+  };
+  row("Seed: `podman --runtime runc run --rm … python3 -c 'x = 1'`", seed_run_);
+  row("Seed: `podman --runtime runc exec <container> python3 -c 'x = 1'`", seed_exec_);
+}
+
+}  // namespace sandboxd_bench
