@@ -78,7 +78,9 @@ json MakeRequest(const json& id, const std::string& method, json params) {
 }
 
 json MakeNotification(const std::string& method, json params) {
-  return {{"jsonrpc", "2.0"}, {"method", method}, {"params", std::move(params)}};
+  json message = {{"jsonrpc", "2.0"}, {"method", method}};
+  if (!params.is_null()) message["params"] = std::move(params);
+  return message;
 }
 
 json MakeResult(const json& id, json result) {

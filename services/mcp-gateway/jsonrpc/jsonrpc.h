@@ -61,6 +61,7 @@ int StatusToErrorCode(const absl::Status& status);
 
 nlohmann::json MakeRequest(const nlohmann::json& id, const std::string& method,
                            nlohmann::json params);
+// Null params are left out (MCP allows params to be absent, never null).
 nlohmann::json MakeNotification(const std::string& method, nlohmann::json params);
 nlohmann::json MakeResult(const nlohmann::json& id, nlohmann::json result);
 // Builds {"jsonrpc":"2.0","id":id,"error":{"code":code,"message":message[,"data"]}}.
@@ -91,6 +92,13 @@ inline bool IsValidId(const nlohmann::json& id) {
 // types; the receiver validates them).
 inline bool LooksLikeRequest(const nlohmann::json& message) {
   return message.is_object() && message.contains("method") && message.contains("id");
+}
+
+// The "method" member, or "" when there is none or it is not a string.
+inline std::string MethodOf(const nlohmann::json& message) {
+  if (!message.is_object()) return "";
+  auto it = message.find("method");
+  return it != message.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
 // True for a response to a request: an id plus result or error, and no method.

@@ -47,9 +47,32 @@ static absl::Duration RetryDelay(const std::optional<int64_t>& retry_ms) {
   return std::min(absl::Milliseconds(*retry_ms), kMaxRetryDelay);
 }
 
-StreamableHttpTransport::StreamableHttpTransport(UpstreamConfig config,
-                                                 absl::Duration connect_timeout)
+HttpTransportBase::HttpTransportBase(UpstreamConfig config, absl::Duration connect_timeout)
     : config_(std::move(config)), connect_timeout_(connect_timeout) {}
+
+absl::Status HttpTransportBase::BeginStart(TransportCallbacks callbacks) {
+  if (closing_) return absl::UnavailableError("connection closed");
+  absl::StatusOr<HttpUrl> url = ParseHttpUrl(config_.url);
+  if (!url.ok()) return url.status();
+  url_ = *std::move(url);
+  callbacks_ = std::move(callbacks);
+  return absl::OkStatus();
+}
+
+std::shared_ptr<httplib::Client> HttpTransportBase::NewClient(absl::Duration read_timeout) const {
+  return MakeClient(url_.origin, connect_timeout_, read_timeout);
+}
+
+std::shared_ptr<httplib::Client> HttpTransportBase::EventStreamGet(
+    HttpExchange* exchange, httplib::Request* request) const {
+  std::shared_ptr<httplib::Client> client = NewClient(kStreamReadTimeout);
+  exchange->SetClient(client);
+  request->method = "GET";
+  request->path = url_.target;
+  request->headers = ConfiguredHeaders(config_);
+  request->headers.emplace("Accept", "text/event-stream");
+  return client;
+}
 
 StreamableHttpTransport::~StreamableHttpTransport() { Close(); }
 
@@ -58,25 +81,15 @@ std::string StreamableHttpTransport::session_id() const {
   return session_id_;
 }
 
-std::shared_ptr<httplib::Client> StreamableHttpTransport::NewClient(
-    absl::Duration read_timeout) const {
-  return MakeClient(url_.origin, connect_timeout_, read_timeout);
-}
-
 absl::Status StreamableHttpTransport::Start(TransportCallbacks callbacks, absl::Duration) {
   codemode::MutexLock start_lock(&start_mu_);
-  if (closing_) return absl::UnavailableError("connection closed");
-  auto url = ParseHttpUrl(config_.url);
-  if (!url.ok()) return url.status();
-  url_ = *std::move(url);
-  callbacks_ = std::move(callbacks);
-  return absl::OkStatus();  // nothing to open: the initialize POST is the first contact
+  return BeginStart(std::move(callbacks));  // nothing to open: initialize is the first contact
 }
 
 StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
     const json& message, httplib::Client& client,
     const std::function<void(json)>& on_message) {
-  const bool initialize = MethodOf(message) == "initialize";
+  const bool initialize = wire::MethodOf(message) == "initialize";
   PostResult result;
   httplib::Request req;
   req.method = "POST";
@@ -133,9 +146,9 @@ absl::Status StreamableHttpTransport::Post(const json& message, HttpExchange* ex
                                            StreamCursor* cursor) {
   *connection_lost = false;
   *final_status = 0;
-  const bool initialize = MethodOf(message) == "initialize";
+  const bool initialize = wire::MethodOf(message) == "initialize";
   for (int attempt = 0;; ++attempt) {
-    auto client = NewClient(IsRequest(message) ? kStreamReadTimeout : connect_timeout_);
+    auto client = NewClient(wire::LooksLikeRequest(message) ? kStreamReadTimeout : connect_timeout_);
     if (exchange != nullptr) {
       exchange->SetClient(client);
       if (exchange->abandoned) return absl::CancelledError("abandoned");
@@ -184,7 +197,7 @@ absl::Status StreamableHttpTransport::Reinitialize(const std::string& stale_sess
   init["id"] = absl::StrCat("mcp-gateway-reinitialize-", ++reinit_count_);
   json response;
   auto capture = [&](json m) {
-    if (m.is_object() && !m.contains("method") && m.value("id", json()) == init["id"]) {
+    if (wire::IsResponse(m) && m["id"] == init["id"]) {
       response = std::move(m);
     } else if (callbacks_.on_message) {
       callbacks_.on_message(std::move(m));
@@ -200,7 +213,7 @@ absl::Status StreamableHttpTransport::Reinitialize(const std::string& stale_sess
     return absl::UnavailableError(absl::StrCat(
         "initialize failed: ", response.contains("error") ? wire::Dump(response["error"]) : "no answer"));
   }
-  json initialized = {{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}};
+  json initialized = MakeNotification("notifications/initialized", nullptr);
   auto client2 = NewClient(connect_timeout_);
   PostResult n = PostOnce(initialized, *client2, capture);
   if (n.error != httplib::Error::Success || (n.status != 202 && n.status != 200)) {
@@ -229,7 +242,7 @@ absl::Status StreamableHttpTransport::StartExchange(const json& message) {
   exchange->thread = codemode::StartThread("upstream http post", [this, exchange, message] {
     bool answered = false;
     auto on_message = [&](json m) {
-      if (m.is_object() && !m.contains("method") && m.value("id", json()) == exchange->id) {
+      if (wire::IsResponse(m) && m["id"] == exchange->id) {
         answered = true;
       }
       if (callbacks_.on_message) callbacks_.on_message(std::move(m));
@@ -240,14 +253,14 @@ absl::Status StreamableHttpTransport::StartExchange(const json& message) {
     absl::Status s = Post(message, exchange.get(), on_message, &connection_lost, &status, &cursor);
     // The response stream ended without the response but gave an event id: the server
     // means us to come back for the rest (it may close streams to poll, SEP-1699).
-    if (s.ok() && IsRequest(message) && !answered && !cursor.last_event_id.empty()) {
+    if (s.ok() && wire::LooksLikeRequest(message) && !answered && !cursor.last_event_id.empty()) {
       s = Resume(exchange.get(), &cursor, on_message, [&] { return answered; });
       if (absl::IsCancelled(s)) s = absl::OkStatus();  // closing or abandoned: said elsewhere
       status = 200;
     }
-    if (!IsRequest(message)) {
+    if (!wire::LooksLikeRequest(message)) {
       if (!s.ok()) {
-        spdlog::debug("upstream {}: {} not delivered: {}", config_.name, MethodOf(message),
+        spdlog::debug("upstream {}: {} not delivered: {}", config_.name, wire::MethodOf(message),
                       std::string(s.message()));
       }
     } else if (!closing_ && !exchange->abandoned) {
@@ -267,14 +280,14 @@ absl::Status StreamableHttpTransport::StartExchange(const json& message) {
 
 absl::Status StreamableHttpTransport::Send(const json& message) {
   if (closing_) return absl::UnavailableError("connection closed");
-  if (MethodOf(message) == "initialize") {
+  if (wire::MethodOf(message) == "initialize") {
     codemode::MutexLock lock(&mu_);
     initialize_request_ = message;
   }
-  if (IsRequest(message)) return StartExchange(message);
+  if (wire::LooksLikeRequest(message)) return StartExchange(message);
   // notifications/cancelled comes from a caller that has given up already: do not make it
   // wait for a server that may be hung.
-  if (MethodOf(message) == "notifications/cancelled") return StartExchange(message);
+  if (wire::MethodOf(message) == "notifications/cancelled") return StartExchange(message);
   // Other notifications and our answers to server requests: short exchanges answered with
   // 202, sent in order (notifications/initialized must precede the next request).
   bool connection_lost = false;
@@ -323,13 +336,8 @@ void StreamableHttpTransport::OnInitialized(const std::string& protocol_version)
 StreamableHttpTransport::GetResult StreamableHttpTransport::GetOnce(
     HttpExchange* exchange, StreamCursor* cursor, const std::function<void(json)>& on_message,
     const std::function<void()>& on_answered) {
-  auto client = NewClient(kStreamReadTimeout);
-  exchange->SetClient(client);
   httplib::Request req;
-  req.method = "GET";
-  req.path = url_.target;
-  req.headers = ConfiguredHeaders(config_);
-  req.headers.emplace("Accept", "text/event-stream");
+  auto client = EventStreamGet(exchange, &req);
   if (!cursor->last_event_id.empty()) req.headers.emplace("Last-Event-ID", cursor->last_event_id);
   {
     codemode::MutexLock lock(&mu_);

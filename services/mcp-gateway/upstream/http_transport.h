@@ -31,15 +31,41 @@
 
 namespace httplib {
 class Client;
+struct Request;
 }
 
 namespace gateway {
 
-struct HttpExchange;  // one HTTP exchange on its own thread (upstream_http.cc)
+struct HttpExchange;  // one HTTP exchange on its own thread (http_transport_common.h)
 
-class StreamableHttpTransport : public ClientTransport {
+// What both HTTP transports hold: the configuration, the URL and callbacks Start() sets,
+// and the closing flag Close() raises.
+class HttpTransportBase : public ClientTransport {
  public:
-  StreamableHttpTransport(UpstreamConfig config, absl::Duration connect_timeout);
+  HttpTransportBase(UpstreamConfig config, absl::Duration connect_timeout);
+
+ protected:
+  // Start()'s first step: refuses once Close() began, parses the URL, keeps the callbacks.
+  absl::Status BeginStart(TransportCallbacks callbacks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(start_mu_);
+  // A client for the configured origin with this read timeout.
+  std::shared_ptr<httplib::Client> NewClient(absl::Duration read_timeout) const;
+  // A GET of the configured URL asking for an event stream, and the client to send it
+  // with, handed to `exchange` (whose Stop() cuts the stream).
+  std::shared_ptr<httplib::Client> EventStreamGet(HttpExchange* exchange,
+                                                  httplib::Request* request) const;
+
+  const UpstreamConfig config_;
+  const absl::Duration connect_timeout_;
+  HttpUrl url_;
+  TransportCallbacks callbacks_;
+  codemode::Mutex start_mu_;  // Close() waits for a Start() in progress
+  std::atomic<bool> closing_{false};
+  std::once_flag close_once_;
+};
+
+class StreamableHttpTransport : public HttpTransportBase {
+ public:
+  using HttpTransportBase::HttpTransportBase;
   ~StreamableHttpTransport() override;  // Close()s
 
   absl::Status Start(TransportCallbacks callbacks, absl::Duration timeout) override;
@@ -85,13 +111,7 @@ class StreamableHttpTransport : public ClientTransport {
   // for a notification they are only logged.
   absl::Status StartExchange(const nlohmann::json& message);
   void RunGetStream(std::shared_ptr<HttpExchange> exchange);
-  std::shared_ptr<httplib::Client> NewClient(absl::Duration read_timeout) const;
   void DeleteSession();
-
-  const UpstreamConfig config_;
-  const absl::Duration connect_timeout_;
-  HttpUrl url_;
-  TransportCallbacks callbacks_;
 
   mutable codemode::Mutex mu_;
   std::string session_id_ ABSL_GUARDED_BY(mu_);
@@ -104,16 +124,13 @@ class StreamableHttpTransport : public ClientTransport {
   codemode::Mutex reinit_mu_;  // one re-initialize at a time
   int reinit_count_ ABSL_GUARDED_BY(reinit_mu_) = 0;
 
-  codemode::Mutex start_mu_;  // Close() waits for a Start() in progress
   codemode::Mutex workers_mu_;
   std::list<std::shared_ptr<HttpExchange>> workers_ ABSL_GUARDED_BY(workers_mu_);
-  std::atomic<bool> closing_{false};
-  std::once_flag close_once_;
 };
 
-class SseTransport : public ClientTransport {
+class SseTransport : public HttpTransportBase {
  public:
-  SseTransport(UpstreamConfig config, absl::Duration connect_timeout);
+  using HttpTransportBase::HttpTransportBase;
   ~SseTransport() override;  // Close()s
 
   absl::Status Start(TransportCallbacks callbacks, absl::Duration timeout) override;
@@ -125,20 +142,12 @@ class SseTransport : public ClientTransport {
  private:
   void RunStream();
 
-  const UpstreamConfig config_;
-  const absl::Duration connect_timeout_;
-  HttpUrl url_;
-  TransportCallbacks callbacks_;
-
   mutable codemode::Mutex mu_;
   std::string endpoint_ ABSL_GUARDED_BY(mu_);  // where to POST, once the endpoint event arrived
   bool stream_ended_ ABSL_GUARDED_BY(mu_) = false;
   std::string stream_error_ ABSL_GUARDED_BY(mu_);  // why the GET stream ended
 
-  codemode::Mutex start_mu_;  // Close() waits until Start() has set up stream_
-  std::shared_ptr<HttpExchange> stream_;
-  std::atomic<bool> closing_{false};
-  std::once_flag close_once_;
+  std::shared_ptr<HttpExchange> stream_;  // set up by Start() under start_mu_
 };
 
 }  // namespace gateway

@@ -73,17 +73,6 @@ inline bool IsEventStream(const std::string& content_type) {
   return absl::StartsWith(absl::AsciiStrToLower(content_type), "text/event-stream");
 }
 
-inline bool IsRequest(const json& message) {
-  return message.is_object() && message.contains("method") && message.contains("id") &&
-         !message["id"].is_null();
-}
-
-inline std::string MethodOf(const json& message) {
-  if (!message.is_object()) return "";
-  auto it = message.find("method");
-  return it != message.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
 // Parses one JSON text (a body, an SSE data field) and hands it on.
 inline void DispatchText(const std::string& name, const std::string& text,
                   const std::function<void(json)>& on_message) {

@@ -181,9 +181,7 @@ absl::Status JsonRpcClient::Notify(const std::string& method, json params) {
     codemode::MutexLock lock(&mu_);
     if (closed_) return absl::UnavailableError("connection closed");
   }
-  json message = {{"jsonrpc", "2.0"}, {"method", method}};
-  if (!params.is_null()) message["params"] = std::move(params);
-  return transport_->Send(message);
+  return transport_->Send(MakeNotification(method, std::move(params)));
 }
 
 void JsonRpcClient::Close() {

@@ -10,9 +10,6 @@ namespace gateway {
 
 using nlohmann::json;
 
-SseTransport::SseTransport(UpstreamConfig config, absl::Duration connect_timeout)
-    : config_(std::move(config)), connect_timeout_(connect_timeout) {}
-
 SseTransport::~SseTransport() { Close(); }
 
 std::string SseTransport::endpoint() const {
@@ -23,11 +20,7 @@ std::string SseTransport::endpoint() const {
 absl::Status SseTransport::Start(TransportCallbacks callbacks, absl::Duration timeout) {
   {
     codemode::MutexLock start_lock(&start_mu_);
-    if (closing_) return absl::UnavailableError("connection closed");
-    auto url = ParseHttpUrl(config_.url);
-    if (!url.ok()) return url.status();
-    url_ = *std::move(url);
-    callbacks_ = std::move(callbacks);
+    if (absl::Status s = BeginStart(std::move(callbacks)); !s.ok()) return s;
     stream_ = std::make_shared<HttpExchange>();
     stream_->thread = codemode::StartThread("upstream sse", [this] { RunStream(); });
   }
@@ -51,13 +44,8 @@ absl::Status SseTransport::Start(TransportCallbacks callbacks, absl::Duration ti
 }
 
 void SseTransport::RunStream() {
-  auto client = MakeClient(url_.origin, connect_timeout_, kStreamReadTimeout);
-  stream_->SetClient(client);
   httplib::Request req;
-  req.method = "GET";
-  req.path = url_.target;
-  req.headers = ConfiguredHeaders(config_);
-  req.headers.emplace("Accept", "text/event-stream");
+  auto client = EventStreamGet(stream_.get(), &req);
   int status = 0;
   bool event_stream = false;
   std::string content_type;

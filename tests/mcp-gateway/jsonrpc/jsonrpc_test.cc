@@ -44,6 +44,8 @@ TEST(MakeMessageTest, BuildsJsonRpcShapes) {
             json({{"jsonrpc", "2.0"}, {"id", "x"}, {"result", {{"a", 1}}}}));
   EXPECT_EQ(MakeNotification("n", json::object()),
             json({{"jsonrpc", "2.0"}, {"method", "n"}, {"params", json::object()}}));
+  // MCP allows params to be absent, never null.
+  EXPECT_EQ(MakeNotification("n", nullptr), json({{"jsonrpc", "2.0"}, {"method", "n"}}));
 }
 
 TEST(ErrorToStatusTest, MapsTheCodesThatSaySomething) {
