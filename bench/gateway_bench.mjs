@@ -1,6 +1,7 @@
 // mcp-gateway benchmark: run_python latency over stdio and Streamable HTTP, the latency a
 // tool call gains by going through the sandbox and the gateway, and throughput with 16
-// concurrent HTTP clients. Prints a markdown table (and writes it with --out FILE).
+// concurrent HTTP clients. Prints a markdown table (and writes it with --out FILE,
+// keeping that file's hand-written part from "Notes (by hand" on).
 //
 //   SANDBOXD_BIN=... GATEWAY_BIN=... NODE_PEERS=... node bench/gateway_bench.mjs [--quick] [--out FILE]
 // (scripts/bench.sh sets these.)
@@ -219,4 +220,10 @@ const header = [
 ];
 const table = [...header, ...rows, ""].join("\n");
 console.log(table);
-if (outFile) fs.writeFileSync(outFile, table);
+// The notes written by hand below the table stay (as sandboxd_bench keeps its end marker).
+const NOTES = "Notes (by hand";
+if (outFile) {
+  const old = fs.existsSync(outFile) ? fs.readFileSync(outFile, "utf8") : "";
+  const notes = old.indexOf(NOTES) >= 0 ? old.slice(old.indexOf(NOTES)) : "";
+  fs.writeFileSync(outFile, table + notes);
+}

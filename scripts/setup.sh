@@ -33,6 +33,7 @@ packages=(
   podman runc catatonit debootstrap uidmap fuse-overlayfs slirp4netns
   python3 systemd
   clang-14 libclang-rt-14-dev
+  universal-ctags
 )
 # Node.js: any install that provides node and npm will do (Debian's, or NodeSource's,
 # whose nodejs package conflicts with Debian's npm).

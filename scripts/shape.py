@@ -29,12 +29,21 @@ def source_files():
             if Path(p).suffix in SOURCE_SUFFIXES and "/corpus/" not in p]
 
 
+def run_tool(args):
+    """The stdout of a measuring tool; a missing or failing tool ends the run with why."""
+    try:
+        return subprocess.run(args, cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    except FileNotFoundError:
+        sys.exit(f"shape: {args[0]} is missing: run scripts/setup.sh")
+    except subprocess.CalledProcessError as e:
+        sys.exit(f"shape: {args[0]} failed ({e.returncode}): {e.stderr.strip()[:2000]}")
+
+
 def cpp_functions(files):
     if not files:
         return []
-    out = subprocess.run(["ctags", "--output-format=json", "--fields=+ne", "--kinds-C++=f",
-                          "-f", "-", *files], cwd=ROOT, check=True, capture_output=True,
-                         text=True).stdout
+    out = run_tool(["ctags", "--output-format=json", "--fields=+ne", "--kinds-C++=f",
+                    "-f", "-", *files])
     functions = []
     for line in out.splitlines():
         tag = json.loads(line)
@@ -56,8 +65,7 @@ def python_functions(files):
 def js_functions(files):
     if not files:
         return []
-    out = subprocess.run(["node", str(ROOT / "scripts" / "shape_js.mjs"), *files], cwd=ROOT,
-                         check=True, capture_output=True, text=True).stdout
+    out = run_tool(["node", str(ROOT / "scripts" / "shape_js.mjs"), *files])
     return [(f["path"], f["name"], f["line"], f["end"]) for f in map(json.loads, out.splitlines())]
 
 
