@@ -26,11 +26,12 @@ fi
 #    so what we use from a Recommends is named here: catatonit is the init binary of
 #    `podman run --init` (without it every container start fails), fuse-overlayfs and
 #    slirp4netns serve rootless podman. util-linux (setpriv) is essential on Debian.
+#    runsc is gVisor, the OCI runtime of sandboxd's --isolation=gvisor.
 packages=(
   build-essential cmake ccache pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev nlohmann-json3-dev libspdlog-dev libgtest-dev libgmock-dev libcpp-httplib-dev libboost1.81-dev
-  podman runc catatonit debootstrap uidmap fuse-overlayfs slirp4netns
+  podman runc runsc catatonit debootstrap uidmap fuse-overlayfs slirp4netns
   python3 systemd
   clang-14 libclang-rt-14-dev
   universal-ctags

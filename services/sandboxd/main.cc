@@ -47,6 +47,17 @@ ABSL_FLAG(std::vector<std::string>, podman_args, {},
           "Extra global podman flags, comma-separated (for example --root=/x,--runroot=/y).");
 ABSL_FLAG(std::string, oci_runtime, "auto",
           "OCI runtime for podman: auto (runc on cgroup v1, where crun fails), runc, crun, ...");
+ABSL_FLAG(std::string, isolation, "container",
+          "What stands between sandboxed code and the host kernel, by default: container "
+          "(podman on runc/crun) or gvisor (podman on gVisor's runsc, a user-space kernel; "
+          "slower). See README.md, \"Isolation modes\".");
+ABSL_FLAG(std::vector<std::string>, allowed_isolations, {},
+          "Isolations clients may ask for per session (CreateSessionRequest.isolation), "
+          "comma-separated; --isolation is always allowed.");
+ABSL_FLAG(std::string, runsc, "/usr/bin/runsc", "gVisor's runsc binary (--isolation=gvisor).");
+ABSL_FLAG(std::string, gvisor_platform, "ptrace",
+          "How gVisor intercepts system calls: ptrace (works everywhere) or kvm (needs "
+          "/dev/kvm).");
 ABSL_FLAG(uint32_t, pool_size, 2, "Ready containers kept warm for CreateSession (0 disables).");
 ABSL_FLAG(uint32_t, max_sessions, 64, "Maximum number of sessions.");
 ABSL_FLAG(absl::Duration, idle_ttl, absl::Minutes(30),
@@ -212,6 +223,15 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
     return absl::InvalidArgumentError(
         absl::StrCat("runner ", options.runner_path, " does not exist (--runner)"));
   }
+  absl::StatusOr<sandboxd::Isolation> isolation =
+      sandboxd::ParseIsolation(absl::GetFlag(FLAGS_isolation));
+  if (!isolation.ok()) return isolation.status();
+  options.isolation.default_isolation = *isolation;
+  for (const std::string& name : absl::GetFlag(FLAGS_allowed_isolations)) {
+    absl::StatusOr<sandboxd::Isolation> allowed = sandboxd::ParseIsolation(name);
+    if (!allowed.ok()) return allowed.status();
+    options.isolation.allowed.push_back(*allowed);
+  }
   options.max_sessions = absl::GetFlag(FLAGS_max_sessions);
   options.pool_size = absl::GetFlag(FLAGS_pool_size);
   options.idle_ttl = absl::GetFlag(FLAGS_idle_ttl);
@@ -233,11 +253,14 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
   return options;
 }
 
-sandboxd::PodmanOptions PodmanFromFlags(const std::string& image) {
+sandboxd::PodmanOptions PodmanFromFlags(const sandboxd::ManagerOptions& options) {
   sandboxd::PodmanOptions podman;
+  podman.image = options.image;
+  podman.gvisor = options.isolation.Allows(sandboxd::Isolation::kGvisor);
+  podman.runsc = absl::GetFlag(FLAGS_runsc);
+  podman.gvisor_platform = absl::GetFlag(FLAGS_gvisor_platform);
   podman.podman = absl::GetFlag(FLAGS_podman);
   podman.oci_runtime = absl::GetFlag(FLAGS_oci_runtime);
-  podman.image = image;
   podman.global_args = absl::GetFlag(FLAGS_podman_args);
   return podman;
 }
@@ -315,9 +338,16 @@ int main(int argc, char** argv) {
     spdlog::critical("{}", options.status().message());
     return 2;
   }
-  sandboxd::PodmanRuntime runtime(PodmanFromFlags(options->image));
+  sandboxd::PodmanRuntime runtime(PodmanFromFlags(*options));
   sandboxd::RealClock clock;
   if (absl::GetFlag(FLAGS_self_check)) return RunSelfCheck(*options, &runtime, &clock);
+  // gVisor is asked for: it must work here, or the operator hears why at once.
+  if (options->isolation.Allows(sandboxd::Isolation::kGvisor)) {
+    if (absl::Status s = runtime.CheckGvisor(); !s.ok()) {
+      spdlog::critical("{}", s.message());
+      return 1;
+    }
+  }
 
   std::string socket_path = absl::GetFlag(FLAGS_socket);
   if (socket_path.empty()) socket_path = DefaultSocket();

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "sandboxd/isolation.h"
 #include "sandboxd/limits.h"
 
 namespace sandboxd {
@@ -27,6 +28,7 @@ struct ContainerSpec {
   std::map<std::string, std::string> labels;
   std::vector<std::string> env;  // KEY=VALUE, the container's whole environment
   uint32_t uid = 65534;          // the user the runner runs as (group 65534)
+  Isolation isolation = Isolation::kContainer;
 };
 
 struct ContainerStatus {
@@ -58,6 +60,9 @@ struct RuntimeInfo {
   // to this ceiling (the kernel's pid_max, or our own hard limit if lower) so that no
   // session can exhaust it for the others. 0: unknown.
   uint64_t nproc_ceiling = 0;
+  // When gVisor is in use: `runsc --version`'s first line and the platform it runs on.
+  std::string gvisor_version;
+  std::string gvisor_platform;
   std::vector<std::string> notes;
 };
 

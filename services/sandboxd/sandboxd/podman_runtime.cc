@@ -1,5 +1,7 @@
 #include "sandboxd/podman_runtime.h"
 
+#include "spdlog/spdlog.h"
+
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -58,6 +60,41 @@ uint64_t NprocCeiling(const RuntimeInfo& info, const ResolvedLimits& l) {
                                  : uint64_t{l.pids} * 4;
 }
 
+// The flags that hold a container to its ResolvedLimits.
+std::vector<std::string> LimitArgs(const RuntimeInfo& info, const ResolvedLimits& l,
+                                   Isolation isolation) {
+  if (!info.cgroup_limits) {
+    // rlimit fallback: RLIMIT_DATA (heap and private mappings; podman cannot set
+    // RLIMIT_AS) stands in for memory, RLIMIT_NPROC for pids.
+    return {"--ulimit", absl::StrCat("data=", l.memory_bytes, ":", l.memory_bytes),
+            "--ulimit", absl::StrCat("nproc=", l.pids, ":", l.pids)};
+  }
+  const std::string cpus =
+      absl::StrCat(l.cpu_millis / 1000, ".", absl::StrFormat("%03u", l.cpu_millis % 1000));
+  if (isolation == Isolation::kGvisor) {
+    // The cgroups hold the whole gVisor sandbox: its kernel (Sentry and gofer) as well as
+    // the code. The session's process limit is RLIMIT_NPROC, which gVisor's kernel counts
+    // for this sandbox alone; the host pids cgroup is a ceiling for the Sentry's own
+    // threads and, on the ptrace platform, the stub processes (measured: ~40 host tasks
+    // idle, ~7 more per sandboxed process). Memory gets the Sentry's share on top.
+    // gVisor copies forked memory in larger units than Linux (64 forked Pythons took
+    // 324 MiB where Linux fits them in 256): fork-heavy code needs a larger memory limit
+    // under gVisor, which the limit says honestly rather than hiding it in an allowance.
+    const uint64_t memory = l.memory_bytes + kGvisorMemoryBaseBytes;
+    const uint64_t host_tasks = kGvisorHostTasksBase + kGvisorHostTasksPerProcess * uint64_t{l.pids};
+    return {"--memory", absl::StrCat(memory), "--memory-swap", absl::StrCat(memory),
+            "--pids-limit", absl::StrCat(host_tasks), "--cpus", cpus,
+            "--ulimit", absl::StrCat("nproc=", l.pids, ":", l.pids)};
+  }
+  return {"--memory", absl::StrCat(l.memory_bytes), "--memory-swap", absl::StrCat(l.memory_bytes),
+          "--pids-limit", absl::StrCat(l.pids), "--cpus", cpus,
+          // The pids cgroup above is the per-session limit. RLIMIT_NPROC counts the
+          // processes of the container's uid in every container, so it only gets a ceiling
+          // no set of sessions can reach; podman's default (the host's) cannot be set
+          // without CAP_SYS_RESOURCE.
+          "--ulimit", absl::StrCat("nproc=", NprocCeiling(info, l), ":", NprocCeiling(info, l))};
+}
+
 // min(kernel.pid_max, our hard RLIMIT_NPROC): the largest nproc runc may set here.
 uint64_t HostNprocCeiling() {
   uint64_t ceiling = 0;
@@ -84,12 +121,35 @@ std::vector<std::string> PodmanEnvironment(const std::vector<std::string>& envir
   return out;
 }
 
+std::vector<std::string> GvisorRuntimeFlags(const PodmanOptions& options) {
+  return {"network=none", "host-uds=create", "platform=" + options.gvisor_platform};
+}
+
+namespace {
+// podman's global flags that choose the OCI runtime of a new container (podman records
+// it with the container: later commands on it need no flag).
+std::vector<std::string> RuntimeArgs(const PodmanOptions& options, const RuntimeInfo& info,
+                                     Isolation isolation) {
+  std::vector<std::string> a;
+  if (isolation == Isolation::kGvisor) {
+    a = {"--runtime", options.runsc};
+    for (const std::string& flag : GvisorRuntimeFlags(options)) {
+      a.insert(a.end(), {"--runtime-flag", flag});
+    }
+  } else if (!info.oci_runtime.empty()) {
+    a = {"--runtime", info.oci_runtime};
+  }
+  return a;
+}
+}  // namespace
+
 std::vector<std::string> BuildRunArgv(const PodmanOptions& options, const RuntimeInfo& info,
                                       const ContainerSpec& spec) {
   const ResolvedLimits& l = spec.limits;
   std::vector<std::string> a = {options.podman};
   a.insert(a.end(), options.global_args.begin(), options.global_args.end());
-  if (!info.oci_runtime.empty()) a.insert(a.end(), {"--runtime", info.oci_runtime});
+  std::vector<std::string> runtime = RuntimeArgs(options, info, spec.isolation);
+  a.insert(a.end(), runtime.begin(), runtime.end());
   a.insert(a.end(), {"run", "--detach", "--name", spec.name});
   for (const auto& [k, v] : spec.labels) a.insert(a.end(), {"--label", absl::StrCat(k, "=", v)});
   a.insert(a.end(), {
@@ -119,26 +179,8 @@ std::vector<std::string> BuildRunArgv(const PodmanOptions& options, const Runtim
       "--mount", absl::StrCat("type=bind,source=", spec.socket_dir, ",target=", kSocketMountDir,
                               ",nosuid,nodev,noexec"),
   });
-  if (info.cgroup_limits) {
-    a.insert(a.end(), {
-        "--memory", absl::StrCat(l.memory_bytes),
-        "--memory-swap", absl::StrCat(l.memory_bytes),
-        "--pids-limit", absl::StrCat(l.pids),
-        "--cpus", absl::StrCat(l.cpu_millis / 1000, ".", absl::StrFormat("%03u", l.cpu_millis % 1000)),
-        // The pids cgroup above is the per-session limit. RLIMIT_NPROC counts the processes
-        // of the container's uid in every container, so it only gets a ceiling no set of
-        // sessions can reach; podman's default (the host's) cannot be set without
-        // CAP_SYS_RESOURCE.
-        "--ulimit", absl::StrCat("nproc=", NprocCeiling(info, l), ":", NprocCeiling(info, l)),
-    });
-  } else {
-    // rlimit fallback: RLIMIT_DATA (heap and private mappings; podman cannot set
-    // RLIMIT_AS) stands in for memory, RLIMIT_NPROC for pids.
-    a.insert(a.end(), {
-        "--ulimit", absl::StrCat("data=", l.memory_bytes, ":", l.memory_bytes),
-        "--ulimit", absl::StrCat("nproc=", l.pids, ":", l.pids),
-    });
-  }
+  std::vector<std::string> limits = LimitArgs(info, l, spec.isolation);
+  a.insert(a.end(), limits.begin(), limits.end());
   // A clean environment: podman adds only PATH, HOSTNAME, TERM and container=podman.
   a.push_back("--env");
   a.push_back("HOME=/workspace");
@@ -159,14 +201,9 @@ std::vector<std::string> OurEnvironment() {
 PodmanRuntime::PodmanRuntime(PodmanOptions options)
     : options_(std::move(options)), env_(PodmanEnvironment(OurEnvironment())) {}
 
-absl::StatusOr<std::string> PodmanRuntime::Podman(std::vector<std::string> args,
-                                                  bool with_runtime) {
+absl::StatusOr<std::string> PodmanRuntime::Podman(std::vector<std::string> args) {
   std::vector<std::string> argv = {options_.podman};
   argv.insert(argv.end(), options_.global_args.begin(), options_.global_args.end());
-  if (with_runtime) {
-    codemode::MutexLock lock(&mu_);
-    if (!info_.oci_runtime.empty()) argv.insert(argv.end(), {"--runtime", info_.oci_runtime});
-  }
   argv.insert(argv.end(), args.begin(), args.end());
   SubprocessOptions opts;
   opts.env = env_;
@@ -226,6 +263,12 @@ absl::StatusOr<RuntimeInfo> PodmanRuntime::Probe() {
         "limited by RLIMIT_DATA, processes by RLIMIT_NPROC (shared by all sessions of this "
         "user), CPU is not limited");
   }
+  if (options_.gvisor) {
+    absl::StatusOr<std::string> version = GvisorVersion();
+    if (!version.ok()) return version.status();
+    info.gvisor_version = *version;
+    info.gvisor_platform = options_.gvisor_platform;
+  }
   if (options_.image.empty()) return absl::InvalidArgumentError("no sandbox image configured");
   if (!Podman({"image", "exists", options_.image}).ok()) {
     return absl::UnavailableError(absl::StrCat("sandbox image ", options_.image,
@@ -235,6 +278,77 @@ absl::StatusOr<RuntimeInfo> PodmanRuntime::Probe() {
   info_ = info;
   probed_ = true;
   return info;
+}
+
+absl::StatusOr<std::string> PodmanRuntime::GvisorVersion() {
+  SubprocessOptions opts;
+  opts.env = env_;
+  absl::StatusOr<SubprocessResult> r = RunSubprocess({options_.runsc, "--version"}, opts);
+  std::string why;
+  if (!r.ok()) {
+    why = std::string(r.status().message());
+  } else if (r->timed_out || r->exit_code != 0) {
+    why = absl::StrCat("exit ", r->exit_code, ": ", Summarise(r->stderr_text));
+  } else {
+    return Trim(r->stdout_text.substr(0, r->stdout_text.find('\n')));
+  }
+  return absl::UnavailableError(absl::StrCat(
+      "gVisor: cannot run ", options_.runsc, " (", why,
+      "); install it (scripts/setup.sh installs Debian's runsc) or name it with --runsc"));
+}
+
+absl::Status PodmanRuntime::TryPythonContainer(const RuntimeInfo& info, Isolation isolation) {
+  std::vector<std::string> argv = {options_.podman};
+  argv.insert(argv.end(), options_.global_args.begin(), options_.global_args.end());
+  std::vector<std::string> runtime = RuntimeArgs(options_, info, isolation);
+  argv.insert(argv.end(), runtime.begin(), runtime.end());
+  // runc refuses podman's default rlimits (the host's) without CAP_SYS_RESOURCE.
+  argv.insert(argv.end(), {"run", "--rm", "--network", "none", "--pull", "never",
+                           "--log-driver", "none", "--user", "65534:65534",
+                           "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024",
+                           "--label", "io.sandboxd.role=check",
+                           options_.image, "python3", "-c", "pass"});
+  SubprocessOptions opts;
+  opts.env = env_;
+  absl::StatusOr<SubprocessResult> r = RunSubprocess(argv, opts);
+  if (!r.ok()) return r.status();
+  if (r->timed_out || r->exit_code != 0) {
+    return absl::UnavailableError(absl::StrCat("exit ", r->exit_code, ": ", Summarise(r->stderr_text)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PodmanRuntime::CheckGvisor() {
+  absl::StatusOr<std::string> version = GvisorVersion();
+  if (!version.ok()) return version.status();
+  absl::StatusOr<RuntimeInfo> info = Probe();
+  if (!info.ok()) {
+    // podman or the image is missing: not gVisor's doing. The daemon starts NOT_SERVING
+    // and says why (GetInfo, health), as in container mode.
+    spdlog::warn("gVisor check deferred: {}", std::string(info.status().message()));
+    return absl::OkStatus();
+  }
+  if (!info->cgroup_limits) {
+    // runsc itself runs rootless here with ignore-cgroups (checked by hand), but then
+    // nothing bounds a session's memory: the rlimit fallback's RLIMIT_DATA is applied
+    // inside gVisor's kernel, which does not enforce it on mmap.
+    return absl::FailedPreconditionError(
+        "gVisor needs cgroup limits, and this podman cannot set them (rootless on cgroup "
+        "v1): gVisor's kernel does not enforce the RLIMIT_DATA fallback, so nothing would "
+        "bound a session's memory. Run sandboxd as root, or rootless on cgroup v2 with "
+        "delegated controllers, or use --isolation=container");
+  }
+  absl::Status gvisor = TryPythonContainer(*info, Isolation::kGvisor);
+  if (gvisor.ok()) return absl::OkStatus();
+  // When no container starts at all, the fault is not gVisor's either.
+  if (!TryPythonContainer(*info, Isolation::kContainer).ok()) {
+    spdlog::warn("gVisor check deferred: no container starts here ({})", std::string(gvisor.message()));
+    return absl::OkStatus();
+  }
+  return absl::UnavailableError(absl::StrCat(
+      "gVisor: a container starts under ", info->oci_runtime.empty() ? "podman's runtime" : info->oci_runtime,
+      " but not under ", options_.runsc, " (platform ", options_.gvisor_platform, ") here: ",
+      gvisor.message()));
 }
 
 absl::StatusOr<std::string> PodmanRuntime::Start(const ContainerSpec& spec) {

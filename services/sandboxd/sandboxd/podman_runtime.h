@@ -11,6 +11,7 @@
 //   absl::StatusOr<std::string> id = rt.Start(spec);
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -29,7 +30,29 @@ struct PodmanOptions {
   std::string image;
   // Extra global podman flags (for example --root/--runroot for an isolated store).
   std::vector<std::string> global_args;
+  // gVisor (Isolation::kGvisor): whether any session may use it (Probe() then checks
+  // runsc), the runsc binary, and the platform that intercepts system calls ("ptrace"
+  // works everywhere, "kvm" needs /dev/kvm).
+  bool gvisor = false;
+  std::string runsc = "/usr/bin/runsc";
+  std::string gvisor_platform = "ptrace";
 };
+
+// The runsc flags a gVisor session runs with (podman passes each as --runtime-flag):
+// no network stack of gVisor's own (the container has no network anyway, and runsc
+// refuses to start in the host's network namespace without it), unix sockets created
+// inside the sandbox reachable from the host (the runner's socket; the sandbox still
+// cannot connect to host sockets), and the platform.
+std::vector<std::string> GvisorRuntimeFlags(const PodmanOptions& options);
+
+// A gVisor session's cgroups hold its user-space kernel too (see LimitArgs). Memory gets
+// kGvisorMemoryBaseBytes on top of the session's limit for the Sentry and gofer (an idle
+// sandbox uses ~15 MiB). The host pids cgroup gets Base + PerProcess x the session's pids
+// limit: the Sentry's threads and, on the ptrace platform, its stub processes (measured:
+// ~40 host tasks idle, ~7 more per sandboxed process).
+inline constexpr uint64_t kGvisorMemoryBaseBytes = 32ull << 20;
+inline constexpr uint64_t kGvisorHostTasksBase = 64;
+inline constexpr uint64_t kGvisorHostTasksPerProcess = 10;
 
 // Where the runner lives inside every container.
 inline constexpr char kRunnerMountPath[] = "/opt/sandboxd/sandbox_runner.pyz";
@@ -58,10 +81,22 @@ class PodmanRuntime : public ContainerRuntime {
   absl::StatusOr<std::vector<ContainerSummary>> List(const std::string& label_key,
                                                      const std::string& label_value) override;
 
+  // Start-up check of gVisor: runsc runs, and a container of the image that starts
+  // under the container runtime also starts under runsc. UNAVAILABLE with the reason
+  // (runsc missing, the platform not usable here, ...). When podman, the image or every
+  // container start fails, that is not gVisor's fault: OK, and the daemon reports it the
+  // way it always does. About a second; call once, before serving.
+  absl::Status CheckGvisor();
+
  private:
+  // `runsc --version`'s first line; UNAVAILABLE when runsc cannot be run.
+  absl::StatusOr<std::string> GvisorVersion();
+  // `podman run --rm <image> python3 -c pass` under `isolation`; UNAVAILABLE with why.
+  absl::Status TryPythonContainer(const RuntimeInfo& info, Isolation isolation);
+
   // Runs podman with global args + `args`; UNAVAILABLE when podman cannot be run or
   // exits non-zero (with its stderr).
-  absl::StatusOr<std::string> Podman(std::vector<std::string> args, bool with_runtime = false);
+  absl::StatusOr<std::string> Podman(std::vector<std::string> args);
 
   const PodmanOptions options_;
   const std::vector<std::string> env_;  // PodmanEnvironment() of ours, taken at construction

@@ -52,6 +52,9 @@ absl::Status SandboxFactory::EnsureProbed() {
   spdlog::info("container runtime: {}, OCI runtime {}, {}, cgroup {}, limits via {}",
                info->version, info->oci_runtime, info->rootless ? "rootless" : "rootful",
                info->cgroup_version, info->cgroup_limits ? "cgroups" : "rlimits");
+  if (!info->gvisor_version.empty()) {
+    spdlog::info("gVisor: {}, platform {}", info->gvisor_version, info->gvisor_platform);
+  }
   for (const auto& n : info->notes) spdlog::warn("{}", n);
   {
     codemode::MutexLock lock(&mu_);
@@ -73,15 +76,15 @@ void SandboxFactory::RemoveNow(const std::vector<std::string>& names) {
   }
 }
 
-absl::StatusOr<Sandbox> SandboxFactory::Start(const ResolvedLimits& limits,
+absl::StatusOr<Sandbox> SandboxFactory::Start(const SandboxConfig& config,
                                               const std::string& role) {
   if (absl::Status probe = EnsureProbed(); !probe.ok()) return probe;
-  absl::StatusOr<Sandbox> sb = StartContainer(limits, role);
+  absl::StatusOr<Sandbox> sb = StartContainer(config, role);
   NoteStartResult(sb.status());
   return sb;
 }
 
-absl::StatusOr<Sandbox> SandboxFactory::StartContainer(const ResolvedLimits& limits,
+absl::StatusOr<Sandbox> SandboxFactory::StartContainer(const SandboxConfig& config,
                                                        const std::string& role) {
   Sandbox sb;
   bool per_session_uid;
@@ -101,12 +104,14 @@ absl::StatusOr<Sandbox> SandboxFactory::StartContainer(const ResolvedLimits& lim
   ContainerSpec spec;
   spec.name = sb.name;
   spec.image = options_.image;
-  spec.limits = limits;
+  spec.limits = config.limits;
+  spec.isolation = config.isolation;
   spec.socket_dir = dir;
   spec.runner_path = options_.runner_path;
   spec.labels = {{kInstanceLabel, options_.instance},
                  {kStateDirLabel, options_.state_dir},
-                 {kRoleLabel, role}};
+                 {kRoleLabel, role},
+                 {kIsolationLabel, std::string(IsolationName(config.isolation))}};
   spec.env = options_.container_env;
   if (per_session_uid) {
     // The process rlimit counts per user id: a uid of its own makes it this session's.

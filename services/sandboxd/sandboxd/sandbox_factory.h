@@ -3,7 +3,7 @@
 // and the daemon's readiness (what health reports) follow from what it sees.
 //
 //   SandboxFactory factory(options, &runtime, &workers, hooks);
-//   ASSIGN_OR_RETURN(Sandbox sb, factory.Start(limits, "session"));   // probes first
+//   ASSIGN_OR_RETURN(Sandbox sb, factory.Start({limits, isolation}, "session"));  // probes first
 //   factory.Discard(sb.name);                                         // in the background
 //
 // Every start and probe updates readiness: SERVING after a success, NOT_SERVING with the
@@ -36,6 +36,19 @@ inline constexpr char kInstanceLabel[] = "io.sandboxd.instance";
 inline constexpr char kStateDirLabel[] = "io.sandboxd.state-dir";
 inline constexpr char kRoleLabel[] = "io.sandboxd.role";
 inline constexpr char kUidLabel[] = "io.sandboxd.uid";
+inline constexpr char kIsolationLabel[] = "io.sandboxd.isolation";
+
+// What a sandbox is started with. Sandboxes with equal configs are interchangeable (the
+// warm pool holds those of the default config).
+struct SandboxConfig {
+  ResolvedLimits limits;
+  Isolation isolation = Isolation::kContainer;
+
+  bool operator==(const SandboxConfig& o) const {
+    return limits == o.limits && isolation == o.isolation;
+  }
+  bool operator!=(const SandboxConfig& o) const { return !(*this == o); }
+};
 
 // A started container with its runner connected. `uid` holds the container's user id
 // while the sandbox lives (rlimit mode only).
@@ -78,9 +91,9 @@ class SandboxFactory {
 
   // Probes the runtime unless an earlier probe succeeded; UNAVAILABLE with the reason.
   absl::Status EnsureProbed();
-  // Probes if needed, starts a container with `limits` labelled with `role`, waits for
-  // its runner and connects. Records the outcome in readiness.
-  absl::StatusOr<Sandbox> Start(const ResolvedLimits& limits, const std::string& role);
+  // Probes if needed, starts a container of `config` labelled with `role`, waits for its
+  // runner and connects. Records the outcome in readiness.
+  absl::StatusOr<Sandbox> Start(const SandboxConfig& config, const std::string& role);
   // Removes the container and its socket directory on a worker thread.
   void Discard(const std::string& name);
   // Removes containers and their socket directories now, on this thread.
@@ -99,7 +112,7 @@ class SandboxFactory {
 
  private:
   void NoteStartResult(const absl::Status& status);
-  absl::StatusOr<Sandbox> StartContainer(const ResolvedLimits& limits, const std::string& role);
+  absl::StatusOr<Sandbox> StartContainer(const SandboxConfig& config, const std::string& role);
 
   const FactoryOptions options_;
   ContainerRuntime* const runtime_;

@@ -436,6 +436,7 @@ sandbox::v1::Session Session::ToProto() const {
   p.set_state(lost_ ? sandbox::v1::Session::LOST : sandbox::v1::Session::READY);
   p.set_lost_reason(lost_reason_);
   *p.mutable_limits() = sandboxd::ToProto(metadata_.limits);
+  p.set_isolation(sandboxd::ToProto(metadata_.isolation));
   p.set_created_at_ms(metadata_.created_at_ms);
   p.set_last_used_at_ms(last_used_ms_);
   p.set_executions(executions_);

@@ -115,6 +115,7 @@ class Session : public RunnerConnection::Listener, public std::enable_shared_fro
     std::string container_name;
     std::string container_id;
     ResolvedLimits limits;
+    Isolation isolation = Isolation::kContainer;
     int64_t created_at_ms = 0;
     // The container's own user id, held while the session lives (rlimit mode; see
     // uid_pool.h). Null when all containers share uid 65534.

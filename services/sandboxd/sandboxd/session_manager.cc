@@ -47,7 +47,8 @@ SessionManager::SessionManager(ManagerOptions options, ContainerRuntime* runtime
                runtime_, &workers_,
                {[this](const RuntimeInfo& info) { OnProbed(info); },
                 [this] { OnReadinessChanged(); }}),
-      pool_(&factory_, options_.pool_size, options_.default_limits) {
+      pool_(&factory_, options_.pool_size,
+            {options_.default_limits, options_.isolation.default_isolation}) {
   env_.timers = &timers_;
   env_.workers = &workers_;
   env_.runtime = runtime_;
@@ -201,6 +202,7 @@ bool SessionManager::Reattach(const SessionRecord& record,
   md.container_name = name;
   md.container_id = it->second.id;
   md.limits = FromProto(sp.limits());
+  md.isolation = FromProto(sp.isolation(), Isolation::kContainer);  // older records: runc
   md.created_at_ms = sp.created_at_ms();
   if (auto uid = it->second.labels.find(kUidLabel); uid != it->second.labels.end()) {
     uint32_t value = 0;
@@ -267,6 +269,8 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
   absl::StatusOr<ResolvedLimits> limits =
       ResolveLimits(r.limits(), options_.default_limits, options_.max_limits);
   if (!limits.ok()) return limits.status();
+  absl::StatusOr<Isolation> isolation = options_.isolation.Resolve(r.isolation());
+  if (!isolation.ok()) return isolation.status();
   absl::StatusOr<Catalog> catalog = Catalog::FromProto(r.catalog());
   if (!catalog.ok()) return catalog.status();
   if (r.label().size() > 1024 || r.owner().size() > 1024) {
@@ -280,10 +284,13 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
           absl::StrCat("too many sessions (the limit is ", options_.max_sessions, ")"));
     }
   }
+  const SandboxConfig config = {*limits, *isolation};
   std::optional<Sandbox> sb;
-  if (*limits == options_.default_limits) sb = pool_.Take();
+  if (config == SandboxConfig{options_.default_limits, options_.isolation.default_isolation}) {
+    sb = pool_.Take();
+  }
   if (!sb) {
-    absl::StatusOr<Sandbox> cold = factory_.Start(*limits, "session");
+    absl::StatusOr<Sandbox> cold = factory_.Start(config, "session");
     if (!cold.ok()) return cold.status();
     sb = std::move(*cold);
   }
@@ -294,6 +301,7 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
   md.container_name = sb->name;
   md.container_id = sb->id;
   md.limits = *limits;
+  md.isolation = *isolation;
   md.created_at_ms = clock_->NowMs();
   md.uid_lease = std::move(sb->uid);
   auto session = Session::Create(&env_, std::move(md), std::move(*catalog), std::move(sb->conn),
@@ -419,6 +427,8 @@ sandbox::v1::Info SessionManager::GetInfo() {
   info.set_tool_calls_total(tool_calls_total_);
   info.set_state_dir(options_.state_dir);
   info.set_pool_ready(static_cast<uint32_t>(pool_.ready()));
+  info.set_default_isolation(ToProto(options_.isolation.default_isolation));
+  for (Isolation i : options_.isolation.AllowedList()) info.add_allowed_isolations(ToProto(i));
   {
     codemode::MutexLock lock(&mu_);
     info.set_sessions(static_cast<uint32_t>(sessions_.size()));
@@ -434,6 +444,8 @@ sandbox::v1::Info SessionManager::GetInfo() {
     info.set_memory_enforcement(mode);
     info.set_pids_enforcement(mode);
     info.set_cpu_enforced(runtime->cgroup_limits);
+    info.set_gvisor_version(runtime->gvisor_version);
+    info.set_gvisor_platform(runtime->gvisor_platform);
     for (const auto& n : runtime->notes) info.add_notes(n);
   } else {
     info.add_notes(absl::StrCat("container runtime unavailable: ", runtime_error));

@@ -43,6 +43,7 @@ struct ManagerOptions {
   std::string runner_path;  // host path of sandbox_runner.pyz
   ResolvedLimits default_limits;
   ResolvedLimits max_limits;
+  IsolationPolicy isolation;  // the default isolation and those clients may ask for
   uint32_t max_sessions = 64;
   uint32_t pool_size = 2;
   absl::Duration idle_ttl = absl::Minutes(30);

@@ -8,8 +8,8 @@
 
 namespace sandboxd {
 
-WarmPool::WarmPool(SandboxFactory* factory, size_t target, ResolvedLimits limits)
-    : factory_(factory), target_(target), limits_(std::move(limits)) {}
+WarmPool::WarmPool(SandboxFactory* factory, size_t target, SandboxConfig config)
+    : factory_(factory), target_(target), config_(std::move(config)) {}
 
 void WarmPool::Start() { thread_ = codemode::StartThread("warm pool", [this] { Loop(); }); }
 
@@ -52,7 +52,7 @@ void WarmPool::Loop() {
       if (stopping_) return;
       probe_only = ready_.size() >= target_;
     }
-    absl::StatusOr<Sandbox> sb = factory_->Start(limits_, probe_only ? "probe" : "pool");
+    absl::StatusOr<Sandbox> sb = factory_->Start(config_, probe_only ? "probe" : "pool");
     codemode::MutexLock lock(&mu_);
     if (!sb.ok()) {
       spdlog::debug("warm pool: cannot start a container: {} (retrying in {})",

@@ -1,7 +1,7 @@
 // WarmPool: containers started ahead of time, so CreateSession takes one in milliseconds
 // instead of waiting for podman. A background thread keeps `target` sandboxes ready.
 //
-//   WarmPool pool(&factory, /*target=*/2, default_limits);
+//   WarmPool pool(&factory, /*target=*/2, {default_limits, default_isolation});
 //   pool.Start();
 //   if (std::optional<Sandbox> sb = pool.Take()) ...   // a live one, or nothing
 //   pool.Stop();                                        // removes what it holds
@@ -27,7 +27,7 @@ namespace sandboxd {
 
 class WarmPool {
  public:
-  WarmPool(SandboxFactory* factory, size_t target, ResolvedLimits limits);
+  WarmPool(SandboxFactory* factory, size_t target, SandboxConfig config);
   ~WarmPool() { Stop(); }
   WarmPool(const WarmPool&) = delete;
   WarmPool& operator=(const WarmPool&) = delete;
@@ -35,7 +35,7 @@ class WarmPool {
   void Start();
   // Stops the thread and removes the pool's containers. Idempotent.
   void Stop();
-  // A ready sandbox with the pool's limits; dead ones (a pooled container may die while
+  // A ready sandbox of the pool's config; dead ones (a pooled container may die while
   // it waits) are discarded on the way. nullopt when none is ready.
   std::optional<Sandbox> Take();
   // Whether the factory starts containers (its readiness changed): while it does not,
@@ -50,7 +50,7 @@ class WarmPool {
 
   SandboxFactory* const factory_;
   const size_t target_;
-  const ResolvedLimits limits_;
+  const SandboxConfig config_;
   codemode::Mutex mu_;
   std::deque<Sandbox> ready_ ABSL_GUARDED_BY(mu_);
   bool serving_ ABSL_GUARDED_BY(mu_) = false;  // no container has started yet

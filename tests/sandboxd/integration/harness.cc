@@ -126,11 +126,35 @@ std::string SandboxdProcess::instance() const {
   return buf;
 }
 
+sandbox::v1::Info GetInfo(sandbox::v1::SandboxService::Stub& stub) {
+  grpc::ClientContext ctx;
+  sandbox::v1::Info info;
+  EXPECT_TRUE(stub.GetInfo(&ctx, {}, &info).ok());
+  return info;
+}
+
+grpc::Status TryCreate(sandbox::v1::SandboxService::Stub& stub,
+                       const sandbox::v1::CreateSessionRequest& req, sandbox::v1::Session* out) {
+  grpc::ClientContext ctx;
+  sandbox::v1::Session s;
+  grpc::Status st = stub.CreateSession(&ctx, req, &s);
+  if (out) *out = s;
+  return st;
+}
+
+std::string TestIsolation() {
+  const char* isolation = getenv("SANDBOXD_TEST_ISOLATION");
+  return isolation && *isolation ? isolation : "container";
+}
+
 bool SandboxdProcess::Start(std::vector<std::string> env_overrides) {
   std::vector<std::string> argv = {run_as_ && !run_as_->binary.empty() ? run_as_->binary : SandboxdBinary(),
                                    "--socket=" + socket_,
                                    "--state_dir=" + state_dir_, "--pool_size=0",
                                    "--log_level=debug"};
+  // The whole suite runs once per isolation mode (tests/CMakeLists.txt); a test's own
+  // --isolation comes later and wins.
+  argv.push_back("--isolation=" + TestIsolation());
   argv.insert(argv.end(), args_.begin(), args_.end());
   const pid_t parent = getpid();
   pid_ = fork();

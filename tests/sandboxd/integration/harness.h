@@ -82,6 +82,16 @@ class SandboxdProcess {
 // Path of the built sandboxd binary.
 std::string SandboxdBinary();
 
+sandbox::v1::Info GetInfo(sandbox::v1::SandboxService::Stub& stub);
+// CreateSession that returns the status (and the session in `out` when given).
+grpc::Status TryCreate(sandbox::v1::SandboxService::Stub& stub,
+                       const sandbox::v1::CreateSessionRequest& req = {},
+                       sandbox::v1::Session* out = nullptr);
+
+// The isolation mode this run of the suite is for: "container" or "gvisor"
+// (SANDBOXD_TEST_ISOLATION, set by tests/CMakeLists.txt for the gvisor.* copies).
+std::string TestIsolation();
+
 // Runs a shell command, returns stdout (for podman inspection in tests).
 std::string Sh(const std::string& cmd, int* exit_code = nullptr);
 

@@ -23,23 +23,6 @@ namespace {
 namespace fs = std::filesystem;
 using sandbox::v1::Finished;
 
-sandbox::v1::Info GetInfo(sandbox::v1::SandboxService::Stub& stub) {
-  grpc::ClientContext ctx;
-  sandbox::v1::Info info;
-  EXPECT_TRUE(stub.GetInfo(&ctx, {}, &info).ok());
-  return info;
-}
-
-grpc::Status TryCreate(sandbox::v1::SandboxService::Stub& stub,
-                       const sandbox::v1::CreateSessionRequest& req = {},
-                       sandbox::v1::Session* out = nullptr) {
-  grpc::ClientContext ctx;
-  sandbox::v1::Session s;
-  grpc::Status st = stub.CreateSession(&ctx, req, &s);
-  if (out) *out = s;
-  return st;
-}
-
 grpc::Status GetSession(sandbox::v1::SandboxService::Stub& stub, const std::string& id,
                         sandbox::v1::Session* out = nullptr) {
   grpc::ClientContext ctx;
@@ -143,6 +126,23 @@ TEST(LifecycleTest, InfoReportsRuntimeAndEnforcedLimits) {
   EXPECT_EQ(info.max_sessions(), 7u);
   EXPECT_EQ(info.pool_target(), 1u);
   EXPECT_EQ(info.default_limits().memory_bytes(), 512u << 20);
+  // The isolation this run is for, and the kernel the code sees: gVisor's own under gVisor.
+  sandbox::v1::Session s = CreateSession(*stub);
+  sandbox::v1::Finished f = RunCode(*stub, s.id(), "import os\nos.uname().release");
+  if (TestIsolation() == "gvisor") {
+    EXPECT_EQ(info.default_isolation(), sandbox::v1::ISOLATION_GVISOR);
+    EXPECT_NE(info.gvisor_version().find("runsc"), std::string::npos) << info.gvisor_version();
+    EXPECT_EQ(info.gvisor_platform(), "ptrace");
+    EXPECT_EQ(s.isolation(), sandbox::v1::ISOLATION_GVISOR);
+    EXPECT_EQ(f.result_repr(), "'4.4.0'");
+  } else {
+    EXPECT_EQ(info.default_isolation(), sandbox::v1::ISOLATION_CONTAINER);
+    EXPECT_EQ(info.gvisor_version(), "");
+    EXPECT_EQ(s.isolation(), sandbox::v1::ISOLATION_CONTAINER);
+    std::string host = Sh("uname -r");
+    host.pop_back();  // the newline
+    EXPECT_EQ(f.result_repr(), "'" + host + "'");
+  }
 }
 
 TEST(LifecycleTest, PerSessionLimitsAreAppliedAndCapped) {
@@ -150,18 +150,39 @@ TEST(LifecycleTest, PerSessionLimitsAreAppliedAndCapped) {
   ASSERT_TRUE(d.Start());
   auto stub = d.Stub();
   sandbox::v1::CreateSessionRequest req;
-  req.mutable_limits()->set_memory_bytes(128u << 20);
+  // gVisor: room for 40 forked Pythons (see HostileTest's daemon).
+  const bool gvisor = TestIsolation() == "gvisor";
+  const uint64_t memory = (gvisor ? 512ull : 128ull) << 20;
+  req.mutable_limits()->set_memory_bytes(memory);
   req.mutable_limits()->set_pids(40);
   req.mutable_limits()->set_cpu_millis(500);
   sandbox::v1::Session s;
   ASSERT_TRUE(TryCreate(*stub, req, &s).ok());
-  EXPECT_EQ(s.limits().memory_bytes(), 128u << 20);
+  EXPECT_EQ(s.limits().memory_bytes(), memory);
   std::string inspect = Sh("podman inspect --format '{{.HostConfig.Memory}} {{.HostConfig.PidsLimit}} "
                            "{{.HostConfig.NanoCpus}} {{.HostConfig.ReadonlyRootfs}} {{.HostConfig.NetworkMode}} "
                            "{{.HostConfig.CapDrop}} {{.Config.User}}' " + s.container_id());
-  EXPECT_EQ(inspect, "134217728 40 500000000 true none [CAP_AUDIT_WRITE CAP_CHOWN CAP_DAC_OVERRIDE CAP_FOWNER "
+  // Under gVisor the host cgroups also hold the sandbox's kernel, and gVisor's kernel
+  // itself holds the code to 40 processes (RLIMIT_NPROC counts this sandbox alone there).
+  const std::string host_limits = gvisor ? "570425344 464" : "134217728 40";
+  EXPECT_EQ(inspect, host_limits + " 500000000 true none [CAP_AUDIT_WRITE CAP_CHOWN CAP_DAC_OVERRIDE CAP_FOWNER "
                      "CAP_FSETID CAP_KILL CAP_MKNOD CAP_NET_BIND_SERVICE CAP_NET_RAW CAP_SETFCAP CAP_SETGID "
                      "CAP_SETPCAP CAP_SETUID CAP_SYS_CHROOT] 65534:65534\n");
+  if (gvisor) {
+    sandbox::v1::Finished f = RunCode(*stub, s.id(), R"(
+import os, resource, time
+n = 0
+try:
+    for _ in range(100):
+        if os.fork() == 0:
+            time.sleep(3)
+            os._exit(0)
+        n += 1
+except OSError:
+    pass
+(resource.getrlimit(resource.RLIMIT_NPROC)[0], n < 40))");
+    EXPECT_EQ(f.result_repr(), "(40, True)") << f.DebugString();
+  }
   req.mutable_limits()->set_memory_bytes(2048ull << 20);
   grpc::Status st = TryCreate(*stub, req);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);

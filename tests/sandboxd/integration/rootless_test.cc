@@ -191,5 +191,19 @@ started)";
   EXPECT_EQ(d.LiveContainers(), 0) << "leaked containers";
 }
 
+// gVisor's runsc would start here (with its ignore-cgroups flag), but nothing would bound
+// a session's memory: the daemon refuses to start and says why.
+TEST_F(RootlessTest, GvisorIsRefusedWhereNothingWouldBoundMemory) {
+  SandboxdProcess probe({}, "", *run_as_);
+  const std::string command = probe.PodmanCommand();  // podman as the user
+  const std::string as_user = command.substr(0, command.find(" sh -c "));
+  int rc = -1;
+  std::string out = Sh(as_user + " sh -c 'cd ~ && exec /tmp/sandboxd-rootless-bin/sandboxd "
+                       "--isolation=gvisor --pool_size=0' 2>&1", &rc);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("gVisor needs cgroup limits"), std::string::npos) << out;
+  EXPECT_NE(out.find("--isolation=container"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace sandboxd::testing

@@ -338,5 +338,68 @@ TEST(BuildRunArgvTest, HostileValuesStaySingleArguments) {
   EXPECT_THAT(a, Not(Contains("--privileged")));
 }
 
+TEST(BuildRunArgvTest, GvisorRunsUnderRunscWithItsFlagsAndTheSameHardening) {
+  PodmanOptions options = Options();
+  options.runsc = "/opt/gvisor/runsc";
+  options.gvisor_platform = "kvm";
+  ContainerSpec spec = Spec();
+  spec.isolation = Isolation::kGvisor;
+  Argv a = BuildRunArgv(options, CgroupInfo(), spec);
+  SCOPED_TRACE(Join(a));
+  // Global flags, before `run`: the runtime (never the probed runc) and runsc's flags.
+  const int run = FindPair(a, "run", "--detach");
+  ASSERT_GE(run, 0);
+  EXPECT_THAT(ValuesOf(a, "--runtime"), ElementsAre("/opt/gvisor/runsc"));
+  EXPECT_THAT(ValuesOf(a, "--runtime-flag"),
+              ElementsAre("network=none", "host-uds=create", "platform=kvm"));
+  EXPECT_LT(FindPair(a, "--runtime", "/opt/gvisor/runsc"), run);
+  EXPECT_LT(FindPair(a, "--runtime-flag", "platform=kvm"), run);
+  // Never host-uds=open/all: the sandbox must not connect to the host's sockets.
+  EXPECT_THAT(a, Not(Contains(HasSubstr("host-uds=all"))));
+  EXPECT_THAT(a, Not(Contains(HasSubstr("host-uds=open"))));
+  // Everything else but the limits' values is the container mode's argv.
+  auto without_limits = [](const Argv& argv, size_t from) {
+    Argv out;
+    for (size_t i = from; i < argv.size(); ++i) {
+      const std::string& f = argv[i];
+      if (f == "--memory" || f == "--memory-swap" || f == "--pids-limit" ||
+          (f == "--ulimit" && i + 1 < argv.size() && absl::StartsWith(argv[i + 1], "nproc="))) {
+        ++i;
+        continue;
+      }
+      out.push_back(f);
+    }
+    return out;
+  };
+  Argv container = BuildRunArgv(options, CgroupInfo(), Spec());
+  EXPECT_EQ(without_limits(a, run),
+            without_limits(container, FindPair(container, "run", "--detach")));
+}
+
+TEST(BuildRunArgvTest, GvisorLimitsCountTheSandboxKernelOnTheHostAndProcessesInside) {
+  ContainerSpec spec = Spec();
+  spec.isolation = Isolation::kGvisor;
+  Argv a = BuildRunArgv(Options(), CgroupInfo(), spec);
+  SCOPED_TRACE(Join(a));
+  // gVisor's kernel counts the session's processes itself (RLIMIT_NPROC is per sandbox
+  // there): exactly the session's limit, not the host-wide ceiling of container mode.
+  EXPECT_THAT(ValuesOf(a, "--ulimit"), Contains("nproc=77:77"));
+  // The host cgroups also hold the Sentry: its threads and stub processes, its memory.
+  const uint64_t memory = (300ull << 20) + kGvisorMemoryBaseBytes;
+  EXPECT_THAT(ValuesOf(a, "--memory"), ElementsAre(absl::StrCat(memory)));
+  EXPECT_THAT(ValuesOf(a, "--memory-swap"), ElementsAre(absl::StrCat(memory)));
+  EXPECT_THAT(ValuesOf(a, "--pids-limit"),
+              ElementsAre(absl::StrCat(kGvisorHostTasksBase + kGvisorHostTasksPerProcess * 77)));
+  EXPECT_THAT(ValuesOf(a, "--cpus"), ElementsAre("1.500"));
+}
+
+TEST(BuildRunArgvTest, ContainerIsolationNeverNamesRunsc) {
+  PodmanOptions options = Options();
+  options.gvisor = true;  // allowed for other sessions
+  Argv a = BuildRunArgv(options, CgroupInfo(), Spec());
+  EXPECT_THAT(ValuesOf(a, "--runtime"), ElementsAre("runc")) << Join(a);
+  EXPECT_THAT(a, Not(Contains("--runtime-flag"))) << Join(a);
+}
+
 }  // namespace
 }  // namespace sandboxd

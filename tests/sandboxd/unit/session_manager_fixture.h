@@ -377,6 +377,18 @@ class SessionManagerTest : public ::testing::Test {
     return st.ok() && st->exists;
   }
 
+  // Names of the running containers the warm pool holds.
+  static std::vector<std::string> PoolContainers(ProcessRuntime& rt) {
+    std::vector<std::string> out;
+    absl::StatusOr<std::vector<ContainerSummary>> l = rt.List("io.sandboxd.role", "pool");
+    if (l.ok()) {
+      for (const auto& c : *l) {
+        if (c.running) out.push_back(c.name);
+      }
+    }
+    return out;
+  }
+
   std::string state_dir_;
   FakeClock clock_{1700000000000};
   std::unique_ptr<ProcessRuntime> runtime_;

@@ -395,17 +395,6 @@ TEST_F(SessionManagerTest, DeleteWhileACatalogChangeIsRecordedLeavesNoRecord) {
 
 // ---- warm pool ----------------------------------------------------------------------
 
-std::vector<std::string> PoolContainers(ProcessRuntime& rt) {
-  std::vector<std::string> out;
-  absl::StatusOr<std::vector<ContainerSummary>> l = rt.List("io.sandboxd.role", "pool");
-  if (l.ok()) {
-    for (const auto& c : *l) {
-      if (c.running) out.push_back(c.name);
-    }
-  }
-  return out;
-}
-
 TEST_F(SessionManagerTest, CreateSessionUsesThePool) {
   ManagerOptions o = Options();
   o.pool_size = 1;

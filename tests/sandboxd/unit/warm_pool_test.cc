@@ -59,7 +59,7 @@ class WarmPoolTest : public ::testing::Test {
     fs::remove_all(state_dir_, ec);
   }
   WarmPool& StartPool(size_t target) {
-    pool_ = std::make_unique<WarmPool>(factory_.get(), target, ResolvedLimits{});
+    pool_ = std::make_unique<WarmPool>(factory_.get(), target, SandboxConfig{});
     pool_->Start();
     return *pool_;
   }
@@ -120,7 +120,7 @@ TEST_F(WarmPoolTest, AFullPoolProbesWhileTheFactoryIsNotServing) {
   const int starts = runtime_.start_calls();
   // A session's start fails (podman broke meanwhile): the factory stops serving.
   runtime_.SetStartFailure("podman: storage is full");
-  EXPECT_FALSE(factory_->Start(ResolvedLimits{}, "session").ok());
+  EXPECT_FALSE(factory_->Start(SandboxConfig{}, "session").ok());
   EXPECT_FALSE(factory_->readiness().serving);
   ASSERT_TRUE(WaitFor([&] { return runtime_.start_calls() >= starts + 2; }))
       << "the full pool probes";

@@ -108,9 +108,14 @@ class Runner:
         except FileNotFoundError:
             pass
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        listener.bind(self.socket_path)
-        # Rootless podman maps the container uid to another host uid than sandboxd's.
-        os.chmod(self.socket_path, 0o777)
+        # Rootless podman maps the container uid to another host uid than sandboxd's, so
+        # the socket is made 0777 by the umask at bind time (gVisor refuses chmod on a
+        # socket it creates on the host; still single-threaded here).
+        old_umask = os.umask(0)
+        try:
+            listener.bind(self.socket_path)
+        finally:
+            os.umask(old_umask)
         listener.listen(4)
         return listener
 
