@@ -207,7 +207,12 @@ void MachineInfo(Report* r, sb::SandboxService::Stub* stub) {
   sb::Info info;
   if (stub && GetInfo(*stub, &info).ok()) {
     r->machine.push_back(
-        {"sandboxd", absl::StrCat(info.version(), ", OCI runtime ", info.oci_runtime(),
+        {"sandboxd", absl::StrCat(info.version(), ", isolation ",
+                                  info.default_isolation() == sb::ISOLATION_GVISOR
+                                      ? absl::StrCat("gvisor (", info.gvisor_version(), ", platform ",
+                                                     info.gvisor_platform(), ")")
+                                      : "container",
+                                  ", OCI runtime ", info.oci_runtime(),
                                   info.rootless() ? ", rootless" : ", rootful",
                                   ", limits via ", info.memory_enforcement(), ", pool ",
                                   info.pool_target(), ", max sessions ", info.max_sessions())});
