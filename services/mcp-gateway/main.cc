@@ -90,6 +90,9 @@ ABSL_FLAG(uint64_t, max_tool_call_bytes_in_flight, 32 << 20,
           "Arguments of one run's tool calls in flight together; more get a ToolError.");
 ABSL_FLAG(uint32_t, max_tool_calls_per_run, 10000,
           "Tool calls one run_python may make in total; later ones get a ToolError.");
+ABSL_FLAG(std::string, isolation, "",
+          "Isolation the gateway asks sandboxd for in every session: container or gvisor "
+          "(sandboxd must allow it, --allowed_isolations). Empty: sandboxd's default.");
 
 namespace {
 
@@ -269,7 +272,13 @@ int main(int argc, char** argv) {
   std::vector<std::string> endpoints = absl::GetFlag(FLAGS_sandboxd);
   if (endpoints.empty()) endpoints = FromEnv("MCP_GATEWAY_SANDBOXD");
   if (endpoints.empty()) endpoints.push_back(DefaultSandboxd());
-  gateway::SandboxClient sandboxes(endpoints, ToolCallLimitsFromFlags());
+  absl::StatusOr<sandbox::v1::Isolation> isolation =
+      gateway::ParseIsolationFlag(absl::GetFlag(FLAGS_isolation));
+  if (!isolation.ok()) {
+    spdlog::critical("{}", std::string(isolation.status().message()));
+    return 2;
+  }
+  gateway::SandboxClient sandboxes(endpoints, ToolCallLimitsFromFlags(), *isolation);
   gateway::ManagerUpstreams upstream_view(&upstreams);
   gateway::RunPythonOptions run_options;
   run_options.default_timeout_seconds = absl::GetFlag(FLAGS_default_timeout_seconds);

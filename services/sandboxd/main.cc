@@ -347,6 +347,9 @@ int main(int argc, char** argv) {
       spdlog::critical("{}", s.message());
       return 1;
     }
+    std::string warning = sandboxd::GvisorPidBudgetWarning(options->default_limits.pids,
+                                                           options->max_sessions);
+    if (!warning.empty()) spdlog::warn("{}", warning);
   }
 
   std::string socket_path = absl::GetFlag(FLAGS_socket);

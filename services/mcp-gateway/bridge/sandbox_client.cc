@@ -21,8 +21,20 @@ std::chrono::system_clock::time_point Deadline(std::chrono::seconds d) {
 
 }  // namespace
 
-SandboxClient::SandboxClient(std::vector<std::string> endpoints, ToolCallLimits limits)
-    : endpoints_(std::move(endpoints)), limits_(limits), created_(endpoints_.size(), 0) {
+absl::StatusOr<sandbox::v1::Isolation> ParseIsolationFlag(const std::string& name) {
+  if (name.empty()) return sandbox::v1::ISOLATION_UNSPECIFIED;
+  if (name == "container") return sandbox::v1::ISOLATION_CONTAINER;
+  if (name == "gvisor") return sandbox::v1::ISOLATION_GVISOR;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--isolation=", name, ": expected container or gvisor (or empty for sandboxd's default)"));
+}
+
+SandboxClient::SandboxClient(std::vector<std::string> endpoints, ToolCallLimits limits,
+                             sandbox::v1::Isolation isolation)
+    : endpoints_(std::move(endpoints)),
+      limits_(limits),
+      isolation_(isolation),
+      created_(endpoints_.size(), 0) {
   for (const auto& e : endpoints_) {
     grpc::ChannelArguments args;
     // sandboxd restarts should be noticed within a second, not after gRPC's default
@@ -78,6 +90,7 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
     sandbox::v1::CreateSessionRequest req;
     req.set_owner(owner);
     req.set_label(label);
+    req.set_isolation(isolation_);
     *req.mutable_catalog() = catalog;
     sandbox::v1::Session session;
     grpc::Status st = Stub(i).CreateSession(&ctx, req, &session);

@@ -42,10 +42,16 @@ struct ToolCallLimits {
   size_t max_argument_bytes_in_flight = 32u << 20;
 };
 
+// The gateway's --isolation: "" (sandboxd's default), "container" or "gvisor";
+// INVALID_ARGUMENT naming the choices otherwise.
+absl::StatusOr<sandbox::v1::Isolation> ParseIsolationFlag(const std::string& name);
+
 class SandboxClient : public Sandboxes {
  public:
-  // Endpoints are gRPC targets: "unix:/path/to.sock" or "host:port".
-  explicit SandboxClient(std::vector<std::string> endpoints, ToolCallLimits limits = {});
+  // Endpoints are gRPC targets: "unix:/path/to.sock" or "host:port". Every session is
+  // created with `isolation` (UNSPECIFIED: sandboxd's default).
+  explicit SandboxClient(std::vector<std::string> endpoints, ToolCallLimits limits = {},
+                         sandbox::v1::Isolation isolation = sandbox::v1::ISOLATION_UNSPECIFIED);
 
   // Creates a session on the endpoint with the fewest sessions created by us.
   absl::StatusOr<SandboxRef> CreateSession(const std::string& owner, const std::string& label,
@@ -70,6 +76,7 @@ class SandboxClient : public Sandboxes {
 
   std::vector<std::string> endpoints_;
   const ToolCallLimits limits_;
+  const sandbox::v1::Isolation isolation_;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<sandbox::v1::SandboxService::Stub>> stubs_;
   codemode::Mutex mu_;

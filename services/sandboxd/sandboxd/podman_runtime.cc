@@ -75,13 +75,13 @@ std::vector<std::string> LimitArgs(const RuntimeInfo& info, const ResolvedLimits
     // The cgroups hold the whole gVisor sandbox: its kernel (Sentry and gofer) as well as
     // the code. The session's process limit is RLIMIT_NPROC, which gVisor's kernel counts
     // for this sandbox alone; the host pids cgroup is a ceiling for the Sentry's own
-    // threads and, on the ptrace platform, the stub processes (measured: ~40 host tasks
-    // idle, ~7 more per sandboxed process). Memory gets the Sentry's share on top.
+    // threads and, on the ptrace platform, the stub processes (GvisorHostTasks). Memory
+    // gets the Sentry's share on top.
     // gVisor copies forked memory in larger units than Linux (64 forked Pythons took
     // 324 MiB where Linux fits them in 256): fork-heavy code needs a larger memory limit
     // under gVisor, which the limit says honestly rather than hiding it in an allowance.
     const uint64_t memory = l.memory_bytes + kGvisorMemoryBaseBytes;
-    const uint64_t host_tasks = kGvisorHostTasksBase + kGvisorHostTasksPerProcess * uint64_t{l.pids};
+    const uint64_t host_tasks = GvisorHostTasks(l.pids);
     return {"--memory", absl::StrCat(memory), "--memory-swap", absl::StrCat(memory),
             "--pids-limit", absl::StrCat(host_tasks), "--cpus", cpus,
             "--ulimit", absl::StrCat("nproc=", l.pids, ":", l.pids)};
@@ -316,6 +316,20 @@ absl::Status PodmanRuntime::TryPythonContainer(const RuntimeInfo& info, Isolatio
     return absl::UnavailableError(absl::StrCat("exit ", r->exit_code, ": ", Summarise(r->stderr_text)));
   }
   return absl::OkStatus();
+}
+
+std::string GvisorPidBudgetWarning(uint32_t pids, uint32_t max_sessions, uint64_t pid_max) {
+  if (pid_max == 0) {
+    std::ifstream in("/proc/sys/kernel/pid_max");
+    if (!(in >> pid_max)) return "";
+  }
+  const uint64_t budget = GvisorHostTasks(pids) * max_sessions;
+  if (budget <= pid_max) return "";
+  return absl::StrCat(
+      "gVisor: ", max_sessions, " sessions of ", pids, " processes may use up to ", budget,
+      " host tasks between them (", GvisorHostTasks(pids), " each: the Sentry and its ptrace "
+      "stubs), more than kernel.pid_max ", pid_max, "; fork bombs in many sessions at once "
+      "could exhaust the host's pids. Lower --max_sessions or --pids, or raise kernel.pid_max");
 }
 
 absl::Status PodmanRuntime::CheckGvisor() {

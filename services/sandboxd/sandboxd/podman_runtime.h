@@ -47,12 +47,24 @@ std::vector<std::string> GvisorRuntimeFlags(const PodmanOptions& options);
 
 // A gVisor session's cgroups hold its user-space kernel too (see LimitArgs). Memory gets
 // kGvisorMemoryBaseBytes on top of the session's limit for the Sentry and gofer (an idle
-// sandbox uses ~15 MiB). The host pids cgroup gets Base + PerProcess x the session's pids
-// limit: the Sentry's threads and, on the ptrace platform, its stub processes (measured:
-// ~40 host tasks idle, ~7 more per sandboxed process).
+// sandbox uses ~15 MiB). The host pids cgroup gets GvisorHostTasks(pids): the Sentry's
+// threads and, on the ptrace platform, a stub process per sandboxed process with a stub
+// thread for every Sentry thread that ran it. Measured on 2 cores: ~40 host tasks idle,
+// ~8 per sandboxed process of sleeping children, a peak of 950-980 for the hostile
+// suite's fork bomb at pids 64 (~15 per process). Where the ceiling is reached the
+// Sentry cannot start a stub and panics ("error initializing first thread"): the
+// session is lost, so the ceiling keeps a margin over that peak.
 inline constexpr uint64_t kGvisorMemoryBaseBytes = 32ull << 20;
 inline constexpr uint64_t kGvisorHostTasksBase = 64;
-inline constexpr uint64_t kGvisorHostTasksPerProcess = 10;
+inline constexpr uint64_t kGvisorHostTasksPerProcess = 24;
+inline uint64_t GvisorHostTasks(uint32_t pids) {
+  return kGvisorHostTasksBase + kGvisorHostTasksPerProcess * uint64_t{pids};
+}
+
+// Empty, or a warning that `max_sessions` gVisor sessions of `pids` processes could use
+// more host tasks between them than the kernel has pids (`pid_max`, read from
+// /proc/sys/kernel/pid_max when 0), so a few fork bombs at once could starve the host.
+std::string GvisorPidBudgetWarning(uint32_t pids, uint32_t max_sessions, uint64_t pid_max = 0);
 
 // Where the runner lives inside every container.
 inline constexpr char kRunnerMountPath[] = "/opt/sandboxd/sandbox_runner.pyz";
