@@ -1,23 +1,26 @@
-// sandboxd_bench: end-to-end benchmark of sandboxd.
+// sandboxd_bench: end-to-end benchmark of sandboxd, in each isolation mode side by side.
 //
-// Starts its own sandboxd (pool 4, max 64 sessions, private socket and state directory)
-// through the integration-test harness, drives it over the unix socket like a client
-// would, and prints a markdown report: machine, then one table row per measurement with
-// its target and PASS/FAIL. A missed target is never an error; the exit code is non-zero
-// only when something could not be measured (daemon did not start, an rpc failed, ...).
+// For each isolation mode in turn it starts its own sandboxd (pool 4, max 64 sessions,
+// private socket and state directory, --isolation=<mode>) through the integration-test
+// harness, drives it over the unix socket like a client would, and stops it. It prints
+// one markdown report: machine, then one table row per measurement with a column per mode
+// and its target and PASS/FAIL. A missed target is never an error; the exit code is
+// non-zero only when something could not be measured (daemon did not start, an rpc
+// failed, ...).
 //
-//   sandboxd_bench [--quick] [--out FILE] [--load_seconds N] [--sessions N]
-//                  [--wait_idle S] [--daemon_log FILE]
+//   sandboxd_bench [--isolation container|gvisor|both] [--quick] [--out FILE]
+//                  [--load_seconds N] [--sessions N] [--wait_idle S] [--daemon_log FILE]
 //
+//   --isolation     the modes to measure (default both: container, then gVisor)
 //   --quick         smoke run: smaller iteration counts, 8 sessions x 5 s of load
 //   --out FILE      also write the report there; text below the line
 //                   "<!-- end of generated report -->" in an existing FILE is kept
 //   --load_seconds  length of the concurrent-load window (default 30, quick 5)
 //   --sessions      sessions in the concurrent-load test (default 32, quick 8)
-//   --wait_idle S   before measuring, wait up to S seconds until other work on the
-//                   machine uses under 10% of one core (default 300, quick 0); the
+//   --wait_idle S   before measuring each mode, wait up to S seconds until other work on
+//                   the machine uses under 10% of one core (default 300, quick 0); the
 //                   report notes the background load either way
-//   --daemon_log F  copy the daemon's log to F at the end
+//   --daemon_log F  copy the daemons' logs to F at the end
 //
 // Progress goes to stderr, the report to stdout.
 //
@@ -48,7 +51,8 @@
 
 using sandboxd_bench::Bench;
 using sandboxd_bench::BlockSignals;
-using sandboxd_bench::GuardDaemon;
+using sandboxd_bench::DaemonInfo;
+using sandboxd_bench::GuardDaemons;
 using sandboxd_bench::kMaxSessions;
 using sandboxd_bench::kPoolSize;
 using sandboxd_bench::MachineInfo;
@@ -56,9 +60,51 @@ using sandboxd_bench::Options;
 using sandboxd_bench::ParseArgs;
 using sandboxd_bench::Progress;
 using sandboxd_bench::Report;
+using sandboxd_bench::SetDaemon;
 using sandboxd_bench::SetDaemonPid;
 using sandboxd_bench::WriteReport;
 using sandboxd::testing::SandboxdProcess;
+
+namespace {
+
+std::string ColumnName(const std::string& isolation) {
+  return isolation == "gvisor" ? "gVisor" : isolation;
+}
+
+// Every measurement against a daemon of its own under `isolation`, into a new column of
+// `report`; appends the daemon's log to `log`.
+void MeasureMode(const Options& o, const std::string& isolation, Report* report,
+                 std::string* log) {
+  std::string column = ColumnName(isolation);
+  report->BeginColumn(column);
+  SandboxdProcess daemon({absl::StrCat("--pool_size=", kPoolSize),
+                          absl::StrCat("--max_sessions=", kMaxSessions), "--log_level=info",
+                          "--isolation=" + isolation});
+  SetDaemon(&daemon);
+  Progress("starting sandboxd for " + column + " (" + daemon.state_dir() + ")");
+  if (!daemon.Start()) {
+    report->Error("sandboxd did not start:\n" + daemon.Log());
+    SetDaemon(nullptr);
+    return;
+  }
+  SetDaemonPid(daemon.pid());
+  DaemonInfo(report, column, *daemon.Stub());
+
+  Bench(o, isolation, &daemon, report).Run();
+
+  Progress("stopping sandboxd for " + column);
+  absl::StrAppend(log, "==== sandboxd, ", column, " ====\n", daemon.Log());
+  SetDaemonPid(-1);
+  int rc = daemon.Stop();
+  if (rc != 0) report->Error(absl::StrCat("sandboxd exited with ", rc));
+  // Sessions were deleted and the pool is removed on shutdown; anything left is a leak
+  // (the harness destructor removes it anyway).
+  int left = daemon.LiveContainers();
+  if (left != 0) report->Note(absl::StrCat(left, " container(s) were left after shutdown"));
+  SetDaemon(nullptr);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   Options o;
@@ -67,37 +113,17 @@ int main(int argc, char** argv) {
   args[0] = "sandboxd_bench";
   std::string command = absl::StrJoin(args, " ");
 
-  // Signals: one thread takes them synchronously and cleans up.
+  // Signals: one thread takes them synchronously and cleans up. Watchdog: nothing here
+  // should take this long; never leave containers behind.
   sigset_t signals = BlockSignals();
-  SandboxdProcess daemon({absl::StrCat("--pool_size=", kPoolSize),
-                          absl::StrCat("--max_sessions=", kMaxSessions), "--log_level=info"});
-  // Watchdog: nothing here should take this long; never leave containers behind.
-  GuardDaemon(daemon, signals, o.quick ? 900 : 1800 + 2 * o.load_seconds);
+  GuardDaemons(signals, static_cast<int>(o.isolations.size()) *
+                            (o.quick ? 900 : 1800 + 2 * o.load_seconds));
 
   Report report;
-  Progress("starting sandboxd (" + daemon.state_dir() + ")");
-  if (!daemon.Start()) {
-    fprintf(stderr, "sandboxd did not start:\n%s\n", daemon.Log().c_str());
-    return 1;
-  }
-  SetDaemonPid(daemon.pid());
-  {
-    auto stub = daemon.Stub();
-    MachineInfo(&report, stub.get());
-  }
+  MachineInfo(&report);
   report.machine.push_back({"Mode", o.quick ? "quick (smoke run: small iteration counts)" : "full"});
-
-  Bench(o, &daemon, &report).Run();
-
-  Progress("stopping sandboxd");
-  std::string log = daemon.Log();
-  SetDaemonPid(-1);
-  int rc = daemon.Stop();
-  if (rc != 0) report.Error(absl::StrCat("sandboxd exited with ", rc));
-  // Sessions were deleted and the pool is removed on shutdown; anything left is a leak
-  // (the harness destructor removes it anyway).
-  int left = daemon.LiveContainers();
-  if (left != 0) report.notes.push_back(absl::StrCat(left, " container(s) were left after shutdown"));
+  std::string log;
+  for (const std::string& isolation : o.isolations) MeasureMode(o, isolation, &report, &log);
   if (!o.daemon_log.empty()) std::ofstream(o.daemon_log) << log;
 
   std::string md = report.Markdown(command);

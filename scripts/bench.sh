@@ -4,8 +4,9 @@
 #   bench/sandboxd_bench.cc  -> docs/benchmarks/sandboxd.md (text below its "end of
 #                               generated report" marker is kept)
 #   bench/gateway_bench.mjs  -> docs/benchmarks/gateway.md
-# The sandboxd part Takes about two minutes after waiting (up to five) for other work on the
-# machine to calm down; --quick is a smoke run of a few seconds that does not wait.
+# The sandboxd part measures both isolation modes (container, gVisor) side by side, a daemon
+# each: about two minutes per mode after waiting (up to five) for other work on the
+# machine to calm down; --quick is a smoke run of about a minute that does not wait.
 #
 #   scripts/bench.sh                 full benchmark
 #   scripts/bench.sh --quick         smoke run (--quick goes to both; other arguments to sandboxd_bench)

@@ -26,8 +26,10 @@ struct LoadRun;  // load.cc
 
 class Bench {
  public:
-  Bench(const Options& o, sandboxd::testing::SandboxdProcess* d, Report* r)
-      : o_(o), d_(d), r_(r), stub_(d->Stub()) {}
+  // `isolation`: the daemon's --isolation, "container" or "gvisor"; it sets the targets
+  // (issue 10's for gVisor) and the OCI runtime of the seeds' commands.
+  Bench(const Options& o, std::string isolation, sandboxd::testing::SandboxdProcess* d, Report* r)
+      : o_(o), gvisor_(isolation == "gvisor"), d_(d), r_(r), stub_(d->Stub()) {}
 
   // All measurements in turn; the rows end up sorted by measurement number.
   void Run();
@@ -49,6 +51,7 @@ class Bench {
   void Contention(const std::string& phase, const CpuMeter::Use& u);
   void ContentionNotes();
   // seeds.cc
+  std::vector<std::string> SeedRuntimeArgs();
   void Seeds(const std::string& container_id);
   void SeedRows();
   // load.cc
@@ -57,6 +60,7 @@ class Bench {
                   int mismatched);
 
   const Options& o_;
+  const bool gvisor_;
   sandboxd::testing::SandboxdProcess* d_;
   Report* r_;
   std::unique_ptr<sb::SandboxService::Stub> stub_;

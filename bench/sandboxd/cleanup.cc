@@ -4,10 +4,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -18,12 +18,14 @@ namespace {
 
 using sandboxd::testing::Sh;
 
-std::atomic<pid_t> g_daemon_pid{-1};
-std::string g_instance;    // set before any thread that reads it starts
+std::mutex g_mu;  // guards the three below
+pid_t g_daemon_pid = -1;
+std::string g_instance;
 std::string g_daemon_dir;  // the harness's private directory (socket, state, log)
 
 void EmergencyCleanup() {
-  pid_t pid = g_daemon_pid.load();
+  std::lock_guard<std::mutex> lock(g_mu);
+  pid_t pid = g_daemon_pid;
   if (pid > 0) {
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);
@@ -50,10 +52,7 @@ sigset_t BlockSignals() {
   return signals;
 }
 
-void GuardDaemon(const sandboxd::testing::SandboxdProcess& daemon, const sigset_t& signals,
-                 int budget_s) {
-  g_instance = daemon.instance();
-  g_daemon_dir = std::filesystem::path(daemon.socket()).parent_path().string();
+void GuardDaemons(const sigset_t& signals, int budget_s) {
   std::thread([signals] {
     int sig = 0;
     sigwait(&signals, &sig);
@@ -70,6 +69,16 @@ void GuardDaemon(const sandboxd::testing::SandboxdProcess& daemon, const sigset_
   }).detach();
 }
 
-void SetDaemonPid(pid_t pid) { g_daemon_pid = pid; }
+void SetDaemon(const sandboxd::testing::SandboxdProcess* daemon) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_daemon_pid = -1;
+  g_instance = daemon ? daemon->instance() : "";
+  g_daemon_dir = daemon ? std::filesystem::path(daemon->socket()).parent_path().string() : "";
+}
+
+void SetDaemonPid(pid_t pid) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_daemon_pid = pid;
+}
 
 }  // namespace sandboxd_bench

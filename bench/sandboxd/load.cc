@@ -213,8 +213,8 @@ void Bench::ReportLoad(const LoadRun& run, double create_s, long rss_idle, long 
     all.insert(all.end(), run.lat[i].begin(), run.lat[i].end());
   }
   std::string what = absl::StrCat(n, " sessions × ", o_.load_seconds, " s, `n = n + 1` in a loop");
-  r_->Target("6", what + absl::StrCat(" — failures (of ", total_ok + total_failed, ")"),
-             static_cast<double>(total_failed), 0, absl::StrCat(total_failed), "0");
+  r_->Target("6", what + " — failed executions", static_cast<double>(total_failed), 0,
+             absl::StrCat(total_failed, " of ", total_ok + total_failed), "0");
   r_->Info("6", "… executions/s", absl::StrFormat("%.0f", total_ok / run.elapsed_s));
   r_->Info("6", "… Execute latency under load — p50 / p99",
            absl::StrCat(FmtMs(Pct(all, 50)), " / ", FmtMs(Pct(all, 99))));
@@ -223,16 +223,16 @@ void Bench::ReportLoad(const LoadRun& run, double create_s, long rss_idle, long 
                            rss_peak / 1024.0, rss_idle / 1024.0, n));
   int64_t min_ok = *std::min_element(run.ok.begin(), run.ok.end());
   int64_t max_ok = *std::max_element(run.ok.begin(), run.ok.end());
-  r_->notes.push_back(absl::StrFormat(
+  r_->Note(absl::StrFormat(
       "Load: %d sessions created in %.1f s (4 parallel creators; %u from the warm pool, the rest "
       "cold); window %.1f s; executions per session %d..%d; %d session(s) whose final `n` did not "
       "match their OK count.",
       n, create_s, kPoolSize, run.elapsed_s, static_cast<int>(min_ok), static_cast<int>(max_ok),
       mismatched));
   Contention("load window", run.cpu);
-  r_->notes.push_back(CpuNote(run.cpu, n, run.elapsed_s, total_ok));
+  r_->Note(CpuNote(run.cpu, n, run.elapsed_s, total_ok));
   if (mismatched) r_->Error(absl::StrCat(mismatched, " session(s) lost or repeated increments"));
-  for (const auto& f : run.failures) r_->notes.push_back("Load failure: " + f);
+  for (const auto& f : run.failures) r_->Note("Load failure: " + f);
 }
 
 }  // namespace sandboxd_bench

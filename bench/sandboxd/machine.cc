@@ -164,7 +164,7 @@ long long CpuMeter::ContainersNs(bool* all_known) const {
   return sum;
 }
 
-void MachineInfo(Report* r, sb::SandboxService::Stub* stub) {
+void MachineInfo(Report* r) {
   time_t now = time(nullptr);
   struct tm tm;
   gmtime_r(&now, &tm);
@@ -204,10 +204,13 @@ void MachineInfo(Report* r, sb::SandboxService::Stub* stub) {
     r->machine.push_back({"sandboxd source", absl::StrCat("commit ", commit,
                                                           dirty.empty() ? "" : " + local changes")});
   }
+}
+
+void DaemonInfo(Report* r, const std::string& column, sb::SandboxService::Stub& stub) {
   sb::Info info;
-  if (stub && GetInfo(*stub, &info).ok()) {
+  if (GetInfo(stub, &info).ok()) {
     r->machine.push_back(
-        {"sandboxd", absl::StrCat(info.version(), ", isolation ",
+        {"sandboxd for " + column, absl::StrCat(info.version(), ", isolation ",
                                   info.default_isolation() == sb::ISOLATION_GVISOR
                                       ? absl::StrCat("gvisor (", info.gvisor_version(), ", platform ",
                                                      info.gvisor_platform(), ")")

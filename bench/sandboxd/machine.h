@@ -17,9 +17,11 @@
 
 namespace sandboxd_bench {
 
-// Date, CPU, memory, kernel, podman, the source commit, and (when `stub` answers
-// GetInfo) sandboxd's version and settings.
-void MachineInfo(Report* r, sb::SandboxService::Stub* stub);
+// Date, CPU, memory, kernel, podman and the source commit.
+void MachineInfo(Report* r);
+
+// The daemon measured for `column`: its version, isolation and settings (from GetInfo).
+void DaemonInfo(Report* r, const std::string& column, sb::SandboxService::Stub& stub);
 
 // VmRSS of `pid` in KiB, or -1.
 long ReadRssKb(pid_t pid);

@@ -9,8 +9,8 @@ namespace {
 
 void Usage() {
   fprintf(stderr,
-          "usage: sandboxd_bench [--quick] [--out FILE] [--load_seconds N] [--sessions N] "
-          "[--wait_idle SECONDS] [--daemon_log FILE]\n");
+          "usage: sandboxd_bench [--isolation container|gvisor|both] [--quick] [--out FILE] "
+          "[--load_seconds N] [--sessions N] [--wait_idle SECONDS] [--daemon_log FILE]\n");
 }
 
 }  // namespace
@@ -31,7 +31,16 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       return false;
     };
     std::string v;
-    if (a == "--quick") {
+    if (value("--isolation", &v)) {
+      if (v == "both") {
+        o->isolations = {"container", "gvisor"};
+      } else if (v == "container" || v == "gvisor") {
+        o->isolations = {v};
+      } else {
+        Usage();
+        return false;
+      }
+    } else if (a == "--quick") {
       o->quick = true;
     } else if (value("--out", &v)) {
       o->out = v;

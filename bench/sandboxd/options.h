@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace sandboxd_bench {
 
@@ -13,6 +14,9 @@ constexpr uint32_t kPoolSize = 4;
 constexpr uint32_t kMaxSessions = 64;
 
 struct Options {
+  // The isolation modes to measure, each against its own daemon, in this order: the
+  // report's columns. --isolation=container|gvisor|both (the default).
+  std::vector<std::string> isolations = {"container", "gvisor"};
   bool quick = false;
   std::string out;
   std::string daemon_log;
