@@ -252,8 +252,11 @@ class RunnerTestCase(unittest.TestCase):
         self.tmp = tempfile.TemporaryDirectory(prefix="runner-test-")
         self.path = os.path.join(self.tmp.name, "runner.sock")
         self.log = open(os.path.join(self.tmp.name, "runner.log"), "w+b")
+        self.workspace = os.path.join(self.tmp.name, "workspace")   # file frames' root
+        os.mkdir(self.workspace)
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-u", str(RUNNER), "--socket", self.path],
+            [sys.executable, "-I", "-u", str(RUNNER), "--socket", self.path,
+             "--workspace", self.workspace],
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
         self.clients = []
         self.client = self.connect()

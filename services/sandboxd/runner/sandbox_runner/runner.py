@@ -16,6 +16,7 @@ import traceback
 from .catalog import parse_catalog
 from .common import DEFAULT_TOOL_CALLS_IN_FLIGHT, RUNNER_VERSION, log
 from .executor import ExecState, Executor
+from .files import FILE_FRAMES, FileTransfers, check_file_frame
 from .interrupts import InterruptController
 from .output import CapturedStream, OutputCapture
 from .protocol import ConnectionClosed, FrameConnection, ProtocolError, frame_field
@@ -47,7 +48,7 @@ def kill_other_processes():
 class Runner:
     own_pid_namespace = False               # set by main(); see kill_other_processes
 
-    def __init__(self, socket_path):
+    def __init__(self, socket_path, workspace="/workspace"):
         self.socket_path = socket_path
         self._lock = threading.Lock()        # guards the fields below and ExecState flags
         self._conn = None                    # the connection being served
@@ -59,6 +60,7 @@ class Runner:
         self.interrupts = InterruptController(self._lock)
         self.calls = ToolCalls(self)
         self.executor = Executor(self)
+        self.files = FileTransfers(workspace)
         self._pid = os.getpid()
         os.register_at_fork(after_in_child=self._after_fork_in_child)
 
@@ -255,6 +257,8 @@ class Runner:
             servers = parse_catalog(frame_field(frame, "catalog", dict))
             self._work.put((conn, {"type": "set_catalog", "id": frame["id"],
                                    "servers": servers}))
+        elif kind in FILE_FRAMES:
+            self.files.submit(conn, check_file_frame(frame))
         else:
             log(f"ignoring unknown frame type {kind!r}")
 
@@ -277,6 +281,7 @@ class Runner:
             self._queued_execs = {k for k in self._queued_execs if k[0] is not conn}
             self._early_interrupts = {k for k in self._early_interrupts if k[0] is not conn}
         self.calls.fail("sandboxd connection lost", conn=conn)
+        self.files.connection_lost(conn)
         if state is not None:
             self.interrupts.interrupt(state)
 
@@ -285,11 +290,13 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description="sandboxd code runner "
                                                  "(see docs/runner-protocol.md)")
     parser.add_argument("--socket", required=True, help="unix socket path to listen on")
+    parser.add_argument("--workspace", default="/workspace",
+                        help="the directory file frames read and write (docs/runner-protocol.md)")
     parser.add_argument("--own-pid-namespace", action="store_true",
                         help="the container is ours alone: a reset also ends every process "
                              "user code left running (never set this outside a container)")
     args = parser.parse_args(argv)
-    runner = Runner(args.socket)
+    runner = Runner(args.socket, args.workspace)
     runner.own_pid_namespace = args.own_pid_namespace
     runner.serve_forever()
 
