@@ -247,7 +247,7 @@ void HttpServer::Stop() {
     d.stopping = true;
   }
   if (d.reaper.joinable()) d.reaper.join();
-  asio::post(d.ioc, [&d] {
+  asio::post(d.accept_strand, [&d] {
     boost::system::error_code ignored;
     d.acceptor.close(ignored);
     d.accept_retry.cancel();

@@ -123,8 +123,11 @@ struct HttpServer::Impl {
 
   asio::io_context ioc;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
-  tcp::acceptor acceptor{ioc};
-  asio::steady_timer accept_retry{ioc};
+  // The acceptor and its retry timer live on one strand: their handlers (Accept's) and
+  // Stop's close never run at the same time on two of the event loop's threads.
+  asio::strand<asio::io_context::executor_type> accept_strand{asio::make_strand(ioc)};
+  tcp::acceptor acceptor{accept_strand};
+  asio::steady_timer accept_retry{accept_strand};
   std::vector<std::thread> threads;
   int port = -1;
 
