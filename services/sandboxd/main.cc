@@ -80,6 +80,9 @@ ABSL_FLAG(absl::Duration, kill_grace, absl::Seconds(2),
 ABSL_FLAG(uint64_t, max_output_bytes, 1 << 20,
           "Output kept and streamed per execution; the rest is dropped with a marker.");
 ABSL_FLAG(uint64_t, max_code_bytes, 1 << 20, "Largest accepted code.");
+ABSL_FLAG(uint64_t, max_file_bytes, 64 << 20,
+          "Largest file UploadFile and DownloadFile move (a session's workspace size also "
+          "bounds uploads).");
 ABSL_FLAG(uint32_t, max_queue, 16, "Executions that may wait behind the running one per session.");
 ABSL_FLAG(std::vector<std::string>, env, {},
           "KEY=VALUE pairs set in every container, comma-separated. Nothing else from the "
@@ -238,6 +241,7 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
   options.max_code_bytes = absl::GetFlag(FLAGS_max_code_bytes);
   options.max_timeout_ms = absl::GetFlag(FLAGS_max_timeout_ms);
   options.max_output_bytes = absl::GetFlag(FLAGS_max_output_bytes);
+  options.max_file_bytes = absl::GetFlag(FLAGS_max_file_bytes);
   options.max_queue = absl::GetFlag(FLAGS_max_queue);
   options.kill_grace = absl::GetFlag(FLAGS_kill_grace);
   options.version = SANDBOXD_VERSION;

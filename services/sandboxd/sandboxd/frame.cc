@@ -8,35 +8,15 @@ namespace {
 
 using nlohmann::json;
 
-absl::Status Invalid(absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat("runner protocol violation: ", what));
-}
+absl::Status Invalid(absl::string_view what) { return RunnerViolation(what); }
 
-// Reads an unsigned integer field; `required` false allows absence (returns 0).
 absl::StatusOr<uint64_t> GetUint(const json& obj, const char* key, bool required = true) {
-  auto it = obj.find(key);
-  if (it == obj.end()) {
-    if (!required) return uint64_t{0};
-    return Invalid(absl::StrCat("missing field '", key, "'"));
-  }
-  if (!it->is_number_unsigned()) {
-    // Non-negative integers parse as unsigned; anything else is rejected.
-    return Invalid(absl::StrCat("field '", key, "' is not a non-negative integer"));
-  }
-  return it->get<uint64_t>();
+  return RunnerUint(obj, key, required);
 }
 
 absl::StatusOr<std::string> GetString(const json& obj, const char* key, size_t max_bytes,
                                       bool required = true) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) {
-    if (!required) return std::string();
-    return Invalid(absl::StrCat("missing field '", key, "'"));
-  }
-  if (!it->is_string()) return Invalid(absl::StrCat("field '", key, "' is not a string"));
-  const std::string& s = it->get_ref<const std::string&>();
-  if (s.size() > max_bytes) return Invalid(absl::StrCat("field '", key, "' is too long"));
-  return s;
+  return RunnerString(obj, key, max_bytes, required);
 }
 
 #define SBX_TRY(lhs, expr)               \
@@ -154,6 +134,36 @@ absl::StatusOr<RunnerMessage> ParseAck(const json& f, AckMessage::Kind kind) {
 
 }  // namespace
 
+absl::Status RunnerViolation(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("runner protocol violation: ", what));
+}
+
+absl::StatusOr<uint64_t> RunnerUint(const json& obj, const char* key, bool required) {
+  auto it = obj.find(key);
+  if (it == obj.end()) {
+    if (!required) return uint64_t{0};
+    return RunnerViolation(absl::StrCat("missing field '", key, "'"));
+  }
+  if (!it->is_number_unsigned()) {
+    // Non-negative integers parse as unsigned; anything else is rejected.
+    return RunnerViolation(absl::StrCat("field '", key, "' is not a non-negative integer"));
+  }
+  return it->get<uint64_t>();
+}
+
+absl::StatusOr<std::string> RunnerString(const json& obj, const char* key, size_t max_bytes,
+                                         bool required) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) {
+    if (!required) return std::string();
+    return RunnerViolation(absl::StrCat("missing field '", key, "'"));
+  }
+  if (!it->is_string()) return RunnerViolation(absl::StrCat("field '", key, "' is not a string"));
+  const std::string& s = it->get_ref<const std::string&>();
+  if (s.size() > max_bytes) return RunnerViolation(absl::StrCat("field '", key, "' is too long"));
+  return s;
+}
+
 std::string EncodeFrame(const json& message) {
   std::string body = message.dump(-1, ' ', false, json::error_handler_t::replace);
   std::string out;
@@ -199,6 +209,11 @@ absl::StatusOr<RunnerMessage> ParseRunnerMessage(const json& frame) {
   if (t == "pong") return ParseAck(frame, AckMessage::Kind::kPong);
   if (t == "reset_done") return ParseAck(frame, AckMessage::Kind::kResetDone);
   if (t == "catalog_set") return ParseAck(frame, AckMessage::Kind::kCatalogSet);
+  if (t.rfind("file_", 0) == 0) {
+    absl::StatusOr<FileReplyMessage> reply = ParseFileReply(frame);
+    if (!reply.ok()) return reply.status();
+    return RunnerMessage(std::move(*reply));
+  }
   return Invalid(absl::StrCat("unknown frame type '", t.substr(0, 64), "'"));
 }
 

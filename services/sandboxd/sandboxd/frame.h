@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
+#include "sandboxd/file_frames.h"
 
 namespace sandboxd {
 
@@ -95,8 +96,8 @@ struct AckMessage {
   uint64_t id = 0;
 };
 
-using RunnerMessage =
-    std::variant<ReadyMessage, OutputMessage, ToolCallMessage, DoneMessage, AckMessage>;
+using RunnerMessage = std::variant<ReadyMessage, OutputMessage, ToolCallMessage, DoneMessage,
+                                   AckMessage, FileReplyMessage>;
 
 // Limits on fields inside a runner frame (beyond the frame cap).
 inline constexpr size_t kMaxCallIdBytes = 128;
@@ -104,6 +105,15 @@ inline constexpr size_t kMaxNameBytes = 256;
 
 // Validates one runner -> sandboxd message. INVALID_ARGUMENT says what is wrong.
 absl::StatusOr<RunnerMessage> ParseRunnerMessage(const nlohmann::json& frame);
+
+// The parsers' field readers (frame.cc, file_frames.cc). RunnerViolation: INVALID_ARGUMENT
+// "runner protocol violation: <what>". RunnerUint: a non-negative integer field (absent
+// reads 0 when not `required`). RunnerString: a string field of at most `max_bytes`.
+absl::Status RunnerViolation(absl::string_view what);
+absl::StatusOr<uint64_t> RunnerUint(const nlohmann::json& obj, const char* key,
+                                    bool required = true);
+absl::StatusOr<std::string> RunnerString(const nlohmann::json& obj, const char* key,
+                                         size_t max_bytes, bool required = true);
 
 // sandboxd -> runner messages.
 nlohmann::json MakeExecFrame(uint64_t id, const std::string& code, uint64_t max_output_bytes,

@@ -38,6 +38,13 @@ class SandboxServiceImpl final
                        sandbox::v1::Info*) override;
   grpc::ServerBidiReactor<sandbox::v1::ExecuteRequest, sandbox::v1::ExecuteResponse>* Execute(
       grpc::CallbackServerContext* context) override;
+  // grpc_files.cc
+  grpc::Status UploadFile(grpc::ServerContext*, grpc::ServerReader<sandbox::v1::UploadFileRequest>*,
+                          sandbox::v1::FileInfo*) override;
+  grpc::Status DownloadFile(grpc::ServerContext*, const sandbox::v1::DownloadFileRequest*,
+                            grpc::ServerWriter<sandbox::v1::FileChunk>*) override;
+  grpc::Status ListFiles(grpc::ServerContext*, const sandbox::v1::ListFilesRequest*,
+                         sandbox::v1::ListFilesResponse*) override;
 
  private:
   SessionManager* const manager_;

@@ -78,8 +78,13 @@ std::shared_ptr<Session> Session::Create(SessionEnv* env, Metadata metadata, Cat
 
 Session::Session(SessionEnv* env, Metadata metadata, Catalog catalog,
                  std::unique_ptr<RunnerConnection> conn)
-    : env_(env), metadata_(std::move(metadata)), conn_(std::move(conn)),
-      catalog_(std::move(catalog)), last_used_ms_(env->clock->NowMs()) {}
+    : env_(env),
+      metadata_(std::move(metadata)),
+      conn_(std::move(conn)),
+      files_([this](const nlohmann::json& frame) { return conn_->Send(frame); },
+             env->max_file_bytes),
+      catalog_(std::move(catalog)),
+      last_used_ms_(env->clock->NowMs()) {}
 
 Session::~Session() { conn_->Close(); }
 
@@ -352,6 +357,7 @@ void Session::LoseLocked(const std::string& reason, Deferred& out, Finished::Sta
   const bool lost = status == Finished::SESSION_LOST;
   if (lost) spdlog::warn("session {} lost: {}", metadata_.id, reason);
   std::string message = lost ? absl::StrCat("session lost: ", reason) : reason;
+  files_.Fail(message);
   const char* type = lost ? "SessionLost" : "Cancelled";
   if (current_) {
     std::shared_ptr<ExecState> e = std::move(current_);
@@ -418,8 +424,14 @@ std::string Session::lost_reason() const {
 }
 
 bool Session::idle() const {
+  if (files_.busy()) return false;
   codemode::MutexLock lock(&mu_);
   return !current_ && !pending_reset_ && queue_.empty();
+}
+
+void Session::Touch() {
+  codemode::MutexLock lock(&mu_);
+  last_used_ms_ = env_->clock->NowMs();
 }
 
 int64_t Session::last_used_ms() const {

@@ -33,6 +33,7 @@
 #include "sandboxd/container_runtime.h"
 #include "sandboxd/limits.h"
 #include "sandboxd/runner_connection.h"
+#include "sandboxd/workspace_files.h"
 
 namespace sandboxd {
 
@@ -76,6 +77,8 @@ struct SessionEnv {
   uint32_t max_queue = 16;
   absl::Duration kill_grace = absl::Seconds(2);
   uint32_t max_inflight_tool_calls = 1024;
+  // Largest file moved in or out of a session's workspace (WorkspaceFiles).
+  uint64_t max_file_bytes = 64u << 20;
   // Whether the runtime enforces limits with cgroups (set once the runtime is probed);
   // only changes how a SIGKILL is explained.
   std::atomic<bool> cgroup_limits{true};
@@ -152,9 +155,15 @@ class Session : public RunnerConnection::Listener, public std::enable_shared_fro
   Catalog catalog() const;
   bool lost() const;
   std::string lost_reason() const;
-  // True when nothing runs or waits.
+  // True when nothing runs or waits, and no file is moving.
   bool idle() const;
   int64_t last_used_ms() const;
+  // Counts as use for the idle reaper (a file transfer).
+  void Touch();
+
+  // The session's file transfers (UploadFile, DownloadFile, ListFiles); they fail with
+  // FAILED_PRECONDITION once the session is lost.
+  WorkspaceFiles& files() { return files_; }
 
   // RunnerConnection::Listener
   void OnRunnerMessage(RunnerMessage message) override;
@@ -215,6 +224,7 @@ class Session : public RunnerConnection::Listener, public std::enable_shared_fro
   SessionEnv* const env_;
   const Metadata metadata_;
   std::unique_ptr<RunnerConnection> conn_;
+  WorkspaceFiles files_;  // sends through conn_
 
   mutable codemode::Mutex mu_;
   Catalog catalog_ ABSL_GUARDED_BY(mu_);

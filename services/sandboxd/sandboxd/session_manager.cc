@@ -55,6 +55,7 @@ SessionManager::SessionManager(ManagerOptions options, ContainerRuntime* runtime
   env_.clock = clock_;
   env_.max_timeout_ms = options_.max_timeout_ms;
   env_.max_output_bytes = options_.max_output_bytes;
+  env_.max_file_bytes = options_.max_file_bytes;
   env_.max_queue = options_.max_queue;
   env_.kill_grace = options_.kill_grace;
   env_.executions_total = &executions_total_;
@@ -344,6 +345,16 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Find(const std::string&
   return it->second;
 }
 
+absl::StatusOr<std::shared_ptr<Session>> SessionManager::SessionForFiles(const std::string& id) {
+  absl::StatusOr<std::shared_ptr<Session>> s = Find(id);
+  if (!s.ok()) return s.status();
+  if ((*s)->lost()) {
+    return absl::FailedPreconditionError(absl::StrCat("session lost: ", (*s)->lost_reason()));
+  }
+  (*s)->Touch();
+  return s;
+}
+
 absl::StatusOr<sandbox::v1::Session> SessionManager::GetSession(const std::string& id) {
   absl::StatusOr<std::shared_ptr<Session>> s = Find(id);
   if (!s.ok()) return s.status();
@@ -421,6 +432,7 @@ sandbox::v1::Info SessionManager::GetInfo() {
   info.set_max_timeout_ms(options_.max_timeout_ms);
   info.set_max_code_bytes(options_.max_code_bytes);
   info.set_max_output_bytes(options_.max_output_bytes);
+  info.set_max_file_bytes(options_.max_file_bytes);
   info.set_pool_target(options_.pool_size);
   info.set_max_sessions(options_.max_sessions);
   info.set_executions_total(executions_total_);

@@ -53,6 +53,7 @@ struct ManagerOptions {
   // Per-execution settings (max_timeout_ms, max_output_bytes, max_queue, kill_grace).
   uint32_t max_timeout_ms = 600000;
   uint64_t max_output_bytes = 1u << 20;
+  uint64_t max_file_bytes = 64u << 20;  // UploadFile / DownloadFile, per file
   uint32_t max_queue = 16;
   absl::Duration kill_grace = absl::Seconds(2);
   std::string version = "dev";
@@ -90,6 +91,10 @@ class SessionManager {
   absl::StatusOr<std::shared_ptr<Execution>> Execute(const std::string& session_id,
                                                      ExecutionRequest request,
                                                      std::shared_ptr<ExecutionObserver> observer);
+
+  // The session for a file transfer: NOT_FOUND, or FAILED_PRECONDITION when it is lost;
+  // counts as use for the idle reaper.
+  absl::StatusOr<std::shared_ptr<Session>> SessionForFiles(const std::string& id);
 
   sandbox::v1::Info GetInfo();
 

@@ -61,6 +61,10 @@ absl::Status Session::SubmitToolResult(uint64_t exec_id, const sandbox::v1::Tool
 }
 
 void Session::OnRunnerMessage(RunnerMessage message) {
+  if (auto* file = std::get_if<FileReplyMessage>(&message)) {
+    files_.OnReply(std::move(*file));  // transfers have their own lock and waiters
+    return;
+  }
   Deferred deferred;
   {
     codemode::MutexLock lock(&mu_);

@@ -53,7 +53,7 @@ describe("sandboxd through reflection only (as grpcurl)", () => {
   test("describe: SandboxService's methods and a message's fields", async () => {
     const methods = (await reflection.listMethods("sandbox.v1.SandboxService")).map((m) => m.name);
     for (const m of ["CreateSession", "GetSession", "ListSessions", "DeleteSession", "ResetSession",
-      "Execute", "Run", "GetInfo"]) {
+      "Execute", "Run", "GetInfo", "UploadFile", "DownloadFile", "ListFiles"]) {
       assert.ok(methods.includes(m), `${m} in ${methods}`);
     }
     const root = (await reflection.getDescriptorBySymbol("sandbox.v1.StartExecution")).getProtobufJsRoot();
@@ -110,5 +110,40 @@ describe("sandboxd through reflection only (as grpcurl)", () => {
     await unary(sandbox, "DeleteSession", { session_id: session.id });
     await assert.rejects(unary(sandbox, "GetSession", { session_id: session.id }),
       (e) => e.code === grpc.status.NOT_FOUND);
+  });
+
+  test("files: UploadFile as a client stream (grpcurl -d @), ListFiles, DownloadFile", async () => {
+    sandbox ??= await serviceClient("sandbox.v1.SandboxService");
+    const session = await unary(sandbox, "CreateSession", { label: "files" });
+    const payload = Buffer.from(Array.from({ length: 300000 }, (_, i) => (i * 7) % 256));
+    const uploaded = await new Promise((resolve, reject) => {
+      const call = sandbox.UploadFile({ deadline: Date.now() + 60000 }, (err, r) => (err ? reject(err) : resolve(r)));
+      call.write({ start: { session_id: session.id, path: "in/blob.bin" } });
+      for (let i = 0; i < payload.length; i += 65536) call.write({ data: payload.subarray(i, i + 65536) });
+      call.end();
+    });
+    assert.equal(uploaded.path, "in/blob.bin");
+    assert.equal(uploaded.size, String(payload.length));
+    const run = await unary(sandbox, "Run", {
+      session_id: session.id,
+      code: "import hashlib\nd = open('/workspace/in/blob.bin','rb').read()\nopen('/workspace/out.txt','w').write(hashlib.sha256(d).hexdigest())",
+    });
+    assert.equal(run.status, "OK", JSON.stringify(run));
+    const listed = await unary(sandbox, "ListFiles", { session_id: session.id, path: "" });
+    assert.deepEqual(listed.files.map((f) => [f.path, f.type]), [["in", "FILE_TYPE_DIRECTORY"], ["out.txt", "FILE_TYPE_FILE"]]);
+    const chunks = await new Promise((resolve, reject) => {
+      const got = [];
+      const call = sandbox.DownloadFile({ session_id: session.id, path: "out.txt" }, { deadline: Date.now() + 60000 });
+      call.on("data", (m) => got.push(m));
+      call.on("error", reject);
+      call.on("end", () => resolve(got));
+    });
+    const text = Buffer.concat(chunks.map((c) => c.data)).toString();
+    const { createHash } = await import("node:crypto");
+    assert.equal(text, createHash("sha256").update(payload).digest("hex"));
+    assert.equal(chunks.at(-1).info.size, "64");
+    await assert.rejects(unary(sandbox, "ListFiles", { session_id: session.id, path: "../etc" }),
+      (e) => e.code === grpc.status.INVALID_ARGUMENT);
+    await unary(sandbox, "DeleteSession", { session_id: session.id });
   });
 });

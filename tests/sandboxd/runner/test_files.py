@@ -115,6 +115,16 @@ class FilesTest(RunnerTestCase):
             self.assertEqual(f.read(), "host file")
         self.assertFalse(os.path.islink(os.path.join(self.workspace, "out.txt")))
 
+    def test_a_symlink_planted_under_the_temporary_name_is_not_followed(self):
+        target = os.path.join(self.tmp.name, "target")
+        with open(target, "w") as f:
+            f.write("host file")
+        os.symlink(target, os.path.join(self.workspace, f".upload-{self.proc.pid}-1-x"))
+        self.assertEqual(self.upload("x", b"mine")["type"], "file_written")
+        with open(target) as f:
+            self.assertEqual(f.read(), "host file")
+        self.assertEqual(os.listdir(self.workspace), ["x"])
+
     def test_list_names_type_size_and_mtime_and_hides_uploads_in_progress(self):
         self.upload("out/chart.png", b"\x89PNG....")
         self.upload("out/table.csv", b"a,b\n1,2\n", upload_id=4)

@@ -2,7 +2,8 @@
 to a hidden temporary file and renamed into place, downloads read in chunks, listings.
 
 Every path is relative to the workspace (/workspace in a container). `resolve` walks it
-one component at a time from a descriptor of the workspace with O_NOFOLLOW, so neither
+one component at a time from a descriptor of the workspace without following symlinks
+(`open_nofollow`: O_NOFOLLOW, and an lstat that must match the opened file), so neither
 `..`, an absolute path nor a symlink (which user code may plant anywhere in the
 workspace) can lead outside it. The work runs on a thread of its own: file transfers go
 on while code runs, and never hold up the reader that delivers interrupts.
@@ -73,10 +74,33 @@ def split_path(path, allow_root=False):
     return parts
 
 
-def _open_dir(parent_fd, name, create):
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+def open_nofollow(parent_fd, name, flags, mode=0o644):
+    """os.open of `name` in `parent_fd` that never goes through a symlink: O_NOFOLLOW, and
+    the opened file must be the very one lstat saw (gVisor's kernel follows a symlink to a
+    directory despite O_NOFOLLOW | O_DIRECTORY; a swap between the two calls is caught
+    too). A symlink raises OSError(ELOOP)."""
     try:
-        return os.open(name, flags, dir_fd=parent_fd)
+        seen = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        seen = None
+        if not flags & os.O_CREAT:
+            raise
+    if seen is not None and stat.S_ISLNK(seen.st_mode):
+        raise OSError(errno.ELOOP, "a symlink", name)
+    fd = os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=parent_fd)
+    opened = os.fstat(fd)
+    now = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+    if stat.S_ISLNK(now.st_mode) or (opened.st_dev, opened.st_ino) != (now.st_dev, now.st_ino) \
+            or (seen is not None and (seen.st_dev, seen.st_ino) != (now.st_dev, now.st_ino)):
+        os.close(fd)
+        raise OSError(errno.ELOOP, "changed into a symlink while being opened", name)
+    return fd
+
+
+def _open_dir(parent_fd, name, create):
+    flags = os.O_RDONLY | os.O_DIRECTORY
+    try:
+        return open_nofollow(parent_fd, name, flags)
     except FileNotFoundError:
         if not create:
             raise
@@ -84,7 +108,7 @@ def _open_dir(parent_fd, name, create):
         os.mkdir(name, 0o755, dir_fd=parent_fd)
     except FileExistsError:
         pass                                 # made meanwhile; the open below decides
-    return os.open(name, flags, dir_fd=parent_fd)
+    return open_nofollow(parent_fd, name, flags)
 
 
 def resolve(root, parts, create_dirs=False):
@@ -217,8 +241,11 @@ class FileTransfers:
             raise describe_os_error(exc, path) from None
         temp_name = f"{TEMP_PREFIX}{os.getpid()}-{key[1]}-{parts[-1]}"[:255]
         try:
-            fd = os.open(temp_name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW |
-                         os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
+            try:                             # whatever user code left under that name
+                os.unlink(temp_name, dir_fd=dir_fd)
+            except FileNotFoundError:
+                pass
+            fd = open_nofollow(dir_fd, temp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         except OSError as exc:
             os.close(dir_fd)
             raise describe_os_error(exc, path) from None
@@ -268,8 +295,7 @@ class FileTransfers:
         try:
             dir_fd = resolve(self.root, parts)
             try:
-                fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC |
-                             os.O_NONBLOCK, dir_fd=dir_fd)
+                fd = open_nofollow(dir_fd, parts[-1], os.O_RDONLY | os.O_NONBLOCK)
             finally:
                 os.close(dir_fd)
         except OSError as exc:

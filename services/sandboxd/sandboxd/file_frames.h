@@ -1,0 +1,69 @@
+// The runner's file frames (docs/runner-protocol.md, "Files"): what sandboxd sends to move
+// files in and out of a session's workspace, and the runner's replies, validated like
+// every other runner message (the runner shares its process with user code).
+//
+//   conn->Send(MakeFileUploadFrame(7, "data/in.csv", max_bytes));
+//   conn->Send(MakeFileChunkFrame(7, bytes));
+//   conn->Send(MakeFileCommitFrame(7));      // the runner answers file_written or file_error
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
+namespace sandboxd {
+
+// Limits on what a file reply may hold (beyond the frame cap).
+inline constexpr size_t kMaxWorkspacePathBytes = 4096;
+inline constexpr size_t kMaxFileErrorBytes = 4096;
+inline constexpr uint32_t kMaxListEntries = 10000;
+
+struct FileEntry {
+  enum class Type { kFile, kDirectory, kSymlink, kOther };
+  std::string path;  // relative to the workspace
+  Type type = Type::kOther;
+  uint64_t size = 0;
+  int64_t mtime_ms = 0;
+};
+
+// file_error, file_written, file_data, file_read and file_list_result.
+struct FileReplyMessage {
+  enum class Kind { kError, kWritten, kData, kRead, kList };
+  Kind kind = Kind::kError;
+  uint64_t id = 0;
+  std::string code;     // kError: invalid_argument, not_found, resource_exhausted, ...
+  std::string message;  // kError
+  std::string data;     // kData: the decoded bytes
+  uint64_t size = 0;    // kWritten, kRead
+  int64_t mtime_ms = 0; // kRead
+  std::vector<FileEntry> entries;  // kList
+  bool truncated = false;          // kList
+};
+
+// Validates a runner -> sandboxd frame whose type starts with "file_". INVALID_ARGUMENT
+// (a protocol violation: the session is dropped) says what is wrong.
+absl::StatusOr<FileReplyMessage> ParseFileReply(const nlohmann::json& frame);
+
+// The status a file_error stands for: its code mapped to a status code (unknown codes
+// become INTERNAL), its message (cut to kMaxFileErrorBytes) as the text.
+absl::Status FileErrorStatus(const FileReplyMessage& error);
+
+// sandboxd -> runner file frames.
+nlohmann::json MakeFileUploadFrame(uint64_t id, const std::string& path, uint64_t max_bytes);
+nlohmann::json MakeFileChunkFrame(uint64_t id, std::string_view data);
+nlohmann::json MakeFileCommitFrame(uint64_t id);
+nlohmann::json MakeFileAbortFrame(uint64_t id);
+nlohmann::json MakeFileDownloadFrame(uint64_t id, const std::string& path, uint64_t max_bytes);
+nlohmann::json MakeFileListFrame(uint64_t id, const std::string& path, uint32_t max_entries);
+
+// A path a client gave, checked before it reaches the runner: relative to the workspace,
+// no `..`, no NUL, at most kMaxWorkspacePathBytes, valid UTF-8. `allow_empty` for
+// listings (the workspace itself). INVALID_ARGUMENT says why. (The runner checks again,
+// and also refuses symlinks on the way, which only it can see.)
+absl::Status CheckWorkspacePath(std::string_view path, bool allow_empty);
+
+}  // namespace sandboxd

@@ -1,0 +1,247 @@
+#include "sandboxd/workspace_files.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace sandboxd {
+namespace {
+
+// Raw bytes per file_chunk frame: base64 makes 1.33 MiB of a 16 MiB frame.
+constexpr size_t kChunkFrameBytes = 1u << 20;
+
+const char* KindName(FileReplyMessage::Kind k) {
+  switch (k) {
+    case FileReplyMessage::Kind::kError: return "file_error";
+    case FileReplyMessage::Kind::kWritten: return "file_written";
+    case FileReplyMessage::Kind::kData: return "file_data";
+    case FileReplyMessage::Kind::kRead: return "file_read";
+    case FileReplyMessage::Kind::kList: return "file_list_result";
+  }
+  return "?";
+}
+
+}  // namespace
+
+WorkspaceFiles::WorkspaceFiles(std::function<absl::Status(const nlohmann::json&)> send,
+                               uint64_t max_file_bytes)
+    : send_(std::move(send)), max_file_bytes_(max_file_bytes) {}
+
+absl::StatusOr<uint64_t> WorkspaceFiles::Open(Transfer t,
+                                              const std::function<nlohmann::json(uint64_t)>& first) {
+  uint64_t id;
+  {
+    codemode::MutexLock lock(&mu_);
+    if (!failed_.empty()) return absl::FailedPreconditionError(failed_);
+    id = next_id_++;
+    transfers_.emplace(id, std::move(t));
+  }
+  if (absl::Status s = send_(first(id)); !s.ok()) {
+    codemode::MutexLock lock(&mu_);
+    transfers_.erase(id);
+    return absl::FailedPreconditionError(absl::StrCat("the session's runner is gone: ", s.message()));
+  }
+  return id;
+}
+
+absl::StatusOr<uint64_t> WorkspaceFiles::BeginUpload(const std::string& path) {
+  if (absl::Status s = CheckWorkspacePath(path, /*allow_empty=*/false); !s.ok()) return s;
+  Transfer t;
+  t.expect = FileReplyMessage::Kind::kWritten;
+  t.path = path;
+  t.max_bytes = max_file_bytes_;
+  return Open(std::move(t), [&](uint64_t id) { return MakeFileUploadFrame(id, path, max_file_bytes_); });
+}
+
+absl::Status WorkspaceFiles::SendChunk(uint64_t id, std::string_view data) {
+  absl::Status over_cap;  // frames are never sent under mu_ (a send may end the session)
+  {
+    codemode::MutexLock lock(&mu_);
+    auto it = transfers_.find(id);
+    if (it == transfers_.end()) return absl::FailedPreconditionError("no such upload");
+    Transfer& t = it->second;
+    if (t.done) {  // the runner refused it already (or the session is gone)
+      absl::Status status = t.status.ok() ? absl::InternalError("upload ended early") : t.status;
+      transfers_.erase(it);
+      return status;
+    }
+    if (t.sent + data.size() > t.max_bytes) {
+      over_cap = absl::ResourceExhaustedError(absl::StrCat(
+          "'", t.path.substr(0, 200), "' is larger than the ", max_file_bytes_, " byte cap"));
+    } else {
+      t.sent += data.size();
+    }
+  }
+  if (!over_cap.ok()) {
+    Abort(id);
+    return over_cap;
+  }
+  for (size_t off = 0; off < data.size() || off == 0; off += kChunkFrameBytes) {
+    if (absl::Status s = send_(MakeFileChunkFrame(id, data.substr(off, kChunkFrameBytes))); !s.ok()) {
+      Abort(id);
+      return absl::FailedPreconditionError(absl::StrCat("the session's runner is gone: ", s.message()));
+    }
+    if (data.empty()) break;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<FileEntry> WorkspaceFiles::Commit(uint64_t id, absl::Duration timeout) {
+  std::string path;
+  uint64_t sent;
+  {
+    codemode::MutexLock lock(&mu_);
+    auto it = transfers_.find(id);
+    if (it == transfers_.end()) return absl::FailedPreconditionError("no such upload");
+    path = it->second.path;
+    sent = it->second.sent;
+  }
+  if (absl::Status s = send_(MakeFileCommitFrame(id)); !s.ok()) {
+    Abort(id);
+    return absl::FailedPreconditionError(absl::StrCat("the session's runner is gone: ", s.message()));
+  }
+  absl::StatusOr<FileReplyMessage> written = AwaitFinal(id, timeout);
+  if (!written.ok()) return written.status();
+  // The size is what we sent, not what the sandbox claims.
+  return FileEntry{path, FileEntry::Type::kFile, sent, 0};
+}
+
+void WorkspaceFiles::Abort(uint64_t id) {
+  bool open;
+  {
+    codemode::MutexLock lock(&mu_);
+    auto it = transfers_.find(id);
+    if (it == transfers_.end()) return;
+    open = !it->second.done;
+    transfers_.erase(it);
+  }
+  if (open) (void)send_(MakeFileAbortFrame(id));
+}
+
+absl::StatusOr<FileReplyMessage> WorkspaceFiles::AwaitFinal(uint64_t id, absl::Duration timeout) {
+  {
+    codemode::MutexLock lock(&mu_);
+    auto it = transfers_.find(id);
+    if (it == transfers_.end()) return absl::FailedPreconditionError("no such transfer");
+    Transfer& t = it->second;
+    if (mu_.AwaitWithTimeout(absl::Condition(+[](bool* done) { return *done; }, &t.done), timeout)) {
+      absl::Status status = t.status;
+      FileReplyMessage final = std::move(t.final);
+      transfers_.erase(it);
+      if (!status.ok()) return status;
+      return final;
+    }
+  }
+  Abort(id);  // an upload's temporary file goes
+  return absl::DeadlineExceededError("the sandbox did not answer the file operation in time");
+}
+
+absl::StatusOr<FileEntry> WorkspaceFiles::Download(const std::string& path,
+                                                   const std::function<bool(std::string_view)>& sink,
+                                                   absl::Duration timeout) {
+  if (absl::Status s = CheckWorkspacePath(path, /*allow_empty=*/false); !s.ok()) return s;
+  Transfer t;
+  t.expect = FileReplyMessage::Kind::kRead;
+  t.path = path;
+  t.max_bytes = max_file_bytes_;
+  absl::StatusOr<uint64_t> id = Open(std::move(t), [&](uint64_t id) {
+    return MakeFileDownloadFrame(id, path, max_file_bytes_);
+  });
+  if (!id.ok()) return id.status();
+  const absl::Time deadline = absl::Now() + timeout;
+  for (;;) {
+    std::deque<std::string> chunks;
+    bool done;
+    {
+      codemode::MutexLock lock(&mu_);
+      Transfer& tr = transfers_.at(*id);
+      auto ready = [](Transfer* x) { return x->done || !x->chunks.empty(); };
+      if (!mu_.AwaitWithDeadline(absl::Condition(+ready, &tr), deadline)) {
+        transfers_.erase(*id);  // later file_data frames are dropped
+        return absl::DeadlineExceededError("the sandbox did not send the file in time");
+      }
+      chunks.swap(tr.chunks);
+      done = tr.done;
+    }
+    for (const std::string& c : chunks) {
+      if (!sink(c)) {
+        codemode::MutexLock lock(&mu_);
+        transfers_.erase(*id);
+        return absl::CancelledError("the client went away");
+      }
+    }
+    if (done) break;
+  }
+  absl::StatusOr<FileReplyMessage> read = AwaitFinal(*id, timeout);
+  if (!read.ok()) return read.status();
+  return FileEntry{path, FileEntry::Type::kFile, read->size, read->mtime_ms};
+}
+
+absl::StatusOr<WorkspaceFiles::Listing> WorkspaceFiles::List(const std::string& path,
+                                                             uint32_t max_entries,
+                                                             absl::Duration timeout) {
+  if (absl::Status s = CheckWorkspacePath(path, /*allow_empty=*/true); !s.ok()) return s;
+  Transfer t;
+  t.expect = FileReplyMessage::Kind::kList;
+  t.path = path;
+  t.max_entries = max_entries;
+  absl::StatusOr<uint64_t> id = Open(std::move(t), [&](uint64_t id) {
+    return MakeFileListFrame(id, path, max_entries);
+  });
+  if (!id.ok()) return id.status();
+  absl::StatusOr<FileReplyMessage> listed = AwaitFinal(*id, timeout);
+  if (!listed.ok()) return listed.status();
+  return Listing{std::move(listed->entries), listed->truncated};
+}
+
+void WorkspaceFiles::OnReply(FileReplyMessage reply) {
+  codemode::MutexLock lock(&mu_);
+  auto it = transfers_.find(reply.id);
+  if (it == transfers_.end() || it->second.done) return;  // aborted, timed out or finished
+  Transfer& t = it->second;
+  using Kind = FileReplyMessage::Kind;
+  if (reply.kind == Kind::kError) return FinishLocked(t, FileErrorStatus(reply));
+  if (reply.kind == Kind::kData && t.expect == Kind::kRead) {
+    t.received += reply.data.size();
+    if (t.received > t.max_bytes) {
+      return FinishLocked(t, absl::ResourceExhaustedError(absl::StrCat(
+                                 "the sandbox sent more than the ", t.max_bytes, " byte cap")));
+    }
+    t.chunks.push_back(std::move(reply.data));
+    return;
+  }
+  if (reply.kind != t.expect) {
+    return FinishLocked(t, absl::InternalError(absl::StrCat(
+                               "the sandbox answered ", KindName(reply.kind), " where ",
+                               KindName(t.expect), " was due")));
+  }
+  if (reply.kind == Kind::kRead && reply.size != t.received) {
+    return FinishLocked(t, absl::InternalError(absl::StrCat(
+                               "the sandbox announced ", reply.size, " bytes and sent ", t.received)));
+  }
+  if (reply.kind == Kind::kList && reply.entries.size() > t.max_entries) {
+    return FinishLocked(t, absl::InternalError("the sandbox listed more entries than asked for"));
+  }
+  t.final = std::move(reply);
+  FinishLocked(t, absl::OkStatus());
+}
+
+void WorkspaceFiles::FinishLocked(Transfer& t, absl::Status status) {
+  t.done = true;
+  t.status = std::move(status);
+}
+
+void WorkspaceFiles::Fail(const std::string& reason) {
+  codemode::MutexLock lock(&mu_);
+  failed_ = reason.empty() ? "the session is gone" : reason;
+  for (auto& [id, t] : transfers_) {
+    if (!t.done) FinishLocked(t, absl::FailedPreconditionError(failed_));
+  }
+}
+
+bool WorkspaceFiles::busy() const {
+  codemode::MutexLock lock(&mu_);
+  return !transfers_.empty();
+}
+
+}  // namespace sandboxd

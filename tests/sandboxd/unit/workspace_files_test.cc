@@ -1,0 +1,206 @@
+// WorkspaceFiles and the file frames on their own: a fake runner (the `send` callback
+// records frames; tests answer with OnReply) sends what a hostile sandbox could.
+#include "sandboxd/workspace_files.h"
+
+#include <thread>
+
+#include "absl/strings/escaping.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sandboxd/frame.h"
+
+namespace sandboxd {
+namespace {
+
+using ::testing::HasSubstr;
+using nlohmann::json;
+
+class WorkspaceFilesTest : public ::testing::Test {
+ protected:
+  WorkspaceFiles files_{[this](const json& f) {
+                          std::lock_guard<std::mutex> lock(mu_);
+                          sent_.push_back(f);
+                          return absl::OkStatus();
+                        },
+                        /*max_file_bytes=*/100};
+
+  std::vector<json> Sent() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return sent_;
+  }
+  static FileReplyMessage Reply(FileReplyMessage::Kind kind, uint64_t id) {
+    FileReplyMessage m;
+    m.kind = kind;
+    m.id = id;
+    return m;
+  }
+  static FileReplyMessage Error(uint64_t id, std::string code, std::string message) {
+    FileReplyMessage m = Reply(FileReplyMessage::Kind::kError, id);
+    m.code = std::move(code);
+    m.message = std::move(message);
+    return m;
+  }
+
+  std::mutex mu_;
+  std::vector<json> sent_;
+};
+
+TEST_F(WorkspaceFilesTest, UploadSendsFramesAndCommitWaitsForTheRunner) {
+  absl::StatusOr<uint64_t> id = files_.BeginUpload("out/a.txt");
+  ASSERT_TRUE(id.ok()) << id.status();
+  ASSERT_TRUE(files_.SendChunk(*id, "hello").ok());
+  std::thread runner([&] {
+    while (Sent().size() < 3) std::this_thread::yield();
+    FileReplyMessage w = Reply(FileReplyMessage::Kind::kWritten, *id);
+    w.size = 999;  // what the sandbox claims does not matter: we know what we sent
+    files_.OnReply(w);
+  });
+  absl::StatusOr<FileEntry> written = files_.Commit(*id, absl::Seconds(10));
+  runner.join();
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(written->size, 5u);
+  std::vector<json> sent = Sent();
+  EXPECT_EQ(sent[0]["type"], "file_upload");
+  EXPECT_EQ(sent[0]["path"], "out/a.txt");
+  EXPECT_EQ(sent[0]["max_bytes"], 100);
+  EXPECT_EQ(sent[1]["data"], absl::Base64Escape("hello"));
+  EXPECT_EQ(sent[2]["type"], "file_commit");
+  EXPECT_FALSE(files_.busy());
+}
+
+TEST_F(WorkspaceFilesTest, AnEarlyRunnerErrorEndsTheUpload) {
+  uint64_t id = *files_.BeginUpload("a");
+  files_.OnReply(Error(id, "resource_exhausted", "the workspace is full"));
+  absl::Status s = files_.SendChunk(id, "x");
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("full"));
+  EXPECT_FALSE(files_.busy());
+}
+
+TEST_F(WorkspaceFilesTest, OverTheCapIsRefusedHereAndAborted) {
+  uint64_t id = *files_.BeginUpload("a");
+  ASSERT_TRUE(files_.SendChunk(id, std::string(60, 'x')).ok());
+  EXPECT_EQ(files_.SendChunk(id, std::string(41, 'x')).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(Sent().back()["type"], "file_abort");
+}
+
+TEST_F(WorkspaceFilesTest, PathsAreCheckedBeforeTheyReachTheRunner) {
+  const std::vector<std::string> bad_paths = {"/etc/passwd", "../x", "a/../../x", "",
+                                              std::string("a\0b", 3), std::string("\xff\xfe", 2),
+                                              std::string(5000, 'a')};
+  for (const std::string& bad : bad_paths) {
+    EXPECT_EQ(files_.BeginUpload(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_TRUE(Sent().empty());
+  EXPECT_TRUE(CheckWorkspacePath("", /*allow_empty=*/true).ok());
+  EXPECT_TRUE(CheckWorkspacePath("./a/./b..c", false).ok());
+}
+
+TEST_F(WorkspaceFilesTest, DownloadStreamsChunksAndChecksWhatTheSandboxClaims) {
+  std::string got;
+  std::thread runner([&] {
+    while (Sent().empty()) std::this_thread::yield();
+    uint64_t id = Sent()[0]["id"];
+    FileReplyMessage d = Reply(FileReplyMessage::Kind::kData, id);
+    d.data = "abc";
+    files_.OnReply(d);
+    d.data = "de";
+    files_.OnReply(d);
+    FileReplyMessage r = Reply(FileReplyMessage::Kind::kRead, id);
+    r.size = 4;  // a lie: 5 bytes came
+    files_.OnReply(r);
+  });
+  absl::StatusOr<FileEntry> read = files_.Download(
+      "f", [&](std::string_view c) { got += c; return true; }, absl::Seconds(10));
+  runner.join();
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(read.status().message()), HasSubstr("announced 4 bytes and sent 5"));
+}
+
+TEST_F(WorkspaceFilesTest, ADownloadOverTheCapStopsAtTheCap) {
+  std::thread runner([&] {
+    while (Sent().empty()) std::this_thread::yield();
+    uint64_t id = Sent()[0]["id"];
+    FileReplyMessage d = Reply(FileReplyMessage::Kind::kData, id);
+    d.data = std::string(60, 'x');
+    files_.OnReply(d);
+    files_.OnReply(d);  // 120 > 100
+  });
+  size_t got = 0;
+  absl::StatusOr<FileEntry> read = files_.Download(
+      "f", [&](std::string_view c) { got += c.size(); return true; }, absl::Seconds(10));
+  runner.join();
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_LE(got, 100u);
+  EXPECT_FALSE(files_.busy());
+}
+
+TEST_F(WorkspaceFilesTest, ListingsLongerThanAskedForAreRefused) {
+  std::thread runner([&] {
+    while (Sent().empty()) std::this_thread::yield();
+    FileReplyMessage l = Reply(FileReplyMessage::Kind::kList, Sent()[0]["id"]);
+    l.entries.resize(3);
+    files_.OnReply(l);
+  });
+  auto listing = files_.List("", 2, absl::Seconds(10));
+  runner.join();
+  EXPECT_EQ(listing.status().code(), absl::StatusCode::kInternal);
+}
+
+TEST_F(WorkspaceFilesTest, ALostSessionFailsOpenAndLaterTransfers) {
+  uint64_t id = *files_.BeginUpload("a");
+  std::thread loser([&] {
+    while (Sent().size() < 2) std::this_thread::yield();
+    files_.Fail("session lost: out of memory");
+  });
+  ASSERT_TRUE(files_.SendChunk(id, "x").ok());
+  absl::StatusOr<FileEntry> c = files_.Commit(id, absl::Seconds(10));
+  loser.join();
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("out of memory"));
+  EXPECT_EQ(files_.BeginUpload("b").status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(WorkspaceFilesTest, ASilentSandboxTimesOutAndTheUploadIsAborted) {
+  uint64_t id = *files_.BeginUpload("a");
+  EXPECT_EQ(files_.Commit(id, absl::Milliseconds(50)).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(Sent().back()["type"], "file_abort");
+  // A late reply for the finished transfer is dropped.
+  files_.OnReply(Reply(FileReplyMessage::Kind::kWritten, id));
+  EXPECT_FALSE(files_.busy());
+}
+
+TEST(FileFramesTest, HostileRepliesAreProtocolViolations) {
+  const char* bad[] = {
+      R"({"type":"file_data","id":1,"data":"!!not base64"})",
+      R"({"type":"file_data","id":1})",
+      R"({"type":"file_read","id":1,"size":-1})",
+      R"({"type":"file_error","id":1})",
+      R"({"type":"file_list_result","id":1,"entries":{}})",
+      R"({"type":"file_list_result","id":1,"entries":[{"path":"a","type":"weird","size":1}]})",
+      R"({"type":"file_list_result","id":1,"entries":[7]})",
+      R"({"type":"file_written","id":"1","size":1})",
+      R"({"type":"file_surprise","id":1})",
+  };
+  for (const char* text : bad) {
+    absl::StatusOr<RunnerMessage> m = ParseRunnerMessage(json::parse(text));
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument) << text;
+  }
+  json many = {{"type", "file_list_result"}, {"id", 1}, {"entries", json::array()}};
+  for (uint32_t i = 0; i <= kMaxListEntries; ++i) {
+    many["entries"].push_back({{"path", "a"}, {"type", "file"}, {"size", 1}});
+  }
+  EXPECT_FALSE(ParseRunnerMessage(many).ok());
+  absl::StatusOr<RunnerMessage> ok = ParseRunnerMessage(json::parse(
+      R"({"type":"file_error","id":3,"code":"not_found","message":"x: no such file"})"));
+  ASSERT_TRUE(ok.ok());
+  const auto& e = std::get<FileReplyMessage>(*ok);
+  EXPECT_EQ(FileErrorStatus(e).code(), absl::StatusCode::kNotFound);
+  FileReplyMessage odd = e;
+  odd.code = "made_up";
+  EXPECT_EQ(FileErrorStatus(odd).code(), absl::StatusCode::kInternal);
+}
+
+}  // namespace
+}  // namespace sandboxd
