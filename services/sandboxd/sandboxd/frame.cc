@@ -8,17 +8,6 @@ namespace {
 
 using nlohmann::json;
 
-absl::Status Invalid(absl::string_view what) { return RunnerViolation(what); }
-
-absl::StatusOr<uint64_t> GetUint(const json& obj, const char* key, bool required = true) {
-  return RunnerUint(obj, key, required);
-}
-
-absl::StatusOr<std::string> GetString(const json& obj, const char* key, size_t max_bytes,
-                                      bool required = true) {
-  return RunnerString(obj, key, max_bytes, required);
-}
-
 #define SBX_TRY(lhs, expr)               \
   auto lhs##_or = (expr);                \
   if (!lhs##_or.ok()) return lhs##_or.status(); \
@@ -27,26 +16,26 @@ absl::StatusOr<std::string> GetString(const json& obj, const char* key, size_t m
 absl::StatusOr<RunnerMessage> ParseReady(const json& f) {
   ReadyMessage m;
   auto v = f.find("runner_version");
-  if (v == f.end() || !v->is_number_integer()) return Invalid("ready without runner_version");
+  if (v == f.end() || !v->is_number_integer()) return RunnerViolation("ready without runner_version");
   m.runner_version = v->get<int64_t>();
-  SBX_TRY(python, GetString(f, "python", 256, false));
+  SBX_TRY(python, RunnerString(f, "python", 256, false));
   m.python = python;
-  SBX_TRY(pid, GetUint(f, "pid", false));
+  SBX_TRY(pid, RunnerUint(f, "pid", false));
   m.pid = static_cast<int64_t>(pid);
-  SBX_TRY(execs, GetUint(f, "execs", false));
+  SBX_TRY(execs, RunnerUint(f, "execs", false));
   m.execs = execs;
   return m;
 }
 
 absl::StatusOr<RunnerMessage> ParseOutput(const json& f) {
   OutputMessage m;
-  SBX_TRY(id, GetUint(f, "id"));
+  SBX_TRY(id, RunnerUint(f, "id"));
   m.id = id;
   auto chunks = f.find("chunks");
-  if (chunks == f.end() || !chunks->is_array()) return Invalid("output without chunks array");
+  if (chunks == f.end() || !chunks->is_array()) return RunnerViolation("output without chunks array");
   for (const json& c : *chunks) {
     if (!c.is_array() || c.size() != 2 || !c[0].is_string() || !c[1].is_string()) {
-      return Invalid("output chunk is not [stream, text]");
+      return RunnerViolation("output chunk is not [stream, text]");
     }
     const std::string& stream = c[0].get_ref<const std::string&>();
     OutputStream s;
@@ -55,7 +44,7 @@ absl::StatusOr<RunnerMessage> ParseOutput(const json& f) {
     } else if (stream == "stderr") {
       s = OutputStream::kStderr;
     } else {
-      return Invalid("output chunk names an unknown stream");
+      return RunnerViolation("output chunk names an unknown stream");
     }
     m.chunks.emplace_back(s, c[1].get<std::string>());
   }
@@ -64,14 +53,14 @@ absl::StatusOr<RunnerMessage> ParseOutput(const json& f) {
 
 absl::StatusOr<RunnerMessage> ParseToolCall(const json& f) {
   ToolCallMessage m;
-  SBX_TRY(id, GetUint(f, "id"));
+  SBX_TRY(id, RunnerUint(f, "id"));
   m.id = id;
-  SBX_TRY(call_id, GetString(f, "call_id", kMaxCallIdBytes));
-  if (call_id.empty()) return Invalid("empty call_id");
+  SBX_TRY(call_id, RunnerString(f, "call_id", kMaxCallIdBytes));
+  if (call_id.empty()) return RunnerViolation("empty call_id");
   m.call_id = call_id;
-  SBX_TRY(server, GetString(f, "server", kMaxNameBytes));
+  SBX_TRY(server, RunnerString(f, "server", kMaxNameBytes));
   m.server = server;
-  SBX_TRY(tool, GetString(f, "tool", kMaxNameBytes));
+  SBX_TRY(tool, RunnerString(f, "tool", kMaxNameBytes));
   m.tool = tool;
   auto args = f.find("arguments");
   if (args == f.end() || args->is_null()) {
@@ -79,16 +68,16 @@ absl::StatusOr<RunnerMessage> ParseToolCall(const json& f) {
   } else if (args->is_object()) {
     m.arguments = *args;
   } else {
-    return Invalid("tool_call arguments is not an object");
+    return RunnerViolation("tool_call arguments is not an object");
   }
   return m;
 }
 
 absl::StatusOr<RunnerMessage> ParseDone(const json& f) {
   DoneMessage m;
-  SBX_TRY(id, GetUint(f, "id"));
+  SBX_TRY(id, RunnerUint(f, "id"));
   m.id = id;
-  SBX_TRY(status, GetString(f, "status", 32));
+  SBX_TRY(status, RunnerString(f, "status", 32));
   if (status == "ok") {
     m.status = DoneMessage::Status::kOk;
   } else if (status == "error") {
@@ -96,34 +85,34 @@ absl::StatusOr<RunnerMessage> ParseDone(const json& f) {
   } else if (status == "interrupted") {
     m.status = DoneMessage::Status::kInterrupted;
   } else {
-    return Invalid("done with unknown status");
+    return RunnerViolation("done with unknown status");
   }
   auto result = f.find("result");
   if (result != f.end() && !result->is_null()) {
-    if (!result->is_string()) return Invalid("done result is not a string");
+    if (!result->is_string()) return RunnerViolation("done result is not a string");
     m.result = result->get<std::string>();
   }
   auto error = f.find("error");
   if (error != f.end() && !error->is_null()) {
-    if (!error->is_object()) return Invalid("done error is not an object");
+    if (!error->is_object()) return RunnerViolation("done error is not an object");
     ErrorInfo e;
-    SBX_TRY(type, GetString(*error, "type", 1024, false));
-    SBX_TRY(message, GetString(*error, "message", kMaxRunnerFrameBytes, false));
-    SBX_TRY(traceback, GetString(*error, "traceback", kMaxRunnerFrameBytes, false));
+    SBX_TRY(type, RunnerString(*error, "type", 1024, false));
+    SBX_TRY(message, RunnerString(*error, "message", kMaxRunnerFrameBytes, false));
+    SBX_TRY(traceback, RunnerString(*error, "traceback", kMaxRunnerFrameBytes, false));
     e.type = type;
     e.message = message;
     e.traceback = traceback;
     m.error = std::move(e);
   }
-  SBX_TRY(output_bytes, GetUint(f, "output_bytes", false));
+  SBX_TRY(output_bytes, RunnerUint(f, "output_bytes", false));
   m.output_bytes = output_bytes;
-  SBX_TRY(dropped_bytes, GetUint(f, "dropped_bytes", false));
+  SBX_TRY(dropped_bytes, RunnerUint(f, "dropped_bytes", false));
   m.dropped_bytes = dropped_bytes;
   return m;
 }
 
 absl::StatusOr<RunnerMessage> ParseAck(const json& f, AckMessage::Kind kind) {
-  SBX_TRY(id, GetUint(f, "id"));
+  SBX_TRY(id, RunnerUint(f, "id"));
   AckMessage m;
   m.kind = kind;
   m.id = id;
@@ -182,7 +171,7 @@ absl::StatusOr<std::optional<json>> FrameDecoder::Next() {
   const auto* p = reinterpret_cast<const unsigned char*>(buffer_.data() + offset_);
   size_t len = (size_t{p[0]} << 24) | (size_t{p[1]} << 16) | (size_t{p[2]} << 8) | size_t{p[3]};
   if (len > max_frame_bytes_) {
-    return Invalid(absl::StrCat("frame of ", len, " bytes exceeds the cap of ", max_frame_bytes_));
+    return RunnerViolation(absl::StrCat("frame of ", len, " bytes exceeds the cap of ", max_frame_bytes_));
   }
   if (buffered() < 4 + len) return std::optional<json>();
   absl::StatusOr<json> parsed =
@@ -193,14 +182,14 @@ absl::StatusOr<std::optional<json>> FrameDecoder::Next() {
     buffer_.erase(0, offset_);
     offset_ = 0;
   }
-  if (!parsed.ok()) return Invalid(parsed.status().message());
-  if (!parsed->is_object()) return Invalid("frame is not a JSON object");
+  if (!parsed.ok()) return RunnerViolation(parsed.status().message());
+  if (!parsed->is_object()) return RunnerViolation("frame is not a JSON object");
   return std::optional<json>(std::move(*parsed));
 }
 
 absl::StatusOr<RunnerMessage> ParseRunnerMessage(const json& frame) {
   auto type = frame.find("type");
-  if (type == frame.end() || !type->is_string()) return Invalid("frame without a string 'type'");
+  if (type == frame.end() || !type->is_string()) return RunnerViolation("frame without a string 'type'");
   const std::string& t = type->get_ref<const std::string&>();
   if (t == "output") return ParseOutput(frame);
   if (t == "tool_call") return ParseToolCall(frame);
@@ -214,7 +203,7 @@ absl::StatusOr<RunnerMessage> ParseRunnerMessage(const json& frame) {
     if (!reply.ok()) return reply.status();
     return RunnerMessage(std::move(*reply));
   }
-  return Invalid(absl::StrCat("unknown frame type '", t.substr(0, 64), "'"));
+  return RunnerViolation(absl::StrCat("unknown frame type '", t.substr(0, 64), "'"));
 }
 
 json MakeExecFrame(uint64_t id, const std::string& code, uint64_t max_output_bytes,

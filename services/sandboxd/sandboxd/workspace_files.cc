@@ -44,13 +44,22 @@ absl::StatusOr<uint64_t> WorkspaceFiles::Open(Transfer t,
   return id;
 }
 
-absl::StatusOr<uint64_t> WorkspaceFiles::BeginUpload(const std::string& path) {
-  if (absl::Status s = CheckWorkspacePath(path, /*allow_empty=*/false); !s.ok()) return s;
+absl::StatusOr<uint64_t> WorkspaceFiles::Open(FileReplyMessage::Kind expect, const std::string& path,
+                                              uint32_t max_entries,
+                                              const std::function<nlohmann::json(uint64_t)>& first) {
+  const bool listing = expect == FileReplyMessage::Kind::kList;
+  if (absl::Status s = CheckWorkspacePath(path, /*allow_empty=*/listing); !s.ok()) return s;
   Transfer t;
-  t.expect = FileReplyMessage::Kind::kWritten;
+  t.expect = expect;
   t.path = path;
   t.max_bytes = max_file_bytes_;
-  return Open(std::move(t), [&](uint64_t id) { return MakeFileUploadFrame(id, path, max_file_bytes_); });
+  t.max_entries = max_entries;
+  return Open(std::move(t), first);
+}
+
+absl::StatusOr<uint64_t> WorkspaceFiles::BeginUpload(const std::string& path) {
+  return Open(FileReplyMessage::Kind::kWritten, path, 0,
+              [&](uint64_t id) { return MakeFileUploadFrame(id, path, max_file_bytes_); });
 }
 
 absl::Status WorkspaceFiles::SendChunk(uint64_t id, std::string_view data) {
@@ -76,13 +85,14 @@ absl::Status WorkspaceFiles::SendChunk(uint64_t id, std::string_view data) {
     Abort(id);
     return over_cap;
   }
-  for (size_t off = 0; off < data.size() || off == 0; off += kChunkFrameBytes) {
+  size_t off = 0;
+  do {  // an empty chunk is still sent
     if (absl::Status s = send_(MakeFileChunkFrame(id, data.substr(off, kChunkFrameBytes))); !s.ok()) {
       Abort(id);
       return absl::FailedPreconditionError(absl::StrCat("the session's runner is gone: ", s.message()));
     }
-    if (data.empty()) break;
-  }
+    off += kChunkFrameBytes;
+  } while (off < data.size());
   return absl::OkStatus();
 }
 
@@ -139,12 +149,7 @@ absl::StatusOr<FileReplyMessage> WorkspaceFiles::AwaitFinal(uint64_t id, absl::D
 absl::StatusOr<FileEntry> WorkspaceFiles::Download(const std::string& path,
                                                    const std::function<bool(std::string_view)>& sink,
                                                    absl::Duration timeout) {
-  if (absl::Status s = CheckWorkspacePath(path, /*allow_empty=*/false); !s.ok()) return s;
-  Transfer t;
-  t.expect = FileReplyMessage::Kind::kRead;
-  t.path = path;
-  t.max_bytes = max_file_bytes_;
-  absl::StatusOr<uint64_t> id = Open(std::move(t), [&](uint64_t id) {
+  absl::StatusOr<uint64_t> id = Open(FileReplyMessage::Kind::kRead, path, 0, [&](uint64_t id) {
     return MakeFileDownloadFrame(id, path, max_file_bytes_);
   });
   if (!id.ok()) return id.status();
@@ -180,14 +185,8 @@ absl::StatusOr<FileEntry> WorkspaceFiles::Download(const std::string& path,
 absl::StatusOr<WorkspaceFiles::Listing> WorkspaceFiles::List(const std::string& path,
                                                              uint32_t max_entries,
                                                              absl::Duration timeout) {
-  if (absl::Status s = CheckWorkspacePath(path, /*allow_empty=*/true); !s.ok()) return s;
-  Transfer t;
-  t.expect = FileReplyMessage::Kind::kList;
-  t.path = path;
-  t.max_entries = max_entries;
-  absl::StatusOr<uint64_t> id = Open(std::move(t), [&](uint64_t id) {
-    return MakeFileListFrame(id, path, max_entries);
-  });
+  absl::StatusOr<uint64_t> id = Open(FileReplyMessage::Kind::kList, path, max_entries,
+                                     [&](uint64_t id) { return MakeFileListFrame(id, path, max_entries); });
   if (!id.ok()) return id.status();
   absl::StatusOr<FileReplyMessage> listed = AwaitFinal(*id, timeout);
   if (!listed.ok()) return listed.status();

@@ -79,7 +79,11 @@ class WorkspaceFiles {
     FileReplyMessage final;
   };
 
-  // Registers a transfer and sends its first frame, made by `first(id)`.
+  // Checks `path` (empty only for a listing), registers a transfer that ends with an
+  // `expect` reply and sends its first frame, made by `first(id)`.
+  absl::StatusOr<uint64_t> Open(FileReplyMessage::Kind expect, const std::string& path,
+                                uint32_t max_entries,
+                                const std::function<nlohmann::json(uint64_t)>& first);
   absl::StatusOr<uint64_t> Open(Transfer t, const std::function<nlohmann::json(uint64_t)>& first);
   // Waits until transfer `id` is done, removes it and returns its final reply.
   absl::StatusOr<FileReplyMessage> AwaitFinal(uint64_t id, absl::Duration timeout);
