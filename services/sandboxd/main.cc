@@ -38,7 +38,13 @@ ABSL_FLAG(std::string, state_dir, "",
           "Session records and runner sockets. Default: /var/lib/sandboxd for root, else "
           "$XDG_STATE_HOME/sandboxd (~/.local/state/sandboxd).");
 ABSL_FLAG(std::string, image, "localhost/sandboxd-python:bookworm",
-          "Container image with python3 (built by scripts/setup.sh).");
+          "The default container image, with python3 (built by scripts/setup.sh); "
+          "GetInfo names it \"default\".");
+ABSL_FLAG(std::vector<std::string>, images, {},
+          "More images clients may ask for by name in CreateSession, as NAME=REFERENCE "
+          "pairs, e.g. data=localhost/sandboxd-python-data:bookworm (the data image "
+          "scripts/setup.sh builds: numpy, pandas, matplotlib). Clients can never name a "
+          "reference themselves.");
 ABSL_FLAG(std::string, runner, "",
           "Path of sandbox_runner.pyz (the runner zipapp). Default: next to the sandboxd "
           "binary, else ../share/sandboxd/.");
@@ -79,6 +85,10 @@ ABSL_FLAG(absl::Duration, kill_grace, absl::Seconds(2),
           "container is killed.");
 ABSL_FLAG(uint64_t, max_output_bytes, 1 << 20,
           "Output kept and streamed per execution; the rest is dropped with a marker.");
+ABSL_FLAG(uint64_t, max_display_bytes, 2 << 20,
+          "Display data (images, HTML, ...) kept and streamed per execution, at most 8 MiB; "
+          "displays past it are dropped with a marker. With the output cap it keeps Finished "
+          "under gRPC's default 4 MiB message size.");
 ABSL_FLAG(uint64_t, max_code_bytes, 1 << 20, "Largest accepted code.");
 ABSL_FLAG(uint64_t, max_file_bytes, 64 << 20,
           "Largest file UploadFile and DownloadFile move (a session's workspace size also "
@@ -220,6 +230,11 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
   if (options.state_dir.empty()) options.state_dir = DefaultStateDir();
   options.state_dir = fs::absolute(options.state_dir).lexically_normal().string();
   options.image = absl::GetFlag(FLAGS_image);
+  options.images = absl::GetFlag(FLAGS_images);
+  if (absl::StatusOr<sandboxd::ImageSet> images = sandboxd::ImageSet::Parse(options.image, options.images);
+      !images.ok()) {
+    return images.status();
+  }
   options.runner_path = absl::GetFlag(FLAGS_runner);
   if (options.runner_path.empty()) options.runner_path = DefaultRunner();
   if (!fs::exists(options.runner_path)) {
@@ -242,6 +257,11 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
   options.max_timeout_ms = absl::GetFlag(FLAGS_max_timeout_ms);
   options.max_output_bytes = absl::GetFlag(FLAGS_max_output_bytes);
   options.max_file_bytes = absl::GetFlag(FLAGS_max_file_bytes);
+  options.max_display_bytes = absl::GetFlag(FLAGS_max_display_bytes);
+  if (options.max_display_bytes > sandboxd::kMaxDisplayBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("--max_display_bytes is over ",
+                                                   sandboxd::kMaxDisplayBytes));
+  }
   options.max_queue = absl::GetFlag(FLAGS_max_queue);
   options.kill_grace = absl::GetFlag(FLAGS_kill_grace);
   options.version = SANDBOXD_VERSION;

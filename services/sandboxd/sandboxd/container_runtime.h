@@ -82,6 +82,10 @@ class ContainerRuntime {
 
   virtual absl::StatusOr<ContainerStatus> Inspect(const std::string& name) = 0;
 
+  // What an image offers (its io.sandboxd.offers label, split; empty when unlabelled).
+  // NOT_FOUND when the image is not present.
+  virtual absl::StatusOr<std::vector<std::string>> ImageOffers(const std::string& reference) = 0;
+
   // All containers (running or not) carrying label key=value.
   virtual absl::StatusOr<std::vector<ContainerSummary>> List(const std::string& label_key,
                                                              const std::string& label_value) = 0;

@@ -34,19 +34,28 @@ absl::StatusOr<RunnerMessage> ParseOutput(const json& f) {
   auto chunks = f.find("chunks");
   if (chunks == f.end() || !chunks->is_array()) return RunnerViolation("output without chunks array");
   for (const json& c : *chunks) {
-    if (!c.is_array() || c.size() != 2 || !c[0].is_string() || !c[1].is_string()) {
-      return RunnerViolation("output chunk is not [stream, text]");
+    if (!c.is_array() || c.size() != 2 || !c[0].is_string()) {
+      return RunnerViolation("output chunk is not [stream, text] or [\"display\", bundle]");
     }
     const std::string& stream = c[0].get_ref<const std::string&>();
-    OutputStream s;
+    OutputChunk chunk;
+    if (stream == "display") {
+      SBX_TRY(bundle, ParseDisplayBundle(c[1]));
+      chunk.stream = OutputStream::kDisplay;
+      chunk.display = std::move(bundle);
+      m.chunks.push_back(std::move(chunk));
+      continue;
+    }
     if (stream == "stdout") {
-      s = OutputStream::kStdout;
+      chunk.stream = OutputStream::kStdout;
     } else if (stream == "stderr") {
-      s = OutputStream::kStderr;
+      chunk.stream = OutputStream::kStderr;
     } else {
       return RunnerViolation("output chunk names an unknown stream");
     }
-    m.chunks.emplace_back(s, c[1].get<std::string>());
+    if (!c[1].is_string()) return RunnerViolation("output chunk is not [stream, text]");
+    chunk.text = c[1].get<std::string>();
+    m.chunks.push_back(std::move(chunk));
   }
   return m;
 }
@@ -108,6 +117,8 @@ absl::StatusOr<RunnerMessage> ParseDone(const json& f) {
   m.output_bytes = output_bytes;
   SBX_TRY(dropped_bytes, RunnerUint(f, "dropped_bytes", false));
   m.dropped_bytes = dropped_bytes;
+  SBX_TRY(displays_dropped, RunnerUint(f, "displays_dropped", false));
+  m.displays_dropped = displays_dropped;
   return m;
 }
 
@@ -207,11 +218,12 @@ absl::StatusOr<RunnerMessage> ParseRunnerMessage(const json& frame) {
 }
 
 json MakeExecFrame(uint64_t id, const std::string& code, uint64_t max_output_bytes,
-                   uint32_t max_tool_calls_in_flight) {
+                   uint64_t max_display_bytes, uint32_t max_tool_calls_in_flight) {
   return json{{"type", "exec"},
               {"id", id},
               {"code", code},
               {"max_output_bytes", max_output_bytes},
+              {"max_display_bytes", max_display_bytes},
               {"max_tool_calls_in_flight", max_tool_calls_in_flight}};
 }
 

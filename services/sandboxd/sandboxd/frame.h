@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
+#include "sandboxd/display_bundle.h"
 #include "sandboxd/file_frames.h"
 
 namespace sandboxd {
@@ -51,7 +52,7 @@ class FrameDecoder {
   size_t offset_ = 0;
 };
 
-enum class OutputStream { kStdout, kStderr };
+enum class OutputStream { kStdout, kStderr, kDisplay };
 
 struct ReadyMessage {
   int64_t runner_version = 0;
@@ -60,9 +61,16 @@ struct ReadyMessage {
   uint64_t execs = 0;
 };
 
+// One chunk of an `output` frame: text of stdout or stderr, or a display.
+struct OutputChunk {
+  OutputStream stream = OutputStream::kStdout;
+  std::string text;       // kStdout, kStderr
+  DisplayBundle display;  // kDisplay
+};
+
 struct OutputMessage {
   uint64_t id = 0;
-  std::vector<std::pair<OutputStream, std::string>> chunks;
+  std::vector<OutputChunk> chunks;
 };
 
 struct ToolCallMessage {
@@ -87,6 +95,7 @@ struct DoneMessage {
   std::optional<ErrorInfo> error;
   uint64_t output_bytes = 0;
   uint64_t dropped_bytes = 0;
+  uint64_t displays_dropped = 0;  // over the exec's max_display_bytes, in the runner
 };
 
 // reset_done, catalog_set and pong: replies that only carry the request id.
@@ -117,7 +126,7 @@ absl::StatusOr<std::string> RunnerString(const nlohmann::json& obj, const char* 
 
 // sandboxd -> runner messages.
 nlohmann::json MakeExecFrame(uint64_t id, const std::string& code, uint64_t max_output_bytes,
-                             uint32_t max_tool_calls_in_flight);
+                             uint64_t max_display_bytes, uint32_t max_tool_calls_in_flight);
 nlohmann::json MakeToolResultFrame(const std::string& call_id, const nlohmann::json& result);
 nlohmann::json MakeToolErrorFrame(const std::string& call_id, const std::string& error);
 nlohmann::json MakeInterruptFrame(uint64_t id);

@@ -152,6 +152,11 @@ class ExecuteReactor : public grpc::ServerBidiReactor<ExecuteRequest, ExecuteRes
       r.mutable_output()->set_text(text);
       Forward(std::move(r), false);
     }
+    void OnDisplay(const sandbox::v1::Display& display) override {
+      ExecuteResponse r;
+      *r.mutable_display() = display;
+      Forward(std::move(r), false);
+    }
     void OnToolCall(const sandbox::v1::ToolCall& call) override {
       ExecuteResponse r;
       *r.mutable_tool_call() = call;

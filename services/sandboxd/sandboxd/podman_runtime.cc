@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
+#include "sandboxd/images.h"
 #include "sandboxd/subprocess.h"
 
 extern char** environ;
@@ -278,6 +279,19 @@ absl::StatusOr<RuntimeInfo> PodmanRuntime::Probe() {
   info_ = info;
   probed_ = true;
   return info;
+}
+
+absl::StatusOr<std::vector<std::string>> PodmanRuntime::ImageOffers(const std::string& reference) {
+  if (!Podman({"image", "exists", reference}).ok()) {
+    return absl::NotFoundError(absl::StrCat("image ", reference, " is not present"));
+  }
+  absl::StatusOr<std::string> label = Podman(
+      {"image", "inspect", "--format", absl::StrCat("{{index .Labels \"", kImageOffersLabel, "\"}}"),
+       reference});
+  if (!label.ok()) return label.status();
+  std::string value = Trim(*label);
+  if (value == "<no value>") value.clear();
+  return ParseImageOffers(value);
 }
 
 absl::StatusOr<std::string> PodmanRuntime::GvisorVersion() {

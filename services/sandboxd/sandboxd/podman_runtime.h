@@ -90,6 +90,7 @@ class PodmanRuntime : public ContainerRuntime {
   absl::StatusOr<std::string> Start(const ContainerSpec& spec) override;
   absl::Status Remove(const std::vector<std::string>& names) override;
   absl::StatusOr<ContainerStatus> Inspect(const std::string& name) override;
+  absl::StatusOr<std::vector<std::string>> ImageOffers(const std::string& reference) override;
   absl::StatusOr<std::vector<ContainerSummary>> List(const std::string& label_key,
                                                      const std::string& label_value) override;
 

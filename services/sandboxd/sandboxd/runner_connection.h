@@ -7,7 +7,7 @@
 //
 //   ASSIGN_OR_RETURN(auto conn, RunnerConnection::Connect(path, absl::Seconds(10)));
 //   conn->Start(listener);
-//   conn->Send(MakeExecFrame(1, "print(1)", 1 << 20, 64));
+//   conn->Send(MakeExecFrame(1, "print(1)", 1 << 20, 2 << 20, 64));
 //   ...
 //   conn->Close();   // never from the reader thread (it joins it)
 #pragma once

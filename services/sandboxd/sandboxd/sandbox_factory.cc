@@ -103,7 +103,7 @@ absl::StatusOr<Sandbox> SandboxFactory::StartContainer(const SandboxConfig& conf
   chmod(dir.c_str(), 0777);
   ContainerSpec spec;
   spec.name = sb.name;
-  spec.image = options_.image;
+  spec.image = config.image.empty() ? options_.image : config.image;
   spec.limits = config.limits;
   spec.isolation = config.isolation;
   spec.socket_dir = dir;

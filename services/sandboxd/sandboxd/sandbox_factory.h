@@ -43,9 +43,10 @@ inline constexpr char kIsolationLabel[] = "io.sandboxd.isolation";
 struct SandboxConfig {
   ResolvedLimits limits;
   Isolation isolation = Isolation::kContainer;
+  std::string image;  // an image reference; empty: FactoryOptions::image (the default)
 
   bool operator==(const SandboxConfig& o) const {
-    return limits == o.limits && isolation == o.isolation;
+    return limits == o.limits && isolation == o.isolation && image == o.image;
   }
   bool operator!=(const SandboxConfig& o) const { return !(*this == o); }
 };

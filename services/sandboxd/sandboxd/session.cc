@@ -93,6 +93,30 @@ void Session::Run(Deferred& d) {
   d.clear();
 }
 
+void ObserverQueue::Post(std::function<void(ExecutionObserver&)> event) {
+  codemode::MutexLock lock(&mu_);
+  events_.push_back(std::move(event));
+}
+
+void ObserverQueue::Deliver() {
+  codemode::MutexLock lock(&mu_);
+  if (delivering_) return;
+  delivering_ = true;
+  while (!events_.empty()) {
+    auto event = std::move(events_.front());
+    events_.pop_front();
+    mu_.Unlock();
+    event(*observer_);
+    mu_.Lock();
+  }
+  delivering_ = false;
+}
+
+void Session::Notify(ExecState& e, std::function<void(ExecutionObserver&)> event, Deferred& out) {
+  e.observer->Post(std::move(event));
+  out.push_back([queue = e.observer] { queue->Deliver(); });
+}
+
 absl::StatusOr<std::shared_ptr<Execution>> Session::Enqueue(
     ExecutionRequest request, std::shared_ptr<ExecutionObserver> observer) {
   Deferred deferred;
@@ -116,7 +140,7 @@ absl::StatusOr<std::shared_ptr<Execution>> Session::Enqueue(
     e->timeout_ms = timeout;
     e->router_open = request.tool_router;
     e->request = std::move(request);
-    e->observer = std::move(observer);
+    e->observer = std::make_shared<ObserverQueue>(std::move(observer));
     handle = std::make_shared<Execution>(weak_from_this(), e->id);
     queue_.push_back(Work{e, nullptr, 0});
     StartNextLocked(deferred);
@@ -188,13 +212,13 @@ void Session::StartNextLocked(Deferred& out) {
     e->timeout_timer = env_->timers->Schedule(absl::Milliseconds(e->timeout_ms), [weak, id] {
       if (auto s = weak.lock()) s->StopExec(id, ExecState::Stop::kTimeout);
     });
-    auto observer = e->observer;
-    out.push_back([observer, id] { observer->OnStarted(id); });
+    Notify(*e, [id](ExecutionObserver& o) { o.OnStarted(id); }, out);
     uint32_t in_flight = env_->max_inflight_tool_calls;
     if (e->request.max_tool_calls_in_flight > 0) {
       in_flight = std::min(in_flight, e->request.max_tool_calls_in_flight);
     }
-    SendOrLose(MakeExecFrame(id, e->request.code, env_->max_output_bytes, in_flight), out);
+    SendOrLose(MakeExecFrame(id, e->request.code, env_->max_output_bytes,
+                             env_->max_display_bytes, in_flight), out);
     // The code is no longer needed; executions can be large.
     std::string().swap(e->request.code);
   }
@@ -215,6 +239,8 @@ void Session::FinishExecLocked(ExecState& e, Finished f, Deferred& out) {
   }
   f.set_stdout(std::move(e.stdout_text));
   f.set_stderr(std::move(e.stderr_text));
+  for (auto& d : e.displays) *f.add_displays() = std::move(d);
+  f.set_displays_dropped(f.displays_dropped() + e.displays_dropped);
   if (e.truncated) {
     f.set_output_truncated(true);
     uint64_t total = std::max<uint64_t>(f.output_bytes(), e.shown_bytes);
@@ -226,8 +252,7 @@ void Session::FinishExecLocked(ExecState& e, Finished f, Deferred& out) {
   last_used_ms_ = env_->clock->NowMs();
   ++executions_;
   if (env_->executions_total) ++*env_->executions_total;
-  auto observer = e.observer;
-  out.push_back([observer, f = std::move(f)] { observer->OnFinished(f); });
+  Notify(e, [f = std::move(f)](ExecutionObserver& o) { o.OnFinished(f); }, out);
 }
 
 void Session::StopExec(uint64_t exec_id, ExecState::Stop why) {
@@ -449,6 +474,7 @@ sandbox::v1::Session Session::ToProto() const {
   p.set_lost_reason(lost_reason_);
   *p.mutable_limits() = sandboxd::ToProto(metadata_.limits);
   p.set_isolation(sandboxd::ToProto(metadata_.isolation));
+  p.set_image(metadata_.image);
   p.set_created_at_ms(metadata_.created_at_ms);
   p.set_last_used_at_ms(last_used_ms_);
   p.set_executions(executions_);

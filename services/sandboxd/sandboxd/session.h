@@ -31,6 +31,7 @@
 #include "sandboxd/async.h"
 #include "catalog/catalog.h"
 #include "sandboxd/container_runtime.h"
+#include "sandboxd/images.h"
 #include "sandboxd/limits.h"
 #include "sandboxd/runner_connection.h"
 #include "sandboxd/workspace_files.h"
@@ -49,9 +50,30 @@ class ExecutionObserver {
   virtual ~ExecutionObserver() = default;
   virtual void OnStarted(uint64_t execution_id) = 0;
   virtual void OnOutput(OutputStream stream, const std::string& text) = 0;
+  // A rich output, in order with OnOutput; Finished.displays repeats them all.
+  virtual void OnDisplay(const sandbox::v1::Display&) {}
   // Only when the execution has a tool router; answer with Execution::SubmitToolResult.
   virtual void OnToolCall(const sandbox::v1::ToolCall& call) = 0;
   virtual void OnFinished(const sandbox::v1::Finished& finished) = 0;
+};
+
+// One execution's observer calls, delivered in the order the session posted them (under
+// its lock) and one at a time: without it, OnStarted queued by the thread that started
+// the execution could reach the client after output the reader thread queued later.
+// Post under the session's lock (this lock is a leaf), Deliver after releasing it; a
+// Deliver that finds another one running returns, and that one delivers the event.
+class ObserverQueue {
+ public:
+  explicit ObserverQueue(std::shared_ptr<ExecutionObserver> observer)
+      : observer_(std::move(observer)) {}
+  void Post(std::function<void(ExecutionObserver&)> event);
+  void Deliver();
+
+ private:
+  std::shared_ptr<ExecutionObserver> observer_;
+  codemode::Mutex mu_;
+  std::deque<std::function<void(ExecutionObserver&)>> events_ ABSL_GUARDED_BY(mu_);
+  bool delivering_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 struct ExecutionRequest {
@@ -74,6 +96,8 @@ struct SessionEnv {
   Clock* clock = nullptr;
   uint32_t max_timeout_ms = 600000;
   uint64_t max_output_bytes = 1u << 20;
+  // Display data (the sum of MIME type + data sizes) one execution may produce.
+  uint64_t max_display_bytes = 2u << 20;
   uint32_t max_queue = 16;
   absl::Duration kill_grace = absl::Seconds(2);
   uint32_t max_inflight_tool_calls = 1024;
@@ -119,6 +143,7 @@ class Session : public RunnerConnection::Listener, public std::enable_shared_fro
     std::string container_id;
     ResolvedLimits limits;
     Isolation isolation = Isolation::kContainer;
+    std::string image = kDefaultImageName;  // its name among the daemon's images
     int64_t created_at_ms = 0;
     // The container's own user id, held while the session lives (rlimit mode; see
     // uid_pool.h). Null when all containers share uid 65534.
@@ -177,7 +202,7 @@ class Session : public RunnerConnection::Listener, public std::enable_shared_fro
   struct ExecState {
     uint64_t id = 0;
     ExecutionRequest request;
-    std::shared_ptr<ExecutionObserver> observer;
+    std::shared_ptr<ObserverQueue> observer;
     absl::Time started;
     uint32_t timeout_ms = 0;
     bool running = false;
@@ -188,6 +213,9 @@ class Session : public RunnerConnection::Listener, public std::enable_shared_fro
     std::string stdout_text, stderr_text;
     uint64_t shown_bytes = 0;
     bool truncated = false;
+    std::vector<sandbox::v1::Display> displays;
+    uint64_t display_bytes = 0;
+    uint32_t displays_dropped = 0;  // by sandboxd; the runner counts its own in `done`
     uint32_t tool_calls = 0;
     uint64_t next_call = 1;
     std::map<std::string, PendingCall> calls;  // client call id -> runner call id
@@ -213,6 +241,10 @@ class Session : public RunnerConnection::Listener, public std::enable_shared_fro
   void StopExec(uint64_t exec_id, ExecState::Stop why);
   void OnKillTimer(uint64_t exec_id);
   void HandleOutput(OutputMessage m, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Posts an observer call of `e` and has `out` deliver it once the lock is released.
+  static void Notify(ExecState& e, std::function<void(ExecutionObserver&)> event, Deferred& out);
+  void HandleDisplay(ExecState& e, DisplayBundle bundle, Deferred& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleToolCall(ToolCallMessage m, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleDone(DoneMessage m, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendOrLose(const nlohmann::json& frame, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -41,6 +41,7 @@ SessionManager::SessionManager(ManagerOptions options, ContainerRuntime* runtime
     : options_(std::move(options)), runtime_(runtime), clock_(clock),
       instance_(InstanceId(options_.state_dir)),
       owned_store_(records ? nullptr : new DirRecordStore(options_.state_dir + "/sessions")),
+      images_(ImageSet::Parse(options_.image, options_.images)),
       records_(records ? records : owned_store_.get()),
       factory_({options_.state_dir, instance_, options_.image, options_.runner_path,
                 options_.container_env, options_.runner_start_timeout},
@@ -48,7 +49,7 @@ SessionManager::SessionManager(ManagerOptions options, ContainerRuntime* runtime
                {[this](const RuntimeInfo& info) { OnProbed(info); },
                 [this] { OnReadinessChanged(); }}),
       pool_(&factory_, options_.pool_size,
-            {options_.default_limits, options_.isolation.default_isolation}) {
+            {options_.default_limits, options_.isolation.default_isolation, ""}) {
   env_.timers = &timers_;
   env_.workers = &workers_;
   env_.runtime = runtime_;
@@ -56,6 +57,7 @@ SessionManager::SessionManager(ManagerOptions options, ContainerRuntime* runtime
   env_.max_timeout_ms = options_.max_timeout_ms;
   env_.max_output_bytes = options_.max_output_bytes;
   env_.max_file_bytes = options_.max_file_bytes;
+  env_.max_display_bytes = options_.max_display_bytes;
   env_.max_queue = options_.max_queue;
   env_.kill_grace = options_.kill_grace;
   env_.executions_total = &executions_total_;
@@ -95,6 +97,7 @@ void SessionManager::OnReadinessChanged() {
 }
 
 absl::Status SessionManager::Start() {
+  if (!images_.ok()) return images_.status();
   std::error_code ec;
   fs::create_directories(options_.state_dir + "/sessions", ec);
   fs::create_directories(options_.state_dir + "/c", ec);
@@ -204,6 +207,7 @@ bool SessionManager::Reattach(const SessionRecord& record,
   md.container_id = it->second.id;
   md.limits = FromProto(sp.limits());
   md.isolation = FromProto(sp.isolation(), Isolation::kContainer);  // older records: runc
+  md.image = sp.image().empty() ? kDefaultImageName : sp.image();
   md.created_at_ms = sp.created_at_ms();
   if (auto uid = it->second.labels.find(kUidLabel); uid != it->second.labels.end()) {
     uint32_t value = 0;
@@ -272,6 +276,9 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
   if (!limits.ok()) return limits.status();
   absl::StatusOr<Isolation> isolation = options_.isolation.Resolve(r.isolation());
   if (!isolation.ok()) return isolation.status();
+  if (!images_.ok()) return images_.status();
+  absl::StatusOr<ImageChoice> image = images_->Resolve(r.image());
+  if (!image.ok()) return image.status();
   absl::StatusOr<Catalog> catalog = Catalog::FromProto(r.catalog());
   if (!catalog.ok()) return catalog.status();
   if (r.label().size() > 1024 || r.owner().size() > 1024) {
@@ -285,9 +292,10 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
           absl::StrCat("too many sessions (the limit is ", options_.max_sessions, ")"));
     }
   }
-  const SandboxConfig config = {*limits, *isolation};
+  const bool default_image = image->name == kDefaultImageName;
+  const SandboxConfig config = {*limits, *isolation, default_image ? "" : image->reference};
   std::optional<Sandbox> sb;
-  if (config == SandboxConfig{options_.default_limits, options_.isolation.default_isolation}) {
+  if (config == SandboxConfig{options_.default_limits, options_.isolation.default_isolation, ""}) {
     sb = pool_.Take();
   }
   if (!sb) {
@@ -303,6 +311,7 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
   md.container_id = sb->id;
   md.limits = *limits;
   md.isolation = *isolation;
+  md.image = image->name;
   md.created_at_ms = clock_->NowMs();
   md.uid_lease = std::move(sb->uid);
   auto session = Session::Create(&env_, std::move(md), std::move(*catalog), std::move(sb->conn),
@@ -423,6 +432,29 @@ absl::StatusOr<std::shared_ptr<Execution>> SessionManager::Execute(
   return (*s)->Enqueue(std::move(request), std::move(observer));
 }
 
+std::vector<sandbox::v1::ImageInfo> SessionManager::ImageInfos() {
+  if (!images_.ok()) return {};
+  codemode::MutexLock lock(&images_mu_);
+  // podman image inspect costs tens of milliseconds: asked at most every few seconds, so a
+  // rebuilt image shows soon without making GetInfo slow.
+  if (image_infos_.empty() || absl::Now() - image_infos_at_ > absl::Seconds(5)) {
+    image_infos_.clear();
+    for (const ImageChoice& choice : images_->all()) {
+      sandbox::v1::ImageInfo image;
+      image.set_name(choice.name);
+      image.set_reference(choice.reference);
+      absl::StatusOr<std::vector<std::string>> offers = runtime_->ImageOffers(choice.reference);
+      image.set_present(offers.ok());
+      if (offers.ok()) {
+        for (const std::string& offer : *offers) image.add_offers(offer);
+      }
+      image_infos_.push_back(std::move(image));
+    }
+    image_infos_at_ = absl::Now();
+  }
+  return image_infos_;
+}
+
 sandbox::v1::Info SessionManager::GetInfo() {
   sandbox::v1::Info info;
   info.set_version(options_.version);
@@ -433,6 +465,7 @@ sandbox::v1::Info SessionManager::GetInfo() {
   info.set_max_code_bytes(options_.max_code_bytes);
   info.set_max_output_bytes(options_.max_output_bytes);
   info.set_max_file_bytes(options_.max_file_bytes);
+  info.set_max_display_bytes(options_.max_display_bytes);
   info.set_pool_target(options_.pool_size);
   info.set_max_sessions(options_.max_sessions);
   info.set_executions_total(executions_total_);
@@ -441,6 +474,7 @@ sandbox::v1::Info SessionManager::GetInfo() {
   info.set_pool_ready(static_cast<uint32_t>(pool_.ready()));
   info.set_default_isolation(ToProto(options_.isolation.default_isolation));
   for (Isolation i : options_.isolation.AllowedList()) info.add_allowed_isolations(ToProto(i));
+  for (const sandbox::v1::ImageInfo& image : ImageInfos()) *info.add_images() = image;
   {
     codemode::MutexLock lock(&mu_);
     info.set_sessions(static_cast<uint32_t>(sessions_.size()));

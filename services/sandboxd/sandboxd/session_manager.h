@@ -29,6 +29,7 @@
 #include "sandbox/v1/sandbox.pb.h"
 #include "sandboxd/async.h"
 #include "sandboxd/container_runtime.h"
+#include "sandboxd/images.h"
 #include "sandboxd/record_store.h"
 #include "sandboxd/sandbox_factory.h"
 #include "sandboxd/session.h"
@@ -54,6 +55,9 @@ struct ManagerOptions {
   uint32_t max_timeout_ms = 600000;
   uint64_t max_output_bytes = 1u << 20;
   uint64_t max_file_bytes = 64u << 20;  // UploadFile / DownloadFile, per file
+  uint64_t max_display_bytes = 2u << 20;  // per execution, at most kMaxDisplayBytes
+  // NAME=REFERENCE images clients may ask for besides `image` (ImageSet, --images).
+  std::vector<std::string> images;
   uint32_t max_queue = 16;
   absl::Duration kill_grace = absl::Seconds(2);
   std::string version = "dev";
@@ -118,6 +122,8 @@ class SessionManager {
   bool Reattach(const SessionRecord& record,
                 const std::map<std::string, ContainerSummary>& containers, std::string* why);
   absl::StatusOr<std::shared_ptr<Session>> Find(const std::string& id);
+  // Info.images, with what each offers and whether it is present (cached a few seconds).
+  std::vector<sandbox::v1::ImageInfo> ImageInfos();
   std::string NewId(const char* prefix);
 
   const ManagerOptions options_;
@@ -125,6 +131,7 @@ class SessionManager {
   Clock* const clock_;
   const std::string instance_;
   const std::unique_ptr<RecordStore> owned_store_;
+  const absl::StatusOr<ImageSet> images_;  // Start() fails with its error
   SessionRecords records_;
   TimerQueue timers_;
   WorkerPool workers_{2};
@@ -145,6 +152,9 @@ class SessionManager {
   std::function<void(const Readiness&)> listener_ ABSL_GUARDED_BY(listener_mu_);
   absl::BitGen rng_ ABSL_GUARDED_BY(mu_);
   std::thread reaper_thread_;
+  codemode::Mutex images_mu_;
+  std::vector<sandbox::v1::ImageInfo> image_infos_ ABSL_GUARDED_BY(images_mu_);
+  absl::Time image_infos_at_ ABSL_GUARDED_BY(images_mu_);
 };
 
 }  // namespace sandboxd

@@ -93,7 +93,13 @@ void Session::OnRunnerMessage(RunnerMessage message) {
 void Session::HandleOutput(OutputMessage m, Deferred& out) {
   if (!current_ || current_->id != m.id) return;  // late output of an earlier execution
   ExecState& e = *current_;
-  for (auto& [stream, text] : m.chunks) {
+  for (OutputChunk& chunk : m.chunks) {
+    if (chunk.stream == OutputStream::kDisplay) {
+      HandleDisplay(e, std::move(chunk.display), out);
+      continue;
+    }
+    const OutputStream stream = chunk.stream;
+    const std::string& text = chunk.text;
     if (text.empty()) continue;
     if (e.shown_bytes >= env_->max_output_bytes) {
       e.truncated = true;
@@ -103,18 +109,35 @@ void Session::HandleOutput(OutputMessage m, Deferred& out) {
     bool cut = shown.size() < text.size();
     e.shown_bytes += shown.size();
     (stream == OutputStream::kStdout ? e.stdout_text : e.stderr_text) += shown;
-    auto observer = e.observer;
-    out.push_back([observer, stream = stream, shown = std::move(shown)] {
-      observer->OnOutput(stream, shown);
-    });
+    Notify(e, [stream, shown = std::move(shown)](ExecutionObserver& o) {
+      o.OnOutput(stream, shown);
+    }, out);
     if (cut) {
       e.truncated = true;
       e.shown_bytes = env_->max_output_bytes;
       std::string marker = absl::StrCat("\n[output truncated: the cap is ", env_->max_output_bytes,
                                         " bytes]\n");
-      out.push_back([observer, marker] { observer->OnOutput(OutputStream::kStderr, marker); });
+      Notify(e, [marker](ExecutionObserver& o) { o.OnOutput(OutputStream::kStderr, marker); }, out);
     }
   }
+}
+
+void Session::HandleDisplay(ExecState& e, DisplayBundle bundle, Deferred& out) {
+  // The runner keeps under the cap (it counts the encoded JSON, which is never smaller);
+  // one that does not is only dropped, like the output past its cap; one marker says so.
+  if (e.display_bytes + bundle.bytes > env_->max_display_bytes) {
+    if (e.displays_dropped++ > 0) return;
+    std::string marker = absl::StrCat("[display dropped: the cap is ", env_->max_display_bytes,
+                                      " bytes per execution]\n");
+    e.stderr_text += marker;
+    Notify(e, [marker](ExecutionObserver& o) { o.OnOutput(OutputStream::kStderr, marker); }, out);
+    return;
+  }
+  e.display_bytes += bundle.bytes;
+  sandbox::v1::Display display;
+  for (auto& [mime, data] : bundle.data) (*display.mutable_data())[mime] = std::move(data);
+  e.displays.push_back(display);
+  Notify(e, [display = std::move(display)](ExecutionObserver& o) { o.OnDisplay(display); }, out);
 }
 
 void Session::HandleToolCall(ToolCallMessage m, Deferred& out) {
@@ -149,8 +172,7 @@ void Session::HandleToolCall(ToolCallMessage m, Deferred& out) {
   call.set_server(std::move(m.server));
   call.set_tool(std::move(m.tool));
   call.set_arguments_json(m.arguments.dump());
-  auto observer = e.observer;
-  out.push_back([observer, call = std::move(call)] { observer->OnToolCall(call); });
+  Notify(e, [call = std::move(call)](ExecutionObserver& o) { o.OnToolCall(call); }, out);
 }
 
 void Session::HandleDone(DoneMessage m, Deferred& out) {
@@ -161,6 +183,7 @@ void Session::HandleDone(DoneMessage m, Deferred& out) {
   // The runner stops sending past the cap and only counts what it dropped.
   if (m.dropped_bytes > 0) e->truncated = true;
   Finished f;
+  f.set_displays_dropped(static_cast<uint32_t>(std::min<uint64_t>(m.displays_dropped, UINT32_MAX)));
   f.set_output_bytes(m.output_bytes);
   if (m.result) f.set_result_repr(*m.result);
   if (m.error) {

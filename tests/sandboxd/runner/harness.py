@@ -128,6 +128,11 @@ class ExecResult:
     def stream(self, name):
         return "".join(text for stream, text in self.chunks if stream == name)
 
+    @property
+    def displays(self):
+        """The {mime: data} bundles displayed, in order."""
+        return [bundle for stream, bundle in self.chunks if stream == "display"]
+
 
 class Client:
     """sandboxd's side of one runner connection."""
@@ -189,10 +194,11 @@ class Client:
         self.next_id += 1
         return self.next_id
 
-    def start_exec(self, code, max_output_bytes=MIB, max_tool_calls_in_flight=None):
+    def start_exec(self, code, max_output_bytes=MIB, max_tool_calls_in_flight=None,
+                   max_display_bytes=MIB):
         exec_id = self.new_id()
         frame = {"type": "exec", "id": exec_id, "code": code,
-                 "max_output_bytes": max_output_bytes}
+                 "max_output_bytes": max_output_bytes, "max_display_bytes": max_display_bytes}
         if max_tool_calls_in_flight is not None:
             frame["max_tool_calls_in_flight"] = max_tool_calls_in_flight
         self.send(frame)
@@ -208,7 +214,9 @@ class Client:
             if frame["type"] == "output":
                 assert frame["id"] == exec_id, frame
                 for stream, text in frame["chunks"]:
-                    if chunks and chunks[-1][0] == stream:
+                    if stream == "display":
+                        chunks.append([stream, text])    # a {mime: data} bundle
+                    elif chunks and chunks[-1][0] == stream:
                         chunks[-1][1] += text
                     else:
                         chunks.append([stream, text])
@@ -226,8 +234,9 @@ class Client:
                 raise AssertionError(f"unexpected frame during exec: {frame}")
 
     def exec(self, code, max_output_bytes=MIB, on_tool_call=None, timeout=TIMEOUT,
-             max_tool_calls_in_flight=None):
-        exec_id = self.start_exec(code, max_output_bytes, max_tool_calls_in_flight)
+             max_tool_calls_in_flight=None, max_display_bytes=MIB):
+        exec_id = self.start_exec(code, max_output_bytes, max_tool_calls_in_flight,
+                                  max_display_bytes)
         return self.finish_exec(exec_id, on_tool_call, timeout)
 
     def set_catalog(self, catalog):

@@ -307,11 +307,11 @@ TEST(ParseRunnerMessageTest, Output) {
   ASSERT_NE(o, nullptr);
   EXPECT_EQ(o->id, 5u);
   ASSERT_EQ(o->chunks.size(), 3u);
-  EXPECT_EQ(o->chunks[0].first, OutputStream::kStdout);
-  EXPECT_EQ(o->chunks[0].second, "a");
-  EXPECT_EQ(o->chunks[1].first, OutputStream::kStderr);
-  EXPECT_EQ(o->chunks[1].second, "b");
-  EXPECT_EQ(o->chunks[2].second, "");
+  EXPECT_EQ(o->chunks[0].stream, OutputStream::kStdout);
+  EXPECT_EQ(o->chunks[0].text, "a");
+  EXPECT_EQ(o->chunks[1].stream, OutputStream::kStderr);
+  EXPECT_EQ(o->chunks[1].text, "b");
+  EXPECT_EQ(o->chunks[2].text, "");
 }
 
 TEST(ParseRunnerMessageTest, OutputEmptyChunksIsFine) {
@@ -549,9 +549,9 @@ TEST(ParseRunnerMessageTest, FramesFromTheRealDecoderParse) {
 // ---- sandboxd -> runner frames ----------------------------------------------------
 
 TEST(MakeFrameTest, Shapes) {
-  EXPECT_EQ(MakeExecFrame(3, "x = 1", 100, 8),
+  EXPECT_EQ(MakeExecFrame(3, "x = 1", 100, 200, 8),
             (json{{"type", "exec"}, {"id", 3}, {"code", "x = 1"}, {"max_output_bytes", 100},
-                  {"max_tool_calls_in_flight", 8}}));
+                  {"max_display_bytes", 200}, {"max_tool_calls_in_flight", 8}}));
   EXPECT_EQ(MakeToolResultFrame("c1", json{{"content", json::array()}}),
             (json{{"type", "tool_result"}, {"call_id", "c1"}, {"ok", true},
                   {"result", {{"content", json::array()}}}}));

@@ -77,12 +77,31 @@ absl::StatusOr<RuntimeInfo> ProcessRuntime::Probe() {
   return info;
 }
 
+void ProcessRuntime::SetImageAbsent(const std::string& reference) {
+  codemode::MutexLock lock(&mu_);
+  absent_images_.insert(reference);
+}
+
+std::vector<std::string> ProcessRuntime::started_images() {
+  codemode::MutexLock lock(&mu_);
+  return started_images_;
+}
+
+absl::StatusOr<std::vector<std::string>> ProcessRuntime::ImageOffers(const std::string& reference) {
+  codemode::MutexLock lock(&mu_);
+  if (absent_images_.count(reference)) {
+    return absl::NotFoundError(absl::StrCat("image ", reference, " is not present"));
+  }
+  return std::vector<std::string>{"python3"};
+}
+
 absl::StatusOr<std::string> ProcessRuntime::Start(const ContainerSpec& spec) {
   std::string python;
   {
     codemode::MutexLock lock(&mu_);
     ++start_calls_;
     if (start_failure_) return absl::UnavailableError(*start_failure_);
+    started_images_.push_back(spec.image);
     if (procs_.count(spec.name)) {
       return absl::AlreadyExistsError(absl::StrCat("a process named ", spec.name, " exists"));
     }

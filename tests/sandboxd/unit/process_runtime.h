@@ -18,6 +18,7 @@
 #include <sys/types.h>
 
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,12 +45,17 @@ class ProcessRuntime : public ContainerRuntime {
   absl::Status Remove(const std::vector<std::string>& names) override;
   // A process killed by signal N reports exit code 128+N (SIGKILL: 137).
   absl::StatusOr<ContainerStatus> Inspect(const std::string& name) override;
+  // Every image is the host's python ({"python3"}) unless SetImageAbsent named it.
+  absl::StatusOr<std::vector<std::string>> ImageOffers(const std::string& reference) override;
   absl::StatusOr<std::vector<ContainerSummary>> List(const std::string& label_key,
                                                      const std::string& label_value) override;
 
   // ---- fault injection and test helpers ----
   void SetProbeFailure(std::optional<std::string> message);
   void SetStartFailure(std::optional<std::string> message);
+  void SetImageAbsent(const std::string& reference);
+  // The image of every Start() so far, in order.
+  std::vector<std::string> started_images();
   // What Probe() reports for cgroup_limits (default true).
   void SetCgroupLimits(bool cgroup_limits);
 
@@ -84,6 +90,8 @@ class ProcessRuntime : public ContainerRuntime {
   bool cgroup_limits_ ABSL_GUARDED_BY(mu_) = true;
   int start_calls_ ABSL_GUARDED_BY(mu_) = 0;
   int probe_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  std::set<std::string> absent_images_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> started_images_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sandboxd::testing

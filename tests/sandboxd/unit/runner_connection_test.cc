@@ -62,7 +62,7 @@ class Closed : public RunnerConnection::Listener {
   absl::Status reason_;
 };
 
-nlohmann::json BigFrame(size_t bytes) { return MakeExecFrame(1, std::string(bytes, 'x'), 1 << 20, 64); }
+nlohmann::json BigFrame(size_t bytes) { return MakeExecFrame(1, std::string(bytes, 'x'), 1 << 20, 1 << 20, 64); }
 
 TEST(RunnerConnectionTest, SendNeverBlocksAndAFullOutboxEndsTheConnection) {
   DeafRunner runner;

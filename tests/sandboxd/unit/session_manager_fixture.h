@@ -109,6 +109,16 @@ class Collector : public ExecutionObserver {
     }
     cv_.notify_all();
   }
+  void OnDisplay(const sandbox::v1::Display& display) override {
+    std::lock_guard<std::mutex> l(mu_);
+    displays_.push_back(display);
+    events_.push_back("display");
+    cv_.notify_all();
+  }
+  std::vector<sandbox::v1::Display> displays() {
+    std::lock_guard<std::mutex> l(mu_);
+    return displays_;
+  }
   void OnToolCall(const sandbox::v1::ToolCall& call) override {
     std::lock_guard<std::mutex> l(mu_);
     calls_.push_back(call);
@@ -191,6 +201,7 @@ class Collector : public ExecutionObserver {
   std::string stdout_, stderr_;
   int stdout_chunks_ = 0, stderr_chunks_ = 0;
   std::vector<sandbox::v1::ToolCall> calls_;
+  std::vector<sandbox::v1::Display> displays_;
   int finished_count_ = 0;
   std::optional<Finished> finished_;
   std::vector<std::string> events_;

@@ -15,6 +15,8 @@ import types
 from .common import (CELL_PREFIX, DEFAULT_TOOL_CALLS_IN_FLIGHT, ERROR_MESSAGE_LIMIT,
                      LINECACHE_BUDGET, RESULT_NAME, RESULT_REPR_LIMIT, TRACEBACK_LIMIT,
                      is_runner_file)
+from .display import has_rich_repr
+from .display_objects import make_module as make_display_module
 from .runtime_module import install_runtime_module
 from .tool_calls import CallGate, ToolError
 from .toolbox import Toolbox
@@ -106,6 +108,9 @@ class Executor:
         self.toolbox = Toolbox([], runner.calls)
         self._installed = {}                 # global name -> server object we put there
         self._mcp_package, self._mcp_runtime = install_runtime_module(lambda: self.toolbox)
+        self._displayer = runner.displayer
+        self._mcp_display = make_display_module(self._displayer.display)
+        self._mcp_package.display = self._mcp_display
         self.reset()
 
     # -- namespace -------------------------------------------------------------------
@@ -124,7 +129,8 @@ class Executor:
         # pickle, `import __main__` and classes defined in cells behave as in a script.
         self.module = types.ModuleType("__main__")
         self.module.__dict__.update({"__builtins__": builtins, "asyncio": asyncio, "json": json,
-                                     "ToolError": ToolError})
+                                     "ToolError": ToolError,
+                                     "display": self._displayer.display})
         sys.modules["__main__"] = self.module
         self._installed = {}
         self.exec_count = 0
@@ -146,6 +152,7 @@ class Executor:
         self._installed = {name: obj for name, obj in self.toolbox.server_objects.items()}
         sys.modules["mcp"] = self._mcp_package
         sys.modules["mcp.runtime"] = self._mcp_runtime
+        sys.modules["mcp.display"] = self._mcp_display
 
     # -- cells -----------------------------------------------------------------------
 
@@ -190,16 +197,24 @@ class Executor:
         try:
             try:
                 self._interrupts.enter_user_code(state, async_cell)
+                self._displayer.begin_cell()
                 if async_cell:
                     self._run_on_loop(state, eval(code, namespace))
                 else:
                     eval(code, namespace)
                 value = namespace.pop(RESULT_NAME, None)
                 result = None if value is None else _cap(repr(value), RESULT_REPR_LIMIT)
+                # Notebook semantics again: a trailing chart or table is shown, and so are
+                # the figures the cell left open. Both run user code (reprs, savefig), so
+                # they stay interruptible.
+                if value is not None and has_rich_repr(value):
+                    self._displayer.display(value)
+                self._displayer.flush_figures()
             finally:
                 self._interrupts.leave_user_code()
         except BaseException as exc:
             namespace.pop(RESULT_NAME, None)
+            self._displayer.discard_figures()
             error = describe_exception(exc)
             if state.interrupt_requested and isinstance(exc, (KeyboardInterrupt,
                                                               asyncio.CancelledError)):

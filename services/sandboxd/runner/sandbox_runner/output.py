@@ -4,6 +4,7 @@ batched into `output` frames (OutputCapture), and the stream objects it writes t
 
 import codecs
 import io
+import json
 import threading
 import time
 
@@ -30,6 +31,11 @@ class OutputCapture:
     (by the flusher thread), and before `done` (finish). Once `max_output_bytes` have been
     accepted, further output is only counted, which keeps a 100 MB print loop cheap.
     The lock is held while sending so that frames leave in the order the text was written.
+
+    Displays (rich outputs, display.py) are `["display", {mime: data}]` chunks among the
+    text ones, so they keep their place relative to prints. They have a budget of their
+    own, `max_display_bytes` of encoded JSON per exec; one that does not fit is dropped
+    with a marker on stderr, and counted.
     """
 
     def __init__(self):
@@ -42,11 +48,14 @@ class OutputCapture:
         self._buffered = 0
         self._first_write = None             # monotonic time of the first unflushed write
         self._budget = 0
+        self._display_budget = 0
         self.output_bytes = 0
         self.dropped_bytes = 0
+        self.displays = 0
+        self.displays_dropped = 0
         threading.Thread(target=self._flusher, name="output-flusher", daemon=True).start()
 
-    def begin(self, conn, exec_id, max_output_bytes):
+    def begin(self, conn, exec_id, max_output_bytes, max_display_bytes=0):
         with self._lock:
             self._active = True
             self._conn = conn
@@ -55,16 +64,37 @@ class OutputCapture:
             self._buffered = 0
             self._first_write = None
             self._budget = max_output_bytes
+            self._display_budget = max_display_bytes
             self.output_bytes = 0
             self.dropped_bytes = 0
+            self.displays = 0
+            self.displays_dropped = 0
 
     def finish(self):
-        """Flush everything and stop capturing; returns (output_bytes, dropped_bytes)."""
+        """Flush everything and stop capturing; returns the `done` frame's counters."""
         with self._lock:
             self._flush_locked()
             self._active = False
             self._conn = None
-            return self.output_bytes, self.dropped_bytes
+            return {"output_bytes": self.output_bytes, "dropped_bytes": self.dropped_bytes,
+                    "displays": self.displays, "displays_dropped": self.displays_dropped}
+
+    def display(self, bundle):
+        """Queue one display ({mime: str}) in order with the text around it."""
+        size = len(json.dumps(bundle, ensure_ascii=False).encode("utf-8", "replace"))
+        with self._lock:
+            if not self._active:
+                return
+            if size > self._display_budget:
+                self.displays_dropped += 1
+                self.write("stderr", f"[display dropped: its {size} bytes are over the "
+                                     f"{self._display_budget} bytes left of this "
+                                     f"execution's display cap]\n")
+                return
+            self._display_budget -= size
+            self.displays += 1
+            self._chunks.append(["display", bundle])
+            self._buffered_locked(size)
 
     def flush(self):
         with self._lock:
@@ -96,12 +126,16 @@ class OutputCapture:
                 self._chunks[-1][1].append(text)
             else:
                 self._chunks.append([stream, [text]])
-            self._buffered += size
-            if self._first_write is None:
-                self._first_write = time.monotonic()
-                self._wake.notify()
-            if self._buffered >= OUTPUT_FLUSH_BYTES:
-                self._flush_locked()
+            self._buffered_locked(size)
+
+    def _buffered_locked(self, size):
+        """`size` more bytes wait: wake the flusher on the first, flush when enough."""
+        self._buffered += size
+        if self._first_write is None:
+            self._first_write = time.monotonic()
+            self._wake.notify()
+        if self._buffered >= OUTPUT_FLUSH_BYTES:
+            self._flush_locked()
 
     def _flush_locked(self):
         chunks = self._chunks
@@ -112,6 +146,12 @@ class OutputCapture:
             return
         frame_chunks, frame_chars = [], 0
         for stream, parts in chunks:
+            if stream == "display":          # a frame of its own: its size is capped apart
+                if frame_chunks:
+                    self._send(frame_chunks)
+                    frame_chunks, frame_chars = [], 0
+                self._send([["display", parts]])
+                continue
             text = "".join(parts)
             start = 0
             while start < len(text):

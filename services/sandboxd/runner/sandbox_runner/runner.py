@@ -15,6 +15,7 @@ import traceback
 
 from .catalog import parse_catalog
 from .common import DEFAULT_TOOL_CALLS_IN_FLIGHT, RUNNER_VERSION, log
+from .display import MPL_BACKEND, Displayer
 from .executor import ExecState, Executor
 from .files import FILE_FRAMES, FileTransfers, check_file_frame
 from .interrupts import InterruptController
@@ -57,6 +58,7 @@ class Runner:
         self._early_interrupts = set()       # interrupts for queued execs
         self._work = queue.Queue()           # (conn, frame) for the main thread
         self.capture = OutputCapture()
+        self.displayer = Displayer(self.capture.display)
         self.interrupts = InterruptController(self._lock)
         self.calls = ToolCalls(self)
         self.executor = Executor(self)
@@ -87,6 +89,8 @@ class Runner:
     # -- setup -----------------------------------------------------------------------
 
     def _prepare_process(self):
+        # pyplot then draws with Agg and plt.show() displays (mpl_backend.py).
+        os.environ["MPLBACKEND"] = MPL_BACKEND
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)                  # input() sees EOF instead of blocking
         os.close(devnull)
@@ -166,7 +170,8 @@ class Runner:
             self._current = state
         self.interrupts.begin(state)
         self._restore_stdio()
-        self.capture.begin(conn, exec_id, frame["max_output_bytes"])
+        self.capture.begin(conn, exec_id, frame["max_output_bytes"],
+                           frame.get("max_display_bytes", 0))
         try:
             status, result, error = self.executor.run(state, frame["code"])
             self._exit_if_forked_child()
@@ -178,7 +183,7 @@ class Runner:
                      "traceback": ""}
         finally:
             self._exit_if_forked_child()
-            output_bytes, dropped_bytes = self.capture.finish()
+            counters = self.capture.finish()
             self.interrupts.end(state)
             with self._lock:
                 self._current = None
@@ -186,8 +191,7 @@ class Runner:
                             exec_state=state)
             state.gate.close("the execution ended before the tool call was sent")
         conn.send({"type": "done", "id": exec_id, "status": status, "result": result,
-                   "error": error, "output_bytes": output_bytes,
-                   "dropped_bytes": dropped_bytes})
+                   "error": error, **counters})
 
     # -- acceptor and readers --------------------------------------------------------
 
@@ -243,6 +247,9 @@ class Runner:
             frame_field(frame, "code", str)
             if frame_field(frame, "max_output_bytes", int) < 0:
                 raise ProtocolError("exec.max_output_bytes must not be negative")
+            if "max_display_bytes" in frame and \
+                    frame_field(frame, "max_display_bytes", int) < 0:
+                raise ProtocolError("exec.max_display_bytes must not be negative")
             if "max_tool_calls_in_flight" in frame and \
                     frame_field(frame, "max_tool_calls_in_flight", int) < 1:
                 raise ProtocolError("exec.max_tool_calls_in_flight must be at least 1")
