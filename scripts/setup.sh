@@ -2,15 +2,18 @@
 # Installs everything sandboxd needs and builds it. Safe to re-run; fast when nothing is
 # missing. Used by scripts/run.sh and scripts/test.sh.
 #
-#   scripts/setup.sh            packages, sandbox image, build (build/)
+#   scripts/setup.sh            packages, sandbox images, build (build/)
 #
 # Environment: SANDBOXD_IMAGE (default localhost/sandboxd-python:bookworm),
-#              BUILD_DIR (default build), SANDBOXD_ROOTFS_TAR (default
-#              /var/cache/sandboxd/rootfs.tar when root).
+#              SANDBOXD_DATA_IMAGE (the data variant, with numpy, pandas, matplotlib and
+#              Pillow; default localhost/sandboxd-python-data:bookworm; set it empty to
+#              skip it), BUILD_DIR (default build), SANDBOXD_ROOTFS_TAR (default
+#              /var/cache/sandboxd/rootfs.tar when root; of the base image only).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 image="${SANDBOXD_IMAGE:-localhost/sandboxd-python:bookworm}"
+data_image="${SANDBOXD_DATA_IMAGE-localhost/sandboxd-python-data:bookworm}"
 build_dir="${BUILD_DIR:-build}"
 log() { echo "setup: $*" >&2; }
 
@@ -51,16 +54,25 @@ if ((${#missing[@]})); then
   "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# 2. The sandbox image (offline: debootstrap + podman import). Rebuilt when the recipe changes.
-recipe="$(sha256sum deploy/image/build-image.sh | cut -c1-16)"
-have="$(podman image inspect --format '{{index .Labels "io.sandboxd.recipe"}}' "$image" 2>/dev/null || true)"
+# 2. The sandbox images (offline: debootstrap + podman import), each rebuilt when its recipe
+#    changes: the base image, and the data variant (a few minutes more on its first build).
+recipe_of() { deploy/image/build-image.sh --variant "$1" --print-recipe; }
+recipe_in() { podman image inspect --format '{{index .Labels "io.sandboxd.recipe"}}' "$1" 2>/dev/null || true; }
 rootfs_tar="${SANDBOXD_ROOTFS_TAR:-}"
 if [[ -z "$rootfs_tar" && $(id -u) -eq 0 ]]; then rootfs_tar=/var/cache/sandboxd/rootfs.tar; fi
-if [[ "$have" != "$recipe" || ( -n "$rootfs_tar" && ! -f "$rootfs_tar" ) ]]; then
+if [[ "$(recipe_in "$image")" != "$(recipe_of base)" || ( -n "$rootfs_tar" && ! -f "$rootfs_tar" ) ]]; then
   log "building sandbox image $image"
-  SANDBOXD_ROOTFS_TAR="$rootfs_tar" "${sudo_cmd[@]}" deploy/image/build-image.sh "$image"
+  SANDBOXD_ROOTFS_TAR="$rootfs_tar" "${sudo_cmd[@]}" deploy/image/build-image.sh --variant base "$image"
 else
   log "sandbox image $image is current"
+fi
+if [[ -z "$data_image" ]]; then
+  log "data sandbox image skipped (SANDBOXD_DATA_IMAGE is empty)"
+elif [[ "$(recipe_in "$data_image")" != "$(recipe_of data)" ]]; then
+  log "building data sandbox image $data_image"
+  SANDBOXD_ROOTFS_TAR= "${sudo_cmd[@]}" deploy/image/build-image.sh --variant data "$data_image"
+else
+  log "data sandbox image $data_image is current"
 fi
 
 # 3. Node.js MCP peers: the reference servers of the default gateway configuration and

@@ -40,11 +40,11 @@ ABSL_FLAG(std::string, state_dir, "",
 ABSL_FLAG(std::string, image, "localhost/sandboxd-python:bookworm",
           "The default container image, with python3 (built by scripts/setup.sh); "
           "GetInfo names it \"default\".");
-ABSL_FLAG(std::vector<std::string>, images, {},
+ABSL_FLAG(std::vector<std::string>, images, {"data=localhost/sandboxd-python-data:bookworm"},
           "More images clients may ask for by name in CreateSession, as NAME=REFERENCE "
-          "pairs, e.g. data=localhost/sandboxd-python-data:bookworm (the data image "
-          "scripts/setup.sh builds: numpy, pandas, matplotlib). Clients can never name a "
-          "reference themselves.");
+          "pairs; the default offers the data image scripts/setup.sh builds (numpy, pandas, "
+          "matplotlib, Pillow). --images= offers the default image only. Clients can never "
+          "name a reference themselves.");
 ABSL_FLAG(std::string, runner, "",
           "Path of sandbox_runner.pyz (the runner zipapp). Default: next to the sandboxd "
           "binary, else ../share/sandboxd/.");
