@@ -1,6 +1,9 @@
 #include "sandboxd/file_frames.h"
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "sandboxd/frame.h"
@@ -146,9 +149,43 @@ absl::Status FileErrorStatus(const FileReplyMessage& error) {
 json MakeFileUploadFrame(uint64_t id, const std::string& path, uint64_t max_bytes) {
   return json{{"type", "file_upload"}, {"id", id}, {"path", path}, {"max_bytes", max_bytes}};
 }
-json MakeFileChunkFrame(uint64_t id, std::string_view data) {
-  return json{{"type", "file_chunk"}, {"id", id},
-              {"data", absl::Base64Escape(absl::string_view(data.data(), data.size()))}};
+std::string EncodeFileChunkFrame(uint64_t id, std::string_view data) {
+  std::string body = absl::StrCat(R"({"type":"file_chunk","id":)", id, R"(,"data":")");
+  const size_t head = body.size();
+  std::string b64 = absl::Base64Escape(absl::string_view(data.data(), data.size()));
+  const uint32_t n = static_cast<uint32_t>(head + b64.size() + 2);
+  std::string out;
+  out.reserve(4 + n);
+  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((n >> shift) & 0xff));
+  out += body;
+  out += b64;
+  out += "\"}";
+  return out;
+}
+
+std::optional<FileReplyMessage> ParseFileDataFrame(absl::string_view body) {
+  if (!absl::ConsumePrefix(&body, R"({"type":"file_data","id":)")) return std::nullopt;
+  size_t digits = 0;
+  while (digits < body.size() && digits < 19 && absl::ascii_isdigit(body[digits])) ++digits;
+  uint64_t id = 0;
+  if (digits == 0 || (digits > 1 && body[0] == '0') ||
+      !absl::SimpleAtoi(body.substr(0, digits), &id)) {
+    return std::nullopt;
+  }
+  body.remove_prefix(digits);
+  if (!absl::ConsumePrefix(&body, R"(,"data":")") || !absl::ConsumeSuffix(&body, "\"}")) {
+    return std::nullopt;
+  }
+  // Only base64's alphabet: anything else (a quote, an escape, whitespace) is not our
+  // layout, and the general parser decides.
+  for (char c : body) {
+    if (!absl::ascii_isalnum(c) && c != '+' && c != '/' && c != '=') return std::nullopt;
+  }
+  FileReplyMessage m;
+  m.kind = FileReplyMessage::Kind::kData;
+  m.id = id;
+  if (!absl::Base64Unescape(body, &m.data)) return std::nullopt;
+  return m;
 }
 json MakeFileCommitFrame(uint64_t id) { return json{{"type", "file_commit"}, {"id", id}}; }
 json MakeFileAbortFrame(uint64_t id) { return json{{"type", "file_abort"}, {"id", id}}; }

@@ -3,11 +3,12 @@
 // every other runner message (the runner shares its process with user code).
 //
 //   conn->Send(MakeFileUploadFrame(7, "data/in.csv", max_bytes));
-//   conn->Send(MakeFileChunkFrame(7, bytes));
+//   conn->SendEncoded(EncodeFileChunkFrame(7, bytes));
 //   conn->Send(MakeFileCommitFrame(7));      // the runner answers file_written or file_error
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,7 +55,15 @@ absl::Status FileErrorStatus(const FileReplyMessage& error);
 
 // sandboxd -> runner file frames.
 nlohmann::json MakeFileUploadFrame(uint64_t id, const std::string& path, uint64_t max_bytes);
-nlohmann::json MakeFileChunkFrame(uint64_t id, std::string_view data);
+// file_chunk frames carry a megabyte of base64 each: built as text, length prefix
+// included, without a JSON DOM (which would copy the string several times). The same
+// frame as EncodeFrame of {"type":"file_chunk","id":id,"data":base64(data)}.
+std::string EncodeFileChunkFrame(uint64_t id, std::string_view data);
+
+// The runner's file_data frame in its exact layout, {"type":"file_data","id":N,"data":"..."}
+// (the frame body, after the length), decoded without a JSON DOM; nullopt when the body
+// has any other form or invalid base64, and the caller parses it the general way.
+std::optional<FileReplyMessage> ParseFileDataFrame(absl::string_view body);
 nlohmann::json MakeFileCommitFrame(uint64_t id);
 nlohmann::json MakeFileAbortFrame(uint64_t id);
 nlohmann::json MakeFileDownloadFrame(uint64_t id, const std::string& path, uint64_t max_bytes);

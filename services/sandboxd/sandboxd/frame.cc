@@ -177,22 +177,45 @@ std::string EncodeFrame(const json& message) {
   return out;
 }
 
-absl::StatusOr<std::optional<json>> FrameDecoder::Next() {
-  if (buffered() < 4) return std::optional<json>();
+absl::StatusOr<std::optional<absl::string_view>> FrameDecoder::NextBody() {
+  // Compact once the consumed prefix dominates, so the buffer does not grow forever (before
+  // handing out a view into it, which stays valid until the next call).
+  if (offset_ > 65536 && offset_ * 2 > buffer_.size()) {
+    buffer_.erase(0, offset_);
+    offset_ = 0;
+  }
+  if (buffered() < 4) return std::optional<absl::string_view>();
   const auto* p = reinterpret_cast<const unsigned char*>(buffer_.data() + offset_);
   size_t len = (size_t{p[0]} << 24) | (size_t{p[1]} << 16) | (size_t{p[2]} << 8) | size_t{p[3]};
   if (len > max_frame_bytes_) {
     return RunnerViolation(absl::StrCat("frame of ", len, " bytes exceeds the cap of ", max_frame_bytes_));
   }
-  if (buffered() < 4 + len) return std::optional<json>();
-  absl::StatusOr<json> parsed =
-      codemode::ParseUntrustedJson(absl::string_view(buffer_.data() + offset_ + 4, len), "frame");
+  if (buffered() < 4 + len) return std::optional<absl::string_view>();
+  absl::string_view body(buffer_.data() + offset_ + 4, len);
   offset_ += 4 + len;
-  // Compact once the consumed prefix dominates, so the buffer does not grow forever.
-  if (offset_ > 65536 && offset_ * 2 > buffer_.size()) {
-    buffer_.erase(0, offset_);
-    offset_ = 0;
+  return std::optional<absl::string_view>(body);
+}
+
+absl::StatusOr<std::optional<RunnerMessage>> FrameDecoder::NextMessage() {
+  absl::StatusOr<std::optional<absl::string_view>> body = NextBody();
+  if (!body.ok()) return body.status();
+  if (!*body) return std::optional<RunnerMessage>();
+  if (std::optional<FileReplyMessage> data = ParseFileDataFrame(**body)) {
+    return std::optional<RunnerMessage>(std::move(*data));
   }
+  absl::StatusOr<json> parsed = codemode::ParseUntrustedJson(**body, "frame");
+  if (!parsed.ok()) return RunnerViolation(parsed.status().message());
+  if (!parsed->is_object()) return RunnerViolation("frame is not a JSON object");
+  absl::StatusOr<RunnerMessage> message = ParseRunnerMessage(*parsed);
+  if (!message.ok()) return message.status();
+  return std::optional<RunnerMessage>(std::move(*message));
+}
+
+absl::StatusOr<std::optional<json>> FrameDecoder::Next() {
+  absl::StatusOr<std::optional<absl::string_view>> body = NextBody();
+  if (!body.ok()) return body.status();
+  if (!*body) return std::optional<json>();
+  absl::StatusOr<json> parsed = codemode::ParseUntrustedJson(**body, "frame");
   if (!parsed.ok()) return RunnerViolation(parsed.status().message());
   if (!parsed->is_object()) return RunnerViolation("frame is not a JSON object");
   return std::optional<json>(std::move(*parsed));

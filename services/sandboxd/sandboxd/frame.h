@@ -32,26 +32,6 @@ inline constexpr size_t kMaxRunnerFrameBytes = 16u << 20;
 // Serialises one frame. The object must hold valid UTF-8 (nlohmann::json enforces it).
 std::string EncodeFrame(const nlohmann::json& message);
 
-// Incremental frame splitter. Not thread-safe.
-class FrameDecoder {
- public:
-  explicit FrameDecoder(size_t max_frame_bytes) : max_frame_bytes_(max_frame_bytes) {}
-
-  void Append(const char* data, size_t n) { buffer_.append(data, n); }
-
-  // The next complete frame, parsed; nullopt when more bytes are needed; an
-  // INVALID_ARGUMENT error when the stream is broken (oversized frame, bad JSON, not an
-  // object). After an error the decoder must not be used again.
-  absl::StatusOr<std::optional<nlohmann::json>> Next();
-
-  size_t buffered() const { return buffer_.size() - offset_; }
-
- private:
-  size_t max_frame_bytes_;
-  std::string buffer_;
-  size_t offset_ = 0;
-};
-
 enum class OutputStream { kStdout, kStderr, kDisplay };
 
 struct ReadyMessage {
@@ -107,6 +87,35 @@ struct AckMessage {
 
 using RunnerMessage = std::variant<ReadyMessage, OutputMessage, ToolCallMessage, DoneMessage,
                                    AckMessage, FileReplyMessage>;
+
+// Incremental frame splitter. Not thread-safe.
+class FrameDecoder {
+ public:
+  explicit FrameDecoder(size_t max_frame_bytes) : max_frame_bytes_(max_frame_bytes) {}
+
+  void Append(const char* data, size_t n) { buffer_.append(data, n); }
+
+  // The next complete frame, parsed; nullopt when more bytes are needed; an
+  // INVALID_ARGUMENT error when the stream is broken (oversized frame, bad JSON, not an
+  // object). After an error the decoder must not be used again.
+  absl::StatusOr<std::optional<nlohmann::json>> Next();
+
+  // The next complete frame as a validated message (ParseRunnerMessage). The runner's
+  // file_data frames, megabytes of base64 each, are decoded without a JSON DOM when they
+  // have its exact layout (ParseFileDataFrame). Errors as Next()'s, or the message's.
+  absl::StatusOr<std::optional<RunnerMessage>> NextMessage();
+
+  size_t buffered() const { return buffer_.size() - offset_; }
+
+ private:
+  // The next complete frame's body, consumed; nullopt when more bytes are needed.
+  absl::StatusOr<std::optional<absl::string_view>> NextBody();
+
+  size_t max_frame_bytes_;
+  std::string buffer_;
+  size_t offset_ = 0;
+};
+
 
 // Limits on fields inside a runner frame (beyond the frame cap).
 inline constexpr size_t kMaxCallIdBytes = 128;

@@ -75,9 +75,9 @@ RunnerConnection::~RunnerConnection() {
 absl::StatusOr<RunnerMessage> RunnerConnection::ReadOne(absl::Time deadline) {
   char buf[65536];
   for (;;) {
-    absl::StatusOr<std::optional<nlohmann::json>> frame = decoder_.Next();
-    if (!frame.ok()) return frame.status();
-    if (*frame) return ParseRunnerMessage(**frame);
+    absl::StatusOr<std::optional<RunnerMessage>> message = decoder_.NextMessage();
+    if (!message.ok()) return message.status();
+    if (*message) return std::move(**message);
     int64_t left = absl::ToInt64Milliseconds(deadline - absl::Now());
     if (left <= 0) return absl::DeadlineExceededError("timed out waiting for a frame");
     pollfd p{fd_, POLLIN, 0};
@@ -115,17 +115,13 @@ void RunnerConnection::ReadLoop() {
   char buf[65536];
   absl::Status reason;
   for (;;) {
-    absl::StatusOr<std::optional<nlohmann::json>> frame = decoder_.Next();
-    if (!frame.ok()) {
-      reason = frame.status();
+    absl::StatusOr<std::optional<RunnerMessage>> message = decoder_.NextMessage();
+    if (!message.ok()) {
+      reason = message.status();
       break;
     }
-    if (*frame) {
-      absl::StatusOr<RunnerMessage> m = ParseRunnerMessage(**frame);
-      if (!m.ok()) {
-        reason = m.status();
-        break;
-      }
+    if (*message) {
+      std::optional<RunnerMessage>& m = *message;
       if (!codemode::RunContained("runner message", [&] { listener_->OnRunnerMessage(std::move(*m)); })) {
         reason = absl::InternalError("a runner message could not be handled");
         break;
@@ -151,7 +147,10 @@ void RunnerConnection::ReadLoop() {
 }
 
 absl::Status RunnerConnection::Send(const nlohmann::json& frame) {
-  std::string bytes = EncodeFrame(frame);
+  return SendEncoded(EncodeFrame(frame));
+}
+
+absl::Status RunnerConnection::SendEncoded(std::string bytes) {
   codemode::MutexLock lock(&out_mu_);
   if (write_error_.empty() && outbox_bytes_ + bytes.size() > kMaxOutboxBytes) {
     Fail(absl::StrCat("runner is not reading its socket (", outbox_bytes_,

@@ -67,6 +67,8 @@ class RunnerConnection {
   // error, shuts the connection down: OnRunnerClosed then reports why, and later Sends
   // fail with the same reason.
   absl::Status Send(const nlohmann::json& frame);
+  // The same for a frame already encoded (EncodeFrame, EncodeFileChunkFrame).
+  absl::Status SendEncoded(std::string bytes);
 
   // Shuts the socket down and joins the reader and writer threads. Idempotent. Must not be
   // called on the reader thread.

@@ -81,7 +81,7 @@ Session::Session(SessionEnv* env, Metadata metadata, Catalog catalog,
     : env_(env),
       metadata_(std::move(metadata)),
       conn_(std::move(conn)),
-      files_([this](const nlohmann::json& frame) { return conn_->Send(frame); },
+      files_([this](std::string frame) { return conn_->SendEncoded(std::move(frame)); },
              env->max_file_bytes),
       catalog_(std::move(catalog)),
       last_used_ms_(env->clock->NowMs()) {}

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "sandboxd/frame.h"
 
 namespace sandboxd {
 namespace {
@@ -23,7 +24,7 @@ const char* KindName(FileReplyMessage::Kind k) {
 
 }  // namespace
 
-WorkspaceFiles::WorkspaceFiles(std::function<absl::Status(const nlohmann::json&)> send,
+WorkspaceFiles::WorkspaceFiles(std::function<absl::Status(std::string)> send,
                                uint64_t max_file_bytes)
     : send_(std::move(send)), max_file_bytes_(max_file_bytes) {}
 
@@ -36,7 +37,7 @@ absl::StatusOr<uint64_t> WorkspaceFiles::Open(Transfer t,
     id = next_id_++;
     transfers_.emplace(id, std::move(t));
   }
-  if (absl::Status s = send_(first(id)); !s.ok()) {
+  if (absl::Status s = send_(EncodeFrame(first(id))); !s.ok()) {
     codemode::MutexLock lock(&mu_);
     transfers_.erase(id);
     return absl::FailedPreconditionError(absl::StrCat("the session's runner is gone: ", s.message()));
@@ -87,7 +88,7 @@ absl::Status WorkspaceFiles::SendChunk(uint64_t id, std::string_view data) {
   }
   size_t off = 0;
   do {  // an empty chunk is still sent
-    if (absl::Status s = send_(MakeFileChunkFrame(id, data.substr(off, kChunkFrameBytes))); !s.ok()) {
+    if (absl::Status s = send_(EncodeFileChunkFrame(id, data.substr(off, kChunkFrameBytes))); !s.ok()) {
       Abort(id);
       return absl::FailedPreconditionError(absl::StrCat("the session's runner is gone: ", s.message()));
     }
@@ -106,7 +107,7 @@ absl::StatusOr<FileEntry> WorkspaceFiles::Commit(uint64_t id, absl::Duration tim
     path = it->second.path;
     sent = it->second.sent;
   }
-  if (absl::Status s = send_(MakeFileCommitFrame(id)); !s.ok()) {
+  if (absl::Status s = send_(EncodeFrame(MakeFileCommitFrame(id))); !s.ok()) {
     Abort(id);
     return absl::FailedPreconditionError(absl::StrCat("the session's runner is gone: ", s.message()));
   }
@@ -125,7 +126,7 @@ void WorkspaceFiles::Abort(uint64_t id) {
     open = !it->second.done;
     transfers_.erase(it);
   }
-  if (open) (void)send_(MakeFileAbortFrame(id));
+  if (open) (void)send_(EncodeFrame(MakeFileAbortFrame(id)));
 }
 
 absl::StatusOr<FileReplyMessage> WorkspaceFiles::AwaitFinal(uint64_t id, absl::Duration timeout) {

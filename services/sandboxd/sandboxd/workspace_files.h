@@ -30,8 +30,9 @@ namespace sandboxd {
 
 class WorkspaceFiles {
  public:
-  // `send` delivers one frame to the runner (a failure means the session is going away).
-  WorkspaceFiles(std::function<absl::Status(const nlohmann::json&)> send, uint64_t max_file_bytes);
+  // `send` delivers one encoded frame (EncodeFrame) to the runner; a failure means the
+  // session is going away.
+  WorkspaceFiles(std::function<absl::Status(std::string)> send, uint64_t max_file_bytes);
 
   uint64_t max_file_bytes() const { return max_file_bytes_; }
 
@@ -89,7 +90,7 @@ class WorkspaceFiles {
   absl::StatusOr<FileReplyMessage> AwaitFinal(uint64_t id, absl::Duration timeout);
   void FinishLocked(Transfer& t, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  const std::function<absl::Status(const nlohmann::json&)> send_;
+  const std::function<absl::Status(std::string)> send_;
   const uint64_t max_file_bytes_;
   mutable codemode::Mutex mu_;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;

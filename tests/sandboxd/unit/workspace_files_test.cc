@@ -15,11 +15,19 @@ namespace {
 using ::testing::HasSubstr;
 using nlohmann::json;
 
+// The length prefix of an encoded frame.
+size_t ReadFrameLength(const std::string& f) {
+  size_t n = 0;
+  for (int i = 0; i < 4; ++i) n = (n << 8) | static_cast<unsigned char>(f[i]);
+  return n;
+}
+
 class WorkspaceFilesTest : public ::testing::Test {
  protected:
-  WorkspaceFiles files_{[this](const json& f) {
+  WorkspaceFiles files_{[this](std::string f) {
                           std::lock_guard<std::mutex> lock(mu_);
-                          sent_.push_back(f);
+                          EXPECT_EQ(f.size(), ReadFrameLength(f) + 4);
+                          sent_.push_back(json::parse(f.substr(4)));
                           return absl::OkStatus();
                         },
                         /*max_file_bytes=*/100};
@@ -200,6 +208,58 @@ TEST(FileFramesTest, HostileRepliesAreProtocolViolations) {
   FileReplyMessage odd = e;
   odd.code = "made_up";
   EXPECT_EQ(FileErrorStatus(odd).code(), absl::StatusCode::kInternal);
+}
+
+// The runner's file_data layout is decoded without a JSON DOM; anything else, even
+// equivalent JSON, goes through the general parser, which has the last word.
+TEST(FileFramesTest, FileDataFastPathTakesOnlyTheExactLayout) {
+  const std::string bytes("\x00\xff" "binary\x01", 9);
+  const std::string b64 = absl::Base64Escape(bytes);
+  std::optional<FileReplyMessage> m =
+      ParseFileDataFrame(R"({"type":"file_data","id":42,"data":")" + b64 + R"("})");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->kind, FileReplyMessage::Kind::kData);
+  EXPECT_EQ(m->id, 42u);
+  EXPECT_EQ(m->data, bytes);
+  for (const std::string& other : std::vector<std::string>{
+           R"({"type":"file_data", "id":42,"data":")" + b64 + R"("})",   // spacing
+           R"({"id":42,"type":"file_data","data":")" + b64 + R"("})",    // key order
+           R"({"type":"file_data","id":042,"data":")" + b64 + R"("})",   // leading zero
+           R"({"type":"file_data","id":-1,"data":")" + b64 + R"("})",
+           R"({"type":"file_data","id":99999999999999999999,"data":"AAAA"})",
+           R"({"type":"file_data","id":1,"data":"AA\u0041A"})",         // an escape
+           R"({"type":"file_data","id":1,"data":"AA AA"})",
+           R"({"type":"file_data","id":1,"data":"A"})",                  // bad base64
+           R"({"type":"file_data","id":1,"data":"AAAA"},"x":1})",
+           std::string(R"({"type":"file_data","id":1,"data":"AAAA"})") + " "}) {
+    EXPECT_FALSE(ParseFileDataFrame(other)) << other;
+  }
+  // Through the decoder both roads give the same message, and hostile variants still fail.
+  FrameDecoder dec(kMaxRunnerFrameBytes);
+  for (const std::string& body : std::vector<std::string>{R"({"type":"file_data","id":7,"data":")" + b64 + R"("})",
+                                  R"({"id":7,"data":")" + b64 + R"(","type":"file_data"})",
+                                  std::string(R"({"type":"file_data","id":7,"data":"A"})")}) {
+    std::string frame = EncodeFrame(nlohmann::json::parse(body));
+    dec.Append(frame.data(), frame.size());
+  }
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<std::optional<RunnerMessage>> got = dec.NextMessage();
+    ASSERT_TRUE(got.ok() && *got) << got.status();
+    const auto& reply = std::get<FileReplyMessage>(**got);
+    EXPECT_EQ(reply.id, 7u);
+    EXPECT_EQ(reply.data, bytes);
+  }
+  absl::StatusOr<std::optional<RunnerMessage>> bad = dec.NextMessage();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("not base64"));
+}
+
+TEST(FileFramesTest, ChunkFramesAreTheJsonTheyStandFor) {
+  const std::string bytes("\x00\x01\x02" "hello\xff", 9);
+  std::string frame = EncodeFileChunkFrame(5, bytes);
+  ASSERT_EQ(frame.size(), ReadFrameLength(frame) + 4);
+  EXPECT_EQ(nlohmann::json::parse(frame.substr(4)),
+            (nlohmann::json{{"type", "file_chunk"}, {"id", 5}, {"data", absl::Base64Escape(bytes)}}));
 }
 
 }  // namespace

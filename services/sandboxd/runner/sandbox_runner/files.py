@@ -322,8 +322,12 @@ class FileTransfers:
                 if sent > max_bytes:         # it grew while we read it
                     raise FileOpError("resource_exhausted",
                                       f"{path!r} grew past the {max_bytes} byte cap")
-                if not conn.send({"type": "file_data", "id": frame["id"],
-                                  "data": base64.b64encode(data).decode("ascii")}):
+                # The JSON of {"type": "file_data", "id": ..., "data": ...} written out:
+                # base64 needs no escaping, and sandboxd decodes this exact layout without
+                # a JSON parser (ParseFileDataFrame).
+                body = b'{"type":"file_data","id":%d,"data":"%s"}' % (
+                    frame["id"], base64.b64encode(data))
+                if not conn.send_body(body):
                     return                   # the connection died; nobody to tell
         finally:
             os.close(fd)

@@ -26,7 +26,7 @@ class FrameTooLarge(ValueError):
         self.size = size
 
 
-def encode_frame(frame):
+def encode_frame(frame, prefix=True):
     text = json.dumps(frame, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     try:
         body = text.encode("utf-8")
@@ -36,7 +36,7 @@ def encode_frame(frame):
         body = text.encode("utf-8", "replace")
     if len(body) > MAX_FRAME_BYTES:
         raise FrameTooLarge(len(body))
-    return struct.pack(">I", len(body)) + body
+    return struct.pack(">I", len(body)) + body if prefix else body
 
 
 class FrameConnection:
@@ -52,7 +52,13 @@ class FrameConnection:
         self.alive = True
 
     def send(self, frame):
-        data = encode_frame(frame)           # may raise FrameTooLarge; nothing is sent then
+        return self.send_body(encode_frame(frame, prefix=False))  # FrameTooLarge: nothing sent
+
+    def send_body(self, body):
+        """Send one encoded frame body (UTF-8 JSON); False when the connection is dead."""
+        if len(body) > MAX_FRAME_BYTES:
+            raise FrameTooLarge(len(body))
+        data = struct.pack(">I", len(body)) + body
         with self._send_lock:
             if not self.alive:
                 return False
