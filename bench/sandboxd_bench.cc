@@ -10,6 +10,7 @@
 //
 //   sandboxd_bench [--isolation container|gvisor|both] [--quick] [--out FILE]
 //                  [--load_seconds N] [--sessions N] [--wait_idle S] [--daemon_log FILE]
+//                  [--only NAME,...]
 //
 //   --isolation     the modes to measure (default both: container, then gVisor)
 //   --quick         smoke run: smaller iteration counts, 8 sessions x 5 s of load
@@ -21,12 +22,14 @@
 //                   the machine uses under 10% of one core (default 300, quick 0); the
 //                   report notes the background load either way
 //   --daemon_log F  copy the daemons' logs to F at the end
+//   --only NAMES    take only these measurements, for quick iterations (comma-separated:
+//                   exec 1, tools 2-3, create 4, seeds 5, load 6, files 7); default all
 //
 // Progress goes to stderr, the report to stdout.
 //
 // This file is main; the parts live in bench/sandboxd/:
 //   options    the flags above and the iteration counts they set
-//   bench      the measurements (scenarios.cc 1-4, seeds.cc 5, load.cc 6)
+//   bench      the measurements (scenarios.cc 1-4, seeds.cc 5, load.cc 6, files.cc 7)
 //   rpc        the client side of sandboxd's gRPC api
 //   machine    the report's machine lines, CPU and memory readings
 //   report     the table, markdown and the --out file

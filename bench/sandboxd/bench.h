@@ -6,10 +6,13 @@
 //   4. CreateSession from the warm pool and cold            (scenarios.cc)
 //   5. the seeds' methods: podman run --rm, podman exec     (seeds.cc)
 //   6. many sessions under concurrent load                  (load.cc)
-// and the CPU other processes used while each ran.
+//   7. a 10 MiB file up and down: UploadFile / DownloadFile
+//      against the seeds' podman cp (and podman exec cat)   (files.cc)
+// and the CPU other processes used while each ran. --only picks some of them.
 #pragma once
 
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +26,11 @@
 namespace sandboxd_bench {
 
 struct LoadRun;  // load.cc
+
+// seeds.cc: runs argv with stdin from `in` and stdout into `out` (/dev/null when empty);
+// returns its wall ms, or NAN with `error` set when it failed or ran over `timeout_s`.
+double TimeCommand(const std::vector<std::string>& argv, int timeout_s, std::string* error,
+                   const std::string& in = "", const std::string& out = "");
 
 class Bench {
  public:
@@ -39,8 +47,21 @@ class Bench {
     std::string phase;
     CpuMeter::Use use;
   };
+  // One way of moving the file (files.cc): its timed repetitions until the first failure.
+  struct Transfer {
+    std::string what;   // the table row
+    std::string label;  // in the notes
+    std::vector<double> ms;
+    std::string failure;  // empty: every repetition moved the right bytes
+    bool wrong_bytes = false;  // the failure: it moved, but not the right bytes
+    bool seed = false;
+    bool into = true;  // into the session (else out of it)
+    // CPU ms over the timed parts (not the seeds'): sandboxd, the session's container, us.
+    double daemon_cpu_ms = 0, runner_cpu_ms = 0, client_cpu_ms = 0;
+  };
 
   // scenarios.cc
+  bool WarmSession(sb::Session* a);
   void WaitForQuietMachine();
   void ExecuteLatency(const std::string& sid);
   void RunLatency(const std::string& sid);
@@ -54,6 +75,15 @@ class Bench {
   std::vector<std::string> SeedRuntimeArgs();
   void Seeds(const std::string& container_id);
   void SeedRows();
+  // files.cc
+  void FileTransfer();
+  bool FileSession(sb::Session* s);
+  void TimeTransfer(Transfer* t, const std::function<double(std::string*)>& move,
+                    const std::function<std::string()>& check);
+  std::string SessionSees(const std::string& sid, const std::string& path);
+  void FileSeeds(const sb::Session& s, const std::string& dir, std::vector<Transfer>* out);
+  void FileRows(const std::vector<Transfer>& ts);
+  void FileFailure(const Transfer& t);
   // load.cc
   void Load();
   void ReportLoad(const LoadRun& run, double create_s, long rss_idle, long rss_peak,
@@ -70,6 +100,8 @@ class Bench {
   std::unique_ptr<CpuMeter> tool_meter_;
   std::vector<PhaseLoad> contention_;
   std::vector<double> seed_run_, seed_exec_;
+  std::string file_data_;       // the random bytes every file transfer moves
+  std::string file_container_;  // the container of their session
 };
 
 }  // namespace sandboxd_bench

@@ -1,16 +1,34 @@
 // sandboxd_bench's command line: the flags, and the counts --quick makes smaller.
 #include "options.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
+#include "absl/strings/str_split.h"
+
 namespace sandboxd_bench {
+
+const char* const kScenarios[6] = {"exec", "tools", "create", "seeds", "load", "files"};
+
 namespace {
 
 void Usage() {
   fprintf(stderr,
           "usage: sandboxd_bench [--isolation container|gvisor|both] [--quick] [--out FILE] "
-          "[--load_seconds N] [--sessions N] [--wait_idle SECONDS] [--daemon_log FILE]\n");
+          "[--load_seconds N] [--sessions N] [--wait_idle SECONDS] [--daemon_log FILE] "
+          "[--only exec,tools,create,seeds,load,files]\n");
+}
+
+// --only's comma-separated names into `only`; false on an unknown one.
+bool ParseOnly(const std::string& v, std::vector<std::string>* only) {
+  for (absl::string_view name : absl::StrSplit(v, ',', absl::SkipEmpty())) {
+    if (std::find(std::begin(kScenarios), std::end(kScenarios), name) == std::end(kScenarios)) {
+      return false;
+    }
+    only->emplace_back(name);
+  }
+  return !only->empty();
 }
 
 }  // namespace
@@ -52,6 +70,11 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->sessions = std::atoi(v.c_str());
     } else if (value("--wait_idle", &v)) {
       o->wait_idle_s = std::atoi(v.c_str());
+    } else if (value("--only", &v)) {
+      if (!ParseOnly(v, &o->only)) {
+        Usage();
+        return false;
+      }
     } else {
       Usage();
       return false;
@@ -66,6 +89,7 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     o->warm_creates = 5;
     o->cold_creates = 3;
     o->seed_runs = 3;
+    o->file_reps = 3;
   }
   if (o->load_seconds < 0) o->load_seconds = o->quick ? 5 : 30;
   if (o->sessions < 0) o->sessions = o->quick ? 8 : 32;
@@ -76,6 +100,10 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     return false;
   }
   return true;
+}
+
+bool Options::Wants(const std::string& name) const {
+  return only.empty() || std::find(only.begin(), only.end(), name) != only.end();
 }
 
 }  // namespace sandboxd_bench

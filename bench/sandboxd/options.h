@@ -23,13 +23,23 @@ struct Options {
   int load_seconds = -1;
   int sessions = -1;
   int wait_idle_s = -1;
+  // --only: the measurements to take, by name (see kScenarios); empty takes them all.
+  std::vector<std::string> only;
   // Derived iteration counts.
   int exec_warmup = 100, exec_iters = 2000;
   int tool_warmup = 100, tool_iters = 1000;
   int gather_runs = 5, gather_calls = 100, gather_delay_ms = 50;
   int warm_creates = 20, cold_creates = 10;
   int seed_runs = 10;
+  int file_reps = 10;
+
+  // Whether --only lets measurement `name` (one of kScenarios) run.
+  bool Wants(const std::string& name) const;
 };
+
+// The names --only takes: exec (1), tools (2 and 3), create (4), seeds (5), load (6),
+// files (7).
+extern const char* const kScenarios[6];
 
 // False (after printing why on stderr) on an unknown flag or a value out of range.
 bool ParseArgs(int argc, char** argv, Options* o);

@@ -50,6 +50,12 @@ void Report::Target(std::string id, std::string what, double value, double limit
   Add(std::move(id), std::move(what), {std::move(result), std::move(target), status});
 }
 
+void Report::TargetAtLeast(std::string id, std::string what, double value, double limit,
+                           std::string result, std::string target) {
+  std::string status = std::isnan(value) ? "ERROR" : (value >= limit ? "PASS" : "FAIL");
+  Add(std::move(id), std::move(what), {std::move(result), std::move(target), status});
+}
+
 void Report::Note(const std::string& text) { notes.push_back(Prefix() + text); }
 
 void Report::Error(const std::string& what) {

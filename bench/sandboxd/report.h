@@ -42,6 +42,9 @@ struct Report {
   // value <= limit passes.
   void Target(std::string id, std::string what, double value, double limit,
               std::string result, std::string target);
+  // value >= limit passes (a throughput).
+  void TargetAtLeast(std::string id, std::string what, double value, double limit,
+                     std::string result, std::string target);
   // Notes and errors name the column when there are several.
   void Note(const std::string& text);
   void Error(const std::string& what);

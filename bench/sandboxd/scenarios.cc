@@ -1,6 +1,7 @@
 // sandboxd_bench's measurements 1 to 4 (Execute and Run round trips, tool calls one by one
 // and under asyncio.gather, CreateSession warm and cold), and Bench::Run, which takes them
-// and those of seeds.cc and load.cc in turn and notes the CPU other work used meanwhile.
+// and those of seeds.cc, files.cc and load.cc in turn (those --only names) and notes the
+// CPU other work used meanwhile.
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -23,43 +24,67 @@ void Bench::Run() {
     return;
   }
   WaitForQuietMachine();
+  // Measurements 1 and 5 share a warm session.
   sb::Session a;
-  if (grpc::Status st = Create(*stub_, {}, &a); !st.ok()) {
-    r_->Error("CreateSession: " + StatusText(st));
-    return;
-  }
-  // Taking a container from the pool starts a refill (a podman run); measure after it.
-  if (!WaitPoolFull(*stub_, 120, &why)) {
-    r_->Error("warm pool did not refill: " + why);
-    return;
-  }
-  Progress("1. Execute round trip on session " + a.id());
-  {
+  bool have_a = o_.Wants("exec") || o_.Wants("seeds");
+  if (have_a && !WarmSession(&a)) return;
+  if (have_a && o_.Wants("exec")) {
+    Progress("1. Execute round trip on session " + a.id());
     CpuMeter meter(d_->pid(), {a.container_id()});
     ExecuteLatency(a.id());
     Progress("1. Run round trip");
     RunLatency(a.id());
     Contention("Execute/Run round trips", meter.Read());
   }
-  Progress("2. tool call round trip");
-  ToolCallLatency();
-  Progress("3. 100 parallel tool calls");
-  ParallelToolCalls();
-  DeleteToolSession();  // when ParallelToolCalls did not get to it
-  Progress("5. seed methods (podman run / podman exec)");
-  Seeds(a.container_id());
-  if (grpc::Status st = Delete(*stub_, a.id()); !st.ok()) {
-    r_->Error("DeleteSession: " + StatusText(st));
+  if (o_.Wants("tools")) {
+    Progress("2. tool call round trip");
+    ToolCallLatency();
+    Progress("3. 100 parallel tool calls");
+    ParallelToolCalls();
+    DeleteToolSession();  // when ParallelToolCalls did not get to it
   }
-  Progress("4. CreateSession warm / cold");
-  CreateLatency();
-  Progress(absl::StrCat("6. ", o_.sessions, " sessions x ", o_.load_seconds, " s"));
-  Load();
-  SeedRows();
+  if (have_a && o_.Wants("seeds")) {
+    Progress("5. seed methods (podman run / podman exec)");
+    Seeds(a.container_id());
+  }
+  if (have_a) {
+    if (grpc::Status st = Delete(*stub_, a.id()); !st.ok()) {
+      r_->Error("DeleteSession: " + StatusText(st));
+    }
+  }
+  if (o_.Wants("files")) {
+    Progress("7. a 10 MiB file up and down (UploadFile / DownloadFile / podman cp)");
+    FileTransfer();
+  }
+  if (o_.Wants("create")) {
+    Progress("4. CreateSession warm / cold");
+    CreateLatency();
+  }
+  if (o_.Wants("load")) {
+    Progress(absl::StrCat("6. ", o_.sessions, " sessions x ", o_.load_seconds, " s"));
+    Load();
+  }
+  if (o_.Wants("seeds")) SeedRows();
   ContentionNotes();
   // Rows in the order of the list, whatever order they were measured in.
   std::stable_sort(r_->rows.begin(), r_->rows.end(),
                    [](const Row& x, const Row& y) { return x.id < y.id; });
+}
+
+// A session from the warm pool, once the pool has refilled behind it; false (after saying
+// why) when that went wrong.
+bool Bench::WarmSession(sb::Session* a) {
+  if (grpc::Status st = Create(*stub_, {}, a); !st.ok()) {
+    r_->Error("CreateSession: " + StatusText(st));
+    return false;
+  }
+  // Taking a container from the pool starts a refill (a podman run); measure after it.
+  std::string why;
+  if (!WaitPoolFull(*stub_, 120, &why)) {
+    r_->Error("warm pool did not refill: " + why);
+    return false;
+  }
+  return true;
 }
 
 // With the pool full and no session, sandboxd and its containers are idle: whatever CPU is

@@ -1,7 +1,7 @@
 // sandboxd_bench's measurement 5: the seeds' methods of running code in a container,
 // timed as whole commands for comparison with Execute: `podman run --rm` of a new
 // container (under runc, or under runsc for the gVisor column), and `podman exec` in the
-// session container.
+// session container. Also TimeCommand, which times such a command (files.cc uses it too).
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -20,14 +20,17 @@
 extern char** environ;
 
 namespace sandboxd_bench {
-namespace {
 
-// Runs argv with stdin/stdout/stderr on /dev/null; returns wall ms, or NAN on failure.
-double TimeCommand(const std::vector<std::string>& argv, int timeout_s, std::string* error) {
+double TimeCommand(const std::vector<std::string>& argv, int timeout_s, std::string* error,
+                   const std::string& in, const std::string& out) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 0, in.empty() ? "/dev/null" : in.c_str(), O_RDONLY, 0);
+  if (out.empty()) {
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  } else {
+    posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  }
   std::string errfile = absl::StrFormat("/tmp/sandboxd-bench-%d.err", getpid());
   posix_spawn_file_actions_addopen(&fa, 2, errfile.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   std::vector<char*> cargv;
@@ -55,7 +58,9 @@ double TimeCommand(const std::vector<std::string>& argv, int timeout_s, std::str
   }
   double ms = MsSince(t0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    *error = absl::StrCat(absl::StrJoin(argv, " "), ": exit status ", status, ": ",
+    std::string how = WIFEXITED(status) ? absl::StrCat("exit status ", WEXITSTATUS(status))
+                                        : absl::StrCat("signal ", WTERMSIG(status));
+    *error = absl::StrCat(absl::StrJoin(argv, " "), ": ", how, ": ",
                           Trim(ReadFileText(errfile)).substr(0, 400));
     unlink(errfile.c_str());
     return NAN;
@@ -63,6 +68,8 @@ double TimeCommand(const std::vector<std::string>& argv, int timeout_s, std::str
   unlink(errfile.c_str());
   return ms;
 }
+
+namespace {
 
 std::string ShellJoin(const std::vector<std::string>& argv) {
   return absl::StrJoin(argv, " ", [](std::string* out, const std::string& a) {
