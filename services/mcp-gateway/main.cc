@@ -90,6 +90,9 @@ ABSL_FLAG(uint64_t, max_tool_call_bytes_in_flight, 32 << 20,
           "Arguments of one run's tool calls in flight together; more get a ToolError.");
 ABSL_FLAG(uint32_t, max_tool_calls_per_run, 10000,
           "Tool calls one run_python may make in total; later ones get a ToolError.");
+ABSL_FLAG(std::string, image, "",
+          "The sandboxd image (by its name in sandboxd's GetInfo) every session runs, e.g. "
+          "data for numpy, pandas and matplotlib. Empty: sandboxd's default image.");
 ABSL_FLAG(std::string, isolation, "",
           "Isolation the gateway asks sandboxd for in every session: container or gvisor "
           "(sandboxd must allow it, --allowed_isolations). Empty: sandboxd's default.");
@@ -278,7 +281,8 @@ int main(int argc, char** argv) {
     spdlog::critical("{}", std::string(isolation.status().message()));
     return 2;
   }
-  gateway::SandboxClient sandboxes(endpoints, ToolCallLimitsFromFlags(), *isolation);
+  gateway::SandboxClient sandboxes(endpoints, ToolCallLimitsFromFlags(), *isolation,
+                                   absl::GetFlag(FLAGS_image));
   gateway::ManagerUpstreams upstream_view(&upstreams);
   gateway::RunPythonOptions run_options;
   run_options.default_timeout_seconds = absl::GetFlag(FLAGS_default_timeout_seconds);

@@ -1,6 +1,9 @@
 // run_python's results. See run_result.h.
 #include "bridge/run_result.h"
 
+#include <algorithm>
+
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -47,6 +50,50 @@ std::string ModelText(const Finished& f, const std::vector<std::string>& notes, 
   return text.empty() ? "(no output)" : text;
 }
 
+// The MIME type a display is shown to the model as: an image when there is one, else the
+// richest text (markdown reads best, then HTML, JSON, LaTeX, the repr).
+const char* ShownAs(const sandbox::v1::Display& d) {
+  static const char* const kOrder[] = {"image/png",        "image/jpeg", "image/svg+xml",
+                                       "text/markdown",    "text/html",  "application/json",
+                                       "text/latex",       "text/plain"};
+  for (const char* mime : kOrder) {
+    if (d.data().count(mime)) return mime;
+  }
+  return nullptr;
+}
+
+// One MCP content block per display, in order: images as `image` blocks (base64 with their
+// mimeType; SVG is base64-encoded text), everything else as a text block.
+json DisplayBlocks(const Finished& f, size_t max_text_bytes) {
+  json blocks = json::array();
+  for (const sandbox::v1::Display& d : f.displays()) {
+    const char* mime = ShownAs(d);
+    if (mime == nullptr) continue;
+    const std::string& data = d.data().at(mime);
+    const std::string type(mime);
+    if (type == "image/svg+xml") {
+      blocks.push_back({{"type", "image"}, {"data", absl::Base64Escape(data)}, {"mimeType", type}});
+    } else if (type.rfind("image/", 0) == 0) {
+      blocks.push_back({{"type", "image"}, {"data", data}, {"mimeType", type}});
+    } else {
+      blocks.push_back({{"type", "text"}, {"text", Clip(data, max_text_bytes / 2)}});
+    }
+  }
+  return blocks;
+}
+
+json DisplaySummaries(const Finished& f) {
+  json out = json::array();
+  for (const sandbox::v1::Display& d : f.displays()) {
+    std::vector<std::string> mimes;
+    for (const auto& [mime, data] : d.data()) mimes.push_back(mime);
+    std::sort(mimes.begin(), mimes.end());
+    const char* shown = ShownAs(d);
+    out.push_back({{"mime_types", mimes}, {"shown_as", shown ? json(shown) : json(nullptr)}});
+  }
+  return out;
+}
+
 json StructuredContent(const Finished& f, const RunReport& report,
                        const std::vector<std::string>& notes) {
   return {{"status", StatusWord(f.status())},
@@ -64,6 +111,8 @@ json StructuredContent(const Finished& f, const RunReport& report,
           {"session", report.session},
           {"output_truncated", f.output_truncated()},
           {"session_reset", report.session_reset},
+          {"displays", DisplaySummaries(f)},
+          {"displays_dropped", f.displays_dropped()},
           {"note", notes.empty() ? json(nullptr) : json(absl::StrJoin(notes, "; "))}};
 }
 
@@ -103,6 +152,14 @@ json RunResultSchema() {
   props["session"] = {{"type", "string"}};
   props["output_truncated"] = {{"type", "boolean"}};
   props["session_reset"] = {{"type", "boolean"}};
+  json display_props;
+  display_props["mime_types"] = {{"type", "array"}, {"items", {{"type", "string"}}}};
+  display_props["shown_as"] = nullable_string;
+  props["displays"] = {{"type", "array"},
+                       {"description", "rich outputs (display(), charts), in the order of the "
+                                       "content blocks after the first"},
+                       {"items", {{"type", "object"}, {"properties", display_props}}}};
+  props["displays_dropped"] = {{"type", "integer"}};
   props["note"] = nullable_string;
   return {{"type", "object"},
           {"properties", props},
@@ -116,7 +173,13 @@ json FormatRunResult(const Finished& f, const RunReport& report, size_t max_text
                                  " failed); tool_calls lists the first ",
                                  report.calls.listed.size()));
   }
-  return {{"content", {{{"type", "text"}, {"text", ModelText(f, notes, max_text_bytes)}}}},
+  if (f.displays_dropped() > 0) {
+    notes.push_back(absl::StrCat(f.displays_dropped(), " display(s) dropped: over sandboxd's "
+                                 "display cap for one run"));
+  }
+  json content = json::array({{{"type", "text"}, {"text", ModelText(f, notes, max_text_bytes)}}});
+  for (json& block : DisplayBlocks(f, max_text_bytes)) content.push_back(std::move(block));
+  return {{"content", std::move(content)},
           {"structuredContent", StructuredContent(f, report, notes)},
           {"isError", f.status() != Finished::OK}};
 }
@@ -126,7 +189,8 @@ json FormatRunError(const std::string& message, const std::string& session) {
                      {"error", {{"type", "SandboxUnavailable"}, {"message", message}, {"traceback", ""}}},
                      {"duration_ms", 0}, {"tool_calls", json::array()}, {"tool_calls_total", 0},
                      {"tool_calls_failed", 0}, {"session", session},
-                     {"output_truncated", false}, {"session_reset", false}, {"note", nullptr}};
+                     {"output_truncated", false}, {"session_reset", false},
+                     {"displays", json::array()}, {"displays_dropped", 0}, {"note", nullptr}};
   return {{"content", {{{"type", "text"}, {"text", "[error] " + message}}}},
           {"structuredContent", structured},
           {"isError", true}};

@@ -30,10 +30,11 @@ absl::StatusOr<sandbox::v1::Isolation> ParseIsolationFlag(const std::string& nam
 }
 
 SandboxClient::SandboxClient(std::vector<std::string> endpoints, ToolCallLimits limits,
-                             sandbox::v1::Isolation isolation)
+                             sandbox::v1::Isolation isolation, std::string image)
     : endpoints_(std::move(endpoints)),
       limits_(limits),
       isolation_(isolation),
+      image_(std::move(image)),
       created_(endpoints_.size(), 0) {
   for (const auto& e : endpoints_) {
     grpc::ChannelArguments args;
@@ -91,6 +92,7 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
     req.set_owner(owner);
     req.set_label(label);
     req.set_isolation(isolation_);
+    req.set_image(image_);
     *req.mutable_catalog() = catalog;
     sandbox::v1::Session session;
     grpc::Status st = Stub(i).CreateSession(&ctx, req, &session);

@@ -49,9 +49,11 @@ absl::StatusOr<sandbox::v1::Isolation> ParseIsolationFlag(const std::string& nam
 class SandboxClient : public Sandboxes {
  public:
   // Endpoints are gRPC targets: "unix:/path/to.sock" or "host:port". Every session is
-  // created with `isolation` (UNSPECIFIED: sandboxd's default).
+  // created with `isolation` (UNSPECIFIED: sandboxd's default) and runs the image named
+  // `image` among sandboxd's (empty: its default image).
   explicit SandboxClient(std::vector<std::string> endpoints, ToolCallLimits limits = {},
-                         sandbox::v1::Isolation isolation = sandbox::v1::ISOLATION_UNSPECIFIED);
+                         sandbox::v1::Isolation isolation = sandbox::v1::ISOLATION_UNSPECIFIED,
+                         std::string image = "");
 
   // Creates a session on the endpoint with the fewest sessions created by us.
   absl::StatusOr<SandboxRef> CreateSession(const std::string& owner, const std::string& label,
@@ -77,6 +79,7 @@ class SandboxClient : public Sandboxes {
   std::vector<std::string> endpoints_;
   const ToolCallLimits limits_;
   const sandbox::v1::Isolation isolation_;
+  const std::string image_;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<sandbox::v1::SandboxService::Stub>> stubs_;
   codemode::Mutex mu_;

@@ -2,6 +2,8 @@
 // structured twin that matches the outputSchema.
 #include "bridge/run_result.h"
 
+#include <map>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -123,6 +125,33 @@ TEST(FormatRunErrorTest, IsAnErrorResultWithTheSameShape) {
   for (const auto& field : schema["required"]) {
     EXPECT_TRUE(s.contains(field.get<std::string>())) << field;
   }
+}
+
+TEST(FormatRunResultTest, DisplaysBecomeContentBlocksInOrder) {
+  Finished f = Ok("drawn\n");
+  auto add = [&f](std::map<std::string, std::string> data) {
+    sandbox::v1::Display* d = f.add_displays();
+    for (auto& [k, v] : data) (*d->mutable_data())[k] = v;
+  };
+  add({{"image/png", "iVBORw0KGgo="}, {"text/plain", "<Figure>"}});
+  add({{"text/html", "<table></table>"}, {"text/plain", "df"}});
+  add({{"text/markdown", "# t"}, {"text/html", "<h1>t</h1>"}});
+  add({{"image/svg+xml", "<svg/>"}});
+  add({{"application/json", "{\"a\":1}"}});
+  f.set_displays_dropped(2);
+  json r = FormatRunResult(f, RunReport{}, 64 * 1024);
+  ASSERT_EQ(r["content"].size(), 6u);
+  EXPECT_EQ(r["content"][1], (json{{"type", "image"}, {"data", "iVBORw0KGgo="}, {"mimeType", "image/png"}}));
+  EXPECT_EQ(r["content"][2], (json{{"type", "text"}, {"text", "<table></table>"}}));
+  EXPECT_EQ(r["content"][3]["text"], "# t");  // markdown reads better than HTML
+  EXPECT_EQ(r["content"][4], (json{{"type", "image"}, {"data", "PHN2Zy8+"}, {"mimeType", "image/svg+xml"}}));
+  EXPECT_EQ(r["content"][5]["text"], "{\"a\":1}");
+  const json& s = r["structuredContent"];
+  ASSERT_EQ(s["displays"].size(), 5u);
+  EXPECT_EQ(s["displays"][0], (json{{"mime_types", {"image/png", "text/plain"}}, {"shown_as", "image/png"}}));
+  EXPECT_EQ(s["displays_dropped"], 2);
+  EXPECT_THAT(TextOf(r), HasSubstr("2 display(s) dropped"));
+  EXPECT_FALSE(r["isError"]);
 }
 
 }  // namespace
