@@ -2,6 +2,7 @@
 #include "bridge/run_arguments.h"
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -87,6 +88,17 @@ json RunArgumentsSchema(uint32_t max_timeout_seconds) {
       {"pattern", "^[A-Za-z0-9_-]{1,64}$"},
       {"description", "Name of an extra, independent session (default: your main one)."}};
   props["reset"] = {{"type", "boolean"}, {"description", "Start from an empty namespace first."}};
+  json base64_file = {{"type", "object"},
+                      {"properties", {{"base64", {{"type", "string"}}}}},
+                      {"required", {"base64"}},
+                      {"additionalProperties", false}};
+  json file_value = {{"oneOf", json::array({json{{"type", "string"}}, base64_file})}};
+  props["files"] = {
+      {"type", "object"},
+      {"additionalProperties", file_value},
+      {"description",
+       "Files to write into the workspace (the code's working directory) before it runs: "
+       "relative path -> text, or {\"base64\": ...} for binary."}};
   props["servers"] = {{"type", "array"},
                       {"items", {{"type", "string"}}},
                       {"description", "Only these upstream servers may be called in this run."}};
@@ -96,12 +108,48 @@ json RunArgumentsSchema(uint32_t max_timeout_seconds) {
           {"additionalProperties", false}};
 }
 
+namespace {
+
+// `files`: {path: text | {"base64": text}}, within the limits.
+absl::Status ParseFiles(const json* files, const RunLimits& limits, std::vector<RunFile>* out) {
+  if (files == nullptr) return absl::OkStatus();
+  if (!files->is_object()) return Invalid("'files' must be an object: path -> text or {\"base64\": ...}");
+  if (files->size() > limits.max_files) {
+    return Invalid(absl::StrCat("'files' names ", files->size(), " files; at most ", limits.max_files));
+  }
+  uint64_t total = 0;
+  for (const auto& [path, value] : files->items()) {
+    const std::string shown = absl::StrCat("files['", path.substr(0, 64), "']");
+    if (path.empty() || path.size() > 4096) return Invalid(absl::StrCat(shown, ": bad path"));
+    RunFile file{path, ""};
+    if (value.is_string()) {
+      file.data = value.get<std::string>();
+    } else if (value.is_object() && value.size() == 1 && value.contains("base64") &&
+               value["base64"].is_string()) {
+      if (!absl::Base64Unescape(value["base64"].get_ref<const std::string&>(), &file.data)) {
+        return Invalid(absl::StrCat(shown, ".base64 is not base64"));
+      }
+    } else {
+      return Invalid(absl::StrCat(shown, " must be text or {\"base64\": \"...\"}"));
+    }
+    total += file.data.size();
+    if (total > limits.max_files_bytes) {
+      return Invalid(absl::StrCat("'files' hold more than ", limits.max_files_bytes, " bytes"));
+    }
+    out->push_back(std::move(file));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<RunArguments> ParseRunArguments(const json& args,
                                                const std::vector<UpstreamStatus>& upstreams,
                                                const RunLimits& limits) {
   if (!args.is_object()) return Invalid("the arguments must be an object");
   for (const auto& [k, _] : args.items()) {
-    if (k != "code" && k != "timeout_seconds" && k != "session" && k != "reset" && k != "servers") {
+    if (k != "code" && k != "timeout_seconds" && k != "session" && k != "reset" && k != "servers" &&
+        k != "files") {
       return Invalid(absl::StrCat("unknown argument '", k, "'"));
     }
   }
@@ -127,6 +175,7 @@ absl::StatusOr<RunArguments> ParseRunArguments(const json& args,
   absl::StatusOr<ServerAllowlist> servers = ParseServers(Optional(args, "servers"), upstreams);
   if (!servers.ok()) return servers.status();
   run.servers = *std::move(servers);
+  if (absl::Status s = ParseFiles(Optional(args, "files"), limits, &run.files); !s.ok()) return s;
   return run;
 }
 

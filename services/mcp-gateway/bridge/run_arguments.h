@@ -33,17 +33,27 @@ class ServerAllowlist {
   std::set<std::string> servers_;
 };
 
+// A file `files` writes into the session's workspace before the code runs.
+struct RunFile {
+  std::string path;  // relative to /workspace (sandboxd checks it)
+  std::string data;
+};
+
 struct RunArguments {
   std::string code;
   double timeout_seconds = 0;
   std::string session = "default";  // the name of the sandbox session of this MCP session
   bool reset = false;               // start from an empty namespace first
   ServerAllowlist servers;
+  std::vector<RunFile> files;  // in the order given
 };
 
 struct RunLimits {
   uint32_t default_timeout_seconds = 30;
   uint32_t max_timeout_seconds = 300;
+  // `files` of one call: how many, and their bytes together (decoded).
+  size_t max_files = 100;
+  uint64_t max_files_bytes = 32u << 20;
 };
 
 // The inputSchema of run_python.

@@ -94,6 +94,13 @@ absl::StatusOr<Finished> RunPythonTool::ExecuteOn(SessionBindings::Binding& bind
     absl::Status s = sandboxes_->ResetSession(binding.ref());
     if (!s.ok() && !SessionGone(s)) return s;
   }
+  for (const RunFile& file : run.args.files) {
+    absl::Status s = sandboxes_->UploadFile(binding.ref(), file.path, file.data);
+    if (s.ok()) continue;
+    session_gone = SessionGone(s);
+    if (session_gone) return s;
+    return absl::Status(s.code(), absl::StrCat("files['", file.path.substr(0, 64), "']: ", s.message()));
+  }
   const bool send_catalog = binding.catalog_key != run.catalog_key;
   auto calls_token = std::make_shared<codemode::CancelToken>();
   if (run.ctx->cancel) {

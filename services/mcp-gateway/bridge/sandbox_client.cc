@@ -125,6 +125,26 @@ absl::Status SandboxClient::ResetSession(const SandboxRef& ref) {
   return Convert(Stub(ref.endpoint).ResetSession(&ctx, req, &resp), ref.endpoint);
 }
 
+absl::Status SandboxClient::UploadFile(const SandboxRef& ref, const std::string& path,
+                                       const std::string& data) {
+  constexpr size_t kChunk = 1u << 20;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline(kUnaryDeadline));
+  sandbox::v1::FileInfo info;
+  std::unique_ptr<grpc::ClientWriter<sandbox::v1::UploadFileRequest>> writer =
+      Stub(ref.endpoint).UploadFile(&ctx, &info);
+  sandbox::v1::UploadFileRequest req;
+  req.mutable_start()->set_session_id(ref.session_id);
+  req.mutable_start()->set_path(path);
+  bool open = writer->Write(req);
+  for (size_t off = 0; open && off < data.size(); off += kChunk) {
+    req.set_data(data.substr(off, kChunk));
+    open = writer->Write(req);  // false: sandboxd ended the call early (Finish says why)
+  }
+  writer->WritesDone();
+  return Convert(writer->Finish(), ref.endpoint);
+}
+
 namespace {
 
 // Answers the tool calls of one execution within ToolCallLimits, on workers that are

@@ -60,6 +60,8 @@ class SandboxClient : public Sandboxes {
                                            const sandbox::v1::Catalog& catalog) override;
   absl::Status DeleteSession(const SandboxRef& ref) override;
   absl::Status ResetSession(const SandboxRef& ref) override;
+  absl::Status UploadFile(const SandboxRef& ref, const std::string& path,
+                          const std::string& data) override;
 
   // One Execute stream; cancelling the token sends `cancel` on it (see Sandboxes).
   absl::StatusOr<sandbox::v1::Finished> Execute(const SandboxRef& ref, const std::string& code,

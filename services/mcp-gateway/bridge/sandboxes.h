@@ -39,6 +39,9 @@ class Sandboxes {
                                                    const sandbox::v1::Catalog& catalog) = 0;
   virtual absl::Status DeleteSession(const SandboxRef& ref) = 0;
   virtual absl::Status ResetSession(const SandboxRef& ref) = 0;
+  // Writes `data` to `path` in the session's workspace (sandboxd's UploadFile).
+  virtual absl::Status UploadFile(const SandboxRef& ref, const std::string& path,
+                                  const std::string& data) = 0;
 
   // Runs code; returns the Finished message, or the rpc's status (NOT_FOUND and
   // FAILED_PRECONDITION: the session is gone; UNAVAILABLE, ...). `catalog` (nullable)

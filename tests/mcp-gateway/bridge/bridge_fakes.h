@@ -53,6 +53,22 @@ class FakeSandboxes : public Sandboxes {
     resets_.push_back(ref.session_id);
     return live_.count(ref.session_id) ? absl::OkStatus() : absl::NotFoundError("no such session");
   }
+  absl::Status UploadFile(const SandboxRef& ref, const std::string& path,
+                          const std::string& data) override {
+    codemode::MutexLock lock(&mu_);
+    uploads_.push_back({ref.session_id, path, data, executions_.size()});
+    if (!live_.count(ref.session_id)) return absl::NotFoundError("no such session");
+    if (path.rfind("..", 0) == 0) return absl::InvalidArgumentError("'..' is not allowed");
+    return absl::OkStatus();
+  }
+  struct Upload {
+    std::string session_id, path, data;
+    size_t executions_before = 0;  // how many executions had started when it came
+  };
+  std::vector<Upload> uploads() {
+    codemode::MutexLock lock(&mu_);
+    return uploads_;
+  }
   absl::StatusOr<sandbox::v1::Finished> Execute(const SandboxRef& ref, const std::string& code,
                                                 uint32_t timeout_ms,
                                                 const sandbox::v1::Catalog* catalog,
@@ -131,6 +147,7 @@ class FakeSandboxes : public Sandboxes {
   std::vector<Execution> executions_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> deleted_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> resets_ ABSL_GUARDED_BY(mu_);
+  std::vector<Upload> uploads_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, sandbox::v1::Catalog> catalogs_ ABSL_GUARDED_BY(mu_);
   Script script_ ABSL_GUARDED_BY(mu_);
 };

@@ -128,5 +128,31 @@ TEST(ServerAllowlistTest, KeysTellSetsApart) {
   EXPECT_EQ(ServerAllowlist::Only({"b", "a"}).Key(), ServerAllowlist::Only({"a", "b"}).Key());
 }
 
+TEST(ParseRunArgumentsTest, FilesAreTextOrBase64WithinTheLimits) {
+  absl::StatusOr<RunArguments> run = ParseRunArguments(
+      {{"code", "x"}, {"files", {{"in/a.txt", "hello"}, {"b.bin", {{"base64", "AP8="}}}}}},
+      kUpstreams, kLimits);
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_EQ(run->files.size(), 2u);
+  EXPECT_EQ(run->files[0].path, "b.bin");  // JSON objects come sorted
+  EXPECT_EQ(run->files[0].data, std::string("\x00\xff", 2));
+  EXPECT_EQ(run->files[1].data, "hello");
+  EXPECT_THAT(ErrorOf({{"code", "x"}, {"files", "a.txt"}}).message(), HasSubstr("'files' must be an object"));
+  EXPECT_THAT(ErrorOf({{"code", "x"}, {"files", {{"a", 5}}}}).message(), HasSubstr("files['a'] must be text"));
+  EXPECT_THAT(ErrorOf({{"code", "x"}, {"files", {{"a", {{"base64", "!!"}}}}}}).message(),
+              HasSubstr("files['a'].base64 is not base64"));
+  EXPECT_THAT(ErrorOf({{"code", "x"}, {"files", {{"a", {{"base64", "AA=="}, {"x", 1}}}}}}).message(),
+              HasSubstr("must be text or"));
+  EXPECT_THAT(ErrorOf({{"code", "x"}, {"files", {{"", "x"}}}}).message(), HasSubstr("bad path"));
+  RunLimits small = kLimits;
+  small.max_files = 2;
+  small.max_files_bytes = 10;
+  json three = {{"code", "x"}, {"files", {{"a", "1"}, {"b", "2"}, {"c", "3"}}}};
+  EXPECT_THAT(ParseRunArguments(three, kUpstreams, small).status().message(), HasSubstr("at most 2"));
+  json big = {{"code", "x"}, {"files", {{"a", "123456"}, {"b", "123456"}}}};
+  EXPECT_THAT(ParseRunArguments(big, kUpstreams, small).status().message(),
+              HasSubstr("more than 10 bytes"));
+}
+
 }  // namespace
 }  // namespace gateway

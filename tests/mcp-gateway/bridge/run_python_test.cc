@@ -211,5 +211,26 @@ TEST_F(RunPythonToolTest, ClosingTheMcpSessionDeletesItsSandboxes) {
   EXPECT_TRUE(sandboxes_.live().empty());
 }
 
+TEST_F(RunPythonToolTest, FilesAreUploadedBeforeTheCodeRuns) {
+  EXPECT_EQ(Run({{"code", "1"}}), "s1: 1\n");
+  EXPECT_EQ(Run({{"code", "open('in.csv').read()"}, {"files", {{"in.csv", "a,b\n"}}}}),
+            "s1: open('in.csv').read()\n");
+  ASSERT_EQ(sandboxes_.uploads().size(), 1u);
+  const FakeSandboxes::Upload up = sandboxes_.uploads()[0];
+  EXPECT_EQ(up.session_id, "s1");
+  EXPECT_EQ(up.path, "in.csv");
+  EXPECT_EQ(up.data, "a,b\n");
+  EXPECT_EQ(up.executions_before, 1u) << "after the first run, before the second";
+}
+
+TEST_F(RunPythonToolTest, ARefusedFileFailsTheRunBeforeTheCode) {
+  absl::StatusOr<json> r = Call({{"code", "boom()"}, {"files", {{"../etc/passwd", "x"}}}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE((*r)["isError"]);
+  EXPECT_THAT((*r)["content"][0]["text"].get<std::string>(),
+              HasSubstr("files['../etc/passwd']: '..' is not allowed"));
+  EXPECT_TRUE(sandboxes_.executions().empty()) << "the code did not run";
+}
+
 }  // namespace
 }  // namespace gateway

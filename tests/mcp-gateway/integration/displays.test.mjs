@@ -2,8 +2,10 @@
 // sandboxd's data image (--image=data) returns a matplotlib chart as an MCP image block
 // (a real PNG) and a DataFrame as an HTML text block, with structuredContent listing both;
 // on the default image display() works and a missing library is a plain Python error; a
-// gateway naming an image sandboxd does not offer gets the reason.
+// gateway naming an image sandboxd does not offer gets the reason; run_python's `files`
+// reach the workspace byte for byte before the code runs.
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import { after, before, describe, test } from "node:test";
 import { Sandboxd, everythingStdio, runPython, stdioGateway, stopAll, text, writeConfig } from "./harness.mjs";
 
@@ -64,6 +66,23 @@ describe("rich results", () => {
     const missing = await runPython(client, "import matplotlib");
     assert.equal(missing.isError, true);
     assert.match(text(missing), /ModuleNotFoundError/);
+  });
+
+  test("files are written before the code runs, byte for byte; escapes are refused", async () => {
+    const client = await gateway();
+    const blob = Buffer.from([0, 255, 1, 2, 254, 10, 13]);
+    const r = await runPython(client, [
+      "import hashlib",
+      "print(open('data/in.csv').read().strip())",
+      "print(hashlib.sha256(open('blob.bin', 'rb').read()).hexdigest())",
+    ].join("\n"), { files: { "data/in.csv": "city,temp\nOslo,3\n", "blob.bin": { base64: blob.toString("base64") } } });
+    assert.ok(!r.isError, text(r));
+    assert.match(text(r), /city,temp\nOslo,3/);
+    assert.match(text(r), new RegExp(createHash("sha256").update(blob).digest("hex")));
+    const bad = await runPython(client, "print('ran')", { files: { "../escape.txt": "x" } });
+    assert.equal(bad.isError, true);
+    assert.match(text(bad), /files\['\.\.\/escape\.txt'\]: .*'\.\.' is not allowed/);
+    assert.doesNotMatch(text(bad), /ran/);
   });
 
   test("an image sandboxd does not offer is refused with the reason", async () => {
