@@ -22,7 +22,7 @@ const quick = process.argv.includes("--quick");
 const outIdx = process.argv.indexOf("--out");
 const outFile = outIdx > 0 ? process.argv[outIdx + 1] : null;
 const N = quick ? 100 : 1000;
-// --only flood|streams: just that part (for working on it); the default runs everything.
+// --only flood|streams|charts: just that part (for working on it); the default runs everything.
 const onlyIdx = process.argv.indexOf("--only");
 const only = onlyIdx > 0 ? process.argv[onlyIdx + 1] : null;
 
@@ -132,9 +132,49 @@ try {
   if (!only) await latencyAndLoad(config);
   if (!only || only === "streams") await manyStreams(config, quick ? 200 : 1000);
   if (!only || only === "flood") await toolCallFlood(config, quick ? 10000 : 100000);
+  if (!only || only === "charts") await charts(config, quick ? 5 : 30);
 } finally {
   await sandboxd.stop();
   await stopAll();
+}
+
+// 6. A matplotlib line chart returned as an MCP image block, on a warm session of the data
+// image (pyplot imported once before timing), against the seeds' way: a fresh
+// `podman run --rm` of the same image per chart (mcp-server-code-execution-mode's model).
+async function charts(config, n) {
+  const CHART = "fig, ax = plt.subplots()\nax.plot(range(100), [i * i for i in range(100)])\n" +
+    "ax.set_title('squares')\nplt.show()";
+  const g = await stdioGateway({ config, sandboxd: sandboxd.endpoint, extraArgs: ["--image=data"] });
+  try {
+    const warm = await runPython(g.client, "import matplotlib.pyplot as plt\n" + CHART);
+    if (warm.isError) throw new Error(`chart run failed: ${JSON.stringify(warm.structuredContent)}`);
+    const lat = [];
+    for (let i = 0; i < n; i++) {
+      const t0 = performance.now();
+      const r = await runPython(g.client, CHART);
+      lat.push(performance.now() - t0);
+      const image = (r.content || []).find((c) => c.type === "image" && c.mimeType === "image/png");
+      if (r.isError || !image || Buffer.from(image.data, "base64").subarray(1, 4).toString() !== "PNG") {
+        throw new Error(`no PNG image block: ${JSON.stringify(r.structuredContent)}`);
+      }
+    }
+    row("matplotlib line chart as an image block (data image, warm session), run_python p50",
+        ms(pct(lat, 50)), "<= 300 ms", pct(lat, 50) <= 300);
+    row("  p99", ms(pct(lat, 99)));
+  } finally {
+    await g.client.close();
+  }
+  const seed = [];
+  const script = "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt, io\n" +
+    CHART.replace("plt.show()", "b = io.BytesIO()\nfig.savefig(b, format='png')\nprint(len(b.getvalue()))");
+  for (let i = 0; i < (quick ? 2 : 5); i++) {
+    const t0 = performance.now();
+    execFileSync("podman", ["run", "--rm", "--network", "none", "--read-only", "--tmpfs", "/tmp",
+      "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024",
+      "localhost/sandboxd-python-data:bookworm", "python3", "-c", script], { stdio: ["ignore", "pipe", "pipe"] });
+    seed.push(performance.now() - t0);
+  }
+  row("  seeds: the same chart in a fresh `podman run --rm` of the data image, p50", ms(pct(seed, 50)));
 }
 
 // 1-3: run_python latency over stdio and HTTP, a tool call's added latency, 16 clients.
