@@ -13,10 +13,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   decoder.Append(reinterpret_cast<const char*>(data), split);
   for (int pass = 0; pass < 2; ++pass) {
     for (;;) {
-      auto frame = decoder.Next();
-      if (!frame.ok()) return 0;  // a broken stream: the decoder is not used again
-      if (!frame->has_value()) break;
-      (void)sandboxd::ParseRunnerMessage(**frame);
+      // NextMessage is the daemon's path: the DOM-free file_data decoding, then the JSON
+      // parse and ParseRunnerMessage (display bundles included) for everything else.
+      auto message = decoder.NextMessage();
+      if (!message.ok()) return 0;  // a broken stream: the decoder is not used again
+      if (!message->has_value()) break;
     }
     if (pass == 0) decoder.Append(reinterpret_cast<const char*>(data) + split, size - split);
   }
