@@ -90,6 +90,9 @@ ABSL_FLAG(uint64_t, max_tool_call_bytes_in_flight, 32 << 20,
           "Arguments of one run's tool calls in flight together; more get a ToolError.");
 ABSL_FLAG(uint32_t, max_tool_calls_per_run, 10000,
           "Tool calls one run_python may make in total; later ones get a ToolError.");
+ABSL_FLAG(uint64_t, spill_stdout_bytes, 32 * 1024,
+          "A run_python stdout longer than this is kept whole in the session's workspace "
+          "(out/run_python/stdout-N.txt) and the model gets its head, tail and path; 0: never.");
 ABSL_FLAG(std::string, image, "",
           "The sandboxd image (by its name in sandboxd's GetInfo) every session runs, e.g. "
           "data for numpy, pandas and matplotlib. Empty: sandboxd's default image.");
@@ -287,6 +290,7 @@ int main(int argc, char** argv) {
   gateway::RunPythonOptions run_options;
   run_options.default_timeout_seconds = absl::GetFlag(FLAGS_default_timeout_seconds);
   run_options.max_timeout_seconds = absl::GetFlag(FLAGS_max_timeout_seconds);
+  run_options.spill_stdout_bytes = absl::GetFlag(FLAGS_spill_stdout_bytes);
   gateway::RunPythonTool tool(&sandboxes, &upstream_view, run_options);
   gateway::ServerOptions server_options;
   server_options.instructions =

@@ -116,8 +116,26 @@ absl::StatusOr<Finished> RunPythonTool::ExecuteOn(SessionBindings::Binding& bind
       binding.ref(), run.args.code, static_cast<uint32_t>(run.args.timeout_seconds * 1000),
       send_catalog ? &run.catalog : nullptr, handlers, run.ctx->cancel);
   if (finished.ok() && send_catalog) binding.catalog_key = run.catalog_key;
+  if (finished.ok()) SpillStdout(binding.ref(), run, *finished);
   session_gone = !finished.ok() && SessionGone(finished.status());
   return finished;
+}
+
+void RunPythonTool::SpillStdout(const SandboxRef& ref, Run& run, Finished& f) {
+  const size_t limit = options_.spill_stdout_bytes;
+  if (limit == 0 || f.stdout().size() <= limit || f.status() == Finished::SESSION_LOST) return;
+  const std::string path = absl::StrCat("out/run_python/stdout-", f.execution_id(), ".txt");
+  absl::Status s = sandboxes_->UploadFile(ref, path, f.stdout());
+  if (!s.ok()) {
+    run.report->notes.push_back(absl::StrCat("the whole stdout could not be kept in the workspace: ",
+                                             s.message()));
+    return;
+  }
+  run.report->notes.push_back(absl::StrCat(
+      "stdout was ", f.stdout().size(), " bytes; all of it is in /workspace/", path,
+      ": read or search it from code instead of printing it"));
+  run.report->stdout_file = "/workspace/" + path;
+  f.set_stdout(Clip(f.stdout(), limit));
 }
 
 void RunPythonTool::SessionClosed(const std::string& session_key) { bindings_.Close(session_key); }

@@ -35,6 +35,9 @@ struct RunPythonOptions {
   size_t max_description_bytes = 8192;
   // Bound on the text block returned to the model (stdout/stderr are cut in the middle).
   size_t max_text_bytes = 64 * 1024;
+  // A run's stdout longer than this goes whole into a workspace file, and the model gets
+  // its head and tail and the path (0: never). Code mode keeps bulk out of the context.
+  size_t spill_stdout_bytes = 32 * 1024;
   // Named extra sessions per MCP session.
   size_t max_named_sessions = 8;
 };
@@ -71,6 +74,8 @@ class RunPythonTool : public ToolProvider {
   absl::StatusOr<sandbox::v1::Finished> ExecuteOn(SessionBindings::Binding& binding, Run& run,
                                                   bool first_attempt, bool& session_gone)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(binding.run_mu);
+  // Writes a long stdout to the workspace and leaves its head and tail in `f`.
+  void SpillStdout(const SandboxRef& ref, Run& run, sandbox::v1::Finished& f);
 
   Sandboxes* const sandboxes_;
   Upstreams* const upstreams_;

@@ -111,6 +111,7 @@ json StructuredContent(const Finished& f, const RunReport& report,
           {"session", report.session},
           {"output_truncated", f.output_truncated()},
           {"session_reset", report.session_reset},
+          {"stdout_file", report.stdout_file.empty() ? json(nullptr) : json(report.stdout_file)},
           {"displays", DisplaySummaries(f)},
           {"displays_dropped", f.displays_dropped()},
           {"note", notes.empty() ? json(nullptr) : json(absl::StrJoin(notes, "; "))}};
@@ -160,6 +161,9 @@ json RunResultSchema() {
                                        "content blocks after the first"},
                        {"items", {{"type", "object"}, {"properties", display_props}}}};
   props["displays_dropped"] = {{"type", "integer"}};
+  props["stdout_file"] = {{"type", {"string", "null"}},
+                          {"description", "where the whole stdout is when it was too long to "
+                                          "return (stdout then holds its head and tail)"}};
   props["note"] = nullable_string;
   return {{"type", "object"},
           {"properties", props},
@@ -190,7 +194,8 @@ json FormatRunError(const std::string& message, const std::string& session) {
                      {"duration_ms", 0}, {"tool_calls", json::array()}, {"tool_calls_total", 0},
                      {"tool_calls_failed", 0}, {"session", session},
                      {"output_truncated", false}, {"session_reset", false},
-                     {"displays", json::array()}, {"displays_dropped", 0}, {"note", nullptr}};
+                     {"displays", json::array()}, {"displays_dropped", 0},
+                     {"stdout_file", nullptr}, {"note", nullptr}};
   return {{"content", {{{"type", "text"}, {"text", "[error] " + message}}}},
           {"structuredContent", structured},
           {"isError", true}};

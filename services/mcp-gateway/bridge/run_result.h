@@ -18,6 +18,7 @@ struct RunReport {
   bool session_reset = false;  // it ran in a new session because the old one was lost
   std::vector<std::string> notes;
   ToolCallStats calls;
+  std::string stdout_file;  // where the whole stdout went when it was too long, or empty
 };
 
 // The outputSchema of run_python.

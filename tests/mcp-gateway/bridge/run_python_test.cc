@@ -232,5 +232,34 @@ TEST_F(RunPythonToolTest, ARefusedFileFailsTheRunBeforeTheCode) {
   EXPECT_TRUE(sandboxes_.executions().empty()) << "the code did not run";
 }
 
+TEST_F(RunPythonToolTest, ALongStdoutIsKeptInTheWorkspaceNotInTheContext) {
+  const std::string big = std::string(40000, 'a') + "THE END\n";
+  sandboxes_.SetScript([&](const FakeSandboxes::Execution&, const ExecuteHandlers&,
+                           std::shared_ptr<codemode::CancelToken>) {
+    sandbox::v1::Finished f;
+    f.set_status(sandbox::v1::Finished::OK);
+    f.set_execution_id(7);
+    f.set_stdout(big);
+    return absl::StatusOr<sandbox::v1::Finished>(f);
+  });
+  absl::StatusOr<json> r = Call({{"code", "print(...)"}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(sandboxes_.uploads().size(), 1u);
+  EXPECT_EQ(sandboxes_.uploads()[0].path, "out/run_python/stdout-7.txt");
+  EXPECT_EQ(sandboxes_.uploads()[0].data, big);
+  const std::string text = (*r)["content"][0]["text"];
+  EXPECT_LT(text.size(), 34000u);
+  EXPECT_THAT(text, HasSubstr("THE END"));  // the tail stays
+  EXPECT_THAT(text, HasSubstr("all of it is in /workspace/out/run_python/stdout-7.txt"));
+  const json& s = (*r)["structuredContent"];
+  EXPECT_EQ(s["stdout_file"], "/workspace/out/run_python/stdout-7.txt");
+  EXPECT_LT(s["stdout"].get<std::string>().size(), 34000u);
+  // Short output stays where it was.
+  sandboxes_.SetScript(nullptr);
+  r = Call({{"code", "1"}});
+  EXPECT_EQ(sandboxes_.uploads().size(), 1u);
+  EXPECT_TRUE((*r)["structuredContent"]["stdout_file"].is_null());
+}
+
 }  // namespace
 }  // namespace gateway

@@ -85,6 +85,19 @@ describe("rich results", () => {
     assert.doesNotMatch(text(bad), /ran/);
   });
 
+  test("a long stdout is kept in the workspace and the model gets its head, tail and path", async () => {
+    const client = await gateway();
+    const r = await runPython(client, "for i in range(20000):\n    print(f'row {i:05d}')");
+    assert.ok(!r.isError, text(r));
+    const file = r.structuredContent.stdout_file;
+    assert.match(file, /^\/workspace\/out\/run_python\/stdout-\d+\.txt$/);
+    assert.ok(r.structuredContent.stdout.length < 40000, "the context gets a clipped stdout");
+    assert.match(text(r), /row 19999/);
+    assert.match(text(r), new RegExp(`all of it is in ${file}`));
+    const back = await runPython(client, `lines = open('${file}').read().splitlines()\nprint(len(lines), lines[12345])`);
+    assert.equal(text(back).trim(), "20000 row 12345");
+  });
+
   test("an image sandboxd does not offer is refused with the reason", async () => {
     const client = await gateway(["--image=nonesuch"]);
     const r = await runPython(client, "print(1)");
