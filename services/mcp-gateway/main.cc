@@ -93,6 +93,9 @@ ABSL_FLAG(uint32_t, max_tool_calls_per_run, 10000,
 ABSL_FLAG(uint64_t, spill_stdout_bytes, 32 * 1024,
           "A run_python stdout longer than this is kept whole in the session's workspace "
           "(out/run_python/stdout-N.txt) and the model gets its head, tail and path; 0: never.");
+ABSL_FLAG(uint64_t, max_resource_bytes, 8 << 20,
+          "Largest produced file (under /workspace/out/) that resources/read returns; at most "
+          "48 MiB. Larger files are an error that says to work with them from code.");
 ABSL_FLAG(std::string, image, "",
           "The sandboxd image (by its name in sandboxd's GetInfo) every session runs, e.g. "
           "data for numpy, pandas and matplotlib. Empty: sandboxd's default image.");
@@ -291,6 +294,11 @@ int main(int argc, char** argv) {
   run_options.default_timeout_seconds = absl::GetFlag(FLAGS_default_timeout_seconds);
   run_options.max_timeout_seconds = absl::GetFlag(FLAGS_max_timeout_seconds);
   run_options.spill_stdout_bytes = absl::GetFlag(FLAGS_spill_stdout_bytes);
+  run_options.resources.max_read_bytes = absl::GetFlag(FLAGS_max_resource_bytes);
+  if (run_options.resources.max_read_bytes > (48u << 20)) {
+    spdlog::critical("--max_resource_bytes must be at most 48 MiB (50331648)");
+    return 2;
+  }
   gateway::RunPythonTool tool(&sandboxes, &upstream_view, run_options);
   gateway::ServerOptions server_options;
   server_options.instructions =

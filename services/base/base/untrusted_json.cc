@@ -94,6 +94,38 @@ template absl::StatusOr<nlohmann::ordered_json> ParseUntrustedJson(absl::string_
                                                                    absl::string_view,
                                                                    const JsonLimits&);
 
+bool IsValidUtf8(absl::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    // Sequence length and the smallest code point it may encode (shorter is overlong).
+    size_t n;
+    uint32_t cp, min;
+    if ((c >> 5) == 0x6) {
+      n = 2, cp = c & 0x1f, min = 0x80;
+    } else if ((c >> 4) == 0xe) {
+      n = 3, cp = c & 0x0f, min = 0x800;
+    } else if ((c >> 3) == 0x1e) {
+      n = 4, cp = c & 0x07, min = 0x10000;
+    } else {
+      return false;
+    }
+    if (i + n > s.size()) return false;
+    for (size_t k = 1; k < n; ++k) {
+      const unsigned char b = static_cast<unsigned char>(s[i + k]);
+      if ((b & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (b & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    i += n;
+  }
+  return true;
+}
+
 std::optional<std::string> StringField(const nlohmann::json& object, const char* key) {
   if (!object.is_object()) return std::nullopt;
   auto it = object.find(key);

@@ -52,4 +52,8 @@ std::optional<std::string> StringField(const nlohmann::json& object, const char*
 const nlohmann::json* ObjectField(const nlohmann::json& object, const char* key);
 const nlohmann::json* ArrayField(const nlohmann::json& object, const char* key);
 
+// Whether `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past
+// U+10FFFF), so it can go into a JSON string as it is.
+bool IsValidUtf8(absl::string_view s);
+
 }  // namespace codemode

@@ -23,7 +23,8 @@ RunPythonTool::RunPythonTool(Sandboxes* sandboxes, Upstreams* upstreams, RunPyth
     : sandboxes_(sandboxes),
       upstreams_(upstreams),
       options_(options),
-      bindings_(sandboxes, options.max_named_sessions) {}
+      bindings_(sandboxes, options.max_named_sessions),
+      resources_(sandboxes, &bindings_, options.resources) {}
 
 RunPythonTool::~RunPythonTool() = default;
 
@@ -51,6 +52,8 @@ absl::StatusOr<json> RunPythonTool::CallTool(const std::string& name, const json
   ToolCallRouter router(upstreams_, args->servers, &progress);
   RunReport report;
   report.session = args->session;
+  // resource_link blocks came with protocol 2025-06-18; older clients get the links as text.
+  report.resource_links = ctx.protocol_version >= "2025-06-18";
   Run run{*args, BuildCatalog(memory_.View(upstreams), args->servers),
           absl::StrCat(catalog_version, "/", args->servers.Key()),
           &ctx, &router, &progress, &report};
@@ -117,6 +120,7 @@ absl::StatusOr<Finished> RunPythonTool::ExecuteOn(SessionBindings::Binding& bind
       send_catalog ? &run.catalog : nullptr, handlers, run.ctx->cancel);
   if (finished.ok() && send_catalog) binding.catalog_key = run.catalog_key;
   if (finished.ok()) SpillStdout(binding.ref(), run, *finished);
+  if (finished.ok() && finished->status() != Finished::SESSION_LOST) ReportProducedFiles(binding, run);
   session_gone = !finished.ok() && SessionGone(finished.status());
   return finished;
 }
@@ -136,6 +140,36 @@ void RunPythonTool::SpillStdout(const SandboxRef& ref, Run& run, Finished& f) {
       ": read or search it from code instead of printing it"));
   run.report->stdout_file = "/workspace/" + path;
   f.set_stdout(Clip(f.stdout(), limit));
+}
+
+void RunPythonTool::ReportProducedFiles(SessionBindings::Binding& binding, Run& run) {
+  absl::StatusOr<OutListing> changed = resources_.Refresh(binding);
+  if (!changed.ok()) {
+    run.report->notes.push_back(
+        absl::StrCat("the files under /workspace/out/ could not be listed: ", changed.status().message()));
+    return;
+  }
+  if (changed->truncated) {
+    const OutLimits& l = options_.resources.limits;
+    run.report->notes.push_back(absl::StrCat(
+        "/workspace/out/ is larger than the gateway follows (", l.max_files, " files, ",
+        l.max_directories, " directories, ", l.max_depth, " levels): some files are not listed"));
+  }
+  if (changed->files.empty()) return;
+  run.report->files = std::move(changed->files);
+  if (run.ctx->resources_changed) run.ctx->resources_changed();
+}
+
+absl::StatusOr<json> RunPythonTool::ListResources(const std::string& session_key) {
+  return resources_.List(session_key);
+}
+
+absl::StatusOr<json> RunPythonTool::ListResourceTemplates(const std::string& session_key) {
+  return resources_.Templates(session_key);
+}
+
+absl::StatusOr<json> RunPythonTool::ReadResource(const std::string& uri, ToolCallContext& context) {
+  return resources_.Read(context.session_key, uri);
 }
 
 void RunPythonTool::SessionClosed(const std::string& session_key) { bindings_.Close(session_key); }

@@ -3,8 +3,9 @@
 // created (session_bindings.h) with the upstream catalog (run_catalog.h), and the code runs
 // there, its output streaming back as progress. Tool calls of the code come back up through
 // the router (tool_call_router.h) to the upstreams, and the Finished message becomes the
-// tool's result (run_result.h). A run whose sandbox session was lost is retried once in a
-// new one, and says so.
+// tool's result (run_result.h), with links to the files the run left under
+// /workspace/out/, which the tool also serves as MCP resources (workspace_resources.h). A
+// run whose sandbox session was lost is retried once in a new one, and says so.
 //
 //   SandboxClient sandboxes(endpoints);
 //   ManagerUpstreams upstreams(&manager);
@@ -24,6 +25,7 @@
 #include "bridge/session_bindings.h"
 #include "bridge/tool_call_router.h"
 #include "bridge/upstreams.h"
+#include "bridge/workspace_resources.h"
 #include "server/mcp_server.h"
 
 namespace gateway {
@@ -40,6 +42,8 @@ struct RunPythonOptions {
   size_t spill_stdout_bytes = 32 * 1024;
   // Named extra sessions per MCP session.
   size_t max_named_sessions = 8;
+  // Produced files (resources/read size cap, bounds on the walk of out/).
+  ResourceOptions resources;
 };
 
 class RunPythonTool : public ToolProvider {
@@ -51,6 +55,12 @@ class RunPythonTool : public ToolProvider {
   absl::StatusOr<nlohmann::json> CallTool(const std::string& name, const nlohmann::json& arguments,
                                           ToolCallContext& context) override;
   void SessionClosed(const std::string& session_key) override;
+
+  bool HasResources() override { return true; }
+  absl::StatusOr<nlohmann::json> ListResources(const std::string& session_key) override;
+  absl::StatusOr<nlohmann::json> ListResourceTemplates(const std::string& session_key) override;
+  absl::StatusOr<nlohmann::json> ReadResource(const std::string& uri,
+                                              ToolCallContext& context) override;
 
   // Deletes every sandbox session we created (gateway shutdown).
   void CloseAll();
@@ -76,11 +86,15 @@ class RunPythonTool : public ToolProvider {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(binding.run_mu);
   // Writes a long stdout to the workspace and leaves its head and tail in `f`.
   void SpillStdout(const SandboxRef& ref, Run& run, sandbox::v1::Finished& f);
+  // Walks out/ after a run and reports the files it created or changed.
+  void ReportProducedFiles(SessionBindings::Binding& binding, Run& run)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(binding.run_mu);
 
   Sandboxes* const sandboxes_;
   Upstreams* const upstreams_;
   const RunPythonOptions options_;
   SessionBindings bindings_;
+  WorkspaceResources resources_;
   UpstreamMemory memory_;
 };
 

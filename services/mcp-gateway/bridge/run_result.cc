@@ -82,6 +82,54 @@ json DisplayBlocks(const Finished& f, size_t max_text_bytes) {
   return blocks;
 }
 
+// Produced files beyond this many are counted in a note, not linked one by one.
+constexpr size_t kMaxFileLinks = 100;
+
+// One resource_link block per produced file (the first kMaxFileLinks).
+json FileBlocks(const RunReport& report) {
+  json blocks = json::array();
+  for (size_t i = 0; i < report.files.size() && i < kMaxFileLinks; ++i) {
+    const OutFile& file = report.files[i];
+    blocks.push_back({{"type", "resource_link"},
+                      {"uri", OutFileUri(report.session, file.path)},
+                      {"name", file.path},
+                      {"mimeType", MimeTypeForPath(file.path)},
+                      {"size", file.size}});
+  }
+  return blocks;
+}
+
+json FileSummaries(const RunReport& report) {
+  json out = json::array();
+  for (size_t i = 0; i < report.files.size() && i < kMaxFileLinks; ++i) {
+    const OutFile& file = report.files[i];
+    out.push_back({{"path", absl::StrCat("/workspace/", kOutDir, "/", file.path)},
+                   {"uri", OutFileUri(report.session, file.path)},
+                   {"mime_type", MimeTypeForPath(file.path)},
+                   {"size", file.size}});
+  }
+  return out;
+}
+
+// The note that tells the model which files the run produced (clients show resource
+// links to people, not always to the model). Without resource_link support it also
+// carries the URIs.
+std::string FilesNote(const RunReport& report) {
+  std::vector<std::string> names;
+  const size_t named = report.resource_links ? 10 : kMaxFileLinks;
+  for (size_t i = 0; i < report.files.size() && i < named; ++i) {
+    const OutFile& f = report.files[i];
+    names.push_back(report.resource_links
+                        ? f.path
+                        : absl::StrCat(f.path, " (", OutFileUri(report.session, f.path), ")"));
+  }
+  std::string note = absl::StrCat(report.files.size(), " file(s) created or changed under "
+                                  "/workspace/out/, readable as MCP resources: ",
+                                  absl::StrJoin(names, ", "));
+  if (report.files.size() > names.size()) absl::StrAppend(&note, ", ...");
+  return note;
+}
+
 json DisplaySummaries(const Finished& f) {
   json out = json::array();
   for (const sandbox::v1::Display& d : f.displays()) {
@@ -114,6 +162,8 @@ json StructuredContent(const Finished& f, const RunReport& report,
           {"stdout_file", report.stdout_file.empty() ? json(nullptr) : json(report.stdout_file)},
           {"displays", DisplaySummaries(f)},
           {"displays_dropped", f.displays_dropped()},
+          {"files", FileSummaries(report)},
+          {"files_produced", report.files.size()},
           {"note", notes.empty() ? json(nullptr) : json(absl::StrJoin(notes, "; "))}};
 }
 
@@ -164,6 +214,16 @@ json RunResultSchema() {
   props["stdout_file"] = {{"type", {"string", "null"}},
                           {"description", "where the whole stdout is when it was too long to "
                                           "return (stdout then holds its head and tail)"}};
+  json file_props;
+  file_props["path"] = {{"type", "string"}};
+  file_props["uri"] = {{"type", "string"}};
+  file_props["mime_type"] = {{"type", "string"}};
+  file_props["size"] = {{"type", "integer"}};
+  props["files"] = {{"type", "array"},
+                    {"description", "files the run created or changed under /workspace/out/ (the "
+                                    "first 100), each readable with resources/read at its uri"},
+                    {"items", {{"type", "object"}, {"properties", file_props}}}};
+  props["files_produced"] = {{"type", "integer"}};
   props["note"] = nullable_string;
   return {{"type", "object"},
           {"properties", props},
@@ -181,8 +241,12 @@ json FormatRunResult(const Finished& f, const RunReport& report, size_t max_text
     notes.push_back(absl::StrCat(f.displays_dropped(), " display(s) dropped: over sandboxd's "
                                  "display cap for one run"));
   }
+  if (!report.files.empty()) notes.push_back(FilesNote(report));
   json content = json::array({{{"type", "text"}, {"text", ModelText(f, notes, max_text_bytes)}}});
   for (json& block : DisplayBlocks(f, max_text_bytes)) content.push_back(std::move(block));
+  if (report.resource_links) {
+    for (json& block : FileBlocks(report)) content.push_back(std::move(block));
+  }
   return {{"content", std::move(content)},
           {"structuredContent", StructuredContent(f, report, notes)},
           {"isError", f.status() != Finished::OK}};
@@ -195,6 +259,7 @@ json FormatRunError(const std::string& message, const std::string& session) {
                      {"tool_calls_failed", 0}, {"session", session},
                      {"output_truncated", false}, {"session_reset", false},
                      {"displays", json::array()}, {"displays_dropped", 0},
+                     {"files", json::array()}, {"files_produced", 0},
                      {"stdout_file", nullptr}, {"note", nullptr}};
   return {{"content", {{{"type", "text"}, {"text", "[error] " + message}}}},
           {"structuredContent", structured},

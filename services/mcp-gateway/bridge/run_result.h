@@ -1,11 +1,13 @@
 // What a run_python call returns: a CallToolResult with one text block the model reads
 // easily (stdout, then stderr, the result, the error and notes; long parts keep their
-// head and tail) and structuredContent matching the tool's outputSchema.
+// head and tail), a block per display, a resource_link per produced file, and
+// structuredContent matching the tool's outputSchema.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "bridge/produced_files.h"
 #include "bridge/tool_call_router.h"
 #include "nlohmann/json.hpp"
 #include "sandbox/v1/sandbox.pb.h"
@@ -19,6 +21,8 @@ struct RunReport {
   std::vector<std::string> notes;
   ToolCallStats calls;
   std::string stdout_file;  // where the whole stdout went when it was too long, or empty
+  std::vector<OutFile> files;  // created or changed under /workspace/out/ by the run
+  bool resource_links = true;  // the client understands resource_link content blocks
 };
 
 // The outputSchema of run_python.

@@ -145,6 +145,47 @@ absl::Status SandboxClient::UploadFile(const SandboxRef& ref, const std::string&
   return Convert(writer->Finish(), ref.endpoint);
 }
 
+absl::StatusOr<sandbox::v1::ListFilesResponse> SandboxClient::ListFiles(const SandboxRef& ref,
+                                                                       const std::string& path,
+                                                                       uint32_t max_entries) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline(kUnaryDeadline));
+  sandbox::v1::ListFilesRequest req;
+  req.set_session_id(ref.session_id);
+  req.set_path(path);
+  req.set_max_entries(max_entries);
+  sandbox::v1::ListFilesResponse resp;
+  absl::Status s = Convert(Stub(ref.endpoint).ListFiles(&ctx, req, &resp), ref.endpoint);
+  if (!s.ok()) return s;
+  return resp;
+}
+
+absl::StatusOr<std::string> SandboxClient::DownloadFile(const SandboxRef& ref,
+                                                        const std::string& path,
+                                                        size_t max_bytes) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline(kUnaryDeadline));
+  sandbox::v1::DownloadFileRequest req;
+  req.set_session_id(ref.session_id);
+  req.set_path(path);
+  std::unique_ptr<grpc::ClientReader<sandbox::v1::FileChunk>> reader =
+      Stub(ref.endpoint).DownloadFile(&ctx, req);
+  std::string data;
+  sandbox::v1::FileChunk chunk;
+  while (reader->Read(&chunk)) {
+    if (data.size() + chunk.data().size() > max_bytes) {
+      ctx.TryCancel();  // stop sandboxd sending the rest
+      (void)reader->Finish();
+      return absl::ResourceExhaustedError(absl::StrCat(
+          path, " is larger than the ", max_bytes, " bytes that can be read at once"));
+    }
+    data += chunk.data();
+  }
+  absl::Status s = Convert(reader->Finish(), ref.endpoint);
+  if (!s.ok()) return s;
+  return data;
+}
+
 namespace {
 
 // Answers the tool calls of one execution within ToolCallLimits, on workers that are

@@ -62,6 +62,11 @@ class SandboxClient : public Sandboxes {
   absl::Status ResetSession(const SandboxRef& ref) override;
   absl::Status UploadFile(const SandboxRef& ref, const std::string& path,
                           const std::string& data) override;
+  absl::StatusOr<sandbox::v1::ListFilesResponse> ListFiles(const SandboxRef& ref,
+                                                           const std::string& path,
+                                                           uint32_t max_entries) override;
+  absl::StatusOr<std::string> DownloadFile(const SandboxRef& ref, const std::string& path,
+                                           size_t max_bytes) override;
 
   // One Execute stream; cancelling the token sends `cancel` on it (see Sandboxes).
   absl::StatusOr<sandbox::v1::Finished> Execute(const SandboxRef& ref, const std::string& code,

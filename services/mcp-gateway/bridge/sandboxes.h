@@ -42,6 +42,14 @@ class Sandboxes {
   // Writes `data` to `path` in the session's workspace (sandboxd's UploadFile).
   virtual absl::Status UploadFile(const SandboxRef& ref, const std::string& path,
                                   const std::string& data) = 0;
+  // One directory of the workspace (sandboxd's ListFiles); NOT_FOUND when it is missing.
+  virtual absl::StatusOr<sandbox::v1::ListFilesResponse> ListFiles(const SandboxRef& ref,
+                                                                   const std::string& path,
+                                                                   uint32_t max_entries) = 0;
+  // The bytes of a workspace file (sandboxd's DownloadFile); RESOURCE_EXHAUSTED, without
+  // reading on, when it is longer than `max_bytes`.
+  virtual absl::StatusOr<std::string> DownloadFile(const SandboxRef& ref, const std::string& path,
+                                                   size_t max_bytes) = 0;
 
   // Runs code; returns the Finished message, or the rpc's status (NOT_FOUND and
   // FAILED_PRECONDITION: the session is gone; UNAVAILABLE, ...). `catalog` (nullable)

@@ -41,12 +41,29 @@ absl::StatusOr<std::shared_ptr<SessionBindings::Binding>> SessionBindings::FindO
   return b;
 }
 
+std::shared_ptr<SessionBindings::Binding> SessionBindings::Find(const std::string& mcp_session,
+                                                               const std::string& name) {
+  codemode::MutexLock lock(&mu_);
+  auto it = bindings_.find(Key(mcp_session, name));
+  return it == bindings_.end() ? nullptr : it->second;
+}
+
+std::map<std::string, std::shared_ptr<SessionBindings::Binding>> SessionBindings::Named(
+    const std::string& mcp_session) {
+  std::map<std::string, std::shared_ptr<Binding>> named;
+  codemode::MutexLock lock(&mu_);
+  for (const auto& [key, b] : bindings_) {
+    if (BelongsTo(key, mcp_session)) named[key.substr(mcp_session.size() + 1)] = b;
+  }
+  return named;
+}
+
 absl::Status SessionBindings::Open(Binding& b, const std::string& mcp_session,
                                    const std::string& name, const sandbox::v1::Catalog& catalog,
                                    const std::string& catalog_key) {
   {
     codemode::MutexLock lock(&b.state_mu);
-    if (b.ready) return absl::OkStatus();
+    if (b.ready_) return absl::OkStatus();
   }
   absl::StatusOr<SandboxRef> ref =
       sandboxes_->CreateSession(absl::StrCat("mcp:", mcp_session), name, catalog);
@@ -56,7 +73,7 @@ absl::Status SessionBindings::Open(Binding& b, const std::string& mcp_session,
     if (!b.closed) {
       b.ref_ = *ref;
       b.catalog_key = catalog_key;
-      b.ready = true;
+      b.ready_ = true;
       return absl::OkStatus();
     }
   }
@@ -91,7 +108,7 @@ void SessionBindings::Close(const std::string& mcp_session) {
       // A binding whose session is still being created deletes it itself (Open).
       codemode::MutexLock lock(&b->state_mu);
       b->closed = true;
-      if (b->ready) ref = b->ref_;
+      if (b->ready_) ref = b->ref_;
     }
     if (!ref) continue;
     absl::Status s = sandboxes_->DeleteSession(*ref);

@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "base/mutex.h"
+#include "bridge/produced_files.h"
 #include "bridge/sandboxes.h"
 
 namespace gateway {
@@ -31,6 +32,20 @@ class SessionBindings {
       codemode::MutexLock lock(&state_mu);
       return ref_;
     }
+    // Whether the sandbox session exists (Open() succeeded).
+    bool ready() {
+      codemode::MutexLock lock(&state_mu);
+      return ready_;
+    }
+    // The last walk of the session's out/, read by resources/list while a run goes on.
+    OutListing out_listing() {
+      codemode::MutexLock lock(&state_mu);
+      return out_listing_;
+    }
+    void set_out_listing(OutListing listing) {
+      codemode::MutexLock lock(&state_mu);
+      out_listing_ = std::move(listing);
+    }
     // Identifies the catalog the session has (upstream version and allowlist key), so a
     // run sends a new one only when it changed.
     std::string catalog_key ABSL_GUARDED_BY(run_mu);
@@ -39,7 +54,8 @@ class SessionBindings {
     friend class SessionBindings;
     codemode::Mutex state_mu;
     SandboxRef ref_ ABSL_GUARDED_BY(state_mu);
-    bool ready ABSL_GUARDED_BY(state_mu) = false;
+    bool ready_ ABSL_GUARDED_BY(state_mu) = false;
+    OutListing out_listing_ ABSL_GUARDED_BY(state_mu);
     bool closed ABSL_GUARDED_BY(state_mu) = false;
   };
 
@@ -50,6 +66,12 @@ class SessionBindings {
   // is none. RESOURCE_EXHAUSTED past max_per_mcp_session.
   absl::StatusOr<std::shared_ptr<Binding>> FindOrRegister(const std::string& mcp_session,
                                                           const std::string& name);
+
+  // The binding of (mcp_session, name), or null; never registers one.
+  std::shared_ptr<Binding> Find(const std::string& mcp_session, const std::string& name);
+
+  // The bindings of one MCP session, by name.
+  std::map<std::string, std::shared_ptr<Binding>> Named(const std::string& mcp_session);
 
   // Creates the binding's sandbox session if it has none, with `catalog` (identified by
   // `catalog_key`). FAILED_PRECONDITION when the MCP session was closed meanwhile (the new

@@ -1,8 +1,8 @@
 // McpSession: the transport-independent MCP server side of one client connection.
 //
 // Handle() validates the JSON-RPC shape of each message and dispatches it. Everything but
-// tools/call is answered synchronously on the caller's thread; tools/call runs the
-// ToolProvider on a detached worker thread (one per call, at most
+// tools/call and resources/read is answered synchronously on the caller's thread; those two
+// run the ToolProvider on a detached worker thread (one per call, at most
 // ServerOptions::max_concurrent_calls at a time; beyond that the call is refused with
 // -32603 rather than queued, so a flood of calls can never build an unbounded backlog).
 // Close() cancels in-flight calls, waits for their workers to return, and only then tells
@@ -65,14 +65,16 @@ json ProgressToken(const json& params) {
   return *token;
 }
 
-// Converts the provider's answer to a JSON-RPC response.
-json ToolResponse(const json& id, const absl::StatusOr<json>& result) {
+// Converts the provider's answer to a JSON-RPC response; NOT_FOUND becomes
+// `not_found_code` (-32602 for tools, -32002 "resource not found" for resources).
+json WorkResponse(const json& id, const absl::StatusOr<json>& result, int not_found_code) {
   if (!result.ok()) {
-    return MakeError(id, StatusToErrorCode(result.status()),
-                     std::string(result.status().message()));
+    const int code = absl::IsNotFound(result.status()) ? not_found_code
+                                                       : StatusToErrorCode(result.status());
+    return MakeError(id, code, std::string(result.status().message()));
   }
   if (!result->is_object()) {
-    return MakeError(id, kInternalError, "tool returned a result that is not an object");
+    return MakeError(id, kInternalError, "the provider returned a result that is not an object");
   }
   return MakeResult(id, *result);
 }
@@ -125,11 +127,27 @@ struct McpSession::Impl {
   json Initialize(const json& id, const json& params);
   json SetLevel(const json& id, const json& params);
   json ListTools(const json& id, const json& params);
-  // Returns an error response, or null when the call was started on a worker.
+  json ListResources(const json& id, const std::string& method);
+  // These return an error response, or null when the work was started on a worker.
   json StartToolCall(const json& id, const json& params, const std::shared_ptr<ReplySink>& reply);
-  void RunToolCall(json id, std::string name, json arguments, json progress_token,
-                   std::shared_ptr<codemode::CancelToken> token, std::shared_ptr<ReplySink> reply);
+  json StartRead(const json& id, const json& params, const std::shared_ptr<ReplySink>& reply);
+  using Work = std::function<absl::StatusOr<json>(ToolCallContext&)>;
+  json StartWork(const json& id, const json& params, const std::shared_ptr<ReplySink>& reply,
+                 std::string what, Work work, int not_found_code);
+  void RunWork(const json& id, const std::string& what, const Work& work,
+               const json& progress_token, const std::shared_ptr<codemode::CancelToken>& token,
+               const std::shared_ptr<ReplySink>& reply, int not_found_code);
   void CancelRequest(const json& params);
+  // Sends a list_changed notification once the client has initialized.
+  void NotifyListChanged(const char* method) {
+    std::shared_ptr<ReplySink> sink;
+    {
+      codemode::MutexLock lock(&mu);
+      if (!self->initialized_ || closed) return;
+      sink = notification_sink;
+    }
+    Reply(sink, MakeNotification(method, json::object()));
+  }
 };
 
 void McpSession::Impl::Dispatch(const json& message, const std::shared_ptr<ReplySink>& reply) {
@@ -213,6 +231,11 @@ void McpSession::Impl::HandleRequest(const std::string& method, const json& id, 
     response = ListTools(id, params);
   } else if (method == "tools/call") {
     response = StartToolCall(id, params, reply);
+  } else if (provider->HasResources() && method == "resources/read") {
+    response = StartRead(id, params, reply);
+  } else if (provider->HasResources() &&
+             (method == "resources/list" || method == "resources/templates/list")) {
+    response = ListResources(id, method);
   } else {
     response = MakeError(id, kMethodNotFound, "method not found: " + method);
   }
@@ -235,9 +258,11 @@ json McpSession::Impl::Initialize(const json& id, const json& params) {
   spdlog::debug("mcp session {}: initialize, protocol {}, client {}", self->key(), version,
                 client != params.end() ? wire::Dump(*client) : "unknown");
 
+  json capabilities = {{"tools", {{"listChanged", true}}}, {"logging", json::object()}};
+  if (provider->HasResources()) capabilities["resources"] = {{"listChanged", true}};
   json result = {
       {"protocolVersion", version},
-      {"capabilities", {{"tools", {{"listChanged", true}}}, {"logging", json::object()}}},
+      {"capabilities", std::move(capabilities)},
       {"serverInfo", {{"name", options.name}, {"version", options.version}}},
   };
   if (!options.instructions.empty()) result["instructions"] = options.instructions;
@@ -267,6 +292,15 @@ json McpSession::Impl::ListTools(const json& id, const json& params) {
   return MakeResult(id, {{"tools", provider->ListTools()}});
 }
 
+json McpSession::Impl::ListResources(const json& id, const std::string& method) {
+  // Everything fits in one page (the provider bounds it), so any cursor means "from the
+  // start", as for tools/list.
+  return WorkResponse(id,
+                      method == "resources/list" ? provider->ListResources(self->key())
+                                                 : provider->ListResourceTemplates(self->key()),
+                      kResourceNotFound);
+}
+
 json McpSession::Impl::StartToolCall(const json& id, const json& params,
                                      const std::shared_ptr<ReplySink>& reply) {
   auto name = params.find("name");
@@ -280,6 +314,28 @@ json McpSession::Impl::StartToolCall(const json& id, const json& params,
       return MakeError(id, kInvalidParams, "params.arguments must be an object");
     arguments = *args;
   }
+  std::string tool = name->get<std::string>();
+  Work work = [this, tool, arguments = std::move(arguments)](ToolCallContext& context) {
+    return provider->CallTool(tool, arguments, context);
+  };
+  return StartWork(id, params, reply, "tool " + tool, std::move(work), kInvalidParams);
+}
+
+json McpSession::Impl::StartRead(const json& id, const json& params,
+                                 const std::shared_ptr<ReplySink>& reply) {
+  auto uri = params.find("uri");
+  if (uri == params.end() || !uri->is_string()) {
+    return MakeError(id, kInvalidParams, "params.uri must be a string");
+  }
+  Work work = [this, uri = uri->get<std::string>()](ToolCallContext& context) {
+    return provider->ReadResource(uri, context);
+  };
+  return StartWork(id, params, reply, "resources/read", std::move(work), kResourceNotFound);
+}
+
+json McpSession::Impl::StartWork(const json& id, const json& params,
+                                 const std::shared_ptr<ReplySink>& reply, std::string what,
+                                 Work work, int not_found_code) {
   auto token = std::make_shared<codemode::CancelToken>();
   const std::string key = IdKey(id);
   {
@@ -300,11 +356,10 @@ json McpSession::Impl::StartToolCall(const json& id, const json& params,
     // destructor) waits for running_workers to reach zero, so `this` outlives the worker.
     // Were the worker to keep the session alive instead, dropping the last outside
     // reference would move SessionClosed to some later moment on the worker's thread.
-    codemode::StartThread("tools/call",
-                          [this, id, tool = name->get<std::string>(), arguments = std::move(arguments),
-                           progress = ProgressToken(params), token, reply]() mutable {
-                            RunToolCall(id, std::move(tool), std::move(arguments), progress, token,
-                                        reply);
+    codemode::StartThread("mcp request",
+                          [this, id, what = std::move(what), work = std::move(work),
+                           progress = ProgressToken(params), token, reply, not_found_code]() mutable {
+                            RunWork(id, what, work, progress, token, reply, not_found_code);
                           })
         .detach();
   } catch (const std::system_error& e) {
@@ -316,18 +371,21 @@ json McpSession::Impl::StartToolCall(const json& id, const json& params,
   return nullptr;
 }
 
-void McpSession::Impl::RunToolCall(json id, std::string name, json arguments, json progress_token,
-                                   std::shared_ptr<codemode::CancelToken> token,
-                                   std::shared_ptr<ReplySink> reply) {
+void McpSession::Impl::RunWork(const json& id, const std::string& what, const Work& work,
+                               const json& progress_token,
+                               const std::shared_ptr<codemode::CancelToken>& token,
+                               const std::shared_ptr<ReplySink>& reply, int not_found_code) {
   auto progress = std::make_shared<ProgressState>();
   ToolCallContext context;
   context.cancel = token;
   context.session_key = self->key();
+  context.protocol_version = self->protocol_version();
+  context.resources_changed = [this] { self->NotifyResourcesChanged(); };
   context.progress = [progress, progress_token, token, reply](
                          double value, std::optional<double> total, const std::string& message) {
     if (progress_token.is_null() || !reply || !std::isfinite(value)) return;
     // Sending under the lock keeps notifications in order and guarantees none follows
-    // the response (RunToolCall sets `done` under the same lock before answering).
+    // the response (RunWork sets `done` under the same lock before answering).
     codemode::MutexLock lock(&progress->mu);
     if (progress->done || token->cancelled()) return;
     if (progress->last && value <= *progress->last) return;  // must strictly increase
@@ -340,12 +398,12 @@ void McpSession::Impl::RunToolCall(json id, std::string name, json arguments, js
 
   json response;
   try {
-    response = ToolResponse(id, provider->CallTool(name, arguments, context));
+    response = WorkResponse(id, work(context), not_found_code);
   } catch (const std::exception& e) {
-    spdlog::error("mcp session {}: tool {} threw: {}", self->key(), name, e.what());
-    response = MakeError(id, kInternalError, std::string("tool failed: ") + e.what());
+    spdlog::error("mcp session {}: {} threw: {}", self->key(), what, e.what());
+    response = MakeError(id, kInternalError, what + " failed: " + e.what());
   } catch (...) {
-    response = MakeError(id, kInternalError, "tool failed");
+    response = MakeError(id, kInternalError, what + " failed");
   }
   {
     codemode::MutexLock lock(&progress->mu);
@@ -415,13 +473,11 @@ void McpSession::SetNotificationSink(std::shared_ptr<ReplySink> sink) {
 }
 
 void McpSession::NotifyToolsChanged() {
-  std::shared_ptr<ReplySink> sink;
-  {
-    codemode::MutexLock lock(&impl_->mu);
-    if (!initialized_ || impl_->closed) return;
-    sink = impl_->notification_sink;
-  }
-  Reply(sink, MakeNotification("notifications/tools/list_changed", json::object()));
+  impl_->NotifyListChanged("notifications/tools/list_changed");
+}
+
+void McpSession::NotifyResourcesChanged() {
+  impl_->NotifyListChanged("notifications/resources/list_changed");
 }
 
 void McpSession::Log(const std::string& level, const std::string& logger,

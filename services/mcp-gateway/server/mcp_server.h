@@ -1,8 +1,8 @@
 // The MCP server side of the gateway, independent of transport.
 //
 // McpSession holds the protocol state of one connected MCP client (initialize, version
-// negotiation, logging level, in-flight requests) and dispatches tools/list and
-// tools/call to a ToolProvider. Transports (stdio, Streamable HTTP) parse bytes into JSON,
+// negotiation, logging level, in-flight requests) and dispatches tools/list, tools/call and
+// the resources/ methods to a ToolProvider. Transports (stdio, Streamable HTTP) parse bytes into JSON,
 // answer parse errors themselves (-32700), and hand every message to Handle() together
 // with a ReplySink that says where the response and the request's notifications go.
 //
@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -37,7 +38,8 @@ class ReplySink {
   virtual void Close() {}
 };
 
-// Progress and cancellation of one tools/call, handed to the ToolProvider.
+// Progress and cancellation of one tools/call (or resources/read), handed to the
+// ToolProvider.
 struct ToolCallContext {
   // Sends notifications/progress when the client gave a progressToken; no-op otherwise.
   // `progress` must increase with every call.
@@ -47,6 +49,10 @@ struct ToolCallContext {
   std::shared_ptr<codemode::CancelToken> cancel;
   // The MCP session this call belongs to (its key).
   std::string session_key;
+  // The protocol version negotiated with the client (what content it understands).
+  std::string protocol_version;
+  // Sends notifications/resources/list_changed (when the client has initialized).
+  std::function<void()> resources_changed;
 };
 
 // What the gateway offers. Implemented by the run_python tool (gateway core).
@@ -64,6 +70,23 @@ class ToolProvider {
                                                   ToolCallContext& context) = 0;
   // The MCP session ended (stdio EOF, HTTP DELETE, idle expiry): release its resources.
   virtual void SessionClosed(const std::string& session_key) = 0;
+
+  // MCP resources, optional. A provider whose HasResources() is true gets the `resources`
+  // capability advertised (with listChanged) and these methods called; each returns the
+  // method's result object. List and templates are answered on the transport's thread
+  // (keep them quick); reads run on a worker like tools/call. NOT_FOUND becomes -32002
+  // (resource not found), INVALID_ARGUMENT -32602, anything else -32603.
+  virtual bool HasResources() { return false; }
+  virtual absl::StatusOr<nlohmann::json> ListResources(const std::string& session_key) {
+    return absl::UnimplementedError("no resources");
+  }
+  virtual absl::StatusOr<nlohmann::json> ListResourceTemplates(const std::string& session_key) {
+    return absl::UnimplementedError("no resources");
+  }
+  virtual absl::StatusOr<nlohmann::json> ReadResource(const std::string& uri,
+                                                      ToolCallContext& context) {
+    return absl::UnimplementedError("no resources");
+  }
 };
 
 struct ServerOptions {
@@ -91,6 +114,8 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
 
   // Tells the client the tool list changed (if it has initialized).
   void NotifyToolsChanged();
+  // Tells the client the resource list changed (if it has initialized).
+  void NotifyResourcesChanged();
 
   // Sends notifications/message at `level` if the client's logging level allows it.
   void Log(const std::string& level, const std::string& logger, const nlohmann::json& data);

@@ -6,26 +6,13 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/untrusted_json.h"
 #include "sandboxd/frame.h"
 
 namespace sandboxd {
 namespace {
 
 using nlohmann::json;
-
-bool ValidUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return false;
-    for (size_t k = 1; k < n; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return false;
-    }
-    i += n;
-  }
-  return true;
-}
 
 absl::StatusOr<int64_t> GetMtime(const json& f) {
   auto it = f.find("mtime_ms");
@@ -201,7 +188,7 @@ absl::Status CheckWorkspacePath(std::string_view path, bool allow_empty) {
     return absl::InvalidArgumentError(
         absl::StrCat("path is longer than ", kMaxWorkspacePathBytes, " bytes"));
   }
-  if (path.find('\0') != std::string_view::npos || !ValidUtf8(path)) {
+  if (path.find('\0') != std::string_view::npos || !codemode::IsValidUtf8(absl::string_view(path.data(), path.size()))) {
     return absl::InvalidArgumentError("path must be UTF-8 without NUL bytes");
   }
   if (!path.empty() && path[0] == '/') {

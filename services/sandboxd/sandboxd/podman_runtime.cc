@@ -282,13 +282,16 @@ absl::StatusOr<RuntimeInfo> PodmanRuntime::Probe() {
 }
 
 absl::StatusOr<std::vector<std::string>> PodmanRuntime::ImageOffers(const std::string& reference) {
-  if (!Podman({"image", "exists", reference}).ok()) {
-    return absl::NotFoundError(absl::StrCat("image ", reference, " is not present"));
-  }
   absl::StatusOr<std::string> label = Podman(
       {"image", "inspect", "--format", absl::StrCat("{{index .Labels \"", kImageOffersLabel, "\"}}"),
        reference});
-  if (!label.ok()) return label.status();
+  if (!label.ok()) {
+    // One process when the image is there; a second only to tell "absent" from a failure.
+    if (!Podman({"image", "exists", reference}).ok()) {
+      return absl::NotFoundError(absl::StrCat("image ", reference, " is not present"));
+    }
+    return label.status();
+  }
   std::string value = Trim(*label);
   if (value == "<no value>") value.clear();
   return ParseImageOffers(value);

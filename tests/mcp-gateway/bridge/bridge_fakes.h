@@ -59,7 +59,69 @@ class FakeSandboxes : public Sandboxes {
     uploads_.push_back({ref.session_id, path, data, executions_.size()});
     if (!live_.count(ref.session_id)) return absl::NotFoundError("no such session");
     if (path.rfind("..", 0) == 0) return absl::InvalidArgumentError("'..' is not allowed");
+    files_[ref.session_id][path] = {data, ++clock_};
     return absl::OkStatus();
+  }
+  // The workspace is a map of path -> bytes; directories are the prefixes of its paths.
+  absl::StatusOr<sandbox::v1::ListFilesResponse> ListFiles(const SandboxRef& ref,
+                                                           const std::string& dir,
+                                                           uint32_t max_entries) override {
+    codemode::MutexLock lock(&mu_);
+    ++list_calls_;
+    if (!live_.count(ref.session_id)) return absl::NotFoundError("no such session");
+    std::map<std::string, sandbox::v1::FileInfo> entries;  // by path
+    const std::string prefix = dir + "/";
+    for (const auto& [path, file] : files_[ref.session_id]) {
+      if (path.compare(0, prefix.size(), prefix) != 0) continue;
+      const size_t slash = path.find('/', prefix.size());
+      sandbox::v1::FileInfo info;
+      info.set_path(path.substr(0, slash));
+      info.set_type(slash == std::string::npos ? sandbox::v1::FILE_TYPE_FILE
+                                               : sandbox::v1::FILE_TYPE_DIRECTORY);
+      if (slash == std::string::npos) info.set_size(file.data.size());
+      info.set_mtime_ms(file.mtime_ms);
+      entries[info.path()] = info;
+    }
+    if (entries.empty()) return absl::NotFoundError(absl::StrCat("no directory ", dir));
+    sandbox::v1::ListFilesResponse resp;
+    for (const auto& [path, info] : entries) {
+      if (static_cast<uint32_t>(resp.files_size()) == max_entries) {
+        resp.set_truncated(true);
+        break;
+      }
+      *resp.add_files() = info;
+    }
+    return resp;
+  }
+  absl::StatusOr<std::string> DownloadFile(const SandboxRef& ref, const std::string& path,
+                                           size_t max_bytes) override {
+    codemode::MutexLock lock(&mu_);
+    downloads_.push_back({ref.session_id, path});
+    if (!live_.count(ref.session_id)) return absl::NotFoundError("no such session");
+    auto it = files_[ref.session_id].find(path);
+    if (it == files_[ref.session_id].end()) return absl::NotFoundError("no such file");
+    if (it->second.data.size() > max_bytes) return absl::ResourceExhaustedError("too large");
+    return it->second.data;
+  }
+  // Code "writes" a file (a newer mtime than any before).
+  void PutFile(const std::string& session_id, const std::string& path, const std::string& data) {
+    codemode::MutexLock lock(&mu_);
+    files_[session_id][path] = {data, ++clock_};
+  }
+  void RemoveFile(const std::string& session_id, const std::string& path) {
+    codemode::MutexLock lock(&mu_);
+    files_[session_id].erase(path);
+  }
+  int list_calls() {
+    codemode::MutexLock lock(&mu_);
+    return list_calls_;
+  }
+  struct Download {
+    std::string session_id, path;
+  };
+  std::vector<Download> downloads() {
+    codemode::MutexLock lock(&mu_);
+    return downloads_;
   }
   struct Upload {
     std::string session_id, path, data;
@@ -148,6 +210,14 @@ class FakeSandboxes : public Sandboxes {
   std::vector<std::string> deleted_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> resets_ ABSL_GUARDED_BY(mu_);
   std::vector<Upload> uploads_ ABSL_GUARDED_BY(mu_);
+  struct File {
+    std::string data;
+    int64_t mtime_ms = 0;
+  };
+  std::map<std::string, std::map<std::string, File>> files_ ABSL_GUARDED_BY(mu_);  // by session
+  int64_t clock_ ABSL_GUARDED_BY(mu_) = 1700000000000;
+  int list_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<Download> downloads_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, sandbox::v1::Catalog> catalogs_ ABSL_GUARDED_BY(mu_);
   Script script_ ABSL_GUARDED_BY(mu_);
 };

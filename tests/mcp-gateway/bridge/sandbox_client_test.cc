@@ -1,9 +1,11 @@
 // SandboxClient against an in-process sandbox.v1 server that records what it is asked:
-// the gateway's --isolation reaches every CreateSession, and bad flag values are refused.
+// the gateway's --isolation reaches every CreateSession, bad flag values are refused, and
+// downloads stop at the caller's cap without draining the stream.
 #include "bridge/sandbox_client.h"
 
 #include <unistd.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -25,6 +27,31 @@ class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
     return grpc::Status::OK;
   }
   const sandbox::v1::CreateSessionRequest& last() const { return last_; }
+
+  // `download_chunks` chunks of 1 MiB of 'x', then the file's info.
+  grpc::Status DownloadFile(grpc::ServerContext* ctx, const sandbox::v1::DownloadFileRequest* req,
+                            grpc::ServerWriter<sandbox::v1::FileChunk>* writer) override {
+    if (req->path() == "missing") return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such file");
+    sandbox::v1::FileChunk chunk;
+    chunk.set_data(std::string(1 << 20, 'x'));
+    for (int i = 0; i < download_chunks && !ctx->IsCancelled(); ++i) {
+      if (!writer->Write(chunk)) break;
+      ++chunks_written;
+    }
+    sandbox::v1::FileChunk last;
+    last.mutable_info()->set_path(req->path());
+    writer->Write(last);
+    return grpc::Status::OK;
+  }
+  grpc::Status ListFiles(grpc::ServerContext*, const sandbox::v1::ListFilesRequest* req,
+                         sandbox::v1::ListFilesResponse* resp) override {
+    resp->add_files()->set_path(req->path() + "/a.txt");
+    resp->set_truncated(req->max_entries() == 1);
+    return grpc::Status::OK;
+  }
+
+  int download_chunks = 3;
+  std::atomic<int> chunks_written{0};
 
  private:
   sandbox::v1::CreateSessionRequest last_;
@@ -61,6 +88,31 @@ TEST_F(SandboxClientTest, SessionsAskForTheConfiguredIsolation) {
   SandboxClient plain({"unix:" + socket_});
   ASSERT_TRUE(plain.CreateSession("owner", "label", {}).ok());
   EXPECT_EQ(service_.last().isolation(), sandbox::v1::ISOLATION_UNSPECIFIED);
+}
+
+TEST_F(SandboxClientTest, DownloadsReturnTheBytesWithinTheCap) {
+  SandboxClient client({"unix:" + socket_});
+  absl::StatusOr<std::string> data = client.DownloadFile({0, "s-1"}, "out/a.bin", 8u << 20);
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_EQ(*data, std::string(3u << 20, 'x'));
+  EXPECT_TRUE(absl::IsNotFound(client.DownloadFile({0, "s-1"}, "missing", 1 << 20).status()));
+}
+
+TEST_F(SandboxClientTest, ADownloadOverTheCapStopsEarly) {
+  service_.download_chunks = 512;  // 512 MiB, were it all sent
+  SandboxClient client({"unix:" + socket_});
+  absl::StatusOr<std::string> data = client.DownloadFile({0, "s-1"}, "out/big.bin", 2u << 20);
+  EXPECT_TRUE(absl::IsResourceExhausted(data.status())) << data.status();
+  EXPECT_LT(service_.chunks_written.load(), 64) << "the stream was cancelled, not drained";
+}
+
+TEST_F(SandboxClientTest, ListFilesPassesThePathAndTheBound) {
+  SandboxClient client({"unix:" + socket_});
+  absl::StatusOr<sandbox::v1::ListFilesResponse> list = client.ListFiles({0, "s-1"}, "out", 1);
+  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_EQ(list->files_size(), 1);
+  EXPECT_EQ(list->files(0).path(), "out/a.txt");
+  EXPECT_TRUE(list->truncated());
 }
 
 TEST(ParseIsolationFlagTest, NamesTheChoices) {

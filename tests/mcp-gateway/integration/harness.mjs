@@ -23,6 +23,8 @@ const sdk = (p) => import(pathToFileURL(path.join(NODE_PEERS, "@modelcontextprot
 const { Client } = await sdk("client/index.js");
 const { StdioClientTransport } = await sdk("client/stdio.js");
 const { StreamableHTTPClientTransport } = await sdk("client/streamableHttp.js");
+// The SDK's protocol schemas (notification schemas for setNotificationHandler, ...).
+export const sdkTypes = await sdk("types.js");
 export { Client };
 
 // Writes an mcpServers config file and returns its path.

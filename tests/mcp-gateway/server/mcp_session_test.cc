@@ -12,7 +12,9 @@ namespace gateway {
 namespace {
 
 using json = nlohmann::json;
+using testing::Call;
 using testing::CollectSink;
+using testing::ErrorCode;
 using testing::FakeProvider;
 using testing::InitializeParams;
 using testing::Notification;
@@ -31,17 +33,6 @@ class McpSessionTest : public ::testing::Test {
     session->Handle(Request(0, "initialize", InitializeParams()), sink);
     session->Handle(Notification("notifications/initialized"), sink);
     return session;
-  }
-
-  // Sends a request and returns its (synchronous or eventual) response.
-  json Call(McpSession& session, const json& request) {
-    auto sink = std::make_shared<CollectSink>();
-    session.Handle(request, sink);
-    return sink->WaitResponse(request.value("id", json()));
-  }
-
-  static int ErrorCode(const json& response) {
-    return response.contains("error") ? response["error"].value("code", 0) : 0;
   }
 
   FakeProvider provider_;
@@ -196,7 +187,7 @@ TEST_F(McpSessionTest, ProviderErrorsBecomeJsonRpcErrors) {
 
 TEST_F(McpSessionTest, UnknownMethodIsMethodNotFound) {
   auto session = ReadySession();
-  EXPECT_EQ(ErrorCode(Call(*session, Request(1, "resources/list"))), kMethodNotFound);
+  EXPECT_EQ(ErrorCode(Call(*session, Request(1, "prompts/list"))), kMethodNotFound);
   auto sink = std::make_shared<CollectSink>();
   session->Handle(Notification("notifications/whatever"), sink);
   EXPECT_TRUE(sink->messages().empty());

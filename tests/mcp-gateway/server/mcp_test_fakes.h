@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -30,6 +31,12 @@ inline constexpr std::chrono::seconds kWait{5};
 //   progress  reports each value of arguments.values in order, then returns
 //   throw     throws std::runtime_error
 //   anything else: INVALID_ARGUMENT (unknown tool)
+// Resources, when `resources` is set:
+//   resources/list            one resource, test://<session key>
+//   resources/templates/list  one template
+//   resources/read            test://<key> -> its text (the negotiated protocol version)
+//                             and a list_changed notification; test://slow waits for
+//                             cancellation; anything else NOT_FOUND
 class FakeProvider : public ToolProvider {
  public:
   struct Call {
@@ -71,6 +78,26 @@ class FakeProvider : public ToolProvider {
     std::lock_guard<std::mutex> lock(mu_);
     closed_.push_back(session_key);
     cv_.notify_all();
+  }
+
+  bool resources = false;  // set before use
+  bool HasResources() override { return resources; }
+  absl::StatusOr<json> ListResources(const std::string& session_key) override {
+    return json{{"resources", json::array({{{"uri", "test://" + session_key}, {"name", "a"}}})}};
+  }
+  absl::StatusOr<json> ListResourceTemplates(const std::string& session_key) override {
+    return json{{"resourceTemplates", json::array({{{"uriTemplate", "test://{x}"}, {"name", "t"}}})}};
+  }
+  absl::StatusOr<json> ReadResource(const std::string& uri, ToolCallContext& context) override {
+    if (uri == "test://slow") {
+      auto done = std::make_shared<std::promise<void>>();
+      context.cancel->OnCancel([done] { done->set_value(); });
+      done->get_future().wait_for(kWait);
+      return absl::CancelledError("cancelled");
+    }
+    if (uri != "test://" + context.session_key) return absl::NotFoundError("no " + uri);
+    context.resources_changed();
+    return json{{"contents", json::array({{{"uri", uri}, {"text", context.protocol_version}}})}};
   }
 
   // Waits (bounded) until `pred` holds; the predicate runs under the provider's lock.
@@ -218,6 +245,18 @@ inline json InitializeParams(const std::string& version = "2025-11-25") {
   return {{"protocolVersion", version},
           {"capabilities", json::object()},
           {"clientInfo", {{"name", "test"}, {"version", "1"}}}};
+}
+
+// Sends a request and returns its (synchronous or eventual) response.
+inline json Call(McpSession& session, const json& request) {
+  auto sink = std::make_shared<CollectSink>();
+  session.Handle(request, sink);
+  return sink->WaitResponse(request.value("id", json()));
+}
+
+// The JSON-RPC error code of a response (0 for a result).
+inline int ErrorCode(const json& response) {
+  return response.contains("error") ? response["error"].value("code", 0) : 0;
 }
 
 }  // namespace testing

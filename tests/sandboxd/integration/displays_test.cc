@@ -1,7 +1,8 @@
 // Integration: rich outputs against real Podman, in both isolation modes. In the default
 // image display() streams HTML and images in order with stdout; in the data image
 // (--images=data=..., built by scripts/setup.sh) a matplotlib chart arrives as a real PNG
-// and a pandas DataFrame as HTML, and GetInfo says what each image offers.
+// and a pandas DataFrame as HTML, and GetInfo says what each image offers (and that an
+// image missing from podman's store is not present).
 #include <string>
 
 #include "absl/strings/escaping.h"
@@ -19,7 +20,8 @@ constexpr char kDataImage[] = "localhost/sandboxd-python-data:bookworm";
 class DisplaysTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    daemon_ = new SandboxdProcess({absl::StrCat("--images=data=", kDataImage)});
+    daemon_ = new SandboxdProcess(
+        {absl::StrCat("--images=data=", kDataImage, ",ghost=localhost/sandboxd-nonesuch:none")});
     ASSERT_TRUE(daemon_->Start());
   }
   static void TearDownTestSuite() {
@@ -62,7 +64,7 @@ TEST_F(DisplaysTest, DisplaysStreamInOrderWithStdout) {
 
 TEST_F(DisplaysTest, InfoSaysWhatEachImageOffers) {
   sandbox::v1::Info info = GetInfo(*stub_);
-  ASSERT_EQ(info.images_size(), 2);
+  ASSERT_EQ(info.images_size(), 3);
   EXPECT_EQ(info.images(0).name(), "default");
   EXPECT_TRUE(info.images(0).present());
   EXPECT_EQ(info.images(1).name(), "data");
@@ -70,6 +72,9 @@ TEST_F(DisplaysTest, InfoSaysWhatEachImageOffers) {
   EXPECT_TRUE(info.images(1).present()) << "build it with scripts/setup.sh";
   std::vector<std::string> offers(info.images(1).offers().begin(), info.images(1).offers().end());
   EXPECT_EQ(offers, (std::vector<std::string>{"python3", "numpy", "pandas", "matplotlib", "pil"}));
+  EXPECT_EQ(info.images(2).name(), "ghost");
+  EXPECT_FALSE(info.images(2).present()) << "not in podman's store";
+  EXPECT_TRUE(info.images(2).offers().empty());
   EXPECT_EQ(info.max_display_bytes(), 2u << 20);
 }
 

@@ -192,13 +192,16 @@ class Displayer:
 
     def discard_figures(self):
         """After a failed cell: close its figures unshown (the next cell starts clean)."""
-        self._shown_figures.clear()
         pyplot = sys.modules.get("matplotlib.pyplot")
         if pyplot is not None:
-            try:
-                pyplot.close("all")
-            except Exception as exc:
-                _warn(f"closing matplotlib figures failed: {exc!r}")
+            self._close_figures(pyplot)
+
+    def _close_figures(self, pyplot):
+        self._shown_figures.clear()
+        try:
+            pyplot.close("all")
+        except Exception as exc:
+            _warn(f"closing matplotlib figures failed: {exc!r}")
 
     def flush_figures(self):
         """Show the matplotlib figures the cell left open, then close them (what Jupyter's
@@ -220,8 +223,4 @@ class Displayer:
                 if id(figure) not in self._shown_figures:
                     self.display(figure)
         finally:
-            self._shown_figures.clear()
-            try:
-                pyplot.close("all")
-            except Exception as exc:
-                _warn(f"closing matplotlib figures failed: {exc!r}")
+            self._close_figures(pyplot)

@@ -1,0 +1,194 @@
+// Produced files: walking out/, diffing walks, resource URIs. See produced_files.h.
+#include "bridge/produced_files.h"
+
+#include <algorithm>
+#include <deque>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "base/untrusted_json.h"
+
+namespace gateway {
+namespace {
+
+constexpr char kUriPrefix[] = "sandbox://session/";
+constexpr char kOutSegment[] = "/out/";
+constexpr size_t kMaxUriBytes = 8192;
+
+bool IsUnreserved(unsigned char c) {
+  return absl::ascii_isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~';
+}
+
+bool IsSessionName(absl::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  return std::all_of(name.begin(), name.end(), [](unsigned char c) {
+    return absl::ascii_isalnum(c) || c == '-' || c == '_';
+  });
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+absl::StatusOr<std::string> PercentDecode(absl::string_view in) {
+  std::string out;
+  out.reserve(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out += in[i];
+      continue;
+    }
+    const int hi = i + 2 < in.size() ? HexValue(in[i + 1]) : -1;
+    const int lo = hi >= 0 ? HexValue(in[i + 2]) : -1;
+    if (hi < 0 || lo < 0) return absl::InvalidArgumentError("the URI has a bad %-escape");
+    out += static_cast<char>(hi * 16 + lo);
+    i += 2;
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<OutListing> ListOut(Sandboxes& sandboxes, const SandboxRef& ref,
+                                   const OutLimits& limits) {
+  OutListing listing;
+  std::deque<std::pair<std::string, uint32_t>> dirs = {{kOutDir, 0}};  // path, depth
+  uint32_t listed = 0;
+  while (!dirs.empty()) {
+    auto [dir, depth] = std::move(dirs.front());
+    dirs.pop_front();
+    if (listed == limits.max_directories) {
+      listing.truncated = true;
+      break;
+    }
+    ++listed;
+    const uint32_t room = limits.max_files - static_cast<uint32_t>(listing.files.size());
+    absl::StatusOr<sandbox::v1::ListFilesResponse> entries =
+        sandboxes.ListFiles(ref, dir, std::max<uint32_t>(room, 1) + 16);
+    if (!entries.ok()) {
+      // out/ itself missing is "nothing produced"; a subdirectory that vanished since its
+      // parent was listed is skipped.
+      if (absl::IsNotFound(entries.status())) continue;
+      return entries.status();
+    }
+    listing.truncated |= entries->truncated();
+    const size_t strip = std::string(kOutDir).size() + 1;
+    for (const sandbox::v1::FileInfo& f : entries->files()) {
+      if (f.path().size() <= strip || f.path().compare(0, strip, std::string(kOutDir) + "/") != 0) {
+        continue;  // not under out/: sandboxd never answers so, but the walk stays in out/
+      }
+      if (f.type() == sandbox::v1::FILE_TYPE_DIRECTORY) {
+        if (depth + 1 < limits.max_depth) {
+          dirs.emplace_back(f.path(), depth + 1);
+        } else {
+          listing.truncated = true;
+        }
+      } else if (f.type() == sandbox::v1::FILE_TYPE_FILE) {
+        if (listing.files.size() == limits.max_files) {
+          listing.truncated = true;
+          continue;
+        }
+        listing.files.push_back({f.path().substr(strip), f.size(), f.mtime_ms()});
+      }
+    }
+  }
+  std::sort(listing.files.begin(), listing.files.end(),
+            [](const OutFile& a, const OutFile& b) { return a.path < b.path; });
+  return listing;
+}
+
+std::vector<OutFile> ChangedFiles(const std::vector<OutFile>& before,
+                                  const std::vector<OutFile>& after) {
+  std::vector<OutFile> changed;
+  auto b = before.begin();
+  for (const OutFile& f : after) {
+    while (b != before.end() && b->path < f.path) ++b;
+    if (b == before.end() || !(*b == f)) changed.push_back(f);
+  }
+  return changed;
+}
+
+std::string OutFileUri(const std::string& session, const std::string& path) {
+  std::string uri = absl::StrCat(kUriPrefix, session, kOutSegment);
+  for (unsigned char c : path) {
+    if (IsUnreserved(c) || c == '/') {
+      uri += static_cast<char>(c);
+    } else {
+      static const char kHex[] = "0123456789ABCDEF";
+      uri += '%';
+      uri += kHex[c >> 4];
+      uri += kHex[c & 0xf];
+    }
+  }
+  return uri;
+}
+
+std::string OutUriTemplate(const std::string& session) {
+  return absl::StrCat(kUriPrefix, session, kOutSegment, "{+path}");
+}
+
+absl::StatusOr<OutFileRef> ParseOutFileUri(const std::string& uri) {
+  if (uri.size() > kMaxUriBytes) return absl::InvalidArgumentError("the URI is too long");
+  absl::string_view rest = uri;
+  if (!absl::ConsumePrefix(&rest, kUriPrefix)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "not a resource of this server: URIs look like ", kUriPrefix, "<session>/out/<path>"));
+  }
+  const size_t slash = rest.find('/');
+  OutFileRef ref;
+  ref.session = std::string(rest.substr(0, slash));
+  if (slash == absl::string_view::npos || !IsSessionName(ref.session)) {
+    return absl::InvalidArgumentError("the URI names no session");
+  }
+  rest.remove_prefix(slash);
+  if (!absl::ConsumePrefix(&rest, kOutSegment)) {
+    return absl::InvalidArgumentError("only files under out/ are resources");
+  }
+  if (rest.find_first_of("?#") != absl::string_view::npos) {
+    return absl::InvalidArgumentError("the URI may not have a query or a fragment");
+  }
+  absl::StatusOr<std::string> path = PercentDecode(rest);
+  if (!path.ok()) return path.status();
+  if (path->find('\0') != std::string::npos || !codemode::IsValidUtf8(*path)) {
+    return absl::InvalidArgumentError("the path must be UTF-8 without NUL bytes");
+  }
+  for (absl::string_view part : absl::StrSplit(*path, '/')) {
+    if (part.empty() || part == "." || part == "..") {
+      return absl::InvalidArgumentError(
+          "the path may not have empty, '.' or '..' segments: it names a file under out/");
+    }
+  }
+  ref.path = std::move(*path);
+  return ref;
+}
+
+std::string MimeTypeForPath(const std::string& path) {
+  static const std::pair<const char*, const char*> kTypes[] = {
+      {".png", "image/png"},          {".jpg", "image/jpeg"},       {".jpeg", "image/jpeg"},
+      {".gif", "image/gif"},          {".webp", "image/webp"},      {".svg", "image/svg+xml"},
+      {".pdf", "application/pdf"},    {".json", "application/json"}, {".csv", "text/csv"},
+      {".tsv", "text/tab-separated-values"}, {".txt", "text/plain"}, {".log", "text/plain"},
+      {".md", "text/markdown"},       {".html", "text/html"},       {".htm", "text/html"},
+      {".xml", "application/xml"},    {".yaml", "application/yaml"}, {".yml", "application/yaml"},
+      {".py", "text/x-python"},       {".js", "text/javascript"},   {".zip", "application/zip"},
+      {".parquet", "application/vnd.apache.parquet"}};
+  const size_t slash = path.rfind('/');
+  const std::string name = absl::AsciiStrToLower(slash == std::string::npos ? path : path.substr(slash + 1));
+  for (const auto& [ext, mime] : kTypes) {
+    if (absl::EndsWith(name, ext)) return mime;
+  }
+  return "application/octet-stream";
+}
+
+bool IsTextMimeType(const std::string& mime) {
+  return absl::StartsWith(mime, "text/") || mime == "application/json" ||
+         mime == "application/xml" || mime == "application/yaml" || mime == "image/svg+xml";
+}
+
+}  // namespace gateway

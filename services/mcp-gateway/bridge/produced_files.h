@@ -1,0 +1,83 @@
+// Produced files: what a run leaves under /workspace/out/, as the MCP client sees it.
+//
+// After each run the gateway walks out/ (ListOut: breadth first, one sandboxd ListFiles
+// per directory, within OutLimits) and compares it with the binding's previous walk
+// (ChangedFiles: new paths, or a different size or mtime). Every file is addressed by a
+// resource URI of the session name and the path under out/:
+//
+//   sandbox://session/default/out/report/chart.png
+//
+// The URI names no sandboxd session and no MCP session: it is resolved among the calling
+// MCP session's own bindings (workspace_resources.h), so one client's URI can never reach
+// another client's sandbox.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "bridge/sandboxes.h"
+
+namespace gateway {
+
+// The directory walked, relative to /workspace.
+inline constexpr char kOutDir[] = "out";
+
+struct OutFile {
+  std::string path;  // relative to out/, '/'-separated
+  uint64_t size = 0;
+  int64_t mtime_ms = 0;
+  bool operator==(const OutFile& o) const {
+    return path == o.path && size == o.size && mtime_ms == o.mtime_ms;
+  }
+};
+
+// Bounds on one walk of out/: a run that writes a million files costs the gateway a
+// bounded listing, not a million entries per run.
+struct OutLimits {
+  uint32_t max_files = 1000;      // files recorded
+  uint32_t max_directories = 64;  // directories listed (one ListFiles each)
+  uint32_t max_depth = 8;         // out/a/b/... nesting
+};
+
+struct OutListing {
+  std::vector<OutFile> files;  // sorted by path
+  bool truncated = false;      // a limit was reached: some files are not in `files`
+};
+
+// Walks out/ of the session's workspace. A missing out/ is an empty listing; symlinks and
+// special files are skipped (only regular files are produced files).
+absl::StatusOr<OutListing> ListOut(Sandboxes& sandboxes, const SandboxRef& ref,
+                                   const OutLimits& limits);
+
+// The files of `after` that `before` lacks or has with another size or mtime. Both sorted
+// by path.
+std::vector<OutFile> ChangedFiles(const std::vector<OutFile>& before,
+                                  const std::vector<OutFile>& after);
+
+// sandbox://session/<session>/out/<path>, each path byte outside RFC 3986's unreserved set
+// (and '/') percent-encoded.
+std::string OutFileUri(const std::string& session, const std::string& path);
+
+// The URI template of one session's produced files (RFC 6570 reserved expansion, so the
+// path keeps its slashes).
+std::string OutUriTemplate(const std::string& session);
+
+struct OutFileRef {
+  std::string session;  // a binding name: [A-Za-z0-9_-]
+  std::string path;     // decoded, relative to out/
+};
+
+// The inverse of OutFileUri. INVALID_ARGUMENT for another scheme or shape, a bad escape,
+// a NUL, and empty, "." or ".." path segments: a URI can only name a file under out/.
+absl::StatusOr<OutFileRef> ParseOutFileUri(const std::string& uri);
+
+// The MIME type of a file by its extension; application/octet-stream when unknown.
+std::string MimeTypeForPath(const std::string& path);
+
+// Whether resources/read returns the type as `text` (when it is valid UTF-8) rather than a
+// base64 `blob`.
+bool IsTextMimeType(const std::string& mime);
+
+}  // namespace gateway

@@ -1,0 +1,91 @@
+// The gateway's MCP resources. See workspace_resources.h.
+#include "bridge/workspace_resources.h"
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "base/untrusted_json.h"
+
+namespace gateway {
+
+using nlohmann::json;
+
+WorkspaceResources::WorkspaceResources(Sandboxes* sandboxes, SessionBindings* bindings,
+                                       ResourceOptions options)
+    : sandboxes_(sandboxes), bindings_(bindings), options_(options) {}
+
+absl::StatusOr<OutListing> WorkspaceResources::Refresh(SessionBindings::Binding& binding) {
+  absl::StatusOr<OutListing> now = ListOut(*sandboxes_, binding.ref(), options_.limits);
+  if (!now.ok()) return now.status();
+  OutListing changed;
+  changed.files = ChangedFiles(binding.out_listing().files, now->files);
+  changed.truncated = now->truncated;
+  binding.set_out_listing(std::move(*now));
+  return changed;
+}
+
+json WorkspaceResources::Describe(const std::string& session, const OutFile& file) {
+  json resource = {{"uri", OutFileUri(session, file.path)},
+                   {"name", file.path},
+                   {"title", absl::StrCat(session, ": out/", file.path)},
+                   {"mimeType", MimeTypeForPath(file.path)},
+                   {"size", file.size}};
+  if (file.mtime_ms > 0) {
+    resource["annotations"] = {
+        {"lastModified", absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMillis(file.mtime_ms),
+                                          absl::UTCTimeZone())}};
+  }
+  return resource;
+}
+
+json WorkspaceResources::List(const std::string& mcp_session) {
+  json resources = json::array();
+  for (const auto& [name, binding] : bindings_->Named(mcp_session)) {
+    for (const OutFile& f : binding->out_listing().files) resources.push_back(Describe(name, f));
+  }
+  return {{"resources", std::move(resources)}};
+}
+
+json WorkspaceResources::Templates(const std::string& mcp_session) {
+  json templates = json::array();
+  for (const auto& [name, binding] : bindings_->Named(mcp_session)) {
+    templates.push_back({{"uriTemplate", OutUriTemplate(name)},
+                         {"name", absl::StrCat(name, "-out")},
+                         {"title", absl::StrCat("Files under /workspace/out/ of session '", name, "'")},
+                         {"description", "Files that run_python code wrote under /workspace/out/ in "
+                                         "this sandbox session."}});
+  }
+  return {{"resourceTemplates", std::move(templates)}};
+}
+
+absl::StatusOr<json> WorkspaceResources::Read(const std::string& mcp_session, const std::string& uri) {
+  absl::StatusOr<OutFileRef> ref = ParseOutFileUri(uri);
+  if (!ref.ok()) return ref.status();
+  std::shared_ptr<SessionBindings::Binding> binding = bindings_->Find(mcp_session, ref->session);
+  if (binding == nullptr || !binding->ready()) {
+    return absl::NotFoundError(absl::StrCat("this client has no sandbox session '", ref->session, "'"));
+  }
+  const std::string path = absl::StrCat(kOutDir, "/", ref->path);
+  absl::StatusOr<std::string> data =
+      sandboxes_->DownloadFile(binding->ref(), path, options_.max_read_bytes);
+  if (absl::IsNotFound(data.status())) {
+    return absl::NotFoundError(absl::StrCat("no file /workspace/", path, " in session '",
+                                            ref->session, "'"));
+  }
+  if (absl::IsResourceExhausted(data.status())) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "/workspace/", path, " is larger than the ", options_.max_read_bytes,
+        " bytes resources/read returns: work with it from code instead"));
+  }
+  if (!data.ok()) return data.status();
+  const std::string mime = MimeTypeForPath(ref->path);
+  json contents = {{"uri", uri}, {"mimeType", mime}};
+  if (IsTextMimeType(mime) && codemode::IsValidUtf8(*data)) {
+    contents["text"] = std::move(*data);
+  } else {
+    contents["blob"] = absl::Base64Escape(*data);
+  }
+  return json{{"contents", json::array({std::move(contents)})}};
+}
+
+}  // namespace gateway

@@ -1,0 +1,62 @@
+// WorkspaceResources: the gateway's MCP resources, the files run_python's code leaves under
+// /workspace/out/ (produced_files.h), readable only by the MCP session that owns the
+// sandbox session.
+//
+// After every run the tool calls Refresh() on the run's binding: out/ is walked and the
+// files created or changed since the last walk become the result's resource_link blocks.
+// resources/list lists the last walk of each of the caller's sessions; resources/read
+// resolves a URI's session name among the *caller's* bindings and downloads through
+// sandboxd, so a URI copied from another client names a file in the caller's own sandbox
+// (or nothing): there is no table of owners to get wrong.
+//
+//   WorkspaceResources resources(&sandboxes, &bindings, {});
+//   absl::StatusOr<OutListing> changed = resources.Refresh(binding);   // run lock held
+//   json list = resources.List(mcp_session);                          // resources/list
+//   absl::StatusOr<json> contents = resources.Read(mcp_session, uri);  // resources/read
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "bridge/produced_files.h"
+#include "bridge/sandboxes.h"
+#include "bridge/session_bindings.h"
+#include "nlohmann/json.hpp"
+
+namespace gateway {
+
+struct ResourceOptions {
+  // resources/read answers at most this many bytes (a larger file is an error that says
+  // to read it from code); the base64 of a blob is a third larger on the wire.
+  size_t max_read_bytes = 8u << 20;
+  OutLimits limits;
+};
+
+class WorkspaceResources {
+ public:
+  WorkspaceResources(Sandboxes* sandboxes, SessionBindings* bindings, ResourceOptions options);
+
+  // Walks the binding's out/ (its sandbox session exists), keeps the walk for List() and
+  // returns the files created or changed since the previous walk (`truncated` when the
+  // walk stopped at a limit).
+  absl::StatusOr<OutListing> Refresh(SessionBindings::Binding& binding);
+
+  // The result of resources/list, and of resources/templates/list (a template per session).
+  nlohmann::json List(const std::string& mcp_session);
+  nlohmann::json Templates(const std::string& mcp_session);
+
+  // The result of resources/read: INVALID_ARGUMENT for a URI that is not one of ours,
+  // NOT_FOUND when the caller has no such session or file, RESOURCE_EXHAUSTED past
+  // max_read_bytes.
+  absl::StatusOr<nlohmann::json> Read(const std::string& mcp_session, const std::string& uri);
+
+  // A Resource object (resources/list) of `session`'s file.
+  static nlohmann::json Describe(const std::string& session, const OutFile& file);
+
+ private:
+  Sandboxes* const sandboxes_;
+  SessionBindings* const bindings_;
+  const ResourceOptions options_;
+};
+
+}  // namespace gateway

@@ -1,0 +1,145 @@
+// Produced files: the walk of out/ and its bounds, the diff between walks, resource URIs
+// (round trip, and every way a hostile URI could try to leave out/), MIME types.
+#include "bridge/produced_files.h"
+
+#include "bridge_fakes.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gateway {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::FakeSandboxes;
+
+class ListOutTest : public ::testing::Test {
+ protected:
+  ListOutTest() { ref_ = *sandboxes_.CreateSession("o", "default", {}); }
+  std::vector<std::string> Paths(const OutListing& l) {
+    std::vector<std::string> out;
+    for (const OutFile& f : l.files) out.push_back(f.path);
+    return out;
+  }
+  FakeSandboxes sandboxes_;
+  SandboxRef ref_;
+};
+
+TEST_F(ListOutTest, AMissingOutDirectoryIsAnEmptyListing) {
+  absl::StatusOr<OutListing> l = ListOut(sandboxes_, ref_, {});
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_TRUE(l->files.empty());
+  EXPECT_FALSE(l->truncated);
+}
+
+TEST_F(ListOutTest, WalksNestedDirectoriesAndSkipsFilesOutsideOut) {
+  sandboxes_.PutFile(ref_.session_id, "out/chart.png", "png");
+  sandboxes_.PutFile(ref_.session_id, "out/report/data.csv", "a,b\n");
+  sandboxes_.PutFile(ref_.session_id, "out/report/deep/x.txt", "x");
+  sandboxes_.PutFile(ref_.session_id, "in/secret.txt", "not produced");
+  absl::StatusOr<OutListing> l = ListOut(sandboxes_, ref_, {});
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_THAT(Paths(*l), ::testing::ElementsAre("chart.png", "report/data.csv", "report/deep/x.txt"));
+  EXPECT_EQ(l->files[1].size, 4u);
+  EXPECT_GT(l->files[1].mtime_ms, 0);
+  EXPECT_FALSE(l->truncated);
+}
+
+TEST_F(ListOutTest, EachBoundStopsTheWalkAndSaysSo) {
+  for (int i = 0; i < 20; ++i) sandboxes_.PutFile(ref_.session_id, "out/f" + std::to_string(i), "x");
+  sandboxes_.PutFile(ref_.session_id, "out/a/b/c/d/e.txt", "deep");
+  OutLimits few_files;
+  few_files.max_files = 5;
+  absl::StatusOr<OutListing> l = ListOut(sandboxes_, ref_, few_files);
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->files.size(), 5u);
+  EXPECT_TRUE(l->truncated);
+
+  OutLimits shallow;
+  shallow.max_depth = 3;  // out/, out/a, out/a/b
+  l = ListOut(sandboxes_, ref_, shallow);
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->files.size(), 20u);
+  EXPECT_TRUE(l->truncated);
+
+  OutLimits one_dir;
+  one_dir.max_directories = 1;
+  const int calls_before = sandboxes_.list_calls();
+  l = ListOut(sandboxes_, ref_, one_dir);
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(sandboxes_.list_calls() - calls_before, 1);
+  EXPECT_TRUE(l->truncated);
+}
+
+TEST(ChangedFilesTest, NewAndModifiedFilesOnly) {
+  std::vector<OutFile> before = {{"a", 1, 10}, {"b", 2, 20}, {"c", 3, 30}};
+  std::vector<OutFile> after = {{"a", 1, 10}, {"b", 2, 21}, {"bb", 5, 5}, {"c", 4, 30}};
+  std::vector<OutFile> changed = ChangedFiles(before, after);
+  ASSERT_EQ(changed.size(), 3u);
+  EXPECT_EQ(changed[0].path, "b");   // newer mtime
+  EXPECT_EQ(changed[1].path, "bb");  // new
+  EXPECT_EQ(changed[2].path, "c");   // other size
+  EXPECT_TRUE(ChangedFiles(after, after).empty());
+  EXPECT_EQ(ChangedFiles({}, after).size(), 4u);
+  EXPECT_TRUE(ChangedFiles(after, {}).empty()) << "a removed file is not a produced one";
+}
+
+TEST(OutFileUriTest, RoundTripsAnyPath) {
+  for (const std::string path : {"chart.png", "report/data 2024.csv", "ünïcode/файл.txt",
+                                 "100%/a+b=c?.txt", "x#y"}) {
+    const std::string uri = OutFileUri("default", path);
+    const std::string tail = uri.substr(std::string("sandbox://session/default/out/").size());
+    EXPECT_EQ(tail.find_first_of(" ?#"), std::string::npos) << uri;
+    absl::StatusOr<OutFileRef> ref = ParseOutFileUri(uri);
+    ASSERT_TRUE(ref.ok()) << uri << ": " << ref.status();
+    EXPECT_EQ(ref->session, "default");
+    EXPECT_EQ(ref->path, path);
+  }
+  EXPECT_EQ(OutFileUri("s-1", "a b/c.png"), "sandbox://session/s-1/out/a%20b/c.png");
+  EXPECT_EQ(OutUriTemplate("s-1"), "sandbox://session/s-1/out/{+path}");
+}
+
+TEST(OutFileUriTest, RefusesEveryWayOutOfOut) {
+  const char* const kBad[] = {
+      "file:///etc/passwd",
+      "sandbox://session/default/in/secret.txt",        // not under out/
+      "sandbox://session/default/out/",                 // names no file
+      "sandbox://session/default/out/../in/secret.txt",
+      "sandbox://session/default/out/a/../../in/x",
+      "sandbox://session/default/out/%2e%2e/in/x",      // '..' once decoded
+      "sandbox://session/default/out/%2E%2E%2Fin%2Fx",  // an encoded '../in/x'
+      "sandbox://session/default/out/./a",
+      "sandbox://session/default/out/a//b",
+      "sandbox://session/default/out//etc/passwd",
+      "sandbox://session/default/out/a%00.png",         // NUL
+      "sandbox://session/default/out/a%zz",             // bad escape
+      "sandbox://session/default/out/a%4",              // cut escape
+      "sandbox://session/default/out/%ff%fe",           // not UTF-8
+      "sandbox://session/default/out/a?x=1",
+      "sandbox://session/default/out/a#frag",
+      "sandbox://session/../out/a",                     // not a session name
+      "sandbox://session/a%2Fb/out/c",
+      "sandbox://session//out/a",
+      "sandbox://session/default",
+  };
+  for (const char* uri : kBad) {
+    absl::StatusOr<OutFileRef> ref = ParseOutFileUri(uri);
+    EXPECT_TRUE(absl::IsInvalidArgument(ref.status())) << uri << " -> " << ref.status();
+  }
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      ParseOutFileUri("sandbox://session/d/out/" + std::string(10000, 'a')).status()));
+}
+
+TEST(MimeTypeTest, ByExtensionCaseInsensitively) {
+  EXPECT_EQ(MimeTypeForPath("a/chart.PNG"), "image/png");
+  EXPECT_EQ(MimeTypeForPath("data.csv"), "text/csv");
+  EXPECT_EQ(MimeTypeForPath("x.json"), "application/json");
+  EXPECT_EQ(MimeTypeForPath("png"), "application/octet-stream");
+  EXPECT_EQ(MimeTypeForPath("dir.png/blob"), "application/octet-stream");
+  EXPECT_TRUE(IsTextMimeType("text/csv"));
+  EXPECT_TRUE(IsTextMimeType("image/svg+xml"));
+  EXPECT_FALSE(IsTextMimeType("image/png"));
+  EXPECT_FALSE(IsTextMimeType("application/octet-stream"));
+}
+
+}  // namespace
+}  // namespace gateway

@@ -1,0 +1,205 @@
+// Produced files through RunPythonTool: resource_link blocks for what a run created or
+// changed under out/, resources/list and templates per MCP session, resources/read (text
+// and blob, caps, errors), and the rule that matters most: one MCP session can never read
+// another's files, whatever URI it sends.
+#include "bridge/run_python.h"
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_split.h"
+#include "bridge_fakes.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gateway {
+namespace {
+
+using nlohmann::json;
+using sandbox::v1::Finished;
+using ::testing::HasSubstr;
+using testing::FakeSandboxes;
+using testing::FakeUpstreams;
+
+class WorkspaceResourcesTest : public ::testing::Test {
+ protected:
+  WorkspaceResourcesTest() {
+    // Code "writes" the files listed in the run's code: "out/a.png=bytes;out/b.csv=...";
+    // "#" writes nothing.
+    sandboxes_.SetScript([this](const FakeSandboxes::Execution& e, const ExecuteHandlers&,
+                                std::shared_ptr<codemode::CancelToken>) -> absl::StatusOr<Finished> {
+      for (absl::string_view item : absl::StrSplit(e.code, ';', absl::SkipEmpty())) {
+        if (item.find('=') == absl::string_view::npos) continue;  // "#": writes nothing
+        std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
+        sandboxes_.PutFile(e.session_id, kv.first, kv.second);
+      }
+      Finished f;
+      f.set_status(Finished::OK);
+      return f;
+    });
+  }
+
+  ToolCallContext Context(const std::string& mcp, const std::string& version = "2025-11-25") {
+    ToolCallContext ctx;
+    ctx.session_key = mcp;
+    ctx.protocol_version = version;
+    ctx.cancel = std::make_shared<codemode::CancelToken>();
+    ctx.progress = [](double, std::optional<double>, const std::string&) {};
+    ctx.resources_changed = [this] { ++changed_; };
+    return ctx;
+  }
+  json Run(const std::string& code, const std::string& mcp = "mcp-1",
+           const std::string& version = "2025-11-25", const std::string& session = "default") {
+    ToolCallContext ctx = Context(mcp, version);
+    absl::StatusOr<json> r = tool_.CallTool("run_python", {{"code", code}, {"session", session}}, ctx);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : json();
+  }
+  static json Links(const json& result) {
+    json links = json::array();
+    for (const json& block : result["content"]) {
+      if (block["type"] == "resource_link") links.push_back(block);
+    }
+    return links;
+  }
+  absl::StatusOr<json> Read(const std::string& uri, const std::string& mcp = "mcp-1") {
+    ToolCallContext ctx = Context(mcp);
+    return tool_.ReadResource(uri, ctx);
+  }
+
+  FakeSandboxes sandboxes_;
+  FakeUpstreams upstreams_;
+  RunPythonOptions options_;
+  RunPythonTool tool_{&sandboxes_, &upstreams_, options_};
+  int changed_ = 0;
+};
+
+TEST_F(WorkspaceResourcesTest, ARunLinksTheFilesItCreatedOrChanged) {
+  json r = Run("out/chart.png=PNG;out/data/t.csv=a,b;in/x.txt=not out");
+  json links = Links(r);
+  ASSERT_EQ(links.size(), 2u) << r;
+  EXPECT_EQ(links[0], json({{"type", "resource_link"},
+                            {"uri", "sandbox://session/default/out/chart.png"},
+                            {"name", "chart.png"},
+                            {"mimeType", "image/png"},
+                            {"size", 3}}));
+  EXPECT_EQ(links[1]["uri"], "sandbox://session/default/out/data/t.csv");
+  EXPECT_EQ(r["structuredContent"]["files_produced"], 2);
+  EXPECT_EQ(r["structuredContent"]["files"][1]["path"], "/workspace/out/data/t.csv");
+  EXPECT_THAT(r["content"][0]["text"].get<std::string>(), HasSubstr("chart.png, data/t.csv"));
+  EXPECT_EQ(changed_, 1);
+
+  json again = Run("#");
+  EXPECT_TRUE(Links(again).empty()) << "nothing changed: " << again;
+  EXPECT_EQ(changed_, 1) << "no list_changed when nothing changed";
+  json changed = Run("out/data/t.csv=a,b,c");
+  ASSERT_EQ(Links(changed).size(), 1u);
+  EXPECT_EQ(Links(changed)[0]["size"], 5);
+}
+
+TEST_F(WorkspaceResourcesTest, OlderClientsGetTheUrisAsText) {
+  json r = Run("out/chart.png=PNG", "mcp-1", "2025-03-26");
+  EXPECT_TRUE(Links(r).empty()) << "resource_link is not in protocol 2025-03-26";
+  EXPECT_THAT(r["content"][0]["text"].get<std::string>(),
+              HasSubstr("chart.png (sandbox://session/default/out/chart.png)"));
+}
+
+TEST_F(WorkspaceResourcesTest, ReadReturnsTextOrABlob) {
+  Run("out/t.csv=a,b\n1,2;out/p.png=\x89PNG;out/bad.txt=\xff\xfe");
+  absl::StatusOr<json> csv = Read("sandbox://session/default/out/t.csv");
+  ASSERT_TRUE(csv.ok()) << csv.status();
+  EXPECT_EQ((*csv)["contents"][0],
+            json({{"uri", "sandbox://session/default/out/t.csv"}, {"mimeType", "text/csv"},
+                  {"text", "a,b\n1,2"}}));
+  absl::StatusOr<json> png = Read("sandbox://session/default/out/p.png");
+  ASSERT_TRUE(png.ok());
+  EXPECT_EQ((*png)["contents"][0]["blob"], absl::Base64Escape("\x89PNG"));
+  absl::StatusOr<json> bad = Read("sandbox://session/default/out/bad.txt");
+  ASSERT_TRUE(bad.ok());
+  EXPECT_TRUE((*bad)["contents"][0].contains("blob")) << "not UTF-8: sent as a blob";
+  EXPECT_EQ(sandboxes_.downloads().back().path, "out/bad.txt");
+}
+
+TEST_F(WorkspaceResourcesTest, AnotherMcpSessionCannotReadTheFiles) {
+  Run("out/secret.txt=mine", "mcp-1");
+  const std::string uri = "sandbox://session/default/out/secret.txt";
+  ASSERT_TRUE(Read(uri, "mcp-1").ok());
+  // mcp-2 has no session at all: not found, and nothing was downloaded for it.
+  const size_t downloads = sandboxes_.downloads().size();
+  EXPECT_TRUE(absl::IsNotFound(Read(uri, "mcp-2").status()));
+  EXPECT_EQ(sandboxes_.downloads().size(), downloads);
+  // mcp-2 with a session of the same name: the URI names mcp-2's own workspace.
+  Run("out/other.txt=theirs", "mcp-2");
+  absl::StatusOr<json> theirs = Read(uri, "mcp-2");
+  EXPECT_TRUE(absl::IsNotFound(theirs.status())) << theirs.status();
+  EXPECT_EQ(sandboxes_.downloads().back().session_id, "s2");
+  json list = *tool_.ListResources("mcp-2");
+  ASSERT_EQ(list["resources"].size(), 1u);
+  EXPECT_EQ(list["resources"][0]["name"], "other.txt");
+}
+
+TEST_F(WorkspaceResourcesTest, ListAndTemplatesCoverEachSessionOfTheCaller) {
+  EXPECT_EQ(*tool_.ListResources("mcp-1"), json({{"resources", json::array()}}));
+  Run("out/a.txt=1");
+  Run("out/b.txt=2", "mcp-1", "2025-11-25", "side");
+  json list = *tool_.ListResources("mcp-1");
+  ASSERT_EQ(list["resources"].size(), 2u);
+  EXPECT_EQ(list["resources"][0]["uri"], "sandbox://session/default/out/a.txt");
+  EXPECT_EQ(list["resources"][1]["uri"], "sandbox://session/side/out/b.txt");
+  EXPECT_EQ(list["resources"][1]["mimeType"], "text/plain");
+  EXPECT_TRUE(list["resources"][1]["annotations"].contains("lastModified"));
+  json templates = *tool_.ListResourceTemplates("mcp-1");
+  ASSERT_EQ(templates["resourceTemplates"].size(), 2u);
+  EXPECT_EQ(templates["resourceTemplates"][1]["uriTemplate"], "sandbox://session/side/out/{+path}");
+  sandboxes_.RemoveFile("s1", "out/a.txt");
+  Run("#");
+  EXPECT_EQ((*tool_.ListResources("mcp-1"))["resources"].size(), 1u) << "a.txt is gone";
+}
+
+TEST_F(WorkspaceResourcesTest, ReadErrorsSayWhatIsWrong) {
+  Run("out/a.txt=1");
+  EXPECT_TRUE(absl::IsInvalidArgument(Read("sandbox://session/default/in/a.txt").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(Read("sandbox://session/default/out/../in/a.txt").status()));
+  absl::StatusOr<json> missing = Read("sandbox://session/default/out/nope.txt");
+  EXPECT_TRUE(absl::IsNotFound(missing.status()));
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("/workspace/out/nope.txt"));
+  EXPECT_TRUE(absl::IsNotFound(Read("sandbox://session/other/out/a.txt").status()));
+}
+
+TEST_F(WorkspaceResourcesTest, ReadsAreCapped) {
+  RunPythonOptions small;
+  small.resources.max_read_bytes = 4;
+  RunPythonTool tool(&sandboxes_, &upstreams_, small);
+  ToolCallContext ctx = Context("mcp-1");
+  ASSERT_TRUE(tool.CallTool("run_python", {{"code", "out/big.txt=12345"}}, ctx).ok());
+  absl::StatusOr<json> big = tool.ReadResource("sandbox://session/default/out/big.txt", ctx);
+  EXPECT_TRUE(absl::IsResourceExhausted(big.status())) << big.status();
+  EXPECT_THAT(std::string(big.status().message()), HasSubstr("from code"));
+}
+
+TEST_F(WorkspaceResourcesTest, AWideOutDirectoryIsBoundedAndSaysSo) {
+  std::string code;
+  for (int i = 0; i < 150; ++i) code += "out/f" + std::to_string(1000 + i) + ".txt=x;";
+  json r = Run(code);
+  EXPECT_EQ(Links(r).size(), 100u) << "at most 100 links in one result";
+  EXPECT_EQ(r["structuredContent"]["files_produced"], 150);
+  EXPECT_EQ(r["structuredContent"]["files"].size(), 100u);
+}
+
+TEST_F(WorkspaceResourcesTest, ASpilledStdoutIsAProducedFile) {
+  sandboxes_.SetScript([](const FakeSandboxes::Execution&, const ExecuteHandlers&,
+                          std::shared_ptr<codemode::CancelToken>) -> absl::StatusOr<Finished> {
+    Finished f;
+    f.set_status(Finished::OK);
+    f.set_execution_id(7);
+    f.set_stdout(std::string(100000, 'x'));
+    return f;
+  });
+  json r = Run("print('x' * 100000)");
+  ASSERT_EQ(Links(r).size(), 1u) << r;
+  EXPECT_EQ(Links(r)[0]["uri"], "sandbox://session/default/out/run_python/stdout-7.txt");
+  absl::StatusOr<json> read = Read(Links(r)[0]["uri"]);
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ((*read)["contents"][0]["text"].get<std::string>().size(), 100000u);
+}
+
+}  // namespace
+}  // namespace gateway
