@@ -1,5 +1,7 @@
 #include "sandboxd/file_frames.h"
 
+#include <algorithm>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
@@ -136,17 +138,41 @@ absl::Status FileErrorStatus(const FileReplyMessage& error) {
 json MakeFileUploadFrame(uint64_t id, const std::string& path, uint64_t max_bytes) {
   return json{{"type", "file_upload"}, {"id", id}, {"path", path}, {"max_bytes", max_bytes}};
 }
+void EncodeFileChunkFrameInto(uint64_t id, std::string_view data, std::string* out) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  const std::string head = absl::StrCat(R"({"type":"file_chunk","id":)", id, R"(,"data":")");
+  const size_t b64 = 4 * ((data.size() + 2) / 3);
+  const uint32_t n = static_cast<uint32_t>(head.size() + b64 + 2);
+  out->resize(4 + n);  // within the capacity of earlier chunks: no allocation, no zeroing
+  char* p = out->data();
+  for (int shift = 24; shift >= 0; shift -= 8) *p++ = static_cast<char>((n >> shift) & 0xff);
+  p = std::copy(head.begin(), head.end(), p);
+  const auto* in = reinterpret_cast<const unsigned char*>(data.data());
+  size_t i = 0;
+  for (; i + 3 <= data.size(); i += 3) {
+    const uint32_t v = (uint32_t{in[i]} << 16) | (uint32_t{in[i + 1]} << 8) | in[i + 2];
+    p[0] = kAlphabet[v >> 18];
+    p[1] = kAlphabet[(v >> 12) & 63];
+    p[2] = kAlphabet[(v >> 6) & 63];
+    p[3] = kAlphabet[v & 63];
+    p += 4;
+  }
+  if (const size_t rest = data.size() - i; rest > 0) {
+    const uint32_t v = (uint32_t{in[i]} << 16) | (rest == 2 ? uint32_t{in[i + 1]} << 8 : 0);
+    p[0] = kAlphabet[v >> 18];
+    p[1] = kAlphabet[(v >> 12) & 63];
+    p[2] = rest == 2 ? kAlphabet[(v >> 6) & 63] : '=';
+    p[3] = '=';
+    p += 4;
+  }
+  *p++ = '"';
+  *p++ = '}';
+}
+
 std::string EncodeFileChunkFrame(uint64_t id, std::string_view data) {
-  std::string body = absl::StrCat(R"({"type":"file_chunk","id":)", id, R"(,"data":")");
-  const size_t head = body.size();
-  std::string b64 = absl::Base64Escape(absl::string_view(data.data(), data.size()));
-  const uint32_t n = static_cast<uint32_t>(head + b64.size() + 2);
   std::string out;
-  out.reserve(4 + n);
-  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((n >> shift) & 0xff));
-  out += body;
-  out += b64;
-  out += "\"}";
+  EncodeFileChunkFrameInto(id, data, &out);
   return out;
 }
 

@@ -3,7 +3,7 @@
 // every other runner message (the runner shares its process with user code).
 //
 //   conn->Send(MakeFileUploadFrame(7, "data/in.csv", max_bytes));
-//   conn->SendEncoded(EncodeFileChunkFrame(7, bytes));
+//   EncodeFileChunkFrameInto(7, bytes, &buffer);  conn->SendBulk(buffer);
 //   conn->Send(MakeFileCommitFrame(7));      // the runner answers file_written or file_error
 #pragma once
 
@@ -59,6 +59,9 @@ nlohmann::json MakeFileUploadFrame(uint64_t id, const std::string& path, uint64_
 // included, without a JSON DOM (which would copy the string several times). The same
 // frame as EncodeFrame of {"type":"file_chunk","id":id,"data":base64(data)}.
 std::string EncodeFileChunkFrame(uint64_t id, std::string_view data);
+// The same into `out`, whose capacity is reused: an upload encodes every chunk into one
+// buffer instead of faulting in a fresh megabyte per chunk.
+void EncodeFileChunkFrameInto(uint64_t id, std::string_view data, std::string* out);
 
 // The runner's file_data frame in its exact layout, {"type":"file_data","id":N,"data":"..."}
 // (the frame body, after the length), decoded without a JSON DOM; nullopt when the body

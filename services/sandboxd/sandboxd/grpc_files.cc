@@ -47,12 +47,15 @@ grpc::Status SandboxServiceImpl::UploadFile(grpc::ServerContext* context,
   WorkspaceFiles& files = (*session)->files();
   absl::StatusOr<uint64_t> id = files.BeginUpload(message.start().path());
   if (!id.ok()) return ToGrpcStatus(id.status());
+  std::string frame;  // every chunk is encoded into this one buffer
   while (reader->Read(&message)) {
     if (message.has_start()) {
       files.Abort(*id);
       return Invalid("UploadFile takes one 'start'; the rest must be 'data'");
     }
-    if (absl::Status s = files.SendChunk(*id, message.data()); !s.ok()) return ToGrpcStatus(s);
+    if (absl::Status s = files.SendChunk(*id, message.data(), &frame); !s.ok()) {
+      return ToGrpcStatus(s);
+    }
   }
   // A stream that ended by cancellation is not a whole file: nothing is committed.
   if (context->IsCancelled()) {
@@ -74,7 +77,7 @@ grpc::Status SandboxServiceImpl::DownloadFile(grpc::ServerContext*,
   absl::StatusOr<FileEntry> read = (*session)->files().Download(
       request->path(),
       [&](std::string_view data) {
-        chunk.set_data(std::string(data));
+        chunk.mutable_data()->assign(data.data(), data.size());  // reuses the buffer
         return writer->Write(chunk);
       },
       kDownloadTimeout);

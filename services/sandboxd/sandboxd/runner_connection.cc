@@ -165,8 +165,26 @@ absl::Status RunnerConnection::SendEncoded(std::string bytes) {
     if (n > 0) bytes.erase(0, static_cast<size_t>(n));  // the writer sends the rest, in order
   }
   outbox_bytes_ += bytes.size();
-  outbox_.push_back(std::move(bytes));
+  outbox_.push_back(Outgoing{std::move(bytes), {}, 0});
   return absl::OkStatus();
+}
+
+absl::Status RunnerConnection::SendBulk(std::string_view bytes) {
+  codemode::MutexLock lock(&out_mu_);
+  if (write_error_.empty() && stop_writer_) Fail("the connection is closing");
+  if (!write_error_.empty()) return absl::UnavailableError(write_error_);
+  const uint64_t mine = next_bulk_++;
+  outbox_.push_back(Outgoing{{}, bytes, mine});
+  // Written, or dropped by a failure (Fail empties the outbox; Close stops the writer):
+  // either way the writer no longer reads the caller's buffer once this holds.
+  auto finished = [this, mine]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(out_mu_) {
+    return bulk_written_ >= mine ||
+           ((!write_error_.empty() || stop_writer_) && bulk_in_writer_ != mine);
+  };
+  out_mu_.Await(absl::Condition(&finished));
+  if (bulk_written_ >= mine) return absl::OkStatus();
+  if (write_error_.empty()) Fail("the connection is closing");
+  return absl::UnavailableError(write_error_);
 }
 
 void RunnerConnection::Fail(const std::string& why) {
@@ -178,7 +196,7 @@ void RunnerConnection::Fail(const std::string& why) {
 
 void RunnerConnection::WriteLoop() {
   for (;;) {
-    std::string bytes;
+    Outgoing frame;
     {
       codemode::MutexLock lock(&out_mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(out_mu_) {
@@ -186,19 +204,25 @@ void RunnerConnection::WriteLoop() {
       };
       out_mu_.Await(absl::Condition(&ready));
       if (stop_writer_) return;
-      bytes = std::move(outbox_.front());
+      frame = std::move(outbox_.front());
       outbox_.pop_front();
       writing_ = true;  // Send() must not overtake this frame
+      bulk_in_writer_ = frame.bulk;
     }
-    absl::Status s = WriteAll(bytes, absl::Now() + frame_deadline_);
+    absl::Status s = WriteAll(frame.bytes(), absl::Now() + frame_deadline_);
     codemode::MutexLock lock(&out_mu_);
     writing_ = false;
-    outbox_bytes_ -= std::min(outbox_bytes_, bytes.size());
+    bulk_in_writer_ = 0;
+    if (frame.bulk) {
+      if (s.ok()) bulk_written_ = frame.bulk;
+    } else {
+      outbox_bytes_ -= std::min(outbox_bytes_, frame.owned.size());
+    }
     if (!s.ok()) Fail(std::string(s.message()));
   }
 }
 
-absl::Status RunnerConnection::WriteAll(const std::string& bytes, absl::Time deadline) {
+absl::Status RunnerConnection::WriteAll(std::string_view bytes, absl::Time deadline) {
   size_t off = 0;
   while (off < bytes.size()) {
     ssize_t n = send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);

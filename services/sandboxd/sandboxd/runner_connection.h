@@ -16,6 +16,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -69,6 +70,12 @@ class RunnerConnection {
   absl::Status Send(const nlohmann::json& frame);
   // The same for a frame already encoded (EncodeFrame, EncodeFileChunkFrame).
   absl::Status SendEncoded(std::string bytes);
+  // Sends a bulk frame (a file chunk) from the caller's buffer: it takes its place in the
+  // outbox like any frame, uncopied, and the call returns once the writer has sent it (or
+  // the connection failed), so the buffer may then be reused. The sender is paced by the
+  // runner: a fast upload can never fill the outbox. Only from a thread that may wait,
+  // holding no lock (an upload's rpc thread).
+  absl::Status SendBulk(std::string_view bytes);
 
   // Shuts the socket down and joins the reader and writer threads. Idempotent. Must not be
   // called on the reader thread.
@@ -81,7 +88,16 @@ class RunnerConnection {
   // Records the first failure and shuts the socket down, which ends the reader too.
   void Fail(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(out_mu_);
   // Writes all of `bytes` by `deadline`.
-  absl::Status WriteAll(const std::string& bytes, absl::Time deadline);
+  absl::Status WriteAll(std::string_view bytes, absl::Time deadline);
+
+  // A frame waiting to be written: owned (Send), or borrowed from a SendBulk caller, who
+  // waits until the writer is done with it.
+  struct Outgoing {
+    std::string owned;
+    std::string_view borrowed;
+    uint64_t bulk = 0;  // SendBulk's number (1, 2, ...); 0 for an owned frame
+    std::string_view bytes() const { return bulk ? borrowed : std::string_view(owned); }
+  };
   // Blocking read of the next frame with a deadline (used before Start()).
   absl::StatusOr<RunnerMessage> ReadOne(absl::Time deadline);
   void ReadLoop();
@@ -95,8 +111,11 @@ class RunnerConnection {
   std::atomic<bool> closed_{false};
 
   codemode::Mutex out_mu_;
-  std::deque<std::string> outbox_ ABSL_GUARDED_BY(out_mu_);
-  size_t outbox_bytes_ ABSL_GUARDED_BY(out_mu_) = 0;
+  std::deque<Outgoing> outbox_ ABSL_GUARDED_BY(out_mu_);
+  size_t outbox_bytes_ ABSL_GUARDED_BY(out_mu_) = 0;  // owned frames only
+  uint64_t next_bulk_ ABSL_GUARDED_BY(out_mu_) = 1;
+  uint64_t bulk_written_ ABSL_GUARDED_BY(out_mu_) = 0;  // bulk frames are written in order
+  uint64_t bulk_in_writer_ ABSL_GUARDED_BY(out_mu_) = 0;  // the writer holds its buffer
   bool stop_writer_ ABSL_GUARDED_BY(out_mu_) = false;
   bool writing_ ABSL_GUARDED_BY(out_mu_) = false;  // the writer is sending a frame
   std::string write_error_ ABSL_GUARDED_BY(out_mu_);  // empty while healthy

@@ -25,8 +25,9 @@ const char* KindName(FileReplyMessage::Kind k) {
 }  // namespace
 
 WorkspaceFiles::WorkspaceFiles(std::function<absl::Status(std::string)> send,
+                               std::function<absl::Status(std::string_view)> send_bulk,
                                uint64_t max_file_bytes)
-    : send_(std::move(send)), max_file_bytes_(max_file_bytes) {}
+    : send_(std::move(send)), send_bulk_(std::move(send_bulk)), max_file_bytes_(max_file_bytes) {}
 
 absl::StatusOr<uint64_t> WorkspaceFiles::Open(Transfer t,
                                               const std::function<nlohmann::json(uint64_t)>& first) {
@@ -63,7 +64,7 @@ absl::StatusOr<uint64_t> WorkspaceFiles::BeginUpload(const std::string& path) {
               [&](uint64_t id) { return MakeFileUploadFrame(id, path, max_file_bytes_); });
 }
 
-absl::Status WorkspaceFiles::SendChunk(uint64_t id, std::string_view data) {
+absl::Status WorkspaceFiles::SendChunk(uint64_t id, std::string_view data, std::string* scratch) {
   absl::Status over_cap;  // frames are never sent under mu_ (a send may end the session)
   {
     codemode::MutexLock lock(&mu_);
@@ -88,7 +89,8 @@ absl::Status WorkspaceFiles::SendChunk(uint64_t id, std::string_view data) {
   }
   size_t off = 0;
   do {  // an empty chunk is still sent
-    if (absl::Status s = send_(EncodeFileChunkFrame(id, data.substr(off, kChunkFrameBytes))); !s.ok()) {
+    EncodeFileChunkFrameInto(id, data.substr(off, kChunkFrameBytes), scratch);
+    if (absl::Status s = send_bulk_(*scratch); !s.ok()) {
       Abort(id);
       return absl::FailedPreconditionError(absl::StrCat("the session's runner is gone: ", s.message()));
     }

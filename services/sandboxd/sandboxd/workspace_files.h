@@ -5,7 +5,7 @@
 //
 //   WorkspaceFiles files(send, 64 << 20);
 //   ASSIGN_OR_RETURN(uint64_t id, files.BeginUpload("data/in.csv"));
-//   RETURN_IF_ERROR(files.SendChunk(id, bytes));         // an early failure shows here
+//   RETURN_IF_ERROR(files.SendChunk(id, bytes, &scratch));         // an early failure shows here
 //   ASSIGN_OR_RETURN(FileEntry written, files.Commit(id, absl::Seconds(30)));
 //
 // Everything the runner sends is untrusted: a download that brings more bytes than it
@@ -30,9 +30,12 @@ namespace sandboxd {
 
 class WorkspaceFiles {
  public:
-  // `send` delivers one encoded frame (EncodeFrame) to the runner; a failure means the
-  // session is going away.
-  WorkspaceFiles(std::function<absl::Status(std::string)> send, uint64_t max_file_bytes);
+  // `send` delivers one encoded frame (EncodeFrame) to the runner without waiting;
+  // `send_bulk` delivers a file chunk from the caller's buffer, waiting for the runner to
+  // take it (RunnerConnection::SendBulk), which paces uploads. A failure of either means
+  // the session is going away.
+  WorkspaceFiles(std::function<absl::Status(std::string)> send,
+                 std::function<absl::Status(std::string_view)> send_bulk, uint64_t max_file_bytes);
 
   uint64_t max_file_bytes() const { return max_file_bytes_; }
 
@@ -40,7 +43,9 @@ class WorkspaceFiles {
   // early (a bad path, the cap, a full workspace) is returned by the next SendChunk or by
   // Commit, and the upload is over; Abort is still harmless.
   absl::StatusOr<uint64_t> BeginUpload(const std::string& path);
-  absl::Status SendChunk(uint64_t id, std::string_view data);
+  // `scratch` holds the encoded frame; pass the same string for every chunk of an upload
+  // and its capacity is reused.
+  absl::Status SendChunk(uint64_t id, std::string_view data, std::string* scratch);
   absl::StatusOr<FileEntry> Commit(uint64_t id, absl::Duration timeout);
   void Abort(uint64_t id);
 
@@ -91,6 +96,7 @@ class WorkspaceFiles {
   void FinishLocked(Transfer& t, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::function<absl::Status(std::string)> send_;
+  const std::function<absl::Status(std::string_view)> send_bulk_;
   const uint64_t max_file_bytes_;
   mutable codemode::Mutex mu_;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;

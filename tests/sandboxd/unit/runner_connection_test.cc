@@ -1,12 +1,17 @@
 // RunnerConnection against a fake runner on a real unix socket: a runner that stops
-// reading can neither block a caller of Send() nor hold frames without bound.
+// reading can neither block a caller of Send() nor hold frames without bound; bulk frames
+// are paced by the runner and keep their place among queued frames.
 #include "sandboxd/runner_connection.h"
+
+#include "sandboxd/file_frames.h"
 
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <thread>
+#include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
@@ -44,7 +49,33 @@ class DeafRunner {
   }
   const std::string& path() const { return path_; }
 
+  // Starts reading: the next `n` frames, as JSON (blocking).
+  std::vector<nlohmann::json> ReadFrames(int n) {
+    if (acceptor_.joinable()) acceptor_.join();
+    std::vector<nlohmann::json> frames;
+    for (int i = 0; i < n; ++i) {
+      std::string len = ReadExactly(4);
+      size_t size = 0;
+      for (char c : len) size = (size << 8) | static_cast<unsigned char>(c);
+      frames.push_back(nlohmann::json::parse(ReadExactly(size)));
+    }
+    return frames;
+  }
+
  private:
+  std::string ReadExactly(size_t n) {
+    std::string out(n, '\0');
+    for (size_t got = 0; got < n;) {
+      ssize_t r = read(peer_, out.data() + got, n - got);
+      if (r <= 0) {
+        ADD_FAILURE() << "the connection ended";
+        return out;
+      }
+      got += static_cast<size_t>(r);
+    }
+    return out;
+  }
+
   std::string dir_, path_;
   int listener_ = -1;
   int peer_ = -1;
@@ -94,6 +125,45 @@ TEST(RunnerConnectionTest, AFrameNotTakenWithinItsDeadlineEndsTheConnection) {
   ASSERT_TRUE(listener.done_.WaitForNotificationWithTimeout(absl::Seconds(30)));
   EXPECT_EQ(listener.reason_.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(listener.reason_.message()), HasSubstr("stopped reading"));
+}
+
+TEST(RunnerConnectionTest, ABulkFrameIsPacedByTheRunnerWithinItsDeadline) {
+  DeafRunner runner;
+  auto conn = RunnerConnection::Connect(runner.path(), absl::Seconds(5), absl::Milliseconds(300));
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  Closed listener;
+  (*conn)->Start(&listener);
+  // The runner reads nothing: SendBulk waits for it (nothing is queued), then gives up.
+  const std::string chunk = EncodeFileChunkFrame(1, std::string(8 << 20, 'x'));
+  absl::Status s = (*conn)->SendBulk(chunk);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("stopped reading"));
+  ASSERT_TRUE(listener.done_.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_THAT(std::string((*conn)->SendBulk(chunk).message()), HasSubstr("stopped reading"));
+}
+
+TEST(RunnerConnectionTest, BulkFramesKeepTheirPlaceAmongQueuedFrames) {
+  DeafRunner runner;
+  auto conn = RunnerConnection::Connect(runner.path(), absl::Seconds(5), absl::Seconds(30));
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  Closed listener;
+  (*conn)->Start(&listener);
+  // A big frame that the socket cannot take at once is queued; the bulk frame goes after
+  // it, and a frame sent while the bulk one is being written goes after that.
+  ASSERT_TRUE((*conn)->Send(BigFrame(4 << 20)).ok());
+  std::string buffer;
+  EncodeFileChunkFrameInto(2, std::string(3 << 20, 'y'), &buffer);
+  std::thread bulk([&] { EXPECT_TRUE((*conn)->SendBulk(buffer).ok()); });
+  absl::SleepFor(absl::Milliseconds(100));
+  ASSERT_TRUE((*conn)->Send(MakeExecFrame(3, "small", 1 << 20, 1 << 20, 64)).ok());
+  std::vector<nlohmann::json> frames = runner.ReadFrames(3);
+  bulk.join();
+  ASSERT_EQ(frames.size(), 3u);
+  EXPECT_EQ(frames[0]["type"], "exec");
+  EXPECT_EQ(frames[0]["id"], 1);
+  EXPECT_EQ(frames[1]["type"], "file_chunk");
+  EXPECT_EQ(frames[1]["data"].get<std::string>().size(), 4u << 20);  // base64 of 3 MiB
+  EXPECT_EQ(frames[2]["id"], 3);
 }
 
 TEST(RunnerConnectionTest, ASymlinkInPlaceOfTheSocketIsNotFollowed) {

@@ -24,12 +24,14 @@ size_t ReadFrameLength(const std::string& f) {
 
 class WorkspaceFilesTest : public ::testing::Test {
  protected:
-  WorkspaceFiles files_{[this](std::string f) {
-                          std::lock_guard<std::mutex> lock(mu_);
-                          EXPECT_EQ(f.size(), ReadFrameLength(f) + 4);
-                          sent_.push_back(json::parse(f.substr(4)));
-                          return absl::OkStatus();
-                        },
+  absl::Status Record(std::string_view f) {
+    std::lock_guard<std::mutex> lock(mu_);
+    EXPECT_EQ(f.size(), ReadFrameLength(std::string(f)) + 4);
+    sent_.push_back(json::parse(f.substr(4)));
+    return absl::OkStatus();
+  }
+  WorkspaceFiles files_{[this](std::string f) { return Record(f); },
+                        [this](std::string_view f) { return Record(f); },
                         /*max_file_bytes=*/100};
 
   std::vector<json> Sent() {
@@ -51,12 +53,13 @@ class WorkspaceFilesTest : public ::testing::Test {
 
   std::mutex mu_;
   std::vector<json> sent_;
+  std::string scratch_;  // SendChunk's frame buffer
 };
 
 TEST_F(WorkspaceFilesTest, UploadSendsFramesAndCommitWaitsForTheRunner) {
   absl::StatusOr<uint64_t> id = files_.BeginUpload("out/a.txt");
   ASSERT_TRUE(id.ok()) << id.status();
-  ASSERT_TRUE(files_.SendChunk(*id, "hello").ok());
+  ASSERT_TRUE(files_.SendChunk(*id, "hello", &scratch_).ok());
   std::thread runner([&] {
     while (Sent().size() < 3) std::this_thread::yield();
     FileReplyMessage w = Reply(FileReplyMessage::Kind::kWritten, *id);
@@ -79,7 +82,7 @@ TEST_F(WorkspaceFilesTest, UploadSendsFramesAndCommitWaitsForTheRunner) {
 TEST_F(WorkspaceFilesTest, AnEarlyRunnerErrorEndsTheUpload) {
   uint64_t id = *files_.BeginUpload("a");
   files_.OnReply(Error(id, "resource_exhausted", "the workspace is full"));
-  absl::Status s = files_.SendChunk(id, "x");
+  absl::Status s = files_.SendChunk(id, "x", &scratch_);
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(s.message()), HasSubstr("full"));
   EXPECT_FALSE(files_.busy());
@@ -87,8 +90,8 @@ TEST_F(WorkspaceFilesTest, AnEarlyRunnerErrorEndsTheUpload) {
 
 TEST_F(WorkspaceFilesTest, OverTheCapIsRefusedHereAndAborted) {
   uint64_t id = *files_.BeginUpload("a");
-  ASSERT_TRUE(files_.SendChunk(id, std::string(60, 'x')).ok());
-  EXPECT_EQ(files_.SendChunk(id, std::string(41, 'x')).code(), absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(files_.SendChunk(id, std::string(60, 'x'), &scratch_).ok());
+  EXPECT_EQ(files_.SendChunk(id, std::string(41, 'x'), &scratch_).code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(Sent().back()["type"], "file_abort");
 }
 
@@ -161,7 +164,7 @@ TEST_F(WorkspaceFilesTest, ALostSessionFailsOpenAndLaterTransfers) {
     while (Sent().size() < 2) std::this_thread::yield();
     files_.Fail("session lost: out of memory");
   });
-  ASSERT_TRUE(files_.SendChunk(id, "x").ok());
+  ASSERT_TRUE(files_.SendChunk(id, "x", &scratch_).ok());
   absl::StatusOr<FileEntry> c = files_.Commit(id, absl::Seconds(10));
   loser.join();
   EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -260,6 +263,20 @@ TEST(FileFramesTest, ChunkFramesAreTheJsonTheyStandFor) {
   ASSERT_EQ(frame.size(), ReadFrameLength(frame) + 4);
   EXPECT_EQ(nlohmann::json::parse(frame.substr(4)),
             (nlohmann::json{{"type", "file_chunk"}, {"id", 5}, {"data", absl::Base64Escape(bytes)}}));
+}
+
+TEST(FileFramesTest, ChunkFramesEncodeEveryLengthIntoAReusedBuffer) {
+  std::string buffer;
+  // Longest first: each shorter frame must come out exact in the same buffer.
+  for (int len : {3000, 1024, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0}) {
+    std::string bytes;
+    for (int i = 0; i < len; ++i) bytes.push_back(static_cast<char>((i * 37 + len) & 0xff));
+    EncodeFileChunkFrameInto(len + 1u, bytes, &buffer);
+    ASSERT_EQ(buffer.size(), ReadFrameLength(buffer) + 4) << len;
+    nlohmann::json frame = nlohmann::json::parse(buffer.substr(4));
+    EXPECT_EQ(frame["data"], absl::Base64Escape(bytes)) << len;
+    EXPECT_EQ(frame["id"], len + 1) << len;
+  }
 }
 
 }  // namespace
