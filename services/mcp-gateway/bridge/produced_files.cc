@@ -63,14 +63,15 @@ absl::StatusOr<OutListing> ListOut(Sandboxes& sandboxes, const SandboxRef& ref,
   while (!dirs.empty()) {
     auto [dir, depth] = std::move(dirs.front());
     dirs.pop_front();
-    if (listed == limits.max_directories) {
-      listing.truncated = true;
+    if (listed == limits.max_directories || listing.files.size() == limits.max_files) {
+      listing.truncated = true;  // directories left unlisted may hold files
       break;
     }
     ++listed;
-    const uint32_t room = limits.max_files - static_cast<uint32_t>(listing.files.size());
-    absl::StatusOr<sandbox::v1::ListFilesResponse> entries =
-        sandboxes.ListFiles(ref, dir, std::max<uint32_t>(room, 1) + 16);
+    // Room for the files still wanted and for the directories that may still be walked.
+    const uint32_t room = limits.max_files - static_cast<uint32_t>(listing.files.size()) +
+                          limits.max_directories;
+    absl::StatusOr<sandbox::v1::ListFilesResponse> entries = sandboxes.ListFiles(ref, dir, room);
     if (!entries.ok()) {
       // out/ itself missing is "nothing produced"; a subdirectory that vanished since its
       // parent was listed is skipped.

@@ -49,10 +49,12 @@ TEST_F(ListOutTest, EachBoundStopsTheWalkAndSaysSo) {
   sandboxes_.PutFile(ref_.session_id, "out/a/b/c/d/e.txt", "deep");
   OutLimits few_files;
   few_files.max_files = 5;
+  int calls = sandboxes_.list_calls();
   absl::StatusOr<OutListing> l = ListOut(sandboxes_, ref_, few_files);
   ASSERT_TRUE(l.ok());
   EXPECT_EQ(l->files.size(), 5u);
   EXPECT_TRUE(l->truncated);
+  EXPECT_EQ(sandboxes_.list_calls() - calls, 1) << "full: out/a is not listed any more";
 
   OutLimits shallow;
   shallow.max_depth = 3;  // out/, out/a, out/a/b
