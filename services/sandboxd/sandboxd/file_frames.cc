@@ -170,6 +170,15 @@ void EncodeFileChunkFrameInto(uint64_t id, std::string_view data, std::string* o
   *p++ = '}';
 }
 
+void EncodeBinaryFileChunkInto(uint64_t id, std::string_view data, std::string* out) {
+  const uint32_t n = static_cast<uint32_t>(8 + data.size()) | kBinaryFrameBit;
+  out->resize(4 + 8 + data.size());  // within the capacity of earlier chunks
+  char* p = out->data();
+  for (int shift = 24; shift >= 0; shift -= 8) *p++ = static_cast<char>((n >> shift) & 0xff);
+  for (int shift = 56; shift >= 0; shift -= 8) *p++ = static_cast<char>((id >> shift) & 0xff);
+  std::copy(data.begin(), data.end(), p);
+}
+
 std::string EncodeFileChunkFrame(uint64_t id, std::string_view data) {
   std::string out;
   EncodeFileChunkFrameInto(id, data, &out);

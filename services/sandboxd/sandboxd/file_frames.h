@@ -62,6 +62,13 @@ std::string EncodeFileChunkFrame(uint64_t id, std::string_view data);
 // The same into `out`, whose capacity is reused: an upload encodes every chunk into one
 // buffer instead of faulting in a fresh megabyte per chunk.
 void EncodeFileChunkFrameInto(uint64_t id, std::string_view data, std::string* out);
+// The binary form of the same frame, for runners of version 2 and later: the length's top
+// bit set (kBinaryFrameBit), an 8-byte big-endian id, then the raw bytes. A third fewer
+// bytes than base64 and nothing for the runner to decode. Only sandboxd sends binary
+// frames: its decoder refuses them from a runner like any frame over the size cap.
+inline constexpr uint32_t kBinaryFrameBit = 0x80000000u;
+inline constexpr int64_t kBinaryChunksSinceRunner = 2;
+void EncodeBinaryFileChunkInto(uint64_t id, std::string_view data, std::string* out);
 
 // The runner's file_data frame in its exact layout, {"type":"file_data","id":N,"data":"..."}
 // (the frame body, after the length), decoded without a JSON DOM; nullopt when the body

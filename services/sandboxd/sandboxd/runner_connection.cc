@@ -46,9 +46,12 @@ absl::StatusOr<std::unique_ptr<RunnerConnection>> RunnerConnection::Connect(
         return absl::UnavailableError("runner's first frame was not 'ready'");
       }
       conn->ready_ = std::get<ReadyMessage>(*first);
-      if (conn->ready_.runner_version != 1) {
-        return absl::UnavailableError(
-            absl::StrCat("runner speaks protocol version ", conn->ready_.runner_version, ", not 1"));
+      // Version 1 runners (in containers started before an upgrade) still work: they get
+      // file chunks as base64 JSON (kBinaryChunksSinceRunner).
+      if (conn->ready_.runner_version < 1 || conn->ready_.runner_version > kRunnerVersion) {
+        return absl::UnavailableError(absl::StrCat("runner speaks protocol version ",
+                                                   conn->ready_.runner_version, ", not 1 to ",
+                                                   kRunnerVersion));
       }
       return conn;
     }

@@ -30,6 +30,8 @@ namespace sandboxd {
 class RunnerConnection {
  public:
   static constexpr size_t kMaxOutboxBytes = 64u << 20;
+  // The newest runner protocol this sandboxd speaks (docs/runner-protocol.md).
+  static constexpr int64_t kRunnerVersion = 2;
   static constexpr absl::Duration kFrameDeadline = absl::Seconds(30);
 
   class Listener {

@@ -82,7 +82,8 @@ Session::Session(SessionEnv* env, Metadata metadata, Catalog catalog,
       metadata_(std::move(metadata)),
       conn_(std::move(conn)),
       files_([this](std::string frame) { return conn_->SendEncoded(std::move(frame)); },
-             [this](std::string_view frame) { return conn_->SendBulk(frame); }, env->max_file_bytes),
+             [this](std::string_view frame) { return conn_->SendBulk(frame); }, env->max_file_bytes,
+             conn_->ready().runner_version >= kBinaryChunksSinceRunner),
       catalog_(std::move(catalog)),
       last_used_ms_(env->clock->NowMs()) {}
 

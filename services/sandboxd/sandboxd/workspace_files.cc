@@ -26,8 +26,11 @@ const char* KindName(FileReplyMessage::Kind k) {
 
 WorkspaceFiles::WorkspaceFiles(std::function<absl::Status(std::string)> send,
                                std::function<absl::Status(std::string_view)> send_bulk,
-                               uint64_t max_file_bytes)
-    : send_(std::move(send)), send_bulk_(std::move(send_bulk)), max_file_bytes_(max_file_bytes) {}
+                               uint64_t max_file_bytes, bool binary_chunks)
+    : send_(std::move(send)),
+      send_bulk_(std::move(send_bulk)),
+      binary_chunks_(binary_chunks),
+      max_file_bytes_(max_file_bytes) {}
 
 absl::StatusOr<uint64_t> WorkspaceFiles::Open(Transfer t,
                                               const std::function<nlohmann::json(uint64_t)>& first) {
@@ -89,7 +92,11 @@ absl::Status WorkspaceFiles::SendChunk(uint64_t id, std::string_view data, std::
   }
   size_t off = 0;
   do {  // an empty chunk is still sent
-    EncodeFileChunkFrameInto(id, data.substr(off, kChunkFrameBytes), scratch);
+    if (binary_chunks_) {
+      EncodeBinaryFileChunkInto(id, data.substr(off, kChunkFrameBytes), scratch);
+    } else {
+      EncodeFileChunkFrameInto(id, data.substr(off, kChunkFrameBytes), scratch);
+    }
     if (absl::Status s = send_bulk_(*scratch); !s.ok()) {
       Abort(id);
       return absl::FailedPreconditionError(absl::StrCat("the session's runner is gone: ", s.message()));

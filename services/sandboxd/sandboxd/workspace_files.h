@@ -33,9 +33,11 @@ class WorkspaceFiles {
   // `send` delivers one encoded frame (EncodeFrame) to the runner without waiting;
   // `send_bulk` delivers a file chunk from the caller's buffer, waiting for the runner to
   // take it (RunnerConnection::SendBulk), which paces uploads. A failure of either means
-  // the session is going away.
+  // the session is going away. `binary_chunks`: the runner reads binary file_chunk frames
+  // (its version is at least kBinaryChunksSinceRunner); else they go as base64 JSON.
   WorkspaceFiles(std::function<absl::Status(std::string)> send,
-                 std::function<absl::Status(std::string_view)> send_bulk, uint64_t max_file_bytes);
+                 std::function<absl::Status(std::string_view)> send_bulk, uint64_t max_file_bytes,
+                 bool binary_chunks);
 
   uint64_t max_file_bytes() const { return max_file_bytes_; }
 
@@ -97,6 +99,7 @@ class WorkspaceFiles {
 
   const std::function<absl::Status(std::string)> send_;
   const std::function<absl::Status(std::string_view)> send_bulk_;
+  const bool binary_chunks_;
   const uint64_t max_file_bytes_;
   mutable codemode::Mutex mu_;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;

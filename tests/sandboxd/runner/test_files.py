@@ -1,10 +1,12 @@
 """The runner's file frames (docs/runner-protocol.md, "Files"): uploads land whole or not at
-all, downloads return the same bytes, listings; every path that could lead outside the
-workspace (absolute, `..`, symlinks planted by user code) is refused; caps hold."""
+all (as base64 JSON or binary chunks), downloads return the same bytes, listings; every
+path that could lead outside the workspace (absolute, `..`, symlinks planted by user code)
+is refused; caps hold; a malformed binary frame closes the connection."""
 
 import base64
 import hashlib
 import os
+import struct
 import unittest
 
 from harness import MIB, RunnerTestCase
@@ -23,6 +25,11 @@ class FilesTest(RunnerTestCase):
                               "data": b64(data[i:i + chunk])})
         self.client.send({"type": "file_commit", "id": upload_id})
         return self.client.recv()
+
+    def send_binary_chunk(self, upload_id, data, client=None):
+        """A binary file_chunk frame: the length with its top bit set, the id, the bytes."""
+        body = struct.pack(">Q", upload_id) + data
+        (client or self.client).sock.sendall(struct.pack(">I", 0x80000000 | len(body)) + body)
 
     def download(self, path, max_bytes=64 * MIB, download_id=2):
         self.client.send({"type": "file_download", "id": download_id, "path": path,
@@ -159,6 +166,31 @@ class FilesTest(RunnerTestCase):
         end = self.client.recv()
         self.assertEqual((end["type"], end["code"]), ("file_error", "invalid_argument"))
         self.assertOk(self.client.exec("1"))
+
+    def test_binary_chunks_upload_the_raw_bytes(self):
+        data = os.urandom(2 * MIB + 5)
+        self.client.send({"type": "file_upload", "id": 9, "path": "bin/raw.bin",
+                          "max_bytes": 64 * MIB})
+        for i in range(0, len(data), MIB):
+            self.send_binary_chunk(9, data[i:i + MIB])
+        self.send_binary_chunk(9, b"")
+        self.client.send({"type": "file_commit", "id": 9})
+        self.assertEqual(self.client.recv(), {"type": "file_written", "id": 9, "size": len(data)})
+        self.assertEqual(self.download("bin/raw.bin")[0], data)
+        # The cap counts binary bytes too.
+        self.client.send({"type": "file_upload", "id": 10, "path": "small", "max_bytes": 4})
+        self.send_binary_chunk(10, b"12345")
+        end = self.client.recv()
+        self.assertEqual((end["type"], end["code"]), ("file_error", "resource_exhausted"))
+
+    def test_malformed_binary_frames_close_the_connection(self):
+        for length in [0x80000000 | 3,                      # shorter than the id
+                       0x80000000 | (64 * MIB)]:            # over the frame cap
+            with self.subTest(length=hex(length)):
+                client = self.connect()
+                client.expect("ready")
+                client.sock.sendall(struct.pack(">I", length) + b"\0" * 3)
+                self.assertTrue(client.at_eof())
 
     def test_malformed_file_frames_close_the_connection(self):
         for frame in [{"type": "file_upload", "id": 1, "path": 5, "max_bytes": 1},

@@ -9,7 +9,7 @@ from harness import CATALOG, MIB, RunnerTestCase
 
 class BasicsTest(RunnerTestCase):
     def test_ready_frame(self):
-        self.assertEqual(self.ready["runner_version"], 1)
+        self.assertEqual(self.ready["runner_version"], 2)
         self.assertEqual(self.ready["pid"], self.proc.pid)
         self.assertEqual(self.ready["execs"], 0)
         self.assertRegex(self.ready["python"], r"^3\.\d+\.\d+")

@@ -22,10 +22,10 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// A runner that says `ready` and then never reads.
+// A runner that says `ready` (speaking protocol `version`) and then never reads.
 class DeafRunner {
  public:
-  DeafRunner() {
+  explicit DeafRunner(int version = 1) {
     char tmpl[] = "/tmp/sbx-rc-XXXXXX";
     dir_ = mkdtemp(tmpl);
     path_ = dir_ + "/runner.sock";
@@ -35,9 +35,10 @@ class DeafRunner {
     std::strcpy(addr.sun_path, path_.c_str());
     EXPECT_EQ(bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
     EXPECT_EQ(listen(listener_, 1), 0);
-    acceptor_ = std::thread([this] {
+    acceptor_ = std::thread([this, version] {
       peer_ = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
-      std::string ready = EncodeFrame(nlohmann::json{{"type", "ready"}, {"runner_version", 1}});
+      std::string ready =
+          EncodeFrame(nlohmann::json{{"type", "ready"}, {"runner_version", version}});
       EXPECT_EQ(write(peer_, ready.data(), ready.size()), static_cast<ssize_t>(ready.size()));
     });
   }
@@ -164,6 +165,19 @@ TEST(RunnerConnectionTest, BulkFramesKeepTheirPlaceAmongQueuedFrames) {
   EXPECT_EQ(frames[1]["type"], "file_chunk");
   EXPECT_EQ(frames[1]["data"].get<std::string>().size(), 4u << 20);  // base64 of 3 MiB
   EXPECT_EQ(frames[2]["id"], 3);
+}
+
+TEST(RunnerConnectionTest, RunnersOfVersionOneAndTwoAreServedNewerOnesAreNot) {
+  for (int version : {1, 2}) {
+    DeafRunner runner(version);
+    auto conn = RunnerConnection::Connect(runner.path(), absl::Seconds(5));
+    ASSERT_TRUE(conn.ok()) << version << ": " << conn.status();
+    EXPECT_EQ((*conn)->ready().runner_version, version);
+  }
+  DeafRunner future(3);
+  auto conn = RunnerConnection::Connect(future.path(), absl::Seconds(5));
+  EXPECT_EQ(conn.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(conn.status().message()), HasSubstr("version 3, not 1 to 2"));
 }
 
 TEST(RunnerConnectionTest, ASymlinkInPlaceOfTheSocketIsNotFollowed) {

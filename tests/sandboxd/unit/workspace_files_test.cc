@@ -32,7 +32,7 @@ class WorkspaceFilesTest : public ::testing::Test {
   }
   WorkspaceFiles files_{[this](std::string f) { return Record(f); },
                         [this](std::string_view f) { return Record(f); },
-                        /*max_file_bytes=*/100};
+                        /*max_file_bytes=*/100, /*binary_chunks=*/false};
 
   std::vector<json> Sent() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -263,6 +263,46 @@ TEST(FileFramesTest, ChunkFramesAreTheJsonTheyStandFor) {
   ASSERT_EQ(frame.size(), ReadFrameLength(frame) + 4);
   EXPECT_EQ(nlohmann::json::parse(frame.substr(4)),
             (nlohmann::json{{"type", "file_chunk"}, {"id", 5}, {"data", absl::Base64Escape(bytes)}}));
+}
+
+TEST(FileFramesTest, BinaryChunksAreTheIdThenTheRawBytes) {
+  std::string buffer;
+  for (int len : {3000, 5, 0}) {
+    const std::string bytes(len, '\xfe');
+    EncodeBinaryFileChunkInto(0x0102030405060708u, bytes, &buffer);
+    ASSERT_EQ(buffer.size(), 4u + 8u + len);
+    EXPECT_EQ(ReadFrameLength(buffer), kBinaryFrameBit | (8u + len)) << "the top bit marks it";
+    EXPECT_EQ(buffer.substr(4, 8), std::string("\x01\x02\x03\x04\x05\x06\x07\x08", 8));
+    EXPECT_EQ(buffer.substr(12), bytes);
+  }
+}
+
+TEST(FileFramesTest, ARunnerCannotSendABinaryFrame) {
+  // Only sandboxd sends them: from a runner the top bit is a frame far over the cap.
+  FrameDecoder dec(kMaxRunnerFrameBytes);
+  std::string frame;
+  EncodeBinaryFileChunkInto(1, "data", &frame);
+  dec.Append(frame.data(), frame.size());
+  EXPECT_FALSE(dec.NextMessage().ok());
+}
+
+TEST(WorkspaceFilesBinaryTest, RunnersOfVersionTwoGetBinaryChunks) {
+  std::vector<std::string> bulk;
+  WorkspaceFiles files([](std::string) { return absl::OkStatus(); },
+                       [&](std::string_view f) {
+                         bulk.emplace_back(f);
+                         return absl::OkStatus();
+                       },
+                       100, /*binary_chunks=*/true);
+  absl::StatusOr<uint64_t> id = files.BeginUpload("a.bin");
+  ASSERT_TRUE(id.ok());
+  std::string scratch;
+  ASSERT_TRUE(files.SendChunk(*id, std::string("\0raw\xff", 5), &scratch).ok());
+  ASSERT_EQ(bulk.size(), 1u);
+  EXPECT_EQ(ReadFrameLength(bulk[0]), kBinaryFrameBit | 13u);
+  EXPECT_EQ(bulk[0].substr(12), std::string("\0raw\xff", 5));
+  EXPECT_EQ(files.SendChunk(*id, std::string(96, 'x'), &scratch).code(),
+            absl::StatusCode::kResourceExhausted) << "the cap counts raw bytes either way";
 }
 
 TEST(FileFramesTest, ChunkFramesEncodeEveryLengthIntoAReusedBuffer) {

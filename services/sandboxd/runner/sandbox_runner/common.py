@@ -4,7 +4,7 @@ runner's own log, and which code is the runner's (for tracebacks and interrupts)
 import os
 import sys
 
-RUNNER_VERSION = 1
+RUNNER_VERSION = 2                          # 2: binary file_chunk frames
 
 MAX_FRAME_BYTES = 16 * 1024 * 1024          # both directions (docs/runner-protocol.md)
 OUTPUT_FLUSH_BYTES = 8 * 1024               # flush output when this much is buffered ...

@@ -29,7 +29,7 @@ TEMP_PREFIX = ".upload-"
 # Each file frame's fields (beyond `type` and the int `id`) and their types.
 FILE_FRAMES = {
     "file_upload": {"path": str, "max_bytes": int},
-    "file_chunk": {"data": str},
+    "file_chunk": {"data": (str, memoryview)},   # base64 text, or a binary frame's bytes
     "file_commit": {},
     "file_abort": {},
     "file_download": {"path": str, "max_bytes": int},
@@ -256,10 +256,12 @@ class FileTransfers:
         upload = self._uploads.get(key)
         if upload is None:
             raise FileOpError("failed_precondition", f"no open upload {key[1]}")
-        try:
-            data = base64.b64decode(frame["data"], validate=True)
-        except (binascii.Error, ValueError):
-            raise FileOpError("invalid_argument", "file_chunk.data is not base64") from None
+        data = frame["data"]
+        if isinstance(data, str):
+            try:
+                data = base64.b64decode(data, validate=True)
+            except (binascii.Error, ValueError):
+                raise FileOpError("invalid_argument", "file_chunk.data is not base64") from None
         if upload.size + len(data) > upload.max_bytes:
             raise FileOpError("resource_exhausted", f"{upload.path!r}: larger than the "
                               f"{upload.max_bytes} byte cap")

@@ -1,6 +1,6 @@
 """The frame protocol of docs/runner-protocol.md: 4-byte big-endian length, UTF-8 JSON
-object with a string `type`; FrameConnection (one sandboxd connection) and the errors of
-the protocol."""
+object with a string `type` (or, from sandboxd only, a binary file chunk: the length's top
+bit set); FrameConnection (one sandboxd connection) and the errors of the protocol."""
 
 import json
 import socket
@@ -8,6 +8,8 @@ import struct
 import threading
 
 from .common import MAX_FRAME_BYTES
+
+BINARY_FRAME = 0x80000000                    # length bit: a binary file_chunk frame
 
 
 class ProtocolError(Exception):
@@ -71,6 +73,8 @@ class FrameConnection:
 
     def read_frame(self):
         (length,) = struct.unpack(">I", self._recv_exact(4))
+        if length & BINARY_FRAME:
+            return self._read_binary_chunk(length & ~BINARY_FRAME)
         if length > MAX_FRAME_BYTES:
             raise ProtocolError(f"frame of {length} bytes exceeds the {MAX_FRAME_BYTES} byte cap")
         body = self._recv_exact(length)
@@ -81,6 +85,16 @@ class FrameConnection:
         if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
             raise ProtocolError("frame is not a JSON object with a string 'type'")
         return frame
+
+    def _read_binary_chunk(self, length):
+        """A file_chunk as raw bytes: an 8-byte big-endian upload id, then the data. It
+        stands for {"type": "file_chunk", "id": id, "data": base64(data)} without the
+        base64 and the JSON (a third fewer bytes, no decoding)."""
+        if length < 8 or length > MAX_FRAME_BYTES:
+            raise ProtocolError(f"binary frame of {length} bytes (8 to {MAX_FRAME_BYTES})")
+        body = self._recv_exact(length)
+        return {"type": "file_chunk", "id": int.from_bytes(body[:8], "big"),
+                "data": memoryview(body)[8:]}
 
     def _recv_exact(self, size):
         buf = bytearray(size)
@@ -111,8 +125,8 @@ def frame_field(frame, name, kind):
     if name not in frame:
         raise ProtocolError(f"{frame['type']} frame lacks field {name!r}")
     value = frame[name]
-    if isinstance(value, bool) and kind is not bool:
-        raise ProtocolError(f"{frame['type']}.{name} must be {kind.__name__}")
-    if not isinstance(value, kind):
-        raise ProtocolError(f"{frame['type']}.{name} must be {kind.__name__}")
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
+        names = " or ".join(k.__name__ for k in kinds)
+        raise ProtocolError(f"{frame['type']}.{name} must be {names}")
     return value
