@@ -98,9 +98,9 @@ nlohmann::json BigFrame(size_t bytes) { return MakeExecFrame(1, std::string(byte
 
 TEST(RunnerConnectionTest, SendNeverBlocksAndAFullOutboxEndsTheConnection) {
   DeafRunner runner;
+  Closed listener;  // outlives conn, whose reader reports the close to it
   auto conn = RunnerConnection::Connect(runner.path(), absl::Seconds(5), absl::Hours(1));
   ASSERT_TRUE(conn.ok()) << conn.status();
-  Closed listener;
   (*conn)->Start(&listener);
   // Far more than the socket buffer: each Send returns at once (the old code blocked here
   // for 5 s per call, holding the session's lock).
@@ -118,9 +118,9 @@ TEST(RunnerConnectionTest, SendNeverBlocksAndAFullOutboxEndsTheConnection) {
 
 TEST(RunnerConnectionTest, AFrameNotTakenWithinItsDeadlineEndsTheConnection) {
   DeafRunner runner;
+  Closed listener;  // outlives conn, whose reader reports the close to it
   auto conn = RunnerConnection::Connect(runner.path(), absl::Seconds(5), absl::Milliseconds(300));
   ASSERT_TRUE(conn.ok()) << conn.status();
-  Closed listener;
   (*conn)->Start(&listener);
   ASSERT_TRUE((*conn)->Send(BigFrame(8 << 20)).ok());
   ASSERT_TRUE(listener.done_.WaitForNotificationWithTimeout(absl::Seconds(30)));
@@ -130,9 +130,9 @@ TEST(RunnerConnectionTest, AFrameNotTakenWithinItsDeadlineEndsTheConnection) {
 
 TEST(RunnerConnectionTest, ABulkFrameIsPacedByTheRunnerWithinItsDeadline) {
   DeafRunner runner;
+  Closed listener;  // outlives conn, whose reader reports the close to it
   auto conn = RunnerConnection::Connect(runner.path(), absl::Seconds(5), absl::Milliseconds(300));
   ASSERT_TRUE(conn.ok()) << conn.status();
-  Closed listener;
   (*conn)->Start(&listener);
   // The runner reads nothing: SendBulk waits for it (nothing is queued), then gives up.
   const std::string chunk = EncodeFileChunkFrame(1, std::string(8 << 20, 'x'));
@@ -145,9 +145,9 @@ TEST(RunnerConnectionTest, ABulkFrameIsPacedByTheRunnerWithinItsDeadline) {
 
 TEST(RunnerConnectionTest, BulkFramesKeepTheirPlaceAmongQueuedFrames) {
   DeafRunner runner;
+  Closed listener;  // outlives conn, whose reader reports the close to it
   auto conn = RunnerConnection::Connect(runner.path(), absl::Seconds(5), absl::Seconds(30));
   ASSERT_TRUE(conn.ok()) << conn.status();
-  Closed listener;
   (*conn)->Start(&listener);
   // A big frame that the socket cannot take at once is queued; the bulk frame goes after
   // it, and a frame sent while the bulk one is being written goes after that.
