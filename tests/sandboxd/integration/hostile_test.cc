@@ -181,8 +181,10 @@ for i in range(100000):
     except OSError:
         break
 "stopped"
-)", 20000);
-  // The pids limit stops the runner's own loop, and the session carries on. Bomb children
+)", 60000);
+  // The pids limit stops the runner's own loop, and the session carries on. Under gVisor
+  // (ptrace: every fork is a host stub process) the loop takes ~10 s on an idle 2-core
+  // machine and went past 20 s once under the suite's parallel load: hence 60. Bomb children
   // may keep each other alive for as long as their forks sometimes succeed (each stops at
   // its first failure), within the session's pids and CPU limits.
   EXPECT_EQ(f.status(), Finished::OK) << f.DebugString();
