@@ -103,7 +103,8 @@ describe("protocol edges", () => {
       assert.equal(fs.statSync(file).mode & 0o777, 0o600);
       const token = fs.readFileSync(file, "utf8").trim();
       assert.match(token, /^[0-9a-f]{64}$/);
-      assert.match(gw.log, new RegExp(`Authorization: Bearer ${token}`));  // the ready snippet
+      // The ready snippet; it may reach stderr a moment after the port accepts connections.
+      await waitFor(() => gw.log.includes(`Authorization: Bearer ${token}`), "the ready snippet", 10000);
       const headers = { "Content-Type": "application/json", Accept: "application/json, text/event-stream" };
       let r = await fetch(gw.url, { method: "POST", headers, body: JSON.stringify(INIT) });
       assert.equal(r.status, 401);
