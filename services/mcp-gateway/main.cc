@@ -76,6 +76,11 @@ ABSL_FLAG(absl::Duration, http_idle_timeout, absl::Seconds(60),
 ABSL_FLAG(absl::Duration, resume_grace, absl::Seconds(30),
           "How long a tools/call whose SSE connection dropped keeps running for the client to "
           "resume it (Last-Event-ID); then it is cancelled.");
+ABSL_FLAG(uint64_t, max_replay_bytes, 64 << 20,
+          "Bytes all MCP sessions together keep for resumable streams (kept events, and what "
+          "resumptions replay until their connection ends); a resumption past it gets 503.");
+ABSL_FLAG(uint64_t, max_replay_bytes_per_session, 16 << 20,
+          "As --max_replay_bytes, for one MCP session.");
 ABSL_FLAG(uint64_t, max_catalog_bytes_per_upstream, 1 << 20,
           "Largest tool catalog (names, descriptions, schemas) of one upstream; a larger "
           "upstream is left out with the reason, the others keep working.");
@@ -215,6 +220,8 @@ absl::StatusOr<gateway::HttpServerOptions> HttpOptionsFromFlags(std::string* tok
   http.header_timeout = absl::GetFlag(FLAGS_http_header_timeout);
   http.idle_timeout = absl::GetFlag(FLAGS_http_idle_timeout);
   http.resume_grace = absl::GetFlag(FLAGS_resume_grace);
+  http.max_replay_bytes = absl::GetFlag(FLAGS_max_replay_bytes);
+  http.max_replay_bytes_per_session = absl::GetFlag(FLAGS_max_replay_bytes_per_session);
   return http;
 }
 

@@ -33,6 +33,7 @@ HttpServer::Impl::Impl(HttpServerOptions o, ToolProvider* p, ServerOptions so)
   limits.header_timeout = Ms(options.header_timeout);
   limits.body_timeout = Ms(options.body_timeout);
   limits.write_timeout = Ms(options.write_timeout);
+  replay_budget = std::make_shared<http::ReplayBudget>(options.max_replay_bytes);
   handler.check = [this](const http::Request& req) { return Check(req); };
   handler.handle = [this](const std::shared_ptr<http::Connection>& conn, http::Request req) {
     const bool ok = codemode::RunContained("http handler", [&] { Handle(conn, std::move(req)); });
@@ -157,8 +158,12 @@ void HttpServer::Impl::ReapIdle() {
       for (auto c = s->calls.begin(); c != s->calls.end();) {
         const auto& stream = c->second.stream;
         auto orphaned = stream->orphaned_since();
-        if (stream->done() || (orphaned && !stream->attached() && now - *orphaned > grace)) {
+        // A finished stream is resumable for the grace only, however often it is re-attached.
+        auto finished = stream->finished_since();
+        if (stream->done() || (finished && now - *finished > grace) ||
+            (orphaned && !stream->attached() && now - *orphaned > grace)) {
           if (!stream->done() && !stream->closed()) abandoned.emplace_back(s, c->second.request_id);
+          stream->Forget();  // its kept events and replay budget go now
           c = s->calls.erase(c);
         } else {
           ++c;
@@ -167,6 +172,7 @@ void HttpServer::Impl::ReapIdle() {
       const bool streaming = s->get_stream && s->get_stream->attached();
       if (!streaming && s->mcp->in_flight() == 0 && now_ms - s->mcp->last_activity_ms() > ttl_ms) {
         expired.push_back(s);
+        ++closing[s->credential];
         it = sessions.erase(it);
       } else {
         ++it;
@@ -180,7 +186,7 @@ void HttpServer::Impl::ReapIdle() {
   }
   for (auto& session : expired) {
     spdlog::info("http: session {} expired after being idle", session->id);
-    CloseSession(session);
+    CloseRemoved(session);
   }
 }
 
@@ -260,6 +266,14 @@ void HttpServer::Stop() {
     sessions.swap(d.sessions);
   }
   for (auto& [id, session] : sessions) d.CloseSession(session);
+  // And the sessions DELETEs are closing: their threads must not outlive us.
+  std::list<Impl::DeleteThread> deleting;
+  {
+    codemode::MutexLock lock(&d.delete_mu);
+    d.delete_stopped = true;
+    deleting.swap(d.delete_threads);
+  }
+  for (auto& t : deleting) t.thread.join();
 
   std::vector<std::shared_ptr<http::Connection>> open;
   {

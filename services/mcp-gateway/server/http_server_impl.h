@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <list>
 #include <map>
 #include <thread>
 
@@ -87,6 +88,7 @@ class ConnectionConsumer : public http::EventStream::Consumer {
  public:
   explicit ConnectionConsumer(std::shared_ptr<http::Connection> conn) : conn_(std::move(conn)) {}
   void Deliver(std::string bytes, bool last) override { conn_->Deliver(std::move(bytes), last); }
+  void Superseded() override { conn_->Close(); }
 
  private:
   std::shared_ptr<http::Connection> conn_;
@@ -97,8 +99,11 @@ class ConnectionConsumer : public http::EventStream::Consumer {
 // One MCP session as the HTTP transport sees it.
 struct HttpSession {
   std::string id;
-  std::string credential;  // which bearer token created it
+  // Which bearer token created it ("token <n>"): every later request naming the session
+  // must come with the same one, or it is told the session does not exist.
+  std::string credential;
   std::shared_ptr<McpSession> mcp;
+  std::shared_ptr<http::ReplayBudget> replay_budget;  // draws on Impl::replay_budget
   // Guarded by Impl::mu.
   struct Call {
     std::shared_ptr<http::EventStream> stream;
@@ -142,6 +147,18 @@ struct HttpServer::Impl {
   bool started ABSL_GUARDED_BY(mu) = false;
   bool stopped ABSL_GUARDED_BY(mu) = false;
   std::map<std::string, std::shared_ptr<HttpSession>> sessions ABSL_GUARDED_BY(mu);
+  // Sessions removed from `sessions` whose close has not finished, per credential: they
+  // still count against max_sessions_per_credential (their calls may still run).
+  std::map<std::string, size_t> closing ABSL_GUARDED_BY(mu);
+  std::shared_ptr<http::ReplayBudget> replay_budget;  // every session's draws on it
+  // The threads DELETEs close their sessions on (`done` once finished); Stop joins them.
+  struct DeleteThread {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  codemode::Mutex delete_mu;
+  std::list<DeleteThread> delete_threads ABSL_GUARDED_BY(delete_mu);
+  bool delete_stopped ABSL_GUARDED_BY(delete_mu) = false;
 
   Impl(HttpServerOptions o, ToolProvider* p, ServerOptions so);
 
@@ -150,6 +167,7 @@ struct HttpServer::Impl {
   std::string Credential(const http::Request& req) const;
   void Handle(const std::shared_ptr<http::Connection>& conn, http::Request req);
   std::shared_ptr<HttpSession> FindSession(const http::Request& req, http::Response* error);
+  std::shared_ptr<HttpSession> TakeSession(const http::Request& req, http::Response* error);
   void HandlePost(const std::shared_ptr<http::Connection>& conn, const http::Request& req);
   void CreateSession(const std::shared_ptr<http::Connection>& conn, const json& message,
                      const http::AcceptedTypes& accept, const std::string& credential);
@@ -165,6 +183,7 @@ struct HttpServer::Impl {
   void HandleDelete(const std::shared_ptr<http::Connection>& conn, const http::Request& req);
   void CancelCall(const std::shared_ptr<HttpSession>& session, const json& id, const char* why);
   void CloseSession(const std::shared_ptr<HttpSession>& session);
+  void CloseRemoved(const std::shared_ptr<HttpSession>& session);
   void ReapLoop();
   void ReapIdle();
 };

@@ -6,20 +6,47 @@
 
 namespace gateway {
 
-// The session named by Mcp-Session-Id; 400 when the header is missing, 404 when unknown.
+namespace {
+
+// An unknown session and one that another credential created get the same answer, so a
+// session id is no key: without its credential it names nothing (and ids may be logged).
+http::Response SessionNotFound() {
+  return Error(404, kInvalidRequest, "Session not found: initialize a new session");
+}
+
+}  // namespace
+
+// The session named by Mcp-Session-Id, if the request's credential created it; 400 when
+// the header is missing, 404 otherwise.
 std::shared_ptr<HttpSession> HttpServer::Impl::FindSession(const http::Request& req,
                                                            http::Response* error) {
   if (!req.Has(kSessionHeader)) {
     *error = Error(400, kInvalidRequest, "Bad Request: Mcp-Session-Id header required");
     return nullptr;
   }
+  const std::string credential = Credential(req);
   {
     codemode::MutexLock lock(&mu);
     auto it = sessions.find(req.Header(kSessionHeader));
-    if (it != sessions.end()) return it->second;
+    if (it != sessions.end() && it->second->credential == credential) return it->second;
   }
-  *error = Error(404, kInvalidRequest, "Session not found: initialize a new session");
+  *error = SessionNotFound();
   return nullptr;
+}
+
+// As FindSession, and removes the session from `sessions`; it stays counted in `closing`
+// until CloseRemoved has closed it.
+std::shared_ptr<HttpSession> HttpServer::Impl::TakeSession(const http::Request& req,
+                                                           http::Response* error) {
+  auto session = FindSession(req, error);
+  if (!session) return nullptr;
+  codemode::MutexLock lock(&mu);
+  if (sessions.erase(session->id) == 0) {  // a concurrent DELETE (or expiry) took it first
+    *error = SessionNotFound();
+    return nullptr;
+  }
+  ++closing[session->credential];
+  return session;
 }
 
 void HttpServer::Impl::HandlePost(const std::shared_ptr<http::Connection>& conn,
@@ -55,11 +82,14 @@ void HttpServer::Impl::CreateSession(const std::shared_ptr<http::Connection>& co
   // Under `mu`: why a new session cannot be held, or "".
   auto refusal = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) -> std::string {
     if (stopping) return "the server is shutting down";
-    if (sessions.size() >= options.max_sessions) {
+    size_t closing_all = 0;
+    for (const auto& [cred, n] : closing) closing_all += n;
+    if (sessions.size() + closing_all >= options.max_sessions) {
       return absl::StrCat(options.max_sessions, " MCP sessions are open (--max_mcp_sessions)");
     }
     const size_t mine = std::count_if(sessions.begin(), sessions.end(),
-                                      [&](const auto& s) { return s.second->credential == credential; });
+                                      [&](const auto& s) { return s.second->credential == credential; }) +
+                        (closing.count(credential) ? closing.at(credential) : 0);
     if (mine >= options.max_sessions_per_credential) {
       return absl::StrCat(mine, " MCP sessions are open with this credential "
                                 "(--max_mcp_sessions_per_credential)");
@@ -77,6 +107,8 @@ void HttpServer::Impl::CreateSession(const std::shared_ptr<http::Connection>& co
   auto session = std::make_shared<HttpSession>();
   session->id = http::NewSessionId();
   session->credential = credential;
+  session->replay_budget =
+      std::make_shared<http::ReplayBudget>(options.max_replay_bytes_per_session, replay_budget);
   session->mcp = std::make_shared<McpSession>(session->id, provider, server_options);
   auto sink = JsonReply();
   session->mcp->Handle(message, sink);
@@ -118,6 +150,7 @@ void HttpServer::Impl::AnswerRequest(const std::shared_ptr<http::Connection>& co
     http::EventStream::Options stream_options;
     stream_options.number = number;
     stream_options.sse = sse;
+    stream_options.budget = session->replay_budget;
     stream = std::make_shared<http::EventStream>(stream_options);
     session->calls[number] = {stream, message.at("id")};
   }
@@ -152,6 +185,13 @@ void HttpServer::Impl::CarryCall(const std::shared_ptr<http::Connection>& conn,
     call = it->second;
   }
   auto consumer = std::make_shared<ConnectionConsumer>(conn);
+  // Attached before the response starts, so that a resumption past the replay budget gets
+  // an error status. What it hands over reaches the connection after StartStream below
+  // (Deliver posts to the connection's strand, which runs this handler).
+  if (absl::Status attached = call.stream->Attach(consumer, after_seq); !attached.ok()) {
+    return conn->Respond(Error(503, kInternalError,
+                               absl::StrCat("Service Unavailable: ", attached.message())));
+  }
   std::weak_ptr<HttpSession> weak = session;
   http::Connection::StreamCallbacks callbacks;
   callbacks.on_lost = [this, weak, call, c = consumer.get()] {
@@ -173,7 +213,6 @@ void HttpServer::Impl::CarryCall(const std::shared_ptr<http::Connection>& conn,
   // A JSON body has no events to resume from: the response, when it comes, is the body.
   conn->StartStream(call.stream->sse() ? "text/event-stream" : "application/json",
                     call.stream->sse(), {}, std::move(callbacks));
-  call.stream->Attach(std::move(consumer), after_seq);
 }
 
 void HttpServer::Impl::HandleGet(const std::shared_ptr<http::Connection>& conn,
@@ -212,9 +251,7 @@ void HttpServer::Impl::CarryGetStream(const std::shared_ptr<http::Connection>& c
   {
     codemode::MutexLock lock(&mu);
     // Re-checked under the lock: a concurrent DELETE must not leave an orphan stream.
-    if (sessions.count(session->id) == 0) {
-      return conn->Respond(Error(404, kInvalidRequest, "Session not found: initialize a new session"));
-    }
+    if (sessions.count(session->id) == 0) return conn->Respond(SessionNotFound());
     if (!after_seq && session->get_stream && session->get_stream->attached()) {
       return conn->Respond(
           Error(409, kInvalidRequest, "Conflict: this session already has a GET stream"));
@@ -224,17 +261,24 @@ void HttpServer::Impl::CarryGetStream(const std::shared_ptr<http::Connection>& c
       get_options.number = session->next_stream++;
       get_options.ends_with_reply = false;
       get_options.max_events = kGetStreamReplayEvents;
+      get_options.budget = session->replay_budget;
       session->get_stream = std::make_shared<http::EventStream>(get_options);
       session->mcp->SetNotificationSink(session->get_stream);
     }
     stream = session->get_stream;
   }
   auto consumer = std::make_shared<ConnectionConsumer>(conn);
+  if (after_seq) {  // before the response starts, as in CarryCall
+    if (absl::Status attached = stream->Attach(consumer, after_seq); !attached.ok()) {
+      return conn->Respond(Error(503, kInternalError,
+                                 absl::StrCat("Service Unavailable: ", attached.message())));
+    }
+  }
   http::Connection::StreamCallbacks callbacks;
   callbacks.on_lost = [stream, c = consumer.get()] { stream->Detach(c, Clock::now()); };
   callbacks.on_done = [stream, c = consumer.get()] { stream->Delivered(c); };
   conn->StartStream("text/event-stream", true, {}, std::move(callbacks));
-  if (after_seq) return stream->Attach(std::move(consumer), after_seq);
+  if (after_seq) return;
   stream->AttachLive(consumer);
   // Something right away: flushes the headers and tells the client the stream is live.
   if (ExpectsPriming(session->mcp->protocol_version())) {
@@ -246,26 +290,34 @@ void HttpServer::Impl::CarryGetStream(const std::shared_ptr<http::Connection>& c
 
 void HttpServer::Impl::HandleDelete(const std::shared_ptr<http::Connection>& conn,
                                     const http::Request& req) {
-  if (!req.Has(kSessionHeader)) {
-    return conn->Respond(Error(400, kInvalidRequest, "Bad Request: Mcp-Session-Id header required"));
-  }
-  std::shared_ptr<HttpSession> session;
-  {
-    codemode::MutexLock lock(&mu);
-    auto it = sessions.find(req.Header(kSessionHeader));
-    if (it != sessions.end()) {
-      session = it->second;
-      sessions.erase(it);
-    }
-  }
-  if (!session) return conn->Respond(Error(404, kInvalidRequest, "Session not found"));
+  http::Response not_found;
+  auto session = TakeSession(req, &not_found);
+  if (!session) return conn->Respond(std::move(not_found));
   spdlog::info("http: session {} deleted by the client", session->id);
   // Closing waits for the session's calls to end and its sandboxes to go: not on an
-  // event-loop thread.
-  codemode::StartThread("http delete", [this, conn, session] {
-    CloseSession(session);
+  // event-loop thread. Stop() joins the thread, so it never touches a stopped server.
+  std::function<void()> close = [this, conn, session] {
+    CloseRemoved(session);
     conn->Respond({200, "", "", {}});
-  }).detach();
+  };
+  codemode::MutexLock lock(&delete_mu);
+  if (delete_stopped) return close();  // Stop() has joined the others: close here
+  // Threads that have finished are joined here, so they do not pile up.
+  for (auto it = delete_threads.begin(); it != delete_threads.end();) {
+    if (!*it->done) {
+      ++it;
+      continue;
+    }
+    it->thread.join();
+    it = delete_threads.erase(it);
+  }
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  delete_threads.push_back({codemode::StartThread("http delete", [close = std::move(close), done]() mutable {
+                              close();
+                              close = nullptr;  // lets go of the connection and session
+                              *done = true;
+                            }),
+                            done});
 }
 
 void HttpServer::Impl::CancelCall(const std::shared_ptr<HttpSession>& session, const json& id,
@@ -286,6 +338,15 @@ void HttpServer::Impl::CloseSession(const std::shared_ptr<HttpSession>& session)
   }
   if (get_stream) get_stream->Close();
   for (auto& [number, call] : calls) call.stream->Close();
+}
+
+// CloseSession for a session TakeSession removed: its credential's slot is free only once
+// the session really is closed (its calls ended).
+void HttpServer::Impl::CloseRemoved(const std::shared_ptr<HttpSession>& session) {
+  CloseSession(session);
+  codemode::MutexLock lock(&mu);
+  auto it = closing.find(session->credential);
+  if (it != closing.end() && --it->second == 0) closing.erase(it);
 }
 
 }  // namespace gateway

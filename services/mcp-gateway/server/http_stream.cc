@@ -1,5 +1,7 @@
 #include "server/http_stream.h"
 
+#include <algorithm>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "jsonrpc/jsonrpc.h"
@@ -10,7 +12,33 @@ namespace http {
 
 using json = nlohmann::json;
 
+bool ReplayBudget::TryCharge(size_t bytes) {
+  codemode::MutexLock lock(&mu_);
+  if (bytes > limit_ - std::min(limit_, used_)) return false;
+  if (parent_ && !parent_->TryCharge(bytes)) return false;
+  used_ += bytes;
+  return true;
+}
+
+void ReplayBudget::Release(size_t bytes) {
+  codemode::MutexLock lock(&mu_);
+  bytes = std::min(bytes, used_);
+  used_ -= bytes;
+  if (parent_) parent_->Release(bytes);
+}
+
+size_t ReplayBudget::used() const {
+  codemode::MutexLock lock(&mu_);
+  return used_;
+}
+
 EventStream::EventStream(Options options) : options_(options) {}
+
+EventStream::~EventStream() {
+  codemode::MutexLock lock(&mu_);
+  DropKept();
+  ReleaseReplay();
+}
 
 void EventStream::Send(const json& message) {
   const bool response = wire::IsResponse(message);
@@ -23,6 +51,7 @@ void EventStream::Send(const json& message) {
                             : wire::Dump(message);
   if (event.last) {
     answered_ = true;
+    Finish();
     if (!ever_attached_) early_response_ = message;
   }
   if (consumer_) HandTo(*consumer_, event);
@@ -38,15 +67,47 @@ void EventStream::Prime() {
   Keep(std::move(event));
 }
 
-// Keeps the newest events within the budget. The oldest go first; a client resuming from
-// before them misses them (the spec's redelivery is best effort), never the newest.
+// Keeps the newest events within the stream's limits and the replay budget. The oldest go
+// first; a client resuming from before them misses them (the spec's redelivery is best
+// effort), never the newest. Before the first consumer the events are the only copy and
+// are kept regardless (the handler attaches one right away).
 void EventStream::Keep(Event event) {
-  bytes_ += event.text.size();
+  if (forgotten_) return;
+  const size_t size = event.text.size();
+  auto drop_oldest = [this] {
+    bytes_ -= events_.front().text.size();
+    if (events_.front().charged) options_.budget->Release(events_.front().text.size());
+    events_.pop_front();
+  };
+  if (options_.budget) {
+    while (!(event.charged = options_.budget->TryCharge(size)) && !events_.empty()) drop_oldest();
+    if (!event.charged && ever_attached_) {
+      if (event.last) unkept_response_ = event.seq;
+      return;
+    }
+  }
+  bytes_ += size;
   events_.push_back(std::move(event));
   while (events_.size() > 1 && (events_.size() > options_.max_events || bytes_ > options_.max_bytes)) {
-    bytes_ -= events_.front().text.size();
+    drop_oldest();
+  }
+}
+
+void EventStream::DropKept() {
+  while (!events_.empty()) {
+    if (events_.front().charged) options_.budget->Release(events_.front().text.size());
     events_.pop_front();
   }
+  bytes_ = 0;
+}
+
+void EventStream::ReleaseReplay() {
+  if (replay_bytes_ > 0) options_.budget->Release(replay_bytes_);
+  replay_bytes_ = 0;
+}
+
+void EventStream::Finish() {
+  if (!finished_since_) finished_since_ = Clock::now();
 }
 
 void EventStream::HandTo(Consumer& consumer, const Event& event) {
@@ -58,24 +119,50 @@ void EventStream::Close() {
   codemode::MutexLock lock(&mu_);
   if (closed_) return;
   closed_ = true;
+  Finish();
   // A stream answered through its last event has ended already; any other ends here.
   if (consumer_ && !answered_) consumer_->Deliver("", true);
 }
 
 void EventStream::Replace(std::shared_ptr<Consumer> consumer) {
-  if (consumer_) consumer_->Deliver("", true);
+  if (consumer_) consumer_->Superseded();
+  ReleaseReplay();
   consumer_ = std::move(consumer);
   ever_attached_ = true;
   orphaned_since_.reset();
 }
 
-void EventStream::Attach(std::shared_ptr<Consumer> consumer, std::optional<uint64_t> after_seq) {
+absl::Status EventStream::Attach(std::shared_ptr<Consumer> consumer,
+                                 std::optional<uint64_t> after_seq) {
   codemode::MutexLock lock(&mu_);
+  if (forgotten_) return absl::ResourceExhaustedError("this stream can no longer be resumed");
+  if (after_seq && unkept_response_ > *after_seq) {
+    return absl::ResourceExhaustedError(
+        "the response on this stream was too large to keep for redelivery (replay budget: "
+        "--max_replay_bytes_per_session, --max_replay_bytes)");
+  }
+  // A resumption copies what it replays into its connection: that copy is charged too,
+  // until the connection ends, so resuming again and again cannot multiply it.
+  size_t replay = 0;
+  if (after_seq && options_.budget) {
+    for (const Event& event : events_) replay += event.seq > *after_seq ? event.text.size() : 0;
+    // What the consumer being replaced holds goes with it (Replace closes it).
+    const size_t freed = replay_bytes_;
+    if (replay > freed && !options_.budget->TryCharge(replay - freed)) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "resuming needs ", replay, " bytes of replay, over the replay budget ("
+          "--max_replay_bytes_per_session, --max_replay_bytes); retry when other streams end"));
+    }
+    if (replay < freed) options_.budget->Release(freed - replay);
+    replay_bytes_ = 0;  // the difference is settled: Replace must not release it again
+  }
   Replace(std::move(consumer));
+  replay_bytes_ = replay;
   for (const Event& event : events_) {
     if (!after_seq || event.seq > *after_seq) HandTo(*consumer_, event);
   }
   if (closed_ && !answered_) consumer_->Deliver("", true);
+  return absl::OkStatus();
 }
 
 void EventStream::AttachLive(std::shared_ptr<Consumer> consumer) {
@@ -88,6 +175,7 @@ void EventStream::Detach(const Consumer* consumer, Clock::time_point now) {
   codemode::MutexLock lock(&mu_);
   if (consumer_.get() != consumer) return;
   consumer_.reset();
+  ReleaseReplay();
   orphaned_since_ = now;
 }
 
@@ -95,18 +183,24 @@ void EventStream::Delivered(const Consumer* consumer) {
   codemode::MutexLock lock(&mu_);
   if (consumer_.get() != consumer) return;
   consumer_.reset();
+  ReleaseReplay();
   done_ = true;
-  events_.clear();
-  bytes_ = 0;
+  DropKept();
 }
 
 std::optional<json> EventStream::TakeResponse() {
   codemode::MutexLock lock(&mu_);
   if (!early_response_) return std::nullopt;
   done_ = true;
-  events_.clear();
-  bytes_ = 0;
+  DropKept();
   return std::exchange(early_response_, std::nullopt);
+}
+
+void EventStream::Forget() {
+  codemode::MutexLock lock(&mu_);
+  forgotten_ = true;
+  DropKept();
+  ReleaseReplay();
 }
 
 bool EventStream::attached() const {
@@ -132,6 +226,21 @@ bool EventStream::resumable() const {
 std::optional<EventStream::Clock::time_point> EventStream::orphaned_since() const {
   codemode::MutexLock lock(&mu_);
   return orphaned_since_;
+}
+
+std::optional<EventStream::Clock::time_point> EventStream::finished_since() const {
+  codemode::MutexLock lock(&mu_);
+  return finished_since_;
+}
+
+size_t EventStream::kept_bytes() const {
+  codemode::MutexLock lock(&mu_);
+  return bytes_;
+}
+
+size_t EventStream::replay_bytes() const {
+  codemode::MutexLock lock(&mu_);
+  return replay_bytes_;
 }
 
 std::optional<std::pair<uint64_t, uint64_t>> EventStream::ParseEventId(const std::string& id) {

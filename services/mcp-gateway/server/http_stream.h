@@ -23,11 +23,32 @@
 #include <string>
 #include <utility>
 
+#include "absl/status/status.h"
 #include "server/mcp_server.h"
 #include "base/mutex.h"
 
 namespace gateway {
 namespace http {
+
+// Bytes that EventStreams hold so that clients can resume: the events they keep, and the
+// copies a resumption replays into its connection (until that connection ends). A
+// session's budget draws on the server's (its parent) too, so both bounds hold.
+class ReplayBudget {
+ public:
+  explicit ReplayBudget(size_t limit, std::shared_ptr<ReplayBudget> parent = nullptr)
+      : limit_(limit), parent_(std::move(parent)) {}
+  // All or nothing, here and in the parents.
+  bool TryCharge(size_t bytes);
+  void Release(size_t bytes);
+  size_t used() const;
+  size_t limit() const { return limit_; }
+
+ private:
+  const size_t limit_;
+  const std::shared_ptr<ReplayBudget> parent_;
+  mutable codemode::Mutex mu_;
+  size_t used_ ABSL_GUARDED_BY(mu_) = 0;
+};
 
 class EventStream : public ReplySink {
  public:
@@ -39,6 +60,8 @@ class EventStream : public ReplySink {
     bool ends_with_reply = true;   // a POST's stream; false for the session's GET stream
     size_t max_events = 1000;      // kept for replay and while nobody carries the stream
     size_t max_bytes = 8u << 20;
+    // Charged for kept events and replayed copies; none: unbounded (beyond max_bytes).
+    std::shared_ptr<ReplayBudget> budget;
   };
 
   // What carries the stream now: an HTTP response in production, a fake in tests.
@@ -47,9 +70,13 @@ class EventStream : public ReplySink {
     virtual ~Consumer() = default;
     // `last` ends the HTTP response. Must not block.
     virtual void Deliver(std::string bytes, bool last) = 0;
+    // Another consumer took the stream over. A connection closes at once, so the replay
+    // still queued on it is freed now rather than at its write timeout.
+    virtual void Superseded() { Deliver("", true); }
   };
 
   explicit EventStream(Options options);
+  ~EventStream() override;
 
   void Send(const nlohmann::json& message) override;
   // The request was answered (or the session ended): the stream ends after what it has.
@@ -61,7 +88,9 @@ class EventStream : public ReplySink {
   // Hands the stream to `consumer`: first the kept events after `after_seq` (all of them
   // for nullopt), then new ones as they come. A current consumer is ended and replaced (a
   // client that resumes may do so before we noticed its old connection drop).
-  void Attach(std::shared_ptr<Consumer> consumer, std::optional<uint64_t> after_seq);
+  // RESOURCE_EXHAUSTED, with nothing changed, when the replay does not fit the budget or
+  // the events it needs were too large to keep.
+  absl::Status Attach(std::shared_ptr<Consumer> consumer, std::optional<uint64_t> after_seq);
   // Like Attach, without replaying anything already sent (a GET without Last-Event-ID).
   void AttachLive(std::shared_ptr<Consumer> consumer);
   // `consumer` lost its connection (ignored unless it is the current one).
@@ -72,6 +101,9 @@ class EventStream : public ReplySink {
   // Before any Attach: the response, when the request was answered synchronously. The
   // stream is then done.
   std::optional<nlohmann::json> TakeResponse();
+  // Nobody may resume the stream any more: its kept events go (and their budget). The
+  // current consumer keeps what it was handed.
+  void Forget();
 
   uint64_t number() const { return options_.number; }
   bool sse() const { return options_.sse; }
@@ -83,6 +115,11 @@ class EventStream : public ReplySink {
   bool resumable() const;
   // Since when nobody carries a stream that was carried before.
   std::optional<Clock::time_point> orphaned_since() const;
+  // Since when the stream has ended (answered or closed): resumable for a grace only.
+  std::optional<Clock::time_point> finished_since() const;
+  // Bytes of kept events, and of the current consumer's replay (both charged).
+  size_t kept_bytes() const;
+  size_t replay_bytes() const;
 
   // "<stream>-<seq>" -> {stream, seq}; nullopt for anything else.
   static std::optional<std::pair<uint64_t, uint64_t>> ParseEventId(const std::string& id);
@@ -92,10 +129,14 @@ class EventStream : public ReplySink {
     uint64_t seq;
     std::string text;
     bool last;  // ends the HTTP response (a POST stream's response)
+    bool charged = false;  // counted in the budget
   };
   void Keep(Event event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandTo(Consumer& consumer, const Event& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Replace(std::shared_ptr<Consumer> consumer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DropKept() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseReplay() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Finish() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   mutable codemode::Mutex mu_;
@@ -110,6 +151,12 @@ class EventStream : public ReplySink {
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<nlohmann::json> early_response_ ABSL_GUARDED_BY(mu_);  // for TakeResponse
   std::optional<Clock::time_point> orphaned_since_ ABSL_GUARDED_BY(mu_);
+  std::optional<Clock::time_point> finished_since_ ABSL_GUARDED_BY(mu_);
+  // The seq of a response that was too large to keep (over the budget), else 0: a
+  // resumption from before it cannot be served.
+  uint64_t unkept_response_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t replay_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // charged for the current consumer
+  bool forgotten_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace http

@@ -80,6 +80,11 @@ struct HttpServerOptions {
   // How long a tools/call whose SSE stream lost its connection keeps running, waiting for
   // the client to resume it with Last-Event-ID; then it is cancelled.
   absl::Duration resume_grace = absl::Seconds(30);
+  // Bytes kept so that streams can be resumed (events, and what a resumption replays into
+  // its connection until it ends), overall and per MCP session. A response too large to
+  // keep is delivered live only; a resumption past the budget gets 503.
+  size_t max_replay_bytes = 64u << 20;
+  size_t max_replay_bytes_per_session = 16u << 20;
   // Event-loop threads. Handlers never block on a client, so a few serve thousands.
   int threads = 2;
 };

@@ -24,6 +24,13 @@ class RecordingConsumer : public EventStream::Consumer {
   bool ended = false;
 };
 
+// As a connection does: a takeover closes it at once.
+class ClosingConsumer : public RecordingConsumer {
+ public:
+  void Superseded() override { superseded = true; }
+  bool superseded = false;
+};
+
 json Progress(int n) {
   return MakeNotification("notifications/progress", {{"progressToken", 1}, {"progress", n}});
 }
@@ -135,6 +142,102 @@ TEST(EventStreamTest, ClosingEndsAStreamThatHadNoResponse) {
   EXPECT_FALSE(consumer->ended);
   stream.Close();
   EXPECT_TRUE(consumer->ended);
+}
+
+json BigResult(size_t bytes) {
+  return MakeResult(1, {{"content", json::array({{{"type", "text"}, {"text", std::string(bytes, 'x')}}})}});
+}
+
+// A client that never reads resumes the finished stream again and again: the superseded
+// connection is closed at once, and the budget counts the kept events plus one replay.
+TEST(EventStreamTest, ResumingAgainAndAgainHoldsOneReplayAndClosesTheSuperseded) {
+  auto global = std::make_shared<ReplayBudget>(64 << 20);
+  auto session = std::make_shared<ReplayBudget>(16 << 20, global);
+  EventStream::Options options = PostStream(1);
+  options.budget = session;
+  {
+    EventStream stream(options);
+    stream.Prime();
+    auto first = std::make_shared<ClosingConsumer>();
+    ASSERT_TRUE(stream.Attach(first, std::nullopt).ok());
+    stream.Detach(first.get(), EventStream::Clock::now());
+    stream.Send(BigResult(1 << 20));
+    ASSERT_TRUE(stream.finished_since());
+    const size_t kept = stream.kept_bytes();
+    EXPECT_GT(kept, 1u << 20);
+    EXPECT_EQ(session->used(), kept);
+    std::shared_ptr<ClosingConsumer> previous;
+    for (int i = 0; i < 50; ++i) {
+      auto next = std::make_shared<ClosingConsumer>();
+      ASSERT_TRUE(stream.Attach(next, 1).ok()) << i;
+      ASSERT_EQ(next->chunks.size(), 1u);
+      if (previous) EXPECT_TRUE(previous->superseded) << i;
+      previous = next;
+      EXPECT_GT(stream.replay_bytes(), 1u << 20);
+      EXPECT_EQ(session->used(), kept + stream.replay_bytes()) << i;  // one replay, never more
+      EXPECT_EQ(global->used(), session->used());
+    }
+    stream.Detach(previous.get(), EventStream::Clock::now());
+    EXPECT_EQ(session->used(), kept);
+    stream.Forget();
+    EXPECT_EQ(session->used(), 0u);
+    EXPECT_FALSE(stream.Attach(std::make_shared<ClosingConsumer>(), 1).ok());
+    stream.Send(MakeResult(2, json::object()));  // nothing kept once forgotten
+    EXPECT_EQ(session->used(), 0u);
+  }
+  EXPECT_EQ(global->used(), 0u);
+}
+
+TEST(EventStreamTest, AResumptionOverTheBudgetFailsAndChangesNothing) {
+  auto session = std::make_shared<ReplayBudget>(3 << 20);
+  EventStream::Options options = PostStream(1);
+  options.budget = session;
+  EventStream stream(options);
+  stream.Prime();
+  auto first = std::make_shared<ClosingConsumer>();
+  ASSERT_TRUE(stream.Attach(first, std::nullopt).ok());
+  stream.Detach(first.get(), EventStream::Clock::now());
+  stream.Send(BigResult(2 << 20));  // kept (2 MiB), but a replay of it does not fit
+  EXPECT_GT(stream.kept_bytes(), 2u << 20);
+  auto second = std::make_shared<ClosingConsumer>();
+  absl::Status status = stream.Attach(second, 1);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(status.message().find("--max_replay_bytes_per_session"), std::string::npos);
+  EXPECT_TRUE(second->chunks.empty());
+  EXPECT_FALSE(stream.attached());
+  EXPECT_EQ(session->used(), stream.kept_bytes());
+}
+
+TEST(EventStreamTest, AResponseTooLargeToKeepIsDeliveredLiveAndItsResumptionFails) {
+  auto global = std::make_shared<ReplayBudget>(1 << 20);
+  auto session = std::make_shared<ReplayBudget>(16 << 20, global);  // the global bound bites
+  EventStream::Options options = PostStream(4);
+  options.budget = session;
+  EventStream stream(options);
+  stream.Prime();
+  auto reader = std::make_shared<ClosingConsumer>();
+  ASSERT_TRUE(stream.Attach(reader, std::nullopt).ok());
+  stream.Send(BigResult(2 << 20));
+  ASSERT_EQ(reader->chunks.size(), 2u);  // priming, then the response, live
+  EXPECT_TRUE(reader->ended);
+  EXPECT_EQ(stream.kept_bytes(), 0u);
+  EXPECT_EQ(global->used(), 0u);
+  stream.Detach(reader.get(), EventStream::Clock::now());
+  EXPECT_EQ(stream.Attach(std::make_shared<ClosingConsumer>(), 1).code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+TEST(EventStreamTest, ABudgetChargesItsParentAllOrNothing) {
+  auto global = std::make_shared<ReplayBudget>(100);
+  ReplayBudget a(80, global), b(80, global);
+  EXPECT_TRUE(a.TryCharge(60));
+  EXPECT_FALSE(b.TryCharge(60));  // b has room, the global budget has not
+  EXPECT_EQ(b.used(), 0u);
+  EXPECT_FALSE(a.TryCharge(30));  // a has not
+  EXPECT_EQ(global->used(), 60u);
+  a.Release(60);
+  EXPECT_TRUE(b.TryCharge(60));
+  EXPECT_EQ(global->used(), 60u);
 }
 
 TEST(EventStreamTest, OnlyOurOwnIdShapeParses) {
