@@ -3,7 +3,7 @@
 # (Streamable HTTP on http://127.0.0.1:8931/mcp) with a configuration that works out of
 # the box: your ~/.config/mcp-gateway/mcp.json (or servers.d/*.json) when present, else
 # the reference MCP servers installed by the set-up (everything, memory, and filesystem on
-# a directory of its own). HTTP clients authenticate with the token the gateway prints.
+# a directory of its own). HTTP clients authenticate with the token in the file the gateway names.
 # Ctrl-C stops both; sandbox sessions survive for the next start.
 #
 #   scripts/run.sh                      MCP_GATEWAY_PORT=9000 scripts/run.sh
@@ -46,8 +46,7 @@ fi
 cat >&2 <<MSG
 
   sandboxd     unix:$sock        (grpcurl -plaintext -unix $sock list)
-  mcp-gateway  http://127.0.0.1:$port/mcp   (clients send the bearer token the gateway prints
-               below; it is kept in ${XDG_STATE_HOME:-$HOME/.local/state}/mcp-gateway/token)
+  mcp-gateway  http://127.0.0.1:$port/mcp   (clients send the bearer token kept in ${XDG_STATE_HOME:-$HOME/.local/state}/mcp-gateway/token)
 
   Connect a client:
     claude mcp add --transport http codemode http://127.0.0.1:$port/mcp \\

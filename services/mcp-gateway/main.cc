@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
@@ -37,8 +38,9 @@ ABSL_FLAG(std::vector<std::string>, sandboxd, {},
           "on the endpoint that created it. Default: $MCP_GATEWAY_SANDBOXD, else sandboxd's "
           "default socket.");
 ABSL_FLAG(std::vector<std::string>, token, {},
-          "The bearer token HTTP clients must send ('Authorization: Bearer <token>'); also "
-          "$MCP_GATEWAY_TOKEN. Several, comma-separated, give each client its own credential "
+          "The bearer token HTTP clients must send ('Authorization: Bearer <token>'). Prefer "
+          "$MCP_GATEWAY_TOKEN: other local users can read a command line (a warning says so). "
+          "Several, comma-separated, give each client its own credential "
           "(see --max_mcp_sessions_per_credential). Default: the one in --token_file.");
 ABSL_FLAG(std::string, token_file, "",
           "File holding the HTTP bearer token, created (mode 0600) with a random token at the "
@@ -84,6 +86,15 @@ ABSL_FLAG(uint64_t, max_replay_bytes_per_session, 16 << 20,
 ABSL_FLAG(uint64_t, max_catalog_bytes_per_upstream, 1 << 20,
           "Largest tool catalog (names, descriptions, schemas) of one upstream; a larger "
           "upstream is left out with the reason, the others keep working.");
+ABSL_FLAG(absl::Duration, upstream_stream_retry_min, absl::Milliseconds(250),
+          "Shortest wait before reopening an HTTP upstream's event stream, whatever its "
+          "`retry:` says (an upstream answering `retry: 0` must not make us spin).");
+ABSL_FLAG(absl::Duration, upstream_stream_retry_max, absl::Seconds(30),
+          "Longest wait before reopening an HTTP upstream's event stream; the wait doubles, "
+          "with jitter, up to this while reopened streams keep ending at once.");
+ABSL_FLAG(absl::Duration, min_tools_refresh_interval, absl::Seconds(1),
+          "An upstream's tools/list_changed flood is coalesced: at most one tools/list per "
+          "upstream per this interval, and clients are told only when its tools changed.");
 ABSL_FLAG(uint32_t, max_tool_calls_in_flight, 64,
           "Tool calls of one run_python answered at the same time; more get a ToolError.");
 ABSL_FLAG(uint64_t, max_tool_call_bytes, 4 << 20,
@@ -225,21 +236,25 @@ absl::StatusOr<gateway::HttpServerOptions> HttpOptionsFromFlags(std::string* tok
   return http;
 }
 
-// The address and a ready client snippet, as Jupyter prints its token.
+// The address and a ready client snippet, as Jupyter prints its token, but never the
+// token itself (logs end up in journald): where to read it instead.
 void LogHowToConnect(const gateway::HttpServerOptions& http, int port, const std::string& token_file) {
   const std::string host = absl::StrContains(http.host, ':') ? "[" + http.host + "]" : http.host;
   const std::string url = absl::StrCat("http://", host, ":", port, http.path);
   spdlog::info("serving MCP on {}", url);
   if (http.bearer_tokens.empty()) return;
-  const std::string& token = http.bearer_tokens[0];
+  const std::string where = token_file.empty()
+                                ? std::string("the token you gave ($MCP_GATEWAY_TOKEN or --token)")
+                                : "the token in " + token_file;
+  const std::string token = token_file.empty() ? "$MCP_GATEWAY_TOKEN" : "$(cat " + token_file + ")";
   spdlog::info(
-      "clients must send 'Authorization: Bearer {}'{}. For example:\n"
+      "clients must send 'Authorization: Bearer <token>' with {}. For example:\n"
       "  claude mcp add --transport http codemode {} --header \"Authorization: Bearer {}\"\n"
-      "  curl -H 'Authorization: Bearer {}' -H 'Content-Type: application/json' "
+      "  curl -H \"Authorization: Bearer {}\" -H 'Content-Type: application/json' "
       "-H 'Accept: application/json, text/event-stream' -d '{{\"jsonrpc\":\"2.0\",\"id\":1,"
       "\"method\":\"initialize\",\"params\":{{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{{}},"
       "\"clientInfo\":{{\"name\":\"curl\",\"version\":\"1\"}}}}}}' {}",
-      token, token_file.empty() ? "" : " (token file " + token_file + ")", url, token, token, url);
+      where, url, token, token, url);
 }
 
 // The transport --transport names, started; a stdio transport asks `shutdown` to end the
@@ -272,6 +287,11 @@ int main(int argc, char** argv) {
       argc, argv, "mcp-gateway",
       "mcp-gateway: one MCP tool, run_python, whose code calls your MCP servers' tools.");
   codemode::ShutdownSignal shutdown;  // before any thread starts
+  if (gateway::HideTokenArguments(argc, argv)) {
+    spdlog::warn("--token on the command line is readable by every local user (/proc/<pid>/"
+                 "cmdline, ps) until the gateway hides it; set $MCP_GATEWAY_TOKEN or use "
+                 "--token_file instead");
+  }
 
   absl::StatusOr<std::vector<gateway::UpstreamConfig>> configs = LoadConfigs();
   if (!configs.ok()) {
@@ -282,6 +302,10 @@ int main(int argc, char** argv) {
   gateway::UpstreamOptions upstream_options;
   upstream_options.call_timeout = absl::GetFlag(FLAGS_call_timeout);
   upstream_options.max_catalog_bytes = absl::GetFlag(FLAGS_max_catalog_bytes_per_upstream);
+  upstream_options.stream_retry.min = absl::GetFlag(FLAGS_upstream_stream_retry_min);
+  upstream_options.stream_retry.max = std::max(upstream_options.stream_retry.min,
+                                               absl::GetFlag(FLAGS_upstream_stream_retry_max));
+  upstream_options.min_tools_refresh_interval = absl::GetFlag(FLAGS_min_tools_refresh_interval);
   gateway::UpstreamManager upstreams(*configs, upstream_options);
   upstreams.Start();
 

@@ -21,7 +21,8 @@ std::unique_ptr<ClientTransport> MakeTransport(const UpstreamConfig& config,
     case UpstreamConfig::Type::kStdio:
       return std::make_unique<StdioTransport>(config, options.stop_grace);
     case UpstreamConfig::Type::kStreamableHttp:
-      return std::make_unique<StreamableHttpTransport>(config, options.connect_timeout);
+      return std::make_unique<StreamableHttpTransport>(config, options.connect_timeout,
+                                                       options.stream_retry);
     case UpstreamConfig::Type::kSse:
       return std::make_unique<SseTransport>(config, options.connect_timeout);
   }

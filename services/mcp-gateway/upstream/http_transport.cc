@@ -42,13 +42,9 @@ struct StreamableHttpTransport::GetResult {
   bool got_event = false;
 };
 
-static absl::Duration RetryDelay(const std::optional<int64_t>& retry_ms) {
-  if (!retry_ms) return kDefaultRetryDelay;
-  return std::min(absl::Milliseconds(*retry_ms), kMaxRetryDelay);
-}
-
-HttpTransportBase::HttpTransportBase(UpstreamConfig config, absl::Duration connect_timeout)
-    : config_(std::move(config)), connect_timeout_(connect_timeout) {}
+HttpTransportBase::HttpTransportBase(UpstreamConfig config, absl::Duration connect_timeout,
+                                     StreamRetryPolicy retry)
+    : config_(std::move(config)), connect_timeout_(connect_timeout), retry_(retry) {}
 
 absl::Status HttpTransportBase::BeginStart(TransportCallbacks callbacks) {
   if (closing_) return absl::UnavailableError("connection closed");
@@ -388,7 +384,7 @@ absl::Status StreamableHttpTransport::Resume(HttpExchange* exchange, StreamCurso
                                              const std::function<void(json)>& on_message,
                                              const std::function<bool()>& answered) {
   for (int attempt = 1; attempt <= kMaxResumes; ++attempt) {
-    if (!WaitToReconnect(RetryDelay(cursor->retry_ms), exchange)) {
+    if (!WaitToReconnect(ReconnectDelay(cursor->retry_ms, attempt - 1, retry_), exchange)) {
       return absl::CancelledError("closing");
     }
     spdlog::debug("upstream {}: resuming a response stream after event {} (attempt {})",
@@ -409,9 +405,12 @@ absl::Status StreamableHttpTransport::Resume(HttpExchange* exchange, StreamCurso
 }
 
 // The stream of messages that belong to no request. Reopened whenever it ends, from the
-// last event id it gave (Last-Event-ID), after the server's `retry:` or a backoff.
+// last event id it gave (Last-Event-ID), after the server's `retry:` (1 s without one),
+// never sooner than retry_.min, backing off while streams keep ending at once (see
+// StreamRetryPolicy): a server answering every GET with `retry: 0` and closing made
+// ~3,000 GETs a second.
 void StreamableHttpTransport::RunGetStream(std::shared_ptr<HttpExchange> exchange) {
-  absl::Duration backoff = absl::Milliseconds(500);
+  int failures = 0;  // streams in a row that ended at once without a message
   StreamCursor cursor;
   auto forward = [this](json m) {
     if (callbacks_.on_message) callbacks_.on_message(std::move(m));
@@ -422,6 +421,7 @@ void StreamableHttpTransport::RunGetStream(std::shared_ptr<HttpExchange> exchang
     get_stream_settled_ = true;
   };
   while (!closing_) {
+    const absl::Time opened = absl::Now();
     GetResult r = GetOnce(exchange.get(), &cursor, forward, settle);
     settle();  // also when it failed before any answer
     if (closing_) break;
@@ -434,12 +434,12 @@ void StreamableHttpTransport::RunGetStream(std::shared_ptr<HttpExchange> exchang
       if (callbacks_.on_closed) callbacks_.on_closed(DescribeConnectFailure(url_, kProbeTimeout));
       break;
     }
-    if (r.got_event) backoff = absl::Milliseconds(500);
-    const absl::Duration delay = cursor.retry_ms ? RetryDelay(cursor.retry_ms) : backoff;
+    if (r.got_event || absl::Now() - opened >= retry_.lived) failures = 0;
+    const absl::Duration delay = ReconnectDelay(cursor.retry_ms, failures, retry_);
     spdlog::debug("upstream {}: GET stream ended (HTTP {}, {}); reopening in {}", config_.name,
                   r.status, httplib::to_string(r.error), absl::FormatDuration(delay));
     if (!WaitToReconnect(delay, nullptr)) break;
-    backoff = std::min(backoff * 2, absl::Seconds(30));
+    ++failures;
   }
   settle();
   exchange->done = true;

@@ -42,7 +42,8 @@ struct HttpExchange;  // one HTTP exchange on its own thread (http_transport_com
 // and the closing flag Close() raises.
 class HttpTransportBase : public ClientTransport {
  public:
-  HttpTransportBase(UpstreamConfig config, absl::Duration connect_timeout);
+  HttpTransportBase(UpstreamConfig config, absl::Duration connect_timeout,
+                    StreamRetryPolicy retry = {});
 
  protected:
   // Start()'s first step: refuses once Close() began, parses the URL, keeps the callbacks.
@@ -56,6 +57,7 @@ class HttpTransportBase : public ClientTransport {
 
   const UpstreamConfig config_;
   const absl::Duration connect_timeout_;
+  const StreamRetryPolicy retry_;
   HttpUrl url_;
   TransportCallbacks callbacks_;
   codemode::Mutex start_mu_;  // Close() waits for a Start() in progress
@@ -99,8 +101,8 @@ class StreamableHttpTransport : public HttpTransportBase {
                     const std::function<void(nlohmann::json)>& on_message,
                     const std::function<void()>& on_answered = nullptr);
   // A request's SSE stream ended before its response: GETs with Last-Event-ID, each after
-  // the delay the server's `retry:` asked for (at most kMaxRetryDelay), until `answered()`
-  // or kMaxResumes attempts.
+  // the delay the server's `retry:` asked for (within retry_, backing off), until
+  // `answered()` or kMaxResumes attempts.
   absl::Status Resume(HttpExchange* exchange, StreamCursor* cursor,
                       const std::function<void(nlohmann::json)>& on_message,
                       const std::function<bool()>& answered);

@@ -10,6 +10,8 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <random>
 #include <string>
 #include <thread>
 
@@ -35,13 +37,29 @@ inline constexpr size_t kMaxErrorBody = 2048;
 // Streams (request responses, GET streams) are ended by stop(), not by a read timeout:
 // a tool call may legitimately be silent for a long time.
 inline constexpr absl::Duration kStreamReadTimeout = absl::Hours(1);
-// Resuming a request's stream (Last-Event-ID): at most this many GETs, each after the
-// server's `retry:` delay (1 s when it gave none), never longer than kMaxRetryDelay.
+// Resuming a request's stream (Last-Event-ID): at most this many GETs, each after
+// ReconnectDelay.
 inline constexpr int kMaxResumes = 5;
+// Before reopening a stream when the server gave no `retry:`.
 inline constexpr absl::Duration kDefaultRetryDelay = absl::Seconds(1);
-inline constexpr absl::Duration kMaxRetryDelay = absl::Seconds(30);
 inline constexpr absl::Duration kProbeTimeout = absl::Seconds(2);
 inline constexpr absl::Duration kDeleteTimeout = absl::Seconds(2);
+
+// The wait before reopening an event stream after `failures` streams in a row that ended
+// at once: the server's `retry:` (kDefaultRetryDelay without one) within [min, max],
+// doubled per failure up to max, then drawn from its upper half (jitter, so gateways that
+// lost a server together do not come back in step), never below min.
+inline absl::Duration ReconnectDelay(const std::optional<int64_t>& retry_ms, int failures,
+                                     const StreamRetryPolicy& policy) {
+  absl::Duration delay = retry_ms ? absl::Milliseconds(*retry_ms) : kDefaultRetryDelay;
+  delay = std::min(std::max(delay, policy.min), policy.max);
+  if (failures <= 0) return delay;
+  for (int i = 0; i < failures && delay < policy.max; ++i) delay *= 2;
+  delay = std::min(delay, policy.max);
+  thread_local std::mt19937_64 random{std::random_device{}()};
+  const double fraction = std::uniform_real_distribution<double>(0.5, 1.0)(random);
+  return std::max(delay * fraction, policy.min);
+}
 
 inline std::shared_ptr<httplib::Client> MakeClient(const std::string& origin,
                                             absl::Duration connect_timeout,

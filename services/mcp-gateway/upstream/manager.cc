@@ -143,16 +143,40 @@ void UpstreamManager::Impl::Run(Upstream* u) {
   mu.Unlock();
 }
 
+// Whether two tool lists would read the same to a client (a refresh that changed nothing
+// is not worth a notification to every MCP session).
+static bool SameTools(const std::vector<UpstreamTool>& a, const std::vector<UpstreamTool>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].name != b[i].name || a[i].description != b[i].description ||
+        a[i].input_schema != b[i].input_schema || a[i].output_schema != b[i].output_schema) {
+      return false;
+    }
+  }
+  return true;
+}
+
 void UpstreamManager::Impl::Serve(Upstream* u, const std::shared_ptr<McpClient>& client) {
   // The client's connected() changes without mu, but its on_disconnected handler takes mu
-  // afterwards, and that unlock re-evaluates this.
-  auto wake = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    return stopping || u->refresh_tools || !client->connected();
+  // afterwards, and that unlock re-evaluates these.
+  auto gone = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return stopping || !client->connected();
   };
+  auto wake = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return gone() || u->refresh_tools; };
+  // A flood of list_changed is coalesced: they only set refresh_tools, one tools/list runs
+  // at a time, at most one per min_tools_refresh_interval, and each notifies the MCP
+  // sessions at most once (not at all when the tools did not change). Before, every
+  // refresh was broadcast to every session, as fast as the upstream could answer.
+  absl::Time last_refresh = absl::InfinitePast();
   for (;;) {
     mu.Await(absl::Condition(&wake));
-    if (stopping || !client->connected()) return;
+    if (gone()) return;
+    if (mu.AwaitWithDeadline(absl::Condition(&gone),
+                             last_refresh + options.min_tools_refresh_interval)) {
+      return;
+    }
     u->refresh_tools = false;
+    last_refresh = absl::Now();
     // Not on the transport thread that delivered list_changed: the tools/list response
     // may need that very thread.
     mu.Unlock();
@@ -163,7 +187,8 @@ void UpstreamManager::Impl::Serve(Upstream* u, const std::shared_ptr<McpClient>&
                    std::string(tools.status().message()));
       continue;
     }
-    if (stopping || !client->connected()) return;
+    if (gone()) return;
+    if (SameTools(u->tools, *tools)) continue;
     u->tools = *std::move(tools);
     spdlog::info("upstream {}: tool list changed ({} tools)", u->config.name, u->tools.size());
     ++version;

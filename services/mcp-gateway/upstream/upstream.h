@@ -67,6 +67,17 @@ struct UpstreamStatus {
   std::vector<UpstreamTool> tools;
 };
 
+// How an HTTP upstream's event streams (its GET stream, a response stream it ended before
+// the response) are reopened. The server's `retry:` is honoured within [min, max] (1 s
+// when it gave none); while reopened streams keep ending at once, without a message, the
+// delay doubles, with jitter, up to max. A stream that delivered a message or stayed open
+// `lived` starts over. An upstream answering `retry: 0` cannot make us spin.
+struct StreamRetryPolicy {
+  absl::Duration min = absl::Milliseconds(250);
+  absl::Duration max = absl::Seconds(30);
+  absl::Duration lived = absl::Seconds(10);
+};
+
 struct UpstreamOptions {
   absl::Duration call_timeout = absl::Seconds(60);
   absl::Duration connect_timeout = absl::Seconds(30);
@@ -80,6 +91,11 @@ struct UpstreamOptions {
   // receives them, JSON-escaped) may be at most this large. A larger one is left out, with
   // the reason, so one upstream can never make run_python fail for every client.
   size_t max_catalog_bytes = 1u << 20;
+  StreamRetryPolicy stream_retry;
+  // A flood of tools/list_changed is coalesced: one tools/list at a time per upstream, at
+  // most one per this interval, and the MCP clients hear of a refresh only when the
+  // catalog changed.
+  absl::Duration min_tools_refresh_interval = absl::Seconds(1);
 };
 
 struct CallOptions {

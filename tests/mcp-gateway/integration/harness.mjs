@@ -52,12 +52,13 @@ export async function startEverythingHttp(mode) {
 }
 
 export class GatewayHttp {
-  // HTTP is authenticated: each gateway gets a random token, and client() sends it.
+  // HTTP is authenticated: each gateway gets a random token ($MCP_GATEWAY_TOKEN: a command
+  // line is readable by every local user), and client() sends it.
   // `auth: false` starts it with --no_auth instead (for clients that cannot send headers).
   constructor({ config, sandboxd, extraArgs = [], auth = true }) {
     this.token = auth ? randomBytes(24).toString("hex") : "";
     this.args = [`--transport=http`, `--config=${config}`, `--sandboxd=${sandboxd}`,
-      auth ? `--token=${this.token}` : "--no_auth", ...extraArgs];
+      ...(auth ? [] : ["--no_auth"]), ...extraArgs];
     this.log = "";
     this.env = {};  // added to the gateway's environment
   }
@@ -66,7 +67,8 @@ export class GatewayHttp {
   async start() {
     this.port = await freePort();
     this.proc = track(spawnTied(GATEWAY_BIN, [...this.args, `--listen=127.0.0.1:${this.port}`],
-      { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, ...this.env } }));
+      { stdio: ["ignore", "ignore", "pipe"],
+        env: { ...process.env, ...(this.token ? { MCP_GATEWAY_TOKEN: this.token } : {}), ...this.env } }));
     this.proc.stderr.on("data", (d) => { this.log += d; });
     await waitFor(() => canConnect({ port: this.port, host: "127.0.0.1" }), "mcp-gateway http", 30000);
     this.url = `http://127.0.0.1:${this.port}/mcp`;

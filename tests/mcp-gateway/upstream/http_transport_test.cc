@@ -1,7 +1,10 @@
 // HTTP upstreams: session expiry (404 -> initialize again -> retry), servers without a GET
 // stream or without sessions, DELETE on shutdown, protocol versions, unreachable servers,
 // and a legacy SSE stream that drops.
+#include <chrono>
+#include <cmath>
 #include <memory>
+#include <thread>
 #include <string>
 
 #include "upstream/upstream.h"
@@ -153,6 +156,30 @@ TEST_F(HttpUpstreamTest, AStreamThatCannotBeResumedFailsTheCallWithTheReason) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("resuming it failed: HTTP 405"), std::string::npos)
       << r.status();
+}
+
+// A hostile upstream answers every GET with `retry: 0` and ends the stream at once. The
+// client used to honour 0 ms: ~3,000 GETs a second for as long as it was configured. Now
+// the delay has a floor (StreamRetryPolicy::min, 250 ms) and doubles while streams keep
+// ending at once (jitter keeps at least half of it), so the k-th reopening comes at least
+// 250 ms * 2^(k-1) after the first GET. Counted on the server's clock, whatever our speed.
+TEST_F(HttpUpstreamTest, AGetStreamEndingAtOnceWithRetryZeroIsReopenedWithBackoff) {
+  Connect({"--get-retry-ms", "0"});
+  ASSERT_TRUE(manager_->Snapshot()[0].connected) << manager_->Snapshot()[0].error;
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  std::vector<double> gets;
+  ASSERT_TRUE(WaitFor([&] {
+    gets.clear();
+    for (const auto& e : testing::ReadLog(log_)) {
+      if (e.value("event", "") == "get") gets.push_back(e["at"].get<double>());
+    }
+    return gets.size() >= 2;  // it is reopened, not given up
+  }));
+  const double span = gets.back() - gets.front();
+  size_t allowed = 1;
+  for (int k = 1; 0.25 * std::ldexp(1.0, k - 1) <= span + 0.005; ++k) ++allowed;
+  EXPECT_LE(gets.size(), allowed) << "GETs in " << span << " s";
+  EXPECT_TRUE(manager_->Snapshot()[0].connected);
 }
 
 TEST(HttpUnreachableTest, RefusedConnectionIsReportedAndRetried) {

@@ -2,6 +2,8 @@
 // others, Snapshot before and after Start, NOT_FOUND / UNAVAILABLE routing, the catalog
 // version and listener, and Stop().
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <memory>
 #include <string>
 
@@ -85,6 +87,35 @@ TEST(UpstreamManagerTest, CatalogVersionAndListenerFollowConnects) {
   manager.WaitInitial(absl::Seconds(30));
   ASSERT_TRUE(WaitFor([&] { return calls >= 2; }));
   EXPECT_GE(manager.catalog_version(), start + 2);
+}
+
+// An upstream that sends tools/list_changed every millisecond, and a new tool list at
+// every tools/list. Each refresh used to notify the listener (main.cc broadcasts that to
+// every MCP session) as fast as the upstream answered; now one refresh runs per
+// min_tools_refresh_interval at most, and each notifies once.
+TEST(UpstreamManagerTest, AListChangedFloodIsCoalesced) {
+  auto options = testing::TestOptions();
+  options.min_tools_refresh_interval = absl::Milliseconds(500);
+  UpstreamManager manager({testing::StdioConfig("flood", {"--flood-list-changed"})}, options);
+  std::atomic<int> calls{0};
+  manager.SetCatalogListener([&] { ++calls; });
+  manager.Start();
+  manager.WaitInitial(absl::Seconds(30));
+  ASSERT_TRUE(manager.Snapshot()[0].connected) << manager.Snapshot()[0].error;
+  ASSERT_TRUE(WaitFor([&] { return calls >= 1; }));  // the connect's own notification
+  const int connected = calls;
+  const auto start = std::chrono::steady_clock::now();
+  // The flood still gets its refreshes (the new tools show), just not more often.
+  ASSERT_TRUE(WaitFor([&] { return calls > connected; }));
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  const int refreshes = calls - connected;
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // Refreshes start >= 0.5 s apart; one may have started just before `start`.
+  EXPECT_LE(refreshes, static_cast<int>(elapsed / 0.5) + 2) << "in " << elapsed << " s";
+  bool has_generation = false;
+  for (const auto& t : manager.Snapshot()[0].tools) has_generation |= t.name.rfind("gen_", 0) == 0;
+  EXPECT_TRUE(has_generation);
 }
 
 TEST(UpstreamManagerTest, CallTimeoutDefaultsToTheManagerOption) {
