@@ -77,7 +77,7 @@ void HttpServer::Impl::CreateSession(const std::shared_ptr<http::Connection>& co
   auto session = std::make_shared<HttpSession>();
   session->id = http::NewSessionId();
   session->credential = credential;
-  session->mcp = std::make_shared<McpSession>(session->id, provider, server_options);
+  session->mcp = std::make_shared<McpSession>(session->id, provider, server_options, credential);
   auto sink = JsonReply();
   session->mcp->Handle(message, sink);
   auto response = sink->TakeResponse();  // initialize is answered synchronously
