@@ -112,6 +112,17 @@ ABSL_FLAG(uint64_t, spill_stdout_bytes, 32 * 1024,
 ABSL_FLAG(uint64_t, max_resource_bytes, 8 << 20,
           "Largest produced file (under /workspace/out/) that resources/read returns; at most "
           "48 MiB. Larger files are an error that says to work with them from code.");
+ABSL_FLAG(uint32_t, max_sandboxes_per_credential, 16,
+          "Sandbox sessions one credential (bearer token; stdio is one) may hold over all its "
+          "MCP sessions; keep it well below sandboxd's --max_sessions, which everyone shares.");
+ABSL_FLAG(uint32_t, max_out_path_bytes, 1024,
+          "Longest path under /workspace/out/ the gateway keeps from the walk after a run; "
+          "longer ones are skipped (the sandbox answers the listings, so it is untrusted).");
+ABSL_FLAG(uint64_t, max_out_bytes, 256 << 10,
+          "Bytes of paths one walk of /workspace/out/ keeps per sandbox session (files and "
+          "directories still to list); past it the walk stops and says so.");
+ABSL_FLAG(uint32_t, resources_page_size, 500,
+          "Resources per resources/list page; more are paged with nextCursor.");
 ABSL_FLAG(std::string, image, "",
           "The sandboxd image (by its name in sandboxd's GetInfo) every session runs, e.g. "
           "data for numpy, pandas and matplotlib. Empty: sandboxd's default image.");
@@ -326,6 +337,10 @@ int main(int argc, char** argv) {
   run_options.max_timeout_seconds = absl::GetFlag(FLAGS_max_timeout_seconds);
   run_options.spill_stdout_bytes = absl::GetFlag(FLAGS_spill_stdout_bytes);
   run_options.resources.max_read_bytes = absl::GetFlag(FLAGS_max_resource_bytes);
+  run_options.max_sandboxes_per_credential = absl::GetFlag(FLAGS_max_sandboxes_per_credential);
+  run_options.resources.limits.max_path_bytes = absl::GetFlag(FLAGS_max_out_path_bytes);
+  run_options.resources.limits.max_bytes = absl::GetFlag(FLAGS_max_out_bytes);
+  run_options.resources.list_page_size = absl::GetFlag(FLAGS_resources_page_size);
   if (run_options.resources.max_read_bytes > (48u << 20)) {
     spdlog::critical("--max_resource_bytes must be at most 48 MiB (50331648)");
     return 2;

@@ -66,6 +66,9 @@ ABSL_FLAG(std::string, gvisor_platform, "ptrace",
           "/dev/kvm).");
 ABSL_FLAG(uint32_t, pool_size, 2, "Ready containers kept warm for CreateSession (0 disables).");
 ABSL_FLAG(uint32_t, max_sessions, 64, "Maximum number of sessions.");
+ABSL_FLAG(uint32_t, max_sessions_per_owner, 32,
+          "Sessions one owner (CreateSession.owner; the gateway sends one per credential) may "
+          "hold at once, so no client takes every slot.");
 ABSL_FLAG(absl::Duration, idle_ttl, absl::Minutes(30),
           "Sessions idle this long are deleted.");
 ABSL_FLAG(uint64_t, memory_mb, 512, "Default memory limit per session, MiB.");
@@ -251,6 +254,7 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
     options.isolation.allowed.push_back(*allowed);
   }
   options.max_sessions = absl::GetFlag(FLAGS_max_sessions);
+  options.max_sessions_per_owner = absl::GetFlag(FLAGS_max_sessions_per_owner);
   options.pool_size = absl::GetFlag(FLAGS_pool_size);
   options.idle_ttl = absl::GetFlag(FLAGS_idle_ttl);
   options.max_code_bytes = absl::GetFlag(FLAGS_max_code_bytes);

@@ -60,9 +60,21 @@ absl::StatusOr<OutListing> ListOut(Sandboxes& sandboxes, const SandboxRef& ref,
   OutListing listing;
   std::deque<std::pair<std::string, uint32_t>> dirs = {{kOutDir, 0}};  // path, depth
   uint32_t listed = 0;
+  uint64_t bytes = 0;  // path bytes held: kept files and queued directories
+  const std::string out_prefix = std::string(kOutDir) + "/";
+  // Whether `path` may be held: short enough, and within the walk's byte budget.
+  auto admit = [&](const std::string& path) {
+    if (path.size() > limits.max_path_bytes || bytes + path.size() > limits.max_bytes) {
+      listing.truncated = true;
+      return false;
+    }
+    bytes += path.size();
+    return true;
+  };
   while (!dirs.empty()) {
     auto [dir, depth] = std::move(dirs.front());
     dirs.pop_front();
+    bytes -= dir == kOutDir ? 0 : dir.size();
     if (listed == limits.max_directories || listing.files.size() == limits.max_files) {
       listing.truncated = true;  // directories left unlisted may hold files
       break;
@@ -79,23 +91,25 @@ absl::StatusOr<OutListing> ListOut(Sandboxes& sandboxes, const SandboxRef& ref,
       return entries.status();
     }
     listing.truncated |= entries->truncated();
-    const size_t strip = std::string(kOutDir).size() + 1;
     for (const sandbox::v1::FileInfo& f : entries->files()) {
-      if (f.path().size() <= strip || f.path().compare(0, strip, std::string(kOutDir) + "/") != 0) {
+      const std::string& path = f.path();
+      if (path.size() <= out_prefix.size() || path.compare(0, out_prefix.size(), out_prefix) != 0) {
         continue;  // not under out/: sandboxd never answers so, but the walk stays in out/
       }
       if (f.type() == sandbox::v1::FILE_TYPE_DIRECTORY) {
-        if (depth + 1 < limits.max_depth) {
-          dirs.emplace_back(f.path(), depth + 1);
-        } else {
+        // Only as many directories are queued as may still be listed: a listing of a
+        // million directories costs no more than the walk lists.
+        if (depth + 1 >= limits.max_depth || listed + dirs.size() >= limits.max_directories) {
           listing.truncated = true;
+        } else if (admit(path)) {
+          dirs.emplace_back(path, depth + 1);
         }
       } else if (f.type() == sandbox::v1::FILE_TYPE_FILE) {
         if (listing.files.size() == limits.max_files) {
           listing.truncated = true;
-          continue;
+        } else if (admit(path)) {
+          listing.files.push_back({path.substr(out_prefix.size()), f.size(), f.mtime_ms()});
         }
-        listing.files.push_back({f.path().substr(strip), f.size(), f.mtime_ms()});
       }
     }
   }

@@ -34,11 +34,16 @@ struct OutFile {
 };
 
 // Bounds on one walk of out/: a run that writes a million files costs the gateway a
-// bounded listing, not a million entries per run.
+// bounded listing, not a million entries per run. The listings come from the sandbox,
+// which is untrusted (its code can answer sandboxd's file_list frames itself), so the walk
+// never holds more than these allow: directories beyond those it may still list are not
+// queued, and the bytes of the paths it keeps (files and queued directories) have a cap.
 struct OutLimits {
   uint32_t max_files = 1000;      // files recorded
   uint32_t max_directories = 64;  // directories listed (one ListFiles each)
   uint32_t max_depth = 8;         // out/a/b/... nesting
+  uint32_t max_path_bytes = 1024;  // longer paths (under out/) are skipped, not kept
+  uint64_t max_bytes = 256 << 10;  // path bytes kept by one walk (files and directories)
 };
 
 struct OutListing {

@@ -29,11 +29,16 @@ bool IsSessionName(const std::string& name) {
   return true;
 }
 
+// sandboxd counts timeouts in whole milliseconds and reads 0 as "its default": a smaller
+// positive timeout would silently become that default instead of the short one asked for.
+constexpr double kMinTimeoutSeconds = 0.001;
+
 absl::StatusOr<double> ParseTimeout(const json* t, const RunLimits& limits) {
   if (!t) return static_cast<double>(limits.default_timeout_seconds);
-  if (!t->is_number() || t->get<double>() <= 0 || t->get<double>() > limits.max_timeout_seconds) {
-    return Invalid(absl::StrCat("'timeout_seconds' must be a number in (0, ",
-                                limits.max_timeout_seconds, "]"));
+  if (!t->is_number() || !(t->get<double>() >= kMinTimeoutSeconds) ||
+      t->get<double>() > limits.max_timeout_seconds) {
+    return Invalid(absl::StrCat("'timeout_seconds' must be a number in [", kMinTimeoutSeconds,
+                                ", ", limits.max_timeout_seconds, "]"));
   }
   return t->get<double>();
 }
@@ -80,7 +85,7 @@ json RunArgumentsSchema(uint32_t max_timeout_seconds) {
                     "is returned; variables persist between calls."}};
   props["timeout_seconds"] = {
       {"type", "number"},
-      {"exclusiveMinimum", 0},
+      {"minimum", kMinTimeoutSeconds},
       {"maximum", max_timeout_seconds},
       {"description", "Execution timeout (the code is interrupted, variables are kept)."}};
   props["session"] = {

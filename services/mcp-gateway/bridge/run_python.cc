@@ -23,7 +23,7 @@ RunPythonTool::RunPythonTool(Sandboxes* sandboxes, Upstreams* upstreams, RunPyth
     : sandboxes_(sandboxes),
       upstreams_(upstreams),
       options_(options),
-      bindings_(sandboxes, options.max_named_sessions),
+      bindings_(sandboxes, options.max_named_sessions, options.max_sandboxes_per_credential),
       resources_(sandboxes, &bindings_, options.resources) {}
 
 RunPythonTool::~RunPythonTool() = default;
@@ -67,7 +67,7 @@ absl::StatusOr<Finished> RunPythonTool::Execute(Run& run) {
   const std::string& mcp_session = run.ctx->session_key;
   for (int attempt = 0;; ++attempt) {
     absl::StatusOr<std::shared_ptr<SessionBindings::Binding>> binding =
-        bindings_.FindOrRegister(mcp_session, run.args.session);
+        bindings_.FindOrRegister(mcp_session, run.args.session, run.ctx->credential);
     if (!binding.ok()) return binding.status();
     absl::StatusOr<Finished> finished;
     bool session_gone = false;
@@ -153,15 +153,17 @@ void RunPythonTool::ReportProducedFiles(SessionBindings::Binding& binding, Run& 
     const OutLimits& l = options_.resources.limits;
     run.report->notes.push_back(absl::StrCat(
         "/workspace/out/ is larger than the gateway follows (", l.max_files, " files, ",
-        l.max_directories, " directories, ", l.max_depth, " levels): some files are not listed"));
+        l.max_directories, " directories, ", l.max_depth, " levels, paths up to ",
+        l.max_path_bytes, " bytes, ", l.max_bytes, " bytes of paths): some files are not listed"));
   }
   if (changed->files.empty()) return;
   run.report->files = std::move(changed->files);
   if (run.ctx->resources_changed) run.ctx->resources_changed();
 }
 
-absl::StatusOr<json> RunPythonTool::ListResources(const std::string& session_key) {
-  return resources_.List(session_key);
+absl::StatusOr<json> RunPythonTool::ListResources(const std::string& session_key,
+                                                  const std::string& cursor) {
+  return resources_.List(session_key, cursor);
 }
 
 absl::StatusOr<json> RunPythonTool::ListResourceTemplates(const std::string& session_key) {

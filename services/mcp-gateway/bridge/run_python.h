@@ -42,6 +42,9 @@ struct RunPythonOptions {
   size_t spill_stdout_bytes = 32 * 1024;
   // Named extra sessions per MCP session.
   size_t max_named_sessions = 8;
+  // Sandbox sessions of one credential over all its MCP sessions (sandboxd's slots are
+  // shared by everyone: well below its --max_sessions).
+  size_t max_sandboxes_per_credential = 16;
   // Produced files (resources/read size cap, bounds on the walk of out/).
   ResourceOptions resources;
 };
@@ -57,7 +60,8 @@ class RunPythonTool : public ToolProvider {
   void SessionClosed(const std::string& session_key) override;
 
   bool HasResources() override { return true; }
-  absl::StatusOr<nlohmann::json> ListResources(const std::string& session_key) override;
+  absl::StatusOr<nlohmann::json> ListResources(const std::string& session_key,
+                                               const std::string& cursor) override;
   absl::StatusOr<nlohmann::json> ListResourceTemplates(const std::string& session_key) override;
   absl::StatusOr<nlohmann::json> ReadResource(const std::string& uri,
                                               ToolCallContext& context) override;

@@ -26,6 +26,22 @@ const char* StatusWord(Finished::Status s) {
 
 bool HasError(const Finished& f) { return f.has_error() && !f.error().type().empty(); }
 
+// The error type is a class name; anything longer is cut.
+constexpr size_t kMaxErrorTypeBytes = 256;
+
+// The parts of a run that sandboxd does not bound to a size the model should read (the
+// result's repr, the error's message and traceback: code can raise a multi-MB message),
+// each clipped to a quarter of the text budget with a visible marker, the same in the
+// text block and in structuredContent.
+struct ClippedParts {
+  std::string result, error_type, error_message, traceback;
+};
+
+ClippedParts ClipParts(const Finished& f, size_t max) {
+  return {Clip(f.result_repr(), max / 4), Clip(f.error().type(), kMaxErrorTypeBytes),
+          Clip(f.error().message(), max / 4), Clip(f.error().traceback(), max / 4)};
+}
+
 // Appends `line` on a line of its own.
 void AddLine(std::string& text, const std::string& line) {
   if (!text.empty() && text.back() != '\n') text += "\n";
@@ -33,17 +49,18 @@ void AddLine(std::string& text, const std::string& line) {
 }
 
 std::string ModelText(const Finished& f, const std::vector<std::string>& notes, size_t max) {
+  const ClippedParts parts = ClipParts(f, max);
   std::string text;
   if (!f.stdout().empty()) text += Clip(f.stdout(), max / 2);
   if (!f.stderr().empty()) {
     if (!text.empty() && text.back() != '\n') text += "\n";
     text += "[stderr]\n" + Clip(f.stderr(), max / 4);
   }
-  if (!f.result_repr().empty()) AddLine(text, "[result] " + Clip(f.result_repr(), max / 4));
+  if (!f.result_repr().empty()) AddLine(text, "[result] " + parts.result);
   if (HasError(f)) {
-    AddLine(text, absl::StrCat("[", StatusWord(f.status()), "] ", f.error().type(), ": ",
-                               f.error().message()));
-    if (!f.error().traceback().empty()) text += Clip(f.error().traceback(), max / 4);
+    AddLine(text, absl::StrCat("[", StatusWord(f.status()), "] ", parts.error_type, ": ",
+                               parts.error_message));
+    if (!f.error().traceback().empty()) text += parts.traceback;
   }
   if (f.output_truncated()) AddLine(text, "[note] output was truncated");
   for (const auto& n : notes) AddLine(text, "[note] " + n);
@@ -143,14 +160,15 @@ json DisplaySummaries(const Finished& f) {
 }
 
 json StructuredContent(const Finished& f, const RunReport& report,
-                       const std::vector<std::string>& notes) {
+                       const std::vector<std::string>& notes, size_t max_text_bytes) {
+  ClippedParts parts = ClipParts(f, max_text_bytes);
   return {{"status", StatusWord(f.status())},
           {"stdout", f.stdout()},
           {"stderr", f.stderr()},
-          {"result", f.result_repr().empty() ? json(nullptr) : json(f.result_repr())},
-          {"error", HasError(f) ? json{{"type", f.error().type()},
-                                       {"message", f.error().message()},
-                                       {"traceback", f.error().traceback()}}
+          {"result", f.result_repr().empty() ? json(nullptr) : json(std::move(parts.result))},
+          {"error", HasError(f) ? json{{"type", std::move(parts.error_type)},
+                                       {"message", std::move(parts.error_message)},
+                                       {"traceback", std::move(parts.traceback)}}
                                 : json(nullptr)},
           {"duration_ms", f.duration_ms()},
           {"tool_calls", report.calls.listed},
@@ -248,7 +266,7 @@ json FormatRunResult(const Finished& f, const RunReport& report, size_t max_text
     for (json& block : FileBlocks(report)) content.push_back(std::move(block));
   }
   return {{"content", std::move(content)},
-          {"structuredContent", StructuredContent(f, report, notes)},
+          {"structuredContent", StructuredContent(f, report, notes, max_text_bytes)},
           {"isError", f.status() != Finished::OK}};
 }
 

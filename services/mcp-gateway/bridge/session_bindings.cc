@@ -18,25 +18,38 @@ bool BelongsTo(const std::string& key, const std::string& mcp_session) {
 
 }  // namespace
 
-SessionBindings::SessionBindings(Sandboxes* sandboxes, size_t max_per_mcp_session)
-    : sandboxes_(sandboxes), max_per_mcp_session_(max_per_mcp_session) {}
+SessionBindings::SessionBindings(Sandboxes* sandboxes, size_t max_per_mcp_session,
+                                 size_t max_per_credential)
+    : sandboxes_(sandboxes),
+      max_per_mcp_session_(max_per_mcp_session),
+      max_per_credential_(max_per_credential) {}
 
 std::string SessionBindings::Key(const std::string& mcp_session, const std::string& name) {
   return absl::StrCat(mcp_session, std::string(1, kSeparator), name);
 }
 
 absl::StatusOr<std::shared_ptr<SessionBindings::Binding>> SessionBindings::FindOrRegister(
-    const std::string& mcp_session, const std::string& name) {
+    const std::string& mcp_session, const std::string& name, const std::string& credential) {
   const std::string key = Key(mcp_session, name);
   codemode::MutexLock lock(&mu_);
   if (auto it = bindings_.find(key); it != bindings_.end()) return it->second;
-  size_t named = 0;
-  for (const auto& [k, _] : bindings_) named += BelongsTo(k, mcp_session);
+  size_t named = 0, credentials = 0;
+  for (const auto& [k, b] : bindings_) {
+    named += BelongsTo(k, mcp_session);
+    credentials += b->credential == credential;
+  }
   if (named >= max_per_mcp_session_) {
     return absl::ResourceExhaustedError(
         absl::StrCat("this client already has ", named, " sandbox sessions (the limit)"));
   }
-  auto b = std::make_shared<Binding>();
+  // One credential opening many MCP sessions must not take every sandbox: sandboxd's
+  // slots are shared by every client.
+  if (credentials >= max_per_credential_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "this credential already has ", credentials, " sandbox sessions over all its MCP "
+        "sessions (--max_sandboxes_per_credential); end some MCP sessions first"));
+  }
+  auto b = std::make_shared<Binding>(credential);
   bindings_[key] = b;
   return b;
 }
@@ -66,7 +79,7 @@ absl::Status SessionBindings::Open(Binding& b, const std::string& mcp_session,
     if (b.ready_) return absl::OkStatus();
   }
   absl::StatusOr<SandboxRef> ref =
-      sandboxes_->CreateSession(absl::StrCat("mcp:", mcp_session), name, catalog);
+      sandboxes_->CreateSession(absl::StrCat("mcp:", b.credential), name, catalog);
   if (!ref.ok()) return ref.status();
   {
     codemode::MutexLock lock(&b.state_mu);

@@ -4,7 +4,12 @@
 // and use it. Closing an MCP session deletes its sandbox sessions, including one still
 // being created.
 //
-//   absl::StatusOr<std::shared_ptr<Binding>> b = bindings.FindOrRegister(mcp, "default");
+//
+// Sandboxes are capped per MCP session and per credential (the bearer token that session
+// authenticated with, summed over all its MCP sessions), and sandboxd's owner of each is
+// "mcp:<credential>", so sandboxd's own per-owner cap shares its slots among credentials.
+//
+//   absl::StatusOr<std::shared_ptr<Binding>> b = bindings.FindOrRegister(mcp, "default", cred);
 //   codemode::MutexLock run(&(*b)->run_mu);
 //   RETURN_IF_ERROR(bindings.Open(**b, mcp, "default", catalog));
 //   sandboxes->Execute((*b)->ref(), ...);
@@ -26,6 +31,9 @@ namespace gateway {
 class SessionBindings {
  public:
   struct Binding {
+    explicit Binding(std::string credential) : credential(std::move(credential)) {}
+    // Who created it (ToolCallContext::credential); its sandbox's owner is "mcp:<credential>".
+    const std::string credential;
     codemode::Mutex run_mu;  // one run at a time per binding, in order
     // The sandbox session, once Open() has created it.
     SandboxRef ref() {
@@ -59,13 +67,16 @@ class SessionBindings {
     bool closed ABSL_GUARDED_BY(state_mu) = false;
   };
 
-  // At most `max_per_mcp_session` names per MCP session.
-  SessionBindings(Sandboxes* sandboxes, size_t max_per_mcp_session);
+  // At most `max_per_mcp_session` names per MCP session, and `max_per_credential`
+  // bindings per credential over all of its MCP sessions.
+  SessionBindings(Sandboxes* sandboxes, size_t max_per_mcp_session, size_t max_per_credential);
 
-  // The binding of (mcp_session, name), registered (without a sandbox session) when there
-  // is none. RESOURCE_EXHAUSTED past max_per_mcp_session.
+  // The binding of (mcp_session, name), registered for `credential` (without a sandbox
+  // session) when there is none. RESOURCE_EXHAUSTED past max_per_mcp_session or
+  // max_per_credential.
   absl::StatusOr<std::shared_ptr<Binding>> FindOrRegister(const std::string& mcp_session,
-                                                          const std::string& name);
+                                                          const std::string& name,
+                                                          const std::string& credential);
 
   // The binding of (mcp_session, name), or null; never registers one.
   std::shared_ptr<Binding> Find(const std::string& mcp_session, const std::string& name);
@@ -95,6 +106,7 @@ class SessionBindings {
 
   Sandboxes* const sandboxes_;
   const size_t max_per_mcp_session_;
+  const size_t max_per_credential_;
   codemode::Mutex mu_;
   std::map<std::string, std::shared_ptr<Binding>> bindings_ ABSL_GUARDED_BY(mu_);  // by Key()
 };

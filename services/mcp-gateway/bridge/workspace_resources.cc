@@ -1,7 +1,10 @@
 // The gateway's MCP resources. See workspace_resources.h.
 #include "bridge/workspace_resources.h"
 
+#include <algorithm>
+
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "base/untrusted_json.h"
@@ -38,12 +41,32 @@ json WorkspaceResources::Describe(const std::string& session, const OutFile& fil
   return resource;
 }
 
-json WorkspaceResources::List(const std::string& mcp_session) {
-  json resources = json::array();
-  for (const auto& [name, binding] : bindings_->Named(mcp_session)) {
-    for (const OutFile& f : binding->out_listing().files) resources.push_back(Describe(name, f));
+absl::StatusOr<json> WorkspaceResources::List(const std::string& mcp_session,
+                                              const std::string& cursor) {
+  // The cursor is the position of the page's first resource in the caller's list (by
+  // session name, then path); a list that changed between pages shifts, as MCP allows.
+  size_t from = 0;
+  if (!cursor.empty() && (cursor.size() > 20 || !absl::SimpleAtoi(cursor, &from))) {
+    return absl::InvalidArgumentError("params.cursor is not a cursor of this server");
   }
-  return {{"resources", std::move(resources)}};
+  const size_t page = std::max<size_t>(options_.list_page_size, 1);
+  json resources = json::array();
+  size_t index = 0;
+  for (const auto& [name, binding] : bindings_->Named(mcp_session)) {
+    const OutListing listing = binding->out_listing();
+    if (index + listing.files.size() <= from) {  // a whole earlier page
+      index += listing.files.size();
+      continue;
+    }
+    for (const OutFile& f : listing.files) {
+      if (index++ < from) continue;
+      if (resources.size() == page) {
+        return json{{"resources", std::move(resources)}, {"nextCursor", std::to_string(from + page)}};
+      }
+      resources.push_back(Describe(name, f));
+    }
+  }
+  return json{{"resources", std::move(resources)}};
 }
 
 json WorkspaceResources::Templates(const std::string& mcp_session) {

@@ -11,7 +11,7 @@
 //
 //   WorkspaceResources resources(&sandboxes, &bindings, {});
 //   absl::StatusOr<OutListing> changed = resources.Refresh(binding);   // run lock held
-//   json list = resources.List(mcp_session);                          // resources/list
+//   absl::StatusOr<json> list = resources.List(mcp_session, cursor);  // resources/list
 //   absl::StatusOr<json> contents = resources.Read(mcp_session, uri);  // resources/read
 #pragma once
 
@@ -29,6 +29,9 @@ struct ResourceOptions {
   // resources/read answers at most this many bytes (a larger file is an error that says
   // to read it from code); the base64 of a blob is a third larger on the wire.
   size_t max_read_bytes = 8u << 20;
+  // resources/list answers at most this many resources per page, and a nextCursor when
+  // there are more (a page is then bounded by OutLimits::max_path_bytes per resource).
+  size_t list_page_size = 500;
   OutLimits limits;
 };
 
@@ -41,8 +44,10 @@ class WorkspaceResources {
   // walk stopped at a limit).
   absl::StatusOr<OutListing> Refresh(SessionBindings::Binding& binding);
 
-  // The result of resources/list, and of resources/templates/list (a template per session).
-  nlohmann::json List(const std::string& mcp_session);
+  // The result of resources/list from `cursor` ("" for the first page; else a nextCursor
+  // of an earlier page: INVALID_ARGUMENT when it is not one), and of
+  // resources/templates/list (a template per session).
+  absl::StatusOr<nlohmann::json> List(const std::string& mcp_session, const std::string& cursor);
   nlohmann::json Templates(const std::string& mcp_session);
 
   // The result of resources/read: INVALID_ARGUMENT for a URI that is not one of ours,

@@ -127,7 +127,7 @@ struct McpSession::Impl {
   json Initialize(const json& id, const json& params);
   json SetLevel(const json& id, const json& params);
   json ListTools(const json& id, const json& params);
-  json ListResources(const json& id, const std::string& method);
+  json ListResources(const json& id, const std::string& method, const json& params);
   // These return an error response, or null when the work was started on a worker.
   json StartToolCall(const json& id, const json& params, const std::shared_ptr<ReplySink>& reply);
   json StartRead(const json& id, const json& params, const std::shared_ptr<ReplySink>& reply);
@@ -235,7 +235,7 @@ void McpSession::Impl::HandleRequest(const std::string& method, const json& id, 
     response = StartRead(id, params, reply);
   } else if (provider->HasResources() &&
              (method == "resources/list" || method == "resources/templates/list")) {
-    response = ListResources(id, method);
+    response = ListResources(id, method, params);
   } else {
     response = MakeError(id, kMethodNotFound, "method not found: " + method);
   }
@@ -292,11 +292,17 @@ json McpSession::Impl::ListTools(const json& id, const json& params) {
   return MakeResult(id, {{"tools", provider->ListTools()}});
 }
 
-json McpSession::Impl::ListResources(const json& id, const std::string& method) {
-  // Everything fits in one page (the provider bounds it), so any cursor means "from the
-  // start", as for tools/list.
+json McpSession::Impl::ListResources(const json& id, const std::string& method,
+                                     const json& params) {
+  auto cursor = params.find("cursor");
+  if (cursor != params.end() && !cursor->is_string() && !cursor->is_null()) {
+    return MakeError(id, kInvalidParams, "params.cursor must be a string");
+  }
+  // resources/list pages (the provider bounds a page); templates fit in one page, so any
+  // cursor there means "from the start", as for tools/list.
+  const std::string from = cursor != params.end() && cursor->is_string() ? cursor->get<std::string>() : "";
   return WorkResponse(id,
-                      method == "resources/list" ? provider->ListResources(self->key())
+                      method == "resources/list" ? provider->ListResources(self->key(), from)
                                                  : provider->ListResourceTemplates(self->key()),
                       kResourceNotFound);
 }
@@ -379,6 +385,7 @@ void McpSession::Impl::RunWork(const json& id, const std::string& what, const Wo
   ToolCallContext context;
   context.cancel = token;
   context.session_key = self->key();
+  context.credential = self->credential();
   context.protocol_version = self->protocol_version();
   context.resources_changed = [this] { self->NotifyResourcesChanged(); };
   context.progress = [progress, progress_token, token, reply](
@@ -445,8 +452,11 @@ void McpSession::Impl::CancelRequest(const json& params) {
 }
 
 // ---------------------------------------------------------------------------------------
-McpSession::McpSession(std::string key, ToolProvider* provider, ServerOptions options)
-    : impl_(std::make_unique<Impl>(this, provider, std::move(options))), key_(std::move(key)) {
+McpSession::McpSession(std::string key, ToolProvider* provider, ServerOptions options,
+                       std::string credential)
+    : impl_(std::make_unique<Impl>(this, provider, std::move(options))),
+      key_(std::move(key)),
+      credential_(std::move(credential)) {
   last_activity_ms_ = NowMs();
 }
 

@@ -49,6 +49,9 @@ struct ToolCallContext {
   std::shared_ptr<codemode::CancelToken> cancel;
   // The MCP session this call belongs to (its key).
   std::string session_key;
+  // The credential that session authenticated with ("token 0", "anonymous", "stdio"):
+  // what it creates is counted against that credential's caps.
+  std::string credential;
   // The protocol version negotiated with the client (what content it understands).
   std::string protocol_version;
   // Sends notifications/resources/list_changed (when the client has initialized).
@@ -75,9 +78,12 @@ class ToolProvider {
   // capability advertised (with listChanged) and these methods called; each returns the
   // method's result object. List and templates are answered on the transport's thread
   // (keep them quick); reads run on a worker like tools/call. NOT_FOUND becomes -32002
-  // (resource not found), INVALID_ARGUMENT -32602, anything else -32603.
+  // (resource not found), INVALID_ARGUMENT -32602, anything else -32603. `cursor` is the
+  // client's params.cursor ("" for the first page): a provider with more than a page
+  // answers a page and a nextCursor.
   virtual bool HasResources() { return false; }
-  virtual absl::StatusOr<nlohmann::json> ListResources(const std::string& session_key) {
+  virtual absl::StatusOr<nlohmann::json> ListResources(const std::string& session_key,
+                                                       const std::string& cursor) {
     return absl::UnimplementedError("no resources");
   }
   virtual absl::StatusOr<nlohmann::json> ListResourceTemplates(const std::string& session_key) {
@@ -98,7 +104,9 @@ struct ServerOptions {
 
 class McpSession : public std::enable_shared_from_this<McpSession> {
  public:
-  McpSession(std::string key, ToolProvider* provider, ServerOptions options);
+  // `credential` names who authenticated the session (ToolCallContext::credential).
+  McpSession(std::string key, ToolProvider* provider, ServerOptions options,
+             std::string credential = "");
   ~McpSession();
   McpSession(const McpSession&) = delete;
   McpSession& operator=(const McpSession&) = delete;
@@ -124,6 +132,7 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
   void Close();
 
   const std::string& key() const { return key_; }
+  const std::string& credential() const { return credential_; }
   bool initialized() const { return initialized_; }
   // The negotiated protocol version ("" before initialize).
   std::string protocol_version() const;
@@ -137,6 +146,7 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
   struct Impl;
   std::unique_ptr<Impl> impl_;
   const std::string key_;
+  const std::string credential_;
   std::atomic<bool> initialized_{false};
   std::atomic<int64_t> last_activity_ms_{0};
 };

@@ -111,7 +111,7 @@ StdioServer::StdioServer(int in_fd, int out_fd, ToolProvider* provider, ServerOp
   impl_->in_fd = in_fd;
   impl_->sink = std::make_shared<FdSink>(out_fd);
   impl_->session = std::make_shared<McpSession>("stdio-" + std::to_string(::getpid()), provider,
-                                                std::move(options));
+                                                std::move(options), "stdio");
   impl_->session->SetNotificationSink(impl_->sink);
   if (::pipe2(impl_->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
     spdlog::error("stdio: pipe2 failed: {}", std::strerror(errno));

@@ -287,9 +287,8 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
   {
     codemode::MutexLock lock(&mu_);
     if (stopping_) return absl::UnavailableError("the daemon is shutting down");
-    if (sessions_.size() >= options_.max_sessions) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("too many sessions (the limit is ", options_.max_sessions, ")"));
+    if (std::string why = RefuseLocked(r.owner()); !why.empty()) {
+      return absl::ResourceExhaustedError(why);
     }
   }
   const bool default_image = image->name == kDefaultImageName;
@@ -316,16 +315,15 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
   md.uid_lease = std::move(sb->uid);
   auto session = Session::Create(&env_, std::move(md), std::move(*catalog), std::move(sb->conn),
                                  /*push_catalog=*/true);
-  bool admitted;
+  std::string refused;
   {
     codemode::MutexLock lock(&mu_);
-    admitted = sessions_.size() < options_.max_sessions && !stopping_;
-    if (admitted) sessions_[session->metadata().id] = session;
+    refused = stopping_ ? "the daemon is shutting down" : RefuseLocked(r.owner());  // again: creations race
+    if (refused.empty()) sessions_[session->metadata().id] = session;
   }
-  if (!admitted) {
+  if (!refused.empty()) {
     session->Terminate("too many sessions");
-    return absl::ResourceExhaustedError(
-        absl::StrCat("too many sessions (the limit is ", options_.max_sessions, ")"));
+    return absl::ResourceExhaustedError(refused);
   }
   const std::string& id = session->metadata().id;
   if (absl::Status st = records_.Add(id, [&] { return RecordOf(*session); }); !st.ok()) {
@@ -344,6 +342,19 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
   spdlog::info("session {} created (container {}, owner '{}')", session->metadata().id,
                session->metadata().container_name, session->metadata().owner);
   return session->ToProto();
+}
+
+std::string SessionManager::RefuseLocked(const std::string& owner) {
+  if (sessions_.size() >= options_.max_sessions) {
+    return absl::StrCat("too many sessions (the limit is ", options_.max_sessions, ")");
+  }
+  size_t owned = 0;
+  for (const auto& [id, s] : sessions_) owned += s->metadata().owner == owner;
+  if (owned >= options_.max_sessions_per_owner) {
+    return absl::StrCat("too many sessions of this owner (the limit is ",
+                        options_.max_sessions_per_owner, " per owner, --max_sessions_per_owner)");
+  }
+  return "";
 }
 
 absl::StatusOr<std::shared_ptr<Session>> SessionManager::Find(const std::string& id) {

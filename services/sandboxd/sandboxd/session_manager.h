@@ -46,6 +46,9 @@ struct ManagerOptions {
   ResolvedLimits max_limits;
   IsolationPolicy isolation;  // the default isolation and those clients may ask for
   uint32_t max_sessions = 64;
+  // Sessions one owner (CreateSessionRequest.owner; the gateway sends "mcp:<credential>")
+  // may hold at once, so one client cannot take every slot.
+  uint32_t max_sessions_per_owner = 32;
   uint32_t pool_size = 2;
   absl::Duration idle_ttl = absl::Minutes(30);
   uint64_t max_code_bytes = 1u << 20;
@@ -125,6 +128,8 @@ class SessionManager {
   // Info.images, with what each offers and whether it is present (cached a few seconds).
   std::vector<sandbox::v1::ImageInfo> ImageInfos();
   std::string NewId(const char* prefix);
+  // Why a new session of `owner` cannot be held now, or "".
+  std::string RefuseLocked(const std::string& owner) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ManagerOptions options_;
   ContainerRuntime* const runtime_;

@@ -2,7 +2,9 @@
 
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "sandboxd/frame.h"
 
 namespace sandboxd {
@@ -20,6 +22,31 @@ const char* KindName(FileReplyMessage::Kind k) {
     case FileReplyMessage::Kind::kList: return "file_list_result";
   }
   return "?";
+}
+
+// Longest name of one directory entry (Linux's NAME_MAX).
+constexpr size_t kMaxEntryNameBytes = 255;
+
+// Whether every entry of a listing of `dir` names a direct child of it, as the runner
+// answers ("out" lists "out/a.txt"). The runner is untrusted: code in the sandbox can
+// answer file_list frames itself, with any paths up to the frame cap; a reply held to
+// children of the listed directory carries at most max_entries x (dir + NAME_MAX) bytes of
+// paths, whatever the sandbox sends.
+absl::Status CheckListedChildren(const std::string& dir, const std::vector<FileEntry>& entries) {
+  std::string prefix;
+  for (absl::string_view part : absl::StrSplit(dir, '/')) {
+    if (!part.empty() && part != ".") absl::StrAppend(&prefix, part, "/");
+  }
+  for (const FileEntry& e : entries) {
+    absl::string_view name = e.path;
+    if (!absl::ConsumePrefix(&name, prefix) || name.empty() || name == "." || name == ".." ||
+        name.size() > kMaxEntryNameBytes || name.find('/') != absl::string_view::npos) {
+      return absl::InternalError(absl::StrCat(
+          "the sandbox listed an entry that is not a child of '", dir.substr(0, 200),
+          "' with a name of at most ", kMaxEntryNameBytes, " bytes"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -230,6 +257,11 @@ void WorkspaceFiles::OnReply(FileReplyMessage reply) {
   }
   if (reply.kind == Kind::kList && reply.entries.size() > t.max_entries) {
     return FinishLocked(t, absl::InternalError("the sandbox listed more entries than asked for"));
+  }
+  if (reply.kind == Kind::kList) {
+    if (absl::Status s = CheckListedChildren(t.path, reply.entries); !s.ok()) {
+      return FinishLocked(t, std::move(s));
+    }
   }
   t.final = std::move(reply);
   FinishLocked(t, absl::OkStatus());

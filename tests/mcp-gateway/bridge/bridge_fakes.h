@@ -69,6 +69,7 @@ class FakeSandboxes : public Sandboxes {
     codemode::MutexLock lock(&mu_);
     ++list_calls_;
     if (!live_.count(ref.session_id)) return absl::NotFoundError("no such session");
+    if (list_answer) return list_answer(dir, max_entries);
     std::map<std::string, sandbox::v1::FileInfo> entries;  // by path
     const std::string prefix = dir + "/";
     for (const auto& [path, file] : files_[ref.session_id]) {
@@ -192,6 +193,11 @@ class FakeSandboxes : public Sandboxes {
 
   // Set before use (not guarded).
   absl::Status create_error = absl::OkStatus();
+  // When set, answers every ListFiles instead of the workspace (a hostile sandbox answers
+  // sandboxd's file_list frames itself); called under the fake's lock.
+  std::function<absl::StatusOr<sandbox::v1::ListFilesResponse>(const std::string& dir,
+                                                               uint32_t max_entries)>
+      list_answer;
   std::function<void()> before_create;  // runs outside the fake's lock
 
   static sandbox::v1::Finished PrintCode(const Execution& e) {

@@ -2,6 +2,10 @@
 // (round trip, and every way a hostile URI could try to leave out/), MIME types.
 #include "bridge/produced_files.h"
 
+#include <malloc.h>
+
+#include <algorithm>
+
 #include "bridge_fakes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -69,6 +73,75 @@ TEST_F(ListOutTest, EachBoundStopsTheWalkAndSaysSo) {
   l = ListOut(sandboxes_, ref_, one_dir);
   ASSERT_TRUE(l.ok());
   EXPECT_EQ(sandboxes_.list_calls() - calls_before, 1);
+  EXPECT_TRUE(l->truncated);
+}
+
+// A listing as hostile code answers it: `max_entries` entries of `type` under `dir`, each
+// path padded to `path_bytes`.
+sandbox::v1::ListFilesResponse HostileListing(const std::string& dir, uint32_t max_entries,
+                                              sandbox::v1::FileType type, size_t path_bytes) {
+  sandbox::v1::ListFilesResponse r;
+  for (uint32_t i = 0; i < max_entries; ++i) {
+    sandbox::v1::FileInfo* f = r.add_files();
+    std::string path = absl::StrCat(dir, "/", i, "-");
+    path.resize(std::max(path.size(), path_bytes), 'x');
+    f->set_path(std::move(path));
+    f->set_type(type);
+    f->set_size(1);
+  }
+  return r;
+}
+
+// Heap bytes in use (glibc's count; 0 where a sanitizer's allocator does not keep it).
+size_t HeapInUse() { return mallinfo2().uordblks; }
+
+// The walk lists at most 64 directories, so it queues no more than it may still list: a
+// sandbox answering every listing with 1,064 directories used to have the walk queue all
+// of them (64 x 1,064 paths; with 4 KiB paths ~300 MiB that stayed).
+TEST_F(ListOutTest, DirectoriesBeyondWhatTheWalkListsAreNeverQueued) {
+  size_t base = 0, peak = 0;
+  std::vector<std::string> listed;
+  sandboxes_.list_answer = [&](const std::string& dir, uint32_t max_entries) {
+    const size_t now = HeapInUse();  // the previous listing is freed by now
+    if (listed.empty()) base = now;
+    peak = std::max(peak, now);
+    listed.push_back(dir);
+    return HostileListing(dir, max_entries, sandbox::v1::FILE_TYPE_DIRECTORY, 200);
+  };
+  absl::StatusOr<OutListing> l = ListOut(sandboxes_, ref_, {});
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_TRUE(l->truncated);
+  EXPECT_EQ(listed.size(), 64u);
+  EXPECT_LT(peak - base, 2u << 20) << "the walk held " << (peak - base) << " bytes between listings";
+}
+
+// Paths longer than max_path_bytes are never kept (nor queued), and the paths one walk
+// keeps stay within max_bytes: 1,000 files of 4 KiB paths used to stay in the binding and
+// in every resources/list.
+TEST_F(ListOutTest, LongPathsAndManyBytesOfPathsAreNotKept) {
+  for (auto type : {sandbox::v1::FILE_TYPE_FILE, sandbox::v1::FILE_TYPE_DIRECTORY}) {
+    sandboxes_.list_answer = [type](const std::string& dir, uint32_t max_entries) {
+      return HostileListing(dir, max_entries, type, 4096);
+    };
+    absl::StatusOr<OutListing> l = ListOut(sandboxes_, ref_, {});
+    ASSERT_TRUE(l.ok()) << l.status();
+    EXPECT_TRUE(l->files.empty());
+    EXPECT_TRUE(l->truncated);
+  }
+  int calls = sandboxes_.list_calls();
+  ListOut(sandboxes_, ref_, {}).IgnoreError();
+  EXPECT_EQ(sandboxes_.list_calls() - calls, 1) << "no 4 KiB directory was walked into";
+
+  sandboxes_.list_answer = [](const std::string& dir, uint32_t max_entries) {
+    return HostileListing(dir, max_entries, sandbox::v1::FILE_TYPE_FILE, 1000);
+  };
+  OutLimits limits;
+  absl::StatusOr<OutListing> l = ListOut(sandboxes_, ref_, limits);
+  ASSERT_TRUE(l.ok()) << l.status();
+  size_t bytes = 0;
+  for (const OutFile& f : l->files) bytes += f.path.size();
+  EXPECT_LE(bytes, limits.max_bytes);
+  EXPECT_GT(l->files.size(), 200u) << "paths within the bounds are kept";
   EXPECT_TRUE(l->truncated);
 }
 

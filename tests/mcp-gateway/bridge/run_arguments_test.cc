@@ -76,9 +76,23 @@ TEST(ParseRunArgumentsTest, TimeoutMustBeWithinTheOperatorsBound) {
   for (const json& t : {json(0), json(-1), json(300.5), json(1e308), json("10"), json(true)}) {
     absl::Status s = ErrorOf({{"code", "x"}, {"timeout_seconds", t}});
     EXPECT_TRUE(absl::IsInvalidArgument(s)) << t.dump();
-    EXPECT_THAT(std::string(s.message()), HasSubstr("(0, 300]")) << t.dump();
+    EXPECT_THAT(std::string(s.message()), HasSubstr("[0.001, 300]")) << t.dump();
   }
   EXPECT_TRUE(ParseRunArguments({{"code", "x"}, {"timeout_seconds", 300}}, kUpstreams, kLimits).ok());
+}
+
+// sandboxd counts whole milliseconds and reads 0 as its default (30 s): 0.0005 s used to
+// become a 30 s run. A positive timeout below 1 ms is refused (-32602).
+TEST(ParseRunArgumentsTest, ATimeoutBelowAMillisecondIsRefusedNotReplaced) {
+  for (double t : {0.0005, 0.0009999, 1e-300}) {
+    absl::Status s = ErrorOf({{"code", "x"}, {"timeout_seconds", t}});
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << t;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("[0.001, 300]")) << t;
+  }
+  absl::StatusOr<RunArguments> ms = ParseRunArguments({{"code", "x"}, {"timeout_seconds", 0.001}}, kUpstreams, kLimits);
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  EXPECT_EQ(static_cast<uint32_t>(ms->timeout_seconds * 1000), 1u);
+  EXPECT_EQ(RunArgumentsSchema(300)["properties"]["timeout_seconds"]["minimum"], 0.001);
 }
 
 TEST(ParseRunArgumentsTest, SessionNamesAreShortAndPlain) {

@@ -25,6 +25,7 @@ class RunPythonToolTest : public ::testing::Test {
   absl::StatusOr<json> Call(const json& args, const std::string& mcp = "mcp-1") {
     ToolCallContext ctx;
     ctx.session_key = mcp;
+    ctx.credential = "token 0";
     ctx.cancel = std::make_shared<codemode::CancelToken>();
     ctx.progress = [this](double, std::optional<double>, const std::string& m) {
       progress_.push_back(m);
@@ -66,7 +67,7 @@ TEST_F(RunPythonToolTest, RunsInTheMcpSessionsOwnSandboxSession) {
   EXPECT_EQ(Run({{"code", "a"}, {"session", "side"}}), "s2: a\n");
   EXPECT_EQ(Run({{"code", "a"}}, "mcp-2"), "s3: a\n");
   ASSERT_EQ(sandboxes_.creations().size(), 3u);
-  EXPECT_EQ(sandboxes_.creations()[0].owner, "mcp:mcp-1");
+  EXPECT_EQ(sandboxes_.creations()[0].owner, "mcp:token 0");
   EXPECT_EQ(sandboxes_.creations()[1].label, "side");
   EXPECT_EQ(sandboxes_.executions()[0].timeout_ms, 2000u);
   EXPECT_EQ(sandboxes_.executions()[1].timeout_ms, 30000u);

@@ -33,6 +33,30 @@ TEST(ClipTest, KeepsHeadAndTail) {
   EXPECT_EQ(clipped.substr(clipped.size() - 100), std::string(100, 't'));
 }
 
+// Code can raise an exception with a multi-MB message (or return a huge repr): the
+// message, traceback and result are clipped with a visible marker in the text block and
+// in structuredContent alike.
+TEST(FormatRunResultTest, HugeErrorsAndResultsAreClippedEverywhere) {
+  Finished f;
+  f.set_status(Finished::ERROR);
+  f.set_result_repr(std::string(3 << 20, 'r'));
+  f.mutable_error()->set_type(std::string(1000, 'T'));
+  f.mutable_error()->set_message(std::string(3 << 20, 'm'));
+  f.mutable_error()->set_traceback(std::string(3 << 20, 't'));
+  const size_t max = 64 * 1024;
+  json r = FormatRunResult(f, RunReport{}, max);
+  EXPECT_LE(TextOf(r).size(), max + 2048);
+  EXPECT_THAT(TextOf(r), HasSubstr("bytes omitted ...]"));
+  const json& error = r["structuredContent"]["error"];
+  const json& result = r["structuredContent"]["result"];
+  for (const json* part : {&error["message"], &error["traceback"], &result}) {
+    EXPECT_LE(part->get<std::string>().size(), max / 4 + 100);
+    EXPECT_THAT(part->get<std::string>(), HasSubstr("bytes omitted ...]"));
+  }
+  EXPECT_LE(error["type"].get<std::string>().size(), 400u);
+  EXPECT_LE(r.dump().size(), 200u * 1024) << "the whole result stays near the text budget";
+}
+
 TEST(FormatRunResultTest, OutputResultAndStructuredContent) {
   Finished f = Ok("hello\n");
   f.set_stderr("warning");

@@ -20,8 +20,9 @@ using Binding = SessionBindings::Binding;
 class SessionBindingsTest : public ::testing::Test {
  protected:
   // Registers and opens (mcp, name); returns its binding.
-  std::shared_ptr<Binding> Open(const std::string& mcp, const std::string& name) {
-    absl::StatusOr<std::shared_ptr<Binding>> b = bindings_.FindOrRegister(mcp, name);
+  std::shared_ptr<Binding> Open(const std::string& mcp, const std::string& name,
+                                const std::string& credential = "token 0") {
+    absl::StatusOr<std::shared_ptr<Binding>> b = bindings_.FindOrRegister(mcp, name, credential);
     EXPECT_TRUE(b.ok()) << b.status();
     codemode::MutexLock lock(&(*b)->run_mu);
     absl::Status s = bindings_.Open(**b, mcp, name, {}, "v1");
@@ -30,7 +31,7 @@ class SessionBindingsTest : public ::testing::Test {
   }
 
   FakeSandboxes sandboxes_;
-  SessionBindings bindings_{&sandboxes_, 3};
+  SessionBindings bindings_{&sandboxes_, 3, /*max_per_credential=*/100};
 };
 
 TEST_F(SessionBindingsTest, OneSandboxSessionPerMcpSessionAndName) {
@@ -41,7 +42,8 @@ TEST_F(SessionBindingsTest, OneSandboxSessionPerMcpSessionAndName) {
   EXPECT_NE(a->ref().session_id, b->ref().session_id);
   EXPECT_NE(a->ref().session_id, c->ref().session_id);
   ASSERT_EQ(sandboxes_.creations().size(), 3u);
-  EXPECT_EQ(sandboxes_.creations()[0].owner, "mcp:mcp-1");
+  EXPECT_EQ(sandboxes_.creations()[0].owner, "mcp:token 0")
+      << "the owner is the credential, so sandboxd caps each credential";
   EXPECT_EQ(sandboxes_.creations()[1].label, "side");
   codemode::MutexLock lock(&a->run_mu);
   EXPECT_EQ(a->catalog_key, "v1");
@@ -58,16 +60,48 @@ TEST_F(SessionBindingsTest, NamesPerMcpSessionAreBounded) {
   Open("mcp-1", "a");
   Open("mcp-1", "b");
   Open("mcp-1", "c");
-  absl::StatusOr<std::shared_ptr<Binding>> d = bindings_.FindOrRegister("mcp-1", "d");
+  absl::StatusOr<std::shared_ptr<Binding>> d = bindings_.FindOrRegister("mcp-1", "d", "token 0");
   EXPECT_TRUE(absl::IsResourceExhausted(d.status())) << d.status();
-  EXPECT_TRUE(bindings_.FindOrRegister("mcp-1", "a").ok()) << "existing names still work";
-  EXPECT_TRUE(bindings_.FindOrRegister("mcp-2", "a").ok()) << "other MCP sessions are not affected";
-  EXPECT_TRUE(bindings_.FindOrRegister("mcp-1x", "a").ok()) << "a key prefix is another session";
+  EXPECT_TRUE(bindings_.FindOrRegister("mcp-1", "a", "token 0").ok()) << "existing names still work";
+  EXPECT_TRUE(bindings_.FindOrRegister("mcp-2", "a", "token 0").ok()) << "other MCP sessions are not affected";
+  EXPECT_TRUE(bindings_.FindOrRegister("mcp-1x", "a", "token 0").ok()) << "a key prefix is another session";
+}
+
+// One credential opening many MCP sessions cannot hold more sandboxes than its cap (it
+// used to be 8 per MCP session times 64 MCP sessions: every slot of sandboxd).
+TEST(SessionBindingsCapTest, SandboxesAreCappedPerCredentialAcrossItsMcpSessions) {
+  FakeSandboxes sandboxes;
+  SessionBindings bindings(&sandboxes, /*max_per_mcp_session=*/8, /*max_per_credential=*/4);
+  int opened = 0;
+  for (int mcp = 0; mcp < 10; ++mcp) {
+    for (const char* name : {"default", "side"}) {
+      absl::StatusOr<std::shared_ptr<Binding>> b =
+          bindings.FindOrRegister(absl::StrCat("mcp-a", mcp), name, "token 0");
+      if (!b.ok()) {
+        EXPECT_TRUE(absl::IsResourceExhausted(b.status())) << b.status();
+        EXPECT_THAT(std::string(b.status().message()), ::testing::HasSubstr("--max_sandboxes_per_credential"));
+        continue;
+      }
+      codemode::MutexLock lock(&(*b)->run_mu);
+      ASSERT_TRUE(bindings.Open(**b, absl::StrCat("mcp-a", mcp), name, {}, "v1").ok());
+      ++opened;
+    }
+  }
+  EXPECT_EQ(opened, 4);
+  absl::StatusOr<std::shared_ptr<Binding>> other = bindings.FindOrRegister("mcp-b", "default", "token 1");
+  ASSERT_TRUE(other.ok()) << "another credential still gets a sandbox: " << other.status();
+  {
+    codemode::MutexLock lock(&(*other)->run_mu);
+    ASSERT_TRUE(bindings.Open(**other, "mcp-b", "default", {}, "v1").ok());
+  }
+  EXPECT_EQ(sandboxes.creations().back().owner, "mcp:token 1");
+  bindings.Close("mcp-a0");  // ending MCP sessions frees the credential's slots
+  EXPECT_TRUE(bindings.FindOrRegister("mcp-a99", "default", "token 0").ok());
 }
 
 TEST_F(SessionBindingsTest, CreationFailureLeavesTheBindingUnopened) {
   sandboxes_.create_error = absl::UnavailableError("sandboxd is unavailable");
-  absl::StatusOr<std::shared_ptr<Binding>> b = bindings_.FindOrRegister("mcp-1", "default");
+  absl::StatusOr<std::shared_ptr<Binding>> b = bindings_.FindOrRegister("mcp-1", "default", "token 0");
   ASSERT_TRUE(b.ok());
   {
     codemode::MutexLock lock(&(*b)->run_mu);
@@ -90,7 +124,7 @@ TEST_F(SessionBindingsTest, CloseDeletesOnlyThatMcpSessionsSandboxes) {
 }
 
 TEST_F(SessionBindingsTest, CloseDuringCreationDeletesTheNewSession) {
-  absl::StatusOr<std::shared_ptr<Binding>> b = bindings_.FindOrRegister("mcp-1", "default");
+  absl::StatusOr<std::shared_ptr<Binding>> b = bindings_.FindOrRegister("mcp-1", "default", "token 0");
   ASSERT_TRUE(b.ok());
   sandboxes_.before_create = [&] { bindings_.Close("mcp-1"); };  // the client hangs up meanwhile
   codemode::MutexLock lock(&(*b)->run_mu);

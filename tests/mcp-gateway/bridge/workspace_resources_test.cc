@@ -131,16 +131,16 @@ TEST_F(WorkspaceResourcesTest, AnotherMcpSessionCannotReadTheFiles) {
   absl::StatusOr<json> theirs = Read(uri, "mcp-2");
   EXPECT_TRUE(absl::IsNotFound(theirs.status())) << theirs.status();
   EXPECT_EQ(sandboxes_.downloads().back().session_id, "s2");
-  json list = *tool_.ListResources("mcp-2");
+  json list = *tool_.ListResources("mcp-2", "");
   ASSERT_EQ(list["resources"].size(), 1u);
   EXPECT_EQ(list["resources"][0]["name"], "other.txt");
 }
 
 TEST_F(WorkspaceResourcesTest, ListAndTemplatesCoverEachSessionOfTheCaller) {
-  EXPECT_EQ(*tool_.ListResources("mcp-1"), json({{"resources", json::array()}}));
+  EXPECT_EQ(*tool_.ListResources("mcp-1", ""), json({{"resources", json::array()}}));
   Run("out/a.txt=1");
   Run("out/b.txt=2", "mcp-1", "2025-11-25", "side");
-  json list = *tool_.ListResources("mcp-1");
+  json list = *tool_.ListResources("mcp-1", "");
   ASSERT_EQ(list["resources"].size(), 2u);
   EXPECT_EQ(list["resources"][0]["uri"], "sandbox://session/default/out/a.txt");
   EXPECT_EQ(list["resources"][1]["uri"], "sandbox://session/side/out/b.txt");
@@ -151,7 +151,36 @@ TEST_F(WorkspaceResourcesTest, ListAndTemplatesCoverEachSessionOfTheCaller) {
   EXPECT_EQ(templates["resourceTemplates"][1]["uriTemplate"], "sandbox://session/side/out/{+path}");
   sandboxes_.RemoveFile("s1", "out/a.txt");
   Run("#");
-  EXPECT_EQ((*tool_.ListResources("mcp-1"))["resources"].size(), 1u) << "a.txt is gone";
+  EXPECT_EQ((*tool_.ListResources("mcp-1", ""))["resources"].size(), 1u) << "a.txt is gone";
+}
+
+// resources/list is paged: a client with many files gets pages of list_page_size and a
+// nextCursor, never one answer as large as all its sessions' files.
+TEST_F(WorkspaceResourcesTest, ResourcesListIsPagedWithNextCursor) {
+  RunPythonOptions paged;
+  paged.resources.list_page_size = 3;
+  RunPythonTool tool(&sandboxes_, &upstreams_, paged);
+  ToolCallContext ctx = Context("mcp-1");
+  ASSERT_TRUE(tool.CallTool("run_python", {{"code", "out/a=1;out/b=2;out/c=3;out/d=4"}}, ctx).ok());
+  ASSERT_TRUE(tool.CallTool("run_python", {{"code", "out/e=5;out/f=6"}, {"session", "side"}}, ctx).ok());
+  std::vector<std::string> uris;
+  std::string cursor;
+  int pages = 0;
+  do {
+    absl::StatusOr<json> page = tool.ListResources("mcp-1", cursor);
+    ASSERT_TRUE(page.ok()) << page.status();
+    EXPECT_LE((*page)["resources"].size(), 3u);
+    for (const json& r : (*page)["resources"]) uris.push_back(r["uri"]);
+    cursor = page->value("nextCursor", "");
+    ++pages;
+  } while (!cursor.empty() && pages < 10);
+  EXPECT_EQ(pages, 2);
+  EXPECT_THAT(uris, ::testing::ElementsAre(
+                        "sandbox://session/default/out/a", "sandbox://session/default/out/b",
+                        "sandbox://session/default/out/c", "sandbox://session/default/out/d",
+                        "sandbox://session/side/out/e", "sandbox://session/side/out/f"));
+  EXPECT_TRUE(absl::IsInvalidArgument(tool.ListResources("mcp-1", "nonsense").status()));
+  EXPECT_TRUE((*tool.ListResources("mcp-1", "99"))["resources"].empty()) << "past the end";
 }
 
 TEST_F(WorkspaceResourcesTest, ReadErrorsSayWhatIsWrong) {

@@ -82,7 +82,8 @@ class FakeProvider : public ToolProvider {
 
   bool resources = false;  // set before use
   bool HasResources() override { return resources; }
-  absl::StatusOr<json> ListResources(const std::string& session_key) override {
+  absl::StatusOr<json> ListResources(const std::string& session_key,
+                                     const std::string& cursor) override {
     return json{{"resources", json::array({{{"uri", "test://" + session_key}, {"name", "a"}}})}};
   }
   absl::StatusOr<json> ListResourceTemplates(const std::string& session_key) override {

@@ -77,6 +77,29 @@ TEST_F(SessionManagerTest, CreateRejectsBadRequests) {
   EXPECT_EQ(runtime_->start_calls(), 0);  // nothing was started for invalid requests
 }
 
+// One owner cannot take every slot: past --max_sessions_per_owner its creations are
+// refused (RESOURCE_EXHAUSTED, naming the flag) while another owner still gets a session.
+TEST_F(SessionManagerTest, EachOwnerHasAtMostItsShareOfSessions) {
+  ManagerOptions o = Options();
+  o.max_sessions = 4;
+  o.max_sessions_per_owner = 2;
+  o.pool_size = 0;
+  SessionManager* m = StartManager(o);
+  sandbox::v1::CreateSessionRequest greedy;
+  greedy.set_owner("mcp:token 0");
+  Create(m, greedy);
+  sandbox::v1::Session second = Create(m, greedy);
+  absl::StatusOr<sandbox::v1::Session> third = m->CreateSession(greedy);
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(third.status().message()), HasSubstr("--max_sessions_per_owner"));
+  sandbox::v1::CreateSessionRequest other;
+  other.set_owner("mcp:token 1");
+  EXPECT_FALSE(Create(m, other).id().empty()) << "another owner still gets a slot";
+  EXPECT_EQ(m->ListSessions("mcp:token 0").size(), 2u);
+  ASSERT_OK(m->DeleteSession(second.id()));
+  EXPECT_TRUE(m->CreateSession(greedy).ok()) << "a deleted session frees its owner's slot";
+}
+
 TEST_F(SessionManagerTest, UnknownSessionIsNotFound) {
   SessionManager* m = StartManager();
   EXPECT_EQ(m->GetSession("s-nope").status().code(), absl::StatusCode::kNotFound);

@@ -158,6 +158,36 @@ TEST_F(WorkspaceFilesTest, ListingsLongerThanAskedForAreRefused) {
   EXPECT_EQ(listing.status().code(), absl::StatusCode::kInternal);
 }
 
+// The runner is untrusted (sandboxed code can answer file_list frames itself): a listing
+// may only name direct children of the listed directory, each name at most NAME_MAX, so
+// a reply of 1,000 entries of 4 KiB paths never reaches a client.
+TEST_F(WorkspaceFilesTest, ListingsMayOnlyNameChildrenOfTheListedDirectory) {
+  auto list = [&](const std::string& dir, std::vector<std::string> paths) {
+    const size_t before = Sent().size();
+    std::thread runner([&] {
+      while (Sent().size() == before) std::this_thread::yield();
+      FileReplyMessage l = Reply(FileReplyMessage::Kind::kList, Sent().back()["id"]);
+      for (const std::string& p : paths) l.entries.push_back({p, FileEntry::Type::kDirectory, 0, 0});
+      files_.OnReply(l);
+    });
+    auto listing = files_.List(dir, 100, absl::Seconds(10));
+    runner.join();
+    return listing.status();
+  };
+  EXPECT_TRUE(list("out", {"out/a.txt", "out/" + std::string(255, 'n')}).ok());
+  EXPECT_TRUE(list("./out/", {"out/a"}).ok());
+  EXPECT_TRUE(list("", {"out", "in"}).ok());
+  EXPECT_TRUE(list("out/d", {"out/d/x"}).ok());
+  for (const std::string& bad : {"out/" + std::string(4092, 'd'), "out/" + std::string(256, 'n'),
+                                 std::string("in/a"), std::string("out/a/b"), std::string("out/"),
+                                 std::string("out/.."), std::string("outx"), std::string("a")}) {
+    absl::Status s = list("out", {"out/ok", bad});
+    EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << bad.substr(0, 40);
+    EXPECT_THAT(s.message(), HasSubstr("not a child")) << bad.substr(0, 40);
+  }
+  EXPECT_FALSE(files_.busy());
+}
+
 TEST_F(WorkspaceFilesTest, ALostSessionFailsOpenAndLaterTransfers) {
   uint64_t id = *files_.BeginUpload("a");
   std::thread loser([&] {

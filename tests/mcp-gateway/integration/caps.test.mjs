@@ -1,0 +1,131 @@
+// Fair shares and bounded listings with the real binaries: one credential cannot take
+// every sandbox slot (the gateway caps sandboxes per credential across all its MCP
+// sessions, and sandboxd caps each owner), and sandboxed code that answers sandboxd's
+// file_list frames itself with huge listings cannot grow the gateway.
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import { randomBytes } from "node:crypto";
+import { after, describe, test } from "node:test";
+import { GatewayHttp, Sandboxd, runPython, stopAll, text, writeConfig } from "./harness.mjs";
+
+function peakMiB(pid) {
+  const status = fs.readFileSync(`/proc/${pid}/status`, "utf8");
+  return Number(/VmHWM:\s+(\d+) kB/.exec(status)[1]) / 1024;
+}
+
+// A gateway whose clients authenticate with one of two tokens (from the environment).
+async function twoTokenGateway(sandboxd, extraArgs) {
+  const gateway = new GatewayHttp({ config: writeConfig({}), sandboxd: sandboxd.endpoint, extraArgs });
+  const tokens = [randomBytes(24).toString("hex"), randomBytes(24).toString("hex")];
+  gateway.args = gateway.args.filter((a) => !a.startsWith("--token="));
+  gateway.env.MCP_GATEWAY_TOKEN = tokens.join(",");
+  await gateway.start();
+  const as = (i) => ({ Authorization: `Bearer ${tokens[i]}` });
+  return { gateway, as };
+}
+
+// Token A opens `mcpSessions` MCP sessions and runs in `names` sandbox sessions of each;
+// returns how many runs got a sandbox, and the open clients.
+async function grab(gateway, headers, mcpSessions, names) {
+  const clients = [];
+  let ran = 0;
+  const refusals = [];
+  for (let i = 0; i < mcpSessions; ++i) {
+    const c = await gateway.client(`greedy-${i}`, headers);
+    clients.push(c);
+    for (const name of names) {
+      const r = await runPython(c, "1 + 1", { session: name });
+      if (!r.isError) ++ran;
+      else refusals.push(text(r));
+    }
+  }
+  return { clients, ran, refusals };
+}
+
+describe("capacity is shared fairly among credentials", () => {
+  const daemons = [];
+  after(async () => {
+    for (const d of daemons) await d.stop();
+    await stopAll();
+  });
+
+  test("the gateway caps sandboxes per credential across all its MCP sessions", async () => {
+    const sandboxd = new Sandboxd(["--max_sessions=3", "--pool_size=0"]);
+    daemons.push(sandboxd);
+    await sandboxd.start();
+    const { gateway, as } = await twoTokenGateway(sandboxd, ["--max_sandboxes_per_credential=2"]);
+    daemons.push(gateway);
+    const a = await grab(gateway, as(0), 3, ["default", "side"]);
+    assert.equal(a.ran, 2, a.refusals.join("\n"));
+    assert.match(a.refusals[0], /--max_sandboxes_per_credential/);
+    const b = await gateway.client("token-b", as(1));
+    const r = await runPython(b, "print('b runs')");
+    assert.ok(!r.isError, text(r));
+    assert.match(text(r), /b runs/);
+    for (const c of [...a.clients, b]) await c.close();
+  });
+
+  test("sandboxd caps each owner, and the gateway's owner is the credential", async () => {
+    const sandboxd = new Sandboxd(["--max_sessions=3", "--max_sessions_per_owner=2", "--pool_size=0"]);
+    daemons.push(sandboxd);
+    await sandboxd.start();
+    const { gateway, as } = await twoTokenGateway(sandboxd, []);
+    daemons.push(gateway);
+    const a = await grab(gateway, as(0), 3, ["default", "side"]);
+    assert.equal(a.ran, 2, a.refusals.join("\n"));
+    assert.match(a.refusals[0], /per owner/);
+    const b = await gateway.client("token-b", as(1));
+    const r = await runPython(b, "print('b runs')");
+    assert.ok(!r.isError, text(r));
+    for (const c of [...a.clients, b]) await c.close();
+  });
+});
+
+// Code that replaces the runner's answer to file_list: every listing gets as many entries
+// as asked for, of `kind`, with 4,000-byte paths under the listed directory (within
+// sandboxd's path cap, far beyond any real name).
+const HOSTILE_LISTER = (kind) => `
+import sys
+files = sys.modules["sandbox_runner.files"]
+def hostile_list(self, conn, frame):
+    base = frame["path"].rstrip("/")
+    entries = [{"path": (base + "/" + str(i) + "-").ljust(4000, "d"), "type": "${kind}",
+                "size": 1, "mtime_ms": 1} for i in range(frame["max_entries"])]
+    conn.send({"type": "file_list_result", "id": frame["id"], "entries": entries,
+               "truncated": False})
+files.FileTransfers._list = hostile_list
+print("listings replaced")
+`;
+
+describe("hostile listings of out/", () => {
+  let sandboxd;
+  let gateway;
+  after(async () => {
+    await gateway?.stop();
+    await sandboxd?.stop();
+    await stopAll();
+  });
+
+  // 1,064 directories of 4 KiB paths per listing took the gateway from 20 to 297 MiB for
+  // one run (the walk queued every entry), and 1,000 files of 4 KiB paths stayed in every
+  // resources/list.
+  test("a sandbox answering its own file_list frames cannot grow the gateway", async () => {
+    sandboxd = new Sandboxd();
+    await sandboxd.start();
+    gateway = new GatewayHttp({ config: writeConfig({}), sandboxd: sandboxd.endpoint });
+    await gateway.start();
+    const client = await gateway.client("hostile-lister");
+    for (const [name, kind] of [["dirs", "directory"], ["files", "file"]]) {
+      const r = await runPython(client, HOSTILE_LISTER(kind), { session: name });
+      assert.match(text(r), /listings replaced/);
+      assert.match(text(r), /could not be listed|not listed/, text(r));
+    }
+    const list = await client.listResources();
+    for (const res of list.resources) assert.ok(res.name.length <= 1024, res.name.slice(0, 80));
+    const peak = peakMiB(gateway.proc.pid);
+    assert.ok(peak < 128, `the gateway's peak memory was ${peak.toFixed(0)} MiB`);
+    const ok = await runPython(client, "print('still serving')");
+    assert.match(text(ok), /still serving/);
+    await client.close();
+  });
+});
