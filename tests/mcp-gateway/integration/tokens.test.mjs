@@ -11,34 +11,49 @@ import { GATEWAY_BIN, freePort, stopAll, tempDir, track, waitFor, writeConfig } 
 const NOBODY = ["--reuid=65534", "--regid=65534", "--clear-groups"];
 
 // What the other user runs: `plant DIR PID` creates the name the gateway used for its
-// temporary file (<token>.<pid>.tmp), world-writable, and keeps a second link to it;
-// `read DIR` prints what that link and the token file hold, or why it could not.
+// temporary file (<token>.<pid>.tmp), world-writable, and keeps it open; after a line on
+// stdin it prints what that file and the token file hold, or why it could not read them.
 const ATTACKER = `
 import os, sys
-mode, d = sys.argv[1], sys.argv[2]
-if mode == "plant":
-    os.umask(0)
-    tmp = os.path.join(d, "token.%s.tmp" % sys.argv[3])
-    os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
-    os.link(tmp, os.path.join(d, "loot"))
-    print("planted")
-else:
-    for name in ("loot", "token"):
-        try:
-            print(name, repr(open(os.path.join(d, name)).read()))
-        except OSError as e:
-            print(name, "denied:", e.strerror)
+d, pid = sys.argv[1], sys.argv[2]
+os.umask(0)
+fd = os.open(os.path.join(d, "token.%s.tmp" % pid), os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o666)
+print("planted", flush=True)
+sys.stdin.readline()
+os.lseek(fd, 0, 0)
+print("planted", repr(os.read(fd, 4096)))
+try:
+    print("token", repr(open(os.path.join(d, "token")).read()))
+except OSError as e:
+    print("token", "denied:", e.strerror)
 `;
 
-function asNobody(args) {
-  return execFileSync("setpriv", [...NOBODY, "/usr/bin/python3", ...args], { encoding: "utf8" });
+// The attacker, as uid 65534, from a directory it can read (not the one it attacks:
+// the old code made that one 0700).
+function attacker(dir, pid) {
+  const home = tempDir("gwattacker-");
+  fs.chmodSync(home, 0o755);
+  const script = path.join(home, "attacker.py");
+  fs.writeFileSync(script, ATTACKER, { mode: 0o644 });
+  const proc = track(spawn("setpriv", [...NOBODY, "/usr/bin/python3", script, dir, String(pid)],
+    { stdio: ["pipe", "pipe", "pipe"] }));
+  const a = { out: "" };
+  proc.stdout.on("data", (d) => { a.out += d; });
+  proc.stderr.on("data", (d) => { a.out += d; });
+  a.planted = () => waitFor(() => a.out.includes("planted"), "the attacker's plant", 10000);
+  a.report = async () => {
+    const exited = new Promise((r) => proc.once("exit", r));
+    proc.stdin.end("go\n");
+    await exited;
+    return a.out;
+  };
+  return a;
 }
 
-// A world-writable sticky directory (as /tmp is) holding the attacker's script.
+// A world-writable sticky directory, as /tmp is.
 function stickyDir() {
   const dir = tempDir("gwtoken-");
   fs.chmodSync(dir, 0o1777);
-  fs.writeFileSync(path.join(dir, "attacker.py"), ATTACKER, { mode: 0o644 });
   return dir;
 }
 
@@ -76,12 +91,13 @@ describe("bearer tokens against other local users", () => {
     const dir = stickyDir();
     const file = path.join(dir, "token");
     const gw = await heldGateway([`--token_file=${file}`]);
-    assert.match(asNobody([path.join(dir, "attacker.py"), "plant", dir, String(gw.proc.pid)]), /planted/);
+    const other = attacker(dir, gw.proc.pid);
+    await other.planted();
     gw.release();
     await gw.ready();
     const token = fs.readFileSync(file, "utf8").trim();
     assert.match(token, /^[0-9a-f]{64}$/);
-    const seen = asNobody([path.join(dir, "attacker.py"), "read", dir]);
+    const seen = await other.report();
     assert.ok(!seen.includes(token), `the other user read the token:\n${seen}`);
     assert.match(seen, /token denied/);
     const st = fs.lstatSync(file);
