@@ -113,8 +113,13 @@ absl::StatusOr<OutListing> ListOut(Sandboxes& sandboxes, const SandboxRef& ref,
       }
     }
   }
-  std::sort(listing.files.begin(), listing.files.end(),
-            [](const OutFile& a, const OutFile& b) { return a.path < b.path; });
+  std::stable_sort(listing.files.begin(), listing.files.end(),
+                   [](const OutFile& a, const OutFile& b) { return a.path < b.path; });
+  // A hostile listing can name a file twice; the walk keeps the first (ChangedFiles and
+  // resources/list rely on one entry per path).
+  listing.files.erase(std::unique(listing.files.begin(), listing.files.end(),
+                                  [](const OutFile& a, const OutFile& b) { return a.path == b.path; }),
+                      listing.files.end());
   return listing;
 }
 

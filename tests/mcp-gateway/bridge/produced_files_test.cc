@@ -145,6 +145,26 @@ TEST_F(ListOutTest, LongPathsAndManyBytesOfPathsAreNotKept) {
   EXPECT_TRUE(l->truncated);
 }
 
+// Found by out_listing_fuzzer: a listing naming one file twice (with another size) made
+// the walk keep both, and a walk diffed against itself reported a change.
+TEST_F(ListOutTest, AFileListedTwiceIsKeptOnce) {
+  sandboxes_.list_answer = [](const std::string& dir, uint32_t) {
+    sandbox::v1::ListFilesResponse r;
+    for (int size : {1, 2}) {
+      sandbox::v1::FileInfo* f = r.add_files();
+      f->set_path(dir + "/twice.txt");
+      f->set_type(sandbox::v1::FILE_TYPE_FILE);
+      f->set_size(size);
+    }
+    return r;
+  };
+  absl::StatusOr<OutListing> l = ListOut(sandboxes_, ref_, {});
+  ASSERT_TRUE(l.ok()) << l.status();
+  ASSERT_EQ(l->files.size(), 1u);
+  EXPECT_EQ(l->files[0].size, 1u);
+  EXPECT_TRUE(ChangedFiles(l->files, l->files).empty());
+}
+
 TEST(ChangedFilesTest, NewAndModifiedFilesOnly) {
   std::vector<OutFile> before = {{"a", 1, 10}, {"b", 2, 20}, {"c", 3, 30}};
   std::vector<OutFile> after = {{"a", 1, 10}, {"b", 2, 21}, {"bb", 5, 5}, {"c", 4, 30}};
