@@ -35,7 +35,7 @@ after(async () => {
 
 async function startGateway(args, tokens) {
   const g = new GatewayHttp({ config, sandboxd: sandboxd.endpoint, extraArgs: args });
-  g.args = g.args.map((a) => (a.startsWith("--token=") ? `--token=${tokens.join(",")}` : a));
+  g.env.MCP_GATEWAY_TOKEN = tokens.join(",");  // a command line is readable by other users
   g.token = tokens[0];
   await g.start();
   return g;
