@@ -69,8 +69,8 @@ ABSL_FLAG(uint32_t, max_http_connections, 4096,
           "authenticated, or is closed at once if all are. Raised file limits permitting.");
 ABSL_FLAG(uint32_t, max_unauthenticated_connections, 256,
           "HTTP connections that have not yet passed the token and Origin/Host checks; a new "
-          "one past it closes the oldest of them. Refused requests (401, 403, ...) close "
-          "their connection.");
+          "one past it closes the oldest of the local user (or remote address) holding the "
+          "most. Refused requests (401, 403, ...) close their connection.");
 ABSL_FLAG(uint32_t, max_http_connections_per_credential, 2048,
           "HTTP connections one bearer token may hold; a request needing one more gets 503. "
           "Not applied under --no_auth.");

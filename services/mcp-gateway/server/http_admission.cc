@@ -5,22 +5,47 @@
 namespace gateway {
 namespace http {
 
-ConnectionAdmission::Admission ConnectionAdmission::Add(const void* conn) {
+ConnectionAdmission::Admission ConnectionAdmission::Add(const void* conn, const std::string& peer,
+                                                        const HasUnreadInput& has_unread_input) {
   Admission result;
   const bool full = conns_.size() >= caps_.max_connections ||
-                    pre_auth_.size() >= std::max<size_t>(caps_.max_unauthenticated, 1);
+                    pre_auth_count_ >= std::max<size_t>(caps_.max_unauthenticated, 1);
   if (full) {
-    if (pre_auth_.empty()) return result;  // every slot belongs to a credential
-    auto oldest = pre_auth_.begin();
-    result.evict = oldest->second;
-    conns_.erase(oldest->second);
-    pre_auth_.erase(oldest);
+    if (pre_auth_count_ == 0) return result;  // every slot belongs to a credential
+    // The peer holding the most pre-auth connections; the new one's own on a tie.
+    auto most = pre_auth_.find(peer);
+    for (auto it = pre_auth_.begin(); it != pre_auth_.end(); ++it) {
+      if (most == pre_auth_.end() || it->second.size() > most->second.size()) most = it;
+    }
+    auto& mine = most->second;
+    auto victim = mine.begin();
+    if (has_unread_input) {
+      auto it = mine.begin();
+      for (size_t i = 0; i < kEvictionCandidates && it != mine.end(); ++i, ++it) {
+        if (!has_unread_input(it->second)) {
+          victim = it;
+          break;
+        }
+      }
+    }
+    result.evict = victim->second;
+    auto entry = conns_.find(victim->second);
+    ForgetPreAuth(entry->second);
+    conns_.erase(entry);
   }
   const uint64_t order = next_order_++;
-  conns_[conn] = Entry{order, ""};
-  pre_auth_[order] = conn;
+  conns_[conn] = Entry{order, peer, ""};
+  pre_auth_[peer][order] = conn;
+  ++pre_auth_count_;
   result.admitted = true;
   return result;
+}
+
+void ConnectionAdmission::ForgetPreAuth(const Entry& entry) {
+  auto it = pre_auth_.find(entry.peer);
+  if (it == pre_auth_.end() || it->second.erase(entry.order) == 0) return;
+  --pre_auth_count_;
+  if (it->second.empty()) pre_auth_.erase(it);
 }
 
 bool ConnectionAdmission::Authenticate(const void* conn, const std::string& credential) {
@@ -35,7 +60,7 @@ bool ConnectionAdmission::Authenticate(const void* conn, const std::string& cred
   }
   ++held;
   if (entry.credential.empty()) {
-    pre_auth_.erase(entry.order);
+    ForgetPreAuth(entry);
   } else if (--per_credential_[entry.credential] == 0) {
     per_credential_.erase(entry.credential);
   }
@@ -48,7 +73,7 @@ void ConnectionAdmission::Remove(const void* conn) {
   if (it == conns_.end()) return;
   const Entry& entry = it->second;
   if (entry.credential.empty()) {
-    pre_auth_.erase(entry.order);
+    ForgetPreAuth(entry);
   } else if (--per_credential_[entry.credential] == 0) {
     per_credential_.erase(entry.credential);
   }

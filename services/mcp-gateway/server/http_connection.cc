@@ -1,5 +1,6 @@
 #include "server/http_connection.h"
 
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <boost/asio/dispatch.hpp>
@@ -36,6 +37,7 @@ void AppendHeaders(std::string& head, const std::vector<std::pair<std::string, s
 
 Connection::Connection(asio::ip::tcp::socket socket, const Limits& limits, const Handler& handler)
     : socket_(std::move(socket)),
+      fd_(socket_.native_handle()),
       deadline_(socket_.get_executor()),
       keepalive_(socket_.get_executor()),
       limits_(limits),
@@ -195,6 +197,11 @@ void Connection::Deliver(std::string bytes, bool last) {
 
 void Connection::Close() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] { self->DoClose(); });
+}
+
+bool Connection::HasUnreadInput() const {
+  int unread = 0;
+  return ::ioctl(fd_, FIONREAD, &unread) == 0 && unread > 0;
 }
 
 void Connection::QueueWrite(std::string bytes) {

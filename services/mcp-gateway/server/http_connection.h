@@ -73,6 +73,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Deliver(std::string bytes, bool last);
   // Closes the connection (any thread). Idempotent.
   void Close();
+  // Whether the client sent bytes not read yet (any thread; a hint: the answer may be
+  // stale, or about another socket once this one closed and its number was reused).
+  bool HasUnreadInput() const;
 
  private:
   enum class Phase { kIdle, kHeader, kBody, kHandling, kStreaming, kClosing };
@@ -98,6 +101,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void DoClose();
 
   boost::asio::ip::tcp::socket socket_;
+  const int fd_;  // socket_'s descriptor, for HasUnreadInput off the strand
   boost::asio::steady_timer deadline_;
   boost::asio::steady_timer keepalive_;
   const Limits& limits_;

@@ -74,12 +74,19 @@ void HttpServer::Impl::Accept() {
     }
     boost::system::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
+    const std::string peer = http::PeerOf(socket.native_handle());
     auto conn = std::make_shared<http::Connection>(std::move(socket), limits, handler);
     std::shared_ptr<http::Connection> evicted;
     bool admitted;
     {
       codemode::MutexLock lock(&conns_mu);
-      const http::ConnectionAdmission::Admission a = admission->Add(conn.get());
+      const http::ConnectionAdmission::Admission a =
+          admission->Add(conn.get(), peer, [this](const void* key) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            // Runs inside Add, under conns_mu.
+            auto it = conns.find(static_cast<http::Connection*>(const_cast<void*>(key)));
+            auto other = it == conns.end() ? nullptr : it->second.lock();
+            return other && other->HasUnreadInput();
+          });
       admitted = a.admitted;
       if (admitted) conns[conn.get()] = conn;
       if (a.evict) {

@@ -20,6 +20,7 @@
 #include "base/thread.h"
 #include "server/http_admission.h"
 #include "server/http_checks.h"
+#include "server/http_peer.h"
 #include "server/http_connection.h"
 #include "server/http_stream.h"
 #include "jsonrpc/jsonrpc.h"

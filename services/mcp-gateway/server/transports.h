@@ -80,7 +80,8 @@ struct HttpServerOptions {
   // has (server/http_admission.h).
   size_t max_connections = 4096;
   // Connections that have not yet passed the checks; a new one past it closes the oldest
-  // of them. Anyone who can reach the port can open these: they never keep a token holder out.
+  // of the peer (local user, or address) holding the most. Anyone who can reach the port
+  // can open these: they never keep a token holder out.
   size_t max_unauthenticated_connections = 256;
   // Connections one credential (bearer token) holds; a request that would take one more
   // gets 503 and its connection closes. Not applied without tokens (one shared credential).
