@@ -29,7 +29,7 @@ unit_targets=(base_unit_tests catalog_unit_tests sandboxd_unit_tests gateway_jso
 # Unit tests that run gRPC's runtime in-process: Debian's libgrpc is not built with TSan,
 # which then reports gRPC's own hand-offs between its threads. ASan and UBSan only.
 grpc_targets=(gateway_grpc_client_tests)
-fuzzers=(runner_frame mcp_message sse upstream_config catalog resource_uri out_listing)
+fuzzers=(runner_frame mcp_message sse upstream_config catalog resource_uri out_listing http_request)
 
 # -O1 and line tables only: what the sanitizers' own docs recommend for readable stacks,
 # and it compiles the gRPC/protobuf-heavy tree about twice as fast as -O2 -g.

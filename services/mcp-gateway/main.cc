@@ -66,7 +66,15 @@ ABSL_FLAG(uint32_t, max_mcp_sessions, 256,
 ABSL_FLAG(uint32_t, max_mcp_sessions_per_credential, 64,
           "MCP sessions one bearer token (one client) may hold at once; more get 503.");
 ABSL_FLAG(uint32_t, max_http_connections, 4096,
-          "Open HTTP connections; more are closed at once. Raised file limits permitting.");
+          "Open HTTP connections. Past it a new one closes the oldest connection not yet "
+          "authenticated, or is closed at once if all are. Raised file limits permitting.");
+ABSL_FLAG(uint32_t, max_unauthenticated_connections, 256,
+          "HTTP connections that have not yet passed the token and Origin/Host checks; a new "
+          "one past it closes the oldest of the local user (or remote address) holding the "
+          "most. Refused requests (401, 403, ...) close their connection.");
+ABSL_FLAG(uint32_t, max_http_connections_per_credential, 2048,
+          "HTTP connections one bearer token may hold; a request needing one more gets 503. "
+          "Not applied under --no_auth.");
 ABSL_FLAG(uint64_t, max_header_bytes, 60 << 10,
           "Largest HTTP request line plus headers; larger requests get 431.");
 ABSL_FLAG(uint32_t, max_headers, 100, "Most HTTP header fields in a request; more get 431.");
@@ -237,6 +245,9 @@ absl::StatusOr<gateway::HttpServerOptions> HttpOptionsFromFlags(std::string* tok
   http.max_sessions = absl::GetFlag(FLAGS_max_mcp_sessions);
   http.max_sessions_per_credential = absl::GetFlag(FLAGS_max_mcp_sessions_per_credential);
   http.max_connections = absl::GetFlag(FLAGS_max_http_connections);
+  http.max_unauthenticated_connections =
+      std::max<uint32_t>(1, absl::GetFlag(FLAGS_max_unauthenticated_connections));
+  http.max_connections_per_credential = absl::GetFlag(FLAGS_max_http_connections_per_credential);
   http.max_header_bytes = absl::GetFlag(FLAGS_max_header_bytes);
   http.max_headers = absl::GetFlag(FLAGS_max_headers);
   http.header_timeout = absl::GetFlag(FLAGS_http_header_timeout);

@@ -1,5 +1,6 @@
 #include "server/http_connection.h"
 
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <boost/asio/dispatch.hpp>
@@ -20,20 +21,6 @@ namespace bhttp = boost::beast::http;
 using boost::system::error_code;
 using Clock = std::chrono::steady_clock;
 
-bool Request::Has(std::string_view name) const {
-  for (const auto& [key, value] : headers) {
-    if (boost::beast::iequals(key, name)) return true;
-  }
-  return false;
-}
-
-std::string Request::Header(std::string_view name) const {
-  for (const auto& [key, value] : headers) {
-    if (boost::beast::iequals(key, name)) return value;
-  }
-  return "";
-}
-
 namespace {
 
 std::string StatusLine(int status) {
@@ -46,20 +33,16 @@ void AppendHeaders(std::string& head, const std::vector<std::pair<std::string, s
   for (const auto& [name, value] : headers) absl::StrAppend(&head, name, ": ", value, "\r\n");
 }
 
-bool IsDisconnect(const error_code& ec) {
-  return ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
-         ec == asio::error::operation_aborted || ec == asio::error::connection_reset ||
-         ec == asio::error::bad_descriptor || ec == bhttp::error::partial_message;
-}
-
 }  // namespace
 
 Connection::Connection(asio::ip::tcp::socket socket, const Limits& limits, const Handler& handler)
     : socket_(std::move(socket)),
+      fd_(socket_.native_handle()),
       deadline_(socket_.get_executor()),
       keepalive_(socket_.get_executor()),
       limits_(limits),
-      handler_(handler) {}
+      handler_(handler),
+      reader_(limits) {}
 
 Connection::~Connection() = default;
 
@@ -73,10 +56,8 @@ void Connection::WaitForRequest() {
   phase_ = Phase::kIdle;
   request_ = Request();
   keep_alive_ = true;
-  parser_.emplace();
-  parser_->header_limit(static_cast<std::uint32_t>(limits_.max_header_bytes));
-  parser_->body_limit(limits_.max_body_bytes);
-  if (buffer_.size() > 0) return ReadHeader();
+  reader_.Reset();
+  if (reader_.buffer().size() > 0) return ReadHeader();
   ArmDeadline(limits_.idle_timeout);
   socket_.async_wait(asio::ip::tcp::socket::wait_read, [self = shared_from_this()](error_code ec) {
     if (self->closed_) return;
@@ -88,52 +69,35 @@ void Connection::WaitForRequest() {
 void Connection::ReadHeader() {
   phase_ = Phase::kHeader;
   ArmDeadline(limits_.header_timeout);
-  bhttp::async_read_header(socket_, buffer_, *parser_,
+  bhttp::async_read_header(socket_, reader_.buffer(), reader_.parser(),
                            [self = shared_from_this()](error_code ec, size_t) { self->OnHeader(ec); });
 }
 
 // A failed read: the client left, or sent what a limit or the syntax refuses.
 void Connection::ReadFailed(error_code ec) {
-  if (ec == bhttp::error::header_limit) {
-    return Refuse(431, absl::StrCat("Request Header Fields Too Large: at most ",
-                                    limits_.max_header_bytes, " bytes of request line and headers"),
-                  true);
-  }
-  if (ec == bhttp::error::body_limit) {  // from Content-Length, or the body so far
-    return Refuse(413, absl::StrCat("Payload Too Large: the limit is ", limits_.max_body_bytes, " bytes"),
-                  true);
-  }
-  if (IsDisconnect(ec)) return DoClose();
-  Refuse(400, "Bad Request: " + ec.message(), true);
+  std::optional<Refusal> refusal = reader_.Failed(ec, phase_ == Phase::kBody);
+  if (!refusal) return DoClose();
+  Refuse(refusal->status, refusal->message, true);
 }
 
 void Connection::OnHeader(error_code ec) {
   DisarmDeadline();
   if (closed_) return;
   if (ec) return ReadFailed(ec);
-  const auto& message = parser_->get();
-  request_.method = std::string(message.method_string());
-  std::string_view target(message.target().data(), message.target().size());
-  request_.path = std::string(target.substr(0, target.find('?')));
-  request_.http10 = message.version() < 11;
-  keep_alive_ = message.keep_alive();
-  for (const auto& field : message) {
-    if (request_.headers.size() == limits_.max_headers) {
-      return Refuse(431, absl::StrCat("Request Header Fields Too Large: at most ",
-                                      limits_.max_headers, " header fields"),
-                    true);
-    }
-    request_.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+  if (std::optional<Refusal> refusal = reader_.TakeHeader(&request_)) {
+    return Refuse(refusal->status, refusal->message, true);
   }
+  keep_alive_ = reader_.parser().get().keep_alive();
   if (handler_.check) {
-    if (std::optional<Response> refusal = handler_.check(request_)) {
-      // Whatever body follows stays unread: the connection cannot be reused.
-      if (!parser_->is_done()) keep_alive_ = false;
+    if (std::optional<Response> refusal = handler_.check(this, request_)) {
+      // The connection ends with the answer: a body that follows stays unread, and a client
+      // refused (without a token, say) must not keep the connection by asking again.
+      keep_alive_ = false;
       phase_ = Phase::kHandling;
       return Respond(std::move(*refusal));
     }
   }
-  if (parser_->is_done()) return Dispatch();
+  if (reader_.done()) return Dispatch();
   if (boost::beast::iequals(request_.Header("Expect"), "100-continue")) {
     QueueWrite("HTTP/1.1 100 Continue\r\n\r\n");
   }
@@ -143,7 +107,7 @@ void Connection::OnHeader(error_code ec) {
 void Connection::ReadBody() {
   phase_ = Phase::kBody;
   ArmDeadline(limits_.body_timeout);
-  bhttp::async_read(socket_, buffer_, *parser_,
+  bhttp::async_read(socket_, reader_.buffer(), reader_.parser(),
                     [self = shared_from_this()](error_code ec, size_t) { self->OnBody(ec); });
 }
 
@@ -151,13 +115,15 @@ void Connection::OnBody(error_code ec) {
   DisarmDeadline();
   if (closed_) return;
   if (ec) return ReadFailed(ec);
-  request_.body = std::move(parser_->get().body());
+  if (std::optional<Refusal> refusal = reader_.TakeBody(&request_)) {
+    return Refuse(refusal->status, refusal->message, true);
+  }
   Dispatch();
 }
 
 void Connection::Dispatch() {
   phase_ = Phase::kHandling;
-  parser_.reset();
+  reader_.Release();
   handler_.handle(shared_from_this(), std::move(request_));
 }
 
@@ -231,6 +197,11 @@ void Connection::Deliver(std::string bytes, bool last) {
 
 void Connection::Close() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] { self->DoClose(); });
+}
+
+bool Connection::HasUnreadInput() const {
+  int unread = 0;
+  return ::ioctl(fd_, FIONREAD, &unread) == 0 && unread > 0;
 }
 
 void Connection::QueueWrite(std::string bytes) {

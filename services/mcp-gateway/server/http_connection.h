@@ -6,8 +6,11 @@
 // Every request passes, in this order and before any handler sees it:
 //   the idle timeout (waiting for its first byte), the header timeout, the request-line and
 //   header size limit (431), the header count limit (431), `Handler::check` (the caller's
-//   Origin/Host/token checks, run before the body is read), the body size limit (413) and
-//   the body timeout. A refused request with a body still unread closes the connection.
+//   Origin/Host/token checks, run before the body is read), the body size limit (413),
+//   the chunk-line, trailer and chunk-extension limits (431; http_request.h) and the body
+//   timeout. A request refused by a check or a limit closes the connection after its
+//   answer: a client without a token cannot keep a connection by sending request after
+//   request.
 //
 //   auto conn = std::make_shared<Connection>(std::move(socket), limits, handler);
 //   conn->Start();
@@ -27,56 +30,18 @@
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/string_body.hpp>
+
+#include "server/http_request.h"
 
 namespace gateway {
 namespace http {
 
-struct Limits {
-  size_t max_header_bytes = 60 << 10;  // request line + headers (Envoy's default); 431
-  size_t max_headers = 100;            // header fields (Envoy's default); 431
-  size_t max_body_bytes = 4 << 20;     // 413
-  // Waiting for the first byte of a request (a new or a kept-alive connection).
-  std::chrono::milliseconds idle_timeout{60'000};
-  // From the first byte of a request to the end of its headers (slow-header clients).
-  std::chrono::milliseconds header_timeout{10'000};
-  // From the end of the headers to the end of the body.
-  std::chrono::milliseconds body_timeout{60'000};
-  // A write the client does not take in this time closes the connection.
-  std::chrono::milliseconds write_timeout{30'000};
-  // Bytes queued for a client that does not read; past it the connection closes.
-  size_t max_pending_write_bytes = 64 << 20;
-  // SSE comment sent on a silent stream so proxies and clients keep it open.
-  std::chrono::milliseconds keepalive_interval{15'000};
-};
-
-// A request as the handlers see it. Header names are matched case-insensitively.
-struct Request {
-  std::string method;  // as sent: "GET", "POST", ...
-  std::string path;    // the target without its query
-  bool http10 = false;
-  std::vector<std::pair<std::string, std::string>> headers;
-  std::string body;
-
-  bool Has(std::string_view name) const;
-  // The first value of `name`, "" when absent.
-  std::string Header(std::string_view name) const;
-};
-
-struct Response {
-  int status = 200;
-  std::string content_type;  // omitted when empty
-  std::string body;
-  std::vector<std::pair<std::string, std::string>> headers;
-};
-
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   struct Handler {
-    // Runs once the headers are in, before the body is read: a response refuses the request.
-    std::function<std::optional<Response>(const Request&)> check;
+    // Runs once the headers are in, before the body is read: a response refuses the
+    // request (and closes the connection once it is written).
+    std::function<std::optional<Response>(Connection*, const Request&)> check;
     // Runs with the whole request; must answer with Respond() or StartStream(), now or
     // later, from any thread.
     std::function<void(const std::shared_ptr<Connection>&, Request)> handle;
@@ -108,9 +73,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Deliver(std::string bytes, bool last);
   // Closes the connection (any thread). Idempotent.
   void Close();
+  // Whether the client sent bytes not read yet (any thread; a hint: the answer may be
+  // stale, or about another socket once this one closed and its number was reused).
+  bool HasUnreadInput() const;
 
  private:
-  using Parser = boost::beast::http::request_parser<boost::beast::http::string_body>;
   enum class Phase { kIdle, kHeader, kBody, kHandling, kStreaming, kClosing };
 
   void WaitForRequest();
@@ -134,14 +101,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void DoClose();
 
   boost::asio::ip::tcp::socket socket_;
+  const int fd_;  // socket_'s descriptor, for HasUnreadInput off the strand
   boost::asio::steady_timer deadline_;
   boost::asio::steady_timer keepalive_;
   const Limits& limits_;
   const Handler& handler_;
 
   // All below only on the strand.
-  boost::beast::flat_buffer buffer_;
-  std::optional<Parser> parser_;
+  RequestReader reader_;
   Request request_;
   Phase phase_ = Phase::kIdle;
   bool keep_alive_ = true;

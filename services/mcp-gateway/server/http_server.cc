@@ -34,7 +34,19 @@ HttpServer::Impl::Impl(HttpServerOptions o, ToolProvider* p, ServerOptions so)
   limits.body_timeout = Ms(options.body_timeout);
   limits.write_timeout = Ms(options.write_timeout);
   replay_budget = std::make_shared<http::ReplayBudget>(options.max_replay_bytes);
-  handler.check = [this](const http::Request& req) { return Check(req); };
+  {
+    codemode::MutexLock lock(&conns_mu);
+    http::ConnectionAdmission::Caps caps;
+    caps.max_connections = options.max_connections;
+    caps.max_unauthenticated = options.max_unauthenticated_connections;
+    // Without tokens every client is "anonymous": one credential, which the total caps.
+    caps.max_per_credential = options.bearer_tokens.empty() ? options.max_connections
+                                                            : options.max_connections_per_credential;
+    admission.emplace(caps);
+  }
+  handler.check = [this](http::Connection* conn, const http::Request& req) {
+    return Check(conn, req);
+  };
   handler.handle = [this](const std::shared_ptr<http::Connection>& conn, http::Request req) {
     const bool ok = codemode::RunContained("http handler", [&] { Handle(conn, std::move(req)); });
     if (!ok) conn->Respond(Error(500, kInternalError, "internal error"));
@@ -45,6 +57,7 @@ HttpServer::Impl::Impl(HttpServerOptions o, ToolProvider* p, ServerOptions so)
   handler.on_closed = [this](http::Connection* conn) {
     codemode::MutexLock lock(&conns_mu);
     conns.erase(conn);
+    admission->Remove(conn);
   };
 }
 
@@ -62,27 +75,43 @@ void HttpServer::Impl::Accept() {
     }
     boost::system::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
-    std::shared_ptr<http::Connection> conn;
+    const std::string peer = http::PeerOf(socket.native_handle());
+    auto conn = std::make_shared<http::Connection>(std::move(socket), limits, handler);
+    std::shared_ptr<http::Connection> evicted;
+    bool admitted;
     {
       codemode::MutexLock lock(&conns_mu);
-      if (conns.size() < options.max_connections) {
-        conn = std::make_shared<http::Connection>(std::move(socket), limits, handler);
-        conns[conn.get()] = conn;
+      const http::ConnectionAdmission::Admission a =
+          admission->Add(conn.get(), peer, [this](const void* key) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            // Runs inside Add, under conns_mu.
+            auto it = conns.find(static_cast<http::Connection*>(const_cast<void*>(key)));
+            auto other = it == conns.end() ? nullptr : it->second.lock();
+            return other && other->HasUnreadInput();
+          });
+      admitted = a.admitted;
+      if (admitted) conns[conn.get()] = conn;
+      if (a.evict) {
+        auto it = conns.find(static_cast<http::Connection*>(const_cast<void*>(a.evict)));
+        if (it != conns.end()) evicted = it->second.lock();
       }
     }
-    if (conn) {
+    if (evicted) {
+      spdlog::debug("http: connections not yet authenticated are at their cap; closing the oldest");
+      evicted->Close();
+    }
+    if (admitted) {
       conn->Start();
     } else {
-      spdlog::warn("http: {} connections are open (--max_http_connections); refusing one",
-                   options.max_connections);
-      socket.close(ignored);
+      spdlog::warn("http: {} connections are open (--max_http_connections), all authenticated; "
+                   "refusing one", options.max_connections);
+      conn->Close();
     }
     Accept();
   });
 }
 
 // Runs on the headers alone, before any body is read.
-std::optional<http::Response> HttpServer::Impl::Check(const http::Request& req) const {
+std::optional<http::Response> HttpServer::Impl::Check(http::Connection* conn, const http::Request& req) {
   if (req.path != options.path) return Error(404, kInvalidRequest, "Not Found");
   if (req.method != "GET" && req.method != "POST" && req.method != "DELETE") {
     http::Response res = Error(405, kInvalidRequest, "method not allowed");
@@ -95,7 +124,8 @@ std::optional<http::Response> HttpServer::Impl::Check(const http::Request& req) 
   if (!http::HostAllowed(req.Header("Host"), options.allowed_hosts, options.host)) {
     return Error(403, kInvalidRequest, "Forbidden: host not allowed");
   }
-  if (!options.bearer_tokens.empty() && Credential(req).empty()) {
+  const std::string credential = Credential(req);
+  if (credential.empty()) {
     http::Response res =
         Error(401, kInvalidRequest, "Unauthorized: a valid bearer token is required");
     res.headers.emplace_back("WWW-Authenticate", "Bearer");
@@ -106,7 +136,22 @@ std::optional<http::Response> HttpServer::Impl::Check(const http::Request& req) 
     return Error(400, kInvalidRequest,
                  "Bad Request: unsupported MCP-Protocol-Version " + req.Header(kVersionHeader));
   }
-  return std::nullopt;
+  return Admit(conn, credential);
+}
+
+// The request passed the checks: its connection now counts against its credential.
+std::optional<http::Response> HttpServer::Impl::Admit(http::Connection* conn,
+                                                      const std::string& credential) {
+  size_t cap;
+  {
+    codemode::MutexLock lock(&conns_mu);
+    if (admission->Authenticate(conn, credential)) return std::nullopt;
+    cap = options.max_connections_per_credential;
+  }
+  return Error(503, kInternalError,
+               absl::StrCat("Service Unavailable: this credential holds ", cap,
+                            " connections (--max_http_connections_per_credential); close one "
+                            "or retry later"));
 }
 
 // The credential a request authenticated with ("token <n>"), "anonymous" without auth, ""

@@ -19,7 +19,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/thread.h"
+#include "server/http_admission.h"
 #include "server/http_checks.h"
+#include "server/http_peer.h"
 #include "server/http_connection.h"
 #include "server/http_stream.h"
 #include "jsonrpc/jsonrpc.h"
@@ -121,10 +123,12 @@ struct HttpServer::Impl {
   http::Limits limits;
   http::Connection::Handler handler;
 
-  // Open connections (for Stop and max_connections). Declared before the io_context: its
-  // destruction destroys pending handlers, whose connections then unregister here.
+  // Open connections (for Stop and evictions) and who holds them (the caps; see
+  // http_admission.h). Declared before the io_context: its destruction destroys pending
+  // handlers, whose connections then unregister here.
   codemode::Mutex conns_mu;
   std::map<http::Connection*, std::weak_ptr<http::Connection>> conns ABSL_GUARDED_BY(conns_mu);
+  std::optional<http::ConnectionAdmission> admission ABSL_GUARDED_BY(conns_mu);
 
   asio::io_context ioc;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
@@ -163,7 +167,8 @@ struct HttpServer::Impl {
   Impl(HttpServerOptions o, ToolProvider* p, ServerOptions so);
 
   void Accept();
-  std::optional<http::Response> Check(const http::Request& req) const;
+  std::optional<http::Response> Check(http::Connection* conn, const http::Request& req);
+  std::optional<http::Response> Admit(http::Connection* conn, const std::string& credential);
   std::string Credential(const http::Request& req) const;
   void Handle(const std::shared_ptr<http::Connection>& conn, http::Request req);
   std::shared_ptr<HttpSession> FindSession(const http::Request& req, http::Response* error);

@@ -75,8 +75,17 @@ struct HttpServerOptions {
   // past either gets 503. Each session may hold sandbox sessions, calls and streams.
   size_t max_sessions = 256;
   size_t max_sessions_per_credential = 64;
-  // Open TCP connections; past it new ones are closed at once.
+  // Open TCP connections. Past it a new one closes the oldest connection that has not yet
+  // passed the checks (path, Origin/Host, token), or is closed at once when every open one
+  // has (server/http_admission.h).
   size_t max_connections = 4096;
+  // Connections that have not yet passed the checks; a new one past it closes the oldest
+  // of the peer (local user, or address) holding the most. Anyone who can reach the port
+  // can open these: they never keep a token holder out.
+  size_t max_unauthenticated_connections = 256;
+  // Connections one credential (bearer token) holds; a request that would take one more
+  // gets 503 and its connection closes. Not applied without tokens (one shared credential).
+  size_t max_connections_per_credential = 2048;
   // How long a tools/call whose SSE stream lost its connection keeps running, waiting for
   // the client to resume it with Last-Event-ID; then it is cancelled.
   absl::Duration resume_grace = absl::Seconds(30);

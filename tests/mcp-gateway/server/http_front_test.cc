@@ -202,8 +202,14 @@ TEST_F(HttpFrontTest, ConnectionsBeyondTheLimitAreClosed) {
   options.max_connections = 3;
   Start(options);
   std::vector<std::unique_ptr<RawClient>> held;
-  for (int i = 0; i < 3; ++i) held.push_back(std::make_unique<RawClient>(server_->port()));
-  // The server registers connections as it accepts them; the fourth is closed unread.
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(std::make_unique<RawClient>(server_->port()));
+    // A request that passes the checks (the handler's 400 keeps the connection): connections
+    // not yet authenticated would make room instead (ConnectionsWithoutATokenCannot...).
+    held.back()->Send(Head("GET", "Accept: text/event-stream\r\n\r\n"));
+    ASSERT_EQ(held.back()->Read(kLongWait, "\r\n\r\n").rfind("HTTP/1.1 400 ", 0), 0u);
+  }
+  // Every slot belongs to a credential: the fourth is closed unread.
   RawClient extra(server_->port());
   extra.Read(kLongWait);
   EXPECT_TRUE(extra.closed());
@@ -227,6 +233,137 @@ TEST_F(HttpFrontTest, SessionsAreCappedPerCredential) {
   EXPECT_EQ(Initialize(a), "status 503");
   EXPECT_EQ(Initialize(b).size(), 32u);  // another client is not affected
   EXPECT_EQ(Initialize(), "status 401");
+}
+
+// Chunked bodies: Beast parses a chunk-size line (with its extensions) and the trailer only
+// once they are whole, so each is bounded by the read buffer, and the request's extensions
+// and fields are counted. Each refusal is a 431 that closes the connection.
+class ChunkedLimitsTest : public HttpFrontTest {
+ protected:
+  // Sends `prefix`, then up to 64 MiB of `filler` (never finishing), and reads the answer.
+  std::string SendEndless(const std::string& prefix, char filler) {
+    RawClient raw(server_->port());
+    raw.Send(Head("POST", "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n") +
+             prefix);
+    const std::string block(64 << 10, filler);
+    for (int i = 0; i < 1024 && raw.Send(block); ++i) {
+    }
+    std::string reply = raw.Read(kLongWait);
+    EXPECT_TRUE(raw.closed());
+    return reply;
+  }
+  std::string SendWhole(const std::string& chunks) {
+    RawClient raw(server_->port());
+    raw.Send(Head("POST", "Content-Type: application/json\r\nAccept: application/json\r\n"
+                          "Transfer-Encoding: chunked\r\n\r\n") +
+             chunks);
+    return raw.Read(kLongWait, "\r\n\r\n");
+  }
+};
+
+TEST_F(ChunkedLimitsTest, AnEndlessChunkExtensionGets431) {
+  Start();
+  std::string reply = SendEndless("1;x=", 'a');
+  EXPECT_EQ(reply.rfind("HTTP/1.1 431 ", 0), 0u) << reply.substr(0, 200);
+  EXPECT_NE(reply.find("chunk-size line"), std::string::npos) << reply;
+  EXPECT_EQ(Initialize().size(), 32u);  // others are still served
+}
+
+TEST_F(ChunkedLimitsTest, AnEndlessTrailerGets431) {
+  Start();
+  std::string reply = SendEndless("2\r\n{}\r\n0\r\nX-Trailer: ", 'b');
+  EXPECT_EQ(reply.rfind("HTTP/1.1 431 ", 0), 0u) << reply.substr(0, 200);
+  EXPECT_EQ(Initialize().size(), 32u);
+}
+
+TEST_F(ChunkedLimitsTest, ChunkExtensionsAreCountedAcrossChunks) {
+  HttpServerOptions options;
+  options.max_header_bytes = 4096;
+  Start(options);
+  // Each line is well under the buffer; together they are not.
+  std::string chunks;
+  for (int i = 0; i < 100; ++i) absl::StrAppend(&chunks, "1;x=", std::string(100, 'c'), "\r\n ", "\r\n");
+  std::string reply = SendWhole(chunks + "0\r\n\r\n");
+  EXPECT_EQ(reply.rfind("HTTP/1.1 431 ", 0), 0u) << reply.substr(0, 200);
+  EXPECT_NE(reply.find("chunk extensions"), std::string::npos) << reply;
+}
+
+TEST_F(ChunkedLimitsTest, TrailerFieldsCountWithTheHeaders) {
+  HttpServerOptions options;
+  options.max_headers = 10;
+  Start(options);
+  std::string trailer;
+  for (int i = 0; i < 20; ++i) absl::StrAppend(&trailer, "X-T", i, ": v\r\n");
+  std::string reply = SendWhole("2\r\n{}\r\n0\r\n" + trailer + "\r\n");
+  EXPECT_EQ(reply.rfind("HTTP/1.1 431 ", 0), 0u) << reply.substr(0, 200);
+  EXPECT_NE(reply.find("header and trailer fields"), std::string::npos) << reply;
+}
+
+TEST_F(ChunkedLimitsTest, ChunkedBodiesWithExtensionsAndTrailersAreServed) {
+  Start();
+  const std::string body = Request(1, "initialize", InitializeParams()).dump();
+  std::string chunks = absl::StrCat(absl::Hex(10), ";a=1\r\n", body.substr(0, 10), "\r\n",
+                                    absl::Hex(body.size() - 10), ";b=\"q\"\r\n", body.substr(10),
+                                    "\r\n0\r\nX-Checksum: none\r\n\r\n");
+  std::string reply = SendWhole(chunks);
+  EXPECT_EQ(reply.rfind("HTTP/1.1 200 ", 0), 0u) << reply.substr(0, 200);
+}
+
+// Connections of clients without a token: refused requests end their connection, and
+// however many such connections are open, a token holder still gets in.
+TEST_F(HttpFrontTest, ARefusedRequestClosesItsConnection) {
+  HttpServerOptions options;
+  options.bearer_tokens = {"0123456789abcdef0123"};
+  Start(options);
+  RawClient raw(server_->port());
+  // Keep-alive, no body: nothing but the refusal itself would end this connection.
+  raw.Send(Head("POST", "Content-Length: 0\r\n\r\n"));
+  std::string reply = raw.Read(kLongWait);
+  EXPECT_EQ(reply.rfind("HTTP/1.1 401 ", 0), 0u) << reply.substr(0, 200);
+  EXPECT_NE(reply.find("Connection: close"), std::string::npos) << reply;
+  EXPECT_TRUE(raw.closed());
+}
+
+TEST_F(HttpFrontTest, ConnectionsWithoutATokenCannotKeepATokenHolderOut) {
+  HttpServerOptions options;
+  const std::string token = "0123456789abcdef0123";
+  options.bearer_tokens = {token};
+  options.max_connections = 4;
+  Start(options);
+  std::vector<std::unique_ptr<RawClient>> held;
+  for (int i = 0; i < 4; ++i) {
+    held.push_back(std::make_unique<RawClient>(server_->port()));
+    held.back()->Send("POST /mcp HTTP/1.1\r\n");  // a request that never passes the checks
+  }
+  // Each new connection closes the oldest not-yet-authenticated one.
+  EXPECT_EQ(Initialize(token).size(), 32u);
+  size_t closed = 0;
+  for (auto& raw : held) {
+    raw->Read(std::chrono::milliseconds(100));
+    closed += raw->closed();
+  }
+  EXPECT_GE(closed, 1u);
+}
+
+TEST_F(HttpFrontTest, ConnectionsAreCappedPerCredential) {
+  HttpServerOptions options;
+  const std::string a = "token-a-0123456789", b = "token-b-0123456789";
+  options.bearer_tokens = {a, b};
+  options.max_connections_per_credential = 2;
+  Start(options);
+  // A request that passes the checks (the handler's 400 keeps the connection) binds it.
+  auto bind = [&](RawClient& raw, const std::string& token) {
+    raw.Send(Head("GET", absl::StrCat("Authorization: Bearer ", token,
+                                      "\r\nAccept: text/event-stream\r\n\r\n")));
+    return raw.Read(kLongWait, "\r\n\r\n");
+  };
+  RawClient a1(server_->port()), a2(server_->port()), a3(server_->port());
+  EXPECT_EQ(bind(a1, a).rfind("HTTP/1.1 400 ", 0), 0u);
+  EXPECT_EQ(bind(a2, a).rfind("HTTP/1.1 400 ", 0), 0u);
+  std::string third = bind(a3, a);
+  EXPECT_EQ(third.rfind("HTTP/1.1 503 ", 0), 0u) << third.substr(0, 300);
+  EXPECT_NE(third.find("--max_http_connections_per_credential"), std::string::npos) << third;
+  EXPECT_EQ(Initialize(b).size(), 32u);  // another credential is not affected
 }
 
 // A GET stream whose client does not read: its writes time out, the server drops the
