@@ -37,6 +37,10 @@ ABSL_FLAG(std::vector<std::string>, sandboxd, {},
           "sandboxd gRPC endpoints (unix:/path or host:port), comma-separated; a session stays "
           "on the endpoint that created it. Default: $MCP_GATEWAY_SANDBOXD, else sandboxd's "
           "default socket.");
+ABSL_FLAG(std::string, sandboxd_token_file, "",
+          "File holding the token of a TCP sandboxd (its --tcp_token_file), sent with every "
+          "call to a host:port endpoint; unix sockets need none. Default: "
+          "$MCP_GATEWAY_SANDBOXD_TOKEN_FILE.");
 ABSL_FLAG(std::vector<std::string>, token, {},
           "The bearer token HTTP clients must send ('Authorization: Bearer <token>'). Prefer "
           "$MCP_GATEWAY_TOKEN: other local users can read a command line (a warning says so). "
@@ -146,6 +150,15 @@ std::string ConfigHome() {
   if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x) return x;
   const char* home = std::getenv("HOME");
   return absl::StrCat(home ? home : "/tmp", "/.config");
+}
+
+// The token for TCP sandboxd endpoints (--sandboxd_token_file, else
+// $MCP_GATEWAY_SANDBOXD_TOKEN_FILE); empty when neither is set.
+absl::StatusOr<std::string> SandboxdTokenFromFlags() {
+  std::string path = absl::GetFlag(FLAGS_sandboxd_token_file);
+  if (const char* env = std::getenv("MCP_GATEWAY_SANDBOXD_TOKEN_FILE"); path.empty() && env) path = env;
+  if (path.empty()) return std::string();
+  return gateway::ReadSandboxdToken(path);
 }
 
 std::string DefaultSandboxd() {
@@ -340,8 +353,13 @@ int main(int argc, char** argv) {
     spdlog::critical("{}", std::string(isolation.status().message()));
     return 2;
   }
+  absl::StatusOr<std::string> sandboxd_token = SandboxdTokenFromFlags();
+  if (!sandboxd_token.ok()) {
+    spdlog::critical("{}", std::string(sandboxd_token.status().message()));
+    return 2;
+  }
   gateway::SandboxClient sandboxes(endpoints, ToolCallLimitsFromFlags(), *isolation,
-                                   absl::GetFlag(FLAGS_image));
+                                   absl::GetFlag(FLAGS_image), *sandboxd_token);
   gateway::ManagerUpstreams upstream_view(&upstreams);
   gateway::RunPythonOptions run_options;
   run_options.default_timeout_seconds = absl::GetFlag(FLAGS_default_timeout_seconds);

@@ -23,6 +23,7 @@
 #include "sandboxd/grpc_service.h"
 #include "sandboxd/podman_runtime.h"
 #include "sandboxd/self_check.h"
+#include "sandboxd/tcp_auth.h"
 #include "sandboxd/sd_notify.h"
 #include "sandboxd/session_manager.h"
 #include "sandboxd/log.h"
@@ -32,8 +33,13 @@ ABSL_FLAG(std::string, socket, "",
           "/run/sandboxd/sandboxd.sock for root, else /tmp/sandboxd-$UID/sandboxd.sock. "
           "The directory is created 0700 and the socket made 0600.");
 ABSL_FLAG(std::string, listen_tcp, "",
-          "Also serve on this TCP address (for example 127.0.0.1:50051). Plaintext and "
-          "unauthenticated: keep it on loopback.");
+          "Also serve on this TCP address (for example 127.0.0.1:50051): plaintext, loopback "
+          "peers only, and every call must carry 'authorization: Bearer <token>' with the "
+          "token of --tcp_token_file (required with --listen_tcp).");
+ABSL_FLAG(std::string, tcp_token_file, "",
+          "The --listen_tcp token: a file of ours, mode 0600, holding one token of at least 32 "
+          "characters; when missing it is created (0600, a random token) in an existing "
+          "directory.");
 ABSL_FLAG(std::string, state_dir, "",
           "Session records and runner sockets. Default: /var/lib/sandboxd for root, else "
           "$XDG_STATE_HOME/sandboxd (~/.local/state/sandboxd).");
@@ -102,6 +108,13 @@ ABSL_FLAG(std::vector<std::string>, env, {},
           "host environment reaches the sandbox.");
 ABSL_FLAG(std::vector<std::string>, pass_env, {},
           "Names of host environment variables copied into every container, comma-separated.");
+ABSL_FLAG(uint64_t, max_stream_buffer_bytes, sandboxd::SandboxServiceImpl::kDefaultStreamBufferBytes,
+          "Messages one Execute stream may hold for a client that does not read it (each "
+          "counted as its size plus 64 bytes); past it that stream ends RESOURCE_EXHAUSTED and "
+          "its execution is cancelled, the session kept.");
+ABSL_FLAG(uint32_t, max_rpc_threads, 128,
+          "Threads gRPC may run synchronous rpcs on (every rpc but Execute), pollers "
+          "included; calls past it are answered RESOURCE_EXHAUSTED at once. At least 4.");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "On SIGTERM, how long running calls may take to finish before they are cancelled.");
 ABSL_FLAG(bool, self_check, false,
@@ -267,6 +280,13 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
                                                    sandboxd::kMaxDisplayBytes));
   }
   options.max_queue = absl::GetFlag(FLAGS_max_queue);
+  if (!absl::GetFlag(FLAGS_listen_tcp).empty() && absl::GetFlag(FLAGS_tcp_token_file).empty()) {
+    return absl::InvalidArgumentError(
+        "--listen_tcp needs --tcp_token_file: every local user can reach a loopback port");
+  }
+  if (absl::GetFlag(FLAGS_max_rpc_threads) < 4) {
+    return absl::InvalidArgumentError("--max_rpc_threads must be at least 4");
+  }
   options.kill_grace = absl::GetFlag(FLAGS_kill_grace);
   options.version = SANDBOXD_VERSION;
   for (const std::string& kv : absl::GetFlag(FLAGS_env)) {
@@ -301,24 +321,30 @@ void SetHealth(grpc::HealthCheckServiceInterface* health, bool serving) {
   health->SetServingStatus("sandbox.v1.SandboxService", serving);
 }
 
-// Serves `manager` on the unix socket (and --listen_tcp) until SIGTERM/SIGINT, then
-// drains. Returns the process's exit code.
+// Serves `manager` on the unix socket (and --listen_tcp, whose calls must carry
+// `tcp_token`) until SIGTERM/SIGINT, then drains. Returns the process's exit code.
 int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& options,
-          const std::string& socket_path, const sandboxd::SystemdNotifier& notifier,
-          codemode::ShutdownSignal& shutdown) {
+          const std::string& socket_path, const std::string& tcp_token,
+          const sandboxd::SystemdNotifier& notifier, codemode::ShutdownSignal& shutdown) {
   // gRPC's built-in health service does not link its proto descriptor; touching ours
   // does, so reflection can describe grpc.health.v1.Health and grpcurl can call it.
   (void)grpc::health::v1::HealthCheckRequest::descriptor();
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  sandboxd::SandboxServiceImpl service(&manager);
+  sandboxd::SandboxServiceImpl service(&manager, absl::GetFlag(FLAGS_max_stream_buffer_bytes));
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat("unix:", socket_path), grpc::InsecureServerCredentials());
   std::string tcp = absl::GetFlag(FLAGS_listen_tcp);
   int tcp_port = 0;
-  if (!tcp.empty()) builder.AddListeningPort(tcp, grpc::InsecureServerCredentials(), &tcp_port);
+  // Loopback is no boundary between the users of a machine: the TCP port wants a token.
+  if (!tcp.empty()) builder.AddListeningPort(tcp, sandboxd::TcpServerCredentials(tcp_token), &tcp_port);
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_code_bytes + (16 << 20)));
+  // Each synchronous rpc holds a thread while it waits (on podman, on a sandbox): without a
+  // cap, callers could make us start threads up to pid_max.
+  grpc::ResourceQuota quota("sandboxd rpc threads");
+  quota.SetMaxThreads(static_cast<int>(absl::GetFlag(FLAGS_max_rpc_threads)));
+  builder.SetResourceQuota(quota);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server) {
     spdlog::critical("cannot listen on {}{}", socket_path, tcp.empty() ? "" : " / " + tcp);
@@ -380,6 +406,15 @@ int main(int argc, char** argv) {
     if (!warning.empty()) spdlog::warn("{}", warning);
   }
 
+  std::string tcp_token;
+  if (!absl::GetFlag(FLAGS_listen_tcp).empty()) {
+    absl::StatusOr<std::string> token = sandboxd::LoadOrCreateTcpToken(absl::GetFlag(FLAGS_tcp_token_file));
+    if (!token.ok()) {
+      spdlog::critical("{}", token.status().message());
+      return 2;
+    }
+    tcp_token = *token;
+  }
   std::string socket_path = absl::GetFlag(FLAGS_socket);
   if (socket_path.empty()) socket_path = DefaultSocket();
   if (absl::Status s = PrepareSocket(socket_path); !s.ok()) {
@@ -391,5 +426,5 @@ int main(int argc, char** argv) {
     spdlog::critical("{}", s.message());
     return 1;
   }
-  return Serve(manager, *options, socket_path, notifier, shutdown);
+  return Serve(manager, *options, socket_path, tcp_token, notifier, shutdown);
 }

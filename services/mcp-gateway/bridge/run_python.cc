@@ -98,7 +98,7 @@ absl::StatusOr<Finished> RunPythonTool::ExecuteOn(SessionBindings::Binding& bind
     if (!s.ok() && !SessionGone(s)) return s;
   }
   for (const RunFile& file : run.args.files) {
-    absl::Status s = sandboxes_->UploadFile(binding.ref(), file.path, file.data);
+    absl::Status s = sandboxes_->UploadFile(binding.ref(), file.path, file.data, run.ctx->cancel);
     if (s.ok()) continue;
     session_gone = SessionGone(s);
     if (session_gone) return s;
@@ -129,7 +129,7 @@ void RunPythonTool::SpillStdout(const SandboxRef& ref, Run& run, Finished& f) {
   const size_t limit = options_.spill_stdout_bytes;
   if (limit == 0 || f.stdout().size() <= limit || f.status() == Finished::SESSION_LOST) return;
   const std::string path = absl::StrCat("out/run_python/stdout-", f.execution_id(), ".txt");
-  absl::Status s = sandboxes_->UploadFile(ref, path, f.stdout());
+  absl::Status s = sandboxes_->UploadFile(ref, path, f.stdout(), run.ctx->cancel);
   if (!s.ok()) {
     run.report->notes.push_back(absl::StrCat("the whole stdout could not be kept in the workspace: ",
                                              s.message()));
@@ -171,7 +171,7 @@ absl::StatusOr<json> RunPythonTool::ListResourceTemplates(const std::string& ses
 }
 
 absl::StatusOr<json> RunPythonTool::ReadResource(const std::string& uri, ToolCallContext& context) {
-  return resources_.Read(context.session_key, uri);
+  return resources_.Read(context.session_key, uri, context.cancel);
 }
 
 void RunPythonTool::SessionClosed(const std::string& session_key) { bindings_.Close(session_key); }

@@ -3,9 +3,12 @@
 #include "bridge/sandbox_client.h"
 
 #include <deque>
+#include <fstream>
 #include <optional>
 #include <thread>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/mutex.h"
 #include "base/thread.h"
@@ -19,6 +22,39 @@ std::chrono::system_clock::time_point Deadline(std::chrono::seconds d) {
   return std::chrono::system_clock::now() + d;
 }
 
+// Cancels a call's ClientContext when its token is cancelled (sandboxd sees the call
+// cancelled and stops waiting on the sandbox for it), for as long as the link lives. The
+// token may outlive the call (it belongs to the MCP request), so its callback reaches the
+// context through a guard the destructor clears before the context goes.
+class CancelLink {
+ public:
+  CancelLink(const std::shared_ptr<codemode::CancelToken>& cancel, grpc::ClientContext* ctx)
+      : shared_(std::make_shared<Shared>()) {
+    if (cancel == nullptr) return;
+    {
+      codemode::MutexLock lock(&shared_->mu);
+      shared_->ctx = ctx;
+    }
+    cancel->OnCancel([shared = shared_] {
+      codemode::MutexLock lock(&shared->mu);
+      if (shared->ctx) shared->ctx->TryCancel();
+    });
+  }
+  ~CancelLink() {
+    codemode::MutexLock lock(&shared_->mu);
+    shared_->ctx = nullptr;
+  }
+  CancelLink(const CancelLink&) = delete;
+  CancelLink& operator=(const CancelLink&) = delete;
+
+ private:
+  struct Shared {
+    codemode::Mutex mu;
+    grpc::ClientContext* ctx ABSL_GUARDED_BY(mu) = nullptr;
+  };
+  std::shared_ptr<Shared> shared_;
+};
+
 }  // namespace
 
 absl::StatusOr<sandbox::v1::Isolation> ParseIsolationFlag(const std::string& name) {
@@ -29,12 +65,27 @@ absl::StatusOr<sandbox::v1::Isolation> ParseIsolationFlag(const std::string& nam
       absl::StrCat("--isolation=", name, ": expected container or gvisor (or empty for sandboxd's default)"));
 }
 
+absl::StatusOr<std::string> ReadSandboxdToken(const std::string& path) {
+  std::ifstream in(path);
+  std::string token;
+  if (!in || !std::getline(in, token)) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot read --sandboxd_token_file ", path));
+  }
+  token = std::string(absl::StripAsciiWhitespace(token));
+  if (token.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("--sandboxd_token_file ", path, " is empty"));
+  }
+  return token;
+}
+
 SandboxClient::SandboxClient(std::vector<std::string> endpoints, ToolCallLimits limits,
-                             sandbox::v1::Isolation isolation, std::string image)
+                             sandbox::v1::Isolation isolation, std::string image,
+                             std::string tcp_token)
     : endpoints_(std::move(endpoints)),
       limits_(limits),
       isolation_(isolation),
       image_(std::move(image)),
+      tcp_token_(std::move(tcp_token)),
       created_(endpoints_.size(), 0) {
   for (const auto& e : endpoints_) {
     grpc::ChannelArguments args;
@@ -59,6 +110,15 @@ sandbox::v1::SandboxService::Stub& SandboxClient::Stub(size_t i) {
     state = channels_[i]->GetState(true);
   }
   return *stubs_[i];
+}
+
+void SandboxClient::Prepare(grpc::ClientContext& ctx, size_t i,
+                            std::chrono::system_clock::time_point deadline) const {
+  ctx.set_deadline(deadline);
+  if (!tcp_token_.empty() && !absl::StartsWith(endpoints_[i], "unix:") &&
+      !absl::StartsWith(endpoints_[i], "unix-abstract:")) {
+    ctx.AddMetadata("authorization", absl::StrCat("Bearer ", tcp_token_));
+  }
 }
 
 absl::Status SandboxClient::Convert(const grpc::Status& s, size_t endpoint) const {
@@ -86,7 +146,7 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
   for (size_t n = 0; n < endpoints_.size(); ++n) {
     size_t i = (pick + n) % endpoints_.size();
     grpc::ClientContext ctx;
-    ctx.set_deadline(Deadline(kUnaryDeadline));
+    Prepare(ctx, i, Deadline(kUnaryDeadline));
     ctx.set_wait_for_ready(false);
     sandbox::v1::CreateSessionRequest req;
     req.set_owner(owner);
@@ -109,7 +169,7 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
 
 absl::Status SandboxClient::DeleteSession(const SandboxRef& ref) {
   grpc::ClientContext ctx;
-  ctx.set_deadline(Deadline(std::chrono::seconds(10)));
+  Prepare(ctx, ref.endpoint, Deadline(std::chrono::seconds(10)));
   sandbox::v1::DeleteSessionRequest req;
   req.set_session_id(ref.session_id);
   sandbox::v1::DeleteSessionResponse resp;
@@ -118,7 +178,7 @@ absl::Status SandboxClient::DeleteSession(const SandboxRef& ref) {
 
 absl::Status SandboxClient::ResetSession(const SandboxRef& ref) {
   grpc::ClientContext ctx;
-  ctx.set_deadline(Deadline(kUnaryDeadline));
+  Prepare(ctx, ref.endpoint, Deadline(kUnaryDeadline));
   sandbox::v1::ResetSessionRequest req;
   req.set_session_id(ref.session_id);
   sandbox::v1::Session resp;
@@ -126,10 +186,12 @@ absl::Status SandboxClient::ResetSession(const SandboxRef& ref) {
 }
 
 absl::Status SandboxClient::UploadFile(const SandboxRef& ref, const std::string& path,
-                                       const std::string& data) {
+                                       const std::string& data,
+                                       std::shared_ptr<codemode::CancelToken> cancel) {
   constexpr size_t kChunk = 1u << 20;
   grpc::ClientContext ctx;
-  ctx.set_deadline(Deadline(kUnaryDeadline));
+  Prepare(ctx, ref.endpoint, Deadline(kUnaryDeadline));
+  CancelLink link(cancel, &ctx);
   sandbox::v1::FileInfo info;
   std::unique_ptr<grpc::ClientWriter<sandbox::v1::UploadFileRequest>> writer =
       Stub(ref.endpoint).UploadFile(&ctx, &info);
@@ -147,9 +209,11 @@ absl::Status SandboxClient::UploadFile(const SandboxRef& ref, const std::string&
 
 absl::StatusOr<sandbox::v1::ListFilesResponse> SandboxClient::ListFiles(const SandboxRef& ref,
                                                                        const std::string& path,
-                                                                       uint32_t max_entries) {
+                                                                       uint32_t max_entries,
+                                                                       std::shared_ptr<codemode::CancelToken> cancel) {
   grpc::ClientContext ctx;
-  ctx.set_deadline(Deadline(kUnaryDeadline));
+  Prepare(ctx, ref.endpoint, Deadline(kUnaryDeadline));
+  CancelLink link(cancel, &ctx);
   sandbox::v1::ListFilesRequest req;
   req.set_session_id(ref.session_id);
   req.set_path(path);
@@ -162,9 +226,11 @@ absl::StatusOr<sandbox::v1::ListFilesResponse> SandboxClient::ListFiles(const Sa
 
 absl::StatusOr<std::string> SandboxClient::DownloadFile(const SandboxRef& ref,
                                                         const std::string& path,
-                                                        size_t max_bytes) {
+                                                        size_t max_bytes,
+                                                        std::shared_ptr<codemode::CancelToken> cancel) {
   grpc::ClientContext ctx;
-  ctx.set_deadline(Deadline(kUnaryDeadline));
+  Prepare(ctx, ref.endpoint, Deadline(kUnaryDeadline));
+  CancelLink link(cancel, &ctx);
   sandbox::v1::DownloadFileRequest req;
   req.set_session_id(ref.session_id);
   req.set_path(path);
@@ -325,8 +391,9 @@ absl::StatusOr<sandbox::v1::Finished> SandboxClient::Execute(
   grpc::ClientContext ctx;
   // The server enforces the execution timeout; this deadline only guards against a
   // sandboxd that stops answering altogether.
-  ctx.set_deadline(std::chrono::system_clock::now() +
-                   std::chrono::milliseconds(timeout_ms) + std::chrono::seconds(60));
+  Prepare(ctx, ref.endpoint,
+          std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms) +
+              std::chrono::seconds(60));
   auto stream = Stub(ref.endpoint).Execute(&ctx);
   // Shared with the cancel callback, which may fire after we return.
   struct Writer {

@@ -46,27 +46,34 @@ struct ToolCallLimits {
 // INVALID_ARGUMENT naming the choices otherwise.
 absl::StatusOr<sandbox::v1::Isolation> ParseIsolationFlag(const std::string& name);
 
+// The token in the gateway's --sandboxd_token_file (one line; surrounding whitespace is
+// ignored); FAILED_PRECONDITION when it cannot be read or is empty.
+absl::StatusOr<std::string> ReadSandboxdToken(const std::string& path);
+
 class SandboxClient : public Sandboxes {
  public:
   // Endpoints are gRPC targets: "unix:/path/to.sock" or "host:port". Every session is
   // created with `isolation` (UNSPECIFIED: sandboxd's default) and runs the image named
-  // `image` among sandboxd's (empty: its default image).
+  // `image` among sandboxd's (empty: its default image). Calls to a TCP endpoint carry
+  // `tcp_token` as 'authorization: Bearer' (sandboxd's --tcp_token_file); a unix socket
+  // never gets it (its directory is the boundary).
   explicit SandboxClient(std::vector<std::string> endpoints, ToolCallLimits limits = {},
                          sandbox::v1::Isolation isolation = sandbox::v1::ISOLATION_UNSPECIFIED,
-                         std::string image = "");
+                         std::string image = "", std::string tcp_token = "");
 
   // Creates a session on the endpoint with the fewest sessions created by us.
   absl::StatusOr<SandboxRef> CreateSession(const std::string& owner, const std::string& label,
                                            const sandbox::v1::Catalog& catalog) override;
   absl::Status DeleteSession(const SandboxRef& ref) override;
   absl::Status ResetSession(const SandboxRef& ref) override;
-  absl::Status UploadFile(const SandboxRef& ref, const std::string& path,
-                          const std::string& data) override;
-  absl::StatusOr<sandbox::v1::ListFilesResponse> ListFiles(const SandboxRef& ref,
-                                                           const std::string& path,
-                                                           uint32_t max_entries) override;
-  absl::StatusOr<std::string> DownloadFile(const SandboxRef& ref, const std::string& path,
-                                           size_t max_bytes) override;
+  absl::Status UploadFile(const SandboxRef& ref, const std::string& path, const std::string& data,
+                          std::shared_ptr<codemode::CancelToken> cancel = nullptr) override;
+  absl::StatusOr<sandbox::v1::ListFilesResponse> ListFiles(
+      const SandboxRef& ref, const std::string& path, uint32_t max_entries,
+      std::shared_ptr<codemode::CancelToken> cancel = nullptr) override;
+  absl::StatusOr<std::string> DownloadFile(
+      const SandboxRef& ref, const std::string& path, size_t max_bytes,
+      std::shared_ptr<codemode::CancelToken> cancel = nullptr) override;
 
   // One Execute stream; cancelling the token sends `cancel` on it (see Sandboxes).
   absl::StatusOr<sandbox::v1::Finished> Execute(const SandboxRef& ref, const std::string& code,
@@ -82,11 +89,15 @@ class SandboxClient : public Sandboxes {
   // connect, so the first call after sandboxd comes back does not fail fast.
   sandbox::v1::SandboxService::Stub& Stub(size_t i);
   absl::Status Convert(const grpc::Status& s, size_t endpoint) const;
+  // A context for a call to endpoint `i`: its deadline, and the token for a TCP endpoint.
+  void Prepare(grpc::ClientContext& ctx, size_t i,
+               std::chrono::system_clock::time_point deadline) const;
 
   std::vector<std::string> endpoints_;
   const ToolCallLimits limits_;
   const sandbox::v1::Isolation isolation_;
   const std::string image_;
+  const std::string tcp_token_;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<sandbox::v1::SandboxService::Stub>> stubs_;
   codemode::Mutex mu_;

@@ -81,7 +81,8 @@ json WorkspaceResources::Templates(const std::string& mcp_session) {
   return {{"resourceTemplates", std::move(templates)}};
 }
 
-absl::StatusOr<json> WorkspaceResources::Read(const std::string& mcp_session, const std::string& uri) {
+absl::StatusOr<json> WorkspaceResources::Read(const std::string& mcp_session, const std::string& uri,
+                                              std::shared_ptr<codemode::CancelToken> cancel) {
   absl::StatusOr<OutFileRef> ref = ParseOutFileUri(uri);
   if (!ref.ok()) return ref.status();
   std::shared_ptr<SessionBindings::Binding> binding = bindings_->Find(mcp_session, ref->session);
@@ -90,7 +91,7 @@ absl::StatusOr<json> WorkspaceResources::Read(const std::string& mcp_session, co
   }
   const std::string path = absl::StrCat(kOutDir, "/", ref->path);
   absl::StatusOr<std::string> data =
-      sandboxes_->DownloadFile(binding->ref(), path, options_.max_read_bytes);
+      sandboxes_->DownloadFile(binding->ref(), path, options_.max_read_bytes, std::move(cancel));
   if (absl::IsNotFound(data.status())) {
     return absl::NotFoundError(absl::StrCat("no file /workspace/", path, " in session '",
                                             ref->session, "'"));

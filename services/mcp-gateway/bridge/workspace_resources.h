@@ -12,9 +12,10 @@
 //   WorkspaceResources resources(&sandboxes, &bindings, {});
 //   absl::StatusOr<OutListing> changed = resources.Refresh(binding);   // run lock held
 //   absl::StatusOr<json> list = resources.List(mcp_session, cursor);  // resources/list
-//   absl::StatusOr<json> contents = resources.Read(mcp_session, uri);  // resources/read
+//   absl::StatusOr<json> contents = resources.Read(mcp_session, uri, ctx.cancel);  // resources/read
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -52,8 +53,10 @@ class WorkspaceResources {
 
   // The result of resources/read: INVALID_ARGUMENT for a URI that is not one of ours,
   // NOT_FOUND when the caller has no such session or file, RESOURCE_EXHAUSTED past
-  // max_read_bytes.
-  absl::StatusOr<nlohmann::json> Read(const std::string& mcp_session, const std::string& uri);
+  // max_read_bytes; CANCELLED once `cancel` (the request's token, nullable) is cancelled,
+  // which also cancels the download in sandboxd.
+  absl::StatusOr<nlohmann::json> Read(const std::string& mcp_session, const std::string& uri,
+                                      std::shared_ptr<codemode::CancelToken> cancel = nullptr);
 
   // A Resource object (resources/list) of `session`'s file.
   static nlohmann::json Describe(const std::string& session, const OutFile& file);

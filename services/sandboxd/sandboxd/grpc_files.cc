@@ -1,5 +1,8 @@
 // The sandbox.v1 file rpcs (UploadFile, DownloadFile, ListFiles): synchronous handlers on
 // gRPC's thread pool that move bytes between the stream and the session's WorkspaceFiles.
+// Each ends its wait on the sandbox once its caller is gone (cancelled, or past its
+// deadline): a sandbox that stalls its file handling must not keep one of our threads per
+// abandoned call (--max_rpc_threads caps them all).
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -26,6 +29,11 @@ sandbox::v1::FileInfo ToProto(const FileEntry& e) {
   info.set_size(e.size);
   info.set_mtime_ms(e.mtime_ms);
   return info;
+}
+
+// Whether the rpc's caller went away (WorkspaceFiles asks while it waits).
+WorkspaceFiles::Cancelled CallerGone(grpc::ServerContext* context) {
+  return [context] { return context->IsCancelled(); };
 }
 
 grpc::Status Invalid(const std::string& why) {
@@ -62,13 +70,13 @@ grpc::Status SandboxServiceImpl::UploadFile(grpc::ServerContext* context,
     files.Abort(*id);
     return grpc::Status(grpc::StatusCode::CANCELLED, "the upload was cancelled");
   }
-  absl::StatusOr<FileEntry> written = files.Commit(*id, kFileReplyTimeout);
+  absl::StatusOr<FileEntry> written = files.Commit(*id, kFileReplyTimeout, CallerGone(context));
   if (!written.ok()) return ToGrpcStatus(written.status());
   *response = ToProto(*written);
   return grpc::Status::OK;
 }
 
-grpc::Status SandboxServiceImpl::DownloadFile(grpc::ServerContext*,
+grpc::Status SandboxServiceImpl::DownloadFile(grpc::ServerContext* context,
                                               const sandbox::v1::DownloadFileRequest* request,
                                               grpc::ServerWriter<sandbox::v1::FileChunk>* writer) {
   absl::StatusOr<std::shared_ptr<Session>> session = manager_->SessionForFiles(request->session_id());
@@ -80,7 +88,7 @@ grpc::Status SandboxServiceImpl::DownloadFile(grpc::ServerContext*,
         chunk.mutable_data()->assign(data.data(), data.size());  // reuses the buffer
         return writer->Write(chunk);
       },
-      kDownloadTimeout);
+      kDownloadTimeout, CallerGone(context));
   if (!read.ok()) return ToGrpcStatus(read.status());
   chunk.Clear();
   *chunk.mutable_info() = ToProto(*read);
@@ -88,7 +96,7 @@ grpc::Status SandboxServiceImpl::DownloadFile(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status SandboxServiceImpl::ListFiles(grpc::ServerContext*,
+grpc::Status SandboxServiceImpl::ListFiles(grpc::ServerContext* context,
                                            const sandbox::v1::ListFilesRequest* request,
                                            sandbox::v1::ListFilesResponse* response) {
   uint32_t max_entries = request->max_entries() == 0 ? kDefaultListEntries : request->max_entries();
@@ -98,7 +106,7 @@ grpc::Status SandboxServiceImpl::ListFiles(grpc::ServerContext*,
   absl::StatusOr<std::shared_ptr<Session>> session = manager_->SessionForFiles(request->session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
   absl::StatusOr<WorkspaceFiles::Listing> listing =
-      (*session)->files().List(request->path(), max_entries, kFileReplyTimeout);
+      (*session)->files().List(request->path(), max_entries, kFileReplyTimeout, CallerGone(context));
   if (!listing.ok()) return ToGrpcStatus(listing.status());
   for (const FileEntry& e : listing->entries) *response->add_files() = ToProto(e);
   response->set_truncated(listing->truncated);

@@ -1,5 +1,6 @@
 #include "sandboxd/grpc_service.h"
 
+#include <algorithm>
 #include <deque>
 
 #include "absl/strings/str_cat.h"
@@ -43,11 +44,22 @@ class CollectingObserver : public ExecutionObserver {
   Finished finished_;
 };
 
+// What a queued message costs beyond its serialized bytes (the message objects and their
+// allocations): a flood of one-byte outputs must count for what it takes.
+constexpr size_t kQueuedMessageOverhead = 64;
+
 // Drives one Execute stream. Lifetime: deleted in OnDone. Session callbacks reach it
 // through a Bridge that OnDone detaches first, so no callback lands on a deleted reactor.
+// Messages wait in an outbox while a write is in flight; a client that stops reading
+// while its code prints would grow it without end, so it holds at most `max_outbox_bytes`
+// (one message always fits): past that the stream ends RESOURCE_EXHAUSTED and the
+// execution is cancelled, the session kept.
 class ExecuteReactor : public grpc::ServerBidiReactor<ExecuteRequest, ExecuteResponse> {
  public:
-  ExecuteReactor(SessionManager* manager) : manager_(manager), bridge_(std::make_shared<Bridge>(this)) {
+  ExecuteReactor(SessionManager* manager, size_t max_outbox_bytes)
+      : manager_(manager),
+        max_outbox_bytes_(max_outbox_bytes),
+        bridge_(std::make_shared<Bridge>(this)) {
     StartRead(&request_);
   }
 
@@ -92,6 +104,7 @@ class ExecuteReactor : public grpc::ServerBidiReactor<ExecuteRequest, ExecuteRes
     if (!ok) {
       // The client is gone; OnDone will follow.
       outbox_.clear();
+      outbox_bytes_ = 0;
       if (!finish_called_) FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "write failed"));
       return;
     }
@@ -122,13 +135,28 @@ class ExecuteReactor : public grpc::ServerBidiReactor<ExecuteRequest, ExecuteRes
     delete this;
   }
 
-  // Called by the bridge (session threads).
-  void Push(ExecuteResponse response, bool final) {
+  // Called by the bridge (session threads). Returns the execution to cancel when this
+  // message overflowed the outbox (the caller cancels it once it holds no lock).
+  std::shared_ptr<Execution> Push(ExecuteResponse response, bool final) {
     codemode::MutexLock lock(&mu_);
-    if (finish_called_) return;
+    if (finish_called_) return nullptr;
+    const size_t cost = response.ByteSizeLong() + kQueuedMessageOverhead;
+    if (!outbox_.empty() && outbox_bytes_ + cost > max_outbox_bytes_) {
+      outbox_.clear();
+      outbox_bytes_ = 0;
+      overflowed_ = true;
+      FinishLocked(grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrCat("the client did not read its Execute stream: more than ", max_outbox_bytes_,
+                       " bytes of messages were waiting (sandboxd's --max_stream_buffer_bytes); "
+                       "the execution was cancelled, the session is kept")));
+      return final ? nullptr : execution_;
+    }
     if (final) finished_seen_ = true;
+    outbox_bytes_ += cost;
     outbox_.push_back(std::move(response));
     WriteNextLocked();
+    return nullptr;
   }
 
  private:
@@ -171,8 +199,12 @@ class ExecuteReactor : public grpc::ServerBidiReactor<ExecuteRequest, ExecuteRes
 
    private:
     void Forward(ExecuteResponse r, bool final) {
-      codemode::MutexLock lock(&mu_);
-      if (reactor_) reactor_->Push(std::move(r), final);
+      std::shared_ptr<Execution> overflowed;
+      {
+        codemode::MutexLock lock(&mu_);
+        if (reactor_) overflowed = reactor_->Push(std::move(r), final);
+      }
+      if (overflowed) overflowed->Cancel();
     }
     codemode::Mutex mu_;
     ExecuteReactor* reactor_ ABSL_GUARDED_BY(mu_);
@@ -193,12 +225,17 @@ class ExecuteReactor : public grpc::ServerBidiReactor<ExecuteRequest, ExecuteRes
     absl::StatusOr<std::shared_ptr<Execution>> exec =
         req.ok() ? manager_->Execute(start.session_id(), std::move(*req), bridge_)
                  : absl::StatusOr<std::shared_ptr<Execution>>(req.status());
-    codemode::MutexLock lock(&mu_);
-    if (!exec.ok()) {
-      FinishLocked(ToGrpcStatus(exec.status()));
-      return;
+    bool overflowed;
+    {
+      codemode::MutexLock lock(&mu_);
+      if (!exec.ok()) {
+        FinishLocked(ToGrpcStatus(exec.status()));
+        return;
+      }
+      execution_ = *exec;
+      overflowed = overflowed_;
     }
-    execution_ = *exec;
+    if (overflowed) (*exec)->Cancel();  // it overflowed before we knew it (Push)
   }
 
   void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -209,6 +246,7 @@ class ExecuteReactor : public grpc::ServerBidiReactor<ExecuteRequest, ExecuteRes
     }
     current_write_ = std::move(outbox_.front());
     outbox_.pop_front();
+    outbox_bytes_ -= std::min(outbox_bytes_, current_write_.ByteSizeLong() + kQueuedMessageOverhead);
     writing_ = true;
     StartWrite(&current_write_);
   }
@@ -219,11 +257,14 @@ class ExecuteReactor : public grpc::ServerBidiReactor<ExecuteRequest, ExecuteRes
   }
 
   SessionManager* const manager_;
+  const size_t max_outbox_bytes_;
   std::shared_ptr<Bridge> bridge_;
   ExecuteRequest request_;
   codemode::Mutex mu_;
   std::shared_ptr<Execution> execution_ ABSL_GUARDED_BY(mu_);
   std::deque<ExecuteResponse> outbox_ ABSL_GUARDED_BY(mu_);
+  size_t outbox_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // ByteSizeLong + overhead of each
+  bool overflowed_ ABSL_GUARDED_BY(mu_) = false;
   ExecuteResponse current_write_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_seen_ ABSL_GUARDED_BY(mu_) = false;
@@ -309,7 +350,7 @@ grpc::Status SandboxServiceImpl::GetInfo(grpc::ServerContext*, const sandbox::v1
 
 grpc::ServerBidiReactor<ExecuteRequest, ExecuteResponse>* SandboxServiceImpl::Execute(
     grpc::CallbackServerContext*) {
-  return new ExecuteReactor(manager_);
+  return new ExecuteReactor(manager_, max_stream_buffer_bytes_);
 }
 
 }  // namespace sandboxd

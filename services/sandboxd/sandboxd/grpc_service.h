@@ -20,7 +20,13 @@ class SandboxServiceImpl final
     : public sandbox::v1::SandboxService::WithCallbackMethod_Execute<
           sandbox::v1::SandboxService::Service> {
  public:
-  explicit SandboxServiceImpl(SessionManager* manager) : manager_(manager) {}
+  // `max_stream_buffer_bytes`: what one Execute stream may hold for a client that does not
+  // read it (--max_stream_buffer_bytes); past it that stream ends RESOURCE_EXHAUSTED and
+  // its execution is cancelled (the session stays).
+  static constexpr size_t kDefaultStreamBufferBytes = 16u << 20;
+  explicit SandboxServiceImpl(SessionManager* manager,
+                              size_t max_stream_buffer_bytes = kDefaultStreamBufferBytes)
+      : manager_(manager), max_stream_buffer_bytes_(max_stream_buffer_bytes) {}
 
   grpc::Status CreateSession(grpc::ServerContext*, const sandbox::v1::CreateSessionRequest*,
                              sandbox::v1::Session*) override;
@@ -48,6 +54,7 @@ class SandboxServiceImpl final
 
  private:
   SessionManager* const manager_;
+  const size_t max_stream_buffer_bytes_;
 };
 
 }  // namespace sandboxd

@@ -1,5 +1,6 @@
 #include "sandboxd/workspace_files.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -133,7 +134,8 @@ absl::Status WorkspaceFiles::SendChunk(uint64_t id, std::string_view data, std::
   return absl::OkStatus();
 }
 
-absl::StatusOr<FileEntry> WorkspaceFiles::Commit(uint64_t id, absl::Duration timeout) {
+absl::StatusOr<FileEntry> WorkspaceFiles::Commit(uint64_t id, absl::Duration timeout,
+                                                 const Cancelled& cancelled) {
   std::string path;
   uint64_t sent;
   {
@@ -147,7 +149,7 @@ absl::StatusOr<FileEntry> WorkspaceFiles::Commit(uint64_t id, absl::Duration tim
     Abort(id);
     return absl::FailedPreconditionError(absl::StrCat("the session's runner is gone: ", s.message()));
   }
-  absl::StatusOr<FileReplyMessage> written = AwaitFinal(id, timeout);
+  absl::StatusOr<FileReplyMessage> written = AwaitFinal(id, timeout, cancelled);
   if (!written.ok()) return written.status();
   // The size is what we sent, not what the sandbox claims.
   return FileEntry{path, FileEntry::Type::kFile, sent, 0};
@@ -165,13 +167,27 @@ void WorkspaceFiles::Abort(uint64_t id) {
   if (open) (void)send_(EncodeFrame(MakeFileAbortFrame(id)));
 }
 
-absl::StatusOr<FileReplyMessage> WorkspaceFiles::AwaitFinal(uint64_t id, absl::Duration timeout) {
+WorkspaceFiles::Waited WorkspaceFiles::AwaitLocked(const absl::Condition& cond, absl::Time deadline,
+                                                   const Cancelled& cancelled) {
+  for (;;) {
+    const absl::Time slice = cancelled ? std::min(deadline, absl::Now() + kCancelPoll) : deadline;
+    if (mu_.AwaitWithDeadline(cond, slice)) return Waited::kReady;
+    if (absl::Now() >= deadline) return Waited::kTimedOut;
+    if (cancelled()) return Waited::kCancelled;
+  }
+}
+
+absl::StatusOr<FileReplyMessage> WorkspaceFiles::AwaitFinal(uint64_t id, absl::Duration timeout,
+                                                            const Cancelled& cancelled) {
+  Waited waited;
   {
     codemode::MutexLock lock(&mu_);
     auto it = transfers_.find(id);
     if (it == transfers_.end()) return absl::FailedPreconditionError("no such transfer");
     Transfer& t = it->second;
-    if (mu_.AwaitWithTimeout(absl::Condition(+[](bool* done) { return *done; }, &t.done), timeout)) {
+    waited = AwaitLocked(absl::Condition(+[](bool* done) { return *done; }, &t.done),
+                         absl::Now() + timeout, cancelled);
+    if (waited == Waited::kReady) {
       absl::Status status = t.status;
       FileReplyMessage final = std::move(t.final);
       transfers_.erase(it);
@@ -180,12 +196,14 @@ absl::StatusOr<FileReplyMessage> WorkspaceFiles::AwaitFinal(uint64_t id, absl::D
     }
   }
   Abort(id);  // an upload's temporary file goes
+  if (waited == Waited::kCancelled) return absl::CancelledError("the caller went away");
   return absl::DeadlineExceededError("the sandbox did not answer the file operation in time");
 }
 
 absl::StatusOr<FileEntry> WorkspaceFiles::Download(const std::string& path,
                                                    const std::function<bool(std::string_view)>& sink,
-                                                   absl::Duration timeout) {
+                                                   absl::Duration timeout,
+                                                   const Cancelled& cancelled) {
   absl::StatusOr<uint64_t> id = Open(FileReplyMessage::Kind::kRead, path, 0, [&](uint64_t id) {
     return MakeFileDownloadFrame(id, path, max_file_bytes_);
   });
@@ -198,8 +216,10 @@ absl::StatusOr<FileEntry> WorkspaceFiles::Download(const std::string& path,
       codemode::MutexLock lock(&mu_);
       Transfer& tr = transfers_.at(*id);
       auto ready = [](Transfer* x) { return x->done || !x->chunks.empty(); };
-      if (!mu_.AwaitWithDeadline(absl::Condition(+ready, &tr), deadline)) {
+      Waited waited = AwaitLocked(absl::Condition(+ready, &tr), deadline, cancelled);
+      if (waited != Waited::kReady) {
         transfers_.erase(*id);  // later file_data frames are dropped
+        if (waited == Waited::kCancelled) return absl::CancelledError("the caller went away");
         return absl::DeadlineExceededError("the sandbox did not send the file in time");
       }
       chunks.swap(tr.chunks);
@@ -214,18 +234,19 @@ absl::StatusOr<FileEntry> WorkspaceFiles::Download(const std::string& path,
     }
     if (done) break;
   }
-  absl::StatusOr<FileReplyMessage> read = AwaitFinal(*id, timeout);
+  absl::StatusOr<FileReplyMessage> read = AwaitFinal(*id, timeout, cancelled);
   if (!read.ok()) return read.status();
   return FileEntry{path, FileEntry::Type::kFile, read->size, read->mtime_ms};
 }
 
 absl::StatusOr<WorkspaceFiles::Listing> WorkspaceFiles::List(const std::string& path,
                                                              uint32_t max_entries,
-                                                             absl::Duration timeout) {
+                                                             absl::Duration timeout,
+                                                             const Cancelled& cancelled) {
   absl::StatusOr<uint64_t> id = Open(FileReplyMessage::Kind::kList, path, max_entries,
                                      [&](uint64_t id) { return MakeFileListFrame(id, path, max_entries); });
   if (!id.ok()) return id.status();
-  absl::StatusOr<FileReplyMessage> listed = AwaitFinal(*id, timeout);
+  absl::StatusOr<FileReplyMessage> listed = AwaitFinal(*id, timeout, cancelled);
   if (!listed.ok()) return listed.status();
   return Listing{std::move(listed->entries), listed->truncated};
 }

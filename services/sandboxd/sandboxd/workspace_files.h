@@ -30,6 +30,13 @@ namespace sandboxd {
 
 class WorkspaceFiles {
  public:
+  // Asked while a call waits on the sandbox: true once its caller went away (a cancelled
+  // or expired rpc). The wait then ends, the transfer is dropped and the call returns
+  // CANCELLED. Empty: the caller never goes away.
+  using Cancelled = std::function<bool()>;
+  // How often a waiting call asks `Cancelled` (gRPC's sync api cannot wake it).
+  static constexpr absl::Duration kCancelPoll = absl::Milliseconds(200);
+
   // `send` delivers one encoded frame (EncodeFrame) to the runner without waiting;
   // `send_bulk` delivers a file chunk from the caller's buffer, waiting for the runner to
   // take it (RunnerConnection::SendBulk), which paces uploads. A failure of either means
@@ -48,7 +55,8 @@ class WorkspaceFiles {
   // `scratch` holds the encoded frame; pass the same string for every chunk of an upload
   // and its capacity is reused.
   absl::Status SendChunk(uint64_t id, std::string_view data, std::string* scratch);
-  absl::StatusOr<FileEntry> Commit(uint64_t id, absl::Duration timeout);
+  absl::StatusOr<FileEntry> Commit(uint64_t id, absl::Duration timeout,
+                                   const Cancelled& cancelled = {});
   void Abort(uint64_t id);
 
   // Streams a file to `sink` in the runner's chunks, from the calling thread; `sink`
@@ -56,14 +64,14 @@ class WorkspaceFiles {
   // on success.
   absl::StatusOr<FileEntry> Download(const std::string& path,
                                      const std::function<bool(std::string_view)>& sink,
-                                     absl::Duration timeout);
+                                     absl::Duration timeout, const Cancelled& cancelled = {});
 
   struct Listing {
     std::vector<FileEntry> entries;
     bool truncated = false;
   };
   absl::StatusOr<Listing> List(const std::string& path, uint32_t max_entries,
-                               absl::Duration timeout);
+                               absl::Duration timeout, const Cancelled& cancelled = {});
 
   // A reply from the runner (reader thread). Replies for unknown transfers are dropped.
   void OnReply(FileReplyMessage reply);
@@ -94,7 +102,13 @@ class WorkspaceFiles {
                                 const std::function<nlohmann::json(uint64_t)>& first);
   absl::StatusOr<uint64_t> Open(Transfer t, const std::function<nlohmann::json(uint64_t)>& first);
   // Waits until transfer `id` is done, removes it and returns its final reply.
-  absl::StatusOr<FileReplyMessage> AwaitFinal(uint64_t id, absl::Duration timeout);
+  absl::StatusOr<FileReplyMessage> AwaitFinal(uint64_t id, absl::Duration timeout,
+                                              const Cancelled& cancelled);
+  enum class Waited { kReady, kTimedOut, kCancelled };
+  // Waits until `cond` holds, `deadline` passes or `cancelled` says the caller left,
+  // asking it every kCancelPoll.
+  Waited AwaitLocked(const absl::Condition& cond, absl::Time deadline, const Cancelled& cancelled)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishLocked(Transfer& t, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::function<absl::Status(std::string)> send_;

@@ -53,8 +53,8 @@ class FakeSandboxes : public Sandboxes {
     resets_.push_back(ref.session_id);
     return live_.count(ref.session_id) ? absl::OkStatus() : absl::NotFoundError("no such session");
   }
-  absl::Status UploadFile(const SandboxRef& ref, const std::string& path,
-                          const std::string& data) override {
+  absl::Status UploadFile(const SandboxRef& ref, const std::string& path, const std::string& data,
+                          std::shared_ptr<codemode::CancelToken> = nullptr) override {
     codemode::MutexLock lock(&mu_);
     uploads_.push_back({ref.session_id, path, data, executions_.size()});
     if (!live_.count(ref.session_id)) return absl::NotFoundError("no such session");
@@ -63,9 +63,9 @@ class FakeSandboxes : public Sandboxes {
     return absl::OkStatus();
   }
   // The workspace is a map of path -> bytes; directories are the prefixes of its paths.
-  absl::StatusOr<sandbox::v1::ListFilesResponse> ListFiles(const SandboxRef& ref,
-                                                           const std::string& dir,
-                                                           uint32_t max_entries) override {
+  absl::StatusOr<sandbox::v1::ListFilesResponse> ListFiles(
+      const SandboxRef& ref, const std::string& dir, uint32_t max_entries,
+      std::shared_ptr<codemode::CancelToken> = nullptr) override {
     codemode::MutexLock lock(&mu_);
     ++list_calls_;
     if (!live_.count(ref.session_id)) return absl::NotFoundError("no such session");
@@ -94,8 +94,12 @@ class FakeSandboxes : public Sandboxes {
     }
     return resp;
   }
-  absl::StatusOr<std::string> DownloadFile(const SandboxRef& ref, const std::string& path,
-                                           size_t max_bytes) override {
+  absl::StatusOr<std::string> DownloadFile(
+      const SandboxRef& ref, const std::string& path, size_t max_bytes,
+      std::shared_ptr<codemode::CancelToken> cancel = nullptr) override {
+    if (before_download) {
+      if (absl::Status s = before_download(path, cancel); !s.ok()) return s;
+    }
     codemode::MutexLock lock(&mu_);
     downloads_.push_back({ref.session_id, path});
     if (!live_.count(ref.session_id)) return absl::NotFoundError("no such session");
@@ -199,6 +203,10 @@ class FakeSandboxes : public Sandboxes {
                                                                uint32_t max_entries)>
       list_answer;
   std::function<void()> before_create;  // runs outside the fake's lock
+  // Runs first in DownloadFile, outside the lock, with the call's token; a non-OK status
+  // is the download's answer.
+  std::function<absl::Status(const std::string& path, std::shared_ptr<codemode::CancelToken>)>
+      before_download;
 
   static sandbox::v1::Finished PrintCode(const Execution& e) {
     sandbox::v1::Finished f;

@@ -7,7 +7,10 @@
 
 #include <atomic>
 #include <memory>
+#include <functional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -20,18 +23,23 @@ using ::testing::HasSubstr;
 
 class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
  public:
-  grpc::Status CreateSession(grpc::ServerContext*, const sandbox::v1::CreateSessionRequest* req,
+  grpc::Status CreateSession(grpc::ServerContext* ctx, const sandbox::v1::CreateSessionRequest* req,
                              sandbox::v1::Session* session) override {
     last_ = *req;
+    auto auth = ctx->client_metadata().find("authorization");
+    last_authorization_ =
+        auth == ctx->client_metadata().end() ? "" : std::string(auth->second.data(), auth->second.size());
     session->set_id("s-1");
     return grpc::Status::OK;
   }
   const sandbox::v1::CreateSessionRequest& last() const { return last_; }
+  const std::string& last_authorization() const { return last_authorization_; }
 
   // `download_chunks` chunks of 1 MiB of 'x', then the file's info.
   grpc::Status DownloadFile(grpc::ServerContext* ctx, const sandbox::v1::DownloadFileRequest* req,
                             grpc::ServerWriter<sandbox::v1::FileChunk>* writer) override {
     if (req->path() == "missing") return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such file");
+    if (req->path() == "stall") return Stall(ctx);
     sandbox::v1::FileChunk chunk;
     chunk.set_data(std::string(1 << 20, 'x'));
     for (int i = 0; i < download_chunks && !ctx->IsCancelled(); ++i) {
@@ -43,18 +51,42 @@ class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
     writer->Write(last);
     return grpc::Status::OK;
   }
-  grpc::Status ListFiles(grpc::ServerContext*, const sandbox::v1::ListFilesRequest* req,
+  grpc::Status ListFiles(grpc::ServerContext* ctx, const sandbox::v1::ListFilesRequest* req,
                          sandbox::v1::ListFilesResponse* resp) override {
+    if (req->path() == "stall") return Stall(ctx);
     resp->add_files()->set_path(req->path() + "/a.txt");
     resp->set_truncated(req->max_entries() == 1);
     return grpc::Status::OK;
   }
 
+  // Reads the whole upload, then waits like a stalled sandbox.
+  grpc::Status UploadFile(grpc::ServerContext* ctx,
+                          grpc::ServerReader<sandbox::v1::UploadFileRequest>* reader,
+                          sandbox::v1::FileInfo*) override {
+    sandbox::v1::UploadFileRequest m;
+    while (reader->Read(&m)) {
+    }
+    return Stall(ctx);
+  }
+
+  // A call that waits on a sandbox that never answers, until its caller cancels it (or
+  // 30 s pass: the call was not cancelled).
+  grpc::Status Stall(grpc::ServerContext* ctx) {
+    ++stalled;
+    for (int i = 0; i < 3000 && !ctx->IsCancelled(); ++i) usleep(10000);
+    if (!ctx->IsCancelled()) return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "never cancelled");
+    ++saw_cancel;
+    return grpc::Status::CANCELLED;
+  }
+
   int download_chunks = 3;
   std::atomic<int> chunks_written{0};
+  std::atomic<int> stalled{0};     // calls that began to wait
+  std::atomic<int> saw_cancel{0};  // calls that saw their caller cancel
 
  private:
   sandbox::v1::CreateSessionRequest last_;
+  std::string last_authorization_;
 };
 
 class SandboxClientTest : public ::testing::Test {
@@ -113,6 +145,77 @@ TEST_F(SandboxClientTest, ListFilesPassesThePathAndTheBound) {
   ASSERT_EQ(list->files_size(), 1);
   EXPECT_EQ(list->files(0).path(), "out/a.txt");
   EXPECT_TRUE(list->truncated());
+}
+
+// A cancelled token (a cancelled MCP request) cancels the file call in sandboxd: the server
+// sees its call cancelled, and the caller gets CANCELLED at once.
+TEST_F(SandboxClientTest, CancellingTheTokenCancelsTheFileCalls) {
+  SandboxClient client({"unix:" + socket_});
+  const SandboxRef ref{0, "s-1"};
+  std::vector<std::function<absl::Status(std::shared_ptr<codemode::CancelToken>)>> calls = {
+      [&](auto t) { return client.DownloadFile(ref, "stall", 1 << 20, t).status(); },
+      [&](auto t) { return client.ListFiles(ref, "stall", 10, t).status(); },
+      [&](auto t) { return client.UploadFile(ref, "in.txt", "abc", t); },
+  };
+  for (size_t i = 0; i < calls.size(); ++i) {
+    auto token = std::make_shared<codemode::CancelToken>();
+    absl::Status status;
+    std::thread caller([&] { status = calls[i](token); });
+    while (service_.stalled.load() <= static_cast<int>(i)) usleep(1000);
+    token->Cancel("client cancelled");
+    caller.join();
+    EXPECT_TRUE(absl::IsCancelled(status)) << i << ": " << status;
+    for (int n = 0; n < 3000 && service_.saw_cancel.load() <= static_cast<int>(i); ++n) usleep(10000);
+    EXPECT_EQ(service_.saw_cancel.load(), static_cast<int>(i) + 1) << "call " << i;
+  }
+  // A token cancelled before the call: the call does not start waiting at all.
+  auto done = std::make_shared<codemode::CancelToken>();
+  done->Cancel();
+  EXPECT_TRUE(absl::IsCancelled(client.DownloadFile(ref, "stall", 1 << 20, done).status()));
+}
+
+// Refuses calls without the bearer token, as sandboxd's --listen_tcp does.
+class RequireToken : public grpc::AuthMetadataProcessor {
+ public:
+  bool IsBlocking() const override { return false; }
+  grpc::Status Process(const InputMetadata& md, grpc::AuthContext*, OutputMetadata*,
+                       OutputMetadata*) override {
+    auto it = md.find("authorization");
+    if (it == md.end() || it->second != "Bearer secret-token-0123456789") {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "no token");
+    }
+    return grpc::Status::OK;
+  }
+};
+
+// A TCP endpoint gets the token of --sandboxd_token_file with every call; a unix socket
+// never sees it.
+TEST_F(SandboxClientTest, TcpEndpointsGetTheTokenAndUnixSocketsDoNot) {
+  RecordingSandboxd tcp_service;
+  grpc::ServerBuilder builder;
+  auto creds = grpc::experimental::LocalServerCredentials(LOCAL_TCP);
+  creds->SetAuthMetadataProcessor(std::make_shared<RequireToken>());
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", creds, &port);
+  builder.RegisterService(&tcp_service);
+  std::unique_ptr<grpc::Server> tcp_server = builder.BuildAndStart();
+  ASSERT_GT(port, 0);
+  const std::string tcp = "127.0.0.1:" + std::to_string(port);
+
+  SandboxClient with_token({tcp, "unix:" + socket_}, {}, sandbox::v1::ISOLATION_UNSPECIFIED, "",
+                           "secret-token-0123456789");
+  absl::StatusOr<SandboxRef> ref = with_token.CreateSession("owner", "label", {});
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  EXPECT_EQ(tcp_service.last_authorization(), "Bearer secret-token-0123456789");
+  SandboxClient unix_only({"unix:" + socket_}, {}, sandbox::v1::ISOLATION_UNSPECIFIED, "",
+                          "secret-token-0123456789");
+  ASSERT_TRUE(unix_only.CreateSession("owner", "label", {}).ok());
+  EXPECT_EQ(service_.last_authorization(), "");
+
+  SandboxClient without({tcp});
+  EXPECT_EQ(without.CreateSession("owner", "label", {}).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  tcp_server->Shutdown();
 }
 
 TEST(ParseIsolationFlagTest, NamesTheChoices) {

@@ -4,7 +4,10 @@
 // another's files, whatever URI it sends.
 #include "bridge/run_python.h"
 
+#include <thread>
+
 #include "absl/strings/escaping.h"
+#include "absl/synchronization/notification.h"
 #include "absl/strings/str_split.h"
 #include "bridge_fakes.h"
 #include "gmock/gmock.h"
@@ -116,6 +119,30 @@ TEST_F(WorkspaceResourcesTest, ReadReturnsTextOrABlob) {
   ASSERT_TRUE(bad.ok());
   EXPECT_TRUE((*bad)["contents"][0].contains("blob")) << "not UTF-8: sent as a blob";
   EXPECT_EQ(sandboxes_.downloads().back().path, "out/bad.txt");
+}
+
+// notifications/cancelled for a resources/read (or its session closing) cancels the
+// request's token; the download in sandboxd must end with it, not run on for its 60 s.
+TEST_F(WorkspaceResourcesTest, ACancelledReadCancelsItsDownload) {
+  Run("out/slow.bin=bytes");
+  absl::Notification started;
+  sandboxes_.before_download = [&](const std::string&, std::shared_ptr<codemode::CancelToken> t) {
+    started.Notify();
+    if (t == nullptr) return absl::InternalError("the download has no cancel token");
+    auto cancelled = std::make_shared<absl::Notification>();  // the token may outlive us
+    t->OnCancel([cancelled] { cancelled->Notify(); });
+    if (!cancelled->WaitForNotificationWithTimeout(absl::Seconds(30))) {
+      return absl::DeadlineExceededError("the download ran on after its read was cancelled");
+    }
+    return absl::CancelledError("the download was cancelled");
+  };
+  ToolCallContext ctx = Context("mcp-1");
+  absl::StatusOr<json> read;
+  std::thread reader([&] { read = tool_.ReadResource("sandbox://session/default/out/slow.bin", ctx); });
+  started.WaitForNotification();
+  ctx.cancel->Cancel("client cancelled");
+  reader.join();
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kCancelled) << read.status();
 }
 
 TEST_F(WorkspaceResourcesTest, AnotherMcpSessionCannotReadTheFiles) {

@@ -2,6 +2,7 @@
 // records frames; tests answer with OnReply) sends what a hostile sandbox could.
 #include "sandboxd/workspace_files.h"
 
+#include <atomic>
 #include <thread>
 
 #include "absl/strings/escaping.h"
@@ -209,6 +210,23 @@ TEST_F(WorkspaceFilesTest, ASilentSandboxTimesOutAndTheUploadIsAborted) {
   EXPECT_EQ(Sent().back()["type"], "file_abort");
   // A late reply for the finished transfer is dropped.
   files_.OnReply(Reply(FileReplyMessage::Kind::kWritten, id));
+  EXPECT_FALSE(files_.busy());
+}
+
+// A silent sandbox and a caller that went away (its rpc was cancelled): every wait ends
+// after one poll, not at its timeout of an hour, and nothing of the transfer stays.
+TEST_F(WorkspaceFilesTest, WaitsEndWhenTheCallerGoesAway) {
+  std::atomic<int> asked{0};
+  WorkspaceFiles::Cancelled gone = [&] { return ++asked > 0; };
+  absl::StatusOr<FileEntry> read = files_.Download(
+      "out/a", [](std::string_view) { return true; }, absl::Hours(1), gone);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kCancelled) << read.status();
+  absl::StatusOr<WorkspaceFiles::Listing> listed = files_.List("", 10, absl::Hours(1), gone);
+  EXPECT_EQ(listed.status().code(), absl::StatusCode::kCancelled) << listed.status();
+  uint64_t id = *files_.BeginUpload("a");
+  EXPECT_EQ(files_.Commit(id, absl::Hours(1), gone).status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(Sent().back()["type"], "file_abort");  // the upload's temporary file goes
+  EXPECT_EQ(asked.load(), 3);
   EXPECT_FALSE(files_.busy());
 }
 

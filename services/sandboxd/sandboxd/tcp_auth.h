@@ -1,0 +1,45 @@
+// Authentication of sandboxd's --listen_tcp port. Loopback is no boundary between the
+// users of a machine: without this, any local user could run code in, and read the files
+// of, every session. The unix socket needs none (its 0700 directory is the boundary).
+//
+// The TCP port takes only loopback peers (gRPC's local credentials) and only calls that
+// carry `authorization: Bearer <token>`, the token read from --tcp_token_file (created 0600
+// with a random token when it does not exist yet; refused when another user could read it).
+//
+//   ASSIGN_OR_RETURN(std::string token, LoadOrCreateTcpToken("/etc/sandboxd/tcp-token"));
+//   builder.AddListeningPort("127.0.0.1:50051", TcpServerCredentials(token));
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/security/auth_metadata_processor.h"
+
+namespace sandboxd {
+
+// The token in `path`: the file must be a regular file of ours that no other user may
+// read or write, holding at least 32 characters (surrounding whitespace is ignored). A
+// missing file is created (O_EXCL, 0600) with 64 random hex digits, in a directory that
+// must exist already (it is never chmod'ed).
+absl::StatusOr<std::string> LoadOrCreateTcpToken(const std::string& path);
+
+// Accepts a call whose metadata has `authorization: Bearer <token>` (compared in constant
+// time; the header is then hidden from the handlers), UNAUTHENTICATED otherwise.
+class BearerTokenProcessor : public grpc::AuthMetadataProcessor {
+ public:
+  explicit BearerTokenProcessor(std::string token) : expected_("Bearer " + std::move(token)) {}
+  bool IsBlocking() const override { return false; }
+  grpc::Status Process(const InputMetadata& auth_metadata, grpc::AuthContext* context,
+                       OutputMetadata* consumed_auth_metadata,
+                       OutputMetadata* response_metadata) override;
+
+ private:
+  const std::string expected_;
+};
+
+// Credentials for the TCP port: loopback peers only, and the bearer token.
+std::shared_ptr<grpc::ServerCredentials> TcpServerCredentials(const std::string& token);
+
+}  // namespace sandboxd
