@@ -315,6 +315,17 @@ absl::StatusOr<std::unique_ptr<gateway::ServerTransport>> StartTransport(
   return server;
 }
 
+gateway::UpstreamOptions UpstreamOptionsFromFlags() {
+  gateway::UpstreamOptions options;
+  options.call_timeout = absl::GetFlag(FLAGS_call_timeout);
+  options.max_catalog_bytes = absl::GetFlag(FLAGS_max_catalog_bytes_per_upstream);
+  options.stream_retry.min = absl::GetFlag(FLAGS_upstream_stream_retry_min);
+  options.stream_retry.max =
+      std::max(options.stream_retry.min, absl::GetFlag(FLAGS_upstream_stream_retry_max));
+  options.min_tools_refresh_interval = absl::GetFlag(FLAGS_min_tools_refresh_interval);
+  return options;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -334,14 +345,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   spdlog::info("{} upstream server(s) configured", configs->size());
-  gateway::UpstreamOptions upstream_options;
-  upstream_options.call_timeout = absl::GetFlag(FLAGS_call_timeout);
-  upstream_options.max_catalog_bytes = absl::GetFlag(FLAGS_max_catalog_bytes_per_upstream);
-  upstream_options.stream_retry.min = absl::GetFlag(FLAGS_upstream_stream_retry_min);
-  upstream_options.stream_retry.max = std::max(upstream_options.stream_retry.min,
-                                               absl::GetFlag(FLAGS_upstream_stream_retry_max));
-  upstream_options.min_tools_refresh_interval = absl::GetFlag(FLAGS_min_tools_refresh_interval);
-  gateway::UpstreamManager upstreams(*configs, upstream_options);
+  gateway::UpstreamManager upstreams(*configs, UpstreamOptionsFromFlags());
   upstreams.Start();
 
   std::vector<std::string> endpoints = absl::GetFlag(FLAGS_sandboxd);

@@ -74,7 +74,7 @@ void EventStream::Prime() {
 void EventStream::Keep(Event event) {
   if (forgotten_) return;
   const size_t size = event.text.size();
-  auto drop_oldest = [this] {
+  auto drop_oldest = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     bytes_ -= events_.front().text.size();
     if (events_.front().charged) options_.budget->Release(events_.front().text.size());
     events_.pop_front();
