@@ -42,7 +42,8 @@ class ScriptedSandboxes : public gateway::Sandboxes {
   int calls = 0;
 
   absl::StatusOr<ListFilesResponse> ListFiles(const gateway::SandboxRef&, const std::string& dir,
-                                              uint32_t max_entries) override {
+                                              uint32_t max_entries,
+                                              std::shared_ptr<codemode::CancelToken>) override {
     ++calls;
     if (calls > static_cast<int>(kLimits.max_directories)) __builtin_trap();
     if (dir.size() > kLimits.max_path_bytes || dir.compare(0, 3, "out") != 0) __builtin_trap();
@@ -75,11 +76,12 @@ class ScriptedSandboxes : public gateway::Sandboxes {
   }
   absl::Status DeleteSession(const gateway::SandboxRef&) override { return absl::OkStatus(); }
   absl::Status ResetSession(const gateway::SandboxRef&) override { return absl::OkStatus(); }
-  absl::Status UploadFile(const gateway::SandboxRef&, const std::string&, const std::string&) override {
+  absl::Status UploadFile(const gateway::SandboxRef&, const std::string&, const std::string&,
+                          std::shared_ptr<codemode::CancelToken>) override {
     return absl::OkStatus();
   }
   absl::StatusOr<std::string> DownloadFile(const gateway::SandboxRef&, const std::string&,
-                                           size_t) override {
+                                           size_t, std::shared_ptr<codemode::CancelToken>) override {
     return absl::NotFoundError("none");
   }
   absl::StatusOr<sandbox::v1::Finished> Execute(const gateway::SandboxRef&, const std::string&,
