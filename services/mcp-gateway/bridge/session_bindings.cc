@@ -97,9 +97,18 @@ absl::Status SessionBindings::Open(Binding& b, const std::string& mcp_session,
 
 void SessionBindings::Forget(const std::string& mcp_session, const std::string& name,
                              const std::shared_ptr<Binding>& b) {
-  codemode::MutexLock lock(&mu_);
-  auto it = bindings_.find(Key(mcp_session, name));
-  if (it != bindings_.end() && it->second == b) bindings_.erase(it);
+  {
+    codemode::MutexLock lock(&mu_);
+    auto it = bindings_.find(Key(mcp_session, name));
+    if (it == bindings_.end() || it->second != b) return;
+    bindings_.erase(it);
+  }
+  if (!b->ready()) return;
+  const SandboxRef ref = b->ref();
+  absl::Status s = sandboxes_->DeleteSession(ref);
+  if (!s.ok() && !absl::IsNotFound(s)) {
+    spdlog::warn("cannot delete lost sandbox session {}: {}", ref.session_id, std::string(s.message()));
+  }
 }
 
 void SessionBindings::Close(const std::string& mcp_session) {

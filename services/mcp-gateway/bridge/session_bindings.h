@@ -92,7 +92,9 @@ class SessionBindings {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(b.run_mu);
 
   // Drops the binding when it is still the one registered (its session was lost), so the
-  // next run of that name gets a new sandbox session.
+  // next run of that name gets a new sandbox session, and deletes the lost session in
+  // sandboxd: a lost session keeps its slot there (--max_sessions, --max_sessions_per_owner)
+  // until it is deleted, and sandboxed code can lose its session on purpose.
   void Forget(const std::string& mcp_session, const std::string& name,
               const std::shared_ptr<Binding>& b);
 

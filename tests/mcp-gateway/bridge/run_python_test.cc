@@ -157,6 +157,8 @@ TEST_F(RunPythonToolTest, ALostSessionIsRetriedOnceInANewOne) {
   EXPECT_EQ((*r)["structuredContent"]["session_reset"], true);
   EXPECT_EQ(sandboxes_.resets(), std::vector<std::string>{"s1"}) << "reset is not repeated";
   EXPECT_EQ(Run({{"code", "b"}}), "s2: b\n") << "later runs stay in the new session";
+  EXPECT_EQ(sandboxes_.deleted(), std::vector<std::string>{"s1"})
+      << "the lost session is deleted, so it gives its slot in sandboxd back";
 }
 
 TEST_F(RunPythonToolTest, ASessionLostTwiceIsAnError) {
@@ -182,6 +184,8 @@ TEST_F(RunPythonToolTest, SessionLostDuringTheRunStartsTheNextRunAfresh) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ((*r)["structuredContent"]["status"], "session_lost");
   EXPECT_THAT((*r)["content"][0]["text"].get<std::string>(), HasSubstr("next run starts in a new session"));
+  EXPECT_EQ(sandboxes_.deleted(), std::vector<std::string>{"s1"})
+      << "sandboxd counts a lost session against its caps until it is deleted";
   sandboxes_.SetScript(nullptr);
   EXPECT_EQ(Run({{"code", "2"}}), "s2: 2\n");
 }
