@@ -114,7 +114,8 @@ TEST(UpstreamManagerTest, AListChangedFloodIsCoalesced) {
   // Refreshes start >= 0.5 s apart; one may have started just before `start`.
   EXPECT_LE(refreshes, static_cast<int>(elapsed / 0.5) + 2) << "in " << elapsed << " s";
   bool has_generation = false;
-  for (const auto& t : manager.Snapshot()[0].tools) has_generation |= t.name.rfind("gen_", 0) == 0;
+  const std::vector<UpstreamStatus> snapshot = manager.Snapshot();  // outlives the loop
+  for (const auto& t : snapshot[0].tools) has_generation |= t.name.rfind("gen_", 0) == 0;
   EXPECT_TRUE(has_generation);
 }
 
