@@ -3,6 +3,8 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
@@ -35,16 +37,50 @@ void AppendHeaders(std::string& head, const std::vector<std::pair<std::string, s
 
 }  // namespace
 
-Connection::Connection(asio::ip::tcp::socket socket, const Limits& limits, const Handler& handler)
+Connection::Connection(asio::ip::tcp::socket socket, const Limits& limits, const Handler& handler,
+                       Budgets budgets)
     : socket_(std::move(socket)),
       fd_(socket_.native_handle()),
       deadline_(socket_.get_executor()),
       keepalive_(socket_.get_executor()),
       limits_(limits),
       handler_(handler),
-      reader_(limits) {}
+      reader_(limits),
+      budgets_(std::move(budgets)) {}
 
-Connection::~Connection() = default;
+Connection::~Connection() {
+  ReleaseBody();
+  ReleaseWrites(write_charged_);
+}
+
+void Connection::ChargeTo(Budgets budgets) {
+  // Nothing is queued while a request's headers are checked (the previous response was
+  // written before it was read), but move whatever is, to keep the counts exact.
+  const size_t writes = write_charged_;
+  ReleaseBody();
+  ReleaseWrites(writes);
+  budgets_ = std::move(budgets);
+  if (budgets_.writes->TryCharge(writes)) write_charged_ = writes;
+}
+
+// Charges the body being received up to `bytes` in all; false when a budget is spent.
+bool Connection::ChargeBody(size_t bytes) {
+  if (bytes <= body_charged_) return true;
+  if (!budgets_.bodies->TryCharge(bytes - body_charged_)) return false;
+  body_charged_ = bytes;
+  return true;
+}
+
+void Connection::ReleaseBody() {
+  if (body_charged_ > 0) budgets_.bodies->Release(body_charged_);
+  body_charged_ = 0;
+}
+
+void Connection::ReleaseWrites(size_t bytes) {
+  bytes = std::min(bytes, write_charged_);
+  if (bytes > 0) budgets_.writes->Release(bytes);
+  write_charged_ -= bytes;
+}
 
 void Connection::Start() {
   asio::dispatch(socket_.get_executor(), [self = shared_from_this()] { self->WaitForRequest(); });
@@ -98,31 +134,60 @@ void Connection::OnHeader(error_code ec) {
     }
   }
   if (reader_.done()) return Dispatch();
+  // Beast reserves a declared body at once; a chunked one is charged as it grows (OnBody).
+  if (!ChargeBody(reader_.parser().content_length().value_or(0))) return RefuseBusyBody();
   if (boost::beast::iequals(request_.Header("Expect"), "100-continue")) {
     QueueWrite("HTTP/1.1 100 Continue\r\n\r\n");
   }
+  phase_ = Phase::kBody;
+  ArmDeadline(limits_.body_timeout);
   ReadBody();
 }
 
+// A piece at a time, so that a chunked body is charged as it grows.
 void Connection::ReadBody() {
-  phase_ = Phase::kBody;
-  ArmDeadline(limits_.body_timeout);
-  bhttp::async_read(socket_, reader_.buffer(), reader_.parser(),
-                    [self = shared_from_this()](error_code ec, size_t) { self->OnBody(ec); });
+  bhttp::async_read_some(socket_, reader_.buffer(), reader_.parser(),
+                         [self = shared_from_this()](error_code ec, size_t) { self->OnBody(ec); });
 }
 
 void Connection::OnBody(error_code ec) {
-  DisarmDeadline();
   if (closed_) return;
-  if (ec) return ReadFailed(ec);
+  if (ec) {
+    DisarmDeadline();
+    return ReadFailed(ec);
+  }
+  if (!ChargeBody(reader_.parser().get().body().capacity())) {
+    DisarmDeadline();
+    return RefuseBusyBody();
+  }
+  if (!reader_.done()) return ReadBody();
+  DisarmDeadline();
   if (std::optional<Refusal> refusal = reader_.TakeBody(&request_)) {
     return Refuse(refusal->status, refusal->message, true);
   }
   Dispatch();
 }
 
+void Connection::RefuseBusyBody() {
+  spdlog::warn("http: request bodies being received hold the budget of their credential or of "
+               "the gateway (--max_body_bytes_in_flight[_per_credential]); refusing one");
+  Respond503("Service Unavailable: too many request bodies are being received at once "
+             "(--max_body_bytes_in_flight); retry shortly");
+}
+
+void Connection::Respond503(const std::string& message) {
+  keep_alive_ = false;
+  phase_ = Phase::kHandling;
+  ReleaseBody();
+  Response response = handler_.error(503, message);
+  response.headers.emplace_back("Retry-After", "1");
+  Respond(std::move(response));
+}
+
 void Connection::Dispatch() {
   phase_ = Phase::kHandling;
+  // The handler owns the body now; what it holds is bounded by its own limits.
+  ReleaseBody();
   reader_.Release();
   handler_.handle(shared_from_this(), std::move(request_));
 }
@@ -130,6 +195,7 @@ void Connection::Dispatch() {
 void Connection::Refuse(int status, const std::string& message, bool close) {
   if (close) keep_alive_ = false;
   phase_ = Phase::kHandling;
+  ReleaseBody();
   spdlog::debug("http: refused a request: {}", message);
   Respond(handler_.error(status, message));
 }
@@ -211,6 +277,13 @@ void Connection::QueueWrite(std::string bytes) {
     spdlog::warn("http: a client does not read its stream ({} bytes queued); closing it", out_bytes_);
     return DoClose();
   }
+  if (!budgets_.writes->TryCharge(bytes.size())) {
+    spdlog::warn("http: clients that do not read hold the budget of their credential or of the "
+                 "gateway (--max_pending_write_bytes[_per_credential]); closing one with {} "
+                 "bytes queued", write_charged_);
+    return DoClose();
+  }
+  write_charged_ += bytes.size();
   out_.push_back(std::move(bytes));
   if (!writing_) WriteNext();
 }
@@ -232,6 +305,13 @@ void Connection::WriteNext() {
 
 void Connection::OnWritten(error_code ec, size_t) {
   writing_ = false;
+  ReleaseWrites(writing_buffer_.size());
+  // An idle stream must not keep the capacity of the largest response it ever carried.
+  if (writing_buffer_.capacity() > kKeptWriteBufferBytes) {
+    std::string().swap(writing_buffer_);
+  } else {
+    writing_buffer_.clear();
+  }
   if (closed_) return;
   if (ec) return DoClose();
   last_write_ = Clock::now();
@@ -339,6 +419,9 @@ void Connection::DoClose() {
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
   out_.clear();
+  // What is being written stays charged until its write completes (OnWritten).
+  ReleaseWrites(write_charged_ - (writing_ ? writing_buffer_.size() : 0));
+  ReleaseBody();
   if (auto on_lost = std::move(stream_.on_lost)) on_lost();
   stream_ = StreamCallbacks();
   if (handler_.on_closed) handler_.on_closed(this);

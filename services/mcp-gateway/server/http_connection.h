@@ -31,6 +31,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "server/byte_budget.h"
 #include "server/http_request.h"
 
 namespace gateway {
@@ -58,7 +59,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::function<void()> on_done;
   };
 
-  Connection(boost::asio::ip::tcp::socket socket, const Limits& limits, const Handler& handler);
+  // What a connection's bytes are charged to: the request body it is receiving, and what
+  // is queued for its client and not yet taken. Past either, the request gets 503 or the
+  // connection closes (a client that does not read), like past the per-connection limits.
+  struct Budgets {
+    std::shared_ptr<ByteBudget> bodies;
+    std::shared_ptr<ByteBudget> writes;
+  };
+
+  // `budgets` until a request passes the checks (the overall ones: a client without a
+  // token gets no body read, and only short refusals written).
+  Connection(boost::asio::ip::tcp::socket socket, const Limits& limits, const Handler& handler,
+             Budgets budgets);
   ~Connection();
 
   void Start();
@@ -73,6 +85,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Deliver(std::string bytes, bool last);
   // Closes the connection (any thread). Idempotent.
   void Close();
+  // From now on, charge `budgets` (the credential a request passed the checks with). Only
+  // from Handler::check, which runs on the connection's strand.
+  void ChargeTo(Budgets budgets);
   // Whether the client sent bytes not read yet (any thread; a hint: the answer may be
   // stale, or about another socket once this one closed and its number was reused).
   bool HasUnreadInput() const;
@@ -85,6 +100,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void OnHeader(boost::system::error_code ec);
   void ReadBody();
   void OnBody(boost::system::error_code ec);
+  void RefuseBusyBody();
+  void Respond503(const std::string& message);
+  bool ChargeBody(size_t bytes);
+  void ReleaseBody();
+  void ReleaseWrites(size_t bytes);
   void Dispatch();
   void ReadFailed(boost::system::error_code ec);
   void Refuse(int status, const std::string& message, bool close);
@@ -99,6 +119,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void ArmDeadline(std::chrono::milliseconds after);
   void DisarmDeadline();
   void DoClose();
+
+  // A write buffer larger than this is freed once written, not kept for the next write.
+  static constexpr size_t kKeptWriteBufferBytes = 64 << 10;
 
   boost::asio::ip::tcp::socket socket_;
   const int fd_;  // socket_'s descriptor, for HasUnreadInput off the strand
@@ -121,6 +144,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   StreamCallbacks stream_;
   std::deque<std::string> out_;
   size_t out_bytes_ = 0;
+  Budgets budgets_;
+  size_t body_charged_ = 0;   // to budgets_.bodies, for the body being received
+  size_t write_charged_ = 0;  // to budgets_.writes: out_ and writing_buffer_
   bool writing_ = false;
   std::string writing_buffer_;
   std::chrono::steady_clock::time_point last_write_;

@@ -33,7 +33,9 @@ HttpServer::Impl::Impl(HttpServerOptions o, ToolProvider* p, ServerOptions so)
   limits.header_timeout = Ms(options.header_timeout);
   limits.body_timeout = Ms(options.body_timeout);
   limits.write_timeout = Ms(options.write_timeout);
-  replay_budget = std::make_shared<http::ReplayBudget>(options.max_replay_bytes);
+  replay_budget = std::make_shared<http::ByteBudget>(options.max_replay_bytes);
+  overall_budgets.bodies = std::make_shared<http::ByteBudget>(options.max_body_bytes_in_flight);
+  overall_budgets.writes = std::make_shared<http::ByteBudget>(options.max_pending_write_bytes);
   {
     codemode::MutexLock lock(&conns_mu);
     http::ConnectionAdmission::Caps caps;
@@ -76,7 +78,7 @@ void HttpServer::Impl::Accept() {
     boost::system::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
     const std::string peer = http::PeerOf(socket.native_handle());
-    auto conn = std::make_shared<http::Connection>(std::move(socket), limits, handler);
+    auto conn = std::make_shared<http::Connection>(std::move(socket), limits, handler, overall_budgets);
     std::shared_ptr<http::Connection> evicted;
     bool admitted;
     {
@@ -145,13 +147,31 @@ std::optional<http::Response> HttpServer::Impl::Admit(http::Connection* conn,
   size_t cap;
   {
     codemode::MutexLock lock(&conns_mu);
-    if (admission->Authenticate(conn, credential)) return std::nullopt;
+    if (admission->Authenticate(conn, credential)) {
+      conn->ChargeTo(BudgetsOf(credential));  // Check runs on the connection's strand
+      return std::nullopt;
+    }
     cap = options.max_connections_per_credential;
   }
   return Error(503, kInternalError,
                absl::StrCat("Service Unavailable: this credential holds ", cap,
                             " connections (--max_http_connections_per_credential); close one "
                             "or retry later"));
+}
+
+http::Connection::Budgets HttpServer::Impl::BudgetsOf(const std::string& credential) {
+  auto [it, added] = credential_budgets.try_emplace(credential);
+  if (added) {
+    // Without tokens every client is "anonymous": one credential, which the overall caps.
+    const bool tokens = !options.bearer_tokens.empty();
+    it->second.bodies = std::make_shared<http::ByteBudget>(
+        tokens ? options.max_body_bytes_in_flight_per_credential : options.max_body_bytes_in_flight,
+        overall_budgets.bodies);
+    it->second.writes = std::make_shared<http::ByteBudget>(
+        tokens ? options.max_pending_write_bytes_per_credential : options.max_pending_write_bytes,
+        overall_budgets.writes);
+  }
+  return it->second;
 }
 
 // The credential a request authenticated with ("token <n>"), "anonymous" without auth, ""

@@ -105,7 +105,7 @@ struct HttpSession {
   // must come with the same one, or it is told the session does not exist.
   std::string credential;
   std::shared_ptr<McpSession> mcp;
-  std::shared_ptr<http::ReplayBudget> replay_budget;  // draws on Impl::replay_budget
+  std::shared_ptr<http::ByteBudget> replay_budget;  // draws on Impl::replay_budget
   // Guarded by Impl::mu.
   struct Call {
     std::shared_ptr<http::EventStream> stream;
@@ -129,6 +129,11 @@ struct HttpServer::Impl {
   codemode::Mutex conns_mu;
   std::map<http::Connection*, std::weak_ptr<http::Connection>> conns ABSL_GUARDED_BY(conns_mu);
   std::optional<http::ConnectionAdmission> admission ABSL_GUARDED_BY(conns_mu);
+  // Request bodies being received and responses not yet taken by their clients: overall
+  // (what pre-auth connections charge), and per credential inside that (made on first use;
+  // one per token).
+  http::Connection::Budgets overall_budgets;
+  std::map<std::string, http::Connection::Budgets> credential_budgets ABSL_GUARDED_BY(conns_mu);
 
   asio::io_context ioc;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
@@ -154,7 +159,7 @@ struct HttpServer::Impl {
   // Sessions removed from `sessions` whose close has not finished, per credential: they
   // still count against max_sessions_per_credential (their calls may still run).
   std::map<std::string, size_t> closing ABSL_GUARDED_BY(mu);
-  std::shared_ptr<http::ReplayBudget> replay_budget;  // every session's draws on it
+  std::shared_ptr<http::ByteBudget> replay_budget;  // every session's draws on it
   // The threads DELETEs close their sessions on (`done` once finished); Stop joins them.
   struct DeleteThread {
     std::thread thread;
@@ -170,6 +175,8 @@ struct HttpServer::Impl {
   std::optional<http::Response> Check(http::Connection* conn, const http::Request& req);
   std::optional<http::Response> Admit(http::Connection* conn, const std::string& credential);
   std::string Credential(const http::Request& req) const;
+  http::Connection::Budgets BudgetsOf(const std::string& credential)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(conns_mu);
   void Handle(const std::shared_ptr<http::Connection>& conn, http::Request req);
   std::shared_ptr<HttpSession> FindSession(const http::Request& req, http::Response* error);
   std::shared_ptr<HttpSession> TakeSession(const http::Request& req, http::Response* error);

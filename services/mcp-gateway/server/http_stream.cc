@@ -12,26 +12,6 @@ namespace http {
 
 using json = nlohmann::json;
 
-bool ReplayBudget::TryCharge(size_t bytes) {
-  codemode::MutexLock lock(&mu_);
-  if (bytes > limit_ - std::min(limit_, used_)) return false;
-  if (parent_ && !parent_->TryCharge(bytes)) return false;
-  used_ += bytes;
-  return true;
-}
-
-void ReplayBudget::Release(size_t bytes) {
-  codemode::MutexLock lock(&mu_);
-  bytes = std::min(bytes, used_);
-  used_ -= bytes;
-  if (parent_) parent_->Release(bytes);
-}
-
-size_t ReplayBudget::used() const {
-  codemode::MutexLock lock(&mu_);
-  return used_;
-}
-
 EventStream::EventStream(Options options) : options_(options) {}
 
 EventStream::~EventStream() {

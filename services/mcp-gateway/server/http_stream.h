@@ -24,31 +24,12 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "server/byte_budget.h"
 #include "server/mcp_server.h"
 #include "base/mutex.h"
 
 namespace gateway {
 namespace http {
-
-// Bytes that EventStreams hold so that clients can resume: the events they keep, and the
-// copies a resumption replays into its connection (until that connection ends). A
-// session's budget draws on the server's (its parent) too, so both bounds hold.
-class ReplayBudget {
- public:
-  explicit ReplayBudget(size_t limit, std::shared_ptr<ReplayBudget> parent = nullptr)
-      : limit_(limit), parent_(std::move(parent)) {}
-  // All or nothing, here and in the parents.
-  bool TryCharge(size_t bytes);
-  void Release(size_t bytes);
-  size_t used() const;
-  size_t limit() const { return limit_; }
-
- private:
-  const size_t limit_;
-  const std::shared_ptr<ReplayBudget> parent_;
-  mutable codemode::Mutex mu_;
-  size_t used_ ABSL_GUARDED_BY(mu_) = 0;
-};
 
 class EventStream : public ReplySink {
  public:
@@ -61,7 +42,7 @@ class EventStream : public ReplySink {
     size_t max_events = 1000;      // kept for replay and while nobody carries the stream
     size_t max_bytes = 8u << 20;
     // Charged for kept events and replayed copies; none: unbounded (beyond max_bytes).
-    std::shared_ptr<ReplayBudget> budget;
+    std::shared_ptr<ByteBudget> budget;
   };
 
   // What carries the stream now: an HTTP response in production, a fake in tests.

@@ -94,6 +94,17 @@ struct HttpServerOptions {
   // keep is delivered live only; a resumption past the budget gets 503.
   size_t max_replay_bytes = 64u << 20;
   size_t max_replay_bytes_per_session = 16u << 20;
+  // Request bodies being received, overall and per credential; a request past either gets
+  // 503 (with Retry-After) and its connection closes. A declared Content-Length is charged
+  // when the headers arrive, a chunked body as it grows.
+  size_t max_body_bytes_in_flight = 48u << 20;
+  size_t max_body_bytes_in_flight_per_credential = 16u << 20;
+  // Response bytes queued for clients that have not read them yet, overall and per
+  // credential; the connection whose write would pass either is closed (a resumable
+  // stream can be picked up again with Last-Event-ID). Each connection also has its own
+  // 64 MiB cap.
+  size_t max_pending_write_bytes = 96u << 20;
+  size_t max_pending_write_bytes_per_credential = 48u << 20;
   // Event-loop threads. Handlers never block on a client, so a few serve thousands.
   int threads = 2;
 };

@@ -3,25 +3,14 @@
 // sessions, and sandboxd caps each owner), and sandboxed code that answers sandboxd's
 // file_list frames itself with huge listings cannot grow the gateway.
 import assert from "node:assert/strict";
-import fs from "node:fs";
-import { randomBytes } from "node:crypto";
 import { after, describe, test } from "node:test";
-import { GatewayHttp, Sandboxd, runPython, stopAll, text, writeConfig } from "./harness.mjs";
-
-function peakMiB(pid) {
-  const status = fs.readFileSync(`/proc/${pid}/status`, "utf8");
-  return Number(/VmHWM:\s+(\d+) kB/.exec(status)[1]) / 1024;
-}
+import { GatewayHttp, Sandboxd, memoryMiB, runPython, stopAll, text, writeConfig } from "./harness.mjs";
 
 // A gateway whose clients authenticate with one of two tokens (from the environment).
 async function twoTokenGateway(sandboxd, extraArgs) {
-  const gateway = new GatewayHttp({ config: writeConfig({}), sandboxd: sandboxd.endpoint, extraArgs });
-  const tokens = [randomBytes(24).toString("hex"), randomBytes(24).toString("hex")];
-  gateway.args = gateway.args.filter((a) => !a.startsWith("--token="));
-  gateway.env.MCP_GATEWAY_TOKEN = tokens.join(",");
+  const gateway = new GatewayHttp({ config: writeConfig({}), sandboxd: sandboxd.endpoint, extraArgs, tokens: 2 });
   await gateway.start();
-  const as = (i) => ({ Authorization: `Bearer ${tokens[i]}` });
-  return { gateway, as };
+  return { gateway, as: (i) => gateway.as(i) };
 }
 
 // Token A opens `mcpSessions` MCP sessions and runs in `names` sandbox sessions of each;
@@ -120,7 +109,7 @@ describe("hostile listings of out/", () => {
       assert.match(text(r), /listings replaced/);
       assert.match(text(r), /could not be listed|not listed/, text(r));
     }
-    const peak = peakMiB(gateway.proc.pid);
+    const peak = memoryMiB(gateway.proc.pid, "VmHWM");
     console.log(`gateway VmHWM after the hostile runs: ${peak.toFixed(0)} MiB`);
     assert.ok(peak < 128, `the gateway's peak memory was ${peak.toFixed(0)} MiB`);
     const list = await client.listResources();

@@ -11,14 +11,11 @@ import os from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { GatewayHttp, Sandboxd, stopAll, track, writeConfig } from "./harness.mjs";
+import {
+  GatewayHttp, Sandboxd, listToolNames, memoryMiB, stopAll, track, writeConfig,
+} from "./harness.mjs";
 
 const FLOOD = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "unauth_flood.py");
-
-function statusMiB(pid, field) {
-  const status = fs.readFileSync(`/proc/${pid}/status`, "utf8");
-  return Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)[1]) / 1024;
-}
 
 // Sends `head`, then `total` bytes of `filler` as fast as the gateway takes them (it may
 // answer and close first); resolves with what it answered and how much was sent.
@@ -42,16 +39,6 @@ function sendEndless(port, head, filler, total) {
     socket.on("close", finish);
     socket.on("error", finish);
   });
-}
-
-// initialize + tools/list with the SDK: the names of the tools.
-async function listTools(gateway) {
-  const client = await gateway.client("token-holder");
-  try {
-    return (await client.listTools()).tools.map((t) => t.name);
-  } finally {
-    await client.close();
-  }
 }
 
 describe("the HTTP front against hostile peers", () => {
@@ -79,20 +66,20 @@ describe("the HTTP front against hostile peers", () => {
     const gateway = await startGateway();
     const head = `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${gateway.token}\r\n` +
       "Content-Type: application/json\r\nAccept: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
-    const before = statusMiB(gateway.proc.pid, "VmRSS");
+    const before = memoryMiB(gateway.proc.pid, "VmRSS");
     const total = 384 << 20;
     const { reply: extension, sent: extensionSent } = await sendEndless(gateway.port, head + "1;x=", "a", total);
     const { reply: trailer, sent: trailerSent } =
       await sendEndless(gateway.port, head + "2\r\n{}\r\n0\r\nX-Trailer: ", "b", total);
-    const peak = statusMiB(gateway.proc.pid, "VmHWM");
-    const now = statusMiB(gateway.proc.pid, "VmRSS");
+    const peak = memoryMiB(gateway.proc.pid, "VmHWM");
+    const now = memoryMiB(gateway.proc.pid, "VmRSS");
     console.log(`gateway VmRSS ${before.toFixed(0)} MiB before, ${now.toFixed(0)} after, ` +
       `peak ${peak.toFixed(0)} MiB, after ${extensionSent >> 20} MiB of chunk extension and ` +
       `${trailerSent >> 20} MiB of trailer (up to ${total >> 20} MiB each, until the gateway answers)`);
     assert.match(extension, /^HTTP\/1\.1 431 /, extension.slice(0, 300));
     assert.match(trailer, /^HTTP\/1\.1 431 /, trailer.slice(0, 300));
     assert.ok(peak < 128, `the gateway's peak RSS reached ${peak.toFixed(0)} MiB`);
-    assert.deepEqual(await listTools(gateway), ["run_python"]);
+    assert.deepEqual(await listToolNames(gateway), ["run_python"]);
   });
 
   test("another local user without a token cannot keep a token holder out", async () => {
@@ -114,7 +101,7 @@ describe("the HTTP front against hostile peers", () => {
         attacker.stdout.on("data", () => { if (out.includes("holding")) resolve(); });
         attacker.once("exit", (code) => reject(new Error(`the attacker exited (${code}): ${out}`)));
       });
-      assert.deepEqual(await listTools(gateway), ["run_python"]);
+      assert.deepEqual(await listToolNames(gateway), ["run_python"]);
       assert.equal(attacker.exitCode, null, "the attack was still running");
       console.log(`attacker (uid 65534, ${3 * max} connections): ${out.trim().split("\n").pop()}`);
     } finally {

@@ -53,22 +53,25 @@ export async function startEverythingHttp(mode) {
 
 export class GatewayHttp {
   // HTTP is authenticated: each gateway gets a random token ($MCP_GATEWAY_TOKEN: a command
-  // line is readable by every local user), and client() sends it.
-  // `auth: false` starts it with --no_auth instead (for clients that cannot send headers).
-  constructor({ config, sandboxd, extraArgs = [], auth = true }) {
-    this.token = auth ? randomBytes(24).toString("hex") : "";
+  // line is readable by every local user), and client() sends it. `tokens: n` gives it n
+  // random tokens instead, one credential each (`tokens[i]`, `as(i)`); client() sends the
+  // first. `auth: false` starts it with --no_auth (for clients that cannot send headers).
+  constructor({ config, sandboxd, extraArgs = [], auth = true, tokens = 1 }) {
+    this.tokens = auth ? Array.from({ length: tokens }, () => randomBytes(24).toString("hex")) : [];
+    this.token = auth ? this.tokens[0] : "";
     this.args = [`--transport=http`, `--config=${config}`, `--sandboxd=${sandboxd}`,
       ...(auth ? [] : ["--no_auth"]), ...extraArgs];
     this.log = "";
     this.env = {};  // added to the gateway's environment
   }
-  // Headers that authenticate a raw request.
+  // Headers that authenticate a raw request (with the i-th token).
   get authHeaders() { return this.token ? { Authorization: `Bearer ${this.token}` } : {}; }
+  as(i) { return { Authorization: `Bearer ${this.tokens[i]}` }; }
   async start() {
     this.port = await freePort();
     this.proc = track(spawnTied(GATEWAY_BIN, [...this.args, `--listen=127.0.0.1:${this.port}`],
       { stdio: ["ignore", "ignore", "pipe"],
-        env: { ...process.env, ...(this.token ? { MCP_GATEWAY_TOKEN: this.token } : {}), ...this.env } }));
+        env: { ...process.env, ...(this.token ? { MCP_GATEWAY_TOKEN: this.tokens.join(",") } : {}), ...this.env } }));
     this.proc.stderr.on("data", (d) => { this.log += d; });
     await waitFor(() => canConnect({ port: this.port, host: "127.0.0.1" }), "mcp-gateway http", 30000);
     this.url = `http://127.0.0.1:${this.port}/mcp`;
@@ -85,6 +88,23 @@ export class GatewayHttp {
     this.proc.kill("SIGTERM");
     await exited;
   }
+}
+
+// The tool names a new SDK client of `gateway` lists (with the i-th token): a witness that
+// the gateway still serves a client that behaves while an attack goes on.
+export async function listToolNames(gateway, token = 0) {
+  const client = await gateway.client("witness", gateway.tokens.length ? gateway.as(token) : {});
+  try {
+    return (await client.listTools()).tools.map((t) => t.name);
+  } finally {
+    await client.close();
+  }
+}
+
+// A process's memory in MiB from /proc/<pid>/status: "VmRSS" now, "VmHWM" its peak.
+export function memoryMiB(pid, field = "VmRSS") {
+  const status = fs.readFileSync(`/proc/${pid}/status`, "utf8");
+  return Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)[1]) / 1024;
 }
 
 // An SDK client talking to a stdio gateway it spawns itself.

@@ -9,7 +9,7 @@ import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import {
-  GatewayHttp, Sandboxd, everythingStdio, rawStdioGateway, runPython, stopAll, text, waitFor,
+  GatewayHttp, Sandboxd, everythingStdio, memoryMiB, rawStdioGateway, runPython, stopAll, text, waitFor,
   writeConfig,
 } from "./harness.mjs";
 
@@ -20,15 +20,8 @@ const INIT = {
 };
 const NESTED = "[".repeat(200000) + "]".repeat(200000);
 
-function rssMiB(pid) {
-  const status = fs.readFileSync(`/proc/${pid}/status`, "utf8");
-  return Number(/VmRSS:\s+(\d+) kB/.exec(status)[1]) / 1024;
-}
-
-function peakMiB(pid) {
-  const status = fs.readFileSync(`/proc/${pid}/status`, "utf8");
-  return Number(/VmHWM:\s+(\d+) kB/.exec(status)[1]) / 1024;
-}
+const rssMiB = (pid) => memoryMiB(pid, "VmRSS");
+const peakMiB = (pid) => memoryMiB(pid, "VmHWM");
 
 function hostile(mode) {
   return { command: "python3", args: [HOSTILE, mode] };

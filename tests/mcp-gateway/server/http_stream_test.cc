@@ -151,8 +151,8 @@ json BigResult(size_t bytes) {
 // A client that never reads resumes the finished stream again and again: the superseded
 // connection is closed at once, and the budget counts the kept events plus one replay.
 TEST(EventStreamTest, ResumingAgainAndAgainHoldsOneReplayAndClosesTheSuperseded) {
-  auto global = std::make_shared<ReplayBudget>(64 << 20);
-  auto session = std::make_shared<ReplayBudget>(16 << 20, global);
+  auto global = std::make_shared<ByteBudget>(64 << 20);
+  auto session = std::make_shared<ByteBudget>(16 << 20, global);
   EventStream::Options options = PostStream(1);
   options.budget = session;
   {
@@ -189,7 +189,7 @@ TEST(EventStreamTest, ResumingAgainAndAgainHoldsOneReplayAndClosesTheSuperseded)
 }
 
 TEST(EventStreamTest, AResumptionOverTheBudgetFailsAndChangesNothing) {
-  auto session = std::make_shared<ReplayBudget>(3 << 20);
+  auto session = std::make_shared<ByteBudget>(3 << 20);
   EventStream::Options options = PostStream(1);
   options.budget = session;
   EventStream stream(options);
@@ -209,8 +209,8 @@ TEST(EventStreamTest, AResumptionOverTheBudgetFailsAndChangesNothing) {
 }
 
 TEST(EventStreamTest, AResponseTooLargeToKeepIsDeliveredLiveAndItsResumptionFails) {
-  auto global = std::make_shared<ReplayBudget>(1 << 20);
-  auto session = std::make_shared<ReplayBudget>(16 << 20, global);  // the global bound bites
+  auto global = std::make_shared<ByteBudget>(1 << 20);
+  auto session = std::make_shared<ByteBudget>(16 << 20, global);  // the global bound bites
   EventStream::Options options = PostStream(4);
   options.budget = session;
   EventStream stream(options);
@@ -228,8 +228,8 @@ TEST(EventStreamTest, AResponseTooLargeToKeepIsDeliveredLiveAndItsResumptionFail
 }
 
 TEST(EventStreamTest, ABudgetChargesItsParentAllOrNothing) {
-  auto global = std::make_shared<ReplayBudget>(100);
-  ReplayBudget a(80, global), b(80, global);
+  auto global = std::make_shared<ByteBudget>(100);
+  ByteBudget a(80, global), b(80, global);
   EXPECT_TRUE(a.TryCharge(60));
   EXPECT_FALSE(b.TryCharge(60));  // b has room, the global budget has not
   EXPECT_EQ(b.used(), 0u);

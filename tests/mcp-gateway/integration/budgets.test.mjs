@@ -1,0 +1,131 @@
+// Issue 27: bytes a token holder can make the gateway hold across connections, against the
+// real gateway and sandboxd.
+//  - Request bodies being received are charged to the credential's budget and the
+//    gateway's (--max_body_bytes_in_flight[_per_credential]): one token trickling 4 MiB
+//    bodies on many connections gets 503 past its share, and another token is served.
+//  - Responses queued for clients that do not read are charged the same way
+//    (--max_pending_write_bytes[_per_credential]): one token asking for 8 MB resources on
+//    many connections it never reads loses those connections past its share.
+// Memory is read from /proc/<pid>/status (VmHWM: the peak).
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import net from "node:net";
+import path from "node:path";
+import { after, before, describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
+import {
+  GatewayHttp, Sandboxd, listToolNames, memoryMiB, runPython, stopAll, text, track, writeConfig,
+} from "./harness.mjs";
+
+const UNREAD = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "unread_responses.py");
+const MiB = 1 << 20;
+
+let sandboxd;
+const gateways = [];
+before(async () => {
+  sandboxd = new Sandboxd();
+  await sandboxd.start();
+});
+after(async () => {
+  for (const g of gateways) await g.stop();
+  await sandboxd?.stop();
+  await stopAll();
+});
+
+async function startGateway(extraArgs = []) {
+  const g = new GatewayHttp({ config: writeConfig({}), sandboxd: sandboxd.endpoint, extraArgs, tokens: 2 });
+  gateways.push(g);
+  await g.start();
+  return g;
+}
+
+// Sends the headers of a POST declaring `length` bytes of body and all but the last byte
+// of it; resolves with the socket once the gateway answered (a refusal) or took it all
+// (the request is held, its body unfinished).
+function trickleBody(g, token, length) {
+  return new Promise((resolve) => {
+    const socket = net.connect(g.port, "127.0.0.1");
+    let reply = "";
+    let settled = false;
+    const settle = () => { if (!settled) { settled = true; resolve({ socket, reply: () => reply }); } };
+    socket.on("error", settle);
+    socket.on("close", settle);
+    socket.on("data", (d) => { reply += d; if (reply.includes("\r\n\r\n")) settle(); });
+    socket.write(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${g.port}\r\nAuthorization: Bearer ${token}\r\n` +
+      `Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n` +
+      `Content-Length: ${length}\r\n\r\n`);
+    socket.write(Buffer.alloc(length - 1, " "), () => setTimeout(settle, 50));
+  });
+}
+
+describe("what a token holder can make the gateway hold across connections", () => {
+  test("trickled bodies past the credential's budget get 503, and another token is served", async () => {
+    const g = await startGateway();
+    const [A] = g.tokens;
+    const before = memoryMiB(g.proc.pid, "VmRSS");
+    const held = [];
+    try {
+      // 48 connections of 4 MiB each: 192 MiB of bodies if the gateway held them all.
+      for (let i = 0; i < 48; i++) held.push(await trickleBody(g, A, 4 * MiB));
+      const refused = held.filter((h) => /^HTTP\/1\.1 503 /.test(h.reply()));
+      const waiting = held.filter((h) => h.reply() === "");
+      const peak = memoryMiB(g.proc.pid, "VmHWM");
+      console.log(`48 trickled 4 MiB bodies: ${waiting.length} held, ${refused.length} refused with 503; ` +
+        `gateway VmRSS ${before.toFixed(0)} MiB before, peak ${peak.toFixed(0)} MiB`);
+      assert.ok(refused.length > 0, `no body was refused: ${held[47].reply().slice(0, 200)}`);
+      assert.match(refused[0].reply(), /Retry-After: 1/);
+      assert.match(refused[0].reply(), /max_body_bytes_in_flight/);
+      // The default per-credential budget (16 MiB) holds four 4 MiB bodies at once.
+      assert.ok(waiting.length <= 4, `${waiting.length} bodies held`);
+      assert.ok(peak < before + 64, `the gateway's peak RSS reached ${peak.toFixed(0)} MiB`);
+      // Token B has a budget of its own.
+      assert.deepEqual(await listToolNames(g, 1), ["run_python"]);
+    } finally {
+      for (const h of held) h.socket.destroy();
+    }
+    // Released: A's bodies are accepted again once its connections are gone.
+    const again = await trickleBody(g, A, 4 * MiB);
+    assert.equal(again.reply(), "", "a body of A is read again");
+    again.socket.destroy();
+  });
+
+  test("responses a token's clients never read are bounded by its budget", async () => {
+    const g = await startGateway(["--spill_stdout_bytes=0"]);
+    const [A] = g.tokens;
+    const client = await g.client("token-a");
+    let session;
+    try {
+      const made = await runPython(client, "import os\nos.makedirs('out', exist_ok=True)\nopen('out/big.txt', 'w').write('x' * 8_000_000)");
+      assert.ok(!made.isError, text(made));
+      session = client.transport.sessionId;
+      const before = memoryMiB(g.proc.pid, "VmRSS");
+      const reader = track(spawn("python3", [UNREAD, String(g.port), A, session,
+        "sandbox://session/default/out/big.txt", "40"], { stdio: ["ignore", "pipe", "inherit"] }));
+      let out = "";
+      reader.stdout.on("data", (d) => { out += d; });
+      try {
+        await new Promise((resolve, reject) => {
+          reader.stdout.on("data", () => { if (out.includes("holding")) resolve(); });
+          reader.once("exit", (code) => reject(new Error(`the reader exited (${code}): ${out}`)));
+        });
+        const peak = memoryMiB(g.proc.pid, "VmHWM");
+        const now = memoryMiB(g.proc.pid, "VmRSS");
+        console.log(`40 unread 8 MB responses (${out.trim()}): gateway VmRSS ${before.toFixed(0)} MiB before, ` +
+          `${now.toFixed(0)} MiB while held, peak ${peak.toFixed(0)} MiB`);
+        // Unbounded, the gateway would hold about 40 x 8 MB = 305 MiB of queued responses.
+        // The default per-credential budget (48 MiB) keeps six; the others are closed.
+        const [, open, closed] = /holding (\d+) (\d+)/.exec(out).map(Number);
+        assert.ok(closed > 0 && open <= 6, out);
+        assert.ok(peak < before + 128, `the gateway's peak RSS reached ${peak.toFixed(0)} MiB`);
+        assert.deepEqual(await listToolNames(g, 1), ["run_python"]);
+      } finally {
+        reader.kill("SIGKILL");
+      }
+      // A's own client still works once its unread connections are gone.
+      const result = await runPython(client, "print(len(open('out/big.txt').read()))");
+      assert.match(text(result), /8000000/);
+    } finally {
+      await client.close();
+    }
+  });
+});
