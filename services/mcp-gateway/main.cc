@@ -95,11 +95,12 @@ ABSL_FLAG(uint64_t, max_replay_bytes, 64 << 20,
           "resumptions replay until their connection ends); a resumption past it gets 503.");
 ABSL_FLAG(uint64_t, max_replay_bytes_per_session, 16 << 20,
           "As --max_replay_bytes, for one MCP session.");
-ABSL_FLAG(uint64_t, max_body_bytes_in_flight, 48 << 20,
-          "Bytes of HTTP request bodies being received at once, all connections together; a "
-          "request past it gets 503 with Retry-After.");
-ABSL_FLAG(uint64_t, max_body_bytes_in_flight_per_credential, 16 << 20,
-          "As --max_body_bytes_in_flight, for the connections of one bearer token.");
+ABSL_FLAG(uint64_t, max_request_bytes_in_flight, 48 << 20,
+          "Bytes of HTTP requests being received at once (bodies, and the headers of a "
+          "connection that authenticated before), all connections together; a request past it "
+          "gets 503 with Retry-After.");
+ABSL_FLAG(uint64_t, max_request_bytes_in_flight_per_credential, 16 << 20,
+          "As --max_request_bytes_in_flight, for the connections of one bearer token.");
 ABSL_FLAG(uint64_t, max_pending_write_bytes, 96 << 20,
           "Bytes of HTTP responses queued for clients that have not read them yet, all "
           "connections together; the connection whose write passes it is closed.");
@@ -278,9 +279,9 @@ absl::StatusOr<gateway::HttpServerOptions> HttpOptionsFromFlags(std::string* tok
   http.resume_grace = absl::GetFlag(FLAGS_resume_grace);
   http.max_replay_bytes = absl::GetFlag(FLAGS_max_replay_bytes);
   http.max_replay_bytes_per_session = absl::GetFlag(FLAGS_max_replay_bytes_per_session);
-  http.max_body_bytes_in_flight = absl::GetFlag(FLAGS_max_body_bytes_in_flight);
-  http.max_body_bytes_in_flight_per_credential =
-      absl::GetFlag(FLAGS_max_body_bytes_in_flight_per_credential);
+  http.max_request_bytes_in_flight = absl::GetFlag(FLAGS_max_request_bytes_in_flight);
+  http.max_request_bytes_in_flight_per_credential =
+      absl::GetFlag(FLAGS_max_request_bytes_in_flight_per_credential);
   http.max_pending_write_bytes = absl::GetFlag(FLAGS_max_pending_write_bytes);
   http.max_pending_write_bytes_per_credential =
       absl::GetFlag(FLAGS_max_pending_write_bytes_per_credential);

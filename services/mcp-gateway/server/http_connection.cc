@@ -49,7 +49,7 @@ Connection::Connection(asio::ip::tcp::socket socket, const Limits& limits, const
       budgets_(std::move(budgets)) {}
 
 Connection::~Connection() {
-  ReleaseBody();
+  ReleaseRequest();
   ReleaseWrites(write_charged_);
 }
 
@@ -57,23 +57,25 @@ void Connection::ChargeTo(Budgets budgets) {
   // Nothing is queued while a request's headers are checked (the previous response was
   // written before it was read), but move whatever is, to keep the counts exact.
   const size_t writes = write_charged_;
-  ReleaseBody();
+  ReleaseRequest();
   ReleaseWrites(writes);
   budgets_ = std::move(budgets);
+  authenticated_ = true;
   if (budgets_.writes->TryCharge(writes)) write_charged_ = writes;
 }
 
-// Charges the body being received up to `bytes` in all; false when a budget is spent.
-bool Connection::ChargeBody(size_t bytes) {
-  if (bytes <= body_charged_) return true;
-  if (!budgets_.bodies->TryCharge(bytes - body_charged_)) return false;
-  body_charged_ = bytes;
+// Charges the request being received (its headers while they arrive, then its body) up to
+// `bytes` in all; false when a budget is spent.
+bool Connection::ChargeRequest(size_t bytes) {
+  if (bytes <= request_charged_) return true;
+  if (!budgets_.requests->TryCharge(bytes - request_charged_)) return false;
+  request_charged_ = bytes;
   return true;
 }
 
-void Connection::ReleaseBody() {
-  if (body_charged_ > 0) budgets_.bodies->Release(body_charged_);
-  body_charged_ = 0;
+void Connection::ReleaseRequest() {
+  if (request_charged_ > 0) budgets_.requests->Release(request_charged_);
+  request_charged_ = 0;
 }
 
 void Connection::ReleaseWrites(size_t bytes) {
@@ -93,6 +95,8 @@ void Connection::WaitForRequest() {
   request_ = Request();
   keep_alive_ = true;
   reader_.Reset();
+  // A kept-alive connection must not keep the buffer of the largest request it read.
+  if (reader_.buffer().capacity() > kKeptReadBufferBytes) reader_.buffer().shrink_to_fit();
   if (reader_.buffer().size() > 0) return ReadHeader();
   ArmDeadline(limits_.idle_timeout);
   socket_.async_wait(asio::ip::tcp::socket::wait_read, [self = shared_from_this()](error_code ec) {
@@ -104,6 +108,12 @@ void Connection::WaitForRequest() {
 
 void Connection::ReadHeader() {
   phase_ = Phase::kHeader;
+  // Beast buffers headers whole before parsing them, so a credential's connection is
+  // charged for the most they may take while they arrive (released once they are in, and
+  // only slow clients hold it longer than a read). Before that, a connection is one of the
+  // few pre-auth ones (--max_unauthenticated_connections): bounded without a budget that
+  // token holders could spend to keep everyone else from authenticating.
+  if (authenticated_ && !ChargeRequest(limits_.max_header_bytes)) return RefuseBusy();
   ArmDeadline(limits_.header_timeout);
   bhttp::async_read_header(socket_, reader_.buffer(), reader_.parser(),
                            [self = shared_from_this()](error_code ec, size_t) { self->OnHeader(ec); });
@@ -135,7 +145,8 @@ void Connection::OnHeader(error_code ec) {
   }
   if (reader_.done()) return Dispatch();
   // Beast reserves a declared body at once; a chunked one is charged as it grows (OnBody).
-  if (!ChargeBody(reader_.parser().content_length().value_or(0))) return RefuseBusyBody();
+  ReleaseRequest();  // the headers are in
+  if (!ChargeRequest(reader_.parser().content_length().value_or(0))) return RefuseBusy();
   if (boost::beast::iequals(request_.Header("Expect"), "100-continue")) {
     QueueWrite("HTTP/1.1 100 Continue\r\n\r\n");
   }
@@ -156,9 +167,9 @@ void Connection::OnBody(error_code ec) {
     DisarmDeadline();
     return ReadFailed(ec);
   }
-  if (!ChargeBody(reader_.parser().get().body().capacity())) {
+  if (!ChargeRequest(reader_.parser().get().body().capacity())) {
     DisarmDeadline();
-    return RefuseBusyBody();
+    return RefuseBusy();
   }
   if (!reader_.done()) return ReadBody();
   DisarmDeadline();
@@ -168,18 +179,15 @@ void Connection::OnBody(error_code ec) {
   Dispatch();
 }
 
-void Connection::RefuseBusyBody() {
-  spdlog::warn("http: request bodies being received hold the budget of their credential or of "
-               "the gateway (--max_body_bytes_in_flight[_per_credential]); refusing one");
-  Respond503("Service Unavailable: too many request bodies are being received at once "
-             "(--max_body_bytes_in_flight); retry shortly");
-}
-
-void Connection::Respond503(const std::string& message) {
+void Connection::RefuseBusy() {
+  spdlog::warn("http: requests being received hold the budget of their credential or of the "
+               "gateway (--max_request_bytes_in_flight[_per_credential]); refusing one");
   keep_alive_ = false;
   phase_ = Phase::kHandling;
-  ReleaseBody();
-  Response response = handler_.error(503, message);
+  ReleaseRequest();
+  Response response = handler_.error(503, "Service Unavailable: too many request bytes are being "
+                                          "received at once (--max_request_bytes_in_flight); "
+                                          "retry shortly");
   response.headers.emplace_back("Retry-After", "1");
   Respond(std::move(response));
 }
@@ -187,7 +195,7 @@ void Connection::Respond503(const std::string& message) {
 void Connection::Dispatch() {
   phase_ = Phase::kHandling;
   // The handler owns the body now; what it holds is bounded by its own limits.
-  ReleaseBody();
+  ReleaseRequest();
   reader_.Release();
   handler_.handle(shared_from_this(), std::move(request_));
 }
@@ -195,7 +203,7 @@ void Connection::Dispatch() {
 void Connection::Refuse(int status, const std::string& message, bool close) {
   if (close) keep_alive_ = false;
   phase_ = Phase::kHandling;
-  ReleaseBody();
+  ReleaseRequest();
   spdlog::debug("http: refused a request: {}", message);
   Respond(handler_.error(status, message));
 }
@@ -421,7 +429,7 @@ void Connection::DoClose() {
   out_.clear();
   // What is being written stays charged until its write completes (OnWritten).
   ReleaseWrites(write_charged_ - (writing_ ? writing_buffer_.size() : 0));
-  ReleaseBody();
+  ReleaseRequest();
   if (auto on_lost = std::move(stream_.on_lost)) on_lost();
   stream_ = StreamCallbacks();
   if (handler_.on_closed) handler_.on_closed(this);

@@ -59,11 +59,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::function<void()> on_done;
   };
 
-  // What a connection's bytes are charged to: the request body it is receiving, and what
-  // is queued for its client and not yet taken. Past either, the request gets 503 or the
-  // connection closes (a client that does not read), like past the per-connection limits.
+  // What a connection's bytes are charged to: the request it is receiving (headers, then
+  // body), and what is queued for its client and not yet taken. Past either, the request
+  // gets 503 or the connection closes (a client that does not read), like past the
+  // per-connection limits.
   struct Budgets {
-    std::shared_ptr<ByteBudget> bodies;
+    std::shared_ptr<ByteBudget> requests;
     std::shared_ptr<ByteBudget> writes;
   };
 
@@ -100,10 +101,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void OnHeader(boost::system::error_code ec);
   void ReadBody();
   void OnBody(boost::system::error_code ec);
-  void RefuseBusyBody();
-  void Respond503(const std::string& message);
-  bool ChargeBody(size_t bytes);
-  void ReleaseBody();
+  void RefuseBusy();
+  bool ChargeRequest(size_t bytes);
+  void ReleaseRequest();
   void ReleaseWrites(size_t bytes);
   void Dispatch();
   void ReadFailed(boost::system::error_code ec);
@@ -120,8 +120,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void DisarmDeadline();
   void DoClose();
 
-  // A write buffer larger than this is freed once written, not kept for the next write.
+  // A write buffer larger than this is freed once written, not kept for the next write;
+  // a read buffer larger than this is shrunk before the next request.
   static constexpr size_t kKeptWriteBufferBytes = 64 << 10;
+  static constexpr size_t kKeptReadBufferBytes = 4 << 10;
 
   boost::asio::ip::tcp::socket socket_;
   const int fd_;  // socket_'s descriptor, for HasUnreadInput off the strand
@@ -145,7 +147,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::deque<std::string> out_;
   size_t out_bytes_ = 0;
   Budgets budgets_;
-  size_t body_charged_ = 0;   // to budgets_.bodies, for the body being received
+  bool authenticated_ = false;  // budgets_ are a credential's
+  size_t request_charged_ = 0;  // to budgets_.requests: the request being received
   size_t write_charged_ = 0;  // to budgets_.writes: out_ and writing_buffer_
   bool writing_ = false;
   std::string writing_buffer_;

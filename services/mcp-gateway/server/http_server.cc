@@ -34,7 +34,7 @@ HttpServer::Impl::Impl(HttpServerOptions o, ToolProvider* p, ServerOptions so)
   limits.body_timeout = Ms(options.body_timeout);
   limits.write_timeout = Ms(options.write_timeout);
   replay_budget = std::make_shared<http::ByteBudget>(options.max_replay_bytes);
-  overall_budgets.bodies = std::make_shared<http::ByteBudget>(options.max_body_bytes_in_flight);
+  overall_budgets.requests = std::make_shared<http::ByteBudget>(options.max_request_bytes_in_flight);
   overall_budgets.writes = std::make_shared<http::ByteBudget>(options.max_pending_write_bytes);
   {
     codemode::MutexLock lock(&conns_mu);
@@ -164,9 +164,9 @@ http::Connection::Budgets HttpServer::Impl::BudgetsOf(const std::string& credent
   if (added) {
     // Without tokens every client is "anonymous": one credential, which the overall caps.
     const bool tokens = !options.bearer_tokens.empty();
-    it->second.bodies = std::make_shared<http::ByteBudget>(
-        tokens ? options.max_body_bytes_in_flight_per_credential : options.max_body_bytes_in_flight,
-        overall_budgets.bodies);
+    it->second.requests = std::make_shared<http::ByteBudget>(
+        tokens ? options.max_request_bytes_in_flight_per_credential : options.max_request_bytes_in_flight,
+        overall_budgets.requests);
     it->second.writes = std::make_shared<http::ByteBudget>(
         tokens ? options.max_pending_write_bytes_per_credential : options.max_pending_write_bytes,
         overall_budgets.writes);

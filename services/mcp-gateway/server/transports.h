@@ -94,11 +94,13 @@ struct HttpServerOptions {
   // keep is delivered live only; a resumption past the budget gets 503.
   size_t max_replay_bytes = 64u << 20;
   size_t max_replay_bytes_per_session = 16u << 20;
-  // Request bodies being received, overall and per credential; a request past either gets
-  // 503 (with Retry-After) and its connection closes. A declared Content-Length is charged
-  // when the headers arrive, a chunked body as it grows.
-  size_t max_body_bytes_in_flight = 48u << 20;
-  size_t max_body_bytes_in_flight_per_credential = 16u << 20;
+  // Requests being received, overall and per credential; a request past either gets 503
+  // (with Retry-After) and its connection closes. A declared Content-Length is charged when
+  // the headers arrive, a chunked body as it grows; the headers of a connection that
+  // authenticated before are charged max_header_bytes while they arrive (pre-auth
+  // connections are bounded by max_unauthenticated_connections instead).
+  size_t max_request_bytes_in_flight = 48u << 20;
+  size_t max_request_bytes_in_flight_per_credential = 16u << 20;
   // Response bytes queued for clients that have not read them yet, overall and per
   // credential; the connection whose write would pass either is closed (a resumable
   // stream can be picked up again with Last-Event-ID). Each connection also has its own

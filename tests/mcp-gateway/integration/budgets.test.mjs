@@ -1,8 +1,9 @@
 // Issue 27: bytes a token holder can make the gateway hold across connections, against the
 // real gateway and sandboxd.
-//  - Request bodies being received are charged to the credential's budget and the
-//    gateway's (--max_body_bytes_in_flight[_per_credential]): one token trickling 4 MiB
-//    bodies on many connections gets 503 past its share, and another token is served.
+//  - Requests being received are charged to the credential's budget and the gateway's
+//    (--max_request_bytes_in_flight[_per_credential]): one token trickling 4 MiB bodies,
+//    or endless headers on its kept-alive connections, gets 503 past its share, and
+//    another token is served.
 //  - Responses queued for clients that do not read are charged the same way
 //    (--max_pending_write_bytes[_per_credential]): one token asking for 8 MB resources on
 //    many connections it never reads loses those connections past its share.
@@ -14,7 +15,8 @@ import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import {
-  GatewayHttp, Sandboxd, listToolNames, memoryMiB, runPython, stopAll, text, track, writeConfig,
+  GatewayHttp, Sandboxd, listToolNames, memoryMiB, runPython, stopAll, text, track, waitFor,
+  writeConfig,
 } from "./harness.mjs";
 
 const UNREAD = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "unread_responses.py");
@@ -58,6 +60,48 @@ function trickleBody(g, token, length) {
   });
 }
 
+// initialize over a socket of its own (Connection: close); the new session's id.
+function rawInitialize(g, token) {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(g.port, "127.0.0.1");
+    const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: {
+      protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "raw", version: "1" } } });
+    let reply = "";
+    socket.on("error", reject);
+    socket.on("data", (d) => { reply += d; });
+    socket.on("close", () => {
+      const id = /Mcp-Session-Id: (\S+)/i.exec(reply);
+      if (id) resolve(id[1]); else reject(new Error(reply.slice(0, 300)));
+    });
+    socket.write(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${g.port}\r\nAuthorization: Bearer ${token}\r\n` +
+      `Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n` +
+      `Connection: close\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+  });
+}
+
+// A connection that made one request (ping, in `session`) and is kept alive: it has passed
+// the checks with `token`.
+function keptAlive(g, token, session) {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(g.port, "127.0.0.1");
+    const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" });
+    let reply = "";
+    socket.on("error", reject);
+    socket.on("data", (d) => {
+      reply += d;
+      const end = reply.indexOf("\r\n\r\n");
+      const length = /Content-Length: (\d+)/i.exec(reply);
+      if (end < 0 || !length || reply.length < end + 4 + Number(length[1])) return;
+      socket.removeAllListeners("data");
+      if (/^HTTP\/1\.1 200 /.test(reply)) resolve(socket);
+      else reject(new Error(reply.slice(0, 300)));
+    });
+    socket.write(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${g.port}\r\nAuthorization: Bearer ${token}\r\n` +
+      `Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n` +
+      `Mcp-Session-Id: ${session}\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+  });
+}
+
 describe("what a token holder can make the gateway hold across connections", () => {
   test("trickled bodies past the credential's budget get 503, and another token is served", async () => {
     const g = await startGateway();
@@ -74,7 +118,7 @@ describe("what a token holder can make the gateway hold across connections", () 
         `gateway VmRSS ${before.toFixed(0)} MiB before, peak ${peak.toFixed(0)} MiB`);
       assert.ok(refused.length > 0, `no body was refused: ${held[47].reply().slice(0, 200)}`);
       assert.match(refused[0].reply(), /Retry-After: 1/);
-      assert.match(refused[0].reply(), /max_body_bytes_in_flight/);
+      assert.match(refused[0].reply(), /max_request_bytes_in_flight/);
       // The default per-credential budget (16 MiB) holds four 4 MiB bodies at once.
       assert.ok(waiting.length <= 4, `${waiting.length} bodies held`);
       assert.ok(peak < before + 64, `the gateway's peak RSS reached ${peak.toFixed(0)} MiB`);
@@ -87,6 +131,42 @@ describe("what a token holder can make the gateway hold across connections", () 
     const again = await trickleBody(g, A, 4 * MiB);
     assert.equal(again.reply(), "", "a body of A is read again");
     again.socket.destroy();
+  });
+
+  test("headers that never end on a token's kept-alive connections are bounded by its budget", async () => {
+    const g = await startGateway(["--http_header_timeout=600s"]);
+    const [A] = g.tokens;
+    // A's requests go over sockets of their own: a kept-alive connection's next headers are
+    // charged to the credential that used it last, and the witness's pooled fetch must not
+    // ride on one of A's.
+    const session = await rawInitialize(g, A);
+    const before = memoryMiB(g.proc.pid, "VmRSS");
+    const sockets = [];
+    const replies = [];
+    try {
+      // 2000 connections x 59 KB of one header field: 113 MiB if the gateway held them all.
+      for (let i = 0; i < 2000; i++) {
+        const socket = await keptAlive(g, A, session);
+        sockets.push(socket);
+        const reply = { text: "" };
+        replies.push(reply);
+        socket.on("data", (d) => { reply.text += d; });
+        socket.write(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${g.port}\r\nX-Pad: ${"a".repeat(59000)}`);
+      }
+      await new Promise((r) => setTimeout(r, 500));  // let the last ones be read (not a bound)
+      const refused = replies.filter((r) => /^HTTP\/1\.1 503 /.test(r.text)).length;
+      const peak = memoryMiB(g.proc.pid, "VmHWM");
+      console.log(`2000 kept-alive connections sending endless headers: ${refused} refused with 503; ` +
+        `gateway VmRSS ${before.toFixed(0)} MiB before, peak ${peak.toFixed(0)} MiB`);
+      assert.ok(refused > 0, "no connection was refused");
+      assert.ok(peak < before + 64, `the gateway's peak RSS reached ${peak.toFixed(0)} MiB`);
+      assert.deepEqual(await listToolNames(g, 1), ["run_python"]);
+    } finally {
+      for (const s of sockets) s.destroy();
+    }
+    // A's budget comes back as its connections close.
+    await waitFor(() => keptAlive(g, A, session).then((s) => { s.destroy(); return true; }, () => false),
+      "a request of A is read again");
   });
 
   test("responses a token's clients never read are bounded by its budget", async () => {
