@@ -109,6 +109,10 @@ ABSL_FLAG(uint64_t, max_pending_write_bytes_per_credential, 48 << 20,
 ABSL_FLAG(uint64_t, max_catalog_bytes_per_upstream, 1 << 20,
           "Largest tool catalog (names, descriptions, schemas) of one upstream; a larger "
           "upstream is left out with the reason, the others keep working.");
+ABSL_FLAG(uint64_t, max_upstream_message_bytes, gateway::kDefaultMaxUpstreamMessageBytes,
+          "Largest single message from an upstream (a JSON response body, one SSE event, one "
+          "stdio line); reading stops there and the call gets a ToolError. At least "
+          "--max_tool_result_bytes plus 64 KiB (a result travels in a JSON-RPC envelope).");
 ABSL_FLAG(absl::Duration, upstream_stream_retry_min, absl::Milliseconds(250),
           "Shortest wait before reopening an HTTP upstream's event stream, whatever its "
           "`retry:` says (an upstream answering `retry: 0` must not make us spin).");
@@ -156,6 +160,10 @@ ABSL_FLAG(std::string, isolation, "",
 namespace {
 
 namespace fs = std::filesystem;
+
+// Room for the JSON-RPC envelope around a tool result (and its escaping differences)
+// within --max_upstream_message_bytes.
+constexpr uint64_t kUpstreamEnvelopeBytes = 64 << 10;
 
 std::string ConfigHome() {
   if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x) return x;
@@ -332,7 +340,7 @@ absl::StatusOr<std::unique_ptr<gateway::ServerTransport>> StartTransport(
   return server;
 }
 
-gateway::UpstreamOptions UpstreamOptionsFromFlags() {
+absl::StatusOr<gateway::UpstreamOptions> UpstreamOptionsFromFlags() {
   gateway::UpstreamOptions options;
   options.call_timeout = absl::GetFlag(FLAGS_call_timeout);
   options.max_catalog_bytes = absl::GetFlag(FLAGS_max_catalog_bytes_per_upstream);
@@ -340,6 +348,14 @@ gateway::UpstreamOptions UpstreamOptionsFromFlags() {
   options.stream_retry.max =
       std::max(options.stream_retry.min, absl::GetFlag(FLAGS_upstream_stream_retry_max));
   options.min_tools_refresh_interval = absl::GetFlag(FLAGS_min_tools_refresh_interval);
+  options.max_message_bytes = absl::GetFlag(FLAGS_max_upstream_message_bytes);
+  // A result the sandbox may receive must fit in the message that carries it.
+  if (options.max_message_bytes <
+      absl::GetFlag(FLAGS_max_tool_result_bytes) + kUpstreamEnvelopeBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_upstream_message_bytes must be at least --max_tool_result_bytes plus ",
+        kUpstreamEnvelopeBytes, " bytes"));
+  }
   return options;
 }
 
@@ -362,7 +378,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   spdlog::info("{} upstream server(s) configured", configs->size());
-  gateway::UpstreamManager upstreams(*configs, UpstreamOptionsFromFlags());
+  absl::StatusOr<gateway::UpstreamOptions> upstream_options = UpstreamOptionsFromFlags();
+  if (!upstream_options.ok()) {
+    spdlog::critical("{}", std::string(upstream_options.status().message()));
+    return 2;
+  }
+  gateway::UpstreamManager upstreams(*configs, *upstream_options);
   upstreams.Start();
 
   std::vector<std::string> endpoints = absl::GetFlag(FLAGS_sandboxd);

@@ -19,12 +19,15 @@ std::unique_ptr<ClientTransport> MakeTransport(const UpstreamConfig& config,
                                                const UpstreamOptions& options) {
   switch (config.type) {
     case UpstreamConfig::Type::kStdio:
-      return std::make_unique<StdioTransport>(config, options.stop_grace);
+      return std::make_unique<StdioTransport>(config, options.stop_grace,
+                                              options.max_message_bytes);
     case UpstreamConfig::Type::kStreamableHttp:
       return std::make_unique<StreamableHttpTransport>(config, options.connect_timeout,
-                                                       options.stream_retry);
+                                                       options.stream_retry,
+                                                       options.max_message_bytes);
     case UpstreamConfig::Type::kSse:
-      return std::make_unique<SseTransport>(config, options.connect_timeout);
+      return std::make_unique<SseTransport>(config, options.connect_timeout,
+                                            options.stream_retry, options.max_message_bytes);
   }
   return nullptr;
 }

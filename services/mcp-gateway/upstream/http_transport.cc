@@ -34,17 +34,22 @@ struct StreamableHttpTransport::PostResult {
   std::string body;          // of a non-SSE response (error text or the JSON response)
   std::string session_used;  // the Mcp-Session-Id the request carried
   StreamCursor cursor;       // where its SSE stream ended (empty id for a JSON response)
+  bool too_large = false;    // a message over max_message_bytes_: reading stopped there
 };
 
 struct StreamableHttpTransport::GetResult {
   httplib::Error error = httplib::Error::Success;
   int status = 0;
   bool got_event = false;
+  bool too_large = false;  // an event over max_message_bytes_: the stream was cut there
 };
 
 HttpTransportBase::HttpTransportBase(UpstreamConfig config, absl::Duration connect_timeout,
-                                     StreamRetryPolicy retry)
-    : config_(std::move(config)), connect_timeout_(connect_timeout), retry_(retry) {}
+                                     StreamRetryPolicy retry, size_t max_message_bytes)
+    : config_(std::move(config)),
+      connect_timeout_(connect_timeout),
+      retry_(retry),
+      max_message_bytes_(max_message_bytes) {}
 
 absl::Status HttpTransportBase::BeginStart(TransportCallbacks callbacks) {
   if (closing_) return absl::UnavailableError("connection closed");
@@ -104,7 +109,7 @@ StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
   req.body = wire::Dump(message);
 
   bool event_stream = false;
-  SseParser parser;
+  SseParser parser(max_message_bytes_);
   req.response_handler = [&](const httplib::Response& res) {
     result.status = res.status;
     event_stream = res.status == 200 && IsEventStream(res.get_header_value("Content-Type"));
@@ -112,22 +117,44 @@ StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
       codemode::MutexLock lock(&mu_);
       session_id_ = res.get_header_value("Mcp-Session-Id");
     }
+    // A JSON body that says it is too large is not read at all.
+    if (res.status == 200 && !event_stream &&
+        res.get_header_value<uint64_t>("Content-Length") > max_message_bytes_) {
+      result.too_large = true;
+      return false;
+    }
     return true;
   };
   req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
     if (event_stream) {
       // Dispatch each event as it arrives: progress must reach the caller before the
       // response ends the stream.
-      return parser.Feed(data, size, [&](const SseParser::Event& event) {
+      result.too_large = !parser.Feed(data, size, [&](const SseParser::Event& event) {
         if (event.event == "message") DispatchText(config_.name, event.data, on_message);
       });
+      return !result.too_large;
     }
-    size_t limit = result.status == 200 ? kMaxJsonBody : kMaxErrorBody;
-    result.body.append(data, std::min(size, limit - std::min(limit, result.body.size())));
+    if (result.status != 200) {  // an error's text: its head is enough
+      result.body.append(data, std::min(size, kMaxErrorBody - std::min(kMaxErrorBody, result.body.size())));
+      return true;
+    }
+    // The response, JSON: stop reading (httplib drops the connection) at the limit rather
+    // than hold a body of any size the server chooses.
+    if (size > max_message_bytes_ - std::min(max_message_bytes_, result.body.size())) {
+      result.too_large = true;
+      std::string().swap(result.body);
+      return false;
+    }
+    result.body.append(data, size);
     return true;
   };
   httplib::Response res;
   client.send(req, res, result.error);
+  if (result.too_large) {
+    spdlog::warn("upstream {}: a message larger than {} bytes (--max_upstream_message_bytes) "
+                 "in the answer to {}; not read", config_.name, max_message_bytes_,
+                 wire::MethodOf(message));
+  }
   if (result.error == httplib::Error::Success && result.status == 200 && !event_stream &&
       !result.body.empty()) {
     DispatchText(config_.name, result.body, on_message);
@@ -153,6 +180,7 @@ absl::Status StreamableHttpTransport::Post(const json& message, HttpExchange* ex
     if (closing_ || (exchange != nullptr && exchange->abandoned)) {
       return absl::CancelledError("abandoned");
     }
+    if (r.too_large) return MessageTooLargeError(max_message_bytes_);
     if (r.error != httplib::Error::Success) {
       if (IsConnectError(r.error)) {
         *connection_lost = true;
@@ -342,7 +370,7 @@ StreamableHttpTransport::GetResult StreamableHttpTransport::GetOnce(
   }
   GetResult result;
   bool event_stream = false;
-  SseParser parser;
+  SseParser parser(max_message_bytes_);
   req.response_handler = [&](const httplib::Response& res) {
     result.status = res.status;
     event_stream = res.status == 200 && IsEventStream(res.get_header_value("Content-Type"));
@@ -350,13 +378,18 @@ StreamableHttpTransport::GetResult StreamableHttpTransport::GetOnce(
     return event_stream;  // anything else: do not read the body
   };
   req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
-    return parser.Feed(data, size, [&](const SseParser::Event& event) {
+    result.too_large = !parser.Feed(data, size, [&](const SseParser::Event& event) {
       result.got_event = true;
       if (event.event == "message") DispatchText(config_.name, event.data, on_message);
     });
+    return !result.too_large;
   };
   httplib::Response res;
   client->send(req, res, result.error);
+  if (result.too_large) {
+    spdlog::warn("upstream {}: an event larger than {} bytes (--max_upstream_message_bytes) "
+                 "on a GET stream; the stream was cut", config_.name, max_message_bytes_);
+  }
   if (event_stream) {
     // A stream that set no id leaves the old one: resuming from it is still right.
     if (!parser.last_event_id().empty()) cursor->last_event_id = parser.last_event_id();
@@ -392,6 +425,8 @@ absl::Status StreamableHttpTransport::Resume(HttpExchange* exchange, StreamCurso
     GetResult r = GetOnce(exchange, cursor, on_message);
     if (answered()) return absl::OkStatus();
     if (closing_ || exchange->abandoned) return absl::CancelledError("closing");
+    // Resuming again would only have the server send the same event again.
+    if (r.too_large) return MessageTooLargeError(max_message_bytes_);
     // (A refused GET reads no body, so httplib reports it as cancelled: look at the status.)
     if (r.status != 0 && r.status != 200) {
       return absl::UnavailableError(absl::StrCat(

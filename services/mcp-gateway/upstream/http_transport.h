@@ -43,7 +43,8 @@ struct HttpExchange;  // one HTTP exchange on its own thread (http_transport_com
 class HttpTransportBase : public ClientTransport {
  public:
   HttpTransportBase(UpstreamConfig config, absl::Duration connect_timeout,
-                    StreamRetryPolicy retry = {});
+                    StreamRetryPolicy retry = {},
+                    size_t max_message_bytes = kDefaultMaxUpstreamMessageBytes);
 
  protected:
   // Start()'s first step: refuses once Close() began, parses the URL, keeps the callbacks.
@@ -58,6 +59,8 @@ class HttpTransportBase : public ClientTransport {
   const UpstreamConfig config_;
   const absl::Duration connect_timeout_;
   const StreamRetryPolicy retry_;
+  // The largest message (JSON body, SSE event) read from the server; see UpstreamOptions.
+  const size_t max_message_bytes_;
   HttpUrl url_;
   TransportCallbacks callbacks_;
   codemode::Mutex start_mu_;  // Close() waits for a Start() in progress

@@ -32,7 +32,6 @@ namespace {
 
 using nlohmann::json;
 
-inline constexpr size_t kMaxJsonBody = 256u << 20;
 inline constexpr size_t kMaxErrorBody = 2048;
 // Streams (request responses, GET streams) are ended by stop(), not by a read timeout:
 // a tool call may legitimately be silent for a long time.

@@ -50,7 +50,8 @@ void SseTransport::RunStream() {
   bool event_stream = false;
   std::string content_type;
   std::string body;
-  SseParser parser;
+  SseParser parser(max_message_bytes_);
+  bool too_large = false;
   auto forward = [this](json m) {
     if (callbacks_.on_message) callbacks_.on_message(std::move(m));
   };
@@ -65,7 +66,7 @@ void SseTransport::RunStream() {
       if (body.size() < kMaxErrorBody) body.append(data, std::min(size, kMaxErrorBody));
       return true;
     }
-    return parser.Feed(data, size, [&](const SseParser::Event& event) {
+    too_large = !parser.Feed(data, size, [&](const SseParser::Event& event) {
       if (event.event == "endpoint") {
         std::string endpoint = ResolveUrl(config_.url, std::string(absl::StripAsciiWhitespace(event.data)));
         auto parsed = ParseHttpUrl(endpoint);
@@ -81,13 +82,18 @@ void SseTransport::RunStream() {
         DispatchText(config_.name, event.data, forward);
       }
     });
+    return !too_large;
   };
   httplib::Response res;
   httplib::Error error = httplib::Error::Success;
   client->send(req, res, error);
 
   std::string reason;
-  if (IsConnectError(error)) {
+  if (too_large) {
+    // The one stream carries every answer, and which request the event answered is not
+    // known: all calls in flight fail with this reason, and the manager reconnects.
+    reason = std::string(MessageTooLargeError(max_message_bytes_).message());
+  } else if (IsConnectError(error)) {
     reason = DescribeConnectFailure(url_, kProbeTimeout);
   } else if (error != httplib::Error::Success) {
     reason = absl::StrCat("SSE stream failed: ", httplib::to_string(error));

@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "upstream/message_id.h"
 #include "upstream/process.h"
 #include "spdlog/spdlog.h"
 #include "base/mutex.h"
@@ -34,7 +35,6 @@ using nlohmann::json;
 namespace {
 
 constexpr size_t kMaxStderrLineBytes = 64u << 10;
-constexpr size_t kMaxLineBytes = 16u << 20;       // a message larger than this is dropped
 constexpr size_t kMaxLoggedLineBytes = 4096;      // stderr lines are truncated in the log
 constexpr auto kWriteTimeout = std::chrono::seconds(30);  // a server that stops reading
 
@@ -93,8 +93,9 @@ std::string AbsolutePath(const std::string& path) {
 
 }  // namespace
 
-StdioTransport::StdioTransport(UpstreamConfig config, absl::Duration stop_grace)
-    : config_(std::move(config)), stop_grace_(stop_grace) {}
+StdioTransport::StdioTransport(UpstreamConfig config, absl::Duration stop_grace,
+                               size_t max_message_bytes)
+    : config_(std::move(config)), stop_grace_(stop_grace), max_message_bytes_(max_message_bytes) {}
 
 StdioTransport::~StdioTransport() { Close(); }
 
@@ -155,7 +156,7 @@ absl::Status StdioTransport::Send(const json& message) {
 }
 
 void StdioTransport::ReadStdout() {
-  LineFramer framer(kMaxLineBytes);
+  LineFramer framer(max_message_bytes_);
   auto on_line = [this](const std::string& line) {
     if (line.find_first_not_of(" \t") == std::string::npos) return;
     absl::StatusOr<json> message = codemode::ParseUntrustedJson(line, "stdout line");
@@ -166,9 +167,25 @@ void StdioTransport::ReadStdout() {
     }
     if (callbacks_.on_message) callbacks_.on_message(std::move(*message));
   };
-  auto on_oversized = [this] {
-    spdlog::error("upstream {}: message larger than {} bytes dropped", config_.name,
-                  kMaxLineBytes);
+  // An oversized line is skipped as it arrives; the scanner, fed the same bytes, finds
+  // its id by the line's end, and the request it answers fails then with the reason.
+  MessageIdScanner scanner;
+  bool oversized = false;
+  auto on_oversized = [&] { oversized = true; };
+  auto feed = [&](const char* data, size_t size) {
+    while (size > 0) {
+      const char* newline = static_cast<const char*>(std::memchr(data, '\n', size));
+      const size_t piece = newline ? static_cast<size_t>(newline - data) + 1 : size;
+      scanner.Feed(data, newline ? piece - 1 : piece);
+      framer.Feed(data, piece, on_line, on_oversized);
+      if (newline) {
+        if (oversized) DropOversized(scanner.id());
+        oversized = false;
+        scanner.Reset();
+      }
+      data += piece;
+      size -= piece;
+    }
   };
   std::vector<char> chunk(64 * 1024);
   bool eof = false;
@@ -186,7 +203,7 @@ void StdioTransport::ReadStdout() {
       eof = true;
       break;
     }
-    framer.Feed(chunk.data(), static_cast<size_t>(n), on_line, on_oversized);
+    feed(chunk.data(), static_cast<size_t>(n));
   }
   if (closing_) return;
   // The child closed stdout, normally by exiting. Wait briefly for its exit status and the
@@ -198,6 +215,15 @@ void StdioTransport::ReadStdout() {
   }
   std::string reason = exited ? ExitDescription() : "server closed its stdout";
   if (!closing_ && callbacks_.on_closed) callbacks_.on_closed(reason);
+}
+
+void StdioTransport::DropOversized(const json& id) {
+  spdlog::error("upstream {}: a message larger than {} bytes (--max_upstream_message_bytes) "
+                "dropped{}", config_.name, max_message_bytes_,
+                id.is_null() ? "" : absl::StrCat("; it answered request ", wire::Dump(id)));
+  if (!id.is_null() && callbacks_.on_request_failed) {
+    callbacks_.on_request_failed(id, MessageTooLargeError(max_message_bytes_));
+  }
 }
 
 void StdioTransport::ReadStderr() {

@@ -22,7 +22,9 @@ namespace gateway {
 
 class StdioTransport : public ClientTransport {
  public:
-  StdioTransport(UpstreamConfig config, absl::Duration stop_grace);
+  // A stdout line over `max_message_bytes` is skipped as it arrives, never buffered.
+  StdioTransport(UpstreamConfig config, absl::Duration stop_grace,
+                 size_t max_message_bytes = kDefaultMaxUpstreamMessageBytes);
   ~StdioTransport() override;  // Close()s
 
   absl::Status Start(TransportCallbacks callbacks, absl::Duration timeout) override;
@@ -34,6 +36,9 @@ class StdioTransport : public ClientTransport {
  private:
   void ReadStdout();
   void ReadStderr();
+  // A stdout line over max_message_bytes_ was skipped: logs it, and fails the request it
+  // answered (`id`, null when it had none).
+  void DropOversized(const nlohmann::json& id);
   // Reaps the child if it has exited (or waits for it, with `block`). True once reaped.
   bool Reap(bool block);
   // Polls Reap() until the child exited or `timeout` passed (or Close() began, with
@@ -45,6 +50,7 @@ class StdioTransport : public ClientTransport {
 
   const UpstreamConfig config_;
   const absl::Duration stop_grace_;
+  const size_t max_message_bytes_;
   TransportCallbacks callbacks_;
 
   pid_t pid_ = -1;

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 
@@ -50,6 +51,15 @@ class ClientTransport {
   // every thread. Idempotent.
   virtual void Close() = 0;
 };
+
+// Why a request failed when the upstream answered it with a message over `limit` bytes
+// (UpstreamOptions::max_message_bytes): what the caller (sandboxed code) reads, after the
+// upstream's and the tool's names (UpstreamManager::CallTool adds them).
+inline absl::Status MessageTooLargeError(size_t limit) {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the upstream sent a message larger than ", limit,
+      " bytes (--max_upstream_message_bytes); it was not read"));
+}
 
 // The transport for an upstream's configured type.
 std::unique_ptr<ClientTransport> MakeTransport(const UpstreamConfig& config,

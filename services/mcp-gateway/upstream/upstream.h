@@ -78,6 +78,9 @@ struct StreamRetryPolicy {
   absl::Duration lived = absl::Seconds(10);
 };
 
+// The default of UpstreamOptions::max_message_bytes (--max_upstream_message_bytes).
+inline constexpr size_t kDefaultMaxUpstreamMessageBytes = 16u << 20;
+
 struct UpstreamOptions {
   absl::Duration call_timeout = absl::Seconds(60);
   absl::Duration connect_timeout = absl::Seconds(30);
@@ -91,6 +94,11 @@ struct UpstreamOptions {
   // receives them, JSON-escaped) may be at most this large. A larger one is left out, with
   // the reason, so one upstream can never make run_python fail for every client.
   size_t max_catalog_bytes = 1u << 20;
+  // One message from an upstream (a JSON response body, one SSE event's data, one stdio
+  // line) may be at most this large; reading stops there, before it is buffered whole. A
+  // larger response fails its call with an error naming the upstream and
+  // --max_upstream_message_bytes; the connection stays up for other calls.
+  size_t max_message_bytes = kDefaultMaxUpstreamMessageBytes;
   StreamRetryPolicy stream_retry;
   // A flood of tools/list_changed is coalesced: one tools/list at a time per upstream, at
   // most one per this interval, and the MCP clients hear of a refresh only when the

@@ -23,15 +23,15 @@ using testing::WaitFor;
 class HttpUpstreamTest : public ::testing::Test {
  protected:
   // Starts the fake server with `args` and a manager connected to it.
-  void Connect(std::vector<std::string> args, bool legacy = false) {
+  void Connect(std::vector<std::string> args, bool legacy = false,
+               UpstreamOptions options = testing::TestOptions()) {
     log_ = dir_.File("events.log");
     args.insert(args.begin(), {legacy ? "sse" : "http", "--log", log_});
     ASSERT_TRUE(server_.Start(args));
     UpstreamConfig config = legacy ? testing::SseConfig("fake", server_.url("/sse"))
                                    : testing::HttpConfig("fake", server_.url("/mcp"));
     config.headers = {{"X-Test", "yes"}};
-    manager_ = std::make_unique<UpstreamManager>(std::vector<UpstreamConfig>{config},
-                                                 testing::TestOptions());
+    manager_ = std::make_unique<UpstreamManager>(std::vector<UpstreamConfig>{config}, options);
     manager_->Start();
     manager_->WaitInitial(absl::Seconds(30));
   }
@@ -115,6 +115,40 @@ TEST_F(HttpUpstreamTest, LegacySseStreamDropDisconnectsThenReconnects) {
   ASSERT_TRUE(WaitFor([&] { return Call("echo", {{"message", "again"}}).ok(); }));
   EXPECT_EQ(testing::CountEvents(log_, "initialize"), 2);
 }
+
+// An answer over max_message_bytes is not read whole (a JSON body, an SSE event): its call
+// fails with an error naming the upstream and the flag, and the next call works.
+class OversizedAnswerTest : public HttpUpstreamTest,
+                            public ::testing::WithParamInterface<std::vector<std::string>> {};
+
+TEST_P(OversizedAnswerTest, FailsTheCallClearlyAndTheUpstreamStillServes) {
+  const bool legacy = GetParam().size() == 1 && GetParam()[0] == "legacy";
+  UpstreamOptions options = testing::TestOptions();
+  options.max_message_bytes = 1u << 20;
+  Connect(legacy ? std::vector<std::string>{} : GetParam(), legacy, options);
+  ASSERT_TRUE(manager_->Snapshot()[0].connected) << manager_->Snapshot()[0].error;
+  auto fits = Call("big", {{"bytes", 900 << 10}});
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  EXPECT_EQ(TextOf(*fits).size(), 900u << 10);
+  auto r = Call("big", {{"bytes", 2 << 20}});
+  ASSERT_FALSE(r.ok());
+  // (The legacy transport's one stream carries every answer: it is cut, which fails the
+  // calls in flight with the reason, and the manager reconnects.)
+  EXPECT_EQ(r.status().code(), legacy ? absl::StatusCode::kUnavailable
+                                      : absl::StatusCode::kResourceExhausted)
+      << r.status();
+  EXPECT_NE(r.status().message().find("upstream \"fake\" tool \"big\": the upstream sent a "
+                                      "message larger than 1048576 bytes "
+                                      "(--max_upstream_message_bytes)"),
+            std::string::npos)
+      << r.status();
+  ASSERT_TRUE(WaitFor([&] { return Call("echo", {{"message", "again"}}).ok(); }));
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, OversizedAnswerTest,
+                         ::testing::Values(std::vector<std::string>{"--json"},
+                                           std::vector<std::string>{},
+                                           std::vector<std::string>{"legacy"}));
 
 TEST_F(HttpUpstreamTest, ServerGoingAwayIsNoticedWithoutACall) {
   Connect({});

@@ -175,6 +175,29 @@ TEST(StdioUpstreamTest, StubbornServerGetsSigtermThenSigkill) {
   EXPECT_EQ(testing::CountEvents(log, "sigterm"), 1);
 }
 
+// A stdout line over max_message_bytes is skipped as it arrives, and the call it answered
+// fails with the reason (not at its timeout); the server keeps serving.
+TEST(StdioUpstreamTest, AnOversizedAnswerFailsItsCallAndTheServerStillServes) {
+  UpstreamOptions options = testing::TestOptions();
+  options.max_message_bytes = 1u << 20;
+  UpstreamManager manager({testing::StdioConfig("fake", {})}, options);
+  manager.Start();
+  manager.WaitInitial(absl::Seconds(30));
+  auto fits = manager.CallTool("fake", "big", {{"bytes", 900 << 10}}, {});
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  EXPECT_EQ(TextOf(*fits).size(), 900u << 10);
+  auto r = manager.CallTool("fake", "big", {{"bytes", 3 << 20}}, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  EXPECT_NE(r.status().message().find("larger than 1048576 bytes (--max_upstream_message_bytes)"),
+            std::string::npos)
+      << r.status();
+  auto echo = manager.CallTool("fake", "echo", {{"message", "still here"}}, {});
+  ASSERT_TRUE(echo.ok()) << echo.status();
+  EXPECT_EQ(TextOf(*echo), "still here");
+  manager.Stop();
+}
+
 TEST(StdioUpstreamTest, PendingCallsFailWhenStopping) {
   UpstreamManager manager({testing::StdioConfig("fake", {})}, testing::TestOptions());
   manager.Start();

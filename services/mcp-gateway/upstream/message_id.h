@@ -1,0 +1,45 @@
+// MessageIdScanner: the top-level "id" of a JSON-RPC message, found as the message's bytes
+// stream past, in constant memory. For a message too large to keep (a stdio line over
+// --max_upstream_message_bytes): the request it answered can then fail at once, with the
+// reason, instead of waiting out its timeout.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "nlohmann/json.hpp"
+
+namespace gateway {
+
+class MessageIdScanner {
+ public:
+  // Feeds the next bytes of one message (JSON text; it need not be valid or complete).
+  void Feed(const char* data, size_t size);
+  // The id of the response so far: the top-level object's "id", a number or a string;
+  // null when there was none (yet), or it was anything else, or longer than a sane id, or
+  // the message has a "method" (a request of the server's: its id is not one of ours).
+  nlohmann::json id() const;
+  // For the next message.
+  void Reset() { *this = MessageIdScanner(); }
+
+ private:
+  void Step(char c);
+  void Capture(char c);
+  void EndCapture();
+
+  static constexpr size_t kMaxKeyBytes = 8;   // longer keys are not "id" anyway
+  static constexpr size_t kMaxIdBytes = 256;  // ids are counters and short strings
+  int depth_ = 0;
+  bool in_string_ = false;
+  bool escape_ = false;
+  bool expect_key_ = false;  // at depth 1, the next string is a key
+  bool in_key_ = false;
+  std::string key_;          // the last key at depth 1 (cut at kMaxKeyBytes + 1)
+  bool capturing_ = false;   // inside the value of the top-level "id"
+  bool too_long_ = false;
+  bool has_method_ = false;
+  std::string value_;        // the raw text of that value, while capturing
+  std::string found_;        // the raw text of the complete value
+};
+
+}  // namespace gateway

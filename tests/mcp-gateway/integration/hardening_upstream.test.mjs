@@ -1,0 +1,67 @@
+// An upstream MCP server against the gateway, with the real binaries (issue 27): a hostile
+// HTTP upstream answering a tool call with a 400 MiB message (a JSON body, chunked or with
+// a Content-Length, or one SSE event) must not make the gateway hold it. Reading stops at
+// --max_upstream_message_bytes, the sandboxed code gets an error that names the upstream
+// and the flag, and the same upstream still answers the next call.
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import { after, before, describe, test } from "node:test";
+import { GatewayHttp, Sandboxd, runPython, stopAll, text, writeConfig } from "./harness.mjs";
+import { startHugeAnswerUpstream } from "./fixtures/huge_answer_upstream.mjs";
+
+const BIG = 400 << 20;
+
+function statusMiB(pid, field) {
+  const status = fs.readFileSync(`/proc/${pid}/status`, "utf8");
+  return Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)[1]) / 1024;
+}
+
+describe("an upstream's answers against the gateway", () => {
+  let sandboxd;
+  let upstream;
+  let gateway;
+
+  before(async () => {
+    sandboxd = new Sandboxd();
+    await sandboxd.start();
+    upstream = await startHugeAnswerUpstream();
+  });
+  after(async () => {
+    await gateway?.stop();
+    await upstream?.close();
+    await sandboxd?.stop();
+    await stopAll();
+  });
+
+  test("a 400 MiB answer is not read whole; the call fails clearly and the upstream still serves", async () => {
+    gateway = new GatewayHttp({
+      config: writeConfig({ huge: { type: "http", url: upstream.url } }),
+      sandboxd: sandboxd.endpoint,
+    });
+    await gateway.start();
+    const client = await gateway.client("hostile-upstream");
+    const before = statusMiB(gateway.proc.pid, "VmRSS");
+    const r = await runPython(client, [
+      "for tool in ['big', 'big_sized', 'big_sse']:",
+      "    try:",
+      `        r = await getattr(mcp_huge, tool)(bytes=${BIG})`,
+      "        print(tool, 'RESULT', len(str(r)))",
+      "    except Exception as e:",
+      "        print(tool, 'ERR', str(e)[:300])",
+      "print('small:', await mcp_huge.small())",
+    ].join("\n"), { timeout_seconds: 240 }, { timeout: 300000 });
+    await client.close();
+    const peak = statusMiB(gateway.proc.pid, "VmHWM");
+    const out = text(r);
+    console.log(`gateway VmRSS ${before.toFixed(0)} MiB before, peak ${peak.toFixed(0)} MiB after ` +
+      `three ${BIG >> 20} MiB answers; the upstream got to write ` +
+      `${JSON.stringify(Object.fromEntries(Object.entries(upstream.sent).map(([k, v]) => [k, v >> 20])))} MiB\n${out}`);
+    assert.equal(gateway.proc.exitCode, null, gateway.log.slice(-2000));
+    assert.ok(peak < 200, `the gateway's peak RSS reached ${peak.toFixed(0)} MiB`);
+    for (const tool of ["big", "big_sized", "big_sse"]) {
+      assert.match(out, new RegExp(`${tool} ERR .*upstream "huge" tool "${tool}": the upstream ` +
+        `sent a message larger than 16777216 bytes \\(--max_upstream_message_bytes\\)`), out);
+    }
+    assert.match(out, /small: .*ok-small/, out);
+  });
+});

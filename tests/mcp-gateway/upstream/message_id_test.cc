@@ -1,0 +1,62 @@
+// MessageIdScanner: the id of a response found in its bytes, whatever their order and
+// however they are split, without keeping the message.
+#include "upstream/message_id.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace gateway {
+namespace {
+
+using nlohmann::json;
+
+json Scan(const std::string& text, size_t piece = 1) {
+  MessageIdScanner scanner;
+  for (size_t i = 0; i < text.size(); i += piece) {
+    scanner.Feed(text.data() + i, std::min(piece, text.size() - i));
+  }
+  return scanner.id();
+}
+
+TEST(MessageIdScannerTest, FindsTheIdBeforeOrAfterAHugeResult) {
+  const std::string big(1 << 20, 'A');
+  const std::string first = R"({"jsonrpc":"2.0","id":7,"result":{"text":")" + big + R"("}})";
+  // The TypeScript SDK writes the id last.
+  const std::string last = R"({"result":{"content":[{"text":")" + big + R"("}]},"jsonrpc":"2.0", "id" : "r-9"})";
+  for (size_t piece : {size_t{1}, size_t{7}, size_t{4096}}) {
+    EXPECT_EQ(Scan(first, piece), json(7));
+    EXPECT_EQ(Scan(last, piece), json("r-9"));
+  }
+}
+
+TEST(MessageIdScannerTest, IgnoresIdsInsideValuesAndStrings) {
+  EXPECT_EQ(Scan(R"({"result":{"id":5},"note":"\"id\":6","id":8})"), json(8));
+  EXPECT_EQ(Scan(R"({"result":{"id":5}})"), json(nullptr));
+  EXPECT_EQ(Scan(R"(["id",5])"), json(nullptr));
+}
+
+TEST(MessageIdScannerTest, AnIncompleteOrOddIdIsNone) {
+  EXPECT_EQ(Scan(R"({"id":12)"), json(nullptr));  // not ended yet
+  EXPECT_EQ(Scan(R"({"id":{"a":1},"result":1})"), json(nullptr));
+  EXPECT_EQ(Scan(R"({"id":1.5,"result":1})"), json(nullptr));
+  EXPECT_EQ(Scan(R"({"id":")" + std::string(1000, 'x') + R"(","result":1})"), json(nullptr));
+}
+
+TEST(MessageIdScannerTest, ARequestOfTheServersIsNoAnswer) {
+  EXPECT_EQ(Scan(R"({"id":3,"method":"sampling/createMessage","params":{}})"), json(nullptr));
+}
+
+TEST(MessageIdScannerTest, ResetStartsOver) {
+  MessageIdScanner scanner;
+  const std::string one = R"({"id":1,"result":{}})";
+  scanner.Feed(one.data(), one.size());
+  EXPECT_EQ(scanner.id(), json(1));
+  scanner.Reset();
+  const std::string two = R"({"result":{},"id":2})";
+  scanner.Feed(two.data(), two.size());
+  EXPECT_EQ(scanner.id(), json(2));
+}
+
+}  // namespace
+}  // namespace gateway
