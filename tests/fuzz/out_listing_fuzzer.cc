@@ -100,7 +100,7 @@ class ScriptedSandboxes : public gateway::Sandboxes {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Reader in(data, size);
   ScriptedSandboxes sandboxes(&in);
-  absl::StatusOr<gateway::OutListing> listing = gateway::ListOut(sandboxes, {}, kLimits);
+  absl::StatusOr<gateway::OutListing> listing = gateway::ListOut(sandboxes, {}, kLimits, /*cancel=*/nullptr);  // no request to cancel
   if (!listing.ok()) return 0;
   if (listing->files.size() > kLimits.max_files) __builtin_trap();
   size_t bytes = 0;

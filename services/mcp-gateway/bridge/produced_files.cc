@@ -56,7 +56,8 @@ absl::StatusOr<std::string> PercentDecode(absl::string_view in) {
 }  // namespace
 
 absl::StatusOr<OutListing> ListOut(Sandboxes& sandboxes, const SandboxRef& ref,
-                                   const OutLimits& limits) {
+                                   const OutLimits& limits,
+                                   const std::shared_ptr<codemode::CancelToken>& cancel) {
   OutListing listing;
   std::deque<std::pair<std::string, uint32_t>> dirs = {{kOutDir, 0}};  // path, depth
   uint32_t listed = 0;
@@ -79,11 +80,14 @@ absl::StatusOr<OutListing> ListOut(Sandboxes& sandboxes, const SandboxRef& ref,
       listing.truncated = true;  // directories left unlisted may hold files
       break;
     }
+    if (cancel != nullptr && cancel->cancelled()) {
+      return absl::CancelledError(absl::StrCat("the walk of out/ stopped: ", cancel->reason()));
+    }
     ++listed;
     // Room for the files still wanted and for the directories that may still be walked.
     const uint32_t room = limits.max_files - static_cast<uint32_t>(listing.files.size()) +
                           limits.max_directories;
-    absl::StatusOr<sandbox::v1::ListFilesResponse> entries = sandboxes.ListFiles(ref, dir, room);
+    absl::StatusOr<sandbox::v1::ListFilesResponse> entries = sandboxes.ListFiles(ref, dir, room, cancel);
     if (!entries.ok()) {
       // out/ itself missing is "nothing produced"; a subdirectory that vanished since its
       // parent was listed is skipped.

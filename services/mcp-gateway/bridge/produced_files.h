@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -52,9 +53,12 @@ struct OutListing {
 };
 
 // Walks out/ of the session's workspace. A missing out/ is an empty listing; symlinks and
-// special files are skipped (only regular files are produced files).
+// special files are skipped (only regular files are produced files). The walk is the
+// work of the run behind it: each ListFiles carries `cancel` (the run's token, nullable),
+// and once it is cancelled the walk lists nothing more and answers CANCELLED.
 absl::StatusOr<OutListing> ListOut(Sandboxes& sandboxes, const SandboxRef& ref,
-                                   const OutLimits& limits);
+                                   const OutLimits& limits,
+                                   const std::shared_ptr<codemode::CancelToken>& cancel);
 
 // The files of `after` that `before` lacks or has with another size or mtime. Both sorted
 // by path.

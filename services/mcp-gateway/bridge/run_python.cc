@@ -143,7 +143,7 @@ void RunPythonTool::SpillStdout(const SandboxRef& ref, Run& run, Finished& f) {
 }
 
 void RunPythonTool::ReportProducedFiles(SessionBindings::Binding& binding, Run& run) {
-  absl::StatusOr<OutListing> changed = resources_.Refresh(binding);
+  absl::StatusOr<OutListing> changed = resources_.Refresh(binding, run.ctx->cancel);
   if (!changed.ok()) {
     run.report->notes.push_back(
         absl::StrCat("the files under /workspace/out/ could not be listed: ", changed.status().message()));

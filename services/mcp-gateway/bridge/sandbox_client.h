@@ -67,13 +67,13 @@ class SandboxClient : public Sandboxes {
   absl::Status DeleteSession(const SandboxRef& ref) override;
   absl::Status ResetSession(const SandboxRef& ref) override;
   absl::Status UploadFile(const SandboxRef& ref, const std::string& path, const std::string& data,
-                          std::shared_ptr<codemode::CancelToken> cancel = nullptr) override;
+                          std::shared_ptr<codemode::CancelToken> cancel) override;
   absl::StatusOr<sandbox::v1::ListFilesResponse> ListFiles(
       const SandboxRef& ref, const std::string& path, uint32_t max_entries,
-      std::shared_ptr<codemode::CancelToken> cancel = nullptr) override;
+      std::shared_ptr<codemode::CancelToken> cancel) override;
   absl::StatusOr<std::string> DownloadFile(
       const SandboxRef& ref, const std::string& path, size_t max_bytes,
-      std::shared_ptr<codemode::CancelToken> cancel = nullptr) override;
+      std::shared_ptr<codemode::CancelToken> cancel) override;
 
   // One Execute stream; cancelling the token sends `cancel` on it (see Sandboxes).
   absl::StatusOr<sandbox::v1::Finished> Execute(const SandboxRef& ref, const std::string& code,

@@ -39,23 +39,25 @@ class Sandboxes {
                                                    const sandbox::v1::Catalog& catalog) = 0;
   virtual absl::Status DeleteSession(const SandboxRef& ref) = 0;
   virtual absl::Status ResetSession(const SandboxRef& ref) = 0;
-  // The file calls end early, CANCELLED, when `cancel` (nullable) is cancelled: the MCP
-  // request behind them was cancelled or its session closed, and sandboxd stops waiting on
-  // the sandbox for it. (The default keeps callers without a request, such as the walk of
-  // out/, short.)
+  // The file calls end early, CANCELLED, when `cancel` is cancelled: the MCP request
+  // behind them (a run, a resources/read) was cancelled or its session closed, and sandboxd
+  // stops waiting on the sandbox for it. Every caller passes its request's token; nullptr
+  // only where no request stands behind the call (say why there). No default argument: a
+  // default on a virtual is bound by the static type, and it let the walk of out/ forget
+  // the run's token.
   // Writes `data` to `path` in the session's workspace (sandboxd's UploadFile).
   virtual absl::Status UploadFile(const SandboxRef& ref, const std::string& path,
                                   const std::string& data,
-                                  std::shared_ptr<codemode::CancelToken> cancel = nullptr) = 0;
+                                  std::shared_ptr<codemode::CancelToken> cancel) = 0;
   // One directory of the workspace (sandboxd's ListFiles); NOT_FOUND when it is missing.
   virtual absl::StatusOr<sandbox::v1::ListFilesResponse> ListFiles(
       const SandboxRef& ref, const std::string& path, uint32_t max_entries,
-      std::shared_ptr<codemode::CancelToken> cancel = nullptr) = 0;
+      std::shared_ptr<codemode::CancelToken> cancel) = 0;
   // The bytes of a workspace file (sandboxd's DownloadFile); RESOURCE_EXHAUSTED, without
   // reading on, when it is longer than `max_bytes`.
   virtual absl::StatusOr<std::string> DownloadFile(
       const SandboxRef& ref, const std::string& path, size_t max_bytes,
-      std::shared_ptr<codemode::CancelToken> cancel = nullptr) = 0;
+      std::shared_ptr<codemode::CancelToken> cancel) = 0;
 
   // Runs code; returns the Finished message, or the rpc's status (NOT_FOUND and
   // FAILED_PRECONDITION: the session is gone; UNAVAILABLE, ...). `catalog` (nullable)

@@ -17,8 +17,9 @@ WorkspaceResources::WorkspaceResources(Sandboxes* sandboxes, SessionBindings* bi
                                        ResourceOptions options)
     : sandboxes_(sandboxes), bindings_(bindings), options_(options) {}
 
-absl::StatusOr<OutListing> WorkspaceResources::Refresh(SessionBindings::Binding& binding) {
-  absl::StatusOr<OutListing> now = ListOut(*sandboxes_, binding.ref(), options_.limits);
+absl::StatusOr<OutListing> WorkspaceResources::Refresh(
+    SessionBindings::Binding& binding, const std::shared_ptr<codemode::CancelToken>& cancel) {
+  absl::StatusOr<OutListing> now = ListOut(*sandboxes_, binding.ref(), options_.limits, cancel);
   if (!now.ok()) return now.status();
   OutListing changed;
   changed.files = ChangedFiles(binding.out_listing().files, now->files);

@@ -10,7 +10,7 @@
 // (or nothing): there is no table of owners to get wrong.
 //
 //   WorkspaceResources resources(&sandboxes, &bindings, {});
-//   absl::StatusOr<OutListing> changed = resources.Refresh(binding);   // run lock held
+//   absl::StatusOr<OutListing> changed = resources.Refresh(binding, ctx.cancel);  // run lock held
 //   absl::StatusOr<json> list = resources.List(mcp_session, cursor);  // resources/list
 //   absl::StatusOr<json> contents = resources.Read(mcp_session, uri, ctx.cancel);  // resources/read
 #pragma once
@@ -42,8 +42,10 @@ class WorkspaceResources {
 
   // Walks the binding's out/ (its sandbox session exists), keeps the walk for List() and
   // returns the files created or changed since the previous walk (`truncated` when the
-  // walk stopped at a limit).
-  absl::StatusOr<OutListing> Refresh(SessionBindings::Binding& binding);
+  // walk stopped at a limit). CANCELLED, keeping the previous walk, once `cancel` (the
+  // run's token, nullable) is cancelled: the next run's walk reports what this one missed.
+  absl::StatusOr<OutListing> Refresh(SessionBindings::Binding& binding,
+                                     const std::shared_ptr<codemode::CancelToken>& cancel);
 
   // The result of resources/list from `cursor` ("" for the first page; else a nextCursor
   // of an earlier page: INVALID_ARGUMENT when it is not one), and of
@@ -56,7 +58,7 @@ class WorkspaceResources {
   // max_read_bytes; CANCELLED once `cancel` (the request's token, nullable) is cancelled,
   // which also cancels the download in sandboxd.
   absl::StatusOr<nlohmann::json> Read(const std::string& mcp_session, const std::string& uri,
-                                      std::shared_ptr<codemode::CancelToken> cancel = nullptr);
+                                      std::shared_ptr<codemode::CancelToken> cancel);
 
   // A Resource object (resources/list) of `session`'s file.
   static nlohmann::json Describe(const std::string& session, const OutFile& file);

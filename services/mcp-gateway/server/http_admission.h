@@ -16,9 +16,14 @@
 //     every slot from the others.
 //   - A new connection is refused only when `max_connections` are open and all of them
 //     belong to credentials.
+// Telling a loopback client's user takes a query to the kernel, needed only to choose a
+// connection to evict: such a connection comes with a PeerResolver instead of its peer,
+// run once, only when a new connection finds a cap reached (then for every pre-auth
+// connection not yet resolved, the new one included). Below the caps nobody is asked.
 //
 //   ConnectionAdmission admission({4096, 256, 2048});
 //   auto a = admission.Add(conn, "uid 1000");  // a.admitted; close a.evict if set
+//   auto b = admission.AddUnresolved(conn2, [addr] { return ResolvePeer(addr); });
 //   admission.Authenticate(conn, "token 0");   // false: the credential is at its cap
 //   admission.Remove(conn);
 #pragma once
@@ -51,9 +56,15 @@ class ConnectionAdmission {
   // How many of the oldest pre-auth connections an eviction looks at.
   static constexpr size_t kEvictionCandidates = 16;
 
+  // Tells a connection's peer (a non-empty string); runs under the caller's lock.
+  using PeerResolver = std::function<std::string()>;
+
   // A connection from `peer` was accepted.
   Admission Add(const void* conn, const std::string& peer,
                 const HasUnreadInput& has_unread_input = nullptr);
+  // A connection was accepted whose peer `resolve` tells when an eviction needs it.
+  Admission AddUnresolved(const void* conn, PeerResolver resolve,
+                          const HasUnreadInput& has_unread_input = nullptr);
   // `conn` passed the checks with `credential`. False when that credential already holds
   // its cap of connections (or `conn` is unknown: it was evicted); the connection then
   // stays as it was. A kept-alive connection that authenticates with another credential
@@ -69,16 +80,22 @@ class ConnectionAdmission {
  private:
   struct Entry {
     uint64_t order;          // accept order, for evicting the oldest pre-auth connection
-    std::string peer;
+    std::string peer;        // "" until resolved
+    PeerResolver resolve;    // set while `peer` is ""
     std::string credential;  // "" while pre-auth
   };
 
+  Admission AddEntry(const void* conn, std::string peer, PeerResolver resolve,
+                     const HasUnreadInput& has_unread_input);
+  // Resolves the peer of every pre-auth connection still unresolved.
+  void ResolvePreAuthPeers();
   void ForgetPreAuth(const Entry& entry);
 
   Caps caps_;
   uint64_t next_order_ = 0;
   std::map<const void*, Entry> conns_;
-  // Pre-auth connections by peer, each by accept order (oldest first).
+  // Pre-auth connections by peer, each by accept order (oldest first); those whose peer is
+  // not resolved yet under "".
   std::map<std::string, std::map<uint64_t, const void*>> pre_auth_;
   size_t pre_auth_count_ = 0;
   std::map<std::string, size_t> per_credential_;

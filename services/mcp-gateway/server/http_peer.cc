@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <optional>
 
@@ -16,6 +17,8 @@
 namespace gateway {
 namespace http {
 namespace {
+
+std::atomic<uint64_t> lookups{0};
 
 bool IsLoopback(const sockaddr_storage& a) {
   if (a.ss_family == AF_INET) {
@@ -45,6 +48,7 @@ void SetEnd(const sockaddr_storage& a, __be16* port, __be32* addr) {
 // The uid owning the client's end of a loopback connection: the socket whose source is
 // our peer address and whose destination is our own.
 std::optional<uint32_t> LoopbackPeerUid(const sockaddr_storage& self, const sockaddr_storage& peer) {
+  lookups.fetch_add(1, std::memory_order_relaxed);
   const int nl = ::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
   if (nl < 0) return std::nullopt;
   struct {
@@ -78,26 +82,43 @@ std::optional<uint32_t> LoopbackPeerUid(const sockaddr_storage& self, const sock
   return uid;
 }
 
-}  // namespace
-
-std::string PeerOf(int fd) {
-  sockaddr_storage self{}, peer{};
-  socklen_t self_len = sizeof self, peer_len = sizeof peer;
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &self_len) != 0 ||
-      ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0 ||
-      (peer.ss_family != AF_INET && peer.ss_family != AF_INET6)) {
-    return "unknown";
-  }
-  if (IsLoopback(peer)) {
-    if (auto uid = LoopbackPeerUid(self, peer)) return absl::StrCat("uid ", *uid);
-  }
+std::string AddressText(const sockaddr_storage& peer) {
   char text[INET6_ADDRSTRLEN] = {};
-  const void* addr = peer.ss_family == AF_INET
-                         ? static_cast<const void*>(&reinterpret_cast<sockaddr_in&>(peer).sin_addr)
-                         : static_cast<const void*>(&reinterpret_cast<sockaddr_in6&>(peer).sin6_addr);
+  const void* addr =
+      peer.ss_family == AF_INET
+          ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in&>(peer).sin_addr)
+          : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6&>(peer).sin6_addr);
   ::inet_ntop(peer.ss_family, addr, text, sizeof text);
   return absl::StrCat("addr ", text);
 }
+
+}  // namespace
+
+PeerAddress AddressOf(int fd) {
+  PeerAddress a;
+  socklen_t self_len = sizeof a.self, peer_len = sizeof a.peer;
+  a.known = ::getsockname(fd, reinterpret_cast<sockaddr*>(&a.self), &self_len) == 0 &&
+            ::getpeername(fd, reinterpret_cast<sockaddr*>(&a.peer), &peer_len) == 0 &&
+            (a.peer.ss_family == AF_INET || a.peer.ss_family == AF_INET6);
+  return a;
+}
+
+std::string QuickPeerOf(const PeerAddress& address) {
+  if (!address.known) return "unknown";
+  return IsLoopback(address.peer) ? "" : AddressText(address.peer);
+}
+
+std::string ResolvePeer(const PeerAddress& address) {
+  if (!address.known) return "unknown";
+  if (IsLoopback(address.peer)) {
+    if (auto uid = LoopbackPeerUid(address.self, address.peer)) return absl::StrCat("uid ", *uid);
+  }
+  return AddressText(address.peer);
+}
+
+std::string PeerOf(int fd) { return ResolvePeer(AddressOf(fd)); }
+
+uint64_t PeerLookups() { return lookups.load(std::memory_order_relaxed); }
 
 }  // namespace http
 }  // namespace gateway

@@ -77,19 +77,26 @@ void HttpServer::Impl::Accept() {
     }
     boost::system::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
-    const std::string peer = http::PeerOf(socket.native_handle());
+    // Who the peer is matters only when a connection must be evicted: a loopback client's
+    // user (a sock_diag query) is asked then, not on every accept (http_admission.h).
+    const http::PeerAddress address = http::AddressOf(socket.native_handle());
+    const std::string peer = http::QuickPeerOf(address);
     auto conn = std::make_shared<http::Connection>(std::move(socket), limits, handler, overall_budgets);
     std::shared_ptr<http::Connection> evicted;
     bool admitted;
     {
       codemode::MutexLock lock(&conns_mu);
+      auto has_unread_input = [this](const void* key) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        // Runs inside Add, under conns_mu.
+        auto it = conns.find(static_cast<http::Connection*>(const_cast<void*>(key)));
+        auto other = it == conns.end() ? nullptr : it->second.lock();
+        return other && other->HasUnreadInput();
+      };
       const http::ConnectionAdmission::Admission a =
-          admission->Add(conn.get(), peer, [this](const void* key) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            // Runs inside Add, under conns_mu.
-            auto it = conns.find(static_cast<http::Connection*>(const_cast<void*>(key)));
-            auto other = it == conns.end() ? nullptr : it->second.lock();
-            return other && other->HasUnreadInput();
-          });
+          peer.empty() ? admission->AddUnresolved(
+                             conn.get(), [address] { return http::ResolvePeer(address); },
+                             has_unread_input)
+                       : admission->Add(conn.get(), peer, has_unread_input);
       admitted = a.admitted;
       if (admitted) conns[conn.get()] = conn;
       if (a.evict) {

@@ -54,7 +54,7 @@ class FakeSandboxes : public Sandboxes {
     return live_.count(ref.session_id) ? absl::OkStatus() : absl::NotFoundError("no such session");
   }
   absl::Status UploadFile(const SandboxRef& ref, const std::string& path, const std::string& data,
-                          std::shared_ptr<codemode::CancelToken> = nullptr) override {
+                          std::shared_ptr<codemode::CancelToken>) override {
     codemode::MutexLock lock(&mu_);
     uploads_.push_back({ref.session_id, path, data, executions_.size()});
     if (!live_.count(ref.session_id)) return absl::NotFoundError("no such session");
@@ -65,9 +65,11 @@ class FakeSandboxes : public Sandboxes {
   // The workspace is a map of path -> bytes; directories are the prefixes of its paths.
   absl::StatusOr<sandbox::v1::ListFilesResponse> ListFiles(
       const SandboxRef& ref, const std::string& dir, uint32_t max_entries,
-      std::shared_ptr<codemode::CancelToken> = nullptr) override {
+      std::shared_ptr<codemode::CancelToken> cancel) override {
+    if (before_list) before_list(dir, cancel);
     codemode::MutexLock lock(&mu_);
     ++list_calls_;
+    list_tokens_.push_back(cancel);
     if (!live_.count(ref.session_id)) return absl::NotFoundError("no such session");
     if (list_answer) return list_answer(dir, max_entries);
     std::map<std::string, sandbox::v1::FileInfo> entries;  // by path
@@ -96,7 +98,7 @@ class FakeSandboxes : public Sandboxes {
   }
   absl::StatusOr<std::string> DownloadFile(
       const SandboxRef& ref, const std::string& path, size_t max_bytes,
-      std::shared_ptr<codemode::CancelToken> cancel = nullptr) override {
+      std::shared_ptr<codemode::CancelToken> cancel) override {
     if (before_download) {
       if (absl::Status s = before_download(path, cancel); !s.ok()) return s;
     }
@@ -120,6 +122,11 @@ class FakeSandboxes : public Sandboxes {
   int list_calls() {
     codemode::MutexLock lock(&mu_);
     return list_calls_;
+  }
+  // The token each ListFiles came with, in order (nullptr when it came with none).
+  std::vector<std::shared_ptr<codemode::CancelToken>> list_tokens() {
+    codemode::MutexLock lock(&mu_);
+    return list_tokens_;
   }
   struct Download {
     std::string session_id, path;
@@ -203,6 +210,8 @@ class FakeSandboxes : public Sandboxes {
                                                                uint32_t max_entries)>
       list_answer;
   std::function<void()> before_create;  // runs outside the fake's lock
+  // Runs first in ListFiles, outside the lock, with the directory and the call's token.
+  std::function<void(const std::string& dir, std::shared_ptr<codemode::CancelToken>)> before_list;
   // Runs first in DownloadFile, outside the lock, with the call's token; a non-OK status
   // is the download's answer.
   std::function<absl::Status(const std::string& path, std::shared_ptr<codemode::CancelToken>)>
@@ -231,6 +240,7 @@ class FakeSandboxes : public Sandboxes {
   std::map<std::string, std::map<std::string, File>> files_ ABSL_GUARDED_BY(mu_);  // by session
   int64_t clock_ ABSL_GUARDED_BY(mu_) = 1700000000000;
   int list_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::shared_ptr<codemode::CancelToken>> list_tokens_ ABSL_GUARDED_BY(mu_);
   std::vector<Download> downloads_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, sandbox::v1::Catalog> catalogs_ ABSL_GUARDED_BY(mu_);
   Script script_ ABSL_GUARDED_BY(mu_);

@@ -122,25 +122,26 @@ TEST_F(SandboxClientTest, SessionsAskForTheConfiguredIsolation) {
   EXPECT_EQ(service_.last().isolation(), sandbox::v1::ISOLATION_UNSPECIFIED);
 }
 
+// The calls below stand for no request (nullptr: no token); tokens are tested further down.
 TEST_F(SandboxClientTest, DownloadsReturnTheBytesWithinTheCap) {
   SandboxClient client({"unix:" + socket_});
-  absl::StatusOr<std::string> data = client.DownloadFile({0, "s-1"}, "out/a.bin", 8u << 20);
+  absl::StatusOr<std::string> data = client.DownloadFile({0, "s-1"}, "out/a.bin", 8u << 20, nullptr);
   ASSERT_TRUE(data.ok()) << data.status();
   EXPECT_EQ(*data, std::string(3u << 20, 'x'));
-  EXPECT_TRUE(absl::IsNotFound(client.DownloadFile({0, "s-1"}, "missing", 1 << 20).status()));
+  EXPECT_TRUE(absl::IsNotFound(client.DownloadFile({0, "s-1"}, "missing", 1 << 20, nullptr).status()));
 }
 
 TEST_F(SandboxClientTest, ADownloadOverTheCapStopsEarly) {
   service_.download_chunks = 512;  // 512 MiB, were it all sent
   SandboxClient client({"unix:" + socket_});
-  absl::StatusOr<std::string> data = client.DownloadFile({0, "s-1"}, "out/big.bin", 2u << 20);
+  absl::StatusOr<std::string> data = client.DownloadFile({0, "s-1"}, "out/big.bin", 2u << 20, nullptr);
   EXPECT_TRUE(absl::IsResourceExhausted(data.status())) << data.status();
   EXPECT_LT(service_.chunks_written.load(), 64) << "the stream was cancelled, not drained";
 }
 
 TEST_F(SandboxClientTest, ListFilesPassesThePathAndTheBound) {
   SandboxClient client({"unix:" + socket_});
-  absl::StatusOr<sandbox::v1::ListFilesResponse> list = client.ListFiles({0, "s-1"}, "out", 1);
+  absl::StatusOr<sandbox::v1::ListFilesResponse> list = client.ListFiles({0, "s-1"}, "out", 1, nullptr);
   ASSERT_TRUE(list.ok()) << list.status();
   ASSERT_EQ(list->files_size(), 1);
   EXPECT_EQ(list->files(0).path(), "out/a.txt");

@@ -145,6 +145,29 @@ TEST_F(WorkspaceResourcesTest, ACancelledReadCancelsItsDownload) {
   EXPECT_EQ(read.status().code(), absl::StatusCode::kCancelled) << read.status();
 }
 
+// The walk of out/ after a run is the run's work: notifications/cancelled (or the client
+// leaving) during it must stop it. It used to call ListFiles without the run's token, so a
+// cancelled run still walked up to 64 directories through sandboxd.
+TEST_F(WorkspaceResourcesTest, CancellingARunStopsItsWalkOfOut) {
+  std::string code;
+  for (int i = 0; i < 10; ++i) absl::StrAppend(&code, "out/d", i, "/f.txt=x;");
+  ToolCallContext ctx = Context("mcp-1");
+  int listed_after_cancel = 0;
+  sandboxes_.before_list = [&](const std::string&, std::shared_ptr<codemode::CancelToken>) {
+    if (ctx.cancel->cancelled()) ++listed_after_cancel;
+    // The client cancels while the walk lists its second directory.
+    if (sandboxes_.list_calls() == 1) ctx.cancel->Cancel("client cancelled");
+  };
+  absl::StatusOr<json> r = tool_.CallTool("run_python", {{"code", code}}, ctx);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::vector<std::shared_ptr<codemode::CancelToken>> tokens = sandboxes_.list_tokens();
+  ASSERT_EQ(tokens.size(), 2u) << "the walk went on after the run was cancelled";
+  for (const auto& t : tokens) EXPECT_EQ(t, ctx.cancel) << "ListFiles without the run's token";
+  EXPECT_TRUE(tokens.back()->cancelled()) << "sandboxd sees the listing in flight cancelled";
+  EXPECT_EQ(listed_after_cancel, 0);
+  EXPECT_EQ(changed_, 0) << "a walk cut short reports nothing";
+}
+
 TEST_F(WorkspaceResourcesTest, AnotherMcpSessionCannotReadTheFiles) {
   Run("out/secret.txt=mine", "mcp-1");
   const std::string uri = "sandbox://session/default/out/secret.txt";

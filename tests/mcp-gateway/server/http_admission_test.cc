@@ -8,6 +8,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <map>
+
 #include "absl/strings/str_cat.h"
 #include "server/http_peer.h"
 
@@ -61,6 +63,36 @@ TEST(ConnectionAdmissionTest, EvictionTakesFromThePeerHoldingTheMost) {
   EXPECT_EQ(admission.Add(Conn(40), "uid 1000").evict, Conn(37));
   EXPECT_TRUE(admission.Authenticate(Conn(0), "token 0"));
   EXPECT_TRUE(admission.Authenticate(Conn(40), "token 0"));
+}
+
+// A loopback peer's user costs a sock_diag query: it is asked only when an eviction must
+// choose, once per connection, and the choice is the one known peers would give.
+TEST(ConnectionAdmissionTest, PeersAreResolvedOnlyWhenAnEvictionMustChoose) {
+  ConnectionAdmission admission({10, 4, 10});
+  std::map<const void*, int> asked;
+  auto lazy = [&](int i, const std::string& peer) {
+    return admission.AddUnresolved(Conn(i), [&asked, i, peer] {
+      ++asked[Conn(i)];
+      return peer;
+    });
+  };
+  EXPECT_TRUE(lazy(0, "uid 1000").admitted);
+  for (int i = 1; i < 3; ++i) EXPECT_TRUE(lazy(i, "uid 65534").admitted);
+  EXPECT_TRUE(admission.Authenticate(Conn(2), "token 0"));  // never needs its peer now
+  EXPECT_TRUE(lazy(3, "uid 65534").admitted);
+  EXPECT_TRUE(admission.Add(Conn(4), "addr 10.0.0.1").admitted);  // 4 pre-auth: at the cap
+  EXPECT_TRUE(asked.empty()) << "below the caps nobody is asked";
+  // At the cap: every pre-auth peer is told, the new one's too; the flood loses its oldest.
+  auto a = lazy(5, "uid 65534");
+  EXPECT_EQ(a.evict, Conn(1));
+  EXPECT_EQ(asked, (std::map<const void*, int>{{Conn(0), 1}, {Conn(1), 1}, {Conn(3), 1}, {Conn(5), 1}}));
+  // The next eviction asks only the new connection.
+  EXPECT_EQ(lazy(6, "uid 65534").evict, Conn(3));
+  EXPECT_EQ(asked.size(), 5u);
+  for (const auto& [conn, n] : asked) EXPECT_EQ(n, 1);
+  EXPECT_EQ(lazy(7, "addr 10.0.0.1").evict, Conn(5)) << "the flood still holds the most";
+  EXPECT_EQ(asked.size(), 6u);
+  EXPECT_TRUE(admission.Authenticate(Conn(0), "token 1")) << "the other user's one survived";
 }
 
 TEST(ConnectionAdmissionTest, AtTheTotalOnlyPreAuthConnectionsMakeRoom) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "server/http_peer.h"
 #include "server/transports.h"
 #include "mcp_test_fakes.h"
 
@@ -343,6 +344,37 @@ TEST_F(HttpFrontTest, ConnectionsWithoutATokenCannotKeepATokenHolderOut) {
     closed += raw->closed();
   }
   EXPECT_GE(closed, 1u);
+}
+
+// Accepting a connection asks the kernel nothing: the user behind a loopback client (a
+// sock_diag query) is looked up only when the pre-auth cap makes an eviction choose, and
+// once per connection. Every accept used to make the query.
+TEST_F(HttpFrontTest, ThePeersUserIsAskedOnlyWhenAnEvictionMustChoose) {
+  HttpServerOptions options;
+  options.bearer_tokens = {"0123456789abcdef0123"};
+  Start(options);  // 256 pre-auth connections: the twenty below never reach the cap
+  // Answered (401) and closed: each was accepted and admitted before its reply.
+  auto refused = [&](RawClient& raw) {
+    raw.Send(Head("POST", "Content-Length: 0\r\n\r\n"));
+    return raw.Read(kLongWait).rfind("HTTP/1.1 401 ", 0) == 0;
+  };
+  const uint64_t before = http::PeerLookups();
+  for (int i = 0; i < 20; ++i) {
+    RawClient raw(server_->port());
+    EXPECT_TRUE(refused(raw)) << i;
+  }
+  EXPECT_EQ(http::PeerLookups() - before, 0u) << "accepts below the caps asked the kernel";
+  // A server of its own, without the twenty (their lingering closes) still counted.
+  server_->Stop();
+  options.max_unauthenticated_connections = 3;
+  Start(options);
+  std::vector<std::unique_ptr<RawClient>> held;
+  for (int i = 0; i < 3; ++i) held.push_back(std::make_unique<RawClient>(server_->port()));
+  RawClient fourth(server_->port());
+  EXPECT_TRUE(refused(fourth));
+  EXPECT_EQ(http::PeerLookups() - before, 4u) << "the three held and the new one, once each";
+  held[0]->Read(kLongWait);
+  EXPECT_TRUE(held[0]->closed()) << "the oldest of the one peer was evicted";
 }
 
 TEST_F(HttpFrontTest, ConnectionsAreCappedPerCredential) {
