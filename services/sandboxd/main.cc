@@ -77,6 +77,12 @@ ABSL_FLAG(uint32_t, max_sessions_per_owner, 32,
           "hold at once, so no client takes every slot.");
 ABSL_FLAG(absl::Duration, idle_ttl, absl::Minutes(30),
           "Sessions idle this long are deleted.");
+ABSL_FLAG(absl::Duration, lost_session_ttl, absl::Minutes(30),
+          "A lost session frees its slot and container at once; its id answers 'session "
+          "lost: <reason>' (FAILED_PRECONDITION) for this long unless deleted first.");
+ABSL_FLAG(uint32_t, max_lost_sessions, 1024,
+          "Lost sessions whose ids are remembered (a few KiB each); past it the oldest of "
+          "the owner with the most are forgotten (their ids answer NOT_FOUND).");
 ABSL_FLAG(uint64_t, memory_mb, 512, "Default memory limit per session, MiB.");
 ABSL_FLAG(uint64_t, max_memory_mb, 4096, "Largest memory limit a client may ask for, MiB.");
 ABSL_FLAG(uint32_t, cpu_millis, 1000, "Default CPU quota per session (1000 = one core).");
@@ -270,6 +276,8 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
   options.max_sessions_per_owner = absl::GetFlag(FLAGS_max_sessions_per_owner);
   options.pool_size = absl::GetFlag(FLAGS_pool_size);
   options.idle_ttl = absl::GetFlag(FLAGS_idle_ttl);
+  options.lost_session_ttl = absl::GetFlag(FLAGS_lost_session_ttl);
+  options.max_lost_sessions = absl::GetFlag(FLAGS_max_lost_sessions);
   options.max_code_bytes = absl::GetFlag(FLAGS_max_code_bytes);
   options.max_timeout_ms = absl::GetFlag(FLAGS_max_timeout_ms);
   options.max_output_bytes = absl::GetFlag(FLAGS_max_output_bytes);

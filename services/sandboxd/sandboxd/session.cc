@@ -380,6 +380,11 @@ void Session::LoseLocked(const std::string& reason, Deferred& out, Finished::Sta
   if (lost_) return;
   lost_ = true;
   lost_reason_ = reason;
+  if (!detached_ && env_->on_lost) {
+    // First of the deferred calls: a client that hears SESSION_LOST can create a new
+    // session in the slot at once.
+    out.insert(out.begin(), [this] { env_->on_lost(*this); });
+  }
   const bool lost = status == Finished::SESSION_LOST;
   if (lost) spdlog::warn("session {} lost: {}", metadata_.id, reason);
   std::string message = lost ? absl::StrCat("session lost: ", reason) : reason;

@@ -109,6 +109,11 @@ struct SessionEnv {
   // Called (without locks held) after a session installed a new catalog, so the manager
   // can persist it for re-attachment.
   std::function<void(const Session&)> on_catalog_changed;
+  // Called (without locks held, on whichever thread noticed) when a session becomes lost,
+  // before its work hears SESSION_LOST, so the manager frees its slot first; not when the
+  // daemon detaches it. The session is alive during the call; the callee must not drop
+  // the last reference on this thread (it may be the session's reader).
+  std::function<void(const Session&)> on_lost;
   std::atomic<uint64_t>* executions_total = nullptr;
   std::atomic<uint64_t>* tool_calls_total = nullptr;
 };

@@ -62,6 +62,7 @@ SessionManager::SessionManager(ManagerOptions options, ContainerRuntime* runtime
   env_.kill_grace = options_.kill_grace;
   env_.executions_total = &executions_total_;
   env_.tool_calls_total = &tool_calls_total_;
+  env_.on_lost = [this](const Session& s) { OnSessionLost(s); };
   env_.on_catalog_changed = [this](const Session& s) {
     absl::Status st = records_.Update(s.metadata().id, [&s] { return RecordOf(s); });
     if (!st.ok()) {
@@ -221,6 +222,7 @@ bool SessionManager::Reattach(const SessionRecord& record,
     codemode::MutexLock lock(&mu_);
     sessions_[sp.id()] = session;
   }
+  if (session->lost()) OnSessionLost(*session);  // lost before it was registered
   spdlog::info("re-attached session {} (container {}, {} executions in its namespace)", sp.id(),
                name, execs);
   return true;
@@ -251,6 +253,14 @@ void SessionManager::ReaperLoop() {
     for (const auto& [id, why] : expired) {
       spdlog::info("session {} expired ({})", id, why);
       (void)DeleteSession(id);
+    }
+    std::vector<std::string> forgotten;
+    {
+      codemode::MutexLock lock(&mu_);
+      forgotten = lost_.ExpireBefore(now - absl::ToInt64Milliseconds(options_.lost_session_ttl));
+    }
+    for (const std::string& id : forgotten) {
+      spdlog::info("lost session {} forgotten (--lost_session_ttl); its id is now unknown", id);
     }
   }
 }
@@ -341,6 +351,8 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
   }
   spdlog::info("session {} created (container {}, owner '{}')", session->metadata().id,
                session->metadata().container_name, session->metadata().owner);
+  // Lost while it was being created (the catalog could not be sent): its tombstone tells.
+  if (session->lost()) OnSessionLost(*session);
   return session->ToProto();
 }
 
@@ -361,8 +373,44 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Find(const std::string&
   if (id.empty()) return absl::InvalidArgumentError("session_id is empty");
   codemode::MutexLock lock(&mu_);
   auto it = sessions_.find(id);
-  if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("no session '", id.substr(0, 100), "'"));
-  return it->second;
+  if (it != sessions_.end()) return it->second;
+  if (const sandbox::v1::Session* lost = lost_.Find(id)) {
+    return absl::FailedPreconditionError(absl::StrCat("session lost: ", lost->lost_reason()));
+  }
+  return absl::NotFoundError(absl::StrCat("no session '", id.substr(0, 100), "'"));
+}
+
+void SessionManager::OnSessionLost(const Session& lost) {
+  const std::string& id = lost.metadata().id;
+  sandbox::v1::Session tombstone = lost.ToProto();  // before mu_: it takes the session's lock
+  std::shared_ptr<Session> held;
+  std::vector<std::string> pushed_out;
+  {
+    codemode::MutexLock lock(&mu_);
+    auto it = sessions_.find(id);
+    // Deleted, refused or not registered yet (CreateSession and Reattach check again).
+    if (it == sessions_.end() || it->second.get() != &lost) return;
+    held = std::move(it->second);
+    sessions_.erase(it);
+    pushed_out = lost_.Add(std::move(tombstone), clock_->NowMs());
+  }
+  spdlog::info("session {} (owner '{}') lost: its slot is free; its id answers 'session lost' "
+               "until deleted or for --lost_session_ttl", id, held->metadata().owner);
+  for (const std::string& old : pushed_out) {
+    spdlog::info("lost session {} forgotten (--max_lost_sessions); its id is now unknown", old);
+  }
+  // The container is being removed already (Session::LoseLocked). The rest goes on a
+  // worker, with our reference (moved: this may be the session's reader thread, which
+  // the last reference joins).
+  std::string dir = factory_.SocketDir(held->metadata().container_name);
+  workers_.Post([this, id, dir, held = std::move(held)]() mutable {
+    if (absl::Status st = records_.Remove(id); !st.ok()) {
+      spdlog::warn("cannot remove the record of session {}: {}", id, st.message());
+    }
+    held.reset();  // frees its uid and joins its reader
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  });
 }
 
 absl::StatusOr<std::shared_ptr<Session>> SessionManager::SessionForFiles(const std::string& id) {
@@ -376,6 +424,10 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::SessionForFiles(const s
 }
 
 absl::StatusOr<sandbox::v1::Session> SessionManager::GetSession(const std::string& id) {
+  {
+    codemode::MutexLock lock(&mu_);
+    if (const sandbox::v1::Session* lost = lost_.Find(id)) return *lost;
+  }
   absl::StatusOr<std::shared_ptr<Session>> s = Find(id);
   if (!s.ok()) return s.status();
   return (*s)->ToProto();
@@ -383,14 +435,17 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::GetSession(const std::strin
 
 std::vector<sandbox::v1::Session> SessionManager::ListSessions(const std::string& owner) {
   std::vector<std::shared_ptr<Session>> all;
+  std::vector<sandbox::v1::Session> lost;
   {
     codemode::MutexLock lock(&mu_);
     for (const auto& [id, s] : sessions_) {
       if (owner.empty() || s->metadata().owner == owner) all.push_back(s);
     }
+    lost = lost_.List(owner);
   }
   std::vector<sandbox::v1::Session> out;
   for (const auto& s : all) out.push_back(s->ToProto());
+  for (auto& s : lost) out.push_back(std::move(s));
   return out;
 }
 
@@ -399,7 +454,13 @@ absl::Status SessionManager::DeleteSession(const std::string& id) {
   {
     codemode::MutexLock lock(&mu_);
     auto it = sessions_.find(id);
-    if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("no session '", id.substr(0, 100), "'"));
+    if (it == sessions_.end()) {
+      if (lost_.Remove(id)) {
+        spdlog::info("lost session {} deleted", id);
+        return absl::OkStatus();
+      }
+      return absl::NotFoundError(absl::StrCat("no session '", id.substr(0, 100), "'"));
+    }
     s = std::move(it->second);
     sessions_.erase(it);
   }
@@ -489,6 +550,7 @@ sandbox::v1::Info SessionManager::GetInfo() {
   {
     codemode::MutexLock lock(&mu_);
     info.set_sessions(static_cast<uint32_t>(sessions_.size()));
+    info.set_lost_sessions(static_cast<uint32_t>(lost_.size()));
   }
   std::optional<RuntimeInfo> runtime = factory_.runtime_info();
   std::string runtime_error = factory_.runtime_error();

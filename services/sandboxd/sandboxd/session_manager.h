@@ -30,6 +30,7 @@
 #include "sandboxd/async.h"
 #include "sandboxd/container_runtime.h"
 #include "sandboxd/images.h"
+#include "sandboxd/lost_sessions.h"
 #include "sandboxd/record_store.h"
 #include "sandboxd/sandbox_factory.h"
 #include "sandboxd/session.h"
@@ -49,6 +50,11 @@ struct ManagerOptions {
   // Sessions one owner (CreateSessionRequest.owner; the gateway sends "mcp:<credential>")
   // may hold at once, so one client cannot take every slot.
   uint32_t max_sessions_per_owner = 32;
+  // A lost session frees its slot at once; its id keeps answering "session lost: <reason>"
+  // for this long, unless deleted first or pushed out past max_lost_sessions
+  // (lost_sessions.h).
+  absl::Duration lost_session_ttl = absl::Minutes(30);
+  uint32_t max_lost_sessions = 1024;
   uint32_t pool_size = 2;
   absl::Duration idle_ttl = absl::Minutes(30);
   uint64_t max_code_bytes = 1u << 20;
@@ -89,6 +95,8 @@ class SessionManager {
   void Shutdown();
 
   absl::StatusOr<sandbox::v1::Session> CreateSession(const sandbox::v1::CreateSessionRequest& r);
+  // A lost session's id answers (until deleted, or its tombstone expires): GetSession and
+  // ListSessions with state LOST and the reason; every other call FAILED_PRECONDITION.
   absl::StatusOr<sandbox::v1::Session> GetSession(const std::string& id);
   std::vector<sandbox::v1::Session> ListSessions(const std::string& owner);
   absl::Status DeleteSession(const std::string& id);
@@ -124,7 +132,12 @@ class SessionManager {
   // Re-attaches one recorded session; false (and why) when it cannot be.
   bool Reattach(const SessionRecord& record,
                 const std::map<std::string, ContainerSummary>& containers, std::string* why);
+  // A live session; FAILED_PRECONDITION for a lost one, NOT_FOUND for an unknown one.
   absl::StatusOr<std::shared_ptr<Session>> Find(const std::string& id);
+  // SessionEnv::on_lost: replaces a registered session that became lost by its tombstone,
+  // so it no longer counts against the limits, and frees what it held (record, socket
+  // directory, uid; its container is already being removed). Idempotent.
+  void OnSessionLost(const Session& s);
   // Info.images, with what each offers and whether it is present (cached a few seconds).
   std::vector<sandbox::v1::ImageInfo> ImageInfos();
   std::string NewId(const char* prefix);
@@ -148,7 +161,9 @@ class SessionManager {
   WarmPool pool_;
 
   codemode::Mutex mu_;
+  // Live sessions: those counted against max_sessions and max_sessions_per_owner.
   std::map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
+  LostSessions lost_ ABSL_GUARDED_BY(mu_) = LostSessions(options_.max_lost_sessions);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Re-attachment runs once, the first time the runtime answers (at start or later).
   bool recovered_ ABSL_GUARDED_BY(mu_) = false;
