@@ -106,6 +106,9 @@ ABSL_FLAG(uint64_t, max_pending_write_bytes, 96 << 20,
           "connections together; the connection whose write passes it is closed.");
 ABSL_FLAG(uint64_t, max_pending_write_bytes_per_credential, 48 << 20,
           "As --max_pending_write_bytes, for the connections of one bearer token.");
+ABSL_FLAG(uint64_t, max_message_json_values, 1 << 16,
+          "JSON values (objects, arrays, strings, numbers...) one message from an MCP client "
+          "may hold; more get a parse error (-32700). Each parsed value costs tens of bytes.");
 ABSL_FLAG(uint64_t, max_catalog_bytes_per_upstream, 1 << 20,
           "Largest tool catalog (names, descriptions, schemas) of one upstream; a larger "
           "upstream is left out with the reason, the others keep working.");
@@ -418,6 +421,7 @@ int main(int argc, char** argv) {
   }
   gateway::RunPythonTool tool(&sandboxes, &upstream_view, run_options);
   gateway::ServerOptions server_options;
+  server_options.max_message_json_values = absl::GetFlag(FLAGS_max_message_json_values);
   server_options.instructions =
       "Use run_python to call the available MCP tools from Python: loop, filter and join "
       "results in code and print only what you need.";

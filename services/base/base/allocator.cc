@@ -15,4 +15,6 @@ void ReturnLargeBlocksToTheSystem() {
   mallopt(M_ARENA_MAX, 4);
 }
 
+void ReturnFreeMemory() { malloc_trim(0); }
+
 }  // namespace codemode

@@ -1,6 +1,9 @@
 #include "base/daemon.h"
 
 #include <pthread.h>
+#include <time.h>
+
+#include <cerrno>
 #include <unistd.h>
 
 #include "absl/flags/flag.h"
@@ -37,8 +40,11 @@ ShutdownSignal::ShutdownSignal() {
 }
 
 std::string ShutdownSignal::Wait() {
-  int sig = 0;
-  while (sigwait(&signals_, &sig) != 0) {
+  // The main thread has nothing else to do: it gives freed memory back meanwhile.
+  const timespec interval{kReturnFreeMemorySeconds, 0};
+  int sig;
+  while ((sig = sigtimedwait(&signals_, nullptr, &interval)) < 0) {
+    if (errno == EAGAIN) ReturnFreeMemory();
   }
   MutexLock lock(&mu_);
   return requested_.empty() ? absl::StrCat("signal ", sig) : requested_;

@@ -32,6 +32,7 @@ class ShutdownSignal {
   ShutdownSignal& operator=(const ShutdownSignal&) = delete;
 
   // Blocks until SIGTERM, SIGINT or Request(); returns why ("signal 15", or the reason).
+  // Meanwhile it gives freed memory back to the system every few seconds (allocator.h).
   std::string Wait();
   // From any thread: makes Wait() return `reason`.
   void Request(const std::string& reason);

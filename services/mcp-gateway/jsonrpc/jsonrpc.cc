@@ -93,9 +93,12 @@ json MakeError(const json& id, int code, const std::string& message, const json&
   return {{"jsonrpc", "2.0"}, {"id", id}, {"error", std::move(error)}};
 }
 
-absl::StatusOr<json> ParseMessage(const std::string& text, json* error_response) {
+absl::StatusOr<json> ParseMessage(const std::string& text, json* error_response,
+                                  size_t max_values) {
   // Depth-checked before anything copies or dumps it (see base/untrusted_json.h).
-  absl::StatusOr<json> maybe = codemode::ParseUntrustedJson(text, "the message");
+  codemode::JsonLimits limits;
+  limits.max_values = max_values;
+  absl::StatusOr<json> maybe = codemode::ParseUntrustedJson(text, "the message", limits);
   json error;
   if (!maybe.ok()) {
     error = MakeError(nullptr, kParseError, absl::StrCat("Parse error: ", maybe.status().message()));

@@ -68,11 +68,17 @@ nlohmann::json MakeResult(const nlohmann::json& id, nlohmann::json result);
 nlohmann::json MakeError(const nlohmann::json& id, int code, const std::string& message,
                          const nlohmann::json& data = nullptr);
 
+// Values (objects, arrays, strings, numbers, ...) a client's message may hold by default:
+// a parsed value costs tens of bytes, and clients send a few (run_python's arguments, at
+// most 100 files), while a 4 MiB body of "[]," would otherwise parse into ~60 MiB.
+inline constexpr size_t kMaxMessageJsonValues = 1 << 16;
+
 // Parses one incoming message (a stdio line or an HTTP body) with the depth- and size-
-// budgeted parser. On failure returns the error response to send (-32700 for bad JSON,
-// -32600 for a batch or a non-object).
+// budgeted parser, allowing `max_values` values. On failure returns the error response to
+// send (-32700 for bad JSON or too many values, -32600 for a batch or a non-object).
 absl::StatusOr<nlohmann::json> ParseMessage(const std::string& text,
-                                            nlohmann::json* error_response);
+                                            nlohmann::json* error_response,
+                                            size_t max_values = kMaxMessageJsonValues);
 
 namespace wire {
 

@@ -57,7 +57,7 @@ void HttpServer::Impl::HandlePost(const std::shared_ptr<http::Connection>& conn,
                                "Not Acceptable: accept application/json and/or text/event-stream"));
   }
   json error;
-  auto message = ParseMessage(req.body, &error);
+  auto message = ParseMessage(req.body, &error, server_options.max_message_json_values);
   if (!message.ok()) return conn->Respond({400, "application/json", wire::Dump(error), {}});
   const bool is_request = wire::LooksLikeRequest(*message);
   if (!req.Has(kSessionHeader) && is_request && message->at("method") == "initialize") {

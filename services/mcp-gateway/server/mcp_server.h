@@ -100,6 +100,8 @@ struct ServerOptions {
   std::string version = "0.1.0";
   std::string instructions;  // sent in the initialize result when not empty
   int max_concurrent_calls = 64;
+  // Values one client message may hold (jsonrpc.h); more get -32700.
+  size_t max_message_json_values = kMaxMessageJsonValues;
 };
 
 class McpSession : public std::enable_shared_from_this<McpSession> {

@@ -83,6 +83,7 @@ struct StdioServer::Impl {
   int in_fd;
   std::shared_ptr<FdSink> sink;
   std::shared_ptr<McpSession> session;
+  size_t max_json_values = kMaxMessageJsonValues;
   int wake[2] = {-1, -1};  // self-pipe: Stop() makes the reader's poll() return
   std::atomic<bool> stopping{false};
   std::thread reader;      // Start() only
@@ -91,7 +92,7 @@ struct StdioServer::Impl {
   void HandleLine(const std::string& line) {
     if (IsBlank(line)) return;
     json error;
-    auto message = ParseMessage(line, &error);
+    auto message = ParseMessage(line, &error, max_json_values);
     if (!message.ok()) {
       sink->Send(error);
       return;
@@ -110,6 +111,7 @@ StdioServer::StdioServer(int in_fd, int out_fd, ToolProvider* provider, ServerOp
     : impl_(std::make_unique<Impl>()) {
   impl_->in_fd = in_fd;
   impl_->sink = std::make_shared<FdSink>(out_fd);
+  impl_->max_json_values = options.max_message_json_values;
   impl_->session = std::make_shared<McpSession>("stdio-" + std::to_string(::getpid()), provider,
                                                 std::move(options), "stdio");
   impl_->session->SetNotificationSink(impl_->sink);

@@ -7,6 +7,8 @@
 //  - Responses queued for clients that do not read are charged the same way
 //    (--max_pending_write_bytes[_per_credential]): one token asking for 8 MB resources on
 //    many connections it never reads loses those connections past its share.
+//  - A client's message may hold only so many JSON values (--max_message_json_values):
+//    a 3 MB body of a million empty arrays would parse into ~60 MiB.
 // Memory is read from /proc/<pid>/status (VmHWM: the peak).
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -167,6 +169,31 @@ describe("what a token holder can make the gateway hold across connections", () 
     // A's budget comes back as its connections close.
     await waitFor(() => keptAlive(g, A, session).then((s) => { s.destroy(); return true; }, () => false),
       "a request of A is read again");
+  });
+
+  test("a message of a million JSON values is refused before it is built", async () => {
+    const g = await startGateway();
+    const [A] = g.tokens;
+    const session = await rawInitialize(g, A);
+    // A 3 MB ping (within --max_body_bytes) whose _meta holds a million empty arrays.
+    const body = JSON.stringify({ jsonrpc: "2.0", id: 5, method: "ping", params: { _meta: { junk: "JUNK" } } })
+      .replace('"JUNK"', "[" + "[],".repeat(1000000) + "[]]");
+    const post = () => fetch(g.url, { method: "POST", body, headers: {
+      Authorization: `Bearer ${A}`, "Content-Type": "application/json", Accept: "application/json",
+      "Mcp-Session-Id": session } }).then(async (r) => ({ status: r.status, text: await r.text() }));
+    const before = memoryMiB(g.proc.pid, "VmRSS");
+    const replies = [];
+    // Four at a time: 12 MB of bodies fit in the credential's request budget (16 MiB).
+    for (let round = 0; round < 6; round++) replies.push(...await Promise.all(Array.from({ length: 4 }, post)));
+    const peak = memoryMiB(g.proc.pid, "VmHWM");
+    console.log(`24 pings of a million values: gateway VmRSS ${before.toFixed(0)} MiB before, peak ${peak.toFixed(0)} MiB`);
+    for (const r of replies) {
+      assert.equal(r.status, 400, r.text.slice(0, 300));
+      assert.match(r.text, /-32700.*values/, r.text.slice(0, 300));
+    }
+    // Parsed whole, each would be a ~60 MiB document, two at a time (the event-loop threads).
+    assert.ok(peak < before + 64, `the gateway's peak RSS reached ${peak.toFixed(0)} MiB`);
+    assert.deepEqual(await listToolNames(g, 1), ["run_python"]);
   });
 
   test("responses a token's clients never read are bounded by its budget", async () => {
