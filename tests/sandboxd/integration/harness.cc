@@ -133,6 +133,17 @@ sandbox::v1::Info GetInfo(sandbox::v1::SandboxService::Stub& stub) {
   return info;
 }
 
+grpc::Status GetSession(sandbox::v1::SandboxService::Stub& stub, const std::string& id,
+                        sandbox::v1::Session* out) {
+  grpc::ClientContext ctx;
+  sandbox::v1::GetSessionRequest r;
+  r.set_session_id(id);
+  sandbox::v1::Session s;
+  grpc::Status st = stub.GetSession(&ctx, r, &s);
+  if (out) *out = s;
+  return st;
+}
+
 grpc::Status TryCreate(sandbox::v1::SandboxService::Stub& stub,
                        const sandbox::v1::CreateSessionRequest& req, sandbox::v1::Session* out) {
   grpc::ClientContext ctx;

@@ -88,6 +88,10 @@ grpc::Status TryCreate(sandbox::v1::SandboxService::Stub& stub,
                        const sandbox::v1::CreateSessionRequest& req = {},
                        sandbox::v1::Session* out = nullptr);
 
+// GetSession that returns the status (and the session in `out` when given).
+grpc::Status GetSession(sandbox::v1::SandboxService::Stub& stub, const std::string& id,
+                        sandbox::v1::Session* out = nullptr);
+
 // The isolation mode this run of the suite is for: "container" or "gvisor"
 // (SANDBOXD_TEST_ISOLATION, set by tests/CMakeLists.txt for the gvisor.* copies).
 std::string TestIsolation();

@@ -23,17 +23,6 @@ namespace {
 namespace fs = std::filesystem;
 using sandbox::v1::Finished;
 
-grpc::Status GetSession(sandbox::v1::SandboxService::Stub& stub, const std::string& id,
-                        sandbox::v1::Session* out = nullptr) {
-  grpc::ClientContext ctx;
-  sandbox::v1::GetSessionRequest r;
-  r.set_session_id(id);
-  sandbox::v1::Session s;
-  grpc::Status st = stub.GetSession(&ctx, r, &s);
-  if (out) *out = s;
-  return st;
-}
-
 template <typename Pred>
 bool WaitFor(Pred pred, int timeout_ms = 20000) {
   for (int waited = 0; waited < timeout_ms; waited += 100) {

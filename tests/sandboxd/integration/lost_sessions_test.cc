@@ -60,17 +60,6 @@ std::string LoseOne(sandbox::v1::SandboxService::Stub& stub, const std::string& 
   return s.id();
 }
 
-grpc::Status GetSession(sandbox::v1::SandboxService::Stub& stub, const std::string& id,
-                        sandbox::v1::Session* out = nullptr) {
-  grpc::ClientContext ctx;
-  sandbox::v1::GetSessionRequest r;
-  r.set_session_id(id);
-  sandbox::v1::Session s;
-  grpc::Status st = stub.GetSession(&ctx, r, &s);
-  if (out) *out = s;
-  return st;
-}
-
 grpc::Status Delete(sandbox::v1::SandboxService::Stub& stub, const std::string& id) {
   grpc::ClientContext ctx;
   sandbox::v1::DeleteSessionRequest r;
