@@ -25,6 +25,7 @@
 #include "base/cancel.h"
 #include "jsonrpc/jsonrpc.h"
 #include "nlohmann/json.hpp"
+#include "server/call_limits.h"
 
 namespace gateway {
 
@@ -100,6 +101,9 @@ struct ServerOptions {
   std::string version = "0.1.0";
   std::string instructions;  // sent in the initialize result when not empty
   int max_concurrent_calls = 64;
+  // Shared by every session of the server: calls in flight (and the bytes they hold) per
+  // credential and overall. Null: only max_concurrent_calls bounds a session's calls.
+  std::shared_ptr<CallLimits> call_limits;
 };
 
 class McpSession : public std::enable_shared_from_this<McpSession> {
