@@ -34,6 +34,10 @@ HttpServer::Impl::Impl(HttpServerOptions o, ToolProvider* p, ServerOptions so)
   limits.body_timeout = Ms(options.body_timeout);
   limits.write_timeout = Ms(options.write_timeout);
   replay_budget = std::make_shared<http::ByteBudget>(options.max_replay_bytes);
+  // Without tokens every client is "anonymous": one credential, which the overall bounds.
+  if (options.bearer_tokens.empty() && server_options.call_limits) {
+    server_options.call_limits = server_options.call_limits->OverallOnly();
+  }
   overall_budgets.requests = std::make_shared<http::ByteBudget>(options.max_request_bytes_in_flight);
   overall_budgets.writes = std::make_shared<http::ByteBudget>(options.max_pending_write_bytes);
   {

@@ -4,7 +4,9 @@
 // tools/call and resources/read is answered synchronously on the caller's thread; those two
 // run the ToolProvider on a detached worker thread (one per call, at most
 // ServerOptions::max_concurrent_calls at a time; beyond that the call is refused with
-// -32603 rather than queued, so a flood of calls can never build an unbounded backlog).
+// -32603 rather than queued, so a flood of calls can never build an unbounded backlog;
+// across sessions, ServerOptions::call_limits bounds them per credential and overall, and
+// a call holds its ticket, charged with its arguments' bytes, until its response is sent).
 // Close() cancels in-flight calls, waits for their workers to return, and only then tells
 // the provider the session is gone, so the provider never sees a call for a dead session.
 // (So a provider must not call Close() from inside CallTool, and should honour the token.)
@@ -133,7 +135,7 @@ struct McpSession::Impl {
   json StartRead(const json& id, const json& params, const std::shared_ptr<ReplySink>& reply);
   using Work = std::function<absl::StatusOr<json>(ToolCallContext&)>;
   json StartWork(const json& id, const json& params, const std::shared_ptr<ReplySink>& reply,
-                 std::string what, Work work, int not_found_code);
+                 std::string what, Work work, int not_found_code, bool read, uint64_t bytes);
   void RunWork(const json& id, const std::string& what, const Work& work,
                const json& progress_token, const std::shared_ptr<codemode::CancelToken>& token,
                const std::shared_ptr<ReplySink>& reply, int not_found_code);
@@ -321,10 +323,12 @@ json McpSession::Impl::StartToolCall(const json& id, const json& params,
     arguments = *args;
   }
   std::string tool = name->get<std::string>();
+  const uint64_t bytes = ApproxJsonBytes(arguments);
   Work work = [this, tool, arguments = std::move(arguments)](ToolCallContext& context) {
     return provider->CallTool(tool, arguments, context);
   };
-  return StartWork(id, params, reply, "tool " + tool, std::move(work), kInvalidParams);
+  return StartWork(id, params, reply, "tool " + tool, std::move(work), kInvalidParams,
+                   /*read=*/false, bytes);
 }
 
 json McpSession::Impl::StartRead(const json& id, const json& params,
@@ -336,14 +340,28 @@ json McpSession::Impl::StartRead(const json& id, const json& params,
   Work work = [this, uri = uri->get<std::string>()](ToolCallContext& context) {
     return provider->ReadResource(uri, context);
   };
-  return StartWork(id, params, reply, "resources/read", std::move(work), kResourceNotFound);
+  return StartWork(id, params, reply, "resources/read", std::move(work), kResourceNotFound,
+                   /*read=*/true, ApproxJsonBytes(*uri));
 }
 
 json McpSession::Impl::StartWork(const json& id, const json& params,
                                  const std::shared_ptr<ReplySink>& reply, std::string what,
-                                 Work work, int not_found_code) {
+                                 Work work, int not_found_code, bool read, uint64_t bytes) {
   auto token = std::make_shared<codemode::CancelToken>();
   const std::string key = IdKey(id);
+  // Counted before anything else is kept for the call, and held by its worker (with the
+  // work and its arguments) until the response is sent: refused past a bound, no thread.
+  std::shared_ptr<CallLimits::Ticket> ticket;  // shared: a std::function must be copyable
+  if (options.call_limits) {
+    absl::StatusOr<CallLimits::Ticket> acquired =
+        options.call_limits->Acquire(self->credential(), read, bytes);
+    if (!acquired.ok()) {
+      const std::string why(acquired.status().message());
+      spdlog::warn("mcp session {}: refused {}: {}", self->key(), what, why);
+      return MakeError(id, kInternalError, why);
+    }
+    ticket = std::make_shared<CallLimits::Ticket>(std::move(*acquired));
+  }
   {
     codemode::MutexLock lock(&mu);
     // Checked under the same lock as the insertion so Close() never misses a worker.
@@ -364,8 +382,17 @@ json McpSession::Impl::StartWork(const json& id, const json& params,
     // reference would move SessionClosed to some later moment on the worker's thread.
     codemode::StartThread("mcp request",
                           [this, id, what = std::move(what), work = std::move(work),
-                           progress = ProgressToken(params), token, reply, not_found_code]() mutable {
+                           progress = ProgressToken(params), token, reply, not_found_code,
+                           ticket = std::move(ticket)]() mutable {
                             RunWork(id, what, work, progress, token, reply, not_found_code);
+                            // The arguments go before the ticket that charged them, and
+                            // both before Close() can return.
+                            work = nullptr;
+                            if (ticket) ticket->Release();
+                            // Last touch of the session: once the count drops, Close() may
+                            // return and the session be destroyed.
+                            codemode::MutexLock lock(&mu);
+                            --running_workers;
                           })
         .detach();
   } catch (const std::system_error& e) {
@@ -427,10 +454,6 @@ void McpSession::Impl::RunWork(const json& id, const std::string& what, const Wo
   }
   if (!suppress && reply) reply->Send(response);
   if (reply) reply->Close();
-  // Last touch of the session: once the count drops, Close() may return and the session
-  // may be destroyed, so nothing after this block may use `this`.
-  codemode::MutexLock lock(&mu);
-  --running_workers;
 }
 
 void McpSession::Impl::CancelRequest(const json& params) {

@@ -25,6 +25,7 @@
 #include "base/cancel.h"
 #include "jsonrpc/jsonrpc.h"
 #include "nlohmann/json.hpp"
+#include "server/call_limits.h"
 
 namespace gateway {
 
@@ -102,6 +103,9 @@ struct ServerOptions {
   int max_concurrent_calls = 64;
   // Values one client message may hold (jsonrpc.h); more get -32700.
   size_t max_message_json_values = kMaxMessageJsonValues;
+  // Shared by every session of the server: calls in flight (and the bytes they hold) per
+  // credential and overall. Null: only max_concurrent_calls bounds a session's calls.
+  std::shared_ptr<CallLimits> call_limits;
 };
 
 class McpSession : public std::enable_shared_from_this<McpSession> {

@@ -1,0 +1,128 @@
+#include "server/call_limits.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace gateway {
+
+CallLimits::Ticket& CallLimits::Ticket::operator=(Ticket&& other) noexcept {
+  if (this == &other) return *this;
+  Release();
+  owner_ = std::move(other.owner_);
+  credential_ = std::move(other.credential_);
+  read_ = other.read_;
+  bytes_ = other.bytes_;
+  other.owner_ = nullptr;
+  return *this;
+}
+
+void CallLimits::Ticket::Release() {
+  if (!owner_) return;
+  owner_->Release(credential_, read_, bytes_);
+  owner_ = nullptr;
+}
+
+absl::StatusOr<CallLimits::Ticket> CallLimits::Acquire(const std::string& credential, bool read,
+                                                       uint64_t bytes) {
+  const char* flag = nullptr;
+  uint64_t limit = 0;
+  {
+    codemode::MutexLock lock(&mu_);
+    auto it = by_credential_.find(credential);
+    const Usage mine = it == by_credential_.end() ? Usage() : it->second;
+    // The credential's bounds first: the message then tells a token holder what it can
+    // change (its own load) before what it cannot (everyone's).
+    if (mine.calls >= options_.max_calls_per_credential) {
+      flag = "max_calls_in_flight_per_credential", limit = options_.max_calls_per_credential;
+    } else if (read && mine.reads >= options_.max_reads_per_credential) {
+      flag = "max_resource_reads_in_flight_per_credential";
+      limit = options_.max_reads_per_credential;
+    } else if (bytes > options_.max_bytes_per_credential - std::min(options_.max_bytes_per_credential, mine.bytes)) {
+      flag = "max_call_bytes_in_flight_per_credential", limit = options_.max_bytes_per_credential;
+    } else if (total_.calls >= options_.max_calls) {
+      flag = "max_calls_in_flight", limit = options_.max_calls;
+    } else if (read && total_.reads >= options_.max_reads) {
+      flag = "max_resource_reads_in_flight", limit = options_.max_reads;
+    } else if (bytes > options_.max_bytes - std::min(options_.max_bytes, total_.bytes)) {
+      flag = "max_call_bytes_in_flight", limit = options_.max_bytes;
+    } else {
+      Usage& entry = by_credential_[credential];
+      for (Usage* u : {&entry, &total_}) {
+        ++u->calls;
+        if (read) ++u->reads;
+        u->bytes += bytes;
+      }
+    }
+  }
+  if (flag != nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "too much work in flight: ", read ? "a resources/read" : "a call", " holding ", bytes,
+        " bytes would pass --", flag, "=", limit, "; retry when a call finishes"));
+  }
+  Ticket ticket;
+  ticket.owner_ = shared_from_this();
+  ticket.credential_ = credential;
+  ticket.read_ = read;
+  ticket.bytes_ = bytes;
+  return ticket;
+}
+
+void CallLimits::Release(const std::string& credential, bool read, uint64_t bytes) {
+  codemode::MutexLock lock(&mu_);
+  auto it = by_credential_.find(credential);
+  if (it == by_credential_.end()) return;
+  for (Usage* u : {&it->second, &total_}) {
+    --u->calls;
+    if (read) --u->reads;
+    u->bytes -= bytes;
+  }
+  if (it->second.calls == 0) by_credential_.erase(it);
+}
+
+std::shared_ptr<CallLimits> CallLimits::OverallOnly() const {
+  Options o = options_;
+  o.max_calls_per_credential = o.max_calls;
+  o.max_bytes_per_credential = o.max_bytes;
+  o.max_reads_per_credential = o.max_reads;
+  return std::make_shared<CallLimits>(o);
+}
+
+CallLimits::Usage CallLimits::Total() const {
+  codemode::MutexLock lock(&mu_);
+  return total_;
+}
+
+CallLimits::Usage CallLimits::Of(const std::string& credential) const {
+  codemode::MutexLock lock(&mu_);
+  auto it = by_credential_.find(credential);
+  return it == by_credential_.end() ? Usage() : it->second;
+}
+
+uint64_t ApproxJsonBytes(const nlohmann::json& value) {
+  // A node's own size, about what nlohmann's basic_json takes.
+  constexpr uint64_t kNode = 16;
+  switch (value.type()) {
+    case nlohmann::json::value_t::string:
+      return kNode + value.get_ref<const std::string&>().size();
+    case nlohmann::json::value_t::object: {
+      uint64_t sum = kNode;
+      for (auto it = value.begin(); it != value.end(); ++it) {
+        sum += kNode + it.key().size() + ApproxJsonBytes(it.value());
+      }
+      return sum;
+    }
+    case nlohmann::json::value_t::array: {
+      uint64_t sum = kNode;
+      for (const auto& item : value) sum += ApproxJsonBytes(item);
+      return sum;
+    }
+    case nlohmann::json::value_t::binary:
+      return kNode + value.get_binary().size();
+    default:
+      return kNode;
+  }
+}
+
+}  // namespace gateway

@@ -1,0 +1,128 @@
+// CallLimits (server/call_limits.h): calls in flight, the bytes they hold and
+// resources/read, per credential and overall; and McpSession refusing past them across
+// sessions of one credential while another credential is served.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "server/call_limits.h"
+#include "server/mcp_server.h"
+#include "mcp_test_fakes.h"
+
+namespace gateway {
+namespace {
+
+using json = nlohmann::json;
+using testing::Call;
+using testing::CollectSink;
+using testing::ErrorCode;
+using testing::FakeProvider;
+using testing::InitializeParams;
+using testing::Request;
+
+CallLimits::Options Small() {
+  CallLimits::Options o;
+  o.max_calls = 3;
+  o.max_calls_per_credential = 2;
+  o.max_bytes = 250;
+  o.max_bytes_per_credential = 150;
+  o.max_reads = 1;
+  o.max_reads_per_credential = 1;
+  return o;
+}
+
+TEST(CallLimitsTest, CallsAreBoundedPerCredentialAndOverall) {
+  auto limits = std::make_shared<CallLimits>(Small());
+  std::vector<CallLimits::Ticket> held;
+  for (int i = 0; i < 2; ++i) held.push_back(*limits->Acquire("a", false, 1));
+  absl::StatusOr<CallLimits::Ticket> refused = limits->Acquire("a", false, 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(refused.status()));
+  EXPECT_NE(refused.status().message().find("--max_calls_in_flight_per_credential=2"),
+            std::string::npos) << refused.status();
+  held.push_back(*limits->Acquire("b", false, 1));
+  refused = limits->Acquire("c", false, 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--max_calls_in_flight=3"), std::string::npos);
+  EXPECT_EQ(limits->Total().calls, 3u);
+  held.erase(held.begin());  // a call of "a" ends
+  EXPECT_EQ(limits->Of("a").calls, 1u);
+  EXPECT_TRUE(limits->Acquire("c", false, 1).ok());  // and its ticket is dropped at once
+  held.clear();
+  EXPECT_EQ(limits->Total().calls, 0u);
+  EXPECT_EQ(limits->Total().bytes, 0u);
+}
+
+TEST(CallLimitsTest, BytesAreChargedUntilTheTicketGoes) {
+  auto limits = std::make_shared<CallLimits>(Small());
+  CallLimits::Ticket first = *limits->Acquire("a", false, 100);
+  absl::StatusOr<CallLimits::Ticket> refused = limits->Acquire("a", false, 51);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--max_call_bytes_in_flight_per_credential=150"),
+            std::string::npos) << refused.status();
+  CallLimits::Ticket other = *limits->Acquire("b", false, 140);
+  refused = limits->Acquire("c", false, 11);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--max_call_bytes_in_flight=250"), std::string::npos);
+  CallLimits::Ticket moved = std::move(first);  // moving keeps the charge
+  EXPECT_EQ(limits->Of("a").bytes, 100u);
+  moved.Release();
+  moved.Release();  // idempotent
+  EXPECT_EQ(limits->Of("a").bytes, 0u);
+  EXPECT_TRUE(limits->Acquire("a", false, 100).ok());
+}
+
+TEST(CallLimitsTest, ReadsHaveTheirOwnBound) {
+  auto limits = std::make_shared<CallLimits>(Small());
+  CallLimits::Ticket read = *limits->Acquire("a", true, 10);
+  absl::StatusOr<CallLimits::Ticket> refused = limits->Acquire("a", true, 10);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--max_resource_reads_in_flight_per_credential=1"),
+            std::string::npos) << refused.status();
+  refused = limits->Acquire("b", true, 10);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--max_resource_reads_in_flight=1"), std::string::npos);
+  EXPECT_TRUE(limits->Acquire("a", false, 10).ok());  // a call is not a read
+}
+
+TEST(CallLimitsTest, ApproxJsonBytesCountsStrings) {
+  json args = {{"code", std::string(1 << 20, 'x')}, {"list", {"ab", 1, 2.5}}};
+  EXPECT_GE(ApproxJsonBytes(args), (1u << 20) + 6);
+  EXPECT_LT(ApproxJsonBytes(args), (1u << 20) + 1024);
+}
+
+// Two sessions of one credential share its bound; a session of another credential is
+// served; the bound comes back when the calls end.
+TEST(CallLimitsTest, SessionsOfOneCredentialShareItsBound) {
+  FakeProvider provider;
+  ServerOptions options;
+  CallLimits::Options o;
+  o.max_calls_per_credential = 2;
+  options.call_limits = std::make_shared<CallLimits>(o);
+  auto ready = [&](const std::string& key, const std::string& credential) {
+    auto s = std::make_shared<McpSession>(key, &provider, options, credential);
+    s->Handle(Request(0, "initialize", InitializeParams()), std::make_shared<CollectSink>());
+    return s;
+  };
+  auto s1 = ready("s1", "token 0"), s2 = ready("s2", "token 0"), s3 = ready("s3", "token 1");
+  auto sink = std::make_shared<CollectSink>();
+  json slow = {{"name", "slow"}, {"arguments", {{"wait_ms", 10000}}}};
+  s1->Handle(Request(1, "tools/call", slow), sink);
+  s2->Handle(Request(1, "tools/call", slow), sink);
+  ASSERT_TRUE(provider.WaitForCalls(2));
+  json refused = Call(*s2, Request(2, "tools/call", {{"name", "echo"}}));
+  EXPECT_EQ(ErrorCode(refused), kInternalError);
+  EXPECT_NE(refused["error"]["message"].get<std::string>().find(
+                "max_calls_in_flight_per_credential"), std::string::npos) << refused;
+  EXPECT_TRUE(Call(*s3, Request(1, "tools/call", {{"name", "echo"}})).contains("result"));
+  s1->Close();  // cancels its call: its ticket goes with it
+  EXPECT_TRUE(Call(*s2, Request(3, "tools/call", {{"name", "echo"}})).contains("result"));
+  s2->Close();
+  s3->Close();
+  EXPECT_EQ(options.call_limits->Total().calls, 0u);
+}
+
+}  // namespace
+}  // namespace gateway
