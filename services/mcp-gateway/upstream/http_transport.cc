@@ -35,6 +35,7 @@ struct StreamableHttpTransport::PostResult {
   std::string session_used;  // the Mcp-Session-Id the request carried
   StreamCursor cursor;       // where its SSE stream ended (empty id for a JSON response)
   bool too_large = false;    // a message over max_message_bytes_: reading stopped there
+  absl::Status unusable;     // why a JSON response could not be parsed
 };
 
 struct StreamableHttpTransport::GetResult {
@@ -130,7 +131,10 @@ StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
       // Dispatch each event as it arrives: progress must reach the caller before the
       // response ends the stream.
       result.too_large = !parser.Feed(data, size, [&](const SseParser::Event& event) {
-        if (event.event == "message") DispatchText(config_.name, event.data, on_message);
+        if (event.event == "message") {
+          // An unusable event is logged and dropped; the stream goes on.
+          DispatchText(config_.name, event.data, on_message, max_message_bytes_).IgnoreError();
+        }
       });
       return !result.too_large;
     }
@@ -157,7 +161,7 @@ StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
   }
   if (result.error == httplib::Error::Success && result.status == 200 && !event_stream &&
       !result.body.empty()) {
-    DispatchText(config_.name, result.body, on_message);
+    result.unusable = DispatchText(config_.name, result.body, on_message, max_message_bytes_);
   }
   if (event_stream) result.cursor = {parser.last_event_id(), parser.retry_ms()};
   return result;
@@ -181,6 +185,8 @@ absl::Status StreamableHttpTransport::Post(const json& message, HttpExchange* ex
       return absl::CancelledError("abandoned");
     }
     if (r.too_large) return MessageTooLargeError(max_message_bytes_);
+    // A JSON answer that could not be used: say why rather than "no response".
+    if (!r.unusable.ok()) return absl::InvalidArgumentError(r.unusable.message());
     if (r.error != httplib::Error::Success) {
       if (IsConnectError(r.error)) {
         *connection_lost = true;
@@ -380,7 +386,9 @@ StreamableHttpTransport::GetResult StreamableHttpTransport::GetOnce(
   req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
     result.too_large = !parser.Feed(data, size, [&](const SseParser::Event& event) {
       result.got_event = true;
-      if (event.event == "message") DispatchText(config_.name, event.data, on_message);
+      if (event.event == "message") {
+        DispatchText(config_.name, event.data, on_message, max_message_bytes_).IgnoreError();
+      }
     });
     return !result.too_large;
   };
@@ -469,7 +477,9 @@ void StreamableHttpTransport::RunGetStream(std::shared_ptr<HttpExchange> exchang
       if (callbacks_.on_closed) callbacks_.on_closed(DescribeConnectFailure(url_, kProbeTimeout));
       break;
     }
-    if (r.got_event || absl::Now() - opened >= retry_.lived) failures = 0;
+    // A stream cut for an oversized event is a failure however much it delivered first:
+    // an upstream that keeps sending one must not have us reopen at the floor rate.
+    if (!r.too_large && (r.got_event || absl::Now() - opened >= retry_.lived)) failures = 0;
     const absl::Duration delay = ReconnectDelay(cursor.retry_ms, failures, retry_);
     spdlog::debug("upstream {}: GET stream ended (HTTP {}, {}); reopening in {}", config_.name,
                   r.status, httplib::to_string(r.error), absl::FormatDuration(delay));

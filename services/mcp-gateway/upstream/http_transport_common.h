@@ -90,16 +90,22 @@ inline bool IsEventStream(const std::string& content_type) {
   return absl::StartsWith(absl::AsciiStrToLower(content_type), "text/event-stream");
 }
 
-// Parses one JSON text (a body, an SSE data field) and hands it on.
-inline void DispatchText(const std::string& name, const std::string& text,
-                  const std::function<void(json)>& on_message) {
-  absl::StatusOr<json> message = codemode::ParseUntrustedJson(text, "message");
+// Parses one JSON text (a body, an SSE data field) of at most `max_message_bytes` and hands
+// it on; it may hold UpstreamJsonValueLimit(max_message_bytes) values. An unusable text is
+// logged and dropped; the error says why.
+inline absl::Status DispatchText(const std::string& name, const std::string& text,
+                                 const std::function<void(json)>& on_message,
+                                 size_t max_message_bytes) {
+  codemode::JsonLimits limits;
+  limits.max_values = UpstreamJsonValueLimit(max_message_bytes);
+  absl::StatusOr<json> message = codemode::ParseUntrustedJson(text, "the upstream's message", limits);
   if (!message.ok()) {
     spdlog::warn("upstream {}: ignoring a message ({}): {}", name, std::string(message.status().message()),
                  text.substr(0, 200));
-    return;
+    return message.status();
   }
   on_message(std::move(*message));
+  return absl::OkStatus();
 }
 
 inline std::string Snippet(const std::string& body) {

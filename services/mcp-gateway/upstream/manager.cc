@@ -81,6 +81,7 @@ void UpstreamManager::Impl::Run(Upstream* u) {
   absl::Duration backoff = options.retry_initial;
   mu.Lock();
   while (!stopping) {
+    bool lasted = false;  // connected, and stayed so for a while
     McpClient::Handlers handlers;
     handlers.on_tools_list_changed = [this, u] {
       codemode::MutexLock l(&mu);
@@ -106,12 +107,16 @@ void UpstreamManager::Impl::Run(Upstream* u) {
       u->server_name = client->server_name();
       u->instructions = client->instructions();
       u->tools = client->tools();
-      backoff = options.retry_initial;
       ++version;
       mu.Unlock();
       Notify(true);
       mu.Lock();
+      const absl::Time connected_at = absl::Now();
       Serve(u, client);
+      // Only a connection that lasted starts the backoff over: one the upstream ends at once
+      // (cut for an oversized event, say) must not have us reconnect every retry_initial.
+      lasted = absl::Now() - connected_at >= options.stream_retry.lived;
+      if (lasted) backoff = options.retry_initial;
       // Disconnected (or stopping).
       u->client.reset();
       u->connected = false;
@@ -138,7 +143,7 @@ void UpstreamManager::Impl::Run(Upstream* u) {
     auto wake = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return stopping || u->reconnect_now; };
     mu.AwaitWithTimeout(absl::Condition(&wake), backoff);
     u->reconnect_now = false;
-    if (!status.ok()) backoff = std::min(backoff * 2, options.retry_max);
+    if (!lasted) backoff = std::min(backoff * 2, options.retry_max);
   }
   mu.Unlock();
 }

@@ -79,7 +79,7 @@ void SseTransport::RunStream() {
         codemode::MutexLock lock(&mu_);
         endpoint_ = endpoint;
       } else if (event.event == "message") {
-        DispatchText(config_.name, event.data, forward);
+        DispatchText(config_.name, event.data, forward, max_message_bytes_).IgnoreError();  // logged
       }
     });
     return !too_large;

@@ -157,9 +157,11 @@ absl::Status StdioTransport::Send(const json& message) {
 
 void StdioTransport::ReadStdout() {
   LineFramer framer(max_message_bytes_);
-  auto on_line = [this](const std::string& line) {
+  codemode::JsonLimits limits;
+  limits.max_values = UpstreamJsonValueLimit(max_message_bytes_);
+  auto on_line = [this, limits](const std::string& line) {
     if (line.find_first_not_of(" \t") == std::string::npos) return;
-    absl::StatusOr<json> message = codemode::ParseUntrustedJson(line, "stdout line");
+    absl::StatusOr<json> message = codemode::ParseUntrustedJson(line, "stdout line", limits);
     if (!message.ok()) {
       spdlog::warn("upstream {}: ignoring output on stdout ({}): {}", config_.name,
                    std::string(message.status().message()), line.substr(0, 200));

@@ -11,6 +11,7 @@
 //   absl::StatusOr<json> r = upstreams.CallTool("everything", "echo", {{"message","hi"}}, call);
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
@@ -80,6 +81,16 @@ struct StreamRetryPolicy {
 
 // The default of UpstreamOptions::max_message_bytes (--max_upstream_message_bytes).
 inline constexpr size_t kDefaultMaxUpstreamMessageBytes = 16u << 20;
+
+// The JSON values (objects, arrays, strings, numbers, ...) one upstream message may hold:
+// one per 128 bytes of the byte cap (131,072 at 16 MiB). A parsed value costs ~140 bytes,
+// so a 3 MiB answer of a million `{}` would have become a 200 MiB document; at this bound
+// a message's document stays near the cap's size. Tool results are usually one text block
+// (one value however long); a dense structuredContent needs a larger byte cap. A message
+// past it is dropped with a warning, as one that is not JSON.
+inline size_t UpstreamJsonValueLimit(size_t max_message_bytes) {
+  return std::max<size_t>(max_message_bytes / 128, 1024);
+}
 
 struct UpstreamOptions {
   absl::Duration call_timeout = absl::Seconds(60);

@@ -64,4 +64,29 @@ describe("an upstream's answers against the gateway", () => {
     }
     assert.match(out, /small: .*ok-small/, out);
   });
+
+  test("an answer of a million JSON values is dropped, not built", async () => {
+    const before = statusMiB(gateway.proc.pid, "VmRSS");
+    const client = await gateway.client("dense-upstream");
+    const r = await runPython(client, [
+      "import asyncio",
+      "async def one():",
+      "    try:",
+      "        return str(await mcp_huge.dom())[:40]",
+      "    except Exception as e:",
+      "        return 'ERR ' + str(e)[:200]",
+      "for line in await asyncio.gather(*[one() for _ in range(4)]):",
+      "    print(line)",
+      "print('small:', await mcp_huge.small())",
+    ].join("\n"), { timeout_seconds: 120 }, { timeout: 180000 });
+    await client.close();
+    const peak = statusMiB(gateway.proc.pid, "VmHWM");
+    const out = text(r);
+    console.log(`gateway VmRSS ${before.toFixed(0)} MiB before, peak ${peak.toFixed(0)} MiB after four ` +
+      `3 MB answers of a million values\n${out}`);
+    // Built, each would be a ~200 MiB document: four at a time took the gateway past 500 MiB.
+    assert.ok(peak < 200, `the gateway's peak RSS reached ${peak.toFixed(0)} MiB`);
+    assert.equal(out.split("\n").filter((l) => /^ERR .*holds more than \d+ values/.test(l)).length, 4, out);
+    assert.match(out, /small: .*ok-small/, out);
+  });
 });

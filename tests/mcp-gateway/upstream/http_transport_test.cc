@@ -216,6 +216,29 @@ TEST_F(HttpUpstreamTest, AGetStreamEndingAtOnceWithRetryZeroIsReopenedWithBackof
   EXPECT_TRUE(manager_->Snapshot()[0].connected);
 }
 
+// The same upstream sends one small event first, then an event over max_message_bytes: the
+// stream is cut there. A cut for an oversized event is a failure even though an event came
+// first, so the reopenings back off as above rather than come at the 250 ms floor.
+TEST_F(HttpUpstreamTest, AGetStreamCutForAnOversizedEventIsReopenedWithBackoff) {
+  UpstreamOptions options = testing::TestOptions();
+  options.max_message_bytes = 1u << 20;
+  Connect({"--get-retry-ms", "0", "--get-oversized-bytes", std::to_string(2 << 20)}, false, options);
+  ASSERT_TRUE(manager_->Snapshot()[0].connected) << manager_->Snapshot()[0].error;
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  std::vector<double> gets;
+  ASSERT_TRUE(WaitFor([&] {
+    gets.clear();
+    for (const auto& e : testing::ReadLog(log_)) {
+      if (e.value("event", "") == "get") gets.push_back(e["at"].get<double>());
+    }
+    return gets.size() >= 2;
+  }));
+  const double span = gets.back() - gets.front();
+  size_t allowed = 1;
+  for (int k = 1; 0.25 * std::ldexp(1.0, k - 1) <= span + 0.005; ++k) ++allowed;
+  EXPECT_LE(gets.size(), allowed) << "GETs in " << span << " s";
+}
+
 TEST(HttpUnreachableTest, RefusedConnectionIsReportedAndRetried) {
   const int port = testing::UnusedPort();
   const std::string url = "http://127.0.0.1:" + std::to_string(port);
