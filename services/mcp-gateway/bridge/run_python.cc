@@ -120,6 +120,7 @@ absl::StatusOr<Finished> RunPythonTool::ExecuteOn(SessionBindings::Binding& bind
     return run.router->Route(call, calls_token);
   };
   handlers.on_stream_end = [calls_token] { calls_token->Cancel("the execution finished"); };
+  handlers.credential = run.ctx->credential;
   absl::StatusOr<Finished> finished = sandboxes_->Execute(
       binding.ref(), run.args.code, static_cast<uint32_t>(run.args.timeout_seconds * 1000),
       send_catalog ? &run.catalog : nullptr, handlers, run.ctx->cancel);
