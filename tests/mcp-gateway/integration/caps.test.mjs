@@ -4,7 +4,8 @@
 // file_list frames itself with huge listings cannot grow the gateway.
 import assert from "node:assert/strict";
 import { after, describe, test } from "node:test";
-import { GatewayHttp, Sandboxd, memoryMiB, runPython, stopAll, text, writeConfig } from "./harness.mjs";
+import fs from "node:fs";
+import { GatewayHttp, Sandboxd, memoryMiB, runPython, stopAll, text, waitFor, writeConfig } from "./harness.mjs";
 
 // A gateway whose clients authenticate with one of two tokens (from the environment).
 async function twoTokenGateway(sandboxd, extraArgs) {
@@ -116,6 +117,57 @@ describe("hostile listings of out/", () => {
     for (const res of list.resources) assert.ok(res.name.length <= 1024, res.name.slice(0, 80));
     const ok = await runPython(client, "print('still serving')");
     assert.match(text(ok), /still serving/);
+    await client.close();
+  });
+});
+
+// The gateway's threads (/proc/<pid>/status).
+function threadsOf(pid) {
+  return Number(/Threads:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))[1]);
+}
+
+describe("abandoned runs", () => {
+  let sandboxd;
+  let gateway;
+  after(async () => {
+    await gateway?.stop();
+    await sandboxd?.stop();
+    await stopAll();
+  });
+
+  // Runs of one session queue behind the one running. 30 queued runs whose clients had
+  // gone kept 42 threads and 200 MiB until the run ahead ended (up to
+  // --max_timeout_seconds): the wait for the session ignored cancellation.
+  test("queued runs whose client cancels them end while the run ahead goes on", async () => {
+    sandboxd = new Sandboxd(["--pool_size=0"]);
+    await sandboxd.start();
+    gateway = new GatewayHttp({ config: writeConfig({}), sandboxd: sandboxd.endpoint });
+    await gateway.start();
+    const client = await gateway.client("abandoner");
+    let headStarted;
+    const started = new Promise((r) => { headStarted = r; });
+    const head = new AbortController();
+    let headDone = false;
+    const headRun = runPython(client, "print('head started', flush=True)\nimport time\ntime.sleep(90)",
+      { timeout_seconds: 120 }, { signal: head.signal, onprogress: () => headStarted() })
+      .catch(() => {}).finally(() => { headDone = true; });
+    await started;
+    const pid = gateway.proc.pid;
+    const before = threadsOf(pid);
+    const queued = Array.from({ length: 10 }, () => new AbortController());
+    const runs = queued.map((c, i) => runPython(client, `x = ${i}  # ${"p".repeat(1 << 20)}`, {},
+      { signal: c.signal }).catch(() => {}));
+    await waitFor(() => threadsOf(pid) >= before + 10, "ten runs queued behind the head", 30000);
+    for (const c of queued) c.abort("the client gave up");
+    await Promise.all(runs);
+    // Bounded only so that the old gateway fails instead of hanging: its threads stay
+    // until the head run ends, 90 s on.
+    await waitFor(() => threadsOf(pid) <= before + 1, "the queued runs' threads to end", 30000);
+    assert.equal(headDone, false, "the queued runs ended while the run ahead still went on");
+    head.abort("done");
+    await headRun;
+    const r = await runPython(client, "print('still serving')");
+    assert.match(text(r), /still serving/);
     await client.close();
   });
 });
