@@ -5,7 +5,9 @@
 import assert from "node:assert/strict";
 import { after, describe, test } from "node:test";
 import fs from "node:fs";
-import { GatewayHttp, Sandboxd, memoryMiB, runPython, stopAll, text, waitFor, writeConfig } from "./harness.mjs";
+import {
+  GatewayHttp, Sandboxd, everythingStdio, memoryMiB, runPython, stopAll, text, waitFor, writeConfig,
+} from "./harness.mjs";
 
 // A gateway whose clients authenticate with one of two tokens (from the environment).
 async function twoTokenGateway(sandboxd, extraArgs) {
@@ -169,5 +171,53 @@ describe("abandoned runs", () => {
     const r = await runPython(client, "print('still serving')");
     assert.match(text(r), /still serving/);
     await client.close();
+  });
+});
+
+// Code that stops its runner reading (so the answers of its tool calls are never taken) and
+// sends `n` everything.echo calls of `mib` MiB straight on the runner's connection.
+const STALLED_FLOOD = (n, mib) => `
+import gc, time
+runner = [o for o in gc.get_objects() if type(o).__name__ == "Runner"][0]
+state = runner.current_exec(); conn = state.conn
+real = conn._sock
+class Stall:
+    def __getattr__(self, n): return getattr(real, n)
+    def recv_into(self, *a, **k): time.sleep(3600)
+conn._sock = Stall()
+msg = "x" * int(${mib} * 1024 * 1024)
+for i in range(${n}):
+    conn.send({"type": "tool_call", "id": state.id, "call_id": "f%d" % i, "server": "everything",
+               "tool": "echo", "arguments": {"message": msg}})
+    time.sleep(0.05)
+time.sleep(3600)
+`;
+
+describe("tool-call bytes across sandboxes", () => {
+  let sandboxd;
+  let gateway;
+  after(async () => {
+    await gateway?.stop();
+    await sandboxd?.stop();
+    await stopAll();
+  });
+
+  // 8 sandboxes of one token, each with a stalled runner sending 20 calls of 3 MiB, took
+  // the gateway to 974 MiB (996 MiB peak) and 107 threads: each run's own caps allowed
+  // 32 MiB of arguments, and answers waiting to be taken freed their slot.
+  test("one credential's stalled runners cannot grow the gateway without bound", async () => {
+    sandboxd = new Sandboxd(["--pool_size=0"]);
+    await sandboxd.start();
+    gateway = new GatewayHttp({ config: writeConfig({ everything: everythingStdio() }), sandboxd: sandboxd.endpoint });
+    await gateway.start();
+    const clients = await Promise.all(Array.from({ length: 8 }, (_, i) => gateway.client(`flood-${i}`)));
+    await Promise.all(clients.map((c) => runPython(c, STALLED_FLOOD(20, 3), { timeout_seconds: 15 })
+      .catch(() => {})));
+    const peak = memoryMiB(gateway.proc.pid, "VmHWM");
+    console.log(`gateway VmHWM after the stalled floods: ${peak.toFixed(0)} MiB`);
+    assert.ok(peak < 600, `the gateway's peak memory was ${peak.toFixed(0)} MiB`);
+    const r = await runPython(clients[0], "print('still serving')");
+    assert.match(text(r), /still serving/);
+    for (const c of clients) await c.close();
   });
 });
