@@ -151,6 +151,11 @@ ABSL_FLAG(uint64_t, max_tool_result_bytes, 8 << 20,
           "ToolError.");
 ABSL_FLAG(uint64_t, max_tool_call_bytes_in_flight, 32 << 20,
           "Arguments of one run's tool calls in flight together; more get a ToolError.");
+ABSL_FLAG(uint64_t, max_tool_call_bytes_in_flight_per_credential, 64 << 20,
+          "Bytes of tool calls (arguments being answered, results not yet taken by the "
+          "sandbox) held at once for one credential over all its runs; more get a ToolError.");
+ABSL_FLAG(uint64_t, max_tool_call_bytes_in_flight_total, 128 << 20,
+          "Bytes of tool calls held at once over every credential; more get a ToolError.");
 ABSL_FLAG(uint32_t, max_tool_calls_per_run, 10000,
           "Tool calls one run_python may make in total; later ones get a ToolError.");
 ABSL_FLAG(uint64_t, spill_stdout_bytes, 32 * 1024,
@@ -273,6 +278,9 @@ gateway::ToolCallLimits ToolCallLimitsFromFlags() {
   l.max_argument_bytes = absl::GetFlag(FLAGS_max_tool_call_bytes);
   l.max_result_bytes = absl::GetFlag(FLAGS_max_tool_result_bytes);
   l.max_argument_bytes_in_flight = absl::GetFlag(FLAGS_max_tool_call_bytes_in_flight);
+  l.max_bytes_in_flight_per_credential =
+      absl::GetFlag(FLAGS_max_tool_call_bytes_in_flight_per_credential);
+  l.max_bytes_in_flight_total = absl::GetFlag(FLAGS_max_tool_call_bytes_in_flight_total);
   return l;
 }
 

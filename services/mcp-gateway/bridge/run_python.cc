@@ -71,10 +71,15 @@ absl::StatusOr<Finished> RunPythonTool::Execute(Run& run) {
     if (!binding.ok()) return binding.status();
     absl::StatusOr<Finished> finished;
     bool session_gone = false;
-    {
-      codemode::MutexLock lock(&(*binding)->run_mu);
-      finished = ExecuteOn(**binding, run, attempt == 0, session_gone);
+    // Runs of one binding queue here; a queued run whose caller cancels it (or goes away)
+    // leaves the queue at once instead of holding its thread until the run ahead ends.
+    if (!(*binding)->LockRun(run.ctx->cancel)) {
+      return absl::CancelledError(absl::StrCat(
+          "the run was cancelled (", run.ctx->cancel->reason(),
+          ") while it waited for the previous run of this session; nothing ran"));
     }
+    finished = ExecuteOn(**binding, run, attempt == 0, session_gone);
+    (*binding)->UnlockRun();
     if (finished.ok() && finished->status() == Finished::SESSION_LOST) {
       bindings_.Forget(mcp_session, run.args.session, *binding);
       run.report->notes.push_back("the sandbox session was lost; the next run starts in a new session");
@@ -115,6 +120,7 @@ absl::StatusOr<Finished> RunPythonTool::ExecuteOn(SessionBindings::Binding& bind
     return run.router->Route(call, calls_token);
   };
   handlers.on_stream_end = [calls_token] { calls_token->Cancel("the execution finished"); };
+  handlers.credential = run.ctx->credential;
   absl::StatusOr<Finished> finished = sandboxes_->Execute(
       binding.ref(), run.args.code, static_cast<uint32_t>(run.args.timeout_seconds * 1000),
       send_catalog ? &run.catalog : nullptr, handlers, run.ctx->cancel);

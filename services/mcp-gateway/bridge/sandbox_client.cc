@@ -83,6 +83,7 @@ SandboxClient::SandboxClient(std::vector<std::string> endpoints, ToolCallLimits 
                              std::string tcp_token)
     : endpoints_(std::move(endpoints)),
       limits_(limits),
+      budget_(limits.max_bytes_in_flight_per_credential, limits.max_bytes_in_flight_total),
       isolation_(isolation),
       image_(std::move(image)),
       tcp_token_(std::move(tcp_token)),
@@ -256,13 +257,17 @@ namespace {
 
 // Answers the tool calls of one execution within ToolCallLimits, on workers that are
 // started as calls overlap (at most max_in_flight) and reused until the stream ends, so
-// a run that makes 100,000 calls starts a handful of threads, not 100,000. Dispatch is
-// called by the Execute loop's thread only.
+// a run that makes 100,000 calls starts a handful of threads, not 100,000. A call holds
+// its slot and its bytes (arguments, then also its result; charged to the run and to the
+// credential's share of `budget`) until its answer is written: a sandbox that does not
+// read its answers stalls the write, and must not get further calls admitted meanwhile.
+// Dispatch is called by the Execute loop's thread only.
 class ToolCallDispatcher {
  public:
   using Write = std::function<void(const sandbox::v1::ExecuteRequest&)>;
-  ToolCallDispatcher(const ToolCallLimits& limits, const ExecuteHandlers& handlers, Write write)
-      : limits_(limits), handlers_(handlers), write_(std::move(write)) {}
+  ToolCallDispatcher(const ToolCallLimits& limits, ToolCallBudget* budget,
+                     const ExecuteHandlers& handlers, Write write)
+      : limits_(limits), budget_(budget), handlers_(handlers), write_(std::move(write)) {}
   ~ToolCallDispatcher() { JoinAll(); }
 
   void Dispatch(sandbox::v1::ToolCall call) {
@@ -300,9 +305,16 @@ class ToolCallDispatcher {
       return absl::StrCat("this run made more than ", limits_.max_per_run,
                           " tool calls (the gateway's --max_tool_calls_per_run)");
     }
-    if (in_flight_ >= limits_.max_in_flight) {
+    if (answering_ >= limits_.max_in_flight) {
       return absl::StrCat("more than ", limits_.max_in_flight, " tool calls in flight at once "
                           "(the gateway's --max_tool_calls_in_flight); await some first");
+    }
+    // Answers the sandbox has not taken yet still hold their worker and bytes. Twice the
+    // bound: a well-behaved sandbox may send its next call the moment it reads an answer,
+    // before the worker that wrote it has counted it written.
+    if (unwritten_ >= 2 * static_cast<size_t>(limits_.max_in_flight)) {
+      return absl::StrCat("the sandbox has not taken the answers of ", unwritten_,
+                          " tool calls (twice the gateway's --max_tool_calls_in_flight)");
     }
     if (size > limits_.max_argument_bytes) {
       return absl::StrCat("the arguments are ", size, " bytes of JSON; the limit is ",
@@ -313,8 +325,10 @@ class ToolCallDispatcher {
                           " bytes of arguments (the gateway's --max_tool_call_bytes_in_flight is ",
                           limits_.max_argument_bytes_in_flight, "); await some first");
     }
+    if (std::string why = budget_->Charge(handlers_.credential, size); !why.empty()) return why;
     ++total_;
-    ++in_flight_;
+    ++answering_;
+    ++unwritten_;
     bytes_in_flight_ += size;
     return "";
   }
@@ -335,16 +349,33 @@ class ToolCallDispatcher {
       mu_.Unlock();
       const size_t size = call.arguments_json().size();
       sandbox::v1::ExecuteRequest answer = Answer(call);
+      const size_t held = size + ChargeResult(answer);
       mu_.Lock();
-      // Freed before the answer goes out: the sandbox sends its next held-back call as
-      // soon as it has the answer, and must not find the slot still taken.
-      --in_flight_;
-      bytes_in_flight_ -= size;
+      // The answering slot is freed before the answer goes out: the sandbox sends its next
+      // held-back call as soon as it has the answer, and must not find it still taken.
+      --answering_;
       mu_.Unlock();
-      write_(answer);
+      write_(answer);  // blocks while the sandbox does not read
+      budget_->Release(handlers_.credential, held);
       mu_.Lock();
+      --unwritten_;
+      bytes_in_flight_ -= size;
     }
     mu_.Unlock();
+  }
+
+  // Charges the result to the credential until it is written (returns the bytes charged);
+  // past the budget the sandbox gets a ToolError instead of the result.
+  size_t ChargeResult(sandbox::v1::ExecuteRequest& answer) {
+    const size_t n = answer.tool_result().result_json().size();
+    if (n == 0) return 0;
+    std::string why = budget_->Charge(handlers_.credential, n);
+    if (why.empty()) return n;
+    const std::string call_id = answer.tool_result().call_id();
+    answer.mutable_tool_result()->Clear();
+    answer.mutable_tool_result()->set_call_id(call_id);
+    answer.mutable_tool_result()->set_error(why);
+    return 0;
   }
 
   sandbox::v1::ExecuteRequest Answer(const sandbox::v1::ToolCall& call) const {
@@ -370,6 +401,7 @@ class ToolCallDispatcher {
   }
 
   const ToolCallLimits limits_;
+  ToolCallBudget* const budget_;
   const ExecuteHandlers& handlers_;
   const Write write_;
   std::vector<std::thread> workers_;  // touched by the Execute loop's thread only
@@ -378,8 +410,9 @@ class ToolCallDispatcher {
   size_t idle_ ABSL_GUARDED_BY(mu_) = 0;                          // workers waiting for a call
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   uint32_t total_ ABSL_GUARDED_BY(mu_) = 0;
-  uint32_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // admitted and not yet answered
-  size_t bytes_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t answering_ ABSL_GUARDED_BY(mu_) = 0;  // admitted and not yet answered
+  size_t unwritten_ ABSL_GUARDED_BY(mu_) = 0;    // admitted and not yet written back
+  size_t bytes_in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // arguments of the unwritten calls
 };
 
 }  // namespace
@@ -426,7 +459,7 @@ absl::StatusOr<sandbox::v1::Finished> SandboxClient::Execute(
     });
   }
 
-  ToolCallDispatcher calls(limits_, handlers, write);
+  ToolCallDispatcher calls(limits_, &budget_, handlers, write);
   std::optional<sandbox::v1::Finished> finished;
   sandbox::v1::ExecuteResponse msg;
   while (stream->Read(&msg)) {

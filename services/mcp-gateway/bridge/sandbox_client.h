@@ -22,6 +22,7 @@
 #include "base/cancel.h"
 #include "base/mutex.h"
 #include "bridge/sandboxes.h"
+#include "bridge/tool_call_budget.h"
 #include "grpcpp/grpcpp.h"
 #include "sandbox/v1/sandbox.grpc.pb.h"
 
@@ -40,6 +41,10 @@ struct ToolCallLimits {
   // Arguments of the calls in flight together: each parsed copy costs a few times its
   // size, so this bounds what a flood of large calls can make the gateway hold.
   size_t max_argument_bytes_in_flight = 32u << 20;
+  // Bytes of tool calls (arguments being answered, results not yet taken by the sandbox)
+  // held at once for one credential over all its runs, and for everyone (ToolCallBudget).
+  size_t max_bytes_in_flight_per_credential = 64u << 20;
+  size_t max_bytes_in_flight_total = 128u << 20;
 };
 
 // The gateway's --isolation: "" (sandboxd's default), "container" or "gvisor";
@@ -95,6 +100,7 @@ class SandboxClient : public Sandboxes {
 
   std::vector<std::string> endpoints_;
   const ToolCallLimits limits_;
+  ToolCallBudget budget_;  // shared by every execution
   const sandbox::v1::Isolation isolation_;
   const std::string image_;
   const std::string tcp_token_;

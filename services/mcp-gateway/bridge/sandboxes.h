@@ -28,6 +28,9 @@ struct ExecuteHandlers {
   // Called when the stream has ended, before waiting for tool-call threads: cancel the
   // upstream calls still running so that waiting is short.
   std::function<void()> on_stream_end;
+  // Who the run belongs to (ToolCallContext::credential): its tool calls' bytes count
+  // against that credential's share of the gateway's tool-call budget.
+  std::string credential;
 };
 
 class Sandboxes {

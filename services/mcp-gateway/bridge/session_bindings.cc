@@ -18,6 +18,37 @@ bool BelongsTo(const std::string& key, const std::string& mcp_session) {
 
 }  // namespace
 
+bool SessionBindings::Binding::LockRun(const std::shared_ptr<codemode::CancelToken>& cancel) {
+  // What a queued run waits for: its turn, or its caller giving up.
+  struct Wait {
+    Turn* turn;
+    codemode::CancelToken* cancel;
+    bool Over() const ABSL_NO_THREAD_SAFETY_ANALYSIS {  // evaluated with turn->mu held
+      return !turn->busy || (cancel != nullptr && cancel->cancelled());
+    }
+  } wait{turn_.get(), cancel.get()};
+  if (cancel != nullptr) {
+    // The token changes outside turn->mu: taking and releasing the lock after it changed
+    // makes the releasing thread evaluate the waiters' conditions again.
+    cancel->OnCancel([turn = turn_] { codemode::MutexLock touch(&turn->mu); });
+  }
+  {
+    codemode::MutexLock lock(&turn_->mu);
+    turn_->mu.Await(absl::Condition(&wait, &Wait::Over));
+    // Cancelled while another run held the binding (or before asking): nothing runs.
+    if (turn_->busy || (cancel != nullptr && cancel->cancelled())) return false;
+    turn_->busy = true;
+  }
+  run_mu.Lock();  // free: only the holder of the turn takes it
+  return true;
+}
+
+void SessionBindings::Binding::UnlockRun() {
+  run_mu.Unlock();
+  codemode::MutexLock lock(&turn_->mu);
+  turn_->busy = false;
+}
+
 SessionBindings::SessionBindings(Sandboxes* sandboxes, size_t max_per_mcp_session,
                                  size_t max_per_credential)
     : sandboxes_(sandboxes),

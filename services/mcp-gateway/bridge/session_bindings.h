@@ -10,9 +10,10 @@
 // "mcp:<credential>", so sandboxd's own per-owner cap shares its slots among credentials.
 //
 //   absl::StatusOr<std::shared_ptr<Binding>> b = bindings.FindOrRegister(mcp, "default", cred);
-//   codemode::MutexLock run(&(*b)->run_mu);
+//   if (!(*b)->LockRun(ctx.cancel)) return absl::CancelledError(...);  // cancelled while queued
 //   RETURN_IF_ERROR(bindings.Open(**b, mcp, "default", catalog));
 //   sandboxes->Execute((*b)->ref(), ...);
+//   (*b)->UnlockRun();
 #pragma once
 
 #include <map>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/cancel.h"
 #include "base/mutex.h"
 #include "bridge/produced_files.h"
 #include "bridge/sandboxes.h"
@@ -34,7 +36,16 @@ class SessionBindings {
     explicit Binding(std::string credential) : credential(std::move(credential)) {}
     // Who created it (ToolCallContext::credential); its sandbox's owner is "mcp:<credential>".
     const std::string credential;
-    codemode::Mutex run_mu;  // one run at a time per binding, in order
+    // One run at a time per binding. Taken only through LockRun/UnlockRun, so that a run
+    // queued behind another can give up its place when its caller cancels it.
+    codemode::Mutex run_mu;
+    // Waits until no other run holds the binding, then takes run_mu and returns true; or
+    // returns false (holding nothing) as soon as `cancel` is cancelled, even while the run
+    // ahead goes on for minutes: an abandoned request must not keep its thread and
+    // arguments until then.
+    bool LockRun(const std::shared_ptr<codemode::CancelToken>& cancel)
+        ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true, run_mu);
+    void UnlockRun() ABSL_UNLOCK_FUNCTION(run_mu);
     // The sandbox session, once Open() has created it.
     SandboxRef ref() {
       codemode::MutexLock lock(&state_mu);
@@ -60,6 +71,13 @@ class SessionBindings {
 
    private:
     friend class SessionBindings;
+    // Whose turn it is to run; shared with the cancel callbacks of waiting runs, which may
+    // fire after the binding is gone.
+    struct Turn {
+      codemode::Mutex mu;
+      bool busy ABSL_GUARDED_BY(mu) = false;
+    };
+    const std::shared_ptr<Turn> turn_ = std::make_shared<Turn>();
     codemode::Mutex state_mu;
     SandboxRef ref_ ABSL_GUARDED_BY(state_mu);
     bool ready_ ABSL_GUARDED_BY(state_mu) = false;

@@ -3,6 +3,9 @@
 // the result), lost sessions retried once, and MCP sessions closing.
 #include "bridge/run_python.h"
 
+#include <thread>
+
+#include "absl/synchronization/notification.h"
 #include "bridge_fakes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -22,11 +25,12 @@ class RunPythonToolTest : public ::testing::Test {
  protected:
   RunPythonToolTest() { upstreams_.SetServers({Server("github", {"search"}), Server("memory", {"read"})}); }
 
-  absl::StatusOr<json> Call(const json& args, const std::string& mcp = "mcp-1") {
+  absl::StatusOr<json> Call(const json& args, const std::string& mcp = "mcp-1",
+                            std::shared_ptr<codemode::CancelToken> cancel = nullptr) {
     ToolCallContext ctx;
     ctx.session_key = mcp;
     ctx.credential = "token 0";
-    ctx.cancel = std::make_shared<codemode::CancelToken>();
+    ctx.cancel = cancel ? cancel : std::make_shared<codemode::CancelToken>();
     ctx.progress = [this](double, std::optional<double>, const std::string& m) {
       progress_.push_back(m);
     };
@@ -144,6 +148,44 @@ TEST_F(RunPythonToolTest, CancellingTheRunCancelsItsUpstreamCalls) {
   EXPECT_EQ((*r)["isError"], true);
   EXPECT_TRUE(cancelled_by_client);
   EXPECT_TRUE(seen->cancelled()) << "and the end of the stream cancels what is left";
+}
+
+// A run queued behind a long one of the same session, whose client gives up, ends at once
+// (issue 27: 30 abandoned queued calls held 42 threads and 200 MiB until the run ahead
+// ended, up to --max_timeout_seconds later).
+TEST_F(RunPythonToolTest, ACancelledQueuedRunEndsWhileTheRunAheadGoesOn) {
+  absl::Notification first_started, release_first;
+  sandboxes_.SetScript([&](const FakeSandboxes::Execution& e, const ExecuteHandlers&,
+                           std::shared_ptr<codemode::CancelToken>) -> absl::StatusOr<Finished> {
+    if (e.code == "long") {
+      first_started.Notify();
+      release_first.WaitForNotification();
+    }
+    return FakeSandboxes::PrintCode(e);
+  });
+  std::thread first([&] { (void)Call({{"code", "long"}}); });
+  first_started.WaitForNotification();
+  auto cancel = std::make_shared<codemode::CancelToken>();
+  absl::Notification second_done;
+  absl::StatusOr<json> second;
+  std::thread queued([&] {
+    second = Call({{"code", "queued"}}, "mcp-1", cancel);
+    second_done.Notify();
+  });
+  cancel->Cancel("client went away");
+  // Not a speed limit: the old code never returns here until the first run ends; the
+  // bound only turns that hang into a failure.
+  const bool returned_while_first_ran = second_done.WaitForNotificationWithTimeout(absl::Seconds(30));
+  release_first.Notify();
+  first.join();
+  queued.join();
+  EXPECT_TRUE(returned_while_first_ran) << "the cancelled run waited for the run ahead";
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ((*second)["isError"], true);
+  EXPECT_THAT((*second)["content"][0]["text"].get<std::string>(),
+              HasSubstr("cancelled (client went away)"));
+  ASSERT_EQ(sandboxes_.executions().size(), 1u) << "the cancelled run's code never ran";
+  EXPECT_EQ(Run({{"code", "next"}}), "s1: next\n") << "the session serves the next run";
 }
 
 TEST_F(RunPythonToolTest, ALostSessionIsRetriedOnceInANewOne) {

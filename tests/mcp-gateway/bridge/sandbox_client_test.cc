@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -78,6 +79,16 @@ class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
     ++saw_cancel;
     return grpc::Status::CANCELLED;
   }
+
+  // The Execute stream, as the test scripts it (a runner that floods tool calls).
+  using ExecuteStream =
+      grpc::ServerReaderWriter<sandbox::v1::ExecuteResponse, sandbox::v1::ExecuteRequest>;
+  grpc::Status Execute(grpc::ServerContext* ctx, ExecuteStream* stream) override {
+    sandbox::v1::ExecuteRequest start;
+    if (!stream->Read(&start)) return grpc::Status::CANCELLED;
+    return execute ? execute(ctx, stream) : grpc::Status::OK;
+  }
+  std::function<grpc::Status(grpc::ServerContext*, ExecuteStream*)> execute;
 
   int download_chunks = 3;
   std::atomic<int> chunks_written{0};
@@ -173,6 +184,107 @@ TEST_F(SandboxClientTest, CancellingTheTokenCancelsTheFileCalls) {
   auto done = std::make_shared<codemode::CancelToken>();
   done->Cancel();
   EXPECT_TRUE(absl::IsCancelled(client.DownloadFile(ref, "stall", 1 << 20, done).status()));
+}
+
+sandbox::v1::ExecuteResponse CallOf(int i, size_t argument_bytes) {
+  sandbox::v1::ExecuteResponse m;
+  m.mutable_tool_call()->set_call_id("c" + std::to_string(i));
+  m.mutable_tool_call()->set_server("everything");
+  m.mutable_tool_call()->set_tool("echo");
+  m.mutable_tool_call()->set_arguments_json("\"" + std::string(argument_bytes, 'a') + "\"");
+  return m;
+}
+
+// A runner that floods calls and never reads their answers (issue 27: 8 such sandboxes of
+// one token took the gateway to ~1 GiB): a call keeps its slot until its answer is written,
+// so the gateway answers at most twice --max_tool_calls_in_flight of them, not all.
+TEST_F(SandboxClientTest, ARunnerThatReadsNoAnswersGetsNoMoreCallsAnswered) {
+  constexpr int kCalls = 20;
+  std::atomic<int> answered{0};
+  service_.execute = [&](grpc::ServerContext*, RecordingSandboxd::ExecuteStream* stream) {
+    // One call at a time, each once the previous one was answered (and a moment later, so
+    // that the old gateway had freed its slot): the pace of a runner whose calls each
+    // wait on an upstream. The fixed gateway refuses the fifth and stops answering, so
+    // this waits its whole bound there; the old one answers all 20. The bounds cannot make
+    // the test fail.
+    for (int i = 0; i < kCalls; ++i) {
+      stream->Write(CallOf(i, 16));
+      for (int n = 0; n < 200 && answered.load() <= i; ++n) usleep(10000);
+      if (answered.load() <= i) break;
+      usleep(20000);
+    }
+    return grpc::Status(grpc::StatusCode::ABORTED, "runner gone");
+  };
+  ToolCallLimits limits;
+  limits.max_in_flight = 2;
+  SandboxClient client({"unix:" + socket_}, limits);
+  ExecuteHandlers h;
+  h.credential = "token 0";
+  h.on_tool_call = [&](const sandbox::v1::ToolCall&) {
+    ++answered;
+    sandbox::v1::ToolResult r;
+    r.set_result_json("\"" + std::string(4u << 20, 'r') + "\"");  // past any flow-control window
+    return r;
+  };
+  (void)client.Execute({0, "s-1"}, "code", 1000, nullptr, h, nullptr);
+  EXPECT_LE(answered.load(), 4) << "calls were answered while earlier answers were not taken";
+}
+
+// The bytes a credential's calls hold are bounded over all its runs, whatever each run's
+// own bound: past --max_tool_call_bytes_in_flight_per_credential a call gets a ToolError
+// naming it.
+TEST_F(SandboxClientTest, ACredentialsToolCallBytesAreBoundedOverItsRuns) {
+  absl::Notification release;
+  std::atomic<int> started{0};
+  std::string error;  // of the third call
+  bool answered_third = false;
+  codemode::Mutex mu;
+  service_.execute = [&](grpc::ServerContext*, RecordingSandboxd::ExecuteStream* stream) {
+    for (int i = 0; i < 3; ++i) stream->Write(CallOf(i, 400u << 10));
+    sandbox::v1::ExecuteRequest answer;
+    while (stream->Read(&answer)) {
+      if (answer.tool_result().call_id() != "c2") continue;
+      codemode::MutexLock lock(&mu);
+      answered_third = true;
+      error = answer.tool_result().error();
+      break;
+    }
+    release.Notify();
+    sandbox::v1::ExecuteResponse done;
+    done.mutable_finished()->set_status(sandbox::v1::Finished::OK);
+    stream->Write(done);
+    return grpc::Status::OK;
+  };
+  ToolCallLimits limits;
+  limits.max_bytes_in_flight_per_credential = 1u << 20;  // two calls of 400 KiB, not three
+  SandboxClient client({"unix:" + socket_}, limits);
+  ExecuteHandlers h;
+  h.credential = "token 0";
+  h.on_tool_call = [&](const sandbox::v1::ToolCall& c) {
+    ++started;
+    if (c.call_id() != "c2") release.WaitForNotificationWithTimeout(absl::Seconds(30));
+    sandbox::v1::ToolResult r;
+    r.set_result_json("{}");
+    return r;
+  };
+  absl::StatusOr<sandbox::v1::Finished> f = client.Execute({0, "s-1"}, "code", 1000, nullptr, h, nullptr);
+  ASSERT_TRUE(f.ok()) << f.status();
+  codemode::MutexLock lock(&mu);
+  ASSERT_TRUE(answered_third);
+  EXPECT_THAT(error, HasSubstr("--max_tool_call_bytes_in_flight_per_credential"));
+  EXPECT_EQ(started.load(), 2) << "the third call was refused, not answered";
+}
+
+TEST(ToolCallBudgetTest, ChargesPerCredentialAndInTotal) {
+  ToolCallBudget budget(100, 150);
+  EXPECT_EQ(budget.Charge("a", 100), "");
+  EXPECT_THAT(budget.Charge("a", 1), HasSubstr("--max_tool_call_bytes_in_flight_per_credential"));
+  EXPECT_EQ(budget.Charge("b", 50), "");
+  EXPECT_THAT(budget.Charge("c", 1), HasSubstr("--max_tool_call_bytes_in_flight_total"));
+  budget.Release("a", 60);
+  EXPECT_EQ(budget.Charge("c", 10), "");
+  EXPECT_EQ(budget.held("a"), 40u);
+  EXPECT_EQ(budget.total(), 100u);
 }
 
 // Refuses calls without the bearer token, as sandboxd's --listen_tcp does.

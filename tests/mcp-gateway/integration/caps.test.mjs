@@ -4,7 +4,10 @@
 // file_list frames itself with huge listings cannot grow the gateway.
 import assert from "node:assert/strict";
 import { after, describe, test } from "node:test";
-import { GatewayHttp, Sandboxd, memoryMiB, runPython, stopAll, text, writeConfig } from "./harness.mjs";
+import fs from "node:fs";
+import {
+  GatewayHttp, Sandboxd, everythingStdio, memoryMiB, runPython, stopAll, text, waitFor, writeConfig,
+} from "./harness.mjs";
 
 // A gateway whose clients authenticate with one of two tokens (from the environment).
 async function twoTokenGateway(sandboxd, extraArgs) {
@@ -117,5 +120,104 @@ describe("hostile listings of out/", () => {
     const ok = await runPython(client, "print('still serving')");
     assert.match(text(ok), /still serving/);
     await client.close();
+  });
+});
+
+// The gateway's threads (/proc/<pid>/status).
+function threadsOf(pid) {
+  return Number(/Threads:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))[1]);
+}
+
+describe("abandoned runs", () => {
+  let sandboxd;
+  let gateway;
+  after(async () => {
+    await gateway?.stop();
+    await sandboxd?.stop();
+    await stopAll();
+  });
+
+  // Runs of one session queue behind the one running. 30 queued runs whose clients had
+  // gone kept 42 threads and 200 MiB until the run ahead ended (up to
+  // --max_timeout_seconds): the wait for the session ignored cancellation.
+  test("queued runs whose client cancels them end while the run ahead goes on", async () => {
+    sandboxd = new Sandboxd(["--pool_size=0"]);
+    await sandboxd.start();
+    gateway = new GatewayHttp({ config: writeConfig({}), sandboxd: sandboxd.endpoint });
+    await gateway.start();
+    const client = await gateway.client("abandoner");
+    let headStarted;
+    const started = new Promise((r) => { headStarted = r; });
+    const head = new AbortController();
+    let headDone = false;
+    const headRun = runPython(client, "print('head started', flush=True)\nimport time\ntime.sleep(90)",
+      { timeout_seconds: 120 }, { signal: head.signal, onprogress: () => headStarted() })
+      .catch(() => {}).finally(() => { headDone = true; });
+    await started;
+    const pid = gateway.proc.pid;
+    const before = threadsOf(pid);
+    const queued = Array.from({ length: 10 }, () => new AbortController());
+    const runs = queued.map((c, i) => runPython(client, `x = ${i}  # ${"p".repeat(1 << 20)}`, {},
+      { signal: c.signal }).catch(() => {}));
+    await waitFor(() => threadsOf(pid) >= before + 10, "ten runs queued behind the head", 30000);
+    for (const c of queued) c.abort("the client gave up");
+    await Promise.all(runs);
+    // Bounded only so that the old gateway fails instead of hanging: its threads stay
+    // until the head run ends, 90 s on.
+    await waitFor(() => threadsOf(pid) <= before + 1, "the queued runs' threads to end", 30000);
+    assert.equal(headDone, false, "the queued runs ended while the run ahead still went on");
+    head.abort("done");
+    await headRun;
+    const r = await runPython(client, "print('still serving')");
+    assert.match(text(r), /still serving/);
+    await client.close();
+  });
+});
+
+// Code that stops its runner reading (so the answers of its tool calls are never taken) and
+// sends `n` everything.echo calls of `mib` MiB straight on the runner's connection.
+const STALLED_FLOOD = (n, mib) => `
+import gc, time
+runner = [o for o in gc.get_objects() if type(o).__name__ == "Runner"][0]
+state = runner.current_exec(); conn = state.conn
+real = conn._sock
+class Stall:
+    def __getattr__(self, n): return getattr(real, n)
+    def recv_into(self, *a, **k): time.sleep(3600)
+conn._sock = Stall()
+msg = "x" * int(${mib} * 1024 * 1024)
+for i in range(${n}):
+    conn.send({"type": "tool_call", "id": state.id, "call_id": "f%d" % i, "server": "everything",
+               "tool": "echo", "arguments": {"message": msg}})
+    time.sleep(0.05)
+time.sleep(3600)
+`;
+
+describe("tool-call bytes across sandboxes", () => {
+  let sandboxd;
+  let gateway;
+  after(async () => {
+    await gateway?.stop();
+    await sandboxd?.stop();
+    await stopAll();
+  });
+
+  // 8 sandboxes of one token, each with a stalled runner sending 20 calls of 3 MiB, took
+  // the gateway to 974 MiB (996 MiB peak) and 107 threads: each run's own caps allowed
+  // 32 MiB of arguments, and answers waiting to be taken freed their slot.
+  test("one credential's stalled runners cannot grow the gateway without bound", async () => {
+    sandboxd = new Sandboxd(["--pool_size=0"]);
+    await sandboxd.start();
+    gateway = new GatewayHttp({ config: writeConfig({ everything: everythingStdio() }), sandboxd: sandboxd.endpoint });
+    await gateway.start();
+    const clients = await Promise.all(Array.from({ length: 8 }, (_, i) => gateway.client(`flood-${i}`)));
+    await Promise.all(clients.map((c) => runPython(c, STALLED_FLOOD(20, 3), { timeout_seconds: 15 })
+      .catch(() => {})));
+    const peak = memoryMiB(gateway.proc.pid, "VmHWM");
+    console.log(`gateway VmHWM after the stalled floods: ${peak.toFixed(0)} MiB`);
+    assert.ok(peak < 600, `the gateway's peak memory was ${peak.toFixed(0)} MiB`);
+    const r = await runPython(clients[0], "print('still serving')");
+    assert.match(text(r), /still serving/);
+    for (const c of clients) await c.close();
   });
 });
