@@ -5,7 +5,7 @@
 #
 #   build-asan/  clang, AddressSanitizer + UndefinedBehaviorSanitizer (+ libFuzzer
 #                coverage): every unit test, then each fuzz target over its seed corpus
-#                and for FUZZ_SECONDS (default 30) of new inputs.
+#                and for FUZZ_SECONDS (default 20) of new inputs.
 #   build-tsan/  clang, ThreadSanitizer: every unit test. Both services lock with
 #                codemode::Mutex (std::mutex underneath, which TSan sees; Debian's
 #                absl::Mutex is invisible to it) and tests/sanitizers/tsan.supp names only
@@ -20,7 +20,7 @@ root="$(pwd)"
 # the cache.
 export CCACHE_BASEDIR="$root"
 log() { echo "sanitize: $*" >&2; }
-fuzz_seconds="${FUZZ_SECONDS:-30}"
+fuzz_seconds="${FUZZ_SECONDS:-20}"
 cxx="$(command -v clang++-14 || true)"
 [[ -n "$cxx" ]] || { log "clang++-14 is missing: run scripts/setup.sh"; exit 1; }
 
