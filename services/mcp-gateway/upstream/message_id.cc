@@ -24,6 +24,13 @@ void MessageIdScanner::EndCapture() {
   value_.clear();
 }
 
+// A key may spell "id" or "method" with escapes ("\u0069d"), as any JSON parser reads them.
+void MessageIdScanner::DecodeKey() {
+  if (key_.size() > kMaxKeyBytes || key_.find('\\') == std::string::npos) return;
+  nlohmann::json decoded = nlohmann::json::parse("\"" + key_ + "\"", nullptr, /*allow_exceptions=*/false);
+  key_ = decoded.is_string() ? decoded.get<std::string>() : std::string();
+}
+
 void MessageIdScanner::Step(char c) {
   if (in_string_) {
     if (capturing_) Capture(c);
@@ -35,6 +42,7 @@ void MessageIdScanner::Step(char c) {
       in_string_ = false;
       if (in_key_) {
         in_key_ = expect_key_ = false;
+        DecodeKey();
         has_method_ |= key_ == "method";
       }
       return;

@@ -26,15 +26,17 @@ class MessageIdScanner {
   void Step(char c);
   void Capture(char c);
   void EndCapture();
+  void DecodeKey();
 
-  static constexpr size_t kMaxKeyBytes = 8;   // longer keys are not "id" anyway
+  // Longer keys are not "id" or "method" anyway, even spelled with \uXXXX escapes.
+  static constexpr size_t kMaxKeyBytes = 6 * 6;
   static constexpr size_t kMaxIdBytes = 256;  // ids are counters and short strings
   int depth_ = 0;
   bool in_string_ = false;
   bool escape_ = false;
   bool expect_key_ = false;  // at depth 1, the next string is a key
   bool in_key_ = false;
-  std::string key_;          // the last key at depth 1 (cut at kMaxKeyBytes + 1)
+  std::string key_;          // the last key at depth 1 (raw, cut at kMaxKeyBytes + 1; decoded at its end)
   bool capturing_ = false;   // inside the value of the top-level "id"
   bool too_long_ = false;
   bool has_method_ = false;

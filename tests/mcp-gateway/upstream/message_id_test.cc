@@ -47,6 +47,17 @@ TEST(MessageIdScannerTest, ARequestOfTheServersIsNoAnswer) {
   EXPECT_EQ(Scan(R"({"id":3,"method":"sampling/createMessage","params":{}})"), json(nullptr));
 }
 
+// A JSON parser reads "\u0069d" as "id": so must the scanner, or an oversized answer with
+// such a key leaves its call waiting out --call_timeout (attack round 4).
+TEST(MessageIdScannerTest, KeysSpelledWithEscapesAreDecoded) {
+  const std::string big(1 << 16, 'A');
+  EXPECT_EQ(Scan(R"({"result":{"text":")" + big + R"("},"\u0069d":11})", 3), json(11));
+  EXPECT_EQ(Scan(R"({"\u0069\u0064":"x"})"), json("x"));
+  EXPECT_EQ(Scan(R"({"id":4,"\u006dethod":"ping"})"), json(nullptr));
+  EXPECT_EQ(Scan(R"({"i\"d":4})"), json(nullptr));
+  EXPECT_EQ(Scan(R"({"\u00":4})"), json(nullptr));  // a broken escape is no key of ours
+}
+
 TEST(MessageIdScannerTest, ResetStartsOver) {
   MessageIdScanner scanner;
   const std::string one = R"({"id":1,"result":{}})";
