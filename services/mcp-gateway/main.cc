@@ -123,6 +123,14 @@ ABSL_FLAG(uint64_t, max_pending_write_bytes, 96 << 20,
           "connections together; the connection whose write passes it is closed.");
 ABSL_FLAG(uint64_t, max_pending_write_bytes_per_credential, 48 << 20,
           "As --max_pending_write_bytes, for the connections of one bearer token.");
+ABSL_FLAG(uint64_t, max_buffered_bytes, 128 << 20,
+          "Ceiling over the budgets above and the tool-call ones: bytes clients, sandboxes and "
+          "upstreams make the gateway hold at once (request bodies, queued responses, replay, "
+          "call arguments, tool calls), all together; past it the budget's usual refusal "
+          "(503, closed connection, ToolError) names this flag.");
+ABSL_FLAG(uint64_t, max_buffered_bytes_per_credential, 64 << 20,
+          "A bearer token's share of --max_buffered_bytes. Not applied with one credential "
+          "(--transport=stdio or --no_auth).");
 ABSL_FLAG(uint64_t, max_message_json_values, 1 << 16,
           "JSON values (objects, arrays, strings, numbers...) one message from an MCP client "
           "may hold; more get a parse error (-32700). Each parsed value costs tens of bytes.");
@@ -271,8 +279,17 @@ absl::StatusOr<std::vector<gateway::UpstreamConfig>> LoadConfigs() {
   return gateway::LoadUpstreamConfig(files, dirs, self);
 }
 
-gateway::ToolCallLimits ToolCallLimitsFromFlags() {
+// --max_buffered_bytes and each credential's share (all of it with one credential).
+std::shared_ptr<codemode::BufferCeiling> CeilingFromFlags() {
+  const uint64_t all = absl::GetFlag(FLAGS_max_buffered_bytes);
+  const bool one_credential = absl::GetFlag(FLAGS_transport) == "stdio" || absl::GetFlag(FLAGS_no_auth);
+  return std::make_shared<codemode::BufferCeiling>(
+      all, one_credential ? all : absl::GetFlag(FLAGS_max_buffered_bytes_per_credential));
+}
+
+gateway::ToolCallLimits ToolCallLimitsFromFlags(std::shared_ptr<codemode::BufferCeiling> ceiling) {
   gateway::ToolCallLimits l;
+  l.ceiling = std::move(ceiling);
   l.max_in_flight = absl::GetFlag(FLAGS_max_tool_calls_in_flight);
   l.max_per_run = absl::GetFlag(FLAGS_max_tool_calls_per_run);
   l.max_argument_bytes = absl::GetFlag(FLAGS_max_tool_call_bytes);
@@ -388,7 +405,8 @@ absl::StatusOr<gateway::UpstreamOptions> UpstreamOptionsFromFlags() {
 }
 
 // Work in flight after dispatch, per credential and overall (server/call_limits.h).
-std::shared_ptr<gateway::CallLimits> CallLimitsFromFlags() {
+std::shared_ptr<gateway::CallLimits> CallLimitsFromFlags(
+    std::shared_ptr<codemode::BufferCeiling> ceiling) {
   gateway::CallLimits::Options o;
   o.max_calls = absl::GetFlag(FLAGS_max_calls_in_flight);
   o.max_calls_per_credential = absl::GetFlag(FLAGS_max_calls_in_flight_per_credential);
@@ -396,13 +414,14 @@ std::shared_ptr<gateway::CallLimits> CallLimitsFromFlags() {
   o.max_bytes_per_credential = absl::GetFlag(FLAGS_max_call_bytes_in_flight_per_credential);
   o.max_reads = absl::GetFlag(FLAGS_max_resource_reads_in_flight);
   o.max_reads_per_credential = absl::GetFlag(FLAGS_max_resource_reads_in_flight_per_credential);
-  return std::make_shared<gateway::CallLimits>(o);
+  return std::make_shared<gateway::CallLimits>(o, std::move(ceiling));
 }
 
-gateway::ServerOptions ServerOptionsFromFlags() {
+gateway::ServerOptions ServerOptionsFromFlags(std::shared_ptr<codemode::BufferCeiling> ceiling) {
   gateway::ServerOptions o;
   o.max_message_json_values = absl::GetFlag(FLAGS_max_message_json_values);
-  o.call_limits = CallLimitsFromFlags();
+  o.call_limits = CallLimitsFromFlags(ceiling);
+  o.ceiling = std::move(ceiling);
   o.instructions =
       "Use run_python to call the available MCP tools from Python: loop, filter and join "
       "results in code and print only what you need.";
@@ -450,7 +469,8 @@ int main(int argc, char** argv) {
     spdlog::critical("{}", std::string(sandboxd_token.status().message()));
     return 2;
   }
-  gateway::SandboxClient sandboxes(endpoints, ToolCallLimitsFromFlags(), *isolation,
+  const std::shared_ptr<codemode::BufferCeiling> ceiling = CeilingFromFlags();
+  gateway::SandboxClient sandboxes(endpoints, ToolCallLimitsFromFlags(ceiling), *isolation,
                                    absl::GetFlag(FLAGS_image), *sandboxd_token);
   gateway::ManagerUpstreams upstream_view(&upstreams);
   gateway::RunPythonOptions run_options;
@@ -467,7 +487,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   gateway::RunPythonTool tool(&sandboxes, &upstream_view, run_options);
-  const gateway::ServerOptions server_options = ServerOptionsFromFlags();
+  const gateway::ServerOptions server_options = ServerOptionsFromFlags(ceiling);
   upstreams.WaitInitial(absl::GetFlag(FLAGS_startup_wait));
 
   absl::StatusOr<std::unique_ptr<gateway::ServerTransport>> server =

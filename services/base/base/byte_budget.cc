@@ -1,29 +1,63 @@
-#include "server/byte_budget.h"
+#include "base/byte_budget.h"
 
 #include <algorithm>
 
-namespace gateway {
-namespace http {
+#include "absl/strings/str_cat.h"
 
-bool ByteBudget::TryCharge(size_t bytes) {
-  codemode::MutexLock lock(&mu_);
-  if (bytes > limit_ - std::min(limit_, used_)) return false;
-  if (parent_ && !parent_->TryCharge(bytes)) return false;
+namespace codemode {
+
+const ByteBudget* ByteBudget::Charge(size_t bytes) {
+  MutexLock lock(&mu_);
+  if (bytes > limit_ - std::min(limit_, used_)) return this;
+  for (size_t i = 0; i < parents_.size(); ++i) {
+    if (const ByteBudget* full = parents_[i]->Charge(bytes)) {
+      for (size_t j = 0; j < i; ++j) parents_[j]->Release(bytes);
+      return full;
+    }
+  }
   used_ += bytes;
-  return true;
+  return nullptr;
 }
 
 void ByteBudget::Release(size_t bytes) {
-  codemode::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   bytes = std::min(bytes, used_);
   used_ -= bytes;
-  if (parent_) parent_->Release(bytes);
+  for (const auto& parent : parents_) parent->Release(bytes);
 }
 
 size_t ByteBudget::used() const {
-  codemode::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return used_;
 }
 
-}  // namespace http
-}  // namespace gateway
+std::string ByteBudget::Describe() const { return absl::StrCat("--", flag_, "=", limit_); }
+
+std::shared_ptr<ByteBudget> ByteBudgets::Of(const std::string& key,
+                                            const ByteBudget::Parents& extra) {
+  MutexLock lock(&mu_);
+  std::weak_ptr<ByteBudget>& slot = by_key_[key];
+  if (std::shared_ptr<ByteBudget> alive = slot.lock()) return alive;
+  ByteBudget::Parents parents = parents_;
+  parents.insert(parents.end(), extra.begin(), extra.end());
+  auto made = std::make_shared<ByteBudget>(flag_, per_key_, std::move(parents));
+  slot = made;
+  // Forget the keys nobody holds any more (each new key pays for the walk, so the map stays
+  // within twice the keys in use).
+  for (auto it = by_key_.begin(); it != by_key_.end();) {
+    it = it->second.expired() ? by_key_.erase(it) : std::next(it);
+  }
+  return made;
+}
+
+size_t ByteBudgets::Used(const std::string& key) const {
+  std::shared_ptr<ByteBudget> budget;
+  {
+    MutexLock lock(&mu_);
+    auto it = by_key_.find(key);
+    if (it != by_key_.end()) budget = it->second.lock();
+  }
+  return budget ? budget->used() : 0;
+}
+
+}  // namespace codemode

@@ -1,41 +1,122 @@
-// Private to mcp_core: a count of bytes held against a limit, optionally inside a parent's
-// (a session's inside the server's, a credential's inside everyone's), so that a peer can
-// make the gateway hold only so much per session or credential and so much overall. The
-// HTTP front keeps three: bytes kept for resumable streams (http_stream.h), request bodies
-// being received, and responses queued for clients that have not read them yet
-// (http_connection.h).
+// ByteBudget: a count of bytes a peer has made us hold, against a limit and against every
+// ancestor's. The gateway keeps one tree of them so that no peer can make it hold more than
+// so much per connection, session or credential, per kind (request bodies, queued
+// responses, replay, call arguments, tool-call bytes) and, at the root, overall
+// (--max_buffered_bytes, and a credential's share of it).
 //
-//   auto all = std::make_shared<ByteBudget>(64 << 20);
-//   auto mine = std::make_shared<ByteBudget>(16 << 20, all);
-//   if (!mine->TryCharge(n)) refuse();  // all or nothing, here and in `all`
+//   auto all = std::make_shared<ByteBudget>("max_buffered_bytes", 128 << 20);
+//   auto writes = std::make_shared<ByteBudget>("max_pending_write_bytes", 96 << 20,
+//                                              ByteBudget::Parents{all});
+//   if (const ByteBudget* full = writes->Charge(n)) refuse(full->Describe());
 //   ...
-//   mine->Release(n);
+//   writes->Release(n);
+//
+// A charge walks every path to the roots, so give a budget at most one path to each
+// ancestor (or it is charged twice). Locks are taken child before parent; the graph has no
+// cycles, so that order is a partial order and cannot deadlock.
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "base/mutex.h"
 
-namespace gateway {
-namespace http {
+namespace codemode {
 
 class ByteBudget {
  public:
-  explicit ByteBudget(size_t limit, std::shared_ptr<ByteBudget> parent = nullptr)
-      : limit_(limit), parent_(std::move(parent)) {}
-  // All or nothing, here and in the parents.
-  bool TryCharge(size_t bytes);
-  void Release(size_t bytes);
-  size_t used() const;
+  using Parents = std::vector<std::shared_ptr<ByteBudget>>;
+
+  // `flag` names the bound in refusals, without dashes ("max_pending_write_bytes").
+  ByteBudget(std::string flag, size_t limit, Parents parents = {})
+      : flag_(std::move(flag)), limit_(limit), parents_(std::move(parents)) {}
+  ByteBudget(const ByteBudget&) = delete;
+  ByteBudget& operator=(const ByteBudget&) = delete;
+
+  // nullptr when `bytes` are now charged here and in every ancestor; otherwise the budget
+  // that refused them, and nothing is charged anywhere.
+  const ByteBudget* Charge(size_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
+  bool TryCharge(size_t bytes) { return Charge(bytes) == nullptr; }
+  void Release(size_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
+
+  size_t used() const ABSL_LOCKS_EXCLUDED(mu_);
   size_t limit() const { return limit_; }
+  const std::string& flag() const { return flag_; }
+  // "--flag=limit", for a refusal that tells the operator what to raise.
+  std::string Describe() const;
 
  private:
+  const std::string flag_;
   const size_t limit_;
-  const std::shared_ptr<ByteBudget> parent_;
-  mutable codemode::Mutex mu_;
+  const Parents parents_;
+  mutable Mutex mu_;
   size_t used_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-}  // namespace http
-}  // namespace gateway
+// Budgets made on demand, one per key (a credential, a session), each with `per_key`
+// bytes and drawing on `parents` plus whatever the caller adds for that key. A key's
+// budget lives while someone holds it (whoever charges it must hold it until released) and
+// is then forgotten, so keys that come and go do not accumulate.
+//
+//   ByteBudgets governor("max_buffered_bytes_per_credential", 64 << 20, {all});
+//   std::shared_ptr<ByteBudget> mine = governor.Of("token 0");
+class ByteBudgets {
+ public:
+  ByteBudgets(std::string flag, size_t per_key, ByteBudget::Parents parents = {})
+      : flag_(std::move(flag)), per_key_(per_key), parents_(std::move(parents)) {}
+
+  // The budget of `key`. `extra` parents are used only when the budget is made: pass the
+  // same ones for a key every time (e.g. the governor's budget of the key's credential).
+  std::shared_ptr<ByteBudget> Of(const std::string& key, const ByteBudget::Parents& extra = {})
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // What `key` holds now (0 for a key nobody holds a budget of).
+  size_t Used(const std::string& key) const ABSL_LOCKS_EXCLUDED(mu_);
+  size_t per_key() const { return per_key_; }
+
+ private:
+  const std::string flag_;
+  const size_t per_key_;
+  const ByteBudget::Parents parents_;
+  mutable Mutex mu_;
+  std::map<std::string, std::weak_ptr<ByteBudget>> by_key_ ABSL_GUARDED_BY(mu_);
+};
+
+// The roots of a process's budgets: `all` bytes (--max_buffered_bytes), and each
+// credential's share of them (--max_buffered_bytes_per_credential). Every kind's overall
+// budget draws on all(); every per-credential or per-session budget on its credential's
+// Share(). A share does not draw on all() itself: a charge reaches all() through its kind.
+//
+//   auto ceiling = std::make_shared<BufferCeiling>(160 << 20, 96 << 20);
+//   auto writes = std::make_shared<ByteBudget>("max_pending_write_bytes", 96 << 20,
+//                                              ByteBudget::Parents{ceiling->all()});
+//   ByteBudgets writes_per_credential("max_pending_write_bytes_per_credential", 48 << 20,
+//                                     {writes});
+//   auto mine = writes_per_credential.Of("token 0", ceiling->Shares("token 0"));
+class BufferCeiling {
+ public:
+  BufferCeiling(size_t all, size_t per_credential)
+      : all_(std::make_shared<ByteBudget>("max_buffered_bytes", all)),
+        shares_("max_buffered_bytes_per_credential", per_credential) {}
+
+  const std::shared_ptr<ByteBudget>& all() const { return all_; }
+  // The parents a budget of `credential` adds: its share.
+  ByteBudget::Parents Shares(const std::string& credential) { return {shares_.Of(credential)}; }
+
+ private:
+  const std::shared_ptr<ByteBudget> all_;
+  ByteBudgets shares_;
+};
+
+// Null-safe helpers for components that may run without a ceiling (unit tests).
+inline ByteBudget::Parents AllOf(const std::shared_ptr<BufferCeiling>& ceiling) {
+  return ceiling ? ByteBudget::Parents{ceiling->all()} : ByteBudget::Parents{};
+}
+inline ByteBudget::Parents SharesOf(const std::shared_ptr<BufferCeiling>& ceiling,
+                                    const std::string& credential) {
+  return ceiling ? ceiling->Shares(credential) : ByteBudget::Parents{};
+}
+
+}  // namespace codemode

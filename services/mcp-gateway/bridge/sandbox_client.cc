@@ -83,7 +83,8 @@ SandboxClient::SandboxClient(std::vector<std::string> endpoints, ToolCallLimits 
                              std::string tcp_token)
     : endpoints_(std::move(endpoints)),
       limits_(limits),
-      budget_(limits.max_bytes_in_flight_per_credential, limits.max_bytes_in_flight_total),
+      budget_(limits.max_bytes_in_flight_per_credential, limits.max_bytes_in_flight_total,
+              limits.ceiling),
       isolation_(isolation),
       image_(std::move(image)),
       tcp_token_(std::move(tcp_token)),
@@ -267,7 +268,10 @@ class ToolCallDispatcher {
   using Write = std::function<void(const sandbox::v1::ExecuteRequest&)>;
   ToolCallDispatcher(const ToolCallLimits& limits, ToolCallBudget* budget,
                      const ExecuteHandlers& handlers, Write write)
-      : limits_(limits), budget_(budget), handlers_(handlers), write_(std::move(write)) {}
+      : limits_(limits),
+        budget_(budget->Of(handlers.credential)),
+        handlers_(handlers),
+        write_(std::move(write)) {}
   ~ToolCallDispatcher() { JoinAll(); }
 
   void Dispatch(sandbox::v1::ToolCall call) {
@@ -325,7 +329,9 @@ class ToolCallDispatcher {
                           " bytes of arguments (the gateway's --max_tool_call_bytes_in_flight is ",
                           limits_.max_argument_bytes_in_flight, "); await some first");
     }
-    if (std::string why = budget_->Charge(handlers_.credential, size); !why.empty()) return why;
+    if (const codemode::ByteBudget* full = budget_->Charge(size)) {
+      return ToolCallBudget::Refusal(*full, *budget_);
+    }
     ++total_;
     ++answering_;
     ++unwritten_;
@@ -356,7 +362,7 @@ class ToolCallDispatcher {
       --answering_;
       mu_.Unlock();
       write_(answer);  // blocks while the sandbox does not read
-      budget_->Release(handlers_.credential, held);
+      budget_->Release(held);
       mu_.Lock();
       --unwritten_;
       bytes_in_flight_ -= size;
@@ -369,12 +375,12 @@ class ToolCallDispatcher {
   size_t ChargeResult(sandbox::v1::ExecuteRequest& answer) {
     const size_t n = answer.tool_result().result_json().size();
     if (n == 0) return 0;
-    std::string why = budget_->Charge(handlers_.credential, n);
-    if (why.empty()) return n;
+    const codemode::ByteBudget* full = budget_->Charge(n);
+    if (full == nullptr) return n;
     const std::string call_id = answer.tool_result().call_id();
     answer.mutable_tool_result()->Clear();
     answer.mutable_tool_result()->set_call_id(call_id);
-    answer.mutable_tool_result()->set_error(why);
+    answer.mutable_tool_result()->set_error(ToolCallBudget::Refusal(*full, *budget_));
     return 0;
   }
 
@@ -401,7 +407,8 @@ class ToolCallDispatcher {
   }
 
   const ToolCallLimits limits_;
-  ToolCallBudget* const budget_;
+  // The credential's, held for the run: its charges must be released to the same budget.
+  const std::shared_ptr<codemode::ByteBudget> budget_;
   const ExecuteHandlers& handlers_;
   const Write write_;
   std::vector<std::thread> workers_;  // touched by the Execute loop's thread only

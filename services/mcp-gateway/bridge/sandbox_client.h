@@ -45,6 +45,8 @@ struct ToolCallLimits {
   // held at once for one credential over all its runs, and for everyone (ToolCallBudget).
   size_t max_bytes_in_flight_per_credential = 64u << 20;
   size_t max_bytes_in_flight_total = 128u << 20;
+  // The gateway's byte ceiling, which those bytes also draw on (null: none).
+  std::shared_ptr<codemode::BufferCeiling> ceiling;
 };
 
 // The gateway's --isolation: "" (sandboxd's default), "container" or "gvisor";

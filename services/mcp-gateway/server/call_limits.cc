@@ -7,12 +7,21 @@
 
 namespace gateway {
 
+CallLimits::CallLimits(Options options, std::shared_ptr<codemode::BufferCeiling> ceiling)
+    : options_(options),
+      ceiling_(std::move(ceiling)),
+      bytes_(std::make_shared<codemode::ByteBudget>("max_call_bytes_in_flight", options.max_bytes,
+                                                    codemode::AllOf(ceiling_))),
+      bytes_per_credential_("max_call_bytes_in_flight_per_credential",
+                            options.max_bytes_per_credential, {bytes_}) {}
+
 CallLimits::Ticket& CallLimits::Ticket::operator=(Ticket&& other) noexcept {
   if (this == &other) return *this;
   Release();
   owner_ = std::move(other.owner_);
   credential_ = std::move(other.credential_);
   read_ = other.read_;
+  budget_ = std::move(other.budget_);
   bytes_ = other.bytes_;
   other.owner_ = nullptr;
   return *this;
@@ -20,14 +29,17 @@ CallLimits::Ticket& CallLimits::Ticket::operator=(Ticket&& other) noexcept {
 
 void CallLimits::Ticket::Release() {
   if (!owner_) return;
-  owner_->Release(credential_, read_, bytes_);
+  budget_->Release(bytes_);
+  owner_->Release(credential_, read_);
   owner_ = nullptr;
+  budget_ = nullptr;
 }
 
 absl::StatusOr<CallLimits::Ticket> CallLimits::Acquire(const std::string& credential, bool read,
                                                        uint64_t bytes) {
-  const char* flag = nullptr;
-  uint64_t limit = 0;
+  std::shared_ptr<codemode::ByteBudget> budget =
+      bytes_per_credential_.Of(credential, codemode::SharesOf(ceiling_, credential));
+  std::string refused;
   {
     codemode::MutexLock lock(&mu_);
     auto it = by_credential_.find(credential);
@@ -35,48 +47,45 @@ absl::StatusOr<CallLimits::Ticket> CallLimits::Acquire(const std::string& creden
     // The credential's bounds first: the message then tells a token holder what it can
     // change (its own load) before what it cannot (everyone's).
     if (mine.calls >= options_.max_calls_per_credential) {
-      flag = "max_calls_in_flight_per_credential", limit = options_.max_calls_per_credential;
+      refused = absl::StrCat("--max_calls_in_flight_per_credential=", options_.max_calls_per_credential);
     } else if (read && mine.reads >= options_.max_reads_per_credential) {
-      flag = "max_resource_reads_in_flight_per_credential";
-      limit = options_.max_reads_per_credential;
-    } else if (bytes > options_.max_bytes_per_credential - std::min(options_.max_bytes_per_credential, mine.bytes)) {
-      flag = "max_call_bytes_in_flight_per_credential", limit = options_.max_bytes_per_credential;
+      refused = absl::StrCat("--max_resource_reads_in_flight_per_credential=",
+                             options_.max_reads_per_credential);
     } else if (total_.calls >= options_.max_calls) {
-      flag = "max_calls_in_flight", limit = options_.max_calls;
+      refused = absl::StrCat("--max_calls_in_flight=", options_.max_calls);
     } else if (read && total_.reads >= options_.max_reads) {
-      flag = "max_resource_reads_in_flight", limit = options_.max_reads;
-    } else if (bytes > options_.max_bytes - std::min(options_.max_bytes, total_.bytes)) {
-      flag = "max_call_bytes_in_flight", limit = options_.max_bytes;
+      refused = absl::StrCat("--max_resource_reads_in_flight=", options_.max_reads);
+    } else if (const codemode::ByteBudget* full = budget->Charge(bytes)) {
+      refused = full->Describe();
     } else {
       Usage& entry = by_credential_[credential];
       for (Usage* u : {&entry, &total_}) {
         ++u->calls;
         if (read) ++u->reads;
-        u->bytes += bytes;
       }
     }
   }
-  if (flag != nullptr) {
+  if (!refused.empty()) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "too much work in flight: ", read ? "a resources/read" : "a call", " holding ", bytes,
-        " bytes would pass --", flag, "=", limit, "; retry when a call finishes"));
+        " bytes would pass ", refused, "; retry when a call finishes"));
   }
   Ticket ticket;
   ticket.owner_ = shared_from_this();
   ticket.credential_ = credential;
   ticket.read_ = read;
+  ticket.budget_ = std::move(budget);
   ticket.bytes_ = bytes;
   return ticket;
 }
 
-void CallLimits::Release(const std::string& credential, bool read, uint64_t bytes) {
+void CallLimits::Release(const std::string& credential, bool read) {
   codemode::MutexLock lock(&mu_);
   auto it = by_credential_.find(credential);
   if (it == by_credential_.end()) return;
   for (Usage* u : {&it->second, &total_}) {
     --u->calls;
     if (read) --u->reads;
-    u->bytes -= bytes;
   }
   if (it->second.calls == 0) by_credential_.erase(it);
 }
@@ -86,18 +95,28 @@ std::shared_ptr<CallLimits> CallLimits::OverallOnly() const {
   o.max_calls_per_credential = o.max_calls;
   o.max_bytes_per_credential = o.max_bytes;
   o.max_reads_per_credential = o.max_reads;
-  return std::make_shared<CallLimits>(o);
+  return std::make_shared<CallLimits>(o, ceiling_);
 }
 
 CallLimits::Usage CallLimits::Total() const {
-  codemode::MutexLock lock(&mu_);
-  return total_;
+  Usage usage;
+  {
+    codemode::MutexLock lock(&mu_);
+    usage = total_;
+  }
+  usage.bytes = bytes_->used();
+  return usage;
 }
 
 CallLimits::Usage CallLimits::Of(const std::string& credential) const {
-  codemode::MutexLock lock(&mu_);
-  auto it = by_credential_.find(credential);
-  return it == by_credential_.end() ? Usage() : it->second;
+  Usage usage;
+  {
+    codemode::MutexLock lock(&mu_);
+    auto it = by_credential_.find(credential);
+    if (it != by_credential_.end()) usage = it->second;
+  }
+  usage.bytes = bytes_per_credential_.Used(credential);
+  return usage;
 }
 
 uint64_t ApproxJsonBytes(const nlohmann::json& value) {

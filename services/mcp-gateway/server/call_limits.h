@@ -20,6 +20,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "base/byte_budget.h"
 #include "base/mutex.h"
 #include "nlohmann/json.hpp"
 
@@ -52,10 +53,12 @@ class CallLimits : public std::enable_shared_from_this<CallLimits> {
     std::shared_ptr<CallLimits> owner_;
     std::string credential_;
     bool read_ = false;
+    std::shared_ptr<codemode::ByteBudget> budget_;  // the credential's, holding bytes_
     uint64_t bytes_ = 0;
   };
 
-  explicit CallLimits(Options options) : options_(options) {}
+  // The bytes draw on `ceiling` (the gateway's and the credential's share) when given.
+  explicit CallLimits(Options options, std::shared_ptr<codemode::BufferCeiling> ceiling = nullptr);
   // New limits whose per-credential bounds are the overall ones (for a server where every
   // client is the same credential, as HTTP under --no_auth).
   std::shared_ptr<CallLimits> OverallOnly() const;
@@ -74,12 +77,16 @@ class CallLimits : public std::enable_shared_from_this<CallLimits> {
   Usage Of(const std::string& credential) const;
 
  private:
-  void Release(const std::string& credential, bool read, uint64_t bytes);
+  void Release(const std::string& credential, bool read);
 
   const Options options_;
+  const std::shared_ptr<codemode::BufferCeiling> ceiling_;
+  const std::shared_ptr<codemode::ByteBudget> bytes_;  // draws on the ceiling's all()
+  codemode::ByteBudgets bytes_per_credential_;         // each draws on bytes_ and a share
   mutable codemode::Mutex mu_;
   Usage total_ ABSL_GUARDED_BY(mu_);
-  // Only credentials with work in flight (an entry goes when its counts reach zero).
+  // Only credentials with work in flight (an entry goes when its counts reach zero); the
+  // bytes are counted in bytes_per_credential_.
   std::map<std::string, Usage> by_credential_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -68,7 +68,10 @@ void Connection::ChargeTo(Budgets budgets) {
 // `bytes` in all; false when a budget is spent.
 bool Connection::ChargeRequest(size_t bytes) {
   if (bytes <= request_charged_) return true;
-  if (!budgets_.requests->TryCharge(bytes - request_charged_)) return false;
+  if (const codemode::ByteBudget* full = budgets_.requests->Charge(bytes - request_charged_)) {
+    refused_by_ = full->Describe();
+    return false;
+  }
   request_charged_ = bytes;
   return true;
 }
@@ -181,13 +184,13 @@ void Connection::OnBody(error_code ec) {
 
 void Connection::RefuseBusy() {
   spdlog::warn("http: requests being received hold the budget of their credential or of the "
-               "gateway (--max_request_bytes_in_flight[_per_credential]); refusing one");
+               "gateway ({}); refusing one", refused_by_);
   keep_alive_ = false;
   phase_ = Phase::kHandling;
   ReleaseRequest();
-  Response response = handler_.error(503, "Service Unavailable: too many request bytes are being "
-                                          "received at once (--max_request_bytes_in_flight); "
-                                          "retry shortly");
+  Response response = handler_.error(
+      503, absl::StrCat("Service Unavailable: too many request bytes are being received at once (",
+                        refused_by_, "); retry shortly"));
   response.headers.emplace_back("Retry-After", "1");
   Respond(std::move(response));
 }
@@ -285,10 +288,9 @@ void Connection::QueueWrite(std::string bytes) {
     spdlog::warn("http: a client does not read its stream ({} bytes queued); closing it", out_bytes_);
     return DoClose();
   }
-  if (!budgets_.writes->TryCharge(bytes.size())) {
+  if (const codemode::ByteBudget* full = budgets_.writes->Charge(bytes.size())) {
     spdlog::warn("http: clients that do not read hold the budget of their credential or of the "
-                 "gateway (--max_pending_write_bytes[_per_credential]); closing one with {} "
-                 "bytes queued", write_charged_);
+                 "gateway ({}); closing one with {} bytes queued", full->Describe(), write_charged_);
     return DoClose();
   }
   write_charged_ += bytes.size();

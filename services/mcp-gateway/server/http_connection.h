@@ -31,7 +31,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "server/byte_budget.h"
+#include "base/byte_budget.h"
 #include "server/http_request.h"
 
 namespace gateway {
@@ -64,8 +64,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // gets 503 or the connection closes (a client that does not read), like past the
   // per-connection limits.
   struct Budgets {
-    std::shared_ptr<ByteBudget> requests;
-    std::shared_ptr<ByteBudget> writes;
+    std::shared_ptr<codemode::ByteBudget> requests;
+    std::shared_ptr<codemode::ByteBudget> writes;
   };
 
   // `budgets` until a request passes the checks (the overall ones: a client without a
@@ -149,6 +149,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Budgets budgets_;
   bool authenticated_ = false;  // budgets_ are a credential's
   size_t request_charged_ = 0;  // to budgets_.requests: the request being received
+  std::string refused_by_;      // the budget that refused it, for RefuseBusy ("--flag=N")
   size_t write_charged_ = 0;  // to budgets_.writes: out_ and writing_buffer_
   bool writing_ = false;
   std::string writing_buffer_;

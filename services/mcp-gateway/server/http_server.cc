@@ -33,13 +33,17 @@ HttpServer::Impl::Impl(HttpServerOptions o, ToolProvider* p, ServerOptions so)
   limits.header_timeout = Ms(options.header_timeout);
   limits.body_timeout = Ms(options.body_timeout);
   limits.write_timeout = Ms(options.write_timeout);
-  replay_budget = std::make_shared<http::ByteBudget>(options.max_replay_bytes);
+  const auto& ceiling = server_options.ceiling;
+  replay_budget = std::make_shared<codemode::ByteBudget>("max_replay_bytes", options.max_replay_bytes,
+                                                         codemode::AllOf(ceiling));
   // Without tokens every client is "anonymous": one credential, which the overall bounds.
   if (options.bearer_tokens.empty() && server_options.call_limits) {
     server_options.call_limits = server_options.call_limits->OverallOnly();
   }
-  overall_budgets.requests = std::make_shared<http::ByteBudget>(options.max_request_bytes_in_flight);
-  overall_budgets.writes = std::make_shared<http::ByteBudget>(options.max_pending_write_bytes);
+  overall_budgets.requests = std::make_shared<codemode::ByteBudget>(
+      "max_request_bytes_in_flight", options.max_request_bytes_in_flight, codemode::AllOf(ceiling));
+  overall_budgets.writes = std::make_shared<codemode::ByteBudget>(
+      "max_pending_write_bytes", options.max_pending_write_bytes, codemode::AllOf(ceiling));
   {
     codemode::MutexLock lock(&conns_mu);
     http::ConnectionAdmission::Caps caps;
@@ -175,14 +179,23 @@ http::Connection::Budgets HttpServer::Impl::BudgetsOf(const std::string& credent
   if (added) {
     // Without tokens every client is "anonymous": one credential, which the overall caps.
     const bool tokens = !options.bearer_tokens.empty();
-    it->second.requests = std::make_shared<http::ByteBudget>(
+    it->second.requests = std::make_shared<codemode::ByteBudget>(
+        "max_request_bytes_in_flight_per_credential",
         tokens ? options.max_request_bytes_in_flight_per_credential : options.max_request_bytes_in_flight,
-        overall_budgets.requests);
-    it->second.writes = std::make_shared<http::ByteBudget>(
+        WithShare(overall_budgets.requests, credential));
+    it->second.writes = std::make_shared<codemode::ByteBudget>(
+        "max_pending_write_bytes_per_credential",
         tokens ? options.max_pending_write_bytes_per_credential : options.max_pending_write_bytes,
-        overall_budgets.writes);
+        WithShare(overall_budgets.writes, credential));
   }
   return it->second;
+}
+
+codemode::ByteBudget::Parents HttpServer::Impl::WithShare(const std::shared_ptr<codemode::ByteBudget>& overall,
+                                                         const std::string& credential) {
+  codemode::ByteBudget::Parents parents = codemode::SharesOf(server_options.ceiling, credential);
+  parents.insert(parents.begin(), overall);
+  return parents;
 }
 
 // The credential a request authenticated with ("token <n>"), "anonymous" without auth, ""

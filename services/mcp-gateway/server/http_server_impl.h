@@ -105,7 +105,7 @@ struct HttpSession {
   // must come with the same one, or it is told the session does not exist.
   std::string credential;
   std::shared_ptr<McpSession> mcp;
-  std::shared_ptr<http::ByteBudget> replay_budget;  // draws on Impl::replay_budget
+  std::shared_ptr<codemode::ByteBudget> replay_budget;  // draws on Impl::replay_budget
   // Guarded by Impl::mu.
   struct Call {
     std::shared_ptr<http::EventStream> stream;
@@ -159,7 +159,7 @@ struct HttpServer::Impl {
   // Sessions removed from `sessions` whose close has not finished, per credential: they
   // still count against max_sessions_per_credential (their calls may still run).
   std::map<std::string, size_t> closing ABSL_GUARDED_BY(mu);
-  std::shared_ptr<http::ByteBudget> replay_budget;  // every session's draws on it
+  std::shared_ptr<codemode::ByteBudget> replay_budget;  // every session's draws on it
   // The threads DELETEs close their sessions on (`done` once finished); Stop joins them.
   struct DeleteThread {
     std::thread thread;
@@ -177,6 +177,10 @@ struct HttpServer::Impl {
   std::string Credential(const http::Request& req) const;
   http::Connection::Budgets BudgetsOf(const std::string& credential)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(conns_mu);
+  // `overall` and the credential's share of the ceiling: the parents of a per-credential
+  // (or per-session) budget.
+  codemode::ByteBudget::Parents WithShare(const std::shared_ptr<codemode::ByteBudget>& overall,
+                                          const std::string& credential);
   void Handle(const std::shared_ptr<http::Connection>& conn, http::Request req);
   std::shared_ptr<HttpSession> FindSession(const http::Request& req, http::Response* error);
   std::shared_ptr<HttpSession> TakeSession(const http::Request& req, http::Response* error);

@@ -108,7 +108,8 @@ void HttpServer::Impl::CreateSession(const std::shared_ptr<http::Connection>& co
   session->id = http::NewSessionId();
   session->credential = credential;
   session->replay_budget =
-      std::make_shared<http::ByteBudget>(options.max_replay_bytes_per_session, replay_budget);
+      std::make_shared<codemode::ByteBudget>("max_replay_bytes_per_session", options.max_replay_bytes_per_session,
+                                             WithShare(replay_budget, credential));
   session->mcp = std::make_shared<McpSession>(session->id, provider, server_options, credential);
   auto sink = JsonReply();
   session->mcp->Handle(message, sink);

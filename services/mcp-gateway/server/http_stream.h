@@ -24,7 +24,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
-#include "server/byte_budget.h"
+#include "base/byte_budget.h"
 #include "server/mcp_server.h"
 #include "base/mutex.h"
 
@@ -42,7 +42,7 @@ class EventStream : public ReplySink {
     size_t max_events = 1000;      // kept for replay and while nobody carries the stream
     size_t max_bytes = 8u << 20;
     // Charged for kept events and replayed copies; none: unbounded (beyond max_bytes).
-    std::shared_ptr<ByteBudget> budget;
+    std::shared_ptr<codemode::ByteBudget> budget;
   };
 
   // What carries the stream now: an HTTP response in production, a fake in tests.

@@ -22,6 +22,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "base/byte_budget.h"
 #include "base/cancel.h"
 #include "jsonrpc/jsonrpc.h"
 #include "nlohmann/json.hpp"
@@ -106,6 +107,9 @@ struct ServerOptions {
   // Shared by every session of the server: calls in flight (and the bytes they hold) per
   // credential and overall. Null: only max_concurrent_calls bounds a session's calls.
   std::shared_ptr<CallLimits> call_limits;
+  // The gateway's overall byte ceiling and each credential's share (base/byte_budget.h):
+  // the HTTP front's budgets draw on it. Null: only their own bounds apply.
+  std::shared_ptr<codemode::BufferCeiling> ceiling;
 };
 
 class McpSession : public std::enable_shared_from_this<McpSession> {

@@ -277,14 +277,36 @@ TEST_F(SandboxClientTest, ACredentialsToolCallBytesAreBoundedOverItsRuns) {
 
 TEST(ToolCallBudgetTest, ChargesPerCredentialAndInTotal) {
   ToolCallBudget budget(100, 150);
-  EXPECT_EQ(budget.Charge("a", 100), "");
-  EXPECT_THAT(budget.Charge("a", 1), HasSubstr("--max_tool_call_bytes_in_flight_per_credential"));
-  EXPECT_EQ(budget.Charge("b", 50), "");
-  EXPECT_THAT(budget.Charge("c", 1), HasSubstr("--max_tool_call_bytes_in_flight_total"));
-  budget.Release("a", 60);
-  EXPECT_EQ(budget.Charge("c", 10), "");
+  std::shared_ptr<codemode::ByteBudget> a = budget.Of("a"), b = budget.Of("b"), c = budget.Of("c");
+  EXPECT_EQ(a->Charge(100), nullptr);
+  const codemode::ByteBudget* full = a->Charge(1);
+  ASSERT_NE(full, nullptr);
+  EXPECT_THAT(ToolCallBudget::Refusal(*full, *a), HasSubstr("--max_tool_call_bytes_in_flight_per_credential=100"));
+  EXPECT_EQ(b->Charge(50), nullptr);
+  full = c->Charge(1);
+  ASSERT_NE(full, nullptr);
+  EXPECT_THAT(ToolCallBudget::Refusal(*full, *c), HasSubstr("--max_tool_call_bytes_in_flight_total=150"));
+  a->Release(60);
+  EXPECT_EQ(c->Charge(10), nullptr);
   EXPECT_EQ(budget.held("a"), 40u);
   EXPECT_EQ(budget.total(), 100u);
+}
+
+// The gateway's byte ceiling bounds tool calls too: a credential's share, then everyone's.
+TEST(ToolCallBudgetTest, DrawsOnTheCeiling) {
+  auto ceiling = std::make_shared<codemode::BufferCeiling>(120, 80);
+  ToolCallBudget budget(100, 150, ceiling);
+  std::shared_ptr<codemode::ByteBudget> a = budget.Of("a"), b = budget.Of("b");
+  EXPECT_EQ(a->Charge(80), nullptr);
+  const codemode::ByteBudget* full = a->Charge(1);
+  ASSERT_NE(full, nullptr);
+  EXPECT_THAT(ToolCallBudget::Refusal(*full, *a), HasSubstr("--max_buffered_bytes_per_credential=80"));
+  full = b->Charge(41);
+  ASSERT_NE(full, nullptr);
+  EXPECT_THAT(ToolCallBudget::Refusal(*full, *b), HasSubstr("--max_buffered_bytes=120"));
+  EXPECT_EQ(ceiling->all()->used(), 80u) << "a refused charge leaves nothing behind";
+  a->Release(80);
+  EXPECT_EQ(b->Charge(41), nullptr);
 }
 
 // Refuses calls without the bearer token, as sandboxd's --listen_tcp does.

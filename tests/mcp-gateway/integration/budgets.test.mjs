@@ -7,6 +7,8 @@
 //  - Responses queued for clients that do not read are charged the same way
 //    (--max_pending_write_bytes[_per_credential]): one token asking for 8 MB resources on
 //    many connections it never reads loses those connections past its share.
+//  - Those budgets of one credential add up in its share of the gateway's ceiling
+//    (--max_buffered_bytes_per_credential): bodies it holds leave less for its responses.
 //  - A client's message may hold only so many JSON values (--max_message_json_values):
 //    a 3 MB body of a million empty arrays would parse into ~60 MiB.
 // Memory is read from /proc/<pid>/status (VmHWM: the peak).
@@ -102,6 +104,27 @@ function keptAlive(g, token, session) {
       `Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n` +
       `Mcp-Session-Id: ${session}\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
   });
+}
+
+// Starts unread_responses.py: `connections` requests for the 8 MB out/big.txt of `session`
+// that are never read. Resolves once each has its first bytes, with the counts of those the
+// gateway kept open and closed, and the reader to kill.
+async function holdUnread(g, token, session, connections) {
+  const reader = track(spawn("python3", [UNREAD, String(g.port), token, session,
+    "sandbox://session/default/out/big.txt", String(connections)], { stdio: ["ignore", "pipe", "inherit"] }));
+  let out = "";
+  reader.stdout.on("data", (d) => { out += d; });
+  try {
+    await new Promise((resolve, reject) => {
+      reader.stdout.on("data", () => { if (out.includes("holding")) resolve(); });
+      reader.once("exit", (code) => reject(new Error(`the reader exited (${code}): ${out}`)));
+    });
+  } catch (e) {
+    reader.kill("SIGKILL");
+    throw e;
+  }
+  const [, open, closed] = /holding (\d+) (\d+)/.exec(out).map(Number);
+  return { reader, open, closed, out: out.trim() };
 }
 
 describe("what a token holder can make the gateway hold across connections", () => {
@@ -206,22 +229,14 @@ describe("what a token holder can make the gateway hold across connections", () 
       assert.ok(!made.isError, text(made));
       session = client.transport.sessionId;
       const before = memoryMiB(g.proc.pid, "VmRSS");
-      const reader = track(spawn("python3", [UNREAD, String(g.port), A, session,
-        "sandbox://session/default/out/big.txt", "40"], { stdio: ["ignore", "pipe", "inherit"] }));
-      let out = "";
-      reader.stdout.on("data", (d) => { out += d; });
+      const { reader, open, closed, out } = await holdUnread(g, A, session, 40);
       try {
-        await new Promise((resolve, reject) => {
-          reader.stdout.on("data", () => { if (out.includes("holding")) resolve(); });
-          reader.once("exit", (code) => reject(new Error(`the reader exited (${code}): ${out}`)));
-        });
         const peak = memoryMiB(g.proc.pid, "VmHWM");
         const now = memoryMiB(g.proc.pid, "VmRSS");
-        console.log(`40 unread 8 MB responses (${out.trim()}): gateway VmRSS ${before.toFixed(0)} MiB before, ` +
+        console.log(`40 unread 8 MB responses (${out}): gateway VmRSS ${before.toFixed(0)} MiB before, ` +
           `${now.toFixed(0)} MiB while held, peak ${peak.toFixed(0)} MiB`);
         // Unbounded, the gateway would hold about 40 x 8 MB = 305 MiB of queued responses.
         // The default per-credential budget (48 MiB) keeps six; the others are closed.
-        const [, open, closed] = /holding (\d+) (\d+)/.exec(out).map(Number);
         assert.ok(closed > 0 && open <= 6, out);
         assert.ok(peak < before + 128, `the gateway's peak RSS reached ${peak.toFixed(0)} MiB`);
         assert.deepEqual(await listToolNames(g, 1), ["run_python"]);
@@ -234,5 +249,34 @@ describe("what a token holder can make the gateway hold across connections", () 
     } finally {
       await client.close();
     }
+  });
+
+  test("one token's bodies and unread responses add up in its share of the ceiling", async () => {
+    // A share of 24 MiB: 16 MiB of bodies (all the request budget allows) leave room for
+    // one 8 MB response, where the write budget alone would keep six.
+    const g = await startGateway(["--spill_stdout_bytes=0", `--max_buffered_bytes_per_credential=${24 * MiB}`]);
+    const [A] = g.tokens;
+    const client = await g.client("token-a");
+    const held = [];
+    try {
+      const made = await runPython(client, "import os\nos.makedirs('out', exist_ok=True)\nopen('out/big.txt', 'w').write('x' * 8_000_000)");
+      assert.ok(!made.isError, text(made));
+      const session = client.transport.sessionId;
+      for (let i = 0; i < 4; i++) held.push(await trickleBody(g, A, 4 * MiB));
+      assert.ok(held.every((h) => h.reply() === ""), held.map((h) => h.reply().slice(0, 100)).join("|"));
+      const { reader, open, closed, out } = await holdUnread(g, A, session, 6);
+      try {
+        console.log(`4 held 4 MiB bodies, then 6 unread 8 MB responses: ${open} kept, ${closed} closed`);
+        assert.ok(open <= 1 && closed >= 5, out);
+      } finally {
+        reader.kill("SIGKILL");
+      }
+    } finally {
+      for (const h of held) h.socket.destroy();
+    }
+    // A's share comes back as its connections close.
+    await waitFor(() => trickleBody(g, A, 4 * MiB).then((h) => { h.socket.destroy(); return h.reply() === ""; }),
+      "a body of A is read again");
+    await client.close();
   });
 });

@@ -12,6 +12,7 @@ namespace gateway {
 namespace http {
 namespace {
 
+using codemode::ByteBudget;
 using json = nlohmann::json;
 
 class RecordingConsumer : public EventStream::Consumer {
@@ -151,8 +152,8 @@ json BigResult(size_t bytes) {
 // A client that never reads resumes the finished stream again and again: the superseded
 // connection is closed at once, and the budget counts the kept events plus one replay.
 TEST(EventStreamTest, ResumingAgainAndAgainHoldsOneReplayAndClosesTheSuperseded) {
-  auto global = std::make_shared<ByteBudget>(64 << 20);
-  auto session = std::make_shared<ByteBudget>(16 << 20, global);
+  auto global = std::make_shared<ByteBudget>("max_replay_bytes", 64 << 20);
+  auto session = std::make_shared<ByteBudget>("max_replay_bytes_per_session", 16 << 20, ByteBudget::Parents{global});
   EventStream::Options options = PostStream(1);
   options.budget = session;
   {
@@ -189,7 +190,7 @@ TEST(EventStreamTest, ResumingAgainAndAgainHoldsOneReplayAndClosesTheSuperseded)
 }
 
 TEST(EventStreamTest, AResumptionOverTheBudgetFailsAndChangesNothing) {
-  auto session = std::make_shared<ByteBudget>(3 << 20);
+  auto session = std::make_shared<ByteBudget>("max_replay_bytes_per_session", 3 << 20);
   EventStream::Options options = PostStream(1);
   options.budget = session;
   EventStream stream(options);
@@ -209,8 +210,8 @@ TEST(EventStreamTest, AResumptionOverTheBudgetFailsAndChangesNothing) {
 }
 
 TEST(EventStreamTest, AResponseTooLargeToKeepIsDeliveredLiveAndItsResumptionFails) {
-  auto global = std::make_shared<ByteBudget>(1 << 20);
-  auto session = std::make_shared<ByteBudget>(16 << 20, global);  // the global bound bites
+  auto global = std::make_shared<ByteBudget>("max_replay_bytes", 1 << 20);
+  auto session = std::make_shared<ByteBudget>("max_replay_bytes_per_session", 16 << 20, ByteBudget::Parents{global});  // the global bound bites
   EventStream::Options options = PostStream(4);
   options.budget = session;
   EventStream stream(options);
@@ -225,19 +226,6 @@ TEST(EventStreamTest, AResponseTooLargeToKeepIsDeliveredLiveAndItsResumptionFail
   stream.Detach(reader.get(), EventStream::Clock::now());
   EXPECT_EQ(stream.Attach(std::make_shared<ClosingConsumer>(), 1).code(),
             absl::StatusCode::kResourceExhausted);
-}
-
-TEST(EventStreamTest, ABudgetChargesItsParentAllOrNothing) {
-  auto global = std::make_shared<ByteBudget>(100);
-  ByteBudget a(80, global), b(80, global);
-  EXPECT_TRUE(a.TryCharge(60));
-  EXPECT_FALSE(b.TryCharge(60));  // b has room, the global budget has not
-  EXPECT_EQ(b.used(), 0u);
-  EXPECT_FALSE(a.TryCharge(30));  // a has not
-  EXPECT_EQ(global->used(), 60u);
-  a.Release(60);
-  EXPECT_TRUE(b.TryCharge(60));
-  EXPECT_EQ(global->used(), 60u);
 }
 
 TEST(EventStreamTest, OnlyOurOwnIdShapeParses) {

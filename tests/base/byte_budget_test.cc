@@ -1,0 +1,105 @@
+// ByteBudget and ByteBudgets (base/byte_budget.h): all-or-nothing charges up a tree of
+// budgets, the refusing budget named, keyed budgets forgotten when unused, and the
+// ceiling's shares.
+#include "base/byte_budget.h"
+
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace codemode {
+namespace {
+
+TEST(ByteBudgetTest, ChargesEveryParentAllOrNothing) {
+  auto global = std::make_shared<ByteBudget>("all", 100);
+  ByteBudget a("a", 80, {global}), b("b", 80, {global});
+  EXPECT_EQ(a.Charge(60), nullptr);
+  EXPECT_EQ(b.Charge(60), global.get());  // b has room, the global budget has not
+  EXPECT_EQ(b.used(), 0u);
+  EXPECT_EQ(a.Charge(30), &a);  // a has not
+  EXPECT_EQ(global->used(), 60u);
+  a.Release(60);
+  EXPECT_TRUE(b.TryCharge(60));
+  EXPECT_EQ(global->used(), 60u);
+}
+
+TEST(ByteBudgetTest, ARefusalByALaterParentUndoesTheEarlierOnes) {
+  auto kind = std::make_shared<ByteBudget>("kind", 100);
+  auto share = std::make_shared<ByteBudget>("share", 10);
+  ByteBudget mine("mine", 100, {kind, share});
+  const ByteBudget* full = mine.Charge(11);
+  ASSERT_EQ(full, share.get());
+  EXPECT_EQ(full->Describe(), "--share=10");
+  EXPECT_EQ(kind->used(), 0u) << "the charge of the first parent was left behind";
+  EXPECT_EQ(mine.used(), 0u);
+}
+
+TEST(ByteBudgetTest, ReleaseNeverUnderflows) {
+  auto global = std::make_shared<ByteBudget>("all", 100);
+  ByteBudget a("a", 100, {global}), b("b", 100, {global});
+  ASSERT_TRUE(a.TryCharge(10));
+  ASSERT_TRUE(b.TryCharge(10));
+  a.Release(50);  // more than a holds: only what it holds leaves the parent
+  EXPECT_EQ(a.used(), 0u);
+  EXPECT_EQ(global->used(), 10u);
+}
+
+TEST(ByteBudgetsTest, AKeysBudgetLivesWhileHeld) {
+  auto all = std::make_shared<ByteBudget>("all", 1000);
+  ByteBudgets per_key("per_key", 100, {all});
+  std::shared_ptr<ByteBudget> a = per_key.Of("a");
+  EXPECT_EQ(per_key.Of("a"), a) << "one budget per key while it is held";
+  ASSERT_TRUE(a->TryCharge(100));
+  EXPECT_EQ(per_key.Of("a")->Charge(1), a.get());
+  EXPECT_EQ(per_key.Used("a"), 100u);
+  a->Release(100);
+  a.reset();
+  EXPECT_EQ(per_key.Used("a"), 0u);
+  EXPECT_EQ(per_key.Of("b")->limit(), 100u);
+}
+
+TEST(BufferCeilingTest, SharesBoundEachCredentialAndAllBoundsEveryone) {
+  auto ceiling = std::make_shared<BufferCeiling>(100, 60);
+  auto requests = std::make_shared<ByteBudget>("requests", 1000, AllOf(ceiling));
+  auto writes = std::make_shared<ByteBudget>("writes", 1000, AllOf(ceiling));
+  ByteBudgets requests_of("requests_per_credential", 1000, {requests});
+  ByteBudgets writes_of("writes_per_credential", 1000, {writes});
+  auto a_requests = requests_of.Of("a", SharesOf(ceiling, "a"));
+  auto a_writes = writes_of.Of("a", SharesOf(ceiling, "a"));
+  auto b_writes = writes_of.Of("b", SharesOf(ceiling, "b"));
+  ASSERT_TRUE(a_requests->TryCharge(40));
+  // Two kinds of one credential add up in its share.
+  const ByteBudget* full = a_writes->Charge(21);
+  ASSERT_NE(full, nullptr);
+  EXPECT_EQ(full->flag(), "max_buffered_bytes_per_credential");
+  ASSERT_TRUE(a_writes->TryCharge(20));
+  // And every credential's in all.
+  full = b_writes->Charge(41);
+  ASSERT_NE(full, nullptr);
+  EXPECT_EQ(full->flag(), "max_buffered_bytes");
+  EXPECT_EQ(ceiling->all()->used(), 60u);
+  EXPECT_TRUE(b_writes->TryCharge(40));
+}
+
+TEST(ByteBudgetTest, ConcurrentChargesNeverPassALimit) {
+  auto all = std::make_shared<ByteBudget>("all", 1000);
+  ByteBudgets per_key("per_key", 600, {all});
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::shared_ptr<ByteBudget> mine = per_key.Of(t % 2 ? "a" : "b");
+      for (int i = 0; i < 20000; ++i) {
+        if (mine->TryCharge(7)) {
+          EXPECT_LE(all->used(), 1000u);
+          mine->Release(7);
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(all->used(), 0u);
+}
+
+}  // namespace
+}  // namespace codemode
