@@ -141,6 +141,10 @@ ABSL_FLAG(uint64_t, max_upstream_message_bytes, gateway::kDefaultMaxUpstreamMess
           "Largest single message from an upstream (a JSON response body, one SSE event, one "
           "stdio line); reading stops there and the call gets a ToolError. At least "
           "--max_tool_result_bytes plus 64 KiB (a result travels in a JSON-RPC envelope).");
+ABSL_FLAG(uint64_t, max_upstream_bytes_in_flight, 64 << 20,
+          "Bytes of answers being received from HTTP upstreams at once, all calls together "
+          "(charged twice: the body and its parse); a call whose answer would pass it fails "
+          "with a ToolError naming this flag. Inside --max_buffered_bytes.");
 ABSL_FLAG(absl::Duration, upstream_stream_retry_min, absl::Milliseconds(250),
           "Shortest wait before reopening an HTTP upstream's event stream, whatever its "
           "`retry:` says (an upstream answering `retry: 0` must not make us spin).");
@@ -385,7 +389,8 @@ absl::StatusOr<std::unique_ptr<gateway::ServerTransport>> StartTransport(
   return server;
 }
 
-absl::StatusOr<gateway::UpstreamOptions> UpstreamOptionsFromFlags() {
+absl::StatusOr<gateway::UpstreamOptions> UpstreamOptionsFromFlags(
+    const std::shared_ptr<codemode::BufferCeiling>& ceiling) {
   gateway::UpstreamOptions options;
   options.call_timeout = absl::GetFlag(FLAGS_call_timeout);
   options.max_catalog_bytes = absl::GetFlag(FLAGS_max_catalog_bytes_per_upstream);
@@ -394,6 +399,9 @@ absl::StatusOr<gateway::UpstreamOptions> UpstreamOptionsFromFlags() {
       std::max(options.stream_retry.min, absl::GetFlag(FLAGS_upstream_stream_retry_max));
   options.min_tools_refresh_interval = absl::GetFlag(FLAGS_min_tools_refresh_interval);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_upstream_message_bytes);
+  options.receive_budget = std::make_shared<codemode::ByteBudget>(
+      "max_upstream_bytes_in_flight", absl::GetFlag(FLAGS_max_upstream_bytes_in_flight),
+      codemode::AllOf(ceiling));
   // A result the sandbox may receive must fit in the message that carries it.
   if (options.max_message_bytes <
       absl::GetFlag(FLAGS_max_tool_result_bytes) + kUpstreamEnvelopeBytes) {
@@ -447,7 +455,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   spdlog::info("{} upstream server(s) configured", configs->size());
-  absl::StatusOr<gateway::UpstreamOptions> upstream_options = UpstreamOptionsFromFlags();
+  const std::shared_ptr<codemode::BufferCeiling> ceiling = CeilingFromFlags();
+  absl::StatusOr<gateway::UpstreamOptions> upstream_options = UpstreamOptionsFromFlags(ceiling);
   if (!upstream_options.ok()) {
     spdlog::critical("{}", std::string(upstream_options.status().message()));
     return 2;
@@ -469,7 +478,6 @@ int main(int argc, char** argv) {
     spdlog::critical("{}", std::string(sandboxd_token.status().message()));
     return 2;
   }
-  const std::shared_ptr<codemode::BufferCeiling> ceiling = CeilingFromFlags();
   gateway::SandboxClient sandboxes(endpoints, ToolCallLimitsFromFlags(ceiling), *isolation,
                                    absl::GetFlag(FLAGS_image), *sandboxd_token);
   gateway::ManagerUpstreams upstream_view(&upstreams);

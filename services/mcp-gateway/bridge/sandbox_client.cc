@@ -329,7 +329,7 @@ class ToolCallDispatcher {
                           " bytes of arguments (the gateway's --max_tool_call_bytes_in_flight is ",
                           limits_.max_argument_bytes_in_flight, "); await some first");
     }
-    if (const codemode::ByteBudget* full = budget_->Charge(size)) {
+    if (const codemode::ByteBudget* full = budget_->Charge(ToolCallBudget::kCopies * size)) {
       return ToolCallBudget::Refusal(*full, *budget_);
     }
     ++total_;
@@ -355,7 +355,7 @@ class ToolCallDispatcher {
       mu_.Unlock();
       const size_t size = call.arguments_json().size();
       sandbox::v1::ExecuteRequest answer = Answer(call);
-      const size_t held = size + ChargeResult(answer);
+      const size_t held = ToolCallBudget::kCopies * size + ChargeResult(answer);
       mu_.Lock();
       // The answering slot is freed before the answer goes out: the sandbox sends its next
       // held-back call as soon as it has the answer, and must not find it still taken.
@@ -373,7 +373,7 @@ class ToolCallDispatcher {
   // Charges the result to the credential until it is written (returns the bytes charged);
   // past the budget the sandbox gets a ToolError instead of the result.
   size_t ChargeResult(sandbox::v1::ExecuteRequest& answer) {
-    const size_t n = answer.tool_result().result_json().size();
+    const size_t n = ToolCallBudget::kCopies * answer.tool_result().result_json().size();
     if (n == 0) return 0;
     const codemode::ByteBudget* full = budget_->Charge(n);
     if (full == nullptr) return n;

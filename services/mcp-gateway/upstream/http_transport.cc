@@ -35,6 +35,7 @@ struct StreamableHttpTransport::PostResult {
   std::string session_used;  // the Mcp-Session-Id the request carried
   StreamCursor cursor;       // where its SSE stream ended (empty id for a JSON response)
   bool too_large = false;    // a message over max_message_bytes_: reading stopped there
+  std::string busy;          // the receive budget that was full ("--flag=N"): reading stopped
   absl::Status unusable;     // why a JSON response could not be parsed
 };
 
@@ -46,11 +47,13 @@ struct StreamableHttpTransport::GetResult {
 };
 
 HttpTransportBase::HttpTransportBase(UpstreamConfig config, absl::Duration connect_timeout,
-                                     StreamRetryPolicy retry, size_t max_message_bytes)
+                                     StreamRetryPolicy retry, size_t max_message_bytes,
+                                     std::shared_ptr<codemode::ByteBudget> receive_budget)
     : config_(std::move(config)),
       connect_timeout_(connect_timeout),
       retry_(retry),
-      max_message_bytes_(max_message_bytes) {}
+      max_message_bytes_(max_message_bytes),
+      receive_budget_(std::move(receive_budget)) {}
 
 absl::Status HttpTransportBase::BeginStart(TransportCallbacks callbacks) {
   if (closing_) return absl::UnavailableError("connection closed");
@@ -111,6 +114,17 @@ StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
 
   bool event_stream = false;
   SseParser parser(max_message_bytes_);
+  // What the answer holds while it is read and parsed (kReceiveCopies times its bytes):
+  // many calls read their answers at once, each on its own connection.
+  codemode::ByteHold hold(receive_budget_);
+  auto charge = [&](size_t size) {
+    if (const codemode::ByteBudget* full = hold.GrowBy(kReceiveCopies * size)) {
+      result.busy = full->Describe();
+      std::string().swap(result.body);
+      return false;
+    }
+    return true;
+  };
   req.response_handler = [&](const httplib::Response& res) {
     result.status = res.status;
     event_stream = res.status == 200 && IsEventStream(res.get_header_value("Content-Type"));
@@ -128,6 +142,7 @@ StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
   };
   req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
     if (event_stream) {
+      if (!charge(size)) return false;
       // Dispatch each event as it arrives: progress must reach the caller before the
       // response ends the stream.
       result.too_large = !parser.Feed(data, size, [&](const SseParser::Event& event) {
@@ -136,6 +151,7 @@ StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
           DispatchText(config_.name, event.data, on_message, max_message_bytes_).IgnoreError();
         }
       });
+      hold.ShrinkTo(kReceiveCopies * parser.buffered());
       return !result.too_large;
     }
     if (result.status != 200) {  // an error's text: its head is enough
@@ -149,6 +165,7 @@ StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
       std::string().swap(result.body);
       return false;
     }
+    if (!charge(size)) return false;
     result.body.append(data, size);
     return true;
   };
@@ -158,6 +175,10 @@ StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
     spdlog::warn("upstream {}: a message larger than {} bytes (--max_upstream_message_bytes) "
                  "in the answer to {}; not read", config_.name, max_message_bytes_,
                  wire::MethodOf(message));
+  }
+  if (!result.busy.empty()) {
+    spdlog::warn("upstream {}: the answers being received hold the gateway's budget ({}); "
+                 "the answer to {} was not read", config_.name, result.busy, wire::MethodOf(message));
   }
   if (result.error == httplib::Error::Success && result.status == 200 && !event_stream &&
       !result.body.empty()) {
@@ -185,6 +206,11 @@ absl::Status StreamableHttpTransport::Post(const json& message, HttpExchange* ex
       return absl::CancelledError("abandoned");
     }
     if (r.too_large) return MessageTooLargeError(max_message_bytes_);
+    if (!r.busy.empty()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the gateway is receiving too many bytes of upstream answers at once (", r.busy,
+          "); the answer was not read: retry later"));
+    }
     // A JSON answer that could not be used: say why rather than "no response".
     if (!r.unusable.ok()) return absl::InvalidArgumentError(r.unusable.message());
     if (r.error != httplib::Error::Success) {

@@ -44,7 +44,8 @@ class HttpTransportBase : public ClientTransport {
  public:
   HttpTransportBase(UpstreamConfig config, absl::Duration connect_timeout,
                     StreamRetryPolicy retry = {},
-                    size_t max_message_bytes = kDefaultMaxUpstreamMessageBytes);
+                    size_t max_message_bytes = kDefaultMaxUpstreamMessageBytes,
+                    std::shared_ptr<codemode::ByteBudget> receive_budget = nullptr);
 
  protected:
   // Start()'s first step: refuses once Close() began, parses the URL, keeps the callbacks.
@@ -61,6 +62,8 @@ class HttpTransportBase : public ClientTransport {
   const StreamRetryPolicy retry_;
   // The largest message (JSON body, SSE event) read from the server; see UpstreamOptions.
   const size_t max_message_bytes_;
+  // Answers being received and parsed (UpstreamOptions::receive_budget); may be null.
+  const std::shared_ptr<codemode::ByteBudget> receive_budget_;
   HttpUrl url_;
   TransportCallbacks callbacks_;
   codemode::Mutex start_mu_;  // Close() waits for a Start() in progress

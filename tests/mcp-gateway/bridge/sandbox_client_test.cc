@@ -256,7 +256,8 @@ TEST_F(SandboxClientTest, ACredentialsToolCallBytesAreBoundedOverItsRuns) {
     return grpc::Status::OK;
   };
   ToolCallLimits limits;
-  limits.max_bytes_in_flight_per_credential = 1u << 20;  // two calls of 400 KiB, not three
+  // Two calls of 400 KiB, not three: each is charged ToolCallBudget::kCopies (4) times.
+  limits.max_bytes_in_flight_per_credential = 4u << 20;
   SandboxClient client({"unix:" + socket_}, limits);
   ExecuteHandlers h;
   h.credential = "token 0";
