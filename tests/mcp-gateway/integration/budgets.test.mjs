@@ -17,7 +17,7 @@ import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import {
-  GatewayHttp, Sandboxd, listToolNames, memoryMiB, runPython, stopAll, text, track, waitFor,
+  GatewayHttp, Sandboxd, listToolNames, procStatus, runPython, stopAll, text, track, waitFor,
   writeConfig,
 } from "./harness.mjs";
 
@@ -108,14 +108,14 @@ describe("what a token holder can make the gateway hold across connections", () 
   test("trickled bodies past the credential's budget get 503, and another token is served", async () => {
     const g = await startGateway();
     const [A] = g.tokens;
-    const before = memoryMiB(g.proc.pid, "VmRSS");
+    const before = procStatus(g.proc.pid, "VmRSS");
     const held = [];
     try {
       // 48 connections of 4 MiB each: 192 MiB of bodies if the gateway held them all.
       for (let i = 0; i < 48; i++) held.push(await trickleBody(g, A, 4 * MiB));
       const refused = held.filter((h) => /^HTTP\/1\.1 503 /.test(h.reply()));
       const waiting = held.filter((h) => h.reply() === "");
-      const peak = memoryMiB(g.proc.pid, "VmHWM");
+      const peak = procStatus(g.proc.pid, "VmHWM");
       console.log(`48 trickled 4 MiB bodies: ${waiting.length} held, ${refused.length} refused with 503; ` +
         `gateway VmRSS ${before.toFixed(0)} MiB before, peak ${peak.toFixed(0)} MiB`);
       assert.ok(refused.length > 0, `no body was refused: ${held[47].reply().slice(0, 200)}`);
@@ -142,7 +142,7 @@ describe("what a token holder can make the gateway hold across connections", () 
     // charged to the credential that used it last, and the witness's pooled fetch must not
     // ride on one of A's.
     const session = await rawInitialize(g, A);
-    const before = memoryMiB(g.proc.pid, "VmRSS");
+    const before = procStatus(g.proc.pid, "VmRSS");
     const sockets = [];
     const replies = [];
     try {
@@ -157,7 +157,7 @@ describe("what a token holder can make the gateway hold across connections", () 
       }
       await new Promise((r) => setTimeout(r, 500));  // let the last ones be read (not a bound)
       const refused = replies.filter((r) => /^HTTP\/1\.1 503 /.test(r.text)).length;
-      const peak = memoryMiB(g.proc.pid, "VmHWM");
+      const peak = procStatus(g.proc.pid, "VmHWM");
       console.log(`2000 kept-alive connections sending endless headers: ${refused} refused with 503; ` +
         `gateway VmRSS ${before.toFixed(0)} MiB before, peak ${peak.toFixed(0)} MiB`);
       assert.ok(refused > 0, "no connection was refused");
@@ -181,11 +181,11 @@ describe("what a token holder can make the gateway hold across connections", () 
     const post = () => fetch(g.url, { method: "POST", body, headers: {
       Authorization: `Bearer ${A}`, "Content-Type": "application/json", Accept: "application/json",
       "Mcp-Session-Id": session } }).then(async (r) => ({ status: r.status, text: await r.text() }));
-    const before = memoryMiB(g.proc.pid, "VmRSS");
+    const before = procStatus(g.proc.pid, "VmRSS");
     const replies = [];
     // Four at a time: 12 MB of bodies fit in the credential's request budget (16 MiB).
     for (let round = 0; round < 6; round++) replies.push(...await Promise.all(Array.from({ length: 4 }, post)));
-    const peak = memoryMiB(g.proc.pid, "VmHWM");
+    const peak = procStatus(g.proc.pid, "VmHWM");
     console.log(`24 pings of a million values: gateway VmRSS ${before.toFixed(0)} MiB before, peak ${peak.toFixed(0)} MiB`);
     for (const r of replies) {
       assert.equal(r.status, 400, r.text.slice(0, 300));
@@ -205,7 +205,7 @@ describe("what a token holder can make the gateway hold across connections", () 
       const made = await runPython(client, "import os\nos.makedirs('out', exist_ok=True)\nopen('out/big.txt', 'w').write('x' * 8_000_000)");
       assert.ok(!made.isError, text(made));
       session = client.transport.sessionId;
-      const before = memoryMiB(g.proc.pid, "VmRSS");
+      const before = procStatus(g.proc.pid, "VmRSS");
       const reader = track(spawn("python3", [UNREAD, String(g.port), A, session,
         "sandbox://session/default/out/big.txt", "40"], { stdio: ["ignore", "pipe", "inherit"] }));
       let out = "";
@@ -215,8 +215,8 @@ describe("what a token holder can make the gateway hold across connections", () 
           reader.stdout.on("data", () => { if (out.includes("holding")) resolve(); });
           reader.once("exit", (code) => reject(new Error(`the reader exited (${code}): ${out}`)));
         });
-        const peak = memoryMiB(g.proc.pid, "VmHWM");
-        const now = memoryMiB(g.proc.pid, "VmRSS");
+        const peak = procStatus(g.proc.pid, "VmHWM");
+        const now = procStatus(g.proc.pid, "VmRSS");
         console.log(`40 unread 8 MB responses (${out.trim()}): gateway VmRSS ${before.toFixed(0)} MiB before, ` +
           `${now.toFixed(0)} MiB while held, peak ${peak.toFixed(0)} MiB`);
         // Unbounded, the gateway would hold about 40 x 8 MB = 305 MiB of queued responses.

@@ -4,9 +4,8 @@
 // file_list frames itself with huge listings cannot grow the gateway.
 import assert from "node:assert/strict";
 import { after, describe, test } from "node:test";
-import fs from "node:fs";
 import {
-  GatewayHttp, Sandboxd, everythingStdio, memoryMiB, runPython, stopAll, text, waitFor, writeConfig,
+  GatewayHttp, Sandboxd, everythingStdio, procStatus, runPython, stopAll, text, waitFor, writeConfig,
 } from "./harness.mjs";
 
 // A gateway whose clients authenticate with one of two tokens (from the environment).
@@ -112,7 +111,7 @@ describe("hostile listings of out/", () => {
       assert.match(text(r), /listings replaced/);
       assert.match(text(r), /could not be listed|not listed/, text(r));
     }
-    const peak = memoryMiB(gateway.proc.pid, "VmHWM");
+    const peak = procStatus(gateway.proc.pid, "VmHWM");
     console.log(`gateway VmHWM after the hostile runs: ${peak.toFixed(0)} MiB`);
     assert.ok(peak < 128, `the gateway's peak memory was ${peak.toFixed(0)} MiB`);
     const list = await client.listResources();
@@ -122,11 +121,6 @@ describe("hostile listings of out/", () => {
     await client.close();
   });
 });
-
-// The gateway's threads (/proc/<pid>/status).
-function threadsOf(pid) {
-  return Number(/Threads:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))[1]);
-}
 
 describe("abandoned runs", () => {
   let sandboxd;
@@ -155,16 +149,16 @@ describe("abandoned runs", () => {
       .catch(() => {}).finally(() => { headDone = true; });
     await started;
     const pid = gateway.proc.pid;
-    const before = threadsOf(pid);
+    const before = procStatus(pid, "Threads");
     const queued = Array.from({ length: 10 }, () => new AbortController());
     const runs = queued.map((c, i) => runPython(client, `x = ${i}  # ${"p".repeat(1 << 20)}`, {},
       { signal: c.signal }).catch(() => {}));
-    await waitFor(() => threadsOf(pid) >= before + 10, "ten runs queued behind the head", 30000);
+    await waitFor(() => procStatus(pid, "Threads") >= before + 10, "ten runs queued behind the head", 30000);
     for (const c of queued) c.abort("the client gave up");
     await Promise.all(runs);
     // Bounded only so that the old gateway fails instead of hanging: its threads stay
     // until the head run ends, 90 s on.
-    await waitFor(() => threadsOf(pid) <= before + 1, "the queued runs' threads to end", 30000);
+    await waitFor(() => procStatus(pid, "Threads") <= before + 1, "the queued runs' threads to end", 30000);
     assert.equal(headDone, false, "the queued runs ended while the run ahead still went on");
     head.abort("done");
     await headRun;
@@ -213,7 +207,7 @@ describe("tool-call bytes across sandboxes", () => {
     const clients = await Promise.all(Array.from({ length: 8 }, (_, i) => gateway.client(`flood-${i}`)));
     await Promise.all(clients.map((c) => runPython(c, STALLED_FLOOD(20, 3), { timeout_seconds: 15 })
       .catch(() => {})));
-    const peak = memoryMiB(gateway.proc.pid, "VmHWM");
+    const peak = procStatus(gateway.proc.pid, "VmHWM");
     console.log(`gateway VmHWM after the stalled floods: ${peak.toFixed(0)} MiB`);
     assert.ok(peak < 600, `the gateway's peak memory was ${peak.toFixed(0)} MiB`);
     const r = await runPython(clients[0], "print('still serving')");

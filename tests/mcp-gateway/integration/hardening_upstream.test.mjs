@@ -4,17 +4,11 @@
 // --max_upstream_message_bytes, the sandboxed code gets an error that names the upstream
 // and the flag, and the same upstream still answers the next call.
 import assert from "node:assert/strict";
-import fs from "node:fs";
 import { after, before, describe, test } from "node:test";
-import { GatewayHttp, Sandboxd, runPython, stopAll, text, writeConfig } from "./harness.mjs";
+import { GatewayHttp, Sandboxd, procStatus, runPython, stopAll, text, writeConfig } from "./harness.mjs";
 import { startHugeAnswerUpstream } from "./fixtures/huge_answer_upstream.mjs";
 
 const BIG = 400 << 20;
-
-function statusMiB(pid, field) {
-  const status = fs.readFileSync(`/proc/${pid}/status`, "utf8");
-  return Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)[1]) / 1024;
-}
 
 describe("an upstream's answers against the gateway", () => {
   let sandboxd;
@@ -40,7 +34,7 @@ describe("an upstream's answers against the gateway", () => {
     });
     await gateway.start();
     const client = await gateway.client("hostile-upstream");
-    const before = statusMiB(gateway.proc.pid, "VmRSS");
+    const before = procStatus(gateway.proc.pid, "VmRSS");
     const r = await runPython(client, [
       "for tool in ['big', 'big_sized', 'big_sse']:",
       "    try:",
@@ -51,7 +45,7 @@ describe("an upstream's answers against the gateway", () => {
       "print('small:', await mcp_huge.small())",
     ].join("\n"), { timeout_seconds: 240 }, { timeout: 300000 });
     await client.close();
-    const peak = statusMiB(gateway.proc.pid, "VmHWM");
+    const peak = procStatus(gateway.proc.pid, "VmHWM");
     const out = text(r);
     console.log(`gateway VmRSS ${before.toFixed(0)} MiB before, peak ${peak.toFixed(0)} MiB after ` +
       `three ${BIG >> 20} MiB answers; the upstream got to write ` +
@@ -66,7 +60,7 @@ describe("an upstream's answers against the gateway", () => {
   });
 
   test("an answer of a million JSON values is dropped, not built", async () => {
-    const before = statusMiB(gateway.proc.pid, "VmRSS");
+    const before = procStatus(gateway.proc.pid, "VmRSS");
     const client = await gateway.client("dense-upstream");
     const r = await runPython(client, [
       "import asyncio",
@@ -80,7 +74,7 @@ describe("an upstream's answers against the gateway", () => {
       "print('small:', await mcp_huge.small())",
     ].join("\n"), { timeout_seconds: 120 }, { timeout: 180000 });
     await client.close();
-    const peak = statusMiB(gateway.proc.pid, "VmHWM");
+    const peak = procStatus(gateway.proc.pid, "VmHWM");
     const out = text(r);
     console.log(`gateway VmRSS ${before.toFixed(0)} MiB before, peak ${peak.toFixed(0)} MiB after four ` +
       `3 MB answers of a million values\n${out}`);

@@ -101,10 +101,14 @@ export async function listToolNames(gateway, token = 0) {
   }
 }
 
-// A process's memory in MiB from /proc/<pid>/status: "VmRSS" now, "VmHWM" its peak.
-export function memoryMiB(pid, field = "VmRSS") {
+// One field of /proc/<pid>/status as a number: the sizes given in kB (VmRSS now, VmHWM
+// the peak, ...) in MiB, a count (Threads, ...) as it stands. procStatus(pid, "VmHWM") is
+// the process's peak memory in MiB.
+export function procStatus(pid, field) {
   const status = fs.readFileSync(`/proc/${pid}/status`, "utf8");
-  return Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)[1]) / 1024;
+  const m = new RegExp(`^${field}:\\s+(\\d+)( kB)?$`, "m").exec(status);
+  if (!m) throw new Error(`no ${field} in /proc/${pid}/status`);
+  return m[2] ? Number(m[1]) / 1024 : Number(m[1]);
 }
 
 // An SDK client talking to a stdio gateway it spawns itself.

@@ -3,13 +3,12 @@
 // code that floods tool calls. Each case checks that the gateway stays up, that its memory
 // stays bounded, and that a well-behaved client is still served.
 import assert from "node:assert/strict";
-import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import {
-  GatewayHttp, Sandboxd, everythingStdio, memoryMiB, rawStdioGateway, runPython, stopAll, text, waitFor,
+  GatewayHttp, Sandboxd, everythingStdio, procStatus, rawStdioGateway, runPython, stopAll, text, waitFor,
   writeConfig,
 } from "./harness.mjs";
 
@@ -20,8 +19,8 @@ const INIT = {
 };
 const NESTED = "[".repeat(200000) + "]".repeat(200000);
 
-const rssMiB = (pid) => memoryMiB(pid, "VmRSS");
-const peakMiB = (pid) => memoryMiB(pid, "VmHWM");
+const rssMiB = (pid) => procStatus(pid, "VmRSS");
+const peakMiB = (pid) => procStatus(pid, "VmHWM");
 
 function hostile(mode) {
   return { command: "python3", args: [HOSTILE, mode] };
