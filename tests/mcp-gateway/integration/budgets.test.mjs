@@ -14,34 +14,16 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import net from "node:net";
 import path from "node:path";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import {
-  GatewayHttp, Sandboxd, listToolNames, procStatus, runPython, stopAll, text, track, waitFor,
-  writeConfig,
+  gatewaySuite, listToolNames, procStatus, runPython, text, track, waitFor,
 } from "./harness.mjs";
 
 const UNREAD = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "unread_responses.py");
 const MiB = 1 << 20;
 
-let sandboxd;
-const gateways = [];
-before(async () => {
-  sandboxd = new Sandboxd();
-  await sandboxd.start();
-});
-after(async () => {
-  for (const g of gateways) await g.stop();
-  await sandboxd?.stop();
-  await stopAll();
-});
-
-async function startGateway(extraArgs = []) {
-  const g = new GatewayHttp({ config: writeConfig({}), sandboxd: sandboxd.endpoint, extraArgs, tokens: 2 });
-  gateways.push(g);
-  await g.start();
-  return g;
-}
+const { startGateway } = gatewaySuite({ tokens: 2 });
 
 // Sends the headers of a POST declaring `length` bytes of body and all but the last byte
 // of it; resolves with the socket once the gateway answered (a refusal) or took it all

@@ -14,31 +14,14 @@
 // Memory and threads are read from /proc/<pid>/status (VmHWM: the peak).
 import assert from "node:assert/strict";
 import net from "node:net";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import {
-  GatewayHttp, Sandboxd, listToolNames, procStatus, runPython, stopAll, text, waitFor, writeConfig,
+  gatewaySuite, listToolNames, procStatus, runPython, text, waitFor,
 } from "./harness.mjs";
 
 const MiB = 1 << 20;
 
-let sandboxd;
-const gateways = [];
-before(async () => {
-  sandboxd = new Sandboxd();
-  await sandboxd.start();
-});
-after(async () => {
-  for (const g of gateways) await g.stop();
-  await sandboxd?.stop();
-  await stopAll();
-});
-
-async function startGateway(extraArgs = []) {
-  const g = new GatewayHttp({ config: writeConfig({}), sandboxd: sandboxd.endpoint, extraArgs, tokens: 2 });
-  gateways.push(g);
-  await g.start();
-  return g;
-}
+const { startGateway } = gatewaySuite({ tokens: 2 });
 
 function head(g, token, session, length, accept, protocol = "2025-11-25") {
   return `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${g.port}\r\nAuthorization: Bearer ${token}\r\n` +

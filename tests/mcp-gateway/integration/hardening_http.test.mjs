@@ -9,11 +9,9 @@ import fs from "node:fs";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
-import {
-  GatewayHttp, Sandboxd, listToolNames, procStatus, stopAll, track, writeConfig,
-} from "./harness.mjs";
+import { gatewaySuite, listToolNames, procStatus, track } from "./harness.mjs";
 
 const FLOOD = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "unauth_flood.py");
 
@@ -42,25 +40,7 @@ function sendEndless(port, head, filler, total) {
 }
 
 describe("the HTTP front against hostile peers", () => {
-  let sandboxd;
-  const gateways = [];
-
-  before(async () => {
-    sandboxd = new Sandboxd();
-    await sandboxd.start();
-  });
-  after(async () => {
-    for (const g of gateways) await g.stop();
-    await sandboxd?.stop();
-    await stopAll();
-  });
-
-  async function startGateway(extraArgs = []) {
-    const gateway = new GatewayHttp({ config: writeConfig({}), sandboxd: sandboxd.endpoint, extraArgs });
-    gateways.push(gateway);
-    await gateway.start();
-    return gateway;
-  }
+  const { startGateway } = gatewaySuite();
 
   test("an endless chunk extension and an endless trailer get 431 and do not grow the gateway", async () => {
     const gateway = await startGateway();

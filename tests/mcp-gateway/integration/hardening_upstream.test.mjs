@@ -5,34 +5,21 @@
 // and the flag, and the same upstream still answers the next call.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { GatewayHttp, Sandboxd, procStatus, runPython, stopAll, text, writeConfig } from "./harness.mjs";
+import { gatewaySuite, procStatus, runPython, text } from "./harness.mjs";
 import { startHugeAnswerUpstream } from "./fixtures/huge_answer_upstream.mjs";
 
 const BIG = 400 << 20;
 
 describe("an upstream's answers against the gateway", () => {
-  let sandboxd;
+  const { startGateway } = gatewaySuite();
   let upstream;
   let gateway;
 
-  before(async () => {
-    sandboxd = new Sandboxd();
-    await sandboxd.start();
-    upstream = await startHugeAnswerUpstream();
-  });
-  after(async () => {
-    await gateway?.stop();
-    await upstream?.close();
-    await sandboxd?.stop();
-    await stopAll();
-  });
+  before(async () => { upstream = await startHugeAnswerUpstream(); });
+  after(async () => { await upstream?.close(); });
 
   test("a 400 MiB answer is not read whole; the call fails clearly and the upstream still serves", async () => {
-    gateway = new GatewayHttp({
-      config: writeConfig({ huge: { type: "http", url: upstream.url } }),
-      sandboxd: sandboxd.endpoint,
-    });
-    await gateway.start();
+    gateway = await startGateway([], { servers: { huge: { type: "http", url: upstream.url } } });
     const client = await gateway.client("hostile-upstream");
     const before = procStatus(gateway.proc.pid, "VmRSS");
     const r = await runPython(client, [

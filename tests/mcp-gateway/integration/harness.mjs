@@ -5,6 +5,7 @@
 import { randomBytes } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
+import { after, before } from "node:test";
 import { pathToFileURL } from "node:url";
 import {
   Sandboxd, canConnect, freePort, required, spawnTied, stopAll, tempDir, tiedCommand, track, waitFor,
@@ -88,6 +89,32 @@ export class GatewayHttp {
     this.proc.kill("SIGTERM");
     await exited;
   }
+}
+
+// The set-up several suites share: one sandboxd (its flags `sandboxdArgs`) started in
+// before(), and HTTP gateways on it that startGateway(extraArgs, options) starts as the
+// tests need them, all stopped in after(). Called at a file's top level or in a describe(),
+// it registers the hooks there. `options` and `gatewayOptions` (every gateway's) are
+// GatewayHttp's, and `servers` the gateway's mcpServers (none by default).
+export function gatewaySuite({ sandboxdArgs = [], ...gatewayOptions } = {}) {
+  const suite = { sandboxd: undefined, gateways: [] };
+  before(async () => {
+    suite.sandboxd = new Sandboxd(sandboxdArgs);
+    await suite.sandboxd.start();
+  });
+  after(async () => {
+    for (const g of suite.gateways) await g.stop();
+    await suite.sandboxd?.stop();
+    await stopAll();
+  });
+  suite.startGateway = async (extraArgs = [], options = {}) => {
+    const { servers = {}, ...rest } = { ...gatewayOptions, ...options };
+    const g = new GatewayHttp({ config: writeConfig(servers), sandboxd: suite.sandboxd.endpoint, extraArgs, ...rest });
+    suite.gateways.push(g);
+    await g.start();
+    return g;
+  };
+  return suite;
 }
 
 // The tool names a new SDK client of `gateway` lists (with the i-th token): a witness that
