@@ -5,7 +5,8 @@
 import assert from "node:assert/strict";
 import { after, describe, test } from "node:test";
 import {
-  GatewayHttp, Sandboxd, everythingStdio, procStatus, runPython, stopAll, text, waitFor, writeConfig,
+  GatewayHttp, Sandboxd, everythingStdio, gatewaySuite, procStatus, runPython, stopAll, text, waitFor,
+  writeConfig,
 } from "./harness.mjs";
 
 // A gateway whose clients authenticate with one of two tokens (from the environment).
@@ -89,22 +90,13 @@ print("listings replaced")
 `;
 
 describe("hostile listings of out/", () => {
-  let sandboxd;
-  let gateway;
-  after(async () => {
-    await gateway?.stop();
-    await sandboxd?.stop();
-    await stopAll();
-  });
+  const { startGateway } = gatewaySuite();
 
   // 1,064 directories of 4 KiB paths per listing took the gateway from 20 to 297 MiB for
   // one run (the walk queued every entry), and 1,000 files of 4 KiB paths stayed in every
   // resources/list.
   test("a sandbox answering its own file_list frames cannot grow the gateway", async () => {
-    sandboxd = new Sandboxd();
-    await sandboxd.start();
-    gateway = new GatewayHttp({ config: writeConfig({}), sandboxd: sandboxd.endpoint });
-    await gateway.start();
+    const gateway = await startGateway();
     const client = await gateway.client("hostile-lister");
     for (const [name, kind] of [["dirs", "directory"], ["files", "file"]]) {
       const r = await runPython(client, HOSTILE_LISTER(kind), { session: name });
@@ -123,22 +115,13 @@ describe("hostile listings of out/", () => {
 });
 
 describe("abandoned runs", () => {
-  let sandboxd;
-  let gateway;
-  after(async () => {
-    await gateway?.stop();
-    await sandboxd?.stop();
-    await stopAll();
-  });
+  const { startGateway } = gatewaySuite({ sandboxdArgs: ["--pool_size=0"] });
 
   // Runs of one session queue behind the one running. 30 queued runs whose clients had
   // gone kept 42 threads and 200 MiB until the run ahead ended (up to
   // --max_timeout_seconds): the wait for the session ignored cancellation.
   test("queued runs whose client cancels them end while the run ahead goes on", async () => {
-    sandboxd = new Sandboxd(["--pool_size=0"]);
-    await sandboxd.start();
-    gateway = new GatewayHttp({ config: writeConfig({}), sandboxd: sandboxd.endpoint });
-    await gateway.start();
+    const gateway = await startGateway();
     const client = await gateway.client("abandoner");
     let headStarted;
     const started = new Promise((r) => { headStarted = r; });
@@ -188,22 +171,15 @@ time.sleep(3600)
 `;
 
 describe("tool-call bytes across sandboxes", () => {
-  let sandboxd;
-  let gateway;
-  after(async () => {
-    await gateway?.stop();
-    await sandboxd?.stop();
-    await stopAll();
+  const { startGateway } = gatewaySuite({
+    sandboxdArgs: ["--pool_size=0"], servers: { everything: everythingStdio() },
   });
 
   // 8 sandboxes of one token, each with a stalled runner sending 20 calls of 3 MiB, took
   // the gateway to 974 MiB (996 MiB peak) and 107 threads: each run's own caps allowed
   // 32 MiB of arguments, and answers waiting to be taken freed their slot.
   test("one credential's stalled runners cannot grow the gateway without bound", async () => {
-    sandboxd = new Sandboxd(["--pool_size=0"]);
-    await sandboxd.start();
-    gateway = new GatewayHttp({ config: writeConfig({ everything: everythingStdio() }), sandboxd: sandboxd.endpoint });
-    await gateway.start();
+    const gateway = await startGateway();
     const clients = await Promise.all(Array.from({ length: 8 }, (_, i) => gateway.client(`flood-${i}`)));
     await Promise.all(clients.map((c) => runPython(c, STALLED_FLOOD(20, 3), { timeout_seconds: 15 })
       .catch(() => {})));
