@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "base/cancel.h"
 #include "base/mutex.h"
 #include "bridge/sandboxes.h"
@@ -45,6 +46,10 @@ struct ToolCallLimits {
   // held at once for one credential over all its runs, and for everyone (ToolCallBudget).
   size_t max_bytes_in_flight_per_credential = 64u << 20;
   size_t max_bytes_in_flight_total = 128u << 20;
+  // A cancelled run's Execute stream must end within this of its `cancel` message; past
+  // it (a stream backed up by code that reads none of its answers) the gRPC call is
+  // cancelled instead (the gateway's --sandbox_cancel_grace).
+  absl::Duration cancel_grace = absl::Seconds(5);
 };
 
 // The gateway's --isolation: "" (sandboxd's default), "container" or "gvisor";
