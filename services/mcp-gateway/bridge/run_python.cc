@@ -78,9 +78,22 @@ absl::StatusOr<Finished> RunPythonTool::Execute(Run& run) {
           "the run was cancelled (", run.ctx->cancel->reason(),
           ") while it waited for the previous run of this session; nothing ran"));
     }
+    // The run ahead lost the session while this one waited: say why, and start over on a
+    // new binding (once: the old one is forgotten here if the run ahead has not yet).
+    if (std::string why = (*binding)->lost_reason(); !why.empty() && attempt == 0) {
+      (*binding)->UnlockRun();
+      bindings_.Forget(mcp_session, run.args.session, *binding);
+      run.report->notes.push_back(absl::StrCat(
+          "the sandbox session was lost while this run waited (", why,
+          "); this ran in a new session, so earlier variables are gone"));
+      run.report->session_reset = true;
+      continue;
+    }
     finished = ExecuteOn(**binding, run, attempt == 0, session_gone);
+    const bool lost = finished.ok() && finished->status() == Finished::SESSION_LOST;
+    if (lost) (*binding)->set_lost_reason(finished->error().message());  // before the next run
     (*binding)->UnlockRun();
-    if (finished.ok() && finished->status() == Finished::SESSION_LOST) {
+    if (lost) {
       bindings_.Forget(mcp_session, run.args.session, *binding);
       run.report->notes.push_back("the sandbox session was lost; the next run starts in a new session");
     }
