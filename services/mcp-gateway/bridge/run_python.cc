@@ -90,12 +90,17 @@ absl::StatusOr<Finished> RunPythonTool::Execute(Run& run) {
       continue;
     }
     finished = ExecuteOn(**binding, run, attempt == 0, session_gone);
-    const bool lost = finished.ok() && finished->status() == Finished::SESSION_LOST;
-    if (lost) (*binding)->set_lost_reason(finished->error().message());  // before the next run
+    if (finished.ok() && finished->status() == Finished::SESSION_LOST) {
+      const std::string& why = finished->error().message();  // set before the next run's turn
+      (*binding)->set_lost_reason(why.empty() ? "sandboxd reported it lost" : why);
+    }
+    const bool lost = !(*binding)->lost_reason().empty();
     (*binding)->UnlockRun();
     if (lost) {
       bindings_.Forget(mcp_session, run.args.session, *binding);
-      run.report->notes.push_back("the sandbox session was lost; the next run starts in a new session");
+      if (finished.ok()) {
+        run.report->notes.push_back("the sandbox session was lost; the next run starts in a new session");
+      }
     }
     if (!session_gone || attempt > 0) return finished;
     run.report->notes.push_back(absl::StrCat(
@@ -137,6 +142,13 @@ absl::StatusOr<Finished> RunPythonTool::ExecuteOn(SessionBindings::Binding& bind
   absl::StatusOr<Finished> finished = sandboxes_->Execute(
       binding.ref(), run.args.code, static_cast<uint32_t>(run.args.timeout_seconds * 1000),
       send_catalog ? &run.catalog : nullptr, handlers, run.ctx->cancel);
+  // Only a cancel that sandboxd did not act on within --sandbox_cancel_grace cancels the
+  // call itself: that code does not stop when asked (sandboxd kills it after its
+  // --kill_grace). Its session is dropped now (deleted in sandboxd), so that the next run
+  // does not queue behind it there only to hear that the session was lost.
+  if (absl::IsCancelled(finished.status())) {
+    binding.set_lost_reason(absl::StrCat(finished.status().message(), "; its session was deleted"));
+  }
   if (finished.ok() && send_catalog) binding.catalog_key = run.catalog_key;
   if (finished.ok()) SpillStdout(binding.ref(), run, *finished);
   if (finished.ok() && finished->status() != Finished::SESSION_LOST) ReportProducedFiles(binding, run);

@@ -160,4 +160,31 @@ describe("a cancelled run ends its work in sandboxd", () => {
     assert.match(sandboxd.log, /execution was cancelled and did not stop within/, sandboxd.log);
     assert.doesNotMatch(sandboxd.log, /exceeded its timeout/);
   });
+
+  // When the cancel has to be forced (the gRPC call cancelled: here at once, with a grace
+  // of 0s), the gateway no longer waits for sandboxd's `finished`. The old gateway let the
+  // session's next run go to sandboxd at once, where it queued behind the code being
+  // stopped and came back `session_lost` without running. Now the session is deleted and
+  // the next run works in a new one.
+  test("after a forced cancel the MCP session's next run works in a new sandbox", async () => {
+    const sandboxd = new Sandboxd(["--pool_size=0"]);
+    await sandboxd.start();
+    stops.push(() => sandboxd.stop());
+    const gateway = new GatewayHttp({ config: writeConfig({ everything: everythingStdio() }),
+      sandboxd: sandboxd.endpoint, extraArgs: ["--sandbox_cancel_grace=0s"] });
+    await gateway.start();
+    stops.push(() => gateway.stop());
+    const client = await gateway.client("forced");
+    stops.push(() => client.close());
+    const abort = new AbortController();
+    const { run, seen } = startRun(client, STALLED_FLOOD(4, 1), /flooded/, abort.signal);
+    await seen;
+    abort.abort("the test cancels");
+    await assert.rejects(run);
+    const next = await runPython(client, "print('after')", {}, { timeout: 400000 });
+    assert.equal(next.isError, false, text(next));
+    assert.match(text(next), /after/);
+    assert.doesNotMatch(text(next), /timeout|timed out/, text(next));
+    assert.match(gateway.log, /did not end within \S+ \(--sandbox_cancel_grace\)/);
+  });
 });
