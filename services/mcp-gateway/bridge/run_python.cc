@@ -146,7 +146,7 @@ absl::StatusOr<Finished> RunPythonTool::ExecuteOn(SessionBindings::Binding& bind
   // call itself: that code does not stop when asked (sandboxd kills it after its
   // --kill_grace). Its session is dropped now (deleted in sandboxd), so that the next run
   // does not queue behind it there only to hear that the session was lost.
-  if (absl::IsCancelled(finished.status())) {
+  if (absl::IsCancelled(finished.status()) && run.ctx->cancel && run.ctx->cancel->cancelled()) {
     binding.set_lost_reason(absl::StrCat(finished.status().message(), "; its session was deleted"));
   }
   if (finished.ok() && send_catalog) binding.catalog_key = run.catalog_key;
