@@ -168,6 +168,10 @@ ABSL_FLAG(uint64_t, max_tool_call_bytes_in_flight_per_credential, 64 << 20,
           "sandbox) held at once for one credential over all its runs; more get a ToolError.");
 ABSL_FLAG(uint64_t, max_tool_call_bytes_in_flight_total, 128 << 20,
           "Bytes of tool calls held at once over every credential; more get a ToolError.");
+ABSL_FLAG(absl::Duration, sandbox_cancel_grace, absl::Seconds(5),
+          "A cancelled run's Execute stream must end within this of its cancel; past it (a "
+          "stream backed up by code that reads none of its tool calls' answers) the call to "
+          "sandboxd is cancelled instead. Keep it above sandboxd's --kill_grace.");
 ABSL_FLAG(uint32_t, max_tool_calls_per_run, 10000,
           "Tool calls one run_python may make in total; later ones get a ToolError.");
 ABSL_FLAG(uint64_t, spill_stdout_bytes, 32 * 1024,
@@ -302,6 +306,7 @@ gateway::ToolCallLimits ToolCallLimitsFromFlags(std::shared_ptr<codemode::Buffer
   l.max_bytes_in_flight_per_credential =
       absl::GetFlag(FLAGS_max_tool_call_bytes_in_flight_per_credential);
   l.max_bytes_in_flight_total = absl::GetFlag(FLAGS_max_tool_call_bytes_in_flight_total);
+  l.cancel_grace = absl::GetFlag(FLAGS_sandbox_cancel_grace);
   return l;
 }
 
