@@ -91,11 +91,8 @@ absl::Status StreamableHttpTransport::Start(TransportCallbacks callbacks, absl::
   return BeginStart(std::move(callbacks));  // nothing to open: initialize is the first contact
 }
 
-StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
-    const json& message, httplib::Client& client,
-    const std::function<void(json)>& on_message) {
-  const bool initialize = wire::MethodOf(message) == "initialize";
-  PostResult result;
+httplib::Request StreamableHttpTransport::NewPost(const json& message, bool initialize,
+                                                 std::string* session_used) {
   httplib::Request req;
   req.method = "POST";
   req.path = url_.target;
@@ -104,18 +101,26 @@ StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
   req.headers.emplace("Accept", "application/json, text/event-stream");
   {
     codemode::MutexLock lock(&mu_);
-    result.session_used = session_id_;
+    *session_used = session_id_;
     if (!session_id_.empty()) req.headers.emplace("Mcp-Session-Id", session_id_);
     if (!initialize && !protocol_version_.empty()) {
       req.headers.emplace("MCP-Protocol-Version", protocol_version_);
     }
   }
   req.body = wire::Dump(message);
+  return req;
+}
+
+StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
+    const json& message, httplib::Client& client,
+    const std::function<void(json)>& on_message) {
+  const bool initialize = wire::MethodOf(message) == "initialize";
+  PostResult result;
+  httplib::Request req = NewPost(message, initialize, &result.session_used);
 
   bool event_stream = false;
   SseParser parser(max_message_bytes_);
-  // What the answer holds while it is read and parsed (kReceiveCopies times its bytes):
-  // many calls read their answers at once, each on its own connection.
+  // The answer's bytes while it is read and parsed, kReceiveCopies times.
   codemode::ByteHold hold(receive_budget_);
   auto charge = [&](size_t size) {
     if (const codemode::ByteBudget* full = hold.GrowBy(kReceiveCopies * size)) {
@@ -171,14 +176,13 @@ StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
   };
   httplib::Response res;
   client.send(req, res, result.error);
-  if (result.too_large) {
-    spdlog::warn("upstream {}: a message larger than {} bytes (--max_upstream_message_bytes) "
-                 "in the answer to {}; not read", config_.name, max_message_bytes_,
-                 wire::MethodOf(message));
-  }
-  if (!result.busy.empty()) {
-    spdlog::warn("upstream {}: the answers being received hold the gateway's budget ({}); "
-                 "the answer to {} was not read", config_.name, result.busy, wire::MethodOf(message));
+  if (result.too_large || !result.busy.empty()) {
+    spdlog::warn("upstream {}: the answer to {} was not read: {}", config_.name,
+                 wire::MethodOf(message),
+                 result.too_large ? absl::StrCat("a message larger than ", max_message_bytes_,
+                                                 " bytes (--max_upstream_message_bytes)")
+                                  : absl::StrCat("the answers being received hold the gateway's "
+                                                 "budget (", result.busy, ")"));
   }
   if (result.error == httplib::Error::Success && result.status == 200 && !event_stream &&
       !result.body.empty()) {

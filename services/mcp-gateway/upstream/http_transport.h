@@ -93,6 +93,9 @@ class StreamableHttpTransport : public HttpTransportBase {
   };
   struct PostResult;
   struct GetResult;
+  // The POST of `message`, with the session's headers (the session id it carries goes to
+  // `*session_used`).
+  httplib::Request NewPost(const nlohmann::json& message, bool initialize, std::string* session_used);
   // One POST; messages from the response (JSON or SSE) go to `on_message` as they arrive.
   PostResult PostOnce(const nlohmann::json& message, httplib::Client& client,
                       const std::function<void(nlohmann::json)>& on_message);

@@ -71,4 +71,39 @@ describe("an upstream's answers against the gateway", () => {
     assert.equal(out.split("\n").filter((l) => /^ERR huge\.dom: upstream "huge" tool "dom": .*holds more than \d+ values/.test(l)).length, 4, out);
     assert.match(out, /small: .*ok-small/, out);
   });
+
+  // Attack round 5 (F6): each call reads its answer on a connection of its own, so one run
+  // gathering many calls of a tool with a large (legitimate-sized) result had them all
+  // read, parsed and dumped at once: 64 calls of 7.5 MiB took the gateway to 765 MiB.
+  // Answers are charged as they arrive (--max_upstream_bytes_in_flight); past it a call
+  // fails clearly and the others go on.
+  test("many large answers at once are bounded as they arrive", async () => {
+    const g = await startGateway([], { servers: { huge: { type: "http", url: upstream.url } } });
+    const client = await g.client("many-large-answers");
+    const before = procStatus(g.proc.pid, "VmRSS");
+    const r = await runPython(client, [
+      "import asyncio",
+      "async def one(i):",
+      "    try:",
+      `        r = await (mcp_huge.big_sse if i % 2 else mcp_huge.big)(bytes=${6 << 20})`,
+      "        return 'OK'",
+      "    except Exception as e:",
+      "        return 'ERR ' + str(e)[:300]",
+      "for line in await asyncio.gather(*[one(i) for i in range(48)]):",
+      "    print(line)",
+      "print('small:', await mcp_huge.small())",
+    ].join("\n"), { timeout_seconds: 240 }, { timeout: 300000 });
+    await client.close();
+    const peak = procStatus(g.proc.pid, "VmHWM");
+    const out = text(r);
+    const lines = out.split("\n");
+    const ok = lines.filter((l) => l === "OK").length;
+    const busy = lines.filter((l) => /^ERR .*--max_upstream_bytes_in_flight=/.test(l)).length;
+    console.log(`48 answers of 6 MiB at once: ${ok} delivered, ${busy} refused while receiving; ` +
+      `gateway VmRSS ${before.toFixed(0)} MiB before, peak ${peak.toFixed(0)} MiB`);
+    assert.ok(peak < 256, `the gateway's peak RSS reached ${peak.toFixed(0)} MiB\n${out.slice(0, 2000)}`);
+    assert.ok(ok >= 1, out.slice(0, 2000));
+    assert.ok(busy >= 1, out.slice(0, 2000));
+    assert.match(out, /small: .*ok-small/, out.slice(-500));
+  });
 });
