@@ -82,6 +82,20 @@ TEST(BufferCeilingTest, SharesBoundEachCredentialAndAllBoundsEveryone) {
   EXPECT_TRUE(b_writes->TryCharge(40));
 }
 
+TEST(ByteBudgetTest, AReserveIsKeptForChildrenHoldingNothing) {
+  auto all = std::make_shared<ByteBudget>("all", 80);
+  ByteBudgets per_key("per_key", 40, {all}, FairReserve(all, 40));
+  auto a = per_key.Of("a"), b = per_key.Of("b"), c = per_key.Of("c");
+  ASSERT_TRUE(a->TryCharge(40));
+  ASSERT_TRUE(b->TryCharge(20));
+  EXPECT_EQ(b->Charge(15), all.get()) << "b holds bytes: the last 10 are not for it";
+  ASSERT_TRUE(b->TryCharge(10));
+  EXPECT_TRUE(c->TryCharge(10)) << "c holds nothing: the reserve is for it";
+  EXPECT_EQ(all->used(), 80u);
+  // With one child allowed everything there is no reserve.
+  EXPECT_EQ(FairReserve(all, 80).in, nullptr);
+}
+
 TEST(ByteBudgetTest, ConcurrentChargesNeverPassALimit) {
   auto all = std::make_shared<ByteBudget>("all", 1000);
   ByteBudgets per_key("per_key", 600, {all});

@@ -9,6 +9,13 @@ namespace codemode {
 const ByteBudget* ByteBudget::Charge(size_t bytes) {
   MutexLock lock(&mu_);
   if (bytes > limit_ - std::min(limit_, used_)) return this;
+  if (used_ > 0 && reserve_.in != nullptr) {
+    // Read without holding the reserve's budget locked across the charge: a reserve is a
+    // fairness margin, not a bound, and the bound itself is checked exactly below.
+    const size_t limit = reserve_.in->limit();
+    const size_t free = limit - std::min(limit, reserve_.in->used());
+    if (bytes + reserve_.bytes > free) return reserve_.in.get();
+  }
   for (size_t i = 0; i < parents_.size(); ++i) {
     if (const ByteBudget* full = parents_[i]->Charge(bytes)) {
       for (size_t j = 0; j < i; ++j) parents_[j]->Release(bytes);
@@ -38,9 +45,11 @@ std::shared_ptr<ByteBudget> ByteBudgets::Of(const std::string& key,
   MutexLock lock(&mu_);
   std::weak_ptr<ByteBudget>& slot = by_key_[key];
   if (std::shared_ptr<ByteBudget> alive = slot.lock()) return alive;
-  ByteBudget::Parents parents = parents_;
-  parents.insert(parents.end(), extra.begin(), extra.end());
-  auto made = std::make_shared<ByteBudget>(flag_, per_key_, std::move(parents));
+  // The extra parents (a credential's share) first: a share's reserve is checked against
+  // the ceiling before this charge reaches the ceiling through the other parents.
+  ByteBudget::Parents parents = extra;
+  parents.insert(parents.end(), parents_.begin(), parents_.end());
+  auto made = std::make_shared<ByteBudget>(flag_, per_key_, std::move(parents), reserve_);
   slot = made;
   // Forget the keys nobody holds any more (each new key pays for the walk, so the map stays
   // within twice the keys in use).

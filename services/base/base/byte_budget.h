@@ -11,8 +11,9 @@
 //   ...
 //   writes->Release(n);
 //
-// A charge walks every path to the roots, so give a budget at most one path to each
-// ancestor (or it is charged twice). Locks are taken child before parent; the graph has no
+// A charge walks every path to the roots, in the order of the parents, so give a budget at
+// most one path to each ancestor (or it is charged twice), and list a parent whose reserve
+// is kept in a budget before the parent through which the charge reaches that budget. Locks are taken child before parent; the graph has no
 // cycles, so that order is a partial order and cannot deadlock.
 #pragma once
 
@@ -27,13 +28,25 @@
 
 namespace codemode {
 
+class ByteBudget;
+
+// Fairness among the children of a budget: a child that already holds bytes may not take
+// the last `bytes` of `in`, which are kept for children that hold nothing. Without it, two
+// credentials whose shares add up to the whole could leave a third nothing at all.
+struct ByteReserve {
+  std::shared_ptr<ByteBudget> in;
+  size_t bytes = 0;
+};
+
 class ByteBudget {
  public:
   using Parents = std::vector<std::shared_ptr<ByteBudget>>;
+  using Reserve = ByteReserve;
 
   // `flag` names the bound in refusals, without dashes ("max_pending_write_bytes").
-  ByteBudget(std::string flag, size_t limit, Parents parents = {})
-      : flag_(std::move(flag)), limit_(limit), parents_(std::move(parents)) {}
+  ByteBudget(std::string flag, size_t limit, Parents parents = {}, Reserve reserve = {})
+      : flag_(std::move(flag)), limit_(limit), parents_(std::move(parents)),
+        reserve_(std::move(reserve)) {}
   ByteBudget(const ByteBudget&) = delete;
   ByteBudget& operator=(const ByteBudget&) = delete;
 
@@ -53,9 +66,18 @@ class ByteBudget {
   const std::string flag_;
   const size_t limit_;
   const Parents parents_;
+  const Reserve reserve_;
   mutable Mutex mu_;
   size_t used_ ABSL_GUARDED_BY(mu_) = 0;
 };
+
+// The reserve of `parent` for children of `per_child` bytes each: an eighth of it, kept for
+// children that hold nothing; none when one child may take all of it anyway (one
+// credential).
+inline ByteBudget::Reserve FairReserve(const std::shared_ptr<ByteBudget>& parent, size_t per_child) {
+  if (per_child >= parent->limit()) return {};
+  return {parent, parent->limit() / 8};
+}
 
 // Bytes one piece of work holds in a budget, grown and shrunk as it goes and released when
 // the hold goes (movable, not copyable; one thread at a time).
@@ -93,7 +115,7 @@ class ByteHold {
 };
 
 // Budgets made on demand, one per key (a credential, a session), each with `per_key`
-// bytes and drawing on `parents` plus whatever the caller adds for that key. A key's
+// bytes and drawing on whatever the caller adds for that key, then on `parents`. A key's
 // budget lives while someone holds it (whoever charges it must hold it until released) and
 // is then forgotten, so keys that come and go do not accumulate.
 //
@@ -101,8 +123,10 @@ class ByteHold {
 //   std::shared_ptr<ByteBudget> mine = governor.Of("token 0");
 class ByteBudgets {
  public:
-  ByteBudgets(std::string flag, size_t per_key, ByteBudget::Parents parents = {})
-      : flag_(std::move(flag)), per_key_(per_key), parents_(std::move(parents)) {}
+  ByteBudgets(std::string flag, size_t per_key, ByteBudget::Parents parents = {},
+              ByteBudget::Reserve reserve = {})
+      : flag_(std::move(flag)), per_key_(per_key), parents_(std::move(parents)),
+        reserve_(std::move(reserve)) {}
 
   // The budget of `key`. `extra` parents are used only when the budget is made: pass the
   // same ones for a key every time (e.g. the governor's budget of the key's credential).
@@ -116,6 +140,7 @@ class ByteBudgets {
   const std::string flag_;
   const size_t per_key_;
   const ByteBudget::Parents parents_;
+  const ByteBudget::Reserve reserve_;
   mutable Mutex mu_;
   std::map<std::string, std::weak_ptr<ByteBudget>> by_key_ ABSL_GUARDED_BY(mu_);
 };
@@ -135,7 +160,8 @@ class BufferCeiling {
  public:
   BufferCeiling(size_t all, size_t per_credential)
       : all_(std::make_shared<ByteBudget>("max_buffered_bytes", all)),
-        shares_("max_buffered_bytes_per_credential", per_credential) {}
+        shares_("max_buffered_bytes_per_credential", per_credential, {},
+                FairReserve(all_, per_credential)) {}
 
   const std::shared_ptr<ByteBudget>& all() const { return all_; }
   // The parents a budget of `credential` adds: its share.

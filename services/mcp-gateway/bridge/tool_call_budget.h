@@ -36,7 +36,8 @@ class ToolCallBudget {
       : ceiling_(std::move(ceiling)),
         total_(std::make_shared<codemode::ByteBudget>("max_tool_call_bytes_in_flight_total", total,
                                                       codemode::AllOf(ceiling_))),
-        per_credential_("max_tool_call_bytes_in_flight_per_credential", per_credential, {total_}) {}
+        per_credential_("max_tool_call_bytes_in_flight_per_credential", per_credential, {total_},
+                        codemode::FairReserve(total_, per_credential)) {}
 
   // The budget `credential`'s runs charge; hold it while it holds bytes.
   std::shared_ptr<codemode::ByteBudget> Of(const std::string& credential) {

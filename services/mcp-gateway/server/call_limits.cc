@@ -13,7 +13,17 @@ CallLimits::CallLimits(Options options, std::shared_ptr<codemode::BufferCeiling>
       bytes_(std::make_shared<codemode::ByteBudget>("max_call_bytes_in_flight", options.max_bytes,
                                                     codemode::AllOf(ceiling_))),
       bytes_per_credential_("max_call_bytes_in_flight_per_credential",
-                            options.max_bytes_per_credential, {bytes_}) {}
+                            options.max_bytes_per_credential, {bytes_},
+                            codemode::FairReserve(bytes_, options.max_bytes_per_credential)) {}
+
+// The slots of `max` a credential holding `mine` may not take: an eighth (at least one),
+// kept for credentials with nothing in flight, so that two credentials whose shares add up
+// to the whole cannot leave a third nothing. None for a credential with nothing in flight,
+// or when one credential may take everything anyway.
+uint32_t CallLimits::Reserve(uint32_t mine, uint32_t per_credential, uint32_t max) {
+  if (mine == 0 || per_credential >= max) return 0;
+  return std::max<uint32_t>(1, max / 8);
+}
 
 CallLimits::Ticket& CallLimits::Ticket::operator=(Ticket&& other) noexcept {
   if (this == &other) return *this;
@@ -35,17 +45,6 @@ void CallLimits::Ticket::Release() {
   budget_ = nullptr;
 }
 
-absl::Status CallLimits::Ticket::Hold(uint64_t more) {
-  if (!owner_) return absl::OkStatus();
-  if (const codemode::ByteBudget* full = budget_->Charge(more)) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "too much work in flight: this call would hold ", bytes_ + more, " bytes, past ",
-        full->Describe(), "; retry when a call finishes"));
-  }
-  bytes_ += more;
-  return absl::OkStatus();
-}
-
 absl::StatusOr<CallLimits::Ticket> CallLimits::Acquire(const std::string& credential, bool read,
                                                        uint64_t bytes) {
   std::shared_ptr<codemode::ByteBudget> budget =
@@ -62,9 +61,11 @@ absl::StatusOr<CallLimits::Ticket> CallLimits::Acquire(const std::string& creden
     } else if (read && mine.reads >= options_.max_reads_per_credential) {
       refused = absl::StrCat("--max_resource_reads_in_flight_per_credential=",
                              options_.max_reads_per_credential);
-    } else if (total_.calls >= options_.max_calls) {
+    } else if (total_.calls + Reserve(mine.calls, options_.max_calls_per_credential,
+                                      options_.max_calls) >= options_.max_calls) {
       refused = absl::StrCat("--max_calls_in_flight=", options_.max_calls);
-    } else if (read && total_.reads >= options_.max_reads) {
+    } else if (read && total_.reads + Reserve(mine.reads, options_.max_reads_per_credential,
+                                              options_.max_reads) >= options_.max_reads) {
       refused = absl::StrCat("--max_resource_reads_in_flight=", options_.max_reads);
     } else if (const codemode::ByteBudget* full = budget->Charge(bytes)) {
       refused = full->Describe();

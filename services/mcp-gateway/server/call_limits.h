@@ -33,7 +33,7 @@ class CallLimits : public std::enable_shared_from_this<CallLimits> {
     uint32_t max_calls_per_credential = 64;       // --max_calls_in_flight_per_credential
     uint64_t max_bytes = 64 << 20;                // --max_call_bytes_in_flight
     uint64_t max_bytes_per_credential = 16 << 20; // --max_call_bytes_in_flight_per_credential
-    uint32_t max_reads = 8;                       // --max_resource_reads_in_flight
+    uint32_t max_reads = 4;                       // --max_resource_reads_in_flight
     uint32_t max_reads_per_credential = 2;        // --max_resource_reads_in_flight_per_credential
   };
 
@@ -47,10 +47,6 @@ class CallLimits : public std::enable_shared_from_this<CallLimits> {
     Ticket& operator=(const Ticket&) = delete;
     ~Ticket() { Release(); }
     void Release();
-    // Charges `more` bytes to the call, released with the rest: for what it comes to hold
-    // while it runs (a resources/read its file's copies). RESOURCE_EXHAUSTED naming the flag
-    // of the budget that is full, and nothing charged, otherwise.
-    absl::Status Hold(uint64_t more);
 
    private:
     friend class CallLimits;
@@ -82,6 +78,7 @@ class CallLimits : public std::enable_shared_from_this<CallLimits> {
 
  private:
   void Release(const std::string& credential, bool read);
+  static uint32_t Reserve(uint32_t mine, uint32_t per_credential, uint32_t max);
 
   const Options options_;
   const std::shared_ptr<codemode::BufferCeiling> ceiling_;

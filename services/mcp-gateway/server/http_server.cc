@@ -179,22 +179,26 @@ http::Connection::Budgets HttpServer::Impl::BudgetsOf(const std::string& credent
   if (added) {
     // Without tokens every client is "anonymous": one credential, which the overall caps.
     const bool tokens = !options.bearer_tokens.empty();
+    const size_t requests =
+        tokens ? options.max_request_bytes_in_flight_per_credential : options.max_request_bytes_in_flight;
+    const size_t writes = tokens ? options.max_pending_write_bytes_per_credential : options.max_pending_write_bytes;
     it->second.requests = std::make_shared<codemode::ByteBudget>(
-        "max_request_bytes_in_flight_per_credential",
-        tokens ? options.max_request_bytes_in_flight_per_credential : options.max_request_bytes_in_flight,
-        WithShare(overall_budgets.requests, credential));
+        "max_request_bytes_in_flight_per_credential", requests,
+        WithShare(overall_budgets.requests, credential),
+        codemode::FairReserve(overall_budgets.requests, requests));
     it->second.writes = std::make_shared<codemode::ByteBudget>(
-        "max_pending_write_bytes_per_credential",
-        tokens ? options.max_pending_write_bytes_per_credential : options.max_pending_write_bytes,
-        WithShare(overall_budgets.writes, credential));
+        "max_pending_write_bytes_per_credential", writes, WithShare(overall_budgets.writes, credential),
+        codemode::FairReserve(overall_budgets.writes, writes));
   }
   return it->second;
 }
 
 codemode::ByteBudget::Parents HttpServer::Impl::WithShare(const std::shared_ptr<codemode::ByteBudget>& overall,
                                                          const std::string& credential) {
+  // The share first: its reserve is checked against the ceiling before the charge reaches
+  // the ceiling through `overall`.
   codemode::ByteBudget::Parents parents = codemode::SharesOf(server_options.ceiling, credential);
-  parents.insert(parents.begin(), overall);
+  parents.push_back(overall);
   return parents;
 }
 

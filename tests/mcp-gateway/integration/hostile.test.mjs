@@ -230,7 +230,9 @@ describe("hostile input to the gateway", () => {
     const [refused, answered, busy] = text(r).trim().split(" ").map(Number);
     assert.equal(refused, 4, text(r));
     assert.equal(answered + busy, 12, text(r));
-    assert.ok(answered >= 8, text(r));
+    // Each call is charged 4 times its size for its copies: the credential's 64 MiB of
+    // tool-call bytes hold four of these at once.
+    assert.ok(answered >= 4, text(r));
     await client.close();
     assert.equal(gateway.proc.exitCode, null, gateway.log);
     const peak = peakMiB(gateway.proc.pid);

@@ -87,6 +87,42 @@ TEST(CallLimitsTest, ReadsHaveTheirOwnBound) {
   EXPECT_TRUE(limits->Acquire("a", false, 10).ok());  // a call is not a read
 }
 
+// Attack round 5 (F4): with the defaults (4 reads, 2 per credential) two tokens held every
+// read slot and a third got 36 of 40 reads refused. A credential that already has work in
+// flight may not take the last eighth (at least one) of a bound.
+TEST(CallLimitsTest, TwoCredentialsLeaveASlotForAThird) {
+  CallLimits::Options o;
+  o.max_reads = 4;
+  o.max_reads_per_credential = 2;
+  o.max_calls = 16;
+  o.max_calls_per_credential = 8;
+  auto limits = std::make_shared<CallLimits>(o);
+  std::vector<CallLimits::Ticket> held;
+  held.push_back(*limits->Acquire("a", true, 1));
+  held.push_back(*limits->Acquire("b", true, 1));
+  held.push_back(*limits->Acquire("a", true, 1));
+  absl::StatusOr<CallLimits::Ticket> refused = limits->Acquire("b", true, 1);
+  ASSERT_FALSE(refused.ok()) << "b took the last read slot while holding one";
+  EXPECT_NE(refused.status().message().find("--max_resource_reads_in_flight=4"), std::string::npos);
+  EXPECT_TRUE(limits->Acquire("c", true, 1).ok()) << "c, holding nothing, found no slot";
+  held.clear();
+  for (int i = 0; i < 8; ++i) held.push_back(*limits->Acquire("a", false, 1));
+  for (int i = 0; i < 6; ++i) held.push_back(*limits->Acquire("b", false, 1));
+  EXPECT_FALSE(limits->Acquire("b", false, 1).ok());
+  EXPECT_TRUE(limits->Acquire("c", false, 1).ok());
+}
+
+TEST(CallLimitsTest, BytesKeepAReserveForCredentialsHoldingNothing) {
+  CallLimits::Options o = Small();
+  o.max_bytes = 800;
+  o.max_bytes_per_credential = 400;
+  auto limits = std::make_shared<CallLimits>(o);
+  CallLimits::Ticket a = *limits->Acquire("a", false, 400);
+  CallLimits::Ticket b = *limits->Acquire("b", false, 300);
+  EXPECT_FALSE(limits->Acquire("b", false, 50).ok()) << "the last 100 bytes are kept";
+  EXPECT_TRUE(limits->Acquire("c", false, 50).ok());
+}
+
 TEST(CallLimitsTest, ApproxJsonBytesCountsStrings) {
   json args = {{"code", std::string(1 << 20, 'x')}, {"list", {"ab", 1, 2.5}}};
   EXPECT_GE(ApproxJsonBytes(args), (1u << 20) + 6);
