@@ -64,7 +64,8 @@ McpClient::McpClient(UpstreamConfig config, UpstreamOptions options, Handlers ha
     : config_(std::move(config)), options_(std::move(options)) {
   auto transport = MakeTransport(config_, options_);
   transport_ = transport.get();
-  rpc_ = std::make_unique<JsonRpcClient>(config_.name, std::move(transport), std::move(handlers));
+  rpc_ = std::make_unique<JsonRpcClient>(config_.name, std::move(transport), std::move(handlers),
+                                         options_.log_messages_per_second);
 }
 
 McpClient::~McpClient() { Close(); }

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
+#include "base/log_text.h"
 #include "base/mutex.h"
 
 namespace gateway {
@@ -28,6 +29,32 @@ bool AsId(const json& id, int64_t* out) {
 // Clamped so that "infinite" timeouts do not overflow the clock arithmetic.
 absl::Duration Bounded(absl::Duration timeout) {
   return std::max(absl::ZeroDuration(), std::min(timeout, absl::Hours(24 * 365)));
+}
+
+// An upstream's notifications/message is its own business, and a hostile upstream can send
+// thousands a second with megabytes of data each: only the eight RFC 5424 level names are
+// believed (anything else is shown as "?"), the data is clipped, and the line is logged one
+// step below the upstream's severity and never above info (docs/gateway.md, "Logs").
+constexpr size_t kUpstreamLogDataBytes = 1024;
+
+spdlog::level::level_enum GatewayLevelOf(const std::string& level) {
+  static constexpr const char* kAtInfo[] = {"warning", "error", "critical", "alert",
+                                            "emergency"};
+  for (const char* name : kAtInfo) {
+    if (level == name) return spdlog::level::info;
+  }
+  return spdlog::level::debug;  // debug, info, notice and "?"
+}
+
+std::string LevelName(const json& params) {
+  static constexpr const char* kLevels[] = {"debug",    "info",  "notice", "warning",
+                                            "error",    "critical", "alert", "emergency"};
+  auto it = params.find("level");
+  if (it == params.end() || !it->is_string()) return "?";
+  for (const char* name : kLevels) {
+    if (it->get_ref<const std::string&>() == name) return name;
+  }
+  return "?";
 }
 
 }  // namespace
@@ -64,8 +91,11 @@ struct JsonRpcClient::Pending {
 };
 
 JsonRpcClient::JsonRpcClient(std::string name, std::unique_ptr<ClientTransport> transport,
-                             Handlers handlers)
-    : name_(std::move(name)), transport_(std::move(transport)), handlers_(std::move(handlers)) {}
+                             Handlers handlers, double log_messages_per_second)
+    : name_(std::move(name)),
+      transport_(std::move(transport)),
+      handlers_(std::move(handlers)),
+      log_limit_(log_messages_per_second) {}
 
 JsonRpcClient::~JsonRpcClient() { Close(); }
 
@@ -277,17 +307,33 @@ void JsonRpcClient::OnNotification(const json& message) {
     codemode::MutexLock lock(&pending->progress_mu);
     if (!pending->finished && pending->on_progress) pending->on_progress(params);
   } else if (method == "notifications/message") {
-    const bool ok = params.is_object();
-    spdlog::info("upstream {} [{}]: {}", name_,
-                 ok && params.contains("level") && params["level"].is_string()
-                     ? params["level"].get<std::string>()
-                     : std::string("info"),
-                 ok && params.contains("data") ? wire::Dump(params["data"]) : std::string());
+    LogUpstreamMessage(params);
   } else {
     // notifications/cancelled (for a request of the server's: ours are answered at once),
     // resources/*, prompts/* ...: nothing to do.
     spdlog::debug("upstream {}: notification {}", name_, method);
   }
+}
+
+void JsonRpcClient::LogUpstreamMessage(const json& params) {
+  if (!params.is_object()) return;
+  const std::string level = LevelName(params);
+  const spdlog::level::level_enum at = GatewayLevelOf(level);
+  if (!spdlog::should_log(at)) return;
+  uint64_t dropped = 0;
+  if (!log_limit_.Allow(absl::Now(), &dropped)) return;
+  if (dropped > 0) {
+    spdlog::log(at, "upstream {}: dropped {} log messages (--upstream_log_rate)", name_, dropped);
+  }
+  std::string data;
+  if (auto it = params.find("data"); it != params.end()) {
+    // A string is shown as is (escaped); anything else as JSON. Only lines that pass the
+    // rate limit pay for the dump.
+    data = it->is_string()
+               ? codemode::LogText(it->get_ref<const std::string&>(), kUpstreamLogDataBytes)
+               : codemode::LogText(wire::Dump(*it), kUpstreamLogDataBytes);
+  }
+  spdlog::log(at, "upstream {} [{}]: {}", name_, level, data);
 }
 
 void JsonRpcClient::OnServerRequest(const json& message) {
