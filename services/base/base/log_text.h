@@ -20,7 +20,9 @@
 
 namespace codemode {
 
+// Names, ids, methods, levels: 256 bytes. Error texts and data: kLogTextLongMax.
 inline constexpr size_t kLogTextMax = 256;
+inline constexpr size_t kLogTextLongMax = 1024;
 
 // `text` made safe for one log line: control characters (C0, DEL, C1), the Unicode line
 // and paragraph separators and bidi overrides become escapes (\n, \r, \t, \xNN, \u{NNNN}),
@@ -28,6 +30,8 @@ inline constexpr size_t kLogTextMax = 256;
 // bytes that are not UTF-8 become \xNN. Output longer than `max` bytes is clipped at a
 // character boundary and ends in "… (N bytes)", N being the length of `text`.
 std::string LogText(absl::string_view text, size_t max = kLogTextMax);
+// For error texts and data.
+inline std::string LogLongText(absl::string_view text) { return LogText(text, kLogTextLongMax); }
 
 // A token bucket for log lines a peer can provoke: `per_second` lines a second on average,
 // bursts of up to max(1, per_second). 0 lets nothing through. Thread-safe.

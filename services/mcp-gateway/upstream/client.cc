@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "upstream/http_transport.h"
 #include "upstream/stdio_transport.h"
+#include "base/log_text.h"
 #include "spdlog/spdlog.h"
 
 namespace gateway {
@@ -119,7 +120,8 @@ absl::Status McpClient::Connect() {
   if (!tools.ok()) return tools.status();
   tools_ = *std::move(tools);
   spdlog::info("upstream {}: connected to {} (protocol {}, {} tools)", config_.name,
-               server_name_.empty() ? "?" : server_name_, protocol_version_, tools_.size());
+               server_name_.empty() ? "?" : codemode::LogText(server_name_),
+               codemode::LogText(protocol_version_), tools_.size());
   return absl::OkStatus();
 }
 
@@ -153,7 +155,8 @@ absl::StatusOr<std::vector<UpstreamTool>> McpClient::ListTools(absl::Duration ti
     }
     for (auto& tool : ParseTools(config_.name, *result)) {
       if (!names.insert(tool.name).second) {
-        spdlog::warn("upstream {}: duplicate tool {} ignored", config_.name, tool.name);
+        spdlog::warn("upstream {}: duplicate tool {} ignored", config_.name,
+                     codemode::LogText(tool.name));
         continue;
       }
       bytes += CatalogBytes(tool);

@@ -19,6 +19,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/log_text.h"
 #include "spdlog/spdlog.h"
 #include "base/mutex.h"
 
@@ -157,7 +158,7 @@ StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
   if (result.too_large) {
     spdlog::warn("upstream {}: a message larger than {} bytes (--max_upstream_message_bytes) "
                  "in the answer to {}; not read", config_.name, max_message_bytes_,
-                 wire::MethodOf(message));
+                 codemode::LogText(wire::MethodOf(message)));
   }
   if (result.error == httplib::Error::Success && result.status == 200 && !event_stream &&
       !result.body.empty()) {
@@ -249,7 +250,7 @@ absl::Status StreamableHttpTransport::Reinitialize(const std::string& stale_sess
   if (n.error != httplib::Error::Success || (n.status != 202 && n.status != 200)) {
     return absl::UnavailableError("notifications/initialized was not accepted");
   }
-  spdlog::info("upstream {}: new session {}", config_.name, session_id());
+  spdlog::info("upstream {}: new session {}", config_.name, codemode::LogText(session_id()));
   return absl::OkStatus();
 }
 
@@ -290,8 +291,9 @@ absl::Status StreamableHttpTransport::StartExchange(const json& message) {
     }
     if (!wire::LooksLikeRequest(message)) {
       if (!s.ok()) {
-        spdlog::debug("upstream {}: {} not delivered: {}", config_.name, wire::MethodOf(message),
-                      std::string(s.message()));
+        spdlog::debug("upstream {}: {} not delivered: {}", config_.name,
+                      codemode::LogText(wire::MethodOf(message)),
+                      codemode::LogLongText(s.message()));
       }
     } else if (!closing_ && !exchange->abandoned) {
       if (connection_lost) {
@@ -429,7 +431,7 @@ absl::Status StreamableHttpTransport::Resume(HttpExchange* exchange, StreamCurso
       return absl::CancelledError("closing");
     }
     spdlog::debug("upstream {}: resuming a response stream after event {} (attempt {})",
-                  config_.name, cursor->last_event_id, attempt);
+                  config_.name, codemode::LogText(cursor->last_event_id), attempt);
     GetResult r = GetOnce(exchange, cursor, on_message);
     if (answered()) return absl::OkStatus();
     if (closing_ || exchange->abandoned) return absl::CancelledError("closing");

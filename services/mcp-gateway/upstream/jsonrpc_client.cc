@@ -196,7 +196,7 @@ absl::Status JsonRpcClient::GiveUp(int64_t id, const std::string& method, Pendin
     absl::Status s = Notify("notifications/cancelled", {{"requestId", id}, {"reason", reason}});
     if (!s.ok()) {
       spdlog::debug("upstream {}: could not send notifications/cancelled: {}", name_,
-                    std::string(s.message()));
+                    codemode::LogLongText(s.message()));
     }
   }
   transport_->Abandon(id);
@@ -269,7 +269,8 @@ void JsonRpcClient::OnMessage(json message) {
       spdlog::warn("upstream {}: ignoring an invalid JSON-RPC message", name_);
     }
   } catch (const std::exception& e) {
-    spdlog::warn("upstream {}: ignoring a malformed message: {}", name_, e.what());
+    spdlog::warn("upstream {}: ignoring a malformed message: {}", name_,
+                 codemode::LogLongText(e.what()));
   }
 }
 
@@ -279,7 +280,8 @@ void JsonRpcClient::OnResponse(const json& message) {
   if (AsId(message["id"], &id)) pending = TakePending(id);
   if (pending == nullptr) {
     // Typical after a timeout or cancellation: the answer came too late.
-    spdlog::debug("upstream {}: response for unknown request {}", name_, wire::Dump(message["id"]));
+    spdlog::debug("upstream {}: response for unknown request {}", name_,
+                  codemode::LogText(wire::Dump(message["id"])));
     return;
   }
   if (auto it = message.find("error"); it != message.end() && !it->is_null()) {
@@ -311,7 +313,7 @@ void JsonRpcClient::OnNotification(const json& message) {
   } else {
     // notifications/cancelled (for a request of the server's: ours are answered at once),
     // resources/*, prompts/* ...: nothing to do.
-    spdlog::debug("upstream {}: notification {}", name_, method);
+    spdlog::debug("upstream {}: notification {}", name_, codemode::LogText(method));
   }
 }
 
@@ -345,12 +347,12 @@ void JsonRpcClient::OnServerRequest(const json& message) {
     // We declare no client capabilities (roots, sampling, elicitation), so a conforming
     // server does not ask; answer anyway so it does not wait forever.
     reply = MakeError(message["id"], kMethodNotFound, absl::StrCat("Method not found: ", method));
-    spdlog::debug("upstream {}: rejected server request {}", name_, method);
+    spdlog::debug("upstream {}: rejected server request {}", name_, codemode::LogText(method));
   }
   absl::Status s = transport_->Send(reply);
   if (!s.ok()) {
-    spdlog::debug("upstream {}: could not answer {}: {}", name_, method,
-                  std::string(s.message()));
+    spdlog::debug("upstream {}: could not answer {}: {}", name_, codemode::LogText(method),
+                  codemode::LogLongText(s.message()));
   }
 }
 
@@ -369,7 +371,7 @@ void JsonRpcClient::OnClosed(const std::string& reason) {
     disconnect_reason_ = reason;
     pending.swap(pending_);
   }
-  spdlog::info("upstream {}: connection lost: {}", name_, reason);
+  spdlog::info("upstream {}: connection lost: {}", name_, codemode::LogLongText(reason));
   for (auto& [id, p] : pending) p->Complete(absl::UnavailableError(reason));
   if (handlers_.on_disconnected) handlers_.on_disconnected(reason);
 }

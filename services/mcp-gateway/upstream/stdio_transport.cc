@@ -25,6 +25,7 @@
 #include "absl/strings/strip.h"
 #include "upstream/message_id.h"
 #include "upstream/process.h"
+#include "base/log_text.h"
 #include "spdlog/spdlog.h"
 #include "base/mutex.h"
 
@@ -164,7 +165,7 @@ void StdioTransport::ReadStdout() {
     absl::StatusOr<json> message = codemode::ParseUntrustedJson(line, "stdout line", limits);
     if (!message.ok()) {
       spdlog::warn("upstream {}: ignoring output on stdout ({}): {}", config_.name,
-                   std::string(message.status().message()), line.substr(0, 200));
+                   codemode::LogLongText(message.status().message()), codemode::LogText(line));
       return;
     }
     if (callbacks_.on_message) callbacks_.on_message(std::move(*message));
@@ -236,7 +237,8 @@ void StdioTransport::ReadStderr() {
     std::string line(absl::StripAsciiWhitespace(raw));
     if (line.empty()) return;
     if (line.size() > kMaxLoggedLineBytes) line = line.substr(0, kMaxLoggedLineBytes) + "...";
-    spdlog::info("upstream {} stderr: {}", config_.name, line);
+    spdlog::info("upstream {} stderr: {}", config_.name,
+                 codemode::LogText(line, kMaxLoggedLineBytes));
     codemode::MutexLock lock(&stderr_mu_);
     last_stderr_line_ = line;
   };
