@@ -94,5 +94,15 @@ TEST(LogRateLimitTest, ZeroLetsNothingThroughAndATimeGoingBackDoesNotRefill) {
   EXPECT_EQ(dropped, 2u);
 }
 
+TEST(LogRateLimitTest, ABurstMayBeLargerThanTheRate) {
+  LogRateLimit limit(1, 5);
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  uint64_t dropped = 0;
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(limit.Allow(t0, &dropped)) << i;
+  EXPECT_FALSE(limit.Allow(t0, &dropped));
+  EXPECT_TRUE(limit.Allow(t0 + absl::Seconds(1), &dropped));
+  EXPECT_EQ(dropped, 1u);
+}
+
 }  // namespace
 }  // namespace codemode

@@ -83,9 +83,9 @@ std::string LogText(absl::string_view text, size_t max) {
   return out;
 }
 
-LogRateLimit::LogRateLimit(double per_second)
+LogRateLimit::LogRateLimit(double per_second, double burst)
     : per_second_(std::max(0.0, per_second)),
-      burst_(per_second > 0 ? std::max(1.0, per_second) : 0.0),
+      burst_(per_second <= 0 ? 0.0 : burst > 0 ? std::max(1.0, burst) : std::max(1.0, per_second)),
       tokens_(burst_) {}
 
 bool LogRateLimit::Allow(absl::Time now, uint64_t* dropped) {

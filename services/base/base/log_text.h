@@ -34,14 +34,15 @@ std::string LogText(absl::string_view text, size_t max = kLogTextMax);
 inline std::string LogLongText(absl::string_view text) { return LogText(text, kLogTextLongMax); }
 
 // A token bucket for log lines a peer can provoke: `per_second` lines a second on average,
-// bursts of up to max(1, per_second). 0 lets nothing through. Thread-safe.
+// bursts of up to `burst` (0: max(1, per_second)). A rate of 0 lets nothing through.
+// Thread-safe.
 //
 //   uint64_t dropped = 0;
 //   if (!limit.Allow(absl::Now(), &dropped)) return;
 //   if (dropped > 0) spdlog::info("dropped {} log messages from X", dropped);
 class LogRateLimit {
  public:
-  explicit LogRateLimit(double per_second);
+  explicit LogRateLimit(double per_second, double burst = 0);
   LogRateLimit(const LogRateLimit&) = delete;
   LogRateLimit& operator=(const LogRateLimit&) = delete;
 

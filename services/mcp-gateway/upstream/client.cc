@@ -21,7 +21,8 @@ std::unique_ptr<ClientTransport> MakeTransport(const UpstreamConfig& config,
   switch (config.type) {
     case UpstreamConfig::Type::kStdio:
       return std::make_unique<StdioTransport>(config, options.stop_grace,
-                                              options.max_message_bytes);
+                                              options.max_message_bytes,
+                                              options.log_messages_per_second);
     case UpstreamConfig::Type::kStreamableHttp:
       return std::make_unique<StreamableHttpTransport>(config, options.connect_timeout,
                                                        options.stream_retry,

@@ -95,7 +95,8 @@ JsonRpcClient::JsonRpcClient(std::string name, std::unique_ptr<ClientTransport> 
     : name_(std::move(name)),
       transport_(std::move(transport)),
       handlers_(std::move(handlers)),
-      log_limit_(log_messages_per_second) {}
+      log_limit_(log_messages_per_second),
+      warn_limit_(log_messages_per_second) {}
 
 JsonRpcClient::~JsonRpcClient() { Close(); }
 
@@ -251,7 +252,7 @@ void JsonRpcClient::OnMessage(json message) {
     return;
   }
   if (!message.is_object()) {
-    spdlog::warn("upstream {}: ignoring a message that is not an object", name_);
+    if (MayWarn()) spdlog::warn("upstream {}: ignoring a message that is not an object", name_);
     return;
   }
   bool has_method = message.contains("method") && message["method"].is_string();
@@ -266,11 +267,13 @@ void JsonRpcClient::OnMessage(json message) {
     } else if (has_id) {
       OnResponse(message);
     } else {
-      spdlog::warn("upstream {}: ignoring an invalid JSON-RPC message", name_);
+      if (MayWarn()) spdlog::warn("upstream {}: ignoring an invalid JSON-RPC message", name_);
     }
   } catch (const std::exception& e) {
-    spdlog::warn("upstream {}: ignoring a malformed message: {}", name_,
-                 codemode::LogLongText(e.what()));
+    if (MayWarn()) {
+      spdlog::warn("upstream {}: ignoring a malformed message: {}", name_,
+                   codemode::LogLongText(e.what()));
+    }
   }
 }
 
@@ -315,6 +318,16 @@ void JsonRpcClient::OnNotification(const json& message) {
     // resources/*, prompts/* ...: nothing to do.
     spdlog::debug("upstream {}: notification {}", name_, codemode::LogText(method));
   }
+}
+
+bool JsonRpcClient::MayWarn() {
+  uint64_t dropped = 0;
+  if (!warn_limit_.Allow(absl::Now(), &dropped)) return false;
+  if (dropped > 0) {
+    spdlog::warn("upstream {}: {} more unusable messages ignored without a log line "
+                 "(--upstream_log_rate)", name_, dropped);
+  }
+  return true;
 }
 
 void JsonRpcClient::LogUpstreamMessage(const json& params) {

@@ -52,7 +52,8 @@ class JsonRpcClient {
   };
 
   // At most `log_messages_per_second` of the upstream's notifications/message are logged
-  // (UpstreamOptions::log_messages_per_second); the others are counted and reported.
+  // (UpstreamOptions::log_messages_per_second), and as many warnings about messages that
+  // are unusable; the others are counted and reported.
   JsonRpcClient(std::string name, std::unique_ptr<ClientTransport> transport,
                 Handlers handlers, double log_messages_per_second = 10);
   ~JsonRpcClient();  // Close()s
@@ -84,6 +85,8 @@ class JsonRpcClient {
   void OnServerRequest(const nlohmann::json& message);
   // notifications/message: checked level, clipped data, rate-limited.
   void LogUpstreamMessage(const nlohmann::json& params);
+  // Whether a warning about an unusable message may be logged (rate-limited).
+  bool MayWarn();
   void OnRequestFailed(const nlohmann::json& id, const absl::Status& error);
   void OnClosed(const std::string& reason);
   // Removes and returns the pending request `id`, or null.
@@ -100,6 +103,7 @@ class JsonRpcClient {
   std::unique_ptr<ClientTransport> transport_;
   const Handlers handlers_;
   codemode::LogRateLimit log_limit_;
+  codemode::LogRateLimit warn_limit_;
   std::atomic<int64_t> next_id_{1};
   std::atomic<bool> connected_{false};
 

@@ -5,21 +5,18 @@
 
 #include <condition_variable>
 #include <mutex>
-#include <sstream>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
-#include "spdlog/sinks/ostream_sink.h"
-#include "spdlog/spdlog.h"
 #include "upstream_test_support.h"
 
 namespace gateway {
 namespace {
 
 using nlohmann::json;
+using testing::LogCapture;
 
 // Records what the client sends; the test plays the server through Deliver()/Close().
 class FakeTransport : public ClientTransport {
@@ -165,31 +162,6 @@ TEST_F(JsonRpcClientTest, TimeoutSendsCancelledAndConnectionLossFailsPending) {
             absl::StatusCode::kUnavailable);
 }
 
-// Sends the default logger's lines ("<level> <message>") into a string while it lives.
-class LogCapture {
- public:
-  LogCapture() : previous_(spdlog::default_logger()), level_(spdlog::get_level()) {
-    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out_);
-    auto logger = std::make_shared<spdlog::logger>("capture", sink);
-    logger->set_pattern("%l %v");
-    spdlog::set_default_logger(logger);
-    spdlog::set_level(spdlog::level::debug);
-  }
-  ~LogCapture() {
-    spdlog::set_default_logger(previous_);
-    spdlog::set_level(level_);
-  }
-  std::vector<std::string> Lines() {
-    return absl::StrSplit(out_.str(), '\n', absl::SkipEmpty());
-  }
-  size_t bytes() { return out_.str().size(); }
-
- private:
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::logger> previous_;
-  spdlog::level::level_enum level_;
-};
-
 json LogMessage(json level, json data) {
   return {{"jsonrpc", "2.0"}, {"method", "notifications/message"},
           {"params", {{"level", std::move(level)}, {"data", std::move(data)}}}};
@@ -242,6 +214,22 @@ TEST(JsonRpcClientLogRateTest, ZeroLogsNoUpstreamMessage) {
   LogCapture capture;
   for (int i = 0; i < 100; ++i) fake->Deliver(LogMessage("error", "m"));
   EXPECT_EQ(capture.bytes(), 0u);
+}
+
+TEST(JsonRpcClientLogRateTest, WarningsAboutUnusableMessagesAreRateLimited) {
+  // 0.001 a second: one line, then none for 1000 s (far past this test's timeout).
+  auto transport = std::make_unique<FakeTransport>();
+  FakeTransport* fake = transport.get();
+  JsonRpcClient client("noisy", std::move(transport), {}, /*log_messages_per_second=*/0.001);
+  ASSERT_TRUE(client.Start(absl::Seconds(1)).ok());
+  LogCapture capture;
+  for (int i = 0; i < 1000; ++i) {
+    fake->Deliver(json(i));                                       // not an object
+    fake->Deliver({{"jsonrpc", "2.0"}});                          // neither method nor id
+    fake->Deliver({{"jsonrpc", "2.0"}, {"method", 5}});           // a method that is no string
+  }
+  EXPECT_EQ(capture.Lines(), std::vector<std::string>{
+                                 "warning upstream noisy: ignoring a message that is not an object"});
 }
 
 }  // namespace
