@@ -141,6 +141,10 @@ ABSL_FLAG(uint64_t, max_upstream_message_bytes, gateway::kDefaultMaxUpstreamMess
           "Largest single message from an upstream (a JSON response body, one SSE event, one "
           "stdio line); reading stops there and the call gets a ToolError. At least "
           "--max_tool_result_bytes plus 64 KiB (a result travels in a JSON-RPC envelope).");
+ABSL_FLAG(uint64_t, max_upstream_bytes_in_flight, 64 << 20,
+          "Bytes of answers being received from HTTP upstreams at once, all calls together "
+          "(charged twice: the body and its parse); a call whose answer would pass it fails "
+          "with a ToolError naming this flag. Inside --max_buffered_bytes.");
 ABSL_FLAG(absl::Duration, upstream_stream_retry_min, absl::Milliseconds(250),
           "Shortest wait before reopening an HTTP upstream's event stream, whatever its "
           "`retry:` says (an upstream answering `retry: 0` must not make us spin).");
@@ -167,6 +171,10 @@ ABSL_FLAG(uint64_t, max_tool_call_bytes_in_flight_per_credential, 64 << 20,
           "sandbox) held at once for one credential over all its runs; more get a ToolError.");
 ABSL_FLAG(uint64_t, max_tool_call_bytes_in_flight_total, 128 << 20,
           "Bytes of tool calls held at once over every credential; more get a ToolError.");
+ABSL_FLAG(absl::Duration, sandbox_cancel_grace, absl::Seconds(5),
+          "A cancelled run's Execute stream must end within this of its cancel; past it (a "
+          "stream backed up by code that reads none of its tool calls' answers) the call to "
+          "sandboxd is cancelled instead. Keep it above sandboxd's --kill_grace.");
 ABSL_FLAG(uint32_t, max_tool_calls_per_run, 10000,
           "Tool calls one run_python may make in total; later ones get a ToolError.");
 ABSL_FLAG(uint64_t, spill_stdout_bytes, 32 * 1024,
@@ -301,6 +309,7 @@ gateway::ToolCallLimits ToolCallLimitsFromFlags(std::shared_ptr<codemode::Buffer
   l.max_bytes_in_flight_per_credential =
       absl::GetFlag(FLAGS_max_tool_call_bytes_in_flight_per_credential);
   l.max_bytes_in_flight_total = absl::GetFlag(FLAGS_max_tool_call_bytes_in_flight_total);
+  l.cancel_grace = absl::GetFlag(FLAGS_sandbox_cancel_grace);
   return l;
 }
 
@@ -388,7 +397,8 @@ absl::StatusOr<std::unique_ptr<gateway::ServerTransport>> StartTransport(
   return server;
 }
 
-absl::StatusOr<gateway::UpstreamOptions> UpstreamOptionsFromFlags() {
+absl::StatusOr<gateway::UpstreamOptions> UpstreamOptionsFromFlags(
+    const std::shared_ptr<codemode::BufferCeiling>& ceiling) {
   gateway::UpstreamOptions options;
   options.call_timeout = absl::GetFlag(FLAGS_call_timeout);
   options.max_catalog_bytes = absl::GetFlag(FLAGS_max_catalog_bytes_per_upstream);
@@ -398,6 +408,9 @@ absl::StatusOr<gateway::UpstreamOptions> UpstreamOptionsFromFlags() {
   options.min_tools_refresh_interval = absl::GetFlag(FLAGS_min_tools_refresh_interval);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_upstream_message_bytes);
   options.log_messages_per_second = absl::GetFlag(FLAGS_upstream_log_rate);
+  options.receive_budget = std::make_shared<codemode::ByteBudget>(
+      "max_upstream_bytes_in_flight", absl::GetFlag(FLAGS_max_upstream_bytes_in_flight),
+      codemode::AllOf(ceiling));
   // A result the sandbox may receive must fit in the message that carries it.
   if (options.max_message_bytes <
       absl::GetFlag(FLAGS_max_tool_result_bytes) + kUpstreamEnvelopeBytes) {
@@ -451,7 +464,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   spdlog::info("{} upstream server(s) configured", configs->size());
-  absl::StatusOr<gateway::UpstreamOptions> upstream_options = UpstreamOptionsFromFlags();
+  const std::shared_ptr<codemode::BufferCeiling> ceiling = CeilingFromFlags();
+  absl::StatusOr<gateway::UpstreamOptions> upstream_options = UpstreamOptionsFromFlags(ceiling);
   if (!upstream_options.ok()) {
     spdlog::critical("{}", std::string(upstream_options.status().message()));
     return 2;
@@ -473,7 +487,6 @@ int main(int argc, char** argv) {
     spdlog::critical("{}", std::string(sandboxd_token.status().message()));
     return 2;
   }
-  const std::shared_ptr<codemode::BufferCeiling> ceiling = CeilingFromFlags();
   gateway::SandboxClient sandboxes(endpoints, ToolCallLimitsFromFlags(ceiling), *isolation,
                                    absl::GetFlag(FLAGS_image), *sandboxd_token);
   gateway::ManagerUpstreams upstream_view(&upstreams);

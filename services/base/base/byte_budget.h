@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/mutex.h"
@@ -54,6 +55,41 @@ class ByteBudget {
   const Parents parents_;
   mutable Mutex mu_;
   size_t used_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Bytes one piece of work holds in a budget, grown and shrunk as it goes and released when
+// the hold goes (movable, not copyable; one thread at a time).
+//
+//   ByteHold hold(budget);
+//   if (const ByteBudget* full = hold.GrowBy(n)) return refuse(full->Describe());
+//   hold.ShrinkTo(m);  // what is still held
+class ByteHold {
+ public:
+  explicit ByteHold(std::shared_ptr<ByteBudget> budget) : budget_(std::move(budget)) {}
+  ByteHold(ByteHold&& other) noexcept
+      : budget_(std::move(other.budget_)), held_(std::exchange(other.held_, 0)) {}
+  ByteHold(const ByteHold&) = delete;
+  ByteHold& operator=(const ByteHold&) = delete;
+  ByteHold& operator=(ByteHold&&) = delete;
+  ~ByteHold() { ShrinkTo(0); }
+
+  // nullptr when `bytes` more are held (always, without a budget); otherwise the budget
+  // that refused them, and the hold is unchanged.
+  const ByteBudget* GrowBy(size_t bytes) {
+    if (!budget_ || bytes == 0) return nullptr;
+    if (const ByteBudget* full = budget_->Charge(bytes)) return full;
+    held_ += bytes;
+    return nullptr;
+  }
+  void ShrinkTo(size_t bytes) {
+    if (budget_ && bytes < held_) budget_->Release(held_ - bytes);
+    if (bytes < held_) held_ = bytes;
+  }
+  size_t held() const { return held_; }
+
+ private:
+  std::shared_ptr<ByteBudget> budget_;
+  size_t held_ = 0;
 };
 
 // Budgets made on demand, one per key (a credential, a session), each with `per_key`

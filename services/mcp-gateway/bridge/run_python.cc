@@ -78,11 +78,29 @@ absl::StatusOr<Finished> RunPythonTool::Execute(Run& run) {
           "the run was cancelled (", run.ctx->cancel->reason(),
           ") while it waited for the previous run of this session; nothing ran"));
     }
-    finished = ExecuteOn(**binding, run, attempt == 0, session_gone);
-    (*binding)->UnlockRun();
-    if (finished.ok() && finished->status() == Finished::SESSION_LOST) {
+    // The run ahead lost the session while this one waited: say why, and start over on a
+    // new binding (once: the old one is forgotten here if the run ahead has not yet).
+    if (std::string why = (*binding)->lost_reason(); !why.empty() && attempt == 0) {
+      (*binding)->UnlockRun();
       bindings_.Forget(mcp_session, run.args.session, *binding);
-      run.report->notes.push_back("the sandbox session was lost; the next run starts in a new session");
+      run.report->notes.push_back(absl::StrCat(
+          "the sandbox session was lost while this run waited (", why,
+          "); this ran in a new session, so earlier variables are gone"));
+      run.report->session_reset = true;
+      continue;
+    }
+    finished = ExecuteOn(**binding, run, attempt == 0, session_gone);
+    if (finished.ok() && finished->status() == Finished::SESSION_LOST) {
+      const std::string& why = finished->error().message();  // set before the next run's turn
+      (*binding)->set_lost_reason(why.empty() ? "sandboxd reported it lost" : why);
+    }
+    const bool lost = !(*binding)->lost_reason().empty();
+    (*binding)->UnlockRun();
+    if (lost) {
+      bindings_.Forget(mcp_session, run.args.session, *binding);
+      if (finished.ok()) {
+        run.report->notes.push_back("the sandbox session was lost; the next run starts in a new session");
+      }
     }
     if (!session_gone || attempt > 0) return finished;
     run.report->notes.push_back(absl::StrCat(
@@ -124,6 +142,13 @@ absl::StatusOr<Finished> RunPythonTool::ExecuteOn(SessionBindings::Binding& bind
   absl::StatusOr<Finished> finished = sandboxes_->Execute(
       binding.ref(), run.args.code, static_cast<uint32_t>(run.args.timeout_seconds * 1000),
       send_catalog ? &run.catalog : nullptr, handlers, run.ctx->cancel);
+  // Only a cancel that sandboxd did not act on within --sandbox_cancel_grace cancels the
+  // call itself: that code does not stop when asked (sandboxd kills it after its
+  // --kill_grace). Its session is dropped now (deleted in sandboxd), so that the next run
+  // does not queue behind it there only to hear that the session was lost.
+  if (absl::IsCancelled(finished.status()) && run.ctx->cancel && run.ctx->cancel->cancelled()) {
+    binding.set_lost_reason(absl::StrCat(finished.status().message(), "; its session was deleted"));
+  }
   if (finished.ok() && send_catalog) binding.catalog_key = run.catalog_key;
   if (finished.ok()) SpillStdout(binding.ref(), run, *finished);
   if (finished.ok() && finished->status() != Finished::SESSION_LOST) ReportProducedFiles(binding, run);
@@ -177,7 +202,7 @@ absl::StatusOr<json> RunPythonTool::ListResourceTemplates(const std::string& ses
 }
 
 absl::StatusOr<json> RunPythonTool::ReadResource(const std::string& uri, ToolCallContext& context) {
-  return resources_.Read(context.session_key, uri, context.cancel);
+  return resources_.Read(context.session_key, uri, context.cancel, context.hold);
 }
 
 void RunPythonTool::SessionClosed(const std::string& session_key) { bindings_.Close(session_key); }

@@ -10,8 +10,11 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "base/mutex.h"
 #include "base/thread.h"
+#include "spdlog/spdlog.h"
 
 namespace gateway {
 namespace {
@@ -22,37 +25,40 @@ std::chrono::system_clock::time_point Deadline(std::chrono::seconds d) {
   return std::chrono::system_clock::now() + d;
 }
 
+// A call's ClientContext for a cancel that may come after the call ended (the token
+// belongs to the MCP request): TryCancel reaches the context only until Clear(), which the
+// call's owner runs before the context goes.
+class ContextRef {
+ public:
+  explicit ContextRef(grpc::ClientContext* ctx) : ctx_(ctx) {}
+  void TryCancel() {
+    codemode::MutexLock lock(&mu_);
+    if (ctx_) ctx_->TryCancel();
+  }
+  void Clear() {
+    codemode::MutexLock lock(&mu_);
+    ctx_ = nullptr;
+  }
+
+ private:
+  codemode::Mutex mu_;
+  grpc::ClientContext* ctx_ ABSL_GUARDED_BY(mu_);
+};
+
 // Cancels a call's ClientContext when its token is cancelled (sandboxd sees the call
-// cancelled and stops waiting on the sandbox for it), for as long as the link lives. The
-// token may outlive the call (it belongs to the MCP request), so its callback reaches the
-// context through a guard the destructor clears before the context goes.
+// cancelled and stops waiting on the sandbox for it), for as long as the link lives.
 class CancelLink {
  public:
   CancelLink(const std::shared_ptr<codemode::CancelToken>& cancel, grpc::ClientContext* ctx)
-      : shared_(std::make_shared<Shared>()) {
-    if (cancel == nullptr) return;
-    {
-      codemode::MutexLock lock(&shared_->mu);
-      shared_->ctx = ctx;
-    }
-    cancel->OnCancel([shared = shared_] {
-      codemode::MutexLock lock(&shared->mu);
-      if (shared->ctx) shared->ctx->TryCancel();
-    });
+      : context_(std::make_shared<ContextRef>(ctx)) {
+    if (cancel) cancel->OnCancel([context = context_] { context->TryCancel(); });
   }
-  ~CancelLink() {
-    codemode::MutexLock lock(&shared_->mu);
-    shared_->ctx = nullptr;
-  }
+  ~CancelLink() { context_->Clear(); }
   CancelLink(const CancelLink&) = delete;
   CancelLink& operator=(const CancelLink&) = delete;
 
  private:
-  struct Shared {
-    codemode::Mutex mu;
-    grpc::ClientContext* ctx ABSL_GUARDED_BY(mu) = nullptr;
-  };
-  std::shared_ptr<Shared> shared_;
+  std::shared_ptr<ContextRef> context_;
 };
 
 }  // namespace
@@ -329,7 +335,7 @@ class ToolCallDispatcher {
                           " bytes of arguments (the gateway's --max_tool_call_bytes_in_flight is ",
                           limits_.max_argument_bytes_in_flight, "); await some first");
     }
-    if (const codemode::ByteBudget* full = budget_->Charge(size)) {
+    if (const codemode::ByteBudget* full = budget_->Charge(ToolCallBudget::kCopies * size)) {
       return ToolCallBudget::Refusal(*full, *budget_);
     }
     ++total_;
@@ -355,7 +361,7 @@ class ToolCallDispatcher {
       mu_.Unlock();
       const size_t size = call.arguments_json().size();
       sandbox::v1::ExecuteRequest answer = Answer(call);
-      const size_t held = size + ChargeResult(answer);
+      const size_t held = ToolCallBudget::kCopies * size + ChargeResult(answer);
       mu_.Lock();
       // The answering slot is freed before the answer goes out: the sandbox sends its next
       // held-back call as soon as it has the answer, and must not find it still taken.
@@ -373,7 +379,7 @@ class ToolCallDispatcher {
   // Charges the result to the credential until it is written (returns the bytes charged);
   // past the budget the sandbox gets a ToolError instead of the result.
   size_t ChargeResult(sandbox::v1::ExecuteRequest& answer) {
-    const size_t n = answer.tool_result().result_json().size();
+    const size_t n = ToolCallBudget::kCopies * answer.tool_result().result_json().size();
     if (n == 0) return 0;
     const codemode::ByteBudget* full = budget_->Charge(n);
     if (full == nullptr) return n;
@@ -422,6 +428,51 @@ class ToolCallDispatcher {
   size_t bytes_in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // arguments of the unwritten calls
 };
 
+// Writes one Execute stream for its loop, its tool-call workers and a cancel, which may
+// come after the stream ended (such writes are dropped).
+struct StreamWriter {
+  codemode::Mutex mu;  // held for the whole of a write: one blocks while sandboxd does not read
+  bool done ABSL_GUARDED_BY(mu) = false;
+  grpc::ClientReaderWriter<sandbox::v1::ExecuteRequest, sandbox::v1::ExecuteResponse>* stream;
+  absl::Notification ended;  // sandboxd ended the stream (or the call failed)
+  void Write(const sandbox::v1::ExecuteRequest& req) {
+    codemode::MutexLock lock(&mu);
+    if (!done) stream->Write(req);
+  }
+  // Later writes are dropped; waits for a write in progress.
+  void Close() {
+    codemode::MutexLock lock(&mu);
+    done = true;
+    stream->WritesDone();
+  }
+};
+
+// Cancels an execution without ever waiting on its stream. Normally the `cancel` message
+// goes out at once and sandboxd ends the stream with `finished` (CANCELLED, or
+// SESSION_LOST once code that ignores the interrupt is killed after sandboxd's
+// --kill_grace). But code that reads none of its tool calls' answers can back the stream
+// up: a write of an answer blocks holding the writer, the Execute loop waits behind it,
+// and a cancel written behind them would wait until sandboxd's timeout ends the run. So
+// the message is written by a thread of its own, and when the stream has not ended within
+// `grace` the call itself is cancelled: the blocked writes fail, and sandboxd interrupts
+// the code as for a caller that went away (and kills it when it does not stop).
+void CancelExecution(const std::shared_ptr<StreamWriter>& writer,
+                     const std::shared_ptr<ContextRef>& context, absl::Duration grace) {
+  if (writer->ended.HasBeenNotified()) return;  // a cancel after the run: nothing to stop
+  codemode::StartThread("execute cancel", [writer] {
+    sandbox::v1::ExecuteRequest req;
+    req.mutable_cancel();
+    writer->Write(req);
+  }).detach();
+  codemode::StartThread("execute cancel grace", [writer, context, grace] {
+    if (writer->ended.WaitForNotificationWithTimeout(grace)) return;
+    spdlog::warn("a cancelled run's Execute stream did not end within {} "
+                 "(--sandbox_cancel_grace): cancelling the call to sandboxd",
+                 absl::FormatDuration(grace));
+    context->TryCancel();
+  }).detach();
+}
+
 }  // namespace
 
 absl::StatusOr<sandbox::v1::Finished> SandboxClient::Execute(
@@ -436,17 +487,9 @@ absl::StatusOr<sandbox::v1::Finished> SandboxClient::Execute(
               std::chrono::seconds(60));
   auto stream = Stub(ref.endpoint).Execute(&ctx);
   // Shared with the cancel callback, which may fire after we return.
-  struct Writer {
-    codemode::Mutex mu;
-    bool done ABSL_GUARDED_BY(mu) = false;
-    grpc::ClientReaderWriter<sandbox::v1::ExecuteRequest, sandbox::v1::ExecuteResponse>* stream;
-    void Write(const sandbox::v1::ExecuteRequest& req) {
-      codemode::MutexLock lock(&mu);
-      if (!done) stream->Write(req);
-    }
-  };
-  auto writer = std::make_shared<Writer>();
+  auto writer = std::make_shared<StreamWriter>();
   writer->stream = stream.get();
+  auto context = std::make_shared<ContextRef>(&ctx);
   auto write = [writer](const sandbox::v1::ExecuteRequest& req) { writer->Write(req); };
 
   sandbox::v1::ExecuteRequest start;
@@ -459,10 +502,8 @@ absl::StatusOr<sandbox::v1::Finished> SandboxClient::Execute(
   if (catalog) *start.mutable_start()->mutable_catalog() = *catalog;
   write(start);
   if (cancel) {
-    cancel->OnCancel([writer] {
-      sandbox::v1::ExecuteRequest req;
-      req.mutable_cancel();
-      writer->Write(req);
+    cancel->OnCancel([writer, context, grace = limits_.cancel_grace] {
+      CancelExecution(writer, context, grace);
     });
   }
 
@@ -487,17 +528,21 @@ absl::StatusOr<sandbox::v1::Finished> SandboxClient::Execute(
         break;
     }
   }
+  writer->ended.Notify();
   if (handlers.on_stream_end) handlers.on_stream_end();
-  {
-    codemode::MutexLock lock(&writer->mu);
-    writer->done = true;
-    stream->WritesDone();
-  }
+  writer->Close();
   // Late answers of tool-call threads are dropped by the writer.
   calls.JoinAll();
   grpc::Status st = stream->Finish();
+  context->Clear();  // a late cancel's fallback must not reach `ctx` once it is gone
   if (finished) return *finished;
   if (st.ok()) return absl::InternalError("sandboxd ended the stream without 'finished'");
+  if (st.error_code() == grpc::StatusCode::CANCELLED && cancel && cancel->cancelled()) {
+    return absl::CancelledError(absl::StrCat(
+        "the run was cancelled (", cancel->reason(), "); sandboxd did not end it within ",
+        absl::FormatDuration(limits_.cancel_grace), " (--sandbox_cancel_grace), so the call to "
+        "sandboxd was cancelled, which interrupts the code"));
+  }
   return Convert(st, ref.endpoint);
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "base/cancel.h"
 #include "base/mutex.h"
 #include "bridge/sandboxes.h"
@@ -47,6 +48,10 @@ struct ToolCallLimits {
   size_t max_bytes_in_flight_total = 128u << 20;
   // The gateway's byte ceiling, which those bytes also draw on (null: none).
   std::shared_ptr<codemode::BufferCeiling> ceiling;
+  // A cancelled run's Execute stream must end within this of its `cancel` message; past
+  // it (a stream backed up by code that reads none of its answers) the gRPC call is
+  // cancelled instead (the gateway's --sandbox_cancel_grace).
+  absl::Duration cancel_grace = absl::Seconds(5);
 };
 
 // The gateway's --isolation: "" (sandboxd's default), "container" or "gvisor";

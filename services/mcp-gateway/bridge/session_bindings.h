@@ -65,6 +65,16 @@ class SessionBindings {
       codemode::MutexLock lock(&state_mu);
       out_listing_ = std::move(listing);
     }
+    // Why the sandbox session was lost, once a run found it lost (and Forget dropped the
+    // binding); a run that waited for that one then starts over on a new binding.
+    std::string lost_reason() {
+      codemode::MutexLock lock(&state_mu);
+      return lost_reason_;
+    }
+    void set_lost_reason(std::string reason) {
+      codemode::MutexLock lock(&state_mu);
+      lost_reason_ = std::move(reason);
+    }
     // Identifies the catalog the session has (upstream version and allowlist key), so a
     // run sends a new one only when it changed.
     std::string catalog_key ABSL_GUARDED_BY(run_mu);
@@ -82,6 +92,7 @@ class SessionBindings {
     SandboxRef ref_ ABSL_GUARDED_BY(state_mu);
     bool ready_ ABSL_GUARDED_BY(state_mu) = false;
     OutListing out_listing_ ABSL_GUARDED_BY(state_mu);
+    std::string lost_reason_ ABSL_GUARDED_BY(state_mu);
     bool closed ABSL_GUARDED_BY(state_mu) = false;
   };
 

@@ -4,7 +4,8 @@
 // bounds (ToolCallLimits) are not enough: a credential may hold many sandboxes, and each
 // call is copied several times on its way (arguments, parsed form, upstream request and
 // response, result, proto), so 8 sandboxes of one token each flooding 3 MiB calls took the
-// gateway to ~1 GiB. Shared by every execution of a SandboxClient.
+// gateway to ~1 GiB. Each call is charged kCopies times its size. Shared by every execution
+// of a SandboxClient.
 //
 //   ToolCallBudget budget(64 << 20, 128 << 20, ceiling);
 //   std::shared_ptr<codemode::ByteBudget> mine = budget.Of("token 0");  // held by the run
@@ -23,6 +24,13 @@ namespace gateway {
 
 class ToolCallBudget {
  public:
+  // A call is charged this many times its arguments' and its result's JSON size: that is
+  // how many copies of them live at once on their way (the proto, the parsed arguments, the
+  // upstream request, the upstream's response and its parse, the dumped result, the proto
+  // answer). Charged once, 2 tokens x 64 MiB of calls took the gateway to 546 MiB (attack
+  // round 5).
+  static constexpr size_t kCopies = 4;
+
   ToolCallBudget(size_t per_credential, size_t total,
                  std::shared_ptr<codemode::BufferCeiling> ceiling = nullptr)
       : ceiling_(std::move(ceiling)),
@@ -38,9 +46,10 @@ class ToolCallBudget {
   // Why a charge of `mine` was refused by `full`, naming the flag to raise.
   static std::string Refusal(const codemode::ByteBudget& full, const codemode::ByteBudget& mine) {
     if (&full == &mine) {
-      return absl::StrCat("this credential's tool calls already hold ", mine.used(),
-                          " bytes of arguments and results over all its runs (the gateway's ",
-                          full.Describe(), "); await some first");
+      return absl::StrCat("this credential's tool calls already hold ", mine.used() / kCopies,
+                          " bytes of arguments and results over all its runs (charged ", kCopies,
+                          " times for their copies: the gateway's ", full.Describe(),
+                          "); await some first");
     }
     return absl::StrCat("the gateway holds too many bytes for tool calls now (its ",
                         full.Describe(), ", ", full.used(), " in use); try again later");

@@ -41,9 +41,9 @@ sandbox::v1::ToolResult ToolCallRouter::Route(const sandbox::v1::ToolCall& call,
   const auto started = std::chrono::steady_clock::now();
   bool ok = false;
   sandbox::v1::ToolResult r;
+  // An error says only why: the sandbox's ToolError names the call ("server.tool: why").
   if (!servers_.Allows(call.server())) {
-    r.set_error(absl::StrCat(call.server(), ".", call.tool(), ": server '", call.server(),
-                             "' is not allowed in this run"));
+    r.set_error(absl::StrCat("server '", call.server(), "' is not allowed in this run"));
   } else {
     r = Forward(call, ok, std::move(cancel));
   }
@@ -62,11 +62,11 @@ sandbox::v1::ToolResult ToolCallRouter::Forward(const sandbox::v1::ToolCall& cal
   // sandboxd checked the arguments, but the gateway trusts no peer's JSON.
   absl::StatusOr<json> arguments = codemode::ParseUntrustedJson(call.arguments_json(), "arguments");
   if (!arguments.ok()) {
-    r.set_error(absl::StrCat(name, ": ", arguments.status().message()));
+    r.set_error(std::string(arguments.status().message()));
     return r;
   }
   if (!arguments->is_object()) {  // MCP's tools/call takes an object
-    r.set_error(absl::StrCat(name, ": the arguments must be a JSON object"));
+    r.set_error("the arguments must be a JSON object");
     return r;
   }
   CallOptions options;
@@ -77,7 +77,7 @@ sandbox::v1::ToolResult ToolCallRouter::Forward(const sandbox::v1::ToolCall& cal
   };
   absl::StatusOr<json> result = upstreams_->CallTool(call.server(), call.tool(), *arguments, options);
   if (!result.ok()) {
-    r.set_error(absl::StrCat(name, ": ", result.status().message()));
+    r.set_error(std::string(result.status().message()));
     return r;
   }
   r.set_result_json(result->dump());

@@ -83,7 +83,8 @@ json WorkspaceResources::Templates(const std::string& mcp_session) {
 }
 
 absl::StatusOr<json> WorkspaceResources::Read(const std::string& mcp_session, const std::string& uri,
-                                              std::shared_ptr<codemode::CancelToken> cancel) {
+                                              std::shared_ptr<codemode::CancelToken> cancel,
+                                              const std::function<absl::Status(uint64_t)>& hold) {
   absl::StatusOr<OutFileRef> ref = ParseOutFileUri(uri);
   if (!ref.ok()) return ref.status();
   std::shared_ptr<SessionBindings::Binding> binding = bindings_->Find(mcp_session, ref->session);
@@ -103,6 +104,9 @@ absl::StatusOr<json> WorkspaceResources::Read(const std::string& mcp_session, co
         " bytes resources/read returns: work with it from code instead"));
   }
   if (!data.ok()) return data.status();
+  if (hold) {
+    if (absl::Status held = hold(kReadCopies * data->size()); !held.ok()) return held;
+  }
   const std::string mime = MimeTypeForPath(ref->path);
   json contents = {{"uri", uri}, {"mimeType", mime}};
   if (IsTextMimeType(mime) && codemode::IsValidUtf8(*data)) {

@@ -56,9 +56,15 @@ class WorkspaceResources {
   // The result of resources/read: INVALID_ARGUMENT for a URI that is not one of ours,
   // NOT_FOUND when the caller has no such session or file, RESOURCE_EXHAUSTED past
   // max_read_bytes; CANCELLED once `cancel` (the request's token, nullable) is cancelled,
-  // which also cancels the download in sandboxd.
+  // which also cancels the download in sandboxd. `hold` (nullable) is charged the copies of
+  // the file the answer will hold besides the download (kReadCopies times its size); its
+  // refusal is the answer.
   absl::StatusOr<nlohmann::json> Read(const std::string& mcp_session, const std::string& uri,
-                                      std::shared_ptr<codemode::CancelToken> cancel);
+                                      std::shared_ptr<codemode::CancelToken> cancel,
+                                      const std::function<absl::Status(uint64_t)>& hold);
+  // Base64 or the JSON string, the serialized response and its framing: a 8 MB file took
+  // the gateway ~5 times its size at the peak of a read.
+  static constexpr uint64_t kReadCopies = 4;
 
   // A Resource object (resources/list) of `session`'s file.
   static nlohmann::json Describe(const std::string& session, const OutFile& file);

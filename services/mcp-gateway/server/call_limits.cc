@@ -35,6 +35,17 @@ void CallLimits::Ticket::Release() {
   budget_ = nullptr;
 }
 
+absl::Status CallLimits::Ticket::Hold(uint64_t more) {
+  if (!owner_) return absl::OkStatus();
+  if (const codemode::ByteBudget* full = budget_->Charge(more)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "too much work in flight: this call would hold ", bytes_ + more, " bytes, past ",
+        full->Describe(), "; retry when a call finishes"));
+  }
+  bytes_ += more;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<CallLimits::Ticket> CallLimits::Acquire(const std::string& credential, bool read,
                                                        uint64_t bytes) {
   std::shared_ptr<codemode::ByteBudget> budget =

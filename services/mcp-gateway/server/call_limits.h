@@ -47,6 +47,10 @@ class CallLimits : public std::enable_shared_from_this<CallLimits> {
     Ticket& operator=(const Ticket&) = delete;
     ~Ticket() { Release(); }
     void Release();
+    // Charges `more` bytes to the call, released with the rest: for what it comes to hold
+    // while it runs (a resources/read its file's copies). RESOURCE_EXHAUSTED naming the flag
+    // of the budget that is full, and nothing charged, otherwise.
+    absl::Status Hold(uint64_t more);
 
    private:
     friend class CallLimits;

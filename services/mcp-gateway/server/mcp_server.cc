@@ -139,7 +139,8 @@ struct McpSession::Impl {
                  std::string what, Work work, int not_found_code, bool read, uint64_t bytes);
   void RunWork(const json& id, const std::string& what, const Work& work,
                const json& progress_token, const std::shared_ptr<codemode::CancelToken>& token,
-               const std::shared_ptr<ReplySink>& reply, int not_found_code);
+               const std::shared_ptr<ReplySink>& reply, int not_found_code,
+               CallLimits::Ticket* ticket);
   void CancelRequest(const json& params);
   // Sends a list_changed notification once the client has initialized.
   void NotifyListChanged(const char* method) {
@@ -386,7 +387,8 @@ json McpSession::Impl::StartWork(const json& id, const json& params,
                           [this, id, what = std::move(what), work = std::move(work),
                            progress = ProgressToken(params), token, reply, not_found_code,
                            ticket = std::move(ticket)]() mutable {
-                            RunWork(id, what, work, progress, token, reply, not_found_code);
+                            RunWork(id, what, work, progress, token, reply, not_found_code,
+                                    ticket.get());
                             // The arguments go before the ticket that charged them, and
                             // both before Close() can return.
                             work = nullptr;
@@ -409,7 +411,8 @@ json McpSession::Impl::StartWork(const json& id, const json& params,
 void McpSession::Impl::RunWork(const json& id, const std::string& what, const Work& work,
                                const json& progress_token,
                                const std::shared_ptr<codemode::CancelToken>& token,
-                               const std::shared_ptr<ReplySink>& reply, int not_found_code) {
+                               const std::shared_ptr<ReplySink>& reply, int not_found_code,
+                               CallLimits::Ticket* ticket) {
   auto progress = std::make_shared<ProgressState>();
   ToolCallContext context;
   context.cancel = token;
@@ -417,6 +420,7 @@ void McpSession::Impl::RunWork(const json& id, const std::string& what, const Wo
   context.credential = self->credential();
   context.protocol_version = self->protocol_version();
   context.resources_changed = [this] { self->NotifyResourcesChanged(); };
+  if (ticket != nullptr) context.hold = [ticket](uint64_t bytes) { return ticket->Hold(bytes); };
   context.progress = [progress, progress_token, token, reply](
                          double value, std::optional<double> total, const std::string& message) {
     if (progress_token.is_null() || !reply || !std::isfinite(value)) return;

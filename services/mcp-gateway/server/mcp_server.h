@@ -58,6 +58,10 @@ struct ToolCallContext {
   std::string protocol_version;
   // Sends notifications/resources/list_changed (when the client has initialized).
   std::function<void()> resources_changed;
+  // Charges bytes the call comes to hold while it runs to its credential's budgets (the
+  // server's CallLimits, released when the call ends); RESOURCE_EXHAUSTED naming the full
+  // budget's flag. Null (nothing to charge) when the server has no CallLimits.
+  std::function<absl::Status(uint64_t bytes)> hold;
 };
 
 // What the gateway offers. Implemented by the run_python tool (gateway core).

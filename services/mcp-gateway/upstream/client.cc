@@ -26,7 +26,8 @@ std::unique_ptr<ClientTransport> MakeTransport(const UpstreamConfig& config,
     case UpstreamConfig::Type::kStreamableHttp:
       return std::make_unique<StreamableHttpTransport>(config, options.connect_timeout,
                                                        options.stream_retry,
-                                                       options.max_message_bytes);
+                                                       options.max_message_bytes,
+                                                       options.receive_budget);
     case UpstreamConfig::Type::kSse:
       return std::make_unique<SseTransport>(config, options.connect_timeout,
                                             options.stream_retry, options.max_message_bytes);

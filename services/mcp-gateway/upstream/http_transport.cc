@@ -36,6 +36,7 @@ struct StreamableHttpTransport::PostResult {
   std::string session_used;  // the Mcp-Session-Id the request carried
   StreamCursor cursor;       // where its SSE stream ended (empty id for a JSON response)
   bool too_large = false;    // a message over max_message_bytes_: reading stopped there
+  std::string busy;          // the receive budget that was full ("--flag=N"): reading stopped
   absl::Status unusable;     // why a JSON response could not be parsed
 };
 
@@ -47,11 +48,13 @@ struct StreamableHttpTransport::GetResult {
 };
 
 HttpTransportBase::HttpTransportBase(UpstreamConfig config, absl::Duration connect_timeout,
-                                     StreamRetryPolicy retry, size_t max_message_bytes)
+                                     StreamRetryPolicy retry, size_t max_message_bytes,
+                                     std::shared_ptr<codemode::ByteBudget> receive_budget)
     : config_(std::move(config)),
       connect_timeout_(connect_timeout),
       retry_(retry),
-      max_message_bytes_(max_message_bytes) {}
+      max_message_bytes_(max_message_bytes),
+      receive_budget_(std::move(receive_budget)) {}
 
 absl::Status HttpTransportBase::BeginStart(TransportCallbacks callbacks) {
   if (closing_) return absl::UnavailableError("connection closed");
@@ -89,11 +92,8 @@ absl::Status StreamableHttpTransport::Start(TransportCallbacks callbacks, absl::
   return BeginStart(std::move(callbacks));  // nothing to open: initialize is the first contact
 }
 
-StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
-    const json& message, httplib::Client& client,
-    const std::function<void(json)>& on_message) {
-  const bool initialize = wire::MethodOf(message) == "initialize";
-  PostResult result;
+httplib::Request StreamableHttpTransport::NewPost(const json& message, bool initialize,
+                                                 std::string* session_used) {
   httplib::Request req;
   req.method = "POST";
   req.path = url_.target;
@@ -102,16 +102,35 @@ StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
   req.headers.emplace("Accept", "application/json, text/event-stream");
   {
     codemode::MutexLock lock(&mu_);
-    result.session_used = session_id_;
+    *session_used = session_id_;
     if (!session_id_.empty()) req.headers.emplace("Mcp-Session-Id", session_id_);
     if (!initialize && !protocol_version_.empty()) {
       req.headers.emplace("MCP-Protocol-Version", protocol_version_);
     }
   }
   req.body = wire::Dump(message);
+  return req;
+}
+
+StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
+    const json& message, httplib::Client& client,
+    const std::function<void(json)>& on_message) {
+  const bool initialize = wire::MethodOf(message) == "initialize";
+  PostResult result;
+  httplib::Request req = NewPost(message, initialize, &result.session_used);
 
   bool event_stream = false;
   SseParser parser(max_message_bytes_);
+  // The answer's bytes while it is read and parsed, kReceiveCopies times.
+  codemode::ByteHold hold(receive_budget_);
+  auto charge = [&](size_t size) {
+    if (const codemode::ByteBudget* full = hold.GrowBy(kReceiveCopies * size)) {
+      result.busy = full->Describe();
+      std::string().swap(result.body);
+      return false;
+    }
+    return true;
+  };
   req.response_handler = [&](const httplib::Response& res) {
     result.status = res.status;
     event_stream = res.status == 200 && IsEventStream(res.get_header_value("Content-Type"));
@@ -129,6 +148,7 @@ StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
   };
   req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
     if (event_stream) {
+      if (!charge(size)) return false;
       // Dispatch each event as it arrives: progress must reach the caller before the
       // response ends the stream.
       result.too_large = !parser.Feed(data, size, [&](const SseParser::Event& event) {
@@ -137,6 +157,7 @@ StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
           DispatchText(config_.name, event.data, on_message, max_message_bytes_).IgnoreError();
         }
       });
+      hold.ShrinkTo(kReceiveCopies * parser.buffered());
       return !result.too_large;
     }
     if (result.status != 200) {  // an error's text: its head is enough
@@ -150,15 +171,19 @@ StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
       std::string().swap(result.body);
       return false;
     }
+    if (!charge(size)) return false;
     result.body.append(data, size);
     return true;
   };
   httplib::Response res;
   client.send(req, res, result.error);
-  if (result.too_large) {
-    spdlog::warn("upstream {}: a message larger than {} bytes (--max_upstream_message_bytes) "
-                 "in the answer to {}; not read", config_.name, max_message_bytes_,
-                 codemode::LogText(wire::MethodOf(message)));
+  if (result.too_large || !result.busy.empty()) {
+    spdlog::warn("upstream {}: the answer to {} was not read: {}", config_.name,
+                 codemode::LogText(wire::MethodOf(message)),
+                 result.too_large ? absl::StrCat("a message larger than ", max_message_bytes_,
+                                                 " bytes (--max_upstream_message_bytes)")
+                                  : absl::StrCat("the answers being received hold the gateway's "
+                                                 "budget (", result.busy, ")"));
   }
   if (result.error == httplib::Error::Success && result.status == 200 && !event_stream &&
       !result.body.empty()) {
@@ -186,6 +211,11 @@ absl::Status StreamableHttpTransport::Post(const json& message, HttpExchange* ex
       return absl::CancelledError("abandoned");
     }
     if (r.too_large) return MessageTooLargeError(max_message_bytes_);
+    if (!r.busy.empty()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the gateway is receiving too many bytes of upstream answers at once (", r.busy,
+          "); the answer was not read: retry later"));
+    }
     // A JSON answer that could not be used: say why rather than "no response".
     if (!r.unusable.ok()) return absl::InvalidArgumentError(r.unusable.message());
     if (r.error != httplib::Error::Success) {

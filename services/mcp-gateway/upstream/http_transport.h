@@ -44,7 +44,8 @@ class HttpTransportBase : public ClientTransport {
  public:
   HttpTransportBase(UpstreamConfig config, absl::Duration connect_timeout,
                     StreamRetryPolicy retry = {},
-                    size_t max_message_bytes = kDefaultMaxUpstreamMessageBytes);
+                    size_t max_message_bytes = kDefaultMaxUpstreamMessageBytes,
+                    std::shared_ptr<codemode::ByteBudget> receive_budget = nullptr);
 
  protected:
   // Start()'s first step: refuses once Close() began, parses the URL, keeps the callbacks.
@@ -61,6 +62,8 @@ class HttpTransportBase : public ClientTransport {
   const StreamRetryPolicy retry_;
   // The largest message (JSON body, SSE event) read from the server; see UpstreamOptions.
   const size_t max_message_bytes_;
+  // Answers being received and parsed (UpstreamOptions::receive_budget); may be null.
+  const std::shared_ptr<codemode::ByteBudget> receive_budget_;
   HttpUrl url_;
   TransportCallbacks callbacks_;
   codemode::Mutex start_mu_;  // Close() waits for a Start() in progress
@@ -90,6 +93,9 @@ class StreamableHttpTransport : public HttpTransportBase {
   };
   struct PostResult;
   struct GetResult;
+  // The POST of `message`, with the session's headers (the session id it carries goes to
+  // `*session_used`).
+  httplib::Request NewPost(const nlohmann::json& message, bool initialize, std::string* session_used);
   // One POST; messages from the response (JSON or SSE) go to `on_message` as they arrive.
   PostResult PostOnce(const nlohmann::json& message, httplib::Client& client,
                       const std::function<void(nlohmann::json)>& on_message);

@@ -38,6 +38,8 @@ class SseParser {
   const std::string& last_event_id() const { return last_id_; }
   // The reconnection delay the server asked for with `retry:` (digits only), if any.
   std::optional<int64_t> retry_ms() const { return retry_ms_; }
+  // Bytes held for the line and the event still incomplete.
+  size_t buffered() const { return buffer_.size() + current_.data.size(); }
 
  private:
   void ProcessLine(const std::string& line, const Handler& handler);

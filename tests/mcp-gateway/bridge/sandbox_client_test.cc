@@ -256,7 +256,8 @@ TEST_F(SandboxClientTest, ACredentialsToolCallBytesAreBoundedOverItsRuns) {
     return grpc::Status::OK;
   };
   ToolCallLimits limits;
-  limits.max_bytes_in_flight_per_credential = 1u << 20;  // two calls of 400 KiB, not three
+  // Two calls of 400 KiB, not three: each is charged ToolCallBudget::kCopies (4) times.
+  limits.max_bytes_in_flight_per_credential = 4u << 20;
   SandboxClient client({"unix:" + socket_}, limits);
   ExecuteHandlers h;
   h.credential = "token 0";
@@ -273,6 +274,46 @@ TEST_F(SandboxClientTest, ACredentialsToolCallBytesAreBoundedOverItsRuns) {
   ASSERT_TRUE(answered_third);
   EXPECT_THAT(error, HasSubstr("--max_tool_call_bytes_in_flight_per_credential"));
   EXPECT_EQ(started.load(), 2) << "the third call was refused, not answered";
+}
+
+// Code that reads none of its tool calls' answers backs the Execute stream up: sandboxd
+// stops reading it, and the answer's write blocks holding the stream. A cancel of the run
+// must still reach sandboxd: the old gateway queued its `cancel` behind the blocked write
+// (and blocked the canceller too), so the run went on until sandboxd's timeout. Past
+// --sandbox_cancel_grace the call itself is cancelled.
+TEST_F(SandboxClientTest, ACancelReachesSandboxdWhileTheStreamIsBackedUp) {
+  absl::Notification answering;
+  absl::Notification served;
+  service_.execute = [&](grpc::ServerContext* ctx, RecordingSandboxd::ExecuteStream* stream) {
+    stream->Write(CallOf(0, 16));
+    grpc::Status s = service_.Stall(ctx);  // reads nothing more (30 s: never cancelled)
+    served.Notify();
+    return s;
+  };
+  ToolCallLimits limits;
+  limits.cancel_grace = absl::Milliseconds(200);
+  SandboxClient client({"unix:" + socket_}, limits);
+  ExecuteHandlers h;
+  h.credential = "token 0";
+  h.on_tool_call = [&](const sandbox::v1::ToolCall&) {
+    answering.Notify();
+    sandbox::v1::ToolResult r;
+    r.set_result_json("\"" + std::string(4u << 20, 'r') + "\"");  // past any flow-control window
+    return r;
+  };
+  auto cancel = std::make_shared<codemode::CancelToken>();
+  std::thread canceller([&] {
+    answering.WaitForNotification();
+    cancel->Cancel("the client cancelled");
+  });
+  absl::StatusOr<sandbox::v1::Finished> f =
+      client.Execute({0, "s-1"}, "code", 1000, nullptr, h, cancel);
+  canceller.join();
+  served.WaitForNotification();
+  EXPECT_EQ(service_.saw_cancel.load(), 1) << "sandboxd never saw the run cancelled";
+  ASSERT_FALSE(f.ok());
+  EXPECT_TRUE(absl::IsCancelled(f.status())) << f.status();
+  EXPECT_THAT(f.status().message(), HasSubstr("--sandbox_cancel_grace"));
 }
 
 TEST(ToolCallBudgetTest, ChargesPerCredentialAndInTotal) {

@@ -13,6 +13,7 @@ namespace {
 
 using nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::FakeUpstreams;
 using testing::ToolCallOf;
 
@@ -59,7 +60,8 @@ TEST_F(ToolCallRouterTest, ServersOutsideTheAllowlistAreNeverCalled) {
   ToolCallRouter router(&upstreams_, ServerAllowlist::Only({"memory"}), &progress_);
   sandbox::v1::ToolResult r = router.Route(ToolCallOf("github", "search", "{}", "c9"), cancel_);
   EXPECT_EQ(r.call_id(), "c9");
-  EXPECT_THAT(r.error(), HasSubstr("server 'github' is not allowed in this run"));
+  // The sandbox's ToolError puts "github.search: " before it.
+  EXPECT_EQ(r.error(), "server 'github' is not allowed in this run");
   EXPECT_TRUE(upstreams_.calls().empty());
   EXPECT_EQ(router.stats().failed, 1u);
 }
@@ -71,7 +73,7 @@ TEST_F(ToolCallRouterTest, HostileArgumentsAreRefusedBeforeAnyUpstreamSeesThem) 
                                   std::string("\"text\""), std::string("{\"a\":\"\xff\"}")}) {
     sandbox::v1::ToolResult r = router.Route(ToolCallOf("github", "search", args), cancel_);
     EXPECT_FALSE(r.error().empty()) << args.substr(0, 20);
-    EXPECT_THAT(r.error(), HasSubstr("github.search: ")) << args.substr(0, 20);
+    EXPECT_THAT(r.error(), Not(HasSubstr("github.search"))) << "the sandbox names the call";
   }
   EXPECT_TRUE(upstreams_.calls().empty());
   EXPECT_EQ(router.stats().failed, 5u);
@@ -84,7 +86,8 @@ TEST_F(ToolCallRouterTest, UpstreamFailuresAndIsErrorResultsCountAsFailed) {
   });
   ToolCallRouter router(&upstreams_, ServerAllowlist::All(), &progress_);
   sandbox::v1::ToolResult down = router.Route(ToolCallOf("s", "down", "{}"), cancel_);
-  EXPECT_EQ(down.error(), "s.down: the server is not connected");
+  // Only why: the sandbox's ToolError puts "s.down: " before it (once, not twice).
+  EXPECT_EQ(down.error(), "the server is not connected");
   sandbox::v1::ToolResult is_error = router.Route(ToolCallOf("s", "bad", "{}"), cancel_);
   EXPECT_TRUE(is_error.has_result_json()) << "the sandbox raises ToolError from the result";
   ToolCallStats stats = router.stats();

@@ -16,34 +16,16 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import net from "node:net";
 import path from "node:path";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import {
-  GatewayHttp, Sandboxd, listToolNames, memoryMiB, runPython, stopAll, text, track, waitFor,
-  writeConfig,
+  gatewaySuite, listToolNames, procStatus, runPython, text, track, waitFor,
 } from "./harness.mjs";
 
 const UNREAD = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "unread_responses.py");
 const MiB = 1 << 20;
 
-let sandboxd;
-const gateways = [];
-before(async () => {
-  sandboxd = new Sandboxd();
-  await sandboxd.start();
-});
-after(async () => {
-  for (const g of gateways) await g.stop();
-  await sandboxd?.stop();
-  await stopAll();
-});
-
-async function startGateway(extraArgs = []) {
-  const g = new GatewayHttp({ config: writeConfig({}), sandboxd: sandboxd.endpoint, extraArgs, tokens: 2 });
-  gateways.push(g);
-  await g.start();
-  return g;
-}
+const { startGateway } = gatewaySuite({ tokens: 2 });
 
 // Sends the headers of a POST declaring `length` bytes of body and all but the last byte
 // of it; resolves with the socket once the gateway answered (a refusal) or took it all
@@ -131,14 +113,14 @@ describe("what a token holder can make the gateway hold across connections", () 
   test("trickled bodies past the credential's budget get 503, and another token is served", async () => {
     const g = await startGateway();
     const [A] = g.tokens;
-    const before = memoryMiB(g.proc.pid, "VmRSS");
+    const before = procStatus(g.proc.pid, "VmRSS");
     const held = [];
     try {
       // 48 connections of 4 MiB each: 192 MiB of bodies if the gateway held them all.
       for (let i = 0; i < 48; i++) held.push(await trickleBody(g, A, 4 * MiB));
       const refused = held.filter((h) => /^HTTP\/1\.1 503 /.test(h.reply()));
       const waiting = held.filter((h) => h.reply() === "");
-      const peak = memoryMiB(g.proc.pid, "VmHWM");
+      const peak = procStatus(g.proc.pid, "VmHWM");
       console.log(`48 trickled 4 MiB bodies: ${waiting.length} held, ${refused.length} refused with 503; ` +
         `gateway VmRSS ${before.toFixed(0)} MiB before, peak ${peak.toFixed(0)} MiB`);
       assert.ok(refused.length > 0, `no body was refused: ${held[47].reply().slice(0, 200)}`);
@@ -165,7 +147,7 @@ describe("what a token holder can make the gateway hold across connections", () 
     // charged to the credential that used it last, and the witness's pooled fetch must not
     // ride on one of A's.
     const session = await rawInitialize(g, A);
-    const before = memoryMiB(g.proc.pid, "VmRSS");
+    const before = procStatus(g.proc.pid, "VmRSS");
     const sockets = [];
     const replies = [];
     try {
@@ -180,7 +162,7 @@ describe("what a token holder can make the gateway hold across connections", () 
       }
       await new Promise((r) => setTimeout(r, 500));  // let the last ones be read (not a bound)
       const refused = replies.filter((r) => /^HTTP\/1\.1 503 /.test(r.text)).length;
-      const peak = memoryMiB(g.proc.pid, "VmHWM");
+      const peak = procStatus(g.proc.pid, "VmHWM");
       console.log(`2000 kept-alive connections sending endless headers: ${refused} refused with 503; ` +
         `gateway VmRSS ${before.toFixed(0)} MiB before, peak ${peak.toFixed(0)} MiB`);
       assert.ok(refused > 0, "no connection was refused");
@@ -204,11 +186,11 @@ describe("what a token holder can make the gateway hold across connections", () 
     const post = () => fetch(g.url, { method: "POST", body, headers: {
       Authorization: `Bearer ${A}`, "Content-Type": "application/json", Accept: "application/json",
       "Mcp-Session-Id": session } }).then(async (r) => ({ status: r.status, text: await r.text() }));
-    const before = memoryMiB(g.proc.pid, "VmRSS");
+    const before = procStatus(g.proc.pid, "VmRSS");
     const replies = [];
     // Four at a time: 12 MB of bodies fit in the credential's request budget (16 MiB).
     for (let round = 0; round < 6; round++) replies.push(...await Promise.all(Array.from({ length: 4 }, post)));
-    const peak = memoryMiB(g.proc.pid, "VmHWM");
+    const peak = procStatus(g.proc.pid, "VmHWM");
     console.log(`24 pings of a million values: gateway VmRSS ${before.toFixed(0)} MiB before, peak ${peak.toFixed(0)} MiB`);
     for (const r of replies) {
       assert.equal(r.status, 400, r.text.slice(0, 300));
@@ -228,11 +210,11 @@ describe("what a token holder can make the gateway hold across connections", () 
       const made = await runPython(client, "import os\nos.makedirs('out', exist_ok=True)\nopen('out/big.txt', 'w').write('x' * 8_000_000)");
       assert.ok(!made.isError, text(made));
       session = client.transport.sessionId;
-      const before = memoryMiB(g.proc.pid, "VmRSS");
+      const before = procStatus(g.proc.pid, "VmRSS");
       const { reader, open, closed, out } = await holdUnread(g, A, session, 40);
       try {
-        const peak = memoryMiB(g.proc.pid, "VmHWM");
-        const now = memoryMiB(g.proc.pid, "VmRSS");
+        const peak = procStatus(g.proc.pid, "VmHWM");
+        const now = procStatus(g.proc.pid, "VmRSS");
         console.log(`40 unread 8 MB responses (${out}): gateway VmRSS ${before.toFixed(0)} MiB before, ` +
           `${now.toFixed(0)} MiB while held, peak ${peak.toFixed(0)} MiB`);
         // Unbounded, the gateway would hold about 40 x 8 MB = 305 MiB of queued responses.

@@ -13,37 +13,15 @@
 //    unbounded, 64 of them peaked at ~500-640 MiB.
 // Memory and threads are read from /proc/<pid>/status (VmHWM: the peak).
 import assert from "node:assert/strict";
-import fs from "node:fs";
 import net from "node:net";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import {
-  GatewayHttp, Sandboxd, listToolNames, memoryMiB, runPython, stopAll, text, waitFor, writeConfig,
+  gatewaySuite, listToolNames, procStatus, runPython, text, waitFor,
 } from "./harness.mjs";
 
 const MiB = 1 << 20;
 
-let sandboxd;
-const gateways = [];
-before(async () => {
-  sandboxd = new Sandboxd();
-  await sandboxd.start();
-});
-after(async () => {
-  for (const g of gateways) await g.stop();
-  await sandboxd?.stop();
-  await stopAll();
-});
-
-async function startGateway(extraArgs = []) {
-  const g = new GatewayHttp({ config: writeConfig({}), sandboxd: sandboxd.endpoint, extraArgs, tokens: 2 });
-  gateways.push(g);
-  await g.start();
-  return g;
-}
-
-function threads(pid) {
-  return Number(/Threads:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))[1]);
-}
+const { startGateway } = gatewaySuite({ tokens: 2 });
 
 function head(g, token, session, length, accept, protocol = "2025-11-25") {
   return `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${g.port}\r\nAuthorization: Bearer ${token}\r\n` +
@@ -116,8 +94,8 @@ describe("work in flight after dispatch", () => {
       sleepers.push(await post(g, A, s, callOf(1, "import time; time.sleep(200)", 250),
         { until: (r) => r.includes("id:") }));
     }
-    const beforeThreads = threads(g.proc.pid);
-    const beforeRss = memoryMiB(g.proc.pid, "VmRSS");
+    const beforeThreads = procStatus(g.proc.pid, "Threads");
+    const beforeRss = procStatus(g.proc.pid, "VmRSS");
     try {
       // 4 x 30 calls of 2 MiB of code, then 4 x 30 small ones, each client leaving after
       // the priming event: unbounded, 240 threads and ~700 MiB.
@@ -131,8 +109,8 @@ describe("work in flight after dispatch", () => {
           }
         }
       }
-      const peak = memoryMiB(g.proc.pid, "VmHWM");
-      const nowThreads = threads(g.proc.pid);
+      const peak = procStatus(g.proc.pid, "VmHWM");
+      const nowThreads = procStatus(g.proc.pid, "Threads");
       console.log(`240 detached calls of one token: threads ${beforeThreads} -> ${nowThreads}, ` +
         `VmRSS ${beforeRss.toFixed(0)} MiB before, peak ${peak.toFixed(0)} MiB`);
       // At most --max_calls_in_flight_per_credential (64) calls, a thread each (and a few
@@ -167,7 +145,7 @@ describe("work in flight after dispatch", () => {
           "open('out/big.bin', 'wb').write(os.urandom(8 * 1024 * 1024 - 4096))");
         assert.ok(!made.isError, text(made));
       }
-      const before = memoryMiB(g.proc.pid, "VmRSS");
+      const before = procStatus(g.proc.pid, "VmRSS");
       // 64 reads at once, 16 per session, on sockets that take the first KiBs and then
       // never read again. Each settles refused (a whole small answer), streaming (the
       // answer's first KiB), or closed (past the pending-write budget).
@@ -180,7 +158,7 @@ describe("work in flight after dispatch", () => {
           { accept: "application/json", until: started }).then((r) => { r.socket.pause(); sockets.push(r.socket); return r; }));
       }
       const replies = (await Promise.all(reads)).map((r) => r.reply);
-      const peak = memoryMiB(g.proc.pid, "VmHWM");
+      const peak = procStatus(g.proc.pid, "VmHWM");
       const refused = replies.filter((r) => /max_resource_reads_in_flight/.test(r));
       console.log(`64 concurrent reads of an 8 MB file: ${refused.length} refused; gateway VmRSS ` +
         `${before.toFixed(0)} MiB before, peak ${peak.toFixed(0)} MiB`);

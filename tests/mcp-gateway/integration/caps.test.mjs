@@ -4,9 +4,9 @@
 // file_list frames itself with huge listings cannot grow the gateway.
 import assert from "node:assert/strict";
 import { after, describe, test } from "node:test";
-import fs from "node:fs";
 import {
-  GatewayHttp, Sandboxd, everythingStdio, memoryMiB, runPython, stopAll, text, waitFor, writeConfig,
+  GatewayHttp, Sandboxd, everythingStdio, gatewaySuite, procStatus, runPython, stopAll, text, waitFor,
+  writeConfig,
 } from "./harness.mjs";
 
 // A gateway whose clients authenticate with one of two tokens (from the environment).
@@ -90,29 +90,20 @@ print("listings replaced")
 `;
 
 describe("hostile listings of out/", () => {
-  let sandboxd;
-  let gateway;
-  after(async () => {
-    await gateway?.stop();
-    await sandboxd?.stop();
-    await stopAll();
-  });
+  const { startGateway } = gatewaySuite();
 
   // 1,064 directories of 4 KiB paths per listing took the gateway from 20 to 297 MiB for
   // one run (the walk queued every entry), and 1,000 files of 4 KiB paths stayed in every
   // resources/list.
   test("a sandbox answering its own file_list frames cannot grow the gateway", async () => {
-    sandboxd = new Sandboxd();
-    await sandboxd.start();
-    gateway = new GatewayHttp({ config: writeConfig({}), sandboxd: sandboxd.endpoint });
-    await gateway.start();
+    const gateway = await startGateway();
     const client = await gateway.client("hostile-lister");
     for (const [name, kind] of [["dirs", "directory"], ["files", "file"]]) {
       const r = await runPython(client, HOSTILE_LISTER(kind), { session: name });
       assert.match(text(r), /listings replaced/);
       assert.match(text(r), /could not be listed|not listed/, text(r));
     }
-    const peak = memoryMiB(gateway.proc.pid, "VmHWM");
+    const peak = procStatus(gateway.proc.pid, "VmHWM");
     console.log(`gateway VmHWM after the hostile runs: ${peak.toFixed(0)} MiB`);
     assert.ok(peak < 128, `the gateway's peak memory was ${peak.toFixed(0)} MiB`);
     const list = await client.listResources();
@@ -123,28 +114,14 @@ describe("hostile listings of out/", () => {
   });
 });
 
-// The gateway's threads (/proc/<pid>/status).
-function threadsOf(pid) {
-  return Number(/Threads:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))[1]);
-}
-
 describe("abandoned runs", () => {
-  let sandboxd;
-  let gateway;
-  after(async () => {
-    await gateway?.stop();
-    await sandboxd?.stop();
-    await stopAll();
-  });
+  const { startGateway } = gatewaySuite({ sandboxdArgs: ["--pool_size=0"] });
 
   // Runs of one session queue behind the one running. 30 queued runs whose clients had
   // gone kept 42 threads and 200 MiB until the run ahead ended (up to
   // --max_timeout_seconds): the wait for the session ignored cancellation.
   test("queued runs whose client cancels them end while the run ahead goes on", async () => {
-    sandboxd = new Sandboxd(["--pool_size=0"]);
-    await sandboxd.start();
-    gateway = new GatewayHttp({ config: writeConfig({}), sandboxd: sandboxd.endpoint });
-    await gateway.start();
+    const gateway = await startGateway();
     const client = await gateway.client("abandoner");
     let headStarted;
     const started = new Promise((r) => { headStarted = r; });
@@ -155,16 +132,16 @@ describe("abandoned runs", () => {
       .catch(() => {}).finally(() => { headDone = true; });
     await started;
     const pid = gateway.proc.pid;
-    const before = threadsOf(pid);
+    const before = procStatus(pid, "Threads");
     const queued = Array.from({ length: 10 }, () => new AbortController());
     const runs = queued.map((c, i) => runPython(client, `x = ${i}  # ${"p".repeat(1 << 20)}`, {},
       { signal: c.signal }).catch(() => {}));
-    await waitFor(() => threadsOf(pid) >= before + 10, "ten runs queued behind the head", 30000);
+    await waitFor(() => procStatus(pid, "Threads") >= before + 10, "ten runs queued behind the head", 30000);
     for (const c of queued) c.abort("the client gave up");
     await Promise.all(runs);
     // Bounded only so that the old gateway fails instead of hanging: its threads stay
     // until the head run ends, 90 s on.
-    await waitFor(() => threadsOf(pid) <= before + 1, "the queued runs' threads to end", 30000);
+    await waitFor(() => procStatus(pid, "Threads") <= before + 1, "the queued runs' threads to end", 30000);
     assert.equal(headDone, false, "the queued runs ended while the run ahead still went on");
     head.abort("done");
     await headRun;
@@ -194,26 +171,19 @@ time.sleep(3600)
 `;
 
 describe("tool-call bytes across sandboxes", () => {
-  let sandboxd;
-  let gateway;
-  after(async () => {
-    await gateway?.stop();
-    await sandboxd?.stop();
-    await stopAll();
+  const { startGateway } = gatewaySuite({
+    sandboxdArgs: ["--pool_size=0"], servers: { everything: everythingStdio() },
   });
 
   // 8 sandboxes of one token, each with a stalled runner sending 20 calls of 3 MiB, took
   // the gateway to 974 MiB (996 MiB peak) and 107 threads: each run's own caps allowed
   // 32 MiB of arguments, and answers waiting to be taken freed their slot.
   test("one credential's stalled runners cannot grow the gateway without bound", async () => {
-    sandboxd = new Sandboxd(["--pool_size=0"]);
-    await sandboxd.start();
-    gateway = new GatewayHttp({ config: writeConfig({ everything: everythingStdio() }), sandboxd: sandboxd.endpoint });
-    await gateway.start();
+    const gateway = await startGateway();
     const clients = await Promise.all(Array.from({ length: 8 }, (_, i) => gateway.client(`flood-${i}`)));
     await Promise.all(clients.map((c) => runPython(c, STALLED_FLOOD(20, 3), { timeout_seconds: 15 })
       .catch(() => {})));
-    const peak = memoryMiB(gateway.proc.pid, "VmHWM");
+    const peak = procStatus(gateway.proc.pid, "VmHWM");
     console.log(`gateway VmHWM after the stalled floods: ${peak.toFixed(0)} MiB`);
     assert.ok(peak < 600, `the gateway's peak memory was ${peak.toFixed(0)} MiB`);
     const r = await runPython(clients[0], "print('still serving')");

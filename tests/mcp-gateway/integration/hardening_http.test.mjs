@@ -9,11 +9,9 @@ import fs from "node:fs";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
-import {
-  GatewayHttp, Sandboxd, listToolNames, memoryMiB, stopAll, track, writeConfig,
-} from "./harness.mjs";
+import { gatewaySuite, listToolNames, procStatus, track } from "./harness.mjs";
 
 const FLOOD = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "unauth_flood.py");
 
@@ -42,37 +40,19 @@ function sendEndless(port, head, filler, total) {
 }
 
 describe("the HTTP front against hostile peers", () => {
-  let sandboxd;
-  const gateways = [];
-
-  before(async () => {
-    sandboxd = new Sandboxd();
-    await sandboxd.start();
-  });
-  after(async () => {
-    for (const g of gateways) await g.stop();
-    await sandboxd?.stop();
-    await stopAll();
-  });
-
-  async function startGateway(extraArgs = []) {
-    const gateway = new GatewayHttp({ config: writeConfig({}), sandboxd: sandboxd.endpoint, extraArgs });
-    gateways.push(gateway);
-    await gateway.start();
-    return gateway;
-  }
+  const { startGateway } = gatewaySuite();
 
   test("an endless chunk extension and an endless trailer get 431 and do not grow the gateway", async () => {
     const gateway = await startGateway();
     const head = `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${gateway.token}\r\n` +
       "Content-Type: application/json\r\nAccept: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
-    const before = memoryMiB(gateway.proc.pid, "VmRSS");
+    const before = procStatus(gateway.proc.pid, "VmRSS");
     const total = 384 << 20;
     const { reply: extension, sent: extensionSent } = await sendEndless(gateway.port, head + "1;x=", "a", total);
     const { reply: trailer, sent: trailerSent } =
       await sendEndless(gateway.port, head + "2\r\n{}\r\n0\r\nX-Trailer: ", "b", total);
-    const peak = memoryMiB(gateway.proc.pid, "VmHWM");
-    const now = memoryMiB(gateway.proc.pid, "VmRSS");
+    const peak = procStatus(gateway.proc.pid, "VmHWM");
+    const now = procStatus(gateway.proc.pid, "VmRSS");
     console.log(`gateway VmRSS ${before.toFixed(0)} MiB before, ${now.toFixed(0)} after, ` +
       `peak ${peak.toFixed(0)} MiB, after ${extensionSent >> 20} MiB of chunk extension and ` +
       `${trailerSent >> 20} MiB of trailer (up to ${total >> 20} MiB each, until the gateway answers)`);

@@ -7,10 +7,9 @@
 //    stream cannot be kept alive past --resume_grace by re-attaching it.
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import fs from "node:fs";
 import net from "node:net";
 import { after, before, describe, test } from "node:test";
-import { GatewayHttp, Sandboxd, everythingStdio, stopAll, waitFor, writeConfig } from "./harness.mjs";
+import { GatewayHttp, Sandboxd, everythingStdio, procStatus, stopAll, waitFor, writeConfig } from "./harness.mjs";
 
 const PROTOCOL = "2025-11-25";
 const INIT = {
@@ -155,11 +154,6 @@ const resume = (g, session, stream) => rawUntil(g,
   (t) => new RegExp(`\\r\\n([0-9a-f]+)\\r\\nid: ${stream}-2\\n`).test(t));
 const chunkSize = (text, stream) => parseInt(new RegExp(`\\r\\n([0-9a-f]+)\\r\\nid: ${stream}-2\\n`).exec(text)[1], 16);
 
-const status = (pid, field) => {
-  const line = fs.readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith(field + ":"));
-  return parseInt(line.split(/\s+/)[1], 10) * 1024;
-};
-
 describe("resumption is bounded", () => {
   const gateways = [];
   after(async () => { for (const g of gateways) await g.stop(); });
@@ -176,9 +170,9 @@ describe("resumption is bounded", () => {
         sockets.push(socket);
         assert.ok(chunkSize(text, stream) >= 6_000_000, `resumption ${i} replays the whole response`);
       }
-      const hwm = status(g.proc.pid, "VmHWM");
-      console.log(`gateway VmHWM after 300 resumptions: ${(hwm / 1048576).toFixed(1)} MiB, VmRSS ${(status(g.proc.pid, "VmRSS") / 1048576).toFixed(1)} MiB`);
-      assert.ok(hwm < 256 * 1048576, `VmHWM ${hwm} bytes`);
+      const hwm = procStatus(g.proc.pid, "VmHWM");
+      console.log(`gateway VmHWM after 300 resumptions: ${hwm.toFixed(1)} MiB, VmRSS ${procStatus(g.proc.pid, "VmRSS").toFixed(1)} MiB`);
+      assert.ok(hwm < 256, `VmHWM ${hwm.toFixed(1)} MiB`);
     } finally {
       for (const s of sockets) s.destroy();
     }

@@ -5,6 +5,7 @@
 import { randomBytes } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
+import { after, before } from "node:test";
 import { pathToFileURL } from "node:url";
 import {
   Sandboxd, canConnect, freePort, required, spawnTied, stopAll, tempDir, tiedCommand, track, waitFor,
@@ -90,6 +91,32 @@ export class GatewayHttp {
   }
 }
 
+// The set-up several suites share: one sandboxd (its flags `sandboxdArgs`) started in
+// before(), and HTTP gateways on it that startGateway(extraArgs, options) starts as the
+// tests need them, all stopped in after(). Called at a file's top level or in a describe(),
+// it registers the hooks there. `options` and `gatewayOptions` (every gateway's) are
+// GatewayHttp's, and `servers` the gateway's mcpServers (none by default).
+export function gatewaySuite({ sandboxdArgs = [], ...gatewayOptions } = {}) {
+  const suite = { sandboxd: undefined, gateways: [] };
+  before(async () => {
+    suite.sandboxd = new Sandboxd(sandboxdArgs);
+    await suite.sandboxd.start();
+  });
+  after(async () => {
+    for (const g of suite.gateways) await g.stop();
+    await suite.sandboxd?.stop();
+    await stopAll();
+  });
+  suite.startGateway = async (extraArgs = [], options = {}) => {
+    const { servers = {}, ...rest } = { ...gatewayOptions, ...options };
+    const g = new GatewayHttp({ config: writeConfig(servers), sandboxd: suite.sandboxd.endpoint, extraArgs, ...rest });
+    suite.gateways.push(g);
+    await g.start();
+    return g;
+  };
+  return suite;
+}
+
 // The tool names a new SDK client of `gateway` lists (with the i-th token): a witness that
 // the gateway still serves a client that behaves while an attack goes on.
 export async function listToolNames(gateway, token = 0) {
@@ -101,10 +128,14 @@ export async function listToolNames(gateway, token = 0) {
   }
 }
 
-// A process's memory in MiB from /proc/<pid>/status: "VmRSS" now, "VmHWM" its peak.
-export function memoryMiB(pid, field = "VmRSS") {
+// One field of /proc/<pid>/status as a number: the sizes given in kB (VmRSS now, VmHWM
+// the peak, ...) in MiB, a count (Threads, ...) as it stands. procStatus(pid, "VmHWM") is
+// the process's peak memory in MiB.
+export function procStatus(pid, field) {
   const status = fs.readFileSync(`/proc/${pid}/status`, "utf8");
-  return Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)[1]) / 1024;
+  const m = new RegExp(`^${field}:\\s+(\\d+)( kB)?$`, "m").exec(status);
+  if (!m) throw new Error(`no ${field} in /proc/${pid}/status`);
+  return m[2] ? Number(m[1]) / 1024 : Number(m[1]);
 }
 
 // An SDK client talking to a stdio gateway it spawns itself.

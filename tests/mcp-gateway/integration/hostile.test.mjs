@@ -3,14 +3,12 @@
 // code that floods tool calls. Each case checks that the gateway stays up, that its memory
 // stays bounded, and that a well-behaved client is still served.
 import assert from "node:assert/strict";
-import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import {
-  GatewayHttp, Sandboxd, everythingStdio, memoryMiB, rawStdioGateway, runPython, stopAll, text, waitFor,
-  writeConfig,
+  everythingStdio, gatewaySuite, procStatus, rawStdioGateway, runPython, text, waitFor, writeConfig,
 } from "./harness.mjs";
 
 const HOSTILE = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "hostile_upstream.py");
@@ -20,8 +18,8 @@ const INIT = {
 };
 const NESTED = "[".repeat(200000) + "]".repeat(200000);
 
-const rssMiB = (pid) => memoryMiB(pid, "VmRSS");
-const peakMiB = (pid) => memoryMiB(pid, "VmHWM");
+const rssMiB = (pid) => procStatus(pid, "VmRSS");
+const peakMiB = (pid) => procStatus(pid, "VmHWM");
 
 function hostile(mode) {
   return { command: "python3", args: [HOSTILE, mode] };
@@ -39,25 +37,8 @@ async function assertServes(gateway) {
 }
 
 describe("hostile input to the gateway", () => {
-  let sandboxd;
-  const gateways = [];
-
-  before(async () => {
-    sandboxd = new Sandboxd();
-    await sandboxd.start();
-  });
-  after(async () => {
-    for (const g of gateways) await g.stop();
-    await sandboxd?.stop();
-    await stopAll();
-  });
-
-  async function startGateway(servers, extraArgs = []) {
-    const gateway = new GatewayHttp({ config: writeConfig(servers), sandboxd: sandboxd.endpoint, extraArgs });
-    gateways.push(gateway);
-    await gateway.start();
-    return gateway;
-  }
+  const suite = gatewaySuite();
+  const startGateway = (servers, extraArgs = []) => suite.startGateway(extraArgs, { servers });
 
   test("client: 200,000 nested arrays in an HTTP POST get a parse error, not a crash", async () => {
     const gateway = await startGateway({ everything: everythingStdio() });
@@ -77,7 +58,7 @@ describe("hostile input to the gateway", () => {
 
   test("client: 200,000 nested arrays on a stdio line get a parse error, not a crash", async () => {
     const config = writeConfig({ everything: everythingStdio() });
-    const { proc, lines, send } = rawStdioGateway({ config, sandboxd: sandboxd.endpoint });
+    const { proc, lines, send } = rawStdioGateway({ config, sandboxd: suite.sandboxd.endpoint });
     send(NESTED);
     send(JSON.stringify(INIT));
     await waitFor(() => lines.length >= 2, "two replies");
@@ -112,10 +93,10 @@ describe("hostile input to the gateway", () => {
   test("client: six parallel first run_python calls share one sandbox session", async () => {
     const gateway = await startGateway({ everything: everythingStdio() });
     const client = await gateway.client("parallel");
-    const before = sandboxd.sessions().length;
+    const before = suite.sandboxd.sessions().length;
     const code = "x = globals().get('x', 0) + 1\nx";
     await Promise.all([...Array(6)].map(() => runPython(client, code)));
-    assert.equal(sandboxd.sessions().length - before, 1, "one sandbox session for one MCP session");
+    assert.equal(suite.sandboxd.sessions().length - before, 1, "one sandbox session for one MCP session");
     const r = await runPython(client, "x");
     assert.equal(r.structuredContent.result, "6");  // every run saw the same namespace
     await client.close();

@@ -45,7 +45,7 @@ EventStream::Options PostStream(uint64_t number) {
 TEST(EventStreamTest, EventsCarryStreamAndSequenceIdsAndTheResponseEndsTheStream) {
   EventStream stream(PostStream(7));
   auto consumer = std::make_shared<RecordingConsumer>();
-  stream.Attach(consumer, std::nullopt);
+  ASSERT_TRUE(stream.Attach(consumer, std::nullopt).ok());
   stream.Send(Progress(1));
   stream.Send(MakeResult(3, json::object()));
   ASSERT_EQ(consumer->chunks.size(), 2u);
@@ -58,14 +58,14 @@ TEST(EventStreamTest, ResumingReplaysOnlyWhatCameAfterTheId) {
   EventStream stream(PostStream(2));
   auto first = std::make_shared<RecordingConsumer>();
   stream.Prime();
-  stream.Attach(first, std::nullopt);
+  ASSERT_TRUE(stream.Attach(first, std::nullopt).ok());
   stream.Send(Progress(1));
   stream.Detach(first.get(), EventStream::Clock::now());
   EXPECT_TRUE(stream.resumable());
   stream.Send(Progress(2));             // nobody reads: kept
   stream.Send(MakeResult(3, json::object()));
   auto second = std::make_shared<RecordingConsumer>();
-  stream.Attach(second, 2);  // the client saw 2-1 (priming) and 2-2
+  ASSERT_TRUE(stream.Attach(second, 2).ok());  // the client saw 2-1 (priming) and 2-2
   ASSERT_EQ(second->chunks.size(), 2u);
   EXPECT_EQ(second->chunks[0].rfind("id: 2-3\n", 0), 0u);
   EXPECT_TRUE(second->ended);
@@ -77,9 +77,9 @@ TEST(EventStreamTest, AResumingClientTakesOverAndTheOldConnectionEnds) {
   EventStream stream(PostStream(1));
   auto first = std::make_shared<RecordingConsumer>();
   auto second = std::make_shared<RecordingConsumer>();
-  stream.Attach(first, std::nullopt);
+  ASSERT_TRUE(stream.Attach(first, std::nullopt).ok());
   stream.Send(Progress(1));
-  stream.Attach(second, 1);
+  ASSERT_TRUE(stream.Attach(second, 1).ok());
   EXPECT_TRUE(first->ended);
   stream.Delivered(first.get());  // the old connection's end is not the stream's
   EXPECT_FALSE(stream.done());
@@ -94,7 +94,7 @@ TEST(EventStreamTest, HistoryIsBoundedButTheNewestEventIsKept) {
   EventStream stream(options);
   for (int i = 1; i <= 10; ++i) stream.Send(Progress(i));
   auto consumer = std::make_shared<RecordingConsumer>();
-  stream.Attach(consumer, std::nullopt);
+  ASSERT_TRUE(stream.Attach(consumer, std::nullopt).ok());
   ASSERT_EQ(consumer->chunks.size(), 3u);
   EXPECT_EQ(consumer->chunks[0].rfind("id: 1-8\n", 0), 0u);
 
@@ -104,7 +104,7 @@ TEST(EventStreamTest, HistoryIsBoundedButTheNewestEventIsKept) {
   tiny.Send(Progress(1));
   tiny.Send(MakeResult(1, json::object()));
   auto reader = std::make_shared<RecordingConsumer>();
-  tiny.Attach(reader, std::nullopt);
+  ASSERT_TRUE(tiny.Attach(reader, std::nullopt).ok());
   ASSERT_EQ(reader->chunks.size(), 1u);
   EXPECT_TRUE(reader->ended);
 }
@@ -114,7 +114,7 @@ TEST(EventStreamTest, AJsonStreamCarriesOnlyTheResponseAndCannotBeResumed) {
   options.sse = false;
   EventStream stream(options);
   auto consumer = std::make_shared<RecordingConsumer>();
-  stream.Attach(consumer, std::nullopt);
+  ASSERT_TRUE(stream.Attach(consumer, std::nullopt).ok());
   stream.Send(Progress(1));
   EXPECT_TRUE(consumer->chunks.empty());
   EXPECT_FALSE(stream.resumable());
@@ -172,7 +172,9 @@ TEST(EventStreamTest, ResumingAgainAndAgainHoldsOneReplayAndClosesTheSuperseded)
       auto next = std::make_shared<ClosingConsumer>();
       ASSERT_TRUE(stream.Attach(next, 1).ok()) << i;
       ASSERT_EQ(next->chunks.size(), 1u);
-      if (previous) EXPECT_TRUE(previous->superseded) << i;
+      if (previous) {
+        EXPECT_TRUE(previous->superseded) << i;
+      }
       previous = next;
       EXPECT_GT(stream.replay_bytes(), 1u << 20);
       EXPECT_EQ(session->used(), kept + stream.replay_bytes()) << i;  // one replay, never more

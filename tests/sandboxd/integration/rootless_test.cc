@@ -164,7 +164,8 @@ TEST_F(RootlessTest, OneSessionAtItsProcessLimitDoesNotStarveAnother) {
   auto stub = d.Stub();
   sandbox::v1::Session greedy = CreateSession(*stub);
   sandbox::v1::Session other = CreateSession(*stub);
-  const char* kStartThreads = R"(
+  // constexpr: absl::StrFormat checks its format at compile time (clang rejects a runtime one).
+  static constexpr char kStartThreads[] = R"(
 import threading, time
 started = 0
 for _ in range(%d):
