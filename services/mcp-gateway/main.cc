@@ -154,6 +154,9 @@ ABSL_FLAG(absl::Duration, upstream_stream_retry_max, absl::Seconds(30),
 ABSL_FLAG(absl::Duration, min_tools_refresh_interval, absl::Seconds(1),
           "An upstream's tools/list_changed flood is coalesced: at most one tools/list per "
           "upstream per this interval, and clients are told only when its tools changed.");
+ABSL_FLAG(double, upstream_log_rate, 10,
+          "notifications/message lines logged per second per upstream (bursts of as many); "
+          "more are counted and reported. 0: none logged.");
 ABSL_FLAG(uint32_t, max_tool_calls_in_flight, 64,
           "Tool calls of one run_python answered at the same time; more get a ToolError.");
 ABSL_FLAG(uint64_t, max_tool_call_bytes, 4 << 20,
@@ -404,6 +407,7 @@ absl::StatusOr<gateway::UpstreamOptions> UpstreamOptionsFromFlags(
       std::max(options.stream_retry.min, absl::GetFlag(FLAGS_upstream_stream_retry_max));
   options.min_tools_refresh_interval = absl::GetFlag(FLAGS_min_tools_refresh_interval);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_upstream_message_bytes);
+  options.log_messages_per_second = absl::GetFlag(FLAGS_upstream_log_rate);
   options.receive_budget = std::make_shared<codemode::ByteBudget>(
       "max_upstream_bytes_in_flight", absl::GetFlag(FLAGS_max_upstream_bytes_in_flight),
       codemode::AllOf(ceiling));

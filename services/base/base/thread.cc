@@ -2,6 +2,7 @@
 
 #include <exception>
 
+#include "base/log_text.h"
 #include "spdlog/spdlog.h"
 
 namespace codemode {
@@ -11,7 +12,7 @@ bool RunContained(const char* what, const std::function<void()>& fn) {
     fn();
     return true;
   } catch (const std::exception& e) {
-    spdlog::error("{}: unexpected exception contained: {}", what, e.what());
+    spdlog::error("{}: unexpected exception contained: {}", what, codemode::LogLongText(e.what()));
   } catch (...) {
     spdlog::error("{}: unexpected non-standard exception contained", what);
   }

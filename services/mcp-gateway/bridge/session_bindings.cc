@@ -2,6 +2,7 @@
 #include "bridge/session_bindings.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/log_text.h"
 #include "spdlog/spdlog.h"
 
 namespace gateway {
@@ -138,7 +139,8 @@ void SessionBindings::Forget(const std::string& mcp_session, const std::string& 
   const SandboxRef ref = b->ref();
   absl::Status s = sandboxes_->DeleteSession(ref);
   if (!s.ok() && !absl::IsNotFound(s)) {
-    spdlog::warn("cannot delete lost sandbox session {}: {}", ref.session_id, std::string(s.message()));
+    spdlog::warn("cannot delete lost sandbox session {}: {}", codemode::LogText(ref.session_id),
+                 codemode::LogLongText(s.message()));
   }
 }
 
@@ -166,7 +168,8 @@ void SessionBindings::Close(const std::string& mcp_session) {
     if (!ref) continue;
     absl::Status s = sandboxes_->DeleteSession(*ref);
     if (!s.ok() && !absl::IsNotFound(s)) {
-      spdlog::warn("cannot delete sandbox session {}: {}", ref->session_id, std::string(s.message()));
+      spdlog::warn("cannot delete sandbox session {}: {}", codemode::LogText(ref->session_id),
+                   codemode::LogLongText(s.message()));
     }
   }
 }

@@ -13,6 +13,7 @@
 #include <boost/beast/http/status.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "base/log_text.h"
 #include "spdlog/spdlog.h"
 
 namespace gateway {
@@ -207,7 +208,7 @@ void Connection::Refuse(int status, const std::string& message, bool close) {
   if (close) keep_alive_ = false;
   phase_ = Phase::kHandling;
   ReleaseRequest();
-  spdlog::debug("http: refused a request: {}", message);
+  spdlog::debug("http: refused a request: {}", codemode::LogLongText(message));
   Respond(handler_.error(status, message));
 }
 

@@ -20,6 +20,7 @@
 // whose SSE connection drops keeps running for `resume_grace`, and a GET with the
 // Last-Event-ID of one of its events picks up the rest; otherwise it is cancelled, as if
 // the client had sent notifications/cancelled.
+#include "base/log_text.h"
 #include "server/http_server_impl.h"
 
 namespace gateway {
@@ -274,7 +275,7 @@ void HttpServer::Impl::ReapIdle() {
   }
   for (auto& [session, id] : abandoned) {
     spdlog::info("http: session {}: nobody resumed the stream of request {}; cancelling it",
-                 session->id, id.dump());
+                 session->id, codemode::LogText(id.dump()));
     CancelCall(session, id, "client disconnected and did not resume");
   }
   for (auto& session : expired) {

@@ -2,6 +2,7 @@
 // are answered in one piece or as an SSE stream that outlives its connection), GET (the
 // session's notification stream, or the resumption of a call's stream with Last-Event-ID)
 // and DELETE, and closing a session. See http_server.cc for the rest.
+#include "base/log_text.h"
 #include "server/http_server_impl.h"
 
 namespace gateway {
@@ -130,7 +131,7 @@ void HttpServer::Impl::CreateSession(const std::shared_ptr<http::Connection>& co
     return unavailable(why);
   }
   spdlog::info("http: session {} created (protocol {})", session->id,
-               session->mcp->protocol_version());
+               codemode::LogText(session->mcp->protocol_version()));
   http::Response res = SingleResponse(*response, !accept.json);
   res.headers.emplace_back(kSessionHeader, session->id);
   conn->Respond(std::move(res));

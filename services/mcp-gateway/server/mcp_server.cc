@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/log_text.h"
 #include "spdlog/spdlog.h"
 #include "base/mutex.h"
 
@@ -258,7 +259,7 @@ json McpSession::Impl::Initialize(const json& id, const json& params) {
   }
   auto client = params.find("clientInfo");
   spdlog::debug("mcp session {}: initialize, protocol {}, client {}", self->key(), version,
-                client != params.end() ? wire::Dump(*client) : "unknown");
+                client != params.end() ? codemode::LogText(wire::Dump(*client)) : "unknown");
 
   json capabilities = {{"tools", {{"listChanged", true}}}, {"logging", json::object()}};
   if (provider->HasResources()) capabilities["resources"] = {{"listChanged", true}};
@@ -357,7 +358,8 @@ json McpSession::Impl::StartWork(const json& id, const json& params,
         options.call_limits->Acquire(self->credential(), read, bytes);
     if (!acquired.ok()) {
       const std::string why(acquired.status().message());
-      spdlog::warn("mcp session {}: refused {}: {}", self->key(), what, why);
+      spdlog::warn("mcp session {}: refused {}: {}", self->key(), codemode::LogText(what),
+                   codemode::LogLongText(why));
       return MakeError(id, kInternalError, why);
     }
     ticket = std::make_shared<CallLimits::Ticket>(std::move(*acquired));
@@ -434,7 +436,8 @@ void McpSession::Impl::RunWork(const json& id, const std::string& what, const Wo
   try {
     response = WorkResponse(id, work(context), not_found_code);
   } catch (const std::exception& e) {
-    spdlog::error("mcp session {}: {} threw: {}", self->key(), what, e.what());
+    spdlog::error("mcp session {}: {} threw: {}", self->key(), codemode::LogText(what),
+                  codemode::LogLongText(e.what()));
     response = MakeError(id, kInternalError, what + " failed: " + e.what());
   } catch (...) {
     response = MakeError(id, kInternalError, what + " failed");
@@ -491,7 +494,8 @@ void McpSession::Handle(const nlohmann::json& message, std::shared_ptr<ReplySink
     impl_->Dispatch(message, reply);
   } catch (const std::exception& e) {
     // Only reachable through a provider or sink throwing; never let it escape.
-    spdlog::error("mcp session {}: error handling a message: {}", key_, e.what());
+    spdlog::error("mcp session {}: error handling a message: {}", key_,
+                  codemode::LogLongText(e.what()));
     if (wire::LooksLikeRequest(message) && wire::IsValidId(message.at("id"))) {
       Reply(reply, MakeError(message.at("id"), kInternalError,
                              std::string("internal error: ") + e.what()));
@@ -517,7 +521,8 @@ void McpSession::Log(const std::string& level, const std::string& logger,
                      const nlohmann::json& data) {
   int index = LogLevelIndex(level);
   if (index < 0) {
-    spdlog::warn("mcp session {}: dropping a log message with unknown level '{}'", key_, level);
+    spdlog::warn("mcp session {}: dropping a log message with unknown level '{}'", key_,
+                 codemode::LogText(level));
     return;
   }
   std::shared_ptr<ReplySink> sink;
@@ -554,7 +559,7 @@ void McpSession::Close() {
   try {
     impl_->provider->SessionClosed(key_);
   } catch (const std::exception& e) {
-    spdlog::error("mcp session {}: SessionClosed threw: {}", key_, e.what());
+    spdlog::error("mcp session {}: SessionClosed threw: {}", key_, codemode::LogLongText(e.what()));
   }
 }
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "upstream/http_transport.h"
 #include "upstream/stdio_transport.h"
+#include "base/log_text.h"
 #include "spdlog/spdlog.h"
 
 namespace gateway {
@@ -20,7 +21,8 @@ std::unique_ptr<ClientTransport> MakeTransport(const UpstreamConfig& config,
   switch (config.type) {
     case UpstreamConfig::Type::kStdio:
       return std::make_unique<StdioTransport>(config, options.stop_grace,
-                                              options.max_message_bytes);
+                                              options.max_message_bytes,
+                                              options.log_messages_per_second);
     case UpstreamConfig::Type::kStreamableHttp:
       return std::make_unique<StreamableHttpTransport>(config, options.connect_timeout,
                                                        options.stream_retry,
@@ -65,7 +67,8 @@ McpClient::McpClient(UpstreamConfig config, UpstreamOptions options, Handlers ha
     : config_(std::move(config)), options_(std::move(options)) {
   auto transport = MakeTransport(config_, options_);
   transport_ = transport.get();
-  rpc_ = std::make_unique<JsonRpcClient>(config_.name, std::move(transport), std::move(handlers));
+  rpc_ = std::make_unique<JsonRpcClient>(config_.name, std::move(transport), std::move(handlers),
+                                         options_.log_messages_per_second);
 }
 
 McpClient::~McpClient() { Close(); }
@@ -119,7 +122,8 @@ absl::Status McpClient::Connect() {
   if (!tools.ok()) return tools.status();
   tools_ = *std::move(tools);
   spdlog::info("upstream {}: connected to {} (protocol {}, {} tools)", config_.name,
-               server_name_.empty() ? "?" : server_name_, protocol_version_, tools_.size());
+               server_name_.empty() ? "?" : codemode::LogText(server_name_),
+               codemode::LogText(protocol_version_), tools_.size());
   return absl::OkStatus();
 }
 
@@ -153,7 +157,8 @@ absl::StatusOr<std::vector<UpstreamTool>> McpClient::ListTools(absl::Duration ti
     }
     for (auto& tool : ParseTools(config_.name, *result)) {
       if (!names.insert(tool.name).second) {
-        spdlog::warn("upstream {}: duplicate tool {} ignored", config_.name, tool.name);
+        spdlog::warn("upstream {}: duplicate tool {} ignored", config_.name,
+                     codemode::LogText(tool.name));
         continue;
       }
       bytes += CatalogBytes(tool);

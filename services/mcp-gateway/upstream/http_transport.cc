@@ -19,6 +19,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/log_text.h"
 #include "spdlog/spdlog.h"
 #include "base/mutex.h"
 
@@ -178,7 +179,7 @@ StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
   client.send(req, res, result.error);
   if (result.too_large || !result.busy.empty()) {
     spdlog::warn("upstream {}: the answer to {} was not read: {}", config_.name,
-                 wire::MethodOf(message),
+                 codemode::LogText(wire::MethodOf(message)),
                  result.too_large ? absl::StrCat("a message larger than ", max_message_bytes_,
                                                  " bytes (--max_upstream_message_bytes)")
                                   : absl::StrCat("the answers being received hold the gateway's "
@@ -279,7 +280,7 @@ absl::Status StreamableHttpTransport::Reinitialize(const std::string& stale_sess
   if (n.error != httplib::Error::Success || (n.status != 202 && n.status != 200)) {
     return absl::UnavailableError("notifications/initialized was not accepted");
   }
-  spdlog::info("upstream {}: new session {}", config_.name, session_id());
+  spdlog::info("upstream {}: new session {}", config_.name, codemode::LogText(session_id()));
   return absl::OkStatus();
 }
 
@@ -320,8 +321,9 @@ absl::Status StreamableHttpTransport::StartExchange(const json& message) {
     }
     if (!wire::LooksLikeRequest(message)) {
       if (!s.ok()) {
-        spdlog::debug("upstream {}: {} not delivered: {}", config_.name, wire::MethodOf(message),
-                      std::string(s.message()));
+        spdlog::debug("upstream {}: {} not delivered: {}", config_.name,
+                      codemode::LogText(wire::MethodOf(message)),
+                      codemode::LogLongText(s.message()));
       }
     } else if (!closing_ && !exchange->abandoned) {
       if (connection_lost) {
@@ -459,7 +461,7 @@ absl::Status StreamableHttpTransport::Resume(HttpExchange* exchange, StreamCurso
       return absl::CancelledError("closing");
     }
     spdlog::debug("upstream {}: resuming a response stream after event {} (attempt {})",
-                  config_.name, cursor->last_event_id, attempt);
+                  config_.name, codemode::LogText(cursor->last_event_id), attempt);
     GetResult r = GetOnce(exchange, cursor, on_message);
     if (answered()) return absl::OkStatus();
     if (closing_ || exchange->abandoned) return absl::CancelledError("closing");

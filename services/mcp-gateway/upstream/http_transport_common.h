@@ -23,6 +23,7 @@
 #include "base/mutex.h"
 #include "base/untrusted_json.h"
 #include "nlohmann/json.hpp"
+#include "base/log_text.h"
 #include "spdlog/spdlog.h"
 #include "upstream/upstream.h"
 
@@ -100,8 +101,8 @@ inline absl::Status DispatchText(const std::string& name, const std::string& tex
   limits.max_values = UpstreamJsonValueLimit(max_message_bytes);
   absl::StatusOr<json> message = codemode::ParseUntrustedJson(text, "the upstream's message", limits);
   if (!message.ok()) {
-    spdlog::warn("upstream {}: ignoring a message ({}): {}", name, std::string(message.status().message()),
-                 text.substr(0, 200));
+    spdlog::warn("upstream {}: ignoring a message ({}): {}", name,
+                 codemode::LogLongText(message.status().message()), codemode::LogText(text));
     return message.status();
   }
   on_message(std::move(*message));

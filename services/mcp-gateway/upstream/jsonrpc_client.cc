@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
+#include "base/log_text.h"
 #include "base/mutex.h"
 
 namespace gateway {
@@ -28,6 +29,32 @@ bool AsId(const json& id, int64_t* out) {
 // Clamped so that "infinite" timeouts do not overflow the clock arithmetic.
 absl::Duration Bounded(absl::Duration timeout) {
   return std::max(absl::ZeroDuration(), std::min(timeout, absl::Hours(24 * 365)));
+}
+
+// An upstream's notifications/message is its own business, and a hostile upstream can send
+// thousands a second with megabytes of data each: only the eight RFC 5424 level names are
+// believed (anything else is shown as "?"), the data is clipped, and the line is logged one
+// step below the upstream's severity and never above info (docs/gateway.md, "Logs").
+constexpr size_t kUpstreamLogDataBytes = 1024;
+
+spdlog::level::level_enum GatewayLevelOf(const std::string& level) {
+  static constexpr const char* kAtInfo[] = {"warning", "error", "critical", "alert",
+                                            "emergency"};
+  for (const char* name : kAtInfo) {
+    if (level == name) return spdlog::level::info;
+  }
+  return spdlog::level::debug;  // debug, info, notice and "?"
+}
+
+std::string LevelName(const json& params) {
+  static constexpr const char* kLevels[] = {"debug",    "info",  "notice", "warning",
+                                            "error",    "critical", "alert", "emergency"};
+  auto it = params.find("level");
+  if (it == params.end() || !it->is_string()) return "?";
+  for (const char* name : kLevels) {
+    if (it->get_ref<const std::string&>() == name) return name;
+  }
+  return "?";
 }
 
 }  // namespace
@@ -64,8 +91,12 @@ struct JsonRpcClient::Pending {
 };
 
 JsonRpcClient::JsonRpcClient(std::string name, std::unique_ptr<ClientTransport> transport,
-                             Handlers handlers)
-    : name_(std::move(name)), transport_(std::move(transport)), handlers_(std::move(handlers)) {}
+                             Handlers handlers, double log_messages_per_second)
+    : name_(std::move(name)),
+      transport_(std::move(transport)),
+      handlers_(std::move(handlers)),
+      log_limit_(log_messages_per_second),
+      warn_limit_(log_messages_per_second) {}
 
 JsonRpcClient::~JsonRpcClient() { Close(); }
 
@@ -166,7 +197,7 @@ absl::Status JsonRpcClient::GiveUp(int64_t id, const std::string& method, Pendin
     absl::Status s = Notify("notifications/cancelled", {{"requestId", id}, {"reason", reason}});
     if (!s.ok()) {
       spdlog::debug("upstream {}: could not send notifications/cancelled: {}", name_,
-                    std::string(s.message()));
+                    codemode::LogLongText(s.message()));
     }
   }
   transport_->Abandon(id);
@@ -221,7 +252,7 @@ void JsonRpcClient::OnMessage(json message) {
     return;
   }
   if (!message.is_object()) {
-    spdlog::warn("upstream {}: ignoring a message that is not an object", name_);
+    if (MayWarn()) spdlog::warn("upstream {}: ignoring a message that is not an object", name_);
     return;
   }
   bool has_method = message.contains("method") && message["method"].is_string();
@@ -236,10 +267,13 @@ void JsonRpcClient::OnMessage(json message) {
     } else if (has_id) {
       OnResponse(message);
     } else {
-      spdlog::warn("upstream {}: ignoring an invalid JSON-RPC message", name_);
+      if (MayWarn()) spdlog::warn("upstream {}: ignoring an invalid JSON-RPC message", name_);
     }
   } catch (const std::exception& e) {
-    spdlog::warn("upstream {}: ignoring a malformed message: {}", name_, e.what());
+    if (MayWarn()) {
+      spdlog::warn("upstream {}: ignoring a malformed message: {}", name_,
+                   codemode::LogLongText(e.what()));
+    }
   }
 }
 
@@ -249,7 +283,8 @@ void JsonRpcClient::OnResponse(const json& message) {
   if (AsId(message["id"], &id)) pending = TakePending(id);
   if (pending == nullptr) {
     // Typical after a timeout or cancellation: the answer came too late.
-    spdlog::debug("upstream {}: response for unknown request {}", name_, wire::Dump(message["id"]));
+    spdlog::debug("upstream {}: response for unknown request {}", name_,
+                  codemode::LogText(wire::Dump(message["id"])));
     return;
   }
   if (auto it = message.find("error"); it != message.end() && !it->is_null()) {
@@ -277,17 +312,43 @@ void JsonRpcClient::OnNotification(const json& message) {
     codemode::MutexLock lock(&pending->progress_mu);
     if (!pending->finished && pending->on_progress) pending->on_progress(params);
   } else if (method == "notifications/message") {
-    const bool ok = params.is_object();
-    spdlog::info("upstream {} [{}]: {}", name_,
-                 ok && params.contains("level") && params["level"].is_string()
-                     ? params["level"].get<std::string>()
-                     : std::string("info"),
-                 ok && params.contains("data") ? wire::Dump(params["data"]) : std::string());
+    LogUpstreamMessage(params);
   } else {
     // notifications/cancelled (for a request of the server's: ours are answered at once),
     // resources/*, prompts/* ...: nothing to do.
-    spdlog::debug("upstream {}: notification {}", name_, method);
+    spdlog::debug("upstream {}: notification {}", name_, codemode::LogText(method));
   }
+}
+
+bool JsonRpcClient::MayWarn() {
+  uint64_t dropped = 0;
+  if (!warn_limit_.Allow(absl::Now(), &dropped)) return false;
+  if (dropped > 0) {
+    spdlog::warn("upstream {}: {} more unusable messages ignored without a log line "
+                 "(--upstream_log_rate)", name_, dropped);
+  }
+  return true;
+}
+
+void JsonRpcClient::LogUpstreamMessage(const json& params) {
+  if (!params.is_object()) return;
+  const std::string level = LevelName(params);
+  const spdlog::level::level_enum at = GatewayLevelOf(level);
+  if (!spdlog::should_log(at)) return;
+  uint64_t dropped = 0;
+  if (!log_limit_.Allow(absl::Now(), &dropped)) return;
+  if (dropped > 0) {
+    spdlog::log(at, "upstream {}: dropped {} log messages (--upstream_log_rate)", name_, dropped);
+  }
+  std::string data;
+  if (auto it = params.find("data"); it != params.end()) {
+    // A string is shown as is (escaped); anything else as JSON. Only lines that pass the
+    // rate limit pay for the dump.
+    data = it->is_string()
+               ? codemode::LogText(it->get_ref<const std::string&>(), kUpstreamLogDataBytes)
+               : codemode::LogText(wire::Dump(*it), kUpstreamLogDataBytes);
+  }
+  spdlog::log(at, "upstream {} [{}]: {}", name_, level, data);
 }
 
 void JsonRpcClient::OnServerRequest(const json& message) {
@@ -299,12 +360,12 @@ void JsonRpcClient::OnServerRequest(const json& message) {
     // We declare no client capabilities (roots, sampling, elicitation), so a conforming
     // server does not ask; answer anyway so it does not wait forever.
     reply = MakeError(message["id"], kMethodNotFound, absl::StrCat("Method not found: ", method));
-    spdlog::debug("upstream {}: rejected server request {}", name_, method);
+    spdlog::debug("upstream {}: rejected server request {}", name_, codemode::LogText(method));
   }
   absl::Status s = transport_->Send(reply);
   if (!s.ok()) {
-    spdlog::debug("upstream {}: could not answer {}: {}", name_, method,
-                  std::string(s.message()));
+    spdlog::debug("upstream {}: could not answer {}: {}", name_, codemode::LogText(method),
+                  codemode::LogLongText(s.message()));
   }
 }
 
@@ -323,7 +384,7 @@ void JsonRpcClient::OnClosed(const std::string& reason) {
     disconnect_reason_ = reason;
     pending.swap(pending_);
   }
-  spdlog::info("upstream {}: connection lost: {}", name_, reason);
+  spdlog::info("upstream {}: connection lost: {}", name_, codemode::LogLongText(reason));
   for (auto& [id, p] : pending) p->Complete(absl::UnavailableError(reason));
   if (handlers_.on_disconnected) handlers_.on_disconnected(reason);
 }

@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/cancel.h"
+#include "base/log_text.h"
 #include "jsonrpc/jsonrpc.h"
 #include "upstream/transport.h"
 #include "nlohmann/json.hpp"
@@ -50,8 +51,11 @@ class JsonRpcClient {
     bool notify_cancelled = true;
   };
 
+  // At most `log_messages_per_second` of the upstream's notifications/message are logged
+  // (UpstreamOptions::log_messages_per_second), and as many warnings about messages that
+  // are unusable; the others are counted and reported.
   JsonRpcClient(std::string name, std::unique_ptr<ClientTransport> transport,
-                Handlers handlers);
+                Handlers handlers, double log_messages_per_second = 10);
   ~JsonRpcClient();  // Close()s
   JsonRpcClient(const JsonRpcClient&) = delete;
   JsonRpcClient& operator=(const JsonRpcClient&) = delete;
@@ -79,6 +83,10 @@ class JsonRpcClient {
   void OnResponse(const nlohmann::json& message);
   void OnNotification(const nlohmann::json& message);
   void OnServerRequest(const nlohmann::json& message);
+  // notifications/message: checked level, clipped data, rate-limited.
+  void LogUpstreamMessage(const nlohmann::json& params);
+  // Whether a warning about an unusable message may be logged (rate-limited).
+  bool MayWarn();
   void OnRequestFailed(const nlohmann::json& id, const absl::Status& error);
   void OnClosed(const std::string& reason);
   // Removes and returns the pending request `id`, or null.
@@ -94,6 +102,8 @@ class JsonRpcClient {
   const std::string name_;
   std::unique_ptr<ClientTransport> transport_;
   const Handlers handlers_;
+  codemode::LogRateLimit log_limit_;
+  codemode::LogRateLimit warn_limit_;
   std::atomic<int64_t> next_id_{1};
   std::atomic<bool> connected_{false};
 

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "upstream/upstream.h"
 #include "upstream/client.h"
+#include "base/log_text.h"
 #include "spdlog/spdlog.h"
 #include "base/mutex.h"
 
@@ -129,7 +130,7 @@ void UpstreamManager::Impl::Run(Upstream* u) {
       Notify(notify);
       mu.Lock();
       if (stopping) break;
-      spdlog::warn("upstream {}: {}; reconnecting in {}", name, u->error,
+      spdlog::warn("upstream {}: {}; reconnecting in {}", name, codemode::LogLongText(u->error),
                    absl::FormatDuration(backoff));
     } else {
       u->error = stopping ? "stopped" : std::string(status.message());
@@ -137,7 +138,7 @@ void UpstreamManager::Impl::Run(Upstream* u) {
       client->Close();
       mu.Lock();
       if (stopping) break;
-      spdlog::warn("upstream {}: {}; retrying in {}", name, u->error,
+      spdlog::warn("upstream {}: {}; retrying in {}", name, codemode::LogLongText(u->error),
                    absl::FormatDuration(backoff));
     }
     auto wake = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return stopping || u->reconnect_now; };
@@ -189,7 +190,7 @@ void UpstreamManager::Impl::Serve(Upstream* u, const std::shared_ptr<McpClient>&
     mu.Lock();
     if (!tools.ok()) {
       spdlog::warn("upstream {}: refreshing tools failed: {}", u->config.name,
-                   std::string(tools.status().message()));
+                   codemode::LogLongText(tools.status().message()));
       continue;
     }
     if (gone()) return;

@@ -4,6 +4,7 @@
 #include "base/thread.h"
 #include "jsonrpc/jsonrpc.h"
 #include "upstream/http_transport.h"
+#include "base/log_text.h"
 #include "upstream/http_transport_common.h"
 
 namespace gateway {
@@ -73,7 +74,7 @@ void SseTransport::RunStream() {
         // Our headers (credentials) go to the endpoint: it must be the same server.
         if (!parsed.ok() || parsed->origin != url_.origin) {
           spdlog::error("upstream {}: ignoring endpoint {} on another origin", config_.name,
-                        endpoint);
+                        codemode::LogText(endpoint));
           return;
         }
         codemode::MutexLock lock(&mu_);

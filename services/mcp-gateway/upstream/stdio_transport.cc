@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -25,6 +26,7 @@
 #include "absl/strings/strip.h"
 #include "upstream/message_id.h"
 #include "upstream/process.h"
+#include "base/log_text.h"
 #include "spdlog/spdlog.h"
 #include "base/mutex.h"
 
@@ -94,8 +96,21 @@ std::string AbsolutePath(const std::string& path) {
 }  // namespace
 
 StdioTransport::StdioTransport(UpstreamConfig config, absl::Duration stop_grace,
-                               size_t max_message_bytes)
-    : config_(std::move(config)), stop_grace_(stop_grace), max_message_bytes_(max_message_bytes) {}
+                               size_t max_message_bytes, double log_lines_per_second)
+    : config_(std::move(config)),
+      stop_grace_(stop_grace),
+      max_message_bytes_(max_message_bytes),
+      log_limit_(log_lines_per_second, 10 * std::max(1.0, log_lines_per_second)) {}
+
+bool StdioTransport::MayLog() {
+  uint64_t dropped = 0;
+  if (!log_limit_.Allow(absl::Now(), &dropped)) return false;
+  if (dropped > 0) {
+    spdlog::info("upstream {}: {} more stderr or unusable stdout lines not logged "
+                 "(--upstream_log_rate)", config_.name, dropped);
+  }
+  return true;
+}
 
 StdioTransport::~StdioTransport() { Close(); }
 
@@ -163,8 +178,10 @@ void StdioTransport::ReadStdout() {
     if (line.find_first_not_of(" \t") == std::string::npos) return;
     absl::StatusOr<json> message = codemode::ParseUntrustedJson(line, "stdout line", limits);
     if (!message.ok()) {
-      spdlog::warn("upstream {}: ignoring output on stdout ({}): {}", config_.name,
-                   std::string(message.status().message()), line.substr(0, 200));
+      if (MayLog()) {
+        spdlog::warn("upstream {}: ignoring output on stdout ({}): {}", config_.name,
+                     codemode::LogLongText(message.status().message()), codemode::LogText(line));
+      }
       return;
     }
     if (callbacks_.on_message) callbacks_.on_message(std::move(*message));
@@ -236,7 +253,10 @@ void StdioTransport::ReadStderr() {
     std::string line(absl::StripAsciiWhitespace(raw));
     if (line.empty()) return;
     if (line.size() > kMaxLoggedLineBytes) line = line.substr(0, kMaxLoggedLineBytes) + "...";
-    spdlog::info("upstream {} stderr: {}", config_.name, line);
+    if (MayLog()) {
+      spdlog::info("upstream {} stderr: {}", config_.name,
+                   codemode::LogText(line, kMaxLoggedLineBytes));
+    }
     codemode::MutexLock lock(&stderr_mu_);
     last_stderr_line_ = line;
   };

@@ -16,15 +16,19 @@
 
 #include "upstream/upstream.h"
 #include "upstream/transport.h"
+#include "base/log_text.h"
 #include "base/mutex.h"
 
 namespace gateway {
 
 class StdioTransport : public ClientTransport {
  public:
-  // A stdout line over `max_message_bytes` is skipped as it arrives, never buffered.
+  // A stdout line over `max_message_bytes` is skipped as it arrives, never buffered. At most
+  // `log_lines_per_second` stderr lines and unusable stdout lines are logged, in bursts of
+  // ten times as many (a traceback); the others are counted and reported.
   StdioTransport(UpstreamConfig config, absl::Duration stop_grace,
-                 size_t max_message_bytes = kDefaultMaxUpstreamMessageBytes);
+                 size_t max_message_bytes = kDefaultMaxUpstreamMessageBytes,
+                 double log_lines_per_second = 10);
   ~StdioTransport() override;  // Close()s
 
   absl::Status Start(TransportCallbacks callbacks, absl::Duration timeout) override;
@@ -44,6 +48,8 @@ class StdioTransport : public ClientTransport {
   // Polls Reap() until the child exited or `timeout` passed (or Close() began, with
   // `stop_on_close`).
   bool WaitExit(absl::Duration timeout, bool stop_on_close);
+  // Whether one more stderr or unusable stdout line may be logged (rate-limited).
+  bool MayLog();
   // "exited with code N: <last stderr line>".
   std::string ExitDescription();
   void SignalGroup(int sig);
@@ -51,6 +57,7 @@ class StdioTransport : public ClientTransport {
   const UpstreamConfig config_;
   const absl::Duration stop_grace_;
   const size_t max_message_bytes_;
+  codemode::LogRateLimit log_limit_;
   TransportCallbacks callbacks_;
 
   pid_t pid_ = -1;

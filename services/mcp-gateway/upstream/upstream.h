@@ -119,6 +119,9 @@ struct UpstreamOptions {
   // most one per this interval, and the MCP clients hear of a refresh only when the
   // catalog changed.
   absl::Duration min_tools_refresh_interval = absl::Seconds(1);
+  // An upstream's notifications/message lines logged per second (bursts of as many); more
+  // are counted, and the count logged with the next line that passes. 0: none logged.
+  double log_messages_per_second = 10;
   // Answers being received from HTTP upstreams, all upstreams together (each call reads its
   // answer on a connection of its own, so 64 calls of a run could each hold a 16 MiB
   // message at once): charged kReceiveCopies times as they arrive; past it the call fails

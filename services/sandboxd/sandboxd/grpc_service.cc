@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "base/log_text.h"
 #include "sandboxd/log.h"
 
 namespace sandboxd {
@@ -88,7 +89,7 @@ class ExecuteReactor : public grpc::ServerBidiReactor<ExecuteRequest, ExecuteRes
       HandleStart();
     } else if (request_.has_tool_result()) {
       absl::Status s = exec->SubmitToolResult(request_.tool_result());
-      if (!s.ok()) spdlog::debug("tool_result ignored: {}", s.message());
+      if (!s.ok()) spdlog::debug("tool_result ignored: {}", codemode::LogLongText(s.message()));
     } else if (request_.has_cancel()) {
       exec->Cancel();
     } else if (request_.has_start()) {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "base/log_text.h"
 #include "sandboxd/log.h"
 
 namespace sandboxd {
@@ -290,12 +291,14 @@ void Session::OnKillTimer(uint64_t exec_id) {
                                     " and did not stop within ",
                                     absl::FormatDuration(env_->kill_grace),
                                     "; the container was killed");
-  spdlog::warn("session {}: {}", metadata_.id, kill_reason_);
+  spdlog::warn("session {}: {}", metadata_.id, codemode::LogLongText(kill_reason_));
   std::string name = metadata_.container_name;
   ContainerRuntime* runtime = env_->runtime;
   env_->workers->Post([runtime, name] {
     absl::Status s = runtime->Remove({name});
-    if (!s.ok()) spdlog::error("cannot remove container {}: {}", name, s.message());
+    if (!s.ok()) {
+      spdlog::error("cannot remove container {}: {}", name, codemode::LogLongText(s.message()));
+    }
   });
 }
 
@@ -386,7 +389,7 @@ void Session::LoseLocked(const std::string& reason, Deferred& out, Finished::Sta
     out.insert(out.begin(), [this] { env_->on_lost(*this); });
   }
   const bool lost = status == Finished::SESSION_LOST;
-  if (lost) spdlog::warn("session {} lost: {}", metadata_.id, reason);
+  if (lost) spdlog::warn("session {} lost: {}", metadata_.id, codemode::LogLongText(reason));
   std::string message = lost ? absl::StrCat("session lost: ", reason) : reason;
   files_.Fail(message);
   const char* type = lost ? "SessionLost" : "Cancelled";
@@ -414,7 +417,9 @@ void Session::LoseLocked(const std::string& reason, Deferred& out, Finished::Sta
     ContainerRuntime* runtime = env_->runtime;
     env_->workers->Post([runtime, name] {
       absl::Status s = runtime->Remove({name});
-      if (!s.ok()) spdlog::error("cannot remove container {}: {}", name, s.message());
+      if (!s.ok()) {
+        spdlog::error("cannot remove container {}: {}", name, codemode::LogLongText(s.message()));
+      }
     });
   }
 }

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/thread.h"
 #include "absl/strings/str_format.h"
+#include "base/log_text.h"
 #include "sandboxd/log.h"
 
 namespace sandboxd {
@@ -128,7 +129,8 @@ void SessionManager::SetReadinessListener(std::function<void(const Readiness&)> 
 void SessionManager::Recover() {
   absl::StatusOr<std::vector<ContainerSummary>> containers = runtime_->List(kInstanceLabel, instance_);
   if (!containers.ok()) {
-    spdlog::error("cannot list containers of the previous run: {}", containers.status().message());
+    spdlog::error("cannot list containers of the previous run: {}",
+                  codemode::LogLongText(containers.status().message()));
     return;
   }
   absl::StatusOr<SessionRecords::Loaded> loaded = records_.Load();
@@ -143,9 +145,11 @@ void SessionManager::Recover() {
   for (auto& c : *containers) by_name[c.name] = c;
   std::set<std::string> kept;
   auto drop = [this](const std::string& id, const std::string& why) {
-    spdlog::warn("session {} cannot be re-attached: {}", id, why);
+    spdlog::warn("session {} cannot be re-attached: {}", codemode::LogText(id),
+                 codemode::LogLongText(why));
     if (absl::Status st = records_.Remove(id); !st.ok()) {
-      spdlog::error("cannot remove the record of session {}: {}", id, st.message());
+      spdlog::error("cannot remove the record of session {}: {}", codemode::LogText(id),
+                    codemode::LogLongText(st.message()));
     }
   };
   for (const auto& [id, why] : loaded->broken) drop(id, why);
@@ -165,7 +169,7 @@ void SessionManager::Recover() {
     spdlog::info("removing {} container(s) of the previous run that cannot be re-attached",
                  stale.size());
     if (absl::Status s = runtime_->Remove(stale); !s.ok()) {
-      spdlog::error("cannot remove stale containers: {}", s.message());
+      spdlog::error("cannot remove stale containers: {}", codemode::LogLongText(s.message()));
     }
   }
   std::error_code ec;
@@ -223,8 +227,8 @@ bool SessionManager::Reattach(const SessionRecord& record,
     sessions_[sp.id()] = session;
   }
   if (session->lost()) OnSessionLost(*session);  // lost before it was registered
-  spdlog::info("re-attached session {} (container {}, {} executions in its namespace)", sp.id(),
-               name, execs);
+  spdlog::info("re-attached session {} (container {}, {} executions in its namespace)",
+               codemode::LogText(sp.id()), codemode::LogText(name), execs);
   return true;
 }
 
@@ -251,7 +255,7 @@ void SessionManager::ReaperLoop() {
       }
     }
     for (const auto& [id, why] : expired) {
-      spdlog::info("session {} expired ({})", id, why);
+      spdlog::info("session {} expired ({})", id, codemode::LogLongText(why));
       (void)DeleteSession(id);
     }
     std::vector<std::string> forgotten;
@@ -345,12 +349,13 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
     session->Terminate("its record cannot be written");
     factory_.Discard(session->metadata().container_name);
     workers_.Post([session]() mutable { session.reset(); });  // joins its reader off this thread
-    spdlog::error("cannot create a session: its record cannot be written: {}", st.message());
+    spdlog::error("cannot create a session: its record cannot be written: {}",
+                  codemode::LogLongText(st.message()));
     return absl::UnavailableError(
         absl::StrCat("cannot write the session record: ", st.message()));
   }
   spdlog::info("session {} created (container {}, owner '{}')", session->metadata().id,
-               session->metadata().container_name, session->metadata().owner);
+               session->metadata().container_name, codemode::LogText(session->metadata().owner));
   // Lost while it was being created (the catalog could not be sent): its tombstone tells.
   if (session->lost()) OnSessionLost(*session);
   return session->ToProto();
@@ -394,8 +399,10 @@ void SessionManager::OnSessionLost(const Session& lost) {
     sessions_.erase(it);
     pushed_out = lost_.Add(std::move(tombstone), clock_->NowMs());
   }
-  spdlog::info("session {} (owner '{}') lost: its slot is free; its id answers 'session lost' "
-               "until deleted or for --lost_session_ttl", id, held->metadata().owner);
+  spdlog::info(
+      "session {} (owner '{}') lost: its slot is free; its id answers 'session lost' "
+      "until deleted or for --lost_session_ttl",
+      id, codemode::LogText(held->metadata().owner));
   for (const std::string& old : pushed_out) {
     spdlog::info("lost session {} forgotten (--max_lost_sessions); its id is now unknown", old);
   }
@@ -405,7 +412,8 @@ void SessionManager::OnSessionLost(const Session& lost) {
   std::string dir = factory_.SocketDir(held->metadata().container_name);
   workers_.Post([this, id, dir, held = std::move(held)]() mutable {
     if (absl::Status st = records_.Remove(id); !st.ok()) {
-      spdlog::warn("cannot remove the record of session {}: {}", id, st.message());
+      spdlog::warn("cannot remove the record of session {}: {}", id,
+                   codemode::LogLongText(st.message()));
     }
     held.reset();  // frees its uid and joins its reader
     std::error_code ec;
@@ -467,7 +475,8 @@ absl::Status SessionManager::DeleteSession(const std::string& id) {
   s->Terminate("the session was deleted", sandbox::v1::Finished::CANCELLED);
   if (absl::Status st = records_.Remove(id); !st.ok()) {
     // Harmless: the next start finds the container gone and drops the record.
-    spdlog::warn("cannot remove the record of session {}: {}", id, st.message());
+    spdlog::warn("cannot remove the record of session {}: {}", id,
+                 codemode::LogLongText(st.message()));
   }
   std::string dir = factory_.SocketDir(s->metadata().container_name);
   workers_.Post([dir, s]() mutable {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "base/thread.h"
+#include "base/log_text.h"
 #include "sandboxd/log.h"
 
 namespace sandboxd {
@@ -56,7 +57,7 @@ void WarmPool::Loop() {
     codemode::MutexLock lock(&mu_);
     if (!sb.ok()) {
       spdlog::debug("warm pool: cannot start a container: {} (retrying in {})",
-                    sb.status().message(), absl::FormatDuration(backoff));
+                    codemode::LogLongText(sb.status().message()), absl::FormatDuration(backoff));
       auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
       mu_.AwaitWithTimeout(absl::Condition(&stop), backoff);
       backoff = std::min(backoff * 2, absl::Seconds(15));

@@ -1,5 +1,6 @@
 // JsonRpcClient over an in-memory transport: out-of-order responses, batches, error
-// objects, server->client requests, progress routing, and connection loss.
+// objects, server->client requests, progress routing, connection loss, and what a hostile
+// upstream's notifications/message can put in our log.
 #include "upstream/jsonrpc_client.h"
 
 #include <condition_variable>
@@ -7,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "upstream_test_support.h"
 
@@ -14,6 +16,7 @@ namespace gateway {
 namespace {
 
 using nlohmann::json;
+using testing::LogCapture;
 
 // Records what the client sends; the test plays the server through Deliver()/Close().
 class FakeTransport : public ClientTransport {
@@ -157,6 +160,76 @@ TEST_F(JsonRpcClientTest, TimeoutSendsCancelledAndConnectionLossFailsPending) {
   EXPECT_FALSE(client_->connected());
   EXPECT_EQ(client_->Request("m", json::object(), Options()).status().code(),
             absl::StatusCode::kUnavailable);
+}
+
+json LogMessage(json level, json data) {
+  return {{"jsonrpc", "2.0"}, {"method", "notifications/message"},
+          {"params", {{"level", std::move(level)}, {"data", std::move(data)}}}};
+}
+
+TEST_F(JsonRpcClientTest, AnUpstreamsLogMessagesForgeNoLineAndStayShort) {
+  LogCapture capture;
+  const std::string forged =
+      "info]: x\n2026-11-24T06:00:00.000 info http: session deadbeef deleted by the client\n"
+      "2026-11-24T06:00:00.000 warning [forged";
+  const std::string big(4 << 20, 'L');
+  transport_->Deliver(LogMessage(forged, "d"));
+  transport_->Deliver(LogMessage("warning", big));
+  transport_->Deliver(LogMessage("error", {{"nested", {{"blob", big}}}}));
+  transport_->Deliver(LogMessage("error", "a\nsecond line"));
+  const std::vector<std::string> lines = capture.Lines();
+  ASSERT_EQ(lines.size(), 4u) << capture.bytes();
+  for (const std::string& line : lines) {
+    EXPECT_TRUE(absl::StartsWith(line, "debug upstream test [") ||
+                absl::StartsWith(line, "info upstream test ["))
+        << line.substr(0, 200);
+    EXPECT_LE(line.size(), 1200u) << line.substr(0, 200);
+  }
+  EXPECT_EQ(lines[0], "debug upstream test [?]: d");  // not a level: "?", logged at debug
+  EXPECT_TRUE(absl::StartsWith(lines[1], "info upstream test [warning]: LLLL"));
+  EXPECT_TRUE(absl::EndsWith(lines[1], "(4194304 bytes)"));
+  EXPECT_EQ(lines[3], "info upstream test [error]: a\\nsecond line");
+}
+
+TEST_F(JsonRpcClientTest, AnUpstreamsLogLevelIsLoweredAndCappedAtInfo) {
+  LogCapture capture;
+  for (const char* level : {"debug", "info", "notice", "warning", "critical", "emergency"}) {
+    transport_->Deliver(LogMessage(level, "m"));
+  }
+  EXPECT_EQ(capture.Lines(), (std::vector<std::string>{
+                                 "debug upstream test [debug]: m",
+                                 "debug upstream test [info]: m",
+                                 "debug upstream test [notice]: m",
+                                 "info upstream test [warning]: m",
+                                 "info upstream test [critical]: m",
+                                 "info upstream test [emergency]: m",
+                             }));
+}
+
+TEST(JsonRpcClientLogRateTest, ZeroLogsNoUpstreamMessage) {
+  auto transport = std::make_unique<FakeTransport>();
+  FakeTransport* fake = transport.get();
+  JsonRpcClient client("quiet", std::move(transport), {}, /*log_messages_per_second=*/0);
+  ASSERT_TRUE(client.Start(absl::Seconds(1)).ok());
+  LogCapture capture;
+  for (int i = 0; i < 100; ++i) fake->Deliver(LogMessage("error", "m"));
+  EXPECT_EQ(capture.bytes(), 0u);
+}
+
+TEST(JsonRpcClientLogRateTest, WarningsAboutUnusableMessagesAreRateLimited) {
+  // 0.001 a second: one line, then none for 1000 s (far past this test's timeout).
+  auto transport = std::make_unique<FakeTransport>();
+  FakeTransport* fake = transport.get();
+  JsonRpcClient client("noisy", std::move(transport), {}, /*log_messages_per_second=*/0.001);
+  ASSERT_TRUE(client.Start(absl::Seconds(1)).ok());
+  LogCapture capture;
+  for (int i = 0; i < 1000; ++i) {
+    fake->Deliver(json(i));                                       // not an object
+    fake->Deliver({{"jsonrpc", "2.0"}});                          // neither method nor id
+    fake->Deliver({{"jsonrpc", "2.0"}, {"method", 5}});           // a method that is no string
+  }
+  EXPECT_EQ(capture.Lines(), std::vector<std::string>{
+                                 "warning upstream noisy: ignoring a message that is not an object"});
 }
 
 }  // namespace

@@ -6,10 +6,13 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <memory>
 #include <string>
 
+#include "absl/strings/match.h"
+#include "upstream/stdio_transport.h"
 #include "upstream/upstream.h"
 #include "gtest/gtest.h"
 #include "upstream_test_support.h"
@@ -46,6 +49,29 @@ TEST(StdioUpstreamTest, ChildGetsConfigEnvButNotOurs) {
   EXPECT_TRUE(env.contains("PATH"));
   EXPECT_FALSE(env.contains("GATEWAY_SECRET"));
   unsetenv("GATEWAY_SECRET");
+}
+
+TEST(StdioUpstreamTest, StderrAndUnusableStdoutFloodsAreRateLimited) {
+  // 0.001 lines a second, bursts of ten: ten lines, then none for 1000 s (far past this
+  // test's timeout), whatever the child writes.
+  UpstreamConfig config = testing::StdioConfig("noisy", {});
+  config.command = "sh";
+  config.args = {"-c",
+                 "i=0; while [ $i -lt 1000 ]; do echo \"line $i\" >&2; echo garbage; "
+                 "i=$((i+1)); done"};
+  StdioTransport transport(config, absl::Seconds(2), kDefaultMaxUpstreamMessageBytes, 0.001);
+  std::atomic<bool> closed{false};
+  TransportCallbacks callbacks;
+  callbacks.on_closed = [&](const std::string&) { closed = true; };
+  testing::LogCapture capture;
+  ASSERT_TRUE(transport.Start(callbacks, absl::Seconds(10)).ok());
+  ASSERT_TRUE(WaitFor([&] { return closed.load(); }));
+  transport.Close();  // joins the readers: every line was read
+  size_t noisy = 0;
+  for (const std::string& line : capture.Lines()) {
+    if (absl::StrContains(line, "stderr: line") || absl::StrContains(line, "on stdout")) ++noisy;
+  }
+  EXPECT_EQ(noisy, 10u) << capture.bytes();
 }
 
 TEST(StdioUpstreamTest, ChildInheritsNoFileDescriptorsOfOurs) {

@@ -1,0 +1,107 @@
+#include "base/log_text.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace codemode {
+namespace {
+
+// Length of the well-formed UTF-8 sequence at text[i] (a lead byte >= 0x80) and its code
+// point, or 0: overlong forms, surrogates, values past U+10FFFF and truncated sequences
+// are not UTF-8 (RFC 3629).
+size_t DecodeUtf8(absl::string_view text, size_t i, uint32_t* cp) {
+  const auto lead = static_cast<unsigned char>(text[i]);
+  size_t len;
+  uint32_t min;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    len = 2, min = 0x80, *cp = lead & 0x1F;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    len = 3, min = 0x800, *cp = lead & 0x0F;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    len = 4, min = 0x10000, *cp = lead & 0x07;
+  } else {
+    return 0;
+  }
+  if (text.size() - i < len) return 0;
+  for (size_t k = 1; k < len; ++k) {
+    const auto c = static_cast<unsigned char>(text[i + k]);
+    if ((c & 0xC0) != 0x80) return 0;
+    *cp = (*cp << 6) | (c & 0x3F);
+  }
+  if (*cp < min || *cp > 0x10FFFF || (*cp >= 0xD800 && *cp <= 0xDFFF)) return 0;
+  return len;
+}
+
+// Code points that end or reorder a line on a terminal or in a log viewer.
+bool IsHostileCodePoint(uint32_t cp) {
+  return (cp >= 0x80 && cp <= 0x9F) ||     // C1 controls (U+0085 is NEXT LINE)
+         cp == 0x2028 || cp == 0x2029 ||   // line and paragraph separators
+         (cp >= 0x202A && cp <= 0x202E) ||  // bidi embeddings and overrides
+         (cp >= 0x2066 && cp <= 0x2069);    // bidi isolates
+}
+
+// The escaped form of the character at text[i]; `*len` gets its length in `text`.
+std::string EscapeOne(absl::string_view text, size_t i, size_t* len) {
+  const auto c = static_cast<unsigned char>(text[i]);
+  *len = 1;
+  if (c < 0x80) {
+    switch (c) {
+      case '\n': return "\\n";
+      case '\r': return "\\r";
+      case '\t': return "\\t";
+      case '\\': return "\\\\";
+      default:
+        if (c < 0x20 || c == 0x7F) return absl::StrFormat("\\x%02x", c);
+        return std::string(1, static_cast<char>(c));
+    }
+  }
+  uint32_t cp = 0;
+  const size_t n = DecodeUtf8(text, i, &cp);
+  if (n == 0) return absl::StrFormat("\\x%02x", c);
+  *len = n;
+  if (IsHostileCodePoint(cp)) return absl::StrFormat("\\u{%04x}", cp);
+  return std::string(text.substr(i, n));
+}
+
+}  // namespace
+
+std::string LogText(absl::string_view text, size_t max) {
+  std::string out;
+  out.reserve(std::min(text.size(), max));
+  for (size_t i = 0; i < text.size();) {
+    size_t len;
+    std::string piece = EscapeOne(text, i, &len);
+    if (out.size() + piece.size() > max) {
+      absl::StrAppend(&out, "\u2026 (", text.size(), " bytes)");
+      return out;
+    }
+    out += piece;
+    i += len;
+  }
+  return out;
+}
+
+LogRateLimit::LogRateLimit(double per_second, double burst)
+    : per_second_(std::max(0.0, per_second)),
+      burst_(per_second <= 0 ? 0.0 : burst > 0 ? std::max(1.0, burst) : std::max(1.0, per_second)),
+      tokens_(burst_) {}
+
+bool LogRateLimit::Allow(absl::Time now, uint64_t* dropped) {
+  MutexLock lock(&mu_);
+  if (last_ != absl::InfinitePast() && now > last_) {
+    tokens_ = std::min(burst_, tokens_ + absl::ToDoubleSeconds(now - last_) * per_second_);
+  }
+  if (last_ == absl::InfinitePast() || now > last_) last_ = now;
+  if (tokens_ < 1.0) {
+    ++dropped_;
+    return false;
+  }
+  tokens_ -= 1.0;
+  *dropped = dropped_;
+  dropped_ = 0;
+  return true;
+}
+
+}  // namespace codemode

@@ -1,0 +1,108 @@
+// LogText and LogRateLimit (base/log_text.h): peer-controlled text cannot forge log lines
+// nor grow a line without bound, and a peer's stream of log-worthy events is thinned out.
+#include "base/log_text.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace codemode {
+namespace {
+
+TEST(LogTextTest, PlainTextAndUtf8PassUnchanged) {
+  EXPECT_EQ(LogText("tool run_python"), "tool run_python");
+  EXPECT_EQ(LogText("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"), "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+  EXPECT_EQ(LogText(""), "");
+}
+
+TEST(LogTextTest, ANewlineCannotForgeALine) {
+  const std::string forged =
+      "x\n2026-11-24T06:00:00.000 info http: session 0123 deleted by the client";
+  const std::string out = LogText(forged);
+  EXPECT_EQ(out.find('\n'), std::string::npos);
+  EXPECT_EQ(out, "x\\n2026-11-24T06:00:00.000 info http: session 0123 deleted by the client");
+}
+
+TEST(LogTextTest, ControlCharactersAreEscaped) {
+  EXPECT_EQ(LogText(std::string("a\rb\tc\x1b[31md\x7f" "e\0f", 15)),
+            "a\\rb\\tc\\x1b[31md\\x7fe\\x00f");
+  EXPECT_EQ(LogText("back\\slash"), "back\\\\slash");  // a peer's "\\n" stays visibly its own
+}
+
+TEST(LogTextTest, UnicodeLineBreaksAndBidiOverridesAreEscaped) {
+  EXPECT_EQ(LogText("a\xc2\x85" "b"), "a\\u{0085}b");          // NEXT LINE
+  EXPECT_EQ(LogText("a\xe2\x80\xa8" "b"), "a\\u{2028}b");      // LINE SEPARATOR
+  EXPECT_EQ(LogText("a\xe2\x80\xae" "b"), "a\\u{202e}b");      // RIGHT-TO-LEFT OVERRIDE
+  EXPECT_EQ(LogText("a\xe2\x81\xa6" "b"), "a\\u{2066}b");      // LEFT-TO-RIGHT ISOLATE
+}
+
+TEST(LogTextTest, BytesThatAreNotUtf8AreEscaped) {
+  EXPECT_EQ(LogText("a\xff" "b"), "a\\xffb");
+  EXPECT_EQ(LogText("a\xc0\xaf"), "a\\xc0\\xaf");          // overlong "/"
+  EXPECT_EQ(LogText("a\xed\xa0\x80"), "a\\xed\\xa0\\x80");  // a surrogate
+  EXPECT_EQ(LogText("a\xe2\x82"), "a\\xe2\\x82");           // truncated
+  EXPECT_EQ(LogText("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");  // past U+10FFFF
+}
+
+TEST(LogTextTest, LongTextIsClippedWithItsLength) {
+  const std::string big(4 << 20, 'L');
+  const std::string out = LogText(big);
+  EXPECT_EQ(out, std::string(kLogTextMax, 'L') + "\xe2\x80\xa6 (4194304 bytes)");
+  EXPECT_EQ(LogText("abcdef", 4), "abcd\xe2\x80\xa6 (6 bytes)");
+  EXPECT_EQ(LogText("abcd", 4), "abcd");
+}
+
+TEST(LogTextTest, ClippingCountsEscapesAndKeepsCharactersWhole) {
+  // Escapes count against the clip: 100 newlines cannot make a 400-byte line.
+  const std::string out = LogText(std::string(100, '\n'), 10);
+  EXPECT_EQ(out, "\\n\\n\\n\\n\\n\xe2\x80\xa6 (100 bytes)");
+  // Never half an escape or half a UTF-8 character.
+  EXPECT_EQ(LogText("a\n", 2), "a\xe2\x80\xa6 (2 bytes)");
+  EXPECT_EQ(LogText("a\xc3\xa9", 2), "a\xe2\x80\xa6 (3 bytes)");
+}
+
+TEST(LogRateLimitTest, AllowsABurstThenTheRateAndCountsTheDropped) {
+  LogRateLimit limit(10);
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  uint64_t dropped = 99;
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(limit.Allow(t0, &dropped)) << i;
+    EXPECT_EQ(dropped, 0u);
+  }
+  for (int i = 0; i < 1000; ++i) EXPECT_FALSE(limit.Allow(t0, &dropped));
+  // 0.1 s later one more line may pass, and it carries the count of those refused.
+  EXPECT_TRUE(limit.Allow(t0 + absl::Milliseconds(100), &dropped));
+  EXPECT_EQ(dropped, 1000u);
+  EXPECT_FALSE(limit.Allow(t0 + absl::Milliseconds(100), &dropped));
+  // A long quiet spell refills the bucket to its burst, no further.
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(limit.Allow(t0 + absl::Hours(1), &dropped)) << i;
+  EXPECT_EQ(dropped, 0u);
+  EXPECT_FALSE(limit.Allow(t0 + absl::Hours(1), &dropped));
+}
+
+TEST(LogRateLimitTest, ZeroLetsNothingThroughAndATimeGoingBackDoesNotRefill) {
+  LogRateLimit none(0);
+  uint64_t dropped = 0;
+  EXPECT_FALSE(none.Allow(absl::FromUnixSeconds(1), &dropped));
+  EXPECT_FALSE(none.Allow(absl::FromUnixSeconds(100000), &dropped));
+
+  LogRateLimit one(1);
+  EXPECT_TRUE(one.Allow(absl::FromUnixSeconds(100), &dropped));
+  EXPECT_FALSE(one.Allow(absl::FromUnixSeconds(50), &dropped));
+  EXPECT_FALSE(one.Allow(absl::FromUnixSeconds(100), &dropped));
+  EXPECT_TRUE(one.Allow(absl::FromUnixSeconds(101), &dropped));
+  EXPECT_EQ(dropped, 2u);
+}
+
+TEST(LogRateLimitTest, ABurstMayBeLargerThanTheRate) {
+  LogRateLimit limit(1, 5);
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  uint64_t dropped = 0;
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(limit.Allow(t0, &dropped)) << i;
+  EXPECT_FALSE(limit.Allow(t0, &dropped));
+  EXPECT_TRUE(limit.Allow(t0 + absl::Seconds(1), &dropped));
+  EXPECT_EQ(dropped, 1u);
+}
+
+}  // namespace
+}  // namespace codemode
