@@ -212,11 +212,17 @@ void HttpServer::Impl::CarryCall(const std::shared_ptr<http::Connection>& conn,
   }
   std::weak_ptr<HttpSession> weak = session;
   http::Connection::StreamCallbacks callbacks;
-  callbacks.on_lost = [this, weak, call, c = consumer.get()] {
+  callbacks.on_lost = [this, weak, call, number, c = consumer.get()] {
     call.stream->Detach(c, Clock::now());
     auto s = weak.lock();
+    if (!s) return;
+    if (call.stream->live_only() && call.stream->closed()) {  // nobody can come back for it
+      codemode::MutexLock lock(&mu);
+      s->calls.erase(number);
+      return;
+    }
     // A client without an event id of this stream cannot come back for it.
-    if (s && !call.stream->closed() && !call.stream->resumable()) {
+    if (!call.stream->closed() && !call.stream->resumable()) {
       CancelCall(s, call.request_id, "client disconnected");
     }
   };

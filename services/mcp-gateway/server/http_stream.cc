@@ -216,6 +216,11 @@ bool EventStream::resumable() const {
   return options_.sse && handed_ > 0 && !live_only_;
 }
 
+bool EventStream::live_only() const {
+  codemode::MutexLock lock(&mu_);
+  return live_only_;
+}
+
 std::optional<EventStream::Clock::time_point> EventStream::orphaned_since() const {
   codemode::MutexLock lock(&mu_);
   return orphaned_since_;

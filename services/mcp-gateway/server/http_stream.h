@@ -108,6 +108,9 @@ class EventStream : public ReplySink {
   // A client holds an id of this stream, so it can come back for the rest (and the stream
   // could be kept for it: see Options::kept_overhead).
   bool resumable() const;
+  // The budget had no room to keep the stream (Options::kept_overhead): nobody can resume
+  // it, so once finished and not carried it need not be kept at all.
+  bool live_only() const;
   // Since when nobody carries a stream that was carried before.
   std::optional<Clock::time_point> orphaned_since() const;
   // Since when the stream has ended (answered or closed): resumable for a grace only.
