@@ -95,6 +95,9 @@ ABSL_FLAG(uint64_t, max_replay_bytes, 64 << 20,
           "resumptions replay until their connection ends); a resumption past it gets 503.");
 ABSL_FLAG(uint64_t, max_replay_bytes_per_session, 16 << 20,
           "As --max_replay_bytes, for one MCP session.");
+ABSL_FLAG(uint64_t, max_resumable_streams_per_session, 1000,
+          "Call streams one MCP session keeps for resumption (Last-Event-ID); past it a new "
+          "call drops the session's oldest finished stream. Streams of running calls stay.");
 ABSL_FLAG(uint64_t, max_request_bytes_in_flight, 48 << 20,
           "Bytes of HTTP requests being received at once (bodies, and the headers of a "
           "connection that authenticated before), all connections together; a request past it "
@@ -344,6 +347,8 @@ absl::StatusOr<gateway::HttpServerOptions> HttpOptionsFromFlags(std::string* tok
   http.resume_grace = absl::GetFlag(FLAGS_resume_grace);
   http.max_replay_bytes = absl::GetFlag(FLAGS_max_replay_bytes);
   http.max_replay_bytes_per_session = absl::GetFlag(FLAGS_max_replay_bytes_per_session);
+  http.max_resumable_streams_per_session =
+      std::max<uint64_t>(1, absl::GetFlag(FLAGS_max_resumable_streams_per_session));
   http.max_request_bytes_in_flight = absl::GetFlag(FLAGS_max_request_bytes_in_flight);
   http.max_request_bytes_in_flight_per_credential =
       absl::GetFlag(FLAGS_max_request_bytes_in_flight_per_credential);

@@ -254,7 +254,10 @@ void HttpServer::Impl::ReapIdle() {
         auto orphaned = stream->orphaned_since();
         // A finished stream is resumable for the grace only, however often it is re-attached.
         auto finished = stream->finished_since();
-        if (stream->done() || (finished && now - *finished > grace) ||
+        // One the replay budget could not keep goes once it ended and lost its connection:
+        // nobody can resume it, so it must not stay for the grace outside the budget.
+        const bool unkept = stream->live_only() && finished && orphaned && !stream->attached();
+        if (stream->done() || unkept || (finished && now - *finished > grace) ||
             (orphaned && !stream->attached() && now - *orphaned > grace)) {
           if (!stream->done() && !stream->closed()) abandoned.emplace_back(s, c->second.request_id);
           stream->Forget();  // its kept events and replay budget go now

@@ -190,6 +190,7 @@ struct HttpServer::Impl {
   void AnswerRequest(const std::shared_ptr<http::Connection>& conn,
                      const std::shared_ptr<HttpSession>& session, const json& message,
                      const http::AcceptedTypes& accept);
+  void DropOldFinishedStreams(HttpSession& session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void CarryCall(const std::shared_ptr<http::Connection>& conn,
                  const std::shared_ptr<HttpSession>& session, uint64_t number,
                  std::optional<uint64_t> after_seq);

@@ -153,8 +153,10 @@ void HttpServer::Impl::AnswerRequest(const std::shared_ptr<http::Connection>& co
     stream_options.number = number;
     stream_options.sse = sse;
     stream_options.budget = session->replay_budget;
+    stream_options.kept_overhead = http::kKeptStreamBytes;
     stream = std::make_shared<http::EventStream>(stream_options);
     session->calls[number] = {stream, message.at("id")};
+    DropOldFinishedStreams(*session);
   }
   if (sse && tool_call && ExpectsPriming(session->mcp->protocol_version())) stream->Prime();
   session->mcp->Handle(message, stream);
@@ -168,6 +170,21 @@ void HttpServer::Impl::AnswerRequest(const std::shared_ptr<http::Connection>& co
     }
   }
   CarryCall(conn, session, number, std::nullopt);
+}
+
+// Keeps a session's call streams within max_resumable_streams_per_session by dropping its
+// oldest finished ones: a client that hangs up after the priming event, again and again,
+// must not make us keep a stream per request for resume_grace. Streams of running calls stay.
+void HttpServer::Impl::DropOldFinishedStreams(HttpSession& session) {
+  for (auto it = session.calls.begin();
+       session.calls.size() > options.max_resumable_streams_per_session && it != session.calls.end();) {
+    if (!it->second.stream->finished_since()) {
+      ++it;
+      continue;
+    }
+    it->second.stream->Forget();  // its kept events and replay budget go now
+    it = session.calls.erase(it);
+  }
 }
 
 // Streams call `number` of `session` on `conn`: the events after `after_seq` (all for
@@ -196,11 +213,17 @@ void HttpServer::Impl::CarryCall(const std::shared_ptr<http::Connection>& conn,
   }
   std::weak_ptr<HttpSession> weak = session;
   http::Connection::StreamCallbacks callbacks;
-  callbacks.on_lost = [this, weak, call, c = consumer.get()] {
+  callbacks.on_lost = [this, weak, call, number, c = consumer.get()] {
     call.stream->Detach(c, Clock::now());
     auto s = weak.lock();
+    if (!s) return;
+    if (call.stream->live_only() && call.stream->closed()) {  // nobody can come back for it
+      codemode::MutexLock lock(&mu);
+      s->calls.erase(number);
+      return;
+    }
     // A client without an event id of this stream cannot come back for it.
-    if (s && !call.stream->closed() && !call.stream->resumable()) {
+    if (!call.stream->closed() && !call.stream->resumable()) {
       CancelCall(s, call.request_id, "client disconnected");
     }
   };

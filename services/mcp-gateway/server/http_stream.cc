@@ -12,7 +12,12 @@ namespace http {
 
 using json = nlohmann::json;
 
-EventStream::EventStream(Options options) : options_(options) {}
+EventStream::EventStream(Options options) : options_(options) {
+  if (!options_.sse || !options_.budget || options_.kept_overhead == 0) return;
+  codemode::MutexLock lock(&mu_);
+  overhead_held_ = options_.budget->TryCharge(options_.kept_overhead);
+  live_only_ = !overhead_held_;
+}
 
 EventStream::~EventStream() {
   codemode::MutexLock lock(&mu_);
@@ -52,7 +57,7 @@ void EventStream::Prime() {
 // effort), never the newest. Before the first consumer the events are the only copy and
 // are kept regardless (the handler attaches one right away).
 void EventStream::Keep(Event event) {
-  if (forgotten_) return;
+  if (forgotten_ || (live_only_ && ever_attached_)) return;
   const size_t size = event.text.size();
   auto drop_oldest = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     bytes_ -= events_.front().text.size();
@@ -79,6 +84,8 @@ void EventStream::DropKept() {
     events_.pop_front();
   }
   bytes_ = 0;
+  if (overhead_held_) options_.budget->Release(options_.kept_overhead);
+  overhead_held_ = false;
 }
 
 void EventStream::ReleaseReplay() {
@@ -116,6 +123,11 @@ absl::Status EventStream::Attach(std::shared_ptr<Consumer> consumer,
                                  std::optional<uint64_t> after_seq) {
   codemode::MutexLock lock(&mu_);
   if (forgotten_) return absl::ResourceExhaustedError("this stream can no longer be resumed");
+  if (live_only_ && after_seq) {
+    return absl::ResourceExhaustedError(
+        "this stream could not be kept for redelivery: the replay budget was full when its "
+        "request came (--max_replay_bytes_per_session, --max_replay_bytes)");
+  }
   if (after_seq && unkept_response_ > *after_seq) {
     return absl::ResourceExhaustedError(
         "the response on this stream was too large to keep for redelivery (replay budget: "
@@ -142,6 +154,7 @@ absl::Status EventStream::Attach(std::shared_ptr<Consumer> consumer,
     if (!after_seq || event.seq > *after_seq) HandTo(*consumer_, event);
   }
   if (closed_ && !answered_) consumer_->Deliver("", true);
+  if (live_only_) DropKept();  // handed over: nobody may come back for them
   return absl::OkStatus();
 }
 
@@ -200,7 +213,12 @@ bool EventStream::done() const {
 
 bool EventStream::resumable() const {
   codemode::MutexLock lock(&mu_);
-  return options_.sse && handed_ > 0;
+  return options_.sse && handed_ > 0 && !live_only_;
+}
+
+bool EventStream::live_only() const {
+  codemode::MutexLock lock(&mu_);
+  return live_only_;
 }
 
 std::optional<EventStream::Clock::time_point> EventStream::orphaned_since() const {

@@ -94,6 +94,11 @@ struct HttpServerOptions {
   // keep is delivered live only; a resumption past the budget gets 503.
   size_t max_replay_bytes = 64u << 20;
   size_t max_replay_bytes_per_session = 16u << 20;
+  // Call streams one MCP session keeps (running, or finished and resumable for
+  // resume_grace). Past it a new call drops the session's oldest finished stream (a
+  // resumption of it is then treated as one of an unknown id); running calls' streams are
+  // never dropped (the call limits bound them).
+  size_t max_resumable_streams_per_session = 1000;
   // Requests being received, overall and per credential; a request past either gets 503
   // (with Retry-After) and its connection closes. A declared Content-Length is charged when
   // the headers arrive, a chunked body as it grows; the headers of a connection that

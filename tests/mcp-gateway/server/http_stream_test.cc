@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -228,6 +229,47 @@ TEST(EventStreamTest, AResponseTooLargeToKeepIsDeliveredLiveAndItsResumptionFail
   stream.Detach(reader.get(), EventStream::Clock::now());
   EXPECT_EQ(stream.Attach(std::make_shared<ClosingConsumer>(), 1).code(),
             absl::StatusCode::kResourceExhausted);
+}
+
+// A kept call stream costs the replay budget its bookkeeping too (attack round 5, F5), so
+// the budget bounds how many streams are kept; one the budget cannot keep is answered live
+// and cannot be resumed.
+TEST(EventStreamTest, AKeptStreamChargesItsOverheadAndOneWithoutRoomIsLiveOnly) {
+  auto session = std::make_shared<ByteBudget>("max_replay_bytes_per_session", 3 * kKeptStreamBytes);
+  EventStream::Options options = PostStream(1);
+  options.budget = session;
+  options.kept_overhead = kKeptStreamBytes;
+  std::vector<std::unique_ptr<EventStream>> kept;
+  for (uint64_t i = 1; i <= 3; ++i) {
+    options.number = i;
+    kept.push_back(std::make_unique<EventStream>(options));
+    EXPECT_EQ(session->used(), i * kKeptStreamBytes);
+  }
+  options.number = 4;
+  EventStream live(options);  // no room left: nothing charged
+  EXPECT_EQ(session->used(), 3 * kKeptStreamBytes);
+  live.Prime();
+  auto reader = std::make_shared<ClosingConsumer>();
+  ASSERT_TRUE(live.Attach(reader, std::nullopt).ok());
+  live.Send(MakeResult(3, json::object()));
+  ASSERT_EQ(reader->chunks.size(), 2u);  // priming, then the response, live
+  EXPECT_TRUE(reader->ended);
+  EXPECT_FALSE(live.resumable());
+  live.Detach(reader.get(), EventStream::Clock::now());
+  absl::Status resumed = live.Attach(std::make_shared<ClosingConsumer>(), 1);
+  EXPECT_EQ(resumed.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(resumed.message().find("--max_replay_bytes_per_session"), std::string::npos);
+  EXPECT_EQ(session->used(), 3 * kKeptStreamBytes);
+
+  kept[0]->Forget();  // dropped: its overhead goes
+  EXPECT_EQ(session->used(), 2 * kKeptStreamBytes);
+  kept[1].reset();
+  EXPECT_EQ(session->used(), kKeptStreamBytes);
+  auto whole = std::make_shared<ClosingConsumer>();
+  ASSERT_TRUE(kept[2]->Attach(whole, std::nullopt).ok());
+  kept[2]->Send(MakeResult(4, json::object()));
+  kept[2]->Delivered(whole.get());  // delivered in full: nothing is kept any more
+  EXPECT_EQ(session->used(), 0u);
 }
 
 TEST(EventStreamTest, OnlyOurOwnIdShapeParses) {
