@@ -230,9 +230,10 @@ describe("hostile input to the gateway", () => {
     const [refused, answered, busy] = text(r).trim().split(" ").map(Number);
     assert.equal(refused, 4, text(r));
     assert.equal(answered + busy, 12, text(r));
-    // Each call is charged 4 times its size for its copies: the credential's 64 MiB of
-    // tool-call bytes hold four of these at once.
-    assert.ok(answered >= 4, text(r));
+    // Each call is charged 4 times its arguments and 4 times its result for their copies:
+    // the credential's 64 MiB of tool-call bytes hold a few of these at once, how many
+    // depends on how soon answers are taken. Some are answered, the rest refused.
+    assert.ok(answered >= 1, text(r));
     await client.close();
     assert.equal(gateway.proc.exitCode, null, gateway.log);
     const peak = peakMiB(gateway.proc.pid);
