@@ -144,10 +144,14 @@ ABSL_FLAG(uint64_t, max_upstream_message_bytes, gateway::kDefaultMaxUpstreamMess
           "Largest single message from an upstream (a JSON response body, one SSE event, one "
           "stdio line); reading stops there and the call gets a ToolError. At least "
           "--max_tool_result_bytes plus 64 KiB (a result travels in a JSON-RPC envelope).");
-ABSL_FLAG(uint64_t, max_upstream_bytes_in_flight, 64 << 20,
+ABSL_FLAG(uint64_t, max_upstream_bytes_in_flight, 96 << 20,
           "Bytes of answers being received from HTTP upstreams at once, all calls together "
           "(charged twice: the body and its parse); a call whose answer would pass it fails "
           "with a ToolError naming this flag. Inside --max_buffered_bytes.");
+ABSL_FLAG(uint64_t, max_upstream_bytes_in_flight_per_credential, 40 << 20,
+          "One credential's part of --max_upstream_bytes_in_flight (all of it with stdio or "
+          "--no_auth), inside its share of --max_buffered_bytes. Keep it above twice "
+          "--max_upstream_message_bytes, or the largest answers fail for this reason instead.");
 ABSL_FLAG(absl::Duration, upstream_stream_retry_min, absl::Milliseconds(250),
           "Shortest wait before reopening an HTTP upstream's event stream, whatever its "
           "`retry:` says (an upstream answering `retry: 0` must not make us spin).");
@@ -293,17 +297,29 @@ absl::StatusOr<std::vector<gateway::UpstreamConfig>> LoadConfigs() {
   return gateway::LoadUpstreamConfig(files, dirs, self);
 }
 
+// Whether every client is one credential (stdio, --no_auth): per-credential bounds are then
+// the overall ones.
+bool OneCredential() {
+  return absl::GetFlag(FLAGS_transport) == "stdio" || absl::GetFlag(FLAGS_no_auth);
+}
+
 // --max_buffered_bytes and each credential's share (all of it with one credential).
 std::shared_ptr<codemode::BufferCeiling> CeilingFromFlags() {
   const uint64_t all = absl::GetFlag(FLAGS_max_buffered_bytes);
-  const bool one_credential = absl::GetFlag(FLAGS_transport) == "stdio" || absl::GetFlag(FLAGS_no_auth);
   return std::make_shared<codemode::BufferCeiling>(
-      all, one_credential ? all : absl::GetFlag(FLAGS_max_buffered_bytes_per_credential));
+      all, OneCredential() ? all : absl::GetFlag(FLAGS_max_buffered_bytes_per_credential));
 }
 
-gateway::ToolCallLimits ToolCallLimitsFromFlags(std::shared_ptr<codemode::BufferCeiling> ceiling) {
+// `receiving`: the upstreams' receive budget, of which each credential's answers in transit
+// take their part.
+gateway::ToolCallLimits ToolCallLimitsFromFlags(std::shared_ptr<codemode::BufferCeiling> ceiling,
+                                                std::shared_ptr<codemode::ByteBudget> receiving) {
   gateway::ToolCallLimits l;
   l.ceiling = std::move(ceiling);
+  l.receiving = std::move(receiving);
+  l.max_receiving_per_credential =
+      OneCredential() ? absl::GetFlag(FLAGS_max_upstream_bytes_in_flight)
+                      : absl::GetFlag(FLAGS_max_upstream_bytes_in_flight_per_credential);
   l.max_in_flight = absl::GetFlag(FLAGS_max_tool_calls_in_flight);
   l.max_per_run = absl::GetFlag(FLAGS_max_tool_calls_per_run);
   l.max_argument_bytes = absl::GetFlag(FLAGS_max_tool_call_bytes);
@@ -492,8 +508,9 @@ int main(int argc, char** argv) {
     spdlog::critical("{}", std::string(sandboxd_token.status().message()));
     return 2;
   }
-  gateway::SandboxClient sandboxes(endpoints, ToolCallLimitsFromFlags(ceiling), *isolation,
-                                   absl::GetFlag(FLAGS_image), *sandboxd_token);
+  gateway::SandboxClient sandboxes(endpoints,
+                                   ToolCallLimitsFromFlags(ceiling, upstream_options->receive_budget),
+                                   *isolation, absl::GetFlag(FLAGS_image), *sandboxd_token);
   gateway::ManagerUpstreams upstream_view(&upstreams);
   gateway::RunPythonOptions run_options;
   run_options.default_timeout_seconds = absl::GetFlag(FLAGS_default_timeout_seconds);

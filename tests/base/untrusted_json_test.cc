@@ -96,4 +96,10 @@ TEST(IsValidUtf8Test, AcceptsWellFormedAndRefusesTheRest) {
 }
 
 }  // namespace
+TEST(ApproxJsonBytesTest, CountsStringsKeysAndNodes) {
+  nlohmann::json args = {{"code", std::string(1 << 20, 'x')}, {"list", {"ab", 1, 2.5}}};
+  EXPECT_GE(ApproxJsonBytes(args), (1u << 20) + 6);
+  EXPECT_LT(ApproxJsonBytes(args), (1u << 20) + 1024);
+}
+
 }  // namespace codemode

@@ -108,6 +108,8 @@ class ByteHold {
     if (bytes < held_) held_ = bytes;
   }
   size_t held() const { return held_; }
+  // Hands the bytes held over to whoever now releases them from the budget; returns them.
+  size_t Detach() { return std::exchange(held_, 0); }
 
  private:
   std::shared_ptr<ByteBudget> budget_;

@@ -150,4 +150,29 @@ const nlohmann::json* ArrayField(const nlohmann::json& object, const char* key) 
   return Field(object, key, nlohmann::json::value_t::array);
 }
 
+uint64_t ApproxJsonBytes(const nlohmann::json& value) {
+  // A node's own size, about what nlohmann's basic_json takes.
+  constexpr uint64_t kNode = 16;
+  switch (value.type()) {
+    case nlohmann::json::value_t::string:
+      return kNode + value.get_ref<const std::string&>().size();
+    case nlohmann::json::value_t::object: {
+      uint64_t sum = kNode;
+      for (auto it = value.begin(); it != value.end(); ++it) {
+        sum += kNode + it.key().size() + ApproxJsonBytes(it.value());
+      }
+      return sum;
+    }
+    case nlohmann::json::value_t::array: {
+      uint64_t sum = kNode;
+      for (const auto& item : value) sum += ApproxJsonBytes(item);
+      return sum;
+    }
+    case nlohmann::json::value_t::binary:
+      return kNode + value.get_binary().size();
+    default:
+      return kNode;
+  }
+}
+
 }  // namespace codemode

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -51,6 +52,10 @@ extern template absl::StatusOr<nlohmann::ordered_json> ParseUntrustedJson(absl::
 std::optional<std::string> StringField(const nlohmann::json& object, const char* key);
 const nlohmann::json* ObjectField(const nlohmann::json& object, const char* key);
 const nlohmann::json* ArrayField(const nlohmann::json& object, const char* key);
+
+// About how many bytes a parsed JSON value holds (strings, keys and a node each), without
+// serializing it. Bounded depth: ParseUntrustedJson refuses deep documents.
+uint64_t ApproxJsonBytes(const nlohmann::json& value);
 
 // Whether `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past
 // U+10FFFF), so it can go into a JSON string as it is.

@@ -134,8 +134,9 @@ absl::StatusOr<Finished> RunPythonTool::ExecuteOn(SessionBindings::Binding& bind
   }
   ExecuteHandlers handlers;
   handlers.on_output = [&run](bool, const std::string& text) { run.progress->Report(text); };
-  handlers.on_tool_call = [&run, calls_token](const sandbox::v1::ToolCall& call) {
-    return run.router->Route(call, calls_token);
+  handlers.on_tool_call = [&run, calls_token](const sandbox::v1::ToolCall& call,
+                                              const AnswerCharges& answer) {
+    return run.router->Route(call, calls_token, answer);
   };
   handlers.on_stream_end = [calls_token] { calls_token->Cancel("the execution finished"); };
   handlers.credential = run.ctx->credential;

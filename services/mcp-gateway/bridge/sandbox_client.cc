@@ -90,7 +90,7 @@ SandboxClient::SandboxClient(std::vector<std::string> endpoints, ToolCallLimits 
     : endpoints_(std::move(endpoints)),
       limits_(limits),
       budget_(limits.max_bytes_in_flight_per_credential, limits.max_bytes_in_flight_total,
-              limits.ceiling),
+              limits.ceiling, limits.receiving, limits.max_receiving_per_credential),
       isolation_(isolation),
       image_(std::move(image)),
       tcp_token_(std::move(tcp_token)),
@@ -276,6 +276,7 @@ class ToolCallDispatcher {
                      const ExecuteHandlers& handlers, Write write)
       : limits_(limits),
         budget_(budget->Of(handlers.credential)),
+        receiving_(budget->ReceivingOf(handlers.credential)),
         handlers_(handlers),
         write_(std::move(write)) {}
   ~ToolCallDispatcher() { JoinAll(); }
@@ -360,8 +361,11 @@ class ToolCallDispatcher {
       queue_.pop_front();
       mu_.Unlock();
       const size_t size = call.arguments_json().size();
-      sandbox::v1::ExecuteRequest answer = Answer(call);
-      const size_t held = ToolCallBudget::kCopies * size + ChargeResult(answer);
+      // The upstream's answer is charged to the credential as it arrives and once parsed;
+      // the parsed charge becomes part of the result's, so it is never held uncounted.
+      AnswerCharges charges{receiving_, std::make_shared<codemode::ByteHold>(budget_)};
+      sandbox::v1::ExecuteRequest answer = Answer(call, charges);
+      const size_t held = ToolCallBudget::kCopies * size + ChargeResult(answer, *charges.parsed);
       mu_.Lock();
       // The answering slot is freed before the answer goes out: the sandbox sends its next
       // held-back call as soon as it has the answer, and must not find it still taken.
@@ -376,13 +380,19 @@ class ToolCallDispatcher {
     mu_.Unlock();
   }
 
-  // Charges the result to the credential until it is written (returns the bytes charged);
-  // past the budget the sandbox gets a ToolError instead of the result.
-  size_t ChargeResult(sandbox::v1::ExecuteRequest& answer) {
+  // Charges the result to the credential until it is written (returns the bytes charged),
+  // taking over what `parsed` holds of it; past the budget the sandbox gets a ToolError
+  // instead of the result.
+  size_t ChargeResult(sandbox::v1::ExecuteRequest& answer, codemode::ByteHold& parsed) {
     const size_t n = ToolCallBudget::kCopies * answer.tool_result().result_json().size();
-    if (n == 0) return 0;
-    const codemode::ByteBudget* full = budget_->Charge(n);
-    if (full == nullptr) return n;
+    parsed.ShrinkTo(n);  // what the parse holds beyond the result's charge is freed
+    const size_t more = n - parsed.held();
+    const codemode::ByteBudget* full = more == 0 ? nullptr : budget_->Charge(more);
+    if (full == nullptr) {
+      parsed.Detach();  // its bytes are the result's now, released with them
+      return n;
+    }
+    parsed.ShrinkTo(0);
     const std::string call_id = answer.tool_result().call_id();
     answer.mutable_tool_result()->Clear();
     answer.mutable_tool_result()->set_call_id(call_id);
@@ -390,11 +400,12 @@ class ToolCallDispatcher {
     return 0;
   }
 
-  sandbox::v1::ExecuteRequest Answer(const sandbox::v1::ToolCall& call) const {
+  sandbox::v1::ExecuteRequest Answer(const sandbox::v1::ToolCall& call,
+                                     const AnswerCharges& charges) const {
     sandbox::v1::ExecuteRequest req;
     bool answered = codemode::RunContained("tool call", [&] {
       if (handlers_.on_tool_call) {
-        *req.mutable_tool_result() = handlers_.on_tool_call(call);
+        *req.mutable_tool_result() = handlers_.on_tool_call(call, charges);
       } else {
         req.mutable_tool_result()->set_error("this client does not route tool calls");
       }
@@ -415,6 +426,7 @@ class ToolCallDispatcher {
   const ToolCallLimits limits_;
   // The credential's, held for the run: its charges must be released to the same budget.
   const std::shared_ptr<codemode::ByteBudget> budget_;
+  const std::shared_ptr<codemode::ByteBudget> receiving_;  // the credential's; may be null
   const ExecuteHandlers& handlers_;
   const Write write_;
   std::vector<std::thread> workers_;  // touched by the Execute loop's thread only

@@ -9,7 +9,7 @@
 //   ASSIGN_OR_RETURN(SandboxRef ref, client.CreateSession("owner", "label", catalog));
 //   ExecuteHandlers h;
 //   h.on_output = [](bool is_stderr, const std::string& text) { ... };
-//   h.on_tool_call = [](const sandbox::v1::ToolCall& c) -> sandbox::v1::ToolResult { ... };
+//   h.on_tool_call = [](const sandbox::v1::ToolCall& c, const auto& answer_hold) { ... };
 //   absl::StatusOr<sandbox::v1::Finished> f = client.Execute(ref, code, timeout_ms, nullptr, h, cancel);
 #pragma once
 
@@ -48,6 +48,11 @@ struct ToolCallLimits {
   size_t max_bytes_in_flight_total = 128u << 20;
   // The gateway's byte ceiling, which those bytes also draw on (null: none).
   std::shared_ptr<codemode::BufferCeiling> ceiling;
+  // Upstream answers being received, everyone's (--max_upstream_bytes_in_flight, the same
+  // budget as UpstreamOptions::receive_budget; null: not charged per credential), and one
+  // credential's part of it (--max_upstream_bytes_in_flight_per_credential).
+  std::shared_ptr<codemode::ByteBudget> receiving;
+  size_t max_receiving_per_credential = 40u << 20;
   // A cancelled run's Execute stream must end within this of its `cancel` message; past
   // it (a stream backed up by code that reads none of its answers) the gRPC call is
   // cancelled instead (the gateway's --sandbox_cancel_grace).

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "upstream/transport.h"
 #include "base/cancel.h"
 #include "sandbox/v1/sandbox.pb.h"
 
@@ -23,8 +24,11 @@ struct SandboxRef {
 struct ExecuteHandlers {
   std::function<void(bool is_stderr, const std::string& text)> on_output;
   // Called on a worker thread for each tool call (several at once, up to the client's
-  // in-flight limit); returns the answer to send back.
-  std::function<sandbox::v1::ToolResult(const sandbox::v1::ToolCall&)> on_tool_call;
+  // in-flight limit); returns the answer to send back. The upstream's answer is charged to
+  // `answer` (CallOptions::answer): the run's credential's budgets.
+  std::function<sandbox::v1::ToolResult(const sandbox::v1::ToolCall& call,
+                                        const AnswerCharges& answer)>
+      on_tool_call;
   // Called when the stream has ended, before waiting for tool-call threads: cancel the
   // upstream calls still running so that waiting is short.
   std::function<void()> on_stream_end;

@@ -31,17 +31,36 @@ class ToolCallBudget {
   // round 5).
   static constexpr size_t kCopies = 4;
 
+  // `receiving`: the budget of upstream answers being received for everyone
+  // (--max_upstream_bytes_in_flight, shared with UpstreamOptions::receive_budget); null:
+  // answers in transit are not charged to a credential.
   ToolCallBudget(size_t per_credential, size_t total,
-                 std::shared_ptr<codemode::BufferCeiling> ceiling = nullptr)
+                 std::shared_ptr<codemode::BufferCeiling> ceiling = nullptr,
+                 std::shared_ptr<codemode::ByteBudget> receiving = nullptr,
+                 size_t receiving_per_credential = 0)
       : ceiling_(std::move(ceiling)),
         total_(std::make_shared<codemode::ByteBudget>("max_tool_call_bytes_in_flight_total", total,
                                                       codemode::AllOf(ceiling_))),
         per_credential_("max_tool_call_bytes_in_flight_per_credential", per_credential, {total_},
-                        codemode::FairReserve(total_, per_credential)) {}
+                        codemode::FairReserve(total_, per_credential)),
+        receiving_(std::move(receiving)),
+        receiving_per_credential_(
+            "max_upstream_bytes_in_flight_per_credential", receiving_per_credential,
+            receiving_ ? codemode::ByteBudget::Parents{receiving_} : codemode::ByteBudget::Parents{},
+            receiving_ ? codemode::FairReserve(receiving_, receiving_per_credential)
+                       : codemode::ByteBudget::Reserve{}) {}
 
-  // The budget `credential`'s runs charge; hold it while it holds bytes.
+  // The budget `credential`'s runs charge (arguments, results, parsed answers); hold it
+  // while it holds bytes.
   std::shared_ptr<codemode::ByteBudget> Of(const std::string& credential) {
     return per_credential_.Of(credential, codemode::SharesOf(ceiling_, credential));
+  }
+  // The budget `credential`'s upstream answers are charged to while they arrive
+  // (AnswerCharges::receiving): apart from Of(), so that answers in transit cannot take
+  // what the answers already received need to become results. Null without `receiving`.
+  std::shared_ptr<codemode::ByteBudget> ReceivingOf(const std::string& credential) {
+    if (!receiving_) return nullptr;
+    return receiving_per_credential_.Of(credential, codemode::SharesOf(ceiling_, credential));
   }
 
   // Why a charge of `mine` was refused by `full`, naming the flag to raise.
@@ -64,6 +83,8 @@ class ToolCallBudget {
   const std::shared_ptr<codemode::BufferCeiling> ceiling_;
   const std::shared_ptr<codemode::ByteBudget> total_;  // draws on the ceiling's all()
   codemode::ByteBudgets per_credential_;               // each draws on total_ and a share
+  const std::shared_ptr<codemode::ByteBudget> receiving_;  // may be null
+  codemode::ByteBudgets receiving_per_credential_;     // each draws on receiving_ and a share
 };
 
 }  // namespace gateway

@@ -37,7 +37,8 @@ ToolCallRouter::ToolCallRouter(Upstreams* upstreams, ServerAllowlist servers,
     : upstreams_(upstreams), servers_(std::move(servers)), progress_(progress) {}
 
 sandbox::v1::ToolResult ToolCallRouter::Route(const sandbox::v1::ToolCall& call,
-                                              std::shared_ptr<codemode::CancelToken> cancel) {
+                                              std::shared_ptr<codemode::CancelToken> cancel,
+                                              AnswerCharges answer) {
   const auto started = std::chrono::steady_clock::now();
   bool ok = false;
   sandbox::v1::ToolResult r;
@@ -45,7 +46,7 @@ sandbox::v1::ToolResult ToolCallRouter::Route(const sandbox::v1::ToolCall& call,
   if (!servers_.Allows(call.server())) {
     r.set_error(absl::StrCat("server '", call.server(), "' is not allowed in this run"));
   } else {
-    r = Forward(call, ok, std::move(cancel));
+    r = Forward(call, ok, std::move(cancel), std::move(answer));
   }
   r.set_call_id(call.call_id());
   Count(call, ok,
@@ -56,7 +57,8 @@ sandbox::v1::ToolResult ToolCallRouter::Route(const sandbox::v1::ToolCall& call,
 }
 
 sandbox::v1::ToolResult ToolCallRouter::Forward(const sandbox::v1::ToolCall& call, bool& ok,
-                                                std::shared_ptr<codemode::CancelToken> cancel) {
+                                                std::shared_ptr<codemode::CancelToken> cancel,
+                                                AnswerCharges answer) {
   sandbox::v1::ToolResult r;
   const std::string name = call.server() + "." + call.tool();
   // sandboxd checked the arguments, but the gateway trusts no peer's JSON.
@@ -71,6 +73,7 @@ sandbox::v1::ToolResult ToolCallRouter::Forward(const sandbox::v1::ToolCall& cal
   }
   CallOptions options;
   options.cancel = std::move(cancel);
+  options.answer = std::move(answer);
   // Upstream progress reaches the client as progress of this run.
   options.on_progress = [this, name](const json& params) {
     progress_->Report(UpstreamProgressMessage(name, params) + "\n");

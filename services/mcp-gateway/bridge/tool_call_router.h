@@ -59,16 +59,19 @@ class ToolCallRouter {
   ToolCallRouter(Upstreams* upstreams, ServerAllowlist servers, RunProgress* progress);
 
   // Answers one call (blocking while the upstream works); `cancel` cancels the upstream
-  // call. Thread-safe: calls of one run are answered concurrently.
+  // call; the upstream's answer is charged to `answer` (CallOptions::answer). Thread-safe:
+  // calls of one run are answered concurrently.
   sandbox::v1::ToolResult Route(const sandbox::v1::ToolCall& call,
-                                std::shared_ptr<codemode::CancelToken> cancel);
+                                std::shared_ptr<codemode::CancelToken> cancel,
+                                AnswerCharges answer = {});
 
   ToolCallStats stats() const;
 
  private:
   // The upstream's answer: the result's JSON, or an error for the sandboxed code.
   sandbox::v1::ToolResult Forward(const sandbox::v1::ToolCall& call, bool& ok,
-                                  std::shared_ptr<codemode::CancelToken> cancel);
+                                  std::shared_ptr<codemode::CancelToken> cancel,
+                                  AnswerCharges answer);
   void Count(const sandbox::v1::ToolCall& call, bool ok, int64_t duration_ms);
 
   Upstreams* const upstreams_;

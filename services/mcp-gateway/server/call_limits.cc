@@ -67,7 +67,7 @@ absl::StatusOr<CallLimits::Ticket> CallLimits::Acquire(const std::string& creden
     } else if (read && total_.reads + Reserve(mine.reads, options_.max_reads_per_credential,
                                               options_.max_reads) >= options_.max_reads) {
       refused = absl::StrCat("--max_resource_reads_in_flight=", options_.max_reads);
-    } else if (const codemode::ByteBudget* full = budget->Charge(bytes)) {
+    } else if (const codemode::ByteBudget* full = budget->Charge(kCopies * bytes)) {
       refused = full->Describe();
     } else {
       Usage& entry = by_credential_[credential];
@@ -80,14 +80,15 @@ absl::StatusOr<CallLimits::Ticket> CallLimits::Acquire(const std::string& creden
   if (!refused.empty()) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "too much work in flight: ", read ? "a resources/read" : "a call", " holding ", bytes,
-        " bytes would pass ", refused, "; retry when a call finishes"));
+        " bytes (charged ", kCopies, " times for its copies) would pass ", refused,
+        "; retry when a call finishes"));
   }
   Ticket ticket;
   ticket.owner_ = shared_from_this();
   ticket.credential_ = credential;
   ticket.read_ = read;
   ticket.budget_ = std::move(budget);
-  ticket.bytes_ = bytes;
+  ticket.bytes_ = kCopies * bytes;
   return ticket;
 }
 
@@ -131,29 +132,5 @@ CallLimits::Usage CallLimits::Of(const std::string& credential) const {
   return usage;
 }
 
-uint64_t ApproxJsonBytes(const nlohmann::json& value) {
-  // A node's own size, about what nlohmann's basic_json takes.
-  constexpr uint64_t kNode = 16;
-  switch (value.type()) {
-    case nlohmann::json::value_t::string:
-      return kNode + value.get_ref<const std::string&>().size();
-    case nlohmann::json::value_t::object: {
-      uint64_t sum = kNode;
-      for (auto it = value.begin(); it != value.end(); ++it) {
-        sum += kNode + it.key().size() + ApproxJsonBytes(it.value());
-      }
-      return sum;
-    }
-    case nlohmann::json::value_t::array: {
-      uint64_t sum = kNode;
-      for (const auto& item : value) sum += ApproxJsonBytes(item);
-      return sum;
-    }
-    case nlohmann::json::value_t::binary:
-      return kNode + value.get_binary().size();
-    default:
-      return kNode;
-  }
-}
 
 }  // namespace gateway

@@ -28,6 +28,12 @@ namespace gateway {
 
 class CallLimits : public std::enable_shared_from_this<CallLimits> {
  public:
+  // A call's arguments are charged this many times their size: a queued run_python holds
+  // them about three times over (the request's parse, the work's copy, the run's code and
+  // its proto). Charged once, 48 MB of queued code took the gateway up 145 MiB (attack
+  // round 6).
+  static constexpr uint64_t kCopies = 3;
+
   struct Options {
     uint32_t max_calls = 256;                     // --max_calls_in_flight
     uint32_t max_calls_per_credential = 64;       // --max_calls_in_flight_per_credential
@@ -91,8 +97,5 @@ class CallLimits : public std::enable_shared_from_this<CallLimits> {
   std::map<std::string, Usage> by_credential_ ABSL_GUARDED_BY(mu_);
 };
 
-// About how many bytes a parsed JSON value holds (strings, keys and a node each), without
-// serializing it. Bounded depth: the gateway's parser refuses deep documents.
-uint64_t ApproxJsonBytes(const nlohmann::json& value);
 
 }  // namespace gateway

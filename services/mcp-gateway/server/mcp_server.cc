@@ -324,7 +324,7 @@ json McpSession::Impl::StartToolCall(const json& id, const json& params,
     arguments = *args;
   }
   std::string tool = name->get<std::string>();
-  const uint64_t bytes = ApproxJsonBytes(arguments);
+  const uint64_t bytes = codemode::ApproxJsonBytes(arguments);
   Work work = [this, tool, arguments = std::move(arguments)](ToolCallContext& context) {
     return provider->CallTool(tool, arguments, context);
   };
@@ -342,7 +342,7 @@ json McpSession::Impl::StartRead(const json& id, const json& params,
     return provider->ReadResource(uri, context);
   };
   return StartWork(id, params, reply, "resources/read", std::move(work), kResourceNotFound,
-                   /*read=*/true, ApproxJsonBytes(*uri));
+                   /*read=*/true, codemode::ApproxJsonBytes(*uri));
 }
 
 json McpSession::Impl::StartWork(const json& id, const json& params,

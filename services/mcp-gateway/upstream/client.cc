@@ -190,6 +190,7 @@ absl::StatusOr<json> McpClient::CallTool(const std::string& tool, const json& ar
   request.timeout = timeout;
   request.cancel = options.cancel;
   request.on_progress = options.on_progress;
+  request.answer = options.answer;
   absl::StatusOr<json> result = rpc_->Request("tools/call", std::move(params), request);
   if (result.ok() && !result->is_object()) {
     return absl::InternalError("tools/call: the result is not an object");

@@ -113,8 +113,8 @@ httplib::Request StreamableHttpTransport::NewPost(const json& message, bool init
 }
 
 StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
-    const json& message, httplib::Client& client,
-    const std::function<void(json)>& on_message) {
+    const json& message, httplib::Client& client, const std::function<void(json)>& on_message,
+    const std::shared_ptr<codemode::ByteBudget>& answer_budget) {
   const bool initialize = wire::MethodOf(message) == "initialize";
   PostResult result;
   httplib::Request req = NewPost(message, initialize, &result.session_used);
@@ -122,7 +122,7 @@ StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
   bool event_stream = false;
   SseParser parser(max_message_bytes_);
   // The answer's bytes while it is read and parsed, kReceiveCopies times.
-  codemode::ByteHold hold(receive_budget_);
+  codemode::ByteHold hold(answer_budget ? answer_budget : receive_budget_);
   auto charge = [&](size_t size) {
     if (const codemode::ByteBudget* full = hold.GrowBy(kReceiveCopies * size)) {
       result.busy = full->Describe();
@@ -206,15 +206,17 @@ absl::Status StreamableHttpTransport::Post(const json& message, HttpExchange* ex
       exchange->SetClient(client);
       if (exchange->abandoned) return absl::CancelledError("abandoned");
     }
-    PostResult r = PostOnce(message, *client, on_message);
+    PostResult r = PostOnce(message, *client, on_message,
+                            exchange != nullptr ? exchange->answer_budget : nullptr);
     if (closing_ || (exchange != nullptr && exchange->abandoned)) {
       return absl::CancelledError("abandoned");
     }
     if (r.too_large) return MessageTooLargeError(max_message_bytes_);
     if (!r.busy.empty()) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "the gateway is receiving too many bytes of upstream answers at once (", r.busy,
-          "); the answer was not read: retry later"));
+          "the answer was not read: receiving it (charged ", kReceiveCopies,
+          " times its bytes as they arrive) would pass the gateway's ", r.busy,
+          "; retry when fewer calls are in flight"));
     }
     // A JSON answer that could not be used: say why rather than "no response".
     if (!r.unusable.ok()) return absl::InvalidArgumentError(r.unusable.message());
@@ -284,9 +286,11 @@ absl::Status StreamableHttpTransport::Reinitialize(const std::string& stale_sess
   return absl::OkStatus();
 }
 
-absl::Status StreamableHttpTransport::StartExchange(const json& message) {
+absl::Status StreamableHttpTransport::StartExchange(
+    const json& message, std::shared_ptr<codemode::ByteBudget> answer_budget) {
   auto exchange = std::make_shared<HttpExchange>();
   exchange->id = message.value("id", json());  // null for a notification
+  exchange->answer_budget = std::move(answer_budget);
   codemode::MutexLock lock(&workers_mu_);
   if (closing_) return absl::UnavailableError("connection closed");
   // Join the workers that have finished (their last act was setting `done`).
@@ -362,6 +366,16 @@ absl::Status StreamableHttpTransport::Send(const json& message) {
     callbacks_.on_closed(std::string(s.message()));
   }
   return s;
+}
+
+absl::Status StreamableHttpTransport::SendRequest(
+    const json& request, std::shared_ptr<codemode::ByteBudget> receiving) {
+  if (!receiving || !wire::LooksLikeRequest(request) ||
+      wire::MethodOf(request) == "initialize") {
+    return Send(request);
+  }
+  if (closing_) return absl::UnavailableError("connection closed");
+  return StartExchange(request, std::move(receiving));
 }
 
 void StreamableHttpTransport::Abandon(const json& id) {

@@ -78,6 +78,8 @@ class StreamableHttpTransport : public HttpTransportBase {
 
   absl::Status Start(TransportCallbacks callbacks, absl::Duration timeout) override;
   absl::Status Send(const nlohmann::json& message) override;
+  absl::Status SendRequest(const nlohmann::json& request,
+                           std::shared_ptr<codemode::ByteBudget> receiving) override;
   void Abandon(const nlohmann::json& id) override;
   void OnInitialized(const std::string& protocol_version) override;
   void Close() override;
@@ -97,8 +99,10 @@ class StreamableHttpTransport : public HttpTransportBase {
   // `*session_used`).
   httplib::Request NewPost(const nlohmann::json& message, bool initialize, std::string* session_used);
   // One POST; messages from the response (JSON or SSE) go to `on_message` as they arrive.
+  // The answer's bytes are charged to `answer_budget`, or to receive_budget_ when null.
   PostResult PostOnce(const nlohmann::json& message, httplib::Client& client,
-                      const std::function<void(nlohmann::json)>& on_message);
+                      const std::function<void(nlohmann::json)>& on_message,
+                      const std::shared_ptr<codemode::ByteBudget>& answer_budget = nullptr);
   // PostOnce, plus re-initialize-and-retry when the session has expired. Sets
   // `*connection_lost` when the server could not be reached at all, and `*cursor` (when
   // given) to where the response's SSE stream ended.
@@ -120,7 +124,8 @@ class StreamableHttpTransport : public HttpTransportBase {
   absl::Status Reinitialize(const std::string& stale_session);
   // Posts `message` on a worker thread. For a request, failures go to on_request_failed;
   // for a notification they are only logged.
-  absl::Status StartExchange(const nlohmann::json& message);
+  absl::Status StartExchange(const nlohmann::json& message,
+                             std::shared_ptr<codemode::ByteBudget> answer_budget = nullptr);
   void RunGetStream(std::shared_ptr<HttpExchange> exchange);
   void DeleteSession();
 

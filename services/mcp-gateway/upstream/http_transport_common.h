@@ -132,6 +132,9 @@ inline bool IsConnectError(httplib::Error error) {
 // client it currently uses; `done` is set as the thread's last action.
 struct HttpExchange {
   json id;  // the request it carries (null for GET streams)
+  // What its answer is charged to as it arrives (ClientTransport::SendRequest); null: the
+  // transport's receive budget.
+  std::shared_ptr<codemode::ByteBudget> answer_budget;
   std::thread thread;
   std::atomic<bool> done{false};
   std::atomic<bool> abandoned{false};

@@ -12,6 +12,7 @@
 #include "spdlog/spdlog.h"
 #include "base/log_text.h"
 #include "base/mutex.h"
+#include "base/untrusted_json.h"
 
 namespace gateway {
 
@@ -70,6 +71,9 @@ struct JsonRpcClient::Pending {
   codemode::Mutex progress_mu;
   bool finished ABSL_GUARDED_BY(progress_mu) = false;
   std::function<void(const json&)> on_progress;
+  // RequestOptions::answer.parsed; grown by the thread that delivers the answer, before
+  // Complete() hands it to the caller.
+  std::shared_ptr<codemode::ByteHold> answer_hold;
 
   bool Done() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return done; }
   bool DoneOrCancelled() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return done || cancelled; }
@@ -132,6 +136,7 @@ absl::StatusOr<json> JsonRpcClient::Request(const std::string& method, json para
     params["_meta"]["progressToken"] = id;
     pending->on_progress = options.on_progress;
   }
+  pending->answer_hold = options.answer.parsed;
   json message = MakeRequest(id, method, std::move(params));
   {
     codemode::MutexLock lock(&mu_);
@@ -145,7 +150,9 @@ absl::StatusOr<json> JsonRpcClient::Request(const std::string& method, json para
   // thread calling Cancel() never blocks on the upstream.
   if (options.cancel) options.cancel->OnCancel([pending] { pending->Cancel(); });
 
-  absl::Status sent = transport_->Send(message);
+  absl::Status sent =
+      options.answer.receiving ? transport_->SendRequest(message, options.answer.receiving)
+                               : transport_->Send(message);
   if (!sent.ok()) return AfterFailedSend(id, *pending, sent);
 
   bool done;
@@ -277,7 +284,7 @@ void JsonRpcClient::OnMessage(json message) {
   }
 }
 
-void JsonRpcClient::OnResponse(const json& message) {
+void JsonRpcClient::OnResponse(json& message) {
   int64_t id;
   std::shared_ptr<Pending> pending;
   if (AsId(message["id"], &id)) pending = TakePending(id);
@@ -290,7 +297,18 @@ void JsonRpcClient::OnResponse(const json& message) {
   if (auto it = message.find("error"); it != message.end() && !it->is_null()) {
     pending->Complete(ErrorToStatus(*it));
   } else if (auto result = message.find("result"); result != message.end()) {
-    pending->Complete(*result);
+    if (pending->answer_hold) {
+      const size_t bytes = codemode::ApproxJsonBytes(*result);
+      if (const codemode::ByteBudget* full =
+              pending->answer_hold->GrowBy(kReceiveCopies * bytes)) {
+        pending->Complete(absl::ResourceExhaustedError(absl::StrCat(
+            "the answer (about ", bytes, " bytes) was dropped: holding it until it is taken "
+            "(charged ", kReceiveCopies, " times) would pass the gateway's ", full->Describe(),
+            "; retry when fewer calls are in flight")));
+        return;
+      }
+    }
+    pending->Complete(std::move(*result));
   } else {
     pending->Complete(absl::InternalError("response has neither result nor error"));
   }

@@ -49,6 +49,9 @@ class JsonRpcClient {
     // Send notifications/cancelled on timeout or cancellation. Off for initialize, which
     // the protocol forbids cancelling.
     bool notify_cancelled = true;
+    // What the answer is charged to (transport.h): answers queued for busy callers hold
+    // their callers' budgets, not bytes nobody counts.
+    AnswerCharges answer;
   };
 
   // At most `log_messages_per_second` of the upstream's notifications/message are logged
@@ -80,7 +83,7 @@ class JsonRpcClient {
   struct Pending;
 
   void OnMessage(nlohmann::json message);
-  void OnResponse(const nlohmann::json& message);
+  void OnResponse(nlohmann::json& message);
   void OnNotification(const nlohmann::json& message);
   void OnServerRequest(const nlohmann::json& message);
   // notifications/message: checked level, clipped data, rate-limited.

@@ -13,12 +13,31 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "base/byte_budget.h"
 #include "nlohmann/json.hpp"
 
 namespace gateway {
 
 struct UpstreamConfig;
 struct UpstreamOptions;
+
+// An answer is charged this many times its bytes while it is received (to the caller's
+// budget or UpstreamOptions::receive_budget): the body (or SSE buffer) and its parse at the
+// same time; and as many again once parsed, until its caller takes it (JsonRpcClient).
+inline constexpr size_t kReceiveCopies = 2;
+
+// What the answer to one request is charged to, so that a caller's large answers count
+// against that caller (a credential) and not against everyone. Either may be null.
+struct AnswerCharges {
+  // While the answer is received on a connection of its own (Streamable HTTP), instead of
+  // UpstreamOptions::receive_budget: kReceiveCopies times its bytes, released once read.
+  std::shared_ptr<codemode::ByteBudget> receiving;
+  // Once parsed, kReceiveCopies times its size, until the caller releases or takes over the
+  // hold (after charging what it keeps of the result). Stdio and legacy SSE answers arrive
+  // on one shared stream and are charged only here; an answer this refuses is dropped and
+  // its request fails (RESOURCE_EXHAUSTED naming the budget's flag).
+  std::shared_ptr<codemode::ByteHold> parsed;
+};
 
 struct TransportCallbacks {
   // Every message the server sends (responses, notifications, server->client requests).
@@ -41,6 +60,14 @@ class ClientTransport {
   // requests on worker threads so callers can time out); failures of a request are then
   // reported through on_request_failed.
   virtual absl::Status Send(const nlohmann::json& message) = 0;
+  // Send() of a request whose answer, while this transport receives it on the request's
+  // own connection, is charged to `receiving` (AnswerCharges::receiving). Transports that
+  // receive every answer on one shared stream (stdio, legacy SSE) cannot tell whose bytes
+  // they read; JsonRpcClient charges the caller once the answer is parsed.
+  virtual absl::Status SendRequest(const nlohmann::json& request,
+                                   std::shared_ptr<codemode::ByteBudget> receiving) {
+    return Send(request);
+  }
   // The request with this id no longer needs its response (timed out, cancelled): the
   // HTTP transport drops the connection it is reading the response from.
   virtual void Abandon(const nlohmann::json& id) {}

@@ -23,6 +23,7 @@
 #include "base/byte_budget.h"
 #include "base/cancel.h"
 #include "nlohmann/json.hpp"
+#include "upstream/transport.h"
 
 namespace gateway {
 
@@ -82,9 +83,6 @@ struct StreamRetryPolicy {
 
 // The default of UpstreamOptions::max_message_bytes (--max_upstream_message_bytes).
 inline constexpr size_t kDefaultMaxUpstreamMessageBytes = 16u << 20;
-// An answer being received over HTTP is charged this many times its bytes to
-// UpstreamOptions::receive_budget: the body (or SSE buffer) and its parse at the same time.
-inline constexpr size_t kReceiveCopies = 2;
 
 // The JSON values (objects, arrays, strings, numbers, ...) one upstream message may hold:
 // one per 128 bytes of the byte cap (131,072 at 16 MiB). A parsed value costs ~140 bytes,
@@ -122,10 +120,10 @@ struct UpstreamOptions {
   // An upstream's notifications/message lines logged per second (bursts of as many); more
   // are counted, and the count logged with the next line that passes. 0: none logged.
   double log_messages_per_second = 10;
-  // Answers being received from HTTP upstreams, all upstreams together (each call reads its
-  // answer on a connection of its own, so 64 calls of a run could each hold a 16 MiB
-  // message at once): charged kReceiveCopies times as they arrive; past it the call fails
-  // with RESOURCE_EXHAUSTED naming the flag. Null: not bounded beyond max_message_bytes.
+  // Answers being received from HTTP upstreams for requests that charge no caller's budget
+  // (CallOptions::answer_hold; the gateway's own initialize and tools/list), all upstreams
+  // together: charged kReceiveCopies times as they arrive; past it the request fails with
+  // RESOURCE_EXHAUSTED naming the flag. Null: not bounded beyond max_message_bytes.
   std::shared_ptr<codemode::ByteBudget> receive_budget;
 };
 
@@ -134,6 +132,9 @@ struct CallOptions {
   std::shared_ptr<codemode::CancelToken> cancel;            // sends notifications/cancelled upstream
   // Called with the params of each notifications/progress the upstream sends for this call.
   std::function<void(const nlohmann::json& params)> on_progress;
+  // What the answer is charged to (transport.h). Without `receiving`, an answer of a
+  // Streamable HTTP upstream is charged to UpstreamOptions::receive_budget as it arrives.
+  AnswerCharges answer;
 };
 
 class UpstreamManager {

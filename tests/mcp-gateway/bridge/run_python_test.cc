@@ -107,8 +107,8 @@ TEST_F(RunPythonToolTest, ToolCallsGoUpAndComeBackInTheResult) {
   sandboxes_.SetScript([](const FakeSandboxes::Execution&, const ExecuteHandlers& h,
                           std::shared_ptr<codemode::CancelToken>) -> absl::StatusOr<Finished> {
     h.on_output(false, "calling\n");
-    sandbox::v1::ToolResult ok = h.on_tool_call(ToolCallOf("github", "search", R"({"q":"x"})"));
-    sandbox::v1::ToolResult refused = h.on_tool_call(ToolCallOf("memory", "read", "{}"));
+    sandbox::v1::ToolResult ok = h.on_tool_call(ToolCallOf("github", "search", R"({"q":"x"})"), {});
+    sandbox::v1::ToolResult refused = h.on_tool_call(ToolCallOf("memory", "read", "{}"), {});
     Finished f;
     f.set_status(Finished::OK);
     f.set_stdout(ok.result_json() + "|" + refused.error());
@@ -135,7 +135,7 @@ TEST_F(RunPythonToolTest, CancellingTheRunCancelsItsUpstreamCalls) {
   bool cancelled_by_client = false;
   sandboxes_.SetScript([&](const FakeSandboxes::Execution&, const ExecuteHandlers& h,
                            std::shared_ptr<codemode::CancelToken> cancel) -> absl::StatusOr<Finished> {
-    h.on_tool_call(ToolCallOf("github", "search", "{}"));
+    h.on_tool_call(ToolCallOf("github", "search", "{}"), {});
     EXPECT_FALSE(seen->cancelled());
     cancel->Cancel("client cancelled");  // notifications/cancelled, before the stream ends
     cancelled_by_client = seen->cancelled();

@@ -220,7 +220,7 @@ TEST_F(SandboxClientTest, ARunnerThatReadsNoAnswersGetsNoMoreCallsAnswered) {
   SandboxClient client({"unix:" + socket_}, limits);
   ExecuteHandlers h;
   h.credential = "token 0";
-  h.on_tool_call = [&](const sandbox::v1::ToolCall&) {
+  h.on_tool_call = [&](const sandbox::v1::ToolCall&, const auto&) {
     ++answered;
     sandbox::v1::ToolResult r;
     r.set_result_json("\"" + std::string(4u << 20, 'r') + "\"");  // past any flow-control window
@@ -261,7 +261,7 @@ TEST_F(SandboxClientTest, ACredentialsToolCallBytesAreBoundedOverItsRuns) {
   SandboxClient client({"unix:" + socket_}, limits);
   ExecuteHandlers h;
   h.credential = "token 0";
-  h.on_tool_call = [&](const sandbox::v1::ToolCall& c) {
+  h.on_tool_call = [&](const sandbox::v1::ToolCall& c, const auto&) {
     ++started;
     if (c.call_id() != "c2") release.WaitForNotificationWithTimeout(absl::Seconds(30));
     sandbox::v1::ToolResult r;
@@ -295,7 +295,7 @@ TEST_F(SandboxClientTest, ACancelReachesSandboxdWhileTheStreamIsBackedUp) {
   SandboxClient client({"unix:" + socket_}, limits);
   ExecuteHandlers h;
   h.credential = "token 0";
-  h.on_tool_call = [&](const sandbox::v1::ToolCall&) {
+  h.on_tool_call = [&](const sandbox::v1::ToolCall&, const auto&) {
     answering.Notify();
     sandbox::v1::ToolResult r;
     r.set_result_json("\"" + std::string(4u << 20, 'r') + "\"");  // past any flow-control window

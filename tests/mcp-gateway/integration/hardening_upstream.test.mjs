@@ -75,8 +75,9 @@ describe("an upstream's answers against the gateway", () => {
   // Attack round 5 (F6): each call reads its answer on a connection of its own, so one run
   // gathering many calls of a tool with a large (legitimate-sized) result had them all
   // read, parsed and dumped at once: 64 calls of 7.5 MiB took the gateway to 765 MiB.
-  // Answers are charged as they arrive (--max_upstream_bytes_in_flight); past it a call
-  // fails clearly and the others go on.
+  // Answers are charged to the caller's credential as they arrive (its tool-call bytes,
+  // inside its share of --max_buffered_bytes); past it a call fails clearly and the others
+  // go on.
   test("many large answers at once are bounded as they arrive", async () => {
     const g = await startGateway([], { servers: { huge: { type: "http", url: upstream.url } } });
     const client = await g.client("many-large-answers");
@@ -98,12 +99,84 @@ describe("an upstream's answers against the gateway", () => {
     const out = text(r);
     const lines = out.split("\n");
     const ok = lines.filter((l) => l === "OK").length;
-    const busy = lines.filter((l) => /^ERR .*--max_upstream_bytes_in_flight=/.test(l)).length;
+    const busy = lines.filter((l) => /^ERR .*(was not read: receiving it|was dropped: holding it).* would pass the gateway's --max_\w+=\d+/.test(l)).length;
     console.log(`48 answers of 6 MiB at once: ${ok} delivered, ${busy} refused while receiving; ` +
       `gateway VmRSS ${before.toFixed(0)} MiB before, peak ${peak.toFixed(0)} MiB`);
     assert.ok(peak < 256, `the gateway's peak RSS reached ${peak.toFixed(0)} MiB\n${out.slice(0, 2000)}`);
     assert.ok(ok >= 1, out.slice(0, 2000));
     assert.ok(busy >= 1, out.slice(0, 2000));
     assert.match(out, /small: .*ok-small/, out.slice(-500));
+  });
+
+  // Attack round 6 (F8): answers being received were charged to one budget for everyone
+  // (--max_upstream_bytes_in_flight), so one token gathering many large answers kept it full
+  // and another token's single large call failed (0 of 15). Each answer is charged to its
+  // caller's tool-call budget: a token floods only its own.
+  test("one token's flood of large answers leaves another token's large call alone", async () => {
+    const g = await startGateway([], { tokens: 2, servers: { huge: { type: "http", url: upstream.url } } });
+    const flooder = await g.client("answer-flooder", g.as(0));
+    const victim = await g.client("answer-victim", g.as(1));
+    const flood = runPython(flooder, [
+      "import asyncio, time",
+      "async def one():",
+      "    try:",
+      `        await mcp_huge.big(bytes=${6 << 20})`,
+      "        return 'OK'",
+      "    except Exception as e:",
+      "        return 'ERR'",
+      "end, rounds, refused = time.time() + 12, 0, 0",
+      "while time.time() < end:",
+      "    rounds += 1",
+      "    refused += (await asyncio.gather(*[one() for _ in range(24)])).count('ERR')",
+      "print('rounds', rounds, 'refused', refused)",
+    ].join("\n"), { timeout_seconds: 120 }, { timeout: 180000 });
+    const victimRun = runPython(victim, [
+      "import asyncio",
+      "await asyncio.sleep(3)",
+      "for i in range(6):",
+      "    try:",
+      `        r = await mcp_huge.big(bytes=${6 << 20})`,
+      "        print('OK')",
+      "    except Exception as e:",
+      "        print('ERR', str(e)[:300])",
+    ].join("\n"), { timeout_seconds: 120 }, { timeout: 180000 });
+    const [flooded, victimResult] = await Promise.all([flood, victimRun]);
+    await flooder.close();
+    await victim.close();
+    const floodOut = text(flooded);
+    const victimOut = text(victimResult);
+    console.log(`flooder: ${floodOut.trim()}; victim:\n${victimOut}`);
+    const refused = Number(/refused (\d+)/.exec(floodOut)?.[1] ?? 0);
+    assert.ok(refused > 0, `the flood never filled its own budget, so it proves nothing: ${floodOut}`);
+    assert.equal(victimOut.split("\n").filter((l) => l === "OK").length, 6, victimOut);
+  });
+
+  // Attack round 6 (F7): a stdio upstream's answers are read on one thread and parsed at
+  // once; they used to wait for their callers' threads uncounted, and were only charged
+  // (and refused) after being dumped again. Each is now charged to its caller as it is
+  // parsed, and dropped there with a clear error when the caller's budget cannot hold it:
+  // here a 6 MiB answer, charged twice, never fits a 10 MB budget.
+  test("a stdio upstream's large answers are charged to their caller as they are parsed", async () => {
+    const g = await startGateway(["--max_tool_call_bytes_in_flight_per_credential=10000000"], {
+      servers: { big: { command: "python3", args: [new URL("./fixtures/hostile_upstream.py", import.meta.url).pathname, "plain"] } },
+    });
+    const client = await g.client("stdio-large-answers");
+    const r = await runPython(client, [
+      "import asyncio",
+      "async def one():",
+      "    try:",
+      `        await mcp_big.hello(bytes=${6 << 20})`,
+      "        return 'OK'",
+      "    except Exception as e:",
+      "        return 'ERR ' + str(e)[:300]",
+      "for line in await asyncio.gather(*[one() for _ in range(8)]):",
+      "    print(line)",
+      "print('small:', await mcp_big.hello())",
+    ].join("\n"), { timeout_seconds: 240 }, { timeout: 300000 });
+    await client.close();
+    const out = text(r);
+    const dropped = out.split("\n").filter((l) => /^ERR big\.hello: .*the answer \(about \d+ bytes\) was dropped: holding it until it is taken \(charged 2 times\) would pass the gateway's --max_tool_call_bytes_in_flight_per_credential=10000000/.test(l)).length;
+    assert.equal(dropped, 8, out.slice(0, 3000));
+    assert.match(out, /small: .*hello/, out.slice(-500));
   });
 });

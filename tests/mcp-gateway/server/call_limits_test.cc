@@ -26,8 +26,9 @@ CallLimits::Options Small() {
   CallLimits::Options o;
   o.max_calls = 3;
   o.max_calls_per_credential = 2;
-  o.max_bytes = 250;
-  o.max_bytes_per_credential = 150;
+  // Bytes are charged CallLimits::kCopies (3) times: 250 and 150 bytes of arguments.
+  o.max_bytes = 750;
+  o.max_bytes_per_credential = 450;
   o.max_reads = 1;
   o.max_reads_per_credential = 1;
   return o;
@@ -60,14 +61,14 @@ TEST(CallLimitsTest, BytesAreChargedUntilTheTicketGoes) {
   CallLimits::Ticket first = *limits->Acquire("a", false, 100);
   absl::StatusOr<CallLimits::Ticket> refused = limits->Acquire("a", false, 51);
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("--max_call_bytes_in_flight_per_credential=150"),
+  EXPECT_NE(refused.status().message().find("--max_call_bytes_in_flight_per_credential=450"),
             std::string::npos) << refused.status();
   CallLimits::Ticket other = *limits->Acquire("b", false, 140);
   refused = limits->Acquire("c", false, 11);
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("--max_call_bytes_in_flight=250"), std::string::npos);
+  EXPECT_NE(refused.status().message().find("--max_call_bytes_in_flight=750"), std::string::npos);
   CallLimits::Ticket moved = std::move(first);  // moving keeps the charge
-  EXPECT_EQ(limits->Of("a").bytes, 100u);
+  EXPECT_EQ(limits->Of("a").bytes, CallLimits::kCopies * 100) << "a call's copies are charged";
   moved.Release();
   moved.Release();  // idempotent
   EXPECT_EQ(limits->Of("a").bytes, 0u);
@@ -114,19 +115,13 @@ TEST(CallLimitsTest, TwoCredentialsLeaveASlotForAThird) {
 
 TEST(CallLimitsTest, BytesKeepAReserveForCredentialsHoldingNothing) {
   CallLimits::Options o = Small();
-  o.max_bytes = 800;
-  o.max_bytes_per_credential = 400;
+  o.max_bytes = 800 * CallLimits::kCopies;
+  o.max_bytes_per_credential = 400 * CallLimits::kCopies;
   auto limits = std::make_shared<CallLimits>(o);
   CallLimits::Ticket a = *limits->Acquire("a", false, 400);
   CallLimits::Ticket b = *limits->Acquire("b", false, 300);
   EXPECT_FALSE(limits->Acquire("b", false, 50).ok()) << "the last 100 bytes are kept";
   EXPECT_TRUE(limits->Acquire("c", false, 50).ok());
-}
-
-TEST(CallLimitsTest, ApproxJsonBytesCountsStrings) {
-  json args = {{"code", std::string(1 << 20, 'x')}, {"list", {"ab", 1, 2.5}}};
-  EXPECT_GE(ApproxJsonBytes(args), (1u << 20) + 6);
-  EXPECT_LT(ApproxJsonBytes(args), (1u << 20) + 1024);
 }
 
 // Two sessions of one credential share its bound; a session of another credential is
