@@ -311,7 +311,7 @@ class ToolCallDispatcher {
       codemode::MutexLock lock(&mu_);
       closing_ = true;
     }
-    for (auto& [id, t] : workers_) t.join();
+    for (auto& worker : workers_) worker.second.join();
     workers_.clear();
     codemode::MutexLock lock(&mu_);
     ended_.clear();
