@@ -166,6 +166,12 @@ ABSL_FLAG(double, upstream_log_rate, 10,
           "more are counted and reported. 0: none logged.");
 ABSL_FLAG(uint32_t, max_tool_calls_in_flight, 64,
           "Tool calls of one run_python answered at the same time; more get a ToolError.");
+ABSL_FLAG(uint32_t, max_tool_calls_in_flight_per_credential, 128,
+          "Tool calls in flight at once of one credential over all its runs (each "
+          "holds a thread until its answer is written); more get a ToolError.");
+ABSL_FLAG(uint32_t, max_tool_calls_in_flight_total, 512,
+          "Tool calls in flight at once over every credential; a credential with calls in "
+          "flight may not take the last eighth. More get a ToolError.");
 ABSL_FLAG(uint64_t, max_tool_call_bytes, 4 << 20,
           "Largest JSON arguments of one tool call from sandboxed code; larger get a ToolError.");
 ABSL_FLAG(uint64_t, max_tool_result_bytes, 8 << 20,
@@ -321,6 +327,8 @@ gateway::ToolCallLimits ToolCallLimitsFromFlags(std::shared_ptr<codemode::Buffer
       OneCredential() ? absl::GetFlag(FLAGS_max_upstream_bytes_in_flight)
                       : absl::GetFlag(FLAGS_max_upstream_bytes_in_flight_per_credential);
   l.max_in_flight = absl::GetFlag(FLAGS_max_tool_calls_in_flight);
+  l.max_in_flight_per_credential = absl::GetFlag(FLAGS_max_tool_calls_in_flight_per_credential);
+  l.max_in_flight_total = absl::GetFlag(FLAGS_max_tool_calls_in_flight_total);
   l.max_per_run = absl::GetFlag(FLAGS_max_tool_calls_per_run);
   l.max_argument_bytes = absl::GetFlag(FLAGS_max_tool_call_bytes);
   l.max_result_bytes = absl::GetFlag(FLAGS_max_tool_result_bytes);

@@ -4,6 +4,7 @@
 
 #include <deque>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <thread>
 
@@ -90,7 +91,8 @@ SandboxClient::SandboxClient(std::vector<std::string> endpoints, ToolCallLimits 
     : endpoints_(std::move(endpoints)),
       limits_(limits),
       budget_(limits.max_bytes_in_flight_per_credential, limits.max_bytes_in_flight_total,
-              limits.ceiling, limits.receiving, limits.max_receiving_per_credential),
+              limits.ceiling, limits.max_in_flight_per_credential, limits.max_in_flight_total,
+              limits.receiving, limits.max_receiving_per_credential),
       isolation_(isolation),
       image_(std::move(image)),
       tcp_token_(std::move(tcp_token)),
@@ -263,11 +265,15 @@ absl::StatusOr<std::string> SandboxClient::DownloadFile(const SandboxRef& ref,
 namespace {
 
 // Answers the tool calls of one execution within ToolCallLimits, on workers that are
-// started as calls overlap (at most max_in_flight) and reused until the stream ends, so
+// started as calls overlap (at most max_in_flight) and reused while calls keep coming, so
 // a run that makes 100,000 calls starts a handful of threads, not 100,000. A call holds
-// its slot and its bytes (arguments, then also its result; charged to the run and to the
-// credential's share of `budget`) until its answer is written: a sandbox that does not
-// read its answers stalls the write, and must not get further calls admitted meanwhile.
+// its slot, its place in the credential's count of calls (`budget`'s CallsOf) and its
+// bytes (arguments, then also its result; charged to the run and to the credential's
+// share of `budget`) until its answer is written: a sandbox that does not read its answers
+// stalls the write, and must not get further calls admitted meanwhile. A worker that finds
+// nothing queued while another already waits ends, so a run keeps one idle worker: the
+// threads of a credential's runs are its calls in flight plus one per run, not the sum of
+// each run's peak (kept until each stream ended, they added up across runs; F9).
 // Dispatch is called by the Execute loop's thread only.
 class ToolCallDispatcher {
  public:
@@ -277,11 +283,13 @@ class ToolCallDispatcher {
       : limits_(limits),
         budget_(budget->Of(handlers.credential)),
         receiving_(budget->ReceivingOf(handlers.credential)),
+        calls_(budget->CallsOf(handlers.credential)),
         handlers_(handlers),
         write_(std::move(write)) {}
   ~ToolCallDispatcher() { JoinAll(); }
 
   void Dispatch(sandbox::v1::ToolCall call) {
+    JoinEnded();
     if (std::string error = Admit(call); !error.empty()) {
       sandbox::v1::ExecuteRequest req;
       req.mutable_tool_result()->set_call_id(call.call_id());
@@ -293,7 +301,9 @@ class ToolCallDispatcher {
     queue_.push_back(std::move(call));
     // Unlock wakes an idle worker; start one when every idle one already has a call.
     if (queue_.size() > idle_) {
-      workers_.push_back(codemode::StartThread("tool call", [this] { Work(); }));
+      std::thread worker = codemode::StartThread("tool call", [this] { Work(); });
+      const std::thread::id id = worker.get_id();
+      workers_.emplace(id, std::move(worker));
     }
   }
 
@@ -303,8 +313,10 @@ class ToolCallDispatcher {
       codemode::MutexLock lock(&mu_);
       closing_ = true;
     }
-    for (auto& t : workers_) t.join();
+    for (auto& worker : workers_) worker.second.join();
     workers_.clear();
+    codemode::MutexLock lock(&mu_);
+    ended_.clear();
   }
 
  private:
@@ -336,7 +348,11 @@ class ToolCallDispatcher {
                           " bytes of arguments (the gateway's --max_tool_call_bytes_in_flight is ",
                           limits_.max_argument_bytes_in_flight, "); await some first");
     }
+    if (const codemode::ByteBudget* full = calls_->Charge(1)) {
+      return ToolCallBudget::CallRefusal(*full, *calls_);
+    }
     if (const codemode::ByteBudget* full = budget_->Charge(ToolCallBudget::kCopies * size)) {
+      calls_->Release(1);
       return ToolCallBudget::Refusal(*full, *budget_);
     }
     ++total_;
@@ -350,9 +366,27 @@ class ToolCallDispatcher {
     return closing_ || !queue_.empty();
   }
 
+  // Joins the workers that ended (they return at once): an ended thread keeps its stack
+  // until joined, and a long run whose calls come in bursts would keep one per burst.
+  void JoinEnded() ABSL_LOCKS_EXCLUDED(mu_) {
+    std::vector<std::thread::id> ended;
+    {
+      codemode::MutexLock lock(&mu_);
+      ended.swap(ended_);
+    }
+    for (const std::thread::id& id : ended) {
+      auto it = workers_.find(id);
+      if (it == workers_.end()) continue;
+      it->second.join();
+      workers_.erase(it);
+    }
+  }
+
   void Work() ABSL_LOCKS_EXCLUDED(mu_) {
     mu_.Lock();
-    while (true) {
+    // One idle worker takes the next call at once; more would only wait, holding threads
+    // the credential's count no longer sees.
+    while (!queue_.empty() || idle_ == 0) {
       ++idle_;
       mu_.Await(absl::Condition(this, &ToolCallDispatcher::HasWorkOrClosing));
       --idle_;
@@ -376,7 +410,9 @@ class ToolCallDispatcher {
       mu_.Lock();
       --unwritten_;
       bytes_in_flight_ -= size;
+      calls_->Release(1);
     }
+    ended_.push_back(std::this_thread::get_id());
     mu_.Unlock();
   }
 
@@ -427,12 +463,15 @@ class ToolCallDispatcher {
   // The credential's, held for the run: its charges must be released to the same budget.
   const std::shared_ptr<codemode::ByteBudget> budget_;
   const std::shared_ptr<codemode::ByteBudget> receiving_;  // the credential's; may be null
+  const std::shared_ptr<codemode::ByteBudget> calls_;  // the credential's count, 1 per call
   const ExecuteHandlers& handlers_;
   const Write write_;
-  std::vector<std::thread> workers_;  // touched by the Execute loop's thread only
+  // Touched by the Execute loop's thread only; by id, so that JoinEnded finds the ended.
+  std::map<std::thread::id, std::thread> workers_;
   codemode::Mutex mu_;
   std::deque<sandbox::v1::ToolCall> queue_ ABSL_GUARDED_BY(mu_);  // admitted, not yet picked up
   size_t idle_ ABSL_GUARDED_BY(mu_) = 0;                          // workers waiting for a call
+  std::vector<std::thread::id> ended_ ABSL_GUARDED_BY(mu_);       // workers that returned
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   uint32_t total_ ABSL_GUARDED_BY(mu_) = 0;
   uint32_t answering_ ABSL_GUARDED_BY(mu_) = 0;  // admitted and not yet answered

@@ -3,7 +3,8 @@
 // and a session stays on the endpoint that created it) and runs one Execute stream per
 // execution, answering the stream's tool calls through a callback that may block (on a
 // worker pool that grows to ToolCallLimits::max_in_flight, so calls from asyncio.gather
-// overlap end to end).
+// overlap end to end, and shrinks to one idle worker as they end; the calls of a
+// credential and of everyone are counted across runs, so are the threads).
 //
 //   SandboxClient client({"unix:/run/user/1000/sandboxd/sandboxd.sock"});
 //   ASSIGN_OR_RETURN(SandboxRef ref, client.CreateSession("owner", "label", catalog));
@@ -35,6 +36,12 @@ namespace gateway {
 struct ToolCallLimits {
   uint32_t max_in_flight = 64;    // calls being answered at the same time
   uint32_t max_per_run = 10000;   // calls in total
+  // Calls in flight (admitted, answer not yet written) of one credential over all its runs,
+  // and of everyone: each holds a gateway thread, and a credential may run many sandboxes
+  // (ToolCallBudget::CallsOf). A credential with calls in flight may not take the last
+  // eighth of the total.
+  uint32_t max_in_flight_per_credential = 128;
+  uint32_t max_in_flight_total = 512;
   // JSON sizes of one call's arguments and of one result; larger ones become ToolErrors
   // before anything parses them (arguments) or sends them on (results).
   size_t max_argument_bytes = 4u << 20;

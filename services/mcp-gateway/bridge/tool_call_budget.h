@@ -7,13 +7,21 @@
 // gateway to ~1 GiB. Each call is charged kCopies times its size. Shared by every execution
 // of a SandboxClient.
 //
-//   ToolCallBudget budget(64 << 20, 128 << 20, ceiling);
+// It also counts the calls themselves (CallsOf: a ByteBudget charged 1 per call), per
+// credential and over everyone: each call in flight holds a gateway thread until its
+// answer is written, and a run's own cap (--max_tool_calls_in_flight) let one token's 16
+// sandboxes x 64 slow calls hold 1,055 threads (attack round 6, F9).
+//
+//   ToolCallBudget budget(64 << 20, 128 << 20, ceiling, 128, 512);
 //   std::shared_ptr<codemode::ByteBudget> mine = budget.Of("token 0");  // held by the run
 //   if (const codemode::ByteBudget* full = mine->Charge(n)) return ToolError(Refusal(...));
 //   ...
 //   mine->Release(n);
+//   std::shared_ptr<codemode::ByteBudget> calls = budget.CallsOf("token 0");
+//   if (const codemode::ByteBudget* full = calls->Charge(1)) return ToolError(CallRefusal(...));
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <string>
 
@@ -36,6 +44,7 @@ class ToolCallBudget {
   // answers in transit are not charged to a credential.
   ToolCallBudget(size_t per_credential, size_t total,
                  std::shared_ptr<codemode::BufferCeiling> ceiling = nullptr,
+                 size_t calls_per_credential = 128, size_t calls_total = 512,
                  std::shared_ptr<codemode::ByteBudget> receiving = nullptr,
                  size_t receiving_per_credential = 0)
       : ceiling_(std::move(ceiling)),
@@ -43,6 +52,10 @@ class ToolCallBudget {
                                                       codemode::AllOf(ceiling_))),
         per_credential_("max_tool_call_bytes_in_flight_per_credential", per_credential, {total_},
                         codemode::FairReserve(total_, per_credential)),
+        calls_total_(std::make_shared<codemode::ByteBudget>("max_tool_calls_in_flight_total",
+                                                            calls_total)),
+        calls_per_credential_("max_tool_calls_in_flight_per_credential", calls_per_credential,
+                              {calls_total_}, CallReserve(calls_total_, calls_per_credential)),
         receiving_(std::move(receiving)),
         receiving_per_credential_(
             "max_upstream_bytes_in_flight_per_credential", receiving_per_credential,
@@ -75,14 +88,50 @@ class ToolCallBudget {
                         full.Describe(), ", ", full.used(), " in use); try again later");
   }
 
+  // The count of `credential`'s tool calls in flight over all its runs (charge 1 per call,
+  // release it once the call's answer is written); hold it while it holds calls.
+  std::shared_ptr<codemode::ByteBudget> CallsOf(const std::string& credential) {
+    return calls_per_credential_.Of(credential);
+  }
+
+  // Why a call of `mine` (a CallsOf budget) was refused by `full`, naming the flag to raise.
+  static std::string CallRefusal(const codemode::ByteBudget& full,
+                                 const codemode::ByteBudget& mine) {
+    if (&full == &mine) {
+      return absl::StrCat("this credential already has ", mine.used(),
+                          " tool calls in flight over all its runs (the gateway's ",
+                          full.Describe(), "); await some first");
+    }
+    return absl::StrCat("the gateway has too many tool calls in flight now (its ",
+                        full.Describe(), ", ", full.used(),
+                        " in flight; the last eighth is kept for credentials with none); "
+                        "await some first");
+  }
+
   // Bytes held by `credential` and by everyone (tests, logs).
   size_t held(const std::string& credential) const { return per_credential_.Used(credential); }
   size_t total() const { return total_->used(); }
+  // Tool calls in flight of `credential` and of everyone.
+  size_t calls(const std::string& credential) const {
+    return calls_per_credential_.Used(credential);
+  }
+  size_t calls_total() const { return calls_total_->used(); }
 
  private:
+  // FairReserve for counts: an eighth of the total, at least one call (as CallLimits'
+  // tickets), kept for credentials with no call in flight; none for one credential.
+  static codemode::ByteReserve CallReserve(const std::shared_ptr<codemode::ByteBudget>& total,
+                                           size_t per_credential) {
+    if (per_credential >= total->limit()) return {};
+    return {total, std::max<size_t>(1, total->limit() / 8)};
+  }
+
   const std::shared_ptr<codemode::BufferCeiling> ceiling_;
   const std::shared_ptr<codemode::ByteBudget> total_;  // draws on the ceiling's all()
   codemode::ByteBudgets per_credential_;               // each draws on total_ and a share
+  // Counts of calls (charged 1 each): not bytes, so outside the ceiling.
+  const std::shared_ptr<codemode::ByteBudget> calls_total_;
+  codemode::ByteBudgets calls_per_credential_;  // each draws on calls_total_
   const std::shared_ptr<codemode::ByteBudget> receiving_;  // may be null
   codemode::ByteBudgets receiving_per_credential_;     // each draws on receiving_ and a share
 };

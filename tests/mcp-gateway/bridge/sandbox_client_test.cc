@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <fstream>
 #include <memory>
 #include <functional>
 #include <string>
@@ -276,6 +277,115 @@ TEST_F(SandboxClientTest, ACredentialsToolCallBytesAreBoundedOverItsRuns) {
   EXPECT_EQ(started.load(), 2) << "the third call was refused, not answered";
 }
 
+// The calls a credential has in flight are counted over all its runs (each holds a gateway
+// thread; attack round 6: one token's 16 sandboxes x 64 slow calls held 1,055 threads):
+// past --max_tool_calls_in_flight_per_credential a call of another run gets a ToolError
+// naming it, whatever each run's own cap.
+TEST_F(SandboxClientTest, ACredentialsToolCallsAreCountedOverItsRuns) {
+  absl::Notification release;
+  std::atomic<int> streams{0}, started{0};
+  std::string refusal;  // of the second run's second call
+  codemode::Mutex mu;
+  auto wait_started = [&](int n) {
+    for (int i = 0; i < 3000 && started.load() < n; ++i) usleep(10000);
+  };
+  service_.execute = [&](grpc::ServerContext*, RecordingSandboxd::ExecuteStream* stream) {
+    const int run = streams++;
+    if (run == 1) wait_started(2);  // the first run's two calls hold their places
+    stream->Write(CallOf(2 * run, 16));
+    if (run == 1) wait_started(3);
+    stream->Write(CallOf(2 * run + 1, 16));
+    sandbox::v1::ExecuteRequest answer;
+    for (int answers = 0; answers < 2 && stream->Read(&answer);) {
+      if (!answer.has_tool_result()) continue;
+      ++answers;
+      if (answer.tool_result().call_id() == "c3") {
+        codemode::MutexLock lock(&mu);
+        refusal = answer.tool_result().error();
+        release.Notify();
+      }
+    }
+    sandbox::v1::ExecuteResponse done;
+    done.mutable_finished()->set_status(sandbox::v1::Finished::OK);
+    stream->Write(done);
+    return grpc::Status::OK;
+  };
+  ToolCallLimits limits;
+  limits.max_in_flight_per_credential = 3;
+  SandboxClient client({"unix:" + socket_}, limits);
+  ExecuteHandlers h;
+  h.credential = "token 0";
+  h.on_tool_call = [&](const sandbox::v1::ToolCall&, const auto&) {
+    ++started;
+    release.WaitForNotificationWithTimeout(absl::Seconds(30));
+    sandbox::v1::ToolResult r;
+    r.set_result_json("{}");
+    return r;
+  };
+  std::vector<std::thread> runs;
+  for (int i = 0; i < 2; ++i) {
+    runs.emplace_back([&] { (void)client.Execute({0, "s-1"}, "code", 1000, nullptr, h, nullptr); });
+  }
+  for (auto& t : runs) t.join();
+  codemode::MutexLock lock(&mu);
+  EXPECT_THAT(refusal, HasSubstr("--max_tool_calls_in_flight_per_credential=3"));
+  EXPECT_THAT(refusal, HasSubstr("await some first"));
+  EXPECT_EQ(started.load(), 3) << "the fourth call was refused, not answered";
+}
+
+int ThreadsOfThisProcess() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return -1;
+}
+
+// Workers started for a burst of overlapping calls end once the burst is answered (one
+// stays for the next call): kept until the stream ended, the idle workers of a
+// credential's runs added up past its count of calls in flight.
+TEST_F(SandboxClientTest, IdleToolCallWorkersEndAfterABurst) {
+  constexpr int kCalls = 16;
+  absl::Notification all_started;
+  std::atomic<int> started{0}, peak{0};
+  bool dropped = false;
+  service_.execute = [&](grpc::ServerContext*, RecordingSandboxd::ExecuteStream* stream) {
+    for (int i = 0; i < kCalls; ++i) stream->Write(CallOf(i, 16));
+    sandbox::v1::ExecuteRequest answer;
+    for (int answers = 0; answers < kCalls && stream->Read(&answer);) {
+      if (answer.has_tool_result()) ++answers;
+    }
+    // Every call is answered: all but one of the burst's workers end (the old gateway kept
+    // them until the stream ended).
+    for (int n = 0; n < 1000 && !dropped; ++n) {
+      dropped = ThreadsOfThisProcess() <= peak.load() - (kCalls - 4);
+      if (!dropped) usleep(10000);
+    }
+    sandbox::v1::ExecuteResponse done;
+    done.mutable_finished()->set_status(sandbox::v1::Finished::OK);
+    stream->Write(done);
+    return grpc::Status::OK;
+  };
+  SandboxClient client({"unix:" + socket_});
+  ExecuteHandlers h;
+  h.credential = "token 0";
+  h.on_tool_call = [&](const sandbox::v1::ToolCall&, const auto&) {
+    if (++started == kCalls) {
+      peak = ThreadsOfThisProcess();  // every call holds a worker now
+      all_started.Notify();
+    }
+    all_started.WaitForNotificationWithTimeout(absl::Seconds(30));
+    sandbox::v1::ToolResult r;
+    r.set_result_json("{}");
+    return r;
+  };
+  absl::StatusOr<sandbox::v1::Finished> f = client.Execute({0, "s-1"}, "code", 1000, nullptr, h, nullptr);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(started.load(), kCalls) << "the burst overlapped: one worker per call";
+  EXPECT_TRUE(dropped) << "threads stayed near " << peak.load() << " after the burst was answered";
+}
+
 // Code that reads none of its tool calls' answers backs the Execute stream up: sandboxd
 // stops reading it, and the answer's write blocks holding the stream. A cancel of the run
 // must still reach sandboxd: the old gateway queued its `cancel` behind the blocked write
@@ -331,6 +441,30 @@ TEST(ToolCallBudgetTest, ChargesPerCredentialAndInTotal) {
   EXPECT_EQ(c->Charge(10), nullptr);
   EXPECT_EQ(budget.held("a"), 40u);
   EXPECT_EQ(budget.total(), 100u);
+}
+
+TEST(ToolCallBudgetTest, CountsCallsPerCredentialAndInTotalWithAReserve) {
+  ToolCallBudget budget(1 << 20, 1 << 20, nullptr, 8, 12);
+  std::shared_ptr<codemode::ByteBudget> a = budget.CallsOf("a"), b = budget.CallsOf("b"),
+                                        c = budget.CallsOf("c");
+  for (int i = 0; i < 8; ++i) ASSERT_EQ(a->Charge(1), nullptr) << i;
+  const codemode::ByteBudget* full = a->Charge(1);
+  ASSERT_NE(full, nullptr);
+  EXPECT_THAT(ToolCallBudget::CallRefusal(*full, *a),
+              HasSubstr("--max_tool_calls_in_flight_per_credential=8"));
+  // c, holding calls, may not take the last eighth of the total (one call): 3, not 4.
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(c->Charge(1), nullptr) << i;
+  full = c->Charge(1);
+  ASSERT_NE(full, nullptr);
+  EXPECT_THAT(ToolCallBudget::CallRefusal(*full, *c),
+              HasSubstr("--max_tool_calls_in_flight_total=12"));
+  // That last one is b's, which holds none.
+  EXPECT_EQ(b->Charge(1), nullptr);
+  EXPECT_EQ(budget.calls("c"), 3u);
+  EXPECT_EQ(budget.calls_total(), 12u);
+  a->Release(8);
+  EXPECT_EQ(c->Charge(1), nullptr);
+  EXPECT_EQ(budget.held("a"), 0u) << "counts are not bytes";
 }
 
 // The gateway's byte ceiling bounds tool calls too: a credential's share, then everyone's.
