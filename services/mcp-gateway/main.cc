@@ -188,6 +188,9 @@ ABSL_FLAG(absl::Duration, sandbox_cancel_grace, absl::Seconds(5),
           "A cancelled run's Execute stream must end within this of its cancel; past it (a "
           "stream backed up by code that reads none of its tool calls' answers) the call to "
           "sandboxd is cancelled instead. Keep it above sandboxd's --kill_grace.");
+ABSL_FLAG(uint64_t, max_code_bytes, 1 << 20,
+          "Largest run_python code accepted, refused before it waits for its sandbox; keep it "
+          "equal to sandboxd's --max_code_bytes (which refuses more anyway).");
 ABSL_FLAG(uint32_t, max_tool_calls_per_run, 10000,
           "Tool calls one run_python may make in total; later ones get a ToolError.");
 ABSL_FLAG(uint64_t, spill_stdout_bytes, 32 * 1024,
@@ -523,6 +526,7 @@ int main(int argc, char** argv) {
   gateway::RunPythonOptions run_options;
   run_options.default_timeout_seconds = absl::GetFlag(FLAGS_default_timeout_seconds);
   run_options.max_timeout_seconds = absl::GetFlag(FLAGS_max_timeout_seconds);
+  run_options.max_code_bytes = absl::GetFlag(FLAGS_max_code_bytes);
   run_options.spill_stdout_bytes = absl::GetFlag(FLAGS_spill_stdout_bytes);
   run_options.resources.max_read_bytes = absl::GetFlag(FLAGS_max_resource_bytes);
   run_options.max_sandboxes_per_credential = absl::GetFlag(FLAGS_max_sandboxes_per_credential);

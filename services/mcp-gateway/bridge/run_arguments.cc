@@ -163,6 +163,10 @@ absl::StatusOr<RunArguments> ParseRunArguments(const json& args,
   if (!code || !code->is_string() || code->get_ref<const std::string&>().empty()) {
     return Invalid("'code' is required and must be a non-empty string");
   }
+  if (const size_t size = code->get_ref<const std::string&>().size(); size > limits.max_code_bytes) {
+    return Invalid(absl::StrCat("'code' is ", size, " bytes; the limit is ", limits.max_code_bytes,
+                                " (the gateway's --max_code_bytes)"));
+  }
   run.code = code->get<std::string>();
   absl::StatusOr<double> timeout = ParseTimeout(Optional(args, "timeout_seconds"), limits);
   if (!timeout.ok()) return timeout.status();

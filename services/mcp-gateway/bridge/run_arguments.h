@@ -54,6 +54,9 @@ struct RunLimits {
   // `files` of one call: how many, and their bytes together (decoded).
   size_t max_files = 100;
   uint64_t max_files_bytes = 32u << 20;
+  // The code's bytes: sandboxd refuses more (its --max_code_bytes), and code refused only
+  // there would have waited in the gateway's queue of its sandbox first.
+  uint64_t max_code_bytes = 1u << 20;
 };
 
 // The inputSchema of run_python.

@@ -44,8 +44,11 @@ absl::StatusOr<json> RunPythonTool::CallTool(const std::string& name, const json
   if (name != kToolName) return absl::InvalidArgumentError(absl::StrCat("unknown tool '", name, "'"));
   const std::vector<UpstreamStatus> upstreams = upstreams_->Snapshot();
   const uint64_t catalog_version = upstreams_->catalog_version();
-  absl::StatusOr<RunArguments> args = ParseRunArguments(
-      arguments, upstreams, {options_.default_timeout_seconds, options_.max_timeout_seconds});
+  RunLimits limits;
+  limits.default_timeout_seconds = options_.default_timeout_seconds;
+  limits.max_timeout_seconds = options_.max_timeout_seconds;
+  limits.max_code_bytes = options_.max_code_bytes;
+  absl::StatusOr<RunArguments> args = ParseRunArguments(arguments, upstreams, limits);
   if (!args.ok()) return args.status();
 
   RunProgress progress(ctx.progress);

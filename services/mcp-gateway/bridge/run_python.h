@@ -33,6 +33,8 @@ namespace gateway {
 struct RunPythonOptions {
   uint32_t default_timeout_seconds = 30;
   uint32_t max_timeout_seconds = 300;
+  // Largest code accepted (RunLimits::max_code_bytes).
+  uint64_t max_code_bytes = 1u << 20;
   // Bound on the tool description (very large catalogs are summarised).
   size_t max_description_bytes = 8192;
   // Bound on the text block returned to the model (stdout/stderr are cut in the middle).

@@ -168,5 +168,16 @@ TEST(ParseRunArgumentsTest, FilesAreTextOrBase64WithinTheLimits) {
               HasSubstr("more than 10 bytes"));
 }
 
+// Attack round 6: 2 MB of code waited in the gateway's queue of its sandbox (holding its
+// copies) only for sandboxd to refuse it. It is refused as the arguments are read.
+TEST(ParseRunArgumentsTest, CodeOverTheLimitIsRefusedNamingTheFlag) {
+  RunLimits limits = kLimits;
+  limits.max_code_bytes = 10;
+  EXPECT_TRUE(ParseRunArguments({{"code", std::string(10, 'x')}}, kUpstreams, limits).ok());
+  absl::Status s = ParseRunArguments({{"code", std::string(11, 'x')}}, kUpstreams, limits).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("'code' is 11 bytes; the limit is 10 (the gateway's --max_code_bytes)"));
+}
+
 }  // namespace
 }  // namespace gateway

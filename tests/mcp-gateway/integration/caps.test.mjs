@@ -134,7 +134,9 @@ describe("abandoned runs", () => {
     const pid = gateway.proc.pid;
     const before = procStatus(pid, "Threads");
     const queued = Array.from({ length: 10 }, () => new AbortController());
-    const runs = queued.map((c, i) => runPython(client, `x = ${i}  # ${"p".repeat(1 << 20)}`, {},
+    // 512 KiB of code each: ten fit --max_call_bytes_in_flight_per_credential (16 MiB, a
+    // call's arguments charged 3 times).
+    const runs = queued.map((c, i) => runPython(client, `x = ${i}  # ${"p".repeat(1 << 19)}`, {},
       { signal: c.signal }).catch(() => {}));
     await waitFor(() => procStatus(pid, "Threads") >= before + 10, "ten runs queued behind the head", 30000);
     for (const c of queued) c.abort("the client gave up");
