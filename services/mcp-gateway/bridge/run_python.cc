@@ -206,7 +206,7 @@ absl::StatusOr<json> RunPythonTool::ListResourceTemplates(const std::string& ses
 }
 
 absl::StatusOr<json> RunPythonTool::ReadResource(const std::string& uri, ToolCallContext& context) {
-  return resources_.Read(context.session_key, uri, context.cancel);
+  return resources_.Read(context.session_key, uri, context.cancel, context.budget);
 }
 
 void RunPythonTool::SessionClosed(const std::string& session_key) { bindings_.Close(session_key); }

@@ -83,7 +83,8 @@ json WorkspaceResources::Templates(const std::string& mcp_session) {
 }
 
 absl::StatusOr<json> WorkspaceResources::Read(const std::string& mcp_session, const std::string& uri,
-                                              std::shared_ptr<codemode::CancelToken> cancel) {
+                                              std::shared_ptr<codemode::CancelToken> cancel,
+                                              std::shared_ptr<codemode::ByteBudget> budget) {
   absl::StatusOr<OutFileRef> ref = ParseOutFileUri(uri);
   if (!ref.ok()) return ref.status();
   std::shared_ptr<SessionBindings::Binding> binding = bindings_->Find(mcp_session, ref->session);
@@ -103,6 +104,13 @@ absl::StatusOr<json> WorkspaceResources::Read(const std::string& mcp_session, co
         " bytes resources/read returns: work with it from code instead"));
   }
   if (!data.ok()) return data.status();
+  codemode::ByteHold hold(std::move(budget));
+  if (const codemode::ByteBudget* full = hold.GrowBy(kReadCopies * data->size())) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "/workspace/", path, " (", data->size(), " bytes) cannot be read now: this client's "
+        "answers and work already hold the gateway's ", full->Describe(),
+        "; retry when it has taken its answers"));
+  }
   const std::string mime = MimeTypeForPath(ref->path);
   json contents = {{"uri", uri}, {"mimeType", mime}};
   if (IsTextMimeType(mime) && codemode::IsValidUtf8(*data)) {

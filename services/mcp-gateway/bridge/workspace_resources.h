@@ -56,9 +56,16 @@ class WorkspaceResources {
   // The result of resources/read: INVALID_ARGUMENT for a URI that is not one of ours,
   // NOT_FOUND when the caller has no such session or file, RESOURCE_EXHAUSTED past
   // max_read_bytes; CANCELLED once `cancel` (the request's token, nullable) is cancelled,
-  // which also cancels the download in sandboxd.
+  // which also cancels the download in sandboxd. The file's copies are charged to
+  // `budget` (nullable; ToolCallContext::budget) until the answer is returned, when the
+  // response's own charge (its queued bytes) takes over; RESOURCE_EXHAUSTED naming the
+  // full budget's flag when they do not fit.
   absl::StatusOr<nlohmann::json> Read(const std::string& mcp_session, const std::string& uri,
-                                      std::shared_ptr<codemode::CancelToken> cancel);
+                                      std::shared_ptr<codemode::CancelToken> cancel,
+                                      std::shared_ptr<codemode::ByteBudget> budget = nullptr);
+  // The file, its text or base64 in the answer, and the answer's parse: a read of an 8 MB
+  // file took the gateway ~5 times its size at its peak, with the response and its framing.
+  static constexpr uint64_t kReadCopies = 3;
 
   // A Resource object (resources/list) of `session`'s file.
   static nlohmann::json Describe(const std::string& session, const OutFile& file);

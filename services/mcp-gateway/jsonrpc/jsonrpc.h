@@ -145,6 +145,14 @@ class LineFramer {
       size -= take + 1;
     }
   }
+  // Drops the line being buffered; the rest of it, up to its newline, is discarded as it
+  // comes (no on_oversized).
+  void Skip() {
+    std::string().swap(pending_);
+    discarding_ = true;
+  }
+  bool skipping() const { return discarding_; }
+
   // At end of stream: a last line without its newline, handled like the others.
   template <typename OnLine>
   void Finish(OnLine&& on_line) {

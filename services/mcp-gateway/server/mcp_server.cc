@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
+#include <limits>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -415,6 +416,13 @@ void McpSession::Impl::RunWork(const json& id, const std::string& what, const Wo
   context.cancel = token;
   context.session_key = self->key();
   context.credential = self->credential();
+  if (options.ceiling) {
+    // No bound of its own: what refuses is the share or the ceiling, named in the refusal.
+    codemode::ByteBudget::Parents parents = options.ceiling->Shares(context.credential);
+    parents.push_back(options.ceiling->all());
+    context.budget = std::make_shared<codemode::ByteBudget>(
+        "max_buffered_bytes", std::numeric_limits<size_t>::max(), std::move(parents));
+  }
   context.protocol_version = self->protocol_version();
   context.resources_changed = [this] { self->NotifyResourcesChanged(); };
   context.progress = [progress, progress_token, token, reply](

@@ -58,6 +58,10 @@ struct ToolCallContext {
   std::string protocol_version;
   // Sends notifications/resources/list_changed (when the client has initialized).
   std::function<void()> resources_changed;
+  // What the call comes to hold while it runs (a resources/read its file's copies) is
+  // charged here: the credential's share of the gateway's byte ceiling and the ceiling.
+  // Null without a ceiling.
+  std::shared_ptr<codemode::ByteBudget> budget;
 };
 
 // What the gateway offers. Implemented by the run_python tool (gateway core).

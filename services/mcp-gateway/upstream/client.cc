@@ -22,7 +22,8 @@ std::unique_ptr<ClientTransport> MakeTransport(const UpstreamConfig& config,
     case UpstreamConfig::Type::kStdio:
       return std::make_unique<StdioTransport>(config, options.stop_grace,
                                               options.max_message_bytes,
-                                              options.log_messages_per_second);
+                                              options.log_messages_per_second,
+                                              options.receive_budget);
     case UpstreamConfig::Type::kStreamableHttp:
       return std::make_unique<StreamableHttpTransport>(config, options.connect_timeout,
                                                        options.stream_retry,
@@ -30,7 +31,8 @@ std::unique_ptr<ClientTransport> MakeTransport(const UpstreamConfig& config,
                                                        options.receive_budget);
     case UpstreamConfig::Type::kSse:
       return std::make_unique<SseTransport>(config, options.connect_timeout,
-                                            options.stream_retry, options.max_message_bytes);
+                                            options.stream_retry, options.max_message_bytes,
+                                            options.receive_budget);
   }
   return nullptr;
 }

@@ -45,6 +45,7 @@ struct StreamableHttpTransport::GetResult {
   int status = 0;
   bool got_event = false;
   bool too_large = false;  // an event over max_message_bytes_: the stream was cut there
+  std::string busy;        // the receive budget that was full ("--flag=N"): the stream was cut
 };
 
 HttpTransportBase::HttpTransportBase(UpstreamConfig config, absl::Duration connect_timeout,
@@ -429,13 +430,21 @@ StreamableHttpTransport::GetResult StreamableHttpTransport::GetOnce(
     if (on_answered) on_answered();
     return event_stream;  // anything else: do not read the body
   };
+  // What belongs to no request (or resumes one) is charged to the receive budget while it
+  // is buffered and dispatched (attack round 7, F11).
+  codemode::ByteHold hold(receive_budget_);
   req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+    if (const codemode::ByteBudget* full = hold.GrowBy(kReceiveCopies * size)) {
+      result.busy = full->Describe();
+      return false;
+    }
     result.too_large = !parser.Feed(data, size, [&](const SseParser::Event& event) {
       result.got_event = true;
       if (event.event == "message") {
         DispatchText(config_.name, event.data, on_message, max_message_bytes_).IgnoreError();
       }
     });
+    hold.ShrinkTo(kReceiveCopies * parser.buffered());
     return !result.too_large;
   };
   httplib::Response res;
@@ -443,6 +452,9 @@ StreamableHttpTransport::GetResult StreamableHttpTransport::GetOnce(
   if (result.too_large) {
     spdlog::warn("upstream {}: an event larger than {} bytes (--max_upstream_message_bytes) "
                  "on a GET stream; the stream was cut", config_.name, max_message_bytes_);
+  } else if (!result.busy.empty()) {
+    spdlog::warn("upstream {}: the gateway is receiving too many bytes from upstreams ({}); "
+                 "a GET stream was cut", config_.name, result.busy);
   }
   if (event_stream) {
     // A stream that set no id leaves the old one: resuming from it is still right.
@@ -481,6 +493,11 @@ absl::Status StreamableHttpTransport::Resume(HttpExchange* exchange, StreamCurso
     if (closing_ || exchange->abandoned) return absl::CancelledError("closing");
     // Resuming again would only have the server send the same event again.
     if (r.too_large) return MessageTooLargeError(max_message_bytes_);
+    if (!r.busy.empty()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the answer was not read: the gateway is receiving too many bytes from upstreams "
+          "now (its ", r.busy, "); retry later"));
+    }
     // (A refused GET reads no body, so httplib reports it as cancelled: look at the status.)
     if (r.status != 0 && r.status != 200) {
       return absl::UnavailableError(absl::StrCat(
@@ -525,7 +542,9 @@ void StreamableHttpTransport::RunGetStream(std::shared_ptr<HttpExchange> exchang
     }
     // A stream cut for an oversized event is a failure however much it delivered first:
     // an upstream that keeps sending one must not have us reopen at the floor rate.
-    if (!r.too_large && (r.got_event || absl::Now() - opened >= retry_.lived)) failures = 0;
+    if (!r.too_large && r.busy.empty() && (r.got_event || absl::Now() - opened >= retry_.lived)) {
+      failures = 0;
+    }
     const absl::Duration delay = ReconnectDelay(cursor.retry_ms, failures, retry_);
     spdlog::debug("upstream {}: GET stream ended (HTTP {}, {}); reopening in {}", config_.name,
                   r.status, httplib::to_string(r.error), absl::FormatDuration(delay));

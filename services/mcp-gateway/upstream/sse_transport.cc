@@ -49,10 +49,12 @@ void SseTransport::RunStream() {
   auto client = EventStreamGet(stream_.get(), &req);
   int status = 0;
   bool event_stream = false;
-  std::string content_type;
-  std::string body;
+  std::string content_type, body;
   SseParser parser(max_message_bytes_);
   bool too_large = false;
+  // Every answer and notification, charged while buffered and dispatched (round 7, F11).
+  codemode::ByteHold hold(receive_budget_);
+  std::string busy;
   auto forward = [this](json m) {
     if (callbacks_.on_message) callbacks_.on_message(std::move(m));
   };
@@ -66,6 +68,10 @@ void SseTransport::RunStream() {
     if (!event_stream) {
       if (body.size() < kMaxErrorBody) body.append(data, std::min(size, kMaxErrorBody));
       return true;
+    }
+    if (const codemode::ByteBudget* full = hold.GrowBy(kReceiveCopies * size)) {
+      busy = full->Describe();
+      return false;
     }
     too_large = !parser.Feed(data, size, [&](const SseParser::Event& event) {
       if (event.event == "endpoint") {
@@ -83,17 +89,19 @@ void SseTransport::RunStream() {
         DispatchText(config_.name, event.data, forward, max_message_bytes_).IgnoreError();  // logged
       }
     });
+    hold.ShrinkTo(kReceiveCopies * parser.buffered());
     return !too_large;
   };
   httplib::Response res;
   httplib::Error error = httplib::Error::Success;
   client->send(req, res, error);
-
   std::string reason;
   if (too_large) {
     // The one stream carries every answer, and which request the event answered is not
     // known: all calls in flight fail with this reason, and the manager reconnects.
     reason = std::string(MessageTooLargeError(max_message_bytes_).message());
+  } else if (!busy.empty()) {
+    reason = absl::StrCat("the gateway is receiving too many bytes (its ", busy, "); cut");
   } else if (IsConnectError(error)) {
     reason = DescribeConnectFailure(url_, kProbeTimeout);
   } else if (error != httplib::Error::Success) {

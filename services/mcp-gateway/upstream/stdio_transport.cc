@@ -96,11 +96,13 @@ std::string AbsolutePath(const std::string& path) {
 }  // namespace
 
 StdioTransport::StdioTransport(UpstreamConfig config, absl::Duration stop_grace,
-                               size_t max_message_bytes, double log_lines_per_second)
+                               size_t max_message_bytes, double log_lines_per_second,
+                               std::shared_ptr<codemode::ByteBudget> receive_budget)
     : config_(std::move(config)),
       stop_grace_(stop_grace),
       max_message_bytes_(max_message_bytes),
-      log_limit_(log_lines_per_second, 10 * std::max(1.0, log_lines_per_second)) {}
+      log_limit_(log_lines_per_second, 10 * std::max(1.0, log_lines_per_second)),
+      receive_budget_(std::move(receive_budget)) {}
 
 bool StdioTransport::MayLog() {
   uint64_t dropped = 0;
@@ -191,16 +193,30 @@ void StdioTransport::ReadStdout() {
   MessageIdScanner scanner;
   bool oversized = false;
   auto on_oversized = [&] { oversized = true; };
+  // Every upstream's lines together, whatever they carry (answers, notifications, requests
+  // for us): a flood of 15 MiB messages of any kind from several upstreams otherwise adds
+  // up uncounted (attack round 7, F11). Charged before the bytes are buffered.
+  codemode::ByteHold hold(receive_budget_);
+  std::string busy;  // the budget that refused the line being skipped ("--flag=N")
   auto feed = [&](const char* data, size_t size) {
     while (size > 0) {
       const char* newline = static_cast<const char*>(std::memchr(data, '\n', size));
       const size_t piece = newline ? static_cast<size_t>(newline - data) + 1 : size;
       scanner.Feed(data, newline ? piece - 1 : piece);
+      if (!framer.skipping()) {
+        if (const codemode::ByteBudget* full = hold.GrowBy(kReceiveCopies * piece)) {
+          busy = full->Describe();
+          framer.Skip();
+          hold.ShrinkTo(0);
+        }
+      }
       framer.Feed(data, piece, on_line, on_oversized);
       if (newline) {
-        if (oversized) DropOversized(scanner.id());
+        if (oversized || !busy.empty()) DropOversized(scanner.id(), busy);
         oversized = false;
+        busy.clear();
         scanner.Reset();
+        hold.ShrinkTo(0);  // the line has been dispatched (its answer charged to its caller)
       }
       data += piece;
       size -= piece;
@@ -236,12 +252,24 @@ void StdioTransport::ReadStdout() {
   if (!closing_ && callbacks_.on_closed) callbacks_.on_closed(reason);
 }
 
-void StdioTransport::DropOversized(const json& id) {
-  spdlog::error("upstream {}: a message larger than {} bytes (--max_upstream_message_bytes) "
-                "dropped{}", config_.name, max_message_bytes_,
-                id.is_null() ? "" : absl::StrCat("; it answered request ", wire::Dump(id)));
+void StdioTransport::DropOversized(const json& id, const std::string& busy) {
+  const std::string answered =
+      id.is_null() ? "" : absl::StrCat("; it answered request ", codemode::LogText(wire::Dump(id)));
+  if (!busy.empty()) {
+    if (MayLog()) {
+      spdlog::warn("upstream {}: a message dropped: the gateway is receiving too many bytes "
+                   "from upstreams ({}){}", config_.name, busy, answered);
+    }
+  } else {
+    spdlog::error("upstream {}: a message larger than {} bytes (--max_upstream_message_bytes) "
+                  "dropped{}", config_.name, max_message_bytes_, answered);
+  }
   if (!id.is_null() && callbacks_.on_request_failed) {
-    callbacks_.on_request_failed(id, MessageTooLargeError(max_message_bytes_));
+    callbacks_.on_request_failed(
+        id, busy.empty() ? MessageTooLargeError(max_message_bytes_)
+                         : absl::ResourceExhaustedError(absl::StrCat(
+                               "the answer was not read: the gateway is receiving too many "
+                               "bytes from upstreams now (its ", busy, "); retry later")));
   }
 }
 

@@ -26,9 +26,13 @@ class StdioTransport : public ClientTransport {
   // A stdout line over `max_message_bytes` is skipped as it arrives, never buffered. At most
   // `log_lines_per_second` stderr lines and unusable stdout lines are logged, in bursts of
   // ten times as many (a traceback); the others are counted and reported.
+  // Each stdout line is charged to `receive_budget` (when given; UpstreamOptions) while it
+  // is read and dispatched, kReceiveCopies times its bytes: a line it refuses is skipped,
+  // and the request it answered fails saying so.
   StdioTransport(UpstreamConfig config, absl::Duration stop_grace,
                  size_t max_message_bytes = kDefaultMaxUpstreamMessageBytes,
-                 double log_lines_per_second = 10);
+                 double log_lines_per_second = 10,
+                 std::shared_ptr<codemode::ByteBudget> receive_budget = nullptr);
   ~StdioTransport() override;  // Close()s
 
   absl::Status Start(TransportCallbacks callbacks, absl::Duration timeout) override;
@@ -40,9 +44,10 @@ class StdioTransport : public ClientTransport {
  private:
   void ReadStdout();
   void ReadStderr();
-  // A stdout line over max_message_bytes_ was skipped: logs it, and fails the request it
-  // answered (`id`, null when it had none).
-  void DropOversized(const nlohmann::json& id);
+  // A stdout line over max_message_bytes_ (or, with `busy`, one the receive budget named
+  // there refused) was skipped: logs it, and fails the request it answered (`id`, null
+  // when it had none).
+  void DropOversized(const nlohmann::json& id, const std::string& busy = "");
   // Reaps the child if it has exited (or waits for it, with `block`). True once reaped.
   bool Reap(bool block);
   // Polls Reap() until the child exited or `timeout` passed (or Close() began, with
@@ -58,6 +63,7 @@ class StdioTransport : public ClientTransport {
   const absl::Duration stop_grace_;
   const size_t max_message_bytes_;
   codemode::LogRateLimit log_limit_;
+  const std::shared_ptr<codemode::ByteBudget> receive_budget_;  // may be null
   TransportCallbacks callbacks_;
 
   pid_t pid_ = -1;

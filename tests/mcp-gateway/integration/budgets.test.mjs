@@ -220,6 +220,11 @@ describe("what a token holder can make the gateway hold across connections", () 
         // Unbounded, the gateway would hold about 40 x 8 MB = 305 MiB of queued responses.
         // The default per-credential budget (48 MiB) keeps six; the others are closed.
         assert.ok(closed > 0 && open <= 6, out);
+        // A read's copies are charged to the token's share while it is built: with the
+        // share held by unread answers, further reads are refused with an error (before,
+        // they were all built, and only their connections closed: "holding 6 34 0").
+        const refused = Number(out.trim().split(/\s+/)[3]);
+        assert.ok(refused > 0, out);
         assert.ok(peak < before + 128, `the gateway's peak RSS reached ${peak.toFixed(0)} MiB`);
         assert.deepEqual(await listToolNames(g, 1), ["run_python"]);
       } finally {
