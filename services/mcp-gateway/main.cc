@@ -324,21 +324,21 @@ std::shared_ptr<codemode::BufferCeiling> CeilingFromFlags() {
 gateway::ToolCallLimits ToolCallLimitsFromFlags(std::shared_ptr<codemode::BufferCeiling> ceiling,
                                                 std::shared_ptr<codemode::ByteBudget> receiving) {
   gateway::ToolCallLimits l;
-  l.ceiling = std::move(ceiling);
-  l.receiving = std::move(receiving);
-  l.max_receiving_per_credential =
+  l.shared.ceiling = std::move(ceiling);
+  l.shared.receiving = std::move(receiving);
+  l.shared.receiving_per_credential =
       OneCredential() ? absl::GetFlag(FLAGS_max_upstream_bytes_in_flight)
                       : absl::GetFlag(FLAGS_max_upstream_bytes_in_flight_per_credential);
   l.max_in_flight = absl::GetFlag(FLAGS_max_tool_calls_in_flight);
-  l.max_in_flight_per_credential = absl::GetFlag(FLAGS_max_tool_calls_in_flight_per_credential);
-  l.max_in_flight_total = absl::GetFlag(FLAGS_max_tool_calls_in_flight_total);
+  l.shared.calls_per_credential = absl::GetFlag(FLAGS_max_tool_calls_in_flight_per_credential);
+  l.shared.calls_total = absl::GetFlag(FLAGS_max_tool_calls_in_flight_total);
   l.max_per_run = absl::GetFlag(FLAGS_max_tool_calls_per_run);
   l.max_argument_bytes = absl::GetFlag(FLAGS_max_tool_call_bytes);
   l.max_result_bytes = absl::GetFlag(FLAGS_max_tool_result_bytes);
   l.max_argument_bytes_in_flight = absl::GetFlag(FLAGS_max_tool_call_bytes_in_flight);
-  l.max_bytes_in_flight_per_credential =
+  l.shared.bytes_per_credential =
       absl::GetFlag(FLAGS_max_tool_call_bytes_in_flight_per_credential);
-  l.max_bytes_in_flight_total = absl::GetFlag(FLAGS_max_tool_call_bytes_in_flight_total);
+  l.shared.bytes_total = absl::GetFlag(FLAGS_max_tool_call_bytes_in_flight_total);
   l.cancel_grace = absl::GetFlag(FLAGS_sandbox_cancel_grace);
   return l;
 }

@@ -96,6 +96,17 @@ TEST(ByteBudgetTest, AReserveIsKeptForChildrenHoldingNothing) {
   EXPECT_EQ(FairReserve(all, 80).in, nullptr);
 }
 
+TEST(ByteBudgetTest, AChildBelowTheFloorMayStillDrawOnTheReserve) {
+  auto all = std::make_shared<ByteBudget>("all", 100);
+  ByteBudgets per_key("per_key", 80, {all}, ByteReserve{all, 20, 5});
+  auto a = per_key.Of("a"), b = per_key.Of("b");
+  ASSERT_TRUE(a->TryCharge(80));
+  ASSERT_TRUE(b->TryCharge(3));
+  EXPECT_TRUE(b->TryCharge(2)) << "b holds 5 after this one: within the floor";
+  EXPECT_EQ(b->Charge(1), all.get()) << "past the floor the reserve is kept for others";
+  EXPECT_EQ(all->used(), 85u);
+}
+
 TEST(ByteBudgetTest, ConcurrentChargesNeverPassALimit) {
   auto all = std::make_shared<ByteBudget>("all", 1000);
   ByteBudgets per_key("per_key", 600, {all});

@@ -30,12 +30,15 @@ namespace codemode {
 
 class ByteBudget;
 
-// Fairness among the children of a budget: a child that already holds bytes may not take
-// the last `bytes` of `in`, which are kept for children that hold nothing. Without it, two
-// credentials whose shares add up to the whole could leave a third nothing at all.
+// Fairness among the children of a budget: a child that already holds more than `floor`
+// bytes may not take the last `bytes` of `in`, which are kept for children that hold little
+// or nothing. Without it, two credentials whose shares add up to the whole could leave a
+// third nothing at all; without the floor, a third would get one piece at a time (a count
+// of calls: one call in flight, never two, while four others held the rest).
 struct ByteReserve {
   std::shared_ptr<ByteBudget> in;
   size_t bytes = 0;
+  size_t floor = 0;  // what a child may hold and still draw on the reserve
 };
 
 class ByteBudget {

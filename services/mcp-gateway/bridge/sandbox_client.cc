@@ -90,9 +90,7 @@ SandboxClient::SandboxClient(std::vector<std::string> endpoints, ToolCallLimits 
                              std::string tcp_token)
     : endpoints_(std::move(endpoints)),
       limits_(limits),
-      budget_(limits.max_bytes_in_flight_per_credential, limits.max_bytes_in_flight_total,
-              limits.ceiling, limits.max_in_flight_per_credential, limits.max_in_flight_total,
-              limits.receiving, limits.max_receiving_per_credential),
+      budget_(limits.shared),
       isolation_(isolation),
       image_(std::move(image)),
       tcp_token_(std::move(tcp_token)),

@@ -36,12 +36,10 @@ namespace gateway {
 struct ToolCallLimits {
   uint32_t max_in_flight = 64;    // calls being answered at the same time
   uint32_t max_per_run = 10000;   // calls in total
-  // Calls in flight (admitted, answer not yet written) of one credential over all its runs,
-  // and of everyone: each holds a gateway thread, and a credential may run many sandboxes
-  // (ToolCallBudget::CallsOf). A credential with calls in flight may not take the last
-  // eighth of the total.
-  uint32_t max_in_flight_per_credential = 128;
-  uint32_t max_in_flight_total = 512;
+  // What every run's calls share, per credential over all its runs and for everyone:
+  // calls in flight (each holds a gateway thread, and a credential may run many
+  // sandboxes) and bytes held (ToolCallBudget).
+  ToolCallBudgetOptions shared;
   // JSON sizes of one call's arguments and of one result; larger ones become ToolErrors
   // before anything parses them (arguments) or sends them on (results).
   size_t max_argument_bytes = 4u << 20;
@@ -49,17 +47,6 @@ struct ToolCallLimits {
   // Arguments of the calls in flight together: each parsed copy costs a few times its
   // size, so this bounds what a flood of large calls can make the gateway hold.
   size_t max_argument_bytes_in_flight = 32u << 20;
-  // Bytes of tool calls (arguments being answered, results not yet taken by the sandbox)
-  // held at once for one credential over all its runs, and for everyone (ToolCallBudget).
-  size_t max_bytes_in_flight_per_credential = 64u << 20;
-  size_t max_bytes_in_flight_total = 128u << 20;
-  // The gateway's byte ceiling, which those bytes also draw on (null: none).
-  std::shared_ptr<codemode::BufferCeiling> ceiling;
-  // Upstream answers being received, everyone's (--max_upstream_bytes_in_flight, the same
-  // budget as UpstreamOptions::receive_budget; null: not charged per credential), and one
-  // credential's part of it (--max_upstream_bytes_in_flight_per_credential).
-  std::shared_ptr<codemode::ByteBudget> receiving;
-  size_t max_receiving_per_credential = 40u << 20;
   // A cancelled run's Execute stream must end within this of its `cancel` message; past
   // it (a stream backed up by code that reads none of its answers) the gRPC call is
   // cancelled instead (the gateway's --sandbox_cancel_grace).

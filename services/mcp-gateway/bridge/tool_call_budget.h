@@ -12,7 +12,9 @@
 // answer is written, and a run's own cap (--max_tool_calls_in_flight) let one token's 16
 // sandboxes x 64 slow calls hold 1,055 threads (attack round 6, F9).
 //
-//   ToolCallBudget budget(64 << 20, 128 << 20, ceiling, 128, 512);
+//   ToolCallBudgetOptions options;
+//   options.ceiling = ceiling;
+//   ToolCallBudget budget(options);
 //   std::shared_ptr<codemode::ByteBudget> mine = budget.Of("token 0");  // held by the run
 //   if (const codemode::ByteBudget* full = mine->Charge(n)) return ToolError(Refusal(...));
 //   ...
@@ -30,6 +32,21 @@
 
 namespace gateway {
 
+// The bounds of a ToolCallBudget, named as their flags (without "--max_").
+struct ToolCallBudgetOptions {
+  size_t bytes_per_credential = 64u << 20;  // tool_call_bytes_in_flight_per_credential
+  size_t bytes_total = 128u << 20;          // tool_call_bytes_in_flight_total
+  size_t calls_per_credential = 128;        // tool_calls_in_flight_per_credential
+  size_t calls_total = 512;                 // tool_calls_in_flight_total
+  // The gateway's byte ceiling, which the bytes also draw on (null: none).
+  std::shared_ptr<codemode::BufferCeiling> ceiling;
+  // The budget of upstream answers being received, everyone's (--max_upstream_bytes_in_flight,
+  // shared with UpstreamOptions::receive_budget; null: answers in transit are not charged
+  // to a credential), and one credential's part of it.
+  std::shared_ptr<codemode::ByteBudget> receiving;
+  size_t receiving_per_credential = 40u << 20;  // upstream_bytes_in_flight_per_credential
+};
+
 class ToolCallBudget {
  public:
   // A call is charged this many times its arguments' and its result's JSON size: that is
@@ -39,28 +56,19 @@ class ToolCallBudget {
   // round 5).
   static constexpr size_t kCopies = 4;
 
-  // `receiving`: the budget of upstream answers being received for everyone
-  // (--max_upstream_bytes_in_flight, shared with UpstreamOptions::receive_budget); null:
-  // answers in transit are not charged to a credential.
-  ToolCallBudget(size_t per_credential, size_t total,
-                 std::shared_ptr<codemode::BufferCeiling> ceiling = nullptr,
-                 size_t calls_per_credential = 128, size_t calls_total = 512,
-                 std::shared_ptr<codemode::ByteBudget> receiving = nullptr,
-                 size_t receiving_per_credential = 0)
-      : ceiling_(std::move(ceiling)),
-        total_(std::make_shared<codemode::ByteBudget>("max_tool_call_bytes_in_flight_total", total,
-                                                      codemode::AllOf(ceiling_))),
-        per_credential_("max_tool_call_bytes_in_flight_per_credential", per_credential, {total_},
-                        codemode::FairReserve(total_, per_credential)),
-        calls_total_(std::make_shared<codemode::ByteBudget>("max_tool_calls_in_flight_total",
-                                                            calls_total)),
-        calls_per_credential_("max_tool_calls_in_flight_per_credential", calls_per_credential,
-                              {calls_total_}, CallReserve(calls_total_, calls_per_credential)),
-        receiving_(std::move(receiving)),
+  explicit ToolCallBudget(const ToolCallBudgetOptions& o)
+      : ceiling_(o.ceiling),
+        total_(Kind("max_tool_call_bytes_in_flight_total", o.bytes_total, codemode::AllOf(ceiling_))),
+        per_credential_("max_tool_call_bytes_in_flight_per_credential", o.bytes_per_credential,
+                        {total_}, codemode::FairReserve(total_, o.bytes_per_credential)),
+        calls_total_(Kind("max_tool_calls_in_flight_total", o.calls_total, {})),
+        calls_per_credential_("max_tool_calls_in_flight_per_credential", o.calls_per_credential,
+                              {calls_total_}, CallReserve(calls_total_, o.calls_per_credential)),
+        receiving_(o.receiving),
         receiving_per_credential_(
-            "max_upstream_bytes_in_flight_per_credential", receiving_per_credential,
+            "max_upstream_bytes_in_flight_per_credential", o.receiving_per_credential,
             receiving_ ? codemode::ByteBudget::Parents{receiving_} : codemode::ByteBudget::Parents{},
-            receiving_ ? codemode::FairReserve(receiving_, receiving_per_credential)
+            receiving_ ? codemode::FairReserve(receiving_, o.receiving_per_credential)
                        : codemode::ByteBudget::Reserve{}) {}
 
   // The budget `credential`'s runs charge (arguments, results, parsed answers); hold it
@@ -104,7 +112,7 @@ class ToolCallBudget {
     }
     return absl::StrCat("the gateway has too many tool calls in flight now (its ",
                         full.Describe(), ", ", full.used(),
-                        " in flight; the last eighth is kept for credentials with none); "
+                        " in flight; the last eighth is kept for credentials with few calls); "
                         "await some first");
   }
 
@@ -118,12 +126,21 @@ class ToolCallBudget {
   size_t calls_total() const { return calls_total_->used(); }
 
  private:
+  // An overall budget of one kind.
+  static std::shared_ptr<codemode::ByteBudget> Kind(const char* flag, size_t limit,
+                                                    codemode::ByteBudget::Parents parents) {
+    return std::make_shared<codemode::ByteBudget>(flag, limit, std::move(parents));
+  }
+
   // FairReserve for counts: an eighth of the total, at least one call (as CallLimits'
-  // tickets), kept for credentials with no call in flight; none for one credential.
+  // tickets), kept for credentials with fewer than kCallFloor calls in flight (an eighth
+  // of the reserve), so that a light credential gathering a few calls gets them all while
+  // others flood (attack round 7, F12); none for one credential.
   static codemode::ByteReserve CallReserve(const std::shared_ptr<codemode::ByteBudget>& total,
                                            size_t per_credential) {
     if (per_credential >= total->limit()) return {};
-    return {total, std::max<size_t>(1, total->limit() / 8)};
+    const size_t reserve = std::max<size_t>(1, total->limit() / 8);
+    return {total, reserve, std::max<size_t>(1, reserve / 8)};
   }
 
   const std::shared_ptr<codemode::BufferCeiling> ceiling_;

@@ -17,11 +17,39 @@ void RunProgress::Report(const std::string& message) {
   sink_(static_cast<double>(++steps_), std::nullopt, message);
 }
 
+void RunProgress::ReportUpstream(const std::string& tool, const json& params) {
+  if (!sink_) return;
+  uint64_t dropped = 0;
+  if (!upstream_limit_.Allow(absl::Now(), &dropped)) return;
+  std::string message = UpstreamProgressMessage(tool, params);
+  if (dropped > 0) absl::StrAppend(&message, " [", dropped, " earlier upstream progress not shown]");
+  Report(message + "\n");
+}
+
+namespace {
+
+// The first `max` bytes of UTF-8 `text` or fewer, not cutting a character.
+absl::string_view Utf8Prefix(absl::string_view text, size_t max) {
+  if (text.size() <= max) return text;
+  while (max > 0 && (static_cast<unsigned char>(text[max]) & 0xC0) == 0x80) --max;
+  return text.substr(0, max);
+}
+
+}  // namespace
+
 std::string UpstreamProgressMessage(const std::string& tool, const json& params) {
   // nlohmann::json::value() throws on a type mismatch: check each field's type.
+  std::string message = tool + ": ";
   auto m = params.find("message");
-  std::string message =
-      tool + ": " + (m != params.end() && m->is_string() ? m->get<std::string>() : "progress");
+  if (m != params.end() && m->is_string()) {
+    const std::string& text = m->get_ref<const std::string&>();
+    absl::StrAppend(&message, Utf8Prefix(text, RunProgress::kUpstreamMessageBytes));
+    if (text.size() > RunProgress::kUpstreamMessageBytes) {
+      absl::StrAppend(&message, "… (", text.size(), " bytes)");
+    }
+  } else {
+    message += "progress";
+  }
   auto progress = params.find("progress");
   if (progress != params.end() && progress->is_number()) {
     message += " (" + progress->dump();
@@ -74,10 +102,10 @@ sandbox::v1::ToolResult ToolCallRouter::Forward(const sandbox::v1::ToolCall& cal
   CallOptions options;
   options.cancel = std::move(cancel);
   options.answer = std::move(answer);
-  // Upstream progress reaches the client as progress of this run.
-  options.on_progress = [this, name](const json& params) {
-    progress_->Report(UpstreamProgressMessage(name, params) + "\n");
-  };
+  // Upstream progress reaches the client as progress of this run, if it asked for any.
+  if (progress_->wanted()) {
+    options.on_progress = [this, name](const json& params) { progress_->ReportUpstream(name, params); };
+  }
   absl::StatusOr<json> result = upstreams_->CallTool(call.server(), call.tool(), *arguments, options);
   if (!result.ok()) {
     r.set_error(std::string(result.status().message()));

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "base/cancel.h"
+#include "base/log_text.h"
 #include "base/mutex.h"
 #include "bridge/run_arguments.h"
 #include "bridge/upstreams.h"
@@ -26,23 +27,38 @@ namespace gateway {
 
 // The progress notifications of one run. They come from the stream reader (output) and
 // from tool-call threads (upstream progress) and must strictly increase: one counter under
-// one lock.
+// one lock. An upstream's progress is its to send at any rate and size: at most
+// kUpstreamPerSecond a second (bursts of kUpstreamBurst) are relayed, each message clipped
+// to kUpstreamMessageBytes (attack round 7, F10: 20 x 15 MiB progress per call were copied
+// about nine times each on their way to the client).
 class RunProgress {
  public:
+  static constexpr double kUpstreamPerSecond = 10;
+  static constexpr double kUpstreamBurst = 20;
+  static constexpr size_t kUpstreamMessageBytes = 1024;
+
   using Sink = std::function<void(double progress, std::optional<double> total,
                                   const std::string& message)>;
-  explicit RunProgress(Sink sink) : sink_(std::move(sink)) {}
+  explicit RunProgress(Sink sink)
+      : sink_(std::move(sink)), upstream_limit_(kUpstreamPerSecond, kUpstreamBurst) {}
+  // False when the client asked for no progress: then nothing needs to be built for it.
+  bool wanted() const { return static_cast<bool>(sink_); }
   // Sends `message` as the next progress step (nothing when the client asked for none).
   void Report(const std::string& message);
+  // Sends an upstream's notifications/progress `params` for `tool` ("server.tool") as the
+  // next step, unless upstreams already sent their share of this run's progress.
+  void ReportUpstream(const std::string& tool, const nlohmann::json& params);
 
  private:
   const Sink sink_;
+  codemode::LogRateLimit upstream_limit_;
   codemode::Mutex mu_;
   uint64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // "server.tool: message (progress/total)" from the params of an upstream's
-// notifications/progress (untrusted: any field may be missing or of the wrong type).
+// notifications/progress (untrusted: any field may be missing or of the wrong type), the
+// message clipped to RunProgress::kUpstreamMessageBytes at a character boundary.
 std::string UpstreamProgressMessage(const std::string& tool, const nlohmann::json& params);
 
 struct ToolCallStats {

@@ -425,20 +425,23 @@ void McpSession::Impl::RunWork(const json& id, const std::string& what, const Wo
   }
   context.protocol_version = self->protocol_version();
   context.resources_changed = [this] { self->NotifyResourcesChanged(); };
-  context.progress = [progress, progress_token, token, reply](
-                         double value, std::optional<double> total, const std::string& message) {
-    if (progress_token.is_null() || !reply || !std::isfinite(value)) return;
-    // Sending under the lock keeps notifications in order and guarantees none follows
-    // the response (RunWork sets `done` under the same lock before answering).
-    codemode::MutexLock lock(&progress->mu);
-    if (progress->done || token->cancelled()) return;
-    if (progress->last && value <= *progress->last) return;  // must strictly increase
-    progress->last = value;
-    json params = {{"progressToken", progress_token}, {"progress", value}};
-    if (total && std::isfinite(*total)) params["total"] = *total;
-    if (!message.empty()) params["message"] = message;
-    reply->Send(MakeNotification("notifications/progress", std::move(params)));
-  };
+  // None when the client asked for none: then nobody builds progress messages for it.
+  if (!progress_token.is_null() && reply) {
+    context.progress = [progress, progress_token, token, reply](
+                           double value, std::optional<double> total, const std::string& message) {
+      if (!std::isfinite(value)) return;
+      // Sending under the lock keeps notifications in order and guarantees none follows
+      // the response (RunWork sets `done` under the same lock before answering).
+      codemode::MutexLock lock(&progress->mu);
+      if (progress->done || token->cancelled()) return;
+      if (progress->last && value <= *progress->last) return;  // must strictly increase
+      progress->last = value;
+      json params = {{"progressToken", progress_token}, {"progress", value}};
+      if (total && std::isfinite(*total)) params["total"] = *total;
+      if (!message.empty()) params["message"] = message;
+      reply->Send(MakeNotification("notifications/progress", std::move(params)));
+    };
+  }
 
   json response;
   try {

@@ -43,7 +43,7 @@ class ReplySink {
 // Progress and cancellation of one tools/call (or resources/read), handed to the
 // ToolProvider.
 struct ToolCallContext {
-  // Sends notifications/progress when the client gave a progressToken; no-op otherwise.
+  // Sends notifications/progress; empty when the client gave no progressToken.
   // `progress` must increase with every call.
   std::function<void(double progress, std::optional<double> total, const std::string& message)>
       progress;

@@ -37,6 +37,9 @@ absl::Duration Bounded(absl::Duration timeout) {
 // believed (anything else is shown as "?"), the data is clipped, and the line is logged one
 // step below the upstream's severity and never above info (docs/gateway.md, "Logs").
 constexpr size_t kUpstreamLogDataBytes = 1024;
+// A server's requests to us: ids we echo, and how many we answer a second.
+constexpr size_t kMaxServerRequestIdBytes = 256;
+constexpr double kServerRequestRepliesPerSecond = 20;
 
 spdlog::level::level_enum GatewayLevelOf(const std::string& level) {
   static constexpr const char* kAtInfo[] = {"warning", "error", "critical", "alert",
@@ -100,7 +103,8 @@ JsonRpcClient::JsonRpcClient(std::string name, std::unique_ptr<ClientTransport> 
       transport_(std::move(transport)),
       handlers_(std::move(handlers)),
       log_limit_(log_messages_per_second),
-      warn_limit_(log_messages_per_second) {}
+      warn_limit_(log_messages_per_second),
+      reply_limit_(kServerRequestRepliesPerSecond, 2 * kServerRequestRepliesPerSecond) {}
 
 JsonRpcClient::~JsonRpcClient() { Close(); }
 
@@ -315,8 +319,12 @@ void JsonRpcClient::OnResponse(json& message) {
 }
 
 void JsonRpcClient::OnNotification(const json& message) {
-  const std::string method = message["method"].get<std::string>();
-  const json params = message.value("params", json::object());
+  const std::string& method = message["method"].get_ref<const std::string&>();
+  // By reference: a hostile upstream's params may be as large as a message (attack round 7,
+  // F10 found a copy here of every 15 MiB progress notification).
+  static const json kNoParams = json::object();
+  auto found = message.find("params");
+  const json& params = found != message.end() ? *found : kNoParams;
   if (method == "notifications/tools/list_changed") {
     if (handlers_.on_tools_list_changed) handlers_.on_tools_list_changed();
   } else if (method == "notifications/progress") {
@@ -370,14 +378,34 @@ void JsonRpcClient::LogUpstreamMessage(const json& params) {
 }
 
 void JsonRpcClient::OnServerRequest(const json& message) {
-  const std::string method = message["method"].get<std::string>();
+  const std::string& method = message["method"].get_ref<const std::string&>();
+  // Our reply echoes the id: a huge one (attack round 7: a 15 MiB string id, written from
+  // the reader thread to a server that did not read it, held that thread and its copies
+  // until the server died) is not worth an answer; no conforming server sends one.
+  const json& id = message["id"];
+  uint64_t dropped = 0;
+  if (!(id.is_number_integer() || (id.is_string() && id.get_ref<const std::string&>().size() <=
+                                                          kMaxServerRequestIdBytes))) {
+    if (MayWarn()) {
+      spdlog::warn("upstream {}: a {} request with an id that is not an integer or a string of "
+                   "at most {} bytes left unanswered", name_, codemode::LogText(method),
+                   kMaxServerRequestIdBytes);
+    }
+    return;
+  }
+  if (!reply_limit_.Allow(absl::Now(), &dropped)) return;
+  if (dropped > 0 && MayWarn()) {
+    spdlog::warn("upstream {}: {} of its requests left unanswered: more than {} a second",
+                 name_, dropped, kServerRequestRepliesPerSecond);
+  }
   json reply;
   if (method == "ping") {
-    reply = MakeResult(message["id"], json::object());
+    reply = MakeResult(id, json::object());
   } else {
     // We declare no client capabilities (roots, sampling, elicitation), so a conforming
     // server does not ask; answer anyway so it does not wait forever.
-    reply = MakeError(message["id"], kMethodNotFound, absl::StrCat("Method not found: ", method));
+    reply = MakeError(id, kMethodNotFound,
+                      absl::StrCat("Method not found: ", codemode::LogText(method)));
     spdlog::debug("upstream {}: rejected server request {}", name_, codemode::LogText(method));
   }
   absl::Status s = transport_->Send(reply);

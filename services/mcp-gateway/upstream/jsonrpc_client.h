@@ -107,6 +107,10 @@ class JsonRpcClient {
   const Handlers handlers_;
   codemode::LogRateLimit log_limit_;
   codemode::LogRateLimit warn_limit_;
+  // Answers to the server's own requests (ping, and "not supported" for the rest): a
+  // server that floods us with requests and never reads its answers would otherwise hold
+  // our reader thread on every write.
+  codemode::LogRateLimit reply_limit_;
   std::atomic<int64_t> next_id_{1};
   std::atomic<bool> connected_{false};
 

@@ -258,7 +258,7 @@ TEST_F(SandboxClientTest, ACredentialsToolCallBytesAreBoundedOverItsRuns) {
   };
   ToolCallLimits limits;
   // Two calls of 400 KiB, not three: each is charged ToolCallBudget::kCopies (4) times.
-  limits.max_bytes_in_flight_per_credential = 4u << 20;
+  limits.shared.bytes_per_credential = 4u << 20;
   SandboxClient client({"unix:" + socket_}, limits);
   ExecuteHandlers h;
   h.credential = "token 0";
@@ -311,7 +311,7 @@ TEST_F(SandboxClientTest, ACredentialsToolCallsAreCountedOverItsRuns) {
     return grpc::Status::OK;
   };
   ToolCallLimits limits;
-  limits.max_in_flight_per_credential = 3;
+  limits.shared.calls_per_credential = 3;
   SandboxClient client({"unix:" + socket_}, limits);
   ExecuteHandlers h;
   h.credential = "token 0";
@@ -426,8 +426,18 @@ TEST_F(SandboxClientTest, ACancelReachesSandboxdWhileTheStreamIsBackedUp) {
   EXPECT_THAT(f.status().message(), HasSubstr("--sandbox_cancel_grace"));
 }
 
+ToolCallBudgetOptions BudgetOptions(size_t bytes_per_credential, size_t bytes_total,
+                                    size_t calls_per_credential = 128, size_t calls_total = 512) {
+  ToolCallBudgetOptions o;
+  o.bytes_per_credential = bytes_per_credential;
+  o.bytes_total = bytes_total;
+  o.calls_per_credential = calls_per_credential;
+  o.calls_total = calls_total;
+  return o;
+}
+
 TEST(ToolCallBudgetTest, ChargesPerCredentialAndInTotal) {
-  ToolCallBudget budget(100, 150);
+  ToolCallBudget budget(BudgetOptions(100, 150));
   std::shared_ptr<codemode::ByteBudget> a = budget.Of("a"), b = budget.Of("b"), c = budget.Of("c");
   EXPECT_EQ(a->Charge(100), nullptr);
   const codemode::ByteBudget* full = a->Charge(1);
@@ -444,7 +454,7 @@ TEST(ToolCallBudgetTest, ChargesPerCredentialAndInTotal) {
 }
 
 TEST(ToolCallBudgetTest, CountsCallsPerCredentialAndInTotalWithAReserve) {
-  ToolCallBudget budget(1 << 20, 1 << 20, nullptr, 8, 12);
+  ToolCallBudget budget(BudgetOptions(1 << 20, 1 << 20, 8, 12));
   std::shared_ptr<codemode::ByteBudget> a = budget.CallsOf("a"), b = budget.CallsOf("b"),
                                         c = budget.CallsOf("c");
   for (int i = 0; i < 8; ++i) ASSERT_EQ(a->Charge(1), nullptr) << i;
@@ -467,10 +477,37 @@ TEST(ToolCallBudgetTest, CountsCallsPerCredentialAndInTotalWithAReserve) {
   EXPECT_EQ(budget.held("a"), 0u) << "counts are not bytes";
 }
 
+// Four credentials flooding up to the reserve leave a fifth its first few calls, not one at
+// a time (attack round 7, F12): 512 in total, 64 kept, each credential may draw on the
+// reserve while it has fewer than 8 in flight.
+TEST(ToolCallBudgetTest, ALightCredentialGetsSeveralCallsWhileOthersFlood) {
+  ToolCallBudget budget(BudgetOptions(1 << 20, 1 << 20, 128, 512));
+  std::vector<std::shared_ptr<codemode::ByteBudget>> flooders;
+  for (int f = 0; f < 4; ++f) {
+    flooders.push_back(budget.CallsOf(absl::StrCat("flood ", f)));
+    while (flooders.back()->Charge(1) == nullptr) {
+    }
+  }
+  ASSERT_EQ(budget.calls_total(), 448u) << "the flooders leave the reserve";
+  std::vector<std::shared_ptr<codemode::ByteBudget>> lights;
+  for (int v = 0; v < 8; ++v) {
+    lights.push_back(budget.CallsOf(absl::StrCat("light ", v)));
+    const std::shared_ptr<codemode::ByteBudget>& light = lights.back();
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(light->Charge(1), nullptr) << "light " << v << " call " << i;
+    const codemode::ByteBudget* full = light->Charge(1);
+    ASSERT_NE(full, nullptr) << "a ninth call is not for the reserve";
+    EXPECT_THAT(ToolCallBudget::CallRefusal(*full, *light),
+                HasSubstr("--max_tool_calls_in_flight_total=512"));
+  }
+  EXPECT_EQ(budget.calls_total(), 512u);
+}
+
 // The gateway's byte ceiling bounds tool calls too: a credential's share, then everyone's.
 TEST(ToolCallBudgetTest, DrawsOnTheCeiling) {
   auto ceiling = std::make_shared<codemode::BufferCeiling>(120, 80);
-  ToolCallBudget budget(100, 150, ceiling);
+  ToolCallBudgetOptions options = BudgetOptions(100, 150);
+  options.ceiling = ceiling;
+  ToolCallBudget budget(options);
   std::shared_ptr<codemode::ByteBudget> a = budget.Of("a"), b = budget.Of("b");
   EXPECT_EQ(a->Charge(80), nullptr);
   const codemode::ByteBudget* full = a->Charge(1);

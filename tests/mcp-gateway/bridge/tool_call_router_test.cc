@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "base/untrusted_json.h"
 #include "bridge_fakes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -125,6 +126,37 @@ TEST_F(ToolCallRouterTest, UpstreamProgressBecomesRunProgress) {
   EXPECT_EQ(seen_.steps, (std::vector<double>{1, 2}));
 }
 
+// The client asked for no progress: the upstream is not asked for any either.
+TEST_F(ToolCallRouterTest, NoProgressIsAskedOfUpstreamsWhenTheClientWantsNone) {
+  bool asked = true;
+  upstreams_.SetAnswer([&](const FakeUpstreams::Call& c) -> absl::StatusOr<json> {
+    asked = static_cast<bool>(c.options.on_progress);
+    return json{{"content", json::array()}};
+  });
+  RunProgress none(nullptr);
+  ToolCallRouter router(&upstreams_, ServerAllowlist::All(), &none);
+  router.Route(ToolCallOf("web", "fetch", "{}"), cancel_);
+  EXPECT_FALSE(asked);
+}
+
+// An upstream's progress comes at its rate and size: relayed in bursts of at most
+// kUpstreamBurst, each message clipped (attack round 7, F10).
+TEST_F(ToolCallRouterTest, UpstreamProgressFloodsAreClippedAndThinned) {
+  const std::string huge(1 << 20, 'p');
+  upstreams_.SetAnswer([&](const FakeUpstreams::Call& c) -> absl::StatusOr<json> {
+    for (int i = 0; i < 500; ++i) c.options.on_progress({{"progress", i}, {"message", huge}});
+    return json{{"content", json::array()}};
+  });
+  ToolCallRouter router(&upstreams_, ServerAllowlist::All(), &progress_);
+  router.Route(ToolCallOf("web", "fetch", "{}"), cancel_);
+  EXPECT_GE(seen_.messages.size(), static_cast<size_t>(RunProgress::kUpstreamBurst));
+  EXPECT_LT(seen_.messages.size(), 100u);
+  for (const std::string& m : seen_.messages) {
+    EXPECT_LT(m.size(), RunProgress::kUpstreamMessageBytes + 100);
+    EXPECT_THAT(m, HasSubstr("(1048576 bytes)"));
+  }
+}
+
 TEST(RunProgressTest, StepsStrictlyIncreaseAcrossThreads) {
   std::vector<double> steps;
   RunProgress progress([&](double p, std::optional<double>, const std::string&) {
@@ -152,6 +184,16 @@ TEST(UpstreamProgressMessageTest, UsesOnlyFieldsOfTheRightType) {
   EXPECT_EQ(UpstreamProgressMessage("a.b", {{"progress", 2}, {"total", "many"}}),
             "a.b: progress (2)");
   EXPECT_EQ(UpstreamProgressMessage("a.b", {{"total", 9}, {"message", "m"}}), "a.b: m");
+}
+
+TEST(UpstreamProgressMessageTest, ClipsALongMessageAtACharacterBoundary) {
+  std::string text;
+  for (int i = 0; i < 1000; ++i) text += "\xc3\xa9";  // "é", two bytes each
+  const std::string m = UpstreamProgressMessage("a.b", {{"message", text}, {"progress", 3}});
+  EXPECT_TRUE(codemode::IsValidUtf8(m)) << m;
+  EXPECT_THAT(m, ::testing::StartsWith("a.b: \xc3\xa9"));
+  EXPECT_THAT(m, ::testing::EndsWith("… (2000 bytes) (3)"));
+  EXPECT_LE(m.size(), RunProgress::kUpstreamMessageBytes + 40);
 }
 
 }  // namespace

@@ -179,4 +179,48 @@ describe("an upstream's answers against the gateway", () => {
     assert.equal(dropped, 8, out.slice(0, 3000));
     assert.match(out, /small: .*hello/, out.slice(-500));
   });
+
+  // Attack round 7 (F10): an upstream's notifications/progress were parsed, copied about
+  // nine times and forwarded whole: four stdio upstreams sending 15 MiB progress messages
+  // for one run took the gateway to 345 MiB. A message is clipped to 1 KiB before any copy,
+  // and upstreams' progress reaches the client at a bounded rate.
+  test("upstreams' huge progress floods are clipped and thinned on their way to the client", async () => {
+    const script = new URL("./fixtures/hostile_upstream.py", import.meta.url).pathname;
+    const servers = {};
+    for (const name of ["p1", "p2", "p3", "p4"]) servers[name] = { command: "python3", args: [script, "plain"] };
+    const g = await startGateway([], { servers });
+    const client = await g.client("progress-floods");
+    const updates = [];
+    const r = await runPython(client, [
+      "import asyncio",
+      `calls = [f(progress=10, progress_bytes=${15 << 20}) for f in (mcp_p1.hello, mcp_p2.hello, mcp_p3.hello, mcp_p4.hello)]`,
+      "print(await asyncio.gather(*calls))",
+    ].join("\n"), { timeout_seconds: 240 }, { timeout: 300000, onprogress: (p) => updates.push(p.message || "") });
+    await client.close();
+    const peak = procStatus(g.proc.pid, "VmHWM");
+    const out = text(r);
+    const relayed = updates.filter((m) => /^p\d\.hello: p+… \(15728640 bytes\)/.test(m));
+    console.log(`40 progress messages of 15 MiB: ${relayed.length} relayed, longest ${Math.max(...updates.map((m) => m.length))} ` +
+      `characters; gateway peak RSS ${peak.toFixed(0)} MiB`);
+    assert.ok(peak < 256, `the gateway's peak RSS reached ${peak.toFixed(0)} MiB`);
+    assert.ok(relayed.length >= 1, updates.map((m) => m.slice(0, 80)).join("\n"));
+    for (const m of updates) assert.ok(m.length < 1200, `a progress message of ${m.length} characters`);
+    assert.match(out, /\['hello', 'hello', 'hello', 'hello'\]/, out.slice(0, 1000));
+  });
+
+  // Attack round 7 (F11): a server's request with a 15 MiB id was answered from the reader
+  // thread with the id echoed; a server that did not read its stdin held that thread, and
+  // the copies, until it died. Only integer ids and strings of up to 256 bytes are answered.
+  test("a server's requests with huge ids get no answer; short ones do", async () => {
+    const g = await startGateway([], {
+      servers: { big: { command: "python3", args: [new URL("./fixtures/hostile_upstream.py", import.meta.url).pathname, "plain"] } },
+    });
+    const client = await g.client("server-request-ids");
+    const r = await runPython(client, [
+      `await mcp_big.hello(requests=4, id_bytes=${1 << 20})`,
+      "print(await mcp_big.hello(report=True))",
+    ].join("\n"), { timeout_seconds: 120 });
+    await client.close();
+    assert.match(text(r), /^replies: 7$/m, text(r).slice(0, 1000));
+  });
 });

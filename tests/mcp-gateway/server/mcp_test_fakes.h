@@ -66,7 +66,7 @@ class FakeProvider : public ToolProvider {
     if (name == "slow") return Slow(arguments, context);
     if (name == "progress") {
       for (const auto& v : arguments.value("values", json::array())) {
-        context.progress(v.get<double>(), std::nullopt, "");
+        if (context.progress) context.progress(v.get<double>(), std::nullopt, "");
       }
       return json{{"content", json::array()}};
     }
@@ -146,7 +146,9 @@ class FakeProvider : public ToolProvider {
 
   absl::StatusOr<json> Slow(const json& arguments, ToolCallContext& context) {
     const int steps = arguments.value("steps", 3);
-    for (int i = 1; i <= steps; ++i) context.progress(i, steps, "step " + std::to_string(i));
+    for (int i = 1; i <= steps && context.progress; ++i) {
+      context.progress(i, steps, "step " + std::to_string(i));
+    }
     // Shared with the cancel callback, which may outlive this frame.
     struct Latch {
       std::mutex mu;

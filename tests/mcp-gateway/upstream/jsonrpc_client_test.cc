@@ -39,6 +39,10 @@ class FakeTransport : public ClientTransport {
     cv_.wait_for(lock, std::chrono::seconds(10), [&] { return sent_.size() >= n; });
     return sent_.size() >= n ? sent_[n - 1] : json();
   }
+  size_t SentCount() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return sent_.size();
+  }
   void Deliver(json message) { callbacks_.on_message(std::move(message)); }
   void Drop(const std::string& reason) { callbacks_.on_closed(reason); }
 
@@ -111,6 +115,31 @@ TEST_F(JsonRpcClientTest, AnswersServerRequests) {
   json refused = transport_->WaitSent(2);
   EXPECT_EQ(refused["id"], 7);
   EXPECT_EQ(refused["error"]["code"], -32601);
+}
+
+// Our answer echoes the id from the reader thread: a huge one (attack round 7 sent a 15 MiB
+// string to a server that did not read its stdin) or one of no JSON-RPC type gets none.
+TEST_F(JsonRpcClientTest, AnswersOnlyServerRequestsWithShortIds) {
+  transport_->Deliver({{"jsonrpc", "2.0"}, {"id", std::string(257, 'i')}, {"method", "ping"}});
+  transport_->Deliver({{"jsonrpc", "2.0"}, {"id", {{"a", 1}}}, {"method", "ping"}});
+  transport_->Deliver({{"jsonrpc", "2.0"}, {"id", 1.5}, {"method", "ping"}});
+  transport_->Deliver(
+      {{"jsonrpc", "2.0"}, {"id", 9}, {"method", std::string(100000, 'm')}, {"params", {}}});
+  transport_->Deliver({{"jsonrpc", "2.0"}, {"id", std::string(256, 'i')}, {"method", "ping"}});
+  EXPECT_EQ(transport_->SentCount(), 2u);
+  json refused = transport_->WaitSent(1);
+  EXPECT_EQ(refused["id"], 9);
+  EXPECT_LT(refused.dump().size(), 1000u) << "the method is not echoed whole";
+  EXPECT_EQ(transport_->WaitSent(2)["id"], std::string(256, 'i'));
+}
+
+// A server that floods us with requests gets a bounded number of answers a second.
+TEST_F(JsonRpcClientTest, ServerRequestFloodsAreAnsweredAtABoundedRate) {
+  for (int i = 0; i < 200; ++i) {
+    transport_->Deliver({{"jsonrpc", "2.0"}, {"id", i}, {"method", "ping"}});
+  }
+  EXPECT_GE(transport_->SentCount(), 1u);
+  EXPECT_LT(transport_->SentCount(), 100u);
 }
 
 TEST_F(JsonRpcClientTest, RoutesProgressToItsRequestOnly) {
