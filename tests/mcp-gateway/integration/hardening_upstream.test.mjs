@@ -223,4 +223,31 @@ describe("an upstream's answers against the gateway", () => {
     await client.close();
     assert.match(text(r), /^replies: 7$/m, text(r).slice(0, 1000));
   });
+
+  // Attack round 7 (F11): a stdio upstream's lines were buffered and parsed uncharged, so
+  // four upstreams of 15 MiB messages of any kind passed 256 MiB with no client reading.
+  // Each line is charged (twice) to --max_upstream_bytes_in_flight while it is buffered and
+  // dispatched: here a 6 MiB answer cannot fit 10 MB, is skipped, its call fails saying
+  // why, and the charge is released for the next lines.
+  test("a stdio upstream's lines are charged to the receive budget while they are read", async () => {
+    const g = await startGateway(["--max_upstream_bytes_in_flight=10000000"], {
+      servers: { big: { command: "python3", args: [new URL("./fixtures/hostile_upstream.py", import.meta.url).pathname, "plain"] } },
+    });
+    const client = await g.client("stdio-line-charge");
+    const r = await runPython(client, [
+      "for size in (6 << 20, 0, 6 << 20, 0, 3 << 20):",
+      "    try:",
+      "        print(len(await mcp_big.hello(bytes=size)) if size else await mcp_big.hello())",
+      "    except Exception as e:",
+      "        print('ERR', str(e)[:300])",
+    ].join("\n"), { timeout_seconds: 120 });
+    await client.close();
+    const lines = text(r).split("\n").filter((l) => l);
+    const refused = /^ERR big\.hello: .*the answer was not read: the gateway is receiving too many bytes from upstreams now \(its --max_upstream_bytes_in_flight=10000000\)/;
+    assert.match(lines[0], refused, text(r));
+    assert.equal(lines[1], "hello", text(r));
+    assert.match(lines[2], refused, text(r));
+    assert.equal(lines[3], "hello", text(r));
+    assert.equal(lines[4], String(3 << 20), "a line within the budget is read whole: " + text(r));
+  });
 });
