@@ -293,9 +293,12 @@ void JsonRpcClient::OnResponse(json& message) {
   std::shared_ptr<Pending> pending;
   if (AsId(message["id"], &id)) pending = TakePending(id);
   if (pending == nullptr) {
-    // Typical after a timeout or cancellation: the answer came too late.
-    spdlog::debug("upstream {}: response for unknown request {}", name_,
-                  codemode::LogText(wire::Dump(message["id"])));
+    // Typical after a timeout or cancellation: the answer came too late. A server can send
+    // these at will: rate-limited like its other unusable messages.
+    if (spdlog::should_log(spdlog::level::debug) && MayWarn()) {
+      spdlog::debug("upstream {}: response for unknown request {}", name_,
+                    codemode::LogText(wire::Dump(message["id"])));
+    }
     return;
   }
   if (auto it = message.find("error"); it != message.end() && !it->is_null()) {
