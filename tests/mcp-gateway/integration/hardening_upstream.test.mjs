@@ -10,6 +10,18 @@ import { startHugeAnswerUpstream } from "./fixtures/huge_answer_upstream.mjs";
 
 const BIG = 400 << 20;
 
+// Python defining `one(i)`, which awaits `call` (an expression that may use i) and returns
+// `ok` (an expression of its result r), or 'ERR ' and the start of the error.
+const one = (call, ok = "'OK'") => [
+  "import asyncio",
+  "async def one(i=0):",
+  "    try:",
+  `        r = await ${call}`,
+  `        return ${ok}`,
+  "    except Exception as e:",
+  "        return 'ERR ' + str(e)[:300]",
+];
+
 describe("an upstream's answers against the gateway", () => {
   const { startGateway } = gatewaySuite();
   let upstream;
@@ -51,12 +63,7 @@ describe("an upstream's answers against the gateway", () => {
     const before = procStatus(gateway.proc.pid, "VmRSS");
     const client = await gateway.client("dense-upstream");
     const r = await runPython(client, [
-      "import asyncio",
-      "async def one():",
-      "    try:",
-      "        return str(await mcp_huge.dom())[:40]",
-      "    except Exception as e:",
-      "        return 'ERR ' + str(e)[:200]",
+      ...one("mcp_huge.dom()", "str(r)[:40]"),
       "for line in await asyncio.gather(*[one() for _ in range(4)]):",
       "    print(line)",
       "print('small:', await mcp_huge.small())",
@@ -83,13 +90,7 @@ describe("an upstream's answers against the gateway", () => {
     const client = await g.client("many-large-answers");
     const before = procStatus(g.proc.pid, "VmRSS");
     const r = await runPython(client, [
-      "import asyncio",
-      "async def one(i):",
-      "    try:",
-      `        r = await (mcp_huge.big_sse if i % 2 else mcp_huge.big)(bytes=${6 << 20})`,
-      "        return 'OK'",
-      "    except Exception as e:",
-      "        return 'ERR ' + str(e)[:300]",
+      ...one(`(mcp_huge.big_sse if i % 2 else mcp_huge.big)(bytes=${6 << 20})`),
       "for line in await asyncio.gather(*[one(i) for i in range(48)]):",
       "    print(line)",
       "print('small:', await mcp_huge.small())",
@@ -117,17 +118,12 @@ describe("an upstream's answers against the gateway", () => {
     const flooder = await g.client("answer-flooder", g.as(0));
     const victim = await g.client("answer-victim", g.as(1));
     const flood = runPython(flooder, [
-      "import asyncio, time",
-      "async def one():",
-      "    try:",
-      `        await mcp_huge.big(bytes=${6 << 20})`,
-      "        return 'OK'",
-      "    except Exception as e:",
-      "        return 'ERR'",
+      "import time",
+      ...one(`mcp_huge.big(bytes=${6 << 20})`),
       "end, rounds, refused = time.time() + 12, 0, 0",
       "while time.time() < end:",
       "    rounds += 1",
-      "    refused += (await asyncio.gather(*[one() for _ in range(24)])).count('ERR')",
+      "    refused += sum(1 for x in await asyncio.gather(*[one() for _ in range(24)]) if x != 'OK')",
       "print('rounds', rounds, 'refused', refused)",
     ].join("\n"), { timeout_seconds: 120 }, { timeout: 180000 });
     const victimRun = runPython(victim, [
@@ -162,13 +158,7 @@ describe("an upstream's answers against the gateway", () => {
     });
     const client = await g.client("stdio-large-answers");
     const r = await runPython(client, [
-      "import asyncio",
-      "async def one():",
-      "    try:",
-      `        await mcp_big.hello(bytes=${6 << 20})`,
-      "        return 'OK'",
-      "    except Exception as e:",
-      "        return 'ERR ' + str(e)[:300]",
+      ...one(`mcp_big.hello(bytes=${6 << 20})`),
       "for line in await asyncio.gather(*[one() for _ in range(8)]):",
       "    print(line)",
       "print('small:', await mcp_big.hello())",
