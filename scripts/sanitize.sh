@@ -6,7 +6,8 @@
 #   build-asan/  clang, AddressSanitizer + UndefinedBehaviorSanitizer (+ libFuzzer
 #                coverage): every unit test, then each fuzz target over its seed corpus
 #                and for FUZZ_SECONDS (default 20) of new inputs.
-#   build-tsan/  clang, ThreadSanitizer: every unit test. Both services lock with
+#   build-tsan/  clang, ThreadSanitizer: every unit test (and both daemons, compiled for
+#                clang's lock annotations' check). Both services lock with
 #                codemode::Mutex (std::mutex underneath, which TSan sees; Debian's
 #                absl::Mutex is invisible to it) and tests/sanitizers/tsan.supp names only
 #                frames of uninstrumented libraries (docs/testing.md).
@@ -75,7 +76,10 @@ done
 
 log "TSan build"
 configure build-tsan "thread" OFF
-cmake --build build-tsan -j2 --target "${unit_targets[@]}"
+# The two daemons too, though no test runs them from here: clang's -Wthread-safety
+# (an error in clang builds) then checks every target, both mains and sandboxd's gRPC
+# layer included, not only what the unit tests link.
+cmake --build build-tsan -j2 --target "${unit_targets[@]}" sandboxd mcp-gateway
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/sanitizers/tsan.supp"
 log "unit tests under TSan"
 run_units build-tsan

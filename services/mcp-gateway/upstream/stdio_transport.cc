@@ -150,11 +150,14 @@ absl::Status StdioTransport::Start(TransportCallbacks callbacks, absl::Duration 
     return absl::UnavailableError(absl::StrCat("spawn ", command, ": ", child.status().message()));
   }
   pid_ = child->pid;
-  stdin_fd_ = child->stdin_fd.Release();
+  {
+    codemode::MutexLock lock(&write_mu_);
+    stdin_fd_ = child->stdin_fd.Release();
+    // Writes poll with a deadline instead of blocking forever on a server that stops reading.
+    fcntl(stdin_fd_, F_SETFL, fcntl(stdin_fd_, F_GETFL) | O_NONBLOCK);
+  }
   stdout_fd_ = child->stdout_fd.Release();
   stderr_fd_ = child->stderr_fd.Release();
-  // Writes poll with a deadline instead of blocking forever on a server that stops reading.
-  fcntl(stdin_fd_, F_SETFL, fcntl(stdin_fd_, F_GETFL) | O_NONBLOCK);
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   spdlog::info("upstream {}: started {} (pid {})", config_.name, command, pid_);
 

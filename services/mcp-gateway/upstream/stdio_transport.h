@@ -67,11 +67,11 @@ class StdioTransport : public ClientTransport {
   TransportCallbacks callbacks_;
 
   pid_t pid_ = -1;
-  int stdin_fd_ = -1;   // guarded by write_mu_ (closed by Close())
+  codemode::Mutex write_mu_;
+  int stdin_fd_ ABSL_GUARDED_BY(write_mu_) = -1;  // closed by Close()
   int stdout_fd_ = -1;
   int stderr_fd_ = -1;
   int wake_fd_ = -1;    // eventfd: tells the reader threads that Close() has begun
-  codemode::Mutex write_mu_;
 
   codemode::Mutex proc_mu_;  // also serialises waitpid
   bool reaped_ ABSL_GUARDED_BY(proc_mu_) = false;

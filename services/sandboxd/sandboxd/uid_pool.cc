@@ -3,7 +3,7 @@
 namespace sandboxd {
 
 std::shared_ptr<UidPool::Lease> UidPool::Acquire() {
-  std::lock_guard<std::mutex> lock(mu_);
+  codemode::MutexLock lock(&mu_);
   for (uint32_t uid = first_; uid < first_ + count_; ++uid) {
     if (leased_.count(uid)) continue;
     auto lease = std::make_shared<Lease>(shared_from_this(), uid);
@@ -14,7 +14,7 @@ std::shared_ptr<UidPool::Lease> UidPool::Acquire() {
 }
 
 std::shared_ptr<UidPool::Lease> UidPool::Claim(uint32_t uid) {
-  std::lock_guard<std::mutex> lock(mu_);
+  codemode::MutexLock lock(&mu_);
   if (auto it = leased_.find(uid); it != leased_.end()) {
     if (auto lease = it->second.lock()) return lease;
   }
@@ -24,7 +24,7 @@ std::shared_ptr<UidPool::Lease> UidPool::Claim(uint32_t uid) {
 }
 
 void UidPool::Release(uint32_t uid) {
-  std::lock_guard<std::mutex> lock(mu_);
+  codemode::MutexLock lock(&mu_);
   auto it = leased_.find(uid);
   // Only if no newer lease took the uid meanwhile (a Claim after this lease expired).
   if (it != leased_.end() && it->second.expired()) leased_.erase(it);

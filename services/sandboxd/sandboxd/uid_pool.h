@@ -16,7 +16,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
+
+#include "base/mutex.h"
 
 namespace sandboxd {
 
@@ -50,12 +51,12 @@ class UidPool : public std::enable_shared_from_this<UidPool> {
 
  private:
   UidPool(uint32_t first, uint32_t count) : first_(first), count_(count) {}
-  void Release(uint32_t uid);
+  void Release(uint32_t uid) ABSL_LOCKS_EXCLUDED(mu_);
 
   const uint32_t first_;
   const uint32_t count_;
-  std::mutex mu_;
-  std::map<uint32_t, std::weak_ptr<Lease>> leased_;
+  codemode::Mutex mu_;
+  std::map<uint32_t, std::weak_ptr<Lease>> leased_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sandboxd
