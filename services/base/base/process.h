@@ -13,9 +13,10 @@
 //   codemode::SpawnOptions o;
 //   o.argv = {"/usr/bin/podman", "ps"};
 //   o.env = {"PATH=/usr/bin:/bin", "HOME=/root"};
-//   ASSIGN_OR_RETURN(codemode::Child child, codemode::Spawn(o));
-//   ... read child.stdout_fd ...
-//   int status = codemode::WaitPid(child.pid);
+//   absl::StatusOr<codemode::Child> child = codemode::Spawn(o);
+//   if (!child.ok()) return child.status();
+//   ... read child->stdout_fd ...
+//   int status = codemode::WaitPid(child->pid);
 //
 // fork() rather than vfork()/posix_spawn: the child runs a few async-signal-safe calls
 // (prctl, setpgid, dup2, chdir, close_range, execve) that posix_spawn cannot express all

@@ -11,7 +11,7 @@
 //
 //   absl::StatusOr<std::shared_ptr<Binding>> b = bindings.FindOrRegister(mcp, "default", cred);
 //   if (!(*b)->LockRun(ctx.cancel)) return absl::CancelledError(...);  // cancelled while queued
-//   RETURN_IF_ERROR(bindings.Open(**b, mcp, "default", catalog));
+//   if (absl::Status s = bindings.Open(**b, mcp, "default", catalog); !s.ok()) return s;
 //   sandboxes->Execute((*b)->ref(), ...);
 //   (*b)->UnlockRun();
 #pragma once

@@ -3,7 +3,8 @@
 // ServerTransport so that main has one start and one shutdown path:
 //
 //   std::unique_ptr<ServerTransport> t = std::make_unique<HttpServer>(http, &provider, options);
-//   RETURN_IF_ERROR(t->Start([] { /* ended by itself: stdin reached EOF */ }));
+//   absl::Status started = t->Start([] { /* ended by itself: stdin reached EOF */ });
+//   if (!started.ok()) return started;
 //   t->NotifyToolsChanged();            // broadcast to every session
 //   t->Stop();
 //

@@ -5,7 +5,7 @@
 //   nextCursor) -> tools/call ... -> Close().
 //
 //   McpClient client(config, options, handlers);
-//   RETURN_IF_ERROR(client.Connect());
+//   if (absl::Status s = client.Connect(); !s.ok()) return s;
 //   for (auto& tool : client.tools()) ...
 //   auto result = client.CallTool("echo", {{"message", "hi"}}, call_options, absl::Seconds(60));
 //

@@ -5,7 +5,7 @@
 // and CancelTokens into notifications/cancelled.
 //
 //   JsonRpcClient rpc("files", std::move(transport), handlers);
-//   RETURN_IF_ERROR(rpc.Start(absl::Seconds(30)));
+//   if (absl::Status s = rpc.Start(absl::Seconds(30)); !s.ok()) return s;
 //   JsonRpcClient::RequestOptions options;
 //   options.timeout = absl::Seconds(30);
 //   absl::StatusOr<json> result = rpc.Request("tools/list", json::object(), options);

@@ -3,8 +3,9 @@
 // process, Streamable HTTP, legacy HTTP+SSE), and the manager that connects them in
 // parallel, keeps their tool catalogs and routes tool calls.
 //
-//   ASSIGN_OR_RETURN(auto configs, LoadUpstreamConfig({"~/.config/mcp-gateway/servers.json"}, {}, self));
-//   UpstreamManager upstreams(configs, options);
+//   auto configs = LoadUpstreamConfig({"~/.config/mcp-gateway/servers.json"}, {}, self);
+//   if (!configs.ok()) return configs.status();
+//   UpstreamManager upstreams(*configs, options);
 //   upstreams.Start();                                   // connects in the background
 //   upstreams.WaitInitial(absl::Seconds(10));
 //   for (auto& s : upstreams.Snapshot()) ...             // name, connected, error, tools

@@ -10,7 +10,8 @@
 // session (--allowed_isolations); IsolationPolicy::Resolve applies both to a request.
 //
 //   IsolationPolicy policy{Isolation::kContainer, {Isolation::kContainer, Isolation::kGvisor}};
-//   ASSIGN_OR_RETURN(Isolation i, policy.Resolve(request.isolation()));
+//   absl::StatusOr<Isolation> i = policy.Resolve(request.isolation());
+//   if (!i.ok()) return i.status();
 #pragma once
 
 #include <string>

@@ -4,7 +4,7 @@
 // faults (tests/sandboxd/unit/fake_record_store.h) to check crash and disk-full handling.
 //
 //   DirRecordStore store("/var/lib/sandboxd/sessions");
-//   RETURN_IF_ERROR(store.Put("s-0123", contents));   // all or nothing
+//   if (absl::Status s = store.Put("s-0123", contents); !s.ok()) return s;   // all or nothing
 //   for (auto& [key, contents] : *store.List()) ...
 //
 // The contract every implementation keeps: Put replaces a record as a whole, so after a

@@ -3,8 +3,9 @@
 // and the daemon's readiness (what health reports) follow from what it sees.
 //
 //   SandboxFactory factory(options, &runtime, &workers, hooks);
-//   ASSIGN_OR_RETURN(Sandbox sb, factory.Start({limits, isolation}, "session"));  // probes first
-//   factory.Discard(sb.name);                                         // in the background
+//   absl::StatusOr<Sandbox> sb = factory.Start({limits, isolation}, "session");  // probes first
+//   if (!sb.ok()) return sb.status();
+//   factory.Discard(sb->name);                                          // in the background
 //
 // Every start and probe updates readiness: SERVING after a success, NOT_SERVING with the
 // reason after a failure, until a start succeeds again. Hooks are called without the

@@ -7,8 +7,9 @@
 //
 //   SessionManager mgr(options, &runtime, &clock);
 //   mgr.Start();                       // probe, re-attach, fill the pool
-//   ASSIGN_OR_RETURN(sandbox::v1::Session s, mgr.CreateSession(request));
-//   mgr.Execute(s.id(), {.code = "print(1)"}, observer);
+//   absl::StatusOr<sandbox::v1::Session> s = mgr.CreateSession(request);
+//   if (!s.ok()) return s.status();
+//   mgr.Execute(s->id(), {.code = "print(1)"}, observer);
 //   mgr.Shutdown();                    // sessions' containers stay for the next start
 //
 // Safe for concurrent use.

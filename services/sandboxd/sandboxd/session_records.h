@@ -2,10 +2,12 @@
 // proto, its catalog and its container), kept in a RecordStore one record per session.
 //
 //   SessionRecords records(&store);
-//   RETURN_IF_ERROR(records.Add(id, [&] { return RecordOf(*session); }));   // CreateSession
+//   absl::Status added = records.Add(id, [&] { return RecordOf(*session); });  // CreateSession
+//   if (!added.ok()) return added;
 //   records.Update(id, [&] { return RecordOf(*session); });   // its catalog changed
 //   records.Remove(id);                                        // DeleteSession
-//   ASSIGN_OR_RETURN(SessionRecords::Loaded loaded, records.Load());   // at start
+//   absl::StatusOr<SessionRecords::Loaded> loaded = records.Load();   // at start
+//   if (!loaded.ok()) return loaded.status();
 //
 // A record exists exactly while its session is registered here (Add, or Adopt after Load):
 // Update of an unregistered id writes nothing, so a catalog change that lands after

@@ -6,8 +6,9 @@
 // carry `authorization: Bearer <token>`, the token read from --tcp_token_file (created 0600
 // with a random token when it does not exist yet; refused when another user could read it).
 //
-//   ASSIGN_OR_RETURN(std::string token, LoadOrCreateTcpToken("/etc/sandboxd/tcp-token"));
-//   builder.AddListeningPort("127.0.0.1:50051", TcpServerCredentials(token));
+//   absl::StatusOr<std::string> token = LoadOrCreateTcpToken("/etc/sandboxd/tcp-token");
+//   if (!token.ok()) return token.status();
+//   builder.AddListeningPort("127.0.0.1:50051", TcpServerCredentials(*token));
 #pragma once
 
 #include <memory>
