@@ -25,8 +25,9 @@ fuzz_seconds="${FUZZ_SECONDS:-20}"
 cxx="$(command -v clang++-14 || true)"
 [[ -n "$cxx" ]] || { log "clang++-14 is missing: run scripts/setup.sh"; exit 1; }
 
-unit_targets=(base_unit_tests catalog_unit_tests sandboxd_unit_tests gateway_jsonrpc_unit_tests
-              gateway_server_unit_tests gateway_upstream_unit_tests gateway_bridge_unit_tests)
+unit_targets=(base_unit_tests catalog_unit_tests sandboxd_runner_unit_tests sandboxd_unit_tests
+              gateway_jsonrpc_unit_tests gateway_server_unit_tests gateway_upstream_unit_tests
+              gateway_bridge_unit_tests)
 # Unit tests that run gRPC's runtime in-process: Debian's libgrpc is not built with TSan,
 # which then reports gRPC's own hand-offs between its threads. ASan and UBSan only.
 grpc_targets=(gateway_grpc_client_tests)

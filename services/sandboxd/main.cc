@@ -22,11 +22,11 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "sandboxd/grpc_service.h"
 #include "sandboxd/podman_runtime.h"
-#include "sandboxd/self_check.h"
 #include "sandboxd/tcp_auth.h"
 #include "sandboxd/sd_notify.h"
 #include "sandboxd/session_manager.h"
 #include "sandboxd/log.h"
+#include "self_check.h"
 
 ABSL_FLAG(std::string, socket, "",
           "Unix socket to serve on. Default: $XDG_RUNTIME_DIR/sandboxd/sandboxd.sock, else "

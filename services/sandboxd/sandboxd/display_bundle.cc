@@ -6,7 +6,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "base/untrusted_json.h"
-#include "sandboxd/frame.h"
+#include "sandboxd/runner_fields.h"
 
 namespace sandboxd {
 namespace {

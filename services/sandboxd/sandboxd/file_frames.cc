@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/untrusted_json.h"
-#include "sandboxd/frame.h"
+#include "sandboxd/runner_fields.h"
 
 namespace sandboxd {
 namespace {

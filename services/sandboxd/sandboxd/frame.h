@@ -23,11 +23,9 @@
 #include "nlohmann/json.hpp"
 #include "sandboxd/display_bundle.h"
 #include "sandboxd/file_frames.h"
+#include "sandboxd/runner_fields.h"
 
 namespace sandboxd {
-
-// Largest frame either side accepts.
-inline constexpr size_t kMaxRunnerFrameBytes = 16u << 20;
 
 // Serialises one frame. The object must hold valid UTF-8 (nlohmann::json enforces it).
 std::string EncodeFrame(const nlohmann::json& message);
@@ -123,15 +121,6 @@ inline constexpr size_t kMaxNameBytes = 256;
 
 // Validates one runner -> sandboxd message. INVALID_ARGUMENT says what is wrong.
 absl::StatusOr<RunnerMessage> ParseRunnerMessage(const nlohmann::json& frame);
-
-// The parsers' field readers (frame.cc, file_frames.cc). RunnerViolation: INVALID_ARGUMENT
-// "runner protocol violation: <what>". RunnerUint: a non-negative integer field (absent
-// reads 0 when not `required`). RunnerString: a string field of at most `max_bytes`.
-absl::Status RunnerViolation(absl::string_view what);
-absl::StatusOr<uint64_t> RunnerUint(const nlohmann::json& obj, const char* key,
-                                    bool required = true);
-absl::StatusOr<std::string> RunnerString(const nlohmann::json& obj, const char* key,
-                                         size_t max_bytes, bool required = true);
 
 // sandboxd -> runner messages.
 nlohmann::json MakeExecFrame(uint64_t id, const std::string& code, uint64_t max_output_bytes,

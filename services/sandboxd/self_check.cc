@@ -1,4 +1,4 @@
-#include "sandboxd/self_check.h"
+#include "self_check.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
