@@ -16,23 +16,39 @@ namespace gateway {
 
 using nlohmann::json;
 
+namespace {
+
+// One upstream's part of the receive budget (--max_upstream_bytes_in_flight): an upstream
+// already holding bytes (a line or event being read) may not take the last eighth. Each
+// upstream reads one message at a time, so three whose messages never end held all 96 MiB
+// for as long as they lived, and every other upstream's answers were refused (attack
+// round 8, F13); now at most those that fit below the last eighth hold, the rest of their
+// lines are refused and skipped, and the eighth stays for the others.
+std::shared_ptr<codemode::ByteBudget> UpstreamPart(const std::shared_ptr<codemode::ByteBudget>& all) {
+  if (!all) return nullptr;
+  return std::make_shared<codemode::ByteBudget>(all->flag(), all->limit(),
+                                                codemode::ByteBudget::Parents{all},
+                                                codemode::ByteReserve{all, all->limit() / 8});
+}
+
+}  // namespace
+
 std::unique_ptr<ClientTransport> MakeTransport(const UpstreamConfig& config,
                                                const UpstreamOptions& options) {
+  const std::shared_ptr<codemode::ByteBudget> receive = UpstreamPart(options.receive_budget);
   switch (config.type) {
     case UpstreamConfig::Type::kStdio:
       return std::make_unique<StdioTransport>(config, options.stop_grace,
                                               options.max_message_bytes,
-                                              options.log_messages_per_second,
-                                              options.receive_budget);
+                                              options.log_messages_per_second, receive);
     case UpstreamConfig::Type::kStreamableHttp:
       return std::make_unique<StreamableHttpTransport>(config, options.connect_timeout,
                                                        options.stream_retry,
-                                                       options.max_message_bytes,
-                                                       options.receive_budget);
+                                                       options.max_message_bytes, receive);
     case UpstreamConfig::Type::kSse:
       return std::make_unique<SseTransport>(config, options.connect_timeout,
                                             options.stream_retry, options.max_message_bytes,
-                                            options.receive_budget);
+                                            receive);
   }
   return nullptr;
 }

@@ -211,9 +211,18 @@ void StdioTransport::ReadStdout() {
           busy = full->Describe();
           framer.Skip();
           hold.ShrinkTo(0);
+          // Said now: a line that never ends never reaches DropOversized.
+          if (MayLog()) {
+            spdlog::warn("upstream {}: a message dropped: the gateway is receiving too many "
+                         "bytes from upstreams ({}); the rest of its line is skipped",
+                         config_.name, busy);
+          }
         }
       }
       framer.Feed(data, piece, on_line, on_oversized);
+      // A line being skipped holds nothing: its charge must not stay until a newline that
+      // a hostile server never sends (attack round 8, F13).
+      if (framer.skipping()) hold.ShrinkTo(0);
       if (newline) {
         if (oversized || !busy.empty()) DropOversized(scanner.id(), busy);
         oversized = false;
@@ -243,7 +252,10 @@ void StdioTransport::ReadStdout() {
     }
     feed(chunk.data(), static_cast<size_t>(n));
   }
-  if (closing_) return;
+  if (!closing_) ReportClosed();
+}
+
+void StdioTransport::ReportClosed() {
   // The child closed stdout, normally by exiting. Wait briefly for its exit status and the
   // rest of its stderr so that the reason says why ("exited with code 1: <error>").
   bool exited = WaitExit(absl::Seconds(2), /*stop_on_close=*/true);
@@ -259,10 +271,7 @@ void StdioTransport::DropOversized(const json& id, const std::string& busy) {
   const std::string answered =
       id.is_null() ? "" : absl::StrCat("; it answered request ", codemode::LogText(wire::Dump(id)));
   if (!busy.empty()) {
-    if (MayLog()) {
-      spdlog::warn("upstream {}: a message dropped: the gateway is receiving too many bytes "
-                   "from upstreams ({}){}", config_.name, busy, answered);
-    }
+    spdlog::debug("upstream {}: the message dropped for {} ended{}", config_.name, busy, answered);
   } else {
     spdlog::error("upstream {}: a message larger than {} bytes (--max_upstream_message_bytes) "
                   "dropped{}", config_.name, max_message_bytes_, answered);

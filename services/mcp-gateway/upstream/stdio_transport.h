@@ -48,6 +48,8 @@ class StdioTransport : public ClientTransport {
   // there refused) was skipped: logs it, and fails the request it answered (`id`, null
   // when it had none).
   void DropOversized(const nlohmann::json& id, const std::string& busy = "");
+  // After stdout's end: waits briefly for the exit status, then on_closed with why.
+  void ReportClosed();
   // Reaps the child if it has exited (or waits for it, with `block`). True once reaped.
   bool Reap(bool block);
   // Polls Reap() until the child exited or `timeout` passed (or Close() began, with

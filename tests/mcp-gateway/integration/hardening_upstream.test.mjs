@@ -5,7 +5,7 @@
 // and the flag, and the same upstream still answers the next call.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { gatewaySuite, procStatus, runPython, text } from "./harness.mjs";
+import { gatewaySuite, procStatus, runPython, text, waitFor } from "./harness.mjs";
 import { startHugeAnswerUpstream } from "./fixtures/huge_answer_upstream.mjs";
 
 const BIG = 400 << 20;
@@ -239,5 +239,32 @@ describe("an upstream's answers against the gateway", () => {
     assert.match(lines[2], refused, text(r));
     assert.equal(lines[3], "hello", text(r));
     assert.equal(lines[4], String(3 << 20), "a line within the budget is read whole: " + text(r));
+  });
+
+  // Attack round 8 (F13): each stdio upstream reads one line at a time, charged to
+  // --max_upstream_bytes_in_flight while it is read, and three upstreams that each began a
+  // 15.5 MiB line and never ended it held all 96 MiB for as long as they lived: every other
+  // upstream's answers were refused. An upstream already holding bytes may not take the
+  // last eighth; a line that cannot fit is skipped and holds nothing.
+  test("upstreams whose lines never end leave room for every other upstream's answers", async () => {
+    const script = new URL("./fixtures/hostile_upstream.py", import.meta.url).pathname;
+    const servers = { huge: { type: "http", url: upstream.url } };
+    for (const name of ["s1", "s2", "s3"]) servers[name] = { command: "python3", args: [script, "stall-line"] };
+    const g = await startGateway([], { servers });
+    // Two lines fit below the last eighth; the third is refused (before the fix all three
+    // were held, and nothing was refused).
+    await waitFor(() => /a message dropped: the gateway is receiving too many bytes/.test(g.log),
+      "a stalled upstream's line to be refused");
+    const client = await g.client("stalled-lines");
+    const r = await runPython(client, [
+      ...one(`mcp_huge.big(bytes=${4 << 20})`),
+      "for _ in range(3):",
+      "    print(await one())",
+      "print('small:', await mcp_huge.small())",
+    ].join("\n"), { timeout_seconds: 120 }, { timeout: 180000 });
+    await client.close();
+    const out = text(r);
+    assert.equal(out.split("\n").filter((l) => l === "OK").length, 3, out.slice(0, 2000));
+    assert.match(out, /small: .*ok-small/, out.slice(-500));
   });
 });
