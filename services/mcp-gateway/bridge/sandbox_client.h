@@ -1,10 +1,10 @@
 // SandboxClient: the gateway's gRPC client of sandboxd (sandbox.v1), the production
-// Sandboxes. It hides channels (one per endpoint; several sandboxd instances are supported
-// and a session stays on the endpoint that created it) and runs one Execute stream per
-// execution, answering the stream's tool calls through a callback that may block (on a
-// worker pool that grows to ToolCallLimits::max_in_flight, so calls from asyncio.gather
-// overlap end to end, and shrinks to one idle worker as they end; the calls of a
-// credential and of everyone are counted across runs, so are the threads).
+// Sandboxes, in a target of its own (gateway_sandbox_client) so that only the main links
+// gRPC. It hides channels (one per endpoint; several sandboxd instances are supported and a
+// session stays on the endpoint that created it) and runs one Execute stream per
+// execution, handing the stream's tool calls to a ToolCallDispatcher
+// (bridge/tool_call_dispatcher.h: admission and the worker pool) that writes the answers
+// back on the stream.
 //
 //   SandboxClient client({"unix:/run/user/1000/sandboxd/sandboxd.sock"});
 //   ASSIGN_OR_RETURN(SandboxRef ref, client.CreateSession("owner", "label", catalog));
@@ -25,33 +25,11 @@
 #include "base/mutex.h"
 #include "bridge/sandboxes.h"
 #include "bridge/tool_call_budget.h"
+#include "bridge/tool_call_dispatcher.h"  // ToolCallLimits
 #include "grpcpp/grpcpp.h"
 #include "sandbox/v1/sandbox.grpc.pb.h"
 
 namespace gateway {
-
-// Bounds on the tool calls of one execution. Calls past either bound are answered at once
-// with an error, which the sandboxed code sees as a ToolError; the gateway never grows a
-// thread or a queue per call without limit.
-struct ToolCallLimits {
-  uint32_t max_in_flight = 64;    // calls being answered at the same time
-  uint32_t max_per_run = 10000;   // calls in total
-  // What every run's calls share, per credential over all its runs and for everyone:
-  // calls in flight (each holds a gateway thread, and a credential may run many
-  // sandboxes) and bytes held (ToolCallBudget).
-  ToolCallBudgetOptions shared;
-  // JSON sizes of one call's arguments and of one result; larger ones become ToolErrors
-  // before anything parses them (arguments) or sends them on (results).
-  size_t max_argument_bytes = 4u << 20;
-  size_t max_result_bytes = 8u << 20;
-  // Arguments of the calls in flight together: each parsed copy costs a few times its
-  // size, so this bounds what a flood of large calls can make the gateway hold.
-  size_t max_argument_bytes_in_flight = 32u << 20;
-  // A cancelled run's Execute stream must end within this of its `cancel` message; past
-  // it (a stream backed up by code that reads none of its answers) the gRPC call is
-  // cancelled instead (the gateway's --sandbox_cancel_grace).
-  absl::Duration cancel_grace = absl::Seconds(5);
-};
 
 // The gateway's --isolation: "" (sandboxd's default), "container" or "gvisor";
 // INVALID_ARGUMENT naming the choices otherwise.
