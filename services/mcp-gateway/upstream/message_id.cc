@@ -50,11 +50,12 @@ void MessageIdScanner::Step(char c) {
     if (in_key_ && key_.size() <= kMaxKeyBytes) key_.push_back(c);
     return;
   }
+  const int message_depth = MessageDepth();
   switch (c) {
     case '"':
       in_string_ = true;
       if (capturing_) Capture(c);
-      if (depth_ == 1 && expect_key_) {
+      if (depth_ == message_depth && expect_key_) {
         in_key_ = true;
         key_.clear();
       }
@@ -62,23 +63,35 @@ void MessageIdScanner::Step(char c) {
     case '{':
     case '[':
       if (capturing_) too_long_ = true;  // an object or array is no id
-      if (depth_ == 0 && c == '{') expect_key_ = true;
+      if (depth_ == 0 && !started_) {
+        started_ = true;
+        batch_ = c == '[';
+      }
+      if (depth_ == MessageDepth() - 1 && c == '{') {  // a message begins
+        expect_key_ = true;
+        has_method_ = false;
+        key_.clear();
+        found_.clear();
+      }
       ++depth_;
       return;
     case '}':
     case ']':
-      if (depth_ == 1 && capturing_) EndCapture();
+      if (depth_ == message_depth && capturing_) EndCapture();
+      if (batch_ && depth_ == 2 && c == '}' && batch_ids_.size() < kMaxBatchIds) {
+        if (nlohmann::json id = FoundId(); !id.is_null()) batch_ids_.push_back(std::move(id));
+      }
       if (depth_ > 0) --depth_;
       return;
     case ':':
-      if (depth_ == 1 && !expect_key_ && key_ == "id") {
+      if (depth_ == message_depth && !expect_key_ && key_ == "id") {
         capturing_ = true;
         too_long_ = false;
         value_.clear();
       }
       return;
     case ',':
-      if (depth_ == 1) {
+      if (depth_ == message_depth) {
         if (capturing_) EndCapture();
         expect_key_ = true;
       }
@@ -88,10 +101,19 @@ void MessageIdScanner::Step(char c) {
   }
 }
 
-nlohmann::json MessageIdScanner::id() const {
+nlohmann::json MessageIdScanner::FoundId() const {
   nlohmann::json id = nlohmann::json::parse(found_, nullptr, /*allow_exceptions=*/false);
   if (!has_method_ && (id.is_number_integer() || id.is_string())) return id;
   return nullptr;
+}
+
+nlohmann::json MessageIdScanner::id() const { return batch_ ? nullptr : FoundId(); }
+
+std::vector<nlohmann::json> MessageIdScanner::ids() const {
+  if (batch_) return batch_ids_;
+  nlohmann::json id = FoundId();
+  if (id.is_null()) return {};
+  return {std::move(id)};
 }
 
 }  // namespace gateway

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "nlohmann/json.hpp"
 
@@ -19,6 +20,9 @@ class MessageIdScanner {
   // null when there was none (yet), or it was anything else, or longer than a sane id, or
   // the message has a "method" (a request of the server's: its id is not one of ours).
   nlohmann::json id() const;
+  // Every request the message answers: id() when it is a response, or the ids of the
+  // responses in a batch (a top-level array; the first kMaxBatchIds).
+  std::vector<nlohmann::json> ids() const;
   // For the next message.
   void Reset() { *this = MessageIdScanner(); }
 
@@ -31,12 +35,21 @@ class MessageIdScanner {
   // Longer keys are not "id" or "method" anyway, even spelled with \uXXXX escapes.
   static constexpr size_t kMaxKeyBytes = 6 * 6;
   static constexpr size_t kMaxIdBytes = 256;  // ids are counters and short strings
+  static constexpr size_t kMaxBatchIds = 1024;
+  // The depth of the objects whose keys count: 1, or 2 in a batch.
+  int MessageDepth() const { return batch_ ? 2 : 1; }
+  // The id of the message just ended, if it is an answer's.
+  nlohmann::json FoundId() const;
+
   int depth_ = 0;
+  bool started_ = false;     // the first '{' or '[' was seen
+  bool batch_ = false;       // it was '['
+  std::vector<nlohmann::json> batch_ids_;
   bool in_string_ = false;
   bool escape_ = false;
-  bool expect_key_ = false;  // at depth 1, the next string is a key
+  bool expect_key_ = false;  // at MessageDepth(), the next string is a key
   bool in_key_ = false;
-  std::string key_;          // the last key at depth 1 (raw, cut at kMaxKeyBytes + 1; decoded at its end)
+  std::string key_;          // the last key at MessageDepth() (raw, cut at kMaxKeyBytes + 1; decoded at its end)
   bool capturing_ = false;   // inside the value of the top-level "id"
   bool too_long_ = false;
   bool has_method_ = false;

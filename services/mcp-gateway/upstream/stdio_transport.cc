@@ -192,7 +192,8 @@ void StdioTransport::ReadStdout() {
     if (callbacks_.on_message) callbacks_.on_message(std::move(*message));
   };
   // An oversized line is skipped as it arrives; the scanner, fed the same bytes, finds
-  // its id by the line's end, and the request it answers fails then with the reason.
+  // its id (or a batch's ids) by the line's end, and the requests it answers fail then
+  // with the reason.
   MessageIdScanner scanner;
   bool oversized = false;
   auto on_oversized = [&] { oversized = true; };
@@ -224,7 +225,7 @@ void StdioTransport::ReadStdout() {
       // a hostile server never sends (attack round 8, F13).
       if (framer.skipping()) hold.ShrinkTo(0);
       if (newline) {
-        if (oversized || !busy.empty()) DropOversized(scanner.id(), busy);
+        if (oversized || !busy.empty()) DropOversized(scanner.ids(), busy);
         oversized = false;
         busy.clear();
         scanner.Reset();
@@ -267,22 +268,25 @@ void StdioTransport::ReportClosed() {
   if (!closing_ && callbacks_.on_closed) callbacks_.on_closed(reason);
 }
 
-void StdioTransport::DropOversized(const json& id, const std::string& busy) {
-  const std::string answered =
-      id.is_null() ? "" : absl::StrCat("; it answered request ", codemode::LogText(wire::Dump(id)));
+void StdioTransport::DropOversized(const std::vector<json>& ids, const std::string& busy) {
+  std::string answered;
+  if (!ids.empty()) {
+    answered = absl::StrCat("; it answered request ", codemode::LogText(wire::Dump(ids[0])),
+                            ids.size() > 1 ? absl::StrCat(" and ", ids.size() - 1, " more") : "");
+  }
   if (!busy.empty()) {
     spdlog::debug("upstream {}: the message dropped for {} ended{}", config_.name, busy, answered);
   } else {
     spdlog::error("upstream {}: a message larger than {} bytes (--max_upstream_message_bytes) "
                   "dropped{}", config_.name, max_message_bytes_, answered);
   }
-  if (!id.is_null() && callbacks_.on_request_failed) {
-    callbacks_.on_request_failed(
-        id, busy.empty() ? MessageTooLargeError(max_message_bytes_)
-                         : absl::ResourceExhaustedError(absl::StrCat(
-                               "the answer was not read: the gateway is receiving too many "
-                               "bytes from upstreams now (its ", busy, "); retry later")));
-  }
+  if (!callbacks_.on_request_failed) return;
+  const absl::Status why =
+      busy.empty() ? MessageTooLargeError(max_message_bytes_)
+                   : absl::ResourceExhaustedError(absl::StrCat(
+                         "the answer was not read: the gateway is receiving too many bytes "
+                         "from upstreams now (its ", busy, "); retry later"));
+  for (const json& id : ids) callbacks_.on_request_failed(id, why);
 }
 
 void StdioTransport::ReadStderr() {

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <mutex>
 #include <string>
+#include <vector>
 #include <thread>
 
 #include "upstream/upstream.h"
@@ -47,7 +48,7 @@ class StdioTransport : public ClientTransport {
   // A stdout line over max_message_bytes_ (or, with `busy`, one the receive budget named
   // there refused) was skipped: logs it, and fails the request it answered (`id`, null
   // when it had none).
-  void DropOversized(const nlohmann::json& id, const std::string& busy = "");
+  void DropOversized(const std::vector<nlohmann::json>& ids, const std::string& busy = "");
   // After stdout's end: waits briefly for the exit status, then on_closed with why.
   void ReportClosed();
   // Reaps the child if it has exited (or waits for it, with `block`). True once reaped.

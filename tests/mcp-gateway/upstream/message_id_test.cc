@@ -3,6 +3,7 @@
 #include "upstream/message_id.h"
 
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -11,13 +12,16 @@ namespace {
 
 using nlohmann::json;
 
-json Scan(const std::string& text, size_t piece = 1) {
+// A scanner fed `text` in pieces of `piece` bytes.
+MessageIdScanner Scanned(const std::string& text, size_t piece) {
   MessageIdScanner scanner;
   for (size_t i = 0; i < text.size(); i += piece) {
     scanner.Feed(text.data() + i, std::min(piece, text.size() - i));
   }
-  return scanner.id();
+  return scanner;
 }
+
+json Scan(const std::string& text, size_t piece = 1) { return Scanned(text, piece).id(); }
 
 TEST(MessageIdScannerTest, FindsTheIdBeforeOrAfterAHugeResult) {
   const std::string big(1 << 20, 'A');
@@ -56,6 +60,35 @@ TEST(MessageIdScannerTest, KeysSpelledWithEscapesAreDecoded) {
   EXPECT_EQ(Scan(R"({"id":4,"\u006dethod":"ping"})"), json(nullptr));
   EXPECT_EQ(Scan(R"({"i\"d":4})"), json(nullptr));
   EXPECT_EQ(Scan(R"({"\u00":4})"), json(nullptr));  // a broken escape is no key of ours
+}
+
+std::vector<json> ScanIds(const std::string& text, size_t piece = 1) {
+  return Scanned(text, piece).ids();
+}
+
+// A batch line refused or too large used to fail none of its requests, which then waited
+// out their timeout (attack round 8, F15).
+TEST(MessageIdScannerTest, FindsTheIdsOfTheResponsesInABatch) {
+  const std::string big(1 << 16, 'A');
+  const std::string batch = R"([{"jsonrpc":"2.0","id":1,"result":{"t":")" + big +
+                            R"("}}, {"result":{"id":99},"id":"two"},)"
+                            R"({"id":3,"method":"ping"}, {"method":"notifications/progress",)"
+                            R"("params":{"id":4}}, {"error":{"code":1},"\u0069d":5}])";
+  for (size_t piece : {size_t{1}, size_t{5}, size_t{4096}}) {
+    EXPECT_EQ(ScanIds(batch, piece), (std::vector<json>{1, "two", 5})) << piece;
+  }
+  EXPECT_EQ(Scan(batch), json(nullptr)) << "a batch has no single id";
+  EXPECT_EQ(ScanIds(R"({"id":7,"result":1})"), std::vector<json>{7});
+  EXPECT_TRUE(ScanIds(R"(["id",5,{"id":6)").empty()) << "an element not ended answers nothing yet";
+}
+
+TEST(MessageIdScannerTest, ABatchNamesAtMostItsFirstThousandIds) {
+  std::string batch = "[";
+  for (int i = 0; i < 5000; ++i) batch += (i ? "," : "") + std::string(R"({"result":0,"id":)") + std::to_string(i) + "}";
+  batch += "]";
+  const std::vector<json> ids = ScanIds(batch, 4096);
+  ASSERT_EQ(ids.size(), 1024u);
+  EXPECT_EQ(ids.back(), json(1023));
 }
 
 TEST(MessageIdScannerTest, ResetStartsOver) {

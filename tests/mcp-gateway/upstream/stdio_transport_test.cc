@@ -224,6 +224,24 @@ TEST(StdioUpstreamTest, AnOversizedAnswerFailsItsCallAndTheServerStillServes) {
   manager.Stop();
 }
 
+// The same for an answer in a batch line: its id is found inside the array (attack round
+// 8, F15: the call waited out its timeout).
+TEST(StdioUpstreamTest, AnOversizedBatchFailsItsCallsAtOnce) {
+  UpstreamOptions options = testing::TestOptions();
+  options.max_message_bytes = 1u << 20;
+  UpstreamManager manager({testing::StdioConfig("fake", {})}, options);
+  manager.Start();
+  manager.WaitInitial(absl::Seconds(30));
+  auto fits = manager.CallTool("fake", "big", {{"bytes", 1000}, {"batch", true}}, {});
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  auto r = manager.CallTool("fake", "big", {{"bytes", 3 << 20}, {"batch", true}}, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("larger than 1048576 bytes (--max_upstream_message_bytes)"),
+            std::string::npos)
+      << r.status();
+  manager.Stop();
+}
+
 TEST(StdioUpstreamTest, PendingCallsFailWhenStopping) {
   UpstreamManager manager({testing::StdioConfig("fake", {})}, testing::TestOptions());
   manager.Start();
