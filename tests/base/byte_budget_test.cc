@@ -79,21 +79,26 @@ TEST(BufferCeilingTest, SharesBoundEachCredentialAndAllBoundsEveryone) {
   ASSERT_NE(full, nullptr);
   EXPECT_EQ(full->flag(), "max_buffered_bytes");
   EXPECT_EQ(ceiling->all()->used(), 60u);
-  EXPECT_TRUE(b_writes->TryCharge(40));
+  EXPECT_TRUE(b_writes->TryCharge(28)) << "all but the ceiling's reserve (12)";
 }
 
-TEST(ByteBudgetTest, AReserveIsKeptForChildrenHoldingNothing) {
-  auto all = std::make_shared<ByteBudget>("all", 80);
-  ByteBudgets per_key("per_key", 40, {all}, FairReserve(all, 40));
-  auto a = per_key.Of("a"), b = per_key.Of("b"), c = per_key.Of("c");
-  ASSERT_TRUE(a->TryCharge(40));
-  ASSERT_TRUE(b->TryCharge(20));
-  EXPECT_EQ(b->Charge(15), all.get()) << "b holds bytes: the last 10 are not for it";
-  ASSERT_TRUE(b->TryCharge(10));
-  EXPECT_TRUE(c->TryCharge(10)) << "c holds nothing: the reserve is for it";
-  EXPECT_EQ(all->used(), 80u);
+TEST(ByteBudgetTest, AReserveIsKeptForChildrenHoldingLittle) {
+  auto all = std::make_shared<ByteBudget>("all", 800);
+  ByteBudgets per_key("per_key", 400, {all}, FairReserve(all, 400));
+  ASSERT_EQ(FairReserve(all, 400).bytes, 100u);
+  ASSERT_EQ(FairReserve(all, 400).floor, 12u);
+  auto a = per_key.Of("a"), b = per_key.Of("b"), c = per_key.Of("c"), d = per_key.Of("d");
+  ASSERT_TRUE(a->TryCharge(400));
+  ASSERT_TRUE(b->TryCharge(250));
+  EXPECT_EQ(b->Charge(60), all.get()) << "b holds bytes: the last 100 are not for it";
+  ASSERT_TRUE(b->TryCharge(50));
+  EXPECT_EQ(c->Charge(50), all.get()) << "one large charge may not take the reserve (F14)";
+  EXPECT_TRUE(c->TryCharge(12)) << "c holds nothing: a piece of the reserve is for it";
+  EXPECT_EQ(c->Charge(1), all.get()) << "past its piece, the rest is for others";
+  EXPECT_TRUE(d->TryCharge(12)) << "d gets its piece too";
+  EXPECT_EQ(all->used(), 724u);
   // With one child allowed everything there is no reserve.
-  EXPECT_EQ(FairReserve(all, 80).in, nullptr);
+  EXPECT_EQ(FairReserve(all, 800).in, nullptr);
 }
 
 TEST(ByteBudgetTest, AChildBelowTheFloorMayStillDrawOnTheReserve) {

@@ -9,7 +9,7 @@ namespace codemode {
 const ByteBudget* ByteBudget::Charge(size_t bytes) {
   MutexLock lock(&mu_);
   if (bytes > limit_ - std::min(limit_, used_)) return this;
-  if (used_ > 0 && used_ + bytes > reserve_.floor && reserve_.in != nullptr) {
+  if (reserve_.in != nullptr && used_ + bytes > reserve_.floor) {
     // Read without holding the reserve's budget locked across the charge: a reserve is a
     // fairness margin, not a bound, and the bound itself is checked exactly below.
     const size_t limit = reserve_.in->limit();

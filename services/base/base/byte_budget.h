@@ -17,6 +17,7 @@
 // cycles, so that order is a partial order and cannot deadlock.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <map>
 #include <memory>
@@ -30,11 +31,15 @@ namespace codemode {
 
 class ByteBudget;
 
-// Fairness among the children of a budget: a child that already holds more than `floor`
-// bytes may not take the last `bytes` of `in`, which are kept for children that hold little
-// or nothing. Without it, two credentials whose shares add up to the whole could leave a
-// third nothing at all; without the floor, a third would get one piece at a time (a count
-// of calls: one call in flight, never two, while four others held the rest).
+// Fairness among the children of a budget: a charge that takes a child past `floor` bytes
+// may not take the last `bytes` of `in`, which are kept for children that hold little or
+// nothing, in pieces of up to `floor` each. Without it, two credentials whose shares add up
+// to the whole could leave a third nothing at all; without the floor, a third would get one
+// piece at a time (a count of calls: one call in flight, never two, while four others held
+// the rest, attack round 7 F12); and had a child holding nothing been exempt whatever it
+// charged, a flooding credential whose bytes were released for a moment took the whole
+// reserve with one large charge, and every other credential's next small response was
+// refused (attack round 8, F14).
 struct ByteReserve {
   std::shared_ptr<ByteBudget> in;
   size_t bytes = 0;
@@ -74,12 +79,13 @@ class ByteBudget {
   size_t used_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-// The reserve of `parent` for children of `per_child` bytes each: an eighth of it, kept for
-// children that hold nothing; none when one child may take all of it anyway (one
-// credential).
+// The reserve of `parent` for children of `per_child` bytes each: an eighth of it, in pieces
+// of an eighth of that, kept for children that hold little or nothing; none when one child
+// may take all of it anyway (one credential).
 inline ByteBudget::Reserve FairReserve(const std::shared_ptr<ByteBudget>& parent, size_t per_child) {
   if (per_child >= parent->limit()) return {};
-  return {parent, parent->limit() / 8};
+  const size_t reserve = parent->limit() / 8;
+  return {parent, reserve, std::max<size_t>(1, reserve / 8)};
 }
 
 // Bytes one piece of work holds in a budget, grown and shrunk as it goes and released when

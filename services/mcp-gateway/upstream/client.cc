@@ -19,7 +19,7 @@ using nlohmann::json;
 namespace {
 
 // One upstream's part of the receive budget (--max_upstream_bytes_in_flight): an upstream
-// already holding bytes (a line or event being read) may not take the last eighth. Each
+// holding more than a 64th (a line or event being read) may not take the last eighth. Each
 // upstream reads one message at a time, so three whose messages never end held all 96 MiB
 // for as long as they lived, and every other upstream's answers were refused (attack
 // round 8, F13); now at most those that fit below the last eighth hold, the rest of their
@@ -28,7 +28,8 @@ std::shared_ptr<codemode::ByteBudget> UpstreamPart(const std::shared_ptr<codemod
   if (!all) return nullptr;
   return std::make_shared<codemode::ByteBudget>(all->flag(), all->limit(),
                                                 codemode::ByteBudget::Parents{all},
-                                                codemode::ByteReserve{all, all->limit() / 8});
+                                                codemode::ByteReserve{all, all->limit() / 8,
+                                                                      all->limit() / 64});
 }
 
 }  // namespace

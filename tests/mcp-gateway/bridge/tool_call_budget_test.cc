@@ -30,14 +30,14 @@ TEST(ToolCallBudgetTest, ChargesPerCredentialAndInTotal) {
   const codemode::ByteBudget* full = a->Charge(1);
   ASSERT_NE(full, nullptr);
   EXPECT_THAT(ToolCallBudget::Refusal(*full, *a), HasSubstr("--max_tool_call_bytes_in_flight_per_credential=100"));
-  EXPECT_EQ(b->Charge(50), nullptr);
-  full = c->Charge(1);
+  EXPECT_EQ(b->Charge(32), nullptr);  // all but the total's reserve (18)
+  full = b->Charge(1);
   ASSERT_NE(full, nullptr);
-  EXPECT_THAT(ToolCallBudget::Refusal(*full, *c), HasSubstr("--max_tool_call_bytes_in_flight_total=150"));
+  EXPECT_THAT(ToolCallBudget::Refusal(*full, *b), HasSubstr("--max_tool_call_bytes_in_flight_total=150"));
   a->Release(60);
   EXPECT_EQ(c->Charge(10), nullptr);
   EXPECT_EQ(budget.held("a"), 40u);
-  EXPECT_EQ(budget.total(), 100u);
+  EXPECT_EQ(budget.total(), 82u);
 }
 
 TEST(ToolCallBudgetTest, CountsCallsPerCredentialAndInTotalWithAReserve) {
