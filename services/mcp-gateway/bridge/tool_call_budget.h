@@ -133,8 +133,8 @@ class ToolCallBudget {
   }
 
   // FairReserve for counts: an eighth of the total, at least one call (as CallLimits'
-  // tickets), kept for credentials with at most an eighth of
-  // the reserve in flight (8 of 64 by default), so that a light credential gathering a few calls gets them all while
+  // tickets), kept for credentials with at most an eighth of the reserve in flight (8 of
+  // 64 by default), so that a light credential gathering a few calls gets them all while
   // others flood (attack round 7, F12); none for one credential.
   static codemode::ByteReserve CallReserve(const std::shared_ptr<codemode::ByteBudget>& total,
                                            size_t per_credential) {
