@@ -39,6 +39,9 @@ struct ExecuteHandlers {
 
 class Sandboxes {
  public:
+  Sandboxes() = default;
+  Sandboxes(const Sandboxes&) = delete;
+  Sandboxes& operator=(const Sandboxes&) = delete;
   virtual ~Sandboxes() = default;
 
   virtual absl::StatusOr<SandboxRef> CreateSession(const std::string& owner,

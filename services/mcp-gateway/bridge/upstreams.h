@@ -13,6 +13,9 @@ namespace gateway {
 
 class Upstreams {
  public:
+  Upstreams() = default;
+  Upstreams(const Upstreams&) = delete;
+  Upstreams& operator=(const Upstreams&) = delete;
   virtual ~Upstreams() = default;
   virtual std::vector<UpstreamStatus> Snapshot() const = 0;
   // Changes whenever a server's tools change (connect, reconnect, tools/list_changed).

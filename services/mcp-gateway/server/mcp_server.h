@@ -34,6 +34,9 @@ namespace gateway {
 // for long (transports queue). After Close() sends are dropped.
 class ReplySink {
  public:
+  ReplySink() = default;
+  ReplySink(const ReplySink&) = delete;
+  ReplySink& operator=(const ReplySink&) = delete;
   virtual ~ReplySink() = default;
   virtual void Send(const nlohmann::json& message) = 0;
   // The request this sink belongs to has been answered (HTTP: end the SSE stream).
@@ -67,6 +70,9 @@ struct ToolCallContext {
 // What the gateway offers. Implemented by the run_python tool (gateway core).
 class ToolProvider {
  public:
+  ToolProvider() = default;
+  ToolProvider(const ToolProvider&) = delete;
+  ToolProvider& operator=(const ToolProvider&) = delete;
   virtual ~ToolProvider() = default;
   // The `tools` array of a tools/list result.
   virtual nlohmann::json ListTools() = 0;

@@ -25,6 +25,9 @@ namespace gateway {
 // What main needs of a transport.
 class ServerTransport {
  public:
+  ServerTransport() = default;
+  ServerTransport(const ServerTransport&) = delete;
+  ServerTransport& operator=(const ServerTransport&) = delete;
   virtual ~ServerTransport() = default;
   // Starts serving on threads of its own. `on_end` runs once if the transport ends by
   // itself (stdin reached EOF); never after Stop() has returned.

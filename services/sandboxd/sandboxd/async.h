@@ -69,6 +69,9 @@ class WorkerPool {
 // Milliseconds since the Unix epoch; a seam so session expiry can be tested.
 class Clock {
  public:
+  Clock() = default;
+  Clock(const Clock&) = delete;
+  Clock& operator=(const Clock&) = delete;
   virtual ~Clock() = default;
   virtual int64_t NowMs() = 0;
 };

@@ -68,6 +68,9 @@ struct RuntimeInfo {
 
 class ContainerRuntime {
  public:
+  ContainerRuntime() = default;
+  ContainerRuntime(const ContainerRuntime&) = delete;
+  ContainerRuntime& operator=(const ContainerRuntime&) = delete;
   virtual ~ContainerRuntime() = default;
 
   // Checks that containers can be started (binary present, image present). UNAVAILABLE

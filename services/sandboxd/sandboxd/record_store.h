@@ -24,6 +24,9 @@ namespace sandboxd {
 
 class RecordStore {
  public:
+  RecordStore() = default;
+  RecordStore(const RecordStore&) = delete;
+  RecordStore& operator=(const RecordStore&) = delete;
   virtual ~RecordStore() = default;
   // Creates or replaces `key`. A full disk is RESOURCE_EXHAUSTED; the old record stays.
   virtual absl::Status Put(const std::string& key, const std::string& contents) = 0;

@@ -36,6 +36,9 @@ class RunnerConnection {
 
   class Listener {
    public:
+    Listener() = default;
+    Listener(const Listener&) = delete;
+    Listener& operator=(const Listener&) = delete;
     virtual ~Listener() = default;
     // Called on the reader thread for each valid frame, in order.
     virtual void OnRunnerMessage(RunnerMessage message) = 0;

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/log_text.h"
 #include "sandboxd/log.h"
 
 namespace sandboxd {
@@ -152,6 +153,47 @@ void SandboxFactory::Discard(const std::string& name) {
     std::error_code ec;
     fs::remove_all(dir, ec);
   });
+}
+
+void SandboxFactory::Kill(const std::string& name) {
+  ContainerRuntime* runtime = runtime_;
+  workers_->Post([runtime, name] {
+    if (absl::Status s = runtime->Remove({name}); !s.ok()) {
+      spdlog::error("cannot remove container {}: {}", name, codemode::LogLongText(s.message()));
+    }
+  });
+}
+
+void SandboxFactory::RemoveSocketDir(const std::string& name) {
+  std::error_code ec;
+  fs::remove_all(SocketDir(name), ec);
+}
+
+absl::StatusOr<std::vector<ContainerSummary>> SandboxFactory::ListLeftOver() {
+  return runtime_->List(kInstanceLabel, options_.instance);
+}
+
+void SandboxFactory::Sweep(const std::vector<ContainerSummary>& left_over,
+                           const std::set<std::string>& kept) {
+  std::vector<std::string> stale;
+  for (const ContainerSummary& c : left_over) {
+    if (!kept.count(c.name)) stale.push_back(c.name);
+  }
+  if (!stale.empty()) {
+    spdlog::info("removing {} container(s) of the previous run that cannot be re-attached",
+                 stale.size());
+    if (absl::Status s = runtime_->Remove(stale); !s.ok()) {
+      spdlog::error("cannot remove stale containers: {}", codemode::LogLongText(s.message()));
+    }
+  }
+  std::error_code ec;
+  for (fs::directory_iterator it(options_.state_dir + "/c", ec);
+       !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    if (!kept.count(it->path().filename().string())) {
+      std::error_code rm;
+      fs::remove_all(it->path(), rm);
+    }
+  }
 }
 
 void SandboxFactory::NoteStartResult(const absl::Status& status) {

@@ -1,11 +1,15 @@
-// SandboxFactory: starts and discards sandboxes (a container whose runner is listening
-// and connected) and knows whether containers can start here at all: the runtime probe
-// and the daemon's readiness (what health reports) follow from what it sees.
+// SandboxFactory: the one owner of a container's whole life. It starts sandboxes (a
+// container whose runner is listening and connected), kills and discards them, and sweeps
+// what a previous daemon left; nothing else removes a container or its socket directory.
+// It also knows whether containers can start here at all: the runtime probe and the
+// daemon's readiness (what health reports) follow from what it sees.
 //
 //   SandboxFactory factory(options, &runtime, &workers, hooks);
 //   absl::StatusOr<Sandbox> sb = factory.Start({limits, isolation}, "session");  // probes first
 //   if (!sb.ok()) return sb.status();
-//   factory.Discard(sb->name);                                          // in the background
+//   factory.Kill(sb->name);              // stuck or lost: the container goes, in the background
+//   factory.RemoveSocketDir(sb->name);   // once its session let go of the connection
+//   factory.Discard(sb->name);           // both, in the background (a sandbox never handed out)
 //
 // Every start and probe updates readiness: SERVING after a success, NOT_SERVING with the
 // reason after a failure, until a start succeeds again. Hooks are called without the
@@ -16,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -90,6 +95,8 @@ class SandboxFactory {
  public:
   SandboxFactory(FactoryOptions options, ContainerRuntime* runtime, WorkerPool* workers,
                  FactoryHooks hooks);
+  SandboxFactory(const SandboxFactory&) = delete;
+  SandboxFactory& operator=(const SandboxFactory&) = delete;
 
   // Probes the runtime unless an earlier probe succeeded; UNAVAILABLE with the reason.
   absl::Status EnsureProbed();
@@ -98,8 +105,22 @@ class SandboxFactory {
   absl::StatusOr<Sandbox> Start(const SandboxConfig& config, const std::string& role);
   // Removes the container and its socket directory on a worker thread.
   void Discard(const std::string& name);
+  // Removes the container on a worker thread and leaves its socket directory, which the
+  // session's runner connection still names (RemoveSocketDir once the session is gone).
+  void Kill(const std::string& name);
+  // Removes the socket directory of a container, on this thread.
+  void RemoveSocketDir(const std::string& name);
   // Removes containers and their socket directories now, on this thread.
   void RemoveNow(const std::vector<std::string>& names);
+  // What the runtime knows of a container (why it died).
+  absl::StatusOr<ContainerStatus> Inspect(const std::string& name) {
+    return runtime_->Inspect(name);
+  }
+  // The containers a previous run of this daemon left (labelled with its instance).
+  absl::StatusOr<std::vector<ContainerSummary>> ListLeftOver();
+  // At start, after re-attaching: removes every container of `left_over` and every socket
+  // directory whose name is not in `kept`.
+  void Sweep(const std::vector<ContainerSummary>& left_over, const std::set<std::string>& kept);
 
   std::string SocketDir(const std::string& container_name) const;
   // Makes the socket directory read-only for its sandbox (see the .cc for why).

@@ -199,13 +199,12 @@ void Session::StartNextLocked(Deferred& out) {
       e->request.catalog.reset();
       SendOrLose(MakeSetCatalogFrame(request_id, catalog_.ToRunnerJson()), out);
       if (lost_) return;
-      if (env_->on_catalog_changed) {
+      if (env_->records) {
         // On a worker, never here: this may run on the reader thread, which must never
         // hold the last reference to its own session (the destructor joins it).
         std::weak_ptr<Session> weak = weak_from_this();
-        SessionEnv* env = env_;
-        env_->workers->Post([weak, env] {
-          if (auto s = weak.lock()) env->on_catalog_changed(*s);
+        env_->workers->Post([weak] {
+          if (auto s = weak.lock()) s->SaveRecord();
         });
       }
     }
@@ -253,7 +252,7 @@ void Session::FinishExecLocked(ExecState& e, Finished f, Deferred& out) {
   e.running = false;
   last_used_ms_ = env_->clock->NowMs();
   ++executions_;
-  if (env_->executions_total) ++*env_->executions_total;
+  ++env_->executions_total;
   Notify(e, [f = std::move(f)](ExecutionObserver& o) { o.OnFinished(f); }, out);
 }
 
@@ -292,14 +291,7 @@ void Session::OnKillTimer(uint64_t exec_id) {
                                     absl::FormatDuration(env_->kill_grace),
                                     "; the container was killed");
   spdlog::warn("session {}: {}", metadata_.id, codemode::LogLongText(kill_reason_));
-  std::string name = metadata_.container_name;
-  ContainerRuntime* runtime = env_->runtime;
-  env_->workers->Post([runtime, name] {
-    absl::Status s = runtime->Remove({name});
-    if (!s.ok()) {
-      spdlog::error("cannot remove container {}: {}", name, codemode::LogLongText(s.message()));
-    }
-  });
+  env_->containers->Kill(metadata_.container_name);
 }
 
 void Session::CancelExec(uint64_t exec_id) {
@@ -363,10 +355,10 @@ void Session::OnRunnerClosed(absl::Status reason) {
   if (describe_death) {
     // The container died on its own (OOM, the code called os._exit, podman rm from outside).
     // Give podman a moment to record the exit.
-    absl::StatusOr<ContainerStatus> st = env_->runtime->Inspect(metadata_.container_name);
+    absl::StatusOr<ContainerStatus> st = env_->containers->Inspect(metadata_.container_name);
     for (int i = 0; i < 20 && st.ok() && st->exists && st->running; ++i) {
       absl::SleepFor(absl::Milliseconds(50));
-      st = env_->runtime->Inspect(metadata_.container_name);
+      st = env_->containers->Inspect(metadata_.container_name);
     }
     why = st.ok() ? DescribeContainerDeath(*st, metadata_.limits, env_->cgroup_limits)
                   : absl::StrCat("the runner connection closed (", st.status().message(), ")");
@@ -383,10 +375,10 @@ void Session::LoseLocked(const std::string& reason, Deferred& out, Finished::Sta
   if (lost_) return;
   lost_ = true;
   lost_reason_ = reason;
-  if (!detached_ && env_->on_lost) {
+  if (!detached_ && env_->slots) {
     // First of the deferred calls: a client that hears SESSION_LOST can create a new
     // session in the slot at once.
-    out.insert(out.begin(), [this] { env_->on_lost(*this); });
+    out.insert(out.begin(), [this] { env_->slots->OnSessionLost(*this); });
   }
   const bool lost = status == Finished::SESSION_LOST;
   if (lost) spdlog::warn("session {} lost: {}", metadata_.id, codemode::LogLongText(reason));
@@ -412,16 +404,7 @@ void Session::LoseLocked(const std::string& reason, Deferred& out, Finished::Sta
     pending_reset_ = nullptr;
     out.push_back([cb, message] { cb(absl::FailedPreconditionError(message)); });
   }
-  if (!detached_) {
-    std::string name = metadata_.container_name;
-    ContainerRuntime* runtime = env_->runtime;
-    env_->workers->Post([runtime, name] {
-      absl::Status s = runtime->Remove({name});
-      if (!s.ok()) {
-        spdlog::error("cannot remove container {}: {}", name, codemode::LogLongText(s.message()));
-      }
-    });
-  }
+  if (!detached_) env_->containers->Kill(metadata_.container_name);
 }
 
 void Session::Terminate(const std::string& reason, Finished::Status status) {
@@ -493,6 +476,18 @@ sandbox::v1::Session Session::ToProto() const {
   p.set_container_id(metadata_.container_id);
   p.set_tool_count(static_cast<uint32_t>(catalog_.tool_count()));
   return p;
+}
+
+SessionRecord Session::Record() const {
+  return {ToProto(), catalog().ToProto(), metadata_.container_name};
+}
+
+void Session::SaveRecord() const {
+  absl::Status st = env_->records->Update(metadata_.id, [this] { return Record(); });
+  if (!st.ok()) {
+    spdlog::error("session {}: cannot record its new catalog ({}); after a daemon restart it "
+                  "would have the old one", metadata_.id, codemode::LogLongText(st.message()));
+  }
 }
 
 }  // namespace sandboxd

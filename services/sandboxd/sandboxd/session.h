@@ -34,6 +34,8 @@
 #include "sandboxd/images.h"
 #include "sandboxd/limits.h"
 #include "sandboxd/runner_connection.h"
+#include "sandboxd/sandbox_factory.h"
+#include "sandboxd/session_records.h"
 #include "sandboxd/workspace_files.h"
 
 namespace sandboxd {
@@ -47,6 +49,9 @@ using codemode::SanitizeIdentifier;
 // Receives the events of one execution. OnFinished is called exactly once, last.
 class ExecutionObserver {
  public:
+  ExecutionObserver() = default;
+  ExecutionObserver(const ExecutionObserver&) = delete;
+  ExecutionObserver& operator=(const ExecutionObserver&) = delete;
   virtual ~ExecutionObserver() = default;
   virtual void OnStarted(uint64_t execution_id) = 0;
   virtual void OnOutput(OutputStream stream, const std::string& text) = 0;
@@ -88,11 +93,33 @@ struct ExecutionRequest {
 
 class Session;
 
+// Whoever counts sessions against the daemon's limits. The one thing a session tells the
+// layer above it: that it became lost, so its slot is free. Called without locks held, on
+// whichever thread noticed, before the session's work hears SESSION_LOST (a client that
+// hears it can create a new session at once); not when the daemon detaches it. The session
+// is alive during the call; the keeper must not drop the last reference on this thread (it
+// may be the session's reader).
+class SlotKeeper {
+ public:
+  SlotKeeper(const SlotKeeper&) = delete;
+  SlotKeeper& operator=(const SlotKeeper&) = delete;
+  virtual void OnSessionLost(const Session& session) = 0;
+
+ protected:
+  SlotKeeper() = default;
+  ~SlotKeeper() = default;
+};
+
 // Daemon-wide settings and services a session uses. Everything outlives the session.
 struct SessionEnv {
   TimerQueue* timers = nullptr;
   WorkerPool* workers = nullptr;
-  ContainerRuntime* runtime = nullptr;
+  // Owns the session's container: a session asks it to kill the container, never removes
+  // it itself.
+  SandboxFactory* containers = nullptr;
+  // Where the session keeps its record (for re-attachment) current when its catalog
+  // changes. May be null (then nothing is recorded).
+  SessionRecords* records = nullptr;
   Clock* clock = nullptr;
   uint32_t max_timeout_ms = 600000;
   uint64_t max_output_bytes = 1u << 20;
@@ -106,16 +133,11 @@ struct SessionEnv {
   // Whether the runtime enforces limits with cgroups (set once the runtime is probed);
   // only changes how a SIGKILL is explained.
   std::atomic<bool> cgroup_limits{true};
-  // Called (without locks held) after a session installed a new catalog, so the manager
-  // can persist it for re-attachment.
-  std::function<void(const Session&)> on_catalog_changed;
-  // Called (without locks held, on whichever thread noticed) when a session becomes lost,
-  // before its work hears SESSION_LOST, so the manager frees its slot first; not when the
-  // daemon detaches it. The session is alive during the call; the callee must not drop
-  // the last reference on this thread (it may be the session's reader).
-  std::function<void(const Session&)> on_lost;
-  std::atomic<uint64_t>* executions_total = nullptr;
-  std::atomic<uint64_t>* tool_calls_total = nullptr;
+  // Told when a session becomes lost (may be null).
+  SlotKeeper* slots = nullptr;
+  // Daemon-wide totals (GetInfo).
+  std::atomic<uint64_t> executions_total{0};
+  std::atomic<uint64_t> tool_calls_total{0};
 };
 
 class Session;
@@ -181,6 +203,8 @@ class Session : public RunnerConnection::Listener, public std::enable_shared_fro
                  sandbox::v1::Finished::Status status = sandbox::v1::Finished::SESSION_LOST);
 
   sandbox::v1::Session ToProto() const;
+  // What a restarted daemon re-attaches from.
+  SessionRecord Record() const;
   const Metadata& metadata() const { return metadata_; }
   Catalog catalog() const;
   bool lost() const;
@@ -257,6 +281,8 @@ class Session : public RunnerConnection::Listener, public std::enable_shared_fro
   void CancelExec(uint64_t exec_id);
   void CloseRouter(uint64_t exec_id);
   static void Run(Deferred& d);
+  // Rewrites the session's record (its catalog changed); logs a failure.
+  void SaveRecord() const;
 
   SessionEnv* const env_;
   const Metadata metadata_;

@@ -31,10 +31,6 @@ std::string InstanceId(const std::string& state_dir) {
   return absl::StrFormat("%012x", h & 0xffffffffffffull);
 }
 
-SessionRecord RecordOf(const Session& s) {
-  return {s.ToProto(), s.catalog().ToProto(), s.metadata().container_name};
-}
-
 }  // namespace
 
 SessionManager::SessionManager(ManagerOptions options, ContainerRuntime* runtime, Clock* clock,
@@ -53,7 +49,8 @@ SessionManager::SessionManager(ManagerOptions options, ContainerRuntime* runtime
             {options_.default_limits, options_.isolation.default_isolation, ""}) {
   env_.timers = &timers_;
   env_.workers = &workers_;
-  env_.runtime = runtime_;
+  env_.containers = &factory_;
+  env_.records = &records_;
   env_.clock = clock_;
   env_.max_timeout_ms = options_.max_timeout_ms;
   env_.max_output_bytes = options_.max_output_bytes;
@@ -61,16 +58,7 @@ SessionManager::SessionManager(ManagerOptions options, ContainerRuntime* runtime
   env_.max_display_bytes = options_.max_display_bytes;
   env_.max_queue = options_.max_queue;
   env_.kill_grace = options_.kill_grace;
-  env_.executions_total = &executions_total_;
-  env_.tool_calls_total = &tool_calls_total_;
-  env_.on_lost = [this](const Session& s) { OnSessionLost(s); };
-  env_.on_catalog_changed = [this](const Session& s) {
-    absl::Status st = records_.Update(s.metadata().id, [&s] { return RecordOf(s); });
-    if (!st.ok()) {
-      spdlog::error("session {}: cannot record its new catalog ({}); after a daemon restart "
-                    "it would have the old one", s.metadata().id, st.message());
-    }
-  };
+  env_.slots = this;
 }
 
 SessionManager::~SessionManager() { Shutdown(); }
@@ -127,7 +115,7 @@ void SessionManager::SetReadinessListener(std::function<void(const Readiness&)> 
 
 
 void SessionManager::Recover() {
-  absl::StatusOr<std::vector<ContainerSummary>> containers = runtime_->List(kInstanceLabel, instance_);
+  absl::StatusOr<std::vector<ContainerSummary>> containers = factory_.ListLeftOver();
   if (!containers.ok()) {
     spdlog::error("cannot list containers of the previous run: {}",
                   codemode::LogLongText(containers.status().message()));
@@ -161,25 +149,7 @@ void SessionManager::Recover() {
       drop(record.session.id(), why);
     }
   }
-  std::vector<std::string> stale;
-  for (const auto& [name, c] : by_name) {
-    if (!kept.count(name)) stale.push_back(name);
-  }
-  if (!stale.empty()) {
-    spdlog::info("removing {} container(s) of the previous run that cannot be re-attached",
-                 stale.size());
-    if (absl::Status s = runtime_->Remove(stale); !s.ok()) {
-      spdlog::error("cannot remove stale containers: {}", codemode::LogLongText(s.message()));
-    }
-  }
-  std::error_code ec;
-  for (fs::directory_iterator it(options_.state_dir + "/c", ec); !ec && it != fs::directory_iterator();
-       it.increment(ec)) {
-    if (!kept.count(it->path().filename().string())) {
-      std::error_code rm;
-      fs::remove_all(it->path(), rm);
-    }
-  }
+  factory_.Sweep(*containers, kept);
 }
 
 bool SessionManager::Reattach(const SessionRecord& record,
@@ -340,7 +310,7 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
     return absl::ResourceExhaustedError(refused);
   }
   const std::string& id = session->metadata().id;
-  if (absl::Status st = records_.Add(id, [&] { return RecordOf(*session); }); !st.ok()) {
+  if (absl::Status st = records_.Add(id, [&] { return session->Record(); }); !st.ok()) {
     // A session that would not survive a daemon restart is not handed out.
     {
       codemode::MutexLock lock(&mu_);
@@ -409,15 +379,14 @@ void SessionManager::OnSessionLost(const Session& lost) {
   // The container is being removed already (Session::LoseLocked). The rest goes on a
   // worker, with our reference (moved: this may be the session's reader thread, which
   // the last reference joins).
-  std::string dir = factory_.SocketDir(held->metadata().container_name);
-  workers_.Post([this, id, dir, held = std::move(held)]() mutable {
+  std::string name = held->metadata().container_name;
+  workers_.Post([this, id, name, held = std::move(held)]() mutable {
     if (absl::Status st = records_.Remove(id); !st.ok()) {
       spdlog::warn("cannot remove the record of session {}: {}", id,
                    codemode::LogLongText(st.message()));
     }
     held.reset();  // frees its uid and joins its reader
-    std::error_code ec;
-    fs::remove_all(dir, ec);
+    factory_.RemoveSocketDir(name);
   });
 }
 
@@ -478,12 +447,11 @@ absl::Status SessionManager::DeleteSession(const std::string& id) {
     spdlog::warn("cannot remove the record of session {}: {}", id,
                  codemode::LogLongText(st.message()));
   }
-  std::string dir = factory_.SocketDir(s->metadata().container_name);
-  workers_.Post([dir, s]() mutable {
+  std::string name = s->metadata().container_name;
+  workers_.Post([this, name, s]() mutable {
     // Dropping the last reference here joins the reader thread off the gRPC thread.
     s.reset();
-    std::error_code ec;
-    fs::remove_all(dir, ec);
+    factory_.RemoveSocketDir(name);
   });
   spdlog::info("session {} deleted", id);
   return absl::OkStatus();
@@ -549,8 +517,8 @@ sandbox::v1::Info SessionManager::GetInfo() {
   info.set_max_display_bytes(options_.max_display_bytes);
   info.set_pool_target(options_.pool_size);
   info.set_max_sessions(options_.max_sessions);
-  info.set_executions_total(executions_total_);
-  info.set_tool_calls_total(tool_calls_total_);
+  info.set_executions_total(env_.executions_total);
+  info.set_tool_calls_total(env_.tool_calls_total);
   info.set_state_dir(options_.state_dir);
   info.set_pool_ready(static_cast<uint32_t>(pool_.ready()));
   info.set_default_isolation(ToProto(options_.isolation.default_isolation));

@@ -76,7 +76,7 @@ struct ManagerOptions {
   bool background = true;
 };
 
-class SessionManager {
+class SessionManager final : private SlotKeeper {
  public:
   // `records` keeps the session records; nullptr: files under `<state_dir>/sessions`.
   SessionManager(ManagerOptions options, ContainerRuntime* runtime, Clock* clock,
@@ -135,10 +135,10 @@ class SessionManager {
                 const std::map<std::string, ContainerSummary>& containers, std::string* why);
   // A live session; FAILED_PRECONDITION for a lost one, NOT_FOUND for an unknown one.
   absl::StatusOr<std::shared_ptr<Session>> Find(const std::string& id);
-  // SessionEnv::on_lost: replaces a registered session that became lost by its tombstone,
+  // SlotKeeper: replaces a registered session that became lost by its tombstone,
   // so it no longer counts against the limits, and frees what it held (record, socket
   // directory, uid; its container is already being removed). Idempotent.
-  void OnSessionLost(const Session& s);
+  void OnSessionLost(const Session& s) override;
   // Info.images, with what each offers and whether it is present (cached a few seconds).
   std::vector<sandbox::v1::ImageInfo> ImageInfos();
   std::string NewId(const char* prefix);
@@ -154,8 +154,6 @@ class SessionManager {
   SessionRecords records_;
   TimerQueue timers_;
   WorkerPool workers_{2};
-  std::atomic<uint64_t> executions_total_{0};
-  std::atomic<uint64_t> tool_calls_total_{0};
   SessionEnv env_;
   // After the workers (it posts removals to them), before the pool (which starts through it).
   SandboxFactory factory_;

@@ -166,7 +166,7 @@ void Session::HandleToolCall(ToolCallMessage m, Deferred& out) {
   e.calls[client_id] = PendingCall{m.call_id};
   e.runner_ids[m.call_id] = client_id;
   ++e.tool_calls;
-  if (env_->tool_calls_total) ++*env_->tool_calls_total;
+  ++env_->tool_calls_total;
   sandbox::v1::ToolCall call;
   call.set_call_id(client_id);
   call.set_server(std::move(m.server));
