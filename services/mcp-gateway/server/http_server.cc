@@ -248,25 +248,31 @@ void HttpServer::Impl::ReapIdle() {
   {
     codemode::MutexLock lock(&mu);
     for (auto it = sessions.begin(); it != sessions.end();) {
-      const auto& s = it->second;
-      for (auto c = s->calls.begin(); c != s->calls.end();) {
-        const auto& stream = c->second.stream;
-        auto orphaned = stream->orphaned_since();
-        // A finished stream is resumable for the grace only, however often it is re-attached.
-        auto finished = stream->finished_since();
-        // One the replay budget could not keep goes once it ended and lost its connection:
-        // nobody can resume it, so it must not stay for the grace outside the budget.
-        const bool unkept = stream->live_only() && finished && orphaned && !stream->attached();
-        if (stream->done() || unkept || (finished && now - *finished > grace) ||
-            (orphaned && !stream->attached() && now - *orphaned > grace)) {
-          if (!stream->done() && !stream->closed()) abandoned.emplace_back(s, c->second.request_id);
-          stream->Forget();  // its kept events and replay budget go now
-          c = s->calls.erase(c);
-        } else {
-          ++c;
+      const std::shared_ptr<HttpSession> s = it->second;
+      bool streaming;
+      {
+        codemode::MutexLock session_lock(&s->mu);
+        for (auto c = s->calls.begin(); c != s->calls.end();) {
+          const auto& stream = c->second.stream;
+          auto orphaned = stream->orphaned_since();
+          // A finished stream is resumable for the grace only, however often it is re-attached.
+          auto finished = stream->finished_since();
+          // One the replay budget could not keep goes once it ended and lost its connection:
+          // nobody can resume it, so it must not stay for the grace outside the budget.
+          const bool unkept = stream->live_only() && finished && orphaned && !stream->attached();
+          if (stream->done() || unkept || (finished && now - *finished > grace) ||
+              (orphaned && !stream->attached() && now - *orphaned > grace)) {
+            if (!stream->done() && !stream->closed()) {
+              abandoned.emplace_back(s, c->second.request_id);
+            }
+            stream->Forget();  // its kept events and replay budget go now
+            c = s->calls.erase(c);
+          } else {
+            ++c;
+          }
         }
+        streaming = s->get_stream && s->get_stream->attached();
       }
-      const bool streaming = s->get_stream && s->get_stream->attached();
       if (!streaming && s->mcp->in_flight() == 0 && now_ms - s->mcp->last_activity_ms() > ttl_ms) {
         expired.push_back(s);
         ++closing[s->credential];

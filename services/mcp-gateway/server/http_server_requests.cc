@@ -147,7 +147,7 @@ void HttpServer::Impl::AnswerRequest(const std::shared_ptr<http::Connection>& co
   uint64_t number;
   std::shared_ptr<http::EventStream> stream;
   {
-    codemode::MutexLock lock(&mu);
+    codemode::MutexLock lock(&session->mu);
     number = session->next_stream++;
     http::EventStream::Options stream_options;
     stream_options.number = number;
@@ -163,7 +163,7 @@ void HttpServer::Impl::AnswerRequest(const std::shared_ptr<http::Connection>& co
   if (!(sse && tool_call)) {
     if (auto response = stream->TakeResponse()) {
       {
-        codemode::MutexLock lock(&mu);
+        codemode::MutexLock lock(&session->mu);
         session->calls.erase(number);
       }
       return conn->Respond(SingleResponse(*response, sse));
@@ -194,7 +194,7 @@ void HttpServer::Impl::CarryCall(const std::shared_ptr<http::Connection>& conn,
                                  std::optional<uint64_t> after_seq) {
   HttpSession::Call call;
   {
-    codemode::MutexLock lock(&mu);
+    codemode::MutexLock lock(&session->mu);
     auto it = session->calls.find(number);
     // A resuming client (after_seq) takes the stream over; nobody else may.
     if (it == session->calls.end() || (!after_seq && it->second.stream->attached())) {
@@ -218,7 +218,7 @@ void HttpServer::Impl::CarryCall(const std::shared_ptr<http::Connection>& conn,
     auto s = weak.lock();
     if (!s) return;
     if (call.stream->live_only() && call.stream->closed()) {  // nobody can come back for it
-      codemode::MutexLock lock(&mu);
+      codemode::MutexLock lock(&s->mu);
       s->calls.erase(number);
       return;
     }
@@ -227,11 +227,11 @@ void HttpServer::Impl::CarryCall(const std::shared_ptr<http::Connection>& conn,
       CancelCall(s, call.request_id, "client disconnected");
     }
   };
-  callbacks.on_done = [this, weak, call, number, c = consumer.get()] {
+  callbacks.on_done = [weak, call, number, c = consumer.get()] {
     call.stream->Delivered(c);
     auto s = weak.lock();
     if (s && call.stream->done()) {
-      codemode::MutexLock lock(&mu);
+      codemode::MutexLock lock(&s->mu);
       s->calls.erase(number);
     }
   };
@@ -256,7 +256,7 @@ void HttpServer::Impl::HandleGet(const std::shared_ptr<http::Connection>& conn,
     auto id = http::EventStream::ParseEventId(req.Header(kLastEventHeader));
     bool is_call = false, is_get_stream = false;
     if (id) {
-      codemode::MutexLock lock(&mu);
+      codemode::MutexLock lock(&session->mu);
       is_call = session->calls.count(id->first) > 0;
       is_get_stream = session->get_stream && session->get_stream->number() == id->first;
     }
@@ -277,6 +277,7 @@ void HttpServer::Impl::CarryGetStream(const std::shared_ptr<http::Connection>& c
     codemode::MutexLock lock(&mu);
     // Re-checked under the lock: a concurrent DELETE must not leave an orphan stream.
     if (sessions.count(session->id) == 0) return conn->Respond(SessionNotFound());
+    codemode::MutexLock session_lock(&session->mu);
     if (!after_seq && session->get_stream && session->get_stream->attached()) {
       return conn->Respond(
           Error(409, kInvalidRequest, "Conflict: this session already has a GET stream"));
@@ -357,7 +358,7 @@ void HttpServer::Impl::CloseSession(const std::shared_ptr<HttpSession>& session)
   std::shared_ptr<http::EventStream> get_stream;
   std::map<uint64_t, HttpSession::Call> calls;
   {
-    codemode::MutexLock lock(&mu);
+    codemode::MutexLock lock(&session->mu);
     get_stream = session->get_stream;
     calls.swap(session->calls);
   }

@@ -25,7 +25,11 @@ using nlohmann::json;
 struct UpstreamManager::Impl {
   struct Upstream {
     UpstreamConfig config;
-    // Everything below is guarded by Impl::mu.
+    size_t index = 0;  // of its State in `states`
+    std::thread thread;
+  };
+  // What an upstream's thread finds out and its callers read, under mu.
+  struct State {
     bool connected = false;
     std::string error = "not connected yet";
     std::string server_name;
@@ -36,13 +40,13 @@ struct UpstreamManager::Impl {
     uint64_t attempts = 0;                  // finished connect attempts
     bool reconnect_now = false;             // a CallTool wants a dead stdio server back
     bool refresh_tools = false;             // list_changed arrived
-    std::thread thread;
   };
 
   UpstreamOptions options;
   std::vector<std::unique_ptr<Upstream>> upstreams;
 
-  mutable codemode::Mutex mu;  // guards every Upstream's state too
+  mutable codemode::Mutex mu;
+  std::vector<State> states ABSL_GUARDED_BY(mu);  // one per upstream, by Upstream::index
   bool started ABSL_GUARDED_BY(mu) = false;
   bool stopping ABSL_GUARDED_BY(mu) = false;
 
@@ -50,6 +54,8 @@ struct UpstreamManager::Impl {
   std::atomic<uint64_t> version{0};
   codemode::Mutex listener_mu;
   std::function<void()> listener ABSL_GUARDED_BY(listener_mu);
+
+  State& Of(const Upstream* u) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return states[u->index]; }
 
   Upstream* Find(const std::string& name) const {
     for (auto& u : upstreams) {
@@ -86,28 +92,28 @@ void UpstreamManager::Impl::Run(Upstream* u) {
     McpClient::Handlers handlers;
     handlers.on_tools_list_changed = [this, u] {
       codemode::MutexLock l(&mu);
-      u->refresh_tools = true;
+      Of(u).refresh_tools = true;
     };
     // The client's own connected() flag is already false; just wake the thread.
     handlers.on_disconnected = [this](const std::string&) {
       codemode::MutexLock l(&mu);
     };
     auto client = std::make_shared<McpClient>(u->config, options, std::move(handlers));
-    u->connecting = client;
-    u->refresh_tools = false;
+    Of(u).connecting = client;
+    Of(u).refresh_tools = false;
     mu.Unlock();
     absl::Status status = client->Connect();
     mu.Lock();
-    u->connecting.reset();
-    ++u->attempts;
+    Of(u).connecting.reset();
+    ++Of(u).attempts;
 
     if (status.ok() && !stopping) {
-      u->client = client;
-      u->connected = true;
-      u->error.clear();
-      u->server_name = client->server_name();
-      u->instructions = client->instructions();
-      u->tools = client->tools();
+      Of(u).client = client;
+      Of(u).connected = true;
+      Of(u).error.clear();
+      Of(u).server_name = client->server_name();
+      Of(u).instructions = client->instructions();
+      Of(u).tools = client->tools();
       ++version;
       mu.Unlock();
       Notify(true);
@@ -119,10 +125,10 @@ void UpstreamManager::Impl::Run(Upstream* u) {
       lasted = absl::Now() - connected_at >= options.stream_retry.lived;
       if (lasted) backoff = options.retry_initial;
       // Disconnected (or stopping).
-      u->client.reset();
-      u->connected = false;
-      u->tools.clear();
-      u->error = stopping ? "stopped" : client->disconnect_reason();
+      Of(u).client.reset();
+      Of(u).connected = false;
+      Of(u).tools.clear();
+      Of(u).error = stopping ? "stopped" : client->disconnect_reason();
       const bool notify = !stopping;  // no listener calls while shutting down
       ++version;
       mu.Unlock();
@@ -130,20 +136,20 @@ void UpstreamManager::Impl::Run(Upstream* u) {
       Notify(notify);
       mu.Lock();
       if (stopping) break;
-      spdlog::warn("upstream {}: {}; reconnecting in {}", name, codemode::LogLongText(u->error),
+      spdlog::warn("upstream {}: {}; reconnecting in {}", name, codemode::LogLongText(Of(u).error),
                    absl::FormatDuration(backoff));
     } else {
-      u->error = stopping ? "stopped" : std::string(status.message());
+      Of(u).error = stopping ? "stopped" : std::string(status.message());
       mu.Unlock();
       client->Close();
       mu.Lock();
       if (stopping) break;
-      spdlog::warn("upstream {}: {}; retrying in {}", name, codemode::LogLongText(u->error),
+      spdlog::warn("upstream {}: {}; retrying in {}", name, codemode::LogLongText(Of(u).error),
                    absl::FormatDuration(backoff));
     }
-    auto wake = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return stopping || u->reconnect_now; };
+    auto wake = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return stopping || Of(u).reconnect_now; };
     mu.AwaitWithTimeout(absl::Condition(&wake), backoff);
-    u->reconnect_now = false;
+    Of(u).reconnect_now = false;
     if (!lasted) backoff = std::min(backoff * 2, options.retry_max);
   }
   mu.Unlock();
@@ -168,7 +174,7 @@ void UpstreamManager::Impl::Serve(Upstream* u, const std::shared_ptr<McpClient>&
   auto gone = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     return stopping || !client->connected();
   };
-  auto wake = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return gone() || u->refresh_tools; };
+  auto wake = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return gone() || Of(u).refresh_tools; };
   // A flood of list_changed is coalesced: they only set refresh_tools, one tools/list runs
   // at a time, at most one per min_tools_refresh_interval, and each notifies the MCP
   // sessions at most once (not at all when the tools did not change). Before, every
@@ -181,7 +187,7 @@ void UpstreamManager::Impl::Serve(Upstream* u, const std::shared_ptr<McpClient>&
                              last_refresh + options.min_tools_refresh_interval)) {
       return;
     }
-    u->refresh_tools = false;
+    Of(u).refresh_tools = false;
     last_refresh = absl::Now();
     // Not on the transport thread that delivered list_changed: the tools/list response
     // may need that very thread.
@@ -194,9 +200,9 @@ void UpstreamManager::Impl::Serve(Upstream* u, const std::shared_ptr<McpClient>&
       continue;
     }
     if (gone()) return;
-    if (SameTools(u->tools, *tools)) continue;
-    u->tools = *std::move(tools);
-    spdlog::info("upstream {}: tool list changed ({} tools)", u->config.name, u->tools.size());
+    if (SameTools(Of(u).tools, *tools)) continue;
+    Of(u).tools = *std::move(tools);
+    spdlog::info("upstream {}: tool list changed ({} tools)", u->config.name, Of(u).tools.size());
     ++version;
     mu.Unlock();
     Notify(true);
@@ -210,8 +216,11 @@ UpstreamManager::UpstreamManager(std::vector<UpstreamConfig> configs, UpstreamOp
   for (auto& config : configs) {
     auto u = std::make_unique<Impl::Upstream>();
     u->config = std::move(config);
+    u->index = impl_->upstreams.size();
     impl_->upstreams.push_back(std::move(u));
   }
+  codemode::MutexLock lock(&impl_->mu);
+  impl_->states.resize(impl_->upstreams.size());
 }
 
 UpstreamManager::~UpstreamManager() { Stop(); }
@@ -222,7 +231,7 @@ void UpstreamManager::Start() {
   impl_->started = true;
   for (auto& u : impl_->upstreams) {
     if (u->config.disabled) {
-      u->error = "disabled";
+      impl_->Of(u.get()).error = "disabled";
       continue;
     }
     Impl::Upstream* raw = u.get();
@@ -235,7 +244,7 @@ void UpstreamManager::WaitInitial(absl::Duration timeout) {
   auto settled = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(impl_->mu) {
     if (impl_->stopping) return true;
     for (auto& u : impl_->upstreams) {
-      if (!u->config.disabled && u->attempts == 0) return false;
+      if (!u->config.disabled && impl_->Of(u.get()).attempts == 0) return false;
     }
     return true;
   };
@@ -249,7 +258,7 @@ void UpstreamManager::Stop() {
     codemode::MutexLock lock(&impl_->mu);
     impl_->stopping = true;
     for (auto& u : impl_->upstreams) {
-      if (u->connecting) connecting.push_back(u->connecting);
+      if (const auto& c = impl_->Of(u.get()).connecting) connecting.push_back(c);
     }
   }
   // A Connect() in progress would otherwise run into connect_timeout.
@@ -266,11 +275,12 @@ std::vector<UpstreamStatus> UpstreamManager::Snapshot() const {
     UpstreamStatus s;
     s.name = u->config.name;
     s.type = u->config.type;
-    s.connected = u->connected;
-    if (!u->connected) s.error = u->error;
-    s.server_name = u->server_name;
-    s.instructions = u->instructions;
-    s.tools = u->tools;
+    const Impl::State& state = impl_->Of(u.get());
+    s.connected = state.connected;
+    if (!state.connected) s.error = state.error;
+    s.server_name = state.server_name;
+    s.instructions = state.instructions;
+    s.tools = state.tools;
     out.push_back(std::move(s));
   }
   return out;
@@ -295,28 +305,29 @@ absl::StatusOr<json> UpstreamManager::CallTool(const std::string& server,
   {
     codemode::MutexLock lock(&impl_->mu);
     if (impl_->stopping) return absl::UnavailableError("shutting down");
-    if (!u->connected && u->config.type == UpstreamConfig::Type::kStdio && impl_->started &&
+    Impl::State& state = impl_->Of(u);
+    if (!state.connected && u->config.type == UpstreamConfig::Type::kStdio && impl_->started &&
         !u->config.disabled) {
       // A stdio server that died comes back on demand: ask its thread to reconnect now
       // and wait for that attempt.
-      const uint64_t attempts = u->attempts;
-      u->reconnect_now = true;
+      const uint64_t attempts = state.attempts;
+      state.reconnect_now = true;
       auto attempted = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(impl_->mu) {
-        return impl_->stopping || u->connected || u->attempts > attempts;
+        return impl_->stopping || impl_->Of(u).connected || impl_->Of(u).attempts > attempts;
       };
       impl_->mu.AwaitWithTimeout(absl::Condition(&attempted), impl_->options.connect_timeout);
     }
-    if (!u->connected) {
+    if (!state.connected) {
       return absl::UnavailableError(
-          absl::StrCat("upstream \"", server, "\" is not connected: ", u->error));
+          absl::StrCat("upstream \"", server, "\" is not connected: ", state.error));
     }
     bool known = false;
-    for (const auto& t : u->tools) known |= t.name == tool;
+    for (const auto& t : state.tools) known |= t.name == tool;
     if (!known) {
       return absl::NotFoundError(
           absl::StrCat("unknown tool \"", tool, "\" on upstream \"", server, "\""));
     }
-    client = u->client;
+    client = state.client;
   }
   absl::Duration timeout =
       options.timeout > absl::ZeroDuration() ? options.timeout : impl_->options.call_timeout;

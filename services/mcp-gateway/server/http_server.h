@@ -1,14 +1,6 @@
-// MCP server transports: stdio (one JSON message per line) and Streamable HTTP (one
-// endpoint, POST/GET/DELETE, Mcp-Session-Id), both feeding McpSession, both behind
-// ServerTransport so that main has one start and one shutdown path:
-//
-//   std::unique_ptr<ServerTransport> t = std::make_unique<HttpServer>(http, &provider, options);
-//   absl::Status started = t->Start([] { /* ended by itself: stdin reached EOF */ });
-//   if (!started.ok()) return started;
-//   t->NotifyToolsChanged();            // broadcast to every session
-//   t->Stop();
-//
-// StdioServer::Run() serves on the calling thread instead (tests).
+// HttpServer: the MCP Streamable HTTP transport (one endpoint, POST/GET/DELETE,
+// Mcp-Session-Id, resumable SSE streams) on Boost.Beast, and its options. The front's
+// parts are private to gateway_server (http_*.h); docs/gateway.md describes them.
 #pragma once
 
 #include <functional>
@@ -18,41 +10,10 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "server/mcp_server.h"
+#include "server/mcp_session.h"
+#include "server/server_transport.h"
 
 namespace gateway {
-
-// What main needs of a transport.
-class ServerTransport {
- public:
-  ServerTransport() = default;
-  ServerTransport(const ServerTransport&) = delete;
-  ServerTransport& operator=(const ServerTransport&) = delete;
-  virtual ~ServerTransport() = default;
-  // Starts serving on threads of its own. `on_end` runs once if the transport ends by
-  // itself (stdin reached EOF); never after Stop() has returned.
-  virtual absl::Status Start(std::function<void()> on_end) = 0;
-  // Stops serving and closes every session. Idempotent.
-  virtual void Stop() = 0;
-  // Tells every session's client that the tool list changed.
-  virtual void NotifyToolsChanged() = 0;
-};
-
-class StdioServer : public ServerTransport {
- public:
-  StdioServer(int in_fd, int out_fd, ToolProvider* provider, ServerOptions options);
-  ~StdioServer() override;  // Stop()s
-  // Reads until EOF (or Stop()). Nothing but protocol messages is ever written to out_fd.
-  void Run();
-  // Run() on a thread of its own, then `on_end` unless stopped.
-  absl::Status Start(std::function<void()> on_end) override;
-  void Stop() override;
-  void NotifyToolsChanged() override;
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";  // loopback by default

@@ -1,0 +1,96 @@
+// McpSession: the MCP server side of the gateway for one client, independent of transport.
+//
+// McpSession holds the protocol state of one connected MCP client (initialize, version
+// negotiation, logging level, in-flight requests) and dispatches tools/list, tools/call and
+// the resources/ methods to a ToolProvider. Transports (stdio, Streamable HTTP) parse bytes into JSON,
+// answer parse errors themselves (-32700), and hand every message to Handle() together
+// with a ReplySink that says where the response and the request's notifications go.
+//
+//   auto session = std::make_shared<McpSession>("stdio", &provider, options);
+//   session->SetNotificationSink(stdout_sink);          // list_changed, log messages
+//   session->Handle(message, stdout_sink);              // responses go to the same sink
+//   ...
+//   session->Close();                                   // cancels in-flight calls
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "base/byte_budget.h"
+#include "base/cancel.h"
+#include "jsonrpc/jsonrpc.h"
+#include "nlohmann/json.hpp"
+#include "server/call_limits.h"
+#include "server/tool_provider.h"
+
+namespace gateway {
+
+struct ServerOptions {
+  std::string name = "mcp-gateway";
+  std::string version = "0.1.0";
+  std::string instructions;  // sent in the initialize result when not empty
+  int max_concurrent_calls = 64;
+  // Values one client message may hold (jsonrpc.h); more get -32700.
+  size_t max_message_json_values = kMaxMessageJsonValues;
+  // Shared by every session of the server: calls in flight (and the bytes they hold) per
+  // credential and overall. Null: only max_concurrent_calls bounds a session's calls.
+  std::shared_ptr<CallLimits> call_limits;
+  // The gateway's overall byte ceiling and each credential's share (base/byte_budget.h):
+  // the HTTP front's budgets draw on it. Null: only their own bounds apply.
+  std::shared_ptr<codemode::BufferCeiling> ceiling;
+};
+
+class McpSession : public std::enable_shared_from_this<McpSession> {
+ public:
+  // `credential` names who authenticated the session (ToolCallContext::credential).
+  McpSession(std::string key, ToolProvider* provider, ServerOptions options,
+             std::string credential = "");
+  ~McpSession();
+  McpSession(const McpSession&) = delete;
+  McpSession& operator=(const McpSession&) = delete;
+
+  // Handles one JSON-RPC message (request, notification or response). Requests are
+  // answered through `reply`: quick ones before Handle returns, tools/call later from a
+  // worker thread (with its progress notifications on the same sink, then Close()).
+  // Invalid messages get -32600/-32601/-32602 answers; nothing here ever throws.
+  void Handle(const nlohmann::json& message, std::shared_ptr<ReplySink> reply);
+
+  // Where notifications that belong to no request go (tools/list_changed, log messages).
+  void SetNotificationSink(std::shared_ptr<ReplySink> sink);
+
+  // Tells the client the tool list changed (if it has initialized).
+  void NotifyToolsChanged();
+  // Tells the client the resource list changed (if it has initialized).
+  void NotifyResourcesChanged();
+
+  // Sends notifications/message at `level` if the client's logging level allows it.
+  void Log(const std::string& level, const std::string& logger, const nlohmann::json& data);
+
+  // Cancels in-flight calls and tells the provider the session is gone. Idempotent.
+  void Close();
+
+  const std::string& key() const { return key_; }
+  const std::string& credential() const { return credential_; }
+  bool initialized() const { return initialized_; }
+  // The negotiated protocol version ("" before initialize).
+  std::string protocol_version() const;
+  // Milliseconds since the epoch of the last message (for idle expiry).
+  int64_t last_activity_ms() const { return last_activity_ms_; }
+  // Number of requests being worked on.
+  int in_flight() const;
+
+ private:
+  // (implementation details are up to the implementer)
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  const std::string key_;
+  const std::string credential_;
+  std::atomic<bool> initialized_{false};
+  std::atomic<int64_t> last_activity_ms_{0};
+};
+
+}  // namespace gateway
