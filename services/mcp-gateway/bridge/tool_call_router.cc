@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/untrusted_json.h"
+#include "base/utf8.h"
 
 namespace gateway {
 
@@ -29,12 +30,6 @@ void RunProgress::ReportUpstream(const std::string& tool, const json& params) {
 namespace {
 
 // The first `max` bytes of UTF-8 `text` or fewer, not cutting a character.
-absl::string_view Utf8Prefix(absl::string_view text, size_t max) {
-  if (text.size() <= max) return text;
-  while (max > 0 && (static_cast<unsigned char>(text[max]) & 0xC0) == 0x80) --max;
-  return text.substr(0, max);
-}
-
 }  // namespace
 
 std::string UpstreamProgressMessage(const std::string& tool, const json& params) {
@@ -43,7 +38,7 @@ std::string UpstreamProgressMessage(const std::string& tool, const json& params)
   auto m = params.find("message");
   if (m != params.end() && m->is_string()) {
     const std::string& text = m->get_ref<const std::string&>();
-    absl::StrAppend(&message, Utf8Prefix(text, RunProgress::kUpstreamMessageBytes));
+    absl::StrAppend(&message, codemode::Utf8Prefix(text, RunProgress::kUpstreamMessageBytes));
     if (text.size() > RunProgress::kUpstreamMessageBytes) {
       absl::StrAppend(&message, "… (", text.size(), " bytes)");
     }

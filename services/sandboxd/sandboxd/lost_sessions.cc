@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "base/utf8.h"
+
 namespace sandboxd {
 
 std::vector<std::string> LostSessions::Add(sandbox::v1::Session session, int64_t now_ms) {
@@ -11,9 +13,7 @@ std::vector<std::string> LostSessions::Add(sandbox::v1::Session session, int64_t
   std::string* reason = session.mutable_lost_reason();
   if (reason->size() > kMaxReasonBytes) {
     // On a character boundary: proto3 strings must stay valid UTF-8.
-    size_t n = kMaxReasonBytes;
-    while (n > 0 && ((*reason)[n] & 0xC0) == 0x80) --n;
-    reason->resize(n);
+    reason->resize(codemode::Utf8Prefix(*reason, kMaxReasonBytes).size());
   }
   session.set_queued(0);
   const std::string id = session.id();

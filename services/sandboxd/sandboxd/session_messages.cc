@@ -4,6 +4,7 @@
 // that breaks the protocol loses the session. The rest of Session is in session.cc.
 #include "absl/strings/str_cat.h"
 #include "base/untrusted_json.h"
+#include "base/utf8.h"
 #include "sandboxd/log.h"
 #include "sandboxd/session.h"
 
@@ -11,13 +12,6 @@ namespace sandboxd {
 namespace {
 
 using sandbox::v1::Finished;
-
-// Cuts `text` to at most `n` bytes without splitting a UTF-8 sequence.
-std::string Utf8Prefix(const std::string& text, size_t n) {
-  if (n >= text.size()) return text;
-  while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
-  return text.substr(0, n);
-}
 
 }  // namespace
 
@@ -105,7 +99,7 @@ void Session::HandleOutput(OutputMessage m, Deferred& out) {
       e.truncated = true;
       continue;
     }
-    std::string shown = Utf8Prefix(text, env_->max_output_bytes - e.shown_bytes);
+    std::string shown(codemode::Utf8Prefix(text, env_->max_output_bytes - e.shown_bytes));
     bool cut = shown.size() < text.size();
     e.shown_bytes += shown.size();
     (stream == OutputStream::kStdout ? e.stdout_text : e.stderr_text) += shown;
