@@ -1,4 +1,4 @@
-// Rich outputs (docs/files-and-displays.md): the `["display", {mime: data}]` chunks of the
+// Rich outputs (docs/architecture.md, "Displays"): the `["display", {mime: data}]` chunks of the
 // runner's output frames, validated like everything else the runner sends. A bundle holds
 // only the MIME types of kDisplayMimeTypes; images must be base64 of what their type
 // says (PNG or JPEG signature), JSON must parse. Anything else breaks the protocol.
