@@ -19,7 +19,8 @@
 #include "server/http_token.h"
 #include "bridge/run_python.h"
 #include "bridge/sandbox_client.h"
-#include "server/transports.h"
+#include "server/http_server.h"
+#include "server/stdio_server.h"
 #include "upstream/upstream.h"
 #include "spdlog/spdlog.h"
 

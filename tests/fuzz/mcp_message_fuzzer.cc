@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "server/mcp_server.h"
+#include "server/mcp_session.h"
 #include "jsonrpc/jsonrpc.h"
 #include "spdlog/spdlog.h"
 

@@ -26,7 +26,7 @@
 #include "bridge/tool_call_router.h"
 #include "bridge/upstreams.h"
 #include "bridge/workspace_resources.h"
-#include "server/mcp_server.h"
+#include "server/tool_provider.h"
 
 namespace gateway {
 

@@ -1,4 +1,4 @@
-// Private to mcp_core: who may hold the HTTP front's connections. Not thread-safe (the
+// Private to gateway_server: who may hold the HTTP front's connections. Not thread-safe (the
 // server calls it under its connections' lock); no sockets, so it is tested on its own.
 //
 // A connection is "pre-auth" from its accept until one of its requests passes the

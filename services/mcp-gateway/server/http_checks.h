@@ -1,4 +1,4 @@
-// Private to mcp_core: the header checks of the Streamable HTTP transport (Origin and Host
+// Private to gateway_server: the header checks of the Streamable HTTP transport (Origin and Host
 // against DNS rebinding, bearer tokens, Accept negotiation) and session id generation.
 // Pure functions, so they can be tested without a server.
 #pragma once

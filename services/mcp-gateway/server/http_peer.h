@@ -1,4 +1,4 @@
-// Private to mcp_core: who is at the other end of an accepted TCP connection, for sharing
+// Private to gateway_server: who is at the other end of an accepted TCP connection, for sharing
 // the connections not yet authenticated fairly (http_admission.h). On loopback every
 // local user has the same address, so there it is the user owning the client's socket,
 // which the kernel tells through sock_diag (what `ss -e` shows; no privilege needed);

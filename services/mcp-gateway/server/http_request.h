@@ -1,4 +1,4 @@
-// Private to mcp_core: the limits of the HTTP front, the request and response as handlers
+// Private to gateway_server: the limits of the HTTP front, the request and response as handlers
 // see them, and RequestReader, the reading half of a connection (its read buffer and
 // Beast's parser, configured from the limits). Connection reads through it with Asio, and
 // tests/fuzz/http_request_fuzzer.cc through a synchronous stream, so the fuzzer exercises

@@ -1,8 +1,7 @@
 // The inside of HttpServer, shared by its two source files: http_server.cc (listening,
 // the checks that run on headers alone, the reaper, start and stop) and
 // http_server_requests.cc (POST, GET and DELETE on the MCP endpoint, and the sessions they
-// create, carry and close). Private to them; users include http_server's public header,
-// server/transports.h.
+// create, carry and close). Private to them; users include server/http_server.h.
 #pragma once
 
 #include <algorithm>
@@ -25,7 +24,7 @@
 #include "server/http_connection.h"
 #include "server/http_stream.h"
 #include "jsonrpc/jsonrpc.h"
-#include "server/transports.h"
+#include "server/http_server.h"
 #include "spdlog/spdlog.h"
 #include "base/mutex.h"
 
@@ -106,14 +105,16 @@ struct HttpSession {
   std::string credential;
   std::shared_ptr<McpSession> mcp;
   std::shared_ptr<codemode::ByteBudget> replay_budget;  // draws on Impl::replay_budget
-  // Guarded by Impl::mu.
   struct Call {
     std::shared_ptr<http::EventStream> stream;
     json request_id;
   };
-  uint64_t next_stream = 1;
-  std::map<uint64_t, Call> calls;  // request streams that may still be carried or resumed
-  std::shared_ptr<http::EventStream> get_stream;
+  // Its streams. Taken after Impl::mu when both are held, never before it.
+  codemode::Mutex mu;
+  uint64_t next_stream ABSL_GUARDED_BY(mu) = 1;
+  // Request streams that may still be carried or resumed.
+  std::map<uint64_t, Call> calls ABSL_GUARDED_BY(mu);
+  std::shared_ptr<http::EventStream> get_stream ABSL_GUARDED_BY(mu);
 };
 
 struct HttpServer::Impl {
@@ -190,13 +191,14 @@ struct HttpServer::Impl {
   void AnswerRequest(const std::shared_ptr<http::Connection>& conn,
                      const std::shared_ptr<HttpSession>& session, const json& message,
                      const http::AcceptedTypes& accept);
-  void DropOldFinishedStreams(HttpSession& session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void DropOldFinishedStreams(HttpSession& session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(session.mu);
   void CarryCall(const std::shared_ptr<http::Connection>& conn,
                  const std::shared_ptr<HttpSession>& session, uint64_t number,
                  std::optional<uint64_t> after_seq);
   void HandleGet(const std::shared_ptr<http::Connection>& conn, const http::Request& req);
   void CarryGetStream(const std::shared_ptr<http::Connection>& conn,
-                      const std::shared_ptr<HttpSession>& session, std::optional<uint64_t> after_seq);
+                      const std::shared_ptr<HttpSession>& session,
+                      std::optional<uint64_t> after_seq);
   void HandleDelete(const std::shared_ptr<http::Connection>& conn, const http::Request& req);
   void CancelCall(const std::shared_ptr<HttpSession>& session, const json& id, const char* why);
   void CloseSession(const std::shared_ptr<HttpSession>& session);

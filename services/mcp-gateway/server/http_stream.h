@@ -25,7 +25,7 @@
 
 #include "absl/status/status.h"
 #include "base/byte_budget.h"
-#include "server/mcp_server.h"
+#include "server/tool_provider.h"
 #include "base/mutex.h"
 
 namespace gateway {

@@ -15,7 +15,7 @@
 // answered; notifications/initialized is not required before tools/list or tools/call
 // (lenient towards clients that pipeline), but list_changed is only sent after it. Log
 // messages pass at "info" and above until logging/setLevel says otherwise.
-#include "server/mcp_server.h"
+#include "server/mcp_session.h"
 #include "base/thread.h"
 #include "base/untrusted_json.h"
 

@@ -1,10 +1,11 @@
 // McpSession: the MCP server side of the gateway for one client, independent of transport.
 //
 // McpSession holds the protocol state of one connected MCP client (initialize, version
-// negotiation, logging level, in-flight requests) and dispatches tools/list, tools/call and
-// the resources/ methods to a ToolProvider. Transports (stdio, Streamable HTTP) parse bytes into JSON,
-// answer parse errors themselves (-32700), and hand every message to Handle() together
-// with a ReplySink that says where the response and the request's notifications go.
+// negotiation, logging level, in-flight requests) and dispatches tools/list, tools/call
+// and the resources/ methods to a ToolProvider (tool_provider.h). Transports (stdio,
+// Streamable HTTP) parse bytes into JSON, answer parse errors themselves (-32700), and
+// hand every message to Handle() together with a ReplySink that says where the response
+// and the request's notifications go.
 //
 //   auto session = std::make_shared<McpSession>("stdio", &provider, options);
 //   session->SetNotificationSink(stdout_sink);          // list_changed, log messages

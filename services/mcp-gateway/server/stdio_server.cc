@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "jsonrpc/jsonrpc.h"
-#include "server/transports.h"
+#include "server/stdio_server.h"
 
 #include "base/thread.h"
 #include "spdlog/spdlog.h"

@@ -56,7 +56,7 @@ struct ToolCallContext {
   std::shared_ptr<codemode::ByteBudget> budget;
 };
 
-// What the gateway offers. Implemented by the run_python tool (gateway core).
+// What the gateway offers. Implemented by the run_python tool (bridge/run_python.h).
 class ToolProvider {
  public:
   ToolProvider() = default;

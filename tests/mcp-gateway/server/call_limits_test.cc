@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "server/call_limits.h"
-#include "server/mcp_server.h"
+#include "server/mcp_session.h"
 #include "mcp_test_fakes.h"
 
 namespace gateway {

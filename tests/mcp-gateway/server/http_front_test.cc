@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/http_peer.h"
-#include "server/transports.h"
+#include "server/http_server.h"
 #include "mcp_test_fakes.h"
 
 namespace gateway {

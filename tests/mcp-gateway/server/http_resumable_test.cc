@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "server/http_stream.h"
-#include "server/transports.h"
+#include "server/http_server.h"
 #include "mcp_test_fakes.h"
 
 namespace gateway {

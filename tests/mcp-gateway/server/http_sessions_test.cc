@@ -12,7 +12,7 @@
 #include <string>
 #include <thread>
 
-#include "server/transports.h"
+#include "server/http_server.h"
 #include "mcp_test_fakes.h"
 
 namespace gateway {

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "server/mcp_server.h"
+#include "server/mcp_session.h"
 #include "mcp_test_fakes.h"
 
 namespace gateway {

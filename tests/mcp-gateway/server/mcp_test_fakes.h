@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/mcp_server.h"
+#include "server/mcp_session.h"
 #include "nlohmann/json.hpp"
 
 namespace gateway {

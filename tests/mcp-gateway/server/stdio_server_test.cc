@@ -10,7 +10,7 @@
 #include <string>
 #include <thread>
 
-#include "server/transports.h"
+#include "server/stdio_server.h"
 #include "mcp_test_fakes.h"
 
 namespace gateway {
