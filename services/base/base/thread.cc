@@ -1,5 +1,7 @@
 #include "base/thread.h"
 
+#include <pthread.h>
+
 #include <exception>
 
 #include "base/log_text.h"
@@ -21,6 +23,8 @@ bool RunContained(const char* what, const std::function<void()>& fn) {
 
 std::thread StartThread(std::string name, std::function<void()> fn) {
   return std::thread([name = std::move(name), fn = std::move(fn)] {
+    // What `top -H`, /proc/<pid>/task/*/comm and debuggers show: the kernel keeps 15 bytes.
+    pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
     RunContained(name.c_str(), fn);
   });
 }

@@ -3,7 +3,8 @@
 // type_error, std::bad_alloc): on a bare std::thread that is std::terminate for every
 // client. Every thread the services start goes through StartThread, so an escaping
 // exception is logged with the thread's name and ends that thread only; the code that
-// owns the thread sees it end as it would see any other failure of its work.
+// owns the thread sees it end as it would see any other failure of its work. The thread
+// is named after `name` (its first 15 bytes) for `top -H` and /proc/<pid>/task/*/comm.
 //
 //   worker_ = codemode::StartThread("upstream github", [this] { Run(); });
 #pragma once

@@ -5,8 +5,8 @@
 import assert from "node:assert/strict";
 import { after, describe, test } from "node:test";
 import {
-  GatewayHttp, Sandboxd, everythingStdio, gatewaySuite, procStatus, runPython, stopAll, text, waitFor,
-  writeConfig,
+  GatewayHttp, Sandboxd, everythingStdio, gatewaySuite, procStatus, runPython, stopAll, text,
+  threadsNamed, waitFor, writeConfig,
 } from "./harness.mjs";
 
 // A gateway whose clients authenticate with one of two tokens (from the environment).
@@ -132,18 +132,20 @@ describe("abandoned runs", () => {
       .catch(() => {}).finally(() => { headDone = true; });
     await started;
     const pid = gateway.proc.pid;
-    const before = procStatus(pid, "Threads");
+    // A queued run is a tools/call on a worker of its own ("mcp request").
+    const workers = () => threadsNamed(pid, "mcp request");
+    const before = workers();
     const queued = Array.from({ length: 10 }, () => new AbortController());
     // 512 KiB of code each: ten fit --max_call_bytes_in_flight_per_credential (16 MiB, a
     // call's arguments charged 3 times).
     const runs = queued.map((c, i) => runPython(client, `x = ${i}  # ${"p".repeat(1 << 19)}`, {},
       { signal: c.signal }).catch(() => {}));
-    await waitFor(() => procStatus(pid, "Threads") >= before + 10, "ten runs queued behind the head", 30000);
+    await waitFor(() => workers() >= before + 10, "ten runs queued behind the head", 30000);
     for (const c of queued) c.abort("the client gave up");
     await Promise.all(runs);
     // Bounded only so that the old gateway fails instead of hanging: its threads stay
     // until the head run ends, 90 s on.
-    await waitFor(() => procStatus(pid, "Threads") <= before + 1, "the queued runs' threads to end", 30000);
+    await waitFor(() => workers() <= before, "the queued runs' threads to end", 30000);
     assert.equal(headDone, false, "the queued runs ended while the run ahead still went on");
     head.abort("done");
     await headRun;

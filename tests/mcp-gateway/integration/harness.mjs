@@ -138,6 +138,19 @@ export function procStatus(pid, field) {
   return m[2] ? Number(m[1]) / 1024 : Number(m[1]);
 }
 
+// How many threads of process `pid` are named `name` (codemode::StartThread's names, cut
+// to 15 bytes by the kernel). Counting by name leaves out the threads a library starts
+// and stops by itself (gRPC's pools grow under load).
+export function threadsNamed(pid, name) {
+  let n = 0;
+  for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+    try {
+      if (fs.readFileSync(`/proc/${pid}/task/${tid}/comm`, "utf8").trim() === name) n++;
+    } catch { /* the thread ended meanwhile */ }
+  }
+  return n;
+}
+
 // An SDK client talking to a stdio gateway it spawns itself.
 export async function stdioGateway({ config, sandboxd, extraArgs = [] }) {
   const transport = new StdioClientTransport({
