@@ -301,4 +301,38 @@ describe("an upstream's answers against the gateway", () => {
     assert.match(out, /^stall: ERR st\.hello: .*the upstream began its answer and sent nothing more of it for 1s \(--upstream_message_idle_timeout\)/m, out.slice(0, 2000));
     assert.match(out, /^after: .*hello/m, out.slice(-500));
   });
+
+  // Attack round 9 (F16): a stdio upstream's answer lines were charged, while read, to the
+  // budget every credential shares, so one token's large stdio answers could leave
+  // another token's answers no room. Once a line's id is read it is charged to its
+  // caller's part: here token A's four 5.9 MiB answers that stall mid-line (held as long
+  // as they stay incomplete) fit only one in A's 20 MB part, and token B's 7 MiB answer
+  // still fits the 50 MB budget. Before, three of A's lines held 37 MB of it (each within
+  // its upstream's quarter), and B's answer was refused.
+  test("one token's stdio answers being read are charged to it, not to every token", async () => {
+    const script = new URL("./fixtures/hostile_upstream.py", import.meta.url).pathname;
+    const servers = { huge: { type: "http", url: upstream.url } };
+    const stallers = ["s1", "s2", "s3", "s4"];
+    for (const name of stallers) servers[name] = { command: "python3", args: [script, "plain"] };
+    const g = await startGateway(["--upstream_message_idle_timeout=0", "--max_upstream_bytes_in_flight=50000000",
+      "--max_upstream_bytes_in_flight_per_credential=20000000"], { tokens: 2, servers });
+    const a = await g.client("stdio-answers-a", g.as(0));
+    const b = await g.client("stdio-answers-b", g.as(1));
+    const stalls = runPython(a, [
+      ...one(`globals()['mcp_s' + str(i)].hello(stall=${Math.floor(5.9 * (1 << 20))})`),
+      "print(await asyncio.gather(*[one(i) for i in range(1, 5)]))",
+    ].join("\n"), { timeout_seconds: 120 }, { timeout: 180000 }).catch((e) => e);
+    await waitFor(() => stallers.every((name) => g.log.includes(`upstream ${name} stderr: stalled`)),
+      "all of token A's answers to stall");
+    const r = await runPython(b, [
+      ...one(`mcp_huge.big(bytes=${7 << 20})`, "len(str(r))"),
+      "print('big:', await one())",
+    ].join("\n"), { timeout_seconds: 120 }, { timeout: 180000 });
+    const out = text(r);
+    await b.close();
+    await a.close();
+    await stalls;
+    assert.match(out, /^big: \d{7}/m, out.slice(0, 2000));
+    assert.match(g.log, /a message dropped: the gateway is receiving too many bytes from upstreams \(--max_upstream_bytes_in_flight_per_credential=20000000\)/);
+  });
 });
