@@ -37,7 +37,8 @@ using nlohmann::json;
 namespace {
 
 constexpr size_t kMaxStderrLineBytes = 64u << 10;
-constexpr size_t kMaxLoggedLineBytes = 4096;      // stderr lines are truncated in the log
+constexpr size_t kMaxLoggedLineBytes = 4096;
+constexpr size_t kMaxRequestsRemembered = 1u << 16;  // requests in flight to one upstream      // stderr lines are truncated in the log
 constexpr auto kWriteTimeout = std::chrono::seconds(30);  // a server that stops reading
 
 void CloseFd(int* fd) {
@@ -172,9 +173,26 @@ absl::Status StdioTransport::Send(const json& message) {
   if (closing_) return absl::UnavailableError("connection closed");
   std::string line = wire::Dump(message);  // exactly one line
   line.push_back('\n');
-  codemode::MutexLock lock(&write_mu_);
-  if (stdin_fd_ < 0) return absl::UnavailableError("connection closed");
-  return WriteAll(stdin_fd_, line, closing_);
+  const bool request = wire::LooksLikeRequest(message);
+  if (request) RememberRequest(message["id"], nullptr);
+  absl::Status sent;
+  {
+    codemode::MutexLock lock(&write_mu_);
+    sent = stdin_fd_ < 0 ? absl::UnavailableError("connection closed")
+                         : WriteAll(stdin_fd_, line, closing_);
+  }
+  if (!sent.ok() && request) ForgetCaller(message["id"]);
+  return sent;
+}
+
+void StdioTransport::RememberRequest(const json& id,
+                                     std::shared_ptr<codemode::ByteBudget> receiving) {
+  codemode::MutexLock lock(&callers_mu_);
+  // A safety bound: entries go when their answer line ends or the request is abandoned, so
+  // only answers the scanner could not see (none of JsonRpcClient's) could pile up.
+  if (callers_.size() >= kMaxRequestsRemembered) callers_.erase(callers_.begin());
+  auto [it, added] = callers_.try_emplace(wire::Dump(id));
+  if (receiving) it->second = std::move(receiving);
 }
 
 void StdioTransport::ReadStdout() {
@@ -199,6 +217,7 @@ void StdioTransport::ReadStdout() {
   };
   hooks.caller_budget = [this](const json& id) { return CallerBudget(id); };
   hooks.on_answer_end = [this](const json& id) { ForgetCaller(id); };
+  hooks.is_pending = [this](const json& id) { return IsPending(id); };
   hooks.may_log = [this] { return MayLog(); };
   // Every upstream's lines together, whatever they carry (answers, notifications, requests
   // for us): a flood of 15 MiB messages of any kind from several upstreams otherwise adds
@@ -231,14 +250,8 @@ absl::Status StdioTransport::SendRequest(const json& request,
                                          std::shared_ptr<codemode::ByteBudget> receiving) {
   const json* id = request.is_object() && request.contains("id") ? &request["id"] : nullptr;
   if (!receiving || id == nullptr) return Send(request);
-  const std::string key = wire::Dump(*id);
-  {
-    codemode::MutexLock lock(&callers_mu_);
-    callers_[key] = receiving;
-  }
-  absl::Status sent = Send(request);
-  if (!sent.ok()) ForgetCaller(*id);
-  return sent;
+  RememberRequest(*id, std::move(receiving));
+  return Send(request);  // forgets it if not sent
 }
 
 void StdioTransport::Abandon(const json& id) { ForgetCaller(id); }
@@ -247,6 +260,11 @@ std::shared_ptr<codemode::ByteBudget> StdioTransport::CallerBudget(const json& i
   codemode::MutexLock lock(&callers_mu_);
   auto it = callers_.find(wire::Dump(id));
   return it == callers_.end() ? nullptr : it->second.lock();
+}
+
+bool StdioTransport::IsPending(const json& id) {
+  codemode::MutexLock lock(&callers_mu_);
+  return callers_.count(wire::Dump(id)) > 0;
 }
 
 void StdioTransport::ForgetCaller(const json& id) {

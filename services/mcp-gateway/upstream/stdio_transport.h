@@ -50,7 +50,7 @@ class StdioTransport : public ClientTransport {
                            std::shared_ptr<codemode::ByteBudget> receiving) override;
   void Abandon(const nlohmann::json& id) override;
   void Close() override;
-  // Requests whose answer is to be charged to their caller (for tests).
+  // Requests in flight remembered (for tests).
   size_t callers_remembered() const;
 
   pid_t pid() const { return pid_; }
@@ -60,6 +60,9 @@ class StdioTransport : public ClientTransport {
   void ReadStderr();
   // The budget of the caller of request `id`, if SendRequest named one and it still lives.
   std::shared_ptr<codemode::ByteBudget> CallerBudget(const nlohmann::json& id);
+  // Requests in flight (Send), each with the budget its answer is charged to (SendRequest).
+  void RememberRequest(const nlohmann::json& id, std::shared_ptr<codemode::ByteBudget> receiving);
+  bool IsPending(const nlohmann::json& id);
   void ForgetCaller(const nlohmann::json& id);
   // After stdout's end: waits briefly for the exit status, then on_closed with why.
   void ReportClosed();
@@ -81,7 +84,8 @@ class StdioTransport : public ClientTransport {
   const std::shared_ptr<codemode::ByteBudget> receive_budget_;  // may be null
   const absl::Duration message_idle_timeout_;
   mutable codemode::Mutex callers_mu_;
-  // Wire::Dump(id) -> the budget its answer is charged to while it is read.
+  // wire::Dump(id) of each request in flight -> the budget its answer is charged to while
+  // it is read (none: the upstream's part of the shared one).
   std::map<std::string, std::weak_ptr<codemode::ByteBudget>> callers_
       ABSL_GUARDED_BY(callers_mu_);
   TransportCallbacks callbacks_;

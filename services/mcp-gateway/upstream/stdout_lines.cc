@@ -22,7 +22,8 @@ StdoutLines::StdoutLines(std::string name, size_t max_message_bytes,
       shared_(std::move(shared)),
       idle_timeout_(idle_timeout),
       hooks_(std::move(hooks)),
-      framer_(max_message_bytes) {
+      framer_(max_message_bytes),
+      scanner_(hooks_.is_pending) {
   hold_.emplace(shared_);
 }
 

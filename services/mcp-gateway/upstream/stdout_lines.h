@@ -42,6 +42,9 @@ class StdoutLines {
     std::function<void(const std::vector<nlohmann::json>& ids, const absl::Status& why)> on_failed;
     // The budget of the caller waiting for an answer with this id, or null (shared budget).
     std::function<std::shared_ptr<codemode::ByteBudget>(const nlohmann::json& id)> caller_budget;
+    // Whether a request with this id waits for its answer (only those ids of a batch are
+    // recorded, to fail them when it is dropped); empty: every id.
+    std::function<bool(const nlohmann::json& id)> is_pending;
     // A line with this id (an answer) ended, read or dropped.
     std::function<void(const nlohmann::json& id)> on_answer_end;
     // Whether one more warning may be logged (rate-limited).
