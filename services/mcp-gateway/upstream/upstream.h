@@ -115,11 +115,10 @@ struct UpstreamOptions {
   // larger response fails its call with an error naming the upstream and
   // --max_upstream_message_bytes; the connection stays up for other calls.
   size_t max_message_bytes = kDefaultMaxUpstreamMessageBytes;
-  // A message being received (a stdio line; an event of an HTTP GET or legacy SSE stream)
-  // that gets no byte for this long while incomplete is abandoned: its charge to
-  // receive_budget is released, the request it answered fails naming
-  // --upstream_message_idle_timeout, and the rest of it is skipped (stdio: up to its
-  // newline; HTTP: the stream is dropped and reopened). Zero: never.
+  // A stdio line that gets no byte for this long while incomplete is abandoned: its
+  // charge and buffer are released, the request it answered fails naming
+  // --upstream_message_idle_timeout, and the rest of it is skipped up to its newline.
+  // Zero: never. (Events of HTTP GET and legacy SSE streams are not timed out yet.)
   absl::Duration message_idle_timeout = kDefaultUpstreamMessageIdleTimeout;
   StreamRetryPolicy stream_retry;
   // A flood of tools/list_changed is coalesced: one tools/list at a time per upstream, at
