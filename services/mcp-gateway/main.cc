@@ -153,6 +153,11 @@ ABSL_FLAG(uint64_t, max_upstream_bytes_in_flight_per_credential, 40 << 20,
           "One credential's part of --max_upstream_bytes_in_flight (all of it with stdio or "
           "--no_auth), inside its share of --max_buffered_bytes. Keep it above twice "
           "--max_upstream_message_bytes, or the largest answers fail for this reason instead.");
+ABSL_FLAG(absl::Duration, upstream_message_idle_timeout,
+          gateway::kDefaultUpstreamMessageIdleTimeout,
+          "A message from an upstream (a stdio line) that gets no byte for this long while "
+          "incomplete is abandoned: its bytes are released, the call it answered gets a "
+          "ToolError naming this flag, and the rest of it is skipped. 0: never.");
 ABSL_FLAG(absl::Duration, upstream_stream_retry_min, absl::Milliseconds(250),
           "Shortest wait before reopening an HTTP upstream's event stream, whatever its "
           "`retry:` says (an upstream answering `retry: 0` must not make us spin).");
@@ -440,6 +445,7 @@ absl::StatusOr<gateway::UpstreamOptions> UpstreamOptionsFromFlags(
       std::max(options.stream_retry.min, absl::GetFlag(FLAGS_upstream_stream_retry_max));
   options.min_tools_refresh_interval = absl::GetFlag(FLAGS_min_tools_refresh_interval);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_upstream_message_bytes);
+  options.message_idle_timeout = absl::GetFlag(FLAGS_upstream_message_idle_timeout);
   options.log_messages_per_second = absl::GetFlag(FLAGS_upstream_log_rate);
   options.receive_budget = std::make_shared<codemode::ByteBudget>(
       "max_upstream_bytes_in_flight", absl::GetFlag(FLAGS_max_upstream_bytes_in_flight),

@@ -16,23 +16,21 @@ namespace gateway {
 
 using nlohmann::json;
 
-namespace {
-
-// One upstream's part of the receive budget (--max_upstream_bytes_in_flight): an upstream
-// holding more than a 64th (a line or event being read) may not take the last eighth. Each
-// upstream reads one message at a time, so three whose messages never end held all 96 MiB
-// for as long as they lived, and every other upstream's answers were refused (attack
-// round 8, F13); now at most those that fit below the last eighth hold, the rest of their
-// lines are refused and skipped, and the eighth stays for the others.
+// One upstream's part of the receive budget (--max_upstream_bytes_in_flight): at most a
+// quarter of it, and an upstream holding more than a 64th (a line or event being read) may
+// not take the last eighth. Each upstream reads one message at a time, so three whose
+// messages never end held all 96 MiB for as long as they lived, and every other upstream's
+// answers were refused (attack round 8, F13); with the last eighth kept, two such lines
+// still held 63.6 MiB (round 9). Now one upstream holds at most 24 MiB of what no caller
+// is charged for (an answer moves to its caller's budget once its id is read: stdio,
+// StdoutLines), and only until its message stops growing (--upstream_message_idle_timeout).
 std::shared_ptr<codemode::ByteBudget> UpstreamPart(const std::shared_ptr<codemode::ByteBudget>& all) {
   if (!all) return nullptr;
-  return std::make_shared<codemode::ByteBudget>(all->flag(), all->limit(),
+  return std::make_shared<codemode::ByteBudget>(absl::StrCat(all->flag(), "/4"), all->limit() / 4,
                                                 codemode::ByteBudget::Parents{all},
                                                 codemode::ByteReserve{all, all->limit() / 8,
                                                                       all->limit() / 64});
 }
-
-}  // namespace
 
 std::unique_ptr<ClientTransport> MakeTransport(const UpstreamConfig& config,
                                                const UpstreamOptions& options) {
@@ -41,7 +39,8 @@ std::unique_ptr<ClientTransport> MakeTransport(const UpstreamConfig& config,
     case UpstreamConfig::Type::kStdio:
       return std::make_unique<StdioTransport>(config, options.stop_grace,
                                               options.max_message_bytes,
-                                              options.log_messages_per_second, receive);
+                                              options.log_messages_per_second, receive,
+                                              options.message_idle_timeout);
     case UpstreamConfig::Type::kStreamableHttp:
       return std::make_unique<StreamableHttpTransport>(config, options.connect_timeout,
                                                        options.stream_retry,

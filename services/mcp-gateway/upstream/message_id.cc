@@ -79,7 +79,8 @@ void MessageIdScanner::Step(char c) {
     case ']':
       if (depth_ == message_depth && capturing_) EndCapture();
       if (batch_ && depth_ == 2 && c == '}' && batch_ids_.size() < kMaxBatchIds) {
-        if (nlohmann::json id = FoundId(); !id.is_null()) batch_ids_.push_back(std::move(id));
+        nlohmann::json id = FoundId();
+        if (!id.is_null() && (!wanted_ || wanted_(id))) batch_ids_.push_back(std::move(id));
       }
       if (depth_ > 0) --depth_;
       return;

@@ -24,7 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "upstream/message_id.h"
+#include "upstream/stdout_lines.h"
 #include "upstream/process.h"
 #include "base/log_text.h"
 #include "spdlog/spdlog.h"
@@ -37,7 +37,8 @@ using nlohmann::json;
 namespace {
 
 constexpr size_t kMaxStderrLineBytes = 64u << 10;
-constexpr size_t kMaxLoggedLineBytes = 4096;      // stderr lines are truncated in the log
+constexpr size_t kMaxLoggedLineBytes = 4096;
+constexpr size_t kMaxRequestsRemembered = 1u << 16;  // requests in flight to one upstream      // stderr lines are truncated in the log
 constexpr auto kWriteTimeout = std::chrono::seconds(30);  // a server that stops reading
 
 void CloseFd(int* fd) {
@@ -97,12 +98,14 @@ std::string AbsolutePath(const std::string& path) {
 
 StdioTransport::StdioTransport(UpstreamConfig config, absl::Duration stop_grace,
                                size_t max_message_bytes, double log_lines_per_second,
-                               std::shared_ptr<codemode::ByteBudget> receive_budget)
+                               std::shared_ptr<codemode::ByteBudget> receive_budget,
+                               absl::Duration message_idle_timeout)
     : config_(std::move(config)),
       stop_grace_(stop_grace),
       max_message_bytes_(max_message_bytes),
       log_limit_(log_lines_per_second, 10 * std::max(1.0, log_lines_per_second)),
-      receive_budget_(std::move(receive_budget)) {}
+      receive_budget_(std::move(receive_budget)),
+      message_idle_timeout_(message_idle_timeout) {}
 
 bool StdioTransport::MayLog() {
   uint64_t dropped = 0;
@@ -170,16 +173,33 @@ absl::Status StdioTransport::Send(const json& message) {
   if (closing_) return absl::UnavailableError("connection closed");
   std::string line = wire::Dump(message);  // exactly one line
   line.push_back('\n');
-  codemode::MutexLock lock(&write_mu_);
-  if (stdin_fd_ < 0) return absl::UnavailableError("connection closed");
-  return WriteAll(stdin_fd_, line, closing_);
+  const bool request = wire::LooksLikeRequest(message);
+  if (request) RememberRequest(message["id"], nullptr);
+  absl::Status sent;
+  {
+    codemode::MutexLock lock(&write_mu_);
+    sent = stdin_fd_ < 0 ? absl::UnavailableError("connection closed")
+                         : WriteAll(stdin_fd_, line, closing_);
+  }
+  if (!sent.ok() && request) ForgetCaller(message["id"]);
+  return sent;
+}
+
+void StdioTransport::RememberRequest(const json& id,
+                                     std::shared_ptr<codemode::ByteBudget> receiving) {
+  codemode::MutexLock lock(&callers_mu_);
+  // A safety bound: entries go when their answer line ends or the request is abandoned, so
+  // only answers the scanner could not see (none of JsonRpcClient's) could pile up.
+  if (callers_.size() >= kMaxRequestsRemembered) callers_.erase(callers_.begin());
+  auto [it, added] = callers_.try_emplace(wire::Dump(id));
+  if (receiving) it->second = std::move(receiving);
 }
 
 void StdioTransport::ReadStdout() {
-  LineFramer framer(max_message_bytes_);
   codemode::JsonLimits limits;
   limits.max_values = UpstreamJsonValueLimit(max_message_bytes_);
-  auto on_line = [this, limits](const std::string& line) {
+  StdoutLines::Hooks hooks;
+  hooks.on_line = [this, limits](const std::string& line) {
     if (line.find_first_not_of(" \t") == std::string::npos) return;
     absl::StatusOr<json> message = codemode::ParseUntrustedJson(line, "stdout line", limits);
     if (!message.ok()) {
@@ -191,69 +211,70 @@ void StdioTransport::ReadStdout() {
     }
     if (callbacks_.on_message) callbacks_.on_message(std::move(*message));
   };
-  // An oversized line is skipped as it arrives; the scanner, fed the same bytes, finds
-  // its id (or a batch's ids) by the line's end, and the requests it answers fail then
-  // with the reason.
-  MessageIdScanner scanner;
-  bool oversized = false;
-  auto on_oversized = [&] { oversized = true; };
+  hooks.on_failed = [this](const std::vector<json>& ids, const absl::Status& why) {
+    if (!callbacks_.on_request_failed) return;
+    for (const json& id : ids) callbacks_.on_request_failed(id, why);
+  };
+  hooks.caller_budget = [this](const json& id) { return CallerBudget(id); };
+  hooks.on_answer_end = [this](const json& id) { ForgetCaller(id); };
+  hooks.is_pending = [this](const json& id) { return IsPending(id); };
+  hooks.may_log = [this] { return MayLog(); };
   // Every upstream's lines together, whatever they carry (answers, notifications, requests
   // for us): a flood of 15 MiB messages of any kind from several upstreams otherwise adds
-  // up uncounted (attack round 7, F11). Charged before the bytes are buffered.
-  codemode::ByteHold hold(receive_budget_);
-  std::string busy;  // the budget that refused the line being skipped ("--flag=N")
-  auto feed = [&](const char* data, size_t size) {
-    while (size > 0) {
-      const char* newline = static_cast<const char*>(std::memchr(data, '\n', size));
-      const size_t piece = newline ? static_cast<size_t>(newline - data) + 1 : size;
-      scanner.Feed(data, newline ? piece - 1 : piece);
-      if (!framer.skipping()) {
-        if (const codemode::ByteBudget* full = hold.GrowBy(kReceiveCopies * piece)) {
-          busy = full->Describe();
-          framer.Skip();
-          hold.ShrinkTo(0);
-          // Said now: a line that never ends never reaches DropOversized.
-          if (MayLog()) {
-            spdlog::warn("upstream {}: a message dropped: the gateway is receiving too many "
-                         "bytes from upstreams ({}); the rest of its line is skipped",
-                         config_.name, busy);
-          }
-        }
-      }
-      framer.Feed(data, piece, on_line, on_oversized);
-      // A line being skipped holds nothing: its charge must not stay until a newline that
-      // a hostile server never sends (attack round 8, F13).
-      if (framer.skipping()) hold.ShrinkTo(0);
-      if (newline) {
-        if (oversized || !busy.empty()) DropOversized(scanner.ids(), busy);
-        oversized = false;
-        busy.clear();
-        scanner.Reset();
-        hold.ShrinkTo(0);  // the line has been dispatched (its answer charged to its caller)
-      }
-      data += piece;
-      size -= piece;
-    }
-  };
+  // up uncounted (attack round 7, F11).
+  StdoutLines lines(config_.name, max_message_bytes_, receive_budget_, message_idle_timeout_,
+                    std::move(hooks));
   std::vector<char> chunk(64 * 1024);
-  bool eof = false;
-  while (!eof) {
+  for (;;) {
     struct pollfd fds[2] = {{stdout_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0) {
+    // While an incomplete line is held, wake up when it has been idle too long.
+    int ready = poll(fds, 2, lines.PollTimeoutMs(absl::Now()));
+    if (ready < 0) {
       if (errno == EINTR) continue;
       break;
     }
     if (fds[1].revents != 0) return;  // Close() began: no more callbacks
-    if (fds[0].revents == 0) continue;
+    if (fds[0].revents == 0) {
+      lines.CheckIdle(absl::Now());
+      continue;
+    }
     ssize_t n = read(stdout_fd_, chunk.data(), chunk.size());
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n <= 0) {
-      eof = true;
-      break;
-    }
-    feed(chunk.data(), static_cast<size_t>(n));
+    if (n <= 0) break;
+    lines.Feed(chunk.data(), static_cast<size_t>(n), absl::Now());
   }
   if (!closing_) ReportClosed();
+}
+
+absl::Status StdioTransport::SendRequest(const json& request,
+                                         std::shared_ptr<codemode::ByteBudget> receiving) {
+  const json* id = request.is_object() && request.contains("id") ? &request["id"] : nullptr;
+  if (!receiving || id == nullptr) return Send(request);
+  RememberRequest(*id, std::move(receiving));
+  return Send(request);  // forgets it if not sent
+}
+
+void StdioTransport::Abandon(const json& id) { ForgetCaller(id); }
+
+std::shared_ptr<codemode::ByteBudget> StdioTransport::CallerBudget(const json& id) {
+  codemode::MutexLock lock(&callers_mu_);
+  auto it = callers_.find(wire::Dump(id));
+  return it == callers_.end() ? nullptr : it->second.lock();
+}
+
+bool StdioTransport::IsPending(const json& id) {
+  codemode::MutexLock lock(&callers_mu_);
+  return callers_.count(wire::Dump(id)) > 0;
+}
+
+void StdioTransport::ForgetCaller(const json& id) {
+  codemode::MutexLock lock(&callers_mu_);
+  callers_.erase(wire::Dump(id));
+}
+
+size_t StdioTransport::callers_remembered() const {
+  codemode::MutexLock lock(&callers_mu_);
+  return callers_.size();
 }
 
 void StdioTransport::ReportClosed() {
@@ -266,27 +287,6 @@ void StdioTransport::ReportClosed() {
   }
   std::string reason = exited ? ExitDescription() : "server closed its stdout";
   if (!closing_ && callbacks_.on_closed) callbacks_.on_closed(reason);
-}
-
-void StdioTransport::DropOversized(const std::vector<json>& ids, const std::string& busy) {
-  std::string answered;
-  if (!ids.empty()) {
-    answered = absl::StrCat("; it answered request ", codemode::LogText(wire::Dump(ids[0])),
-                            ids.size() > 1 ? absl::StrCat(" and ", ids.size() - 1, " more") : "");
-  }
-  if (!busy.empty()) {
-    spdlog::debug("upstream {}: the message dropped for {} ended{}", config_.name, busy, answered);
-  } else {
-    spdlog::error("upstream {}: a message larger than {} bytes (--max_upstream_message_bytes) "
-                  "dropped{}", config_.name, max_message_bytes_, answered);
-  }
-  if (!callbacks_.on_request_failed) return;
-  const absl::Status why =
-      busy.empty() ? MessageTooLargeError(max_message_bytes_)
-                   : absl::ResourceExhaustedError(absl::StrCat(
-                         "the answer was not read: the gateway is receiving too many bytes "
-                         "from upstreams now (its ", busy, "); retry later"));
-  for (const json& id : ids) callbacks_.on_request_failed(id, why);
 }
 
 void StdioTransport::ReadStderr() {

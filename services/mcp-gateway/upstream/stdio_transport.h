@@ -10,6 +10,8 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -29,26 +31,39 @@ class StdioTransport : public ClientTransport {
   // ten times as many (a traceback); the others are counted and reported.
   // Each stdout line is charged to `receive_budget` (when given; UpstreamOptions) while it
   // is read and dispatched, kReceiveCopies times its bytes: a line it refuses is skipped,
-  // and the request it answered fails saying so.
+  // and the request it answered fails saying so. An answer line of a request sent with
+  // SendRequest is charged to that request's `receiving` budget instead, from the moment
+  // its id is read. A line that receives nothing for `message_idle_timeout` while
+  // incomplete is abandoned (stdout_lines.h).
   StdioTransport(UpstreamConfig config, absl::Duration stop_grace,
                  size_t max_message_bytes = kDefaultMaxUpstreamMessageBytes,
                  double log_lines_per_second = 10,
-                 std::shared_ptr<codemode::ByteBudget> receive_budget = nullptr);
+                 std::shared_ptr<codemode::ByteBudget> receive_budget = nullptr,
+                 absl::Duration message_idle_timeout = kDefaultUpstreamMessageIdleTimeout);
   ~StdioTransport() override;  // Close()s
 
   absl::Status Start(TransportCallbacks callbacks, absl::Duration timeout) override;
   absl::Status Send(const nlohmann::json& message) override;
+  // Send(), remembering that the answer to this request is charged to `receiving` (one
+  // entry per request in flight: forgotten when its answer line ends or on Abandon).
+  absl::Status SendRequest(const nlohmann::json& request,
+                           std::shared_ptr<codemode::ByteBudget> receiving) override;
+  void Abandon(const nlohmann::json& id) override;
   void Close() override;
+  // Requests in flight remembered (for tests).
+  size_t callers_remembered() const;
 
   pid_t pid() const { return pid_; }
 
  private:
   void ReadStdout();
   void ReadStderr();
-  // A stdout line over max_message_bytes_ (or, with `busy`, one the receive budget named
-  // there refused) was skipped: logs it, and fails the request it answered (`id`, null
-  // when it had none).
-  void DropOversized(const std::vector<nlohmann::json>& ids, const std::string& busy = "");
+  // The budget of the caller of request `id`, if SendRequest named one and it still lives.
+  std::shared_ptr<codemode::ByteBudget> CallerBudget(const nlohmann::json& id);
+  // Requests in flight (Send), each with the budget its answer is charged to (SendRequest).
+  void RememberRequest(const nlohmann::json& id, std::shared_ptr<codemode::ByteBudget> receiving);
+  bool IsPending(const nlohmann::json& id);
+  void ForgetCaller(const nlohmann::json& id);
   // After stdout's end: waits briefly for the exit status, then on_closed with why.
   void ReportClosed();
   // Reaps the child if it has exited (or waits for it, with `block`). True once reaped.
@@ -67,6 +82,12 @@ class StdioTransport : public ClientTransport {
   const size_t max_message_bytes_;
   codemode::LogRateLimit log_limit_;
   const std::shared_ptr<codemode::ByteBudget> receive_budget_;  // may be null
+  const absl::Duration message_idle_timeout_;
+  mutable codemode::Mutex callers_mu_;
+  // wire::Dump(id) of each request in flight -> the budget its answer is charged to while
+  // it is read (none: the upstream's part of the shared one).
+  std::map<std::string, std::weak_ptr<codemode::ByteBudget>> callers_
+      ABSL_GUARDED_BY(callers_mu_);
   TransportCallbacks callbacks_;
 
   pid_t pid_ = -1;

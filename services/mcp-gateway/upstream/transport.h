@@ -88,6 +88,10 @@ inline absl::Status MessageTooLargeError(size_t limit) {
       " bytes (--max_upstream_message_bytes); it was not read"));
 }
 
+// One upstream's part of UpstreamOptions::receive_budget (`all`, may be null): a quarter of
+// it, and none of its last eighth once the upstream holds a 64th (client.cc).
+std::shared_ptr<codemode::ByteBudget> UpstreamPart(const std::shared_ptr<codemode::ByteBudget>& all);
+
 // The transport for an upstream's configured type.
 std::unique_ptr<ClientTransport> MakeTransport(const UpstreamConfig& config,
                                                const UpstreamOptions& options);

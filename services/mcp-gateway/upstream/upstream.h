@@ -84,6 +84,8 @@ struct StreamRetryPolicy {
 
 // The default of UpstreamOptions::max_message_bytes (--max_upstream_message_bytes).
 inline constexpr size_t kDefaultMaxUpstreamMessageBytes = 16u << 20;
+// The default of UpstreamOptions::message_idle_timeout (--upstream_message_idle_timeout).
+inline constexpr absl::Duration kDefaultUpstreamMessageIdleTimeout = absl::Seconds(30);
 
 // The JSON values (objects, arrays, strings, numbers, ...) one upstream message may hold:
 // one per 128 bytes of the byte cap (131,072 at 16 MiB). A parsed value costs ~140 bytes,
@@ -113,6 +115,11 @@ struct UpstreamOptions {
   // larger response fails its call with an error naming the upstream and
   // --max_upstream_message_bytes; the connection stays up for other calls.
   size_t max_message_bytes = kDefaultMaxUpstreamMessageBytes;
+  // A stdio line that gets no byte for this long while incomplete is abandoned: its
+  // charge and buffer are released, the request it answered fails naming
+  // --upstream_message_idle_timeout, and the rest of it is skipped up to its newline.
+  // Zero: never. (Events of HTTP GET and legacy SSE streams are not timed out yet.)
+  absl::Duration message_idle_timeout = kDefaultUpstreamMessageIdleTimeout;
   StreamRetryPolicy stream_retry;
   // A flood of tools/list_changed is coalesced: one tools/list at a time per upstream, at
   // most one per this interval, and the MCP clients hear of a refresh only when the

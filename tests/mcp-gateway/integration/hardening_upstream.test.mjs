@@ -173,7 +173,9 @@ describe("an upstream's answers against the gateway", () => {
   // Attack round 7 (F10): an upstream's notifications/progress were parsed, copied about
   // nine times and forwarded whole: four stdio upstreams sending 15 MiB progress messages
   // for one run took the gateway to 345 MiB. A message is clipped to 1 KiB before any copy,
-  // and upstreams' progress reaches the client at a bounded rate.
+  // and upstreams' progress reaches the client at a bounded rate. (11 MiB messages: one
+  // upstream may hold a quarter of --max_upstream_bytes_in_flight, 24 MiB, for a line that
+  // charges no caller, so 15 MiB ones are now refused as they are read.)
   test("upstreams' huge progress floods are clipped and thinned on their way to the client", async () => {
     const script = new URL("./fixtures/hostile_upstream.py", import.meta.url).pathname;
     const servers = {};
@@ -183,14 +185,14 @@ describe("an upstream's answers against the gateway", () => {
     const updates = [];
     const r = await runPython(client, [
       "import asyncio",
-      `calls = [f(progress=10, progress_bytes=${15 << 20}) for f in (mcp_p1.hello, mcp_p2.hello, mcp_p3.hello, mcp_p4.hello)]`,
+      `calls = [f(progress=10, progress_bytes=${11 << 20}) for f in (mcp_p1.hello, mcp_p2.hello, mcp_p3.hello, mcp_p4.hello)]`,
       "print(await asyncio.gather(*calls))",
     ].join("\n"), { timeout_seconds: 240 }, { timeout: 300000, onprogress: (p) => updates.push(p.message || "") });
     await client.close();
     const peak = procStatus(g.proc.pid, "VmHWM");
     const out = text(r);
-    const relayed = updates.filter((m) => /^p\d\.hello: p+… \(15728640 bytes\)/.test(m));
-    console.log(`40 progress messages of 15 MiB: ${relayed.length} relayed, longest ${Math.max(...updates.map((m) => m.length))} ` +
+    const relayed = updates.filter((m) => /^p\d\.hello: p+… \(11534336 bytes\)/.test(m));
+    console.log(`40 progress messages of 11 MiB: ${relayed.length} relayed, longest ${Math.max(...updates.map((m) => m.length))} ` +
       `characters; gateway peak RSS ${peak.toFixed(0)} MiB`);
     assert.ok(peak < 256, `the gateway's peak RSS reached ${peak.toFixed(0)} MiB`);
     assert.ok(relayed.length >= 1, updates.map((m) => m.slice(0, 80)).join("\n"));
@@ -266,5 +268,71 @@ describe("an upstream's answers against the gateway", () => {
     const out = text(r);
     assert.equal(out.split("\n").filter((l) => l === "OK").length, 3, out.slice(0, 2000));
     assert.match(out, /small: .*ok-small/, out.slice(-500));
+  });
+  // Attack round 9 (F13 remainder): the stalled lines that fit below the last eighth were
+  // held for as long as their upstreams lived (2 x 31.8 MiB of the 96 MiB). A line that
+  // gets no byte for --upstream_message_idle_timeout while incomplete is abandoned: its
+  // charge and buffer are released, the call it answered fails naming the flag, and the
+  // rest of its line is skipped.
+  test("a line that stops growing is abandoned after --upstream_message_idle_timeout", async () => {
+    const script = new URL("./fixtures/hostile_upstream.py", import.meta.url).pathname;
+    const servers = { huge: { type: "http", url: upstream.url }, st: { command: "python3", args: [script, "plain"] } };
+    // 4.5 MiB lines (9.4 MB charged) fit one upstream's quarter of 40 MB; three of them
+    // fit below the last eighth and, held, would leave less than a 6 MiB answer needs.
+    for (const name of ["s1", "s2", "s3", "s4"]) servers[name] = { command: "python3", args: [script, "stall-line", "4.5"] };
+    const g = await startGateway(["--upstream_message_idle_timeout=1s", "--max_upstream_bytes_in_flight=40000000"], { servers });
+    const settled = () => new Set([...g.log.matchAll(/upstream (s\d): a message (abandoned|dropped)/g)].map((m) => m[1]));
+    await waitFor(() => settled().size === 4, "every stalled line to be abandoned or refused");
+    assert.match(g.log, /upstream s\d: a message abandoned: nothing more of it came for 1s while it was incomplete \(--upstream_message_idle_timeout\); the rest of its line is skipped/);
+    const peak = procStatus(g.proc.pid, "VmHWM");
+    await waitFor(() => procStatus(g.proc.pid, "VmRSS") < peak - 10, "the abandoned lines' buffers to be freed");
+    const client = await g.client("stalled-answers");
+    const r = await runPython(client, [
+      ...one(`mcp_huge.big(bytes=${6 << 20})`, "len(str(r))"),
+      "print('big:', await one())",
+      ...one(`mcp_st.hello(stall=${1 << 20})`),
+      "print('stall:', await one())",
+      "print('after:', await mcp_st.hello())",
+    ].join("\n"), { timeout_seconds: 120 }, { timeout: 180000 });
+    await client.close();
+    const out = text(r);
+    console.log(`gateway peak RSS ${peak.toFixed(0)} MiB, ${procStatus(g.proc.pid, "VmRSS").toFixed(0)} MiB after\n${out.slice(0, 1000)}`);
+    assert.match(out, /^big: \d{7}/m, out.slice(0, 2000));
+    assert.match(out, /^stall: ERR st\.hello: .*the upstream began its answer and sent nothing more of it for 1s \(--upstream_message_idle_timeout\)/m, out.slice(0, 2000));
+    assert.match(out, /^after: .*hello/m, out.slice(-500));
+  });
+
+  // Attack round 9 (F16): a stdio upstream's answer lines were charged, while read, to the
+  // budget every credential shares, so one token's large stdio answers could leave
+  // another token's answers no room. Once a line's id is read it is charged to its
+  // caller's part: here token A's four 5.9 MiB answers that stall mid-line (held as long
+  // as they stay incomplete) fit only one in A's 20 MB part, and token B's 7 MiB answer
+  // still fits the 50 MB budget. Before, three of A's lines held 37 MB of it (each within
+  // its upstream's quarter), and B's answer was refused.
+  test("one token's stdio answers being read are charged to it, not to every token", async () => {
+    const script = new URL("./fixtures/hostile_upstream.py", import.meta.url).pathname;
+    const servers = { huge: { type: "http", url: upstream.url } };
+    const stallers = ["s1", "s2", "s3", "s4"];
+    for (const name of stallers) servers[name] = { command: "python3", args: [script, "plain"] };
+    const g = await startGateway(["--upstream_message_idle_timeout=0", "--max_upstream_bytes_in_flight=50000000",
+      "--max_upstream_bytes_in_flight_per_credential=20000000"], { tokens: 2, servers });
+    const a = await g.client("stdio-answers-a", g.as(0));
+    const b = await g.client("stdio-answers-b", g.as(1));
+    const stalls = runPython(a, [
+      ...one(`globals()['mcp_s' + str(i)].hello(stall=${Math.floor(5.9 * (1 << 20))})`),
+      "print(await asyncio.gather(*[one(i) for i in range(1, 5)]))",
+    ].join("\n"), { timeout_seconds: 120 }, { timeout: 180000 }).catch((e) => e);
+    await waitFor(() => stallers.every((name) => g.log.includes(`upstream ${name} stderr: stalled`)),
+      "all of token A's answers to stall");
+    const r = await runPython(b, [
+      ...one(`mcp_huge.big(bytes=${7 << 20})`, "len(str(r))"),
+      "print('big:', await one())",
+    ].join("\n"), { timeout_seconds: 120 }, { timeout: 180000 });
+    const out = text(r);
+    await b.close();
+    await a.close();
+    await stalls;
+    assert.match(out, /^big: \d{7}/m, out.slice(0, 2000));
+    assert.match(g.log, /a message dropped: the gateway is receiving too many bytes from upstreams \(--max_upstream_bytes_in_flight_per_credential=20000000\)/);
   });
 });

@@ -225,14 +225,16 @@ describe("hostile input to the gateway", () => {
       "mid = await asyncio.gather(*[mcp_everything.echo(message='y' * 3_900_000) for _ in range(12)],",
       "                           return_exceptions=True)",
       "print(sum('--max_tool_call_bytes' in str(e) for e in big),",
-      "      sum(not isinstance(m, Exception) for m in mid), sum('in_flight' in str(m) for m in mid))",
+      "      sum(not isinstance(m, Exception) for m in mid),",
+      "      sum('in_flight' in str(m) or 'max_buffered_bytes' in str(m) for m in mid))",
     ].join("\n"), { timeout_seconds: 120 }, { timeout: 200000 });
     const [refused, answered, busy] = text(r).trim().split(" ").map(Number);
     assert.equal(refused, 4, text(r));
     assert.equal(answered + busy, 12, text(r));
     // Each call is charged 4 times its arguments and 4 times its result for their copies:
     // the credential's 64 MiB of tool-call bytes hold a few of these at once, how many
-    // depends on how soon answers are taken. Some are answered, the rest refused.
+    // depends on how soon answers are taken. Some are answered, the rest refused. (A stdio
+    // answer is also charged to the caller's share while it is read, attack round 9 F16.)
     assert.ok(answered >= 1, text(r));
     await client.close();
     assert.equal(gateway.proc.exitCode, null, gateway.log);

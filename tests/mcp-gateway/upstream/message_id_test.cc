@@ -91,6 +91,19 @@ TEST(MessageIdScannerTest, ABatchNamesAtMostItsFirstThousandIds) {
   EXPECT_EQ(ids.back(), json(1023));
 }
 
+// Attack round 9 (F15): 1,024 answers to requests never made, first, hid the real one.
+TEST(MessageIdScannerTest, ABatchNamesOnlyTheIdsItIsAskedFor) {
+  std::string batch = "[";
+  for (int i = 0; i < 5000; ++i) batch += std::string(R"({"result":0,"id":)") + std::to_string(1000000 + i) + "},";
+  batch += R"({"result":0,"id":3},{"result":0,"id":4}])";
+  MessageIdScanner scanner([](const json& id) { return id == json(3); });
+  for (int round = 0; round < 2; ++round) {  // the filter stays across Reset()
+    scanner.Feed(batch.data(), batch.size());
+    EXPECT_EQ(scanner.ids(), std::vector<json>{json(3)});
+    scanner.Reset();
+  }
+}
+
 TEST(MessageIdScannerTest, ResetStartsOver) {
   MessageIdScanner scanner;
   const std::string one = R"({"id":1,"result":{}})";

@@ -242,6 +242,24 @@ TEST(StdioUpstreamTest, AnOversizedBatchFailsItsCallsAtOnce) {
   manager.Stop();
 }
 
+// Attack round 9 (F15): a dropped batch whose first 1,024 answers are to requests never
+// made still fails the real call at once (only ids of requests in flight are recorded).
+TEST(StdioUpstreamTest, AnOversizedBatchOfJunkIdsFirstStillFailsItsCall) {
+  UpstreamOptions options = testing::TestOptions();
+  options.max_message_bytes = 1u << 20;
+  UpstreamManager manager({testing::StdioConfig("fake", {})}, options);
+  manager.Start();
+  manager.WaitInitial(absl::Seconds(30));
+  CallOptions call;
+  call.timeout = absl::Seconds(20);  // without the fix: "timed out after 20s"
+  auto r = manager.CallTool("fake", "big", {{"bytes", 3 << 20}, {"batch", 2000}}, call);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("larger than 1048576 bytes (--max_upstream_message_bytes)"),
+            std::string::npos)
+      << r.status();
+  manager.Stop();
+}
+
 TEST(StdioUpstreamTest, PendingCallsFailWhenStopping) {
   UpstreamManager manager({testing::StdioConfig("fake", {})}, testing::TestOptions());
   manager.Start();
