@@ -21,7 +21,7 @@
 #include "bridge/sandbox_client.h"
 #include "server/http_server.h"
 #include "server/stdio_server.h"
-#include "upstream/upstream.h"
+#include "upstream/manager.h"
 #include "spdlog/spdlog.h"
 
 ABSL_FLAG(std::string, transport, "stdio", "stdio (one client on stdin/stdout) or http.");

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "upstream/upstream.h"
+#include "upstream/config.h"
 #include "spdlog/spdlog.h"
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {

@@ -5,7 +5,7 @@
 // call returned a result.
 #include <cstdio>
 
-#include "upstream/upstream.h"
+#include "upstream/manager.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
 

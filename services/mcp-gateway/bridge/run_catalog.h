@@ -11,7 +11,7 @@
 #include "base/mutex.h"
 #include "bridge/run_arguments.h"
 #include "sandbox/v1/sandbox.pb.h"
-#include "upstream/upstream.h"
+#include "upstream/manager.h"
 
 namespace gateway {
 

@@ -7,7 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
-#include "upstream/upstream.h"
+#include "upstream/manager.h"
 
 namespace gateway {
 

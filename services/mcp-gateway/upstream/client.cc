@@ -1,4 +1,4 @@
-// McpClient: the MCP client lifecycle over a ClientTransport (see upstream_client.h), and
+// McpClient: the MCP client lifecycle over a ClientTransport (see client.h), and
 // MakeTransport, which picks the transport for a config.
 #include "upstream/client.h"
 #include "base/untrusted_json.h"

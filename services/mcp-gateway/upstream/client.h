@@ -19,11 +19,20 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "upstream/upstream.h"
+#include "upstream/config.h"
+#include "upstream/options.h"
 #include "jsonrpc/jsonrpc.h"
 #include "upstream/jsonrpc_client.h"
 
 namespace gateway {
+
+// A tool as the upstream's tools/list described it.
+struct UpstreamTool {
+  std::string name;
+  std::string description;
+  nlohmann::json input_schema;   // object
+  nlohmann::json output_schema;  // object or null
+};
 
 class McpClient {
  public:

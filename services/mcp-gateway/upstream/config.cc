@@ -25,7 +25,7 @@
 #include "base/untrusted_json.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "upstream/upstream.h"
+#include "upstream/config.h"
 #include "upstream/process.h"
 #include "spdlog/spdlog.h"
 

@@ -24,7 +24,8 @@
 #include <optional>
 #include <string>
 
-#include "upstream/upstream.h"
+#include "upstream/config.h"
+#include "upstream/options.h"
 #include "upstream/http_util.h"
 #include "upstream/transport.h"
 #include "base/mutex.h"

@@ -25,7 +25,8 @@
 #include "nlohmann/json.hpp"
 #include "base/log_text.h"
 #include "spdlog/spdlog.h"
-#include "upstream/upstream.h"
+#include "upstream/config.h"
+#include "upstream/options.h"
 
 namespace gateway {
 // An unnamed namespace: this header is private to the two transports' files.

@@ -1,4 +1,4 @@
-// SSE parsing, URL handling and connection-error descriptions (see upstream_http_util.h).
+// SSE parsing, URL handling and connection-error descriptions (see http_util.h).
 #include "upstream/http_util.h"
 
 #include <netdb.h>

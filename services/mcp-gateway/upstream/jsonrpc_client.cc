@@ -1,6 +1,7 @@
 // JsonRpcClient: request multiplexing, notification routing and cancellation for one
-// upstream connection (see upstream_jsonrpc.h).
+// upstream connection (see jsonrpc_client.h).
 #include "upstream/jsonrpc_client.h"
+#include "upstream/message_id.h"
 
 #include "jsonrpc/jsonrpc.h"
 
@@ -37,8 +38,8 @@ absl::Duration Bounded(absl::Duration timeout) {
 // believed (anything else is shown as "?"), the data is clipped, and the line is logged one
 // step below the upstream's severity and never above info (docs/gateway.md, "Logs").
 constexpr size_t kUpstreamLogDataBytes = 1024;
-// A server's requests to us: ids we echo, and how many we answer a second.
-constexpr size_t kMaxServerRequestIdBytes = 256;
+// A server's requests to us: how many we answer a second (ids longer than
+// kMaxMessageIdBytes are not answered).
 constexpr double kServerRequestRepliesPerSecond = 20;
 
 spdlog::level::level_enum GatewayLevelOf(const std::string& level) {
@@ -388,11 +389,11 @@ void JsonRpcClient::OnServerRequest(const json& message) {
   const json& id = message["id"];
   uint64_t dropped = 0;
   if (!(id.is_number_integer() || (id.is_string() && id.get_ref<const std::string&>().size() <=
-                                                          kMaxServerRequestIdBytes))) {
+                                                          kMaxMessageIdBytes))) {
     if (MayWarn()) {
       spdlog::warn("upstream {}: a {} request with an id that is not an integer or a string of "
                    "at most {} bytes left unanswered", name_, codemode::LogText(method),
-                   kMaxServerRequestIdBytes);
+                   kMaxMessageIdBytes);
     }
     return;
   }

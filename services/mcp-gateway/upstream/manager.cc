@@ -1,4 +1,4 @@
-// UpstreamManager (see upstream.h): one background thread per upstream owns its
+// UpstreamManager (see manager.h): one background thread per upstream owns its
 // connection. The thread connects, retries with exponential backoff while that fails,
 // refreshes the tool list on notifications/tools/list_changed, and reconnects after a
 // disconnect. Callers only read the shared state and borrow the current McpClient.
@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "base/thread.h"
 #include "absl/strings/str_cat.h"
-#include "upstream/upstream.h"
+#include "upstream/manager.h"
 #include "upstream/client.h"
 #include "base/log_text.h"
 #include "spdlog/spdlog.h"

@@ -13,6 +13,10 @@
 
 namespace gateway {
 
+// The longest id (its JSON text) the gateway reads from an upstream's message or echoes
+// in an answer to it: ids are counters and short strings.
+inline constexpr size_t kMaxMessageIdBytes = 256;
+
 class MessageIdScanner {
  public:
   // Which ids of a batch are worth recording (the requests still waiting for an answer):
@@ -41,7 +45,7 @@ class MessageIdScanner {
 
   // Longer keys are not "id" or "method" anyway, even spelled with \uXXXX escapes.
   static constexpr size_t kMaxKeyBytes = 6 * 6;
-  static constexpr size_t kMaxIdBytes = 256;  // ids are counters and short strings
+  static constexpr size_t kMaxIdBytes = kMaxMessageIdBytes;
   static constexpr size_t kMaxBatchIds = 1024;
   // The depth of the objects whose keys count: 1, or 2 in a batch.
   int MessageDepth() const { return batch_ ? 2 : 1; }

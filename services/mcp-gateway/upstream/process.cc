@@ -1,4 +1,4 @@
-// Executable lookup and child environment for stdio upstreams (see upstream_process.h).
+// Executable lookup and child environment for stdio upstreams (see process.h).
 #include "upstream/process.h"
 
 #include <sys/stat.h>

@@ -1,5 +1,5 @@
 // StdioTransport: spawning, pipe I/O and shutdown of a stdio MCP server (see
-// upstream_stdio.h).
+// stdio_transport.h).
 #include "upstream/stdio_transport.h"
 #include "jsonrpc/jsonrpc.h"
 #include "base/process.h"

@@ -17,7 +17,8 @@
 #include <vector>
 #include <thread>
 
-#include "upstream/upstream.h"
+#include "upstream/config.h"
+#include "upstream/options.h"
 #include "upstream/transport.h"
 #include "base/log_text.h"
 #include "base/mutex.h"

@@ -1,9 +1,9 @@
 // ClientTransport: how JSON-RPC messages travel between the gateway (as MCP client) and one
-// upstream server. Implementations: StdioTransport (upstream_stdio.h),
-// StreamableHttpTransport and SseTransport (upstream_http.h).
+// upstream server. Implementations: StdioTransport (stdio_transport.h),
+// StreamableHttpTransport and SseTransport (http_transport.h).
 //
-// A transport only moves messages; JsonRpcClient (upstream_jsonrpc.h) matches responses to
-// requests, and McpClient (upstream_client.h) runs the MCP lifecycle.
+// A transport only moves messages; JsonRpcClient (jsonrpc_client.h) matches responses to
+// requests, and McpClient (client.h) runs the MCP lifecycle.
 #pragma once
 
 #include <functional>

@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-#include "upstream/upstream.h"
+#include "upstream/config.h"
 #include "upstream/process.h"
 #include "gtest/gtest.h"
 #include "upstream_test_support.h"

@@ -7,7 +7,7 @@
 #include <thread>
 #include <string>
 
-#include "upstream/upstream.h"
+#include "upstream/manager.h"
 #include "gtest/gtest.h"
 #include "upstream_test_support.h"
 

@@ -13,7 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "upstream/stdio_transport.h"
-#include "upstream/upstream.h"
+#include "upstream/manager.h"
 #include "gtest/gtest.h"
 #include "upstream_test_support.h"
 

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "upstream/upstream.h"
+#include "upstream/manager.h"
 #include "gtest/gtest.h"
 #include "upstream_test_support.h"
 

@@ -1,25 +1,13 @@
-// Upstream MCP servers: configuration (the mcpServers JSON format of Claude Desktop,
-// Claude Code's .mcp.json and Cursor), clients for the three transports (stdio child
-// process, Streamable HTTP, legacy HTTP+SSE), and the manager that connects them in
-// parallel, keeps their tool catalogs and routes tool calls.
-//
-//   auto configs = LoadUpstreamConfig({"~/.config/mcp-gateway/servers.json"}, {}, self);
-//   if (!configs.ok()) return configs.status();
-//   UpstreamManager upstreams(*configs, options);
-//   upstreams.Start();                                   // connects in the background
-//   upstreams.WaitInitial(absl::Seconds(10));
-//   for (auto& s : upstreams.Snapshot()) ...             // name, connected, error, tools
-//   absl::StatusOr<json> r = upstreams.CallTool("everything", "echo", {{"message","hi"}}, call);
+// How the gateway connects to and calls its upstream servers: UpstreamOptions (timeouts,
+// message and catalog bounds, the receive budget; the gateway's flags), CallOptions (one
+// tool call), and the policy for reopening HTTP event streams.
 #pragma once
 
 #include <algorithm>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
-#include <vector>
 
-#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/byte_budget.h"
 #include "base/cancel.h"
@@ -27,49 +15,6 @@
 #include "upstream/transport.h"
 
 namespace gateway {
-
-struct UpstreamConfig {
-  enum class Type { kStdio, kStreamableHttp, kSse };
-  std::string name;
-  Type type = Type::kStdio;
-  // stdio
-  std::string command;
-  std::vector<std::string> args;
-  std::map<std::string, std::string> env;  // added to a minimal environment (PATH, HOME, ...)
-  std::string cwd;
-  // http / sse
-  std::string url;
-  std::map<std::string, std::string> headers;
-  bool disabled = false;
-};
-
-// Reads mcpServers configs from files and from directories of *.json (sorted; later
-// entries override earlier ones by name). `${VAR}` and `${VAR:-default}` are expanded from
-// the environment in every string. `type` is "stdio" (or absent with `command`), "http" /
-// "streamable-http" (or absent with `url`), or "sse". Disabled entries are dropped, and so
-// is an entry that would launch the gateway itself (its command resolves to `self_exe`).
-// Missing files are an error; a missing directory is not. INVALID_ARGUMENT names the file
-// and entry on bad input.
-absl::StatusOr<std::vector<UpstreamConfig>> LoadUpstreamConfig(
-    const std::vector<std::string>& files, const std::vector<std::string>& dirs,
-    const std::string& self_exe);
-
-struct UpstreamTool {
-  std::string name;
-  std::string description;
-  nlohmann::json input_schema;   // object
-  nlohmann::json output_schema;  // object or null
-};
-
-struct UpstreamStatus {
-  std::string name;
-  UpstreamConfig::Type type;
-  bool connected = false;
-  std::string error;  // why it is unavailable (last failure), when not connected
-  std::string server_name;     // from its initialize result
-  std::string instructions;    // from its initialize result
-  std::vector<UpstreamTool> tools;
-};
 
 // How an HTTP upstream's event streams (its GET stream, a response stream it ended before
 // the response) are reopened. The server's `retry:` is honoured within [min, max] (1 s
@@ -143,40 +88,6 @@ struct CallOptions {
   // What the answer is charged to (transport.h). Without `receiving`, an answer of a
   // Streamable HTTP upstream is charged to UpstreamOptions::receive_budget as it arrives.
   AnswerCharges answer;
-};
-
-class UpstreamManager {
- public:
-  UpstreamManager(std::vector<UpstreamConfig> configs, UpstreamOptions options);
-  ~UpstreamManager();  // Stop()s
-  UpstreamManager(const UpstreamManager&) = delete;
-  UpstreamManager& operator=(const UpstreamManager&) = delete;
-
-  // Connects every upstream in parallel, in the background. One that fails does not
-  // block the others; it is retried with exponential backoff.
-  void Start();
-  // Waits until every upstream has connected or failed at least once (or the timeout).
-  void WaitInitial(absl::Duration timeout);
-  void Stop();
-
-  std::vector<UpstreamStatus> Snapshot() const;
-  // Increases whenever any catalog changes (connect, disconnect, list_changed refresh).
-  uint64_t catalog_version() const;
-  // Called (on an internal thread) after the catalog version changed.
-  void SetCatalogListener(std::function<void()> listener);
-
-  // Calls a tool and returns the upstream's CallToolResult object (which may have
-  // isError: true). Errors: NOT_FOUND unknown server or tool, UNAVAILABLE server not
-  // connected (a dead stdio server is restarted first), DEADLINE_EXCEEDED, CANCELLED,
-  // INTERNAL for a JSON-RPC error from the upstream (its message included). Safe to call
-  // concurrently: requests are multiplexed by id.
-  absl::StatusOr<nlohmann::json> CallTool(const std::string& server, const std::string& tool,
-                                          const nlohmann::json& arguments,
-                                          const CallOptions& options);
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace gateway
