@@ -127,6 +127,12 @@ ABSL_FLAG(uint64_t, max_pending_write_bytes, 96 << 20,
           "connections together; the connection whose write passes it is closed.");
 ABSL_FLAG(uint64_t, max_pending_write_bytes_per_credential, 48 << 20,
           "As --max_pending_write_bytes, for the connections of one bearer token.");
+ABSL_FLAG(uint64_t, max_write_overdraft_bytes, 8 << 20,
+          "Bytes of HTTP responses that connections with less than 64 KiB queued may still "
+          "queue when the budgets above or --max_buffered_bytes refuse them, all connections "
+          "together (outside --max_buffered_bytes); past it such a connection is closed.");
+ABSL_FLAG(uint64_t, max_write_overdraft_bytes_per_credential, 2 << 20,
+          "As --max_write_overdraft_bytes, for the connections of one bearer token.");
 ABSL_FLAG(uint64_t, max_buffered_bytes, 128 << 20,
           "Ceiling over the budgets above and the tool-call ones: bytes clients, sandboxes and "
           "upstreams make the gateway hold at once (request bodies, queued responses, replay, "
@@ -388,6 +394,9 @@ absl::StatusOr<gateway::HttpServerOptions> HttpOptionsFromFlags(std::string* tok
   http.max_pending_write_bytes = absl::GetFlag(FLAGS_max_pending_write_bytes);
   http.max_pending_write_bytes_per_credential =
       absl::GetFlag(FLAGS_max_pending_write_bytes_per_credential);
+  http.max_write_overdraft_bytes = absl::GetFlag(FLAGS_max_write_overdraft_bytes);
+  http.max_write_overdraft_bytes_per_credential =
+      absl::GetFlag(FLAGS_max_write_overdraft_bytes_per_credential);
   return http;
 }
 

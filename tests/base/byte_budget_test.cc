@@ -82,7 +82,7 @@ TEST(BufferCeilingTest, SharesBoundEachCredentialAndAllBoundsEveryone) {
   EXPECT_TRUE(b_writes->TryCharge(28)) << "all but the ceiling's reserve (12)";
 }
 
-TEST(ByteBudgetTest, AReserveIsKeptForChildrenHoldingLittle) {
+TEST(ByteBudgetTest, AReserveIsKeptForChildrenBelowTheirFairShare) {
   auto all = std::make_shared<ByteBudget>("all", 800);
   ByteBudgets per_key("per_key", 400, {all}, FairReserve(all, 400));
   ASSERT_EQ(FairReserve(all, 400).bytes, 100u);
@@ -90,15 +90,43 @@ TEST(ByteBudgetTest, AReserveIsKeptForChildrenHoldingLittle) {
   auto a = per_key.Of("a"), b = per_key.Of("b"), c = per_key.Of("c"), d = per_key.Of("d");
   ASSERT_TRUE(a->TryCharge(400));
   ASSERT_TRUE(b->TryCharge(250));
-  EXPECT_EQ(b->Charge(60), all.get()) << "b holds bytes: the last 100 are not for it";
+  EXPECT_EQ(all->holders(), 2u);
+  // Fair shares are 800 / (2 + 1) = 266 now: b past it may not take the last 100.
+  EXPECT_EQ(b->Charge(60), all.get()) << "b is past its fair share: the last 100 are not for it";
   ASSERT_TRUE(b->TryCharge(50));
-  EXPECT_EQ(c->Charge(50), all.get()) << "one large charge may not take the reserve (F14)";
-  EXPECT_TRUE(c->TryCharge(12)) << "c holds nothing: a piece of the reserve is for it";
-  EXPECT_EQ(c->Charge(1), all.get()) << "past its piece, the rest is for others";
-  EXPECT_TRUE(d->TryCharge(12)) << "d gets its piece too";
-  EXPECT_EQ(all->used(), 724u);
+  EXPECT_TRUE(c->TryCharge(60)) << "c holds nothing: the reserve is for it, in large pieces";
+  EXPECT_EQ(all->holders(), 3u);
+  b->Release(50);  // 90 free, b holds 250 and fair shares are 800 / 4 now
+  EXPECT_EQ(b->Charge(1), all.get()) << "b, past its share, may not take the reserve";
+  EXPECT_TRUE(c->TryCharge(40)) << "c, at 100 of its 200, still may";
+  EXPECT_TRUE(d->TryCharge(12)) << "d gets a piece too";
+  EXPECT_EQ(all->used(), 762u);
+  a->Release(400);
+  b->Release(250);
+  EXPECT_EQ(all->holders(), 2u) << "a child holding nothing no longer counts";
   // With one child allowed everything there is no reserve.
   EXPECT_EQ(FairReserve(all, 800).in, nullptr);
+}
+
+// Attack round 9, F14: two credentials flooding large results, each inside its share (64 of
+// 128), fill the ceiling down to its reserve (the last eighth); a third credential's 3 MiB
+// result (charged 4 times) must still fit in the reserve, the flooders' next ones not.
+TEST(ByteBudgetTest, TwoFloodersLeaveTheReserveToANewcomersLargeCharges) {
+  auto all = std::make_shared<ByteBudget>("max_buffered_bytes", 128);
+  ByteBudgets shares("max_buffered_bytes_per_credential", 64, {all}, FairReserve(all, 64));
+  auto a = shares.Of("a"), b = shares.Of("b"), c = shares.Of("c");
+  ASSERT_TRUE(a->TryCharge(30));
+  ASSERT_TRUE(a->TryCharge(26));
+  ASSERT_TRUE(b->TryCharge(30));
+  ASSERT_TRUE(b->TryCharge(26));
+  ASSERT_EQ(all->used(), 112u) << "the two fill the ceiling down to the reserve";
+  EXPECT_EQ(a->Charge(4), all.get()) << "a is past its fair share (128 / 3)";
+  EXPECT_EQ(b->Charge(4), all.get());
+  EXPECT_TRUE(c->TryCharge(12)) << "the newcomer's large charge takes the reserve";
+  EXPECT_TRUE(c->TryCharge(4));
+  EXPECT_EQ(all->used(), 128u);
+  c->Release(16);
+  EXPECT_TRUE(c->TryCharge(12)) << "and again once it was released";
 }
 
 TEST(ByteBudgetTest, AChildBelowTheFloorMayStillDrawOnTheReserve) {

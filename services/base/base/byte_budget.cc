@@ -6,10 +6,31 @@
 
 namespace codemode {
 
+ByteBudget::~ByteBudget() {
+  // A budget dropped while holding bytes (its holders leaked them) no longer competes.
+  CountHolder(used_, 0);
+}
+
+size_t ByteBudget::ReserveFloor(size_t used) const {
+  if (!reserve_.fair_share) return reserve_.floor;
+  // The children holding bytes after this charge, and room for one more.
+  const size_t holders = reserve_.in->holders() + (used == 0 ? 1 : 0);
+  return std::max(reserve_.floor, reserve_.in->limit() / (holders + 1));
+}
+
+void ByteBudget::CountHolder(size_t before, size_t after) {
+  if (!reserve_.fair_share || (before == 0) == (after == 0)) return;
+  if (after > 0) {
+    reserve_.in->holders_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    reserve_.in->holders_.fetch_sub(1, std::memory_order_relaxed);
+  }
+}
+
 const ByteBudget* ByteBudget::Charge(size_t bytes) {
   MutexLock lock(&mu_);
   if (bytes > limit_ - std::min(limit_, used_)) return this;
-  if (reserve_.in != nullptr && used_ + bytes > reserve_.floor) {
+  if (reserve_.in != nullptr && used_ + bytes > ReserveFloor(used_)) {
     // Read without holding the reserve's budget locked across the charge: a reserve is a
     // fairness margin, not a bound, and the bound itself is checked exactly below.
     const size_t limit = reserve_.in->limit();
@@ -22,6 +43,7 @@ const ByteBudget* ByteBudget::Charge(size_t bytes) {
       return full;
     }
   }
+  CountHolder(used_, used_ + bytes);
   used_ += bytes;
   return nullptr;
 }
@@ -29,6 +51,7 @@ const ByteBudget* ByteBudget::Charge(size_t bytes) {
 void ByteBudget::Release(size_t bytes) {
   MutexLock lock(&mu_);
   bytes = std::min(bytes, used_);
+  CountHolder(used_, used_ - bytes);
   used_ -= bytes;
   for (const auto& parent : parents_) parent->Release(bytes);
 }

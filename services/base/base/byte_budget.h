@@ -18,6 +18,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <map>
 #include <memory>
@@ -40,10 +41,19 @@ class ByteBudget;
 // charged, a flooding credential whose bytes were released for a moment took the whole
 // reserve with one large charge, and every other credential's next small response was
 // refused (attack round 8, F14).
+//
+// With `fair_share` (FairReserve), the floor also grows to the child's fair share: `in`'s
+// limit divided by one more than the children holding bytes now (counting the one
+// charging), as a fair scheduler sizes shares by who is active. A newcomer, below its share,
+// may take the reserve in large pieces (a 3 MiB tool result), while two credentials each
+// above theirs can no longer fill it (attack round 9, F14: the newcomer got 2 of 5 such
+// results). The "one more" keeps a share free for the next newcomer: with the count alone,
+// two flooders each below half of the ceiling could take the reserve too.
 struct ByteReserve {
   std::shared_ptr<ByteBudget> in;
   size_t bytes = 0;
   size_t floor = 0;  // what a child may hold and still draw on the reserve
+  bool fair_share = false;
 };
 
 class ByteBudget {
@@ -69,23 +79,33 @@ class ByteBudget {
   const std::string& flag() const { return flag_; }
   // "--flag=limit", for a refusal that tells the operator what to raise.
   std::string Describe() const;
+  // Children with a fair_share reserve in this budget that hold bytes now (a hint: read
+  // without the children's locks).
+  size_t holders() const { return holders_.load(std::memory_order_relaxed); }
+
+  ~ByteBudget();
 
  private:
+  // What this budget may hold and still draw on its reserve, holding `used` now.
+  size_t ReserveFloor(size_t used) const;
+  void CountHolder(size_t before, size_t after);
+
   const std::string flag_;
   const size_t limit_;
   const Parents parents_;
   const Reserve reserve_;
   mutable Mutex mu_;
   size_t used_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<size_t> holders_{0};  // see holders()
 };
 
-// The reserve of `parent` for children of `per_child` bytes each: an eighth of it, in pieces
-// of an eighth of that, kept for children that hold little or nothing; none when one child
-// may take all of it anyway (one credential).
+// The reserve of `parent` for children of `per_child` bytes each: an eighth of it, kept for
+// children holding less than their fair share (and at least an eighth of the reserve); none
+// when one child may take all of it anyway (one credential).
 inline ByteBudget::Reserve FairReserve(const std::shared_ptr<ByteBudget>& parent, size_t per_child) {
   if (per_child >= parent->limit()) return {};
   const size_t reserve = parent->limit() / 8;
-  return {parent, reserve, std::max<size_t>(1, reserve / 8)};
+  return {parent, reserve, std::max<size_t>(1, reserve / 8), /*fair_share=*/true};
 }
 
 // Bytes one piece of work holds in a budget, grown and shrunk as it goes and released when

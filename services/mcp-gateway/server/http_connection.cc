@@ -51,18 +51,18 @@ Connection::Connection(asio::ip::tcp::socket socket, const Limits& limits, const
 
 Connection::~Connection() {
   ReleaseRequest();
-  ReleaseWrites(write_charged_);
+  ReleaseWrites(WritesCharged());
 }
 
 void Connection::ChargeTo(Budgets budgets) {
   // Nothing is queued while a request's headers are checked (the previous response was
   // written before it was read), but move whatever is, to keep the counts exact.
-  const size_t writes = write_charged_;
+  const size_t writes = WritesCharged();
   ReleaseRequest();
   ReleaseWrites(writes);
   budgets_ = std::move(budgets);
   authenticated_ = true;
-  if (budgets_.writes->TryCharge(writes)) write_charged_ = writes;
+  ChargeWrite(writes);
 }
 
 // Charges the request being received (its headers while they arrive, then its body) up to
@@ -82,10 +82,39 @@ void Connection::ReleaseRequest() {
   request_charged_ = 0;
 }
 
+// The overdraft first: it is the smaller budget, shared by every credential's connections.
 void Connection::ReleaseWrites(size_t bytes) {
-  bytes = std::min(bytes, write_charged_);
+  const size_t overdrawn = std::min(bytes, overdraft_charged_);
+  if (overdrawn > 0) budgets_.overdraft->Release(overdrawn);
+  overdraft_charged_ -= overdrawn;
+  bytes = std::min(bytes - overdrawn, write_charged_);
   if (bytes > 0) budgets_.writes->Release(bytes);
   write_charged_ -= bytes;
+}
+
+// Charges `bytes` queued for the client to the write budgets, or to the overdraft while
+// little is queued (see Budgets); false when neither takes them.
+bool Connection::ChargeWrite(size_t bytes) {
+  if (bytes == 0) return true;
+  const codemode::ByteBudget* full = budgets_.writes->Charge(bytes);
+  if (full == nullptr) {
+    write_charged_ += bytes;
+    return true;
+  }
+  if (budgets_.overdraft != nullptr && WritesCharged() < kOverdraftBelowQueuedBytes) {
+    const codemode::ByteBudget* overdraft_full = budgets_.overdraft->Charge(bytes);
+    if (overdraft_full == nullptr) {
+      overdraft_charged_ += bytes;
+      return true;
+    }
+    spdlog::warn("http: clients that do not read hold the budget of their credential or of the "
+                 "gateway ({}), and the overdraft is spent ({}); closing one with {} bytes queued",
+                 full->Describe(), overdraft_full->Describe(), WritesCharged());
+    return false;
+  }
+  spdlog::warn("http: clients that do not read hold the budget of their credential or of the "
+               "gateway ({}); closing one with {} bytes queued", full->Describe(), WritesCharged());
+  return false;
 }
 
 void Connection::Start() {
@@ -289,12 +318,7 @@ void Connection::QueueWrite(std::string bytes) {
     spdlog::warn("http: a client does not read its stream ({} bytes queued); closing it", out_bytes_);
     return DoClose();
   }
-  if (const codemode::ByteBudget* full = budgets_.writes->Charge(bytes.size())) {
-    spdlog::warn("http: clients that do not read hold the budget of their credential or of the "
-                 "gateway ({}); closing one with {} bytes queued", full->Describe(), write_charged_);
-    return DoClose();
-  }
-  write_charged_ += bytes.size();
+  if (!ChargeWrite(bytes.size())) return DoClose();
   out_.push_back(std::move(bytes));
   if (!writing_) WriteNext();
 }
@@ -431,7 +455,7 @@ void Connection::DoClose() {
   socket_.close(ignored);
   out_.clear();
   // What is being written stays charged until its write completes (OnWritten).
-  ReleaseWrites(write_charged_ - (writing_ ? writing_buffer_.size() : 0));
+  ReleaseWrites(WritesCharged() - (writing_ ? writing_buffer_.size() : 0));
   ReleaseRequest();
   if (auto on_lost = std::move(stream_.on_lost)) on_lost();
   stream_ = StreamCallbacks();

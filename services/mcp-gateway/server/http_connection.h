@@ -63,10 +63,19 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // body), and what is queued for its client and not yet taken. Past either, the request
   // gets 503 or the connection closes (a client that does not read), like past the
   // per-connection limits.
+  //
+  // A write the budgets refuse is charged to `overdraft` instead when the connection has less
+  // than kOverdraftBelowQueuedBytes queued: a client that reads is not closed because others
+  // (other credentials' tool calls, mostly) filled --max_buffered_bytes. The overdraft lies
+  // outside the ceiling and is small (--max_write_overdraft_bytes[_per_credential]); only
+  // past it is the writing connection closed. Not one of the holders': the bytes that fill the
+  // ceiling are mostly tool calls in flight, which no connection's close would free.
   struct Budgets {
     std::shared_ptr<codemode::ByteBudget> requests;
     std::shared_ptr<codemode::ByteBudget> writes;
+    std::shared_ptr<codemode::ByteBudget> overdraft;  // may be null: none
   };
+  static constexpr size_t kOverdraftBelowQueuedBytes = 64 << 10;
 
   // `budgets` until a request passes the checks (the overall ones: a client without a
   // token gets no body read, and only short refusals written).
@@ -105,6 +114,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool ChargeRequest(size_t bytes);
   void ReleaseRequest();
   void ReleaseWrites(size_t bytes);
+  bool ChargeWrite(size_t bytes);
+  size_t WritesCharged() const { return write_charged_ + overdraft_charged_; }
   void Dispatch();
   void ReadFailed(boost::system::error_code ec);
   void Refuse(int status, const std::string& message, bool close);
@@ -151,6 +162,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   size_t request_charged_ = 0;  // to budgets_.requests: the request being received
   std::string refused_by_;      // the budget that refused it, for RefuseBusy ("--flag=N")
   size_t write_charged_ = 0;  // to budgets_.writes: out_ and writing_buffer_
+  size_t overdraft_charged_ = 0;  // the rest of them, to budgets_.overdraft
   bool writing_ = false;
   std::string writing_buffer_;
   std::chrono::steady_clock::time_point last_write_;

@@ -45,6 +45,9 @@ HttpServer::Impl::Impl(HttpServerOptions o, ToolProvider* p, ServerOptions so)
       "max_request_bytes_in_flight", options.max_request_bytes_in_flight, codemode::AllOf(ceiling));
   overall_budgets.writes = std::make_shared<codemode::ByteBudget>(
       "max_pending_write_bytes", options.max_pending_write_bytes, codemode::AllOf(ceiling));
+  // Outside the ceiling: what clients that read may queue when it is full (BudgetsOf).
+  overall_budgets.overdraft = std::make_shared<codemode::ByteBudget>(
+      "max_write_overdraft_bytes", options.max_write_overdraft_bytes);
   {
     codemode::MutexLock lock(&conns_mu);
     http::ConnectionAdmission::Caps caps;
@@ -190,6 +193,10 @@ http::Connection::Budgets HttpServer::Impl::BudgetsOf(const std::string& credent
     it->second.writes = std::make_shared<codemode::ByteBudget>(
         "max_pending_write_bytes_per_credential", writes, WithShare(overall_budgets.writes, credential),
         codemode::FairReserve(overall_budgets.writes, writes));
+    it->second.overdraft = std::make_shared<codemode::ByteBudget>(
+        "max_write_overdraft_bytes_per_credential",
+        tokens ? options.max_write_overdraft_bytes_per_credential : options.max_write_overdraft_bytes,
+        codemode::ByteBudget::Parents{overall_budgets.overdraft});
   }
   return it->second;
 }

@@ -77,6 +77,11 @@ struct HttpServerOptions {
   // 64 MiB cap.
   size_t max_pending_write_bytes = 96u << 20;
   size_t max_pending_write_bytes_per_credential = 48u << 20;
+  // What a connection with less than 64 KiB queued may still queue when the budgets above
+  // (or the ceiling) refuse its write, overall and per credential; outside the ceiling.
+  // Past it the connection is closed (http_connection.h, Budgets).
+  size_t max_write_overdraft_bytes = 8u << 20;
+  size_t max_write_overdraft_bytes_per_credential = 2u << 20;
   // Event-loop threads. Handlers never block on a client, so a few serve thousands.
   int threads = 2;
 };

@@ -31,7 +31,8 @@ TEST(ToolCallBudgetTest, ChargesPerCredentialAndInTotal) {
   ASSERT_NE(full, nullptr);
   EXPECT_THAT(ToolCallBudget::Refusal(*full, *a), HasSubstr("--max_tool_call_bytes_in_flight_per_credential=100"));
   EXPECT_EQ(b->Charge(32), nullptr);  // all but the total's reserve (18)
-  full = b->Charge(1);
+  // Past b's fair share (150 / 3) the reserve is not for b.
+  full = b->Charge(19);
   ASSERT_NE(full, nullptr);
   EXPECT_THAT(ToolCallBudget::Refusal(*full, *b), HasSubstr("--max_tool_call_bytes_in_flight_total=150"));
   a->Release(60);

@@ -11,6 +11,8 @@
 //    (--max_buffered_bytes_per_credential): bodies it holds leave less for its responses.
 //  - A client's message may hold only so many JSON values (--max_message_json_values):
 //    a 3 MB body of a million empty arrays would parse into ~60 MiB.
+//  - Two tokens holding the ceiling down to its reserve leave a third its medium tool
+//    results and answers (fair shares of the reserve; the write overdraft).
 // Memory is read from /proc/<pid>/status (VmHWM: the peak).
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -21,11 +23,23 @@ import { fileURLToPath } from "node:url";
 import {
   gatewaySuite, listToolNames, procStatus, runPython, text, track, waitFor,
 } from "./harness.mjs";
+import { startHugeAnswerUpstream } from "./fixtures/huge_answer_upstream.mjs";
 
 const UNREAD = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "unread_responses.py");
 const MiB = 1 << 20;
 
 const { startGateway } = gatewaySuite({ tokens: 2 });
+
+// Python defining one(): awaits `call`, returns `ok` (an expression of its result r), or
+// 'ERR ' and the start of the error.
+const one = (call, ok) => [
+  "async def one():",
+  "    try:",
+  `        r = await ${call}`,
+  `        return ${ok}`,
+  "    except Exception as e:",
+  "        return 'ERR ' + str(e)[:300]",
+];
 
 // Sends the headers of a POST declaring `length` bytes of body and all but the last byte
 // of it; resolves with the socket once the gateway answered (a refusal) or took it all
@@ -265,5 +279,68 @@ describe("what a token holder can make the gateway hold across connections", () 
     await waitFor(() => trickleBody(g, A, 4 * MiB).then((h) => { h.socket.destroy(); return h.reply() === ""; }),
       "a body of A is read again");
     await client.close();
+  });
+
+  // Attack round 9, F14: two credentials, each inside its share (half the ceiling), held
+  // the ceiling down to its reserve (the last eighth); a third credential's result past a
+  // 64th of the ceiling could not take the reserve (2 of 5 of its 3 MiB results), and its
+  // connections were closed when a response write was refused. Here the two hold request
+  // bodies they never finish (charged whole when their headers arrive: the same state as
+  // a flood of large results, without its races); the third token's calls come after.
+  test("two tokens holding the ceiling leave a third its medium results and its answers", async () => {
+    const upstream = await startHugeAnswerUpstream();
+    // The ceiling and shares at their defaults (128 and 64 MiB); bodies may take all of them.
+    const g = await startGateway([`--max_request_bytes_in_flight=${128 * MiB}`,
+      `--max_request_bytes_in_flight_per_credential=${64 * MiB}`],
+    { tokens: 3, servers: { huge: { type: "http", url: upstream.url } } });
+    const held = [];
+    const refusals = [];
+    try {
+      for (const i of [0, 1]) {
+        for (let n = 0; n < 40; n++) {
+          const h = await trickleBody(g, g.tokens[i], 4 * MiB);
+          held.push(h);
+          if (h.reply() === "" && !h.socket.destroyed) continue;
+          refusals.push(h.reply().split("\r\n")[0] || "closed without an answer");
+          break;
+        }
+      }
+      // A holds its share (16 bodies), B the ceiling down to its reserve (12 bodies: past
+      // its fair share, a third of the ceiling, the last 16 MiB are not for B).
+      const holding = held.filter((h) => h.reply() === "" && !h.socket.destroyed).length;
+      const victim = await g.client("victim", g.as(2));
+      const medium = [];
+      for (let i = 0; i < 5; i++) {
+        const r = await runPython(victim, [
+          ...one(`mcp_huge.big_sized(bytes=${3 * MiB})`, "len(r)"),
+          "print(await one())",
+        ].join("\n"));
+        medium.push(text(r).trim());
+      }
+      const small = [];
+      for (let i = 0; i < 10; i++) {
+        const c = await g.client(`small-${i}`, g.as(2));
+        try {
+          small.push(text(await runPython(c, "print(1)")).trim());
+        } finally {
+          await c.close();
+        }
+      }
+      await victim.close();
+      console.log(`two tokens hold ${holding} bodies of 4 MiB, then: ${refusals.join(", ")}; ` +
+        `the third token's 3 MiB results: ` +
+        `${medium.join(" | ").slice(0, 600)}; small runs: ${small.join(",").replace(/\n/g, " ")}`);
+      assert.equal(holding, 28, "the ceiling is held down to its reserve");
+      // Their next bodies are refused with an answer, not a closed connection (the 503
+      // holds no budget: it is written from the overdraft).
+      assert.deepEqual(refusals, ["HTTP/1.1 503 Service Unavailable", "HTTP/1.1 503 Service Unavailable"]);
+      const has = (out, line) => out.split("\n").includes(line);
+      assert.ok(medium.every((out) => has(out, String(3 * MiB))), medium.join("\n").slice(0, 2000));
+      assert.ok(small.every((out) => has(out, "1")), small.join("\n").slice(0, 2000));
+      assert.doesNotMatch(g.log, /closing one with/, "a connection was closed for want of budget");
+    } finally {
+      for (const h of held) h.socket.destroy();
+      await upstream.close();
+    }
   });
 });

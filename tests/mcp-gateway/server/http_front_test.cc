@@ -421,5 +421,31 @@ TEST_F(HttpFrontTest, AClientThatDoesNotReadItsStreamIsDropped) {
   EXPECT_EQ(head.rfind("HTTP/1.1 200 ", 0), 0u) << head;
 }
 
+// Attack round 9, F14: when others' bytes fill the budgets (here: a write budget of 1
+// byte), a connection with little queued still gets its small answers, from the overdraft,
+// where the connection that wrote next was closed before any answer.
+TEST_F(HttpFrontTest, ARefusedWriteOfAConnectionHoldingLittleIsOverdrawn) {
+  HttpServerOptions options;
+  options.bearer_tokens = {"0123456789abcdef0123", "abcdef0123456789abcd"};
+  options.max_pending_write_bytes = 1;
+  options.max_pending_write_bytes_per_credential = 1;
+  Start(options);
+  for (int i = 0; i < 20; ++i) {
+    const std::string session = Initialize(options.bearer_tokens[i % 2]);
+    ASSERT_EQ(session.rfind("status", 0), std::string::npos) << session;
+    ASSERT_NE(session, "no response") << "the connection was closed before its answer";
+  }
+}
+
+TEST_F(HttpFrontTest, PastTheOverdraftTheWriterIsClosed) {
+  HttpServerOptions options;
+  options.bearer_tokens = {"0123456789abcdef0123"};
+  options.max_pending_write_bytes = 1;
+  options.max_pending_write_bytes_per_credential = 1;
+  options.max_write_overdraft_bytes_per_credential = 10;  // less than any answer
+  Start(options);
+  EXPECT_EQ(Initialize(options.bearer_tokens[0]), "no response");
+}
+
 }  // namespace
 }  // namespace gateway
