@@ -108,6 +108,18 @@ inline ByteBudget::Reserve FairReserve(const std::shared_ptr<ByteBudget>& parent
   return {parent, reserve, std::max<size_t>(1, reserve / 8), /*fair_share=*/true};
 }
 
+// The reserve of a count (calls in flight, charged 1 each) for children of `per_child`:
+// an eighth of it (at least one), kept for children with at most an eighth of that in
+// flight (at least one: 8 of 512 tool calls, 1 of 256 MCP calls by default), so a light
+// credential gathering a few calls gets them while others flood (attack round 7, F12).
+// None when one child may take all of it anyway.
+inline ByteBudget::Reserve CountReserve(const std::shared_ptr<ByteBudget>& count,
+                                        size_t per_child) {
+  if (per_child >= count->limit()) return {};
+  const size_t reserve = std::max<size_t>(1, count->limit() / 8);
+  return {count, reserve, std::max<size_t>(1, reserve / 8)};
+}
+
 // Bytes one piece of work holds in a budget, grown and shrunk as it goes and released when
 // the hold goes (movable, not copyable; one thread at a time).
 //

@@ -63,7 +63,8 @@ class ToolCallBudget {
                         {total_}, codemode::FairReserve(total_, o.bytes_per_credential)),
         calls_total_(Kind("max_tool_calls_in_flight_total", o.calls_total, {})),
         calls_per_credential_("max_tool_calls_in_flight_per_credential", o.calls_per_credential,
-                              {calls_total_}, CallReserve(calls_total_, o.calls_per_credential)),
+                              {calls_total_},
+                              codemode::CountReserve(calls_total_, o.calls_per_credential)),
         receiving_(o.receiving),
         receiving_per_credential_(
             "max_upstream_bytes_in_flight_per_credential", o.receiving_per_credential,
@@ -132,16 +133,6 @@ class ToolCallBudget {
     return std::make_shared<codemode::ByteBudget>(flag, limit, std::move(parents));
   }
 
-  // FairReserve for counts: an eighth of the total, at least one call (as CallLimits'
-  // tickets), kept for credentials with at most an eighth of the reserve in flight (8 of
-  // 64 by default), so that a light credential gathering a few calls gets them all while
-  // others flood (attack round 7, F12); none for one credential.
-  static codemode::ByteReserve CallReserve(const std::shared_ptr<codemode::ByteBudget>& total,
-                                           size_t per_credential) {
-    if (per_credential >= total->limit()) return {};
-    const size_t reserve = std::max<size_t>(1, total->limit() / 8);
-    return {total, reserve, std::max<size_t>(1, reserve / 8)};
-  }
 
   const std::shared_ptr<codemode::BufferCeiling> ceiling_;
   const std::shared_ptr<codemode::ByteBudget> total_;  // draws on the ceiling's all()

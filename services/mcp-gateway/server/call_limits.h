@@ -15,18 +15,16 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "base/byte_budget.h"
-#include "base/mutex.h"
 #include "nlohmann/json.hpp"
 
 namespace gateway {
 
-class CallLimits : public std::enable_shared_from_this<CallLimits> {
+class CallLimits {
  public:
   // A call's arguments are charged this many times their size: a queued run_python holds
   // them about three times over (the request's parse, the work's copy, the run's code and
@@ -56,10 +54,11 @@ class CallLimits : public std::enable_shared_from_this<CallLimits> {
 
    private:
     friend class CallLimits;
-    std::shared_ptr<CallLimits> owner_;
-    std::string credential_;
-    bool read_ = false;
-    std::shared_ptr<codemode::ByteBudget> budget_;  // the credential's, holding bytes_
+    // The credential's budgets, each charged while the ticket lives: 1 call, 1 read (null
+    // for a call that is not a read), bytes_ bytes.
+    std::shared_ptr<codemode::ByteBudget> calls_;
+    std::shared_ptr<codemode::ByteBudget> reads_;
+    std::shared_ptr<codemode::ByteBudget> bytes_budget_;
     uint64_t bytes_ = 0;
   };
 
@@ -83,18 +82,17 @@ class CallLimits : public std::enable_shared_from_this<CallLimits> {
   Usage Of(const std::string& credential) const;
 
  private:
-  void Release(const std::string& credential, bool read);
-  static uint32_t Reserve(uint32_t mine, uint32_t per_credential, uint32_t max);
-
   const Options options_;
   const std::shared_ptr<codemode::BufferCeiling> ceiling_;
+  // Counts (charged 1 per call or read; outside the byte ceiling) and bytes, each overall
+  // and per credential, the last eighth of a count kept for credentials with little in
+  // flight (CountReserve), the bytes' for those below their fair share (FairReserve).
+  const std::shared_ptr<codemode::ByteBudget> calls_;
+  codemode::ByteBudgets calls_per_credential_;
+  const std::shared_ptr<codemode::ByteBudget> reads_;
+  codemode::ByteBudgets reads_per_credential_;
   const std::shared_ptr<codemode::ByteBudget> bytes_;  // draws on the ceiling's all()
   codemode::ByteBudgets bytes_per_credential_;         // each draws on bytes_ and a share
-  mutable codemode::Mutex mu_;
-  Usage total_ ABSL_GUARDED_BY(mu_);
-  // Only credentials with work in flight (an entry goes when its counts reach zero); the
-  // bytes are counted in bytes_per_credential_.
-  std::map<std::string, Usage> by_credential_ ABSL_GUARDED_BY(mu_);
 };
 
 

@@ -56,6 +56,32 @@ TEST(CallLimitsTest, CallsAreBoundedPerCredentialAndOverall) {
   EXPECT_EQ(limits->Total().bytes, 0u);
 }
 
+// The last eighth of the calls is kept for credentials with few in flight: with the
+// defaults' 256 calls, a credential holding fewer than 4 may still start one while others
+// hold everything else (before, only one holding none could: a light credential got one
+// call at a time).
+TEST(CallLimitsTest, ACredentialWithFewCallsMayUseTheReserve) {
+  CallLimits::Options o;
+  o.max_calls = 256;
+  o.max_calls_per_credential = 64;
+  auto limits = std::make_shared<CallLimits>(o);
+  std::vector<CallLimits::Ticket> held;
+  // Four flooders take all but the reserve (256 - 32).
+  for (const char* flooder : {"a", "b", "c", "d"}) {
+    for (int i = 0; i < 56; ++i) held.push_back(*limits->Acquire(flooder, false, 1));
+  }
+  ASSERT_EQ(limits->Total().calls, 224u);
+  absl::StatusOr<CallLimits::Ticket> refused = limits->Acquire("a", false, 1);
+  ASSERT_FALSE(refused.ok()) << "a flooder may not take the reserve";
+  EXPECT_NE(refused.status().message().find("--max_calls_in_flight=256"), std::string::npos);
+  for (int i = 0; i < 4; ++i) {
+    absl::StatusOr<CallLimits::Ticket> light = limits->Acquire("e", false, 1);
+    ASSERT_TRUE(light.ok()) << "call " << i << ": " << light.status();
+    held.push_back(*std::move(light));
+  }
+  EXPECT_FALSE(limits->Acquire("e", false, 1).ok()) << "past the floor, the reserve is kept";
+}
+
 TEST(CallLimitsTest, BytesAreChargedUntilTheTicketGoes) {
   auto limits = std::make_shared<CallLimits>(Small());
   CallLimits::Ticket first = *limits->Acquire("a", false, 100);
