@@ -57,20 +57,20 @@ absl::StatusOr<CallLimits::Ticket> CallLimits::Acquire(const std::string& creden
   // parent's.
   Ticket ticket;
   const codemode::ByteBudget* full = nullptr;
+  // Held to the end: `full` may point at one of them (a credential's budget lives only
+  // while someone holds it).
   std::shared_ptr<codemode::ByteBudget> calls = calls_per_credential_.Of(credential);
+  std::shared_ptr<codemode::ByteBudget> reads =
+      read ? reads_per_credential_.Of(credential) : nullptr;
+  std::shared_ptr<codemode::ByteBudget> budget =
+      bytes_per_credential_.Of(credential, codemode::SharesOf(ceiling_, credential));
   if ((full = calls->Charge(1)) == nullptr) {
-    ticket.calls_ = std::move(calls);
-    std::shared_ptr<codemode::ByteBudget> reads =
-        read ? reads_per_credential_.Of(credential) : nullptr;
-    if (reads && (full = reads->Charge(1)) == nullptr) ticket.reads_ = std::move(reads);
+    ticket.calls_ = calls;
+    if (reads && (full = reads->Charge(1)) == nullptr) ticket.reads_ = reads;
   }
-  if (full == nullptr) {
-    std::shared_ptr<codemode::ByteBudget> budget =
-        bytes_per_credential_.Of(credential, codemode::SharesOf(ceiling_, credential));
-    if ((full = budget->Charge(kCopies * bytes)) == nullptr) {
-      ticket.bytes_budget_ = std::move(budget);
-      ticket.bytes_ = kCopies * bytes;
-    }
+  if (full == nullptr && (full = budget->Charge(kCopies * bytes)) == nullptr) {
+    ticket.bytes_budget_ = budget;
+    ticket.bytes_ = kCopies * bytes;
   }
   if (full != nullptr) {  // the ticket releases what was charged
     return absl::ResourceExhaustedError(absl::StrCat(

@@ -82,6 +82,18 @@ TEST(CallLimitsTest, ACredentialWithFewCallsMayUseTheReserve) {
   EXPECT_FALSE(limits->Acquire("e", false, 1).ok()) << "past the floor, the reserve is kept";
 }
 
+// The refusal names the budget of a credential that holds nothing else: that budget lives
+// only while the refusal is built (the message read freed memory before: attack round 10's
+// run of hostile_logs showed garbage in the flag's name).
+TEST(CallLimitsTest, ARefusalOfACredentialHoldingNothingNamesItsBound) {
+  auto limits = std::make_shared<CallLimits>(Small());
+  absl::StatusOr<CallLimits::Ticket> refused = limits->Acquire("lone", false, 1000);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--max_call_bytes_in_flight_per_credential=450"),
+            std::string::npos) << refused.status();
+  EXPECT_EQ(limits->Total().calls, 0u);
+}
+
 TEST(CallLimitsTest, BytesAreChargedUntilTheTicketGoes) {
   auto limits = std::make_shared<CallLimits>(Small());
   CallLimits::Ticket first = *limits->Acquire("a", false, 100);
