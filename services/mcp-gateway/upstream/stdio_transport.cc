@@ -37,8 +37,8 @@ using nlohmann::json;
 namespace {
 
 constexpr size_t kMaxStderrLineBytes = 64u << 10;
-constexpr size_t kMaxLoggedLineBytes = 4096;
-constexpr size_t kMaxRequestsRemembered = 1u << 16;  // requests in flight to one upstream      // stderr lines are truncated in the log
+constexpr size_t kMaxLoggedLineBytes = 4096;  // stderr lines are truncated in the log
+constexpr size_t kMaxRequestsRemembered = 1u << 16;  // requests in flight to one upstream
 constexpr auto kWriteTimeout = std::chrono::seconds(30);  // a server that stops reading
 
 void CloseFd(int* fd) {
