@@ -2,6 +2,8 @@
 
 #include "base/thread.h"
 
+#include <spdlog/spdlog.h>
+
 namespace sandboxd {
 
 TimerQueue::TimerQueue() : thread_(codemode::StartThread("timers", [this] { Loop(); })) {}
@@ -75,16 +77,34 @@ WorkerPool::WorkerPool(int threads) {
   for (int i = 0; i < threads; ++i) threads_.push_back(codemode::StartThread("worker", [this] { Loop(); }));
 }
 
-WorkerPool::~WorkerPool() {
+WorkerPool::~WorkerPool() { Stop(); }
+
+void WorkerPool::Stop() {
   {
     codemode::MutexLock lock(&mu_);
     stop_ = true;
   }
-  for (auto& t : threads_) t.join();
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+  std::deque<std::function<void()>> late;
+  {
+    codemode::MutexLock lock(&mu_);
+    joined_ = true;
+    late.swap(tasks_);
+  }
+  if (!late.empty()) {
+    spdlog::warn("{} cleanup task(s) came as the daemon stopped its workers; the next start recovers them",
+                 late.size());
+  }
 }
 
 void WorkerPool::Post(std::function<void()> fn) {
   codemode::MutexLock lock(&mu_);
+  if (joined_) {
+    spdlog::warn("a cleanup task came after the daemon stopped its workers; the next start recovers it");
+    return;
+  }
   tasks_.push_back(std::move(fn));
 }
 

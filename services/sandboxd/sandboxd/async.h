@@ -46,8 +46,9 @@ class TimerQueue {
   std::thread thread_;
 };
 
-// A fixed set of threads running posted tasks in FIFO order. The destructor runs what is
-// already queued, then joins. Safe for concurrent use.
+// A fixed set of threads running posted tasks in FIFO order. Stop() (and the destructor)
+// runs what is already queued, then joins; an owner whose tasks use its other members
+// calls Stop() before those members go. Safe for concurrent use.
 class WorkerPool {
  public:
   explicit WorkerPool(int threads);
@@ -55,7 +56,11 @@ class WorkerPool {
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
+  // After Stop() a task is dropped with a warning: only a daemon that is ending posts
+  // then, and what such a task would tidy (a record, a directory) is found by the next
+  // start's recovery.
   void Post(std::function<void()> fn);
+  void Stop();
 
  private:
   void Loop();
@@ -63,7 +68,8 @@ class WorkerPool {
   codemode::Mutex mu_;
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::thread> threads_;
+  bool joined_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;  // joined by Stop(), which only the owner calls
 };
 
 // Milliseconds since the Unix epoch; a seam so session expiry can be tested.

@@ -61,7 +61,10 @@ SessionManager::SessionManager(ManagerOptions options, ContainerRuntime* runtime
   env_.slots = this;
 }
 
-SessionManager::~SessionManager() { Shutdown(); }
+SessionManager::~SessionManager() {
+  Shutdown();
+  workers_.Stop();  // its tasks use records_ and factory_, which go before it
+}
 
 std::string SessionManager::NewId(const char* prefix) {
   codemode::MutexLock lock(&mu_);

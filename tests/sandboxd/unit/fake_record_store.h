@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "sandboxd/record_store.h"
 
 namespace sandboxd::testing {
@@ -31,6 +33,12 @@ class FakeRecordStore : public RecordStore {
     return absl::OkStatus();
   }
   absl::Status Delete(const std::string& key) override {
+    absl::Duration delay;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      delay = delete_delay_;
+    }
+    absl::SleepFor(delay);  // a slow disk: the caller's cleanup is still running
     std::lock_guard<std::mutex> l(mu_);
     if (!delete_error_.ok()) return delete_error_;
     records_.erase(key);
@@ -50,6 +58,10 @@ class FakeRecordStore : public RecordStore {
   void FailDeletes(absl::Status error) {
     std::lock_guard<std::mutex> l(mu_);
     delete_error_ = std::move(error);
+  }
+  void DelayDeletes(absl::Duration delay) {
+    std::lock_guard<std::mutex> l(mu_);
+    delete_delay_ = delay;
   }
   void FailList(absl::Status error) {
     std::lock_guard<std::mutex> l(mu_);
@@ -80,6 +92,7 @@ class FakeRecordStore : public RecordStore {
   std::mutex mu_;
   std::map<std::string, std::string> records_;
   absl::Status put_error_, delete_error_, list_error_;
+  absl::Duration delete_delay_;
   int puts_ = 0;
 };
 

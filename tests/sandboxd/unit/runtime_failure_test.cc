@@ -1,5 +1,6 @@
 // SessionManager when containers misbehave: probes and starts that fail, runners that
 // stop reading, exit, are killed or send garbage; per-session uids in rlimit mode.
+#include "fake_record_store.h"
 #include "session_manager_fixture.h"
 
 namespace sandboxd::testing {
@@ -129,6 +130,25 @@ TEST_F(SessionManagerTest, RunnerRemovedUnderUs) {
   r.code = "1";
   EXPECT_EQ(m->Execute(s.id(), r, std::make_shared<Collector>()).status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+// The cleanup of a lost session runs on the manager's workers and uses the manager's
+// records and factory: a manager that ends while it runs waits for it (it used to free
+// the factory first; ASan saw the worker read it). The slow Delete keeps the cleanup
+// running as the manager ends.
+TEST_F(SessionManagerTest, AManagerEndingDuringALostSessionsCleanupWaitsForIt) {
+  FakeRecordStore store;
+  SessionManager* m = StartManager(Options(), &store);
+  sandbox::v1::Session s = Create(m);
+  ASSERT_TRUE(store.Get(s.id()));
+  store.DelayDeletes(absl::Milliseconds(300));
+  ASSERT_OK(runtime_->Remove({s.container_id()}));
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<sandbox::v1::Session> got = m->GetSession(s.id());
+    return got.ok() && got->state() == sandbox::v1::Session::LOST;
+  }));
+  StopManager(m);
+  EXPECT_FALSE(store.Get(s.id())) << "the lost session's record outlived its manager";
 }
 
 TEST_F(SessionManagerTest, RunnerExitsOnItsOwn) {
