@@ -302,6 +302,37 @@ describe("an upstream's answers against the gateway", () => {
     assert.match(out, /^after: .*hello/m, out.slice(-500));
   });
 
+  // F13 on HTTP: the event a Streamable HTTP upstream's GET stream began and never ended
+  // held its part of --max_upstream_bytes_in_flight until the stream ended (its read
+  // timeout is an hour). Now an event that gets no byte for --upstream_message_idle_timeout
+  // while incomplete is abandoned: the stream is cut (its charge and buffer released) and
+  // reopened. Held, three of these 4.5 MiB events left less than a 6 MiB answer needs.
+  test("a GET stream's event that stops growing is abandoned after --upstream_message_idle_timeout", async () => {
+    const staller = await startHugeAnswerUpstream({ stallGetBytes: Math.floor(4.5 * (1 << 20)) });
+    try {
+      const servers = { huge: { type: "http", url: upstream.url } };
+      for (const name of ["s1", "s2", "s3", "s4"]) servers[name] = { type: "http", url: staller.url };
+      const g = await startGateway(["--upstream_message_idle_timeout=1s", "--max_upstream_bytes_in_flight=40000000"], { servers });
+      const settled = () => new Set([...g.log.matchAll(
+        /upstream (s\d): (an event abandoned|the gateway is receiving too many bytes from upstreams)/g)].map((m) => m[1]));
+      await waitFor(() => settled().size === 4, "every stalled GET stream's event to be abandoned or refused");
+      assert.match(g.log, /upstream s\d: an event abandoned: nothing more of it came for 1s while it was incomplete \(--upstream_message_idle_timeout\); its GET stream was cut and is reopened/);
+      await waitFor(() => staller.gets >= 8, "the cut GET streams to be reopened");
+      const client = await g.client("stalled-get-events");
+      const r = await runPython(client, [
+        ...one(`mcp_huge.big(bytes=${6 << 20})`, "len(str(r))"),
+        "print('big:', await one())",
+      ].join("\n"), { timeout_seconds: 120 }, { timeout: 180000 });
+      await client.close();
+      const out = text(r);
+      console.log(`gateway peak RSS ${procStatus(g.proc.pid, "VmHWM").toFixed(0)} MiB, ` +
+        `${procStatus(g.proc.pid, "VmRSS").toFixed(0)} MiB after; ${staller.gets} GET streams\n${out.slice(0, 500)}`);
+      assert.match(out, /^big: \d{7}/m, out.slice(0, 2000));
+    } finally {
+      await staller.close();
+    }
+  });
+
   // Attack round 9 (F16): a stdio upstream's answer lines were charged, while read, to the
   // budget every credential shares, so one token's large stdio answers could leave
   // another token's answers no room. Once a line's id is read it is charged to its
