@@ -163,7 +163,9 @@ ABSL_FLAG(absl::Duration, upstream_message_idle_timeout,
           gateway::kDefaultUpstreamMessageIdleTimeout,
           "A message from an upstream (a stdio line) that gets no byte for this long while "
           "incomplete is abandoned: its bytes are released, the call it answered gets a "
-          "ToolError naming this flag, and the rest of it is skipped. 0: never.");
+          "ToolError naming this flag, and the rest of it is skipped. An HTTP upstream's GET "
+          "or legacy SSE stream whose event stalls as long is cut and reopened (a stream "
+          "quiet between events is not). 0: never.");
 ABSL_FLAG(absl::Duration, upstream_stream_retry_min, absl::Milliseconds(250),
           "Shortest wait before reopening an HTTP upstream's event stream, whatever its "
           "`retry:` says (an upstream answering `retry: 0` must not make us spin).");

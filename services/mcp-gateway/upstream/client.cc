@@ -44,11 +44,12 @@ std::unique_ptr<ClientTransport> MakeTransport(const UpstreamConfig& config,
     case UpstreamConfig::Type::kStreamableHttp:
       return std::make_unique<StreamableHttpTransport>(config, options.connect_timeout,
                                                        options.stream_retry,
-                                                       options.max_message_bytes, receive);
+                                                       options.max_message_bytes, receive,
+                                                       options.message_idle_timeout);
     case UpstreamConfig::Type::kSse:
       return std::make_unique<SseTransport>(config, options.connect_timeout,
                                             options.stream_retry, options.max_message_bytes,
-                                            receive);
+                                            receive, options.message_idle_timeout);
   }
   return nullptr;
 }

@@ -6,6 +6,7 @@
 // on a client is stop(), which shuts its socket down to end a blocked read.
 #include "upstream/http_transport.h"
 #include "upstream/http_transport_common.h"
+#include "upstream/stalled_event_watchdog.h"
 #include "jsonrpc/jsonrpc.h"
 #include "base/thread.h"
 #include "base/untrusted_json.h"
@@ -46,40 +47,8 @@ struct StreamableHttpTransport::GetResult {
   bool got_event = false;
   bool too_large = false;  // an event over max_message_bytes_: the stream was cut there
   std::string busy;        // the receive budget that was full ("--flag=N"): the stream was cut
+  bool stalled = false;    // an event got no byte for message_idle_timeout_: the stream was cut
 };
-
-HttpTransportBase::HttpTransportBase(UpstreamConfig config, absl::Duration connect_timeout,
-                                     StreamRetryPolicy retry, size_t max_message_bytes,
-                                     std::shared_ptr<codemode::ByteBudget> receive_budget)
-    : config_(std::move(config)),
-      connect_timeout_(connect_timeout),
-      retry_(retry),
-      max_message_bytes_(max_message_bytes),
-      receive_budget_(std::move(receive_budget)) {}
-
-absl::Status HttpTransportBase::BeginStart(TransportCallbacks callbacks) {
-  if (closing_) return absl::UnavailableError("connection closed");
-  absl::StatusOr<HttpUrl> url = ParseHttpUrl(config_.url);
-  if (!url.ok()) return url.status();
-  url_ = *std::move(url);
-  callbacks_ = std::move(callbacks);
-  return absl::OkStatus();
-}
-
-std::shared_ptr<httplib::Client> HttpTransportBase::NewClient(absl::Duration read_timeout) const {
-  return MakeClient(url_.origin, connect_timeout_, read_timeout);
-}
-
-std::shared_ptr<httplib::Client> HttpTransportBase::EventStreamGet(
-    HttpExchange* exchange, httplib::Request* request) const {
-  std::shared_ptr<httplib::Client> client = NewClient(kStreamReadTimeout);
-  exchange->SetClient(client);
-  request->method = "GET";
-  request->path = url_.target;
-  request->headers = ConfiguredHeaders(config_);
-  request->headers.emplace("Accept", "text/event-stream");
-  return client;
-}
 
 StreamableHttpTransport::~StreamableHttpTransport() { Close(); }
 
@@ -433,7 +402,10 @@ StreamableHttpTransport::GetResult StreamableHttpTransport::GetOnce(
   // What belongs to no request (or resumes one) is charged to the receive budget while it
   // is buffered and dispatched (attack round 7, F11).
   codemode::ByteHold hold(receive_budget_);
+  // Declared after `hold`: its thread is joined before the hold is released.
+  StalledEventWatchdog watchdog(message_idle_timeout_, [exchange] { exchange->Stop(); });
   req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+    if (watchdog.fired()) return false;
     if (const codemode::ByteBudget* full = hold.GrowBy(kReceiveCopies * size)) {
       result.busy = full->Describe();
       return false;
@@ -445,10 +417,13 @@ StreamableHttpTransport::GetResult StreamableHttpTransport::GetOnce(
       }
     });
     hold.ShrinkTo(kReceiveCopies * parser.buffered());
+    watchdog.Received(parser.buffered() > 0);
     return !result.too_large;
   };
   httplib::Response res;
   client->send(req, res, result.error);
+  result.stalled = watchdog.fired();
+  if (result.stalled) LogStalledEvent(on_answered ? "GET stream" : "resumed response stream");
   if (result.too_large) {
     spdlog::warn("upstream {}: an event larger than {} bytes (--max_upstream_message_bytes) "
                  "on a GET stream; the stream was cut", config_.name, max_message_bytes_);
@@ -493,6 +468,12 @@ absl::Status StreamableHttpTransport::Resume(HttpExchange* exchange, StreamCurso
     if (closing_ || exchange->abandoned) return absl::CancelledError("closing");
     // Resuming again would only have the server send the same event again.
     if (r.too_large) return MessageTooLargeError(max_message_bytes_);
+    if (r.stalled) {
+      return absl::UnavailableError(absl::StrCat(
+          "the upstream began an event of the resumed response stream and sent nothing more "
+          "of it for ", absl::FormatDuration(message_idle_timeout_),
+          " (--upstream_message_idle_timeout)"));
+    }
     if (!r.busy.empty()) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "the answer was not read: the gateway is receiving too many bytes from upstreams "
@@ -542,7 +523,7 @@ void StreamableHttpTransport::RunGetStream(std::shared_ptr<HttpExchange> exchang
     }
     // A stream cut for an oversized event is a failure however much it delivered first:
     // an upstream that keeps sending one must not have us reopen at the floor rate.
-    if (!r.too_large && r.busy.empty() && (r.got_event || absl::Now() - opened >= retry_.lived)) {
+    if (!r.too_large && r.busy.empty() && !r.stalled && (r.got_event || absl::Now() - opened >= retry_.lived)) {
       failures = 0;
     }
     const absl::Duration delay = ReconnectDelay(cursor.retry_ms, failures, retry_);

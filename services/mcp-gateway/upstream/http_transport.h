@@ -28,6 +28,7 @@
 #include "upstream/options.h"
 #include "upstream/http_util.h"
 #include "upstream/transport.h"
+#include "base/log_text.h"
 #include "base/mutex.h"
 
 namespace httplib {
@@ -46,7 +47,8 @@ class HttpTransportBase : public ClientTransport {
   HttpTransportBase(UpstreamConfig config, absl::Duration connect_timeout,
                     StreamRetryPolicy retry = {},
                     size_t max_message_bytes = kDefaultMaxUpstreamMessageBytes,
-                    std::shared_ptr<codemode::ByteBudget> receive_budget = nullptr);
+                    std::shared_ptr<codemode::ByteBudget> receive_budget = nullptr,
+                    absl::Duration message_idle_timeout = kDefaultUpstreamMessageIdleTimeout);
 
  protected:
   // Start()'s first step: refuses once Close() began, parses the URL, keeps the callbacks.
@@ -57,6 +59,8 @@ class HttpTransportBase : public ClientTransport {
   // with, handed to `exchange` (whose Stop() cuts the stream).
   std::shared_ptr<httplib::Client> EventStreamGet(HttpExchange* exchange,
                                                   httplib::Request* request) const;
+  // Logs (rate-limited) that `stream` was cut for an event that stopped growing.
+  void LogStalledEvent(const char* stream);
 
   const UpstreamConfig config_;
   const absl::Duration connect_timeout_;
@@ -65,6 +69,10 @@ class HttpTransportBase : public ClientTransport {
   const size_t max_message_bytes_;
   // Answers being received and parsed (UpstreamOptions::receive_budget); may be null.
   const std::shared_ptr<codemode::ByteBudget> receive_budget_;
+  // An event stream whose partial event gets no byte for this long is cut and reopened
+  // (StalledEventWatchdog); zero: never. UpstreamOptions::message_idle_timeout.
+  const absl::Duration message_idle_timeout_;
+  codemode::LogRateLimit stall_log_{1, 10};
   HttpUrl url_;
   TransportCallbacks callbacks_;
   codemode::Mutex start_mu_;  // Close() waits for a Start() in progress
@@ -158,6 +166,8 @@ class SseTransport : public HttpTransportBase {
 
  private:
   void RunStream();
+  // One event of the stream: `endpoint` sets endpoint_, `message` is dispatched.
+  void OnEvent(const SseParser::Event& event);
 
   mutable codemode::Mutex mu_;
   std::string endpoint_ ABSL_GUARDED_BY(mu_);  // where to POST, once the endpoint event arrived

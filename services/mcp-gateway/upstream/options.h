@@ -63,7 +63,10 @@ struct UpstreamOptions {
   // A stdio line that gets no byte for this long while incomplete is abandoned: its
   // charge and buffer are released, the request it answered fails naming
   // --upstream_message_idle_timeout, and the rest of it is skipped up to its newline.
-  // Zero: never. (Events of HTTP GET and legacy SSE streams are not timed out yet.)
+  // An event of an HTTP GET stream or legacy SSE stream that stalls as long is abandoned
+  // by cutting the stream (StalledEventWatchdog), which is then reopened; a stream quiet
+  // between events is never cut. (A tool call's POST response stream is bounded by the
+  // call's timeout instead.) Zero: never.
   absl::Duration message_idle_timeout = kDefaultUpstreamMessageIdleTimeout;
   StreamRetryPolicy stream_retry;
   // A flood of tools/list_changed is coalesced: one tools/list at a time per upstream, at

@@ -6,6 +6,7 @@
 #include "upstream/http_transport.h"
 #include "base/log_text.h"
 #include "upstream/http_transport_common.h"
+#include "upstream/stalled_event_watchdog.h"
 
 namespace gateway {
 
@@ -44,6 +45,26 @@ absl::Status SseTransport::Start(TransportCallbacks callbacks, absl::Duration ti
   return timed_out ? absl::DeadlineExceededError(error) : absl::UnavailableError(error);
 }
 
+void SseTransport::OnEvent(const SseParser::Event& event) {
+  if (event.event == "endpoint") {
+    std::string endpoint = ResolveUrl(config_.url, std::string(absl::StripAsciiWhitespace(event.data)));
+    auto parsed = ParseHttpUrl(endpoint);
+    // Our headers (credentials) go to the endpoint: it must be the same server.
+    if (!parsed.ok() || parsed->origin != url_.origin) {
+      spdlog::error("upstream {}: ignoring endpoint {} on another origin", config_.name,
+                    codemode::LogText(endpoint));
+      return;
+    }
+    codemode::MutexLock lock(&mu_);
+    endpoint_ = endpoint;
+  } else if (event.event == "message") {
+    auto forward = [this](json m) {
+      if (callbacks_.on_message) callbacks_.on_message(std::move(m));
+    };
+    DispatchText(config_.name, event.data, forward, max_message_bytes_).IgnoreError();  // logged
+  }
+}
+
 void SseTransport::RunStream() {
   httplib::Request req;
   auto client = EventStreamGet(stream_.get(), &req);
@@ -54,10 +75,9 @@ void SseTransport::RunStream() {
   bool too_large = false;
   // Every answer and notification, charged while buffered and dispatched (round 7, F11).
   codemode::ByteHold hold(receive_budget_);
+  // Declared after `hold`: its thread is joined before the hold is released.
+  StalledEventWatchdog watchdog(message_idle_timeout_, [this] { stream_->Stop(); });
   std::string busy;
-  auto forward = [this](json m) {
-    if (callbacks_.on_message) callbacks_.on_message(std::move(m));
-  };
   req.response_handler = [&](const httplib::Response& res) {
     status = res.status;
     content_type = res.get_header_value("Content-Type");
@@ -65,6 +85,7 @@ void SseTransport::RunStream() {
     return true;
   };
   req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+    if (watchdog.fired()) return false;
     if (!event_stream) {
       if (body.size() < kMaxErrorBody) body.append(data, std::min(size, kMaxErrorBody));
       return true;
@@ -73,23 +94,9 @@ void SseTransport::RunStream() {
       busy = full->Describe();
       return false;
     }
-    too_large = !parser.Feed(data, size, [&](const SseParser::Event& event) {
-      if (event.event == "endpoint") {
-        std::string endpoint = ResolveUrl(config_.url, std::string(absl::StripAsciiWhitespace(event.data)));
-        auto parsed = ParseHttpUrl(endpoint);
-        // Our headers (credentials) go to the endpoint: it must be the same server.
-        if (!parsed.ok() || parsed->origin != url_.origin) {
-          spdlog::error("upstream {}: ignoring endpoint {} on another origin", config_.name,
-                        codemode::LogText(endpoint));
-          return;
-        }
-        codemode::MutexLock lock(&mu_);
-        endpoint_ = endpoint;
-      } else if (event.event == "message") {
-        DispatchText(config_.name, event.data, forward, max_message_bytes_).IgnoreError();  // logged
-      }
-    });
+    too_large = !parser.Feed(data, size, [&](const SseParser::Event& event) { OnEvent(event); });
     hold.ShrinkTo(kReceiveCopies * parser.buffered());
+    watchdog.Received(parser.buffered() > 0);
     return !too_large;
   };
   httplib::Response res;
@@ -100,6 +107,11 @@ void SseTransport::RunStream() {
     // The one stream carries every answer, and which request the event answered is not
     // known: all calls in flight fail with this reason, and the manager reconnects.
     reason = std::string(MessageTooLargeError(max_message_bytes_).message());
+  } else if (watchdog.fired()) {
+    LogStalledEvent("SSE stream");
+    reason = absl::StrCat("the upstream began an event and sent nothing more of it for ",
+                          absl::FormatDuration(message_idle_timeout_),
+                          " (--upstream_message_idle_timeout); the SSE stream was cut");
   } else if (!busy.empty()) {
     reason = absl::StrCat("the gateway is receiving too many bytes (its ", busy, "); cut");
   } else if (IsConnectError(error)) {

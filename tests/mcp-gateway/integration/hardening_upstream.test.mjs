@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { gatewaySuite, procStatus, runPython, text, waitFor } from "./harness.mjs";
 import { startHugeAnswerUpstream } from "./fixtures/huge_answer_upstream.mjs";
+import { startStallingSseUpstream } from "./fixtures/stalling_sse_upstream.mjs";
 
 const BIG = 400 << 20;
 
@@ -300,6 +301,64 @@ describe("an upstream's answers against the gateway", () => {
     assert.match(out, /^big: \d{7}/m, out.slice(0, 2000));
     assert.match(out, /^stall: ERR st\.hello: .*the upstream began its answer and sent nothing more of it for 1s \(--upstream_message_idle_timeout\)/m, out.slice(0, 2000));
     assert.match(out, /^after: .*hello/m, out.slice(-500));
+  });
+
+  // F13 on HTTP: the event a Streamable HTTP upstream's GET stream began and never ended
+  // held its part of --max_upstream_bytes_in_flight until the stream ended (its read
+  // timeout is an hour). Now an event that gets no byte for --upstream_message_idle_timeout
+  // while incomplete is abandoned: the stream is cut (its charge and buffer released) and
+  // reopened. Held, three of these 4.5 MiB events left less than a 6 MiB answer needs.
+  test("a GET stream's event that stops growing is abandoned after --upstream_message_idle_timeout", async () => {
+    const staller = await startHugeAnswerUpstream({ stallGetBytes: Math.floor(4.5 * (1 << 20)) });
+    try {
+      const servers = { huge: { type: "http", url: upstream.url } };
+      for (const name of ["s1", "s2", "s3", "s4"]) servers[name] = { type: "http", url: staller.url };
+      const g = await startGateway(["--upstream_message_idle_timeout=1s", "--max_upstream_bytes_in_flight=40000000"], { servers });
+      const settled = () => new Set([...g.log.matchAll(
+        /upstream (s\d): (an event abandoned|the gateway is receiving too many bytes from upstreams)/g)].map((m) => m[1]));
+      await waitFor(() => settled().size === 4, "every stalled GET stream's event to be abandoned or refused");
+      assert.match(g.log, /upstream s\d: an event abandoned: nothing more of it came for 1s while it was incomplete \(--upstream_message_idle_timeout\); its GET stream was cut and is reopened/);
+      await waitFor(() => staller.gets >= 8, "the cut GET streams to be reopened");
+      const client = await g.client("stalled-get-events");
+      const r = await runPython(client, [
+        ...one(`mcp_huge.big(bytes=${6 << 20})`, "len(str(r))"),
+        "print('big:', await one())",
+      ].join("\n"), { timeout_seconds: 120 }, { timeout: 180000 });
+      await client.close();
+      const out = text(r);
+      console.log(`gateway peak RSS ${procStatus(g.proc.pid, "VmHWM").toFixed(0)} MiB, ` +
+        `${procStatus(g.proc.pid, "VmRSS").toFixed(0)} MiB after; ${staller.gets} GET streams\n${out.slice(0, 500)}`);
+      assert.match(out, /^big: \d{7}/m, out.slice(0, 2000));
+    } finally {
+      await staller.close();
+    }
+  });
+
+  // The same on a legacy SSE upstream's one stream: the stalled event is abandoned, the
+  // stream cut (the upstream reconnects), and the 6 MiB answer passes.
+  test("a legacy SSE stream's event that stops growing is abandoned after --upstream_message_idle_timeout", async () => {
+    const staller = await startStallingSseUpstream({ bytes: Math.floor(4.5 * (1 << 20)), stalls: 4 });
+    try {
+      const servers = { huge: { type: "http", url: upstream.url } };
+      for (const name of ["t1", "t2", "t3", "t4"]) servers[name] = { type: "sse", url: staller.url };
+      const g = await startGateway(["--upstream_message_idle_timeout=1s", "--max_upstream_bytes_in_flight=40000000"], { servers });
+      const settled = () => new Set([...g.log.matchAll(
+        /upstream (t\d)\b.*(an event abandoned|receiving too many bytes)/g)].map((m) => m[1]));
+      await waitFor(() => settled().size === 4, "every stalled SSE stream's event to be abandoned or refused");
+      assert.match(g.log, /upstream t\d: an event abandoned: nothing more of it came for 1s while it was incomplete \(--upstream_message_idle_timeout\); its SSE stream was cut and is reopened/);
+      await waitFor(() => staller.gets >= 8, "the cut SSE streams to be reopened");
+      const client = await g.client("stalled-sse-events");
+      const r = await runPython(client, [
+        ...one(`mcp_huge.big(bytes=${6 << 20})`, "len(str(r))"),
+        "print('big:', await one())",
+      ].join("\n"), { timeout_seconds: 120 }, { timeout: 180000 });
+      await client.close();
+      const out = text(r);
+      console.log(`gateway peak RSS ${procStatus(g.proc.pid, "VmHWM").toFixed(0)} MiB; ${staller.gets} SSE streams\n${out.slice(0, 500)}`);
+      assert.match(out, /^big: \d{7}/m, out.slice(0, 2000));
+    } finally {
+      await staller.close();
+    }
   });
 
   // Attack round 9 (F16): a stdio upstream's answer lines were charged, while read, to the
