@@ -162,6 +162,10 @@ absl::Status StdioTransport::Start(TransportCallbacks callbacks, absl::Duration 
   stdout_fd_ = child->stdout_fd.Release();
   stderr_fd_ = child->stderr_fd.Release();
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  {
+    codemode::MutexLock lock(&callers_mu_);
+    abandoned_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  }
   spdlog::info("upstream {}: started {} (pid {})", config_.name, command, pid_);
 
   stderr_thread_ = codemode::StartThread("upstream stderr", [this] { ReadStderr(); });
@@ -224,16 +228,28 @@ void StdioTransport::ReadStdout() {
   // up uncounted (attack round 7, F11).
   StdoutLines lines(config_.name, max_message_bytes_, receive_budget_, message_idle_timeout_,
                     std::move(hooks));
+  int abandoned_fd;
+  {
+    codemode::MutexLock lock(&callers_mu_);
+    abandoned_fd = abandoned_fd_;  // open until Close() has joined this thread
+  }
   std::vector<char> chunk(64 * 1024);
   for (;;) {
-    struct pollfd fds[2] = {{stdout_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    struct pollfd fds[3] = {
+        {stdout_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}, {abandoned_fd, POLLIN, 0}};
     // While an incomplete line is held, wake up when it has been idle too long.
-    int ready = poll(fds, 2, lines.PollTimeoutMs(absl::Now()));
+    int ready = poll(fds, 3, lines.PollTimeoutMs(absl::Now()));
     if (ready < 0) {
       if (errno == EINTR) continue;
       break;
     }
     if (fds[1].revents != 0) return;  // Close() began: no more callbacks
+    if (fds[2].revents != 0) {
+      uint64_t count;
+      ssize_t ignored = read(abandoned_fd, &count, sizeof(count));
+      (void)ignored;
+      lines.CheckCallers();
+    }
     if (fds[0].revents == 0) {
       lines.CheckIdle(absl::Now());
       continue;
@@ -254,7 +270,15 @@ absl::Status StdioTransport::SendRequest(const json& request,
   return Send(request);  // forgets it if not sent
 }
 
-void StdioTransport::Abandon(const json& id) { ForgetCaller(id); }
+void StdioTransport::Abandon(const json& id) {
+  codemode::MutexLock lock(&callers_mu_);
+  callers_.erase(wire::Dump(id));
+  if (abandoned_fd_ >= 0) {
+    uint64_t one = 1;
+    ssize_t ignored = write(abandoned_fd_, &one, sizeof(one));
+    (void)ignored;
+  }
+}
 
 std::shared_ptr<codemode::ByteBudget> StdioTransport::CallerBudget(const json& id) {
   codemode::MutexLock lock(&callers_mu_);
@@ -403,6 +427,8 @@ void StdioTransport::Close() {
     CloseFd(&stdout_fd_);
     CloseFd(&stderr_fd_);
     CloseFd(&wake_fd_);
+    codemode::MutexLock lock(&callers_mu_);
+    CloseFd(&abandoned_fd_);
   });
 }
 

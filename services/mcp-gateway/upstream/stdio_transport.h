@@ -89,6 +89,9 @@ class StdioTransport : public ClientTransport {
   // it is read (none: the upstream's part of the shared one).
   std::map<std::string, std::weak_ptr<codemode::ByteBudget>> callers_
       ABSL_GUARDED_BY(callers_mu_);
+  // eventfd: Abandon() tells the stdout reader that a caller gave up, so that an answer
+  // line charged to it stops being (StdoutLines::CheckCallers). Closed by Close().
+  int abandoned_fd_ ABSL_GUARDED_BY(callers_mu_) = -1;
   TransportCallbacks callbacks_;
 
   pid_t pid_ = -1;

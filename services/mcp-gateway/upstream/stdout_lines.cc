@@ -73,6 +73,12 @@ void StdoutLines::MaybeMoveToCaller() {
   }
   hold_.emplace(std::move(moved));  // releases the shared budget's part
   moved_ = true;
+  line_id_ = std::move(id);
+}
+
+void StdoutLines::CheckCallers() {
+  if (!moved_ || drop_ != Drop::kNone || !hooks_.is_pending) return;
+  if (!hooks_.is_pending(line_id_)) Skip(Drop::kUnwanted, "");
 }
 
 void StdoutLines::Skip(Drop why, const std::string& busy) {
@@ -82,25 +88,51 @@ void StdoutLines::Skip(Drop why, const std::string& busy) {
   framer_.Skip();
   hold_->ShrinkTo(0);
   in_line_ = false;
-  if (why == Drop::kBusy && hooks_.may_log && hooks_.may_log()) {
-    // Said now: a line that never ends never reaches EndLine.
-    spdlog::warn("upstream {}: a message dropped: the gateway is receiving too many bytes "
-                 "from upstreams ({}); the rest of its line is skipped", name_, busy);
+  // Said now: a line that never ends never reaches EndLine.
+  const std::string answered = Answered(scanner_.ids());
+  switch (why) {
+    case Drop::kTooLarge:
+      spdlog::error("upstream {}: a message larger than {} bytes (--max_upstream_message_bytes) "
+                    "dropped{}", name_, max_message_bytes_, answered);
+      break;
+    case Drop::kBusy:
+      if (hooks_.may_log && hooks_.may_log()) {
+        spdlog::warn("upstream {}: a message dropped: the gateway is receiving too many bytes "
+                     "from upstreams ({}){}; the rest of its line is skipped", name_, busy,
+                     answered);
+      }
+      break;
+    case Drop::kStalled:
+      if (hooks_.may_log && hooks_.may_log()) {
+        spdlog::warn("upstream {}: a message abandoned: nothing more of it came for {} while "
+                     "it was incomplete (--upstream_message_idle_timeout){}; the rest of its "
+                     "line is skipped", name_, absl::FormatDuration(idle_timeout_), answered);
+      }
+      break;
+    case Drop::kUnwanted:
+      spdlog::debug("upstream {}: a message skipped: the call it answers ended while it "
+                    "arrived{}", name_, answered);
+      break;
+    case Drop::kNone:
+      break;
   }
-  if (why != Drop::kStalled) return;
-  // Nothing more may come of it: its requests fail now, not at a newline that may never be
-  // sent.
+  FailIdsSoFar();
+}
+
+void StdoutLines::FailIdsSoFar() {
   const std::vector<json> ids = scanner_.ids();
-  if (hooks_.may_log && hooks_.may_log()) {
-    spdlog::warn("upstream {}: a message abandoned: nothing more of it came for {} while it "
-                 "was incomplete (--upstream_message_idle_timeout){}; the rest of its line "
-                 "is skipped", name_, absl::FormatDuration(idle_timeout_), Answered(ids));
+  if (ids.size() <= ids_failed_) return;
+  std::vector<json> fresh;
+  for (size_t i = ids_failed_; i < ids.size(); ++i) {
+    // A skipped answer fails only the requests still waited for (its own caller gave up).
+    if (drop_ == Drop::kUnwanted && hooks_.is_pending && !hooks_.is_pending(ids[i])) continue;
+    fresh.push_back(ids[i]);
   }
-  failed_ = true;
-  if (hooks_.on_failed && !ids.empty()) hooks_.on_failed(ids, Reason());
+  if (hooks_.on_failed && !fresh.empty()) hooks_.on_failed(fresh, Reason());
   if (hooks_.on_answer_end) {
-    for (const json& id : ids) hooks_.on_answer_end(id);
+    for (size_t i = ids_failed_; i < ids.size(); ++i) hooks_.on_answer_end(ids[i]);
   }
+  ids_failed_ = ids.size();
 }
 
 std::string StdoutLines::Answered(const std::vector<json>& ids) const {
@@ -110,24 +142,17 @@ std::string StdoutLines::Answered(const std::vector<json>& ids) const {
 }
 
 void StdoutLines::EndLine() {
-  const std::vector<json> ids = scanner_.ids();
-  if (drop_ != Drop::kNone && !failed_) {
-    if (drop_ == Drop::kTooLarge) {
-      spdlog::error("upstream {}: a message larger than {} bytes (--max_upstream_message_bytes) "
-                    "dropped{}", name_, max_message_bytes_, Answered(ids));
-    } else {
-      spdlog::debug("upstream {}: the message dropped for {} ended{}", name_, busy_,
-                    Answered(ids));
-    }
-    if (hooks_.on_failed && !ids.empty()) hooks_.on_failed(ids, Reason());
+  if (drop_ != Drop::kNone) {
+    FailIdsSoFar();  // those read after the line was dropped (later answers of a batch)
+  } else if (hooks_.on_answer_end) {
+    // The line has been dispatched (its answer charged to its caller by then).
+    for (const json& id : scanner_.ids()) hooks_.on_answer_end(id);
   }
-  if (hooks_.on_answer_end) {
-    for (const json& id : ids) hooks_.on_answer_end(id);
-  }
-  // The line has been dispatched (its answer charged to its caller by then).
   hold_.emplace(shared_);
   scanner_.Reset();
-  moved_ = id_checked_ = in_line_ = failed_ = false;
+  moved_ = id_checked_ = in_line_ = false;
+  line_id_ = nullptr;
+  ids_failed_ = 0;
   drop_ = Drop::kNone;
   busy_.clear();
 }
@@ -145,6 +170,10 @@ absl::Status StdoutLines::Reason() const {
           "the upstream began its answer and sent nothing more of it for ",
           absl::FormatDuration(idle_timeout_),
           " (--upstream_message_idle_timeout); the answer was abandoned"));
+    case Drop::kUnwanted:
+      return absl::AbortedError(
+          "the upstream answered in one message with a call that ended (timed out or "
+          "cancelled) before its answer arrived; the message was skipped, retry the call");
     case Drop::kNone:
       break;
   }

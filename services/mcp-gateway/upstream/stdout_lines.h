@@ -14,7 +14,9 @@
 // An answer line whose id is a request sent with a caller's budget (StdioTransport::
 // SendRequest) is charged to that caller instead of the shared budget from the moment its
 // id is seen (attack round 9, F16: one token's large stdio answers used the budget that
-// every credential shares).
+// every credential shares), and only while the caller waits: once it gives up, the line is
+// skipped and its charge released (CheckCallers; attack round 10, F17: a server trickling a
+// byte now and then kept a timed-out caller's charge for as long as it lived).
 #pragma once
 
 #include <cstddef>
@@ -60,6 +62,9 @@ class StdoutLines {
   void Feed(const char* data, size_t size, absl::Time now);
   // Abandons the line being read if it has received nothing for idle_timeout.
   void CheckIdle(absl::Time now);
+  // Skips the line being read if it is charged to a caller who no longer waits for it
+  // (hooks.is_pending says no): run when a call is abandoned.
+  void CheckCallers();
   // How long the reader may wait for more bytes before CheckIdle is due; -1: forever (no
   // incomplete line is held).
   int PollTimeoutMs(absl::Time now) const;
@@ -67,15 +72,19 @@ class StdoutLines {
   size_t held() const { return hold_->held(); }
 
  private:
-  enum class Drop { kNone, kTooLarge, kBusy, kStalled };
+  enum class Drop { kNone, kTooLarge, kBusy, kStalled, kUnwanted };
   // One piece of a line (up to and including its newline, if any).
   void FeedPiece(const char* data, size_t size, bool ends_line);
   // Charges `bytes` more for the line; skips it when refused.
   void Charge(size_t bytes);
   // Moves the line's hold to its caller's budget once its id is known.
   void MaybeMoveToCaller();
-  // The line is dropped for `why` (and logged); its requests fail at its end, or at once.
+  // The line is dropped for `why` (and logged); the requests it answered fail now (those
+  // whose ids come later in a batch line, at its end).
   void Skip(Drop why, const std::string& busy);
+  // Fails (unless nobody waits) and ends the requests answered by the line whose ids were
+  // read since the last call.
+  void FailIdsSoFar();
   void EndLine();
   absl::Status Reason() const;
   std::string Answered(const std::vector<nlohmann::json>& ids) const;
@@ -88,12 +97,13 @@ class StdoutLines {
   LineFramer framer_;
   MessageIdScanner scanner_;
   std::optional<codemode::ByteHold> hold_;  // on shared_, or on the caller's once moved
-  bool moved_ = false;       // hold_ is on a caller's budget
+  bool moved_ = false;       // hold_ is on a caller's budget: the one of request line_id_
+  nlohmann::json line_id_;
   bool id_checked_ = false;  // the id was looked up (once per line)
   bool in_line_ = false;     // bytes of an unfinished line were received and are held
   absl::Time last_byte_;
   Drop drop_ = Drop::kNone;
-  bool failed_ = false;      // the line's requests were failed already (abandoned)
+  size_t ids_failed_ = 0;    // the first so many of the line's ids were failed already
   std::string busy_;         // the budget that refused the line ("--flag=N")
 };
 

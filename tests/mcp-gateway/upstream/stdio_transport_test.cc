@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "upstream/stdio_transport.h"
@@ -257,6 +258,38 @@ TEST(StdioUpstreamTest, AnOversizedBatchOfJunkIdsFirstStillFailsItsCall) {
   EXPECT_NE(r.status().message().find("larger than 1048576 bytes (--max_upstream_message_bytes)"),
             std::string::npos)
       << r.status();
+  manager.Stop();
+}
+
+// Attack round 10 (F17): a server that begins its answer (id first, so it is charged to
+// the caller) and then sends a byte now and then, never the newline, kept that charge on the
+// caller's budget after the call timed out: the token's later answers were refused for as
+// long as the server lived. The charge ends with the call.
+TEST(StdioUpstreamTest, AnAnswerThatTricklesStopsChargingItsCallerWhenTheCallEnds) {
+  UpstreamOptions options = testing::TestOptions();
+  options.max_message_bytes = 4u << 20;
+  options.message_idle_timeout = absl::Seconds(30);
+  UpstreamManager manager({testing::StdioConfig("fake", {"--trickle"})}, options);
+  manager.Start();
+  manager.WaitInitial(absl::Seconds(30));
+  auto caller = std::make_shared<codemode::ByteBudget>("max_bytes_per_credential", 8u << 20);
+  CallOptions call;
+  call.timeout = absl::Seconds(2);
+  call.answer.receiving = caller;
+  std::atomic<size_t> peak{0};
+  std::thread watch([&] {
+    for (int i = 0; i < 100 && peak.load() == 0; ++i) {
+      peak = caller->used();
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  });
+  auto r = manager.CallTool("fake", "trickle", {{"bytes", 1 << 20}, {"every", 0.5}}, call);
+  watch.join();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
+  EXPECT_GE(peak.load(), 1u << 20) << "the answer was never charged to its caller";
+  EXPECT_TRUE(WaitFor([&] { return caller->used() == 0; }, std::chrono::seconds(5)))
+      << caller->used() << " bytes still charged to the caller of a call that ended";
   manager.Stop();
 }
 

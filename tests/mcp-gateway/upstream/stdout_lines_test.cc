@@ -109,6 +109,8 @@ TEST(StdoutLinesTest, AnAnswerIsChargedToItsCallerOnceItsIdIsRead) {
   EXPECT_GT(shared->used(), 2000u);
 }
 
+// The request fails when its answer is refused, not at a newline that a hostile server may
+// never send (attack round 10: the call waited out its timeout).
 TEST(StdoutLinesTest, AnAnswerItsCallerCannotHoldIsSkippedAndItsRequestFails) {
   auto shared = std::make_shared<codemode::ByteBudget>("max_upstream_bytes_in_flight", 1 << 20);
   Recorder r;
@@ -118,13 +120,45 @@ TEST(StdoutLinesTest, AnAnswerItsCallerCannotHoldIsSkippedAndItsRequestFails) {
   Feed(lines, R"({"jsonrpc":"2.0","id":7,"result":{"text":")" + std::string(100000, 'x'), t0);
   EXPECT_EQ(shared->used(), 0u);
   EXPECT_EQ(r.caller->used(), 0u);
+  EXPECT_EQ(r.failed.size(), 1u) << "not failed until the line's newline";
   Feed(lines, "\"}}\n", t0);
-  ASSERT_EQ(r.failed.size(), 1u);
+  ASSERT_EQ(r.failed.size(), 1u);  // once
   EXPECT_EQ(r.failed[0].first, json(7));
   EXPECT_TRUE(absl::IsResourceExhausted(r.failed[0].second));
   EXPECT_TRUE(absl::StrContains(r.failed[0].second.message(), "--per_credential=50000"))
       << r.failed[0].second;
   EXPECT_TRUE(r.lines.empty());
+}
+
+// Attack round 10 (F17): the caller of request 7 gave up (timed out, cancelled) while its
+// answer line trickled in a byte at a time. The line's charge leaves the caller's budget at
+// once (CheckCallers, which the reader runs when a call is abandoned), the rest of the line
+// is skipped, nothing is reported failed (nobody waits), and the next line is read.
+TEST(StdoutLinesTest, AnAnswerWhoseCallerGaveUpStopsChargingIt) {
+  auto shared = std::make_shared<codemode::ByteBudget>("max_upstream_bytes_in_flight", 1 << 20);
+  Recorder r;
+  r.caller = std::make_shared<codemode::ByteBudget>("per_credential", 1 << 20);
+  bool waiting = true;
+  StdoutLines::Hooks hooks = HooksOf(&r);
+  hooks.is_pending = [&waiting](const json& id) { return waiting && id == json(7); };
+  StdoutLines lines("s", 1 << 20, shared, absl::Seconds(30), std::move(hooks));
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  Feed(lines, R"({"jsonrpc":"2.0","id":7,"result":{"text":")" + std::string(100000, 'x'), t0);
+  EXPECT_GT(r.caller->used(), 200000u);
+  lines.CheckCallers();
+  EXPECT_GT(r.caller->used(), 200000u);  // still waited for
+  waiting = false;
+  lines.CheckCallers();
+  EXPECT_EQ(r.caller->used(), 0u);
+  EXPECT_EQ(shared->used(), 0u);
+  EXPECT_EQ(lines.PollTimeoutMs(t0), -1);  // nothing held
+  Feed(lines, std::string(5000, 'y'), t0 + absl::Seconds(20));
+  EXPECT_EQ(r.caller->used(), 0u);
+  EXPECT_EQ(shared->used(), 0u);
+  Feed(lines, "\"}}\n{\"jsonrpc\":\"2.0\",\"id\":4,\"result\":{}}\n", t0 + absl::Seconds(21));
+  EXPECT_TRUE(r.failed.empty());
+  ASSERT_EQ(r.lines.size(), 1u);
+  EXPECT_EQ(json::parse(r.lines[0])["id"], json(4));
 }
 
 TEST(StdoutLinesTest, OneUpstreamsPartIsAQuarterOfTheReceiveBudget) {
