@@ -223,4 +223,8 @@ bool McpClient::connected() const { return rpc_->connected(); }
 
 std::string McpClient::disconnect_reason() const { return rpc_->disconnect_reason(); }
 
+bool McpClient::cut_for_misbehaviour() const {
+  return transport_ != nullptr && transport_->CutForMisbehaviour();
+}
+
 }  // namespace gateway

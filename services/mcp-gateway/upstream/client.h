@@ -58,6 +58,9 @@ class McpClient {
 
   bool connected() const;
   std::string disconnect_reason() const;
+  // The connection ended because the gateway cut it for the upstream's fault
+  // (ClientTransport::CutForMisbehaviour).
+  bool cut_for_misbehaviour() const;
   // From Connect(): the initialize result and the first tool list.
   const std::string& server_name() const { return server_name_; }
   const std::string& instructions() const { return instructions_; }

@@ -160,6 +160,7 @@ class SseTransport : public HttpTransportBase {
 
   absl::Status Start(TransportCallbacks callbacks, absl::Duration timeout) override;
   absl::Status Send(const nlohmann::json& message) override;
+  bool CutForMisbehaviour() const override;
   void Close() override;
 
   std::string endpoint() const;
@@ -173,6 +174,7 @@ class SseTransport : public HttpTransportBase {
   std::string endpoint_ ABSL_GUARDED_BY(mu_);  // where to POST, once the endpoint event arrived
   bool stream_ended_ ABSL_GUARDED_BY(mu_) = false;
   std::string stream_error_ ABSL_GUARDED_BY(mu_);  // why the GET stream ended
+  bool cut_for_misbehaviour_ ABSL_GUARDED_BY(mu_) = false;
 
   std::shared_ptr<HttpExchange> stream_;  // set up by Start() under start_mu_
 };

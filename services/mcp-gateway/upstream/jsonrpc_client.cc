@@ -205,6 +205,9 @@ absl::Status JsonRpcClient::GiveUp(int64_t id, const std::string& method, Pendin
   // We gave up first: nobody will complete this request any more.
   std::string reason = cancelled ? (options.cancel ? options.cancel->reason() : "cancelled")
                                  : "timed out";
+  // First: what the answer holds is released now, not after a write to a server that may
+  // have stopped reading (attack round 11, 1c).
+  transport_->Abandon(id);
   if (options.notify_cancelled) {
     absl::Status s = Notify("notifications/cancelled", {{"requestId", id}, {"reason", reason}});
     if (!s.ok()) {
@@ -212,7 +215,6 @@ absl::Status JsonRpcClient::GiveUp(int64_t id, const std::string& method, Pendin
                     codemode::LogLongText(s.message()));
     }
   }
-  transport_->Abandon(id);
   pending.Finish();
   if (cancelled) return absl::CancelledError(absl::StrCat(method, " cancelled: ", reason));
   return absl::DeadlineExceededError(

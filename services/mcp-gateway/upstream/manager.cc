@@ -121,8 +121,11 @@ void UpstreamManager::Impl::Run(Upstream* u) {
       const absl::Time connected_at = absl::Now();
       Serve(u, client);
       // Only a connection that lasted starts the backoff over: one the upstream ends at once
-      // (cut for an oversized event, say) must not have us reconnect every retry_initial.
-      lasted = absl::Now() - connected_at >= options.stream_retry.lived;
+      // must not have us reconnect every retry_initial, nor one we cut for its fault however
+      // long it lasted (a legacy SSE stream whose event stalled for 30 s was reconnected
+      // every 31 s: attack round 11, 3c).
+      lasted = absl::Now() - connected_at >= options.stream_retry.lived &&
+               !client->cut_for_misbehaviour();
       if (lasted) backoff = options.retry_initial;
       // Disconnected (or stopping).
       Of(u).client.reset();

@@ -130,11 +130,17 @@ void SseTransport::RunStream() {
     codemode::MutexLock lock(&mu_);
     stream_ended_ = true;
     stream_error_ = reason;
+    cut_for_misbehaviour_ = too_large || watchdog.fired() || !busy.empty();
     had_endpoint = !endpoint_.empty();
   }
   // Before the endpoint arrived, Start() reports the failure instead.
   if (had_endpoint && !closing_ && callbacks_.on_closed) callbacks_.on_closed(reason);
   stream_->done = true;
+}
+
+bool SseTransport::CutForMisbehaviour() const {
+  codemode::MutexLock lock(&mu_);
+  return cut_for_misbehaviour_;
 }
 
 absl::Status SseTransport::Send(const json& message) {

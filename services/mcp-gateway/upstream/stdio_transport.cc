@@ -39,7 +39,13 @@ namespace {
 constexpr size_t kMaxStderrLineBytes = 64u << 10;
 constexpr size_t kMaxLoggedLineBytes = 4096;  // stderr lines are truncated in the log
 constexpr size_t kMaxRequestsRemembered = 1u << 16;  // requests in flight to one upstream
-constexpr auto kWriteTimeout = std::chrono::seconds(30);  // a server that stops reading
+// How long one message may wait for its turn and be written to a server that stops reading
+// stdin (every write waits behind the one before it; each waits at most its own bound).
+constexpr auto kWriteTimeout = std::chrono::seconds(30);
+// notifications/cancelled comes from a caller that has given up already: it waits little,
+// and is dropped if the server does not take it (attack round 11, 1c: behind six queued
+// writes to a server that stopped reading, a timed-out call returned 170 s late).
+constexpr auto kCancelWriteTimeout = std::chrono::seconds(1);
 
 void CloseFd(int* fd) {
   if (*fd >= 0) close(*fd);
@@ -50,14 +56,14 @@ std::string ErrnoText(int err) { return std::strerror(err); }
 
 // Writes all of `data` to a non-blocking fd. SIGPIPE is blocked on this thread while
 // writing (and a pending one discarded): a dead child must give EPIPE, not kill us.
-absl::Status WriteAll(int fd, const std::string& data, const std::atomic<bool>& closing) {
+absl::Status WriteAll(int fd, const std::string& data, const std::atomic<bool>& closing,
+                      std::chrono::steady_clock::time_point deadline) {
   sigset_t pipe_set, old_set;
   sigemptyset(&pipe_set);
   sigaddset(&pipe_set, SIGPIPE);
   pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set);
   absl::Status status;
   size_t off = 0;
-  auto deadline = std::chrono::steady_clock::now() + kWriteTimeout;
   while (off < data.size()) {
     ssize_t n = write(fd, data.data() + off, data.size() - off);
     if (n > 0) {
@@ -179,13 +185,32 @@ absl::Status StdioTransport::Send(const json& message) {
   line.push_back('\n');
   const bool request = wire::LooksLikeRequest(message);
   if (request) RememberRequest(message["id"], nullptr);
-  absl::Status sent;
+  const auto wait =
+      wire::MethodOf(message) == "notifications/cancelled" ? kCancelWriteTimeout : kWriteTimeout;
+  absl::Status sent = WriteLine(line, std::chrono::steady_clock::now() + wait);
+  if (!sent.ok() && request) ForgetCaller(message["id"]);
+  return sent;
+}
+
+absl::Status StdioTransport::WriteLine(const std::string& line,
+                                       std::chrono::steady_clock::time_point deadline) {
+  int fd;
   {
     codemode::MutexLock lock(&write_mu_);
-    sent = stdin_fd_ < 0 ? absl::UnavailableError("connection closed")
-                         : WriteAll(stdin_fd_, line, closing_);
+    auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) { return !writing_; };
+    if (!write_mu_.AwaitWithTimeout(
+            absl::Condition(&idle),
+            absl::FromChrono(deadline - std::chrono::steady_clock::now()))) {
+      return absl::UnavailableError(
+          "server does not read its stdin (the messages before this one still wait)");
+    }
+    if (stdin_fd_ < 0) return absl::UnavailableError("connection closed");
+    fd = stdin_fd_;
+    writing_ = true;  // Close() waits for this write before it closes fd
   }
-  if (!sent.ok() && request) ForgetCaller(message["id"]);
+  absl::Status sent = WriteAll(fd, line, closing_, deadline);
+  codemode::MutexLock lock(&write_mu_);
+  writing_ = false;
   return sent;
 }
 
@@ -406,6 +431,9 @@ void StdioTransport::Close() {
     { codemode::MutexLock start_lock(&start_mu_); }  // a spawn in progress completes
     {
       codemode::MutexLock lock(&write_mu_);
+      // A write in progress ends within a poll interval (closing_).
+      auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) { return !writing_; };
+      write_mu_.Await(absl::Condition(&idle));
       CloseFd(&stdin_fd_);  // EOF on its stdin: a well-behaved server exits now
     }
     if (pid_ > 0 && !WaitExit(stop_grace_, false)) {

@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -59,6 +60,9 @@ class StdioTransport : public ClientTransport {
  private:
   void ReadStdout();
   void ReadStderr();
+  // Writes one line to stdin in turn with other writers, waiting for the turn and the
+  // write together until `deadline`.
+  absl::Status WriteLine(const std::string& line, std::chrono::steady_clock::time_point deadline);
   // The budget of the caller of request `id`, if SendRequest named one and it still lives.
   std::shared_ptr<codemode::ByteBudget> CallerBudget(const nlohmann::json& id);
   // Requests in flight (Send), each with the budget its answer is charged to (SendRequest).
@@ -97,6 +101,7 @@ class StdioTransport : public ClientTransport {
   pid_t pid_ = -1;
   codemode::Mutex write_mu_;
   int stdin_fd_ ABSL_GUARDED_BY(write_mu_) = -1;  // closed by Close()
+  bool writing_ ABSL_GUARDED_BY(write_mu_) = false;  // a WriteLine is writing stdin_fd_
   int stdout_fd_ = -1;
   int stderr_fd_ = -1;
   int wake_fd_ = -1;    // eventfd: tells the reader threads that Close() has begun

@@ -71,6 +71,10 @@ class ClientTransport {
   // The request with this id no longer needs its response (timed out, cancelled): the
   // HTTP transport drops the connection it is reading the response from.
   virtual void Abandon(const nlohmann::json& id) {}
+  // Whether the connection ended because the gateway cut it for the upstream's fault (an
+  // event it refused: oversized, stalled, over the receive budget): the manager then keeps
+  // backing off however long the connection lasted, instead of reconnecting at once.
+  virtual bool CutForMisbehaviour() const { return false; }
   // initialize succeeded with this protocol version (HTTP: the MCP-Protocol-Version header
   // from now on, and the GET stream for server notifications).
   virtual void OnInitialized(const std::string& protocol_version) {}

@@ -239,6 +239,29 @@ TEST_F(HttpUpstreamTest, AGetStreamCutForAnOversizedEventIsReopenedWithBackoff) 
   EXPECT_LE(gets.size(), allowed) << "GETs in " << span << " s";
 }
 
+// Attack round 11 (3c): a legacy SSE stream that we cut for the upstream's fault (here an
+// oversized event; a stalled one in the attack, after 30 s) after it had lasted a while
+// reset the backoff, so the upstream was reconnected every retry_initial for as long as it
+// kept doing it. Its reconnects back off now.
+TEST_F(HttpUpstreamTest, ALegacyStreamCutForItsFaultIsReconnectedWithBackoff) {
+  UpstreamOptions options = testing::TestOptions();  // retry_initial 100 ms
+  options.max_message_bytes = 1u << 20;
+  options.stream_retry.lived = absl::Milliseconds(200);  // the stream lasts 0.5 s
+  Connect({"--get-oversized-bytes", std::to_string(2 << 20)}, /*legacy=*/true, options);
+  std::this_thread::sleep_for(std::chrono::seconds(4));
+  std::vector<double> gets;
+  for (const auto& e : testing::ReadLog(log_)) {
+    if (e.value("event", "") == "get") gets.push_back(e["at"].get<double>());
+  }
+  ASSERT_GE(gets.size(), 2u) << "the stream was never cut and reconnected";
+  // Each connection lasts 0.5 s; with backoff the waits after them grow (0.1, 0.2, 0.4,
+  // 0.8 s), without it they stay 0.1 s: the gaps between connections must grow.
+  for (size_t i = 2; i < gets.size(); ++i) {
+    EXPECT_GT(gets[i] - gets[i - 1], gets[i - 1] - gets[i - 2])
+        << "reconnect " << i << " came no later than the one before";
+  }
+}
+
 TEST(HttpUnreachableTest, RefusedConnectionIsReportedAndRetried) {
   const int port = testing::UnusedPort();
   const std::string url = "http://127.0.0.1:" + std::to_string(port);

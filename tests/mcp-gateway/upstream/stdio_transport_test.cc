@@ -293,6 +293,42 @@ TEST(StdioUpstreamTest, AnAnswerThatTricklesStopsChargingItsCallerWhenTheCallEnd
   manager.Stop();
 }
 
+// Attack round 11 (1c): a server that stops reading stdin while a call waits. Writes to it
+// queue up, each waiting up to 30 s. The call that times out used to send its
+// notifications/cancelled (and only then release its answer's charge) behind them: it
+// returned after every queued write had failed (170 s late in the attack). It returns
+// before any of them now, and its charge goes first.
+TEST(StdioUpstreamTest, ACallThatTimesOutReturnsBeforeWritesQueuedToADeafServer) {
+  UpstreamOptions options = testing::TestOptions();
+  UpstreamManager manager({testing::StdioConfig("fake", {"--trickle"})}, options);
+  manager.Start();
+  manager.WaitInitial(absl::Seconds(30));
+  std::atomic<int> returned{0};
+  std::atomic<int> deaf_returned_as{-1};
+  std::thread deaf([&] {
+    CallOptions call;
+    call.timeout = absl::Seconds(3);
+    auto r = manager.CallTool("fake", "deaf", json::object(), call);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
+    deaf_returned_as = ++returned;
+  });
+  absl::SleepFor(absl::Milliseconds(500));  // the server has read "deaf" and stops reading
+  std::vector<std::thread> fills;
+  for (int i = 0; i < 2; ++i) {
+    fills.emplace_back([&] {
+      CallOptions call;
+      call.timeout = absl::Seconds(90);
+      auto r = manager.CallTool("fake", "echo", {{"message", std::string(200 << 10, 'f')}}, call);
+      EXPECT_FALSE(r.ok());  // its write was not taken
+      ++returned;
+    });
+  }
+  deaf.join();
+  for (auto& t : fills) t.join();
+  EXPECT_EQ(deaf_returned_as.load(), 1) << "the timed-out call waited behind the queued writes";
+  manager.Stop();
+}
+
 TEST(StdioUpstreamTest, PendingCallsFailWhenStopping) {
   UpstreamManager manager({testing::StdioConfig("fake", {})}, testing::TestOptions());
   manager.Start();
