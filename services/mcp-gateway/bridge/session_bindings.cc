@@ -11,6 +11,8 @@ namespace {
 // Separates the MCP session key from the name; neither can contain it (names are
 // [A-Za-z0-9_-], session keys are printable).
 constexpr char kSeparator = '\x1f';
+// Failed deletes kept for a retry (SessionBindings::Delete); each is a few dozen bytes.
+constexpr size_t kMaxFailedDeletes = 1024;
 
 bool BelongsTo(const std::string& key, const std::string& mcp_session) {
   return key.size() > mcp_session.size() && key.compare(0, mcp_session.size(), mcp_session) == 0 &&
@@ -110,6 +112,7 @@ absl::Status SessionBindings::Open(Binding& b, const std::string& mcp_session,
     codemode::MutexLock lock(&b.state_mu);
     if (b.ready_) return absl::OkStatus();
   }
+  RetryFailedDeletes();
   absl::StatusOr<SandboxRef> ref =
       sandboxes_->CreateSession(absl::StrCat("mcp:", b.credential), name, catalog);
   if (!ref.ok()) return ref.status();
@@ -123,7 +126,7 @@ absl::Status SessionBindings::Open(Binding& b, const std::string& mcp_session,
     }
   }
   // The MCP session ended while the sandbox session was being created.
-  (void)sandboxes_->DeleteSession(*ref);
+  Delete(*ref, "sandbox session");
   return absl::FailedPreconditionError("the MCP session was closed");
 }
 
@@ -136,12 +139,36 @@ void SessionBindings::Forget(const std::string& mcp_session, const std::string& 
     bindings_.erase(it);
   }
   if (!b->ready()) return;
-  const SandboxRef ref = b->ref();
+  Delete(b->ref(), "lost sandbox session");
+}
+
+void SessionBindings::Delete(const SandboxRef& ref, const char* what) {
   absl::Status s = sandboxes_->DeleteSession(ref);
-  if (!s.ok() && !absl::IsNotFound(s)) {
-    spdlog::warn("cannot delete lost sandbox session {}: {}", codemode::LogText(ref.session_id),
-                 codemode::LogLongText(s.message()));
+  if (s.ok() || absl::IsNotFound(s)) return;
+  const bool retry = absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s);
+  spdlog::warn("cannot delete {} {}: {}{}", what, codemode::LogText(ref.session_id),
+               codemode::LogLongText(s.message()),
+               retry ? "; retried before the next sandbox is created" : "");
+  if (!retry) return;
+  codemode::MutexLock lock(&mu_);
+  if (failed_deletes_.size() >= kMaxFailedDeletes) {
+    spdlog::warn("sandbox session {} is not deleted: more than {} deletes wait for sandboxd; "
+                 "it ends at sandboxd's --idle_ttl",
+                 codemode::LogText(failed_deletes_.front().session_id), kMaxFailedDeletes);
+    failed_deletes_.pop_front();
   }
+  failed_deletes_.push_back(ref);
+}
+
+void SessionBindings::RetryFailedDeletes() {
+  std::deque<SandboxRef> retry;
+  {
+    codemode::MutexLock lock(&mu_);
+    if (failed_deletes_.empty()) return;
+    retry.swap(failed_deletes_);  // one caller retries each
+  }
+  spdlog::info("retrying {} sandbox session delete(s) that failed", retry.size());
+  for (const SandboxRef& ref : retry) Delete(ref, "sandbox session");
 }
 
 void SessionBindings::Close(const std::string& mcp_session) {
@@ -165,12 +192,7 @@ void SessionBindings::Close(const std::string& mcp_session) {
       b->closed = true;
       if (b->ready_) ref = b->ref_;
     }
-    if (!ref) continue;
-    absl::Status s = sandboxes_->DeleteSession(*ref);
-    if (!s.ok() && !absl::IsNotFound(s)) {
-      spdlog::warn("cannot delete sandbox session {}: {}", codemode::LogText(ref->session_id),
-                   codemode::LogLongText(s.message()));
-    }
+    if (ref) Delete(*ref, "sandbox session");
   }
 }
 

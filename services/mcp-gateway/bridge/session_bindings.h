@@ -16,6 +16,7 @@
 //   (*b)->UnlockRun();
 #pragma once
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -134,12 +135,21 @@ class SessionBindings {
 
  private:
   static std::string Key(const std::string& mcp_session, const std::string& name);
+  // Deletes a sandbox session; `what` names it in the warning if that fails. One sandboxd
+  // did not answer is kept and retried (RetryFailedDeletes): it would otherwise keep its
+  // slot there until sandboxd's idle TTL (attack round 11, 4: a sandboxd restart).
+  void Delete(const SandboxRef& ref, const char* what);
+  // Deletes the sessions whose delete failed for want of sandboxd; run before a session is
+  // created, so that a restarted sandboxd gets its slots back before it is asked for one.
+  void RetryFailedDeletes();
 
   Sandboxes* const sandboxes_;
   const size_t max_per_mcp_session_;
   const size_t max_per_credential_;
   codemode::Mutex mu_;
   std::map<std::string, std::shared_ptr<Binding>> bindings_ ABSL_GUARDED_BY(mu_);  // by Key()
+  // At most kMaxFailedDeletes (the oldest are given up, with a warning).
+  std::deque<SandboxRef> failed_deletes_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gateway

@@ -45,6 +45,7 @@ class FakeSandboxes : public Sandboxes {
   }
   absl::Status DeleteSession(const SandboxRef& ref) override {
     codemode::MutexLock lock(&mu_);
+    if (!delete_error.ok()) return delete_error;
     deleted_.push_back(ref.session_id);
     return live_.erase(ref.session_id) ? absl::OkStatus() : absl::NotFoundError("no such session");
   }
@@ -204,6 +205,7 @@ class FakeSandboxes : public Sandboxes {
 
   // Set before use (not guarded).
   absl::Status create_error = absl::OkStatus();
+  absl::Status delete_error = absl::OkStatus();  // sandboxd is down, say
   // When set, answers every ListFiles instead of the workspace (a hostile sandbox answers
   // sandboxd's file_list frames itself); called under the fake's lock.
   std::function<absl::StatusOr<sandbox::v1::ListFilesResponse>(const std::string& dir,

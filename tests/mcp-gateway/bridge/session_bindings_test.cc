@@ -123,6 +123,25 @@ TEST_F(SessionBindingsTest, CloseDeletesOnlyThatMcpSessionsSandboxes) {
   EXPECT_EQ(sandboxes_.creations().size(), 4u) << "a new run after close starts afresh";
 }
 
+// Attack round 11 (4): the deletes of MCP sessions that ended while sandboxd was down
+// (restarting) failed and were forgotten, so after its restart the re-attached sandboxes
+// held their slots until sandboxd's idle TTL (33 of 40, refusing others' runs). They are
+// retried before the next sandbox is created.
+TEST_F(SessionBindingsTest, DeletesThatFailWhileSandboxdIsDownAreRetried) {
+  std::string a = Open("mcp-1", "default")->ref().session_id;
+  std::string b = Open("mcp-2", "default")->ref().session_id;
+  sandboxes_.delete_error = absl::UnavailableError("sandboxd is unavailable");
+  bindings_.Close("mcp-1");
+  bindings_.Close("mcp-2");
+  EXPECT_THAT(sandboxes_.live(), UnorderedElementsAre(a, b));
+  sandboxes_.delete_error = absl::OkStatus();  // sandboxd is back
+  std::string c = Open("mcp-3", "default")->ref().session_id;
+  EXPECT_THAT(sandboxes_.deleted(), UnorderedElementsAre(a, b));
+  EXPECT_THAT(sandboxes_.live(), ElementsAre(c));
+  Open("mcp-4", "default");
+  EXPECT_EQ(sandboxes_.deleted().size(), 2u) << "each is deleted once";
+}
+
 TEST_F(SessionBindingsTest, CloseDuringCreationDeletesTheNewSession) {
   absl::StatusOr<std::shared_ptr<Binding>> b = bindings_.FindOrRegister("mcp-1", "default", "token 0");
   ASSERT_TRUE(b.ok());
