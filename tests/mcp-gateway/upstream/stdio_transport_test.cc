@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <memory>
@@ -274,16 +275,18 @@ TEST(StdioUpstreamTest, AnAnswerThatTricklesStopsChargingItsCallerWhenTheCallEnd
   manager.WaitInitial(absl::Seconds(30));
   auto caller = std::make_shared<codemode::ByteBudget>("max_bytes_per_credential", 8u << 20);
   CallOptions call;
-  call.timeout = absl::Seconds(2);
+  call.timeout = absl::Seconds(4);
   call.answer.receiving = caller;
   std::atomic<size_t> peak{0};
-  std::thread watch([&] {
-    for (int i = 0; i < 100 && peak.load() == 0; ++i) {
-      peak = caller->used();
-      absl::SleepFor(absl::Milliseconds(20));
+  std::atomic<bool> returned{false};
+  std::thread watch([&] {  // the charge while the call waits
+    while (!returned) {
+      peak = std::max(peak.load(), caller->used());
+      absl::SleepFor(absl::Milliseconds(10));
     }
   });
   auto r = manager.CallTool("fake", "trickle", {{"bytes", 1 << 20}, {"every", 0.5}}, call);
+  returned = true;
   watch.join();
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
