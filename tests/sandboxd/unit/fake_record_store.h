@@ -37,6 +37,7 @@ class FakeRecordStore : public RecordStore {
     {
       std::lock_guard<std::mutex> l(mu_);
       delay = delete_delay_;
+      ++deletes_begun_;
     }
     absl::SleepFor(delay);  // a slow disk: the caller's cleanup is still running
     std::lock_guard<std::mutex> l(mu_);
@@ -87,6 +88,11 @@ class FakeRecordStore : public RecordStore {
     std::lock_guard<std::mutex> l(mu_);
     return puts_;
   }
+  // Deletes begun (counted before DelayDeletes' wait).
+  int deletes_begun() {
+    std::lock_guard<std::mutex> l(mu_);
+    return deletes_begun_;
+  }
 
  private:
   std::mutex mu_;
@@ -94,6 +100,7 @@ class FakeRecordStore : public RecordStore {
   absl::Status put_error_, delete_error_, list_error_;
   absl::Duration delete_delay_;
   int puts_ = 0;
+  int deletes_begun_ = 0;
 };
 
 }  // namespace sandboxd::testing
