@@ -142,22 +142,29 @@ void SessionBindings::Forget(const std::string& mcp_session, const std::string& 
   Delete(b->ref(), "lost sandbox session");
 }
 
-void SessionBindings::Delete(const SandboxRef& ref, const char* what) {
+bool SessionBindings::Delete(const SandboxRef& ref, const char* what) {
   absl::Status s = sandboxes_->DeleteSession(ref);
-  if (s.ok() || absl::IsNotFound(s)) return;
+  if (s.ok() || absl::IsNotFound(s)) return true;
   const bool retry = absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s);
   spdlog::warn("cannot delete {} {}: {}{}", what, codemode::LogText(ref.session_id),
                codemode::LogLongText(s.message()),
                retry ? "; retried before the next sandbox is created" : "");
-  if (!retry) return;
+  if (!retry) return true;
+  Keep({ref});
+  return false;
+}
+
+void SessionBindings::Keep(std::deque<SandboxRef> refs) {
   codemode::MutexLock lock(&mu_);
-  if (failed_deletes_.size() >= kMaxFailedDeletes) {
-    spdlog::warn("sandbox session {} is not deleted: more than {} deletes wait for sandboxd; "
-                 "it ends at sandboxd's --idle_ttl",
-                 codemode::LogText(failed_deletes_.front().session_id), kMaxFailedDeletes);
-    failed_deletes_.pop_front();
+  for (SandboxRef& ref : refs) {
+    if (failed_deletes_.size() >= kMaxFailedDeletes) {
+      spdlog::warn("sandbox session {} is not deleted: more than {} deletes wait for "
+                   "sandboxd; it ends at sandboxd's --idle_ttl",
+                   codemode::LogText(failed_deletes_.front().session_id), kMaxFailedDeletes);
+      failed_deletes_.pop_front();
+    }
+    failed_deletes_.push_back(std::move(ref));
   }
-  failed_deletes_.push_back(ref);
 }
 
 void SessionBindings::RetryFailedDeletes() {
@@ -168,7 +175,14 @@ void SessionBindings::RetryFailedDeletes() {
     retry.swap(failed_deletes_);  // one caller retries each
   }
   spdlog::info("retrying {} sandbox session delete(s) that failed", retry.size());
-  for (const SandboxRef& ref : retry) Delete(ref, "sandbox session");
+  while (!retry.empty()) {
+    const SandboxRef ref = std::move(retry.front());
+    retry.pop_front();
+    // Still unreachable (kept again): the rest wait for the next creation, so a run pays
+    // for one failed delete at most, not for every kept one (round 11 re-check: 44 s).
+    if (!Delete(ref, "sandbox session")) break;
+  }
+  if (!retry.empty()) Keep(std::move(retry));
 }
 
 void SessionBindings::Close(const std::string& mcp_session) {

@@ -138,9 +138,13 @@ class SessionBindings {
   // Deletes a sandbox session; `what` names it in the warning if that fails. One sandboxd
   // did not answer is kept and retried (RetryFailedDeletes): it would otherwise keep its
   // slot there until sandboxd's idle TTL (attack round 11, 4: a sandboxd restart).
-  void Delete(const SandboxRef& ref, const char* what);
+  // False when it was kept for a retry.
+  bool Delete(const SandboxRef& ref, const char* what);
+  // Adds to the deletes kept for a retry, dropping the oldest past kMaxFailedDeletes.
+  void Keep(std::deque<SandboxRef> refs);
   // Deletes the sessions whose delete failed for want of sandboxd; run before a session is
   // created, so that a restarted sandboxd gets its slots back before it is asked for one.
+  // Stops at the first that fails again (sandboxd still away).
   void RetryFailedDeletes();
 
   Sandboxes* const sandboxes_;

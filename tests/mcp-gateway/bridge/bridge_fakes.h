@@ -45,6 +45,7 @@ class FakeSandboxes : public Sandboxes {
   }
   absl::Status DeleteSession(const SandboxRef& ref) override {
     codemode::MutexLock lock(&mu_);
+    ++delete_attempts_;
     if (!delete_error.ok()) return delete_error;
     deleted_.push_back(ref.session_id);
     return live_.erase(ref.session_id) ? absl::OkStatus() : absl::NotFoundError("no such session");
@@ -186,6 +187,10 @@ class FakeSandboxes : public Sandboxes {
     codemode::MutexLock lock(&mu_);
     return executions_;
   }
+  int delete_attempts() {
+    codemode::MutexLock lock(&mu_);
+    return delete_attempts_;
+  }
   std::vector<std::string> deleted() {
     codemode::MutexLock lock(&mu_);
     return deleted_;
@@ -233,6 +238,7 @@ class FakeSandboxes : public Sandboxes {
   std::vector<Creation> creations_ ABSL_GUARDED_BY(mu_);
   std::vector<Execution> executions_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> deleted_ ABSL_GUARDED_BY(mu_);
+  int delete_attempts_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::string> resets_ ABSL_GUARDED_BY(mu_);
   std::vector<Upload> uploads_ ABSL_GUARDED_BY(mu_);
   struct File {

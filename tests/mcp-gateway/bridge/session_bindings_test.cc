@@ -134,6 +134,17 @@ TEST_F(SessionBindingsTest, DeletesThatFailWhileSandboxdIsDownAreRetried) {
   bindings_.Close("mcp-1");
   bindings_.Close("mcp-2");
   EXPECT_THAT(sandboxes_.live(), UnorderedElementsAre(a, b));
+  // While sandboxd is still away, a creation pays for one failed delete, not for all kept.
+  const int attempts = sandboxes_.delete_attempts();
+  sandboxes_.create_error = absl::UnavailableError("sandboxd is unavailable");
+  {
+    absl::StatusOr<std::shared_ptr<Binding>> x = bindings_.FindOrRegister("mcp-5", "default", "t");
+    ASSERT_TRUE(x.ok());
+    codemode::MutexLock lock(&(*x)->run_mu);
+    EXPECT_TRUE(absl::IsUnavailable(bindings_.Open(**x, "mcp-5", "default", {}, "v1")));
+  }
+  EXPECT_EQ(sandboxes_.delete_attempts(), attempts + 1);
+  sandboxes_.create_error = absl::OkStatus();
   sandboxes_.delete_error = absl::OkStatus();  // sandboxd is back
   std::string c = Open("mcp-3", "default")->ref().session_id;
   EXPECT_THAT(sandboxes_.deleted(), UnorderedElementsAre(a, b));
