@@ -166,6 +166,10 @@ ABSL_FLAG(absl::Duration, upstream_message_idle_timeout,
           "ToolError naming this flag, and the rest of it is skipped. An HTTP upstream's GET "
           "or legacy SSE stream whose event stalls as long is cut and reopened (a stream "
           "quiet between events is not). 0: never.");
+ABSL_FLAG(absl::Duration, upstream_write_timeout, gateway::kDefaultUpstreamWriteTimeout,
+          "A message to a stdio upstream waits at most this long for its turn and for the "
+          "server to read it, then fails (the call gets a ToolError); a message cut off part "
+          "way is ended with a newline before the next one.");
 ABSL_FLAG(absl::Duration, upstream_stream_retry_min, absl::Milliseconds(250),
           "Shortest wait before reopening an HTTP upstream's event stream, whatever its "
           "`retry:` says (an upstream answering `retry: 0` must not make us spin).");
@@ -457,10 +461,14 @@ absl::StatusOr<gateway::UpstreamOptions> UpstreamOptionsFromFlags(
   options.min_tools_refresh_interval = absl::GetFlag(FLAGS_min_tools_refresh_interval);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_upstream_message_bytes);
   options.message_idle_timeout = absl::GetFlag(FLAGS_upstream_message_idle_timeout);
+  options.write_timeout = absl::GetFlag(FLAGS_upstream_write_timeout);
   options.log_messages_per_second = absl::GetFlag(FLAGS_upstream_log_rate);
   options.receive_budget = std::make_shared<codemode::ByteBudget>(
       "max_upstream_bytes_in_flight", absl::GetFlag(FLAGS_max_upstream_bytes_in_flight),
       codemode::AllOf(ceiling));
+  if (options.write_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--upstream_write_timeout must be positive");
+  }
   // A result the sandbox may receive must fit in the message that carries it.
   if (options.max_message_bytes <
       absl::GetFlag(FLAGS_max_tool_result_bytes) + kUpstreamEnvelopeBytes) {

@@ -40,7 +40,8 @@ std::unique_ptr<ClientTransport> MakeTransport(const UpstreamConfig& config,
       return std::make_unique<StdioTransport>(config, options.stop_grace,
                                               options.max_message_bytes,
                                               options.log_messages_per_second, receive,
-                                              options.message_idle_timeout);
+                                              options.message_idle_timeout,
+                                              options.write_timeout);
     case UpstreamConfig::Type::kStreamableHttp:
       return std::make_unique<StreamableHttpTransport>(config, options.connect_timeout,
                                                        options.stream_retry,

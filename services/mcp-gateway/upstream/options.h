@@ -31,6 +31,8 @@ struct StreamRetryPolicy {
 inline constexpr size_t kDefaultMaxUpstreamMessageBytes = 16u << 20;
 // The default of UpstreamOptions::message_idle_timeout (--upstream_message_idle_timeout).
 inline constexpr absl::Duration kDefaultUpstreamMessageIdleTimeout = absl::Seconds(30);
+// The default of UpstreamOptions::write_timeout (--upstream_write_timeout).
+inline constexpr absl::Duration kDefaultUpstreamWriteTimeout = absl::Seconds(30);
 
 // The JSON values (objects, arrays, strings, numbers, ...) one upstream message may hold:
 // one per 128 bytes of the byte cap (131,072 at 16 MiB). A parsed value costs ~140 bytes,
@@ -68,6 +70,11 @@ struct UpstreamOptions {
   // between events is never cut. (A tool call's POST response stream is bounded by the
   // call's timeout instead.) Zero: never.
   absl::Duration message_idle_timeout = kDefaultUpstreamMessageIdleTimeout;
+  // One message to a stdio upstream waits at most this long for its turn and for the
+  // server to read it (a server at work may not read its stdin); then it fails. A message
+  // cut off part way is ended with a newline before the next one is written, so the server
+  // sees one line it cannot parse instead of the next caller's request glued to it.
+  absl::Duration write_timeout = kDefaultUpstreamWriteTimeout;
   StreamRetryPolicy stream_retry;
   // A flood of tools/list_changed is coalesced: one tools/list at a time per upstream, at
   // most one per this interval, and the MCP clients hear of a refresh only when the

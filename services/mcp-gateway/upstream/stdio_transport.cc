@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "upstream/stdout_lines.h"
 #include "upstream/process.h"
@@ -39,9 +40,6 @@ namespace {
 constexpr size_t kMaxStderrLineBytes = 64u << 10;
 constexpr size_t kMaxLoggedLineBytes = 4096;  // stderr lines are truncated in the log
 constexpr size_t kMaxRequestsRemembered = 1u << 16;  // requests in flight to one upstream
-// How long one message may wait for its turn and be written to a server that stops reading
-// stdin (every write waits behind the one before it; each waits at most its own bound).
-constexpr auto kWriteTimeout = std::chrono::seconds(30);
 // notifications/cancelled comes from a caller that has given up already: it waits little,
 // and is dropped if the server does not take it (attack round 11, 1c: behind six queued
 // writes to a server that stopped reading, a timed-out call returned 170 s late).
@@ -56,8 +54,10 @@ std::string ErrnoText(int err) { return std::strerror(err); }
 
 // Writes all of `data` to a non-blocking fd. SIGPIPE is blocked on this thread while
 // writing (and a pending one discarded): a dead child must give EPIPE, not kill us.
-absl::Status WriteAll(int fd, const std::string& data, const std::atomic<bool>& closing,
-                      std::chrono::steady_clock::time_point deadline) {
+// Writes `data` to the non-blocking `fd` until done, `closing` or `deadline`. `*written`:
+// how much of it went out (all of it, unless the status is an error).
+absl::Status WriteAll(int fd, absl::string_view data, const std::atomic<bool>& closing,
+                      std::chrono::steady_clock::time_point deadline, size_t* written) {
   sigset_t pipe_set, old_set;
   sigemptyset(&pipe_set);
   sigaddset(&pipe_set, SIGPIPE);
@@ -90,6 +90,7 @@ absl::Status WriteAll(int fd, const std::string& data, const std::atomic<bool>& 
     break;
   }
   pthread_sigmask(SIG_SETMASK, &old_set, nullptr);
+  *written = off;
   return status;
 }
 
@@ -105,13 +106,15 @@ std::string AbsolutePath(const std::string& path) {
 StdioTransport::StdioTransport(UpstreamConfig config, absl::Duration stop_grace,
                                size_t max_message_bytes, double log_lines_per_second,
                                std::shared_ptr<codemode::ByteBudget> receive_budget,
-                               absl::Duration message_idle_timeout)
+                               absl::Duration message_idle_timeout,
+                               absl::Duration write_timeout)
     : config_(std::move(config)),
       stop_grace_(stop_grace),
       max_message_bytes_(max_message_bytes),
       log_limit_(log_lines_per_second, 10 * std::max(1.0, log_lines_per_second)),
       receive_budget_(std::move(receive_budget)),
-      message_idle_timeout_(message_idle_timeout) {}
+      message_idle_timeout_(message_idle_timeout),
+      write_timeout_(write_timeout) {}
 
 bool StdioTransport::MayLog() {
   uint64_t dropped = 0;
@@ -185,8 +188,11 @@ absl::Status StdioTransport::Send(const json& message) {
   line.push_back('\n');
   const bool request = wire::LooksLikeRequest(message);
   if (request) RememberRequest(message["id"], nullptr);
-  const auto wait =
-      wire::MethodOf(message) == "notifications/cancelled" ? kCancelWriteTimeout : kWriteTimeout;
+  // One message waits at most write_timeout_ for its turn and to be written to a server that
+  // stops reading stdin (every write waits behind the one before it).
+  const auto wait = wire::MethodOf(message) == "notifications/cancelled"
+                        ? kCancelWriteTimeout
+                        : absl::ToChronoMilliseconds(write_timeout_);
   absl::Status sent = WriteLine(line, std::chrono::steady_clock::now() + wait);
   if (!sent.ok() && request) ForgetCaller(message["id"]);
   return sent;
@@ -195,6 +201,7 @@ absl::Status StdioTransport::Send(const json& message) {
 absl::Status StdioTransport::WriteLine(const std::string& line,
                                        std::chrono::steady_clock::time_point deadline) {
   int fd;
+  bool torn;
   {
     codemode::MutexLock lock(&write_mu_);
     auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) { return !writing_; };
@@ -207,9 +214,23 @@ absl::Status StdioTransport::WriteLine(const std::string& line,
     if (stdin_fd_ < 0) return absl::UnavailableError("connection closed");
     fd = stdin_fd_;
     writing_ = true;  // Close() waits for this write before it closes fd
+    torn = torn_line_;
   }
-  absl::Status sent = WriteAll(fd, line, closing_, deadline);
+  // The message before this one was cut off part way (its write timed out): end that line
+  // first, or the server reads this message as the rest of it, and both are lost (attack
+  // round 11 re-check). The server sees one line it cannot parse instead.
+  size_t written = 0;
+  absl::Status sent;
+  if (torn) {
+    sent = WriteAll(fd, "\n", closing_, deadline, &written);
+    torn = written == 0;
+  }
+  if (!torn) {
+    sent = WriteAll(fd, line, closing_, deadline, &written);
+    torn = written > 0 && written < line.size();
+  }
   codemode::MutexLock lock(&write_mu_);
+  torn_line_ = torn;
   writing_ = false;
   return sent;
 }

@@ -41,7 +41,8 @@ class StdioTransport : public ClientTransport {
                  size_t max_message_bytes = kDefaultMaxUpstreamMessageBytes,
                  double log_lines_per_second = 10,
                  std::shared_ptr<codemode::ByteBudget> receive_budget = nullptr,
-                 absl::Duration message_idle_timeout = kDefaultUpstreamMessageIdleTimeout);
+                 absl::Duration message_idle_timeout = kDefaultUpstreamMessageIdleTimeout,
+                 absl::Duration write_timeout = kDefaultUpstreamWriteTimeout);
   ~StdioTransport() override;  // Close()s
 
   absl::Status Start(TransportCallbacks callbacks, absl::Duration timeout) override;
@@ -88,6 +89,7 @@ class StdioTransport : public ClientTransport {
   codemode::LogRateLimit log_limit_;
   const std::shared_ptr<codemode::ByteBudget> receive_budget_;  // may be null
   const absl::Duration message_idle_timeout_;
+  const absl::Duration write_timeout_;
   mutable codemode::Mutex callers_mu_;
   // wire::Dump(id) of each request in flight -> the budget its answer is charged to while
   // it is read (none: the upstream's part of the shared one).
@@ -102,6 +104,8 @@ class StdioTransport : public ClientTransport {
   codemode::Mutex write_mu_;
   int stdin_fd_ ABSL_GUARDED_BY(write_mu_) = -1;  // closed by Close()
   bool writing_ ABSL_GUARDED_BY(write_mu_) = false;  // a WriteLine is writing stdin_fd_
+  // The last write stopped part way through its line (timed out): the next one ends it.
+  bool torn_line_ ABSL_GUARDED_BY(write_mu_) = false;
   int stdout_fd_ = -1;
   int stderr_fd_ = -1;
   int wake_fd_ = -1;    // eventfd: tells the reader threads that Close() has begun

@@ -303,6 +303,7 @@ TEST(StdioUpstreamTest, AnAnswerThatTricklesStopsChargingItsCallerWhenTheCallEnd
 // before any of them now, and its charge goes first.
 TEST(StdioUpstreamTest, ACallThatTimesOutReturnsBeforeWritesQueuedToADeafServer) {
   UpstreamOptions options = testing::TestOptions();
+  options.write_timeout = absl::Seconds(10);  // the fills' writes fail after it
   UpstreamManager manager({testing::StdioConfig("fake", {"--trickle"})}, options);
   manager.Start();
   manager.WaitInitial(absl::Seconds(30));
@@ -329,6 +330,44 @@ TEST(StdioUpstreamTest, ACallThatTimesOutReturnsBeforeWritesQueuedToADeafServer)
   deaf.join();
   for (auto& t : fills) t.join();
   EXPECT_EQ(deaf_returned_as.load(), 1) << "the timed-out call waited behind the queued writes";
+  manager.Stop();
+}
+
+// Attack round 11 re-check: a write that times out part way leaves half a line in the
+// server's stdin. The next caller's request used to be glued onto it, so the server saw
+// one unparsable line and that caller's call was lost (it waited for its timeout). The
+// half line is ended with a newline first now: the server rejects it and answers the next.
+TEST(StdioUpstreamTest, ARequestCutOffPartWayDoesNotSwallowTheNextOne) {
+  TempDir dir;
+  const std::string awake = dir.File("awake");
+  UpstreamOptions options = testing::TestOptions();
+  options.write_timeout = absl::Seconds(3);
+  UpstreamManager manager({testing::StdioConfig("fake", {"--trickle"})}, options);
+  manager.Start();
+  manager.WaitInitial(absl::Seconds(30));
+  std::thread napper([&] {  // the server reads nothing until `awake` exists
+    CallOptions call;
+    call.timeout = absl::Seconds(60);
+    auto r = manager.CallTool("fake", "nap", {{"until", awake}}, call);
+    EXPECT_TRUE(r.ok()) << r.status();
+  });
+  absl::SleepFor(absl::Milliseconds(500));  // the server has read "nap"
+  CallOptions call;
+  call.timeout = absl::Seconds(60);
+  // 200 KiB: the pipe takes 64 KiB of it, and the rest times out.
+  auto cut = manager.CallTool("fake", "echo", {{"message", std::string(200 << 10, 'f')}}, call);
+  ASSERT_FALSE(cut.ok());
+  EXPECT_TRUE(absl::StrContains(cut.status().message(), "does not read its stdin")) << cut.status();
+  std::thread next([&] {
+    CallOptions next_call;
+    next_call.timeout = absl::Seconds(20);
+    auto r = manager.CallTool("fake", "echo", {{"message", "next"}}, next_call);
+    ASSERT_TRUE(r.ok()) << r.status() << " (the request was glued onto the one cut off)";
+    EXPECT_EQ(TextOf(*r), "next");
+  });
+  dir.Write("awake", "");
+  next.join();
+  napper.join();
   manager.Stop();
 }
 
