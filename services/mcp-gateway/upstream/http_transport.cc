@@ -48,6 +48,7 @@ struct StreamableHttpTransport::GetResult {
   bool too_large = false;  // an event over max_message_bytes_: the stream was cut there
   std::string busy;        // the receive budget that was full ("--flag=N"): the stream was cut
   bool stalled = false;    // an event got no byte for message_idle_timeout_: the stream was cut
+  bool mid_event = false;  // the stream ended (or was cut) in the middle of an event
 };
 
 StreamableHttpTransport::~StreamableHttpTransport() { Close(); }
@@ -423,6 +424,7 @@ StreamableHttpTransport::GetResult StreamableHttpTransport::GetOnce(
   httplib::Response res;
   client->send(req, res, result.error);
   result.stalled = watchdog.fired();
+  result.mid_event = parser.buffered() > 0;
   if (result.stalled) LogStalledEvent(on_answered ? "GET stream" : "resumed response stream");
   if (result.too_large) {
     spdlog::warn("upstream {}: an event larger than {} bytes (--max_upstream_message_bytes) "
@@ -521,11 +523,11 @@ void StreamableHttpTransport::RunGetStream(std::shared_ptr<HttpExchange> exchang
       if (callbacks_.on_closed) callbacks_.on_closed(DescribeConnectFailure(url_, kProbeTimeout));
       break;
     }
-    // A stream cut for an oversized event is a failure however much it delivered first:
-    // an upstream that keeps sending one must not have us reopen at the floor rate.
-    if (!r.too_large && r.busy.empty() && !r.stalled && (r.got_event || absl::Now() - opened >= retry_.lived)) {
-      failures = 0;
-    }
+    // A stream cut for an oversized or stalled event, or one that ends in the middle of an
+    // event, is a failure however much it delivered first: an upstream that keeps doing it
+    // must not have us reopen at the floor rate (attack round 11 re-check).
+    const bool faulty = r.too_large || !r.busy.empty() || r.stalled || r.mid_event;
+    if (!faulty && (r.got_event || absl::Now() - opened >= retry_.lived)) failures = 0;
     const absl::Duration delay = ReconnectDelay(cursor.retry_ms, failures, retry_);
     spdlog::debug("upstream {}: GET stream ended (HTTP {}, {}); reopening in {}", config_.name,
                   r.status, httplib::to_string(r.error), absl::FormatDuration(delay));

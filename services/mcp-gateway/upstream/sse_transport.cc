@@ -122,6 +122,8 @@ void SseTransport::RunStream() {
     reason = std::string(HttpStatusError(status, body).message());
   } else if (!event_stream) {
     reason = absl::StrCat("expected text/event-stream, got ", content_type);
+  } else if (parser.buffered() > 0) {
+    reason = "SSE stream closed by the server in the middle of an event";
   } else {
     reason = "SSE stream closed by the server";
   }
@@ -130,7 +132,11 @@ void SseTransport::RunStream() {
     codemode::MutexLock lock(&mu_);
     stream_ended_ = true;
     stream_error_ = reason;
-    cut_for_misbehaviour_ = too_large || watchdog.fired() || !busy.empty();
+    // Ending the stream in the middle of an event is the upstream's fault too: one that did
+    // it just before the watchdog held its partial event most of the time, and was
+    // reconnected at once every time (attack round 11 re-check).
+    cut_for_misbehaviour_ =
+        too_large || watchdog.fired() || !busy.empty() || parser.buffered() > 0;
     had_endpoint = !endpoint_.empty();
   }
   // Before the endpoint arrived, Start() reports the failure instead.

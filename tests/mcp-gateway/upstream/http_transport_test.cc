@@ -42,6 +42,31 @@ class HttpUpstreamTest : public ::testing::Test {
     return manager_->CallTool("fake", tool, args, {});
   }
 
+  // When the fake server saw each GET, on its clock.
+  std::vector<double> GetTimes() const {
+    std::vector<double> gets;
+    for (const auto& e : testing::ReadLog(log_)) {
+      if (e.value("event", "") == "get") gets.push_back(e["at"].get<double>());
+    }
+    return gets;
+  }
+  // Expects no more GETs in `gets` (reopened streams that all failed) than backoff allows:
+  // the k-th reopening comes at least 250 ms * 2^(k-1) after the first GET.
+  static void ExpectBackoff(const std::vector<double>& gets) {
+    const double span = gets.back() - gets.front();
+    size_t allowed = 1;
+    for (int k = 1; 0.25 * std::ldexp(1.0, k - 1) <= span + 0.005; ++k) ++allowed;
+    EXPECT_LE(gets.size(), allowed) << "GETs in " << span << " s";
+  }
+  // With retry_initial 100 ms and streams lasting 0.5 s: waits of 0.1, 0.2, 0.4, 0.8 s with
+  // backoff (gaps between connections 0.6, 0.7, 0.9, 1.3 s), of 0.1 s every time without.
+  static void ExpectReconnectWaitsGrow(const std::vector<double>& gets) {
+    ASSERT_GE(gets.size(), 4u) << "the stream did not end and reconnect as often as expected";
+    const double first_gap = gets[1] - gets[0];
+    const double last_gap = gets.back() - gets[gets.size() - 2];
+    EXPECT_GT(last_gap, first_gap + 0.25) << gets.size() << " connections; the waits did not grow";
+  }
+
   TempDir dir_;
   std::string log_;
   FakeHttpServer server_;
@@ -203,16 +228,10 @@ TEST_F(HttpUpstreamTest, AGetStreamEndingAtOnceWithRetryZeroIsReopenedWithBackof
   std::this_thread::sleep_for(std::chrono::seconds(3));
   std::vector<double> gets;
   ASSERT_TRUE(WaitFor([&] {
-    gets.clear();
-    for (const auto& e : testing::ReadLog(log_)) {
-      if (e.value("event", "") == "get") gets.push_back(e["at"].get<double>());
-    }
+    gets = GetTimes();
     return gets.size() >= 2;  // it is reopened, not given up
   }));
-  const double span = gets.back() - gets.front();
-  size_t allowed = 1;
-  for (int k = 1; 0.25 * std::ldexp(1.0, k - 1) <= span + 0.005; ++k) ++allowed;
-  EXPECT_LE(gets.size(), allowed) << "GETs in " << span << " s";
+  ExpectBackoff(gets);
   EXPECT_TRUE(manager_->Snapshot()[0].connected);
 }
 
@@ -227,38 +246,47 @@ TEST_F(HttpUpstreamTest, AGetStreamCutForAnOversizedEventIsReopenedWithBackoff) 
   std::this_thread::sleep_for(std::chrono::seconds(3));
   std::vector<double> gets;
   ASSERT_TRUE(WaitFor([&] {
-    gets.clear();
-    for (const auto& e : testing::ReadLog(log_)) {
-      if (e.value("event", "") == "get") gets.push_back(e["at"].get<double>());
-    }
+    gets = GetTimes();
     return gets.size() >= 2;
   }));
-  const double span = gets.back() - gets.front();
-  size_t allowed = 1;
-  for (int k = 1; 0.25 * std::ldexp(1.0, k - 1) <= span + 0.005; ++k) ++allowed;
-  EXPECT_LE(gets.size(), allowed) << "GETs in " << span << " s";
+  ExpectBackoff(gets);
 }
 
 // Attack round 11 (3c): a legacy SSE stream that we cut for the upstream's fault (here an
 // oversized event; a stalled one in the attack, after 30 s) after it had lasted a while
 // reset the backoff, so the upstream was reconnected every retry_initial for as long as it
 // kept doing it. Its reconnects back off now.
+// Attack round 11 re-check: the GET stream's twin of the legacy case below. A stream that
+// delivered an event and then ended in the middle of the next one counted as a good stream
+// (it got an event), so it was reopened at the floor rate; it backs off now.
+TEST_F(HttpUpstreamTest, AGetStreamEndedInTheMiddleOfAnEventIsReopenedWithBackoff) {
+  Connect({"--get-retry-ms", "0", "--get-oversized-bytes", "100"});  // 100 bytes: not too large
+  ASSERT_TRUE(manager_->Snapshot()[0].connected) << manager_->Snapshot()[0].error;
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  std::vector<double> gets = GetTimes();
+  ASSERT_GE(gets.size(), 2u) << "the stream was not reopened";
+  ExpectBackoff(gets);
+}
+
 TEST_F(HttpUpstreamTest, ALegacyStreamCutForItsFaultIsReconnectedWithBackoff) {
   UpstreamOptions options = testing::TestOptions();  // retry_initial 100 ms
   options.max_message_bytes = 1u << 20;
   options.stream_retry.lived = absl::Milliseconds(200);  // the stream lasts 0.5 s
   Connect({"--get-oversized-bytes", std::to_string(2 << 20)}, /*legacy=*/true, options);
   std::this_thread::sleep_for(std::chrono::milliseconds(5500));
-  std::vector<double> gets;
-  for (const auto& e : testing::ReadLog(log_)) {
-    if (e.value("event", "") == "get") gets.push_back(e["at"].get<double>());
-  }
-  ASSERT_GE(gets.size(), 4u) << "the stream was not cut and reconnected as often as expected";
-  // Each connection lasts 0.5 s and is followed by a wait of 0.1, 0.2, 0.4, 0.8 s with
-  // backoff (gaps between connections 0.6, 0.7, 0.9, 1.3 s), of 0.1 s every time without.
-  const double first_gap = gets[1] - gets[0];
-  const double last_gap = gets.back() - gets[gets.size() - 2];
-  EXPECT_GT(last_gap, first_gap + 0.25) << gets.size() << " connections; the waits did not grow";
+  ExpectReconnectWaitsGrow(GetTimes());
+}
+
+// Attack round 11 re-check: an upstream that ends its own stream in the middle of an event
+// (after 29 s in the attack, just before the stall watchdog; 0.5 s here) held the partial
+// event most of the time and was reconnected every retry_initial, because a stream that had
+// lasted reset the backoff. Ending mid-event counts as the upstream's fault now.
+TEST_F(HttpUpstreamTest, ALegacyStreamEndedInTheMiddleOfAnEventIsReconnectedWithBackoff) {
+  UpstreamOptions options = testing::TestOptions();  // retry_initial 100 ms
+  options.stream_retry.lived = absl::Milliseconds(200);  // the stream lasts 0.5 s
+  Connect({"--get-end-mid-event"}, /*legacy=*/true, options);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5500));
+  ExpectReconnectWaitsGrow(GetTimes());
 }
 
 TEST(HttpUnreachableTest, RefusedConnectionIsReportedAndRetried) {
