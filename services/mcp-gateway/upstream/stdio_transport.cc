@@ -204,9 +204,8 @@ absl::Status StdioTransport::WriteLine(const std::string& line,
   bool torn;
   {
     codemode::MutexLock lock(&write_mu_);
-    auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) { return !writing_; };
     if (!write_mu_.AwaitWithTimeout(
-            absl::Condition(&idle),
+            absl::Condition(this, &StdioTransport::WriteIdle),
             absl::FromChrono(deadline - std::chrono::steady_clock::now()))) {
       return absl::UnavailableError(
           "server does not read its stdin (the messages before this one still wait)");
@@ -317,8 +316,8 @@ absl::Status StdioTransport::SendRequest(const json& request,
 }
 
 void StdioTransport::Abandon(const json& id) {
+  ForgetCaller(id);
   codemode::MutexLock lock(&callers_mu_);
-  callers_.erase(wire::Dump(id));
   if (abandoned_fd_ >= 0) {
     uint64_t one = 1;
     ssize_t ignored = write(abandoned_fd_, &one, sizeof(one));
@@ -341,6 +340,8 @@ void StdioTransport::ForgetCaller(const json& id) {
   codemode::MutexLock lock(&callers_mu_);
   callers_.erase(wire::Dump(id));
 }
+
+bool StdioTransport::WriteIdle() const { return !writing_; }
 
 size_t StdioTransport::callers_remembered() const {
   codemode::MutexLock lock(&callers_mu_);
@@ -453,8 +454,7 @@ void StdioTransport::Close() {
     {
       codemode::MutexLock lock(&write_mu_);
       // A write in progress ends within a poll interval (closing_).
-      auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) { return !writing_; };
-      write_mu_.Await(absl::Condition(&idle));
+      write_mu_.Await(absl::Condition(this, &StdioTransport::WriteIdle));
       CloseFd(&stdin_fd_);  // EOF on its stdin: a well-behaved server exits now
     }
     if (pid_ > 0 && !WaitExit(stop_grace_, false)) {

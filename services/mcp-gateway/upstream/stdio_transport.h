@@ -79,6 +79,8 @@ class StdioTransport : public ClientTransport {
   bool WaitExit(absl::Duration timeout, bool stop_on_close);
   // Whether one more stderr or unusable stdout line may be logged (rate-limited).
   bool MayLog();
+  // No WriteLine is writing stdin_fd_ (a condition to wait for).
+  bool WriteIdle() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // "exited with code N: <last stderr line>".
   std::string ExitDescription();
   void SignalGroup(int sig);
