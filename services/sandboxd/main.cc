@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "base/daemon.h"
+#include "base/deadline.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -378,7 +379,8 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
   manager.SetReadinessListener(nullptr);
   SetHealth(health, false);
   server->Shutdown(std::chrono::system_clock::now() +
-                   absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_shutdown_grace)));
+                   absl::ToChronoMilliseconds(
+                       std::min(absl::GetFlag(FLAGS_shutdown_grace), codemode::kLongestWait)));
   manager.Shutdown();
   std::error_code ec;
   fs::remove(socket_path, ec);

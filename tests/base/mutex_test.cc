@@ -81,5 +81,17 @@ TEST(MutexTest, AwaitReturnsOnlyWhileTheConditionHolds) {
   flipper.join();
 }
 
+// Attack round 12: now + ToChrono(inf) wrapped into the past, so a wait a flag set to
+// "inf" (or to 3,000,000 h) ended at once instead of never.
+TEST(SteadyDeadlineTest, HugeAndInfiniteWaitsDoNotWrapIntoThePast) {
+  const auto now = std::chrono::steady_clock::now();
+  const auto in_300_days = now + std::chrono::hours(24 * 300);
+  EXPECT_GT(SteadyDeadline(absl::InfiniteDuration()), in_300_days);
+  EXPECT_GT(SteadyDeadline(absl::Hours(3000000)), in_300_days);
+  EXPECT_GE(SteadyDeadline(absl::Seconds(5)), now + std::chrono::seconds(5));
+  const auto past = SteadyDeadline(-absl::InfiniteDuration());
+  EXPECT_LE(past, std::chrono::steady_clock::now());
+}
+
 }  // namespace
 }  // namespace codemode

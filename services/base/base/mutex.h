@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"  // absl::Condition only
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/deadline.h"
 
 namespace codemode {
 
@@ -57,8 +58,7 @@ class ABSL_LOCKABLE Mutex {
   // Timeouts run on the monotonic clock: a wall-clock step neither cuts nor stretches them.
   bool AwaitWithTimeout(const absl::Condition& cond, absl::Duration timeout)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
-    timeout = std::max(absl::ZeroDuration(), std::min(timeout, absl::Hours(24 * 365)));
-    return AwaitUntil(cond, std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(timeout));
+    return AwaitUntil(cond, SteadyDeadline(timeout));
   }
 
  private:

@@ -20,6 +20,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/deadline.h"
 #include "base/log_text.h"
 #include "spdlog/spdlog.h"
 #include "base/mutex.h"
@@ -418,13 +419,13 @@ StreamableHttpTransport::GetResult StreamableHttpTransport::GetOnce(
       }
     });
     hold.ShrinkTo(kReceiveCopies * parser.buffered());
-    watchdog.Received(parser.buffered() > 0);
+    watchdog.Received(parser.mid_event());
     return !result.too_large;
   };
   httplib::Response res;
   client->send(req, res, result.error);
   result.stalled = watchdog.fired();
-  result.mid_event = parser.buffered() > 0;
+  result.mid_event = parser.mid_event();
   if (result.stalled) LogStalledEvent(on_answered ? "GET stream" : "resumed response stream");
   if (result.too_large) {
     spdlog::warn("upstream {}: an event larger than {} bytes (--max_upstream_message_bytes) "
@@ -442,7 +443,7 @@ StreamableHttpTransport::GetResult StreamableHttpTransport::GetOnce(
 }
 
 bool StreamableHttpTransport::WaitToReconnect(absl::Duration delay, const HttpExchange* exchange) {
-  const auto until = std::chrono::steady_clock::now() + absl::ToChronoMilliseconds(delay);
+  const auto until = codemode::SteadyDeadline(delay);
   codemode::MutexLock lock(&workers_mu_);
   // Close() and Abandon() change these under workers_mu_, so their unlock wakes us.
   auto stop = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(workers_mu_) {

@@ -56,6 +56,8 @@ bool SseParser::Feed(const char* data, size_t size, const Handler& handler) {
     buffer_.clear();
     current_ = Event();
     has_data_ = false;
+    in_event_ = false;
+    bad_name_ = false;
     return false;
   }
   return true;
@@ -63,15 +65,19 @@ bool SseParser::Feed(const char* data, size_t size, const Handler& handler) {
 
 void SseParser::ProcessLine(const std::string& line, const Handler& handler) {
   if (line.empty()) {  // blank line: dispatch
-    if (has_data_ && !overflow_ && !IsBlank(current_.data)) {  // never a truncated event
+    // Never a truncated event, nor one whose name was too long to keep.
+    if (has_data_ && !overflow_ && !bad_name_ && !IsBlank(current_.data)) {
       current_.id = last_id_;
       handler(current_);
     }
     current_ = Event();
     has_data_ = false;
+    in_event_ = false;
+    bad_name_ = false;
     return;
   }
   if (line[0] == ':') return;  // comment (keep-alive)
+  in_event_ = true;
   size_t colon = line.find(':');
   std::string field = line.substr(0, colon);
   std::string value;
@@ -80,7 +86,8 @@ void SseParser::ProcessLine(const std::string& line, const Handler& handler) {
     if (!value.empty() && value[0] == ' ') value.erase(0, 1);
   }
   if (field == "event") {
-    current_.event = value.empty() ? "message" : value;
+    bad_name_ = value.size() > kMaxEventNameBytes;
+    current_.event = value.empty() || bad_name_ ? "message" : value;
   } else if (field == "data") {
     if (overflow_ || current_.data.size() + value.size() + 1 > max_bytes_) {
       overflow_ = true;  // many small data lines must not add up to an unbounded event
@@ -90,7 +97,7 @@ void SseParser::ProcessLine(const std::string& line, const Handler& handler) {
     current_.data += value;
     has_data_ = true;
   } else if (field == "id") {
-    if (value.find('\0') == std::string::npos) last_id_ = value;
+    if (value.size() <= kMaxEventIdBytes && value.find('\0') == std::string::npos) last_id_ = value;
   } else if (field == "retry") {
     // ASCII digits only; anything else (or an absurd length) is ignored.
     if (!value.empty() && value.size() <= 9 &&

@@ -16,6 +16,9 @@ namespace gateway {
 // event, data, id, retry; comments are ignored). Multi-line data is joined with "\n".
 // Events whose data is empty are skipped: MCP servers send such "priming" events (an id
 // to resume from) before the real messages; their id still counts (last_event_id()).
+// Bounds, besides `max_event_bytes`: an event whose `event:` name is over
+// kMaxEventNameBytes is dropped (its name is not kept), and an `id:` over kMaxEventIdBytes
+// is ignored (it would be copied into every event and sent back as Last-Event-ID).
 class SseParser {
  public:
   struct Event {
@@ -24,6 +27,8 @@ class SseParser {
     std::string id;
   };
   using Handler = std::function<void(const Event&)>;
+  static constexpr size_t kMaxEventNameBytes = 64;  // MCP uses "message" and "endpoint"
+  static constexpr size_t kMaxEventIdBytes = 1024;
 
   // `max_event_bytes` bounds one line and one event's joined data alike.
   explicit SseParser(size_t max_event_bytes = 16u << 20) : max_bytes_(max_event_bytes) {}
@@ -39,7 +44,13 @@ class SseParser {
   // The reconnection delay the server asked for with `retry:` (digits only), if any.
   std::optional<int64_t> retry_ms() const { return retry_ms_; }
   // Bytes held for the line and the event still incomplete.
-  size_t buffered() const { return buffer_.size() + current_.data.size(); }
+  size_t buffered() const {
+    return buffer_.size() + current_.data.size() + (in_event_ ? current_.event.size() : 0);
+  }
+  // A line or an event has begun and not ended: a field line (event, data, id, retry)
+  // opens an event, the blank line ends it. A stream that ends or stalls here is cut off
+  // in the middle of an event.
+  bool mid_event() const { return in_event_ || !buffer_.empty(); }
 
  private:
   void ProcessLine(const std::string& line, const Handler& handler);
@@ -50,6 +61,8 @@ class SseParser {
   bool skip_lf_ = false;  // the previous chunk ended with '\r' (of a "\r\n")
   Event current_;
   bool has_data_ = false;
+  bool in_event_ = false;   // a field line came since the last blank line
+  bool bad_name_ = false;   // the event's name was over kMaxEventNameBytes: drop it
   std::string last_id_;
   std::optional<int64_t> retry_ms_;
 };

@@ -96,7 +96,7 @@ void SseTransport::RunStream() {
     }
     too_large = !parser.Feed(data, size, [&](const SseParser::Event& event) { OnEvent(event); });
     hold.ShrinkTo(kReceiveCopies * parser.buffered());
-    watchdog.Received(parser.buffered() > 0);
+    watchdog.Received(parser.mid_event());
     return !too_large;
   };
   httplib::Response res;
@@ -122,7 +122,7 @@ void SseTransport::RunStream() {
     reason = std::string(HttpStatusError(status, body).message());
   } else if (!event_stream) {
     reason = absl::StrCat("expected text/event-stream, got ", content_type);
-  } else if (parser.buffered() > 0) {
+  } else if (parser.mid_event()) {
     reason = "SSE stream closed by the server in the middle of an event";
   } else {
     reason = "SSE stream closed by the server";
@@ -136,7 +136,7 @@ void SseTransport::RunStream() {
     // it just before the watchdog held its partial event most of the time, and was
     // reconnected at once every time (attack round 11 re-check).
     cut_for_misbehaviour_ =
-        too_large || watchdog.fired() || !busy.empty() || parser.buffered() > 0;
+        too_large || watchdog.fired() || !busy.empty() || parser.mid_event();
     had_endpoint = !endpoint_.empty();
   }
   // Before the endpoint arrived, Start() reports the failure instead.

@@ -29,6 +29,7 @@
 #include "upstream/process.h"
 #include "base/log_text.h"
 #include "spdlog/spdlog.h"
+#include "base/deadline.h"
 #include "base/mutex.h"
 
 namespace gateway {
@@ -43,7 +44,7 @@ constexpr size_t kMaxRequestsRemembered = 1u << 16;  // requests in flight to on
 // notifications/cancelled comes from a caller that has given up already: it waits little,
 // and is dropped if the server does not take it (attack round 11, 1c: behind six queued
 // writes to a server that stopped reading, a timed-out call returned 170 s late).
-constexpr auto kCancelWriteTimeout = std::chrono::seconds(1);
+constexpr absl::Duration kCancelWriteTimeout = absl::Seconds(1);
 
 void CloseFd(int* fd) {
   if (*fd >= 0) close(*fd);
@@ -190,10 +191,10 @@ absl::Status StdioTransport::Send(const json& message) {
   if (request) RememberRequest(message["id"], nullptr);
   // One message waits at most write_timeout_ for its turn and to be written to a server that
   // stops reading stdin (every write waits behind the one before it).
-  const auto wait = wire::MethodOf(message) == "notifications/cancelled"
-                        ? kCancelWriteTimeout
-                        : absl::ToChronoMilliseconds(write_timeout_);
-  absl::Status sent = WriteLine(line, std::chrono::steady_clock::now() + wait);
+  const absl::Duration wait = wire::MethodOf(message) == "notifications/cancelled"
+                                  ? kCancelWriteTimeout
+                                  : write_timeout_;
+  absl::Status sent = WriteLine(line, codemode::SteadyDeadline(wait));
   if (!sent.ok() && request) ForgetCaller(message["id"]);
   return sent;
 }
@@ -420,7 +421,7 @@ bool StdioTransport::Reap(bool block) {
 }
 
 bool StdioTransport::WaitExit(absl::Duration timeout, bool stop_on_close) {
-  auto deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(timeout);
+  auto deadline = codemode::SteadyDeadline(timeout);
   for (;;) {
     if (Reap(false)) return true;
     if (std::chrono::steady_clock::now() >= deadline) return false;

@@ -256,6 +256,19 @@ TEST_F(HttpUpstreamTest, AGetStreamCutForAnOversizedEventIsReopenedWithBackoff) 
 // oversized event; a stalled one in the attack, after 30 s) after it had lasted a while
 // reset the backoff, so the upstream was reconnected every retry_initial for as long as it
 // kept doing it. Its reconnects back off now.
+// Attack round 12: --upstream_stream_retry_min=inf wrapped the reopening's deadline into
+// the past: 5,701 GETs in 8.5 s. An endless wait means the stream is not reopened.
+TEST_F(HttpUpstreamTest, AnEndlessRetryWaitDoesNotReopenAtOnce) {
+  UpstreamOptions options = testing::TestOptions();
+  options.stream_retry.min = absl::InfiniteDuration();
+  options.stream_retry.max = absl::InfiniteDuration();
+  Connect({"--get-retry-ms", "0"}, false, options);
+  ASSERT_TRUE(manager_->Snapshot()[0].connected) << manager_->Snapshot()[0].error;
+  ASSERT_TRUE(WaitFor([&] { return !GetTimes().empty(); }));
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  EXPECT_EQ(GetTimes().size(), 1u);
+}
+
 // Attack round 11 re-check: the GET stream's twin of the legacy case below. A stream that
 // delivered an event and then ended in the middle of the next one counted as a good stream
 // (it got an event), so it was reopened at the floor rate; it backs off now.

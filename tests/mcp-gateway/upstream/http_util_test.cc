@@ -100,6 +100,51 @@ TEST(SseParserTest, TracksTheLastEventIdAndTheRetryDelay) {
   EXPECT_EQ(parser.last_event_id(), "");
 }
 
+// Attack round 12 (5): a partial event can sit in its `event:` field as well as in its
+// data. A stream that holds `event: <2 MiB>` and then ends (or waits) had buffered() == 0,
+// so it was neither "in the middle of an event" nor stalled, and its bytes were charged to
+// nothing. An event is open from its first field line to its blank line now, and a name
+// longer than any MCP uses drops the event without being kept.
+TEST(SseParserTest, AnEventIsOpenFromItsFirstFieldAndLongNamesAreNotKept) {
+  SseParser parser;
+  std::vector<SseParser::Event> events;
+  auto feed = [&](const std::string& s) {
+    return parser.Feed(s.data(), s.size(), [&](const SseParser::Event& e) { events.push_back(e); });
+  };
+  EXPECT_FALSE(parser.mid_event());
+  ASSERT_TRUE(feed(": keep-alive\n\n"));
+  EXPECT_FALSE(parser.mid_event()) << "a comment opens no event";
+  ASSERT_TRUE(feed("event: message\n"));
+  EXPECT_TRUE(parser.mid_event()) << "an event: line opens the event";
+  ASSERT_TRUE(feed("data: {}\n\n"));
+  EXPECT_FALSE(parser.mid_event());
+  ASSERT_TRUE(feed("event: " + std::string(2 << 20, 'e') + "\n"));
+  EXPECT_TRUE(parser.mid_event());
+  EXPECT_LE(parser.buffered(), 1024u) << "the long event name was kept";
+  ASSERT_TRUE(feed("data: {\"jsonrpc\": \"2.0\"}\n\n"));
+  ASSERT_EQ(events.size(), 1u) << "an event with a name over the limit is dropped";
+  EXPECT_EQ(events[0].data, "{}");
+  ASSERT_TRUE(feed("id: 1\n"));
+  EXPECT_TRUE(parser.mid_event()) << "an id: line opens the event";
+}
+
+// Attack round 12 (6): an `id:` of 7 MB was copied into every event after it (a core per
+// hostile stream) and sent back as Last-Event-ID. An id over 1 KiB is ignored, as one
+// with NUL is: the last id stays.
+TEST(SseParserTest, AnIdOverOneKibIsIgnored) {
+  SseParser parser;
+  std::vector<SseParser::Event> events;
+  std::string in = "id: 7\ndata: a\n\nid: " + std::string(1025, 'i') + "\ndata: b\n\n";
+  ASSERT_TRUE(parser.Feed(in.data(), in.size(),
+                          [&](const SseParser::Event& e) { events.push_back(e); }));
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].id, "7");
+  EXPECT_EQ(parser.last_event_id(), "7");
+  in = "id: " + std::string(1024, 'k') + "\ndata: c\n\n";  // at the limit: taken
+  ASSERT_TRUE(parser.Feed(in.data(), in.size(), [](const SseParser::Event&) {}));
+  EXPECT_EQ(parser.last_event_id(), std::string(1024, 'k'));
+}
+
 TEST(HttpUrlTest, SplitsOriginAndTarget) {
   auto u = ParseHttpUrl("https://Example.com:8443/mcp/v1?x=1#frag");
   ASSERT_TRUE(u.ok()) << u.status();

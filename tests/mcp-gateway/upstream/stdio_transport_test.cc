@@ -371,6 +371,31 @@ TEST(StdioUpstreamTest, ARequestCutOffPartWayDoesNotSwallowTheNextOne) {
   manager.Stop();
 }
 
+// Attack round 12: --upstream_write_timeout=inf made every write to a busy server fail
+// after one poll (its deadline wrapped into the past). It waits for the server now.
+TEST(StdioUpstreamTest, AnEndlessWriteTimeoutWaitsForTheServer) {
+  TempDir dir;
+  UpstreamOptions options = testing::TestOptions();
+  options.write_timeout = absl::InfiniteDuration();
+  UpstreamManager manager({testing::StdioConfig("fake", {"--trickle"})}, options);
+  manager.Start();
+  manager.WaitInitial(absl::Seconds(30));
+  std::thread napper([&] {
+    auto r = manager.CallTool("fake", "nap", {{"until", dir.File("awake")}}, {});
+    EXPECT_TRUE(r.ok()) << r.status();
+  });
+  absl::SleepFor(absl::Milliseconds(500));  // the server has read "nap"
+  std::thread writer([&] {  // 200 KiB: more than the pipe holds
+    auto r = manager.CallTool("fake", "echo", {{"message", std::string(200 << 10, 'w')}}, {});
+    EXPECT_TRUE(r.ok()) << r.status();
+  });
+  absl::SleepFor(absl::Seconds(1));  // long enough for a write that gives up to have failed
+  dir.Write("awake", "");
+  writer.join();
+  napper.join();
+  manager.Stop();
+}
+
 TEST(StdioUpstreamTest, PendingCallsFailWhenStopping) {
   UpstreamManager manager({testing::StdioConfig("fake", {})}, testing::TestOptions());
   manager.Start();

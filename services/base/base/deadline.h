@@ -1,0 +1,24 @@
+// SteadyDeadline: a point on the monotonic clock some time from now, for the waits that a
+// flag or a peer sizes. `steady_clock::now() + absl::ToChronoNanoseconds(d)` overflows for
+// an infinite or huge `d` (ToChrono saturates to the type's maximum) and lands in the
+// past, so a wait meant to be endless ended at once (attack round 12: with
+// --upstream_write_timeout=inf every write failed after a poll).
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/time/time.h"
+
+namespace codemode {
+
+// The longest wait a deadline stands for: a year is "forever" for a daemon.
+inline constexpr absl::Duration kLongestWait = absl::Hours(24 * 365);
+
+// Now plus `d`, with `d` clamped to [0, kLongestWait].
+inline std::chrono::steady_clock::time_point SteadyDeadline(absl::Duration d) {
+  d = std::max(absl::ZeroDuration(), std::min(d, kLongestWait));
+  return std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(d);
+}
+
+}  // namespace codemode
