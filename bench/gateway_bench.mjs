@@ -22,7 +22,7 @@ const quick = process.argv.includes("--quick");
 const outIdx = process.argv.indexOf("--out");
 const outFile = outIdx > 0 ? process.argv[outIdx + 1] : null;
 const N = quick ? 100 : 1000;
-// --only flood|streams|charts: just that part (for working on it); the default runs everything.
+// --only load|flood|streams|charts: just that part (for working on it); the default runs everything.
 const onlyIdx = process.argv.indexOf("--only");
 const only = onlyIdx > 0 ? process.argv[onlyIdx + 1] : null;
 
@@ -129,7 +129,7 @@ const sandboxd = new Sandboxd(["--max_sessions=64", "--pool_size=4"]);
 await sandboxd.start();
 const config = writeConfig({ everything: everythingStdio() });
 try {
-  if (!only) await latencyAndLoad(config);
+  if (!only || only === "load") await latencyAndLoad(config);
   if (!only || only === "streams") await manyStreams(config, quick ? 200 : 1000);
   if (!only || only === "flood") await toolCallFlood(config, quick ? 10000 : 100000);
   if (!only || only === "charts") await charts(config, quick ? 5 : 30);
@@ -186,7 +186,10 @@ async function latencyAndLoad(config) {
   row("run_python `print(1)` over stdio, p50", ms(pct(stdioLat, 50)), "<= 3 ms", pct(stdioLat, 50) <= 3);
   row("run_python `print(1)` over stdio, p99", ms(pct(stdioLat, 99)));
 
-  const gateway = new GatewayHttp({ config, sandboxd: sandboxd.endpoint });
+  // One token for this client and the 16 of part 3: 17 sandboxes, past the fairness cap of
+  // one credential (--max_sandboxes_per_credential, 16), which is not what this measures.
+  const gateway = new GatewayHttp({ config, sandboxd: sandboxd.endpoint,
+    extraArgs: ["--max_sandboxes_per_credential=32"] });
   await gateway.start();
   const http = await gateway.client();
   await timeRuns(http, "print(1)", 20);
@@ -224,6 +227,7 @@ print(json.dumps(lat))`);
   await Promise.all(clients.map((c) => runPython(c, "n = 0")));
   const perClient = quick ? 20 : 100;
   let errors = 0;
+  let firstError = "";
   const loadLat = [];
   const t0 = performance.now();
   await Promise.all(clients.map(async (c) => {
@@ -231,13 +235,20 @@ print(json.dumps(lat))`);
       const s = performance.now();
       try {
         const r = await runPython(c, "n += 1\nprint(n)");
-        if (r.isError) errors++;
-      } catch { errors++; }
+        if (r.isError) {
+          errors++;
+          firstError ||= JSON.stringify(r.content).slice(0, 300);
+        }
+      } catch (e) {
+        errors++;
+        firstError ||= String(e).slice(0, 300);
+      }
       loadLat.push(performance.now() - s);
     }
   }));
   const secs = (performance.now() - t0) / 1000;
   row(`16 HTTP clients x ${perClient} run_python: errors`, String(errors), "0", errors === 0);
+  if (errors) console.error(`  the first error: ${firstError}`);
   row("  runs/s", (16 * perClient / secs).toFixed(0));
   row("  latency p50 / p99", `${ms(pct(loadLat, 50))} / ${ms(pct(loadLat, 99))}`);
   for (const c of clients) await c.close();

@@ -341,7 +341,7 @@ absl::Status StreamableHttpTransport::Send(const json& message) {
 }
 
 absl::Status StreamableHttpTransport::SendRequest(
-    const json& request, std::shared_ptr<codemode::ByteBudget> receiving) {
+    const json& request, std::shared_ptr<codemode::ByteBudget> receiving, const SendLimits&) {
   if (!receiving || !wire::LooksLikeRequest(request) ||
       wire::MethodOf(request) == "initialize") {
     return Send(request);

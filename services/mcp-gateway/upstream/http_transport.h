@@ -88,7 +88,8 @@ class StreamableHttpTransport : public HttpTransportBase {
   absl::Status Start(TransportCallbacks callbacks, absl::Duration timeout) override;
   absl::Status Send(const nlohmann::json& message) override;
   absl::Status SendRequest(const nlohmann::json& request,
-                           std::shared_ptr<codemode::ByteBudget> receiving) override;
+                           std::shared_ptr<codemode::ByteBudget> receiving,
+                           const SendLimits& limits) override;
   void Abandon(const nlohmann::json& id) override;
   void OnInitialized(const std::string& protocol_version) override;
   void Close() override;

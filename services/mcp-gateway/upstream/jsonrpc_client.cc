@@ -10,7 +10,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "spdlog/spdlog.h"
+#include "base/deadline.h"
 #include "base/log_text.h"
 #include "base/mutex.h"
 #include "base/untrusted_json.h"
@@ -28,9 +30,17 @@ bool AsId(const json& id, int64_t* out) {
   return true;
 }
 
-// Clamped so that "infinite" timeouts do not overflow the clock arithmetic.
-absl::Duration Bounded(absl::Duration timeout) {
-  return std::max(absl::ZeroDuration(), std::min(timeout, absl::Hours(24 * 365)));
+// How a request that got no answer ended: cancelled (with the canceller's reason) or timed
+// out, and `detail` on what it was waiting for, if anything.
+absl::Status Ended(const std::string& method, bool cancelled,
+                   const JsonRpcClient::RequestOptions& options, absl::string_view detail = "") {
+  const std::string why = detail.empty() ? "" : absl::StrCat(" (", detail, ")");
+  if (cancelled) {
+    return absl::CancelledError(absl::StrCat(
+        method, " cancelled: ", options.cancel ? options.cancel->reason() : "cancelled", why));
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat(method, " timed out after ", absl::FormatDuration(options.timeout), why));
 }
 
 // An upstream's notifications/message is its own business, and a hostile upstream can send
@@ -155,17 +165,23 @@ absl::StatusOr<json> JsonRpcClient::Request(const std::string& method, json para
   // thread calling Cancel() never blocks on the upstream.
   if (options.cancel) options.cancel->OnCancel([pending] { pending->Cancel(); });
 
-  absl::Status sent =
-      options.answer.receiving ? transport_->SendRequest(message, options.answer.receiving)
-                               : transport_->Send(message);
-  if (!sent.ok()) return AfterFailedSend(id, *pending, sent);
+  // The call's time counts from here, also while its request waits to be written.
+  SendLimits limits;
+  limits.deadline = codemode::SteadyDeadline(options.timeout);
+  limits.given_up = [pending] {
+    codemode::MutexLock lock(&pending->mu);
+    return pending->cancelled;
+  };
+  absl::Status sent = transport_->SendRequest(message, options.answer.receiving, limits);
+  if (!sent.ok()) return AfterFailedSend(id, method, *pending, sent, options);
 
   bool done;
   bool cancelled;
   {
     codemode::MutexLock lock(&pending->mu);
-    pending->mu.AwaitWithTimeout(absl::Condition(pending.get(), &Pending::DoneOrCancelled),
-                                 Bounded(options.timeout));
+    pending->mu.AwaitWithTimeout(
+        absl::Condition(pending.get(), &Pending::DoneOrCancelled),
+        absl::FromChrono(limits.deadline - std::chrono::steady_clock::now()));
     done = pending->done;
     cancelled = pending->cancelled;
   }
@@ -184,8 +200,17 @@ absl::StatusOr<json> JsonRpcClient::Request(const std::string& method, json para
   return result;
 }
 
-absl::StatusOr<json> JsonRpcClient::AfterFailedSend(int64_t id, Pending& pending,
-                                                    const absl::Status& sent) {
+absl::StatusOr<json> JsonRpcClient::AfterFailedSend(int64_t id, const std::string& method,
+                                                    Pending& pending, const absl::Status& sent,
+                                                    const RequestOptions& options) {
+  if (sent.code() == absl::StatusCode::kDeadlineExceeded ||
+      sent.code() == absl::StatusCode::kCancelled) {
+    // The call ended while its request waited to be written: the server has not read it,
+    // so there is nothing to cancel there.
+    TakePending(id);
+    pending.Finish();
+    return Ended(method, sent.code() == absl::StatusCode::kCancelled, options, sent.message());
+  }
   // A failed write usually means the server just died; give the transport a moment to
   // report why (exit code, last stderr line say more than "Broken pipe").
   std::optional<absl::StatusOr<json>> result;
@@ -216,9 +241,7 @@ absl::Status JsonRpcClient::GiveUp(int64_t id, const std::string& method, Pendin
     }
   }
   pending.Finish();
-  if (cancelled) return absl::CancelledError(absl::StrCat(method, " cancelled: ", reason));
-  return absl::DeadlineExceededError(
-      absl::StrCat(method, " timed out after ", absl::FormatDuration(options.timeout)));
+  return Ended(method, cancelled, options);
 }
 
 absl::Status JsonRpcClient::Notify(const std::string& method, json params) {

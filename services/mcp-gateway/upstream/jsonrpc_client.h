@@ -96,8 +96,9 @@ class JsonRpcClient {
   std::shared_ptr<Pending> TakePending(int64_t id);
   // Request()'s endings: the message could not be sent; the wait timed out or was
   // cancelled before an answer (tells the server, when asked to).
-  absl::StatusOr<nlohmann::json> AfterFailedSend(int64_t id, Pending& pending,
-                                                 const absl::Status& sent);
+  absl::StatusOr<nlohmann::json> AfterFailedSend(int64_t id, const std::string& method,
+                                                 Pending& pending, const absl::Status& sent,
+                                                 const RequestOptions& options);
   absl::Status GiveUp(int64_t id, const std::string& method, Pending& pending, bool cancelled,
                       const RequestOptions& options);
   std::shared_ptr<Pending> FindPending(int64_t id);

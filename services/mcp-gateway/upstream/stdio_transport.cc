@@ -45,6 +45,8 @@ constexpr size_t kMaxRequestsRemembered = 1u << 16;  // requests in flight to on
 // and is dropped if the server does not take it (attack round 11, 1c: behind six queued
 // writes to a server that stopped reading, a timed-out call returned 170 s late).
 constexpr absl::Duration kCancelWriteTimeout = absl::Seconds(1);
+// How often a write waiting for a server that does not read asks whether its caller gave up.
+constexpr absl::Duration kGivenUpPoll = absl::Milliseconds(100);
 
 void CloseFd(int* fd) {
   if (*fd >= 0) close(*fd);
@@ -55,10 +57,11 @@ std::string ErrnoText(int err) { return std::strerror(err); }
 
 // Writes all of `data` to a non-blocking fd. SIGPIPE is blocked on this thread while
 // writing (and a pending one discarded): a dead child must give EPIPE, not kill us.
-// Writes `data` to the non-blocking `fd` until done, `closing` or `deadline`. `*written`:
-// how much of it went out (all of it, unless the status is an error).
+// Writes `data` to the non-blocking `fd` until done, `closing`, the deadline or the caller
+// gave up (`limits`). `*written`: how much of it went out (all of it, unless the status is
+// an error).
 absl::Status WriteAll(int fd, absl::string_view data, const std::atomic<bool>& closing,
-                      std::chrono::steady_clock::time_point deadline, size_t* written) {
+                      const SendLimits& limits, size_t* written) {
   sigset_t pipe_set, old_set;
   sigemptyset(&pipe_set);
   sigaddset(&pipe_set, SIGPIPE);
@@ -73,8 +76,12 @@ absl::Status WriteAll(int fd, absl::string_view data, const std::atomic<bool>& c
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (closing || std::chrono::steady_clock::now() > deadline) {
+      if (closing || std::chrono::steady_clock::now() > limits.deadline) {
         status = absl::UnavailableError("server does not read its stdin");
+        break;
+      }
+      if (limits.given_up && limits.given_up()) {
+        status = absl::CancelledError("cancelled while the server did not read its stdin");
         break;
       }
       struct pollfd pfd = {fd, POLLOUT, 0};
@@ -184,32 +191,57 @@ absl::Status StdioTransport::Start(TransportCallbacks callbacks, absl::Duration 
 }
 
 absl::Status StdioTransport::Send(const json& message) {
+  return SendMessage(message, nullptr, SendLimits());
+}
+
+absl::Status StdioTransport::SendRequest(const json& request,
+                                         std::shared_ptr<codemode::ByteBudget> receiving,
+                                         const SendLimits& limits) {
+  return SendMessage(request, std::move(receiving), limits);
+}
+
+absl::Status StdioTransport::SendMessage(const json& message,
+                                         std::shared_ptr<codemode::ByteBudget> receiving,
+                                         const SendLimits& call) {
   if (closing_) return absl::UnavailableError("connection closed");
   std::string line = wire::Dump(message);  // exactly one line
   line.push_back('\n');
   const bool request = wire::LooksLikeRequest(message);
-  if (request) RememberRequest(message["id"], nullptr);
+  if (request) RememberRequest(message["id"], std::move(receiving));
   // One message waits at most write_timeout_ for its turn and to be written to a server that
-  // stops reading stdin (every write waits behind the one before it).
+  // stops reading stdin (every write waits behind the one before it), and never past its
+  // call's deadline.
   const absl::Duration wait = wire::MethodOf(message) == "notifications/cancelled"
                                   ? kCancelWriteTimeout
                                   : write_timeout_;
-  absl::Status sent = WriteLine(line, codemode::SteadyDeadline(wait));
+  SendLimits limits = call;
+  limits.deadline = std::min(call.deadline, codemode::SteadyDeadline(wait));
+  absl::Status sent = WriteLine(line, limits);
   if (!sent.ok() && request) ForgetCaller(message["id"]);
+  if (sent.code() == absl::StatusCode::kUnavailable &&
+      std::chrono::steady_clock::now() >= call.deadline) {
+    return absl::DeadlineExceededError(sent.message());  // the call's time ran out first
+  }
   return sent;
 }
 
-absl::Status StdioTransport::WriteLine(const std::string& line,
-                                       std::chrono::steady_clock::time_point deadline) {
+absl::Status StdioTransport::WriteLine(const std::string& line, const SendLimits& limits) {
   int fd;
   bool torn;
   {
     codemode::MutexLock lock(&write_mu_);
-    if (!write_mu_.AwaitWithTimeout(
-            absl::Condition(this, &StdioTransport::WriteIdle),
-            absl::FromChrono(deadline - std::chrono::steady_clock::now()))) {
-      return absl::UnavailableError(
-          "server does not read its stdin (the messages before this one still wait)");
+    // The turn is waited for in slices, to notice a caller that gave up.
+    while (!WriteIdle()) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= limits.deadline) {
+        return absl::UnavailableError(
+            "server does not read its stdin (the messages before this one still wait)");
+      }
+      if (limits.given_up && limits.given_up()) {
+        return absl::CancelledError("cancelled while waiting to write to the server");
+      }
+      write_mu_.AwaitWithTimeout(absl::Condition(this, &StdioTransport::WriteIdle),
+                                 std::min(kGivenUpPoll, absl::FromChrono(limits.deadline - now)));
     }
     if (stdin_fd_ < 0) return absl::UnavailableError("connection closed");
     fd = stdin_fd_;
@@ -222,11 +254,11 @@ absl::Status StdioTransport::WriteLine(const std::string& line,
   size_t written = 0;
   absl::Status sent;
   if (torn) {
-    sent = WriteAll(fd, "\n", closing_, deadline, &written);
+    sent = WriteAll(fd, "\n", closing_, limits, &written);
     torn = written == 0;
   }
   if (!torn) {
-    sent = WriteAll(fd, line, closing_, deadline, &written);
+    sent = WriteAll(fd, line, closing_, limits, &written);
     torn = written > 0 && written < line.size();
   }
   codemode::MutexLock lock(&write_mu_);
@@ -306,14 +338,6 @@ void StdioTransport::ReadStdout() {
     lines.Feed(chunk.data(), static_cast<size_t>(n), absl::Now());
   }
   if (!closing_) ReportClosed();
-}
-
-absl::Status StdioTransport::SendRequest(const json& request,
-                                         std::shared_ptr<codemode::ByteBudget> receiving) {
-  const json* id = request.is_object() && request.contains("id") ? &request["id"] : nullptr;
-  if (!receiving || id == nullptr) return Send(request);
-  RememberRequest(*id, std::move(receiving));
-  return Send(request);  // forgets it if not sent
 }
 
 void StdioTransport::Abandon(const json& id) {

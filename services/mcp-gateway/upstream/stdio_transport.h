@@ -48,9 +48,11 @@ class StdioTransport : public ClientTransport {
   absl::Status Start(TransportCallbacks callbacks, absl::Duration timeout) override;
   absl::Status Send(const nlohmann::json& message) override;
   // Send(), remembering that the answer to this request is charged to `receiving` (one
-  // entry per request in flight: forgotten when its answer line ends or on Abandon).
+  // entry per request in flight: forgotten when its answer line ends or on Abandon), and
+  // waiting to write it no longer than `limits` allow.
   absl::Status SendRequest(const nlohmann::json& request,
-                           std::shared_ptr<codemode::ByteBudget> receiving) override;
+                           std::shared_ptr<codemode::ByteBudget> receiving,
+                           const SendLimits& limits) override;
   void Abandon(const nlohmann::json& id) override;
   void Close() override;
   // Requests in flight remembered (for tests).
@@ -61,9 +63,14 @@ class StdioTransport : public ClientTransport {
  private:
   void ReadStdout();
   void ReadStderr();
+  // Send and SendRequest: remembers a request with the budget its answer is charged to,
+  // writes it, and forgets it again if that fails.
+  absl::Status SendMessage(const nlohmann::json& message,
+                           std::shared_ptr<codemode::ByteBudget> receiving,
+                           const SendLimits& call);
   // Writes one line to stdin in turn with other writers, waiting for the turn and the
-  // write together until `deadline`.
-  absl::Status WriteLine(const std::string& line, std::chrono::steady_clock::time_point deadline);
+  // write together until `limits.deadline` or `limits.given_up`.
+  absl::Status WriteLine(const std::string& line, const SendLimits& limits);
   // The budget of the caller of request `id`, if SendRequest named one and it still lives.
   std::shared_ptr<codemode::ByteBudget> CallerBudget(const nlohmann::json& id);
   // Requests in flight (Send), each with the budget its answer is charged to (SendRequest).

@@ -6,6 +6,7 @@
 // requests, and McpClient (client.h) runs the MCP lifecycle.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -39,6 +40,16 @@ struct AnswerCharges {
   std::shared_ptr<codemode::ByteHold> parsed;
 };
 
+// How long sending a request may block, and what ends it sooner: a stdio request waits for
+// its turn to write and for a server that reads, at most --upstream_write_timeout, and no
+// longer than its call (attack round 12: with that flag "inf" a call and the gateway's
+// shutdown waited as long as the server did not read). Transports that send on worker
+// threads return at once and need neither.
+struct SendLimits {
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  std::function<bool()> given_up;  // the caller cancelled (polled; may be empty)
+};
+
 struct TransportCallbacks {
   // Every message the server sends (responses, notifications, server->client requests).
   std::function<void(nlohmann::json message)> on_message;
@@ -61,11 +72,13 @@ class ClientTransport {
   // reported through on_request_failed.
   virtual absl::Status Send(const nlohmann::json& message) = 0;
   // Send() of a request whose answer, while this transport receives it on the request's
-  // own connection, is charged to `receiving` (AnswerCharges::receiving). Transports that
-  // receive every answer on one shared stream (stdio, legacy SSE) cannot tell whose bytes
-  // they read; JsonRpcClient charges the caller once the answer is parsed.
+  // own connection, is charged to `receiving` (AnswerCharges::receiving; may be null).
+  // Transports that receive every answer on one shared stream (stdio, legacy SSE) cannot
+  // tell whose bytes they read; JsonRpcClient charges the caller once the answer is parsed.
+  // A send that `limits` end fails DEADLINE_EXCEEDED or CANCELLED.
   virtual absl::Status SendRequest(const nlohmann::json& request,
-                                   std::shared_ptr<codemode::ByteBudget> receiving) {
+                                   std::shared_ptr<codemode::ByteBudget> receiving,
+                                   const SendLimits& limits) {
     return Send(request);
   }
   // The request with this id no longer needs its response (timed out, cancelled): the

@@ -333,67 +333,107 @@ TEST(StdioUpstreamTest, ACallThatTimesOutReturnsBeforeWritesQueuedToADeafServer)
   manager.Stop();
 }
 
+// A manager whose fake stdio server is busy with a `nap` call, reading nothing from its
+// stdin (an honest single-threaded server at work) until Wake(), so that writes to it block.
+class NappingServer {
+ public:
+  explicit NappingServer(absl::Duration write_timeout)
+      : manager_({testing::StdioConfig("fake", {"--trickle"})}, Options(write_timeout)) {
+    manager_.Start();
+    manager_.WaitInitial(absl::Seconds(30));
+    napper_ = std::thread([this] {
+      auto r = manager_.CallTool("fake", "nap", {{"until", dir_.File("awake")}}, {});
+      EXPECT_TRUE(r.ok()) << r.status();
+    });
+    absl::SleepFor(absl::Milliseconds(500));  // the server has read "nap"
+  }
+  ~NappingServer() {
+    Wake();
+    napper_.join();
+    manager_.Stop();
+  }
+  void Wake() { dir_.Write("awake", ""); }
+  UpstreamManager& manager() { return manager_; }
+
+ private:
+  static UpstreamOptions Options(absl::Duration write_timeout) {
+    UpstreamOptions options = testing::TestOptions();
+    options.write_timeout = write_timeout;
+    return options;
+  }
+  TempDir dir_;
+  UpstreamManager manager_;
+  std::thread napper_;
+};
+
 // Attack round 11 re-check: a write that times out part way leaves half a line in the
 // server's stdin. The next caller's request used to be glued onto it, so the server saw
 // one unparsable line and that caller's call was lost (it waited for its timeout). The
 // half line is ended with a newline first now: the server rejects it and answers the next.
 TEST(StdioUpstreamTest, ARequestCutOffPartWayDoesNotSwallowTheNextOne) {
-  TempDir dir;
-  const std::string awake = dir.File("awake");
-  UpstreamOptions options = testing::TestOptions();
-  options.write_timeout = absl::Seconds(3);
-  UpstreamManager manager({testing::StdioConfig("fake", {"--trickle"})}, options);
-  manager.Start();
-  manager.WaitInitial(absl::Seconds(30));
-  std::thread napper([&] {  // the server reads nothing until `awake` exists
-    CallOptions call;
-    call.timeout = absl::Seconds(60);
-    auto r = manager.CallTool("fake", "nap", {{"until", awake}}, call);
-    EXPECT_TRUE(r.ok()) << r.status();
-  });
-  absl::SleepFor(absl::Milliseconds(500));  // the server has read "nap"
+  NappingServer server(absl::Seconds(3));
   CallOptions call;
   call.timeout = absl::Seconds(60);
   // 200 KiB: the pipe takes 64 KiB of it, and the rest times out.
-  auto cut = manager.CallTool("fake", "echo", {{"message", std::string(200 << 10, 'f')}}, call);
+  auto cut = server.manager().CallTool("fake", "echo", {{"message", std::string(200 << 10, 'f')}},
+                                       call);
   ASSERT_FALSE(cut.ok());
   EXPECT_TRUE(absl::StrContains(cut.status().message(), "does not read its stdin")) << cut.status();
   std::thread next([&] {
     CallOptions next_call;
     next_call.timeout = absl::Seconds(20);
-    auto r = manager.CallTool("fake", "echo", {{"message", "next"}}, next_call);
+    auto r = server.manager().CallTool("fake", "echo", {{"message", "next"}}, next_call);
     ASSERT_TRUE(r.ok()) << r.status() << " (the request was glued onto the one cut off)";
     EXPECT_EQ(TextOf(*r), "next");
   });
-  dir.Write("awake", "");
+  server.Wake();
   next.join();
-  napper.join();
-  manager.Stop();
 }
 
 // Attack round 12: --upstream_write_timeout=inf made every write to a busy server fail
 // after one poll (its deadline wrapped into the past). It waits for the server now.
 TEST(StdioUpstreamTest, AnEndlessWriteTimeoutWaitsForTheServer) {
-  TempDir dir;
-  UpstreamOptions options = testing::TestOptions();
-  options.write_timeout = absl::InfiniteDuration();
-  UpstreamManager manager({testing::StdioConfig("fake", {"--trickle"})}, options);
-  manager.Start();
-  manager.WaitInitial(absl::Seconds(30));
-  std::thread napper([&] {
-    auto r = manager.CallTool("fake", "nap", {{"until", dir.File("awake")}}, {});
-    EXPECT_TRUE(r.ok()) << r.status();
-  });
-  absl::SleepFor(absl::Milliseconds(500));  // the server has read "nap"
+  NappingServer server(absl::InfiniteDuration());
   std::thread writer([&] {  // 200 KiB: more than the pipe holds
-    auto r = manager.CallTool("fake", "echo", {{"message", std::string(200 << 10, 'w')}}, {});
+    auto r = server.manager().CallTool("fake", "echo",
+                                       {{"message", std::string(200 << 10, 'w')}}, {});
     EXPECT_TRUE(r.ok()) << r.status();
   });
   absl::SleepFor(absl::Seconds(1));  // long enough for a write that gives up to have failed
-  dir.Write("awake", "");
+  server.Wake();
   writer.join();
-  napper.join();
-  manager.Stop();
+}
+
+// Attack round 12 re-check: a request waiting to be written to a server that does not read
+// waited --upstream_write_timeout whatever its call's timeout (with "inf": as long as the
+// server did not read), and a cancelled call (a client's cancel, the gateway's shutdown)
+// waited too. The wait ends with the call now.
+TEST(StdioUpstreamTest, ACallEndsAtItsTimeoutOrCancelWhileItsRequestWaitsToBeWritten) {
+  NappingServer server(absl::InfiniteDuration());
+  std::atomic<int> ended{0};
+  std::thread waker([&] {  // wakes the server once both calls ended, or after 20 s
+    WaitFor([&] { return ended == 2; }, std::chrono::seconds(20));
+    server.Wake();
+  });
+  const json big = {{"message", std::string(200 << 10, 'w')}};  // more than the pipe holds
+  CallOptions timed;
+  timed.timeout = absl::Seconds(2);
+  auto r = server.manager().CallTool("fake", "echo", big, timed);
+  ++ended;
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
+  CallOptions cancelled;
+  cancelled.timeout = absl::Seconds(60);
+  cancelled.cancel = std::make_shared<codemode::CancelToken>();
+  std::thread canceller([&] {
+    absl::SleepFor(absl::Milliseconds(500));
+    cancelled.cancel->Cancel("the client cancelled");
+  });
+  r = server.manager().CallTool("fake", "echo", big, cancelled);
+  ++ended;
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "the client cancelled")) << r.status();
+  canceller.join();
+  waker.join();
 }
 
 TEST(StdioUpstreamTest, PendingCallsFailWhenStopping) {
