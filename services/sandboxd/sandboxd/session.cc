@@ -416,6 +416,23 @@ void Session::Terminate(const std::string& reason, Finished::Status status) {
   Run(deferred);
 }
 
+bool Session::TerminateIfIdle(const std::string& reason, int64_t unused_since_ms) {
+  Deferred deferred;
+  {
+    codemode::MutexLock lock(&mu_);
+    // files_'s lock is taken under ours here as in LoseLocked (files_.Fail).
+    if (lost_ || current_ || pending_reset_ || !queue_.empty() || files_.busy() ||
+        last_used_ms_ != unused_since_ms) {
+      return false;
+    }
+    // LOST all the same; CANCELLED only keeps LoseLocked from warning about an ordinary
+    // reclaim (there is no work to finish: it is idle), which its manager logs.
+    LoseLocked(reason, deferred, Finished::CANCELLED);
+  }
+  Run(deferred);
+  return true;
+}
+
 void Session::Detach() {
   Deferred deferred;
   {

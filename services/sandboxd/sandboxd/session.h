@@ -201,6 +201,11 @@ class Session : public RunnerConnection::Listener, public std::enable_shared_fro
   // the container's removal. Idempotent.
   void Terminate(const std::string& reason,
                  sandbox::v1::Finished::Status status = sandbox::v1::Finished::SESSION_LOST);
+  // Makes the session lost for `reason` as Terminate does, but only when it is idle (see
+  // idle()) and unused since `unused_since_ms` (its last_used_ms() then), both checked
+  // under the lock that queues work, so nothing starts in between. False, and nothing
+  // done, when it is busy, was used since, or is lost already.
+  bool TerminateIfIdle(const std::string& reason, int64_t unused_since_ms);
 
   sandbox::v1::Session ToProto() const;
   // What a restarted daemon re-attaches from.

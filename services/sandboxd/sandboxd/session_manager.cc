@@ -271,13 +271,7 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
   if (r.label().size() > 1024 || r.owner().size() > 1024) {
     return absl::InvalidArgumentError("label and owner are limited to 1024 bytes");
   }
-  {
-    codemode::MutexLock lock(&mu_);
-    if (stopping_) return absl::UnavailableError("the daemon is shutting down");
-    if (std::string why = RefuseLocked(r.owner()); !why.empty()) {
-      return absl::ResourceExhaustedError(why);
-    }
-  }
+  if (absl::Status room = CheckRoom(r.owner(), r.reclaim_idle()); !room.ok()) return room;
   const bool default_image = image->name == kDefaultImageName;
   const SandboxConfig config = {*limits, *isolation, default_image ? "" : image->reference};
   std::optional<Sandbox> sb;
@@ -302,23 +296,19 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
   md.uid_lease = std::move(sb->uid);
   auto session = Session::Create(&env_, std::move(md), std::move(*catalog), std::move(sb->conn),
                                  /*push_catalog=*/true);
-  std::string refused;
-  {
-    codemode::MutexLock lock(&mu_);
-    refused = stopping_ ? "the daemon is shutting down" : RefuseLocked(r.owner());  // again: creations race
-    if (refused.empty()) sessions_[session->metadata().id] = session;
-  }
-  if (!refused.empty()) {
+  if (std::string refused = Register(session, r.reclaim_idle()); !refused.empty()) {
     session->Terminate("too many sessions");
     return absl::ResourceExhaustedError(refused);
   }
   const std::string& id = session->metadata().id;
-  if (absl::Status st = records_.Add(id, [&] { return session->Record(); }); !st.ok()) {
+  absl::Status st = records_.Add(id, [&] { return session->Record(); });
+  {
+    codemode::MutexLock lock(&mu_);
+    pinned_.erase(id);  // Register pinned it: not reclaimed before its record exists
+    if (!st.ok()) sessions_.erase(id);
+  }
+  if (!st.ok()) {
     // A session that would not survive a daemon restart is not handed out.
-    {
-      codemode::MutexLock lock(&mu_);
-      sessions_.erase(id);
-    }
     session->Terminate("its record cannot be written");
     factory_.Discard(session->metadata().container_name);
     workers_.Post([session]() mutable { session.reset(); });  // joins its reader off this thread
@@ -329,18 +319,34 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
   }
   spdlog::info("session {} created (container {}, owner '{}')", session->metadata().id,
                session->metadata().container_name, codemode::LogText(session->metadata().owner));
-  // Lost while it was being created (the catalog could not be sent): its tombstone tells.
+  // Lost while it was being created (the catalog could not be sent), or while pinned:
+  // its tombstone tells.
   if (session->lost()) OnSessionLost(*session);
   return session->ToProto();
 }
 
-std::string SessionManager::RefuseLocked(const std::string& owner) {
-  if (sessions_.size() >= options_.max_sessions) {
-    return absl::StrCat("too many sessions (the limit is ", options_.max_sessions, ")");
-  }
+std::string SessionManager::RefuseLocked(const std::string& owner, std::string* reclaim) {
   size_t owned = 0;
   for (const auto& [id, s] : sessions_) owned += s->metadata().owner == owner;
+  // Ending one session of the owner makes room unless a limit is exceeded (flags lowered
+  // since its sessions were re-attached).
+  const bool one_makes_room = reclaim && !owner.empty() && owned > 0 &&
+                              sessions_.size() <= options_.max_sessions &&
+                              owned <= options_.max_sessions_per_owner;
+  if (sessions_.size() >= options_.max_sessions) {
+    if (one_makes_room) {
+      *reclaim = absl::StrCat("reclaimed: the daemon reached --max_sessions (",
+                              options_.max_sessions,
+                              ") and this was its owner's least recently used idle session");
+    }
+    return absl::StrCat("too many sessions (the limit is ", options_.max_sessions, ")");
+  }
   if (owned >= options_.max_sessions_per_owner) {
+    if (one_makes_room) {
+      *reclaim = absl::StrCat("reclaimed: its owner reached --max_sessions_per_owner (",
+                              options_.max_sessions_per_owner,
+                              ") and this was its least recently used idle session");
+    }
     return absl::StrCat("too many sessions of this owner (the limit is ",
                         options_.max_sessions_per_owner, " per owner, --max_sessions_per_owner)");
   }
@@ -359,31 +365,51 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Find(const std::string&
 }
 
 void SessionManager::OnSessionLost(const Session& lost) {
-  const std::string& id = lost.metadata().id;
   sandbox::v1::Session tombstone = lost.ToProto();  // before mu_: it takes the session's lock
-  std::shared_ptr<Session> held;
-  std::vector<std::string> pushed_out;
+  Retired retired;
   {
     codemode::MutexLock lock(&mu_);
-    auto it = sessions_.find(id);
-    // Deleted, refused or not registered yet (CreateSession and Reattach check again).
-    if (it == sessions_.end() || it->second.get() != &lost) return;
-    held = std::move(it->second);
-    sessions_.erase(it);
-    pushed_out = lost_.Add(std::move(tombstone), clock_->NowMs());
+    // Its CreateSession looks at it again once it unpins it (or retires it: a reclaim).
+    if (pinned_.count(lost.metadata().id)) return;
+    retired = RetireLocked(lost, std::move(tombstone));
   }
-  spdlog::info(
-      "session {} (owner '{}') lost: its slot is free; its id answers 'session lost' "
-      "until deleted or for --lost_session_ttl",
-      id, codemode::LogText(held->metadata().owner));
-  for (const std::string& old : pushed_out) {
+  FinishRetired(std::move(retired));
+}
+
+SessionManager::Retired SessionManager::RetireLocked(const Session& lost,
+                                                     sandbox::v1::Session tombstone) {
+  Retired retired;
+  auto it = sessions_.find(lost.metadata().id);
+  // Deleted, refused or not registered yet (CreateSession and Reattach check again).
+  if (it == sessions_.end() || it->second.get() != &lost) return retired;
+  retired.held = std::move(it->second);
+  sessions_.erase(it);
+  retired.pushed_out = lost_.Add(std::move(tombstone), clock_->NowMs());
+  return retired;
+}
+
+void SessionManager::FinishRetired(Retired retired) {
+  if (!retired.held) return;
+  std::string id = retired.held->metadata().id;
+  const std::string& owner = retired.held->metadata().owner;
+  if (retired.reclaimed.empty()) {
+    spdlog::info(
+        "session {} (owner '{}') lost: its slot is free; its id answers 'session lost' "
+        "until deleted or for --lost_session_ttl",
+        id, codemode::LogText(owner));
+  } else {
+    spdlog::info("session {} (owner '{}') ended to make room for a new one of its owner ({})",
+                 codemode::LogText(id), codemode::LogText(owner),
+                 codemode::LogLongText(retired.reclaimed));
+  }
+  for (const std::string& old : retired.pushed_out) {
     spdlog::info("lost session {} forgotten (--max_lost_sessions); its id is now unknown", old);
   }
   // The container is being removed already (Session::LoseLocked). The rest goes on a
   // worker, with our reference (moved: this may be the session's reader thread, which
   // the last reference joins).
-  std::string name = held->metadata().container_name;
-  workers_.Post([this, id, name, held = std::move(held)]() mutable {
+  std::string name = retired.held->metadata().container_name;
+  workers_.Post([this, id, name, held = std::move(retired.held)]() mutable {
     if (absl::Status st = records_.Remove(id); !st.ok()) {
       spdlog::warn("cannot remove the record of session {}: {}", id,
                    codemode::LogLongText(st.message()));
@@ -531,6 +557,7 @@ sandbox::v1::Info SessionManager::GetInfo() {
     codemode::MutexLock lock(&mu_);
     info.set_sessions(static_cast<uint32_t>(sessions_.size()));
     info.set_lost_sessions(static_cast<uint32_t>(lost_.size()));
+    info.set_sessions_reclaimed_total(reclaimed_total_);
   }
   std::optional<RuntimeInfo> runtime = factory_.runtime_info();
   std::string runtime_error = factory_.runtime_error();

@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -95,6 +96,8 @@ class SessionManager final : private SlotKeeper {
   // their containers, so the next daemon re-attaches. Idempotent.
   void Shutdown();
 
+  // With r.reclaim_idle, an owner at a limit gets room by ending its least recently used
+  // idle session (sandbox.proto, CreateSessionRequest.reclaim_idle).
   absl::StatusOr<sandbox::v1::Session> CreateSession(const sandbox::v1::CreateSessionRequest& r);
   // A lost session's id answers (until deleted, or its tombstone expires): GetSession and
   // ListSessions with state LOST and the reason; every other call FAILED_PRECONDITION.
@@ -139,11 +142,38 @@ class SessionManager final : private SlotKeeper {
   // so it no longer counts against the limits, and frees what it held (record, socket
   // directory, uid; its container is already being removed). Idempotent.
   void OnSessionLost(const Session& s) override;
+  // A lost session taken out of sessions_ (OnSessionLost, or a reclaim), for FinishRetired.
+  struct Retired {
+    std::shared_ptr<Session> held;  // null: it was no longer registered
+    std::vector<std::string> pushed_out;  // tombstones pushed out past max_lost_sessions
+    std::string reclaimed;  // non-empty: it was reclaimed, for this reason
+  };
+  // Replaces `lost` (registered) by `tombstone` in lost_; nothing if it is not registered.
+  Retired RetireLocked(const Session& lost, sandbox::v1::Session tombstone)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Logs, and frees on a worker what a retired session held (record, reader, socket dir).
+  void FinishRetired(Retired retired);
   // Info.images, with what each offers and whether it is present (cached a few seconds).
   std::vector<sandbox::v1::ImageInfo> ImageInfos();
   std::string NewId(const char* prefix);
-  // Why a new session of `owner` cannot be held now, or "".
-  std::string RefuseLocked(const std::string& owner) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Why a new session of `owner` cannot be held now, or "". When refused and `reclaim` is
+  // given, sets it to the lost reason of a session of `owner` ended to make room, if ending
+  // one idle session of this (non-empty) owner would do; else leaves it empty.
+  std::string RefuseLocked(const std::string& owner, std::string* reclaim = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // CreateSession's first check, before a container is started: UNAVAILABLE when stopping,
+  // RESOURCE_EXHAUSTED when there is no room and none can be reclaimed.
+  absl::Status CheckRoom(const std::string& owner, bool reclaim_idle);
+  // Registers a new session (pinned, see pinned_) if there is room, reclaiming an idle
+  // session of its owner for it when `reclaim_idle` and needed; else why not.
+  std::string Register(const std::shared_ptr<Session>& session, bool reclaim_idle);
+  // Ends the least recently used idle session of `owner` for `reason` and returns it,
+  // pinned and still registered (Register retires it); null when none is idle.
+  std::shared_ptr<Session> ReclaimIdle(const std::string& owner, const std::string& reason);
+  // Whether `owner` has an idle session that is not pinned (a hint: it may change at once).
+  bool HasIdleSession(const std::string& owner);
+  // The owner's sessions that may be reclaimed: registered and not pinned.
+  std::vector<std::shared_ptr<Session>> ReclaimableOf(const std::string& owner);
 
   const ManagerOptions options_;
   ContainerRuntime* const runtime_;
@@ -162,6 +192,11 @@ class SessionManager final : private SlotKeeper {
   codemode::Mutex mu_;
   // Live sessions: those counted against max_sessions and max_sessions_per_owner.
   std::map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
+  // Registered sessions a CreateSession is working on: the one it reclaims, and its new one
+  // until its record is written. Never reclaimed; OnSessionLost leaves them to that
+  // CreateSession, which looks at them again once it unpins them.
+  std::set<std::string> pinned_ ABSL_GUARDED_BY(mu_);
+  uint64_t reclaimed_total_ ABSL_GUARDED_BY(mu_) = 0;
   LostSessions lost_ ABSL_GUARDED_BY(mu_) = LostSessions(options_.max_lost_sessions);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Re-attachment runs once, the first time the runtime answers (at start or later).
