@@ -33,7 +33,7 @@ fi
 packages=(
   build-essential cmake ccache pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev nlohmann-json3-dev libspdlog-dev libgtest-dev libgmock-dev libcpp-httplib-dev libboost1.81-dev
+  libabsl-dev nlohmann-json3-dev libspdlog-dev libgtest-dev libgmock-dev libcpp-httplib-dev libboost1.81-dev libssl-dev
   podman runc runsc catatonit debootstrap uidmap fuse-overlayfs slirp4netns
   python3 systemd
   clang-14 libclang-rt-14-dev

@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "server/http_token.h"
 #include "bridge/run_python.h"
+#include "run_flags.h"
 #include "bridge/sandbox_client.h"
 #include "server/http_server.h"
 #include "server/stdio_server.h"
@@ -62,8 +63,6 @@ ABSL_FLAG(uint64_t, max_body_bytes, 4 << 20, "Largest HTTP request body.");
 ABSL_FLAG(absl::Duration, session_idle_ttl, absl::Minutes(30),
           "HTTP MCP sessions idle this long are closed (and their sandbox sessions deleted).");
 ABSL_FLAG(absl::Duration, call_timeout, absl::Seconds(60), "Timeout of one upstream tool call.");
-ABSL_FLAG(uint32_t, default_timeout_seconds, 30, "run_python timeout when none is given.");
-ABSL_FLAG(uint32_t, max_timeout_seconds, 300, "Largest run_python timeout a client may ask for.");
 ABSL_FLAG(absl::Duration, startup_wait, absl::Seconds(10),
           "How long to wait for upstreams to connect before serving (they keep connecting after).");
 ABSL_FLAG(uint32_t, max_mcp_sessions, 256,
@@ -206,28 +205,8 @@ ABSL_FLAG(absl::Duration, sandbox_cancel_grace, absl::Seconds(5),
           "A cancelled run's Execute stream must end within this of its cancel; past it (a "
           "stream backed up by code that reads none of its tool calls' answers) the call to "
           "sandboxd is cancelled instead. Keep it above sandboxd's --kill_grace.");
-ABSL_FLAG(uint64_t, max_code_bytes, 1 << 20,
-          "Largest run_python code accepted, refused before it waits for its sandbox; keep it "
-          "equal to sandboxd's --max_code_bytes (which refuses more anyway).");
 ABSL_FLAG(uint32_t, max_tool_calls_per_run, 10000,
           "Tool calls one run_python may make in total; later ones get a ToolError.");
-ABSL_FLAG(uint64_t, spill_stdout_bytes, 32 * 1024,
-          "A run_python stdout longer than this is kept whole in the session's workspace "
-          "(out/run_python/stdout-N.txt) and the model gets its head, tail and path; 0: never.");
-ABSL_FLAG(uint64_t, max_resource_bytes, 8 << 20,
-          "Largest produced file (under /workspace/out/) that resources/read returns; at most "
-          "48 MiB. Larger files are an error that says to work with them from code.");
-ABSL_FLAG(uint32_t, max_sandboxes_per_credential, 16,
-          "Sandbox sessions one credential (bearer token; stdio is one) may hold over all its "
-          "MCP sessions; keep it well below sandboxd's --max_sessions, which everyone shares.");
-ABSL_FLAG(uint32_t, max_out_path_bytes, 1024,
-          "Longest path under /workspace/out/ the gateway keeps from the walk after a run; "
-          "longer ones are skipped (the sandbox answers the listings, so it is untrusted).");
-ABSL_FLAG(uint64_t, max_out_bytes, 256 << 10,
-          "Bytes of paths one walk of /workspace/out/ keeps per sandbox session (files and "
-          "directories still to list); past it the walk stops and says so.");
-ABSL_FLAG(uint32_t, resources_page_size, 500,
-          "Resources per resources/list page; more are paged with nextCursor.");
 ABSL_FLAG(std::string, image, "",
           "The sandboxd image (by its name in sandboxd's GetInfo) every session runs, e.g. "
           "data for numpy, pandas and matplotlib. Empty: sandboxd's default image.");
@@ -549,21 +528,12 @@ int main(int argc, char** argv) {
                                    ToolCallLimitsFromFlags(ceiling, upstream_options->receive_budget),
                                    *isolation, absl::GetFlag(FLAGS_image), *sandboxd_token);
   gateway::ManagerUpstreams upstream_view(&upstreams);
-  gateway::RunPythonOptions run_options;
-  run_options.default_timeout_seconds = absl::GetFlag(FLAGS_default_timeout_seconds);
-  run_options.max_timeout_seconds = absl::GetFlag(FLAGS_max_timeout_seconds);
-  run_options.max_code_bytes = absl::GetFlag(FLAGS_max_code_bytes);
-  run_options.spill_stdout_bytes = absl::GetFlag(FLAGS_spill_stdout_bytes);
-  run_options.resources.max_read_bytes = absl::GetFlag(FLAGS_max_resource_bytes);
-  run_options.max_sandboxes_per_credential = absl::GetFlag(FLAGS_max_sandboxes_per_credential);
-  run_options.resources.limits.max_path_bytes = absl::GetFlag(FLAGS_max_out_path_bytes);
-  run_options.resources.limits.max_bytes = absl::GetFlag(FLAGS_max_out_bytes);
-  run_options.resources.list_page_size = absl::GetFlag(FLAGS_resources_page_size);
-  if (run_options.resources.max_read_bytes > (48u << 20)) {
-    spdlog::critical("--max_resource_bytes must be at most 48 MiB (50331648)");
+  absl::StatusOr<gateway::RunPythonOptions> run_options = RunOptionsFromFlags();
+  if (!run_options.ok()) {
+    spdlog::critical("{}", std::string(run_options.status().message()));
     return 2;
   }
-  gateway::RunPythonTool tool(&sandboxes, &upstream_view, run_options);
+  gateway::RunPythonTool tool(&sandboxes, &upstream_view, *run_options);
   const gateway::ServerOptions server_options = ServerOptionsFromFlags(ceiling);
   upstreams.WaitInitial(absl::GetFlag(FLAGS_startup_wait));
 

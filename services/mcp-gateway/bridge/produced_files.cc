@@ -15,6 +15,7 @@ namespace gateway {
 namespace {
 
 constexpr char kUriPrefix[] = "sandbox://session/";
+constexpr char kHandleUriPrefix[] = "sandbox://handle/";
 constexpr char kOutSegment[] = "/out/";
 constexpr size_t kMaxUriBytes = 8192;
 
@@ -139,7 +140,14 @@ std::vector<OutFile> ChangedFiles(const std::vector<OutFile>& before,
 }
 
 std::string OutFileUri(const std::string& session, const std::string& path) {
-  std::string uri = absl::StrCat(kUriPrefix, session, kOutSegment);
+  return OutFileUriIn(absl::StrCat(kUriPrefix, session, kOutSegment), path);
+}
+
+std::string OutFileUriOfHandle(const std::string& handle, const std::string& path) {
+  return OutFileUriIn(absl::StrCat(kHandleUriPrefix, handle, kOutSegment), path);
+}
+
+std::string OutFileUriIn(std::string uri, const std::string& path) {
   for (unsigned char c : path) {
     if (IsUnreserved(c) || c == '/') {
       uri += static_cast<char>(c);
@@ -160,15 +168,21 @@ std::string OutUriTemplate(const std::string& session) {
 absl::StatusOr<OutFileRef> ParseOutFileUri(const std::string& uri) {
   if (uri.size() > kMaxUriBytes) return absl::InvalidArgumentError("the URI is too long");
   absl::string_view rest = uri;
-  if (!absl::ConsumePrefix(&rest, kUriPrefix)) {
+  const bool by_handle = absl::ConsumePrefix(&rest, kHandleUriPrefix);
+  if (!by_handle && !absl::ConsumePrefix(&rest, kUriPrefix)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "not a resource of this server: URIs look like ", kUriPrefix, "<session>/out/<path>"));
+        "not a resource of this server: URIs look like ", kHandleUriPrefix, "<sandbox>/out/<path> or ",
+        kUriPrefix, "<session>/out/<path>"));
   }
   const size_t slash = rest.find('/');
   OutFileRef ref;
-  ref.session = std::string(rest.substr(0, slash));
-  if (slash == absl::string_view::npos || !IsSessionName(ref.session)) {
-    return absl::InvalidArgumentError("the URI names no session");
+  std::string& owner = by_handle ? ref.handle : ref.session;
+  owner = std::string(rest.substr(0, slash));
+  // A handle is "sbx1_" and base64url, as unreserved as a session name, only longer.
+  if (slash == absl::string_view::npos || owner.empty() || owner.size() > kMaxHandleInUri ||
+      (!by_handle && !IsSessionName(owner)) ||
+      !std::all_of(owner.begin(), owner.end(), [](unsigned char c) { return IsUnreserved(c); })) {
+    return absl::InvalidArgumentError(by_handle ? "the URI names no sandbox" : "the URI names no session");
   }
   rest.remove_prefix(slash);
   if (!absl::ConsumePrefix(&rest, kOutSegment)) {

@@ -68,17 +68,25 @@ std::vector<OutFile> ChangedFiles(const std::vector<OutFile>& before,
 // sandbox://session/<session>/out/<path>, each path byte outside RFC 3986's unreserved set
 // (and '/') percent-encoded.
 std::string OutFileUri(const std::string& session, const std::string& path);
+// sandbox://handle/<handle>/out/<path>: the same file named by its sandbox's handle (both
+// eras; the handle's credential checks apply to reads).
+std::string OutFileUriOfHandle(const std::string& handle, const std::string& path);
+// `prefix` followed by `path`, escaped as above.
+std::string OutFileUriIn(std::string prefix, const std::string& path);
+// The longest handle a URI may carry.
+constexpr size_t kMaxHandleInUri = 2048;
 
 // The URI template of one session's produced files (RFC 6570 reserved expansion, so the
 // path keeps its slashes).
 std::string OutUriTemplate(const std::string& session);
 
 struct OutFileRef {
-  std::string session;  // a binding name: [A-Za-z0-9_-]
+  std::string session;  // a binding name: [A-Za-z0-9_-]; empty when `handle` names the sandbox
+  std::string handle;   // a sandbox handle, unchecked (the reader opens it)
   std::string path;     // decoded, relative to out/
 };
 
-// The inverse of OutFileUri. INVALID_ARGUMENT for another scheme or shape, a bad escape,
+// The inverse of OutFileUri and OutFileUriOfHandle. INVALID_ARGUMENT for another scheme or shape, a bad escape,
 // a NUL, and empty, "." or ".." path segments: a URI can only name a file under out/.
 absl::StatusOr<OutFileRef> ParseOutFileUri(const std::string& uri);
 

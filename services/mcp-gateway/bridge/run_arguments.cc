@@ -92,6 +92,13 @@ json RunArgumentsSchema(uint32_t max_timeout_seconds) {
       {"type", "string"},
       {"pattern", "^[A-Za-z0-9_-]{1,64}$"},
       {"description", "Name of an extra, independent session (default: your main one)."}};
+  props["sandbox"] = {
+      {"type", "string"},
+      {"maxLength", kMaxSandboxHandle},
+      {"description",
+       "The `sandbox` value of an earlier result: run in that sandbox again, with its "
+       "variables and files. Pass it back on every call to keep your state (without it you "
+       "get your session's main sandbox, or a new one)."}};
   props["reset"] = {{"type", "boolean"}, {"description", "Start from an empty namespace first."}};
   json base64_file = {{"type", "object"},
                       {"properties", {{"base64", {{"type", "string"}}}}},
@@ -154,7 +161,7 @@ absl::StatusOr<RunArguments> ParseRunArguments(const json& args,
   if (!args.is_object()) return Invalid("the arguments must be an object");
   for (const auto& [k, _] : args.items()) {
     if (k != "code" && k != "timeout_seconds" && k != "session" && k != "reset" && k != "servers" &&
-        k != "files") {
+        k != "files" && k != "sandbox") {
       return Invalid(absl::StrCat("unknown argument '", k, "'"));
     }
   }
@@ -176,6 +183,17 @@ absl::StatusOr<RunArguments> ParseRunArguments(const json& args,
       return Invalid("'session' must be a name of 1-64 characters [A-Za-z0-9_-]");
     }
     run.session = s->get<std::string>();
+  }
+  if (const json* h = Optional(args, "sandbox")) {
+    if (!h->is_string() || h->get_ref<const std::string&>().empty() ||
+        h->get_ref<const std::string&>().size() > kMaxSandboxHandle) {
+      return Invalid(absl::StrCat("'sandbox' must be the `sandbox` string of an earlier result (at most ",
+                                  kMaxSandboxHandle, " characters)"));
+    }
+    if (Optional(args, "session")) {
+      return Invalid("give 'sandbox' or 'session', not both: a handle already names its sandbox");
+    }
+    run.sandbox = h->get<std::string>();
   }
   if (const json* r = Optional(args, "reset")) {
     if (!r->is_boolean()) return Invalid("'reset' must be a boolean");

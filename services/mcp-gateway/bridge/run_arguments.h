@@ -43,10 +43,14 @@ struct RunArguments {
   std::string code;
   double timeout_seconds = 0;
   std::string session = "default";  // the name of the sandbox session of this MCP session
+  std::string sandbox;              // a sandbox handle (handles/sandbox_handle.h), or empty
   bool reset = false;               // start from an empty namespace first
   ServerAllowlist servers;
   std::vector<RunFile> files;  // in the order given
 };
+
+// The longest `sandbox` argument accepted (handles are a few hundred characters).
+constexpr size_t kMaxSandboxHandle = 2048;
 
 struct RunLimits {
   uint32_t default_timeout_seconds = 30;

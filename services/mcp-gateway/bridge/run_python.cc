@@ -2,6 +2,8 @@
 // run_python.h.
 #include "bridge/run_python.h"
 
+#include <openssl/rand.h>
+
 #include "absl/strings/str_cat.h"
 
 namespace gateway {
@@ -17,14 +19,28 @@ bool SessionGone(const absl::Status& s) {
   return absl::IsNotFound(s) || absl::IsFailedPrecondition(s);
 }
 
+// RunPythonOptions::handles, or a sealer with a random key of this process.
+std::shared_ptr<const HandleSealer> SealerOrOwn(std::shared_ptr<const HandleSealer> given) {
+  if (given) return given;
+  HandleSealer::Key key;
+  if (RAND_bytes(key.data(), static_cast<int>(key.size())) != 1) {
+    throw std::runtime_error("cannot read random bytes for the sandbox handle key");
+  }
+  return std::make_shared<HandleSealer>(std::vector<HandleSealer::Key>{key}, absl::Hours(24));
+}
+
 }  // namespace
 
 RunPythonTool::RunPythonTool(Sandboxes* sandboxes, Upstreams* upstreams, RunPythonOptions options)
     : sandboxes_(sandboxes),
       upstreams_(upstreams),
       options_(options),
+      handles_(SealerOrOwn(options.handles)),
       bindings_(sandboxes, options.max_named_sessions, options.max_sandboxes_per_credential),
-      resources_(sandboxes, &bindings_, options.resources) {}
+      resources_(sandboxes, &bindings_, options.resources,
+                 [this](const std::string& handle, const std::string& credential) {
+                   return OpenHandle(handle, credential);
+                 }) {}
 
 RunPythonTool::~RunPythonTool() = default;
 
@@ -55,22 +71,59 @@ absl::StatusOr<json> RunPythonTool::CallTool(const std::string& name, const json
   ToolCallRouter router(upstreams_, args->servers, &progress);
   RunReport report;
   report.session = args->session;
+  report.sandbox_in_text = !args->sandbox.empty() || ctx.session_key.empty();
   // resource_link blocks came with protocol 2025-06-18; older clients get the links as text.
   report.resource_links = ctx.protocol_version >= "2025-06-18";
   Run run{*args, BuildCatalog(memory_.View(upstreams), args->servers),
           absl::StrCat(catalog_version, "/", args->servers.Key()),
           &ctx, &router, &progress, &report};
   absl::StatusOr<Finished> finished = Execute(run);
-  if (!finished.ok()) return FormatRunError(std::string(finished.status().message()), report.session);
+  if (!finished.ok()) {
+    return FormatRunError(std::string(finished.status().message()), report);
+  }
   report.calls = router.stats();
   return FormatRunResult(*finished, report, options_.max_text_bytes);
 }
 
+absl::StatusOr<SandboxRef> RunPythonTool::OpenHandle(const std::string& handle,
+                                                     const std::string& credential) {
+  absl::StatusOr<SandboxAddress> address = handles_->Open(handle, credential);
+  if (!address.ok()) return address.status();
+  std::optional<size_t> endpoint = sandboxes_->FindEndpoint(address->endpoint);
+  if (!endpoint) {
+    // Sealed by us for this credential, so naming the endpoint tells nothing new.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this sandbox is on sandboxd ", address->endpoint.substr(0, 200),
+        ", which this gateway is not configured with (--sandboxd)"));
+  }
+  return SandboxRef{*endpoint, address->session_id};
+}
+
 absl::StatusOr<Finished> RunPythonTool::Execute(Run& run) {
-  const std::string& mcp_session = run.ctx->session_key;
+  using BindingPtr = std::shared_ptr<SessionBindings::Binding>;
+  const std::string& credential = run.ctx->credential;
+  Placement placement;
+  if (run.args.sandbox.empty()) {
+    const std::string& mcp_session = run.ctx->session_key;
+    placement.find = [&](int) { return bindings_.FindOrRegister(mcp_session, run.args.session, credential); };
+    placement.forget = [&](const BindingPtr& b) { bindings_.Forget(mcp_session, run.args.session, b); };
+    placement.opened = [](const BindingPtr&) {};
+    return ExecuteIn(run, placement);
+  }
+  absl::StatusOr<SandboxRef> ref = OpenHandle(run.args.sandbox, credential);
+  if (!ref.ok()) return ref.status();
+  run.report->session = "";
+  placement.find = [&](int attempt) -> absl::StatusOr<BindingPtr> {
+    return attempt == 0 ? bindings_.Adopt(*ref, credential) : bindings_.NewDetached(credential);
+  };
+  placement.forget = [&](const BindingPtr& b) { bindings_.ForgetAdopted(b); };
+  placement.opened = [&](const BindingPtr& b) { bindings_.Remember(b); };
+  return ExecuteIn(run, placement);
+}
+
+absl::StatusOr<Finished> RunPythonTool::ExecuteIn(Run& run, const Placement& placement) {
   for (int attempt = 0;; ++attempt) {
-    absl::StatusOr<std::shared_ptr<SessionBindings::Binding>> binding =
-        bindings_.FindOrRegister(mcp_session, run.args.session, run.ctx->credential);
+    absl::StatusOr<std::shared_ptr<SessionBindings::Binding>> binding = placement.find(attempt);
     if (!binding.ok()) return binding.status();
     absl::StatusOr<Finished> finished;
     bool session_gone = false;
@@ -85,14 +138,16 @@ absl::StatusOr<Finished> RunPythonTool::Execute(Run& run) {
     // new binding (once: the old one is forgotten here if the run ahead has not yet).
     if (std::string why = (*binding)->lost_reason(); !why.empty() && attempt == 0) {
       (*binding)->UnlockRun();
-      bindings_.Forget(mcp_session, run.args.session, *binding);
+      placement.forget(*binding);
       run.report->notes.push_back(absl::StrCat(
           "the sandbox session was lost while this run waited (", why,
           "); this ran in a new session, so earlier variables are gone"));
       run.report->session_reset = true;
       continue;
     }
+    const bool was_ready = (*binding)->ready();
     finished = ExecuteOn(**binding, run, attempt == 0, session_gone);
+    if (!was_ready && (*binding)->ready()) placement.opened(*binding);
     if (finished.ok() && finished->status() == Finished::SESSION_LOST) {
       const std::string& why = finished->error().message();  // set before the next run's turn
       (*binding)->set_lost_reason(why.empty() ? "sandboxd reported it lost" : why);
@@ -100,7 +155,7 @@ absl::StatusOr<Finished> RunPythonTool::Execute(Run& run) {
     const bool lost = !(*binding)->lost_reason().empty();
     (*binding)->UnlockRun();
     if (lost) {
-      bindings_.Forget(mcp_session, run.args.session, *binding);
+      placement.forget(*binding);
       if (finished.ok()) {
         run.report->notes.push_back("the sandbox session was lost; the next run starts in a new session");
       }
@@ -110,15 +165,19 @@ absl::StatusOr<Finished> RunPythonTool::Execute(Run& run) {
         "the previous sandbox session was lost (", finished.status().message(),
         "); this ran in a new session, so earlier variables are gone"));
     run.report->session_reset = true;
-    bindings_.Forget(mcp_session, run.args.session, *binding);
+    placement.forget(*binding);
   }
 }
 
 absl::StatusOr<Finished> RunPythonTool::ExecuteOn(SessionBindings::Binding& binding, Run& run,
                                                   bool first_attempt, bool& session_gone) {
-  absl::Status opened =
-      bindings_.Open(binding, run.ctx->session_key, run.args.session, run.catalog, run.catalog_key);
+  absl::Status opened = bindings_.Open(binding, run.ctx->session_key,
+                                       run.args.sandbox.empty() ? run.args.session : "sandbox",
+                                       run.catalog, run.catalog_key);
   if (!opened.ok()) return opened;
+  const SandboxRef ref = binding.ref();
+  run.report->sandbox =
+      handles_->Seal({sandboxes_->EndpointName(ref.endpoint), ref.session_id}, run.ctx->credential);
   if (run.args.reset && first_attempt) {
     absl::Status s = sandboxes_->ResetSession(binding.ref());
     if (!s.ok() && !SessionGone(s)) return s;
@@ -206,7 +265,7 @@ absl::StatusOr<json> RunPythonTool::ListResourceTemplates(const std::string& ses
 }
 
 absl::StatusOr<json> RunPythonTool::ReadResource(const std::string& uri, ToolCallContext& context) {
-  return resources_.Read(context.session_key, uri, context.cancel, context.budget);
+  return resources_.Read(context.session_key, context.credential, uri, context.cancel, context.budget);
 }
 
 void RunPythonTool::SessionClosed(const std::string& session_key) { bindings_.Close(session_key); }

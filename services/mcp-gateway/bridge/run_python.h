@@ -13,6 +13,7 @@
 //   HttpServer http(http_options, &tool, server_options);
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "bridge/tool_call_router.h"
 #include "bridge/upstreams.h"
 #include "bridge/workspace_resources.h"
+#include "handles/sandbox_handle.h"
 #include "server/tool_provider.h"
 
 namespace gateway {
@@ -49,6 +51,9 @@ struct RunPythonOptions {
   size_t max_sandboxes_per_credential = 16;
   // Produced files (resources/read size cap, bounds on the walk of out/).
   ResourceOptions resources;
+  // Seals and opens sandbox handles (the `sandbox` argument and result). Null: a random key
+  // of this process, so handles do not outlive it (tests; main.cc passes the key file's).
+  std::shared_ptr<const HandleSealer> handles;
 };
 
 class RunPythonTool : public ToolProvider {
@@ -82,9 +87,23 @@ class RunPythonTool : public ToolProvider {
     RunProgress* progress;
     RunReport* report;
   };
-  // Runs on the session bound to the run's name, retrying once in a new session when the
-  // old one is gone.
+  // Where a run's binding comes from, and how a lost one is let go: the MCP session's
+  // binding of the run's name, or the binding of a handle's sandbox (attempt 0) and a new
+  // detached one (attempt 1, when that sandbox is gone).
+  struct Placement {
+    std::function<absl::StatusOr<std::shared_ptr<SessionBindings::Binding>>(int attempt)> find;
+    std::function<void(const std::shared_ptr<SessionBindings::Binding>&)> forget;
+    // Called once the binding's sandbox exists (a detached binding is then kept by address).
+    std::function<void(const std::shared_ptr<SessionBindings::Binding>&)> opened;
+  };
+  // Runs where the run's `sandbox` handle or session name says.
   absl::StatusOr<sandbox::v1::Finished> Execute(Run& run);
+  // Runs on the binding `placement` finds, retrying once in a new sandbox when the old one
+  // is gone.
+  absl::StatusOr<sandbox::v1::Finished> ExecuteIn(Run& run, const Placement& placement);
+  // The sandbox a handle names for the run's credential; PERMISSION_DENIED
+  // (HandleSealer::kInvalidHandle) for any handle that is not valid for it.
+  absl::StatusOr<SandboxRef> OpenHandle(const std::string& handle, const std::string& credential);
   // One attempt on `binding`, whose run lock the caller holds. `session_gone`: sandboxd
   // no longer has the binding's session (worth one retry in a new one).
   absl::StatusOr<sandbox::v1::Finished> ExecuteOn(SessionBindings::Binding& binding, Run& run,
@@ -99,6 +118,7 @@ class RunPythonTool : public ToolProvider {
   Sandboxes* const sandboxes_;
   Upstreams* const upstreams_;
   const RunPythonOptions options_;
+  const std::shared_ptr<const HandleSealer> handles_;
   SessionBindings bindings_;
   WorkspaceResources resources_;
   UpstreamMemory memory_;

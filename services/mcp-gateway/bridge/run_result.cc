@@ -48,7 +48,16 @@ void AddLine(std::string& text, const std::string& line) {
   text += line + "\n";
 }
 
-std::string ModelText(const Finished& f, const std::vector<std::string>& notes, size_t max) {
+// The URI of a produced file: by the session's name when the run was addressed by one (as
+// before handles), else by the run's sandbox handle (readable from any MCP session and
+// replica of its credential).
+std::string FileUri(const RunReport& report, const std::string& path) {
+  return report.session.empty() ? OutFileUriOfHandle(report.sandbox, path)
+                                : OutFileUri(report.session, path);
+}
+
+std::string ModelText(const Finished& f, const std::vector<std::string>& notes,
+                      const std::string& sandbox, size_t max) {
   const ClippedParts parts = ClipParts(f, max);
   std::string text;
   if (!f.stdout().empty()) text += Clip(f.stdout(), max / 2);
@@ -64,7 +73,9 @@ std::string ModelText(const Finished& f, const std::vector<std::string>& notes, 
   }
   if (f.output_truncated()) AddLine(text, "[note] output was truncated");
   for (const auto& n : notes) AddLine(text, "[note] " + n);
-  return text.empty() ? "(no output)" : text;
+  if (text.empty()) text = "(no output)";
+  if (!sandbox.empty()) AddLine(text, "[sandbox] " + sandbox);
+  return text;
 }
 
 // The MIME type a display is shown to the model as: an image when there is one, else the
@@ -108,7 +119,7 @@ json FileBlocks(const RunReport& report) {
   for (size_t i = 0; i < report.files.size() && i < kMaxFileLinks; ++i) {
     const OutFile& file = report.files[i];
     blocks.push_back({{"type", "resource_link"},
-                      {"uri", OutFileUri(report.session, file.path)},
+                      {"uri", FileUri(report, file.path)},
                       {"name", file.path},
                       {"mimeType", MimeTypeForPath(file.path)},
                       {"size", file.size}});
@@ -121,7 +132,7 @@ json FileSummaries(const RunReport& report) {
   for (size_t i = 0; i < report.files.size() && i < kMaxFileLinks; ++i) {
     const OutFile& file = report.files[i];
     out.push_back({{"path", absl::StrCat("/workspace/", kOutDir, "/", file.path)},
-                   {"uri", OutFileUri(report.session, file.path)},
+                   {"uri", FileUri(report, file.path)},
                    {"mime_type", MimeTypeForPath(file.path)},
                    {"size", file.size}});
   }
@@ -138,7 +149,7 @@ std::string FilesNote(const RunReport& report) {
     const OutFile& f = report.files[i];
     names.push_back(report.resource_links
                         ? f.path
-                        : absl::StrCat(f.path, " (", OutFileUri(report.session, f.path), ")"));
+                        : absl::StrCat(f.path, " (", FileUri(report, f.path), ")"));
   }
   std::string note = absl::StrCat(report.files.size(), " file(s) created or changed under "
                                   "/workspace/out/, readable as MCP resources: ",
@@ -175,6 +186,7 @@ json StructuredContent(const Finished& f, const RunReport& report,
           {"tool_calls_total", report.calls.total},
           {"tool_calls_failed", report.calls.failed},
           {"session", report.session},
+          {"sandbox", report.sandbox.empty() ? json(nullptr) : json(report.sandbox)},
           {"output_truncated", f.output_truncated()},
           {"session_reset", report.session_reset},
           {"stdout_file", report.stdout_file.empty() ? json(nullptr) : json(report.stdout_file)},
@@ -219,6 +231,9 @@ json RunResultSchema() {
   props["tool_calls_total"] = {{"type", "integer"}};
   props["tool_calls_failed"] = {{"type", "integer"}};
   props["session"] = {{"type", "string"}};
+  props["sandbox"] = {{"type", {"string", "null"}},
+                      {"description", "the handle of the sandbox this ran in: pass it back as "
+                                      "`sandbox` to run there again, with these variables"}};
   props["output_truncated"] = {{"type", "boolean"}};
   props["session_reset"] = {{"type", "boolean"}};
   json display_props;
@@ -260,7 +275,7 @@ json FormatRunResult(const Finished& f, const RunReport& report, size_t max_text
                                  "display cap for one run"));
   }
   if (!report.files.empty()) notes.push_back(FilesNote(report));
-  json content = json::array({{{"type", "text"}, {"text", ModelText(f, notes, max_text_bytes)}}});
+  json content = json::array({{{"type", "text"}, {"text", ModelText(f, notes, report.sandbox_in_text ? report.sandbox : "", max_text_bytes)}}});
   for (json& block : DisplayBlocks(f, max_text_bytes)) content.push_back(std::move(block));
   if (report.resource_links) {
     for (json& block : FileBlocks(report)) content.push_back(std::move(block));
@@ -270,16 +285,20 @@ json FormatRunResult(const Finished& f, const RunReport& report, size_t max_text
           {"isError", f.status() != Finished::OK}};
 }
 
-json FormatRunError(const std::string& message, const std::string& session) {
+json FormatRunError(const std::string& message, const RunReport& report) {
+  const std::string& sandbox = report.sandbox;
   json structured = {{"status", "error"}, {"stdout", ""}, {"stderr", ""}, {"result", nullptr},
                      {"error", {{"type", "SandboxUnavailable"}, {"message", message}, {"traceback", ""}}},
                      {"duration_ms", 0}, {"tool_calls", json::array()}, {"tool_calls_total", 0},
-                     {"tool_calls_failed", 0}, {"session", session},
+                     {"tool_calls_failed", 0}, {"session", report.session},
+                     {"sandbox", sandbox.empty() ? json(nullptr) : json(sandbox)},
                      {"output_truncated", false}, {"session_reset", false},
                      {"displays", json::array()}, {"displays_dropped", 0},
                      {"files", json::array()}, {"files_produced", 0},
                      {"stdout_file", nullptr}, {"note", nullptr}};
-  return {{"content", {{{"type", "text"}, {"text", "[error] " + message}}}},
+  std::string text = "[error] " + message;
+  if (!sandbox.empty() && report.sandbox_in_text) AddLine(text, "[sandbox] " + sandbox);
+  return {{"content", {{{"type", "text"}, {"text", text}}}},
           {"structuredContent", structured},
           {"isError", true}};
 }

@@ -17,6 +17,10 @@ namespace gateway {
 // What the gateway adds to sandboxd's Finished message.
 struct RunReport {
   std::string session;  // the session name the run used
+  std::string sandbox;  // the handle of the sandbox it ran in, once one was chosen
+  // The text block names the handle too (for models that see only text): when the run
+  // came by handle or from a client without an MCP session, which needs it to come back.
+  bool sandbox_in_text = false;
   bool session_reset = false;  // it ran in a new session because the old one was lost
   std::vector<std::string> notes;
   ToolCallStats calls;
@@ -33,8 +37,9 @@ nlohmann::json RunResultSchema();
 nlohmann::json FormatRunResult(const sandbox::v1::Finished& f, const RunReport& report,
                                size_t max_text_bytes);
 
-// The result of a run that could not start (no sandbox, too many sessions, ...).
-nlohmann::json FormatRunError(const std::string& message, const std::string& session);
+// The result of a run that could not start (no sandbox, too many sessions, ...), with the
+// report's session and sandbox.
+nlohmann::json FormatRunError(const std::string& message, const RunReport& report);
 
 // `text` if it fits in `max` bytes, else its head and tail around a marker.
 std::string Clip(const std::string& text, size_t max);

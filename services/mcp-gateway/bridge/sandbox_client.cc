@@ -127,6 +127,13 @@ void SandboxClient::Prepare(grpc::ClientContext& ctx, size_t i,
   }
 }
 
+std::optional<size_t> SandboxClient::FindEndpoint(const std::string& name) const {
+  for (size_t i = 0; i < endpoints_.size(); ++i) {
+    if (endpoints_[i] == name) return i;
+  }
+  return std::nullopt;
+}
+
 absl::Status SandboxClient::Convert(const grpc::Status& s, size_t endpoint) const {
   if (s.ok()) return absl::OkStatus();
   std::string message = s.error_message();
@@ -159,6 +166,10 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
     req.set_label(label);
     req.set_isolation(isolation_);
     req.set_image(image_);
+    // An owner at sandboxd's --max_sessions_per_owner gives up its least recently used idle
+    // sandbox rather than being refused: clients that address sandboxes by handle never say
+    // when they are done with one (docs/gateway.md, "Sandbox handles").
+    req.set_reclaim_idle(true);
     *req.mutable_catalog() = catalog;
     sandbox::v1::Session session;
     grpc::Status st = Stub(i).CreateSession(&ctx, req, &session);

@@ -50,6 +50,9 @@ class SandboxClient : public Sandboxes {
                          sandbox::v1::Isolation isolation = sandbox::v1::ISOLATION_UNSPECIFIED,
                          std::string image = "", std::string tcp_token = "");
 
+  std::string EndpointName(size_t endpoint) const override { return endpoints_.at(endpoint); }
+  std::optional<size_t> FindEndpoint(const std::string& name) const override;
+
   // Creates a session on the endpoint with the fewest sessions created by us.
   absl::StatusOr<SandboxRef> CreateSession(const std::string& owner, const std::string& label,
                                            const sandbox::v1::Catalog& catalog) override;

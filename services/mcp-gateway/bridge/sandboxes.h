@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -19,6 +20,9 @@ namespace gateway {
 struct SandboxRef {
   size_t endpoint = 0;  // which sandboxd (index into SandboxClient's endpoints)
   std::string session_id;
+  bool operator==(const SandboxRef& o) const {
+    return endpoint == o.endpoint && session_id == o.session_id;
+  }
 };
 
 struct ExecuteHandlers {
@@ -43,6 +47,11 @@ class Sandboxes {
   Sandboxes(const Sandboxes&) = delete;
   Sandboxes& operator=(const Sandboxes&) = delete;
   virtual ~Sandboxes() = default;
+
+  // An endpoint's name as configured (what a sandbox handle records), and the endpoint of a
+  // name; nullopt for a name this gateway is not configured with.
+  virtual std::string EndpointName(size_t endpoint) const = 0;
+  virtual std::optional<size_t> FindEndpoint(const std::string& name) const = 0;
 
   virtual absl::StatusOr<SandboxRef> CreateSession(const std::string& owner,
                                                    const std::string& label,

@@ -1,6 +1,8 @@
 // Sandbox sessions per (MCP session, name). See session_bindings.h.
 #include "bridge/session_bindings.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "base/log_text.h"
 #include "spdlog/spdlog.h"
@@ -86,6 +88,64 @@ absl::StatusOr<std::shared_ptr<SessionBindings::Binding>> SessionBindings::FindO
   auto b = std::make_shared<Binding>(credential);
   bindings_[key] = b;
   return b;
+}
+
+std::string SessionBindings::AddressKey(const SandboxRef& ref) {
+  return absl::StrCat(ref.endpoint, std::string(1, kSeparator), ref.session_id);
+}
+
+std::shared_ptr<SessionBindings::Binding> SessionBindings::Adopt(const SandboxRef& ref,
+                                                                const std::string& credential) {
+  codemode::MutexLock lock(&mu_);
+  for (const auto& [key, b] : bindings_) {
+    codemode::MutexLock state(&b->state_mu);
+    if (b->ready_ && b->ref_ == ref && b->credential == credential) return b;
+  }
+  Adopted& a = adopted_[AddressKey(ref)];
+  a.used = ++tick_;
+  if (a.binding && a.binding->credential == credential) return a.binding;
+  a.binding = std::make_shared<Binding>(credential);
+  {
+    codemode::MutexLock state(&a.binding->state_mu);
+    a.binding->ref_ = ref;
+    a.binding->ready_ = true;
+  }
+  std::shared_ptr<Binding> adopted = a.binding;
+  DropLeastRecentlyAdopted();
+  return adopted;
+}
+
+std::shared_ptr<SessionBindings::Binding> SessionBindings::NewDetached(const std::string& credential) {
+  return std::make_shared<Binding>(credential);
+}
+
+void SessionBindings::Remember(const std::shared_ptr<Binding>& b) {
+  const SandboxRef ref = b->ref();
+  codemode::MutexLock lock(&mu_);
+  adopted_[AddressKey(ref)] = Adopted{b, ++tick_};
+  DropLeastRecentlyAdopted();
+}
+
+void SessionBindings::DropLeastRecentlyAdopted() {
+  // A binding in use stays reachable through its users; dropping it only means the next
+  // handle run here sends the catalog again.
+  while (adopted_.size() > kMaxAdopted) {
+    auto oldest = std::min_element(adopted_.begin(), adopted_.end(), [](const auto& x, const auto& y) {
+      return x.second.used < y.second.used;
+    });
+    adopted_.erase(oldest);
+  }
+}
+
+void SessionBindings::ForgetAdopted(const std::shared_ptr<Binding>& b) {
+  const SandboxRef ref = b->ref();
+  {
+    codemode::MutexLock lock(&mu_);
+    auto it = adopted_.find(AddressKey(ref));
+    if (it == adopted_.end() || it->second.binding != b) return;
+    adopted_.erase(it);
+  }
+  Delete(ref, "lost sandbox");
 }
 
 std::shared_ptr<SessionBindings::Binding> SessionBindings::Find(const std::string& mcp_session,
@@ -214,6 +274,7 @@ void SessionBindings::CloseAll() {
   std::vector<std::string> mcp_sessions;
   {
     codemode::MutexLock lock(&mu_);
+    adopted_.clear();
     for (const auto& [k, _] : bindings_) mcp_sessions.push_back(k.substr(0, k.find(kSeparator)));
   }
   for (const auto& s : mcp_sessions) Close(s);

@@ -14,6 +14,13 @@
 //   if (absl::Status s = bindings.Open(**b, mcp, "default", catalog); !s.ok()) return s;
 //   sandboxes->Execute((*b)->ref(), ...);
 //   (*b)->UnlockRun();
+//
+// A run that names its sandbox by a handle (handles/sandbox_handle.h) uses the binding of
+// that sandbox: an MCP session's binding when one holds it, else a binding adopted for the
+// address (Adopt), which belongs to no MCP session: closing sessions does not delete its
+// sandbox, sandboxd's idle expiry and per-owner cap end it. Adopted bindings are a cache
+// (the catalog the sandbox has, its last walk of out/), at most kMaxAdopted, the least
+// recently used dropped first: another replica rebuilds what it needs from the handle.
 #pragma once
 
 #include <deque>
@@ -128,13 +135,31 @@ class SessionBindings {
   void Forget(const std::string& mcp_session, const std::string& name,
               const std::shared_ptr<Binding>& b);
 
+  // Adopted bindings kept (each a few hundred bytes and its last walk of out/).
+  static constexpr size_t kMaxAdopted = 4096;
+
+  // The binding of the sandbox at `ref` for `credential`: the MCP session binding that
+  // holds it, else an adopted one (ready, its catalog unknown), made when there is none.
+  std::shared_ptr<Binding> Adopt(const SandboxRef& ref, const std::string& credential);
+  // A new binding of no MCP session, whose Open() creates a sandbox, then Adopted (kept by
+  // its address) by Remember().
+  std::shared_ptr<Binding> NewDetached(const std::string& credential);
+  void Remember(const std::shared_ptr<Binding>& b);
+  // Drops an adopted binding whose sandbox was lost, deleting it in sandboxd (as Forget).
+  void ForgetAdopted(const std::shared_ptr<Binding>& b);
+
   // The MCP session ended: deletes its sandbox sessions.
   void Close(const std::string& mcp_session);
-  // Every MCP session (gateway shutdown).
+  // Every MCP session (gateway shutdown). Adopted bindings are dropped, their sandboxes
+  // kept: a handle reaches them through a restarted gateway or another replica, and
+  // sandboxd's idle expiry ends them.
   void CloseAll();
 
  private:
   static std::string Key(const std::string& mcp_session, const std::string& name);
+  static std::string AddressKey(const SandboxRef& ref);
+  // Drops the least recently used adopted bindings past kMaxAdopted.
+  void DropLeastRecentlyAdopted() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Deletes a sandbox session; `what` names it in the warning if that fails. One sandboxd
   // did not answer is kept and retried (RetryFailedDeletes): it would otherwise keep its
   // slot there until sandboxd's idle TTL (attack round 11, 4: a sandboxd restart).
@@ -152,6 +177,13 @@ class SessionBindings {
   const size_t max_per_credential_;
   codemode::Mutex mu_;
   std::map<std::string, std::shared_ptr<Binding>> bindings_ ABSL_GUARDED_BY(mu_);  // by Key()
+  // Adopted bindings by AddressKey(), each with the tick of its last use (LRU).
+  struct Adopted {
+    std::shared_ptr<Binding> binding;
+    uint64_t used = 0;
+  };
+  std::map<std::string, Adopted> adopted_ ABSL_GUARDED_BY(mu_);
+  uint64_t tick_ ABSL_GUARDED_BY(mu_) = 0;
   // At most kMaxFailedDeletes (the oldest are given up, with a warning).
   std::deque<SandboxRef> failed_deletes_ ABSL_GUARDED_BY(mu_);
 };

@@ -10,12 +10,21 @@
 #include "base/untrusted_json.h"
 
 namespace gateway {
+namespace {
+
+// The URI template of files by handle (produced_files.h, OutFileUriOfHandle).
+constexpr char kHandleUriTemplate[] = "sandbox://handle/{sandbox}/out/{+path}";
+
+}  // namespace
 
 using nlohmann::json;
 
 WorkspaceResources::WorkspaceResources(Sandboxes* sandboxes, SessionBindings* bindings,
-                                       ResourceOptions options)
-    : sandboxes_(sandboxes), bindings_(bindings), options_(options) {}
+                                       ResourceOptions options, HandleOpener open_handle)
+    : sandboxes_(sandboxes),
+      bindings_(bindings),
+      options_(options),
+      open_handle_(std::move(open_handle)) {}
 
 absl::StatusOr<OutListing> WorkspaceResources::Refresh(
     SessionBindings::Binding& binding, const std::shared_ptr<codemode::CancelToken>& cancel) {
@@ -79,24 +88,40 @@ json WorkspaceResources::Templates(const std::string& mcp_session) {
                          {"description", "Files that run_python code wrote under /workspace/out/ in "
                                          "this sandbox session."}});
   }
+  // Any sandbox of the caller's credential, by the handle a run_python result gave.
+  templates.push_back({{"uriTemplate", kHandleUriTemplate},
+                       {"name", "sandbox-out"},
+                       {"title", "Files under /workspace/out/ of a sandbox, by its handle"},
+                       {"description", "Files that run_python code wrote under /workspace/out/ in the "
+                                       "sandbox a result's `sandbox` handle names."}});
   return {{"resourceTemplates", std::move(templates)}};
 }
 
-absl::StatusOr<json> WorkspaceResources::Read(const std::string& mcp_session, const std::string& uri,
+absl::StatusOr<json> WorkspaceResources::Read(const std::string& mcp_session,
+                                              const std::string& credential, const std::string& uri,
                                               std::shared_ptr<codemode::CancelToken> cancel,
                                               std::shared_ptr<codemode::ByteBudget> budget) {
   absl::StatusOr<OutFileRef> ref = ParseOutFileUri(uri);
   if (!ref.ok()) return ref.status();
-  std::shared_ptr<SessionBindings::Binding> binding = bindings_->Find(mcp_session, ref->session);
-  if (binding == nullptr || !binding->ready()) {
-    return absl::NotFoundError(absl::StrCat("this client has no sandbox session '", ref->session, "'"));
+  SandboxRef sandbox;
+  if (!ref->handle.empty()) {
+    absl::StatusOr<SandboxRef> opened = open_handle_(ref->handle, credential);
+    if (!opened.ok()) return absl::NotFoundError(opened.status().message());
+    sandbox = *opened;
+  } else {
+    std::shared_ptr<SessionBindings::Binding> binding = bindings_->Find(mcp_session, ref->session);
+    if (binding == nullptr || !binding->ready()) {
+      return absl::NotFoundError(absl::StrCat("this client has no sandbox session '", ref->session, "'"));
+    }
+    sandbox = binding->ref();
   }
   const std::string path = absl::StrCat(kOutDir, "/", ref->path);
   absl::StatusOr<std::string> data =
-      sandboxes_->DownloadFile(binding->ref(), path, options_.max_read_bytes, std::move(cancel));
-  if (absl::IsNotFound(data.status())) {
-    return absl::NotFoundError(absl::StrCat("no file /workspace/", path, " in session '",
-                                            ref->session, "'"));
+      sandboxes_->DownloadFile(sandbox, path, options_.max_read_bytes, std::move(cancel));
+  if (absl::IsNotFound(data.status()) || absl::IsFailedPrecondition(data.status())) {
+    return absl::NotFoundError(absl::StrCat(
+        "no file /workspace/", path, ref->handle.empty() ? absl::StrCat(" in session '", ref->session, "'")
+                                                         : std::string(" in that sandbox (or it is gone)")));
   }
   if (absl::IsResourceExhausted(data.status())) {
     return absl::ResourceExhaustedError(absl::StrCat(

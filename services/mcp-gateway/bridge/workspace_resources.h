@@ -15,6 +15,7 @@
 //   absl::StatusOr<json> contents = resources.Read(mcp_session, uri, ctx.cancel);  // resources/read
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -38,7 +39,12 @@ struct ResourceOptions {
 
 class WorkspaceResources {
  public:
-  WorkspaceResources(Sandboxes* sandboxes, SessionBindings* bindings, ResourceOptions options);
+  // Opens a URI's sandbox handle for a credential (RunPythonTool::OpenHandle).
+  using HandleOpener =
+      std::function<absl::StatusOr<SandboxRef>(const std::string& handle, const std::string& credential)>;
+
+  WorkspaceResources(Sandboxes* sandboxes, SessionBindings* bindings, ResourceOptions options,
+                     HandleOpener open_handle);
 
   // Walks the binding's out/ (its sandbox session exists), keeps the walk for List() and
   // returns the files created or changed since the previous walk (`truncated` when the
@@ -54,13 +60,15 @@ class WorkspaceResources {
   nlohmann::json Templates(const std::string& mcp_session);
 
   // The result of resources/read: INVALID_ARGUMENT for a URI that is not one of ours,
-  // NOT_FOUND when the caller has no such session or file, RESOURCE_EXHAUSTED past
+  // NOT_FOUND when the caller has no such session or file (a URI by handle: the handle
+  // is not valid for `credential`, the one answer for every such handle), RESOURCE_EXHAUSTED past
   // max_read_bytes; CANCELLED once `cancel` (the request's token, nullable) is cancelled,
   // which also cancels the download in sandboxd. The file's copies are charged to
   // `budget` (nullable; ToolCallContext::budget) until the answer is returned, when the
   // response's own charge (its queued bytes) takes over; RESOURCE_EXHAUSTED naming the
   // full budget's flag when they do not fit.
-  absl::StatusOr<nlohmann::json> Read(const std::string& mcp_session, const std::string& uri,
+  absl::StatusOr<nlohmann::json> Read(const std::string& mcp_session, const std::string& credential,
+                                      const std::string& uri,
                                       std::shared_ptr<codemode::CancelToken> cancel,
                                       std::shared_ptr<codemode::ByteBudget> budget = nullptr);
   // The file, its text or base64 in the answer, and the answer's parse: a read of an 8 MB
@@ -74,6 +82,7 @@ class WorkspaceResources {
   Sandboxes* const sandboxes_;
   SessionBindings* const bindings_;
   const ResourceOptions options_;
+  const HandleOpener open_handle_;
 };
 
 }  // namespace gateway

@@ -22,11 +22,13 @@
 // the client had sent notifications/cancelled.
 #include "base/log_text.h"
 #include "server/http_server_impl.h"
+#include "server/http_token.h"
 
 namespace gateway {
 
 HttpServer::Impl::Impl(HttpServerOptions o, ToolProvider* p, ServerOptions so)
     : options(std::move(o)), provider(p), server_options(std::move(so)) {
+  for (const std::string& token : options.bearer_tokens) credentials.push_back(CredentialOfToken(token));
   limits.max_header_bytes = options.max_header_bytes;
   limits.max_headers = options.max_headers;
   limits.max_body_bytes = options.max_body_bytes;
@@ -210,13 +212,13 @@ codemode::ByteBudget::Parents HttpServer::Impl::WithShare(const std::shared_ptr<
   return parents;
 }
 
-// The credential a request authenticated with ("token <n>"), "anonymous" without auth, ""
-// when no token matches.
+// The credential a request authenticated with (CredentialOfToken: "token 3f2a9c01b7e4"),
+// "anonymous" without auth, "" when no token matches.
 std::string HttpServer::Impl::Credential(const http::Request& req) const {
   if (options.bearer_tokens.empty()) return "anonymous";
   const std::string authorization = req.Header("Authorization");
   for (size_t i = 0; i < options.bearer_tokens.size(); ++i) {
-    if (http::BearerMatches(authorization, options.bearer_tokens[i])) return absl::StrCat("token ", i);
+    if (http::BearerMatches(authorization, options.bearer_tokens[i])) return credentials[i];
   }
   return "";
 }

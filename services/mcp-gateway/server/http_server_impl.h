@@ -100,7 +100,7 @@ class ConnectionConsumer : public http::EventStream::Consumer {
 // One MCP session as the HTTP transport sees it.
 struct HttpSession {
   std::string id;
-  // Which bearer token created it ("token <n>"): every later request naming the session
+  // Which bearer token created it (CredentialOfToken): every later request naming the session
   // must come with the same one, or it is told the session does not exist.
   std::string credential;
   std::shared_ptr<McpSession> mcp;
@@ -119,6 +119,8 @@ struct HttpSession {
 
 struct HttpServer::Impl {
   HttpServerOptions options;
+  // CredentialOfToken of each of options.bearer_tokens.
+  std::vector<std::string> credentials;
   ToolProvider* provider;
   ServerOptions server_options;
   http::Limits limits;

@@ -1,189 +1,27 @@
 #include "server/http_token.h"
 
-#include <fcntl.h>
-#include <sys/random.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include <openssl/sha.h>
 
-#include <cerrno>
-#include <cstdlib>
 #include <cstring>
-#include <filesystem>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
+#include "base/secret_file.h"
 
 namespace gateway {
-namespace {
 
-absl::Status Errno(const std::string& what, const std::string& path) {
-  return absl::FailedPreconditionError(absl::StrCat(what, " ", path, ": ", strerror(errno)));
-}
-
-// Closes a descriptor when it goes out of scope.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-absl::StatusOr<std::string> RandomHex(size_t bytes) {
-  unsigned char random[32];
-  if (bytes > sizeof random ||
-      getrandom(random, bytes, 0) != static_cast<ssize_t>(bytes)) {
-    return absl::FailedPreconditionError("cannot read random bytes");
-  }
-  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(random), bytes));
-}
-
-// Reads the token file `name` in the directory `dirfd` (`path` names it in messages).
-// Only a regular file of ours that nobody else can read or write holds a token: a file
-// someone else owns or could read authenticates nobody.
-absl::StatusOr<std::string> ReadTokenAt(int dirfd, const std::string& name,
-                                        const std::string& path) {
-  Fd fd(openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-  if (fd.get() < 0) return Errno("cannot open token file", path);
-  struct stat st;
-  if (fstat(fd.get(), &st) != 0) return Errno("cannot stat token file", path);
-  if (!S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("token file ", path, " is not a regular file owned by us"));
-  }
-  if (st.st_mode & 077) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "token file ", path, " can be read by other users; run chmod 600 on it (or delete it "
-        "for a new token)"));
-  }
-  char buf[512];
-  ssize_t n = read(fd.get(), buf, sizeof buf);
-  if (n < 0) return Errno("cannot read token file", path);
-  std::string token(absl::StripAsciiWhitespace(absl::string_view(buf, static_cast<size_t>(n))));
-  if (token.size() < 16) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("token file ", path, " holds no token of at least 16 characters"));
-  }
-  return token;
-}
-
-// Creates the missing directories of `dir` with mode 0700 (umask can only take bits away).
-// A directory that already exists keeps its mode: --token_file=/tmp/x must not make /tmp
-// private.
-absl::Status MakeMissingDirectories(const std::string& dir) {
-  std::string prefix = dir.front() == '/' ? "" : ".";
-  for (absl::string_view part : absl::StrSplit(dir, '/', absl::SkipEmpty())) {
-    absl::StrAppend(&prefix, "/", part);
-    if (mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) {
-      return Errno("cannot create directory", prefix);
-    }
-  }
-  return absl::OkStatus();
-}
-
-// Opens the token file's directory and checks that nobody else can swap what is in it:
-// it is ours or root's, and one others can write must be sticky (/tmp), where others
-// cannot rename or remove our files.
-absl::StatusOr<int> OpenTokenDirectory(const std::string& dir) {
-  int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Errno("cannot open directory", dir);
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    absl::Status s = Errno("cannot stat directory", dir);
-    close(fd);
-    return s;
-  }
-  std::string problem;
-  if (st.st_uid != geteuid() && st.st_uid != 0) {
-    problem = absl::StrCat("belongs to uid ", st.st_uid);
-  } else if ((st.st_mode & 022) && !(st.st_mode & S_ISVTX)) {
-    problem = "can be written by other users and is not sticky";
-  }
-  if (!problem.empty()) {
-    close(fd);
-    return absl::FailedPreconditionError(absl::StrCat(
-        "refusing to keep the token file in ", dir, ": the directory ", problem,
-        " (so another user could replace the token file); choose another --token_file"));
-  }
-  return fd;
-}
-
-// Writes `line` to a new file of a random name in `dirfd` (O_EXCL, O_NOFOLLOW: a name
-// someone planted, file or symlink, is never opened), mode 0600. Returns its name.
-absl::StatusOr<std::string> WritePrivateTemp(int dirfd, const std::string& base,
-                                             const std::string& line, const std::string& dir) {
-  for (int attempt = 0; attempt < 8; ++attempt) {
-    absl::StatusOr<std::string> suffix = RandomHex(8);
-    if (!suffix.ok()) return suffix.status();
-    std::string tmp = absl::StrCat(".", base, ".", *suffix, ".tmp");
-    int fd = openat(dirfd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0 && errno == EEXIST) continue;
-    if (fd < 0) return Errno("cannot create a token file in", dir);
-    Fd closer(fd);
-    bool ok = fchmod(fd, 0600) == 0 &&
-              write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) &&
-              fsync(fd) == 0;
-    if (!ok) {
-      absl::Status s = Errno("cannot write token file", dir + "/" + tmp);
-      unlinkat(dirfd, tmp.c_str(), 0);
-      return s;
-    }
-    return tmp;
-  }
-  return absl::FailedPreconditionError(absl::StrCat("cannot create a token file in ", dir));
-}
-
-}  // namespace
-
-std::string DefaultTokenFile() {
-  if (const char* x = std::getenv("XDG_STATE_HOME"); x && *x) {
-    return absl::StrCat(x, "/mcp-gateway/token");
-  }
-  const char* home = std::getenv("HOME");
-  return absl::StrCat(home ? home : "/tmp", "/.local/state/mcp-gateway/token");
-}
+std::string DefaultTokenFile() { return codemode::DefaultStateFile("mcp-gateway", "token"); }
 
 absl::StatusOr<std::string> LoadOrCreateTokenFile(const std::string& path) {
-  std::filesystem::path p(path);
-  const std::string base = p.filename().string();
-  std::string dir = p.parent_path().string();
-  if (dir.empty()) dir = ".";
-  if (base.empty() || base == "." || base == "..") {
-    return absl::InvalidArgumentError(absl::StrCat("token file ", path, " names no file"));
-  }
-  if (absl::Status made = MakeMissingDirectories(dir); !made.ok()) return made;
-  absl::StatusOr<int> dirfd_or = OpenTokenDirectory(dir);
-  if (!dirfd_or.ok()) return dirfd_or.status();
-  Fd dirfd(*dirfd_or);
-  struct stat st;
-  if (fstatat(dirfd.get(), base.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
-    return ReadTokenAt(dirfd.get(), base, path);
-  }
-  absl::StatusOr<std::string> token = RandomHex(32);
-  if (!token.ok()) return token.status();
-  // Written whole under a private name, then linked into place: a gateway starting at the
-  // same moment either sees no file or a complete one, and the first link wins.
-  absl::StatusOr<std::string> tmp = WritePrivateTemp(dirfd.get(), base, *token + "\n", dir);
-  if (!tmp.ok()) return tmp.status();
-  int linked = linkat(dirfd.get(), tmp->c_str(), dirfd.get(), base.c_str(), 0);
-  int link_errno = errno;
-  unlinkat(dirfd.get(), tmp->c_str(), 0);
-  if (linked != 0 && link_errno != EEXIST) {
-    errno = link_errno;
-    return Errno("cannot create token file", path);
-  }
-  // Whoever placed it (we, or a gateway starting beside us), the token is what the file
-  // holds once read back under the same checks as at every later start.
-  return ReadTokenAt(dirfd.get(), base, path);
+  return codemode::LoadOrCreateSecretFile(path, {"token file", "token", "--token_file"});
+}
+
+std::string CredentialOfToken(const std::string& token) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(), digest);
+  return absl::StrCat("token ", absl::BytesToHexString(absl::string_view(
+                                    reinterpret_cast<const char*>(digest), 6)));
 }
 
 bool HideTokenArguments(int argc, char** argv) {

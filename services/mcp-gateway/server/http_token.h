@@ -25,6 +25,11 @@ std::string DefaultTokenFile();
 // with O_EXCL|O_NOFOLLOW and linked into place, so nothing planted is ever written to.
 absl::StatusOr<std::string> LoadOrCreateTokenFile(const std::string& path);
 
+// The credential a token stands for in logs, caps, sandboxd owners and sandbox handles:
+// "token " and the first 12 hex digits of the token's SHA-256. The same on every replica
+// and whatever the order of --token, and it does not give the token away.
+std::string CredentialOfToken(const std::string& token);
+
 // Overwrites the values of --token arguments in argv with 'x' (what /proc/<pid>/cmdline
 // shows from then on; absl has copied them). True when there was one: the caller warns,
 // since the value was readable by every local user until now.

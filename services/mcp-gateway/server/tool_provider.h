@@ -43,7 +43,7 @@ struct ToolCallContext {
   std::shared_ptr<codemode::CancelToken> cancel;
   // The MCP session this call belongs to (its key).
   std::string session_key;
-  // The credential that session authenticated with ("token 0", "anonymous", "stdio"):
+  // The credential that session authenticated with ("token 3f2a9c01b7e4": server/http_token.h, "anonymous", "stdio"):
   // what it creates is counted against that credential's caps.
   std::string credential;
   // The protocol version negotiated with the client (what content it understands).

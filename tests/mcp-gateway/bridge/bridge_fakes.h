@@ -32,6 +32,11 @@ class FakeSandboxes : public Sandboxes {
   using Script = std::function<absl::StatusOr<sandbox::v1::Finished>(
       const Execution&, const ExecuteHandlers&, std::shared_ptr<codemode::CancelToken>)>;
 
+  std::string EndpointName(size_t endpoint) const override { return absl::StrCat("fake", endpoint); }
+  std::optional<size_t> FindEndpoint(const std::string& name) const override {
+    if (name == "fake0") return 0;
+    return std::nullopt;
+  }
   absl::StatusOr<SandboxRef> CreateSession(const std::string& owner, const std::string& label,
                                            const sandbox::v1::Catalog& catalog) override {
     if (before_create) before_create();

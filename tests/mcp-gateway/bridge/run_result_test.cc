@@ -139,7 +139,9 @@ TEST(FormatRunResultTest, AllCallsListedNeedNoNote) {
 }
 
 TEST(FormatRunErrorTest, IsAnErrorResultWithTheSameShape) {
-  json r = FormatRunError("sandboxd is unavailable", "default");
+  RunReport report;
+  report.session = "default";
+  json r = FormatRunError("sandboxd is unavailable", report);
   EXPECT_EQ(r["isError"], true);
   EXPECT_EQ(TextOf(r), "[error] sandboxd is unavailable");
   const json& s = r["structuredContent"];

@@ -197,8 +197,9 @@ TEST_F(WorkspaceResourcesTest, ListAndTemplatesCoverEachSessionOfTheCaller) {
   EXPECT_EQ(list["resources"][1]["mimeType"], "text/plain");
   EXPECT_TRUE(list["resources"][1]["annotations"].contains("lastModified"));
   json templates = *tool_.ListResourceTemplates("mcp-1");
-  ASSERT_EQ(templates["resourceTemplates"].size(), 2u);
+  ASSERT_EQ(templates["resourceTemplates"].size(), 3u);
   EXPECT_EQ(templates["resourceTemplates"][1]["uriTemplate"], "sandbox://session/side/out/{+path}");
+  EXPECT_EQ(templates["resourceTemplates"][2]["uriTemplate"], "sandbox://handle/{sandbox}/out/{+path}");
   sandboxes_.RemoveFile("s1", "out/a.txt");
   Run("#");
   EXPECT_EQ((*tool_.ListResources("mcp-1", ""))["resources"].size(), 1u) << "a.txt is gone";

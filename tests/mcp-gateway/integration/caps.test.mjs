@@ -57,18 +57,25 @@ describe("capacity is shared fairly among credentials", () => {
     for (const c of [...a.clients, b]) await c.close();
   });
 
-  test("sandboxd caps each owner, and the gateway's owner is the credential", async () => {
+  test("sandboxd caps each owner: a full owner gives up its least recently used idle sandbox, never another's", async () => {
     const sandboxd = new Sandboxd(["--max_sessions=3", "--max_sessions_per_owner=2", "--pool_size=0"]);
     daemons.push(sandboxd);
     await sandboxd.start();
     const { gateway, as } = await twoTokenGateway(sandboxd, []);
     daemons.push(gateway);
-    const a = await grab(gateway, as(0), 3, ["default", "side"]);
-    assert.equal(a.ran, 2, a.refusals.join("\n"));
-    assert.match(a.refusals[0], /per owner/);
     const b = await gateway.client("token-b", as(1));
-    const r = await runPython(b, "print('b runs')");
-    assert.ok(!r.isError, text(r));
+    const kept = await runPython(b, "mine = 'b'");
+    assert.ok(!kept.isError, text(kept));
+    // Token A's six sandboxes go through two slots: each one past the cap ends A's least
+    // recently used idle sandbox (CreateSessionRequest.reclaim_idle), not B's.
+    const a = await grab(gateway, as(0), 3, ["default", "side"]);
+    assert.equal(a.ran, 6, a.refusals.join("\n"));
+    const reclaimed = await runPython(a.clients[0], "print('again')");
+    assert.ok(!reclaimed.isError, text(reclaimed));
+    assert.match(text(reclaimed), /^again\n\[note\] the previous sandbox session was lost \(session lost: reclaimed: /);
+    assert.equal(reclaimed.structuredContent.session_reset, true);
+    const still = await runPython(b, "print(mine)");
+    assert.equal(text(still), "b\n", "the other owner's sandbox was never reclaimed");
     for (const c of [...a.clients, b]) await c.close();
   });
 });

@@ -84,7 +84,8 @@ export class GatewayHttp {
     return c;
   }
   async stop() {
-    if (!this.proc || this.proc.exitCode !== null) return;
+    // Gone already: exited, or killed by a signal (exitCode stays null then).
+    if (!this.proc || this.proc.exitCode !== null || this.proc.signalCode !== null) return;
     const exited = new Promise((r) => this.proc.once("exit", r));
     this.proc.kill("SIGTERM");
     await exited;

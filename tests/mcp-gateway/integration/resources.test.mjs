@@ -90,7 +90,8 @@ describe("produced files as resources", () => {
     assert.ok(resources[0].size > 1000);
     assert.match(resources[0].annotations.lastModified, /^\d{4}-\d\d-\d\dT/);
     const { resourceTemplates } = await alice.listResourceTemplates();
-    assert.deepEqual(resourceTemplates.map((t) => t.uriTemplate), ["sandbox://session/default/out/{+path}"]);
+    assert.deepEqual(resourceTemplates.map((t) => t.uriTemplate),
+      ["sandbox://session/default/out/{+path}", "sandbox://handle/{sandbox}/out/{+path}"]);
     // A run that changes nothing under out/ links nothing.
     const again = await runPython(alice, "print('unchanged')");
     assert.equal(again.content.filter((c) => c.type === "resource_link").length, 0, "nothing new");

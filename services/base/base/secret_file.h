@@ -1,0 +1,34 @@
+// A secret kept in a file only its owner can read: a bearer token, a sealing key. Given
+// one, it is read under checks; without one, it is created with a random value at the
+// first start, the way Jupyter keeps its token. Nothing here logs a secret.
+//
+//   absl::StatusOr<std::string> token = LoadOrCreateSecretFile(path, {"token file", "token", "--token_file"});
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace codemode {
+
+// How messages name the file, its secret and the flag that chooses another file.
+struct SecretFileKind {
+  std::string what = "secret file";
+  std::string secret = "secret";
+  std::string flag = "--secret_file";
+};
+
+// $XDG_STATE_HOME/<app>/<name>, else ~/.local/state/<app>/<name>.
+std::string DefaultStateFile(const std::string& app, const std::string& name);
+
+// Reads the secret from `path` (surrounding whitespace stripped; at least 16 characters,
+// at most 512 bytes are read), or creates the file (mode 0600) with 32 random bytes in
+// hex. Missing directories are created 0700; existing ones keep their mode. Refuses a file
+// that is not a regular file owned by us (a symlink included) or that others can read,
+// and a directory someone else owns (root aside) or others can write unless it is sticky:
+// there another user could swap the file. The file is written under a random name opened
+// with O_EXCL|O_NOFOLLOW and linked into place, so nothing planted is ever written to.
+absl::StatusOr<std::string> LoadOrCreateSecretFile(const std::string& path,
+                                                   const SecretFileKind& kind);
+
+}  // namespace codemode

@@ -1,0 +1,65 @@
+// run_python's flags. See run_flags.h; README.md lists them.
+#include "run_flags.h"
+
+#include <memory>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/time/time.h"
+#include "base/secret_file.h"
+
+ABSL_FLAG(uint32_t, default_timeout_seconds, 30, "run_python timeout when none is given.");
+ABSL_FLAG(uint32_t, max_timeout_seconds, 300, "Largest run_python timeout a client may ask for.");
+ABSL_FLAG(uint64_t, max_code_bytes, 1 << 20,
+          "Largest run_python code accepted, refused before it waits for its sandbox; keep it "
+          "equal to sandboxd's --max_code_bytes (which refuses more anyway).");
+ABSL_FLAG(uint64_t, spill_stdout_bytes, 32 * 1024,
+          "A run_python stdout longer than this is kept whole in the session's workspace "
+          "(out/run_python/stdout-N.txt) and the model gets its head, tail and path; 0: never.");
+ABSL_FLAG(uint64_t, max_resource_bytes, 8 << 20,
+          "Largest produced file (under /workspace/out/) that resources/read returns; at most "
+          "48 MiB. Larger files are an error that says to work with them from code.");
+ABSL_FLAG(uint32_t, max_sandboxes_per_credential, 16,
+          "Sandbox sessions one credential (bearer token; stdio is one) may hold over all its "
+          "MCP sessions; keep it well below sandboxd's --max_sessions, which everyone shares.");
+ABSL_FLAG(uint32_t, max_out_path_bytes, 1024,
+          "Longest path under /workspace/out/ the gateway keeps from the walk after a run; "
+          "longer ones are skipped (the sandbox answers the listings, so it is untrusted).");
+ABSL_FLAG(uint64_t, max_out_bytes, 256 << 10,
+          "Bytes of paths one walk of /workspace/out/ keeps per sandbox session (files and "
+          "directories still to list); past it the walk stops and says so.");
+ABSL_FLAG(uint32_t, resources_page_size, 500,
+          "Resources per resources/list page; more are paged with nextCursor.");
+ABSL_FLAG(std::string, handle_key_file, "",
+          "File holding the key that seals sandbox handles (run_python's `sandbox`): 64 hex "
+          "digits; several, whitespace-separated, to rotate keys (the first seals, all open). "
+          "Created (mode 0600) with a random key at the first start; refused when other users "
+          "can read it. Gateway replicas share one. Default: "
+          "$XDG_STATE_HOME/mcp-gateway/handle_key (~/.local/state/mcp-gateway/handle_key).");
+ABSL_FLAG(absl::Duration, handle_ttl, absl::Hours(24),
+          "How long a sandbox handle stays valid after the run that returned it (each run "
+          "returns a fresh one); the sandbox itself ends at sandboxd's --idle_ttl.");
+
+absl::StatusOr<gateway::RunPythonOptions> RunOptionsFromFlags() {
+  gateway::RunPythonOptions o;
+  o.default_timeout_seconds = absl::GetFlag(FLAGS_default_timeout_seconds);
+  o.max_timeout_seconds = absl::GetFlag(FLAGS_max_timeout_seconds);
+  o.max_code_bytes = absl::GetFlag(FLAGS_max_code_bytes);
+  o.spill_stdout_bytes = absl::GetFlag(FLAGS_spill_stdout_bytes);
+  o.resources.max_read_bytes = absl::GetFlag(FLAGS_max_resource_bytes);
+  o.max_sandboxes_per_credential = absl::GetFlag(FLAGS_max_sandboxes_per_credential);
+  o.resources.limits.max_path_bytes = absl::GetFlag(FLAGS_max_out_path_bytes);
+  o.resources.limits.max_bytes = absl::GetFlag(FLAGS_max_out_bytes);
+  o.resources.list_page_size = absl::GetFlag(FLAGS_resources_page_size);
+  if (o.resources.max_read_bytes > (48u << 20)) {
+    return absl::InvalidArgumentError("--max_resource_bytes must be at most 48 MiB (50331648)");
+  }
+  std::string key_file = absl::GetFlag(FLAGS_handle_key_file);
+  if (key_file.empty()) key_file = codemode::DefaultStateFile("mcp-gateway", "handle_key");
+  absl::StatusOr<gateway::HandleSealer> sealer =
+      gateway::HandleSealer::FromKeyFile(key_file, absl::GetFlag(FLAGS_handle_ttl), "--handle_key_file");
+  if (!sealer.ok()) return sealer.status();
+  o.handles = std::make_shared<const gateway::HandleSealer>(*std::move(sealer));
+  return o;
+}
+

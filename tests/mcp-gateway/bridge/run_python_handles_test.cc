@@ -1,0 +1,144 @@
+// Sandbox handles through RunPythonTool: every result names its sandbox, a handle passed
+// back runs there again from any MCP session of its credential, a handle another
+// credential presents fails exactly like a forged one, a handle whose sandbox is gone runs
+// in a fresh sandbox and says so, and produced files are read by handle URIs.
+#include "bridge/run_python.h"
+
+#include "absl/strings/str_split.h"
+#include "bridge_fakes.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gateway {
+namespace {
+
+using nlohmann::json;
+using sandbox::v1::Finished;
+using ::testing::HasSubstr;
+using testing::FakeSandboxes;
+using testing::FakeUpstreams;
+
+constexpr char kAlice[] = "token alice";
+constexpr char kBob[] = "token bob";
+
+class RunPythonHandlesTest : public ::testing::Test {
+ protected:
+  RunPythonHandlesTest() {
+    // Prints "<session>: <code>"; code "out/x=y" also writes out/x.
+    sandboxes_.SetScript([this](const FakeSandboxes::Execution& e, const ExecuteHandlers&,
+                                std::shared_ptr<codemode::CancelToken>) -> absl::StatusOr<Finished> {
+      std::pair<std::string, std::string> kv = absl::StrSplit(e.code, absl::MaxSplits('=', 1));
+      if (absl::StartsWith(e.code, "out/")) sandboxes_.PutFile(e.session_id, kv.first, kv.second);
+      Finished f;
+      f.set_status(Finished::OK);
+      f.set_stdout(e.session_id + ": " + e.code + "\n");
+      return f;
+    });
+  }
+
+  ToolCallContext Context(const std::string& credential, const std::string& mcp) {
+    ToolCallContext ctx;
+    ctx.session_key = mcp;
+    ctx.credential = credential;
+    ctx.protocol_version = "2025-11-25";
+    ctx.cancel = std::make_shared<codemode::CancelToken>();
+    ctx.progress = [](double, std::optional<double>, const std::string&) {};
+    return ctx;
+  }
+  json Call(const json& args, const std::string& credential = kAlice, const std::string& mcp = "mcp-1") {
+    ToolCallContext ctx = Context(credential, mcp);
+    absl::StatusOr<json> r = tool_.CallTool("run_python", args, ctx);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : json();
+  }
+  static std::string Text(const json& r) { return r["content"][0]["text"].get<std::string>(); }
+  static std::string Handle(const json& r) {
+    return r["structuredContent"]["sandbox"].is_string() ? r["structuredContent"]["sandbox"].get<std::string>()
+                                                         : "";
+  }
+  // What a forged handle gets: the one error every invalid handle gets.
+  json Forged() {
+    std::string h = Handle(Call({{"code", "1"}}, kAlice, "mcp-forger"));
+    h[10] = h[10] == 'A' ? 'B' : 'A';
+    return Call({{"code", "1"}, {"sandbox", h}});
+  }
+
+  FakeSandboxes sandboxes_;
+  FakeUpstreams upstreams_;
+  RunPythonTool tool_{&sandboxes_, &upstreams_, RunPythonOptions{}};
+};
+
+TEST_F(RunPythonHandlesTest, AHandlePassedBackRunsInTheSameSandboxFromAnyMcpSession) {
+  json first = Call({{"code", "a = 1"}});
+  const std::string h = Handle(first);
+  ASSERT_THAT(h, ::testing::StartsWith("sbx1_"));
+  EXPECT_EQ(Text(first), "s1: a = 1\n") << "an MCP session's own sandbox needs no handle in the text";
+  json again = Call({{"code", "a"}, {"sandbox", h}}, kAlice, "mcp-2");
+  EXPECT_EQ(again["isError"], false) << again;
+  EXPECT_EQ(Text(again), "s1: a\n[sandbox] " + Handle(again) + "\n") << "a model that came by handle reads the next";
+  EXPECT_EQ(sandboxes_.creations().size(), 1u) << "no new sandbox";
+  EXPECT_NE(Handle(again), h) << "each result carries a fresh handle";
+  EXPECT_THAT(Text(Call({{"code", "b"}, {"sandbox", Handle(again)}})), ::testing::StartsWith("s1: b\n"));
+}
+
+TEST_F(RunPythonHandlesTest, AnotherCredentialGetsTheSameErrorAsAForgedHandle) {
+  const std::string h = Handle(Call({{"code", "secret = 42"}}));
+  const size_t executions = sandboxes_.executions().size();
+  json stolen = Call({{"code", "print(secret)"}, {"sandbox", h}}, kBob, "mcp-bob");
+  EXPECT_EQ(stolen["isError"], true);
+  EXPECT_EQ(Text(stolen), "[error] " + std::string(HandleSealer::kInvalidHandle));
+  EXPECT_EQ(sandboxes_.executions().size(), executions) << "nothing ran anywhere";
+  json forged = Forged();
+  EXPECT_EQ(Text(forged), Text(stolen)) << "no oracle: the same answer for both";
+  EXPECT_EQ(forged["structuredContent"], stolen["structuredContent"]);
+  EXPECT_TRUE(stolen["structuredContent"]["sandbox"].is_null());
+}
+
+TEST_F(RunPythonHandlesTest, AGoneSandboxSaysSoAndRunsInAFreshOne) {
+  const std::string h = Handle(Call({{"code", "a = 1"}}));
+  sandboxes_.Lose("s1");
+  json r = Call({{"code", "a"}, {"sandbox", h}}, kAlice, "mcp-2");
+  EXPECT_EQ(r["isError"], false);
+  EXPECT_THAT(Text(r), HasSubstr("s2: a\n[note] the previous sandbox session was lost"));
+  EXPECT_EQ(r["structuredContent"]["session_reset"], true);
+  ASSERT_EQ(sandboxes_.creations().size(), 2u);
+  EXPECT_EQ(sandboxes_.creations()[1].owner, "mcp:token alice");
+  // The fresh sandbox is reached by its own handle, and no MCP session owns it.
+  const std::string fresh = Handle(r);
+  EXPECT_THAT(Text(Call({{"code", "b"}, {"sandbox", fresh}})), ::testing::StartsWith("s2: b\n"));
+  tool_.SessionClosed("mcp-2");
+  tool_.SessionClosed("mcp-1");
+  EXPECT_EQ(sandboxes_.live(), std::set<std::string>{"s2"})
+      << "closing MCP sessions ends their own sandboxes only";
+}
+
+TEST_F(RunPythonHandlesTest, SandboxAndSessionTogetherAreRefused) {
+  const std::string h = Handle(Call({{"code", "1"}}));
+  ToolCallContext ctx = Context(kAlice, "mcp-1");
+  absl::StatusOr<json> r = tool_.CallTool("run_python", {{"code", "1"}, {"sandbox", h}, {"session", "x"}}, ctx);
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+  r = tool_.CallTool("run_python", {{"code", "1"}, {"sandbox", 7}}, ctx);
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+  r = tool_.CallTool("run_python", {{"code", "1"}, {"sandbox", std::string(3000, 'A')}}, ctx);
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+}
+
+TEST_F(RunPythonHandlesTest, FilesAreReadByHandleUrisOnlyByTheirCredential) {
+  const std::string h = Handle(Call({{"code", "1"}}));
+  json r = Call({{"code", "out/t.txt=hello"}, {"sandbox", h}});
+  ASSERT_EQ(r["structuredContent"]["files"].size(), 1u) << r;
+  const std::string uri = r["structuredContent"]["files"][0]["uri"];
+  EXPECT_EQ(uri, OutFileUriOfHandle(Handle(r), "t.txt"));
+  ToolCallContext mine = Context(kAlice, "mcp-9");
+  absl::StatusOr<json> read = tool_.ReadResource(uri, mine);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ((*read)["contents"][0]["text"], "hello");
+  ToolCallContext theirs = Context(kBob, "mcp-1");
+  absl::StatusOr<json> stolen = tool_.ReadResource(uri, theirs);
+  EXPECT_TRUE(absl::IsNotFound(stolen.status())) << stolen.status();
+  EXPECT_EQ(stolen.status().message(), HandleSealer::kInvalidHandle);
+  EXPECT_EQ(sandboxes_.downloads().size(), 1u) << "the other credential downloaded nothing";
+}
+
+}  // namespace
+}  // namespace gateway
