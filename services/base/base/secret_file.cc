@@ -61,7 +61,7 @@ absl::StatusOr<std::string> ReadSecretAt(int dirfd, const std::string& name,
   }
   if (st.st_mode & 077) {
     return absl::FailedPreconditionError(absl::StrCat(
-        kind.what, " ", path, " can be read by other users; run chmod 600 on it (or delete it "
+        kind.what, " ", path, " can be read or written by other users; run chmod 600 on it (or delete it "
         "for a new ", kind.secret, ")"));
   }
   char buf[512];

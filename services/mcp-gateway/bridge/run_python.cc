@@ -113,11 +113,30 @@ absl::StatusOr<Finished> RunPythonTool::Execute(Run& run) {
   absl::StatusOr<SandboxRef> ref = OpenHandle(run.args.sandbox, credential);
   if (!ref.ok()) return ref.status();
   run.report->session = "";
+  // A gone sandbox is replaced by a new one that belongs to the caller's MCP session, under
+  // a name of its own: its caps (--max_sandboxes_per_credential, the named sessions) and
+  // its end apply, so a stale handle cannot mint sandboxes past them (attack round 13, F1).
+  // Only a caller without an MCP session gets a detached sandbox, which sandboxd's
+  // per-owner cap and idle expiry bound.
+  const std::string& mcp_session = run.ctx->session_key;
+  std::string fresh_name;
+  placement.by_handle = true;
   placement.find = [&](int attempt) -> absl::StatusOr<BindingPtr> {
-    return attempt == 0 ? bindings_.Adopt(*ref, credential) : bindings_.NewDetached(credential);
+    if (attempt == 0) return bindings_.Adopt(*ref, credential);
+    if (mcp_session.empty()) return bindings_.NewDetached(credential);
+    fresh_name = absl::StrCat("sandbox-", next_fresh_name_.fetch_add(1) + 1);
+    return bindings_.FindOrRegister(mcp_session, fresh_name, credential);
   };
-  placement.forget = [&](const BindingPtr& b) { bindings_.ForgetAdopted(b); };
-  placement.opened = [&](const BindingPtr& b) { bindings_.Remember(b); };
+  placement.forget = [&](const BindingPtr& b) {
+    if (fresh_name.empty()) {
+      bindings_.ForgetAdopted(b);
+    } else {
+      bindings_.Forget(mcp_session, fresh_name, b);
+    }
+  };
+  placement.opened = [&](const BindingPtr& b) {
+    if (fresh_name.empty()) bindings_.Remember(b);
+  };
   return ExecuteIn(run, placement);
 }
 
@@ -161,9 +180,13 @@ absl::StatusOr<Finished> RunPythonTool::ExecuteIn(Run& run, const Placement& pla
       }
     }
     if (!session_gone || attempt > 0) return finished;
-    run.report->notes.push_back(absl::StrCat(
-        "the previous sandbox session was lost (", finished.status().message(),
-        "); this ran in a new session, so earlier variables are gone"));
+    // sandboxd's reason names the session id, which a handle keeps from the client (F4).
+    run.report->notes.push_back(
+        placement.by_handle
+            ? std::string("the sandbox this handle names is gone (it ended, expired or was lost); "
+                          "this ran in a new sandbox, so earlier variables are gone")
+            : absl::StrCat("the previous sandbox session was lost (", finished.status().message(),
+                           "); this ran in a new session, so earlier variables are gone"));
     run.report->session_reset = true;
     placement.forget(*binding);
   }

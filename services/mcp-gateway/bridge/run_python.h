@@ -13,6 +13,7 @@
 //   HttpServer http(http_options, &tool, server_options);
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -95,6 +96,9 @@ class RunPythonTool : public ToolProvider {
     std::function<void(const std::shared_ptr<SessionBindings::Binding>&)> forget;
     // Called once the binding's sandbox exists (a detached binding is then kept by address).
     std::function<void(const std::shared_ptr<SessionBindings::Binding>&)> opened;
+    // The run came by handle: its notes do not repeat sandboxd's messages, which name the
+    // session id the handle keeps from the client.
+    bool by_handle = false;
   };
   // Runs where the run's `sandbox` handle or session name says.
   absl::StatusOr<sandbox::v1::Finished> Execute(Run& run);
@@ -120,6 +124,8 @@ class RunPythonTool : public ToolProvider {
   const RunPythonOptions options_;
   const std::shared_ptr<const HandleSealer> handles_;
   SessionBindings bindings_;
+  // Numbers the names of MCP session sandboxes that replace a handle's gone one.
+  std::atomic<uint64_t> next_fresh_name_{0};
   WorkspaceResources resources_;
   UpstreamMemory memory_;
 };

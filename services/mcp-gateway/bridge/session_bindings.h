@@ -136,7 +136,9 @@ class SessionBindings {
               const std::shared_ptr<Binding>& b);
 
   // Adopted bindings kept (each a few hundred bytes and its last walk of out/).
-  static constexpr size_t kMaxAdopted = 4096;
+  // At most --max_out_bytes of out/ listing each (256 KiB): 64 MiB in all (attack round
+  // 13, F3: 4096 could hold 1.2 GiB). An MCP session's own bindings are not counted here.
+  static constexpr size_t kMaxAdopted = 256;
 
   // The binding of the sandbox at `ref` for `credential`: the MCP session binding that
   // holds it, else an adopted one (ready, its catalog unknown), made when there is none.

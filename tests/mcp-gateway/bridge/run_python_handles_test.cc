@@ -94,22 +94,42 @@ TEST_F(RunPythonHandlesTest, AnotherCredentialGetsTheSameErrorAsAForgedHandle) {
   EXPECT_TRUE(stolen["structuredContent"]["sandbox"].is_null());
 }
 
-TEST_F(RunPythonHandlesTest, AGoneSandboxSaysSoAndRunsInAFreshOne) {
+TEST_F(RunPythonHandlesTest, AGoneSandboxSaysSoAndRunsInAFreshOneOfTheCallersSession) {
   const std::string h = Handle(Call({{"code", "a = 1"}}));
   sandboxes_.Lose("s1");
   json r = Call({{"code", "a"}, {"sandbox", h}}, kAlice, "mcp-2");
   EXPECT_EQ(r["isError"], false);
-  EXPECT_THAT(Text(r), HasSubstr("s2: a\n[note] the previous sandbox session was lost"));
+  EXPECT_THAT(Text(r), HasSubstr("s2: a\n[note] the sandbox this handle names is gone"));
+  EXPECT_THAT(Text(r), ::testing::Not(HasSubstr("s1"))) << "no session id in the note (F4)";
   EXPECT_EQ(r["structuredContent"]["session_reset"], true);
   ASSERT_EQ(sandboxes_.creations().size(), 2u);
   EXPECT_EQ(sandboxes_.creations()[1].owner, "mcp:token alice");
-  // The fresh sandbox is reached by its own handle, and no MCP session owns it.
   const std::string fresh = Handle(r);
   EXPECT_THAT(Text(Call({{"code", "b"}, {"sandbox", fresh}})), ::testing::StartsWith("s2: b\n"));
-  tool_.SessionClosed("mcp-2");
   tool_.SessionClosed("mcp-1");
-  EXPECT_EQ(sandboxes_.live(), std::set<std::string>{"s2"})
-      << "closing MCP sessions ends their own sandboxes only";
+  EXPECT_EQ(sandboxes_.live(), std::set<std::string>{"s2"});
+  tool_.SessionClosed("mcp-2");
+  EXPECT_TRUE(sandboxes_.live().empty()) << "the fresh sandbox ended with the MCP session it belongs to";
+}
+
+// Attack round 13, F1: each call with a stale handle made a new sandbox outside every
+// gateway cap. Now they count against the caller's MCP session and credential.
+TEST_F(RunPythonHandlesTest, AStaleHandleCannotMintSandboxesPastTheCaps) {
+  RunPythonOptions options;
+  options.max_sandboxes_per_credential = 3;
+  RunPythonTool tool{&sandboxes_, &upstreams_, options};
+  ToolCallContext ctx = Context(kAlice, "mcp-1");
+  const std::string h = Handle(*tool.CallTool("run_python", {{"code", "1"}}, ctx));
+  sandboxes_.Lose("s1");
+  int fresh = 0;
+  for (int i = 0; i < 10; ++i) {
+    ToolCallContext c = Context(kAlice, "mcp-1");
+    absl::StatusOr<json> r = tool.CallTool("run_python", {{"code", "1"}, {"sandbox", h}}, c);
+    ASSERT_TRUE(r.ok()) << r.status();
+    if ((*r)["isError"] == false) ++fresh;
+  }
+  EXPECT_EQ(fresh, 2) << "the default sandbox (lost) and two fresh ones fill the cap of 3";
+  EXPECT_LE(sandboxes_.live().size(), 3u);
 }
 
 TEST_F(RunPythonHandlesTest, SandboxAndSessionTogetherAreRefused) {

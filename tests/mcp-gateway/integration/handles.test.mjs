@@ -114,7 +114,7 @@ describe("sandbox handles", () => {
       `--sandboxd=${sandboxd.endpoint}`, `--handle_key_file=${path.join(dir, "handle_key")}`],
     { env: { ...process.env, MCP_GATEWAY_TOKEN: "t".repeat(32) }, encoding: "utf8", timeout: 60000 });
     assert.equal(run.status, 2, run.stderr);
-    assert.match(run.stderr, /handle key file .* can be read by other users; run chmod 600/);
+    assert.match(run.stderr, /handle key file .* can be read or written by other users; run chmod 600/);
     assert.doesNotMatch(run.stderr, /abababab/, "no key in the log");
   });
 });
