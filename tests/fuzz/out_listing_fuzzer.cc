@@ -41,6 +41,9 @@ class ScriptedSandboxes : public gateway::Sandboxes {
   explicit ScriptedSandboxes(Reader* in) : in_(in) {}
   int calls = 0;
 
+  std::string EndpointName(size_t) const override { return "fuzz"; }
+  std::optional<size_t> FindEndpoint(const std::string&) const override { return std::nullopt; }
+
   absl::StatusOr<ListFilesResponse> ListFiles(const gateway::SandboxRef&, const std::string& dir,
                                               uint32_t max_entries,
                                               std::shared_ptr<codemode::CancelToken>) override {
