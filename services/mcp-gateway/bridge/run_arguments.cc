@@ -183,6 +183,7 @@ absl::StatusOr<RunArguments> ParseRunArguments(const json& args,
       return Invalid("'session' must be a name of 1-64 characters [A-Za-z0-9_-]");
     }
     run.session = s->get<std::string>();
+    run.session_named = true;
   }
   if (const json* h = Optional(args, "sandbox")) {
     if (!h->is_string() || h->get_ref<const std::string&>().empty() ||

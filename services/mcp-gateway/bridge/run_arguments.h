@@ -43,6 +43,7 @@ struct RunArguments {
   std::string code;
   double timeout_seconds = 0;
   std::string session = "default";  // the name of the sandbox session of this MCP session
+  bool session_named = false;       // `session` was given
   std::string sandbox;              // a sandbox handle (handles/sandbox_handle.h), or empty
   bool reset = false;               // start from an empty namespace first
   ServerAllowlist servers;

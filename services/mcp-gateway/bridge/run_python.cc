@@ -103,6 +103,20 @@ absl::StatusOr<Finished> RunPythonTool::Execute(Run& run) {
   using BindingPtr = std::shared_ptr<SessionBindings::Binding>;
   const std::string& credential = run.ctx->credential;
   Placement placement;
+  if (run.args.sandbox.empty() && run.ctx->session_key.empty()) {
+    // No MCP session (protocol 2026-07-28): a new sandbox, which the result's handle names.
+    // It belongs to no MCP session; sandboxd's per-owner cap and idle expiry bound it.
+    if (run.args.session_named) {
+      return absl::InvalidArgumentError(
+          "'session' names a sandbox of an MCP session, and this request has none (protocol "
+          "2026-07-28): pass the `sandbox` handle of an earlier result instead");
+    }
+    run.report->session = "";
+    placement.find = [&](int) -> absl::StatusOr<BindingPtr> { return bindings_.NewDetached(credential); };
+    placement.forget = [&](const BindingPtr& b) { bindings_.ForgetAdopted(b); };
+    placement.opened = [&](const BindingPtr& b) { bindings_.Remember(b); };
+    return ExecuteIn(run, placement);
+  }
   if (run.args.sandbox.empty()) {
     const std::string& mcp_session = run.ctx->session_key;
     placement.find = [&](int) { return bindings_.FindOrRegister(mcp_session, run.args.session, credential); };

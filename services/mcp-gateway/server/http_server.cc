@@ -154,8 +154,9 @@ std::optional<http::Response> HttpServer::Impl::Check(http::Connection* conn, co
     res.headers.emplace_back("WWW-Authenticate", "Bearer");
     return res;
   }
-  // Absent is fine: the spec says to assume 2025-03-26 (or what was negotiated).
-  if (req.Has(kVersionHeader) && !IsServedVersion(req.Header(kVersionHeader))) {
+  // Absent is fine: the spec says to assume 2025-03-26 (or what was negotiated). A POST's
+  // body decides its era (2026-07-28 names its version there), so it is checked with it.
+  if (req.method != "POST" && req.Has(kVersionHeader) && !IsServedVersion(req.Header(kVersionHeader))) {
     return Error(400, kInvalidRequest,
                  "Bad Request: unsupported MCP-Protocol-Version " + req.Header(kVersionHeader));
   }
@@ -241,6 +242,7 @@ void HttpServer::Impl::ReapLoop() {
       }
     }
     ReapIdle();
+    ReapStateless();
   }
 }
 
@@ -373,11 +375,15 @@ void HttpServer::Stop() {
 
   // Sessions first, while the event loop still runs: their streams end on the wire.
   std::map<std::string, std::shared_ptr<HttpSession>> sessions;
+  std::map<uint64_t, Impl::StatelessCall> stateless;
   {
     codemode::MutexLock lock(&d.mu);
     sessions.swap(d.sessions);
+    stateless.swap(d.stateless);
   }
   for (auto& [id, session] : sessions) d.CloseSession(session);
+  // Cancels their calls; a listen stream ends with its final result.
+  for (auto& [n, call] : stateless) call.session->mcp->Close();
   // And the sessions DELETEs are closing: their threads must not outlive us.
   std::list<Impl::DeleteThread> deleting;
   {
@@ -416,6 +422,9 @@ void HttpServer::NotifyToolsChanged() {
   {
     codemode::MutexLock lock(&impl_->mu);
     for (auto& [id, session] : impl_->sessions) targets.push_back(session->mcp);
+    for (auto& [n, call] : impl_->stateless) {
+      if (call.listen) targets.push_back(call.session->mcp);
+    }
   }
   for (auto& mcp : targets) mcp->NotifyToolsChanged();
 }

@@ -163,6 +163,16 @@ struct HttpServer::Impl {
   // still count against max_sessions_per_credential (their calls may still run).
   std::map<std::string, size_t> closing ABSL_GUARDED_BY(mu);
   std::shared_ptr<codemode::ByteBudget> replay_budget;  // every session's draws on it
+  // Requests of the 2026-07-28 era not answered at once (http_server_stateless.cc): each
+  // with an McpSession of its own, until it is answered or its listen stream ends.
+  struct StatelessCall {
+    std::shared_ptr<HttpSession> session;
+    std::shared_ptr<http::EventStream> stream;
+    json request_id;
+    bool listen = false;  // a subscriptions/listen stream
+  };
+  std::map<uint64_t, StatelessCall> stateless ABSL_GUARDED_BY(mu);
+  uint64_t next_stateless ABSL_GUARDED_BY(mu) = 1;
   // The threads DELETEs close their sessions on (`done` once finished); Stop joins them.
   struct DeleteThread {
     std::thread thread;
@@ -188,6 +198,11 @@ struct HttpServer::Impl {
   std::shared_ptr<HttpSession> FindSession(const http::Request& req, http::Response* error);
   std::shared_ptr<HttpSession> TakeSession(const http::Request& req, http::Response* error);
   void HandlePost(const std::shared_ptr<http::Connection>& conn, const http::Request& req);
+  // The 2026-07-28 era (http_server_stateless.cc).
+  static bool IsStatelessPost(const http::Request& req, const json& message);
+  void HandleStatelessPost(const std::shared_ptr<http::Connection>& conn, const http::Request& req,
+                           const json& message, const http::AcceptedTypes& accept);
+  void ReapStateless();
   void CreateSession(const std::shared_ptr<http::Connection>& conn, const json& message,
                      const http::AcceptedTypes& accept, const std::string& credential);
   void AnswerRequest(const std::shared_ptr<http::Connection>& conn,

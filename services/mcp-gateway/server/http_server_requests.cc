@@ -60,6 +60,12 @@ void HttpServer::Impl::HandlePost(const std::shared_ptr<http::Connection>& conn,
   json error;
   auto message = ParseMessage(req.body, &error, server_options.max_message_json_values);
   if (!message.ok()) return conn->Respond({400, "application/json", wire::Dump(error), {}});
+  // The body decides the era; a 2026-07-28 request ignores Mcp-Session-Id.
+  if (IsStatelessPost(req, *message)) return HandleStatelessPost(conn, req, *message, accept);
+  if (req.Has(kVersionHeader) && !IsServedVersion(req.Header(kVersionHeader))) {
+    return conn->Respond(Error(400, kInvalidRequest,
+                               "Bad Request: unsupported MCP-Protocol-Version " + req.Header(kVersionHeader)));
+  }
   const bool is_request = wire::LooksLikeRequest(*message);
   if (!req.Has(kSessionHeader) && is_request && message->at("method") == "initialize") {
     return CreateSession(conn, *message, accept, Credential(req));

@@ -11,11 +11,21 @@
 // the provider the session is gone, so the provider never sees a call for a dead session.
 // (So a provider must not call Close() from inside CallTool, and should honour the token.)
 //
-// Lifecycle: requests other than initialize/ping are refused until initialize has been
-// answered; notifications/initialized is not required before tools/list or tools/call
-// (lenient towards clients that pipeline), but list_changed is only sent after it. Log
-// messages pass at "info" and above until logging/setLevel says otherwise.
+// Lifecycle (2025 era): requests other than initialize/ping are refused until initialize
+// has been answered; notifications/initialized is not required before tools/list or
+// tools/call (lenient towards clients that pipeline), but list_changed is only sent after
+// it. Log messages pass at "info" and above until logging/setLevel says otherwise.
+//
+// A request of the 2026-07-28 era (mcp_era.h) needs no initialize: its envelope is checked
+// (-32602, -32022), it runs outside any MCP session (ToolCallContext::session_key is empty,
+// so run_python places it by its `sandbox` handle), its results carry resultType, the
+// server's name and caching hints, and it never gets log messages (it cannot ask for a
+// level the way 2025 clients do). subscriptions/listen keeps its reply sink open and sends
+// the list changes it asked for, each tagged with its id, until the client cancels it or
+// the session closes. On stdio the first such request (other than server/discover) pins
+// the connection: a later initialize gets -32022.
 #include "server/mcp_session.h"
+#include "server/mcp_session_impl.h"
 #include "base/thread.h"
 #include "base/untrusted_json.h"
 
@@ -29,6 +39,7 @@
 #include <vector>
 
 #include "base/log_text.h"
+#include "server/mcp_era.h"
 #include "spdlog/spdlog.h"
 #include "base/mutex.h"
 
@@ -41,7 +52,6 @@ namespace {
 // RFC 5424 severities as used by MCP logging, least severe first.
 constexpr const char* kLogLevels[] = {"debug", "info",     "notice", "warning",
                                       "error", "critical", "alert",  "emergency"};
-constexpr int kDefaultLogLevel = 1;  // "info" until the client says otherwise
 
 int LogLevelIndex(const std::string& level) {
   for (int i = 0; i < static_cast<int>(std::size(kLogLevels)); ++i) {
@@ -56,8 +66,6 @@ int64_t NowMs() {
       .count();
 }
 
-// Map key for a request id. Dumping keeps "1" (string) and 1 (integer) distinct.
-std::string IdKey(const json& id) { return wire::Dump(id); }
 
 // The progressToken of a request, or null when there is none (or it has a type MCP does
 // not allow, in which case we simply do not report progress).
@@ -69,13 +77,19 @@ json ProgressToken(const json& params) {
   return *token;
 }
 
+
 // Converts the provider's answer to a JSON-RPC response; NOT_FOUND becomes
-// `not_found_code` (-32602 for tools, -32002 "resource not found" for resources).
-json WorkResponse(const json& id, const absl::StatusOr<json>& result, int not_found_code) {
+// `not_found_code` (-32602 for tools, -32002 "resource not found" for resources, -32602
+// with the uri as data for resources in the 2026-07-28 era: SEP-2164).
+json WorkResponse(const json& id, const absl::StatusOr<json>& result, int not_found_code,
+                  const json& not_found_data = nullptr) {
   if (!result.ok()) {
     const int code = absl::IsNotFound(result.status()) ? not_found_code
                                                        : StatusToErrorCode(result.status());
-    return MakeError(id, code, std::string(result.status().message()));
+    // The data goes with every -32602 of the call (a resource that is not there and one
+    // that cannot be there are the same to the client).
+    return MakeError(id, code, std::string(result.status().message()),
+                     code == not_found_code ? not_found_data : json(nullptr));
   }
   if (!result->is_object()) {
     return MakeError(id, kInternalError, "the provider returned a result that is not an object");
@@ -91,68 +105,8 @@ struct ProgressState {
   bool done = false;
 };
 
-void Reply(const std::shared_ptr<ReplySink>& sink, const json& message) {
-  if (sink) sink->Send(message);
-}
 
 }  // namespace
-
-// ---------------------------------------------------------------------------------------
-// Impl: all protocol state, guarded by `mu`. Sinks are always called without `mu` held,
-// because a sink may block briefly (stdio writes) and must never be able to deadlock us.
-struct McpSession::Impl {
-  struct InFlight {
-    std::shared_ptr<codemode::CancelToken> token;
-    bool cancelled_by_client = false;  // suppresses the eventual response
-  };
-
-  McpSession* self;
-  ToolProvider* provider;
-  ServerOptions options;
-
-  mutable codemode::Mutex mu;
-  bool init_done ABSL_GUARDED_BY(mu) = false;  // the initialize request has been answered
-  bool closed ABSL_GUARDED_BY(mu) = false;
-  std::string protocol_version ABSL_GUARDED_BY(mu);
-  int min_log_level ABSL_GUARDED_BY(mu) = kDefaultLogLevel;
-  std::shared_ptr<ReplySink> notification_sink ABSL_GUARDED_BY(mu);
-  std::map<std::string, InFlight> in_flight ABSL_GUARDED_BY(mu);  // by IdKey(id)
-  int running_workers ABSL_GUARDED_BY(mu) = 0;
-
-  bool NoWorkers() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return running_workers == 0; }
-
-  Impl(McpSession* s, ToolProvider* p, ServerOptions o)
-      : self(s), provider(p), options(std::move(o)) {}
-
-  void Dispatch(const json& message, const std::shared_ptr<ReplySink>& reply);
-  void HandleNotification(const std::string& method, const json& params);
-  void HandleRequest(const std::string& method, const json& id, const json& params,
-                     const std::shared_ptr<ReplySink>& reply);
-  json Initialize(const json& id, const json& params);
-  json SetLevel(const json& id, const json& params);
-  json ListTools(const json& id, const json& params);
-  json ListResources(const json& id, const std::string& method, const json& params);
-  // These return an error response, or null when the work was started on a worker.
-  json StartToolCall(const json& id, const json& params, const std::shared_ptr<ReplySink>& reply);
-  json StartRead(const json& id, const json& params, const std::shared_ptr<ReplySink>& reply);
-  using Work = std::function<absl::StatusOr<json>(ToolCallContext&)>;
-  json StartWork(const json& id, const json& params, const std::shared_ptr<ReplySink>& reply,
-                 std::string what, Work work, int not_found_code, bool read, uint64_t bytes);
-  void RunWork(const json& id, const std::string& what, const Work& work,
-               const json& progress_token, const std::shared_ptr<codemode::CancelToken>& token,
-               const std::shared_ptr<ReplySink>& reply, int not_found_code);
-  void CancelRequest(const json& params);
-  // Sends a list_changed notification once the client has initialized.
-  void NotifyListChanged(const char* method) {
-    std::shared_ptr<ReplySink> sink;
-    {
-      codemode::MutexLock lock(&mu);
-      if (!self->initialized_ || closed) return;
-      sink = notification_sink;
-    }
-    Reply(sink, MakeNotification(method, json::object()));
-  }
-};
 
 void McpSession::Impl::Dispatch(const json& message, const std::shared_ptr<ReplySink>& reply) {
   if (!message.is_object()) {
@@ -199,6 +153,10 @@ void McpSession::Impl::Dispatch(const json& message, const std::shared_ptr<Reply
     Reply(reply, MakeError(reply_id, kInvalidParams, "params must be an object"));
     return;
   }
+  if (options.stateless || HasEnvelopeClaim(message)) {
+    HandleStatelessRequest(method, reply_id, params, reply);
+    return;
+  }
   HandleRequest(method, reply_id, params, reply);
 }
 
@@ -221,8 +179,18 @@ void McpSession::Impl::HandleRequest(const std::string& method, const json& id, 
     is_closed = closed;
   }
   json response;
+  bool stateless_connection;
+  {
+    codemode::MutexLock lock(&mu);
+    stateless_connection = pinned_stateless;
+  }
   if (is_closed) {
     response = MakeError(id, kInvalidRequest, "session is closed");
+  } else if (stateless_connection && method == "initialize") {
+    auto requested = params.find("protocolVersion");
+    response = UnsupportedVersion(id, requested != params.end() && requested->is_string()
+                                          ? requested->get<std::string>()
+                                          : "");
   } else if (method == "initialize") {
     response = Initialize(id, params);
   } else if (method == "ping") {
@@ -234,9 +202,9 @@ void McpSession::Impl::HandleRequest(const std::string& method, const json& id, 
   } else if (method == "tools/list") {
     response = ListTools(id, params);
   } else if (method == "tools/call") {
-    response = StartToolCall(id, params, reply);
+    response = StartToolCall(id, params, reply, /*stateless=*/false);
   } else if (provider->HasResources() && method == "resources/read") {
-    response = StartRead(id, params, reply);
+    response = StartRead(id, params, reply, /*stateless=*/false);
   } else if (provider->HasResources() &&
              (method == "resources/list" || method == "resources/templates/list")) {
     response = ListResources(id, method, params);
@@ -312,7 +280,7 @@ json McpSession::Impl::ListResources(const json& id, const std::string& method,
 }
 
 json McpSession::Impl::StartToolCall(const json& id, const json& params,
-                                     const std::shared_ptr<ReplySink>& reply) {
+                                     const std::shared_ptr<ReplySink>& reply, bool stateless) {
   auto name = params.find("name");
   if (name == params.end() || !name->is_string()) {
     return MakeError(id, kInvalidParams, "params.name must be a string");
@@ -325,30 +293,40 @@ json McpSession::Impl::StartToolCall(const json& id, const json& params,
     arguments = *args;
   }
   std::string tool = name->get<std::string>();
-  const uint64_t bytes = codemode::ApproxJsonBytes(arguments);
-  Work work = [this, tool, arguments = std::move(arguments)](ToolCallContext& context) {
+  WorkSpec spec;
+  spec.bytes = codemode::ApproxJsonBytes(arguments);
+  spec.what = "tool " + tool;
+  spec.work = [this, tool, arguments = std::move(arguments)](ToolCallContext& context) {
     return provider->CallTool(tool, arguments, context);
   };
-  return StartWork(id, params, reply, "tool " + tool, std::move(work), kInvalidParams,
-                   /*read=*/false, bytes);
+  if (stateless) spec.stateless_method = "tools/call";
+  return StartWork(id, params, reply, std::move(spec));
 }
 
 json McpSession::Impl::StartRead(const json& id, const json& params,
-                                 const std::shared_ptr<ReplySink>& reply) {
+                                 const std::shared_ptr<ReplySink>& reply, bool stateless) {
   auto uri = params.find("uri");
   if (uri == params.end() || !uri->is_string()) {
     return MakeError(id, kInvalidParams, "params.uri must be a string");
   }
-  Work work = [this, uri = uri->get<std::string>()](ToolCallContext& context) {
+  WorkSpec spec;
+  spec.what = "resources/read";
+  spec.work = [this, uri = uri->get<std::string>()](ToolCallContext& context) {
     return provider->ReadResource(uri, context);
   };
-  return StartWork(id, params, reply, "resources/read", std::move(work), kResourceNotFound,
-                   /*read=*/true, codemode::ApproxJsonBytes(*uri));
+  spec.read = true;
+  spec.bytes = codemode::ApproxJsonBytes(*uri);
+  if (stateless) {  // SEP-2164: -32602 with the uri
+    spec.not_found_data = {{"uri", *uri}};
+    spec.stateless_method = "resources/read";
+  } else {
+    spec.not_found_code = kResourceNotFound;
+  }
+  return StartWork(id, params, reply, std::move(spec));
 }
 
 json McpSession::Impl::StartWork(const json& id, const json& params,
-                                 const std::shared_ptr<ReplySink>& reply, std::string what,
-                                 Work work, int not_found_code, bool read, uint64_t bytes) {
+                                 const std::shared_ptr<ReplySink>& reply, WorkSpec spec) {
   auto token = std::make_shared<codemode::CancelToken>();
   const std::string key = IdKey(id);
   // Counted before anything else is kept for the call, and held by its worker (with the
@@ -356,10 +334,10 @@ json McpSession::Impl::StartWork(const json& id, const json& params,
   std::shared_ptr<CallLimits::Ticket> ticket;  // shared: a std::function must be copyable
   if (options.call_limits) {
     absl::StatusOr<CallLimits::Ticket> acquired =
-        options.call_limits->Acquire(self->credential(), read, bytes);
+        options.call_limits->Acquire(self->credential(), spec.read, spec.bytes);
     if (!acquired.ok()) {
       const std::string why(acquired.status().message());
-      spdlog::warn("mcp session {}: refused {}: {}", self->key(), codemode::LogText(what),
+      spdlog::warn("mcp session {}: refused {}: {}", self->key(), codemode::LogText(spec.what),
                    codemode::LogLongText(why));
       return MakeError(id, kInternalError, why);
     }
@@ -369,12 +347,14 @@ json McpSession::Impl::StartWork(const json& id, const json& params,
     codemode::MutexLock lock(&mu);
     // Checked under the same lock as the insertion so Close() never misses a worker.
     if (closed) return MakeError(id, kInvalidRequest, "session is closed");
-    if (static_cast<int>(in_flight.size()) >= options.max_concurrent_calls) {
+    if (static_cast<int>(in_flight.size() + listeners.size()) >= options.max_concurrent_calls) {
       return MakeError(id, kInternalError, "too many concurrent calls");
     }
     // The spec forbids reusing an id within a session; reusing one that is still in
     // flight would make cancellation ambiguous, so refuse it.
-    if (in_flight.count(key)) return MakeError(id, kInvalidRequest, "request id is already in use");
+    if (in_flight.count(key) || listeners.count(key)) {
+      return MakeError(id, kInvalidRequest, "request id is already in use");
+    }
     in_flight[key] = InFlight{token, false};
     ++running_workers;
   }
@@ -384,13 +364,12 @@ json McpSession::Impl::StartWork(const json& id, const json& params,
     // Were the worker to keep the session alive instead, dropping the last outside
     // reference would move SessionClosed to some later moment on the worker's thread.
     codemode::StartThread("mcp request",
-                          [this, id, what = std::move(what), work = std::move(work),
-                           progress = ProgressToken(params), token, reply, not_found_code,
-                           ticket = std::move(ticket)]() mutable {
-                            RunWork(id, what, work, progress, token, reply, not_found_code);
+                          [this, id, spec = std::move(spec), progress = ProgressToken(params),
+                           token, reply, ticket = std::move(ticket)]() mutable {
+                            RunWork(id, spec, progress, token, reply);
                             // The arguments go before the ticket that charged them, and
                             // both before Close() can return.
-                            work = nullptr;
+                            spec.work = nullptr;
                             if (ticket) ticket->Release();
                             // Last touch of the session: once the count drops, Close() may
                             // return and the session be destroyed.
@@ -407,14 +386,17 @@ json McpSession::Impl::StartWork(const json& id, const json& params,
   return nullptr;
 }
 
-void McpSession::Impl::RunWork(const json& id, const std::string& what, const Work& work,
-                               const json& progress_token,
+void McpSession::Impl::RunWork(const json& id, const WorkSpec& spec, const json& progress_token,
                                const std::shared_ptr<codemode::CancelToken>& token,
-                               const std::shared_ptr<ReplySink>& reply, int not_found_code) {
+                               const std::shared_ptr<ReplySink>& reply) {
+  const std::string& what = spec.what;
+  const bool stateless = !spec.stateless_method.empty();
   auto progress = std::make_shared<ProgressState>();
   ToolCallContext context;
   context.cancel = token;
-  context.session_key = self->key();
+  // A request of the 2026-07-28 era belongs to no MCP session, even on a connection that
+  // has one: what it runs in is named by its arguments (a sandbox handle).
+  context.session_key = stateless ? "" : self->key();
   context.credential = self->credential();
   if (options.ceiling) {
     // No bound of its own: what refuses is the share or the ceiling, named in the refusal.
@@ -423,7 +405,7 @@ void McpSession::Impl::RunWork(const json& id, const std::string& what, const Wo
     context.budget = std::make_shared<codemode::ByteBudget>(
         "max_buffered_bytes", std::numeric_limits<size_t>::max(), std::move(parents));
   }
-  context.protocol_version = self->protocol_version();
+  context.protocol_version = stateless ? kStatelessVersion : self->protocol_version();
   context.resources_changed = [this] { self->NotifyResourcesChanged(); };
   // None when the client asked for none: then nobody builds progress messages for it.
   if (!progress_token.is_null() && reply) {
@@ -445,7 +427,8 @@ void McpSession::Impl::RunWork(const json& id, const std::string& what, const Wo
 
   json response;
   try {
-    response = WorkResponse(id, work(context), not_found_code);
+    response = WorkResponse(id, spec.work(context), spec.not_found_code, spec.not_found_data);
+    if (stateless) response = Stateless(std::move(response), spec.stateless_method);
   } catch (const std::exception& e) {
     spdlog::error("mcp session {}: {} threw: {}", self->key(), codemode::LogText(what),
                   codemode::LogLongText(e.what()));
@@ -478,6 +461,19 @@ void McpSession::Impl::CancelRequest(const json& params) {
   if (r != params.end() && r->is_string()) reason = r->get<std::string>();
 
   std::shared_ptr<codemode::CancelToken> token;
+  std::shared_ptr<ReplySink> listening;
+  {
+    codemode::MutexLock lock(&mu);
+    // A listen stream the client no longer wants: it ends without a result.
+    if (auto l = listeners.find(IdKey(*request_id)); l != listeners.end()) {
+      listening = std::move(l->second.sink);
+      listeners.erase(l);
+    }
+  }
+  if (listening) {
+    listening->Close();
+    return;
+  }
   {
     codemode::MutexLock lock(&mu);
     auto it = in_flight.find(IdKey(*request_id));
@@ -521,11 +517,11 @@ void McpSession::SetNotificationSink(std::shared_ptr<ReplySink> sink) {
 }
 
 void McpSession::NotifyToolsChanged() {
-  impl_->NotifyListChanged("notifications/tools/list_changed");
+  impl_->NotifyListChanged("notifications/tools/list_changed", /*tools=*/true);
 }
 
 void McpSession::NotifyResourcesChanged() {
-  impl_->NotifyListChanged("notifications/resources/list_changed");
+  impl_->NotifyListChanged("notifications/resources/list_changed", /*tools=*/false);
 }
 
 void McpSession::Log(const std::string& level, const std::string& logger,
@@ -549,14 +545,20 @@ void McpSession::Log(const std::string& level, const std::string& logger,
 
 void McpSession::Close() {
   std::vector<std::shared_ptr<codemode::CancelToken>> tokens;
+  std::map<std::string, Impl::Listener> listeners;
   {
     codemode::MutexLock lock(&impl_->mu);
     if (impl_->closed) return;
     impl_->closed = true;
     impl_->notification_sink.reset();
     for (auto& [key, call] : impl_->in_flight) tokens.push_back(call.token);
+    listeners.swap(impl_->listeners);
   }
   for (auto& token : tokens) token->Cancel("session closed");
+  for (auto& [key, listener] : listeners) {  // ended by the server: with its final result
+    Reply(listener.sink, impl_->ListenEnded(listener.id));
+    if (listener.sink) listener.sink->Close();
+  }
   {
     // Wait for the workers so SessionClosed really is the provider's last word. A provider
     // that ignores cancellation keeps us here; say so rather than hang silently.
@@ -567,6 +569,7 @@ void McpSession::Close() {
                    impl_->running_workers);
     }
   }
+  if (impl_->options.stateless) return;  // it held nothing of its own
   try {
     impl_->provider->SessionClosed(key_);
   } catch (const std::exception& e) {

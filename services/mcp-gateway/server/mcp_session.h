@@ -1,8 +1,10 @@
 // McpSession: the MCP server side of the gateway for one client, independent of transport.
 //
 // McpSession holds the protocol state of one connected MCP client (initialize, version
-// negotiation, logging level, in-flight requests) and dispatches tools/list, tools/call
-// and the resources/ methods to a ToolProvider (tool_provider.h). Transports (stdio,
+// negotiation, logging level, in-flight requests, subscriptions) and dispatches tools/list,
+// tools/call and the resources/ methods to a ToolProvider (tool_provider.h). It serves both
+// eras: 2025 clients initialize first; a 2026-07-28 request carries its protocol version
+// and the client's capabilities itself (mcp_era.h) and runs outside any MCP session. Transports (stdio,
 // Streamable HTTP) parse bytes into JSON, answer parse errors themselves (-32700), and
 // hand every message to Handle() together with a ReplySink that says where the response
 // and the request's notifications go.
@@ -40,6 +42,10 @@ struct ServerOptions {
   // Shared by every session of the server: calls in flight (and the bytes they hold) per
   // credential and overall. Null: only max_concurrent_calls bounds a session's calls.
   std::shared_ptr<CallLimits> call_limits;
+  // Every request is of the 2026-07-28 era (mcp_era.h), whether or not it claims it: an
+  // HTTP request without an MCP session. Otherwise a request is of that era when its
+  // params._meta names a protocol version, and of the 2025 era (initialize first) when not.
+  bool stateless = false;
   // The gateway's overall byte ceiling and each credential's share (base/byte_budget.h):
   // the HTTP front's budgets draw on it. Null: only their own bounds apply.
   std::shared_ptr<codemode::BufferCeiling> ceiling;
@@ -63,15 +69,17 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
   // Where notifications that belong to no request go (tools/list_changed, log messages).
   void SetNotificationSink(std::shared_ptr<ReplySink> sink);
 
-  // Tells the client the tool list changed (if it has initialized).
+  // Tells the client the tool list changed (if it has initialized, and on every
+  // subscriptions/listen stream that asked for it).
   void NotifyToolsChanged();
-  // Tells the client the resource list changed (if it has initialized).
+  // Tells the client the resource list changed (likewise).
   void NotifyResourcesChanged();
 
   // Sends notifications/message at `level` if the client's logging level allows it.
   void Log(const std::string& level, const std::string& logger, const nlohmann::json& data);
 
-  // Cancels in-flight calls and tells the provider the session is gone. Idempotent.
+  // Cancels in-flight calls, ends subscriptions/listen streams (with their final result)
+  // and tells the provider the session is gone. Idempotent.
   void Close();
 
   const std::string& key() const { return key_; }

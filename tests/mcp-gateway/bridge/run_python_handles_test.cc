@@ -143,6 +143,37 @@ TEST_F(RunPythonHandlesTest, SandboxAndSessionTogetherAreRefused) {
   EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
 }
 
+// Protocol 2026-07-28: a call without an MCP session (session_key "") gets a sandbox of
+// its own, named only by the handle in its result, and keeps it by passing that back.
+TEST_F(RunPythonHandlesTest, WithoutAnMcpSessionEachFirstRunGetsASandboxItsHandleKeeps) {
+  json first = Call({{"code", "a = 1"}}, kAlice, "");
+  const std::string h = Handle(first);
+  EXPECT_EQ(Text(first), "s1: a = 1\n[sandbox] " + h + "\n") << "no MCP session remembers it: the text names it";
+  EXPECT_EQ(first["structuredContent"]["session"], "");
+  json again = Call({{"code", "a"}, {"sandbox", h}}, kAlice, "");
+  EXPECT_THAT(Text(again), ::testing::StartsWith("s1: a\n"));
+  json other = Call({{"code", "b"}}, kAlice, "");
+  EXPECT_THAT(Text(other), ::testing::StartsWith("s2: b\n")) << "no handle: a sandbox of its own";
+  EXPECT_EQ(sandboxes_.creations().size(), 2u);
+  EXPECT_EQ(sandboxes_.creations()[1].owner, "mcp:token alice");
+  tool_.SessionClosed("");
+  EXPECT_EQ(sandboxes_.live().size(), 2u) << "they belong to no MCP session: sandboxd's idle expiry ends them";
+  // A lost one is deleted and replaced, and the result says so.
+  sandboxes_.Lose("s1");
+  json lost = Call({{"code", "c"}, {"sandbox", h}}, kAlice, "");
+  EXPECT_THAT(Text(lost), HasSubstr("[note] the sandbox this handle names is gone"));
+  EXPECT_THAT(Text(lost), ::testing::StartsWith("s3: c\n"));
+}
+
+TEST_F(RunPythonHandlesTest, WithoutAnMcpSessionANamedSessionIsRefused) {
+  ToolCallContext ctx = Context(kAlice, "");
+  absl::StatusOr<json> r = tool_.CallTool("run_python", {{"code", "1"}, {"session", "default"}}, ctx);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)["isError"], true);
+  EXPECT_THAT(Text(*r), HasSubstr("pass the `sandbox` handle"));
+  EXPECT_TRUE(sandboxes_.creations().empty());
+}
+
 TEST_F(RunPythonHandlesTest, FilesAreReadByHandleUrisOnlyByTheirCredential) {
   const std::string h = Handle(Call({{"code", "1"}}));
   json r = Call({{"code", "out/t.txt=hello"}, {"sandbox", h}});

@@ -1,0 +1,149 @@
+// HttpServer's handling of a POST of the MCP 2026-07-28 era (mcp_era.h): no MCP session,
+// no initialize. The body decides the era (a protocol version in params._meta); a request
+// that only says so in MCP-Protocol-Version is refused for its missing envelope. The
+// request is checked in the order of the specification (envelope -32602, headers -32020,
+// version -32022, all HTTP 400), then answered by an McpSession of its own (stateless)
+// that lives as long as the request: discover and the lists in one JSON body, tools/call
+// and resources/read as JSON or SSE, subscriptions/listen as an SSE stream that stays open.
+//
+// Nothing here can be resumed: a client that drops the connection cancels its request
+// (the 2026-07-28 way to cancel over HTTP) and ends its listen stream. Requests still
+// running, and listen streams, are kept in `stateless` so that list changes reach them and
+// Stop() ends them; the reaper forgets them once they are done.
+#include "base/log_text.h"
+#include "server/http_server_impl.h"
+#include "server/mcp_era.h"
+
+namespace gateway {
+
+namespace {
+
+std::optional<std::string> OptionalHeader(const http::Request& req, const char* name) {
+  if (!req.Has(name)) return std::nullopt;
+  return req.Header(name);
+}
+
+}  // namespace
+
+bool HttpServer::Impl::IsStatelessPost(const http::Request& req, const json& message) {
+  if (HasEnvelopeClaim(message)) return true;
+  if (!req.Has(kVersionHeader)) return false;
+  std::string version = req.Header(kVersionHeader);
+  version.erase(0, version.find_first_not_of(" \t"));
+  return NamesStatelessEra(version);
+}
+
+void HttpServer::Impl::HandleStatelessPost(const std::shared_ptr<http::Connection>& conn,
+                                           const http::Request& req, const json& message,
+                                           const http::AcceptedTypes& accept) {
+  const bool is_request = wire::LooksLikeRequest(message);
+  const json id = is_request && wire::IsValidId(message.at("id")) ? message.at("id") : json(nullptr);
+  auto refuse = [&](const json& error) {
+    conn->Respond({StatelessHttpStatus(error), "application/json", wire::Dump(error), {}});
+  };
+  static const json kNoParams = json::object();
+  auto p = message.find("params");
+  const json& params = p != message.end() && p->is_object() ? *p : kNoParams;
+  // The order of the specification: the envelope, then the headers against the body, then
+  // the version it names.
+  if (is_request) {
+    if (auto invalid = EnvelopeError(id, params)) return refuse(*invalid);
+  }
+  const StandardHeaders headers{OptionalHeader(req, kVersionHeader), OptionalHeader(req, "Mcp-Method"),
+                                OptionalHeader(req, "Mcp-Name")};
+  if (auto mismatch = HeaderError(id, message, headers, is_request)) return refuse(*mismatch);
+  if (!is_request) {
+    // The era's only client notification is notifications/cancelled, which over HTTP is
+    // the client closing its stream; responses answer nothing we asked. Neither has anyone
+    // to go to without a session.
+    return conn->Respond({202, "", "", {}});
+  }
+  if (const std::string version = ClaimedVersion(params); version != kStatelessVersion) {
+    return refuse(UnsupportedVersion(id, version));
+  }
+  const std::string method = message.at("method").get<std::string>();
+  const bool listen = method == "subscriptions/listen";
+  if (listen && !accept.sse) {
+    return refuse(MakeError(id, kInvalidRequest,
+                            "subscriptions/listen answers with an SSE stream: accept text/event-stream"));
+  }
+  const std::string credential = Credential(req);
+  if (listen) {
+    codemode::MutexLock lock(&mu);
+    size_t all = 0, mine = 0;
+    for (const auto& [n, call] : stateless) {
+      if (!call.listen) continue;
+      ++all;
+      mine += call.session->credential == credential;
+    }
+    if (stopping || all >= options.max_sessions || mine >= options.max_sessions_per_credential) {
+      conn->Respond(Error(503, kInternalError,
+                          stopping ? "Service Unavailable: the server is shutting down"
+                                   : absl::StrCat("Service Unavailable: ", mine, " subscriptions/listen streams "
+                                                  "are open with this credential and ", all, " in all (they count "
+                                                  "as MCP sessions: --max_mcp_sessions_per_credential, "
+                                                  "--max_mcp_sessions); close one or retry later")));
+      return;
+    }
+  }
+  auto session = std::make_shared<HttpSession>();
+  session->credential = credential;
+  ServerOptions stateless_options = server_options;
+  stateless_options.stateless = true;
+  session->mcp = std::make_shared<McpSession>("", provider, stateless_options, credential);
+
+  // Progress needs SSE, and a listen stream is SSE; otherwise JSON when the client takes it.
+  const bool sse = accept.sse && (method == "tools/call" || listen || !accept.json);
+  http::EventStream::Options stream_options;
+  stream_options.number = 1;
+  stream_options.sse = sse;
+  auto stream = std::make_shared<http::EventStream>(stream_options);
+  session->mcp->Handle(message, stream);
+  // (A listen stream is SSE from its acknowledgement on, even when it ends at once.)
+  if (auto response = listen ? std::nullopt : stream->TakeResponse()) {
+    session->mcp->Close();
+    http::Response res = SingleResponse(*response, sse);
+    res.status = StatelessHttpStatus(*response);
+    return conn->Respond(std::move(res));
+  }
+  uint64_t number;
+  {
+    codemode::MutexLock lock(&mu);
+    number = next_stateless++;
+    stateless[number] = StatelessCall{session, stream, id, listen};
+  }
+  auto consumer = std::make_shared<ConnectionConsumer>(conn);
+  // Everything so far (a listen stream's acknowledgement), then live; nothing is kept for
+  // a resumption that cannot come.
+  (void)stream->Attach(consumer, std::nullopt);
+  stream->Forget();
+  std::weak_ptr<HttpSession> weak = session;
+  http::Connection::StreamCallbacks callbacks;
+  callbacks.on_lost = [this, weak, stream, id, c = consumer.get()] {
+    stream->Detach(c, Clock::now());
+    auto s = weak.lock();
+    if (s && !stream->closed()) CancelCall(s, id, "client disconnected");
+  };
+  callbacks.on_done = [stream, c = consumer.get()] { stream->Delivered(c); };
+  conn->StartStream(sse ? "text/event-stream" : "application/json", sse, {}, std::move(callbacks));
+}
+
+// The requests of the 2026-07-28 era that are done: answered (or cancelled) and not
+// listening. Closed off the event loop (a closing McpSession waits for its worker).
+void HttpServer::Impl::ReapStateless() {
+  std::vector<std::shared_ptr<HttpSession>> done;
+  {
+    codemode::MutexLock lock(&mu);
+    for (auto it = stateless.begin(); it != stateless.end();) {
+      if (it->second.stream->closed() && it->second.session->mcp->in_flight() == 0) {
+        done.push_back(it->second.session);
+        it = stateless.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& s : done) s->mcp->Close();
+}
+
+}  // namespace gateway

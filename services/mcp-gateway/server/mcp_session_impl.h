@@ -1,0 +1,144 @@
+// The inside of McpSession, shared by its source files: mcp_session.cc (dispatch, the 2025
+// era, calls on workers, cancellation, closing) and mcp_session_stateless.cc (requests of
+// the 2026-07-28 era: server/discover, subscriptions/listen). Private to them; users
+// include server/mcp_session.h.
+#pragma once
+
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/mutex.h"
+#include "jsonrpc/jsonrpc.h"
+#include "server/mcp_era.h"
+#include "server/mcp_session.h"
+
+namespace gateway {
+
+using json = nlohmann::json;
+
+// "info": log messages pass at this level and above until the client says otherwise.
+inline constexpr int kDefaultLogLevel = 1;
+
+// Map key for a request id. Dumping keeps "1" (string) and 1 (integer) distinct.
+inline std::string IdKey(const json& id) { return wire::Dump(id); }
+
+inline void Reply(const std::shared_ptr<ReplySink>& sink, const json& message) {
+  if (sink) sink->Send(message);
+}
+
+// ---------------------------------------------------------------------------------------
+// Impl: all protocol state, guarded by `mu`. Sinks are always called without `mu` held,
+// because a sink may block briefly (stdio writes) and must never be able to deadlock us.
+struct McpSession::Impl {
+  struct InFlight {
+    std::shared_ptr<codemode::CancelToken> token;
+    bool cancelled_by_client = false;  // suppresses the eventual response
+  };
+
+  McpSession* self;
+  ToolProvider* provider;
+  ServerOptions options;
+
+  mutable codemode::Mutex mu;
+  bool init_done ABSL_GUARDED_BY(mu) = false;  // the initialize request has been answered
+  bool closed ABSL_GUARDED_BY(mu) = false;
+  std::string protocol_version ABSL_GUARDED_BY(mu);
+  int min_log_level ABSL_GUARDED_BY(mu) = kDefaultLogLevel;
+  std::shared_ptr<ReplySink> notification_sink ABSL_GUARDED_BY(mu);
+  std::map<std::string, InFlight> in_flight ABSL_GUARDED_BY(mu);  // by IdKey(id)
+  int running_workers ABSL_GUARDED_BY(mu) = 0;
+  // Open subscriptions/listen requests (2026-07-28), by IdKey(id): where their
+  // notifications go and which they asked for. They count against max_concurrent_calls.
+  struct Listener {
+    json id;
+    std::shared_ptr<ReplySink> sink;
+    bool tools = false;
+    bool acknowledged = false;  // nothing goes to it before its acknowledgement
+  };
+  std::map<std::string, Listener> listeners ABSL_GUARDED_BY(mu);
+  // stdio: a 2026-07-28 request (other than server/discover) came before any initialize.
+  bool pinned_stateless ABSL_GUARDED_BY(mu) = false;
+
+  bool NoWorkers() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return running_workers == 0; }
+
+  Impl(McpSession* s, ToolProvider* p, ServerOptions o)
+      : self(s), provider(p), options(std::move(o)) {}
+
+  void Dispatch(const json& message, const std::shared_ptr<ReplySink>& reply);
+  void HandleNotification(const std::string& method, const json& params);
+  void HandleRequest(const std::string& method, const json& id, const json& params,
+                     const std::shared_ptr<ReplySink>& reply);
+  // A request of the 2026-07-28 era (mcp_era.h).
+  void HandleStatelessRequest(const std::string& method, const json& id, const json& params,
+                              const std::shared_ptr<ReplySink>& reply);
+  json ServerInfo() const { return {{"name", options.name}, {"version", options.version}}; }
+  // `response` as the 2026-07-28 era sends it (a result gets resultType, _meta, hints).
+  json Stateless(json response, const std::string& method) const {
+    if (auto result = response.find("result"); result != response.end()) {
+      *result = StatelessResult(std::move(*result), method, ServerInfo());
+    }
+    return response;
+  }
+  json Discover(const json& id);
+  // subscriptions/listen: answers the acknowledgement and keeps `reply` open (null), or an error.
+  json Listen(const json& id, const json& params, const std::shared_ptr<ReplySink>& reply);
+  // The last message of a listen stream the server ends.
+  json ListenEnded(const json& id) const {
+    return MakeResult(id, {{"resultType", "complete"},
+                           {"_meta", {{kMetaSubscriptionId, id}, {kMetaServerInfo, ServerInfo()}}}});
+  }
+  json Initialize(const json& id, const json& params);
+  json SetLevel(const json& id, const json& params);
+  json ListTools(const json& id, const json& params);
+  json ListResources(const json& id, const std::string& method, const json& params);
+  // These return an error response, or null when the work was started on a worker.
+  // `stateless`: a request of the 2026-07-28 era.
+  json StartToolCall(const json& id, const json& params, const std::shared_ptr<ReplySink>& reply,
+                     bool stateless);
+  json StartRead(const json& id, const json& params, const std::shared_ptr<ReplySink>& reply,
+                 bool stateless);
+  using Work = std::function<absl::StatusOr<json>(ToolCallContext&)>;
+  // One call that runs on a worker.
+  struct WorkSpec {
+    std::string what;  // for logs and errors: "tool run_python", "resources/read"
+    Work work;
+    int not_found_code = kInvalidParams;
+    json not_found_data;       // the error's data when the provider says NOT_FOUND
+    bool read = false;         // counted as a read by CallLimits
+    uint64_t bytes = 0;        // what its arguments hold
+    std::string stateless_method;  // the method, for a request of the 2026-07-28 era; else ""
+  };
+  json StartWork(const json& id, const json& params, const std::shared_ptr<ReplySink>& reply,
+                 WorkSpec spec);
+  void RunWork(const json& id, const WorkSpec& spec, const json& progress_token,
+               const std::shared_ptr<codemode::CancelToken>& token,
+               const std::shared_ptr<ReplySink>& reply);
+  void CancelRequest(const json& params);
+  // Sends a list_changed notification once the client has initialized, and on each
+  // listen stream that asked for it (tagged with its id).
+  void NotifyListChanged(const char* method, bool tools) {
+    std::shared_ptr<ReplySink> sink;
+    std::vector<std::pair<json, std::shared_ptr<ReplySink>>> listening;
+    {
+      codemode::MutexLock lock(&mu);
+      if (closed) return;
+      if (self->initialized_) sink = notification_sink;
+      for (const auto& [key, l] : listeners) {
+        if (l.acknowledged && tools && l.tools) listening.emplace_back(l.id, l.sink);
+      }
+    }
+    Reply(sink, MakeNotification(method, json::object()));
+    for (const auto& [id, listener] : listening) {
+      Reply(listener, MakeNotification(method, {{"_meta", {{kMetaSubscriptionId, id}}}}));
+    }
+  }
+};
+
+
+}  // namespace gateway
