@@ -125,6 +125,55 @@ async function toolCallFlood(config, calls) {
   }
 }
 
+// 7. The two protocol eras on one HTTP gateway, through the same raw POSTs (no SDK on
+// either side, JSON bodies): run_python print(1) in a 2025 MCP session's own sandbox
+// (Mcp-Session-Id) against the same in a 2026-07-28 request naming its sandbox by handle
+// (the envelope, the standard headers, the handle opened on every call). Interleaved in
+// rounds of 50 so that drift hits both alike.
+async function eras(config, n) {
+  const gateway = new GatewayHttp({ config, sandboxd: sandboxd.endpoint });
+  await gateway.start();
+  const post = async (body, headers) => {
+    const res = await fetch(gateway.url, { method: "POST", body: JSON.stringify(body),
+      headers: { ...gateway.authHeaders, "Content-Type": "application/json", Accept: "application/json", ...headers } });
+    const json = await res.json();
+    if (json.error || json.result?.isError) throw new Error(JSON.stringify(json).slice(0, 300));
+    return { res, json };
+  };
+  const call = (id, args, extra = {}) => ({ jsonrpc: "2.0", id, method: "tools/call",
+    params: { name: "run_python", arguments: { code: "print(1)", ...args }, ...extra } });
+  try {
+    const init = await post({ jsonrpc: "2.0", id: 0, method: "initialize", params: { protocolVersion: "2025-11-25",
+      capabilities: {}, clientInfo: { name: "bench", version: "1" } } }, {});
+    const legacy = { "Mcp-Session-Id": init.res.headers.get("mcp-session-id"), "MCP-Protocol-Version": "2025-11-25" };
+    const meta = { _meta: { "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+      "io.modelcontextprotocol/clientCapabilities": {} } };
+    const stateless = { "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "run_python" };
+    let handle = (await post(call(1, {}, meta), stateless)).json.result.structuredContent.sandbox;
+    await post(call(2, {}), legacy);
+    const a = [], b = [];
+    let id = 10;
+    for (let round = 0; round < n / 50; round++) {
+      for (let i = 0; i < 50; i++) {
+        const t0 = performance.now();
+        await post(call(id++, {}), legacy);
+        a.push(performance.now() - t0);
+      }
+      for (let i = 0; i < 50; i++) {
+        const t0 = performance.now();
+        handle = (await post(call(id++, { sandbox: handle }, meta), stateless)).json.result.structuredContent.sandbox;
+        b.push(performance.now() - t0);
+      }
+    }
+    const added = pct(b, 50) - pct(a, 50);
+    row("run_python `print(1)` over HTTP, 2025 era (MCP session), raw POSTs, p50 / p99", `${ms(pct(a, 50))} / ${ms(pct(a, 99))}`);
+    row("  the same in the 2026-07-28 era (no session, sandbox by handle), p50 / p99", `${ms(pct(b, 50))} / ${ms(pct(b, 99))}`);
+    row("  added by the 2026-07-28 era, p50", ms(added), "<= 0.3 ms", added <= 0.3);
+  } finally {
+    await gateway.stop();
+  }
+}
+
 const sandboxd = new Sandboxd(["--max_sessions=64", "--pool_size=4"]);
 await sandboxd.start();
 const config = writeConfig({ everything: everythingStdio() });
@@ -133,6 +182,7 @@ try {
   if (!only || only === "streams") await manyStreams(config, quick ? 200 : 1000);
   if (!only || only === "flood") await toolCallFlood(config, quick ? 10000 : 100000);
   if (!only || only === "charts") await charts(config, quick ? 5 : 30);
+  if (!only || only === "eras") await eras(config, quick ? 200 : 1000);
 } finally {
   await sandboxd.stop();
   await stopAll();

