@@ -138,8 +138,11 @@ absl::StatusOr<Finished> RunPythonTool::Execute(Run& run) {
   placement.find = [&](int attempt) -> absl::StatusOr<BindingPtr> {
     if (attempt == 0) return bindings_.Adopt(*ref, credential);
     if (mcp_session.empty()) return bindings_.NewDetached(credential);
-    fresh_name = absl::StrCat("sandbox-", next_fresh_name_.fetch_add(1) + 1);
-    return bindings_.FindOrRegister(mcp_session, fresh_name, credential);
+    // A name of its own, never one the client uses (round 13's re-check, N1).
+    auto fresh = bindings_.RegisterFresh(mcp_session, "sandbox-", credential);
+    if (!fresh.ok()) return fresh.status();
+    fresh_name = fresh->first;
+    return fresh->second;
   };
   placement.forget = [&](const BindingPtr& b) {
     if (fresh_name.empty()) {
@@ -156,6 +159,9 @@ absl::StatusOr<Finished> RunPythonTool::Execute(Run& run) {
 
 absl::StatusOr<Finished> RunPythonTool::ExecuteIn(Run& run, const Placement& placement) {
   for (int attempt = 0;; ++attempt) {
+    // The handle of a sandbox that is gone is no answer, also when no new one can be had
+    // (round 13's re-check, N3).
+    if (attempt > 0) run.report->sandbox.clear();
     absl::StatusOr<std::shared_ptr<SessionBindings::Binding>> binding = placement.find(attempt);
     if (!binding.ok()) return binding.status();
     absl::StatusOr<Finished> finished;

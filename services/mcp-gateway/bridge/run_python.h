@@ -124,8 +124,6 @@ class RunPythonTool : public ToolProvider {
   const RunPythonOptions options_;
   const std::shared_ptr<const HandleSealer> handles_;
   SessionBindings bindings_;
-  // Numbers the names of MCP session sandboxes that replace a handle's gone one.
-  std::atomic<uint64_t> next_fresh_name_{0};
   WorkspaceResources resources_;
   UpstreamMemory memory_;
 };

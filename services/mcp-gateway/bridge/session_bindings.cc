@@ -69,6 +69,28 @@ absl::StatusOr<std::shared_ptr<SessionBindings::Binding>> SessionBindings::FindO
   const std::string key = Key(mcp_session, name);
   codemode::MutexLock lock(&mu_);
   if (auto it = bindings_.find(key); it != bindings_.end()) return it->second;
+  if (absl::Status room = Room(mcp_session, credential); !room.ok()) return room;
+  auto b = std::make_shared<Binding>(credential);
+  bindings_[key] = b;
+  return b;
+}
+
+absl::StatusOr<std::pair<std::string, std::shared_ptr<SessionBindings::Binding>>>
+SessionBindings::RegisterFresh(const std::string& mcp_session, const std::string& prefix,
+                               const std::string& credential) {
+  codemode::MutexLock lock(&mu_);
+  if (absl::Status room = Room(mcp_session, credential); !room.ok()) return room;
+  // Within max_per_mcp_session names, one of the first max_per_mcp_session + 1 is free.
+  for (size_t n = 1;; ++n) {
+    std::string name = absl::StrCat(prefix, n);
+    auto [it, added] = bindings_.try_emplace(Key(mcp_session, name));
+    if (!added) continue;
+    it->second = std::make_shared<Binding>(credential);
+    return std::make_pair(std::move(name), it->second);
+  }
+}
+
+absl::Status SessionBindings::Room(const std::string& mcp_session, const std::string& credential) {
   size_t named = 0, credentials = 0;
   for (const auto& [k, b] : bindings_) {
     named += BelongsTo(k, mcp_session);
@@ -85,9 +107,7 @@ absl::StatusOr<std::shared_ptr<SessionBindings::Binding>> SessionBindings::FindO
         "this credential already has ", credentials, " sandbox sessions over all its MCP "
         "sessions (--max_sandboxes_per_credential); end some MCP sessions first"));
   }
-  auto b = std::make_shared<Binding>(credential);
-  bindings_[key] = b;
-  return b;
+  return absl::OkStatus();
 }
 
 std::string SessionBindings::AddressKey(const SandboxRef& ref) {

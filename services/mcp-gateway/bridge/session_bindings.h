@@ -115,6 +115,12 @@ class SessionBindings {
                                                           const std::string& name,
                                                           const std::string& credential);
 
+  // Registers a new binding under the first name "<prefix><n>" (n = 1, 2, ...) that
+  // `mcp_session` does not use, whatever names its client chose itself; the same caps as
+  // FindOrRegister. Returns the name and the binding.
+  absl::StatusOr<std::pair<std::string, std::shared_ptr<Binding>>> RegisterFresh(
+      const std::string& mcp_session, const std::string& prefix, const std::string& credential);
+
   // The binding of (mcp_session, name), or null; never registers one.
   std::shared_ptr<Binding> Find(const std::string& mcp_session, const std::string& name);
 
@@ -160,6 +166,9 @@ class SessionBindings {
  private:
   static std::string Key(const std::string& mcp_session, const std::string& name);
   static std::string AddressKey(const SandboxRef& ref);
+  // OK when `mcp_session` and `credential` may have one more binding (the caps).
+  absl::Status Room(const std::string& mcp_session, const std::string& credential)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops the least recently used adopted bindings past kMaxAdopted.
   void DropLeastRecentlyAdopted() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Deletes a sandbox session; `what` names it in the warning if that fails. One sandboxd

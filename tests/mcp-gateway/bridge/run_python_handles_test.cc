@@ -132,6 +132,36 @@ TEST_F(RunPythonHandlesTest, AStaleHandleCannotMintSandboxesPastTheCaps) {
   EXPECT_LE(sandboxes_.live().size(), 3u);
 }
 
+// Round 13's re-check, N1: the replacement's name was "sandbox-<n>" from a counter, which
+// could be a name the client uses itself: the handle run then landed in that sandbox.
+TEST_F(RunPythonHandlesTest, AReplacementNeverTakesANameTheClientUses) {
+  Call({{"code", "mine = 1"}, {"session", "sandbox-1"}}, kAlice, "mcp-1");   // s1
+  const std::string h = Handle(Call({{"code", "b"}}, kAlice, "mcp-2"));      // s2
+  sandboxes_.Lose("s2");
+  json r = Call({{"code", "c"}, {"sandbox", h}}, kAlice, "mcp-1");
+  EXPECT_THAT(Text(r), ::testing::StartsWith("s3: c\n")) << "a fresh sandbox, not the client's sandbox-1";
+  EXPECT_THAT(Text(Call({{"code", "d"}, {"session", "sandbox-1"}}, kAlice, "mcp-1")),
+              ::testing::StartsWith("s1: d\n"));
+}
+
+// Round 13's re-check, N3: a replacement refused by the caps still returned a handle (of
+// the gone sandbox).
+TEST_F(RunPythonHandlesTest, ARefusedReplacementReturnsNoHandle) {
+  RunPythonOptions options;
+  options.max_sandboxes_per_credential = 1;
+  RunPythonTool tool{&sandboxes_, &upstreams_, options};
+  ToolCallContext first = Context(kAlice, "mcp-1");
+  const std::string h = Handle(*tool.CallTool("run_python", {{"code", "1"}}, first));
+  sandboxes_.Lose("s1");
+  ToolCallContext again = Context(kAlice, "mcp-1");
+  absl::StatusOr<json> r = tool.CallTool("run_python", {{"code", "2"}, {"sandbox", h}}, again);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)["isError"], true);
+  EXPECT_THAT(Text(*r), HasSubstr("max_sandboxes_per_credential"));
+  EXPECT_EQ(Handle(*r), "") << Text(*r);
+  EXPECT_THAT(Text(*r), ::testing::Not(HasSubstr("[sandbox]")));
+}
+
 TEST_F(RunPythonHandlesTest, SandboxAndSessionTogetherAreRefused) {
   const std::string h = Handle(Call({{"code", "1"}}));
   ToolCallContext ctx = Context(kAlice, "mcp-1");
