@@ -214,9 +214,19 @@ absl::StatusOr<Finished> RunPythonTool::ExecuteIn(Run& run, const Placement& pla
 
 absl::StatusOr<Finished> RunPythonTool::ExecuteOn(SessionBindings::Binding& binding, Run& run,
                                                   bool first_attempt, bool& session_gone) {
+  // The replacement of a handle's gone sandbox may not end another sandbox of the
+  // credential for its room (attack round 14, F4: handles kept past the limit ended each
+  // other in turn): the caller decides, by running without `sandbox`.
+  const bool replacement = !run.args.sandbox.empty() && !first_attempt;
   absl::Status opened = bindings_.Open(binding, run.ctx->session_key,
                                        run.args.sandbox.empty() ? run.args.session : "sandbox",
-                                       run.catalog, run.catalog_key);
+                                       run.catalog, run.catalog_key, /*reclaim_idle=*/!replacement);
+  if (replacement && absl::IsResourceExhausted(opened)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the sandbox this handle names is gone, and a new one would end another of this "
+        "credential's sandboxes (", opened.message(), "); nothing ran. Run without `sandbox` to "
+        "start a new sandbox: the least recently used idle one of yours then makes room"));
+  }
   if (!opened.ok()) return opened;
   const SandboxRef ref = binding.ref();
   run.report->sandbox =

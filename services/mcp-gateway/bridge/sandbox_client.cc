@@ -146,7 +146,8 @@ absl::Status SandboxClient::Convert(const grpc::Status& s, size_t endpoint) cons
 
 absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner,
                                                         const std::string& label,
-                                                        const sandbox::v1::Catalog& catalog) {
+                                                        const sandbox::v1::Catalog& catalog,
+                                                        const Room& room) {
   size_t pick = 0;
   {
     codemode::MutexLock lock(&mu_);
@@ -166,10 +167,12 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
     req.set_label(label);
     req.set_isolation(isolation_);
     req.set_image(image_);
-    // An owner at sandboxd's --max_sessions_per_owner gives up its least recently used idle
-    // sandbox rather than being refused: clients that address sandboxes by handle never say
-    // when they are done with one (docs/gateway.md, "Sandbox handles").
-    req.set_reclaim_idle(true);
+    // An owner at its limit gives up its least recently used idle sandbox rather than being
+    // refused: clients that address sandboxes by handle never say when they are done with
+    // one (docs/gateway.md, "Sandbox handles"). The limit is the credential's, counted by
+    // sandboxd, so it holds for sandboxes of every gateway replica and protocol era.
+    req.set_reclaim_idle(room.reclaim_idle);
+    req.set_max_owner_sessions(room.owner_limit);
     *req.mutable_catalog() = catalog;
     sandbox::v1::Session session;
     grpc::Status st = Stub(i).CreateSession(&ctx, req, &session);

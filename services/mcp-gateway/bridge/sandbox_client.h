@@ -55,7 +55,8 @@ class SandboxClient : public Sandboxes {
 
   // Creates a session on the endpoint with the fewest sessions created by us.
   absl::StatusOr<SandboxRef> CreateSession(const std::string& owner, const std::string& label,
-                                           const sandbox::v1::Catalog& catalog) override;
+                                           const sandbox::v1::Catalog& catalog,
+                                           const Room& room) override;
   absl::Status DeleteSession(const SandboxRef& ref) override;
   absl::Status ResetSession(const SandboxRef& ref) override;
   absl::Status UploadFile(const SandboxRef& ref, const std::string& path, const std::string& data,

@@ -53,9 +53,19 @@ class Sandboxes {
   virtual std::string EndpointName(size_t endpoint) const = 0;
   virtual std::optional<size_t> FindEndpoint(const std::string& name) const = 0;
 
+  // How a new sandbox may make room in sandboxd (CreateSessionRequest.max_owner_sessions,
+  // reclaim_idle).
+  struct Room {
+    // At most this many sandboxes of the owner, counting the new one (0: sandboxd's
+    // --max_sessions_per_owner alone).
+    uint32_t owner_limit = 0;
+    // At a limit, end the owner's least recently used idle sandbox instead of failing.
+    bool reclaim_idle = true;
+  };
   virtual absl::StatusOr<SandboxRef> CreateSession(const std::string& owner,
                                                    const std::string& label,
-                                                   const sandbox::v1::Catalog& catalog) = 0;
+                                                   const sandbox::v1::Catalog& catalog,
+                                                   const Room& room) = 0;
   virtual absl::Status DeleteSession(const SandboxRef& ref) = 0;
   virtual absl::Status ResetSession(const SandboxRef& ref) = 0;
   // The file calls end early, CANCELLED, when `cancel` is cancelled: the MCP request

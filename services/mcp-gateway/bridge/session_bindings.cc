@@ -187,14 +187,17 @@ std::map<std::string, std::shared_ptr<SessionBindings::Binding>> SessionBindings
 
 absl::Status SessionBindings::Open(Binding& b, const std::string& mcp_session,
                                    const std::string& name, const sandbox::v1::Catalog& catalog,
-                                   const std::string& catalog_key) {
+                                   const std::string& catalog_key, bool reclaim_idle) {
   {
     codemode::MutexLock lock(&b.state_mu);
     if (b.ready_) return absl::OkStatus();
   }
   RetryFailedDeletes();
   absl::StatusOr<SandboxRef> ref =
-      sandboxes_->CreateSession(absl::StrCat("mcp:", b.credential), name, catalog);
+      sandboxes_->CreateSession(absl::StrCat("mcp:", b.credential), name, catalog,
+                                Sandboxes::Room{static_cast<uint32_t>(std::min<size_t>(
+                                                    max_per_credential_, UINT32_MAX)),
+                                                reclaim_idle});
   if (!ref.ok()) return ref.status();
   {
     codemode::MutexLock lock(&b.state_mu);

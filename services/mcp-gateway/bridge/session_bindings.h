@@ -129,10 +129,13 @@ class SessionBindings {
 
   // Creates the binding's sandbox session if it has none, with `catalog` (identified by
   // `catalog_key`). FAILED_PRECONDITION when the MCP session was closed meanwhile (the new
-  // sandbox session is deleted); sandboxd's error when creation fails.
+  // sandbox session is deleted); sandboxd's error when creation fails. sandboxd holds at
+  // most max_per_credential sandboxes of the credential (of every MCP session, replica and
+  // era); at that limit it ends the credential's least recently used idle one for the new
+  // one when `reclaim_idle`, and refuses it otherwise.
   absl::Status Open(Binding& b, const std::string& mcp_session, const std::string& name,
-                    const sandbox::v1::Catalog& catalog, const std::string& catalog_key)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(b.run_mu);
+                    const sandbox::v1::Catalog& catalog, const std::string& catalog_key,
+                    bool reclaim_idle = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(b.run_mu);
 
   // Drops the binding when it is still the one registered (its session was lost), so the
   // next run of that name gets a new sandbox session, and deletes the lost session in

@@ -31,6 +31,17 @@ inline constexpr const char* kProtocolVersions[] = {"2025-11-25", "2025-06-18", 
 inline constexpr const char* kUpstreamProtocolVersions[] = {"2025-11-25", "2025-06-18",
                                                             "2025-03-26", "2024-11-05"};
 
+// The stateless revision (server/mcp_era.h): no initialize; each request names its version
+// and the client's capabilities in params._meta (the envelope) under these keys, and over
+// HTTP repeats the version, the method and the name in the standard headers.
+inline constexpr const char* kStatelessVersion = "2026-07-28";
+inline constexpr const char* kMetaProtocolVersion = "io.modelcontextprotocol/protocolVersion";
+inline constexpr const char* kMetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities";
+inline constexpr const char* kMetaClientInfo = "io.modelcontextprotocol/clientInfo";
+inline constexpr const char* kMetaLogLevel = "io.modelcontextprotocol/logLevel";
+inline constexpr const char* kMetaServerInfo = "io.modelcontextprotocol/serverInfo";
+inline constexpr const char* kMetaSubscriptionId = "io.modelcontextprotocol/subscriptionId";
+
 bool IsServedVersion(const std::string& version);
 bool IsUpstreamVersion(const std::string& version);
 // The version to answer an initialize that asked for `requested` (MCP's negotiation).

@@ -19,6 +19,12 @@ bool Request::Has(std::string_view name) const {
   return false;
 }
 
+size_t Request::Count(std::string_view name) const {
+  size_t n = 0;
+  for (const auto& [key, value] : headers) n += boost::beast::iequals(key, name);
+  return n;
+}
+
 std::string Request::Header(std::string_view name) const {
   for (const auto& [key, value] : headers) {
     if (boost::beast::iequals(key, name)) return value;

@@ -58,6 +58,8 @@ struct Request {
   std::string body;
 
   bool Has(std::string_view name) const;
+  // How many fields named `name` it has.
+  size_t Count(std::string_view name) const;
   // The first value of `name`, "" when absent.
   std::string Header(std::string_view name) const;
 };

@@ -136,6 +136,14 @@ void HttpServer::Impl::Accept() {
 // Runs on the headers alone, before any body is read.
 std::optional<http::Response> HttpServer::Impl::Check(http::Connection* conn, const http::Request& req) {
   if (req.path != options.path) return Error(404, kInvalidRequest, "Not Found");
+  // Fields that decide who the client is or what it asks for say it once: with two, a proxy
+  // that reads the last could see another request than we serve (attack round 14, F1).
+  for (const char* name : {"Host", "Origin", "Authorization", kSessionHeader, kVersionHeader,
+                           "Mcp-Method", "Mcp-Name", kLastEventHeader}) {
+    if (req.Count(name) > 1) {
+      return Error(400, kInvalidRequest, absl::StrCat("Bad Request: the ", name, " header appears more than once"));
+    }
+  }
   if (req.method != "GET" && req.method != "POST" && req.method != "DELETE") {
     http::Response res = Error(405, kInvalidRequest, "method not allowed");
     res.headers.emplace_back("Allow", kAllow);
@@ -382,8 +390,16 @@ void HttpServer::Stop() {
     stateless.swap(d.stateless);
   }
   for (auto& [id, session] : sessions) d.CloseSession(session);
-  // Cancels their calls; a listen stream ends with its final result.
-  for (auto& [n, call] : stateless) call.session->mcp->Close();
+  // A running request is told why it ends, with nothing to resume (attack round 14, F7);
+  // closing cancels it (its own answer is not sent), and a listen stream ends with its
+  // final result.
+  for (auto& [n, call] : stateless) {
+    if (!call.listen) {
+      call.stream->Send(MakeError(call.request_id, kInternalError,
+                                  "the gateway is shutting down: the request was cancelled"));
+    }
+    call.session->mcp->Close();
+  }
   // And the sessions DELETEs are closing: their threads must not outlive us.
   std::list<Impl::DeleteThread> deleting;
   {

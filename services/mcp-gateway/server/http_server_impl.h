@@ -204,6 +204,9 @@ struct HttpServer::Impl {
                            const json& message, const http::AcceptedTypes& accept);
   std::optional<json> StatelessRefusal(const http::Request& req, const json& message, const json& id);
   std::string ListenRefusal(const std::string& credential) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // What counts against --max_mcp_sessions(_per_credential): MCP sessions (also those
+  // closing) and subscriptions/listen streams, in all and of `credential`.
+  std::pair<size_t, size_t> SessionsHeld(const std::string& credential) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void CarryStateless(const std::shared_ptr<http::Connection>& conn, StatelessCall call);
   void ReapStateless();
   void CreateSession(const std::shared_ptr<http::Connection>& conn, const json& message,

@@ -17,6 +17,21 @@ http::Response SessionNotFound() {
 
 }  // namespace
 
+std::pair<size_t, size_t> HttpServer::Impl::SessionsHeld(const std::string& credential) {
+  size_t all = sessions.size(), mine = 0;
+  for (const auto& [id, s] : sessions) mine += s->credential == credential;
+  for (const auto& [cred, n] : closing) {
+    all += n;
+    if (cred == credential) mine += n;
+  }
+  for (const auto& [n, call] : stateless) {
+    if (!call.listen) continue;
+    ++all;
+    mine += call.session->credential == credential;
+  }
+  return {all, mine};
+}
+
 // The session named by Mcp-Session-Id, if the request's credential created it; 400 when
 // the header is missing, 404 otherwise.
 std::shared_ptr<HttpSession> HttpServer::Impl::FindSession(const http::Request& req,
@@ -89,17 +104,14 @@ void HttpServer::Impl::CreateSession(const std::shared_ptr<http::Connection>& co
   // Under `mu`: why a new session cannot be held, or "".
   auto refusal = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) -> std::string {
     if (stopping) return "the server is shutting down";
-    size_t closing_all = 0;
-    for (const auto& [cred, n] : closing) closing_all += n;
-    if (sessions.size() + closing_all >= options.max_sessions) {
-      return absl::StrCat(options.max_sessions, " MCP sessions are open (--max_mcp_sessions)");
+    const auto [all, mine] = SessionsHeld(credential);
+    if (all >= options.max_sessions) {
+      return absl::StrCat(options.max_sessions, " MCP sessions and subscriptions/listen streams are open "
+                                                "(--max_mcp_sessions)");
     }
-    const size_t mine = std::count_if(sessions.begin(), sessions.end(),
-                                      [&](const auto& s) { return s.second->credential == credential; }) +
-                        (closing.count(credential) ? closing.at(credential) : 0);
     if (mine >= options.max_sessions_per_credential) {
-      return absl::StrCat(mine, " MCP sessions are open with this credential "
-                                "(--max_mcp_sessions_per_credential)");
+      return absl::StrCat(mine, " MCP sessions and subscriptions/listen streams are open with this "
+                                "credential (--max_mcp_sessions_per_credential)");
     }
     return "";
   };

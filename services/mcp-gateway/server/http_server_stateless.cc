@@ -39,9 +39,25 @@ bool HttpServer::Impl::IsStatelessPost(const http::Request& req, const json& mes
 std::optional<json> HttpServer::Impl::StatelessRefusal(const http::Request& req, const json& message,
                                                        const json& id) {
   const bool is_request = wire::LooksLikeRequest(message);
+  // The JSON-RPC shape first: a method that is not a string, or a message that is neither
+  // request, notification nor response (attack round 14, F5: HTTP 500).
+  auto method = message.find("method");
+  if (method != message.end() && !method->is_string()) {
+    return MakeError(id, kInvalidRequest, "method must be a string");
+  }
+  if (method == message.end() && !message.contains("result") && !message.contains("error")) {
+    return MakeError(id, kInvalidRequest, "message has no method");
+  }
   static const json kNoParams = json::object();
   auto p = message.find("params");
   const json& params = p != message.end() && p->is_object() ? *p : kNoParams;
+  // initialize belongs to the 2025 era; its header says otherwise (F6).
+  if (method != message.end() && *method == "initialize" && !HasEnvelopeClaim(message)) {
+    return MakeError(id, kHeaderMismatch,
+                     "Header mismatch: MCP-Protocol-Version names the 2026-07-28 era, which has no "
+                     "initialize; send it without that header to start a 2025 session",
+                     json{{"header", kVersionHeader}});
+  }
   if (is_request) {
     if (auto invalid = EnvelopeError(id, params)) return invalid;
   }
@@ -58,15 +74,10 @@ std::optional<json> HttpServer::Impl::StatelessRefusal(const http::Request& req,
 // Under `mu`: why `credential` may not open another listen stream, or "".
 std::string HttpServer::Impl::ListenRefusal(const std::string& credential) {
   if (stopping) return "the server is shutting down";
-  size_t all = 0, mine = 0;
-  for (const auto& [n, call] : stateless) {
-    if (!call.listen) continue;
-    ++all;
-    mine += call.session->credential == credential;
-  }
+  const auto [all, mine] = SessionsHeld(credential);
   if (all < options.max_sessions && mine < options.max_sessions_per_credential) return "";
-  return absl::StrCat(mine, " subscriptions/listen streams are open with this credential and ", all,
-                      " in all (they count as MCP sessions: --max_mcp_sessions_per_credential, "
+  return absl::StrCat(mine, " MCP sessions and subscriptions/listen streams are open with this "
+                      "credential and ", all, " in all (--max_mcp_sessions_per_credential, "
                       "--max_mcp_sessions); close one or retry later");
 }
 
@@ -74,7 +85,8 @@ void HttpServer::Impl::HandleStatelessPost(const std::shared_ptr<http::Connectio
                                            const http::Request& req, const json& message,
                                            const http::AcceptedTypes& accept) {
   const bool is_request = wire::LooksLikeRequest(message);
-  const json id = is_request && wire::IsValidId(message.at("id")) ? message.at("id") : json(nullptr);
+  auto given = message.find("id");
+  const json id = given != message.end() && wire::IsValidId(*given) ? *given : json(nullptr);
   auto refuse = [&](const json& error) {
     conn->Respond({StatelessHttpStatus(error), "application/json", wire::Dump(error), {}});
   };

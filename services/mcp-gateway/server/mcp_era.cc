@@ -115,7 +115,8 @@ json UnsupportedVersion(const json& id, const std::string& requested) {
 
 std::optional<json> HeaderError(const json& id, const json& message, const StandardHeaders& headers,
                                 bool has_id) {
-  const std::string method = message.value("method", "");
+  auto m = message.find("method");
+  const std::string method = m != message.end() && m->is_string() ? m->get<std::string>() : "";
   static const json kNoParams = json::object();
   auto p = message.find("params");
   const json& params = p != message.end() && p->is_object() ? *p : kNoParams;

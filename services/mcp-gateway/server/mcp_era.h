@@ -17,20 +17,13 @@
 #include <optional>
 #include <string>
 
+#include "jsonrpc/jsonrpc.h"
 #include "nlohmann/json.hpp"
 
 namespace gateway {
 
-// The one stateless protocol version served.
-inline constexpr const char* kStatelessVersion = "2026-07-28";
-
-// The envelope's keys in params._meta, and the keys of results' and notifications' _meta.
-inline constexpr const char* kMetaProtocolVersion = "io.modelcontextprotocol/protocolVersion";
-inline constexpr const char* kMetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities";
-inline constexpr const char* kMetaClientInfo = "io.modelcontextprotocol/clientInfo";
-inline constexpr const char* kMetaLogLevel = "io.modelcontextprotocol/logLevel";
-inline constexpr const char* kMetaServerInfo = "io.modelcontextprotocol/serverInfo";
-inline constexpr const char* kMetaSubscriptionId = "io.modelcontextprotocol/subscriptionId";
+// (kStatelessVersion and the envelope's keys, kMeta*, are in jsonrpc/jsonrpc.h: the
+// upstream client sends them too.)
 
 // Error codes of the 2026-07-28 revision.
 inline constexpr int kHeaderMismatch = -32020;

@@ -191,6 +191,8 @@ void McpSession::Impl::HandleRequest(const std::string& method, const json& id, 
     response = UnsupportedVersion(id, requested != params.end() && requested->is_string()
                                           ? requested->get<std::string>()
                                           : "");
+  } else if (stateless_connection) {  // a request of neither era: say what this one needs
+    response = EnvelopeError(id, params).value_or(MakeError(id, kInvalidRequest, "invalid request"));
   } else if (method == "initialize") {
     response = Initialize(id, params);
   } else if (method == "ping") {

@@ -19,8 +19,17 @@ void McpSession::Impl::HandleStatelessRequest(const std::string& method, const j
                                               const json& params,
                                               const std::shared_ptr<ReplySink>& reply) {
   json response;
-  std::string version;
-  if (auto invalid = EnvelopeError(id, params)) {
+  std::string version, initialized_with;
+  {
+    codemode::MutexLock lock(&mu);
+    if (init_done) initialized_with = protocol_version;
+  }
+  if (!initialized_with.empty()) {  // one era per connection (attack round 14, F6)
+    response = MakeError(id, kInvalidRequest,
+                         absl::StrCat("this connection initialized with protocol ", initialized_with,
+                                      ": its requests carry no protocol version in _meta (protocol ",
+                                      kStatelessVersion, " needs a connection of its own)"));
+  } else if (auto invalid = EnvelopeError(id, params)) {
     response = std::move(*invalid);
   } else if (version = ClaimedVersion(params); version != kStatelessVersion) {
     response = UnsupportedVersion(id, version);

@@ -271,7 +271,7 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
   if (r.label().size() > 1024 || r.owner().size() > 1024) {
     return absl::InvalidArgumentError("label and owner are limited to 1024 bytes");
   }
-  if (absl::Status room = CheckRoom(r.owner(), r.reclaim_idle()); !room.ok()) return room;
+  if (absl::Status room = CheckRoom(RoomOf(r)); !room.ok()) return room;
   const bool default_image = image->name == kDefaultImageName;
   const SandboxConfig config = {*limits, *isolation, default_image ? "" : image->reference};
   std::optional<Sandbox> sb;
@@ -296,7 +296,7 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
   md.uid_lease = std::move(sb->uid);
   auto session = Session::Create(&env_, std::move(md), std::move(*catalog), std::move(sb->conn),
                                  /*push_catalog=*/true);
-  if (std::string refused = Register(session, r.reclaim_idle()); !refused.empty()) {
+  if (std::string refused = Register(session, RoomOf(r)); !refused.empty()) {
     session->Terminate("too many sessions");
     return absl::ResourceExhaustedError(refused);
   }
@@ -325,14 +325,17 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
   return session->ToProto();
 }
 
-std::string SessionManager::RefuseLocked(const std::string& owner, std::string* reclaim) {
+std::string SessionManager::RefuseLocked(const Room& room, std::string* reclaim) {
+  const std::string& owner = room.owner;
   size_t owned = 0;
   for (const auto& [id, s] : sessions_) owned += s->metadata().owner == owner;
+  // The request may ask for less than the flag, never more.
+  const bool asked = room.owner_limit > 0 && room.owner_limit < options_.max_sessions_per_owner;
+  const uint32_t owner_limit = asked ? room.owner_limit : options_.max_sessions_per_owner;
   // Ending one session of the owner makes room unless a limit is exceeded (flags lowered
   // since its sessions were re-attached).
   const bool one_makes_room = reclaim && !owner.empty() && owned > 0 &&
-                              sessions_.size() <= options_.max_sessions &&
-                              owned <= options_.max_sessions_per_owner;
+                              sessions_.size() <= options_.max_sessions && owned <= owner_limit;
   if (sessions_.size() >= options_.max_sessions) {
     if (one_makes_room) {
       *reclaim = absl::StrCat("reclaimed: the daemon reached --max_sessions (",
@@ -341,14 +344,15 @@ std::string SessionManager::RefuseLocked(const std::string& owner, std::string* 
     }
     return absl::StrCat("too many sessions (the limit is ", options_.max_sessions, ")");
   }
-  if (owned >= options_.max_sessions_per_owner) {
+  if (owned >= owner_limit) {
+    const std::string which = asked ? "the limit its creator asked for (max_owner_sessions)"
+                                    : "--max_sessions_per_owner";
     if (one_makes_room) {
-      *reclaim = absl::StrCat("reclaimed: its owner reached --max_sessions_per_owner (",
-                              options_.max_sessions_per_owner,
+      *reclaim = absl::StrCat("reclaimed: its owner reached ", which, " (", owner_limit,
                               ") and this was its least recently used idle session");
     }
-    return absl::StrCat("too many sessions of this owner (the limit is ",
-                        options_.max_sessions_per_owner, " per owner, --max_sessions_per_owner)");
+    return absl::StrCat("too many sessions of this owner (the limit is ", owner_limit,
+                        " per owner, ", which, ")");
   }
   return "";
 }

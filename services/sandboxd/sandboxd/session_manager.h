@@ -156,17 +156,27 @@ class SessionManager final : private SlotKeeper {
   // Info.images, with what each offers and whether it is present (cached a few seconds).
   std::vector<sandbox::v1::ImageInfo> ImageInfos();
   std::string NewId(const char* prefix);
-  // Why a new session of `owner` cannot be held now, or "". When refused and `reclaim` is
-  // given, sets it to the lost reason of a session of `owner` ended to make room, if ending
-  // one idle session of this (non-empty) owner would do; else leaves it empty.
-  std::string RefuseLocked(const std::string& owner, std::string* reclaim = nullptr)
+  // How many sessions one CreateSession may leave `owner` with, and whether it may end an
+  // idle one for room (CreateSessionRequest.max_owner_sessions and reclaim_idle).
+  struct Room {
+    std::string owner;
+    uint32_t owner_limit = 0;  // 0: --max_sessions_per_owner alone
+    bool reclaim_idle = false;
+  };
+  static Room RoomOf(const sandbox::v1::CreateSessionRequest& r) {
+    return {r.owner(), r.max_owner_sessions(), r.reclaim_idle()};
+  }
+  // Why a new session of `room.owner` cannot be held now, or "". When refused and `reclaim`
+  // is given, sets it to the lost reason of a session of the owner ended to make room, if
+  // ending one idle session of this (non-empty) owner would do; else leaves it empty.
+  std::string RefuseLocked(const Room& room, std::string* reclaim = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // CreateSession's first check, before a container is started: UNAVAILABLE when stopping,
   // RESOURCE_EXHAUSTED when there is no room and none can be reclaimed.
-  absl::Status CheckRoom(const std::string& owner, bool reclaim_idle);
+  absl::Status CheckRoom(const Room& room);
   // Registers a new session (pinned, see pinned_) if there is room, reclaiming an idle
-  // session of its owner for it when `reclaim_idle` and needed; else why not.
-  std::string Register(const std::shared_ptr<Session>& session, bool reclaim_idle);
+  // session of its owner for it when `room.reclaim_idle` and needed; else why not.
+  std::string Register(const std::shared_ptr<Session>& session, const Room& room);
   // Ends the least recently used idle session of `owner` for `reason` and returns it,
   // pinned and still registered (Register retires it); null when none is idle.
   std::shared_ptr<Session> ReclaimIdle(const std::string& owner, const std::string& reason);

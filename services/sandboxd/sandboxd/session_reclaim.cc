@@ -17,12 +17,13 @@
 
 namespace sandboxd {
 
-absl::Status SessionManager::CheckRoom(const std::string& owner, bool reclaim_idle) {
+absl::Status SessionManager::CheckRoom(const Room& room) {
+  const std::string& owner = room.owner;
   std::string refused, reclaim;
   {
     codemode::MutexLock lock(&mu_);
     if (stopping_) return absl::UnavailableError("the daemon is shutting down");
-    refused = RefuseLocked(owner, reclaim_idle ? &reclaim : nullptr);
+    refused = RefuseLocked(room, room.reclaim_idle ? &reclaim : nullptr);
   }
   // The reclaim itself waits until the new session is ready (Register), so a creation
   // that fails ends nothing; with no idle session to reclaim, no container is started.
@@ -30,8 +31,8 @@ absl::Status SessionManager::CheckRoom(const std::string& owner, bool reclaim_id
   return absl::ResourceExhaustedError(refused);
 }
 
-std::string SessionManager::Register(const std::shared_ptr<Session>& session,
-                                     bool reclaim_idle) {
+std::string SessionManager::Register(const std::shared_ptr<Session>& session, const Room& room) {
+  const bool reclaim_idle = room.reclaim_idle;
   const std::string& id = session->metadata().id;
   const std::string& owner = session->metadata().owner;
   std::shared_ptr<Session> victim;  // reclaimed for this session: lost, pinned, registered
@@ -51,7 +52,7 @@ std::string SessionManager::Register(const std::shared_ptr<Session>& session,
       }
       // Checked again (creations race), in the critical section that freed the slot.
       refused = stopping_ ? "the daemon is shutting down"
-                          : RefuseLocked(owner, reclaim_idle ? &reclaim : nullptr);
+                          : RefuseLocked(room, reclaim_idle ? &reclaim : nullptr);
       if (refused.empty()) {
         sessions_[id] = session;
         pinned_.insert(id);

@@ -38,10 +38,12 @@ class FakeSandboxes : public Sandboxes {
     return std::nullopt;
   }
   absl::StatusOr<SandboxRef> CreateSession(const std::string& owner, const std::string& label,
-                                           const sandbox::v1::Catalog& catalog) override {
+                                           const sandbox::v1::Catalog& catalog,
+                                           const Room& room) override {
     if (before_create) before_create();
     codemode::MutexLock lock(&mu_);
     if (!create_error.ok()) return create_error;
+    rooms_.push_back(room);
     SandboxRef ref{0, absl::StrCat("s", ++created_)};
     live_.insert(ref.session_id);
     creations_.push_back({owner, label, ref.session_id});
@@ -184,6 +186,11 @@ class FakeSandboxes : public Sandboxes {
   struct Creation {
     std::string owner, label, session_id;
   };
+  // How each creation was allowed to make room, in order.
+  std::vector<Room> rooms() {
+    codemode::MutexLock lock(&mu_);
+    return rooms_;
+  }
   std::vector<Creation> creations() {
     codemode::MutexLock lock(&mu_);
     return creations_;
@@ -241,6 +248,7 @@ class FakeSandboxes : public Sandboxes {
   int created_ ABSL_GUARDED_BY(mu_) = 0;
   std::set<std::string> live_ ABSL_GUARDED_BY(mu_);
   std::vector<Creation> creations_ ABSL_GUARDED_BY(mu_);
+  std::vector<Room> rooms_ ABSL_GUARDED_BY(mu_);
   std::vector<Execution> executions_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> deleted_ ABSL_GUARDED_BY(mu_);
   int delete_attempts_ ABSL_GUARDED_BY(mu_) = 0;

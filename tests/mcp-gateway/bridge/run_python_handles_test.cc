@@ -162,6 +162,42 @@ TEST_F(RunPythonHandlesTest, ARefusedReplacementReturnsNoHandle) {
   EXPECT_THAT(Text(*r), ::testing::Not(HasSubstr("[sandbox]")));
 }
 
+// Attack round 14, F3: sandboxes made without an MCP session escaped
+// --max_sandboxes_per_credential. sandboxd now caps the credential's sandboxes at it (and
+// reclaims the least recently used idle one), for every creation.
+TEST_F(RunPythonHandlesTest, EveryNewSandboxAsksSandboxdForTheCredentialsCap) {
+  RunPythonOptions options;
+  options.max_sandboxes_per_credential = 3;
+  RunPythonTool tool{&sandboxes_, &upstreams_, options};
+  for (const char* mcp : {"", "", "mcp-1"}) {
+    ToolCallContext ctx = Context(kAlice, mcp);
+    ASSERT_TRUE(tool.CallTool("run_python", {{"code", "1"}}, ctx).ok());
+  }
+  ASSERT_EQ(sandboxes_.rooms().size(), 3u);
+  for (const auto& room : sandboxes_.rooms()) {
+    EXPECT_EQ(room.owner_limit, 3u);
+    EXPECT_TRUE(room.reclaim_idle);
+  }
+}
+
+// Attack round 14, F4: a gone handle's replacement made room by ending another of the
+// credential's live sandboxes, whose handle's next run then did the same. A replacement
+// never reclaims; at the limit nothing runs and the result says how to start anew.
+TEST_F(RunPythonHandlesTest, AGoneHandlesReplacementNeverEndsAnotherSandbox) {
+  const std::string h = Handle(Call({{"code", "a = 1"}}, kAlice, ""));
+  sandboxes_.Lose("s1");
+  sandboxes_.create_error = absl::ResourceExhaustedError("too many sessions of this owner (the limit is 1 per owner)");
+  json r = Call({{"code", "a"}, {"sandbox", h}}, kAlice, "");
+  EXPECT_EQ(r["isError"], true);
+  EXPECT_THAT(Text(r), HasSubstr("nothing ran. Run without `sandbox` to start a new sandbox"));
+  ASSERT_EQ(sandboxes_.rooms().size(), 1u) << "the refused creation is not recorded by the fake";
+  sandboxes_.create_error = absl::OkStatus();
+  json again = Call({{"code", "a"}, {"sandbox", h}}, kAlice, "");
+  ASSERT_EQ(sandboxes_.rooms().size(), 2u);
+  EXPECT_FALSE(sandboxes_.rooms()[1].reclaim_idle) << "a replacement may not end another sandbox";
+  EXPECT_THAT(Text(again), HasSubstr("the sandbox this handle names is gone"));
+}
+
 TEST_F(RunPythonHandlesTest, SandboxAndSessionTogetherAreRefused) {
   const std::string h = Handle(Call({{"code", "1"}}));
   ToolCallContext ctx = Context(kAlice, "mcp-1");

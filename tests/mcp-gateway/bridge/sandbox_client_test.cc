@@ -126,13 +126,13 @@ class SandboxClientTest : public ::testing::Test {
 
 TEST_F(SandboxClientTest, SessionsAskForTheConfiguredIsolation) {
   SandboxClient gvisor({"unix:" + socket_}, {}, sandbox::v1::ISOLATION_GVISOR);
-  absl::StatusOr<SandboxRef> ref = gvisor.CreateSession("owner", "label", {});
+  absl::StatusOr<SandboxRef> ref = gvisor.CreateSession("owner", "label", {}, {});
   ASSERT_TRUE(ref.ok()) << ref.status();
   EXPECT_EQ(service_.last().isolation(), sandbox::v1::ISOLATION_GVISOR);
   EXPECT_EQ(service_.last().owner(), "owner");
 
   SandboxClient plain({"unix:" + socket_});
-  ASSERT_TRUE(plain.CreateSession("owner", "label", {}).ok());
+  ASSERT_TRUE(plain.CreateSession("owner", "label", {}, {}).ok());
   EXPECT_EQ(service_.last().isolation(), sandbox::v1::ISOLATION_UNSPECIFIED);
 }
 
@@ -458,16 +458,16 @@ TEST_F(SandboxClientTest, TcpEndpointsGetTheTokenAndUnixSocketsDoNot) {
 
   SandboxClient with_token({tcp, "unix:" + socket_}, {}, sandbox::v1::ISOLATION_UNSPECIFIED, "",
                            "secret-token-0123456789");
-  absl::StatusOr<SandboxRef> ref = with_token.CreateSession("owner", "label", {});
+  absl::StatusOr<SandboxRef> ref = with_token.CreateSession("owner", "label", {}, {});
   ASSERT_TRUE(ref.ok()) << ref.status();
   EXPECT_EQ(tcp_service.last_authorization(), "Bearer secret-token-0123456789");
   SandboxClient unix_only({"unix:" + socket_}, {}, sandbox::v1::ISOLATION_UNSPECIFIED, "",
                           "secret-token-0123456789");
-  ASSERT_TRUE(unix_only.CreateSession("owner", "label", {}).ok());
+  ASSERT_TRUE(unix_only.CreateSession("owner", "label", {}, {}).ok());
   EXPECT_EQ(service_.last_authorization(), "");
 
   SandboxClient without({tcp});
-  EXPECT_EQ(without.CreateSession("owner", "label", {}).status().code(),
+  EXPECT_EQ(without.CreateSession("owner", "label", {}, {}).status().code(),
             absl::StatusCode::kUnauthenticated);
   tcp_server->Shutdown();
 }

@@ -138,6 +138,32 @@ describe("the 2026-07-28 era", () => {
     await legacy.close();
   });
 
+  // Attack round 14, F3 and F4: sandboxes made without an MCP session escaped the
+  // credential's cap, and a gone handle's replacement ended the credential's other sandboxes
+  // one after another.
+  test("sandboxes without an MCP session keep to the credential's cap, and a gone one ends no other", async () => {
+    const capped = new GatewayHttp({ config: writeConfig({}), sandboxd: sandboxd.endpoint,
+      extraArgs: ["--max_sandboxes_per_credential=2"] });
+    await capped.start();
+    try {
+      const c = await clientV2(capped);
+      const handles = [];
+      for (const v of [1, 2, 3]) handles.push(handleOf(await runPython(c, `v = ${v}`)));
+      // The third took the least recently used idle one's place: the first.
+      const gone = await runPython(c, "print(v)", { sandbox: handles[0] });
+      assert.equal(gone.isError, true, text(gone));
+      assert.match(text(gone), /the sandbox this handle names is gone, and a new one would end another/);
+      assert.match(text(gone), /nothing ran/);
+      for (const [i, h] of [[1, handles[1]], [2, handles[2]]]) {
+        assert.match(text(await runPython(c, "print(v)", { sandbox: h })), new RegExp(`^${i + 1}\n`),
+          "the credential's other sandboxes are intact");
+      }
+      await c.close();
+    } finally {
+      await capped.stop();
+    }
+  });
+
   test("over stdio too: no initialize, and the handle keeps the variables", async () => {
     const transport = new StdioClientTransport({
       ...tiedCommand(GATEWAY_BIN, ["--transport=stdio", `--config=${writeConfig({})}`, `--sandboxd=${sandboxd.endpoint}`]),

@@ -145,8 +145,11 @@ TEST_F(McpStatelessTest, ARequestOfTheEraNeedsNoInitialize) {
   EXPECT_EQ(listed["result"]["resultType"], "complete");
   EXPECT_EQ(listed["result"]["cacheScope"], "private");
   EXPECT_EQ(listed["result"]["_meta"][kMetaServerInfo]["name"], "gw");
-  // Without the envelope the same session still wants initialize.
-  EXPECT_EQ(ErrorCode(Call(*session, Request(2, "tools/list"))), kInvalidRequest);
+  // The connection speaks 2026-07-28 now: a request without the envelope is told what it
+  // lacks, not to initialize (attack round 14, F6).
+  json bare = Call(*session, Request(2, "tools/list"));
+  EXPECT_EQ(ErrorCode(bare), kInvalidParams);
+  EXPECT_TRUE(bare["error"]["data"].contains("envelope")) << bare;
 }
 
 TEST_F(McpStatelessTest, DiscoverNamesTheVersionCapabilitiesAndServer) {
@@ -185,19 +188,27 @@ TEST_F(McpStatelessTest, RemovedAndUnknownMethodsAreNotFound) {
 }
 
 TEST_F(McpStatelessTest, ACallRunsOutsideTheMcpSessionAndItsResultIsComplete) {
-  auto session = NewSession();
-  // Even after this connection initialized (stdio), a request of the era belongs to no session.
-  ASSERT_TRUE(Call(*session, Request(0, "initialize", InitializeParams())).contains("result"));
+  auto session = NewSession();  // a stdio connection: its key is "s1"
   json called = Call(*session, Request(1, "tools/call", Params({{"name", "echo"}, {"arguments", {{"a", 1}}}})));
   ASSERT_TRUE(called.contains("result")) << called;
   EXPECT_EQ(called["result"]["resultType"], "complete");
   EXPECT_EQ(called["result"]["structuredContent"]["a"], 1);
   ASSERT_EQ(provider_.calls().size(), 1u);
   EXPECT_EQ(provider_.calls()[0].session_key, "");
-  // A 2025 call of the same connection keeps its session.
+}
+
+// Attack round 14, F6: a connection that initialized (2025) does not also serve requests
+// of the 2026-07-28 era.
+TEST_F(McpStatelessTest, AnInitializedConnectionRefusesTheOtherEra) {
+  auto session = NewSession();
+  ASSERT_TRUE(Call(*session, Request(0, "initialize", InitializeParams())).contains("result"));
+  json refused = Call(*session, Request(1, "tools/call", Params({{"name", "echo"}})));
+  EXPECT_EQ(ErrorCode(refused), kInvalidRequest);
+  EXPECT_EQ(refused["id"], 1);
+  EXPECT_TRUE(provider_.calls().empty());
   Call(*session, Request(2, "tools/call", {{"name", "echo"}}));
-  ASSERT_EQ(provider_.calls().size(), 2u);
-  EXPECT_EQ(provider_.calls()[1].session_key, "s1");
+  ASSERT_EQ(provider_.calls().size(), 1u);
+  EXPECT_EQ(provider_.calls()[0].session_key, "s1");
 }
 
 TEST_F(McpStatelessTest, AMissingResourceIsInvalidParamsWithItsUri) {
@@ -309,7 +320,9 @@ class HttpStatelessTest : public ::testing::Test {
   httplib::Result Post(const json& message, httplib::Headers headers = {}) {
     httplib::Headers all = {{"Accept", "application/json, text/event-stream"},
                             {"MCP-Protocol-Version", kStatelessVersion},
-                            {"Mcp-Method", message.value("method", "")}};
+                            {"Mcp-Method", message.contains("method") && message["method"].is_string()
+                                               ? message["method"].get<std::string>()
+                                               : ""}};
     for (auto& [k, v] : headers) {
       all.erase(k);
       if (!v.empty()) all.emplace(k, v);
@@ -426,6 +439,113 @@ TEST_F(HttpStatelessTest, AListenStreamHearsToolChanges) {
   ASSERT_NE(change, std::string::npos) << body;
   EXPECT_LT(ack, change);
   EXPECT_NE(body.find(std::string("\"") + kMetaSubscriptionId + "\":77", change), std::string::npos) << body;
+}
+
+// Attack round 14, F1: with a field given twice, only the first was checked; a proxy that
+// reads the last saw another method than the gateway ran.
+TEST_F(HttpStatelessTest, AHeaderThatDecidesTheRequestMayNotAppearTwice) {
+  for (const char* name : {"Mcp-Method", "MCP-Protocol-Version", "Mcp-Name", "Authorization", "Host"}) {
+    httplib::Headers headers = {{"Accept", "application/json"}, {"MCP-Protocol-Version", kStatelessVersion},
+                                {"Mcp-Method", "tools/call"}, {"Mcp-Name", "echo"}};
+    // Two of it (httplib sends every field given, and its own Host only when none is).
+    if (!headers.count(name)) headers.emplace(name, std::string(name) == "Host" ? "127.0.0.1" : "Bearer y");
+    headers.emplace(name, "x");
+    auto res = NewClient().Post("/mcp", headers,
+                                Request(1, "tools/call", Params({{"name", "echo"}})).dump(), "application/json");
+    ASSERT_TRUE(res) << name;
+    EXPECT_EQ(res->status, 400) << name << " " << res->body;
+    EXPECT_NE(res->body.find("appears more than once"), std::string::npos) << res->body;
+  }
+  EXPECT_TRUE(provider_.calls().empty());
+}
+
+// Attack round 14, F5: a method that is not a string was a 500 with id null.
+TEST_F(HttpStatelessTest, AMethodThatIsNotAStringIsAnInvalidRequest) {
+  json message = Request(26, "x", Params());
+  for (json method : {json(5), json(nullptr), json::object()}) {
+    message["method"] = method;
+    auto res = Post(message, {{"Mcp-Method", "5"}});
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 400) << method;
+    EXPECT_EQ(Body(res)["error"]["code"], kInvalidRequest);
+    EXPECT_EQ(Body(res)["id"], 26);
+  }
+  message.erase("method");
+  auto res = Post(message);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_EQ(Body(res)["error"]["code"], kInvalidRequest);
+  EXPECT_EQ(Body(res)["id"], 26);
+}
+
+// Attack round 14, F6: initialize with the 2026-07-28 header is a header mismatch.
+TEST_F(HttpStatelessTest, InitializeWithTheStatelessHeaderIsAHeaderMismatch) {
+  auto res = Post(Request(3, "initialize", InitializeParams()));
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_EQ(Body(res)["error"]["code"], kHeaderMismatch);
+  EXPECT_EQ(Body(res)["id"], 3);
+  EXPECT_EQ(server_->session_count(), 0u);
+}
+
+// Attack round 14, F7: at shutdown a running request of the era got no answer at all.
+TEST_F(HttpStatelessTest, ShutdownAnswersARunningRequest) {
+  std::string body;
+  std::thread caller([&] {
+    httplib::Client client("127.0.0.1", server_->port());
+    client.set_read_timeout(5, 0);
+    auto res = client.Post("/mcp",
+                           {{"Accept", "text/event-stream"}, {"MCP-Protocol-Version", kStatelessVersion},
+                            {"Mcp-Method", "tools/call"}, {"Mcp-Name", "slow"}},
+                           Request(9, "tools/call", Params({{"name", "slow"}, {"arguments", {{"wait_ms", 5000}}}})).dump(),
+                           "application/json");
+    if (res) body = res->body;
+  });
+  ASSERT_TRUE(provider_.WaitForCalls(1));
+  server_->Stop();
+  caller.join();
+  EXPECT_NE(body.find("the gateway is shutting down"), std::string::npos) << body;
+  EXPECT_NE(body.find("\"id\":9"), std::string::npos) << body;
+}
+
+// Attack round 14, F2: listen streams and MCP sessions had a cap each, so a credential held
+// twice its share.
+TEST(HttpStatelessCapsTest, ListenStreamsAndMcpSessionsShareOneCap) {
+  FakeProvider provider;
+  HttpServerOptions options;
+  options.host = "127.0.0.1";
+  options.port = 0;
+  options.threads = 4;
+  options.max_sessions_per_credential = 1;
+  HttpServer server(options, &provider, ServerOptions{});
+  ASSERT_TRUE(server.Start().ok());
+  std::atomic<bool> acknowledged{false};
+  std::thread listener([&] {
+    httplib::Client client("127.0.0.1", server.port());
+    client.set_read_timeout(10, 0);
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/mcp";
+    req.headers = {{"Accept", "text/event-stream"}, {"MCP-Protocol-Version", kStatelessVersion},
+                   {"Mcp-Method", "subscriptions/listen"}, {"Content-Type", "application/json"}};
+    req.body = Request(1, "subscriptions/listen", Params({{"notifications", {{"toolsListChanged", true}}}})).dump();
+    req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+      if (std::string(data, size).find("acknowledged") != std::string::npos) acknowledged = true;
+      return true;  // held until the server stops
+    };
+    httplib::Response res;
+    httplib::Error error = httplib::Error::Success;
+    client.send(req, res, error);
+  });
+  for (int i = 0; i < 250 && !acknowledged; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(acknowledged);
+  httplib::Client client("127.0.0.1", server.port());
+  auto init = client.Post("/mcp", {{"Accept", "application/json"}}, Request(2, "initialize", InitializeParams()).dump(),
+                          "application/json");
+  ASSERT_TRUE(init);
+  EXPECT_EQ(init->status, 503) << init->body;
+  EXPECT_NE(init->body.find("subscriptions/listen"), std::string::npos) << init->body;
+  server.Stop();
+  listener.join();
 }
 
 TEST_F(HttpStatelessTest, TheLegacyEraIsUnchanged) {
