@@ -175,6 +175,10 @@ ABSL_FLAG(absl::Duration, upstream_stream_retry_min, absl::Milliseconds(250),
 ABSL_FLAG(absl::Duration, upstream_stream_retry_max, absl::Seconds(30),
           "Longest wait before reopening an HTTP upstream's event stream; the wait doubles, "
           "with jitter, up to this while reopened streams keep ending at once.");
+ABSL_FLAG(absl::Duration, upstream_discover_timeout, absl::Seconds(5),
+          "Stdio and Streamable HTTP upstreams are asked server/discover first and spoken to in "
+          "protocol 2026-07-28 when they serve it; one that does not answer within this is "
+          "initialized (2025). 0: never ask, always initialize.");
 ABSL_FLAG(absl::Duration, min_tools_refresh_interval, absl::Seconds(1),
           "An upstream's tools/list_changed flood is coalesced: at most one tools/list per "
           "upstream per this interval, and clients are told only when its tools changed.");
@@ -438,6 +442,8 @@ absl::StatusOr<gateway::UpstreamOptions> UpstreamOptionsFromFlags(
   options.stream_retry.max =
       std::max(options.stream_retry.min, absl::GetFlag(FLAGS_upstream_stream_retry_max));
   options.min_tools_refresh_interval = absl::GetFlag(FLAGS_min_tools_refresh_interval);
+  options.discover_timeout = absl::GetFlag(FLAGS_upstream_discover_timeout);
+  options.discover = options.discover_timeout > absl::ZeroDuration();
   options.max_message_bytes = absl::GetFlag(FLAGS_max_upstream_message_bytes);
   options.message_idle_timeout = absl::GetFlag(FLAGS_upstream_message_idle_timeout);
   options.write_timeout = absl::GetFlag(FLAGS_upstream_write_timeout);
@@ -533,6 +539,7 @@ int main(int argc, char** argv) {
     spdlog::critical("{}", std::string(run_options.status().message()));
     return 2;
   }
+  run_options->cap_credentials_in_sandboxd = !OneCredential();
   gateway::RunPythonTool tool(&sandboxes, &upstream_view, *run_options);
   const gateway::ServerOptions server_options = ServerOptionsFromFlags(ceiling);
   upstreams.WaitInitial(absl::GetFlag(FLAGS_startup_wait));

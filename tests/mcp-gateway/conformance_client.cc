@@ -1,13 +1,43 @@
 // The gateway's upstream MCP client as a command for the official conformance suite
 // (@modelcontextprotocol/conformance, `client` mode): it is started with the scenario
 // server's URL as its last argument, connects the way mcp-gateway connects to a
-// Streamable HTTP upstream, lists the tools and calls each one. Exit status 0 when every
-// call returned a result.
+// Streamable HTTP upstream (in the era the server speaks: server/discover first), lists the
+// tools and calls each one with a sample of the arguments its schema requires. Exit status
+// 0 when every call returned a result.
 #include <cstdio>
 
 #include "upstream/manager.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
+
+// Arguments a tool's inputSchema accepts: a sample value for each required property, by
+// its type (the suite's tools check that the call arrived with values of the right types).
+nlohmann::json SampleArguments(const nlohmann::json& schema) {
+  nlohmann::json args = nlohmann::json::object();
+  if (!schema.is_object() || !schema.contains("required") || !schema["required"].is_array()) return args;
+  const nlohmann::json props = schema.value("properties", nlohmann::json::object());
+  int n = 0;
+  for (const auto& name : schema["required"]) {
+    if (!name.is_string() || !props.is_object()) continue;
+    const nlohmann::json prop = props.value(name.get<std::string>(), nlohmann::json::object());
+    const std::string type = prop.is_object() && prop.contains("type") && prop["type"].is_string()
+                                 ? prop["type"].get<std::string>()
+                                 : "string";
+    ++n;
+    if (type == "number" || type == "integer") {
+      args[name.get<std::string>()] = n;
+    } else if (type == "boolean") {
+      args[name.get<std::string>()] = false;
+    } else if (type == "object") {
+      args[name.get<std::string>()] = nlohmann::json::object();
+    } else if (type == "array") {
+      args[name.get<std::string>()] = nlohmann::json::array();
+    } else {
+      args[name.get<std::string>()] = "test";
+    }
+  }
+  return args;
+}
 
 int main(int argc, char** argv) {
   if (argc < 2) {
@@ -32,7 +62,7 @@ int main(int argc, char** argv) {
   }
   int failed = 0;
   for (const auto& tool : status.tools) {
-    absl::StatusOr<nlohmann::json> r = manager.CallTool("conformance", tool.name, nlohmann::json::object(), {});
+    absl::StatusOr<nlohmann::json> r = manager.CallTool("conformance", tool.name, SampleArguments(tool.input_schema), {});
     std::fprintf(stderr, "%s: %s\n", tool.name.c_str(),
                  r.ok() ? r->dump().c_str() : std::string(r.status().message()).c_str());
     failed += !r.ok();

@@ -36,7 +36,8 @@ RunPythonTool::RunPythonTool(Sandboxes* sandboxes, Upstreams* upstreams, RunPyth
       upstreams_(upstreams),
       options_(options),
       handles_(SealerOrOwn(options.handles)),
-      bindings_(sandboxes, options.max_named_sessions, options.max_sandboxes_per_credential),
+      bindings_(sandboxes, options.max_named_sessions, options.max_sandboxes_per_credential,
+                options.cap_credentials_in_sandboxd),
       resources_(sandboxes, &bindings_, options.resources,
                  [this](const std::string& handle, const std::string& credential) {
                    return OpenHandle(handle, credential);

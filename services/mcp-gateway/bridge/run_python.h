@@ -50,6 +50,12 @@ struct RunPythonOptions {
   // Sandbox sessions of one credential over all its MCP sessions (sandboxd's slots are
   // shared by everyone: well below its --max_sessions).
   size_t max_sandboxes_per_credential = 16;
+  // sandboxd holds each credential to max_sandboxes_per_credential too (over every replica
+  // and era: CreateSessionRequest.max_owner_sessions). Off where the credential does not
+  // name one client: every stdio gateway process is "stdio" and every --no_auth client
+  // "anonymous", and one process's new sandbox must not end another's (round 14's
+  // re-check, N1); sandboxd's own --max_sessions_per_owner still holds them.
+  bool cap_credentials_in_sandboxd = true;
   // Produced files (resources/read size cap, bounds on the walk of out/).
   ResourceOptions resources;
   // Seals and opens sandbox handles (the `sandbox` argument and result). Null: a random key

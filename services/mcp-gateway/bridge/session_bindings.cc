@@ -55,10 +55,13 @@ void SessionBindings::Binding::UnlockRun() {
 }
 
 SessionBindings::SessionBindings(Sandboxes* sandboxes, size_t max_per_mcp_session,
-                                 size_t max_per_credential)
+                                 size_t max_per_credential, bool cap_in_sandboxd)
     : sandboxes_(sandboxes),
       max_per_mcp_session_(max_per_mcp_session),
-      max_per_credential_(max_per_credential) {}
+      max_per_credential_(max_per_credential),
+      sandboxd_owner_limit_(cap_in_sandboxd ? static_cast<uint32_t>(std::min<size_t>(
+                                                  max_per_credential, UINT32_MAX))
+                                            : 0) {}
 
 std::string SessionBindings::Key(const std::string& mcp_session, const std::string& name) {
   return absl::StrCat(mcp_session, std::string(1, kSeparator), name);
@@ -195,9 +198,7 @@ absl::Status SessionBindings::Open(Binding& b, const std::string& mcp_session,
   RetryFailedDeletes();
   absl::StatusOr<SandboxRef> ref =
       sandboxes_->CreateSession(absl::StrCat("mcp:", b.credential), name, catalog,
-                                Sandboxes::Room{static_cast<uint32_t>(std::min<size_t>(
-                                                    max_per_credential_, UINT32_MAX)),
-                                                reclaim_idle});
+                                Sandboxes::Room{sandboxd_owner_limit_, reclaim_idle});
   if (!ref.ok()) return ref.status();
   {
     codemode::MutexLock lock(&b.state_mu);

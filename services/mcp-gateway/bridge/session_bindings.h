@@ -106,7 +106,10 @@ class SessionBindings {
 
   // At most `max_per_mcp_session` names per MCP session, and `max_per_credential`
   // bindings per credential over all of its MCP sessions.
-  SessionBindings(Sandboxes* sandboxes, size_t max_per_mcp_session, size_t max_per_credential);
+  // With `cap_in_sandboxd`, sandboxd holds each credential to max_per_credential too
+  // (RunPythonOptions::cap_credentials_in_sandboxd).
+  SessionBindings(Sandboxes* sandboxes, size_t max_per_mcp_session, size_t max_per_credential,
+                  bool cap_in_sandboxd = true);
 
   // The binding of (mcp_session, name), registered for `credential` (without a sandbox
   // session) when there is none. RESOURCE_EXHAUSTED past max_per_mcp_session or
@@ -189,6 +192,7 @@ class SessionBindings {
   Sandboxes* const sandboxes_;
   const size_t max_per_mcp_session_;
   const size_t max_per_credential_;
+  const uint32_t sandboxd_owner_limit_;  // CreateSessionRequest.max_owner_sessions (0: none)
   codemode::Mutex mu_;
   std::map<std::string, std::shared_ptr<Binding>> bindings_ ABSL_GUARDED_BY(mu_);  // by Key()
   // Adopted bindings by AddressKey(), each with the tick of its last use (LRU).

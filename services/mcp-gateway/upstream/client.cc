@@ -6,6 +6,7 @@
 #include <set>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "upstream/http_transport.h"
 #include "upstream/stdio_transport.h"
@@ -96,7 +97,72 @@ McpClient::~McpClient() { Close(); }
 absl::Status McpClient::Connect() {
   absl::Status started = rpc_->Start(options_.connect_timeout);
   if (!started.ok()) return started;
+  // Legacy HTTP+SSE servers predate both: they only initialize.
+  const bool probe = options_.discover && config_.type != UpstreamConfig::Type::kSse;
+  if (!probe || !Discover()) {
+    if (absl::Status s = Initialize(); !s.ok()) return s;
+  }
+  auto tools = ListTools(options_.connect_timeout);
+  if (!tools.ok()) return tools.status();
+  tools_ = *std::move(tools);
+  spdlog::info("upstream {}: connected to {} (protocol {}, {} tools)", config_.name,
+               server_name_.empty() ? "?" : codemode::LogText(server_name_),
+               codemode::LogText(protocol_version_), tools_.size());
+  return absl::OkStatus();
+}
 
+json McpClient::Enveloped(json params) const {
+  if (!stateless_) return params;
+  if (!params.is_object()) params = json::object();
+  json& meta = params["_meta"];
+  if (!meta.is_object()) meta = json::object();
+  meta[kMetaProtocolVersion] = kStatelessVersion;
+  meta[kMetaClientCapabilities] = json::object();  // no sampling, elicitation or roots
+  meta[kMetaClientInfo] = {{"name", options_.client_name}, {"version", options_.client_version}};
+  return params;
+}
+
+bool McpClient::Discover() {
+  JsonRpcClient::RequestOptions request;
+  request.timeout = std::min(options_.discover_timeout, options_.connect_timeout);
+  request.notify_cancelled = false;
+  stateless_ = true;  // so that Enveloped() puts the envelope on the probe
+  const json params = Enveloped(json::object());
+  stateless_ = false;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    absl::StatusOr<json> found = rpc_->Request("server/discover", params, request);
+    if (!found.ok()) {
+      const std::string why(found.status().message());
+      // -32022 that lists the version asked for: a corrective answer; ask once more (the
+      // SDK's `auto` negotiation does the same).
+      if (attempt == 0 && absl::StrContains(why, "(code -32022)") &&
+          absl::StrContains(why, kStatelessVersion)) {
+        continue;
+      }
+      spdlog::debug("upstream {}: server/discover: {}; initializing (protocol 2025)", config_.name,
+                    codemode::LogLongText(why));
+      return false;
+    }
+    auto versions = found->is_object() ? found->find("supportedVersions") : found->end();
+    if (!found->is_object() || versions == found->end() || !versions->is_array() ||
+        std::find(versions->begin(), versions->end(), json(kStatelessVersion)) == versions->end()) {
+      return false;
+    }
+    stateless_ = true;
+    protocol_version_ = kStatelessVersion;
+    // Upstream input: names of the wrong type are as good as none.
+    if (auto meta = found->find("_meta"); meta != found->end() && meta->is_object()) {
+      if (auto info = meta->find(kMetaServerInfo); info != meta->end() && info->is_object()) {
+        server_name_ = codemode::StringField(*info, "name").value_or("");
+      }
+    }
+    instructions_ = codemode::StringField(*found, "instructions").value_or("");
+    return true;
+  }
+  return false;
+}
+
+absl::Status McpClient::Initialize() {
   json params = {
       {"protocolVersion", kUpstreamProtocolVersions[0]},
       {"capabilities", json::object()},
@@ -137,13 +203,6 @@ absl::Status McpClient::Connect() {
     return absl::UnavailableError(
         absl::StrCat("notifications/initialized: ", notified.message()));
   }
-
-  auto tools = ListTools(options_.connect_timeout);
-  if (!tools.ok()) return tools.status();
-  tools_ = *std::move(tools);
-  spdlog::info("upstream {}: connected to {} (protocol {}, {} tools)", config_.name,
-               server_name_.empty() ? "?" : codemode::LogText(server_name_),
-               codemode::LogText(protocol_version_), tools_.size());
   return absl::OkStatus();
 }
 
@@ -167,7 +226,7 @@ absl::StatusOr<std::vector<UpstreamTool>> McpClient::ListTools(absl::Duration ti
   for (int page = 0; page < kMaxPages; ++page) {
     json params = json::object();
     if (!cursor.empty()) params["cursor"] = cursor;
-    absl::StatusOr<json> result = rpc_->Request("tools/list", std::move(params), request);
+    absl::StatusOr<json> result = rpc_->Request("tools/list", Enveloped(std::move(params)), request);
     if (!result.ok()) {
       if (absl::IsDeadlineExceeded(result.status())) {
         return absl::DeadlineExceededError("tools/list timed out");
@@ -204,11 +263,14 @@ absl::StatusOr<std::vector<UpstreamTool>> McpClient::ListTools(absl::Duration ti
 
 absl::StatusOr<json> McpClient::CallTool(const std::string& tool, const json& arguments,
                                          const CallOptions& options, absl::Duration timeout) {
-  json params = {{"name", tool},
-                 {"arguments", arguments.is_null() ? json::object() : arguments}};
+  json params = Enveloped({{"name", tool},
+                           {"arguments", arguments.is_null() ? json::object() : arguments}});
   JsonRpcClient::RequestOptions request;
   request.timeout = timeout;
   request.cancel = options.cancel;
+  // Over HTTP the 2026-07-28 era cancels by closing the request's stream (which Abandon
+  // does); there is no session to send notifications/cancelled to.
+  request.notify_cancelled = !(stateless_ && config_.type == UpstreamConfig::Type::kStreamableHttp);
   request.on_progress = options.on_progress;
   request.answer = options.answer;
   absl::StatusOr<json> result = rpc_->Request("tools/call", std::move(params), request);

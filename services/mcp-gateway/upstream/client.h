@@ -1,7 +1,10 @@
 // McpClient: one connection to one upstream MCP server, speaking the client side of the
-// MCP lifecycle over any ClientTransport:
-//   initialize (protocolVersion 2025-11-25, capabilities {}, clientInfo) -> check the
-//   version the server chose -> notifications/initialized -> tools/list (following
+// MCP lifecycle over any ClientTransport, in the era the server speaks:
+//   server/discover (stdio and Streamable HTTP): a server that lists 2026-07-28 gets no
+//   initialize; each request carries the envelope in params._meta (and over HTTP the
+//   standard headers, which the transport derives from it) -> tools/list -> tools/call ...
+//   otherwise initialize (protocolVersion 2025-11-25, capabilities {}, clientInfo) -> check
+//   the version the server chose -> notifications/initialized -> tools/list (following
 //   nextCursor) -> tools/call ... -> Close().
 //
 //   McpClient client(config, options, handlers);
@@ -65,6 +68,8 @@ class McpClient {
   const std::string& server_name() const { return server_name_; }
   const std::string& instructions() const { return instructions_; }
   const std::string& protocol_version() const { return protocol_version_; }
+  // The server serves 2026-07-28 and this client speaks it (no initialize was sent).
+  bool stateless() const { return stateless_; }
   const std::vector<UpstreamTool>& tools() const { return tools_; }
   // The transport (tests look at a stdio child's pid, an HTTP session id).
   ClientTransport* transport() const { return transport_; }
@@ -77,7 +82,15 @@ class McpClient {
   std::string server_name_;
   std::string instructions_;
   std::string protocol_version_;
+  bool stateless_ = false;
   std::vector<UpstreamTool> tools_;
+
+  // server/discover: whether the server serves 2026-07-28 (then this client speaks it).
+  bool Discover();
+  // Connect's 2025 handshake: initialize, the version check, notifications/initialized.
+  absl::Status Initialize();
+  // `params` with the envelope of the 2026-07-28 era in _meta, when this client speaks it.
+  nlohmann::json Enveloped(nlohmann::json params) const;
 };
 
 // Parses a tools/list result page; malformed entries are skipped (and logged).

@@ -11,6 +11,8 @@
 #include <cstring>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "jsonrpc/jsonrpc.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -209,6 +211,44 @@ std::string DescribeConnectFailure(const HttpUrl& url, absl::Duration timeout) {
   }
   freeaddrinfo(addrs);
   return absl::StrCat("connect: ", last_error);
+}
+
+namespace {
+
+std::string HeaderValue(const std::string& value) {
+  bool plain = !value.empty() && value.front() != ' ' && value.back() != ' ' &&
+               !(value.rfind("=?", 0) == 0);
+  for (unsigned char c : value) plain = plain && c >= 0x20 && c <= 0x7e;
+  return plain ? value : absl::StrCat("=?base64?", absl::Base64Escape(value), "?=");
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> StandardHeadersOf(const nlohmann::json& message) {
+  std::vector<std::pair<std::string, std::string>> headers;
+  if (!message.is_object()) return headers;
+  auto params = message.find("params");
+  auto method = message.find("method");
+  if (params == message.end() || !params->is_object() || method == message.end() || !method->is_string()) {
+    return headers;
+  }
+  auto meta = params->find("_meta");
+  if (meta == params->end() || !meta->is_object()) return headers;
+  auto version = meta->find(kMetaProtocolVersion);
+  if (version == meta->end() || !version->is_string()) return headers;
+  headers.emplace_back("MCP-Protocol-Version", version->get<std::string>());
+  const std::string& name = method->get_ref<const std::string&>();
+  headers.emplace_back("Mcp-Method", HeaderValue(name));
+  const char* field = name == "tools/call" || name == "prompts/get" ? "name"
+                      : name == "resources/read"                    ? "uri"
+                                                                    : nullptr;
+  if (field) {
+    auto value = params->find(field);
+    if (value != params->end() && value->is_string()) {
+      headers.emplace_back("Mcp-Name", HeaderValue(value->get<std::string>()));
+    }
+  }
+  return headers;
 }
 
 }  // namespace gateway

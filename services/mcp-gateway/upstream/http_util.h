@@ -6,9 +6,12 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "nlohmann/json.hpp"
 
 namespace gateway {
 
@@ -83,5 +86,12 @@ std::string ResolveUrl(const std::string& base, const std::string& ref);
 // Describes a failed connection: "connect: Connection refused", "resolve host: ..." —
 // httplib only says "Connection", so this retries the TCP connect once to learn why.
 std::string DescribeConnectFailure(const HttpUrl& url, absl::Duration timeout);
+
+// The standard headers of a message of the 2026-07-28 era (one whose params._meta names a
+// protocol version): MCP-Protocol-Version, Mcp-Method, and Mcp-Name for tools/call and
+// prompts/get (params.name) and resources/read (params.uri). Empty for any other message.
+// A value that is not plain printable ASCII without spaces at its ends is sent as
+// "=?base64?<base64 of its UTF-8>?=", as the specification says.
+std::vector<std::pair<std::string, std::string>> StandardHeadersOf(const nlohmann::json& message);
 
 }  // namespace gateway

@@ -51,6 +51,13 @@ struct UpstreamOptions {
   absl::Duration retry_max = absl::Seconds(60);
   // stdio shutdown: close stdin, wait this long, SIGTERM, wait again, SIGKILL.
   absl::Duration stop_grace = absl::Seconds(2);
+  // Ask stdio and Streamable HTTP upstreams with server/discover whether they serve the
+  // stateless revision 2026-07-28 first, and speak it to those that do (initialize for the
+  // others, as the TypeScript SDK's `auto` negotiation does). False: initialize always.
+  bool discover = true;
+  // How long the server/discover probe waits for an answer before initialize is tried (a
+  // server that ignores requests it does not know is a 2025 server).
+  absl::Duration discover_timeout = absl::Seconds(5);
   std::string client_name = "mcp-gateway";
   std::string client_version = "0.1.0";
   // The tool catalog of one upstream (names, descriptions and schemas as the sandbox

@@ -180,6 +180,20 @@ TEST_F(RunPythonHandlesTest, EveryNewSandboxAsksSandboxdForTheCredentialsCap) {
   }
 }
 
+// Round 14's re-check, N1: every stdio gateway process is the credential "stdio" (and every
+// --no_auth client "anonymous"): capped in sandboxd, one process's new sandbox ended
+// another's. Those gateways ask for no cap there.
+TEST_F(RunPythonHandlesTest, AGatewayOfOneSharedCredentialAsksSandboxdForNoCap) {
+  RunPythonOptions options;
+  options.max_sandboxes_per_credential = 3;
+  options.cap_credentials_in_sandboxd = false;
+  RunPythonTool tool{&sandboxes_, &upstreams_, options};
+  ToolCallContext ctx = Context("stdio", "stdio");
+  ASSERT_TRUE(tool.CallTool("run_python", {{"code", "1"}}, ctx).ok());
+  ASSERT_EQ(sandboxes_.rooms().size(), 1u);
+  EXPECT_EQ(sandboxes_.rooms()[0].owner_limit, 0u);
+}
+
 // Attack round 14, F4: a gone handle's replacement made room by ending another of the
 // credential's live sandboxes, whose handle's next run then did the same. A replacement
 // never reclaims; at the limit nothing runs and the result says how to start anew.

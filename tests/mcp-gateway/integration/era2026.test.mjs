@@ -15,8 +15,8 @@ import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { after, before, describe, test } from "node:test";
 import {
-  Client as ClientV1, GATEWAY_BIN, GatewayHttp, Sandboxd, everythingStdio, runPython, startEverythingHttp,
-  stopAll, tempDir, text, tiedCommand, waitFor, writeConfig,
+  GATEWAY_BIN, GatewayHttp, Sandboxd, everythingStdio, runPython, startEverythingHttp,
+  stdioGateway, stopAll, text, tiedCommand, waitFor, writeConfig,
 } from "./harness.mjs";
 import { required } from "../../common/processes.mjs";
 
@@ -164,6 +164,22 @@ describe("the 2026-07-28 era", () => {
     }
   });
 
+  // Round 14's re-check, N1: every stdio gateway process is the credential "stdio"; capped
+  // in sandboxd, one process's new sandbox ended another's.
+  test("two stdio gateways on one sandboxd do not end each other's sandboxes", async () => {
+    const args = { config: writeConfig({}), sandboxd: sandboxd.endpoint, extraArgs: ["--max_sandboxes_per_credential=1"] };
+    const first = await stdioGateway(args);
+    const second = await stdioGateway(args);
+    try {
+      assert.match(text(await runPython(first.client, "kept = 42\nprint('one')")), /^one\n/);
+      assert.match(text(await runPython(second.client, "print('two')")), /^two\n/);
+      assert.match(text(await runPython(first.client, "print(kept)")), /^42\n/);
+    } finally {
+      await first.client.close();
+      await second.client.close();
+    }
+  });
+
   test("over stdio too: no initialize, and the handle keeps the variables", async () => {
     const transport = new StdioClientTransport({
       ...tiedCommand(GATEWAY_BIN, ["--transport=stdio", `--config=${writeConfig({})}`, `--sandboxd=${sandboxd.endpoint}`]),
@@ -174,6 +190,36 @@ describe("the 2026-07-28 era", () => {
     assert.equal(c.getNegotiatedProtocolVersion(), STATELESS);
     const h = handleOf(await runPython(c, "z = 6"));
     assert.match(text(await runPython(c, "print(z * 7)", { sandbox: h })), /^42\n/);
+    await c.close();
+  });
+});
+
+describe("the gateway as a client of a 2026-07-28 upstream", () => {
+  let sandboxd, inner, outer;
+  before(async () => {
+    sandboxd = new Sandboxd();
+    await sandboxd.start();
+    // A gateway serves 2026-07-28: it is the upstream of another one.
+    inner = new GatewayHttp({ config: writeConfig({}), sandboxd: sandboxd.endpoint });
+    await inner.start();
+    outer = new GatewayHttp({ config: writeConfig({ inner: { type: "http", url: inner.url,
+      headers: { Authorization: `Bearer ${inner.token}` } } }), sandboxd: sandboxd.endpoint });
+    await outer.start();
+  });
+  after(async () => {
+    await outer?.stop();
+    await inner?.stop();
+    await sandboxd?.stop();
+    await stopAll();
+  });
+
+  test("it discovers the era and calls tools with the envelope, no initialize", async () => {
+    await waitFor(() => /upstream inner: connected to mcp-gateway \(protocol 2026-07-28, 1 tools\)/.test(outer.log),
+      "the outer gateway's connection to the inner one");
+    const c = await clientV2(outer);
+    const r = await runPython(c, "r = await mcp_inner.run_python(code='print(6 * 7)')\nprint(r['stdout'])");
+    assert.equal(r.isError, false, text(r));
+    assert.match(text(r), /^42\n/);
     await c.close();
   });
 });

@@ -187,5 +187,22 @@ TEST(HttpUrlTest, DescribesRefusedConnections) {
   EXPECT_EQ(DescribeConnectFailure(url, absl::Seconds(2)), "connect: Connection refused");
 }
 
+// A request of the 2026-07-28 era repeats its version, method and name in headers; a value
+// that is not plain ASCII goes as base64.
+TEST(StandardHeadersTest, DerivedFromTheEnvelopeOnly) {
+  nlohmann::json call = {{"jsonrpc", "2.0"}, {"id", 1}, {"method", "tools/call"},
+                         {"params", {{"name", "echo"}, {"_meta", {{kMetaProtocolVersion, kStatelessVersion}}}}}};
+  using Headers = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(StandardHeadersOf(call), (Headers{{"MCP-Protocol-Version", "2026-07-28"},
+                                              {"Mcp-Method", "tools/call"},
+                                              {"Mcp-Name", "echo"}}));
+  nlohmann::json read = {{"jsonrpc", "2.0"}, {"id", 2}, {"method", "resources/read"},
+                         {"params", {{"uri", "file:///caf\u00e9"}, {"_meta", {{kMetaProtocolVersion, kStatelessVersion}}}}}};
+  EXPECT_EQ(StandardHeadersOf(read).back(),
+            (std::pair<std::string, std::string>{"Mcp-Name", "=?base64?ZmlsZTovLy9jYWbDqQ==?="}));
+  nlohmann::json legacy = {{"jsonrpc", "2.0"}, {"id", 3}, {"method", "tools/list"}, {"params", nlohmann::json::object()}};
+  EXPECT_TRUE(StandardHeadersOf(legacy).empty());
+}
+
 }  // namespace
 }  // namespace gateway
