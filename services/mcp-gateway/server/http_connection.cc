@@ -303,7 +303,10 @@ void Connection::Deliver(std::string bytes, bool last) {
 }
 
 void Connection::Close() {
-  asio::post(socket_.get_executor(), [self = shared_from_this()] { self->DoClose(); });
+  asio::post(socket_.get_executor(), [self = shared_from_this()] {
+    if (!self->writing_) return self->DoClose();
+    self->close_when_written_ = true;
+  });
 }
 
 bool Connection::HasUnreadInput() const {
@@ -351,6 +354,7 @@ void Connection::OnWritten(error_code ec, size_t) {
   if (ec) return DoClose();
   last_write_ = Clock::now();
   if (!out_.empty()) return WriteNext();
+  if (close_when_written_) return DoClose();
   if (phase_ == Phase::kHandling || phase_ == Phase::kStreaming) DisarmDeadline();
   if (stream_ending_) FinishResponse();
 }

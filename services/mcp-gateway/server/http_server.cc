@@ -395,8 +395,7 @@ void HttpServer::Stop() {
   // final result.
   for (auto& [n, call] : stateless) {
     if (!call.listen) {
-      call.stream->Send(MakeError(call.request_id, kInternalError,
-                                  "the gateway is shutting down: the request was cancelled"));
+      call.stream->Send(Impl::ShutdownAnswer(call.request_id));
     }
     call.session->mcp->Close();
   }

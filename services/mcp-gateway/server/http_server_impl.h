@@ -209,6 +209,8 @@ struct HttpServer::Impl {
   std::pair<size_t, size_t> SessionsHeld(const std::string& credential) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void CarryStateless(const std::shared_ptr<http::Connection>& conn, StatelessCall call);
   void ReapStateless();
+  // What a running request of the era is answered when the server stops.
+  static json ShutdownAnswer(const json& request_id);
   void CreateSession(const std::shared_ptr<http::Connection>& conn, const json& message,
                      const http::AcceptedTypes& accept, const std::string& credential);
   void AnswerRequest(const std::shared_ptr<http::Connection>& conn,

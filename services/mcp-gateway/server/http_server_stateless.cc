@@ -142,7 +142,14 @@ void HttpServer::Impl::CarryStateless(const std::shared_ptr<http::Connection>& c
     if (!stopped) stateless[next_stateless++] = call;
     registered = !stopped;
   }
-  if (!registered) call.session->mcp->Close();  // cancels the call; the stream ends with its answer
+  if (!registered) {
+    // Stop() took the calls before this one was kept. Its stream is not attached yet and
+    // Stop() is about to close the connection: answer here, on the connection's own
+    // executor, before that close runs (attack round 14, F7; seen in CI).
+    call.session->mcp->Close();
+    const json error = ShutdownAnswer(call.request_id);
+    return conn->Respond({StatelessHttpStatus(error), "application/json", wire::Dump(error), {}});
+  }
   auto consumer = std::make_shared<ConnectionConsumer>(conn);
   // Everything so far (a listen stream's acknowledgement), then live; nothing is kept for
   // a resumption that cannot come.
@@ -158,6 +165,10 @@ void HttpServer::Impl::CarryStateless(const std::shared_ptr<http::Connection>& c
   callbacks.on_done = [stream = call.stream, c = consumer.get()] { stream->Delivered(c); };
   const bool sse = call.stream->sse();
   conn->StartStream(sse ? "text/event-stream" : "application/json", sse, {}, std::move(callbacks));
+}
+
+json HttpServer::Impl::ShutdownAnswer(const json& request_id) {
+  return MakeError(request_id, kInternalError, "the gateway is shutting down: the request was cancelled");
 }
 
 // The requests of the 2026-07-28 era that are done: answered (or cancelled) and not
