@@ -2,6 +2,7 @@
 // and the Execute stream loop.
 #include "bridge/sandbox_client.h"
 
+#include <algorithm>
 #include <fstream>
 #include <optional>
 
@@ -144,21 +145,80 @@ absl::Status SandboxClient::Convert(const grpc::Status& s, size_t endpoint) cons
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), message);
 }
 
+std::vector<size_t> PlacementOrder(const std::vector<EndpointLoad>& loads) {
+  auto tier = [](const EndpointLoad& l) {
+    if (!l.answered) return 1;
+    if (!l.serving) return 3;
+    return l.max_sessions > 0 && l.sessions >= l.max_sessions ? 2 : 0;
+  };
+  auto used = [](const EndpointLoad& l) {
+    return l.max_sessions == 0 ? 0.0 : static_cast<double>(l.sessions) / l.max_sessions;
+  };
+  std::vector<size_t> order(loads.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const EndpointLoad& x = loads[a];
+    const EndpointLoad& y = loads[b];
+    if (tier(x) != tier(y)) return tier(x) < tier(y);
+    if (used(x) != used(y)) return used(x) < used(y);
+    if (x.pool_ready != y.pool_ready) return x.pool_ready > y.pool_ready;
+    return x.created < y.created;
+  });
+  return order;
+}
+
+std::vector<EndpointLoad> SandboxClient::Loads() {
+  const size_t n = endpoints_.size();
+  std::vector<EndpointLoad> loads(n);
+  {
+    codemode::MutexLock lock(&mu_);
+    for (size_t i = 0; i < n; ++i) loads[i].created = created_[i];
+  }
+  struct Ask {
+    grpc::ClientContext ctx;
+    sandbox::v1::Info info;
+    grpc::Status status;
+  };
+  std::vector<std::unique_ptr<Ask>> asks;
+  grpc::CompletionQueue cq;
+  const sandbox::v1::GetInfoRequest request;
+  for (size_t i = 0; i < n; ++i) {
+    asks.push_back(std::make_unique<Ask>());
+    Ask& ask = *asks.back();
+    Prepare(ask.ctx, i, std::chrono::system_clock::now() + std::chrono::seconds(1));
+    stubs_[i]->AsyncGetInfo(&ask.ctx, request, &cq)->Finish(&ask.info, &ask.status, reinterpret_cast<void*>(i));
+  }
+  for (size_t k = 0; k < n; ++k) {
+    void* tag = nullptr;
+    bool ok = false;
+    if (!cq.Next(&tag, &ok)) break;
+    const size_t i = reinterpret_cast<size_t>(tag);
+    const Ask& ask = *asks[i];
+    if (!ok || !ask.status.ok()) continue;
+    loads[i].answered = true;
+    loads[i].serving = ask.info.serving();
+    loads[i].sessions = ask.info.sessions();
+    loads[i].max_sessions = ask.info.max_sessions();
+    loads[i].pool_ready = ask.info.pool_ready();
+  }
+  cq.Shutdown();
+  void* tag = nullptr;
+  bool ok = false;
+  while (cq.Next(&tag, &ok)) {
+  }
+  return loads;
+}
+
 absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner,
                                                         const std::string& label,
                                                         const sandbox::v1::Catalog& catalog,
                                                         const Room& room) {
-  size_t pick = 0;
-  {
-    codemode::MutexLock lock(&mu_);
-    for (size_t i = 1; i < endpoints_.size(); ++i) {
-      if (created_[i] < created_[pick]) pick = i;
-    }
-  }
-  // Fall through to the other endpoints when the preferred one is down.
+  // One endpoint needs no choice (and no GetInfo round trip).
+  const std::vector<size_t> order =
+      endpoints_.size() == 1 ? std::vector<size_t>{0} : PlacementOrder(Loads());
+  // Fall through to the next endpoint while one is down.
   absl::Status last;
-  for (size_t n = 0; n < endpoints_.size(); ++n) {
-    size_t i = (pick + n) % endpoints_.size();
+  for (size_t i : order) {
     grpc::ClientContext ctx;
     Prepare(ctx, i, Deadline(kUnaryDeadline));
     ctx.set_wait_for_ready(false);

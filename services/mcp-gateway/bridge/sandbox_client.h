@@ -39,6 +39,22 @@ absl::StatusOr<sandbox::v1::Isolation> ParseIsolationFlag(const std::string& nam
 // ignored); FAILED_PRECONDITION when it cannot be read or is empty.
 absl::StatusOr<std::string> ReadSandboxdToken(const std::string& path);
 
+// What placement knows of one sandboxd endpoint: its GetInfo, when it answered one.
+struct EndpointLoad {
+  bool answered = false;  // GetInfo succeeded; the rest is from it
+  bool serving = false;
+  uint32_t sessions = 0;
+  uint32_t max_sessions = 0;
+  uint32_t pool_ready = 0;
+  int created = 0;  // sessions this client created there (all it knows without GetInfo)
+};
+
+// The endpoints in the order a new session tries them: those serving with room, least
+// loaded first (live sessions over max_sessions; then more warm containers ready; then
+// fewer created by us); then those that did not answer (they may be back); then full
+// ones; those that answered they cannot start containers last.
+std::vector<size_t> PlacementOrder(const std::vector<EndpointLoad>& loads);
+
 class SandboxClient : public Sandboxes {
  public:
   // Endpoints are gRPC targets: "unix:/path/to.sock" or "host:port". Every session is
@@ -53,7 +69,9 @@ class SandboxClient : public Sandboxes {
   std::string EndpointName(size_t endpoint) const override { return endpoints_.at(endpoint); }
   std::optional<size_t> FindEndpoint(const std::string& name) const override;
 
-  // Creates a session on the endpoint with the fewest sessions created by us.
+  // Creates a session on the least loaded endpoint (PlacementOrder over every endpoint's
+  // GetInfo, asked at once with a short deadline), trying the next one while an endpoint
+  // is unavailable.
   absl::StatusOr<SandboxRef> CreateSession(const std::string& owner, const std::string& label,
                                            const sandbox::v1::Catalog& catalog,
                                            const Room& room) override;
@@ -82,6 +100,9 @@ class SandboxClient : public Sandboxes {
   // connect, so the first call after sandboxd comes back does not fail fast.
   sandbox::v1::SandboxService::Stub& Stub(size_t i);
   absl::Status Convert(const grpc::Status& s, size_t endpoint) const;
+  // Every endpoint's GetInfo, asked concurrently; an endpoint that does not answer within
+  // a second counts as not answered.
+  std::vector<EndpointLoad> Loads();
   // A context for a call to endpoint `i`: its deadline, and the token for a TCP endpoint.
   void Prepare(grpc::ClientContext& ctx, size_t i,
                std::chrono::system_clock::time_point deadline) const;

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <functional>
 #include <string>
 #include <thread>
@@ -30,12 +31,28 @@ class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
   grpc::Status CreateSession(grpc::ServerContext* ctx, const sandbox::v1::CreateSessionRequest* req,
                              sandbox::v1::Session* session) override {
     last_ = *req;
+    ++created_;
     auto auth = ctx->client_metadata().find("authorization");
     last_authorization_ =
         auth == ctx->client_metadata().end() ? "" : std::string(auth->second.data(), auth->second.size());
     session->set_id("s-1");
     return grpc::Status::OK;
   }
+  grpc::Status GetInfo(grpc::ServerContext*, const sandbox::v1::GetInfoRequest*,
+                       sandbox::v1::Info* info) override {
+    if (!info_) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no GetInfo");
+    *info = *info_;
+    return grpc::Status::OK;
+  }
+  // What GetInfo answers (nothing: UNIMPLEMENTED, like a sandboxd that cannot say).
+  void set_info(uint32_t sessions, uint32_t max_sessions, uint32_t pool_ready, bool serving = true) {
+    info_.emplace();
+    info_->set_sessions(sessions);
+    info_->set_max_sessions(max_sessions);
+    info_->set_pool_ready(pool_ready);
+    info_->set_serving(serving);
+  }
+  int created() const { return created_; }
   const sandbox::v1::CreateSessionRequest& last() const { return last_; }
   const std::string& last_authorization() const { return last_authorization_; }
 
@@ -101,6 +118,8 @@ class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
  private:
   sandbox::v1::CreateSessionRequest last_;
   std::string last_authorization_;
+  std::optional<sandbox::v1::Info> info_;
+  std::atomic<int> created_{0};
 };
 
 class SandboxClientTest : public ::testing::Test {
@@ -470,6 +489,88 @@ TEST_F(SandboxClientTest, TcpEndpointsGetTheTokenAndUnixSocketsDoNot) {
   EXPECT_EQ(without.CreateSession("owner", "label", {}, {}).status().code(),
             absl::StatusCode::kUnauthenticated);
   tcp_server->Shutdown();
+}
+
+// A fake sandboxd of its own on a unix socket.
+struct ExtraSandboxd {
+  explicit ExtraSandboxd(const std::string& name)
+      : socket("/tmp/gw-sandbox-client-" + std::to_string(getpid()) + "-" + name + ".sock") {
+    unlink(socket.c_str());
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());
+    builder.RegisterService(&service);
+    server = builder.BuildAndStart();
+  }
+  ~ExtraSandboxd() {
+    if (server) server->Shutdown();
+    unlink(socket.c_str());
+  }
+  std::string endpoint() const { return "unix:" + socket; }
+  std::string socket;
+  RecordingSandboxd service;
+  std::unique_ptr<grpc::Server> server;
+};
+
+// New sandboxes go where sandboxd's GetInfo says the load is lowest, not where this
+// gateway created fewest (another replica's sessions count too).
+TEST_F(SandboxClientTest, NewSessionsGoToTheLeastLoadedEndpoint) {
+  ExtraSandboxd other("b");
+  ASSERT_NE(other.server, nullptr);
+  service_.set_info(/*sessions=*/40, /*max_sessions=*/64, /*pool_ready=*/2);
+  other.service.set_info(10, 64, 0);
+  SandboxClient client({"unix:" + socket_, other.endpoint()});
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<SandboxRef> ref = client.CreateSession("owner", "label", {}, {});
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    EXPECT_EQ(ref->endpoint, 1u);
+  }
+  EXPECT_EQ(other.service.created(), 3);
+  EXPECT_EQ(service_.created(), 0);
+  // The load is a fraction of each one's max_sessions.
+  other.service.set_info(10, 16, 0);
+  ASSERT_EQ(client.CreateSession("owner", "label", {}, {})->endpoint, 0u);
+}
+
+TEST_F(SandboxClientTest, PlacementSkipsFullNotServingAndSilentEndpoints) {
+  ExtraSandboxd other("b");
+  ASSERT_NE(other.server, nullptr);
+  service_.set_info(64, 64, 0);  // full
+  other.service.set_info(0, 64, 4, /*serving=*/false);
+  const std::string gone = "unix:/tmp/gw-sandbox-client-" + std::to_string(getpid()) + "-gone.sock";
+  // Nothing listens at `gone`: it is tried first (it may be back), then the full one
+  // (sandboxd says why it refuses), never the one that cannot start containers while
+  // another can.
+  SandboxClient client({"unix:" + socket_, other.endpoint(), gone});
+  absl::StatusOr<SandboxRef> ref = client.CreateSession("owner", "label", {}, {});
+  ASSERT_TRUE(ref.ok()) << ref.status();  // the gone one is unavailable: the full one is next
+  EXPECT_EQ(ref->endpoint, 0u);
+  EXPECT_EQ(other.service.created(), 0);
+}
+
+TEST(PlacementOrderTest, RanksByTierThenLoadThenWarmContainersThenOwnCreations) {
+  auto load = [](bool answered, bool serving, uint32_t sessions, uint32_t max, uint32_t pool,
+                 int created) {
+    EndpointLoad l;
+    l.answered = answered;
+    l.serving = serving;
+    l.sessions = sessions;
+    l.max_sessions = max;
+    l.pool_ready = pool;
+    l.created = created;
+    return l;
+  };
+  EXPECT_EQ(PlacementOrder({load(true, false, 0, 64, 9, 0),     // cannot start containers
+                            load(true, true, 64, 64, 0, 0),     // full
+                            load(false, false, 0, 0, 0, 5),     // silent, we made 5 there
+                            load(false, false, 0, 0, 0, 1),     // silent, we made 1
+                            load(true, true, 8, 16, 0, 0),      // half
+                            load(true, true, 8, 64, 0, 9),      // an eighth
+                            load(true, true, 8, 64, 3, 9)}),    // an eighth, warm ones ready
+            (std::vector<size_t>{6, 5, 4, 3, 2, 1, 0}));
+  // Without GetInfo anywhere: fewest created by us, then the listed order.
+  EXPECT_EQ(PlacementOrder({load(false, false, 0, 0, 0, 2), load(false, false, 0, 0, 0, 1),
+                            load(false, false, 0, 0, 0, 1)}),
+            (std::vector<size_t>{1, 2, 0}));
 }
 
 TEST(ParseIsolationFlagTest, NamesTheChoices) {
