@@ -52,6 +52,13 @@ export async function startEverythingHttp(mode) {
   return { proc, port, url, log: () => log };
 }
 
+// An SDK (v1) client connected over Streamable HTTP to `url`, sending `headers`.
+export async function connectClient(url, headers = {}, name = "test-client") {
+  const c = new Client({ name, version: "1.0.0" });
+  await c.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } }));
+  return c;
+}
+
 export class GatewayHttp {
   // HTTP is authenticated: each gateway gets a random token ($MCP_GATEWAY_TOKEN: a command
   // line is readable by every local user), and client() sends it. `tokens: n` gives it n
@@ -68,8 +75,9 @@ export class GatewayHttp {
   // Headers that authenticate a raw request (with the i-th token).
   get authHeaders() { return this.token ? { Authorization: `Bearer ${this.token}` } : {}; }
   as(i) { return { Authorization: `Bearer ${this.tokens[i]}` }; }
-  async start() {
-    this.port = await freePort();
+  // On `port` when given (a restarted replica keeps its address).
+  async start(port = undefined) {
+    this.port = port ?? await freePort();
     this.proc = track(spawnTied(GATEWAY_BIN, [...this.args, `--listen=127.0.0.1:${this.port}`],
       { stdio: ["ignore", "ignore", "pipe"],
         env: { ...process.env, ...(this.token ? { MCP_GATEWAY_TOKEN: this.tokens.join(",") } : {}), ...this.env } }));
@@ -78,10 +86,7 @@ export class GatewayHttp {
     this.url = `http://127.0.0.1:${this.port}/mcp`;
   }
   async client(name = "test-client", headers = {}) {
-    const c = new Client({ name, version: "1.0.0" });
-    await c.connect(new StreamableHTTPClientTransport(new URL(this.url),
-      { requestInit: { headers: { ...this.authHeaders, ...headers } } }));
-    return c;
+    return connectClient(this.url, { ...this.authHeaders, ...headers }, name);
   }
   async stop() {
     // Gone already: exited, or killed by a signal (exitCode stays null then).

@@ -1,0 +1,139 @@
+// Gateway replicas behind a real load balancer: Debian's HAProxy with the shipped
+// deploy/haproxy/haproxy.cfg (round robin; 2025 sessions stuck to their replica by
+// Mcp-Session-Id), two gateways with one key file on one sandboxd.
+//   - A 2026-07-28 client (SDK v2, pinned) keeps its variables while the replicas are
+//     killed in turn between its calls: each call is served by whichever one is alive.
+//   - A 2025 client (SDK v1) stays on its replica; when that replica dies, a new session
+//     on the other one continues in the same sandbox through the handle.
+// Runs on Node 22 (tests/node22) for the SDK v2 client; HAPROXY names the binary.
+import assert from "node:assert/strict";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+import { after, before, describe, test } from "node:test";
+import {
+  GatewayHttp, Sandboxd, connectClient, freePort, runPython, spawnTied, stopAll, tempDir, text, track,
+  waitFor, writeConfig,
+} from "./harness.mjs";
+import { canConnect, required } from "../../common/processes.mjs";
+
+const NODE22_PEERS = required("NODE22_PEERS");
+const HAPROXY = required("HAPROXY");
+const CONFIG = path.join(import.meta.dirname, "../../../deploy/haproxy/haproxy.cfg");
+const v2 = (p) => import(pathToFileURL(path.join(NODE22_PEERS, "@modelcontextprotocol/client/dist", p)).href);
+const { Client, StreamableHTTPClientTransport } = await v2("index.mjs");
+
+const handleOf = (r) => r.structuredContent?.sandbox;
+// The printed part of a result (its last line names the handle).
+const printed = (r) => text(r).split("\n[sandbox]")[0].trim();
+
+describe("gateway replicas behind HAProxy", () => {
+  let sandboxd, haproxy, url, log = "";
+  const replicas = [];
+  const auth = () => replicas[0].authHeaders;
+
+  // The replicas the load balancer sent requests to, in order (its httplog lines, which
+  // come once a response is complete).
+  const servers = () => [...log.matchAll(/gateways\/(gateway\d)/g)].map((m) => m[1]);
+  const lastServer = () => servers().pop();
+  // `call`, and the replica that answered its last request.
+  async function servedBy(call) {
+    const before = servers().length;
+    const result = await call();
+    await waitFor(() => servers().length > before, "HAProxy's log line", 5000);
+    return { result, server: lastServer() };
+  }
+  // Until HAProxy has seen `name` up again: requests go round robin, so a live one is hit.
+  async function seenUp(name) {
+    await waitFor(async () => {
+      await fetch(url, { method: "POST", headers: { ...auth(), "Content-Type": "application/json",
+        Accept: "application/json, text/event-stream" }, body: "{}" }).catch(() => {});
+      return lastServer() === name;
+    }, `HAProxy sends requests to ${name} again`, 15000);
+  }
+  async function kill(i) {
+    const g = replicas[i];
+    const exited = new Promise((r) => g.proc.once("exit", r));
+    g.proc.kill("SIGKILL");  // no clean-up: what a crashed replica leaves
+    await exited;
+  }
+
+  before(async () => {
+    sandboxd = new Sandboxd();
+    await sandboxd.start();
+    const config = writeConfig({});
+    const key = path.join(tempDir("gwkey-"), "handle_key");
+    for (let i = 0; i < 2; ++i) {
+      const g = new GatewayHttp({ config, sandboxd: sandboxd.endpoint, extraArgs: [`--handle_key_file=${key}`] });
+      if (i > 0) { g.tokens = replicas[0].tokens; g.token = replicas[0].token; }
+      replicas.push(g);
+      await g.start();  // the first creates the key; the second reads it
+    }
+    const port = await freePort();
+    haproxy = track(spawnTied(HAPROXY, ["-db", "-f", CONFIG], {
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, MCP_LISTEN: `127.0.0.1:${port}`,
+        GATEWAY_1: `127.0.0.1:${replicas[0].port}`, GATEWAY_2: `127.0.0.1:${replicas[1].port}` },
+    }));
+    haproxy.stdout.on("data", (d) => { log += d; });
+    haproxy.stderr.on("data", (d) => { log += d; });
+    await waitFor(() => canConnect({ port, host: "127.0.0.1" }), "haproxy")
+      .catch((e) => { throw new Error(`${e.message}; it said:\n${log}`); });
+    url = `http://127.0.0.1:${port}/mcp`;
+  });
+  after(async () => {
+    for (const g of replicas) await g.stop();
+    await sandboxd?.stop();
+    await stopAll();
+  });
+
+  test("a 2026-07-28 client keeps its variables while the replicas die in turn", async () => {
+    const c = new Client({ name: "sdk-v2", version: "1.0.0" },
+      { capabilities: {}, versionNegotiation: { mode: { pin: "2026-07-28" } } });
+    await c.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: auth() } }));
+    const first = await runPython(c, "x = 41\nprint('set')");
+    assert.equal(first.isError, false, text(first));
+
+    await kill(0);
+    const second = await servedBy(() => runPython(c, "x += 1\nprint(x)", { sandbox: handleOf(first) }));
+    assert.equal(second.result.isError, false, text(second.result));
+    assert.equal(printed(second.result), "42");
+    assert.equal(second.server, "gateway2");
+
+    await replicas[0].start(replicas[0].port);
+    await seenUp("gateway1");
+    await kill(1);
+    const third = await servedBy(() => runPython(c, "x += 1\nprint(x)", { sandbox: handleOf(second.result) }));
+    assert.equal(third.result.isError, false, text(third.result));
+    assert.equal(printed(third.result), "43");
+    assert.equal(third.server, "gateway1");
+    await c.close();
+    await replicas[1].start(replicas[1].port);
+    await seenUp("gateway2");
+  });
+
+  test("a 2025 session stays on its replica, and its handle outlives that replica", async () => {
+    const legacy = await connectClient(url, auth(), "sdk-v1");
+    const first = await servedBy(() => runPython(legacy, "y = 7\nprint('set')"));
+    assert.equal(first.result.isError, false, text(first.result));
+    const home = first.server;
+    // Round robin alone would send every other request to the replica without the session.
+    for (let i = 0; i < 4; ++i) {
+      const r = await servedBy(() => runPython(legacy, "y += 1\nprint(y)"));
+      assert.equal(r.result.isError, false, text(r.result));
+      assert.equal(printed(r.result), String(8 + i));
+      assert.equal(r.server, home);
+    }
+    await kill(home === "gateway1" ? 0 : 1);
+    await assert.rejects(runPython(legacy, "print(y)"), /404|session/i,
+      "the other replica does not know the session");
+    await legacy.close().catch(() => {});
+    const again = await servedBy(async () => {
+      const c = await connectClient(url, auth(), "sdk-v1-again");
+      return { c, r: await runPython(c, "print(y)", { sandbox: handleOf(first.result) }) };
+    });
+    assert.equal(again.result.r.isError, false, text(again.result.r));
+    assert.equal(printed(again.result.r), "11");
+    assert.notEqual(again.server, home);
+    await again.result.c.close();
+  });
+});
