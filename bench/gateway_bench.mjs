@@ -13,7 +13,12 @@ import { pathToFileURL } from "node:url";
 
 const harness = await import(pathToFileURL(path.resolve(path.dirname(new URL(import.meta.url).pathname),
   "../tests/mcp-gateway/integration/harness.mjs")).href);
-const { EVERYTHING, GatewayHttp, NODE_PEERS, Sandboxd, everythingStdio, runPython, stdioGateway, stopAll, writeConfig } = harness;
+const {
+  EVERYTHING, GatewayHttp, NODE_PEERS, Sandboxd, everythingStdio, freePort, runPython, spawnTied, stdioGateway, stopAll,
+  tempDir, track, waitFor, writeConfig,
+} = harness;
+const { canConnect } = await import(pathToFileURL(path.resolve(path.dirname(new URL(import.meta.url).pathname),
+  "../tests/common/processes.mjs")).href);
 const sdk = (p) => import(pathToFileURL(path.join(NODE_PEERS, "@modelcontextprotocol/sdk/dist/esm", p)).href);
 const { Client } = await sdk("client/index.js");
 const { StdioClientTransport } = await sdk("client/stdio.js");
@@ -22,7 +27,7 @@ const quick = process.argv.includes("--quick");
 const outIdx = process.argv.indexOf("--out");
 const outFile = outIdx > 0 ? process.argv[outIdx + 1] : null;
 const N = quick ? 100 : 1000;
-// --only load|flood|streams|charts: just that part (for working on it); the default runs everything.
+// --only load|flood|streams|charts|eras|replicas: just that part (for working on it); the default runs everything.
 const onlyIdx = process.argv.indexOf("--only");
 const only = onlyIdx > 0 ? process.argv[onlyIdx + 1] : null;
 
@@ -125,6 +130,20 @@ async function toolCallFlood(config, calls) {
   }
 }
 
+// A raw JSON-RPC POST to `url` (JSON answer); throws on an error or an isError result.
+async function rawPost(url, body, headers) {
+  const res = await fetch(url, { method: "POST", body: JSON.stringify(body),
+    headers: { "Content-Type": "application/json", Accept: "application/json", ...headers } });
+  const json = await res.json();
+  if (json.error || json.result?.isError) throw new Error(JSON.stringify(json).slice(0, 300));
+  return { res, json };
+}
+const runCall = (id, args, extra = {}) => ({ jsonrpc: "2.0", id, method: "tools/call",
+  params: { name: "run_python", arguments: { code: "print(1)", ...args }, ...extra } });
+const STATELESS_META = { _meta: { "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+  "io.modelcontextprotocol/clientCapabilities": {} } };
+const STATELESS_HEADERS = { "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "run_python" };
+
 // 7. The two protocol eras on one HTTP gateway, through the same raw POSTs (no SDK on
 // either side, JSON bodies): run_python print(1) in a 2025 MCP session's own sandbox
 // (Mcp-Session-Id) against the same in a 2026-07-28 request naming its sandbox by handle
@@ -133,22 +152,14 @@ async function toolCallFlood(config, calls) {
 async function eras(config, n) {
   const gateway = new GatewayHttp({ config, sandboxd: sandboxd.endpoint });
   await gateway.start();
-  const post = async (body, headers) => {
-    const res = await fetch(gateway.url, { method: "POST", body: JSON.stringify(body),
-      headers: { ...gateway.authHeaders, "Content-Type": "application/json", Accept: "application/json", ...headers } });
-    const json = await res.json();
-    if (json.error || json.result?.isError) throw new Error(JSON.stringify(json).slice(0, 300));
-    return { res, json };
-  };
-  const call = (id, args, extra = {}) => ({ jsonrpc: "2.0", id, method: "tools/call",
-    params: { name: "run_python", arguments: { code: "print(1)", ...args }, ...extra } });
+  const post = (body, headers) => rawPost(gateway.url, body, { ...gateway.authHeaders, ...headers });
+  const call = runCall;
+  const meta = STATELESS_META;
+  const stateless = STATELESS_HEADERS;
   try {
     const init = await post({ jsonrpc: "2.0", id: 0, method: "initialize", params: { protocolVersion: "2025-11-25",
       capabilities: {}, clientInfo: { name: "bench", version: "1" } } }, {});
     const legacy = { "Mcp-Session-Id": init.res.headers.get("mcp-session-id"), "MCP-Protocol-Version": "2025-11-25" };
-    const meta = { _meta: { "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-      "io.modelcontextprotocol/clientCapabilities": {} } };
-    const stateless = { "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "run_python" };
     let handle = (await post(call(1, {}, meta), stateless)).json.result.structuredContent.sandbox;
     await post(call(2, {}), legacy);
     const a = [], b = [];
@@ -174,6 +185,72 @@ async function eras(config, n) {
   }
 }
 
+// 8. Gateway replicas behind HAProxy (deploy/haproxy/haproxy.cfg: round robin): the
+// 2026-07-28 raw POSTs of section 7 (run_python print(1) by handle) to one gateway, against
+// the same through HAProxy to two replicas with one key file, so that consecutive calls
+// land on different replicas and each opens the handle afresh. Rounds of 50, interleaved.
+// Then what a replica holds: its resident memory idle and with 200 MCP sessions open.
+async function replicas(config, n) {
+  const key = path.join(tempDir("bench-key-"), "handle_key");
+  const gateways = [];
+  for (let i = 0; i < 2; i++) {
+    const g = new GatewayHttp({ config, sandboxd: sandboxd.endpoint,
+      extraArgs: [`--handle_key_file=${key}`, "--max_mcp_sessions_per_credential=256"] });
+    if (i) { g.tokens = gateways[0].tokens; g.token = gateways[0].token; }
+    gateways.push(g);
+    await g.start();
+  }
+  const port = await freePort();
+  const haproxy = track(spawnTied(process.env.HAPROXY || "/usr/sbin/haproxy",
+    ["-f", path.resolve(path.dirname(new URL(import.meta.url).pathname), "../deploy/haproxy/haproxy.cfg")],
+    { stdio: "ignore", env: { ...process.env, MCP_LISTEN: `127.0.0.1:${port}`,
+      GATEWAY_1: `127.0.0.1:${gateways[0].port}`, GATEWAY_2: `127.0.0.1:${gateways[1].port}` } }));
+  const auth = gateways[0].authHeaders;
+  try {
+    await waitFor(() => canConnect({ port, host: "127.0.0.1" }), "haproxy");
+    const urls = { direct: gateways[0].url, balanced: `http://127.0.0.1:${port}/mcp` };
+    const times = { direct: [], balanced: [] };
+    let handle = (await rawPost(urls.direct, runCall(1, {}, STATELESS_META), { ...auth, ...STATELESS_HEADERS }))
+      .json.result.structuredContent.sandbox;
+    let id = 10;
+    for (let round = 0; round < n / 50; round++) {
+      for (const way of ["direct", "balanced"]) {
+        for (let i = 0; i < 50; i++) {
+          const t0 = performance.now();
+          const { json } = await rawPost(urls[way], runCall(id++, { sandbox: handle }, STATELESS_META),
+            { ...auth, ...STATELESS_HEADERS });
+          times[way].push(performance.now() - t0);
+          handle = json.result.structuredContent.sandbox;
+        }
+      }
+    }
+    const added = pct(times.balanced, 50) - pct(times.direct, 50);
+    row("run_python `print(1)`, 2026-07-28 era by handle, one gateway, p50 / p99",
+      `${ms(pct(times.direct, 50))} / ${ms(pct(times.direct, 99))}`);
+    row("  the same through HAProxy and two replicas (round robin), p50 / p99",
+      `${ms(pct(times.balanced, 50))} / ${ms(pct(times.balanced, 99))}`);
+    row("  added by HAProxy and a replica change per call, p50", ms(added), "<= 1 ms", added <= 1);
+
+    const rss = () => Number(fs.readFileSync(`/proc/${gateways[1].proc.pid}/status`, "utf8")
+      .match(/VmRSS:\s+(\d+)/)[1]) / 1024;
+    const idle = rss();
+    const sessions = [];
+    for (let i = 0; i < 200; i++) {
+      const init = await rawPost(gateways[1].url, { jsonrpc: "2.0", id: 0, method: "initialize",
+        params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "bench", version: "1" } } }, auth);
+      sessions.push(init.res.headers.get("mcp-session-id"));
+    }
+    row("one replica's resident memory: after the runs / with 200 MCP sessions open",
+      `${idle.toFixed(1)} MiB / ${rss().toFixed(1)} MiB`);
+    for (const sid of sessions) {
+      await fetch(gateways[1].url, { method: "DELETE", headers: { ...auth, "Mcp-Session-Id": sid } });
+    }
+  } finally {
+    haproxy.kill("SIGTERM");
+    for (const g of gateways) await g.stop();
+  }
+}
+
 const sandboxd = new Sandboxd(["--max_sessions=64", "--pool_size=4"]);
 await sandboxd.start();
 const config = writeConfig({ everything: everythingStdio() });
@@ -183,6 +260,7 @@ try {
   if (!only || only === "flood") await toolCallFlood(config, quick ? 10000 : 100000);
   if (!only || only === "charts") await charts(config, quick ? 5 : 30);
   if (!only || only === "eras") await eras(config, quick ? 200 : 1000);
+  if (!only || only === "replicas") await replicas(config, quick ? 200 : 1000);
 } finally {
   await sandboxd.stop();
   await stopAll();
