@@ -135,6 +135,16 @@ StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
     }
     return true;
   };
+  // A request's stream ends for us with its response: a server that keeps it open and
+  // sends list_changed on it would otherwise have every refresh hold one more stream, its
+  // thread and its socket (attack round 15, F2). (Its notifications before the response
+  // belong to the request, and are read.)
+  const bool request = wire::LooksLikeRequest(message);
+  bool answered = false;
+  auto dispatch = [&](json m) {
+    if (request && wire::IsResponse(m) && m["id"] == message["id"]) answered = true;
+    on_message(std::move(m));
+  };
   req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
     if (event_stream) {
       if (!charge(size)) return false;
@@ -143,11 +153,11 @@ StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
       result.too_large = !parser.Feed(data, size, [&](const SseParser::Event& event) {
         if (event.event == "message") {
           // An unusable event is logged and dropped; the stream goes on.
-          DispatchText(config_.name, event.data, on_message, max_message_bytes_).IgnoreError();
+          DispatchText(config_.name, event.data, dispatch, max_message_bytes_).IgnoreError();
         }
       });
       hold.ShrinkTo(kReceiveCopies * parser.buffered());
-      return !result.too_large;
+      return !result.too_large && !answered;
     }
     if (result.status != 200) {  // an error's text: its head is enough
       result.body.append(data, std::min(size, kMaxErrorBody - std::min(kMaxErrorBody, result.body.size())));
@@ -166,6 +176,8 @@ StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
   };
   httplib::Response res;
   client.send(req, res, result.error);
+  // Closing the stream after the response is how httplib reports our own stop.
+  if (answered && result.error == httplib::Error::Canceled) result.error = httplib::Error::Success;
   if (result.too_large || !result.busy.empty()) {
     spdlog::warn("upstream {}: the answer to {} was not read: {}", config_.name,
                  codemode::LogText(wire::MethodOf(message)),
@@ -218,8 +230,11 @@ absl::Status StreamableHttpTransport::Post(const json& message, HttpExchange* ex
           absl::StrCat("HTTP request failed: ", httplib::to_string(r.error)));
     }
     *final_status = r.status;
-    if ((r.status == 404 || r.status == 400) && !r.session_used.empty() && !initialize &&
-        attempt == 0) {
+    // 404 is how a 2025 server says the session is gone; 400 also, unless its body is a
+    // JSON-RPC error that answers this very request: the server has refused the request,
+    // and sending it again on a new session would run it twice (attack round 15, F1).
+    const bool expired = r.status == 404 || (r.status == 400 && !AnswersWithError(message, r.body));
+    if (expired && !r.session_used.empty() && !initialize && attempt == 0) {
       spdlog::info("upstream {}: session expired (HTTP {}); initializing again", config_.name,
                    r.status);
       absl::Status s = Reinitialize(r.session_used);
@@ -406,7 +421,7 @@ void StreamableHttpTransport::OnInitialized(const std::string& protocol_version)
 
 StreamableHttpTransport::GetResult StreamableHttpTransport::GetOnce(
     HttpExchange* exchange, StreamCursor* cursor, const std::function<void(json)>& on_message,
-    const std::function<void()>& on_answered) {
+    const std::function<void()>& on_answered, const std::function<bool()>& finished) {
   httplib::Request req;
   auto client = EventStreamGet(exchange, &req);
   if (!cursor->last_event_id.empty()) req.headers.emplace("Last-Event-ID", cursor->last_event_id);
@@ -443,7 +458,7 @@ StreamableHttpTransport::GetResult StreamableHttpTransport::GetOnce(
     });
     hold.ShrinkTo(kReceiveCopies * parser.buffered());
     watchdog.Received(parser.mid_event());
-    return !result.too_large;
+    return !result.too_large && !(finished && finished());
   };
   httplib::Response res;
   client->send(req, res, result.error);
@@ -489,7 +504,7 @@ absl::Status StreamableHttpTransport::Resume(HttpExchange* exchange, StreamCurso
     }
     spdlog::debug("upstream {}: resuming a response stream after event {} (attempt {})",
                   config_.name, codemode::LogText(cursor->last_event_id), attempt);
-    GetResult r = GetOnce(exchange, cursor, on_message);
+    GetResult r = GetOnce(exchange, cursor, on_message, nullptr, answered);
     if (answered()) return absl::OkStatus();
     if (closing_ || exchange->abandoned) return absl::CancelledError("closing");
     // Resuming again would only have the server send the same event again.

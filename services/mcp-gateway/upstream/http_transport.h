@@ -109,6 +109,8 @@ class StreamableHttpTransport : public HttpTransportBase {
   // `*session_used`).
   httplib::Request NewPost(const nlohmann::json& message, bool initialize, std::string* session_used);
   // One POST; messages from the response (JSON or SSE) go to `on_message` as they arrive.
+  // A request's SSE stream is read up to its response and then closed: what a server sends
+  // on it afterwards is not read (attack round 15, F2).
   // The answer's bytes are charged to `answer_budget`, or to receive_budget_ when null.
   PostResult PostOnce(const nlohmann::json& message, httplib::Client& client,
                       const std::function<void(nlohmann::json)>& on_message,
@@ -120,9 +122,12 @@ class StreamableHttpTransport : public HttpTransportBase {
                     const std::function<void(nlohmann::json)>& on_message,
                     bool* connection_lost, int* final_status, StreamCursor* cursor = nullptr);
   // One GET stream, with Last-Event-ID when `cursor` holds an id; advances the cursor.
+  // Reading stops once `finished()` (when given) is true: a resumed stream after its
+  // response.
   GetResult GetOnce(HttpExchange* exchange, StreamCursor* cursor,
                     const std::function<void(nlohmann::json)>& on_message,
-                    const std::function<void()>& on_answered = nullptr);
+                    const std::function<void()>& on_answered = nullptr,
+                    const std::function<bool()>& finished = nullptr);
   // A request's SSE stream ended before its response: GETs with Last-Event-ID, each after
   // the delay the server's `retry:` asked for (within retry_, backing off), until
   // `answered()` or kMaxResumes attempts.

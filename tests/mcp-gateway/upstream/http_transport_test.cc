@@ -85,6 +85,35 @@ TEST_F(HttpUpstreamTest, ExpiredSessionIsInitializedAgainAndTheCallRetried) {
   EXPECT_TRUE(manager_->Snapshot()[0].connected);
 }
 
+// Attack round 15, F1: a 400 whose JSON-RPC error names the request is its answer, not a
+// lost session: initializing again and sending it once more would run it twice.
+TEST_F(HttpUpstreamTest, AFourHundredThatNamesTheRequestAnswersIt) {
+  Connect({"--refuse-400"});
+  ASSERT_TRUE(manager_->Snapshot()[0].connected) << manager_->Snapshot()[0].error;
+  auto r = Call("refuse");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("refused by the fake"), std::string::npos) << r.status();
+  EXPECT_EQ(testing::CountEvents(log_, "refused"), 1);
+  EXPECT_EQ(testing::CountEvents(log_, "initialize"), 1);
+}
+
+// Attack round 15, F2: a server that keeps a request's stream open after the response and
+// sends list_changed on it made every refresh hold one more stream, thread and socket.
+// The stream is closed once the response is in; list_changed on it is not read.
+TEST_F(HttpUpstreamTest, ARequestsStreamIsClosedOnceItsResponseIsIn) {
+  Connect({"--linger-list-changed", "--no-get"});
+  ASSERT_TRUE(manager_->Snapshot()[0].connected) << manager_->Snapshot()[0].error;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Call("echo", {{"message", "x"}}).ok());
+  const int lists = testing::CountEvents(log_, "tools-list");
+  EXPECT_TRUE(WaitFor([&] {
+    return testing::CountEvents(log_, "linger-end") == testing::CountEvents(log_, "linger-start");
+  })) << testing::CountEvents(log_, "linger-start") << " streams lingered, "
+      << testing::CountEvents(log_, "linger-end") << " ended";
+  EXPECT_GE(testing::CountEvents(log_, "linger-start"), 4);  // initialize, tools/list, 3 calls
+  absl::SleepFor(absl::Milliseconds(500));
+  EXPECT_EQ(testing::CountEvents(log_, "tools-list"), lists) << "list_changed after a response was read";
+}
+
 TEST_F(HttpUpstreamTest, WorksWithoutGetStream) {
   Connect({"--no-get"});
   ASSERT_TRUE(manager_->Snapshot()[0].connected) << manager_->Snapshot()[0].error;
