@@ -303,6 +303,10 @@ void Connection::Deliver(std::string bytes, bool last) {
 }
 
 void Connection::Close() {
+  asio::post(socket_.get_executor(), [self = shared_from_this()] { self->DoClose(); });
+}
+
+void Connection::CloseWhenWritten() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] {
     if (!self->writing_) return self->DoClose();
     self->close_when_written_ = true;

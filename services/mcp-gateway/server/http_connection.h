@@ -93,9 +93,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
                    StreamCallbacks callbacks);
   // Appends to the stream; `last` ends the response. Any thread; calls keep their order.
   void Deliver(std::string bytes, bool last);
-  // Closes the connection (any thread) once what is queued has been written, which the
-  // write deadline bounds: a stream's last answer reaches its client. Idempotent.
+  // Closes the connection at once (any thread); what is queued is dropped, and its bytes
+  // leave the budgets they were charged to. Idempotent.
   void Close();
+  // Closes it once what is queued has been written (any thread), which the write deadline
+  // bounds: at shutdown, a stream's last answer reaches its client.
+  void CloseWhenWritten();
   // From now on, charge `budgets` (the credential a request passed the checks with). Only
   // from Handler::check, which runs on the connection's strand.
   void ChargeTo(Budgets budgets);
@@ -165,7 +168,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   size_t write_charged_ = 0;  // to budgets_.writes: out_ and writing_buffer_
   size_t overdraft_charged_ = 0;  // the rest of them, to budgets_.overdraft
   bool writing_ = false;
-  bool close_when_written_ = false;  // Close() came while writing
+  bool close_when_written_ = false;  // CloseWhenWritten() came while writing
   std::string writing_buffer_;
   std::chrono::steady_clock::time_point last_write_;
   uint64_t deadline_generation_ = 0;

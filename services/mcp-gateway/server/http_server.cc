@@ -415,7 +415,7 @@ void HttpServer::Stop() {
       if (auto conn = weak.lock()) open.push_back(std::move(conn));
     }
   }
-  for (auto& conn : open) conn->Close();
+  for (auto& conn : open) conn->CloseWhenWritten();
   open.clear();
   d.work.reset();
   // Closed connections finish their handlers; give that a moment, then stop the loop.
