@@ -556,6 +556,10 @@ int main(int argc, char** argv) {
 
   spdlog::info("{}: shutting down", shutdown.Wait());
   upstreams.SetCatalogListener(nullptr);
+  // An HTTP gateway's clients hold handles that a restarted gateway or another replica
+  // opens: their sandboxes stay (sandboxd's --idle_ttl ends the forgotten ones). A stdio
+  // gateway's one client is gone: its sandboxes go with it.
+  if (absl::GetFlag(FLAGS_transport) == "http") tool.KeepSandboxes();
   (*server)->Stop();
   tool.CloseAll();
   upstreams.Stop();

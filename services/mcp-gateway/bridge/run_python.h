@@ -80,8 +80,10 @@ class RunPythonTool : public ToolProvider {
   absl::StatusOr<nlohmann::json> ReadResource(const std::string& uri,
                                               ToolCallContext& context) override;
 
-  // Deletes every sandbox session we created (gateway shutdown).
+  // Deletes every sandbox session we created (gateway shutdown), unless KeepSandboxes().
   void CloseAll();
+  // Sandboxes outlive their MCP sessions from now on (SessionBindings::KeepSandboxes).
+  void KeepSandboxes() { bindings_.KeepSandboxes(); }
 
  private:
   // One run as it goes down to the sandbox.

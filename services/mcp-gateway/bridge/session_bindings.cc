@@ -290,7 +290,7 @@ void SessionBindings::Close(const std::string& mcp_session) {
       b->closed = true;
       if (b->ready_) ref = b->ref_;
     }
-    if (ref) Delete(*ref, "sandbox session");
+    if (ref && !keep_sandboxes_) Delete(*ref, "sandbox session");
   }
 }
 

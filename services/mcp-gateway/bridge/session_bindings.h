@@ -23,6 +23,7 @@
 // recently used dropped first: another replica rebuilds what it needs from the handle.
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <map>
 #include <memory>
@@ -162,8 +163,14 @@ class SessionBindings {
   // Drops an adopted binding whose sandbox was lost, deleting it in sandboxd (as Forget).
   void ForgetAdopted(const std::shared_ptr<Binding>& b);
 
-  // The MCP session ended: deletes its sandbox sessions.
+  // The MCP session ended: deletes its sandbox sessions (after KeepSandboxes(), forgets
+  // them only).
   void Close(const std::string& mcp_session);
+  // From now on Close() and CloseAll() leave the sandboxes in sandboxd: an HTTP gateway
+  // that stops (a restart, a rolling update of replicas) leaves each to its handle, which a
+  // restarted gateway or another replica with the key opens; sandboxd's idle expiry ends
+  // those no one comes back to.
+  void KeepSandboxes() { keep_sandboxes_ = true; }
   // Every MCP session (gateway shutdown). Adopted bindings are dropped, their sandboxes
   // kept: a handle reaches them through a restarted gateway or another replica, and
   // sandboxd's idle expiry ends them.
@@ -193,6 +200,7 @@ class SessionBindings {
   const size_t max_per_mcp_session_;
   const size_t max_per_credential_;
   const uint32_t sandboxd_owner_limit_;  // CreateSessionRequest.max_owner_sessions (0: none)
+  std::atomic<bool> keep_sandboxes_{false};
   codemode::Mutex mu_;
   std::map<std::string, std::shared_ptr<Binding>> bindings_ ABSL_GUARDED_BY(mu_);  // by Key()
   // Adopted bindings by AddressKey(), each with the tick of its last use (LRU).

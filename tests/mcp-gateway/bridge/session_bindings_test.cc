@@ -180,5 +180,17 @@ TEST_F(SessionBindingsTest, CloseAllDeletesEverything) {
   EXPECT_EQ(sandboxes_.deleted().size(), 2u);
 }
 
+// An HTTP gateway that stops leaves its sandboxes to their handles (a restart, a rolling
+// update of replicas): closing its MCP sessions forgets them, sandboxd keeps them.
+TEST_F(SessionBindingsTest, AfterKeepSandboxesClosingForgetsWithoutDeleting) {
+  Open("mcp-1", "default");
+  Open("mcp-2", "default");
+  bindings_.KeepSandboxes();
+  bindings_.Close("mcp-1");
+  bindings_.CloseAll();
+  EXPECT_TRUE(sandboxes_.deleted().empty());
+  EXPECT_EQ(sandboxes_.live().size(), 2u);
+}
+
 }  // namespace
 }  // namespace gateway

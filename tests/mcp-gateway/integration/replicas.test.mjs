@@ -3,8 +3,9 @@
 // Mcp-Session-Id), two gateways with one key file on one sandboxd.
 //   - A 2026-07-28 client (SDK v2, pinned) keeps its variables while the replicas are
 //     killed in turn between its calls: each call is served by whichever one is alive.
-//   - A 2025 client (SDK v1) stays on its replica; when that replica dies, a new session
-//     on the other one continues in the same sandbox through the handle.
+//   - A 2025 client (SDK v1) stays on its replica; when that replica dies, or is stopped
+//     for an update, a new session on the other one continues in the same sandbox through
+//     the handle.
 // Runs on Node 22 (tests/node22) for the SDK v2 client; HAPROXY names the binary.
 import assert from "node:assert/strict";
 import path from "node:path";
@@ -109,6 +110,22 @@ describe("gateway replicas behind HAProxy", () => {
     await c.close();
     await replicas[1].start(replicas[1].port);
     await seenUp("gateway2");
+  });
+
+  test("a replica stopped for an update (SIGTERM) leaves its 2025 sessions' sandboxes to their handles", async () => {
+    const legacy = await connectClient(url, auth(), "sdk-v1-update");
+    const first = await servedBy(() => runPython(legacy, "z = 'kept'\nprint('set')"));
+    assert.equal(first.result.isError, false, text(first.result));
+    const i = first.server === "gateway1" ? 0 : 1;
+    await replicas[i].stop();  // SIGTERM: its MCP sessions end
+    await legacy.close().catch(() => {});
+    const again = await connectClient(url, auth(), "sdk-v1-after-update");
+    const r = await runPython(again, "print(z)", { sandbox: handleOf(first.result) });
+    assert.equal(r.isError, false, text(r));
+    assert.equal(printed(r), "kept");
+    await again.close();
+    await replicas[i].start(replicas[i].port);
+    await seenUp(first.server);
   });
 
   test("a 2025 session stays on its replica, and its handle outlives that replica", async () => {
