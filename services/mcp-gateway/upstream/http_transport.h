@@ -112,6 +112,8 @@ class StreamableHttpTransport : public HttpTransportBase {
   // A request's SSE stream is read up to its response and then closed: what a server sends
   // on it afterwards is not read (attack round 15, F2).
   // The answer's bytes are charged to `answer_budget`, or to receive_budget_ when null.
+  // Says why the answer to `message` was not read (too large, or the budget was full).
+  void LogUnread(const nlohmann::json& message, const PostResult& r) const;
   PostResult PostOnce(const nlohmann::json& message, httplib::Client& client,
                       const std::function<void(nlohmann::json)>& on_message,
                       const std::shared_ptr<codemode::ByteBudget>& answer_budget = nullptr);
