@@ -38,7 +38,7 @@ packages=(
   python3 systemd
   clang-14 libclang-rt-14-dev
   universal-ctags
-  haproxy
+  haproxy openssl
 )
 # Node.js: any install that provides node and npm will do (Debian's, or NodeSource's,
 # whose nodejs package conflicts with Debian's npm).

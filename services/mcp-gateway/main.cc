@@ -19,6 +19,7 @@
 #include "server/http_token.h"
 #include "bridge/run_python.h"
 #include "run_flags.h"
+#include "sandboxd_flags.h"
 #include "bridge/sandbox_client.h"
 #include "server/http_server.h"
 #include "server/stdio_server.h"
@@ -35,14 +36,6 @@ ABSL_FLAG(std::vector<std::string>, config, {},
 ABSL_FLAG(std::vector<std::string>, config_dir, {},
           "Directories of *.json mcpServers files, comma-separated. Default: "
           "$XDG_CONFIG_HOME/mcp-gateway/servers.d.");
-ABSL_FLAG(std::vector<std::string>, sandboxd, {},
-          "sandboxd gRPC endpoints (unix:/path or host:port), comma-separated; a session stays "
-          "on the endpoint that created it. Default: $MCP_GATEWAY_SANDBOXD, else sandboxd's "
-          "default socket.");
-ABSL_FLAG(std::string, sandboxd_token_file, "",
-          "File holding the token of a TCP sandboxd (its --tcp_token_file), sent with every "
-          "call to a host:port endpoint; unix sockets need none. Default: "
-          "$MCP_GATEWAY_SANDBOXD_TOKEN_FILE.");
 ABSL_FLAG(std::vector<std::string>, token, {},
           "The bearer token HTTP clients must send ('Authorization: Bearer <token>'). Prefer "
           "$MCP_GATEWAY_TOKEN: other local users can read a command line (a warning says so). "
@@ -230,23 +223,6 @@ std::string ConfigHome() {
   if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x) return x;
   const char* home = std::getenv("HOME");
   return absl::StrCat(home ? home : "/tmp", "/.config");
-}
-
-// The token for TCP sandboxd endpoints (--sandboxd_token_file, else
-// $MCP_GATEWAY_SANDBOXD_TOKEN_FILE); empty when neither is set.
-absl::StatusOr<std::string> SandboxdTokenFromFlags() {
-  std::string path = absl::GetFlag(FLAGS_sandboxd_token_file);
-  if (const char* env = std::getenv("MCP_GATEWAY_SANDBOXD_TOKEN_FILE"); path.empty() && env) path = env;
-  if (path.empty()) return std::string();
-  return gateway::ReadSandboxdToken(path);
-}
-
-std::string DefaultSandboxd() {
-  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg && *xdg) {
-    return absl::StrCat("unix:", xdg, "/sandboxd/sandboxd.sock");
-  }
-  if (geteuid() == 0) return "unix:/run/sandboxd/sandboxd.sock";
-  return absl::StrCat("unix:/tmp/sandboxd-", geteuid(), "/sandboxd.sock");
 }
 
 // The HTTP bearer token: --token, $MCP_GATEWAY_TOKEN, or the token file (created at the
@@ -516,23 +492,22 @@ int main(int argc, char** argv) {
   gateway::UpstreamManager upstreams(*configs, *upstream_options);
   upstreams.Start();
 
-  std::vector<std::string> endpoints = absl::GetFlag(FLAGS_sandboxd);
-  if (endpoints.empty()) endpoints = FromEnv("MCP_GATEWAY_SANDBOXD");
-  if (endpoints.empty()) endpoints.push_back(DefaultSandboxd());
+  absl::StatusOr<SandboxdFlags> sandboxd = SandboxdFromFlags();
+  if (!sandboxd.ok()) {
+    spdlog::critical("{}", std::string(sandboxd.status().message()));
+    upstreams.Stop();
+    return 2;
+  }
   absl::StatusOr<sandbox::v1::Isolation> isolation =
       gateway::ParseIsolationFlag(absl::GetFlag(FLAGS_isolation));
   if (!isolation.ok()) {
     spdlog::critical("{}", std::string(isolation.status().message()));
     return 2;
   }
-  absl::StatusOr<std::string> sandboxd_token = SandboxdTokenFromFlags();
-  if (!sandboxd_token.ok()) {
-    spdlog::critical("{}", std::string(sandboxd_token.status().message()));
-    return 2;
-  }
-  gateway::SandboxClient sandboxes(endpoints,
+  gateway::SandboxClient sandboxes(sandboxd->endpoints,
                                    ToolCallLimitsFromFlags(ceiling, upstream_options->receive_budget),
-                                   *isolation, absl::GetFlag(FLAGS_image), *sandboxd_token);
+                                   *isolation, absl::GetFlag(FLAGS_image), sandboxd->tcp_token,
+                                   sandboxd->tls);
   gateway::ManagerUpstreams upstream_view(&upstreams);
   absl::StatusOr<gateway::RunPythonOptions> run_options = RunOptionsFromFlags();
   if (!run_options.ok()) {
@@ -552,7 +527,8 @@ int main(int argc, char** argv) {
     return absl::IsInvalidArgument(server.status()) ? 2 : 1;
   }
   upstreams.SetCatalogListener([t = server->get()] { t->NotifyToolsChanged(); });
-  spdlog::info("sandboxd at {}", absl::StrJoin(endpoints, ", "));
+  spdlog::info("sandboxd at {}{}", absl::StrJoin(sandboxd->endpoints, ", "),
+               sandboxd->tls.ca.empty() ? "" : " (TCP endpoints over TLS)");
 
   spdlog::info("{}: shutting down", shutdown.Wait());
   upstreams.SetCatalogListener(nullptr);

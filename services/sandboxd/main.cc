@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "base/daemon.h"
@@ -34,9 +35,18 @@ ABSL_FLAG(std::string, socket, "",
           "/run/sandboxd/sandboxd.sock for root, else /tmp/sandboxd-$UID/sandboxd.sock. "
           "The directory is created 0700 and the socket made 0600.");
 ABSL_FLAG(std::string, listen_tcp, "",
-          "Also serve on this TCP address (for example 127.0.0.1:50051): plaintext, loopback "
-          "peers only, and every call must carry 'authorization: Bearer <token>' with the "
-          "token of --tcp_token_file (required with --listen_tcp).");
+          "Also serve on this TCP address (for example 127.0.0.1:50051). Every call must carry "
+          "'authorization: Bearer <token>' with the token of --tcp_token_file (required with "
+          "--listen_tcp). Plaintext from loopback peers only, unless --tls_cert_file and "
+          "--tls_key_file are given: then TLS, from peers anywhere.");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "PEM certificate chain of --listen_tcp's TLS (with --tls_key_file).");
+ABSL_FLAG(std::string, tls_key_file, "",
+          "PEM private key of --listen_tcp's TLS: a file of ours that no other user may read "
+          "or write.");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "With TLS: PEM CA certificates; a client must then present a certificate one of "
+          "them signed (mutual TLS), besides the token.");
 ABSL_FLAG(std::string, tcp_token_file, "",
           "The --listen_tcp token: a file of ours, mode 0600, holding one token of at least 32 "
           "characters; when missing it is created (0600, a random token) in an existing "
@@ -334,6 +344,7 @@ void SetHealth(grpc::HealthCheckServiceInterface* health, bool serving) {
 // `tcp_token`) until SIGTERM/SIGINT, then drains. Returns the process's exit code.
 int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& options,
           const std::string& socket_path, const std::string& tcp_token,
+          const std::optional<sandboxd::TcpTls>& tls,
           const sandboxd::SystemdNotifier& notifier, codemode::ShutdownSignal& shutdown) {
   // gRPC's built-in health service does not link its proto descriptor; touching ours
   // does, so reflection can describe grpc.health.v1.Health and grpcurl can call it.
@@ -346,7 +357,10 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
   std::string tcp = absl::GetFlag(FLAGS_listen_tcp);
   int tcp_port = 0;
   // Loopback is no boundary between the users of a machine: the TCP port wants a token.
-  if (!tcp.empty()) builder.AddListeningPort(tcp, sandboxd::TcpServerCredentials(tcp_token), &tcp_port);
+  if (!tcp.empty()) {
+    builder.AddListeningPort(tcp, sandboxd::TcpServerCredentials(tcp_token, tls ? &*tls : nullptr),
+                             &tcp_port);
+  }
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_code_bytes + (16 << 20)));
   // Each synchronous rpc holds a thread while it waits (on podman, on a sandbox): without a
@@ -368,7 +382,13 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
                                     : "STATUS=cannot start containers: " + r.reason.substr(0, 200));
   });
   spdlog::info("sandboxd {} serving on unix:{}{} (state {}, image {}, pool {})", SANDBOXD_VERSION,
-               socket_path, tcp.empty() ? "" : absl::StrCat(" and ", tcp, " (port ", tcp_port, ")"),
+               socket_path,
+               tcp.empty() ? ""
+                           : absl::StrCat(" and ", tcp, " (port ", tcp_port, ", ",
+                                          !tls ? "plaintext, loopback peers"
+                                          : tls->client_ca.empty() ? "TLS"
+                                                                   : "TLS with client certificates",
+                                          ")"),
                options.state_dir, options.image, options.pool_size);
   // READY=1: the socket accepts RPCs and earlier sessions are re-attached; whether new
   // sessions can start is the health status (above).
@@ -425,6 +445,22 @@ int main(int argc, char** argv) {
     }
     tcp_token = *token;
   }
+  std::optional<sandboxd::TcpTls> tls;
+  if (!absl::GetFlag(FLAGS_tls_cert_file).empty() || !absl::GetFlag(FLAGS_tls_key_file).empty() ||
+      !absl::GetFlag(FLAGS_tls_client_ca_file).empty()) {
+    absl::StatusOr<sandboxd::TcpTls> loaded = sandboxd::LoadTcpTls(
+        absl::GetFlag(FLAGS_tls_cert_file), absl::GetFlag(FLAGS_tls_key_file),
+        absl::GetFlag(FLAGS_tls_client_ca_file));
+    if (!loaded.ok()) {
+      spdlog::critical("{}", loaded.status().message());
+      return 2;
+    }
+    if (absl::GetFlag(FLAGS_listen_tcp).empty()) {
+      spdlog::critical("--tls_cert_file and --tls_key_file secure --listen_tcp, which is not set");
+      return 2;
+    }
+    tls = *std::move(loaded);
+  }
   std::string socket_path = absl::GetFlag(FLAGS_socket);
   if (socket_path.empty()) socket_path = DefaultSocket();
   if (absl::Status s = PrepareSocket(socket_path); !s.ok()) {
@@ -436,5 +472,5 @@ int main(int argc, char** argv) {
     spdlog::critical("{}", s.message());
     return 1;
   }
-  return Serve(manager, *options, socket_path, tcp_token, notifier, shutdown);
+  return Serve(manager, *options, socket_path, tcp_token, tls, notifier, shutdown);
 }

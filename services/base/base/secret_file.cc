@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -46,24 +47,30 @@ absl::StatusOr<std::string> RandomHex(size_t bytes) {
   return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(random), bytes));
 }
 
-// Reads the secret file `name` in the directory `dirfd` (`path` names it in messages).
 // Only a regular file of ours that nobody else can read or write holds a secret: a file
-// someone else owns or could read authenticates nobody.
-absl::StatusOr<std::string> ReadSecretAt(int dirfd, const std::string& name,
-                                         const std::string& path, const SecretFileKind& kind) {
-  Fd fd(openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-  if (fd.get() < 0) return Errno(absl::StrCat("cannot open ", kind.what), path);
+// someone else owns or could read authenticates nobody. `fd` is open on `path`.
+// `made_here`: a missing file would be created (so deleting it is a way out).
+absl::Status CheckPrivate(int fd, const std::string& path, const SecretFileKind& kind, bool made_here) {
   struct stat st;
-  if (fstat(fd.get(), &st) != 0) return Errno(absl::StrCat("cannot stat ", kind.what), path);
+  if (fstat(fd, &st) != 0) return Errno(absl::StrCat("cannot stat ", kind.what), path);
   if (!S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
     return absl::FailedPreconditionError(
         absl::StrCat(kind.what, " ", path, " is not a regular file owned by us"));
   }
   if (st.st_mode & 077) {
     return absl::FailedPreconditionError(absl::StrCat(
-        kind.what, " ", path, " can be read or written by other users; run chmod 600 on it (or delete it "
-        "for a new ", kind.secret, ")"));
+        kind.what, " ", path, " can be read or written by other users; run chmod 600 on it",
+        made_here ? absl::StrCat(" (or delete it for a new ", kind.secret, ")") : ""));
   }
+  return absl::OkStatus();
+}
+
+// Reads the secret file `name` in the directory `dirfd` (`path` names it in messages).
+absl::StatusOr<std::string> ReadSecretAt(int dirfd, const std::string& name,
+                                         const std::string& path, const SecretFileKind& kind) {
+  Fd fd(openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (fd.get() < 0) return Errno(absl::StrCat("cannot open ", kind.what), path);
+  if (absl::Status s = CheckPrivate(fd.get(), path, kind, true); !s.ok()) return s;
   char buf[512];
   ssize_t n = read(fd.get(), buf, sizeof buf);
   if (n < 0) return Errno(absl::StrCat("cannot read ", kind.what), path);
@@ -184,6 +191,52 @@ absl::StatusOr<std::string> LoadOrCreateSecretFile(const std::string& path, cons
   // Whoever placed it (we, or a process starting beside us), the secret is what the file
   // holds once read back under the same checks as at every later start.
   return ReadSecretAt(dirfd.get(), base, path, kind);
+}
+
+absl::StatusOr<std::string> ReadPrivateFile(const std::string& path, const SecretFileKind& kind,
+                                            size_t max_bytes) {
+  Fd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (fd.get() < 0) return Errno(absl::StrCat("cannot open ", kind.what), path);
+  if (absl::Status s = CheckPrivate(fd.get(), path, kind, false); !s.ok()) return s;
+  std::string contents(max_bytes + 1, '\0');
+  size_t got = 0;
+  while (got < contents.size()) {
+    ssize_t n = read(fd.get(), contents.data() + got, contents.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Errno(absl::StrCat("cannot read ", kind.what), path);
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  if (got > max_bytes) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(kind.what, " ", path, " is larger than ", max_bytes, " bytes"));
+  }
+  contents.resize(got);
+  return contents;
+}
+
+absl::StatusOr<std::string> ReadPrivateKeyFile(const std::string& path, const std::string& flag) {
+  absl::StatusOr<std::string> key = ReadPrivateFile(path, {flag, "private key", flag}, 1 << 20);
+  if (key.ok() && key->find("PRIVATE KEY-----") == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, " ", path, " holds no PEM private key"));
+  }
+  return key;
+}
+
+absl::StatusOr<std::string> ReadCertificateFile(const std::string& path, const std::string& flag) {
+  constexpr size_t kMaxPemBytes = 1 << 20;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::FailedPreconditionError(absl::StrCat("cannot read ", flag, " ", path));
+  std::string pem(kMaxPemBytes + 1, '\0');
+  in.read(pem.data(), static_cast<std::streamsize>(pem.size()));
+  pem.resize(static_cast<size_t>(in.gcount()));
+  if (pem.size() > kMaxPemBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, " ", path, " is larger than ", kMaxPemBytes, " bytes"));
+  }
+  if (pem.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, " ", path, " holds no PEM certificate"));
+  }
+  return pem;
 }
 
 }  // namespace codemode

@@ -31,4 +31,19 @@ std::string DefaultStateFile(const std::string& app, const std::string& name);
 absl::StatusOr<std::string> LoadOrCreateSecretFile(const std::string& path,
                                                    const SecretFileKind& kind);
 
+// Reads the whole of `path` (at most `max_bytes`), a secret someone else made (a TLS
+// private key): under the checks above, a regular file of ours (not a symlink) that no
+// other user may read or write. Nothing is created.
+absl::StatusOr<std::string> ReadPrivateFile(const std::string& path, const SecretFileKind& kind,
+                                            size_t max_bytes);
+
+// Reads a PEM private key file (ReadPrivateFile's checks), at most 1 MiB; INVALID_ARGUMENT
+// naming `flag` when it holds no PEM private key.
+absl::StatusOr<std::string> ReadPrivateKeyFile(const std::string& path, const std::string& flag);
+
+// Reads a PEM certificate file (public: no checks of its owner or mode), at most 1 MiB;
+// INVALID_ARGUMENT naming `flag` when it holds no certificate, FAILED_PRECONDITION when it
+// cannot be read.
+absl::StatusOr<std::string> ReadCertificateFile(const std::string& path, const std::string& flag);
+
 }  // namespace codemode

@@ -2,7 +2,11 @@
 // and the Execute stream loop.
 #include "bridge/sandbox_client.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <optional>
 
@@ -12,6 +16,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "base/mutex.h"
+#include "base/secret_file.h"
 #include "base/thread.h"
 #include "bridge/tool_call_dispatcher.h"
 #include "spdlog/spdlog.h"
@@ -84,9 +89,72 @@ absl::StatusOr<std::string> ReadSandboxdToken(const std::string& path) {
   return token;
 }
 
+absl::StatusOr<SandboxdTls> LoadSandboxdTls(const std::string& ca_file, const std::string& cert_file,
+                                            const std::string& key_file, const std::string& server_name) {
+  if (cert_file.empty() != key_file.empty()) {
+    return absl::InvalidArgumentError("--sandboxd_tls_cert_file and --sandboxd_tls_key_file go together");
+  }
+  if (ca_file.empty() && (!cert_file.empty() || !server_name.empty())) {
+    return absl::InvalidArgumentError(
+        "--sandboxd_tls_cert_file, --sandboxd_tls_key_file and --sandboxd_tls_server_name need "
+        "--sandboxd_tls_ca_file");
+  }
+  SandboxdTls tls;
+  tls.server_name = server_name;
+  if (ca_file.empty()) return tls;
+  absl::StatusOr<std::string> ca = codemode::ReadCertificateFile(ca_file, "--sandboxd_tls_ca_file");
+  if (!ca.ok()) return ca.status();
+  tls.ca = *std::move(ca);
+  if (cert_file.empty()) return tls;
+  absl::StatusOr<std::string> cert = codemode::ReadCertificateFile(cert_file, "--sandboxd_tls_cert_file");
+  if (!cert.ok()) return cert.status();
+  tls.cert_chain = *std::move(cert);
+  absl::StatusOr<std::string> key = codemode::ReadPrivateKeyFile(key_file, "--sandboxd_tls_key_file");
+  if (!key.ok()) return key.status();
+  tls.private_key = *std::move(key);
+  return tls;
+}
+
+namespace {
+
+bool IsUnixEndpoint(const std::string& endpoint) {
+  return absl::StartsWith(endpoint, "unix:") || absl::StartsWith(endpoint, "unix-abstract:");
+}
+
+// The host of a gRPC TCP target ("host:port", "[v6]:port", "dns:///host:port", "ipv4:a:p").
+std::string TargetHost(std::string target) {
+  for (const char* scheme : {"dns:///", "dns:", "ipv4:", "ipv6:"}) {
+    if (absl::StartsWith(target, scheme)) {
+      target = target.substr(strlen(scheme));
+      break;
+    }
+  }
+  if (!target.empty() && target.front() == '[') return target.substr(1, target.find(']') - 1);
+  const size_t colon = target.rfind(':');
+  return colon == std::string::npos ? target : target.substr(0, colon);
+}
+
+}  // namespace
+
+absl::Status CheckPlaintextEndpoints(const std::vector<std::string>& endpoints, const SandboxdTls& tls) {
+  if (!tls.ca.empty()) return absl::OkStatus();
+  for (const std::string& e : endpoints) {
+    if (IsUnixEndpoint(e)) continue;
+    const std::string host = TargetHost(e);
+    in_addr v4{};
+    const bool loopback_v4 = inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
+    if (host == "localhost" || host == "::1" || loopback_v4) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--sandboxd endpoint ", e, " is not on this machine: speak TLS to it (sandboxd's "
+        "--tls_cert_file, the gateway's --sandboxd_tls_ca_file), or the token, the code and "
+        "every result cross the network readable (and sandboxd refuses plaintext from there)"));
+  }
+  return absl::OkStatus();
+}
+
 SandboxClient::SandboxClient(std::vector<std::string> endpoints, ToolCallLimits limits,
                              sandbox::v1::Isolation isolation, std::string image,
-                             std::string tcp_token)
+                             std::string tcp_token, const SandboxdTls& tls)
     : endpoints_(std::move(endpoints)),
       limits_(limits),
       budget_(limits.shared),
@@ -103,7 +171,16 @@ SandboxClient::SandboxClient(std::vector<std::string> endpoints, ToolCallLimits 
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     args.SetMaxReceiveMessageSize(64 << 20);
     args.SetMaxSendMessageSize(64 << 20);
-    auto channel = grpc::CreateCustomChannel(e, grpc::InsecureChannelCredentials(), args);
+    std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+    if (!tls.ca.empty() && !IsUnixEndpoint(e)) {
+      grpc::SslCredentialsOptions ssl;
+      ssl.pem_root_certs = tls.ca;
+      ssl.pem_cert_chain = tls.cert_chain;
+      ssl.pem_private_key = tls.private_key;
+      creds = grpc::SslCredentials(ssl);
+      if (!tls.server_name.empty()) args.SetSslTargetNameOverride(tls.server_name);
+    }
+    auto channel = grpc::CreateCustomChannel(e, creds, args);
     stubs_.push_back(sandbox::v1::SandboxService::NewStub(channel));
     channels_.push_back(std::move(channel));
   }
@@ -122,8 +199,7 @@ sandbox::v1::SandboxService::Stub& SandboxClient::Stub(size_t i) {
 void SandboxClient::Prepare(grpc::ClientContext& ctx, size_t i,
                             std::chrono::system_clock::time_point deadline) const {
   ctx.set_deadline(deadline);
-  if (!tcp_token_.empty() && !absl::StartsWith(endpoints_[i], "unix:") &&
-      !absl::StartsWith(endpoints_[i], "unix-abstract:")) {
+  if (!tcp_token_.empty() && !IsUnixEndpoint(endpoints_[i])) {
     ctx.AddMetadata("authorization", absl::StrCat("Bearer ", tcp_token_));
   }
 }

@@ -39,6 +39,24 @@ absl::StatusOr<sandbox::v1::Isolation> ParseIsolationFlag(const std::string& nam
 // ignored); FAILED_PRECONDITION when it cannot be read or is empty.
 absl::StatusOr<std::string> ReadSandboxdToken(const std::string& path);
 
+// TLS to sandboxd's TCP endpoints (its --tls_cert_file port), read from the gateway's
+// --sandboxd_tls_* files. No `ca`: plaintext, which sandboxd takes from loopback only.
+struct SandboxdTls {
+  std::string ca;           // PEM roots that signed sandboxd's certificate
+  std::string cert_chain;   // PEM client certificate, for sandboxd's --tls_client_ca_file
+  std::string private_key;  // its key
+  std::string server_name;  // verified instead of the endpoint's host, when set
+};
+
+// Reads the files (the key under the secret-file checks: ours, 0600). Empty paths are
+// absent parts; a client certificate needs its key and a CA.
+absl::StatusOr<SandboxdTls> LoadSandboxdTls(const std::string& ca_file, const std::string& cert_file,
+                                            const std::string& key_file, const std::string& server_name);
+
+// OK unless a TCP endpoint other than loopback would be spoken to in plaintext: the token
+// (and the code, and every tool result) would cross the network readable.
+absl::Status CheckPlaintextEndpoints(const std::vector<std::string>& endpoints, const SandboxdTls& tls);
+
 // What placement knows of one sandboxd endpoint: its GetInfo, when it answered one.
 struct EndpointLoad {
   bool answered = false;  // GetInfo succeeded; the rest is from it
@@ -61,10 +79,11 @@ class SandboxClient : public Sandboxes {
   // created with `isolation` (UNSPECIFIED: sandboxd's default) and runs the image named
   // `image` among sandboxd's (empty: its default image). Calls to a TCP endpoint carry
   // `tcp_token` as 'authorization: Bearer' (sandboxd's --tcp_token_file); a unix socket
-  // never gets it (its directory is the boundary).
+  // never gets it (its directory is the boundary). TCP endpoints speak TLS with `tls`
+  // when it has a CA.
   explicit SandboxClient(std::vector<std::string> endpoints, ToolCallLimits limits = {},
                          sandbox::v1::Isolation isolation = sandbox::v1::ISOLATION_UNSPECIFIED,
-                         std::string image = "", std::string tcp_token = "");
+                         std::string image = "", std::string tcp_token = "", const SandboxdTls& tls = {});
 
   std::string EndpointName(size_t endpoint) const override { return endpoints_.at(endpoint); }
   std::optional<size_t> FindEndpoint(const std::string& name) const override;

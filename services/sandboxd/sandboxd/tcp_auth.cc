@@ -7,10 +7,13 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <tuple>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "base/secret_file.h"
 
 namespace sandboxd {
 namespace {
@@ -90,9 +93,41 @@ grpc::Status BearerTokenProcessor::Process(const InputMetadata& auth_metadata, g
   return grpc::Status::OK;
 }
 
-std::shared_ptr<grpc::ServerCredentials> TcpServerCredentials(const std::string& token) {
-  std::shared_ptr<grpc::ServerCredentials> creds =
-      grpc::experimental::LocalServerCredentials(LOCAL_TCP);
+absl::StatusOr<TcpTls> LoadTcpTls(const std::string& cert_file, const std::string& key_file,
+                                  const std::string& client_ca_file) {
+  if (cert_file.empty() != key_file.empty()) {
+    return absl::InvalidArgumentError("--tls_cert_file and --tls_key_file go together");
+  }
+  if (cert_file.empty() && !client_ca_file.empty()) {
+    return absl::InvalidArgumentError("--tls_client_ca_file needs --tls_cert_file and --tls_key_file");
+  }
+  TcpTls tls;
+  absl::StatusOr<std::string> key = codemode::ReadPrivateKeyFile(key_file, "--tls_key_file");
+  if (!key.ok()) return key.status();
+  tls.private_key = *std::move(key);
+  for (auto [path, flag, out] : {std::make_tuple(cert_file, "--tls_cert_file", &tls.cert_chain),
+                                 std::make_tuple(client_ca_file, "--tls_client_ca_file", &tls.client_ca)}) {
+    if (path.empty()) continue;
+    absl::StatusOr<std::string> pem = codemode::ReadCertificateFile(path, flag);
+    if (!pem.ok()) return pem.status();
+    *out = *std::move(pem);
+  }
+  return tls;
+}
+
+std::shared_ptr<grpc::ServerCredentials> TcpServerCredentials(const std::string& token,
+                                                              const TcpTls* tls) {
+  std::shared_ptr<grpc::ServerCredentials> creds;
+  if (tls != nullptr) {
+    grpc::SslServerCredentialsOptions options(
+        tls->client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                               : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    options.pem_root_certs = tls->client_ca;
+    options.pem_key_cert_pairs.push_back({tls->private_key, tls->cert_chain});
+    creds = grpc::SslServerCredentials(options);
+  } else {
+    creds = grpc::experimental::LocalServerCredentials(LOCAL_TCP);
+  }
   creds->SetAuthMetadataProcessor(std::make_shared<BearerTokenProcessor>(token));
   return creds;
 }

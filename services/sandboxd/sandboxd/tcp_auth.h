@@ -2,9 +2,11 @@
 // users of a machine: without this, any local user could run code in, and read the files
 // of, every session. The unix socket needs none (its 0700 directory is the boundary).
 //
-// The TCP port takes only loopback peers (gRPC's local credentials) and only calls that
-// carry `authorization: Bearer <token>`, the token read from --tcp_token_file (created 0600
-// with a random token when it does not exist yet; refused when another user could read it).
+// The TCP port takes only calls that carry `authorization: Bearer <token>`, the token read
+// from --tcp_token_file (created 0600 with a random token when it does not exist yet;
+// refused when another user could read it). Without TLS it takes only loopback peers
+// (gRPC's local credentials); with TLS (--tls_cert_file, --tls_key_file) peers on other
+// machines, whose certificate it also checks with --tls_client_ca_file.
 //
 //   absl::StatusOr<std::string> token = LoadOrCreateTcpToken("/etc/sandboxd/tcp-token");
 //   if (!token.ok()) return token.status();
@@ -40,7 +42,22 @@ class BearerTokenProcessor : public grpc::AuthMetadataProcessor {
   const std::string expected_;
 };
 
-// Credentials for the TCP port: loopback peers only, and the bearer token.
-std::shared_ptr<grpc::ServerCredentials> TcpServerCredentials(const std::string& token);
+// TLS for the TCP port (--tls_cert_file, --tls_key_file, --tls_client_ca_file), read.
+struct TcpTls {
+  std::string cert_chain;   // PEM: the server's certificate, then its intermediates
+  std::string private_key;  // PEM
+  std::string client_ca;    // PEM; when set, a client must present a certificate it signed
+};
+
+// Reads the TLS files. The key file is a secret: a regular file of ours that no other
+// user may read or write (as the token file); the certificates are public.
+absl::StatusOr<TcpTls> LoadTcpTls(const std::string& cert_file, const std::string& key_file,
+                                  const std::string& client_ca_file);
+
+// Credentials for the TCP port, always with the bearer token: with `tls`, TLS to peers on
+// any address (and their certificate, when it names a client CA); without it, plaintext
+// from loopback peers only.
+std::shared_ptr<grpc::ServerCredentials> TcpServerCredentials(const std::string& token,
+                                                              const TcpTls* tls = nullptr);
 
 }  // namespace sandboxd

@@ -5,6 +5,7 @@
 // too: tool_call_dispatcher_test.cc).
 #include "bridge/sandbox_client.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>

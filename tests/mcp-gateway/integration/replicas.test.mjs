@@ -6,14 +6,19 @@
 //   - A 2025 client (SDK v1) stays on its replica; when that replica dies, or is stopped
 //     for an update, a new session on the other one continues in the same sandbox through
 //     the handle.
+//   - sandboxd on another machine: its TCP port over TLS with client certificates, reached
+//     at the host's own non-loopback address; a gateway without TLS refuses to start, one
+//     with another CA's certificate is refused by sandboxd.
 // Runs on Node 22 (tests/node22) for the SDK v2 client; HAPROXY names the binary.
 import assert from "node:assert/strict";
+import { execFileSync, spawnSync } from "node:child_process";
+import os from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { after, before, describe, test } from "node:test";
 import {
-  GatewayHttp, Sandboxd, connectClient, freePort, runPython, spawnTied, stopAll, tempDir, text, track,
-  waitFor, writeConfig,
+  GATEWAY_BIN, GatewayHttp, Sandboxd, connectClient, freePort, runPython, spawnTied, stopAll, tempDir, text,
+  track, waitFor, writeConfig,
 } from "./harness.mjs";
 import { canConnect, required } from "../../common/processes.mjs";
 
@@ -152,5 +157,71 @@ describe("gateway replicas behind HAProxy", () => {
     assert.equal(printed(again.result.r), "11");
     assert.notEqual(again.server, home);
     await again.result.c.close();
+  });
+});
+
+describe("sandboxd on another machine (TLS)", () => {
+  // An address of this host that is not loopback: to sandboxd's port, a peer there is as
+  // good as one on another machine.
+  const address = Object.values(os.networkInterfaces()).flat()
+    .find((i) => i && i.family === "IPv4" && !i.internal)?.address;
+  const dir = tempDir("tls-");
+  const certs = path.join(dir, "certs");
+  const token = path.join(dir, "token");
+  let sandboxd, endpoint;
+  const tlsArgs = (client = "client") => [`--sandboxd=${endpoint}`, `--sandboxd_token_file=${token}`,
+    `--sandboxd_tls_ca_file=${certs}/ca.pem`, `--sandboxd_tls_cert_file=${certs}/${client}.pem`,
+    `--sandboxd_tls_key_file=${certs}/${client}-key.pem`];
+
+  before(async () => {
+    assert.ok(address, "this test needs an IPv4 address that is not loopback");
+    execFileSync(path.join(import.meta.dirname, "../../common/make_test_certs.sh"), [certs, address]);
+    endpoint = `${address}:${await freePort()}`;
+    sandboxd = new Sandboxd([`--listen_tcp=${endpoint}`, `--tcp_token_file=${token}`,
+      `--tls_cert_file=${certs}/server.pem`, `--tls_key_file=${certs}/server-key.pem`,
+      `--tls_client_ca_file=${certs}/ca.pem`]);
+    await sandboxd.start();
+  });
+  after(async () => {
+    await sandboxd?.stop();
+    await stopAll();
+  });
+
+  test("a gateway runs code there over TLS with its client certificate", async () => {
+    const g = new GatewayHttp({ config: writeConfig({}), sandboxd: endpoint, extraArgs: tlsArgs().slice(1) });
+    await g.start();
+    try {
+      const c = await g.client("tls");
+      const r = await runPython(c, "print(6 * 7)");
+      assert.equal(r.isError, false, text(r) + g.log);
+      assert.equal(printed(r), "42");
+      assert.match(g.log, /TCP endpoints over TLS/);
+      await c.close();
+    } finally {
+      await g.stop();
+    }
+  });
+
+  test("without TLS the gateway does not start: the token would cross the network readable", () => {
+    const out = spawnSync(GATEWAY_BIN, ["--transport=http", "--listen=127.0.0.1:0", `--config=${writeConfig({})}`,
+      `--sandboxd=${endpoint}`, `--sandboxd_token_file=${token}`], { encoding: "utf8", timeout: 30000,
+      env: { ...process.env, MCP_GATEWAY_TOKEN: "t".repeat(32) } });
+    assert.equal(out.status, 2, out.stderr);
+    assert.match(out.stderr, /is not on this machine: speak TLS to it/);
+  });
+
+  test("a client certificate of another CA is refused by sandboxd", async () => {
+    const g = new GatewayHttp({ config: writeConfig({}), sandboxd: endpoint, extraArgs: tlsArgs("other-client").slice(1) });
+    await g.start();
+    try {
+      const c = await g.client("other-ca");
+      const r = await runPython(c, "print(1)");
+      assert.equal(r.isError, true, text(r));
+      assert.match(text(r), /unavailable/i);
+      assert.equal(sandboxd.sessions().length, 1, "only the first test's sandbox");
+      await c.close();
+    } finally {
+      await g.stop();
+    }
   });
 });

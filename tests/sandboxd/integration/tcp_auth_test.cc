@@ -3,10 +3,16 @@
 // --tcp_token_file (UNAUTHENTICATED without it or with a wrong one), refuses to start
 // without a token file or with one other users can read, creates a missing one 0600, and
 // its unix socket keeps working without a token (its 0700 directory is the boundary).
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
+#include <iterator>
+#include <vector>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -42,15 +48,19 @@ class TcpAuthTest : public ::testing::Test {
     size_t at = log.find("(port ");
     return at == std::string::npos ? 0 : std::stoi(log.substr(at + 6));
   }
-  static grpc::Status GetInfoOverTcp(int port, const std::string& authorization) {
-    auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
-                                       grpc::InsecureChannelCredentials());
-    auto stub = sandbox::v1::SandboxService::NewStub(channel);
+  // GetInfo on `target` with `creds`, sending `authorization` when not empty.
+  static grpc::Status GetInfoOn(const std::string& target, const std::shared_ptr<grpc::ChannelCredentials>& creds,
+                                const std::string& authorization) {
+    auto stub = sandbox::v1::SandboxService::NewStub(grpc::CreateChannel(target, creds));
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     if (!authorization.empty()) ctx.AddMetadata("authorization", authorization);
     sandbox::v1::Info info;
     return stub->GetInfo(&ctx, {}, &info);
+  }
+  static grpc::Status GetInfoOverTcp(int port, const std::string& authorization,
+                                     const std::string& host = "127.0.0.1") {
+    return GetInfoOn(absl::StrCat(host, ":", port), grpc::InsecureChannelCredentials(), authorization);
   }
   // Runs sandboxd with `args` until it exits (it should refuse to start); its output.
   std::string RunToExit(const std::string& args, int* code) {
@@ -114,6 +124,128 @@ TEST_F(TcpAuthTest, AMissingTokenFileIsCreatedPrivateAndItsTokenWorks) {
   const int port = TcpPort(daemon);
   EXPECT_TRUE(GetInfoOverTcp(port, "Bearer " + token).ok());
   EXPECT_EQ(GetInfoOverTcp(port, "").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+// The machine's first IPv4 address that is not loopback: to the TCP port, a peer there is
+// as good as one on another machine. Empty when there is none.
+std::string NonLoopbackAddress() {
+  struct ifaddrs* all = nullptr;
+  if (getifaddrs(&all) != 0) return "";
+  std::string found;
+  for (struct ifaddrs* i = all; i != nullptr && found.empty(); i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_LOOPBACK)) continue;
+    char text[INET_ADDRSTRLEN];
+    const auto* in = reinterpret_cast<const struct sockaddr_in*>(i->ifa_addr);
+    if (inet_ntop(AF_INET, &in->sin_addr, text, sizeof text) != nullptr) found = text;
+  }
+  freeifaddrs(all);
+  return found;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// --listen_tcp beyond loopback: TLS (--tls_cert_file, --tls_key_file) and, with
+// --tls_client_ca_file, client certificates; the token is wanted all the same.
+class TcpTlsTest : public TcpAuthTest {
+ protected:
+  void SetUp() override {
+    TcpAuthTest::SetUp();
+    address_ = NonLoopbackAddress();
+    ASSERT_FALSE(address_.empty()) << "these tests need an IPv4 address that is not loopback";
+    certs_ = dir_ + "/certs";
+    int code = 0;
+    std::string out = Sh(absl::StrCat(PROJECT_SOURCE_DIR, "/tests/common/make_test_certs.sh ", certs_, " ",
+                                      address_, " 2>&1"), &code);
+    ASSERT_EQ(code, 0) << out;
+  }
+  std::vector<std::string> TlsArgs(bool client_ca = true) const {
+    std::vector<std::string> args = {"--listen_tcp=" + address_ + ":0",
+                                      "--tcp_token_file=" + dir_ + "/token",
+                                      "--tls_cert_file=" + certs_ + "/server.pem",
+                                      "--tls_key_file=" + certs_ + "/server-key.pem"};
+    if (client_ca) args.push_back("--tls_client_ca_file=" + certs_ + "/ca.pem");
+    return args;
+  }
+  // GetInfo over TLS trusting `ca`, with the client certificate `client` ("" for none).
+  grpc::Status GetInfoOverTls(int port, const std::string& authorization, const std::string& ca,
+                              const std::string& client) const {
+    grpc::SslCredentialsOptions options;
+    options.pem_root_certs = ReadAll(certs_ + "/" + ca + ".pem");
+    if (!client.empty()) {
+      options.pem_cert_chain = ReadAll(certs_ + "/" + client + ".pem");
+      options.pem_private_key = ReadAll(certs_ + "/" + client + "-key.pem");
+    }
+    return GetInfoOn(absl::StrCat(address_, ":", port), grpc::SslCredentials(options), authorization);
+  }
+
+  std::string address_;
+  std::string certs_;
+};
+
+TEST_F(TcpTlsTest, WithoutTlsAPeerBeyondLoopbackIsRefusedEvenWithTheToken) {
+  SandboxdProcess daemon({"--listen_tcp=" + address_ + ":0", "--tcp_token_file=" + WriteToken(kToken, 0600)});
+  ASSERT_TRUE(daemon.Start());
+  const int port = TcpPort(daemon);
+  ASSERT_GT(port, 0) << daemon.Log();
+  grpc::Status s = GetInfoOverTcp(port, absl::StrCat("Bearer ", kToken), address_);
+  EXPECT_FALSE(s.ok());
+}
+
+TEST_F(TcpTlsTest, TlsServesPeersAnywhereWithTheTokenAndAClientCertificate) {
+  WriteToken(kToken, 0600);
+  SandboxdProcess daemon(TlsArgs());
+  ASSERT_TRUE(daemon.Start());
+  const int port = TcpPort(daemon);
+  ASSERT_GT(port, 0) << daemon.Log();
+  const std::string bearer = absl::StrCat("Bearer ", kToken);
+  grpc::Status ok = GetInfoOverTls(port, bearer, "ca", "client");
+  EXPECT_TRUE(ok.ok()) << ok.error_message() << "\n" << daemon.Log();
+  EXPECT_EQ(GetInfoOverTls(port, "", "ca", "client").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(GetInfoOverTls(port, "Bearer wrong", "ca", "client").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_FALSE(GetInfoOverTls(port, bearer, "ca", "other-client").ok()) << "a client certificate of another CA";
+  EXPECT_FALSE(GetInfoOverTls(port, bearer, "ca", "").ok()) << "no client certificate";
+  EXPECT_FALSE(GetInfoOverTls(port, bearer, "other-ca", "client").ok()) << "a server the client does not trust";
+  EXPECT_FALSE(GetInfoOverTcp(port, bearer, address_).ok()) << "plaintext";
+  EXPECT_THAT(daemon.Log(), HasSubstr("TLS with client certificates"));
+  EXPECT_THAT(daemon.Log(), ::testing::Not(HasSubstr(kToken)));
+}
+
+TEST_F(TcpTlsTest, WithoutAClientCaTlsWantsOnlyTheToken) {
+  WriteToken(kToken, 0600);
+  SandboxdProcess daemon(TlsArgs(/*client_ca=*/false));
+  ASSERT_TRUE(daemon.Start());
+  const int port = TcpPort(daemon);
+  EXPECT_TRUE(GetInfoOverTls(port, absl::StrCat("Bearer ", kToken), "ca", "").ok()) << daemon.Log();
+  EXPECT_EQ(GetInfoOverTls(port, "", "ca", "").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST_F(TcpTlsTest, UnusableTlsFlagsStopTheStart) {
+  const std::string token = "--tcp_token_file=" + WriteToken(kToken, 0600);
+  const std::string tcp = "--listen_tcp=" + address_ + ":0 ";
+  const std::string cert = " --tls_cert_file=" + certs_ + "/server.pem";
+  const std::string key = " --tls_key_file=" + certs_ + "/server-key.pem";
+  int code = 0;
+  std::string out = RunToExit(tcp + token + cert, &code);
+  EXPECT_NE(code, 0);
+  EXPECT_THAT(out, HasSubstr("go together"));
+  out = RunToExit(token + cert + key, &code);
+  EXPECT_NE(code, 0);
+  EXPECT_THAT(out, HasSubstr("--listen_tcp, which is not set"));
+  chmod((certs_ + "/server-key.pem").c_str(), 0640);
+  out = RunToExit(tcp + token + cert + key, &code);
+  EXPECT_NE(code, 0);
+  EXPECT_THAT(out, HasSubstr("other users"));
+  chmod((certs_ + "/server-key.pem").c_str(), 0600);
+  const std::string not_a_key = " --tls_key_file=" + WriteToken(kToken, 0600);
+  out = RunToExit(tcp + token + cert + not_a_key, &code);
+  EXPECT_NE(code, 0);
+  EXPECT_THAT(out, HasSubstr("no PEM private key"));
+  out = RunToExit(tcp + token + " --tls_cert_file=" + certs_ + "/server-key.pem" + key, &code);
+  EXPECT_NE(code, 0);
+  EXPECT_THAT(out, HasSubstr("no PEM certificate"));
 }
 
 }  // namespace

@@ -1,0 +1,61 @@
+// The gateway's TLS to sandboxd's TCP endpoints: reading the --sandboxd_tls_* files, and
+// the refusal to speak plaintext to an endpoint beyond loopback. (TLS on the wire, against
+// a real sandboxd, is tested by gateway_replicas.)
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+#include "bridge/sandbox_client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gateway {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The token, the code and every result would cross the network readable: a TCP endpoint
+// beyond loopback needs TLS (sandboxd refuses plaintext from there anyway, but only after
+// the token was sent).
+TEST(CheckPlaintextEndpointsTest, OnlyLoopbackAndUnixSocketsGoWithoutTls) {
+  EXPECT_TRUE(CheckPlaintextEndpoints({"unix:/run/s.sock", "127.0.0.1:50051", "localhost:1", "[::1]:2",
+                                       "dns:///localhost:3", "ipv4:127.0.0.2:4"},
+                                      {}).ok());
+  for (const char* remote : {"10.0.0.7:50051", "sandboxd.internal:50051", "[fd00::2]:1", "dns:///node-3:50051",
+                             "127.0.0.1.attacker.example:50051"}) {
+    absl::Status s = CheckPlaintextEndpoints({"unix:/run/s.sock", remote}, {});
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << remote;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("--sandboxd_tls_ca_file")) << remote;
+  }
+  SandboxdTls tls;
+  tls.ca = "-----BEGIN CERTIFICATE-----";
+  EXPECT_TRUE(CheckPlaintextEndpoints({"10.0.0.7:50051"}, tls).ok());
+}
+
+TEST(LoadSandboxdTlsTest, ThePartsGoTogetherAndTheKeyIsPrivate) {
+  EXPECT_TRUE(LoadSandboxdTls("", "", "", "").ok());
+  EXPECT_THAT(std::string(LoadSandboxdTls("ca.pem", "c.pem", "", "").status().message()), HasSubstr("go together"));
+  EXPECT_THAT(std::string(LoadSandboxdTls("", "c.pem", "k.pem", "").status().message()),
+              HasSubstr("need --sandboxd_tls_ca_file"));
+  const std::string dir = ::testing::TempDir() + "/tls-" + std::to_string(getpid());
+  mkdir(dir.c_str(), 0700);
+  std::ofstream(dir + "/ca.pem") << "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+  std::ofstream(dir + "/key.pem") << "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n";
+  std::ofstream(dir + "/not.pem") << "hello";
+  chmod((dir + "/key.pem").c_str(), 0644);
+  absl::StatusOr<SandboxdTls> shared = LoadSandboxdTls(dir + "/ca.pem", dir + "/ca.pem", dir + "/key.pem", "");
+  EXPECT_THAT(std::string(shared.status().message()), HasSubstr("other users"));
+  chmod((dir + "/key.pem").c_str(), 0600);
+  absl::StatusOr<SandboxdTls> ok = LoadSandboxdTls(dir + "/ca.pem", dir + "/ca.pem", dir + "/key.pem", "sbx");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->server_name, "sbx");
+  EXPECT_THAT(std::string(LoadSandboxdTls(dir + "/not.pem", "", "", "").status().message()),
+              HasSubstr("no PEM certificate"));
+  EXPECT_THAT(std::string(LoadSandboxdTls(dir + "/missing.pem", "", "", "").status().message()),
+              HasSubstr("cannot read --sandboxd_tls_ca_file"));
+}
+
+}  // namespace
+}  // namespace gateway
