@@ -2,9 +2,13 @@
 // (@modelcontextprotocol/conformance, `client` mode): it is started with the scenario
 // server's URL as its last argument, connects the way mcp-gateway connects to a
 // Streamable HTTP upstream (in the era the server speaks: server/discover first), lists the
-// tools and calls each one with a sample of the arguments its schema requires. Exit status
-// 0 when every call returned a result.
+// tools and calls those the scenario's context names ($MCP_CONFORMANCE_CONTEXT toolCalls,
+// with their arguments), or else each one with a sample of the arguments its schema
+// requires. Exit status 0 when every call returned a result.
 #include <cstdio>
+#include <cstdlib>
+#include <utility>
+#include <vector>
 
 #include "upstream/manager.h"
 #include "spdlog/sinks/stdout_sinks.h"
@@ -60,10 +64,22 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "not connected: %s\n", status.error.c_str());
     return 1;
   }
+  // The calls to make: those the scenario's context names (with its arguments), else each
+  // tool with sample arguments.
+  std::vector<std::pair<std::string, nlohmann::json>> calls;
+  const char* context = std::getenv("MCP_CONFORMANCE_CONTEXT");
+  const nlohmann::json named = nlohmann::json::parse(context ? context : "{}", nullptr, false);
+  if (named.is_object() && named.contains("toolCalls") && named["toolCalls"].is_array()) {
+    for (const auto& call : named["toolCalls"]) {
+      calls.emplace_back(call.value("name", ""), call.value("arguments", nlohmann::json::object()));
+    }
+  } else {
+    for (const auto& tool : status.tools) calls.emplace_back(tool.name, SampleArguments(tool.input_schema));
+  }
   int failed = 0;
-  for (const auto& tool : status.tools) {
-    absl::StatusOr<nlohmann::json> r = manager.CallTool("conformance", tool.name, SampleArguments(tool.input_schema), {});
-    std::fprintf(stderr, "%s: %s\n", tool.name.c_str(),
+  for (const auto& [name, arguments] : calls) {
+    absl::StatusOr<nlohmann::json> r = manager.CallTool("conformance", name, arguments, {});
+    std::fprintf(stderr, "%s: %s\n", name.c_str(),
                  r.ok() ? r->dump().c_str() : std::string(r.status().message()).c_str());
     failed += !r.ok();
   }

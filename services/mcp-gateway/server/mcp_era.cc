@@ -4,6 +4,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "jsonrpc/header_value.h"
 #include "jsonrpc/jsonrpc.h"
 
 namespace gateway {
@@ -23,29 +24,6 @@ json HeaderMismatch(const json& id, const std::string& header, const std::string
                    json{{"header", header}});
 }
 
-// A header value as the specification compares it: spaces and tabs around it removed, and
-// a "=?base64?<base64>?=" value decoded. False when that base64 is invalid.
-bool HeaderValue(std::string value, std::string* out) {
-  const size_t begin = value.find_first_not_of(" \t");
-  const size_t end = value.find_last_not_of(" \t");
-  value = begin == std::string::npos ? "" : value.substr(begin, end - begin + 1);
-  constexpr absl::string_view kOpen = "=?base64?", kClose = "?=";
-  if (!absl::StartsWith(value, kOpen) || !absl::EndsWith(value, kClose) ||
-      value.size() < kOpen.size() + kClose.size()) {
-    *out = std::move(value);
-    return true;
-  }
-  const std::string encoded = value.substr(kOpen.size(), value.size() - kOpen.size() - kClose.size());
-  // Canonical base64 only: whole quanta, the standard alphabet, padding at the end.
-  if (encoded.size() % 4 != 0) return false;
-  for (size_t i = 0; i < encoded.size(); ++i) {
-    const char c = encoded[i];
-    const bool padding = c == '=' && i + 2 >= encoded.size() &&
-                         (i + 1 == encoded.size() || encoded[i + 1] == '=');
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '+' && c != '/' && !padding) return false;
-  }
-  return absl::Base64Unescape(encoded, out);
-}
 
 // The body field Mcp-Name must repeat, or nullptr for methods without one.
 const char* NameField(const std::string& method) {
@@ -122,14 +100,14 @@ std::optional<json> HeaderError(const json& id, const json& message, const Stand
   const json& params = p != message.end() && p->is_object() ? *p : kNoParams;
   std::string value;
   if (headers.protocol_version) {
-    if (!HeaderValue(*headers.protocol_version, &value) || value != ClaimedVersion(params)) {
+    if (!DecodeHeaderValue(*headers.protocol_version, &value) || value != ClaimedVersion(params)) {
       return HeaderMismatch(id, "MCP-Protocol-Version", "does not match params._meta's protocol version");
     }
   } else if (has_id) {
     return HeaderMismatch(id, "MCP-Protocol-Version", "is required");
   }
   if (headers.method) {
-    if (!HeaderValue(*headers.method, &value) || value != method) {
+    if (!DecodeHeaderValue(*headers.method, &value) || value != method) {
       return HeaderMismatch(id, "Mcp-Method", "does not match the request's method");
     }
   } else if (has_id) {
@@ -140,7 +118,7 @@ std::optional<json> HeaderError(const json& id, const json& message, const Stand
   auto named = params.find(field);
   if (named == params.end() || !named->is_string()) return std::nullopt;  // the method says why
   if (!headers.name) return HeaderMismatch(id, "Mcp-Name", absl::StrCat("is required for ", method));
-  if (!HeaderValue(*headers.name, &value) || value != named->get_ref<const std::string&>()) {
+  if (!DecodeHeaderValue(*headers.name, &value) || value != named->get_ref<const std::string&>()) {
     return HeaderMismatch(id, "Mcp-Name", absl::StrCat("does not match params.", field));
   }
   return std::nullopt;

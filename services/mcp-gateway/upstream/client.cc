@@ -3,6 +3,7 @@
 #include "upstream/client.h"
 #include "base/untrusted_json.h"
 
+#include <map>
 #include <set>
 
 #include "absl/status/status.h"
@@ -79,6 +80,14 @@ std::vector<UpstreamTool> ParseTools(const std::string& server, const json& resu
     if (entry.contains("outputSchema") && entry["outputSchema"].is_object()) {
       tool.output_schema = entry["outputSchema"];
     }
+    // A tool whose x-mcp-header declarations are invalid must not be used (SEP-2243).
+    absl::StatusOr<std::vector<ParamHeader>> headers = ParamHeadersOf(tool.input_schema);
+    if (!headers.ok()) {
+      spdlog::warn("upstream {}: tool {} left out: {}", server, codemode::LogText(tool.name),
+                   codemode::LogText(std::string(headers.status().message())));
+      continue;
+    }
+    tool.param_headers = *std::move(headers);
     tools.push_back(std::move(tool));
   }
   return tools;
@@ -215,6 +224,18 @@ size_t CatalogBytes(const UpstreamTool& t) {
 }  // namespace
 
 absl::StatusOr<std::vector<UpstreamTool>> McpClient::ListTools(absl::Duration timeout) {
+  absl::StatusOr<std::vector<UpstreamTool>> tools = ListAllPages(timeout);
+  if (tools.ok()) {
+    std::map<std::string, std::vector<ParamHeader>> headers;
+    for (const UpstreamTool& t : *tools) {
+      if (!t.param_headers.empty()) headers[t.name] = t.param_headers;
+    }
+    transport_->SetParamHeaders(std::move(headers));
+  }
+  return tools;
+}
+
+absl::StatusOr<std::vector<UpstreamTool>> McpClient::ListAllPages(absl::Duration timeout) {
   constexpr int kMaxPages = 1000;  // a server whose cursors never end
   std::vector<UpstreamTool> all;
   size_t bytes = 0;

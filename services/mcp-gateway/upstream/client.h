@@ -26,6 +26,7 @@
 #include "upstream/options.h"
 #include "jsonrpc/jsonrpc.h"
 #include "upstream/jsonrpc_client.h"
+#include "upstream/param_headers.h"
 
 namespace gateway {
 
@@ -35,6 +36,7 @@ struct UpstreamTool {
   std::string description;
   nlohmann::json input_schema;   // object
   nlohmann::json output_schema;  // object or null
+  std::vector<ParamHeader> param_headers;  // its x-mcp-header declarations (SEP-2243)
 };
 
 class McpClient {
@@ -91,6 +93,8 @@ class McpClient {
   absl::Status Initialize();
   // `params` with the envelope of the 2026-07-28 era in _meta, when this client speaks it.
   nlohmann::json Enveloped(nlohmann::json params) const;
+  // Every page of tools/list (ListTools, before the transport learns the tools' headers).
+  absl::StatusOr<std::vector<UpstreamTool>> ListAllPages(absl::Duration timeout);
 };
 
 // Parses a tools/list result page; malformed entries are skipped (and logged).

@@ -79,6 +79,19 @@ httplib::Request StreamableHttpTransport::NewPost(const json& message, bool init
   // belongs to no session.
   const auto standard = StandardHeadersOf(message);
   for (const auto& [name, value] : standard) req.headers.emplace(name, value);
+  if (!standard.empty() && wire::MethodOf(message) == "tools/call") {
+    // And the arguments the tool's x-mcp-header declarations name (SEP-2243).
+    const json& params = message["params"];
+    codemode::MutexLock lock(&mu_);
+    auto declared = params.contains("name") && params["name"].is_string()
+                        ? param_headers_.find(params["name"].get<std::string>())
+                        : param_headers_.end();
+    if (declared != param_headers_.end()) {
+      for (auto& [name, value] : ParamHeaderValues(declared->second, params.value("arguments", json::object()))) {
+        req.headers.emplace(std::move(name), std::move(value));
+      }
+    }
+  }
   if (standard.empty()) {
     codemode::MutexLock lock(&mu_);
     *session_used = session_id_;
@@ -383,6 +396,11 @@ void StreamableHttpTransport::Abandon(const json& id) {
       exchange->Stop();
     }
   }
+}
+
+void StreamableHttpTransport::SetParamHeaders(std::map<std::string, std::vector<ParamHeader>> by_tool) {
+  codemode::MutexLock lock(&mu_);
+  param_headers_ = std::move(by_tool);
 }
 
 void StreamableHttpTransport::OnInitialized(const std::string& protocol_version) {

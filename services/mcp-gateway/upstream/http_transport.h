@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -91,6 +92,7 @@ class StreamableHttpTransport : public HttpTransportBase {
                            std::shared_ptr<codemode::ByteBudget> receiving,
                            const SendLimits& limits) override;
   void Abandon(const nlohmann::json& id) override;
+  void SetParamHeaders(std::map<std::string, std::vector<ParamHeader>> by_tool) override;
   void OnInitialized(const std::string& protocol_version) override;
   void Close() override;
 
@@ -149,6 +151,7 @@ class StreamableHttpTransport : public HttpTransportBase {
   mutable codemode::Mutex mu_;
   std::string session_id_ ABSL_GUARDED_BY(mu_);
   std::string protocol_version_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::vector<ParamHeader>> param_headers_ ABSL_GUARDED_BY(mu_);  // by tool
   nlohmann::json initialize_request_ ABSL_GUARDED_BY(mu_);  // repeated when the session expires
   bool get_stream_started_ ABSL_GUARDED_BY(mu_) = false;
   // Its first GET was answered (or failed).

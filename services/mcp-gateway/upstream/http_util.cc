@@ -12,6 +12,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "jsonrpc/header_value.h"
 #include "jsonrpc/jsonrpc.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -213,16 +214,6 @@ std::string DescribeConnectFailure(const HttpUrl& url, absl::Duration timeout) {
   return absl::StrCat("connect: ", last_error);
 }
 
-namespace {
-
-std::string HeaderValue(const std::string& value) {
-  bool plain = !value.empty() && value.front() != ' ' && value.back() != ' ' &&
-               !(value.rfind("=?", 0) == 0);
-  for (unsigned char c : value) plain = plain && c >= 0x20 && c <= 0x7e;
-  return plain ? value : absl::StrCat("=?base64?", absl::Base64Escape(value), "?=");
-}
-
-}  // namespace
 
 std::vector<std::pair<std::string, std::string>> StandardHeadersOf(const nlohmann::json& message) {
   std::vector<std::pair<std::string, std::string>> headers;
@@ -238,14 +229,14 @@ std::vector<std::pair<std::string, std::string>> StandardHeadersOf(const nlohman
   if (version == meta->end() || !version->is_string()) return headers;
   headers.emplace_back("MCP-Protocol-Version", version->get<std::string>());
   const std::string& name = method->get_ref<const std::string&>();
-  headers.emplace_back("Mcp-Method", HeaderValue(name));
+  headers.emplace_back("Mcp-Method", EncodeHeaderValue(name));
   const char* field = name == "tools/call" || name == "prompts/get" ? "name"
                       : name == "resources/read"                    ? "uri"
                                                                     : nullptr;
   if (field) {
     auto value = params->find(field);
     if (value != params->end() && value->is_string()) {
-      headers.emplace_back("Mcp-Name", HeaderValue(value->get<std::string>()));
+      headers.emplace_back("Mcp-Name", EncodeHeaderValue(value->get<std::string>()));
     }
   }
   return headers;

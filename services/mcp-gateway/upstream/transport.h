@@ -8,14 +8,17 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "base/byte_budget.h"
 #include "nlohmann/json.hpp"
+#include "upstream/param_headers.h"
 
 namespace gateway {
 
@@ -88,6 +91,9 @@ class ClientTransport {
   // event it refused: oversized, stalled, over the receive budget): the manager then keeps
   // backing off however long the connection lasted, instead of reconnecting at once.
   virtual bool CutForMisbehaviour() const { return false; }
+  // The tools' x-mcp-header declarations, from the latest tools/list: over HTTP in the
+  // 2026-07-28 era a tools/call mirrors the declared arguments into Mcp-Param-* headers.
+  virtual void SetParamHeaders(std::map<std::string, std::vector<ParamHeader>> by_tool) {}
   // initialize succeeded with this protocol version (HTTP: the MCP-Protocol-Version header
   // from now on, and the GET stream for server notifications).
   virtual void OnInitialized(const std::string& protocol_version) {}
