@@ -3,6 +3,8 @@
 #include "upstream/client.h"
 #include "base/untrusted_json.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <map>
 #include <set>
 
@@ -12,6 +14,7 @@
 #include "upstream/http_transport.h"
 #include "upstream/stdio_transport.h"
 #include "base/log_text.h"
+#include "base/thread.h"
 #include "spdlog/spdlog.h"
 
 namespace gateway {
@@ -94,7 +97,8 @@ std::vector<UpstreamTool> ParseTools(const std::string& server, const json& resu
 }
 
 McpClient::McpClient(UpstreamConfig config, UpstreamOptions options, Handlers handlers)
-    : config_(std::move(config)), options_(std::move(options)) {
+    : config_(std::move(config)), options_(std::move(options)),
+      on_tools_list_changed_(handlers.on_tools_list_changed) {
   auto transport = MakeTransport(config_, options_);
   transport_ = transport.get();
   rpc_ = std::make_unique<JsonRpcClient>(config_.name, std::move(transport), std::move(handlers),
@@ -117,7 +121,52 @@ absl::Status McpClient::Connect() {
   spdlog::info("upstream {}: connected to {} (protocol {}, {} tools)", config_.name,
                server_name_.empty() ? "?" : codemode::LogText(server_name_),
                codemode::LogText(protocol_version_), tools_.size());
+  if (stateless_) listener_ = codemode::StartThread("upstream listen", [this] { Listen(); });
   return absl::OkStatus();
+}
+
+void McpClient::Listen() {
+  const json params = Enveloped({{"notifications", {{"toolsListChanged", true}}}});
+  // A server that ends the stream at once (or answers it like any request) is asked again
+  // later and later: 1 s, doubling up to 5 min, until a stream lasts a minute.
+  absl::Duration pause = absl::Seconds(1);
+  for (;;) {
+    const absl::Time opened = absl::Now();
+    auto token = std::make_shared<codemode::CancelToken>();
+    {
+      codemode::MutexLock lock(&mu_);
+      if (closing_) return;
+      listen_request_ = token;
+    }
+    JsonRpcClient::RequestOptions request;
+    request.timeout = absl::InfiniteDuration();
+    request.cancel = token;
+    request.notify_cancelled = config_.type != UpstreamConfig::Type::kStreamableHttp;
+    // Notifications on it (tagged with its subscriptionId) reach the handlers as any
+    // others; its result comes only when the server ends the stream.
+    absl::StatusOr<json> ended = rpc_->Request("subscriptions/listen", params, request);
+    {
+      codemode::MutexLock lock(&mu_);
+      listen_request_.reset();
+      if (closing_) return;
+    }
+    if (!rpc_->connected()) return;
+    if (!ended.ok() && (absl::IsUnimplemented(ended.status()) || absl::IsInvalidArgument(ended.status()))) {
+      spdlog::info("upstream {}: no subscriptions/listen ({}); its tool list is refreshed by ttlMs "
+                   "and on reconnects only", config_.name, codemode::LogLongText(ended.status().message()));
+      return;
+    }
+    // A change while no stream was open would be missed: ask for the list once more.
+    if (on_tools_list_changed_) on_tools_list_changed_();
+    pause = absl::Now() - opened >= absl::Minutes(1) ? absl::Seconds(1) : std::min(pause * 2, absl::Minutes(5));
+    codemode::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(&closing_), pause);
+  }
+}
+
+absl::Time McpClient::tools_expire() const {
+  codemode::MutexLock lock(&mu_);
+  return tools_expire_;
 }
 
 json McpClient::Enveloped(json params) const {
@@ -237,6 +286,7 @@ absl::StatusOr<std::vector<UpstreamTool>> McpClient::ListTools(absl::Duration ti
 
 absl::StatusOr<std::vector<UpstreamTool>> McpClient::ListAllPages(absl::Duration timeout) {
   constexpr int kMaxPages = 1000;  // a server whose cursors never end
+  uint64_t ttl_ms = UINT64_MAX;
   std::vector<UpstreamTool> all;
   size_t bytes = 0;
   std::set<std::string> names;
@@ -270,8 +320,18 @@ absl::StatusOr<std::vector<UpstreamTool>> McpClient::ListAllPages(absl::Duration
           " tools so far); the limit is ", options_.max_catalog_bytes,
           " (--max_catalog_bytes_per_upstream), so it is left out"));
     }
+    if (auto ttl = result->find("ttlMs"); ttl != result->end() && ttl->is_number_unsigned()) {
+      ttl_ms = std::min(ttl_ms, ttl->get<uint64_t>());
+    }
     cursor = codemode::StringField(*result, "nextCursor").value_or("");
-    if (cursor.empty()) return all;
+    if (cursor.empty()) {
+      // ttlMs says how long the list may be kept (0: not at all, which a catalog cannot
+      // honour; it waits for a change notification instead).
+      codemode::MutexLock lock(&mu_);
+      tools_expire_ = ttl_ms == 0 || ttl_ms == UINT64_MAX ? absl::InfiniteFuture()
+                                                          : absl::Now() + absl::Milliseconds(ttl_ms);
+      return all;
+    }
     if (!cursors_seen.insert(cursor).second) {
       spdlog::warn("upstream {}: tools/list cursor repeats; stopping", config_.name);
       return all;
@@ -301,7 +361,19 @@ absl::StatusOr<json> McpClient::CallTool(const std::string& tool, const json& ar
   return result;
 }
 
-void McpClient::Close() { rpc_->Close(); }
+void McpClient::Close() {
+  std::call_once(close_once_, [this] {
+    std::shared_ptr<codemode::CancelToken> listening;
+    {
+      codemode::MutexLock lock(&mu_);
+      closing_ = true;
+      listening = listen_request_;
+    }
+    if (listening) listening->Cancel("closing");
+    rpc_->Close();
+    if (listener_.joinable()) listener_.join();
+  });
+}
 
 bool McpClient::connected() const { return rpc_->connected(); }
 

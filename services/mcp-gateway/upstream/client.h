@@ -19,9 +19,13 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "base/cancel.h"
+#include "base/mutex.h"
 #include "upstream/config.h"
 #include "upstream/options.h"
 #include "jsonrpc/jsonrpc.h"
@@ -75,6 +79,9 @@ class McpClient {
   const std::vector<UpstreamTool>& tools() const { return tools_; }
   // The transport (tests look at a stdio child's pid, an HTTP session id).
   ClientTransport* transport() const { return transport_; }
+  // When the tool list of the latest ListTools() should be asked again: its ttlMs (the
+  // smallest of its pages') from then, or InfiniteFuture when it gave none or 0.
+  absl::Time tools_expire() const;
 
  private:
   const UpstreamConfig config_;
@@ -86,6 +93,18 @@ class McpClient {
   std::string protocol_version_;
   bool stateless_ = false;
   std::vector<UpstreamTool> tools_;
+  std::function<void()> on_tools_list_changed_;
+  // The subscriptions/listen stream of a 2026-07-28 upstream (Listen()).
+  std::thread listener_;
+  mutable codemode::Mutex mu_;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  std::shared_ptr<codemode::CancelToken> listen_request_ ABSL_GUARDED_BY(mu_);  // the open one
+  absl::Time tools_expire_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  std::once_flag close_once_;
+
+  // Keeps a subscriptions/listen request open while connected (toolsListChanged), opening
+  // it again a second after it ends; a server that does not serve it is left alone.
+  void Listen();
 
   // server/discover: whether the server serves 2026-07-28 (then this client speaks it).
   bool Discover();

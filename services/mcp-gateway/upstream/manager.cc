@@ -184,7 +184,14 @@ void UpstreamManager::Impl::Serve(Upstream* u, const std::shared_ptr<McpClient>&
   // refresh was broadcast to every session, as fast as the upstream could answer.
   absl::Time last_refresh = absl::InfinitePast();
   for (;;) {
-    mu.Await(absl::Condition(&wake));
+    // A list given with ttlMs is asked again when that runs out (the 2026-07-28 era's
+    // caching hint), besides when the server says it changed.
+    const absl::Time expire = client->tools_expire();
+    if (expire == absl::InfiniteFuture()) {
+      mu.Await(absl::Condition(&wake));
+    } else if (!mu.AwaitWithDeadline(absl::Condition(&wake), expire)) {
+      Of(u).refresh_tools = true;
+    }
     if (gone()) return;
     if (mu.AwaitWithDeadline(absl::Condition(&gone),
                              last_refresh + options.min_tools_refresh_interval)) {

@@ -195,12 +195,14 @@ describe("the 2026-07-28 era", () => {
 });
 
 describe("the gateway as a client of a 2026-07-28 upstream", () => {
-  let sandboxd, inner, outer;
+  let sandboxd, inner, outer, everything;
   before(async () => {
     sandboxd = new Sandboxd();
     await sandboxd.start();
-    // A gateway serves 2026-07-28: it is the upstream of another one.
-    inner = new GatewayHttp({ config: writeConfig({}), sandboxd: sandboxd.endpoint });
+    // A gateway serves 2026-07-28: it is the upstream of another one. Its own upstream (the
+    // everything server) going away changes its tool list (run_python's description).
+    everything = await startEverythingHttp("streamableHttp");
+    inner = new GatewayHttp({ config: writeConfig({ everything: { url: everything.url } }), sandboxd: sandboxd.endpoint });
     await inner.start();
     outer = new GatewayHttp({ config: writeConfig({ inner: { type: "http", url: inner.url,
       headers: { Authorization: `Bearer ${inner.token}` } } }), sandboxd: sandboxd.endpoint });
@@ -221,6 +223,17 @@ describe("the gateway as a client of a 2026-07-28 upstream", () => {
     assert.equal(r.isError, false, text(r));
     assert.match(text(r), /^42\n/);
     await c.close();
+  });
+
+  test("it hears the upstream's tool list change on subscriptions/listen", async () => {
+    await waitFor(() => /upstream inner: connected to mcp-gateway/.test(outer.log), "the outer gateway's connection");
+    assert.doesNotMatch(outer.log, /upstream inner: tool list changed/);
+    everything.proc.kill("SIGKILL");
+    // The inner gateway's list changes at once; its tools/list said ttlMs 60 s, so only the
+    // listen stream tells the outer one within the wait.
+    await waitFor(() => /upstream inner: tool list changed/.test(outer.log),
+      "the outer gateway to refresh the inner one's tools", 15000);
+    assert.doesNotMatch(outer.log, /no subscriptions\/listen/);
   });
 });
 

@@ -119,6 +119,24 @@ TEST(UpstreamManagerTest, AListChangedFloodIsCoalesced) {
   EXPECT_TRUE(has_generation);
 }
 
+// The 2026-07-28 era's caching hint: a tool list given with ttlMs is asked again when it
+// runs out (at most every min_tools_refresh_interval); one without is not.
+TEST(UpstreamManagerTest, AToolListIsAskedAgainWhenItsTtlRunsOut) {
+  testing::TempDir dir;
+  const std::string with_ttl = dir.File("ttl.log"), without = dir.File("none.log");
+  auto options = testing::TestOptions();
+  options.min_tools_refresh_interval = absl::Milliseconds(100);
+  UpstreamManager manager({testing::StdioConfig("ttl", {"--tools-ttl-ms", "300", "--log", with_ttl}),
+                           testing::StdioConfig("none", {"--log", without})},
+                          options);
+  manager.Start();
+  manager.WaitInitial(absl::Seconds(30));
+  ASSERT_TRUE(manager.Snapshot()[0].connected) << manager.Snapshot()[0].error;
+  EXPECT_TRUE(WaitFor([&] { return testing::CountEvents(with_ttl, "tools-list") >= 4; }))
+      << testing::CountEvents(with_ttl, "tools-list") << " lists";
+  EXPECT_EQ(testing::CountEvents(without, "tools-list"), 1);
+}
+
 TEST(UpstreamManagerTest, CallTimeoutDefaultsToTheManagerOption) {
   auto options = testing::TestOptions();
   options.call_timeout = absl::Milliseconds(200);
