@@ -15,6 +15,7 @@
 #include "upstream/stdio_transport.h"
 #include "base/log_text.h"
 #include "base/thread.h"
+#include "base/utf8.h"
 #include "spdlog/spdlog.h"
 
 namespace gateway {
@@ -36,6 +37,18 @@ std::shared_ptr<codemode::ByteBudget> UpstreamPart(const std::shared_ptr<codemod
                                                 codemode::ByteReserve{all, all->limit() / 8,
                                                                       all->limit() / 64});
 }
+
+namespace {
+
+// What is kept of a server's name and instructions (attack round 15, N1: 10 MB each were
+// kept whole and copied by every Snapshot()); the catalog shows 2,000 characters of the
+// instructions, logs a line of the name.
+constexpr size_t kMaxServerName = 256;
+constexpr size_t kMaxInstructions = 8192;
+
+std::string Clip(const std::string& text, size_t limit) { return std::string(codemode::Utf8Prefix(text, limit)); }
+
+}  // namespace
 
 std::unique_ptr<ClientTransport> MakeTransport(const UpstreamConfig& config,
                                                const UpstreamOptions& options) {
@@ -169,8 +182,9 @@ absl::Time McpClient::tools_expire() const {
   return tools_expire_;
 }
 
-json McpClient::Enveloped(json params) const {
-  if (!stateless_) return params;
+json McpClient::Enveloped(json params) const { return stateless_ ? Envelope(std::move(params)) : params; }
+
+json McpClient::Envelope(json params) const {
   if (!params.is_object()) params = json::object();
   json& meta = params["_meta"];
   if (!meta.is_object()) meta = json::object();
@@ -184,9 +198,7 @@ bool McpClient::Discover() {
   JsonRpcClient::RequestOptions request;
   request.timeout = std::min(options_.discover_timeout, options_.connect_timeout);
   request.notify_cancelled = false;
-  stateless_ = true;  // so that Enveloped() puts the envelope on the probe
-  const json params = Enveloped(json::object());
-  stateless_ = false;
+  const json params = Envelope(json::object());
   for (int attempt = 0; attempt < 2; ++attempt) {
     absl::StatusOr<json> found = rpc_->Request("server/discover", params, request);
     if (!found.ok()) {
@@ -211,10 +223,10 @@ bool McpClient::Discover() {
     // Upstream input: names of the wrong type are as good as none.
     if (auto meta = found->find("_meta"); meta != found->end() && meta->is_object()) {
       if (auto info = meta->find(kMetaServerInfo); info != meta->end() && info->is_object()) {
-        server_name_ = codemode::StringField(*info, "name").value_or("");
+        server_name_ = Clip(codemode::StringField(*info, "name").value_or(""), kMaxServerName);
       }
     }
-    instructions_ = codemode::StringField(*found, "instructions").value_or("");
+    instructions_ = Clip(codemode::StringField(*found, "instructions").value_or(""), kMaxInstructions);
     return true;
   }
   return false;
@@ -250,10 +262,10 @@ absl::Status McpClient::Initialize() {
   }
   if (init->contains("serverInfo") && (*init)["serverInfo"].is_object() &&
       (*init)["serverInfo"].contains("name") && (*init)["serverInfo"]["name"].is_string()) {
-    server_name_ = (*init)["serverInfo"]["name"].get<std::string>();
+    server_name_ = Clip((*init)["serverInfo"]["name"].get<std::string>(), kMaxServerName);
   }
   if (init->contains("instructions") && (*init)["instructions"].is_string()) {
-    instructions_ = (*init)["instructions"].get<std::string>();
+    instructions_ = Clip((*init)["instructions"].get<std::string>(), kMaxInstructions);
   }
   transport_->OnInitialized(protocol_version_);
   absl::Status notified = rpc_->Notify("notifications/initialized", json());

@@ -112,6 +112,8 @@ class McpClient {
   absl::Status Initialize();
   // `params` with the envelope of the 2026-07-28 era in _meta, when this client speaks it.
   nlohmann::json Enveloped(nlohmann::json params) const;
+  // `params` with that envelope (server/discover's probe carries it in either case).
+  nlohmann::json Envelope(nlohmann::json params) const;
   // Every page of tools/list (ListTools, before the transport learns the tools' headers).
   absl::StatusOr<std::vector<UpstreamTool>> ListAllPages(absl::Duration timeout);
 };

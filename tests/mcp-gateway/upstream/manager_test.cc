@@ -8,6 +8,7 @@
 #include <string>
 
 #include "upstream/manager.h"
+#include "base/untrusted_json.h"
 #include "gtest/gtest.h"
 #include "upstream_test_support.h"
 
@@ -135,6 +136,21 @@ TEST(UpstreamManagerTest, AToolListIsAskedAgainWhenItsTtlRunsOut) {
   EXPECT_TRUE(WaitFor([&] { return testing::CountEvents(with_ttl, "tools-list") >= 4; }))
       << testing::CountEvents(with_ttl, "tools-list") << " lists";
   EXPECT_EQ(testing::CountEvents(without, "tools-list"), 1);
+}
+
+// Attack round 15, N1: a server's name and instructions were kept whole, however large,
+// and copied by every Snapshot(). Now clipped, at a UTF-8 boundary.
+TEST(UpstreamManagerTest, AHugeServerNameAndInstructionsAreClipped) {
+  UpstreamManager manager({testing::StdioConfig("huge", {"--huge-info", "1000000"})}, testing::TestOptions());
+  manager.Start();
+  manager.WaitInitial(absl::Seconds(30));
+  const UpstreamStatus status = manager.Snapshot()[0];
+  ASSERT_TRUE(status.connected) << status.error;
+  std::string e_acutes;
+  for (int i = 0; i < 128; ++i) e_acutes += "\xc3\xa9";
+  EXPECT_EQ(status.server_name, e_acutes);  // 256 bytes
+  EXPECT_EQ(status.instructions.size(), 8192u);
+  EXPECT_TRUE(codemode::IsValidUtf8(status.instructions));
 }
 
 TEST(UpstreamManagerTest, CallTimeoutDefaultsToTheManagerOption) {
