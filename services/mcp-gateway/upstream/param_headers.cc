@@ -31,7 +31,9 @@ absl::StatusOr<std::vector<ParamHeader>> ParamHeadersOf(const nlohmann::json& in
   auto properties = input_schema.find("properties");
   if (properties == input_schema.end() || !properties->is_object()) return declared;
   std::set<std::string> seen;  // lower case
-  for (const auto& [property, schema] : properties->items()) {
+  for (auto it = properties->begin(); it != properties->end(); ++it) {
+    const std::string& property = it.key();
+    const nlohmann::json& schema = it.value();
     if (!schema.is_object()) continue;
     auto name = schema.find("x-mcp-header");
     if (name == schema.end()) continue;
