@@ -12,6 +12,9 @@
 // Runs on Node 22 (tests/node22) for the SDK v2 client; HAPROXY names the binary.
 import assert from "node:assert/strict";
 import { execFileSync, spawnSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import fs from "node:fs";
+import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
@@ -33,7 +36,7 @@ const handleOf = (r) => r.structuredContent?.sandbox;
 const printed = (r) => text(r).split("\n[sandbox]")[0].trim();
 
 describe("gateway replicas behind HAProxy", () => {
-  let sandboxd, haproxy, url, log = "";
+  let sandboxd, haproxy, url, stats, log = "";
   const replicas = [];
   const auth = () => replicas[0].authHeaders;
 
@@ -56,6 +59,17 @@ describe("gateway replicas behind HAProxy", () => {
       return lastServer() === name;
     }, `HAProxy sends requests to ${name} again`, 15000);
   }
+  // The stick table's entries (HAProxy's stats socket: `show table gateways`).
+  const tableUsed = () => new Promise((resolve, reject) => {
+    let out = "";
+    const socket = net.connect(stats, () => socket.write("show table gateways\n"));
+    socket.on("data", (d) => { out += d; });
+    socket.on("error", reject);
+    socket.on("end", () => {
+      const used = /used:(\d+)/.exec(out);
+      return used ? resolve(Number(used[1])) : reject(new Error(`show table: ${out}`));
+    });
+  });
   async function kill(i) {
     const g = replicas[i];
     const exited = new Promise((r) => g.proc.once("exit", r));
@@ -75,7 +89,11 @@ describe("gateway replicas behind HAProxy", () => {
       await g.start();  // the first creates the key; the second reads it
     }
     const port = await freePort();
-    haproxy = track(spawnTied(HAPROXY, ["-db", "-f", CONFIG], {
+    // The shipped file, and a stats socket to look at the stick table through.
+    const extra = path.join(tempDir("haproxy-"), "stats.cfg");
+    stats = path.join(path.dirname(extra), "stats.sock");
+    fs.writeFileSync(extra, `global\n    stats socket ${stats} mode 600 level admin\n`);
+    haproxy = track(spawnTied(HAPROXY, ["-db", "-f", CONFIG, "-f", extra], {
       stdio: ["ignore", "pipe", "pipe"],
       env: { ...process.env, MCP_LISTEN: `127.0.0.1:${port}`,
         GATEWAY_1: `127.0.0.1:${replicas[0].port}`, GATEWAY_2: `127.0.0.1:${replicas[1].port}` },
@@ -90,6 +108,21 @@ describe("gateway replicas behind HAProxy", () => {
     for (const g of replicas) await g.stop();
     await sandboxd?.stop();
     await stopAll();
+  });
+
+  // Attack round 16, F2: `stick on` stored the id of every request, refused ones too, so a
+  // client without a token filled the table and pushed other clients' sessions out.
+  test("only a replica's answer puts a session id in the stick table, never a request", async () => {
+    const before = await tableUsed();
+    for (let i = 0; i < 20; i++) {
+      const res = await fetch(url, { method: "POST", body: "{}", headers: { "Content-Type": "application/json",
+        Accept: "application/json, text/event-stream", "Mcp-Session-Id": randomBytes(16).toString("hex") } });
+      assert.equal(res.status, 401);
+    }
+    assert.equal(await tableUsed(), before, "ids sent by requests are not stored");
+    const c = await connectClient(url, auth(), "sdk-v1-table");
+    assert.equal(await tableUsed(), before + 1, "initialize's answer stores its id");
+    await c.close();
   });
 
   test("a 2026-07-28 client keeps its variables while the replicas die in turn", async () => {
