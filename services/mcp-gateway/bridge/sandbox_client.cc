@@ -4,6 +4,9 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 
 #include <algorithm>
 #include <cstring>
@@ -25,6 +28,12 @@ namespace gateway {
 namespace {
 
 constexpr auto kUnaryDeadline = std::chrono::seconds(60);
+// A create waits for a warm container or starts one (1.6 s cold under gVisor, measured):
+// one that takes longer is an endpoint in trouble, and the next one is tried.
+constexpr auto kCreateDeadline = std::chrono::seconds(20);
+// An endpoint whose create failed for its own reasons goes after the silent ones for this
+// long.
+constexpr absl::Duration kFailedCreatePenalty = absl::Seconds(30);
 
 std::chrono::system_clock::time_point Deadline(std::chrono::seconds d) {
   return std::chrono::system_clock::now() + d;
@@ -89,6 +98,26 @@ absl::StatusOr<std::string> ReadSandboxdToken(const std::string& path) {
   return token;
 }
 
+namespace {
+
+// Whether the PEM private key belongs to the first certificate of the PEM chain.
+bool KeyMatchesCertificate(const std::string& cert_pem, const std::string& key_pem) {
+  std::unique_ptr<BIO, decltype(&BIO_free)> cert_bio(BIO_new_mem_buf(cert_pem.data(), static_cast<int>(cert_pem.size())),
+                                                     &BIO_free);
+  std::unique_ptr<BIO, decltype(&BIO_free)> key_bio(BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size())),
+                                                    &BIO_free);
+  if (!cert_bio || !key_bio) return false;
+  std::unique_ptr<X509, decltype(&X509_free)> cert(PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr),
+                                                   &X509_free);
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
+      PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr), &EVP_PKEY_free);
+  const bool match = cert && key && X509_check_private_key(cert.get(), key.get()) == 1;
+  ERR_clear_error();
+  return match;
+}
+
+}  // namespace
+
 absl::StatusOr<SandboxdTls> LoadSandboxdTls(const std::string& ca_file, const std::string& cert_file,
                                             const std::string& key_file, const std::string& server_name) {
   if (cert_file.empty() != key_file.empty()) {
@@ -112,6 +141,11 @@ absl::StatusOr<SandboxdTls> LoadSandboxdTls(const std::string& ca_file, const st
   absl::StatusOr<std::string> key = codemode::ReadPrivateKeyFile(key_file, "--sandboxd_tls_key_file");
   if (!key.ok()) return key.status();
   tls.private_key = *std::move(key);
+  // gRPC would only say "empty address list" at every call (attack round 16, F8).
+  if (!KeyMatchesCertificate(tls.cert_chain, tls.private_key)) {
+    return absl::InvalidArgumentError(absl::StrCat("--sandboxd_tls_key_file ", key_file,
+                                                   " is not the key of --sandboxd_tls_cert_file ", cert_file));
+  }
   return tls;
 }
 
@@ -140,7 +174,10 @@ absl::Status CheckPlaintextEndpoints(const std::vector<std::string>& endpoints, 
   if (!tls.ca.empty()) return absl::OkStatus();
   for (const std::string& e : endpoints) {
     if (IsUnixEndpoint(e)) continue;
-    const std::string host = TargetHost(e);
+    // gRPC's ipv4:/ipv6: targets percent-decode and split on commas: "ipv6:[::1]:1%2C[a]:2"
+    // is two addresses, the second anywhere (attack round 16, F4). One address only.
+    const std::string host =
+        e.find_first_of(",%") == std::string::npos ? TargetHost(e) : std::string("(a list)");
     in_addr v4{};
     const bool loopback_v4 = inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
     if (host == "localhost" || host == "::1" || loopback_v4) continue;
@@ -161,7 +198,8 @@ SandboxClient::SandboxClient(std::vector<std::string> endpoints, ToolCallLimits 
       isolation_(isolation),
       image_(std::move(image)),
       tcp_token_(std::move(tcp_token)),
-      created_(endpoints_.size(), 0) {
+      created_(endpoints_.size(), 0),
+      failed_at_(endpoints_.size(), absl::InfinitePast()) {
   for (const auto& e : endpoints_) {
     grpc::ChannelArguments args;
     // sandboxd restarts should be noticed within a second, not after gRPC's default
@@ -223,9 +261,10 @@ absl::Status SandboxClient::Convert(const grpc::Status& s, size_t endpoint) cons
 
 std::vector<size_t> PlacementOrder(const std::vector<EndpointLoad>& loads) {
   auto tier = [](const EndpointLoad& l) {
+    if (l.failed_recently) return 2;
     if (!l.answered) return 1;
-    if (!l.serving) return 3;
-    return l.max_sessions > 0 && l.sessions >= l.max_sessions ? 2 : 0;
+    if (!l.serving) return 4;
+    return l.max_sessions > 0 && l.sessions >= l.max_sessions ? 3 : 0;
   };
   auto used = [](const EndpointLoad& l) {
     return l.max_sessions == 0 ? 0.0 : static_cast<double>(l.sessions) / l.max_sessions;
@@ -248,7 +287,10 @@ std::vector<EndpointLoad> SandboxClient::Loads() {
   std::vector<EndpointLoad> loads(n);
   {
     codemode::MutexLock lock(&mu_);
-    for (size_t i = 0; i < n; ++i) loads[i].created = created_[i];
+    for (size_t i = 0; i < n; ++i) {
+      loads[i].created = created_[i];
+      loads[i].failed_recently = absl::Now() - failed_at_[i] < kFailedCreatePenalty;
+    }
   }
   struct Ask {
     grpc::ClientContext ctx;
@@ -261,7 +303,7 @@ std::vector<EndpointLoad> SandboxClient::Loads() {
   for (size_t i = 0; i < n; ++i) {
     asks.push_back(std::make_unique<Ask>());
     Ask& ask = *asks.back();
-    Prepare(ask.ctx, i, std::chrono::system_clock::now() + std::chrono::seconds(1));
+    Prepare(ask.ctx, i, std::chrono::system_clock::now() + std::chrono::milliseconds(500));
     stubs_[i]->AsyncGetInfo(&ask.ctx, request, &cq)->Finish(&ask.info, &ask.status, reinterpret_cast<void*>(i));
   }
   for (size_t k = 0; k < n; ++k) {
@@ -285,6 +327,21 @@ std::vector<EndpointLoad> SandboxClient::Loads() {
   return loads;
 }
 
+bool EndpointAtFault(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+    case grpc::StatusCode::INTERNAL:
+    case grpc::StatusCode::UNKNOWN:
+    case grpc::StatusCode::FAILED_PRECONDITION:
+    case grpc::StatusCode::UNIMPLEMENTED:
+    case grpc::StatusCode::DATA_LOSS:
+      return true;
+    default:
+      return false;
+  }
+}
+
 absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner,
                                                         const std::string& label,
                                                         const sandbox::v1::Catalog& catalog,
@@ -292,11 +349,12 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
   // One endpoint needs no choice (and no GetInfo round trip).
   const std::vector<size_t> order =
       endpoints_.size() == 1 ? std::vector<size_t>{0} : PlacementOrder(Loads());
-  // Fall through to the next endpoint while one is down.
+  // Fall through to the next endpoint while one cannot make it (attack round 16, F3: an
+  // endpoint that reports room but fails every create got every new sandbox).
   absl::Status last;
   for (size_t i : order) {
     grpc::ClientContext ctx;
-    Prepare(ctx, i, Deadline(kUnaryDeadline));
+    Prepare(ctx, i, Deadline(kCreateDeadline));
     ctx.set_wait_for_ready(false);
     sandbox::v1::CreateSessionRequest req;
     req.set_owner(owner);
@@ -318,7 +376,9 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
       return SandboxRef{i, session.id()};
     }
     last = Convert(st, i);
-    if (st.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+    if (!EndpointAtFault(st.error_code())) break;  // the request's own fault, or its owner's limit
+    codemode::MutexLock lock(&mu_);
+    failed_at_[i] = absl::Now();
   }
   return last;
 }

@@ -65,12 +65,19 @@ struct EndpointLoad {
   uint32_t max_sessions = 0;
   uint32_t pool_ready = 0;
   int created = 0;  // sessions this client created there (all it knows without GetInfo)
+  bool failed_recently = false;  // a create failed there for its own reasons, lately
 };
+
+// Whether a failed CreateSession says the endpoint cannot make sandboxes now (down, slow,
+// broken) rather than something of the request or its owner (a bad argument, the owner's
+// limit): then the next endpoint is tried, and this one placed after the others for a while.
+bool EndpointAtFault(grpc::StatusCode code);
 
 // The endpoints in the order a new session tries them: those serving with room, least
 // loaded first (live sessions over max_sessions; then more warm containers ready; then
-// fewer created by us); then those that did not answer (they may be back); then full
-// ones; those that answered they cannot start containers last.
+// fewer created by us); then those that did not answer (they may be back); then those
+// whose create failed lately; then full ones; those that answered they cannot start
+// containers last.
 std::vector<size_t> PlacementOrder(const std::vector<EndpointLoad>& loads);
 
 class SandboxClient : public Sandboxes {
@@ -136,6 +143,7 @@ class SandboxClient : public Sandboxes {
   std::vector<std::unique_ptr<sandbox::v1::SandboxService::Stub>> stubs_;
   codemode::Mutex mu_;
   std::vector<int> created_ ABSL_GUARDED_BY(mu_);  // sessions created per endpoint (for placement)
+  std::vector<absl::Time> failed_at_ ABSL_GUARDED_BY(mu_);  // the last create that failed there
 };
 
 }  // namespace gateway

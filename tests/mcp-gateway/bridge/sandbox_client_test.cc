@@ -33,6 +33,7 @@ class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
                              sandbox::v1::Session* session) override {
     last_ = *req;
     ++created_;
+    if (create_fails != grpc::StatusCode::OK) return grpc::Status(create_fails, "this endpoint cannot create");
     auto auth = ctx->client_metadata().find("authorization");
     last_authorization_ =
         auth == ctx->client_metadata().end() ? "" : std::string(auth->second.data(), auth->second.size());
@@ -112,6 +113,7 @@ class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
   std::function<grpc::Status(grpc::ServerContext*, ExecuteStream*)> execute;
 
   int download_chunks = 3;
+  grpc::StatusCode create_fails = grpc::StatusCode::OK;  // what CreateSession answers (OK: a session)
   std::atomic<int> chunks_written{0};
   std::atomic<int> stalled{0};     // calls that began to wait
   std::atomic<int> saw_cancel{0};  // calls that saw their caller cancel
@@ -530,6 +532,28 @@ TEST_F(SandboxClientTest, NewSessionsGoToTheLeastLoadedEndpoint) {
   // The load is a fraction of each one's max_sessions.
   other.service.set_info(10, 16, 0);
   ASSERT_EQ(client.CreateSession("owner", "label", {}, {})->endpoint, 0u);
+}
+
+// Attack round 16, F3: an endpoint whose GetInfo says it has room but whose creates fail
+// got every new sandbox. Now the next endpoint is tried, and the failing one goes last
+// for a while; a refusal of the request's owner is not the endpoint's fault.
+TEST_F(SandboxClientTest, AnEndpointThatFailsCreatesIsPassedOver) {
+  ExtraSandboxd other("b");
+  ASSERT_NE(other.server, nullptr);
+  service_.set_info(0, 64, 4);
+  service_.create_fails = grpc::StatusCode::INTERNAL;
+  other.service.set_info(10, 64, 0);
+  SandboxClient client({"unix:" + socket_, other.endpoint()});
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<SandboxRef> ref = client.CreateSession("owner", "label", {}, {});
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    EXPECT_EQ(ref->endpoint, 1u);
+  }
+  EXPECT_EQ(service_.created(), 1) << "tried once, then placed last";
+  other.service.create_fails = grpc::StatusCode::RESOURCE_EXHAUSTED;  // the owner's limit there
+  absl::StatusOr<SandboxRef> refused = client.CreateSession("owner", "label", {}, {});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(service_.created(), 1) << "an owner's limit is not passed around to another endpoint";
 }
 
 TEST_F(SandboxClientTest, PlacementSkipsFullNotServingAndSilentEndpoints) {

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -24,7 +25,10 @@ TEST(CheckPlaintextEndpointsTest, OnlyLoopbackAndUnixSocketsGoWithoutTls) {
                                        "dns:///localhost:3", "ipv4:127.0.0.2:4"},
                                       {}).ok());
   for (const char* remote : {"10.0.0.7:50051", "sandboxd.internal:50051", "[fd00::2]:1", "dns:///node-3:50051",
-                             "127.0.0.1.attacker.example:50051"}) {
+                             "127.0.0.1.attacker.example:50051",
+                             // Attack round 16, F4: gRPC reads these as lists of addresses.
+                             "ipv6:[::1]:1%2C[fd00::2]:18992", "ipv4:127.0.0.1:1,10.0.0.7:2",
+                             "ipv4:127.0.0.1:1%2c10.0.0.7:2"}) {
     absl::Status s = CheckPlaintextEndpoints({"unix:/run/s.sock", remote}, {});
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << remote;
     EXPECT_THAT(std::string(s.message()), HasSubstr("--sandboxd_tls_ca_file")) << remote;
@@ -48,13 +52,26 @@ TEST(LoadSandboxdTlsTest, ThePartsGoTogetherAndTheKeyIsPrivate) {
   absl::StatusOr<SandboxdTls> shared = LoadSandboxdTls(dir + "/ca.pem", dir + "/ca.pem", dir + "/key.pem", "");
   EXPECT_THAT(std::string(shared.status().message()), HasSubstr("other users"));
   chmod((dir + "/key.pem").c_str(), 0600);
-  absl::StatusOr<SandboxdTls> ok = LoadSandboxdTls(dir + "/ca.pem", dir + "/ca.pem", dir + "/key.pem", "sbx");
-  ASSERT_TRUE(ok.ok()) << ok.status();
-  EXPECT_EQ(ok->server_name, "sbx");
+  absl::StatusOr<SandboxdTls> unparsed = LoadSandboxdTls(dir + "/ca.pem", dir + "/ca.pem", dir + "/key.pem", "");
+  EXPECT_THAT(std::string(unparsed.status().message()), HasSubstr("is not the key of"));
   EXPECT_THAT(std::string(LoadSandboxdTls(dir + "/not.pem", "", "", "").status().message()),
               HasSubstr("no PEM certificate"));
   EXPECT_THAT(std::string(LoadSandboxdTls(dir + "/missing.pem", "", "", "").status().message()),
               HasSubstr("cannot read --sandboxd_tls_ca_file"));
+}
+
+// Attack round 16, F8: a client certificate and a key that do not belong together started
+// a gateway whose every call then failed with "empty address list".
+TEST(LoadSandboxdTlsTest, AKeyThatIsNotTheCertificatesIsRefused) {
+  const std::string dir = ::testing::TempDir() + "/tls-pair-" + std::to_string(getpid());
+  ASSERT_EQ(std::system((std::string(PROJECT_SOURCE_DIR) + "/tests/common/make_test_certs.sh " + dir).c_str()), 0);
+  absl::StatusOr<SandboxdTls> good =
+      LoadSandboxdTls(dir + "/ca.pem", dir + "/client.pem", dir + "/client-key.pem", "sbx");
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ(good->server_name, "sbx");
+  absl::StatusOr<SandboxdTls> mixed =
+      LoadSandboxdTls(dir + "/ca.pem", dir + "/client.pem", dir + "/other-client-key.pem", "");
+  EXPECT_THAT(std::string(mixed.status().message()), HasSubstr("is not the key of --sandboxd_tls_cert_file"));
 }
 
 }  // namespace
