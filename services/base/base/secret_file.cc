@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -225,11 +224,29 @@ absl::StatusOr<std::string> ReadPrivateKeyFile(const std::string& path, const st
 
 absl::StatusOr<std::string> ReadCertificateFile(const std::string& path, const std::string& flag) {
   constexpr size_t kMaxPemBytes = 1 << 20;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::FailedPreconditionError(absl::StrCat("cannot read ", flag, " ", path));
+  // Public, so a symlink may lead to it (a mounted Kubernetes Secret); but a trust anchor
+  // others could rewrite trusts whoever rewrote it, and a FIFO or a device would hang or
+  // flood the start (attack round 16, F7).
+  Fd fd(open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (fd.get() < 0) return Errno(absl::StrCat("cannot read ", flag), path);
+  struct stat st;
+  if (fstat(fd.get(), &st) != 0) return Errno(absl::StrCat("cannot stat ", flag), path);
+  if (!S_ISREG(st.st_mode)) return absl::InvalidArgumentError(absl::StrCat(flag, " ", path, " is not a regular file"));
+  if ((st.st_uid != geteuid() && st.st_uid != 0) || (st.st_mode & 022)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        flag, " ", path, " could be rewritten by another user (it must be ours or root's, and not "
+        "group- or world-writable)"));
+  }
   std::string pem(kMaxPemBytes + 1, '\0');
-  in.read(pem.data(), static_cast<std::streamsize>(pem.size()));
-  pem.resize(static_cast<size_t>(in.gcount()));
+  size_t got = 0;
+  while (got < pem.size()) {
+    ssize_t n = read(fd.get(), pem.data() + got, pem.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Errno(absl::StrCat("cannot read ", flag), path);
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  pem.resize(got);
   if (pem.size() > kMaxPemBytes) {
     return absl::InvalidArgumentError(absl::StrCat(flag, " ", path, " is larger than ", kMaxPemBytes, " bytes"));
   }

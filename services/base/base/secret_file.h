@@ -41,9 +41,10 @@ absl::StatusOr<std::string> ReadPrivateFile(const std::string& path, const Secre
 // naming `flag` when it holds no PEM private key.
 absl::StatusOr<std::string> ReadPrivateKeyFile(const std::string& path, const std::string& flag);
 
-// Reads a PEM certificate file (public: no checks of its owner or mode), at most 1 MiB;
-// INVALID_ARGUMENT naming `flag` when it holds no certificate, FAILED_PRECONDITION when it
-// cannot be read.
+// Reads a PEM certificate file, at most 1 MiB: public, but a regular file (a symlink may
+// lead to it) that only we or root may write. INVALID_ARGUMENT naming `flag` when it holds
+// no certificate or is no regular file, FAILED_PRECONDITION when it cannot be read or
+// others could rewrite it.
 absl::StatusOr<std::string> ReadCertificateFile(const std::string& path, const std::string& flag);
 
 }  // namespace codemode

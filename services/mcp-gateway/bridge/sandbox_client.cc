@@ -86,12 +86,13 @@ absl::StatusOr<sandbox::v1::Isolation> ParseIsolationFlag(const std::string& nam
 }
 
 absl::StatusOr<std::string> ReadSandboxdToken(const std::string& path) {
-  std::ifstream in(path);
-  std::string token;
-  if (!in || !std::getline(in, token)) {
-    return absl::FailedPreconditionError(absl::StrCat("cannot read --sandboxd_token_file ", path));
-  }
-  token = std::string(absl::StripAsciiWhitespace(token));
+  // A secret, read as sandboxd reads its own copy: a regular file of ours that no other
+  // user may read or write, of a bounded size (attack round 16, F7: /dev/zero was read
+  // without end, a FIFO hung the start, a 0666 file of another user was taken).
+  absl::StatusOr<std::string> contents =
+      codemode::ReadPrivateFile(path, {"--sandboxd_token_file", "token", "--sandboxd_token_file"}, 4096);
+  if (!contents.ok()) return contents.status();
+  const std::string token(absl::StripAsciiWhitespace(contents->substr(0, contents->find('\n'))));
   if (token.empty()) {
     return absl::FailedPreconditionError(absl::StrCat("--sandboxd_token_file ", path, " is empty"));
   }

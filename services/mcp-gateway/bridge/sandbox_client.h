@@ -35,8 +35,9 @@ namespace gateway {
 // INVALID_ARGUMENT naming the choices otherwise.
 absl::StatusOr<sandbox::v1::Isolation> ParseIsolationFlag(const std::string& name);
 
-// The token in the gateway's --sandboxd_token_file (one line; surrounding whitespace is
-// ignored); FAILED_PRECONDITION when it cannot be read or is empty.
+// The token in the gateway's --sandboxd_token_file (its first line; surrounding whitespace
+// is ignored): a regular file of ours that no other user may read or write, at most 4 KiB.
+// FAILED_PRECONDITION when it cannot be read, fails those checks or is empty.
 absl::StatusOr<std::string> ReadSandboxdToken(const std::string& path);
 
 // TLS to sandboxd's TCP endpoints (its --tls_cert_file port), read from the gateway's

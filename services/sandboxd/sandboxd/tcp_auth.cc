@@ -41,7 +41,8 @@ absl::StatusOr<std::string> CreateTokenFile(const std::string& path) {
 }  // namespace
 
 absl::StatusOr<std::string> LoadOrCreateTcpToken(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO planted there must not hang the start (it is then refused).
+  int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0 && errno == ENOENT) return CreateTokenFile(path);
   if (fd < 0) {
     return absl::FailedPreconditionError(absl::StrCat("cannot open --tcp_token_file ", path, ": ", strerror(errno)));

@@ -74,5 +74,30 @@ TEST(LoadSandboxdTlsTest, AKeyThatIsNotTheCertificatesIsRefused) {
   EXPECT_THAT(std::string(mixed.status().message()), HasSubstr("is not the key of --sandboxd_tls_cert_file"));
 }
 
+// Attack round 16, F7: the token file was read with no checks and no bound (/dev/zero
+// without end, a FIFO hung the start, a 0666 file of another user was taken), and a CA
+// file others could rewrite was trusted.
+TEST(ReadSandboxdTokenTest, TheTokenFileIsASecretOfOurs) {
+  const std::string dir = ::testing::TempDir() + "/token-" + std::to_string(getpid());
+  mkdir(dir.c_str(), 0700);
+  const std::string token = dir + "/token";
+  std::ofstream(token) << "  0123456789abcdef0123456789abcdef  \nsecond line\n";
+  chmod(token.c_str(), 0600);
+  absl::StatusOr<std::string> ok = ReadSandboxdToken(token);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(*ok, "0123456789abcdef0123456789abcdef");
+  chmod(token.c_str(), 0644);
+  EXPECT_THAT(std::string(ReadSandboxdToken(token).status().message()), HasSubstr("other users"));
+  EXPECT_FALSE(ReadSandboxdToken("/dev/zero").ok());
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_FALSE(ReadSandboxdToken(fifo).ok());  // at once: no writer is waited for
+  std::ofstream(dir + "/ca.pem") << "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+  chmod((dir + "/ca.pem").c_str(), 0666);
+  EXPECT_THAT(std::string(LoadSandboxdTls(dir + "/ca.pem", "", "", "").status().message()),
+              HasSubstr("could be rewritten by another user"));
+  EXPECT_THAT(std::string(LoadSandboxdTls(fifo, "", "", "").status().message()), HasSubstr("not a regular file"));
+}
+
 }  // namespace
 }  // namespace gateway

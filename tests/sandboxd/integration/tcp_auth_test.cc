@@ -248,5 +248,26 @@ TEST_F(TcpTlsTest, UnusableTlsFlagsStopTheStart) {
   EXPECT_THAT(out, HasSubstr("no PEM certificate"));
 }
 
+// Attack round 16, F7: a FIFO as a certificate, client CA or token file hung the start,
+// and a client CA others could rewrite was trusted.
+TEST_F(TcpTlsTest, FifosAndWritableTrustAnchorsAreRefusedAtOnce) {
+  const std::string token = "--tcp_token_file=" + WriteToken(kToken, 0600);
+  const std::string tcp = "--listen_tcp=" + address_ + ":0 ";
+  const std::string pair = " --tls_cert_file=" + certs_ + "/server.pem --tls_key_file=" + certs_ + "/server-key.pem";
+  const std::string fifo = dir_ + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  int code = 0;
+  std::string out = RunToExit(tcp + token + pair + " --tls_client_ca_file=" + fifo, &code);
+  EXPECT_NE(code, 124) << "the start hung on the FIFO";
+  EXPECT_THAT(out, HasSubstr("not a regular file"));
+  out = RunToExit(tcp + "--tcp_token_file=" + fifo + pair, &code);
+  EXPECT_NE(code, 124) << "the start hung on the FIFO";
+  EXPECT_THAT(out, HasSubstr("not a regular file"));
+  chmod((certs_ + "/ca.pem").c_str(), 0666);
+  out = RunToExit(tcp + token + pair + " --tls_client_ca_file=" + certs_ + "/ca.pem", &code);
+  EXPECT_NE(code, 0);
+  EXPECT_THAT(out, HasSubstr("could be rewritten by another user"));
+}
+
 }  // namespace
 }  // namespace sandboxd::testing
