@@ -572,41 +572,5 @@ TEST_F(SandboxClientTest, PlacementSkipsFullNotServingAndSilentEndpoints) {
   EXPECT_EQ(other.service.created(), 0);
 }
 
-TEST(PlacementOrderTest, RanksByTierThenLoadThenWarmContainersThenOwnCreations) {
-  auto load = [](bool answered, bool serving, uint32_t sessions, uint32_t max, uint32_t pool,
-                 int created) {
-    EndpointLoad l;
-    l.answered = answered;
-    l.serving = serving;
-    l.sessions = sessions;
-    l.max_sessions = max;
-    l.pool_ready = pool;
-    l.created = created;
-    return l;
-  };
-  EXPECT_EQ(PlacementOrder({load(true, false, 0, 64, 9, 0),     // cannot start containers
-                            load(true, true, 64, 64, 0, 0),     // full
-                            load(false, false, 0, 0, 0, 5),     // silent, we made 5 there
-                            load(false, false, 0, 0, 0, 1),     // silent, we made 1
-                            load(true, true, 8, 16, 0, 0),      // half
-                            load(true, true, 8, 64, 0, 9),      // an eighth
-                            load(true, true, 8, 64, 3, 9)}),    // an eighth, warm ones ready
-            (std::vector<size_t>{6, 5, 4, 3, 2, 1, 0}));
-  // Without GetInfo anywhere: fewest created by us, then the listed order.
-  EXPECT_EQ(PlacementOrder({load(false, false, 0, 0, 0, 2), load(false, false, 0, 0, 0, 1),
-                            load(false, false, 0, 0, 0, 1)}),
-            (std::vector<size_t>{1, 2, 0}));
-}
-
-TEST(ParseIsolationFlagTest, NamesTheChoices) {
-  EXPECT_EQ(*ParseIsolationFlag(""), sandbox::v1::ISOLATION_UNSPECIFIED);
-  EXPECT_EQ(*ParseIsolationFlag("container"), sandbox::v1::ISOLATION_CONTAINER);
-  EXPECT_EQ(*ParseIsolationFlag("gvisor"), sandbox::v1::ISOLATION_GVISOR);
-  absl::StatusOr<sandbox::v1::Isolation> bad = ParseIsolationFlag("kvm");
-  ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("container or gvisor"));
-}
-
 }  // namespace
 }  // namespace gateway
