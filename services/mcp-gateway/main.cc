@@ -2,7 +2,6 @@
 // code in sandboxd sessions that call the configured upstream MCP servers' tools.
 // See README.md for flags, config locations and client set-up.
 #include <signal.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -252,15 +251,6 @@ absl::StatusOr<std::vector<std::string>> ResolveTokens(std::string* file) {
   return std::vector<std::string>{*token};
 }
 
-// Each HTTP client holds a few descriptors; the default soft limit (1024) would cap the
-// gateway far below --max_http_connections. Raise it to the hard limit, as servers do.
-void RaiseFileLimit() {
-  struct rlimit limit;
-  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
-    limit.rlim_cur = limit.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &limit);
-  }
-}
 
 // Environment fallbacks, for clients that can set env vars more easily than arguments.
 std::vector<std::string> FromEnv(const char* name) {
@@ -402,7 +392,7 @@ absl::StatusOr<std::unique_ptr<gateway::ServerTransport>> StartTransport(
   std::string token_file;
   absl::StatusOr<gateway::HttpServerOptions> http = HttpOptionsFromFlags(&token_file);
   if (!http.ok()) return http.status();
-  RaiseFileLimit();
+  codemode::RaiseFileLimit();
   auto server = std::make_unique<gateway::HttpServer>(*http, tool, options);
   if (absl::Status started = server->Start(); !started.ok()) return started;
   LogHowToConnect(*http, server->port(), token_file);

@@ -1,6 +1,7 @@
 #include "base/daemon.h"
 
 #include <pthread.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <cerrno>
@@ -57,6 +58,16 @@ void ShutdownSignal::Request(const std::string& reason) {
   }
   // Blocked in every thread, so it stays pending until Wait() takes it.
   kill(getpid(), SIGTERM);
+}
+
+uint64_t RaiseFileLimit() {
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+  if (limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) getrlimit(RLIMIT_NOFILE, &limit);
+  }
+  return limit.rlim_cur;
 }
 
 }  // namespace codemode

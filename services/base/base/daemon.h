@@ -10,6 +10,7 @@
 
 #include <signal.h>
 
+#include <cstdint>
 #include <string>
 
 #include "base/mutex.h"
@@ -22,6 +23,11 @@ void StartMain(int argc, char** argv, const std::string& name, const std::string
 
 // Logs of every level from `level` up go to stderr through spdlog's default logger.
 void InitLogging(const std::string& name, const std::string& level);
+
+// Raises the soft limit on open files to the hard one, as servers do: each client holds a
+// descriptor or more, and the default soft limit (1024) is far below what either daemon's
+// own caps allow. Returns the limit now in force.
+uint64_t RaiseFileLimit();
 
 // Blocks SIGTERM and SIGINT in the calling thread and so in every thread started after
 // it, and ignores SIGPIPE (a peer that closed its socket is an error return, not death).
