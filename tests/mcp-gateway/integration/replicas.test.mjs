@@ -36,40 +36,43 @@ const handleOf = (r) => r.structuredContent?.sandbox;
 const printed = (r) => text(r).split("\n[sandbox]")[0].trim();
 
 describe("gateway replicas behind HAProxy", () => {
-  let sandboxd, haproxy, url, stats, log = "";
+  let sandboxd, haproxy, url, stats, log = "";  // log: HAProxy's, for failure messages
   const replicas = [];
   const auth = () => replicas[0].authHeaders;
 
-  // The replicas the load balancer sent requests to, in order (its httplog lines, which
-  // come once a response is complete).
-  const servers = () => [...log.matchAll(/gateways\/(gateway\d)/g)].map((m) => m[1]);
-  const lastServer = () => servers().pop();
-  // `call`, and the replica that answered its last request.
-  async function servedBy(call) {
-    const before = servers().length;
-    const result = await call();
-    await waitFor(() => servers().length > before, "HAProxy's log line", 5000);
-    return { result, server: lastServer() };
-  }
-  // Until HAProxy has seen `name` up again: requests go round robin, so a live one is hit.
-  async function seenUp(name) {
-    await waitFor(async () => {
-      await fetch(url, { method: "POST", headers: { ...auth(), "Content-Type": "application/json",
-        Accept: "application/json, text/event-stream" }, body: "{}" }).catch(() => {});
-      return lastServer() === name;
-    }, `HAProxy sends requests to ${name} again`, 15000);
-  }
-  // The stick table's entries (HAProxy's stats socket: `show table gateways`).
-  const tableUsed = () => new Promise((resolve, reject) => {
+  // A command on HAProxy's stats socket; its answer.
+  const ask = (command) => new Promise((resolve, reject) => {
     let out = "";
-    const socket = net.connect(stats, () => socket.write("show table gateways\n"));
+    const socket = net.connect(stats, () => socket.write(`${command}\n`));
     socket.on("data", (d) => { out += d; });
     socket.on("error", reject);
-    socket.on("end", () => {
-      const used = /used:(\d+)/.exec(out);
-      return used ? resolve(Number(used[1])) : reject(new Error(`show table: ${out}`));
-    });
+    socket.on("end", () => resolve(out));
   });
+  // The stick table's entries.
+  async function tableUsed() {
+    const out = await ask("show table gateways");
+    const used = /used:(\d+)/.exec(out);
+    if (!used) throw new Error(`show table: ${out}`);
+    return Number(used[1]);
+  }
+  // The replica HAProxy keeps a 2025 session on (its stick table entry). (Not its log: a
+  // stream's line comes when the stream ends, after lines of later requests.)
+  async function homeOf(client) {
+    const sid = client.transport.sessionId;
+    const line = (await ask("show table gateways")).split("\n").find((l) => l.includes(`key=${sid} `));
+    const id = /server_id=(\d+)/.exec(line ?? "");
+    if (!id) throw new Error(`no stick table entry for ${sid}`);
+    return `gateway${id[1]}`;
+  }
+  // Until HAProxy's health check says `name` is up (after a restart).
+  async function seenUp(name) {
+    await waitFor(async () => {
+      const csv = (await ask("show stat")).split("\n");
+      const header = csv[0].replace(/^# /, "").split(",");
+      const row = csv.find((l) => l.startsWith(`gateways,${name},`))?.split(",");
+      return row?.[header.indexOf("status")] === "UP";
+    }, `HAProxy to see ${name} up`, 15000);
+  }
   async function kill(i) {
     const g = replicas[i];
     const exited = new Promise((r) => g.proc.once("exit", r));
@@ -132,19 +135,18 @@ describe("gateway replicas behind HAProxy", () => {
     const first = await runPython(c, "x = 41\nprint('set')");
     assert.equal(first.isError, false, text(first));
 
+    // With one replica alive, it served the call: each of the next two is served by another.
     await kill(0);
-    const second = await servedBy(() => runPython(c, "x += 1\nprint(x)", { sandbox: handleOf(first) }));
-    assert.equal(second.result.isError, false, text(second.result));
-    assert.equal(printed(second.result), "42");
-    assert.equal(second.server, "gateway2");
+    const second = await runPython(c, "x += 1\nprint(x)", { sandbox: handleOf(first) });
+    assert.equal(second.isError, false, text(second));
+    assert.equal(printed(second), "42");
 
     await replicas[0].start(replicas[0].port);
     await seenUp("gateway1");
     await kill(1);
-    const third = await servedBy(() => runPython(c, "x += 1\nprint(x)", { sandbox: handleOf(second.result) }));
-    assert.equal(third.result.isError, false, text(third.result));
-    assert.equal(printed(third.result), "43");
-    assert.equal(third.server, "gateway1");
+    const third = await runPython(c, "x += 1\nprint(x)", { sandbox: handleOf(second) });
+    assert.equal(third.isError, false, text(third));
+    assert.equal(printed(third), "43");
     await c.close();
     await replicas[1].start(replicas[1].port);
     await seenUp("gateway2");
@@ -152,44 +154,42 @@ describe("gateway replicas behind HAProxy", () => {
 
   test("a replica stopped for an update (SIGTERM) leaves its 2025 sessions' sandboxes to their handles", async () => {
     const legacy = await connectClient(url, auth(), "sdk-v1-update");
-    const first = await servedBy(() => runPython(legacy, "z = 'kept'\nprint('set')"));
-    assert.equal(first.result.isError, false, text(first.result));
-    const i = first.server === "gateway1" ? 0 : 1;
+    const first = await runPython(legacy, "z = 'kept'\nprint('set')");
+    assert.equal(first.isError, false, text(first));
+    const home = await homeOf(legacy);
+    const i = home === "gateway1" ? 0 : 1;
     await replicas[i].stop();  // SIGTERM: its MCP sessions end
     await legacy.close().catch(() => {});
     const again = await connectClient(url, auth(), "sdk-v1-after-update");
-    const r = await runPython(again, "print(z)", { sandbox: handleOf(first.result) });
+    const r = await runPython(again, "print(z)", { sandbox: handleOf(first) });
     assert.equal(r.isError, false, text(r));
     assert.equal(printed(r), "kept");
     await again.close();
     await replicas[i].start(replicas[i].port);
-    await seenUp(first.server);
+    await seenUp(home);
   });
 
   test("a 2025 session stays on its replica, and its handle outlives that replica", async () => {
     const legacy = await connectClient(url, auth(), "sdk-v1");
-    const first = await servedBy(() => runPython(legacy, "y = 7\nprint('set')"));
-    assert.equal(first.result.isError, false, text(first.result));
-    const home = first.server;
-    // Round robin alone would send every other request to the replica without the session.
+    const first = await runPython(legacy, "y = 7\nprint('set')");
+    assert.equal(first.isError, false, text(first));
+    const home = await homeOf(legacy);
+    // Round robin alone would send every other request to the replica without the session
+    // (404 there).
     for (let i = 0; i < 4; ++i) {
-      const r = await servedBy(() => runPython(legacy, "y += 1\nprint(y)"));
-      assert.equal(r.result.isError, false, text(r.result));
-      assert.equal(printed(r.result), String(8 + i));
-      assert.equal(r.server, home);
+      const r = await runPython(legacy, "y += 1\nprint(y)");
+      assert.equal(r.isError, false, text(r));
+      assert.equal(printed(r), String(8 + i));
     }
     await kill(home === "gateway1" ? 0 : 1);
     await assert.rejects(runPython(legacy, "print(y)"), /404|session/i,
       "the other replica does not know the session");
     await legacy.close().catch(() => {});
-    const again = await servedBy(async () => {
-      const c = await connectClient(url, auth(), "sdk-v1-again");
-      return { c, r: await runPython(c, "print(y)", { sandbox: handleOf(first.result) }) };
-    });
-    assert.equal(again.result.r.isError, false, text(again.result.r));
-    assert.equal(printed(again.result.r), "11");
-    assert.notEqual(again.server, home);
-    await again.result.c.close();
+    const again = await connectClient(url, auth(), "sdk-v1-again");
+    const r = await runPython(again, "print(y)", { sandbox: handleOf(first) });
+    assert.equal(r.isError, false, text(r));
+    assert.equal(printed(r), "11");
+    await again.close();
   });
 });
 
