@@ -273,6 +273,14 @@ absl::StatusOr<std::vector<gateway::UpstreamConfig>> LoadConfigs() {
   return gateway::LoadUpstreamConfig(files, dirs, self);
 }
 
+// Whose sandboxes a request without an MCP session lists: a credential that names no one
+// client must not list what others made (owned_resources.h).
+gateway::OwnedScope OwnedScope() {
+  if (absl::GetFlag(FLAGS_transport) == "stdio") return gateway::OwnedScope::kThisProcess;
+  if (absl::GetFlag(FLAGS_no_auth)) return gateway::OwnedScope::kNone;
+  return gateway::OwnedScope::kSandboxd;
+}
+
 // Whether every client is one credential (stdio, --no_auth): per-credential bounds are then
 // the overall ones.
 bool OneCredential() {
@@ -505,6 +513,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   run_options->cap_credentials_in_sandboxd = !OneCredential();
+  run_options->owned_scope = OwnedScope();
   gateway::RunPythonTool tool(&sandboxes, &upstream_view, *run_options);
   const gateway::ServerOptions server_options = ServerOptionsFromFlags(ceiling);
   upstreams.WaitInitial(absl::GetFlag(FLAGS_startup_wait));

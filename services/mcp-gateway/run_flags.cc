@@ -40,6 +40,17 @@ ABSL_FLAG(absl::Duration, handle_ttl, absl::Hours(24),
           "How long a sandbox handle stays valid after the run that returned it (each run "
           "returns a fresh one); the sandbox itself ends at sandboxd's --idle_ttl.");
 
+ABSL_FLAG(absl::Duration, resources_poll_interval, absl::Seconds(10),
+          "How often a credential's sandboxes are looked at (sandboxd ListSessions, a walk of "
+          "each out/) while one of its subscriptions/listen streams waits for "
+          "resources/list_changed: catches changes through other replicas and expiry. Runs "
+          "through this gateway are announced at once. 0: only those; at least 100ms.");
+
+ABSL_FLAG(absl::Duration, resources_look_timeout, absl::Seconds(5),
+          "A look at a credential's sandboxes for resources/list_changed is given up after "
+          "this and counts as no change (sandboxed code answers its own listings and may "
+          "stall them; one thread looks for every credential). At least 100ms.");
+
 absl::StatusOr<gateway::RunPythonOptions> RunOptionsFromFlags() {
   gateway::RunPythonOptions o;
   o.default_timeout_seconds = absl::GetFlag(FLAGS_default_timeout_seconds);
@@ -51,6 +62,15 @@ absl::StatusOr<gateway::RunPythonOptions> RunOptionsFromFlags() {
   o.resources.limits.max_path_bytes = absl::GetFlag(FLAGS_max_out_path_bytes);
   o.resources.limits.max_bytes = absl::GetFlag(FLAGS_max_out_bytes);
   o.resources.list_page_size = absl::GetFlag(FLAGS_resources_page_size);
+  o.resources_poll_interval = absl::GetFlag(FLAGS_resources_poll_interval);
+  if (o.resources_poll_interval < absl::ZeroDuration() ||
+      (o.resources_poll_interval > absl::ZeroDuration() && o.resources_poll_interval < absl::Milliseconds(100))) {
+    return absl::InvalidArgumentError("--resources_poll_interval must be 0 or at least 100ms");
+  }
+  o.resources_look_timeout = absl::GetFlag(FLAGS_resources_look_timeout);
+  if (o.resources_look_timeout < absl::Milliseconds(100)) {
+    return absl::InvalidArgumentError("--resources_look_timeout must be at least 100ms");
+  }
   if (o.resources.max_read_bytes > (48u << 20)) {
     return absl::InvalidArgumentError("--max_resource_bytes must be at most 48 MiB (50331648)");
   }

@@ -41,7 +41,14 @@ RunPythonTool::RunPythonTool(Sandboxes* sandboxes, Upstreams* upstreams, RunPyth
       resources_(sandboxes, &bindings_, options.resources,
                  [this](const std::string& handle, const std::string& credential) {
                    return OpenHandle(handle, credential);
-                 }) {}
+                 }),
+      owned_(sandboxes, &bindings_, options.owned_scope, options.resources,
+             [this](const SandboxRef& ref, const std::string& credential) {
+               return handles_->Seal({sandboxes_->EndpointName(ref.endpoint), ref.session_id}, credential);
+             }),
+      watch_([this](const std::string& credential,
+                    const std::shared_ptr<codemode::CancelToken>& cancel) { return owned_.Fingerprint(credential, cancel); },
+             options.resources_poll_interval, options.resources_look_timeout) {}
 
 RunPythonTool::~RunPythonTool() = default;
 
@@ -79,6 +86,9 @@ absl::StatusOr<json> RunPythonTool::CallTool(const std::string& name, const json
           absl::StrCat(catalog_version, "/", args->servers.Key()),
           &ctx, &router, &progress, &report};
   absl::StatusOr<Finished> finished = Execute(run);
+  // Whatever the run did to its sandbox's files (or the sandbox), listen streams of the
+  // credential hear of it.
+  watch_.Poke(ctx.credential);
   if (!finished.ok()) {
     return FormatRunError(std::string(finished.status().message()), report);
   }
@@ -320,6 +330,17 @@ absl::StatusOr<json> RunPythonTool::ListResourceTemplates(const std::string& ses
 
 absl::StatusOr<json> RunPythonTool::ReadResource(const std::string& uri, ToolCallContext& context) {
   return resources_.Read(context.session_key, context.credential, uri, context.cancel, context.budget);
+}
+
+absl::StatusOr<json> RunPythonTool::ListOwnedResources(const std::string& cursor,
+                                                       ToolCallContext& context) {
+  return owned_.List(context.credential, cursor, context.cancel);
+}
+
+std::shared_ptr<void> RunPythonTool::WatchResources(const std::string& credential,
+                                                    std::function<void()> ready,
+                                                    std::function<void()> changed) {
+  return watch_.Subscribe(credential, std::move(ready), std::move(changed));
 }
 
 void RunPythonTool::SessionClosed(const std::string& session_key) { bindings_.Close(session_key); }

@@ -22,6 +22,8 @@
 #include "absl/status/statusor.h"
 #include "bridge/run_arguments.h"
 #include "bridge/run_catalog.h"
+#include "bridge/owned_resources.h"
+#include "bridge/resource_watch.h"
 #include "bridge/run_result.h"
 #include "bridge/sandboxes.h"
 #include "bridge/session_bindings.h"
@@ -58,6 +60,15 @@ struct RunPythonOptions {
   bool cap_credentials_in_sandboxd = true;
   // Produced files (resources/read size cap, bounds on the walk of out/).
   ResourceOptions resources;
+  // Whose sandboxes resources/list shows a request without an MCP session (owned_resources.h).
+  OwnedScope owned_scope = OwnedScope::kSandboxd;
+  // How often a credential's sandboxes are looked at while a subscriptions/listen stream
+  // waits for resources/list_changed (changes through other replicas, expiry); a run
+  // through this gateway is announced at once. 0: only those.
+  absl::Duration resources_poll_interval = absl::Seconds(10);
+  // A look at a credential's sandboxes for the watch is given up after this (a sandbox
+  // answers its own listings, and may stall them); it then counts as no change.
+  absl::Duration resources_look_timeout = absl::Seconds(5);
   // Seals and opens sandbox handles (the `sandbox` argument and result). Null: a random key
   // of this process, so handles do not outlive it (tests; main.cc passes the key file's).
   std::shared_ptr<const HandleSealer> handles;
@@ -79,6 +90,10 @@ class RunPythonTool : public ToolProvider {
   absl::StatusOr<nlohmann::json> ListResourceTemplates(const std::string& session_key) override;
   absl::StatusOr<nlohmann::json> ReadResource(const std::string& uri,
                                               ToolCallContext& context) override;
+  absl::StatusOr<nlohmann::json> ListOwnedResources(const std::string& cursor,
+                                                    ToolCallContext& context) override;
+  std::shared_ptr<void> WatchResources(const std::string& credential, std::function<void()> ready,
+                                       std::function<void()> changed) override;
 
   // Deletes every sandbox session we created (gateway shutdown), unless KeepSandboxes().
   void CloseAll();
@@ -133,6 +148,8 @@ class RunPythonTool : public ToolProvider {
   const std::shared_ptr<const HandleSealer> handles_;
   SessionBindings bindings_;
   WorkspaceResources resources_;
+  OwnedResources owned_;
+  ResourceWatch watch_;  // after owned_, which its thread uses
   UpstreamMemory memory_;
 };
 

@@ -2,24 +2,14 @@
 // and the Execute stream loop.
 #include "bridge/sandbox_client.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <openssl/err.h>
-#include <openssl/pem.h>
-#include <openssl/x509.h>
-
 #include <algorithm>
-#include <cstring>
-#include <fstream>
 #include <optional>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "base/mutex.h"
-#include "base/secret_file.h"
 #include "base/thread.h"
 #include "bridge/tool_call_dispatcher.h"
 #include "spdlog/spdlog.h"
@@ -76,119 +66,6 @@ class CancelLink {
 };
 
 }  // namespace
-
-absl::StatusOr<sandbox::v1::Isolation> ParseIsolationFlag(const std::string& name) {
-  if (name.empty()) return sandbox::v1::ISOLATION_UNSPECIFIED;
-  if (name == "container") return sandbox::v1::ISOLATION_CONTAINER;
-  if (name == "gvisor") return sandbox::v1::ISOLATION_GVISOR;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--isolation=", name, ": expected container or gvisor (or empty for sandboxd's default)"));
-}
-
-absl::StatusOr<std::string> ReadSandboxdToken(const std::string& path) {
-  // A secret, read as sandboxd reads its own copy: a regular file of ours that no other
-  // user may read or write, of a bounded size (attack round 16, F7: /dev/zero was read
-  // without end, a FIFO hung the start, a 0666 file of another user was taken).
-  absl::StatusOr<std::string> contents =
-      codemode::ReadPrivateFile(path, {"--sandboxd_token_file", "token", "--sandboxd_token_file"}, 4096);
-  if (!contents.ok()) return contents.status();
-  const std::string token(absl::StripAsciiWhitespace(contents->substr(0, contents->find('\n'))));
-  if (token.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat("--sandboxd_token_file ", path, " is empty"));
-  }
-  return token;
-}
-
-namespace {
-
-// Whether the PEM private key belongs to the first certificate of the PEM chain.
-bool KeyMatchesCertificate(const std::string& cert_pem, const std::string& key_pem) {
-  std::unique_ptr<BIO, decltype(&BIO_free)> cert_bio(BIO_new_mem_buf(cert_pem.data(), static_cast<int>(cert_pem.size())),
-                                                     &BIO_free);
-  std::unique_ptr<BIO, decltype(&BIO_free)> key_bio(BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size())),
-                                                    &BIO_free);
-  if (!cert_bio || !key_bio) return false;
-  std::unique_ptr<X509, decltype(&X509_free)> cert(PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr),
-                                                   &X509_free);
-  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
-      PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr), &EVP_PKEY_free);
-  const bool match = cert && key && X509_check_private_key(cert.get(), key.get()) == 1;
-  ERR_clear_error();
-  return match;
-}
-
-}  // namespace
-
-absl::StatusOr<SandboxdTls> LoadSandboxdTls(const std::string& ca_file, const std::string& cert_file,
-                                            const std::string& key_file, const std::string& server_name) {
-  if (cert_file.empty() != key_file.empty()) {
-    return absl::InvalidArgumentError("--sandboxd_tls_cert_file and --sandboxd_tls_key_file go together");
-  }
-  if (ca_file.empty() && (!cert_file.empty() || !server_name.empty())) {
-    return absl::InvalidArgumentError(
-        "--sandboxd_tls_cert_file, --sandboxd_tls_key_file and --sandboxd_tls_server_name need "
-        "--sandboxd_tls_ca_file");
-  }
-  SandboxdTls tls;
-  tls.server_name = server_name;
-  if (ca_file.empty()) return tls;
-  absl::StatusOr<std::string> ca = codemode::ReadCertificateFile(ca_file, "--sandboxd_tls_ca_file");
-  if (!ca.ok()) return ca.status();
-  tls.ca = *std::move(ca);
-  if (cert_file.empty()) return tls;
-  absl::StatusOr<std::string> cert = codemode::ReadCertificateFile(cert_file, "--sandboxd_tls_cert_file");
-  if (!cert.ok()) return cert.status();
-  tls.cert_chain = *std::move(cert);
-  absl::StatusOr<std::string> key = codemode::ReadPrivateKeyFile(key_file, "--sandboxd_tls_key_file");
-  if (!key.ok()) return key.status();
-  tls.private_key = *std::move(key);
-  // gRPC would only say "empty address list" at every call (attack round 16, F8).
-  if (!KeyMatchesCertificate(tls.cert_chain, tls.private_key)) {
-    return absl::InvalidArgumentError(absl::StrCat("--sandboxd_tls_key_file ", key_file,
-                                                   " is not the key of --sandboxd_tls_cert_file ", cert_file));
-  }
-  return tls;
-}
-
-namespace {
-
-bool IsUnixEndpoint(const std::string& endpoint) {
-  return absl::StartsWith(endpoint, "unix:") || absl::StartsWith(endpoint, "unix-abstract:");
-}
-
-// The host of a gRPC TCP target ("host:port", "[v6]:port", "dns:///host:port", "ipv4:a:p").
-std::string TargetHost(std::string target) {
-  for (const char* scheme : {"dns:///", "dns:", "ipv4:", "ipv6:"}) {
-    if (absl::StartsWith(target, scheme)) {
-      target = target.substr(strlen(scheme));
-      break;
-    }
-  }
-  if (!target.empty() && target.front() == '[') return target.substr(1, target.find(']') - 1);
-  const size_t colon = target.rfind(':');
-  return colon == std::string::npos ? target : target.substr(0, colon);
-}
-
-}  // namespace
-
-absl::Status CheckPlaintextEndpoints(const std::vector<std::string>& endpoints, const SandboxdTls& tls) {
-  if (!tls.ca.empty()) return absl::OkStatus();
-  for (const std::string& e : endpoints) {
-    if (IsUnixEndpoint(e)) continue;
-    // gRPC's ipv4:/ipv6: targets percent-decode and split on commas: "ipv6:[::1]:1%2C[a]:2"
-    // is two addresses, the second anywhere (attack round 16, F4). One address only.
-    const std::string host =
-        e.find_first_of(",%") == std::string::npos ? TargetHost(e) : std::string("(a list)");
-    in_addr v4{};
-    const bool loopback_v4 = inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
-    if (host == "localhost" || host == "::1" || loopback_v4) continue;
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--sandboxd endpoint ", e, " is not on this machine: speak TLS to it (sandboxd's "
-        "--tls_cert_file, the gateway's --sandboxd_tls_ca_file), or the token, the code and "
-        "every result cross the network readable (and sandboxd refuses plaintext from there)"));
-  }
-  return absl::OkStatus();
-}
 
 SandboxClient::SandboxClient(std::vector<std::string> endpoints, ToolCallLimits limits,
                              sandbox::v1::Isolation isolation, std::string image,
@@ -422,6 +299,32 @@ absl::Status SandboxClient::UploadFile(const SandboxRef& ref, const std::string&
   }
   writer->WritesDone();
   return Convert(writer->Finish(), ref.endpoint);
+}
+
+Sandboxes::Owned SandboxClient::ListOwned(const std::string& owner,
+                                           std::shared_ptr<codemode::CancelToken> cancel) {
+  Owned owned;
+  for (size_t i = 0; i < endpoints_.size(); ++i) {
+    grpc::ClientContext ctx;
+    Prepare(ctx, i, Deadline(std::chrono::seconds(5)));
+    CancelLink link(cancel, &ctx);
+    sandbox::v1::ListSessionsRequest req;
+    req.set_owner(owner);
+    sandbox::v1::ListSessionsResponse resp;
+    if (absl::Status s = Convert(Stub(i).ListSessions(&ctx, req, &resp), i); !s.ok()) {
+      owned.complete = false;
+      continue;
+    }
+    std::vector<const sandbox::v1::Session*> ready;
+    for (const sandbox::v1::Session& session : resp.sessions()) {
+      if (session.state() == sandbox::v1::Session::READY && session.owner() == owner) ready.push_back(&session);
+    }
+    std::sort(ready.begin(), ready.end(), [](const auto* a, const auto* b) {
+      return std::make_pair(a->created_at_ms(), a->id()) < std::make_pair(b->created_at_ms(), b->id());
+    });
+    for (const auto* session : ready) owned.refs.push_back(SandboxRef{i, session->id()});
+  }
+  return owned;
 }
 
 absl::StatusOr<sandbox::v1::ListFilesResponse> SandboxClient::ListFiles(const SandboxRef& ref,

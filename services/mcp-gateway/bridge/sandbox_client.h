@@ -54,6 +54,9 @@ struct SandboxdTls {
 absl::StatusOr<SandboxdTls> LoadSandboxdTls(const std::string& ca_file, const std::string& cert_file,
                                             const std::string& key_file, const std::string& server_name);
 
+// Whether a gRPC target names a Unix socket ("unix:", "unix-abstract:").
+bool IsUnixEndpoint(const std::string& endpoint);
+
 // OK unless a TCP endpoint other than loopback would be spoken to in plaintext: the token
 // (and the code, and every tool result) would cross the network readable.
 absl::Status CheckPlaintextEndpoints(const std::vector<std::string>& endpoints, const SandboxdTls& tls);
@@ -106,6 +109,7 @@ class SandboxClient : public Sandboxes {
   absl::Status ResetSession(const SandboxRef& ref) override;
   absl::Status UploadFile(const SandboxRef& ref, const std::string& path, const std::string& data,
                           std::shared_ptr<codemode::CancelToken> cancel) override;
+  Owned ListOwned(const std::string& owner, std::shared_ptr<codemode::CancelToken> cancel) override;
   absl::StatusOr<sandbox::v1::ListFilesResponse> ListFiles(
       const SandboxRef& ref, const std::string& path, uint32_t max_entries,
       std::shared_ptr<codemode::CancelToken> cancel) override;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -67,6 +68,14 @@ class Sandboxes {
                                                    const sandbox::v1::Catalog& catalog,
                                                    const Room& room) = 0;
   virtual absl::Status DeleteSession(const SandboxRef& ref) = 0;
+  // The ready sandboxes `owner` holds on every endpoint (sandboxd's ListSessions by owner),
+  // each endpoint's oldest first. An endpoint that does not answer is left out and clears
+  // `complete`. For listings of a credential's files (protocol 2026-07-28).
+  struct Owned {
+    std::vector<SandboxRef> refs;
+    bool complete = true;
+  };
+  virtual Owned ListOwned(const std::string& owner, std::shared_ptr<codemode::CancelToken> cancel) = 0;
   virtual absl::Status ResetSession(const SandboxRef& ref) = 0;
   // The file calls end early, CANCELLED, when `cancel` is cancelled: the MCP request
   // behind them (a run, a resources/read) was cancelled or its session closed, and sandboxd

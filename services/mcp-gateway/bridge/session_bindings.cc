@@ -188,6 +188,26 @@ std::map<std::string, std::shared_ptr<SessionBindings::Binding>> SessionBindings
   return named;
 }
 
+std::vector<SandboxRef> SessionBindings::ReadyOf(const std::string& credential) {
+  std::vector<std::shared_ptr<Binding>> mine;
+  {
+    codemode::MutexLock lock(&mu_);
+    for (const auto& [key, b] : bindings_) {
+      if (b->credential == credential) mine.push_back(b);
+    }
+    for (const auto& [key, a] : adopted_) {
+      if (a.binding->credential == credential) mine.push_back(a.binding);
+    }
+  }
+  std::map<std::string, SandboxRef> refs;  // by address: a binding may be adopted too
+  for (const auto& b : mine) {
+    if (b->ready()) refs.emplace(AddressKey(b->ref()), b->ref());
+  }
+  std::vector<SandboxRef> out;
+  for (auto& [key, ref] : refs) out.push_back(std::move(ref));
+  return out;
+}
+
 absl::Status SessionBindings::Open(Binding& b, const std::string& mcp_session,
                                    const std::string& name, const sandbox::v1::Catalog& catalog,
                                    const std::string& catalog_key, bool reclaim_idle) {

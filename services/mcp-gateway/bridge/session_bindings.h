@@ -131,6 +131,10 @@ class SessionBindings {
   // The bindings of one MCP session, by name.
   std::map<std::string, std::shared_ptr<Binding>> Named(const std::string& mcp_session);
 
+  // The sandboxes of `credential` this process knows (its MCP sessions' and the adopted
+  // ones), each once, by address.
+  std::vector<SandboxRef> ReadyOf(const std::string& credential);
+
   // Creates the binding's sandbox session if it has none, with `catalog` (identified by
   // `catalog_key`). FAILED_PRECONDITION when the MCP session was closed meanwhile (the new
   // sandbox session is deleted); sandboxd's error when creation fails. sandboxd holds at

@@ -38,9 +38,13 @@ absl::StatusOr<OutListing> WorkspaceResources::Refresh(
 }
 
 json WorkspaceResources::Describe(const std::string& session, const OutFile& file) {
-  json resource = {{"uri", OutFileUri(session, file.path)},
+  return DescribeFile(OutFileUri(session, file.path), absl::StrCat(session, ": out/", file.path), file);
+}
+
+json WorkspaceResources::DescribeFile(std::string uri, std::string title, const OutFile& file) {
+  json resource = {{"uri", std::move(uri)},
                    {"name", file.path},
-                   {"title", absl::StrCat(session, ": out/", file.path)},
+                   {"title", std::move(title)},
                    {"mimeType", MimeTypeForPath(file.path)},
                    {"size", file.size}};
   if (file.mtime_ms > 0) {

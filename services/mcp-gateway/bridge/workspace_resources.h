@@ -77,6 +77,8 @@ class WorkspaceResources {
 
   // A Resource object (resources/list) of `session`'s file.
   static nlohmann::json Describe(const std::string& session, const OutFile& file);
+  // A Resource object of a file at `uri`.
+  static nlohmann::json DescribeFile(std::string uri, std::string title, const OutFile& file);
 
  private:
   Sandboxes* const sandboxes_;

@@ -4,6 +4,7 @@
 // include server/mcp_session.h.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -59,7 +60,11 @@ struct McpSession::Impl {
     json id;
     std::shared_ptr<ReplySink> sink;
     bool tools = false;
-    bool acknowledged = false;  // nothing goes to it before its acknowledgement
+    // Nothing goes to it before its acknowledgement; set by the provider's watch thread
+    // when the stream watches resources.
+    std::shared_ptr<std::atomic<bool>> acknowledged = std::make_shared<std::atomic<bool>>(false);
+    // resourcesListChanged: ToolProvider::WatchResources's subscription; dropped with it.
+    std::shared_ptr<void> resources_watch;
   };
   std::map<std::string, Listener> listeners ABSL_GUARDED_BY(mu);
   // stdio: a 2026-07-28 request (other than server/discover) came before any initialize.
@@ -97,6 +102,12 @@ struct McpSession::Impl {
   json SetLevel(const json& id, const json& params);
   json ListTools(const json& id, const json& params);
   json ListResources(const json& id, const std::string& method, const json& params);
+  // Subscribes listen stream `key` to the provider's watch of the credential's resources;
+  // `ack` goes out once it is ready. False when the provider watches nothing.
+  bool WatchResources(const std::string& key, const json& id, const std::shared_ptr<ReplySink>& reply,
+                      const json& ack, const std::shared_ptr<std::atomic<bool>>& acknowledged);
+  // resources/list of the 2026-07-28 era: the credential's resources, on a worker.
+  json StartOwnedList(const json& id, const json& params, const std::shared_ptr<ReplySink>& reply);
   // These return an error response, or null when the work was started on a worker.
   // `stateless`: a request of the 2026-07-28 era.
   json StartToolCall(const json& id, const json& params, const std::shared_ptr<ReplySink>& reply,
@@ -130,7 +141,7 @@ struct McpSession::Impl {
       if (closed) return;
       if (self->initialized_) sink = notification_sink;
       for (const auto& [key, l] : listeners) {
-        if (l.acknowledged && tools && l.tools) listening.emplace_back(l.id, l.sink);
+        if (*l.acknowledged && tools && l.tools) listening.emplace_back(l.id, l.sink);
       }
     }
     Reply(sink, MakeNotification(method, json::object()));

@@ -52,7 +52,9 @@ void McpSession::Impl::HandleStatelessRequest(const std::string& method, const j
       response = StartToolCall(id, params, reply, /*stateless=*/true);
     } else if (resources && method == "resources/read") {
       response = StartRead(id, params, reply, /*stateless=*/true);
-    } else if (resources && (method == "resources/list" || method == "resources/templates/list")) {
+    } else if (resources && method == "resources/list") {
+      response = StartOwnedList(id, params, reply);
+    } else if (resources && method == "resources/templates/list") {
       response = Stateless(ListResources(id, method, params), method);
     } else if (method == "subscriptions/listen") {
       response = Listen(id, params, reply);
@@ -69,12 +71,50 @@ void McpSession::Impl::HandleStatelessRequest(const std::string& method, const j
 
 json McpSession::Impl::Discover(const json& id) {
   json capabilities = {{"tools", {{"listChanged", true}}}};
-  // Without an MCP session the resource list has nothing of the caller's (files are linked
-  // by their sandbox handle): it does not change, so there is nothing to listen for.
-  if (provider->HasResources()) capabilities["resources"] = json::object();
+  // The resource list is the credential's (ToolProvider::ListOwnedResources).
+  if (provider->HasResources()) capabilities["resources"] = {{"listChanged", true}};
   json result = {{"supportedVersions", {kStatelessVersion}}, {"capabilities", std::move(capabilities)}};
   if (!options.instructions.empty()) result["instructions"] = options.instructions;
   return Stateless(MakeResult(id, std::move(result)), "server/discover");
+}
+
+json McpSession::Impl::StartOwnedList(const json& id, const json& params,
+                                      const std::shared_ptr<ReplySink>& reply) {
+  auto cursor = params.find("cursor");
+  if (cursor != params.end() && !cursor->is_string() && !cursor->is_null()) {
+    return Stateless(MakeError(id, kInvalidParams, "params.cursor must be a string"), "resources/list");
+  }
+  const std::string from = cursor != params.end() && cursor->is_string() ? cursor->get<std::string>() : "";
+  WorkSpec spec;
+  spec.what = "resources/list";
+  spec.work = [this, from](ToolCallContext& context) { return provider->ListOwnedResources(from, context); };
+  spec.read = true;
+  spec.bytes = from.size();
+  spec.stateless_method = "resources/list";
+  return StartWork(id, params, reply, std::move(spec));
+}
+
+bool McpSession::Impl::WatchResources(const std::string& key, const json& id,
+                                      const std::shared_ptr<ReplySink>& reply, const json& ack,
+                                      const std::shared_ptr<std::atomic<bool>>& acknowledged) {
+  // Acknowledged once the watch has had its first look at the credential's list, so that
+  // any change after the acknowledgement is announced. The callbacks hold only what
+  // outlives this session.
+  std::weak_ptr<ReplySink> sink = reply;
+  std::shared_ptr<void> watch = provider->WatchResources(
+      self->credential(),
+      [sink, ack, acknowledged] {
+        Reply(sink.lock(), ack);
+        *acknowledged = true;
+      },
+      [sink, id] {
+        Reply(sink.lock(), MakeNotification("notifications/resources/list_changed",
+                                            {{"_meta", {{kMetaSubscriptionId, id}}}}));
+      });
+  if (!watch) return false;
+  codemode::MutexLock lock(&mu);
+  if (auto it = listeners.find(key); it != listeners.end()) it->second.resources_watch = std::move(watch);
+  return true;  // `watch` is dropped here when the stream ended meanwhile
 }
 
 json McpSession::Impl::Listen(const json& id, const json& params,
@@ -83,27 +123,36 @@ json McpSession::Impl::Listen(const json& id, const json& params,
   if (filter == params.end() || !filter->is_object()) {
     return MakeError(id, kInvalidParams,
                      "params.notifications must be an object naming the notifications to receive "
-                     "(this server sends toolsListChanged)");
+                     "(this server sends toolsListChanged and resourcesListChanged)");
   }
   auto asked = [&](const char* key) {
     auto it = filter->find(key);
     return it != filter->end() && it->is_boolean() && it->get<bool>();
   };
-  // What it gets: what it asked for of what this server sends. Only the tool list changes
-  // (with the upstreams' catalogs); there are no prompts, and the resource list of a
-  // request without an MCP session does not change (see Discover).
-  Listener listener{id, reply, asked("toolsListChanged")};
-  json honoured = json::object();
-  if (listener.tools) honoured["toolsListChanged"] = true;
-  const json ack = MakeNotification("notifications/subscriptions/acknowledged",
-                                    {{"notifications", honoured}, {"_meta", {{kMetaSubscriptionId, id}}}});
-  if (honoured.empty()) {  // nothing to wait for
+  // What it gets: what it asked for of what this server sends. There are no prompts.
+  Listener listener;
+  listener.id = id;
+  listener.sink = reply;
+  listener.tools = asked("toolsListChanged");
+  const bool resources = asked("resourcesListChanged") && provider->HasResources();
+  const bool tools = listener.tools;
+  auto acknowledgement = [&](bool with_resources) {
+    json honoured = json::object();
+    if (tools) honoured["toolsListChanged"] = true;
+    if (with_resources) honoured["resourcesListChanged"] = true;
+    return MakeNotification("notifications/subscriptions/acknowledged",
+                            {{"notifications", honoured}, {"_meta", {{kMetaSubscriptionId, id}}}});
+  };
+  auto end_at_once = [&](const json& ack) {  // nothing to wait for
     Reply(reply, ack);
     Reply(reply, ListenEnded(id));
     if (reply) reply->Close();
     return nullptr;
-  }
+  };
+  json ack = acknowledgement(resources);
+  if (!tools && !resources) return end_at_once(ack);
   const std::string key = IdKey(id);
+  const std::shared_ptr<std::atomic<bool>> acknowledged = listener.acknowledged;
   {
     codemode::MutexLock lock(&mu);
     if (closed) return MakeError(id, kInvalidRequest, "session is closed");
@@ -115,13 +164,20 @@ json McpSession::Impl::Listen(const json& id, const json& params,
     }
     listeners.emplace(key, std::move(listener));
   }
+  if (resources) {
+    if (WatchResources(key, id, reply, ack, acknowledged)) return nullptr;
+    ack = acknowledgement(false);  // a provider that watches nothing
+    if (!tools) {
+      codemode::MutexLock lock(&mu);
+      listeners.erase(key);
+    }
+    if (!tools) return end_at_once(ack);
+  }
   // Sinks are called without `mu`; a change announced before this goes out is not sent to
   // this stream (a client lists after the acknowledgement).
   Reply(reply, ack);
-  codemode::MutexLock lock(&mu);
-  if (auto it = listeners.find(key); it != listeners.end()) it->second.acknowledged = true;
+  *acknowledged = true;
   return nullptr;
 }
-
 
 }  // namespace gateway

@@ -78,7 +78,7 @@ class ToolProvider {
   // MCP resources, optional. A provider whose HasResources() is true gets the `resources`
   // capability advertised (with listChanged) and these methods called; each returns the
   // method's result object. List and templates are answered on the transport's thread
-  // (keep them quick); reads run on a worker like tools/call. NOT_FOUND becomes -32002
+  // (keep them quick); reads, and ListOwnedResources, run on a worker like tools/call. NOT_FOUND becomes -32002
   // (resource not found), INVALID_ARGUMENT -32602, anything else -32603. `cursor` is the
   // client's params.cursor ("" for the first page): a provider with more than a page
   // answers a page and a nextCursor.
@@ -93,6 +93,21 @@ class ToolProvider {
   virtual absl::StatusOr<nlohmann::json> ReadResource(const std::string& uri,
                                                       ToolCallContext& context) {
     return absl::UnimplementedError("no resources");
+  }
+  // Protocol 2026-07-28, which has no MCP session: the result of resources/list for
+  // `context.credential` (every sandbox it holds), run on a worker like a read.
+  virtual absl::StatusOr<nlohmann::json> ListOwnedResources(const std::string& cursor,
+                                                            ToolCallContext& context) {
+    return nlohmann::json{{"resources", nlohmann::json::array()}};
+  }
+  // subscriptions/listen's resourcesListChanged: `ready` once the list is being watched,
+  // then `changed` whenever the list ListOwnedResources gives `credential` changes; both
+  // from another thread, possibly once more after the returned subscription is dropped
+  // (which ends it). Null when the provider does not watch.
+  virtual std::shared_ptr<void> WatchResources(const std::string& credential,
+                                               std::function<void()> ready,
+                                               std::function<void()> changed) {
+    return nullptr;
   }
 };
 

@@ -57,6 +57,15 @@ class FakeSandboxes : public Sandboxes {
     deleted_.push_back(ref.session_id);
     return live_.erase(ref.session_id) ? absl::OkStatus() : absl::NotFoundError("no such session");
   }
+  Owned ListOwned(const std::string& owner, std::shared_ptr<codemode::CancelToken>) override {
+    codemode::MutexLock lock(&mu_);
+    Owned owned;
+    owned.complete = !list_owned_incomplete;
+    for (const Creation& c : creations_) {
+      if (c.owner == owner && live_.count(c.session_id)) owned.refs.push_back({0, c.session_id});
+    }
+    return owned;
+  }
   absl::Status ResetSession(const SandboxRef& ref) override {
     codemode::MutexLock lock(&mu_);
     resets_.push_back(ref.session_id);
@@ -228,6 +237,7 @@ class FakeSandboxes : public Sandboxes {
   std::function<absl::StatusOr<sandbox::v1::ListFilesResponse>(const std::string& dir,
                                                                uint32_t max_entries)>
       list_answer;
+  std::atomic<bool> list_owned_incomplete{false};  // ListOwned says an endpoint did not answer
   std::function<void()> before_create;  // runs outside the fake's lock
   // Runs first in ListFiles, outside the lock, with the directory and the call's token.
   std::function<void(const std::string& dir, std::shared_ptr<codemode::CancelToken>)> before_list;

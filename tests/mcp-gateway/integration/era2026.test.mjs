@@ -7,7 +7,9 @@
 //   - The SDK v2 client pinned to 2026-07-28 over HTTP and stdio: no initialize, state kept
 //     across calls by the sandbox handle, another token and a tampered handle refused alike,
 //     produced files read by handle URIs; `auto` negotiation picks 2026-07-28.
-//   - subscriptions/listen hears the tool list change when an upstream goes away.
+//   - resources/list shows every sandbox of the credential, by handle URI, and no other's.
+//   - subscriptions/listen hears the tool list change when an upstream goes away, and the
+//     resource list change when a run leaves a file.
 //   NODE22_PEERS (set by ctest) is tests/node22/node_modules.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -15,7 +17,7 @@ import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { after, before, describe, test } from "node:test";
 import {
-  GATEWAY_BIN, GatewayHttp, Sandboxd, everythingStdio, runPython, startEverythingHttp,
+  GATEWAY_BIN, GatewayHttp, Sandboxd, everythingStdio, openListen, runPython, startEverythingHttp,
   stdioGateway, stopAll, text, tiedCommand, waitFor, writeConfig,
 } from "./harness.mjs";
 import { required } from "../../common/processes.mjs";
@@ -126,6 +128,29 @@ describe("the 2026-07-28 era", () => {
     const b = await clientV2(authed, authed.as(1));
     await assert.rejects(b.readResource({ uri: link.uri }), /-32602|not valid/);
     await Promise.all([a.close(), b.close()]);
+  });
+
+  test("resources/list shows the files of every sandbox of the caller's credential, and no other's", async () => {
+    const a = await clientV2(authed);
+    const write = (name) => `import os\nos.makedirs('/workspace/out', exist_ok=True)\nopen('/workspace/out/${name}', 'w').write('${name}')`;
+    const first = await runPython(a, write("first.txt"));
+    await runPython(a, write("second.txt"));  // another sandbox of the same credential
+    const legacy = await authed.client("sdk-v1-lists");  // and a 2025 session's sandbox
+    await runPython(legacy, write("legacy.txt"));
+    const b = await clientV2(authed, authed.as(1));
+    await runPython(b, write("theirs.txt"));
+    const names = async (c) => (await c.listResources()).resources.map((x) => x.name);
+    const mine = await names(a);
+    for (const n of ["first.txt", "second.txt", "legacy.txt"]) assert.ok(mine.includes(n), `${n} in ${mine}`);
+    assert.ok(!mine.includes("theirs.txt"), `another credential's file listed: ${mine}`);
+    const theirs = await names(b);
+    assert.ok(theirs.includes("theirs.txt") && !theirs.some((n) => mine.includes(n)), `${theirs} against ${mine}`);
+    const listed = (await a.listResources()).resources.find((x) => x.name === "first.txt");
+    assert.ok(listed.uri.startsWith(`sandbox://handle/`));
+    assert.equal((await a.readResource({ uri: listed.uri })).contents[0].text, "first.txt");
+    await assert.rejects(b.readResource({ uri: listed.uri }), /-32602|not valid/);
+    assert.equal(first.isError, false);
+    await Promise.all([a.close(), b.close(), legacy.close()]);
   });
 
   test("auto negotiation picks 2026-07-28, and a 2025 client of the same endpoint is served as before", async () => {
@@ -253,40 +278,16 @@ describe("subscriptions/listen", () => {
   });
 
   test("a listen stream is acknowledged, then hears the tool list change, tagged with its id", async () => {
-    const meta = { "io.modelcontextprotocol/protocolVersion": STATELESS, "io.modelcontextprotocol/clientCapabilities": {} };
     // Wait until the gateway lists the upstream's tools, so that its going away changes the list.
     const c = await clientV2(gateway);
     await waitFor(async () => (await c.listTools()).tools[0].description.includes("mcp_everything"), "the upstream's catalog");
     await c.close();
-    const abort = new AbortController();
-    const res = await fetch(gateway.url, {
-      method: "POST", signal: abort.signal,
-      headers: { ...gateway.authHeaders, "Content-Type": "application/json", Accept: "text/event-stream",
-        "MCP-Protocol-Version": STATELESS, "Mcp-Method": "subscriptions/listen" },
-      body: JSON.stringify({ jsonrpc: "2.0", id: "listen-1", method: "subscriptions/listen",
-        params: { _meta: meta, notifications: { toolsListChanged: true, promptsListChanged: true } } }),
-    });
-    assert.equal(res.status, 200);
-    assert.match(res.headers.get("content-type"), /text\/event-stream/);
-    const reader = res.body.getReader();
-    const messages = [];
-    let buffered = "";
-    const next = async () => {
-      while (true) {
-        const event = buffered.indexOf("\n\n");
-        if (event >= 0) {
-          const data = buffered.slice(0, event).split("\n").find((l) => l.startsWith("data: "));
-          buffered = buffered.slice(event + 2);
-          if (data) return JSON.parse(data.slice(6));
-          continue;
-        }
-        const { value, done } = await reader.read();
-        if (done) throw new Error(`the stream ended after ${JSON.stringify(messages)}`);
-        buffered += new TextDecoder().decode(value);
-      }
-    };
+    const stream = await openListen(gateway.url, gateway.authHeaders, "listen-1",
+      { toolsListChanged: true, promptsListChanged: true });
+    assert.equal(stream.res.status, 200);
+    assert.match(stream.res.headers.get("content-type"), /text\/event-stream/);
+    const next = stream.next;
     const ack = await next();
-    messages.push(ack);
     assert.equal(ack.method, "notifications/subscriptions/acknowledged");
     assert.deepEqual(ack.params.notifications, { toolsListChanged: true }, "there are no prompts to hear about");
     assert.equal(ack.params._meta["io.modelcontextprotocol/subscriptionId"], "listen-1");
@@ -294,6 +295,24 @@ describe("subscriptions/listen", () => {
     const change = await next();
     assert.equal(change.method, "notifications/tools/list_changed");
     assert.equal(change.params._meta["io.modelcontextprotocol/subscriptionId"], "listen-1");
-    abort.abort();
+    stream.close();
+  });
+
+  test("a listen stream hears of a file a run of its credential leaves, and resources/list shows it", async () => {
+    const stream = await openListen(gateway.url, gateway.authHeaders, 7, { resourcesListChanged: true });
+    const ack = await stream.next();
+    assert.deepEqual(ack.params.notifications, { resourcesListChanged: true });
+    const c = await clientV2(gateway);
+    const r = await runPython(c, "import os\nos.makedirs('/workspace/out', exist_ok=True)\n"
+      + "open('/workspace/out/listened.txt', 'w').write('heard')");
+    assert.equal(r.isError, false, text(r));
+    const change = await stream.next();
+    assert.equal(change.method, "notifications/resources/list_changed");
+    assert.equal(change.params._meta["io.modelcontextprotocol/subscriptionId"], 7);
+    const listed = (await c.listResources()).resources.find((x) => x.name === "listened.txt");
+    assert.ok(listed, "the file is in the credential's list");
+    assert.equal((await c.readResource({ uri: listed.uri })).contents[0].text, "heard");
+    stream.close();
+    await c.close();
   });
 });

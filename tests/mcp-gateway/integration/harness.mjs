@@ -193,6 +193,42 @@ export async function runPython(client, code, extra = {}, options = {}) {
     { timeout: 120000, ...options });
 }
 
+// A subscriptions/listen stream of protocol 2026-07-28, opened with fetch (the SDK v2
+// client has no call for it): `next()` resolves to its next message (rejecting once the
+// stream has ended), `close()` ends it.
+export async function openListen(url, headers, id, notifications) {
+  const abort = new AbortController();
+  const meta = { "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {} };
+  const res = await fetch(url, {
+    method: "POST", signal: abort.signal,
+    headers: { ...headers, "Content-Type": "application/json", Accept: "text/event-stream",
+      "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "subscriptions/listen" },
+    body: JSON.stringify({ jsonrpc: "2.0", id, method: "subscriptions/listen", params: { _meta: meta, notifications } }),
+  });
+  const reader = res.body.getReader();
+  const seen = [];
+  let buffered = "";
+  const next = async () => {
+    while (true) {
+      const event = buffered.indexOf("\n\n");
+      if (event >= 0) {
+        const data = buffered.slice(0, event).split("\n").find((l) => l.startsWith("data: "));
+        buffered = buffered.slice(event + 2);
+        if (data) {
+          seen.push(JSON.parse(data.slice(6)));
+          return seen.at(-1);
+        }
+        continue;
+      }
+      const { value, done } = await reader.read();
+      if (done) throw new Error(`the listen stream ended after ${JSON.stringify(seen)}`);
+      buffered += new TextDecoder().decode(value);
+    }
+  };
+  return { res, next, seen, close: () => abort.abort() };
+}
+
 export function text(result) {
   return (result.content || []).filter((c) => c.type === "text").map((c) => c.text).join("\n");
 }

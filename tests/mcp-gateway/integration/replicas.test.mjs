@@ -3,6 +3,8 @@
 // Mcp-Session-Id), two gateways with one key file on one sandboxd.
 //   - A 2026-07-28 client (SDK v2, pinned) keeps its variables while the replicas are
 //     killed in turn between its calls: each call is served by whichever one is alive.
+//   - A subscriptions/listen stream on one replica hears of a file that a run through the
+//     other left (resources/list_changed by looking at sandboxd).
 //   - A 2025 client (SDK v1) stays on its replica; when that replica dies, or is stopped
 //     for an update, a new session on the other one continues in the same sandbox through
 //     the handle.
@@ -20,7 +22,7 @@ import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { after, before, describe, test } from "node:test";
 import {
-  GATEWAY_BIN, GatewayHttp, Sandboxd, connectClient, freePort, runPython, spawnTied, stopAll, tempDir, text,
+  GATEWAY_BIN, GatewayHttp, Sandboxd, connectClient, freePort, openListen, runPython, spawnTied, stopAll, tempDir, text,
   track, waitFor, writeConfig,
 } from "./harness.mjs";
 import { canConnect, required } from "../../common/processes.mjs";
@@ -86,7 +88,8 @@ describe("gateway replicas behind HAProxy", () => {
     const config = writeConfig({});
     const key = path.join(tempDir("gwkey-"), "handle_key");
     for (let i = 0; i < 2; ++i) {
-      const g = new GatewayHttp({ config, sandboxd: sandboxd.endpoint, extraArgs: [`--handle_key_file=${key}`] });
+      const g = new GatewayHttp({ config, sandboxd: sandboxd.endpoint, extraArgs: [`--handle_key_file=${key}`,
+        "--resources_poll_interval=200ms"] });
       if (i > 0) { g.tokens = replicas[0].tokens; g.token = replicas[0].token; }
       replicas.push(g);
       await g.start();  // the first creates the key; the second reads it
@@ -125,6 +128,21 @@ describe("gateway replicas behind HAProxy", () => {
     assert.equal(await tableUsed(), before, "ids sent by requests are not stored");
     const c = await connectClient(url, auth(), "sdk-v1-table");
     assert.equal(await tableUsed(), before + 1, "initialize's answer stores its id");
+    await c.close();
+  });
+
+  test("a listen stream on one replica hears of a file a run through the other left", async () => {
+    const stream = await openListen(replicas[0].url, auth(), "r1", { resourcesListChanged: true });
+    assert.deepEqual((await stream.next()).params.notifications, { resourcesListChanged: true });
+    const c = new Client({ name: "sdk-v2-other", version: "1.0.0" },
+      { capabilities: {}, versionNegotiation: { mode: { pin: "2026-07-28" } } });
+    await c.connect(new StreamableHTTPClientTransport(new URL(replicas[1].url), { requestInit: { headers: auth() } }));
+    const r = await runPython(c, "import os\nos.makedirs('/workspace/out', exist_ok=True)\n"
+      + "open('/workspace/out/elsewhere.txt', 'w').write('from replica 2')");
+    assert.equal(r.isError, false, text(r));
+    const change = await stream.next();  // replica 1 found it by looking (--resources_poll_interval)
+    assert.equal(change.method, "notifications/resources/list_changed");
+    stream.close();
     await c.close();
   });
 

@@ -1,6 +1,7 @@
-// The MCP 2026-07-28 era: mcp_era.h's envelope and header checks, McpSession's stateless
-// requests (no initialize, discover, results, subscriptions/listen, stdio pinning) and the
-// Streamable HTTP front's POST without a session.
+// The MCP 2026-07-28 era: mcp_era.h's envelope and header checks and McpSession's stateless
+// requests (no initialize, discover, results, the credential's resources,
+// subscriptions/listen, stdio pinning). The Streamable HTTP front's POST without a session:
+// http_stateless_test.cc.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -24,15 +25,9 @@ using testing::ErrorCode;
 using testing::FakeProvider;
 using testing::InitializeParams;
 using testing::Notification;
+using testing::Params;
 using testing::Request;
 
-// params of a 2026-07-28 request: the envelope, and `extra`.
-json Params(json extra = json::object(), const std::string& version = kStatelessVersion) {
-  extra["_meta"] = {{kMetaProtocolVersion, version},
-                    {kMetaClientCapabilities, json::object()},
-                    {kMetaClientInfo, {{"name", "t"}, {"version", "1"}}}};
-  return extra;
-}
 
 // ---- mcp_era.h -----------------------------------------------------------------------
 
@@ -160,7 +155,7 @@ TEST_F(McpStatelessTest, DiscoverNamesTheVersionCapabilitiesAndServer) {
   const json& r = found["result"];
   EXPECT_EQ(r["supportedVersions"], json::array({kStatelessVersion}));
   EXPECT_EQ(r["capabilities"]["tools"]["listChanged"], true);
-  EXPECT_EQ(r["capabilities"]["resources"], json::object());
+  EXPECT_EQ(r["capabilities"]["resources"], json({{"listChanged", true}}));
   EXPECT_FALSE(r["capabilities"].contains("prompts"));
   EXPECT_EQ(r["_meta"][kMetaServerInfo], json({{"name", "gw"}, {"version", "2"}}));
   EXPECT_TRUE(r.contains("ttlMs") && r.contains("cacheScope"));
@@ -242,6 +237,63 @@ TEST_F(McpStatelessTest, ListenAcknowledgesThenSendsTaggedToolChangesUntilCancel
   EXPECT_EQ(sink->messages().size(), 2u);
 }
 
+// A request without an MCP session lists its credential's resources, on a worker (the
+// provider asks sandboxd), with the era's result fields.
+TEST_F(McpStatelessTest, ResourcesListIsTheCredentialsResources) {
+  provider_.resources = true;
+  auto session = NewSession(/*stateless=*/true);
+  json listed = Call(*session, Request(1, "resources/list", Params({{"cursor", "2"}})));
+  ASSERT_TRUE(listed.contains("result")) << listed;
+  EXPECT_EQ(listed["result"]["resources"][0]["uri"], "test://owned/token a/2");
+  EXPECT_EQ(listed["result"]["resultType"], "complete");
+  EXPECT_EQ(listed["result"]["ttlMs"], 0);
+  EXPECT_EQ(ErrorCode(Call(*session, Request(2, "resources/list", Params({{"cursor", "bad"}})))), kInvalidParams);
+  EXPECT_EQ(ErrorCode(Call(*session, Request(3, "resources/list", Params({{"cursor", 5}})))), kInvalidParams);
+  json discovered = Call(*session, Request(4, "server/discover", Params()));
+  EXPECT_EQ(discovered["result"]["capabilities"]["resources"]["listChanged"], true);
+}
+
+// resourcesListChanged: acknowledged when the provider's watch is ready (not before), then
+// each change is sent tagged with the stream's id; ending the stream drops the watch.
+TEST_F(McpStatelessTest, ListenForResourcesWaitsForTheWatchThenHearsItsChanges) {
+  provider_.resources = true;
+  auto session = NewSession(/*stateless=*/true);
+  auto sink = std::make_shared<CollectSink>();
+  session->Handle(Request("R", "subscriptions/listen",
+                          Params({{"notifications", {{"resourcesListChanged", true}, {"toolsListChanged", true}}}})),
+                  sink);
+  ASSERT_EQ(provider_.watches().size(), 1u);
+  EXPECT_EQ(provider_.watches()[0].credential, "token a");
+  EXPECT_TRUE(sink->messages().empty());
+  session->NotifyToolsChanged();  // before the acknowledgement: not sent
+  EXPECT_TRUE(sink->messages().empty());
+  provider_.watches()[0].ready();
+  ASSERT_EQ(sink->messages().size(), 1u) << json(sink->messages()).dump();
+  EXPECT_EQ(sink->messages()[0]["params"]["notifications"],
+            json({{"toolsListChanged", true}, {"resourcesListChanged", true}}));
+  provider_.watches()[0].changed();
+  ASSERT_EQ(sink->messages().size(), 2u);
+  EXPECT_EQ(sink->messages()[1]["method"], "notifications/resources/list_changed");
+  EXPECT_EQ(sink->messages()[1]["params"]["_meta"][kMetaSubscriptionId], "R");
+  EXPECT_EQ(provider_.watching(), 1);
+  session->Handle(Notification("notifications/cancelled", {{"requestId", "R"}}), nullptr);
+  EXPECT_EQ(provider_.watching(), 0);
+  EXPECT_EQ(sink->closes(), 1);
+}
+
+TEST_F(McpStatelessTest, ListenForResourcesOfAProviderThatDoesNotWatchEndsAtOnce) {
+  provider_.resources = true;
+  provider_.no_watch = true;
+  auto session = NewSession(/*stateless=*/true);
+  auto sink = std::make_shared<CollectSink>();
+  session->Handle(Request(3, "subscriptions/listen", Params({{"notifications", {{"resourcesListChanged", true}}}})),
+                  sink);
+  ASSERT_EQ(sink->messages().size(), 2u);
+  EXPECT_EQ(sink->messages()[0]["params"]["notifications"], json::object());
+  EXPECT_EQ(sink->messages()[1]["id"], 3);
+  EXPECT_EQ(sink->closes(), 1);
+}
+
 TEST_F(McpStatelessTest, ListenForNothingThisServerSendsEndsAtOnce) {
   auto session = NewSession(/*stateless=*/true);
   auto sink = std::make_shared<CollectSink>();
@@ -295,272 +347,6 @@ TEST_F(McpStatelessTest, OnStdioAStatelessStartPinsTheConnection) {
   auto other = NewSession();
   ASSERT_TRUE(Call(*other, Request(1, "server/discover", Params())).contains("result"));
   EXPECT_TRUE(Call(*other, Request(2, "initialize", InitializeParams())).contains("result"));
-}
-
-// ---- HttpServer ----------------------------------------------------------------------
-
-class HttpStatelessTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    HttpServerOptions options;
-    options.host = "127.0.0.1";
-    options.port = 0;
-    options.threads = 4;
-    server_ = std::make_unique<HttpServer>(options, &provider_, ServerOptions{});
-    ASSERT_TRUE(server_->Start().ok());
-  }
-  void TearDown() override { server_->Stop(); }
-
-  httplib::Client NewClient() {
-    httplib::Client client("127.0.0.1", server_->port());
-    client.set_read_timeout(5, 0);
-    return client;
-  }
-  // A POST with the era's standard headers (Mcp-Name when `name` is given).
-  httplib::Result Post(const json& message, httplib::Headers headers = {}) {
-    httplib::Headers all = {{"Accept", "application/json, text/event-stream"},
-                            {"MCP-Protocol-Version", kStatelessVersion},
-                            {"Mcp-Method", message.contains("method") && message["method"].is_string()
-                                               ? message["method"].get<std::string>()
-                                               : ""}};
-    for (auto& [k, v] : headers) {
-      all.erase(k);
-      if (!v.empty()) all.emplace(k, v);
-    }
-    return NewClient().Post("/mcp", all, message.dump(), "application/json");
-  }
-  static json Body(const httplib::Result& res) { return json::parse(res->body, nullptr, false); }
-
-  FakeProvider provider_;
-  std::unique_ptr<HttpServer> server_;
-};
-
-TEST_F(HttpStatelessTest, DiscoverAndListsNeedNoSession) {
-  auto res = Post(Request(1, "server/discover", Params()));
-  ASSERT_TRUE(res);
-  EXPECT_EQ(res->status, 200);
-  EXPECT_FALSE(res->has_header("Mcp-Session-Id"));
-  EXPECT_EQ(Body(res)["result"]["supportedVersions"], json::array({kStatelessVersion}));
-  // An Mcp-Session-Id means nothing to a request of this era.
-  res = Post(Request(2, "tools/list", Params()), {{"Mcp-Session-Id", "0123456789abcdef0123456789abcdef"}});
-  ASSERT_TRUE(res);
-  EXPECT_EQ(res->status, 200);
-  EXPECT_EQ(Body(res)["result"]["tools"].size(), 2u);
-  EXPECT_EQ(server_->session_count(), 0u);
-}
-
-TEST_F(HttpStatelessTest, RequestErrorsAre400WithTheRequestsId) {
-  // A header naming the era without the envelope: -32602.
-  auto res = Post(Request(11, "server/discover"));
-  ASSERT_TRUE(res);
-  EXPECT_EQ(res->status, 400);
-  EXPECT_EQ(Body(res)["error"]["code"], kInvalidParams);
-  EXPECT_EQ(Body(res)["id"], 11);
-  // The header against the body: -32020.
-  res = Post(Request(12, "server/discover", Params({}, "v999.0.0")));
-  EXPECT_EQ(res->status, 400);
-  EXPECT_EQ(Body(res)["error"]["code"], kHeaderMismatch);
-  EXPECT_EQ(Body(res)["id"], 12);
-  res = Post(Request(13, "tools/list", Params()), {{"Mcp-Method", ""}});
-  EXPECT_EQ(res->status, 400);
-  EXPECT_EQ(Body(res)["error"]["code"], kHeaderMismatch);
-  res = Post(Request(14, "tools/call", Params({{"name", "echo"}})));  // no Mcp-Name
-  EXPECT_EQ(res->status, 400);
-  EXPECT_EQ(Body(res)["error"]["code"], kHeaderMismatch);
-  // A version this server does not serve: -32022.
-  res = Post(Request(15, "server/discover", Params({}, "v999.0.0")), {{"MCP-Protocol-Version", "v999.0.0"}});
-  EXPECT_EQ(res->status, 400);
-  EXPECT_EQ(Body(res)["error"]["code"], kUnsupportedVersion);
-  EXPECT_EQ(Body(res)["error"]["data"]["requested"], "v999.0.0");
-  // Removed and unknown methods: 404.
-  res = Post(Request(16, "initialize", Params()));
-  EXPECT_EQ(res->status, 404);
-  EXPECT_EQ(Body(res)["error"]["code"], kMethodNotFound);
-  EXPECT_EQ(Body(res)["id"], 16);
-  EXPECT_TRUE(provider_.calls().empty());
-}
-
-TEST_F(HttpStatelessTest, AToolCallAnswersInBandAndOnSse) {
-  auto res = Post(Request(1, "tools/call", Params({{"name", "echo"}, {"arguments", {{"x", 2}}}})),
-                  {{"Mcp-Name", "echo"}, {"Accept", "application/json"}});
-  ASSERT_TRUE(res);
-  EXPECT_EQ(res->status, 200);
-  EXPECT_EQ(Body(res)["result"]["structuredContent"]["x"], 2);
-  EXPECT_EQ(Body(res)["result"]["resultType"], "complete");
-  res = Post(Request(2, "tools/call", Params({{"name", "nope"}})), {{"Mcp-Name", "nope"}});
-  ASSERT_TRUE(res);
-  EXPECT_EQ(res->status, 200);  // the tool's errors are in band
-  EXPECT_NE(res->body.find("\"code\":-32602"), std::string::npos) << res->body;
-  EXPECT_EQ(res->get_header_value("Content-Type"), "text/event-stream");
-}
-
-TEST_F(HttpStatelessTest, ClosingTheConnectionCancelsTheCall) {
-  std::thread caller([&] {
-    httplib::Client client("127.0.0.1", server_->port());
-    client.set_read_timeout(0, 300'000);  // gives up (closes) after 0.3 s
-    client.Post("/mcp",
-                {{"Accept", "text/event-stream"}, {"MCP-Protocol-Version", kStatelessVersion},
-                 {"Mcp-Method", "tools/call"}, {"Mcp-Name", "slow"}},
-                Request(1, "tools/call", Params({{"name", "slow"}, {"arguments", {{"wait_ms", 5000}}}})).dump(),
-                "application/json");
-  });
-  caller.join();
-  EXPECT_TRUE(provider_.WaitForCancelled(1));
-}
-
-TEST_F(HttpStatelessTest, AListenStreamHearsToolChanges) {
-  std::string body;  // the listener's until it is joined
-  std::atomic<bool> heard{false};
-  std::thread listener([&] {
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/mcp";
-    req.headers = {{"Accept", "text/event-stream"}, {"MCP-Protocol-Version", kStatelessVersion},
-                   {"Mcp-Method", "subscriptions/listen"}, {"Content-Type", "application/json"}};
-    req.body = Request(77, "subscriptions/listen", Params({{"notifications", {{"toolsListChanged", true}}}})).dump();
-    req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
-      body.append(data, size);
-      heard = body.find("tools/list_changed") != std::string::npos;
-      return !heard;  // the client goes once the change arrived
-    };
-    httplib::Response res;
-    httplib::Error error = httplib::Error::Success;
-    NewClient().send(req, res, error);
-  });
-  // Announced until the listener hears it (it may not be registered at the first one).
-  for (int i = 0; i < 250 && !heard; ++i) {
-    server_->NotifyToolsChanged();
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  listener.join();
-  const size_t ack = body.find("notifications/subscriptions/acknowledged");
-  const size_t change = body.find("notifications/tools/list_changed");
-  ASSERT_NE(ack, std::string::npos) << body;
-  ASSERT_NE(change, std::string::npos) << body;
-  EXPECT_LT(ack, change);
-  EXPECT_NE(body.find(std::string("\"") + kMetaSubscriptionId + "\":77", change), std::string::npos) << body;
-}
-
-// Attack round 14, F1: with a field given twice, only the first was checked; a proxy that
-// reads the last saw another method than the gateway ran.
-TEST_F(HttpStatelessTest, AHeaderThatDecidesTheRequestMayNotAppearTwice) {
-  for (const char* name : {"Mcp-Method", "MCP-Protocol-Version", "Mcp-Name", "Authorization", "Host"}) {
-    httplib::Headers headers = {{"Accept", "application/json"}, {"MCP-Protocol-Version", kStatelessVersion},
-                                {"Mcp-Method", "tools/call"}, {"Mcp-Name", "echo"}};
-    // Two of it (httplib sends every field given, and its own Host only when none is).
-    if (!headers.count(name)) headers.emplace(name, std::string(name) == "Host" ? "127.0.0.1" : "Bearer y");
-    headers.emplace(name, "x");
-    auto res = NewClient().Post("/mcp", headers,
-                                Request(1, "tools/call", Params({{"name", "echo"}})).dump(), "application/json");
-    ASSERT_TRUE(res) << name;
-    EXPECT_EQ(res->status, 400) << name << " " << res->body;
-    EXPECT_NE(res->body.find("appears more than once"), std::string::npos) << res->body;
-  }
-  EXPECT_TRUE(provider_.calls().empty());
-}
-
-// Attack round 14, F5: a method that is not a string was a 500 with id null.
-TEST_F(HttpStatelessTest, AMethodThatIsNotAStringIsAnInvalidRequest) {
-  json message = Request(26, "x", Params());
-  for (json method : {json(5), json(nullptr), json::object()}) {
-    message["method"] = method;
-    auto res = Post(message, {{"Mcp-Method", "5"}});
-    ASSERT_TRUE(res);
-    EXPECT_EQ(res->status, 400) << method;
-    EXPECT_EQ(Body(res)["error"]["code"], kInvalidRequest);
-    EXPECT_EQ(Body(res)["id"], 26);
-  }
-  message.erase("method");
-  auto res = Post(message);
-  EXPECT_EQ(res->status, 400);
-  EXPECT_EQ(Body(res)["error"]["code"], kInvalidRequest);
-  EXPECT_EQ(Body(res)["id"], 26);
-}
-
-// Attack round 14, F6: initialize with the 2026-07-28 header is a header mismatch.
-TEST_F(HttpStatelessTest, InitializeWithTheStatelessHeaderIsAHeaderMismatch) {
-  auto res = Post(Request(3, "initialize", InitializeParams()));
-  ASSERT_TRUE(res);
-  EXPECT_EQ(res->status, 400);
-  EXPECT_EQ(Body(res)["error"]["code"], kHeaderMismatch);
-  EXPECT_EQ(Body(res)["id"], 3);
-  EXPECT_EQ(server_->session_count(), 0u);
-}
-
-// Attack round 14, F7: at shutdown a running request of the era got no answer at all.
-TEST_F(HttpStatelessTest, ShutdownAnswersARunningRequest) {
-  std::string body;
-  std::thread caller([&] {
-    httplib::Client client("127.0.0.1", server_->port());
-    client.set_read_timeout(5, 0);
-    auto res = client.Post("/mcp",
-                           {{"Accept", "text/event-stream"}, {"MCP-Protocol-Version", kStatelessVersion},
-                            {"Mcp-Method", "tools/call"}, {"Mcp-Name", "slow"}},
-                           Request(9, "tools/call", Params({{"name", "slow"}, {"arguments", {{"wait_ms", 5000}}}})).dump(),
-                           "application/json");
-    if (res) body = res->body;
-  });
-  ASSERT_TRUE(provider_.WaitForCalls(1));
-  server_->Stop();
-  caller.join();
-  EXPECT_NE(body.find("the gateway is shutting down"), std::string::npos) << body;
-  EXPECT_NE(body.find("\"id\":9"), std::string::npos) << body;
-}
-
-// Attack round 14, F2: listen streams and MCP sessions had a cap each, so a credential held
-// twice its share.
-TEST(HttpStatelessCapsTest, ListenStreamsAndMcpSessionsShareOneCap) {
-  FakeProvider provider;
-  HttpServerOptions options;
-  options.host = "127.0.0.1";
-  options.port = 0;
-  options.threads = 4;
-  options.max_sessions_per_credential = 1;
-  HttpServer server(options, &provider, ServerOptions{});
-  ASSERT_TRUE(server.Start().ok());
-  std::atomic<bool> acknowledged{false};
-  std::thread listener([&] {
-    httplib::Client client("127.0.0.1", server.port());
-    client.set_read_timeout(10, 0);
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/mcp";
-    req.headers = {{"Accept", "text/event-stream"}, {"MCP-Protocol-Version", kStatelessVersion},
-                   {"Mcp-Method", "subscriptions/listen"}, {"Content-Type", "application/json"}};
-    req.body = Request(1, "subscriptions/listen", Params({{"notifications", {{"toolsListChanged", true}}}})).dump();
-    req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
-      if (std::string(data, size).find("acknowledged") != std::string::npos) acknowledged = true;
-      return true;  // held until the server stops
-    };
-    httplib::Response res;
-    httplib::Error error = httplib::Error::Success;
-    client.send(req, res, error);
-  });
-  for (int i = 0; i < 250 && !acknowledged; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  ASSERT_TRUE(acknowledged);
-  httplib::Client client("127.0.0.1", server.port());
-  auto init = client.Post("/mcp", {{"Accept", "application/json"}}, Request(2, "initialize", InitializeParams()).dump(),
-                          "application/json");
-  ASSERT_TRUE(init);
-  EXPECT_EQ(init->status, 503) << init->body;
-  EXPECT_NE(init->body.find("subscriptions/listen"), std::string::npos) << init->body;
-  server.Stop();
-  listener.join();
-}
-
-TEST_F(HttpStatelessTest, TheLegacyEraIsUnchanged) {
-  auto res = NewClient().Post("/mcp", {{"Accept", "application/json, text/event-stream"}},
-                              Request(1, "initialize", InitializeParams()).dump(), "application/json");
-  ASSERT_TRUE(res);
-  EXPECT_EQ(res->status, 200);
-  EXPECT_TRUE(res->has_header("Mcp-Session-Id"));
-  // A 2025 request without a session still needs one, and an unknown 2025 version is refused.
-  res = NewClient().Post("/mcp", {{"Accept", "application/json"}}, Request(2, "tools/list").dump(),
-                         "application/json");
-  EXPECT_EQ(res->status, 400);
-  res = NewClient().Post("/mcp", {{"Accept", "application/json"}, {"MCP-Protocol-Version", "1999-01-01"}},
-                         Request(3, "tools/list").dump(), "application/json");
-  EXPECT_EQ(res->status, 400);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/mcp_era.h"
 #include "server/mcp_session.h"
 #include "nlohmann/json.hpp"
 
@@ -37,6 +38,15 @@ inline constexpr std::chrono::seconds kWait{5};
 //   resources/read            test://<key> -> its text (the negotiated protocol version)
 //                             and a list_changed notification; test://slow waits for
 //                             cancellation; anything else NOT_FOUND
+// params of a 2026-07-28 request: the envelope, and `extra`.
+inline nlohmann::json Params(nlohmann::json extra = nlohmann::json::object(),
+                             const std::string& version = kStatelessVersion) {
+  extra["_meta"] = {{kMetaProtocolVersion, version},
+                    {kMetaClientCapabilities, nlohmann::json::object()},
+                    {kMetaClientInfo, {{"name", "t"}, {"version", "1"}}}};
+  return extra;
+}
+
 class FakeProvider : public ToolProvider {
  public:
   struct Call {
@@ -101,6 +111,44 @@ class FakeProvider : public ToolProvider {
     return json{{"contents", json::array({{{"uri", uri}, {"text", context.protocol_version}}})}};
   }
 
+  absl::StatusOr<json> ListOwnedResources(const std::string& cursor, ToolCallContext& context) override {
+    if (cursor == "bad") return absl::InvalidArgumentError("params.cursor is not a cursor of this server");
+    return json{{"resources", json::array({{{"uri", "test://owned/" + context.credential + "/" + cursor},
+                                            {"name", "o"}}})}};
+  }
+  // WatchResources keeps its callbacks here for the test to call; `watching` counts the
+  // subscriptions not yet dropped. With `no_watch`, it watches nothing.
+  struct Watch {
+    std::string credential;
+    std::function<void()> ready, changed;
+  };
+  bool no_watch = false;
+  std::shared_ptr<void> WatchResources(const std::string& credential, std::function<void()> ready,
+                                       std::function<void()> changed) override {
+    if (no_watch) return nullptr;
+    std::lock_guard<std::mutex> lock(mu_);
+    watches_.push_back({credential, std::move(ready), std::move(changed)});
+    ++watching_;
+    struct Subscription {
+      explicit Subscription(FakeProvider* p) : provider(p) {}
+      Subscription(const Subscription&) = delete;
+      FakeProvider* provider;
+      ~Subscription() {
+        std::lock_guard<std::mutex> lock(provider->mu_);
+        --provider->watching_;
+      }
+    };
+    return std::make_shared<Subscription>(this);
+  }
+  std::vector<Watch> watches() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return watches_;
+  }
+  int watching() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return watching_;
+  }
+
   // Waits (bounded) until `pred` holds; the predicate runs under the provider's lock.
   bool WaitUntil(const std::function<bool()>& pred) {
     std::unique_lock<std::mutex> lock(mu_);
@@ -138,6 +186,8 @@ class FakeProvider : public ToolProvider {
   }
 
  private:
+  std::vector<Watch> watches_;
+  int watching_ = 0;
   int ClosedCountLocked(const std::string& key) {
     int n = 0;
     for (const auto& k : closed_) n += k == key;

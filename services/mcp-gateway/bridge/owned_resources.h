@@ -1,0 +1,83 @@
+// OwnedResources: the MCP resources of a request without an MCP session (protocol
+// 2026-07-28). Such a request belongs to a credential, not to a session, so its
+// resources/list shows the files under /workspace/out/ of every sandbox that credential
+// holds, wherever they were made (any replica, any era), each named by a URI of its
+// sandbox's handle:
+//
+//   sandbox://handle/<handle>/out/report.csv
+//
+// Which sandboxes a credential holds is asked of sandboxd (ListSessions by the owner
+// "mcp:<credential>"), where the credential names one client (a bearer token). Where it
+// does not, the answer would show one client's files to another: every stdio gateway
+// process is "stdio", so a stdio gateway lists the sandboxes it made itself; every
+// --no_auth client is "anonymous", so an unauthenticated gateway lists none.
+//
+//   OwnedResources owned(&sandboxes, &bindings, OwnedScope::kSandboxd, options, mint);
+//   absl::StatusOr<json> page = owned.List("token 3f2a9c01b7e4", cursor, cancel);
+//   std::optional<size_t> now = owned.Fingerprint("token 3f2a9c01b7e4", cancel);  // ResourceWatch
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "bridge/produced_files.h"
+#include "bridge/sandboxes.h"
+#include "bridge/session_bindings.h"
+#include "bridge/workspace_resources.h"
+#include "nlohmann/json.hpp"
+
+namespace gateway {
+
+// Whose sandboxes a credential's listing shows (see above).
+enum class OwnedScope {
+  kSandboxd,     // every sandbox sandboxd holds for the credential
+  kThisProcess,  // the sandboxes this process made or opened for it
+  kNone,         // none
+};
+
+// One look at a credential's sandboxes and their out/ walks, in a stable order.
+struct OwnedWalk {
+  std::vector<std::pair<SandboxRef, OutListing>> sandboxes;
+  // An endpoint or a walk did not answer: some files may be missing.
+  bool complete = true;
+};
+
+class OwnedResources {
+ public:
+  // The handle of a sandbox for a credential (RunPythonTool's sealer).
+  using HandleMinter = std::function<std::string(const SandboxRef& ref, const std::string& credential)>;
+
+  // At most this many sandboxes are walked per look (sandboxd caps each owner well below).
+  static constexpr size_t kMaxSandboxes = 64;
+
+  OwnedResources(Sandboxes* sandboxes, SessionBindings* bindings, OwnedScope scope,
+                 ResourceOptions options, HandleMinter mint);
+
+  OwnedWalk Walk(const std::string& credential, const std::shared_ptr<codemode::CancelToken>& cancel);
+
+  // The result of resources/list from `cursor` ("" for the first page, else the
+  // nextCursor of an earlier page: INVALID_ARGUMENT when it is not one). CANCELLED once
+  // `cancel` is.
+  absl::StatusOr<nlohmann::json> List(const std::string& credential, const std::string& cursor,
+                                      const std::shared_ptr<codemode::CancelToken>& cancel);
+
+  // What the credential's list is now, as a number that changes when it does (a file
+  // added, removed or rewritten, a sandbox made or ended); nullopt when the look was not
+  // complete, so a passing outage does not read as a change.
+  std::optional<size_t> Fingerprint(const std::string& credential,
+                                    const std::shared_ptr<codemode::CancelToken>& cancel);
+
+ private:
+  Sandboxes* const sandboxes_;
+  SessionBindings* const bindings_;
+  const OwnedScope scope_;
+  const ResourceOptions options_;
+  const HandleMinter mint_;
+};
+
+}  // namespace gateway

@@ -1,0 +1,88 @@
+// ResourceWatch: notifications/resources/list_changed for subscriptions/listen streams
+// (protocol 2026-07-28), whose resource list is everything their credential's sandboxes
+// hold (owned_resources.h), wherever it changed: a run through this gateway, through
+// another replica, a sandbox that expired.
+//
+// One thread looks at a credential's list (its Fingerprint) when a stream subscribes, when
+// a run of that credential ends here (Poke), and every `interval` while any stream of it
+// listens; a stream is told when a look differs from the one before. A stream is ready,
+// and gets its acknowledgement, after the first look: what changes after the
+// acknowledgement is announced. Looks at credentials nobody listens for cost nothing.
+//
+//   ResourceWatch watch([&](auto& credential, auto& cancel) { return owned.Fingerprint(credential, cancel); },
+//                       absl::Seconds(10), absl::Seconds(5));
+//   std::shared_ptr<void> sub = watch.Subscribe(credential, send_ack, send_list_changed);
+//   watch.Poke(credential);  // a run of the credential ended
+//   sub.reset();             // the stream ended
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "absl/time/time.h"
+#include "base/cancel.h"
+#include "base/mutex.h"
+
+namespace gateway {
+
+class ResourceWatch {
+ public:
+  using FingerprintFn = std::function<std::optional<size_t>(
+      const std::string& credential, const std::shared_ptr<codemode::CancelToken>& cancel)>;
+
+  // `interval` 0: no periodic looks (only subscriptions and pokes). A look is cancelled
+  // (and counts as no change) after `look_timeout`: a sandbox answers its own listings and
+  // may stall them, and the one thread looks for every credential.
+  ResourceWatch(FingerprintFn fingerprint, absl::Duration interval, absl::Duration look_timeout);
+  ~ResourceWatch();  // stops the threads, cancelling a look under way
+  ResourceWatch(const ResourceWatch&) = delete;
+  ResourceWatch& operator=(const ResourceWatch&) = delete;
+
+  // `ready` once after the first look, then `changed` after each look that differs; both on
+  // the watch's thread, without its lock, so they must be quick and must not call back into
+  // the watch. Dropping the returned subscription ends it; a call already under way may
+  // still finish after that, so neither may refer to what the subscriber destroys.
+  std::shared_ptr<void> Subscribe(const std::string& credential, std::function<void()> ready,
+                                  std::function<void()> changed);
+
+  // The credential's list may have changed: look now (when anyone listens).
+  void Poke(const std::string& credential);
+
+ private:
+  struct Subscriber {
+    std::string credential;
+    std::function<void()> ready, changed;
+    bool is_ready = false;
+  };
+  struct Credential {
+    std::optional<size_t> last;  // the last complete look
+    bool poked = false;
+  };
+  void Unsubscribe(uint64_t id);
+  void Loop();
+  // Cancels a look that runs past its deadline.
+  void Timer();
+  // One look at `credential`; calls its subscribers as the look says.
+  void Look(const std::string& credential);
+
+  const FingerprintFn fingerprint_;
+  const absl::Duration interval_;
+  const absl::Duration look_timeout_;
+  codemode::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::shared_ptr<codemode::CancelToken> look_ ABSL_GUARDED_BY(mu_);  // the look under way
+  absl::Time look_deadline_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<uint64_t, Subscriber> subscribers_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Credential> credentials_ ABSL_GUARDED_BY(mu_);  // those with subscribers
+  bool any_poked_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_, timer_;  // started by the first Subscribe
+};
+
+}  // namespace gateway

@@ -1,0 +1,227 @@
+// The resources of a request without an MCP session (protocol 2026-07-28) through
+// RunPythonTool: resources/list shows every sandbox of the caller's credential by handle
+// URI, nothing of another credential's, and only what a credential that names one client
+// may see (owned_resources.h); and the watch behind resources/list_changed
+// (resource_watch.h) tells a subscriber of changes made here and elsewhere.
+#include <atomic>
+
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
+#include "bridge/run_python.h"
+#include "bridge_fakes.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gateway {
+namespace {
+
+using nlohmann::json;
+using sandbox::v1::Finished;
+using testing::FakeSandboxes;
+using testing::FakeUpstreams;
+
+// Code "writes" the files it lists: "out/a.txt=bytes;out/b.csv=..."; "#" writes nothing.
+void WriteFilesScript(FakeSandboxes& sandboxes) {
+  sandboxes.SetScript([&sandboxes](const FakeSandboxes::Execution& e, const ExecuteHandlers&,
+                                   std::shared_ptr<codemode::CancelToken>) -> absl::StatusOr<Finished> {
+    for (absl::string_view item : absl::StrSplit(e.code, ';', absl::SkipEmpty())) {
+      if (item.find('=') == absl::string_view::npos) continue;
+      std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
+      sandboxes.PutFile(e.session_id, kv.first, kv.second);
+    }
+    Finished f;
+    f.set_status(Finished::OK);
+    return f;
+  });
+}
+
+class OwnedResourcesTest : public ::testing::Test {
+ protected:
+  OwnedResourcesTest() { WriteFilesScript(sandboxes_); }
+
+  ToolCallContext Context(const std::string& credential, const std::string& mcp = "") {
+    ToolCallContext ctx;
+    ctx.session_key = mcp;
+    ctx.credential = credential;
+    ctx.protocol_version = mcp.empty() ? "2026-07-28" : "2025-11-25";
+    ctx.cancel = std::make_shared<codemode::CancelToken>();
+    ctx.progress = [](double, std::optional<double>, const std::string&) {};
+    ctx.resources_changed = [] {};
+    return ctx;
+  }
+  json Run(RunPythonTool& tool, const std::string& code, const std::string& credential,
+           const std::string& mcp = "") {
+    ToolCallContext ctx = Context(credential, mcp);
+    absl::StatusOr<json> r = tool.CallTool("run_python", {{"code", code}}, ctx);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : json();
+  }
+  json List(RunPythonTool& tool, const std::string& credential, const std::string& cursor = "") {
+    ToolCallContext ctx = Context(credential);
+    absl::StatusOr<json> r = tool.ListOwnedResources(cursor, ctx);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? (*r)["resources"] : json();
+  }
+  std::vector<std::string> Names(const json& resources) {
+    std::vector<std::string> names;
+    for (const json& r : resources) names.push_back(r["name"]);
+    return names;
+  }
+
+  FakeSandboxes sandboxes_;
+  FakeUpstreams upstreams_;
+};
+
+TEST_F(OwnedResourcesTest, ACredentialListsEverySandboxItHoldsByHandleAndNothingElse) {
+  RunPythonTool tool(&sandboxes_, &upstreams_, {});
+  json first = Run(tool, "out/a.txt=A", "token a");
+  Run(tool, "out/b.txt=BB", "token a", "mcp-1");  // a 2025 session of the same credential
+  Run(tool, "out/secret.txt=S", "token b");
+  json mine = List(tool, "token a");
+  ASSERT_EQ(mine.size(), 2u) << mine;
+  EXPECT_THAT(Names(mine), ::testing::ElementsAre("a.txt", "b.txt"));
+  const std::string uri = mine[0]["uri"];
+  EXPECT_EQ(uri.rfind("sandbox://handle/", 0), 0u) << uri;
+  EXPECT_EQ(mine[0]["title"], "sandbox 1: out/a.txt");
+  EXPECT_EQ(mine[1]["size"], 2);
+  // The URI reads for its credential, from a request without a session or with one.
+  ToolCallContext ctx = Context("token a", "mcp-9");
+  absl::StatusOr<json> read = tool.ReadResource(uri, ctx);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ((*read)["contents"][0]["text"], "A");
+  // Another credential sees only its own, and cannot read this one's.
+  EXPECT_THAT(Names(List(tool, "token b")), ::testing::ElementsAre("secret.txt"));
+  ToolCallContext other = Context("token b");
+  EXPECT_TRUE(absl::IsNotFound(tool.ReadResource(uri, other).status()));
+  EXPECT_TRUE(List(tool, "token c").empty());
+}
+
+TEST_F(OwnedResourcesTest, ListingPagesWithACursor) {
+  RunPythonOptions options;
+  options.resources.list_page_size = 1;
+  RunPythonTool tool(&sandboxes_, &upstreams_, options);
+  Run(tool, "out/a.txt=A;out/b.txt=B", "token a");
+  ToolCallContext ctx = Context("token a");
+  absl::StatusOr<json> page = tool.ListOwnedResources("", ctx);
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ((*page)["resources"].size(), 1u);
+  ASSERT_EQ((*page)["nextCursor"], "1");
+  EXPECT_THAT(Names(List(tool, "token a", "1")), ::testing::ElementsAre("b.txt"));
+  EXPECT_TRUE(absl::IsInvalidArgument(tool.ListOwnedResources("x", ctx).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(tool.ListOwnedResources(std::string(21, '1'), ctx).status()));
+}
+
+// Where a credential names no one client, sandboxd's owner is shared by all of them.
+TEST_F(OwnedResourcesTest, ACredentialOfManyClientsListsOnlyWhatThisProcessMadeOrNothing) {
+  RunPythonTool other_process(&sandboxes_, &upstreams_, {});
+  Run(other_process, "out/theirs.txt=T", "stdio");
+  RunPythonOptions options;
+  options.owned_scope = OwnedScope::kThisProcess;
+  RunPythonTool stdio(&sandboxes_, &upstreams_, options);
+  Run(stdio, "out/mine.txt=M", "stdio");
+  EXPECT_THAT(Names(List(stdio, "stdio")), ::testing::ElementsAre("mine.txt"));
+  EXPECT_THAT(Names(List(other_process, "stdio")), ::testing::ElementsAre("theirs.txt", "mine.txt"))
+      << "with sandboxd's view, both (which is why stdio does not use it)";
+  options.owned_scope = OwnedScope::kNone;
+  RunPythonTool anonymous(&sandboxes_, &upstreams_, options);
+  Run(anonymous, "out/x.txt=X", "anonymous");
+  EXPECT_TRUE(List(anonymous, "anonymous").empty());
+}
+
+// Counts a subscriber's calls; Ready() waits for its acknowledgement.
+struct Subscriber {
+  std::atomic<int> changes{0};
+  absl::Notification ready;
+  std::shared_ptr<void> Subscribe(RunPythonTool& tool, const std::string& credential) {
+    return tool.WatchResources(credential, [this] { ready.Notify(); }, [this] { ++changes; });
+  }
+  bool Ready() { return ready.WaitForNotificationWithTimeout(absl::Seconds(30)); }
+};
+
+// A look is over when a later subscriber of the credential is ready: its first look is the
+// one (or after the one) that followed what the test did, and calls go in subscription order.
+void WaitForALook(RunPythonTool& tool, const std::string& credential) {
+  Subscriber barrier;
+  std::shared_ptr<void> sub = barrier.Subscribe(tool, credential);
+  ASSERT_TRUE(barrier.Ready());
+}
+
+TEST_F(OwnedResourcesTest, TheWatchAnnouncesARunThatChangedTheListAndNotOneThatDidNot) {
+  RunPythonOptions options;
+  options.resources_poll_interval = absl::ZeroDuration();  // only runs here
+  RunPythonTool tool(&sandboxes_, &upstreams_, options);
+  json r = Run(tool, "out/a.txt=A", "token a");
+  const std::string handle = r["structuredContent"]["sandbox"];
+  Subscriber a;
+  std::shared_ptr<void> sub = a.Subscribe(tool, "token a");
+  ASSERT_TRUE(a.Ready());
+  EXPECT_EQ(a.changes, 0);
+  ToolCallContext ctx = Context("token a");
+  ASSERT_TRUE(tool.CallTool("run_python", {{"code", "#"}, {"sandbox", handle}}, ctx).ok());
+  WaitForALook(tool, "token a");
+  EXPECT_EQ(a.changes, 0) << "the run changed nothing";
+  ASSERT_TRUE(tool.CallTool("run_python", {{"code", "out/b.txt=B"}, {"sandbox", handle}}, ctx).ok());
+  // No other look comes (no periodic ones, no new subscriber): the run's own.
+  for (int i = 0; i < 3000 && a.changes == 0; ++i) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_EQ(a.changes, 1);
+  Run(tool, "out/c.txt=C", "token b");  // another credential's
+  WaitForALook(tool, "token a");
+  EXPECT_EQ(a.changes, 1);
+  sub.reset();
+  ASSERT_TRUE(tool.CallTool("run_python", {{"code", "out/d.txt=D"}, {"sandbox", handle}}, ctx).ok());
+  WaitForALook(tool, "token a");
+  EXPECT_EQ(a.changes, 1) << "a dropped subscription hears nothing";
+}
+
+// A change this gateway did not make (another replica's run, a sandbox that ended) is
+// found by the periodic look.
+TEST_F(OwnedResourcesTest, TheWatchFindsChangesMadeElsewhere) {
+  RunPythonOptions options;
+  options.resources_poll_interval = absl::Milliseconds(100);
+  RunPythonTool tool(&sandboxes_, &upstreams_, options);
+  json r = Run(tool, "out/a.txt=A", "token a");
+  Subscriber a;
+  std::shared_ptr<void> sub = a.Subscribe(tool, "token a");
+  ASSERT_TRUE(a.Ready());
+  const std::string session = sandboxes_.executions().back().session_id;
+  sandboxes_.PutFile(session, "out/elsewhere.txt", "E");
+  for (int i = 0; i < 3000 && a.changes == 0; ++i) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_EQ(a.changes, 1);
+  // An endpoint that does not answer is no change (nor is its coming back).
+  sandboxes_.list_owned_incomplete = true;
+  WaitForALook(tool, "token a");
+  sandboxes_.list_owned_incomplete = false;
+  WaitForALook(tool, "token a");
+  EXPECT_EQ(a.changes, 1);
+  // A file removed is a change too.
+  sandboxes_.RemoveFile(session, "out/elsewhere.txt");
+  for (int i = 0; i < 3000 && a.changes == 1; ++i) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_EQ(a.changes, 2);
+}
+
+// Sandboxed code answers its own listings: one that never answers holds the watch's one
+// thread only until the look's timeout, and other credentials' streams are served.
+TEST_F(OwnedResourcesTest, AStalledListingDoesNotHoldTheWatch) {
+  RunPythonOptions options;
+  options.resources_poll_interval = absl::ZeroDuration();
+  options.resources_look_timeout = absl::Milliseconds(200);
+  RunPythonTool tool(&sandboxes_, &upstreams_, options);
+  Run(tool, "out/a.txt=A", "token a");
+  Run(tool, "out/b.txt=B", "token b");
+  const std::string stalled = sandboxes_.executions()[0].session_id;
+  sandboxes_.before_list = [&](const std::string&, std::shared_ptr<codemode::CancelToken> cancel) {
+    if (sandboxes_.executions()[0].session_id != stalled || cancel == nullptr) return;
+    auto done = std::make_shared<absl::Notification>();
+    cancel->OnCancel([done] { done->Notify(); });
+    done->WaitForNotificationWithTimeout(absl::Seconds(120));  // "never"
+  };
+  Subscriber a, b;
+  std::shared_ptr<void> sub_a = a.Subscribe(tool, "token a");
+  std::shared_ptr<void> sub_b = b.Subscribe(tool, "token b");
+  EXPECT_TRUE(a.Ready()) << "acknowledged after the look was given up";
+  EXPECT_TRUE(b.Ready());
+  EXPECT_EQ(a.changes + b.changes, 0);
+}
+
+}  // namespace
+}  // namespace gateway
