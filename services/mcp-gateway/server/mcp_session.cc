@@ -67,22 +67,14 @@ int64_t NowMs() {
 }
 
 
-// The progressToken of a request, or null when there is none (or it has a type MCP does
-// not allow, in which case we simply do not report progress).
-json ProgressToken(const json& params) {
-  auto meta = params.find("_meta");
-  if (meta == params.end() || !meta->is_object()) return nullptr;
-  auto token = meta->find("progressToken");
-  if (token == meta->end() || !wire::IsValidId(*token)) return nullptr;
-  return *token;
-}
 
+}  // namespace
 
 // Converts the provider's answer to a JSON-RPC response; NOT_FOUND becomes
 // `not_found_code` (-32602 for tools, -32002 "resource not found" for resources, -32602
 // with the uri as data for resources in the 2026-07-28 era: SEP-2164).
 json WorkResponse(const json& id, const absl::StatusOr<json>& result, int not_found_code,
-                  const json& not_found_data = nullptr) {
+                  const json& not_found_data) {
   if (!result.ok()) {
     const int code = absl::IsNotFound(result.status()) ? not_found_code
                                                        : StatusToErrorCode(result.status());
@@ -97,16 +89,6 @@ json WorkResponse(const json& id, const absl::StatusOr<json>& result, int not_fo
   return MakeResult(id, *result);
 }
 
-// State behind ToolCallContext::progress: enforces increasing values and stops
-// notifications once the response has been produced.
-struct ProgressState {
-  codemode::Mutex mu;
-  std::optional<double> last;
-  bool done = false;
-};
-
-
-}  // namespace
 
 void McpSession::Impl::Dispatch(const json& message, const std::shared_ptr<ReplySink>& reply) {
   if (!message.is_object()) {
@@ -125,8 +107,11 @@ void McpSession::Impl::Dispatch(const json& message, const std::shared_ptr<Reply
   }
   auto method_it = message.find("method");
   if (method_it == message.end()) {
-    // A response from the client. We never send requests, so there is nothing to match.
-    if (message.contains("result") || message.contains("error")) return;
+    // A response from the client: to one of our requests (ClientRequests), or dropped.
+    if (message.contains("result") || message.contains("error")) {
+      client_requests.Answer(message);
+      return;
+    }
     Reply(reply, MakeError(reply_id, kInvalidRequest, "message has no method"));
     return;
   }
@@ -227,6 +212,8 @@ json McpSession::Impl::Initialize(const json& id, const json& params) {
     if (init_done) return MakeError(id, kInvalidRequest, "session is already initialized");
     init_done = true;
     protocol_version = version;
+    auto declared = params.find("capabilities");
+    if (declared != params.end()) client_capabilities = UsableCapabilities(*declared);
   }
   auto client = params.find("clientInfo");
   spdlog::debug("mcp session {}: initialize, protocol {}, client {}", self->key(), version,
@@ -279,180 +266,6 @@ json McpSession::Impl::ListResources(const json& id, const std::string& method,
                       method == "resources/list" ? provider->ListResources(self->key(), from)
                                                  : provider->ListResourceTemplates(self->key()),
                       kResourceNotFound);
-}
-
-json McpSession::Impl::StartToolCall(const json& id, const json& params,
-                                     const std::shared_ptr<ReplySink>& reply, bool stateless) {
-  auto name = params.find("name");
-  if (name == params.end() || !name->is_string()) {
-    return MakeError(id, kInvalidParams, "params.name must be a string");
-  }
-  json arguments = json::object();
-  auto args = params.find("arguments");
-  if (args != params.end() && !args->is_null()) {
-    if (!args->is_object())
-      return MakeError(id, kInvalidParams, "params.arguments must be an object");
-    arguments = *args;
-  }
-  std::string tool = name->get<std::string>();
-  WorkSpec spec;
-  spec.bytes = codemode::ApproxJsonBytes(arguments);
-  spec.what = "tool " + tool;
-  spec.work = [this, tool, arguments = std::move(arguments)](ToolCallContext& context) {
-    return provider->CallTool(tool, arguments, context);
-  };
-  if (stateless) spec.stateless_method = "tools/call";
-  return StartWork(id, params, reply, std::move(spec));
-}
-
-json McpSession::Impl::StartRead(const json& id, const json& params,
-                                 const std::shared_ptr<ReplySink>& reply, bool stateless) {
-  auto uri = params.find("uri");
-  if (uri == params.end() || !uri->is_string()) {
-    return MakeError(id, kInvalidParams, "params.uri must be a string");
-  }
-  WorkSpec spec;
-  spec.what = "resources/read";
-  spec.work = [this, uri = uri->get<std::string>()](ToolCallContext& context) {
-    return provider->ReadResource(uri, context);
-  };
-  spec.read = true;
-  spec.bytes = codemode::ApproxJsonBytes(*uri);
-  if (stateless) {  // SEP-2164: -32602 with the uri
-    spec.not_found_data = {{"uri", *uri}};
-    spec.stateless_method = "resources/read";
-  } else {
-    spec.not_found_code = kResourceNotFound;
-  }
-  return StartWork(id, params, reply, std::move(spec));
-}
-
-json McpSession::Impl::StartWork(const json& id, const json& params,
-                                 const std::shared_ptr<ReplySink>& reply, WorkSpec spec) {
-  auto token = std::make_shared<codemode::CancelToken>();
-  const std::string key = IdKey(id);
-  // Counted before anything else is kept for the call, and held by its worker (with the
-  // work and its arguments) until the response is sent: refused past a bound, no thread.
-  std::shared_ptr<CallLimits::Ticket> ticket;  // shared: a std::function must be copyable
-  if (options.call_limits) {
-    absl::StatusOr<CallLimits::Ticket> acquired =
-        options.call_limits->Acquire(self->credential(), spec.read, spec.bytes);
-    if (!acquired.ok()) {
-      const std::string why(acquired.status().message());
-      spdlog::warn("mcp session {}: refused {}: {}", self->key(), codemode::LogText(spec.what),
-                   codemode::LogLongText(why));
-      return MakeError(id, kInternalError, why);
-    }
-    ticket = std::make_shared<CallLimits::Ticket>(std::move(*acquired));
-  }
-  {
-    codemode::MutexLock lock(&mu);
-    // Checked under the same lock as the insertion so Close() never misses a worker.
-    if (closed) return MakeError(id, kInvalidRequest, "session is closed");
-    if (static_cast<int>(in_flight.size() + listeners.size()) >= options.max_concurrent_calls) {
-      return MakeError(id, kInternalError, "too many concurrent calls");
-    }
-    // The spec forbids reusing an id within a session; reusing one that is still in
-    // flight would make cancellation ambiguous, so refuse it.
-    if (in_flight.count(key) || listeners.count(key)) {
-      return MakeError(id, kInvalidRequest, "request id is already in use");
-    }
-    in_flight[key] = InFlight{token, false};
-    ++running_workers;
-  }
-  try {
-    // Detached, and holding no reference to the session: Close() (also run by the
-    // destructor) waits for running_workers to reach zero, so `this` outlives the worker.
-    // Were the worker to keep the session alive instead, dropping the last outside
-    // reference would move SessionClosed to some later moment on the worker's thread.
-    codemode::StartThread("mcp request",
-                          [this, id, spec = std::move(spec), progress = ProgressToken(params),
-                           token, reply, ticket = std::move(ticket)]() mutable {
-                            RunWork(id, spec, progress, token, reply);
-                            // The arguments go before the ticket that charged them, and
-                            // both before Close() can return.
-                            spec.work = nullptr;
-                            if (ticket) ticket->Release();
-                            // Last touch of the session: once the count drops, Close() may
-                            // return and the session be destroyed.
-                            codemode::MutexLock lock(&mu);
-                            --running_workers;
-                          })
-        .detach();
-  } catch (const std::system_error& e) {
-    codemode::MutexLock lock(&mu);
-    in_flight.erase(key);
-    --running_workers;
-    return MakeError(id, kInternalError, std::string("cannot start the call: ") + e.what());
-  }
-  return nullptr;
-}
-
-void McpSession::Impl::RunWork(const json& id, const WorkSpec& spec, const json& progress_token,
-                               const std::shared_ptr<codemode::CancelToken>& token,
-                               const std::shared_ptr<ReplySink>& reply) {
-  const std::string& what = spec.what;
-  const bool stateless = !spec.stateless_method.empty();
-  auto progress = std::make_shared<ProgressState>();
-  ToolCallContext context;
-  context.cancel = token;
-  // A request of the 2026-07-28 era belongs to no MCP session, even on a connection that
-  // has one: what it runs in is named by its arguments (a sandbox handle).
-  context.session_key = stateless ? "" : self->key();
-  context.credential = self->credential();
-  if (options.ceiling) {
-    // No bound of its own: what refuses is the share or the ceiling, named in the refusal.
-    codemode::ByteBudget::Parents parents = options.ceiling->Shares(context.credential);
-    parents.push_back(options.ceiling->all());
-    context.budget = std::make_shared<codemode::ByteBudget>(
-        "max_buffered_bytes", std::numeric_limits<size_t>::max(), std::move(parents));
-  }
-  context.protocol_version = stateless ? kStatelessVersion : self->protocol_version();
-  context.resources_changed = [this] { self->NotifyResourcesChanged(); };
-  // None when the client asked for none: then nobody builds progress messages for it.
-  if (!progress_token.is_null() && reply) {
-    context.progress = [progress, progress_token, token, reply](
-                           double value, std::optional<double> total, const std::string& message) {
-      if (!std::isfinite(value)) return;
-      // Sending under the lock keeps notifications in order and guarantees none follows
-      // the response (RunWork sets `done` under the same lock before answering).
-      codemode::MutexLock lock(&progress->mu);
-      if (progress->done || token->cancelled()) return;
-      if (progress->last && value <= *progress->last) return;  // must strictly increase
-      progress->last = value;
-      json params = {{"progressToken", progress_token}, {"progress", value}};
-      if (total && std::isfinite(*total)) params["total"] = *total;
-      if (!message.empty()) params["message"] = message;
-      reply->Send(MakeNotification("notifications/progress", std::move(params)));
-    };
-  }
-
-  json response;
-  try {
-    response = WorkResponse(id, spec.work(context), spec.not_found_code, spec.not_found_data);
-    if (stateless) response = Stateless(std::move(response), spec.stateless_method);
-  } catch (const std::exception& e) {
-    spdlog::error("mcp session {}: {} threw: {}", self->key(), codemode::LogText(what),
-                  codemode::LogLongText(e.what()));
-    response = MakeError(id, kInternalError, what + " failed: " + e.what());
-  } catch (...) {
-    response = MakeError(id, kInternalError, what + " failed");
-  }
-  {
-    codemode::MutexLock lock(&progress->mu);
-    progress->done = true;
-  }
-  bool suppress;
-  {
-    codemode::MutexLock lock(&mu);
-    auto it = in_flight.find(IdKey(id));
-    // After notifications/cancelled the client no longer expects an answer; after Close()
-    // nobody is listening.
-    suppress = closed || (it != in_flight.end() && it->second.cancelled_by_client);
-    if (it != in_flight.end()) in_flight.erase(it);
-  }
-  if (!suppress && reply) reply->Send(response);
-  if (reply) reply->Close();
 }
 
 void McpSession::Impl::CancelRequest(const json& params) {
@@ -557,6 +370,7 @@ void McpSession::Close() {
     listeners.swap(impl_->listeners);
   }
   for (auto& token : tokens) token->Cancel("session closed");
+  impl_->client_requests.CloseAll();
   for (auto& [key, listener] : listeners) {  // ended by the server: with its final result
     Reply(listener.sink, impl_->ListenEnded(listener.id));
     if (listener.sink) listener.sink->Close();

@@ -4,6 +4,7 @@
 // include server/mcp_session.h.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -16,6 +17,7 @@
 
 #include "base/mutex.h"
 #include "jsonrpc/jsonrpc.h"
+#include "server/client_requests.h"
 #include "server/mcp_era.h"
 #include "server/mcp_session.h"
 
@@ -28,6 +30,17 @@ inline constexpr int kDefaultLogLevel = 1;
 
 // Map key for a request id. Dumping keeps "1" (string) and 1 (integer) distinct.
 inline std::string IdKey(const json& id) { return wire::Dump(id); }
+
+// Converts the provider's answer to a JSON-RPC response; NOT_FOUND becomes
+// `not_found_code` (-32602 for tools, -32002 "resource not found" for resources, -32602
+// with the uri as data for resources in the 2026-07-28 era: SEP-2164).
+json WorkResponse(const json& id, const absl::StatusOr<json>& result, int not_found_code,
+                  const json& not_found_data = nullptr);
+
+// What of a client's declared capabilities the gateway keeps (ToolCallContext::
+// client_capabilities): `elicitation`, `sampling` and `roots`, each object at most 4 KiB
+// (a larger one is kept as {}); anything else, or a non-object, is dropped.
+json UsableCapabilities(const json& declared);
 
 inline void Reply(const std::shared_ptr<ReplySink>& sink, const json& message) {
   if (sink) sink->Send(message);
@@ -67,6 +80,10 @@ struct McpSession::Impl {
     std::shared_ptr<void> resources_watch;
   };
   std::map<std::string, Listener> listeners ABSL_GUARDED_BY(mu);
+  // What initialize's capabilities declared (ToolCallContext::client_capabilities).
+  json client_capabilities ABSL_GUARDED_BY(mu) = json::object();
+  // Requests to the client (elicitation), answered by its responses.
+  ClientRequests client_requests{static_cast<size_t>(std::max(options.max_concurrent_calls, 1))};
   // stdio: a 2026-07-28 request (other than server/discover) came before any initialize.
   bool pinned_stateless ABSL_GUARDED_BY(mu) = false;
 
@@ -119,6 +136,7 @@ struct McpSession::Impl {
   struct WorkSpec {
     std::string what;  // for logs and errors: "tool run_python", "resources/read"
     Work work;
+    json client_capabilities = json::object();  // ToolCallContext::client_capabilities
     int not_found_code = kInvalidParams;
     json not_found_data;       // the error's data when the provider says NOT_FOUND
     bool read = false;         // counted as a read by CallLimits

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "base/byte_budget.h"
 #include "base/cancel.h"
 #include "nlohmann/json.hpp"
@@ -50,6 +51,15 @@ struct ToolCallContext {
   std::string protocol_version;
   // Sends notifications/resources/list_changed (when the client has initialized).
   std::function<void()> resources_changed;
+  // What the client declared it can do (2025: initialize's capabilities; 2026-07-28: the
+  // request's _meta clientCapabilities), as far as the gateway may use it: the objects of
+  // `elicitation`, `sampling` and `roots` (each at most 4 KiB; larger ones are kept empty).
+  nlohmann::json client_capabilities = nlohmann::json::object();
+  // Sends a request to the client on this call's own stream and waits for its answer
+  // (ClientRequests::Ask); empty where the call has no way to ask (the 2026-07-28 era).
+  std::function<absl::StatusOr<nlohmann::json>(const std::string& method, nlohmann::json params,
+                                               absl::Duration timeout)>
+      ask_client;
   // What the call comes to hold while it runs (a resources/read its file's copies) is
   // charged here: the credential's share of the gateway's byte ceiling and the ceiling.
   // Null without a ceiling.

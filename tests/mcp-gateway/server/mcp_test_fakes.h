@@ -81,6 +81,7 @@ class FakeProvider : public ToolProvider {
       return json{{"content", json::array()}};
     }
     if (name == "throw") throw std::runtime_error("boom");
+    if (name == "ask") return Ask(arguments, context);
     return absl::InvalidArgumentError("unknown tool: " + name);
   }
 
@@ -188,6 +189,26 @@ class FakeProvider : public ToolProvider {
  private:
   std::vector<Watch> watches_;
   int watching_ = 0;
+  // "ask": asks the client arguments.params by elicitation/create within
+  // arguments.timeout_ms; the answer (or the error, or that it cannot ask) and the client's
+  // capabilities are its structuredContent.
+  absl::StatusOr<json> Ask(const json& arguments, ToolCallContext& context) {
+    json out = {{"caps", context.client_capabilities}};
+    if (!context.ask_client) {
+      out["cannot_ask"] = true;
+    } else {
+      absl::StatusOr<json> answer =
+          context.ask_client("elicitation/create", arguments.value("params", json::object()),
+                             absl::Milliseconds(arguments.value("timeout_ms", 30000)));
+      if (answer.ok()) {
+        out["answer"] = *answer;
+      } else {
+        out["error"] = absl::StatusCodeToString(answer.status().code());
+        out["message"] = std::string(answer.status().message());
+      }
+    }
+    return json{{"content", json::array()}, {"structuredContent", out}};
+  }
   int ClosedCountLocked(const std::string& key) {
     int n = 0;
     for (const auto& k : closed_) n += k == key;
@@ -254,6 +275,21 @@ class CollectSink : public ReplySink {
   int closes() {
     std::lock_guard<std::mutex> lock(mu_);
     return closes_;
+  }
+  // Waits (bounded) for the first message `match` accepts; null when none came.
+  json WaitFor(const std::function<bool(const json&)>& match) {
+    std::unique_lock<std::mutex> lock(mu_);
+    json found;
+    cv_.wait_for(lock, kWait, [&] {
+      for (const auto& m : messages_) {
+        if (match(m)) {
+          found = m;
+          return true;
+        }
+      }
+      return false;
+    });
+    return found;
   }
   // Waits (bounded) for the response with `id`.
   json WaitResponse(const json& id) {
