@@ -507,7 +507,7 @@ int main(int argc, char** argv) {
                                    *isolation, absl::GetFlag(FLAGS_image), sandboxd->tcp_token,
                                    sandboxd->tls);
   gateway::ManagerUpstreams upstream_view(&upstreams);
-  absl::StatusOr<gateway::RunPythonOptions> run_options = RunOptionsFromFlags();
+  absl::StatusOr<gateway::RunPythonOptions> run_options = RunOptionsFromFlags(*configs);
   if (!run_options.ok()) {
     spdlog::critical("{}", std::string(run_options.status().message()));
     return 2;

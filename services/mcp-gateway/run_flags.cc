@@ -1,7 +1,9 @@
 // run_python's flags. See run_flags.h; README.md lists them.
 #include "run_flags.h"
 
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -51,7 +53,16 @@ ABSL_FLAG(absl::Duration, resources_look_timeout, absl::Seconds(5),
           "this and counts as no change (sandboxed code answers its own listings and may "
           "stall them; one thread looks for every credential). At least 100ms.");
 
-absl::StatusOr<gateway::RunPythonOptions> RunOptionsFromFlags() {
+ABSL_FLAG(std::string, approval_default, "annotations",
+          "Whether a tool call of sandboxed code that no \"approval\" rule of its server's "
+          "mcpServers entry names needs a person's approval: annotations (the tool's MCP "
+          "annotations decide: destructiveHint true asks, anything else is allowed), allow, "
+          "ask or deny.");
+ABSL_FLAG(absl::Duration, approval_timeout, absl::Minutes(5),
+          "An approval the MCP client's user has not answered within this is declined (the "
+          "run's own timeout keeps counting).");
+
+absl::StatusOr<gateway::RunPythonOptions> RunOptionsFromFlags(const std::vector<gateway::UpstreamConfig>& configs) {
   gateway::RunPythonOptions o;
   o.default_timeout_seconds = absl::GetFlag(FLAGS_default_timeout_seconds);
   o.max_timeout_seconds = absl::GetFlag(FLAGS_max_timeout_seconds);
@@ -62,6 +73,18 @@ absl::StatusOr<gateway::RunPythonOptions> RunOptionsFromFlags() {
   o.resources.limits.max_path_bytes = absl::GetFlag(FLAGS_max_out_path_bytes);
   o.resources.limits.max_bytes = absl::GetFlag(FLAGS_max_out_bytes);
   o.resources.list_page_size = absl::GetFlag(FLAGS_resources_page_size);
+  absl::StatusOr<std::optional<gateway::Approval>> fallback =
+      gateway::ParseApprovalDefault(absl::GetFlag(FLAGS_approval_default));
+  if (!fallback.ok()) return fallback.status();
+  std::map<std::string, gateway::ApprovalRules> rules;
+  for (const gateway::UpstreamConfig& c : configs) {
+    if (!c.approval.empty()) rules[c.name] = c.approval;
+  }
+  o.approvals = std::make_shared<const gateway::ApprovalPolicy>(std::move(rules), *fallback);
+  o.approval.timeout = absl::GetFlag(FLAGS_approval_timeout);
+  if (o.approval.timeout < absl::Seconds(1)) {
+    return absl::InvalidArgumentError("--approval_timeout must be at least 1s");
+  }
   o.resources_poll_interval = absl::GetFlag(FLAGS_resources_poll_interval);
   if (o.resources_poll_interval < absl::ZeroDuration() ||
       (o.resources_poll_interval > absl::ZeroDuration() && o.resources_poll_interval < absl::Milliseconds(100))) {

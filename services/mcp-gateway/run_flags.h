@@ -2,10 +2,13 @@
 // sandbox handle key): defined in run_flags.cc, read once by main().
 #pragma once
 
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "bridge/run_python.h"
+#include "upstream/config.h"
 
 // RunPythonOptions from the flags, with the sealer of sandbox handles: the key file of
 // --handle_key_file (created at the first start) and --handle_ttl. INVALID_ARGUMENT or
 // FAILED_PRECONDITION naming the flag at fault.
-absl::StatusOr<gateway::RunPythonOptions> RunOptionsFromFlags();
+absl::StatusOr<gateway::RunPythonOptions> RunOptionsFromFlags(const std::vector<gateway::UpstreamConfig>& configs);

@@ -36,6 +36,7 @@ RunPythonTool::RunPythonTool(Sandboxes* sandboxes, Upstreams* upstreams, RunPyth
       upstreams_(upstreams),
       options_(options),
       handles_(SealerOrOwn(options.handles)),
+      policy_(options.approvals ? options.approvals : std::make_shared<const ApprovalPolicy>()),
       bindings_(sandboxes, options.max_named_sessions, options.max_sandboxes_per_credential,
                 options.cap_credentials_in_sandboxd),
       resources_(sandboxes, &bindings_, options.resources,
@@ -56,7 +57,8 @@ json RunPythonTool::ListTools() {
   json tool = {
       {"name", kToolName},
       {"title", "Run Python"},
-      {"description", DescribeRunPython(upstreams_->Snapshot(), options_.max_description_bytes)},
+      {"description", DescribeRunPython(ApplyApprovalPolicy(upstreams_->Snapshot(), *policy_),
+                                        options_.max_description_bytes)},
       {"inputSchema", RunArgumentsSchema(options_.max_timeout_seconds)},
       {"outputSchema", RunResultSchema()},
       {"annotations", {{"readOnlyHint", false}, {"destructiveHint", true}, {"openWorldHint", true}}}};
@@ -77,14 +79,22 @@ absl::StatusOr<json> RunPythonTool::CallTool(const std::string& name, const json
 
   RunProgress progress(ctx.progress);
   ToolCallRouter router(upstreams_, args->servers, &progress);
+  // What the code sees and may call: without the denied tools (sandboxd refuses calls
+  // outside its catalog), and each call through the gate (run_approvals.h).
+  const std::vector<UpstreamStatus> view = ApplyApprovalPolicy(memory_.View(upstreams), *policy_);
+  RunApprovals approvals(policy_.get(), &view, &ctx, options_.approval);
+  router.SetGate([&approvals](const std::string& server, const std::string& tool, const json& arguments,
+                              const std::shared_ptr<codemode::CancelToken>& cancel) {
+    return approvals.Check(server, tool, arguments, cancel);
+  });
   RunReport report;
   report.session = args->session;
   report.sandbox_in_text = !args->sandbox.empty() || ctx.session_key.empty();
   // resource_link blocks came with protocol 2025-06-18; older clients get the links as text.
   report.resource_links = ctx.protocol_version >= "2025-06-18";
-  Run run{*args, BuildCatalog(memory_.View(upstreams), args->servers),
+  Run run{*args, BuildCatalog(view, args->servers),
           absl::StrCat(catalog_version, "/", args->servers.Key()),
-          &ctx, &router, &progress, &report};
+          &ctx, &router, &progress, &report, &approvals};
   absl::StatusOr<Finished> finished = Execute(run);
   // Whatever the run did to its sandbox's files (or the sandbox), listen streams of the
   // credential hear of it.
@@ -253,6 +263,7 @@ absl::StatusOr<Finished> RunPythonTool::ExecuteOn(SessionBindings::Binding& bind
     if (session_gone) return s;
     return absl::Status(s.code(), absl::StrCat("files['", file.path.substr(0, 64), "']: ", s.message()));
   }
+  run.approvals->SetSandbox(binding.approved);
   const bool send_catalog = binding.catalog_key != run.catalog_key;
   auto calls_token = std::make_shared<codemode::CancelToken>();
   if (run.ctx->cancel) {

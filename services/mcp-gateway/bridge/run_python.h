@@ -24,6 +24,7 @@
 #include "bridge/run_catalog.h"
 #include "bridge/owned_resources.h"
 #include "bridge/resource_watch.h"
+#include "bridge/run_approvals.h"
 #include "bridge/run_result.h"
 #include "bridge/sandboxes.h"
 #include "bridge/session_bindings.h"
@@ -69,6 +70,10 @@ struct RunPythonOptions {
   // A look at a credential's sandboxes for the watch is given up after this (a sandbox
   // answers its own listings, and may stall them); it then counts as no change.
   absl::Duration resources_look_timeout = absl::Seconds(5);
+  // Which upstream tools need a person's approval (null: the tools' annotations decide),
+  // and how long a question waits.
+  std::shared_ptr<const ApprovalPolicy> approvals;
+  ApprovalOptions approval;
   // Seals and opens sandbox handles (the `sandbox` argument and result). Null: a random key
   // of this process, so handles do not outlive it (tests; main.cc passes the key file's).
   std::shared_ptr<const HandleSealer> handles;
@@ -110,6 +115,7 @@ class RunPythonTool : public ToolProvider {
     ToolCallRouter* router;
     RunProgress* progress;
     RunReport* report;
+    RunApprovals* approvals;
   };
   // Where a run's binding comes from, and how a lost one is let go: the MCP session's
   // binding of the run's name, or the binding of a handle's sandbox (attempt 0) and a new
@@ -146,6 +152,7 @@ class RunPythonTool : public ToolProvider {
   Upstreams* const upstreams_;
   const RunPythonOptions options_;
   const std::shared_ptr<const HandleSealer> handles_;
+  const std::shared_ptr<const ApprovalPolicy> policy_;
   SessionBindings bindings_;
   WorkspaceResources resources_;
   OwnedResources owned_;

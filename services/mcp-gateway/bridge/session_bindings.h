@@ -35,6 +35,7 @@
 #include "base/cancel.h"
 #include "base/mutex.h"
 #include "bridge/produced_files.h"
+#include "bridge/run_approvals.h"
 #include "bridge/sandboxes.h"
 
 namespace gateway {
@@ -84,6 +85,8 @@ class SessionBindings {
       codemode::MutexLock lock(&state_mu);
       lost_reason_ = std::move(reason);
     }
+    // Tools approved "for this sandbox" (run_approvals.h).
+    const std::shared_ptr<ApprovedTools> approved = std::make_shared<ApprovedTools>();
     // Identifies the catalog the session has (upstream version and allowlist key), so a
     // run sends a new one only when it changed.
     std::string catalog_key ABSL_GUARDED_BY(run_mu);

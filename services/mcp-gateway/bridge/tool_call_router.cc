@@ -94,6 +94,12 @@ sandbox::v1::ToolResult ToolCallRouter::Forward(const sandbox::v1::ToolCall& cal
     r.set_error("the arguments must be a JSON object");
     return r;
   }
+  if (gate_) {
+    if (absl::Status s = gate_(call.server(), call.tool(), *arguments, cancel); !s.ok()) {
+      r.set_error(std::string(s.message()));
+      return r;
+    }
+  }
   CallOptions options;
   options.cancel = std::move(cancel);
   options.answer = std::move(answer);

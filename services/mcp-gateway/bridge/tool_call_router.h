@@ -83,6 +83,13 @@ class ToolCallRouter {
 
   ToolCallStats stats() const;
 
+  // Asked before each call goes upstream, with its parsed arguments (approvals:
+  // run_approvals.h); a non-OK status is the call's error. Set before the run starts.
+  using Gate = std::function<absl::Status(const std::string& server, const std::string& tool,
+                                          const nlohmann::json& arguments,
+                                          const std::shared_ptr<codemode::CancelToken>& cancel)>;
+  void SetGate(Gate gate) { gate_ = std::move(gate); }
+
  private:
   // The upstream's answer: the result's JSON, or an error for the sandboxed code.
   sandbox::v1::ToolResult Forward(const sandbox::v1::ToolCall& call, bool& ok,
@@ -93,6 +100,7 @@ class ToolCallRouter {
   Upstreams* const upstreams_;
   const ServerAllowlist servers_;
   RunProgress* const progress_;
+  Gate gate_;
   mutable codemode::Mutex mu_;
   ToolCallStats stats_ ABSL_GUARDED_BY(mu_);
 };

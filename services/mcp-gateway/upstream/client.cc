@@ -104,6 +104,12 @@ std::vector<UpstreamTool> ParseTools(const std::string& server, const json& resu
       continue;
     }
     tool.param_headers = *std::move(headers);
+    // Only the boolean hints: what approvals read (approvals/approval_policy.h).
+    if (auto a = entry.find("annotations"); a != entry.end() && a->is_object()) {
+      for (const char* hint : {"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}) {
+        if (auto h = a->find(hint); h != a->end() && h->is_boolean()) tool.annotations[hint] = *h;
+      }
+    }
     tools.push_back(std::move(tool));
   }
   return tools;

@@ -41,6 +41,8 @@ struct UpstreamTool {
   nlohmann::json input_schema;   // object
   nlohmann::json output_schema;  // object or null
   std::vector<ParamHeader> param_headers;  // its x-mcp-header declarations (SEP-2243)
+  // Its annotations' boolean hints (readOnlyHint, destructiveHint, ...); an object.
+  nlohmann::json annotations = nlohmann::json::object();
 };
 
 class McpClient {

@@ -121,6 +121,11 @@ absl::StatusOr<UpstreamConfig> ParseEntry(const std::string& name, const json& e
   }
   // Disabled entries are not expanded: they may refer to variables that are not set.
   if (config.disabled) return config;
+  if (auto it = entry.find("approval"); it != entry.end() && !it->is_null()) {
+    absl::StatusOr<ApprovalRules> rules = ParseApprovalRules(*it);
+    if (!rules.ok()) return where.Error(std::string(rules.status().message()));
+    config.approval = *std::move(rules);
+  }
 
   auto type = GetString(entry, "type", where);
   if (!type.ok()) return type.status();

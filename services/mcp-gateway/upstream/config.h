@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "approvals/approval_policy.h"
 
 namespace gateway {
 
@@ -26,6 +27,8 @@ struct UpstreamConfig {
   std::string url;
   std::map<std::string, std::string> headers;
   bool disabled = false;
+  // Which of its tools need approval: "approval": {"allow": [...], "ask": [...], "deny": [...]}.
+  ApprovalRules approval;
 };
 
 // Reads mcpServers configs from files and from directories of *.json (sorted; later

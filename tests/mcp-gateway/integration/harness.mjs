@@ -26,7 +26,7 @@ const { StdioClientTransport } = await sdk("client/stdio.js");
 const { StreamableHTTPClientTransport } = await sdk("client/streamableHttp.js");
 // The SDK's protocol schemas (notification schemas for setNotificationHandler, ...).
 export const sdkTypes = await sdk("types.js");
-export { Client };
+export { Client, StreamableHTTPClientTransport };
 
 // Writes an mcpServers config file and returns its path.
 export function writeConfig(servers, dir = tempDir("gwcfg-")) {

@@ -1,0 +1,113 @@
+// RunApprovals: the approval gate of one run (ToolCallRouter::SetGate). Before a tool call
+// of the sandboxed code goes upstream, the policy (approvals/approval_policy.h) says allow,
+// ask or deny. To ask, the gateway sends the run's MCP client an elicitation/create (form
+// mode) naming the server, the tool and a summary of the arguments (clipped, values of
+// secret-looking keys hidden), and the code waits at its call, in its sandbox, until the
+// person answers:
+//
+//   once     the call goes upstream
+//   run      so do this tool's later calls in this run, unasked
+//   sandbox  and in later runs in this sandbox (on this gateway)
+//   decline / cancel / no answer within --approval_timeout: the code gets a ToolError
+//
+// A client that cannot be asked (it declared no elicitation capability, or speaks protocol
+// 2026-07-28, whose input_required round trip is not served yet) gets a ToolError that says
+// why and how an operator allows the tool. Nothing is approved silently. The calls of one
+// run ask one at a time, so that the first "for the rest of this run" answers the calls
+// waiting behind it. Every decision is logged as one structured line ("approval: {json}").
+//
+//   RunApprovals approvals(&policy, &view, &ctx, options);
+//   approvals.SetSandbox(binding.approved);
+//   router.SetGate([&](auto& server, auto& tool, auto& args, auto& cancel) {
+//     return approvals.Check(server, tool, args, cancel);
+//   });
+#pragma once
+
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "approvals/approval_policy.h"
+#include "base/cancel.h"
+#include "base/mutex.h"
+#include "nlohmann/json.hpp"
+#include "server/tool_provider.h"
+#include "upstream/manager.h"
+
+namespace gateway {
+
+// Tools approved "for this sandbox" ("server.tool"), kept with the sandbox's binding.
+class ApprovedTools {
+ public:
+  bool Has(const std::string& tool) {
+    codemode::MutexLock lock(&mu_);
+    return tools_.count(tool) > 0;
+  }
+  void Add(const std::string& tool) {
+    codemode::MutexLock lock(&mu_);
+    if (tools_.size() < kMax) tools_.insert(tool);
+  }
+  static constexpr size_t kMax = 4096;
+
+ private:
+  codemode::Mutex mu_;
+  std::set<std::string> tools_ ABSL_GUARDED_BY(mu_);
+};
+
+struct ApprovalOptions {
+  // An unanswered request is declined after this.
+  absl::Duration timeout = absl::Minutes(5);
+  // The arguments shown to the person, at most this many bytes of JSON.
+  size_t max_summary_bytes = 1024;
+};
+
+// The arguments as the person sees them: values under keys that look like secrets
+// (token, password, secret, key, authorization, credential, cookie) replaced by
+// "[hidden]", strings clipped, and the whole at most `max_bytes` of JSON.
+std::string SummarizeArguments(const nlohmann::json& arguments, size_t max_bytes);
+
+// The upstreams as a run's code sees them: the tools the policy denies are left out, and
+// the description of each tool that asks starts with "[needs approval] " (which help(),
+// _discover() and _schema() show).
+std::vector<UpstreamStatus> ApplyApprovalPolicy(std::vector<UpstreamStatus> view, const ApprovalPolicy& policy);
+
+class RunApprovals {
+ public:
+  // `view`: the upstreams as the run sees them (their tools' annotations). `sandbox`: the
+  // run's sandbox's approvals (nullable: none kept).
+  RunApprovals(const ApprovalPolicy* policy, const std::vector<UpstreamStatus>* view,
+               const ToolCallContext* ctx, ApprovalOptions options);
+
+  // The approvals of the sandbox the run goes to (nullable: none kept); before it runs.
+  void SetSandbox(std::shared_ptr<ApprovedTools> sandbox) {
+    codemode::MutexLock lock(&ask_mu_);
+    sandbox_ = std::move(sandbox);
+  }
+
+  // OK when the call may go upstream; else PERMISSION_DENIED with the ToolError's text.
+  absl::Status Check(const std::string& server, const std::string& tool, const nlohmann::json& arguments,
+                     const std::shared_ptr<codemode::CancelToken>& cancel);
+
+ private:
+  nlohmann::json Annotations(const std::string& server, const std::string& tool) const;
+  // Asks the client; the decision ("once", "run", "sandbox", "declined", "cancelled",
+  // "timed out", ...) and, when it could not ask, why.
+  std::string Ask(const std::string& server, const std::string& tool, const nlohmann::json& arguments,
+                  const std::shared_ptr<codemode::CancelToken>& cancel, std::string& why);
+  void Record(const std::string& server, const std::string& tool, const nlohmann::json& arguments,
+              const std::string& decision, const std::string& by) const;
+
+  const ApprovalPolicy* const policy_;
+  const std::vector<UpstreamStatus>* const view_;
+  const ToolCallContext* const ctx_;
+  const ApprovalOptions options_;
+  // One question at a time per run (see above).
+  codemode::Mutex ask_mu_;
+  std::shared_ptr<ApprovedTools> sandbox_ ABSL_GUARDED_BY(ask_mu_);
+  ApprovedTools run_;
+};
+
+}  // namespace gateway

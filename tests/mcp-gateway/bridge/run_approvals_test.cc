@@ -1,0 +1,156 @@
+// Approvals through RunPythonTool over fakes: denied tools are not in the code's catalog
+// and are refused; a tool that asks goes upstream only after the client's user approves
+// (once, for the run, for the sandbox); decline, cancel, no answer, a client that cannot be
+// asked and a 2026-07-28 request are each a ToolError and nothing reaches the upstream.
+#include <atomic>
+
+#include "absl/strings/str_split.h"
+
+#include "bridge/run_python.h"
+#include "bridge_fakes.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gateway {
+namespace {
+
+using nlohmann::json;
+using sandbox::v1::Finished;
+using ::testing::HasSubstr;
+using testing::FakeSandboxes;
+using testing::FakeUpstreams;
+using testing::Server;
+using testing::ToolCallOf;
+
+class RunApprovalsTest : public ::testing::Test {
+ protected:
+  RunApprovalsTest() {
+    UpstreamStatus github = Server("github", {"search", "delete_repo", "drop_database"});
+    github.tools[1].annotations = {{"destructiveHint", true}};
+    upstreams_.SetServers({github});
+    // The code calls what its text names: "github.delete_repo,github.search"; the run's
+    // stdout is each call's error ("-" when it went through), joined by "|".
+    sandboxes_.SetScript([](const FakeSandboxes::Execution& e, const ExecuteHandlers& h,
+                            std::shared_ptr<codemode::CancelToken>) -> absl::StatusOr<Finished> {
+      std::string out;
+      for (absl::string_view call : absl::StrSplit(e.code, ',', absl::SkipEmpty())) {
+        std::pair<std::string, std::string> st = absl::StrSplit(call, '.');
+        sandbox::v1::ToolResult r = h.on_tool_call(ToolCallOf(st.first, st.second, R"({"name":"x","token":"s3cret"})"), {});
+        absl::StrAppend(&out, out.empty() ? "" : "|", r.error().empty() ? "-" : r.error());
+      }
+      Finished f;
+      f.set_status(Finished::OK);
+      f.set_stdout(out);
+      return f;
+    });
+    ApprovalRules rules;
+    rules.deny = {"drop_*"};
+    options_.approvals = std::make_shared<const ApprovalPolicy>(std::map<std::string, ApprovalRules>{{"github", rules}},
+                                                                std::nullopt);
+  }
+
+  // Runs `code` in the MCP session's default sandbox; the client answers each question
+  // with `answer` (recorded in `asked_`), or cannot be asked when `can_ask` is false.
+  std::string Run(RunPythonTool& tool, const std::string& code, json answer, bool can_ask = true,
+                  const std::string& mcp = "mcp-1") {
+    ToolCallContext ctx;
+    ctx.session_key = mcp;
+    ctx.credential = "token 0";
+    ctx.protocol_version = mcp.empty() ? "2026-07-28" : "2025-11-25";
+    ctx.cancel = std::make_shared<codemode::CancelToken>();
+    if (can_ask) ctx.client_capabilities = {{"elicitation", json::object()}};
+    if (!mcp.empty()) {
+      ctx.ask_client = [this, answer](const std::string& method, json params, absl::Duration) -> absl::StatusOr<json> {
+        asked_.push_back(params);
+        EXPECT_EQ(method, "elicitation/create");
+        if (answer.is_string()) return absl::DeadlineExceededError("the client did not answer in time");
+        return answer;
+      };
+    }
+    absl::StatusOr<json> r = tool.CallTool("run_python", {{"code", code}}, ctx);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? (*r)["structuredContent"]["stdout"].get<std::string>() : "";
+  }
+  static json Accept(const std::string& decision) {
+    return {{"action", "accept"}, {"content", {{"decision", decision}}}};
+  }
+  size_t UpstreamCalls(const std::string& tool) {
+    size_t n = 0;
+    for (const auto& c : upstreams_.calls()) n += c.tool == tool;
+    return n;
+  }
+
+  FakeSandboxes sandboxes_;
+  FakeUpstreams upstreams_;
+  RunPythonOptions options_;
+  std::vector<json> asked_;
+};
+
+TEST_F(RunApprovalsTest, DeniedToolsAreHiddenAndRefusedAskingToolsAreMarked) {
+  RunPythonTool tool(&sandboxes_, &upstreams_, options_);
+  const std::string description = tool.ListTools()[0]["description"];
+  EXPECT_THAT(description, ::testing::Not(HasSubstr("drop_database")));
+  EXPECT_THAT(description, HasSubstr("[needs approval]"));
+  EXPECT_EQ(Run(tool, "github.drop_database,github.search", json()),
+            "github.drop_database is denied by the gateway's operator|-");
+  const sandbox::v1::Catalog catalog = sandboxes_.catalog_of("s1");
+  ASSERT_EQ(catalog.servers_size(), 1);
+  EXPECT_EQ(catalog.servers(0).tools_size(), 2) << "the code's catalog lacks the denied tool";
+  EXPECT_EQ(UpstreamCalls("drop_database"), 0u);
+  EXPECT_TRUE(asked_.empty());
+}
+
+TEST_F(RunApprovalsTest, OnceAsksEachCallRunAsksOnceSandboxAsksOncePerSandbox) {
+  RunPythonTool tool(&sandboxes_, &upstreams_, options_);
+  EXPECT_EQ(Run(tool, "github.delete_repo,github.delete_repo", Accept("once")), "-|-");
+  EXPECT_EQ(asked_.size(), 2u);
+  const json& question = asked_[0];
+  EXPECT_EQ(question["mode"], "form");
+  EXPECT_THAT(question["message"].get<std::string>(), HasSubstr("github.delete_repo"));
+  EXPECT_THAT(question["message"].get<std::string>(), HasSubstr("\"token\":\"[hidden]\""));
+  EXPECT_THAT(question["message"].get<std::string>(), ::testing::Not(HasSubstr("s3cret")));
+  EXPECT_EQ(question["requestedSchema"]["properties"]["decision"]["enum"], json({"once", "run", "sandbox"}));
+
+  asked_.clear();
+  EXPECT_EQ(Run(tool, "github.delete_repo,github.delete_repo,github.delete_repo", Accept("run")), "-|-|-");
+  EXPECT_EQ(asked_.size(), 1u) << "for the rest of the run";
+  asked_.clear();
+  EXPECT_EQ(Run(tool, "github.delete_repo", Accept("sandbox")), "-");
+  EXPECT_EQ(Run(tool, "github.delete_repo", json("no answer")), "-") << "this sandbox: not asked again";
+  EXPECT_EQ(asked_.size(), 1u);
+  // Another MCP session's sandbox is asked again.
+  EXPECT_EQ(Run(tool, "github.delete_repo", Accept("once"), true, "mcp-2"), "-");
+  EXPECT_EQ(asked_.size(), 2u);
+  EXPECT_EQ(UpstreamCalls("delete_repo"), 8u);
+}
+
+TEST_F(RunApprovalsTest, WhatIsNotAnApprovalRefusesTheCall) {
+  RunPythonTool tool(&sandboxes_, &upstreams_, options_);
+  EXPECT_EQ(Run(tool, "github.delete_repo", {{"action", "decline"}}), "github.delete_repo was declined by the user");
+  EXPECT_EQ(Run(tool, "github.delete_repo", {{"action", "cancel"}}), "github.delete_repo was cancelled by the user");
+  EXPECT_THAT(Run(tool, "github.delete_repo", json("no answer")), HasSubstr("nobody answered within 5m"));
+  for (const json& odd : {json({{"action", "accept"}}), json({{"action", "accept"}, {"content", {{"decision", "always"}}}}),
+                          json({{"action", "ACCEPT"}, {"content", {{"decision", "once"}}}}), json::object()}) {
+    EXPECT_EQ(Run(tool, "github.delete_repo", odd), "github.delete_repo was declined by the user") << odd;
+  }
+  EXPECT_THAT(Run(tool, "github.delete_repo", json(), /*can_ask=*/false),
+              HasSubstr("declared no elicitation capability). An operator can allow it with"));
+  EXPECT_THAT(Run(tool, "github.delete_repo", json(), true, /*mcp=*/""), HasSubstr("protocol 2026-07-28"));
+  EXPECT_EQ(UpstreamCalls("delete_repo"), 0u);
+  EXPECT_EQ(Run(tool, "github.search", json()), "-") << "a tool that needs no approval is not asked";
+}
+
+TEST(SummarizeArgumentsTest, HidesSecretsAndClips) {
+  const json args = {{"Authorization", "Bearer x"}, {"api_key", "k"}, {"nested", {{"password", "p"}}},
+                     {"text", std::string(500, 'a')}};
+  const std::string s = SummarizeArguments(args, 1024);
+  EXPECT_THAT(s, ::testing::Not(HasSubstr("Bearer")));
+  EXPECT_THAT(s, HasSubstr("\"api_key\":\"[hidden]\""));
+  EXPECT_THAT(s, HasSubstr("\"password\":\"[hidden]\""));
+  EXPECT_LT(s.size(), 400u);
+  EXPECT_THAT(SummarizeArguments({{"a", std::string(5000, 'b')}, {"b", std::string(5000, 'c')}}, 100),
+              HasSubstr("(clipped)"));
+}
+
+}  // namespace
+}  // namespace gateway
