@@ -177,6 +177,10 @@ ABSL_FLAG(absl::Duration, min_tools_refresh_interval, absl::Seconds(1),
 ABSL_FLAG(double, upstream_log_rate, 10,
           "notifications/message lines logged per second per upstream (bursts of as many); "
           "more are counted and reported. 0: none logged.");
+ABSL_FLAG(double, upstream_notification_rate, 100,
+          "Notifications one upstream may send per second (bursts of ten times as many); more "
+          "are dropped, and a 2026-07-28 upstream's subscriptions/listen stream is closed and "
+          "reopened after a growing pause. 0: no limit.");
 ABSL_FLAG(uint32_t, max_tool_calls_in_flight, 64,
           "Tool calls of one run_python answered at the same time; more get a ToolError.");
 ABSL_FLAG(uint32_t, max_tool_calls_in_flight_per_credential, 128,
@@ -422,6 +426,7 @@ absl::StatusOr<gateway::UpstreamOptions> UpstreamOptionsFromFlags(
   options.message_idle_timeout = absl::GetFlag(FLAGS_upstream_message_idle_timeout);
   options.write_timeout = absl::GetFlag(FLAGS_upstream_write_timeout);
   options.log_messages_per_second = absl::GetFlag(FLAGS_upstream_log_rate);
+  options.notifications_per_second = absl::GetFlag(FLAGS_upstream_notification_rate);
   options.receive_budget = std::make_shared<codemode::ByteBudget>(
       "max_upstream_bytes_in_flight", absl::GetFlag(FLAGS_max_upstream_bytes_in_flight),
       codemode::AllOf(ceiling));

@@ -5,6 +5,8 @@
 #include <tuple>
 
 #include "absl/hash/hash.h"
+#include "absl/algorithm/container.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
@@ -21,22 +23,29 @@ OwnedResources::OwnedResources(Sandboxes* sandboxes, SessionBindings* bindings, 
       options_(options),
       mint_(std::move(mint)) {}
 
+Sandboxes::Owned OwnedResources::Owned(const std::string& credential,
+                                       const std::shared_ptr<codemode::CancelToken>& cancel) {
+  Sandboxes::Owned owned;
+  if (scope_ == OwnedScope::kSandboxd) {
+    owned = sandboxes_->ListOwned(absl::StrCat("mcp:", credential), cancel);
+  } else if (scope_ == OwnedScope::kThisProcess) {
+    owned.refs = bindings_->ReadyOf(credential);  // no executions: walked every time
+  }
+  if (owned.executions.size() != owned.refs.size()) owned.executions.clear();
+  if (owned.refs.size() > kMaxSandboxes) {
+    owned.refs.resize(kMaxSandboxes);
+    if (!owned.executions.empty()) owned.executions.resize(kMaxSandboxes);
+    owned.complete = false;
+  }
+  return owned;
+}
+
 OwnedWalk OwnedResources::Walk(const std::string& credential,
                                const std::shared_ptr<codemode::CancelToken>& cancel) {
   OwnedWalk walk;
-  std::vector<SandboxRef> refs;
-  if (scope_ == OwnedScope::kSandboxd) {
-    Sandboxes::Owned owned = sandboxes_->ListOwned(absl::StrCat("mcp:", credential), cancel);
-    refs = std::move(owned.refs);
-    walk.complete = owned.complete;
-  } else if (scope_ == OwnedScope::kThisProcess) {
-    refs = bindings_->ReadyOf(credential);
-  }
-  if (refs.size() > kMaxSandboxes) {
-    refs.resize(kMaxSandboxes);
-    walk.complete = false;
-  }
-  for (const SandboxRef& ref : refs) {
+  Sandboxes::Owned owned = Owned(credential, cancel);
+  walk.complete = owned.complete;
+  for (const SandboxRef& ref : owned.refs) {
     if (cancel && cancel->cancelled()) {
       walk.complete = false;
       break;
@@ -56,7 +65,9 @@ absl::StatusOr<json> OwnedResources::List(const std::string& credential, const s
                                           const std::shared_ptr<codemode::CancelToken>& cancel) {
   // As WorkspaceResources::List: the cursor is the position of the page's first resource.
   size_t from = 0;
-  if (!cursor.empty() && (cursor.size() > 20 || !absl::SimpleAtoi(cursor, &from))) {
+  // Digits only (SimpleAtoi also takes " 1" and "+1": attack round 17).
+  if (!cursor.empty() && (cursor.size() > 20 || !absl::c_all_of(cursor, absl::ascii_isdigit) ||
+                          !absl::SimpleAtoi(cursor, &from))) {
     return absl::InvalidArgumentError("params.cursor is not a cursor of this server");
   }
   const OwnedWalk walk = Walk(credential, cancel);
@@ -89,15 +100,43 @@ absl::StatusOr<json> OwnedResources::List(const std::string& credential, const s
 
 std::optional<size_t> OwnedResources::Fingerprint(const std::string& credential,
                                                   const std::shared_ptr<codemode::CancelToken>& cancel) {
-  const OwnedWalk walk = Walk(credential, cancel);
-  if (!walk.complete) return std::nullopt;
-  std::vector<std::tuple<size_t, std::string, std::string, uint64_t, int64_t>> files;
-  for (const auto& [ref, listing] : walk.sandboxes) {
-    for (const OutFile& f : listing.files) {
-      files.emplace_back(ref.endpoint, ref.session_id, f.path, f.size, f.mtime_ms);
+  const Sandboxes::Owned owned = Owned(credential, cancel);
+  if (!owned.complete) return std::nullopt;
+  Look before;
+  {
+    codemode::MutexLock lock(&mu_);
+    if (auto it = last_looks_.find(credential); it != last_looks_.end()) before = it->second.second;
+  }
+  Look now;
+  std::vector<std::pair<std::string, size_t>> sandboxes;
+  for (size_t i = 0; i < owned.refs.size(); ++i) {
+    const SandboxRef& ref = owned.refs[i];
+    const std::string key = absl::StrCat(ref.endpoint, "/", ref.session_id);
+    auto seen = before.find(key);
+    if (!owned.executions.empty() && seen != before.end() && seen->second.executions == owned.executions[i]) {
+      now[key] = seen->second;
+    } else {
+      absl::StatusOr<OutListing> listing = ListOut(*sandboxes_, ref, options_.limits, cancel);
+      if (absl::IsNotFound(listing.status()) || absl::IsFailedPrecondition(listing.status())) continue;
+      if (!listing.ok()) return std::nullopt;  // a gap is no change
+      std::vector<std::tuple<std::string, uint64_t, int64_t>> files;
+      for (const OutFile& f : listing->files) files.emplace_back(f.path, f.size, f.mtime_ms);
+      now[key] = Seen{owned.executions.empty() ? 0 : owned.executions[i], absl::Hash<decltype(files)>{}(files)};
+    }
+    if (now[key].fingerprint != absl::Hash<std::vector<std::tuple<std::string, uint64_t, int64_t>>>{}({})) {
+      sandboxes.emplace_back(key, now[key].fingerprint);  // a sandbox without files lists nothing
     }
   }
-  return absl::Hash<decltype(files)>{}(files);
+  {
+    codemode::MutexLock lock(&mu_);
+    last_looks_[credential] = {++tick_, std::move(now)};
+    if (last_looks_.size() > kMaxRemembered) {
+      auto oldest = std::min_element(last_looks_.begin(), last_looks_.end(),
+                                     [](const auto& a, const auto& b) { return a.second.first < b.second.first; });
+      last_looks_.erase(oldest);
+    }
+  }
+  return absl::Hash<decltype(sandboxes)>{}(sandboxes);
 }
 
 }  // namespace gateway

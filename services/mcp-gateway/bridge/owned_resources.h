@@ -18,6 +18,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/mutex.h"
 #include "bridge/produced_files.h"
 #include "bridge/sandboxes.h"
 #include "bridge/session_bindings.h"
@@ -68,16 +70,33 @@ class OwnedResources {
 
   // What the credential's list is now, as a number that changes when it does (a file
   // added, removed or rewritten, a sandbox made or ended); nullopt when the look was not
-  // complete, so a passing outage does not read as a change.
+  // complete, so a passing outage does not read as a change. A sandbox whose finished
+  // executions (sandboxd's count) are what they were at the last look is not walked again
+  // (attack round 17, F3: an idle listener re-read every out/ each interval): what code
+  // left running in the background writes is seen after the sandbox's next run.
   std::optional<size_t> Fingerprint(const std::string& credential,
                                     const std::shared_ptr<codemode::CancelToken>& cancel);
 
+  // Credentials whose last look is kept for Fingerprint (the oldest go first).
+  static constexpr size_t kMaxRemembered = 1024;
+
  private:
+  // The sandboxes of the credential, by scope.
+  Sandboxes::Owned Owned(const std::string& credential, const std::shared_ptr<codemode::CancelToken>& cancel);
+  // A sandbox's files at its last look: its executions then, and their fingerprint.
+  struct Seen {
+    uint64_t executions = 0;
+    size_t fingerprint = 0;
+  };
+  using Look = std::map<std::string, Seen>;  // by endpoint and session id
   Sandboxes* const sandboxes_;
   SessionBindings* const bindings_;
   const OwnedScope scope_;
   const ResourceOptions options_;
   const HandleMinter mint_;
+  codemode::Mutex mu_;
+  std::map<std::string, std::pair<uint64_t, Look>> last_looks_ ABSL_GUARDED_BY(mu_);  // by credential: tick, look
+  uint64_t tick_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace gateway

@@ -3,6 +3,8 @@
 
 #include <vector>
 
+#include "base/thread.h"
+
 namespace gateway {
 
 ResourceWatch::ResourceWatch(FingerprintFn fingerprint, absl::Duration interval,
@@ -10,15 +12,19 @@ ResourceWatch::ResourceWatch(FingerprintFn fingerprint, absl::Duration interval,
     : fingerprint_(std::move(fingerprint)), interval_(interval), look_timeout_(look_timeout) {}
 
 ResourceWatch::~ResourceWatch() {
-  std::shared_ptr<codemode::CancelToken> look;
+  std::vector<std::shared_ptr<codemode::CancelToken>> looks;
   {
     codemode::MutexLock lock(&mu_);
     stopping_ = true;
-    look = look_;
+    for (const auto& [id, r] : running_) looks.push_back(r.cancel);
   }
-  if (look) look->Cancel("the gateway is stopping");
+  for (const auto& look : looks) look->Cancel("the gateway is stopping");
   if (thread_.joinable()) thread_.join();
   if (timer_.joinable()) timer_.join();
+  // The look threads are detached: wait until the last has let go of us.
+  codemode::MutexLock lock(&mu_);
+  auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return running_.empty(); };
+  mu_.Await(absl::Condition(&done));
 }
 
 std::shared_ptr<void> ResourceWatch::Subscribe(const std::string& credential, std::function<void()> ready,
@@ -29,7 +35,6 @@ std::shared_ptr<void> ResourceWatch::Subscribe(const std::string& credential, st
     id = ++next_id_;
     subscribers_[id] = Subscriber{credential, std::move(ready), std::move(changed)};
     credentials_[credential].poked = true;  // its first look makes it ready
-    any_poked_ = true;
     if (!thread_.joinable() && !stopping_) {
       thread_ = std::thread([this] { Loop(); });
       timer_ = std::thread([this] { Timer(); });
@@ -60,81 +65,92 @@ void ResourceWatch::Unsubscribe(uint64_t id) {
   for (const auto& [other, s] : subscribers_) {
     if (s.credential == credential) return;
   }
-  credentials_.erase(credential);  // nobody listens: forget its last look
+  // Nobody listens: forget its last look (a look under way finds it gone and drops out).
+  credentials_.erase(credential);
 }
 
 void ResourceWatch::Poke(const std::string& credential) {
   codemode::MutexLock lock(&mu_);
   auto it = credentials_.find(credential);
-  if (it == credentials_.end()) return;
-  it->second.poked = true;
-  any_poked_ = true;
+  if (it != credentials_.end()) it->second.poked = true;
+}
+
+bool ResourceWatch::Due() const {
+  if (static_cast<int>(running_.size()) >= kMaxLooks) return false;
+  for (const auto& [credential, state] : credentials_) {
+    if (state.poked && !state.looking) return true;
+  }
+  return false;
 }
 
 void ResourceWatch::Loop() {
   absl::Time next_round = absl::Now() + interval_;
+  codemode::MutexLock lock(&mu_);
   while (true) {
-    std::vector<std::string> look;
-    {
-      codemode::MutexLock lock(&mu_);
-      auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || any_poked_; };
-      const absl::Condition cond(&woken);
-      if (interval_ > absl::ZeroDuration()) {
-        mu_.AwaitWithDeadline(cond, next_round);
-      } else {
-        mu_.Await(cond);
-      }
-      if (stopping_) return;
-      const bool round = interval_ > absl::ZeroDuration() && absl::Now() >= next_round;
-      if (round) next_round = absl::Now() + interval_;
-      for (auto& [credential, state] : credentials_) {
-        if (round || state.poked) look.push_back(credential);
-        state.poked = false;
-      }
-      any_poked_ = false;
+    auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || Due(); };
+    if (interval_ > absl::ZeroDuration()) {
+      mu_.AwaitWithDeadline(absl::Condition(&woken), next_round);
+    } else {
+      mu_.Await(absl::Condition(&woken));
     }
-    for (const std::string& credential : look) Look(credential);
+    if (stopping_) return;
+    if (interval_ > absl::ZeroDuration() && absl::Now() >= next_round) {
+      next_round = absl::Now() + interval_;
+      for (auto& [credential, state] : credentials_) state.poked = true;
+    }
+    for (auto& [credential, state] : credentials_) {
+      if (static_cast<int>(running_.size()) >= kMaxLooks) break;
+      if (!state.poked || state.looking) continue;
+      state.poked = false;
+      state.looking = true;
+      auto cancel = std::make_shared<codemode::CancelToken>();
+      const uint64_t look = ++next_look_;
+      running_[look] = Running{cancel, absl::Now() + look_timeout_};
+      try {
+        codemode::StartThread("resource look", [this, credential = credential, cancel, look] {
+          Look(credential, cancel);
+          codemode::MutexLock done(&mu_);  // last touch of the watch
+          running_.erase(look);
+        }).detach();
+      } catch (const std::system_error&) {  // no thread now: the next round tries again
+        running_.erase(look);
+        state.looking = false;
+        state.poked = true;
+        break;
+      }
+    }
   }
 }
 
 void ResourceWatch::Timer() {
-  while (true) {
-    std::shared_ptr<codemode::CancelToken> overdue;
-    {
-      codemode::MutexLock lock(&mu_);
-      auto looking = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || look_ != nullptr; };
-      mu_.Await(absl::Condition(&looking));
-      if (stopping_) return;
-      const std::shared_ptr<codemode::CancelToken> current = look_;
-      auto over = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || look_ != current; };
-      if (mu_.AwaitWithDeadline(absl::Condition(&over), look_deadline_)) continue;
-      overdue = current;
+  codemode::MutexLock lock(&mu_);
+  while (!stopping_) {
+    absl::Time earliest = absl::InfiniteFuture();
+    for (const auto& [id, r] : running_) earliest = std::min(earliest, r.deadline);
+    const size_t count = running_.size();
+    auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || running_.size() != count; };
+    if (mu_.AwaitWithDeadline(absl::Condition(&changed), earliest)) continue;
+    const absl::Time now = absl::Now();
+    for (auto& [id, r] : running_) {
+      if (r.deadline <= now) {
+        r.cancel->Cancel("the look took longer than its timeout");  // its callbacks: a gRPC TryCancel
+        r.deadline = absl::InfiniteFuture();
+      }
     }
-    overdue->Cancel("the look took longer than its timeout");
-    codemode::MutexLock lock(&mu_);
-    auto over = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || look_ != overdue; };
-    mu_.Await(absl::Condition(&over));
-    if (stopping_) return;
   }
 }
 
-void ResourceWatch::Look(const std::string& credential) {
-  auto token = std::make_shared<codemode::CancelToken>();
-  {
-    codemode::MutexLock lock(&mu_);
-    if (stopping_) return;
-    look_ = token;
-    look_deadline_ = absl::Now() + look_timeout_;
-  }
-  const std::optional<size_t> now = fingerprint_(credential, token);
+void ResourceWatch::Look(const std::string& credential, std::shared_ptr<codemode::CancelToken> cancel) {
+  const std::optional<size_t> now = fingerprint_(credential, cancel);
   std::vector<std::function<void()>> calls;
   {
     codemode::MutexLock lock(&mu_);
-    look_ = nullptr;
     auto state = credentials_.find(credential);
-    if (stopping_ || state == credentials_.end()) return;
+    if (state == credentials_.end()) return;  // nobody listens any more
+    state->second.looking = false;
+    if (stopping_) return;
     // A cancelled look may have stopped short of some files: no change.
-    const bool complete = now && !token->cancelled();
+    const bool complete = now && !cancel->cancelled();
     const bool differs = complete && state->second.last && *now != *state->second.last;
     if (complete) state->second.last = now;
     for (auto& [id, s] : subscribers_) {

@@ -3,11 +3,15 @@
 // hold (owned_resources.h), wherever it changed: a run through this gateway, through
 // another replica, a sandbox that expired.
 //
-// One thread looks at a credential's list (its Fingerprint) when a stream subscribes, when
+// A credential's list is looked at (its Fingerprint) when a stream of it subscribes, when
 // a run of that credential ends here (Poke), and every `interval` while any stream of it
 // listens; a stream is told when a look differs from the one before. A stream is ready,
 // and gets its acknowledgement, after the first look: what changes after the
 // acknowledgement is announced. Looks at credentials nobody listens for cost nothing.
+// Each credential is looked at on its own thread (at most kMaxLooks at once, one per
+// credential), and a look is cancelled after `look_timeout`: a sandbox answers its own
+// listings, and one that stalls them delays only its own credential's streams (attack
+// round 17, F2: one thread for all let it delay everyone's by 5 s each).
 //
 //   ResourceWatch watch([&](auto& credential, auto& cancel) { return owned.Fingerprint(credential, cancel); },
 //                       absl::Seconds(10), absl::Seconds(5));
@@ -40,7 +44,10 @@ class ResourceWatch {
   // (and counts as no change) after `look_timeout`: a sandbox answers its own listings and
   // may stall them, and the one thread looks for every credential.
   ResourceWatch(FingerprintFn fingerprint, absl::Duration interval, absl::Duration look_timeout);
-  ~ResourceWatch();  // stops the threads, cancelling a look under way
+  ~ResourceWatch();  // cancels the looks under way and waits for their threads
+
+  // Looks under way at once, each on its own thread.
+  static constexpr int kMaxLooks = 8;
   ResourceWatch(const ResourceWatch&) = delete;
   ResourceWatch& operator=(const ResourceWatch&) = delete;
 
@@ -62,26 +69,33 @@ class ResourceWatch {
   };
   struct Credential {
     std::optional<size_t> last;  // the last complete look
-    bool poked = false;
+    bool poked = false;          // look (again) as soon as it may
+    bool looking = false;        // a look is under way
+  };
+  // A look under way, for the timer.
+  struct Running {
+    std::shared_ptr<codemode::CancelToken> cancel;
+    absl::Time deadline;
   };
   void Unsubscribe(uint64_t id);
+  // Starts the looks that are due; their threads end by themselves.
   void Loop();
-  // Cancels a look that runs past its deadline.
+  // Cancels the looks that run past their deadline.
   void Timer();
-  // One look at `credential`; calls its subscribers as the look says.
-  void Look(const std::string& credential);
+  // One look at `credential`, on its own thread; calls its subscribers as the look says.
+  void Look(const std::string& credential, std::shared_ptr<codemode::CancelToken> cancel);
+  bool Due() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const FingerprintFn fingerprint_;
   const absl::Duration interval_;
   const absl::Duration look_timeout_;
   codemode::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::shared_ptr<codemode::CancelToken> look_ ABSL_GUARDED_BY(mu_);  // the look under way
-  absl::Time look_deadline_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, Running> running_ ABSL_GUARDED_BY(mu_);  // by look id
+  uint64_t next_look_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<uint64_t, Subscriber> subscribers_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Credential> credentials_ ABSL_GUARDED_BY(mu_);  // those with subscribers
-  bool any_poked_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_, timer_;  // started by the first Subscribe
 };
 

@@ -13,8 +13,10 @@
 // A client that cannot be asked (it declared no elicitation capability, or speaks protocol
 // 2026-07-28, whose input_required round trip is not served yet) gets a ToolError that says
 // why and how an operator allows the tool. Nothing is approved silently. The calls of one
-// run ask one at a time, so that the first "for the rest of this run" answers the calls
-// waiting behind it. Every decision is logged as one structured line ("approval: {json}").
+// run that wait together (asyncio.gather of 50 writes) are asked about in one question
+// listing them all, approvable together or one by one; questions of one run go one at a
+// time, so that a "for the rest of this run" answers the calls waiting behind it. Every
+// decision is logged as one structured line ("approval: {json}").
 //
 //   RunApprovals approvals(&policy, &view, &ctx, options);
 //   approvals.SetSandbox(binding.approved);
@@ -23,6 +25,7 @@
 //   });
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <set>
 #include <string>
@@ -60,6 +63,11 @@ class ApprovedTools {
 struct ApprovalOptions {
   // An unanswered request is declined after this.
   absl::Duration timeout = absl::Minutes(5);
+  // Calls that need asking join the question of the first while each comes within this of
+  // the one before (asyncio.gather), for at most a second (or `gather`, when longer).
+  absl::Duration gather = absl::Milliseconds(50);
+  // At most this many calls in one question; the rest are in the next.
+  size_t max_batch = 50;
   // The arguments shown to the person, at most this many bytes of JSON.
   size_t max_summary_bytes = 1024;
 };
@@ -88,17 +96,30 @@ class RunApprovals {
   }
 
   // OK when the call may go upstream; else PERMISSION_DENIED with the ToolError's text.
+  // Calls that wait for approval together are asked about in one question.
   absl::Status Check(const std::string& server, const std::string& tool, const nlohmann::json& arguments,
                      const std::shared_ptr<codemode::CancelToken>& cancel);
 
  private:
+  // One call waiting for its answer.
+  struct Waiter {
+    std::string server, tool, name;
+    nlohmann::json arguments;
+    std::shared_ptr<codemode::CancelToken> cancel;
+    bool decided = false;
+    std::string decision;  // "once", "run", "sandbox", "declined", "cancelled", "timed out", ...
+    std::string why;       // set when the client could not be asked
+  };
   nlohmann::json Annotations(const std::string& server, const std::string& tool) const;
-  // Asks the client; the decision ("once", "run", "sandbox", "declined", "cancelled",
-  // "timed out", ...) and, when it could not ask, why.
-  std::string Ask(const std::string& server, const std::string& tool, const nlohmann::json& arguments,
-                  const std::shared_ptr<codemode::CancelToken>& cancel, std::string& why);
-  void Record(const std::string& server, const std::string& tool, const nlohmann::json& arguments,
-              const std::string& decision, const std::string& by) const;
+  bool Approved(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ask_mu_);
+  // Takes the next question's calls off the queue (those approved meanwhile are decided).
+  std::vector<std::shared_ptr<Waiter>> TakeBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ask_mu_);
+  // Asks the client about `batch` and decides each (without the lock).
+  void Ask(const std::vector<std::shared_ptr<Waiter>>& batch);
+  // The question: its message and form.
+  nlohmann::json Question(const std::vector<std::shared_ptr<Waiter>>& batch) const;
+  absl::Status Outcome(const Waiter& w);
+  void Record(const Waiter& w, const std::string& decision, const std::string& by) const;
 
   const ApprovalPolicy* const policy_;
   const std::vector<UpstreamStatus>* const view_;
@@ -108,6 +129,8 @@ class RunApprovals {
   codemode::Mutex ask_mu_;
   std::shared_ptr<ApprovedTools> sandbox_ ABSL_GUARDED_BY(ask_mu_);
   ApprovedTools run_;
+  bool asking_ ABSL_GUARDED_BY(ask_mu_) = false;
+  std::deque<std::shared_ptr<Waiter>> queue_ ABSL_GUARDED_BY(ask_mu_);
 };
 
 }  // namespace gateway

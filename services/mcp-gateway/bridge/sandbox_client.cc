@@ -322,7 +322,10 @@ Sandboxes::Owned SandboxClient::ListOwned(const std::string& owner,
     std::sort(ready.begin(), ready.end(), [](const auto* a, const auto* b) {
       return std::make_pair(a->created_at_ms(), a->id()) < std::make_pair(b->created_at_ms(), b->id());
     });
-    for (const auto* session : ready) owned.refs.push_back(SandboxRef{i, session->id()});
+    for (const auto* session : ready) {
+      owned.refs.push_back(SandboxRef{i, session->id()});
+      owned.executions.push_back(session->executions());
+    }
   }
   return owned;
 }

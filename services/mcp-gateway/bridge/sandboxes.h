@@ -73,6 +73,9 @@ class Sandboxes {
   // `complete`. For listings of a credential's files (protocol 2026-07-28).
   struct Owned {
     std::vector<SandboxRef> refs;
+    // Each ref's finished executions: while it stays the same, the sandbox's files changed
+    // only by what its code left running in the background.
+    std::vector<uint64_t> executions;
     bool complete = true;
   };
   virtual Owned ListOwned(const std::string& owner, std::shared_ptr<codemode::CancelToken> cancel) = 0;

@@ -4,6 +4,8 @@
 #include <algorithm>
 
 #include "absl/strings/escaping.h"
+#include "absl/algorithm/container.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -60,7 +62,9 @@ absl::StatusOr<json> WorkspaceResources::List(const std::string& mcp_session,
   // The cursor is the position of the page's first resource in the caller's list (by
   // session name, then path); a list that changed between pages shifts, as MCP allows.
   size_t from = 0;
-  if (!cursor.empty() && (cursor.size() > 20 || !absl::SimpleAtoi(cursor, &from))) {
+  // Digits only (SimpleAtoi also takes " 1" and "+1": attack round 17).
+  if (!cursor.empty() && (cursor.size() > 20 || !absl::c_all_of(cursor, absl::ascii_isdigit) ||
+                          !absl::SimpleAtoi(cursor, &from))) {
     return absl::InvalidArgumentError("params.cursor is not a cursor of this server");
   }
   const size_t page = std::max<size_t>(options_.list_page_size, 1);

@@ -74,7 +74,7 @@ absl::StatusOr<CallLimits::Ticket> CallLimits::Acquire(const std::string& creden
   }
   if (full != nullptr) {  // the ticket releases what was charged
     return absl::ResourceExhaustedError(absl::StrCat(
-        "too much work in flight: ", read ? "a resources/read" : "a call", " holding ", bytes,
+        "too much work in flight: ", read ? "a resources/read or resources/list" : "a call", " holding ", bytes,
         " bytes (charged ", kCopies, " times for its copies) would pass ", full->Describe(),
         "; retry when a call finishes"));
   }

@@ -120,8 +120,18 @@ McpClient::McpClient(UpstreamConfig config, UpstreamOptions options, Handlers ha
       on_tools_list_changed_(handlers.on_tools_list_changed) {
   auto transport = MakeTransport(config_, options_);
   transport_ = transport.get();
+  // A flood on the listen stream closes it; Listen() opens it again after its pause.
+  handlers.on_notification_flood = [this] {
+    std::shared_ptr<codemode::CancelToken> listening;
+    {
+      codemode::MutexLock lock(&mu_);
+      listening = listen_request_;
+    }
+    if (listening) listening->Cancel("the upstream sent too many notifications");
+  };
   rpc_ = std::make_unique<JsonRpcClient>(config_.name, std::move(transport), std::move(handlers),
-                                         options_.log_messages_per_second);
+                                         options_.log_messages_per_second,
+                                         options_.notifications_per_second);
 }
 
 McpClient::~McpClient() { Close(); }

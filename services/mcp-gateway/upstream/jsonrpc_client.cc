@@ -109,11 +109,16 @@ struct JsonRpcClient::Pending {
 };
 
 JsonRpcClient::JsonRpcClient(std::string name, std::unique_ptr<ClientTransport> transport,
-                             Handlers handlers, double log_messages_per_second)
+                             Handlers handlers, double log_messages_per_second,
+                             double notifications_per_second)
     : name_(std::move(name)),
       transport_(std::move(transport)),
       handlers_(std::move(handlers)),
       log_limit_(log_messages_per_second),
+      notification_limit_(notifications_per_second > 0
+                              ? std::make_unique<codemode::LogRateLimit>(notifications_per_second,
+                                                                         10 * notifications_per_second)
+                              : nullptr),
       warn_limit_(log_messages_per_second),
       reply_limit_(kServerRequestRepliesPerSecond, 2 * kServerRequestRepliesPerSecond) {}
 
@@ -300,6 +305,12 @@ void JsonRpcClient::OnMessage(json message) {
     if (has_method && has_id) {
       OnServerRequest(message);
     } else if (has_method) {
+      uint64_t dropped = 0;
+      if (notification_limit_ && !notification_limit_->Allow(absl::Now(), &dropped)) {
+        if (MayWarn()) spdlog::warn("upstream {}: too many notifications: dropping them", name_);
+        if (handlers_.on_notification_flood) handlers_.on_notification_flood();
+        return;
+      }
       OnNotification(message);
     } else if (has_id) {
       OnResponse(message);

@@ -38,6 +38,9 @@ class JsonRpcClient {
     std::function<void()> on_tools_list_changed;
     // The transport lost its connection; pending requests have failed with UNAVAILABLE.
     std::function<void(const std::string& reason)> on_disconnected;
+    // More notifications came than `notifications_per_second` allows (each one past it,
+    // dropped, calls this). Runs on a transport thread.
+    std::function<void()> on_notification_flood;
   };
 
   struct RequestOptions {
@@ -58,7 +61,8 @@ class JsonRpcClient {
   // (UpstreamOptions::log_messages_per_second), and as many warnings about messages that
   // are unusable; the others are counted and reported.
   JsonRpcClient(std::string name, std::unique_ptr<ClientTransport> transport,
-                Handlers handlers, double log_messages_per_second = 10);
+                Handlers handlers, double log_messages_per_second = 10,
+                double notifications_per_second = 0);
   ~JsonRpcClient();  // Close()s
   JsonRpcClient(const JsonRpcClient&) = delete;
   JsonRpcClient& operator=(const JsonRpcClient&) = delete;
@@ -107,6 +111,7 @@ class JsonRpcClient {
   std::unique_ptr<ClientTransport> transport_;
   const Handlers handlers_;
   codemode::LogRateLimit log_limit_;
+  std::unique_ptr<codemode::LogRateLimit> notification_limit_;  // null: no limit
   codemode::LogRateLimit warn_limit_;
   // Answers to the server's own requests (ping, and "not supported" for the rest): a
   // server that floods us with requests and never reads its answers would otherwise hold

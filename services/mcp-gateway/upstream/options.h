@@ -90,6 +90,11 @@ struct UpstreamOptions {
   // An upstream's notifications/message lines logged per second (bursts of as many); more
   // are counted, and the count logged with the next line that passes. 0: none logged.
   double log_messages_per_second = 10;
+  // Notifications an upstream may send per second (bursts of ten times as many); past it
+  // they are dropped, and a 2026-07-28 upstream's subscriptions/listen stream is closed
+  // and opened again later and later (attack round 17, F1: 450,000 a second kept a core
+  // busy). 0: no limit.
+  double notifications_per_second = 100;
   // Answers being received from HTTP upstreams for requests that charge no caller's budget
   // (CallOptions::answer_hold; the gateway's own initialize and tools/list), all upstreams
   // together: charged kReceiveCopies times as they arrive; past it the request fails with

@@ -62,7 +62,12 @@ class FakeSandboxes : public Sandboxes {
     Owned owned;
     owned.complete = !list_owned_incomplete;
     for (const Creation& c : creations_) {
-      if (c.owner == owner && live_.count(c.session_id)) owned.refs.push_back({0, c.session_id});
+      if (c.owner == owner && live_.count(c.session_id)) {
+        owned.refs.push_back({0, c.session_id});
+        uint64_t runs = 0;
+        for (const Execution& e : executions_) runs += e.session_id == c.session_id;
+        owned.executions.push_back(runs);
+      }
     }
     return owned;
   }
@@ -85,6 +90,7 @@ class FakeSandboxes : public Sandboxes {
       const SandboxRef& ref, const std::string& dir, uint32_t max_entries,
       std::shared_ptr<codemode::CancelToken> cancel) override {
     if (before_list) before_list(dir, cancel);
+    if (before_list_of) before_list_of(ref.session_id, cancel);
     codemode::MutexLock lock(&mu_);
     ++list_calls_;
     list_tokens_.push_back(cancel);
@@ -241,6 +247,8 @@ class FakeSandboxes : public Sandboxes {
   std::function<void()> before_create;  // runs outside the fake's lock
   // Runs first in ListFiles, outside the lock, with the directory and the call's token.
   std::function<void(const std::string& dir, std::shared_ptr<codemode::CancelToken>)> before_list;
+  // The same, with the session listed.
+  std::function<void(const std::string& session_id, std::shared_ptr<codemode::CancelToken>)> before_list_of;
   // Runs first in DownloadFile, outside the lock, with the call's token; a non-OK status
   // is the download's answer.
   std::function<absl::Status(const std::string& path, std::shared_ptr<codemode::CancelToken>)>

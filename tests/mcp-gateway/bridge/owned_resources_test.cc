@@ -109,6 +109,9 @@ TEST_F(OwnedResourcesTest, ListingPagesWithACursor) {
   EXPECT_THAT(Names(List(tool, "token a", "1")), ::testing::ElementsAre("b.txt"));
   EXPECT_TRUE(absl::IsInvalidArgument(tool.ListOwnedResources("x", ctx).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(tool.ListOwnedResources(std::string(21, '1'), ctx).status()));
+  for (const char* odd : {" 1", "+1", "1 ", "-0"}) {
+    EXPECT_TRUE(absl::IsInvalidArgument(tool.ListOwnedResources(odd, ctx).status())) << odd;
+  }
 }
 
 // Where a credential names no one client, sandboxd's owner is shared by all of them.
@@ -183,8 +186,12 @@ TEST_F(OwnedResourcesTest, TheWatchFindsChangesMadeElsewhere) {
   Subscriber a;
   std::shared_ptr<void> sub = a.Subscribe(tool, "token a");
   ASSERT_TRUE(a.Ready());
-  const std::string session = sandboxes_.executions().back().session_id;
-  sandboxes_.PutFile(session, "out/elsewhere.txt", "E");
+  const SandboxRef ref{0, sandboxes_.executions().back().session_id};
+  // A run through another replica: sandboxd counts one more execution.
+  auto run_elsewhere = [&](const std::string& code) {
+    ASSERT_TRUE(sandboxes_.Execute(ref, code, 1000, nullptr, ExecuteHandlers{}, nullptr).ok());
+  };
+  run_elsewhere("out/elsewhere.txt=E");
   for (int i = 0; i < 3000 && a.changes == 0; ++i) absl::SleepFor(absl::Milliseconds(10));
   EXPECT_EQ(a.changes, 1);
   // An endpoint that does not answer is no change (nor is its coming back).
@@ -194,13 +201,29 @@ TEST_F(OwnedResourcesTest, TheWatchFindsChangesMadeElsewhere) {
   WaitForALook(tool, "token a");
   EXPECT_EQ(a.changes, 1);
   // A file removed is a change too.
-  sandboxes_.RemoveFile(session, "out/elsewhere.txt");
+  sandboxes_.RemoveFile(ref.session_id, "out/elsewhere.txt");
+  run_elsewhere("#");
   for (int i = 0; i < 3000 && a.changes == 1; ++i) absl::SleepFor(absl::Milliseconds(10));
   EXPECT_EQ(a.changes, 2);
 }
 
-// Sandboxed code answers its own listings: one that never answers holds the watch's one
-// thread only until the look's timeout, and other credentials' streams are served.
+// Attack round 17, F3: an idle listener had every out/ of its credential walked each
+// interval. A sandbox that has not run since the last look is not walked again.
+TEST_F(OwnedResourcesTest, ASandboxThatHasNotRunIsNotWalkedAgain) {
+  RunPythonOptions options;
+  options.resources_poll_interval = absl::ZeroDuration();
+  RunPythonTool tool(&sandboxes_, &upstreams_, options);
+  Run(tool, "out/a.txt=A", "token a");
+  Subscriber a;
+  std::shared_ptr<void> sub = a.Subscribe(tool, "token a");
+  ASSERT_TRUE(a.Ready());
+  const int walked = sandboxes_.list_calls();
+  for (int i = 0; i < 3; ++i) WaitForALook(tool, "token a");
+  EXPECT_EQ(sandboxes_.list_calls(), walked) << "three looks, no run: nothing listed";
+}
+
+// Sandboxed code answers its own listings: one that never answers holds its credential's
+// look only until the look's timeout.
 TEST_F(OwnedResourcesTest, AStalledListingDoesNotHoldTheWatch) {
   RunPythonOptions options;
   options.resources_poll_interval = absl::ZeroDuration();
@@ -209,8 +232,8 @@ TEST_F(OwnedResourcesTest, AStalledListingDoesNotHoldTheWatch) {
   Run(tool, "out/a.txt=A", "token a");
   Run(tool, "out/b.txt=B", "token b");
   const std::string stalled = sandboxes_.executions()[0].session_id;
-  sandboxes_.before_list = [&](const std::string&, std::shared_ptr<codemode::CancelToken> cancel) {
-    if (sandboxes_.executions()[0].session_id != stalled || cancel == nullptr) return;
+  sandboxes_.before_list_of = [&](const std::string& session, std::shared_ptr<codemode::CancelToken> cancel) {
+    if (session != stalled || cancel == nullptr) return;
     auto done = std::make_shared<absl::Notification>();
     cancel->OnCancel([done] { done->Notify(); });
     done->WaitForNotificationWithTimeout(absl::Seconds(120));  // "never"
@@ -221,6 +244,33 @@ TEST_F(OwnedResourcesTest, AStalledListingDoesNotHoldTheWatch) {
   EXPECT_TRUE(a.Ready()) << "acknowledged after the look was given up";
   EXPECT_TRUE(b.Ready());
   EXPECT_EQ(a.changes + b.changes, 0);
+}
+
+// Attack round 17, F2: with one thread for every credential, a stalled look of one tenant
+// held every other tenant's acknowledgements and notifications until its timeout.
+TEST_F(OwnedResourcesTest, AStalledLookOfOneCredentialDelaysNoOther) {
+  RunPythonOptions options;
+  options.resources_poll_interval = absl::ZeroDuration();
+  options.resources_look_timeout = absl::Minutes(10);  // longer than the waits below
+  Run(*std::make_unique<RunPythonTool>(&sandboxes_, &upstreams_, options), "out/a.txt=A", "token a");
+  const std::string stalled = sandboxes_.executions()[0].session_id;
+  auto release = std::make_shared<absl::Notification>();
+  sandboxes_.before_list_of = [&, release](const std::string& session, std::shared_ptr<codemode::CancelToken> cancel) {
+    if (cancel == nullptr || session != stalled) return;
+    cancel->OnCancel([release] { if (!release->HasBeenNotified()) release->Notify(); });
+    release->WaitForNotification();  // until the watch gives up (its destructor cancels)
+  };
+  RunPythonTool tool(&sandboxes_, &upstreams_, options);
+  Run(tool, "out/b.txt=B", "token b");
+  Subscriber a, b;
+  std::shared_ptr<void> sub_a = a.Subscribe(tool, "token a");
+  absl::SleepFor(absl::Milliseconds(50));  // a's look is under way (it is not asserted)
+  std::shared_ptr<void> sub_b = b.Subscribe(tool, "token b");
+  EXPECT_TRUE(b.Ready()) << "b's acknowledgement waited for a's stalled look";
+  Run(tool, "out/b2.txt=B", "token b");
+  for (int i = 0; i < 3000 && b.changes == 0; ++i) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_EQ(b.changes, 1);
+  EXPECT_FALSE(a.ready.HasBeenNotified());
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // (once, for the run, for the sandbox); decline, cancel, no answer, a client that cannot be
 // asked and a 2026-07-28 request are each a ToolError and nothing reaches the upstream.
 #include <atomic>
+#include <thread>
 
 #include "absl/strings/str_split.h"
 
@@ -138,6 +139,41 @@ TEST_F(RunApprovalsTest, WhatIsNotAnApprovalRefusesTheCall) {
   EXPECT_THAT(Run(tool, "github.delete_repo", json(), true, /*mcp=*/""), HasSubstr("protocol 2026-07-28"));
   EXPECT_EQ(UpstreamCalls("delete_repo"), 0u);
   EXPECT_EQ(Run(tool, "github.search", json()), "-") << "a tool that needs no approval is not asked";
+}
+
+// asyncio.gather of five writes: one question listing the five, each approvable on its own.
+TEST_F(RunApprovalsTest, CallsThatWaitTogetherAreAskedAboutInOneQuestion) {
+  sandboxes_.SetScript([](const FakeSandboxes::Execution&, const ExecuteHandlers& h,
+                          std::shared_ptr<codemode::CancelToken>) -> absl::StatusOr<Finished> {
+    std::vector<std::string> errors(5);
+    std::vector<std::thread> calls;
+    for (int i = 0; i < 5; ++i) {
+      calls.emplace_back([&, i] {
+        errors[i] = h.on_tool_call(ToolCallOf("github", "delete_repo", absl::StrCat(R"({"n":)", i, "}")), {}).error();
+      });
+    }
+    for (auto& t : calls) t.join();
+    Finished f;
+    f.set_status(Finished::OK);
+    int refused = 0;
+    for (const std::string& e : errors) refused += !e.empty();
+    f.set_stdout(absl::StrCat(refused, " refused"));
+    return f;
+  });
+  options_.approval.gather = absl::Seconds(30);  // all five join the first question,
+  options_.approval.max_batch = 5;              // which goes out once they have
+  RunPythonTool tool(&sandboxes_, &upstreams_, options_);
+  const json answer = {{"action", "accept"},
+                       {"content", {{"decision", "once"}, {"call_1", true}, {"call_2", true}, {"call_3", false},
+                                    {"call_4", true}}}};  // call_5 missing: refused
+  EXPECT_EQ(Run(tool, "gather", answer), "2 refused");
+  ASSERT_EQ(asked_.size(), 1u);
+  const json& form = asked_[0]["requestedSchema"];
+  EXPECT_EQ(form["required"].size(), 6u);
+  EXPECT_EQ(form["properties"]["call_5"]["type"], "boolean");
+  EXPECT_EQ(form["properties"]["call_5"]["default"], true);
+  EXPECT_THAT(asked_[0]["message"].get<std::string>(), HasSubstr("wants to make 5 calls"));
+  EXPECT_EQ(UpstreamCalls("delete_repo"), 3u);
 }
 
 TEST(SummarizeArgumentsTest, HidesSecretsAndClips) {

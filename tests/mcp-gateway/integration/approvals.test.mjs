@@ -2,7 +2,7 @@
 // rules in its mcpServers entry (ask for delete_* and create_entities, deny read_graph), and
 // the TypeScript SDK client with an elicitation handler playing the person. Approve once,
 // for the rest of the run (a loop of 10 is asked once), decline (the code gets ToolError and
-// goes on), cancel, no answer (declined at --approval_timeout while the run goes on), a
+// goes on), 50 gathered calls asked in one question, cancel, no answer (declined at --approval_timeout while the run goes on), a
 // client without the capability (refused, saying how an operator allows it), and a denied
 // tool (not in the code's catalog at all).
 import assert from "node:assert/strict";
@@ -84,6 +84,31 @@ describe("approvals", () => {
     r = await runPython(run.c, deleteLoop("c", 1));
     assert.equal(run.asked.length, 4, "a new run asks again");
     await run.c.close();
+  });
+
+  test("50 calls gathered at once are one question, approvable one by one", async () => {
+    const { c, asked } = await askingClient(gateway, (p) => {
+      if (/create_entities/.test(p.message)) return { action: "accept", content: { decision: "once" } };
+      const content = { decision: "once" };
+      for (const key of Object.keys(p.requestedSchema.properties)) if (key.startsWith("call_")) content[key] = key !== "call_7";
+      return { action: "accept", content };
+    });
+    const r = await runPython(c, `
+import asyncio
+await mcp_memory.create_entities(entities=[{"name": f"g{i}", "entityType": "t", "observations": []} for i in range(50)])
+async def one(i):
+    try:
+        await mcp_memory.delete_entities(entityNames=[f"g{i}"])
+        return "ok"
+    except ToolError:
+        return "refused"
+results = await asyncio.gather(*[one(i) for i in range(50)])
+print(results.count("ok"), results.count("refused"))
+`);
+    assert.equal(r.structuredContent.stdout, "49 1\n", text(r));
+    assert.equal(asked.length, 2, "one question for create_entities, one for the 50 deletes");
+    assert.match(asked[1].message, /wants to make 50 calls/);
+    await c.close();
   });
 
   test("decline and cancel are ToolErrors the code handles; nothing reaches the upstream", async () => {

@@ -142,6 +142,23 @@ TEST_F(JsonRpcClientTest, ServerRequestFloodsAreAnsweredAtABoundedRate) {
   EXPECT_LT(transport_->SentCount(), 100u);
 }
 
+// Attack round 17, F1: a 2026-07-28 upstream's listen stream sent 450,000 list_changed a
+// second and kept a core busy. Past the rate, notifications are dropped and the flood
+// handler (McpClient: close the listen stream) is told.
+TEST(JsonRpcClientFloodTest, NotificationsPastTheRateAreDroppedAndReported) {
+  auto transport = std::make_unique<FakeTransport>();
+  FakeTransport* fake = transport.get();
+  std::atomic<int> changed{0}, floods{0};
+  JsonRpcClient::Handlers handlers;
+  handlers.on_tools_list_changed = [&] { ++changed; };
+  handlers.on_notification_flood = [&] { ++floods; };
+  JsonRpcClient client("flood", std::move(transport), handlers, 10, /*notifications_per_second=*/100);
+  ASSERT_TRUE(client.Start(absl::Seconds(1)).ok());
+  for (int i = 0; i < 5000; ++i) fake->Deliver({{"jsonrpc", "2.0"}, {"method", "notifications/tools/list_changed"}});
+  EXPECT_LE(changed, 1100) << "at most the burst (and what the rate adds meanwhile) got through";
+  EXPECT_GE(floods, 3900);
+}
+
 TEST_F(JsonRpcClientTest, RoutesProgressToItsRequestOnly) {
   std::vector<json> progress;
   auto options = Options();
