@@ -1,7 +1,10 @@
-// handle_bench: the cost of sealing and opening one sandbox handle (issue 23's target:
-// verification within 10 us), against the gateway's other per-call work of the same kind
-// (SHA-256 of a bearer token, which every authenticated request pays). Prints a markdown
-// table of per-operation medians over 5 rounds of 20,000 operations each.
+// handle_bench: the gateway's per-call work that needs no daemon. The cost of sealing and
+// opening one sandbox handle (issue 23's target: verification within 10 us), of the approval
+// gate for a tool call the policy allows (issue 24's target: within 5 us, with 10 upstreams
+// of 100 tools each and an operator's glob rules), of a 2026-07-28 run's hand-off to a
+// thread of its own (pending_runs.h), against the gateway's other per-call work of the same
+// kind (SHA-256 of a bearer token, which every authenticated request pays). Prints a
+// markdown table of per-operation medians over 5 rounds of 20,000 operations each.
 //
 //   build/bench/handle_bench
 #include <algorithm>
@@ -11,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "bridge/pending_runs.h"
+#include "bridge/run_approvals.h"
 #include "handles/sandbox_handle.h"
 #include "server/http_token.h"
 
@@ -44,6 +49,42 @@ int main() {
   std::string forged = handle;
   forged[20] = forged[20] == 'A' ? 'B' : 'A';
   volatile size_t sink = 0;
+
+  // The approval gate as a run meets it: 10 upstreams of 100 tools, rules with globs.
+  std::vector<gateway::UpstreamStatus> view;
+  for (int s = 0; s < 10; ++s) {
+    gateway::UpstreamStatus server;
+    server.name = "server" + std::to_string(s);
+    for (int t = 0; t < 100; ++t) {
+      gateway::UpstreamTool tool;
+      tool.name = (t % 10 == 0 ? "delete_item_" : "get_item_") + std::to_string(t);
+      tool.annotations = {{"readOnlyHint", t % 10 != 0}, {"destructiveHint", t % 10 == 0}};
+      server.tools.push_back(tool);
+    }
+    view.push_back(server);
+  }
+  gateway::ApprovalRules rules;
+  rules.allow = {"get_*", "list_*", "search_*", "read_?tem"};
+  rules.ask = {"delete_*", "*_repo", "push_*", "create_*"};
+  rules.deny = {"drop_*", "*_database"};
+  std::map<std::string, gateway::ApprovalRules> per_server;
+  for (const auto& server : view) per_server[server.name] = rules;
+  const gateway::ApprovalPolicy policy(per_server, std::nullopt);
+  gateway::ToolCallContext ctx;
+  ctx.credential = credential;
+  gateway::RunApprovals approvals(&policy, &view, &ctx, {});
+  const nlohmann::json arguments = {{"id", 42}, {"fields", {"name", "owner"}}};
+  auto cancel = std::make_shared<codemode::CancelToken>();
+
+  // A 2026-07-28 run: its own thread and context, the request waiting for its result.
+  gateway::PendingRuns pending(&sealer, {});
+  gateway::ToolCallContext request;
+  request.credential = credential;
+  request.cancel = cancel;
+  const nlohmann::json run_args = {{"code", "print(1)"}};
+  const gateway::PendingRuns::Work work = [](gateway::ToolCallContext&) -> absl::StatusOr<nlohmann::json> {
+    return nlohmann::json::object();
+  };
   struct Row {
     const char* what;
     std::function<void()> op;
@@ -53,6 +94,11 @@ int main() {
       {"open a valid handle (a run or read by handle)", [&] { sink = sink + sealer.Open(handle, credential).ok(); }},
       {"refuse another credential's handle", [&] { sink = sink + sealer.Open(handle, "token 000000000000").ok(); }},
       {"refuse an altered handle", [&] { sink = sink + sealer.Open(forged, credential).ok(); }},
+      {"approval gate: a call the policy allows (server9.get_item_99)",
+       [&] { sink = sink + approvals.Check("server9", "get_item_99", arguments, cancel).ok(); }},
+      {"2026-07-28 run: hand-off to its own thread and back", [&] {
+         sink = sink + pending.Start(work, "run_python", run_args, request).ok();
+       }},
       {"baseline: SHA-256 of a bearer token (every request)",
        [&] { sink = sink + gateway::CredentialOfToken("0123456789abcdef0123456789abcdef").size(); }},
   };

@@ -228,7 +228,7 @@ void RunApprovals::Ask(const std::vector<std::shared_ptr<Waiter>>& batch) {
       Record(*w, why.empty() ? decision : "refused", why.empty() ? "user" : why);
     }
   };
-  if (!ctx_->ask_client) return decide_all("", "this request (protocol 2026-07-28) cannot be asked yet");
+  if (!ctx_->ask_client) return decide_all("", "this request has no way to ask its client");
   if (!ctx_->client_capabilities.contains("elicitation")) {
     return decide_all("", "this MCP client cannot be asked (it declared no elicitation capability)");
   }

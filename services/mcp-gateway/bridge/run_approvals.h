@@ -10,9 +10,10 @@
 //   sandbox  and in later runs in this sandbox (on this gateway)
 //   decline / cancel / no answer within --approval_timeout: the code gets a ToolError
 //
-// A client that cannot be asked (it declared no elicitation capability, or speaks protocol
-// 2026-07-28, whose input_required round trip is not served yet) gets a ToolError that says
-// why and how an operator allows the tool. Nothing is approved silently. The calls of one
+// A client of protocol 2026-07-28 is asked through ToolCallContext::ask_client too: there it
+// is PendingRuns' (pending_runs.h), which sends the question as an input_required result.
+// A client that cannot be asked (it declared no elicitation capability) gets a ToolError
+// that says why and how an operator allows the tool. Nothing is approved silently. The calls of one
 // run that wait together (asyncio.gather of 50 writes) are asked about in one question
 // listing them all, approvable together or one by one; questions of one run go one at a
 // time, so that a "for the rest of this run" answers the calls waiting behind it. Every

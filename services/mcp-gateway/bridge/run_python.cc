@@ -4,6 +4,8 @@
 
 #include <openssl/rand.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace gateway {
@@ -29,6 +31,12 @@ std::shared_ptr<const HandleSealer> SealerOrOwn(std::shared_ptr<const HandleSeal
   return std::make_shared<HandleSealer>(std::vector<HandleSealer::Key>{key}, absl::Hours(24));
 }
 
+PendingRunsOptions PendingOptions(const RunPythonOptions& options) {
+  PendingRunsOptions pending = options.pending;
+  pending.keep = std::max(pending.keep, options.approval.timeout);
+  return pending;
+}
+
 }  // namespace
 
 RunPythonTool::RunPythonTool(Sandboxes* sandboxes, Upstreams* upstreams, RunPythonOptions options)
@@ -49,7 +57,8 @@ RunPythonTool::RunPythonTool(Sandboxes* sandboxes, Upstreams* upstreams, RunPyth
              }),
       watch_([this](const std::string& credential,
                     const std::shared_ptr<codemode::CancelToken>& cancel) { return owned_.Fingerprint(credential, cancel); },
-             options.resources_poll_interval, options.resources_look_timeout) {}
+             options.resources_poll_interval, options.resources_look_timeout),
+      pending_(handles_.get(), PendingOptions(options)) {}
 
 RunPythonTool::~RunPythonTool() = default;
 
@@ -68,6 +77,35 @@ json RunPythonTool::ListTools() {
 absl::StatusOr<json> RunPythonTool::CallTool(const std::string& name, const json& arguments,
                                              ToolCallContext& ctx) {
   if (name != kToolName) return absl::InvalidArgumentError(absl::StrCat("unknown tool '", name, "'"));
+  // Protocol 2026-07-28: a run that may ask for an approval goes on a thread of its own, so
+  // that it can outlive this request while it waits, and the client's retry picks it up
+  // (pending_runs.h).
+  if (ctx.input_required && !ctx.request_state.empty()) return pending_.Resume(name, arguments, ctx);
+  if (!ctx.input_required || !MayAsk()) return CallToolNow(name, arguments, ctx);
+  return pending_.Start([this, name, arguments](ToolCallContext& own) { return CallToolNow(name, arguments, own); },
+                        name, arguments, ctx);
+}
+
+bool RunPythonTool::MayAsk() {
+  const uint64_t version = upstreams_->catalog_version();
+  {
+    codemode::MutexLock lock(&may_ask_mu_);
+    if (may_ask_version_ == version) return may_ask_;
+  }
+  bool asks = false;
+  for (const UpstreamStatus& server : upstreams_->Snapshot()) {
+    for (const UpstreamTool& tool : server.tools) {
+      asks = asks || policy_->For(server.name, tool.name, tool.annotations) == Approval::kAsk;
+    }
+  }
+  codemode::MutexLock lock(&may_ask_mu_);
+  may_ask_version_ = version;
+  may_ask_ = asks;
+  return asks;
+}
+
+absl::StatusOr<json> RunPythonTool::CallToolNow(const std::string& name, const json& arguments,
+                                                ToolCallContext& ctx) {
   const std::vector<UpstreamStatus> upstreams = upstreams_->Snapshot();
   const uint64_t catalog_version = upstreams_->catalog_version();
   RunLimits limits;

@@ -23,6 +23,7 @@
 #include "bridge/run_arguments.h"
 #include "bridge/run_catalog.h"
 #include "bridge/owned_resources.h"
+#include "bridge/pending_runs.h"
 #include "bridge/resource_watch.h"
 #include "bridge/run_approvals.h"
 #include "bridge/run_result.h"
@@ -70,6 +71,9 @@ struct RunPythonOptions {
   // A look at a credential's sandboxes for the watch is given up after this (a sandbox
   // answers its own listings, and may stall them); it then counts as no change.
   absl::Duration resources_look_timeout = absl::Seconds(5);
+  // Runs of protocol 2026-07-28 held between the requests of a multi round-trip request
+  // (pending_runs.h); `keep` is raised to at least the approval timeout.
+  PendingRunsOptions pending;
   // Which upstream tools need a person's approval (null: the tools' annotations decide),
   // and how long a question waits.
   std::shared_ptr<const ApprovalPolicy> approvals;
@@ -129,6 +133,12 @@ class RunPythonTool : public ToolProvider {
     // session id the handle keeps from the client.
     bool by_handle = false;
   };
+  // Whether any upstream tool needs asking (the policy over the catalog, kept per catalog
+  // version): only then does a 2026-07-28 run need a thread of its own.
+  bool MayAsk();
+  // CallTool on the caller's thread.
+  absl::StatusOr<nlohmann::json> CallToolNow(const std::string& name, const nlohmann::json& arguments,
+                                             ToolCallContext& context);
   // Runs where the run's `sandbox` handle or session name says.
   absl::StatusOr<sandbox::v1::Finished> Execute(Run& run);
   // Runs on the binding `placement` finds, retrying once in a new sandbox when the old one
@@ -158,6 +168,11 @@ class RunPythonTool : public ToolProvider {
   OwnedResources owned_;
   ResourceWatch watch_;  // after owned_, which its thread uses
   UpstreamMemory memory_;
+  codemode::Mutex may_ask_mu_;
+  uint64_t may_ask_version_ ABSL_GUARDED_BY(may_ask_mu_) = ~uint64_t{0};
+  bool may_ask_ ABSL_GUARDED_BY(may_ask_mu_) = false;
+  // Last: destroyed first, it cancels its runs and waits for them, which use all of the above.
+  PendingRuns pending_;
 };
 
 }  // namespace gateway

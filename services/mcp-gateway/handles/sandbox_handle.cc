@@ -17,16 +17,20 @@ namespace gateway {
 namespace {
 
 constexpr char kPrefix[] = "sbx1_";
+constexpr char kStatePrefix[] = "rst1_";
 constexpr size_t kNonceBytes = 12;
 constexpr size_t kTagBytes = 16;
 constexpr char kAadLabel[] = "mcp-gateway sandbox handle v1";  // and its NUL
+constexpr char kStateAadLabel[] = "mcp-gateway request state v1";
 
 using CipherCtx = std::unique_ptr<EVP_CIPHER_CTX, decltype(&EVP_CIPHER_CTX_free)>;
 
 CipherCtx NewCtx() { return CipherCtx(EVP_CIPHER_CTX_new(), &EVP_CIPHER_CTX_free); }
 
-std::string Aad(absl::string_view credential) {
-  std::string aad(kAadLabel, sizeof kAadLabel);  // the label's NUL separates it from the credential
+// `label` (with its NUL, which separates it from the credential) and the credential: a
+// handle and a request state never open as each other.
+std::string Aad(absl::string_view credential, absl::string_view label = {kAadLabel, sizeof kAadLabel}) {
+  std::string aad(label.data(), label.size());
   aad.append(credential.data(), credential.size());
   return aad;
 }
@@ -129,32 +133,32 @@ absl::StatusOr<HandleSealer> HandleSealer::FromKeyFile(const std::string& path, 
   return sealer;
 }
 
-std::string HandleSealer::Seal(const SandboxAddress& address, absl::string_view credential) const {
-  if (address.endpoint.size() > kMaxFieldBytes || address.session_id.size() > kMaxFieldBytes) return "";
-  const int64_t expires = absl::ToUnixSeconds(now_() + ttl_);
+std::string HandleSealer::SealFields(absl::string_view prefix, absl::string_view aad,
+                                     absl::string_view first, absl::string_view second,
+                                     absl::Duration ttl) const {
+  if (first.size() > kMaxFieldBytes || second.size() > kMaxFieldBytes) return "";
+  const int64_t expires = absl::ToUnixSeconds(now_() + ttl);
   std::string plain;
   for (int shift = 56; shift >= 0; shift -= 8) {
     plain.push_back(static_cast<char>((static_cast<uint64_t>(expires) >> shift) & 0xff));
   }
-  PutU16(plain, address.endpoint.size());
-  plain += address.endpoint;
-  PutU16(plain, address.session_id.size());
-  plain += address.session_id;
-  const std::string sealed = Encrypt(keys_.front(), Aad(credential), plain);
+  PutU16(plain, first.size());
+  plain.append(first.data(), first.size());
+  PutU16(plain, second.size());
+  plain.append(second.data(), second.size());
+  const std::string sealed = Encrypt(keys_.front(), aad, plain);
   if (sealed.empty()) return "";
-  return absl::StrCat(kPrefix, absl::WebSafeBase64Escape(sealed));
+  return absl::StrCat(prefix, absl::WebSafeBase64Escape(sealed));
 }
 
-absl::StatusOr<SandboxAddress> HandleSealer::Open(absl::string_view handle,
-                                                  absl::string_view credential) const {
-  const absl::Status invalid = absl::PermissionDeniedError(kInvalidHandle);
-  if (handle.size() > kMaxHandleBytes || !absl::ConsumePrefix(&handle, kPrefix)) return invalid;
+bool HandleSealer::OpenFields(absl::string_view text, absl::string_view prefix, absl::string_view aad,
+                              std::string& first, std::string& second) const {
+  if (text.size() > kMaxHandleBytes || !absl::ConsumePrefix(&text, prefix)) return false;
   std::string sealed;
   // Only the canonical spelling: base64's spare bits must not give one handle many names.
-  if (!absl::WebSafeBase64Unescape(handle, &sealed) || absl::WebSafeBase64Escape(sealed) != handle) {
-    return invalid;
+  if (!absl::WebSafeBase64Unescape(text, &sealed) || absl::WebSafeBase64Escape(sealed) != text) {
+    return false;
   }
-  const std::string aad = Aad(credential);
   std::string plain;
   bool opened = false;
   for (const Key& key : keys_) {
@@ -163,17 +167,40 @@ absl::StatusOr<SandboxAddress> HandleSealer::Open(absl::string_view handle,
       break;
     }
   }
-  if (!opened || plain.size() < 8) return invalid;
+  if (!opened || plain.size() < 8) return false;
   uint64_t expires = 0;
   for (size_t i = 0; i < 8; ++i) expires = (expires << 8) | static_cast<unsigned char>(plain[i]);
   size_t pos = 8;
+  if (!GetField(plain, pos, first) || !GetField(plain, pos, second) || pos != plain.size()) return false;
+  return absl::FromUnixSeconds(static_cast<int64_t>(expires)) > now_();
+}
+
+std::string HandleSealer::Seal(const SandboxAddress& address, absl::string_view credential) const {
+  return SealFields(kPrefix, Aad(credential), address.endpoint, address.session_id, ttl_);
+}
+
+absl::StatusOr<SandboxAddress> HandleSealer::Open(absl::string_view handle,
+                                                  absl::string_view credential) const {
   SandboxAddress address;
-  if (!GetField(plain, pos, address.endpoint) || !GetField(plain, pos, address.session_id) ||
-      pos != plain.size()) {
-    return invalid;
+  if (!OpenFields(handle, kPrefix, Aad(credential), address.endpoint, address.session_id)) {
+    return absl::PermissionDeniedError(kInvalidHandle);
   }
-  if (absl::FromUnixSeconds(static_cast<int64_t>(expires)) <= now_()) return invalid;
   return address;
+}
+
+std::string HandleSealer::SealState(absl::string_view state, absl::string_view credential,
+                                    absl::Duration ttl) const {
+  return SealFields(kStatePrefix, Aad(credential, {kStateAadLabel, sizeof kStateAadLabel}), state, "", ttl);
+}
+
+absl::StatusOr<std::string> HandleSealer::OpenState(absl::string_view sealed,
+                                                    absl::string_view credential) const {
+  std::string state, empty;
+  if (!OpenFields(sealed, kStatePrefix, Aad(credential, {kStateAadLabel, sizeof kStateAadLabel}), state, empty) ||
+      !empty.empty()) {
+    return absl::InvalidArgumentError(kInvalidState);
+  }
+  return state;
 }
 
 }  // namespace gateway

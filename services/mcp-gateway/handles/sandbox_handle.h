@@ -81,7 +81,27 @@ class HandleSealer {
 
   absl::Duration ttl() const { return ttl_; }
 
+  // The requestState of a multi round-trip request (protocol 2026-07-28; bridge/pending_runs.h):
+  // `state` (at most kMaxFieldBytes) sealed the same way for `credential`, expiring `ttl`
+  // from now, as "rst1_" + base64url. Associated data of its own ("mcp-gateway request state
+  // v1\0" and the credential), so a state never opens as a handle nor a handle as a state.
+  std::string SealState(absl::string_view state, absl::string_view credential, absl::Duration ttl) const;
+  // What SealState sealed, when it was sealed by one of our keys for `credential` and has
+  // not expired; INVALID_ARGUMENT with kInvalidState otherwise, whatever the reason.
+  absl::StatusOr<std::string> OpenState(absl::string_view sealed, absl::string_view credential) const;
+  static constexpr char kInvalidState[] =
+      "this requestState is not valid for your credential (it was altered, has expired, or was "
+      "issued to someone else or by a gateway with another key)";
+
  private:
+  // "prefix" + base64url(nonce || AES-256-GCM(expiry, first, second) || tag) under the first
+  // key; "" when a field is too long or the library fails.
+  std::string SealFields(absl::string_view prefix, absl::string_view aad, absl::string_view first,
+                         absl::string_view second, absl::Duration ttl) const;
+  // The fields of what SealFields made with `prefix` and `aad` under any key, unexpired.
+  bool OpenFields(absl::string_view text, absl::string_view prefix, absl::string_view aad, std::string& first,
+                  std::string& second) const;
+
   std::vector<Key> keys_;
   absl::Duration ttl_;
   std::function<absl::Time()> now_;

@@ -138,8 +138,12 @@ int64_t TtlMs(const std::string& method) {
 }
 
 json StatelessResult(json result, const std::string& method, const json& server_info) {
-  result["resultType"] = "complete";
-  if (IsCacheable(method)) {
+  // A tools/call may answer input_required (ToolCallContext::input_required); every other
+  // result is complete.
+  auto type = result.find("resultType");
+  const bool input_required = method == "tools/call" && type != result.end() && *type == "input_required";
+  result["resultType"] = input_required ? "input_required" : "complete";
+  if (!input_required && IsCacheable(method)) {
     result["ttlMs"] = TtlMs(method);
     result["cacheScope"] = "private";
   }

@@ -142,6 +142,9 @@ struct McpSession::Impl {
     bool read = false;         // counted as a read by CallLimits
     uint64_t bytes = 0;        // what its arguments hold
     std::string stateless_method;  // the method, for a request of the 2026-07-28 era; else ""
+    // tools/call of the 2026-07-28 era: its retry fields (ToolCallContext::input_required).
+    std::string request_state;
+    json input_responses = json::object();
   };
   json StartWork(const json& id, const json& params, const std::shared_ptr<ReplySink>& reply,
                  WorkSpec spec);

@@ -16,6 +16,9 @@
 namespace gateway {
 namespace {
 
+// A requestState longer than this is none of ours (HandleSealer::SealState's are ~150 bytes).
+constexpr size_t kMaxRequestStateBytes = 4096;
+
 // State behind ToolCallContext::progress: enforces increasing values and stops
 // notifications once the response has been produced.
 struct ProgressState {
@@ -67,7 +70,23 @@ json McpSession::Impl::StartToolCall(const json& id, const json& params,
   spec.work = [this, tool, arguments = std::move(arguments)](ToolCallContext& context) {
     return provider->CallTool(tool, arguments, context);
   };
-  if (stateless) spec.stateless_method = "tools/call";
+  if (stateless) {
+    spec.stateless_method = "tools/call";
+    // The retry of a multi round-trip request (ToolCallContext::input_required).
+    auto state = params.find("requestState");
+    if (state != params.end() && !state->is_null()) {
+      if (!state->is_string() || state->get_ref<const std::string&>().size() > kMaxRequestStateBytes) {
+        return MakeError(id, kInvalidParams, "params.requestState must be the string of an input_required result");
+      }
+      spec.request_state = state->get<std::string>();
+    }
+    auto responses = params.find("inputResponses");
+    if (responses != params.end() && !responses->is_null()) {
+      if (!responses->is_object()) return MakeError(id, kInvalidParams, "params.inputResponses must be an object");
+      spec.input_responses = *responses;
+      spec.bytes += codemode::ApproxJsonBytes(*responses);
+    }
+  }
   return StartWork(id, params, reply, std::move(spec));
 }
 
@@ -190,6 +209,9 @@ void McpSession::Impl::RunWork(const json& id, const WorkSpec& spec, const json&
       return client_requests.Ask(reply, method, std::move(params), timeout, token);
     };
   }
+  context.input_required = spec.stateless_method == "tools/call";
+  context.request_state = spec.request_state;
+  context.input_responses = spec.input_responses;
   context.resources_changed = [this] { self->NotifyResourcesChanged(); };
   // None when the client asked for none: then nobody builds progress messages for it.
   if (!progress_token.is_null() && reply) {

@@ -60,6 +60,13 @@ struct ToolCallContext {
   std::function<absl::StatusOr<nlohmann::json>(const std::string& method, nlohmann::json params,
                                                absl::Duration timeout)>
       ask_client;
+  // Protocol 2026-07-28's multi round-trip requests (tools/call only): the call may be
+  // answered with an `input_required` result ({resultType: "input_required", inputRequests,
+  // requestState}) and retried by the client with the same params plus `requestState` (the
+  // one it got, at most 4 KiB) and `inputResponses` (an object: the answers by request key).
+  bool input_required = false;
+  std::string request_state;
+  nlohmann::json input_responses = nlohmann::json::object();
   // What the call comes to hold while it runs (a resources/read its file's copies) is
   // charged here: the credential's share of the gateway's byte ceiling and the ceiling.
   // Null without a ceiling.

@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "base/mutex.h"
 #include "bridge/sandboxes.h"
 #include "bridge/upstreams.h"
@@ -364,6 +365,25 @@ inline sandbox::v1::ToolCall ToolCallOf(const std::string& server, const std::st
   c.set_tool(tool);
   c.set_arguments_json(arguments_json);
   return c;
+}
+
+// A script for FakeSandboxes::SetScript: the code names the tool calls it makes, one after
+// another ("github.delete_repo,github.search"), each with `arguments_json`; its stdout is
+// each call's error ("-" when it went through), joined by "|".
+inline FakeSandboxes::Script CallsNamedByCode(const std::string& arguments_json) {
+  return [arguments_json](const FakeSandboxes::Execution& e, const ExecuteHandlers& h,
+                          std::shared_ptr<codemode::CancelToken>) -> absl::StatusOr<sandbox::v1::Finished> {
+    std::string out;
+    for (absl::string_view call : absl::StrSplit(e.code, ',', absl::SkipEmpty())) {
+      std::pair<std::string, std::string> st = absl::StrSplit(call, '.');
+      sandbox::v1::ToolResult r = h.on_tool_call(ToolCallOf(st.first, st.second, arguments_json), {});
+      absl::StrAppend(&out, out.empty() ? "" : "|", r.error().empty() ? "-" : r.error());
+    }
+    sandbox::v1::Finished f;
+    f.set_status(sandbox::v1::Finished::OK);
+    f.set_stdout(out);
+    return f;
+  };
 }
 
 }  // namespace gateway::testing

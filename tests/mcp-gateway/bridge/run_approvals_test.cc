@@ -31,19 +31,7 @@ class RunApprovalsTest : public ::testing::Test {
     upstreams_.SetServers({github});
     // The code calls what its text names: "github.delete_repo,github.search"; the run's
     // stdout is each call's error ("-" when it went through), joined by "|".
-    sandboxes_.SetScript([](const FakeSandboxes::Execution& e, const ExecuteHandlers& h,
-                            std::shared_ptr<codemode::CancelToken>) -> absl::StatusOr<Finished> {
-      std::string out;
-      for (absl::string_view call : absl::StrSplit(e.code, ',', absl::SkipEmpty())) {
-        std::pair<std::string, std::string> st = absl::StrSplit(call, '.');
-        sandbox::v1::ToolResult r = h.on_tool_call(ToolCallOf(st.first, st.second, R"({"name":"x","token":"s3cret"})"), {});
-        absl::StrAppend(&out, out.empty() ? "" : "|", r.error().empty() ? "-" : r.error());
-      }
-      Finished f;
-      f.set_status(Finished::OK);
-      f.set_stdout(out);
-      return f;
-    });
+    sandboxes_.SetScript(testing::CallsNamedByCode(R"({"name":"x","token":"s3cret"})"));
     ApprovalRules rules;
     rules.deny = {"drop_*"};
     options_.approvals = std::make_shared<const ApprovalPolicy>(std::map<std::string, ApprovalRules>{{"github", rules}},
@@ -136,7 +124,7 @@ TEST_F(RunApprovalsTest, WhatIsNotAnApprovalRefusesTheCall) {
   }
   EXPECT_THAT(Run(tool, "github.delete_repo", json(), /*can_ask=*/false),
               HasSubstr("declared no elicitation capability). An operator can allow it with"));
-  EXPECT_THAT(Run(tool, "github.delete_repo", json(), true, /*mcp=*/""), HasSubstr("protocol 2026-07-28"));
+  EXPECT_THAT(Run(tool, "github.delete_repo", json(), true, /*mcp=*/""), HasSubstr("has no way to ask its client"));
   EXPECT_EQ(UpstreamCalls("delete_repo"), 0u);
   EXPECT_EQ(Run(tool, "github.search", json()), "-") << "a tool that needs no approval is not asked";
 }

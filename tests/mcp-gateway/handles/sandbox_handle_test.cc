@@ -143,5 +143,32 @@ TEST_F(HandleSealerTest, FieldsTooLongAreNotSealedAndEmptyOnesRoundTrip) {
   EXPECT_EQ(*sealer.Open(sealer.Seal({"", ""}, ""), ""), (SandboxAddress{"", ""}));
 }
 
+TEST_F(HandleSealerTest, ARequestStateOpensOnlyAsARequestStateForItsCredential) {
+  HandleSealer sealer = Clocked(kKeyA, absl::Hours(1));
+  const std::string state = sealer.SealState("run 1 digest", kAlice, absl::Minutes(5));
+  EXPECT_THAT(state, ::testing::StartsWith("rst1_"));
+  absl::StatusOr<std::string> opened = sealer.OpenState(state, kAlice);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ(*opened, "run 1 digest");
+  auto refused = [&](const std::string& text, const std::string& credential) {
+    absl::StatusOr<std::string> s = sealer.OpenState(text, credential);
+    ASSERT_FALSE(s.ok()) << text;
+    EXPECT_TRUE(absl::IsInvalidArgument(s.status()));
+    EXPECT_EQ(s.status().message(), HandleSealer::kInvalidState);
+  };
+  refused(state, kBob);
+  std::string altered = state;
+  altered[10] = altered[10] == 'A' ? 'B' : 'A';
+  refused(altered, kAlice);
+  // A handle is no state, and a state no handle, even with the same prefix put on.
+  const std::string handle = sealer.Seal(address_, kAlice);
+  refused(handle, kAlice);
+  refused("rst1_" + handle.substr(5), kAlice);
+  ExpectRefused(sealer, "sbx1_" + state.substr(5), kAlice);
+  // It expires after its own ttl, not the handles'.
+  now_ += absl::Minutes(5);
+  refused(state, kAlice);
+}
+
 }  // namespace
 }  // namespace gateway

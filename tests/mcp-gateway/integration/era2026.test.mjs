@@ -316,3 +316,88 @@ describe("subscriptions/listen", () => {
     await c.close();
   });
 });
+
+// Approvals (issue 24) in the 2026-07-28 era: the gateway answers run_python with an
+// input_required result (multi round-trip requests) and the run waits in its sandbox; the
+// SDK v2 client fulfils it through its elicitation handler and retries, and the same run
+// goes on.
+describe("approvals by multi round-trip requests", () => {
+  let sandboxd, gateway;
+  before(async () => {
+    sandboxd = new Sandboxd();
+    await sandboxd.start();
+    const everything = { ...everythingStdio(), approval: { ask: ["echo"] } };
+    gateway = new GatewayHttp({ config: writeConfig({ everything }), sandboxd: sandboxd.endpoint, tokens: 2,
+      extraArgs: ["--approval_timeout=20s"] });
+    await gateway.start();
+  });
+  after(async () => {
+    await gateway?.stop();
+    await sandboxd?.stop();
+    await stopAll();
+  });
+
+  // Prints before and after a call that asks: a run that started over would print twice.
+  const CODE = "print('before')\ntry:\n    print(await mcp_everything.echo(message='hi'))\n"
+    + "except ToolError as e:\n    print('refused:', e.message)\nprint('after')";
+
+  test("the SDK v2 client approves or declines, and the same run goes on", async () => {
+    const asked = [];
+    let answer;
+    const c = new Client({ name: "approver-v2", version: "1.0.0" },
+      { capabilities: { elicitation: {} }, versionNegotiation: { mode: { pin: STATELESS } } });
+    c.setRequestHandler("elicitation/create", async (request) => {
+      asked.push(request.params);
+      return answer;
+    });
+    await c.connect(new StreamableHTTPClientTransport(new URL(gateway.url), { requestInit: { headers: gateway.authHeaders } }));
+    answer = { action: "accept", content: { decision: "once" } };
+    let r = await runPython(c, CODE);
+    assert.equal(r.structuredContent.stdout, "before\nEcho: hi\nafter\n", text(r));
+    assert.equal(asked.length, 1);
+    assert.match(asked[0].message, /everything\.echo/);
+    assert.deepEqual(asked[0].requestedSchema.properties.decision.enum, ["once", "run", "sandbox"]);
+    answer = { action: "decline" };
+    r = await runPython(c, CODE);
+    assert.match(r.structuredContent.stdout, /^before\nrefused: .*declined by the user\nafter\n$/, text(r));
+    assert.equal(asked.length, 2);
+    await c.close();
+  });
+
+  // A tools/call of 2026-07-28 by fetch; resolves to the JSON-RPC response (JSON or SSE).
+  async function call(headers, id, params) {
+    const res = await fetch(gateway.url, {
+      method: "POST",
+      headers: { ...headers, "Content-Type": "application/json", Accept: "application/json, text/event-stream",
+        "MCP-Protocol-Version": STATELESS, "Mcp-Method": "tools/call", "Mcp-Name": "run_python" },
+      body: JSON.stringify({ jsonrpc: "2.0", id, method: "tools/call", params: { name: "run_python", ...params,
+        _meta: { "io.modelcontextprotocol/protocolVersion": STATELESS,
+          "io.modelcontextprotocol/clientCapabilities": { elicitation: {} } } } }),
+    });
+    const body = await res.text();
+    if (!/event-stream/.test(res.headers.get("content-type"))) return JSON.parse(body);
+    const messages = body.split("\n").filter((l) => l.startsWith("data: ")).map((l) => JSON.parse(l.slice(6)));
+    return messages.find((m) => m.id === id);
+  }
+
+  test("a tampered requestState and another credential's retry are refused alike; the run waits on", async () => {
+    const args = { arguments: { code: CODE } };
+    const first = await call(gateway.authHeaders, 1, args);
+    assert.equal(first.result?.resultType, "input_required", JSON.stringify(first));
+    const state = first.result.requestState;
+    const [key] = Object.keys(first.result.inputRequests);
+    const approve = { [key]: { action: "accept", content: { decision: "once" } } };
+    const tampered = state.slice(0, 30) + (state[30] === "A" ? "B" : "A") + state.slice(31);
+    const forged = await call(gateway.authHeaders, 2, { ...args, requestState: tampered, inputResponses: approve });
+    const stolen = await call(gateway.as(1), 3, { ...args, requestState: state, inputResponses: approve });
+    const other = await call(gateway.authHeaders, 4, { arguments: { code: "print('other code')" }, requestState: state,
+      inputResponses: approve });
+    for (const refused of [forged, stolen, other]) {
+      assert.equal(refused.error?.code, -32602, JSON.stringify(refused));
+      assert.match(refused.error.message, /requestState is not valid for your credential and this call/);
+    }
+    const done = await call(gateway.authHeaders, 5, { ...args, requestState: state, inputResponses: approve });
+    assert.equal(done.result?.resultType, "complete", JSON.stringify(done));
+    assert.equal(done.result.structuredContent.stdout, "before\nEcho: hi\nafter\n");
+  });
+});

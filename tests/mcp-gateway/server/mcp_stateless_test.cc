@@ -192,6 +192,40 @@ TEST_F(McpStatelessTest, ACallRunsOutsideTheMcpSessionAndItsResultIsComplete) {
   EXPECT_EQ(provider_.calls()[0].session_key, "");
 }
 
+// Multi round-trip requests: a tools/call may answer input_required (no caching hints), and
+// its retry's requestState and inputResponses reach the provider, checked for their type;
+// a 2025 session's call has neither.
+TEST_F(McpStatelessTest, ACallMayRequireInputAndItsRetryBringsTheAnswers) {
+  auto session = NewSession();
+  json asked = Call(*session, Request(1, "tools/call", Params({{"name", "mrtr"}})));
+  ASSERT_TRUE(asked.contains("result")) << asked;
+  EXPECT_EQ(asked["result"]["resultType"], "input_required");
+  EXPECT_EQ(asked["result"]["requestState"], "state-1");
+  EXPECT_FALSE(asked["result"].contains("ttlMs"));
+  const json answers = {{"q", {{"action", "accept"}, {"content", {{"decision", "once"}}}}}};
+  json retried = Call(*session, Request(2, "tools/call", Params({{"name", "mrtr"}, {"requestState", "state-1"},
+                                                                 {"inputResponses", answers}})));
+  ASSERT_TRUE(retried.contains("result")) << retried;
+  EXPECT_EQ(retried["result"]["resultType"], "complete");
+  EXPECT_EQ(retried["result"]["structuredContent"]["state"], "state-1");
+  EXPECT_EQ(retried["result"]["structuredContent"]["responses"], answers);
+  int id = 3;
+  for (const json& bad : {json({{"requestState", 5}}), json({{"requestState", std::string(5000, 'a')}}),
+                          json({{"requestState", "state-1"}, {"inputResponses", "yes"}}),
+                          json({{"inputResponses", json::array()}})}) {
+    json params = Params({{"name", "mrtr"}});
+    params.update(bad);
+    json refused = Call(*session, Request(id++, "tools/call", params));
+    EXPECT_EQ(ErrorCode(refused), kInvalidParams) << bad;
+  }
+  auto legacy = NewSession();
+  ASSERT_TRUE(Call(*legacy, Request(0, "initialize", InitializeParams())).contains("result"));
+  json old = Call(*legacy, Request(1, "tools/call", {{"name", "mrtr"}, {"requestState", "state-1"}}));
+  ASSERT_TRUE(old.contains("result")) << old;
+  EXPECT_EQ(old["result"]["structuredContent"]["input_required"], false);
+  EXPECT_EQ(old["result"]["structuredContent"]["state"], "");
+}
+
 // Attack round 14, F6: a connection that initialized (2025) does not also serve requests
 // of the 2026-07-28 era.
 TEST_F(McpStatelessTest, AnInitializedConnectionRefusesTheOtherEra) {

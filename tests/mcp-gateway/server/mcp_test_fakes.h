@@ -82,6 +82,17 @@ class FakeProvider : public ToolProvider {
     }
     if (name == "throw") throw std::runtime_error("boom");
     if (name == "ask") return Ask(arguments, context);
+    if (name == "mrtr") {  // a multi round-trip request: asks once, then says what the retry brought
+      if (context.input_required && context.request_state.empty()) {
+        return json{{"resultType", "input_required"},
+                    {"inputRequests", {{"q", {{"method", "elicitation/create"}, {"params", {{"message", "ok?"}}}}}}},
+                    {"requestState", "state-1"}};
+      }
+      return json{{"content", json::array()},
+                  {"structuredContent", {{"input_required", context.input_required},
+                                         {"state", context.request_state},
+                                         {"responses", context.input_responses}}}};
+    }
     return absl::InvalidArgumentError("unknown tool: " + name);
   }
 

@@ -1,0 +1,292 @@
+// Runs of protocol 2026-07-28 that wait for their client's answers between requests. See
+// pending_runs.h.
+#include "bridge/pending_runs.h"
+
+#include <openssl/rand.h>
+#include <openssl/sha.h>
+
+#include <optional>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "base/cancel.h"
+#include "base/thread.h"
+#include "spdlog/spdlog.h"
+
+namespace gateway {
+
+using nlohmann::json;
+
+namespace {
+
+std::string RandomId() {
+  unsigned char bytes[16];
+  if (RAND_bytes(bytes, sizeof bytes) != 1) return "";
+  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(bytes), sizeof bytes));
+}
+
+// What binds a state to its call: the tool's name and arguments, hashed.
+std::string CallDigest(const std::string& name, const json& arguments) {
+  const std::string text = absl::StrCat(name, "\n", arguments.dump(-1, ' ', false, json::error_handler_t::replace));
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest);
+  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(digest), 16));
+}
+
+// The key of question `seq` in inputRequests and inputResponses.
+std::string QuestionKey(uint64_t seq) { return absl::StrCat("approval-", seq); }
+
+}  // namespace
+
+struct PendingRuns::Run {
+  std::string id;
+  std::string credential;
+  std::string digest;  // CallDigest of the call that started it
+  ToolCallContext own;  // the run's context; its fields are set before the thread starts
+
+  codemode::Mutex mu;
+  bool cancelled ABSL_GUARDED_BY(mu) = false;  // own.cancel fired
+  // The question the run waits on (RunApprovals asks one at a time).
+  uint64_t seq ABSL_GUARDED_BY(mu) = 0;
+  bool asking ABSL_GUARDED_BY(mu) = false;
+  bool sent ABSL_GUARDED_BY(mu) = false;  // in an input_required result, not yet answered
+  std::string method ABSL_GUARDED_BY(mu);
+  json params ABSL_GUARDED_BY(mu);
+  std::optional<json> answer ABSL_GUARDED_BY(mu);
+  // The request waiting for the run: at most one. `attachment` counts attachments, so a
+  // cancellation of a request that has since let go of the run cancels nothing.
+  bool attached ABSL_GUARDED_BY(mu) = false;
+  uint64_t attachment ABSL_GUARDED_BY(mu) = 0;
+  bool request_cancelled ABSL_GUARDED_BY(mu) = false;
+  ToolCallContext* waiter ABSL_GUARDED_BY(mu) = nullptr;
+  std::optional<absl::StatusOr<json>> result ABSL_GUARDED_BY(mu);
+  absl::Time finished_at ABSL_GUARDED_BY(mu) = absl::InfiniteFuture();
+
+  // own.ask_client: the question goes out with the next input_required result, and the
+  // run's tool call waits here for the answer a retry brings.
+  absl::StatusOr<json> Ask(const std::string& m, json p, absl::Duration timeout) {
+    codemode::MutexLock lock(&mu);
+    if (asking) return absl::FailedPreconditionError("a question of this run is already waiting");
+    ++seq;
+    asking = true;
+    sent = false;
+    method = m;
+    params = std::move(p);
+    answer.reset();
+    auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return answer.has_value() || cancelled; };
+    mu.AwaitWithTimeout(absl::Condition(&done), timeout);
+    asking = false;
+    sent = false;
+    params = json();
+    if (answer) return *std::exchange(answer, std::nullopt);
+    if (cancelled) return absl::CancelledError("the run was cancelled");
+    return absl::DeadlineExceededError("nobody answered");
+  }
+
+  // own.progress: to the request waiting, if any.
+  void Progress(double value, std::optional<double> total, const std::string& message) {
+    // Sent under the lock: Wait() lets go of the request under it, so its context is alive.
+    codemode::MutexLock lock(&mu);
+    if (attached && waiter && waiter->progress) waiter->progress(value, total, message);
+  }
+};
+
+PendingRuns::PendingRuns(const HandleSealer* sealer, PendingRunsOptions options)
+    : sealer_(sealer), options_(options) {}
+
+PendingRuns::~PendingRuns() {
+  std::map<std::string, std::shared_ptr<Run>> runs;
+  {
+    codemode::MutexLock lock(&mu_);
+    closing_ = true;
+    runs = runs_;
+  }
+  for (auto& [id, run] : runs) run->own.cancel->Cancel("the gateway is shutting down");
+  codemode::MutexLock lock(&mu_);
+  auto none = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return threads_ == 0; };
+  mu_.Await(absl::Condition(&none));
+}
+
+size_t PendingRuns::size() {
+  codemode::MutexLock lock(&mu_);
+  return runs_.size();
+}
+
+void PendingRuns::Sweep() {
+  const absl::Time now = absl::Now();
+  for (auto it = runs_.begin(); it != runs_.end();) {
+    Run& run = *it->second;
+    bool expired;
+    {
+      codemode::MutexLock lock(&run.mu);
+      expired = !run.attached && run.result && run.finished_at + options_.keep < now;
+    }
+    it = expired ? runs_.erase(it) : std::next(it);
+  }
+}
+
+absl::StatusOr<json> PendingRuns::Start(Work work, const std::string& name, const json& arguments,
+                                        ToolCallContext& ctx) {
+  auto run = std::make_shared<Run>();
+  run->id = RandomId();
+  if (run->id.empty()) return absl::InternalError("cannot read random bytes for the run's id");
+  run->credential = ctx.credential;
+  run->digest = CallDigest(name, arguments);
+  ToolCallContext& own = run->own;
+  own.cancel = std::make_shared<codemode::CancelToken>();
+  own.session_key = ctx.session_key;
+  own.credential = ctx.credential;
+  own.protocol_version = ctx.protocol_version;
+  own.client_capabilities = ctx.client_capabilities;
+  own.budget = ctx.budget;
+  // The run outlives this request: nothing of the request's own may be called from it.
+  std::weak_ptr<Run> weak = run;
+  own.cancel->OnCancel([weak] {
+    if (auto r = weak.lock()) {
+      codemode::MutexLock lock(&r->mu);
+      r->cancelled = true;
+    }
+  });
+  Run* raw = run.get();  // the thread and these callbacks hold `run`
+  own.ask_client = [raw](const std::string& method, json params, absl::Duration timeout) {
+    return raw->Ask(method, std::move(params), timeout);
+  };
+  own.progress = [raw](double value, std::optional<double> total, const std::string& message) {
+    raw->Progress(value, total, message);
+  };
+  {
+    codemode::MutexLock lock(&mu_);
+    if (closing_) return absl::UnavailableError("the gateway is shutting down");
+    Sweep();
+    size_t mine = 0;
+    for (const auto& [id, r] : runs_) mine += r->credential == ctx.credential;
+    if (runs_.size() >= options_.max_runs || mine >= options_.max_runs_per_credential) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          mine, " runs of this credential and ", runs_.size(), " in all are running or waiting for answers "
+          "on this gateway; finish or answer those first"));
+    }
+    runs_[run->id] = run;
+    ++threads_;
+  }
+  try {
+    codemode::StartThread("run_python run", [this, run, work = std::move(work)]() mutable {
+      absl::StatusOr<json> result = work(run->own);
+      work = nullptr;
+      {
+        codemode::MutexLock lock(&run->mu);
+        run->result = std::move(result);
+        run->finished_at = absl::Now();
+      }
+      run.reset();
+      codemode::MutexLock lock(&mu_);
+      --threads_;
+    }).detach();
+  } catch (const std::system_error& e) {
+    codemode::MutexLock lock(&mu_);
+    runs_.erase(run->id);
+    --threads_;
+    return absl::ResourceExhaustedError(absl::StrCat("cannot start the run: ", e.what()));
+  }
+  return Wait(run, ctx);
+}
+
+absl::StatusOr<json> PendingRuns::Resume(const std::string& name, const json& arguments, ToolCallContext& ctx) {
+  const absl::Status invalid = absl::InvalidArgumentError(kInvalidState);
+  absl::StatusOr<std::string> state = sealer_->OpenState(ctx.request_state, ctx.credential);
+  if (!state.ok()) return invalid;
+  // "<run id> <question> <call digest>"
+  std::vector<std::string> parts = absl::StrSplit(*state, ' ');
+  uint64_t seq = 0;
+  if (parts.size() != 3 || !absl::SimpleAtoi(parts[1], &seq)) return invalid;
+  if (parts[2] != CallDigest(name, arguments)) return invalid;
+  std::shared_ptr<Run> run;
+  {
+    codemode::MutexLock lock(&mu_);
+    Sweep();
+    if (auto it = runs_.find(parts[0]); it != runs_.end()) run = it->second;
+  }
+  if (!run) {
+    return absl::FailedPreconditionError(
+        "the run this requestState belongs to is not held by this gateway: its result was already "
+        "collected or dropped after nobody came for it, or it runs on another gateway replica (send "
+        "the call again without requestState to run the code anew)");
+  }
+  if (run->credential != ctx.credential) return invalid;  // sealed for it; checked again
+  {
+    codemode::MutexLock lock(&run->mu);
+    if (run->asking && run->sent && run->seq == seq) {
+      auto answer = ctx.input_responses.find(QuestionKey(seq));
+      if (answer != ctx.input_responses.end() && answer->is_object()) {
+        run->answer = *answer;
+      } else {
+        run->sent = false;  // not answered: it goes out again
+      }
+    }
+    // An older question's state: that question was decided meanwhile (its timeout); the
+    // retry just waits for what comes next.
+  }
+  return Wait(run, ctx);
+}
+
+absl::StatusOr<json> PendingRuns::Wait(const std::shared_ptr<Run>& run, ToolCallContext& ctx) {
+  uint64_t attachment;
+  {
+    codemode::MutexLock lock(&run->mu);
+    if (run->attached) {
+      return absl::FailedPreconditionError("another request is already waiting for this run");
+    }
+    run->attached = true;
+    run->waiter = &ctx;
+    run->request_cancelled = false;
+    attachment = ++run->attachment;
+  }
+  // The request's cancellation (notifications/cancelled, a dropped connection) cancels the
+  // run, while this request waits for it.
+  std::weak_ptr<Run> weak = run;
+  ctx.cancel->OnCancel([weak, attachment] {
+    auto r = weak.lock();
+    if (!r) return;
+    {
+      codemode::MutexLock lock(&r->mu);
+      if (!r->attached || r->attachment != attachment) return;
+      r->request_cancelled = true;
+    }
+    r->own.cancel->Cancel("the client cancelled the request");
+  });
+  std::optional<absl::StatusOr<json>> result;
+  {
+    codemode::MutexLock lock(&run->mu);
+    auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(run->mu) {
+      return run->result.has_value() || (run->asking && !run->sent) || run->request_cancelled;
+    };
+    run->mu.Await(absl::Condition(&ready));
+    run->attached = false;
+    run->waiter = nullptr;
+    if (!run->result) {
+      if (run->request_cancelled) return absl::CancelledError("the request was cancelled");
+      return InputRequired(*run);
+    }
+    result = std::move(run->result);
+    run->result = absl::CancelledError("collected");  // still finished for Sweep()
+  }
+  // Collected: the run is done with. (The registry's lock is never taken under a run's.)
+  codemode::MutexLock registry(&mu_);
+  runs_.erase(run->id);
+  return std::move(*result);
+}
+
+json PendingRuns::InputRequired(Run& run) {
+  run.sent = true;
+  const std::string state = sealer_->SealState(absl::StrCat(run.id, " ", run.seq, " ", run.digest),
+                                               run.credential, options_.keep);
+  spdlog::info("run_python: a run of {} waits for its client's answer (question {})", run.credential, run.seq);
+  return {{"resultType", "input_required"},
+          {"inputRequests", {{QuestionKey(run.seq), {{"method", run.method}, {"params", run.params}}}}},
+          {"requestState", state}};
+}
+
+}  // namespace gateway

@@ -1,0 +1,103 @@
+// PendingRuns: run_python calls of protocol 2026-07-28 that outlive the request that started
+// them, so that the code can wait at a tool call for a person's answer.
+//
+// That era has no requests from server to client. A server that needs its client's answer
+// (here: approval of a tool call, run_approvals.h) answers the request with an
+// `input_required` result holding the questions (`inputRequests`, each an
+// elicitation/create) and a sealed `requestState`; the client retries the same request with
+// the answers (`inputResponses`) and the state (multi round-trip requests). The code must
+// not start over on the retry: its earlier tool calls had side effects. So in that era a run
+// goes on a thread of its own, held here, and the request waits for it. When the run ends,
+// the request gets its result; when the run asks, the request gets input_required and the
+// run keeps waiting at its call, in its sandbox. The retry finds the run by its state, hands
+// over the answer and waits in turn, for the result or the next question.
+//
+// The state (HandleSealer::SealState) names the run, the question, and the digest of the
+// call's name and arguments, and is sealed for the credential that started the run: an
+// altered or expired state, another credential's, or one sent with other arguments gets one
+// error. A run lives in one gateway process: a retry that reaches another replica, or comes
+// after the run's result was collected or dropped, is told so.
+//
+// Bounds: at most `max_runs` runs held (each is a run_python call of a client: it holds a
+// thread and, while it waits for an answer, its sandbox's run lock), `max_runs_per_credential`
+// of one credential; a finished run whose result nobody collects is dropped after `keep`.
+//
+//   PendingRuns runs(sealer, options);
+//   absl::StatusOr<json> result = ctx.request_state.empty()
+//       ? runs.Start([=](ToolCallContext& own) { return RunNow(name, args, own); }, name, args, ctx)
+//       : runs.Resume(name, args, ctx);
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "base/mutex.h"
+#include "handles/sandbox_handle.h"
+#include "nlohmann/json.hpp"
+#include "server/tool_provider.h"
+
+namespace gateway {
+
+struct PendingRunsOptions {
+  size_t max_runs = 256;
+  size_t max_runs_per_credential = 32;
+  // How long a question's requestState stays valid, and how long the result of a run nobody
+  // waits for is kept for a late retry. At least the approval timeout.
+  absl::Duration keep = absl::Minutes(5);
+};
+
+class PendingRuns {
+ public:
+  using Work = std::function<absl::StatusOr<nlohmann::json>(ToolCallContext&)>;
+
+  // `sealer` seals and opens requestState; it outlives this.
+  PendingRuns(const HandleSealer* sealer, PendingRunsOptions options);
+  // Cancels every run and waits for their threads.
+  ~PendingRuns();
+  PendingRuns(const PendingRuns&) = delete;
+  PendingRuns& operator=(const PendingRuns&) = delete;
+
+  // Starts `work` (the call `name` with `arguments`) on a thread of its own, with a context
+  // of its own made from `ctx` (its credential, capabilities and budget; its own
+  // cancellation; asking the client by input_required), and waits for it as Resume does.
+  // RESOURCE_EXHAUSTED past the bounds.
+  absl::StatusOr<nlohmann::json> Start(Work work, const std::string& name, const nlohmann::json& arguments,
+                                       ToolCallContext& ctx);
+
+  // A retry (ctx.request_state set): hands ctx.input_responses' answer to the run's question
+  // (a retry without it is asked again) and waits until the run ends (its result) or asks
+  // (an input_required result). The request's progress goes to `ctx`, and cancelling it
+  // cancels the run. INVALID_ARGUMENT (kInvalidState) for a state that is not valid for this
+  // credential and call; FAILED_PRECONDITION when the run is not held here.
+  absl::StatusOr<nlohmann::json> Resume(const std::string& name, const nlohmann::json& arguments,
+                                        ToolCallContext& ctx);
+
+  // Runs held (running, waiting for an answer, or finished and not yet collected).
+  size_t size();
+
+  static constexpr char kInvalidState[] =
+      "this requestState is not valid for your credential and this call (it was altered, has "
+      "expired, was issued to someone else, or came with other arguments)";
+
+ private:
+  struct Run;
+  // Attaches `ctx` to `run` and waits for its result or its next question.
+  absl::StatusOr<nlohmann::json> Wait(const std::shared_ptr<Run>& run, ToolCallContext& ctx);
+  // The input_required result for the question `run` asks (its lock held by the caller).
+  nlohmann::json InputRequired(Run& run);
+  // Drops finished runs nobody collected within `keep`.
+  void Sweep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const HandleSealer* const sealer_;
+  const PendingRunsOptions options_;
+  codemode::Mutex mu_;
+  std::map<std::string, std::shared_ptr<Run>> runs_ ABSL_GUARDED_BY(mu_);  // by id
+  size_t threads_ ABSL_GUARDED_BY(mu_) = 0;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace gateway
