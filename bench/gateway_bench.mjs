@@ -27,7 +27,7 @@ const quick = process.argv.includes("--quick");
 const outIdx = process.argv.indexOf("--out");
 const outFile = outIdx > 0 ? process.argv[outIdx + 1] : null;
 const N = quick ? 100 : 1000;
-// --only load|flood|streams|charts|eras|replicas: just that part (for working on it); the default runs everything.
+// --only load|flood|streams|charts|eras|replicas|approvals: just that part (for working on it); the default runs everything.
 const onlyIdx = process.argv.indexOf("--only");
 const only = onlyIdx > 0 ? process.argv[onlyIdx + 1] : null;
 
@@ -251,6 +251,79 @@ async function replicas(config, n) {
   }
 }
 
+// 9. Approvals (issue 24: approving one call adds one client round trip and nothing else).
+// The same upstream twice, once with echo allowed and once with echo asking; run_python
+// calls echo once, in the 2026-07-28 era by raw POSTs (the asked call: the first POST gets
+// input_required, the retry with the answer gets the result) and in the 2025 era through
+// the SDK client with an elicitation handler that approves at once. Against: the same run
+// with echo allowed, and one raw POST round trip (tools/list) as "one client round trip".
+async function approvals(n) {
+  const config = writeConfig({ allowed: everythingStdio(),
+    asking: { ...everythingStdio(), approval: { ask: ["echo"] } } });
+  const gateway = new GatewayHttp({ config, sandboxd: sandboxd.endpoint });
+  await gateway.start();
+  const auth = gateway.authHeaders;
+  const post = (body, headers = STATELESS_HEADERS) => rawPost(gateway.url, body, { ...auth, ...headers });
+  const meta = { _meta: { ...STATELESS_META._meta, "io.modelcontextprotocol/clientCapabilities": { elicitation: {} } } };
+  const code = (server) => `await mcp_${server}.echo(message='x')`;
+  try {
+    await waitFor(async () => {
+      const { json } = await post({ jsonrpc: "2.0", id: 0, method: "tools/list", params: STATELESS_META },
+        { ...STATELESS_HEADERS, "Mcp-Method": "tools/list" });
+      return /mcp_asking/.test(json.result.tools[0].description) && /mcp_allowed/.test(json.result.tools[0].description);
+    }, "both upstreams' catalogs");
+    let handle = (await post(runCall(1, {}, meta))).json.result.structuredContent.sandbox;
+    const t = { roundTrip: [], allowed: [], asked: [], allowed25: [], asked25: [] };
+    let id = 10;
+    const list = { jsonrpc: "2.0", method: "tools/list", params: STATELESS_META };
+    const c = new Client({ name: "bench-approver", version: "1" }, { capabilities: { elicitation: {} } });
+    const { ElicitRequestSchema } = await sdk("types.js");
+    c.setRequestHandler(ElicitRequestSchema, async () => ({ action: "accept", content: { decision: "once" } }));
+    const { StreamableHTTPClientTransport } = await sdk("client/streamableHttp.js");
+    await c.connect(new StreamableHTTPClientTransport(new URL(gateway.url), { requestInit: { headers: auth } }));
+    for (let round = 0; round < n / 25; round++) {
+      for (let i = 0; i < 25; i++) {
+        let t0 = performance.now();
+        await post({ ...list, id: id++ }, { ...STATELESS_HEADERS, "Mcp-Method": "tools/list" });
+        t.roundTrip.push(performance.now() - t0);
+        t0 = performance.now();
+        handle = (await post(runCall(id++, { code: code("allowed"), sandbox: handle }, meta))).json.result.structuredContent.sandbox;
+        t.allowed.push(performance.now() - t0);
+        t0 = performance.now();
+        const args = { code: code("asking"), sandbox: handle };
+        const first = (await post(runCall(id++, args, meta))).json.result;
+        if (first.resultType !== "input_required") throw new Error(`not asked: ${JSON.stringify(first).slice(0, 300)}`);
+        const [key] = Object.keys(first.inputRequests);
+        const done = (await post(runCall(id++, args, { ...meta, requestState: first.requestState,
+          inputResponses: { [key]: { action: "accept", content: { decision: "once" } } } }))).json.result;
+        t.asked.push(performance.now() - t0);
+        handle = done.structuredContent.sandbox;
+        t0 = performance.now();
+        await runPython(c, code("allowed"));
+        t.allowed25.push(performance.now() - t0);
+        t0 = performance.now();
+        const r = await runPython(c, code("asking"));
+        t.asked25.push(performance.now() - t0);
+        if (r.isError || r.structuredContent.tool_calls?.[0]?.error) throw new Error(JSON.stringify(r).slice(0, 300));
+      }
+    }
+    const p50 = (k) => pct(t[k], 50);
+    const budget = p50("roundTrip") + 10;  // one round trip and the default --approval_gather (10 ms)
+    row("one raw POST round trip (tools/list, 2026-07-28), p50", ms(p50("roundTrip")));
+    row("run_python calling an allowed tool, 2026-07-28 raw POSTs, p50 / p99", `${ms(p50("allowed"))} / ${ms(pct(t.allowed, 99))}`);
+    row("  the same call asked and approved (input_required, then the retry), p50 / p99", `${ms(p50("asked"))} / ${ms(pct(t.asked, 99))}`);
+    row("  added by the approval, p50", ms(p50("asked") - p50("allowed")), "<= one round trip + 10 ms gather",
+      p50("asked") - p50("allowed") <= budget);
+    row("run_python calling an allowed tool, 2025 SDK client, p50", ms(p50("allowed25")));
+    row("  the same call asked by elicitation/create and approved, p50", ms(p50("asked25")));
+    row("  added by the approval, p50", ms(p50("asked25") - p50("allowed25")), "<= one round trip + 10 ms gather",
+      p50("asked25") - p50("allowed25") <= budget);
+    await c.close();
+  } finally {
+    await gateway.stop();
+  }
+}
+
 const sandboxd = new Sandboxd(["--max_sessions=64", "--pool_size=4"]);
 await sandboxd.start();
 const config = writeConfig({ everything: everythingStdio() });
@@ -261,6 +334,7 @@ try {
   if (!only || only === "charts") await charts(config, quick ? 5 : 30);
   if (!only || only === "eras") await eras(config, quick ? 200 : 1000);
   if (!only || only === "replicas") await replicas(config, quick ? 200 : 1000);
+  if (!only || only === "approvals") await approvals(quick ? 50 : 300);
 } finally {
   await sandboxd.stop();
   await stopAll();

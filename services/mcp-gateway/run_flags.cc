@@ -62,6 +62,11 @@ ABSL_FLAG(absl::Duration, approval_timeout, absl::Minutes(5),
           "An approval the MCP client's user has not answered within this is declined (the "
           "run's own timeout keeps counting).");
 
+ABSL_FLAG(absl::Duration, approval_gather, absl::Milliseconds(10),
+          "Calls of one run that need approval and come within this of each other (asyncio.gather "
+          "of many writes) are asked about in one question; a lone call waits this long before it "
+          "is asked. 0 to 1s.");
+
 absl::StatusOr<gateway::RunPythonOptions> RunOptionsFromFlags(const std::vector<gateway::UpstreamConfig>& configs) {
   gateway::RunPythonOptions o;
   o.default_timeout_seconds = absl::GetFlag(FLAGS_default_timeout_seconds);
@@ -84,6 +89,10 @@ absl::StatusOr<gateway::RunPythonOptions> RunOptionsFromFlags(const std::vector<
   o.approval.timeout = absl::GetFlag(FLAGS_approval_timeout);
   if (o.approval.timeout < absl::Seconds(1)) {
     return absl::InvalidArgumentError("--approval_timeout must be at least 1s");
+  }
+  o.approval.gather = absl::GetFlag(FLAGS_approval_gather);
+  if (o.approval.gather < absl::ZeroDuration() || o.approval.gather > absl::Seconds(1)) {
+    return absl::InvalidArgumentError("--approval_gather must be between 0 and 1s");
   }
   o.resources_poll_interval = absl::GetFlag(FLAGS_resources_poll_interval);
   if (o.resources_poll_interval < absl::ZeroDuration() ||

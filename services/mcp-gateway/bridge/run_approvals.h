@@ -65,8 +65,9 @@ struct ApprovalOptions {
   // An unanswered request is declined after this.
   absl::Duration timeout = absl::Minutes(5);
   // Calls that need asking join the question of the first while each comes within this of
-  // the one before (asyncio.gather), for at most a second (or `gather`, when longer).
-  absl::Duration gather = absl::Milliseconds(50);
+  // the one before (asyncio.gather), for at most a second (or `gather`, when longer). A lone
+  // call waits this long before it is asked (--approval_gather).
+  absl::Duration gather = absl::Milliseconds(10);
   // At most this many calls in one question; the rest are in the next.
   size_t max_batch = 50;
   // The arguments shown to the person, at most this many bytes of JSON.

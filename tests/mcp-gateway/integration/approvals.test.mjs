@@ -47,7 +47,9 @@ describe("approvals", () => {
       env: { MEMORY_FILE_PATH: `${tempDir("gwmem-")}/memory.json` },
       approval: { ask: ["delete_*", "create_entities"], deny: ["read_graph"] } };
     gateway = new GatewayHttp({ config: writeConfig({ memory }), sandboxd: sandboxd.endpoint,
-      extraArgs: ["--approval_timeout=2s"] });
+      // Wider than the default gather window: the 50 gathered calls must join one question
+      // also on a loaded CI machine.
+      extraArgs: ["--approval_timeout=2s", "--approval_gather=100ms"] });
     await gateway.start();
   });
   after(async () => {

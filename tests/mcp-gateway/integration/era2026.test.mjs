@@ -229,8 +229,10 @@ describe("the gateway as a client of a 2026-07-28 upstream", () => {
     everything = await startEverythingHttp("streamableHttp");
     inner = new GatewayHttp({ config: writeConfig({ everything: { url: everything.url } }), sandboxd: sandboxd.endpoint });
     await inner.start();
+    // run_python is destructiveHint: true, which asks by default: the operator allows it.
     outer = new GatewayHttp({ config: writeConfig({ inner: { type: "http", url: inner.url,
-      headers: { Authorization: `Bearer ${inner.token}` } } }), sandboxd: sandboxd.endpoint });
+      headers: { Authorization: `Bearer ${inner.token}` }, approval: { allow: ["run_python"] } } }),
+    sandboxd: sandboxd.endpoint });
     await outer.start();
   });
   after(async () => {
