@@ -96,7 +96,7 @@ int main() {
       {"refuse an altered handle", [&] { sink = sink + sealer.Open(forged, credential).ok(); }},
       {"approval gate: a call the policy allows (server9.get_item_99)",
        [&] { sink = sink + approvals.Check("server9", "get_item_99", arguments, cancel).ok(); }},
-      {"2026-07-28 run: hand-off to its own thread and back", [&] {
+      {"2026-07-28 run that may ask: hand-off to a run worker and back", [&] {
          sink = sink + pending.Start(work, "run_python", run_args, request).ok();
        }},
       {"baseline: SHA-256 of a bearer token (every request)",

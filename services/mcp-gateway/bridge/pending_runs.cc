@@ -87,6 +87,16 @@ struct PendingRuns::Run {
     return absl::DeadlineExceededError("nobody answered");
   }
 
+  // The input_required result for the question this run asks; it is out from now on.
+  json InputRequired(const HandleSealer& sealer, absl::Duration keep) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    sent = true;
+    const std::string state = sealer.SealState(absl::StrCat(id, " ", seq, " ", digest), credential, keep);
+    spdlog::info("run_python: a run of {} waits for its client's answer (question {})", credential, seq);
+    return {{"resultType", "input_required"},
+            {"inputRequests", {{QuestionKey(seq), {{"method", method}, {"params", params}}}}},
+            {"requestState", state}};
+  }
+
   // own.progress: to the request waiting, if any.
   void Progress(double value, std::optional<double> total, const std::string& message) {
     // Sent under the lock: Wait() lets go of the request under it, so its context is alive.
@@ -170,28 +180,67 @@ absl::StatusOr<json> PendingRuns::Start(Work work, const std::string& name, cons
           "on this gateway; finish or answer those first"));
     }
     runs_[run->id] = run;
+  }
+  absl::Status launched = Launch([run, work = std::move(work)]() mutable {
+    absl::StatusOr<json> result = work(run->own);
+    work = nullptr;
+    codemode::MutexLock lock(&run->mu);
+    run->result = std::move(result);
+    run->finished_at = absl::Now();
+  });
+  if (!launched.ok()) {
+    codemode::MutexLock lock(&mu_);
+    runs_.erase(run->id);
+    return launched;
+  }
+  return Wait(run, ctx);
+}
+
+absl::Status PendingRuns::Launch(std::function<void()> task) {
+  auto queued = std::make_shared<std::function<void()>>(std::move(task));
+  {
+    codemode::MutexLock lock(&mu_);
+    tasks_.push_back(queued);
+    if (tasks_.size() <= idle_) return absl::OkStatus();  // a parked worker takes it
     ++threads_;
   }
   try {
-    codemode::StartThread("run_python run", [this, run, work = std::move(work)]() mutable {
-      absl::StatusOr<json> result = work(run->own);
-      work = nullptr;
-      {
-        codemode::MutexLock lock(&run->mu);
-        run->result = std::move(result);
-        run->finished_at = absl::Now();
-      }
-      run.reset();
-      codemode::MutexLock lock(&mu_);
-      --threads_;
-    }).detach();
+    codemode::StartThread("run_python run", [this] { WorkerLoop(); }).detach();
   } catch (const std::system_error& e) {
     codemode::MutexLock lock(&mu_);
-    runs_.erase(run->id);
     --threads_;
-    return absl::ResourceExhaustedError(absl::StrCat("cannot start the run: ", e.what()));
+    // Not taken by a worker meanwhile: it will not run.
+    for (auto it = tasks_.begin(); it != tasks_.end(); ++it) {
+      if (*it == queued) {
+        tasks_.erase(it);
+        return absl::ResourceExhaustedError(absl::StrCat("cannot start the run: ", e.what()));
+      }
+    }
   }
-  return Wait(run, ctx);
+  return absl::OkStatus();
+}
+
+void PendingRuns::WorkerLoop() {
+  mu_.Lock();
+  while (true) {
+    if (tasks_.empty()) {
+      if (closing_ || idle_ >= kMaxIdleWorkers) break;
+      ++idle_;
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !tasks_.empty() || closing_; };
+      const bool woke = mu_.AwaitWithTimeout(absl::Condition(&ready), kIdleWorkerTime);
+      --idle_;
+      if (!woke) break;
+      continue;
+    }
+    std::shared_ptr<std::function<void()>> task = std::move(tasks_.front());
+    tasks_.pop_front();
+    mu_.Unlock();
+    (*task)();
+    task.reset();  // what the run held goes before the worker parks
+    mu_.Lock();
+  }
+  --threads_;
+  mu_.Unlock();
 }
 
 absl::StatusOr<json> PendingRuns::Resume(const std::string& name, const json& arguments, ToolCallContext& ctx) {
@@ -268,7 +317,7 @@ absl::StatusOr<json> PendingRuns::Wait(const std::shared_ptr<Run>& run, ToolCall
     run->waiter = nullptr;
     if (!run->result) {
       if (run->request_cancelled) return absl::CancelledError("the request was cancelled");
-      return InputRequired(*run);
+      return run->InputRequired(*sealer_, options_.keep);
     }
     result = std::move(run->result);
     run->result = absl::CancelledError("collected");  // still finished for Sweep()
@@ -277,16 +326,6 @@ absl::StatusOr<json> PendingRuns::Wait(const std::shared_ptr<Run>& run, ToolCall
   codemode::MutexLock registry(&mu_);
   runs_.erase(run->id);
   return std::move(*result);
-}
-
-json PendingRuns::InputRequired(Run& run) {
-  run.sent = true;
-  const std::string state = sealer_->SealState(absl::StrCat(run.id, " ", run.seq, " ", run.digest),
-                                               run.credential, options_.keep);
-  spdlog::info("run_python: a run of {} waits for its client's answer (question {})", run.credential, run.seq);
-  return {{"resultType", "input_required"},
-          {"inputRequests", {{QuestionKey(run.seq), {{"method", run.method}, {"params", run.params}}}}},
-          {"requestState", state}};
 }
 
 }  // namespace gateway

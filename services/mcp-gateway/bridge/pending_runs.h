@@ -28,6 +28,7 @@
 //       : runs.Resume(name, args, ctx);
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -87,16 +88,24 @@ class PendingRuns {
   struct Run;
   // Attaches `ctx` to `run` and waits for its result or its next question.
   absl::StatusOr<nlohmann::json> Wait(const std::shared_ptr<Run>& run, ToolCallContext& ctx);
-  // The input_required result for the question `run` asks (its lock held by the caller).
-  nlohmann::json InputRequired(Run& run);
   // Drops finished runs nobody collected within `keep`.
   void Sweep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs `task` on a worker: a parked one, else a new thread (creating a thread costs
+  // hundreds of microseconds on the machines we measured, a run_python's whole budget).
+  absl::Status Launch(std::function<void()> task);
+  // A worker's loop: takes tasks until it has been parked kIdleWorkerTime, or kMaxIdleWorkers
+  // others are parked, or the gateway is closing.
+  void WorkerLoop();
+  static constexpr size_t kMaxIdleWorkers = 8;
+  static constexpr absl::Duration kIdleWorkerTime = absl::Seconds(60);
 
   const HandleSealer* const sealer_;
   const PendingRunsOptions options_;
   codemode::Mutex mu_;
   std::map<std::string, std::shared_ptr<Run>> runs_ ABSL_GUARDED_BY(mu_);  // by id
-  size_t threads_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<std::shared_ptr<std::function<void()>>> tasks_ ABSL_GUARDED_BY(mu_);
+  size_t idle_ ABSL_GUARDED_BY(mu_) = 0;     // workers parked, waiting for a task
+  size_t threads_ ABSL_GUARDED_BY(mu_) = 0;  // workers alive
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
 };
 
