@@ -54,6 +54,7 @@ struct PendingRuns::Run {
   uint64_t seq ABSL_GUARDED_BY(mu) = 0;
   bool asking ABSL_GUARDED_BY(mu) = false;
   bool sent ABSL_GUARDED_BY(mu) = false;  // in an input_required result, not yet answered
+  uint64_t withdrawn ABSL_GUARDED_BY(mu) = 0;  // a question whose asker ended
   std::string method ABSL_GUARDED_BY(mu);
   json params ABSL_GUARDED_BY(mu);
   std::optional<json> answer ABSL_GUARDED_BY(mu);
@@ -67,23 +68,46 @@ struct PendingRuns::Run {
   absl::Time finished_at ABSL_GUARDED_BY(mu) = absl::InfiniteFuture();
 
   // own.ask_client: the question goes out with the next input_required result, and the
-  // run's tool call waits here for the answer a retry brings.
-  absl::StatusOr<json> Ask(const std::string& m, json p, absl::Duration timeout) {
+  // run's tool call waits here for the answer a retry brings, until the run or `also` (what
+  // asks: the execution) is cancelled or `timeout` passes (attack round 18, F1: a question
+  // outlived the execution that asked it).
+  absl::StatusOr<json> Ask(const std::string& m, json p, absl::Duration timeout,
+                           const std::shared_ptr<codemode::CancelToken>& also, const std::shared_ptr<Run>& self) {
+    uint64_t mine;
+    {
+      codemode::MutexLock lock(&mu);
+      if (asking) return absl::FailedPreconditionError("a question of this run is already waiting");
+      mine = seq + 1;  // only this run's one asker posts questions
+    }
+    if (also) {  // before the question is out, so that no retry finds it after its asker ended
+      std::weak_ptr<Run> weak = self;
+      also->OnCancel([weak, mine] {
+        if (auto r = weak.lock()) {
+          codemode::MutexLock lock(&r->mu);
+          r->withdrawn = mine;
+          if (r->seq == mine) r->asking = false;  // a retry from now on finds no question out
+        }
+      });
+    }
+    {
+      codemode::MutexLock lock(&mu);
+      seq = mine;
+      asking = withdrawn != mine;
+      sent = false;
+      method = m;
+      params = std::move(p);
+      answer.reset();
+    }
     codemode::MutexLock lock(&mu);
-    if (asking) return absl::FailedPreconditionError("a question of this run is already waiting");
-    ++seq;
-    asking = true;
-    sent = false;
-    method = m;
-    params = std::move(p);
-    answer.reset();
-    auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return answer.has_value() || cancelled; };
+    auto done = [this, mine]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+      return answer.has_value() || cancelled || withdrawn == mine;
+    };
     mu.AwaitWithTimeout(absl::Condition(&done), timeout);
     asking = false;
     sent = false;
     params = json();
     if (answer) return *std::exchange(answer, std::nullopt);
-    if (cancelled) return absl::CancelledError("the run was cancelled");
+    if (cancelled || withdrawn == mine) return absl::CancelledError("the run ended");
     return absl::DeadlineExceededError("nobody answered");
   }
 
@@ -162,8 +186,11 @@ absl::StatusOr<json> PendingRuns::Start(Work work, const std::string& name, cons
     }
   });
   Run* raw = run.get();  // the thread and these callbacks hold `run`
-  own.ask_client = [raw](const std::string& method, json params, absl::Duration timeout) {
-    return raw->Ask(method, std::move(params), timeout);
+  own.ask_client = [raw, weak](const std::string& method, json params, absl::Duration timeout,
+                               const std::shared_ptr<codemode::CancelToken>& also) -> absl::StatusOr<json> {
+    std::shared_ptr<Run> self = weak.lock();
+    if (!self) return absl::CancelledError("the run ended");
+    return raw->Ask(method, std::move(params), timeout, also, self);
   };
   own.progress = [raw](double value, std::optional<double> total, const std::string& message) {
     raw->Progress(value, total, message);
@@ -174,10 +201,16 @@ absl::StatusOr<json> PendingRuns::Start(Work work, const std::string& name, cons
     Sweep();
     size_t mine = 0;
     for (const auto& [id, r] : runs_) mine += r->credential == ctx.credential;
-    if (runs_.size() >= options_.max_runs || mine >= options_.max_runs_per_credential) {
+    // Each message says only what is the caller's (attack round 18, F3: the total named
+    // other credentials' runs).
+    if (mine >= options_.max_runs_per_credential) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          mine, " runs of this credential and ", runs_.size(), " in all are running or waiting for answers "
-          "on this gateway; finish or answer those first"));
+          mine, " runs of this credential are running or waiting for answers on this gateway (at most ",
+          options_.max_runs_per_credential, "); finish or answer those first"));
+    }
+    if (runs_.size() >= options_.max_runs) {
+      return absl::ResourceExhaustedError(
+          "this gateway holds as many runs waiting for answers as it may; try again later");
     }
     runs_[run->id] = run;
   }
@@ -193,7 +226,7 @@ absl::StatusOr<json> PendingRuns::Start(Work work, const std::string& name, cons
     runs_.erase(run->id);
     return launched;
   }
-  return Wait(run, ctx);
+  return Wait(run, ctx, nullptr);
 }
 
 absl::Status PendingRuns::Launch(std::function<void()> task) {
@@ -265,29 +298,31 @@ absl::StatusOr<json> PendingRuns::Resume(const std::string& name, const json& ar
         "the call again without requestState to run the code anew)");
   }
   if (run->credential != ctx.credential) return invalid;  // sealed for it; checked again
-  {
-    codemode::MutexLock lock(&run->mu);
-    if (run->asking && run->sent && run->seq == seq) {
-      auto answer = ctx.input_responses.find(QuestionKey(seq));
-      if (answer != ctx.input_responses.end() && answer->is_object()) {
-        run->answer = *answer;
-      } else {
-        run->sent = false;  // not answered: it goes out again
-      }
+  const json& responses = ctx.input_responses;
+  return Wait(run, ctx, [seq, &responses](Run& r) ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under r.mu
+    if (!r.asking || !r.sent) return;  // nothing out: wait for what comes next
+    auto answer = responses.find(QuestionKey(seq));
+    if (r.seq == seq && answer != responses.end() && answer->is_object()) {
+      r.answer = *answer;
+    } else {
+      // Not answered, or the state of an older question (the retry of a lost newer one,
+      // attack round 18, F5): the question waiting now goes out again.
+      r.sent = false;
     }
-    // An older question's state: that question was decided meanwhile (its timeout); the
-    // retry just waits for what comes next.
-  }
-  return Wait(run, ctx);
+  });
 }
 
-absl::StatusOr<json> PendingRuns::Wait(const std::shared_ptr<Run>& run, ToolCallContext& ctx) {
+absl::StatusOr<json> PendingRuns::Wait(const std::shared_ptr<Run>& run, ToolCallContext& ctx,
+                                       const std::function<void(Run&)>& on_attach) {
   uint64_t attachment;
   {
     codemode::MutexLock lock(&run->mu);
+    // Refused before anything of the request is applied (attack round 18, F2: a refused
+    // retry's answer still approved the call).
     if (run->attached) {
       return absl::FailedPreconditionError("another request is already waiting for this run");
     }
+    if (on_attach) on_attach(*run);
     run->attached = true;
     run->waiter = &ctx;
     run->request_cancelled = false;

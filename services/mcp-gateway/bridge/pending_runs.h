@@ -86,8 +86,11 @@ class PendingRuns {
 
  private:
   struct Run;
-  // Attaches `ctx` to `run` and waits for its result or its next question.
-  absl::StatusOr<nlohmann::json> Wait(const std::shared_ptr<Run>& run, ToolCallContext& ctx);
+  // Attaches `ctx` to `run` (after `on_attach`, nullable, under the run's lock: what a retry
+  // hands over) and waits for its result or its next question. FAILED_PRECONDITION, with
+  // nothing applied, when another request waits for the run.
+  absl::StatusOr<nlohmann::json> Wait(const std::shared_ptr<Run>& run, ToolCallContext& ctx,
+                                      const std::function<void(Run&)>& on_attach);
   // Drops finished runs nobody collected within `keep`.
   void Sweep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `task` on a worker: a parked one, else a new thread (creating a thread costs

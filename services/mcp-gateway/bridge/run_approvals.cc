@@ -4,6 +4,7 @@
 #include <openssl/sha.h>
 
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -23,18 +24,51 @@ constexpr size_t kMaxShownString = 200;
 
 bool LooksSecret(const std::string& key) {
   const std::string k = absl::AsciiStrToLower(key);
-  for (const char* word : {"token", "password", "passwd", "secret", "key", "authorization", "credential",
-                           "cookie", "auth"}) {
+  for (const char* word : {"token", "password", "passwd", "passphrase", "pwd", "secret", "key", "authorization",
+                           "credential", "cookie", "auth", "bearer", "private", "pem", "session"}) {
     if (absl::StrContains(k, word)) return true;
   }
   return false;
+}
+
+// A value that is a credential whatever its key says ("Bearer ...", "Basic ...", a PEM block).
+bool LooksSecretValue(const std::string& v) {
+  const std::string head = absl::AsciiStrToLower(v.substr(0, 16));
+  return absl::StartsWith(head, "bearer ") || absl::StartsWith(head, "basic ") ||
+         absl::StrContains(v.substr(0, 64), "-----BEGIN");
+}
+
+// What the code passed, as the person is shown it: characters that change how the text
+// reads (C0/C1 controls, line and paragraph separators, bidirectional overrides and
+// isolates) become "\u{XXXX}", so sandboxed code cannot fake lines of the question or
+// reverse its words (attack round 18, F4). The text is JSON's (valid UTF-8); the JSON
+// dump that carries it replaces anything else.
+std::string Visible(const std::string& valid) {
+  std::string out;
+  for (size_t i = 0; i < valid.size();) {
+    const unsigned char c = static_cast<unsigned char>(valid[i]);
+    size_t n = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+    n = std::min(n, valid.size() - i);
+    uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1F) : n == 3 ? (c & 0x0F) : (c & 0x07);
+    for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(valid[i + k]) & 0x3F);
+    const bool hidden_effect = cp < 0x20 || (cp >= 0x7F && cp <= 0x9F) || cp == 0x2028 || cp == 0x2029 ||
+                               (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069) ||
+                               cp == 0x200E || cp == 0x200F || cp == 0x061C || cp == 0xFEFF;
+    if (hidden_effect) {
+      absl::StrAppend(&out, "\\u{", absl::Hex(cp, absl::kZeroPad4), "}");
+    } else {
+      out.append(valid, i, n);
+    }
+    i += n;
+  }
+  return out;
 }
 
 json Redacted(const json& value, int depth) {
   if (depth > 8) return "…";
   if (value.is_object()) {
     json out = json::object();
-    for (const auto& [k, v] : value.items()) out[k] = LooksSecret(k) ? json("[hidden]") : Redacted(v, depth + 1);
+    for (const auto& [k, v] : value.items()) out[Visible(k)] = LooksSecret(k) ? json("[hidden]") : Redacted(v, depth + 1);
     return out;
   }
   if (value.is_array()) {
@@ -42,8 +76,17 @@ json Redacted(const json& value, int depth) {
     for (const json& v : value) out.push_back(Redacted(v, depth + 1));
     return out;
   }
-  if (value.is_string() && value.get_ref<const std::string&>().size() > kMaxShownString) {
-    return absl::StrCat(codemode::Utf8Prefix(value.get_ref<const std::string&>(), kMaxShownString), "…");
+  if (value.is_string()) {
+    const std::string& text = value.get_ref<const std::string&>();
+    if (LooksSecretValue(text)) return "[hidden]";
+    const std::string shown = Visible(text);
+    if (shown.size() <= kMaxShownString) return shown;
+    // Head and tail: what a long value ends with is shown too (F4: a tail was never seen).
+    const std::string head(codemode::Utf8Prefix(shown, kMaxShownString / 2));
+    size_t from = shown.size() - kMaxShownString / 2;
+    while (from < shown.size() && (static_cast<unsigned char>(shown[from]) & 0xC0) == 0x80) ++from;
+    return absl::StrCat(head, " … (", shown.size() - head.size() - (shown.size() - from), " bytes) … ",
+                        shown.substr(from));
   }
   return value;
 }
@@ -151,6 +194,12 @@ std::vector<std::shared_ptr<RunApprovals::Waiter>> RunApprovals::TakeBatch() {
   while (!queue_.empty() && batch.size() < options_.max_batch) {
     std::shared_ptr<Waiter> next = std::move(queue_.front());
     queue_.pop_front();
+    if (next->cancel && next->cancel->cancelled()) {  // its execution ended while it queued
+      next->decision = "abandoned (the run ended)";
+      next->decided = true;
+      Record(*next, next->decision, "nobody: the run ended");
+      continue;
+    }
     if (Approved(next->name)) {  // a "for the rest of this run" came meanwhile
       next->decision = "approved by an earlier answer";
       next->decided = true;
@@ -233,7 +282,8 @@ void RunApprovals::Ask(const std::vector<std::shared_ptr<Waiter>>& batch) {
     return decide_all("", "this MCP client cannot be asked (it declared no elicitation capability)");
   }
   const std::shared_ptr<codemode::CancelToken>& cancel = batch[0]->cancel;
-  absl::StatusOr<json> answer = ctx_->ask_client("elicitation/create", Question(batch), options_.timeout);
+  // The question is withdrawn when the execution whose calls ask ends (attack round 18, F1).
+  absl::StatusOr<json> answer = ctx_->ask_client("elicitation/create", Question(batch), options_.timeout, cancel);
   if (!answer.ok()) {
     if (absl::IsDeadlineExceeded(answer.status())) return decide_all("timed out", "");
     if (absl::IsCancelled(answer.status())) {
@@ -255,13 +305,19 @@ void RunApprovals::Ask(const std::vector<std::shared_ptr<Waiter>>& batch) {
     if (decision != content->end() && *decision == choice) chosen = choice;
   }
   if (chosen.empty()) return decide_all("declined", "");
+  std::vector<bool> checked(batch.size(), batch.size() == 1);
+  std::set<std::string> refused;  // tools with a call the person unchecked
+  for (size_t i = 0; i < batch.size() && batch.size() > 1; ++i) {
+    auto box = content->find(absl::StrCat("call_", i + 1));
+    checked[i] = box != content->end() && box->is_boolean() && box->get<bool>();
+    if (!checked[i]) refused.insert(batch[i]->name);
+  }
   for (size_t i = 0; i < batch.size(); ++i) {
-    bool checked = batch.size() == 1;
-    if (!checked) {
-      auto box = content->find(absl::StrCat("call_", i + 1));
-      checked = box != content->end() && box->is_boolean() && box->get<bool>();
-    }
-    batch[i]->decision = checked ? chosen : "declined";
+    // "For the rest of this run" (or sandbox) does not cover a tool one of whose calls the
+    // person refused in the same answer: its checked calls go once, and its next call asks
+    // again (attack round 18, F6: the refused call went through unasked when repeated).
+    const std::string scope = refused.count(batch[i]->name) ? "once" : chosen;
+    batch[i]->decision = checked[i] ? scope : "declined";
     Record(*batch[i], batch[i]->decision, "user");
   }
 }

@@ -205,8 +205,14 @@ void McpSession::Impl::RunWork(const json& id, const WorkSpec& spec, const json&
   context.protocol_version = stateless ? kStatelessVersion : self->protocol_version();
   context.client_capabilities = spec.client_capabilities;
   if (!stateless && reply) {  // the 2026-07-28 era asks by input_required results instead
-    context.ask_client = [this, reply, token](const std::string& method, json params, absl::Duration timeout) {
-      return client_requests.Ask(reply, method, std::move(params), timeout, token);
+    context.ask_client = [this, reply, token](const std::string& method, json params, absl::Duration timeout,
+                                              const std::shared_ptr<codemode::CancelToken>& also) {
+      if (!also) return client_requests.Ask(reply, method, std::move(params), timeout, token);
+      // Either ends the wait: this request's cancellation, or the end of what asks.
+      auto either = std::make_shared<codemode::CancelToken>();
+      token->OnCancel([either] { either->Cancel("the request was cancelled"); });
+      also->OnCancel([either] { either->Cancel("the run ended"); });
+      return client_requests.Ask(reply, method, std::move(params), timeout, either);
     };
   }
   context.input_required = spec.stateless_method == "tools/call";

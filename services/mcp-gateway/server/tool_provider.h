@@ -55,10 +55,14 @@ struct ToolCallContext {
   // request's _meta clientCapabilities), as far as the gateway may use it: the objects of
   // `elicitation`, `sampling` and `roots` (each at most 4 KiB; larger ones are kept empty).
   nlohmann::json client_capabilities = nlohmann::json::object();
-  // Sends a request to the client on this call's own stream and waits for its answer
-  // (ClientRequests::Ask); empty where the call has no way to ask (the 2026-07-28 era).
+  // Sends a request to the client and waits for its answer (2025: ClientRequests::Ask on
+  // this call's own stream; 2026-07-28: PendingRuns, an input_required result); empty where
+  // the call has no way to ask. The wait ends CANCELLED when this call is cancelled or when
+  // `cancel` (nullable: what the question is for, e.g. the execution whose tool calls ask)
+  // is, and DEADLINE_EXCEEDED after `timeout`.
   std::function<absl::StatusOr<nlohmann::json>(const std::string& method, nlohmann::json params,
-                                               absl::Duration timeout)>
+                                               absl::Duration timeout,
+                                               const std::shared_ptr<codemode::CancelToken>& cancel)>
       ask_client;
   // Protocol 2026-07-28's multi round-trip requests (tools/call only): the call may be
   // answered with an `input_required` result ({resultType: "input_required", inputRequests,

@@ -191,6 +191,8 @@ TEST_F(PendingRunsTest, RunsWaitingForAnswersAreBoundedPerCredential) {
   absl::StatusOr<json> c = Call(tool, "github.delete_repo");
   EXPECT_TRUE(absl::IsResourceExhausted(c.status())) << c.status();
   EXPECT_THAT(std::string(c.status().message()), HasSubstr("2 runs of this credential"));
+  // Nothing about other credentials' runs (attack round 18, F3).
+  EXPECT_THAT(std::string(c.status().message()), ::testing::Not(HasSubstr("in all")));
   EXPECT_TRUE(Call(tool, "github.search", "", json::object(), kBob).ok()) << "another credential is not held";
   EXPECT_EQ(Stdout(Call(tool, "github.delete_repo", (*a)["requestState"], {{"approval-1", Accept("once")}})), "-");
   EXPECT_EQ(QuestionOf(Call(tool, "github.delete_repo")), "approval-1") << "room again";
@@ -210,6 +212,75 @@ TEST_F(PendingRunsTest, AnAnswerRacingTheTimeoutGivesOneOutcome) {
                                      {{"approval-1", Accept("once")}});
     const std::string out = Stdout(done);
     EXPECT_TRUE(out == "-" || absl::StrContains(out, "nobody answered")) << out;
+  }
+}
+
+// Attack round 18, F1: a question whose asker ended (the execution timed out while its
+// call waited) is withdrawn at once, not held until --approval_timeout.
+TEST_F(PendingRunsTest, AQuestionIsWithdrawnWhenWhatAskedEnds) {
+  const HandleSealer sealer({HandleSealer::Key{}}, absl::Hours(1));
+  PendingRuns runs(&sealer, {});
+  auto execution = std::make_shared<codemode::CancelToken>();
+  PendingRuns::Work work = [execution](ToolCallContext& own) -> absl::StatusOr<json> {
+    absl::StatusOr<json> answer = own.ask_client("elicitation/create", {{"message", "ok?"}}, absl::Hours(1), execution);
+    return json{{"outcome", std::string(absl::StatusCodeToString(answer.status().code()))}};
+  };
+  ToolCallContext ctx;
+  ctx.credential = kAlice;
+  ctx.cancel = std::make_shared<codemode::CancelToken>();
+  absl::StatusOr<json> asked = runs.Start(work, "run_python", json::object(), ctx);
+  ASSERT_TRUE(asked.ok()) << asked.status();
+  ASSERT_EQ((*asked)["resultType"], "input_required") << asked->dump();
+  execution->Cancel("the execution finished");
+  ToolCallContext retry;
+  retry.credential = kAlice;
+  retry.cancel = std::make_shared<codemode::CancelToken>();
+  retry.request_state = (*asked)["requestState"];
+  absl::StatusOr<json> done = runs.Resume("run_python", json::object(), retry);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ((*done)["outcome"], "CANCELLED");
+}
+
+// Attack round 18, F5: the retry of an older question's state (the answer that carried the
+// newer question was lost) gets the question that waits now, at once.
+TEST_F(PendingRunsTest, AnOlderQuestionsStateGetsTheCurrentQuestion) {
+  RunPythonTool tool(&sandboxes_, &upstreams_, options_);
+  const std::string code = "github.delete_repo,github.delete_repo";
+  absl::StatusOr<json> first = Call(tool, code);
+  const std::string old_state = (*first)["requestState"];
+  absl::StatusOr<json> second = Call(tool, code, old_state, {{QuestionOf(first), Accept("once")}});
+  EXPECT_EQ(QuestionOf(second), "approval-2");
+  // Its answer is lost; the client tries again with what it has.
+  absl::StatusOr<json> again = Call(tool, code, old_state, {{"approval-1", Accept("once")}});
+  EXPECT_EQ(QuestionOf(again), "approval-2");
+  EXPECT_EQ(Stdout(Call(tool, code, (*again)["requestState"], {{"approval-2", Accept("once")}})), "-|-");
+}
+
+// Attack round 18, F2: of retries racing with different answers, the answer that decides
+// is one from a retry that was not refused.
+TEST_F(PendingRunsTest, ARefusedRetryChangesNothing) {
+  options_.max_sandboxes_per_credential = 64;
+  RunPythonTool tool(&sandboxes_, &upstreams_, options_);
+  for (int i = 0; i < 10; ++i) {
+    absl::StatusOr<json> first = Call(tool, "github.delete_repo");
+    const std::string state = (*first)["requestState"];
+    absl::StatusOr<json> approve, decline;
+    std::thread a([&] { approve = Call(tool, "github.delete_repo", state, {{"approval-1", Accept("once")}}); });
+    std::thread b([&] { decline = Call(tool, "github.delete_repo", state, {{"approval-1", {{"action", "decline"}}}}); });
+    a.join();
+    b.join();
+    for (const absl::StatusOr<json>* r : {&approve, &decline}) {
+      if (!r->ok()) {
+        EXPECT_TRUE(absl::IsFailedPrecondition(r->status())) << r->status();
+        continue;
+      }
+      if ((*r)->contains("resultType")) continue;  // asked again: the other one's answer came first
+      const std::string out = (**r)["structuredContent"].value("stdout", "");
+      // The approver's retry that got the result saw its answer applied, unless the
+      // decliner's retry was not refused either (then either may have decided).
+      if (r == &approve && !decline.ok()) EXPECT_EQ(out, "-");
+      if (r == &decline && !approve.ok()) EXPECT_THAT(out, HasSubstr("declined"));
+    }
   }
 }
 

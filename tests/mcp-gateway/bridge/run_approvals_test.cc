@@ -3,6 +3,7 @@
 // (once, for the run, for the sandbox); decline, cancel, no answer, a client that cannot be
 // asked and a 2026-07-28 request are each a ToolError and nothing reaches the upstream.
 #include <atomic>
+#include <future>
 #include <thread>
 
 #include "absl/strings/str_split.h"
@@ -49,7 +50,8 @@ class RunApprovalsTest : public ::testing::Test {
     ctx.cancel = std::make_shared<codemode::CancelToken>();
     if (can_ask) ctx.client_capabilities = {{"elicitation", json::object()}};
     if (!mcp.empty()) {
-      ctx.ask_client = [this, answer](const std::string& method, json params, absl::Duration) -> absl::StatusOr<json> {
+      ctx.ask_client = [this, answer](const std::string& method, json params, absl::Duration,
+                                      const std::shared_ptr<codemode::CancelToken>&) -> absl::StatusOr<json> {
         asked_.push_back(params);
         EXPECT_EQ(method, "elicitation/create");
         if (answer.is_string()) return absl::DeadlineExceededError("the client did not answer in time");
@@ -164,6 +166,66 @@ TEST_F(RunApprovalsTest, CallsThatWaitTogetherAreAskedAboutInOneQuestion) {
   EXPECT_EQ(UpstreamCalls("delete_repo"), 3u);
 }
 
+// Attack round 18, F6: "for the rest of this run" does not cover a tool one of whose calls
+// the person unchecked in the same answer: that call, made again, is asked again.
+TEST_F(RunApprovalsTest, AnUncheckedCallIsNotApprovedForTheRunByItsNeighbours) {
+  sandboxes_.SetScript([](const FakeSandboxes::Execution&, const ExecuteHandlers& h,
+                          std::shared_ptr<codemode::CancelToken>) -> absl::StatusOr<Finished> {
+    std::vector<std::string> errors(2);
+    std::vector<std::thread> calls;
+    for (int i = 0; i < 2; ++i) {
+      calls.emplace_back([&, i] {
+        errors[i] = h.on_tool_call(ToolCallOf("github", "delete_repo", absl::StrCat(R"({"n":)", i, "}")), {}).error();
+      });
+    }
+    for (auto& t : calls) t.join();
+    // The same tool again.
+    errors.push_back(h.on_tool_call(ToolCallOf("github", "delete_repo", R"({"n":2})"), {}).error());
+    Finished f;
+    f.set_status(Finished::OK);
+    for (const std::string& e : errors) f.mutable_stdout()->append(e.empty() ? "-" : "x");
+    return f;
+  });
+  options_.approval.gather = absl::Seconds(2);  // both gathered calls join one question
+  options_.approval.max_batch = 2;
+  RunPythonTool tool(&sandboxes_, &upstreams_, options_);
+  const json answer = {{"action", "accept"}, {"content", {{"decision", "run"}, {"call_1", true}, {"call_2", false}}}};
+  // One of the gathered two refused (which is call_2 depends on arrival); the third call,
+  // asked again, is approved by the person.
+  const std::string out = Run(tool, "gather", answer);
+  EXPECT_TRUE(out == "-x-" || out == "x--") << out;
+  EXPECT_EQ(asked_.size(), 2u) << "the refused call, made again, is asked about again";
+  EXPECT_EQ(UpstreamCalls("delete_repo"), 2u);
+}
+
+// Attack round 18, F1: a question is withdrawn when the execution that asked ends.
+TEST_F(RunApprovalsTest, AQuestionEndsWithTheExecutionThatAsked) {
+  ToolCallContext ctx;
+  ctx.credential = "token 0";
+  ctx.cancel = std::make_shared<codemode::CancelToken>();
+  ctx.client_capabilities = {{"elicitation", json::object()}};
+  ctx.ask_client = [](const std::string&, json, absl::Duration,
+                      const std::shared_ptr<codemode::CancelToken>& also) -> absl::StatusOr<json> {
+    if (!also) return absl::InternalError("the question does not know what asked it");
+    std::promise<void> ended;
+    also->OnCancel([&ended] { ended.set_value(); });
+    ended.get_future().wait();  // without the token, this would wait for good
+    return absl::CancelledError("the run ended");
+  };
+  UpstreamStatus github = upstreams_.Snapshot()[0];
+  const std::vector<UpstreamStatus> view = {github};
+  RunApprovals approvals(options_.approvals.get(), &view, &ctx, {});
+  auto execution = std::make_shared<codemode::CancelToken>();
+  std::thread ender([execution] {
+    absl::SleepFor(absl::Milliseconds(50));
+    execution->Cancel("the execution finished");
+  });
+  absl::Status s = approvals.Check("github", "delete_repo", json::object(), execution);
+  ender.join();
+  EXPECT_TRUE(absl::IsPermissionDenied(s));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("abandoned (the run ended)"));
+}
+
 TEST(SummarizeArgumentsTest, HidesSecretsAndClips) {
   const json args = {{"Authorization", "Bearer x"}, {"api_key", "k"}, {"nested", {{"password", "p"}}},
                      {"text", std::string(500, 'a')}};
@@ -174,6 +236,23 @@ TEST(SummarizeArgumentsTest, HidesSecretsAndClips) {
   EXPECT_LT(s.size(), 400u);
   EXPECT_THAT(SummarizeArguments({{"a", std::string(5000, 'b')}, {"b", std::string(5000, 'c')}}, 100),
               HasSubstr("(clipped)"));
+}
+
+// Attack round 18, F4: sandboxed code cannot shape the question: characters that break
+// lines or reverse text are shown as escapes, a long value's end is shown, and more
+// spellings of secrets are hidden.
+TEST(SummarizeArgumentsTest, CodeCannotShapeTheQuestion) {
+  const std::string s = SummarizeArguments(
+      {{"path", "a\u2028" "2. github.search {}\u202Eevil\n"}, {"x", std::string(300, 'a') + "rm -rf /"},
+       {"passphrase", "p"}, {"pwd", "p"}, {"note", "Bearer abc"}, {"cert", "-----BEGIN PRIVATE KEY-----"}},
+      4096);
+  EXPECT_THAT(s, HasSubstr("\\\\u{2028}"));
+  EXPECT_THAT(s, HasSubstr("\\\\u{202e}"));
+  EXPECT_THAT(s, HasSubstr("\\\\u{000a}"));
+  EXPECT_THAT(s, HasSubstr("rm -rf /")) << "the end of a long value is shown";
+  EXPECT_THAT(s, ::testing::Not(HasSubstr("abc")));
+  EXPECT_THAT(s, ::testing::Not(HasSubstr("\"p\"")));
+  EXPECT_THAT(s, ::testing::Not(HasSubstr("BEGIN")));
 }
 
 }  // namespace

@@ -210,7 +210,7 @@ class FakeProvider : public ToolProvider {
     } else {
       absl::StatusOr<json> answer =
           context.ask_client("elicitation/create", arguments.value("params", json::object()),
-                             absl::Milliseconds(arguments.value("timeout_ms", 30000)));
+                             absl::Milliseconds(arguments.value("timeout_ms", 30000)), nullptr);
       if (answer.ok()) {
         out["answer"] = *answer;
       } else {
