@@ -23,6 +23,11 @@ using nlohmann::json;
 
 namespace {
 
+constexpr char kRunGone[] =
+    "the run this requestState belongs to is not held by this gateway: its result was already "
+    "collected or dropped after nobody came for it, or it runs on another gateway replica (send "
+    "the call again without requestState to run the code anew)";
+
 std::string RandomId() {
   unsigned char bytes[16];
   if (RAND_bytes(bytes, sizeof bytes) != 1) return "";
@@ -65,6 +70,7 @@ struct PendingRuns::Run {
   bool request_cancelled ABSL_GUARDED_BY(mu) = false;
   ToolCallContext* waiter ABSL_GUARDED_BY(mu) = nullptr;
   std::optional<absl::StatusOr<json>> result ABSL_GUARDED_BY(mu);
+  bool collected ABSL_GUARDED_BY(mu) = false;  // a request took the result
   absl::Time finished_at ABSL_GUARDED_BY(mu) = absl::InfiniteFuture();
 
   // own.ask_client: the question goes out with the next input_required result, and the
@@ -291,12 +297,7 @@ absl::StatusOr<json> PendingRuns::Resume(const std::string& name, const json& ar
     Sweep();
     if (auto it = runs_.find(parts[0]); it != runs_.end()) run = it->second;
   }
-  if (!run) {
-    return absl::FailedPreconditionError(
-        "the run this requestState belongs to is not held by this gateway: its result was already "
-        "collected or dropped after nobody came for it, or it runs on another gateway replica (send "
-        "the call again without requestState to run the code anew)");
-  }
+  if (!run) return absl::FailedPreconditionError(kRunGone);
   if (run->credential != ctx.credential) return invalid;  // sealed for it; checked again
   const json& responses = ctx.input_responses;
   return Wait(run, ctx, [seq, &responses](Run& r) ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under r.mu
@@ -319,6 +320,7 @@ absl::StatusOr<json> PendingRuns::Wait(const std::shared_ptr<Run>& run, ToolCall
     codemode::MutexLock lock(&run->mu);
     // Refused before anything of the request is applied (attack round 18, F2: a refused
     // retry's answer still approved the call).
+    if (run->collected) return absl::FailedPreconditionError(kRunGone);  // on its way out
     if (run->attached) {
       return absl::FailedPreconditionError("another request is already waiting for this run");
     }
@@ -356,6 +358,7 @@ absl::StatusOr<json> PendingRuns::Wait(const std::shared_ptr<Run>& run, ToolCall
     }
     result = std::move(run->result);
     run->result = absl::CancelledError("collected");  // still finished for Sweep()
+    run->collected = true;
   }
   // Collected: the run is done with. (The registry's lock is never taken under a run's.)
   codemode::MutexLock registry(&mu_);
