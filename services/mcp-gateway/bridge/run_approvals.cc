@@ -10,6 +10,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "base/log_text.h"
 #include "base/utf8.h"
 #include "spdlog/spdlog.h"
@@ -24,7 +25,7 @@ constexpr size_t kMaxShownString = 200;
 
 bool LooksSecret(const std::string& key) {
   const std::string k = absl::AsciiStrToLower(key);
-  for (const char* word : {"token", "password", "passwd", "passphrase", "pwd", "secret", "key", "authorization",
+  for (const char* word : {"token", "pass", "pwd", "secret", "key", "authorization",
                            "credential", "cookie", "auth", "bearer", "private", "pem", "session"}) {
     if (absl::StrContains(k, word)) return true;
   }
@@ -33,9 +34,11 @@ bool LooksSecret(const std::string& key) {
 
 // A value that is a credential whatever its key says ("Bearer ...", "Basic ...", a PEM block).
 bool LooksSecretValue(const std::string& v) {
-  const std::string head = absl::AsciiStrToLower(v.substr(0, 16));
-  return absl::StartsWith(head, "bearer ") || absl::StartsWith(head, "basic ") ||
-         absl::StrContains(v.substr(0, 64), "-----BEGIN");
+  const std::string head = absl::AsciiStrToLower(v.substr(0, 80));
+  const absl::string_view trimmed = absl::StripLeadingAsciiWhitespace(head);
+  return absl::StrContains(head, "bearer ") || absl::StartsWith(trimmed, "basic ") ||
+         absl::StrContains(head, "-----begin") || absl::StartsWith(trimmed, "sk-") ||
+         (absl::StartsWith(trimmed, "eyj") && std::count(v.begin(), v.end(), '.') >= 2);  // a JWT
 }
 
 // What the code passed, as the person is shown it: characters that change how the text
@@ -53,7 +56,9 @@ std::string Visible(const std::string& valid) {
     for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(valid[i + k]) & 0x3F);
     const bool hidden_effect = cp < 0x20 || (cp >= 0x7F && cp <= 0x9F) || cp == 0x2028 || cp == 0x2029 ||
                                (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069) ||
-                               cp == 0x200E || cp == 0x200F || cp == 0x061C || cp == 0xFEFF;
+                               cp == 0x200E || cp == 0x200F || cp == 0x061C || cp == 0xFEFF ||
+                               (cp >= 0x200B && cp <= 0x200D) || (cp >= 0x2060 && cp <= 0x2064) ||
+                               (cp >= 0xE0000 && cp <= 0xE007F);  // zero-width, invisible, tags
     if (hidden_effect) {
       absl::StrAppend(&out, "\\u{", absl::Hex(cp, absl::kZeroPad4), "}");
     } else {
@@ -64,29 +69,36 @@ std::string Visible(const std::string& valid) {
   return out;
 }
 
-json Redacted(const json& value, int depth) {
+// `text` in at most about `max` bytes: its head and its tail, what a long value ends with
+// shown too (F4: a tail was never seen).
+std::string HeadAndTail(const std::string& text, size_t max) {
+  if (text.size() <= max) return text;
+  const std::string head(codemode::Utf8Prefix(text, max / 2));
+  size_t from = text.size() - max / 2;
+  while (from < text.size() && (static_cast<unsigned char>(text[from]) & 0xC0) == 0x80) ++from;
+  return absl::StrCat(head, " … (", from - head.size(), " bytes) … ", text.substr(from));
+}
+
+// The arguments as shown: secrets hidden, text made visible, keys clipped to 64 bytes and
+// strings to `max_string` (head and tail).
+json Redacted(const json& value, int depth, size_t max_string) {
   if (depth > 8) return "…";
   if (value.is_object()) {
     json out = json::object();
-    for (const auto& [k, v] : value.items()) out[Visible(k)] = LooksSecret(k) ? json("[hidden]") : Redacted(v, depth + 1);
+    for (const auto& [k, v] : value.items()) {
+      out[HeadAndTail(Visible(k), 64)] = LooksSecret(k) ? json("[hidden]") : Redacted(v, depth + 1, max_string);
+    }
     return out;
   }
   if (value.is_array()) {
     json out = json::array();
-    for (const json& v : value) out.push_back(Redacted(v, depth + 1));
+    for (const json& v : value) out.push_back(Redacted(v, depth + 1, max_string));
     return out;
   }
   if (value.is_string()) {
     const std::string& text = value.get_ref<const std::string&>();
     if (LooksSecretValue(text)) return "[hidden]";
-    const std::string shown = Visible(text);
-    if (shown.size() <= kMaxShownString) return shown;
-    // Head and tail: what a long value ends with is shown too (F4: a tail was never seen).
-    const std::string head(codemode::Utf8Prefix(shown, kMaxShownString / 2));
-    size_t from = shown.size() - kMaxShownString / 2;
-    while (from < shown.size() && (static_cast<unsigned char>(shown[from]) & 0xC0) == 0x80) ++from;
-    return absl::StrCat(head, " … (", shown.size() - head.size() - (shown.size() - from), " bytes) … ",
-                        shown.substr(from));
+    return HeadAndTail(Visible(text), max_string);
   }
   return value;
 }
@@ -100,9 +112,16 @@ std::string Sha256Hex(const std::string& data) {
 }  // namespace
 
 std::string SummarizeArguments(const json& arguments, size_t max_bytes) {
-  std::string text = Redacted(arguments, 0).dump(-1, ' ', false, json::error_handler_t::replace);
-  if (text.size() <= max_bytes) return text;
-  return absl::StrCat(codemode::Utf8Prefix(text, max_bytes), "… (clipped)");
+  // Shorter strings first, so that every field has its say (round 18's re-check, N1: fields
+  // before the one that mattered pushed it out of the question).
+  std::string text;
+  for (size_t max_string : {kMaxShownString, size_t{64}, size_t{24}}) {
+    text = Redacted(arguments, 0, max_string).dump(-1, ' ', false, json::error_handler_t::replace);
+    if (text.size() <= max_bytes) return text;
+  }
+  // Still too long (many fields): say plainly that the person does not see everything.
+  return absl::StrCat(codemode::Utf8Prefix(text, max_bytes), " … (NOT ALL ARGUMENTS ARE SHOWN: ",
+                      text.size() - codemode::Utf8Prefix(text, max_bytes).size(), " more bytes)");
 }
 
 std::vector<UpstreamStatus> ApplyApprovalPolicy(std::vector<UpstreamStatus> view, const ApprovalPolicy& policy) {
@@ -271,10 +290,16 @@ json RunApprovals::Question(const std::vector<std::shared_ptr<Waiter>>& batch) c
 
 void RunApprovals::Ask(const std::vector<std::shared_ptr<Waiter>>& batch) {
   auto decide_all = [&](const std::string& decision, const std::string& why) {
+    // Who decided: the person, or nobody (no answer in time, the run ended), or the reason
+    // the client could not be asked (round 18's re-check, N2: all of them said "user").
+    const std::string by = !why.empty() ? why
+                           : decision == "timed out" ? "nobody: no answer in time"
+                           : absl::StartsWith(decision, "abandoned") ? "nobody: the run ended"
+                                                                     : "user";
     for (const auto& w : batch) {
       w->decision = decision;
       w->why = why;
-      Record(*w, why.empty() ? decision : "refused", why.empty() ? "user" : why);
+      Record(*w, why.empty() ? decision : "refused", by);
     }
   };
   if (!ctx_->ask_client) return decide_all("", "this request has no way to ask its client");

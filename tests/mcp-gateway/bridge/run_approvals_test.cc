@@ -235,7 +235,7 @@ TEST(SummarizeArgumentsTest, HidesSecretsAndClips) {
   EXPECT_THAT(s, HasSubstr("\"password\":\"[hidden]\""));
   EXPECT_LT(s.size(), 400u);
   EXPECT_THAT(SummarizeArguments({{"a", std::string(5000, 'b')}, {"b", std::string(5000, 'c')}}, 100),
-              HasSubstr("(clipped)"));
+              HasSubstr("bytes)"));
 }
 
 // Attack round 18, F4: sandboxed code cannot shape the question: characters that break
@@ -253,6 +253,20 @@ TEST(SummarizeArgumentsTest, CodeCannotShapeTheQuestion) {
   EXPECT_THAT(s, ::testing::Not(HasSubstr("abc")));
   EXPECT_THAT(s, ::testing::Not(HasSubstr("\"p\"")));
   EXPECT_THAT(s, ::testing::Not(HasSubstr("BEGIN")));
+  // Round 18's re-check, N1: a long key (or many fields) before the one that matters does
+  // not push it out of the question; N3: invisible characters and more secret shapes.
+  const std::string crowded = SummarizeArguments(
+      {{"a" + std::string(1500, ' '), ""}, {"message", "../../etc/shadow"}, {"z\u200Bw", "eyJhbGciOi.eyJzdWIi.sig"},
+       {"api", "sk-abcdef"}, {"h", "Authorization: Bearer xyz"}},
+      1024);
+  EXPECT_THAT(crowded, HasSubstr("../../etc/shadow"));
+  EXPECT_THAT(crowded, HasSubstr("\\u{200b}"));
+  EXPECT_THAT(crowded, ::testing::Not(HasSubstr("eyJhbGciOi")));
+  EXPECT_THAT(crowded, ::testing::Not(HasSubstr("sk-abc")));
+  EXPECT_THAT(crowded, ::testing::Not(HasSubstr("xyz")));
+  json many = json::object();
+  for (int i = 0; i < 200; ++i) many[absl::StrCat("field", i)] = std::string(30, 'v');
+  EXPECT_THAT(SummarizeArguments(many, 1024), HasSubstr("NOT ALL ARGUMENTS ARE SHOWN"));
 }
 
 }  // namespace

@@ -88,6 +88,21 @@ TEST_F(ClientRequestsTest, AnUnansweredRequestTimesOutAndTheClientIsTold) {
   EXPECT_EQ(cancelled["params"]["reason"], "timed out");
 }
 
+// Attack round 18, F1: what asked (the execution whose tool call needs approval) ending
+// ends the wait, long before the timeout, and the client is told to stop asking.
+TEST_F(ClientRequestsTest, TheEndOfWhatAskedEndsTheWait) {
+  auto session = Session();
+  auto sink = std::make_shared<CollectSink>();
+  Ask(*session, sink, {{"timeout_ms", 3600000}, {"end_after_ms", 20}});
+  const json out = sink->WaitResponse(1)["result"]["structuredContent"];
+  EXPECT_EQ(out["error"], "CANCELLED") << out;
+  const json request = sink->WaitFor(IsElicitation);
+  const json cancelled = sink->WaitFor([&](const json& m) {
+    return m.value("method", "") == "notifications/cancelled" && m["params"]["requestId"] == request["id"];
+  });
+  ASSERT_FALSE(cancelled.is_null()) << "the client is told to stop asking";
+}
+
 TEST_F(ClientRequestsTest, CancellingTheCallOrClosingTheSessionEndsTheWait) {
   auto session = Session();
   auto sink = std::make_shared<CollectSink>();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <thread>
 #include <condition_variable>
 #include <functional>
 #include <future>
@@ -208,9 +209,20 @@ class FakeProvider : public ToolProvider {
     if (!context.ask_client) {
       out["cannot_ask"] = true;
     } else {
+      // "end_after_ms": what asks (an execution) ends that long after the question goes out.
+      std::shared_ptr<codemode::CancelToken> ended;
+      std::thread ender;
+      if (arguments.contains("end_after_ms")) {
+        ended = std::make_shared<codemode::CancelToken>();
+        ender = std::thread([ended, ms = arguments.value("end_after_ms", 0)] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+          ended->Cancel("the execution finished");
+        });
+      }
       absl::StatusOr<json> answer =
           context.ask_client("elicitation/create", arguments.value("params", json::object()),
-                             absl::Milliseconds(arguments.value("timeout_ms", 30000)), nullptr);
+                             absl::Milliseconds(arguments.value("timeout_ms", 30000)), ended);
+      if (ender.joinable()) ender.join();
       if (answer.ok()) {
         out["answer"] = *answer;
       } else {
