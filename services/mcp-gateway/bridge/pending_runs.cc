@@ -299,6 +299,17 @@ absl::StatusOr<json> PendingRuns::Resume(const std::string& name, const json& ar
   }
   if (!run) return absl::FailedPreconditionError(kRunGone);
   if (run->credential != ctx.credential) return invalid;  // sealed for it; checked again
+  {
+    // A retry that brings answers to a question it could not have been asked: -32021, and
+    // the run goes on waiting for a retry that can answer.
+    codemode::MutexLock lock(&run->mu);
+    if (run->asking && run->method == "elicitation/create" && !ctx.client_capabilities.contains("elicitation")) {
+      return MissingClientCapability(
+          "this run waits for the answer to an elicitation/create, and this request declares no elicitation "
+          "capability (_meta io.modelcontextprotocol/clientCapabilities)",
+          {{"elicitation", {{"form", json::object()}}}});
+    }
+  }
   const json& responses = ctx.input_responses;
   return Wait(run, ctx, [seq, &responses](Run& r) ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under r.mu
     if (!r.asking || !r.sent) return;  // nothing out: wait for what comes next

@@ -76,6 +76,10 @@ int64_t NowMs() {
 json WorkResponse(const json& id, const absl::StatusOr<json>& result, int not_found_code,
                   const json& not_found_data) {
   if (!result.ok()) {
+    if (json required = MissingCapabilityOf(result.status()); !required.is_null()) {
+      return MakeError(id, kMissingClientCapability, std::string(result.status().message()),
+                       {{"requiredCapabilities", std::move(required)}});
+    }
     const int code = absl::IsNotFound(result.status()) ? not_found_code
                                                        : StatusToErrorCode(result.status());
     // The data goes with every -32602 of the call (a resource that is not there and one

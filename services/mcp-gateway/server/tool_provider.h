@@ -13,12 +13,30 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/cord.h"
 #include "absl/time/time.h"
 #include "base/byte_budget.h"
 #include "base/cancel.h"
 #include "nlohmann/json.hpp"
 
 namespace gateway {
+
+// A status that answers the request with -32021 MissingRequiredClientCapability (protocol
+// 2026-07-28): `required` (a ClientCapabilities object) becomes the error's
+// data.requiredCapabilities. For what the request cannot be processed without.
+inline constexpr char kMissingCapabilityPayload[] = "mcp-gateway/missing-client-capability";
+inline absl::Status MissingClientCapability(absl::string_view message, const nlohmann::json& required) {
+  absl::Status s = absl::FailedPreconditionError(message);
+  s.SetPayload(kMissingCapabilityPayload, absl::Cord(required.dump()));
+  return s;
+}
+// The required capabilities of a MissingClientCapability status, or null.
+inline nlohmann::json MissingCapabilityOf(const absl::Status& s) {
+  auto payload = s.GetPayload(kMissingCapabilityPayload);  // absl::optional in Debian's Abseil
+  if (!payload) return nullptr;
+  nlohmann::json required = nlohmann::json::parse(std::string(*payload), nullptr, false);
+  return required.is_discarded() ? nlohmann::json(nullptr) : required;
+}
 
 // Where messages for the client go. Send() is safe for concurrent use and never blocks
 // for long (transports queue). After Close() sends are dropped.

@@ -41,12 +41,13 @@ class PendingRunsTest : public ::testing::Test {
   // retry.
   absl::StatusOr<json> Call(RunPythonTool& tool, const std::string& code, const std::string& state = "",
                             json responses = json::object(), const std::string& credential = kAlice,
-                            std::shared_ptr<codemode::CancelToken> cancel = nullptr) {
+                            std::shared_ptr<codemode::CancelToken> cancel = nullptr,
+                            json capabilities = {{"elicitation", json::object()}}) {
     ToolCallContext ctx;
     ctx.credential = credential;
     ctx.protocol_version = "2026-07-28";
     ctx.cancel = cancel ? cancel : std::make_shared<codemode::CancelToken>();
-    ctx.client_capabilities = {{"elicitation", json::object()}};
+    ctx.client_capabilities = std::move(capabilities);
     ctx.input_required = true;
     ctx.request_state = state;
     ctx.input_responses = std::move(responses);
@@ -282,6 +283,20 @@ TEST_F(PendingRunsTest, ARefusedRetryChangesNothing) {
       if (r == &decline && !approve.ok()) EXPECT_THAT(out, HasSubstr("declined"));
     }
   }
+}
+
+// -32021: a retry that answers an elicitation while declaring no elicitation capability is
+// told which capability it lacks; the run keeps waiting for a retry that has it.
+TEST_F(PendingRunsTest, ARetryWithoutTheCapabilityIsToldWhatItLacks) {
+  RunPythonTool tool(&sandboxes_, &upstreams_, options_);
+  absl::StatusOr<json> first = Call(tool, "github.delete_repo");
+  const std::string key = QuestionOf(first);
+  absl::StatusOr<json> lacking = Call(tool, "github.delete_repo", (*first)["requestState"], {{key, Accept("once")}},
+                                      kAlice, nullptr, json::object());
+  ASSERT_FALSE(lacking.ok());
+  EXPECT_EQ(MissingCapabilityOf(lacking.status()), json({{"elicitation", {{"form", json::object()}}}}));
+  EXPECT_EQ(UpstreamCalls("delete_repo"), 0u);
+  EXPECT_EQ(Stdout(Call(tool, "github.delete_repo", (*first)["requestState"], {{key, Accept("once")}})), "-");
 }
 
 }  // namespace

@@ -218,6 +218,11 @@ TEST_F(McpStatelessTest, ACallMayRequireInputAndItsRetryBringsTheAnswers) {
     json refused = Call(*session, Request(id++, "tools/call", params));
     EXPECT_EQ(ErrorCode(refused), kInvalidParams) << bad;
   }
+  // What a request cannot be processed without is -32021, naming the capability.
+  json lacking = Call(*session, Request(id++, "tools/call", Params({{"name", "needs_elicitation"}})));
+  EXPECT_EQ(ErrorCode(lacking), kMissingClientCapability) << lacking;
+  EXPECT_EQ(lacking["error"]["data"]["requiredCapabilities"], json({{"elicitation", json::object()}}));
+  EXPECT_EQ(StatelessHttpStatus(lacking), 400);
   auto legacy = NewSession();
   ASSERT_TRUE(Call(*legacy, Request(0, "initialize", InitializeParams())).contains("result"));
   json old = Call(*legacy, Request(1, "tools/call", {{"name", "mrtr"}, {"requestState", "state-1"}}));

@@ -83,6 +83,9 @@ class FakeProvider : public ToolProvider {
     }
     if (name == "throw") throw std::runtime_error("boom");
     if (name == "ask") return Ask(arguments, context);
+    if (name == "needs_elicitation") {
+      return MissingClientCapability("needs elicitation", {{"elicitation", json::object()}});
+    }
     if (name == "mrtr") {  // a multi round-trip request: asks once, then says what the retry brought
       if (context.input_required && context.request_state.empty()) {
         return json{{"resultType", "input_required"},
