@@ -148,6 +148,10 @@ struct McpSession::Impl {
   };
   json StartWork(const json& id, const json& params, const std::shared_ptr<ReplySink>& reply,
                  WorkSpec spec);
+  // ToolCallContext::ask_client of a 2025 call: ClientRequests on its own stream, ended by
+  // the call's cancellation or by what asks.
+  decltype(ToolCallContext::ask_client) AskClient(const std::shared_ptr<ReplySink>& reply,
+                                                  const std::shared_ptr<codemode::CancelToken>& token);
   void RunWork(const json& id, const WorkSpec& spec, const json& progress_token,
                const std::shared_ptr<codemode::CancelToken>& token,
                const std::shared_ptr<ReplySink>& reply);

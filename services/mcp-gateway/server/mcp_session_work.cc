@@ -183,6 +183,19 @@ json McpSession::Impl::StartWork(const json& id, const json& params,
   return nullptr;
 }
 
+decltype(ToolCallContext::ask_client) McpSession::Impl::AskClient(
+    const std::shared_ptr<ReplySink>& reply, const std::shared_ptr<codemode::CancelToken>& token) {
+  return [this, reply, token](const std::string& method, json params, absl::Duration timeout,
+                              const std::shared_ptr<codemode::CancelToken>& also) {
+    if (!also) return client_requests.Ask(reply, method, std::move(params), timeout, token);
+    // Either ends the wait: this request's cancellation, or the end of what asks.
+    auto either = std::make_shared<codemode::CancelToken>();
+    token->OnCancel([either] { either->Cancel("the request was cancelled"); });
+    also->OnCancel([either] { either->Cancel("the run ended"); });
+    return client_requests.Ask(reply, method, std::move(params), timeout, either);
+  };
+}
+
 void McpSession::Impl::RunWork(const json& id, const WorkSpec& spec, const json& progress_token,
                                const std::shared_ptr<codemode::CancelToken>& token,
                                const std::shared_ptr<ReplySink>& reply) {
@@ -204,17 +217,8 @@ void McpSession::Impl::RunWork(const json& id, const WorkSpec& spec, const json&
   }
   context.protocol_version = stateless ? kStatelessVersion : self->protocol_version();
   context.client_capabilities = spec.client_capabilities;
-  if (!stateless && reply) {  // the 2026-07-28 era asks by input_required results instead
-    context.ask_client = [this, reply, token](const std::string& method, json params, absl::Duration timeout,
-                                              const std::shared_ptr<codemode::CancelToken>& also) {
-      if (!also) return client_requests.Ask(reply, method, std::move(params), timeout, token);
-      // Either ends the wait: this request's cancellation, or the end of what asks.
-      auto either = std::make_shared<codemode::CancelToken>();
-      token->OnCancel([either] { either->Cancel("the request was cancelled"); });
-      also->OnCancel([either] { either->Cancel("the run ended"); });
-      return client_requests.Ask(reply, method, std::move(params), timeout, either);
-    };
-  }
+  // The 2026-07-28 era asks by input_required results instead (bridge/pending_runs.h).
+  if (!stateless && reply) context.ask_client = AskClient(reply, token);
   context.input_required = spec.stateless_method == "tools/call";
   context.request_state = spec.request_state;
   context.input_responses = spec.input_responses;
