@@ -30,6 +30,7 @@ fi
 #    `podman run --init` (without it every container start fails), fuse-overlayfs and
 #    slirp4netns serve rootless podman. util-linux (setpriv) is essential on Debian.
 #    runsc is gVisor, the OCI runtime of sandboxd's --isolation=gvisor.
+#    prometheus-cpp serves /metrics; prometheus (with promtool) checks it in the tests.
 packages=(
   build-essential cmake ccache pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
@@ -39,6 +40,7 @@ packages=(
   clang-14 libclang-rt-14-dev
   universal-ctags
   haproxy openssl
+  prometheus-cpp-dev prometheus
 )
 # Node.js: any install that provides node and npm will do (Debian's, or NodeSource's,
 # whose nodejs package conflicts with Debian's npm).
