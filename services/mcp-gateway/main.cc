@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "server/http_token.h"
 #include "bridge/run_python.h"
+#include "metrics_flags.h"
 #include "run_flags.h"
 #include "sandboxd_flags.h"
 #include "bridge/sandbox_client.h"
@@ -467,6 +468,42 @@ gateway::ServerOptions ServerOptionsFromFlags(std::shared_ptr<codemode::BufferCe
   return o;
 }
 
+// Serves `tool` on --transport (and metrics on --metrics_listen) until shutdown. Returns
+// the process's exit code.
+int Serve(gateway::RunPythonTool& tool, const gateway::ServerOptions& server_options,
+          gateway::UpstreamManager& upstreams, gateway::GatewayMetrics& metrics,
+          const std::string& sandboxd_at, codemode::ShutdownSignal& shutdown) {
+  absl::StatusOr<std::unique_ptr<gateway::ServerTransport>> server =
+      StartTransport(&tool, server_options, &shutdown);
+  if (!server.ok()) {
+    spdlog::critical("{}", std::string(server.status().message()));
+    upstreams.Stop();
+    return absl::IsInvalidArgument(server.status()) ? 2 : 1;
+  }
+  absl::StatusOr<std::unique_ptr<codemode::telemetry::MetricsServer>> metrics_server =
+      ServeMetrics(metrics, upstreams, **server, tool);
+  if (!metrics_server.ok()) {
+    spdlog::critical("{}", std::string(metrics_server.status().message()));
+    (*server)->Stop();
+    upstreams.Stop();
+    return 2;
+  }
+  upstreams.SetCatalogListener([t = server->get()] { t->NotifyToolsChanged(); });
+  spdlog::info("sandboxd at {}", sandboxd_at);
+
+  spdlog::info("{}: shutting down", shutdown.Wait());
+  if (*metrics_server) (*metrics_server)->BeginStop();
+  upstreams.SetCatalogListener(nullptr);
+  // An HTTP gateway's clients hold handles that a restarted gateway or another replica
+  // opens: their sandboxes stay (sandboxd's --idle_ttl ends the forgotten ones). A stdio
+  // gateway's one client is gone: its sandboxes go with it.
+  if (absl::GetFlag(FLAGS_transport) == "http") tool.KeepSandboxes();
+  (*server)->Stop();
+  tool.CloseAll();
+  upstreams.Stop();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -494,6 +531,7 @@ int main(int argc, char** argv) {
   }
   gateway::UpstreamManager upstreams(*configs, *upstream_options);
   upstreams.Start();
+  const std::shared_ptr<gateway::GatewayMetrics> metrics = MetricsFromFlags();
 
   absl::StatusOr<SandboxdFlags> sandboxd = SandboxdFromFlags();
   if (!sandboxd.ok()) {
@@ -507,8 +545,9 @@ int main(int argc, char** argv) {
     spdlog::critical("{}", std::string(isolation.status().message()));
     return 2;
   }
-  gateway::SandboxClient sandboxes(sandboxd->endpoints,
-                                   ToolCallLimitsFromFlags(ceiling, upstream_options->receive_budget),
+  gateway::ToolCallLimits call_limits = ToolCallLimitsFromFlags(ceiling, upstream_options->receive_budget);
+  call_limits.metrics = metrics.get();
+  gateway::SandboxClient sandboxes(sandboxd->endpoints, call_limits,
                                    *isolation, absl::GetFlag(FLAGS_image), sandboxd->tcp_token,
                                    sandboxd->tls);
   gateway::ManagerUpstreams upstream_view(&upstreams);
@@ -519,29 +558,13 @@ int main(int argc, char** argv) {
   }
   run_options->cap_credentials_in_sandboxd = !OneCredential();
   run_options->owned_scope = OwnedScope();
+  run_options->metrics = metrics;
   gateway::RunPythonTool tool(&sandboxes, &upstream_view, *run_options);
-  const gateway::ServerOptions server_options = ServerOptionsFromFlags(ceiling);
+  gateway::ServerOptions server_options = ServerOptionsFromFlags(ceiling);
+  server_options.metrics = metrics;
+  server_options.version = GATEWAY_VERSION;
   upstreams.WaitInitial(absl::GetFlag(FLAGS_startup_wait));
 
-  absl::StatusOr<std::unique_ptr<gateway::ServerTransport>> server =
-      StartTransport(&tool, server_options, &shutdown);
-  if (!server.ok()) {
-    spdlog::critical("{}", std::string(server.status().message()));
-    upstreams.Stop();
-    return absl::IsInvalidArgument(server.status()) ? 2 : 1;
-  }
-  upstreams.SetCatalogListener([t = server->get()] { t->NotifyToolsChanged(); });
-  spdlog::info("sandboxd at {}{}", absl::StrJoin(sandboxd->endpoints, ", "),
-               sandboxd->tls.ca.empty() ? "" : " (TCP endpoints over TLS)");
-
-  spdlog::info("{}: shutting down", shutdown.Wait());
-  upstreams.SetCatalogListener(nullptr);
-  // An HTTP gateway's clients hold handles that a restarted gateway or another replica
-  // opens: their sandboxes stay (sandboxd's --idle_ttl ends the forgotten ones). A stdio
-  // gateway's one client is gone: its sandboxes go with it.
-  if (absl::GetFlag(FLAGS_transport) == "http") tool.KeepSandboxes();
-  (*server)->Stop();
-  tool.CloseAll();
-  upstreams.Stop();
-  return 0;
+  return Serve(tool, server_options, upstreams, *metrics, absl::StrJoin(sandboxd->endpoints, ", ") +
+               (sandboxd->tls.ca.empty() ? "" : " (TCP endpoints over TLS)"), shutdown);
 }

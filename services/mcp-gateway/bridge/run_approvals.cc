@@ -347,7 +347,23 @@ void RunApprovals::Ask(const std::vector<std::shared_ptr<Waiter>>& batch) {
   }
 }
 
+namespace {
+
+// The metric's fixed set of decisions, from the words the log line uses.
+ApprovalDecision DecisionOf(const std::string& decision) {
+  if (decision == "denied") return ApprovalDecision::kPolicyDenied;
+  if (decision == "timed out") return ApprovalDecision::kTimeout;
+  if (absl::StartsWith(decision, "abandoned")) return ApprovalDecision::kWithdrawn;
+  if (decision == "approved" || decision == "once" || decision == "run" || decision == "sandbox") {
+    return ApprovalDecision::kApproved;
+  }
+  return ApprovalDecision::kDeclined;  // declined, cancelled, refused
+}
+
+}  // namespace
+
 void RunApprovals::Record(const Waiter& w, const std::string& decision, const std::string& by) const {
+  if (options_.metrics != nullptr) options_.metrics->Approval(DecisionOf(decision));
   const json line = {{"credential", ctx_->credential},
                      {"server", w.server},
                      {"tool", w.tool},

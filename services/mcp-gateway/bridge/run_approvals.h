@@ -37,6 +37,7 @@
 #include "approvals/approval_policy.h"
 #include "base/cancel.h"
 #include "base/mutex.h"
+#include "metrics/gateway_metrics.h"
 #include "nlohmann/json.hpp"
 #include "server/tool_provider.h"
 #include "upstream/manager.h"
@@ -72,6 +73,8 @@ struct ApprovalOptions {
   size_t max_batch = 50;
   // The arguments shown to the person, at most this many bytes of JSON.
   size_t max_summary_bytes = 1024;
+  // Decisions are counted here (null: not counted).
+  GatewayMetrics* metrics = nullptr;
 };
 
 // The arguments as the person sees them: values under keys that look like secrets

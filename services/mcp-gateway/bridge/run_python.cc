@@ -37,12 +37,18 @@ PendingRunsOptions PendingOptions(const RunPythonOptions& options) {
   return pending;
 }
 
+// The approval gate counts into the run's metrics.
+RunPythonOptions WithMetricsWired(RunPythonOptions options) {
+  options.approval.metrics = options.metrics.get();
+  return options;
+}
+
 }  // namespace
 
 RunPythonTool::RunPythonTool(Sandboxes* sandboxes, Upstreams* upstreams, RunPythonOptions options)
     : sandboxes_(sandboxes),
       upstreams_(upstreams),
-      options_(options),
+      options_(WithMetricsWired(options)),
       handles_(SealerOrOwn(options.handles)),
       policy_(options.approvals ? options.approvals : std::make_shared<const ApprovalPolicy>()),
       bindings_(sandboxes, options.max_named_sessions, options.max_sandboxes_per_credential,
@@ -104,8 +110,34 @@ bool RunPythonTool::MayAsk() {
   return asks;
 }
 
+namespace {
+
+// How a run ended, for the runs metric: from what Execute returned.
+RunOutcome OutcomeOf(const absl::StatusOr<Finished>& finished) {
+  if (!finished.ok()) {
+    const absl::Status& s = finished.status();
+    if (absl::IsCancelled(s)) return RunOutcome::kCancelled;
+    if (absl::IsInvalidArgument(s) || absl::IsResourceExhausted(s) || absl::IsNotFound(s) ||
+        absl::IsPermissionDenied(s) || absl::IsFailedPrecondition(s)) {
+      return RunOutcome::kRefused;
+    }
+    return RunOutcome::kFailed;
+  }
+  switch (finished->status()) {
+    case Finished::OK: return RunOutcome::kOk;
+    case Finished::ERROR: return RunOutcome::kError;
+    case Finished::TIMEOUT: return RunOutcome::kTimeout;
+    case Finished::CANCELLED: return RunOutcome::kCancelled;
+    default: return RunOutcome::kFailed;
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<json> RunPythonTool::CallToolNow(const std::string& name, const json& arguments,
                                                 ToolCallContext& ctx) {
+  const absl::Time started = absl::Now();
+  GatewayMetrics* metrics = options_.metrics.get();
   const std::vector<UpstreamStatus> upstreams = upstreams_->Snapshot();
   const uint64_t catalog_version = upstreams_->catalog_version();
   RunLimits limits;
@@ -113,10 +145,14 @@ absl::StatusOr<json> RunPythonTool::CallToolNow(const std::string& name, const j
   limits.max_timeout_seconds = options_.max_timeout_seconds;
   limits.max_code_bytes = options_.max_code_bytes;
   absl::StatusOr<RunArguments> args = ParseRunArguments(arguments, upstreams, limits);
-  if (!args.ok()) return args.status();
+  if (!args.ok()) {
+    if (metrics) metrics->RunFinished(RunOutcome::kRefused, absl::Now() - started, 0);
+    return args.status();
+  }
 
   RunProgress progress(ctx.progress);
   ToolCallRouter router(upstreams_, args->servers, &progress);
+  router.SetMetrics(metrics);
   // What the code sees and may call: without the denied tools (sandboxd refuses calls
   // outside its catalog), and each call through the gate (run_approvals.h).
   const std::vector<UpstreamStatus> view = ApplyApprovalPolicy(memory_.View(upstreams), *policy_);
@@ -137,10 +173,11 @@ absl::StatusOr<json> RunPythonTool::CallToolNow(const std::string& name, const j
   // Whatever the run did to its sandbox's files (or the sandbox), listen streams of the
   // credential hear of it.
   watch_.Poke(ctx.credential);
+  report.calls = router.stats();
+  if (metrics) metrics->RunFinished(OutcomeOf(finished), absl::Now() - started, report.calls.total);
   if (!finished.ok()) {
     return FormatRunError(std::string(finished.status().message()), report);
   }
-  report.calls = router.stats();
   return FormatRunResult(*finished, report, options_.max_text_bytes);
 }
 

@@ -33,6 +33,7 @@
 #include "bridge/upstreams.h"
 #include "bridge/workspace_resources.h"
 #include "handles/sandbox_handle.h"
+#include "metrics/gateway_metrics.h"
 #include "server/tool_provider.h"
 
 namespace gateway {
@@ -78,6 +79,8 @@ struct RunPythonOptions {
   // and how long a question waits.
   std::shared_ptr<const ApprovalPolicy> approvals;
   ApprovalOptions approval;
+  // Runs, tool calls and approvals are counted here (null: not counted).
+  std::shared_ptr<GatewayMetrics> metrics;
   // Seals and opens sandbox handles (the `sandbox` argument and result). Null: a random key
   // of this process, so handles do not outlive it (tests; main.cc passes the key file's).
   std::shared_ptr<const HandleSealer> handles;
@@ -106,6 +109,8 @@ class RunPythonTool : public ToolProvider {
 
   // Deletes every sandbox session we created (gateway shutdown), unless KeepSandboxes().
   void CloseAll();
+  // Sandboxes held for clients now (metrics).
+  size_t sandboxes_held() { return bindings_.size(); }
   // Sandboxes outlive their MCP sessions from now on (SessionBindings::KeepSandboxes).
   void KeepSandboxes() { bindings_.KeepSandboxes(); }
 

@@ -314,6 +314,11 @@ void SessionBindings::Close(const std::string& mcp_session) {
   }
 }
 
+size_t SessionBindings::size() {
+  codemode::MutexLock lock(&mu_);
+  return bindings_.size() + adopted_.size();
+}
+
 void SessionBindings::CloseAll() {
   std::vector<std::string> mcp_sessions;
   {

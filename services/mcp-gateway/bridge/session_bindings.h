@@ -183,6 +183,9 @@ class SessionBindings {
   // sandboxd's idle expiry ends them.
   void CloseAll();
 
+  // Sandboxes this process holds for clients: MCP sessions' bindings and adopted ones.
+  size_t size();
+
  private:
   static std::string Key(const std::string& mcp_session, const std::string& name);
   static std::string AddressKey(const SandboxRef& ref);

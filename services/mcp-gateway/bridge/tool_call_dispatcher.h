@@ -27,6 +27,7 @@
 #include "base/mutex.h"
 #include "bridge/sandboxes.h"
 #include "bridge/tool_call_budget.h"
+#include "metrics/gateway_metrics.h"
 #include "sandbox/v1/sandbox.pb.h"
 
 namespace gateway {
@@ -52,6 +53,8 @@ struct ToolCallLimits {
   // it (a stream backed up by code that reads none of its answers) the gRPC call is
   // cancelled instead (the gateway's --sandbox_cancel_grace).
   absl::Duration cancel_grace = absl::Seconds(5);
+  // Calls refused by the caps above are counted here (null: not counted).
+  GatewayMetrics* metrics = nullptr;
 };
 
 // Answers the tool calls of one execution within ToolCallLimits, on workers that are

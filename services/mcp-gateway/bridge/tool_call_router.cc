@@ -2,7 +2,7 @@
 // tool_call_router.h.
 #include "bridge/tool_call_router.h"
 
-#include <chrono>
+#include "absl/time/clock.h"
 
 #include "absl/strings/str_cat.h"
 #include "base/untrusted_json.h"
@@ -62,24 +62,37 @@ ToolCallRouter::ToolCallRouter(Upstreams* upstreams, ServerAllowlist servers,
 sandbox::v1::ToolResult ToolCallRouter::Route(const sandbox::v1::ToolCall& call,
                                               std::shared_ptr<codemode::CancelToken> cancel,
                                               AnswerCharges answer) {
-  const auto started = std::chrono::steady_clock::now();
-  bool ok = false;
+  const absl::Time started = absl::Now();
+  ToolOutcome outcome = ToolOutcome::kRefused;
   sandbox::v1::ToolResult r;
   // An error says only why: the sandbox's ToolError names the call ("server.tool: why").
   if (!servers_.Allows(call.server())) {
     r.set_error(absl::StrCat("server '", call.server(), "' is not allowed in this run"));
   } else {
-    r = Forward(call, ok, std::move(cancel), std::move(answer));
+    r = Forward(call, outcome, std::move(cancel), std::move(answer));
   }
   r.set_call_id(call.call_id());
-  Count(call, ok,
-        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                              started)
-            .count());
+  const absl::Duration took = absl::Now() - started;
+  Count(call, outcome == ToolOutcome::kOk, absl::ToInt64Milliseconds(took));
+  if (metrics_ != nullptr) {
+    const bool sent = outcome != ToolOutcome::kRefused;
+    metrics_->ToolCallFinished(call.server(), call.tool(), outcome, took, sent);
+  }
   return r;
 }
 
-sandbox::v1::ToolResult ToolCallRouter::Forward(const sandbox::v1::ToolCall& call, bool& ok,
+namespace {
+
+// A failed upstream call, for the tool-call metric.
+ToolOutcome OutcomeOf(const absl::Status& status) {
+  if (absl::IsDeadlineExceeded(status)) return ToolOutcome::kTimeout;
+  if (absl::IsCancelled(status)) return ToolOutcome::kCancelled;
+  return ToolOutcome::kError;
+}
+
+}  // namespace
+
+sandbox::v1::ToolResult ToolCallRouter::Forward(const sandbox::v1::ToolCall& call, ToolOutcome& outcome,
                                                 std::shared_ptr<codemode::CancelToken> cancel,
                                                 AnswerCharges answer) {
   sandbox::v1::ToolResult r;
@@ -109,12 +122,14 @@ sandbox::v1::ToolResult ToolCallRouter::Forward(const sandbox::v1::ToolCall& cal
   }
   absl::StatusOr<json> result = upstreams_->CallTool(call.server(), call.tool(), *arguments, options);
   if (!result.ok()) {
+    outcome = OutcomeOf(result.status());
     r.set_error(std::string(result.status().message()));
     return r;
   }
   r.set_result_json(result->dump());
   auto is_error = result->find("isError");
-  ok = !(is_error != result->end() && is_error->is_boolean() && is_error->get<bool>());
+  const bool tool_error = is_error != result->end() && is_error->is_boolean() && is_error->get<bool>();
+  outcome = tool_error ? ToolOutcome::kToolError : ToolOutcome::kOk;
   return r;
 }
 

@@ -20,6 +20,7 @@
 #include "base/mutex.h"
 #include "bridge/run_arguments.h"
 #include "bridge/upstreams.h"
+#include "metrics/gateway_metrics.h"
 #include "nlohmann/json.hpp"
 #include "sandbox/v1/sandbox.pb.h"
 
@@ -89,10 +90,12 @@ class ToolCallRouter {
                                           const nlohmann::json& arguments,
                                           const std::shared_ptr<codemode::CancelToken>& cancel)>;
   void SetGate(Gate gate) { gate_ = std::move(gate); }
+  // Each call is counted here too (null: not). Set before the run starts.
+  void SetMetrics(GatewayMetrics* metrics) { metrics_ = metrics; }
 
  private:
   // The upstream's answer: the result's JSON, or an error for the sandboxed code.
-  sandbox::v1::ToolResult Forward(const sandbox::v1::ToolCall& call, bool& ok,
+  sandbox::v1::ToolResult Forward(const sandbox::v1::ToolCall& call, ToolOutcome& outcome,
                                   std::shared_ptr<codemode::CancelToken> cancel,
                                   AnswerCharges answer);
   void Count(const sandbox::v1::ToolCall& call, bool ok, int64_t duration_ms);
@@ -101,6 +104,7 @@ class ToolCallRouter {
   const ServerAllowlist servers_;
   RunProgress* const progress_;
   Gate gate_;
+  GatewayMetrics* metrics_ = nullptr;
   mutable codemode::Mutex mu_;
   ToolCallStats stats_ ABSL_GUARDED_BY(mu_);
 };

@@ -242,6 +242,7 @@ void Connection::Refuse(int status, const std::string& message, bool close) {
 }
 
 void Connection::Respond(Response response) {
+  if (handler_.on_respond) handler_.on_respond(response.status);
   asio::dispatch(socket_.get_executor(), [self = shared_from_this(), r = std::move(response)] {
     if (self->closed_ || self->phase_ != Phase::kHandling) return;
     std::string head = StatusLine(r.status);

@@ -50,6 +50,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::function<Response(int status, const std::string& message)> error;
     // The connection closed (once, on its strand).
     std::function<void(Connection*)> on_closed;
+    // A response in one piece is being written, with this status (metrics); may be empty.
+    std::function<void(int status)> on_respond;
   };
   struct StreamCallbacks {
     // The connection closed before the last chunk was written (the client went away, a

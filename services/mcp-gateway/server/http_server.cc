@@ -70,6 +70,13 @@ HttpServer::Impl::Impl(HttpServerOptions o, ToolProvider* p, ServerOptions so)
   handler.error = [](int status, const std::string& message) {
     return Error(status, kInvalidRequest, message);
   };
+  if (server_options.metrics) {
+    handler.on_respond = [metrics = server_options.metrics](int status) {
+      if (status == 413) metrics->LimitHit(LimitKind::kBodyTooLarge);
+      if (status == 431) metrics->LimitHit(LimitKind::kHeadersTooLarge);
+      if (status == 503 || status == 429) metrics->LimitHit(LimitKind::kOverloaded);
+    };
+  }
   handler.on_closed = [this](http::Connection* conn) {
     codemode::MutexLock lock(&conns_mu);
     conns.erase(conn);
@@ -442,6 +449,11 @@ void HttpServer::NotifyToolsChanged() {
     }
   }
   for (auto& mcp : targets) mcp->NotifyToolsChanged();
+}
+
+size_t HttpServer::connection_count() const {
+  codemode::MutexLock lock(&impl_->conns_mu);
+  return impl_->conns.size();
 }
 
 size_t HttpServer::session_count() const {

@@ -97,6 +97,7 @@ class HttpServer : public ServerTransport {
   void Stop() override;
   void NotifyToolsChanged() override;
   size_t session_count() const;
+  size_t connection_count() const;
 
  private:
   struct Impl;

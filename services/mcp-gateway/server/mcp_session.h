@@ -26,6 +26,7 @@
 #include "base/byte_budget.h"
 #include "base/cancel.h"
 #include "jsonrpc/jsonrpc.h"
+#include "metrics/gateway_metrics.h"
 #include "nlohmann/json.hpp"
 #include "server/call_limits.h"
 #include "server/tool_provider.h"
@@ -49,6 +50,8 @@ struct ServerOptions {
   // The gateway's overall byte ceiling and each credential's share (base/byte_budget.h):
   // the HTTP front's budgets draw on it. Null: only their own bounds apply.
   std::shared_ptr<codemode::BufferCeiling> ceiling;
+  // Requests refused by a bound are counted here (null: not counted).
+  std::shared_ptr<GatewayMetrics> metrics;
 };
 
 class McpSession : public std::enable_shared_from_this<McpSession> {

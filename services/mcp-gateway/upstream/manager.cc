@@ -38,6 +38,7 @@ struct UpstreamManager::Impl {
     std::shared_ptr<McpClient> client;      // while connected
     std::shared_ptr<McpClient> connecting;  // while a Connect() runs (Stop() aborts it)
     uint64_t attempts = 0;                  // finished connect attempts
+    uint64_t connections = 0;               // successful ones
     bool reconnect_now = false;             // a CallTool wants a dead stdio server back
     bool refresh_tools = false;             // list_changed arrived
   };
@@ -110,6 +111,7 @@ void UpstreamManager::Impl::Run(Upstream* u) {
     if (status.ok() && !stopping) {
       Of(u).client = client;
       Of(u).connected = true;
+      ++Of(u).connections;
       Of(u).error.clear();
       Of(u).server_name = client->server_name();
       Of(u).instructions = client->instructions();
@@ -292,6 +294,18 @@ std::vector<UpstreamStatus> UpstreamManager::Snapshot() const {
     s.instructions = state.instructions;
     s.tools = state.tools;
     out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<UpstreamHealth> UpstreamManager::Health() const {
+  codemode::MutexLock lock(&impl_->mu);
+  std::vector<UpstreamHealth> out;
+  out.reserve(impl_->upstreams.size());
+  for (auto& u : impl_->upstreams) {
+    const Impl::State& state = impl_->Of(u.get());
+    out.push_back({u->config.name, state.connected, state.tools.size(),
+                   state.connections > 0 ? state.connections - 1 : 0});
   }
   return out;
 }

@@ -33,6 +33,14 @@ struct UpstreamStatus {
   std::vector<UpstreamTool> tools;
 };
 
+// What metrics read of an upstream at every scrape: no catalog copy.
+struct UpstreamHealth {
+  std::string name;
+  bool connected = false;
+  size_t tools = 0;
+  uint64_t reconnects = 0;  // connections made after the first
+};
+
 class UpstreamManager {
  public:
   UpstreamManager(std::vector<UpstreamConfig> configs, UpstreamOptions options);
@@ -48,6 +56,7 @@ class UpstreamManager {
   void Stop();
 
   std::vector<UpstreamStatus> Snapshot() const;
+  std::vector<UpstreamHealth> Health() const;
   // Increases whenever any catalog changes (connect, disconnect, list_changed refresh).
   uint64_t catalog_version() const;
   // Called (on an internal thread) after the catalog version changed.

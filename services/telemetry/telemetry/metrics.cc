@@ -13,17 +13,26 @@ prometheus::Histogram::BucketBoundaries CountBuckets() {
   return {0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000};
 }
 
-std::string LabelFold::operator()(std::string_view value) {
+std::string LabelFold::Clean(absl::string_view value) {
   std::string clean(value.substr(0, kMaxValueBytes));
   for (char& c : clean) {
     if (c < 0x21 || c > 0x7e) c = '_';
   }
-  if (clean == kOtherLabel) return clean;
-  MutexLock lock(&mu_);
-  if (seen_.contains(clean)) return clean;
-  if (seen_.size() >= max_values_) return std::string(kOtherLabel);
-  seen_.insert(clean);
   return clean;
+}
+
+bool LabelFold::Admit(absl::string_view key) {
+  MutexLock lock(&mu_);
+  if (seen_.contains(key)) return true;
+  if (seen_.size() >= max_values_) return false;
+  seen_.emplace(key);
+  return true;
+}
+
+std::string LabelFold::operator()(absl::string_view value) {
+  std::string clean = Clean(value);
+  if (clean == kOtherLabel || Admit(clean)) return clean;
+  return std::string(kOtherLabel);
 }
 
 void ScrapeGauges::Add(std::string name, std::string help, std::function<double()> read) {
@@ -36,6 +45,12 @@ void ScrapeGauges::AddLabelled(std::string name, std::string help, std::string l
   families_.push_back({std::move(name), std::move(help), std::move(label), std::move(read)});
 }
 
+void ScrapeGauges::AddLabelledCounter(std::string name, std::string help, std::string label,
+                                      std::function<Samples()> read) {
+  families_.push_back(
+      {std::move(name), std::move(help), std::move(label), std::move(read), /*counter=*/true});
+}
+
 std::vector<prometheus::MetricFamily> ScrapeGauges::Collect() const {
   std::vector<prometheus::MetricFamily> out;
   out.reserve(families_.size());
@@ -43,11 +58,11 @@ std::vector<prometheus::MetricFamily> ScrapeGauges::Collect() const {
     prometheus::MetricFamily& f = out.emplace_back();
     f.name = family.name;
     f.help = family.help;
-    f.type = prometheus::MetricType::Gauge;
+    f.type = family.counter ? prometheus::MetricType::Counter : prometheus::MetricType::Gauge;
     for (auto& [label, value] : family.read()) {
       prometheus::ClientMetric& m = f.metric.emplace_back();
       if (!family.label.empty()) m.label.push_back({family.label, std::move(label)});
-      m.gauge.value = value;
+      (family.counter ? m.counter.value : m.gauge.value) = value;
     }
   }
   return out;

@@ -14,7 +14,7 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <string_view>
+#include "absl/strings/string_view.h"
 #include <utility>
 #include <vector>
 
@@ -27,7 +27,7 @@
 namespace codemode::telemetry {
 
 // The label value every value past a LabelFold's bound is counted under.
-inline constexpr std::string_view kOtherLabel = "_other";
+inline constexpr absl::string_view kOtherLabel = "_other";
 
 // Seconds: 1 ms .. 5 min, for runs, tool calls and container operations.
 prometheus::Histogram::BucketBoundaries LatencyBuckets();
@@ -45,7 +45,11 @@ class LabelFold {
 
   // `value` itself (cleaned as above) while fewer than max_values distinct values have been
   // seen, or it was among them; kOtherLabel after that.
-  std::string operator()(std::string_view value);
+  std::string operator()(absl::string_view value);
+  // Whether `key` (e.g. a label pair joined) is one of the first max_values keys.
+  bool Admit(absl::string_view key);
+  // `value` clipped and with bytes outside printable ASCII replaced, as above.
+  static std::string Clean(absl::string_view value);
 
   size_t max_values() const { return max_values_; }
 
@@ -67,6 +71,9 @@ class ScrapeGauges : public prometheus::Collectable {
   // One gauge family with one label; `read` returns its series (a bounded set).
   void AddLabelled(std::string name, std::string help, std::string label,
                    std::function<Samples()> read);
+  // A counter kept by its owner (it only grows), read like AddLabelled.
+  void AddLabelledCounter(std::string name, std::string help, std::string label,
+                          std::function<Samples()> read);
 
   std::vector<prometheus::MetricFamily> Collect() const override;
 
@@ -74,6 +81,7 @@ class ScrapeGauges : public prometheus::Collectable {
   struct Family {
     std::string name, help, label;
     std::function<Samples()> read;
+    bool counter = false;
   };
   std::vector<Family> families_;  // written before serving only
 };

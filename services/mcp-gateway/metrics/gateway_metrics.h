@@ -1,0 +1,97 @@
+// GatewayMetrics: what the gateway counts for Prometheus (docs/observability.md, the
+// mcp-gateway table). Every method is cheap and thread-safe; a null GatewayMetrics* means
+// "not counted" wherever one is optional.
+//
+//   auto metrics = std::make_shared<GatewayMetrics>(/*max_tool_labels=*/500);
+//   metrics->RunFinished(RunOutcome::kOk, absl::Milliseconds(12), /*tool_calls=*/3);
+//   metrics->ToolCallFinished("github", "search_issues", ToolOutcome::kOk, d);
+//   metrics->gauges().Add(...);   // states read at scrape time, wired by main.cc
+//   MetricsServer::Start(listen, {metrics->registry(), metrics->gauges_collectable()});
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
+#include "base/mutex.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+#include "telemetry/metrics.h"
+
+namespace gateway {
+
+// How a run_python call ended.
+enum class RunOutcome {
+  kOk,         // the code finished
+  kError,      // the code raised
+  kTimeout,    // the code ran out of time
+  kCancelled,  // the client cancelled
+  kRefused,    // bad arguments or a bound: nothing ran
+  kFailed,     // the gateway or sandboxd failed it (sandbox lost, unavailable)
+  kCount
+};
+
+// How one tool call made by sandboxed code ended.
+enum class ToolOutcome {
+  kOk,         // the upstream answered
+  kToolError,  // the upstream answered with isError: true
+  kError,      // the call failed (upstream down, protocol error)
+  kTimeout,    // --call_timeout passed
+  kCancelled,  // the run was cancelled or ended
+  kRefused,    // not allowed, bad arguments, denied or not approved: never sent
+  kCount
+};
+
+// What the policy or a person decided about a call that needs approval.
+enum class ApprovalDecision { kApproved, kDeclined, kTimeout, kWithdrawn, kPolicyDenied, kCount };
+
+// A request refused by one of the gateway's bounds.
+enum class LimitKind { kBodyTooLarge, kHeadersTooLarge, kOverloaded, kToolCallCap, kCount };
+
+class GatewayMetrics {
+ public:
+  // `max_tool_labels`: distinct (server, tool) pairs counted under their own labels
+  // (--metrics_max_tool_labels); later ones are counted as ("_other", "_other").
+  explicit GatewayMetrics(size_t max_tool_labels);
+
+  void RunFinished(RunOutcome outcome, absl::Duration duration, uint64_t tool_calls);
+  // `reached_upstream`: the call was sent (its duration is the upstream's latency).
+  void ToolCallFinished(const std::string& server, const std::string& tool, ToolOutcome outcome,
+                        absl::Duration duration, bool reached_upstream);
+  void Approval(ApprovalDecision decision);
+  void LimitHit(LimitKind kind);
+
+  // Everything above, and build info.
+  const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
+  // States read at scrape time; main.cc adds them before serving.
+  codemode::telemetry::ScrapeGauges& gauges() { return *gauges_; }
+  std::shared_ptr<prometheus::Collectable> gauges_collectable() const { return gauges_; }
+
+  static const char* Name(RunOutcome o);
+  static const char* Name(ToolOutcome o);
+  static const char* Name(ApprovalDecision d);
+  static const char* Name(LimitKind k);
+
+ private:
+  const std::shared_ptr<prometheus::Registry> registry_;
+  const std::shared_ptr<codemode::telemetry::ScrapeGauges> gauges_;
+  codemode::telemetry::LabelFold tool_labels_;
+
+  std::array<prometheus::Counter*, static_cast<size_t>(RunOutcome::kCount)> runs_{};
+  prometheus::Histogram* run_duration_ = nullptr;
+  prometheus::Histogram* calls_per_run_ = nullptr;
+  prometheus::Family<prometheus::Counter>* tool_calls_ = nullptr;
+  prometheus::Family<prometheus::Histogram>* tool_call_duration_ = nullptr;
+  codemode::Mutex servers_mu_;  // one histogram per server, made once (Add builds one each call)
+  absl::flat_hash_map<std::string, prometheus::Histogram*> server_durations_
+      ABSL_GUARDED_BY(servers_mu_);
+  std::array<prometheus::Counter*, static_cast<size_t>(ApprovalDecision::kCount)> approvals_{};
+  std::array<prometheus::Counter*, static_cast<size_t>(LimitKind::kCount)> limits_{};
+};
+
+}  // namespace gateway
