@@ -18,7 +18,18 @@ double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 SandboxdMetrics::SandboxdMetrics()
     : registry_(std::make_shared<prometheus::Registry>()),
       gauges_(std::make_shared<codemode::telemetry::ScrapeGauges>()) {
-  prometheus::Registry& r = *registry_;
+  RegisterSessions(*registry_);
+  RegisterExecutions(*registry_);
+  RegisterContainers(*registry_);
+  gauges_->Add(Name("sessions_active"), "Sessions that exist (any state).",
+               [this] { return ReadState(&StateSource::sessions_active); });
+  gauges_->Add(Name("pool_ready"), "Warm containers ready for CreateSession.",
+               [this] { return ReadState(&StateSource::pool_ready); });
+  gauges_->Add(Name("pool_target"), "Warm containers wanted (--pool_size).",
+               [this] { return ReadState(&StateSource::pool_target); });
+}
+
+void SandboxdMetrics::RegisterSessions(prometheus::Registry& r) {
   auto& created = prometheus::BuildCounter()
                       .Name(Name("sessions_created_total"))
                       .Help("CreateSession calls that succeeded, by where the container came from.")
@@ -44,6 +55,9 @@ SandboxdMetrics::SandboxdMetrics()
                     .Register(r);
   const char* reasons[] = {"closed", "idle", "lost", "limit", "shutdown"};
   for (size_t i = 0; i < ended_.size(); ++i) ended_[i] = &ended.Add({{"reason", reasons[i]}});
+}
+
+void SandboxdMetrics::RegisterExecutions(prometheus::Registry& r) {
   auto& executions = prometheus::BuildCounter()
                          .Name(Name("executions_total"))
                          .Help("Finished executions by their status; rejected: refused before "
@@ -81,6 +95,9 @@ SandboxdMetrics::SandboxdMetrics()
                            .Help("Displays dropped by the display cap (--max_display_bytes).")
                            .Register(r)
                            .Add({});
+}
+
+void SandboxdMetrics::RegisterContainers(prometheus::Registry& r) {
   auto& ops = prometheus::BuildCounter()
                   .Name(Name("container_operations_total"))
                   .Help("podman commands run, by subcommand and result.")
@@ -101,13 +118,6 @@ SandboxdMetrics::SandboxdMetrics()
                     .Register(r);
   file_bytes_[static_cast<size_t>(Direction::kUpload)] = &files.Add({{"direction", "upload"}});
   file_bytes_[static_cast<size_t>(Direction::kDownload)] = &files.Add({{"direction", "download"}});
-
-  gauges_->Add(Name("sessions_active"), "Sessions that exist (any state).",
-               [this] { return ReadState(&StateSource::sessions_active); });
-  gauges_->Add(Name("pool_ready"), "Warm containers ready for CreateSession.",
-               [this] { return ReadState(&StateSource::pool_ready); });
-  gauges_->Add(Name("pool_target"), "Warm containers wanted (--pool_size).",
-               [this] { return ReadState(&StateSource::pool_target); });
 }
 
 void SandboxdMetrics::SetStateSource(StateSource* source) {

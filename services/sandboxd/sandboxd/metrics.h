@@ -9,7 +9,8 @@
 //
 // Every label has a fixed set of values, so each series is resolved once here and an
 // event costs an atomic add (no lookup, no string). States (sessions active, pool ready and
-// target) are read at scrape time from a StateSource. Thread-safe.
+// target) are read at scrape time from a StateSource. Thread-safe. It must outlive the
+// MetricsServer serving its collectables (the gauges call back into it).
 #pragma once
 
 #include <array>
@@ -88,6 +89,11 @@ class SandboxdMetrics {
  private:
   // executions_total's status values, in this order.
   enum { kOk, kError, kTimeout, kCancelled, kCrashed, kRejected, kStatuses };
+  // The constructor's parts: each registers its families and resolves every series.
+  void RegisterSessions(prometheus::Registry& r);
+  void RegisterExecutions(prometheus::Registry& r);
+  // Container operations and file transfers.
+  void RegisterContainers(prometheus::Registry& r);
   double ReadState(size_t (StateSource::*read)());
 
   const std::shared_ptr<prometheus::Registry> registry_;
