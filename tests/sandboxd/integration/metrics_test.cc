@@ -63,6 +63,35 @@ double Sample(const std::string& body, const std::string& series) {
   return -1;
 }
 
+// Uploads `data` to `path` of session `id`, downloads it back and returns what came.
+std::string RoundTrip(sandbox::v1::SandboxService::Stub& stub, const std::string& id,
+                      const std::string& path, const std::string& data) {
+  {
+    grpc::ClientContext ctx;
+    sandbox::v1::FileInfo info;
+    auto writer = stub.UploadFile(&ctx, &info);
+    sandbox::v1::UploadFileRequest message;
+    message.mutable_start()->set_session_id(id);
+    message.mutable_start()->set_path(path);
+    EXPECT_TRUE(writer->Write(message));
+    message.set_data(data);
+    EXPECT_TRUE(writer->Write(message));
+    writer->WritesDone();
+    grpc::Status st = writer->Finish();
+    EXPECT_TRUE(st.ok()) << st.error_message();
+  }
+  grpc::ClientContext ctx;
+  sandbox::v1::DownloadFileRequest request;
+  request.set_session_id(id);
+  request.set_path(path);
+  auto reader = stub.DownloadFile(&ctx, request);
+  std::string out;
+  for (sandbox::v1::FileChunk chunk; reader->Read(&chunk);) out += chunk.data();
+  grpc::Status st = reader->Finish();
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  return out;
+}
+
 bool WaitForPoolReady(sandbox::v1::SandboxService::Stub& stub, uint32_t n) {
   for (int i = 0; i < 300; ++i) {
     if (GetInfo(stub).pool_ready() == n) return true;
@@ -81,6 +110,7 @@ TEST(MetricsEndpointTest, ScrapeShowsWhatHappenedAndPromtoolAcceptsIt) {
   sandbox::v1::Session s = CreateSession(*stub);
   EXPECT_EQ(RunCode(*stub, s.id(), "6 * 7").status(), Finished::OK);
   EXPECT_EQ(RunCode(*stub, s.id(), "1 / 0").status(), Finished::ERROR);
+  EXPECT_EQ(RoundTrip(*stub, s.id(), "m.txt", std::string(1000, 'm')), std::string(1000, 'm'));
   ASSERT_TRUE(WaitForPoolReady(*stub, 1));  // refilled, so the gauge has one value to show
 
   const std::string body = Scrape(port);
@@ -91,6 +121,8 @@ TEST(MetricsEndpointTest, ScrapeShowsWhatHappenedAndPromtoolAcceptsIt) {
   EXPECT_EQ(Sample(body, p + "execution_duration_seconds_count"), 2);
   EXPECT_EQ(Sample(body, p + "sessions_created_total{source=\"pool\"}"), 1);
   EXPECT_EQ(Sample(body, p + "sessions_created_total{source=\"cold\"}"), 0);
+  EXPECT_EQ(Sample(body, p + "file_transfer_bytes_total{direction=\"upload\"}"), 1000);
+  EXPECT_EQ(Sample(body, p + "file_transfer_bytes_total{direction=\"download\"}"), 1000);
   EXPECT_EQ(Sample(body, p + "sessions_active"), 1);
   EXPECT_EQ(Sample(body, p + "pool_ready"), 1);
   EXPECT_EQ(Sample(body, p + "pool_target"), 1);
