@@ -30,7 +30,10 @@
 #include "sandboxd/sd_notify.h"
 #include "sandboxd/session_manager.h"
 #include "sandboxd/log.h"
+#include "sandboxd/metrics.h"
 #include "self_check.h"
+#include "telemetry/metrics.h"
+#include "telemetry/metrics_server.h"
 
 ABSL_FLAG(std::string, socket, "",
           "Unix socket to serve on. Default: $XDG_RUNTIME_DIR/sandboxd/sandboxd.sock, else "
@@ -142,6 +145,10 @@ ABSL_FLAG(uint32_t, max_rpc_threads, 128,
           "included; calls past it are answered RESOURCE_EXHAUSTED at once. At least 4.");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "On SIGTERM, how long running calls may take to finish before they are cancelled.");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "Serve Prometheus metrics on http://<this>/metrics: IPv4:port or [IPv6]:port, port 0 "
+          "picks a free one (logged). Empty: off. Unauthenticated and read-only: bind it to "
+          "loopback (the shipped systemd unit sets 127.0.0.1:9464). See docs/observability.md.");
 ABSL_FLAG(bool, self_check, false,
           "Check that this machine can run sandboxes with these flags, then exit: start one "
           "session (a private state directory, no socket), run print(1), delete it. Exit "
@@ -348,12 +355,35 @@ void SetHealth(grpc::HealthCheckServiceInterface* health, bool serving) {
   health->SetServingStatus("sandbox.v1.SandboxService", serving);
 }
 
+// --metrics_listen: serves `metrics`, with build info, on /metrics. Null when the flag is
+// empty; an error when it cannot listen there.
+absl::StatusOr<std::unique_ptr<codemode::telemetry::MetricsServer>> StartMetrics(
+    const sandboxd::SandboxdMetrics& metrics) {
+  using codemode::telemetry::MetricsServer;
+  const std::string listen = absl::GetFlag(FLAGS_metrics_listen);
+  if (listen.empty()) return nullptr;
+  codemode::telemetry::AddBuildInfo(*metrics.registry(), "sandboxd", SANDBOXD_VERSION);
+  absl::StatusOr<std::unique_ptr<MetricsServer>> server =
+      MetricsServer::Start(listen, metrics.collectables());
+  if (!server.ok()) return server.status();
+  // The real port (--metrics_listen may say 0): tests and operators read it here.
+  spdlog::info("metrics on http://{}:{}/metrics", listen.substr(0, listen.rfind(':')),
+               (*server)->port());
+  if (!MetricsServer::IsLoopback(listen)) {
+    spdlog::warn("--metrics_listen {} is not a loopback address: whoever can connect can read "
+                 "the metrics (no authentication)", listen);
+  }
+  return server;
+}
+
 // Serves `manager` on the unix socket (and --listen_tcp, whose calls must carry
-// `tcp_token`) until SIGTERM/SIGINT, then drains. Returns the process's exit code.
+// `tcp_token`) until SIGTERM/SIGINT, then drains; `metrics_server` (may be null) stops
+// serving as the drain begins. Returns the process's exit code.
 int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& options,
           const std::string& socket_path, const std::string& tcp_token,
           const std::optional<sandboxd::TcpTls>& tls,
-          const sandboxd::SystemdNotifier& notifier, codemode::ShutdownSignal& shutdown) {
+          const sandboxd::SystemdNotifier& notifier, codemode::ShutdownSignal& shutdown,
+          codemode::telemetry::MetricsServer* metrics_server) {
   // gRPC's built-in health service does not link its proto descriptor; touching ours
   // does, so reflection can describe grpc.health.v1.Health and grpcurl can call it.
   (void)grpc::health::v1::HealthCheckRequest::descriptor();
@@ -412,6 +442,8 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
   (void)notifier.Notify("STOPPING=1\nSTATUS=draining");
   manager.SetReadinessListener(nullptr);
   SetHealth(health, false);
+  // civetweb takes up to 2 s to stop: on its own thread, beside the gRPC drain.
+  if (metrics_server) metrics_server->BeginStop();
   server->Shutdown(std::chrono::system_clock::now() +
                    absl::ToChronoMilliseconds(
                        std::min(absl::GetFlag(FLAGS_shutdown_grace), codemode::kLongestWait)));
@@ -456,7 +488,9 @@ int main(int argc, char** argv) {
     spdlog::critical("{}", options.status().message());
     return 2;
   }
-  sandboxd::PodmanRuntime runtime(PodmanFromFlags(*options));
+  sandboxd::SandboxdMetrics metrics;  // outlives the runtime, the manager and the server
+  options->metrics = &metrics;
+  sandboxd::PodmanRuntime runtime(PodmanFromFlags(*options), &metrics);
   sandboxd::RealClock clock;
   if (absl::GetFlag(FLAGS_self_check)) return RunSelfCheck(*options, &runtime, &clock);
   // gVisor is asked for: it must work here, or the operator hears why at once.
@@ -506,5 +540,13 @@ int main(int argc, char** argv) {
     spdlog::critical("{}", s.message());
     return 1;
   }
-  return Serve(manager, *options, socket_path, tcp_token, tls, notifier, shutdown);
+  // After the manager it reads, so it goes first.
+  absl::StatusOr<std::unique_ptr<codemode::telemetry::MetricsServer>> metrics_server =
+      StartMetrics(metrics);
+  if (!metrics_server.ok()) {
+    spdlog::critical("{}", metrics_server.status().message());
+    return 2;
+  }
+  return Serve(manager, *options, socket_path, tcp_token, tls, notifier, shutdown,
+               metrics_server->get());
 }

@@ -2,7 +2,8 @@
 // gRPC's thread pool that move bytes between the stream and the session's WorkspaceFiles.
 // Each ends its wait on the sandbox once its caller is gone (cancelled, or past its
 // deadline): a sandbox that stalls its file handling must not keep one of our threads per
-// abandoned call (--max_rpc_threads caps them all).
+// abandoned call (--max_rpc_threads caps them all). The bytes they move are counted as
+// they cross (file_transfer_bytes_total), whether or not the transfer completes.
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -64,6 +65,7 @@ grpc::Status SandboxServiceImpl::UploadFile(grpc::ServerContext* context,
     if (absl::Status s = files.SendChunk(*id, message.data(), &frame); !s.ok()) {
       return ToGrpcStatus(s);
     }
+    manager_->metrics().FileBytes(SandboxdMetrics::Direction::kUpload, message.data().size());
   }
   // A stream that ended by cancellation is not a whole file: nothing is committed.
   if (context->IsCancelled()) {
@@ -82,11 +84,14 @@ grpc::Status SandboxServiceImpl::DownloadFile(grpc::ServerContext* context,
   absl::StatusOr<std::shared_ptr<Session>> session = manager_->SessionForFiles(request->session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
   sandbox::v1::FileChunk chunk;
+  SandboxdMetrics& metrics = manager_->metrics();
   absl::StatusOr<FileEntry> read = (*session)->files().Download(
       request->path(),
       [&](std::string_view data) {
         chunk.mutable_data()->assign(data.data(), data.size());  // reuses the buffer
-        return writer->Write(chunk);
+        if (!writer->Write(chunk)) return false;
+        metrics.FileBytes(SandboxdMetrics::Direction::kDownload, data.size());
+        return true;
       },
       kDownloadTimeout, CallerGone(context));
   if (!read.ok()) return ToGrpcStatus(read.status());

@@ -22,6 +22,7 @@ namespace sandboxd {
 namespace {
 
 using nlohmann::json;
+using Op = SandboxdMetrics::ContainerOp;
 
 std::string Trim(std::string s) {
   return std::string(absl::StripAsciiWhitespace(s));
@@ -199,16 +200,30 @@ std::vector<std::string> OurEnvironment() {
 }
 }  // namespace
 
-PodmanRuntime::PodmanRuntime(PodmanOptions options)
-    : options_(std::move(options)), env_(PodmanEnvironment(OurEnvironment())) {}
+PodmanRuntime::PodmanRuntime(PodmanOptions options, SandboxdMetrics* metrics)
+    : options_(std::move(options)), metrics_(metrics), env_(PodmanEnvironment(OurEnvironment())) {}
 
-absl::StatusOr<std::string> PodmanRuntime::Podman(std::vector<std::string> args) {
+absl::StatusOr<SubprocessResult> PodmanRuntime::RunPodman(SandboxdMetrics::ContainerOp op,
+                                                          const std::vector<std::string>& argv) {
+  SubprocessOptions opts;
+  opts.env = env_;
+  const absl::Time began = absl::Now();
+  absl::StatusOr<SubprocessResult> r = RunSubprocess(argv, opts);
+  if (metrics_) {
+    // podman's own verdict: a command that exits non-zero is an error, even where the
+    // caller expects it (inspect of a container that is gone, image exists of an absent one).
+    metrics_->ContainerOpDone(op, r.ok() && !r->timed_out && r->exit_code == 0,
+                              absl::Now() - began);
+  }
+  return r;
+}
+
+absl::StatusOr<std::string> PodmanRuntime::Podman(SandboxdMetrics::ContainerOp op,
+                                                  std::vector<std::string> args) {
   std::vector<std::string> argv = {options_.podman};
   argv.insert(argv.end(), options_.global_args.begin(), options_.global_args.end());
   argv.insert(argv.end(), args.begin(), args.end());
-  SubprocessOptions opts;
-  opts.env = env_;
-  absl::StatusOr<SubprocessResult> r = RunSubprocess(argv, opts);
+  absl::StatusOr<SubprocessResult> r = RunPodman(op, argv);
   if (!r.ok()) {
     return absl::UnavailableError(absl::StrCat("cannot run podman: ", r.status().message()));
   }
@@ -225,7 +240,7 @@ absl::StatusOr<std::string> PodmanRuntime::Podman(std::vector<std::string> args)
 }
 
 absl::StatusOr<RuntimeInfo> PodmanRuntime::Probe() {
-  absl::StatusOr<std::string> out = Podman({"info", "--format", "json"});
+  absl::StatusOr<std::string> out = Podman(Op::kInfo, {"info", "--format", "json"});
   if (!out.ok()) return out.status();
   json j = json::parse(*out, nullptr, false);
   if (j.is_discarded()) return absl::UnavailableError("podman info printed invalid JSON");
@@ -271,7 +286,7 @@ absl::StatusOr<RuntimeInfo> PodmanRuntime::Probe() {
     info.gvisor_platform = options_.gvisor_platform;
   }
   if (options_.image.empty()) return absl::InvalidArgumentError("no sandbox image configured");
-  if (!Podman({"image", "exists", options_.image}).ok()) {
+  if (!Podman(Op::kImageExists, {"image", "exists", options_.image}).ok()) {
     return absl::UnavailableError(absl::StrCat("sandbox image ", options_.image,
                                                " is not present; build it with scripts/setup.sh"));
   }
@@ -283,11 +298,12 @@ absl::StatusOr<RuntimeInfo> PodmanRuntime::Probe() {
 
 absl::StatusOr<std::vector<std::string>> PodmanRuntime::ImageOffers(const std::string& reference) {
   absl::StatusOr<std::string> label = Podman(
-      {"image", "inspect", "--format", absl::StrCat("{{index .Labels \"", kImageOffersLabel, "\"}}"),
-       reference});
+      Op::kImageInspect,
+      {"image", "inspect", "--format",
+       absl::StrCat("{{index .Labels \"", kImageOffersLabel, "\"}}"), reference});
   if (!label.ok()) {
     // One process when the image is there; a second only to tell "absent" from a failure.
-    if (!Podman({"image", "exists", reference}).ok()) {
+    if (!Podman(Op::kImageExists, {"image", "exists", reference}).ok()) {
       return absl::NotFoundError(absl::StrCat("image ", reference, " is not present"));
     }
     return label.status();
@@ -325,9 +341,7 @@ absl::Status PodmanRuntime::TryPythonContainer(const RuntimeInfo& info, Isolatio
                            "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024",
                            "--label", "io.sandboxd.role=check",
                            options_.image, "python3", "-c", "pass"});
-  SubprocessOptions opts;
-  opts.env = env_;
-  absl::StatusOr<SubprocessResult> r = RunSubprocess(argv, opts);
+  absl::StatusOr<SubprocessResult> r = RunPodman(Op::kRun, argv);
   if (!r.ok()) return r.status();
   if (r->timed_out || r->exit_code != 0) {
     return absl::UnavailableError(absl::StrCat("exit ", r->exit_code, ": ", Summarise(r->stderr_text)));
@@ -390,9 +404,7 @@ absl::StatusOr<std::string> PodmanRuntime::Start(const ContainerSpec& spec) {
     info = info_;
   }
   std::vector<std::string> argv = BuildRunArgv(options_, info, spec);
-  SubprocessOptions opts;
-  opts.env = env_;
-  absl::StatusOr<SubprocessResult> r = RunSubprocess(argv, opts);
+  absl::StatusOr<SubprocessResult> r = RunPodman(Op::kRun, argv);
   if (!r.ok()) return absl::UnavailableError(absl::StrCat("cannot run podman: ", r.status().message()));
   if (r->exit_code != 0 || r->timed_out) {
     // A failed `run` may leave a created container behind.
@@ -407,12 +419,13 @@ absl::Status PodmanRuntime::Remove(const std::vector<std::string>& names) {
   if (names.empty()) return absl::OkStatus();
   std::vector<std::string> args = {"rm", "--force", "--ignore", "--time", "0"};
   args.insert(args.end(), names.begin(), names.end());
-  return Podman(std::move(args)).status();
+  return Podman(Op::kRm, std::move(args)).status();
 }
 
 absl::StatusOr<ContainerStatus> PodmanRuntime::Inspect(const std::string& name) {
   ContainerStatus st;
-  absl::StatusOr<std::string> out = Podman({"container", "inspect", "--format", "json", name});
+  absl::StatusOr<std::string> out =
+      Podman(Op::kInspect, {"container", "inspect", "--format", "json", name});
   if (!out.ok()) {
     if (absl::StrContains(out.status().message(), "no such")) return st;  // exists=false
     return out.status();
@@ -431,6 +444,7 @@ absl::StatusOr<ContainerStatus> PodmanRuntime::Inspect(const std::string& name) 
 absl::StatusOr<std::vector<ContainerSummary>> PodmanRuntime::List(const std::string& key,
                                                                   const std::string& value) {
   absl::StatusOr<std::string> out = Podman(
+      Op::kPs,
       {"ps", "--all", "--filter", absl::StrCat("label=", key, "=", value), "--format", "json"});
   if (!out.ok()) return out.status();
   json j = json::parse(*out, nullptr, false);

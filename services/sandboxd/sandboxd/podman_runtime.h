@@ -18,6 +18,8 @@
 #include "absl/base/thread_annotations.h"
 #include "base/mutex.h"
 #include "sandboxd/container_runtime.h"
+#include "sandboxd/metrics.h"
+#include "sandboxd/subprocess.h"
 
 namespace sandboxd {
 
@@ -84,7 +86,9 @@ std::vector<std::string> BuildRunArgv(const PodmanOptions& options, const Runtim
 
 class PodmanRuntime : public ContainerRuntime {
  public:
-  explicit PodmanRuntime(PodmanOptions options);
+  // Each podman command is counted and timed in `metrics` (by subcommand and exit status)
+  // when given; it must outlive the runtime.
+  explicit PodmanRuntime(PodmanOptions options, SandboxdMetrics* metrics = nullptr);
 
   absl::StatusOr<RuntimeInfo> Probe() override;
   absl::StatusOr<std::string> Start(const ContainerSpec& spec) override;
@@ -107,11 +111,15 @@ class PodmanRuntime : public ContainerRuntime {
   // `podman run --rm <image> python3 -c pass` under `isolation`; UNAVAILABLE with why.
   absl::Status TryPythonContainer(const RuntimeInfo& info, Isolation isolation);
 
-  // Runs podman with global args + `args`; UNAVAILABLE when podman cannot be run or
-  // exits non-zero (with its stderr).
-  absl::StatusOr<std::string> Podman(std::vector<std::string> args);
+  // Runs podman with global args + `args` (subcommand `op`); UNAVAILABLE when podman cannot
+  // be run or exits non-zero (with its stderr).
+  absl::StatusOr<std::string> Podman(SandboxdMetrics::ContainerOp op, std::vector<std::string> args);
+  // Runs a whole podman argv (`podman run`), counted as `op`.
+  absl::StatusOr<SubprocessResult> RunPodman(SandboxdMetrics::ContainerOp op,
+                                             const std::vector<std::string>& argv);
 
   const PodmanOptions options_;
+  SandboxdMetrics* const metrics_;  // may be null
   const std::vector<std::string> env_;  // PodmanEnvironment() of ours, taken at construction
   codemode::Mutex mu_;
   RuntimeInfo info_ ABSL_GUARDED_BY(mu_);

@@ -139,6 +139,7 @@ absl::StatusOr<std::shared_ptr<Execution>> Session::Enqueue(
     }
     auto e = std::make_shared<ExecState>();
     e->id = next_exec_id_++;
+    e->queued = absl::Now();
     e->timeout_ms = timeout;
     e->router_open = request.tool_router;
     e->request = std::move(request);
@@ -193,6 +194,7 @@ void Session::StartNextLocked(Deferred& out) {
     current_ = e;
     e->running = true;
     e->started = absl::Now();
+    env_->metrics->QueueWaited(e->started - e->queued);
     last_used_ms_ = env_->clock->NowMs();
     if (e->request.catalog) {
       catalog_ = std::move(*e->request.catalog);
@@ -235,9 +237,9 @@ void Session::FinishExecLocked(ExecState& e, Finished f, Deferred& out) {
   if (e.kill_timer) env_->timers->Cancel(e.kill_timer);
   f.set_execution_id(e.id);
   f.set_tool_calls(e.tool_calls);
-  if (e.running) {
-    f.set_duration_ms(static_cast<uint64_t>(absl::ToInt64Milliseconds(absl::Now() - e.started)));
-  }
+  const absl::Duration ran = e.running ? absl::Now() - e.started : absl::ZeroDuration();
+  if (e.running) f.set_duration_ms(static_cast<uint64_t>(absl::ToInt64Milliseconds(ran)));
+  env_->metrics->ExecutionFinished(f.status(), e.running, ran);
   f.set_stdout(std::move(e.stdout_text));
   f.set_stderr(std::move(e.stderr_text));
   for (auto& d : e.displays) *f.add_displays() = std::move(d);
@@ -325,6 +327,7 @@ void Session::CloseRouter(uint64_t exec_id) {
     if (!e) return;
     e->router_open = false;
     for (auto& [client_id, call] : e->calls) {
+      env_->metrics->ToolCall(false);  // never answered
       SendOrLose(MakeToolErrorFrame(call.runner_call_id,
                                     "tool calls are not available any more: the caller closed "
                                     "its side of the Execute stream"),

@@ -33,6 +33,7 @@
 #include "sandboxd/container_runtime.h"
 #include "sandboxd/images.h"
 #include "sandboxd/limits.h"
+#include "sandboxd/metrics.h"
 #include "sandboxd/runner_connection.h"
 #include "sandboxd/sandbox_factory.h"
 #include "sandboxd/session_records.h"
@@ -135,6 +136,9 @@ struct SessionEnv {
   std::atomic<bool> cgroup_limits{true};
   // Told when a session becomes lost (may be null).
   SlotKeeper* slots = nullptr;
+  // Where executions, tool calls and what the caps dropped are counted; never null (the
+  // manager sets it).
+  SandboxdMetrics* metrics = nullptr;
   // Daemon-wide totals (GetInfo).
   std::atomic<uint64_t> executions_total{0};
   std::atomic<uint64_t> tool_calls_total{0};
@@ -237,6 +241,7 @@ class Session : public RunnerConnection::Listener, public std::enable_shared_fro
     uint64_t id = 0;
     ExecutionRequest request;
     std::shared_ptr<ObserverQueue> observer;
+    absl::Time queued;   // Enqueue
     absl::Time started;
     uint32_t timeout_ms = 0;
     bool running = false;

@@ -35,7 +35,10 @@ std::string InstanceId(const std::string& state_dir) {
 
 SessionManager::SessionManager(ManagerOptions options, ContainerRuntime* runtime, Clock* clock,
                                RecordStore* records)
-    : options_(std::move(options)), runtime_(runtime), clock_(clock),
+    : options_(std::move(options)),
+      owned_metrics_(options_.metrics ? nullptr : new SandboxdMetrics()),
+      metrics_(options_.metrics ? options_.metrics : owned_metrics_.get()),
+      runtime_(runtime), clock_(clock),
       instance_(InstanceId(options_.state_dir)),
       owned_store_(records ? nullptr : new DirRecordStore(options_.state_dir + "/sessions")),
       images_(ImageSet::Parse(options_.image, options_.images)),
@@ -59,11 +62,19 @@ SessionManager::SessionManager(ManagerOptions options, ContainerRuntime* runtime
   env_.max_queue = options_.max_queue;
   env_.kill_grace = options_.kill_grace;
   env_.slots = this;
+  env_.metrics = metrics_;
+  metrics_->SetStateSource(this);
 }
 
 SessionManager::~SessionManager() {
+  metrics_->ClearStateSource(this);  // before the pool goes: a scrape reads it
   Shutdown();
   workers_.Stop();  // its tasks use records_ and factory_, which go before it
+}
+
+size_t SessionManager::sessions_active() {
+  codemode::MutexLock lock(&mu_);  // held for map operations only, never across a session's
+  return sessions_.size();
 }
 
 std::string SessionManager::NewId(const char* prefix) {
@@ -229,7 +240,7 @@ void SessionManager::ReaperLoop() {
     }
     for (const auto& [id, why] : expired) {
       spdlog::info("session {} expired ({})", id, codemode::LogLongText(why));
-      (void)DeleteSession(id);
+      (void)DeleteFor(id, SandboxdMetrics::EndReason::kIdle);
     }
     std::vector<std::string> forgotten;
     {
@@ -253,6 +264,7 @@ void SessionManager::Shutdown() {
   pool_.Stop();
   if (reaper_thread_.joinable()) reaper_thread_.join();
   for (auto& [id, s] : sessions) s->Detach();
+  metrics_->SessionsEnded(SandboxdMetrics::EndReason::kShutdown, sessions.size());
   spdlog::info("detached {} session(s); their containers stay for the next start", sessions.size());
 }
 
@@ -272,15 +284,26 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
     return absl::InvalidArgumentError("label and owner are limited to 1024 bytes");
   }
   if (absl::Status room = CheckRoom(RoomOf(r)); !room.ok()) return room;
-  const bool default_image = image->name == kDefaultImageName;
-  const SandboxConfig config = {*limits, *isolation, default_image ? "" : image->reference};
+  return CreateAdmitted(r, *limits, *isolation, *image, *std::move(catalog));
+}
+
+absl::StatusOr<sandbox::v1::Session> SessionManager::CreateAdmitted(
+    const sandbox::v1::CreateSessionRequest& r, const ResolvedLimits& limits, Isolation isolation,
+    const ImageChoice& image, Catalog catalog) {
+  const absl::Time began = absl::Now();  // the checks before took microseconds
+  const bool default_image = image.name == kDefaultImageName;
+  const SandboxConfig config = {limits, isolation, default_image ? "" : image.reference};
   std::optional<Sandbox> sb;
   if (config == SandboxConfig{options_.default_limits, options_.isolation.default_isolation, ""}) {
     sb = pool_.Take();
   }
+  const auto source = sb ? SandboxdMetrics::Source::kPool : SandboxdMetrics::Source::kCold;
   if (!sb) {
     absl::StatusOr<Sandbox> cold = factory_.Start(config, "session");
-    if (!cold.ok()) return cold.status();
+    if (!cold.ok()) {
+      metrics_->SessionCreateFailed();
+      return cold.status();
+    }
     sb = std::move(*cold);
   }
   Session::Metadata md;
@@ -289,14 +312,15 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
   md.owner = r.owner();
   md.container_name = sb->name;
   md.container_id = sb->id;
-  md.limits = *limits;
-  md.isolation = *isolation;
-  md.image = image->name;
+  md.limits = limits;
+  md.isolation = isolation;
+  md.image = image.name;
   md.created_at_ms = clock_->NowMs();
   md.uid_lease = std::move(sb->uid);
-  auto session = Session::Create(&env_, std::move(md), std::move(*catalog), std::move(sb->conn),
+  auto session = Session::Create(&env_, std::move(md), std::move(catalog), std::move(sb->conn),
                                  /*push_catalog=*/true);
   if (std::string refused = Register(session, RoomOf(r)); !refused.empty()) {
+    metrics_->SessionCreateFailed();
     session->Terminate("too many sessions");
     return absl::ResourceExhaustedError(refused);
   }
@@ -312,6 +336,7 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
     session->Terminate("its record cannot be written");
     factory_.Discard(session->metadata().container_name);
     workers_.Post([session]() mutable { session.reset(); });  // joins its reader off this thread
+    metrics_->SessionCreateFailed();
     spdlog::error("cannot create a session: its record cannot be written: {}",
                   codemode::LogLongText(st.message()));
     return absl::UnavailableError(
@@ -319,6 +344,7 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
   }
   spdlog::info("session {} created (container {}, owner '{}')", session->metadata().id,
                session->metadata().container_name, codemode::LogText(session->metadata().owner));
+  metrics_->SessionCreated(source, absl::Now() - began);
   // Lost while it was being created (the catalog could not be sent), or while pinned:
   // its tombstone tells.
   if (session->lost()) OnSessionLost(*session);
@@ -394,6 +420,8 @@ SessionManager::Retired SessionManager::RetireLocked(const Session& lost,
 
 void SessionManager::FinishRetired(Retired retired) {
   if (!retired.held) return;
+  metrics_->SessionsEnded(retired.reclaimed.empty() ? SandboxdMetrics::EndReason::kLost
+                                                    : SandboxdMetrics::EndReason::kLimit);
   std::string id = retired.held->metadata().id;
   const std::string& owner = retired.held->metadata().owner;
   if (retired.reclaimed.empty()) {
@@ -460,6 +488,10 @@ std::vector<sandbox::v1::Session> SessionManager::ListSessions(const std::string
 }
 
 absl::Status SessionManager::DeleteSession(const std::string& id) {
+  return DeleteFor(id, SandboxdMetrics::EndReason::kClosed);
+}
+
+absl::Status SessionManager::DeleteFor(const std::string& id, SandboxdMetrics::EndReason reason) {
   std::shared_ptr<Session> s;
   {
     codemode::MutexLock lock(&mu_);
@@ -475,6 +507,7 @@ absl::Status SessionManager::DeleteSession(const std::string& id) {
     sessions_.erase(it);
   }
   s->Terminate("the session was deleted", sandbox::v1::Finished::CANCELLED);
+  metrics_->SessionsEnded(reason);
   if (absl::Status st = records_.Remove(id); !st.ok()) {
     // Harmless: the next start finds the container gone and drops the record.
     spdlog::warn("cannot remove the record of session {}: {}", id,
@@ -503,90 +536,21 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::ResetSession(const std::str
 absl::StatusOr<std::shared_ptr<Execution>> SessionManager::Execute(
     const std::string& session_id, ExecutionRequest request,
     std::shared_ptr<ExecutionObserver> observer) {
-  if (request.code.empty()) return absl::InvalidArgumentError("code is empty");
-  if (request.code.size() > options_.max_code_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("code is ", request.code.size(),
-                                                   " bytes; the limit is ",
-                                                   options_.max_code_bytes));
-  }
-  absl::StatusOr<std::shared_ptr<Session>> s = Find(session_id);
-  if (!s.ok()) return s.status();
-  return (*s)->Enqueue(std::move(request), std::move(observer));
-}
-
-std::vector<sandbox::v1::ImageInfo> SessionManager::ImageInfos() {
-  if (!images_.ok()) return {};
-  codemode::MutexLock lock(&images_mu_);
-  // podman image inspect costs tens of milliseconds: asked at most every few seconds, so a
-  // rebuilt image shows soon without making GetInfo slow.
-  if (image_infos_.empty() || absl::Now() - image_infos_at_ > absl::Seconds(5)) {
-    image_infos_.clear();
-    for (const ImageChoice& choice : images_->all()) {
-      sandbox::v1::ImageInfo image;
-      image.set_name(choice.name);
-      image.set_reference(choice.reference);
-      absl::StatusOr<std::vector<std::string>> offers = runtime_->ImageOffers(choice.reference);
-      image.set_present(offers.ok());
-      if (offers.ok()) {
-        for (const std::string& offer : *offers) image.add_offers(offer);
-      }
-      image_infos_.push_back(std::move(image));
+  auto queue = [&]() -> absl::StatusOr<std::shared_ptr<Execution>> {
+    if (request.code.empty()) return absl::InvalidArgumentError("code is empty");
+    if (request.code.size() > options_.max_code_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat("code is ", request.code.size(),
+                                                     " bytes; the limit is ",
+                                                     options_.max_code_bytes));
     }
-    image_infos_at_ = absl::Now();
-  }
-  return image_infos_;
-}
-
-sandbox::v1::Info SessionManager::GetInfo() {
-  sandbox::v1::Info info;
-  info.set_version(options_.version);
-  info.set_image(options_.image);
-  *info.mutable_default_limits() = ToProto(options_.default_limits);
-  *info.mutable_max_limits() = ToProto(options_.max_limits);
-  info.set_max_timeout_ms(options_.max_timeout_ms);
-  info.set_max_code_bytes(options_.max_code_bytes);
-  info.set_max_output_bytes(options_.max_output_bytes);
-  info.set_max_file_bytes(options_.max_file_bytes);
-  info.set_max_display_bytes(options_.max_display_bytes);
-  info.set_pool_target(options_.pool_size);
-  info.set_max_sessions(options_.max_sessions);
-  info.set_executions_total(env_.executions_total);
-  info.set_tool_calls_total(env_.tool_calls_total);
-  info.set_state_dir(options_.state_dir);
-  info.set_pool_ready(static_cast<uint32_t>(pool_.ready()));
-  info.set_default_isolation(ToProto(options_.isolation.default_isolation));
-  for (Isolation i : options_.isolation.AllowedList()) info.add_allowed_isolations(ToProto(i));
-  for (const sandbox::v1::ImageInfo& image : ImageInfos()) *info.add_images() = image;
-  {
-    codemode::MutexLock lock(&mu_);
-    info.set_sessions(static_cast<uint32_t>(sessions_.size()));
-    info.set_lost_sessions(static_cast<uint32_t>(lost_.size()));
-    info.set_sessions_reclaimed_total(reclaimed_total_);
-  }
-  std::optional<RuntimeInfo> runtime = factory_.runtime_info();
-  std::string runtime_error = factory_.runtime_error();
-  Readiness readiness = factory_.readiness();
-  if (runtime) {
-    info.set_podman_version(runtime->version);
-    info.set_oci_runtime(runtime->oci_runtime);
-    info.set_rootless(runtime->rootless);
-    const char* mode = runtime->cgroup_limits ? "cgroup" : "rlimit";
-    info.set_memory_enforcement(mode);
-    info.set_pids_enforcement(mode);
-    info.set_cpu_enforced(runtime->cgroup_limits);
-    info.set_gvisor_version(runtime->gvisor_version);
-    info.set_gvisor_platform(runtime->gvisor_platform);
-    for (const auto& n : runtime->notes) info.add_notes(n);
-  } else {
-    info.add_notes(absl::StrCat("container runtime unavailable: ", runtime_error));
-  }
-  info.set_serving(readiness.serving);
-  // (A failed probe that is also why health is NOT_SERVING is said once, above.)
-  if (!readiness.serving && (runtime || readiness.reason != runtime_error)) {
-    info.add_notes(absl::StrCat("cannot start containers (health NOT_SERVING): ",
-                                readiness.reason));
-  }
-  return info;
+    absl::StatusOr<std::shared_ptr<Session>> s = Find(session_id);
+    if (!s.ok()) return s.status();
+    return (*s)->Enqueue(std::move(request), std::move(observer));
+  };
+  absl::StatusOr<std::shared_ptr<Execution>> queued = queue();
+  // Refused before it was queued: no Finished will count it.
+  if (!queued.ok()) metrics_->ExecutionRejected();
+  return queued;
 }
 
 }  // namespace sandboxd

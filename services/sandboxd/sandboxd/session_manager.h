@@ -33,6 +33,7 @@
 #include "sandboxd/container_runtime.h"
 #include "sandboxd/images.h"
 #include "sandboxd/lost_sessions.h"
+#include "sandboxd/metrics.h"
 #include "sandboxd/record_store.h"
 #include "sandboxd/sandbox_factory.h"
 #include "sandboxd/session.h"
@@ -72,12 +73,15 @@ struct ManagerOptions {
   uint32_t max_queue = 16;
   absl::Duration kill_grace = absl::Seconds(2);
   std::string version = "dev";
+  // Where sessions, executions and tool calls are counted (it outlives the manager);
+  // nullptr: a private one nobody serves (tests, --self_check).
+  SandboxdMetrics* metrics = nullptr;
   // Background work: the pool filler (which also re-checks a failing runtime) and the idle
   // reaper. Off for one-shot uses such as `sandboxd --self_check`.
   bool background = true;
 };
 
-class SessionManager final : private SlotKeeper {
+class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateSource {
  public:
   // `records` keeps the session records; nullptr: files under `<state_dir>/sessions`.
   SessionManager(ManagerOptions options, ContainerRuntime* runtime, Clock* clock,
@@ -127,7 +131,25 @@ class SessionManager final : private SlotKeeper {
   // labels carry it.
   const std::string& instance() const { return instance_; }
 
+  // Where this manager counts (ManagerOptions::metrics, or its private one); the file rpcs
+  // count their bytes there too.
+  SandboxdMetrics& metrics() { return *metrics_; }
+
  private:
+  // SandboxdMetrics::StateSource: what the scrape-time gauges read.
+  size_t sessions_active() override;
+  size_t pool_ready() override { return pool_.ready(); }
+  size_t pool_target() override { return pool_.target(); }
+  // DeleteSession; a live session deleted ends for `reason` (closed by its client, or
+  // expired by the idle reaper).
+  absl::Status DeleteFor(const std::string& id, SandboxdMetrics::EndReason reason);
+  // CreateSession once the request is valid and admitted: takes a pooled container or
+  // starts one, and registers the session.
+  absl::StatusOr<sandbox::v1::Session> CreateAdmitted(const sandbox::v1::CreateSessionRequest& r,
+                                                       const ResolvedLimits& limits,
+                                                       Isolation isolation,
+                                                       const ImageChoice& image,
+                                                       Catalog catalog);
   // After each successful runtime probe; re-attaches the first time.
   void OnProbed(const RuntimeInfo& info);
   void OnReadinessChanged();
@@ -186,6 +208,8 @@ class SessionManager final : private SlotKeeper {
   std::vector<std::shared_ptr<Session>> ReclaimableOf(const std::string& owner);
 
   const ManagerOptions options_;
+  const std::unique_ptr<SandboxdMetrics> owned_metrics_;  // when options_.metrics is null
+  SandboxdMetrics* const metrics_;
   ContainerRuntime* const runtime_;
   Clock* const clock_;
   const std::string instance_;

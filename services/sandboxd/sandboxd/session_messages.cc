@@ -34,6 +34,7 @@ absl::Status Session::SubmitToolResult(uint64_t exec_id, const sandbox::v1::Tool
     if (r.outcome_case() == sandbox::v1::ToolResult::kResultJson) {
       absl::StatusOr<nlohmann::json> v = codemode::ParseUntrustedJson(r.result_json(), "result_json");
       if (v.ok() && !v->is_object()) v = absl::InvalidArgumentError("result_json is not an object");
+      env_->metrics->ToolCall(v.ok());
       if (v.ok()) {
         SendOrLose(MakeToolResultFrame(runner_id, *v), deferred);
       } else {
@@ -43,8 +44,10 @@ absl::Status Session::SubmitToolResult(uint64_t exec_id, const sandbox::v1::Tool
                    deferred);
       }
     } else if (r.outcome_case() == sandbox::v1::ToolResult::kError) {
+      env_->metrics->ToolCall(false);
       SendOrLose(MakeToolErrorFrame(runner_id, r.error()), deferred);
     } else {
+      env_->metrics->ToolCall(false);
       status = absl::InvalidArgumentError("tool_result has neither result_json nor error");
       SendOrLose(MakeToolErrorFrame(runner_id, "the caller answered with an empty tool_result"),
                  deferred);
@@ -97,10 +100,12 @@ void Session::HandleOutput(OutputMessage m, Deferred& out) {
     if (text.empty()) continue;
     if (e.shown_bytes >= env_->max_output_bytes) {
       e.truncated = true;
+      env_->metrics->OutputDropped(text.size());
       continue;
     }
     std::string shown(codemode::Utf8Prefix(text, env_->max_output_bytes - e.shown_bytes));
     bool cut = shown.size() < text.size();
+    env_->metrics->OutputDropped(text.size() - shown.size());
     e.shown_bytes += shown.size();
     (stream == OutputStream::kStdout ? e.stdout_text : e.stderr_text) += shown;
     Notify(e, [stream, shown = std::move(shown)](ExecutionObserver& o) {
@@ -120,6 +125,7 @@ void Session::HandleDisplay(ExecState& e, DisplayBundle bundle, Deferred& out) {
   // The runner keeps under the cap (it counts the encoded JSON, which is never smaller);
   // one that does not is only dropped, like the output past its cap; one marker says so.
   if (e.display_bytes + bundle.bytes > env_->max_display_bytes) {
+    env_->metrics->DisplaysDropped(1);
     if (e.displays_dropped++ > 0) return;
     std::string marker = absl::StrCat("[display dropped: the cap is ", env_->max_display_bytes,
                                       " bytes per execution]\n");
@@ -136,6 +142,7 @@ void Session::HandleDisplay(ExecState& e, DisplayBundle bundle, Deferred& out) {
 
 void Session::HandleToolCall(ToolCallMessage m, Deferred& out) {
   auto refuse = [&](const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    env_->metrics->ToolCall(false);  // refused: the caller never sees it
     SendOrLose(MakeToolErrorFrame(m.call_id, why), out);
   };
   if (!current_ || current_->id != m.id || !current_->running) {
@@ -176,6 +183,8 @@ void Session::HandleDone(DoneMessage m, Deferred& out) {
   // Calls still pending cannot be answered any more; the runner already dropped them.
   // The runner stops sending past the cap and only counts what it dropped.
   if (m.dropped_bytes > 0) e->truncated = true;
+  env_->metrics->OutputDropped(m.dropped_bytes);
+  env_->metrics->DisplaysDropped(m.displays_dropped);
   Finished f;
   f.set_displays_dropped(static_cast<uint32_t>(std::min<uint64_t>(m.displays_dropped, UINT32_MAX)));
   f.set_output_bytes(m.output_bytes);

@@ -1,0 +1,180 @@
+#include "sandboxd/metrics.h"
+
+#include <string>
+
+namespace sandboxd {
+namespace {
+
+using codemode::telemetry::LatencyBuckets;
+
+constexpr char kPrefix[] = "codemode_sandboxd_";
+
+std::string Name(const char* suffix) { return std::string(kPrefix) + suffix; }
+
+double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
+
+}  // namespace
+
+SandboxdMetrics::SandboxdMetrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      gauges_(std::make_shared<codemode::telemetry::ScrapeGauges>()) {
+  RegisterSessions(*registry_);
+  RegisterExecutions(*registry_);
+  RegisterContainers(*registry_);
+  gauges_->Add(Name("sessions_active"), "Sessions that exist (any state).",
+               [this] { return ReadState(&StateSource::sessions_active); });
+  gauges_->Add(Name("pool_ready"), "Warm containers ready for CreateSession.",
+               [this] { return ReadState(&StateSource::pool_ready); });
+  gauges_->Add(Name("pool_target"), "Warm containers wanted (--pool_size).",
+               [this] { return ReadState(&StateSource::pool_target); });
+}
+
+void SandboxdMetrics::RegisterSessions(prometheus::Registry& r) {
+  auto& created = prometheus::BuildCounter()
+                      .Name(Name("sessions_created_total"))
+                      .Help("CreateSession calls that succeeded, by where the container came from.")
+                      .Register(r);
+  auto& create_duration = prometheus::BuildHistogram()
+                              .Name(Name("session_create_duration_seconds"))
+                              .Help("CreateSession latency of the sessions created, by source.")
+                              .Register(r);
+  const char* sources[] = {"pool", "cold"};
+  for (size_t i = 0; i < created_.size(); ++i) {
+    created_[i] = &created.Add({{"source", sources[i]}});
+    create_duration_[i] = &create_duration.Add({{"source", sources[i]}}, LatencyBuckets());
+  }
+  create_failures_ = &prometheus::BuildCounter()
+                          .Name(Name("session_create_failures_total"))
+                          .Help("CreateSession calls that failed after admission (a container "
+                                "did not start, no room once it did, its record not written).")
+                          .Register(r)
+                          .Add({});
+  auto& ended = prometheus::BuildCounter()
+                    .Name(Name("sessions_ended_total"))
+                    .Help("Sessions that went away, by why.")
+                    .Register(r);
+  const char* reasons[] = {"closed", "idle", "lost", "limit", "shutdown"};
+  for (size_t i = 0; i < ended_.size(); ++i) ended_[i] = &ended.Add({{"reason", reasons[i]}});
+}
+
+void SandboxdMetrics::RegisterExecutions(prometheus::Registry& r) {
+  auto& executions = prometheus::BuildCounter()
+                         .Name(Name("executions_total"))
+                         .Help("Finished executions by their status; rejected: refused before "
+                               "being queued.")
+                         .Register(r);
+  const char* statuses[] = {"ok", "error", "timeout", "cancelled", "crashed", "rejected"};
+  for (size_t i = 0; i < executions_.size(); ++i) {
+    executions_[i] = &executions.Add({{"status", statuses[i]}});
+  }
+  execution_duration_ = &prometheus::BuildHistogram()
+                             .Name(Name("execution_duration_seconds"))
+                             .Help("Executions from start to finish, queue excluded.")
+                             .Register(r)
+                             .Add({}, LatencyBuckets());
+  queue_wait_ = &prometheus::BuildHistogram()
+                     .Name(Name("execution_queue_wait_seconds"))
+                     .Help("Executions from Execute to their start.")
+                     .Register(r)
+                     .Add({}, LatencyBuckets());
+  auto& tool_calls = prometheus::BuildCounter()
+                         .Name(Name("tool_calls_total"))
+                         .Help("Tool calls made by sandboxed code: ok when the caller answered "
+                               "with a result; error when it answered with an error or the "
+                               "call was refused.")
+                         .Register(r);
+  tool_calls_ok_ = &tool_calls.Add({{"outcome", "ok"}});
+  tool_calls_error_ = &tool_calls.Add({{"outcome", "error"}});
+  output_dropped_ = &prometheus::BuildCounter()
+                         .Name(Name("output_dropped_bytes_total"))
+                         .Help("Output bytes cut by the output cap (--max_output_bytes).")
+                         .Register(r)
+                         .Add({});
+  displays_dropped_ = &prometheus::BuildCounter()
+                           .Name(Name("displays_dropped_total"))
+                           .Help("Displays dropped by the display cap (--max_display_bytes).")
+                           .Register(r)
+                           .Add({});
+}
+
+void SandboxdMetrics::RegisterContainers(prometheus::Registry& r) {
+  auto& ops = prometheus::BuildCounter()
+                  .Name(Name("container_operations_total"))
+                  .Help("podman commands run, by subcommand and result.")
+                  .Register(r);
+  auto& op_duration = prometheus::BuildHistogram()
+                          .Name(Name("container_operation_duration_seconds"))
+                          .Help("podman commands' latency, by subcommand.")
+                          .Register(r);
+  const char* op_names[] = {"info", "image_exists", "image_inspect", "run", "rm", "inspect", "ps"};
+  for (size_t i = 0; i < container_ops_.size(); ++i) {
+    container_ops_[i][0] = &ops.Add({{"op", op_names[i]}, {"result", "ok"}});
+    container_ops_[i][1] = &ops.Add({{"op", op_names[i]}, {"result", "error"}});
+    container_op_duration_[i] = &op_duration.Add({{"op", op_names[i]}}, LatencyBuckets());
+  }
+  auto& files = prometheus::BuildCounter()
+                    .Name(Name("file_transfer_bytes_total"))
+                    .Help("Workspace bytes moved by UploadFile and DownloadFile.")
+                    .Register(r);
+  file_bytes_[static_cast<size_t>(Direction::kUpload)] = &files.Add({{"direction", "upload"}});
+  file_bytes_[static_cast<size_t>(Direction::kDownload)] = &files.Add({{"direction", "download"}});
+}
+
+void SandboxdMetrics::SetStateSource(StateSource* source) {
+  codemode::MutexLock lock(&source_mu_);
+  source_ = source;
+}
+
+void SandboxdMetrics::ClearStateSource(StateSource* source) {
+  codemode::MutexLock lock(&source_mu_);
+  if (source_ == source) source_ = nullptr;
+}
+
+double SandboxdMetrics::ReadState(size_t (StateSource::*read)()) {
+  codemode::MutexLock lock(&source_mu_);
+  return source_ ? static_cast<double>((source_->*read)()) : 0;
+}
+
+void SandboxdMetrics::SessionCreated(Source source, absl::Duration took) {
+  created_[static_cast<size_t>(source)]->Increment();
+  create_duration_[static_cast<size_t>(source)]->Observe(Seconds(took));
+}
+
+void SandboxdMetrics::SessionsEnded(EndReason reason, size_t n) {
+  if (n > 0) ended_[static_cast<size_t>(reason)]->Increment(static_cast<double>(n));
+}
+
+void SandboxdMetrics::ExecutionFinished(sandbox::v1::Finished::Status status, bool started,
+                                        absl::Duration ran) {
+  using sandbox::v1::Finished;
+  switch (status) {
+    case Finished::OK: executions_[kOk]->Increment(); break;
+    case Finished::TIMEOUT: executions_[kTimeout]->Increment(); break;
+    case Finished::CANCELLED: executions_[kCancelled]->Increment(); break;
+    case Finished::SESSION_LOST: executions_[kCrashed]->Increment(); break;
+    default: executions_[kError]->Increment(); break;  // ERROR (nothing else is sent)
+  }
+  if (started) execution_duration_->Observe(Seconds(ran));
+}
+
+void SandboxdMetrics::QueueWaited(absl::Duration waited) { queue_wait_->Observe(Seconds(waited)); }
+
+void SandboxdMetrics::OutputDropped(uint64_t bytes) {
+  if (bytes > 0) output_dropped_->Increment(static_cast<double>(bytes));
+}
+
+void SandboxdMetrics::DisplaysDropped(uint64_t n) {
+  if (n > 0) displays_dropped_->Increment(static_cast<double>(n));
+}
+
+void SandboxdMetrics::ContainerOpDone(ContainerOp op, bool ok, absl::Duration took) {
+  const size_t i = static_cast<size_t>(op);
+  container_ops_[i][ok ? 0 : 1]->Increment();
+  container_op_duration_[i]->Observe(Seconds(took));
+}
+
+void SandboxdMetrics::FileBytes(Direction direction, uint64_t bytes) {
+  if (bytes > 0) file_bytes_[static_cast<size_t>(direction)]->Increment(static_cast<double>(bytes));
+}
+
+}  // namespace sandboxd

@@ -1,0 +1,83 @@
+// SessionManager: what GetInfo reports (the daemon's settings, its runtime, its images and
+// its counts). The rest of SessionManager is in session_manager.cc.
+#include "absl/strings/str_cat.h"
+#include "sandboxd/session_manager.h"
+
+namespace sandboxd {
+
+std::vector<sandbox::v1::ImageInfo> SessionManager::ImageInfos() {
+  if (!images_.ok()) return {};
+  codemode::MutexLock lock(&images_mu_);
+  // podman image inspect costs tens of milliseconds: asked at most every few seconds, so a
+  // rebuilt image shows soon without making GetInfo slow.
+  if (image_infos_.empty() || absl::Now() - image_infos_at_ > absl::Seconds(5)) {
+    image_infos_.clear();
+    for (const ImageChoice& choice : images_->all()) {
+      sandbox::v1::ImageInfo image;
+      image.set_name(choice.name);
+      image.set_reference(choice.reference);
+      absl::StatusOr<std::vector<std::string>> offers = runtime_->ImageOffers(choice.reference);
+      image.set_present(offers.ok());
+      if (offers.ok()) {
+        for (const std::string& offer : *offers) image.add_offers(offer);
+      }
+      image_infos_.push_back(std::move(image));
+    }
+    image_infos_at_ = absl::Now();
+  }
+  return image_infos_;
+}
+
+sandbox::v1::Info SessionManager::GetInfo() {
+  sandbox::v1::Info info;
+  info.set_version(options_.version);
+  info.set_image(options_.image);
+  *info.mutable_default_limits() = ToProto(options_.default_limits);
+  *info.mutable_max_limits() = ToProto(options_.max_limits);
+  info.set_max_timeout_ms(options_.max_timeout_ms);
+  info.set_max_code_bytes(options_.max_code_bytes);
+  info.set_max_output_bytes(options_.max_output_bytes);
+  info.set_max_file_bytes(options_.max_file_bytes);
+  info.set_max_display_bytes(options_.max_display_bytes);
+  info.set_pool_target(options_.pool_size);
+  info.set_max_sessions(options_.max_sessions);
+  info.set_executions_total(env_.executions_total);
+  info.set_tool_calls_total(env_.tool_calls_total);
+  info.set_state_dir(options_.state_dir);
+  info.set_pool_ready(static_cast<uint32_t>(pool_.ready()));
+  info.set_default_isolation(ToProto(options_.isolation.default_isolation));
+  for (Isolation i : options_.isolation.AllowedList()) info.add_allowed_isolations(ToProto(i));
+  for (const sandbox::v1::ImageInfo& image : ImageInfos()) *info.add_images() = image;
+  {
+    codemode::MutexLock lock(&mu_);
+    info.set_sessions(static_cast<uint32_t>(sessions_.size()));
+    info.set_lost_sessions(static_cast<uint32_t>(lost_.size()));
+    info.set_sessions_reclaimed_total(reclaimed_total_);
+  }
+  std::optional<RuntimeInfo> runtime = factory_.runtime_info();
+  std::string runtime_error = factory_.runtime_error();
+  Readiness readiness = factory_.readiness();
+  if (runtime) {
+    info.set_podman_version(runtime->version);
+    info.set_oci_runtime(runtime->oci_runtime);
+    info.set_rootless(runtime->rootless);
+    const char* mode = runtime->cgroup_limits ? "cgroup" : "rlimit";
+    info.set_memory_enforcement(mode);
+    info.set_pids_enforcement(mode);
+    info.set_cpu_enforced(runtime->cgroup_limits);
+    info.set_gvisor_version(runtime->gvisor_version);
+    info.set_gvisor_platform(runtime->gvisor_platform);
+    for (const auto& n : runtime->notes) info.add_notes(n);
+  } else {
+    info.add_notes(absl::StrCat("container runtime unavailable: ", runtime_error));
+  }
+  info.set_serving(readiness.serving);
+  // (A failed probe that is also why health is NOT_SERVING is said once, above.)
+  if (!readiness.serving && (runtime || readiness.reason != runtime_error)) {
+    info.add_notes(absl::StrCat("cannot start containers (health NOT_SERVING): ",
+                                readiness.reason));
+  }
+  return info;
+}
+
+}  // namespace sandboxd

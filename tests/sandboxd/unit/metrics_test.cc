@@ -1,0 +1,197 @@
+// SandboxdMetrics as the daemon fills it: what the registry holds after sessions come and
+// go and executions finish is what happened. Read back through the collectables
+// MetricsServer serves (the same families a scrape serializes).
+#include <map>
+
+#include "prometheus/metric_family.h"
+#include "prometheus/text_serializer.h"
+#include "sandboxd/metrics.h"
+#include "sandboxd/podman_runtime.h"
+#include "session_manager_fixture.h"
+
+namespace sandboxd::testing {
+namespace {
+
+using Labels = std::map<std::string, std::string>;
+
+// The value of series `name{labels}`: a counter's or gauge's value, a histogram's sample
+// count. -1 when there is no such series (so a wrong name fails every comparison).
+double Read(const SandboxdMetrics& metrics, const std::string& name, const Labels& labels = {}) {
+  for (const auto& collectable : metrics.collectables()) {
+    for (const prometheus::MetricFamily& family : collectable->Collect()) {
+      if (family.name != name) continue;
+      for (const prometheus::ClientMetric& m : family.metric) {
+        Labels have;
+        for (const auto& l : m.label) have[l.name] = l.value;
+        if (have != labels) continue;
+        switch (family.type) {
+          case prometheus::MetricType::Counter: return m.counter.value;
+          case prometheus::MetricType::Gauge: return m.gauge.value;
+          case prometheus::MetricType::Histogram:
+            return static_cast<double>(m.histogram.sample_count);
+          default: return -1;
+        }
+      }
+    }
+  }
+  return -1;
+}
+
+std::string Serialize(const SandboxdMetrics& metrics) {
+  std::vector<prometheus::MetricFamily> all;
+  for (const auto& collectable : metrics.collectables()) {
+    for (auto& family : collectable->Collect()) all.push_back(std::move(family));
+  }
+  return prometheus::TextSerializer().Serialize(all);
+}
+
+const std::string kP = "codemode_sandboxd_";
+
+// The metrics outlive the managers: members go after TearDown, which destroys them.
+class MetricsTest : public SessionManagerTest {
+ protected:
+  double Get(const std::string& name, const Labels& labels = {}) {
+    return Read(metrics_, kP + name, labels);
+  }
+  double Executions(const std::string& status) { return Get("executions_total", {{"status", status}}); }
+  double Ended(const std::string& reason) { return Get("sessions_ended_total", {{"reason", reason}}); }
+
+  SandboxdMetrics metrics_;
+};
+
+TEST_F(MetricsTest, SessionsAndExecutionsAreCountedAsTheyHappen) {
+  ManagerOptions o = Options();
+  o.metrics = &metrics_;
+  o.pool_size = 1;
+  SessionManager* m = StartManager(o);
+  EXPECT_EQ(Get("pool_target"), 1);
+  ASSERT_TRUE(WaitFor([&] { return Get("pool_ready") == 1; }));
+
+  sandbox::v1::Session pooled = Create(m);
+  sandbox::v1::CreateSessionRequest other;
+  other.mutable_limits()->set_memory_bytes(300ull << 20);  // not the pool's config: cold
+  sandbox::v1::Session cold = Create(m, other);
+  ASSERT_FALSE(pooled.id().empty());
+  ASSERT_FALSE(cold.id().empty());
+  EXPECT_EQ(Get("sessions_created_total", {{"source", "pool"}}), 1);
+  EXPECT_EQ(Get("sessions_created_total", {{"source", "cold"}}), 1);
+  EXPECT_EQ(Get("session_create_duration_seconds", {{"source", "pool"}}), 1);
+  EXPECT_EQ(Get("session_create_duration_seconds", {{"source", "cold"}}), 1);
+  EXPECT_EQ(Get("sessions_active"), 2);
+
+  EXPECT_EQ(Eval(m, pooled.id(), "6 * 7"), "42");
+  std::optional<Finished> f = Run(m, pooled.id(), "1 / 0");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->status(), Finished::ERROR);
+  f = Run(m, pooled.id(), "import time\ntime.sleep(30)", /*timeout_ms=*/300);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->status(), Finished::TIMEOUT);
+  EXPECT_FALSE(m->Execute(pooled.id(), {}, std::make_shared<Collector>()).ok());  // empty code
+  ExecutionRequest unknown_session;
+  unknown_session.code = "1";
+  EXPECT_FALSE(m->Execute("s-nope", unknown_session, std::make_shared<Collector>()).ok());
+  EXPECT_EQ(Executions("ok"), 1);
+  EXPECT_EQ(Executions("error"), 1);
+  EXPECT_EQ(Executions("timeout"), 1);
+  EXPECT_EQ(Executions("rejected"), 2);
+  EXPECT_EQ(Executions("cancelled"), 0);
+  EXPECT_EQ(Executions("crashed"), 0);
+  EXPECT_EQ(Get("execution_duration_seconds"), 3);  // rejected ones never ran
+  EXPECT_EQ(Get("execution_queue_wait_seconds"), 3);
+
+  // Lost under a running execution: the session ends "lost", the execution "crashed".
+  Started running = Exec(m, cold.id(), "import time\ntime.sleep(30)");
+  ASSERT_TRUE(running.collector->WaitStarted());
+  ASSERT_OK(runtime_->Kill(cold.container_id(), SIGKILL));
+  f = running.collector->WaitFinished();
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->status(), Finished::SESSION_LOST);
+  EXPECT_TRUE(WaitFor([&] { return Ended("lost") == 1; }));
+  EXPECT_EQ(Executions("crashed"), 1);
+
+  ASSERT_OK(m->DeleteSession(pooled.id()));
+  EXPECT_EQ(Ended("closed"), 1);
+  sandbox::v1::Session idle = Create(m);
+  clock_.Advance(o.idle_ttl + absl::Seconds(1));
+  EXPECT_TRUE(WaitFor([&] { return Ended("idle") == 1; }));
+  sandbox::v1::Session detached = Create(m);
+  EXPECT_EQ(Get("sessions_active"), 1);
+  EXPECT_EQ(Get("sessions_created_total", {{"source", "pool"}}) +
+                Get("sessions_created_total", {{"source", "cold"}}), 4);
+  StopManager(m);
+  EXPECT_EQ(Ended("shutdown"), 1);
+  EXPECT_EQ(Ended("limit"), 0);
+  EXPECT_EQ(Get("session_create_failures_total"), 0);
+  EXPECT_EQ(Get("sessions_active"), 0) << "a manager that is gone is not read";
+  // Every series of the table is there, with its labels, and no session id is.
+  const std::string text = Serialize(metrics_);
+  EXPECT_THAT(text, Not(HasSubstr(pooled.id())));
+  EXPECT_THAT(text, HasSubstr(kP + "tool_calls_total{outcome=\"ok\"} 0"));
+  EXPECT_THAT(text, HasSubstr(kP + "file_transfer_bytes_total{direction=\"upload\"} 0"));
+}
+
+TEST_F(MetricsTest, FailedCreationsToolCallsAndCapsAreCounted) {
+  ManagerOptions o = Options();
+  o.metrics = &metrics_;
+  o.max_output_bytes = 100;
+  SessionManager* m = StartManager(o);
+  runtime_->SetStartFailure("no space left on device");
+  EXPECT_FALSE(m->CreateSession({}).ok());
+  EXPECT_EQ(Get("session_create_failures_total"), 1);
+  EXPECT_EQ(Get("sessions_created_total", {{"source", "cold"}}), 0);
+  runtime_->SetStartFailure(std::nullopt);
+
+  sandbox::v1::Session s = CreateWithEchoCatalog(m);
+  Started st = Exec(m, s.id(),
+                    "r = await mcp_srv.echo(message='a')\n"
+                    "try:\n  await mcp_srv.echo(message='b')\nexcept Exception:\n  pass\n"
+                    "print('x' * 999)");
+  ASSERT_TRUE(st.execution);
+  std::optional<sandbox::v1::ToolCall> call = st.collector->WaitToolCall(1);
+  ASSERT_TRUE(call);
+  sandbox::v1::ToolResult ok;
+  ok.set_call_id(call->call_id());
+  ok.set_result_json(R"({"content":[{"type":"text","text":"a"}]})");
+  ASSERT_OK(st.execution->SubmitToolResult(ok));
+  call = st.collector->WaitToolCall(2);
+  ASSERT_TRUE(call);
+  sandbox::v1::ToolResult failed;
+  failed.set_call_id(call->call_id());
+  failed.set_error("the upstream is down");
+  ASSERT_OK(st.execution->SubmitToolResult(failed));
+  std::optional<Finished> f = st.collector->WaitFinished();
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->status(), Finished::OK) << f->DebugString();
+  EXPECT_TRUE(f->output_truncated());
+  EXPECT_EQ(Get("tool_calls_total", {{"outcome", "ok"}}), 1);
+  EXPECT_EQ(Get("tool_calls_total", {{"outcome", "error"}}), 1);
+  // 1000 bytes printed ('x' * 999 and the newline), 100 kept.
+  EXPECT_EQ(Get("output_dropped_bytes_total"), 900);
+}
+
+// PodmanRuntime counts each podman command by subcommand and podman's exit status: here
+// "podman" is `false` (every command fails) and then `true` (every command succeeds).
+TEST(PodmanMetricsTest, EachCommandIsCountedByItsSubcommandAndResult) {
+  SandboxdMetrics metrics;
+  PodmanOptions options;
+  options.podman = "false";
+  PodmanRuntime failing(options, &metrics);
+  EXPECT_FALSE(failing.Remove({"c1"}).ok());
+  EXPECT_FALSE(failing.List("io.sandboxd.instance", "x").ok());
+  options.podman = "true";
+  PodmanRuntime working(options, &metrics);
+  EXPECT_TRUE(working.Remove({"c1", "c2"}).ok());
+  EXPECT_TRUE(working.Remove({}).ok());  // nothing to remove: no command
+  auto ops = [&](const std::string& op, const std::string& result) {
+    return Read(metrics, kP + "container_operations_total", {{"op", op}, {"result", result}});
+  };
+  EXPECT_EQ(ops("rm", "error"), 1);
+  EXPECT_EQ(ops("rm", "ok"), 1);
+  EXPECT_EQ(ops("ps", "error"), 1);
+  EXPECT_EQ(ops("ps", "ok"), 0);
+  EXPECT_EQ(ops("run", "ok"), 0);
+  EXPECT_EQ(Read(metrics, kP + "container_operation_duration_seconds", {{"op", "rm"}}), 2);
+}
+
+}  // namespace
+}  // namespace sandboxd::testing
