@@ -471,7 +471,7 @@ gateway::ServerOptions ServerOptionsFromFlags(std::shared_ptr<codemode::BufferCe
 // Serves `tool` on --transport (and metrics on --metrics_listen) until shutdown. Returns
 // the process's exit code.
 int Serve(gateway::RunPythonTool& tool, const gateway::ServerOptions& server_options,
-          gateway::UpstreamManager& upstreams, gateway::GatewayMetrics& metrics,
+          gateway::UpstreamManager& upstreams, gateway::GatewayMetrics* metrics,
           const std::string& sandboxd_at, codemode::ShutdownSignal& shutdown) {
   absl::StatusOr<std::unique_ptr<gateway::ServerTransport>> server =
       StartTransport(&tool, server_options, &shutdown);
@@ -565,6 +565,6 @@ int main(int argc, char** argv) {
   server_options.version = GATEWAY_VERSION;
   upstreams.WaitInitial(absl::GetFlag(FLAGS_startup_wait));
 
-  return Serve(tool, server_options, upstreams, *metrics, absl::StrJoin(sandboxd->endpoints, ", ") +
+  return Serve(tool, server_options, upstreams, metrics.get(), absl::StrJoin(sandboxd->endpoints, ", ") +
                (sandboxd->tls.ca.empty() ? "" : " (TCP endpoints over TLS)"), shutdown);
 }

@@ -43,14 +43,16 @@ void AddUpstreamGauges(ScrapeGauges& gauges, const gateway::UpstreamManager& ups
 }  // namespace
 
 std::shared_ptr<gateway::GatewayMetrics> MetricsFromFlags() {
+  if (absl::GetFlag(FLAGS_metrics_listen).empty()) return nullptr;
   return std::make_shared<gateway::GatewayMetrics>(absl::GetFlag(FLAGS_metrics_max_tool_labels));
 }
 
 absl::StatusOr<std::unique_ptr<codemode::telemetry::MetricsServer>> ServeMetrics(
-    gateway::GatewayMetrics& metrics, const gateway::UpstreamManager& upstreams,
+    gateway::GatewayMetrics* metrics_or_null, const gateway::UpstreamManager& upstreams,
     gateway::ServerTransport& transport, gateway::RunPythonTool& tool) {
+  if (metrics_or_null == nullptr) return nullptr;
+  gateway::GatewayMetrics& metrics = *metrics_or_null;
   const std::string listen = absl::GetFlag(FLAGS_metrics_listen);
-  if (listen.empty()) return nullptr;
   ScrapeGauges& gauges = metrics.gauges();
   AddUpstreamGauges(gauges, upstreams);
   auto* http = dynamic_cast<gateway::HttpServer*>(&transport);

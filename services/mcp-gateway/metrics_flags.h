@@ -11,13 +11,13 @@
 #include "telemetry/metrics_server.h"
 #include "upstream/manager.h"
 
-// A GatewayMetrics sized by --metrics_max_tool_labels (always made: counting costs little,
-// and the counts are there when --metrics_listen serves them).
+// A GatewayMetrics sized by --metrics_max_tool_labels when --metrics_listen is set; null
+// (nothing counted) when it is not, which is also the benchmark's baseline.
 std::shared_ptr<gateway::GatewayMetrics> MetricsFromFlags();
 
 // Registers the states read at scrape time (upstreams, sessions, connections, sandboxes)
-// and serves /metrics on --metrics_listen; null when it is not set. Everything passed must
+// and serves `metrics` on --metrics_listen; null when `metrics` is. Everything passed must
 // outlive the returned server.
 absl::StatusOr<std::unique_ptr<codemode::telemetry::MetricsServer>> ServeMetrics(
-    gateway::GatewayMetrics& metrics, const gateway::UpstreamManager& upstreams,
+    gateway::GatewayMetrics* metrics, const gateway::UpstreamManager& upstreams,
     gateway::ServerTransport& transport, gateway::RunPythonTool& tool);
