@@ -29,8 +29,8 @@ function prometheusConfig(dir) {
   const shipped = fs.readFileSync(path.join(ROOT, "deploy/prometheus/prometheus.yml"), "utf8");
   assert.match(shipped, /127\.0\.0\.1:9464/);
   assert.match(shipped, /127\.0\.0\.1:9465/);
-  const config = shipped.replace("127.0.0.1:9464", `127.0.0.1:${ports.sandboxd}`)
-    .replace("127.0.0.1:9465", `127.0.0.1:${ports.gateway}`)
+  const config = shipped.replace('"127.0.0.1:9464"', `"127.0.0.1:${ports.sandboxd}"`)
+    .replace('"127.0.0.1:9465"', `"127.0.0.1:${ports.gateway}"`)
     .replace(/scrape_interval: .*/, "scrape_interval: 1s")
     .replace(/evaluation_interval: .*/, "evaluation_interval: 1s");
   fs.copyFileSync(path.join(ROOT, "deploy/prometheus/rules.yml"), path.join(dir, "rules.yml"));
@@ -51,13 +51,16 @@ async function value(q) {
 }
 // Waits until Prometheus has scraped both daemons after `since` (a Date).
 async function scrapedAfter(since) {
+  let seen = [];
   await waitFor(async () => {
     const res = await fetch(`${promUrl}/api/v1/targets`);
     const { data } = await res.json();
-    const targets = data.activeTargets.filter((t) => t.scrapePool.startsWith("codemode-"));
-    return targets.length === 2 &&
-      targets.every((t) => t.health === "up" && new Date(t.lastScrape) > since);
-  }, "a scrape of both daemons", 20000);
+    seen = data.activeTargets.filter((t) => t.scrapePool.startsWith("codemode-"));
+    return seen.length === 2 &&
+      seen.every((t) => t.health === "up" && new Date(t.lastScrape) > since);
+  }, "a scrape of both daemons", 20000).catch((e) => {
+    throw new Error(`${e.message}: ${JSON.stringify(seen.map((t) => [t.scrapeUrl, t.health, t.lastError, t.lastScrape]))}`);
+  });
 }
 
 before(async () => {
@@ -85,6 +88,8 @@ before(async () => {
   promUrl = `http://127.0.0.1:${ports.prometheus}`;
   await waitFor(async () => (await fetch(`${promUrl}/-/ready`).catch(() => ({ ok: false }))).ok,
     `prometheus ready (${promLog})`, 30000);
+  // Before the workload: rates need a sample from before it.
+  await scrapedAfter(new Date(0));
   for (const port of [ports.sandboxd, ports.gateway]) {
     const body = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
     const check = spawnSync(promtool, ["check", "metrics"], { input: body });
@@ -129,7 +134,7 @@ except ToolError as e:
   assert.equal(await value("codemode_gateway_run_duration_seconds_count"), N + K + 2);
   assert.equal(await value("codemode_gateway_tool_calls_per_run_sum"), 2 * N + 1);
   assert.equal(await value('sum(codemode_gateway_tool_calls_total{server="everything",tool="echo",outcome="ok"})'), 2 * N);
-  assert.equal(await value('codemode_gateway_tool_calls_total{server="everything",tool="gzip_file_as_resource",outcome="tool_error"}'), 1);
+  assert.equal(await value('codemode_gateway_tool_calls_total{server="everything",tool="gzip-file-as-resource",outcome="tool_error"}'), 1);
   assert.equal(await value('codemode_gateway_tool_call_duration_seconds_count{server="everything"}'), 2 * N + 1);
   assert.equal(await value('codemode_gateway_upstream_tools{server="everything"}') > 5, true);
   assert.equal(await value('codemode_build_info{component="mcp-gateway"}'), 1);
@@ -141,7 +146,8 @@ except ToolError as e:
   assert.equal(await value("codemode_sandboxd_sessions_active"), 1, "one MCP session, one sandbox");
   assert.equal(await value('codemode_build_info{component="sandboxd"}'), 1);
   // The rules loaded and evaluate.
-  assert.equal(await value('codemode:gateway_runs:rate5m{outcome="ok"}') > 0, true);
+  await waitFor(async () => (await value('codemode:gateway_runs:rate5m{outcome="ok"}')) > 0,
+    "the recording rule codemode:gateway_runs:rate5m", 10000);
 });
 
 test("A killed upstream goes to upstream_up 0 and its alert becomes pending", async () => {
