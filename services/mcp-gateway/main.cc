@@ -17,7 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "server/http_token.h"
 #include "bridge/run_python.h"
-#include "metrics_flags.h"
+#include "observability_flags.h"
 #include "run_flags.h"
 #include "sandboxd_flags.h"
 #include "bridge/sandbox_client.h"
@@ -472,6 +472,7 @@ gateway::ServerOptions ServerOptionsFromFlags(std::shared_ptr<codemode::BufferCe
 // the process's exit code.
 int Serve(gateway::RunPythonTool& tool, const gateway::ServerOptions& server_options,
           gateway::UpstreamManager& upstreams, gateway::GatewayMetrics* metrics,
+          const gateway::AuditLog* audit,
           const std::string& sandboxd_at, codemode::ShutdownSignal& shutdown) {
   absl::StatusOr<std::unique_ptr<gateway::ServerTransport>> server =
       StartTransport(&tool, server_options, &shutdown);
@@ -481,7 +482,7 @@ int Serve(gateway::RunPythonTool& tool, const gateway::ServerOptions& server_opt
     return absl::IsInvalidArgument(server.status()) ? 2 : 1;
   }
   absl::StatusOr<std::unique_ptr<codemode::telemetry::MetricsServer>> metrics_server =
-      ServeMetrics(metrics, upstreams, **server, tool);
+      ServeMetrics(metrics, upstreams, **server, tool, audit);
   if (!metrics_server.ok()) {
     spdlog::critical("{}", std::string(metrics_server.status().message()));
     (*server)->Stop();
@@ -565,6 +566,6 @@ int main(int argc, char** argv) {
   server_options.version = GATEWAY_VERSION;
   upstreams.WaitInitial(absl::GetFlag(FLAGS_startup_wait));
 
-  return Serve(tool, server_options, upstreams, metrics.get(), absl::StrJoin(sandboxd->endpoints, ", ") +
+  return Serve(tool, server_options, upstreams, metrics.get(), run_options->audit.get(), absl::StrJoin(sandboxd->endpoints, ", ") +
                (sandboxd->tls.ca.empty() ? "" : " (TCP endpoints over TLS)"), shutdown);
 }

@@ -9,6 +9,7 @@
 #include "absl/flags/flag.h"
 #include "absl/time/time.h"
 #include "base/secret_file.h"
+#include "observability_flags.h"
 
 ABSL_FLAG(uint32_t, default_timeout_seconds, 30, "run_python timeout when none is given.");
 ABSL_FLAG(uint32_t, max_timeout_seconds, 300, "Largest run_python timeout a client may ask for.");
@@ -112,6 +113,10 @@ absl::StatusOr<gateway::RunPythonOptions> RunOptionsFromFlags(const std::vector<
       gateway::HandleSealer::FromKeyFile(key_file, absl::GetFlag(FLAGS_handle_ttl), "--handle_key_file");
   if (!sealer.ok()) return sealer.status();
   o.handles = std::make_shared<const gateway::HandleSealer>(*std::move(sealer));
+  absl::StatusOr<std::shared_ptr<gateway::AuditLog>> audit = AuditFromFlags();
+  if (!audit.ok()) return audit.status();
+  o.audit = *std::move(audit);
+  o.audit_arguments = AuditArgumentsFromFlags();
   return o;
 }
 

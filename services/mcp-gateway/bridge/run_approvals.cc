@@ -156,8 +156,27 @@ bool RunApprovals::Approved(const std::string& name) {
   return run_.Has(name) || (sandbox_ && sandbox_->Has(name));
 }
 
+namespace {
+
+// The metric's fixed set of decisions, from the words the log line uses.
+ApprovalDecision DecisionOf(const std::string& decision) {
+  if (decision == "denied") return ApprovalDecision::kPolicyDenied;
+  if (decision == "timed out") return ApprovalDecision::kTimeout;
+  if (absl::StartsWith(decision, "abandoned")) return ApprovalDecision::kWithdrawn;
+  if (absl::StartsWith(decision, "approved") || decision == "once" || decision == "run" ||
+      decision == "sandbox") {
+    return ApprovalDecision::kApproved;
+  }
+  return ApprovalDecision::kDeclined;  // declined, cancelled, refused
+}
+
+}  // namespace
+
 absl::Status RunApprovals::Check(const std::string& server, const std::string& tool, const json& arguments,
-                                 const std::shared_ptr<codemode::CancelToken>& cancel) {
+                                 const std::shared_ptr<codemode::CancelToken>& cancel,
+                                 std::string* decision) {
+  std::string ignored;
+  std::string& decided = decision ? *decision : ignored;
   auto w = std::make_shared<Waiter>();
   w->server = server;
   w->tool = tool;
@@ -167,6 +186,7 @@ absl::Status RunApprovals::Check(const std::string& server, const std::string& t
   const Approval approval = policy_->For(server, tool, Annotations(server, tool));
   if (approval == Approval::kAllow) return absl::OkStatus();
   if (approval == Approval::kDeny) {
+    decided = GatewayMetrics::Name(ApprovalDecision::kPolicyDenied);
     Record(*w, "denied", absl::StrCat("policy (", policy_->Reason(server, tool), ")"));
     return absl::PermissionDeniedError(absl::StrCat(w->name, " is denied by the gateway's operator"));
   }
@@ -174,6 +194,7 @@ absl::Status RunApprovals::Check(const std::string& server, const std::string& t
   if (Approved(w->name)) {
     const bool by_run = run_.Has(w->name);
     ask_mu_.Unlock();
+    decided = GatewayMetrics::Name(ApprovalDecision::kApproved);
     Record(*w, "approved", by_run ? "earlier answer (run)" : "earlier answer (sandbox)");
     return absl::OkStatus();
   }
@@ -205,6 +226,7 @@ absl::Status RunApprovals::Check(const std::string& server, const std::string& t
     asking_ = false;
   }
   ask_mu_.Unlock();
+  decided = GatewayMetrics::Name(DecisionOf(w->decision.empty() ? "refused" : w->decision));
   return Outcome(*w);
 }
 
@@ -347,20 +369,6 @@ void RunApprovals::Ask(const std::vector<std::shared_ptr<Waiter>>& batch) {
   }
 }
 
-namespace {
-
-// The metric's fixed set of decisions, from the words the log line uses.
-ApprovalDecision DecisionOf(const std::string& decision) {
-  if (decision == "denied") return ApprovalDecision::kPolicyDenied;
-  if (decision == "timed out") return ApprovalDecision::kTimeout;
-  if (absl::StartsWith(decision, "abandoned")) return ApprovalDecision::kWithdrawn;
-  if (decision == "approved" || decision == "once" || decision == "run" || decision == "sandbox") {
-    return ApprovalDecision::kApproved;
-  }
-  return ApprovalDecision::kDeclined;  // declined, cancelled, refused
-}
-
-}  // namespace
 
 void RunApprovals::Record(const Waiter& w, const std::string& decision, const std::string& by) const {
   if (options_.metrics != nullptr) options_.metrics->Approval(DecisionOf(decision));
@@ -369,7 +377,8 @@ void RunApprovals::Record(const Waiter& w, const std::string& decision, const st
                      {"tool", w.tool},
                      {"arguments_sha256", Sha256Hex(w.arguments.dump())},
                      {"decision", decision},
-                     {"by", by}};
+                     {"by", by},
+                     {"trace_id", trace_id_}};
   spdlog::info("approval: {}", codemode::LogText(line.dump(-1, ' ', false, json::error_handler_t::replace)));
 }
 

@@ -102,8 +102,15 @@ class RunApprovals {
 
   // OK when the call may go upstream; else PERMISSION_DENIED with the ToolError's text.
   // Calls that wait for approval together are asked about in one question.
+  // `decision`, when given, gets what was decided for a call that needed a decision
+  // (GatewayMetrics::Name(ApprovalDecision): "approved", "declined", ...), and stays empty for
+  // a call the policy allows: the audit line's "approval".
+  // The trace the run belongs to: its approval log lines name it.
+  void SetTraceId(std::string trace_id) { trace_id_ = std::move(trace_id); }
+
   absl::Status Check(const std::string& server, const std::string& tool, const nlohmann::json& arguments,
-                     const std::shared_ptr<codemode::CancelToken>& cancel);
+                     const std::shared_ptr<codemode::CancelToken>& cancel,
+                     std::string* decision = nullptr);
 
  private:
   // One call waiting for its answer.
@@ -130,6 +137,7 @@ class RunApprovals {
   const std::vector<UpstreamStatus>* const view_;
   const ToolCallContext* const ctx_;
   const ApprovalOptions options_;
+  std::string trace_id_;
   // One question at a time per run (see above).
   codemode::Mutex ask_mu_;
   std::shared_ptr<ApprovedTools> sandbox_ ABSL_GUARDED_BY(ask_mu_);

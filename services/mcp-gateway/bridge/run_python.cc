@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
 
 namespace gateway {
 namespace {
@@ -113,6 +114,20 @@ bool RunPythonTool::MayAsk() {
 namespace {
 
 // How a run ended, for the runs metric: from what Execute returned.
+// The audit line of a run refused before anything ran: what little is known of it.
+json RefusedRunLine(const ToolCallContext& ctx, const json& arguments, const absl::Status& why) {
+  const auto code = arguments.is_object() ? arguments.find("code") : arguments.end();
+  const std::string text = code != arguments.end() && code->is_string() ? code->get<std::string>() : "";
+  const codemode::telemetry::TraceContext trace = codemode::telemetry::TraceContext::ChildOf(ctx.trace_parent);
+  return {{"kind", "run"},          {"credential", ctx.credential},
+          {"sandbox", ""},          {"trace_id", trace.trace_id()},
+          {"span_id", trace.span_id()},
+          {"parent_span_id", ctx.trace_parent ? ctx.trace_parent->span_id() : ""},
+          {"code_bytes", text.size()}, {"code_sha256", AuditDigest(text)},
+          {"outcome", "refused"},   {"why", std::string(why.message()).substr(0, 200)},
+          {"duration_ms", 0},       {"tool_calls", 0}};
+}
+
 RunOutcome OutcomeOf(const absl::StatusOr<Finished>& finished) {
   if (!finished.ok()) {
     const absl::Status& s = finished.status();
@@ -147,19 +162,25 @@ absl::StatusOr<json> RunPythonTool::CallToolNow(const std::string& name, const j
   absl::StatusOr<RunArguments> args = ParseRunArguments(arguments, upstreams, limits);
   if (!args.ok()) {
     if (metrics) metrics->RunFinished(RunOutcome::kRefused, absl::Now() - started, 0);
+    if (options_.audit) options_.audit->Write(RefusedRunLine(ctx, arguments, args.status()));
     return args.status();
   }
 
   RunProgress progress(ctx.progress);
   ToolCallRouter router(upstreams_, args->servers, &progress);
+  // The run is a span of the client's trace (of a new one when it sent none).
+  const codemode::telemetry::TraceContext trace = codemode::telemetry::TraceContext::ChildOf(ctx.trace_parent);
   router.SetMetrics(metrics);
+  router.SetTrace(trace);
+  router.SetAudit(options_.audit.get(), ctx.credential, options_.audit_arguments);
   // What the code sees and may call: without the denied tools (sandboxd refuses calls
   // outside its catalog), and each call through the gate (run_approvals.h).
   const std::vector<UpstreamStatus> view = ApplyApprovalPolicy(memory_.View(upstreams), *policy_);
   RunApprovals approvals(policy_.get(), &view, &ctx, options_.approval);
+  approvals.SetTraceId(trace.trace_id());
   router.SetGate([&approvals](const std::string& server, const std::string& tool, const json& arguments,
-                              const std::shared_ptr<codemode::CancelToken>& cancel) {
-    return approvals.Check(server, tool, arguments, cancel);
+                              const std::shared_ptr<codemode::CancelToken>& cancel, std::string* approval) {
+    return approvals.Check(server, tool, arguments, cancel, approval);
   });
   RunReport report;
   report.session = args->session;
@@ -168,17 +189,43 @@ absl::StatusOr<json> RunPythonTool::CallToolNow(const std::string& name, const j
   report.resource_links = ctx.protocol_version >= "2025-06-18";
   Run run{*args, BuildCatalog(view, args->servers),
           absl::StrCat(catalog_version, "/", args->servers.Key()),
-          &ctx, &router, &progress, &report, &approvals};
+          &ctx, &router, &progress, &report, &approvals, trace.Traceparent()};
   absl::StatusOr<Finished> finished = Execute(run);
   // Whatever the run did to its sandbox's files (or the sandbox), listen streams of the
   // credential hear of it.
   watch_.Poke(ctx.credential);
   report.calls = router.stats();
-  if (metrics) metrics->RunFinished(OutcomeOf(finished), absl::Now() - started, report.calls.total);
+  Record(run, trace, OutcomeOf(finished), absl::Now() - started);
   if (!finished.ok()) {
     return FormatRunError(std::string(finished.status().message()), report);
   }
   return FormatRunResult(*finished, report, options_.max_text_bytes);
+}
+
+// The run's metrics, its audit line and its log line (with the trace id that joins it to
+// its tool calls, sandboxd's log and the upstreams').
+void RunPythonTool::Record(const Run& run, const codemode::telemetry::TraceContext& trace,
+                           RunOutcome outcome, absl::Duration took) {
+  const uint64_t calls = run.report->calls.total;
+  if (options_.metrics) options_.metrics->RunFinished(outcome, took, calls);
+  const std::string sandbox = run.router->sandbox();
+  spdlog::info("run {}: {} in {} ms, {} tool calls (trace {}, span {})", sandbox.empty() ? "-" : sandbox,
+               GatewayMetrics::Name(outcome), absl::ToInt64Milliseconds(took), calls,
+               trace.trace_id(), trace.span_id());
+  if (!options_.audit) return;
+  json line = {{"kind", "run"},
+               {"credential", run.ctx->credential},
+               {"sandbox", sandbox},
+               {"trace_id", trace.trace_id()},
+               {"span_id", trace.span_id()},
+               {"parent_span_id", run.ctx->trace_parent ? run.ctx->trace_parent->span_id() : ""},
+               {"code_bytes", run.args.code.size()},
+               {"code_sha256", AuditDigest(run.args.code)},
+               {"outcome", GatewayMetrics::Name(outcome)},
+               {"duration_ms", absl::ToInt64Milliseconds(took)},
+               {"tool_calls", calls},
+               {"tool_calls_failed", run.report->calls.failed}};
+  options_.audit->Write(std::move(line));
 }
 
 absl::StatusOr<SandboxRef> RunPythonTool::OpenHandle(const std::string& handle,
@@ -352,6 +399,8 @@ absl::StatusOr<Finished> RunPythonTool::ExecuteOn(SessionBindings::Binding& bind
   };
   handlers.on_stream_end = [calls_token] { calls_token->Cancel("the execution finished"); };
   handlers.credential = run.ctx->credential;
+  handlers.traceparent = run.traceparent;
+  run.router->SetSandbox(binding.ref().session_id);
   absl::StatusOr<Finished> finished = sandboxes_->Execute(
       binding.ref(), run.args.code, static_cast<uint32_t>(run.args.timeout_seconds * 1000),
       send_catalog ? &run.catalog : nullptr, handlers, run.ctx->cancel);

@@ -32,6 +32,7 @@
 #include "bridge/tool_call_router.h"
 #include "bridge/upstreams.h"
 #include "bridge/workspace_resources.h"
+#include "audit/audit_log.h"
 #include "handles/sandbox_handle.h"
 #include "metrics/gateway_metrics.h"
 #include "server/tool_provider.h"
@@ -81,6 +82,10 @@ struct RunPythonOptions {
   ApprovalOptions approval;
   // Runs, tool calls and approvals are counted here (null: not counted).
   std::shared_ptr<GatewayMetrics> metrics;
+  // Each run and each tool call is a line here (null: none); with `audit_arguments` a tool
+  // call's line holds its arguments too (--audit_arguments), not only their digest.
+  std::shared_ptr<AuditLog> audit;
+  bool audit_arguments = false;
   // Seals and opens sandbox handles (the `sandbox` argument and result). Null: a random key
   // of this process, so handles do not outlive it (tests; main.cc passes the key file's).
   std::shared_ptr<const HandleSealer> handles;
@@ -125,6 +130,7 @@ class RunPythonTool : public ToolProvider {
     RunProgress* progress;
     RunReport* report;
     RunApprovals* approvals;
+    std::string traceparent;  // the run's span, for sandboxd (gRPC metadata)
   };
   // Where a run's binding comes from, and how a lost one is let go: the MCP session's
   // binding of the run's name, or the binding of a handle's sandbox (attempt 0) and a new
@@ -152,6 +158,8 @@ class RunPythonTool : public ToolProvider {
   // The sandbox a handle names for the run's credential; PERMISSION_DENIED
   // (HandleSealer::kInvalidHandle) for any handle that is not valid for it.
   absl::StatusOr<SandboxRef> OpenHandle(const std::string& handle, const std::string& credential);
+  void Record(const Run& run, const codemode::telemetry::TraceContext& trace, RunOutcome outcome,
+              absl::Duration took);
   // One attempt on `binding`, whose run lock the caller holds. `session_gone`: sandboxd
   // no longer has the binding's session (worth one retry in a new one).
   absl::StatusOr<sandbox::v1::Finished> ExecuteOn(SessionBindings::Binding& binding, Run& run,

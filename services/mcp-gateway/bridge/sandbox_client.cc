@@ -434,6 +434,9 @@ absl::StatusOr<sandbox::v1::Finished> SandboxClient::Execute(
   Prepare(ctx, ref.endpoint,
           std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms) +
               std::chrono::seconds(60));
+  // W3C trace context over gRPC, as OpenTelemetry's propagators carry it: sandboxd's log
+  // lines of this execution name the trace.
+  if (!handlers.traceparent.empty()) ctx.AddMetadata("traceparent", handlers.traceparent);
   auto stream = Stub(ref.endpoint).Execute(&ctx);
   // Shared with the cancel callback, which may fire after we return.
   auto writer = std::make_shared<StreamWriter>();

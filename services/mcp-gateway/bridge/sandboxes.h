@@ -40,6 +40,8 @@ struct ExecuteHandlers {
   // Who the run belongs to (ToolCallContext::credential): its tool calls' bytes count
   // against that credential's share of the gateway's tool-call budget.
   std::string credential;
+  // The run's W3C traceparent, sent to sandboxd as gRPC metadata (its logs name the trace).
+  std::string traceparent;
 };
 
 class Sandboxes {

@@ -63,22 +63,46 @@ sandbox::v1::ToolResult ToolCallRouter::Route(const sandbox::v1::ToolCall& call,
                                               std::shared_ptr<codemode::CancelToken> cancel,
                                               AnswerCharges answer) {
   const absl::Time started = absl::Now();
-  ToolOutcome outcome = ToolOutcome::kRefused;
+  CallRecord record;
+  // Each call is a span of the run's trace (a trace of its own when the run has none).
+  record.span = codemode::telemetry::TraceContext::ChildOf(run_trace_);
   sandbox::v1::ToolResult r;
   // An error says only why: the sandbox's ToolError names the call ("server.tool: why").
   if (!servers_.Allows(call.server())) {
     r.set_error(absl::StrCat("server '", call.server(), "' is not allowed in this run"));
   } else {
-    r = Forward(call, outcome, std::move(cancel), std::move(answer));
+    r = Forward(call, record, std::move(cancel), std::move(answer));
   }
   r.set_call_id(call.call_id());
   const absl::Duration took = absl::Now() - started;
-  Count(call, outcome == ToolOutcome::kOk, absl::ToInt64Milliseconds(took));
+  Count(call, record.outcome == ToolOutcome::kOk, absl::ToInt64Milliseconds(took));
   if (metrics_ != nullptr) {
-    const bool sent = outcome != ToolOutcome::kRefused;
-    metrics_->ToolCallFinished(call.server(), call.tool(), outcome, took, sent);
+    const bool sent = record.outcome != ToolOutcome::kRefused;
+    metrics_->ToolCallFinished(call.server(), call.tool(), record.outcome, took, sent);
   }
+  if (audit_ != nullptr) Audit(call, record, took);
   return r;
+}
+
+// One line per call: who, from which sandbox, in which trace, what (by digest unless the
+// operator opted in), how it ended. Never the result.
+void ToolCallRouter::Audit(const sandbox::v1::ToolCall& call, const CallRecord& record,
+                           absl::Duration took) {
+  json line = {{"kind", "tool_call"},
+               {"credential", credential_},
+               {"sandbox", sandbox()},
+               {"trace_id", record.span->trace_id()},
+               {"span_id", record.span->span_id()},
+               {"parent_span_id", run_trace_ ? run_trace_->span_id() : ""},
+               {"server", call.server()},
+               {"tool", call.tool()},
+               {"arguments_bytes", call.arguments_json().size()},
+               {"arguments_sha256", AuditDigest(call.arguments_json())},
+               {"outcome", GatewayMetrics::Name(record.outcome)},
+               {"duration_ms", absl::ToInt64Milliseconds(took)}};
+  if (!record.approval.empty()) line["approval"] = record.approval;
+  if (audit_arguments_) line["arguments"] = call.arguments_json();
+  audit_->Write(std::move(line));
 }
 
 namespace {
@@ -92,7 +116,7 @@ ToolOutcome OutcomeOf(const absl::Status& status) {
 
 }  // namespace
 
-sandbox::v1::ToolResult ToolCallRouter::Forward(const sandbox::v1::ToolCall& call, ToolOutcome& outcome,
+sandbox::v1::ToolResult ToolCallRouter::Forward(const sandbox::v1::ToolCall& call, CallRecord& record,
                                                 std::shared_ptr<codemode::CancelToken> cancel,
                                                 AnswerCharges answer) {
   sandbox::v1::ToolResult r;
@@ -108,7 +132,8 @@ sandbox::v1::ToolResult ToolCallRouter::Forward(const sandbox::v1::ToolCall& cal
     return r;
   }
   if (gate_) {
-    if (absl::Status s = gate_(call.server(), call.tool(), *arguments, cancel); !s.ok()) {
+    if (absl::Status s = gate_(call.server(), call.tool(), *arguments, cancel, &record.approval);
+        !s.ok()) {
       r.set_error(std::string(s.message()));
       return r;
     }
@@ -116,20 +141,21 @@ sandbox::v1::ToolResult ToolCallRouter::Forward(const sandbox::v1::ToolCall& cal
   CallOptions options;
   options.cancel = std::move(cancel);
   options.answer = std::move(answer);
+  options.traceparent = record.span->Traceparent();
   // Upstream progress reaches the client as progress of this run, if it asked for any.
   if (progress_->wanted()) {
     options.on_progress = [this, name](const json& params) { progress_->ReportUpstream(name, params); };
   }
   absl::StatusOr<json> result = upstreams_->CallTool(call.server(), call.tool(), *arguments, options);
   if (!result.ok()) {
-    outcome = OutcomeOf(result.status());
+    record.outcome = OutcomeOf(result.status());
     r.set_error(std::string(result.status().message()));
     return r;
   }
   r.set_result_json(result->dump());
   auto is_error = result->find("isError");
   const bool tool_error = is_error != result->end() && is_error->is_boolean() && is_error->get<bool>();
-  outcome = tool_error ? ToolOutcome::kToolError : ToolOutcome::kOk;
+  record.outcome = tool_error ? ToolOutcome::kToolError : ToolOutcome::kOk;
   return r;
 }
 

@@ -20,7 +20,9 @@
 #include "base/mutex.h"
 #include "bridge/run_arguments.h"
 #include "bridge/upstreams.h"
+#include "audit/audit_log.h"
 #include "metrics/gateway_metrics.h"
+#include "telemetry/trace_context.h"
 #include "nlohmann/json.hpp"
 #include "sandbox/v1/sandbox.pb.h"
 
@@ -86,18 +88,46 @@ class ToolCallRouter {
 
   // Asked before each call goes upstream, with its parsed arguments (approvals:
   // run_approvals.h); a non-OK status is the call's error. Set before the run starts.
+  // `approval` gets the decision when the call needed one (RunApprovals::Check).
   using Gate = std::function<absl::Status(const std::string& server, const std::string& tool,
                                           const nlohmann::json& arguments,
-                                          const std::shared_ptr<codemode::CancelToken>& cancel)>;
+                                          const std::shared_ptr<codemode::CancelToken>& cancel,
+                                          std::string* approval)>;
   void SetGate(Gate gate) { gate_ = std::move(gate); }
   // Each call is counted here too (null: not). Set before the run starts.
   void SetMetrics(GatewayMetrics* metrics) { metrics_ = metrics; }
+  // Each call gets a span of `run`'s trace, sent upstream as params._meta.traceparent.
+  // Set before the run starts.
+  void SetTrace(const codemode::telemetry::TraceContext& run) { run_trace_ = run; }
+  // Each call is one line of `audit` (null: none), naming `credential`; with
+  // `with_arguments` the line holds the arguments too. Set before the run starts.
+  void SetAudit(AuditLog* audit, std::string credential, bool with_arguments) {
+    audit_ = audit;
+    credential_ = std::move(credential);
+    audit_arguments_ = with_arguments;
+  }
+  // The sandbox the calls come from (sandboxd's session id), for the audit lines.
+  void SetSandbox(const std::string& session_id) {
+    codemode::MutexLock lock(&mu_);
+    sandbox_ = session_id;
+  }
+  std::string sandbox() const {
+    codemode::MutexLock lock(&mu_);
+    return sandbox_;
+  }
 
  private:
   // The upstream's answer: the result's JSON, or an error for the sandboxed code.
-  sandbox::v1::ToolResult Forward(const sandbox::v1::ToolCall& call, ToolOutcome& outcome,
+  // What one call was, for its audit line.
+  struct CallRecord {
+    ToolOutcome outcome = ToolOutcome::kRefused;
+    std::string approval;  // the decision, when it needed one
+    std::optional<codemode::telemetry::TraceContext> span;  // the call's own
+  };
+  sandbox::v1::ToolResult Forward(const sandbox::v1::ToolCall& call, CallRecord& record,
                                   std::shared_ptr<codemode::CancelToken> cancel,
                                   AnswerCharges answer);
+  void Audit(const sandbox::v1::ToolCall& call, const CallRecord& record, absl::Duration took);
   void Count(const sandbox::v1::ToolCall& call, bool ok, int64_t duration_ms);
 
   Upstreams* const upstreams_;
@@ -105,8 +135,13 @@ class ToolCallRouter {
   RunProgress* const progress_;
   Gate gate_;
   GatewayMetrics* metrics_ = nullptr;
+  std::optional<codemode::telemetry::TraceContext> run_trace_;
+  AuditLog* audit_ = nullptr;
+  std::string credential_;
+  bool audit_arguments_ = false;
   mutable codemode::Mutex mu_;
   ToolCallStats stats_ ABSL_GUARDED_BY(mu_);
+  std::string sandbox_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gateway

@@ -4,6 +4,7 @@
 // and DELETE, and closing a session. See http_server.cc for the rest.
 #include "base/log_text.h"
 #include "server/http_server_impl.h"
+#include "telemetry/trace_context.h"
 
 namespace gateway {
 
@@ -65,6 +66,26 @@ std::shared_ptr<HttpSession> HttpServer::Impl::TakeSession(const http::Request& 
   return session;
 }
 
+namespace {
+
+// A request's W3C `traceparent` HTTP header goes where the MCP layer reads trace context,
+// params._meta.traceparent (SEP-414), unless the message names its own there. Only a
+// well-formed value is copied (telemetry/trace_context.h); anything else is ignored, as
+// the W3C spec says.
+void AdoptTraceparentHeader(const http::Request& req, json& message) {
+  if (!req.Has("traceparent") || !wire::LooksLikeRequest(message)) return;
+  const std::string header = req.Header("traceparent");
+  if (!codemode::telemetry::TraceContext::Parse(header)) return;
+  json& params = message["params"];
+  if (params.is_null()) params = json::object();
+  if (!params.is_object()) return;
+  json& meta = params["_meta"];
+  if (meta.is_null()) meta = json::object();
+  if (meta.is_object() && !meta.contains("traceparent")) meta["traceparent"] = header;
+}
+
+}  // namespace
+
 void HttpServer::Impl::HandlePost(const std::shared_ptr<http::Connection>& conn,
                                   const http::Request& req) {
   const http::AcceptedTypes accept = http::ParseAccept(req.Header("Accept"));
@@ -75,6 +96,7 @@ void HttpServer::Impl::HandlePost(const std::shared_ptr<http::Connection>& conn,
   json error;
   auto message = ParseMessage(req.body, &error, server_options.max_message_json_values);
   if (!message.ok()) return conn->Respond({400, "application/json", wire::Dump(error), {}});
+  AdoptTraceparentHeader(req, *message);
   // The body decides the era; a 2026-07-28 request ignores Mcp-Session-Id.
   if (IsStatelessPost(req, *message)) return HandleStatelessPost(conn, req, *message, accept);
   if (req.Has(kVersionHeader) && !IsServedVersion(req.Header(kVersionHeader))) {

@@ -145,6 +145,7 @@ struct McpSession::Impl {
     // tools/call of the 2026-07-28 era: its retry fields (ToolCallContext::input_required).
     std::string request_state;
     json input_responses = json::object();
+    std::string traceparent;  // params._meta.traceparent, as sent (parsed in RunWork)
   };
   json StartWork(const json& id, const json& params, const std::shared_ptr<ReplySink>& reply,
                  WorkSpec spec);

@@ -114,6 +114,13 @@ json McpSession::Impl::StartRead(const json& id, const json& params,
 
 json McpSession::Impl::StartWork(const json& id, const json& params,
                                  const std::shared_ptr<ReplySink>& reply, WorkSpec spec) {
+  if (auto meta = params.find("_meta"); meta != params.end() && meta->is_object()) {
+    auto tp = meta->find("traceparent");
+    // Longer than any version's fields is not worth keeping (trace_context.h parses it).
+    if (tp != meta->end() && tp->is_string() && tp->get_ref<const std::string&>().size() <= 256) {
+      spec.traceparent = tp->get<std::string>();
+    }
+  }
   if (!spec.stateless_method.empty()) {
     auto meta = params.find("_meta");
     if (meta != params.end() && meta->is_object()) {
@@ -222,6 +229,7 @@ void McpSession::Impl::RunWork(const json& id, const WorkSpec& spec, const json&
   context.input_required = spec.stateless_method == "tools/call";
   context.request_state = spec.request_state;
   context.input_responses = spec.input_responses;
+  context.trace_parent = codemode::telemetry::TraceContext::Parse(spec.traceparent);
   context.resources_changed = [this] { self->NotifyResourcesChanged(); };
   // None when the client asked for none: then nobody builds progress messages for it.
   if (!progress_token.is_null() && reply) {

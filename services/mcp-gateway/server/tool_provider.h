@@ -18,6 +18,7 @@
 #include "base/byte_budget.h"
 #include "base/cancel.h"
 #include "nlohmann/json.hpp"
+#include "telemetry/trace_context.h"
 
 namespace gateway {
 
@@ -89,6 +90,9 @@ struct ToolCallContext {
   bool input_required = false;
   std::string request_state;
   nlohmann::json input_responses = nlohmann::json::object();
+  // The client's trace context (params._meta.traceparent, or the HTTP `traceparent`
+  // header), when it sent a valid one: the run's span is its child (trace_context.h).
+  std::optional<codemode::telemetry::TraceContext> trace_parent;
   // What the call comes to hold while it runs (a resources/read its file's copies) is
   // charged here: the credential's share of the gateway's byte ceiling and the ceiling.
   // Null without a ceiling.

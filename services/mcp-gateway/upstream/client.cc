@@ -374,6 +374,7 @@ absl::StatusOr<json> McpClient::CallTool(const std::string& tool, const json& ar
                                          const CallOptions& options, absl::Duration timeout) {
   json params = Enveloped({{"name", tool},
                            {"arguments", arguments.is_null() ? json::object() : arguments}});
+  if (!options.traceparent.empty()) params["_meta"]["traceparent"] = options.traceparent;
   JsonRpcClient::RequestOptions request;
   request.timeout = timeout;
   request.cancel = options.cancel;

@@ -110,6 +110,8 @@ struct CallOptions {
   // What the answer is charged to (transport.h). Without `receiving`, an answer of a
   // Streamable HTTP upstream is charged to UpstreamOptions::receive_budget as it arrives.
   AnswerCharges answer;
+  // W3C traceparent sent in the request's params._meta (the call's span); empty: none.
+  std::string traceparent;
 };
 
 }  // namespace gateway

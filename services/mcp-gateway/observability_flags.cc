@@ -1,8 +1,11 @@
-#include "metrics_flags.h"
+#include "observability_flags.h"
 
+#include <algorithm>
+#include <filesystem>
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "base/secret_file.h"
 #include "server/http_server.h"
 #include "spdlog/spdlog.h"
 #include "telemetry/metrics.h"
@@ -14,6 +17,16 @@ ABSL_FLAG(std::string, metrics_listen, "",
 ABSL_FLAG(uint32_t, metrics_max_tool_labels, 500,
           "Distinct (server, tool) pairs counted under their own labels; later ones count as "
           "_other, so the series stay bounded whatever tools upstreams list.");
+
+ABSL_FLAG(std::string, audit_log, "",
+          "Append one JSON line per run_python and per tool call here (0600, rotated by size; "
+          "docs/observability.md). Default: $XDG_STATE_HOME/mcp-gateway/audit.jsonl "
+          "(~/.local/state/mcp-gateway/audit.jsonl); \"off\": no audit log.");
+ABSL_FLAG(uint64_t, audit_max_bytes, 64 << 20, "Rotate the audit log past this size.");
+ABSL_FLAG(uint32_t, audit_keep, 5, "Rotated audit logs kept (audit.jsonl.1 ... .N).");
+ABSL_FLAG(bool, audit_arguments, false,
+          "Write each tool call's arguments into its audit line (default: their SHA-256 and "
+          "size only). They may hold what your upstreams' users would call secrets.");
 
 namespace {
 
@@ -42,6 +55,28 @@ void AddUpstreamGauges(ScrapeGauges& gauges, const gateway::UpstreamManager& ups
 
 }  // namespace
 
+absl::StatusOr<std::shared_ptr<gateway::AuditLog>> AuditFromFlags() {
+  std::string path = absl::GetFlag(FLAGS_audit_log);
+  if (path == "off") return nullptr;
+  if (path.empty()) {
+    path = codemode::DefaultStateFile("mcp-gateway", "audit.jsonl");
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+    std::filesystem::permissions(std::filesystem::path(path).parent_path(),
+                                 std::filesystem::perms::owner_all, ec);
+  }
+  gateway::AuditOptions options;
+  options.path = path;
+  options.max_file_bytes = std::max<uint64_t>(4096, absl::GetFlag(FLAGS_audit_max_bytes));
+  options.keep = std::max<uint32_t>(1, absl::GetFlag(FLAGS_audit_keep));
+  absl::StatusOr<std::unique_ptr<gateway::AuditLog>> audit = gateway::AuditLog::Open(options);
+  if (!audit.ok()) return audit.status();
+  spdlog::info("audit log: {}", path);
+  return std::shared_ptr<gateway::AuditLog>(*std::move(audit));
+}
+
+bool AuditArgumentsFromFlags() { return absl::GetFlag(FLAGS_audit_arguments); }
+
 std::shared_ptr<gateway::GatewayMetrics> MetricsFromFlags() {
   if (absl::GetFlag(FLAGS_metrics_listen).empty()) return nullptr;
   return std::make_shared<gateway::GatewayMetrics>(absl::GetFlag(FLAGS_metrics_max_tool_labels));
@@ -49,7 +84,7 @@ std::shared_ptr<gateway::GatewayMetrics> MetricsFromFlags() {
 
 absl::StatusOr<std::unique_ptr<codemode::telemetry::MetricsServer>> ServeMetrics(
     gateway::GatewayMetrics* metrics_or_null, const gateway::UpstreamManager& upstreams,
-    gateway::ServerTransport& transport, gateway::RunPythonTool& tool) {
+    gateway::ServerTransport& transport, gateway::RunPythonTool& tool, const gateway::AuditLog* audit) {
   if (metrics_or_null == nullptr) return nullptr;
   gateway::GatewayMetrics& metrics = *metrics_or_null;
   const std::string listen = absl::GetFlag(FLAGS_metrics_listen);
@@ -63,6 +98,14 @@ absl::StatusOr<std::unique_ptr<codemode::telemetry::MetricsServer>> ServeMetrics
   gauges.Add("codemode_gateway_sandboxes_held",
              "Sandboxes this gateway holds for clients (MCP sessions' and opened handles').",
              [&tool] { return double(tool.sandboxes_held()); });
+  if (audit != nullptr) {
+    gauges.AddLabelledCounter("codemode_gateway_audit_lines_total",
+                              "Audit lines by what became of them (dropped: queue full or the file refused).",
+                              "result", [audit] {
+                                return ScrapeGauges::Samples{{"written", double(audit->written())},
+                                                             {"dropped", double(audit->dropped())}};
+                              });
+  }
   codemode::telemetry::AddBuildInfo(*metrics.registry(), "mcp-gateway", GATEWAY_VERSION);
   absl::StatusOr<std::unique_ptr<codemode::telemetry::MetricsServer>> server =
       codemode::telemetry::MetricsServer::Start(listen, {metrics.registry(), metrics.gauges_collectable()});

@@ -1,10 +1,11 @@
-// The gateway's --metrics_* flags and the /metrics endpoint they start
+// The gateway's --metrics_* and --audit_* flags: the /metrics endpoint and the audit log
 // (docs/observability.md).
 #pragma once
 
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "audit/audit_log.h"
 #include "bridge/run_python.h"
 #include "metrics/gateway_metrics.h"
 #include "server/server_transport.h"
@@ -15,9 +16,15 @@
 // (nothing counted) when it is not, which is also the benchmark's baseline.
 std::shared_ptr<gateway::GatewayMetrics> MetricsFromFlags();
 
+// The audit log --audit_log names (default: the state directory's audit.jsonl; "off": none),
+// with --audit_max_bytes and --audit_keep; null when off. An error when it cannot be opened.
+absl::StatusOr<std::shared_ptr<gateway::AuditLog>> AuditFromFlags();
+// --audit_arguments: tool-call lines hold the arguments, not only their digest.
+bool AuditArgumentsFromFlags();
+
 // Registers the states read at scrape time (upstreams, sessions, connections, sandboxes)
 // and serves `metrics` on --metrics_listen; null when `metrics` is. Everything passed must
 // outlive the returned server.
 absl::StatusOr<std::unique_ptr<codemode::telemetry::MetricsServer>> ServeMetrics(
     gateway::GatewayMetrics* metrics, const gateway::UpstreamManager& upstreams,
-    gateway::ServerTransport& transport, gateway::RunPythonTool& tool);
+    gateway::ServerTransport& transport, gateway::RunPythonTool& tool, const gateway::AuditLog* audit);

@@ -1,0 +1,126 @@
+// The audit log alone: lines as written, rotation that loses nothing, a file that is not
+// ours or not private refused, a full queue counted, never blocking the writer's callers.
+#include "audit/audit_log.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gateway {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+class AuditLogTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/audit-test-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    path_ = dir_ + "/audit.jsonl";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Every line of the log and its rotated files, oldest file first.
+  std::vector<std::string> AllLines(uint32_t keep) {
+    std::vector<std::string> lines;
+    for (int i = static_cast<int>(keep); i >= 0; --i) {
+      std::ifstream in(i == 0 ? path_ : path_ + "." + std::to_string(i));
+      for (std::string line; std::getline(in, line);) lines.push_back(line);
+    }
+    return lines;
+  }
+
+  std::string dir_, path_;
+};
+
+TEST_F(AuditLogTest, LinesAreJsonWithTimeAndTheFileIsPrivate) {
+  auto log = AuditLog::Open({path_});
+  ASSERT_TRUE(log.ok()) << log.status();
+  (*log)->Write({{"kind", "run"}, {"note", "line\nbreak \xff and \xe2\x80\xae"}});
+  (*log)->Flush();
+  std::vector<std::string> lines = AllLines(0);
+  ASSERT_EQ(lines.size(), 1u);
+  const nlohmann::json j = nlohmann::json::parse(lines[0]);
+  EXPECT_EQ(j["kind"], "run");
+  EXPECT_EQ(j["time"].get<std::string>().size(), std::string("2026-11-25T17:06:13.123Z").size());
+  struct stat st;
+  ASSERT_EQ(stat(path_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600);
+}
+
+TEST_F(AuditLogTest, RotationLosesNothing) {
+  AuditOptions o{path_};
+  o.max_file_bytes = 2000;
+  o.keep = 1000;  // enough files for every line: none may be lost
+  auto log = AuditLog::Open(o);
+  ASSERT_TRUE(log.ok());
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 4; ++t) {
+    writers.emplace_back([&, t] {
+      for (int i = 0; i < 500; ++i) (*log)->Write({{"writer", t}, {"n", i}});
+    });
+  }
+  for (auto& w : writers) w.join();
+  (*log)->Flush();
+  EXPECT_EQ((*log)->dropped(), 0u);
+  EXPECT_EQ((*log)->written(), 2000u);
+  std::set<std::pair<int, int>> seen;
+  for (const std::string& line : AllLines(o.keep)) {
+    const nlohmann::json j = nlohmann::json::parse(line);  // each line whole
+    seen.insert({j["writer"].get<int>(), j["n"].get<int>()});
+  }
+  EXPECT_EQ(seen.size(), 2000u);
+  EXPECT_TRUE(fs::exists(path_ + ".1"));
+  EXPECT_LE(fs::file_size(path_ + ".1"), 2000u);
+}
+
+TEST_F(AuditLogTest, KeepsOnlyKeepRotatedFiles) {
+  AuditOptions o{path_};
+  o.max_file_bytes = 200;
+  o.keep = 2;
+  auto log = AuditLog::Open(o);
+  ASSERT_TRUE(log.ok());
+  for (int i = 0; i < 100; ++i) (*log)->Write({{"n", i}});
+  (*log)->Flush();
+  EXPECT_TRUE(fs::exists(path_ + ".2"));
+  EXPECT_FALSE(fs::exists(path_ + ".3"));
+}
+
+TEST_F(AuditLogTest, SymlinksAndFilesOthersCanReadAreRefused) {
+  const std::string target = dir_ + "/elsewhere";
+  std::ofstream(target) << "";
+  fs::create_symlink(target, path_);
+  auto linked = AuditLog::Open({path_});
+  ASSERT_FALSE(linked.ok());
+  EXPECT_THAT(linked.status().message(), HasSubstr("symlink"));
+  fs::remove(path_);
+  std::ofstream(path_) << "";
+  chmod(path_.c_str(), 0644);
+  auto readable = AuditLog::Open({path_});
+  ASSERT_FALSE(readable.ok());
+  EXPECT_THAT(readable.status().message(), HasSubstr("0600"));
+}
+
+TEST_F(AuditLogTest, AFullQueueDropsAndCountsInsteadOfBlocking) {
+  AuditOptions o{path_};
+  o.max_queued_bytes = 10;  // smaller than any line: every line is dropped, none waits
+  auto log = AuditLog::Open(o);
+  ASSERT_TRUE(log.ok());
+  for (int i = 0; i < 50; ++i) (*log)->Write({{"n", i}});
+  (*log)->Flush();
+  EXPECT_EQ((*log)->dropped(), 50u);
+  EXPECT_EQ((*log)->written(), 0u);
+}
+
+}  // namespace
+}  // namespace gateway
