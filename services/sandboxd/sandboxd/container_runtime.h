@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "sandboxd/isolation.h"
 #include "sandboxd/limits.h"
+#include "sandboxd/resource_usage.h"
 
 namespace sandboxd {
 
@@ -92,6 +93,16 @@ class ContainerRuntime {
   // All containers (running or not) carrying label key=value.
   virtual absl::StatusOr<std::vector<ContainerSummary>> List(const std::string& label_key,
                                                              const std::string& label_value) = 0;
+
+  // What container `name` (started with `isolation`) uses now, for GetSessionStats. It is
+  // asked while the session's code runs, so it must not wait on the container, and it is
+  // asked often, so it should not start a process each time. UNIMPLEMENTED where the
+  // backend cannot tell; UNAVAILABLE when the container is not running.
+  virtual absl::StatusOr<ResourceUsage> Usage(const std::string& name, Isolation isolation) {
+    (void)name;
+    (void)isolation;
+    return absl::UnimplementedError("this container runtime does not report resource usage");
+  }
 };
 
 }  // namespace sandboxd

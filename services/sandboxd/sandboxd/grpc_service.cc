@@ -303,6 +303,12 @@ grpc::Status SandboxServiceImpl::GetSession(grpc::ServerContext*,
   return Reply(manager_->GetSession(req->session_id()), resp);
 }
 
+grpc::Status SandboxServiceImpl::GetSessionStats(grpc::ServerContext*,
+                                                 const sandbox::v1::GetSessionStatsRequest* req,
+                                                 sandbox::v1::SessionStats* resp) {
+  return Reply(manager_->GetSessionStats(req->session_id(), req->owner()), resp);
+}
+
 grpc::Status SandboxServiceImpl::ListSessions(grpc::ServerContext*,
                                               const sandbox::v1::ListSessionsRequest* req,
                                               sandbox::v1::ListSessionsResponse* resp) {

@@ -34,6 +34,8 @@ class SandboxServiceImpl final
                           sandbox::v1::Session*) override;
   grpc::Status ListSessions(grpc::ServerContext*, const sandbox::v1::ListSessionsRequest*,
                             sandbox::v1::ListSessionsResponse*) override;
+  grpc::Status GetSessionStats(grpc::ServerContext*, const sandbox::v1::GetSessionStatsRequest*,
+                               sandbox::v1::SessionStats*) override;
   grpc::Status DeleteSession(grpc::ServerContext*, const sandbox::v1::DeleteSessionRequest*,
                              sandbox::v1::DeleteSessionResponse*) override;
   grpc::Status ResetSession(grpc::ServerContext*, const sandbox::v1::ResetSessionRequest*,

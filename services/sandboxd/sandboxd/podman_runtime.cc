@@ -417,6 +417,7 @@ absl::StatusOr<std::string> PodmanRuntime::Start(const ContainerSpec& spec) {
 
 absl::Status PodmanRuntime::Remove(const std::vector<std::string>& names) {
   if (names.empty()) return absl::OkStatus();
+  ForgetInitProcesses(names);
   std::vector<std::string> args = {"rm", "--force", "--ignore", "--time", "0"};
   args.insert(args.end(), names.begin(), names.end());
   return Podman(Op::kRm, std::move(args)).status();

@@ -11,7 +11,10 @@
 //   absl::StatusOr<std::string> id = rt.Start(spec);
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -97,6 +100,11 @@ class PodmanRuntime : public ContainerRuntime {
   absl::StatusOr<std::vector<std::string>> ImageOffers(const std::string& reference) override;
   absl::StatusOr<std::vector<ContainerSummary>> List(const std::string& label_key,
                                                      const std::string& label_value) override;
+  // podman_usage.cc: from the host cgroup of the container's init process (cgroup mode,
+  // and gVisor: the runsc sandbox's cgroup), or /proc over its process tree (rlimit mode);
+  // /workspace by statvfs through /proc/<pid>/root (not under gVisor, whose tmpfs lives in
+  // the Sentry). One `podman inspect` per container for its init pid, then files only.
+  absl::StatusOr<ResourceUsage> Usage(const std::string& name, Isolation isolation) override;
 
   // Start-up check of gVisor: runsc runs, and a container of the image that starts
   // under the container runtime also starts under runsc. UNAVAILABLE with the reason
@@ -121,6 +129,16 @@ class PodmanRuntime : public ContainerRuntime {
   const PodmanOptions options_;
   SandboxdMetrics* const metrics_;  // may be null
   const std::vector<std::string> env_;  // PodmanEnvironment() of ours, taken at construction
+  // The init pid of a container (podman's State.Pid) and that process's start time, which
+  // tells a reused pid from it. Forgotten by Remove, and whenever the start time differs.
+  struct InitProcess {
+    pid_t pid = 0;
+    uint64_t starttime = 0;
+  };
+  absl::StatusOr<InitProcess> InitProcessOf(const std::string& name);
+  void ForgetInitProcesses(const std::vector<std::string>& names);
+  codemode::Mutex init_mu_;
+  std::map<std::string, InitProcess> init_processes_ ABSL_GUARDED_BY(init_mu_);
   codemode::Mutex mu_;
   RuntimeInfo info_ ABSL_GUARDED_BY(mu_);
   bool probed_ ABSL_GUARDED_BY(mu_) = false;

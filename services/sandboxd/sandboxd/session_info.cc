@@ -1,5 +1,8 @@
 // SessionManager: what GetInfo reports (the daemon's settings, its runtime, its images and
 // its counts). The rest of SessionManager is in session_manager.cc.
+#include <algorithm>
+#include <cstdint>
+
 #include "absl/strings/str_cat.h"
 #include "sandboxd/session_manager.h"
 
@@ -78,6 +81,51 @@ sandbox::v1::Info SessionManager::GetInfo() {
                                 readiness.reason));
   }
   return info;
+}
+
+absl::StatusOr<sandbox::v1::SessionStats> SessionManager::GetSessionStats(
+    const std::string& id, const std::string& owner) {
+  // Another owner's session must not be told apart from a missing one: not by its code,
+  // not by its message, and not by being lost.
+  {
+    codemode::MutexLock lock(&mu_);
+    if (const sandbox::v1::Session* lost = lost_.Find(id)) {
+      if (!owner.empty() && lost->owner() != owner) return UnknownSessionError(id);
+      return absl::FailedPreconditionError(absl::StrCat("session lost: ", lost->lost_reason()));
+    }
+  }
+  absl::StatusOr<std::shared_ptr<Session>> found = Find(id);
+  if (!found.ok()) return found.status();
+  const Session::Metadata& m = (*found)->metadata();
+  if (!owner.empty() && m.owner != owner) return UnknownSessionError(id);
+  if ((*found)->lost()) {
+    return absl::FailedPreconditionError(absl::StrCat("session lost: ", (*found)->lost_reason()));
+  }
+  absl::StatusOr<ResourceUsage> u = runtime_->Usage(m.container_name, m.isolation);
+  if (!u.ok()) {
+    return absl::Status(u.status().code(), absl::StrCat("cannot read the resource use of session ",
+                                                        id, ": ", u.status().message()));
+  }
+  if (u->source == "procfs") {
+    // Without cgroups the limits are rlimits of each process (or of the container's user),
+    // which nothing on the host sums: the session's own limits are the ones in force.
+    u->memory_limit_bytes = m.limits.memory_bytes;
+    u->pids_limit = m.limits.pids;
+  }
+  sandbox::v1::SessionStats stats;
+  stats.set_session_id(id);
+  stats.set_source(u->source);
+  stats.set_cpu_time_ms(u->cpu_time_ns / 1000000);
+  stats.set_memory_bytes(u->memory_bytes);
+  stats.set_memory_peak_bytes(u->memory_peak_bytes);
+  stats.set_memory_limit_bytes(u->memory_limit_bytes);
+  auto clamp32 = [](uint64_t v) { return static_cast<uint32_t>(std::min<uint64_t>(v, UINT32_MAX)); };
+  stats.set_processes(clamp32(u->processes));
+  stats.set_pids_limit(clamp32(u->pids_limit));
+  stats.set_workspace_known(u->workspace_known);
+  stats.set_workspace_bytes(u->workspace_bytes);
+  stats.set_workspace_limit_bytes(u->workspace_limit_bytes);
+  return stats;
 }
 
 }  // namespace sandboxd

@@ -391,6 +391,10 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Find(const std::string&
   if (const sandbox::v1::Session* lost = lost_.Find(id)) {
     return absl::FailedPreconditionError(absl::StrCat("session lost: ", lost->lost_reason()));
   }
+  return UnknownSessionError(id);
+}
+
+absl::Status UnknownSessionError(const std::string& id) {
   return absl::NotFoundError(absl::StrCat("no session '", id.substr(0, 100), "'"));
 }
 

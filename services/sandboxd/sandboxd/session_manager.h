@@ -81,6 +81,9 @@ struct ManagerOptions {
   bool background = true;
 };
 
+// What every call answers for an id it does not know (NOT_FOUND).
+absl::Status UnknownSessionError(const std::string& id);
+
 class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateSource {
  public:
   // `records` keeps the session records; nullptr: files under `<state_dir>/sessions`.
@@ -108,6 +111,12 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   absl::StatusOr<sandbox::v1::Session> GetSession(const std::string& id);
   std::vector<sandbox::v1::Session> ListSessions(const std::string& owner);
   absl::Status DeleteSession(const std::string& id);
+  // What the session's container uses now (sandbox.proto, SessionStats), read through the
+  // runtime without the session's lock: it answers while code runs. With a non-empty
+  // `owner`, another owner's session (live or lost) is NOT_FOUND as an unknown id is. Not
+  // a use of the session for the idle reaper: watching a session does not keep it alive.
+  absl::StatusOr<sandbox::v1::SessionStats> GetSessionStats(const std::string& id,
+                                                            const std::string& owner);
   absl::StatusOr<sandbox::v1::Session> ResetSession(const std::string& id);
 
   // Validates (code size, non-empty code) and queues an execution.

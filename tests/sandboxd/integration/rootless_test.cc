@@ -140,6 +140,22 @@ TEST_F(RootlessTest, RunsSessionsAsAnOrdinaryUserWithRlimitFallback) {
   f = RunCode(*stub, s.id(), "try:\n    b = bytearray(400 * 1024 * 1024)\nexcept MemoryError:\n    r = 'MemoryError'\nr");
   EXPECT_EQ(f.result_repr(), "'MemoryError'") << f.DebugString();
   EXPECT_EQ(RunCode(*stub, s.id(), "x").result_repr(), "41");
+  // Without a cgroup of its own the session's use is summed over its processes in /proc,
+  // and the limits in force are the session's (as rlimits).
+  ASSERT_EQ(RunCode(*stub, s.id(), "y = bytearray(50 << 20)\nsum(range(10**6))").status(), Finished::OK);
+  grpc::ClientContext stats_ctx;
+  sandbox::v1::GetSessionStatsRequest stats_req;
+  stats_req.set_session_id(s.id());
+  sandbox::v1::SessionStats stats;
+  grpc::Status st = stub->GetSessionStats(&stats_ctx, stats_req, &stats);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(stats.source(), "procfs") << stats.DebugString();
+  EXPECT_GE(stats.memory_bytes(), 50u << 20) << stats.DebugString();
+  EXPECT_GT(stats.cpu_time_ms(), 0u) << stats.DebugString();
+  EXPECT_GE(stats.processes(), 1u) << stats.DebugString();
+  EXPECT_EQ(stats.memory_limit_bytes(), 200u << 20) << stats.DebugString();
+  EXPECT_EQ(stats.pids_limit(), s.limits().pids()) << stats.DebugString();
+  std::printf("rootless stats: %s\n", stats.ShortDebugString().c_str());
 
   // Restart as the same user: the session is re-attached with its variables.
   ASSERT_EQ(d.Stop(), 0);

@@ -245,6 +245,19 @@ absl::Status ProcessRuntime::Kill(const std::string& name, int sig) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<ResourceUsage> ProcessRuntime::Usage(const std::string& name, Isolation) {
+  pid_t pid;
+  {
+    codemode::MutexLock lock(&mu_);
+    auto it = procs_.find(name);
+    if (it == procs_.end()) return absl::UnavailableError(absl::StrCat("no process ", name));
+    Refresh(it->second);
+    if (it->second.exited) return absl::UnavailableError(absl::StrCat(name, " has exited"));
+    pid = it->second.pid;
+  }
+  return ReadProcTreeUsage("/proc", pid);
+}
+
 std::optional<pid_t> ProcessRuntime::Pid(const std::string& name) {
   codemode::MutexLock lock(&mu_);
   auto it = procs_.find(name);

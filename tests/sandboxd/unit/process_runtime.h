@@ -49,6 +49,10 @@ class ProcessRuntime : public ContainerRuntime {
   absl::StatusOr<std::vector<std::string>> ImageOffers(const std::string& reference) override;
   absl::StatusOr<std::vector<ContainerSummary>> List(const std::string& label_key,
                                                      const std::string& label_value) override;
+  // The real procfs reading (ReadProcTreeUsage) over the runner process's tree, so unit
+  // tests see what rlimit mode reports; no workspace (there is no tmpfs). UNAVAILABLE for
+  // an unknown or exited process.
+  absl::StatusOr<ResourceUsage> Usage(const std::string& name, Isolation isolation) override;
 
   // ---- fault injection and test helpers ----
   void SetProbeFailure(std::optional<std::string> message);
