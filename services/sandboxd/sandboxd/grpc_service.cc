@@ -8,6 +8,7 @@
 #include "absl/synchronization/notification.h"
 #include "base/log_text.h"
 #include "sandboxd/log.h"
+#include "telemetry/trace_context.h"
 
 namespace sandboxd {
 namespace {
@@ -57,9 +58,10 @@ constexpr size_t kQueuedMessageOverhead = 64;
 // execution is cancelled, the session kept.
 class ExecuteReactor : public grpc::ServerBidiReactor<ExecuteRequest, ExecuteResponse> {
  public:
-  ExecuteReactor(SessionManager* manager, size_t max_outbox_bytes)
+  ExecuteReactor(SessionManager* manager, size_t max_outbox_bytes, std::string trace_id)
       : manager_(manager),
         max_outbox_bytes_(max_outbox_bytes),
+        trace_id_(std::move(trace_id)),
         bridge_(std::make_shared<Bridge>(this)) {
     StartRead(&request_);
   }
@@ -222,7 +224,10 @@ class ExecuteReactor : public grpc::ServerBidiReactor<ExecuteRequest, ExecuteRes
     bridge_->session_id_ = start.session_id();
     absl::StatusOr<ExecutionRequest> req = ToExecutionRequest(
         start.code(), start.timeout_ms(), start.has_catalog() ? &start.catalog() : nullptr, true);
-    if (req.ok()) req->max_tool_calls_in_flight = start.max_tool_calls_in_flight();
+    if (req.ok()) {
+      req->max_tool_calls_in_flight = start.max_tool_calls_in_flight();
+      req->trace_id = trace_id_;
+    }
     absl::StatusOr<std::shared_ptr<Execution>> exec =
         req.ok() ? manager_->Execute(start.session_id(), std::move(*req), bridge_)
                  : absl::StatusOr<std::shared_ptr<Execution>>(req.status());
@@ -259,6 +264,7 @@ class ExecuteReactor : public grpc::ServerBidiReactor<ExecuteRequest, ExecuteRes
 
   SessionManager* const manager_;
   const size_t max_outbox_bytes_;
+  const std::string trace_id_;  // of the caller's traceparent; empty: none
   std::shared_ptr<Bridge> bridge_;
   ExecuteRequest request_;
   codemode::Mutex mu_;
@@ -356,8 +362,17 @@ grpc::Status SandboxServiceImpl::GetInfo(grpc::ServerContext*, const sandbox::v1
 }
 
 grpc::ServerBidiReactor<ExecuteRequest, ExecuteResponse>* SandboxServiceImpl::Execute(
-    grpc::CallbackServerContext*) {
-  return new ExecuteReactor(manager_, max_stream_buffer_bytes_);
+    grpc::CallbackServerContext* context) {
+  // W3C trace context as gRPC metadata (what the gateway and OpenTelemetry send): only a
+  // well-formed value names the execution's trace in our logs.
+  std::string trace_id;
+  const auto& metadata = context->client_metadata();
+  if (auto it = metadata.find("traceparent"); it != metadata.end()) {
+    const std::optional<codemode::telemetry::TraceContext> trace =
+        codemode::telemetry::TraceContext::Parse(absl::string_view(it->second.data(), it->second.size()));
+    if (trace) trace_id = trace->trace_id();
+  }
+  return new ExecuteReactor(manager_, max_stream_buffer_bytes_, std::move(trace_id));
 }
 
 }  // namespace sandboxd

@@ -240,6 +240,9 @@ void Session::FinishExecLocked(ExecState& e, Finished f, Deferred& out) {
   const absl::Duration ran = e.running ? absl::Now() - e.started : absl::ZeroDuration();
   if (e.running) f.set_duration_ms(static_cast<uint64_t>(absl::ToInt64Milliseconds(ran)));
   env_->metrics->ExecutionFinished(f.status(), e.running, ran);
+  spdlog::info("session {} execution {}: {} in {} ms, {} tool calls (trace {})", metadata_.id, e.id,
+               Finished::Status_Name(f.status()), absl::ToInt64Milliseconds(ran), e.tool_calls,
+               e.request.trace_id.empty() ? "-" : e.request.trace_id);
   f.set_stdout(std::move(e.stdout_text));
   f.set_stderr(std::move(e.stderr_text));
   for (auto& d : e.displays) *f.add_displays() = std::move(d);

@@ -90,6 +90,9 @@ struct ExecutionRequest {
   // Tool calls the caller answers at once; the runner holds the rest back. 0: the
   // daemon's SessionEnv::max_inflight_tool_calls, which also caps it.
   uint32_t max_tool_calls_in_flight = 0;
+  // The W3C trace the caller's execution belongs to (its `traceparent` gRPC metadata),
+  // named in this execution's log lines; empty: none.
+  std::string trace_id;
 };
 
 class Session;
