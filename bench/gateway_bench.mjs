@@ -347,14 +347,16 @@ try {
   await stopAll();
 }
 
-// 9. What metrics cost a run: run_python with one tool call (echo) through a gateway that
-// counts and serves /metrics (--metrics_listen), against one that counts nothing, in
+// 9. What observing costs a run: run_python with one tool call (echo) through a gateway
+// that counts, serves /metrics (--metrics_listen) and writes the audit log (two lines a
+// run), against one that does neither (--audit_log=off, no --metrics_listen), in
 // interleaved rounds of 50 so that both see the same machine. Issue 25's target: within 2%
 // of the p50. (The scrape itself: build/bench/metrics_bench.)
 async function metricsCost(config, n) {
-  const plain = new GatewayHttp({ config, sandboxd: sandboxd.endpoint });
+  const plain = new GatewayHttp({ config, sandboxd: sandboxd.endpoint, extraArgs: ["--audit_log=off"] });
   const counted = new GatewayHttp({ config, sandboxd: sandboxd.endpoint,
-    extraArgs: [`--metrics_listen=127.0.0.1:${await freePort()}`] });
+    extraArgs: [`--metrics_listen=127.0.0.1:${await freePort()}`,
+      `--audit_log=${path.join(tempDir("bench-audit-"), "audit.jsonl")}`] });
   await plain.start();
   await counted.start();
   const code = 'print(await mcp_everything.echo(message="x"))';
@@ -367,9 +369,9 @@ async function metricsCost(config, n) {
     }
     const [off, on] = lat.map((l) => pct(l, 50));
     const added = (on - off) / off * 100;
-    row("run_python with one tool call over HTTP, metrics off, p50 / p99", `${ms(off)} / ${ms(pct(lat[0], 99))}`);
-    row("  the same with --metrics_listen (counted and served), p50 / p99", `${ms(on)} / ${ms(pct(lat[1], 99))}`);
-    row("  added by metrics, p50", `${added.toFixed(1)}%`, "<= 2%", added <= 2);
+    row("run_python with one tool call over HTTP, no metrics, no audit log, p50 / p99", `${ms(off)} / ${ms(pct(lat[0], 99))}`);
+    row("  the same with metrics and the audit log, p50 / p99", `${ms(on)} / ${ms(pct(lat[1], 99))}`);
+    row("  added by metrics and audit, p50", `${added.toFixed(1)}%`, "<= 2%", added <= 2);
     for (const c of clients) await c.close();
   } finally {
     await plain.stop();

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "metrics/gateway_metrics.h"
+#include "sandboxd/metrics.h"
 #include "telemetry/metrics_server.h"
 
 namespace {
@@ -77,6 +78,14 @@ int main() {
   const double run = MedianMicros(5, 20000, [&] {
     metrics.RunFinished(gateway::RunOutcome::kOk, absl::Milliseconds(2), 3);
   });
+  // What sandboxd counts for one execution: its queue wait, its end, two tool calls.
+  sandboxd::SandboxdMetrics sandboxd_metrics;
+  const double execution = MedianMicros(5, 20000, [&] {
+    sandboxd_metrics.QueueWaited(absl::Microseconds(50));
+    sandboxd_metrics.ExecutionFinished(sandbox::v1::Finished::OK, true, absl::Milliseconds(1));
+    sandboxd_metrics.ToolCall(true);
+    sandboxd_metrics.ToolCall(true);
+  });
   auto server = codemode::telemetry::MetricsServer::Start(
       "127.0.0.1:0", {metrics.registry(), metrics.gauges_collectable()});
   if (!server.ok()) {
@@ -95,6 +104,8 @@ int main() {
   std::printf("| count one tool call (server, tool, outcome, latency) | %.2f us | within 2%% of a run's p50 |\n",
               tool_call);
   std::printf("| count one run (outcome, duration, calls) | %.2f us | within 2%% of a run's p50 |\n", run);
+  std::printf("| sandboxd: count one execution (queue wait, end, 2 tool calls) | %.2f us | within 5%% of executions/s |\n",
+              execution);
   std::printf("| GET /metrics, 1,000 tools of 10 servers (%zu KiB) | %.2f ms (p90 %.2f ms) | 10 ms |\n",
               body / 1024, scrapes[scrapes.size() / 2], scrapes[scrapes.size() * 9 / 10]);
   (*server)->BeginStop();
