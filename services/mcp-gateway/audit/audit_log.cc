@@ -17,7 +17,9 @@
 namespace gateway {
 namespace {
 
-constexpr int kOpenFlags = O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW;
+// O_NONBLOCK: a FIFO planted at the path fails at once (ENXIO without a reader) instead of
+// hanging the gateway's start (attack round 19, F5); a regular file ignores it.
+constexpr int kOpenFlags = O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
 
 // Opens `path` for appending and checks it is a private regular file; its size in `size`.
 absl::StatusOr<int> OpenPrivate(const std::string& path, uint64_t* size) {
@@ -115,8 +117,8 @@ void AuditLog::Loop() {
 }
 
 bool AuditLog::Append(const std::string& line) {
+  if (fd_ < 0 && !Reopen()) return false;
   if (size_ > 0 && size_ + line.size() > options_.max_file_bytes && !Rotate()) return false;
-  if (fd_ < 0) return false;
   size_t done = 0;
   while (done < line.size()) {
     const ssize_t n = write(fd_, line.data() + done, line.size() - done);
@@ -130,19 +132,37 @@ bool AuditLog::Append(const std::string& line) {
 
 // audit.jsonl -> .1 -> .2 ... -> .keep (the oldest is replaced), then a new audit.jsonl.
 // Only this thread writes the file, so no line is lost between the rename and the open.
+// The kept files move only when `path` still names the file we write: when it was moved or
+// removed (or a reopen failed), a new file is opened there and nothing kept is touched
+// (attack round 19, F4: a failed reopen made every later line shift the kept files, each
+// shift deleting the oldest, and auditing never resumed).
 bool AuditLog::Rotate() {
   const std::string& path = options_.path;
-  for (uint32_t i = options_.keep; i > 1; --i) {
-    (void)rename(absl::StrCat(path, ".", i - 1).c_str(), absl::StrCat(path, ".", i).c_str());
-  }
-  if (rename(path.c_str(), absl::StrCat(path, ".1").c_str()) != 0) {
-    spdlog::warn("audit log: cannot rotate {}: {}", path, std::strerror(errno));
-    return size_ < 2 * options_.max_file_bytes;  // keep writing a while, not without bound
+  struct stat ours, there;
+  const bool still_ours = fstat(fd_, &ours) == 0 && stat(path.c_str(), &there) == 0 &&
+                          ours.st_ino == there.st_ino && ours.st_dev == there.st_dev;
+  if (still_ours) {
+    for (uint32_t i = options_.keep; i > 1; --i) {
+      (void)rename(absl::StrCat(path, ".", i - 1).c_str(), absl::StrCat(path, ".", i).c_str());
+    }
+    if (rename(path.c_str(), absl::StrCat(path, ".1").c_str()) != 0) {
+      spdlog::warn("audit log: cannot rotate {}: {}", path, std::strerror(errno));
+      return size_ < 2 * options_.max_file_bytes;  // keep writing a while, not without bound
+    }
   }
   close(fd_);
   fd_ = -1;
-  absl::StatusOr<int> fd = OpenPrivate(path, &size_);
+  return Reopen();
+}
+
+// Opens `path` anew (at most once per reopen_interval: lines in between are dropped and
+// counted, not each one a failed open and a log line).
+bool AuditLog::Reopen() {
+  const absl::Time now = absl::Now();
+  if (now < next_reopen_) return false;
+  absl::StatusOr<int> fd = OpenPrivate(options_.path, &size_);
   if (!fd.ok()) {
+    next_reopen_ = now + options_.reopen_interval;
     spdlog::warn("audit log: {}", std::string(fd.status().message()));
     return false;
   }

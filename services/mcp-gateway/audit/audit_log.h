@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "base/mutex.h"
 #include "nlohmann/json.hpp"
 
@@ -33,6 +34,8 @@ struct AuditOptions {
   uint64_t max_file_bytes = 64 << 20;   // rotate past this (--audit_max_bytes)
   uint32_t keep = 5;                    // rotated files kept (--audit_keep)
   uint64_t max_queued_bytes = 16 << 20; // lines waiting for the writer
+  // After a failed open, the next try waits this long (lines meanwhile are dropped).
+  absl::Duration reopen_interval = absl::Seconds(1);
 };
 
 class AuditLog {
@@ -59,11 +62,13 @@ class AuditLog {
   // Appends one line, rotating first when it would pass max_file_bytes. Writer thread only.
   bool Append(const std::string& line);
   bool Rotate();
+  bool Reopen();
   void Drop(const char* why);
 
   const AuditOptions options_;
   int fd_;            // writer thread only
   uint64_t size_;     // writer thread only
+  absl::Time next_reopen_ = absl::InfinitePast();  // writer thread only
   codemode::Mutex mu_;
   std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);
   uint64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;

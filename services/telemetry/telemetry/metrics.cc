@@ -1,5 +1,8 @@
 #include "telemetry/metrics.h"
 
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
 #include "prometheus/gauge.h"
 #include "prometheus/metric_family.h"
 
@@ -15,10 +18,20 @@ prometheus::Histogram::BucketBoundaries CountBuckets() {
 
 std::string LabelFold::Clean(absl::string_view value) {
   std::string clean(value.substr(0, kMaxValueBytes));
+  bool changed = clean.size() < value.size();
   for (char& c : clean) {
-    if (c < 0x21 || c > 0x7e) c = '_';
+    if (c < 0x21 || c > 0x7e) {
+      c = '_';
+      changed = true;
+    }
   }
-  return clean;
+  if (!changed) return clean;
+  // Clipped or rewritten: names that differ stay apart (attack round 19, F2: two 70-byte
+  // tool names, a read and a delete, shared one series). FNV-1a of the whole value.
+  uint32_t hash = 2166136261u;
+  for (unsigned char c : value) hash = (hash ^ c) * 16777619u;
+  clean.resize(std::min(clean.size(), kMaxValueBytes - 9));
+  return absl::StrCat(clean, "~", absl::Hex(hash, absl::kZeroPad8));
 }
 
 bool LabelFold::Admit(absl::string_view key) {

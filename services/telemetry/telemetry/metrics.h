@@ -38,7 +38,8 @@ prometheus::Histogram::BucketBoundaries CountBuckets();
 class LabelFold {
  public:
   // At most 64 bytes of a value are kept, and bytes outside printable ASCII become '_'
-  // (a label value is shown to operators and queried by them, not parsed).
+  // (a label value is shown to operators and queried by them, not parsed); a value so
+  // changed ends in "~" and 8 hex digits of its hash, so different values stay different.
   static constexpr size_t kMaxValueBytes = 64;
 
   explicit LabelFold(size_t max_values) : max_values_(max_values) {}

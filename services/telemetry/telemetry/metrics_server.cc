@@ -62,10 +62,13 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
   // civetweb's own syntax: "[::1]:9464" for IPv6, "127.0.0.1:9464" for IPv4.
   const std::string ports = hp->ipv6 ? absl::StrCat("[", hp->host, "]:", hp->port)
                                      : absl::StrCat(hp->host, ":", hp->port);
-  // Few threads, no keep-alive, a short request timeout: a scrape is one short request,
-  // and nothing a connection does may hold a worker for long.
-  std::vector<std::string> options = {"listening_ports", ports,  "num_threads", "4",
-                                      "request_timeout_ms", "10000", "enable_keep_alive", "no"};
+  // A scrape is one short request: no keep-alive, and a connection that sends nothing is
+  // dropped after 2 s. civetweb gives each connection a worker while it reads, so idle
+  // connections hold workers (attack round 19, F3: 4 workers and 10 s let 40 idle
+  // connections of any local user delay a scrape by 100 s): 16 workers, which a scrape
+  // finds free unless someone holds all of them, and then waits at most 2 s per 16.
+  std::vector<std::string> options = {"listening_ports", ports,  "num_threads", std::to_string(kWorkers),
+                                      "request_timeout_ms", "2000", "enable_keep_alive", "no"};
   std::unique_ptr<prometheus::Exposer> exposer;
   try {
     exposer = std::make_unique<prometheus::Exposer>(std::move(options));

@@ -4,8 +4,9 @@
 // The endpoint is unauthenticated and read-only. What it shows: counts, durations, server
 // and tool names (folded), versions; never a credential, session id, code or argument.
 // Bind it to loopback (the default of every shipped unit); anyone who can connect can read
-// it, and a local user holding its few worker threads can delay a scrape by up to the
-// request timeout (10 s), nothing else.
+// it. Each connection holds one of kWorkers workers while its request is read, for at most
+// 2 s: a local user holding more than kWorkers idle connections delays a scrape by 2 s per
+// kWorkers of them (Prometheus then sees the target down: CodemodeDaemonDown), nothing else.
 #pragma once
 
 #include <memory>
@@ -24,6 +25,8 @@ namespace codemode::telemetry {
 
 class MetricsServer {
  public:
+  static constexpr int kWorkers = 16;
+
   // `listen` is "IPv4:port" or "[IPv6]:port"; port 0 picks a free port (port()).
   // Serves every collectable on /metrics; they must outlive the server.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(

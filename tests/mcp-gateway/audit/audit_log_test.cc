@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 #include <thread>
@@ -120,6 +121,50 @@ TEST_F(AuditLogTest, AFullQueueDropsAndCountsInsteadOfBlocking) {
   (*log)->Flush();
   EXPECT_EQ((*log)->dropped(), 50u);
   EXPECT_EQ((*log)->written(), 0u);
+}
+
+// Attack round 19, F4: once a reopen after a rotation failed, every later line shifted the
+// kept files (deleting the oldest each time) and auditing never resumed.
+TEST_F(AuditLogTest, AFailedReopenTouchesNothingKeptAndAuditingResumes) {
+  AuditOptions o{path_};
+  o.max_file_bytes = 100;  // every line rotates
+  o.keep = 2;
+  o.reopen_interval = absl::ZeroDuration();
+  auto log = AuditLog::Open(o);
+  ASSERT_TRUE(log.ok());
+  for (int i = 0; i < 3; ++i) (*log)->Write({{"n", i}, {"pad", std::string(60, 'x')}});
+  (*log)->Flush();
+  ASSERT_EQ((*log)->written(), 3u);
+  // Our file is moved away and a directory stands where a new one would be opened.
+  fs::rename(path_, dir_ + "/moved");
+  fs::create_directory(path_);
+  const std::vector<std::string> kept = {path_ + ".1", path_ + ".2"};
+  auto read = [](const std::string& file) {
+    std::ifstream in(file);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  std::vector<std::string> before;
+  for (const auto& k : kept) before.push_back(read(k));
+  for (int i = 3; i < 8; ++i) (*log)->Write({{"n", i}, {"pad", std::string(60, 'x')}});
+  (*log)->Flush();
+  EXPECT_EQ((*log)->dropped(), 5u) << "nowhere to write them";
+  for (size_t k = 0; k < kept.size(); ++k) EXPECT_EQ(read(kept[k]), before[k]) << kept[k] << " was touched";
+  // The path is usable again: the next line opens it and is written.
+  fs::remove(path_);
+  (*log)->Write({{"n", 8}});
+  (*log)->Flush();
+  EXPECT_EQ((*log)->written(), 4u);
+  std::ifstream in(path_);
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  EXPECT_EQ(nlohmann::json::parse(line)["n"], 8);
+}
+
+// Attack round 19, F5: a FIFO at the path hung the gateway's start in open().
+TEST_F(AuditLogTest, AFifoIsRefusedWithoutHanging) {
+  ASSERT_EQ(mkfifo(path_.c_str(), 0600), 0);
+  auto log = AuditLog::Open({path_});
+  ASSERT_FALSE(log.ok());
 }
 
 }  // namespace

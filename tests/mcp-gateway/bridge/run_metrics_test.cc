@@ -141,8 +141,8 @@ TEST_F(RunMetricsTest, ExpositionIsValidTextFormat) {
   // Label values are cleaned: quotes, newlines and bytes past ASCII cannot break a line.
   metrics_->ToolCallFinished("gi\"t\nhub", "t\xe2\x80\xae", ToolOutcome::kOk, absl::Milliseconds(3), true);
   const std::string text = prometheus::TextSerializer().Serialize(metrics_->registry()->Collect());
-  EXPECT_THAT(text, ::testing::HasSubstr(
-                        "codemode_gateway_tool_calls_total{outcome=\"ok\",server=\"gi\\\"t_hub\",tool=\"t___\"} 1"));
+  EXPECT_THAT(text, ::testing::ContainsRegex(
+                        "codemode_gateway_tool_calls_total\\{outcome=\"ok\",server=\"gi\\\\\"t_hub~[0-9a-f]{8}\",tool=\"t___~[0-9a-f]{8}\"\\} 1"));
 }
 
 }  // namespace
