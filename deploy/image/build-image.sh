@@ -6,7 +6,8 @@
 #   deploy/image/build-image.sh [--variant base|data] --print-recipe
 #
 # Variants (default base):
-#   base   python3                         IMAGE default localhost/sandboxd-python:bookworm
+#   base   python3 and Debian's nodejs (18, with node-acorn, which the JavaScript runner
+#          uses)                           IMAGE default localhost/sandboxd-python:bookworm
 #   data   base plus Debian's numpy, pandas, matplotlib (headless, Agg) and Pillow
 #                                          IMAGE default localhost/sandboxd-python-data:bookworm
 # Labels: io.sandboxd.offers lists what the image offers (comma list: "python3", or
@@ -38,16 +39,17 @@ done
 case "$variant" in
   base)
     default_image=localhost/sandboxd-python:bookworm
-    offers=python3
-    # Installed on top of debootstrap's minbase by apt: none.
-    packages=() ;;
+    offers=python3,nodejs
+    # Installed on top of debootstrap's minbase by apt. nodejs depends on node-acorn, the
+    # parser the JavaScript runner's top-level-await transform uses.
+    packages=(nodejs) ;;
   data)
     default_image=localhost/sandboxd-python-data:bookworm
-    offers=python3,numpy,pandas,matplotlib,pil
+    offers=python3,nodejs,numpy,pandas,matplotlib,pil
     # python3-munkres is not used by anything we offer: it satisfies python3-fonttools'
     # "python3-scipy | python3-munkres", whose first choice would pull in scipy, pythran,
     # g++ and Boost (over 1 GB).
-    packages=(python3-numpy python3-pandas python3-matplotlib python3-pil python3-munkres) ;;
+    packages=(nodejs python3-numpy python3-pandas python3-matplotlib python3-pil python3-munkres) ;;
   *) echo "build-image: unknown variant '$variant' (base or data)" >&2; exit 2 ;;
 esac
 (($# <= 1)) || { echo "build-image: one IMAGE at most" >&2; exit 2; }
