@@ -10,7 +10,7 @@
 //
 //   sandboxd_bench [--isolation container|gvisor|both] [--quick] [--out FILE]
 //                  [--load_seconds N] [--sessions N] [--wait_idle S] [--daemon_log FILE]
-//                  [--only NAME,...]
+//                  [--only NAME,...] [--metrics on|off|ab]
 //
 //   --isolation     the modes to measure (default both: container, then gVisor)
 //   --quick         smoke run: smaller iteration counts, 8 sessions x 5 s of load
@@ -24,6 +24,9 @@
 //   --daemon_log F  copy the daemons' logs to F at the end
 //   --only NAMES    take only these measurements, for quick iterations (comma-separated:
 //                   exec 1, tools 2-3, create 4, seeds 5, load 6, files 7); default all
+//   --metrics       on (default): the daemon serves and counts metrics, as the shipped
+//                   unit does; off: it counts nothing; ab: each mode twice, off then on,
+//                   in columns side by side (what counting costs, e.g. --only load)
 //
 // Progress goes to stderr, the report to stdout.
 //
@@ -70,19 +73,23 @@ using sandboxd::testing::SandboxdProcess;
 
 namespace {
 
-std::string ColumnName(const std::string& isolation) {
-  return isolation == "gvisor" ? "gVisor" : isolation;
+std::string ColumnName(const Options& o, const std::string& isolation, bool metrics) {
+  std::string name = isolation == "gvisor" ? "gVisor" : isolation;
+  if (o.metrics.size() > 1) name += metrics ? ", metrics" : ", no metrics";
+  return name;
 }
 
-// Every measurement against a daemon of its own under `isolation`, into a new column of
-// `report`; appends the daemon's log to `log`.
-void MeasureMode(const Options& o, const std::string& isolation, Report* report,
+// Every measurement against a daemon of its own under `isolation`, counting metrics or
+// not, into a new column of `report`; appends the daemon's log to `log`.
+void MeasureMode(const Options& o, const std::string& isolation, bool metrics, Report* report,
                  std::string* log) {
-  std::string column = ColumnName(isolation);
+  std::string column = ColumnName(o, isolation, metrics);
   report->BeginColumn(column);
-  SandboxdProcess daemon({absl::StrCat("--pool_size=", kPoolSize),
-                          absl::StrCat("--max_sessions=", kMaxSessions), "--log_level=info",
-                          "--isolation=" + isolation});
+  std::vector<std::string> args = {absl::StrCat("--pool_size=", kPoolSize),
+                                   absl::StrCat("--max_sessions=", kMaxSessions),
+                                   "--log_level=info", "--isolation=" + isolation};
+  if (metrics) args.push_back("--metrics_listen=127.0.0.1:0");
+  SandboxdProcess daemon(args);
   SetDaemon(&daemon);
   Progress("starting sandboxd for " + column + " (" + daemon.state_dir() + ")");
   if (!daemon.Start()) {
@@ -119,14 +126,16 @@ int main(int argc, char** argv) {
   // Signals: one thread takes them synchronously and cleans up. Watchdog: nothing here
   // should take this long; never leave containers behind.
   sigset_t signals = BlockSignals();
-  GuardDaemons(signals, static_cast<int>(o.isolations.size()) *
+  GuardDaemons(signals, static_cast<int>(o.isolations.size() * o.metrics.size()) *
                             (o.quick ? 900 : 1800 + 2 * o.load_seconds));
 
   Report report;
   MachineInfo(&report);
   report.machine.push_back({"Mode", o.quick ? "quick (smoke run: small iteration counts)" : "full"});
   std::string log;
-  for (const std::string& isolation : o.isolations) MeasureMode(o, isolation, &report, &log);
+  for (const std::string& isolation : o.isolations) {
+    for (bool metrics : o.metrics) MeasureMode(o, isolation, metrics, &report, &log);
+  }
   if (!o.daemon_log.empty()) std::ofstream(o.daemon_log) << log;
 
   std::string md = report.Markdown(command);

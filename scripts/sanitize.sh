@@ -17,9 +17,9 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root="$(pwd)"
-# Paths in compile commands relative to the checkout: a fresh clone elsewhere still hits
-# the cache.
-export CCACHE_BASEDIR="$root"
+# Paths in compile commands relative to the checkout, and not the build directory in the
+# key (scripts/setup.sh says why): a fresh clone elsewhere still hits the cache.
+export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
 log() { echo "sanitize: $*" >&2; }
 fuzz_seconds="${FUZZ_SECONDS:-20}"
 cxx="$(command -v clang++-14 || true)"

@@ -98,8 +98,11 @@ if [[ ! -f "$stamp" || "$lock" -nt "$stamp" ]]; then
 fi
 
 # 4. Build. Compile commands name paths relative to the checkout, so a clone elsewhere (a
-#    CI checkout) still hits ccache.
-export CCACHE_BASEDIR="$(pwd)"
+#    CI checkout) still hits ccache. CCACHE_NOHASHDIR: ccache otherwise puts the build
+#    directory into the key of every -g compile (for the debug info's compilation
+#    directory), so no other clone ever hit; the cost is that an object from the cache
+#    names the clone that compiled it as its compilation directory.
+export CCACHE_BASEDIR="$(pwd)" CCACHE_NOHASHDIR=1
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build_dir" -j2
 log "built $build_dir/services/sandboxd/sandboxd"

@@ -17,7 +17,7 @@ void Usage() {
   fprintf(stderr,
           "usage: sandboxd_bench [--isolation container|gvisor|both] [--quick] [--out FILE] "
           "[--load_seconds N] [--sessions N] [--wait_idle SECONDS] [--daemon_log FILE] "
-          "[--only exec,tools,create,seeds,load,files]\n");
+          "[--only exec,tools,create,seeds,load,files] [--metrics on|off|ab]\n");
 }
 
 // --only's comma-separated names into `only`; false on an unknown one.
@@ -70,6 +70,15 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->sessions = std::atoi(v.c_str());
     } else if (value("--wait_idle", &v)) {
       o->wait_idle_s = std::atoi(v.c_str());
+    } else if (value("--metrics", &v)) {
+      if (v == "on" || v == "off") {
+        o->metrics = {v == "on"};
+      } else if (v == "ab") {
+        o->metrics = {false, true};
+      } else {
+        Usage();
+        return false;
+      }
     } else if (value("--only", &v)) {
       if (!ParseOnly(v, &o->only)) {
         Usage();

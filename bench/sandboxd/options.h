@@ -17,6 +17,10 @@ struct Options {
   // The isolation modes to measure, each against its own daemon, in this order: the
   // report's columns. --isolation=container|gvisor|both (the default).
   std::vector<std::string> isolations = {"container", "gvisor"};
+  // Whether the daemon counts metrics (--metrics_listen=127.0.0.1:0), one column per
+  // value for each isolation mode: --metrics=on (the default, as the shipped unit runs),
+  // off, or ab (off, then on: the A/B of what counting costs).
+  std::vector<bool> metrics = {true};
   bool quick = false;
   std::string out;
   std::string daemon_log;

@@ -89,22 +89,30 @@ void GatewayMetrics::ToolCallFinished(const std::string& server, const std::stri
                                       bool reached_upstream) {
   std::string server_label = codemode::telemetry::LabelFold::Clean(server);
   std::string tool_label = codemode::telemetry::LabelFold::Clean(tool);
+  std::string pair = absl::StrCat(server_label, "\n", tool_label);
   // One bound for the pair: series stay within (max + 1) x outcomes whatever names the
   // sandboxed code or an upstream makes up.
-  if (!tool_labels_.Admit(absl::StrCat(server_label, "\n", tool_label))) {
+  if (!tool_labels_.Admit(pair)) {
     server_label = tool_label = std::string(codemode::telemetry::kOtherLabel);
+    pair = absl::StrCat(server_label, "\n", tool_label);
   }
-  tool_calls_->Add({{"server", server_label}, {"tool", tool_label}, {"outcome", Name(outcome)}})
-      .Increment();
-  if (!reached_upstream) return;
-  prometheus::Histogram* histogram;
+  prometheus::Counter* counter;
+  prometheus::Histogram* histogram = nullptr;
   {
-    codemode::MutexLock lock(&servers_mu_);
-    prometheus::Histogram*& slot = server_durations_[server_label];
-    if (slot == nullptr) slot = &tool_call_duration_->Add({{"server", server_label}}, LatencyBuckets());
-    histogram = slot;
+    codemode::MutexLock lock(&series_mu_);
+    prometheus::Counter*& c = tool_call_series_[pair][static_cast<size_t>(outcome)];
+    if (c == nullptr) {
+      c = &tool_calls_->Add({{"server", server_label}, {"tool", tool_label}, {"outcome", Name(outcome)}});
+    }
+    counter = c;
+    if (reached_upstream) {
+      prometheus::Histogram*& h = server_durations_[server_label];
+      if (h == nullptr) h = &tool_call_duration_->Add({{"server", server_label}}, LatencyBuckets());
+      histogram = h;
+    }
   }
-  histogram->Observe(absl::ToDoubleSeconds(duration));
+  counter->Increment();
+  if (histogram != nullptr) histogram->Observe(absl::ToDoubleSeconds(duration));
 }
 
 void GatewayMetrics::Approval(ApprovalDecision decision) {

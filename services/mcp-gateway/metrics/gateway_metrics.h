@@ -87,9 +87,16 @@ class GatewayMetrics {
   prometheus::Histogram* calls_per_run_ = nullptr;
   prometheus::Family<prometheus::Counter>* tool_calls_ = nullptr;
   prometheus::Family<prometheus::Histogram>* tool_call_duration_ = nullptr;
-  codemode::Mutex servers_mu_;  // one histogram per server, made once (Add builds one each call)
+  // Series resolved once: Family::Add builds a metric and a label map before it finds the
+  // existing one. Bounded like the series themselves (LabelFold admits at most
+  // --metrics_max_tool_labels pairs; everything else is "_other").
+  codemode::Mutex series_mu_;
   absl::flat_hash_map<std::string, prometheus::Histogram*> server_durations_
-      ABSL_GUARDED_BY(servers_mu_);
+      ABSL_GUARDED_BY(series_mu_);
+  // Key: server label "\n" tool label; value: one counter per ToolOutcome, made on first use.
+  absl::flat_hash_map<std::string,
+                      std::array<prometheus::Counter*, static_cast<size_t>(ToolOutcome::kCount)>>
+      tool_call_series_ ABSL_GUARDED_BY(series_mu_);
   std::array<prometheus::Counter*, static_cast<size_t>(ApprovalDecision::kCount)> approvals_{};
   std::array<prometheus::Counter*, static_cast<size_t>(LimitKind::kCount)> limits_{};
 };

@@ -15,8 +15,9 @@ double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
 }  // namespace
 
-SandboxdMetrics::SandboxdMetrics()
-    : registry_(std::make_shared<prometheus::Registry>()),
+SandboxdMetrics::SandboxdMetrics(bool counting)
+    : counting_(counting),
+      registry_(std::make_shared<prometheus::Registry>()),
       gauges_(std::make_shared<codemode::telemetry::ScrapeGauges>()) {
   RegisterSessions(*registry_);
   RegisterExecutions(*registry_);
@@ -136,16 +137,19 @@ double SandboxdMetrics::ReadState(size_t (StateSource::*read)()) {
 }
 
 void SandboxdMetrics::SessionCreated(Source source, absl::Duration took) {
+  if (!counting_) return;
   created_[static_cast<size_t>(source)]->Increment();
   create_duration_[static_cast<size_t>(source)]->Observe(Seconds(took));
 }
 
 void SandboxdMetrics::SessionsEnded(EndReason reason, size_t n) {
+  if (!counting_) return;
   if (n > 0) ended_[static_cast<size_t>(reason)]->Increment(static_cast<double>(n));
 }
 
 void SandboxdMetrics::ExecutionFinished(sandbox::v1::Finished::Status status, bool started,
                                         absl::Duration ran) {
+  if (!counting_) return;
   using sandbox::v1::Finished;
   switch (status) {
     case Finished::OK: executions_[kOk]->Increment(); break;
@@ -157,23 +161,30 @@ void SandboxdMetrics::ExecutionFinished(sandbox::v1::Finished::Status status, bo
   if (started) execution_duration_->Observe(Seconds(ran));
 }
 
-void SandboxdMetrics::QueueWaited(absl::Duration waited) { queue_wait_->Observe(Seconds(waited)); }
+void SandboxdMetrics::QueueWaited(absl::Duration waited) {
+  if (!counting_) return;
+  queue_wait_->Observe(Seconds(waited));
+}
 
 void SandboxdMetrics::OutputDropped(uint64_t bytes) {
+  if (!counting_) return;
   if (bytes > 0) output_dropped_->Increment(static_cast<double>(bytes));
 }
 
 void SandboxdMetrics::DisplaysDropped(uint64_t n) {
+  if (!counting_) return;
   if (n > 0) displays_dropped_->Increment(static_cast<double>(n));
 }
 
 void SandboxdMetrics::ContainerOpDone(ContainerOp op, bool ok, absl::Duration took) {
+  if (!counting_) return;
   const size_t i = static_cast<size_t>(op);
   container_ops_[i][ok ? 0 : 1]->Increment();
   container_op_duration_[i]->Observe(Seconds(took));
 }
 
 void SandboxdMetrics::FileBytes(Direction direction, uint64_t bytes) {
+  if (!counting_) return;
   if (bytes > 0) file_bytes_[static_cast<size_t>(direction)]->Increment(static_cast<double>(bytes));
 }
 

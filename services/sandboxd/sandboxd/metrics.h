@@ -11,6 +11,10 @@
 // event costs an atomic add (no lookup, no string). States (sessions active, pool ready and
 // target) are read at scrape time from a StateSource. Thread-safe. It must outlive the
 // MetricsServer serving its collectables (the gauges call back into it).
+//
+// SandboxdMetrics(/*counting=*/false) counts nothing (every event returns at once): what
+// sandboxd runs without --metrics_listen, like the gateway, and the baseline of
+// `sandboxd_bench --metrics=ab`.
 #pragma once
 
 #include <array>
@@ -55,7 +59,7 @@ class SandboxdMetrics {
     ~StateSource() = default;
   };
 
-  SandboxdMetrics();
+  explicit SandboxdMetrics(bool counting = true);
   SandboxdMetrics(const SandboxdMetrics&) = delete;
   SandboxdMetrics& operator=(const SandboxdMetrics&) = delete;
 
@@ -72,15 +76,24 @@ class SandboxdMetrics {
   void ClearStateSource(StateSource* source);
 
   void SessionCreated(Source source, absl::Duration took);
-  void SessionCreateFailed() { create_failures_->Increment(); }
+  // Whether events are counted (the constructor's `counting`).
+  bool counting() const { return counting_; }
+
+  void SessionCreateFailed() {
+    if (counting_) create_failures_->Increment();
+  }
   void SessionsEnded(EndReason reason, size_t n = 1);
   // A finished execution; `ran` is how long it ran (absl::ZeroDuration and not observed
   // when it never started: cancelled or lost while queued).
   void ExecutionFinished(sandbox::v1::Finished::Status status, bool started, absl::Duration ran);
   // Execute refused before queueing (bad code or timeout, full queue, unknown or lost session).
-  void ExecutionRejected() { executions_[kRejected]->Increment(); }
+  void ExecutionRejected() {
+    if (counting_) executions_[kRejected]->Increment();
+  }
   void QueueWaited(absl::Duration waited);
-  void ToolCall(bool ok) { (ok ? tool_calls_ok_ : tool_calls_error_)->Increment(); }
+  void ToolCall(bool ok) {
+    if (counting_) (ok ? tool_calls_ok_ : tool_calls_error_)->Increment();
+  }
   void OutputDropped(uint64_t bytes);
   void DisplaysDropped(uint64_t n);
   void ContainerOpDone(ContainerOp op, bool ok, absl::Duration took);
@@ -96,6 +109,7 @@ class SandboxdMetrics {
   void RegisterContainers(prometheus::Registry& r);
   double ReadState(size_t (StateSource::*read)());
 
+  const bool counting_;
   const std::shared_ptr<prometheus::Registry> registry_;
   const std::shared_ptr<codemode::telemetry::ScrapeGauges> gauges_;
   std::array<prometheus::Counter*, static_cast<size_t>(Source::kCount)> created_{};

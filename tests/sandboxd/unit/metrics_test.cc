@@ -193,5 +193,42 @@ TEST(PodmanMetricsTest, EachCommandIsCountedByItsSubcommandAndResult) {
   EXPECT_EQ(Read(metrics, kP + "container_operation_duration_seconds", {{"op", "rm"}}), 2);
 }
 
+// Without --metrics_listen sandboxd counts nothing: every event leaves the registry as it
+// was (the series exist, at zero), and the scrape-time gauges still answer.
+TEST(SandboxdMetricsOffTest, CountsNothing) {
+  SandboxdMetrics metrics(/*counting=*/false);
+  EXPECT_FALSE(metrics.counting());
+  metrics.SessionCreated(SandboxdMetrics::Source::kPool, absl::Milliseconds(3));
+  metrics.SessionCreateFailed();
+  metrics.SessionsEnded(SandboxdMetrics::EndReason::kIdle, 2);
+  metrics.ExecutionFinished(sandbox::v1::Finished::OK, true, absl::Milliseconds(1));
+  metrics.ExecutionRejected();
+  metrics.QueueWaited(absl::Milliseconds(1));
+  metrics.ToolCall(true);
+  metrics.OutputDropped(10);
+  metrics.DisplaysDropped(1);
+  metrics.ContainerOpDone(SandboxdMetrics::ContainerOp::kRun, true, absl::Milliseconds(5));
+  metrics.FileBytes(SandboxdMetrics::Direction::kUpload, 100);
+  EXPECT_EQ(Read(metrics, kP + "sessions_created_total", {{"source", "pool"}}), 0);
+  EXPECT_EQ(Read(metrics, kP + "session_create_failures_total"), 0);
+  EXPECT_EQ(Read(metrics, kP + "sessions_ended_total", {{"reason", "idle"}}), 0);
+  EXPECT_EQ(Read(metrics, kP + "executions_total", {{"status", "ok"}}), 0);
+  EXPECT_EQ(Read(metrics, kP + "executions_total", {{"status", "rejected"}}), 0);
+  EXPECT_EQ(Read(metrics, kP + "execution_queue_wait_seconds"), 0);
+  EXPECT_EQ(Read(metrics, kP + "tool_calls_total", {{"outcome", "ok"}}), 0);
+  EXPECT_EQ(Read(metrics, kP + "output_dropped_bytes_total"), 0);
+  EXPECT_EQ(Read(metrics, kP + "container_operations_total", {{"op", "run"}, {"result", "ok"}}), 0);
+  EXPECT_EQ(Read(metrics, kP + "file_transfer_bytes_total", {{"direction", "upload"}}), 0);
+  EXPECT_EQ(Read(metrics, kP + "sessions_active"), 0);
+
+  SandboxdMetrics on;  // the same events counted: the names above are real series
+  on.SessionCreateFailed();
+  on.ExecutionRejected();
+  on.FileBytes(SandboxdMetrics::Direction::kUpload, 100);
+  EXPECT_EQ(Read(on, kP + "session_create_failures_total"), 1);
+  EXPECT_EQ(Read(on, kP + "executions_total", {{"status", "rejected"}}), 1);
+  EXPECT_EQ(Read(on, kP + "file_transfer_bytes_total", {{"direction", "upload"}}), 100);
+}
+
 }  // namespace
 }  // namespace sandboxd::testing
