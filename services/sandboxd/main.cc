@@ -76,6 +76,10 @@ ABSL_FLAG(std::vector<std::string>, images, {"data=localhost/sandboxd-python-dat
 ABSL_FLAG(std::string, runner, "",
           "Path of sandbox_runner.pyz (the runner zipapp). Default: next to the sandboxd "
           "binary, else ../share/sandboxd/.");
+ABSL_FLAG(std::string, js_runner, "",
+          "Path of sandbox_runner.js (the JavaScript runner, for CreateSession runtime "
+          "\"javascript\"). Default: next to the sandboxd binary, else ../share/sandboxd/; "
+          "when there is none, JavaScript sessions are refused (FAILED_PRECONDITION).");
 ABSL_FLAG(std::string, podman, "podman", "podman binary.");
 ABSL_FLAG(std::vector<std::string>, podman_args, {},
           "Extra global podman flags, comma-separated (for example --root=/x,--runroot=/y).");
@@ -147,7 +151,7 @@ ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "On SIGTERM, how long running calls may take to finish before they are cancelled.");
 ABSL_FLAG(std::string, metrics_listen, "",
           "Serve Prometheus metrics on http://<this>/metrics: IPv4:port or [IPv6]:port, port 0 "
-          "picks a free one (logged). Empty: off. Unauthenticated and read-only: bind it to "
+          "picks a free one (logged). Empty: off, and nothing is counted. Unauthenticated and read-only: bind it to "
           "loopback (the shipped systemd unit sets 127.0.0.1:9464). See docs/observability.md.");
 ABSL_FLAG(bool, self_check, false,
           "Check that this machine can run sandboxes with these flags, then exit: start one "
@@ -175,16 +179,17 @@ std::string DefaultStateDir() {
   return absl::StrCat(home ? home : "/tmp", "/.local/state/sandboxd");
 }
 
-std::string DefaultRunner() {
+// The runner `file` next to the binary, else in ../share/sandboxd/, else `built` (the
+// build tree's, for a binary copied elsewhere).
+std::string DefaultRunner(const std::string& file, const std::string& built) {
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
-    for (fs::path p : {exe.parent_path() / "sandbox_runner.pyz",
-                       exe.parent_path() / "../share/sandboxd/sandbox_runner.pyz"}) {
+    for (fs::path p : {exe.parent_path() / file, exe.parent_path() / "../share/sandboxd" / file}) {
       if (fs::exists(p)) return fs::canonical(p).string();
     }
   }
-  return SANDBOXD_BUILT_RUNNER;   // the build tree's, for a binary copied elsewhere
+  return built;
 }
 
 // Creates the socket's directory 0700 (owned by us) and removes a stale socket. Refuses
@@ -284,10 +289,21 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
     return images.status();
   }
   options.runner_path = absl::GetFlag(FLAGS_runner);
-  if (options.runner_path.empty()) options.runner_path = DefaultRunner();
+  if (options.runner_path.empty()) {
+    options.runner_path = DefaultRunner("sandbox_runner.pyz", SANDBOXD_BUILT_RUNNER);
+  }
   if (!fs::exists(options.runner_path)) {
     return absl::InvalidArgumentError(
         absl::StrCat("runner ", options.runner_path, " does not exist (--runner)"));
+  }
+  options.js_runner_path = absl::GetFlag(FLAGS_js_runner);
+  if (!options.js_runner_path.empty() && !fs::exists(options.js_runner_path)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("JavaScript runner ", options.js_runner_path, " does not exist (--js_runner)"));
+  }
+  if (options.js_runner_path.empty()) {
+    options.js_runner_path = DefaultRunner("sandbox_runner.js", SANDBOXD_BUILT_JS_RUNNER);
+    if (!fs::exists(options.js_runner_path)) options.js_runner_path.clear();
   }
   absl::StatusOr<sandboxd::Isolation> isolation =
       sandboxd::ParseIsolation(absl::GetFlag(FLAGS_isolation));
@@ -488,7 +504,9 @@ int main(int argc, char** argv) {
     spdlog::critical("{}", options.status().message());
     return 2;
   }
-  sandboxd::SandboxdMetrics metrics;  // outlives the runtime, the manager and the server
+  // Outlives the runtime, the manager and the server. Without --metrics_listen nothing is
+  // counted (nobody could read it).
+  sandboxd::SandboxdMetrics metrics(!absl::GetFlag(FLAGS_metrics_listen).empty());
   options->metrics = &metrics;
   sandboxd::PodmanRuntime runtime(PodmanFromFlags(*options), &metrics);
   sandboxd::RealClock clock;

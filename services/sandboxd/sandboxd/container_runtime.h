@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "sandboxd/isolation.h"
+#include "sandboxd/language.h"
 #include "sandboxd/limits.h"
 #include "sandboxd/resource_usage.h"
 
@@ -25,7 +26,10 @@ struct ContainerSpec {
   std::string image;
   ResolvedLimits limits;
   std::string socket_dir;   // host directory the runner creates runner.sock in
-  std::string runner_path;  // host path of sandbox_runner.pyz
+  // What the container runs: the runner of `language`, from `runner_path` on the host
+  // (sandbox_runner.pyz or sandbox_runner.js).
+  Language language = Language::kPython;
+  std::string runner_path;
   std::map<std::string, std::string> labels;
   std::vector<std::string> env;  // KEY=VALUE, the container's whole environment
   uint32_t uid = 65534;          // the user the runner runs as (group 65534)

@@ -174,8 +174,8 @@ std::vector<std::string> BuildRunArgv(const PodmanOptions& options, const Runtim
       "--tmpfs", absl::StrCat("/tmp:rw,nosuid,nodev,mode=1777,size=", l.tmp_bytes),
       "--tmpfs", absl::StrCat("/workspace:rw,nosuid,nodev,mode=1777,size=", l.workspace_bytes),
       "--workdir", "/workspace",
-      "--mount", absl::StrCat("type=bind,source=", spec.runner_path, ",target=", kRunnerMountPath,
-                              ",ro=true"),
+      "--mount", absl::StrCat("type=bind,source=", spec.runner_path, ",target=",
+                              RunnerMountPath(spec.language), ",ro=true"),
       // The runner's socket directory: writable only until the runner listens (the
       // manager then takes write permission away, see SealSocketDir).
       "--mount", absl::StrCat("type=bind,source=", spec.socket_dir, ",target=", kSocketMountDir,
@@ -187,8 +187,15 @@ std::vector<std::string> BuildRunArgv(const PodmanOptions& options, const Runtim
   a.push_back("--env");
   a.push_back("HOME=/workspace");
   for (const auto& e : spec.env) a.insert(a.end(), {"--env", e});
-  a.insert(a.end(), {spec.image, "python3", "-I", "-u", kRunnerMountPath, "--socket",
-                     absl::StrCat(kSocketMountDir, "/runner.sock"), "--own-pid-namespace"});
+  a.push_back(spec.image);
+  if (spec.language == Language::kJavaScript) {
+    // --disable-proto=delete: no __proto__ accessor for user code to reach prototypes by.
+    a.insert(a.end(), {"node", "--disable-proto=delete", kJsRunnerMountPath});
+  } else {
+    a.insert(a.end(), {"python3", "-I", "-u", kRunnerMountPath});
+  }
+  a.insert(a.end(), {"--socket", absl::StrCat(kSocketMountDir, "/runner.sock"),
+                     "--own-pid-namespace"});
   return a;
 }
 

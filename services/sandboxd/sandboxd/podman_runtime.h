@@ -73,6 +73,10 @@ std::string GvisorPidBudgetWarning(uint32_t pids, uint32_t max_sessions, uint64_
 
 // Where the runner lives inside every container.
 inline constexpr char kRunnerMountPath[] = "/opt/sandboxd/sandbox_runner.pyz";
+inline constexpr char kJsRunnerMountPath[] = "/opt/sandboxd/sandbox_runner.js";
+inline const char* RunnerMountPath(Language language) {
+  return language == Language::kJavaScript ? kJsRunnerMountPath : kRunnerMountPath;
+}
 inline constexpr char kSocketMountDir[] = "/run/sandboxd";
 
 // The environment podman runs with: only what podman itself needs (PATH, HOME, the user's

@@ -108,11 +108,14 @@ absl::StatusOr<Sandbox> SandboxFactory::StartContainer(const SandboxConfig& conf
   spec.limits = config.limits;
   spec.isolation = config.isolation;
   spec.socket_dir = dir;
-  spec.runner_path = options_.runner_path;
+  spec.language = config.language;
+  spec.runner_path =
+      config.language == Language::kJavaScript ? options_.js_runner_path : options_.runner_path;
   spec.labels = {{kInstanceLabel, options_.instance},
                  {kStateDirLabel, options_.state_dir},
                  {kRoleLabel, role},
-                 {kIsolationLabel, std::string(IsolationName(config.isolation))}};
+                 {kIsolationLabel, std::string(IsolationName(config.isolation))},
+                 {kLanguageLabel, std::string(LanguageName(config.language))}};
   spec.env = options_.container_env;
   if (per_session_uid) {
     // The process rlimit counts per user id: a uid of its own makes it this session's.

@@ -43,6 +43,7 @@ inline constexpr char kStateDirLabel[] = "io.sandboxd.state-dir";
 inline constexpr char kRoleLabel[] = "io.sandboxd.role";
 inline constexpr char kUidLabel[] = "io.sandboxd.uid";
 inline constexpr char kIsolationLabel[] = "io.sandboxd.isolation";
+inline constexpr char kLanguageLabel[] = "io.sandboxd.runtime";
 
 // What a sandbox is started with. Sandboxes with equal configs are interchangeable (the
 // warm pool holds those of the default config).
@@ -50,9 +51,11 @@ struct SandboxConfig {
   ResolvedLimits limits;
   Isolation isolation = Isolation::kContainer;
   std::string image;  // an image reference; empty: FactoryOptions::image (the default)
+  Language language = Language::kPython;
 
   bool operator==(const SandboxConfig& o) const {
-    return limits == o.limits && isolation == o.isolation && image == o.image;
+    return limits == o.limits && isolation == o.isolation && image == o.image &&
+           language == o.language;
   }
   bool operator!=(const SandboxConfig& o) const { return !(*this == o); }
 };
@@ -79,7 +82,8 @@ struct FactoryOptions {
   std::string state_dir;    // socket directories go under <state_dir>/c
   std::string instance;     // labels and names every container of this daemon
   std::string image;
-  std::string runner_path;  // host path of sandbox_runner.pyz
+  std::string runner_path;     // host path of sandbox_runner.pyz
+  std::string js_runner_path;  // host path of sandbox_runner.js (empty: no JavaScript)
   std::vector<std::string> container_env;  // KEY=VALUE passed into every container
   absl::Duration runner_start_timeout = absl::Seconds(20);
 };

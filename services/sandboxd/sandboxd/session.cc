@@ -492,6 +492,7 @@ sandbox::v1::Session Session::ToProto() const {
   *p.mutable_limits() = sandboxd::ToProto(metadata_.limits);
   p.set_isolation(sandboxd::ToProto(metadata_.isolation));
   p.set_image(metadata_.image);
+  p.set_runtime(std::string(LanguageName(metadata_.language)));
   p.set_created_at_ms(metadata_.created_at_ms);
   p.set_last_used_at_ms(last_used_ms_);
   p.set_executions(executions_);

@@ -178,6 +178,7 @@ class Session : public RunnerConnection::Listener, public std::enable_shared_fro
     ResolvedLimits limits;
     Isolation isolation = Isolation::kContainer;
     std::string image = kDefaultImageName;  // its name among the daemon's images
+    Language language = Language::kPython;
     int64_t created_at_ms = 0;
     // The container's own user id, held while the session lives (rlimit mode; see
     // uid_pool.h). Null when all containers share uid 65534.

@@ -6,10 +6,12 @@
 #include <cstring>
 
 #include <filesystem>
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/thread.h"
 #include "absl/strings/str_format.h"
 #include "base/log_text.h"
@@ -44,7 +46,8 @@ SessionManager::SessionManager(ManagerOptions options, ContainerRuntime* runtime
       images_(ImageSet::Parse(options_.image, options_.images)),
       records_(records ? records : owned_store_.get()),
       factory_({options_.state_dir, instance_, options_.image, options_.runner_path,
-                options_.container_env, options_.runner_start_timeout},
+                options_.js_runner_path, options_.container_env,
+                options_.runner_start_timeout},
                runtime_, &workers_,
                {[this](const RuntimeInfo& info) { OnProbed(info); },
                 [this] { OnReadinessChanged(); }}),
@@ -197,6 +200,7 @@ bool SessionManager::Reattach(const SessionRecord& record,
   md.limits = FromProto(sp.limits());
   md.isolation = FromProto(sp.isolation(), Isolation::kContainer);  // older records: runc
   md.image = sp.image().empty() ? kDefaultImageName : sp.image();
+  md.language = ParseLanguage(sp.runtime()).value_or(Language::kPython);  // older records: ""
   md.created_at_ms = sp.created_at_ms();
   if (auto uid = it->second.labels.find(kUidLabel); uid != it->second.labels.end()) {
     uint32_t value = 0;
@@ -283,18 +287,42 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
   if (r.label().size() > 1024 || r.owner().size() > 1024) {
     return absl::InvalidArgumentError("label and owner are limited to 1024 bytes");
   }
+  absl::StatusOr<Language> language = ParseLanguage(r.runtime());
+  if (!language.ok()) return language.status();
+  if (absl::Status st = CheckLanguage(*language, *image); !st.ok()) return st;
   if (absl::Status room = CheckRoom(RoomOf(r)); !room.ok()) return room;
-  return CreateAdmitted(r, *limits, *isolation, *image, *std::move(catalog));
+  const bool default_image = image->name == kDefaultImageName;
+  const SandboxConfig config = {*limits, *isolation, default_image ? "" : image->reference,
+                                *language};
+  return CreateAdmitted(r, config, *image, *std::move(catalog));
+}
+
+absl::Status SessionManager::CheckLanguage(Language language, const ImageChoice& image) {
+  if (language == Language::kPython) return absl::OkStatus();
+  if (factory_.options().js_runner_path.empty()) {
+    return absl::FailedPreconditionError(
+        "this sandboxd has no JavaScript runner (sandbox_runner.js was not found; see --js_runner)");
+  }
+  for (const sandbox::v1::ImageInfo& info : ImageInfos()) {
+    if (info.name() != image.name || info.offers().empty()) continue;
+    const std::string want(LanguageOffer(language));
+    if (std::find(info.offers().begin(), info.offers().end(), want) == info.offers().end()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "image '", image.name, "' does not offer ", want, " (it offers ",
+          absl::StrJoin(info.offers(), ", "), "): runtime ", std::string(LanguageName(language)),
+          " needs an image that does"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<sandbox::v1::Session> SessionManager::CreateAdmitted(
-    const sandbox::v1::CreateSessionRequest& r, const ResolvedLimits& limits, Isolation isolation,
+    const sandbox::v1::CreateSessionRequest& r, const SandboxConfig& config,
     const ImageChoice& image, Catalog catalog) {
   const absl::Time began = absl::Now();  // the checks before took microseconds
-  const bool default_image = image.name == kDefaultImageName;
-  const SandboxConfig config = {limits, isolation, default_image ? "" : image.reference};
   std::optional<Sandbox> sb;
-  if (config == SandboxConfig{options_.default_limits, options_.isolation.default_isolation, ""}) {
+  if (config == SandboxConfig{options_.default_limits, options_.isolation.default_isolation, "",
+                              Language::kPython}) {
     sb = pool_.Take();
   }
   const auto source = sb ? SandboxdMetrics::Source::kPool : SandboxdMetrics::Source::kCold;
@@ -312,9 +340,10 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateAdmitted(
   md.owner = r.owner();
   md.container_name = sb->name;
   md.container_id = sb->id;
-  md.limits = limits;
-  md.isolation = isolation;
+  md.limits = config.limits;
+  md.isolation = config.isolation;
   md.image = image.name;
+  md.language = config.language;
   md.created_at_ms = clock_->NowMs();
   md.uid_lease = std::move(sb->uid);
   auto session = Session::Create(&env_, std::move(md), std::move(catalog), std::move(sb->conn),

@@ -45,7 +45,8 @@ namespace sandboxd {
 struct ManagerOptions {
   std::string state_dir;    // session records and per-container socket directories
   std::string image;        // reported by GetInfo; the runtime starts it
-  std::string runner_path;  // host path of sandbox_runner.pyz
+  std::string runner_path;     // host path of sandbox_runner.pyz
+  std::string js_runner_path;  // host path of sandbox_runner.js; empty: no JavaScript sessions
   ResolvedLimits default_limits;
   ResolvedLimits max_limits;
   IsolationPolicy isolation;  // the default isolation and those clients may ask for
@@ -155,10 +156,12 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // CreateSession once the request is valid and admitted: takes a pooled container or
   // starts one, and registers the session.
   absl::StatusOr<sandbox::v1::Session> CreateAdmitted(const sandbox::v1::CreateSessionRequest& r,
-                                                       const ResolvedLimits& limits,
-                                                       Isolation isolation,
+                                                       const SandboxConfig& config,
                                                        const ImageChoice& image,
                                                        Catalog catalog);
+  // OK when `image` can run `language`: its runner is installed, and the image offers
+  // it (an image without an io.sandboxd.offers label is tried as it is).
+  absl::Status CheckLanguage(Language language, const ImageChoice& image);
   // After each successful runtime probe; re-attaches the first time.
   void OnProbed(const RuntimeInfo& info);
   void OnReadinessChanged();

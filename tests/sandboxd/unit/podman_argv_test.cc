@@ -319,6 +319,38 @@ TEST(BuildRunArgvTest, ImageAndRunnerCommandComeLast) {
   }
 }
 
+// A JavaScript session runs Node.js on the bundled runner, mounted read-only where the
+// command names it; the rest of the command line is the Python session's.
+TEST(BuildRunArgvTest, JavaScriptRunsNodeOnItsRunner) {
+  ContainerSpec s = Spec();
+  s.language = Language::kJavaScript;
+  s.runner_path = "/usr/lib/sandboxd/sandbox_runner.js";
+  Argv a = BuildRunArgv(Options(), CgroupInfo(), s);
+  SCOPED_TRACE(Join(a));
+  ASSERT_GE(a.size(), 7u);
+  Argv tail(a.end() - 7, a.end());
+  EXPECT_THAT(tail, ElementsAre("localhost/sandboxd-python:bookworm", "node",
+                                "--disable-proto=delete", kJsRunnerMountPath, "--socket",
+                                std::string(kSocketMountDir) + "/runner.sock",
+                                "--own-pid-namespace"));
+  EXPECT_TRUE(HasPair(a, "--mount",
+                      absl::StrCat("type=bind,source=/usr/lib/sandboxd/sandbox_runner.js,target=",
+                                   kJsRunnerMountPath, ",ro=true")));
+  EXPECT_THAT(a, Not(Contains(kRunnerMountPath)));
+  EXPECT_THAT(a, Not(Contains("python3")));
+  // Everything else is the Python session's command line: the same flags, limits and
+  // mounts but the runner's.
+  Argv python = BuildRunArgv(Options(), CgroupInfo(), Spec());
+  auto without_runner = [](Argv argv, size_t command) {
+    argv.resize(argv.size() - command);
+    argv.erase(std::remove_if(argv.begin(), argv.end(),
+                              [](const std::string& v) { return absl::StrContains(v, "sandbox_runner"); }),
+               argv.end());
+    return argv;
+  };
+  EXPECT_EQ(without_runner(a, 7), without_runner(python, 8));
+}
+
 TEST(BuildRunArgvTest, SpecImageIsUsed) {
   ContainerSpec s = Spec();
   s.image = "other/image:tag";

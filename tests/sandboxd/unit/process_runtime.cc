@@ -106,6 +106,9 @@ absl::StatusOr<std::string> ProcessRuntime::Start(const ContainerSpec& spec) {
       return absl::AlreadyExistsError(absl::StrCat("a process named ", spec.name, " exists"));
     }
   }
+  if (spec.language != Language::kPython) {
+    return absl::UnimplementedError("ProcessRuntime runs the Python runner only");
+  }
   python = FindInPath(python_);
   if (python.empty()) return absl::UnavailableError(absl::StrCat(python_, " is not in PATH"));
 
