@@ -112,7 +112,7 @@ class CellTransform {
   build(program) {
     program.body.forEach((s) => this.statement(s, true));
     const last = program.body[program.body.length - 1];
-    if (last && last.type === 'ExpressionStatement' && !last.directive) {
+    if (last && last.type === 'ExpressionStatement') {
       this.edits.push({ start: last.start, end: last.end,
         text: `return {value: (${this.slice(last.expression)})};` });
     }

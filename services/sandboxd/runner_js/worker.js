@@ -23,6 +23,9 @@ const Script = vm.Script;
 const NativePromise = Promise;
 const promiseThen = Promise.prototype.then;
 const StringCtor = String;
+const objectCreate = Object.create;
+const NullObject = () => objectCreate(null);
+const INSPECT_OPTIONS = { maxStringLength: RESULT_LIMIT + 1 };
 const CELL_FRAME = /<cell-\d+>:\d+(:\d+)?\)?$/;
 
 function safe(fn, fallback) {
@@ -116,8 +119,10 @@ class WorkerRuntime {
     let result = null;
     let error = null;
     try {
-      const value = await this.run(id, source, filename);
-      if (value !== undefined) result = escapeLoneSurrogates(cap(inspect(value), RESULT_LIMIT));
+      const value = (await this.run(id, source, filename)).value;
+      if (value !== undefined) {
+        result = escapeLoneSurrogates(cap(inspect(value, INSPECT_OPTIONS), RESULT_LIMIT));
+      }
     } catch (e) {
       if (e === INTERRUPTED) {
         status = 'interrupted';
@@ -134,14 +139,18 @@ class WorkerRuntime {
       droppedBytes: counts.droppedBytes });
   }
 
-  // The cell's trailing value; rejects with the cell's error, or INTERRUPTED.
+  // {value} of the cell's trailing expression; rejects with the cell's error, or INTERRUPTED.
   run(id, source, filename) {
     return new NativePromise((resolve, reject) => {
       this.current = { id, interrupt: () => reject(INTERRUPTED) };
       const code = transformCell(source);
       const script = new Script(code, { filename, importModuleDynamically: (s) => import(s) });
       const promise = script.runInThisContext({ displayErrors: false })();
-      promiseThen.call(promise, (box) => resolve(box ? box.value : undefined), reject);
+      promiseThen.call(promise, (box) => {
+        const holder = NullObject();      // no `then` even if Object.prototype has one
+        holder.value = box ? box.value : undefined;
+        resolve(holder);
+      }, reject);
     });
   }
 }
