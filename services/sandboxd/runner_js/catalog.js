@@ -6,6 +6,9 @@
 
 const { ProtocolError } = require('./protocol');
 
+// Captured when the module loads: in the worker, user code may replace the globals later.
+const NativeMap = Map;
+
 const PY_KEYWORDS = new Set(('False None True and as assert async await break class continue ' +
   'def del elif else except finally for from global if import in is lambda nonlocal not or ' +
   'pass raise return try while with yield').split(' '));
@@ -134,7 +137,7 @@ function schemaParams(tool) {
   const properties = isObject(schema.properties) ? schema.properties : {};
   const required = Array.isArray(schema.required) ?
     schema.required.filter((r) => typeof r === 'string') : [];
-  const params = new Map();
+  const params = new NativeMap();
   for (const name of Object.keys(properties)) {
     const s = isObject(properties[name]) ? properties[name] : {};
     let types = typeof s.type === 'string' ? [s.type] : s.type;

@@ -4,7 +4,7 @@
 // worker when an interrupt cannot land within INTERRUPT_GRACE_MS), and serves file frames
 // (files.js). It never runs user code and shares no globals with the worker.
 
-const { RUNNER_VERSION, DEFAULT_TOOL_CALLS_IN_FLIGHT, INTERRUPT_GRACE_MS, log, cap,
+const { RUNNER_VERSION, DEFAULT_TOOL_CALLS_IN_FLIGHT, INTERRUPT_GRACE_MS, CELL_PREFIX, log, cap,
   ERROR_MESSAGE_LIMIT } = require('./common');
 const { ProtocolError, frameField } = require('./protocol');
 const { parseCatalog } = require('./catalog');
@@ -13,6 +13,7 @@ const { Namespace } = require('./namespace');
 const { OutputBatcher } = require('./output');
 const { ToolCalls, ExecCalls } = require('./tool_calls');
 const { FileTransfers, FILE_FRAMES, checkFileFrame } = require('./files');
+const { transformCell, syntaxErrorReport } = require('./transform');
 
 class Runner {
   constructor(options) {
@@ -25,6 +26,7 @@ class Runner {
     this.current = null;          // the running exec
     this.catalog = [];
     this.execs = 0;               // execs in this namespace (ready.execs)
+    this.cells = 0;               // cell file names: <cell-1>, <cell-2>, ...
     this.output = new OutputBatcher();
     this.calls = new ToolCalls();
     this.files = new FileTransfers(options.workspace);
@@ -101,7 +103,16 @@ class Runner {
     this.current = cur;
     this.execs++;
     this.output.begin((f) => conn.send(f), cur.id, frame.max_output_bytes);
-    this.ns.post({ t: 'exec', id: cur.id, code: frame.code, maxOut: frame.max_output_bytes });
+    const filename = `${CELL_PREFIX}${++this.cells}>`;
+    let code;
+    try {
+      code = transformCell(frame.code);
+    } catch (e) {
+      if (!(e instanceof SyntaxError)) throw e;
+      this.finishExec(cur, 'error', null, syntaxErrorReport(e, frame.code, filename), null);
+      return;
+    }
+    this.ns.post({ t: 'exec', id: cur.id, code, filename, maxOut: frame.max_output_bytes });
   }
 
   onCall(m) {

@@ -7,8 +7,10 @@
 //    across cells);
 //  - top-level function declarations stay in place (hoisted inside the cell as before) and
 //    are copied to the global object at the start of the body;
-//  - a trailing expression statement becomes `return {value: (expr)}` (the cell's result;
-//    the object keeps a returned promise from being awaited).
+//  - a trailing expression statement becomes `return {__proto__: null, value: (expr)}` (the
+//    cell's result; the box keeps a returned promise from being awaited, and has no `then`
+//    even when user code put one on Object.prototype).
+// It runs on the main thread, whose globals user code cannot reach.
 // Everything the transform adds to the first line goes before the code, and nothing adds
 // lines, so line numbers in stacks are the cell's own. The script evaluates to the async
 // function; the runner calls it (so no frame of the wrapper's call shows in stacks).
@@ -114,7 +116,7 @@ class CellTransform {
     const last = program.body[program.body.length - 1];
     if (last && last.type === 'ExpressionStatement') {
       this.edits.push({ start: last.start, end: last.end,
-        text: `return {value: (${this.slice(last.expression)})};` });
+        text: `return {__proto__: null, value: (${this.slice(last.expression)})};` });
     }
     this.edits.sort((a, b) => b.start - a.start);
     let code = this.source;
@@ -133,4 +135,13 @@ function transformCell(source) {
   return new CellTransform(source).build(program);
 }
 
-module.exports = { transformCell };
+// {type, message, traceback} of acorn's SyntaxError for the cell `source` named `filename`.
+function syntaxErrorReport(err, source, filename) {
+  const loc = err.loc || { line: 1, column: 0 };
+  const line = (source.split('\n')[loc.line - 1] || '').slice(0, 1000);
+  return { type: 'SyntaxError', message: err.message,
+    traceback: `${filename}:${loc.line}\n${line}\n${' '.repeat(Math.min(loc.column, 1000))}^\n\n` +
+      `SyntaxError: ${err.message}` };
+}
+
+module.exports = { transformCell, syntaxErrorReport };

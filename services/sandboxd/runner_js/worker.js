@@ -11,9 +11,8 @@ const util = require('util');
 const path = require('path');
 const { createRequire } = require('module');
 const { parentPort } = require('worker_threads');
-const { cap, escapeLoneSurrogates, RESULT_LIMIT, ERROR_MESSAGE_LIMIT, TRACEBACK_LIMIT,
-  CELL_PREFIX } = require('./common');
-const { transformCell } = require('./transform');
+const { cap, escapeLoneSurrogates, RESULT_LIMIT, ERROR_MESSAGE_LIMIT, TRACEBACK_LIMIT } =
+  require('./common');
 const { OutputCapture } = require('./worker_output');
 const { WorkerTools } = require('./worker_tools');
 
@@ -22,6 +21,7 @@ const inspect = util.inspect;
 const Script = vm.Script;
 const NativePromise = Promise;
 const promiseThen = Promise.prototype.then;
+const apply = Reflect.apply;
 const StringCtor = String;
 const objectCreate = Object.create;
 const NullObject = () => objectCreate(null);
@@ -59,21 +59,14 @@ function userStack(stack) {
 }
 
 // {type, message, traceback} of whatever a cell threw (any value; getters may throw).
-function describeError(err, source, filename) {
+function describeError(err) {
   if (err === null || (typeof err !== 'object' && typeof err !== 'function')) {
     const text = `Uncaught ${safe(() => inspect(err), '?')}`;
     return { type: 'Error', message: cap(text, ERROR_MESSAGE_LIMIT), traceback: text };
   }
   const type = safe(() => StringCtor(err.name || err.constructor.name), 'Error') || 'Error';
   const message = safe(() => StringCtor(err.message), '') || '';
-  let traceback;
-  if (err.pos !== undefined && err.loc && type === 'SyntaxError' && source !== undefined) {
-    const line = source.split('\n')[err.loc.line - 1] || '';
-    traceback = `${filename}:${err.loc.line}\n${line}\n${' '.repeat(err.loc.column)}^\n\n` +
-      `SyntaxError: ${message}`;
-  } else {
-    traceback = userStack(safe(() => StringCtor(err.stack), `${type}: ${message}`));
-  }
+  const traceback = userStack(safe(() => StringCtor(err.stack), `${type}: ${message}`));
   return { type: escapeLoneSurrogates(type).slice(0, 256),
     message: escapeLoneSurrogates(cap(message, ERROR_MESSAGE_LIMIT)),
     traceback: escapeLoneSurrogates(capTraceback(traceback)) };
@@ -83,7 +76,6 @@ class WorkerRuntime {
   constructor() {
     this.output = new OutputCapture(post);
     this.tools = new WorkerTools(post);
-    this.cell = 0;
     this.current = null;          // {id, interrupt(reason)} of the running exec
   }
 
@@ -105,21 +97,21 @@ class WorkerRuntime {
   }
 
   onMessage(m) {
-    if (m.t === 'exec') this.exec(m.id, m.code, m.maxOut);
+    if (m.t === 'exec') this.exec(m.id, m.code, m.filename, m.maxOut);
     else if (m.t === 'result') this.tools.settle(m);
     else if (m.t === 'interrupt' && this.current && this.current.id === m.id) this.current.interrupt();
     else if (m.t === 'catalog') this.tools.install(m.servers);
   }
 
-  async exec(id, source, maxOut) {
+  // `code` is the cell after transform.js (done on the main thread).
+  async exec(id, code, filename, maxOut) {
     this.output.begin(maxOut);
     this.tools.execId = id;
-    const filename = `${CELL_PREFIX}${++this.cell}>`;
     let status = 'ok';
     let result = null;
     let error = null;
     try {
-      const value = (await this.run(id, source, filename)).value;
+      const value = (await this.run(id, code, filename)).value;
       if (value !== undefined) {
         result = escapeLoneSurrogates(cap(inspect(value, INSPECT_OPTIONS), RESULT_LIMIT));
       }
@@ -129,7 +121,7 @@ class WorkerRuntime {
         error = { type: 'InterruptedError', message: 'execution interrupted', traceback: '' };
       } else {
         status = 'error';
-        error = describeError(e, source, filename);
+        error = describeError(e);
       }
     }
     this.current = null;
@@ -140,17 +132,16 @@ class WorkerRuntime {
   }
 
   // {value} of the cell's trailing expression; rejects with the cell's error, or INTERRUPTED.
-  run(id, source, filename) {
+  run(id, code, filename) {
     return new NativePromise((resolve, reject) => {
       this.current = { id, interrupt: () => reject(INTERRUPTED) };
-      const code = transformCell(source);
       const script = new Script(code, { filename, importModuleDynamically: (s) => import(s) });
       const promise = script.runInThisContext({ displayErrors: false })();
-      promiseThen.call(promise, (box) => {
+      apply(promiseThen, promise, [(box) => {
         const holder = NullObject();      // no `then` even if Object.prototype has one
         holder.value = box ? box.value : undefined;
         resolve(holder);
-      }, reject);
+      }, reject]);
     });
   }
 }

@@ -9,7 +9,7 @@ const { checkArguments } = require('./catalog');
 
 // Captured before user code runs: a cell that replaces the globals breaks only itself.
 const NativePromise = Promise;
-const NativeMap = Map;
+const objectCreate = Object.create;
 
 class ToolError extends Error {
   constructor(message, server, tool) {
@@ -26,7 +26,7 @@ class ToolError extends Error {
 class WorkerTools {
   constructor(post) {
     this.post = post;
-    this.pending = new NativeMap();     // k -> {resolve, reject, server, tool, exec}
+    this.pending = objectCreate(null);  // k -> {resolve, reject, server, tool, exec}
     this.nextKey = 1;
     this.execId = null;           // the exec whose calls are accepted
     this.installed = [];          // global names of the server objects
@@ -47,11 +47,11 @@ class WorkerTools {
     }
     const k = this.nextKey++;
     return new NativePromise((resolve, reject) => {
-      this.pending.set(k, { resolve, reject, server: server.name, tool: tool.name, exec: this.execId });
+      this.pending[k] = { resolve, reject, server: server.name, tool: tool.name, exec: this.execId };
       try {
         this.post({ t: 'call', k, server: server.name, tool: tool.name, args: checked });
       } catch (e) {
-        this.pending.delete(k);
+        delete this.pending[k];
         reject(new TypeError(`${owner}: arguments cannot be sent: ${e.message}`));
       }
     });
@@ -59,18 +59,19 @@ class WorkerTools {
 
   // A result from the main thread: {k, ok, value} or {k, ok: false, message}.
   settle(message) {
-    const entry = this.pending.get(message.k);
+    const entry = this.pending[message.k];
     if (!entry) return;
-    this.pending.delete(message.k);
+    delete this.pending[message.k];
     if (message.ok) entry.resolve(message.value);
     else entry.reject(new ToolError(message.message, entry.server, entry.tool));
   }
 
   // The exec ended: its calls still waiting fail in the code (if any) that awaits them.
   endExec(message) {
-    for (const [k, entry] of this.pending) {
+    for (const k in this.pending) {
+      const entry = this.pending[k];
       if (entry.exec !== this.execId) continue;
-      this.pending.delete(k);
+      delete this.pending[k];
       entry.reject(new ToolError(message, entry.server, entry.tool));
     }
     this.execId = null;
