@@ -1,0 +1,57 @@
+'use strict';
+// What every module of the JavaScript runner shares: the limits of docs/runner-protocol.md,
+// the runner's own log, caps with visible markers, and the lone-surrogate escaping that keeps
+// every frame valid UTF-8 (sandboxd's JSON parser refuses a `\udXXX` escape that is not half
+// of a pair).
+
+const RUNNER_VERSION = 2;                          // 2: binary file_chunk frames
+const MAX_FRAME_BYTES = 16 * 1024 * 1024;          // both directions
+const OUTPUT_FLUSH_BYTES = 8 * 1024;               // flush output when this much is buffered ...
+const OUTPUT_FLUSH_MS = 5;                         // ... or this long after the first write
+const OUTPUT_FRAME_CHARS = 1024 * 1024;            // text per output frame
+const RESULT_LIMIT = 64 * 1024;                    // chars of the trailing expression's inspect
+const ERROR_MESSAGE_LIMIT = 64 * 1024;
+const TRACEBACK_LIMIT = 256 * 1024;
+const DEFAULT_TOOL_CALLS_IN_FLIGHT = 64;
+const INTERRUPT_GRACE_MS = 250;                    // then the worker is terminated
+const CELL_PREFIX = '<cell-';                      // file names of agent code: <cell-1>, ...
+
+function log(message) {
+  try {
+    process.stderr.write(`sandbox_runner.js: ${message}\n`);
+  } catch (e) {
+    // the runner's log must never fail the runner
+  }
+}
+
+// `text` cut to `limit` chars with a marker saying how much was cut.
+function cap(text, limit) {
+  if (text.length <= limit) return text;
+  return `${text.slice(0, limit)}...[truncated ${text.length - limit} chars]`;
+}
+
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+// Lone surrogates written as the six characters `\udXXX` (Python's backslashreplace), so the
+// text encodes to valid UTF-8 and its byte count is what goes out.
+function escapeLoneSurrogates(text) {
+  LONE_SURROGATE.lastIndex = 0;
+  if (!LONE_SURROGATE.test(text)) return text;
+  return text.replace(LONE_SURROGATE, (c) => `\\u${c.charCodeAt(0).toString(16)}`);
+}
+
+// JSON.stringify writes a lone surrogate as the escape `\udXXX`, which nlohmann::json
+// refuses; turn each such escape into the escaped backslash plus `udXXX` (the same six
+// visible characters). Pairs of `\\` are consumed first so an escaped backslash followed by
+// "ud..." text is left alone.
+function fixJsonSurrogates(json) {
+  if (json.indexOf('\\ud') < 0 && json.indexOf('\\uD') < 0) return json;
+  return json.replace(/\\\\|\\u([dD][89abcdefABCDEF][0-9a-fA-F]{2})/g,
+    (match, hex) => (hex ? `\\\\u${hex.toLowerCase()}` : match));
+}
+
+module.exports = {
+  RUNNER_VERSION, MAX_FRAME_BYTES, OUTPUT_FLUSH_BYTES, OUTPUT_FLUSH_MS, OUTPUT_FRAME_CHARS,
+  RESULT_LIMIT, ERROR_MESSAGE_LIMIT, TRACEBACK_LIMIT, DEFAULT_TOOL_CALLS_IN_FLIGHT,
+  INTERRUPT_GRACE_MS, CELL_PREFIX, log, cap, escapeLoneSurrogates, fixJsonSurrogates,
+};

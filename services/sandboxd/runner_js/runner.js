@@ -1,0 +1,259 @@
+'use strict';
+// The runner's main thread: accepts sandboxd's connections, dispatches their frames, runs
+// execs one at a time in the namespace (namespace.js), interrupts them (terminating the
+// worker when an interrupt cannot land within INTERRUPT_GRACE_MS), and serves file frames
+// (files.js). It never runs user code and shares no globals with the worker.
+
+const { RUNNER_VERSION, DEFAULT_TOOL_CALLS_IN_FLIGHT, INTERRUPT_GRACE_MS, CELL_PREFIX, log, cap,
+  ERROR_MESSAGE_LIMIT } = require('./common');
+const { ProtocolError, frameField } = require('./protocol');
+const { parseCatalog } = require('./catalog');
+const { Connection } = require('./connection');
+const { Namespace } = require('./namespace');
+const { OutputBatcher } = require('./output');
+const { ToolCalls, ExecCalls } = require('./tool_calls');
+const { FileTransfers, FILE_FRAMES, checkFileFrame } = require('./files');
+const { transformCell, syntaxErrorReport } = require('./transform');
+
+class Runner {
+  constructor(options) {
+    this.bundle = options.bundle;
+    this.heapMb = options.heapMb;
+    this.ownPidNamespace = options.ownPidNamespace;
+    this.conn = null;
+    this.queue = [];              // {conn, frame}: exec, reset, set_catalog, in order
+    this.early = new Set();       // queued exec frames an interrupt already ended
+    this.current = null;          // the running exec
+    this.catalog = [];
+    this.execs = 0;               // execs in this namespace (ready.execs)
+    this.cells = 0;               // cell file names: <cell-1>, <cell-2>, ...
+    this.output = new OutputBatcher();
+    this.calls = new ToolCalls();
+    this.files = new FileTransfers(options.workspace);
+    this.ns = null;
+    this.nsReady = false;
+    this.newNamespace();
+  }
+
+  // -- namespace ---------------------------------------------------------------------
+
+  newNamespace() {
+    if (this.ns) this.ns.end();
+    this.nsReady = false;
+    this.execs = 0;
+    const ns = new Namespace(this.bundle, this.heapMb, {
+      ready: () => {
+        ns.post({ t: 'catalog', servers: this.catalog });
+        this.nsReady = true;
+        this.pump();
+      },
+      out: (stream, text) => this.output.add(stream, text),
+      call: (m) => this.onCall(m),
+      done: (m) => this.onDone(m),
+      lost: (reason, oom) => this.onNamespaceLost(reason, oom),
+    });
+    this.ns = ns;
+  }
+
+  onNamespaceLost(reason, outOfMemory) {
+    log(`namespace lost: ${reason}`);
+    const cur = this.current;
+    if (!this.nsReady) {                       // it died starting: do not spin
+      setTimeout(() => this.newNamespace(), 1000);
+      return;
+    }
+    this.newNamespace();
+    if (!cur) return;
+    const why = outOfMemory ? `the JavaScript heap limit (${this.heapMb} MiB) was reached` : reason;
+    this.output.note('stderr', `\n[${why}: the namespace was reset; every variable and ` +
+      'function defined so far is lost]\n');
+    this.finishExec(cur, 'error', null, {
+      type: outOfMemory ? 'OutOfMemoryError' : 'RunnerError',
+      message: cap(`${why}; the namespace was reset`, ERROR_MESSAGE_LIMIT), traceback: '' }, null);
+  }
+
+  // -- execs ---------------------------------------------------------------------------
+
+  pump() {
+    while (!this.current && this.nsReady && this.queue.length) {
+      const { conn, frame } = this.queue.shift();
+      if (!conn.alive) continue;
+      if (frame.type === 'exec') this.startExec(conn, frame);
+      else if (frame.type === 'reset') {
+        if (this.ownPidNamespace) killOtherProcesses();
+        this.newNamespace();
+        conn.send({ type: 'reset_done', id: frame.id });
+      } else if (frame.type === 'set_catalog') {
+        this.catalog = frame.servers;
+        this.ns.post({ t: 'catalog', servers: frame.servers });
+        conn.send({ type: 'catalog_set', id: frame.id });
+      }
+    }
+  }
+
+  startExec(conn, frame) {
+    const limit = frame.max_tool_calls_in_flight === undefined ?
+      DEFAULT_TOOL_CALLS_IN_FLIGHT : frame.max_tool_calls_in_flight;
+    const cur = { id: frame.id, conn, calls: new ExecCalls(frame.id, conn, limit), timer: null,
+      interrupted: false };
+    if (this.early.delete(frame)) {
+      conn.send(doneFrame(cur.id, 'interrupted', null, interruptedError(), 0, 0));
+      return;
+    }
+    this.current = cur;
+    this.execs++;
+    this.output.begin((f) => conn.send(f), cur.id, frame.max_output_bytes);
+    const filename = `${CELL_PREFIX}${++this.cells}>`;
+    let code;
+    try {
+      code = transformCell(frame.code);
+    } catch (e) {
+      if (!(e instanceof SyntaxError)) throw e;
+      this.finishExec(cur, 'error', null, syntaxErrorReport(e, frame.code, filename), null);
+      return;
+    }
+    this.ns.post({ t: 'exec', id: cur.id, code, filename, maxOut: frame.max_output_bytes });
+  }
+
+  onCall(m) {
+    const cur = this.current;
+    if (!cur) return;             // a call after done: its promise was already rejected
+    const ns = this.ns;
+    this.calls.submit(cur.calls, m, (k, result) => ns.post({ t: 'result', k, ...result }),
+      () => this.output.flush());
+  }
+
+  onDone(m) {
+    const cur = this.current;
+    if (!cur || m.id !== cur.id) {
+      this.ns.lose(`the worker reported the end of exec ${m.id}, which is not running`, false);
+      return;
+    }
+    const status = cur.interrupted && m.status === 'interrupted' ? 'interrupted' :
+      (m.status === 'interrupted' ? 'error' : m.status);
+    this.finishExec(cur, status, m.result, m.error, m);
+  }
+
+  finishExec(cur, status, result, error, counts) {
+    if (cur.timer) clearTimeout(cur.timer);
+    const own = this.output.finish();
+    this.calls.close(cur.calls, 'the execution ended before the tool result arrived');
+    this.current = null;
+    const outputBytes = Math.max(counts ? counts.outputBytes : 0, own.bytes + own.dropped);
+    const dropped = (counts ? counts.droppedBytes : 0) + own.dropped;
+    cur.conn.send(doneFrame(cur.id, status, result, error, outputBytes, dropped));
+    this.pump();
+  }
+
+  interrupt(conn, id) {
+    const cur = this.current;
+    if (!cur || cur.conn !== conn || cur.id !== id) {
+      const queued = this.queue.find((q) => q.conn === conn && q.frame.type === 'exec' &&
+        q.frame.id === id);
+      if (queued) this.early.add(queued.frame);
+      return;
+    }
+    if (cur.interrupted) return;
+    cur.interrupted = true;
+    this.ns.post({ t: 'interrupt', id });
+    cur.timer = setTimeout(() => this.interruptByTermination(cur), INTERRUPT_GRACE_MS);
+  }
+
+  // The worker did not answer an interrupt in time (a synchronous loop): it is terminated
+  // and everything the namespace held is lost.
+  interruptByTermination(cur) {
+    if (this.current !== cur) return;
+    log(`exec ${cur.id} did not stop within ${INTERRUPT_GRACE_MS} ms; terminating the worker`);
+    this.newNamespace();
+    this.output.note('stderr', `\n[the code did not stop within ${INTERRUPT_GRACE_MS} ms of ` +
+      'the interrupt (a synchronous loop?), so the JavaScript worker was terminated: the ' +
+      'namespace was reset and every variable and function defined so far is lost]\n');
+    this.finishExec(cur, 'interrupted', null, interruptedError(), null);
+  }
+
+  // -- connections ---------------------------------------------------------------------
+
+  accept(socket) {
+    const conn = new Connection(socket, (c, f) => this.dispatch(c, f), (c) => this.lost(c));
+    const old = this.conn;
+    this.conn = conn;
+    if (old) old.close();
+    conn.send({ type: 'ready', runner_version: RUNNER_VERSION, runtime: 'javascript',
+      node: process.version, pid: process.pid, execs: this.execs });
+  }
+
+  lost(conn) {
+    if (this.conn === conn) this.conn = null;
+    this.queue = this.queue.filter((q) => q.conn !== conn);
+    this.files.connectionLost(conn);
+    const cur = this.current;
+    if (cur && cur.conn === conn) {
+      this.calls.close(cur.calls, 'sandboxd connection lost');
+      this.interrupt(conn, cur.id);
+    }
+  }
+
+  dispatch(conn, frame) {
+    const kind = frame.type;
+    if (kind === 'ping') conn.send({ type: 'pong', id: frameField(frame, 'id', 'int') });
+    else if (kind === 'tool_result') {
+      frameField(frame, 'call_id', 'str');
+      frameField(frame, 'ok', 'bool');
+      this.calls.resolve(conn, frame);
+    } else if (kind === 'interrupt') this.interrupt(conn, frameField(frame, 'id', 'int'));
+    else if (kind === 'exec') this.enqueue(conn, checkExec(frame));
+    else if (kind === 'reset') {
+      frameField(frame, 'id', 'int');
+      this.enqueue(conn, frame);
+    } else if (kind === 'set_catalog') {
+      frameField(frame, 'id', 'int');
+      const servers = parseCatalog(frameField(frame, 'catalog', 'object'));
+      this.enqueue(conn, { type: 'set_catalog', id: frame.id, servers });
+    } else if (FILE_FRAMES[kind]) this.files.submit(conn, checkFileFrame(frame));
+    else log(`ignoring unknown frame type ${JSON.stringify(kind).slice(0, 80)}`);
+  }
+
+  enqueue(conn, frame) {
+    this.queue.push({ conn, frame });
+    this.pump();
+  }
+}
+
+function checkExec(frame) {
+  frameField(frame, 'id', 'int');
+  frameField(frame, 'code', 'str');
+  if (frameField(frame, 'max_output_bytes', 'int') < 0) {
+    throw new ProtocolError('exec.max_output_bytes must not be negative');
+  }
+  if ('max_display_bytes' in frame && frameField(frame, 'max_display_bytes', 'int') < 0) {
+    throw new ProtocolError('exec.max_display_bytes must not be negative');
+  }
+  if ('max_tool_calls_in_flight' in frame &&
+      frameField(frame, 'max_tool_calls_in_flight', 'int') < 1) {
+    throw new ProtocolError('exec.max_tool_calls_in_flight must be at least 1');
+  }
+  return frame;
+}
+
+function interruptedError() {
+  return { type: 'InterruptedError', message: 'execution interrupted', traceback: '' };
+}
+
+function doneFrame(id, status, result, error, outputBytes, droppedBytes) {
+  return { type: 'done', id, status, result, error, output_bytes: outputBytes,
+    dropped_bytes: droppedBytes, displays: 0, displays_dropped: 0 };
+}
+
+// End every other process of this PID namespace (what user code left running); only with
+// --own-pid-namespace, i.e. in a container of our own. kill(-1) spares init and us.
+function killOtherProcesses() {
+  for (let i = 0; i < 100; i++) {
+    try {
+      process.kill(-1, 'SIGKILL');
+    } catch (e) {
+      return;                     // ESRCH: nobody else is left
+    }
+  }
+}
+
+module.exports = { Runner };

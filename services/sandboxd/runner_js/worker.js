@@ -1,0 +1,155 @@
+'use strict';
+// The worker thread that runs user code (one per namespace; the main thread terminates it
+// when an interrupt cannot land, on reset and when it misbehaves). Cells run in this
+// thread's own global scope with vm.Script (file names <cell-1>, <cell-2>, ...), after the
+// transform of transform.js. Messages to the main thread: ready, out, call, done; from it:
+// exec, result, interrupt, catalog. References the runtime needs are captured when this
+// module loads, before any user code can replace a global.
+
+const vm = require('vm');
+const util = require('util');
+const path = require('path');
+const { createRequire } = require('module');
+const { parentPort } = require('worker_threads');
+const { cap, escapeLoneSurrogates, RESULT_LIMIT, ERROR_MESSAGE_LIMIT, TRACEBACK_LIMIT } =
+  require('./common');
+const { OutputCapture } = require('./worker_output');
+const { WorkerTools } = require('./worker_tools');
+
+const post = parentPort.postMessage.bind(parentPort);
+const inspect = util.inspect;
+const Script = vm.Script;
+const NativePromise = Promise;
+const promiseThen = Promise.prototype.then;
+const apply = Reflect.apply;
+const StringCtor = String;
+const objectCreate = Object.create;
+const NullObject = () => objectCreate(null);
+const INSPECT_OPTIONS = { maxStringLength: RESULT_LIMIT + 1 };
+const CELL_FRAME = /<cell-\d+>:\d+(:\d+)?\)?$/;
+
+function safe(fn, fallback) {
+  try {
+    return fn();
+  } catch (e) {
+    return fallback;
+  }
+}
+
+function capTraceback(text) {
+  if (text.length <= TRACEBACK_LIMIT) return text;
+  const head = TRACEBACK_LIMIT / 4;
+  const tail = TRACEBACK_LIMIT - head;
+  return `${text.slice(0, head)}\n...[truncated ${text.length - head - tail} chars]...\n` +
+    text.slice(text.length - tail);
+}
+
+// The stack with only the user's frames: the header (type and message) and every frame
+// in a cell; the runner's frames and node's internals are left out.
+function userStack(stack) {
+  const lines = stack.split('\n');
+  const kept = [];
+  let inFrames = false;
+  for (const line of lines) {
+    const isFrame = /^\s+at /.test(line);
+    inFrames = inFrames || isFrame;
+    if (!inFrames || (isFrame && CELL_FRAME.test(line))) kept[kept.length] = line;
+  }
+  return kept.join('\n');
+}
+
+// {type, message, traceback} of whatever a cell threw (any value; getters may throw).
+function describeError(err) {
+  if (err === null || (typeof err !== 'object' && typeof err !== 'function')) {
+    const text = `Uncaught ${safe(() => inspect(err), '?')}`;
+    return { type: 'Error', message: cap(text, ERROR_MESSAGE_LIMIT), traceback: text };
+  }
+  const type = safe(() => StringCtor(err.name || err.constructor.name), 'Error') || 'Error';
+  const message = safe(() => StringCtor(err.message), '') || '';
+  const traceback = userStack(safe(() => StringCtor(err.stack), `${type}: ${message}`));
+  return { type: escapeLoneSurrogates(type).slice(0, 256),
+    message: escapeLoneSurrogates(cap(message, ERROR_MESSAGE_LIMIT)),
+    traceback: escapeLoneSurrogates(capTraceback(traceback)) };
+}
+
+class WorkerRuntime {
+  constructor() {
+    this.output = new OutputCapture(post);
+    this.tools = new WorkerTools(post);
+    this.current = null;          // {id, interrupt(reason)} of the running exec
+  }
+
+  setup() {
+    Error.stackTraceLimit = 50;
+    this.output.install();
+    this.tools.install([]);
+    globalThis.require = createRequire(path.join(process.cwd(), '<repl>'));
+    process.on('uncaughtException', (e) => this.background(e));
+    process.on('unhandledRejection', (e) => this.background(e));
+    parentPort.on('message', (m) => this.onMessage(m));
+    post({ t: 'ready' });
+  }
+
+  // An error of code left running in the background: shown on stderr of the running exec.
+  background(err) {
+    const text = safe(() => (err && err.stack ? userStack(StringCtor(err.stack)) : inspect(err)), '?');
+    this.output.write('stderr', `Uncaught (in background) ${text}\n`);
+  }
+
+  onMessage(m) {
+    if (m.t === 'exec') this.exec(m.id, m.code, m.filename, m.maxOut);
+    else if (m.t === 'result') this.tools.settle(m);
+    else if (m.t === 'interrupt' && this.current && this.current.id === m.id) this.current.interrupt();
+    else if (m.t === 'catalog') this.tools.install(m.servers);
+  }
+
+  // `code` is the cell after transform.js (done on the main thread).
+  async exec(id, code, filename, maxOut) {
+    this.output.begin(maxOut);
+    this.tools.execId = id;
+    let status = 'ok';
+    let result = null;
+    let error = null;
+    try {
+      const value = (await this.run(id, code, filename)).value;
+      if (value !== undefined) {
+        result = escapeLoneSurrogates(cap(inspect(value, INSPECT_OPTIONS), RESULT_LIMIT));
+      }
+    } catch (e) {
+      if (e === INTERRUPTED) {
+        status = 'interrupted';
+        error = { type: 'InterruptedError', message: 'execution interrupted', traceback: '' };
+      } else {
+        status = 'error';
+        error = describeError(e);
+      }
+    }
+    this.current = null;
+    this.tools.endExec('the execution ended before the tool result arrived');
+    const counts = this.output.finish();
+    post({ t: 'done', id, status, result, error, outputBytes: counts.outputBytes,
+      droppedBytes: counts.droppedBytes });
+  }
+
+  // {value} of the cell's trailing expression; rejects with the cell's error, or INTERRUPTED.
+  run(id, code, filename) {
+    return new NativePromise((resolve, reject) => {
+      this.current = { id, interrupt: () => reject(INTERRUPTED) };
+      const script = new Script(code, { filename, importModuleDynamically: (s) => import(s) });
+      const promise = script.runInThisContext({ displayErrors: false })();
+      apply(promiseThen, promise, [(box) => {
+        const holder = NullObject();      // no `then` even if Object.prototype has one
+        holder.value = box ? box.value : undefined;
+        resolve(holder);
+      }, reject]);
+    });
+  }
+}
+
+const INTERRUPTED = Symbol('interrupted');
+
+function startWorker() {
+  new WorkerRuntime().setup();
+}
+
+module.exports = { startWorker, userStack };

@@ -1,0 +1,287 @@
+// What the JavaScript runner tests share: the runner started the way production starts it
+// (the built bundle, read-only, inside the real sandbox image under podman: --read-only,
+// --user 65534, tmpfs /tmp and /workspace, no network) and sandboxd's side of the frame
+// protocol (docs/runner-protocol.md). One container per test file; tests `reset` between.
+//
+// The bundle is SANDBOXD_RUNNER_JS (ctest sets it to build/services/sandboxd/
+// sandbox_runner.js); the image is SANDBOXD_TEST_IMAGE (default
+// localhost/sandboxd-python:bookworm). Without podman, the image or the bundle a test fails
+// with the reason; it never skips. By hand, after `cmake --build build --target
+// sandbox_runner_js`:
+//
+//   SANDBOXD_RUNNER_JS=build/services/sandboxd/sandbox_runner.js \
+//     node --test tests/sandboxd/runner_js/
+
+import { execFileSync, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+
+export const MIB = 1024 * 1024;
+export const TIMEOUT = 10000;
+const IMAGE = process.env.SANDBOXD_TEST_IMAGE || 'localhost/sandboxd-python:bookworm';
+
+function bundlePath() {
+  const value = process.env.SANDBOXD_RUNNER_JS;
+  if (!value) {
+    throw new Error('SANDBOXD_RUNNER_JS is not set: it must name the built sandbox_runner.js ' +
+      '(ctest sets it; cmake --build build --target sandbox_runner_js)');
+  }
+  const resolved = path.resolve(value);
+  if (!fs.existsSync(resolved)) throw new Error(`SANDBOXD_RUNNER_JS=${value}: no such file`);
+  return resolved;
+}
+
+function checkPodman() {
+  try {
+    execFileSync('podman', ['image', 'exists', IMAGE], { stdio: 'ignore' });
+  } catch (e) {
+    if (e.code === 'ENOENT') throw new Error('podman is missing: these tests run the runner in the sandbox image');
+    throw new Error(`the image ${IMAGE} is missing (build it: deploy/ or scripts/setup.sh)`);
+  }
+}
+
+export class Client {
+  constructor(socket) {
+    this.socket = socket;
+    this.buf = Buffer.alloc(0);
+    this.frames = [];
+    this.waiters = [];
+    this.closed = false;
+    this.nextId = 100;
+    socket.on('data', (d) => {
+      this.buf = Buffer.concat([this.buf, d]);
+      while (this.buf.length >= 4) {
+        const n = this.buf.readUInt32BE(0);
+        if (n > 16 * MIB) throw new Error(`runner sent a frame of ${n} bytes`);
+        if (this.buf.length < 4 + n) break;
+        const body = this.buf.subarray(4, 4 + n);
+        this.buf = this.buf.subarray(4 + n);
+        const text = new TextDecoder('utf-8', { fatal: true }).decode(body);
+        const frame = JSON.parse(text);
+        frame.__raw = text;
+        this.frames.push(frame);
+      }
+      this.wake();
+    });
+    const end = () => { this.closed = true; this.wake(); };
+    socket.on('close', end);
+    socket.on('error', end);
+  }
+
+  wake() {
+    for (const w of this.waiters.splice(0)) w();
+  }
+
+  async recv(timeout = TIMEOUT) {
+    const deadline = Date.now() + timeout;
+    while (!this.frames.length) {
+      if (this.closed) throw new Error('EOF: the runner closed the connection');
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`no frame within ${timeout} ms`);
+      await new Promise((resolve) => {
+        const t = setTimeout(resolve, left);
+        this.waiters.push(() => { clearTimeout(t); resolve(); });
+      });
+    }
+    return this.frames.shift();
+  }
+
+  async expect(kind, timeout) {
+    const f = await this.recv(timeout);
+    if (f.type !== kind) throw new Error(`expected ${kind}, got ${f.__raw.slice(0, 500)}`);
+    return f;
+  }
+
+  // True when the runner closes the connection within `timeout` (frames before are skipped).
+  async atEof(timeout = TIMEOUT) {
+    try {
+      for (;;) await this.recv(timeout);
+    } catch (e) {
+      if (/^EOF/.test(e.message)) return true;
+      return false;
+    }
+  }
+
+  send(frame) {
+    this.sendRaw(Buffer.from(JSON.stringify(frame)));
+  }
+
+  sendRaw(body, length = body.length) {
+    const head = Buffer.alloc(4);
+    head.writeUInt32BE(length >>> 0);
+    this.socket.write(Buffer.concat([head, body]));
+  }
+
+  newId() {
+    return ++this.nextId;
+  }
+
+  startExec(code, { maxOutputBytes = MIB, maxCalls } = {}) {
+    const id = this.newId();
+    const frame = { type: 'exec', id, code, max_output_bytes: maxOutputBytes };
+    if (maxCalls !== undefined) frame.max_tool_calls_in_flight = maxCalls;
+    this.send(frame);
+    return id;
+  }
+
+  // Frames of one exec until its done; onToolCall(frame) returns the tool_result fields, or
+  // null to leave the call unanswered (it may answer later itself).
+  async finishExec(id, { onToolCall, timeout = TIMEOUT } = {}) {
+    const chunks = [];
+    const calls = [];
+    const frames = [];
+    for (;;) {
+      const f = await this.recv(timeout);
+      frames.push(f);
+      if (f.type === 'output' && f.id === id) {
+        for (const [stream, text] of f.chunks) {
+          const last = chunks[chunks.length - 1];
+          if (last && last[0] === stream) last[1] += text;
+          else chunks.push([stream, text]);
+        }
+      } else if (f.type === 'tool_call' && f.id === id) {
+        calls.push(f);
+        const reply = onToolCall ? await onToolCall(f) : null;
+        if (reply) this.send({ ...reply, type: 'tool_result', call_id: f.call_id });
+      } else if (f.type === 'done' && f.id === id) {
+        return new ExecResult(f, chunks, calls, frames);
+      } else {
+        throw new Error(`unexpected frame during exec ${id}: ${f.__raw.slice(0, 500)}`);
+      }
+    }
+  }
+
+  async exec(code, options = {}) {
+    return this.finishExec(this.startExec(code, options), options);
+  }
+
+  async reply(kind, frame) {
+    const id = this.newId();
+    this.send({ ...frame, id });
+    const r = await this.expect(kind);
+    if (r.id !== id) throw new Error(`${kind} for ${r.id}, not ${id}`);
+    return r;
+  }
+
+  reset() {
+    return this.reply('reset_done', { type: 'reset' });
+  }
+
+  setCatalog(catalog) {
+    return this.reply('catalog_set', { type: 'set_catalog', catalog });
+  }
+
+  close() {
+    this.socket.destroy();
+  }
+}
+
+export class ExecResult {
+  constructor(done, chunks, calls, frames) {
+    Object.assign(this, { done, chunks, calls, frames });
+  }
+
+  get status() { return this.done.status; }
+  get result() { return this.done.result; }
+  get error() { return this.done.error; }
+  stream(name) {
+    return this.chunks.filter(([s]) => s === name).map(([, t]) => t).join('');
+  }
+}
+
+// One runner container for a test file. `extraArgs` go to the runner.
+export class RunnerContainer {
+  static async start({ extraArgs = [], memory } = {}) {
+    const bundle = bundlePath();
+    checkPodman();
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'runner-js-test-'));
+    fs.chmodSync(dir, 0o777);
+    const name = `runner-js-test-${process.pid}-${Date.now()}`;
+    const args = ['run', '--rm', '--name', name, '--network', 'none', '--read-only',
+      '--read-only-tmpfs=false', '--cap-drop', 'ALL', '--security-opt', 'no-new-privileges',
+      '--user', '65534:65534', '--init', '--pull', 'never', '--ipc', 'private',
+      '--ulimit', 'nofile=1024:1024', '--ulimit', 'nproc=4096:4096',
+      '--tmpfs', '/tmp:rw,nosuid,nodev,mode=1777,size=64m',
+      '--tmpfs', '/workspace:rw,nosuid,nodev,mode=1777,size=64m', '--workdir', '/workspace',
+      '-v', `${bundle}:/opt/sandboxd/sandbox_runner.js:ro`, '-v', `${dir}:/run/sandboxd`];
+    if (memory) args.push('--memory', memory);
+    args.push(IMAGE, 'node', '/opt/sandboxd/sandbox_runner.js', '--socket',
+      '/run/sandboxd/runner.sock', '--own-pid-namespace', ...extraArgs);
+    const proc = spawn('podman', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const c = new RunnerContainer(name, dir, proc);
+    await c.waitForSocket();
+    return c;
+  }
+
+  constructor(name, dir, proc) {
+    Object.assign(this, { name, dir, proc, log: '', clients: [] });
+    this.exited = null;
+    proc.stdout.on('data', (d) => { this.log += d; });
+    proc.stderr.on('data', (d) => { this.log += d; });
+    proc.on('exit', (code) => { this.exited = code; });
+  }
+
+  get socketPath() {
+    return path.join(this.dir, 'runner.sock');
+  }
+
+  async waitForSocket() {
+    const deadline = Date.now() + 20000;
+    while (!fs.existsSync(this.socketPath)) {
+      if (this.exited !== null) throw new Error(`the runner container exited (${this.exited}):\n${this.log}`);
+      if (Date.now() > deadline) throw new Error(`no runner socket after 20 s:\n${this.log}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+
+  // A new connection that has read `ready`; returns [client, ready].
+  async connect() {
+    const socket = await new Promise((resolve, reject) => {
+      const s = net.createConnection(this.socketPath, () => resolve(s));
+      s.once('error', reject);
+    });
+    const client = new Client(socket);
+    this.clients.push(client);
+    const ready = await client.expect('ready');
+    return [client, ready];
+  }
+
+  stop() {
+    for (const c of this.clients) c.close();
+    try {
+      execFileSync('podman', ['rm', '--force', '--time', '0', '--ignore', this.name], { stdio: 'ignore' });
+    } catch (e) {
+      // already gone
+    }
+    fs.rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+export const CATALOG = {
+  servers: [
+    { name: 'everything', py_name: 'mcp_everything', description: 'Test server', tools: [
+      { name: 'echo', py_name: 'echo', description: 'Echoes back the input',
+        input_schema: { type: 'object', properties: { message: { type: 'string' } },
+          required: ['message'] }, output_schema: null },
+      { name: 'add', py_name: 'add', description: 'Adds two numbers',
+        input_schema: { type: 'object', properties: { a: { type: 'number' }, b: { type: 'number' } },
+          required: ['a', 'b'] }, output_schema: { type: 'object' } },
+      { name: 'get-image', py_name: 'get_image', description: 'Returns a tiny image',
+        input_schema: { type: 'object', properties: {} }, output_schema: null },
+      { name: 'search', py_name: 'search', description: 'Search documents',
+        input_schema: { type: 'object', properties: { limit: { type: 'integer', default: 10 },
+          query: { type: 'string' }, tags: { type: ['array', 'null'] } }, required: ['query'] },
+        output_schema: null },
+    ] },
+    { name: 'memory', py_name: 'mcp_memory', description: 'Knowledge graph', tools: [
+      { name: 'read_graph', py_name: 'read_graph', description: 'Read the whole graph',
+        input_schema: { type: 'object' }, output_schema: null },
+    ] },
+  ],
+};
+
+export function textResult(text) {
+  return { content: [{ type: 'text', text }] };
+}

@@ -1,0 +1,159 @@
+// Tool calls: one global per server, callTool(), result conversion, ToolError, argument
+// checks before any call, Promise.all with back-pressure, late results, the end of an exec.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { CATALOG, RunnerContainer, textResult } from './harness.mjs';
+
+describe('javascript runner: tool calls', () => {
+  let runner;
+  let client;
+  before(async () => {
+    runner = await RunnerContainer.start();
+    [client] = await runner.connect();
+    await client.setCatalog(CATALOG);
+  });
+  after(() => runner && runner.stop());
+
+  const answer = (result) => () => ({ ok: true, result });
+
+  it('installs one global per server and callTool', async () => {
+    const r = await client.exec('JSON.stringify([typeof mcp_everything.echo, typeof mcp_memory.read_graph, ' +
+      'typeof callTool, typeof ToolError, Object.keys(mcp_everything).join()])');
+    assert.equal(r.result, `'["function","function","function","function","echo,add,get_image,search"]'`);
+  });
+
+  it('sends a tool_call frame and converts the result', async () => {
+    const cases = [
+      [textResult('plain text'), "'plain text'"],
+      [textResult('{"n": 1}'), '{ n: 1 }'],
+      [{ content: [], structuredContent: { sum: 3 } }, '{ sum: 3 }'],
+      [{ content: [{ type: 'text', text: 'a' }, { type: 'image', data: 'AA==', mimeType: 'image/png' }] },
+        "[\n  { type: 'text', text: 'a' },\n  { type: 'image', data: 'AA==', mimeType: 'image/png' }\n]"],
+    ];
+    for (const [result, expected] of cases) {
+      const r = await client.exec('await mcp_everything.echo({ message: "hi" })', { onToolCall: answer(result) });
+      assert.equal(r.status, 'ok', JSON.stringify(r.error));
+      assert.equal(r.result, expected);
+      assert.equal(r.calls.length, 1);
+      assert.deepEqual([r.calls[0].server, r.calls[0].tool, r.calls[0].arguments],
+        ['everything', 'echo', { message: 'hi' }]);
+      assert.match(r.calls[0].call_id, /^c\d+$/);
+    }
+  });
+
+  it('callTool takes catalog or py names and passes unknown properties', async () => {
+    const r = await client.exec('await callTool("everything", "get-image", { extra: 1 })',
+      { onToolCall: answer(textResult('"img"')) });
+    assert.equal(r.result, "'img'");
+    assert.deepEqual(r.calls[0].arguments, { extra: 1 });
+    assert.equal(r.calls[0].tool, 'get-image');
+  });
+
+  it('raises ToolError for a failed call, catchable with its fields', async () => {
+    const code = 'let seen; try { await mcp_everything.add({ a: 1, b: 2 }) } catch (e) {\n' +
+      '  seen = [e instanceof ToolError, e.name, e.server, e.tool, e.message] }\nJSON.stringify(seen)';
+    const r = await client.exec(code, { onToolCall: () => ({ ok: false, error: 'upstream down' }) });
+    assert.equal(r.result, `'[true,"ToolError","everything","add","everything.add: upstream down"]'`);
+    const e = await client.exec('await mcp_everything.add({ a: 1, b: 2 })', {
+      onToolCall: answer({ isError: true, content: [{ type: 'text', text: 'bad numbers' }] }) });
+    assert.equal(e.status, 'error');
+    assert.equal(e.error.type, 'ToolError');
+    assert.equal(e.error.message, 'everything.add: bad numbers');
+  });
+
+  it('checks arguments against the schema before any call', async () => {
+    const bad = [
+      ['mcp_everything.echo({})', /missing a required argument: 'message'/],
+      ['mcp_everything.echo({ message: 5 })', /'message' must be string, not number/],
+      ['mcp_everything.echo({ message: "x", nope: 1 })', /unexpected argument 'nope'/],
+      ['mcp_everything.search({ query: "q", limit: 1.5 })', /'limit' must be integer/],
+      ['mcp_everything.echo("hi")', /arguments must be an object/],
+      ['mcp_everything.add({ a: 1, b: NaN })', /'b' must be number/],
+      ['callTool("everything", "echo", { message: () => 1 })', /must be string/],
+      ['callTool("everything", "echo", { message: "m", f: () => 1 })', /not JSON-serializable/],
+    ];
+    for (const [call, message] of bad) {
+      const r = await client.exec(`await ${call}`);
+      assert.equal(r.status, 'error', call);
+      assert.equal(r.error.type, 'TypeError', call);
+      assert.match(r.error.message, message, call);
+      assert.equal(r.calls.length, 0, call);
+    }
+    const unknown = await client.exec('await callTool("nowhere", "x", {})');
+    assert.equal(unknown.error.type, 'ToolError');
+    assert.match(unknown.error.message, /no MCP server 'nowhere'/);
+    const opt = await client.exec('await mcp_everything.search({ query: "q", limit: null, tags: null })',
+      { onToolCall: answer(textResult('1')) });
+    assert.deepEqual(opt.calls[0].arguments, { query: 'q', tags: null });
+  });
+
+  it('runs Promise.all of 100 calls with at most max_tool_calls_in_flight unanswered', async () => {
+    const id = client.startExec('const rs = await Promise.all(Array.from({ length: 100 }, (_, i) =>' +
+      ' mcp_everything.add({ a: i, b: 1 }))); rs.reduce((s, v) => s + v.sum, 0)', { maxCalls: 4 });
+    const held = [];
+    let maxSeen = 0;
+    let total = 0;
+    for (;;) {
+      const f = await client.recv();
+      if (f.type === 'done') {
+        assert.equal(f.status, 'ok', JSON.stringify(f.error));
+        assert.equal(f.result, String(Array.from({ length: 100 }, (_, i) => i + 1).reduce((a, b) => a + b)));
+        break;
+      }
+      assert.equal(f.type, 'tool_call');
+      total++;
+      held.push(f);
+      maxSeen = Math.max(maxSeen, held.length);
+      // answer only once the runner has nothing more to send: it must stop at 4
+      if (held.length === 4 || total === 100) {
+        await new Promise((r) => setTimeout(r, total <= 8 ? 100 : 0));
+        assert.equal(client.frames.length, 0, 'more than 4 calls in flight');
+        const call = held.shift();
+        client.send({ type: 'tool_result', call_id: call.call_id, ok: true,
+          result: { content: [], structuredContent: { sum: call.arguments.a + call.arguments.b } } });
+        if (total === 100) {
+          for (const c of held.splice(0)) {
+            client.send({ type: 'tool_result', call_id: c.call_id, ok: true,
+              result: { content: [], structuredContent: { sum: c.arguments.a + c.arguments.b } } });
+          }
+        }
+      }
+    }
+    assert.equal(total, 100);
+    assert.equal(maxSeen, 4);
+  });
+
+  it('ignores late and unknown results, and rejects pending calls when the exec ends', async () => {
+    const r = await client.exec('globalThis.pending = mcp_everything.echo({ message: "late" })' +
+      '.catch((e) => e); "left"');
+    assert.equal(r.result, "'left'");
+    assert.equal(r.calls.length, 1);
+    client.send({ type: 'tool_result', call_id: r.calls[0].call_id, ok: true, result: textResult('"too late"') });
+    client.send({ type: 'tool_result', call_id: 'c999999', ok: true, result: textResult('x') });
+    const e = await client.exec('const err = await pending; [err.name, err.message]');
+    assert.equal(e.result, "[\n  'ToolError',\n  'everything.echo: the execution ended before the tool result arrived'\n]");
+  });
+
+  it('flushes output before each tool_call frame', async () => {
+    const r = await client.exec('console.log("before"); await mcp_everything.echo({ message: "m" })',
+      { onToolCall: answer(textResult('1')) });
+    const kinds = r.frames.map((f) => f.type);
+    assert.deepEqual(kinds.slice(0, 2), ['output', 'tool_call']);
+  });
+
+  it('refuses arguments that would make a frame over 16 MiB', async () => {
+    const r = await client.exec('await mcp_everything.echo({ message: "x".repeat(17 * 1024 * 1024) })');
+    assert.equal(r.status, 'error');
+    assert.equal(r.error.type, 'ToolError');
+    assert.match(r.error.message, /arguments too large/);
+    assert.equal(r.calls.length, 0);
+  });
+
+  it('gives call ids unique for the runner lifetime, also across a reset', async () => {
+    const a = await client.exec('await mcp_everything.echo({ message: "1" })', { onToolCall: answer(textResult('1')) });
+    await client.reset();
+    const b = await client.exec('await mcp_everything.echo({ message: "2" })', { onToolCall: answer(textResult('2')) });
+    assert.equal(b.result, '2', 'the catalog survives a reset');
+    assert.notEqual(a.calls[0].call_id, b.calls[0].call_id);
+  });
+});
