@@ -190,7 +190,11 @@ std::vector<std::string> BuildRunArgv(const PodmanOptions& options, const Runtim
   a.push_back(spec.image);
   if (spec.language == Language::kJavaScript) {
     // --disable-proto=delete: no __proto__ accessor for user code to reach prototypes by.
-    a.insert(a.end(), {"node", "--disable-proto=delete", kJsRunnerMountPath});
+    // The worker that runs the code gets 3/4 of the memory limit as its heap, so a heap
+    // blow-up ends that worker (the namespace) rather than the runner (the session).
+    const uint64_t heap_mb = std::max<uint64_t>(16, l.memory_bytes / 4 * 3 >> 20);
+    a.insert(a.end(), {"node", "--disable-proto=delete", kJsRunnerMountPath, "--heap-mb",
+                       absl::StrCat(heap_mb)});
   } else {
     a.insert(a.end(), {"python3", "-I", "-u", kRunnerMountPath});
   }

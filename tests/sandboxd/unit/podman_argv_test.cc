@@ -327,10 +327,12 @@ TEST(BuildRunArgvTest, JavaScriptRunsNodeOnItsRunner) {
   s.runner_path = "/usr/lib/sandboxd/sandbox_runner.js";
   Argv a = BuildRunArgv(Options(), CgroupInfo(), s);
   SCOPED_TRACE(Join(a));
-  ASSERT_GE(a.size(), 7u);
-  Argv tail(a.end() - 7, a.end());
+  ASSERT_GE(a.size(), 9u);
+  Argv tail(a.end() - 9, a.end());
+  // 300 MiB of memory: a heap of 225 MiB for the worker that runs the code.
   EXPECT_THAT(tail, ElementsAre("localhost/sandboxd-python:bookworm", "node",
-                                "--disable-proto=delete", kJsRunnerMountPath, "--socket",
+                                "--disable-proto=delete", kJsRunnerMountPath, "--heap-mb", "225",
+                                "--socket",
                                 std::string(kSocketMountDir) + "/runner.sock",
                                 "--own-pid-namespace"));
   EXPECT_TRUE(HasPair(a, "--mount",
@@ -348,7 +350,7 @@ TEST(BuildRunArgvTest, JavaScriptRunsNodeOnItsRunner) {
                argv.end());
     return argv;
   };
-  EXPECT_EQ(without_runner(a, 7), without_runner(python, 8));
+  EXPECT_EQ(without_runner(a, 9), without_runner(python, 8));
 }
 
 TEST(BuildRunArgvTest, SpecImageIsUsed) {
