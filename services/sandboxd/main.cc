@@ -31,6 +31,7 @@
 #include "sandboxd/session_manager.h"
 #include "sandboxd/log.h"
 #include "sandboxd/metrics.h"
+#include "sandboxd/seccomp_profile.h"
 #include "self_check.h"
 #include "telemetry/metrics.h"
 #include "telemetry/metrics_server.h"
@@ -80,6 +81,12 @@ ABSL_FLAG(std::string, js_runner, "",
           "Path of sandbox_runner.js (the JavaScript runner, for CreateSession runtime "
           "\"javascript\"). Default: next to the sandboxd binary, else ../share/sandboxd/; "
           "when there is none, JavaScript sessions are refused (FAILED_PRECONDITION).");
+ABSL_FLAG(std::string, seccomp_base, "/usr/share/containers/seccomp.json",
+          "podman's default seccomp profile, from which sandboxd derives the one every "
+          "container runs under: the same, with the creation of namespaces (clone/unshare "
+          "with namespace flags, clone3, setns) denied, written to <state_dir>/seccomp.json "
+          "at start. \"podman\": podman's default unchanged (sandboxed code can then create "
+          "user namespaces).");
 ABSL_FLAG(std::string, podman, "podman", "podman binary.");
 ABSL_FLAG(std::vector<std::string>, podman_args, {},
           "Extra global podman flags, comma-separated (for example --root=/x,--runroot=/y).");
@@ -360,7 +367,20 @@ sandboxd::PodmanOptions PodmanFromFlags(const sandboxd::ManagerOptions& options)
   podman.podman = absl::GetFlag(FLAGS_podman);
   podman.oci_runtime = absl::GetFlag(FLAGS_oci_runtime);
   podman.global_args = absl::GetFlag(FLAGS_podman_args);
+  if (absl::GetFlag(FLAGS_seccomp_base) != "podman") {
+    podman.seccomp_profile = options.state_dir + "/seccomp.json";
+  }
   return podman;
+}
+
+// The containers' seccomp profile (--seccomp_base), derived into the state directory.
+absl::Status WriteSeccompProfile(const sandboxd::ManagerOptions& options,
+                                 const sandboxd::PodmanOptions& podman) {
+  if (podman.seccomp_profile.empty()) return absl::OkStatus();
+  std::error_code ec;
+  fs::create_directories(options.state_dir, ec);  // 0700, as SessionManager::Start makes it
+  chmod(options.state_dir.c_str(), 0700);
+  return sandboxd::WriteSeccompProfile(absl::GetFlag(FLAGS_seccomp_base), podman.seccomp_profile);
 }
 
 // Health follows readiness: SERVING only while containers can be started (see
@@ -508,7 +528,12 @@ int main(int argc, char** argv) {
   // counted (nobody could read it).
   sandboxd::SandboxdMetrics metrics(!absl::GetFlag(FLAGS_metrics_listen).empty());
   options->metrics = &metrics;
-  sandboxd::PodmanRuntime runtime(PodmanFromFlags(*options), &metrics);
+  const sandboxd::PodmanOptions podman = PodmanFromFlags(*options);
+  if (absl::Status s = WriteSeccompProfile(*options, podman); !s.ok()) {
+    spdlog::critical("{}", s.message());
+    return 2;
+  }
+  sandboxd::PodmanRuntime runtime(podman, &metrics);
   sandboxd::RealClock clock;
   if (absl::GetFlag(FLAGS_self_check)) return RunSelfCheck(*options, &runtime, &clock);
   // gVisor is asked for: it must work here, or the operator hears why at once.

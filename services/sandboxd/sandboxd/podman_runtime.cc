@@ -181,6 +181,9 @@ std::vector<std::string> BuildRunArgv(const PodmanOptions& options, const Runtim
       "--mount", absl::StrCat("type=bind,source=", spec.socket_dir, ",target=", kSocketMountDir,
                               ",nosuid,nodev,noexec"),
   });
+  if (!options.seccomp_profile.empty()) {
+    a.insert(a.end(), {"--security-opt", "seccomp=" + options.seccomp_profile});
+  }
   std::vector<std::string> limits = LimitArgs(info, l, spec.isolation);
   a.insert(a.end(), limits.begin(), limits.end());
   // A clean environment: podman adds only PATH, HOSTNAME, TERM and container=podman.

@@ -41,6 +41,9 @@ struct PodmanOptions {
   bool gvisor = false;
   std::string runsc = "/usr/bin/runsc";
   std::string gvisor_platform = "ptrace";
+  // The seccomp profile every container runs under (seccomp_profile.h); empty: podman's
+  // default, which lets the code create user namespaces.
+  std::string seccomp_profile;
 };
 
 // The runsc flags a gVisor session runs with (podman passes each as --runtime-flag):

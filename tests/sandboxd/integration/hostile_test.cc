@@ -124,6 +124,39 @@ results
   EXPECT_NE(r.find("'uid': 65534"), std::string::npos) << r;
 }
 
+// Podman's default seccomp profile lets any process clone or unshare with CLONE_NEWUSER and
+// become root with every capability in a namespace of its own (attack round 20, N2; here
+// the runner's threads make unshare(CLONE_NEWUSER) fail with EINVAL anyway, but a
+// single-threaded child or a raw clone does it). sandboxd's profile (seccomp_profile.h)
+// denies every namespace flag in unshare and clone, and clone3 says ENOSYS. Threads and
+// child processes, which clone without those flags, still work. Container mode only:
+// gVisor's own kernel answers these calls.
+TEST_F(HostileTest, CodeCannotCreateNamespaces) {
+  auto s = CreateSession(*stub_);
+  Finished f = RunCode(*stub_, s.id(), R"(
+import ctypes, subprocess, threading
+libc = ctypes.CDLL(None, use_errno=True)
+results = {}
+for name, flags in [("user", 0x10000000), ("user+mount+net", 0x10000000 | 0x20000 | 0x40000000),
+                    ("net", 0x40000000), ("mount", 0x20000)]:
+    rc = libc.unshare(flags)
+    results[name] = (rc, ctypes.get_errno())
+# clone(2) with CLONE_NEWUSER (and SIGCHLD): a raw syscall, no C library fallback.
+rc = libc.syscall(56, 0x10000000 | 17, 0, 0, 0, 0)
+results["clone"] = (rc, ctypes.get_errno())
+if rc == 0:
+    libc._exit(0)
+t = threading.Thread(target=lambda: None); t.start(); t.join()
+results["thread"] = "ran"
+results["child"] = subprocess.run(["true"]).returncode
+sorted(results.items())
+)");
+  ASSERT_EQ(f.status(), Finished::OK) << f.DebugString();
+  EXPECT_EQ(f.result_repr(),
+            "[('child', 0), ('clone', (-1, 38)), ('mount', (-1, 38)), ('net', (-1, 38)), "
+            "('thread', 'ran'), ('user', (-1, 38)), ('user+mount+net', (-1, 38))]");
+}
+
 TEST_F(HostileTest, HostEnvironmentDoesNotLeak) {
   auto s = CreateSession(*stub_);
   Finished f = RunCode(*stub_, s.id(), "import os\nsorted(os.environ.items())");
