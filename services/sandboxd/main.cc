@@ -373,6 +373,16 @@ sandboxd::PodmanOptions PodmanFromFlags(const sandboxd::ManagerOptions& options)
   return podman;
 }
 
+// When gVisor is asked for, it must work here, or the operator hears why at once.
+absl::Status CheckGvisor(const sandboxd::ManagerOptions& options, sandboxd::PodmanRuntime& runtime) {
+  if (!options.isolation.Allows(sandboxd::Isolation::kGvisor)) return absl::OkStatus();
+  if (absl::Status s = runtime.CheckGvisor(); !s.ok()) return s;
+  std::string warning =
+      sandboxd::GvisorPidBudgetWarning(options.default_limits.pids, options.max_sessions);
+  if (!warning.empty()) spdlog::warn("{}", warning);
+  return absl::OkStatus();
+}
+
 // The containers' seccomp profile (--seccomp_base), derived into the state directory.
 absl::Status WriteSeccompProfile(const sandboxd::ManagerOptions& options,
                                  const sandboxd::PodmanOptions& podman) {
@@ -536,15 +546,9 @@ int main(int argc, char** argv) {
   sandboxd::PodmanRuntime runtime(podman, &metrics);
   sandboxd::RealClock clock;
   if (absl::GetFlag(FLAGS_self_check)) return RunSelfCheck(*options, &runtime, &clock);
-  // gVisor is asked for: it must work here, or the operator hears why at once.
-  if (options->isolation.Allows(sandboxd::Isolation::kGvisor)) {
-    if (absl::Status s = runtime.CheckGvisor(); !s.ok()) {
-      spdlog::critical("{}", s.message());
-      return 1;
-    }
-    std::string warning = sandboxd::GvisorPidBudgetWarning(options->default_limits.pids,
-                                                           options->max_sessions);
-    if (!warning.empty()) spdlog::warn("{}", warning);
+  if (absl::Status s = CheckGvisor(*options, runtime); !s.ok()) {
+    spdlog::critical("{}", s.message());
+    return 1;
   }
 
   std::string tcp_token;
