@@ -114,11 +114,6 @@ std::vector<std::string> CommentLines(absl::string_view text, size_t max_bytes,
   return lines;
 }
 
-std::string CommentLine(absl::string_view text, size_t max_bytes) {
-  std::vector<std::string> lines = CommentLines(text, max_bytes, 1);
-  return lines.empty() ? "" : lines[0];
-}
-
 // ES reserved words (and strict mode's): quoted as property names, never declared.
 bool IsReservedWord(absl::string_view name) {
   static const auto* words = new std::set<absl::string_view>{
@@ -425,13 +420,13 @@ std::string TypeGenerator::PropertyDoc(const json& property) const {
   if (!property.is_object()) return "";
   std::string doc;
   if (auto d = property.find("description"); d != property.end() && d->is_string()) {
-    doc = CommentLine(d->get_ref<const std::string&>(), options_.max_property_description_bytes);
+    doc = JsCommentLine(d->get_ref<const std::string&>(), options_.max_property_description_bytes);
   }
   // Scalars only: a container's dump() would recurse through whatever depth it has.
   if (auto d = property.find("default"); d != property.end() && d->is_primitive()) {
     std::string value = d->dump(-1, ' ', false, json::error_handler_t::replace);
     if (value.size() <= kMaxDefaultBytes) {
-      absl::StrAppend(&doc, doc.empty() ? "" : " ", "@default ", CommentLine(value, kMaxDefaultBytes));
+      absl::StrAppend(&doc, doc.empty() ? "" : " ", "@default ", JsCommentLine(value, kMaxDefaultBytes));
     }
   }
   return doc;
@@ -450,7 +445,7 @@ std::string ToolDoc(const CatalogTool& tool, const TypeScriptOptions& options) {
   std::vector<std::string> lines = CommentLines(tool.description, options.max_description_bytes,
                                                 options.max_description_lines);
   if (tool.name != tool.py_name) {
-    lines.push_back(absl::StrCat("MCP name: ", CommentLine(JsStringLiteral(tool.name), kMaxLiteralBytes)));
+    lines.push_back(absl::StrCat("MCP name: ", JsCommentLine(JsStringLiteral(tool.name), kMaxLiteralBytes)));
   }
   if (lines.empty()) return "";
   if (lines.size() == 1) return absl::StrCat("  /** ", lines[0], " */\n");
@@ -499,6 +494,11 @@ std::string JsStringLiteral(absl::string_view text) {
   });
   out.push_back('"');
   return out;
+}
+
+std::string JsCommentLine(absl::string_view text, size_t max_bytes) {
+  std::vector<std::string> lines = CommentLines(text, max_bytes, 1);
+  return lines.empty() ? "" : lines[0];
 }
 
 bool IsJsIdentifierName(absl::string_view name) {

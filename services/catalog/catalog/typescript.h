@@ -70,6 +70,11 @@ TypeScriptDeclaration DeclareServerTypeScript(const CatalogServer& server,
 // UTF-8 become U+FFFD.
 std::string JsStringLiteral(absl::string_view text);
 
+// `text` as one line of comment text (in // or /** */) of at most `max_bytes` (then it ends
+// in "…"): line terminators and other control characters are spaces, "*/" is "*\/",
+// bytes that are not UTF-8 are U+FFFD.
+std::string JsCommentLine(absl::string_view text, size_t max_bytes);
+
 // Whether `name` is an ASCII JavaScript IdentifierName ([A-Za-z_$][A-Za-z0-9_$]*), so it
 // may be a property name unquoted.
 bool IsJsIdentifierName(absl::string_view name);
