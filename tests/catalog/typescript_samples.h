@@ -24,7 +24,8 @@ inline constexpr char kEverythingTools[] = R"json([
 ])json";
 
 inline CatalogServer EverythingServer() {
-  CatalogServer server{"everything", "mcp_everything",
+  CatalogServer server{"everything",
+                       "mcp_everything",
                        "# Everything Server \u2013 Server Instructions\n\nAudience: These "
                        "instructions are written for an LLM.",
                        {}};

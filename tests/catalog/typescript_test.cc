@@ -15,9 +15,9 @@
 namespace codemode {
 namespace {
 
+using nlohmann::json;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using nlohmann::json;
 
 std::string Ts(const json& schema, const TypeScriptOptions& options = {}) {
   return SchemaToTypeScript(schema, schema, options);
@@ -92,8 +92,9 @@ TEST(SchemaToTypeScriptTest, Arrays) {
             "[string, number]")
       << "draft-07 tuple";
   EXPECT_EQ(Ts({{"type", "array"}, {"prefixItems", {{{"type", "boolean"}}}}}), "[boolean]");
-  EXPECT_EQ(Ts({{"type", "array"}, {"items", {{"type", "array"}, {"items", {{"type", "number"}}}}}}),
-            "number[][]");
+  EXPECT_EQ(
+      Ts({{"type", "array"}, {"items", {{"type", "array"}, {"items", {{"type", "number"}}}}}}),
+      "number[][]");
 }
 
 TEST(SchemaToTypeScriptTest, EnumsAndConstsAreLiteralUnions) {
@@ -112,8 +113,9 @@ TEST(SchemaToTypeScriptTest, AnyOfOneOfAllOf) {
       << "unknown absorbs a union";
   json all = {{"allOf",
                {{{"type", "object"}, {"properties", {{"a", {{"type", "string"}}}}}},
-                {{"anyOf", {{{"type", "object"}, {"properties", {{"b", {{"type", "number"}}}}}},
-                            {{"type", "null"}}}}}}}};
+                {{"anyOf",
+                  {{{"type", "object"}, {"properties", {{"b", {{"type", "number"}}}}}},
+                   {{"type", "null"}}}}}}}};
   EXPECT_EQ(Ts(all), "{ a?: string } & ({ b?: number } | null)");
 }
 
@@ -180,7 +182,8 @@ TEST(DeclareServerTypeScriptTest, WithoutJSDocEveryToolIsOneLine) {
   EXPECT_THAT(d.text, Not(HasSubstr("/*")));
   EXPECT_THAT(d.text, HasSubstr("declare const mcp_everything: {\n"
                                 "  echo(args: { message: string }): Promise<unknown>;\n"));
-  EXPECT_THAT(d.text, HasSubstr("  get_resource_links(args?: { count?: number }): Promise<unknown>;\n"));
+  EXPECT_THAT(d.text,
+              HasSubstr("  get_resource_links(args?: { count?: number }): Promise<unknown>;\n"));
 }
 
 TEST(DeclareServerTypeScriptTest, MethodAndServerNamesAreAlwaysValid) {
@@ -194,7 +197,6 @@ TEST(DeclareServerTypeScriptTest, MethodAndServerNamesAreAlwaysValid) {
   EXPECT_THAT(d.text, HasSubstr(R"(  "a b"(args?)"));
 }
 
-
 // ---- hostile schemas ------------------------------------------------------------------------
 
 // Every "*/" in `text` is one the generator wrote (it ends its line), and no line
@@ -202,7 +204,8 @@ TEST(DeclareServerTypeScriptTest, MethodAndServerNamesAreAlwaysValid) {
 void ExpectCommentsClosedOnlyByUs(const std::string& text) {
   for (size_t at = text.find("*/"); at != std::string::npos; at = text.find("*/", at + 1)) {
     EXPECT_TRUE(at + 2 == text.size() || text[at + 2] == '\n')
-        << "a comment ends mid-line at " << at << " in:\n" << text;
+        << "a comment ends mid-line at " << at << " in:\n"
+        << text;
   }
   for (const char* bad : {"\r", "\t", "\x0b", "\x0c", "\xc2\x85", "\xe2\x80\xa8", "\xe2\x80\xa9",
                           "\xe2\x80\xae", "\x1b"}) {
@@ -228,10 +231,11 @@ TEST(TypeScriptHostileTest, DescriptionsCannotEndTheCommentOrBreakTheLine) {
       "Nice tool */ declare const pwned: 1; /* and\u2028more\u2029lines\r\nNEL\u0085here"
       "\x1b[31m red \u202e reversed \t tab */";
   CatalogServer server{"s", "mcp_s", evil, {}};
-  json input = {{"type", "object"},
-                {"properties",
-                 {{"q", {{"type", "string"}, {"description", evil}, {"default", evil.substr(0, 40)}}},
-                  {"*/evil", {{"type", "string"}, {"enum", {evil}}}}}}};
+  json input = {
+      {"type", "object"},
+      {"properties",
+       {{"q", {{"type", "string"}, {"description", evil}, {"default", evil.substr(0, 40)}}},
+        {"*/evil", {{"type", "string"}, {"enum", {evil}}}}}}};
   server.tools.push_back({"t", "t", evil, input, nullptr});
   server.tools.push_back({"*/ x", "x", evil, input, nullptr});
   for (bool jsdoc : {true, false}) {
@@ -244,9 +248,11 @@ TEST(TypeScriptHostileTest, DescriptionsCannotEndTheCommentOrBreakTheLine) {
   std::string d = DeclareServerTypeScript(server).text;
   EXPECT_THAT(d, HasSubstr("/** Nice tool *\\/ declare const pwned: 1; /* and more lines NEL here"))
       << "a one-line comment: line terminators are spaces";
-  EXPECT_THAT(d, HasSubstr("   * Nice tool *\\/ declare const pwned: 1; /* and\n   * more\n   * lines\n"))
+  EXPECT_THAT(
+      d, HasSubstr("   * Nice tool *\\/ declare const pwned: 1; /* and\n   * more\n   * lines\n"))
       << "a block: each line starts with ' * '";
-  EXPECT_THAT(d, HasSubstr(R"("*\/evil"?: "Nice tool *\/ declare const pwned: 1; /* and\u2028more)"))
+  EXPECT_THAT(d,
+              HasSubstr(R"("*\/evil"?: "Nice tool *\/ declare const pwned: 1; /* and\u2028more)"))
       << "string literals escape line terminators, and \"*/\" too";
   EXPECT_THAT(d, HasSubstr(R"(MCP name: "*\/ x")"));
 }
@@ -266,8 +272,9 @@ TEST(TypeScriptHostileTest, HugeEnumsBecomeTheirBaseType) {
 
 TEST(TypeScriptHostileTest, FieldsOfTheWrongTypeAreIgnored) {
   EXPECT_EQ(Ts({{"type", "object"}, {"properties", "not an object"}}), "Record<string, unknown>");
-  EXPECT_EQ(Ts({{"type", "object"}, {"properties", {{"a", {{"type", "string"}}}}}, {"required", "a"}}),
-            "{ a?: string }");
+  EXPECT_EQ(
+      Ts({{"type", "object"}, {"properties", {{"a", {{"type", "string"}}}}}, {"required", "a"}}),
+      "{ a?: string }");
   EXPECT_EQ(Ts({{"type", "object"}, {"properties", {{"a", 5}}}, {"required", {5, "a", nullptr}}}),
             "{ a: unknown }");
   EXPECT_EQ(Ts({{"type", 7}}), "unknown");
@@ -280,17 +287,20 @@ TEST(TypeScriptHostileTest, FieldsOfTheWrongTypeAreIgnored) {
   EXPECT_EQ(Ts({{"$ref", "#/properties/x/~0~1"}}), "unknown");
   EXPECT_EQ(Ts({{"type", "object"}, {"additionalProperties", "x"}}), "Record<string, unknown>");
   EXPECT_EQ(Ts(json::array({1, 2})), "unknown");
-  EXPECT_EQ(Ts({{"type", "object"}, {"properties", {{"a", {{"description", 5}, {"default", {{"x", 1}}}}}}}}),
+  EXPECT_EQ(Ts({{"type", "object"},
+                {"properties", {{"a", {{"description", 5}, {"default", {{"x", 1}}}}}}}}),
             "{ a?: unknown }");
   CatalogServer server{"s", "mcp_s", "", {}};
   server.tools.push_back({"t", "t", "", json::array({1}), "not a schema"});
-  EXPECT_THAT(DeclareServerTypeScript(server).text, HasSubstr("  t(args?: unknown): Promise<unknown>;\n"));
+  EXPECT_THAT(DeclareServerTypeScript(server).text,
+              HasSubstr("  t(args?: unknown): Promise<unknown>;\n"));
 }
 
 TEST(TypeScriptHostileTest, InvalidUtf8BecomesReplacementCharacters) {
   const std::string bad = "caf\xc3 \xff\xfe \xed\xa0\x80 \xf4\x90\x80\x80 \xc0\xaf end";
-  json input = {{"type", "object"},
-                {"properties", {{bad, {{"type", "string"}, {"description", bad}, {"enum", {bad}}}}}}};
+  json input = {
+      {"type", "object"},
+      {"properties", {{bad, {{"type", "string"}, {"description", bad}, {"enum", {bad}}}}}}};
   CatalogServer server{"s", "mcp_s", bad, {{"t", "t", bad, input, nullptr}}};
   for (bool jsdoc : {true, false}) {
     TypeScriptOptions o;
@@ -304,7 +314,8 @@ TEST(TypeScriptHostileTest, InvalidUtf8BecomesReplacementCharacters) {
 
 TEST(TypeScriptHostileTest, OverlongPropertyNamesAreLeftOutButTheTypeStaysOpen) {
   json s = {{"type", "object"},
-            {"properties", {{std::string(5000, 'k'), {{"type", "string"}}}, {"ok", {{"type", "string"}}}}}};
+            {"properties",
+             {{std::string(5000, 'k'), {{"type", "string"}}}, {"ok", {{"type", "string"}}}}}};
   EXPECT_EQ(Ts(s), "{ ok?: string; [key: string]: unknown }");
 }
 
@@ -325,7 +336,8 @@ TEST(TypeScriptHostileTest, RefsThatFanOutStopAtTheWorkBound) {
   EXPECT_LT(t.size(), 4 * o.max_bytes);
   EXPECT_THAT(t, HasSubstr("[key: string]: unknown")) << "cut short, and says the type is open";
   CatalogServer server{"s", "mcp_s", "", {}};
-  for (int i = 0; i < 100; ++i) server.tools.push_back({"t" + std::to_string(i), "t" + std::to_string(i), "", schema, schema});
+  for (int i = 0; i < 100; ++i)
+    server.tools.push_back({"t" + std::to_string(i), "t" + std::to_string(i), "", schema, schema});
   TypeScriptDeclaration d = DeclareServerTypeScript(server, o);
   EXPECT_FALSE(d.complete);
   EXPECT_LE(d.text.size(), o.max_bytes);
@@ -334,7 +346,8 @@ TEST(TypeScriptHostileTest, RefsThatFanOutStopAtTheWorkBound) {
 TEST(TypeScriptHostileTest, TheWholeDeclarationStaysWithinMaxBytes) {
   CatalogServer server = EverythingServer();
   TypeScriptDeclaration full = DeclareServerTypeScript(server);
-  for (size_t max : {size_t{0}, size_t{50}, size_t{200}, size_t{700}, full.text.size() - 1, full.text.size()}) {
+  for (size_t max :
+       {size_t{0}, size_t{50}, size_t{200}, size_t{700}, full.text.size() - 1, full.text.size()}) {
     TypeScriptOptions o;
     o.max_bytes = max;
     TypeScriptDeclaration d = DeclareServerTypeScript(server, o);

@@ -26,21 +26,25 @@ using nlohmann::json;
 CatalogServer RepresentativeServer() {
   CatalogServer server{"repr", "mcp_repr", "Representative schemas", {}};
   auto add = [&server](const char* name, const char* input, json output = nullptr) {
-    server.tools.push_back({name, SanitizeIdentifier(name), name, json::parse(input), std::move(output)});
+    server.tools.push_back(
+        {name, SanitizeIdentifier(name), name, json::parse(input), std::move(output)});
   };
-  add("nested", R"({"type": "object", "required": ["user"], "properties": {"user": {"type": "object",
+  add("nested",
+      R"({"type": "object", "required": ["user"], "properties": {"user": {"type": "object",
       "description": "Who", "required": ["name"], "properties": {"name": {"type": "string"},
       "tags": {"type": "array", "items": {"type": ["string", "null"]}},
       "point": {"type": "array", "items": [{"type": "number"}, {"type": "number"}]},
       "extra": {"type": "object", "additionalProperties": {"type": "integer"}}}}}})");
-  add("refs", R"({"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}, "list": {"$ref": "#/$defs/List"}},
+  add("refs",
+      R"({"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}, "list": {"$ref": "#/$defs/List"}},
       "$defs": {"A": {"enum": ["x", "y", 3, null, true]},
                 "List": {"type": "object", "properties": {"next": {"$ref": "#/$defs/List"}}}}})",
       json::parse(R"({"anyOf": [{"type": "object", "properties": {"ok": {"const": true}}},
                                 {"allOf": [{"type": "object", "properties": {"a": {"type": "string"}}},
                                            {"type": "object", "properties": {"b": {"type": "string", "nullable": true}},
                                             "additionalProperties": {"type": "boolean"}}]}]})"));
-  add("mixed", R"({"type": "object", "properties": {"id": {"type": "integer"}}, "additionalProperties": {"type": "string"}})");
+  add("mixed",
+      R"({"type": "object", "properties": {"id": {"type": "integer"}}, "additionalProperties": {"type": "string"}})");
   return server;
 }
 
@@ -54,10 +58,13 @@ CatalogServer HostileServer() {
   }
   json values = json::array();
   for (int i = 0; i < 100000; ++i) values.push_back(i);
-  server.tools.push_back({"names", "names", evil, names, {{"type", "object"}, {"properties", "str"}}});
-  server.tools.push_back({"deep", "deep", evil, DeeplyNestedSchema(10000), DeeplyNestedSchema(10000)});
+  server.tools.push_back(
+      {"names", "names", evil, names, {{"type", "object"}, {"properties", "str"}}});
+  server.tools.push_back(
+      {"deep", "deep", evil, DeeplyNestedSchema(10000), DeeplyNestedSchema(10000)});
   server.tools.push_back({"enum", "enum", evil, {{"enum", values}}, {{"type", {"array", 5}}}});
-  server.tools.push_back({"new", "new", "", {{"anyOf", "x"}, {"items", 3}}, {{"$ref", "#/nowhere"}}});
+  server.tools.push_back(
+      {"new", "new", "", {{"anyOf", "x"}, {"items", 3}}, {{"$ref", "#/nowhere"}}});
   server.tools.push_back({"constructor", "constructor", "", {{"$ref", "#"}}, nullptr});
   return server;
 }
@@ -90,7 +97,8 @@ std::string ReadAll(int fd) {
 }
 
 std::string TempDir() {
-  std::string dir = (std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + std::string("/tsc_test_XXXXXX");
+  std::string dir =
+      (std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + std::string("/tsc_test_XXXXXX");
   return mkdtemp(dir.data()) ? dir : "";
 }
 
@@ -112,11 +120,13 @@ TEST(TypeScriptCompilerTest, DeclarationsCompileAndTypeTheCalls) {
       TypeScriptDeclaration d = DeclareServerTypeScript(server, o);
       EXPECT_TRUE(d.complete) << server.name;
       files.push_back(dir + "/" + server.name + (jsdoc ? "_jsdoc" : "_compact") + ".ts");
-      std::ofstream(files.back()) << d.text << (server.name == "everything" ? kUsage : "") << "export {};\n";
+      std::ofstream(files.back()) << d.text << (server.name == "everything" ? kUsage : "")
+                                  << "export {};\n";
     }
   }
   SpawnOptions spawn;
-  spawn.argv = {NODE_EXECUTABLE, tsc, "--noEmit", "--strict", "--target", "es2022", "--lib", "es2022"};
+  spawn.argv = {NODE_EXECUTABLE, tsc,      "--noEmit", "--strict",
+                "--target",      "es2022", "--lib",    "es2022"};
   spawn.argv.insert(spawn.argv.end(), files.begin(), files.end());
   spawn.env = {"PATH=/usr/bin:/bin", "HOME=" + dir};
   spawn.stderr_mode = SpawnOptions::Stdio::kInherit;  // tsc reports on stdout

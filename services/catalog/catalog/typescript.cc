@@ -34,9 +34,8 @@ bool IsLineBreak(uint32_t cp) {
 // Characters that would be invisible or reorder text: C0 and C1 controls, DEL, bidi
 // marks, embeddings, overrides and isolates, the byte order mark.
 bool IsHiddenControl(uint32_t cp) {
-  return cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F) || cp == 0x200E ||
-         cp == 0x200F || (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069) ||
-         cp == 0xFEFF;
+  return cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F) || cp == 0x200E || cp == 0x200F ||
+         (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069) || cp == 0xFEFF;
 }
 
 size_t Utf8Length(uint32_t cp) { return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4; }
@@ -82,8 +81,7 @@ void TrimTrailingSpaces(std::string& line) {
 // `text` as lines of comment text, at most `max_lines` (1: line breaks become spaces) and
 // `max_bytes`: hidden controls become spaces, runs of spaces one, blank lines go, "*/"
 // becomes "*\/" (so the text cannot end the comment), and text cut short ends in "…".
-std::vector<std::string> CommentLines(absl::string_view text, size_t max_bytes,
-                                      size_t max_lines) {
+std::vector<std::string> CommentLines(absl::string_view text, size_t max_bytes, size_t max_lines) {
   std::vector<std::string> lines(1);
   size_t bytes = 0;
   bool cut = false;
@@ -117,12 +115,13 @@ std::vector<std::string> CommentLines(absl::string_view text, size_t max_bytes,
 // ES reserved words (and strict mode's): quoted as property names, never declared.
 bool IsReservedWord(absl::string_view name) {
   static const auto* words = new std::set<absl::string_view>{
-      "await", "break", "case", "catch", "class", "const", "continue", "debugger", "default",
-      "delete", "do", "else", "enum", "export", "extends", "false", "finally", "for",
-      "function", "if", "implements", "import", "in", "instanceof", "interface", "let", "new",
-      "null", "package", "private", "protected", "public", "return", "static", "super",
-      "switch", "this", "throw", "true", "try", "typeof", "var", "void", "while", "with",
-      "yield"};
+      "await",    "break",   "case",       "catch",     "class",    "const",  "continue",
+      "debugger", "default", "delete",     "do",        "else",     "enum",   "export",
+      "extends",  "false",   "finally",    "for",       "function", "if",     "implements",
+      "import",   "in",      "instanceof", "interface", "let",      "new",    "null",
+      "package",  "private", "protected",  "public",    "return",   "static", "super",
+      "switch",   "this",    "throw",      "true",      "try",      "typeof", "var",
+      "void",     "while",   "with",       "yield"};
   return words->count(name) > 0;
 }
 
@@ -166,8 +165,7 @@ std::string Literal(const json& v, bool base_type) {
 // `work_limit` every further type is `unknown`, so $refs that fan out cost bounded time.
 class TypeGenerator {
  public:
-  TypeGenerator(const json& root, const TypeScriptOptions& options, size_t* work,
-                size_t work_limit)
+  TypeGenerator(const json& root, const TypeScriptOptions& options, size_t* work, size_t work_limit)
       : root_(root), options_(options), work_(work), work_limit_(work_limit) {}
 
   Ts Type(const json& schema, int depth, int indent);
@@ -247,7 +245,8 @@ const json* TypeGenerator::Resolve(const std::string& ref) const {
   for (std::string& segment : segments) {
     std::string key;
     for (size_t i = 0; i < segment.size(); ++i) {  // JSON Pointer: ~1 is '/', ~0 is '~'
-      if (segment[i] == '~' && i + 1 < segment.size() && (segment[i + 1] == '0' || segment[i + 1] == '1')) {
+      if (segment[i] == '~' && i + 1 < segment.size() &&
+          (segment[i + 1] == '0' || segment[i + 1] == '1')) {
         key.push_back(segment[++i] == '1' ? '/' : '~');
       } else {
         key.push_back(segment[i]);
@@ -347,7 +346,8 @@ Ts TypeGenerator::Object(const json& schema, int depth, int indent) {
     members = Members(*properties, schema, depth, indent, &multiline);
   }
   if (members.empty()) {
-    return {absl::StrCat("Record<string, ", additional.text.empty() ? "unknown" : additional.text, ">")};
+    return {absl::StrCat("Record<string, ", additional.text.empty() ? "unknown" : additional.text,
+                         ">")};
   }
   std::string body;
   if (multiline) {
@@ -385,7 +385,8 @@ std::vector<std::string> TypeGenerator::Members(const json& properties, const js
     *multiline = *multiline || !doc.empty();
     Ts t = Type(property, depth + 1, indent + 2);
     docs_and_members.emplace_back(
-        std::move(doc), absl::StrCat(PropertyKey(key), required.count(key) ? "" : "?", ": ", t.text));
+        std::move(doc),
+        absl::StrCat(PropertyKey(key), required.count(key) ? "" : "?", ": ", t.text));
   }
   if (open) docs_and_members.emplace_back("", "[key: string]: unknown");
   std::vector<std::string> out;
@@ -426,7 +427,8 @@ std::string TypeGenerator::PropertyDoc(const json& property) const {
   if (auto d = property.find("default"); d != property.end() && d->is_primitive()) {
     std::string value = d->dump(-1, ' ', false, json::error_handler_t::replace);
     if (value.size() <= kMaxDefaultBytes) {
-      absl::StrAppend(&doc, doc.empty() ? "" : " ", "@default ", JsCommentLine(value, kMaxDefaultBytes));
+      absl::StrAppend(&doc, doc.empty() ? "" : " ", "@default ",
+                      JsCommentLine(value, kMaxDefaultBytes));
     }
   }
   return doc;
@@ -442,10 +444,11 @@ std::string DeclaredName(const std::string& py_name) {
 // A tool's JSDoc: its description, and its MCP name when that differs from the method's
 // (callTool takes the MCP name).
 std::string ToolDoc(const CatalogTool& tool, const TypeScriptOptions& options) {
-  std::vector<std::string> lines = CommentLines(tool.description, options.max_description_bytes,
-                                                options.max_description_lines);
+  std::vector<std::string> lines =
+      CommentLines(tool.description, options.max_description_bytes, options.max_description_lines);
   if (tool.name != tool.py_name) {
-    lines.push_back(absl::StrCat("MCP name: ", JsCommentLine(JsStringLiteral(tool.name), kMaxLiteralBytes)));
+    lines.push_back(
+        absl::StrCat("MCP name: ", JsCommentLine(JsStringLiteral(tool.name), kMaxLiteralBytes)));
   }
   if (lines.empty()) return "";
   if (lines.size() == 1) return absl::StrCat("  /** ", lines[0], " */\n");
@@ -458,7 +461,8 @@ std::string ToolDoc(const CatalogTool& tool, const TypeScriptOptions& options) {
 bool RequiresArguments(const json& schema) {
   const json* required = ArrayField(schema, "required");
   if (required == nullptr) return false;
-  return std::any_of(required->begin(), required->end(), [](const json& n) { return n.is_string(); });
+  return std::any_of(required->begin(), required->end(),
+                     [](const json& n) { return n.is_string(); });
 }
 
 // One method signature (with its JSDoc); `*cut` when a type was cut short.
@@ -523,7 +527,8 @@ TypeScriptDeclaration DeclareServerTypeScript(const CatalogServer& server,
   TypeScriptDeclaration out;
   std::string head;
   if (options.jsdoc) {
-    std::vector<std::string> first = CommentLines(server.description, options.max_property_description_bytes, 2);
+    std::vector<std::string> first =
+        CommentLines(server.description, options.max_property_description_bytes, 2);
     if (!first.empty()) head = absl::StrCat("/** ", first[0], " */\n");
   }
   absl::StrAppend(&head, "declare const ", DeclaredName(server.py_name), ": {\n");

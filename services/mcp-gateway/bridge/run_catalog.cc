@@ -118,10 +118,10 @@ std::string NamesLine(const codemode::CatalogServer& server, int level) {
 // 3: tool counts. Levels 0 and 1 give up (nullopt) when a declaration does not fit in
 // `room`. `missing` says why a connected server is not in `servers`.
 std::optional<std::string> ListJavaScript(const std::vector<UpstreamStatus>& upstreams,
-                                          const CatalogServers& servers,
-                                          const std::string& missing, int level, size_t room) {
-  std::string body = level < 2 ? "\nServers and tools (TypeScript declarations):\n"
-                               : "\nServers and tools:\n";
+                                          const CatalogServers& servers, const std::string& missing,
+                                          int level, size_t room) {
+  std::string body =
+      level < 2 ? "\nServers and tools (TypeScript declarations):\n" : "\nServers and tools:\n";
   if (upstreams.empty()) body += "(no upstream MCP servers are configured)\n";
   std::string unavailable;
   for (const auto& s : upstreams) {
@@ -138,7 +138,8 @@ std::optional<std::string> ListJavaScript(const std::vector<UpstreamStatus>& ups
     codemode::TypeScriptOptions options;
     options.jsdoc = level == 0;
     options.max_bytes = room > body.size() ? room - body.size() : 0;
-    codemode::TypeScriptDeclaration declaration = codemode::DeclareServerTypeScript(*it->second, options);
+    codemode::TypeScriptDeclaration declaration =
+        codemode::DeclareServerTypeScript(*it->second, options);
     if (!declaration.complete) return std::nullopt;
     body += declaration.text;
   }
@@ -168,7 +169,9 @@ std::string DescribeRunJavaScript(const std::vector<UpstreamStatus>& upstreams, 
   for (int level = 0; level < 4; ++level) {
     std::optional<std::string> body = ListJavaScript(upstreams, servers, missing, level, room);
     if (!body) continue;
-    if (level > 0) *body += "Types are left out to fit: each tool takes one object of its MCP arguments.\n";
+    if (level > 0) {
+      *body += "Types are left out to fit: each tool takes one object of its MCP arguments.\n";
+    }
     if (head.size() + body->size() > max_bytes && level < 3) continue;
     return Clipped(head + *body, max_bytes);
   }

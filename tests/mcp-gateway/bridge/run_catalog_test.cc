@@ -1,6 +1,6 @@
 // Unit tests of run_catalog.h: the run_python and run_javascript descriptions (compact,
-// bounded, refreshed from the catalog, falling back level by level), the per-run catalog (connected servers, allowlist) and the memory of
-// servers that went down.
+// bounded, refreshed from the catalog, falling back level by level), the per-run catalog
+// (connected servers, allowlist) and the memory of servers that went down.
 #include "bridge/run_catalog.h"
 
 #include "base/untrusted_json.h"
@@ -59,20 +59,24 @@ UpstreamStatus Everything() {
   s.name = "everything";
   s.connected = true;
   s.instructions = "# Everything Server \u2013 Server Instructions\n\nAudience: an LLM.";
-  s.tools.push_back({"echo", "Echoes back the input string",
-                     nlohmann::json::parse(R"j({"type": "object", "properties": {"message": {"type": "string"}},
+  s.tools.push_back(
+      {"echo", "Echoes back the input string",
+       nlohmann::json::parse(R"j({"type": "object", "properties": {"message": {"type": "string"}},
                                               "required": ["message"]})j"),
-                     nullptr});
-  s.tools.push_back({"get-structured-content",
-                     "Returns structured content along with an output schema for client data validation",
-                     nlohmann::json::parse(R"j({"type": "object", "properties": {"location": {"type": "string",
+       nullptr});
+  s.tools.push_back(
+      {"get-structured-content",
+       "Returns structured content along with an output schema for client data validation",
+       nlohmann::json::parse(R"j({"type": "object", "properties": {"location": {"type": "string",
                                               "enum": ["New York", "Chicago", "Los Angeles"]}}, "required": ["location"]})j"),
-                     nlohmann::json::parse(R"j({"type": "object", "properties": {"temperature": {"type": "number"},
+       nlohmann::json::parse(
+           R"j({"type": "object", "properties": {"temperature": {"type": "number"},
                                               "conditions": {"type": "string"}}, "required": ["temperature"]})j")});
-  s.tools.push_back({"get-resource-links", "Returns up to ten resource links",
-                     nlohmann::json::parse(R"j({"type": "object", "properties": {"count": {"default": 3,
+  s.tools.push_back(
+      {"get-resource-links", "Returns up to ten resource links",
+       nlohmann::json::parse(R"j({"type": "object", "properties": {"count": {"default": 3,
                                               "type": "number", "description": "How many (1-10)"}}})j"),
-                     nullptr});
+       nullptr});
   return s;
 }
 
@@ -82,18 +86,19 @@ TEST(DescribeRunJavaScriptTest, DeclaresEveryConnectedServerInTypeScript) {
                            "declare const mcp_everything: {\n"
                            "  /** Echoes back the input string */\n"
                            "  echo(args: { message: string }): Promise<unknown>;\n"));
-  EXPECT_THAT(d, HasSubstr("   * MCP name: \"get-structured-content\"\n   */\n"
-                           "  get_structured_content(args: { location: \"New York\" | \"Chicago\" | "
-                           "\"Los Angeles\" }): Promise<{ conditions?: string; temperature: number }>;\n"));
+  EXPECT_THAT(
+      d, HasSubstr("   * MCP name: \"get-structured-content\"\n   */\n"
+                   "  get_structured_content(args: { location: \"New York\" | \"Chicago\" | "
+                   "\"Los Angeles\" }): Promise<{ conditions?: string; temperature: number }>;\n"));
   EXPECT_THAT(d, HasSubstr("  get_resource_links(args?: {\n"
                            "    /** How many (1-10) @default 3 */\n"
                            "    count?: number;\n"
                            "  }): Promise<unknown>;\n};\n"));
   EXPECT_THAT(d, HasSubstr("- down: unavailable (connect: Connection refused)"));
-  for (const char* convention : {"persistent", "Top-level `await`", "trailing expression",
-                                 "console.log()", "await mcp_server.tool_name({", "Promise.all([",
-                                 "callTool(\"server\", \"tool-name\"", "ToolError",
-                                 "structured content as an object, JSON text parsed"}) {
+  for (const char* convention :
+       {"persistent", "Top-level `await`", "trailing expression", "console.log()",
+        "await mcp_server.tool_name({", "Promise.all([", "callTool(\"server\", \"tool-name\"",
+        "ToolError", "structured content as an object, JSON text parsed"}) {
     EXPECT_THAT(d, HasSubstr(convention));
   }
   EXPECT_THAT(d, Not(HasSubstr("Types are left out")));
@@ -109,13 +114,17 @@ TEST(DescribeRunJavaScriptTest, FallsBackLevelByLevelToFitMaxBytes) {
   EXPECT_LE(compact.size(), full.size() - 1);
   EXPECT_THAT(compact, Not(HasSubstr("/**")));
   EXPECT_THAT(compact, HasSubstr("  echo(args: { message: string }): Promise<unknown>;\n"));
-  EXPECT_THAT(compact, HasSubstr("  tool_0(args: { limit?: number; query: string }): Promise<unknown>;\n"));
+  EXPECT_THAT(compact,
+              HasSubstr("  tool_0(args: { limit?: number; query: string }): Promise<unknown>;\n"));
   EXPECT_THAT(compact, HasSubstr("Types are left out to fit"));
 
   std::string names = DescribeRunJavaScript(ups, compact.size() - 1);
   EXPECT_LE(names.size(), compact.size() - 1);
   EXPECT_THAT(names, Not(HasSubstr("declare const")));
-  EXPECT_THAT(names, HasSubstr("- everything (mcp_everything): echo, get_structured_content, get_resource_links\n"));
+  EXPECT_THAT(
+      names,
+      HasSubstr(
+          "- everything (mcp_everything): echo, get_structured_content, get_resource_links\n"));
   EXPECT_THAT(names, HasSubstr("- github (mcp_github): tool_0, tool_1, tool_2\n"));
 
   std::string counts = DescribeRunJavaScript(ups, names.size() - 1);
@@ -157,7 +166,8 @@ TEST(DescribeRunJavaScriptTest, UpstreamTextCannotBreakOutOfComments) {
 }
 
 TEST(DescribeRunJavaScriptTest, ChangesWhenTheCatalogChanges) {
-  EXPECT_NE(DescribeRunJavaScript({Server("a", 1)}, 8192), DescribeRunJavaScript({Server("a", 2)}, 8192));
+  EXPECT_NE(DescribeRunJavaScript({Server("a", 1)}, 8192),
+            DescribeRunJavaScript({Server("a", 2)}, 8192));
 }
 
 TEST(BuildCatalogTest, OnlyConnectedServersAndTheAllowlist) {
