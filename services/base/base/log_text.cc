@@ -4,35 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/utf8.h"
 
 namespace codemode {
 namespace {
-
-// Length of the well-formed UTF-8 sequence at text[i] (a lead byte >= 0x80) and its code
-// point, or 0: overlong forms, surrogates, values past U+10FFFF and truncated sequences
-// are not UTF-8 (RFC 3629).
-size_t DecodeUtf8(absl::string_view text, size_t i, uint32_t* cp) {
-  const auto lead = static_cast<unsigned char>(text[i]);
-  size_t len;
-  uint32_t min;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    len = 2, min = 0x80, *cp = lead & 0x1F;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    len = 3, min = 0x800, *cp = lead & 0x0F;
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    len = 4, min = 0x10000, *cp = lead & 0x07;
-  } else {
-    return 0;
-  }
-  if (text.size() - i < len) return 0;
-  for (size_t k = 1; k < len; ++k) {
-    const auto c = static_cast<unsigned char>(text[i + k]);
-    if ((c & 0xC0) != 0x80) return 0;
-    *cp = (*cp << 6) | (c & 0x3F);
-  }
-  if (*cp < min || *cp > 0x10FFFF || (*cp >= 0xD800 && *cp <= 0xDFFF)) return 0;
-  return len;
-}
 
 // Code points that end or reorder a line on a terminal or in a log viewer.
 bool IsHostileCodePoint(uint32_t cp) {

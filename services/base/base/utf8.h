@@ -1,10 +1,13 @@
-// Utf8Prefix: text cut to a byte length without splitting a UTF-8 sequence, for messages
-// that must stay valid UTF-8 (proto3 strings, JSON for clients) once clipped.
+// UTF-8 helpers for text a peer controls. Utf8Prefix: text cut to a byte length without
+// splitting a UTF-8 sequence, for messages that must stay valid UTF-8 (proto3 strings,
+// JSON for clients) once clipped. DecodeUtf8 and IsHostileCodePoint: for escaping
+// such text one character at a time (log lines, generated TypeScript).
 //
 //   std::string reason(codemode::Utf8Prefix(text, 1024));
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "absl/strings/string_view.h"
 
@@ -16,6 +19,32 @@ inline absl::string_view Utf8Prefix(absl::string_view text, size_t max) {
   if (text.size() <= max) return text;
   while (max > 0 && (static_cast<unsigned char>(text[max]) & 0xC0) == 0x80) --max;
   return text.substr(0, max);
+}
+
+// Length of the well-formed UTF-8 sequence at text[i] (a lead byte >= 0x80) and its code
+// point, or 0: overlong forms, surrogates, values past U+10FFFF and truncated sequences
+// are not UTF-8 (RFC 3629).
+inline size_t DecodeUtf8(absl::string_view text, size_t i, uint32_t* cp) {
+  const auto lead = static_cast<unsigned char>(text[i]);
+  size_t len;
+  uint32_t min;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    len = 2, min = 0x80, *cp = lead & 0x1F;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    len = 3, min = 0x800, *cp = lead & 0x0F;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    len = 4, min = 0x10000, *cp = lead & 0x07;
+  } else {
+    return 0;
+  }
+  if (text.size() - i < len) return 0;
+  for (size_t k = 1; k < len; ++k) {
+    const auto c = static_cast<unsigned char>(text[i + k]);
+    if ((c & 0xC0) != 0x80) return 0;
+    *cp = (*cp << 6) | (c & 0x3F);
+  }
+  if (*cp < min || *cp > 0x10FFFF || (*cp >= 0xD800 && *cp <= 0xDFFF)) return 0;
+  return len;
 }
 
 }  // namespace codemode

@@ -1,13 +1,16 @@
-// The run_python description, the per-run catalog and the memory of upstreams that went
-// down. See run_catalog.h.
+// The run_python and run_javascript descriptions, the per-run catalog and the memory of
+// upstreams that went down. See run_catalog.h.
 #include "bridge/run_catalog.h"
 
+#include <optional>
 #include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "catalog/catalog.h"
+#include "catalog/typescript.h"
+#include "base/utf8.h"
 
 namespace gateway {
 namespace {
@@ -24,6 +27,18 @@ constexpr char kHowToCall[] =
     "  _search(\"keyword\"); _schema(\"server.tool\"); help(mcp_server.tool_name)   # discover\n"
     "A failing tool raises ToolError. Results: structured content as dict, JSON text parsed, "
     "else str or a list of content blocks.\n";
+
+constexpr char kHowToCallJavaScript[] =
+    "Run JavaScript (Node.js) in a sandbox (no network, no host files) with a persistent "
+    "namespace: const, let, function and class declarations survive between calls. Top-level "
+    "`await` works, the value of the trailing expression is returned, console.log() and "
+    "console.error() output comes back. Call MCP tools from the code as async functions; "
+    "filter and join their results in JavaScript and log only what you need.\n\n"
+    "Example:\n"
+    "  const r = await mcp_server.tool_name({ arg: \"value\" });   // or: await callTool(\"server\", \"tool-name\", { arg: \"value\" })\n"
+    "  const [a, b] = await Promise.all([mcp_x.t1({ q: 1 }), mcp_y.t2({ q: 2 })]);   // concurrent calls\n"
+    "A failing tool rejects with a ToolError (server, tool, message). Results: structured "
+    "content as an object, JSON text parsed, else a string or an array of content blocks.\n";
 
 std::string FirstLine(const std::string& text, size_t max = 100) {
   std::string line = text.substr(0, text.find('\n'));
@@ -49,12 +64,15 @@ std::string Signature(const UpstreamTool& t) {
   return absl::StrCat(t.name, "(", absl::StrJoin(params, ", "), ")");
 }
 
-// The Python names come from the shared catalog rules (sanitising, keywords, collisions),
-// so the description names exactly what the sandbox defines.
+// The catalog of every connected upstream by the shared catalog rules (sanitising,
+// keywords, collisions), so a description names exactly what the sandbox defines.
+absl::StatusOr<codemode::Catalog> DescribedCatalog(const std::vector<UpstreamStatus>& upstreams) {
+  return codemode::Catalog::FromProto(BuildCatalog(upstreams, ServerAllowlist::All()));
+}
+
 std::map<std::string, std::string> PythonNames(const std::vector<UpstreamStatus>& upstreams) {
   std::map<std::string, std::string> py_names;
-  absl::StatusOr<codemode::Catalog> c =
-      codemode::Catalog::FromProto(BuildCatalog(upstreams, ServerAllowlist::All()));
+  absl::StatusOr<codemode::Catalog> c = DescribedCatalog(upstreams);
   if (c.ok()) {
     for (const auto& server : c->servers()) py_names[server.name] = server.py_name;
   }
@@ -85,7 +103,80 @@ std::string ListServers(const std::vector<UpstreamStatus>& upstreams,
   return body;
 }
 
+using CatalogServers = std::map<std::string, const codemode::CatalogServer*>;
+
+// One line for a server at level 2 (its methods) or 3 (how many).
+std::string NamesLine(const codemode::CatalogServer& server, int level) {
+  std::string line = absl::StrCat("- ", server.name, " (", server.py_name, "): ");
+  if (level == 3) return absl::StrCat(line, server.tools.size(), " tools\n");
+  std::vector<std::string> names;
+  for (const auto& t : server.tools) names.push_back(t.py_name);
+  return absl::StrCat(line, absl::StrJoin(names, ", "), "\n");
+}
+
+// Level 0: every server's TypeScript declaration with JSDoc; 1: without; 2: method names;
+// 3: tool counts. Levels 0 and 1 give up (nullopt) when a declaration does not fit in
+// `room`. `missing` says why a connected server is not in `servers`.
+std::optional<std::string> ListJavaScript(const std::vector<UpstreamStatus>& upstreams,
+                                          const CatalogServers& servers, const std::string& missing,
+                                          int level, size_t room) {
+  std::string body =
+      level < 2 ? "\nServers and tools (TypeScript declarations):\n" : "\nServers and tools:\n";
+  if (upstreams.empty()) body += "(no upstream MCP servers are configured)\n";
+  std::string unavailable;
+  for (const auto& s : upstreams) {
+    auto it = servers.find(s.name);
+    if (!s.connected || it == servers.end()) {
+      absl::StrAppend(&unavailable, "- ", s.name, ": unavailable (",
+                      codemode::JsCommentLine(s.connected ? missing : s.error, 120), ")\n");
+      continue;
+    }
+    if (level >= 2) {
+      body += NamesLine(*it->second, level);
+      continue;
+    }
+    codemode::TypeScriptOptions options;
+    options.jsdoc = level == 0;
+    options.max_bytes = room > body.size() ? room - body.size() : 0;
+    codemode::TypeScriptDeclaration declaration =
+        codemode::DeclareServerTypeScript(*it->second, options);
+    if (!declaration.complete) return std::nullopt;
+    body += declaration.text;
+  }
+  return body + unavailable;
+}
+
+// `text` cut to `max_bytes` (at a character boundary), saying so.
+std::string Clipped(std::string text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return text;
+  const std::string more = "\n[... more servers: use callTool(server, tool, args) ...]\n";
+  if (max_bytes <= more.size()) return std::string(codemode::Utf8Prefix(text, max_bytes));
+  return absl::StrCat(codemode::Utf8Prefix(text, max_bytes - more.size()), more);
+}
+
 }  // namespace
+
+std::string DescribeRunJavaScript(const std::vector<UpstreamStatus>& upstreams, size_t max_bytes) {
+  const std::string head = kHowToCallJavaScript;
+  absl::StatusOr<codemode::Catalog> catalog = DescribedCatalog(upstreams);
+  CatalogServers servers;
+  if (catalog.ok()) {
+    for (const auto& s : catalog->servers()) servers[s.name] = &s;
+  }
+  const std::string missing =
+      catalog.ok() ? "" : absl::StrCat("left out of the catalog: ", catalog.status().message());
+  const size_t room = max_bytes > head.size() ? max_bytes - head.size() : 0;
+  for (int level = 0; level < 4; ++level) {
+    std::optional<std::string> body = ListJavaScript(upstreams, servers, missing, level, room);
+    if (!body) continue;
+    if (level > 0) {
+      *body += "Types are left out to fit: each tool takes one object of its MCP arguments.\n";
+    }
+    if (head.size() + body->size() > max_bytes && level < 3) continue;
+    return Clipped(head + *body, max_bytes);
+  }
+  return Clipped(head, max_bytes);
+}
 
 std::string DescribeRunPython(const std::vector<UpstreamStatus>& upstreams, size_t max_bytes) {
   const std::string head = kHowToCall;

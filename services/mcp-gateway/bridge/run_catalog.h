@@ -1,7 +1,7 @@
 // What the sandbox and the model learn about the upstream tools: the sandbox.v1 catalog a
-// run's session gets, the run_python description the model reads, and the memory of
-// servers that went down (their tools stay callable, so code gets a clear ToolError rather
-// than a NameError).
+// run's session gets, the run_python and run_javascript descriptions the model reads, and
+// the memory of servers that went down (their tools stay callable, so code gets a clear
+// ToolError rather than a NameError).
 #pragma once
 
 #include <map>
@@ -18,6 +18,11 @@ namespace gateway {
 // The run_python tool description: the calling convention, then the servers and tools at
 // the richest of three levels of detail that fits in `max_bytes`.
 std::string DescribeRunPython(const std::vector<UpstreamStatus>& upstreams, size_t max_bytes);
+
+// The run_javascript tool description: the calling convention, then every connected
+// server's tools as TypeScript declarations (catalog/typescript.h) with JSDoc, without
+// it, as method names or as counts: the richest level that fits in `max_bytes`.
+std::string DescribeRunJavaScript(const std::vector<UpstreamStatus>& upstreams, size_t max_bytes);
 
 // The sandbox.v1 catalog for a run: the connected upstreams that `servers` allows.
 sandbox::v1::Catalog BuildCatalog(const std::vector<UpstreamStatus>& upstreams,
