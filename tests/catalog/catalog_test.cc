@@ -434,5 +434,23 @@ TEST(CatalogTest, CopiesAreIndependent) {
   EXPECT_FALSE(c->Contains("srv", "t"));
 }
 
+// A name longer than a runner's tool_call frame carries would make the session that calls
+// it lost (attack round 20, N3): such catalogs are refused, at exactly the bound.
+TEST(CatalogTest, NamesLongerThanAToolCallCarriesAreRefused) {
+  auto catalog = [](const std::string& server, const std::string& tool) {
+    sandbox::v1::Catalog p;
+    auto* s = p.add_servers();
+    s->set_name(server);
+    s->add_tools()->set_name(tool);
+    return Catalog::FromProto(p);
+  };
+  EXPECT_TRUE(catalog(std::string(kMaxCatalogNameBytes, 's'), std::string(kMaxCatalogNameBytes, 't')).ok());
+  absl::StatusOr<Catalog> c = catalog("s", std::string(kMaxCatalogNameBytes + 1, 't'));
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().message().find("257 bytes"), std::string::npos) << c.status();
+  EXPECT_FALSE(catalog(std::string(kMaxCatalogNameBytes + 1, 's'), "t").ok());
+}
+
 }  // namespace
 }  // namespace codemode

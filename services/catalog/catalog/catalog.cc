@@ -70,6 +70,10 @@ absl::StatusOr<Catalog> Catalog::FromProto(const sandbox::v1::Catalog& proto) {
   absl::flat_hash_set<std::string> server_names, server_py_names;
   for (const auto& s : proto.servers()) {
     if (s.name().empty()) return absl::InvalidArgumentError("catalog server with an empty name");
+    if (s.name().size() > kMaxCatalogNameBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a catalog server's name is ", s.name().size(), " bytes; at most ", kMaxCatalogNameBytes));
+    }
     if (!server_names.insert(s.name()).second) {
       return absl::InvalidArgumentError(absl::StrCat("duplicate catalog server '", s.name(), "'"));
     }
@@ -83,6 +87,11 @@ absl::StatusOr<Catalog> Catalog::FromProto(const sandbox::v1::Catalog& proto) {
       if (t.name().empty()) {
         return absl::InvalidArgumentError(
             absl::StrCat("server '", s.name(), "' has a tool with an empty name"));
+      }
+      if (t.name().size() > kMaxCatalogNameBytes) {
+        return absl::InvalidArgumentError(absl::StrCat("server '", s.name(), "' has a tool name of ",
+                                                       t.name().size(), " bytes; at most ",
+                                                       kMaxCatalogNameBytes));
       }
       if (!tool_names.insert(t.name()).second) {
         return absl::InvalidArgumentError(absl::StrCat("duplicate ", where));

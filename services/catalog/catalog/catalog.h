@@ -26,6 +26,9 @@ namespace codemode {
 inline constexpr size_t kMaxCatalogServers = 256;
 inline constexpr size_t kMaxCatalogTools = 10000;
 inline constexpr size_t kMaxCatalogBytes = 8u << 20;
+// The longest server or tool name: what a runner's tool_call frame may carry
+// (sandboxd/frame.h), so every tool of a catalog can be called.
+inline constexpr size_t kMaxCatalogNameBytes = 256;
 
 // Turns any name into a Python identifier: characters outside [A-Za-z0-9_] become '_',
 // a leading digit gets a '_' prefix, keywords get a '_' suffix, empty becomes "_".
@@ -51,8 +54,8 @@ class Catalog {
  public:
   Catalog() = default;
 
-  // Validates and builds. INVALID_ARGUMENT for empty or duplicate names, schemas that are
-  // not JSON objects, or a catalog over the size caps.
+  // Validates and builds. INVALID_ARGUMENT for empty, duplicate or over-long names, schemas
+  // that are not JSON objects, or a catalog over the size caps.
   static absl::StatusOr<Catalog> FromProto(const sandbox::v1::Catalog& proto);
 
   bool Contains(std::string_view server, std::string_view tool) const;

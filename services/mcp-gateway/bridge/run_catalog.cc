@@ -194,23 +194,56 @@ std::string DescribeRunPython(const std::vector<UpstreamStatus>& upstreams, size
   return head;
 }
 
+namespace {
+
+void AddServer(const UpstreamStatus& s, sandbox::v1::Catalog& catalog) {
+  auto* server = catalog.add_servers();
+  server->set_name(s.name);
+  server->set_description(s.instructions.substr(0, 2000));
+  for (const auto& t : s.tools) {
+    auto* tool = server->add_tools();
+    tool->set_name(t.name);
+    tool->set_description(t.description);
+    tool->set_input_schema_json(t.input_schema.is_object() ? t.input_schema.dump() : "");
+    if (t.output_schema.is_object()) tool->set_output_schema_json(t.output_schema.dump());
+  }
+}
+
+}  // namespace
+
 sandbox::v1::Catalog BuildCatalog(const std::vector<UpstreamStatus>& upstreams,
                                   const ServerAllowlist& servers) {
   sandbox::v1::Catalog catalog;
   for (const auto& s : upstreams) {
-    if (!s.connected || !servers.Allows(s.name)) continue;
-    auto* server = catalog.add_servers();
-    server->set_name(s.name);
-    server->set_description(s.instructions.substr(0, 2000));
-    for (const auto& t : s.tools) {
-      auto* tool = server->add_tools();
-      tool->set_name(t.name);
-      tool->set_description(t.description);
-      tool->set_input_schema_json(t.input_schema.is_object() ? t.input_schema.dump() : "");
-      if (t.output_schema.is_object()) tool->set_output_schema_json(t.output_schema.dump());
-    }
+    if (s.connected && servers.Allows(s.name)) AddServer(s, catalog);
   }
   return catalog;
+}
+
+std::vector<UpstreamStatus> FitCatalogLimits(std::vector<UpstreamStatus> upstreams) {
+  size_t servers = 0, tools = 0, bytes = 0;
+  for (UpstreamStatus& s : upstreams) {
+    if (!s.connected) continue;
+    sandbox::v1::Catalog one;
+    AddServer(s, one);
+    const size_t size = one.ByteSizeLong();
+    if (servers + 1 <= codemode::kMaxCatalogServers &&
+        tools + s.tools.size() <= codemode::kMaxCatalogTools &&
+        bytes + size <= codemode::kMaxCatalogBytes) {
+      ++servers;
+      tools += s.tools.size();
+      bytes += size;
+      continue;
+    }
+    s.connected = false;
+    s.error = absl::StrCat("left out of sandboxes: its ", s.tools.size(), " tools (", size,
+                           " bytes) would take a sandbox's catalog past its limits (",
+                           codemode::kMaxCatalogTools, " tools, ", codemode::kMaxCatalogServers,
+                           " servers, ", codemode::kMaxCatalogBytes >> 20,
+                           " MiB); the servers configured before it fit");
+    s.tools.clear();
+  }
+  return upstreams;
 }
 
 std::vector<UpstreamStatus> UpstreamMemory::View(const std::vector<UpstreamStatus>& snapshot) {

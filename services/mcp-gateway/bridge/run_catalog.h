@@ -28,6 +28,12 @@ std::string DescribeRunJavaScript(const std::vector<UpstreamStatus>& upstreams, 
 sandbox::v1::Catalog BuildCatalog(const std::vector<UpstreamStatus>& upstreams,
                                   const ServerAllowlist& servers);
 
+// `upstreams` with every server that would take a sandbox's catalog past sandboxd's limits
+// (codemode::kMaxCatalogTools, kMaxCatalogServers, kMaxCatalogBytes) marked unavailable,
+// saying why, and its tools dropped: the connected servers fit in configuration order, so
+// one large upstream costs only itself, never every run (attack round 20, N1).
+std::vector<UpstreamStatus> FitCatalogLimits(std::vector<UpstreamStatus> upstreams);
+
 // Remembers each server as it was when last connected.
 class UpstreamMemory {
  public:

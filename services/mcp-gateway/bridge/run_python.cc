@@ -73,8 +73,9 @@ json RunPythonTool::ListTools() {
   json tool = {
       {"name", kToolName},
       {"title", "Run Python"},
-      {"description", DescribeRunPython(ApplyApprovalPolicy(upstreams_->Snapshot(), *policy_),
-                                        options_.max_description_bytes)},
+      {"description",
+       DescribeRunPython(FitCatalogLimits(ApplyApprovalPolicy(upstreams_->Snapshot(), *policy_)),
+                         options_.max_description_bytes)},
       {"inputSchema", RunArgumentsSchema(options_.max_timeout_seconds)},
       {"outputSchema", RunResultSchema()},
       {"annotations", {{"readOnlyHint", false}, {"destructiveHint", true}, {"openWorldHint", true}}}};
@@ -175,7 +176,8 @@ absl::StatusOr<json> RunPythonTool::CallToolNow(const std::string& name, const j
   router.SetAudit(options_.audit.get(), ctx.credential, options_.audit_arguments);
   // What the code sees and may call: without the denied tools (sandboxd refuses calls
   // outside its catalog), and each call through the gate (run_approvals.h).
-  const std::vector<UpstreamStatus> view = ApplyApprovalPolicy(memory_.View(upstreams), *policy_);
+  const std::vector<UpstreamStatus> view =
+      FitCatalogLimits(ApplyApprovalPolicy(memory_.View(upstreams), *policy_));
   RunApprovals approvals(policy_.get(), &view, &ctx, options_.approval);
   approvals.SetTraceId(trace.trace_id());
   router.SetGate([&approvals](const std::string& server, const std::string& tool, const json& arguments,

@@ -16,6 +16,7 @@
 #include "base/log_text.h"
 #include "base/thread.h"
 #include "base/utf8.h"
+#include "catalog/catalog.h"
 #include "spdlog/spdlog.h"
 
 namespace gateway {
@@ -334,6 +335,14 @@ absl::StatusOr<std::vector<UpstreamTool>> McpClient::ListAllPages(absl::Duration
                           absl::StrCat("tools/list: ", result.status().message()));
     }
     for (auto& tool : ParseTools(config_.name, *result)) {
+      if (tool.name.size() > codemode::kMaxCatalogNameBytes) {
+        // No sandbox could call it (a runner's tool_call carries at most this much), and a
+        // session that tried would be lost: never offered.
+        spdlog::warn("upstream {}: tool {} left out: its name is {} bytes, at most {}",
+                     config_.name, codemode::LogText(tool.name), tool.name.size(),
+                     codemode::kMaxCatalogNameBytes);
+        continue;
+      }
       if (!names.insert(tool.name).second) {
         spdlog::warn("upstream {}: duplicate tool {} ignored", config_.name,
                      codemode::LogText(tool.name));

@@ -9,6 +9,10 @@
 #include "sandboxd/log.h"
 
 namespace sandboxd {
+
+// Every tool of a valid catalog can be called: its names fit a tool_call frame.
+static_assert(kMaxNameBytes == codemode::kMaxCatalogNameBytes);
+
 namespace {
 
 using sandbox::v1::Finished;

@@ -4,6 +4,7 @@
 #include "bridge/run_catalog.h"
 
 #include "base/untrusted_json.h"
+#include "catalog/catalog.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -198,6 +199,35 @@ TEST(UpstreamMemoryTest, ADownServerKeepsItsLastConnectedTools) {
 
   view = memory.View({Server("a", 3)});
   EXPECT_EQ(view[0].tools.size(), 3u) << "a reconnected server shows its new tools";
+}
+
+// Three upstreams whose tools add up past sandboxd's 10,000: the ones configured first fit,
+// the one that would not is left out and says why; runs get a catalog sandboxd accepts
+// instead of every run being refused (attack round 20, N1).
+TEST(FitCatalogLimitsTest, OneLargeUpstreamCostsOnlyItself) {
+  std::vector<UpstreamStatus> fitted = FitCatalogLimits(
+      {Server("small", 5), Server("large", 9400), Server("down", 3, false), Server("more", 700),
+       Server("last", 10)});
+  ASSERT_EQ(fitted.size(), 5u);
+  EXPECT_TRUE(fitted[0].connected);
+  EXPECT_TRUE(fitted[1].connected);
+  EXPECT_FALSE(fitted[2].connected);
+  EXPECT_EQ(fitted[2].error, "connect: Connection refused");  // untouched
+  EXPECT_FALSE(fitted[3].connected);
+  EXPECT_THAT(fitted[3].error, HasSubstr("left out of sandboxes: its 700 tools"));
+  EXPECT_THAT(fitted[3].error, HasSubstr("10000 tools"));
+  EXPECT_TRUE(fitted[3].tools.empty());
+  EXPECT_TRUE(fitted[4].connected) << "a later server that still fits is kept";
+  absl::StatusOr<codemode::Catalog> catalog =
+      codemode::Catalog::FromProto(BuildCatalog(fitted, ServerAllowlist::All()));
+  ASSERT_TRUE(catalog.ok()) << catalog.status();
+  EXPECT_EQ(catalog->tool_count(), 5u + 9400 + 10);
+  // Unfitted, the same upstreams make a catalog sandboxd refuses.
+  EXPECT_FALSE(codemode::Catalog::FromProto(
+                   BuildCatalog({Server("small", 5), Server("large", 9400), Server("more", 700)},
+                                ServerAllowlist::All()))
+                   .ok());
+  EXPECT_THAT(DescribeRunPython(fitted, 1 << 20), HasSubstr("more: unavailable (left out"));
 }
 
 }  // namespace

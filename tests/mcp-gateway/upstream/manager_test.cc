@@ -151,6 +151,16 @@ TEST(UpstreamManagerTest, AHugeServerNameAndInstructionsAreClipped) {
   EXPECT_EQ(status.server_name, e_acutes);  // 256 bytes
   EXPECT_EQ(status.instructions.size(), 8192u);
   EXPECT_TRUE(codemode::IsValidUtf8(status.instructions));
+  // A tool no sandbox could call (its name is longer than a tool_call frame carries) is
+  // left out at list time; one at the bound is kept (attack round 20, N3).
+  int long_names = 0;
+  for (const UpstreamTool& t : status.tools) {
+    if (t.name.size() > 200) {
+      ++long_names;
+      EXPECT_EQ(t.name, std::string(256, 'n'));
+    }
+  }
+  EXPECT_EQ(long_names, 1);
 }
 
 TEST(UpstreamManagerTest, CallTimeoutDefaultsToTheManagerOption) {

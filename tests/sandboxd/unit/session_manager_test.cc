@@ -77,6 +77,28 @@ TEST_F(SessionManagerTest, CreateRejectsBadRequests) {
   EXPECT_EQ(runtime_->start_calls(), 0);  // nothing was started for invalid requests
 }
 
+// runtime "javascript" needs the JavaScript runner and an image that offers nodejs (this
+// fixture's images offer python3 only); an unknown runtime is invalid. Nothing starts.
+TEST_F(SessionManagerTest, RuntimesTheDaemonCannotRunAreRefusedClearly) {
+  ManagerOptions o = Options();
+  SessionManager* m = StartManager(o);
+  sandbox::v1::CreateSessionRequest r;
+  r.set_runtime("ruby");
+  absl::StatusOr<sandbox::v1::Session> s = m->CreateSession(r);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("\"javascript\""));
+  r.set_runtime("javascript");
+  s = m->CreateSession(r);  // no JavaScript runner installed
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("--js_runner"));
+  o.js_runner_path = "/usr/lib/sandboxd/sandbox_runner.js";
+  m = StartManager(o);
+  s = m->CreateSession(r);  // the image offers python3 only
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("does not offer nodejs"));
+  EXPECT_EQ(runtime_->start_calls(), 0);
+}
+
 // One owner cannot take every slot: past --max_sessions_per_owner its creations are
 // refused (RESOURCE_EXHAUSTED, naming the flag) while another owner still gets a session.
 TEST_F(SessionManagerTest, EachOwnerHasAtMostItsShareOfSessions) {
