@@ -24,6 +24,10 @@ ABSL_FLAG(std::string, audit_log, "",
           "(~/.local/state/mcp-gateway/audit.jsonl); \"off\": no audit log.");
 ABSL_FLAG(uint64_t, audit_max_bytes, 64 << 20, "Rotate the audit log past this size.");
 ABSL_FLAG(uint32_t, audit_keep, 5, "Rotated audit logs kept (audit.jsonl.1 ... .N).");
+ABSL_FLAG(absl::Duration, audit_drain_timeout, absl::Seconds(5),
+          "At shutdown, write the queued audit lines for at most this long; the rest are "
+          "dropped, counted and logged. Keep it well under the service manager's stop timeout "
+          "(the shipped unit's TimeoutStopSec=20).");
 ABSL_FLAG(bool, audit_arguments, false,
           "Write each tool call's arguments into its audit line (default: their SHA-256 and "
           "size only). They may hold what your upstreams' users would call secrets.");
@@ -69,6 +73,7 @@ absl::StatusOr<std::shared_ptr<gateway::AuditLog>> AuditFromFlags() {
   options.path = path;
   options.max_file_bytes = std::max<uint64_t>(4096, absl::GetFlag(FLAGS_audit_max_bytes));
   options.keep = std::max<uint32_t>(1, absl::GetFlag(FLAGS_audit_keep));
+  options.drain_timeout = std::max(absl::ZeroDuration(), absl::GetFlag(FLAGS_audit_drain_timeout));
   absl::StatusOr<std::unique_ptr<gateway::AuditLog>> audit = gateway::AuditLog::Open(options);
   if (!audit.ok()) return audit.status();
   spdlog::info("audit log: {}", path);
@@ -104,6 +109,13 @@ absl::StatusOr<std::unique_ptr<codemode::telemetry::MetricsServer>> ServeMetrics
                               "result", [audit] {
                                 return ScrapeGauges::Samples{{"written", double(audit->written())},
                                                              {"dropped", double(audit->dropped())}};
+                              });
+    gauges.AddLabelledCounter("codemode_gateway_audit_rotations_total",
+                              "Audit log rotations (refused: a kept name such as audit.jsonl.1 "
+                              "was not a regular file of ours, or a rename failed).",
+                              "result", [audit] {
+                                return ScrapeGauges::Samples{{"done", double(audit->rotations())},
+                                                             {"refused", double(audit->rotation_failures())}};
                               });
   }
   codemode::telemetry::AddBuildInfo(*metrics.registry(), "mcp-gateway", GATEWAY_VERSION);

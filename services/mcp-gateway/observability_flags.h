@@ -17,7 +17,7 @@
 std::shared_ptr<gateway::GatewayMetrics> MetricsFromFlags();
 
 // The audit log --audit_log names (default: the state directory's audit.jsonl; "off": none),
-// with --audit_max_bytes and --audit_keep; null when off. An error when it cannot be opened.
+// with --audit_max_bytes, --audit_keep and --audit_drain_timeout; null when off. An error when it cannot be opened.
 absl::StatusOr<std::shared_ptr<gateway::AuditLog>> AuditFromFlags();
 // --audit_arguments: tool-call lines hold the arguments, not only their digest.
 bool AuditArgumentsFromFlags();

@@ -5,13 +5,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <deque>
 #include <utility>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/mutex.h"
 #include "spdlog/spdlog.h"
 
 namespace gateway {
@@ -20,6 +24,24 @@ namespace {
 // O_NONBLOCK: a FIFO planted at the path fails at once (ENXIO without a reader) instead of
 // hanging the gateway's start (attack round 19, F5); a regular file ignores it.
 constexpr int kOpenFlags = O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
+
+// Drops are reported in the gateway's log at most this often.
+constexpr absl::Duration kReportEvery = absl::Seconds(1);
+
+// Why lines were dropped (a mask of these, since the last report).
+enum DropReason : uint32_t { kQueueFull = 1, kFileRefused = 2, kStopping = 4, kDrainTimeout = 8 };
+
+std::string Reasons(uint32_t mask) {
+  std::string out;
+  auto add = [&](uint32_t bit, const char* text) {
+    if (mask & bit) absl::StrAppend(&out, out.empty() ? "" : "; ", text);
+  };
+  add(kQueueFull, "the queue was full");
+  add(kFileRefused, "the file refused them, or could not be rotated or reopened");
+  add(kStopping, "written after shutdown began");
+  add(kDrainTimeout, "still queued when --audit_drain_timeout passed at shutdown");
+  return out;
+}
 
 // Opens `path` for appending and checks it is a private regular file; its size in `size`.
 absl::StatusOr<int> OpenPrivate(const std::string& path, uint64_t* size) {
@@ -40,7 +62,70 @@ absl::StatusOr<int> OpenPrivate(const std::string& path, uint64_t* size) {
   return fd;
 }
 
+// rename(2) that never replaces `to`: renameat2(RENAME_NOREPLACE), or where the file
+// system lacks it (NFS), rename after checking that `to` does not exist.
+int RenameNoReplace(const std::string& from, const std::string& to) {
+  if (renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return 0;
+  if (errno != EINVAL && errno != ENOSYS) return -1;
+  struct stat st;
+  if (lstat(to.c_str(), &st) == 0) {
+    errno = EEXIST;
+    return -1;
+  }
+  return rename(from.c_str(), to.c_str());
+}
+
 }  // namespace
+
+struct AuditLog::Core {
+  Core(AuditOptions o, int fd, uint64_t size) : options(std::move(o)), fd_(fd), size_(size) {
+    if (!options.write) options.write = ::write;
+  }
+  ~Core() {
+    if (fd_ >= 0) close(fd_);
+  }
+
+  void Loop();
+  // Appends one line, rotating first when it would pass max_file_bytes. Writer thread only.
+  bool Append(const std::string& line);
+  bool Rotate();
+  std::string ShiftKept();
+  bool Reopen();
+  // Logs `message` unless the AuditLog is gone (a detached writer never logs: spdlog may be
+  // torn down by then).
+  void Warn(const std::string& message);
+  void DropLocked(uint32_t why, uint64_t lines) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReportDropsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool Unreported() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return dropped_.load() != reported_; }
+
+  bool HasWorkOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !queue_.empty() || stopping_;
+  }
+  bool Drained() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return queue_.empty() && !writing_; }
+  bool Done() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return done_; }
+
+  AuditOptions options;
+  int fd_;            // writer thread only
+  uint64_t size_;     // writer thread only
+  absl::Time next_reopen_ = absl::InfinitePast();  // writer thread only
+  absl::Time next_rotate_ = absl::InfinitePast();  // writer thread only
+  codemode::Mutex mu_;
+  std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);
+  uint64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t unwritten_ ABSL_GUARDED_BY(mu_) = 0;  // lines of the writer's batch not yet counted
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;  // the writer holds a batch
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;       // the writer has returned
+  bool abandoned_ ABSL_GUARDED_BY(mu_) = false;  // the AuditLog is gone; the writer may not be
+  // Drops reported in the log so far, why the others were dropped, when the last report was.
+  uint64_t reported_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t why_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time last_report_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::atomic<uint64_t> written_{0};
+  std::atomic<uint64_t> dropped_{0};
+  std::atomic<uint64_t> rotations_{0};
+  std::atomic<uint64_t> rotation_failures_{0};
+};
 
 std::string AuditDigest(const std::string& text) {
   unsigned char digest[SHA256_DIGEST_LENGTH];
@@ -49,27 +134,61 @@ std::string AuditDigest(const std::string& text) {
       absl::string_view(reinterpret_cast<const char*>(digest), sizeof digest));
 }
 
+std::string AuditText(absl::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  size_t cut = max_bytes >= 3 ? max_bytes - 3 : 0;
+  // Back off continuation bytes (10xxxxxx) so no character is split.
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return absl::StrCat(text.substr(0, cut), "...");
+}
+
 absl::StatusOr<std::unique_ptr<AuditLog>> AuditLog::Open(AuditOptions options) {
   if (options.keep == 0) options.keep = 1;
   uint64_t size = 0;
   absl::StatusOr<int> fd = OpenPrivate(options.path, &size);
   if (!fd.ok()) return fd.status();
-  return std::unique_ptr<AuditLog>(new AuditLog(std::move(options), *fd, size));
+  return std::unique_ptr<AuditLog>(
+      new AuditLog(std::make_shared<Core>(std::move(options), *fd, size)));
 }
 
-AuditLog::AuditLog(AuditOptions options, int fd, uint64_t size)
-    : options_(std::move(options)), fd_(fd), size_(size) {
-  writer_ = std::thread([this] { Loop(); });
+AuditLog::AuditLog(std::shared_ptr<Core> core) : core_(std::move(core)) {
+  // The thread holds the Core, so a writer left behind at shutdown touches nothing freed.
+  writer_ = std::thread([core = core_] { core->Loop(); });
 }
 
 AuditLog::~AuditLog() {
+  Core& c = *core_;
+  bool drained;
   {
-    codemode::MutexLock lock(&mu_);
-    stopping_ = true;
+    codemode::MutexLock lock(&c.mu_);
+    c.stopping_ = true;
+    drained = c.mu_.AwaitWithTimeout(absl::Condition(&c, &Core::Done), c.options.drain_timeout);
+    if (!drained && c.queue_.size() + c.unwritten_ > 0) {
+      // The writer is slow or stuck in write(2): what it has not counted is lost to us.
+      const uint64_t left = c.queue_.size() + c.unwritten_;
+      c.queue_.clear();
+      c.queued_bytes_ = 0;
+      c.unwritten_ = 0;
+      spdlog::error("audit log: {} line(s) not written within --audit_drain_timeout ({}): dropped",
+                    left, absl::FormatDuration(c.options.drain_timeout));
+      c.DropLocked(kDrainTimeout, left);
+    }
+    if (c.Unreported()) c.ReportDropsLocked();
+    c.abandoned_ = true;
+    spdlog::info("audit log closed: {} line(s) written, {} dropped", c.written_.load(),
+                 c.dropped_.load());
   }
-  writer_.join();
-  if (fd_ >= 0) close(fd_);
+  if (drained) {
+    writer_.join();
+  } else {
+    writer_.detach();  // it holds core_; the process exits, or it finishes and frees it
+  }
 }
+
+uint64_t AuditLog::written() const { return core_->written_.load(); }
+uint64_t AuditLog::dropped() const { return core_->dropped_.load(); }
+uint64_t AuditLog::rotations() const { return core_->rotations_.load(); }
+uint64_t AuditLog::rotation_failures() const { return core_->rotation_failures_.load(); }
 
 void AuditLog::Write(nlohmann::json line) {
   line["time"] = absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone());
@@ -77,38 +196,78 @@ void AuditLog::Write(nlohmann::json line) {
   // and dump() escapes control characters, so one line stays one line.
   std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   text += '\n';
-  {
-    codemode::MutexLock lock(&mu_);
-    if (!stopping_ && queued_bytes_ + text.size() <= options_.max_queued_bytes) {
-      queued_bytes_ += text.size();
-      queue_.push_back(std::move(text));
-      return;
-    }
+  Core& c = *core_;
+  codemode::MutexLock lock(&c.mu_);
+  if (c.stopping_) {
+    c.DropLocked(kStopping, 1);
+  } else if (c.queued_bytes_ + text.size() > c.options.max_queued_bytes) {
+    c.DropLocked(kQueueFull, 1);
+  } else {
+    c.queued_bytes_ += text.size();
+    c.queue_.push_back(std::move(text));
   }
-  Drop("the queue is full");
 }
 
 void AuditLog::Flush() {
-  codemode::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(this, &AuditLog::Drained));
+  codemode::MutexLock lock(&core_->mu_);
+  core_->mu_.Await(absl::Condition(core_.get(), &Core::Drained));
 }
 
-void AuditLog::Loop() {
+// Counts `lines` dropped and reports them when the last report is a second old.
+void AuditLog::Core::DropLocked(uint32_t why, uint64_t lines) {
+  dropped_.fetch_add(lines);
+  why_ |= why;
+  if (absl::Now() - last_report_ >= kReportEvery) ReportDropsLocked();
+}
+
+// Logs the drops since the last report: their true number, why, and the total.
+void AuditLog::Core::ReportDropsLocked() {
+  const uint64_t total = dropped_.load();
+  if (abandoned_ || total == reported_) return;
+  spdlog::warn("audit log: {} line(s) dropped since the last report ({}); {} dropped since the "
+               "start, {} written",
+               total - reported_, Reasons(why_), total, written_.load());
+  reported_ = total;
+  why_ = 0;
+  last_report_ = absl::Now();
+}
+
+void AuditLog::Core::Warn(const std::string& message) {
+  codemode::MutexLock lock(&mu_);
+  if (!abandoned_) spdlog::warn("audit log: {}", message);
+}
+
+void AuditLog::Core::Loop() {
   for (;;) {
     std::deque<std::string> batch;
     {
       codemode::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(this, &AuditLog::HasWorkOrStopping));
-      if (queue_.empty()) return;  // stopping, and everything is written
+      const absl::Condition work(this, &Core::HasWorkOrStopping);
+      // Drops not yet reported are reported once they are a second old, even when no
+      // more come (and nothing else wakes this thread).
+      while (Unreported() && !abandoned_ &&
+             !mu_.AwaitWithDeadline(work, last_report_ + kReportEvery)) {
+        ReportDropsLocked();
+      }
+      mu_.Await(work);
+      if (queue_.empty()) {  // stopping, and everything is written
+        done_ = true;
+        return;
+      }
       batch.swap(queue_);
       queued_bytes_ = 0;
+      unwritten_ = batch.size();
       writing_ = true;
     }
     for (const std::string& line : batch) {
-      if (Append(line)) {
+      const bool ok = Append(line);
+      codemode::MutexLock lock(&mu_);
+      if (abandoned_) return;  // the destructor counted this line and the rest as dropped
+      --unwritten_;
+      if (ok) {
         written_.fetch_add(1);
       } else {
-        Drop("the file refused it");
+        DropLocked(kFileRefused, 1);
       }
     }
     codemode::MutexLock lock(&mu_);
@@ -116,12 +275,12 @@ void AuditLog::Loop() {
   }
 }
 
-bool AuditLog::Append(const std::string& line) {
+bool AuditLog::Core::Append(const std::string& line) {
   if (fd_ < 0 && !Reopen()) return false;
-  if (size_ > 0 && size_ + line.size() > options_.max_file_bytes && !Rotate()) return false;
+  if (size_ > 0 && size_ + line.size() > options.max_file_bytes && !Rotate()) return false;
   size_t done = 0;
   while (done < line.size()) {
-    const ssize_t n = write(fd_, line.data() + done, line.size() - done);
+    const ssize_t n = options.write(fd_, line.data() + done, line.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     done += static_cast<size_t>(n);
@@ -136,47 +295,80 @@ bool AuditLog::Append(const std::string& line) {
 // removed (or a reopen failed), a new file is opened there and nothing kept is touched
 // (attack round 19, F4: a failed reopen made every later line shift the kept files, each
 // shift deleting the oldest, and auditing never resumed).
-bool AuditLog::Rotate() {
-  const std::string& path = options_.path;
+// A rotation that cannot be done whole is not done (attack round 20, F4': a directory at
+// `.1` made every rotation replace `.1`): lines go on to the current file up to twice
+// max_file_bytes, then are dropped, and rotation is tried again each reopen_interval.
+bool AuditLog::Core::Rotate() {
+  const bool may_grow = size_ < 2 * options.max_file_bytes;
+  const absl::Time now = absl::Now();
+  if (now < next_rotate_) return may_grow;
+  const std::string& path = options.path;
   struct stat ours, there;
   const bool still_ours = fstat(fd_, &ours) == 0 && stat(path.c_str(), &there) == 0 &&
                           ours.st_ino == there.st_ino && ours.st_dev == there.st_dev;
   if (still_ours) {
-    for (uint32_t i = options_.keep; i > 1; --i) {
-      (void)rename(absl::StrCat(path, ".", i - 1).c_str(), absl::StrCat(path, ".", i).c_str());
+    std::string failed = ShiftKept();
+    if (failed.empty() && RenameNoReplace(path, absl::StrCat(path, ".1")) != 0) {
+      failed = absl::StrCat("cannot rename it to ", path, ".1: ", std::strerror(errno));
     }
-    if (rename(path.c_str(), absl::StrCat(path, ".1").c_str()) != 0) {
-      spdlog::warn("audit log: cannot rotate {}: {}", path, std::strerror(errno));
-      return size_ < 2 * options_.max_file_bytes;  // keep writing a while, not without bound
+    if (!failed.empty()) {
+      rotation_failures_.fetch_add(1);
+      next_rotate_ = now + options.reopen_interval;
+      Warn(absl::StrCat("not rotating ", path, ": ", failed, "; it grows to ",
+                        2 * options.max_file_bytes, " bytes, then lines are dropped, until "
+                        "the kept names are regular files of ours or free (tried again in ",
+                        absl::FormatDuration(options.reopen_interval), ")"));
+      return may_grow;
     }
+    rotations_.fetch_add(1);
   }
   close(fd_);
   fd_ = -1;
   return Reopen();
 }
 
+// Frees `.1` for the file being written: removes `.keep` and moves `.keep-1` ... `.1` up by
+// one, never renaming onto anything. Refuses (touching nothing) when a kept name is not a
+// regular file of ours; the error, or "" when `.1` is free.
+std::string AuditLog::Core::ShiftKept() {
+  const std::string& path = options.path;
+  for (uint32_t i = 1; i <= options.keep; ++i) {
+    const std::string name = absl::StrCat(path, ".", i);
+    struct stat st;
+    if (lstat(name.c_str(), &st) != 0) {
+      if (errno == ENOENT) continue;
+      return absl::StrCat("cannot stat ", name, ": ", std::strerror(errno));
+    }
+    if (!S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+      return absl::StrCat(name, " is not a regular file of ours");
+    }
+  }
+  const std::string oldest = absl::StrCat(path, ".", options.keep);
+  if (unlink(oldest.c_str()) != 0 && errno != ENOENT) {
+    return absl::StrCat("cannot remove ", oldest, ": ", std::strerror(errno));
+  }
+  for (uint32_t i = options.keep; i > 1; --i) {
+    const std::string from = absl::StrCat(path, ".", i - 1), to = absl::StrCat(path, ".", i);
+    if (RenameNoReplace(from, to) != 0 && errno != ENOENT) {
+      return absl::StrCat("cannot rename ", from, " to ", to, ": ", std::strerror(errno));
+    }
+  }
+  return "";
+}
+
 // Opens `path` anew (at most once per reopen_interval: lines in between are dropped and
 // counted, not each one a failed open and a log line).
-bool AuditLog::Reopen() {
+bool AuditLog::Core::Reopen() {
   const absl::Time now = absl::Now();
   if (now < next_reopen_) return false;
-  absl::StatusOr<int> fd = OpenPrivate(options_.path, &size_);
+  absl::StatusOr<int> fd = OpenPrivate(options.path, &size_);
   if (!fd.ok()) {
-    next_reopen_ = now + options_.reopen_interval;
-    spdlog::warn("audit log: {}", std::string(fd.status().message()));
+    next_reopen_ = now + options.reopen_interval;
+    Warn(std::string(fd.status().message()));
     return false;
   }
   fd_ = *fd;
   return true;
-}
-
-void AuditLog::Drop(const char* why) {
-  const uint64_t dropped = dropped_.fetch_add(1) + 1;
-  const int64_t now_ms = absl::ToUnixMillis(absl::Now());
-  int64_t last = last_report_ms_.load();
-  if (now_ms - last >= 1000 && last_report_ms_.compare_exchange_strong(last, now_ms)) {
-    spdlog::warn("audit log: a line was dropped ({}); {} dropped since the start", why, dropped);
-  }
 }
 
 }  // namespace gateway

@@ -7,24 +7,28 @@
 //
 // Writing never blocks a run: Write() queues the line and returns; a thread appends. Past
 // `max_queued_bytes` a line is dropped and counted (dropped(), the metric
-// codemode_gateway_audit_lines_dropped_total), and so is a line the file refuses (disk
-// full); every drop is also reported in the gateway's log, at most once a second. The
-// destructor writes what is queued.
+// codemode_gateway_audit_lines_total{result="dropped"}), and so is a line the file refuses
+// (disk full). The gateway's log reports the drops with their number, at most once a
+// second, again once they stop, and at shutdown. A kept name (`.1` ... `.keep`) that is
+// not a regular file of ours stops rotation (counted: rotation_failures()) instead of being
+// renamed or renamed over. The destructor writes what is queued within `drain_timeout`;
+// what is left then is dropped, counted and logged.
 //
 //   auto audit = AuditLog::Open({.path = "/var/lib/mcp-gateway/audit.jsonl"});
 //   (*audit)->Write({{"kind", "run"}, ...});
 #pragma once
 
-#include <atomic>
+#include <sys/types.h>
+
 #include <cstdint>
-#include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "base/mutex.h"
 #include "nlohmann/json.hpp"
 
 namespace gateway {
@@ -34,8 +38,14 @@ struct AuditOptions {
   uint64_t max_file_bytes = 64 << 20;   // rotate past this (--audit_max_bytes)
   uint32_t keep = 5;                    // rotated files kept (--audit_keep)
   uint64_t max_queued_bytes = 16 << 20; // lines waiting for the writer
-  // After a failed open, the next try waits this long (lines meanwhile are dropped).
+  // After a failed open (or rotation), the next try waits this long (lines meanwhile are
+  // dropped, or appended to the current file up to twice max_file_bytes).
   absl::Duration reopen_interval = absl::Seconds(1);
+  // How long the destructor waits for the queue to be written (--audit_drain_timeout):
+  // keep it well under the service manager's stop timeout (systemd's TimeoutStopSec=20).
+  absl::Duration drain_timeout = absl::Seconds(5);
+  // write(2) of the writer thread (null: ::write); tests make a slow or a hung disk with it.
+  std::function<ssize_t(int fd, const void* data, size_t size)> write;
 };
 
 class AuditLog {
@@ -43,7 +53,11 @@ class AuditLog {
   // Opens (creates) the file; an error when it cannot be opened, is not a regular file, is
   // a symlink, or others may read it.
   static absl::StatusOr<std::unique_ptr<AuditLog>> Open(AuditOptions options);
-  ~AuditLog();  // writes what is queued, then closes
+  // Writes what is queued, for at most drain_timeout; the lines left (with the one being
+  // written, if any) are dropped, counted and logged, and a writer stuck in write(2) is
+  // left to finish on its own: it holds what it touches and never logs again. Then logs
+  // the totals.
+  ~AuditLog();
   AuditLog(const AuditLog&) = delete;
   AuditLog& operator=(const AuditLog&) = delete;
 
@@ -51,40 +65,28 @@ class AuditLog {
   // on the file. Thread-safe.
   void Write(nlohmann::json line);
 
-  uint64_t written() const { return written_.load(); }
-  uint64_t dropped() const { return dropped_.load(); }
-  // Blocks until the queue is empty and written (or dropped): tests, shutdown.
+  uint64_t written() const;
+  uint64_t dropped() const;
+  // Rotations done, and refused because a kept name was not a regular file of ours, or a
+  // rename failed.
+  uint64_t rotations() const;
+  uint64_t rotation_failures() const;
+  // Blocks until the queue is empty and written (or dropped): tests.
   void Flush();
 
  private:
-  AuditLog(AuditOptions options, int fd, uint64_t size);
-  void Loop();
-  // Appends one line, rotating first when it would pass max_file_bytes. Writer thread only.
-  bool Append(const std::string& line);
-  bool Rotate();
-  bool Reopen();
-  void Drop(const char* why);
+  struct Core;  // everything the writer thread touches: it may outlive the AuditLog
+  explicit AuditLog(std::shared_ptr<Core> core);
 
-  const AuditOptions options_;
-  int fd_;            // writer thread only
-  uint64_t size_;     // writer thread only
-  absl::Time next_reopen_ = absl::InfinitePast();  // writer thread only
-  codemode::Mutex mu_;
-  std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);
-  uint64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;  // the writer holds a batch
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  bool HasWorkOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !queue_.empty() || stopping_;
-  }
-  bool Drained() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return queue_.empty() && !writing_; }
-  std::atomic<uint64_t> written_{0};
-  std::atomic<uint64_t> dropped_{0};
-  std::atomic<int64_t> last_report_ms_{0};
+  std::shared_ptr<Core> core_;
   std::thread writer_;
 };
 
 // A hex SHA-256 of `text` (code and arguments are audited by digest).
 std::string AuditDigest(const std::string& text);
+
+// `text` cut to at most `max_bytes` bytes, at a UTF-8 character boundary, "..." marking a
+// cut: for free text (an error message) in an audit line.
+std::string AuditText(absl::string_view text, size_t max_bytes = 200);
 
 }  // namespace gateway

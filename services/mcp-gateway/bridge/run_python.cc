@@ -114,7 +114,6 @@ bool RunPythonTool::MayAsk() {
 
 namespace {
 
-// How a run ended, for the runs metric: from what Execute returned.
 // The audit line of a run refused before anything ran: what little is known of it.
 json RefusedRunLine(const ToolCallContext& ctx, const json& arguments, const absl::Status& why) {
   const auto code = arguments.is_object() ? arguments.find("code") : arguments.end();
@@ -125,10 +124,11 @@ json RefusedRunLine(const ToolCallContext& ctx, const json& arguments, const abs
           {"span_id", trace.span_id()},
           {"parent_span_id", ctx.trace_parent ? ctx.trace_parent->span_id() : ""},
           {"code_bytes", text.size()}, {"code_sha256", AuditDigest(text)},
-          {"outcome", "refused"},   {"why", std::string(why.message()).substr(0, 200)},
+          {"outcome", "refused"},   {"why", AuditText(why.message())},
           {"duration_ms", 0},       {"tool_calls", 0}};
 }
 
+// How a run ended, for the runs metric: from what Execute returned.
 RunOutcome OutcomeOf(const absl::StatusOr<Finished>& finished) {
   if (!finished.ok()) {
     const absl::Status& s = finished.status();
@@ -197,7 +197,7 @@ absl::StatusOr<json> RunPythonTool::CallToolNow(const std::string& name, const j
   // credential hear of it.
   watch_.Poke(ctx.credential);
   report.calls = router.stats();
-  Record(run, trace, OutcomeOf(finished), absl::Now() - started);
+  Record(run, trace, OutcomeOf(finished), absl::Now() - started, finished.status());
   if (!finished.ok()) {
     return FormatRunError(std::string(finished.status().message()), report);
   }
@@ -207,7 +207,7 @@ absl::StatusOr<json> RunPythonTool::CallToolNow(const std::string& name, const j
 // The run's metrics, its audit line and its log line (with the trace id that joins it to
 // its tool calls, sandboxd's log and the upstreams').
 void RunPythonTool::Record(const Run& run, const codemode::telemetry::TraceContext& trace,
-                           RunOutcome outcome, absl::Duration took) {
+                           RunOutcome outcome, absl::Duration took, const absl::Status& why) {
   const uint64_t calls = run.report->calls.total;
   if (options_.metrics) options_.metrics->RunFinished(outcome, took, calls);
   const std::string sandbox = run.router->sandbox();
@@ -227,6 +227,9 @@ void RunPythonTool::Record(const Run& run, const codemode::telemetry::TraceConte
                {"duration_ms", absl::ToInt64Milliseconds(took)},
                {"tool_calls", calls},
                {"tool_calls_failed", run.report->calls.failed}};
+  // A run refused (or failed) before its code finished says why (attack round 20, A3: a
+  // catalog sandboxd refused left no reason in the line).
+  if (!why.ok()) line["why"] = AuditText(why.message());
   options_.audit->Write(std::move(line));
 }
 

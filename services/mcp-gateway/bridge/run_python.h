@@ -158,8 +158,9 @@ class RunPythonTool : public ToolProvider {
   // The sandbox a handle names for the run's credential; PERMISSION_DENIED
   // (HandleSealer::kInvalidHandle) for any handle that is not valid for it.
   absl::StatusOr<SandboxRef> OpenHandle(const std::string& handle, const std::string& credential);
+  // The run's metrics, audit line (with `why` when it is an error) and log line.
   void Record(const Run& run, const codemode::telemetry::TraceContext& trace, RunOutcome outcome,
-              absl::Duration took);
+              absl::Duration took, const absl::Status& why);
   // One attempt on `binding`, whose run lock the caller holds. `session_gone`: sandboxd
   // no longer has the binding's session (worth one retry in a new one).
   absl::StatusOr<sandbox::v1::Finished> ExecuteOn(SessionBindings::Binding& binding, Run& run,

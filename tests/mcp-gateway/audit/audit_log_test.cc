@@ -160,6 +160,46 @@ TEST_F(AuditLogTest, AFailedReopenTouchesNothingKeptAndAuditingResumes) {
   EXPECT_EQ(nlohmann::json::parse(line)["n"], 8);
 }
 
+// Attack round 20, F4': a directory at a kept name made the shift renames fail, ignored,
+// and every rotation then replace `.1`: lines counted as written were lost, nothing logged.
+// Now nothing is renamed onto or over it: rotation waits (counted) and no written line is lost.
+TEST_F(AuditLogTest, ADirectoryAtAKeptNameStopsRotationInsteadOfOverwriting) {
+  AuditOptions o{path_};
+  o.max_file_bytes = 200;
+  o.keep = 3;
+  o.reopen_interval = absl::ZeroDuration();
+  auto log = AuditLog::Open(o);
+  ASSERT_TRUE(log.ok());
+  for (int i = 0; i < 4; ++i) (*log)->Write({{"n", i}, {"pad", std::string(60, 'x')}});
+  (*log)->Flush();
+  ASSERT_TRUE(fs::is_regular_file(path_ + ".1"));
+  fs::remove(path_ + ".1");
+  fs::create_directory(path_ + ".1");
+  std::ofstream(path_ + ".1/x") << "not ours to move";
+  const uint64_t written_before = (*log)->written();
+  for (int n = 4; n < 40; ++n) (*log)->Write({{"n", n}, {"pad", std::string(60, 'x')}});
+  (*log)->Flush();
+  EXPECT_TRUE(fs::is_directory(path_ + ".1")) << "the directory was moved";
+  EXPECT_TRUE(fs::exists(path_ + ".1/x"));
+  EXPECT_GT((*log)->rotation_failures(), 0u);
+  EXPECT_EQ((*log)->written() + (*log)->dropped(), 40u);
+  EXPECT_GT((*log)->dropped(), 0u) << "past twice max_file_bytes lines are dropped, counted";
+  EXPECT_LE(fs::file_size(path_), 2 * o.max_file_bytes + 200);
+  // Every line counted as written since the directory came is in a file: none was lost to
+  // a rename over `.1`.
+  size_t present = 0;
+  for (const std::string& line : AllLines(o.keep)) present += nlohmann::json::parse(line)["n"].get<int>() >= 4;
+  EXPECT_EQ(present, (*log)->written() - written_before) << "lines counted as written are gone";
+  // The directory goes: rotation resumes.
+  fs::remove_all(path_ + ".1");
+  const uint64_t rotations = (*log)->rotations();
+  for (int n = 40; n < 50; ++n) (*log)->Write({{"n", n}, {"pad", std::string(60, 'x')}});
+  (*log)->Flush();
+  EXPECT_GT((*log)->rotations(), rotations);
+  EXPECT_TRUE(fs::is_regular_file(path_ + ".1"));
+  EXPECT_TRUE(fs::is_regular_file(path_ + ".3"));
+}
+
 // Attack round 19, F5: a FIFO at the path hung the gateway's start in open().
 TEST_F(AuditLogTest, AFifoIsRefusedWithoutHanging) {
   ASSERT_EQ(mkfifo(path_.c_str(), 0600), 0);

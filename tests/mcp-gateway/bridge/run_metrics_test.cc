@@ -1,8 +1,13 @@
 // What RunPythonTool counts for Prometheus (metrics/gateway_metrics.h): runs by outcome,
 // tool calls by server, tool and outcome, calls per run, and the bound on tool labels
-// whatever names sandboxed code makes up.
+// whatever names sandboxed code makes up; and what its audit lines say (audit/audit_log.h).
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "bridge/run_python.h"
 #include "bridge_fakes.h"
@@ -50,6 +55,7 @@ class RunMetricsTest : public ::testing::Test {
   RunMetricsTest() {
     upstreams_.SetServers({Server("github", {"search", "delete_repo"}), Server("memory", {"read"})});
   }
+  ~RunMetricsTest() override { std::filesystem::remove_all(dir_); }
 
   absl::StatusOr<json> Call(const json& args) {
     ToolCallContext ctx;
@@ -58,16 +64,30 @@ class RunMetricsTest : public ::testing::Test {
     ctx.cancel = std::make_shared<codemode::CancelToken>();
     return tool_.CallTool("run_python", args, ctx);
   }
-  static RunPythonOptions Options(const std::shared_ptr<GatewayMetrics>& metrics) {
+  RunPythonOptions Options() {
     RunPythonOptions o;
-    o.metrics = metrics;
+    o.metrics = metrics_;
+    o.audit = audit_;
     return o;
   }
+  std::vector<std::string> AuditLines() {
+    audit_->Flush();
+    std::ifstream in(dir_ + "/audit.jsonl");
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+  }
+  static std::string MakeDir() {
+    char tmpl[] = "/tmp/run-metrics-test-XXXXXX";
+    return mkdtemp(tmpl);
+  }
 
+  std::string dir_ = MakeDir();
   std::shared_ptr<GatewayMetrics> metrics_ = std::make_shared<GatewayMetrics>(3);
+  std::shared_ptr<AuditLog> audit_ = *AuditLog::Open({dir_ + "/audit.jsonl"});
   FakeSandboxes sandboxes_;
   FakeUpstreams upstreams_;
-  RunPythonTool tool_{&sandboxes_, &upstreams_, Options(metrics_)};
+  RunPythonTool tool_{&sandboxes_, &upstreams_, Options()};
 };
 
 TEST_F(RunMetricsTest, RunsAndTheirToolCallsAreCountedByOutcome) {
@@ -143,6 +163,30 @@ TEST_F(RunMetricsTest, ExpositionIsValidTextFormat) {
   const std::string text = prometheus::TextSerializer().Serialize(metrics_->registry()->Collect());
   EXPECT_THAT(text, ::testing::ContainsRegex(
                         "codemode_gateway_tool_calls_total\\{outcome=\"ok\",server=\"gi\\\\\"t_hub~[0-9a-f]{8}\",tool=\"t___~[0-9a-f]{8}\"\\} 1"));
+}
+
+// Attack round 20, A3: a run sandboxd refused (its catalog) had no `why` in its line.
+TEST_F(RunMetricsTest, ARefusedRunSaysWhyBoundedAndEscaped) {
+  EXPECT_FALSE(Call({{"code", ""}}).ok());  // refused as its arguments are read
+  sandboxes_.create_error = absl::InvalidArgumentError(
+      "catalog has more than 10000 tools\n{\"kind\":\"forged\"} \xe2\x80\xae" + std::string(500, 'x'));
+  (void)Call({{"code", "print(1)"}});
+  sandboxes_.create_error = absl::OkStatus();
+  ASSERT_TRUE(Call({{"code", "print(1)"}}).ok());
+  const std::vector<std::string> lines = AuditLines();
+  ASSERT_EQ(lines.size(), 3u) << "one line per run, whatever the reason holds";
+  const json arguments = json::parse(lines[0]), catalog = json::parse(lines[1]), ok = json::parse(lines[2]);
+  EXPECT_EQ(arguments["outcome"], "refused");
+  EXPECT_FALSE(arguments["why"].get<std::string>().empty());
+  EXPECT_EQ(catalog["outcome"], "refused");
+  ASSERT_TRUE(catalog.contains("why")) << lines[1];
+  const std::string why = catalog["why"];
+  EXPECT_THAT(why, ::testing::HasSubstr("catalog has more than 10000 tools"));
+  EXPECT_LE(why.size(), 200u);
+  EXPECT_THAT(why, ::testing::EndsWith("..."));
+  EXPECT_THAT(lines[1], ::testing::Not(::testing::HasSubstr("\n"))) << "the newline is escaped";
+  EXPECT_EQ(ok["outcome"], "ok");
+  EXPECT_FALSE(ok.contains("why"));
 }
 
 }  // namespace
