@@ -45,7 +45,7 @@ struct AuditOptions {
   // keep it well under the service manager's stop timeout (systemd's TimeoutStopSec=20).
   absl::Duration drain_timeout = absl::Seconds(5);
   // write(2) of the writer thread (null: ::write); tests make a slow or a hung disk with it.
-  std::function<ssize_t(int fd, const void* data, size_t size)> write;
+  std::function<ssize_t(int fd, const void* data, size_t size)> write = nullptr;
 };
 
 class AuditLog {
