@@ -69,7 +69,8 @@ class Runner {
       'function defined so far is lost]\n');
     this.finishExec(cur, 'error', null, {
       type: outOfMemory ? 'OutOfMemoryError' : 'RunnerError',
-      message: cap(`${why}; the namespace was reset`, ERROR_MESSAGE_LIMIT), traceback: '' }, null);
+      message: cap(`${why}; the namespace was reset`, ERROR_MESSAGE_LIMIT), traceback: '' }, null,
+    true);
   }
 
   // -- execs ---------------------------------------------------------------------------
@@ -134,14 +135,15 @@ class Runner {
     this.finishExec(cur, status, m.result, m.error, m);
   }
 
-  finishExec(cur, status, result, error, counts) {
+  // `namespaceReset`: the namespace was replaced during this exec (done says so).
+  finishExec(cur, status, result, error, counts, namespaceReset = false) {
     if (cur.timer) clearTimeout(cur.timer);
     const own = this.output.finish();
     this.calls.close(cur.calls, 'the execution ended before the tool result arrived');
     this.current = null;
     const outputBytes = Math.max(counts ? counts.outputBytes : 0, own.bytes + own.dropped);
     const dropped = (counts ? counts.droppedBytes : 0) + own.dropped;
-    cur.conn.send(doneFrame(cur.id, status, result, error, outputBytes, dropped));
+    cur.conn.send(doneFrame(cur.id, status, result, error, outputBytes, dropped, namespaceReset));
     this.pump();
   }
 
@@ -168,7 +170,7 @@ class Runner {
     this.output.note('stderr', `\n[the code did not stop within ${INTERRUPT_GRACE_MS} ms of ` +
       'the interrupt (a synchronous loop?), so the JavaScript worker was terminated: the ' +
       'namespace was reset and every variable and function defined so far is lost]\n');
-    this.finishExec(cur, 'interrupted', null, interruptedError(), null);
+    this.finishExec(cur, 'interrupted', null, interruptedError(), null, true);
   }
 
   // -- connections ---------------------------------------------------------------------
@@ -239,9 +241,11 @@ function interruptedError() {
   return { type: 'InterruptedError', message: 'execution interrupted', traceback: '' };
 }
 
-function doneFrame(id, status, result, error, outputBytes, droppedBytes) {
-  return { type: 'done', id, status, result, error, output_bytes: outputBytes,
+function doneFrame(id, status, result, error, outputBytes, droppedBytes, namespaceReset) {
+  const frame = { type: 'done', id, status, result, error, output_bytes: outputBytes,
     dropped_bytes: droppedBytes, displays: 0, displays_dropped: 0 };
+  if (namespaceReset) frame.namespace_reset = true;
+  return frame;
 }
 
 // End every other process of this PID namespace (what user code left running); only with

@@ -119,6 +119,10 @@ absl::StatusOr<RunnerMessage> ParseDone(const json& f) {
   m.dropped_bytes = dropped_bytes;
   SBX_TRY(displays_dropped, RunnerUint(f, "displays_dropped", false));
   m.displays_dropped = displays_dropped;
+  if (auto reset = f.find("namespace_reset"); reset != f.end()) {
+    if (!reset->is_boolean()) return RunnerViolation("done namespace_reset is not a boolean");
+    m.namespace_reset = reset->get<bool>();
+  }
   return m;
 }
 

@@ -74,6 +74,7 @@ struct DoneMessage {
   uint64_t output_bytes = 0;
   uint64_t dropped_bytes = 0;
   uint64_t displays_dropped = 0;  // over the exec's max_display_bytes, in the runner
+  bool namespace_reset = false;   // the runner replaced the namespace (JavaScript)
 };
 
 // reset_done, catalog_set and pong: replies that only carry the request id.

@@ -201,21 +201,26 @@ void Session::HandleDone(DoneMessage m, Deferred& out) {
     case DoneMessage::Status::kError:
       f.set_status(Finished::ERROR);
       break;
-    case DoneMessage::Status::kInterrupted:
+    case DoneMessage::Status::kInterrupted: {
+      const char* kept = m.namespace_reset
+                             ? "the code did not stop, so the session's namespace was reset: "
+                               "every variable defined before is gone"
+                             : "the session's variables are kept";
       if (e->stop == ExecState::Stop::kTimeout) {
         f.set_status(Finished::TIMEOUT);
         f.mutable_error()->set_type("TimeoutError");
         f.mutable_error()->set_message(absl::StrCat("execution exceeded its timeout of ",
-                                                    e->timeout_ms,
-                                                    " ms and was interrupted; the session's "
-                                                    "variables are kept"));
+                                                    e->timeout_ms, " ms and was interrupted; ",
+                                                    kept));
       } else {
         f.set_status(Finished::CANCELLED);
         f.mutable_error()->set_type("Cancelled");
-        f.mutable_error()->set_message("execution cancelled; the session's variables are kept");
+        f.mutable_error()->set_message(absl::StrCat("execution cancelled; ", kept));
       }
       break;
+    }
   }
+  f.set_namespace_reset(m.namespace_reset);
   FinishExecLocked(*e, std::move(f), out);
   StartNextLocked(out);
 }

@@ -75,6 +75,9 @@ try { await callTool('everything', 'no_such_tool', {}); } catch (e) { console.lo
     assert.equal(r.isError, true);
     assert.equal(r.structuredContent.status, "timeout", text(r));
     assert.match(r.structuredContent.stderr, /namespace was reset/);
+    // The timeout's own words agree with the runner's: nothing says the variables are kept.
+    assert.doesNotMatch(text(r), /variables are kept/, text(r));
+    assert.match(text(r), /TimeoutError: .*namespace was reset/, text(r));
     console.log(`# a timeout as the model reads it:\n${text(r)}`);
     const after = await runJs(client, "[typeof before, require('fs').existsSync('marker')]");
     assert.equal(after.isError, false, text(after));

@@ -108,6 +108,8 @@ TEST_F(JavaScriptTest, TimeoutStopsAnEndlessLoopAndTheSessionLivesOn) {
   Finished f = RunCode(*stub_, s.id(), "while (true) {}", /*timeout_ms=*/1000);
   EXPECT_EQ(f.status(), Finished::TIMEOUT) << f.DebugString();
   EXPECT_NE(f.stderr().find("namespace"), std::string::npos) << f.stderr();
+  EXPECT_TRUE(f.namespace_reset());
+  EXPECT_NE(f.error().message().find("namespace was reset"), std::string::npos) << f.error().message();
   f = RunCode(*stub_, s.id(), "typeof kept + ' ' + (1 + 1)");
   EXPECT_EQ(f.status(), Finished::OK) << f.DebugString();
   EXPECT_EQ(f.result_repr(), "'undefined 2'");
@@ -115,6 +117,8 @@ TEST_F(JavaScriptTest, TimeoutStopsAnEndlessLoopAndTheSessionLivesOn) {
   RunCode(*stub_, s.id(), "globalThis.kept = 'after'");
   f = RunCode(*stub_, s.id(), "await new Promise(() => {})", /*timeout_ms=*/1000);
   EXPECT_EQ(f.status(), Finished::TIMEOUT) << f.DebugString();
+  EXPECT_FALSE(f.namespace_reset());
+  EXPECT_NE(f.error().message().find("variables are kept"), std::string::npos) << f.error().message();
   EXPECT_EQ(RunCode(*stub_, s.id(), "kept").result_repr(), "'after'");
 }
 

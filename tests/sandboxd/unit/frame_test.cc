@@ -454,6 +454,12 @@ TEST(ParseRunnerMessageTest, DoneErrorAndInterrupted) {
   EXPECT_EQ(std::get<DoneMessage>(*m).status, DoneMessage::Status::kInterrupted);
   ASSERT_TRUE(std::get<DoneMessage>(*m).error.has_value());
   EXPECT_EQ(std::get<DoneMessage>(*m).error->type, "");
+  EXPECT_FALSE(std::get<DoneMessage>(*m).namespace_reset);  // absent: kept
+
+  // The JavaScript runner says when it had to replace the namespace.
+  m = Parse(json{{"type", "done"}, {"id", 1}, {"status", "interrupted"}, {"namespace_reset", true}});
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(std::get<DoneMessage>(*m).namespace_reset);
 }
 
 TEST(ParseRunnerMessageTest, DoneErrors) {
@@ -477,6 +483,8 @@ TEST(ParseRunnerMessageTest, DoneErrors) {
   EXPECT_PROTOCOL_ERROR(with("output_bytes", "10"), "output_bytes");
   EXPECT_PROTOCOL_ERROR(with("dropped_bytes", -1), "dropped_bytes");
   EXPECT_PROTOCOL_ERROR(with("dropped_bytes", 0.5), "dropped_bytes");
+  EXPECT_PROTOCOL_ERROR(with("namespace_reset", 1), "namespace_reset");
+  EXPECT_PROTOCOL_ERROR(with("namespace_reset", "yes"), "namespace_reset");
 }
 
 TEST(ParseRunnerMessageTest, Acks) {
