@@ -101,6 +101,11 @@ struct AuditLog::Core {
   bool HasWorkOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !queue_.empty() || stopping_;
   }
+  // What wakes the idle writer: lines, the stop, or drops to report (Write drops lines
+  // under mu_ while the writer may already be waiting here).
+  bool HasWorkOrDropsToReport() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return HasWorkOrStopping() || (Unreported() && !abandoned_);
+  }
   bool Drained() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return queue_.empty() && !writing_; }
   bool Done() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return done_; }
 
@@ -243,13 +248,14 @@ void AuditLog::Core::Loop() {
     {
       codemode::MutexLock lock(&mu_);
       const absl::Condition work(this, &Core::HasWorkOrStopping);
-      // Drops not yet reported are reported once they are a second old, even when no
-      // more come (and nothing else wakes this thread).
+      // Drops not yet reported are reported once the last report is a second old, even
+      // when no more come: nothing but this thread would report them.
+      mu_.Await(absl::Condition(this, &Core::HasWorkOrDropsToReport));
       while (Unreported() && !abandoned_ &&
              !mu_.AwaitWithDeadline(work, last_report_ + kReportEvery)) {
         ReportDropsLocked();
       }
-      mu_.Await(work);
+      if (!HasWorkOrStopping()) continue;  // reported; wait again
       if (queue_.empty()) {  // stopping, and everything is written
         done_ = true;
         return;

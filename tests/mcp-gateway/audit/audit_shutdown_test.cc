@@ -88,6 +88,9 @@ TEST_F(AuditShutdownTest, EveryDropIsReportedWithItsNumber) {
   o.max_queued_bytes = 10;  // every line is dropped
   auto log = AuditLog::Open(o);
   ASSERT_TRUE(log.ok());
+  // The writer is idle before the drops come (under TSan it often was, and the drops were
+  // never reported: nothing woke it).
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   for (int i = 0; i < 5; ++i) (*log)->Write({{"n", i}});
   EXPECT_EQ(log_->Reported().first, 1u) << "the first drop is reported at once, the next 4 wait";
   // The drops stopped: within about a second they are reported, with their number.
