@@ -76,7 +76,7 @@ int main() {
                              absl::Milliseconds(2), true);
   });
   const double run = MedianMicros(5, 20000, [&] {
-    metrics.RunFinished(gateway::RunOutcome::kOk, absl::Milliseconds(2), 3);
+    metrics.RunFinished("run_python", gateway::RunOutcome::kOk, absl::Milliseconds(2), 3);
   });
   // What sandboxd counts for one execution: its queue wait, its end, two tool calls.
   sandboxd::SandboxdMetrics sandboxd_metrics;

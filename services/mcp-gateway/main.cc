@@ -1,4 +1,5 @@
-// mcp-gateway: an MCP server (stdio or Streamable HTTP) offering `run_python`, which runs
+// mcp-gateway: an MCP server (stdio or Streamable HTTP) offering `run_python` and
+// `run_javascript` (--tools), which run
 // code in sandboxd sessions that call the configured upstream MCP servers' tools.
 // See README.md for flags, config locations and client set-up.
 #include <signal.h>
@@ -16,7 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "server/http_token.h"
-#include "bridge/run_python.h"
+#include "bridge/run_code.h"
 #include "observability_flags.h"
 #include "run_flags.h"
 #include "sandboxd_flags.h"
@@ -462,15 +463,12 @@ gateway::ServerOptions ServerOptionsFromFlags(std::shared_ptr<codemode::BufferCe
   o.max_message_json_values = absl::GetFlag(FLAGS_max_message_json_values);
   o.call_limits = CallLimitsFromFlags(ceiling);
   o.ceiling = std::move(ceiling);
-  o.instructions =
-      "Use run_python to call the available MCP tools from Python: loop, filter and join "
-      "results in code and print only what you need.";
   return o;
 }
 
 // Serves `tool` on --transport (and metrics on --metrics_listen) until shutdown. Returns
 // the process's exit code.
-int Serve(gateway::RunPythonTool& tool, const gateway::ServerOptions& server_options,
+int Serve(gateway::RunCodeTool& tool, const gateway::ServerOptions& server_options,
           gateway::UpstreamManager& upstreams, gateway::GatewayMetrics* metrics,
           const gateway::AuditLog* audit,
           const std::string& sandboxd_at, codemode::ShutdownSignal& shutdown) {
@@ -510,7 +508,8 @@ int Serve(gateway::RunPythonTool& tool, const gateway::ServerOptions& server_opt
 int main(int argc, char** argv) {
   codemode::StartMain(
       argc, argv, "mcp-gateway",
-      "mcp-gateway: one MCP tool, run_python, whose code calls your MCP servers' tools.");
+      "mcp-gateway: MCP tools run_python and run_javascript, whose code calls your MCP "
+      "servers' tools.");
   codemode::ShutdownSignal shutdown;  // before any thread starts
   if (gateway::HideTokenArguments(argc, argv)) {
     spdlog::warn("--token on the command line is readable by every local user (/proc/<pid>/"
@@ -552,7 +551,7 @@ int main(int argc, char** argv) {
                                    *isolation, absl::GetFlag(FLAGS_image), sandboxd->tcp_token,
                                    sandboxd->tls);
   gateway::ManagerUpstreams upstream_view(&upstreams);
-  absl::StatusOr<gateway::RunPythonOptions> run_options = RunOptionsFromFlags(*configs);
+  absl::StatusOr<gateway::RunCodeOptions> run_options = RunOptionsFromFlags(*configs);
   if (!run_options.ok()) {
     spdlog::critical("{}", std::string(run_options.status().message()));
     return 2;
@@ -560,8 +559,9 @@ int main(int argc, char** argv) {
   run_options->cap_credentials_in_sandboxd = !OneCredential();
   run_options->owned_scope = OwnedScope();
   run_options->metrics = metrics;
-  gateway::RunPythonTool tool(&sandboxes, &upstream_view, *run_options);
+  gateway::RunCodeTool tool(&sandboxes, &upstream_view, *run_options);
   gateway::ServerOptions server_options = ServerOptionsFromFlags(ceiling);
+  server_options.instructions = ServerInstructions(run_options->languages);
   server_options.metrics = metrics;
   server_options.version = GATEWAY_VERSION;
   upstreams.WaitInitial(absl::GetFlag(FLAGS_startup_wait));

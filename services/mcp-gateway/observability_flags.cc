@@ -89,7 +89,7 @@ std::shared_ptr<gateway::GatewayMetrics> MetricsFromFlags() {
 
 absl::StatusOr<std::unique_ptr<codemode::telemetry::MetricsServer>> ServeMetrics(
     gateway::GatewayMetrics* metrics_or_null, const gateway::UpstreamManager& upstreams,
-    gateway::ServerTransport& transport, gateway::RunPythonTool& tool, const gateway::AuditLog* audit) {
+    gateway::ServerTransport& transport, gateway::RunCodeTool& tool, const gateway::AuditLog* audit) {
   if (metrics_or_null == nullptr) return nullptr;
   gateway::GatewayMetrics& metrics = *metrics_or_null;
   const std::string listen = absl::GetFlag(FLAGS_metrics_listen);

@@ -6,7 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "audit/audit_log.h"
-#include "bridge/run_python.h"
+#include "bridge/run_code.h"
 #include "metrics/gateway_metrics.h"
 #include "server/server_transport.h"
 #include "telemetry/metrics_server.h"
@@ -27,4 +27,4 @@ bool AuditArgumentsFromFlags();
 // outlive the returned server.
 absl::StatusOr<std::unique_ptr<codemode::telemetry::MetricsServer>> ServeMetrics(
     gateway::GatewayMetrics* metrics, const gateway::UpstreamManager& upstreams,
-    gateway::ServerTransport& transport, gateway::RunPythonTool& tool, const gateway::AuditLog* audit);
+    gateway::ServerTransport& transport, gateway::RunCodeTool& tool, const gateway::AuditLog* audit);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "base/secret_file.h"
 #include "observability_flags.h"
@@ -68,8 +69,27 @@ ABSL_FLAG(absl::Duration, approval_gather, absl::Milliseconds(10),
           "of many writes) are asked about in one question; a lone call waits this long before it "
           "is asked. 0 to 1s.");
 
-absl::StatusOr<gateway::RunPythonOptions> RunOptionsFromFlags(const std::vector<gateway::UpstreamConfig>& configs) {
-  gateway::RunPythonOptions o;
+ABSL_FLAG(std::string, tools, "run_python,run_javascript",
+          "The tools offered, comma-separated, in tools/list order: run_python (Python "
+          "sandboxes), run_javascript (Node.js sandboxes; sandboxd's image must offer nodejs), "
+          "or both.");
+
+std::string ServerInstructions(const std::vector<gateway::RunLanguage>& languages) {
+  std::string tools, how;
+  for (gateway::RunLanguage l : languages) {
+    const bool js = l == gateway::RunLanguage::kJavaScript;
+    tools += (tools.empty() ? "" : " or ") + std::string(gateway::Spec(l).tool);
+    how += (how.empty() ? "" : " or ") + std::string(js ? "JavaScript" : "Python");
+  }
+  return "Use " + tools + " to call the available MCP tools from " + how +
+         ": loop, filter and join results in code and print only what you need.";
+}
+
+absl::StatusOr<gateway::RunCodeOptions> RunOptionsFromFlags(const std::vector<gateway::UpstreamConfig>& configs) {
+  gateway::RunCodeOptions o;
+  absl::StatusOr<std::vector<gateway::RunLanguage>> languages = gateway::ParseRunTools(absl::GetFlag(FLAGS_tools));
+  if (!languages.ok()) return absl::InvalidArgumentError(absl::StrCat("--tools: ", languages.status().message()));
+  o.languages = *std::move(languages);
   o.default_timeout_seconds = absl::GetFlag(FLAGS_default_timeout_seconds);
   o.max_timeout_seconds = absl::GetFlag(FLAGS_max_timeout_seconds);
   o.max_code_bytes = absl::GetFlag(FLAGS_max_code_bytes);

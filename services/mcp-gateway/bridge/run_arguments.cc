@@ -87,7 +87,9 @@ json RunArgumentsSchema(uint32_t max_timeout_seconds) {
       {"type", "number"},
       {"minimum", kMinTimeoutSeconds},
       {"maximum", max_timeout_seconds},
-      {"description", "Execution timeout (the code is interrupted, variables are kept)."}};
+      {"description", "Execution timeout (the code is interrupted and its variables are kept; "
+                      "JavaScript stuck in a synchronous loop is stopped by resetting its "
+                      "namespace)."}};
   props["session"] = {
       {"type", "string"},
       {"pattern", "^[A-Za-z0-9_-]{1,64}$"},

@@ -223,7 +223,8 @@ bool EndpointAtFault(grpc::StatusCode code) {
 absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner,
                                                         const std::string& label,
                                                         const sandbox::v1::Catalog& catalog,
-                                                        const Room& room) {
+                                                        const Room& room,
+                                                        const std::string& runtime) {
   // One endpoint needs no choice (and no GetInfo round trip).
   const std::vector<size_t> order =
       endpoints_.size() == 1 ? std::vector<size_t>{0} : PlacementOrder(Loads());
@@ -239,6 +240,7 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
     req.set_label(label);
     req.set_isolation(isolation_);
     req.set_image(image_);
+    req.set_runtime(runtime);
     // An owner at its limit gives up its least recently used idle sandbox rather than being
     // refused: clients that address sandboxes by handle never say when they are done with
     // one (docs/gateway.md, "Sandbox handles"). The limit is the credential's, counted by
@@ -251,7 +253,7 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
     if (st.ok()) {
       codemode::MutexLock lock(&mu_);
       ++created_[i];
-      return SandboxRef{i, session.id()};
+      return SandboxRef{i, session.id(), runtime};
     }
     last = Convert(st, i);
     if (!EndpointAtFault(st.error_code())) break;  // the request's own fault, or its owner's limit
@@ -323,7 +325,7 @@ Sandboxes::Owned SandboxClient::ListOwned(const std::string& owner,
       return std::make_pair(a->created_at_ms(), a->id()) < std::make_pair(b->created_at_ms(), b->id());
     });
     for (const auto* session : ready) {
-      owned.refs.push_back(SandboxRef{i, session->id()});
+      owned.refs.push_back(SandboxRef{i, session->id(), session->runtime().empty() ? "python" : session->runtime()});
       owned.executions.push_back(session->executions());
     }
   }

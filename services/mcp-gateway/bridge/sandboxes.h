@@ -21,6 +21,9 @@ namespace gateway {
 struct SandboxRef {
   size_t endpoint = 0;  // which sandboxd (index into SandboxClient's endpoints)
   std::string session_id;
+  // What the session runs ("python" or "javascript"): sealed into its handles. Not part of
+  // its identity (a session's runtime never changes).
+  std::string runtime = "python";
   bool operator==(const SandboxRef& o) const {
     return endpoint == o.endpoint && session_id == o.session_id;
   }
@@ -65,10 +68,12 @@ class Sandboxes {
     // At a limit, end the owner's least recently used idle sandbox instead of failing.
     bool reclaim_idle = true;
   };
+  // `runtime`: the language the session runs, "python" or "javascript"
+  // (CreateSessionRequest.runtime); it never changes.
   virtual absl::StatusOr<SandboxRef> CreateSession(const std::string& owner,
                                                    const std::string& label,
                                                    const sandbox::v1::Catalog& catalog,
-                                                   const Room& room) = 0;
+                                                   const Room& room, const std::string& runtime) = 0;
   virtual absl::Status DeleteSession(const SandboxRef& ref) = 0;
   // The ready sandboxes `owner` holds on every endpoint (sandboxd's ListSessions by owner),
   // each endpoint's oldest first. An endpoint that does not answer is left out and clears

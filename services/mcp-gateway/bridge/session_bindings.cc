@@ -68,19 +68,25 @@ std::string SessionBindings::Key(const std::string& mcp_session, const std::stri
 }
 
 absl::StatusOr<std::shared_ptr<SessionBindings::Binding>> SessionBindings::FindOrRegister(
-    const std::string& mcp_session, const std::string& name, const std::string& credential) {
+    const std::string& mcp_session, const std::string& name, const std::string& credential,
+    const std::string& runtime) {
   const std::string key = Key(mcp_session, name);
   codemode::MutexLock lock(&mu_);
-  if (auto it = bindings_.find(key); it != bindings_.end()) return it->second;
+  if (auto it = bindings_.find(key); it != bindings_.end()) {
+    if (it->second->runtime == runtime) return it->second;
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the session '", name, "' of this client runs ", it->second->runtime, ", not ", runtime,
+        ": use run_", it->second->runtime, " for it, or give this run another `session` name"));
+  }
   if (absl::Status room = Room(mcp_session, credential); !room.ok()) return room;
-  auto b = std::make_shared<Binding>(credential);
+  auto b = std::make_shared<Binding>(credential, runtime);
   bindings_[key] = b;
   return b;
 }
 
 absl::StatusOr<std::pair<std::string, std::shared_ptr<SessionBindings::Binding>>>
 SessionBindings::RegisterFresh(const std::string& mcp_session, const std::string& prefix,
-                               const std::string& credential) {
+                               const std::string& credential, const std::string& runtime) {
   codemode::MutexLock lock(&mu_);
   if (absl::Status room = Room(mcp_session, credential); !room.ok()) return room;
   // Within max_per_mcp_session names, one of the first max_per_mcp_session + 1 is free.
@@ -88,7 +94,7 @@ SessionBindings::RegisterFresh(const std::string& mcp_session, const std::string
     std::string name = absl::StrCat(prefix, n);
     auto [it, added] = bindings_.try_emplace(Key(mcp_session, name));
     if (!added) continue;
-    it->second = std::make_shared<Binding>(credential);
+    it->second = std::make_shared<Binding>(credential, runtime);
     return std::make_pair(std::move(name), it->second);
   }
 }
@@ -119,15 +125,16 @@ std::string SessionBindings::AddressKey(const SandboxRef& ref) {
 
 std::shared_ptr<SessionBindings::Binding> SessionBindings::Adopt(const SandboxRef& ref,
                                                                 const std::string& credential) {
+  const std::string& runtime = ref.runtime;
   codemode::MutexLock lock(&mu_);
   for (const auto& [key, b] : bindings_) {
     codemode::MutexLock state(&b->state_mu);
-    if (b->ready_ && b->ref_ == ref && b->credential == credential) return b;
+    if (b->ready_ && b->ref_ == ref && b->credential == credential && b->runtime == runtime) return b;
   }
   Adopted& a = adopted_[AddressKey(ref)];
   a.used = ++tick_;
-  if (a.binding && a.binding->credential == credential) return a.binding;
-  a.binding = std::make_shared<Binding>(credential);
+  if (a.binding && a.binding->credential == credential && a.binding->runtime == runtime) return a.binding;
+  a.binding = std::make_shared<Binding>(credential, runtime);
   {
     codemode::MutexLock state(&a.binding->state_mu);
     a.binding->ref_ = ref;
@@ -138,8 +145,9 @@ std::shared_ptr<SessionBindings::Binding> SessionBindings::Adopt(const SandboxRe
   return adopted;
 }
 
-std::shared_ptr<SessionBindings::Binding> SessionBindings::NewDetached(const std::string& credential) {
-  return std::make_shared<Binding>(credential);
+std::shared_ptr<SessionBindings::Binding> SessionBindings::NewDetached(const std::string& credential,
+                                                                      const std::string& runtime) {
+  return std::make_shared<Binding>(credential, runtime);
 }
 
 void SessionBindings::Remember(const std::shared_ptr<Binding>& b) {
@@ -218,12 +226,13 @@ absl::Status SessionBindings::Open(Binding& b, const std::string& mcp_session,
   RetryFailedDeletes();
   absl::StatusOr<SandboxRef> ref =
       sandboxes_->CreateSession(absl::StrCat("mcp:", b.credential), name, catalog,
-                                Sandboxes::Room{sandboxd_owner_limit_, reclaim_idle});
+                                Sandboxes::Room{sandboxd_owner_limit_, reclaim_idle}, b.runtime);
   if (!ref.ok()) return ref.status();
   {
     codemode::MutexLock lock(&b.state_mu);
     if (!b.closed) {
       b.ref_ = *ref;
+      b.ref_.runtime = b.runtime;  // what it was created to run, whatever the seam echoed
       b.catalog_key = catalog_key;
       b.ready_ = true;
       return absl::OkStatus();

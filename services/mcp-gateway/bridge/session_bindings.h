@@ -43,9 +43,13 @@ namespace gateway {
 class SessionBindings {
  public:
   struct Binding {
-    explicit Binding(std::string credential) : credential(std::move(credential)) {}
+    explicit Binding(std::string credential, std::string runtime = "python")
+        : credential(std::move(credential)), runtime(std::move(runtime)) {}
     // Who created it (ToolCallContext::credential); its sandbox's owner is "mcp:<credential>".
     const std::string credential;
+    // The language its sandbox runs ("python" or "javascript"; sandboxd's runtime), fixed
+    // at registration: a run of the other language is refused before it reaches sandboxd.
+    const std::string runtime;
     // One run at a time per binding. Taken only through LockRun/UnlockRun, so that a run
     // queued behind another can give up its place when its caller cancels it.
     codemode::Mutex run_mu;
@@ -111,22 +115,25 @@ class SessionBindings {
   // At most `max_per_mcp_session` names per MCP session, and `max_per_credential`
   // bindings per credential over all of its MCP sessions.
   // With `cap_in_sandboxd`, sandboxd holds each credential to max_per_credential too
-  // (RunPythonOptions::cap_credentials_in_sandboxd).
+  // (RunCodeOptions::cap_credentials_in_sandboxd).
   SessionBindings(Sandboxes* sandboxes, size_t max_per_mcp_session, size_t max_per_credential,
                   bool cap_in_sandboxd = true);
 
-  // The binding of (mcp_session, name), registered for `credential` (without a sandbox
-  // session) when there is none. RESOURCE_EXHAUSTED past max_per_mcp_session or
-  // max_per_credential.
+  // The binding of (mcp_session, name), registered for `credential` and `runtime` (without
+  // a sandbox session) when there is none. RESOURCE_EXHAUSTED past max_per_mcp_session or
+  // max_per_credential; FAILED_PRECONDITION when the name's binding runs another runtime
+  // (names are shared by the languages of an MCP session).
   absl::StatusOr<std::shared_ptr<Binding>> FindOrRegister(const std::string& mcp_session,
                                                           const std::string& name,
-                                                          const std::string& credential);
+                                                          const std::string& credential,
+                                                          const std::string& runtime = "python");
 
   // Registers a new binding under the first name "<prefix><n>" (n = 1, 2, ...) that
   // `mcp_session` does not use, whatever names its client chose itself; the same caps as
   // FindOrRegister. Returns the name and the binding.
   absl::StatusOr<std::pair<std::string, std::shared_ptr<Binding>>> RegisterFresh(
-      const std::string& mcp_session, const std::string& prefix, const std::string& credential);
+      const std::string& mcp_session, const std::string& prefix, const std::string& credential,
+      const std::string& runtime = "python");
 
   // The binding of (mcp_session, name), or null; never registers one.
   std::shared_ptr<Binding> Find(const std::string& mcp_session, const std::string& name);
@@ -160,12 +167,14 @@ class SessionBindings {
   // 13, F3: 4096 could hold 1.2 GiB). An MCP session's own bindings are not counted here.
   static constexpr size_t kMaxAdopted = 256;
 
-  // The binding of the sandbox at `ref` for `credential`: the MCP session binding that
-  // holds it, else an adopted one (ready, its catalog unknown), made when there is none.
+  // The binding of the sandbox at `ref` (which runs ref.runtime: its handle says so) for
+  // `credential`: the MCP session binding that holds it, else an adopted one (ready, its
+  // catalog unknown), made when there is none.
   std::shared_ptr<Binding> Adopt(const SandboxRef& ref, const std::string& credential);
   // A new binding of no MCP session, whose Open() creates a sandbox, then Adopted (kept by
   // its address) by Remember().
-  std::shared_ptr<Binding> NewDetached(const std::string& credential);
+  std::shared_ptr<Binding> NewDetached(const std::string& credential,
+                                       const std::string& runtime = "python");
   void Remember(const std::shared_ptr<Binding>& b);
   // Drops an adopted binding whose sandbox was lost, deleting it in sandboxd (as Forget).
   void ForgetAdopted(const std::shared_ptr<Binding>& b);

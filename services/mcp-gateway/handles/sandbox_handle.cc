@@ -21,6 +21,7 @@ constexpr char kStatePrefix[] = "rst1_";
 constexpr size_t kNonceBytes = 12;
 constexpr size_t kTagBytes = 16;
 constexpr char kAadLabel[] = "mcp-gateway sandbox handle v1";  // and its NUL
+constexpr char kJavaScriptAadLabel[] = "mcp-gateway javascript sandbox handle v1";
 constexpr char kStateAadLabel[] = "mcp-gateway request state v1";
 
 using CipherCtx = std::unique_ptr<EVP_CIPHER_CTX, decltype(&EVP_CIPHER_CTX_free)>;
@@ -176,16 +177,26 @@ bool HandleSealer::OpenFields(absl::string_view text, absl::string_view prefix, 
 }
 
 std::string HandleSealer::Seal(const SandboxAddress& address, absl::string_view credential) const {
+  if (address.runtime == SandboxAddress::kJavaScriptRuntime) {
+    return SealFields(kPrefix, Aad(credential, {kJavaScriptAadLabel, sizeof kJavaScriptAadLabel}),
+                      address.endpoint, address.session_id, ttl_);
+  }
+  if (address.runtime != SandboxAddress::kPythonRuntime) return "";
   return SealFields(kPrefix, Aad(credential), address.endpoint, address.session_id, ttl_);
 }
 
 absl::StatusOr<SandboxAddress> HandleSealer::Open(absl::string_view handle,
                                                   absl::string_view credential) const {
   SandboxAddress address;
-  if (!OpenFields(handle, kPrefix, Aad(credential), address.endpoint, address.session_id)) {
-    return absl::PermissionDeniedError(kInvalidHandle);
+  if (OpenFields(handle, kPrefix, Aad(credential), address.endpoint, address.session_id)) {
+    return address;
   }
-  return address;
+  address.runtime = SandboxAddress::kJavaScriptRuntime;
+  if (OpenFields(handle, kPrefix, Aad(credential, {kJavaScriptAadLabel, sizeof kJavaScriptAadLabel}),
+                 address.endpoint, address.session_id)) {
+    return address;
+  }
+  return absl::PermissionDeniedError(kInvalidHandle);
 }
 
 std::string HandleSealer::SealState(absl::string_view state, absl::string_view credential,

@@ -16,7 +16,9 @@
 // nonce (12 bytes) || ciphertext || tag (16 bytes); the plaintext is the expiry (unix
 // seconds, 8 bytes big-endian) and the endpoint and session id, each behind a 2-byte
 // big-endian length. The associated data is "mcp-gateway sandbox handle v1\0" and the
-// credential.
+// credential for a Python sandbox (every handle from before JavaScript sessions), and
+// "mcp-gateway javascript sandbox handle v1\0" and the credential for a JavaScript one:
+// the runtime is authenticated without a new format, and a handle opens as exactly one.
 #pragma once
 
 #include <array>
@@ -30,12 +32,17 @@
 
 namespace gateway {
 
-// Where a sandbox lives: the sandboxd endpoint as configured (--sandboxd) and its session.
+// Where a sandbox lives: the sandboxd endpoint as configured (--sandboxd) and its session,
+// and the language the session runs (sandboxd's CreateSessionRequest.runtime), so that a
+// handle of a Python sandbox is never run as JavaScript nor the other way round.
 struct SandboxAddress {
   std::string endpoint;
   std::string session_id;
+  std::string runtime = kPythonRuntime;
+  static constexpr char kPythonRuntime[] = "python";
+  static constexpr char kJavaScriptRuntime[] = "javascript";
   bool operator==(const SandboxAddress& o) const {
-    return endpoint == o.endpoint && session_id == o.session_id;
+    return endpoint == o.endpoint && session_id == o.session_id && runtime == o.runtime;
   }
 };
 
@@ -66,7 +73,8 @@ class HandleSealer {
                                                   const std::string& flag);
 
   // A new handle for `address`, bound to `credential`, expiring ttl from now. Two seals of
-  // one address differ (a fresh random nonce each). "" when the address is too long to seal.
+  // one address differ (a fresh random nonce each). "" when the address is too long to seal
+  // or names a runtime other than "python" and "javascript".
   std::string Seal(const SandboxAddress& address, absl::string_view credential) const;
 
   // The address in `handle` when it was sealed by one of our keys for `credential` and has

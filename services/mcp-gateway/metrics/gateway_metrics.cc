@@ -37,19 +37,21 @@ GatewayMetrics::GatewayMetrics(size_t max_tool_labels)
       tool_labels_(max_tool_labels) {
   auto& runs = prometheus::BuildCounter()
                    .Name("codemode_gateway_runs_total")
-                   .Help("run_python calls by how they ended.")
+                   .Help("run_python and run_javascript calls by tool and how they ended.")
                    .Register(*registry_);
-  for (size_t i = 0; i < runs_.size(); ++i) {
-    runs_[i] = &runs.Add({{"outcome", Name(static_cast<RunOutcome>(i))}});
+  for (size_t t = 0; t < runs_.size(); ++t) {
+    for (size_t i = 0; i < runs_[t].size(); ++i) {
+      runs_[t][i] = &runs.Add({{"tool", kRunTools[t]}, {"outcome", Name(static_cast<RunOutcome>(i))}});
+    }
   }
   run_duration_ = &prometheus::BuildHistogram()
                        .Name("codemode_gateway_run_duration_seconds")
-                       .Help("run_python wall time, from the request to its result.")
+                       .Help("run_python and run_javascript wall time, from the request to its result.")
                        .Register(*registry_)
                        .Add({}, LatencyBuckets());
   calls_per_run_ = &prometheus::BuildHistogram()
                         .Name("codemode_gateway_tool_calls_per_run")
-                        .Help("Tool calls made by one run_python call.")
+                        .Help("Tool calls made by one run_python or run_javascript call.")
                         .Register(*registry_)
                         .Add({}, CountBuckets());
   tool_calls_ = &prometheus::BuildCounter()
@@ -77,9 +79,11 @@ GatewayMetrics::GatewayMetrics(size_t max_tool_labels)
   }
 }
 
-void GatewayMetrics::RunFinished(RunOutcome outcome, absl::Duration duration,
-                                 uint64_t tool_calls) {
-  runs_[static_cast<size_t>(outcome)]->Increment();
+void GatewayMetrics::RunFinished(const std::string& tool, RunOutcome outcome,
+                                 absl::Duration duration, uint64_t tool_calls) {
+  // Two tools: the label set stays bounded whatever name a caller passes.
+  const size_t t = tool == kRunTools[1] ? 1 : 0;
+  runs_[t][static_cast<size_t>(outcome)]->Increment();
   run_duration_->Observe(absl::ToDoubleSeconds(duration));
   calls_per_run_->Observe(static_cast<double>(tool_calls));
 }

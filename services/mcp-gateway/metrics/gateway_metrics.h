@@ -3,7 +3,7 @@
 // "not counted" wherever one is optional.
 //
 //   auto metrics = std::make_shared<GatewayMetrics>(/*max_tool_labels=*/500);
-//   metrics->RunFinished(RunOutcome::kOk, absl::Milliseconds(12), /*tool_calls=*/3);
+//   metrics->RunFinished("run_python", RunOutcome::kOk, absl::Milliseconds(12), /*tool_calls=*/3);
 //   metrics->ToolCallFinished("github", "search_issues", ToolOutcome::kOk, d);
 //   metrics->gauges().Add(...);   // states read at scrape time, wired by main.cc
 //   MetricsServer::Start(listen, {metrics->registry(), metrics->gauges_collectable()});
@@ -25,7 +25,7 @@
 
 namespace gateway {
 
-// How a run_python call ended.
+// How a run_python or run_javascript call ended.
 enum class RunOutcome {
   kOk,         // the code finished
   kError,      // the code raised
@@ -59,7 +59,11 @@ class GatewayMetrics {
   // (--metrics_max_tool_labels); later ones are counted as ("_other", "_other").
   explicit GatewayMetrics(size_t max_tool_labels);
 
-  void RunFinished(RunOutcome outcome, absl::Duration duration, uint64_t tool_calls);
+  // `tool`: run_python or run_javascript (kRunTools; anything else counts as run_python).
+  void RunFinished(const std::string& tool, RunOutcome outcome, absl::Duration duration,
+                   uint64_t tool_calls);
+  // The `tool` label's values of runs_total.
+  static constexpr const char* kRunTools[] = {"run_python", "run_javascript"};
   // `reached_upstream`: the call was sent (its duration is the upstream's latency).
   void ToolCallFinished(const std::string& server, const std::string& tool, ToolOutcome outcome,
                         absl::Duration duration, bool reached_upstream);
@@ -82,7 +86,8 @@ class GatewayMetrics {
   const std::shared_ptr<codemode::telemetry::ScrapeGauges> gauges_;
   codemode::telemetry::LabelFold tool_labels_;
 
-  std::array<prometheus::Counter*, static_cast<size_t>(RunOutcome::kCount)> runs_{};
+  // By tool (kRunTools), then outcome.
+  std::array<std::array<prometheus::Counter*, static_cast<size_t>(RunOutcome::kCount)>, 2> runs_{};
   prometheus::Histogram* run_duration_ = nullptr;
   prometheus::Histogram* calls_per_run_ = nullptr;
   prometheus::Family<prometheus::Counter>* tool_calls_ = nullptr;

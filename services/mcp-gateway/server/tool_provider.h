@@ -99,7 +99,7 @@ struct ToolCallContext {
   std::shared_ptr<codemode::ByteBudget> budget;
 };
 
-// What the gateway offers. Implemented by the run_python tool (bridge/run_python.h).
+// What the gateway offers. Implemented by the run_python tool (bridge/run_code.h).
 class ToolProvider {
  public:
   ToolProvider() = default;

@@ -40,14 +40,15 @@ class FakeSandboxes : public Sandboxes {
   }
   absl::StatusOr<SandboxRef> CreateSession(const std::string& owner, const std::string& label,
                                            const sandbox::v1::Catalog& catalog,
-                                           const Room& room) override {
+                                           const Room& room, const std::string& runtime) override {
     if (before_create) before_create();
     codemode::MutexLock lock(&mu_);
     if (!create_error.ok()) return create_error;
     rooms_.push_back(room);
-    SandboxRef ref{0, absl::StrCat("s", ++created_)};
+    SandboxRef ref{0, absl::StrCat("s", ++created_), runtime};
     live_.insert(ref.session_id);
     creations_.push_back({owner, label, ref.session_id});
+    runtimes_[ref.session_id] = runtime;
     catalogs_[ref.session_id] = catalog;
     return ref;
   }
@@ -64,7 +65,7 @@ class FakeSandboxes : public Sandboxes {
     owned.complete = !list_owned_incomplete;
     for (const Creation& c : creations_) {
       if (c.owner == owner && live_.count(c.session_id)) {
-        owned.refs.push_back({0, c.session_id});
+        owned.refs.push_back({0, c.session_id, runtimes_[c.session_id]});
         uint64_t runs = 0;
         for (const Execution& e : executions_) runs += e.session_id == c.session_id;
         owned.executions.push_back(runs);
@@ -203,6 +204,11 @@ class FakeSandboxes : public Sandboxes {
     std::string owner, label, session_id;
   };
   // How each creation was allowed to make room, in order.
+  // The runtime each session was created with, by session id.
+  std::map<std::string, std::string> runtimes() {
+    codemode::MutexLock lock(&mu_);
+    return runtimes_;
+  }
   std::vector<Room> rooms() {
     codemode::MutexLock lock(&mu_);
     return rooms_;
@@ -268,6 +274,7 @@ class FakeSandboxes : public Sandboxes {
   std::set<std::string> live_ ABSL_GUARDED_BY(mu_);
   std::vector<Creation> creations_ ABSL_GUARDED_BY(mu_);
   std::vector<Room> rooms_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> runtimes_ ABSL_GUARDED_BY(mu_);
   std::vector<Execution> executions_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> deleted_ ABSL_GUARDED_BY(mu_);
   int delete_attempts_ ABSL_GUARDED_BY(mu_) = 0;

@@ -1,5 +1,5 @@
 // The resources of a request without an MCP session (protocol 2026-07-28) through
-// RunPythonTool: resources/list shows every sandbox of the caller's credential by handle
+// RunCodeTool: resources/list shows every sandbox of the caller's credential by handle
 // URI, nothing of another credential's, and only what a credential that names one client
 // may see (owned_resources.h); and the watch behind resources/list_changed
 // (resource_watch.h) tells a subscriber of changes made here and elsewhere.
@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
-#include "bridge/run_python.h"
+#include "bridge/run_code.h"
 #include "bridge_fakes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -49,14 +49,14 @@ class OwnedResourcesTest : public ::testing::Test {
     ctx.resources_changed = [] {};
     return ctx;
   }
-  json Run(RunPythonTool& tool, const std::string& code, const std::string& credential,
+  json Run(RunCodeTool& tool, const std::string& code, const std::string& credential,
            const std::string& mcp = "") {
     ToolCallContext ctx = Context(credential, mcp);
     absl::StatusOr<json> r = tool.CallTool("run_python", {{"code", code}}, ctx);
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? *r : json();
   }
-  json List(RunPythonTool& tool, const std::string& credential, const std::string& cursor = "") {
+  json List(RunCodeTool& tool, const std::string& credential, const std::string& cursor = "") {
     ToolCallContext ctx = Context(credential);
     absl::StatusOr<json> r = tool.ListOwnedResources(cursor, ctx);
     EXPECT_TRUE(r.ok()) << r.status();
@@ -73,7 +73,7 @@ class OwnedResourcesTest : public ::testing::Test {
 };
 
 TEST_F(OwnedResourcesTest, ACredentialListsEverySandboxItHoldsByHandleAndNothingElse) {
-  RunPythonTool tool(&sandboxes_, &upstreams_, {});
+  RunCodeTool tool(&sandboxes_, &upstreams_, {});
   json first = Run(tool, "out/a.txt=A", "token a");
   Run(tool, "out/b.txt=BB", "token a", "mcp-1");  // a 2025 session of the same credential
   Run(tool, "out/secret.txt=S", "token b");
@@ -97,9 +97,9 @@ TEST_F(OwnedResourcesTest, ACredentialListsEverySandboxItHoldsByHandleAndNothing
 }
 
 TEST_F(OwnedResourcesTest, ListingPagesWithACursor) {
-  RunPythonOptions options;
+  RunCodeOptions options;
   options.resources.list_page_size = 1;
-  RunPythonTool tool(&sandboxes_, &upstreams_, options);
+  RunCodeTool tool(&sandboxes_, &upstreams_, options);
   Run(tool, "out/a.txt=A;out/b.txt=B", "token a");
   ToolCallContext ctx = Context("token a");
   absl::StatusOr<json> page = tool.ListOwnedResources("", ctx);
@@ -116,17 +116,17 @@ TEST_F(OwnedResourcesTest, ListingPagesWithACursor) {
 
 // Where a credential names no one client, sandboxd's owner is shared by all of them.
 TEST_F(OwnedResourcesTest, ACredentialOfManyClientsListsOnlyWhatThisProcessMadeOrNothing) {
-  RunPythonTool other_process(&sandboxes_, &upstreams_, {});
+  RunCodeTool other_process(&sandboxes_, &upstreams_, {});
   Run(other_process, "out/theirs.txt=T", "stdio");
-  RunPythonOptions options;
+  RunCodeOptions options;
   options.owned_scope = OwnedScope::kThisProcess;
-  RunPythonTool stdio(&sandboxes_, &upstreams_, options);
+  RunCodeTool stdio(&sandboxes_, &upstreams_, options);
   Run(stdio, "out/mine.txt=M", "stdio");
   EXPECT_THAT(Names(List(stdio, "stdio")), ::testing::ElementsAre("mine.txt"));
   EXPECT_THAT(Names(List(other_process, "stdio")), ::testing::ElementsAre("theirs.txt", "mine.txt"))
       << "with sandboxd's view, both (which is why stdio does not use it)";
   options.owned_scope = OwnedScope::kNone;
-  RunPythonTool anonymous(&sandboxes_, &upstreams_, options);
+  RunCodeTool anonymous(&sandboxes_, &upstreams_, options);
   Run(anonymous, "out/x.txt=X", "anonymous");
   EXPECT_TRUE(List(anonymous, "anonymous").empty());
 }
@@ -135,7 +135,7 @@ TEST_F(OwnedResourcesTest, ACredentialOfManyClientsListsOnlyWhatThisProcessMadeO
 struct Subscriber {
   std::atomic<int> changes{0};
   absl::Notification ready;
-  std::shared_ptr<void> Subscribe(RunPythonTool& tool, const std::string& credential) {
+  std::shared_ptr<void> Subscribe(RunCodeTool& tool, const std::string& credential) {
     return tool.WatchResources(credential, [this] { ready.Notify(); }, [this] { ++changes; });
   }
   bool Ready() { return ready.WaitForNotificationWithTimeout(absl::Seconds(30)); }
@@ -143,16 +143,16 @@ struct Subscriber {
 
 // A look is over when a later subscriber of the credential is ready: its first look is the
 // one (or after the one) that followed what the test did, and calls go in subscription order.
-void WaitForALook(RunPythonTool& tool, const std::string& credential) {
+void WaitForALook(RunCodeTool& tool, const std::string& credential) {
   Subscriber barrier;
   std::shared_ptr<void> sub = barrier.Subscribe(tool, credential);
   ASSERT_TRUE(barrier.Ready());
 }
 
 TEST_F(OwnedResourcesTest, TheWatchAnnouncesARunThatChangedTheListAndNotOneThatDidNot) {
-  RunPythonOptions options;
+  RunCodeOptions options;
   options.resources_poll_interval = absl::ZeroDuration();  // only runs here
-  RunPythonTool tool(&sandboxes_, &upstreams_, options);
+  RunCodeTool tool(&sandboxes_, &upstreams_, options);
   json r = Run(tool, "out/a.txt=A", "token a");
   const std::string handle = r["structuredContent"]["sandbox"];
   Subscriber a;
@@ -179,9 +179,9 @@ TEST_F(OwnedResourcesTest, TheWatchAnnouncesARunThatChangedTheListAndNotOneThatD
 // A change this gateway did not make (another replica's run, a sandbox that ended) is
 // found by the periodic look.
 TEST_F(OwnedResourcesTest, TheWatchFindsChangesMadeElsewhere) {
-  RunPythonOptions options;
+  RunCodeOptions options;
   options.resources_poll_interval = absl::Milliseconds(100);
-  RunPythonTool tool(&sandboxes_, &upstreams_, options);
+  RunCodeTool tool(&sandboxes_, &upstreams_, options);
   json r = Run(tool, "out/a.txt=A", "token a");
   Subscriber a;
   std::shared_ptr<void> sub = a.Subscribe(tool, "token a");
@@ -210,9 +210,9 @@ TEST_F(OwnedResourcesTest, TheWatchFindsChangesMadeElsewhere) {
 // Attack round 17, F3: an idle listener had every out/ of its credential walked each
 // interval. A sandbox that has not run since the last look is not walked again.
 TEST_F(OwnedResourcesTest, ASandboxThatHasNotRunIsNotWalkedAgain) {
-  RunPythonOptions options;
+  RunCodeOptions options;
   options.resources_poll_interval = absl::ZeroDuration();
-  RunPythonTool tool(&sandboxes_, &upstreams_, options);
+  RunCodeTool tool(&sandboxes_, &upstreams_, options);
   Run(tool, "out/a.txt=A", "token a");
   Subscriber a;
   std::shared_ptr<void> sub = a.Subscribe(tool, "token a");
@@ -225,10 +225,10 @@ TEST_F(OwnedResourcesTest, ASandboxThatHasNotRunIsNotWalkedAgain) {
 // Sandboxed code answers its own listings: one that never answers holds its credential's
 // look only until the look's timeout.
 TEST_F(OwnedResourcesTest, AStalledListingDoesNotHoldTheWatch) {
-  RunPythonOptions options;
+  RunCodeOptions options;
   options.resources_poll_interval = absl::ZeroDuration();
   options.resources_look_timeout = absl::Milliseconds(200);
-  RunPythonTool tool(&sandboxes_, &upstreams_, options);
+  RunCodeTool tool(&sandboxes_, &upstreams_, options);
   Run(tool, "out/a.txt=A", "token a");
   Run(tool, "out/b.txt=B", "token b");
   const std::string stalled = sandboxes_.executions()[0].session_id;
@@ -249,10 +249,10 @@ TEST_F(OwnedResourcesTest, AStalledListingDoesNotHoldTheWatch) {
 // Attack round 17, F2: with one thread for every credential, a stalled look of one tenant
 // held every other tenant's acknowledgements and notifications until its timeout.
 TEST_F(OwnedResourcesTest, AStalledLookOfOneCredentialDelaysNoOther) {
-  RunPythonOptions options;
+  RunCodeOptions options;
   options.resources_poll_interval = absl::ZeroDuration();
   options.resources_look_timeout = absl::Minutes(10);  // longer than the waits below
-  Run(*std::make_unique<RunPythonTool>(&sandboxes_, &upstreams_, options), "out/a.txt=A", "token a");
+  Run(*std::make_unique<RunCodeTool>(&sandboxes_, &upstreams_, options), "out/a.txt=A", "token a");
   const std::string stalled = sandboxes_.executions()[0].session_id;
   auto release = std::make_shared<absl::Notification>();
   sandboxes_.before_list_of = [&, release](const std::string& session, std::shared_ptr<codemode::CancelToken> cancel) {
@@ -260,7 +260,7 @@ TEST_F(OwnedResourcesTest, AStalledLookOfOneCredentialDelaysNoOther) {
     cancel->OnCancel([release] { if (!release->HasBeenNotified()) release->Notify(); });
     release->WaitForNotification();  // until the watch gives up (its destructor cancels)
   };
-  RunPythonTool tool(&sandboxes_, &upstreams_, options);
+  RunCodeTool tool(&sandboxes_, &upstreams_, options);
   Run(tool, "out/b.txt=B", "token b");
   Subscriber a, b;
   std::shared_ptr<void> sub_a = a.Subscribe(tool, "token a");

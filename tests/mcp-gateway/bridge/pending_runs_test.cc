@@ -1,4 +1,4 @@
-// Approvals of protocol 2026-07-28 (multi round-trip requests) through RunPythonTool over
+// Approvals of protocol 2026-07-28 (multi round-trip requests) through RunCodeTool over
 // fakes: a run that asks answers its request with input_required and waits in its sandbox;
 // the retry with the answer and the sealed requestState resumes the same run. A tampered
 // state, another credential's retry and a retry with other arguments are refused alike and
@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "absl/strings/str_split.h"
-#include "bridge/run_python.h"
+#include "bridge/run_code.h"
 #include "bridge_fakes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -39,7 +39,7 @@ class PendingRunsTest : public ::testing::Test {
 
   // A tools/call of protocol 2026-07-28 by `credential`; `state` and `responses` make it a
   // retry.
-  absl::StatusOr<json> Call(RunPythonTool& tool, const std::string& code, const std::string& state = "",
+  absl::StatusOr<json> Call(RunCodeTool& tool, const std::string& code, const std::string& state = "",
                             json responses = json::object(), const std::string& credential = kAlice,
                             std::shared_ptr<codemode::CancelToken> cancel = nullptr,
                             json capabilities = {{"elicitation", json::object()}}) {
@@ -83,11 +83,11 @@ class PendingRunsTest : public ::testing::Test {
 
   FakeSandboxes sandboxes_;
   FakeUpstreams upstreams_;
-  RunPythonOptions options_;
+  RunCodeOptions options_;
 };
 
 TEST_F(PendingRunsTest, TheRetryWithTheAnswerResumesTheSameRun) {
-  RunPythonTool tool(&sandboxes_, &upstreams_, options_);
+  RunCodeTool tool(&sandboxes_, &upstreams_, options_);
   const std::string code = "github.search,github.delete_repo,github.search";
   absl::StatusOr<json> first = Call(tool, code);
   const std::string key = QuestionOf(first);
@@ -107,7 +107,7 @@ TEST_F(PendingRunsTest, TheRetryWithTheAnswerResumesTheSameRun) {
 }
 
 TEST_F(PendingRunsTest, ForgedOrForeignStatesAreRefusedAlikeAndTheRunWaitsOn) {
-  RunPythonTool tool(&sandboxes_, &upstreams_, options_);
+  RunCodeTool tool(&sandboxes_, &upstreams_, options_);
   const std::string code = "github.delete_repo";
   absl::StatusOr<json> first = Call(tool, code);
   const std::string key = QuestionOf(first);
@@ -136,7 +136,7 @@ TEST_F(PendingRunsTest, ForgedOrForeignStatesAreRefusedAlikeAndTheRunWaitsOn) {
 
 TEST_F(PendingRunsTest, AnUnansweredQuestionIsDeclinedAtTheTimeoutAndTheResultKept) {
   options_.approval.timeout = absl::Milliseconds(50);
-  RunPythonTool tool(&sandboxes_, &upstreams_, options_);
+  RunCodeTool tool(&sandboxes_, &upstreams_, options_);
   const std::string code = "github.delete_repo,github.search";
   absl::StatusOr<json> first = Call(tool, code);
   QuestionOf(first);
@@ -157,7 +157,7 @@ TEST_F(PendingRunsTest, CancellingTheRetryCancelsTheRun) {
     run_cancelled = cancel->cancelled();
     return absl::CancelledError("cancelled");
   });
-  RunPythonTool tool(&sandboxes_, &upstreams_, options_);
+  RunCodeTool tool(&sandboxes_, &upstreams_, options_);
   absl::StatusOr<json> first = Call(tool, "x");
   const std::string key = QuestionOf(first);
   auto cancel = std::make_shared<codemode::CancelToken>();
@@ -173,7 +173,7 @@ TEST_F(PendingRunsTest, CancellingTheRetryCancelsTheRun) {
 }
 
 TEST_F(PendingRunsTest, TheFirstRequestsCancellationAfterItsAnswerDoesNotTouchTheRun) {
-  RunPythonTool tool(&sandboxes_, &upstreams_, options_);
+  RunCodeTool tool(&sandboxes_, &upstreams_, options_);
   auto cancel = std::make_shared<codemode::CancelToken>();
   absl::StatusOr<json> first = Call(tool, "github.delete_repo", "", json::object(), kAlice, cancel);
   const std::string key = QuestionOf(first);
@@ -184,7 +184,7 @@ TEST_F(PendingRunsTest, TheFirstRequestsCancellationAfterItsAnswerDoesNotTouchTh
 TEST_F(PendingRunsTest, RunsWaitingForAnswersAreBoundedPerCredential) {
   options_.pending.max_runs_per_credential = 2;
   options_.max_sandboxes_per_credential = 8;
-  RunPythonTool tool(&sandboxes_, &upstreams_, options_);
+  RunCodeTool tool(&sandboxes_, &upstreams_, options_);
   absl::StatusOr<json> a = Call(tool, "github.delete_repo");
   absl::StatusOr<json> b = Call(tool, "github.delete_repo");
   QuestionOf(a);
@@ -204,7 +204,7 @@ TEST_F(PendingRunsTest, RunsWaitingForAnswersAreBoundedPerCredential) {
 TEST_F(PendingRunsTest, AnAnswerRacingTheTimeoutGivesOneOutcome) {
   options_.approval.timeout = absl::Milliseconds(2);
   options_.max_sandboxes_per_credential = 64;
-  RunPythonTool tool(&sandboxes_, &upstreams_, options_);
+  RunCodeTool tool(&sandboxes_, &upstreams_, options_);
   for (int i = 0; i < 20; ++i) {
     absl::StatusOr<json> first = Call(tool, "github.delete_repo");
     ASSERT_TRUE(first.ok()) << first.status();
@@ -245,7 +245,7 @@ TEST_F(PendingRunsTest, AQuestionIsWithdrawnWhenWhatAskedEnds) {
 // Attack round 18, F5: the retry of an older question's state (the answer that carried the
 // newer question was lost) gets the question that waits now, at once.
 TEST_F(PendingRunsTest, AnOlderQuestionsStateGetsTheCurrentQuestion) {
-  RunPythonTool tool(&sandboxes_, &upstreams_, options_);
+  RunCodeTool tool(&sandboxes_, &upstreams_, options_);
   const std::string code = "github.delete_repo,github.delete_repo";
   absl::StatusOr<json> first = Call(tool, code);
   const std::string old_state = (*first)["requestState"];
@@ -261,7 +261,7 @@ TEST_F(PendingRunsTest, AnOlderQuestionsStateGetsTheCurrentQuestion) {
 // is one from a retry that was not refused.
 TEST_F(PendingRunsTest, ARefusedRetryChangesNothing) {
   options_.max_sandboxes_per_credential = 64;
-  RunPythonTool tool(&sandboxes_, &upstreams_, options_);
+  RunCodeTool tool(&sandboxes_, &upstreams_, options_);
   for (int i = 0; i < 10; ++i) {
     absl::StatusOr<json> first = Call(tool, "github.delete_repo");
     const std::string state = (*first)["requestState"];
@@ -288,7 +288,7 @@ TEST_F(PendingRunsTest, ARefusedRetryChangesNothing) {
 // -32021: a retry that answers an elicitation while declaring no elicitation capability is
 // told which capability it lacks; the run keeps waiting for a retry that has it.
 TEST_F(PendingRunsTest, ARetryWithoutTheCapabilityIsToldWhatItLacks) {
-  RunPythonTool tool(&sandboxes_, &upstreams_, options_);
+  RunCodeTool tool(&sandboxes_, &upstreams_, options_);
   absl::StatusOr<json> first = Call(tool, "github.delete_repo");
   const std::string key = QuestionOf(first);
   absl::StatusOr<json> lacking = Call(tool, "github.delete_repo", (*first)["requestState"], {{key, Accept("once")}},

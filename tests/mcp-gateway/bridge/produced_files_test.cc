@@ -17,10 +17,10 @@ using ::testing::HasSubstr;
 using testing::FakeSandboxes;
 
 // The walks here stand for no request, so most pass no cancel token (nullptr); the run's
-// token is tested below and through RunPythonTool (workspace_resources_test.cc).
+// token is tested below and through RunCodeTool (workspace_resources_test.cc).
 class ListOutTest : public ::testing::Test {
  protected:
-  ListOutTest() { ref_ = *sandboxes_.CreateSession("o", "default", {}, {}); }
+  ListOutTest() { ref_ = *sandboxes_.CreateSession("o", "default", {}, {}, "python"); }
   std::vector<std::string> Paths(const OutListing& l) {
     std::vector<std::string> out;
     for (const OutFile& f : l.files) out.push_back(f.path);

@@ -1,4 +1,4 @@
-// Approvals through RunPythonTool over fakes: denied tools are not in the code's catalog
+// Approvals through RunCodeTool over fakes: denied tools are not in the code's catalog
 // and are refused; a tool that asks goes upstream only after the client's user approves
 // (once, for the run, for the sandbox); decline, cancel, no answer, a client that cannot be
 // asked and a 2026-07-28 request are each a ToolError and nothing reaches the upstream.
@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_split.h"
 
-#include "bridge/run_python.h"
+#include "bridge/run_code.h"
 #include "bridge_fakes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -41,7 +41,7 @@ class RunApprovalsTest : public ::testing::Test {
 
   // Runs `code` in the MCP session's default sandbox; the client answers each question
   // with `answer` (recorded in `asked_`), or cannot be asked when `can_ask` is false.
-  std::string Run(RunPythonTool& tool, const std::string& code, json answer, bool can_ask = true,
+  std::string Run(RunCodeTool& tool, const std::string& code, json answer, bool can_ask = true,
                   const std::string& mcp = "mcp-1") {
     ToolCallContext ctx;
     ctx.session_key = mcp;
@@ -73,12 +73,12 @@ class RunApprovalsTest : public ::testing::Test {
 
   FakeSandboxes sandboxes_;
   FakeUpstreams upstreams_;
-  RunPythonOptions options_;
+  RunCodeOptions options_;
   std::vector<json> asked_;
 };
 
 TEST_F(RunApprovalsTest, DeniedToolsAreHiddenAndRefusedAskingToolsAreMarked) {
-  RunPythonTool tool(&sandboxes_, &upstreams_, options_);
+  RunCodeTool tool(&sandboxes_, &upstreams_, options_);
   const std::string description = tool.ListTools()[0]["description"];
   EXPECT_THAT(description, ::testing::Not(HasSubstr("drop_database")));
   EXPECT_THAT(description, HasSubstr("[needs approval]"));
@@ -92,7 +92,7 @@ TEST_F(RunApprovalsTest, DeniedToolsAreHiddenAndRefusedAskingToolsAreMarked) {
 }
 
 TEST_F(RunApprovalsTest, OnceAsksEachCallRunAsksOnceSandboxAsksOncePerSandbox) {
-  RunPythonTool tool(&sandboxes_, &upstreams_, options_);
+  RunCodeTool tool(&sandboxes_, &upstreams_, options_);
   EXPECT_EQ(Run(tool, "github.delete_repo,github.delete_repo", Accept("once")), "-|-");
   EXPECT_EQ(asked_.size(), 2u);
   const json& question = asked_[0];
@@ -116,7 +116,7 @@ TEST_F(RunApprovalsTest, OnceAsksEachCallRunAsksOnceSandboxAsksOncePerSandbox) {
 }
 
 TEST_F(RunApprovalsTest, WhatIsNotAnApprovalRefusesTheCall) {
-  RunPythonTool tool(&sandboxes_, &upstreams_, options_);
+  RunCodeTool tool(&sandboxes_, &upstreams_, options_);
   EXPECT_EQ(Run(tool, "github.delete_repo", {{"action", "decline"}}), "github.delete_repo was declined by the user");
   EXPECT_EQ(Run(tool, "github.delete_repo", {{"action", "cancel"}}), "github.delete_repo was cancelled by the user");
   EXPECT_THAT(Run(tool, "github.delete_repo", json("no answer")), HasSubstr("nobody answered within 5m"));
@@ -152,7 +152,7 @@ TEST_F(RunApprovalsTest, CallsThatWaitTogetherAreAskedAboutInOneQuestion) {
   });
   options_.approval.gather = absl::Seconds(30);  // all five join the first question,
   options_.approval.max_batch = 5;              // which goes out once they have
-  RunPythonTool tool(&sandboxes_, &upstreams_, options_);
+  RunCodeTool tool(&sandboxes_, &upstreams_, options_);
   const json answer = {{"action", "accept"},
                        {"content", {{"decision", "once"}, {"call_1", true}, {"call_2", true}, {"call_3", false},
                                     {"call_4", true}}}};  // call_5 missing: refused
@@ -188,7 +188,7 @@ TEST_F(RunApprovalsTest, AnUncheckedCallIsNotApprovedForTheRunByItsNeighbours) {
   });
   options_.approval.gather = absl::Seconds(2);  // both gathered calls join one question
   options_.approval.max_batch = 2;
-  RunPythonTool tool(&sandboxes_, &upstreams_, options_);
+  RunCodeTool tool(&sandboxes_, &upstreams_, options_);
   const json answer = {{"action", "accept"}, {"content", {{"decision", "run"}, {"call_1", true}, {"call_2", false}}}};
   // One of the gathered two refused (which is call_2 depends on arrival); the third call,
   // asked again, is approved by the person.

@@ -1,4 +1,4 @@
-// What RunPythonTool counts for Prometheus (metrics/gateway_metrics.h): runs by outcome,
+// What RunCodeTool counts for Prometheus (metrics/gateway_metrics.h): runs by outcome,
 // tool calls by server, tool and outcome, calls per run, and the bound on tool labels
 // whatever names sandboxed code makes up; and what its audit lines say (audit/audit_log.h).
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "bridge/run_python.h"
+#include "bridge/run_code.h"
 #include "bridge_fakes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -64,8 +64,8 @@ class RunMetricsTest : public ::testing::Test {
     ctx.cancel = std::make_shared<codemode::CancelToken>();
     return tool_.CallTool("run_python", args, ctx);
   }
-  RunPythonOptions Options() {
-    RunPythonOptions o;
+  RunCodeOptions Options() {
+    RunCodeOptions o;
     o.metrics = metrics_;
     o.audit = audit_;
     return o;
@@ -87,7 +87,7 @@ class RunMetricsTest : public ::testing::Test {
   std::shared_ptr<AuditLog> audit_ = *AuditLog::Open({dir_ + "/audit.jsonl"});
   FakeSandboxes sandboxes_;
   FakeUpstreams upstreams_;
-  RunPythonTool tool_{&sandboxes_, &upstreams_, Options()};
+  RunCodeTool tool_{&sandboxes_, &upstreams_, Options()};
 };
 
 TEST_F(RunMetricsTest, RunsAndTheirToolCallsAreCountedByOutcome) {
@@ -115,10 +115,10 @@ TEST_F(RunMetricsTest, RunsAndTheirToolCallsAreCountedByOutcome) {
   EXPECT_FALSE(Call({{"code", ""}}).ok());
 
   std::map<std::string, double> s = Samples(*metrics_);
-  EXPECT_EQ(s["codemode_gateway_runs_total{outcome=\"ok\"}"], 3);
-  EXPECT_EQ(s["codemode_gateway_runs_total{outcome=\"error\"}"], 1);
-  EXPECT_EQ(s["codemode_gateway_runs_total{outcome=\"timeout\"}"], 1);
-  EXPECT_EQ(s["codemode_gateway_runs_total{outcome=\"refused\"}"], 1);
+  EXPECT_EQ(s["codemode_gateway_runs_total{outcome=\"ok\",tool=\"run_python\"}"], 3);
+  EXPECT_EQ(s["codemode_gateway_runs_total{outcome=\"error\",tool=\"run_python\"}"], 1);
+  EXPECT_EQ(s["codemode_gateway_runs_total{outcome=\"timeout\",tool=\"run_python\"}"], 1);
+  EXPECT_EQ(s["codemode_gateway_runs_total{outcome=\"refused\",tool=\"run_python\"}"], 1);
   EXPECT_EQ(s["codemode_gateway_run_duration_seconds_count"], 6);
   EXPECT_EQ(s["codemode_gateway_tool_calls_per_run_count"], 6);
   EXPECT_EQ(s["codemode_gateway_tool_calls_total{outcome=\"ok\",server=\"github\",tool=\"search\"}"], 2);

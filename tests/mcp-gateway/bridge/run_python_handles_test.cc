@@ -1,8 +1,8 @@
-// Sandbox handles through RunPythonTool: every result names its sandbox, a handle passed
+// Sandbox handles through RunCodeTool: every result names its sandbox, a handle passed
 // back runs there again from any MCP session of its credential, a handle another
 // credential presents fails exactly like a forged one, a handle whose sandbox is gone runs
 // in a fresh sandbox and says so, and produced files are read by handle URIs.
-#include "bridge/run_python.h"
+#include "bridge/run_code.h"
 
 #include "absl/strings/str_split.h"
 #include "bridge_fakes.h"
@@ -65,7 +65,7 @@ class RunPythonHandlesTest : public ::testing::Test {
 
   FakeSandboxes sandboxes_;
   FakeUpstreams upstreams_;
-  RunPythonTool tool_{&sandboxes_, &upstreams_, RunPythonOptions{}};
+  RunCodeTool tool_{&sandboxes_, &upstreams_, RunCodeOptions{}};
 };
 
 TEST_F(RunPythonHandlesTest, AHandlePassedBackRunsInTheSameSandboxFromAnyMcpSession) {
@@ -117,9 +117,9 @@ TEST_F(RunPythonHandlesTest, AGoneSandboxSaysSoAndRunsInAFreshOneOfTheCallersSes
 // Attack round 13, F1: each call with a stale handle made a new sandbox outside every
 // gateway cap. Now they count against the caller's MCP session and credential.
 TEST_F(RunPythonHandlesTest, AStaleHandleCannotMintSandboxesPastTheCaps) {
-  RunPythonOptions options;
+  RunCodeOptions options;
   options.max_sandboxes_per_credential = 3;
-  RunPythonTool tool{&sandboxes_, &upstreams_, options};
+  RunCodeTool tool{&sandboxes_, &upstreams_, options};
   ToolCallContext ctx = Context(kAlice, "mcp-1");
   const std::string h = Handle(*tool.CallTool("run_python", {{"code", "1"}}, ctx));
   sandboxes_.Lose("s1");
@@ -149,9 +149,9 @@ TEST_F(RunPythonHandlesTest, AReplacementNeverTakesANameTheClientUses) {
 // Round 13's re-check, N3: a replacement refused by the caps still returned a handle (of
 // the gone sandbox).
 TEST_F(RunPythonHandlesTest, ARefusedReplacementReturnsNoHandle) {
-  RunPythonOptions options;
+  RunCodeOptions options;
   options.max_sandboxes_per_credential = 1;
-  RunPythonTool tool{&sandboxes_, &upstreams_, options};
+  RunCodeTool tool{&sandboxes_, &upstreams_, options};
   ToolCallContext first = Context(kAlice, "mcp-1");
   const std::string h = Handle(*tool.CallTool("run_python", {{"code", "1"}}, first));
   sandboxes_.Lose("s1");
@@ -168,9 +168,9 @@ TEST_F(RunPythonHandlesTest, ARefusedReplacementReturnsNoHandle) {
 // --max_sandboxes_per_credential. sandboxd now caps the credential's sandboxes at it (and
 // reclaims the least recently used idle one), for every creation.
 TEST_F(RunPythonHandlesTest, EveryNewSandboxAsksSandboxdForTheCredentialsCap) {
-  RunPythonOptions options;
+  RunCodeOptions options;
   options.max_sandboxes_per_credential = 3;
-  RunPythonTool tool{&sandboxes_, &upstreams_, options};
+  RunCodeTool tool{&sandboxes_, &upstreams_, options};
   for (const char* mcp : {"", "", "mcp-1"}) {
     ToolCallContext ctx = Context(kAlice, mcp);
     ASSERT_TRUE(tool.CallTool("run_python", {{"code", "1"}}, ctx).ok());
@@ -186,10 +186,10 @@ TEST_F(RunPythonHandlesTest, EveryNewSandboxAsksSandboxdForTheCredentialsCap) {
 // --no_auth client "anonymous"): capped in sandboxd, one process's new sandbox ended
 // another's. Those gateways ask for no cap there.
 TEST_F(RunPythonHandlesTest, AGatewayOfOneSharedCredentialAsksSandboxdForNoCap) {
-  RunPythonOptions options;
+  RunCodeOptions options;
   options.max_sandboxes_per_credential = 3;
   options.cap_credentials_in_sandboxd = false;
-  RunPythonTool tool{&sandboxes_, &upstreams_, options};
+  RunCodeTool tool{&sandboxes_, &upstreams_, options};
   ToolCallContext ctx = Context("stdio", "stdio");
   ASSERT_TRUE(tool.CallTool("run_python", {{"code", "1"}}, ctx).ok());
   ASSERT_EQ(sandboxes_.rooms().size(), 1u);

@@ -1,7 +1,7 @@
-// Unit tests of RunPythonTool over fakes of sandboxd and the upstreams: the whole way down
+// Unit tests of RunCodeTool over fakes of sandboxd and the upstreams: the whole way down
 // (arguments, session, catalog, code) and back up (output as progress, tool calls routed,
 // the result), lost sessions retried once, and MCP sessions closing.
-#include "bridge/run_python.h"
+#include "bridge/run_code.h"
 
 #include <thread>
 
@@ -21,9 +21,9 @@ using testing::FakeUpstreams;
 using testing::Server;
 using testing::ToolCallOf;
 
-class RunPythonToolTest : public ::testing::Test {
+class RunCodeToolTest : public ::testing::Test {
  protected:
-  RunPythonToolTest() { upstreams_.SetServers({Server("github", {"search"}), Server("memory", {"read"})}); }
+  RunCodeToolTest() { upstreams_.SetServers({Server("github", {"search"}), Server("memory", {"read"})}); }
 
   absl::StatusOr<json> Call(const json& args, const std::string& mcp = "mcp-1",
                             std::shared_ptr<codemode::CancelToken> cancel = nullptr) {
@@ -45,27 +45,27 @@ class RunPythonToolTest : public ::testing::Test {
 
   FakeSandboxes sandboxes_;
   FakeUpstreams upstreams_;
-  RunPythonTool tool_{&sandboxes_, &upstreams_, RunPythonOptions{}};
+  RunCodeTool tool_{&sandboxes_, &upstreams_, RunCodeOptions{}};
   std::vector<std::string> progress_;
 };
 
-TEST_F(RunPythonToolTest, ListsOneToolDescribingTheUpstreams) {
+TEST_F(RunCodeToolTest, ListsRunPythonFirstDescribingTheUpstreams) {
   json tools = tool_.ListTools();
-  ASSERT_EQ(tools.size(), 1u);
+  ASSERT_EQ(tools.size(), 2u) << "run_python and run_javascript by default";
   EXPECT_EQ(tools[0]["name"], "run_python");
   EXPECT_THAT(tools[0]["description"].get<std::string>(), HasSubstr("mcp_github"));
   EXPECT_EQ(tools[0]["inputSchema"]["properties"]["timeout_seconds"]["maximum"], 300);
   EXPECT_TRUE(tools[0]["outputSchema"]["properties"].contains("tool_calls"));
 }
 
-TEST_F(RunPythonToolTest, BadCallsAreProtocolErrors) {
+TEST_F(RunCodeToolTest, BadCallsAreProtocolErrors) {
   ToolCallContext ctx;
   EXPECT_TRUE(absl::IsInvalidArgument(tool_.CallTool("run_js", {{"code", "1"}}, ctx).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(Call({{"code", ""}}).status()));
   EXPECT_TRUE(sandboxes_.creations().empty()) << "nothing was created for a bad call";
 }
 
-TEST_F(RunPythonToolTest, RunsInTheMcpSessionsOwnSandboxSession) {
+TEST_F(RunCodeToolTest, RunsInTheMcpSessionsOwnSandboxSession) {
   EXPECT_EQ(Run({{"code", "a = 1"}, {"timeout_seconds", 2}}), "s1: a = 1\n");
   EXPECT_EQ(Run({{"code", "a"}}), "s1: a\n") << "the same session keeps its namespace";
   EXPECT_EQ(Run({{"code", "a"}, {"session", "side"}}), "s2: a\n");
@@ -77,7 +77,7 @@ TEST_F(RunPythonToolTest, RunsInTheMcpSessionsOwnSandboxSession) {
   EXPECT_EQ(sandboxes_.executions()[1].timeout_ms, 30000u);
 }
 
-TEST_F(RunPythonToolTest, TheCatalogGoesAlongOnlyWhenItChanged) {
+TEST_F(RunCodeToolTest, TheCatalogGoesAlongOnlyWhenItChanged) {
   Run({{"code", "1"}});
   EXPECT_EQ(sandboxes_.catalog_of("s1").servers_size(), 2) << "given at creation";
   Run({{"code", "2"}});
@@ -95,7 +95,7 @@ TEST_F(RunPythonToolTest, TheCatalogGoesAlongOnlyWhenItChanged) {
   EXPECT_FALSE(e[4].catalog_sent);
 }
 
-TEST_F(RunPythonToolTest, ServersDownKeepTheirToolsInTheCatalog) {
+TEST_F(RunCodeToolTest, ServersDownKeepTheirToolsInTheCatalog) {
   Run({{"code", "1"}});
   upstreams_.SetServers({Server("github", {"search"}), Server("memory", {}, false)});
   Run({{"code", "2"}});
@@ -103,7 +103,7 @@ TEST_F(RunPythonToolTest, ServersDownKeepTheirToolsInTheCatalog) {
       << "code calling memory gets a ToolError, not a NameError";
 }
 
-TEST_F(RunPythonToolTest, ToolCallsGoUpAndComeBackInTheResult) {
+TEST_F(RunCodeToolTest, ToolCallsGoUpAndComeBackInTheResult) {
   sandboxes_.SetScript([](const FakeSandboxes::Execution&, const ExecuteHandlers& h,
                           std::shared_ptr<codemode::CancelToken>) -> absl::StatusOr<Finished> {
     h.on_output(false, "calling\n");
@@ -126,7 +126,7 @@ TEST_F(RunPythonToolTest, ToolCallsGoUpAndComeBackInTheResult) {
   EXPECT_EQ(progress_, std::vector<std::string>{"calling\n"});
 }
 
-TEST_F(RunPythonToolTest, CancellingTheRunCancelsItsUpstreamCalls) {
+TEST_F(RunCodeToolTest, CancellingTheRunCancelsItsUpstreamCalls) {
   std::shared_ptr<codemode::CancelToken> seen;
   upstreams_.SetAnswer([&](const FakeUpstreams::Call& c) -> absl::StatusOr<json> {
     seen = c.options.cancel;
@@ -153,7 +153,7 @@ TEST_F(RunPythonToolTest, CancellingTheRunCancelsItsUpstreamCalls) {
 // A run queued behind a long one of the same session, whose client gives up, ends at once
 // (issue 27: 30 abandoned queued calls held 42 threads and 200 MiB until the run ahead
 // ended, up to --max_timeout_seconds later).
-TEST_F(RunPythonToolTest, ACancelledQueuedRunEndsWhileTheRunAheadGoesOn) {
+TEST_F(RunCodeToolTest, ACancelledQueuedRunEndsWhileTheRunAheadGoesOn) {
   absl::Notification first_started, release_first;
   sandboxes_.SetScript([&](const FakeSandboxes::Execution& e, const ExecuteHandlers&,
                            std::shared_ptr<codemode::CancelToken>) -> absl::StatusOr<Finished> {
@@ -188,7 +188,7 @@ TEST_F(RunPythonToolTest, ACancelledQueuedRunEndsWhileTheRunAheadGoesOn) {
   EXPECT_EQ(Run({{"code", "next"}}), "s1: next\n") << "the session serves the next run";
 }
 
-TEST_F(RunPythonToolTest, ALostSessionIsRetriedOnceInANewOne) {
+TEST_F(RunCodeToolTest, ALostSessionIsRetriedOnceInANewOne) {
   Run({{"code", "a = 1"}});
   sandboxes_.Lose("s1");
   absl::StatusOr<json> r = Call({{"code", "a"}, {"reset", true}});
@@ -203,7 +203,7 @@ TEST_F(RunPythonToolTest, ALostSessionIsRetriedOnceInANewOne) {
       << "the lost session is deleted, so it gives its slot in sandboxd back";
 }
 
-TEST_F(RunPythonToolTest, ASessionLostTwiceIsAnError) {
+TEST_F(RunCodeToolTest, ASessionLostTwiceIsAnError) {
   sandboxes_.SetScript([](const FakeSandboxes::Execution& e, const ExecuteHandlers&,
                           std::shared_ptr<codemode::CancelToken>) -> absl::StatusOr<Finished> {
     return absl::NotFoundError("session " + e.session_id + " not found");
@@ -215,7 +215,7 @@ TEST_F(RunPythonToolTest, ASessionLostTwiceIsAnError) {
   EXPECT_EQ(sandboxes_.creations().size(), 2u);
 }
 
-TEST_F(RunPythonToolTest, SessionLostDuringTheRunStartsTheNextRunAfresh) {
+TEST_F(RunCodeToolTest, SessionLostDuringTheRunStartsTheNextRunAfresh) {
   sandboxes_.SetScript([](const FakeSandboxes::Execution&, const ExecuteHandlers&,
                           std::shared_ptr<codemode::CancelToken>) -> absl::StatusOr<Finished> {
     Finished f;
@@ -232,7 +232,7 @@ TEST_F(RunPythonToolTest, SessionLostDuringTheRunStartsTheNextRunAfresh) {
   EXPECT_EQ(Run({{"code", "2"}}), "s2: 2\n");
 }
 
-TEST_F(RunPythonToolTest, NoSandboxIsAnErrorResultNotAProtocolError) {
+TEST_F(RunCodeToolTest, NoSandboxIsAnErrorResultNotAProtocolError) {
   sandboxes_.create_error = absl::UnavailableError("sandboxd at unix:/x is unavailable");
   absl::StatusOr<json> r = Call({{"code", "1"}});
   ASSERT_TRUE(r.ok()) << "the model should read why";
@@ -241,14 +241,14 @@ TEST_F(RunPythonToolTest, NoSandboxIsAnErrorResultNotAProtocolError) {
   EXPECT_EQ(sandboxes_.creations().size(), 0u);
 }
 
-TEST_F(RunPythonToolTest, TooManyNamedSessionsIsAnErrorResult) {
+TEST_F(RunCodeToolTest, TooManyNamedSessionsIsAnErrorResult) {
   for (int i = 0; i < 8; ++i) Run({{"code", "1"}, {"session", "n" + std::to_string(i)}});
   absl::StatusOr<json> r = Call({{"code", "1"}, {"session", "n8"}});
   ASSERT_TRUE(r.ok());
   EXPECT_THAT((*r)["content"][0]["text"].get<std::string>(), HasSubstr("(the limit)"));
 }
 
-TEST_F(RunPythonToolTest, ClosingTheMcpSessionDeletesItsSandboxes) {
+TEST_F(RunCodeToolTest, ClosingTheMcpSessionDeletesItsSandboxes) {
   Run({{"code", "1"}});
   Run({{"code", "1"}, {"session", "side"}});
   Run({{"code", "1"}}, "mcp-2");
@@ -258,7 +258,7 @@ TEST_F(RunPythonToolTest, ClosingTheMcpSessionDeletesItsSandboxes) {
   EXPECT_TRUE(sandboxes_.live().empty());
 }
 
-TEST_F(RunPythonToolTest, FilesAreUploadedBeforeTheCodeRuns) {
+TEST_F(RunCodeToolTest, FilesAreUploadedBeforeTheCodeRuns) {
   EXPECT_EQ(Run({{"code", "1"}}), "s1: 1\n");
   EXPECT_EQ(Run({{"code", "open('in.csv').read()"}, {"files", {{"in.csv", "a,b\n"}}}}),
             "s1: open('in.csv').read()\n");
@@ -270,7 +270,7 @@ TEST_F(RunPythonToolTest, FilesAreUploadedBeforeTheCodeRuns) {
   EXPECT_EQ(up.executions_before, 1u) << "after the first run, before the second";
 }
 
-TEST_F(RunPythonToolTest, ARefusedFileFailsTheRunBeforeTheCode) {
+TEST_F(RunCodeToolTest, ARefusedFileFailsTheRunBeforeTheCode) {
   absl::StatusOr<json> r = Call({{"code", "boom()"}, {"files", {{"../etc/passwd", "x"}}}});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE((*r)["isError"]);
@@ -279,7 +279,7 @@ TEST_F(RunPythonToolTest, ARefusedFileFailsTheRunBeforeTheCode) {
   EXPECT_TRUE(sandboxes_.executions().empty()) << "the code did not run";
 }
 
-TEST_F(RunPythonToolTest, ALongStdoutIsKeptInTheWorkspaceNotInTheContext) {
+TEST_F(RunCodeToolTest, ALongStdoutIsKeptInTheWorkspaceNotInTheContext) {
   const std::string big = std::string(40000, 'a') + "THE END\n";
   sandboxes_.SetScript([&](const FakeSandboxes::Execution&, const ExecuteHandlers&,
                            std::shared_ptr<codemode::CancelToken>) {

@@ -1,8 +1,8 @@
-// Produced files through RunPythonTool: resource_link blocks for what a run created or
+// Produced files through RunCodeTool: resource_link blocks for what a run created or
 // changed under out/, resources/list and templates per MCP session, resources/read (text
 // and blob, caps, errors), and the rule that matters most: one MCP session can never read
 // another's files, whatever URI it sends.
-#include "bridge/run_python.h"
+#include "bridge/run_code.h"
 
 #include <thread>
 
@@ -70,8 +70,8 @@ class WorkspaceResourcesTest : public ::testing::Test {
 
   FakeSandboxes sandboxes_;
   FakeUpstreams upstreams_;
-  RunPythonOptions options_;
-  RunPythonTool tool_{&sandboxes_, &upstreams_, options_};
+  RunCodeOptions options_;
+  RunCodeTool tool_{&sandboxes_, &upstreams_, options_};
   int changed_ = 0;
 };
 
@@ -208,9 +208,9 @@ TEST_F(WorkspaceResourcesTest, ListAndTemplatesCoverEachSessionOfTheCaller) {
 // resources/list is paged: a client with many files gets pages of list_page_size and a
 // nextCursor, never one answer as large as all its sessions' files.
 TEST_F(WorkspaceResourcesTest, ResourcesListIsPagedWithNextCursor) {
-  RunPythonOptions paged;
+  RunCodeOptions paged;
   paged.resources.list_page_size = 3;
-  RunPythonTool tool(&sandboxes_, &upstreams_, paged);
+  RunCodeTool tool(&sandboxes_, &upstreams_, paged);
   ToolCallContext ctx = Context("mcp-1");
   ASSERT_TRUE(tool.CallTool("run_python", {{"code", "out/a=1;out/b=2;out/c=3;out/d=4"}}, ctx).ok());
   ASSERT_TRUE(tool.CallTool("run_python", {{"code", "out/e=5;out/f=6"}, {"session", "side"}}, ctx).ok());
@@ -245,9 +245,9 @@ TEST_F(WorkspaceResourcesTest, ReadErrorsSayWhatIsWrong) {
 }
 
 TEST_F(WorkspaceResourcesTest, ReadsAreCapped) {
-  RunPythonOptions small;
+  RunCodeOptions small;
   small.resources.max_read_bytes = 4;
-  RunPythonTool tool(&sandboxes_, &upstreams_, small);
+  RunCodeTool tool(&sandboxes_, &upstreams_, small);
   ToolCallContext ctx = Context("mcp-1");
   ASSERT_TRUE(tool.CallTool("run_python", {{"code", "out/big.txt=12345"}}, ctx).ok());
   absl::StatusOr<json> big = tool.ReadResource("sandbox://session/default/out/big.txt", ctx);

@@ -58,6 +58,20 @@ TEST_F(HandleSealerTest, AHandleOpensToItsAddressForItsCredential) {
   EXPECT_TRUE(Sealer(kKeyA).Open(h, kAlice).ok()) << "another replica with the key opens it";
 }
 
+TEST_F(HandleSealerTest, AHandleKeepsItsSandboxesRuntime) {
+  HandleSealer sealer = Sealer(kKeyA);
+  EXPECT_EQ(sealer.Open(sealer.Seal(address_, kAlice), kAlice)->runtime, "python")
+      << "Python, as every handle from before JavaScript sessions";
+  SandboxAddress js = address_;
+  js.runtime = SandboxAddress::kJavaScriptRuntime;
+  absl::StatusOr<SandboxAddress> a = sealer.Open(sealer.Seal(js, kAlice), kAlice);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(*a, js);
+  ExpectRefused(sealer, sealer.Seal(js, kAlice), kBob);
+  js.runtime = "ruby";
+  EXPECT_EQ(sealer.Seal(js, kAlice), "") << "no handle for a runtime it cannot name";
+}
+
 TEST_F(HandleSealerTest, AnotherCredentialGetsTheSameErrorAsAForgery) {
   HandleSealer sealer = Sealer(kKeyA);
   const std::string h = sealer.Seal(address_, kAlice);

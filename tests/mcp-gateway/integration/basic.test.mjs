@@ -38,11 +38,10 @@ describe("run_python over Streamable HTTP", () => {
     await stopAll();
   });
 
-  test("tools/list offers one run_python tool describing every upstream", async () => {
+  test("tools/list offers run_python (and run_javascript) describing every upstream", async () => {
     const { tools } = await client.listTools();
-    assert.equal(tools.length, 1);
+    assert.deepEqual(tools.map((t) => t.name), ["run_python", "run_javascript"]);
     const [tool] = tools;
-    assert.equal(tool.name, "run_python");
     assert.deepEqual(tool.inputSchema.required, ["code"]);
     for (const p of ["code", "timeout_seconds", "session", "reset", "servers"]) {
       assert.ok(tool.inputSchema.properties[p], `input property ${p}`);

@@ -127,10 +127,10 @@ except ToolError as e:
   await client.close();
 
   await scrapedAfter(new Date());
-  const ok = await value('codemode_gateway_runs_total{outcome="ok"}');
+  const ok = await value('codemode_gateway_runs_total{outcome="ok",tool="run_python"}');
   assert.equal(ok, N + 1, "N runs and the one that caught its ToolError");
-  assert.equal(await value('codemode_gateway_runs_total{outcome="error"}'), K);
-  assert.equal(await value('codemode_gateway_runs_total{outcome="timeout"}'), 1);
+  assert.equal(await value('codemode_gateway_runs_total{outcome="error",tool="run_python"}'), K);
+  assert.equal(await value('codemode_gateway_runs_total{outcome="timeout",tool="run_python"}'), 1);
   assert.equal(await value("codemode_gateway_run_duration_seconds_count"), N + K + 2);
   assert.equal(await value("codemode_gateway_tool_calls_per_run_sum"), 2 * N + 1);
   assert.equal(await value('sum(codemode_gateway_tool_calls_total{server="everything",tool="echo",outcome="ok"})'), 2 * N);

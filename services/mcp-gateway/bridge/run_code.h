@@ -1,15 +1,19 @@
-// RunPythonTool: the gateway's one MCP tool, which joins the two sides. A call goes down:
+// RunCodeTool: the gateway's MCP tools run_python and run_javascript (run_language.h; the
+// operator offers either or both), which join the two sides. A call goes down:
 // its arguments are parsed (run_arguments.h), the MCP session's sandbox session is found or
 // created (session_bindings.h) with the upstream catalog (run_catalog.h), and the code runs
 // there, its output streaming back as progress. Tool calls of the code come back up through
 // the router (tool_call_router.h) to the upstreams, and the Finished message becomes the
 // tool's result (run_result.h), with links to the files the run left under
 // /workspace/out/, which the tool also serves as MCP resources (workspace_resources.h). A
-// run whose sandbox session was lost is retried once in a new one, and says so.
+// run whose sandbox session was lost is retried once in a new one, and says so. The two
+// tools differ only in their description and the runtime of their sandboxes: an MCP
+// session gets a main sandbox per language, and a sandbox (by handle or session name) runs
+// only its own language's code.
 //
 //   SandboxClient sandboxes(endpoints);
 //   ManagerUpstreams upstreams(&manager);
-//   RunPythonTool tool(&sandboxes, &upstreams, options);
+//   RunCodeTool tool(&sandboxes, &upstreams, options);
 //   HttpServer http(http_options, &tool, server_options);
 #pragma once
 
@@ -22,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "bridge/run_arguments.h"
 #include "bridge/run_catalog.h"
+#include "bridge/run_language.h"
 #include "bridge/owned_resources.h"
 #include "bridge/pending_runs.h"
 #include "bridge/resource_watch.h"
@@ -39,7 +44,9 @@
 
 namespace gateway {
 
-struct RunPythonOptions {
+struct RunCodeOptions {
+  // The tools offered, in tools/list order (--tools); at least one.
+  std::vector<RunLanguage> languages = {RunLanguage::kPython, RunLanguage::kJavaScript};
   uint32_t default_timeout_seconds = 30;
   uint32_t max_timeout_seconds = 300;
   // Largest code accepted (RunLimits::max_code_bytes).
@@ -91,10 +98,10 @@ struct RunPythonOptions {
   std::shared_ptr<const HandleSealer> handles;
 };
 
-class RunPythonTool : public ToolProvider {
+class RunCodeTool : public ToolProvider {
  public:
-  RunPythonTool(Sandboxes* sandboxes, Upstreams* upstreams, RunPythonOptions options);
-  ~RunPythonTool() override;
+  RunCodeTool(Sandboxes* sandboxes, Upstreams* upstreams, RunCodeOptions options);
+  ~RunCodeTool() override;
 
   nlohmann::json ListTools() override;
   absl::StatusOr<nlohmann::json> CallTool(const std::string& name, const nlohmann::json& arguments,
@@ -122,6 +129,7 @@ class RunPythonTool : public ToolProvider {
  private:
   // One run as it goes down to the sandbox.
   struct Run {
+    const LanguageSpec* language;
     RunArguments args;
     sandbox::v1::Catalog catalog;
     std::string catalog_key;  // upstream catalog version and allowlist
@@ -148,15 +156,17 @@ class RunPythonTool : public ToolProvider {
   // version): only then does a 2026-07-28 run need a thread of its own.
   bool MayAsk();
   // CallTool on the caller's thread.
-  absl::StatusOr<nlohmann::json> CallToolNow(const std::string& name, const nlohmann::json& arguments,
+  absl::StatusOr<nlohmann::json> CallToolNow(const LanguageSpec& language, const nlohmann::json& arguments,
                                              ToolCallContext& context);
+  // The language of `tool` when this gateway offers it.
+  const LanguageSpec* Offered(const std::string& tool) const;
   // Runs where the run's `sandbox` handle or session name says.
   absl::StatusOr<sandbox::v1::Finished> Execute(Run& run);
   // Runs on the binding `placement` finds, retrying once in a new sandbox when the old one
   // is gone.
   absl::StatusOr<sandbox::v1::Finished> ExecuteIn(Run& run, const Placement& placement);
-  // The sandbox a handle names for the run's credential; PERMISSION_DENIED
-  // (HandleSealer::kInvalidHandle) for any handle that is not valid for it.
+  // The sandbox a handle names for the run's credential (its runtime in SandboxRef::runtime);
+  // PERMISSION_DENIED (HandleSealer::kInvalidHandle) for any handle that is not valid for it.
   absl::StatusOr<SandboxRef> OpenHandle(const std::string& handle, const std::string& credential);
   // The run's metrics, audit line (with `why` when it is an error) and log line.
   void Record(const Run& run, const codemode::telemetry::TraceContext& trace, RunOutcome outcome,
@@ -174,7 +184,7 @@ class RunPythonTool : public ToolProvider {
 
   Sandboxes* const sandboxes_;
   Upstreams* const upstreams_;
-  const RunPythonOptions options_;
+  const RunCodeOptions options_;
   const std::shared_ptr<const HandleSealer> handles_;
   const std::shared_ptr<const ApprovalPolicy> policy_;
   SessionBindings bindings_;

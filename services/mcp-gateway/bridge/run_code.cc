@@ -1,6 +1,6 @@
 // The run_python tool: one run from the MCP call down to the sandbox and back. See
-// run_python.h.
-#include "bridge/run_python.h"
+// run_code.h.
+#include "bridge/run_code.h"
 
 #include <openssl/rand.h>
 
@@ -15,14 +15,12 @@ namespace {
 using nlohmann::json;
 using sandbox::v1::Finished;
 
-constexpr char kToolName[] = "run_python";
-
 // The sandbox session is gone (its container was killed, sandboxd restarted without it).
 bool SessionGone(const absl::Status& s) {
   return absl::IsNotFound(s) || absl::IsFailedPrecondition(s);
 }
 
-// RunPythonOptions::handles, or a sealer with a random key of this process.
+// RunCodeOptions::handles, or a sealer with a random key of this process.
 std::shared_ptr<const HandleSealer> SealerOrOwn(std::shared_ptr<const HandleSealer> given) {
   if (given) return given;
   HandleSealer::Key key;
@@ -32,21 +30,21 @@ std::shared_ptr<const HandleSealer> SealerOrOwn(std::shared_ptr<const HandleSeal
   return std::make_shared<HandleSealer>(std::vector<HandleSealer::Key>{key}, absl::Hours(24));
 }
 
-PendingRunsOptions PendingOptions(const RunPythonOptions& options) {
+PendingRunsOptions PendingOptions(const RunCodeOptions& options) {
   PendingRunsOptions pending = options.pending;
   pending.keep = std::max(pending.keep, options.approval.timeout);
   return pending;
 }
 
 // The approval gate counts into the run's metrics.
-RunPythonOptions WithMetricsWired(RunPythonOptions options) {
+RunCodeOptions WithMetricsWired(RunCodeOptions options) {
   options.approval.metrics = options.metrics.get();
   return options;
 }
 
 }  // namespace
 
-RunPythonTool::RunPythonTool(Sandboxes* sandboxes, Upstreams* upstreams, RunPythonOptions options)
+RunCodeTool::RunCodeTool(Sandboxes* sandboxes, Upstreams* upstreams, RunCodeOptions options)
     : sandboxes_(sandboxes),
       upstreams_(upstreams),
       options_(WithMetricsWired(options)),
@@ -60,41 +58,59 @@ RunPythonTool::RunPythonTool(Sandboxes* sandboxes, Upstreams* upstreams, RunPyth
                  }),
       owned_(sandboxes, &bindings_, options.owned_scope, options.resources,
              [this](const SandboxRef& ref, const std::string& credential) {
-               return handles_->Seal({sandboxes_->EndpointName(ref.endpoint), ref.session_id}, credential);
+               return handles_->Seal({sandboxes_->EndpointName(ref.endpoint), ref.session_id, ref.runtime},
+                                     credential);
              }),
       watch_([this](const std::string& credential,
                     const std::shared_ptr<codemode::CancelToken>& cancel) { return owned_.Fingerprint(credential, cancel); },
              options.resources_poll_interval, options.resources_look_timeout),
       pending_(handles_.get(), PendingOptions(options)) {}
 
-RunPythonTool::~RunPythonTool() = default;
+RunCodeTool::~RunCodeTool() = default;
 
-json RunPythonTool::ListTools() {
-  json tool = {
-      {"name", kToolName},
-      {"title", "Run Python"},
-      {"description",
-       DescribeRunPython(FitCatalogLimits(ApplyApprovalPolicy(upstreams_->Snapshot(), *policy_)),
-                         options_.max_description_bytes)},
-      {"inputSchema", RunArgumentsSchema(options_.max_timeout_seconds)},
-      {"outputSchema", RunResultSchema()},
-      {"annotations", {{"readOnlyHint", false}, {"destructiveHint", true}, {"openWorldHint", true}}}};
-  return json::array({tool});
+json RunCodeTool::ListTools() {
+  const std::vector<UpstreamStatus> view =
+      FitCatalogLimits(ApplyApprovalPolicy(upstreams_->Snapshot(), *policy_));
+  json tools = json::array();
+  for (RunLanguage l : options_.languages) {
+    const LanguageSpec& language = Spec(l);
+    json schema = RunArgumentsSchema(options_.max_timeout_seconds);
+    schema["properties"]["code"]["description"] = language.code_description;
+    tools.push_back(
+        {{"name", language.tool},
+         {"title", language.title},
+         {"description", language.describe(view, options_.max_description_bytes)},
+         {"inputSchema", std::move(schema)},
+         {"outputSchema", RunResultSchema()},
+         {"annotations", {{"readOnlyHint", false}, {"destructiveHint", true}, {"openWorldHint", true}}}});
+  }
+  return tools;
 }
 
-absl::StatusOr<json> RunPythonTool::CallTool(const std::string& name, const json& arguments,
+const LanguageSpec* RunCodeTool::Offered(const std::string& tool) const {
+  std::optional<RunLanguage> language = LanguageOfTool(tool);
+  if (!language || std::find(options_.languages.begin(), options_.languages.end(), *language) ==
+                       options_.languages.end()) {
+    return nullptr;
+  }
+  return &Spec(*language);
+}
+
+absl::StatusOr<json> RunCodeTool::CallTool(const std::string& name, const json& arguments,
                                              ToolCallContext& ctx) {
-  if (name != kToolName) return absl::InvalidArgumentError(absl::StrCat("unknown tool '", name, "'"));
+  const LanguageSpec* language = Offered(name);
+  if (language == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown tool '", name, "'"));
   // Protocol 2026-07-28: a run that may ask for an approval goes on a thread of its own, so
   // that it can outlive this request while it waits, and the client's retry picks it up
   // (pending_runs.h).
   if (ctx.input_required && !ctx.request_state.empty()) return pending_.Resume(name, arguments, ctx);
-  if (!ctx.input_required || !MayAsk()) return CallToolNow(name, arguments, ctx);
-  return pending_.Start([this, name, arguments](ToolCallContext& own) { return CallToolNow(name, arguments, own); },
-                        name, arguments, ctx);
+  if (!ctx.input_required || !MayAsk()) return CallToolNow(*language, arguments, ctx);
+  return pending_.Start(
+      [this, language, arguments](ToolCallContext& own) { return CallToolNow(*language, arguments, own); },
+      name, arguments, ctx);
 }
 
-bool RunPythonTool::MayAsk() {
+bool RunCodeTool::MayAsk() {
   const uint64_t version = upstreams_->catalog_version();
   {
     codemode::MutexLock lock(&may_ask_mu_);
@@ -115,11 +131,13 @@ bool RunPythonTool::MayAsk() {
 namespace {
 
 // The audit line of a run refused before anything ran: what little is known of it.
-json RefusedRunLine(const ToolCallContext& ctx, const json& arguments, const absl::Status& why) {
+json RefusedRunLine(const ToolCallContext& ctx, const char* tool, const json& arguments,
+                    const absl::Status& why) {
   const auto code = arguments.is_object() ? arguments.find("code") : arguments.end();
   const std::string text = code != arguments.end() && code->is_string() ? code->get<std::string>() : "";
   const codemode::telemetry::TraceContext trace = codemode::telemetry::TraceContext::ChildOf(ctx.trace_parent);
-  return {{"kind", "run"},          {"credential", ctx.credential},
+  return {{"kind", "run"},          {"tool", tool},
+          {"credential", ctx.credential},
           {"sandbox", ""},          {"trace_id", trace.trace_id()},
           {"span_id", trace.span_id()},
           {"parent_span_id", ctx.trace_parent ? ctx.trace_parent->span_id() : ""},
@@ -150,7 +168,7 @@ RunOutcome OutcomeOf(const absl::StatusOr<Finished>& finished) {
 
 }  // namespace
 
-absl::StatusOr<json> RunPythonTool::CallToolNow(const std::string& name, const json& arguments,
+absl::StatusOr<json> RunCodeTool::CallToolNow(const LanguageSpec& language, const json& arguments,
                                                 ToolCallContext& ctx) {
   const absl::Time started = absl::Now();
   GatewayMetrics* metrics = options_.metrics.get();
@@ -162,10 +180,11 @@ absl::StatusOr<json> RunPythonTool::CallToolNow(const std::string& name, const j
   limits.max_code_bytes = options_.max_code_bytes;
   absl::StatusOr<RunArguments> args = ParseRunArguments(arguments, upstreams, limits);
   if (!args.ok()) {
-    if (metrics) metrics->RunFinished(RunOutcome::kRefused, absl::Now() - started, 0);
-    if (options_.audit) options_.audit->Write(RefusedRunLine(ctx, arguments, args.status()));
+    if (metrics) metrics->RunFinished(language.tool, RunOutcome::kRefused, absl::Now() - started, 0);
+    if (options_.audit) options_.audit->Write(RefusedRunLine(ctx, language.tool, arguments, args.status()));
     return args.status();
   }
+  if (!args->session_named) args->session = language.default_session;
 
   RunProgress progress(ctx.progress);
   ToolCallRouter router(upstreams_, args->servers, &progress);
@@ -189,7 +208,7 @@ absl::StatusOr<json> RunPythonTool::CallToolNow(const std::string& name, const j
   report.sandbox_in_text = !args->sandbox.empty() || ctx.session_key.empty();
   // resource_link blocks came with protocol 2025-06-18; older clients get the links as text.
   report.resource_links = ctx.protocol_version >= "2025-06-18";
-  Run run{*args, BuildCatalog(view, args->servers),
+  Run run{&language, *args, BuildCatalog(view, args->servers),
           absl::StrCat(catalog_version, "/", args->servers.Key()),
           &ctx, &router, &progress, &report, &approvals, trace.Traceparent()};
   absl::StatusOr<Finished> finished = Execute(run);
@@ -206,16 +225,18 @@ absl::StatusOr<json> RunPythonTool::CallToolNow(const std::string& name, const j
 
 // The run's metrics, its audit line and its log line (with the trace id that joins it to
 // its tool calls, sandboxd's log and the upstreams').
-void RunPythonTool::Record(const Run& run, const codemode::telemetry::TraceContext& trace,
+void RunCodeTool::Record(const Run& run, const codemode::telemetry::TraceContext& trace,
                            RunOutcome outcome, absl::Duration took, const absl::Status& why) {
   const uint64_t calls = run.report->calls.total;
-  if (options_.metrics) options_.metrics->RunFinished(outcome, took, calls);
+  if (options_.metrics) options_.metrics->RunFinished(run.language->tool, outcome, took, calls);
   const std::string sandbox = run.router->sandbox();
-  spdlog::info("run {}: {} in {} ms, {} tool calls (trace {}, span {})", sandbox.empty() ? "-" : sandbox,
+  spdlog::info("{} {}: {} in {} ms, {} tool calls (trace {}, span {})", run.language->tool,
+               sandbox.empty() ? "-" : sandbox,
                GatewayMetrics::Name(outcome), absl::ToInt64Milliseconds(took), calls,
                trace.trace_id(), trace.span_id());
   if (!options_.audit) return;
   json line = {{"kind", "run"},
+               {"tool", run.language->tool},
                {"credential", run.ctx->credential},
                {"sandbox", sandbox},
                {"trace_id", trace.trace_id()},
@@ -233,7 +254,7 @@ void RunPythonTool::Record(const Run& run, const codemode::telemetry::TraceConte
   options_.audit->Write(std::move(line));
 }
 
-absl::StatusOr<SandboxRef> RunPythonTool::OpenHandle(const std::string& handle,
+absl::StatusOr<SandboxRef> RunCodeTool::OpenHandle(const std::string& handle,
                                                      const std::string& credential) {
   absl::StatusOr<SandboxAddress> address = handles_->Open(handle, credential);
   if (!address.ok()) return address.status();
@@ -244,10 +265,10 @@ absl::StatusOr<SandboxRef> RunPythonTool::OpenHandle(const std::string& handle,
         "this sandbox is on sandboxd ", address->endpoint.substr(0, 200),
         ", which this gateway is not configured with (--sandboxd)"));
   }
-  return SandboxRef{*endpoint, address->session_id};
+  return SandboxRef{*endpoint, address->session_id, address->runtime};
 }
 
-absl::StatusOr<Finished> RunPythonTool::Execute(Run& run) {
+absl::StatusOr<Finished> RunCodeTool::Execute(Run& run) {
   using BindingPtr = std::shared_ptr<SessionBindings::Binding>;
   const std::string& credential = run.ctx->credential;
   Placement placement;
@@ -260,20 +281,31 @@ absl::StatusOr<Finished> RunPythonTool::Execute(Run& run) {
           "2026-07-28): pass the `sandbox` handle of an earlier result instead");
     }
     run.report->session = "";
-    placement.find = [&](int) -> absl::StatusOr<BindingPtr> { return bindings_.NewDetached(credential); };
+    placement.find = [&](int) -> absl::StatusOr<BindingPtr> {
+      return bindings_.NewDetached(credential, run.language->runtime);
+    };
     placement.forget = [&](const BindingPtr& b) { bindings_.ForgetAdopted(b); };
     placement.opened = [&](const BindingPtr& b) { bindings_.Remember(b); };
     return ExecuteIn(run, placement);
   }
   if (run.args.sandbox.empty()) {
     const std::string& mcp_session = run.ctx->session_key;
-    placement.find = [&](int) { return bindings_.FindOrRegister(mcp_session, run.args.session, credential); };
+    placement.find = [&](int) {
+      return bindings_.FindOrRegister(mcp_session, run.args.session, credential, run.language->runtime);
+    };
     placement.forget = [&](const BindingPtr& b) { bindings_.Forget(mcp_session, run.args.session, b); };
     placement.opened = [](const BindingPtr&) {};
     return ExecuteIn(run, placement);
   }
   absl::StatusOr<SandboxRef> ref = OpenHandle(run.args.sandbox, credential);
   if (!ref.ok()) return ref.status();
+  if (ref->runtime != run.language->runtime) {
+    // Never Python code in a Node session nor the other way round; the handle is the
+    // caller's own, so naming its language tells nothing new.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this sandbox handle names a ", ref->runtime, " sandbox: pass it to run_", ref->runtime,
+        ", or leave out `sandbox` to run in a ", run.language->runtime, " sandbox; nothing ran"));
+  }
   run.report->session = "";
   // A gone sandbox is replaced by a new one that belongs to the caller's MCP session, under
   // a name of its own: its caps (--max_sandboxes_per_credential, the named sessions) and
@@ -285,9 +317,9 @@ absl::StatusOr<Finished> RunPythonTool::Execute(Run& run) {
   placement.by_handle = true;
   placement.find = [&](int attempt) -> absl::StatusOr<BindingPtr> {
     if (attempt == 0) return bindings_.Adopt(*ref, credential);
-    if (mcp_session.empty()) return bindings_.NewDetached(credential);
+    if (mcp_session.empty()) return bindings_.NewDetached(credential, run.language->runtime);
     // A name of its own, never one the client uses (round 13's re-check, N1).
-    auto fresh = bindings_.RegisterFresh(mcp_session, "sandbox-", credential);
+    auto fresh = bindings_.RegisterFresh(mcp_session, "sandbox-", credential, run.language->runtime);
     if (!fresh.ok()) return fresh.status();
     fresh_name = fresh->first;
     return fresh->second;
@@ -305,7 +337,7 @@ absl::StatusOr<Finished> RunPythonTool::Execute(Run& run) {
   return ExecuteIn(run, placement);
 }
 
-absl::StatusOr<Finished> RunPythonTool::ExecuteIn(Run& run, const Placement& placement) {
+absl::StatusOr<Finished> RunCodeTool::ExecuteIn(Run& run, const Placement& placement) {
   for (int attempt = 0;; ++attempt) {
     // The handle of a sandbox that is gone is no answer, also when no new one can be had
     // (round 13's re-check, N3).
@@ -360,7 +392,7 @@ absl::StatusOr<Finished> RunPythonTool::ExecuteIn(Run& run, const Placement& pla
   }
 }
 
-absl::StatusOr<Finished> RunPythonTool::ExecuteOn(SessionBindings::Binding& binding, Run& run,
+absl::StatusOr<Finished> RunCodeTool::ExecuteOn(SessionBindings::Binding& binding, Run& run,
                                                   bool first_attempt, bool& session_gone) {
   // The replacement of a handle's gone sandbox may not end another sandbox of the
   // credential for its room (attack round 14, F4: handles kept past the limit ended each
@@ -377,8 +409,8 @@ absl::StatusOr<Finished> RunPythonTool::ExecuteOn(SessionBindings::Binding& bind
   }
   if (!opened.ok()) return opened;
   const SandboxRef ref = binding.ref();
-  run.report->sandbox =
-      handles_->Seal({sandboxes_->EndpointName(ref.endpoint), ref.session_id}, run.ctx->credential);
+  run.report->sandbox = handles_->Seal({sandboxes_->EndpointName(ref.endpoint), ref.session_id, ref.runtime},
+                                       run.ctx->credential);
   if (run.args.reset && first_attempt) {
     absl::Status s = sandboxes_->ResetSession(binding.ref());
     if (!s.ok() && !SessionGone(s)) return s;
@@ -423,10 +455,10 @@ absl::StatusOr<Finished> RunPythonTool::ExecuteOn(SessionBindings::Binding& bind
   return finished;
 }
 
-void RunPythonTool::SpillStdout(const SandboxRef& ref, Run& run, Finished& f) {
+void RunCodeTool::SpillStdout(const SandboxRef& ref, Run& run, Finished& f) {
   const size_t limit = options_.spill_stdout_bytes;
   if (limit == 0 || f.stdout().size() <= limit || f.status() == Finished::SESSION_LOST) return;
-  const std::string path = absl::StrCat("out/run_python/stdout-", f.execution_id(), ".txt");
+  const std::string path = absl::StrCat("out/", run.language->tool, "/stdout-", f.execution_id(), ".txt");
   absl::Status s = sandboxes_->UploadFile(ref, path, f.stdout(), run.ctx->cancel);
   if (!s.ok()) {
     run.report->notes.push_back(absl::StrCat("the whole stdout could not be kept in the workspace: ",
@@ -440,7 +472,7 @@ void RunPythonTool::SpillStdout(const SandboxRef& ref, Run& run, Finished& f) {
   f.set_stdout(Clip(f.stdout(), limit));
 }
 
-void RunPythonTool::ReportProducedFiles(SessionBindings::Binding& binding, Run& run) {
+void RunCodeTool::ReportProducedFiles(SessionBindings::Binding& binding, Run& run) {
   absl::StatusOr<OutListing> changed = resources_.Refresh(binding, run.ctx->cancel);
   if (!changed.ok()) {
     run.report->notes.push_back(
@@ -459,32 +491,32 @@ void RunPythonTool::ReportProducedFiles(SessionBindings::Binding& binding, Run& 
   if (run.ctx->resources_changed) run.ctx->resources_changed();
 }
 
-absl::StatusOr<json> RunPythonTool::ListResources(const std::string& session_key,
+absl::StatusOr<json> RunCodeTool::ListResources(const std::string& session_key,
                                                   const std::string& cursor) {
   return resources_.List(session_key, cursor);
 }
 
-absl::StatusOr<json> RunPythonTool::ListResourceTemplates(const std::string& session_key) {
+absl::StatusOr<json> RunCodeTool::ListResourceTemplates(const std::string& session_key) {
   return resources_.Templates(session_key);
 }
 
-absl::StatusOr<json> RunPythonTool::ReadResource(const std::string& uri, ToolCallContext& context) {
+absl::StatusOr<json> RunCodeTool::ReadResource(const std::string& uri, ToolCallContext& context) {
   return resources_.Read(context.session_key, context.credential, uri, context.cancel, context.budget);
 }
 
-absl::StatusOr<json> RunPythonTool::ListOwnedResources(const std::string& cursor,
+absl::StatusOr<json> RunCodeTool::ListOwnedResources(const std::string& cursor,
                                                        ToolCallContext& context) {
   return owned_.List(context.credential, cursor, context.cancel);
 }
 
-std::shared_ptr<void> RunPythonTool::WatchResources(const std::string& credential,
+std::shared_ptr<void> RunCodeTool::WatchResources(const std::string& credential,
                                                     std::function<void()> ready,
                                                     std::function<void()> changed) {
   return watch_.Subscribe(credential, std::move(ready), std::move(changed));
 }
 
-void RunPythonTool::SessionClosed(const std::string& session_key) { bindings_.Close(session_key); }
+void RunCodeTool::SessionClosed(const std::string& session_key) { bindings_.Close(session_key); }
 
-void RunPythonTool::CloseAll() { bindings_.CloseAll(); }
+void RunCodeTool::CloseAll() { bindings_.CloseAll(); }
 
 }  // namespace gateway

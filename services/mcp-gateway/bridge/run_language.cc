@@ -1,0 +1,59 @@
+// The languages of the run tools. See run_language.h.
+#include "bridge/run_language.h"
+
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "bridge/run_catalog.h"
+
+namespace gateway {
+namespace {
+
+constexpr LanguageSpec kPython = {
+    "run_python", "Run Python", "python", "default",
+    "Python 3.11 source. Top-level await works; the value of the last expression is returned; "
+    "variables persist between calls.",
+    &DescribeRunPython};
+
+constexpr LanguageSpec kJavaScript = {
+    "run_javascript", "Run JavaScript", "javascript", "default-javascript",
+    "JavaScript (Node.js) source. Top-level await works; the value of the last expression is "
+    "returned (util.inspect); const/let/function/class declarations persist between calls.",
+    &DescribeRunJavaScript};
+
+}  // namespace
+
+const LanguageSpec& Spec(RunLanguage language) {
+  return language == RunLanguage::kJavaScript ? kJavaScript : kPython;
+}
+
+std::optional<RunLanguage> LanguageOfTool(const std::string& tool) {
+  for (RunLanguage language : {RunLanguage::kPython, RunLanguage::kJavaScript}) {
+    if (tool == Spec(language).tool) return language;
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<std::vector<RunLanguage>> ParseRunTools(const std::string& list) {
+  std::vector<RunLanguage> languages;
+  for (absl::string_view part : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
+    const std::string name(absl::StripAsciiWhitespace(part));
+    std::optional<RunLanguage> language = LanguageOfTool(name);
+    if (!language) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown tool '", name.substr(0, 64), "': the tools are run_python and run_javascript"));
+    }
+    if (std::find(languages.begin(), languages.end(), *language) != languages.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("'", name, "' is named twice"));
+    }
+    languages.push_back(*language);
+  }
+  if (languages.empty()) {
+    return absl::InvalidArgumentError("name at least one tool: run_python, run_javascript");
+  }
+  return languages;
+}
+
+}  // namespace gateway
