@@ -135,5 +135,5 @@ test("a mixed workload leaves one audit line per run and per call, named by the 
   assert.match(received[2]._meta?.traceparent ?? "", new RegExp(`^00-${headerTraceId}-`));
   // sandboxd's log and the gateway's name the trace.
   assert.match(sandboxd.log, new RegExp(`execution \\d+: OK in \\d+ ms, 2 tool calls \\(trace ${traceId}\\)`));
-  assert.match(gateway.log, new RegExp(`run s-[0-9a-f]+: ok in \\d+ ms, 2 tool calls \\(trace ${traceId}`));
+  assert.match(gateway.log, new RegExp(`run_python s-[0-9a-f]+: ok in \\d+ ms, 2 tool calls \\(trace ${traceId}`));
 });

@@ -144,7 +144,7 @@ describe("what a token holder can make the gateway hold across connections", () 
       assert.ok(waiting.length <= 4, `${waiting.length} bodies held`);
       assert.ok(peak < before + 64, `the gateway's peak RSS reached ${peak.toFixed(0)} MiB`);
       // Token B has a budget of its own.
-      assert.deepEqual(await listToolNames(g, 1), ["run_python"]);
+      assert.deepEqual(await listToolNames(g, 1), ["run_python", "run_javascript"]);
     } finally {
       for (const h of held) h.socket.destroy();
     }
@@ -181,7 +181,7 @@ describe("what a token holder can make the gateway hold across connections", () 
         `gateway VmRSS ${before.toFixed(0)} MiB before, peak ${peak.toFixed(0)} MiB`);
       assert.ok(refused > 0, "no connection was refused");
       assert.ok(peak < before + 64, `the gateway's peak RSS reached ${peak.toFixed(0)} MiB`);
-      assert.deepEqual(await listToolNames(g, 1), ["run_python"]);
+      assert.deepEqual(await listToolNames(g, 1), ["run_python", "run_javascript"]);
     } finally {
       for (const s of sockets) s.destroy();
     }
@@ -212,7 +212,7 @@ describe("what a token holder can make the gateway hold across connections", () 
     }
     // Parsed whole, each would be a ~60 MiB document, two at a time (the event-loop threads).
     assert.ok(peak < before + 64, `the gateway's peak RSS reached ${peak.toFixed(0)} MiB`);
-    assert.deepEqual(await listToolNames(g, 1), ["run_python"]);
+    assert.deepEqual(await listToolNames(g, 1), ["run_python", "run_javascript"]);
   });
 
   test("responses a token's clients never read are bounded by its budget", async () => {
@@ -240,7 +240,7 @@ describe("what a token holder can make the gateway hold across connections", () 
         const refused = Number(out.trim().split(/\s+/)[3]);
         assert.ok(refused > 0, out);
         assert.ok(peak < before + 128, `the gateway's peak RSS reached ${peak.toFixed(0)} MiB`);
-        assert.deepEqual(await listToolNames(g, 1), ["run_python"]);
+        assert.deepEqual(await listToolNames(g, 1), ["run_python", "run_javascript"]);
       } finally {
         reader.kill("SIGKILL");
       }

@@ -125,7 +125,7 @@ describe("work in flight after dispatch", () => {
       probe.socket.destroy();
       assert.match(probe.reply, /"error".*--max_calls?_(bytes_)?in_flight_per_credential/s, probe.reply);
       // Token B has bounds of its own.
-      assert.deepEqual(await listToolNames(g, 1), ["run_python"]);
+      assert.deepEqual(await listToolNames(g, 1), ["run_python", "run_javascript"]);
     } finally {
       for (const s of sleepers) s.socket.destroy();
       for (const s of sessions) await deleteSession(g, A, s);
@@ -166,7 +166,7 @@ describe("work in flight after dispatch", () => {
       assert.ok(peak < before + 160, `the gateway's peak RSS reached ${peak.toFixed(0)} MiB`);
       assert.ok(refused.length > 0, replies[63].slice(0, 400));
       assert.match(refused[0], /"error".*--max_resource_reads_in_flight(_per_credential)?=/s);
-      assert.deepEqual(await listToolNames(g, 1), ["run_python"]);
+      assert.deepEqual(await listToolNames(g, 1), ["run_python", "run_javascript"]);
       for (const s of sockets) s.destroy();
       // Once they are gone (and the reads they started are cancelled), a read of A is served whole.
       await waitFor(() => clients[0].readResource({ uri }).then(

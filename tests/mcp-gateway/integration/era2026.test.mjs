@@ -91,7 +91,7 @@ describe("the 2026-07-28 era", () => {
   test("SDK v2 pinned to 2026-07-28 keeps variables by the handle; other tokens and tampering are refused alike", async () => {
     const a = await clientV2(authed);
     assert.equal(a.getNegotiatedProtocolVersion(), STATELESS);
-    assert.deepEqual((await a.listTools()).tools.map((t) => t.name), ["run_python"]);
+    assert.deepEqual((await a.listTools()).tools.map((t) => t.name), ["run_python", "run_javascript"]);
     const first = await runPython(a, "x = 41\nprint('set')");
     assert.equal(first.isError, false, text(first));
     const h = handleOf(first);
@@ -243,7 +243,7 @@ describe("the gateway as a client of a 2026-07-28 upstream", () => {
   });
 
   test("it discovers the era and calls tools with the envelope, no initialize", async () => {
-    await waitFor(() => /upstream inner: connected to mcp-gateway \(protocol 2026-07-28, 1 tools\)/.test(outer.log),
+    await waitFor(() => /upstream inner: connected to mcp-gateway \(protocol 2026-07-28, 2 tools\)/.test(outer.log),
       "the outer gateway's connection to the inner one");
     const c = await clientV2(outer);
     const r = await runPython(c, "r = await mcp_inner.run_python(code='print(6 * 7)')\nprint(r['stdout'])");

@@ -59,7 +59,7 @@ describe("the HTTP front against hostile peers", () => {
     assert.match(extension, /^HTTP\/1\.1 431 /, extension.slice(0, 300));
     assert.match(trailer, /^HTTP\/1\.1 431 /, trailer.slice(0, 300));
     assert.ok(peak < 128, `the gateway's peak RSS reached ${peak.toFixed(0)} MiB`);
-    assert.deepEqual(await listToolNames(gateway), ["run_python"]);
+    assert.deepEqual(await listToolNames(gateway), ["run_python", "run_javascript"]);
   });
 
   test("another local user without a token cannot keep a token holder out", async () => {
@@ -81,7 +81,7 @@ describe("the HTTP front against hostile peers", () => {
         attacker.stdout.on("data", () => { if (out.includes("holding")) resolve(); });
         attacker.once("exit", (code) => reject(new Error(`the attacker exited (${code}): ${out}`)));
       });
-      assert.deepEqual(await listToolNames(gateway), ["run_python"]);
+      assert.deepEqual(await listToolNames(gateway), ["run_python", "run_javascript"]);
       assert.equal(attacker.exitCode, null, "the attack was still running");
       console.log(`attacker (uid 65534, ${3 * max} connections): ${out.trim().split("\n").pop()}`);
     } finally {

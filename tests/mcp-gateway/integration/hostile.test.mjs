@@ -176,7 +176,7 @@ describe("hostile input to the gateway", () => {
       for (let i = 0; i < 100; i++) clients.push(await gateway.client(`holder-${i}`));
       const late = await gateway.client("late");
       const { tools } = await late.listTools();
-      assert.deepEqual(tools.map((t) => t.name), ["run_python"]);
+      assert.deepEqual(tools.map((t) => t.name), ["run_python", "run_javascript"]);
       clients.push(late);
     } finally {
       await Promise.all(clients.map((c) => c.close()));
