@@ -363,10 +363,11 @@ absl::StatusOr<json> PendingRuns::Wait(const std::shared_ptr<Run>& run, ToolCall
     run->mu.Await(absl::Condition(&ready));
     run->attached = false;
     run->waiter = nullptr;
-    if (!run->result) {
-      if (run->request_cancelled) return absl::CancelledError("the request was cancelled");
-      return run->InputRequired(*sealer_, options_.keep);
-    }
+    // A cancelled request is answered by its cancellation, also when the run it cancelled
+    // has ended by the time this thread holds the lock again (under load the run's thread
+    // often gets there first). The run's result stays for a retry of the same state.
+    if (run->request_cancelled) return absl::CancelledError("the request was cancelled");
+    if (!run->result) return run->InputRequired(*sealer_, options_.keep);
     result = std::move(run->result);
     run->result = absl::CancelledError("collected");  // still finished for Sweep()
     run->collected = true;
