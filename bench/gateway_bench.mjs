@@ -22,12 +22,14 @@ const { canConnect } = await import(pathToFileURL(path.resolve(path.dirname(new 
 const sdk = (p) => import(pathToFileURL(path.join(NODE_PEERS, "@modelcontextprotocol/sdk/dist/esm", p)).href);
 const { Client } = await sdk("client/index.js");
 const { StdioClientTransport } = await sdk("client/stdio.js");
+const { PY_ECHOES, javascriptVsPython } = await import(pathToFileURL(path.resolve(path.dirname(new URL(import.meta.url).pathname),
+  "gateway/javascript.mjs")).href);
 
 const quick = process.argv.includes("--quick");
 const outIdx = process.argv.indexOf("--out");
 const outFile = outIdx > 0 ? process.argv[outIdx + 1] : null;
 const N = quick ? 100 : 1000;
-// --only load|flood|streams|charts|eras|replicas|approvals|metrics: just that part (for working on it); the default runs everything.
+// --only load|flood|streams|charts|eras|replicas|approvals|metrics|javascript: just that part (for working on it); the default runs everything.
 const onlyIdx = process.argv.indexOf("--only");
 const only = onlyIdx > 0 ? process.argv[onlyIdx + 1] : null;
 
@@ -338,6 +340,7 @@ try {
   if (!only || only === "eras") await eras(config, quick ? 200 : 1000);
   if (!only || only === "replicas") await replicas(config, quick ? 200 : 1000);
   if (!only || only === "metrics") await metricsCost(config, quick ? 200 : 1000);
+  if (!only || only === "javascript") await javascript(config);
   if (!only || only === "approvals") {
     await approvals(quick ? 50 : 300);     // the default gather window
     await approvals(quick ? 50 : 300, 0);  // none: what asking itself costs
@@ -418,6 +421,31 @@ async function charts(config, n) {
   row("  seeds: the same chart in a fresh `podman run --rm` of the data image, p50", ms(pct(seed, 50)));
 }
 
+// Per-call latencies (ms) of echo called directly by an MCP client of server-everything.
+async function directEchoLatency(n) {
+  const direct = new Client({ name: "bench-direct", version: "1" });
+  await direct.connect(new StdioClientTransport({ command: "node", args: [EVERYTHING, "stdio"], stderr: "ignore" }));
+  for (let i = 0; i < 20; i++) await direct.callTool({ name: "echo", arguments: { message: "x" } });
+  const lat = [];
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now();
+    await direct.callTool({ name: "echo", arguments: { message: "x" } });
+    lat.push(performance.now() - t0);
+  }
+  await direct.close();
+  return lat;
+}
+
+// 10. run_javascript next to run_python (bench/gateway/javascript.mjs).
+async function javascript(config) {
+  const stdio = await stdioGateway({ config, sandboxd: sandboxd.endpoint });
+  try {
+    await javascriptVsPython({ client: stdio.client, n: N, row, direct: await directEchoLatency(N) });
+  } finally {
+    await stdio.client.close();
+  }
+}
+
 // 1-3: run_python latency over stdio and HTTP, a tool call's added latency, 16 clients.
 async function latencyAndLoad(config) {
   // 1. run_python print(1) on a warm session, stdio and HTTP.
@@ -439,25 +467,9 @@ async function latencyAndLoad(config) {
   row("run_python `print(1)` over Streamable HTTP, p99", ms(pct(httpLat, 99)));
 
   // 2. A tool call from sandboxed code vs. the same call made directly.
-  const inSandbox = await runPython(stdio.client, `
-import time, json
-lat = []
-for i in range(${N}):
-    t0 = time.perf_counter()
-    await mcp_everything.echo(message="x")
-    lat.append((time.perf_counter() - t0) * 1000)
-print(json.dumps(lat))`);
+  const inSandbox = await runPython(stdio.client, PY_ECHOES(N));
   const sandboxLat = JSON.parse(inSandbox.structuredContent.stdout);
-  const direct = new Client({ name: "bench-direct", version: "1" });
-  await direct.connect(new StdioClientTransport({ command: "node", args: [EVERYTHING, "stdio"], stderr: "ignore" }));
-  for (let i = 0; i < 20; i++) await direct.callTool({ name: "echo", arguments: { message: "x" } });
-  const directLat = [];
-  for (let i = 0; i < N; i++) {
-    const t0 = performance.now();
-    await direct.callTool({ name: "echo", arguments: { message: "x" } });
-    directLat.push(performance.now() - t0);
-  }
-  await direct.close();
+  const directLat = await directEchoLatency(N);
   const added = pct(sandboxLat, 50) - pct(directLat, 50);
   row("echo (server-everything, stdio) called directly by an MCP client, p50", ms(pct(directLat, 50)));
   row("echo called from sandboxed code through the gateway, p50", ms(pct(sandboxLat, 50)));

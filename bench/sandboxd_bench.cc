@@ -23,7 +23,8 @@
 //                   report notes the background load either way
 //   --daemon_log F  copy the daemons' logs to F at the end
 //   --only NAMES    take only these measurements, for quick iterations (comma-separated:
-//                   exec 1, tools 2-3, create 4, seeds 5, load 6, files 7); default all
+//                   exec 1, tools 2-3, create 4, seeds 5, load 6, files 7,
+//                   javascript 8); default all
 //   --metrics       on (default): the daemon serves and counts metrics, as the shipped
 //                   unit does; off: it counts nothing; ab: each mode twice, off then on,
 //                   in columns side by side (what counting costs, e.g. --only load)

@@ -8,6 +8,8 @@
 //   6. many sessions under concurrent load                  (load.cc)
 //   7. a 10 MiB file up and down: UploadFile / DownloadFile
 //      against the seeds' podman cp (and podman exec cat)   (files.cc)
+//   8. JavaScript sessions next to Python's: create, Execute,
+//      tool calls, idle memory                              (javascript.cc)
 // and the CPU other processes used while each ran. --only picks some of them.
 #pragma once
 
@@ -84,6 +86,11 @@ class Bench {
   void FileSeeds(const sb::Session& s, const std::string& dir, std::vector<Transfer>* out);
   void FileRows(const std::vector<Transfer>& ts);
   void FileFailure(const Transfer& t);
+  // javascript.cc
+  void JavaScript();
+  void JavaScriptToolCalls();
+  std::vector<double> CreateTimes(const std::string& runtime, int n);
+  uint64_t IdleMemory(const std::string& runtime);
   // load.cc
   void Load();
   void ReportLoad(const LoadRun& run, double create_s, long rss_idle, long rss_peak,

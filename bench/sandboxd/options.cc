@@ -9,7 +9,7 @@
 
 namespace sandboxd_bench {
 
-const char* const kScenarios[6] = {"exec", "tools", "create", "seeds", "load", "files"};
+const char* const kScenarios[7] = {"exec", "tools", "create", "seeds", "load", "files", "javascript"};
 
 namespace {
 
@@ -17,7 +17,7 @@ void Usage() {
   fprintf(stderr,
           "usage: sandboxd_bench [--isolation container|gvisor|both] [--quick] [--out FILE] "
           "[--load_seconds N] [--sessions N] [--wait_idle SECONDS] [--daemon_log FILE] "
-          "[--only exec,tools,create,seeds,load,files] [--metrics on|off|ab]\n");
+          "[--only exec,tools,create,seeds,load,files,javascript] [--metrics on|off|ab]\n");
 }
 
 // --only's comma-separated names into `only`; false on an unknown one.

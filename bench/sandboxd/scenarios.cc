@@ -60,6 +60,10 @@ void Bench::Run() {
     Progress("4. CreateSession warm / cold");
     CreateLatency();
   }
+  if (o_.Wants("javascript")) {
+    Progress("8. JavaScript sessions next to Python's");
+    JavaScript();
+  }
   if (o_.Wants("load")) {
     Progress(absl::StrCat("6. ", o_.sessions, " sessions x ", o_.load_seconds, " s"));
     Load();
