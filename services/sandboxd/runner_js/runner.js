@@ -13,7 +13,7 @@ const { Namespace } = require('./namespace');
 const { OutputBatcher } = require('./output');
 const { ToolCalls, ExecCalls } = require('./tool_calls');
 const { FileTransfers, FILE_FRAMES, checkFileFrame } = require('./files');
-const { transformCell, syntaxErrorReport } = require('./transform');
+const { transformCell, transformErrorReport } = require('./transform');
 
 class Runner {
   constructor(options) {
@@ -108,9 +108,8 @@ class Runner {
     let code;
     try {
       code = transformCell(frame.code);
-    } catch (e) {
-      if (!(e instanceof SyntaxError)) throw e;
-      this.finishExec(cur, 'error', null, syntaxErrorReport(e, frame.code, filename), null);
+    } catch (e) {                 // whatever it is, it ends only this exec
+      this.finishExec(cur, 'error', null, transformErrorReport(e, frame.code, filename), null);
       return;
     }
     this.ns.post({ t: 'exec', id: cur.id, code, filename, maxOut: frame.max_output_bytes });
