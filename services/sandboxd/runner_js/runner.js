@@ -32,6 +32,7 @@ class Runner {
     this.files = new FileTransfers(options.workspace);
     this.ns = null;
     this.nsReady = false;
+    this.pendingReset = null;     // why the namespace was replaced while no exec ran
     this.newNamespace();
   }
 
@@ -55,6 +56,13 @@ class Runner {
     this.ns = ns;
   }
 
+  // A fresh namespace in place of the one that ran user code. `idleWhy`: it is replaced while
+  // no exec runs (background code, a late or stray message), so the next exec says so.
+  replaceNamespace(idleWhy) {
+    if (idleWhy && this.execs > 0) this.pendingReset = idleWhy;
+    this.newNamespace();
+  }
+
   onNamespaceLost(reason, outOfMemory) {
     log(`namespace lost: ${reason}`);
     const cur = this.current;
@@ -62,9 +70,9 @@ class Runner {
       setTimeout(() => this.newNamespace(), 1000);
       return;
     }
-    this.newNamespace();
-    if (!cur) return;
     const why = outOfMemory ? `the JavaScript heap limit (${this.heapMb} MiB) was reached` : reason;
+    this.replaceNamespace(cur ? null : why);
+    if (!cur) return;
     this.output.note('stderr', `\n[${why}: the namespace was reset; every variable and ` +
       'function defined so far is lost]\n');
     this.finishExec(cur, 'error', null, {
@@ -82,6 +90,7 @@ class Runner {
       if (frame.type === 'exec') this.startExec(conn, frame);
       else if (frame.type === 'reset') {
         if (this.ownPidNamespace) killOtherProcesses();
+        this.pendingReset = null;               // a fresh namespace is what was asked for
         this.newNamespace();
         conn.send({ type: 'reset_done', id: frame.id });
       } else if (frame.type === 'set_catalog') {
@@ -96,7 +105,7 @@ class Runner {
     const limit = frame.max_tool_calls_in_flight === undefined ?
       DEFAULT_TOOL_CALLS_IN_FLIGHT : frame.max_tool_calls_in_flight;
     const cur = { id: frame.id, conn, calls: new ExecCalls(frame.id, conn, limit), timer: null,
-      interrupted: false };
+      interrupted: false, namespaceReset: false };
     if (this.early.delete(frame)) {
       conn.send(doneFrame(cur.id, 'interrupted', null, interruptedError(), 0, 0));
       return;
@@ -104,6 +113,7 @@ class Runner {
     this.current = cur;
     this.execs++;
     this.output.begin((f) => conn.send(f), cur.id, frame.max_output_bytes);
+    if (this.pendingReset) this.reportPendingReset(cur);
     const filename = `${CELL_PREFIX}${++this.cells}>`;
     let code;
     try {
@@ -113,6 +123,16 @@ class Runner {
       return;
     }
     this.ns.post({ t: 'exec', id: cur.id, code, filename, maxOut: frame.max_output_bytes });
+  }
+
+  // The namespace was replaced since the last exec: this exec's done says so, as after a
+  // timeout, and its stderr says why.
+  reportPendingReset(cur) {
+    cur.namespaceReset = true;
+    this.output.note('stderr', `[${this.pendingReset}: the namespace was reset while no ` +
+      'execution was running; every variable and function defined so far is lost]\n');
+    this.output.flush();
+    this.pendingReset = null;
   }
 
   onCall(m) {
@@ -142,7 +162,8 @@ class Runner {
     this.current = null;
     const outputBytes = Math.max(counts ? counts.outputBytes : 0, own.bytes + own.dropped);
     const dropped = (counts ? counts.droppedBytes : 0) + own.dropped;
-    cur.conn.send(doneFrame(cur.id, status, result, error, outputBytes, dropped, namespaceReset));
+    cur.conn.send(doneFrame(cur.id, status, result, error, outputBytes, dropped,
+      namespaceReset || cur.namespaceReset));
     this.pump();
   }
 
@@ -165,7 +186,7 @@ class Runner {
   interruptByTermination(cur) {
     if (this.current !== cur) return;
     log(`exec ${cur.id} did not stop within ${INTERRUPT_GRACE_MS} ms; terminating the worker`);
-    this.newNamespace();
+    this.replaceNamespace(null);
     this.output.note('stderr', `\n[the code did not stop within ${INTERRUPT_GRACE_MS} ms of ` +
       'the interrupt (a synchronous loop?), so the JavaScript worker was terminated: the ' +
       'namespace was reset and every variable and function defined so far is lost]\n');
