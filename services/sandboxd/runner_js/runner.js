@@ -56,9 +56,12 @@ class Runner {
     this.ns = ns;
   }
 
-  // A fresh namespace in place of the one that ran user code. `idleWhy`: it is replaced while
-  // no exec runs (background code, a late or stray message), so the next exec says so.
+  // A fresh namespace in place of the one that ran user code, and with it every process that
+  // code started (a reset is a process reset too, as a reset frame is). `idleWhy`: it is
+  // replaced while no exec runs (background code, a late or stray message), so the next
+  // exec says so.
   replaceNamespace(idleWhy) {
+    if (this.ownPidNamespace) killOtherProcesses();
     if (idleWhy && this.execs > 0) this.pendingReset = idleWhy;
     this.newNamespace();
   }
@@ -89,9 +92,8 @@ class Runner {
       if (!conn.alive) continue;
       if (frame.type === 'exec') this.startExec(conn, frame);
       else if (frame.type === 'reset') {
-        if (this.ownPidNamespace) killOtherProcesses();
+        this.replaceNamespace(null);
         this.pendingReset = null;               // a fresh namespace is what was asked for
-        this.newNamespace();
         conn.send({ type: 'reset_done', id: frame.id });
       } else if (frame.type === 'set_catalog') {
         this.catalog = frame.servers;
@@ -269,7 +271,11 @@ function doneFrame(id, status, result, error, outputBytes, droppedBytes, namespa
 }
 
 // End every other process of this PID namespace (what user code left running); only with
-// --own-pid-namespace, i.e. in a container of our own. kill(-1) spares init and us.
+// --own-pid-namespace, i.e. in a container of our own (sandboxd starts it with podman's
+// --init, so pid 1 is catatonit). kill(-1) signals every process we may signal but init and
+// us; worker threads are threads of this process, so they are not hit. The children the old
+// worker spawned itself stay zombies until the session ends (node cannot waitpid(-1)); what
+// they spawned is reparented to init, which reaps it.
 function killOtherProcesses() {
   for (let i = 0; i < 100; i++) {
     try {

@@ -7,6 +7,21 @@ import { RunnerContainer } from './harness.mjs';
 
 const RESET_NOTE = /namespace was reset.*every variable and function defined so far is lost/s;
 
+// Run in a cell: the command lines of the container's live processes (zombies left out:
+// they have exited, only their parent has not reaped them yet).
+function liveProcesses() {
+  const fs = require('fs');
+  return fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p)).map((p) => {
+    try {
+      const stat = fs.readFileSync(`/proc/${p}/stat`, 'utf8');
+      if (stat[stat.lastIndexOf(')') + 2] === 'Z') return '';
+      return fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').replace(/\0/g, ' ');
+    } catch (e) {
+      return '';
+    }
+  }).filter(Boolean).join('\n');
+}
+
 describe('javascript runner: resets between execs', () => {
   let runner;
   let client;
@@ -44,5 +59,21 @@ describe('javascript runner: resets between execs', () => {
     assert.match(next.stream('stderr'), RESET_NOTE);
     const after = await client.exec('1');
     assert.equal(after.done.namespace_reset, undefined, 'reported once');
+  });
+
+  it('ends the processes user code started when a timeout resets the namespace', async () => {
+    // round 21's c3.js: a detached shell loop outlived the reset
+    await client.exec("require('child_process').spawn('/bin/sh', ['-c', " +
+      "'while :; do sleep 1; done # r21-loop'], { detached: true, stdio: 'ignore' }).unref()");
+    const list = `(${liveProcesses})()`;
+    assert.match((await client.exec(list)).result, /r21-loop/);
+    const id = client.startExec('while (true) {}');
+    setTimeout(() => client.send({ type: 'interrupt', id }), 100);
+    const r = await client.finishExec(id);
+    assert.equal(r.status, 'interrupted');
+    assert.equal(r.done.namespace_reset, true);
+    const left = (await client.exec(list)).result;
+    assert.doesNotMatch(left, /r21-loop|sleep/);
+    assert.match(left, /sandbox_runner\.js/, 'the runner itself lives on');
   });
 });
