@@ -3,7 +3,7 @@
 // runtime talks to the main thread over a MessageChannel of its own, whose worker end is
 // handed over in workerData and taken out of it before any user code runs (worker.js);
 // what user code posts to `parentPort` is ignored, so it cannot forge a `done`. Every
-// message of the channel is still checked here: one that is not ready/out/call/done
+// message of the channel is still checked here: one that is not ready/out/call/done/pong
 // with well-typed fields is a violation, and the runner replaces the worker. A heap over
 // `heapMb` ends only the worker (resourceLimits).
 
@@ -19,6 +19,7 @@ function messageProblem(m) {
   if (!isObject(m) || !isStr(m.t)) return 'not an object with a string t';
   switch (m.t) {
     case 'ready': return null;
+    case 'pong': return isCount(m.n) ? null : 'bad pong';
     case 'out':
       return (m.s === 'stdout' || m.s === 'stderr') && isStr(m.x) ? null : 'bad out';
     case 'call':
@@ -36,7 +37,7 @@ function messageProblem(m) {
 }
 
 class Namespace {
-  // handlers: ready(), out(stream, text), call(m), done(m), lost(reason, outOfMemory);
+  // handlers: ready(), out(stream, text), call(m), done(m), pong(n), lost(reason, outOfMemory);
   // lost is called at most once, and nothing after it.
   constructor(bundle, heapMb, handlers) {
     this.handlers = handlers;
@@ -66,6 +67,7 @@ class Namespace {
     if (m.t === 'ready') this.handlers.ready();
     else if (m.t === 'out') this.handlers.out(m.s, m.x);
     else if (m.t === 'call') this.handlers.call(m);
+    else if (m.t === 'pong') this.handlers.pong(m.n);
     else this.handlers.done(m);
   }
 

@@ -1,7 +1,8 @@
 'use strict';
 // The runner's main thread: accepts sandboxd's connections, dispatches their frames, runs
 // execs one at a time in the namespace (namespace.js), interrupts them (terminating the
-// worker when an interrupt cannot land within INTERRUPT_GRACE_MS), and serves file frames
+// worker when an interrupt cannot land within INTERRUPT_GRACE_MS; the idle watchdog of
+// watchdog.js replaces one that is stuck while no exec runs), and serves file frames
 // (files.js). It never runs user code and shares no globals with the worker.
 
 const { RUNNER_VERSION, DEFAULT_TOOL_CALLS_IN_FLIGHT, INTERRUPT_GRACE_MS, CELL_PREFIX, log, cap,
@@ -14,6 +15,7 @@ const { OutputBatcher } = require('./output');
 const { ToolCalls, ExecCalls } = require('./tool_calls');
 const { FileTransfers, FILE_FRAMES, checkFileFrame } = require('./files');
 const { transformCell, transformErrorReport } = require('./transform');
+const { IdleWatchdog } = require('./watchdog');
 
 class Runner {
   constructor(options) {
@@ -33,6 +35,7 @@ class Runner {
     this.ns = null;
     this.nsReady = false;
     this.pendingReset = null;     // why the namespace was replaced while no exec ran
+    this.watchdog = new IdleWatchdog(options.idleWatchdogMs || 0, (ns) => this.onStuck(ns));
     this.newNamespace();
   }
 
@@ -40,6 +43,7 @@ class Runner {
 
   newNamespace() {
     if (this.ns) this.ns.end();
+    this.watchdog.stop();
     this.nsReady = false;
     this.execs = 0;
     const ns = new Namespace(this.bundle, this.heapMb, {
@@ -51,6 +55,7 @@ class Runner {
       out: (stream, text) => this.output.add(stream, text),
       call: (m) => this.onCall(m),
       done: (m) => this.onDone(m),
+      pong: (n) => this.watchdog.pong(ns, n),
       lost: (reason, oom) => this.onNamespaceLost(reason, oom),
     });
     this.ns = ns;
@@ -64,6 +69,16 @@ class Runner {
     if (this.ownPidNamespace) killOtherProcesses();
     if (idleWhy && this.execs > 0) this.pendingReset = idleWhy;
     this.newNamespace();
+  }
+
+  // The idle watchdog's verdict: `ns` did not answer while no exec ran.
+  onStuck(ns) {
+    if (ns !== this.ns || this.current || !this.nsReady) return;
+    const bound = this.watchdog.boundMs;
+    log(`the idle namespace did not answer within ${bound} ms; terminating the worker`);
+    this.replaceNamespace(`code left running in the background kept the JavaScript worker busy ` +
+      `(it did not answer the runner within ${bound} ms while no execution was running: a ` +
+      'synchronous loop, or an endless chain of promise callbacks), so the worker was terminated');
   }
 
   onNamespaceLost(reason, outOfMemory) {
@@ -101,6 +116,8 @@ class Runner {
         conn.send({ type: 'catalog_set', id: frame.id });
       }
     }
+    if (!this.current && this.nsReady) this.watchdog.watch(this.ns);
+    else this.watchdog.stop();
   }
 
   startExec(conn, frame) {

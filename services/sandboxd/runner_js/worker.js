@@ -3,9 +3,10 @@
 // when an interrupt cannot land, on reset and when it misbehaves). Cells run in this
 // thread's own global scope with vm.Script (file names <cell-1>, <cell-2>, ...), after the
 // transform of transform.js. Messages go over the runner's private port (namespace.js), not
-// parentPort: to the main thread ready, out, call, done; from it exec, result, interrupt,
-// catalog. The port and the other references the runtime needs are captured when this
-// module loads, before any user code can replace a global or read workerData.
+// parentPort: to the main thread ready, out, call, done, pong; from it exec, result,
+// interrupt, catalog, ping. The port and the other references the runtime needs are
+// captured when this module loads, before any user code can replace a global or read
+// workerData.
 
 const vm = require('vm');
 const util = require('util');
@@ -109,6 +110,7 @@ class WorkerRuntime {
     else if (m.t === 'result') this.tools.settle(m);
     else if (m.t === 'interrupt' && this.current && this.current.id === m.id) this.current.interrupt();
     else if (m.t === 'catalog') this.tools.install(m.servers);
+    else if (m.t === 'ping') post({ t: 'pong', n: m.n });      // the idle watchdog (watchdog.js)
   }
 
   // `code` is the cell after transform.js (done on the main thread).

@@ -1,10 +1,12 @@
 // Namespace resets that happen between execs or behind the runner's back (attack round 21):
-// a forged `done`, a worker that dies while the session is idle. Whatever replaces the
+// a forged `done`, a worker that dies while the session is idle, processes that outlive a
+// reset, and the idle watchdog (a background loop that never yields). Whatever replaces the
 // namespace outside an exec is reported on the next exec's done (namespace_reset).
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { RunnerContainer } from './harness.mjs';
 
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const RESET_NOTE = /namespace was reset.*every variable and function defined so far is lost/s;
 
 // Run in a cell: the command lines of the container's live processes (zombies left out:
@@ -30,8 +32,6 @@ describe('javascript runner: resets between execs', () => {
     [client] = await runner.connect();
   });
   after(() => runner && runner.stop());
-
-  const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
   it('ignores a done the cell forges through parentPort', async () => {
     await client.exec('var keep = 42; keep');
@@ -75,5 +75,40 @@ describe('javascript runner: resets between execs', () => {
     const left = (await client.exec(list)).result;
     assert.doesNotMatch(left, /r21-loop|sleep/);
     assert.match(left, /sandbox_runner\.js/, 'the runner itself lives on');
+  });
+});
+
+describe('javascript runner: the idle watchdog', () => {
+  let runner;
+  let client;
+  before(async () => {
+    runner = await RunnerContainer.start({ extraArgs: ['--idle-watchdog-ms', '500'] });
+    [client] = await runner.connect();
+  });
+  after(() => runner && runner.stop());
+
+  it('leaves background timers and long execs alone', async () => {
+    await client.exec('var ticks = 0; setInterval(() => ticks++, 20); "started"');
+    const long = await client.exec('await new Promise((r) => setTimeout(r, 800)); ' +
+      'const t0 = Date.now(); while (Date.now() - t0 < 800) {} ticks > 0');
+    assert.equal(long.result, 'true');
+    await sleep(1200);
+    const r = await client.exec('ticks > 40');
+    assert.equal(r.result, 'true');
+    assert.equal(r.done.namespace_reset, undefined);
+  });
+
+  it('replaces a worker that background code keeps busy, and says so on the next exec', async () => {
+    // round 21's p1.js: OK at once, then the worker spun until the next exec timed out
+    await client.exec('var before = 1');
+    const spin = await client.exec('function loop() { Promise.resolve().then(loop) } loop(); 1');
+    assert.equal(spin.result, '1');
+    await sleep(1300);
+    const r = await client.exec('typeof before', { timeout: 3000 });
+    assert.equal(r.status, 'ok');
+    assert.equal(r.result, "'undefined'");
+    assert.equal(r.done.namespace_reset, true);
+    assert.match(r.stream('stderr'), /did not answer the runner within 500 ms/);
+    assert.match(r.stream('stderr'), RESET_NOTE);
   });
 });
