@@ -63,8 +63,8 @@ class Runner {
 
   // A fresh namespace in place of the one that ran user code, and with it every process that
   // code started (a reset is a process reset too, as a reset frame is). `idleWhy`: it is
-  // replaced while no exec runs (background code, a late or stray message), so the next
-  // exec says so.
+  // replaced while no exec runs (background code, the worker exiting, a stray message), so
+  // the next exec says so.
   replaceNamespace(idleWhy) {
     if (this.ownPidNamespace) killOtherProcesses();
     if (idleWhy && this.execs > 0) this.pendingReset = idleWhy;
@@ -148,8 +148,8 @@ class Runner {
   // timeout, and its stderr says why.
   reportPendingReset(cur) {
     cur.namespaceReset = true;
-    this.output.note('stderr', `[${this.pendingReset}: the namespace was reset while no ` +
-      'execution was running; every variable and function defined so far is lost]\n');
+    this.output.note('stderr', `[${this.pendingReset}: the namespace was reset since the ` +
+      'last execution; every variable and function defined so far is lost]\n');
     this.output.flush();
     this.pendingReset = null;
   }
@@ -181,8 +181,12 @@ class Runner {
     this.current = null;
     const outputBytes = Math.max(counts ? counts.outputBytes : 0, own.bytes + own.dropped);
     const dropped = (counts ? counts.droppedBytes : 0) + own.dropped;
-    cur.conn.send(doneFrame(cur.id, status, result, error, outputBytes, dropped,
-      namespaceReset || cur.namespaceReset));
+    const reset = namespaceReset || cur.namespaceReset;
+    if (!cur.conn.send(doneFrame(cur.id, status, result, error, outputBytes, dropped, reset)) &&
+        reset) {                  // nobody heard of it: the next exec (a new connection's) says so
+      this.pendingReset = 'the namespace was replaced during an execution whose connection ' +
+        'was lost';
+    }
     this.pump();
   }
 

@@ -61,6 +61,20 @@ describe('javascript runner: resets between execs', () => {
     assert.equal(after.done.namespace_reset, undefined, 'reported once');
   });
 
+  it('reports a reset during an exec whose connection was lost on the next connection', async () => {
+    await client.exec('var lostWithIt = 1');
+    const id = client.startExec('console.log("spinning"); while (true) {}');
+    await client.expect('output');
+    client.close();             // the runner interrupts it, then terminates the worker
+    [client] = await runner.connect();
+    await sleep(500);
+    const next = await client.exec('typeof lostWithIt');
+    assert.ok(next.frames.every((f) => f.id !== id));
+    assert.equal(next.result, "'undefined'");
+    assert.equal(next.done.namespace_reset, true);
+    assert.match(next.stream('stderr'), /during an execution whose connection was lost/);
+  });
+
   it('ends the processes user code started when a timeout resets the namespace', async () => {
     // round 21's c3.js: a detached shell loop outlived the reset
     await client.exec("require('child_process').spawn('/bin/sh', ['-c', " +
