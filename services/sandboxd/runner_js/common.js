@@ -14,6 +14,8 @@ const ERROR_MESSAGE_LIMIT = 64 * 1024;
 const TRACEBACK_LIMIT = 256 * 1024;
 const DEFAULT_TOOL_CALLS_IN_FLIGHT = 64;
 const INTERRUPT_GRACE_MS = 250;                    // then the worker is terminated
+const WATCHDOG_PING_MS = 2000;                     // idle worker pinged this often (watchdog.js) ...
+const DEFAULT_IDLE_WATCHDOG_MS = 5000;             // ... and replaced without a pong this soon
 const CELL_PREFIX = '<cell-';                      // file names of agent code: <cell-1>, ...
 
 function log(message) {
@@ -53,5 +55,5 @@ function fixJsonSurrogates(json) {
 module.exports = {
   RUNNER_VERSION, MAX_FRAME_BYTES, OUTPUT_FLUSH_BYTES, OUTPUT_FLUSH_MS, OUTPUT_FRAME_CHARS,
   RESULT_LIMIT, ERROR_MESSAGE_LIMIT, TRACEBACK_LIMIT, DEFAULT_TOOL_CALLS_IN_FLIGHT,
-  INTERRUPT_GRACE_MS, CELL_PREFIX, log, cap, escapeLoneSurrogates, fixJsonSurrogates,
+  INTERRUPT_GRACE_MS, WATCHDOG_PING_MS, DEFAULT_IDLE_WATCHDOG_MS, CELL_PREFIX, log, cap, escapeLoneSurrogates, fixJsonSurrogates,
 };

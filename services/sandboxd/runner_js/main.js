@@ -2,31 +2,38 @@
 // The entry point of sandbox_runner.js (the bundle build_js.py makes of these modules):
 // on the main thread the runner, in the worker thread it starts (same file) the namespace.
 //
-//   node sandbox_runner.js --socket PATH [--workspace DIR] [--heap-mb N] [--own-pid-namespace]
+//   node sandbox_runner.js --socket PATH [--workspace DIR] [--heap-mb N]
+//     [--idle-watchdog-ms N] [--own-pid-namespace]
 
 const fs = require('fs');
 const { isMainThread, workerData } = require('worker_threads');
-const { log } = require('./common');
+const { log, DEFAULT_IDLE_WATCHDOG_MS } = require('./common');
 
 const USAGE = 'usage: sandbox_runner.js --socket PATH [--workspace DIR] [--heap-mb N] ' +
-  '[--own-pid-namespace]';
+  '[--idle-watchdog-ms N] [--own-pid-namespace]';
+const VALUED = ['--socket', '--workspace', '--heap-mb', '--idle-watchdog-ms'];
 
 function parseArgs(argv) {
-  const options = { socket: null, workspace: '/workspace', heapMb: null, ownPidNamespace: false };
+  const options = { socket: null, workspace: '/workspace', heapMb: null, ownPidNamespace: false,
+    idleWatchdogMs: DEFAULT_IDLE_WATCHDOG_MS };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     if (arg === '--own-pid-namespace') options.ownPidNamespace = true;
-    else if (['--socket', '--workspace', '--heap-mb'].includes(arg) && i + 1 < argv.length) {
+    else if (VALUED.includes(arg) && i + 1 < argv.length) {
       const value = argv[++i];
       if (arg === '--socket') options.socket = value;
       else if (arg === '--workspace') options.workspace = value;
-      else options.heapMb = Number.parseInt(value, 10);
+      else if (arg === '--heap-mb') options.heapMb = Number.parseInt(value, 10);
+      else options.idleWatchdogMs = /^\d+$/.test(value) ? Number(value) : NaN;
     } else {
       throw new Error(`unknown argument '${arg}'\n${USAGE}`);
     }
   }
   if (!options.socket) throw new Error(`--socket is required\n${USAGE}`);
   if (options.heapMb !== null && !(options.heapMb >= 16)) throw new Error('--heap-mb must be >= 16');
+  if (!Number.isSafeInteger(options.idleWatchdogMs)) {
+    throw new Error('--idle-watchdog-ms must be a number of milliseconds (0: no watchdog)');
+  }
   return options;
 }
 
@@ -53,7 +60,8 @@ async function runMain(argv) {
   const { Runner } = require('./runner');
   const { listen } = require('./connection');
   const runner = new Runner({ bundle: __filename, workspace: options.workspace,
-    heapMb: options.heapMb || defaultHeapMb(), ownPidNamespace: options.ownPidNamespace });
+    heapMb: options.heapMb || defaultHeapMb(), ownPidNamespace: options.ownPidNamespace,
+    idleWatchdogMs: options.idleWatchdogMs });
   await listen(options.socket, (socket) => runner.accept(socket));
   process.on('uncaughtException', (e) => log(`internal error: ${e && e.stack}`));
 }

@@ -1,10 +1,13 @@
 'use strict';
-// The namespace: the worker thread that runs user code, seen from the main thread. Every
-// message the worker posts is checked here (user code can post to the same port): a message
-// that is not one of ready/out/call/done with well-typed fields is a violation, and the
-// runner replaces the worker. A heap over `heapMb` ends only the worker (resourceLimits).
+// The namespace: the worker thread that runs user code, seen from the main thread. The
+// runtime talks to the main thread over a MessageChannel of its own, whose worker end is
+// handed over in workerData and taken out of it before any user code runs (worker.js);
+// what user code posts to `parentPort` is ignored, so it cannot forge a `done`. Every
+// message of the channel is still checked here: one that is not ready/out/call/done/pong
+// with well-typed fields is a violation, and the runner replaces the worker. A heap over
+// `heapMb` ends only the worker (resourceLimits).
 
-const { Worker } = require('worker_threads');
+const { Worker, MessageChannel } = require('worker_threads');
 const { isObject } = require('./catalog');
 
 const STATUSES = new Set(['ok', 'error', 'interrupted']);
@@ -16,6 +19,7 @@ function messageProblem(m) {
   if (!isObject(m) || !isStr(m.t)) return 'not an object with a string t';
   switch (m.t) {
     case 'ready': return null;
+    case 'pong': return isCount(m.n) ? null : 'bad pong';
     case 'out':
       return (m.s === 'stdout' || m.s === 'stderr') && isStr(m.x) ? null : 'bad out';
     case 'call':
@@ -33,17 +37,21 @@ function messageProblem(m) {
 }
 
 class Namespace {
-  // handlers: ready(), out(stream, text), call(m), done(m), lost(reason, outOfMemory);
+  // handlers: ready(), out(stream, text), call(m), done(m), pong(n), lost(reason, outOfMemory);
   // lost is called at most once, and nothing after it.
   constructor(bundle, heapMb, handlers) {
     this.handlers = handlers;
     this.ended = false;
-    const options = { workerData: { sandboxRole: 'worker' }, stdout: true, stderr: true };
+    const channel = new MessageChannel();
+    const options = { workerData: { sandboxRole: 'worker', port: channel.port2 },
+      transferList: [channel.port2], stdout: true, stderr: true };
     if (heapMb) options.resourceLimits = { maxOldGenerationSizeMb: heapMb };
+    this.port = channel.port1;
+    this.port.on('message', (m) => this.onMessage(m));
     this.worker = new Worker(bundle, options);
     this.worker.stdout.resume();        // the worker's real stdio: not user output
     this.worker.stderr.on('data', (d) => process.stderr.write(d));
-    this.worker.on('message', (m) => this.onMessage(m));
+    // No 'message' listener on the worker: what user code posts to parentPort is dropped.
     this.worker.on('error', (e) => this.lose(`the worker failed: ${e && e.message}`,
       e && e.code === 'ERR_WORKER_OUT_OF_MEMORY'));
     this.worker.on('exit', (code) => this.lose(`the worker exited with code ${code}`, false));
@@ -59,11 +67,12 @@ class Namespace {
     if (m.t === 'ready') this.handlers.ready();
     else if (m.t === 'out') this.handlers.out(m.s, m.x);
     else if (m.t === 'call') this.handlers.call(m);
+    else if (m.t === 'pong') this.handlers.pong(m.n);
     else this.handlers.done(m);
   }
 
   post(message) {
-    if (!this.ended) this.worker.postMessage(message);
+    if (!this.ended) this.port.postMessage(message);
   }
 
   lose(reason, outOfMemory) {
@@ -75,6 +84,7 @@ class Namespace {
   // Stop the worker; no handler is called any more.
   end() {
     this.ended = true;
+    this.port.close();
     this.worker.terminate().catch(() => {});
   }
 }

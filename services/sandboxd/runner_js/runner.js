@@ -1,7 +1,8 @@
 'use strict';
 // The runner's main thread: accepts sandboxd's connections, dispatches their frames, runs
 // execs one at a time in the namespace (namespace.js), interrupts them (terminating the
-// worker when an interrupt cannot land within INTERRUPT_GRACE_MS), and serves file frames
+// worker when an interrupt cannot land within INTERRUPT_GRACE_MS; the idle watchdog of
+// watchdog.js replaces one that is stuck while no exec runs), and serves file frames
 // (files.js). It never runs user code and shares no globals with the worker.
 
 const { RUNNER_VERSION, DEFAULT_TOOL_CALLS_IN_FLIGHT, INTERRUPT_GRACE_MS, CELL_PREFIX, log, cap,
@@ -13,7 +14,8 @@ const { Namespace } = require('./namespace');
 const { OutputBatcher } = require('./output');
 const { ToolCalls, ExecCalls } = require('./tool_calls');
 const { FileTransfers, FILE_FRAMES, checkFileFrame } = require('./files');
-const { transformCell, syntaxErrorReport } = require('./transform');
+const { transformCell, transformErrorReport } = require('./transform');
+const { IdleWatchdog } = require('./watchdog');
 
 class Runner {
   constructor(options) {
@@ -32,6 +34,8 @@ class Runner {
     this.files = new FileTransfers(options.workspace);
     this.ns = null;
     this.nsReady = false;
+    this.pendingReset = null;     // why the namespace was replaced while no exec ran
+    this.watchdog = new IdleWatchdog(options.idleWatchdogMs || 0, (ns) => this.onStuck(ns));
     this.newNamespace();
   }
 
@@ -39,6 +43,7 @@ class Runner {
 
   newNamespace() {
     if (this.ns) this.ns.end();
+    this.watchdog.stop();
     this.nsReady = false;
     this.execs = 0;
     const ns = new Namespace(this.bundle, this.heapMb, {
@@ -50,9 +55,30 @@ class Runner {
       out: (stream, text) => this.output.add(stream, text),
       call: (m) => this.onCall(m),
       done: (m) => this.onDone(m),
+      pong: (n) => this.watchdog.pong(ns, n),
       lost: (reason, oom) => this.onNamespaceLost(reason, oom),
     });
     this.ns = ns;
+  }
+
+  // A fresh namespace in place of the one that ran user code, and with it every process that
+  // code started (a reset is a process reset too, as a reset frame is). `idleWhy`: it is
+  // replaced while no exec runs (background code, the worker exiting, a stray message), so
+  // the next exec says so.
+  replaceNamespace(idleWhy) {
+    if (this.ownPidNamespace) killOtherProcesses();
+    if (idleWhy && this.execs > 0) this.pendingReset = idleWhy;
+    this.newNamespace();
+  }
+
+  // The idle watchdog's verdict: `ns` did not answer while no exec ran.
+  onStuck(ns) {
+    if (ns !== this.ns || this.current || !this.nsReady) return;
+    const bound = this.watchdog.boundMs;
+    log(`the idle namespace did not answer within ${bound} ms; terminating the worker`);
+    this.replaceNamespace(`code left running in the background kept the JavaScript worker busy ` +
+      `(it did not answer the runner within ${bound} ms while no execution was running: a ` +
+      'synchronous loop, or an endless chain of promise callbacks), so the worker was terminated');
   }
 
   onNamespaceLost(reason, outOfMemory) {
@@ -62,9 +88,9 @@ class Runner {
       setTimeout(() => this.newNamespace(), 1000);
       return;
     }
-    this.newNamespace();
-    if (!cur) return;
     const why = outOfMemory ? `the JavaScript heap limit (${this.heapMb} MiB) was reached` : reason;
+    this.replaceNamespace(cur ? null : why);
+    if (!cur) return;
     this.output.note('stderr', `\n[${why}: the namespace was reset; every variable and ` +
       'function defined so far is lost]\n');
     this.finishExec(cur, 'error', null, {
@@ -81,8 +107,8 @@ class Runner {
       if (!conn.alive) continue;
       if (frame.type === 'exec') this.startExec(conn, frame);
       else if (frame.type === 'reset') {
-        if (this.ownPidNamespace) killOtherProcesses();
-        this.newNamespace();
+        this.replaceNamespace(null);
+        this.pendingReset = null;               // a fresh namespace is what was asked for
         conn.send({ type: 'reset_done', id: frame.id });
       } else if (frame.type === 'set_catalog') {
         this.catalog = frame.servers;
@@ -90,13 +116,15 @@ class Runner {
         conn.send({ type: 'catalog_set', id: frame.id });
       }
     }
+    if (!this.current && this.nsReady) this.watchdog.watch(this.ns);
+    else this.watchdog.stop();
   }
 
   startExec(conn, frame) {
     const limit = frame.max_tool_calls_in_flight === undefined ?
       DEFAULT_TOOL_CALLS_IN_FLIGHT : frame.max_tool_calls_in_flight;
     const cur = { id: frame.id, conn, calls: new ExecCalls(frame.id, conn, limit), timer: null,
-      interrupted: false };
+      interrupted: false, namespaceReset: false };
     if (this.early.delete(frame)) {
       conn.send(doneFrame(cur.id, 'interrupted', null, interruptedError(), 0, 0));
       return;
@@ -104,16 +132,26 @@ class Runner {
     this.current = cur;
     this.execs++;
     this.output.begin((f) => conn.send(f), cur.id, frame.max_output_bytes);
+    if (this.pendingReset) this.reportPendingReset(cur);
     const filename = `${CELL_PREFIX}${++this.cells}>`;
     let code;
     try {
       code = transformCell(frame.code);
-    } catch (e) {
-      if (!(e instanceof SyntaxError)) throw e;
-      this.finishExec(cur, 'error', null, syntaxErrorReport(e, frame.code, filename), null);
+    } catch (e) {                 // whatever it is, it ends only this exec
+      this.finishExec(cur, 'error', null, transformErrorReport(e, frame.code, filename), null);
       return;
     }
     this.ns.post({ t: 'exec', id: cur.id, code, filename, maxOut: frame.max_output_bytes });
+  }
+
+  // The namespace was replaced since the last exec: this exec's done says so, as after a
+  // timeout, and its stderr says why.
+  reportPendingReset(cur) {
+    cur.namespaceReset = true;
+    this.output.note('stderr', `[${this.pendingReset}: the namespace was reset since the ` +
+      'last execution; every variable and function defined so far is lost]\n');
+    this.output.flush();
+    this.pendingReset = null;
   }
 
   onCall(m) {
@@ -143,7 +181,12 @@ class Runner {
     this.current = null;
     const outputBytes = Math.max(counts ? counts.outputBytes : 0, own.bytes + own.dropped);
     const dropped = (counts ? counts.droppedBytes : 0) + own.dropped;
-    cur.conn.send(doneFrame(cur.id, status, result, error, outputBytes, dropped, namespaceReset));
+    const reset = namespaceReset || cur.namespaceReset;
+    if (!cur.conn.send(doneFrame(cur.id, status, result, error, outputBytes, dropped, reset)) &&
+        reset) {                  // nobody heard of it: the next exec (a new connection's) says so
+      this.pendingReset = 'the namespace was replaced during an execution whose connection ' +
+        'was lost';
+    }
     this.pump();
   }
 
@@ -166,7 +209,7 @@ class Runner {
   interruptByTermination(cur) {
     if (this.current !== cur) return;
     log(`exec ${cur.id} did not stop within ${INTERRUPT_GRACE_MS} ms; terminating the worker`);
-    this.newNamespace();
+    this.replaceNamespace(null);
     this.output.note('stderr', `\n[the code did not stop within ${INTERRUPT_GRACE_MS} ms of ` +
       'the interrupt (a synchronous loop?), so the JavaScript worker was terminated: the ' +
       'namespace was reset and every variable and function defined so far is lost]\n');
@@ -249,7 +292,11 @@ function doneFrame(id, status, result, error, outputBytes, droppedBytes, namespa
 }
 
 // End every other process of this PID namespace (what user code left running); only with
-// --own-pid-namespace, i.e. in a container of our own. kill(-1) spares init and us.
+// --own-pid-namespace, i.e. in a container of our own (sandboxd starts it with podman's
+// --init, so pid 1 is catatonit). kill(-1) signals every process we may signal but init and
+// us; worker threads are threads of this process, so they are not hit. The children the old
+// worker spawned itself stay zombies until the session ends (node cannot waitpid(-1)); what
+// they spawned is reparented to init, which reaps it.
 function killOtherProcesses() {
   for (let i = 0; i < 100; i++) {
     try {

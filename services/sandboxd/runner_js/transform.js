@@ -144,4 +144,16 @@ function syntaxErrorReport(err, source, filename) {
       `SyntaxError: ${err.message}` };
 }
 
-module.exports = { transformCell, syntaxErrorReport };
+// {type, message, traceback} of anything else the transform threw: acorn and the walk above
+// recurse, so code nested about a thousand levels deep (a deep JSON literal, say) overflows
+// the main thread's stack, which is this exec's error and nothing more.
+function transformErrorReport(err, source, filename) {
+  if (err instanceof SyntaxError) return syntaxErrorReport(err, source, filename);
+  const type = (err && typeof err.name === 'string' && err.name) || 'Error';
+  const raw = err && typeof err.message === 'string' ? err.message : String(err);
+  const message = err instanceof RangeError && /call stack/i.test(raw) ?
+    `the code is nested too deeply to parse (${raw})` : `the code could not be parsed: ${raw}`;
+  return { type, message, traceback: `${filename}\n\n${type}: ${message}` };
+}
+
+module.exports = { transformCell, transformErrorReport };

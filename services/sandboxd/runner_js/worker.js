@@ -2,21 +2,26 @@
 // The worker thread that runs user code (one per namespace; the main thread terminates it
 // when an interrupt cannot land, on reset and when it misbehaves). Cells run in this
 // thread's own global scope with vm.Script (file names <cell-1>, <cell-2>, ...), after the
-// transform of transform.js. Messages to the main thread: ready, out, call, done; from it:
-// exec, result, interrupt, catalog. References the runtime needs are captured when this
-// module loads, before any user code can replace a global.
+// transform of transform.js. Messages go over the runner's private port (namespace.js), not
+// parentPort: to the main thread ready, out, call, done, pong; from it exec, result,
+// interrupt, catalog, ping. The port and the other references the runtime needs are
+// captured when this module loads, before any user code can replace a global or read
+// workerData.
 
 const vm = require('vm');
 const util = require('util');
 const path = require('path');
 const { createRequire } = require('module');
-const { parentPort } = require('worker_threads');
+const { parentPort, workerData } = require('worker_threads');
 const { cap, escapeLoneSurrogates, RESULT_LIMIT, ERROR_MESSAGE_LIMIT, TRACEBACK_LIMIT } =
   require('./common');
 const { OutputCapture } = require('./worker_output');
 const { WorkerTools } = require('./worker_tools');
 
-const post = parentPort.postMessage.bind(parentPort);
+// Taken out of workerData, which user code can read (require('worker_threads').workerData).
+const port = workerData && workerData.port;
+if (workerData) delete workerData.port;
+const post = port ? port.postMessage.bind(port) : null;
 const inspect = util.inspect;
 const Script = vm.Script;
 const NativePromise = Promise;
@@ -86,7 +91,11 @@ class WorkerRuntime {
     globalThis.require = createRequire(path.join(process.cwd(), '<repl>'));
     process.on('uncaughtException', (e) => this.background(e));
     process.on('unhandledRejection', (e) => this.background(e));
-    parentPort.on('message', (m) => this.onMessage(m));
+    port.on('message', (m) => this.onMessage(m));
+    // Unreferenced, so process._getActiveHandles() does not list it; a listener on parentPort
+    // keeps the thread alive instead (code that removes it only ends its own namespace).
+    port.unref();
+    parentPort.on('message', () => {});
     post({ t: 'ready' });
   }
 
@@ -101,6 +110,7 @@ class WorkerRuntime {
     else if (m.t === 'result') this.tools.settle(m);
     else if (m.t === 'interrupt' && this.current && this.current.id === m.id) this.current.interrupt();
     else if (m.t === 'catalog') this.tools.install(m.servers);
+    else if (m.t === 'ping') post({ t: 'pong', n: m.n });      // the idle watchdog (watchdog.js)
   }
 
   // `code` is the cell after transform.js (done on the main thread).
@@ -149,6 +159,7 @@ class WorkerRuntime {
 const INTERRUPTED = Symbol('interrupted');
 
 function startWorker() {
+  if (!port) throw new Error('the namespace runtime is already running in this worker');
   new WorkerRuntime().setup();
 }
 

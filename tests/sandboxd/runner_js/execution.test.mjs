@@ -140,6 +140,18 @@ describe('javascript runner: execution', () => {
     assert.equal(s.result, "'ok \ud83d\ude00'");
   });
 
+  it('reports code nested too deeply to parse as an error and keeps serving', async () => {
+    await ok('var survivor = 41');
+    for (const code of ['('.repeat(3000) + '1' + ')'.repeat(3000),
+      'a = ' + '['.repeat(50000) + ']'.repeat(50000)]) {
+      const r = await client.exec(code);
+      assert.equal(r.status, 'error');
+      assert.equal(r.error.type, 'RangeError');
+      assert.match(r.error.message, /nested too deeply to parse/);
+    }
+    assert.equal((await ok('survivor + 1')).result, '42');
+  });
+
   it('answers ping and counts execs in ready after a reconnect', async () => {
     const pong = await client.reply('pong', { type: 'ping' });
     assert.equal(pong.type, 'pong');

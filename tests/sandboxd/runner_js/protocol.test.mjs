@@ -1,7 +1,7 @@
 // The frame protocol against a hostile or broken peer, and hostile user code: garbage and
 // malformed frames close the connection (the runner accepts the next one), a malformed
-// catalog does too, and user code that pollutes its globals or posts garbage to the main
-// thread cannot forge a frame; it only loses its own namespace.
+// catalog does too, and user code that pollutes its globals or posts to parentPort cannot
+// forge a frame or a result: the runtime talks to the main thread over a port of its own.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { CATALOG, RunnerContainer, textResult } from './harness.mjs';
@@ -87,26 +87,32 @@ describe('javascript runner: protocol and hostile code', () => {
     await c.reset();
   });
 
-  it('a worker that posts garbage to the main thread loses only its namespace', async () => {
+  it('ignores whatever user code posts to parentPort: a forged done, garbage', async () => {
     const c = await fresh();
     await c.reset();
     await c.exec('const mine = 1');
+    const id = c.newId() + 1;
     const forged = await c.exec('const { parentPort } = require("worker_threads");\n' +
       'parentPort.postMessage({ t: "done", id: 99999, status: "ok", result: null, error: null,' +
-      ' outputBytes: 0, droppedBytes: 0 });\nparentPort.postMessage({ t: "out", s: "evil", x: 1 });\n' +
-      'await new Promise(() => {})');
-    assert.equal(forged.status, 'error');
-    assert.match(forged.error.message, /namespace was reset/);
+      ` outputBytes: 0, droppedBytes: 0 });\nparentPort.postMessage({ t: "done", id: ${id}, ` +
+      'status: "ok", result: "1", error: null, outputBytes: 0, droppedBytes: 0 });\n' +
+      'parentPort.postMessage({ t: "out", s: "evil", x: 1 });\n' +
+      'await new Promise((r) => setTimeout(r, 100)); "real"');
+    assert.equal(forged.done.id, id);
+    assert.equal(forged.status, 'ok');
+    assert.equal(forged.result, "'real'");
     assert.equal(forged.frames.filter((f) => f.type === 'done').length, 1);
-    assert.equal((await c.exec('typeof mine')).result, "'undefined'");
+    const mine = await c.exec('typeof mine');
+    assert.equal(mine.result, "'number'");
+    assert.equal(mine.done.namespace_reset, undefined);
     assert.equal((await c.reply('pong', { type: 'ping' })).type, 'pong');
   });
 
-  it('a forged output message of the right form is only the exec\'s own output', async () => {
+  it('a forged output message posted to parentPort is not output', async () => {
     const c = await fresh();
     await c.reset();
     const r = await c.exec('require("worker_threads").parentPort.postMessage({ t: "out", s: "stdout", x: "mine\\n" })');
     assert.equal(r.status, 'ok');
-    assert.equal(r.stream('stdout'), 'mine\n');
+    assert.equal(r.stream('stdout'), '');
   });
 });
