@@ -30,7 +30,9 @@ const apply = Reflect.apply;
 const StringCtor = String;
 const objectCreate = Object.create;
 const NullObject = () => objectCreate(null);
-const INSPECT_OPTIONS = { maxStringLength: RESULT_LIMIT + 1 };
+// The result on one line, as Python's repr gives it: no '...' + continuation lines for long
+// strings, no rows of grouped array items; nested six deep before [Object].
+const INSPECT_OPTIONS = { maxStringLength: RESULT_LIMIT + 1, breakLength: Infinity, compact: true, depth: 6 };
 const CELL_FRAME = /<cell-\d+>:\d+(:\d+)?\)?$/;
 
 function safe(fn, fallback) {

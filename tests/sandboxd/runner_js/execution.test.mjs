@@ -47,6 +47,13 @@ describe('javascript runner: execution', () => {
     assert.equal((await ok('[p, r, i]')).result, '[ 1, 2, 3 ]');
   });
 
+  it('gives the result on one line, as Python\'s repr does', async () => {
+    const r = await ok('({ n: Array.from({ length: 12 }, (_, i) => i), s: "a".repeat(90) + "\\n" + "b".repeat(90),\n' +
+      '   deep: { a: { b: { c: { d: { e: 1 } } } } } })');
+    assert.equal(r.result, `{ n: [ ${[...Array(12).keys()].join(', ')} ], s: '${'a'.repeat(90)}\\n${'b'.repeat(90)}', ` +
+      'deep: { a: { b: { c: { d: { e: 1 } } } } } }');
+  });
+
   it('runs top-level await', async () => {
     const r = await ok('const v = await new Promise((res) => setTimeout(() => res(41), 20)); v + 1');
     assert.equal(r.result, '42');

@@ -28,7 +28,7 @@ describe('javascript runner: tool calls', () => {
       [textResult('{"n": 1}'), '{ n: 1 }'],
       [{ content: [], structuredContent: { sum: 3 } }, '{ sum: 3 }'],
       [{ content: [{ type: 'text', text: 'a' }, { type: 'image', data: 'AA==', mimeType: 'image/png' }] },
-        "[\n  { type: 'text', text: 'a' },\n  { type: 'image', data: 'AA==', mimeType: 'image/png' }\n]"],
+        "[ { type: 'text', text: 'a' }, { type: 'image', data: 'AA==', mimeType: 'image/png' } ]"],
     ];
     for (const [result, expected] of cases) {
       const r = await client.exec('await mcp_everything.echo({ message: "hi" })', { onToolCall: answer(result) });
@@ -131,7 +131,7 @@ describe('javascript runner: tool calls', () => {
     client.send({ type: 'tool_result', call_id: r.calls[0].call_id, ok: true, result: textResult('"too late"') });
     client.send({ type: 'tool_result', call_id: 'c999999', ok: true, result: textResult('x') });
     const e = await client.exec('const err = await pending; [err.name, err.message]');
-    assert.equal(e.result, "[\n  'ToolError',\n  'everything.echo: the execution ended before the tool result arrived'\n]");
+    assert.equal(e.result, "[ 'ToolError', 'everything.echo: the execution ended before the tool result arrived' ]");
   });
 
   it('flushes output before each tool_call frame', async () => {
