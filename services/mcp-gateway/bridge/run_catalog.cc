@@ -199,7 +199,7 @@ namespace {
 void AddServer(const UpstreamStatus& s, sandbox::v1::Catalog& catalog) {
   auto* server = catalog.add_servers();
   server->set_name(s.name);
-  server->set_description(s.instructions.substr(0, 2000));
+  server->set_description(std::string(codemode::Utf8Prefix(s.instructions, 2000)));  // a proto3 string
   for (const auto& t : s.tools) {
     auto* tool = server->add_tools();
     tool->set_name(t.name);

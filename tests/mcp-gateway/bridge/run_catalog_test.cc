@@ -185,6 +185,16 @@ TEST(BuildCatalogTest, OnlyConnectedServersAndTheAllowlist) {
       << "an empty allowlist allows no server";
 }
 
+// A proto3 string must be valid UTF-8, or the catalog does not reach sandboxd: long
+// instructions are cut on a character boundary.
+TEST(BuildCatalogTest, LongInstructionsAreCutOnACharacterBoundary) {
+  UpstreamStatus s = Server("a", 1);
+  for (int i = 0; i < 1000; ++i) s.instructions += "\u20ac";  // 3 bytes each; 2000 splits one
+  const std::string cut = BuildCatalog({s}, ServerAllowlist::All()).servers(0).description();
+  EXPECT_EQ(cut.size(), 1998u);
+  EXPECT_EQ(cut, s.instructions.substr(0, 1998));
+}
+
 TEST(UpstreamMemoryTest, ADownServerKeepsItsLastConnectedTools) {
   UpstreamMemory memory;
   std::vector<UpstreamStatus> view = memory.View({Server("a", 2), Server("never", 0, false)});
