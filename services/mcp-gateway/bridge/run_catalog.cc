@@ -43,7 +43,7 @@ constexpr char kHowToCallJavaScript[] =
 std::string FirstLine(const std::string& text, size_t max = 100) {
   std::string line = text.substr(0, text.find('\n'));
   line = std::string(absl::StripAsciiWhitespace(line));
-  if (line.size() > max) line = line.substr(0, max - 3) + "...";
+  if (line.size() > max) line = absl::StrCat(codemode::Utf8Prefix(line, max - 3), "...");
   return line;
 }
 
@@ -187,7 +187,7 @@ std::string DescribeRunPython(const std::vector<UpstreamStatus>& upstreams, size
     if (level > 0) body += "Use _search(text) or _schema(name) inside the code for details.\n";
     std::string out = head + body;
     if (out.size() > max_bytes) {
-      out = out.substr(0, max_bytes - 60) + "\n[... more servers: use _discover() ...]\n";
+      out = absl::StrCat(codemode::Utf8Prefix(out, max_bytes - 60), "\n[... more servers: use _discover() ...]\n");
     }
     return out;
   }

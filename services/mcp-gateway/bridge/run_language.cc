@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/utf8.h"
 #include "bridge/run_catalog.h"
 
 namespace gateway {
@@ -43,7 +44,7 @@ absl::StatusOr<std::vector<RunLanguage>> ParseRunTools(const std::string& list) 
     std::optional<RunLanguage> language = LanguageOfTool(name);
     if (!language) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "unknown tool '", name.substr(0, 64), "': the tools are run_python and run_javascript"));
+          "unknown tool '", codemode::Utf8Prefix(name, 64), "': the tools are run_python and run_javascript"));
     }
     if (std::find(languages.begin(), languages.end(), *language) != languages.end()) {
       return absl::InvalidArgumentError(absl::StrCat("'", name, "' is named twice"));

@@ -41,6 +41,22 @@ TEST(DescribeRunPythonTest, ListsEveryServerAndToolWithOneLineEach) {
   EXPECT_NE(d.find("asyncio.gather"), std::string::npos);
 }
 
+// Upstream text is cut on character boundaries: half a UTF-8 sequence in the description
+// would go out in tools/list as U+FFFD (the JSON-RPC writer replaces invalid UTF-8; a strict
+// dump, as here, throws).
+TEST(DescribeRunPythonTest, CutsOfUpstreamTextKeepUtf8Whole) {
+  UpstreamStatus s = Server("github", 40);
+  for (auto& t : s.tools) t.description = "\u20ac" + std::string(200, 'x') + "\u20ac\u20ac\u20ac";
+  s.tools[0].description = std::string(96, 'x') + "\u20ac\u20ac";  // the cut at 97 bytes falls inside one
+  UpstreamStatus down = Server("down", 0, false);
+  down.error = std::string(116, 'e') + "\u20ac\u20ac";
+  for (size_t max : {size_t{8192}, size_t{1500}, size_t{1501}, size_t{1502}}) {
+    const std::string d = DescribeRunPython({s, down}, max);
+    EXPECT_NO_THROW(nlohmann::json(d).dump()) << "max " << max;
+    EXPECT_LE(d.size(), max);
+  }
+}
+
 TEST(DescribeRunPythonTest, LargeCatalogsAreSummarisedWithinTheBound) {
   std::vector<UpstreamStatus> many;
   for (int i = 0; i < 40; ++i) many.push_back(Server("server-" + std::to_string(i), 50));
