@@ -179,6 +179,9 @@ absl::StatusOr<json> RunCodeTool::CallToolNow(const LanguageSpec& language, cons
   limits.max_timeout_seconds = options_.max_timeout_seconds;
   limits.max_code_bytes = options_.max_code_bytes;
   absl::StatusOr<RunArguments> args = ParseRunArguments(arguments, upstreams, limits);
+  if (args.ok() && args->session_named) {
+    if (absl::Status name = CheckSessionName(language, args->session); !name.ok()) args = name;
+  }
   if (!args.ok()) {
     if (metrics) metrics->RunFinished(language.tool, RunOutcome::kRefused, absl::Now() - started, 0);
     if (options_.audit) options_.audit->Write(RefusedRunLine(ctx, language.tool, arguments, args.status()));

@@ -37,6 +37,18 @@ std::optional<RunLanguage> LanguageOfTool(const std::string& tool) {
   return std::nullopt;
 }
 
+absl::Status CheckSessionName(const LanguageSpec& language, const std::string& session) {
+  for (RunLanguage other : {RunLanguage::kPython, RunLanguage::kJavaScript}) {
+    const LanguageSpec& spec = Spec(other);
+    if (&spec == &language || session != spec.default_session) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "session '", session, "' is the name of ", spec.tool, "'s main sandbox; give this run another "
+        "`session` name, or leave `session` out to run in ", language.tool, "'s own main sandbox ('",
+        language.default_session, "'); nothing ran"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<RunLanguage>> ParseRunTools(const std::string& list) {
   std::vector<RunLanguage> languages;
   for (absl::string_view part : absl::StrSplit(list, ',', absl::SkipWhitespace())) {

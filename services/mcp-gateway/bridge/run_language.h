@@ -36,6 +36,12 @@ const LanguageSpec& Spec(RunLanguage language);
 // The language whose tool is `tool`; nullopt for any other name.
 std::optional<RunLanguage> LanguageOfTool(const std::string& tool);
 
+// Whether `language`'s tool may name its session `session`: the main sandbox names of the
+// other languages are theirs (attack round 22, F5: run_javascript with session "default"
+// took run_python's main sandbox, and every plain run_python then failed).
+// INVALID_ARGUMENT saying whose name it is.
+absl::Status CheckSessionName(const LanguageSpec& language, const std::string& session);
+
 // The languages a comma-separated list of tool names offers (--tools), in the order
 // given. INVALID_ARGUMENT for an empty list, an unknown name or one named twice.
 absl::StatusOr<std::vector<RunLanguage>> ParseRunTools(const std::string& list);

@@ -101,6 +101,21 @@ TEST_F(RunJavaScriptTest, ASessionNameBelongsToOneLanguage) {
   EXPECT_EQ(sandboxes_.executions().size(), 1u);
 }
 
+// Attack round 22, F5: run_javascript with session "default" as the first call took
+// run_python's main sandbox, and every plain run_python of that MCP session then failed.
+TEST_F(RunJavaScriptTest, TheMainSandboxNamesOfTheOtherLanguageAreRefused) {
+  absl::StatusOr<json> r = Call(tool_, "run_javascript", {{"code", "1"}, {"session", "default"}});
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("run_python's main sandbox"));
+  r = Call(tool_, "run_python", {{"code", "1"}, {"session", "default-javascript"}});
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("run_javascript's main sandbox"));
+  EXPECT_TRUE(sandboxes_.creations().empty()) << "nothing was created";
+  EXPECT_EQ(Text(Run("run_python", {{"code", "a = 1"}})), "s1: a = 1\n") << "the plain run still works";
+  EXPECT_EQ(Text(Run("run_javascript", {{"code", "1"}, {"session", "default-javascript"}})), "s2: 1\n")
+      << "a tool may name its own main sandbox";
+}
+
 TEST_F(RunJavaScriptTest, AJavaScriptSandboxesResourceHandleIsJavaScript) {
   // Without an MCP session (protocol 2026-07-28) a run gets a sandbox of its own, whose
   // handle, and the handles resources/list mints for it, keep its language.
