@@ -226,6 +226,15 @@ TEST(TypeScriptHostileTest, NestingTenThousandDeepIsCutAtTheDepthBound) {
   EXPECT_LT(d.text.size(), 1000u);
 }
 
+// Attack round 22, F6: tag characters (U+E0000-E007F) spell text a model reads and a
+// person does not see; zero-width characters and the soft hyphen hide in words.
+TEST(TypeScriptHostileTest, InvisibleCharactersAreSpacesInCommentsAndEscapedInStrings) {
+  const std::string hidden = "\U000E0049\U000E0047\u200b\u2060\u00ad";  // tag I, tag G, ...
+  EXPECT_EQ(JsCommentLine("a" + hidden + "b", 100), "a b");
+  EXPECT_EQ(JsStringLiteral("a\U000E0041"), "\"a\\udb40\\udc41\"") << "a surrogate pair, as JavaScript reads it";
+  EXPECT_EQ(JsStringLiteral("a\u200bb"), "\"a\\u200bb\"");
+}
+
 TEST(TypeScriptHostileTest, DescriptionsCannotEndTheCommentOrBreakTheLine) {
   const std::string evil =
       "Nice tool */ declare const pwned: 1; /* and\u2028more\u2029lines\r\nNEL\u0085here"

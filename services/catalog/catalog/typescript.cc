@@ -32,10 +32,15 @@ bool IsLineBreak(uint32_t cp) {
 }
 
 // Characters that would be invisible or reorder text: C0 and C1 controls, DEL, bidi
-// marks, embeddings, overrides and isolates, the byte order mark.
+// marks, embeddings, overrides and isolates, the byte order mark, zero-width characters,
+// the soft hyphen, invisible operators and tag characters (attack round 22, F6: text a
+// model reads and a person reviewing the description does not see).
 bool IsHiddenControl(uint32_t cp) {
-  return cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F) || cp == 0x200E || cp == 0x200F ||
-         (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069) || cp == 0xFEFF;
+  return cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F) || cp == 0xAD || cp == 0x180E ||
+         (cp >= 0x200B && cp <= 0x200F) || (cp >= 0x202A && cp <= 0x202E) ||
+         (cp >= 0x2060 && cp <= 0x2064) || (cp >= 0x2066 && cp <= 0x2069) || cp == 0xFEFF ||
+         (cp >= 0xFFF9 && cp <= 0xFFFB) ||
+         (cp >= 0xE0000 && cp <= 0xE007F);  // tag characters: invisible text for a model
 }
 
 size_t Utf8Length(uint32_t cp) { return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4; }
@@ -489,6 +494,8 @@ std::string JsStringLiteral(absl::string_view text) {
     if (cp == '"' || cp == '\\' || (cp == '/' && out.back() == '*')) {
       out.push_back('\\');
       out.push_back(static_cast<char>(cp));
+    } else if ((IsHiddenControl(cp) || IsLineBreak(cp)) && cp > 0xFFFF) {  // as a surrogate pair
+      absl::StrAppendFormat(&out, "\\u%04x\\u%04x", 0xD800 + ((cp - 0x10000) >> 10), 0xDC00 + (cp & 0x3FF));
     } else if (IsHiddenControl(cp) || IsLineBreak(cp)) {
       absl::StrAppendFormat(&out, "\\u%04x", cp);
     } else {

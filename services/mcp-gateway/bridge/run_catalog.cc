@@ -40,11 +40,18 @@ constexpr char kHowToCallJavaScript[] =
     "A failing tool rejects with a ToolError (server, tool, message). Results: structured "
     "content as an object, JSON text parsed, else a string or an array of content blocks.\n";
 
+// The first line of upstream text, at most `max` bytes, with no control or invisible
+// characters (JsCommentLine's rules: they become spaces).
 std::string FirstLine(const std::string& text, size_t max = 100) {
-  std::string line = text.substr(0, text.find('\n'));
-  line = std::string(absl::StripAsciiWhitespace(line));
-  if (line.size() > max) line = absl::StrCat(codemode::Utf8Prefix(line, max - 3), "...");
-  return line;
+  return codemode::JsCommentLine(absl::StripAsciiWhitespace(text.substr(0, text.find('\n'))), max);
+}
+
+// An upstream's name as shown in run_python's description: as it is, or as a quoted string
+// literal when it holds anything escaped there (a line break in a tool's name forged lines
+// of the description: attack round 22, F6).
+std::string ShownName(const std::string& name) {
+  std::string literal = codemode::JsStringLiteral(name);
+  return literal.size() == name.size() + 2 ? name : literal;
 }
 
 // "name(a, b, c?)": required parameters plain, optional ones with '?'.
@@ -58,10 +65,10 @@ std::string Signature(const UpstreamTool& t) {
   }
   if (auto p = t.input_schema.find("properties"); p != t.input_schema.end() && p->is_object()) {
     for (const auto& [name, _] : p->items()) {
-      params.push_back(required.count(name) ? name : name + "?");
+      params.push_back(required.count(name) ? ShownName(name) : ShownName(name) + "?");
     }
   }
-  return absl::StrCat(t.name, "(", absl::StrJoin(params, ", "), ")");
+  return absl::StrCat(ShownName(t.name), "(", absl::StrJoin(params, ", "), ")");
 }
 
 // The catalog of every connected upstream by the shared catalog rules (sanitising,
@@ -97,7 +104,7 @@ std::string ListServers(const std::vector<UpstreamStatus>& upstreams,
     body += absl::StrCat("- ", s.name, " (", py, "):\n");
     for (const auto& t : s.tools) {
       body += level == 0 ? absl::StrCat("    ", Signature(t), " - ", FirstLine(t.description), "\n")
-                         : absl::StrCat("    ", t.name, "\n");
+                         : absl::StrCat("    ", ShownName(t.name), "\n");
     }
   }
   return body;
