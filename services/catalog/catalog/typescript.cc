@@ -449,8 +449,10 @@ std::string DeclaredName(const std::string& py_name) {
 // A tool's JSDoc: its description, and its MCP name when that differs from the method's
 // (callTool takes the MCP name).
 std::string ToolDoc(const CatalogTool& tool, const TypeScriptOptions& options) {
+  absl::string_view text = tool.description;
+  if (!options.jsdoc) text = text.substr(0, text.find('\n'));  // tool_jsdoc: the first line
   std::vector<std::string> lines =
-      CommentLines(tool.description, options.max_description_bytes, options.max_description_lines);
+      CommentLines(text, options.max_description_bytes, options.max_description_lines);
   if (tool.name != tool.py_name) {
     lines.push_back(
         absl::StrCat("MCP name: ", JsCommentLine(JsStringLiteral(tool.name), kMaxLiteralBytes)));
@@ -479,7 +481,7 @@ std::string ToolSignature(const CatalogTool& tool, const TypeScriptOptions& opti
   TypeGenerator output(tool.output_schema, options, work, work_limit);
   if (tool.output_schema.is_object()) result = output.Type(tool.output_schema, 0, 2);
   *cut = *cut || input.cut() || output.cut();
-  return absl::StrCat(options.jsdoc ? ToolDoc(tool, options) : "", "  ", PropertyKey(tool.py_name),
+  return absl::StrCat(options.jsdoc || options.tool_jsdoc ? ToolDoc(tool, options) : "", "  ", PropertyKey(tool.py_name),
                       RequiresArguments(tool.input_schema) ? "(args: " : "(args?: ", args.text,
                       "): Promise<", result.text, ">;\n");
 }

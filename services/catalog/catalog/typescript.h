@@ -33,6 +33,10 @@ struct TypeScriptOptions {
   // Descriptions (and defaults) as JSDoc, properties with one a line; false: compact types
   // on one line and no comments.
   bool jsdoc = true;
+  // With jsdoc false: each tool still gets a JSDoc of its description's first line (at
+  // most max_description_bytes and max_description_lines; and its MCP name when renamed),
+  // its types stay compact.
+  bool tool_jsdoc = false;
   // Schema nesting rendered (each object, array item, union member or $ref is a level);
   // deeper schemas are `unknown`.
   int max_depth = 8;

@@ -112,23 +112,25 @@ std::string ListServers(const std::vector<UpstreamStatus>& upstreams,
 
 using CatalogServers = std::map<std::string, const codemode::CatalogServer*>;
 
-// One line for a server at level 2 (its methods) or 3 (how many).
+// One line for a server at level 3 (its methods) or 4 (how many).
 std::string NamesLine(const codemode::CatalogServer& server, int level) {
   std::string line = absl::StrCat("- ", server.name, " (", server.py_name, "): ");
-  if (level == 3) return absl::StrCat(line, server.tools.size(), " tools\n");
+  if (level == 4) return absl::StrCat(line, server.tools.size(), " tools\n");
   std::vector<std::string> names;
   for (const auto& t : server.tools) names.push_back(t.py_name);
   return absl::StrCat(line, absl::StrJoin(names, ", "), "\n");
 }
 
-// Level 0: every server's TypeScript declaration with JSDoc; 1: without; 2: method names;
-// 3: tool counts. Levels 0 and 1 give up (nullopt) when a declaration does not fit in
-// `room`. `missing` says why a connected server is not in `servers`.
+// Level 0: every server's TypeScript declaration with JSDoc; 1: one line of JSDoc a tool
+// (its description's first line, "[needs approval]" and its MCP name stay) and compact
+// types; 2: compact types only; 3: method names; 4: tool counts. Levels 0 to 2 give up
+// (nullopt) when a declaration does not fit in `room`. `missing` says why a connected
+// server is not in `servers`.
 std::optional<std::string> ListJavaScript(const std::vector<UpstreamStatus>& upstreams,
                                           const CatalogServers& servers, const std::string& missing,
                                           int level, size_t room) {
   std::string body =
-      level < 2 ? "\nServers and tools (TypeScript declarations):\n" : "\nServers and tools:\n";
+      level < 3 ? "\nServers and tools (TypeScript declarations):\n" : "\nServers and tools:\n";
   if (upstreams.empty()) body += "(no upstream MCP servers are configured)\n";
   std::string unavailable;
   for (const auto& s : upstreams) {
@@ -138,12 +140,14 @@ std::optional<std::string> ListJavaScript(const std::vector<UpstreamStatus>& ups
                       codemode::JsCommentLine(s.connected ? missing : s.error, 120), ")\n");
       continue;
     }
-    if (level >= 2) {
+    if (level >= 3) {
       body += NamesLine(*it->second, level);
       continue;
     }
     codemode::TypeScriptOptions options;
     options.jsdoc = level == 0;
+    options.tool_jsdoc = level == 1;
+    if (level == 1) options.max_description_bytes = 160, options.max_description_lines = 1;
     options.max_bytes = room > body.size() ? room - body.size() : 0;
     codemode::TypeScriptDeclaration declaration =
         codemode::DeclareServerTypeScript(*it->second, options);
@@ -173,13 +177,16 @@ std::string DescribeRunJavaScript(const std::vector<UpstreamStatus>& upstreams, 
   const std::string missing =
       catalog.ok() ? "" : absl::StrCat("left out of the catalog: ", catalog.status().message());
   const size_t room = max_bytes > head.size() ? max_bytes - head.size() : 0;
-  for (int level = 0; level < 4; ++level) {
+  static const char* const kLeftOut[] = {
+      "", "Descriptions are shortened to their first line to fit.\n",
+      "Descriptions are left out to fit.\n",
+      "Types are left out to fit: each tool takes one object of its MCP arguments.\n",
+      "Types are left out to fit: each tool takes one object of its MCP arguments.\n"};
+  for (int level = 0; level < 5; ++level) {
     std::optional<std::string> body = ListJavaScript(upstreams, servers, missing, level, room);
     if (!body) continue;
-    if (level > 0) {
-      *body += "Types are left out to fit: each tool takes one object of its MCP arguments.\n";
-    }
-    if (head.size() + body->size() > max_bytes && level < 3) continue;
+    *body += kLeftOut[level];
+    if (head.size() + body->size() > max_bytes && level < 4) continue;
     return Clipped(head + *body, max_bytes);
   }
   return Clipped(head, max_bytes);

@@ -154,13 +154,21 @@ TEST(DescribeRunJavaScriptTest, FallsBackLevelByLevelToFitMaxBytes) {
   const std::string full = DescribeRunJavaScript(ups, 1 << 20);
   ASSERT_THAT(full, HasSubstr("   * Does thing 0.\n   * More detail that is not shown.\n"));
 
-  std::string compact = DescribeRunJavaScript(ups, full.size() - 1);
-  EXPECT_LE(compact.size(), full.size() - 1);
+  // Attack round 22, F3: the level after full JSDoc dropped every description, the
+  // approval markers and the MCP names with them.
+  std::string one_line = DescribeRunJavaScript(ups, full.size() - 1);
+  EXPECT_LE(one_line.size(), full.size() - 1);
+  EXPECT_THAT(one_line, HasSubstr("  /** Does thing 0. */\n  tool_0(args: { limit?: number; query: string }): Promise<unknown>;\n"));
+  EXPECT_THAT(one_line, Not(HasSubstr("More detail")));
+  EXPECT_THAT(one_line, HasSubstr("Descriptions are shortened to their first line to fit."));
+
+  std::string compact = DescribeRunJavaScript(ups, one_line.size() - 1);
+  EXPECT_LE(compact.size(), one_line.size() - 1);
   EXPECT_THAT(compact, Not(HasSubstr("/**")));
   EXPECT_THAT(compact, HasSubstr("  echo(args: { message: string }): Promise<unknown>;\n"));
   EXPECT_THAT(compact,
               HasSubstr("  tool_0(args: { limit?: number; query: string }): Promise<unknown>;\n"));
-  EXPECT_THAT(compact, HasSubstr("Types are left out to fit"));
+  EXPECT_THAT(compact, HasSubstr("Descriptions are left out to fit."));
 
   std::string names = DescribeRunJavaScript(ups, compact.size() - 1);
   EXPECT_LE(names.size(), compact.size() - 1);
@@ -170,6 +178,7 @@ TEST(DescribeRunJavaScriptTest, FallsBackLevelByLevelToFitMaxBytes) {
       HasSubstr(
           "- everything (mcp_everything): echo, get_structured_content, get_resource_links\n"));
   EXPECT_THAT(names, HasSubstr("- github (mcp_github): tool_0, tool_1, tool_2\n"));
+  EXPECT_THAT(names, HasSubstr("Types are left out to fit"));
 
   std::string counts = DescribeRunJavaScript(ups, names.size() - 1);
   EXPECT_LE(counts.size(), names.size() - 1);
