@@ -5,6 +5,7 @@
 // required properties, unknown properties, JSON types, JSON-serializable values).
 
 const { ProtocolError } = require('./protocol');
+const { MAX_ARGUMENT_DEPTH } = require('./common');
 
 // Captured when the module loads: in the worker, user code may replace the globals later.
 const NativeMap = Map;
@@ -108,12 +109,15 @@ function jsonTypeMatches(value, type) {
   }
 }
 
-// Why `value` cannot go out as JSON, or null.
+// Why `value` cannot go out as JSON, or null. `depth`: the arrays and objects around it.
+// Deeper than MAX_ARGUMENT_DEPTH the tool_call frame would break sandboxd's nesting limit.
 function jsonProblem(value, depth) {
-  if (depth > 200) return 'nested too deeply (or circular)';
   if (value === null || typeof value === 'string' || typeof value === 'boolean') return null;
   if (typeof value === 'number') return Number.isFinite(value) ? null : `${value} is not JSON`;
   if (typeof value !== 'object') return `a ${typeof value} is not JSON`;
+  if (depth >= MAX_ARGUMENT_DEPTH) {
+    return `nested deeper than ${MAX_ARGUMENT_DEPTH} levels (or circular)`;
+  }
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
       const p = jsonProblem(value[i], depth + 1);
@@ -186,4 +190,4 @@ function checkArguments(owner, tool, args, strict) {
   return out;
 }
 
-module.exports = { parseCatalog, checkArguments, isObject };
+module.exports = { parseCatalog, checkArguments, isObject, jsonProblem };
