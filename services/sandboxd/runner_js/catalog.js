@@ -36,6 +36,17 @@ function identifier(obj, key, where) {
   return value;
 }
 
+// The method a tool is on its server object: its py_name, except `then`, which would make
+// the object a thenable (`await mcp_x` would call the tool and never settle). That one is the
+// first of then_, then_2, then_3, ... no tool has as py_name; catalog/typescript.cc declares
+// the same name. `names` holds `py:<py_name>` for each tool of the server.
+function jsName(pyName, names) {
+  if (pyName !== 'then') return pyName;
+  let candidate = 'then_';
+  for (let n = 2; names.has(`py:${candidate}`); n++) candidate = `then_${n}`;
+  return candidate;
+}
+
 function parseTool(raw, where) {
   if (!isObject(raw)) throw new ProtocolError(`catalog: ${where} is not an object`);
   const schema = raw.input_schema;
@@ -68,6 +79,7 @@ function parseServer(raw, where) {
     names.add(`py:${tool.py_name}`);
     server.tools.push(tool);
   });
+  for (const tool of server.tools) tool.js_name = jsName(tool.py_name, names);
   return server;
 }
 

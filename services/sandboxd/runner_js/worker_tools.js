@@ -23,9 +23,9 @@ class ToolError extends Error {
   }
 }
 
-// The entry of `list` named `name`, else the one whose py_name is `name`.
+// The entry of `list` named `name`, else the one whose py_name (then method name) is `name`.
 function byName(list, name) {
-  for (const key of ['name', 'py_name']) {
+  for (const key of ['name', 'py_name', 'js_name']) {
     for (const entry of list) if (entry[key] === name) return entry;
   }
   return undefined;
@@ -104,15 +104,15 @@ class WorkerTools {
   serverObject(server) {
     const obj = {};
     for (const tool of server.tools) {
-      const owner = `${server.py_name}.${tool.py_name}()`;
+      const owner = `${server.py_name}.${tool.js_name}()`;
       const tools = this;
-      const method = { async [tool.py_name](args) {
+      const method = { async [tool.js_name](args) {
         return tools.call(server, tool, args, true, owner);
-      } }[tool.py_name];
-      Object.defineProperty(obj, tool.py_name, { value: method, enumerable: true });
+      } }[tool.js_name];
+      Object.defineProperty(obj, tool.js_name, { value: method, enumerable: true });
     }
     Object.defineProperty(obj, Symbol.for('nodejs.util.inspect.custom'), {
-      value: () => `[MCP server '${server.name}': ${server.tools.map((t) => t.py_name).join(', ') ||
+      value: () => `[MCP server '${server.name}': ${server.tools.map((t) => t.js_name).join(', ') ||
         'no tools'}]`,
     });
     return Object.freeze(obj);

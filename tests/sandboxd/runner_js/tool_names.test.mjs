@@ -1,5 +1,6 @@
-// Names an upstream chooses: callTool() prefers a real MCP name over a py_name, and tools
-// named `constructor` and `__proto__` do not break their server object.
+// Names an upstream chooses: callTool() prefers a real MCP name over a py_name, and a tool
+// named `then` does not make its server object a thenable (nor do `constructor` and
+// `__proto__` break it).
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { RunnerContainer, textResult } from './harness.mjs';
@@ -53,5 +54,19 @@ describe('javascript runner: tool and server names', () => {
     const r = await client.exec('Object.getPrototypeOf(mcp_h) === Object.prototype && ' +
       'Object.isFrozen(mcp_h)');
     assert.equal(r.result, 'true');
+  });
+
+  it('names the `then` tool then_2 (then_ is taken), so awaiting a server object settles', async () => {
+    const r = await client.exec('const s = await mcp_h; const p = await Promise.resolve(mcp_b);\n' +
+      'JSON.stringify([s === mcp_h, p === mcp_b, typeof mcp_h.then, Object.keys(mcp_h)])');
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.equal(r.result, `'[true,true,"undefined",` +
+      `["a_b","a_b_2","then_2","then_","constructor","__proto__","echo"]]'`);
+    assert.deepEqual(await called('await mcp_h.then_2(); await mcp_h.then_()'), ['h/then', 'h/then-']);
+    assert.deepEqual(await called('await callTool("h", "then"); await callTool("h", "then_2")'),
+      ['h/then', 'h/then']);
+    const trailing = await client.exec('mcp_h');
+    assert.equal(trailing.status, 'ok', 'a server object as the cell\'s value');
+    assert.match(trailing.result, /then_2, then_/);
   });
 });
