@@ -197,6 +197,28 @@ TEST(DeclareServerTypeScriptTest, MethodAndServerNamesAreAlwaysValid) {
   EXPECT_THAT(d.text, HasSubstr(R"(  "a b"(args?)"));
 }
 
+// A `then` method would make the server object a thenable (`await mcp_h` calls the tool):
+// the runner names it then_ (or then_2, ... past the py_names taken), and so does the
+// declaration, with the MCP name in its JSDoc. `constructor` and `__proto__` stay.
+TEST(DeclareServerTypeScriptTest, ThenIsRenamedLikeTheJavaScriptRunnerDoes) {
+  CatalogServer server{"h", "mcp_h", "", {}};
+  for (const char* name : {"then", "constructor", "__proto__"}) {
+    server.tools.push_back({name, name, "", {{"type", "object"}}, nullptr});
+  }
+  TypeScriptDeclaration d = DeclareServerTypeScript(server);
+  EXPECT_THAT(d.text, HasSubstr("  /** MCP name: \"then\" */\n"
+                                "  then_(args?: Record<string, unknown>)"));
+  EXPECT_THAT(d.text, Not(HasSubstr(" then(")));
+  EXPECT_THAT(d.text, HasSubstr("\n  constructor(args?"));
+  EXPECT_THAT(d.text, HasSubstr("\n  __proto__(args?"));
+  EXPECT_EQ(JsMethodName(server, server.tools[1]), "constructor");
+
+  server.tools.push_back({"then-", "then_", "", {{"type", "object"}}, nullptr});
+  server.tools.push_back({"then 2", "then_2", "", {{"type", "object"}}, nullptr});
+  EXPECT_EQ(JsMethodName(server, server.tools[0]), "then_3");
+  EXPECT_THAT(DeclareServerTypeScript(server, Compact()).text, HasSubstr("\n  then_3(args?"));
+}
+
 // ---- hostile schemas ------------------------------------------------------------------------
 
 // Every "*/" in `text` is one the generator wrote (it ends its line), and no line

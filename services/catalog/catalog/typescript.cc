@@ -448,12 +448,13 @@ std::string DeclaredName(const std::string& py_name) {
 
 // A tool's JSDoc: its description, and its MCP name when that differs from the method's
 // (callTool takes the MCP name).
-std::string ToolDoc(const CatalogTool& tool, const TypeScriptOptions& options) {
+std::string ToolDoc(const CatalogTool& tool, const std::string& method,
+                    const TypeScriptOptions& options) {
   absl::string_view text = tool.description;
   if (!options.jsdoc) text = text.substr(0, text.find('\n'));  // tool_jsdoc: the first line
   std::vector<std::string> lines =
       CommentLines(text, options.max_description_bytes, options.max_description_lines);
-  if (tool.name != tool.py_name) {
+  if (tool.name != method) {
     lines.push_back(
         absl::StrCat("MCP name: ", JsCommentLine(JsStringLiteral(tool.name), kMaxLiteralBytes)));
   }
@@ -473,15 +474,18 @@ bool RequiresArguments(const json& schema) {
 }
 
 // One method signature (with its JSDoc); `*cut` when a type was cut short.
-std::string ToolSignature(const CatalogTool& tool, const TypeScriptOptions& options, size_t* work,
-                          size_t work_limit, bool* cut) {
+std::string ToolSignature(const CatalogServer& server, const CatalogTool& tool,
+                          const TypeScriptOptions& options, size_t* work, size_t work_limit,
+                          bool* cut) {
   TypeGenerator input(tool.input_schema, options, work, work_limit);
   Ts args = input.Type(tool.input_schema, 0, 2);
   Ts result = Unknown();
   TypeGenerator output(tool.output_schema, options, work, work_limit);
   if (tool.output_schema.is_object()) result = output.Type(tool.output_schema, 0, 2);
   *cut = *cut || input.cut() || output.cut();
-  return absl::StrCat(options.jsdoc || options.tool_jsdoc ? ToolDoc(tool, options) : "", "  ", PropertyKey(tool.py_name),
+  const std::string method = JsMethodName(server, tool);
+  return absl::StrCat(options.jsdoc || options.tool_jsdoc ? ToolDoc(tool, method, options) : "", "  ",
+                      PropertyKey(method),
                       RequiresArguments(tool.input_schema) ? "(args: " : "(args?: ", args.text,
                       "): Promise<", result.text, ">;\n");
 }
@@ -512,6 +516,17 @@ std::string JsStringLiteral(absl::string_view text) {
 std::string JsCommentLine(absl::string_view text, size_t max_bytes) {
   std::vector<std::string> lines = CommentLines(text, max_bytes, 1);
   return lines.empty() ? "" : lines[0];
+}
+
+std::string JsMethodName(const CatalogServer& server, const CatalogTool& tool) {
+  if (tool.py_name != "then") return tool.py_name;
+  auto taken = [&server](const std::string& name) {
+    return std::any_of(server.tools.begin(), server.tools.end(),
+                       [&name](const CatalogTool& t) { return t.py_name == name; });
+  };
+  std::string candidate = "then_";
+  for (int n = 2; taken(candidate); ++n) candidate = absl::StrCat("then_", n);
+  return candidate;
 }
 
 bool IsJsIdentifierName(absl::string_view name) {
@@ -552,7 +567,7 @@ TypeScriptDeclaration DeclareServerTypeScript(const CatalogServer& server,
   const size_t work_limit = 4 * options.max_bytes;
   size_t shown = 0;
   for (const CatalogTool& tool : server.tools) {
-    std::string signature = ToolSignature(tool, options, &work, work_limit, &out.complete);
+    std::string signature = ToolSignature(server, tool, options, &work, work_limit, &out.complete);
     const size_t reserve = shown + 1 < server.tools.size() ? kMoreLine : 0;
     if (out.text.size() + signature.size() + kTail.size() + reserve > options.max_bytes) break;
     out.text += signature;

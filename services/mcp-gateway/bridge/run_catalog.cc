@@ -117,7 +117,7 @@ std::string NamesLine(const codemode::CatalogServer& server, int level) {
   std::string line = absl::StrCat("- ", server.name, " (", server.py_name, "): ");
   if (level == 4) return absl::StrCat(line, server.tools.size(), " tools\n");
   std::vector<std::string> names;
-  for (const auto& t : server.tools) names.push_back(t.py_name);
+  for (const auto& t : server.tools) names.push_back(codemode::JsMethodName(server, t));
   return absl::StrCat(line, absl::StrJoin(names, ", "), "\n");
 }
 

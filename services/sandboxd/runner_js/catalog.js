@@ -5,6 +5,7 @@
 // required properties, unknown properties, JSON types, JSON-serializable values).
 
 const { ProtocolError } = require('./protocol');
+const { MAX_ARGUMENT_DEPTH } = require('./common');
 
 // Captured when the module loads: in the worker, user code may replace the globals later.
 const NativeMap = Map;
@@ -33,6 +34,17 @@ function identifier(obj, key, where) {
     throw new ProtocolError(`catalog: ${where}.${key} '${value}' is not an identifier`);
   }
   return value;
+}
+
+// The method a tool is on its server object: its py_name, except `then`, which would make
+// the object a thenable (`await mcp_x` would call the tool and never settle). That one is the
+// first of then_, then_2, then_3, ... no tool has as py_name; catalog/typescript.cc declares
+// the same name. `names` holds `py:<py_name>` for each tool of the server.
+function jsName(pyName, names) {
+  if (pyName !== 'then') return pyName;
+  let candidate = 'then_';
+  for (let n = 2; names.has(`py:${candidate}`); n++) candidate = `then_${n}`;
+  return candidate;
 }
 
 function parseTool(raw, where) {
@@ -67,6 +79,7 @@ function parseServer(raw, where) {
     names.add(`py:${tool.py_name}`);
     server.tools.push(tool);
   });
+  for (const tool of server.tools) tool.js_name = jsName(tool.py_name, names);
   return server;
 }
 
@@ -108,12 +121,15 @@ function jsonTypeMatches(value, type) {
   }
 }
 
-// Why `value` cannot go out as JSON, or null.
+// Why `value` cannot go out as JSON, or null. `depth`: the arrays and objects around it.
+// Deeper than MAX_ARGUMENT_DEPTH the tool_call frame would break sandboxd's nesting limit.
 function jsonProblem(value, depth) {
-  if (depth > 200) return 'nested too deeply (or circular)';
   if (value === null || typeof value === 'string' || typeof value === 'boolean') return null;
   if (typeof value === 'number') return Number.isFinite(value) ? null : `${value} is not JSON`;
   if (typeof value !== 'object') return `a ${typeof value} is not JSON`;
+  if (depth >= MAX_ARGUMENT_DEPTH) {
+    return `nested deeper than ${MAX_ARGUMENT_DEPTH} levels (or circular)`;
+  }
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
       const p = jsonProblem(value[i], depth + 1);
@@ -186,4 +202,4 @@ function checkArguments(owner, tool, args, strict) {
   return out;
 }
 
-module.exports = { parseCatalog, checkArguments, isObject };
+module.exports = { parseCatalog, checkArguments, isObject, jsonProblem };

@@ -13,6 +13,9 @@ const RESULT_LIMIT = 64 * 1024;                    // chars of the trailing expr
 const ERROR_MESSAGE_LIMIT = 64 * 1024;
 const TRACEBACK_LIMIT = 256 * 1024;
 const DEFAULT_TOOL_CALLS_IN_FLIGHT = 64;
+// Arrays and objects one tool-call argument may nest: the tool_call frame adds two levels
+// (the frame, `arguments`) and sandboxd refuses frames deeper than 128 (runner-protocol.md).
+const MAX_ARGUMENT_DEPTH = 120;
 const INTERRUPT_GRACE_MS = 250;                    // then the worker is terminated
 const WATCHDOG_PING_MS = 2000;                     // idle worker pinged this often (watchdog.js) ...
 const DEFAULT_IDLE_WATCHDOG_MS = 5000;             // ... and replaced without a pong this soon
@@ -54,6 +57,6 @@ function fixJsonSurrogates(json) {
 
 module.exports = {
   RUNNER_VERSION, MAX_FRAME_BYTES, OUTPUT_FLUSH_BYTES, OUTPUT_FLUSH_MS, OUTPUT_FRAME_CHARS,
-  RESULT_LIMIT, ERROR_MESSAGE_LIMIT, TRACEBACK_LIMIT, DEFAULT_TOOL_CALLS_IN_FLIGHT,
+  RESULT_LIMIT, ERROR_MESSAGE_LIMIT, TRACEBACK_LIMIT, DEFAULT_TOOL_CALLS_IN_FLIGHT, MAX_ARGUMENT_DEPTH,
   INTERRUPT_GRACE_MS, WATCHDOG_PING_MS, DEFAULT_IDLE_WATCHDOG_MS, CELL_PREFIX, log, cap, escapeLoneSurrogates, fixJsonSurrogates,
 };

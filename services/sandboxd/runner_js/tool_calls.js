@@ -8,6 +8,7 @@
 
 const { MAX_FRAME_BYTES } = require('./common');
 const { FrameTooLarge } = require('./protocol');
+const { isObject, jsonProblem } = require('./catalog');
 
 // {ok: true, value} or {ok: false, message} for a tool_result frame.
 function convertToolResult(reply) {
@@ -37,6 +38,18 @@ function convertToolResult(reply) {
     }
   }
   return { ok: true, value: content };
+}
+
+// Why the arguments a call posted cannot go out, or null. The worker checked them, but a
+// getter can give another value when they are cloned to this thread: this is the copy that
+// goes out (too deep for sandboxd, circular, or not JSON would cost the connection).
+function argumentsProblem(args) {
+  if (!isObject(args)) return 'the arguments are not an object';
+  for (const key of Object.keys(args)) {
+    const problem = jsonProblem(args[key], 0);
+    if (problem) return `argument '${key}' is not JSON-serializable: ${problem}`;
+  }
+  return null;
 }
 
 // The calls of one exec: sent, waiting for a slot, and the slot count.
@@ -70,6 +83,11 @@ class ToolCalls {
     while (calls.free > 0 && calls.waiting.length && !calls.closed) {
       const { call, reply } = calls.waiting.shift();
       const callId = `c${this.nextId++}`;
+      const problem = argumentsProblem(call.args);
+      if (problem) {
+        reply(call.k, { ok: false, message: problem });
+        continue;
+      }
       flushOutput();              // output printed before the call arrives first
       let sent;
       try {

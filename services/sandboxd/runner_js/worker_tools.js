@@ -23,6 +23,14 @@ class ToolError extends Error {
   }
 }
 
+// The entry of `list` named `name`, else the one whose py_name (then method name) is `name`.
+function byName(list, name) {
+  for (const key of ['name', 'py_name', 'js_name']) {
+    for (const entry of list) if (entry[key] === name) return entry;
+  }
+  return undefined;
+}
+
 class WorkerTools {
   constructor(post) {
     this.post = post;
@@ -77,13 +85,15 @@ class WorkerTools {
     this.execId = null;
   }
 
+  // callTool's names: an entry whose real (MCP) name is `name` wins over one whose py_name
+  // is (a tool 'a_b' and a tool 'a-b' with py_name 'a_b': 'a_b' is the first).
   find(serverName, toolName) {
-    const server = this.servers.find((s) => s.name === serverName || s.py_name === serverName);
+    const server = byName(this.servers, serverName);
     if (!server) {
       throw new ToolError(`no MCP server '${serverName}' (servers: ` +
         `${this.servers.map((s) => s.name).join(', ') || 'none'})`);
     }
-    const tool = server.tools.find((t) => t.name === toolName || t.py_name === toolName);
+    const tool = byName(server.tools, toolName);
     if (!tool) {
       throw new ToolError(`MCP server '${server.name}' has no tool '${toolName}' (tools: ` +
         `${server.tools.map((t) => t.name).join(', ') || 'none'})`);
@@ -94,15 +104,15 @@ class WorkerTools {
   serverObject(server) {
     const obj = {};
     for (const tool of server.tools) {
-      const owner = `${server.py_name}.${tool.py_name}()`;
+      const owner = `${server.py_name}.${tool.js_name}()`;
       const tools = this;
-      const method = { async [tool.py_name](args) {
+      const method = { async [tool.js_name](args) {
         return tools.call(server, tool, args, true, owner);
-      } }[tool.py_name];
-      Object.defineProperty(obj, tool.py_name, { value: method, enumerable: true });
+      } }[tool.js_name];
+      Object.defineProperty(obj, tool.js_name, { value: method, enumerable: true });
     }
     Object.defineProperty(obj, Symbol.for('nodejs.util.inspect.custom'), {
-      value: () => `[MCP server '${server.name}': ${server.tools.map((t) => t.py_name).join(', ') ||
+      value: () => `[MCP server '${server.name}': ${server.tools.map((t) => t.js_name).join(', ') ||
         'no tools'}]`,
     });
     return Object.freeze(obj);

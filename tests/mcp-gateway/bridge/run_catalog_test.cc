@@ -218,6 +218,21 @@ TEST(DescribeRunJavaScriptTest, UpstreamTextCannotBreakOutOfComments) {
   EXPECT_THAT(d, HasSubstr("- down: unavailable (refused *\\/ injected second line)"));
 }
 
+// The JavaScript runner renames a `then` tool (a server object with a `then` method would be
+// a thenable): the declarations and the list of method names say then_ too.
+TEST(DescribeRunJavaScriptTest, AThenToolIsDescribedByItsJavaScriptName) {
+  UpstreamStatus s = Server("h", 2);
+  s.tools[1].name = "then";
+  const std::string full = DescribeRunJavaScript({s}, 1 << 20);
+  EXPECT_THAT(full, HasSubstr("   * MCP name: \"then\"\n   */\n  then_(args: {"));
+  EXPECT_THAT(full, Not(HasSubstr(" then(")));
+  std::string names = full;
+  for (size_t max = full.size(); names.find("declare const") != std::string::npos; max -= 64) {
+    names = DescribeRunJavaScript({s}, max);
+  }
+  EXPECT_THAT(names, HasSubstr("- h (mcp_h): tool_0, then_\n"));
+}
+
 TEST(DescribeRunJavaScriptTest, ChangesWhenTheCatalogChanges) {
   EXPECT_NE(DescribeRunJavaScript({Server("a", 1)}, 8192),
             DescribeRunJavaScript({Server("a", 2)}, 8192));

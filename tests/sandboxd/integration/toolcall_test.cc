@@ -280,5 +280,49 @@ out
   EXPECT_EQ(out.finished.result_repr(), "['ToolError', 'ToolError']") << out.finished.DebugString();
 }
 
+// sandboxd ends a session over a frame nested deeper than 128 levels; the runners refuse an
+// argument deeper than 120 (the tool_call frame adds two), so user code gets an ordinary
+// error and keeps its session. An argument 120 deep goes out. Both runtimes.
+TEST_F(ToolCallTest, ADeepArgumentIsAnErrorAndTheSessionIsKept) {
+  const struct {
+    const char* runtime;
+    const char* setup;
+    const char* call;  // deep(N) nests N levels
+  } kCases[] = {
+      {"python",
+       "keep = 42\ndef deep(n):\n    v = 1\n    for _ in range(n): v = [v]\n    return v",
+       "await call_tool('everything', 'echo', {'message': 'm', 'd': deep(N)})"},
+      {"javascript",
+       "globalThis.keep = 42; globalThis.deep = (n) => { let v = 1; "
+       "for (let i = 0; i < n; i++) v = [v]; return v; }",
+       "await callTool('everything', 'echo', { message: 'm', d: deep(N) })"},
+  };
+  for (const auto& c : kCases) {
+    SCOPED_TRACE(c.runtime);
+    auto call = [&c](int n) {
+      std::string code = c.call;
+      return code.replace(code.find("deep(N)"), 7, "deep(" + std::to_string(n) + ")");
+    };
+    sandbox::v1::CreateSessionRequest req;
+    req.set_runtime(c.runtime);
+    AddTool(req.mutable_catalog(), "everything", "echo", kMessageSchema);
+    const std::string id = CreateSession(*stub_, req).id();
+    ASSERT_EQ(RunCode(*stub_, id, c.setup).status(), Finished::OK);
+    for (int n : {127, 200}) {
+      ExecuteOutcome out = Execute(*stub_, Start(id, call(n)), Answer);
+      ASSERT_TRUE(out.got_finished) << n;
+      EXPECT_EQ(out.finished.status(), Finished::ERROR) << n << out.finished.DebugString();
+      EXPECT_EQ(out.finished.error().type(), "TypeError") << n;
+      EXPECT_NE(out.finished.error().message().find("nested deeper than 120 levels"),
+                std::string::npos) << out.finished.error().message();
+      EXPECT_EQ(out.finished.tool_calls(), 0u) << n;
+    }
+    ExecuteOutcome out = Execute(*stub_, Start(id, call(120)), Answer);
+    EXPECT_EQ(out.finished.status(), Finished::OK) << out.finished.DebugString();
+    EXPECT_EQ(out.finished.tool_calls(), 1u);
+    EXPECT_EQ(RunCode(*stub_, id, "keep").result_repr(), "42");
+  }
+}
+
 }  // namespace
 }  // namespace sandboxd::testing

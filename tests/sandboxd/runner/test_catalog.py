@@ -3,7 +3,7 @@ mapping, the discovery helpers, and set_catalog replacing servers."""
 
 import unittest
 
-from harness import CATALOG, CatalogTestCase
+from harness import CATALOG, CatalogTestCase, text_result
 
 
 class CatalogTest(CatalogTestCase):
@@ -103,6 +103,29 @@ class CatalogTest(CatalogTestCase):
         self.assertOk(res)
         self.assertEqual(res.value, [False, ["memory"], sorted(
             ["memory.search", "memory.read_graph", "search", "read_graph"]), 1])
+
+    def test_real_mcp_names_win_over_python_names(self):
+        # As catalog.cc names them: 'a-b' came first, so the tool 'a_b' is a_b_2; the
+        # server 'b' is mcp_b, so the server 'mcp_b' is mcp_mcp_b.
+        tool = lambda name, py_name: {"name": name, "py_name": py_name,  # noqa: E731
+                                      "input_schema": {"type": "object"}}
+        self.client.set_catalog({"servers": [
+            {"name": "h", "py_name": "mcp_h", "tools": [tool("a-b", "a_b"), tool("a_b", "a_b_2")]},
+            {"name": "b", "py_name": "mcp_b", "tools": [tool("echo", "echo")]},
+            {"name": "mcp_b", "py_name": "mcp_mcp_b", "tools": [tool("echo", "echo")]},
+        ]})
+        answer = lambda frame: {"ok": True, "result": text_result("1")}  # noqa: E731
+        res = self.client.exec(
+            "await call_tool('h', 'a_b'); await call_tool('h', 'a-b')\n"
+            "await call_tool('h', 'a_b_2'); await call_tool('mcp_b', 'echo')\n"
+            "await call_tool('b', 'echo'); await call_tool('mcp_mcp_b', 'echo')\n"
+            "await mcp_h['a_b'](); await tools['a_b']()\n"
+            "[_schema(n)['name'] for n in ('h.a_b', 'mcp_h.a_b', 'a_b', 'mcp_b.echo', 'b.echo')]",
+            on_tool_call=answer)
+        self.assertOk(res)
+        self.assertEqual([f"{c['server']}/{c['tool']}" for c in res.calls], [
+            "h/a_b", "h/a-b", "h/a_b", "mcp_b/echo", "b/echo", "mcp_b/echo", "h/a_b", "h/a_b"])
+        self.assertEqual(res.value, ["h.a_b", "h.a_b", "h.a_b", "mcp_b.echo", "b.echo"])
 
 
 if __name__ == "__main__":

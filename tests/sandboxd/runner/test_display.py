@@ -72,6 +72,20 @@ class DisplayTest(RunnerTestCase):
         (bundle,) = res.displays
         self.assertEqual(json.loads(bundle["application/json"]), {"rows": [1, 2], "ok": True})
 
+    def test_json_nested_deeper_than_120_levels_is_not_sent(self):
+        # sandboxd refuses display JSON deeper than 128 levels (and ends the session)
+        res = self.client.exec("from mcp.display import JSON\n"
+                               "v = 1\n"
+                               "for _ in range(121): v = [v]\n"
+                               "display(JSON(v))\n"
+                               "display(JSON(v[0]))")
+        self.assertOk(res)
+        too_deep, fits = res.displays
+        self.assertEqual(sorted(too_deep), ["text/plain"])
+        self.assertEqual(json.loads(fits["application/json"]), json.loads("[" * 120 + "1" + "]" * 120))
+        self.assertIn("application/json data is nested deeper than 120 levels; not sent",
+                      res.stream("stderr"))
+
     def test_raw_bundles_and_include_exclude(self):
         res = self.client.exec(
             "display({'text/markdown': '# t', 'text/plain': 't'}, raw=True)\n"

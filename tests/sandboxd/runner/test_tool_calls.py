@@ -33,6 +33,47 @@ class ToolCallTest(CatalogTestCase):
         self.assertIn("'message' must be string, not int", res.error["message"])
         self.assertIn("mcp_everything.echo()", res.error["message"])
 
+    def test_arguments_nested_deeper_than_120_levels_are_refused(self):
+        # sandboxd refuses a frame deeper than 128 levels, and the tool_call frame adds two
+        answer = lambda frame: {"ok": True, "result": text_result("1")}  # noqa: E731
+        self.client.exec("keep = 42\n"
+                         "def deep(n):\n"
+                         "    v = 1\n"
+                         "    for i in range(n):\n"
+                         "        v = [v] if i % 2 else {'o': v}\n"
+                         "    return v")
+        res = self.client.exec(
+            "await call_tool('everything', 'echo', {'message': 'm', 'd': deep(120)})\n"
+            "await mcp_everything.search(query='q', tags=[deep(119)])", on_tool_call=answer)
+        self.assertOk(res)
+        depth = lambda v: 1 + max(map(depth, v.values() if isinstance(v, dict) else v),  # noqa
+                                  default=0) if isinstance(v, (dict, list)) else 0
+        self.assertEqual([depth(c) for c in res.calls], [122, 122])
+        for n in (121, 125, 200):
+            for code in (f"call_tool('everything', 'echo', {{'message': 'm', 'd': deep({n})}})",
+                         f"mcp_everything.search(query='q', tags=[deep({n - 1})])"):
+                with self.subTest(code=code):
+                    res = self.client.exec(f"await {code}", on_tool_call=answer)
+                    self.assertEqual(res.status, "error")
+                    self.assertEqual(res.error["type"], "TypeError", res.error)
+                    self.assertIn("nested deeper than 120 levels", res.error["message"])
+                    self.assertEqual(res.calls, [])
+        # a value that grows while its call waits for a slot is checked again when it goes out
+        slow = lambda frame: time.sleep(0.3) or answer(frame)  # noqa: E731
+        res = self.client.exec(
+            "d = []\n"
+            "a = asyncio.ensure_future(mcp_everything.echo(message='a'))\n"
+            "b = asyncio.ensure_future(call_tool('everything', 'echo', {'message': 'b', 'd': d}))\n"
+            "await asyncio.sleep(0.1)\n"
+            "d.append(deep(125))\n"
+            "await a\n"
+            "await b", on_tool_call=slow, max_tool_calls_in_flight=1)
+        self.assertEqual(res.status, "error")
+        self.assertEqual(res.error["type"], "ToolError", res.error)
+        self.assertIn("arguments nested deeper than 120 levels", res.error["message"])
+        self.assertEqual(len(res.calls), 1)
+        self.assertEqual(self.client.exec("keep").value, 42)
+
     def test_only_given_arguments_are_sent(self):
         answer = lambda frame: {"ok": True, "result": text_result("[]")}  # noqa: E731
         res = self.client.exec(

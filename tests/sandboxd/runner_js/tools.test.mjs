@@ -87,6 +87,33 @@ describe('javascript runner: tool calls', () => {
     assert.deepEqual(opt.calls[0].arguments, { query: 'q', tags: null });
   });
 
+  it('refuses arguments nested deeper than 120 levels, which sandboxd would refuse the frame of', async () => {
+    await client.exec('globalThis.keep = 42; globalThis.deep = (n) => { let v = 1; ' +
+      'for (let i = 0; i < n; i++) v = i % 2 ? [v] : { o: v }; return v; }');
+    const depth = (v) => (v !== null && typeof v === 'object' ?
+      1 + Math.max(0, ...Object.values(v).map(depth)) : 0);
+    const ok = await client.exec('await callTool("everything", "echo", { message: "m", d: deep(120) })',
+      { onToolCall: answer(textResult('1')) });
+    assert.equal(ok.status, 'ok', JSON.stringify(ok.error));
+    assert.equal(depth(ok.calls[0]), 122, 'within sandboxd\'s 128 levels');
+    for (const n of [121, 125, 200, 10000]) {
+      const r = await client.exec(`await callTool("everything", "echo", { message: "m", d: deep(${n}) })`,
+        { onToolCall: answer(textResult('1')) });
+      assert.equal(r.status, 'error', `${n}`);
+      assert.equal(r.error.type, 'TypeError', `${n}`);
+      assert.match(r.error.message, /argument 'd' is not JSON-serializable: nested deeper than 120 levels/);
+      assert.equal(r.calls.length, 0, `${n}`);
+    }
+    // a getter read again when the arguments are copied for sending: checked there too
+    const sly = await client.exec('let reads = 0; const d = {};\n' +
+      'Object.defineProperty(d, "x", { enumerable: true, get: () => (reads++ ? deep(125) : 1) });\n' +
+      'await callTool("everything", "echo", { message: "m", d })', { onToolCall: answer(textResult('1')) });
+    assert.equal(sly.error.type, 'ToolError', JSON.stringify(sly.error));
+    assert.match(sly.error.message, /argument 'd' is not JSON-serializable: nested deeper than 120/);
+    assert.equal(sly.calls.length, 0);
+    assert.equal((await client.exec('keep')).result, '42');
+  });
+
   it('runs Promise.all of 100 calls with at most max_tool_calls_in_flight unanswered', async () => {
     const id = client.startExec('const rs = await Promise.all(Array.from({ length: 100 }, (_, i) =>' +
       ' mcp_everything.add({ a: i, b: 1 }))); rs.reduce((s, v) => s + v.sum, 0)', { maxCalls: 4 });

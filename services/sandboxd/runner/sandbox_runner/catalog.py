@@ -7,11 +7,23 @@ import json
 import keyword
 import re
 
+from .common import MAX_JSON_DEPTH, nests_deeper
 from .protocol import ProtocolError
 
 
 _JSON_TYPES = {"string": str, "integer": int, "number": float, "boolean": bool,
                "array": list, "object": dict, "null": None}
+
+
+def _json_problem(value):
+    """Why `value` cannot go out in a tool_call frame, or None."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return str(exc)
+    if nests_deeper(value, MAX_JSON_DEPTH):
+        return f"nested deeper than {MAX_JSON_DEPTH} levels"
+    return None
 
 
 def _json_type_matches(value, json_type):
@@ -73,11 +85,10 @@ class ParamSpec:
         if self.types and not any(_json_type_matches(value, t) for t in self.types):
             raise TypeError(f"{owner}(): argument {self.name!r} must be {self.type_text}, "
                             f"not {type(value).__name__}")
-        try:
-            json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError, RecursionError) as exc:
+        problem = _json_problem(value)
+        if problem:
             raise TypeError(f"{owner}(): argument {self.name!r} is not JSON-serializable: "
-                            f"{exc}") from None
+                            f"{problem}")
 
 
 def _parameter_name(name, taken):
@@ -233,12 +244,9 @@ class ToolSpec:
                 raise TypeError(f"{owner}: argument names must be strings, not {name!r}")
             if name in by_name:
                 by_name[name].check(owner, value)
-            else:
-                try:
-                    json.dumps(value, allow_nan=False)
-                except (TypeError, ValueError, RecursionError) as exc:
-                    raise TypeError(f"{owner}: argument {name!r} is not JSON-serializable: "
-                                    f"{exc}") from None
+            elif (problem := _json_problem(value)):
+                raise TypeError(f"{owner}: argument {name!r} is not JSON-serializable: "
+                                f"{problem}")
         return dict(arguments)
 
     def info(self):

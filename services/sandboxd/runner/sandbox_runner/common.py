@@ -16,6 +16,9 @@ ERROR_MESSAGE_LIMIT = 64 * 1024             # chars of str(exception)
 TRACEBACK_LIMIT = 256 * 1024                # chars of a formatted traceback
 LINECACHE_BUDGET = 32 * 1024 * 1024         # chars of cell sources kept for tracebacks
 INTERRUPT_RESEND_INTERVAL = 0.02            # see InterruptController
+# Lists and dicts a tool-call argument (or a display's JSON) may nest: the tool_call frame
+# adds two levels (the frame, `arguments`), and sandboxd refuses JSON deeper than 128.
+MAX_JSON_DEPTH = 120
 
 RESULT_NAME = "__sandbox_cell_result__"     # hidden global that receives the trailing expression
 CELL_PREFIX = "<cell-"                      # filenames of agent code: <cell-1>, <cell-2>, ...
@@ -30,6 +33,24 @@ def log(message):
             stream.flush()
         except (OSError, ValueError):
             pass
+
+
+def nests_deeper(value, limit):
+    """Whether `value` has more than `limit` levels of dicts, lists and tuples (what
+    json.dumps writes as objects and arrays); a cycle is infinitely deep."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _runner_code_filename():

@@ -22,7 +22,7 @@ import io
 import json
 import sys
 
-from .common import RESULT_REPR_LIMIT
+from .common import MAX_JSON_DEPTH, RESULT_REPR_LIMIT, nests_deeper
 
 MIME_TYPES = ("text/plain", "text/html", "text/markdown", "text/latex", "image/png",
               "image/jpeg", "image/svg+xml", "application/json")
@@ -116,10 +116,15 @@ def _normalise_value(mime, value):
         return base64.b64encode(bytes(value)).decode("ascii")
     if mime == "application/json":
         try:
-            return json.dumps(value, ensure_ascii=False, allow_nan=False)
+            text = json.dumps(value, ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError, RecursionError) as exc:
             _warn(f"application/json data is not JSON: {exc}; not sent")
             return None
+        if nests_deeper(value, MAX_JSON_DEPTH):   # sandboxd would end the session
+            _warn(f"application/json data is nested deeper than {MAX_JSON_DEPTH} levels; "
+                  f"not sent")
+            return None
+        return text
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).decode("utf-8", "replace")
     if not isinstance(value, str):

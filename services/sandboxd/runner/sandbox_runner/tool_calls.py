@@ -8,7 +8,7 @@ import itertools
 import json
 import threading
 
-from .common import MAX_FRAME_BYTES
+from .common import MAX_FRAME_BYTES, MAX_JSON_DEPTH, nests_deeper
 from .protocol import FrameTooLarge
 
 
@@ -167,6 +167,11 @@ class ToolCalls:
             self._runner.capture.flush()     # output printed before the call arrives first
             frame = {"type": "tool_call", "id": state.id, "call_id": call_id,
                      "server": server, "tool": tool, "arguments": arguments}
+            # Checked before (TypeError), but the values may have changed since (sandboxd
+            # would end the session over a frame deeper than 128 levels).
+            if nests_deeper(arguments, MAX_JSON_DEPTH + 1):
+                raise ToolError(f"arguments nested deeper than {MAX_JSON_DEPTH} levels",
+                                server, tool)
             try:
                 sent = state.conn.send(frame)
             except FrameTooLarge as exc:

@@ -43,6 +43,16 @@ class ToolNotFoundError(KeyError):
 ToolNotFoundError.__module__ = "__main__"   # no module in tracebacks, like ToolError
 
 
+def _by_name(entries, name):
+    """The server or tool whose MCP name is `name`, else the one whose py_name is, else
+    None: a real name wins (the tool 'a_b' over the tool 'a-b' whose py_name is 'a_b')."""
+    for attr in ("name", "py_name"):
+        for entry in entries:
+            if getattr(entry, attr) == name:
+                return entry
+    return None
+
+
 def _suggest(name, candidates):
     matches = difflib.get_close_matches(name, list(candidates), n=5, cutoff=0.5)
     return f"; did you mean {', '.join(repr(m) for m in matches)}?" if matches else ""
@@ -76,9 +86,9 @@ class MCPServer:
 
     def __getitem__(self, name):
         """Look a tool up by its original MCP name (or its Python name)."""
-        for tool in self.__spec.tools:
-            if name in (tool.name, tool.py_name):
-                return self.__proxies[tool.py_name]
+        tool = _by_name(self.__spec.tools, name)
+        if tool is not None:
+            return self.__proxies[tool.py_name]
         raise ToolNotFoundError(f"MCP server {self.__spec.name!r} has no tool {name!r}"
                                 f"{_suggest(name, [t.name for t in self.__spec.tools])}")
 
@@ -142,18 +152,18 @@ class Toolbox:
     # -- lookups ---------------------------------------------------------------------
 
     def find_server(self, name):
-        for server in self.servers:
-            if name in (server.name, server.py_name):
-                return server
+        server = _by_name(self.servers, name)
+        if server is not None:
+            return server
         raise ValueError(f"unknown MCP server {name!r}"
                          f"{_suggest(str(name), [s.name for s in self.servers])} "
                          f"(servers: {', '.join(s.name for s in self.servers) or 'none'})")
 
     def find_tool(self, server_name, tool_name):
         server = self.find_server(server_name)
-        for tool in server.tools:
-            if tool_name in (tool.name, tool.py_name):
-                return tool
+        tool = _by_name(server.tools, tool_name)
+        if tool is not None:
+            return tool
         raise ValueError(f"MCP server {server.name!r} has no tool {tool_name!r}"
                          f"{_suggest(str(tool_name), [t.name for t in server.tools])}")
 
@@ -162,19 +172,20 @@ class Toolbox:
         unambiguous bare tool name -> ToolSpec; KeyError otherwise."""
         if not isinstance(name, str):
             raise ToolNotFoundError(f"tool names are strings, not {type(name).__name__}")
-        for server in self.servers:
-            for prefix in (server.name + ".", server.py_name + "."):
-                if name.startswith(prefix):
-                    rest = name[len(prefix):]
-                    for tool in server.tools:
-                        if rest in (tool.name, tool.py_name):
-                            return tool
-        matches = [t for s in self.servers for t in s.tools if name in (t.name, t.py_name)]
-        if len(matches) == 1:
-            return matches[0]
-        if matches:
-            options = ", ".join(f"{t.server.name}.{t.name}" for t in matches)
-            raise ToolNotFoundError(f"tool name {name!r} is ambiguous: {options}")
+        for attr in ("name", "py_name"):        # real names first, as _by_name
+            for server in self.servers:
+                prefix = getattr(server, attr) + "."
+                tool = _by_name(server.tools, name[len(prefix):]) \
+                    if name.startswith(prefix) else None
+                if tool is not None:
+                    return tool
+        for attr in ("name", "py_name"):
+            matches = [t for s in self.servers for t in s.tools if getattr(t, attr) == name]
+            if len(matches) == 1:
+                return matches[0]
+            if matches:
+                options = ", ".join(f"{t.server.name}.{t.name}" for t in matches)
+                raise ToolNotFoundError(f"tool name {name!r} is ambiguous: {options}")
         everything = [f"{s.name}.{t.name}" for s in self.servers for t in s.tools]
         raise ToolNotFoundError(f"no tool named {name!r}{_suggest(name, everything)}")
 
