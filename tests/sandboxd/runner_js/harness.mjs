@@ -237,11 +237,23 @@ export class RunnerContainer {
   }
 
   // A new connection that has read `ready`; returns [client, ready].
+  // ECONNREFUSED is tried again for 10 s: the socket file appears at bind, before listen,
+  // and a runner that has just lost its connection takes it back up (under load, seconds).
   async connect() {
-    const socket = await new Promise((resolve, reject) => {
-      const s = net.createConnection(this.socketPath, () => resolve(s));
-      s.once('error', reject);
-    });
+    const deadline = Date.now() + 10000;
+    let socket;
+    for (;;) {
+      try {
+        socket = await new Promise((resolve, reject) => {
+          const s = net.createConnection(this.socketPath, () => resolve(s));
+          s.once('error', reject);
+        });
+        break;
+      } catch (e) {
+        if (e.code !== 'ECONNREFUSED' || Date.now() > deadline) throw e;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
     const client = new Client(socket);
     this.clients.push(client);
     const ready = await client.expect('ready');
