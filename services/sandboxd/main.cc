@@ -1,9 +1,7 @@
 // sandboxd: runs Python for AI agents in hardened Podman containers behind the
 // sandbox.v1 gRPC API. See README.md for flags, the security model and grpcurl usage.
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -25,6 +23,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "sandboxd/grpc_service.h"
+#include "sandboxd/instance_lock.h"
 #include "sandboxd/podman_runtime.h"
 #include "sandboxd/tcp_auth.h"
 #include "sandboxd/sd_notify.h"
@@ -169,7 +168,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string DefaultSocket() {
+// --socket, else its default.
+std::string SocketPath() {
+  if (std::string flag = absl::GetFlag(FLAGS_socket); !flag.empty()) return flag;
   if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg && *xdg) {
     return absl::StrCat(xdg, "/sandboxd/sandboxd.sock");
   }
@@ -197,32 +198,6 @@ std::string DefaultRunner(const std::string& file, const std::string& built) {
     }
   }
   return built;
-}
-
-// Creates the socket's directory 0700 (owned by us) and removes a stale socket. Refuses
-// to start when another daemon answers on it.
-absl::Status PrepareSocket(const std::string& path) {
-  fs::path dir = fs::path(path).parent_path();
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return absl::FailedPreconditionError(absl::StrCat("cannot create ", dir.string(), ": ", ec.message()));
-  struct stat st;
-  if (stat(dir.c_str(), &st) != 0 || st.st_uid != geteuid()) {
-    return absl::FailedPreconditionError(absl::StrCat(dir.string(), " is not owned by us"));
-  }
-  chmod(dir.c_str(), 0700);
-  if (fs::exists(path)) {
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    if (path.size() >= sizeof addr.sun_path) return absl::InvalidArgumentError("socket path too long");
-    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    bool live = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-    close(fd);
-    if (live) return absl::AlreadyExistsError(absl::StrCat("another sandboxd serves ", path));
-    fs::remove(path, ec);
-  }
-  return absl::OkStatus();
 }
 
 // `--self_check`: one session, print(1), clean up. The verdict goes to stderr.
@@ -465,6 +440,7 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
     return 1;
   }
   chmod(socket_path.c_str(), 0600);
+  sandboxd::BoundSocket bound = sandboxd::BoundSocket::Pin(socket_path);
   auto* health = server->GetHealthCheckService();
   manager.SetReadinessListener([health, &notifier](const sandboxd::Readiness& r) {
     SetHealth(health, r.serving);
@@ -494,8 +470,7 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
                    absl::ToChronoMilliseconds(
                        std::min(absl::GetFlag(FLAGS_shutdown_grace), codemode::kLongestWait)));
   manager.Shutdown();
-  std::error_code ec;
-  fs::remove(socket_path, ec);
+  bound.RemoveIfOurs();  // not a socket another daemon bound there since
   spdlog::info("stopped");
   return 0;
 }
@@ -533,6 +508,15 @@ int main(int argc, char** argv) {
   if (!options.ok()) {
     spdlog::critical("{}", options.status().message());
     return 2;
+  }
+  const std::string socket_path = SocketPath();
+  // Held until exit, drain included (instance_lock.h); --self_check has its own state dir.
+  absl::StatusOr<sandboxd::DaemonLocks> locks =
+      absl::GetFlag(FLAGS_self_check) ? sandboxd::DaemonLocks{}
+                                      : sandboxd::ClaimStateAndSocket(options->state_dir, socket_path);
+  if (!locks.ok()) {
+    spdlog::critical("{}", locks.status().message());
+    return 1;
   }
   // Outlives the runtime, the manager and the server. Without --metrics_listen nothing is
   // counted (nobody could read it).
@@ -575,12 +559,6 @@ int main(int argc, char** argv) {
       return 2;
     }
     tls = *std::move(loaded);
-  }
-  std::string socket_path = absl::GetFlag(FLAGS_socket);
-  if (socket_path.empty()) socket_path = DefaultSocket();
-  if (absl::Status s = PrepareSocket(socket_path); !s.ok()) {
-    spdlog::critical("{}", s.message());
-    return 1;
   }
   sandboxd::SessionManager manager(*options, &runtime, &clock);
   if (absl::Status s = manager.Start(); !s.ok()) {

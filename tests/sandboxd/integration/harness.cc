@@ -158,7 +158,7 @@ std::string TestIsolation() {
   return isolation && *isolation ? isolation : "container";
 }
 
-bool SandboxdProcess::Start(std::vector<std::string> env_overrides) {
+void SandboxdProcess::Spawn(const std::vector<std::string>& env_overrides) {
   std::vector<std::string> argv = {run_as_ && !run_as_->binary.empty() ? run_as_->binary : SandboxdBinary(),
                                    "--socket=" + socket_,
                                    "--state_dir=" + state_dir_, "--pool_size=0",
@@ -197,23 +197,39 @@ bool SandboxdProcess::Start(std::vector<std::string> env_overrides) {
     _exit(127);
   }
   if (pid_ > 0) TellWatchdog(absl::StrCat("pid=", pid_));
+}
+
+int SandboxdProcess::WaitServingOrExit() {
   for (int i = 0; i < 600; ++i) {
     // A fresh channel per attempt: a channel that failed once backs off for seconds.
     auto stub = Stub();
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
     sandbox::v1::Info info;
-    if (fs::exists(socket_) && stub->GetInfo(&ctx, {}, &info).ok()) return true;
+    if (fs::exists(socket_) && stub->GetInfo(&ctx, {}, &info).ok()) return -1;
     int status;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
-      ADD_FAILURE() << "sandboxd exited during start-up:\n" << Log();
-      return false;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  ADD_FAILURE() << "sandboxd did not answer within 30 s:\n" << Log();
+  return -2;
+}
+
+bool SandboxdProcess::Start(std::vector<std::string> env_overrides) {
+  Spawn(env_overrides);
+  const int rc = WaitServingOrExit();
+  if (rc == -1) return true;
+  ADD_FAILURE() << (rc == -2 ? "sandboxd did not answer within 30 s:\n"
+                             : "sandboxd exited during start-up:\n")
+                << Log();
   return false;
+}
+
+int SandboxdProcess::StartExpectingExit() {
+  Spawn({});
+  return WaitServingOrExit();
 }
 
 int SandboxdProcess::Stop() {

@@ -11,10 +11,12 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "grpcpp/grpcpp.h"
@@ -44,6 +46,12 @@ class SandboxdProcess {
   // Starts the daemon and waits until its socket answers GetInfo. False on failure
   // (with the daemon's log printed).
   bool Start(std::vector<std::string> env_overrides = {});
+  // Starts a daemon that should refuse to start: returns its exit code once it has
+  // exited, -1 when it serves instead (it is then running, as after Start), -2 when it
+  // did neither within 30 s.
+  int StartExpectingExit();
+  // Serves on `path` (another daemon's socket, say) instead of a private one.
+  void UseSocket(const std::string& path) { socket_ = path; }
   // SIGTERM and wait; returns the exit code (128+signal when killed).
   int Stop();
   // SIGKILL (a crash) and wait.
@@ -68,6 +76,11 @@ class SandboxdProcess {
   // containers and directory. Told "done" by the destructor after a normal clean-up.
   void StartWatchdog();
   void TellWatchdog(const std::string& line);
+  // Forks and execs the daemon (pid_).
+  void Spawn(const std::vector<std::string>& env_overrides);
+  // -1 once the socket answers GetInfo; the exit code once the daemon has exited; -2
+  // after 30 s of neither.
+  int WaitServingOrExit();
 
   std::optional<RunAs> run_as_;
   int watchdog_fd_ = -1;  // write end; closing it without "done" triggers the clean-up
@@ -95,6 +108,16 @@ grpc::Status GetSession(sandbox::v1::SandboxService::Stub& stub, const std::stri
 // The isolation mode this run of the suite is for: "container" or "gvisor"
 // (SANDBOXD_TEST_ISOLATION, set by tests/CMakeLists.txt for the gvisor.* copies).
 std::string TestIsolation();
+
+// Polls `pred` every 100 ms until it holds or `timeout_ms` has passed; its last answer.
+template <typename Pred>
+bool WaitFor(Pred pred, int timeout_ms = 20000) {
+  for (int waited = 0; waited < timeout_ms; waited += 100) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return pred();
+}
 
 // Runs a shell command, returns stdout (for podman inspection in tests).
 std::string Sh(const std::string& cmd, int* exit_code = nullptr);

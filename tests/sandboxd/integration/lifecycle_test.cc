@@ -23,15 +23,6 @@ namespace {
 namespace fs = std::filesystem;
 using sandbox::v1::Finished;
 
-template <typename Pred>
-bool WaitFor(Pred pred, int timeout_ms = 20000) {
-  for (int waited = 0; waited < timeout_ms; waited += 100) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return pred();
-}
-
 grpc::health::v1::HealthCheckResponse::ServingStatus Health(SandboxdProcess& d,
                                                             const std::string& service) {
   auto health = grpc::health::v1::Health::NewStub(d.Channel());

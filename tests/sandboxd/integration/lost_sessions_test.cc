@@ -33,15 +33,6 @@ for so in [o for o in gc.get_objects() if isinstance(o, socket.socket) and o.fil
 time.sleep(5)
 )";
 
-template <typename Pred>
-bool WaitFor(Pred pred, int timeout_ms = 20000) {
-  for (int waited = 0; waited < timeout_ms; waited += 100) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return pred();
-}
-
 sandbox::v1::CreateSessionRequest Owned(const std::string& owner) {
   sandbox::v1::CreateSessionRequest r;
   r.set_owner(owner);

@@ -1,0 +1,168 @@
+#include "sandboxd/instance_lock.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace sandboxd {
+namespace {
+
+namespace fs = std::filesystem;
+
+absl::Status Failed(const std::string& what, const std::string& path, int err) {
+  return absl::FailedPreconditionError(absl::StrCat(what, " ", path, ": ", strerror(err)));
+}
+
+// The pid the holder wrote into the lock file; 0 when unknown (it may not have written it yet).
+long HolderPid(int fd) {
+  char buf[32] = {0};
+  ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+  long pid = 0;
+  if (n <= 0 || !absl::SimpleAtoi(absl::StripAsciiWhitespace(std::string(buf, n)), &pid)) return 0;
+  return pid > 0 ? pid : 0;
+}
+
+// Creates `dir` (0700) if missing and requires it to be ours.
+absl::Status OwnDirectory(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return absl::FailedPreconditionError(absl::StrCat("cannot create ", dir.string(), ": ", ec.message()));
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0 || st.st_uid != geteuid()) {
+    return absl::FailedPreconditionError(absl::StrCat(dir.string(), " is not owned by us"));
+  }
+  chmod(dir.c_str(), 0700);
+  return absl::OkStatus();
+}
+
+// Removes a stale socket at `path`. ALREADY_EXISTS when a daemon answers on it: one that
+// takes no lock (an older sandboxd), since one that does was refused before this.
+absl::Status RemoveStaleSocket(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(path, ec))) return absl::OkStatus();
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path) return absl::InvalidArgumentError("socket path too long");
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  bool live = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  close(fd);
+  if (live) return absl::AlreadyExistsError(absl::StrCat("another sandboxd serves ", path));
+  fs::remove(path, ec);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<InstanceLock> InstanceLock::Acquire(const std::string& path,
+                                                   const std::string& what) {
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return Failed("cannot open the lock file", path, errno);
+  InstanceLock lock(fd);
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    if (err != EWOULDBLOCK) return Failed("cannot lock", path, err);
+    const long pid = HolderPid(fd);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "another sandboxd", pid ? absl::StrCat(" (pid ", pid, ")") : "", " holds ", what,
+        " (lock ", path, "); it may still be draining after SIGTERM: start this one once it "
+        "has exited"));
+  }
+  const std::string pid = absl::StrCat(getpid(), "\n");
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+    return Failed("cannot write", path, errno);
+  }
+  return lock;
+}
+
+InstanceLock::InstanceLock(InstanceLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+
+InstanceLock& InstanceLock::operator=(InstanceLock&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = other.fd_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+InstanceLock::~InstanceLock() {
+  if (fd_ >= 0) close(fd_);  // drops the flock
+}
+
+absl::StatusOr<DaemonLocks> ClaimStateAndSocket(const std::string& state_dir,
+                                                const std::string& socket_path) {
+  DaemonLocks locks;
+  std::error_code ec;
+  fs::create_directories(state_dir, ec);  // 0700, as SessionManager::Start makes it
+  if (ec) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create state directory ", state_dir, ": ", ec.message()));
+  }
+  chmod(state_dir.c_str(), 0700);
+  absl::StatusOr<InstanceLock> state =
+      InstanceLock::Acquire(state_dir + "/sandboxd.lock", "the state directory " + state_dir);
+  if (!state.ok()) return state.status();
+  locks.state = *std::move(state);
+  if (absl::Status s = OwnDirectory(fs::path(socket_path).parent_path()); !s.ok()) return s;
+  absl::StatusOr<InstanceLock> socket =
+      InstanceLock::Acquire(socket_path + ".lock", "the socket " + socket_path);
+  if (!socket.ok()) return socket.status();
+  locks.socket = *std::move(socket);
+  if (absl::Status s = RemoveStaleSocket(socket_path); !s.ok()) return s;
+  return locks;
+}
+
+BoundSocket BoundSocket::Pin(const std::string& path) {
+  BoundSocket bound;
+  int fd = open(path.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0) return bound;
+  if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+    close(fd);
+    return bound;
+  }
+  bound.path_ = path;
+  bound.fd_ = fd;
+  return bound;
+}
+
+BoundSocket::BoundSocket(BoundSocket&& other) noexcept
+    : path_(std::move(other.path_)), fd_(other.fd_) {
+  other.fd_ = -1;
+}
+
+BoundSocket& BoundSocket::operator=(BoundSocket&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) close(fd_);
+    path_ = std::move(other.path_);
+    fd_ = other.fd_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+BoundSocket::~BoundSocket() {
+  if (fd_ >= 0) close(fd_);
+}
+
+bool BoundSocket::RemoveIfOurs() {
+  if (fd_ < 0) return false;
+  struct stat ours, now;
+  if (fstat(fd_, &ours) != 0 || lstat(path_.c_str(), &now) != 0) return false;
+  if (ours.st_dev != now.st_dev || ours.st_ino != now.st_ino) return false;
+  return unlink(path_.c_str()) == 0;
+}
+
+}  // namespace sandboxd

@@ -1,0 +1,100 @@
+// Integration: one sandboxd per state directory and per socket (instance_lock.h; attack
+// round 22, F1). A second daemon on the same state directory or socket is refused at once,
+// also while the first drains after SIGTERM, and the first keeps every session.
+#include <signal.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "harness.h"
+
+namespace sandboxd::testing {
+namespace {
+
+using sandbox::v1::Finished;
+using sandbox::v1::Session;
+
+// Whether `d`'s socket answers GetInfo now.
+bool Answers(const SandboxdProcess& d) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+  sandbox::v1::Info info;
+  return d.Stub()->GetInfo(&ctx, {}, &info).ok();
+}
+
+std::string Holds(const SandboxdProcess& holder, const std::string& what) {
+  return "another sandboxd (pid " + std::to_string(holder.pid()) + ") holds " + what;
+}
+
+TEST(InstanceLockTest, ASecondDaemonOnTheSameStateDirectoryIsRefused) {
+  SandboxdProcess first;
+  ASSERT_TRUE(first.Start());
+  auto stub = first.Stub();
+  Session s = CreateSession(*stub);
+  RunCode(*stub, s.id(), "kept = 'mine'");
+  // Its own socket, the same state directory: it would re-attach (and so take) every session.
+  SandboxdProcess second({}, first.state_dir());
+  EXPECT_EQ(second.StartExpectingExit(), 1) << second.Log();
+  EXPECT_NE(second.Log().find(Holds(first, "the state directory " + first.state_dir())),
+            std::string::npos)
+      << second.Log();
+  // The first daemon still has the session, its container and its variables.
+  EXPECT_EQ(RunCode(*stub, s.id(), "kept").result_repr(), "'mine'");
+  EXPECT_EQ(Sh(first.PodmanCommand() + " inspect -f '{{.State.Running}}' " + s.container_id()),
+            "true\n");
+  // Stopped before `second` goes: its destructor removes this state directory's containers.
+  EXPECT_EQ(first.Stop(), 0);
+}
+
+// What attack round 22's race.sh did: a second start while the first drains a running call
+// after SIGTERM, no longer answering on its socket but still holding every session.
+TEST(InstanceLockTest, ADaemonStartedWhileTheFirstDrainsIsRefusedAndALaterStartReattaches) {
+  SandboxdProcess first({"--shutdown_grace=60s"});
+  ASSERT_TRUE(first.Start());
+  auto stub = first.Stub();
+  Session busy = CreateSession(*stub);
+  Session idle = CreateSession(*stub);
+  RunCode(*stub, idle.id(), "kept = 'survives'");
+  Finished drained;
+  std::atomic<bool> started{false};
+  std::thread running([&] {
+    auto stub = first.Stub();
+    drained = Execute(*stub, Start(busy.id(), "import time\ntime.sleep(10)\n'drained'"), nullptr,
+                      false,
+                      [&](const sandbox::v1::ExecuteResponse& m, auto*) {
+                        if (m.has_started()) started = true;
+                      })
+                  .finished;
+  });
+  ASSERT_TRUE(WaitFor([&] { return started.load(); }));
+  ASSERT_EQ(kill(first.pid(), SIGTERM), 0);
+  EXPECT_TRUE(WaitFor([&] { return !Answers(first); }, 5000)) << first.Log();
+  // The same socket with another state directory, then the same socket and state directory.
+  SandboxdProcess other_state;
+  other_state.UseSocket(first.socket());
+  EXPECT_EQ(other_state.StartExpectingExit(), 1) << other_state.Log();
+  EXPECT_NE(other_state.Log().find(Holds(first, "the socket " + first.socket())),
+            std::string::npos)
+      << other_state.Log();
+  SandboxdProcess second({}, first.state_dir());
+  second.UseSocket(first.socket());
+  EXPECT_EQ(second.StartExpectingExit(), 1) << second.Log();
+  EXPECT_NE(second.Log().find(Holds(first, "the state directory " + first.state_dir())),
+            std::string::npos)
+      << second.Log();
+  // The first finishes its drain with its sessions and exits as usual.
+  EXPECT_EQ(first.Stop(), 0);
+  running.join();
+  EXPECT_EQ(drained.result_repr(), "'drained'");
+  // Once it has exited, a start on the same socket and state directory re-attaches both.
+  ASSERT_TRUE(second.Start()) << second.Log();
+  stub = second.Stub();
+  EXPECT_EQ(RunCode(*stub, idle.id(), "kept").result_repr(), "'survives'");
+  EXPECT_EQ(RunCode(*stub, busy.id(), "1 + 1").result_repr(), "2");
+  EXPECT_EQ(second.Stop(), 0);
+}
+
+}  // namespace
+}  // namespace sandboxd::testing

@@ -1,0 +1,145 @@
+// The daemon's locks and its socket clean-up (instance_lock.h). Real daemons racing on one
+// state directory and socket: InstanceLockTest in the integration suite.
+#include "sandboxd/instance_lock.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace sandboxd {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/sbx-lock-test-XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Binds a unix socket at `path` (and leaves it there, as a daemon's socket is).
+void BindSocket(const std::string& path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strcpy(addr.sun_path, path.c_str());
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << strerror(errno);
+  close(fd);
+}
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+ino_t Inode(const std::string& path) {
+  struct stat st;
+  return lstat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+}
+
+TEST(InstanceLockTest, RemovesOnlyTheSocketItBound) {
+  TempDir dir;
+  const std::string sock = dir.path() + "/s.sock";
+  BindSocket(sock);
+  BoundSocket ours = BoundSocket::Pin(sock);
+  ASSERT_TRUE(ours.held());
+  // Another daemon removed ours and bound its own at the same path (attack round 22, F1):
+  // our exit must leave it alone. Pinned, ours keeps its inode number: the new socket's
+  // differs (unpinned, ext4 hands the freed number to the new socket at once).
+  ASSERT_EQ(unlink(sock.c_str()), 0);
+  BindSocket(sock);
+  const ino_t theirs = Inode(sock);
+  EXPECT_FALSE(ours.RemoveIfOurs());
+  EXPECT_EQ(Inode(sock), theirs);
+  // Nothing pinned, or a path that is no socket: nothing removed.
+  EXPECT_FALSE(BoundSocket().RemoveIfOurs());
+  EXPECT_FALSE(BoundSocket::Pin(dir.path()).held());
+  EXPECT_TRUE(fs::exists(sock));
+  // Its own socket is removed, once.
+  BoundSocket current = BoundSocket::Pin(sock);
+  EXPECT_TRUE(current.RemoveIfOurs());
+  EXPECT_FALSE(fs::exists(sock));
+  EXPECT_FALSE(current.RemoveIfOurs());
+}
+
+TEST(InstanceLockTest, ASecondHolderIsRefusedWithThePidUntilTheFirstLetsGo) {
+  TempDir dir;
+  const std::string path = dir.path() + "/sandboxd.lock";
+  absl::StatusOr<InstanceLock> first = InstanceLock::Acquire(path, "the state directory x");
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(Read(path), absl::StrCat(getpid(), "\n"));
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // flock is per open file: a second open in this process conflicts like another daemon.
+  absl::StatusOr<InstanceLock> second = InstanceLock::Acquire(path, "the state directory x");
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(second.status().message().find(absl::StrCat("another sandboxd (pid ", getpid(),
+                                                         ") holds the state directory x")),
+            std::string::npos)
+      << second.status();
+  // A child (fork + exec, as podman is started) inherits no lock: O_CLOEXEC.
+  pid_t child = fork();
+  if (child == 0) {
+    execl("/bin/sh", "sh", "-c", "ls -l /proc/$$/fd | grep -q sandboxd.lock && exit 1; exit 0",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  *first = InstanceLock();  // released
+  absl::StatusOr<InstanceLock> third = InstanceLock::Acquire(path, "the state directory x");
+  EXPECT_TRUE(third.ok()) << third.status();
+}
+
+TEST(InstanceLockTest, ClaimLocksTheStateDirectoryAndTheSocketAndRemovesAStaleSocket) {
+  TempDir dir;
+  const std::string state = dir.path() + "/state", sock = dir.path() + "/run/s.sock";
+  fs::create_directories(dir.path() + "/run");
+  BindSocket(sock);  // a crashed daemon's: nobody answers
+  absl::StatusOr<DaemonLocks> first = ClaimStateAndSocket(state, sock);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_FALSE(fs::exists(sock));
+  EXPECT_TRUE(fs::exists(state + "/sandboxd.lock"));
+  EXPECT_TRUE(fs::exists(sock + ".lock"));
+  struct stat st;
+  ASSERT_EQ(stat(state.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  // The same state directory with another socket, and another one with the same socket.
+  absl::StatusOr<DaemonLocks> same_state = ClaimStateAndSocket(state, dir.path() + "/t.sock");
+  ASSERT_FALSE(same_state.ok());
+  EXPECT_NE(same_state.status().message().find("holds the state directory " + state),
+            std::string::npos)
+      << same_state.status();
+  absl::StatusOr<DaemonLocks> same_socket = ClaimStateAndSocket(dir.path() + "/other", sock);
+  ASSERT_FALSE(same_socket.ok());
+  EXPECT_NE(same_socket.status().message().find("holds the socket " + sock), std::string::npos)
+      << same_socket.status();
+  first = DaemonLocks{};
+  EXPECT_TRUE(ClaimStateAndSocket(state, sock).ok());
+}
+
+}  // namespace
+}  // namespace sandboxd
