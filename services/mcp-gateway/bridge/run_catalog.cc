@@ -37,8 +37,14 @@ constexpr char kHowToCallJavaScript[] =
     "Example:\n"
     "  const r = await mcp_server.tool_name({ arg: \"value\" });   // or: await callTool(\"server\", \"tool-name\", { arg: \"value\" })\n"
     "  const [a, b] = await Promise.all([mcp_x.t1({ q: 1 }), mcp_y.t2({ q: 2 })]);   // concurrent calls\n"
+    "  _search(\"keyword\"); _schema(\"server.tool\"); _discover()   // discover (synchronous, plain objects)\n"
     "A failing tool rejects with a ToolError (server, tool, message). Results: structured "
     "content as an object, JSON text parsed, else a string or an array of content blocks.\n";
+
+// What levels 1 to 4 of run_javascript's description add: descriptions and schemas are a
+// call away (the runner's worker_discovery.js), as in run_python's.
+constexpr char kDiscoverJavaScript[] =
+    "Use _search(text) or _schema(\"server.tool\") inside the code for details.\n";
 
 // The first line of upstream text, at most `max` bytes, with no control or invisible
 // characters (JsCommentLine's rules: they become spaces).
@@ -160,7 +166,7 @@ std::optional<std::string> ListJavaScript(const std::vector<UpstreamStatus>& ups
 // `text` cut to `max_bytes` (at a character boundary), saying so.
 std::string Clipped(std::string text, size_t max_bytes) {
   if (text.size() <= max_bytes) return text;
-  const std::string more = "\n[... more servers: use callTool(server, tool, args) ...]\n";
+  const std::string more = "\n[... more servers: use _discover() ...]\n";
   if (max_bytes <= more.size()) return std::string(codemode::Utf8Prefix(text, max_bytes));
   return absl::StrCat(codemode::Utf8Prefix(text, max_bytes - more.size()), more);
 }
@@ -186,6 +192,7 @@ std::string DescribeRunJavaScript(const std::vector<UpstreamStatus>& upstreams, 
     std::optional<std::string> body = ListJavaScript(upstreams, servers, missing, level, room);
     if (!body) continue;
     *body += kLeftOut[level];
+    if (level > 0) *body += kDiscoverJavaScript;
     if (head.size() + body->size() > max_bytes && level < 4) continue;
     return Clipped(head + *body, max_bytes);
   }

@@ -1,11 +1,13 @@
 'use strict';
 // Worker side of tool calls: ToolError, one global object per catalog server with an async
 // method per tool (`await mcp_everything.echo({message: 'hi'})`), callTool(server, tool,
-// args), and the calls waiting for their results. Arguments are checked against the input
-// schema before anything is posted; the main thread sends the `tool_call` frames, holds the
-// back-pressure (`max_tool_calls_in_flight`), numbers the calls and converts the results.
+// args), the discovery globals of worker_discovery.js (_discover, _schema, _search) and the
+// calls waiting for their results. Arguments are checked against the input schema before
+// anything is posted; the main thread sends the `tool_call` frames, holds the back-pressure
+// (`max_tool_calls_in_flight`), numbers the calls and converts the results.
 
 const { checkArguments } = require('./catalog');
+const { Discovery } = require('./worker_discovery');
 
 // Captured before user code runs: a cell that replaces the globals breaks only itself.
 const NativePromise = Promise;
@@ -39,6 +41,7 @@ class WorkerTools {
     this.execId = null;           // the exec whose calls are accepted
     this.installed = [];          // global names of the server objects
     this.servers = [];
+    this.discovery = new Discovery(this, byName, ToolError);
   }
 
   // A call of the running exec: posted to the main thread, settled by settle().
@@ -132,6 +135,7 @@ class WorkerTools {
       return tools.call(s, t, args, false, `callTool('${s.name}', '${t.name}')`);
     };
     globalThis.ToolError = ToolError;
+    this.discovery.install();
   }
 }
 

@@ -142,10 +142,12 @@ TEST(DescribeRunJavaScriptTest, DeclaresEveryConnectedServerInTypeScript) {
   for (const char* convention :
        {"persistent", "Top-level `await`", "trailing expression", "console.log()",
         "await mcp_server.tool_name({", "Promise.all([", "callTool(\"server\", \"tool-name\"",
-        "ToolError", "structured content as an object, JSON text parsed"}) {
+        "ToolError", "structured content as an object, JSON text parsed",
+        "_search(\"keyword\"); _schema(\"server.tool\"); _discover()"}) {
     EXPECT_THAT(d, HasSubstr(convention));
   }
   EXPECT_THAT(d, Not(HasSubstr("Types are left out")));
+  EXPECT_THAT(d, Not(HasSubstr("inside the code for details"))) << "everything is shown";
 }
 
 // Each level is chosen exactly when the richer one does not fit.
@@ -153,16 +155,22 @@ TEST(DescribeRunJavaScriptTest, FallsBackLevelByLevelToFitMaxBytes) {
   std::vector<UpstreamStatus> ups = {Everything(), Server("github", 3)};
   const std::string full = DescribeRunJavaScript(ups, 1 << 20);
   ASSERT_THAT(full, HasSubstr("   * Does thing 0.\n   * More detail that is not shown.\n"));
+  EXPECT_THAT(full, Not(HasSubstr("inside the code for details")));
+  // From level 1 on, the code is told where the rest is (round 22, F3).
+  const std::string discover =
+      "Use _search(text) or _schema(\"server.tool\") inside the code for details.\n";
 
   // Attack round 22, F3: the level after full JSDoc dropped every description, the
   // approval markers and the MCP names with them.
   std::string one_line = DescribeRunJavaScript(ups, full.size() - 1);
+  EXPECT_THAT(one_line, HasSubstr(discover));
   EXPECT_LE(one_line.size(), full.size() - 1);
   EXPECT_THAT(one_line, HasSubstr("  /** Does thing 0. */\n  tool_0(args: { limit?: number; query: string }): Promise<unknown>;\n"));
   EXPECT_THAT(one_line, Not(HasSubstr("More detail")));
   EXPECT_THAT(one_line, HasSubstr("Descriptions are shortened to their first line to fit."));
 
   std::string compact = DescribeRunJavaScript(ups, one_line.size() - 1);
+  EXPECT_THAT(compact, HasSubstr(discover));
   EXPECT_LE(compact.size(), one_line.size() - 1);
   EXPECT_THAT(compact, Not(HasSubstr("/**")));
   EXPECT_THAT(compact, HasSubstr("  echo(args: { message: string }): Promise<unknown>;\n"));
@@ -171,6 +179,7 @@ TEST(DescribeRunJavaScriptTest, FallsBackLevelByLevelToFitMaxBytes) {
   EXPECT_THAT(compact, HasSubstr("Descriptions are left out to fit."));
 
   std::string names = DescribeRunJavaScript(ups, compact.size() - 1);
+  EXPECT_THAT(names, HasSubstr(discover));
   EXPECT_LE(names.size(), compact.size() - 1);
   EXPECT_THAT(names, Not(HasSubstr("declare const")));
   EXPECT_THAT(
@@ -181,13 +190,14 @@ TEST(DescribeRunJavaScriptTest, FallsBackLevelByLevelToFitMaxBytes) {
   EXPECT_THAT(names, HasSubstr("Types are left out to fit"));
 
   std::string counts = DescribeRunJavaScript(ups, names.size() - 1);
+  EXPECT_THAT(counts, HasSubstr(discover));
   EXPECT_LE(counts.size(), names.size() - 1);
   EXPECT_THAT(counts, HasSubstr("- everything (mcp_everything): 3 tools\n"));
   EXPECT_THAT(counts, HasSubstr("- github (mcp_github): 3 tools\n"));
 
   std::string clipped = DescribeRunJavaScript(ups, counts.size() - 1);
   EXPECT_LE(clipped.size(), counts.size() - 1);
-  EXPECT_THAT(clipped, HasSubstr("[... more servers"));
+  EXPECT_THAT(clipped, HasSubstr("[... more servers: use _discover() ...]"));
   for (size_t max : {size_t{0}, size_t{10}, size_t{100}}) {
     EXPECT_LE(DescribeRunJavaScript(ups, max).size(), max);
   }

@@ -1,8 +1,8 @@
 // run_javascript end to end: the TypeScript SDK client -> mcp-gateway (HTTP) -> sandboxd
 // (real Podman, the Node.js runner) -> the npm reference servers `everything` and `memory`
-// over stdio. Persistence across calls, Promise.all of 100 tool calls, ToolError, the
-// timeout of a synchronous loop (the session survives, its namespace reset), cancel, and a
-// Python handle refused to run_javascript.
+// over stdio. Persistence across calls, the discovery globals, Promise.all of 100 tool
+// calls, ToolError, the timeout of a synchronous loop (the session survives, its namespace
+// reset), cancel, and a Python handle refused to run_javascript.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { MEMORY, everythingStdio, gatewaySuite, runPython, tempDir, text } from "./harness.mjs";
@@ -30,6 +30,16 @@ describe("run_javascript over Streamable HTTP", () => {
     assert.match(js.description, /mcp_everything/);
     assert.match(js.description, /echo\(args: \{[^}]*message: string/s);
     assert.deepEqual(js.inputSchema.required, ["code"]);
+    assert.match(js.description, /_search\("keyword"\); _schema\("server\.tool"\); _discover\(\)/);
+  });
+
+  test("the code finds tools and their schemas with _discover, _schema and _search", async () => {
+    const r = await runJs(client, `console.log(JSON.stringify([_schema("everything.echo").input_schema.required,
+  _schema("read_graph").call, _search("echo", 1).map((h) => h.server + "." + h.js_name),
+  _discover().memory.some((t) => t.name === "read_graph" && t.js_name === "read_graph")]))`);
+    assert.equal(r.isError, false, text(r));
+    assert.deepEqual(JSON.parse(r.structuredContent.stdout),
+      [["message"], "await mcp_memory.read_graph()", ["everything.echo"], true]);
   });
 
   test("declarations persist across calls and the trailing expression is the result", async () => {
