@@ -440,6 +440,7 @@ absl::StatusOr<Finished> RunCodeTool::ExecuteOn(SessionBindings::Binding& bindin
   handlers.on_stream_end = [calls_token] { calls_token->Cancel("the execution finished"); };
   handlers.credential = run.ctx->credential;
   handlers.traceparent = run.traceparent;
+  handlers.runtime = run.language->runtime;
   run.router->SetSandbox(binding.ref().session_id);
   absl::StatusOr<Finished> finished = sandboxes_->Execute(
       binding.ref(), run.args.code, static_cast<uint32_t>(run.args.timeout_seconds * 1000),

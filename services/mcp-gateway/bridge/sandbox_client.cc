@@ -450,6 +450,8 @@ absl::StatusOr<sandbox::v1::Finished> SandboxClient::Execute(
   start.mutable_start()->set_session_id(ref.session_id);
   start.mutable_start()->set_code(code);
   start.mutable_start()->set_timeout_ms(timeout_ms);
+  // sandboxd's backstop: code of another language than the session's never runs there.
+  start.mutable_start()->set_runtime(handlers.runtime);
   // The sandbox holds back calls past this many, so a flood waits there instead of
   // being refused here.
   start.mutable_start()->set_max_tool_calls_in_flight(limits_.max_in_flight);

@@ -45,6 +45,9 @@ struct ExecuteHandlers {
   std::string credential;
   // The run's W3C traceparent, sent to sandboxd as gRPC metadata (its logs name the trace).
   std::string traceparent;
+  // The language of the code ("python" or "javascript"), sent as StartExecution.runtime:
+  // sandboxd refuses code that is not its session's language before it runs. Empty: unsaid.
+  std::string runtime;
 };
 
 class Sandboxes {

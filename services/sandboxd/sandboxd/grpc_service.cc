@@ -227,6 +227,7 @@ class ExecuteReactor : public grpc::ServerBidiReactor<ExecuteRequest, ExecuteRes
     if (req.ok()) {
       req->max_tool_calls_in_flight = start.max_tool_calls_in_flight();
       req->trace_id = trace_id_;
+      req->runtime = start.runtime();
     }
     absl::StatusOr<std::shared_ptr<Execution>> exec =
         req.ok() ? manager_->Execute(start.session_id(), std::move(*req), bridge_)
@@ -340,6 +341,7 @@ grpc::Status SandboxServiceImpl::Run(grpc::ServerContext* context,
   absl::StatusOr<ExecutionRequest> r =
       ToExecutionRequest(req->code(), req->timeout_ms(), nullptr, /*tool_router=*/false);
   if (!r.ok()) return ToGrpcStatus(r.status());
+  r->runtime = req->runtime();
   auto observer = std::make_shared<CollectingObserver>();
   absl::StatusOr<std::shared_ptr<Execution>> exec =
       manager_->Execute(req->session_id(), std::move(*r), observer);

@@ -23,4 +23,17 @@ std::string_view LanguageOffer(Language language) {
   return language == Language::kJavaScript ? "nodejs" : "python3";
 }
 
+absl::Status CheckExecutionRuntime(std::string_view runtime, Language session,
+                                   std::string_view session_id) {
+  if (runtime.empty()) return absl::OkStatus();
+  absl::StatusOr<Language> asked = ParseLanguage(runtime);
+  if (!asked.ok()) return asked.status();
+  if (*asked == session) return absl::OkStatus();
+  const std::string code(LanguageName(*asked)), runs(LanguageName(session));
+  return absl::FailedPreconditionError(absl::StrCat(
+      "this code is ", code, " (runtime \"", code, "\") but session ",
+      codemode::LogText(std::string(session_id.substr(0, 100))), " runs ", runs,
+      ": nothing was run; run it in a session created with runtime \"", code, "\""));
+}
+
 }  // namespace sandboxd

@@ -1,5 +1,6 @@
 #include "sandboxd/metrics.h"
 
+#include <map>
 #include <string>
 
 namespace sandboxd {
@@ -24,25 +25,33 @@ SandboxdMetrics::SandboxdMetrics(bool counting)
   RegisterContainers(*registry_);
   gauges_->Add(Name("sessions_active"), "Sessions that exist (any state).",
                [this] { return ReadState(&StateSource::sessions_active); });
-  gauges_->Add(Name("pool_ready"), "Warm containers ready for CreateSession.",
-               [this] { return ReadState(&StateSource::pool_ready); });
-  gauges_->Add(Name("pool_target"), "Warm containers wanted (--pool_size).",
-               [this] { return ReadState(&StateSource::pool_target); });
+  gauges_->AddLabelled(Name("pool_ready"), "Warm containers ready for CreateSession, by runtime.",
+                       "runtime", [this] { return ReadPools(&StateSource::pool_ready); });
+  gauges_->AddLabelled(Name("pool_target"),
+                       "Warm containers wanted, by runtime (--pool_size, --js_pool_size; 0 "
+                       "while the runtime cannot run here).",
+                       "runtime", [this] { return ReadPools(&StateSource::pool_target); });
 }
 
 void SandboxdMetrics::RegisterSessions(prometheus::Registry& r) {
   auto& created = prometheus::BuildCounter()
                       .Name(Name("sessions_created_total"))
-                      .Help("CreateSession calls that succeeded, by where the container came from.")
+                      .Help("CreateSession calls that succeeded, by where the container came "
+                            "from and the session's runtime.")
                       .Register(r);
   auto& create_duration = prometheus::BuildHistogram()
                               .Name(Name("session_create_duration_seconds"))
-                              .Help("CreateSession latency of the sessions created, by source.")
+                              .Help("CreateSession latency of the sessions created, by source "
+                                    "and runtime.")
                               .Register(r);
   const char* sources[] = {"pool", "cold"};
   for (size_t i = 0; i < created_.size(); ++i) {
-    created_[i] = &created.Add({{"source", sources[i]}});
-    create_duration_[i] = &create_duration.Add({{"source", sources[i]}}, LatencyBuckets());
+    for (Language language : {Language::kPython, Language::kJavaScript}) {
+      const std::map<std::string, std::string> labels = {
+          {"source", sources[i]}, {"runtime", std::string(LanguageName(language))}};
+      created_[i][LanguageIndex(language)] = &created.Add(labels);
+      create_duration_[i][LanguageIndex(language)] = &create_duration.Add(labels, LatencyBuckets());
+    }
   }
   create_failures_ = &prometheus::BuildCounter()
                           .Name(Name("session_create_failures_total"))
@@ -136,10 +145,22 @@ double SandboxdMetrics::ReadState(size_t (StateSource::*read)()) {
   return source_ ? static_cast<double>((source_->*read)()) : 0;
 }
 
-void SandboxdMetrics::SessionCreated(Source source, absl::Duration took) {
+codemode::telemetry::ScrapeGauges::Samples SandboxdMetrics::ReadPools(
+    size_t (StateSource::*read)(Language)) {
+  codemode::MutexLock lock(&source_mu_);
+  codemode::telemetry::ScrapeGauges::Samples samples;
+  for (Language language : {Language::kPython, Language::kJavaScript}) {
+    const double value = source_ ? static_cast<double>((source_->*read)(language)) : 0;
+    samples.emplace_back(std::string(LanguageName(language)), value);
+  }
+  return samples;
+}
+
+void SandboxdMetrics::SessionCreated(Source source, Language language, absl::Duration took) {
   if (!counting_) return;
-  created_[static_cast<size_t>(source)]->Increment();
-  create_duration_[static_cast<size_t>(source)]->Observe(Seconds(took));
+  const size_t i = static_cast<size_t>(source), l = LanguageIndex(language);
+  created_[i][l]->Increment();
+  create_duration_[i][l]->Observe(Seconds(took));
 }
 
 void SandboxdMetrics::SessionsEnded(EndReason reason, size_t n) {

@@ -4,7 +4,8 @@
 // (container operations), the gRPC file rpcs (bytes).
 //
 //   SandboxdMetrics metrics;                       // its own registry
-//   metrics.SessionCreated(SandboxdMetrics::Source::kPool, absl::Milliseconds(3));
+//   metrics.SessionCreated(SandboxdMetrics::Source::kPool, Language::kPython,
+//                          absl::Milliseconds(3));
 //   MetricsServer::Start(listen, metrics.collectables());
 //
 // Every label has a fixed set of values, so each series is resolved once here and an
@@ -31,6 +32,7 @@
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 #include "sandbox/v1/sandbox.pb.h"
+#include "sandboxd/language.h"
 #include "telemetry/metrics.h"
 
 namespace sandboxd {
@@ -52,8 +54,9 @@ class SandboxdMetrics {
   class StateSource {
    public:
     virtual size_t sessions_active() = 0;
-    virtual size_t pool_ready() = 0;
-    virtual size_t pool_target() = 0;
+    // The warm pool of one runtime.
+    virtual size_t pool_ready(Language language) = 0;
+    virtual size_t pool_target(Language language) = 0;
 
    protected:
     ~StateSource() = default;
@@ -75,7 +78,8 @@ class SandboxdMetrics {
   // its owner may go away.
   void ClearStateSource(StateSource* source);
 
-  void SessionCreated(Source source, absl::Duration took);
+  // `language`: the session's runtime (the runtime label: python or javascript).
+  void SessionCreated(Source source, Language language, absl::Duration took);
   // Whether events are counted (the constructor's `counting`).
   bool counting() const { return counting_; }
 
@@ -108,12 +112,21 @@ class SandboxdMetrics {
   // Container operations and file transfers.
   void RegisterContainers(prometheus::Registry& r);
   double ReadState(size_t (StateSource::*read)());
+  // A pool gauge: one series per runtime.
+  codemode::telemetry::ScrapeGauges::Samples ReadPools(size_t (StateSource::*read)(Language));
+  static constexpr size_t kLanguages = 2;  // Language::kPython, Language::kJavaScript
+  static size_t LanguageIndex(Language language) {
+    return language == Language::kJavaScript ? 1 : 0;
+  }
 
   const bool counting_;
   const std::shared_ptr<prometheus::Registry> registry_;
   const std::shared_ptr<codemode::telemetry::ScrapeGauges> gauges_;
-  std::array<prometheus::Counter*, static_cast<size_t>(Source::kCount)> created_{};
-  std::array<prometheus::Histogram*, static_cast<size_t>(Source::kCount)> create_duration_{};
+  // [source][LanguageIndex]
+  std::array<std::array<prometheus::Counter*, kLanguages>, static_cast<size_t>(Source::kCount)>
+      created_{};
+  std::array<std::array<prometheus::Histogram*, kLanguages>, static_cast<size_t>(Source::kCount)>
+      create_duration_{};
   prometheus::Counter* create_failures_ = nullptr;
   std::array<prometheus::Counter*, static_cast<size_t>(EndReason::kCount)> ended_{};
   std::array<prometheus::Counter*, kStatuses> executions_{};

@@ -93,6 +93,9 @@ struct ExecutionRequest {
   // The W3C trace the caller's execution belongs to (its `traceparent` gRPC metadata),
   // named in this execution's log lines; empty: none.
   std::string trace_id;
+  // The language of `code` as the caller sees it (StartExecution.runtime): when set, it
+  // must be the session's (SessionManager::Execute refuses it otherwise); empty: unchecked.
+  std::string runtime;
 };
 
 class Session;

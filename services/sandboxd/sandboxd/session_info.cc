@@ -42,12 +42,21 @@ sandbox::v1::Info SessionManager::GetInfo() {
   info.set_max_output_bytes(options_.max_output_bytes);
   info.set_max_file_bytes(options_.max_file_bytes);
   info.set_max_display_bytes(options_.max_display_bytes);
-  info.set_pool_target(options_.pool_size);
+  info.set_pool_target(options_.pool_size);  // Python's, as before there were two pools
   info.set_max_sessions(options_.max_sessions);
   info.set_executions_total(env_.executions_total);
   info.set_tool_calls_total(env_.tool_calls_total);
   info.set_state_dir(options_.state_dir);
-  info.set_pool_ready(static_cast<uint32_t>(pool_.ready()));
+  info.set_pool_ready(static_cast<uint32_t>(pools_.pool(Language::kPython).ready()));
+  for (Language language : {Language::kPython, Language::kJavaScript}) {
+    WarmPool& pool = pools_.pool(language);
+    sandbox::v1::PoolInfo* p = info.add_pools();
+    p->set_runtime(std::string(LanguageName(language)));
+    p->set_target(static_cast<uint32_t>(pools_.target(language)));
+    p->set_ready(static_cast<uint32_t>(pool.ready()));
+    p->set_taken_total(pool.taken_total());
+    p->set_unavailable(pool.unavailable());
+  }
   info.set_default_isolation(ToProto(options_.isolation.default_isolation));
   for (Isolation i : options_.isolation.AllowedList()) info.add_allowed_isolations(ToProto(i));
   for (const sandbox::v1::ImageInfo& image : ImageInfos()) *info.add_images() = image;

@@ -51,8 +51,12 @@ SessionManager::SessionManager(ManagerOptions options, ContainerRuntime* runtime
                runtime_, &workers_,
                {[this](const RuntimeInfo& info) { OnProbed(info); },
                 [this] { OnReadinessChanged(); }}),
-      pool_(&factory_, options_.pool_size,
-            {options_.default_limits, options_.isolation.default_isolation, ""}) {
+      pools_(&factory_, {options_.default_limits, options_.isolation.default_isolation},
+             {options_.pool_size, options_.js_pool_size},
+             [this]() -> absl::Status {
+               if (!images_.ok()) return images_.status();
+               return CheckLanguage(Language::kJavaScript, images_->default_image());
+             }) {
   env_.timers = &timers_;
   env_.workers = &workers_;
   env_.containers = &factory_;
@@ -70,7 +74,7 @@ SessionManager::SessionManager(ManagerOptions options, ContainerRuntime* runtime
 }
 
 SessionManager::~SessionManager() {
-  metrics_->ClearStateSource(this);  // before the pool goes: a scrape reads it
+  metrics_->ClearStateSource(this);  // before the pools go: a scrape reads them
   Shutdown();
   workers_.Stop();  // its tasks use records_ and factory_, which go before it
 }
@@ -97,7 +101,7 @@ void SessionManager::OnProbed(const RuntimeInfo& info) {
 }
 
 void SessionManager::OnReadinessChanged() {
-  pool_.SetServing(factory_.readiness().serving);
+  pools_.SetServing(factory_.readiness().serving);
   codemode::MutexLock lock(&listener_mu_);
   // Always the latest state, so listeners converge even when changes race.
   if (listener_) listener_(readiness());
@@ -116,7 +120,7 @@ absl::Status SessionManager::Start() {
   // A runtime that does not answer is logged (readiness) and retried by the pool's thread.
   (void)factory_.EnsureProbed();
   if (options_.background) {
-    pool_.Start();
+    pools_.Start();
     reaper_thread_ = codemode::StartThread("reaper", [this] { ReaperLoop(); });
   }
   return absl::OkStatus();
@@ -265,7 +269,7 @@ void SessionManager::Shutdown() {
     stopping_ = true;
     sessions.swap(sessions_);
   }
-  pool_.Stop();
+  pools_.Stop();
   if (reaper_thread_.joinable()) reaper_thread_.join();
   for (auto& [id, s] : sessions) s->Detach();
   metrics_->SessionsEnded(SandboxdMetrics::EndReason::kShutdown, sessions.size());
@@ -320,11 +324,8 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateAdmitted(
     const sandbox::v1::CreateSessionRequest& r, const SandboxConfig& config,
     const ImageChoice& image, Catalog catalog) {
   const absl::Time began = absl::Now();  // the checks before took microseconds
-  std::optional<Sandbox> sb;
-  if (config == SandboxConfig{options_.default_limits, options_.isolation.default_isolation, "",
-                              Language::kPython}) {
-    sb = pool_.Take();
-  }
+  // From the pool of its runtime when it is of the default config there.
+  std::optional<Sandbox> sb = pools_.Take(config);
   const auto source = sb ? SandboxdMetrics::Source::kPool : SandboxdMetrics::Source::kCold;
   if (!sb) {
     absl::StatusOr<Sandbox> cold = factory_.Start(config, "session");
@@ -373,7 +374,7 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateAdmitted(
   }
   spdlog::info("session {} created (container {}, owner '{}')", session->metadata().id,
                session->metadata().container_name, codemode::LogText(session->metadata().owner));
-  metrics_->SessionCreated(source, absl::Now() - began);
+  metrics_->SessionCreated(source, config.language, absl::Now() - began);
   // Lost while it was being created (the catalog could not be sent), or while pinned:
   // its tombstone tells.
   if (session->lost()) OnSessionLost(*session);
@@ -578,6 +579,11 @@ absl::StatusOr<std::shared_ptr<Execution>> SessionManager::Execute(
     }
     absl::StatusOr<std::shared_ptr<Session>> s = Find(session_id);
     if (!s.ok()) return s.status();
+    if (absl::Status st = CheckExecutionRuntime(request.runtime, (*s)->metadata().language,
+                                                session_id);
+        !st.ok()) {
+      return st;
+    }
     return (*s)->Enqueue(std::move(request), std::move(observer));
   };
   absl::StatusOr<std::shared_ptr<Execution>> queued = queue();

@@ -1,7 +1,7 @@
 // SessionManager: the policy core of sandboxd. Owns the registry of sessions, their limits,
 // idle expiry and re-attachment after a daemon restart, over three components: the
-// SandboxFactory (starts containers, knows readiness), the WarmPool (containers started
-// ahead of time) and the SessionRecords (what a restarted daemon re-attaches from). The
+// SandboxFactory (starts containers, knows readiness), the WarmPools (containers started
+// ahead of time, one pool per runtime) and the SessionRecords (what a restarted daemon re-attaches from). The
 // gRPC layer (grpc_service.h) only converts messages and maps status codes; the container
 // backend sits behind ContainerRuntime.
 //
@@ -59,7 +59,10 @@ struct ManagerOptions {
   // (lost_sessions.h).
   absl::Duration lost_session_ttl = absl::Minutes(30);
   uint32_t max_lost_sessions = 1024;
-  uint32_t pool_size = 2;
+  uint32_t pool_size = 2;  // warm Python containers of the default config (--pool_size)
+  // Warm JavaScript containers of the default config (--js_pool_size); none while this
+  // daemon cannot run JavaScript (no js_runner_path, or an image that does not offer it).
+  uint32_t js_pool_size = 1;
   absl::Duration idle_ttl = absl::Minutes(30);
   uint64_t max_code_bytes = 1u << 20;
   std::vector<std::string> container_env;  // KEY=VALUE passed into every container
@@ -148,8 +151,8 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
  private:
   // SandboxdMetrics::StateSource: what the scrape-time gauges read.
   size_t sessions_active() override;
-  size_t pool_ready() override { return pool_.ready(); }
-  size_t pool_target() override { return pool_.target(); }
+  size_t pool_ready(Language language) override { return pools_.pool(language).ready(); }
+  size_t pool_target(Language language) override { return pools_.target(language); }
   // DeleteSession; a live session deleted ends for `reason` (closed by its client, or
   // expired by the idle reaper).
   absl::Status DeleteFor(const std::string& id, SandboxdMetrics::EndReason reason);
@@ -231,9 +234,9 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   TimerQueue timers_;
   WorkerPool workers_{2};
   SessionEnv env_;
-  // After the workers (it posts removals to them), before the pool (which starts through it).
+  // After the workers (it posts removals to them), before the pools (which start through it).
   SandboxFactory factory_;
-  WarmPool pool_;
+  WarmPools pools_;
 
   codemode::Mutex mu_;
   // Live sessions: those counted against max_sessions and max_sessions_per_owner.

@@ -9,10 +9,12 @@
 
 namespace sandboxd {
 
-WarmPool::WarmPool(SandboxFactory* factory, size_t target, SandboxConfig config)
-    : factory_(factory), target_(target), config_(std::move(config)) {}
+WarmPool::WarmPool(SandboxFactory* factory, size_t target, SandboxConfig config,
+                   PoolOptions options)
+    : factory_(factory), target_(target), config_(std::move(config)),
+      options_(std::move(options)) {}
 
-void WarmPool::Start() { thread_ = codemode::StartThread("warm pool", [this] { Loop(); }); }
+void WarmPool::Start() { thread_ = codemode::StartThread(options_.name, [this] { Loop(); }); }
 
 void WarmPool::SetServing(bool serving) {
   codemode::MutexLock lock(&mu_);
@@ -24,6 +26,16 @@ size_t WarmPool::ready() {
   return ready_.size();
 }
 
+uint64_t WarmPool::taken_total() {
+  codemode::MutexLock lock(&mu_);
+  return taken_total_;
+}
+
+std::string WarmPool::unavailable() {
+  codemode::MutexLock lock(&mu_);
+  return unavailable_;
+}
+
 std::optional<Sandbox> WarmPool::Take() {
   for (;;) {
     std::optional<Sandbox> sb;
@@ -33,8 +45,12 @@ std::optional<Sandbox> WarmPool::Take() {
       sb = std::move(ready_.front());
       ready_.pop_front();
     }
-    if (sb->conn->PingSync(absl::Seconds(1)).ok()) return sb;
-    spdlog::warn("pooled container {} is dead; discarding it", sb->name);
+    if (sb->conn->PingSync(absl::Seconds(1)).ok()) {
+      codemode::MutexLock lock(&mu_);
+      ++taken_total_;
+      return sb;
+    }
+    spdlog::warn("{}: pooled container {} is dead; discarding it", options_.name, sb->name);
     factory_->Discard(sb->name);
   }
 }
@@ -47,16 +63,17 @@ void WarmPool::Loop() {
       codemode::MutexLock lock(&mu_);
       // Also wakes when containers stop starting, to find out when they work again.
       auto work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || ready_.size() < target_ || !serving_;
+        return stopping_ || ready_.size() < target_ || (options_.probes && !serving_);
       };
       mu_.Await(absl::Condition(&work));
       if (stopping_) return;
       probe_only = ready_.size() >= target_;
     }
+    if (!Available()) continue;
     absl::StatusOr<Sandbox> sb = factory_->Start(config_, probe_only ? "probe" : "pool");
     codemode::MutexLock lock(&mu_);
     if (!sb.ok()) {
-      spdlog::debug("warm pool: cannot start a container: {} (retrying in {})",
+      spdlog::debug("{}: cannot start a container: {} (retrying in {})", options_.name,
                     codemode::LogLongText(sb.status().message()), absl::FormatDuration(backoff));
       auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
       mu_.AwaitWithTimeout(absl::Condition(&stop), backoff);
@@ -71,6 +88,25 @@ void WarmPool::Loop() {
     }
     ready_.push_back(std::move(*sb));
   }
+}
+
+bool WarmPool::Available() {
+  if (!options_.available) return true;
+  const absl::Status st = options_.available();
+  const std::string why(st.message());
+  codemode::MutexLock lock(&mu_);
+  if (why != unavailable_) {  // said once, and again only when it changes
+    if (st.ok()) {
+      spdlog::info("{}: can start containers again", options_.name);
+    } else {
+      spdlog::info("{}: holds no containers: {}", options_.name, codemode::LogLongText(why));
+    }
+    unavailable_ = why;
+  }
+  if (st.ok()) return true;
+  auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
+  mu_.AwaitWithTimeout(absl::Condition(&stop), options_.recheck);
+  return false;
 }
 
 void WarmPool::Stop() {
@@ -89,6 +125,52 @@ void WarmPool::Stop() {
   }
   // At once and in one podman call: the daemon is shutting down.
   factory_->RemoveNow(names);
+}
+
+WarmPools::WarmPools(SandboxFactory* factory, SandboxConfig defaults, PoolTargets targets,
+                     std::function<absl::Status()> js_available)
+    : defaults_(ConfigOf(std::move(defaults), Language::kPython)) {
+  pools_[Index(Language::kPython)] = std::make_unique<WarmPool>(
+      factory, targets.python, defaults_, PoolOptions{"warm pool (python)", true, {}});
+  PoolOptions js{"warm pool (javascript)", /*probes=*/false, std::move(js_available)};
+  pools_[Index(Language::kJavaScript)] = std::make_unique<WarmPool>(
+      factory, targets.javascript, ConfigOf(defaults_, Language::kJavaScript), std::move(js));
+}
+
+SandboxConfig WarmPools::ConfigOf(SandboxConfig defaults, Language language) {
+  defaults.language = language;
+  defaults.image.clear();  // the default image
+  return defaults;
+}
+
+std::optional<Language> WarmPools::PoolOf(const SandboxConfig& config,
+                                          const SandboxConfig& defaults) {
+  if (config != ConfigOf(defaults, config.language)) return std::nullopt;
+  return config.language;
+}
+
+void WarmPools::Start() {
+  pool(Language::kPython).Start();  // with any target: it probes
+  if (pool(Language::kJavaScript).target() > 0) pool(Language::kJavaScript).Start();
+}
+
+void WarmPools::Stop() {
+  for (auto& p : pools_) p->Stop();
+}
+
+void WarmPools::SetServing(bool serving) {
+  for (auto& p : pools_) p->SetServing(serving);
+}
+
+std::optional<Sandbox> WarmPools::Take(const SandboxConfig& config) {
+  std::optional<Language> language = PoolOf(config, defaults_);
+  if (!language) return std::nullopt;
+  return pool(*language).Take();
+}
+
+size_t WarmPools::target(Language language) {
+  WarmPool& p = pool(language);
+  return p.unavailable().empty() ? p.target() : 0;
 }
 
 }  // namespace sandboxd

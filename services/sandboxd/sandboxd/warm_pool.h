@@ -9,25 +9,63 @@
 // While containers cannot start (the factory is not serving) the thread keeps trying, a
 // probe container at a time when the pool is full, backing off from 1 s to 15 s, so the
 // daemon finds out by itself when they work again. Tell it with SetServing() when the
-// factory's readiness changed. Lock order: the pool's lock, then the factory's. Safe for
-// concurrent use.
+// factory's readiness changed. Of several pools on one factory only one should probe
+// (PoolOptions::probes); the others still back off while their starts fail.
+//
+// A pool may depend on something besides the factory (PoolOptions::available: the
+// JavaScript pool needs a JavaScript runner and an image that offers nodejs). While that
+// says no, the pool starts nothing, holds nothing, logs the reason once (again only when it
+// changes) and asks again every PoolOptions::recheck. Lock order: the pool's lock, then the
+// factory's. Safe for concurrent use.
+//
+// WarmPools: the daemon's pools, one per runtime (language.h), each of containers of the
+// default config in that runtime: Python (--pool_size) and JavaScript (--js_pool_size).
+// A sandbox of the default limits, isolation and image is taken from the pool of its
+// runtime; any other config is never pooled. No pool hands out another runtime's
+// containers. The Python pool probes for both (it runs even with a target of 0, as a lone
+// pool always did); the JavaScript pool runs only with a target, and only while
+// `js_available` says yes.
+//
+//   WarmPools pools(&factory, {limits, isolation}, {.python = 2, .javascript = 1},
+//                   [&] { return CheckJavaScript(); });
+//   pools.Start();
+//   std::optional<Sandbox> sb = pools.Take(config);  // nullopt: not pooled, or none ready
+//   pools.Stop();
 #pragma once
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
+#include <functional>
+#include <memory>
 #include <optional>
+#include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "base/mutex.h"
+#include "absl/status/status.h"
+#include "sandboxd/language.h"
 #include "sandboxd/limits.h"
 #include "sandboxd/sandbox_factory.h"
 
 namespace sandboxd {
 
+struct PoolOptions {
+  std::string name = "warm pool";  // its thread's name and how its log lines begin
+  // Whether it starts probe containers while the factory is not serving and it is full.
+  bool probes = true;
+  // Whether the pool may start containers now; not OK: why it may not. Called on the
+  // pool's thread without its lock. Empty: always.
+  std::function<absl::Status()> available;
+  absl::Duration recheck = absl::Seconds(30);  // how often `available` is asked again
+};
+
 class WarmPool {
  public:
-  WarmPool(SandboxFactory* factory, size_t target, SandboxConfig config);
+  WarmPool(SandboxFactory* factory, size_t target, SandboxConfig config,
+           PoolOptions options = {});
   ~WarmPool() { Stop(); }
   WarmPool(const WarmPool&) = delete;
   WarmPool& operator=(const WarmPool&) = delete;
@@ -44,18 +82,66 @@ class WarmPool {
 
   size_t ready();
   size_t target() const { return target_; }
+  const SandboxConfig& config() const { return config_; }
+  // Sandboxes Take() has handed out since the start.
+  uint64_t taken_total();
+  // Why the pool holds nothing although it has a target (PoolOptions::available said no
+  // the last time it was asked); empty otherwise.
+  std::string unavailable();
 
  private:
   void Loop();
+  // Asks PoolOptions::available; false (after logging a new reason and waiting for the
+  // recheck or Stop) when the pool may not start containers now.
+  bool Available();
 
   SandboxFactory* const factory_;
   const size_t target_;
   const SandboxConfig config_;
+  const PoolOptions options_;
   codemode::Mutex mu_;
   std::deque<Sandbox> ready_ ABSL_GUARDED_BY(mu_);
+  uint64_t taken_total_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string unavailable_ ABSL_GUARDED_BY(mu_);
   bool serving_ ABSL_GUARDED_BY(mu_) = false;  // no container has started yet
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
+};
+
+struct PoolTargets {
+  size_t python = 2;
+  size_t javascript = 1;
+};
+
+class WarmPools {
+ public:
+  // `defaults`: the default config (its language is ignored: each pool has its own).
+  WarmPools(SandboxFactory* factory, SandboxConfig defaults, PoolTargets targets,
+            std::function<absl::Status()> js_available);
+  WarmPools(const WarmPools&) = delete;
+  WarmPools& operator=(const WarmPools&) = delete;
+
+  // The pool a sandbox of `config` is taken from: its runtime's when `config` is the
+  // default config in that runtime; nullopt when it is not pooled.
+  static std::optional<Language> PoolOf(const SandboxConfig& config,
+                                        const SandboxConfig& defaults);
+
+  void Start();
+  void Stop();  // both pools' containers go. Idempotent.
+  void SetServing(bool serving);
+  // A ready sandbox of the pool of `config` (PoolOf); nullopt when none, or not pooled.
+  std::optional<Sandbox> Take(const SandboxConfig& config);
+
+  WarmPool& pool(Language language) { return *pools_[Index(language)]; }
+  // What the pool wants: its target, or 0 while it is unavailable (it will hold nothing).
+  size_t target(Language language);
+
+ private:
+  static size_t Index(Language language) { return language == Language::kJavaScript ? 1 : 0; }
+  static SandboxConfig ConfigOf(SandboxConfig defaults, Language language);
+
+  const SandboxConfig defaults_;
+  std::array<std::unique_ptr<WarmPool>, 2> pools_;  // by Index
 };
 
 }  // namespace sandboxd

@@ -28,6 +28,7 @@ class FakeSandboxes : public Sandboxes {
     uint32_t timeout_ms = 0;
     bool catalog_sent = false;
     sandbox::v1::Catalog catalog;
+    std::string runtime;  // ExecuteHandlers::runtime: the language the code was sent as
   };
   // Runs code: by default prints it back and finishes OK.
   using Script = std::function<absl::StatusOr<sandbox::v1::Finished>(
@@ -174,7 +175,8 @@ class FakeSandboxes : public Sandboxes {
                                                 const sandbox::v1::Catalog* catalog,
                                                 const ExecuteHandlers& handlers,
                                                 std::shared_ptr<codemode::CancelToken> cancel) override {
-    Execution e{ref.session_id, code, timeout_ms, catalog != nullptr, catalog ? *catalog : sandbox::v1::Catalog()};
+    Execution e{ref.session_id, code, timeout_ms, catalog != nullptr,
+                catalog ? *catalog : sandbox::v1::Catalog(), handlers.runtime};
     Script run;
     {
       codemode::MutexLock lock(&mu_);

@@ -74,6 +74,10 @@ TEST_F(RunJavaScriptTest, RunsInAJavaScriptSessionOfItsOwnBesidePythons) {
   const std::vector<FakeSandboxes::Execution> runs = sandboxes_.executions();
   ASSERT_EQ(runs.size(), 3u);
   EXPECT_EQ(runs[2].session_id, "s1") << "the JavaScript namespace is kept for the next call";
+  // Each execution says its language, which sandboxd checks against the session's.
+  EXPECT_EQ(runs[0].runtime, "javascript");
+  EXPECT_EQ(runs[1].runtime, "python");
+  EXPECT_EQ(runs[2].runtime, "javascript");
 }
 
 TEST_F(RunJavaScriptTest, AHandleRunsOnlyWithItsOwnLanguage) {

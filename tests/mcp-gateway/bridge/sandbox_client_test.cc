@@ -108,9 +108,11 @@ class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
   grpc::Status Execute(grpc::ServerContext* ctx, ExecuteStream* stream) override {
     sandbox::v1::ExecuteRequest start;
     if (!stream->Read(&start)) return grpc::Status::CANCELLED;
+    last_start = start.start();
     return execute ? execute(ctx, stream) : grpc::Status::OK;
   }
   std::function<grpc::Status(grpc::ServerContext*, ExecuteStream*)> execute;
+  sandbox::v1::StartExecution last_start;  // the last Execute's first message
 
   int download_chunks = 3;
   grpc::StatusCode create_fails = grpc::StatusCode::OK;  // what CreateSession answers (OK: a session)
@@ -161,6 +163,17 @@ TEST_F(SandboxClientTest, SessionsAskForTheConfiguredIsolation) {
   ASSERT_TRUE(ref.ok()) << ref.status();
   EXPECT_EQ(service_.last().runtime(), "javascript");
   EXPECT_EQ(ref->runtime, "javascript") << "a JavaScript session's handles say so";
+}
+
+// StartExecution says the code's language (ExecuteHandlers::runtime): sandboxd's backstop.
+TEST_F(SandboxClientTest, AnExecutionSaysTheLanguageOfItsCode) {
+  SandboxClient client({"unix:" + socket_});
+  ExecuteHandlers h;
+  h.runtime = "javascript";
+  (void)client.Execute({0, "s-1", "javascript"}, "1 + 1", 1000, nullptr, h, nullptr);
+  EXPECT_EQ(service_.last_start.session_id(), "s-1");
+  EXPECT_EQ(service_.last_start.code(), "1 + 1");
+  EXPECT_EQ(service_.last_start.runtime(), "javascript");
 }
 
 // The calls below stand for no request (nullptr: no token); tokens are tested further down.

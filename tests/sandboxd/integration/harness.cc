@@ -161,7 +161,7 @@ std::string TestIsolation() {
 void SandboxdProcess::Spawn(const std::vector<std::string>& env_overrides) {
   std::vector<std::string> argv = {run_as_ && !run_as_->binary.empty() ? run_as_->binary : SandboxdBinary(),
                                    "--socket=" + socket_,
-                                   "--state_dir=" + state_dir_, "--pool_size=0",
+                                   "--state_dir=" + state_dir_, "--pool_size=0", "--js_pool_size=0",
                                    "--log_level=debug"};
   // The whole suite runs once per isolation mode (tests/CMakeLists.txt); a test's own
   // --isolation comes later and wins.

@@ -36,7 +36,7 @@ struct RunAs {
 
 class SandboxdProcess {
  public:
-  // `extra_args` are appended to the defaults (private socket/state dir, pool 0).
+  // `extra_args` are appended to the defaults (private socket/state dir, both pools 0).
   explicit SandboxdProcess(std::vector<std::string> extra_args = {},
                            std::string state_dir = "", std::optional<RunAs> run_as = {});
   // Stops the daemon if running and removes its containers. If the test process dies

@@ -135,6 +135,41 @@ TEST_F(JavaScriptTest, UnknownRuntimeIsInvalidAndPythonIsTheDefault) {
   EXPECT_EQ(RunCode(*stub_, py.id(), "import sys; sys.version_info[0]").result_repr(), "3");
 }
 
+// StartExecution.runtime and RunRequest.runtime: code the caller says is of another
+// language than the session's is refused (FAILED_PRECONDITION naming both) before it runs;
+// empty is not checked (older clients, grpcurl).
+TEST_F(JavaScriptTest, CodeOfAnotherRuntimeIsRefusedBeforeItRuns) {
+  sandbox::v1::Session js = CreateSession(*stub_, JavaScript());
+  sandbox::v1::StartExecution start = Start(js.id(), "import os\nos.getpid()");
+  start.set_runtime("python");
+  ExecuteOutcome out = Execute(*stub_, start);
+  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(out.status.error_message().find("this code is python"), std::string::npos)
+      << out.status.error_message();
+  EXPECT_NE(out.status.error_message().find(js.id() + " runs javascript"), std::string::npos)
+      << out.status.error_message();
+  EXPECT_FALSE(out.got_finished);
+  start = Start(js.id(), "'checked'");
+  start.set_runtime("javascript");
+  out = Execute(*stub_, start);
+  ASSERT_TRUE(out.got_finished) << out.status.error_message();
+  EXPECT_EQ(out.finished.result_repr(), "'checked'");
+
+  sandbox::v1::Session py = CreateSession(*stub_);
+  sandbox::v1::RunRequest run;
+  run.set_session_id(py.id());
+  run.set_code("globalThis.x = 1");
+  run.set_runtime("javascript");
+  grpc::ClientContext ctx;
+  Finished f;
+  grpc::Status st = stub_->Run(&ctx, run, &f);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << st.error_message();
+  EXPECT_EQ(RunCode(*stub_, py.id(), "'unchecked'").result_repr(), "'unchecked'");
+  sandbox::v1::Session got;
+  ASSERT_TRUE(GetSession(*stub_, js.id(), &got).ok());
+  EXPECT_EQ(got.executions(), 1u) << "only the matching execution ran";
+}
+
 TEST(JavaScriptRestartTest, SessionsAreReattachedWithTheirVariables) {
   SandboxdProcess d({"--pool_size=0"});
   ASSERT_TRUE(d.Start());

@@ -100,34 +100,56 @@ bool WaitForPoolReady(sandbox::v1::SandboxService::Stub& stub, uint32_t n) {
   return false;
 }
 
+// Until the JavaScript pool (GetInfo's pools) holds its one container.
+bool WaitForJavaScriptPool(sandbox::v1::SandboxService::Stub& stub) {
+  for (int i = 0; i < 300; ++i) {
+    const sandbox::v1::Info info = GetInfo(stub);
+    for (const sandbox::v1::PoolInfo& pool : info.pools()) {
+      if (pool.runtime() == "javascript" && pool.ready() == 1) return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
 TEST(MetricsEndpointTest, ScrapeShowsWhatHappenedAndPromtoolAcceptsIt) {
-  SandboxdProcess d({"--pool_size=1", "--metrics_listen=127.0.0.1:0"});
+  SandboxdProcess d({"--pool_size=1", "--js_pool_size=1", "--metrics_listen=127.0.0.1:0"});
   ASSERT_TRUE(d.Start());
   const int port = LoggedMetricsPort(d.Log());
   ASSERT_GT(port, 0) << "no 'metrics on http://127.0.0.1:PORT/metrics' line:\n" << d.Log();
   auto stub = d.Stub();
   ASSERT_TRUE(WaitForPoolReady(*stub, 1));
   sandbox::v1::Session s = CreateSession(*stub);
+  sandbox::v1::CreateSessionRequest javascript;
+  javascript.set_runtime("javascript");
+  ASSERT_TRUE(WaitForJavaScriptPool(*stub));
+  sandbox::v1::Session js = CreateSession(*stub, javascript);
+  EXPECT_EQ(RunCode(*stub, js.id(), "6 * 7").result_repr(), "42");
   EXPECT_EQ(RunCode(*stub, s.id(), "6 * 7").status(), Finished::OK);
   EXPECT_EQ(RunCode(*stub, s.id(), "1 / 0").status(), Finished::ERROR);
   EXPECT_EQ(RoundTrip(*stub, s.id(), "m.txt", std::string(1000, 'm')), std::string(1000, 'm'));
   ASSERT_TRUE(WaitForPoolReady(*stub, 1));  // refilled, so the gauge has one value to show
+  ASSERT_TRUE(WaitForJavaScriptPool(*stub));
 
   const std::string body = Scrape(port);
   const std::string p = "codemode_sandboxd_";
-  EXPECT_EQ(Sample(body, p + "executions_total{status=\"ok\"}"), 1) << body;
+  EXPECT_EQ(Sample(body, p + "executions_total{status=\"ok\"}"), 2) << body;
   EXPECT_EQ(Sample(body, p + "executions_total{status=\"error\"}"), 1);
   EXPECT_EQ(Sample(body, p + "executions_total{status=\"crashed\"}"), 0);
-  EXPECT_EQ(Sample(body, p + "execution_duration_seconds_count"), 2);
-  EXPECT_EQ(Sample(body, p + "sessions_created_total{source=\"pool\"}"), 1);
-  EXPECT_EQ(Sample(body, p + "sessions_created_total{source=\"cold\"}"), 0);
+  EXPECT_EQ(Sample(body, p + "execution_duration_seconds_count"), 3);
+  EXPECT_EQ(Sample(body, p + "sessions_created_total{runtime=\"python\",source=\"pool\"}"), 1);
+  EXPECT_EQ(Sample(body, p + "sessions_created_total{runtime=\"python\",source=\"cold\"}"), 0);
+  EXPECT_EQ(Sample(body, p + "sessions_created_total{runtime=\"javascript\",source=\"pool\"}"), 1);
+  EXPECT_EQ(Sample(body, p + "sessions_created_total{runtime=\"javascript\",source=\"cold\"}"), 0);
   EXPECT_EQ(Sample(body, p + "file_transfer_bytes_total{direction=\"upload\"}"), 1000);
   EXPECT_EQ(Sample(body, p + "file_transfer_bytes_total{direction=\"download\"}"), 1000);
-  EXPECT_EQ(Sample(body, p + "sessions_active"), 1);
-  EXPECT_EQ(Sample(body, p + "pool_ready"), 1);
-  EXPECT_EQ(Sample(body, p + "pool_target"), 1);
-  // Two pool containers started (the first and its refill): podman run, by subcommand.
-  EXPECT_GE(Sample(body, p + "container_operations_total{op=\"run\",result=\"ok\"}"), 2);
+  EXPECT_EQ(Sample(body, p + "sessions_active"), 2);
+  for (const std::string runtime : {"python", "javascript"}) {
+    EXPECT_EQ(Sample(body, p + "pool_ready{runtime=\"" + runtime + "\"}"), 1) << runtime;
+    EXPECT_EQ(Sample(body, p + "pool_target{runtime=\"" + runtime + "\"}"), 1) << runtime;
+  }
+  // Four pool containers started (each pool's first and its refill): podman run.
+  EXPECT_GE(Sample(body, p + "container_operations_total{op=\"run\",result=\"ok\"}"), 4);
   EXPECT_EQ(Sample(body, "codemode_build_info{component=\"sandboxd\",version=\"" +
                              GetInfo(*stub).version() + "\"}"),
             1);

@@ -46,6 +46,11 @@ std::string Serialize(const SandboxdMetrics& metrics) {
 }
 
 const std::string kP = "codemode_sandboxd_";
+const Labels kPython = {{"runtime", "python"}};
+const Labels kJavaScript = {{"runtime", "javascript"}};
+
+// sessions_created_total's labels of a Python session from `source`.
+Labels Python(const std::string& source) { return {{"source", source}, {"runtime", "python"}}; }
 
 // The metrics outlive the managers: members go after TearDown, which destroys them.
 class MetricsTest : public SessionManagerTest {
@@ -64,8 +69,11 @@ TEST_F(MetricsTest, SessionsAndExecutionsAreCountedAsTheyHappen) {
   o.metrics = &metrics_;
   o.pool_size = 1;
   SessionManager* m = StartManager(o);
-  EXPECT_EQ(Get("pool_target"), 1);
-  ASSERT_TRUE(WaitFor([&] { return Get("pool_ready") == 1; }));
+  EXPECT_EQ(Get("pool_target", kPython), 1);
+  EXPECT_TRUE(WaitFor([&] { return Get("pool_target", kJavaScript) == 0; }))
+      << "this manager cannot run JavaScript: its pool wants nothing";
+  ASSERT_TRUE(WaitFor([&] { return Get("pool_ready", kPython) == 1; }));
+  EXPECT_EQ(Get("pool_ready", kJavaScript), 0);
 
   sandbox::v1::Session pooled = Create(m);
   sandbox::v1::CreateSessionRequest other;
@@ -73,10 +81,11 @@ TEST_F(MetricsTest, SessionsAndExecutionsAreCountedAsTheyHappen) {
   sandbox::v1::Session cold = Create(m, other);
   ASSERT_FALSE(pooled.id().empty());
   ASSERT_FALSE(cold.id().empty());
-  EXPECT_EQ(Get("sessions_created_total", {{"source", "pool"}}), 1);
-  EXPECT_EQ(Get("sessions_created_total", {{"source", "cold"}}), 1);
-  EXPECT_EQ(Get("session_create_duration_seconds", {{"source", "pool"}}), 1);
-  EXPECT_EQ(Get("session_create_duration_seconds", {{"source", "cold"}}), 1);
+  EXPECT_EQ(Get("sessions_created_total", Python("pool")), 1);
+  EXPECT_EQ(Get("sessions_created_total", Python("cold")), 1);
+  EXPECT_EQ(Get("session_create_duration_seconds", Python("pool")), 1);
+  EXPECT_EQ(Get("session_create_duration_seconds", Python("cold")), 1);
+  EXPECT_EQ(Get("sessions_created_total", {{"source", "pool"}, {"runtime", "javascript"}}), 0);
   EXPECT_EQ(Get("sessions_active"), 2);
 
   EXPECT_EQ(Eval(m, pooled.id(), "6 * 7"), "42");
@@ -116,8 +125,8 @@ TEST_F(MetricsTest, SessionsAndExecutionsAreCountedAsTheyHappen) {
   EXPECT_TRUE(WaitFor([&] { return Ended("idle") == 1; }));
   sandbox::v1::Session detached = Create(m);
   EXPECT_EQ(Get("sessions_active"), 1);
-  EXPECT_EQ(Get("sessions_created_total", {{"source", "pool"}}) +
-                Get("sessions_created_total", {{"source", "cold"}}), 4);
+  EXPECT_EQ(Get("sessions_created_total", Python("pool")) +
+                Get("sessions_created_total", Python("cold")), 4);
   StopManager(m);
   EXPECT_EQ(Ended("shutdown"), 1);
   EXPECT_EQ(Ended("limit"), 0);
@@ -130,6 +139,34 @@ TEST_F(MetricsTest, SessionsAndExecutionsAreCountedAsTheyHappen) {
   EXPECT_THAT(text, HasSubstr(kP + "file_transfer_bytes_total{direction=\"upload\"} 0"));
 }
 
+// The pool gauges and sessions_created_total have a series per runtime: a JavaScript
+// session from its pool counts under runtime="javascript", one outside the pool's config
+// as cold there too, and the Python series stay at zero.
+TEST_F(MetricsTest, JavaScriptSessionsAndPoolsAreCountedUnderTheirRuntime) {
+  ManagerOptions o = Options();
+  o.metrics = &metrics_;
+  o.js_runner_path = SANDBOXD_JS_RUNNER_PATH;
+  o.js_pool_size = 1;
+  runtime_->SetImageOffers({"python3", "nodejs"});
+  SessionManager* m = StartManager(o);
+  EXPECT_EQ(Get("pool_target", kJavaScript), 1);
+  EXPECT_EQ(Get("pool_target", kPython), 0);
+  ASSERT_TRUE(WaitFor([&] { return Get("pool_ready", kJavaScript) == 1; }));
+  sandbox::v1::CreateSessionRequest js;
+  js.set_runtime("javascript");
+  Create(m, js);
+  js.mutable_limits()->set_pids(77);  // not the pool's config
+  Create(m, js);
+  const Labels pooled = {{"source", "pool"}, {"runtime", "javascript"}};
+  const Labels cold = {{"source", "cold"}, {"runtime", "javascript"}};
+  EXPECT_EQ(Get("sessions_created_total", pooled), 1);
+  EXPECT_EQ(Get("sessions_created_total", cold), 1);
+  EXPECT_EQ(Get("session_create_duration_seconds", pooled), 1);
+  EXPECT_EQ(Get("sessions_created_total", Python("pool")), 0);
+  EXPECT_EQ(Get("sessions_created_total", Python("cold")), 0);
+  EXPECT_TRUE(WaitFor([&] { return Get("pool_ready", kJavaScript) == 1; })) << "refilled";
+}
+
 TEST_F(MetricsTest, FailedCreationsToolCallsAndCapsAreCounted) {
   ManagerOptions o = Options();
   o.metrics = &metrics_;
@@ -138,7 +175,7 @@ TEST_F(MetricsTest, FailedCreationsToolCallsAndCapsAreCounted) {
   runtime_->SetStartFailure("no space left on device");
   EXPECT_FALSE(m->CreateSession({}).ok());
   EXPECT_EQ(Get("session_create_failures_total"), 1);
-  EXPECT_EQ(Get("sessions_created_total", {{"source", "cold"}}), 0);
+  EXPECT_EQ(Get("sessions_created_total", Python("cold")), 0);
   runtime_->SetStartFailure(std::nullopt);
 
   sandbox::v1::Session s = CreateWithEchoCatalog(m);
@@ -198,7 +235,7 @@ TEST(PodmanMetricsTest, EachCommandIsCountedByItsSubcommandAndResult) {
 TEST(SandboxdMetricsOffTest, CountsNothing) {
   SandboxdMetrics metrics(/*counting=*/false);
   EXPECT_FALSE(metrics.counting());
-  metrics.SessionCreated(SandboxdMetrics::Source::kPool, absl::Milliseconds(3));
+  metrics.SessionCreated(SandboxdMetrics::Source::kPool, Language::kPython, absl::Milliseconds(3));
   metrics.SessionCreateFailed();
   metrics.SessionsEnded(SandboxdMetrics::EndReason::kIdle, 2);
   metrics.ExecutionFinished(sandbox::v1::Finished::OK, true, absl::Milliseconds(1));
@@ -209,7 +246,8 @@ TEST(SandboxdMetricsOffTest, CountsNothing) {
   metrics.DisplaysDropped(1);
   metrics.ContainerOpDone(SandboxdMetrics::ContainerOp::kRun, true, absl::Milliseconds(5));
   metrics.FileBytes(SandboxdMetrics::Direction::kUpload, 100);
-  EXPECT_EQ(Read(metrics, kP + "sessions_created_total", {{"source", "pool"}}), 0);
+  EXPECT_EQ(Read(metrics, kP + "sessions_created_total",
+                 {{"source", "pool"}, {"runtime", "python"}}), 0);
   EXPECT_EQ(Read(metrics, kP + "session_create_failures_total"), 0);
   EXPECT_EQ(Read(metrics, kP + "sessions_ended_total", {{"reason", "idle"}}), 0);
   EXPECT_EQ(Read(metrics, kP + "executions_total", {{"status", "ok"}}), 0);

@@ -92,11 +92,40 @@ absl::StatusOr<std::vector<std::string>> ProcessRuntime::ImageOffers(const std::
   if (absent_images_.count(reference)) {
     return absl::NotFoundError(absl::StrCat("image ", reference, " is not present"));
   }
-  return std::vector<std::string>{"python3"};
+  return offers_;
+}
+
+void ProcessRuntime::SetImageOffers(std::vector<std::string> offers) {
+  codemode::MutexLock lock(&mu_);
+  offers_ = std::move(offers);
+}
+
+absl::Status ProcessRuntime::Command(const ContainerSpec& spec, std::vector<std::string>* args,
+                                     std::vector<std::string>* env) {
+  const bool js = spec.language == Language::kJavaScript;
+  const std::string program = FindInPath(js ? "node" : python_);
+  if (program.empty()) {
+    return absl::UnavailableError(absl::StrCat(js ? "node" : python_, " is not in PATH"));
+  }
+  const std::string socket = absl::StrCat(spec.socket_dir, "/runner.sock");
+  *args = {program, "-I", "-u", spec.runner_path, "--socket", socket};
+  if (js) {
+    *args = {program, "--disable-proto=delete", spec.runner_path, "--socket", socket,
+             "--workspace", spec.socket_dir};
+  }
+  // The "container" environment: the spec's entries, HOME and a PATH. Nothing else of
+  // the test's environment.
+  *env = {absl::StrCat("HOME=", spec.socket_dir), "PATH=/usr/local/bin:/usr/bin:/bin"};
+  env->insert(env->end(), spec.env.begin(), spec.env.end());
+#ifdef SANDBOXD_TEST_NODE_PATH
+  // The image has Debian's node-acorn, which the JavaScript runner needs; the host has
+  // deploy/node's (scripts/setup.sh).
+  if (js) env->push_back("NODE_PATH=" SANDBOXD_TEST_NODE_PATH);
+#endif
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> ProcessRuntime::Start(const ContainerSpec& spec) {
-  std::string python;
   {
     codemode::MutexLock lock(&mu_);
     ++start_calls_;
@@ -106,21 +135,10 @@ absl::StatusOr<std::string> ProcessRuntime::Start(const ContainerSpec& spec) {
       return absl::AlreadyExistsError(absl::StrCat("a process named ", spec.name, " exists"));
     }
   }
-  if (spec.language != Language::kPython) {
-    return absl::UnimplementedError("ProcessRuntime runs the Python runner only");
-  }
-  python = FindInPath(python_);
-  if (python.empty()) return absl::UnavailableError(absl::StrCat(python_, " is not in PATH"));
-
   // Everything the child needs is prepared before fork(): between fork and exec only
   // async-signal-safe calls are allowed (this process has many threads).
-  std::vector<std::string> args = {python, "-I", "-u", spec.runner_path, "--socket",
-                                   absl::StrCat(spec.socket_dir, "/runner.sock")};
-  // The "container" environment: the spec's entries, HOME and a PATH. Nothing else of
-  // the test's environment.
-  std::vector<std::string> env = {absl::StrCat("HOME=", spec.socket_dir),
-                                  "PATH=/usr/local/bin:/usr/bin:/bin"};
-  env.insert(env.end(), spec.env.begin(), spec.env.end());
+  std::vector<std::string> args, env;
+  if (absl::Status st = Command(spec, &args, &env); !st.ok()) return st;
   std::vector<char*> argv, envp;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -2,6 +2,8 @@
 // plain host subprocess (no isolation, no podman):
 //
 //   python3 -I -u <spec.runner_path> --socket <spec.socket_dir>/runner.sock
+//   node --disable-proto=delete <spec.runner_path> --socket ... --workspace <socket_dir>
+//                                                       (spec.language kJavaScript)
 //
 // Processes are tracked by container name and outlive any SessionManager that started
 // them (share one ProcessRuntime between managers to test re-attachment); the
@@ -45,7 +47,7 @@ class ProcessRuntime : public ContainerRuntime {
   absl::Status Remove(const std::vector<std::string>& names) override;
   // A process killed by signal N reports exit code 128+N (SIGKILL: 137).
   absl::StatusOr<ContainerStatus> Inspect(const std::string& name) override;
-  // Every image is the host's python ({"python3"}) unless SetImageAbsent named it.
+  // Every image offers what SetImageOffers said ({"python3"}) unless SetImageAbsent named it.
   absl::StatusOr<std::vector<std::string>> ImageOffers(const std::string& reference) override;
   absl::StatusOr<std::vector<ContainerSummary>> List(const std::string& label_key,
                                                      const std::string& label_value) override;
@@ -58,6 +60,7 @@ class ProcessRuntime : public ContainerRuntime {
   void SetProbeFailure(std::optional<std::string> message);
   void SetStartFailure(std::optional<std::string> message);
   void SetImageAbsent(const std::string& reference);
+  void SetImageOffers(std::vector<std::string> offers);
   // The image of every Start() so far, in order.
   std::vector<std::string> started_images();
   // What Probe() reports for cgroup_limits (default true).
@@ -83,6 +86,9 @@ class ProcessRuntime : public ContainerRuntime {
     int exit_code = 0;
     std::map<std::string, std::string> labels;
   };
+  // The runner's command line and environment for `spec` (Python or Node.js).
+  absl::Status Command(const ContainerSpec& spec, std::vector<std::string>* args,
+                       std::vector<std::string>* env);
   // Reaps `p` when it has exited (non-blocking).
   static void Refresh(Proc& p);
 
@@ -95,6 +101,7 @@ class ProcessRuntime : public ContainerRuntime {
   int start_calls_ ABSL_GUARDED_BY(mu_) = 0;
   int probe_calls_ ABSL_GUARDED_BY(mu_) = 0;
   std::set<std::string> absent_images_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> offers_ ABSL_GUARDED_BY(mu_) = {"python3"};
   std::vector<std::string> started_images_ ABSL_GUARDED_BY(mu_);
 };
 

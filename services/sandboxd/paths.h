@@ -1,0 +1,23 @@
+// Where sandboxd's files are by default: helpers of main.cc (the sandboxd binary), kept
+// apart so main.cc holds the flags and their wiring. (The socket's preparation is
+// sandboxd/instance_lock.h's, under the daemon's locks.)
+//
+//   std::string socket = flag.empty() ? DefaultSocket() : flag;
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace sandboxd {
+
+// $XDG_RUNTIME_DIR/sandboxd/sandboxd.sock, else /run/sandboxd/sandboxd.sock for root, else
+// /tmp/sandboxd-$UID/sandboxd.sock.
+std::string DefaultSocket();
+// /var/lib/sandboxd for root, else $XDG_STATE_HOME/sandboxd (~/.local/state/sandboxd).
+std::string DefaultStateDir();
+// The runner `file` next to the binary, else in ../share/sandboxd/, else `built` (the
+// build tree's, for a binary copied elsewhere).
+std::string DefaultRunner(const std::string& file, const std::string& built);
+
+}  // namespace sandboxd
