@@ -176,6 +176,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// --socket, else its default.
+std::string SocketPath() {
+  const std::string flag = absl::GetFlag(FLAGS_socket);
+  return flag.empty() ? sandboxd::DefaultSocket() : flag;
+}
+
 // `--self_check`: one session, print(1), clean up. The verdict goes to stderr.
 int RunSelfCheck(sandboxd::ManagerOptions options, sandboxd::ContainerRuntime* runtime,
                  sandboxd::Clock* clock) {
@@ -488,8 +494,7 @@ int main(int argc, char** argv) {
     spdlog::critical("{}", options.status().message());
     return 2;
   }
-  const std::string socket_path =
-      absl::GetFlag(FLAGS_socket).empty() ? sandboxd::DefaultSocket() : absl::GetFlag(FLAGS_socket);
+  const std::string socket_path = SocketPath();
   // Held until exit, drain included (instance_lock.h); --self_check has its own state dir.
   absl::StatusOr<sandboxd::DaemonLocks> locks =
       absl::GetFlag(FLAGS_self_check) ? sandboxd::DaemonLocks{}
