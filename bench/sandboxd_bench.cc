@@ -1,6 +1,6 @@
 // sandboxd_bench: end-to-end benchmark of sandboxd, in each isolation mode side by side.
 //
-// For each isolation mode in turn it starts its own sandboxd (pool 4, max 64 sessions,
+// For each isolation mode in turn it starts its own sandboxd (pool 4 and 1 JavaScript, max 64 sessions,
 // private socket and state directory, --isolation=<mode>) through the integration-test
 // harness, drives it over the unix socket like a client would, and stops it. It prints
 // one markdown report: machine, then one table row per measurement with a column per mode
@@ -86,7 +86,7 @@ void MeasureMode(const Options& o, const std::string& isolation, bool metrics, R
                  std::string* log) {
   std::string column = ColumnName(o, isolation, metrics);
   report->BeginColumn(column);
-  std::vector<std::string> args = {absl::StrCat("--pool_size=", kPoolSize),
+  std::vector<std::string> args = {absl::StrCat("--pool_size=", kPoolSize), "--js_pool_size=1",
                                    absl::StrCat("--max_sessions=", kMaxSessions),
                                    "--log_level=info", "--isolation=" + isolation};
   if (metrics) args.push_back("--metrics_listen=127.0.0.1:0");

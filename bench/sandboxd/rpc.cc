@@ -105,10 +105,16 @@ bool WaitPoolFull(sb::SandboxService::Stub& stub, int timeout_s, std::string* wh
   sb::Info info;
   for (;;) {
     grpc::Status st = GetInfo(stub, &info);
-    if (st.ok() && info.pool_ready() >= info.pool_target()) return true;
+    // Every runtime's pool (info.pools); pool_ready/pool_target alone are Python's.
+    bool full = st.ok() && info.pool_ready() >= info.pool_target();
+    for (const sb::PoolInfo& pool : info.pools()) full = full && pool.ready() >= pool.target();
+    if (full) return true;
     if (MsSince(t0) > timeout_s * 1000.0) {
-      *why = st.ok() ? absl::StrCat("pool has ", info.pool_ready(), " of ", info.pool_target(),
-                                    " after ", timeout_s, " s; notes: ",
+      std::string pools;
+      for (const sb::PoolInfo& pool : info.pools()) {
+        absl::StrAppend(&pools, pool.runtime(), " ", pool.ready(), "/", pool.target(), " ");
+      }
+      *why = st.ok() ? absl::StrCat("pools hold ", pools, "after ", timeout_s, " s; notes: ",
                                     absl::StrJoin(info.notes(), "; "))
                      : StatusText(st);
       return false;

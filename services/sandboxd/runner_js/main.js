@@ -12,6 +12,9 @@ const { log, DEFAULT_IDLE_WATCHDOG_MS } = require('./common');
 const USAGE = 'usage: sandbox_runner.js --socket PATH [--workspace DIR] [--heap-mb N] ' +
   '[--idle-watchdog-ms N] [--own-pid-namespace]';
 const VALUED = ['--socket', '--workspace', '--heap-mb', '--idle-watchdog-ms'];
+// How long the socket waits for the first namespace (a worker that cannot start still gets
+// its runner a connection, which then reports why).
+const FIRST_NAMESPACE_WAIT_MS = 5000;
 
 function parseArgs(argv) {
   const options = { socket: null, workspace: '/workspace', heapMb: null, ownPidNamespace: false,
@@ -62,6 +65,10 @@ async function runMain(argv) {
   const runner = new Runner({ bundle: __filename, workspace: options.workspace,
     heapMb: options.heapMb || defaultHeapMb(), ownPidNamespace: options.ownPidNamespace,
     idleWatchdogMs: options.idleWatchdogMs });
+  // The socket appears once user code can run (sandboxd's pool counts a container ready
+  // when it has connected), or after FIRST_NAMESPACE_WAIT_MS whatever the worker does.
+  await Promise.race([runner.firstReady,
+    new Promise((resolve) => setTimeout(resolve, FIRST_NAMESPACE_WAIT_MS).unref())]);
   await listen(options.socket, (socket) => runner.accept(socket));
   process.on('uncaughtException', (e) => log(`internal error: ${e && e.stack}`));
 }

@@ -16,6 +16,10 @@ const { ToolCalls, ExecCalls } = require('./tool_calls');
 const { FileTransfers, FILE_FRAMES, checkFileFrame } = require('./files');
 const { transformCell, transformErrorReport } = require('./transform');
 const { IdleWatchdog } = require('./watchdog');
+const fs = require('fs');
+
+// How long a reset waits for the old worker to reap the processes it had started.
+const REAP_WAIT_MS = 1000;
 
 class Runner {
   constructor(options) {
@@ -36,6 +40,9 @@ class Runner {
     this.nsReady = false;
     this.pendingReset = null;     // why the namespace was replaced while no exec ran
     this.watchdog = new IdleWatchdog(options.idleWatchdogMs || 0, (ns) => this.onStuck(ns));
+    // Settles when the first namespace is ready: main.js listens after it (or a bound), so
+    // a pooled container sandboxd has connected to is ready to run at once.
+    this.firstReady = new Promise((resolve) => { this.onFirstReady = resolve; });
     this.newNamespace();
   }
 
@@ -50,6 +57,7 @@ class Runner {
       ready: () => {
         ns.post({ t: 'catalog', servers: this.catalog });
         this.nsReady = true;
+        this.onFirstReady();
         this.pump();
       },
       out: (stream, text) => this.output.add(stream, text),
@@ -101,23 +109,43 @@ class Runner {
 
   // -- execs ---------------------------------------------------------------------------
 
+  // A set_catalog at the head of the queue is answered while the namespace still starts
+  // (it gets the catalog once ready): CreateSession sends one and waits for its answer, and a
+  // pooled container taken soon after its start waited for the worker (about 20 ms under
+  // gVisor).
   pump() {
-    while (!this.current && this.nsReady && this.queue.length) {
+    while (!this.current && this.queue.length &&
+           (this.nsReady || this.queue[0].frame.type === 'set_catalog')) {
       const { conn, frame } = this.queue.shift();
       if (!conn.alive) continue;
       if (frame.type === 'exec') this.startExec(conn, frame);
-      else if (frame.type === 'reset') {
-        this.replaceNamespace(null);
-        this.pendingReset = null;               // a fresh namespace is what was asked for
-        conn.send({ type: 'reset_done', id: frame.id });
-      } else if (frame.type === 'set_catalog') {
+      else if (frame.type === 'reset') this.resetFrame(conn, frame); else if (frame.type === 'set_catalog') {
         this.catalog = frame.servers;
-        this.ns.post({ t: 'catalog', servers: frame.servers });
+        if (this.nsReady) this.ns.post({ t: 'catalog', servers: frame.servers });
         conn.send({ type: 'catalog_set', id: frame.id });
       }
     }
     if (!this.current && this.nsReady) this.watchdog.watch(this.ns);
     else this.watchdog.stop();
+  }
+
+  // A reset frame: the old worker, idle, first reaps the processes its code started as they
+  // die (Node cannot wait for a child it no longer tracks: killed after the worker, they
+  // stayed zombies holding the pids limit, and a session that had used it up could not
+  // start its new worker). Nothing else runs meanwhile (nsReady is false).
+  resetFrame(conn, frame) {
+    const done = () => {
+      this.replaceNamespace(null);
+      this.pendingReset = null;                 // a fresh namespace is what was asked for
+      conn.send({ type: 'reset_done', id: frame.id });
+      this.pump();
+    };
+    if (!this.ownPidNamespace) return done();
+    killOtherProcesses();
+    this.nsReady = false;
+    const deadline = Date.now() + REAP_WAIT_MS;
+    const poll = () => (!hasChildren() || Date.now() > deadline ? done() : setTimeout(poll, 10));
+    poll();
   }
 
   startExec(conn, frame) {
@@ -297,6 +325,27 @@ function doneFrame(id, status, result, error, outputBytes, droppedBytes, namespa
 // us; worker threads are threads of this process, so they are not hit. The children the old
 // worker spawned itself stay zombies until the session ends (node cannot waitpid(-1)); what
 // they spawned is reparented to init, which reaps it.
+// Whether a process of ours is still there, dead or alive (/proc lists processes; the
+// worker threads are tasks of this one).
+function hasChildren() {
+  const me = String(process.pid);
+  let names;
+  try {
+    names = fs.readdirSync('/proc');
+  } catch (e) {
+    return false;
+  }
+  return names.some((name) => {
+    if (!/^\d+$/.test(name) || name === me) return false;
+    try {
+      const stat = fs.readFileSync(`/proc/${name}/stat`, 'latin1');
+      return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1] === me;
+    } catch (e) {
+      return false;
+    }
+  });
+}
+
 function killOtherProcesses() {
   for (let i = 0; i < 100; i++) {
     try {

@@ -8,27 +8,37 @@
 
 namespace sandboxd {
 
-std::vector<sandbox::v1::ImageInfo> SessionManager::ImageInfos() {
+std::vector<sandbox::v1::ImageInfo> SessionManager::ImageInfos(bool refresh_if_stale) {
   if (!images_.ok()) return {};
-  codemode::MutexLock lock(&images_mu_);
-  // podman image inspect costs tens of milliseconds: asked at most every few seconds, so a
-  // rebuilt image shows soon without making GetInfo slow.
-  if (image_infos_.empty() || absl::Now() - image_infos_at_ > absl::Seconds(5)) {
-    image_infos_.clear();
-    for (const ImageChoice& choice : images_->all()) {
-      sandbox::v1::ImageInfo image;
-      image.set_name(choice.name);
-      image.set_reference(choice.reference);
-      absl::StatusOr<std::vector<std::string>> offers = runtime_->ImageOffers(choice.reference);
-      image.set_present(offers.ok());
-      if (offers.ok()) {
-        for (const std::string& offer : *offers) image.add_offers(offer);
-      }
-      image_infos_.push_back(std::move(image));
+  {
+    codemode::MutexLock lock(&images_mu_);
+    // podman image inspect costs tens of milliseconds: asked at most every few seconds, so a
+    // rebuilt image shows soon without making GetInfo slow. A caller on CreateSession's path
+    // takes what is known (refresh_if_stale false), and nobody waits for an inspect under
+    // the lock: a GetInfo refreshing it once held a JavaScript CreateSession for 20 ms.
+    const bool stale = absl::Now() - image_infos_at_ > absl::Seconds(5);
+    if (!image_infos_.empty() && (!stale || !refresh_if_stale || image_infos_refreshing_)) {
+      return image_infos_;
     }
-    image_infos_at_ = absl::Now();
+    image_infos_refreshing_ = true;
   }
-  return image_infos_;
+  std::vector<sandbox::v1::ImageInfo> infos;
+  for (const ImageChoice& choice : images_->all()) {
+    sandbox::v1::ImageInfo image;
+    image.set_name(choice.name);
+    image.set_reference(choice.reference);
+    absl::StatusOr<std::vector<std::string>> offers = runtime_->ImageOffers(choice.reference);
+    image.set_present(offers.ok());
+    if (offers.ok()) {
+      for (const std::string& offer : *offers) image.add_offers(offer);
+    }
+    infos.push_back(std::move(image));
+  }
+  codemode::MutexLock lock(&images_mu_);
+  image_infos_ = infos;
+  image_infos_at_ = absl::Now();
+  image_infos_refreshing_ = false;
+  return infos;
 }
 
 sandbox::v1::Info SessionManager::GetInfo() {

@@ -307,7 +307,7 @@ absl::Status SessionManager::CheckLanguage(Language language, const ImageChoice&
     return absl::FailedPreconditionError(
         "this sandboxd has no JavaScript runner (sandbox_runner.js was not found; see --js_runner)");
   }
-  for (const sandbox::v1::ImageInfo& info : ImageInfos()) {
+  for (const sandbox::v1::ImageInfo& info : ImageInfos(/*refresh_if_stale=*/false)) {
     if (info.name() != image.name || info.offers().empty()) continue;
     const std::string want(LanguageOffer(language));
     if (std::find(info.offers().begin(), info.offers().end(), want) == info.offers().end()) {

@@ -190,8 +190,9 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Logs, and frees on a worker what a retired session held (record, reader, socket dir).
   void FinishRetired(Retired retired);
-  // Info.images, with what each offers and whether it is present (cached a few seconds).
-  std::vector<sandbox::v1::ImageInfo> ImageInfos();
+  // Info.images, with what each offers and whether it is present (cached a few seconds;
+  // refresh_if_stale false takes a stale cache as it is, once there is one).
+  std::vector<sandbox::v1::ImageInfo> ImageInfos(bool refresh_if_stale = true);
   std::string NewId(const char* prefix);
   // How many sessions one CreateSession may leave `owner` with, and whether it may end an
   // idle one for room (CreateSessionRequest.max_owner_sessions and reclaim_idle).
@@ -258,6 +259,7 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   codemode::Mutex images_mu_;
   std::vector<sandbox::v1::ImageInfo> image_infos_ ABSL_GUARDED_BY(images_mu_);
   absl::Time image_infos_at_ ABSL_GUARDED_BY(images_mu_);
+  bool image_infos_refreshing_ ABSL_GUARDED_BY(images_mu_) = false;
 };
 
 }  // namespace sandboxd
