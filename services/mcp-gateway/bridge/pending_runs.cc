@@ -5,6 +5,7 @@
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 
+#include <algorithm>
 #include <optional>
 #include <system_error>
 #include <utility>
@@ -146,9 +147,21 @@ PendingRuns::~PendingRuns() {
     runs = runs_;
   }
   for (auto& [id, run] : runs) run->own.cancel->Cancel("the gateway is shutting down");
-  codemode::MutexLock lock(&mu_);
-  auto none = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return threads_ == 0; };
-  mu_.Await(absl::Condition(&none));
+  {
+    codemode::MutexLock lock(&mu_);
+    auto none = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return threads_ == 0; };
+    mu_.Await(absl::Condition(&none));
+  }
+  JoinEnded();
+}
+
+void PendingRuns::JoinEnded() {
+  std::vector<std::thread> ended;
+  {
+    codemode::MutexLock lock(&mu_);
+    ended.swap(ended_);
+  }
+  for (std::thread& t : ended) t.join();
 }
 
 size_t PendingRuns::size() {
@@ -236,25 +249,22 @@ absl::StatusOr<json> PendingRuns::Start(Work work, const std::string& name, cons
 }
 
 absl::Status PendingRuns::Launch(std::function<void()> task) {
+  JoinEnded();
   auto queued = std::make_shared<std::function<void()>>(std::move(task));
-  {
-    codemode::MutexLock lock(&mu_);
-    tasks_.push_back(queued);
-    if (tasks_.size() <= idle_) return absl::OkStatus();  // a parked worker takes it
-    ++threads_;
-  }
+  codemode::MutexLock lock(&mu_);
+  tasks_.push_back(queued);
+  if (tasks_.size() <= idle_) return absl::OkStatus();  // a parked worker takes it
   try {
-    codemode::StartThread("run_python run", [this] { WorkerLoop(); }).detach();
+    // Started under mu_, which the worker takes first: it is in workers_ before it can
+    // look itself up there.
+    std::thread worker = codemode::StartThread("run_python run", [this] { WorkerLoop(); });
+    const std::thread::id id = worker.get_id();
+    workers_.emplace(id, std::move(worker));
+    ++threads_;
   } catch (const std::system_error& e) {
-    codemode::MutexLock lock(&mu_);
-    --threads_;
-    // Not taken by a worker meanwhile: it will not run.
-    for (auto it = tasks_.begin(); it != tasks_.end(); ++it) {
-      if (*it == queued) {
-        tasks_.erase(it);
-        return absl::ResourceExhaustedError(absl::StrCat("cannot start the run: ", e.what()));
-      }
-    }
+    // Not taken by a worker meanwhile (the lock was held): it will not run.
+    tasks_.erase(std::find(tasks_.begin(), tasks_.end(), queued));
+    return absl::ResourceExhaustedError(absl::StrCat("cannot start the run: ", e.what()));
   }
   return absl::OkStatus();
 }
@@ -278,6 +288,9 @@ void PendingRuns::WorkerLoop() {
     task.reset();  // what the run held goes before the worker parks
     mu_.Lock();
   }
+  auto self = workers_.find(std::this_thread::get_id());
+  ended_.push_back(std::move(self->second));
+  workers_.erase(self);
   --threads_;
   mu_.Unlock();
 }

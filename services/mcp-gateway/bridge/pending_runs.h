@@ -33,6 +33,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -57,7 +59,8 @@ class PendingRuns {
 
   // `sealer` seals and opens requestState; it outlives this.
   PendingRuns(const HandleSealer* sealer, PendingRunsOptions options);
-  // Cancels every run and waits for their threads.
+  // Cancels every run and joins every worker thread: nothing of a worker (its thread-local
+  // destructors included, e.g. OpenSSL's) runs after this returns.
   ~PendingRuns();
   PendingRuns(const PendingRuns&) = delete;
   PendingRuns& operator=(const PendingRuns&) = delete;
@@ -97,8 +100,11 @@ class PendingRuns {
   // hundreds of microseconds on the machines we measured, a run_python's whole budget).
   absl::Status Launch(std::function<void()> task);
   // A worker's loop: takes tasks until it has been parked kIdleWorkerTime, or kMaxIdleWorkers
-  // others are parked, or the gateway is closing.
+  // others are parked, or the gateway is closing. On its way out it moves its own thread to
+  // `ended_`, for the next Launch or the destructor to join.
   void WorkerLoop();
+  // Joins the threads of workers that have left their loop.
+  void JoinEnded();
   static constexpr size_t kMaxIdleWorkers = 8;
   static constexpr absl::Duration kIdleWorkerTime = absl::Seconds(60);
 
@@ -109,6 +115,11 @@ class PendingRuns {
   std::deque<std::shared_ptr<std::function<void()>>> tasks_ ABSL_GUARDED_BY(mu_);
   size_t idle_ ABSL_GUARDED_BY(mu_) = 0;     // workers parked, waiting for a task
   size_t threads_ ABSL_GUARDED_BY(mu_) = 0;  // workers alive
+  // Workers are joined, never detached: a detached thread still runs its thread-local
+  // destructors after it has said it is done, and the process may be tearing down the
+  // libraries those touch (a TSan report in CI: OpenSSL's thread-stop against its atexit).
+  std::map<std::thread::id, std::thread> workers_ ABSL_GUARDED_BY(mu_);  // in their loop
+  std::vector<std::thread> ended_ ABSL_GUARDED_BY(mu_);                  // left it, not joined
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
 };
 

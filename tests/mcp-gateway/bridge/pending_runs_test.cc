@@ -6,6 +6,7 @@
 // for is declined at the timeout and its result kept for a late retry; cancelling the retry
 // cancels the run; the bounds hold.
 #include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "absl/strings/str_split.h"
@@ -242,6 +243,38 @@ TEST_F(PendingRunsTest, AQuestionIsWithdrawnWhenWhatAskedEnds) {
   EXPECT_EQ((*done)["outcome"], "CANCELLED");
 }
 
+// The destructor joins its workers: nothing of theirs runs after it returns, not even
+// thread-local destructors (CI's TSan run saw OpenSSL's thread-stop handler of a detached
+// worker race the process's atexit cleanup). The thread-local here takes 200 ms to go.
+struct SlowThreadLocal {
+  std::atomic<bool>* gone = nullptr;
+  ~SlowThreadLocal() {
+    if (!gone) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    gone->store(true);
+  }
+};
+
+TEST_F(PendingRunsTest, TheDestructorJoinsItsWorkersThreadLocalsIncluded) {
+  static std::atomic<bool> gone{false};
+  {
+    const HandleSealer sealer({HandleSealer::Key{}}, absl::Hours(1));
+    PendingRuns runs(&sealer, {});
+    PendingRuns::Work work = [](ToolCallContext&) -> absl::StatusOr<json> {
+      thread_local SlowThreadLocal slow;
+      slow.gone = &gone;
+      return json{{"ok", true}};
+    };
+    ToolCallContext ctx;
+    ctx.credential = kAlice;
+    ctx.cancel = std::make_shared<codemode::CancelToken>();
+    absl::StatusOr<json> done = runs.Start(work, "run_python", json::object(), ctx);
+    ASSERT_TRUE(done.ok()) << done.status();
+    EXPECT_EQ((*done)["ok"], true);
+  }
+  EXPECT_TRUE(gone.load()) << "a worker thread outlived ~PendingRuns";
+}
+
 // Attack round 18, F5: the retry of an older question's state (the answer that carried the
 // newer question was lost) gets the question that waits now, at once.
 TEST_F(PendingRunsTest, AnOlderQuestionsStateGetsTheCurrentQuestion) {
@@ -279,8 +312,12 @@ TEST_F(PendingRunsTest, ARefusedRetryChangesNothing) {
       const std::string out = (**r)["structuredContent"].value("stdout", "");
       // The approver's retry that got the result saw its answer applied, unless the
       // decliner's retry was not refused either (then either may have decided).
-      if (r == &approve && !decline.ok()) EXPECT_EQ(out, "-");
-      if (r == &decline && !approve.ok()) EXPECT_THAT(out, HasSubstr("declined"));
+      if (r == &approve && !decline.ok()) {
+        EXPECT_EQ(out, "-");
+      }
+      if (r == &decline && !approve.ok()) {
+        EXPECT_THAT(out, HasSubstr("declined"));
+      }
     }
   }
 }
