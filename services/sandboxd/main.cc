@@ -14,6 +14,7 @@
 #include "base/daemon.h"
 #include "base/deadline.h"
 #include "base/log_text.h"
+#include "base/secret_file.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -346,9 +347,10 @@ absl::Status CheckGvisor(const sandboxd::ManagerOptions& options, sandboxd::Podm
 absl::Status WriteSeccompProfile(const sandboxd::ManagerOptions& options,
                                  const sandboxd::PodmanOptions& podman) {
   if (podman.seccomp_profile.empty()) return absl::OkStatus();
-  std::error_code ec;
-  fs::create_directories(options.state_dir, ec);  // 0700, as SessionManager::Start makes it
-  chmod(options.state_dir.c_str(), 0700);
+  if (absl::Status s = codemode::ClaimPrivateDirectory(options.state_dir, "the state directory", "--state_dir");
+      !s.ok()) {
+    return s;
+  }
   return sandboxd::WriteSeccompProfile(absl::GetFlag(FLAGS_seccomp_base), podman.seccomp_profile);
 }
 

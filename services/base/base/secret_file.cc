@@ -13,6 +13,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 
 namespace codemode {
@@ -81,20 +82,6 @@ absl::StatusOr<std::string> ReadSecretAt(int dirfd, const std::string& name,
   return secret;
 }
 
-// Creates the missing directories of `dir` with mode 0700 (umask can only take bits away).
-// A directory that already exists keeps its mode: --token_file=/tmp/x must not make /tmp
-// private.
-absl::Status MakeMissingDirectories(const std::string& dir) {
-  std::string prefix = dir.front() == '/' ? "" : ".";
-  for (absl::string_view part : absl::StrSplit(dir, '/', absl::SkipEmpty())) {
-    absl::StrAppend(&prefix, "/", part);
-    if (mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) {
-      return Errno("cannot create directory", prefix);
-    }
-  }
-  return absl::OkStatus();
-}
-
 // Opens the secret file's directory and checks that nobody else can swap what is in it:
 // it is ours or root's, and one others can write must be sticky (/tmp), where others
 // cannot rename or remove our files.
@@ -149,6 +136,37 @@ absl::StatusOr<std::string> WritePrivateTemp(int dirfd, const std::string& base,
 }
 
 }  // namespace
+
+absl::Status MakeMissingDirectories(const std::string& dir) {
+  std::string prefix = dir.front() == '/' ? "" : ".";
+  for (absl::string_view part : absl::StrSplit(dir, '/', absl::SkipEmpty())) {
+    absl::StrAppend(&prefix, "/", part);
+    if (mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) {
+      return Errno("cannot create directory", prefix);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ClaimPrivateDirectory(const std::string& dir, const std::string& what,
+                                   const std::string& flag) {
+  if (dir.empty()) return absl::InvalidArgumentError(absl::StrCat(what, " is empty; set ", flag));
+  if (absl::Status made = MakeMissingDirectories(dir); !made.ok()) return made;
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0) return Errno(absl::StrCat("cannot stat ", what), dir);
+  const std::string elsewhere = absl::StrCat("choose a directory of our own with ", flag);
+  std::string problem;
+  if (!S_ISDIR(st.st_mode)) {
+    problem = absl::StrCat("is not a directory; ", elsewhere);
+  } else if (st.st_uid != geteuid()) {
+    problem = absl::StrCat("belongs to uid ", st.st_uid, ", not to us (uid ", geteuid(), "); ", elsewhere);
+  } else if ((st.st_mode & 077) != 0) {
+    problem = absl::StrFormat("can be entered by other users (mode 0%o): run chmod 700 on it, or %s",
+                              st.st_mode & 07777, elsewhere);
+  }
+  if (problem.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(what, " ", dir, " ", problem));
+}
 
 std::string DefaultStateFile(const std::string& app, const std::string& name) {
   if (const char* x = std::getenv("XDG_STATE_HOME"); x && *x) {

@@ -14,6 +14,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/secret_file.h"
 
 namespace sandboxd {
 namespace {
@@ -31,19 +32,6 @@ long HolderPid(int fd) {
   long pid = 0;
   if (n <= 0 || !absl::SimpleAtoi(absl::StripAsciiWhitespace(std::string(buf, n)), &pid)) return 0;
   return pid > 0 ? pid : 0;
-}
-
-// Creates `dir` (0700) if missing and requires it to be ours.
-absl::Status OwnDirectory(const fs::path& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return absl::FailedPreconditionError(absl::StrCat("cannot create ", dir.string(), ": ", ec.message()));
-  struct stat st;
-  if (stat(dir.c_str(), &st) != 0 || st.st_uid != geteuid()) {
-    return absl::FailedPreconditionError(absl::StrCat(dir.string(), " is not owned by us"));
-  }
-  chmod(dir.c_str(), 0700);
-  return absl::OkStatus();
 }
 
 // Removes a stale socket at `path`. ALREADY_EXISTS when a daemon answers on it: one that
@@ -104,18 +92,20 @@ InstanceLock::~InstanceLock() {
 absl::StatusOr<DaemonLocks> ClaimStateAndSocket(const std::string& state_dir,
                                                 const std::string& socket_path) {
   DaemonLocks locks;
-  std::error_code ec;
-  fs::create_directories(state_dir, ec);  // 0700, as SessionManager::Start makes it
-  if (ec) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot create state directory ", state_dir, ": ", ec.message()));
+  if (absl::Status s = codemode::ClaimPrivateDirectory(state_dir, "the state directory", "--state_dir");
+      !s.ok()) {
+    return s;
   }
-  chmod(state_dir.c_str(), 0700);
   absl::StatusOr<InstanceLock> state =
       InstanceLock::Acquire(state_dir + "/sandboxd.lock", "the state directory " + state_dir);
   if (!state.ok()) return state.status();
   locks.state = *std::move(state);
-  if (absl::Status s = OwnDirectory(fs::path(socket_path).parent_path()); !s.ok()) return s;
+  std::string socket_dir = fs::path(socket_path).parent_path().string();
+  if (socket_dir.empty()) socket_dir = ".";
+  if (absl::Status s = codemode::ClaimPrivateDirectory(socket_dir, "the socket's directory", "--socket");
+      !s.ok()) {
+    return s;
+  }
   absl::StatusOr<InstanceLock> socket =
       InstanceLock::Acquire(socket_path + ".lock", "the socket " + socket_path);
   if (!socket.ok()) return socket.status();

@@ -46,9 +46,10 @@ struct DaemonLocks {
   InstanceLock socket;  // <socket>.lock
 };
 
-// What a daemon does before it touches its state directory or socket: creates the state
-// directory (0700) and locks it, creates the socket's directory (0700, must be ours) and
-// locks the socket, then removes a stale socket. Refuses (FAILED_PRECONDITION) when
+// What a daemon does before it touches its state directory or socket: claims the state
+// directory (codemode::ClaimPrivateDirectory: created 0700 when missing; an existing one
+// must be ours and closed to others, and is never chmod'ed) and locks it, claims the
+// socket's directory the same way and locks the socket, then removes a stale socket. Refuses (FAILED_PRECONDITION) when
 // another sandboxd holds either lock, and (ALREADY_EXISTS) when a daemon that takes no
 // lock (an older sandboxd) answers on the socket.
 absl::StatusOr<DaemonLocks> ClaimStateAndSocket(const std::string& state_dir,

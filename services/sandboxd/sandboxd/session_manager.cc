@@ -15,6 +15,7 @@
 #include "base/thread.h"
 #include "absl/strings/str_format.h"
 #include "base/log_text.h"
+#include "base/secret_file.h"
 #include "sandboxd/log.h"
 
 namespace sandboxd {
@@ -109,6 +110,10 @@ void SessionManager::OnReadinessChanged() {
 
 absl::Status SessionManager::Start() {
   if (!images_.ok()) return images_.status();
+  if (absl::Status s = codemode::ClaimPrivateDirectory(options_.state_dir, "the state directory", "--state_dir");
+      !s.ok()) {
+    return s;
+  }
   std::error_code ec;
   fs::create_directories(options_.state_dir + "/sessions", ec);
   fs::create_directories(options_.state_dir + "/c", ec);
@@ -116,7 +121,6 @@ absl::Status SessionManager::Start() {
     return absl::FailedPreconditionError(
         absl::StrCat("cannot create state directory ", options_.state_dir, ": ", ec.message()));
   }
-  chmod(options_.state_dir.c_str(), 0700);
   // A runtime that does not answer is logged (readiness) and retried by the pool's thread.
   (void)factory_.EnsureProbed();
   if (options_.background) {

@@ -58,6 +58,7 @@ TEST(IsolationTest, GvisorIsRefusedWhereTheOperatorDidNotAllowIt) {
 TEST(IsolationTest, GvisorThatCannotRunHereStopsTheStartWithTheReason) {
   const std::string dir = ::testing::TempDir() + "gvisor-check-" + std::to_string(getpid());
   fs::create_directories(dir);
+  fs::permissions(dir, fs::perms::owner_all);  // the socket's directory must be ours alone
   const std::string daemon = SandboxdBinary() + " --socket=" + dir + "/s.sock --state_dir=" + dir +
                              "/state --pool_size=0";
   int rc = -1;

@@ -117,7 +117,7 @@ TEST(InstanceLockTest, ASecondHolderIsRefusedWithThePidUntilTheFirstLetsGo) {
 TEST(InstanceLockTest, ClaimLocksTheStateDirectoryAndTheSocketAndRemovesAStaleSocket) {
   TempDir dir;
   const std::string state = dir.path() + "/state", sock = dir.path() + "/run/s.sock";
-  fs::create_directories(dir.path() + "/run");
+  ASSERT_EQ(mkdir((dir.path() + "/run").c_str(), 0700), 0);
   BindSocket(sock);  // a crashed daemon's: nobody answers
   absl::StatusOr<DaemonLocks> first = ClaimStateAndSocket(state, sock);
   ASSERT_TRUE(first.ok()) << first.status();
@@ -139,6 +139,56 @@ TEST(InstanceLockTest, ClaimLocksTheStateDirectoryAndTheSocketAndRemovesAStaleSo
       << same_socket.status();
   first = DaemonLocks{};
   EXPECT_TRUE(ClaimStateAndSocket(state, sock).ok());
+}
+
+mode_t Mode(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 ? st.st_mode & 07777 : 0;
+}
+
+// Attack round 23: an existing socket directory was chmod'ed 0700 whenever it was ours (a
+// root daemon with --socket=/tmp/x.sock made /tmp 0700), and the state directory's owner
+// and mode were never checked. Now what we create is 0700, and an existing directory is
+// never chmod'ed: one others may enter is refused, and stays as it was.
+TEST(InstanceLockTest, ExistingDirectoriesOthersMayEnterAreRefusedAndKeepTheirMode) {
+  TempDir dir;
+  const std::string shared = dir.path() + "/shared", open = dir.path() + "/open";
+  ASSERT_EQ(mkdir(shared.c_str(), 0700), 0);
+  ASSERT_EQ(chmod(shared.c_str(), 01777), 0);  // as /tmp is
+  ASSERT_EQ(mkdir(open.c_str(), 0700), 0);
+  ASSERT_EQ(chmod(open.c_str(), 0755), 0);
+
+  absl::StatusOr<DaemonLocks> in_tmp = ClaimStateAndSocket(dir.path() + "/state", shared + "/s.sock");
+  ASSERT_FALSE(in_tmp.ok());
+  EXPECT_NE(in_tmp.status().message().find("the socket's directory " + shared +
+                                           " can be entered by other users (mode 01777)"),
+            std::string::npos)
+      << in_tmp.status();
+  EXPECT_NE(in_tmp.status().message().find("--socket"), std::string::npos) << in_tmp.status();
+  EXPECT_EQ(Mode(shared), 01777u);
+  EXPECT_FALSE(fs::exists(shared + "/s.sock.lock"));
+
+  absl::StatusOr<DaemonLocks> open_state = ClaimStateAndSocket(open, dir.path() + "/run/s.sock");
+  ASSERT_FALSE(open_state.ok());
+  EXPECT_NE(open_state.status().message().find("the state directory " + open), std::string::npos)
+      << open_state.status();
+  EXPECT_NE(open_state.status().message().find("--state_dir"), std::string::npos) << open_state.status();
+  EXPECT_EQ(Mode(open), 0755u);
+  EXPECT_FALSE(fs::exists(open + "/sandboxd.lock"));
+
+  // A file where the directory should be.
+  std::ofstream(dir.path() + "/file") << "x";
+  absl::StatusOr<DaemonLocks> file = ClaimStateAndSocket(dir.path() + "/file", dir.path() + "/run/s.sock");
+  ASSERT_FALSE(file.ok());
+  EXPECT_FALSE(file.status().message().empty());
+
+  // Missing ones, nested, are created 0700 each.
+  absl::StatusOr<DaemonLocks> fresh =
+      ClaimStateAndSocket(dir.path() + "/a/b/state", dir.path() + "/c/d/s.sock");
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  for (const char* made : {"/a", "/a/b", "/a/b/state", "/c", "/c/d"}) {
+    EXPECT_EQ(Mode(dir.path() + made), 0700u) << made;
+  }
 }
 
 }  // namespace
