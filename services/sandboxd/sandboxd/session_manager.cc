@@ -56,8 +56,9 @@ SessionManager::SessionManager(ManagerOptions options, ContainerRuntime* runtime
              {options_.pool_size, options_.js_pool_size},
              [this]() -> absl::Status {
                if (!images_.ok()) return images_.status();
-               return CheckLanguage(Language::kJavaScript, images_->default_image());
-             }) {
+               return CheckLanguage(Language::kJavaScript, images_->default_image(), /*refresh_images=*/true);
+             },
+             options_.js_pool_recheck) {
   env_.timers = &timers_;
   env_.workers = &workers_;
   env_.containers = &factory_;
@@ -110,10 +111,8 @@ void SessionManager::OnReadinessChanged() {
 
 absl::Status SessionManager::Start() {
   if (!images_.ok()) return images_.status();
-  if (absl::Status s = codemode::ClaimPrivateDirectory(options_.state_dir, "the state directory", "--state_dir");
-      !s.ok()) {
-    return s;
-  }
+  absl::Status own = codemode::ClaimPrivateDirectory(options_.state_dir, "the state directory", "--state_dir");
+  if (!own.ok()) return own;
   std::error_code ec;
   fs::create_directories(options_.state_dir + "/sessions", ec);
   fs::create_directories(options_.state_dir + "/c", ec);
@@ -297,7 +296,7 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
   }
   absl::StatusOr<Language> language = ParseLanguage(r.runtime());
   if (!language.ok()) return language.status();
-  if (absl::Status st = CheckLanguage(*language, *image); !st.ok()) return st;
+  if (absl::Status st = CheckLanguage(*language, *image, /*refresh_images=*/false); !st.ok()) return st;
   if (absl::Status room = CheckRoom(RoomOf(r)); !room.ok()) return room;
   const bool default_image = image->name == kDefaultImageName;
   const SandboxConfig config = {*limits, *isolation, default_image ? "" : image->reference,
@@ -305,13 +304,14 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
   return CreateAdmitted(r, config, *image, *std::move(catalog));
 }
 
-absl::Status SessionManager::CheckLanguage(Language language, const ImageChoice& image) {
+absl::Status SessionManager::CheckLanguage(Language language, const ImageChoice& image,
+                                           bool refresh_images) {
   if (language == Language::kPython) return absl::OkStatus();
   if (factory_.options().js_runner_path.empty()) {
     return absl::FailedPreconditionError(
         "this sandboxd has no JavaScript runner (sandbox_runner.js was not found; see --js_runner)");
   }
-  for (const sandbox::v1::ImageInfo& info : ImageInfos(/*refresh_if_stale=*/false)) {
+  for (const sandbox::v1::ImageInfo& info : ImageInfos(refresh_images)) {
     if (info.name() != image.name || info.offers().empty()) continue;
     const std::string want(LanguageOffer(language));
     if (std::find(info.offers().begin(), info.offers().end(), want) == info.offers().end()) {

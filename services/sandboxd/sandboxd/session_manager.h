@@ -63,6 +63,9 @@ struct ManagerOptions {
   // Warm JavaScript containers of the default config (--js_pool_size); none while this
   // daemon cannot run JavaScript (no js_runner_path, or an image that does not offer it).
   uint32_t js_pool_size = 1;
+  // How often the JavaScript pool, while it cannot run, asks again (with a fresh look at
+  // the image: one rebuilt with nodejs is noticed within this plus the image cache's 5 s).
+  absl::Duration js_pool_recheck = absl::Seconds(30);
   absl::Duration idle_ttl = absl::Minutes(30);
   uint64_t max_code_bytes = 1u << 20;
   std::vector<std::string> container_env;  // KEY=VALUE passed into every container
@@ -163,8 +166,10 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
                                                        const ImageChoice& image,
                                                        Catalog catalog);
   // OK when `image` can run `language`: its runner is installed, and the image offers
-  // it (an image without an io.sandboxd.offers label is tried as it is).
-  absl::Status CheckLanguage(Language language, const ImageChoice& image);
+  // it (an image without an io.sandboxd.offers label is tried as it is). CreateSession's
+  // path takes the image cache as it is (`refresh_images` false: no podman inspect on a
+  // create); the JavaScript pool's recheck refreshes a stale one.
+  absl::Status CheckLanguage(Language language, const ImageChoice& image, bool refresh_images);
   // After each successful runtime probe; re-attaches the first time.
   void OnProbed(const RuntimeInfo& info);
   void OnReadinessChanged();

@@ -128,11 +128,11 @@ void WarmPool::Stop() {
 }
 
 WarmPools::WarmPools(SandboxFactory* factory, SandboxConfig defaults, PoolTargets targets,
-                     std::function<absl::Status()> js_available)
+                     std::function<absl::Status()> js_available, absl::Duration js_recheck)
     : defaults_(ConfigOf(std::move(defaults), Language::kPython)) {
   pools_[Index(Language::kPython)] = std::make_unique<WarmPool>(
       factory, targets.python, defaults_, PoolOptions{"warm pool (python)", true, {}});
-  PoolOptions js{"warm pool (javascript)", /*probes=*/false, std::move(js_available)};
+  PoolOptions js{"warm pool (javascript)", /*probes=*/false, std::move(js_available), js_recheck};
   pools_[Index(Language::kJavaScript)] = std::make_unique<WarmPool>(
       factory, targets.javascript, ConfigOf(defaults_, Language::kJavaScript), std::move(js));
 }

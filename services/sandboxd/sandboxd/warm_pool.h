@@ -116,8 +116,10 @@ struct PoolTargets {
 class WarmPools {
  public:
   // `defaults`: the default config (its language is ignored: each pool has its own).
+  // `js_available`: whether the JavaScript pool may start containers, asked again every
+  // `js_recheck` while it may not.
   WarmPools(SandboxFactory* factory, SandboxConfig defaults, PoolTargets targets,
-            std::function<absl::Status()> js_available);
+            std::function<absl::Status()> js_available, absl::Duration js_recheck = absl::Seconds(30));
   WarmPools(const WarmPools&) = delete;
   WarmPools& operator=(const WarmPools&) = delete;
 

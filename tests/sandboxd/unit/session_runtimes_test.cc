@@ -140,6 +140,21 @@ TEST_F(SessionRuntimesTest, AJavaScriptPoolThatCannotRunSaysWhyOnce) {
   EXPECT_EQ(log.Count("does not offer nodejs"), 1);
 }
 
+// An image rebuilt with nodejs while the daemon runs: the JavaScript pool's recheck looks
+// at the image again (the image cache refreshes when it is older than 5 s) and the pool
+// fills, without anyone calling GetInfo. It used to take the cache as it was, forever.
+TEST_F(SessionRuntimesTest, AJavaScriptPoolStartsOnceTheImageOffersNodejs) {
+  ManagerOptions o = BothRuntimes(0, 1);
+  o.js_pool_recheck = absl::Milliseconds(200);
+  runtime_->SetImageOffers({"python3"});
+  SessionManager* m = StartManager(o);
+  ASSERT_TRUE(WaitFor([&] { return !Pool(m, Language::kJavaScript).unavailable().empty(); }));
+  runtime_->SetImageOffers({"python3", "nodejs"});
+  EXPECT_TRUE(WaitFor([&] { return Containers(Language::kJavaScript).size() == 1; }, absl::Seconds(15)))
+      << Pool(m, Language::kJavaScript).unavailable();
+  StopManager(m);
+}
+
 // StartExecution.runtime: the gateway says which language it sends; sandboxd refuses code
 // of another language than the session's before anything runs. Empty is not checked.
 TEST_F(SessionRuntimesTest, AnExecutionOfAnotherRuntimeIsRefusedBeforeItRuns) {
