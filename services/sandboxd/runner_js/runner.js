@@ -6,7 +6,7 @@
 // (files.js). It never runs user code and shares no globals with the worker.
 
 const { RUNNER_VERSION, DEFAULT_TOOL_CALLS_IN_FLIGHT, INTERRUPT_GRACE_MS, CELL_PREFIX, log, cap,
-  ERROR_MESSAGE_LIMIT } = require('./common');
+  ERROR_MESSAGE_LIMIT, WORKER_EXIT_WAIT_MS } = require('./common');
 const { ProtocolError, frameField } = require('./protocol');
 const { parseCatalog } = require('./catalog');
 const { Connection } = require('./connection');
@@ -72,11 +72,27 @@ class Runner {
   // A fresh namespace in place of the one that ran user code, and with it every process that
   // code started (a reset is a process reset too, as a reset frame is). `idleWhy`: it is
   // replaced while no exec runs (background code, the worker exiting, a stray message), so
-  // the next exec says so.
-  replaceNamespace(idleWhy) {
-    if (this.ownPidNamespace) killOtherProcesses();
+  // the next exec says so. `then()` runs once the old worker is gone (or has not exited within
+  // WORKER_EXIT_WAIT_MS) and the new one starts; nothing runs in between (nsReady is false).
+  replaceNamespace(idleWhy, then = () => {}) {
     if (idleWhy && this.execs > 0) this.pendingReset = idleWhy;
-    this.newNamespace();
+    this.nsReady = false;
+    this.watchdog.stop();
+    this.retireNamespace().then(() => {
+      this.newNamespace();
+      then();
+    });
+  }
+
+  // Ends the namespace's worker and every process its code started: they are killed first
+  // (which also frees a worker waiting for one, as in execSync), and again once the worker has
+  // exited, since until then its background code could start more (attack round 23). A worker
+  // blocked in a system call does not exit: the wait ends after WORKER_EXIT_WAIT_MS.
+  async retireNamespace() {
+    const old = this.ns;
+    if (this.ownPidNamespace) killOtherProcesses();
+    await old.end(WORKER_EXIT_WAIT_MS);
+    if (this.ownPidNamespace) killOtherProcesses();
   }
 
   // The idle watchdog's verdict: `ns` did not answer while no exec ran.
@@ -97,14 +113,19 @@ class Runner {
       return;
     }
     const why = outOfMemory ? `the JavaScript heap limit (${this.heapMb} MiB) was reached` : reason;
-    this.replaceNamespace(cur ? null : why);
-    if (!cur) return;
-    this.output.note('stderr', `\n[${why}: the namespace was reset; every variable and ` +
-      'function defined so far is lost]\n');
-    this.finishExec(cur, 'error', null, {
-      type: outOfMemory ? 'OutOfMemoryError' : 'RunnerError',
-      message: cap(`${why}; the namespace was reset`, ERROR_MESSAGE_LIMIT), traceback: '' }, null,
-    true);
+    if (!cur) {
+      this.replaceNamespace(why);
+      return;
+    }
+    this.replaceNamespace(null, () => {
+      if (this.current !== cur) return;
+      this.output.note('stderr', `\n[${why}: the namespace was reset; every variable and ` +
+        'function defined so far is lost]\n');
+      this.finishExec(cur, 'error', null, {
+        type: outOfMemory ? 'OutOfMemoryError' : 'RunnerError',
+        message: cap(`${why}; the namespace was reset`, ERROR_MESSAGE_LIMIT), traceback: '' },
+      null, true);
+    });
   }
 
   // -- execs ---------------------------------------------------------------------------
@@ -132,14 +153,14 @@ class Runner {
   // A reset frame: the old worker, idle, first reaps the processes its code started as they
   // die (Node cannot wait for a child it no longer tracks: killed after the worker, they
   // stayed zombies holding the pids limit, and a session that had used it up could not
-  // start its new worker). Nothing else runs meanwhile (nsReady is false).
+  // start its new worker). Then replaceNamespace ends the worker and kills what it started
+  // in the meantime. Nothing else runs meanwhile (nsReady is false).
   resetFrame(conn, frame) {
-    const done = () => {
-      this.replaceNamespace(null);
+    const done = () => this.replaceNamespace(null, () => {
       this.pendingReset = null;                 // a fresh namespace is what was asked for
       conn.send({ type: 'reset_done', id: frame.id });
       this.pump();
-    };
+    });
     if (!this.ownPidNamespace) return done();
     killOtherProcesses();
     this.nsReady = false;
@@ -237,11 +258,13 @@ class Runner {
   interruptByTermination(cur) {
     if (this.current !== cur) return;
     log(`exec ${cur.id} did not stop within ${INTERRUPT_GRACE_MS} ms; terminating the worker`);
-    this.replaceNamespace(null);
-    this.output.note('stderr', `\n[the code did not stop within ${INTERRUPT_GRACE_MS} ms of ` +
-      'the interrupt (a synchronous loop?), so the JavaScript worker was terminated: the ' +
-      'namespace was reset and every variable and function defined so far is lost]\n');
-    this.finishExec(cur, 'interrupted', null, interruptedError(), null, true);
+    this.replaceNamespace(null, () => {
+      if (this.current !== cur) return;
+      this.output.note('stderr', `\n[the code did not stop within ${INTERRUPT_GRACE_MS} ms of ` +
+        'the interrupt (a synchronous loop?), so the JavaScript worker was terminated: the ' +
+        'namespace was reset and every variable and function defined so far is lost]\n');
+      this.finishExec(cur, 'interrupted', null, interruptedError(), null, true);
+    });
   }
 
   // -- connections ---------------------------------------------------------------------
@@ -319,12 +342,6 @@ function doneFrame(id, status, result, error, outputBytes, droppedBytes, namespa
   return frame;
 }
 
-// End every other process of this PID namespace (what user code left running); only with
-// --own-pid-namespace, i.e. in a container of our own (sandboxd starts it with podman's
-// --init, so pid 1 is catatonit). kill(-1) signals every process we may signal but init and
-// us; worker threads are threads of this process, so they are not hit. The children the old
-// worker spawned itself stay zombies until the session ends (node cannot waitpid(-1)); what
-// they spawned is reparented to init, which reaps it.
 // Whether a process of ours is still there, dead or alive (/proc lists processes; the
 // worker threads are tasks of this one).
 function hasChildren() {
@@ -346,6 +363,12 @@ function hasChildren() {
   });
 }
 
+// End every other process of this PID namespace (what user code left running); only with
+// --own-pid-namespace, i.e. in a container of our own (sandboxd starts it with podman's
+// --init, so pid 1 is catatonit). kill(-1) signals every process we may signal but init and
+// us; worker threads are threads of this process, so they are not hit. The children the old
+// worker spawned itself stay zombies until the session ends (node cannot waitpid(-1)); what
+// they spawned is reparented to init, which reaps it.
 function killOtherProcesses() {
   for (let i = 0; i < 100; i++) {
     try {
