@@ -6,7 +6,7 @@
 // (files.js). It never runs user code and shares no globals with the worker.
 
 const { RUNNER_VERSION, DEFAULT_TOOL_CALLS_IN_FLIGHT, INTERRUPT_GRACE_MS, CELL_PREFIX, log, cap,
-  ERROR_MESSAGE_LIMIT, WORKER_EXIT_WAIT_MS } = require('./common');
+  ERROR_MESSAGE_LIMIT, WORKER_EXIT_WAIT_MS, STUCK_WORKER_LIMIT } = require('./common');
 const { ProtocolError, frameField } = require('./protocol');
 const { parseCatalog } = require('./catalog');
 const { Connection } = require('./connection');
@@ -39,6 +39,7 @@ class Runner {
     this.ns = null;
     this.nsReady = false;
     this.pendingReset = null;     // why the namespace was replaced while no exec ran
+    this.stuckWorkers = new Set();  // terminated namespaces whose worker has not exited
     this.watchdog = new IdleWatchdog(options.idleWatchdogMs || 0, (ns) => this.onStuck(ns));
     // Settles when the first namespace is ready: main.js listens after it (or a bound), so
     // a pooled container sandboxd has connected to is ready to run at once.
@@ -72,27 +73,52 @@ class Runner {
   // A fresh namespace in place of the one that ran user code, and with it every process that
   // code started (a reset is a process reset too, as a reset frame is). `idleWhy`: it is
   // replaced while no exec runs (background code, the worker exiting, a stray message), so
-  // the next exec says so. `then()` runs once the old worker is gone (or has not exited within
-  // WORKER_EXIT_WAIT_MS) and the new one starts; nothing runs in between (nsReady is false).
+  // the next exec says so. `then(stuckNote)` runs once the old worker is gone (or stuck, which
+  // `stuckNote` then says) and the new one starts; nothing runs in between (nsReady is false).
   replaceNamespace(idleWhy, then = () => {}) {
-    if (idleWhy && this.execs > 0) this.pendingReset = idleWhy;
+    const report = Boolean(idleWhy) && this.execs > 0;
     this.nsReady = false;
     this.watchdog.stop();
-    this.retireNamespace().then(() => {
-      this.newNamespace();
-      then();
+    this.retireNamespace().then((stuckNote) => {
+      if (report) this.pendingReset = stuckNote ? `${idleWhy}; ${stuckNote}` : idleWhy;
+      const ending = this.stuckWorkers.size >= STUCK_WORKER_LIMIT;
+      if (!ending) this.newNamespace();
+      then(stuckNote);
+      if (ending) this.endRunner(`${this.stuckWorkers.size} terminated workers are stuck`);
     });
   }
 
   // Ends the namespace's worker and every process its code started: they are killed first
   // (which also frees a worker waiting for one, as in execSync), and again once the worker has
-  // exited, since until then its background code could start more (attack round 23). A worker
-  // blocked in a system call does not exit: the wait ends after WORKER_EXIT_WAIT_MS.
+  // exited, since until then its background code could start more (attack round 23). Resolves
+  // with null, or with a note for the user when the worker has not exited within
+  // WORKER_EXIT_WAIT_MS.
   async retireNamespace() {
     const old = this.ns;
     if (this.ownPidNamespace) killOtherProcesses();
-    await old.end(WORKER_EXIT_WAIT_MS);
+    const exited = await old.end(WORKER_EXIT_WAIT_MS);
     if (this.ownPidNamespace) killOtherProcesses();
+    if (exited) return null;
+    this.stuckWorkers.add(old);
+    log(`a terminated worker did not exit within ${WORKER_EXIT_WAIT_MS} ms ` +
+      `(${this.stuckWorkers.size} stuck)`);
+    old.exited.then(() => {
+      this.stuckWorkers.delete(old);
+      log(`a stuck worker exited (${this.stuckWorkers.size} stuck)`);
+    });
+    return stuckWorkerNote(this.stuckWorkers.size);
+  }
+
+  // Ends the runner for good, which sandboxd reports as the session lost ("the container
+  // exited with code 143"). process.exit() would wait for the stuck worker threads, which never
+  // end, so the runner ends itself with SIGTERM (no handler: the kernel ends the process) once
+  // its last frames are out, or after a second.
+  endRunner(reason) {
+    log(`ending the runner: ${reason}`);
+    const kill = () => process.kill(process.pid, 'SIGTERM');
+    setTimeout(kill, 1000);
+    if (this.conn && this.conn.alive) this.conn.socket.end(kill);
+    else kill();
   }
 
   // The idle watchdog's verdict: `ns` did not answer while no exec ran.
@@ -117,13 +143,14 @@ class Runner {
       this.replaceNamespace(why);
       return;
     }
-    this.replaceNamespace(null, () => {
+    this.replaceNamespace(null, (stuckNote) => {
       if (this.current !== cur) return;
+      const stuck = stuckNote ? `; ${stuckNote}` : '';
       this.output.note('stderr', `\n[${why}: the namespace was reset; every variable and ` +
-        'function defined so far is lost]\n');
+        `function defined so far is lost${stuck}]\n`);
       this.finishExec(cur, 'error', null, {
         type: outOfMemory ? 'OutOfMemoryError' : 'RunnerError',
-        message: cap(`${why}; the namespace was reset`, ERROR_MESSAGE_LIMIT), traceback: '' },
+        message: cap(`${why}; the namespace was reset${stuck}`, ERROR_MESSAGE_LIMIT), traceback: '' },
       null, true);
     });
   }
@@ -258,11 +285,12 @@ class Runner {
   interruptByTermination(cur) {
     if (this.current !== cur) return;
     log(`exec ${cur.id} did not stop within ${INTERRUPT_GRACE_MS} ms; terminating the worker`);
-    this.replaceNamespace(null, () => {
+    this.replaceNamespace(null, (stuckNote) => {
       if (this.current !== cur) return;
       this.output.note('stderr', `\n[the code did not stop within ${INTERRUPT_GRACE_MS} ms of ` +
-        'the interrupt (a synchronous loop?), so the JavaScript worker was terminated: the ' +
-        'namespace was reset and every variable and function defined so far is lost]\n');
+        'the interrupt (a synchronous loop or a blocking call?), so the JavaScript worker was ' +
+        'terminated: the namespace was reset and every variable and function defined so far ' +
+        `is lost${stuckNote ? `; ${stuckNote}` : ''}]\n`);
       this.finishExec(cur, 'interrupted', null, interruptedError(), null, true);
     });
   }
@@ -329,6 +357,15 @@ function checkExec(frame) {
     throw new ProtocolError('exec.max_tool_calls_in_flight must be at least 1');
   }
   return frame;
+}
+
+// What the user is told when a terminated worker stays stuck (`count` are now).
+function stuckWorkerNote(count) {
+  const text = `the worker did not exit within ${WORKER_EXIT_WAIT_MS} ms of being terminated ` +
+    '(it is blocked in a system call, such as reading a FIFO that nobody writes to), so its ' +
+    `thread and memory stay; ${count} such worker${count === 1 ? ' is' : 's are'} stuck now`;
+  return count >= STUCK_WORKER_LIMIT ? `${text}, the limit: the runner ends and the session is lost` :
+    `${text}, and at ${STUCK_WORKER_LIMIT} the runner ends and the session is lost`;
 }
 
 function interruptedError() {
