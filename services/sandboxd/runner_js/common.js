@@ -17,6 +17,13 @@ const DEFAULT_TOOL_CALLS_IN_FLIGHT = 64;
 // (the frame, `arguments`) and sandboxd refuses frames deeper than 128 (runner-protocol.md).
 const MAX_ARGUMENT_DEPTH = 120;
 const INTERRUPT_GRACE_MS = 250;                    // then the worker is terminated
+// How long a namespace reset waits for the terminated worker to exit before its last kill.
+// One that has not exited by then is stuck in a system call (terminate lands only in
+// JavaScript) and keeps its thread and memory until the call returns; when STUCK_WORKER_LIMIT
+// are stuck at once the runner ends (the session is lost) rather than grow to the memory
+// limit (runner-protocol.md, "Workers stuck in a system call").
+const WORKER_EXIT_WAIT_MS = 500;
+const STUCK_WORKER_LIMIT = 3;
 const WATCHDOG_PING_MS = 2000;                     // idle worker pinged this often (watchdog.js) ...
 const DEFAULT_IDLE_WATCHDOG_MS = 5000;             // ... and replaced without a pong this soon
 const CELL_PREFIX = '<cell-';                      // file names of agent code: <cell-1>, ...
@@ -58,5 +65,5 @@ function fixJsonSurrogates(json) {
 module.exports = {
   RUNNER_VERSION, MAX_FRAME_BYTES, OUTPUT_FLUSH_BYTES, OUTPUT_FLUSH_MS, OUTPUT_FRAME_CHARS,
   RESULT_LIMIT, ERROR_MESSAGE_LIMIT, TRACEBACK_LIMIT, DEFAULT_TOOL_CALLS_IN_FLIGHT, MAX_ARGUMENT_DEPTH,
-  INTERRUPT_GRACE_MS, WATCHDOG_PING_MS, DEFAULT_IDLE_WATCHDOG_MS, CELL_PREFIX, log, cap, escapeLoneSurrogates, fixJsonSurrogates,
+  INTERRUPT_GRACE_MS, WORKER_EXIT_WAIT_MS, STUCK_WORKER_LIMIT, WATCHDOG_PING_MS, DEFAULT_IDLE_WATCHDOG_MS, CELL_PREFIX, log, cap, escapeLoneSurrogates, fixJsonSurrogates,
 };

@@ -55,6 +55,7 @@ class Namespace {
     this.worker.on('error', (e) => this.lose(`the worker failed: ${e && e.message}`,
       e && e.code === 'ERR_WORKER_OUT_OF_MEMORY'));
     this.worker.on('exit', (code) => this.lose(`the worker exited with code ${code}`, false));
+    this.exited = new Promise((resolve) => this.worker.once('exit', () => resolve()));
   }
 
   onMessage(m) {
@@ -81,11 +82,22 @@ class Namespace {
     this.handlers.lost(reason, outOfMemory);
   }
 
-  // Stop the worker; no handler is called any more.
-  end() {
-    this.ended = true;
-    this.port.close();
-    this.worker.terminate().catch(() => {});
+  // Stop the worker; no handler is called any more. Resolves true once the worker has exited,
+  // false when it has not within `waitMs` (blocked in a system call: terminate() takes effect
+  // only when the thread is back in JavaScript).
+  end(waitMs = 0) {
+    if (!this.ended) {
+      this.ended = true;
+      this.port.close();
+      this.worker.terminate().catch(() => {});
+    }
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => resolve(false), waitMs);
+      this.exited.then(() => {
+        clearTimeout(timer);
+        resolve(true);
+      });
+    });
   }
 }
 

@@ -6,7 +6,7 @@
 // (files.js). It never runs user code and shares no globals with the worker.
 
 const { RUNNER_VERSION, DEFAULT_TOOL_CALLS_IN_FLIGHT, INTERRUPT_GRACE_MS, CELL_PREFIX, log, cap,
-  ERROR_MESSAGE_LIMIT } = require('./common');
+  ERROR_MESSAGE_LIMIT, WORKER_EXIT_WAIT_MS, STUCK_WORKER_LIMIT } = require('./common');
 const { ProtocolError, frameField } = require('./protocol');
 const { parseCatalog } = require('./catalog');
 const { Connection } = require('./connection');
@@ -39,6 +39,7 @@ class Runner {
     this.ns = null;
     this.nsReady = false;
     this.pendingReset = null;     // why the namespace was replaced while no exec ran
+    this.stuckWorkers = new Set();  // terminated namespaces whose worker has not exited
     this.watchdog = new IdleWatchdog(options.idleWatchdogMs || 0, (ns) => this.onStuck(ns));
     // Settles when the first namespace is ready: main.js listens after it (or a bound), so
     // a pooled container sandboxd has connected to is ready to run at once.
@@ -72,11 +73,52 @@ class Runner {
   // A fresh namespace in place of the one that ran user code, and with it every process that
   // code started (a reset is a process reset too, as a reset frame is). `idleWhy`: it is
   // replaced while no exec runs (background code, the worker exiting, a stray message), so
-  // the next exec says so.
-  replaceNamespace(idleWhy) {
+  // the next exec says so. `then(stuckNote)` runs once the old worker is gone (or stuck, which
+  // `stuckNote` then says) and the new one starts; nothing runs in between (nsReady is false).
+  replaceNamespace(idleWhy, then = () => {}) {
+    const report = Boolean(idleWhy) && this.execs > 0;
+    this.nsReady = false;
+    this.watchdog.stop();
+    this.retireNamespace().then((stuckNote) => {
+      if (report) this.pendingReset = stuckNote ? `${idleWhy}; ${stuckNote}` : idleWhy;
+      const ending = this.stuckWorkers.size >= STUCK_WORKER_LIMIT;
+      if (!ending) this.newNamespace();
+      then(stuckNote);
+      if (ending) this.endRunner(`${this.stuckWorkers.size} terminated workers are stuck`);
+    });
+  }
+
+  // Ends the namespace's worker and every process its code started: they are killed first
+  // (which also frees a worker waiting for one, as in execSync), and again once the worker has
+  // exited, since until then its background code could start more (attack round 23). Resolves
+  // with null, or with a note for the user when the worker has not exited within
+  // WORKER_EXIT_WAIT_MS.
+  async retireNamespace() {
+    const old = this.ns;
     if (this.ownPidNamespace) killOtherProcesses();
-    if (idleWhy && this.execs > 0) this.pendingReset = idleWhy;
-    this.newNamespace();
+    const exited = await old.end(WORKER_EXIT_WAIT_MS);
+    if (this.ownPidNamespace) killOtherProcesses();
+    if (exited) return null;
+    this.stuckWorkers.add(old);
+    log(`a terminated worker did not exit within ${WORKER_EXIT_WAIT_MS} ms ` +
+      `(${this.stuckWorkers.size} stuck)`);
+    old.exited.then(() => {
+      this.stuckWorkers.delete(old);
+      log(`a stuck worker exited (${this.stuckWorkers.size} stuck)`);
+    });
+    return stuckWorkerNote(this.stuckWorkers.size);
+  }
+
+  // Ends the runner for good, which sandboxd reports as the session lost ("the container
+  // exited with code 143"). process.exit() would wait for the stuck worker threads, which never
+  // end, so the runner ends itself with SIGTERM (no handler: the kernel ends the process) once
+  // its last frames are out, or after a second.
+  endRunner(reason) {
+    log(`ending the runner: ${reason}`);
+    const kill = () => process.kill(process.pid, 'SIGTERM');
+    setTimeout(kill, 1000);
+    if (this.conn && this.conn.alive) this.conn.socket.end(kill);
+    else kill();
   }
 
   // The idle watchdog's verdict: `ns` did not answer while no exec ran.
@@ -97,14 +139,20 @@ class Runner {
       return;
     }
     const why = outOfMemory ? `the JavaScript heap limit (${this.heapMb} MiB) was reached` : reason;
-    this.replaceNamespace(cur ? null : why);
-    if (!cur) return;
-    this.output.note('stderr', `\n[${why}: the namespace was reset; every variable and ` +
-      'function defined so far is lost]\n');
-    this.finishExec(cur, 'error', null, {
-      type: outOfMemory ? 'OutOfMemoryError' : 'RunnerError',
-      message: cap(`${why}; the namespace was reset`, ERROR_MESSAGE_LIMIT), traceback: '' }, null,
-    true);
+    if (!cur) {
+      this.replaceNamespace(why);
+      return;
+    }
+    this.replaceNamespace(null, (stuckNote) => {
+      if (this.current !== cur) return;
+      const stuck = stuckNote ? `; ${stuckNote}` : '';
+      this.output.note('stderr', `\n[${why}: the namespace was reset; every variable and ` +
+        `function defined so far is lost${stuck}]\n`);
+      this.finishExec(cur, 'error', null, {
+        type: outOfMemory ? 'OutOfMemoryError' : 'RunnerError',
+        message: cap(`${why}; the namespace was reset${stuck}`, ERROR_MESSAGE_LIMIT), traceback: '' },
+      null, true);
+    });
   }
 
   // -- execs ---------------------------------------------------------------------------
@@ -132,14 +180,14 @@ class Runner {
   // A reset frame: the old worker, idle, first reaps the processes its code started as they
   // die (Node cannot wait for a child it no longer tracks: killed after the worker, they
   // stayed zombies holding the pids limit, and a session that had used it up could not
-  // start its new worker). Nothing else runs meanwhile (nsReady is false).
+  // start its new worker). Then replaceNamespace ends the worker and kills what it started
+  // in the meantime. Nothing else runs meanwhile (nsReady is false).
   resetFrame(conn, frame) {
-    const done = () => {
-      this.replaceNamespace(null);
+    const done = () => this.replaceNamespace(null, () => {
       this.pendingReset = null;                 // a fresh namespace is what was asked for
       conn.send({ type: 'reset_done', id: frame.id });
       this.pump();
-    };
+    });
     if (!this.ownPidNamespace) return done();
     killOtherProcesses();
     this.nsReady = false;
@@ -237,11 +285,14 @@ class Runner {
   interruptByTermination(cur) {
     if (this.current !== cur) return;
     log(`exec ${cur.id} did not stop within ${INTERRUPT_GRACE_MS} ms; terminating the worker`);
-    this.replaceNamespace(null);
-    this.output.note('stderr', `\n[the code did not stop within ${INTERRUPT_GRACE_MS} ms of ` +
-      'the interrupt (a synchronous loop?), so the JavaScript worker was terminated: the ' +
-      'namespace was reset and every variable and function defined so far is lost]\n');
-    this.finishExec(cur, 'interrupted', null, interruptedError(), null, true);
+    this.replaceNamespace(null, (stuckNote) => {
+      if (this.current !== cur) return;
+      this.output.note('stderr', `\n[the code did not stop within ${INTERRUPT_GRACE_MS} ms of ` +
+        'the interrupt (a synchronous loop or a blocking call?), so the JavaScript worker was ' +
+        'terminated: the namespace was reset and every variable and function defined so far ' +
+        `is lost${stuckNote ? `; ${stuckNote}` : ''}]\n`);
+      this.finishExec(cur, 'interrupted', null, interruptedError(), null, true);
+    });
   }
 
   // -- connections ---------------------------------------------------------------------
@@ -308,6 +359,15 @@ function checkExec(frame) {
   return frame;
 }
 
+// What the user is told when a terminated worker stays stuck (`count` are now).
+function stuckWorkerNote(count) {
+  const text = `the worker did not exit within ${WORKER_EXIT_WAIT_MS} ms of being terminated ` +
+    '(it is blocked in a system call, such as reading a FIFO that nobody writes to), so its ' +
+    `thread and memory stay; ${count} such worker${count === 1 ? ' is' : 's are'} stuck now`;
+  return count >= STUCK_WORKER_LIMIT ? `${text}, the limit: the runner ends and the session is lost` :
+    `${text}, and at ${STUCK_WORKER_LIMIT} the runner ends and the session is lost`;
+}
+
 function interruptedError() {
   return { type: 'InterruptedError', message: 'execution interrupted', traceback: '' };
 }
@@ -319,12 +379,6 @@ function doneFrame(id, status, result, error, outputBytes, droppedBytes, namespa
   return frame;
 }
 
-// End every other process of this PID namespace (what user code left running); only with
-// --own-pid-namespace, i.e. in a container of our own (sandboxd starts it with podman's
-// --init, so pid 1 is catatonit). kill(-1) signals every process we may signal but init and
-// us; worker threads are threads of this process, so they are not hit. The children the old
-// worker spawned itself stay zombies until the session ends (node cannot waitpid(-1)); what
-// they spawned is reparented to init, which reaps it.
 // Whether a process of ours is still there, dead or alive (/proc lists processes; the
 // worker threads are tasks of this one).
 function hasChildren() {
@@ -346,6 +400,12 @@ function hasChildren() {
   });
 }
 
+// End every other process of this PID namespace (what user code left running); only with
+// --own-pid-namespace, i.e. in a container of our own (sandboxd starts it with podman's
+// --init, so pid 1 is catatonit). kill(-1) signals every process we may signal but init and
+// us; worker threads are threads of this process, so they are not hit. The children the old
+// worker spawned itself stay zombies until the session ends (node cannot waitpid(-1)); what
+// they spawned is reparented to init, which reaps it.
 function killOtherProcesses() {
   for (let i = 0; i < 100; i++) {
     try {

@@ -19,7 +19,7 @@ const acorn = require('acorn');
 
 const PARSE_OPTIONS = {
   ecmaVersion: 'latest', sourceType: 'script', allowAwaitOutsideFunction: true,
-  allowHashBang: true, locations: false,
+  locations: false,
 };
 
 // Names bound by a declaration pattern (identifiers, destructuring, defaults, rest).
@@ -129,10 +129,13 @@ class CellTransform {
 }
 
 // The script to run for a cell; throws acorn's SyntaxError (with .pos and .loc) when the
-// cell does not parse.
+// cell does not parse. A hashbang first line (`#!/usr/bin/env node`), which node accepts at
+// the start of a script, becomes a `//` comment of the same length: inside the wrapper it is
+// no longer the start of the script, and the same length keeps every position and line.
 function transformCell(source) {
-  const program = acorn.parse(source, PARSE_OPTIONS);
-  return new CellTransform(source).build(program);
+  const text = source.startsWith('#!') ? `//${source.slice(2)}` : source;
+  const program = acorn.parse(text, PARSE_OPTIONS);
+  return new CellTransform(text).build(program);
 }
 
 // {type, message, traceback} of acorn's SyntaxError for the cell `source` named `filename`.

@@ -94,6 +94,16 @@ describe('javascript runner: execution', () => {
     assert.doesNotMatch(r.error.traceback, /sandbox_runner|node:internal|\(node:/);
   });
 
+  it('accepts a hashbang first line, as node does for a script, and keeps line numbers', async () => {
+    assert.equal((await ok('#!/usr/bin/env node\nconst h = 41;\nh + 1')).result, '42');
+    assert.equal((await ok('#!/usr/bin/env node')).result, null);
+    const r = await client.exec('#!/usr/bin/env node\nfunction f() {\n  throw new Error("line 3") }\nf()');
+    assert.equal(r.status, 'error');
+    assert.match(r.error.traceback, /at f \(<cell-\d+>:3:9\)/);
+    const late = await client.exec('1;\n#!/usr/bin/env node');
+    assert.equal(late.error.type, 'SyntaxError', 'only the first line may be a hashbang');
+  });
+
   it('reports thrown non-errors', async () => {
     const r = await client.exec('throw 42');
     assert.equal(r.status, 'error');

@@ -90,6 +90,22 @@ describe('javascript runner: resets between execs', () => {
     assert.doesNotMatch(left, /r21-loop|sleep/);
     assert.match(left, /sandbox_runner\.js/, 'the runner itself lives on');
   });
+
+  it('ends the processes background code starts while a reset frame runs', async () => {
+    // round 23's bg.js: background code spawning without a pause started processes after the
+    // reset's last kill, before its worker had stopped. Two threads of its own spawn too (they
+    // stop only when the worker does), which makes that window wide enough to hit every time.
+    const spawner = "const cp = require('child_process'); (function spawnMore() { try { " +
+      "cp.spawn('sleep', ['1000'], { detached: true, stdio: 'ignore' }).unref() } catch (e) {} " +
+      'setImmediate(spawnMore) })()';
+    await client.exec(`const { Worker } = require('worker_threads'); ${spawner}; ` +
+      `for (let i = 0; i < 2; i++) new Worker(${JSON.stringify(spawner)}, { eval: true })`);
+    await sleep(200);
+    await client.reset();
+    const left = (await client.exec(`(${liveProcesses})()`)).result;
+    assert.doesNotMatch(left, /sleep/);
+    assert.match(left, /sandbox_runner\.js/, 'the runner itself lives on');
+  });
 });
 
 describe('javascript runner: the idle watchdog', () => {
