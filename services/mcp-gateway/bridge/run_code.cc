@@ -437,6 +437,9 @@ absl::StatusOr<Finished> RunCodeTool::ExecuteOn(SessionBindings::Binding& bindin
                                               const AnswerCharges& answer) {
     return run.router->Route(call, calls_token, answer);
   };
+  handlers.on_tool_call_refused = [&run](const sandbox::v1::ToolCall& call, const std::string&) {
+    run.router->Refused(call);
+  };
   handlers.on_stream_end = [calls_token] { calls_token->Cancel("the execution finished"); };
   handlers.credential = run.ctx->credential;
   handlers.traceparent = run.traceparent;

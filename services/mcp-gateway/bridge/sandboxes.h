@@ -37,6 +37,10 @@ struct ExecuteHandlers {
   std::function<sandbox::v1::ToolResult(const sandbox::v1::ToolCall& call,
                                         const AnswerCharges& answer)>
       on_tool_call;
+  // Called for each call refused before on_tool_call could take it (a bound of the run, of
+  // the credential or of the gateway: ToolCallLimits), with the error the sandbox gets:
+  // it counts in the run's tool_calls_total, its metrics and its audit line as refused.
+  std::function<void(const sandbox::v1::ToolCall& call, const std::string& why)> on_tool_call_refused;
   // Called when the stream has ended, before waiting for tool-call threads: cancel the
   // upstream calls still running so that waiting is short.
   std::function<void()> on_stream_end;

@@ -21,11 +21,8 @@ ToolCallDispatcher::ToolCallDispatcher(const ToolCallLimits& limits, ToolCallBud
 void ToolCallDispatcher::Dispatch(sandbox::v1::ToolCall call) {
   JoinEnded();
   if (std::string error = Admit(call); !error.empty()) {
-    if (limits_.metrics != nullptr) {
-      limits_.metrics->LimitHit(LimitKind::kToolCallCap);
-      limits_.metrics->ToolCallFinished(call.server(), call.tool(), ToolOutcome::kRefused,
-                                        absl::ZeroDuration(), false);
-    }
+    if (limits_.metrics != nullptr) limits_.metrics->LimitHit(LimitKind::kToolCallCap);
+    if (handlers_.on_tool_call_refused) handlers_.on_tool_call_refused(call, error);
     sandbox::v1::ExecuteRequest req;
     req.mutable_tool_result()->set_call_id(call.call_id());
     req.mutable_tool_result()->set_error(error);

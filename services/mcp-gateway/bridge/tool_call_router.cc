@@ -84,6 +84,16 @@ sandbox::v1::ToolResult ToolCallRouter::Route(const sandbox::v1::ToolCall& call,
   return r;
 }
 
+void ToolCallRouter::Refused(const sandbox::v1::ToolCall& call) {
+  CallRecord record;  // its outcome: refused
+  record.span = codemode::telemetry::TraceContext::ChildOf(run_trace_);
+  Count(call, false, 0);
+  if (metrics_ != nullptr) {
+    metrics_->ToolCallFinished(call.server(), call.tool(), ToolOutcome::kRefused, absl::ZeroDuration(), false);
+  }
+  if (audit_ != nullptr) Audit(call, record, absl::ZeroDuration());
+}
+
 // One line per call: who, from which sandbox, in which trace, what (by digest unless the
 // operator opted in), how it ended. Never the result.
 void ToolCallRouter::Audit(const sandbox::v1::ToolCall& call, const CallRecord& record,

@@ -83,6 +83,9 @@ class ToolCallRouter {
   sandbox::v1::ToolResult Route(const sandbox::v1::ToolCall& call,
                                 std::shared_ptr<codemode::CancelToken> cancel,
                                 AnswerCharges answer = {});
+  // Records a call the gateway refused before routing it (ToolCallDispatcher's bounds):
+  // counted as failed in stats(), `refused` in the metrics and the audit log. Thread-safe.
+  void Refused(const sandbox::v1::ToolCall& call);
 
   ToolCallStats stats() const;
 

@@ -165,6 +165,40 @@ TEST_F(RunMetricsTest, ExpositionIsValidTextFormat) {
                         "codemode_gateway_tool_calls_total\\{outcome=\"ok\",server=\"gi\\\\\"t_hub~[0-9a-f]{8}\",tool=\"t___~[0-9a-f]{8}\"\\} 1"));
 }
 
+// Attack round 22, F8: calls the gateway refused before routing them (a cap of the run,
+// the credential or the gateway: ToolCallDispatcher) reached the code as ToolErrors but
+// the run's tool_calls_total, the metrics' outcome and the audit log did not count them.
+TEST_F(RunMetricsTest, CallsRefusedByACapCountInTheRunTheMetricsAndTheAudit) {
+  upstreams_.SetAnswer([](const FakeUpstreams::Call&) -> absl::StatusOr<json> {
+    return json{{"content", json::array()}};
+  });
+  // What SandboxClient's dispatcher does past a cap: the handler hears of it, nothing is routed.
+  sandboxes_.SetScript([](const FakeSandboxes::Execution&, const ExecuteHandlers& h,
+                          std::shared_ptr<codemode::CancelToken>) -> absl::StatusOr<Finished> {
+    (void)h.on_tool_call(ToolCallOf("github", "search", "{}"), {});
+    h.on_tool_call_refused(ToolCallOf("github", "search", "{}"), "more than 1 tool calls in flight");
+    Finished f;
+    f.set_status(Finished::OK);
+    return f;
+  });
+  absl::StatusOr<json> r = Call({{"code", "x"}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)["structuredContent"]["tool_calls_total"], 2) << r->dump();
+  EXPECT_EQ(upstreams_.calls().size(), 1u);
+  std::map<std::string, double> s = Samples(*metrics_);
+  EXPECT_EQ(s["codemode_gateway_tool_calls_total{outcome=\"refused\",server=\"github\",tool=\"search\"}"], 1);
+  EXPECT_EQ(s["codemode_gateway_tool_calls_total{outcome=\"ok\",server=\"github\",tool=\"search\"}"], 1);
+  size_t refused = 0;
+  for (const std::string& line : AuditLines()) {
+    const json j = json::parse(line);
+    if (j["kind"] == "tool_call" && j["outcome"] == "refused") {
+      ++refused;
+      EXPECT_FALSE(j["trace_id"].get<std::string>().empty()) << line;
+    }
+  }
+  EXPECT_EQ(refused, 1u);
+}
+
 // Attack round 20, A3: a run sandboxd refused (its catalog) had no `why` in its line.
 TEST_F(RunMetricsTest, ARefusedRunSaysWhyBoundedAndEscaped) {
   EXPECT_FALSE(Call({{"code", ""}}).ok());  // refused as its arguments are read

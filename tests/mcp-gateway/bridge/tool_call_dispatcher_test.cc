@@ -194,13 +194,21 @@ TEST(ToolCallDispatcherTest, RefusesTheCallsPastTheRunsCap) {
   ToolCallBudget budget(limits.shared);
   Upstream upstream;
   Stream stream;
-  ToolCallDispatcher calls(limits, &budget, upstream.handlers(), stream.Writer());
+  // The run hears of each refusal with what the sandbox is told (for its counts and audit).
+  ExecuteHandlers handlers = upstream.handlers();
+  std::vector<std::string> refused;  // on the dispatching thread: this one
+  handlers.on_tool_call_refused = [&refused](const sandbox::v1::ToolCall& call, const std::string& why) {
+    refused.push_back(call.call_id() + ": " + why);
+  };
+  ToolCallDispatcher calls(limits, &budget, handlers, stream.Writer());
   for (int i = 0; i < 4; ++i) calls.Dispatch(CallOf(i));
   EXPECT_THAT(stream.Await("c3").error(), HasSubstr("more than 3 tool calls"));
   EXPECT_THAT(stream.Await("c3").error(), HasSubstr("--max_tool_calls_per_run"));
   for (int i = 0; i < 3; ++i) EXPECT_EQ(stream.Await("c" + std::to_string(i)).result_json(), "{}");
   calls.JoinAll();
   EXPECT_EQ(upstream.started(), 3);
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0], "c3: " + stream.Await("c3").error());
   ExpectReleased(budget);
 }
 
