@@ -6,9 +6,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -135,6 +138,47 @@ absl::StatusOr<std::string> WritePrivateTemp(int dirfd, const std::string& base,
   return absl::FailedPreconditionError(absl::StrCat("cannot create a ", kind.what, " in ", dir));
 }
 
+// What lets another user swap something on the way to `dir`, or "": each directory on it
+// (as written and after symlinks) must be root's or ours and, if others may write it,
+// sticky (/tmp: others cannot rename our entries there); each symlink on it root's or ours
+// (its owner could point it elsewhere). The rule ssh's StrictModes applies (attack round
+// 24: with only `dir` itself checked, the owner of a parent renamed the state directory
+// away and put in their own, with a seccomp profile that allowed everything).
+std::string UntrustedStep(const std::string& dir) {
+  std::vector<std::string> paths;
+  std::string prefix = dir.front() == '/' ? "" : ".";
+  for (absl::string_view part : absl::StrSplit(dir, '/', absl::SkipEmpty())) {
+    absl::StrAppend(&prefix, "/", part);
+    paths.push_back(prefix);
+  }
+  char resolved[PATH_MAX];
+  if (realpath(dir.c_str(), resolved) != nullptr) {
+    std::string walked;
+    for (absl::string_view part : absl::StrSplit(resolved, '/', absl::SkipEmpty())) {
+      absl::StrAppend(&walked, "/", part);
+      paths.push_back(walked);
+    }
+  }
+  paths.insert(paths.begin(), dir.front() == '/' ? "/" : ".");
+  const uid_t me = geteuid();
+  for (const std::string& path : paths) {
+    struct stat st;
+    if (lstat(path.c_str(), &st) != 0) return absl::StrCat(path, " cannot be read: ", strerror(errno));
+    if (S_ISLNK(st.st_mode) && st.st_uid != me && st.st_uid != 0) {
+      return absl::StrCat(path, " is a symlink of uid ", st.st_uid, ", who could point it elsewhere");
+    }
+    if (stat(path.c_str(), &st) != 0) return absl::StrCat(path, " cannot be read: ", strerror(errno));
+    if (st.st_uid != me && st.st_uid != 0) {
+      return absl::StrCat(path, " belongs to uid ", st.st_uid, ", who could replace what is in it");
+    }
+    if ((st.st_mode & 022) != 0 && (st.st_mode & S_ISVTX) == 0) {
+      return absl::StrFormat("%s can be written by other users and is not sticky (mode 0%o)", path,
+                             st.st_mode & 07777);
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 absl::Status MakeMissingDirectories(const std::string& dir) {
@@ -163,6 +207,8 @@ absl::Status ClaimPrivateDirectory(const std::string& dir, const std::string& wh
   } else if ((st.st_mode & 077) != 0) {
     problem = absl::StrFormat("can be entered by other users (mode 0%o): run chmod 700 on it, or %s",
                               st.st_mode & 07777, elsewhere);
+  } else if (std::string step = UntrustedStep(dir); !step.empty()) {
+    problem = absl::StrCat("is not safe from other users: ", step, "; ", elsewhere);
   }
   if (problem.empty()) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(what, " ", dir, " ", problem));

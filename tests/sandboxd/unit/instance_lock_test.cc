@@ -191,5 +191,46 @@ TEST(InstanceLockTest, ExistingDirectoriesOthersMayEnterAreRefusedAndKeepTheirMo
   }
 }
 
+// Attack round 24, F1: only the directory itself was checked, so the owner of a parent (or
+// anyone, in a parent others may write) could rename it away after the start and put in a
+// directory of their own (with a seccomp profile that allows everything, or a socket of
+// theirs). Every directory on the way must be root's or ours and, if others may write it,
+// sticky; every symlink on it root's or ours.
+TEST(InstanceLockTest, EveryDirectoryAndSymlinkOnTheWayMustBeSafeFromOtherUsers) {
+  TempDir dir;  // in /tmp: root's and sticky, as it should be
+  const std::string open = dir.path() + "/open", safe = dir.path() + "/safe";
+  ASSERT_EQ(mkdir(open.c_str(), 0700), 0);
+  ASSERT_EQ(chmod(open.c_str(), 0777), 0);  // writable by all, not sticky
+  ASSERT_EQ(mkdir(safe.c_str(), 0700), 0);
+
+  absl::StatusOr<DaemonLocks> under_open = ClaimStateAndSocket(open + "/state", safe + "/s.sock");
+  ASSERT_FALSE(under_open.ok());
+  EXPECT_NE(under_open.status().message().find(open + " can be written by other users and is not sticky"),
+            std::string::npos)
+      << under_open.status();
+  absl::StatusOr<DaemonLocks> socket_under_open = ClaimStateAndSocket(safe + "/state", open + "/run/s.sock");
+  ASSERT_FALSE(socket_under_open.ok());
+  EXPECT_NE(socket_under_open.status().message().find("the socket's directory " + open + "/run"),
+            std::string::npos)
+      << socket_under_open.status();
+
+  // A symlink of another user on the way (uid 65534 could re-point it), even to our own
+  // directory; and a symlink of ours in a directory others may write.
+  ASSERT_EQ(mkdir((safe + "/real").c_str(), 0700), 0);
+  fs::create_symlink(safe + "/real", safe + "/theirs");
+  ASSERT_EQ(lchown((safe + "/theirs").c_str(), 65534, 65534), 0) << strerror(errno);
+  absl::StatusOr<DaemonLocks> via_theirs = ClaimStateAndSocket(safe + "/theirs", safe + "/s.sock");
+  ASSERT_FALSE(via_theirs.ok());
+  EXPECT_NE(via_theirs.status().message().find(safe + "/theirs is a symlink of uid 65534"), std::string::npos)
+      << via_theirs.status();
+  fs::create_symlink(safe + "/real", open + "/ours");
+  EXPECT_FALSE(ClaimStateAndSocket(open + "/ours", safe + "/s.sock").ok());
+
+  // Through a symlink of ours, in safe directories, to a safe directory: fine.
+  fs::create_symlink(safe + "/real", safe + "/link");
+  absl::StatusOr<DaemonLocks> via_ours = ClaimStateAndSocket(safe + "/link", safe + "/s.sock");
+  EXPECT_TRUE(via_ours.ok()) << via_ours.status();
+}
+
 }  // namespace
 }  // namespace sandboxd
