@@ -141,7 +141,7 @@ std::vector<size_t> PlacementOrder(const std::vector<EndpointLoad>& loads) {
   auto tier = [](const EndpointLoad& l) {
     if (l.failed_recently) return 2;
     if (!l.answered) return 1;
-    if (!l.serving) return 4;
+    if (!l.serving || l.runtime_unavailable) return 4;
     return l.max_sessions > 0 && l.sessions >= l.max_sessions ? 3 : 0;
   };
   auto used = [](const EndpointLoad& l) {
@@ -160,7 +160,21 @@ std::vector<size_t> PlacementOrder(const std::vector<EndpointLoad>& loads) {
   return order;
 }
 
-std::vector<EndpointLoad> SandboxClient::Loads() {
+void ReadLoad(const sandbox::v1::Info& info, const std::string& runtime, EndpointLoad* load) {
+  load->answered = true;
+  load->serving = info.serving();
+  load->sessions = info.sessions();
+  load->max_sessions = info.max_sessions();
+  const std::string want = runtime.empty() ? "python" : runtime;
+  load->pool_ready = want == "python" ? info.pool_ready() : 0;
+  for (const sandbox::v1::PoolInfo& pool : info.pools()) {
+    if (pool.runtime() != want) continue;
+    load->pool_ready = pool.ready();
+    load->runtime_unavailable = !pool.unavailable().empty();
+  }
+}
+
+std::vector<EndpointLoad> SandboxClient::Loads(const std::string& runtime) {
   const size_t n = endpoints_.size();
   std::vector<EndpointLoad> loads(n);
   {
@@ -191,11 +205,7 @@ std::vector<EndpointLoad> SandboxClient::Loads() {
     const size_t i = reinterpret_cast<size_t>(tag);
     const Ask& ask = *asks[i];
     if (!ok || !ask.status.ok()) continue;
-    loads[i].answered = true;
-    loads[i].serving = ask.info.serving();
-    loads[i].sessions = ask.info.sessions();
-    loads[i].max_sessions = ask.info.max_sessions();
-    loads[i].pool_ready = ask.info.pool_ready();
+    ReadLoad(ask.info, runtime, &loads[i]);
   }
   cq.Shutdown();
   void* tag = nullptr;
@@ -227,7 +237,7 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
                                                         const std::string& runtime) {
   // One endpoint needs no choice (and no GetInfo round trip).
   const std::vector<size_t> order =
-      endpoints_.size() == 1 ? std::vector<size_t>{0} : PlacementOrder(Loads());
+      endpoints_.size() == 1 ? std::vector<size_t>{0} : PlacementOrder(Loads(runtime));
   // Fall through to the next endpoint while one cannot make it (attack round 16, F3: an
   // endpoint that reports room but fails every create got every new sandbox).
   absl::Status last;

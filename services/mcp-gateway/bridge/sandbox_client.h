@@ -67,10 +67,16 @@ struct EndpointLoad {
   bool serving = false;
   uint32_t sessions = 0;
   uint32_t max_sessions = 0;
-  uint32_t pool_ready = 0;
+  uint32_t pool_ready = 0;  // warm containers of the runtime asked for
+  bool runtime_unavailable = false;  // it says it cannot run that runtime (PoolInfo.unavailable)
   int created = 0;  // sessions this client created there (all it knows without GetInfo)
   bool failed_recently = false;  // a create failed there for its own reasons, lately
 };
+
+// Fills `load` from an endpoint's GetInfo, for a session of `runtime` ("" is python): its
+// counts, and the warm pool and availability of that runtime (Info.pools; a sandboxd from
+// before them reports Python's pool_ready alone).
+void ReadLoad(const sandbox::v1::Info& info, const std::string& runtime, EndpointLoad* load);
 
 // Whether a failed CreateSession says the endpoint cannot make sandboxes now (down, slow,
 // broken) rather than something of the request or its owner (a bad argument, the owner's
@@ -81,7 +87,7 @@ bool EndpointAtFault(grpc::StatusCode code);
 // loaded first (live sessions over max_sessions; then more warm containers ready; then
 // fewer created by us); then those that did not answer (they may be back); then those
 // whose create failed lately; then full ones; those that answered they cannot start
-// containers last.
+// containers, or cannot run the session's runtime, last.
 std::vector<size_t> PlacementOrder(const std::vector<EndpointLoad>& loads);
 
 class SandboxClient : public Sandboxes {
@@ -133,7 +139,7 @@ class SandboxClient : public Sandboxes {
   absl::Status Convert(const grpc::Status& s, size_t endpoint) const;
   // Every endpoint's GetInfo, asked concurrently; an endpoint that does not answer within
   // a second counts as not answered.
-  std::vector<EndpointLoad> Loads();
+  std::vector<EndpointLoad> Loads(const std::string& runtime);
   // A context for a call to endpoint `i`: its deadline, and the token for a TCP endpoint.
   void Prepare(grpc::ClientContext& ctx, size_t i,
                std::chrono::system_clock::time_point deadline) const;

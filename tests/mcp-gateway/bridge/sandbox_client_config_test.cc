@@ -125,6 +125,47 @@ TEST(PlacementOrderTest, RanksByTierThenLoadThenWarmContainersThenOwnCreations) 
             (std::vector<size_t>{1, 2, 0}));
 }
 
+// A JavaScript session goes where JavaScript containers are warm, and not where sandboxd says
+// it cannot run JavaScript; a Python one by Python's pool (ranked by Python's alone before).
+TEST(PlacementOrderTest, RanksByThePoolOfTheSessionsRuntime) {
+  auto info = [](uint32_t python_ready, uint32_t js_ready, const std::string& js_unavailable) {
+    sandbox::v1::Info i;
+    i.set_serving(true);
+    i.set_sessions(1);
+    i.set_max_sessions(64);
+    i.set_pool_ready(python_ready);
+    sandbox::v1::PoolInfo* py = i.add_pools();
+    py->set_runtime("python");
+    py->set_ready(python_ready);
+    sandbox::v1::PoolInfo* js = i.add_pools();
+    js->set_runtime("javascript");
+    js->set_ready(js_ready);
+    js->set_unavailable(js_unavailable);
+    return i;
+  };
+  const std::vector<sandbox::v1::Info> infos = {info(2, 0, "image 'default' does not offer nodejs"),
+                                                info(0, 1, ""), info(1, 0, "")};
+  auto order = [&](const std::string& runtime) {
+    std::vector<EndpointLoad> loads(infos.size());
+    for (size_t i = 0; i < infos.size(); ++i) ReadLoad(infos[i], runtime, &loads[i]);
+    return PlacementOrder(loads);
+  };
+  EXPECT_EQ(order("javascript"), (std::vector<size_t>{1, 2, 0}));
+  EXPECT_EQ(order("python"), (std::vector<size_t>{0, 2, 1}));
+  EXPECT_EQ(order(""), (std::vector<size_t>{0, 2, 1}));
+  // A sandboxd from before Info.pools: Python's pool_ready, nothing known of JavaScript.
+  sandbox::v1::Info old;
+  old.set_serving(true);
+  old.set_max_sessions(64);
+  old.set_pool_ready(3);
+  EndpointLoad py, js;
+  ReadLoad(old, "python", &py);
+  ReadLoad(old, "javascript", &js);
+  EXPECT_EQ(py.pool_ready, 3u);
+  EXPECT_EQ(js.pool_ready, 0u);
+  EXPECT_FALSE(js.runtime_unavailable);
+}
+
 TEST(ParseIsolationFlagTest, NamesTheChoices) {
   EXPECT_EQ(*ParseIsolationFlag(""), sandbox::v1::ISOLATION_UNSPECIFIED);
   EXPECT_EQ(*ParseIsolationFlag("container"), sandbox::v1::ISOLATION_CONTAINER);
