@@ -183,19 +183,27 @@ std::string SocketPath() {
   return flag.empty() ? sandboxd::DefaultSocket() : flag;
 }
 
-// `--self_check`: one session, print(1), clean up. The verdict goes to stderr.
-int RunSelfCheck(sandboxd::ManagerOptions options, sandboxd::ContainerRuntime* runtime,
-                 sandboxd::Clock* clock) {
-  // A private state directory, no pool, no background threads: one container, then gone.
+// `--self_check` runs in a private state directory, with no pool and no background
+// threads: one container, then gone. Chosen before anything is written into the state
+// directory (the seccomp profile): the configured one may be a running daemon's, and
+// --self_check takes no lock (attack round 24).
+absl::StatusOr<sandboxd::DaemonLocks> PrepareSelfCheck(sandboxd::ManagerOptions* options) {
   char tmpl[] = "/tmp/sandboxd-self-check-XXXXXX";
   if (!mkdtemp(tmpl)) {
-    spdlog::critical("self-check: cannot create a temporary directory: {}", strerror(errno));
-    return 1;
+    return absl::FailedPreconditionError(
+        absl::StrCat("self-check: cannot create a temporary directory: ", strerror(errno)));
   }
-  options.state_dir = tmpl;
-  options.pool_size = 0;
-  options.js_pool_size = 0;
-  options.background = false;
+  options->state_dir = tmpl;
+  options->pool_size = 0;
+  options->js_pool_size = 0;
+  options->background = false;
+  return sandboxd::DaemonLocks{};
+}
+
+// `--self_check`: one session, print(1), clean up (PrepareSelfCheck). The verdict goes to
+// stderr.
+int RunSelfCheck(const sandboxd::ManagerOptions& options, sandboxd::ContainerRuntime* runtime,
+                 sandboxd::Clock* clock) {
   absl::Status status;
   {
     // Destroyed before the state directory goes: its workers finish removing the
@@ -499,7 +507,7 @@ int main(int argc, char** argv) {
   const std::string socket_path = SocketPath();
   // Held until exit, drain included (instance_lock.h); --self_check has its own state dir.
   absl::StatusOr<sandboxd::DaemonLocks> locks =
-      absl::GetFlag(FLAGS_self_check) ? sandboxd::DaemonLocks{}
+      absl::GetFlag(FLAGS_self_check) ? PrepareSelfCheck(&*options)
                                       : sandboxd::ClaimStateAndSocket(options->state_dir, socket_path);
   if (!locks.ok()) {
     spdlog::critical("{}", locks.status().message());
