@@ -41,6 +41,11 @@ std::string DescribeContainerDeath(const ContainerStatus& st, const ResolvedLimi
                                                      MiB(limits.memory_bytes), ")")
                                       : "");
   }
+  if (st.exit_code == 143) {
+    // The JavaScript runner's own end when its workers are stuck (docs/runner-protocol.md).
+    return "the runner ended on SIGTERM (exit code 143); a JavaScript runner ends so once 3 of "
+           "its workers are stuck in system calls, as the last execution's stderr said";
+  }
   return absl::StrCat("the container exited with code ", st.exit_code);
 }
 

@@ -310,6 +310,9 @@ TEST(DescribeContainerDeathTest, Messages) {
   exited.exists = true;
   exited.exit_code = 3;
   EXPECT_THAT(DescribeContainerDeath(exited, l, true), HasSubstr("exited with code 3"));
+  // The JavaScript runner ends itself with SIGTERM when 3 workers are stuck in system calls.
+  exited.exit_code = 143;
+  EXPECT_THAT(DescribeContainerDeath(exited, l, true), HasSubstr("stuck in system calls"));
 }
 
 // ---- ProcessRuntime itself ----------------------------------------------------------
