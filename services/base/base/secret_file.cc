@@ -9,6 +9,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -138,45 +139,95 @@ absl::StatusOr<std::string> WritePrivateTemp(int dirfd, const std::string& base,
   return absl::FailedPreconditionError(absl::StrCat("cannot create a ", kind.what, " in ", dir));
 }
 
-// What lets another user swap something on the way to `dir`, or "": each directory on it
-// (as written and after symlinks) must be root's or ours and, if others may write it,
-// sticky (/tmp: others cannot rename our entries there); each symlink on it root's or ours
-// (its owner could point it elsewhere). The rule ssh's StrictModes applies (attack round
-// 24: with only `dir` itself checked, the owner of a parent renamed the state directory
-// away and put in their own, with a seccomp profile that allowed everything).
-std::string UntrustedStep(const std::string& dir) {
-  std::vector<std::string> paths;
-  std::string prefix = dir.front() == '/' ? "" : ".";
-  for (absl::string_view part : absl::StrSplit(dir, '/', absl::SkipEmpty())) {
-    absl::StrAppend(&prefix, "/", part);
-    paths.push_back(prefix);
-  }
-  char resolved[PATH_MAX];
-  if (realpath(dir.c_str(), resolved) != nullptr) {
-    std::string walked;
-    for (absl::string_view part : absl::StrSplit(resolved, '/', absl::SkipEmpty())) {
-      absl::StrAppend(&walked, "/", part);
-      paths.push_back(walked);
-    }
-  }
-  paths.insert(paths.begin(), dir.front() == '/' ? "/" : ".");
+// What could not be read or made on the way (not a verdict on its safety).
+absl::Status IoError(const std::string& what, const std::string& path) {
+  return absl::UnavailableError(absl::StrCat(what, " ", path, ": ", strerror(errno)));
+}
+
+// The parent of a resolved, symlink-free absolute path ("/" for "/").
+std::string ParentOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
+}
+
+// Whether a directory may be on the way to a private one: root's or ours, and sticky if
+// others may write it (/tmp: others cannot rename or remove our entries there).
+absl::Status CheckStep(const std::string& path, const struct stat& st) {
   const uid_t me = geteuid();
-  for (const std::string& path : paths) {
-    struct stat st;
-    if (lstat(path.c_str(), &st) != 0) return absl::StrCat(path, " cannot be read: ", strerror(errno));
-    if (S_ISLNK(st.st_mode) && st.st_uid != me && st.st_uid != 0) {
-      return absl::StrCat(path, " is a symlink of uid ", st.st_uid, ", who could point it elsewhere");
-    }
-    if (stat(path.c_str(), &st) != 0) return absl::StrCat(path, " cannot be read: ", strerror(errno));
-    if (st.st_uid != me && st.st_uid != 0) {
-      return absl::StrCat(path, " belongs to uid ", st.st_uid, ", who could replace what is in it");
-    }
-    if ((st.st_mode & 022) != 0 && (st.st_mode & S_ISVTX) == 0) {
-      return absl::StrFormat("%s can be written by other users and is not sticky (mode 0%o)", path,
-                             st.st_mode & 07777);
-    }
+  if (S_ISLNK(st.st_mode)) {
+    if (st.st_uid == me || st.st_uid == 0) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " is a symlink of uid ", st.st_uid, ", who could point it elsewhere"));
   }
-  return "";
+  if (!S_ISDIR(st.st_mode)) return absl::InvalidArgumentError(absl::StrCat(path, " is not a directory"));
+  if (st.st_uid != me && st.st_uid != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " belongs to uid ", st.st_uid, ", who could replace what is in it"));
+  }
+  if ((st.st_mode & 022) != 0 && (st.st_mode & S_ISVTX) == 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s can be written by other users and is not sticky (mode 0%o)", path, st.st_mode & 07777));
+  }
+  return absl::OkStatus();
+}
+
+// Resolves `dir` as the kernel does, one component at a time from "/" (the working
+// directory first for a relative one), and checks everything resolution passes: every
+// directory (CheckStep) and every symlink it follows, the directories inside a symlink's
+// target included (attack round 24b: checking the path as written and realpath()'s result
+// missed another user's symlink in the middle of a chain, and a realpath() that failed on
+// a long path was taken as fine). A missing directory is created 0700, and only inside
+// one already checked (round 24b: creating first followed other users' symlinks). The rule
+// is ssh's StrictModes; this is what lets no other user swap the directory or anything on
+// the way to it later. FAILED_PRECONDITION names the step that is not safe; other codes,
+// what could not be read or made.
+absl::Status WalkPrivatePath(const std::string& dir) {
+  std::deque<std::string> todo;
+  auto push_front = [&todo](absl::string_view path) {
+    std::vector<std::string> parts = absl::StrSplit(path, '/', absl::SkipEmpty());
+    todo.insert(todo.begin(), parts.begin(), parts.end());
+  };
+  push_front(dir);
+  if (dir.front() != '/') {
+    char cwd[PATH_MAX];
+    if (getcwd(cwd, sizeof cwd) == nullptr) return IoError("cannot read the working directory", ".");
+    push_front(cwd);
+  }
+  std::string at = "/";
+  struct stat st;
+  if (lstat("/", &st) != 0) return IoError("cannot stat", "/");
+  if (absl::Status s = CheckStep("/", st); !s.ok()) return s;
+  int links = 0;
+  while (!todo.empty()) {
+    const std::string part = std::move(todo.front());
+    todo.pop_front();
+    if (part == ".") continue;
+    if (part == "..") {
+      at = ParentOf(at);  // checked already: a prefix of `at`
+      continue;
+    }
+    const std::string next = at == "/" ? "/" + part : at + "/" + part;
+    if (lstat(next.c_str(), &st) != 0) {
+      if (errno != ENOENT) return IoError("cannot stat", next);
+      if (mkdir(next.c_str(), 0700) != 0 && errno != EEXIST) return IoError("cannot create directory", next);
+      if (lstat(next.c_str(), &st) != 0) return IoError("cannot stat", next);
+    }
+    if (absl::Status s = CheckStep(next, st); !s.ok()) return s;
+    if (!S_ISLNK(st.st_mode)) {
+      at = next;
+      continue;
+    }
+    if (++links > 40) return absl::FailedPreconditionError(absl::StrCat(next, ": too many symlinks"));
+    char target[PATH_MAX];
+    const ssize_t n = readlink(next.c_str(), target, sizeof target);
+    if (n < 0) return IoError("cannot read the symlink", next);
+    if (n == 0 || n >= static_cast<ssize_t>(sizeof target)) {
+      return absl::InvalidArgumentError(absl::StrCat(next, " is a symlink to an empty or overlong target"));
+    }
+    if (target[0] == '/') at = "/";
+    push_front(absl::string_view(target, static_cast<size_t>(n)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -195,20 +246,22 @@ absl::Status MakeMissingDirectories(const std::string& dir) {
 absl::Status ClaimPrivateDirectory(const std::string& dir, const std::string& what,
                                    const std::string& flag) {
   if (dir.empty()) return absl::InvalidArgumentError(absl::StrCat(what, " is empty; set ", flag));
-  if (absl::Status made = MakeMissingDirectories(dir); !made.ok()) return made;
+  const std::string elsewhere = absl::StrCat("choose a directory of our own with ", flag);
+  if (absl::Status walked = WalkPrivatePath(dir); !walked.ok()) {
+    if (!absl::IsFailedPrecondition(walked)) {
+      return absl::FailedPreconditionError(absl::StrCat(what, " ", dir, ": ", walked.message()));
+    }
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, " ", dir, " is not safe from other users: ", walked.message(), "; ", elsewhere));
+  }
   struct stat st;
   if (stat(dir.c_str(), &st) != 0) return Errno(absl::StrCat("cannot stat ", what), dir);
-  const std::string elsewhere = absl::StrCat("choose a directory of our own with ", flag);
   std::string problem;
-  if (!S_ISDIR(st.st_mode)) {
-    problem = absl::StrCat("is not a directory; ", elsewhere);
-  } else if (st.st_uid != geteuid()) {
+  if (st.st_uid != geteuid()) {
     problem = absl::StrCat("belongs to uid ", st.st_uid, ", not to us (uid ", geteuid(), "); ", elsewhere);
   } else if ((st.st_mode & 077) != 0) {
     problem = absl::StrFormat("can be entered by other users (mode 0%o): run chmod 700 on it, or %s",
                               st.st_mode & 07777, elsewhere);
-  } else if (std::string step = UntrustedStep(dir); !step.empty()) {
-    problem = absl::StrCat("is not safe from other users: ", step, "; ", elsewhere);
   }
   if (problem.empty()) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(what, " ", dir, " ", problem));

@@ -232,5 +232,48 @@ TEST(InstanceLockTest, EveryDirectoryAndSymlinkOnTheWayMustBeSafeFromOtherUsers)
   EXPECT_TRUE(via_ours.ok()) << via_ours.status();
 }
 
+// Attack round 24b: the walk took the path as written and realpath()'s result, so another
+// user's symlink in the middle of a chain (ours -> theirs -> ours) passed, and so did any
+// path realpath() could not resolve; and missing directories were made before anything was
+// checked, following other users' symlinks. Now resolution is walked as the kernel does it.
+TEST(InstanceLockTest, SymlinkChainsAreWalkedAsTheKernelResolvesThemAndNothingIsMadeFirst) {
+  TempDir dir;
+  const std::string theirs = dir.path() + "/theirs", real = dir.path() + "/real";
+  ASSERT_EQ(mkdir(theirs.c_str(), 0755), 0);
+  ASSERT_EQ(mkdir(real.c_str(), 0700), 0);
+  ASSERT_EQ(chown(theirs.c_str(), 65534, 65534), 0) << strerror(errno);
+  // ours -> theirs/l2 -> real: uid 65534 could re-point l2 at any time.
+  fs::create_symlink(real, theirs + "/l2");
+  ASSERT_EQ(lchown((theirs + "/l2").c_str(), 65534, 65534), 0);
+  fs::create_symlink(theirs + "/l2", dir.path() + "/l1");
+  absl::StatusOr<DaemonLocks> chain = ClaimStateAndSocket(dir.path() + "/l1/state", dir.path() + "/s/s.sock");
+  ASSERT_FALSE(chain.ok());
+  EXPECT_NE(chain.status().message().find(theirs + " belongs to uid 65534"), std::string::npos) << chain.status();
+  // ours -> theirs/x/../../real: x could become a symlink.
+  ASSERT_EQ(mkdir((theirs + "/x").c_str(), 0755), 0);
+  fs::create_symlink(theirs + "/x/../../real", dir.path() + "/dotdot");
+  EXPECT_FALSE(ClaimStateAndSocket(dir.path() + "/dotdot/state", dir.path() + "/s/s.sock").ok());
+  // Nothing is created through their symlink before the check: theirs/a -> rootonly.
+  const std::string rootonly = dir.path() + "/rootonly";
+  ASSERT_EQ(mkdir(rootonly.c_str(), 0700), 0);
+  fs::create_symlink(rootonly, theirs + "/a");
+  ASSERT_EQ(lchown((theirs + "/a").c_str(), 65534, 65534), 0);
+  EXPECT_FALSE(ClaimStateAndSocket(theirs + "/a/sandboxd", dir.path() + "/s/s.sock").ok());
+  EXPECT_FALSE(fs::exists(rootonly + "/sandboxd"));
+  // A relative path from a working directory that is theirs.
+  const fs::path cwd = fs::current_path();
+  fs::current_path(theirs + "/x");
+  absl::StatusOr<DaemonLocks> relative = ClaimStateAndSocket("state", dir.path() + "/s/s.sock");
+  fs::current_path(cwd);
+  ASSERT_FALSE(relative.ok());
+  EXPECT_NE(relative.status().message().find("belongs to uid 65534"), std::string::npos) << relative.status();
+  // Our own chain, through "..", to a safe place: fine; what is missing is made 0700.
+  fs::create_symlink("../real", real + "/up");  // real/up -> real
+  absl::StatusOr<DaemonLocks> ok = ClaimStateAndSocket(real + "/up/up/new/state", dir.path() + "/s/s.sock");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(Mode(real + "/new"), 0700u);
+  EXPECT_EQ(Mode(real + "/new/state"), 0700u);
+}
+
 }  // namespace
 }  // namespace sandboxd
