@@ -81,7 +81,10 @@ absl::StatusOr<Sandbox> SandboxFactory::Start(const SandboxConfig& config,
                                               const std::string& role) {
   if (absl::Status probe = EnsureProbed(); !probe.ok()) return probe;
   absl::StatusOr<Sandbox> sb = StartContainer(config, role);
-  NoteStartResult(sb.status());
+  // Readiness says whether sessions can be had here: Python's (the default) tell. A failed
+  // JavaScript start says only that JavaScript is broken (its pool and its CreateSession
+  // say so); counted, it flipped health with each pool retry while Python served.
+  if (sb.ok() || config.language == Language::kPython) NoteStartResult(sb.status());
   return sb;
 }
 

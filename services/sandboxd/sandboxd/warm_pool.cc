@@ -57,6 +57,7 @@ std::optional<Sandbox> WarmPool::Take() {
 
 void WarmPool::Loop() {
   absl::Duration backoff = absl::Seconds(1);
+  bool said = false;  // a failure was logged as a warning since the last start that worked
   for (;;) {
     bool probe_only = false;
     {
@@ -73,13 +74,18 @@ void WarmPool::Loop() {
     absl::StatusOr<Sandbox> sb = factory_->Start(config_, probe_only ? "probe" : "pool");
     codemode::MutexLock lock(&mu_);
     if (!sb.ok()) {
-      spdlog::debug("{}: cannot start a container: {} (retrying in {})", options_.name,
-                    codemode::LogLongText(sb.status().message()), absl::FormatDuration(backoff));
+      // A probing pool's failures are the daemon's readiness, which the factory logs; the
+      // others' (JavaScript's) are said here, once until a start works again.
+      const auto level = options_.probes || said ? spdlog::level::debug : spdlog::level::warn;
+      spdlog::log(level, "{}: cannot start a container: {} (retrying in {})", options_.name,
+                  codemode::LogLongText(sb.status().message()), absl::FormatDuration(backoff));
+      said = true;
       auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
       mu_.AwaitWithTimeout(absl::Condition(&stop), backoff);
       backoff = std::min(backoff * 2, absl::Seconds(15));
       continue;
     }
+    said = false;
     backoff = absl::Seconds(1);
     if (stopping_ || probe_only) {
       factory_->Discard(sb->name);

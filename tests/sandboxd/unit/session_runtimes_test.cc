@@ -3,6 +3,9 @@
 // runtime, a JavaScript pool that cannot run says why once and holds nothing, and an
 // execution whose runtime is not its session's is refused before it runs
 // (StartExecution.runtime).
+#include <unistd.h>
+
+#include <cstdlib>
 #include <sstream>
 
 #include "session_manager_fixture.h"
@@ -153,6 +156,37 @@ TEST_F(SessionRuntimesTest, AJavaScriptPoolStartsOnceTheImageOffersNodejs) {
   EXPECT_TRUE(WaitFor([&] { return Containers(Language::kJavaScript).size() == 1; }, absl::Seconds(15)))
       << Pool(m, Language::kJavaScript).unavailable();
   StopManager(m);
+}
+
+// A JavaScript runner that cannot start (here: it exits at once) breaks JavaScript only:
+// health stays SERVING while Python sessions start, through the JavaScript pool's retries.
+// Each failed JavaScript start used to make the daemon NOT_SERVING until the next success.
+TEST_F(SessionRuntimesTest, ABrokenJavaScriptRunnerDoesNotMakeTheDaemonNotServing) {
+  char path[] = "/tmp/broken-runner-XXXXXX.js";
+  const int fd = mkstemps(path, 3);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, "process.exit(3);\n", 17), 17);
+  close(fd);
+  LogCapture log;  // before the manager's threads, removed after they are gone
+  ManagerOptions o = BothRuntimes(1, 1);
+  o.js_runner_path = path;
+  o.runner_start_timeout = absl::Seconds(1);
+  SessionManager* m = StartManager(o);
+  ASSERT_TRUE(WaitFor([&] { return Pool(m, Language::kPython).ready() == 1; }));
+  ASSERT_TRUE(m->readiness().serving) << m->readiness().reason;
+  // The JavaScript pool says why (once), and retries after 1 s, 2 s, ...: watch two more.
+  ASSERT_TRUE(WaitFor([&] { return log.Count("warm pool (javascript): cannot start a container") == 1; }));
+  const absl::Time until = absl::Now() + absl::Seconds(4);
+  while (absl::Now() < until) {
+    ASSERT_TRUE(m->readiness().serving) << m->readiness().reason;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(Pool(m, Language::kJavaScript).ready(), 0u);
+  EXPECT_FALSE(m->CreateSession(JavaScript()).ok()) << "a JavaScript session cannot start";
+  EXPECT_TRUE(m->readiness().serving) << m->readiness().reason;
+  StopManager(m);
+  EXPECT_EQ(log.Count("warm pool (javascript): cannot start a container"), 1) << "said once";
+  unlink(path);
 }
 
 // StartExecution.runtime: the gateway says which language it sends; sandboxd refuses code
