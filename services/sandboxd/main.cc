@@ -247,6 +247,33 @@ absl::Status LimitsFromFlags(sandboxd::ResolvedLimits* defaults, sandboxd::Resol
   return absl::OkStatus();
 }
 
+// The runners (--runner, --js_runner, else next to the binary), then a check of the paths
+// podman is given as they are: those and the state directory (set before this).
+absl::Status RunnersFromFlags(sandboxd::ManagerOptions* options) {
+  options->runner_path = absl::GetFlag(FLAGS_runner);
+  if (options->runner_path.empty()) {
+    options->runner_path = sandboxd::DefaultRunner("sandbox_runner.pyz", SANDBOXD_BUILT_RUNNER);
+  }
+  if (!fs::exists(options->runner_path)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("runner ", options->runner_path, " does not exist (--runner)"));
+  }
+  options->js_runner_path = absl::GetFlag(FLAGS_js_runner);
+  if (!options->js_runner_path.empty() && !fs::exists(options->js_runner_path)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("JavaScript runner ", options->js_runner_path, " does not exist (--js_runner)"));
+  }
+  if (options->js_runner_path.empty()) {
+    options->js_runner_path = sandboxd::DefaultRunner("sandbox_runner.js", SANDBOXD_BUILT_JS_RUNNER);
+    if (!fs::exists(options->js_runner_path)) options->js_runner_path.clear();
+  }
+  for (const auto& [path, flag] : {std::pair{options->state_dir, "--state_dir"},
+                                   {options->runner_path, "--runner"}, {options->js_runner_path, "--js_runner"}}) {
+    if (absl::Status s = sandboxd::CheckPodmanPath(path, flag); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 // The manager's options from the flags (and, for --pass_env, this process's environment).
 absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
   sandboxd::ManagerOptions options;
@@ -262,23 +289,7 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
       !images.ok()) {
     return images.status();
   }
-  options.runner_path = absl::GetFlag(FLAGS_runner);
-  if (options.runner_path.empty()) {
-    options.runner_path = sandboxd::DefaultRunner("sandbox_runner.pyz", SANDBOXD_BUILT_RUNNER);
-  }
-  if (!fs::exists(options.runner_path)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("runner ", options.runner_path, " does not exist (--runner)"));
-  }
-  options.js_runner_path = absl::GetFlag(FLAGS_js_runner);
-  if (!options.js_runner_path.empty() && !fs::exists(options.js_runner_path)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("JavaScript runner ", options.js_runner_path, " does not exist (--js_runner)"));
-  }
-  if (options.js_runner_path.empty()) {
-    options.js_runner_path = sandboxd::DefaultRunner("sandbox_runner.js", SANDBOXD_BUILT_JS_RUNNER);
-    if (!fs::exists(options.js_runner_path)) options.js_runner_path.clear();
-  }
+  if (absl::Status s = RunnersFromFlags(&options); !s.ok()) return s;
   absl::StatusOr<sandboxd::Isolation> isolation =
       sandboxd::ParseIsolation(absl::GetFlag(FLAGS_isolation));
   if (!isolation.ok()) return isolation.status();

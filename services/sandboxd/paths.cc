@@ -5,11 +5,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "base/log_text.h"
+#include "base/untrusted_json.h"
 
 namespace sandboxd {
 
@@ -43,5 +46,19 @@ std::string DefaultRunner(const std::string& file, const std::string& built) {
   return built;
 }
 
+
+absl::Status CheckPodmanPath(const std::string& path, const std::string& flag) {
+  std::string why;
+  if (!codemode::IsValidUtf8(path)) {
+    why = "is not valid UTF-8 (podman would mount another path: it turns each invalid byte into U+FFFD)";
+  } else if (path.find(',') != std::string::npos) {
+    why = "holds a comma (podman's --mount would read what follows as options)";
+  } else if (std::any_of(path.begin(), path.end(), [](char c) { return (c >= 0 && c < 0x20) || c == 0x7f; })) {
+    why = "holds a control character";
+  }
+  if (why.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(flag, " ", codemode::LogText(path), " ", why, "; choose another path"));
+}
 
 }  // namespace sandboxd

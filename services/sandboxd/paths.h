@@ -19,5 +19,10 @@ std::string DefaultStateDir();
 // The runner `file` next to the binary, else in ../share/sandboxd/, else `built` (the
 // build tree's, for a binary copied elsewhere).
 std::string DefaultRunner(const std::string& file, const std::string& built);
+// OK when podman can be given `path` (the state directory, a runner) as it is: valid UTF-8
+// (podman passes it on in JSON, where each invalid byte becomes U+FFFD: another path,
+// which another user could make in /tmp; attack round 24c), no comma (`--mount` would
+// read the rest as options) and no control character. INVALID_ARGUMENT naming `flag`.
+absl::Status CheckPodmanPath(const std::string& path, const std::string& flag);
 
 }  // namespace sandboxd

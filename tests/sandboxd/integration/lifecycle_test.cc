@@ -6,6 +6,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -359,6 +360,32 @@ TEST(LifecycleTest, NotifiesSystemdAndDrainsOnSigterm) {
   EXPECT_EQ(f.result_repr(), "'drained'");
   std::string stopping = notify.NextWith("STOPPING=1");
   EXPECT_NE(stopping.find("STOPPING=1"), std::string::npos) << "got: " << stopping << " errno " << errno << "\n" << d.Log();
+}
+
+// Attack round 24c: podman passes a path on in JSON, turning each invalid UTF-8 byte into
+// U+FFFD, so a state directory of /tmp/x\xffy was checked but /tmp/x\xef\xbf\xbdy was
+// mounted, a name another user could make first in /tmp; a comma ends --mount's source. Such
+// paths are refused before anything is made.
+TEST(LifecycleTest, PathsPodmanWouldMisreadAreRefused) {
+  const std::string base = "/tmp/sbx-podman-path-" + std::to_string(getpid());
+  // flag, its value in bash's $'...' (which passes the bytes themselves), what is said
+  const std::vector<std::array<std::string, 3>> cases = {
+      {"--state_dir", base + "-\\xffst", "is not valid UTF-8"},
+      {"--state_dir", base + ",target=x", "holds a comma"},
+      {"--state_dir", base + "-\\tst", "control character"},
+      {"--runner", base + ",x.pyz", "--runner"}};
+  for (const auto& [flag, value, why] : cases) {
+    int rc = -1;
+    // Bounded: a daemon that took the path would serve until killed.
+    const std::string out = Sh("timeout 20 bash -c \"" + SandboxdBinary() + " --socket=" + base +
+                                   "-s/s.sock " + flag + "=\\$'" + value +
+                                   "' --pool_size=0 --js_pool_size=0\" 2>&1",
+                               &rc);
+    EXPECT_EQ(rc, 2) << flag << "=" << value << ": " << out;
+    EXPECT_NE(out.find(why), std::string::npos) << flag << "=" << value << ": " << out;
+  }
+  EXPECT_EQ(Sh("ls -d " + base + "* 2>/dev/null | wc -l"), "0\n") << "nothing was made";
+  Sh("rm -rf " + base + "*");
 }
 
 TEST(LifecycleTest, SystemdUnitVerifies) {
