@@ -86,6 +86,20 @@ absl::StatusOr<std::string> ReadSecretAt(int dirfd, const std::string& name,
   return secret;
 }
 
+// Creates the missing directories of `dir` with mode 0700 (umask can only take bits away).
+// A directory that already exists keeps its mode: --token_file=/tmp/x must not make /tmp
+// private.
+absl::Status MakeMissingDirectories(const std::string& dir) {
+  std::string prefix = dir.front() == '/' ? "" : ".";
+  for (absl::string_view part : absl::StrSplit(dir, '/', absl::SkipEmpty())) {
+    absl::StrAppend(&prefix, "/", part);
+    if (mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) {
+      return Errno("cannot create directory", prefix);
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Opens the secret file's directory and checks that nobody else can swap what is in it:
 // it is ours or root's, and one others can write must be sticky (/tmp), where others
 // cannot rename or remove our files.
@@ -217,7 +231,7 @@ absl::Status WalkPrivatePath(const std::string& dir) {
       at = next;
       continue;
     }
-    if (++links > 40) return absl::FailedPreconditionError(absl::StrCat(next, ": too many symlinks"));
+    if (++links > 40) return absl::InvalidArgumentError(absl::StrCat(next, ": too many levels of symbolic links"));
     char target[PATH_MAX];
     const ssize_t n = readlink(next.c_str(), target, sizeof target);
     if (n < 0) return IoError("cannot read the symlink", next);
@@ -231,17 +245,6 @@ absl::Status WalkPrivatePath(const std::string& dir) {
 }
 
 }  // namespace
-
-absl::Status MakeMissingDirectories(const std::string& dir) {
-  std::string prefix = dir.front() == '/' ? "" : ".";
-  for (absl::string_view part : absl::StrSplit(dir, '/', absl::SkipEmpty())) {
-    absl::StrAppend(&prefix, "/", part);
-    if (mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) {
-      return Errno("cannot create directory", prefix);
-    }
-  }
-  return absl::OkStatus();
-}
 
 absl::Status ClaimPrivateDirectory(const std::string& dir, const std::string& what,
                                    const std::string& flag) {

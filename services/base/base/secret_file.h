@@ -47,15 +47,12 @@ absl::StatusOr<std::string> ReadPrivateKeyFile(const std::string& path, const st
 // others could rewrite it.
 absl::StatusOr<std::string> ReadCertificateFile(const std::string& path, const std::string& flag);
 
-// Creates the missing directories of `dir` with mode 0700 (umask can only take bits away).
-// A directory that already exists keeps its mode: --token_file=/tmp/x must not make /tmp
-// private.
-absl::Status MakeMissingDirectories(const std::string& dir);
-
-// A directory only we may enter, for a daemon's state or its socket: missing parts are
-// created 0700 (MakeMissingDirectories); the directory (after symlinks) must be ours and
-// closed to group and others. An existing one is never chmod'ed: --socket=/tmp/x.sock
-// in a root daemon once made /tmp 0700 (attack round 23). FAILED_PRECONDITION naming
+// A directory only we may enter, for a daemon's state or its socket. The path is walked
+// as the kernel resolves it: every directory on the way (symlink targets included) must be
+// root's or ours and sticky if others may write it, every symlink root's or ours; missing
+// directories are created 0700 inside checked ones; the directory itself must be ours and
+// closed to group and others. An existing one is never chmod'ed: --socket=/tmp/x.sock in a
+// root daemon once made /tmp 0700 (attack rounds 23, 24). FAILED_PRECONDITION naming
 // `what`, `dir`, what is wrong and `flag` otherwise.
 absl::Status ClaimPrivateDirectory(const std::string& dir, const std::string& what,
                                    const std::string& flag);
