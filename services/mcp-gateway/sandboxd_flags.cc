@@ -19,7 +19,9 @@ ABSL_FLAG(std::string, sandboxd_token_file, "",
           "$MCP_GATEWAY_SANDBOXD_TOKEN_FILE.");
 ABSL_FLAG(std::string, sandboxd_tls_ca_file, "",
           "PEM CA certificates that signed sandboxd's TLS certificate (its --tls_cert_file): "
-          "host:port endpoints then speak TLS. Required for an endpoint beyond loopback.");
+          "host:port endpoints always speak TLS, and sandboxd's certificate must chain to one of "
+          "these (or be one: sandboxd's own, <state_dir>/tls/cert.pem). Required with a "
+          "host:port endpoint.");
 ABSL_FLAG(std::string, sandboxd_tls_cert_file, "",
           "PEM client certificate for sandboxd's --tls_client_ca_file (with "
           "--sandboxd_tls_key_file).");
@@ -63,6 +65,6 @@ absl::StatusOr<SandboxdFlags> SandboxdFromFlags() {
       absl::GetFlag(FLAGS_sandboxd_tls_key_file), absl::GetFlag(FLAGS_sandboxd_tls_server_name));
   if (!tls.ok()) return tls.status();
   flags.tls = *std::move(tls);
-  if (absl::Status s = gateway::CheckPlaintextEndpoints(flags.endpoints, flags.tls); !s.ok()) return s;
+  if (absl::Status s = gateway::CheckTcpEndpoints(flags.endpoints, flags.tls); !s.ok()) return s;
   return flags;
 }

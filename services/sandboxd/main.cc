@@ -27,6 +27,7 @@
 #include "sandboxd/instance_lock.h"
 #include "sandboxd/podman_runtime.h"
 #include "sandboxd/tcp_auth.h"
+#include "sandboxd/tls_identity.h"
 #include "sandboxd/sd_notify.h"
 #include "sandboxd/session_manager.h"
 #include "sandboxd/log.h"
@@ -44,8 +45,9 @@ ABSL_FLAG(std::string, socket, "",
 ABSL_FLAG(std::string, listen_tcp, "",
           "Also serve on this TCP address (for example 127.0.0.1:50051). Every call must carry "
           "'authorization: Bearer <token>' with the token of --tcp_token_file (required with "
-          "--listen_tcp). Plaintext from loopback peers only, unless --tls_cert_file and "
-          "--tls_key_file are given: then TLS, from peers anywhere.");
+          "--listen_tcp). Always TLS, on loopback too: with --tls_cert_file and --tls_key_file "
+          "when given, else with sandboxd's own certificate, made in <state_dir>/tls/cert.pem "
+          "(clients pin it: mcp-gateway --sandboxd_tls_ca_file, grpcurl -cacert).");
 ABSL_FLAG(absl::Duration, tcp_handshake_timeout, absl::Seconds(10),
           "A --listen_tcp connection that has not finished its handshake (TLS, HTTP/2) by then "
           "is closed: a peer without the token or a certificate holds a descriptor no longer.");
@@ -53,12 +55,13 @@ ABSL_FLAG(absl::Duration, tcp_idle_timeout, absl::Seconds(60),
           "A connection with no call for this long is closed (a gateway reconnects at its next "
           "call).");
 ABSL_FLAG(std::string, tls_cert_file, "",
-          "PEM certificate chain of --listen_tcp's TLS (with --tls_key_file).");
+          "PEM certificate chain of --listen_tcp's TLS (with --tls_key_file). Default: "
+          "sandboxd's own, <state_dir>/tls/cert.pem.");
 ABSL_FLAG(std::string, tls_key_file, "",
           "PEM private key of --listen_tcp's TLS: a file of ours that no other user may read "
           "or write.");
 ABSL_FLAG(std::string, tls_client_ca_file, "",
-          "With TLS: PEM CA certificates; a client must then present a certificate one of "
+          "PEM CA certificates; a --listen_tcp client must then present a certificate one of "
           "them signed (mutual TLS), besides the token.");
 ABSL_FLAG(std::string, tcp_token_file, "",
           "The --listen_tcp token: a file of ours, mode 0600, holding one token of at least 32 "
@@ -402,6 +405,31 @@ absl::StatusOr<std::unique_ptr<codemode::telemetry::MetricsServer>> StartMetrics
   return server;
 }
 
+// TLS for --listen_tcp, which never speaks plaintext: a client proves nothing by reaching
+// a port, and neither does the process listening there, so the token and the code go only
+// to a peer that holds the key of a certificate the client trusts. The operator's
+// certificate (--tls_cert_file, --tls_key_file), else sandboxd's own identity in
+// <state_dir>/tls, which clients pin.
+absl::StatusOr<sandboxd::TcpTls> TcpTlsFromFlags(const std::string& state_dir) {
+  const std::string cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  const std::string key_file = absl::GetFlag(FLAGS_tls_key_file);
+  const std::string client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  if (!cert_file.empty() || !key_file.empty()) {
+    return sandboxd::LoadTcpTls(cert_file, key_file, client_ca_file);
+  }
+  absl::StatusOr<sandboxd::TcpTls> tls = sandboxd::LoadTcpTls("", "", client_ca_file);
+  if (!tls.ok()) return tls.status();
+  absl::StatusOr<sandboxd::TlsIdentity> id = sandboxd::LoadOrCreateTlsIdentity(
+      state_dir + "/tls", {sandboxd::TlsNameOfListenAddress(absl::GetFlag(FLAGS_listen_tcp))});
+  if (!id.ok()) return id.status();
+  spdlog::info("--listen_tcp: TLS with sandboxd's own certificate {} ({}); clients pin it: "
+               "mcp-gateway --sandboxd_tls_ca_file={}, grpcurl -cacert {}",
+               id->cert_path, id->created ? "made now" : "kept", id->cert_path, id->cert_path);
+  tls->cert_chain = std::move(id->cert_pem);
+  tls->private_key = std::move(id->key_pem);
+  return tls;
+}
+
 // Serves `manager` on the unix socket (and --listen_tcp, whose calls must carry
 // `tcp_token`) until SIGTERM/SIGINT, then drains; `metrics_server` (may be null) stops
 // serving as the drain begins. Returns the process's exit code.
@@ -428,8 +456,7 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
   int tcp_port = 0;
   // Loopback is no boundary between the users of a machine: the TCP port wants a token.
   if (!tcp.empty()) {
-    builder.AddListeningPort(tcp, sandboxd::TcpServerCredentials(tcp_token, tls ? &*tls : nullptr),
-                             &tcp_port);
+    builder.AddListeningPort(tcp, sandboxd::TcpServerCredentials(tcp_token, *tls), &tcp_port);
   }
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_code_bytes + (16 << 20)));
@@ -457,9 +484,7 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
                socket_path,
                tcp.empty() ? ""
                            : absl::StrCat(" and ", tcp, " (port ", tcp_port, ", ",
-                                          !tls ? "plaintext, loopback peers"
-                                          : tls->client_ca.empty() ? "TLS"
-                                                                   : "TLS with client certificates",
+                                          tls->client_ca.empty() ? "TLS" : "TLS with client certificates",
                                           ")"),
                options.state_dir, options.image, options.pool_size, options.js_pool_size);
   // READY=1: the socket accepts RPCs and earlier sessions are re-attached; whether new
@@ -551,20 +576,17 @@ int main(int argc, char** argv) {
     tcp_token = *token;
   }
   std::optional<sandboxd::TcpTls> tls;
-  if (!absl::GetFlag(FLAGS_tls_cert_file).empty() || !absl::GetFlag(FLAGS_tls_key_file).empty() ||
-      !absl::GetFlag(FLAGS_tls_client_ca_file).empty()) {
-    absl::StatusOr<sandboxd::TcpTls> loaded = sandboxd::LoadTcpTls(
-        absl::GetFlag(FLAGS_tls_cert_file), absl::GetFlag(FLAGS_tls_key_file),
-        absl::GetFlag(FLAGS_tls_client_ca_file));
+  if (!absl::GetFlag(FLAGS_listen_tcp).empty()) {
+    absl::StatusOr<sandboxd::TcpTls> loaded = TcpTlsFromFlags(options->state_dir);
     if (!loaded.ok()) {
       spdlog::critical("{}", loaded.status().message());
       return 2;
     }
-    if (absl::GetFlag(FLAGS_listen_tcp).empty()) {
-      spdlog::critical("--tls_cert_file and --tls_key_file secure --listen_tcp, which is not set");
-      return 2;
-    }
     tls = *std::move(loaded);
+  } else if (!absl::GetFlag(FLAGS_tls_cert_file).empty() || !absl::GetFlag(FLAGS_tls_key_file).empty() ||
+             !absl::GetFlag(FLAGS_tls_client_ca_file).empty()) {
+    spdlog::critical("--tls_cert_file and --tls_key_file secure --listen_tcp, which is not set");
+    return 2;
   }
   sandboxd::SessionManager manager(*options, &runtime, &clock);
   if (absl::Status s = manager.Start(); !s.ok()) {

@@ -172,8 +172,11 @@ absl::StatusOr<json> RunCodeTool::CallToolNow(const LanguageSpec& language, cons
                                                 ToolCallContext& ctx) {
   const absl::Time started = absl::Now();
   GatewayMetrics* metrics = options_.metrics.get();
-  const std::vector<UpstreamStatus> upstreams = upstreams_->Snapshot();
+  // The version first: a snapshot is then at least as new as the key it is sent under, so
+  // a sandbox never keeps an older catalog under a newer key (and its calls never meet a
+  // gate that does not know their tool).
   const uint64_t catalog_version = upstreams_->catalog_version();
+  const std::vector<UpstreamStatus> upstreams = upstreams_->Snapshot();
   RunLimits limits;
   limits.default_timeout_seconds = options_.default_timeout_seconds;
   limits.max_timeout_seconds = options_.max_timeout_seconds;
@@ -189,17 +192,25 @@ absl::StatusOr<json> RunCodeTool::CallToolNow(const LanguageSpec& language, cons
   }
   if (!args->session_named) args->session = language.default_session;
 
+  // What the code sees and may call: without the denied tools (sandboxd refuses calls
+  // outside its catalog, and so does the router), and each call through the gate
+  // (run_approvals.h).
+  const std::vector<UpstreamStatus> view =
+      FitCatalogLimits(ApplyApprovalPolicy(memory_.View(upstreams), *policy_));
+  sandbox::v1::Catalog catalog = BuildCatalog(view, args->servers);
   RunProgress progress(ctx.progress);
-  ToolCallRouter router(upstreams_, args->servers, &progress);
+  // Ends the run's execution: the client's cancel, or a call outside the catalog.
+  auto end_run = std::make_shared<codemode::CancelToken>();
+  if (ctx.cancel) ctx.cancel->OnCancel([end_run, cancel = std::weak_ptr<codemode::CancelToken>(ctx.cancel)] {
+    auto c = cancel.lock();
+    end_run->Cancel(c ? c->reason() : "cancelled");
+  });
+  ToolCallRouter router(upstreams_, CallableTools::Of(catalog), end_run, &progress);
   // The run is a span of the client's trace (of a new one when it sent none).
   const codemode::telemetry::TraceContext trace = codemode::telemetry::TraceContext::ChildOf(ctx.trace_parent);
   router.SetMetrics(metrics);
   router.SetTrace(trace);
   router.SetAudit(options_.audit.get(), ctx.credential, options_.audit_arguments);
-  // What the code sees and may call: without the denied tools (sandboxd refuses calls
-  // outside its catalog), and each call through the gate (run_approvals.h).
-  const std::vector<UpstreamStatus> view =
-      FitCatalogLimits(ApplyApprovalPolicy(memory_.View(upstreams), *policy_));
   RunApprovals approvals(policy_.get(), &view, &ctx, options_.approval);
   approvals.SetTraceId(trace.trace_id());
   router.SetGate([&approvals](const std::string& server, const std::string& tool, const json& arguments,
@@ -211,9 +222,9 @@ absl::StatusOr<json> RunCodeTool::CallToolNow(const LanguageSpec& language, cons
   report.sandbox_in_text = !args->sandbox.empty() || ctx.session_key.empty();
   // resource_link blocks came with protocol 2025-06-18; older clients get the links as text.
   report.resource_links = ctx.protocol_version >= "2025-06-18";
-  Run run{&language, *args, BuildCatalog(view, args->servers),
+  Run run{&language, *args, std::move(catalog),
           absl::StrCat(catalog_version, "/", args->servers.Key()),
-          &ctx, &router, &progress, &report, &approvals, trace.Traceparent()};
+          &ctx, end_run, &router, &progress, &report, &approvals, trace.Traceparent()};
   absl::StatusOr<Finished> finished = Execute(run);
   // Whatever the run did to its sandbox's files (or the sandbox), listen streams of the
   // credential hear of it.
@@ -428,9 +439,7 @@ absl::StatusOr<Finished> RunCodeTool::ExecuteOn(SessionBindings::Binding& bindin
   run.approvals->SetSandbox(binding.approved);
   const bool send_catalog = binding.catalog_key != run.catalog_key;
   auto calls_token = std::make_shared<codemode::CancelToken>();
-  if (run.ctx->cancel) {
-    run.ctx->cancel->OnCancel([calls_token] { calls_token->Cancel("the run was cancelled"); });
-  }
+  run.end->OnCancel([calls_token] { calls_token->Cancel("the run was cancelled"); });
   ExecuteHandlers handlers;
   handlers.on_output = [&run](bool, const std::string& text) { run.progress->Report(text); };
   handlers.on_tool_call = [&run, calls_token](const sandbox::v1::ToolCall& call,
@@ -447,7 +456,15 @@ absl::StatusOr<Finished> RunCodeTool::ExecuteOn(SessionBindings::Binding& bindin
   run.router->SetSandbox(binding.ref().session_id);
   absl::StatusOr<Finished> finished = sandboxes_->Execute(
       binding.ref(), run.args.code, static_cast<uint32_t>(run.args.timeout_seconds * 1000),
-      send_catalog ? &run.catalog : nullptr, handlers, run.ctx->cancel);
+      send_catalog ? &run.catalog : nullptr, handlers, run.end);
+  if (std::string why = run.router->violation(); !why.empty()) {
+    // The session is never used again: what answers for it does not behave as sandboxd.
+    binding.set_lost_reason(why);
+    return absl::InternalError(absl::StrCat(
+        why, " (sandboxd at ", sandboxes_->EndpointName(binding.ref().endpoint),
+        "): the run was ended and its session dropped. sandboxd refuses such calls itself, so "
+        "whatever answers at that address is not behaving as sandboxd"));
+  }
   // Only a cancel that sandboxd did not act on within --sandbox_cancel_grace cancels the
   // call itself: that code does not stop when asked (sandboxd kills it after its
   // --kill_grace). Its session is dropped now (deleted in sandboxd), so that the next run

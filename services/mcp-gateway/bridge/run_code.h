@@ -134,6 +134,7 @@ class RunCodeTool : public ToolProvider {
     sandbox::v1::Catalog catalog;
     std::string catalog_key;  // upstream catalog version and allowlist
     ToolCallContext* ctx;
+    std::shared_ptr<codemode::CancelToken> end;  // ends the execution (ctx's cancel or the router's)
     ToolCallRouter* router;
     RunProgress* progress;
     RunReport* report;

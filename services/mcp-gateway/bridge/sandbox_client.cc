@@ -87,8 +87,11 @@ SandboxClient::SandboxClient(std::vector<std::string> endpoints, ToolCallLimits 
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     args.SetMaxReceiveMessageSize(64 << 20);
     args.SetMaxSendMessageSize(64 << 20);
+    // A TCP peer proves who it is before the token or any code goes to it: TLS always
+    // (with no CA given, the system's trust store decides; CheckTcpEndpoints refuses that
+    // at start). A unix socket's directory is the boundary.
     std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
-    if (!tls.ca.empty() && !IsUnixEndpoint(e)) {
+    if (!IsUnixEndpoint(e)) {
       grpc::SslCredentialsOptions ssl;
       ssl.pem_root_certs = tls.ca;
       ssl.pem_cert_chain = tls.cert_chain;

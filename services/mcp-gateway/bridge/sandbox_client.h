@@ -57,9 +57,11 @@ absl::StatusOr<SandboxdTls> LoadSandboxdTls(const std::string& ca_file, const st
 // Whether a gRPC target names a Unix socket ("unix:", "unix-abstract:").
 bool IsUnixEndpoint(const std::string& endpoint);
 
-// OK unless a TCP endpoint other than loopback would be spoken to in plaintext: the token
-// (and the code, and every tool result) would cross the network readable.
-absl::Status CheckPlaintextEndpoints(const std::vector<std::string>& endpoints, const SandboxdTls& tls);
+// OK unless a TCP endpoint has no CA to check sandboxd's certificate with: SandboxClient
+// speaks TLS to every TCP endpoint (on loopback too, where any local user can listen while
+// sandboxd is down), and without --sandboxd_tls_ca_file only a certificate of the system's
+// trust store would do, which sandboxd's own is not. INVALID_ARGUMENT saying what to use.
+absl::Status CheckTcpEndpoints(const std::vector<std::string>& endpoints, const SandboxdTls& tls);
 
 // What placement knows of one sandboxd endpoint: its GetInfo, when it answered one.
 struct EndpointLoad {

@@ -1,7 +1,5 @@
 // SandboxClient's configuration: the isolation flag, the token file, TLS material and the
-// rule that a plaintext endpoint stays on this machine. See sandbox_client.h.
-#include <arpa/inet.h>
-#include <netinet/in.h>
+// rule that a TCP endpoint is reached over TLS with a certificate the operator chose. See sandbox_client.h.
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
@@ -89,43 +87,21 @@ absl::StatusOr<SandboxdTls> LoadSandboxdTls(const std::string& ca_file, const st
   return tls;
 }
 
-namespace {
-
-
-// The host of a gRPC TCP target ("host:port", "[v6]:port", "dns:///host:port", "ipv4:a:p").
-std::string TargetHost(std::string target) {
-  for (const char* scheme : {"dns:///", "dns:", "ipv4:", "ipv6:"}) {
-    if (absl::StartsWith(target, scheme)) {
-      target = target.substr(strlen(scheme));
-      break;
-    }
-  }
-  if (!target.empty() && target.front() == '[') return target.substr(1, target.find(']') - 1);
-  const size_t colon = target.rfind(':');
-  return colon == std::string::npos ? target : target.substr(0, colon);
-}
-
-}  // namespace
-
 bool IsUnixEndpoint(const std::string& endpoint) {
   return absl::StartsWith(endpoint, "unix:") || absl::StartsWith(endpoint, "unix-abstract:");
 }
 
-absl::Status CheckPlaintextEndpoints(const std::vector<std::string>& endpoints, const SandboxdTls& tls) {
+absl::Status CheckTcpEndpoints(const std::vector<std::string>& endpoints, const SandboxdTls& tls) {
   if (!tls.ca.empty()) return absl::OkStatus();
   for (const std::string& e : endpoints) {
     if (IsUnixEndpoint(e)) continue;
-    // gRPC's ipv4:/ipv6: targets percent-decode and split on commas: "ipv6:[::1]:1%2C[a]:2"
-    // is two addresses, the second anywhere (attack round 16, F4). One address only.
-    const std::string host =
-        e.find_first_of(",%") == std::string::npos ? TargetHost(e) : std::string("(a list)");
-    in_addr v4{};
-    const bool loopback_v4 = inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
-    if (host == "localhost" || host == "::1" || loopback_v4) continue;
     return absl::InvalidArgumentError(absl::StrCat(
-        "--sandboxd endpoint ", e, " is not on this machine: speak TLS to it (sandboxd's "
-        "--tls_cert_file, the gateway's --sandboxd_tls_ca_file), or the token, the code and "
-        "every result cross the network readable (and sandboxd refuses plaintext from there)"));
+        "--sandboxd endpoint ", e, " is a TCP address, which the gateway reaches only over TLS, "
+        "checking sandboxd's certificate before the token or any code goes there (on loopback "
+        "too: any local user can listen on a port while sandboxd is not there). Pin sandboxd's "
+        "certificate with --sandboxd_tls_ca_file (its own is <state_dir>/tls/cert.pem, by "
+        "default ~/.local/state/sandboxd/tls/cert.pem, or its --tls_cert_file's CA), or reach "
+        "sandboxd over its unix socket (--sandboxd=unix:PATH)"));
   }
   return absl::OkStatus();
 }

@@ -55,9 +55,17 @@ std::string UpstreamProgressMessage(const std::string& tool, const json& params)
   return message;
 }
 
-ToolCallRouter::ToolCallRouter(Upstreams* upstreams, ServerAllowlist servers,
-                               RunProgress* progress)
-    : upstreams_(upstreams), servers_(std::move(servers)), progress_(progress) {}
+CallableTools CallableTools::Of(const sandbox::v1::Catalog& catalog) {
+  CallableTools callable;
+  for (const auto& server : catalog.servers()) {
+    for (const auto& tool : server.tools()) callable.pairs_.emplace(server.name(), tool.name());
+  }
+  return callable;
+}
+
+ToolCallRouter::ToolCallRouter(Upstreams* upstreams, CallableTools callable,
+                               std::shared_ptr<codemode::CancelToken> end_run, RunProgress* progress)
+    : upstreams_(upstreams), callable_(std::move(callable)), end_run_(std::move(end_run)), progress_(progress) {}
 
 sandbox::v1::ToolResult ToolCallRouter::Route(const sandbox::v1::ToolCall& call,
                                               std::shared_ptr<codemode::CancelToken> cancel,
@@ -68,8 +76,18 @@ sandbox::v1::ToolResult ToolCallRouter::Route(const sandbox::v1::ToolCall& call,
   record.span = codemode::telemetry::TraceContext::ChildOf(run_trace_);
   sandbox::v1::ToolResult r;
   // An error says only why: the sandbox's ToolError names the call ("server.tool: why").
-  if (!servers_.Allows(call.server())) {
-    r.set_error(absl::StrCat("server '", call.server(), "' is not allowed in this run"));
+  if (!callable_.Has(call.server(), call.tool()) || !violation().empty()) {
+    // The sandbox's own sandboxd refuses such a call before it gets here: whatever sent it
+    // is not the sandboxd this run was given to, or not behaving as one.
+    const std::string why = absl::StrCat(
+        "sandboxd sent a call to server '", codemode::LogText(call.server(), 64), "' tool '",
+        codemode::LogText(call.tool(), 64), "', which is not in the catalog this run's sandbox was given");
+    r.set_error("this call is not in the run's catalog; the run was ended");
+    {
+      codemode::MutexLock lock(&mu_);
+      if (violation_.empty()) violation_ = why;
+    }
+    if (end_run_) end_run_->Cancel(why);
   } else {
     r = Forward(call, record, std::move(cancel), std::move(answer));
   }

@@ -1,10 +1,12 @@
 // The way back up: a tool call made by sandboxed code reaches its upstream MCP server
-// through ToolCallRouter, which refuses servers the run may not call, re-checks the
-// arguments' JSON (the sandbox is untrusted, and so is every peer), relays the upstream's
-// progress as progress of the run, and counts the calls for the result.
+// through ToolCallRouter, which refuses any call outside the catalog the run's sandbox
+// was given (and then ends the run), re-checks the arguments' JSON (the sandbox is
+// untrusted, and so is every peer), relays the upstream's progress as progress of the
+// run, and counts the calls for the result.
 //
 //   RunProgress progress(ctx.progress);
-//   ToolCallRouter router(upstreams, run.servers, &progress);
+//   auto end_run = std::make_shared<codemode::CancelToken>();
+//   ToolCallRouter router(upstreams, CallableTools::Of(catalog), end_run, &progress);
 //   handlers.on_tool_call = [&](const ToolCall& c) { return router.Route(c, cancel); };
 //   ToolCallStats stats = router.stats();
 #pragma once
@@ -13,7 +15,9 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 
 #include "base/cancel.h"
 #include "base/log_text.h"
@@ -64,6 +68,21 @@ class RunProgress {
 // message clipped to RunProgress::kUpstreamMessageBytes at a character boundary.
 std::string UpstreamProgressMessage(const std::string& tool, const nlohmann::json& params);
 
+// The calls a run may make: the (server, tool) pairs of the catalog its sandbox was given.
+// sandboxd refuses every other call already; the gateway checks again because a peer at
+// sandboxd's address has proved nothing by being there, and neither has sandboxd's own
+// answer.
+class CallableTools {
+ public:
+  static CallableTools Of(const sandbox::v1::Catalog& catalog);
+  bool Has(const std::string& server, const std::string& tool) const {
+    return pairs_.count({server, tool}) > 0;
+  }
+
+ private:
+  std::set<std::pair<std::string, std::string>> pairs_;
+};
+
 struct ToolCallStats {
   nlohmann::json listed = nlohmann::json::array();  // the first calls: server, tool, ok, duration_ms
   uint64_t total = 0;
@@ -75,7 +94,10 @@ class ToolCallRouter {
   // structuredContent.tool_calls lists at most this many calls of a run; the totals count all.
   static constexpr size_t kListedCalls = 100;
 
-  ToolCallRouter(Upstreams* upstreams, ServerAllowlist servers, RunProgress* progress);
+  // A call outside `callable` is refused, and its run ended: `end_run` is cancelled with
+  // the reason, which violation() keeps; every later call of the run is refused too.
+  ToolCallRouter(Upstreams* upstreams, CallableTools callable,
+                 std::shared_ptr<codemode::CancelToken> end_run, RunProgress* progress);
 
   // Answers one call (blocking while the upstream works); `cancel` cancels the upstream
   // call; the upstream's answer is charged to `answer` (CallOptions::answer). Thread-safe:
@@ -88,6 +110,11 @@ class ToolCallRouter {
   void Refused(const sandbox::v1::ToolCall& call);
 
   ToolCallStats stats() const;
+  // Why the run was ended: the first call outside its catalog; empty when none came.
+  std::string violation() const {
+    codemode::MutexLock lock(&mu_);
+    return violation_;
+  }
 
   // Asked before each call goes upstream, with its parsed arguments (approvals:
   // run_approvals.h); a non-OK status is the call's error. Set before the run starts.
@@ -134,7 +161,8 @@ class ToolCallRouter {
   void Count(const sandbox::v1::ToolCall& call, bool ok, int64_t duration_ms);
 
   Upstreams* const upstreams_;
-  const ServerAllowlist servers_;
+  const CallableTools callable_;
+  const std::shared_ptr<codemode::CancelToken> end_run_;
   RunProgress* const progress_;
   Gate gate_;
   GatewayMetrics* metrics_ = nullptr;
@@ -145,6 +173,7 @@ class ToolCallRouter {
   mutable codemode::Mutex mu_;
   ToolCallStats stats_ ABSL_GUARDED_BY(mu_);
   std::string sandbox_ ABSL_GUARDED_BY(mu_);
+  std::string violation_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gateway

@@ -99,13 +99,12 @@ absl::StatusOr<TcpTls> LoadTcpTls(const std::string& cert_file, const std::strin
   if (cert_file.empty() != key_file.empty()) {
     return absl::InvalidArgumentError("--tls_cert_file and --tls_key_file go together");
   }
-  if (cert_file.empty() && !client_ca_file.empty()) {
-    return absl::InvalidArgumentError("--tls_client_ca_file needs --tls_cert_file and --tls_key_file");
-  }
   TcpTls tls;
-  absl::StatusOr<std::string> key = codemode::ReadPrivateKeyFile(key_file, "--tls_key_file");
-  if (!key.ok()) return key.status();
-  tls.private_key = *std::move(key);
+  if (!key_file.empty()) {
+    absl::StatusOr<std::string> key = codemode::ReadPrivateKeyFile(key_file, "--tls_key_file");
+    if (!key.ok()) return key.status();
+    tls.private_key = *std::move(key);
+  }
   for (auto [path, flag, out] : {std::make_tuple(cert_file, "--tls_cert_file", &tls.cert_chain),
                                  std::make_tuple(client_ca_file, "--tls_client_ca_file", &tls.client_ca)}) {
     if (path.empty()) continue;
@@ -117,18 +116,13 @@ absl::StatusOr<TcpTls> LoadTcpTls(const std::string& cert_file, const std::strin
 }
 
 std::shared_ptr<grpc::ServerCredentials> TcpServerCredentials(const std::string& token,
-                                                              const TcpTls* tls) {
-  std::shared_ptr<grpc::ServerCredentials> creds;
-  if (tls != nullptr) {
-    grpc::SslServerCredentialsOptions options(
-        tls->client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-                               : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-    options.pem_root_certs = tls->client_ca;
-    options.pem_key_cert_pairs.push_back({tls->private_key, tls->cert_chain});
-    creds = grpc::SslServerCredentials(options);
-  } else {
-    creds = grpc::experimental::LocalServerCredentials(LOCAL_TCP);
-  }
+                                                              const TcpTls& tls) {
+  grpc::SslServerCredentialsOptions options(tls.client_ca.empty()
+                                                ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                                : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  options.pem_root_certs = tls.client_ca;
+  options.pem_key_cert_pairs.push_back({tls.private_key, tls.cert_chain});
+  std::shared_ptr<grpc::ServerCredentials> creds = grpc::SslServerCredentials(options);
   creds->SetAuthMetadataProcessor(std::make_shared<BearerTokenProcessor>(token));
   return creds;
 }

@@ -4,13 +4,14 @@
 //
 // The TCP port takes only calls that carry `authorization: Bearer <token>`, the token read
 // from --tcp_token_file (created 0600 with a random token when it does not exist yet;
-// refused when another user could read it). Without TLS it takes only loopback peers
-// (gRPC's local credentials); with TLS (--tls_cert_file, --tls_key_file) peers on other
-// machines, whose certificate it also checks with --tls_client_ca_file.
+// refused when another user could read it), and it speaks only TLS, on loopback too: a
+// client sends the token only to a peer holding the key of a certificate it trusts (the
+// operator's --tls_cert_file, or sandboxd's own, tls_identity.h). With
+// --tls_client_ca_file it also checks the client's certificate.
 //
 //   absl::StatusOr<std::string> token = LoadOrCreateTcpToken("/etc/sandboxd/tcp-token");
 //   if (!token.ok()) return token.status();
-//   builder.AddListeningPort("127.0.0.1:50051", TcpServerCredentials(*token));
+//   builder.AddListeningPort("127.0.0.1:50051", TcpServerCredentials(*token, tls));
 #pragma once
 
 #include <memory>
@@ -49,15 +50,16 @@ struct TcpTls {
   std::string client_ca;    // PEM; when set, a client must present a certificate it signed
 };
 
-// Reads the TLS files. The key file is a secret: a regular file of ours that no other
-// user may read or write (as the token file); the certificates are public.
+// Reads the TLS files given (the certificate and key go together; with neither, only the
+// client CA is read, for sandboxd's own identity). The key file is a secret: a regular
+// file of ours that no other user may read or write (as the token file); the
+// certificates are public.
 absl::StatusOr<TcpTls> LoadTcpTls(const std::string& cert_file, const std::string& key_file,
                                   const std::string& client_ca_file);
 
-// Credentials for the TCP port, always with the bearer token: with `tls`, TLS to peers on
-// any address (and their certificate, when it names a client CA); without it, plaintext
-// from loopback peers only.
+// Credentials for the TCP port: TLS with `tls` (and the client's certificate, when it
+// names a client CA), always with the bearer token.
 std::shared_ptr<grpc::ServerCredentials> TcpServerCredentials(const std::string& token,
-                                                              const TcpTls* tls = nullptr);
+                                                              const TcpTls& tls);
 
 }  // namespace sandboxd

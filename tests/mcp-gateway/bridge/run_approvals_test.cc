@@ -82,8 +82,9 @@ TEST_F(RunApprovalsTest, DeniedToolsAreHiddenAndRefusedAskingToolsAreMarked) {
   const std::string description = tool.ListTools()[0]["description"];
   EXPECT_THAT(description, ::testing::Not(HasSubstr("drop_database")));
   EXPECT_THAT(description, HasSubstr("[needs approval]"));
-  EXPECT_EQ(Run(tool, "github.drop_database,github.search", json()),
-            "github.drop_database is denied by the gateway's operator|-");
+  // sandboxd refuses a call outside its catalog; one that comes all the same ends the run
+  // (tool_call_router.h), before any gate.
+  EXPECT_EQ(Run(tool, "github.drop_database,github.search", json()), "");
   const sandbox::v1::Catalog catalog = sandboxes_.catalog_of("s1");
   ASSERT_EQ(catalog.servers_size(), 1);
   EXPECT_EQ(catalog.servers(0).tools_size(), 2) << "the code's catalog lacks the denied tool";

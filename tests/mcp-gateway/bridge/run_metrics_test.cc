@@ -100,7 +100,7 @@ TEST_F(RunMetricsTest, RunsAndTheirToolCallsAreCountedByOutcome) {
   ASSERT_TRUE(Call({{"code", "github.search,memory.read,github.search"}}).ok());
   sandboxes_.SetScript(CallsNamedByCode(R"({"slow": 1})"));
   ASSERT_TRUE(Call({{"code", "github.search"}}).ok());
-  // Refused before any upstream: a server outside the run's list.
+  // Refused before any upstream: a server outside the run's list, which ends the run.
   sandboxes_.SetScript(CallsNamedByCode("{}"));
   ASSERT_TRUE(Call({{"code", "memory.read"}, {"servers", {"github"}}}).ok());
   // A run whose code raised, one that timed out, and arguments refused before anything ran.
@@ -115,7 +115,8 @@ TEST_F(RunMetricsTest, RunsAndTheirToolCallsAreCountedByOutcome) {
   EXPECT_FALSE(Call({{"code", ""}}).ok());
 
   std::map<std::string, double> s = Samples(*metrics_);
-  EXPECT_EQ(s["codemode_gateway_runs_total{outcome=\"ok\",tool=\"run_python\"}"], 3);
+  EXPECT_EQ(s["codemode_gateway_runs_total{outcome=\"ok\",tool=\"run_python\"}"], 2);
+  EXPECT_EQ(s["codemode_gateway_runs_total{outcome=\"failed\",tool=\"run_python\"}"], 1);
   EXPECT_EQ(s["codemode_gateway_runs_total{outcome=\"error\",tool=\"run_python\"}"], 1);
   EXPECT_EQ(s["codemode_gateway_runs_total{outcome=\"timeout\",tool=\"run_python\"}"], 1);
   EXPECT_EQ(s["codemode_gateway_runs_total{outcome=\"refused\",tool=\"run_python\"}"], 1);
@@ -131,7 +132,8 @@ TEST_F(RunMetricsTest, RunsAndTheirToolCallsAreCountedByOutcome) {
 }
 
 TEST_F(RunMetricsTest, ToolNamesMadeUpBySandboxedCodeStayWithinTheBound) {
-  // 10,000 distinct names, as hostile code (or an upstream listing 10,000 tools) could make.
+  // 10,000 distinct names, as a hostile peer at sandboxd's address could send (each
+  // refused: none is in the run's catalog).
   sandboxes_.SetScript([](const FakeSandboxes::Execution&, const ExecuteHandlers& h,
                           std::shared_ptr<codemode::CancelToken>) -> absl::StatusOr<Finished> {
     for (int i = 0; i < 10000; ++i) {
@@ -153,7 +155,7 @@ TEST_F(RunMetricsTest, ToolNamesMadeUpBySandboxedCodeStayWithinTheBound) {
   // Bound 3: three pairs of their own and _other, each with one outcome here.
   EXPECT_EQ(series, 4u);
   EXPECT_EQ(calls, 10000);
-  EXPECT_EQ(Samples(*metrics_)["codemode_gateway_tool_calls_total{outcome=\"ok\",server=\"_other\",tool=\"_other\"}"],
+  EXPECT_EQ(Samples(*metrics_)["codemode_gateway_tool_calls_total{outcome=\"refused\",server=\"_other\",tool=\"_other\"}"],
             10000 - 3);
 }
 

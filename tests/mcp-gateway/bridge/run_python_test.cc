@@ -108,22 +108,52 @@ TEST_F(RunCodeToolTest, ToolCallsGoUpAndComeBackInTheResult) {
                           std::shared_ptr<codemode::CancelToken>) -> absl::StatusOr<Finished> {
     h.on_output(false, "calling\n");
     sandbox::v1::ToolResult ok = h.on_tool_call(ToolCallOf("github", "search", R"({"q":"x"})"), {});
-    sandbox::v1::ToolResult refused = h.on_tool_call(ToolCallOf("memory", "read", "{}"), {});
+    sandbox::v1::ToolResult bad = h.on_tool_call(ToolCallOf("github", "search", "[]"), {});
     Finished f;
     f.set_status(Finished::OK);
-    f.set_stdout(ok.result_json() + "|" + refused.error());
+    f.set_stdout(ok.result_json() + "|" + bad.error());
     return f;
   });
   absl::StatusOr<json> r = Call({{"code", "..."}, {"servers", {"github"}}});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_THAT((*r)["content"][0]["text"].get<std::string>(), HasSubstr("github.search"));
-  EXPECT_THAT((*r)["content"][0]["text"].get<std::string>(), HasSubstr("not allowed in this run"));
+  EXPECT_THAT((*r)["content"][0]["text"].get<std::string>(), HasSubstr("must be a JSON object"));
   ASSERT_EQ(upstreams_.calls().size(), 1u);
   EXPECT_EQ(upstreams_.calls()[0].arguments["q"], "x");
   const json& s = (*r)["structuredContent"];
   EXPECT_EQ(s["tool_calls_total"], 2);
   EXPECT_EQ(s["tool_calls_failed"], 1);
   EXPECT_EQ(progress_, std::vector<std::string>{"calling\n"});
+}
+
+// What answers at sandboxd's address may not be sandboxd (another local user listening
+// there while it was down) or may misbehave: a tool call outside the catalog this run gave
+// its sandbox (a server left out by `servers`, a tool no server has) is never sent
+// upstream, ends the run's execution at once, and the session is not used again.
+TEST_F(RunCodeToolTest, AToolCallOutsideTheRunsCatalogEndsTheRun) {
+  bool execution_cancelled = false;
+  sandboxes_.SetScript([&](const FakeSandboxes::Execution& e, const ExecuteHandlers& h,
+                           std::shared_ptr<codemode::CancelToken> cancel) -> absl::StatusOr<Finished> {
+    if (e.code == "forged") {
+      h.on_tool_call(ToolCallOf("memory", "read", "{}"), {});
+      execution_cancelled = cancel->cancelled();
+      h.on_tool_call(ToolCallOf("github", "search", "{}"), {});
+    }
+    Finished f;
+    f.set_status(Finished::OK);
+    return f;
+  });
+  ASSERT_TRUE(Call({{"code", "x = 1"}, {"servers", {"github"}}}).ok());
+  absl::StatusOr<json> r = Call({{"code", "forged"}, {"servers", {"github"}}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)["isError"], true);
+  const std::string text = (*r)["content"][0]["text"].get<std::string>();
+  EXPECT_THAT(text, HasSubstr("server 'memory' tool 'read'"));
+  EXPECT_THAT(text, HasSubstr("the run was ended and its session dropped"));
+  EXPECT_TRUE(execution_cancelled);
+  EXPECT_TRUE(upstreams_.calls().empty()) << "neither the forged call nor any after it";
+  ASSERT_TRUE(Call({{"code", "y = 2"}, {"servers", {"github"}}}).ok());
+  EXPECT_EQ(sandboxes_.executions().back().session_id, "s2") << "the session was not used again";
 }
 
 TEST_F(RunCodeToolTest, CancellingTheRunCancelsItsUpstreamCalls) {

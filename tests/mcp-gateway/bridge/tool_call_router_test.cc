@@ -1,4 +1,4 @@
-// Unit tests of tool_call_router.h: the allowlist, untrusted arguments, upstream errors
+// Unit tests of tool_call_router.h: the run's catalog, untrusted arguments, upstream errors
 // and isError results, the call statistics and upstream progress relayed as run progress.
 #include "bridge/tool_call_router.h"
 
@@ -36,13 +36,33 @@ class ToolCallRouterTest : public ::testing::Test {
   Progress seen_;
   RunProgress progress_{seen_.Sink()};
   std::shared_ptr<codemode::CancelToken> cancel_ = std::make_shared<codemode::CancelToken>();
+  std::shared_ptr<codemode::CancelToken> end_run_ = std::make_shared<codemode::CancelToken>();
+  // The calls these tests make, as a run's catalog offers them.
+  CallableTools callable_ = Callable({{"github", "search"}, {"s", "down"}, {"s", "bad"}, {"s", "t"},
+                                      {"web", "fetch"}});
+
+  static CallableTools Callable(const std::vector<std::pair<std::string, std::string>>& pairs) {
+    sandbox::v1::Catalog catalog;
+    for (const auto& [server, tool] : pairs) {
+      sandbox::v1::Server* s = nullptr;
+      for (auto& existing : *catalog.mutable_servers()) {
+        if (existing.name() == server) s = &existing;
+      }
+      if (s == nullptr) {
+        s = catalog.add_servers();
+        s->set_name(server);
+      }
+      s->add_tools()->set_name(tool);
+    }
+    return CallableTools::Of(catalog);
+  }
 };
 
 TEST_F(ToolCallRouterTest, ForwardsTheCallAndItsResult) {
   upstreams_.SetAnswer([](const FakeUpstreams::Call& c) -> absl::StatusOr<json> {
     return json{{"content", {{{"type", "text"}, {"text", c.arguments["q"]}}}}};
   });
-  ToolCallRouter router(&upstreams_, ServerAllowlist::All(), &progress_);
+  ToolCallRouter router(&upstreams_, callable_, end_run_, &progress_);
   sandbox::v1::ToolResult r =
       router.Route(ToolCallOf("github", "search", R"({"q":"mcp"})", "call-7"), cancel_);
   EXPECT_EQ(r.call_id(), "call-7");
@@ -58,18 +78,34 @@ TEST_F(ToolCallRouterTest, ForwardsTheCallAndItsResult) {
   EXPECT_EQ(stats.listed[0]["ok"], true);
 }
 
-TEST_F(ToolCallRouterTest, ServersOutsideTheAllowlistAreNeverCalled) {
-  ToolCallRouter router(&upstreams_, ServerAllowlist::Only({"memory"}), &progress_);
-  sandbox::v1::ToolResult r = router.Route(ToolCallOf("github", "search", "{}", "c9"), cancel_);
-  EXPECT_EQ(r.call_id(), "c9");
-  // The sandbox's ToolError puts "github.search: " before it.
-  EXPECT_EQ(r.error(), "server 'github' is not allowed in this run");
+// sandboxd refuses calls outside the session's catalog, so one that arrives comes from a
+// peer that is not behaving as sandboxd (or is not sandboxd): never sent upstream, and the
+// run ends. Servers share prefixes ("up" and "up.v2") and tools their names: each pair is
+// its own.
+TEST_F(ToolCallRouterTest, ACallOutsideTheRunsCatalogIsNeverSentAndEndsTheRun) {
+  ToolCallRouter router(&upstreams_, Callable({{"memory", "read"}, {"up", "v2.run_command"}}), end_run_,
+                        &progress_);
+  for (const auto& [server, tool] : std::vector<std::pair<std::string, std::string>>{
+           {"github", "search"}, {"memory", "write"}, {"up.v2", "run_command"}, {"up", "run_command"}}) {
+    sandbox::v1::ToolResult r = router.Route(ToolCallOf(server, tool, "{}", "c9"), cancel_);
+    EXPECT_EQ(r.call_id(), "c9");
+    EXPECT_EQ(r.error(), "this call is not in the run's catalog; the run was ended") << server << "." << tool;
+  }
   EXPECT_TRUE(upstreams_.calls().empty());
-  EXPECT_EQ(router.stats().failed, 1u);
+  EXPECT_EQ(router.stats().failed, 4u);
+  EXPECT_TRUE(end_run_->cancelled());
+  EXPECT_THAT(router.violation(), HasSubstr("server 'github' tool 'search'")) << "the first one";
+  EXPECT_EQ(end_run_->reason(), router.violation());
+
+  auto fresh = std::make_shared<codemode::CancelToken>();
+  ToolCallRouter fine(&upstreams_, Callable({{"memory", "read"}}), fresh, &progress_);
+  EXPECT_TRUE(fine.Route(ToolCallOf("memory", "read", "{}"), cancel_).error().empty());
+  EXPECT_FALSE(fresh->cancelled());
+  EXPECT_EQ(fine.violation(), "");
 }
 
 TEST_F(ToolCallRouterTest, HostileArgumentsAreRefusedBeforeAnyUpstreamSeesThem) {
-  ToolCallRouter router(&upstreams_, ServerAllowlist::All(), &progress_);
+  ToolCallRouter router(&upstreams_, callable_, end_run_, &progress_);
   std::string deep(100000, '[');
   for (const std::string& args : {std::string("{not json"), deep, std::string("[1,2]"),
                                   std::string("\"text\""), std::string("{\"a\":\"\xff\"}")}) {
@@ -86,7 +122,7 @@ TEST_F(ToolCallRouterTest, UpstreamFailuresAndIsErrorResultsCountAsFailed) {
     if (c.tool == "down") return absl::UnavailableError("the server is not connected");
     return json{{"content", json::array()}, {"isError", true}};
   });
-  ToolCallRouter router(&upstreams_, ServerAllowlist::All(), &progress_);
+  ToolCallRouter router(&upstreams_, callable_, end_run_, &progress_);
   sandbox::v1::ToolResult down = router.Route(ToolCallOf("s", "down", "{}"), cancel_);
   // Only why: the sandbox's ToolError puts "s.down: " before it (once, not twice).
   EXPECT_EQ(down.error(), "the server is not connected");
@@ -99,7 +135,7 @@ TEST_F(ToolCallRouterTest, UpstreamFailuresAndIsErrorResultsCountAsFailed) {
 }
 
 TEST_F(ToolCallRouterTest, ListsTheFirstCallsAndCountsAllFromManyThreads) {
-  ToolCallRouter router(&upstreams_, ServerAllowlist::All(), &progress_);
+  ToolCallRouter router(&upstreams_, callable_, end_run_, &progress_);
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&] {
@@ -119,7 +155,7 @@ TEST_F(ToolCallRouterTest, UpstreamProgressBecomesRunProgress) {
     c.options.on_progress({{"progress", "x"}, {"message", 3}});  // wrong types: no throw
     return json{{"content", json::array()}};
   });
-  ToolCallRouter router(&upstreams_, ServerAllowlist::All(), &progress_);
+  ToolCallRouter router(&upstreams_, callable_, end_run_, &progress_);
   router.Route(ToolCallOf("web", "fetch", "{}"), cancel_);
   ASSERT_EQ(seen_.messages.size(), 2u);
   EXPECT_EQ(seen_.messages[0], "web.fetch: fetching (1/4)\n");
@@ -135,7 +171,7 @@ TEST_F(ToolCallRouterTest, NoProgressIsAskedOfUpstreamsWhenTheClientWantsNone) {
     return json{{"content", json::array()}};
   });
   RunProgress none(nullptr);
-  ToolCallRouter router(&upstreams_, ServerAllowlist::All(), &none);
+  ToolCallRouter router(&upstreams_, callable_, end_run_, &none);
   router.Route(ToolCallOf("web", "fetch", "{}"), cancel_);
   EXPECT_FALSE(asked);
 }
@@ -148,7 +184,7 @@ TEST_F(ToolCallRouterTest, UpstreamProgressFloodsAreClippedAndThinned) {
     for (int i = 0; i < 500; ++i) c.options.on_progress({{"progress", i}, {"message", huge}});
     return json{{"content", json::array()}};
   });
-  ToolCallRouter router(&upstreams_, ServerAllowlist::All(), &progress_);
+  ToolCallRouter router(&upstreams_, callable_, end_run_, &progress_);
   const auto start = std::chrono::steady_clock::now();
   router.Route(ToolCallOf("web", "fetch", "{}"), cancel_);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

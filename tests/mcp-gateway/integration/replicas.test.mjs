@@ -218,6 +218,38 @@ describe("gateway replicas behind HAProxy", () => {
   });
 });
 
+describe("sandboxd's TCP port on this machine, its own certificate pinned", () => {
+  // The set-up docs/scaling.md gives for one machine: sandboxd makes a key pair in its
+  // state directory, the gateway pins its certificate. Nothing goes in plaintext.
+  const dir = tempDir("own-tls-");
+  const token = path.join(dir, "token");
+  let sandboxd, endpoint;
+  before(async () => {
+    endpoint = `127.0.0.1:${await freePort()}`;
+    sandboxd = new Sandboxd([`--listen_tcp=${endpoint}`, `--tcp_token_file=${token}`]);
+    await sandboxd.start();
+  });
+  after(async () => {
+    await sandboxd?.stop();
+    await stopAll();
+  });
+
+  test("a gateway that pins <state_dir>/tls/cert.pem runs code there", async () => {
+    const g = new GatewayHttp({ config: writeConfig({}), sandboxd: endpoint, extraArgs: [
+      `--sandboxd_token_file=${token}`, `--sandboxd_tls_ca_file=${path.join(sandboxd.stateDir, "tls", "cert.pem")}`] });
+    await g.start();
+    try {
+      const c = await g.client("own-tls");
+      const r = await runPython(c, "print(6 * 7)");
+      assert.equal(r.isError, false, text(r) + g.log);
+      assert.equal(printed(r), "42");
+      await c.close();
+    } finally {
+      await g.stop();
+    }
+  });
+});
+
 describe("sandboxd on another machine (TLS)", () => {
   // An address of this host that is not loopback: to sandboxd's port, a peer there is as
   // good as one on another machine.
@@ -260,12 +292,14 @@ describe("sandboxd on another machine (TLS)", () => {
     }
   });
 
-  test("without TLS the gateway does not start: the token would cross the network readable", () => {
-    const out = spawnSync(GATEWAY_BIN, ["--transport=http", "--listen=127.0.0.1:0", `--config=${writeConfig({})}`,
-      `--sandboxd=${endpoint}`, `--sandboxd_token_file=${token}`], { encoding: "utf8", timeout: 30000,
-      env: { ...process.env, MCP_GATEWAY_TOKEN: "t".repeat(32) } });
-    assert.equal(out.status, 2, out.stderr);
-    assert.match(out.stderr, /is not on this machine: speak TLS to it/);
+  test("without a CA to check sandboxd with, the gateway does not start, on loopback neither", () => {
+    for (const e of [endpoint, "127.0.0.1:50051"]) {
+      const out = spawnSync(GATEWAY_BIN, ["--transport=http", "--listen=127.0.0.1:0", `--config=${writeConfig({})}`,
+        `--sandboxd=${e}`, `--sandboxd_token_file=${token}`], { encoding: "utf8", timeout: 30000,
+        env: { ...process.env, MCP_GATEWAY_TOKEN: "t".repeat(32) } });
+      assert.equal(out.status, 2, out.stderr);
+      assert.match(out.stderr, /reaches only over TLS.*--sandboxd_tls_ca_file/s);
+    }
   });
 
   test("a client certificate of another CA is refused by sandboxd", async () => {

@@ -62,9 +62,21 @@ class TcpAuthTest : public ::testing::Test {
     sandbox::v1::Info info;
     return stub->GetInfo(&ctx, {}, &info);
   }
-  static grpc::Status GetInfoOverTcp(int port, const std::string& authorization,
+  // GetInfo on the daemon's TCP port over TLS, pinning the certificate it made in its
+  // state directory.
+  static grpc::Status GetInfoOverTcp(const SandboxdProcess& d, int port, const std::string& authorization,
                                      const std::string& host = "127.0.0.1") {
+    grpc::SslCredentialsOptions pinned;
+    pinned.pem_root_certs = ReadAll(d.state_dir() + "/tls/cert.pem");
+    return GetInfoOn(absl::StrCat(host, ":", port), grpc::SslCredentials(pinned), authorization);
+  }
+  static grpc::Status GetInfoInPlaintext(int port, const std::string& authorization,
+                                         const std::string& host = "127.0.0.1") {
     return GetInfoOn(absl::StrCat(host, ":", port), grpc::InsecureChannelCredentials(), authorization);
+  }
+  static std::string ReadAll(const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
   }
   // Runs sandboxd with `args` until it exits (it should refuse to start); its output.
   std::string RunToExit(const std::string& args, int* code) {
@@ -82,13 +94,13 @@ TEST_F(TcpAuthTest, TheTcpPortServesOnlyCallsWithTheToken) {
   const int port = TcpPort(daemon);
   ASSERT_GT(port, 0) << daemon.Log();
 
-  grpc::Status none = GetInfoOverTcp(port, "");
+  grpc::Status none = GetInfoOverTcp(daemon, port, "");
   EXPECT_EQ(none.error_code(), grpc::StatusCode::UNAUTHENTICATED) << none.error_message();
-  grpc::Status wrong = GetInfoOverTcp(port, absl::StrCat("Bearer ", kToken, "x"));
+  grpc::Status wrong = GetInfoOverTcp(daemon, port, absl::StrCat("Bearer ", kToken, "x"));
   EXPECT_EQ(wrong.error_code(), grpc::StatusCode::UNAUTHENTICATED) << wrong.error_message();
-  grpc::Status shorter = GetInfoOverTcp(port, "Bearer 0123");
+  grpc::Status shorter = GetInfoOverTcp(daemon, port, "Bearer 0123");
   EXPECT_EQ(shorter.error_code(), grpc::StatusCode::UNAUTHENTICATED) << shorter.error_message();
-  grpc::Status right = GetInfoOverTcp(port, absl::StrCat("Bearer ", kToken));
+  grpc::Status right = GetInfoOverTcp(daemon, port, absl::StrCat("Bearer ", kToken));
   EXPECT_TRUE(right.ok()) << right.error_message();
 
   // The unix socket needs no token.
@@ -126,8 +138,8 @@ TEST_F(TcpAuthTest, AMissingTokenFileIsCreatedPrivateAndItsTokenWorks) {
   std::getline(std::ifstream(path), token);
   EXPECT_EQ(token.size(), 64u);
   const int port = TcpPort(daemon);
-  EXPECT_TRUE(GetInfoOverTcp(port, "Bearer " + token).ok());
-  EXPECT_EQ(GetInfoOverTcp(port, "").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(GetInfoOverTcp(daemon, port, "Bearer " + token).ok());
+  EXPECT_EQ(GetInfoOverTcp(daemon, port, "").error_code(), grpc::StatusCode::UNAUTHENTICATED);
 }
 
 // The machine's first IPv4 address that is not loopback: to the TCP port, a peer there is
@@ -144,11 +156,6 @@ std::string NonLoopbackAddress() {
   }
   freeifaddrs(all);
   return found;
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 // --listen_tcp beyond loopback: TLS (--tls_cert_file, --tls_key_file) and, with
@@ -189,13 +196,38 @@ class TcpTlsTest : public TcpAuthTest {
   std::string certs_;
 };
 
-TEST_F(TcpTlsTest, WithoutTlsAPeerBeyondLoopbackIsRefusedEvenWithTheToken) {
-  SandboxdProcess daemon({"--listen_tcp=" + address_ + ":0", "--tcp_token_file=" + WriteToken(kToken, 0600)});
-  ASSERT_TRUE(daemon.Start());
-  const int port = TcpPort(daemon);
-  ASSERT_GT(port, 0) << daemon.Log();
-  grpc::Status s = GetInfoOverTcp(port, absl::StrCat("Bearer ", kToken), address_);
-  EXPECT_FALSE(s.ok());
+// Without --tls_cert_file the port still speaks only TLS, with sandboxd's own certificate
+// (made once in <state_dir>/tls, kept across restarts), which clients pin: a plaintext
+// client never gets to send its token, on loopback neither (another local user can listen
+// on a loopback port while sandboxd is down, and collect the token a plaintext client
+// sends).
+TEST_F(TcpTlsTest, WithoutTlsFlagsThePortSpeaksTlsWithItsOwnCertificate) {
+  const std::string state = dir_ + "/own-state";
+  const std::string bearer = absl::StrCat("Bearer ", kToken);
+  std::string first_cert;
+  for (int start = 0; start < 2; ++start) {
+    SandboxdProcess daemon({"--listen_tcp=" + address_ + ":0", "--tcp_token_file=" + WriteToken(kToken, 0600)},
+                           state);
+    ASSERT_TRUE(daemon.Start());
+    const int port = TcpPort(daemon);
+    ASSERT_GT(port, 0) << daemon.Log();
+    EXPECT_FALSE(GetInfoInPlaintext(port, bearer, address_).ok()) << "plaintext";
+    grpc::Status pinned = GetInfoOverTcp(daemon, port, bearer, address_);
+    EXPECT_TRUE(pinned.ok()) << pinned.error_message() << "\n" << daemon.Log();
+    EXPECT_THAT(daemon.Log(), HasSubstr(state + "/tls/cert.pem"));
+    EXPECT_THAT(daemon.Log(), HasSubstr(start == 0 ? "made now" : "kept"));
+    struct stat st;
+    ASSERT_EQ(lstat((state + "/tls/key.pem").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    const std::string cert = ReadAll(state + "/tls/cert.pem");
+    if (start == 0) first_cert = cert;
+    EXPECT_EQ(cert, first_cert) << "a restart keeps the certificate clients pinned";
+  }
+  SandboxdProcess loopback({"--listen_tcp=127.0.0.1:0", "--tcp_token_file=" + WriteToken(kToken, 0600)}, state);
+  ASSERT_TRUE(loopback.Start());
+  const int port = TcpPort(loopback);
+  EXPECT_FALSE(GetInfoInPlaintext(port, bearer).ok()) << "plaintext on loopback";
+  EXPECT_TRUE(GetInfoOverTcp(loopback, port, bearer).ok()) << loopback.Log();
 }
 
 TEST_F(TcpTlsTest, TlsServesPeersAnywhereWithTheTokenAndAClientCertificate) {
@@ -212,7 +244,7 @@ TEST_F(TcpTlsTest, TlsServesPeersAnywhereWithTheTokenAndAClientCertificate) {
   EXPECT_FALSE(GetInfoOverTls(port, bearer, "ca", "other-client").ok()) << "a client certificate of another CA";
   EXPECT_FALSE(GetInfoOverTls(port, bearer, "ca", "").ok()) << "no client certificate";
   EXPECT_FALSE(GetInfoOverTls(port, bearer, "other-ca", "client").ok()) << "a server the client does not trust";
-  EXPECT_FALSE(GetInfoOverTcp(port, bearer, address_).ok()) << "plaintext";
+  EXPECT_FALSE(GetInfoInPlaintext(port, bearer, address_).ok()) << "plaintext";
   EXPECT_THAT(daemon.Log(), HasSubstr("TLS with client certificates"));
   EXPECT_THAT(daemon.Log(), ::testing::Not(HasSubstr(kToken)));
 }
