@@ -1,10 +1,43 @@
 """What user code sees of the catalog: one async proxy per tool, an MCPServer object per
 server, the `tools` mapping, call_tool() and the discovery helpers _discover(), _schema()
-and _search(), held together by a Toolbox."""
+and _search(), held together by a Toolbox; and the awaitable results of the helpers."""
 
 import collections.abc
 import difflib
 import re
+
+
+class _Awaitable:
+    """A helper's result that `await` also takes, giving a plain copy. The helpers answer
+    from the catalog at once, so they are plain calls; code written for the systems this
+    one replaces, where they are coroutines (`tools_list = await _discover()` in
+    codemode-lite, `await runtime.list_servers()` in mcp-server-code-execution-mode), runs
+    unchanged. Pickled and copied as the plain builtin."""
+
+    __slots__ = ()
+    _plain = None                            # the builtin base class
+
+    def __await__(self):
+        return self._plain(self)
+        yield  # pragma: no cover  (makes __await__ a generator)
+
+    def __reduce__(self):
+        return self._plain, (self._plain(self),)
+
+
+class AwaitableDict(_Awaitable, dict):
+    __slots__ = ()
+    _plain = dict
+
+
+class AwaitableList(_Awaitable, list):
+    __slots__ = ()
+    _plain = list
+
+
+class AwaitableTuple(_Awaitable, tuple):
+    __slots__ = ()
+    _plain = tuple
 
 
 def _first_line(text):
@@ -207,18 +240,19 @@ class Toolbox:
 
     def discover(self):
         """{server: [{"name", "description" (first line), "call"}]} for every tool."""
-        return {server.name: [{"name": tool.name,
+        return AwaitableDict({server.name: [{"name": tool.name,
                                "description": _first_line(tool.description),
                                "call": tool.call_hint()} for tool in server.tools]
-                for server in self.servers}
+                              for server in self.servers})
 
     def schema(self, name):
         """Full schema of "server.tool" (or an unambiguous bare tool name)."""
         tool = self.resolve(name)
-        return {"name": f"{tool.server.name}.{tool.name}", "server": tool.server.name,
-                "tool": tool.name, "description": tool.description,
-                "input_schema": tool.input_schema, "output_schema": tool.output_schema,
-                "call": tool.call_hint()}
+        return AwaitableDict(
+            {"name": f"{tool.server.name}.{tool.name}", "server": tool.server.name,
+             "tool": tool.name, "description": tool.description,
+             "input_schema": tool.input_schema, "output_schema": tool.output_schema,
+             "call": tool.call_hint()})
 
     def search(self, text, limit=10):
         """Tools ranked by how many words of `text` occur in their names (weight 3) and
@@ -226,7 +260,7 @@ class Toolbox:
         "score"}]."""
         words = _tokens(str(text))
         if not words:
-            return []
+            return AwaitableList()
         results = []
         for server in self.servers:
             for tool in server.tools:
@@ -238,8 +272,10 @@ class Toolbox:
                                     "description": _first_line(tool.description),
                                     "score": score})
         results.sort(key=lambda r: (-r["score"], r["server"], r["tool"]))
-        return results if limit is None else results[:max(0, int(limit))]
+        return AwaitableList(results if limit is None else results[:max(0, int(limit))])
 
 
 # Classes user code sees: show them as part of mcp.runtime in help() and reprs.
-MCPServer.__module__ = ToolDirectory.__module__ = "mcp.runtime"
+for _cls in (MCPServer, ToolDirectory, AwaitableDict, AwaitableList, AwaitableTuple):
+    _cls.__module__ = "mcp.runtime"
+del _cls
