@@ -17,7 +17,7 @@ from .common import (CELL_PREFIX, DEFAULT_TOOL_CALLS_IN_FLIGHT, ERROR_MESSAGE_LI
                      is_runner_file)
 from .display import has_rich_repr
 from .display_objects import make_module as make_display_module
-from .runtime_module import install_runtime_module
+from .runtime_module import install_runtime_module, install_server_modules
 from .tool_calls import CallGate, ToolError
 from .toolbox import Toolbox
 
@@ -107,7 +107,8 @@ class Executor:
         self.catalog = []
         self.toolbox = Toolbox([], runner.calls)
         self._installed = {}                 # global name -> server object we put there
-        self._mcp_package, self._mcp_runtime = install_runtime_module(lambda: self.toolbox)
+        self._mcp_package, self._mcp_runtime, self._mcp_servers = \
+            install_runtime_module(lambda: self.toolbox)
         self._displayer = runner.displayer
         self._mcp_display = make_display_module(self._displayer.display)
         self._mcp_package.display = self._mcp_display
@@ -129,7 +130,7 @@ class Executor:
         # pickle, `import __main__` and classes defined in cells behave as in a script.
         self.module = types.ModuleType("__main__")
         self.module.__dict__.update({"__builtins__": builtins, "asyncio": asyncio, "json": json,
-                                     "ToolError": ToolError,
+                                     "ToolError": ToolError, "mcp": self._mcp_package,
                                      "display": self._displayer.display})
         sys.modules["__main__"] = self.module
         self._installed = {}
@@ -153,6 +154,8 @@ class Executor:
         sys.modules["mcp"] = self._mcp_package
         sys.modules["mcp.runtime"] = self._mcp_runtime
         sys.modules["mcp.display"] = self._mcp_display
+        sys.modules["mcp.servers"] = self._mcp_servers
+        install_server_modules(self._mcp_servers, self.toolbox, sys.modules)
 
     # -- cells -----------------------------------------------------------------------
 

@@ -92,11 +92,23 @@ def _suggest(name, candidates):
 
 
 class MCPServer:
-    """The tools of one MCP server: each attribute is an async tool proxy."""
+    """The tools of one MCP server: each attribute is an async tool proxy. list_tools()
+    lists them as MCP does (mcp-server-code-execution-mode's proxies have it), unless the
+    server has a tool of that name: then the tool wins, and runtime.list_tools(server)
+    gives the list."""
 
     def __init__(self, spec, proxies):
         self.__spec = spec
         self.__proxies = proxies              # tool py_name -> proxy
+        if "list_tools" not in proxies:
+            def list_tools():
+                """The server's tools as MCP's tools/list gives them: [{"name",
+                "description", "inputSchema", "outputSchema" (when there is one)}]
+                (a list; awaiting it works too)."""
+                return AwaitableList(tool.mcp_tool() for tool in spec.tools)
+            list_tools.__qualname__ = f"{spec.py_name}.list_tools"
+            list_tools.__module__ = "mcp.runtime"
+            self.list_tools = list_tools
         for py_name, proxy in proxies.items():
             setattr(self, py_name, proxy)
         self.__doc__ = (f"MCP server {spec.name!r}. {spec.description}".strip()
@@ -128,16 +140,21 @@ class MCPServer:
 
 class ToolDirectory(collections.abc.Mapping):
     """`tools`: "server.tool" -> proxy for every tool, plus the bare "tool" when that
-    tool name is unique across servers."""
+    tool name is unique across servers. `tools["_discover"]` (and "_schema", "_search")
+    give the discovery helpers, as codemode-lite's `tools` does, unless a tool has that
+    name; they are not listed."""
 
-    def __init__(self, entries):
+    def __init__(self, entries, helpers):
         self._entries = entries
+        self._helpers = helpers
 
     def __getitem__(self, key):
         try:
             return self._entries[key]
         except (KeyError, TypeError):
             pass
+        if isinstance(key, str) and key in self._helpers:
+            return self._helpers[key]
         raise ToolNotFoundError(f"no tool named {key!r}{_suggest(str(key), self._entries)} "
                                 f"(list(tools) shows all names, _search(text) finds tools)")
 
@@ -161,9 +178,11 @@ class Toolbox:
         self._calls = calls
         self.server_objects = {}                 # py_name -> MCPServer
         self.mcp_servers = {}                    # original name -> MCPServer
+        self.proxies = {}                        # ToolSpec -> proxy
         entries, bare = {}, {}
         for server in servers:
             proxies = {tool.py_name: _make_proxy(tool, calls) for tool in server.tools}
+            self.proxies.update((tool, proxies[tool.py_name]) for tool in server.tools)
             obj = MCPServer(server, proxies)
             self.server_objects[server.py_name] = obj
             self.mcp_servers[server.name] = obj
@@ -173,13 +192,16 @@ class Toolbox:
         for name, proxies in bare.items():
             if len(proxies) == 1 and name not in entries:
                 entries[name] = proxies[0]
-        self.tools = ToolDirectory(entries)
+        self.helpers = {"_discover": self.discover, "_schema": self.schema,
+                        "_search": self.search}
+        self.tools = ToolDirectory(entries, self.helpers)
 
     def namespace_globals(self):
         names = dict(self.server_objects)
         names.update({"tools": self.tools, "mcp_servers": self.mcp_servers,
-                      "call_tool": self.call_tool, "_discover": self.discover,
-                      "_schema": self.schema, "_search": self.search})
+                      "LOADED_MCP_SERVERS": tuple(s.name for s in self.servers),
+                      "call_tool": self.call_tool})
+        names.update(self.helpers)
         return names
 
     # -- lookups ---------------------------------------------------------------------
