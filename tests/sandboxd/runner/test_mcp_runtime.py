@@ -153,6 +153,14 @@ class McpRuntimeTest(CatalogTestCase):
         self.assertEqual(res.error["type"], "ModuleNotFoundError")
         self.assertEqual(self.client.exec("mcp.servers.__all__").value, ["memory"])
 
+    def test_modules_codemode_lite_offers_without_import(self):
+        res = self.client.exec(
+            "[m.__name__ for m in (json, datetime, re, math, collections, itertools,"
+            " functools, asyncio)]")
+        self.assertOk(res)
+        self.assertEqual(res.value, ["json", "datetime", "re", "math", "collections",
+                                     "itertools", "functools", "asyncio"])
+
     def test_tools_gives_the_discovery_helpers_without_listing_them(self):
         # codemode-lite's `tools` holds them: await tools['_discover']().
         res = self.client.exec(

@@ -5,9 +5,15 @@ of `done` frames, whose tracebacks show only user code."""
 import ast
 import asyncio
 import builtins
+import collections
+import datetime
+import functools
 import inspect
+import itertools
 import json
 import linecache
+import math
+import re
 import sys
 import traceback
 import types
@@ -20,6 +26,12 @@ from .display_objects import make_module as make_display_module
 from .runtime_module import install_runtime_module, install_server_modules
 from .tool_calls import CallGate, ToolError
 from .toolbox import Toolbox
+
+
+# Modules every namespace starts with: the ones codemode-lite's run_python description
+# says are available without an import.
+PREIMPORTED = {module.__name__: module for module in
+               (asyncio, collections, datetime, functools, itertools, json, math, re)}
 
 
 def _cap(text, limit):
@@ -129,9 +141,10 @@ class Executor:
         # The namespace is the __dict__ of a real module registered as __main__, so
         # pickle, `import __main__` and classes defined in cells behave as in a script.
         self.module = types.ModuleType("__main__")
-        self.module.__dict__.update({"__builtins__": builtins, "asyncio": asyncio, "json": json,
-                                     "ToolError": ToolError, "mcp": self._mcp_package,
+        self.module.__dict__.update({"__builtins__": builtins, "ToolError": ToolError,
+                                     "mcp": self._mcp_package,
                                      "display": self._displayer.display})
+        self.module.__dict__.update(PREIMPORTED)
         sys.modules["__main__"] = self.module
         self._installed = {}
         self.exec_count = 0
