@@ -94,6 +94,20 @@ class CatalogTest(CatalogTestCase):
         self.assertEqual(len(self.client.exec("_search('search', limit=1)").value), 1)
         self.assertEqual(self.client.exec("_search('zzz')").value, [])
 
+    def test_discovery_helpers_can_be_awaited(self):
+        # codemode-lite documents them as coroutines: `tools_list = await _discover()`.
+        res = self.client.exec(
+            "import copy, pickle\n"
+            "plain = [_discover(), _schema('everything.echo'), _search('graph')]\n"
+            "awaited = [await _discover(), await _schema('everything.echo'),"
+            " await _search('graph'), await _search('')]\n"
+            "[a == p for a, p in zip(awaited, plain)] + [type(a).__name__ for a in awaited]"
+            " + [type(pickle.loads(pickle.dumps(p))).__name__ for p in plain]"
+            " + [type(copy.deepcopy(plain[0])).__name__, json.dumps(plain[2]) == json.dumps(awaited[2])]")
+        self.assertOk(res)
+        self.assertEqual(res.value, [True, True, True, "dict", "dict", "list", "list",
+                                     "dict", "dict", "list", "dict", True])
+
     def test_set_catalog_replaces_servers(self):
         self.client.exec("keep = 1")
         smaller = {"servers": [CATALOG["servers"][1]]}

@@ -131,6 +131,23 @@ describe('javascript runner: _discover, _schema and _search', () => {
     assert.equal((await failure('_search()')).type, 'TypeError');
   });
 
+  // Code written to await them (codemode-lite's Python awaits its helpers) works: `await`
+  // of a non-promise gives the value, and no result is a thenable (a server named `then`
+  // holds an array; _schema's and _search's fields are never functions).
+  it('awaiting them gives what the plain call gives', async () => {
+    for (const call of ['_discover()', '_schema("docs.search-docs")', '_search("graph", 2)']) {
+      assert.deepEqual(await value(`await ${call}`), await value(call), call);
+    }
+    await client.setCatalog({ servers: [{ name: 'then', py_name: 'mcp_then', description: '',
+      tools: [tool('then', 'then', 'Then what')] }] });
+    try {
+      assert.deepEqual(await value('await _discover()'), await value('_discover()'));
+      assert.deepEqual(await value('(await _discover()).then.map((t) => t.js_name)'), ['then_']);
+    } finally {
+      await client.setCatalog(CATALOG);
+    }
+  });
+
   it('follows set_catalog, also through references saved before it', async () => {
     const r = await client.exec('globalThis.savedSchema = _schema; 1');
     assert.equal(r.status, 'ok');

@@ -21,7 +21,7 @@ Modules:
   tool_calls      ToolError, tool results, CallGate (calls in flight) and ToolCalls
   catalog         ParamSpec, ToolSpec, ServerSpec and parse_catalog
   toolbox         tool proxies, MCPServer, ToolDirectory and Toolbox (what user code sees)
-  runtime_module  the `mcp` and `mcp.runtime` modules of sandboxed code
+  runtime_module  the modules `mcp`, `mcp.runtime` and `mcp.servers.<alias>` of sandboxed code
   interrupts      InterruptController: an `interrupt` frame as a KeyboardInterrupt
   executor        ExecState, Executor (namespace, event loop, cells), error reports
   runner          Runner (socket, connections, dispatch), kill_other_processes, main

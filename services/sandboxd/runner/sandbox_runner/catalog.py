@@ -250,9 +250,19 @@ class ToolSpec:
         return dict(arguments)
 
     def info(self):
-        return {"name": self.name, "py_name": self.py_name, "description": self.description,
-                "input_schema": self.input_schema, "output_schema": self.output_schema,
-                "call": self.call_hint()}
+        """The tool in server metadata (`alias` is mcp-server-code-execution-mode's name
+        for py_name)."""
+        return {"name": self.name, "alias": self.py_name, "py_name": self.py_name,
+                "description": self.description, "input_schema": self.input_schema,
+                "output_schema": self.output_schema, "call": self.call_hint()}
+
+    def mcp_tool(self):
+        """The tool as MCP's tools/list gives it (what list_tools() returns)."""
+        tool = {"name": self.name, "description": self.description,
+                "inputSchema": self.input_schema}
+        if self.output_schema is not None:
+            tool["outputSchema"] = self.output_schema
+        return tool
 
 
 class ServerSpec:
@@ -262,8 +272,17 @@ class ServerSpec:
         self.description = description
         self.tools = []
 
+    @property
+    def alias(self):
+        """py_name without its `mcp_` (`mcp_everything` -> `everything`): the module
+        mcp.servers.<alias>, and the `alias` of mcp-server-code-execution-mode's metadata."""
+        return self.py_name[4:] if self.py_name.startswith("mcp_") else self.py_name
+
     def info(self):
-        return {"name": self.name, "py_name": self.py_name, "description": self.description,
+        """The server's metadata; `cwd` (the upstream's working directory there) is
+        unknown inside the sandbox: None."""
+        return {"name": self.name, "alias": self.alias, "py_name": self.py_name,
+                "description": self.description, "cwd": None,
                 "tools": [tool.info() for tool in self.tools]}
 
 

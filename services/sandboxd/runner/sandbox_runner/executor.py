@@ -5,9 +5,15 @@ of `done` frames, whose tracebacks show only user code."""
 import ast
 import asyncio
 import builtins
+import collections
+import datetime
+import functools
 import inspect
+import itertools
 import json
 import linecache
+import math
+import re
 import sys
 import traceback
 import types
@@ -17,9 +23,15 @@ from .common import (CELL_PREFIX, DEFAULT_TOOL_CALLS_IN_FLIGHT, ERROR_MESSAGE_LI
                      is_runner_file)
 from .display import has_rich_repr
 from .display_objects import make_module as make_display_module
-from .runtime_module import install_runtime_module
+from .runtime_module import install_runtime_module, install_server_modules
 from .tool_calls import CallGate, ToolError
 from .toolbox import Toolbox
+
+
+# Modules every namespace starts with: the ones codemode-lite's run_python description
+# says are available without an import.
+PREIMPORTED = {module.__name__: module for module in
+               (asyncio, collections, datetime, functools, itertools, json, math, re)}
 
 
 def _cap(text, limit):
@@ -107,7 +119,8 @@ class Executor:
         self.catalog = []
         self.toolbox = Toolbox([], runner.calls)
         self._installed = {}                 # global name -> server object we put there
-        self._mcp_package, self._mcp_runtime = install_runtime_module(lambda: self.toolbox)
+        self._mcp_package, self._mcp_runtime, self._mcp_servers = \
+            install_runtime_module(lambda: self.toolbox)
         self._displayer = runner.displayer
         self._mcp_display = make_display_module(self._displayer.display)
         self._mcp_package.display = self._mcp_display
@@ -128,9 +141,10 @@ class Executor:
         # The namespace is the __dict__ of a real module registered as __main__, so
         # pickle, `import __main__` and classes defined in cells behave as in a script.
         self.module = types.ModuleType("__main__")
-        self.module.__dict__.update({"__builtins__": builtins, "asyncio": asyncio, "json": json,
-                                     "ToolError": ToolError,
+        self.module.__dict__.update({"__builtins__": builtins, "ToolError": ToolError,
+                                     "mcp": self._mcp_package,
                                      "display": self._displayer.display})
+        self.module.__dict__.update(PREIMPORTED)
         sys.modules["__main__"] = self.module
         self._installed = {}
         self.exec_count = 0
@@ -153,6 +167,8 @@ class Executor:
         sys.modules["mcp"] = self._mcp_package
         sys.modules["mcp.runtime"] = self._mcp_runtime
         sys.modules["mcp.display"] = self._mcp_display
+        sys.modules["mcp.servers"] = self._mcp_servers
+        install_server_modules(self._mcp_servers, self.toolbox, sys.modules)
 
     # -- cells -----------------------------------------------------------------------
 

@@ -12,9 +12,10 @@ from .common import MAX_FRAME_BYTES, MAX_JSON_DEPTH, nests_deeper
 from .protocol import FrameTooLarge
 
 
-class ToolError(Exception):
+class ToolError(RuntimeError):
     """An MCP tool call failed: the tool reported an error (isError), sandboxd or the
-    gateway could not run it, or the connection to sandboxd was lost.
+    gateway could not run it, or the connection to sandboxd was lost. A RuntimeError, as
+    the failures of mcp-server-code-execution-mode's proxies are.
 
     Attributes: server, tool (catalog names, or None) and message.
     """
@@ -38,6 +39,15 @@ class ToolError(Exception):
 # the runner was one script run as __main__; pickle finds ToolError in the user namespace
 # (the __main__ of sandboxed code), which always holds it.
 ToolError.__module__ = "__main__"
+
+
+class MCPError(ToolError):
+    """What mcp.runtime and the mcp.servers.<alias> functions raise, as
+    mcp-server-code-execution-mode's do: for a failed call and for an unknown server or
+    tool. A ToolError, so code that catches either name works."""
+
+
+MCPError.__module__ = "mcp.runtime"          # pickle finds it there (sys.modules)
 
 
 def convert_tool_result(server, tool, reply):

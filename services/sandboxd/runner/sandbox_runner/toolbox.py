@@ -1,10 +1,43 @@
 """What user code sees of the catalog: one async proxy per tool, an MCPServer object per
 server, the `tools` mapping, call_tool() and the discovery helpers _discover(), _schema()
-and _search(), held together by a Toolbox."""
+and _search(), held together by a Toolbox; and the awaitable results of the helpers."""
 
 import collections.abc
 import difflib
 import re
+
+
+class _Awaitable:
+    """A helper's result that `await` also takes, giving a plain copy. The helpers answer
+    from the catalog at once, so they are plain calls; code written for the systems this
+    one replaces, where they are coroutines (`tools_list = await _discover()` in
+    codemode-lite, `await runtime.list_servers()` in mcp-server-code-execution-mode), runs
+    unchanged. Pickled and copied as the plain builtin."""
+
+    __slots__ = ()
+    _plain = None                            # the builtin base class
+
+    def __await__(self):
+        return self._plain(self)
+        yield  # pragma: no cover  (makes __await__ a generator)
+
+    def __reduce__(self):
+        return self._plain, (self._plain(self),)
+
+
+class AwaitableDict(_Awaitable, dict):
+    __slots__ = ()
+    _plain = dict
+
+
+class AwaitableList(_Awaitable, list):
+    __slots__ = ()
+    _plain = list
+
+
+class AwaitableTuple(_Awaitable, tuple):
+    __slots__ = ()
+    _plain = tuple
 
 
 def _first_line(text):
@@ -59,11 +92,23 @@ def _suggest(name, candidates):
 
 
 class MCPServer:
-    """The tools of one MCP server: each attribute is an async tool proxy."""
+    """The tools of one MCP server: each attribute is an async tool proxy. list_tools()
+    lists them as MCP does (mcp-server-code-execution-mode's proxies have it), unless the
+    server has a tool of that name: then the tool wins, and runtime.list_tools(server)
+    gives the list."""
 
     def __init__(self, spec, proxies):
         self.__spec = spec
         self.__proxies = proxies              # tool py_name -> proxy
+        if "list_tools" not in proxies:
+            def list_tools():
+                """The server's tools as MCP's tools/list gives them: [{"name",
+                "description", "inputSchema", "outputSchema" (when there is one)}]
+                (a list; awaiting it works too)."""
+                return AwaitableList(tool.mcp_tool() for tool in spec.tools)
+            list_tools.__qualname__ = f"{spec.py_name}.list_tools"
+            list_tools.__module__ = "mcp.runtime"
+            self.list_tools = list_tools
         for py_name, proxy in proxies.items():
             setattr(self, py_name, proxy)
         self.__doc__ = (f"MCP server {spec.name!r}. {spec.description}".strip()
@@ -95,16 +140,21 @@ class MCPServer:
 
 class ToolDirectory(collections.abc.Mapping):
     """`tools`: "server.tool" -> proxy for every tool, plus the bare "tool" when that
-    tool name is unique across servers."""
+    tool name is unique across servers. `tools["_discover"]` (and "_schema", "_search")
+    give the discovery helpers, as codemode-lite's `tools` does, unless a tool has that
+    name; they are not listed."""
 
-    def __init__(self, entries):
+    def __init__(self, entries, helpers):
         self._entries = entries
+        self._helpers = helpers
 
     def __getitem__(self, key):
         try:
             return self._entries[key]
         except (KeyError, TypeError):
             pass
+        if isinstance(key, str) and key in self._helpers:
+            return self._helpers[key]
         raise ToolNotFoundError(f"no tool named {key!r}{_suggest(str(key), self._entries)} "
                                 f"(list(tools) shows all names, _search(text) finds tools)")
 
@@ -128,9 +178,11 @@ class Toolbox:
         self._calls = calls
         self.server_objects = {}                 # py_name -> MCPServer
         self.mcp_servers = {}                    # original name -> MCPServer
+        self.proxies = {}                        # ToolSpec -> proxy
         entries, bare = {}, {}
         for server in servers:
             proxies = {tool.py_name: _make_proxy(tool, calls) for tool in server.tools}
+            self.proxies.update((tool, proxies[tool.py_name]) for tool in server.tools)
             obj = MCPServer(server, proxies)
             self.server_objects[server.py_name] = obj
             self.mcp_servers[server.name] = obj
@@ -140,13 +192,16 @@ class Toolbox:
         for name, proxies in bare.items():
             if len(proxies) == 1 and name not in entries:
                 entries[name] = proxies[0]
-        self.tools = ToolDirectory(entries)
+        self.helpers = {"_discover": self.discover, "_schema": self.schema,
+                        "_search": self.search}
+        self.tools = ToolDirectory(entries, self.helpers)
 
     def namespace_globals(self):
         names = dict(self.server_objects)
         names.update({"tools": self.tools, "mcp_servers": self.mcp_servers,
-                      "call_tool": self.call_tool, "_discover": self.discover,
-                      "_schema": self.schema, "_search": self.search})
+                      "LOADED_MCP_SERVERS": tuple(s.name for s in self.servers),
+                      "call_tool": self.call_tool})
+        names.update(self.helpers)
         return names
 
     # -- lookups ---------------------------------------------------------------------
@@ -207,18 +262,19 @@ class Toolbox:
 
     def discover(self):
         """{server: [{"name", "description" (first line), "call"}]} for every tool."""
-        return {server.name: [{"name": tool.name,
+        return AwaitableDict({server.name: [{"name": tool.name,
                                "description": _first_line(tool.description),
                                "call": tool.call_hint()} for tool in server.tools]
-                for server in self.servers}
+                              for server in self.servers})
 
     def schema(self, name):
         """Full schema of "server.tool" (or an unambiguous bare tool name)."""
         tool = self.resolve(name)
-        return {"name": f"{tool.server.name}.{tool.name}", "server": tool.server.name,
-                "tool": tool.name, "description": tool.description,
-                "input_schema": tool.input_schema, "output_schema": tool.output_schema,
-                "call": tool.call_hint()}
+        return AwaitableDict(
+            {"name": f"{tool.server.name}.{tool.name}", "server": tool.server.name,
+             "tool": tool.name, "description": tool.description,
+             "input_schema": tool.input_schema, "output_schema": tool.output_schema,
+             "call": tool.call_hint()})
 
     def search(self, text, limit=10):
         """Tools ranked by how many words of `text` occur in their names (weight 3) and
@@ -226,7 +282,7 @@ class Toolbox:
         "score"}]."""
         words = _tokens(str(text))
         if not words:
-            return []
+            return AwaitableList()
         results = []
         for server in self.servers:
             for tool in server.tools:
@@ -238,8 +294,10 @@ class Toolbox:
                                     "description": _first_line(tool.description),
                                     "score": score})
         results.sort(key=lambda r: (-r["score"], r["server"], r["tool"]))
-        return results if limit is None else results[:max(0, int(limit))]
+        return AwaitableList(results if limit is None else results[:max(0, int(limit))])
 
 
 # Classes user code sees: show them as part of mcp.runtime in help() and reprs.
-MCPServer.__module__ = ToolDirectory.__module__ = "mcp.runtime"
+for _cls in (MCPServer, ToolDirectory, AwaitableDict, AwaitableList, AwaitableTuple):
+    _cls.__module__ = "mcp.runtime"
+del _cls
