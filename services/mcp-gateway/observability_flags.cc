@@ -1,7 +1,6 @@
 #include "observability_flags.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -20,7 +19,9 @@ ABSL_FLAG(uint32_t, metrics_max_tool_labels, 500,
 
 ABSL_FLAG(std::string, audit_log, "",
           "Append one JSON line per run_python and per tool call here (0600, rotated by size; "
-          "docs/observability.md). Default: $XDG_STATE_HOME/mcp-gateway/audit.jsonl "
+          "docs/observability.md), in a directory of ours that no other user may enter (0700, "
+          "on a path only we or root can change; refused otherwise). Default: "
+          "$XDG_STATE_HOME/mcp-gateway/audit.jsonl "
           "(~/.local/state/mcp-gateway/audit.jsonl); \"off\": no audit log.");
 ABSL_FLAG(uint64_t, audit_max_bytes, 64 << 20, "Rotate the audit log past this size.");
 ABSL_FLAG(uint32_t, audit_keep, 5, "Rotated audit logs kept (audit.jsonl.1 ... .N).");
@@ -62,13 +63,8 @@ void AddUpstreamGauges(ScrapeGauges& gauges, const gateway::UpstreamManager& ups
 absl::StatusOr<std::shared_ptr<gateway::AuditLog>> AuditFromFlags() {
   std::string path = absl::GetFlag(FLAGS_audit_log);
   if (path == "off") return nullptr;
-  if (path.empty()) {
-    path = codemode::DefaultStateFile("mcp-gateway", "audit.jsonl");
-    std::error_code ec;
-    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-    std::filesystem::permissions(std::filesystem::path(path).parent_path(),
-                                 std::filesystem::perms::owner_all, ec);
-  }
+  // Its directory is claimed by AuditLog::Open (created 0700 when missing).
+  if (path.empty()) path = codemode::DefaultStateFile("mcp-gateway", "audit.jsonl");
   gateway::AuditOptions options;
   options.path = path;
   options.max_file_bytes = std::max<uint64_t>(4096, absl::GetFlag(FLAGS_audit_max_bytes));
@@ -112,7 +108,7 @@ absl::StatusOr<std::unique_ptr<codemode::telemetry::MetricsServer>> ServeMetrics
                               });
     gauges.AddLabelledCounter("codemode_gateway_audit_rotations_total",
                               "Audit log rotations (refused: a kept name such as audit.jsonl.1 "
-                              "was not a regular file of ours, or a rename failed).",
+                              "held a directory or another non-file, or a rename failed).",
                               "result", [audit] {
                                 return ScrapeGauges::Samples{{"done", double(audit->rotations())},
                                                              {"refused", double(audit->rotation_failures())}};

@@ -64,6 +64,13 @@ ABSL_FLAG(absl::Duration, approval_timeout, absl::Minutes(5),
           "An approval the MCP client's user has not answered within this is declined (the "
           "run's own timeout keeps counting).");
 
+ABSL_FLAG(uint64_t, max_kept_result_bytes_per_credential, 16 << 20,
+          "Bytes of run results (as JSON) kept for a protocol 2026-07-28 client's retry after "
+          "it stopped waiting (an approval question it did not come back for), per credential, "
+          "within its share of --max_buffered_bytes. A result past it is dropped and the retry "
+          "is told so; a kept result is dropped when collected or once --approval_timeout "
+          "(at least 5m) passes.");
+
 ABSL_FLAG(absl::Duration, approval_gather, absl::Milliseconds(10),
           "Calls of one run that need approval and come within this of each other (asyncio.gather "
           "of many writes) are asked about in one question; a lone call waits this long before it "
@@ -111,6 +118,7 @@ absl::StatusOr<gateway::RunCodeOptions> RunOptionsFromFlags(const std::vector<ga
   if (o.approval.timeout < absl::Seconds(1)) {
     return absl::InvalidArgumentError("--approval_timeout must be at least 1s");
   }
+  o.pending.max_kept_bytes_per_credential = absl::GetFlag(FLAGS_max_kept_result_bytes_per_credential);
   o.approval.gather = absl::GetFlag(FLAGS_approval_gather);
   if (o.approval.gather < absl::ZeroDuration() || o.approval.gather > absl::Seconds(1)) {
     return absl::InvalidArgumentError("--approval_gather must be between 0 and 1s");

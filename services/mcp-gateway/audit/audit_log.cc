@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/mutex.h"
+#include "base/secret_file.h"
 #include "spdlog/spdlog.h"
 
 namespace gateway {
@@ -43,9 +44,11 @@ std::string Reasons(uint32_t mask) {
   return out;
 }
 
-// Opens `path` for appending and checks it is a private regular file; its size in `size`.
-absl::StatusOr<int> OpenPrivate(const std::string& path, uint64_t* size) {
-  const int fd = open(path.c_str(), kOpenFlags, 0600);
+// Opens `name` in the directory `dir_fd` for appending and checks it is a private regular
+// file; its size in `size`. `path` names it in messages.
+absl::StatusOr<int> OpenPrivateAt(int dir_fd, const std::string& name, const std::string& path,
+                                  uint64_t* size) {
+  const int fd = openat(dir_fd, name.c_str(), kOpenFlags, 0600);
   if (fd < 0) {
     return absl::FailedPreconditionError(
         absl::StrCat("--audit_log ", path, ": cannot open: ", std::strerror(errno),
@@ -62,32 +65,38 @@ absl::StatusOr<int> OpenPrivate(const std::string& path, uint64_t* size) {
   return fd;
 }
 
-// rename(2) that never replaces `to`: renameat2(RENAME_NOREPLACE), or where the file
-// system lacks it (NFS), rename after checking that `to` does not exist.
-int RenameNoReplace(const std::string& from, const std::string& to) {
-  if (renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return 0;
+// renameat(2) in `dir_fd` that never replaces `to`: renameat2(RENAME_NOREPLACE), or where
+// the file system lacks it (NFS), renameat after checking that `to` does not exist (only we
+// and root make names in the directory, so nothing comes between).
+int RenameNoReplaceAt(int dir_fd, const std::string& from, const std::string& to) {
+  if (renameat2(dir_fd, from.c_str(), dir_fd, to.c_str(), RENAME_NOREPLACE) == 0) return 0;
   if (errno != EINVAL && errno != ENOSYS) return -1;
   struct stat st;
-  if (lstat(to.c_str(), &st) == 0) {
+  if (fstatat(dir_fd, to.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
     errno = EEXIST;
     return -1;
   }
-  return rename(from.c_str(), to.c_str());
+  return renameat(dir_fd, from.c_str(), dir_fd, to.c_str());
 }
 
 }  // namespace
 
 struct AuditLog::Core {
-  Core(AuditOptions o, int fd, uint64_t size) : options(std::move(o)), fd_(fd), size_(size) {
+  Core(AuditOptions o, int dir_fd, std::string name, int fd, uint64_t size)
+      : options(std::move(o)), dir_fd_(dir_fd), name_(std::move(name)), fd_(fd), size_(size) {
     if (!options.write) options.write = ::write;
   }
   ~Core() {
     if (fd_ >= 0) close(fd_);
+    close(dir_fd_);
   }
 
   void Loop();
   // Appends one line, rotating first when it would pass max_file_bytes. Writer thread only.
   bool Append(const std::string& line);
+  // write(2)s all of `text` to fd_; false (with the reason logged once a run of failures)
+  // when the file refuses it: then fd_ is closed, for the next line to reopen the path.
+  bool WriteAll(absl::string_view text);
   bool Rotate();
   std::string ShiftKept();
   bool Reopen();
@@ -110,8 +119,14 @@ struct AuditLog::Core {
   bool Done() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return done_; }
 
   AuditOptions options;
+  // The directory claimed at Open, and the file's name in it: every open, rename and
+  // removal is relative to it, so whatever its path names later is never written to.
+  const int dir_fd_;
+  const std::string name_;
   int fd_;            // writer thread only
   uint64_t size_;     // writer thread only
+  bool torn_ = false;     // a failed write left part of a line in the file: writer only
+  bool failing_ = false;  // the last write failed (its reason is logged): writer only
   absl::Time next_reopen_ = absl::InfinitePast();  // writer thread only
   absl::Time next_rotate_ = absl::InfinitePast();  // writer thread only
   codemode::Mutex mu_;
@@ -149,11 +164,32 @@ std::string AuditText(absl::string_view text, size_t max_bytes) {
 
 absl::StatusOr<std::unique_ptr<AuditLog>> AuditLog::Open(AuditOptions options) {
   if (options.keep == 0) options.keep = 1;
+  const std::string& path = options.path;
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (name.empty() || name == "." || name == "..") {
+    return absl::InvalidArgumentError(absl::StrCat("--audit_log ", path, " names no file"));
+  }
+  // Rotated names (audit.jsonl.1, ...) are made in this directory: one another user may
+  // write could hold them first and stop rotation, or swap the directory under us.
+  if (absl::Status claimed = codemode::ClaimPrivateDirectory(dir, "the audit log's directory", "--audit_log");
+      !claimed.ok()) {
+    return claimed;
+  }
+  const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--audit_log ", path, ": cannot open its directory: ", std::strerror(errno)));
+  }
   uint64_t size = 0;
-  absl::StatusOr<int> fd = OpenPrivate(options.path, &size);
-  if (!fd.ok()) return fd.status();
+  absl::StatusOr<int> fd = OpenPrivateAt(dir_fd, name, path, &size);
+  if (!fd.ok()) {
+    close(dir_fd);
+    return fd.status();
+  }
   return std::unique_ptr<AuditLog>(
-      new AuditLog(std::make_shared<Core>(std::move(options), *fd, size)));
+      new AuditLog(std::make_shared<Core>(std::move(options), dir_fd, std::move(name), *fd, size)));
 }
 
 AuditLog::AuditLog(std::shared_ptr<Core> core) : core_(std::move(core)) {
@@ -284,21 +320,46 @@ void AuditLog::Core::Loop() {
 bool AuditLog::Core::Append(const std::string& line) {
   if (fd_ < 0 && !Reopen()) return false;
   if (size_ > 0 && size_ + line.size() > options.max_file_bytes && !Rotate()) return false;
+  // The part of a line a failed write left is ended first: every whole line stays a line.
+  if (torn_ && !WriteAll("\n")) return false;
+  torn_ = false;
+  if (!WriteAll(line)) return false;
+  failing_ = false;
+  return true;
+}
+
+bool AuditLog::Core::WriteAll(absl::string_view text) {
   size_t done = 0;
-  while (done < line.size()) {
-    const ssize_t n = options.write(fd_, line.data() + done, line.size() - done);
+  while (done < text.size()) {
+    const ssize_t n = options.write(fd_, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      size_ += static_cast<uint64_t>(n);
+      continue;
+    }
+    const int error = n < 0 ? errno : EIO;
+    torn_ = torn_ || done > 0;
+    if (!failing_) {
+      Warn(absl::StrCat("cannot write ", options.path, ": ", std::strerror(error),
+                        "; the line is dropped (counted) and the file reopened for the next one"));
+    }
+    failing_ = true;
+    // The path may name a usable file again (a remount, a replaced file): the next line
+    // opens it anew, at most once per reopen_interval.
+    close(fd_);
+    fd_ = -1;
+    return false;
   }
-  size_ += line.size();
   return true;
 }
 
 // audit.jsonl -> .1 -> .2 ... -> .keep (the oldest is replaced), then a new audit.jsonl.
 // Only this thread writes the file, so no line is lost between the rename and the open.
-// The kept files move only when `path` still names the file we write: when it was moved or
-// removed (or a reopen failed), a new file is opened there and nothing kept is touched
+// Everything happens in the directory claimed at Open, whatever its path names now. The
+// kept files move only when the file's name there still names the file we write: when it
+// was moved or removed (or a reopen failed), a new file is opened under that name and
+// nothing kept is touched
 // (attack round 19, F4: a failed reopen made every later line shift the kept files, each
 // shift deleting the oldest, and auditing never resumed).
 // A rotation that cannot be done whole is not done (attack round 20, F4': a directory at
@@ -310,11 +371,12 @@ bool AuditLog::Core::Rotate() {
   if (now < next_rotate_) return may_grow;
   const std::string& path = options.path;
   struct stat ours, there;
-  const bool still_ours = fstat(fd_, &ours) == 0 && stat(path.c_str(), &there) == 0 &&
+  const bool still_ours = fstat(fd_, &ours) == 0 &&
+                          fstatat(dir_fd_, name_.c_str(), &there, AT_SYMLINK_NOFOLLOW) == 0 &&
                           ours.st_ino == there.st_ino && ours.st_dev == there.st_dev;
   if (still_ours) {
     std::string failed = ShiftKept();
-    if (failed.empty() && RenameNoReplace(path, absl::StrCat(path, ".1")) != 0) {
+    if (failed.empty() && RenameNoReplaceAt(dir_fd_, name_, absl::StrCat(name_, ".1")) != 0) {
       failed = absl::StrCat("cannot rename it to ", path, ".1: ", std::strerror(errno));
     }
     if (!failed.empty()) {
@@ -322,7 +384,7 @@ bool AuditLog::Core::Rotate() {
       next_rotate_ = now + options.reopen_interval;
       Warn(absl::StrCat("not rotating ", path, ": ", failed, "; it grows to ",
                         2 * options.max_file_bytes, " bytes, then lines are dropped, until "
-                        "the kept names are regular files of ours or free (tried again in ",
+                        "the kept names are regular files, symlinks or free (tried again in ",
                         absl::FormatDuration(options.reopen_interval), ")"));
       return may_grow;
     }
@@ -334,46 +396,50 @@ bool AuditLog::Core::Rotate() {
 }
 
 // Frees `.1` for the file being written: removes `.keep` and moves `.keep-1` ... `.1` up by
-// one, never renaming onto anything. Refuses (touching nothing) when a kept name is not a
-// regular file of ours; the error, or "" when `.1` is free.
+// one, never renaming onto anything. A kept name may hold a regular file or a symlink,
+// whoever's (only we and root make names in the claimed directory; a symlink is moved or
+// removed, never followed). Anything else there (a directory, a FIFO, a device) stops the
+// rotation before anything is touched. The error, or "" when `.1` is free.
 std::string AuditLog::Core::ShiftKept() {
   const std::string& path = options.path;
   for (uint32_t i = 1; i <= options.keep; ++i) {
-    const std::string name = absl::StrCat(path, ".", i);
+    const std::string name = absl::StrCat(name_, ".", i);
     struct stat st;
-    if (lstat(name.c_str(), &st) != 0) {
+    if (fstatat(dir_fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
       if (errno == ENOENT) continue;
-      return absl::StrCat("cannot stat ", name, ": ", std::strerror(errno));
+      return absl::StrCat("cannot stat ", path, ".", i, ": ", std::strerror(errno));
     }
-    if (!S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
-      return absl::StrCat(name, " is not a regular file of ours");
+    if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+      return absl::StrCat(path, ".", i, " is not a regular file or a symlink");
     }
   }
-  const std::string oldest = absl::StrCat(path, ".", options.keep);
-  if (unlink(oldest.c_str()) != 0 && errno != ENOENT) {
-    return absl::StrCat("cannot remove ", oldest, ": ", std::strerror(errno));
+  const std::string oldest = absl::StrCat(name_, ".", options.keep);
+  if (unlinkat(dir_fd_, oldest.c_str(), 0) != 0 && errno != ENOENT) {
+    return absl::StrCat("cannot remove ", path, ".", options.keep, ": ", std::strerror(errno));
   }
   for (uint32_t i = options.keep; i > 1; --i) {
-    const std::string from = absl::StrCat(path, ".", i - 1), to = absl::StrCat(path, ".", i);
-    if (RenameNoReplace(from, to) != 0 && errno != ENOENT) {
-      return absl::StrCat("cannot rename ", from, " to ", to, ": ", std::strerror(errno));
+    const std::string from = absl::StrCat(name_, ".", i - 1), to = absl::StrCat(name_, ".", i);
+    if (RenameNoReplaceAt(dir_fd_, from, to) != 0 && errno != ENOENT) {
+      return absl::StrCat("cannot rename ", path, ".", i - 1, " to ", path, ".", i, ": ",
+                          std::strerror(errno));
     }
   }
   return "";
 }
 
-// Opens `path` anew (at most once per reopen_interval: lines in between are dropped and
-// counted, not each one a failed open and a log line).
+// Opens the file's name in the claimed directory anew (at most once per reopen_interval:
+// lines in between are dropped and counted, not each one a failed open and a log line).
 bool AuditLog::Core::Reopen() {
   const absl::Time now = absl::Now();
   if (now < next_reopen_) return false;
-  absl::StatusOr<int> fd = OpenPrivate(options.path, &size_);
+  absl::StatusOr<int> fd = OpenPrivateAt(dir_fd_, name_, options.path, &size_);
   if (!fd.ok()) {
     next_reopen_ = now + options.reopen_interval;
     Warn(std::string(fd.status().message()));
     return false;
   }
   fd_ = *fd;
+  if (size_ == 0) torn_ = false;  // a new file holds no part of a line
   return true;
 }
 

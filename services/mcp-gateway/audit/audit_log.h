@@ -1,18 +1,25 @@
 // AuditLog: one JSON line per run_python call and per tool call (docs/observability.md,
 // "Audit log"), appended to a file of the operator's (0600, created without following a
-// symlink) and rotated by size: `audit.jsonl` becomes `audit.jsonl.1`, `.1` becomes `.2`,
-// and so on up to `keep` files. What a line holds is its caller's business; the gateway
-// never writes a token, code or arguments into one (only their sizes and digests, and
-// the arguments when the operator opts in with --audit_arguments).
+// symlink) in a directory only we may use, and rotated by size: `audit.jsonl` becomes
+// `audit.jsonl.1`, `.1` becomes `.2`, and so on up to `keep` files. What a line holds is
+// its caller's business; the gateway never writes a token, code or arguments into one
+// (only their sizes and digests, and the arguments when the operator opts in with
+// --audit_arguments).
 //
-// Writing never blocks a run: Write() queues the line and returns; a thread appends. Past
-// `max_queued_bytes` a line is dropped and counted (dropped(), the metric
-// codemode_gateway_audit_lines_total{result="dropped"}), and so is a line the file refuses
-// (disk full). The gateway's log reports the drops with their number, at most once a
-// second, again once they stop, and at shutdown. A kept name (`.1` ... `.keep`) that is
-// not a regular file of ours stops rotation (counted: rotation_failures()) instead of being
-// renamed or renamed over. The destructor writes what is queued within `drain_timeout`;
-// what is left then is dropped, counted and logged.
+// The directory is claimed at Open (codemode::ClaimPrivateDirectory) and held open: every
+// later open, rename and removal is relative to it, so no other user can make or hold the
+// rotated names, and renaming the directory or replacing its path later redirects nothing.
+//
+// Writing never blocks a run, and the audit log never stops one: Write() queues the line
+// and returns; a thread appends. Past `max_queued_bytes` a line is dropped and counted
+// (dropped(), the metric codemode_gateway_audit_lines_total{result="dropped"}), and so is
+// a line the file refuses (disk full, I/O error): the first failure of a run of them is
+// logged with its reason, the file is closed and the next line reopens it. The gateway's
+// log reports the drops with their number, at most once a second, again once they stop,
+// and at shutdown. A kept name (`.1` ... `.keep`) holding something other than a regular
+// file or a symlink (a directory) stops rotation (counted: rotation_failures()) instead of
+// being renamed or renamed over. The destructor writes what is queued within
+// `drain_timeout`; what is left then is dropped, counted and logged.
 //
 //   auto audit = AuditLog::Open({.path = "/var/lib/mcp-gateway/audit.jsonl"});
 //   (*audit)->Write({{"kind", "run"}, ...});
@@ -50,8 +57,10 @@ struct AuditOptions {
 
 class AuditLog {
  public:
-  // Opens (creates) the file; an error when it cannot be opened, is not a regular file, is
-  // a symlink, or others may read it.
+  // Claims the file's directory (created 0700 when missing; FAILED_PRECONDITION naming
+  // --audit_log and the directory when another user could write it, enter it or swap it
+  // on its path) and opens (creates) the file in it; an error when it cannot be opened, is
+  // not a regular file, is a symlink, or others may read it.
   static absl::StatusOr<std::unique_ptr<AuditLog>> Open(AuditOptions options);
   // Writes what is queued, for at most drain_timeout; the lines left (with the one being
   // written, if any) are dropped, counted and logged, and a writer stuck in write(2) is
@@ -67,8 +76,8 @@ class AuditLog {
 
   uint64_t written() const;
   uint64_t dropped() const;
-  // Rotations done, and refused because a kept name was not a regular file of ours, or a
-  // rename failed.
+  // Rotations done, and refused because a kept name held something other than a regular
+  // file or a symlink, or a rename failed.
   uint64_t rotations() const;
   uint64_t rotation_failures() const;
   // Blocks until the queue is empty and written (or dropped): tests.

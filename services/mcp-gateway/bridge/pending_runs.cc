@@ -72,6 +72,9 @@ struct PendingRuns::Run {
   ToolCallContext* waiter ABSL_GUARDED_BY(mu) = nullptr;
   std::optional<absl::StatusOr<json>> result ABSL_GUARDED_BY(mu);
   bool collected ABSL_GUARDED_BY(mu) = false;  // a request took the result
+  // The result's charge while it is kept for a retry (KeepResult); reset once collected.
+  std::optional<codemode::ByteHold> kept ABSL_GUARDED_BY(mu);
+  bool closing ABSL_GUARDED_BY(mu) = false;  // the gateway is closing: nothing is kept
   absl::Time finished_at ABSL_GUARDED_BY(mu) = absl::InfiniteFuture();
 
   // own.ask_client: the question goes out with the next input_required result, and the
@@ -137,7 +140,9 @@ struct PendingRuns::Run {
 };
 
 PendingRuns::PendingRuns(const HandleSealer* sealer, PendingRunsOptions options)
-    : sealer_(sealer), options_(options) {}
+    : sealer_(sealer),
+      options_(options),
+      kept_("max_kept_result_bytes_per_credential", options.max_kept_bytes_per_credential) {}
 
 PendingRuns::~PendingRuns() {
   std::map<std::string, std::shared_ptr<Run>> runs;
@@ -146,7 +151,13 @@ PendingRuns::~PendingRuns() {
     closing_ = true;
     runs = runs_;
   }
-  for (auto& [id, run] : runs) run->own.cancel->Cancel("the gateway is shutting down");
+  for (auto& [id, run] : runs) {
+    {
+      codemode::MutexLock lock(&run->mu);
+      run->closing = true;  // its worker stops holding a finished run's result
+    }
+    run->own.cancel->Cancel("the gateway is shutting down");
+  }
   {
     codemode::MutexLock lock(&mu_);
     auto none = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return threads_ == 0; };
@@ -169,6 +180,47 @@ size_t PendingRuns::size() {
   return runs_.size();
 }
 
+size_t PendingRuns::kept_bytes(const std::string& credential) const { return kept_.Used(credential); }
+
+uint64_t PendingRuns::results_not_kept() const { return not_kept_.load(); }
+
+void PendingRuns::KeepResult(Run& run) ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under run.mu
+  if (run.kept || run.closing || !run.result) return;
+  // What the result costs while held: its JSON text, about the size of its parsed form.
+  const size_t bytes = run.result->ok()
+                           ? run.result->value().dump(-1, ' ', false, json::error_handler_t::replace).size()
+                           : run.result->status().message().size();
+  codemode::ByteBudget::Parents parents;
+  if (run.own.budget) parents.push_back(run.own.budget);  // the credential's share, the ceiling
+  run.kept.emplace(kept_.Of(run.credential, parents));
+  const codemode::ByteBudget* full = run.kept->GrowBy(bytes);
+  if (full == nullptr) return;
+  not_kept_.fetch_add(1);
+  spdlog::warn("run_python: a run of {} finished with no request waiting for it, and its result "
+               "({} bytes) is dropped: keeping it would pass {}",
+               run.credential, bytes, full->Describe());
+  run.result = absl::ResourceExhaustedError(absl::StrCat(
+      "the run finished, but its result (", bytes, " bytes) was not kept for this retry: no request "
+      "waited for it, and keeping it would pass ", full->Describe(),
+      " (results of this credential's runs that nobody collected hold the rest). Its tool calls "
+      "were made: send the code again only if that is safe"));
+}
+
+void PendingRuns::HoldUntilCollected(const std::shared_ptr<Run>& run) {
+  {
+    codemode::MutexLock lock(&run->mu);
+    auto done = [&run]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(run->mu) { return run->collected || run->closing; };
+    run->mu.AwaitWithTimeout(absl::Condition(&done), options_.keep);
+  }
+  codemode::MutexLock registry(&mu_);
+  auto it = runs_.find(run->id);
+  if (it == runs_.end() || it->second != run) return;  // collected
+  codemode::MutexLock lock(&run->mu);
+  if (run->attached) return;  // a retry came at the last moment and takes the result
+  run->kept.reset();
+  runs_.erase(it);
+}
+
 void PendingRuns::Sweep() {
   const absl::Time now = absl::Now();
   for (auto it = runs_.begin(); it != runs_.end();) {
@@ -177,6 +229,7 @@ void PendingRuns::Sweep() {
     {
       codemode::MutexLock lock(&run.mu);
       expired = !run.attached && run.result && run.finished_at + options_.keep < now;
+      if (expired) run.kept.reset();
     }
     it = expired ? runs_.erase(it) : std::next(it);
   }
@@ -233,12 +286,19 @@ absl::StatusOr<json> PendingRuns::Start(Work work, const std::string& name, cons
     }
     runs_[run->id] = run;
   }
-  absl::Status launched = Launch([run, work = std::move(work)]() mutable {
+  // The worker holds a finished run until its result is collected or `keep` passes, so the
+  // result's charge ends on time (the destructor, waiting for every worker, sets `closing`).
+  absl::Status launched = Launch([this, run, work = std::move(work)]() mutable {
     absl::StatusOr<json> result = work(run->own);
     work = nullptr;
-    codemode::MutexLock lock(&run->mu);
-    run->result = std::move(result);
-    run->finished_at = absl::Now();
+    {
+      codemode::MutexLock lock(&run->mu);
+      run->result = std::move(result);
+      run->finished_at = absl::Now();
+      // A request waiting now takes the result at once; otherwise it is kept, and charged.
+      if (!run->attached || run->request_cancelled) KeepResult(*run);
+    }
+    HoldUntilCollected(run);
   });
   if (!launched.ok()) {
     codemode::MutexLock lock(&mu_);
@@ -379,11 +439,15 @@ absl::StatusOr<json> PendingRuns::Wait(const std::shared_ptr<Run>& run, ToolCall
     // A cancelled request is answered by its cancellation, also when the run it cancelled
     // has ended by the time this thread holds the lock again (under load the run's thread
     // often gets there first). The run's result stays for a retry of the same state.
-    if (run->request_cancelled) return absl::CancelledError("the request was cancelled");
+    if (run->request_cancelled) {
+      if (run->result) KeepResult(*run);
+      return absl::CancelledError("the request was cancelled");
+    }
     if (!run->result) return run->InputRequired(*sealer_, options_.keep);
     result = std::move(run->result);
     run->result = absl::CancelledError("collected");  // still finished for Sweep()
     run->collected = true;
+    run->kept.reset();
   }
   // Collected: the run is done with. (The registry's lock is never taken under a run's.)
   codemode::MutexLock registry(&mu_);

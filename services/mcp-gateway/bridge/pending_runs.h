@@ -20,7 +20,11 @@
 //
 // Bounds: at most `max_runs` runs held (each is a run_python call of a client: it holds a
 // thread and, while it waits for an answer, its sandbox's run lock), `max_runs_per_credential`
-// of one credential; a finished run whose result nobody collects is dropped after `keep`.
+// of one credential. A finished run whose result no request waits for keeps the result for a
+// retry, charged to its credential's kept results (`max_kept_bytes_per_credential`, within
+// the credential's share of the gateway's byte ceiling: ToolCallContext::budget) until a
+// retry collects it or `keep` passes, when it is dropped. A result the budget cannot hold is
+// dropped at once, and the retry gets RESOURCE_EXHAUSTED naming the flag instead.
 //
 //   PendingRuns runs(sealer, options);
 //   absl::StatusOr<json> result = ctx.request_state.empty()
@@ -28,6 +32,7 @@
 //       : runs.Resume(name, args, ctx);
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <map>
@@ -38,6 +43,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/byte_budget.h"
 #include "base/mutex.h"
 #include "handles/sandbox_handle.h"
 #include "nlohmann/json.hpp"
@@ -51,6 +57,9 @@ struct PendingRunsOptions {
   // How long a question's requestState stays valid, and how long the result of a run nobody
   // waits for is kept for a late retry. At least the approval timeout.
   absl::Duration keep = absl::Minutes(5);
+  // Bytes of results (as JSON text) kept for retries, per credential
+  // (--max_kept_result_bytes_per_credential).
+  size_t max_kept_bytes_per_credential = 16 << 20;
 };
 
 class PendingRuns {
@@ -82,6 +91,10 @@ class PendingRuns {
 
   // Runs held (running, waiting for an answer, or finished and not yet collected).
   size_t size();
+  // Bytes of `credential`'s results kept for retries now, and results dropped so far
+  // because their credential's kept results or the byte ceiling could not hold them.
+  size_t kept_bytes(const std::string& credential) const;
+  uint64_t results_not_kept() const;
 
   static constexpr char kInvalidState[] =
       "this requestState is not valid for your credential and this call (it was altered, has "
@@ -96,6 +109,13 @@ class PendingRuns {
                                       const std::function<void(Run&)>& on_attach);
   // Drops finished runs nobody collected within `keep`.
   void Sweep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Charges the result of `run`, finished with no request waiting for it, to its
+  // credential's kept results; one they cannot hold is replaced by the error that says so.
+  // REQUIRES run.mu (not annotated: Run is defined in the .cc).
+  void KeepResult(Run& run);
+  // After `run` finished: waits until its result is collected, `keep` passes or the
+  // gateway closes, then drops the run unless a request has it. On the run's worker.
+  void HoldUntilCollected(const std::shared_ptr<Run>& run);
   // Runs `task` on a worker: a parked one, else a new thread (creating a thread costs
   // hundreds of microseconds on the machines we measured, a run_python's whole budget).
   absl::Status Launch(std::function<void()> task);
@@ -110,6 +130,8 @@ class PendingRuns {
 
   const HandleSealer* const sealer_;
   const PendingRunsOptions options_;
+  codemode::ByteBudgets kept_;  // results kept for retries, per credential
+  std::atomic<uint64_t> not_kept_{0};
   codemode::Mutex mu_;
   std::map<std::string, std::shared_ptr<Run>> runs_ ABSL_GUARDED_BY(mu_);  // by id
   std::deque<std::shared_ptr<std::function<void()>>> tasks_ ABSL_GUARDED_BY(mu_);
