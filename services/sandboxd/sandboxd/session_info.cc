@@ -65,7 +65,13 @@ sandbox::v1::Info SessionManager::GetInfo() {
     p->set_target(static_cast<uint32_t>(pools_.target(language)));
     p->set_ready(static_cast<uint32_t>(pool.ready()));
     p->set_taken_total(pool.taken_total());
-    p->set_unavailable(pool.unavailable());
+    // Said also when no pool is asked for (the pool says it only while it wants containers):
+    // the gateway offers a language's tool by it.
+    std::string unavailable = pool.unavailable();
+    if (unavailable.empty() && images_.ok()) {
+      unavailable = std::string(CheckLanguage(language, images_->default_image(), /*refresh_images=*/false).message());
+    }
+    p->set_unavailable(unavailable);
   }
   info.set_default_isolation(ToProto(options_.isolation.default_isolation));
   for (Isolation i : options_.isolation.AllowedList()) info.add_allowed_isolations(ToProto(i));

@@ -163,7 +163,7 @@ TEST(PlacementOrderTest, RanksByThePoolOfTheSessionsRuntime) {
   ReadLoad(old, "javascript", &js);
   EXPECT_EQ(py.pool_ready, 3u);
   EXPECT_EQ(js.pool_ready, 0u);
-  EXPECT_FALSE(js.runtime_unavailable);
+  EXPECT_EQ(js.runtime_unavailable, "");
 }
 
 TEST(ParseIsolationFlagTest, NamesTheChoices) {
