@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Checks the ordering of deploy/systemd's user units without a running systemd.
+"""Checks deploy/systemd's user units without a running systemd: their ordering, and that
+they name no directory by a specifier whose meaning depends on the systemd version.
 
 `systemd-analyze verify` does not see an ordering cycle through a target: it shows only
 when the user manager starts default.target, which then drops a start job to break it (a
@@ -10,7 +11,11 @@ logins). This builds the "starts before" graph systemd builds:
   the units it wants, DefaultDependencies of targets)
 and fails on any cycle. It also checks the gateway starts after sandboxd, which it wants.
 
-  units_order_test.py DIR      (DIR: deploy/systemd)
+%S, %C, %L and %E in a user unit are ~/.config on systemd 252 (not ~/.local/state and so
+on): the daemons' own defaults (codemode::DefaultStateDir, the XDG base directories) say
+where their files go, the same way whatever starts them.
+
+  units_test.py DIR      (DIR: deploy/systemd)
 """
 import pathlib
 import sys
@@ -89,6 +94,10 @@ def main():
     if "sandboxd.service" not in gateway.get("Wants", []) + gateway.get("Requires", []):
         failures.append("mcp-gateway.service does not want sandboxd.service")
     for name, settings in units.items():
+        for key, values in settings.items():
+            for spec in ("%S", "%C", "%L", "%E"):
+                if any(spec in value for value in values):
+                    failures.append(f"{name} {key}= uses {spec} (~/.config on systemd 252)")
         if "default.target" not in settings.get("WantedBy", []):
             failures.append(f"{name} is not started with default.target (WantedBy=)")
     for failure in failures:
