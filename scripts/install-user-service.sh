@@ -57,6 +57,24 @@ if ((files_only)); then
   exit 0
 fi
 
+# Rootless podman with no storage.conf anywhere (Debian's podman installs none without its
+# Recommends) stores images with vfs: each container then copies its whole image (214 MB
+# and seconds per sandbox). On a storage not yet made, choose overlay (rootless native
+# overlay, Linux 5.13 and later), and keep vfs where it does not work. An existing storage
+# keeps its driver (changing it needs `podman system reset`, which deletes its images).
+storage_conf="${XDG_CONFIG_HOME:-$HOME/.config}/containers/storage.conf"
+storage_dir="${XDG_DATA_HOME:-$HOME/.local/share}/containers/storage"
+if [[ ! -e "$storage_conf" && ! -e "$storage_dir" && ! -e /etc/containers/storage.conf &&
+      ! -e /usr/share/containers/storage.conf ]]; then
+  mkdir -p "$(dirname "$storage_conf")"
+  printf '# Written by install-user-service.sh: overlay, not vfs (which copies each image per container).\n[storage]\ndriver = "overlay"\n' >"$storage_conf"
+  if [[ "$(podman info --format '{{.Store.GraphDriverName}}' 2>/dev/null)" != overlay ]]; then
+    rm -f "$storage_conf"
+    podman system reset -f >/dev/null 2>&1 || true
+    echo "install-user-service: rootless overlay storage does not work here; podman keeps vfs (each container copies its image)" >&2
+  fi
+fi
+
 if ! podman image exists "$image"; then
   if [[ -r /var/cache/sandboxd/rootfs.tar ]]; then
     podman import --change 'WORKDIR /workspace' --change 'USER 65534:65534' \
