@@ -4,7 +4,6 @@
 // end to end with its ToolCallDispatcher (each part of admission on its own, under TSan
 // too: tool_call_dispatcher_test.cc).
 #include "bridge/sandbox_client.h"
-#include "bridge/run_language.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -54,12 +53,6 @@ class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
     info_->set_max_sessions(max_sessions);
     info_->set_pool_ready(pool_ready);
     info_->set_serving(serving);
-  }
-  // A pool in GetInfo's answer (after set_info): `unavailable` says why `runtime` cannot run.
-  void add_pool(const std::string& runtime, const std::string& unavailable) {
-    sandbox::v1::PoolInfo* pool = info_->add_pools();
-    pool->set_runtime(runtime);
-    pool->set_unavailable(unavailable);
   }
   int created() const { return created_; }
   const sandbox::v1::CreateSessionRequest& last() const { return last_; }
@@ -595,55 +588,6 @@ TEST_F(SandboxClientTest, PlacementSkipsFullNotServingAndSilentEndpoints) {
   ASSERT_TRUE(ref.ok()) << ref.status();  // the gone one is unavailable: the full one is next
   EXPECT_EQ(ref->endpoint, 0u);
   EXPECT_EQ(other.service.created(), 0);
-}
-
-// The gateway offers a language's tool unless every sandboxd says it cannot run it (issue
-// 49: run_javascript was offered by a gateway whose sandboxd had no JavaScript runner).
-TEST_F(SandboxClientTest, ARuntimeIsUnavailableOnlyWhenEveryEndpointSaysSo) {
-  ExtraSandboxd other("b");
-  ASSERT_NE(other.server, nullptr);
-  service_.set_info(0, 64, 1);
-  service_.add_pool("python", "");
-  service_.add_pool("javascript", "this sandboxd has no JavaScript runner");
-  SandboxClient one({"unix:" + socket_});
-  EXPECT_EQ(one.RuntimeUnavailable("python"), std::nullopt);
-  std::optional<std::string> why = one.RuntimeUnavailable("javascript");
-  ASSERT_TRUE(why.has_value());
-  EXPECT_EQ(*why, "unix:" + socket_ + ": this sandboxd has no JavaScript runner");
-
-  other.service.set_info(0, 64, 1);
-  other.service.add_pool("javascript", "");
-  SandboxClient two({"unix:" + socket_, other.endpoint()});
-  EXPECT_EQ(two.RuntimeUnavailable("javascript"), std::nullopt) << "the other one can";
-  const std::string gone = "unix:/tmp/gw-sandbox-client-" + std::to_string(getpid()) + "-gone.sock";
-  SandboxClient silent({"unix:" + socket_, gone});
-  EXPECT_EQ(silent.RuntimeUnavailable("javascript"), std::nullopt) << "the silent one may";
-  SandboxClient unsaid({other.endpoint()});
-  EXPECT_EQ(unsaid.RuntimeUnavailable("typescript"), std::nullopt) << "a runtime it does not mention";
-}
-
-TEST(RunnableLanguagesTest, DropsTheToolsSandboxdCannotRunAndSaysWhy) {
-  const std::vector<RunLanguage> both = {RunLanguage::kPython, RunLanguage::kJavaScript};
-  auto no_js = [](const std::string& runtime) -> std::optional<std::string> {
-    if (runtime == "javascript") return "no JavaScript runner";
-    return std::nullopt;
-  };
-  std::vector<std::string> dropped;
-  EXPECT_EQ(RunnableLanguages(both, no_js, &dropped), std::vector<RunLanguage>{RunLanguage::kPython});
-  ASSERT_EQ(dropped.size(), 1u);
-  EXPECT_THAT(dropped[0], HasSubstr("run_javascript is not offered"));
-  EXPECT_THAT(dropped[0], HasSubstr("no JavaScript runner"));
-
-  dropped.clear();
-  EXPECT_EQ(RunnableLanguages(both, [](const std::string&) { return std::nullopt; }, &dropped), both);
-  EXPECT_TRUE(dropped.empty());
-
-  // Never none: the one tool stays and each call says why.
-  dropped.clear();
-  const std::vector<RunLanguage> js = {RunLanguage::kJavaScript};
-  EXPECT_EQ(RunnableLanguages(js, no_js, &dropped), js);
-  ASSERT_EQ(dropped.size(), 1u);
-  EXPECT_THAT(dropped[0], HasSubstr("run_javascript is offered although"));
 }
 
 }  // namespace
