@@ -78,6 +78,12 @@ else
   log "data sandbox image $data_image is current"
 fi
 
+#    And, as root, the image tests/systemd/user_service_test.sh boots (systemd as PID 1 with
+#    rootless podman; a few minutes once, then only when its package list changes).
+if [[ $(id -u) -eq 0 ]]; then
+  tests/systemd/build-rootfs.sh >/dev/null || { log "FAILED: tests/systemd/build-rootfs.sh"; exit 1; }
+fi
+
 # 3. Node.js MCP peers: the reference servers of the default gateway configuration and
 #    the MCP clients of the integration tests (pinned by deploy/node/package-lock.json).
 lock=deploy/node/package-lock.json

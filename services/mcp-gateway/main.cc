@@ -556,6 +556,13 @@ int main(int argc, char** argv) {
     spdlog::critical("{}", std::string(run_options.status().message()));
     return 2;
   }
+  // Only the tools sandboxd can run (it answers before this under systemd: the gateway's
+  // unit starts after sandboxd's is ready); a sandboxd that does not answer yet may run all.
+  std::vector<std::string> not_runnable;
+  run_options->languages = gateway::RunnableLanguages(
+      run_options->languages, [&](const std::string& runtime) { return sandboxes.RuntimeUnavailable(runtime); },
+      &not_runnable);
+  for (const std::string& line : not_runnable) spdlog::warn("{}", line);
   run_options->cap_credentials_in_sandboxd = !OneCredential();
   run_options->owned_scope = OwnedScope();
   run_options->metrics = metrics;

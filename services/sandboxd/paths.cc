@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/log_text.h"
+#include "base/secret_file.h"
 #include "base/untrusted_json.h"
 
 namespace sandboxd {
@@ -28,11 +29,7 @@ std::string DefaultSocket() {
 
 std::string DefaultStateDir() {
   if (geteuid() == 0) return "/var/lib/sandboxd";
-  if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg && *xdg) {
-    return absl::StrCat(xdg, "/sandboxd");
-  }
-  const char* home = std::getenv("HOME");
-  return absl::StrCat(home ? home : "/tmp", "/.local/state/sandboxd");
+  return codemode::DefaultStateDir("sandboxd");
 }
 
 std::string DefaultRunner(const std::string& file, const std::string& built) {

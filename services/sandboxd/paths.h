@@ -14,7 +14,8 @@ namespace sandboxd {
 // $XDG_RUNTIME_DIR/sandboxd/sandboxd.sock, else /run/sandboxd/sandboxd.sock for root, else
 // /tmp/sandboxd-$UID/sandboxd.sock.
 std::string DefaultSocket();
-// /var/lib/sandboxd for root, else $XDG_STATE_HOME/sandboxd (~/.local/state/sandboxd).
+// /var/lib/sandboxd for root, else codemode::DefaultStateDir("sandboxd"):
+// $XDG_STATE_HOME/sandboxd (~/.local/state/sandboxd), as mcp-gateway's.
 std::string DefaultStateDir();
 // The runner `file` next to the binary, else in ../share/sandboxd/, else `built` (the
 // build tree's, for a binary copied elsewhere).

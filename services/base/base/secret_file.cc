@@ -270,12 +270,16 @@ absl::Status ClaimPrivateDirectory(const std::string& dir, const std::string& wh
   return absl::FailedPreconditionError(absl::StrCat(what, " ", dir, " ", problem));
 }
 
-std::string DefaultStateFile(const std::string& app, const std::string& name) {
-  if (const char* x = std::getenv("XDG_STATE_HOME"); x && *x) {
-    return absl::StrCat(x, "/", app, "/", name);
+std::string DefaultStateDir(const std::string& app) {
+  if (const char* x = std::getenv("XDG_STATE_HOME"); x && x[0] == '/') {
+    return absl::StrCat(x, "/", app);
   }
   const char* home = std::getenv("HOME");
-  return absl::StrCat(home ? home : "/tmp", "/.local/state/", app, "/", name);
+  return absl::StrCat(home ? home : "/tmp", "/.local/state/", app);
+}
+
+std::string DefaultStateFile(const std::string& app, const std::string& name) {
+  return absl::StrCat(DefaultStateDir(app), "/", name);
 }
 
 absl::StatusOr<std::string> LoadOrCreateSecretFile(const std::string& path, const SecretFileKind& kind) {

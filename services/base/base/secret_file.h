@@ -18,7 +18,13 @@ struct SecretFileKind {
   std::string flag = "--secret_file";
 };
 
-// $XDG_STATE_HOME/<app>/<name>, else ~/.local/state/<app>/<name>.
+// Where `app` keeps its state: $XDG_STATE_HOME/<app> when $XDG_STATE_HOME is an absolute
+// path (the XDG base directory specification ignores a relative one), else
+// ~/.local/state/<app>. sandboxd and mcp-gateway both default to it, so their state lies
+// side by side however they are started (the systemd units name no state directory:
+// a user unit's %S is ~/.config on systemd 252).
+std::string DefaultStateDir(const std::string& app);
+// DefaultStateDir(app)/<name>.
 std::string DefaultStateFile(const std::string& app, const std::string& name);
 
 // Reads the secret from `path` (surrounding whitespace stripped; at least 16 characters,

@@ -499,8 +499,14 @@ void RunCodeTool::SpillStdout(const SandboxRef& ref, Run& run, Finished& f) {
 void RunCodeTool::ReportProducedFiles(SessionBindings::Binding& binding, Run& run) {
   absl::StatusOr<OutListing> changed = resources_.Refresh(binding, run.ctx->cancel);
   if (!changed.ok()) {
-    run.report->notes.push_back(
-        absl::StrCat("the files under /workspace/out/ could not be listed: ", changed.status().message()));
+    // The code ran and its files stay in the sandbox; only the listing failed, most often
+    // because sandboxd was restarting right after the run (a call that outlives a
+    // restart). The listing is relative to the last one that worked, so the next run of
+    // this sandbox lists them.
+    run.report->notes.push_back(absl::StrCat(
+        "the code ran, but the files under /workspace/out/ were not listed",
+        absl::IsUnavailable(changed.status()) ? " (sandboxd was unavailable right after the run: restarting?)" : "",
+        "; they stay in the sandbox and the next run lists what changed: ", changed.status().message()));
     return;
   }
   if (changed->truncated) {

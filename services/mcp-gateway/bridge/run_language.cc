@@ -2,6 +2,7 @@
 #include "bridge/run_language.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -67,6 +68,28 @@ absl::StatusOr<std::vector<RunLanguage>> ParseRunTools(const std::string& list) 
     return absl::InvalidArgumentError("name at least one tool: run_python, run_javascript");
   }
   return languages;
+}
+
+std::vector<RunLanguage> RunnableLanguages(const std::vector<RunLanguage>& offered,
+                                           const RuntimeUnavailableFn& unavailable,
+                                           std::vector<std::string>* dropped) {
+  std::vector<RunLanguage> runnable;
+  std::vector<std::pair<const LanguageSpec*, std::string>> cannot;
+  for (RunLanguage language : offered) {
+    const LanguageSpec& spec = Spec(language);
+    if (std::optional<std::string> reason = unavailable(spec.runtime)) {
+      cannot.emplace_back(&spec, *std::move(reason));
+    } else {
+      runnable.push_back(language);
+    }
+  }
+  const bool keep_all = runnable.empty();
+  for (const auto& [spec, reason] : cannot) {
+    dropped->push_back(absl::StrCat(spec->tool, keep_all ? " is offered although" : " is not offered:",
+                                    " sandboxd cannot run ", spec->runtime, " sessions (", reason,
+                                    "); restart mcp-gateway once it can"));
+  }
+  return keep_all ? offered : runnable;
 }
 
 }  // namespace gateway

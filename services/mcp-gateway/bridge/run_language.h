@@ -8,6 +8,7 @@
 //   std::optional<RunLanguage> language = LanguageOfTool("run_python");
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,5 +46,17 @@ absl::Status CheckSessionName(const LanguageSpec& language, const std::string& s
 // The languages a comma-separated list of tool names offers (--tools), in the order
 // given. INVALID_ARGUMENT for an empty list, an unknown name or one named twice.
 absl::StatusOr<std::vector<RunLanguage>> ParseRunTools(const std::string& list);
+
+// Why sessions of a runtime ("python", "javascript") cannot run; nullopt when they can or
+// may (SandboxClient::RuntimeUnavailable: sandboxd's GetInfo).
+using RuntimeUnavailableFn = std::function<std::optional<std::string>(const std::string& runtime)>;
+
+// The languages of `offered` whose tools to offer: a language sandboxd says it cannot run
+// is dropped, with a line in `dropped` naming its tool and why, so clients never see a tool
+// every call of which fails. When every one would be dropped, all stay (each call then
+// says why) and `dropped` still says so.
+std::vector<RunLanguage> RunnableLanguages(const std::vector<RunLanguage>& offered,
+                                           const RuntimeUnavailableFn& unavailable,
+                                           std::vector<std::string>* dropped);
 
 }  // namespace gateway

@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "base/mutex.h"
@@ -144,7 +145,7 @@ std::vector<size_t> PlacementOrder(const std::vector<EndpointLoad>& loads) {
   auto tier = [](const EndpointLoad& l) {
     if (l.failed_recently) return 2;
     if (!l.answered) return 1;
-    if (!l.serving || l.runtime_unavailable) return 4;
+    if (!l.serving || !l.runtime_unavailable.empty()) return 4;
     return l.max_sessions > 0 && l.sessions >= l.max_sessions ? 3 : 0;
   };
   auto used = [](const EndpointLoad& l) {
@@ -173,7 +174,7 @@ void ReadLoad(const sandbox::v1::Info& info, const std::string& runtime, Endpoin
   for (const sandbox::v1::PoolInfo& pool : info.pools()) {
     if (pool.runtime() != want) continue;
     load->pool_ready = pool.ready();
-    load->runtime_unavailable = !pool.unavailable().empty();
+    load->runtime_unavailable = pool.unavailable();
   }
 }
 
@@ -216,6 +217,17 @@ std::vector<EndpointLoad> SandboxClient::Loads(const std::string& runtime) {
   while (cq.Next(&tag, &ok)) {
   }
   return loads;
+}
+
+std::optional<std::string> SandboxClient::RuntimeUnavailable(const std::string& runtime) {
+  std::vector<std::string> why;
+  const std::vector<EndpointLoad> loads = Loads(runtime);
+  for (size_t i = 0; i < loads.size(); ++i) {
+    if (!loads[i].answered || loads[i].runtime_unavailable.empty()) return std::nullopt;
+    why.push_back(absl::StrCat(endpoints_[i], ": ", loads[i].runtime_unavailable));
+  }
+  if (why.empty()) return std::nullopt;
+  return absl::StrJoin(why, "; ");
 }
 
 bool EndpointAtFault(grpc::StatusCode code) {

@@ -16,6 +16,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,7 +71,9 @@ struct EndpointLoad {
   uint32_t sessions = 0;
   uint32_t max_sessions = 0;
   uint32_t pool_ready = 0;  // warm containers of the runtime asked for
-  bool runtime_unavailable = false;  // it says it cannot run that runtime (PoolInfo.unavailable)
+  // Why it says it cannot run that runtime (PoolInfo.unavailable: no runner for it, an image
+  // that does not offer it); empty when it can or does not say.
+  std::string runtime_unavailable;
   int created = 0;  // sessions this client created there (all it knows without GetInfo)
   bool failed_recently = false;  // a create failed there for its own reasons, lately
 };
@@ -133,6 +136,11 @@ class SandboxClient : public Sandboxes {
                                                 std::shared_ptr<codemode::CancelToken> cancel) override;
 
   const std::string& endpoint(size_t i) const { return endpoints_[i]; }
+
+  // Why sessions of `runtime` cannot run anywhere: set when every endpoint answered GetInfo
+  // and each said it cannot run them (PoolInfo.unavailable), as "ENDPOINT: REASON" per
+  // endpoint. nullopt when one can, or may (it did not answer, or does not say).
+  std::optional<std::string> RuntimeUnavailable(const std::string& runtime);
 
  private:
   // Returns the stub after giving a channel in reconnect backoff up to two seconds to

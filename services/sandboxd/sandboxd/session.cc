@@ -396,8 +396,12 @@ void Session::LoseLocked(const std::string& reason, Deferred& out, Finished::Sta
     out.insert(out.begin(), [this] { env_->slots->OnSessionLost(*this); });
   }
   const bool lost = status == Finished::SESSION_LOST;
-  if (lost) spdlog::warn("session {} lost: {}", metadata_.id, codemode::LogLongText(reason));
-  std::string message = lost ? absl::StrCat("session lost: ", reason) : reason;
+  // A detached session is not lost: its container stays and the next start re-attaches it
+  // (Detach says what of its work ended).
+  if (lost && !detached_) spdlog::warn("session {} lost: {}", metadata_.id, codemode::LogLongText(reason));
+  std::string message = detached_ ? absl::StrCat("session detached: ", reason)
+                        : lost    ? absl::StrCat("session lost: ", reason)
+                                  : reason;
   files_.Fail(message);
   const char* type = lost ? "SessionLost" : "Cancelled";
   if (current_) {
@@ -452,8 +456,14 @@ void Session::Detach() {
   Deferred deferred;
   {
     codemode::MutexLock lock(&mu_);
+    if (current_ || !queue_.empty() || pending_reset_) {
+      spdlog::warn("session {} detached with work under way, which ends now (the daemon is shutting "
+                   "down); the session stays for the next start",
+                   metadata_.id);
+    }
     detached_ = true;
-    LoseLocked("the daemon is shutting down", deferred);
+    LoseLocked("the daemon is shutting down; the session stays and the next start re-attaches it",
+               deferred);
   }
   Run(deferred);
   conn_->Close();

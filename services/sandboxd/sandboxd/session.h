@@ -205,7 +205,8 @@ class Session : public RunnerConnection::Listener, public std::enable_shared_fro
 
   // Stops the session without killing its container (daemon shutdown: the container
   // stays for the next daemon to re-attach). Queued and running work finishes with
-  // SESSION_LOST "daemon shutting down".
+  // SESSION_LOST "session detached: the daemon is shutting down; ..."; the log says so
+  // only when there was work (the session is not lost).
   void Detach();
 
   // Marks the session lost for `reason`, finishes its work with `status` and schedules

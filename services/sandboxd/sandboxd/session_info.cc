@@ -62,10 +62,16 @@ sandbox::v1::Info SessionManager::GetInfo() {
     WarmPool& pool = pools_.pool(language);
     sandbox::v1::PoolInfo* p = info.add_pools();
     p->set_runtime(std::string(LanguageName(language)));
-    p->set_target(static_cast<uint32_t>(pools_.target(language)));
+    // Said also when no pool is asked for (the pool says it only once its thread has asked):
+    // the gateway offers a language's tool by it. A runtime that cannot run wants nothing.
+    std::string unavailable = pool.unavailable();
+    if (unavailable.empty() && images_.ok()) {
+      unavailable = std::string(CheckLanguage(language, images_->default_image(), /*refresh_images=*/false).message());
+    }
+    p->set_target(unavailable.empty() ? static_cast<uint32_t>(pools_.target(language)) : 0);
     p->set_ready(static_cast<uint32_t>(pool.ready()));
     p->set_taken_total(pool.taken_total());
-    p->set_unavailable(pool.unavailable());
+    p->set_unavailable(unavailable);
   }
   info.set_default_isolation(ToProto(options_.isolation.default_isolation));
   for (Isolation i : options_.isolation.AllowedList()) info.add_allowed_isolations(ToProto(i));

@@ -1,14 +1,20 @@
 // The parts of SandboxClient that need no sandboxd: the TLS files (--sandboxd_tls_*) and
 // the token file, the refusal to speak plaintext beyond loopback, the placement order, the
-// isolation flag. (TLS on the wire, against a real sandboxd, is tested by gateway_replicas.)
+// isolation flag, and which runtimes the endpoints say they cannot run (against servers
+// that answer GetInfo only). (TLS on the wire, against a real sandboxd, is tested by
+// gateway_replicas.)
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "bridge/sandbox_client.h"
+#include "grpcpp/grpcpp.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -159,7 +165,56 @@ TEST(PlacementOrderTest, RanksByThePoolOfTheSessionsRuntime) {
   ReadLoad(old, "javascript", &js);
   EXPECT_EQ(py.pool_ready, 3u);
   EXPECT_EQ(js.pool_ready, 0u);
-  EXPECT_FALSE(js.runtime_unavailable);
+  EXPECT_EQ(js.runtime_unavailable, "");
+}
+
+// A sandboxd that answers GetInfo only: its JavaScript pool says `js_unavailable`.
+class InfoOnlySandboxd final : public sandbox::v1::SandboxService::Service {
+ public:
+  InfoOnlySandboxd(const std::string& name, std::string js_unavailable) : js_unavailable_(std::move(js_unavailable)) {
+    socket_ = "/tmp/gw-info-only-" + std::to_string(getpid()) + "-" + name + ".sock";
+    unlink(socket_.c_str());
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("unix:" + socket_, grpc::InsecureServerCredentials());
+    builder.RegisterService(this);
+    server_ = builder.BuildAndStart();
+  }
+  ~InfoOnlySandboxd() override {
+    server_->Shutdown();
+    unlink(socket_.c_str());
+  }
+  grpc::Status GetInfo(grpc::ServerContext*, const sandbox::v1::GetInfoRequest*, sandbox::v1::Info* info) override {
+    info->set_serving(true);
+    info->set_max_sessions(64);
+    info->add_pools()->set_runtime("python");
+    sandbox::v1::PoolInfo* js = info->add_pools();
+    js->set_runtime("javascript");
+    js->set_unavailable(js_unavailable_);
+    return grpc::Status::OK;
+  }
+  std::string endpoint() const { return "unix:" + socket_; }
+
+ private:
+  const std::string js_unavailable_;
+  std::string socket_;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+// The gateway offers a language's tool unless every sandboxd says it cannot run it (issue
+// 49: run_javascript was offered by a gateway whose sandboxd had no JavaScript runner).
+TEST(RuntimeUnavailableTest, OnlyWhenEveryEndpointSaysSo) {
+  InfoOnlySandboxd without_js("a", "this sandboxd has no JavaScript runner");
+  InfoOnlySandboxd with_js("b", "");
+  SandboxClient one({without_js.endpoint()});
+  EXPECT_EQ(one.RuntimeUnavailable("python"), std::nullopt);
+  EXPECT_EQ(one.RuntimeUnavailable("javascript"),
+            without_js.endpoint() + ": this sandboxd has no JavaScript runner");
+  SandboxClient two({without_js.endpoint(), with_js.endpoint()});
+  EXPECT_EQ(two.RuntimeUnavailable("javascript"), std::nullopt) << "the other one can";
+  const std::string gone = "unix:/tmp/gw-info-only-" + std::to_string(getpid()) + "-gone.sock";
+  SandboxClient silent({without_js.endpoint(), gone});
+  EXPECT_EQ(silent.RuntimeUnavailable("javascript"), std::nullopt) << "the silent one may";
+  EXPECT_EQ(one.RuntimeUnavailable("typescript"), std::nullopt) << "a runtime it does not mention";
 }
 
 TEST(ParseIsolationFlagTest, NamesTheChoices) {

@@ -255,6 +255,26 @@ TEST_F(WorkspaceResourcesTest, ReadsAreCapped) {
   EXPECT_THAT(std::string(big.status().message()), HasSubstr("from code"));
 }
 
+// A run that finishes as sandboxd goes down for a restart: its files cannot be listed
+// then, and the note says what happened (the code ran, the files stay) rather than only
+// that they "could not be listed" (issue 49); the next run lists them.
+TEST_F(WorkspaceResourcesTest, FilesNotListedAcrossARestartAreListedByTheNextRun) {
+  sandboxes_.list_answer = [](const std::string&, uint32_t) -> absl::StatusOr<sandbox::v1::ListFilesResponse> {
+    return absl::UnavailableError("sandboxd unix:/run/user/1000/sandboxd/sandboxd.sock is unavailable");
+  };
+  json r = Run("out/made.txt=x");
+  EXPECT_TRUE(Links(r).empty());
+  const std::string text = r["content"][0]["text"].get<std::string>();
+  EXPECT_THAT(text, HasSubstr("the code ran, but the files under /workspace/out/ were not listed"));
+  EXPECT_THAT(text, HasSubstr("sandboxd was unavailable right after the run"));
+  EXPECT_THAT(text, HasSubstr("the next run lists what changed"));
+
+  sandboxes_.list_answer = nullptr;
+  json next = Run("#");
+  ASSERT_EQ(Links(next).size(), 1u) << next;
+  EXPECT_EQ(Links(next)[0]["uri"], "sandbox://session/default/out/made.txt");
+}
+
 TEST_F(WorkspaceResourcesTest, AWideOutDirectoryIsBoundedAndSaysSo) {
   std::string code;
   for (int i = 0; i < 150; ++i) code += "out/f" + std::to_string(1000 + i) + ".txt=x;";

@@ -35,6 +35,8 @@
 #include "sandboxd/record_store.h"
 #include "sandboxd/session.h"
 #include "sandboxd/session_manager.h"
+#include "spdlog/sinks/ostream_sink.h"
+#include "spdlog/spdlog.h"
 
 #ifndef SANDBOXD_RUNNER_PATH
 #error "SANDBOXD_RUNNER_PATH must be defined (absolute path of sandbox_runner.pyz)"
@@ -220,6 +222,27 @@ inline sandbox::v1::Catalog EchoCatalogProto(const std::string& server = "srv",
       R"({"type":"object","properties":{"message":{"type":"string"}},"required":["message"]})");
   return c;
 }
+
+// The log lines of this process while it lives (spdlog's default logger). Create it before
+// the managers whose lines it reads and let it go after they are stopped.
+class LogCapture {
+ public:
+  LogCapture() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(out_)) {
+    spdlog::default_logger()->sinks().push_back(sink_);
+  }
+  ~LogCapture() { spdlog::default_logger()->sinks().pop_back(); }
+  int Count(const std::string& text) {
+    sink_->flush();
+    const std::string all = out_.str();
+    int n = 0;
+    for (size_t at = all.find(text); at != std::string::npos; at = all.find(text, at + 1)) ++n;
+    return n;
+  }
+
+ private:
+  std::ostringstream out_;
+  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
+};
 
 class SessionManagerTest : public ::testing::Test {
  protected:

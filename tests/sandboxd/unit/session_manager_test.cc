@@ -247,6 +247,7 @@ TEST_F(SessionManagerTest, DeleteFinishesRunningAndQueuedWorkAsCancelled) {
 // ---- restart ------------------------------------------------------------------------
 
 TEST_F(SessionManagerTest, ShutdownAndReattach) {
+  std::optional<LogCapture> log(std::in_place);
   SessionManager* m1 = StartManager();
   sandbox::v1::CreateSessionRequest r;
   r.set_label("survivor");
@@ -254,6 +255,7 @@ TEST_F(SessionManagerTest, ShutdownAndReattach) {
   *r.mutable_catalog() = EchoCatalogProto();
   sandbox::v1::Session s = Create(m1, r);
   ASSERT_FALSE(s.id().empty());
+  sandbox::v1::Session idle = Create(m1);
   EXPECT_EQ(Eval(m1, s.id(), "x = 41"), "");
   Started running = Exec(m1, s.id(), "import time\nwhile True:\n    time.sleep(0.01)");
   ASSERT_TRUE(running.collector->WaitStarted());
@@ -264,7 +266,14 @@ TEST_F(SessionManagerTest, ShutdownAndReattach) {
   std::optional<Finished> f = running.collector->WaitFinished();
   ASSERT_TRUE(f);
   EXPECT_EQ(f->status(), Finished::SESSION_LOST);
-  EXPECT_THAT(f->error().message(), HasSubstr("shutting down"));
+  EXPECT_THAT(f->error().message(), HasSubstr("session detached: the daemon is shutting down"));
+  EXPECT_THAT(f->error().message(), HasSubstr("re-attaches"));
+  // The log says what happened: both detached, the busy one's work ended; neither "lost"
+  // (issue 49: a clean restart logged "session ... lost" for sessions it re-attached).
+  EXPECT_EQ(log->Count(" lost"), 0);
+  EXPECT_EQ(log->Count("session " + s.id() + " detached with work under way"), 1);
+  EXPECT_EQ(log->Count("detached 2 session(s)"), 1);
+  log.reset();
   EXPECT_TRUE(ContainerExists(s.container_id()));
   absl::StatusOr<ContainerStatus> st = runtime_->Inspect(s.container_id());
   ASSERT_TRUE(st.ok());
@@ -283,6 +292,7 @@ TEST_F(SessionManagerTest, ShutdownAndReattach) {
   EXPECT_EQ(Eval(m2, s.id(), "x + 1"), "42");
   EXPECT_EQ(Eval(m2, s.id(), "'mcp_srv' in globals()"), "True");
   EXPECT_EQ(m2->ListSessions("alice").size(), 1u);
+  EXPECT_TRUE(m2->GetSession(idle.id()).ok());
 }
 
 TEST_F(SessionManagerTest, RecoverDropsDeadSessionsAndStrayContainers) {

@@ -6,11 +6,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <sstream>
 
 #include "session_manager_fixture.h"
-#include "spdlog/sinks/ostream_sink.h"
-#include "spdlog/spdlog.h"
 
 #ifndef SANDBOXD_JS_RUNNER_PATH
 #error "SANDBOXD_JS_RUNNER_PATH must be defined (absolute path of sandbox_runner.js)"
@@ -99,26 +96,6 @@ TEST_F(SessionRuntimesTest, WithoutAPoolOfItsRuntimeASessionStartsCold) {
   EXPECT_EQ(Pool(m, Language::kJavaScript).ready(), 1u);
 }
 
-// The log lines of this process while it lives (spdlog's default logger).
-class LogCapture {
- public:
-  LogCapture() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(out_)) {
-    spdlog::default_logger()->sinks().push_back(sink_);
-  }
-  ~LogCapture() { spdlog::default_logger()->sinks().pop_back(); }
-  int Count(const std::string& text) {
-    sink_->flush();
-    const std::string all = out_.str();
-    int n = 0;
-    for (size_t at = all.find(text); at != std::string::npos; at = all.find(text, at + 1)) ++n;
-    return n;
-  }
-
- private:
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
-};
-
 // An image that does not offer nodejs, or no JavaScript runner: the JavaScript pool holds
 // nothing, wants nothing, and the log says why once.
 TEST_F(SessionRuntimesTest, AJavaScriptPoolThatCannotRunSaysWhyOnce) {
@@ -141,6 +118,26 @@ TEST_F(SessionRuntimesTest, AJavaScriptPoolThatCannotRunSaysWhyOnce) {
   StopManager(m);
   EXPECT_EQ(log.Count("warm pool (javascript): holds no containers"), 2) << "once per manager";
   EXPECT_EQ(log.Count("does not offer nodejs"), 1);
+}
+
+// GetInfo says why JavaScript cannot run here whether or not a JavaScript pool is asked for:
+// the gateway hides run_javascript by it. With --js_pool_size=0 it used to say nothing.
+TEST_F(SessionRuntimesTest, WithoutAJavaScriptPoolGetInfoStillSaysWhyJavaScriptCannotRun) {
+  ManagerOptions o = BothRuntimes(/*pool_size=*/0, /*js_pool_size=*/0);
+  o.js_runner_path.clear();
+  SessionManager* m = StartManager(o);
+  EXPECT_THAT(Pool(m, Language::kJavaScript).unavailable(), HasSubstr("--js_runner"));
+  EXPECT_EQ(Pool(m, Language::kPython).unavailable(), "");
+  StopManager(m);
+
+  o = BothRuntimes(0, 0);
+  runtime_->SetImageOffers({"python3"});
+  m = StartManager(o);
+  EXPECT_THAT(Pool(m, Language::kJavaScript).unavailable(), HasSubstr("does not offer nodejs"));
+  StopManager(m);
+
+  m = StartManager(BothRuntimes(0, 0));
+  EXPECT_EQ(Pool(m, Language::kJavaScript).unavailable(), "") << "it can";
 }
 
 // An image rebuilt with nodejs while the daemon runs: the JavaScript pool's recheck looks
