@@ -112,7 +112,10 @@ ABSL_FLAG(uint32_t, js_pool_size, 1,
           "35 MiB) against 13 MiB (30 MiB) for a Python one, so keep it small unless many "
           "sessions are JavaScript. Empty, and said once in the log, while JavaScript cannot run here (no "
           "--js_runner, or a default image that does not offer nodejs).");
-ABSL_FLAG(uint32_t, max_sessions, 64, "Maximum number of sessions.");
+ABSL_FLAG(uint32_t, max_sessions, 64,
+          "Maximum number of live sessions of all owners. When full, an owner below its own "
+          "limit still gets one: the least recently used idle session of the owner holding the "
+          "most (if it would still hold more) is ended for it.");
 ABSL_FLAG(uint32_t, max_sessions_per_owner, 32,
           "Sessions one owner (CreateSession.owner; the gateway sends one per credential) may "
           "hold at once, so no client takes every slot.");
