@@ -27,6 +27,7 @@
 #include "sandboxd/instance_lock.h"
 #include "sandboxd/podman_runtime.h"
 #include "sandboxd/tcp_auth.h"
+#include "sandboxd/tcp_listener.h"
 #include "sandboxd/sd_notify.h"
 #include "sandboxd/session_manager.h"
 #include "sandboxd/log.h"
@@ -52,6 +53,13 @@ ABSL_FLAG(absl::Duration, tcp_handshake_timeout, absl::Seconds(10),
 ABSL_FLAG(absl::Duration, tcp_idle_timeout, absl::Seconds(60),
           "A connection with no call for this long is closed (a gateway reconnects at its next "
           "call).");
+ABSL_FLAG(absl::Duration, tcp_auth_timeout, absl::Seconds(10),
+          "A --listen_tcp connection that has not carried a call with the token by then is "
+          "closed, whatever it sends; one whose call was refused (no token, a wrong one) is "
+          "closed at once.");
+ABSL_FLAG(uint32_t, tcp_max_unauthenticated, 32,
+          "At most this many --listen_tcp connections may be open without having carried a "
+          "call with the token; a new one past it closes the oldest of them.");
 ABSL_FLAG(std::string, tls_cert_file, "",
           "PEM certificate chain of --listen_tcp's TLS (with --tls_key_file).");
 ABSL_FLAG(std::string, tls_key_file, "",
@@ -428,12 +436,22 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
                              static_cast<int>(absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_tcp_idle_timeout))));
   builder.AddListeningPort(absl::StrCat("unix:", socket_path), grpc::InsecureServerCredentials());
   std::string tcp = absl::GetFlag(FLAGS_listen_tcp);
-  int tcp_port = 0;
-  // Loopback is no boundary between the users of a machine: the TCP port wants a token.
+  // Loopback is no boundary between the users of a machine: the TCP port wants a token, and
+  // bounds the connections that have not shown it (tcp_listener.h).
+  std::unique_ptr<sandboxd::TcpListener> tcp_listener;
   if (!tcp.empty()) {
-    builder.AddListeningPort(tcp, sandboxd::TcpServerCredentials(tcp_token, tls ? &*tls : nullptr),
-                             &tcp_port);
+    absl::StatusOr<std::unique_ptr<sandboxd::TcpListener>> listener = sandboxd::TcpListener::Create(
+        tcp, tcp_token,
+        {absl::GetFlag(FLAGS_tcp_max_unauthenticated), absl::GetFlag(FLAGS_tcp_auth_timeout)},
+        [&] { return sandboxd::TcpServerCredentials(tcp_token, tls ? &*tls : nullptr); }, &builder);
+    if (!listener.ok()) {
+      spdlog::critical("{}", listener.status().message());
+      manager.Shutdown();
+      return 1;
+    }
+    tcp_listener = *std::move(listener);
   }
+  const int tcp_port = tcp_listener ? tcp_listener->port() : 0;
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_code_bytes + (16 << 20)));
   // Each synchronous rpc holds a thread while it waits (on podman, on a sandbox): without a
@@ -447,6 +465,7 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
     manager.Shutdown();
     return 1;
   }
+  if (tcp_listener) tcp_listener->Start();
   chmod(socket_path.c_str(), 0600);
   sandboxd::BoundSocket bound = sandboxd::BoundSocket::Pin(socket_path);
   auto* health = server->GetHealthCheckService();
@@ -475,6 +494,7 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
   SetHealth(health, false);
   // civetweb takes up to 2 s to stop: on its own thread, beside the gRPC drain.
   if (metrics_server) metrics_server->BeginStop();
+  if (tcp_listener) tcp_listener->Stop();
   server->Shutdown(std::chrono::system_clock::now() +
                    absl::ToChronoMilliseconds(
                        std::min(absl::GetFlag(FLAGS_shutdown_grace), codemode::kLongestWait)));
