@@ -418,8 +418,9 @@ absl::StatusOr<std::vector<int>> Listen(const std::string& address, int* port) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TcpListener>> TcpListener::Create(
-    const std::string& address, const std::string& token, const TcpConnectionLimits& limits,
-    const MakeCredentials& make_credentials, grpc::ServerBuilder* builder) {
+    const std::string& address, const std::string& token, const TcpTls* tls,
+    const TcpConnectionLimits& limits, grpc::ServerBuilder* builder) {
+  if (address.empty()) return nullptr;
   if (limits.max_unauthenticated == 0) {
     return absl::InvalidArgumentError("--tcp_max_unauthenticated must be at least 1");
   }
@@ -436,7 +437,7 @@ absl::StatusOr<std::unique_ptr<TcpListener>> TcpListener::Create(
   }
   auto connections = std::make_shared<TcpConnections>(limits, wake);
   for (uint32_t slot = 0; slot < limits.max_unauthenticated; ++slot) {
-    std::shared_ptr<grpc::ServerCredentials> creds = make_credentials();
+    std::shared_ptr<grpc::ServerCredentials> creds = TcpServerCredentials(token, tls);
     creds->SetAuthMetadataProcessor(std::make_shared<SlotTokenCheck>(token, slot, connections));
     connections->acceptors.push_back(builder->experimental().AddExternalConnectionAcceptor(
         grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, creds));

@@ -20,9 +20,8 @@
 // keeps a duplicate of each unauthenticated connection's descriptor to close it
 // (shutdown(2), which gRPC notices) and to see the peer go.
 //
-//   absl::StatusOr<std::unique_ptr<TcpListener>> tcp = TcpListener::Create(
-//       "127.0.0.1:50051", token, limits, [&] { return TcpServerCredentials(token, tls); },
-//       &builder);
+//   absl::StatusOr<std::unique_ptr<TcpListener>> tcp =
+//       TcpListener::Create("127.0.0.1:50051", token, /*tls=*/nullptr, limits, &builder);
 //   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
 //   (*tcp)->Start();
 //   ...
@@ -31,7 +30,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -51,21 +49,20 @@ struct TcpConnectionLimits {
 };
 
 class TcpConnections;  // the unauthenticated connections, by slot (tcp_listener.cc)
+struct TcpTls;
 
 class TcpListener {
  public:
-  // Credentials for one slot's acceptor (TLS or loopback plaintext). The listener installs
-  // its own AuthMetadataProcessor on them: the bearer token check of `token`, which also
-  // reports refusals.
-  using MakeCredentials = std::function<std::shared_ptr<grpc::ServerCredentials>()>;
-
   // Binds `address` (HOST:PORT; HOST may be a name, an IPv4 address or a bracketed IPv6
   // one; PORT 0 picks one) and adds the acceptors and the interceptor to `builder`, whose
-  // interceptor creators it sets. Errors: a bad address or limits, or a bind that fails.
+  // interceptor creators it sets. Each acceptor has TcpServerCredentials(token, tls) (TLS
+  // with `tls`, else loopback plaintext) with the token check replaced by one that also
+  // reports refusals. An empty `address`: no listener (null). Errors: a bad address or
+  // limits, or a bind that fails.
   static absl::StatusOr<std::unique_ptr<TcpListener>> Create(const std::string& address,
                                                              const std::string& token,
+                                                             const TcpTls* tls,
                                                              const TcpConnectionLimits& limits,
-                                                             const MakeCredentials& make_credentials,
                                                              grpc::ServerBuilder* builder);
   ~TcpListener();
   TcpListener(const TcpListener&) = delete;
