@@ -27,6 +27,7 @@
 #include "sandboxd/instance_lock.h"
 #include "sandboxd/podman_runtime.h"
 #include "sandboxd/tcp_auth.h"
+#include "sandboxd/tcp_listener.h"
 #include "sandboxd/tls_identity.h"
 #include "sandboxd/sd_notify.h"
 #include "sandboxd/session_manager.h"
@@ -54,6 +55,12 @@ ABSL_FLAG(absl::Duration, tcp_handshake_timeout, absl::Seconds(10),
 ABSL_FLAG(absl::Duration, tcp_idle_timeout, absl::Seconds(60),
           "A connection with no call for this long is closed (a gateway reconnects at its next "
           "call).");
+ABSL_FLAG(absl::Duration, tcp_auth_timeout, absl::Seconds(10),
+          "A --listen_tcp connection without a call with the token by then is closed, whatever "
+          "it sends; one whose call was refused (no token, a wrong one) is closed at once.");
+ABSL_FLAG(uint32_t, tcp_max_unauthenticated, 32,
+          "--listen_tcp connections open at once without a call with the token; a new one past "
+          "it closes the oldest.");
 ABSL_FLAG(std::string, tls_cert_file, "",
           "PEM certificate chain of --listen_tcp's TLS (with --tls_key_file). Default: "
           "sandboxd's own, <state_dir>/tls/cert.pem.");
@@ -115,7 +122,9 @@ ABSL_FLAG(uint32_t, js_pool_size, 1,
           "35 MiB) against 13 MiB (30 MiB) for a Python one, so keep it small unless many "
           "sessions are JavaScript. Empty, and said once in the log, while JavaScript cannot run here (no "
           "--js_runner, or a default image that does not offer nodejs).");
-ABSL_FLAG(uint32_t, max_sessions, 64, "Maximum number of sessions.");
+ABSL_FLAG(uint32_t, max_sessions, 64,
+          "Maximum number of live sessions; when full, an idle one of the owner holding the "
+          "most is ended for an owner holding fewer (README.md).");
 ABSL_FLAG(uint32_t, max_sessions_per_owner, 32,
           "Sessions one owner (CreateSession.owner; the gateway sends one per credential) may "
           "hold at once, so no client takes every slot.");
@@ -453,11 +462,11 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
                              static_cast<int>(absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_tcp_idle_timeout))));
   builder.AddListeningPort(absl::StrCat("unix:", socket_path), grpc::InsecureServerCredentials());
   std::string tcp = absl::GetFlag(FLAGS_listen_tcp);
-  int tcp_port = 0;
-  // Loopback is no boundary between the users of a machine: the TCP port wants a token.
-  if (!tcp.empty()) {
-    builder.AddListeningPort(tcp, sandboxd::TcpServerCredentials(tcp_token, *tls), &tcp_port);
-  }
+  // Loopback is no boundary between the users of a machine: the TCP port wants a token and
+  // bounds the connections that have not shown it (tcp_listener.h).
+  absl::StatusOr<std::unique_ptr<sandboxd::TcpListener>> tcp_listener = sandboxd::TcpListener::Create(
+      tcp, tcp_token, tls ? *tls : sandboxd::TcpTls{},
+      {absl::GetFlag(FLAGS_tcp_max_unauthenticated), absl::GetFlag(FLAGS_tcp_auth_timeout)}, &builder);
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_code_bytes + (16 << 20)));
   // Each synchronous rpc holds a thread while it waits (on podman, on a sandbox): without a
@@ -465,12 +474,15 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
   grpc::ResourceQuota quota("sandboxd rpc threads");
   quota.SetMaxThreads(static_cast<int>(absl::GetFlag(FLAGS_max_rpc_threads)));
   builder.SetResourceQuota(quota);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  std::unique_ptr<grpc::Server> server = tcp_listener.ok() ? builder.BuildAndStart() : nullptr;
   if (!server) {
-    spdlog::critical("cannot listen on {}{}", socket_path, tcp.empty() ? "" : " / " + tcp);
+    spdlog::critical("{}", !tcp_listener.ok() ? std::string(tcp_listener.status().message())
+                                              : absl::StrCat("cannot listen on ", socket_path,
+                                                             tcp.empty() ? "" : " / " + tcp));
     manager.Shutdown();
     return 1;
   }
+  if (*tcp_listener) (*tcp_listener)->Start();
   chmod(socket_path.c_str(), 0600);
   sandboxd::BoundSocket bound = sandboxd::BoundSocket::Pin(socket_path);
   auto* health = server->GetHealthCheckService();
@@ -483,7 +495,7 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
                SANDBOXD_VERSION,
                socket_path,
                tcp.empty() ? ""
-                           : absl::StrCat(" and ", tcp, " (port ", tcp_port, ", ",
+                           : absl::StrCat(" and ", tcp, " (port ", (*tcp_listener)->port(), ", ",
                                           tls->client_ca.empty() ? "TLS" : "TLS with client certificates",
                                           ")"),
                options.state_dir, options.image, options.pool_size, options.js_pool_size);
@@ -497,6 +509,7 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
   SetHealth(health, false);
   // civetweb takes up to 2 s to stop: on its own thread, beside the gRPC drain.
   if (metrics_server) metrics_server->BeginStop();
+  if (*tcp_listener) (*tcp_listener)->Stop();
   server->Shutdown(std::chrono::system_clock::now() +
                    absl::ToChronoMilliseconds(
                        std::min(absl::GetFlag(FLAGS_shutdown_grace), codemode::kLongestWait)));

@@ -385,38 +385,6 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateAdmitted(
   return session->ToProto();
 }
 
-std::string SessionManager::RefuseLocked(const Room& room, std::string* reclaim) {
-  const std::string& owner = room.owner;
-  size_t owned = 0;
-  for (const auto& [id, s] : sessions_) owned += s->metadata().owner == owner;
-  // The request may ask for less than the flag, never more.
-  const bool asked = room.owner_limit > 0 && room.owner_limit < options_.max_sessions_per_owner;
-  const uint32_t owner_limit = asked ? room.owner_limit : options_.max_sessions_per_owner;
-  // Ending one session of the owner makes room unless a limit is exceeded (flags lowered
-  // since its sessions were re-attached).
-  const bool one_makes_room = reclaim && !owner.empty() && owned > 0 &&
-                              sessions_.size() <= options_.max_sessions && owned <= owner_limit;
-  if (sessions_.size() >= options_.max_sessions) {
-    if (one_makes_room) {
-      *reclaim = absl::StrCat("reclaimed: the daemon reached --max_sessions (",
-                              options_.max_sessions,
-                              ") and this was its owner's least recently used idle session");
-    }
-    return absl::StrCat("too many sessions (the limit is ", options_.max_sessions, ")");
-  }
-  if (owned >= owner_limit) {
-    const std::string which = asked ? "the limit its creator asked for (max_owner_sessions)"
-                                    : "--max_sessions_per_owner";
-    if (one_makes_room) {
-      *reclaim = absl::StrCat("reclaimed: its owner reached ", which, " (", owner_limit,
-                              ") and this was its least recently used idle session");
-    }
-    return absl::StrCat("too many sessions of this owner (the limit is ", owner_limit,
-                        " per owner, ", which, ")");
-  }
-  return "";
-}
-
 absl::StatusOr<std::shared_ptr<Session>> SessionManager::Find(const std::string& id) {
   if (id.empty()) return absl::InvalidArgumentError("session_id is empty");
   codemode::MutexLock lock(&mu_);
@@ -468,7 +436,7 @@ void SessionManager::FinishRetired(Retired retired) {
         "until deleted or for --lost_session_ttl",
         id, codemode::LogText(owner));
   } else {
-    spdlog::info("session {} (owner '{}') ended to make room for a new one of its owner ({})",
+    spdlog::info("session {} (owner '{}') ended to make room for a new session ({})",
                  codemode::LogText(id), codemode::LogText(owner),
                  codemode::LogLongText(retired.reclaimed));
   }

@@ -209,24 +209,34 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   static Room RoomOf(const sandbox::v1::CreateSessionRequest& r) {
     return {r.owner(), r.max_owner_sessions(), r.reclaim_idle()};
   }
-  // Why a new session of `room.owner` cannot be held now, or "". When refused and `reclaim`
-  // is given, sets it to the lost reason of a session of the owner ended to make room, if
-  // ending one idle session of this (non-empty) owner would do; else leaves it empty.
-  std::string RefuseLocked(const Room& room, std::string* reclaim = nullptr)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Which session a refused creation may end to make room: the least recently used idle
+  // one of the owner in `owners` holding the most (then of the next), for `reason`.
+  struct Reclaim {
+    std::map<std::string, size_t> owners;  // owner -> sessions it holds
+    std::string reason;                    // its lost reason
+    bool empty() const { return owners.empty(); }
+  };
+  // Why a new session of `room.owner` cannot be held now, or "". When refused, sets
+  // `reclaim` to the sessions one of which, ended, would make room: at a full daemon those
+  // of owners that hold more than the asking one would with the new session (fair share);
+  // else, with room.reclaim_idle and a non-empty owner, the owner's own. Else it stays
+  // empty.
+  std::string RefuseLocked(const Room& room, Reclaim* reclaim) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // CreateSession's first check, before a container is started: UNAVAILABLE when stopping,
   // RESOURCE_EXHAUSTED when there is no room and none can be reclaimed.
   absl::Status CheckRoom(const Room& room);
   // Registers a new session (pinned, see pinned_) if there is room, reclaiming an idle
-  // session of its owner for it when `room.reclaim_idle` and needed; else why not.
+  // session (RefuseLocked) for it when needed; else why not.
   std::string Register(const std::shared_ptr<Session>& session, const Room& room);
-  // Ends the least recently used idle session of `owner` for `reason` and returns it,
-  // pinned and still registered (Register retires it); null when none is idle.
-  std::shared_ptr<Session> ReclaimIdle(const std::string& owner, const std::string& reason);
-  // Whether `owner` has an idle session that is not pinned (a hint: it may change at once).
-  bool HasIdleSession(const std::string& owner);
-  // The owner's sessions that may be reclaimed: registered and not pinned.
-  std::vector<std::shared_ptr<Session>> ReclaimableOf(const std::string& owner);
+  // Ends the least recently used idle session of the owner in `reclaim` holding the most
+  // (then of the next) and returns it, pinned and still registered (Register retires it);
+  // null when none is idle.
+  std::shared_ptr<Session> ReclaimIdle(const Reclaim& reclaim);
+  // Whether an owner in `reclaim` has an idle session that is not pinned (a hint: it may
+  // change at once).
+  bool HasIdleSession(const Reclaim& reclaim);
+  // The sessions of `reclaim`'s owners that may be reclaimed: registered and not pinned.
+  std::vector<std::shared_ptr<Session>> ReclaimableOf(const Reclaim& reclaim);
 
   const ManagerOptions options_;
   const std::unique_ptr<SandboxdMetrics> owned_metrics_;  // when options_.metrics is null

@@ -3,7 +3,10 @@
 // --tcp_token_file (UNAUTHENTICATED without it or with a wrong one), refuses to start
 // without a token file or with one other users can read, creates a missing one 0600, and
 // its unix socket keeps working without a token (its 0700 directory is the boundary).
+// Connections that have not carried a call with the token are closed at their first
+// refused call, past --tcp_auth_timeout and past --tcp_max_unauthenticated of them.
 #include <arpa/inet.h>
+#include <openssl/ssl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -31,6 +34,59 @@ using ::testing::HasSubstr;
 
 constexpr char kToken[] = "0123456789abcdef0123456789abcdef-tcp-test";
 
+// A channel with a connection of its own (gRPC otherwise shares one between channels to
+// the same target), so that what the server does to it concerns this channel only.
+std::shared_ptr<grpc::Channel> OwnChannel(const std::string& target,
+                                          const std::shared_ptr<grpc::ChannelCredentials>& creds) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(target, creds, args);
+}
+
+// TLS to the daemon's TCP port, pinning the certificate it made in its state directory.
+std::shared_ptr<grpc::ChannelCredentials> PinnedCredentials(const SandboxdProcess& d) {
+  std::ifstream in(d.state_dir() + "/tls/cert.pem");
+  grpc::SslCredentialsOptions pinned;
+  pinned.pem_root_certs = std::string(std::istreambuf_iterator<char>(in), {});
+  return grpc::SslCredentials(pinned);
+}
+
+// GetInfo on `channel`, sending `authorization` when not empty.
+grpc::Status GetInfoVia(const std::shared_ptr<grpc::Channel>& channel, const std::string& authorization) {
+  auto stub = sandbox::v1::SandboxService::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  if (!authorization.empty()) ctx.AddMetadata("authorization", authorization);
+  sandbox::v1::Info info;
+  return stub->GetInfo(&ctx, {}, &info);
+}
+
+// Whether `channel`'s connection is closed (it leaves READY) within 20 s: a bound so that
+// a regression fails instead of hanging.
+bool ConnectionClosed(const std::shared_ptr<grpc::Channel>& channel) {
+  for (int i = 0; i < 200 && channel->GetState(false) == GRPC_CHANNEL_READY; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return channel->GetState(false) != GRPC_CHANNEL_READY;
+}
+
+// A peer without the token sends one call on its own connection while an authenticated
+// client holds another: the refusal reaches the peer, then its connection closes; the
+// authenticated one stays and keeps working.
+void ExpectARefusedCallClosesOnlyItsConnection(const std::string& target,
+                                               const std::shared_ptr<grpc::ChannelCredentials>& creds) {
+  std::shared_ptr<grpc::Channel> good = OwnChannel(target, creds);
+  ASSERT_TRUE(GetInfoVia(good, absl::StrCat("Bearer ", kToken)).ok());
+  std::shared_ptr<grpc::Channel> bad = OwnChannel(target, creds);
+  grpc::Status refused = GetInfoVia(bad, "Bearer not-the-token");
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAUTHENTICATED) << refused.error_message();
+  EXPECT_THAT(refused.error_message(), HasSubstr("wrong token"));
+  EXPECT_TRUE(ConnectionClosed(bad)) << "the connection of a refused call stayed open";
+  EXPECT_EQ(good->GetState(false), GRPC_CHANNEL_READY) << "the authenticated connection was closed";
+  EXPECT_TRUE(GetInfoVia(good, absl::StrCat("Bearer ", kToken)).ok());
+  EXPECT_EQ(good->GetState(false), GRPC_CHANNEL_READY);
+}
+
 class TcpAuthTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -52,6 +108,19 @@ class TcpAuthTest : public ::testing::Test {
     size_t at = log.find("(port ");
     return at == std::string::npos ? 0 : std::stoi(log.substr(at + 6));
   }
+  // Starts `daemon` (--listen_tcp on loopback) and sets `good` to a channel of its own that
+  // has carried a call with the token; the daemon's TCP port, or 0 (a failure recorded).
+  static int ServeWithAnAuthenticatedClient(SandboxdProcess& daemon, std::shared_ptr<grpc::Channel>* good) {
+    const int port = daemon.Start() ? TcpPort(daemon) : 0;
+    *good = OwnChannel(absl::StrCat("127.0.0.1:", port), PinnedCredentials(daemon));
+    grpc::Status status = GetInfoVia(*good, absl::StrCat("Bearer ", kToken));
+    if (port == 0 || !status.ok()) {
+      ADD_FAILURE() << "no call with the token on port " << port << ": " << status.error_message()
+                    << "\n" << daemon.Log();
+      return 0;
+    }
+    return port;
+  }
   // GetInfo on `target` with `creds`, sending `authorization` when not empty.
   static grpc::Status GetInfoOn(const std::string& target, const std::shared_ptr<grpc::ChannelCredentials>& creds,
                                 const std::string& authorization) {
@@ -66,9 +135,7 @@ class TcpAuthTest : public ::testing::Test {
   // state directory.
   static grpc::Status GetInfoOverTcp(const SandboxdProcess& d, int port, const std::string& authorization,
                                      const std::string& host = "127.0.0.1") {
-    grpc::SslCredentialsOptions pinned;
-    pinned.pem_root_certs = ReadAll(d.state_dir() + "/tls/cert.pem");
-    return GetInfoOn(absl::StrCat(host, ":", port), grpc::SslCredentials(pinned), authorization);
+    return GetInfoOn(absl::StrCat(host, ":", port), PinnedCredentials(d), authorization);
   }
   static grpc::Status GetInfoInPlaintext(int port, const std::string& authorization,
                                          const std::string& host = "127.0.0.1") {
@@ -110,6 +177,124 @@ TEST_F(TcpAuthTest, TheTcpPortServesOnlyCallsWithTheToken) {
   EXPECT_TRUE(stub->GetInfo(&ctx, {}, &info).ok());
   // And no log line carries the token.
   EXPECT_THAT(daemon.Log(), ::testing::Not(HasSubstr(kToken)));
+}
+
+// Attack round 3 (issue 41), item 6: one refused call every 5 s restarted
+// --tcp_idle_timeout, so peers without the token kept their connections forever.
+TEST_F(TcpAuthTest, AConnectionIsClosedAfterItsFirstRefusedCall) {
+  SandboxdProcess daemon({"--listen_tcp=127.0.0.1:0", "--tcp_token_file=" + WriteToken(kToken, 0600),
+                          "--tcp_idle_timeout=1h", "--tcp_auth_timeout=1h"});
+  ASSERT_TRUE(daemon.Start());
+  const int port = TcpPort(daemon);
+  ASSERT_GT(port, 0) << daemon.Log();
+  ExpectARefusedCallClosesOnlyItsConnection(absl::StrCat("127.0.0.1:", port), PinnedCredentials(daemon));
+}
+
+// A raw TLS connection to 127.0.0.1:`port` (the port speaks only TLS) once the server has
+// taken it: the handshake done and its HTTP/2 SETTINGS arrived, within 20 s. The server's
+// certificate is not checked: this is a peer without the token, wanting nothing of it.
+struct RawTls {
+  int fd = -1;
+  SSL* ssl = nullptr;
+  // Writes `bytes` as application data; whether all went.
+  bool Write(const std::string& bytes) const {
+    return SSL_write(ssl, bytes.data(), static_cast<int>(bytes.size())) == static_cast<int>(bytes.size());
+  }
+  void Close() {
+    if (ssl) SSL_free(ssl);
+    if (fd >= 0) close(fd);
+    ssl = nullptr;
+    fd = -1;
+  }
+};
+
+RawTls ConnectAndWaitForServer(int port) {
+  static SSL_CTX* ctx = [] {
+    SSL_CTX* c = SSL_CTX_new(TLS_client_method());
+    SSL_CTX_set_verify(c, SSL_VERIFY_NONE, nullptr);
+    static const unsigned char kH2[] = {2, 'h', '2'};
+    SSL_CTX_set_alpn_protos(c, kH2, sizeof kH2);
+    return c;
+  }();
+  RawTls conn;
+  conn.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+  timeval tv{20, 0};
+  setsockopt(conn.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  conn.ssl = SSL_new(ctx);
+  SSL_set_fd(conn.ssl, conn.fd);
+  char byte;
+  if (connect(conn.fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0 || SSL_connect(conn.ssl) != 1 ||
+      SSL_read(conn.ssl, &byte, 1) != 1) {
+    conn.Close();
+  }
+  return conn;
+}
+
+// Whether the server closed `fd` (end of stream or a reset) within 20 s; reads what it sent.
+bool WaitClosed(int fd) {
+  char buf[4096];
+  ssize_t n;
+  while ((n = recv(fd, buf, sizeof buf, 0)) > 0) {
+  }
+  return n == 0 || (n < 0 && errno == ECONNRESET);
+}
+
+// Whether `fd` is open now: what the server sent is read, and no end of stream follows.
+bool StillOpen(int fd) {
+  char buf[4096];
+  ssize_t n;
+  while ((n = recv(fd, buf, sizeof buf, MSG_DONTWAIT)) > 0) {
+  }
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+TEST_F(TcpAuthTest, ConnectionsWithoutTheTokenAreCappedInNumber) {
+  SandboxdProcess daemon({"--listen_tcp=127.0.0.1:0", "--tcp_token_file=" + WriteToken(kToken, 0600),
+                          "--tcp_max_unauthenticated=2", "--tcp_auth_timeout=1h",
+                          "--tcp_handshake_timeout=1h", "--tcp_idle_timeout=1h"});
+  std::shared_ptr<grpc::Channel> good;
+  const int port = ServeWithAnAuthenticatedClient(daemon, &good);
+  ASSERT_GT(port, 0);
+  RawTls first = ConnectAndWaitForServer(port);
+  RawTls second = ConnectAndWaitForServer(port);
+  ASSERT_GE(first.fd, 0);
+  ASSERT_GE(second.fd, 0);
+  EXPECT_TRUE(StillOpen(first.fd)) << "two are allowed";
+  RawTls third = ConnectAndWaitForServer(port);
+  ASSERT_GE(third.fd, 0);
+  EXPECT_TRUE(WaitClosed(first.fd)) << "the oldest of three stayed open";
+  EXPECT_TRUE(StillOpen(second.fd));
+  EXPECT_TRUE(StillOpen(third.fd));
+  EXPECT_EQ(good->GetState(false), GRPC_CHANNEL_READY) << "the authenticated connection counted";
+  EXPECT_TRUE(GetInfoVia(good, absl::StrCat("Bearer ", kToken)).ok());
+  for (RawTls* c : {&first, &second, &third}) c->Close();
+}
+
+TEST_F(TcpAuthTest, ConnectionsWithoutTheTokenAreClosedAfterTcpAuthTimeout) {
+  SandboxdProcess daemon({"--listen_tcp=127.0.0.1:0", "--tcp_token_file=" + WriteToken(kToken, 0600),
+                          "--tcp_auth_timeout=1s", "--tcp_handshake_timeout=1h",
+                          "--tcp_idle_timeout=1h"});
+  std::shared_ptr<grpc::Channel> good;
+  const int port = ServeWithAnAuthenticatedClient(daemon, &good);
+  ASSERT_GT(port, 0);
+  RawTls silent = ConnectAndWaitForServer(port);
+  ASSERT_GE(silent.fd, 0);
+  EXPECT_TRUE(WaitClosed(silent.fd)) << "a connection without a call stayed open";
+  silent.Close();
+  // An HTTP/2 client preface and settings: a live peer, but without the token.
+  RawTls talking = ConnectAndWaitForServer(port);
+  ASSERT_GE(talking.fd, 0);
+  const std::string preface("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0", 24 + 9);
+  ASSERT_TRUE(talking.Write(preface));
+  EXPECT_TRUE(WaitClosed(talking.fd)) << "a connection that only talked HTTP/2 stayed open";
+  talking.Close();
+  // The authenticated connection is older than --tcp_auth_timeout by now, and kept.
+  EXPECT_EQ(good->GetState(false), GRPC_CHANNEL_READY) << "the authenticated connection was closed";
+  EXPECT_TRUE(GetInfoVia(good, absl::StrCat("Bearer ", kToken)).ok());
 }
 
 TEST_F(TcpAuthTest, ListenTcpWithoutAUsableTokenFileDoesNotStart) {
@@ -247,6 +432,20 @@ TEST_F(TcpTlsTest, TlsServesPeersAnywhereWithTheTokenAndAClientCertificate) {
   EXPECT_FALSE(GetInfoInPlaintext(port, bearer, address_).ok()) << "plaintext";
   EXPECT_THAT(daemon.Log(), HasSubstr("TLS with client certificates"));
   EXPECT_THAT(daemon.Log(), ::testing::Not(HasSubstr(kToken)));
+}
+
+TEST_F(TcpTlsTest, OverTlsAConnectionIsClosedAfterItsFirstRefusedCall) {
+  WriteToken(kToken, 0600);
+  std::vector<std::string> args = TlsArgs(/*client_ca=*/false);
+  args.push_back("--tcp_idle_timeout=1h");
+  args.push_back("--tcp_auth_timeout=1h");
+  SandboxdProcess daemon(args);
+  ASSERT_TRUE(daemon.Start());
+  const int port = TcpPort(daemon);
+  ASSERT_GT(port, 0) << daemon.Log();
+  grpc::SslCredentialsOptions options;
+  options.pem_root_certs = ReadAll(certs_ + "/ca.pem");
+  ExpectARefusedCallClosesOnlyItsConnection(absl::StrCat(address_, ":", port), grpc::SslCredentials(options));
 }
 
 TEST_F(TcpTlsTest, WithoutAClientCaTlsWantsOnlyTheToken) {

@@ -1,6 +1,8 @@
 // SessionManager: room for a new session (CreateSessionRequest.reclaim_idle and
 // max_owner_sessions): an owner at a limit gets room by ending its least recently used idle
-// session, never another owner's or a busy one, and a creator may ask for a tighter limit.
+// session, never a busy one, and a creator may ask for a tighter limit; a full daemon
+// makes room for an owner holding fewer by ending an idle session of the owner holding
+// the most.
 #include "session_manager_fixture.h"
 
 namespace sandboxd::testing {
@@ -144,6 +146,85 @@ TEST_F(SessionManagerTest, ConcurrentReclaimsEndDifferentSessions) {
   EXPECT_EQ(m->GetSession(b.id())->state(), kLost);
   EXPECT_EQ(m->GetInfo().sessions(), 2u);
   EXPECT_EQ(m->GetInfo().sessions_reclaimed_total(), 2u);
+}
+
+// ---- a full daemon: an owner holding fewer gets the idle session of one holding more --
+
+// Attack round 3 (issue 41), item 7: one owner's idle sessions left another's first run
+// with "too many sessions".
+TEST_F(SessionManagerTest, AFullDaemonEndsTheIdleSessionOfTheOwnerHoldingTheMostForANewOwner) {
+  ManagerOptions o = Options();
+  o.max_sessions = 6;
+  SessionManager* m = StartManager(o);
+  std::vector<sandbox::v1::Session> bob, alice;
+  for (int i = 0; i < 2; ++i) bob.push_back(Create(m, OwnedBy("bob", false)));  // idle the longest
+  clock_.Advance(absl::Seconds(1));
+  for (int i = 0; i < 4; ++i) {
+    alice.push_back(Create(m, OwnedBy("alice", false)));
+    clock_.Advance(absl::Seconds(1));
+  }
+  EXPECT_EQ(Eval(m, alice[0].id(), "x = 7\nx"), "7");  // used since: alice[1] is her LRU
+  absl::StatusOr<sandbox::v1::Session> carol = m->CreateSession(OwnedBy("carol", false));
+  ASSERT_TRUE(carol.ok()) << carol.status();
+  absl::StatusOr<sandbox::v1::Session> gone = m->GetSession(alice[1].id());
+  ASSERT_TRUE(gone.ok()) << gone.status();
+  EXPECT_EQ(gone->state(), kLost);
+  // The fake clock's time when carol asked.
+  EXPECT_EQ(gone->lost_reason(),
+            "reclaimed: for another owner at 2023-11-14T22:13:25Z: the daemon was full (6 "
+            "sessions of 2 owners) and this session's owner held more than the new one's");
+  absl::Status st = m->ResetSession(alice[1].id()).status();  // its owner's next answer
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(st.message()), HasSubstr("session lost: reclaimed: for another owner at "));
+  for (const auto& s : bob) EXPECT_EQ(m->GetSession(s.id())->state(), kReady);
+  EXPECT_EQ(Eval(m, alice[0].id(), "x"), "7");
+  EXPECT_EQ(m->GetInfo().sessions(), 6u);
+  EXPECT_EQ(m->GetInfo().sessions_reclaimed_total(), 1u);
+}
+
+TEST_F(SessionManagerTest, AFullDaemonReclaimsOnlyFromAnOwnerThatWouldStillHoldMore) {
+  ManagerOptions o = Options();
+  o.max_sessions = 5;
+  SessionManager* m = StartManager(o);
+  for (int i = 0; i < 3; ++i) Create(m, OwnedBy("alice", false));
+  for (int i = 0; i < 2; ++i) Create(m, OwnedBy("bob", false));
+  // bob with 3 would hold more than alice with 2: the two would take turns.
+  absl::Status bob = m->CreateSession(OwnedBy("bob", false)).status();
+  EXPECT_EQ(bob.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(bob.message()),
+              HasSubstr("the daemon is full (5 sessions of 2 owners; this owner holds 2)"));
+  EXPECT_EQ(m->CreateSession(OwnedBy("alice", false)).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(m->GetInfo().sessions_reclaimed_total(), 0u);
+  EXPECT_TRUE(m->CreateSession(OwnedBy("carol", false)).ok()) << "carol holds none";
+  size_t alice_lost = 0;
+  for (const auto& s : m->ListSessions("alice")) alice_lost += s.state() == kLost;
+  EXPECT_EQ(alice_lost, 1u);
+}
+
+TEST_F(SessionManagerTest, AFullDaemonWithNothingIdleSaysHowFullItIs) {
+  ManagerOptions o = Options();
+  o.max_sessions = 2;
+  SessionManager* m = StartManager(o);
+  std::vector<Started> busy;
+  for (int i = 0; i < 2; ++i) {
+    sandbox::v1::Session s = Create(m, OwnedBy("alice", false));
+    busy.push_back(Exec(m, s.id(), "import time\nwhile True:\n    time.sleep(0.01)"));
+    ASSERT_TRUE(busy.back().collector->WaitStarted());
+  }
+  int starts = runtime_->start_calls();
+  absl::Status refused = m->CreateSession(OwnedBy("bob", false)).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(refused.message(),
+            "too many sessions (the limit is 2): the daemon is full (2 sessions of 1 owner; "
+            "this owner holds 0) and none that could make room is idle");
+  EXPECT_EQ(runtime_->start_calls(), starts) << "refused before a container was started";
+  busy[1].execution->Cancel();
+  ASSERT_TRUE(busy[1].collector->WaitFinished());
+  EXPECT_TRUE(m->CreateSession(OwnedBy("bob", false)).ok()) << "idle now";
+  EXPECT_EQ(busy[0].collector->finished_count(), 0) << "the busy one is left alone";
+  busy[0].execution->Cancel();
+  ASSERT_TRUE(busy[0].collector->WaitFinished());
 }
 
 }  // namespace
