@@ -1,8 +1,9 @@
 // RunApprovals: the approval gate of one run (ToolCallRouter::SetGate). Before a tool call
 // of the sandboxed code goes upstream, the policy (approvals/approval_policy.h) says allow,
 // ask or deny. To ask, the gateway sends the run's MCP client an elicitation/create (form
-// mode) naming the server, the tool and a summary of the arguments (clipped, values of
-// secret-looking keys hidden), and the code waits at its call, in its sandbox, until the
+// mode) naming the server, the tool and the arguments as approvals/approval_question.h
+// shows them (escaped, hidden only where the tool's schema or the operator says, what is
+// not shown marked and said), and the code waits at its call, in its sandbox, until the
 // person answers:
 //
 //   once     the call goes upstream
@@ -19,7 +20,7 @@
 // time, so that a "for the rest of this run" answers the calls waiting behind it. Every
 // decision is logged as one structured line ("approval: {json}").
 //
-//   RunApprovals approvals(&policy, &view, &ctx, options);
+//   RunApprovals approvals(&policy, &view, &ctx, options, "run_python");
 //   approvals.SetSandbox(binding.approved);
 //   router.SetGate([&](auto& server, auto& tool, auto& args, auto& cancel) {
 //     return approvals.Check(server, tool, args, cancel);
@@ -77,11 +78,6 @@ struct ApprovalOptions {
   GatewayMetrics* metrics = nullptr;
 };
 
-// The arguments as the person sees them: values under keys that look like secrets
-// (token, password, secret, key, authorization, credential, cookie) replaced by
-// "[hidden]", strings clipped, and the whole at most `max_bytes` of JSON.
-std::string SummarizeArguments(const nlohmann::json& arguments, size_t max_bytes);
-
 // The upstreams as a run's code sees them: the tools the policy denies are left out, and
 // the description of each tool that asks starts with "[needs approval] " (which help(),
 // _discover() and _schema() show).
@@ -89,10 +85,10 @@ std::vector<UpstreamStatus> ApplyApprovalPolicy(std::vector<UpstreamStatus> view
 
 class RunApprovals {
  public:
-  // `view`: the upstreams as the run sees them (their tools' annotations). `sandbox`: the
-  // run's sandbox's approvals (nullable: none kept).
+  // `view`: the upstreams as the run sees them (their tools' annotations and schemas).
+  // `run_tool`: the tool the code runs in ("run_python", "run_javascript"), which the question names.
   RunApprovals(const ApprovalPolicy* policy, const std::vector<UpstreamStatus>* view,
-               const ToolCallContext* ctx, ApprovalOptions options);
+               const ToolCallContext* ctx, ApprovalOptions options, std::string run_tool);
 
   // The approvals of the sandbox the run goes to (nullable: none kept); before it runs.
   void SetSandbox(std::shared_ptr<ApprovedTools> sandbox) {
@@ -122,7 +118,8 @@ class RunApprovals {
     std::string decision;  // "once", "run", "sandbox", "declined", "cancelled", "timed out", ...
     std::string why;       // set when the client could not be asked
   };
-  nlohmann::json Annotations(const std::string& server, const std::string& tool) const;
+  // The tool in the run's view (null: not in it).
+  const UpstreamTool* Find(const std::string& server, const std::string& tool) const;
   bool Approved(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ask_mu_);
   // Takes the next question's calls off the queue (those approved meanwhile are decided).
   std::vector<std::shared_ptr<Waiter>> TakeBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ask_mu_);
@@ -137,6 +134,7 @@ class RunApprovals {
   const std::vector<UpstreamStatus>* const view_;
   const ToolCallContext* const ctx_;
   const ApprovalOptions options_;
+  const std::string run_tool_;
   std::string trace_id_;
   // One question at a time per run (see above).
   codemode::Mutex ask_mu_;

@@ -200,7 +200,7 @@ absl::StatusOr<json> RunCodeTool::CallToolNow(const LanguageSpec& language, cons
   // outside its catalog), and each call through the gate (run_approvals.h).
   const std::vector<UpstreamStatus> view =
       FitCatalogLimits(ApplyApprovalPolicy(memory_.View(upstreams), *policy_));
-  RunApprovals approvals(policy_.get(), &view, &ctx, options_.approval);
+  RunApprovals approvals(policy_.get(), &view, &ctx, options_.approval, language.tool);
   approvals.SetTraceId(trace.trace_id());
   router.SetGate([&approvals](const std::string& server, const std::string& tool, const json& arguments,
                               const std::shared_ptr<codemode::CancelToken>& cancel, std::string* approval) {
