@@ -56,8 +56,8 @@ const UpstreamTool* RunApprovals::Find(const std::string& server, const std::str
   return nullptr;
 }
 
-bool RunApprovals::Approved(const std::string& name) {
-  return run_.Has(name) || (sandbox_ && sandbox_->Has(name));
+bool RunApprovals::Approved(const ToolId& tool) {
+  return run_.Has(tool) || (sandbox_ && sandbox_->Has(tool));
 }
 
 namespace {
@@ -96,8 +96,8 @@ absl::Status RunApprovals::Check(const std::string& server, const std::string& t
     return absl::PermissionDeniedError(absl::StrCat(w->name, " is denied by the gateway's operator"));
   }
   ask_mu_.Lock();
-  if (Approved(w->name)) {
-    const bool by_run = run_.Has(w->name);
+  if (Approved(w->id())) {
+    const bool by_run = run_.Has(w->id());
     ask_mu_.Unlock();
     decided = GatewayMetrics::Name(ApprovalDecision::kApproved);
     Record(*w, "approved", by_run ? "earlier answer (run)" : "earlier answer (sandbox)");
@@ -124,8 +124,8 @@ absl::Status RunApprovals::Check(const std::string& server, const std::string& t
     if (!batch.empty()) Ask(batch);
     ask_mu_.Lock();
     for (const auto& b : batch) {
-      if (b->decision == "run" || b->decision == "sandbox") run_.Add(b->name);
-      if (b->decision == "sandbox" && sandbox_) sandbox_->Add(b->name);
+      if (b->decision == "run" || b->decision == "sandbox") run_.Add(b->id());
+      if (b->decision == "sandbox" && sandbox_) sandbox_->Add(b->id());
       b->decided = true;
     }
     asking_ = false;
@@ -146,7 +146,7 @@ std::vector<std::shared_ptr<RunApprovals::Waiter>> RunApprovals::TakeBatch() {
       Record(*next, next->decision, "nobody: the run ended");
       continue;
     }
-    if (Approved(next->name)) {  // a "for the rest of this run" came meanwhile
+    if (Approved(next->id())) {  // a "for the rest of this run" came meanwhile
       next->decision = "approved by an earlier answer";
       next->decided = true;
       Record(*next, "approved", "earlier answer (run)");
@@ -233,17 +233,17 @@ void RunApprovals::Ask(const std::vector<std::shared_ptr<Waiter>>& batch) {
   }
   if (chosen.empty()) return decide_all("declined", "");
   std::vector<bool> checked(batch.size(), batch.size() == 1);
-  std::set<std::string> refused;  // tools with a call the person unchecked
+  std::set<ToolId> refused;  // tools with a call the person unchecked
   for (size_t i = 0; i < batch.size() && batch.size() > 1; ++i) {
     auto box = content->find(absl::StrCat("call_", i + 1));
     checked[i] = box != content->end() && box->is_boolean() && box->get<bool>();
-    if (!checked[i]) refused.insert(batch[i]->name);
+    if (!checked[i]) refused.insert(batch[i]->id());
   }
   for (size_t i = 0; i < batch.size(); ++i) {
     // "For the rest of this run" (or sandbox) does not cover a tool one of whose calls the
     // person refused in the same answer: its checked calls go once, and its next call asks
     // again (attack round 18, F6: the refused call went through unasked when repeated).
-    const std::string scope = refused.count(batch[i]->name) ? "once" : chosen;
+    const std::string scope = refused.count(batch[i]->id()) ? "once" : chosen;
     batch[i]->decision = checked[i] ? scope : "declined";
     Record(*batch[i], batch[i]->decision, "user");
   }

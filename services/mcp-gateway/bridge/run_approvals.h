@@ -11,6 +11,9 @@
 //   sandbox  and in later runs in this sandbox (on this gateway)
 //   decline / cancel / no answer within --approval_timeout: the code gets a ToolError
 //
+// "This tool" is the (server, tool) pair: server "up" with tool "v2.run_command" and server
+// "up.v2" with tool "run_command" are two tools, never one joined name.
+//
 // A client of protocol 2026-07-28 is asked through ToolCallContext::ask_client too: there it
 // is PendingRuns' (pending_runs.h), which sends the question as an input_required result.
 // A client that cannot be asked (it declared no elicitation capability) gets a ToolError
@@ -31,6 +34,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -45,14 +49,17 @@
 
 namespace gateway {
 
-// Tools approved "for this sandbox" ("server.tool"), kept with the sandbox's binding.
+// An upstream tool as approvals know it: (server, tool).
+using ToolId = std::pair<std::string, std::string>;
+
+// Tools approved for a run, or "for this sandbox" (kept with the sandbox's binding).
 class ApprovedTools {
  public:
-  bool Has(const std::string& tool) {
+  bool Has(const ToolId& tool) {
     codemode::MutexLock lock(&mu_);
     return tools_.count(tool) > 0;
   }
-  void Add(const std::string& tool) {
+  void Add(const ToolId& tool) {
     codemode::MutexLock lock(&mu_);
     if (tools_.size() < kMax) tools_.insert(tool);
   }
@@ -60,7 +67,7 @@ class ApprovedTools {
 
  private:
   codemode::Mutex mu_;
-  std::set<std::string> tools_ ABSL_GUARDED_BY(mu_);
+  std::set<ToolId> tools_ ABSL_GUARDED_BY(mu_);
 };
 
 struct ApprovalOptions {
@@ -111,7 +118,9 @@ class RunApprovals {
  private:
   // One call waiting for its answer.
   struct Waiter {
-    std::string server, tool, name;
+    std::string server, tool;
+    std::string name;  // "server.tool", for the code's ToolError only
+    ToolId id() const { return {server, tool}; }
     nlohmann::json arguments;
     std::shared_ptr<codemode::CancelToken> cancel;
     bool decided = false;
@@ -120,7 +129,7 @@ class RunApprovals {
   };
   // The tool in the run's view (null: not in it).
   const UpstreamTool* Find(const std::string& server, const std::string& tool) const;
-  bool Approved(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ask_mu_);
+  bool Approved(const ToolId& tool) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ask_mu_);
   // Takes the next question's calls off the queue (those approved meanwhile are decided).
   std::vector<std::shared_ptr<Waiter>> TakeBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ask_mu_);
   // Asks the client about `batch` and decides each (without the lock).

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <future>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/str_split.h"
 
@@ -23,6 +24,20 @@ using testing::FakeSandboxes;
 using testing::FakeUpstreams;
 using testing::Server;
 using testing::ToolCallOf;
+
+// A context whose client answers the first question with `first` and declines the rest;
+// the questions go into `asked`.
+ToolCallContext AskingContext(std::vector<json>* asked, json first) {
+  ToolCallContext ctx;
+  ctx.credential = "token 0";
+  ctx.client_capabilities = {{"elicitation", json::object()}};
+  ctx.ask_client = [asked, first](const std::string&, json params, absl::Duration,
+                                  const std::shared_ptr<codemode::CancelToken>&) -> absl::StatusOr<json> {
+    asked->push_back(std::move(params));
+    return asked->size() == 1 ? first : json{{"action", "decline"}};
+  };
+  return ctx;
+}
 
 class RunApprovalsTest : public ::testing::Test {
  protected:
@@ -234,6 +249,35 @@ TEST_F(RunApprovalsTest, TheQuestionShowsTheValueTheCodeChose) {
   EXPECT_EQ(Run(tool, "github.delete_repo", Accept("once")), "-");
   ASSERT_EQ(asked_.size(), 1u);
   EXPECT_THAT(asked_[0]["message"].get<std::string>(), HasSubstr(command));
+}
+
+// Issue 41, item 3: approvals were keyed by "server.tool", so approving server "up"'s
+// tool "v2.run_command" for the run (or the sandbox) approved server "up.v2"'s
+// "run_command" too, which then ran unasked.
+TEST_F(RunApprovalsTest, ApprovalsAreKeyedByTheServerAndToolPair) {
+  UpstreamStatus up = Server("up", {"v2.run_command"});
+  UpstreamStatus up_v2 = Server("up.v2", {"run_command"});
+  up.tools[0].annotations = {{"destructiveHint", true}};
+  up_v2.tools[0].annotations = {{"destructiveHint", true}};
+  const std::vector<UpstreamStatus> view = {up, up_v2};
+  const ApprovalPolicy policy;
+  for (const std::string scope : {"run", "sandbox"}) {
+    std::vector<json> asked;
+    const ToolCallContext ctx = AskingContext(&asked, Accept(scope));
+    auto sandbox = std::make_shared<ApprovedTools>();
+    RunApprovals first(&policy, &view, &ctx, {}, "run_python");
+    first.SetSandbox(sandbox);
+    EXPECT_TRUE(first.Check("up", "v2.run_command", {{"command", "true"}}, nullptr).ok());
+    RunApprovals later(&policy, &view, &ctx, {}, "run_python");  // a later run in the sandbox
+    later.SetSandbox(sandbox);
+    RunApprovals& next = scope == "run" ? first : later;
+    const absl::Status s = next.Check("up.v2", "run_command", {{"command", "rm -rf /srv/data"}}, nullptr);
+    EXPECT_TRUE(absl::IsPermissionDenied(s)) << scope << ": " << s;
+    ASSERT_EQ(asked.size(), 2u) << scope << ": up.v2's run_command is asked about";
+    EXPECT_THAT(asked[1]["message"].get<std::string>(), HasSubstr("tool \"run_command\" of server \"up.v2\""));
+    EXPECT_TRUE(next.Check("up", "v2.run_command", json::object(), nullptr).ok()) << "the approved one stays so";
+    EXPECT_EQ(asked.size(), 2u);
+  }
 }
 
 // Issue 41, item 4: a run_javascript run was described as run_python.
