@@ -87,14 +87,22 @@ absl::Status RunApprovals::Check(const std::string& server, const std::string& t
   w->name = absl::StrCat(server, ".", tool);
   w->arguments = arguments;
   w->cancel = cancel;
+  // A tool the run's view lacks has no annotations to judge it by, and its catalog (built
+  // from the view) does not offer it: never allowed unasked. Denied tools are not in the
+  // view either, so the policy speaks first.
   const UpstreamTool* known = Find(server, tool);
   const Approval approval = policy_->For(server, tool, known ? known->annotations : json::object());
-  if (approval == Approval::kAllow) return absl::OkStatus();
   if (approval == Approval::kDeny) {
     decided = GatewayMetrics::Name(ApprovalDecision::kPolicyDenied);
     Record(*w, "denied", absl::StrCat("policy (", policy_->Reason(server, tool), ")"));
     return absl::PermissionDeniedError(absl::StrCat(w->name, " is denied by the gateway's operator"));
   }
+  if (known == nullptr) {
+    decided = GatewayMetrics::Name(ApprovalDecision::kPolicyDenied);
+    Record(*w, "denied", "gateway (not in the run's catalog)");
+    return absl::PermissionDeniedError(absl::StrCat(w->name, " is not in the catalog this run was given"));
+  }
+  if (approval == Approval::kAllow) return absl::OkStatus();
   ask_mu_.Lock();
   if (Approved(w->id())) {
     const bool by_run = run_.Has(w->id());
@@ -181,7 +189,7 @@ absl::Status RunApprovals::Outcome(const Waiter& w) {
 json RunApprovals::Question(const std::vector<std::shared_ptr<Waiter>>& batch) const {
   std::vector<QuestionCall> calls;
   for (const auto& w : batch) {
-    const UpstreamTool* tool = Find(w->server, w->tool);
+    const UpstreamTool* tool = Find(w->server, w->tool);  // in the view: Check asks no other
     calls.push_back({w->server, w->tool, &w->arguments,
                      {tool ? &tool->input_schema : nullptr, &policy_->Hidden(w->server)}});
   }

@@ -92,8 +92,9 @@ std::vector<UpstreamStatus> ApplyApprovalPolicy(std::vector<UpstreamStatus> view
 
 class RunApprovals {
  public:
-  // `view`: the upstreams as the run sees them (their tools' annotations and schemas).
-  // `run_tool`: the tool the code runs in ("run_python", "run_javascript"), which the question names.
+  // `view`: the upstreams as the run sees them (their tools' annotations and schemas), the
+  // view its catalog was built from: a call of a tool not in it is refused. `run_tool`:
+  // the tool the code runs in ("run_python", "run_javascript"), which the question names.
   RunApprovals(const ApprovalPolicy* policy, const std::vector<UpstreamStatus>* view,
                const ToolCallContext* ctx, ApprovalOptions options, std::string run_tool);
 

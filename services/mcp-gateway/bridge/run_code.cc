@@ -173,7 +173,6 @@ absl::StatusOr<json> RunCodeTool::CallToolNow(const LanguageSpec& language, cons
   const absl::Time started = absl::Now();
   GatewayMetrics* metrics = options_.metrics.get();
   const std::vector<UpstreamStatus> upstreams = upstreams_->Snapshot();
-  const uint64_t catalog_version = upstreams_->catalog_version();
   RunLimits limits;
   limits.default_timeout_seconds = options_.default_timeout_seconds;
   limits.max_timeout_seconds = options_.max_timeout_seconds;
@@ -211,8 +210,12 @@ absl::StatusOr<json> RunCodeTool::CallToolNow(const LanguageSpec& language, cons
   report.sandbox_in_text = !args->sandbox.empty() || ctx.session_key.empty();
   // resource_link blocks came with protocol 2025-06-18; older clients get the links as text.
   report.resource_links = ctx.protocol_version >= "2025-06-18";
-  Run run{&language, *args, BuildCatalog(view, args->servers),
-          absl::StrCat(catalog_version, "/", args->servers.Key()),
+  // The gate judges calls by `view`, so the sandbox gets the catalog built from it, unless
+  // it has that very one: a key by content, not by the upstreams' catalog version, which is
+  // read apart from the snapshot and which the view (memory_) does not follow.
+  sandbox::v1::Catalog catalog = BuildCatalog(view, args->servers);
+  std::string catalog_key = CatalogKey(catalog);
+  Run run{&language, *args, std::move(catalog), std::move(catalog_key),
           &ctx, &router, &progress, &report, &approvals, trace.Traceparent()};
   absl::StatusOr<Finished> finished = Execute(run);
   // Whatever the run did to its sandbox's files (or the sandbox), listen streams of the
@@ -427,6 +430,9 @@ absl::StatusOr<Finished> RunCodeTool::ExecuteOn(SessionBindings::Binding& bindin
   }
   run.approvals->SetSandbox(binding.approved);
   const bool send_catalog = binding.catalog_key != run.catalog_key;
+  // Until sandboxd has answered, which catalog it holds is not known: the next run sends
+  // its own if this one fails.
+  if (send_catalog) binding.catalog_key.clear();
   auto calls_token = std::make_shared<codemode::CancelToken>();
   if (run.ctx->cancel) {
     run.ctx->cancel->OnCancel([calls_token] { calls_token->Cancel("the run was cancelled"); });

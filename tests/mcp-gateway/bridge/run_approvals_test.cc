@@ -4,6 +4,7 @@
 // asked and a 2026-07-28 request are each a ToolError and nothing reaches the upstream.
 #include <atomic>
 #include <future>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -24,6 +25,31 @@ using testing::FakeSandboxes;
 using testing::FakeUpstreams;
 using testing::Server;
 using testing::ToolCallOf;
+
+// Upstreams whose tools change right after a snapshot of them is taken: what a run reads
+// after its snapshot (the catalog version) is then of another catalog.
+class ChangingUpstreams : public FakeUpstreams {
+ public:
+  // The next Snapshot() returns the servers as they are; then they become `next`.
+  void ChangeAfterNextSnapshot(std::vector<UpstreamStatus> next) { next_ = std::move(next); }
+  std::vector<UpstreamStatus> Snapshot() const override {
+    std::vector<UpstreamStatus> now = FakeUpstreams::Snapshot();
+    if (next_) const_cast<ChangingUpstreams*>(this)->SetServers(*std::exchange(next_, std::nullopt));
+    return now;
+  }
+
+ private:
+  mutable std::optional<std::vector<UpstreamStatus>> next_;
+};
+
+// The names of the tools in `catalog`, as "server.tool".
+std::vector<std::string> ToolsOf(const sandbox::v1::Catalog& catalog) {
+  std::vector<std::string> names;
+  for (const auto& server : catalog.servers()) {
+    for (const auto& tool : server.tools()) names.push_back(server.name() + "." + tool.name());
+  }
+  return names;
+}
 
 // A context whose client answers the first question with `first` and declines the rest;
 // the questions go into `asked`.
@@ -278,6 +304,65 @@ TEST_F(RunApprovalsTest, ApprovalsAreKeyedByTheServerAndToolPair) {
     EXPECT_TRUE(next.Check("up", "v2.run_command", json::object(), nullptr).ok()) << "the approved one stays so";
     EXPECT_EQ(asked.size(), 2u);
   }
+}
+
+// A tool the run's view lacks has no annotations to go by, and the run's catalog does not
+// offer it: it is refused, also when a rule allows its name, and nobody is asked.
+TEST_F(RunApprovalsTest, AToolNotInTheRunsViewIsRefusedUnasked) {
+  const std::vector<UpstreamStatus> view = upstreams_.Snapshot();
+  ApprovalRules allow_all;
+  allow_all.allow = {"*"};
+  for (const ApprovalPolicy& policy :
+       {ApprovalPolicy(), ApprovalPolicy({{"github", allow_all}}, std::nullopt)}) {
+    std::vector<json> asked;
+    const ToolCallContext ctx = AskingContext(&asked, Accept("once"));
+    RunApprovals approvals(&policy, &view, &ctx, {}, "run_python");
+    const absl::Status s = approvals.Check("github", "wipe", json::object(), nullptr);
+    EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
+    EXPECT_EQ(s.message(), "github.wipe is not in the catalog this run was given");
+    EXPECT_TRUE(asked.empty());
+  }
+}
+
+// Suspected in issue 41 (run_code.cc:175-176): the run read the catalog version after its
+// snapshot of the upstreams, so a catalog sent to sandboxd under one version could be of
+// another: the next run then sent none, sandboxd accepted a tool the gate's view lacked,
+// and the gate, finding no annotations, let it through unasked.
+TEST_F(RunApprovalsTest, TheSandboxHasTheCatalogTheGateJudgesBy) {
+  UpstreamStatus before = Server("up", {"read", "wipe"});
+  before.tools[1].annotations = {{"destructiveHint", true}};
+  ChangingUpstreams upstreams;
+  upstreams.SetServers({before});
+  RunCodeTool tool(&sandboxes_, &upstreams, options_);
+  upstreams.ChangeAfterNextSnapshot({Server("up", {"read"})});
+  EXPECT_EQ(Run(tool, "up.read", json()), "-");
+  EXPECT_THAT(Run(tool, "up.wipe", json("no answer")), HasSubstr("up.wipe is not in the catalog this run was given"));
+  EXPECT_EQ(ToolsOf(sandboxes_.catalog_of("s1")), std::vector<std::string>{"up.read"});
+  for (const auto& call : upstreams.calls()) EXPECT_NE(call.tool, "wipe");
+}
+
+// A run whose execution fails leaves unknown which catalog sandboxd holds: the next run
+// sends its own, also when it equals the one the sandbox had before.
+TEST_F(RunApprovalsTest, AFailedRunLeavesTheSandboxsCatalogUnknown) {
+  UpstreamStatus wide = Server("up", {"read", "wipe"});
+  upstreams_.SetServers({Server("up", {"read"})});
+  RunCodeTool tool(&sandboxes_, &upstreams_, options_);
+  EXPECT_EQ(Run(tool, "up.read", json()), "-");
+  upstreams_.SetServers({wide});
+  sandboxes_.SetScript([](const FakeSandboxes::Execution&, const ExecuteHandlers&,
+                          std::shared_ptr<codemode::CancelToken>) -> absl::StatusOr<Finished> {
+    return absl::InternalError("the Execute stream broke");
+  });
+  ToolCallContext ctx;
+  ctx.session_key = "mcp-1";
+  ctx.credential = "token 0";
+  ctx.cancel = std::make_shared<codemode::CancelToken>();
+  (void)tool.CallTool("run_python", {{"code", "up.read"}}, ctx);
+  ASSERT_EQ(ToolsOf(sandboxes_.catalog_of("s1")), (std::vector<std::string>{"up.read", "up.wipe"}));
+  upstreams_.SetServers({Server("up", {"read"})});
+  sandboxes_.SetScript(testing::CallsNamedByCode("{}"));
+  EXPECT_EQ(Run(tool, "up.read", json()), "-");
+  EXPECT_EQ(ToolsOf(sandboxes_.catalog_of("s1")), std::vector<std::string>{"up.read"});
 }
 
 // Issue 41, item 4: a run_javascript run was described as run_python.
