@@ -72,7 +72,7 @@ int main() {
   const gateway::ApprovalPolicy policy(per_server, std::nullopt);
   gateway::ToolCallContext ctx;
   ctx.credential = credential;
-  gateway::RunApprovals approvals(&policy, &view, &ctx, {});
+  gateway::RunApprovals approvals(&policy, &view, &ctx, {}, "run_python");
   const nlohmann::json arguments = {{"id", 42}, {"fields", {"name", "owner"}}};
   auto cancel = std::make_shared<codemode::CancelToken>();
 

@@ -23,10 +23,11 @@ absl::StatusOr<ApprovalRules> ParseApprovalRules(const json& value) {
     std::vector<std::string>* into = key == "allow" ? &rules.allow
                                      : key == "ask" ? &rules.ask
                                      : key == "deny" ? &rules.deny
+                                     : key == "hide" ? &rules.hide
                                                      : nullptr;
     if (into == nullptr) {
       return absl::InvalidArgumentError(
-          absl::StrCat("approval has an unknown key \"", key.substr(0, 64), "\" (allow, ask, deny)"));
+          absl::StrCat("approval has an unknown key \"", key.substr(0, 64), "\" (allow, ask, deny, hide)"));
     }
     if (!list.is_array()) return absl::InvalidArgumentError(absl::StrCat("approval.", key, " must be an array"));
     if (list.size() > kMaxPatterns) {
@@ -36,8 +37,8 @@ absl::StatusOr<ApprovalRules> ParseApprovalRules(const json& value) {
       if (!pattern.is_string() || pattern.get_ref<const std::string&>().empty() ||
           pattern.get_ref<const std::string&>().size() > kMaxPatternBytes) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "approval.", key, " must hold tool names or globs: non-empty strings of at most ",
-            kMaxPatternBytes, " bytes"));
+            "approval.", key, " must hold ", into == &rules.hide ? "argument names" : "tool names or globs",
+            ": non-empty strings of at most ", kMaxPatternBytes, " bytes"));
       }
       into->push_back(pattern.get<std::string>());
     }
@@ -107,6 +108,12 @@ std::string ApprovalPolicy::Reason(const std::string& server, const std::string&
   if (ByRule(server, tool)) return "rule";
   if (fallback_) return "default";
   return "annotations";
+}
+
+const std::vector<std::string>& ApprovalPolicy::Hidden(const std::string& server) const {
+  static const std::vector<std::string> kNone;
+  auto it = per_server_.find(server);
+  return it == per_server_.end() ? kNone : it->second.hide;
 }
 
 }  // namespace gateway

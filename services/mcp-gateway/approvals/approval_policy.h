@@ -5,13 +5,16 @@
 // run of characters, `?` one character):
 //
 //   "github": {"url": "...", "approval": {"ask": ["create_*", "delete_*"], "deny": ["drop_database"],
-//                                         "allow": ["get_*"]}}
+//                                         "allow": ["get_*"], "hide": ["api_key"]}}
 //
 // A tool named by several lists gets the strictest of them (deny, then ask, then allow). A
 // tool no list names gets the gateway-wide default (--approval_default), and when that is
 // "annotations" (the default), its MCP annotations decide: `destructiveHint: true` asks,
 // anything else (`readOnlyHint: true`, no annotations) is allowed. Annotations come from
 // the upstream, which the operator chose to trust; a rule always wins over them.
+//
+// `hide` lists argument names (exact, not globs) whose values a question about this
+// server's tools does not show (approval_question.h); the tool's inputSchema hides more.
 //
 //   ApprovalPolicy policy({{"github", rules}}, std::nullopt);
 //   Approval a = policy.For("github", "delete_repo", tool_annotations);  // kAsk
@@ -32,18 +35,19 @@ enum class Approval { kAllow, kAsk, kDeny };
 // "allow", "ask", "deny".
 const char* ApprovalName(Approval a);
 
-// One upstream's lists of names and globs.
+// One upstream's lists of tool names and globs, and the argument names its questions hide.
 struct ApprovalRules {
   std::vector<std::string> allow, ask, deny;
-  bool empty() const { return allow.empty() && ask.empty() && deny.empty(); }
+  std::vector<std::string> hide;  // exact argument names
+  bool empty() const { return allow.empty() && ask.empty() && deny.empty() && hide.empty(); }
 };
 
 // At most this many patterns per list, each at most kMaxPatternBytes.
 inline constexpr size_t kMaxPatterns = 1000;
 inline constexpr size_t kMaxPatternBytes = 256;
 
-// The `approval` value of an mcpServers entry: an object of up to three arrays of
-// non-empty strings. INVALID_ARGUMENT saying what is wrong (the caller adds where).
+// The `approval` value of an mcpServers entry: an object of up to four arrays of
+// non-empty strings (allow, ask, deny, hide). INVALID_ARGUMENT saying what is wrong (the caller adds where).
 absl::StatusOr<ApprovalRules> ParseApprovalRules(const nlohmann::json& value);
 
 // The gateway-wide default: "annotations" (nullopt), "allow", "ask" or "deny".
@@ -62,6 +66,8 @@ class ApprovalPolicy {
   Approval For(const std::string& server, const std::string& tool, const nlohmann::json& annotations) const;
   // Why, for the record: "rule" (a list named it), "default", or "annotations".
   std::string Reason(const std::string& server, const std::string& tool) const;
+  // The argument names the questions about `server`'s tools hide (its `approval.hide`).
+  const std::vector<std::string>& Hidden(const std::string& server) const;
 
  private:
   std::optional<Approval> ByRule(const std::string& server, const std::string& tool) const;

@@ -1,14 +1,18 @@
 // RunApprovals: the approval gate of one run (ToolCallRouter::SetGate). Before a tool call
 // of the sandboxed code goes upstream, the policy (approvals/approval_policy.h) says allow,
 // ask or deny. To ask, the gateway sends the run's MCP client an elicitation/create (form
-// mode) naming the server, the tool and a summary of the arguments (clipped, values of
-// secret-looking keys hidden), and the code waits at its call, in its sandbox, until the
+// mode) naming the server, the tool and the arguments as approvals/approval_question.h
+// shows them (escaped, hidden only where the tool's schema or the operator says, what is
+// not shown marked and said), and the code waits at its call, in its sandbox, until the
 // person answers:
 //
 //   once     the call goes upstream
 //   run      so do this tool's later calls in this run, unasked
 //   sandbox  and in later runs in this sandbox (on this gateway)
 //   decline / cancel / no answer within --approval_timeout: the code gets a ToolError
+//
+// "This tool" is the (server, tool) pair: server "up" with tool "v2.run_command" and server
+// "up.v2" with tool "run_command" are two tools, never one joined name.
 //
 // A client of protocol 2026-07-28 is asked through ToolCallContext::ask_client too: there it
 // is PendingRuns' (pending_runs.h), which sends the question as an input_required result.
@@ -19,7 +23,7 @@
 // time, so that a "for the rest of this run" answers the calls waiting behind it. Every
 // decision is logged as one structured line ("approval: {json}").
 //
-//   RunApprovals approvals(&policy, &view, &ctx, options);
+//   RunApprovals approvals(&policy, &view, &ctx, options, "run_python");
 //   approvals.SetSandbox(binding.approved);
 //   router.SetGate([&](auto& server, auto& tool, auto& args, auto& cancel) {
 //     return approvals.Check(server, tool, args, cancel);
@@ -30,6 +34,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -44,14 +49,17 @@
 
 namespace gateway {
 
-// Tools approved "for this sandbox" ("server.tool"), kept with the sandbox's binding.
+// An upstream tool as approvals know it: (server, tool).
+using ToolId = std::pair<std::string, std::string>;
+
+// Tools approved for a run, or "for this sandbox" (kept with the sandbox's binding).
 class ApprovedTools {
  public:
-  bool Has(const std::string& tool) {
+  bool Has(const ToolId& tool) {
     codemode::MutexLock lock(&mu_);
     return tools_.count(tool) > 0;
   }
-  void Add(const std::string& tool) {
+  void Add(const ToolId& tool) {
     codemode::MutexLock lock(&mu_);
     if (tools_.size() < kMax) tools_.insert(tool);
   }
@@ -59,7 +67,7 @@ class ApprovedTools {
 
  private:
   codemode::Mutex mu_;
-  std::set<std::string> tools_ ABSL_GUARDED_BY(mu_);
+  std::set<ToolId> tools_ ABSL_GUARDED_BY(mu_);
 };
 
 struct ApprovalOptions {
@@ -77,11 +85,6 @@ struct ApprovalOptions {
   GatewayMetrics* metrics = nullptr;
 };
 
-// The arguments as the person sees them: values under keys that look like secrets
-// (token, password, secret, key, authorization, credential, cookie) replaced by
-// "[hidden]", strings clipped, and the whole at most `max_bytes` of JSON.
-std::string SummarizeArguments(const nlohmann::json& arguments, size_t max_bytes);
-
 // The upstreams as a run's code sees them: the tools the policy denies are left out, and
 // the description of each tool that asks starts with "[needs approval] " (which help(),
 // _discover() and _schema() show).
@@ -89,10 +92,11 @@ std::vector<UpstreamStatus> ApplyApprovalPolicy(std::vector<UpstreamStatus> view
 
 class RunApprovals {
  public:
-  // `view`: the upstreams as the run sees them (their tools' annotations). `sandbox`: the
-  // run's sandbox's approvals (nullable: none kept).
+  // `view`: the upstreams as the run sees them (their tools' annotations and schemas), the
+  // view its catalog was built from: a call of a tool not in it is refused. `run_tool`:
+  // the tool the code runs in ("run_python", "run_javascript"), which the question names.
   RunApprovals(const ApprovalPolicy* policy, const std::vector<UpstreamStatus>* view,
-               const ToolCallContext* ctx, ApprovalOptions options);
+               const ToolCallContext* ctx, ApprovalOptions options, std::string run_tool);
 
   // The approvals of the sandbox the run goes to (nullable: none kept); before it runs.
   void SetSandbox(std::shared_ptr<ApprovedTools> sandbox) {
@@ -115,15 +119,18 @@ class RunApprovals {
  private:
   // One call waiting for its answer.
   struct Waiter {
-    std::string server, tool, name;
+    std::string server, tool;
+    std::string name;  // "server.tool", for the code's ToolError only
+    ToolId id() const { return {server, tool}; }
     nlohmann::json arguments;
     std::shared_ptr<codemode::CancelToken> cancel;
     bool decided = false;
     std::string decision;  // "once", "run", "sandbox", "declined", "cancelled", "timed out", ...
     std::string why;       // set when the client could not be asked
   };
-  nlohmann::json Annotations(const std::string& server, const std::string& tool) const;
-  bool Approved(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ask_mu_);
+  // The tool in the run's view (null: not in it).
+  const UpstreamTool* Find(const std::string& server, const std::string& tool) const;
+  bool Approved(const ToolId& tool) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ask_mu_);
   // Takes the next question's calls off the queue (those approved meanwhile are decided).
   std::vector<std::shared_ptr<Waiter>> TakeBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ask_mu_);
   // Asks the client about `batch` and decides each (without the lock).
@@ -137,6 +144,7 @@ class RunApprovals {
   const std::vector<UpstreamStatus>* const view_;
   const ToolCallContext* const ctx_;
   const ApprovalOptions options_;
+  const std::string run_tool_;
   std::string trace_id_;
   // One question at a time per run (see above).
   codemode::Mutex ask_mu_;

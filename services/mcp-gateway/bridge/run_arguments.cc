@@ -4,7 +4,6 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 
 namespace gateway {
 namespace {
@@ -70,11 +69,6 @@ ServerAllowlist ServerAllowlist::Only(std::set<std::string> servers) {
 
 bool ServerAllowlist::Allows(const std::string& server) const {
   return all_ || servers_.count(server) > 0;
-}
-
-std::string ServerAllowlist::Key() const {
-  // Server names cannot hold control characters (the catalog rules refuse them).
-  return all_ ? "*" : absl::StrCat("\x1f", absl::StrJoin(servers_, "\x1f"));
 }
 
 json RunArgumentsSchema(uint32_t max_timeout_seconds) {

@@ -24,9 +24,6 @@ class ServerAllowlist {
   static ServerAllowlist Only(std::set<std::string> servers);
 
   bool Allows(const std::string& server) const;
-  // Names the allowed set: a session whose catalog was built for another key gets the
-  // catalog again.
-  std::string Key() const;
 
  private:
   bool all_ = true;

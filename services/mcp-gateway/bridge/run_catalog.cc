@@ -2,10 +2,13 @@
 // upstreams that went down. See run_catalog.h.
 #include "bridge/run_catalog.h"
 
+#include <openssl/sha.h>
+
 #include <optional>
 #include <set>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "catalog/catalog.h"
@@ -281,6 +284,13 @@ std::vector<UpstreamStatus> UpstreamMemory::View(const std::vector<UpstreamStatu
     }
   }
   return view;
+}
+
+std::string CatalogKey(const sandbox::v1::Catalog& catalog) {
+  const std::string bytes = catalog.SerializeAsString();
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), digest);
+  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(digest), sizeof digest));
 }
 
 }  // namespace gateway

@@ -28,6 +28,10 @@ std::string DescribeRunJavaScript(const std::vector<UpstreamStatus>& upstreams, 
 sandbox::v1::Catalog BuildCatalog(const std::vector<UpstreamStatus>& upstreams,
                                   const ServerAllowlist& servers);
 
+// Identifies a catalog by what it holds (the SHA-256 of its bytes): a sandbox that was
+// last sent the catalog of this key accepts exactly its tools, and needs it not sent again.
+std::string CatalogKey(const sandbox::v1::Catalog& catalog);
+
 // `upstreams` with every server that would take a sandbox's catalog past sandboxd's limits
 // (codemode::kMaxCatalogTools, kMaxCatalogServers, kMaxCatalogBytes) marked unavailable,
 // saying why, and its tools dropped: the connected servers fit in configuration order, so

@@ -172,10 +172,6 @@ absl::StatusOr<json> RunCodeTool::CallToolNow(const LanguageSpec& language, cons
                                                 ToolCallContext& ctx) {
   const absl::Time started = absl::Now();
   GatewayMetrics* metrics = options_.metrics.get();
-  // The version first: a snapshot is then at least as new as the key it is sent under, so
-  // a sandbox never keeps an older catalog under a newer key (and its calls never meet a
-  // gate that does not know their tool).
-  const uint64_t catalog_version = upstreams_->catalog_version();
   const std::vector<UpstreamStatus> upstreams = upstreams_->Snapshot();
   RunLimits limits;
   limits.default_timeout_seconds = options_.default_timeout_seconds;
@@ -197,7 +193,11 @@ absl::StatusOr<json> RunCodeTool::CallToolNow(const LanguageSpec& language, cons
   // (run_approvals.h).
   const std::vector<UpstreamStatus> view =
       FitCatalogLimits(ApplyApprovalPolicy(memory_.View(upstreams), *policy_));
+  // The gate judges calls by `view`, so the sandbox gets the catalog built from it, unless
+  // it has that very one: a key by content, not by the upstreams' catalog version, which is
+  // read apart from the snapshot and which the view (memory_) does not follow.
   sandbox::v1::Catalog catalog = BuildCatalog(view, args->servers);
+  std::string catalog_key = CatalogKey(catalog);
   RunProgress progress(ctx.progress);
   // Ends the run's execution: the client's cancel, or a call outside the catalog.
   auto end_run = std::make_shared<codemode::CancelToken>();
@@ -211,7 +211,7 @@ absl::StatusOr<json> RunCodeTool::CallToolNow(const LanguageSpec& language, cons
   router.SetMetrics(metrics);
   router.SetTrace(trace);
   router.SetAudit(options_.audit.get(), ctx.credential, options_.audit_arguments);
-  RunApprovals approvals(policy_.get(), &view, &ctx, options_.approval);
+  RunApprovals approvals(policy_.get(), &view, &ctx, options_.approval, language.tool);
   approvals.SetTraceId(trace.trace_id());
   router.SetGate([&approvals](const std::string& server, const std::string& tool, const json& arguments,
                               const std::shared_ptr<codemode::CancelToken>& cancel, std::string* approval) {
@@ -222,8 +222,7 @@ absl::StatusOr<json> RunCodeTool::CallToolNow(const LanguageSpec& language, cons
   report.sandbox_in_text = !args->sandbox.empty() || ctx.session_key.empty();
   // resource_link blocks came with protocol 2025-06-18; older clients get the links as text.
   report.resource_links = ctx.protocol_version >= "2025-06-18";
-  Run run{&language, *args, std::move(catalog),
-          absl::StrCat(catalog_version, "/", args->servers.Key()),
+  Run run{&language, *args, std::move(catalog), std::move(catalog_key),
           &ctx, end_run, &router, &progress, &report, &approvals, trace.Traceparent()};
   absl::StatusOr<Finished> finished = Execute(run);
   // Whatever the run did to its sandbox's files (or the sandbox), listen streams of the
@@ -438,6 +437,9 @@ absl::StatusOr<Finished> RunCodeTool::ExecuteOn(SessionBindings::Binding& bindin
   }
   run.approvals->SetSandbox(binding.approved);
   const bool send_catalog = binding.catalog_key != run.catalog_key;
+  // Until sandboxd has answered, which catalog it holds is not known: the next run sends
+  // its own if this one fails.
+  if (send_catalog) binding.catalog_key.clear();
   auto calls_token = std::make_shared<codemode::CancelToken>();
   run.end->OnCancel([calls_token] { calls_token->Cancel("the run was cancelled"); });
   ExecuteHandlers handlers;

@@ -132,7 +132,7 @@ class RunCodeTool : public ToolProvider {
     const LanguageSpec* language;
     RunArguments args;
     sandbox::v1::Catalog catalog;
-    std::string catalog_key;  // upstream catalog version and allowlist
+    std::string catalog_key;  // CatalogKey(catalog)
     ToolCallContext* ctx;
     std::shared_ptr<codemode::CancelToken> end;  // ends the execution (ctx's cancel or the router's)
     ToolCallRouter* router;

@@ -91,8 +91,8 @@ class SessionBindings {
     }
     // Tools approved "for this sandbox" (run_approvals.h).
     const std::shared_ptr<ApprovedTools> approved = std::make_shared<ApprovedTools>();
-    // Identifies the catalog the session has (upstream version and allowlist key), so a
-    // run sends a new one only when it changed.
+    // Identifies the catalog the session has (CatalogKey; empty: not known), so a run
+    // sends its own only when it differs.
     std::string catalog_key ABSL_GUARDED_BY(run_mu);
 
    private:

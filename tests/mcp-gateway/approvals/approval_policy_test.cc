@@ -40,6 +40,19 @@ TEST(ApprovalRulesTest, ParsesThreeListsAndRefusesAnythingElse) {
   EXPECT_FALSE(ParseApprovalDefault("yes").ok());
 }
 
+TEST(ApprovalRulesTest, HideListsArgumentNamesPerServer) {
+  absl::StatusOr<ApprovalRules> rules = ParseApprovalRules({{"hide", {"api_key", "password"}}});
+  ASSERT_TRUE(rules.ok()) << rules.status();
+  EXPECT_EQ(rules->hide, (std::vector<std::string>{"api_key", "password"}));
+  EXPECT_FALSE(rules->empty()) << "a server with only a hide list keeps it";
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseApprovalRules({{"hide", {""}}}).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseApprovalRules({{"hide", "api_key"}}).status()));
+  ApprovalPolicy policy({{"github", *rules}}, std::nullopt);
+  EXPECT_EQ(policy.Hidden("github"), rules->hide);
+  EXPECT_TRUE(policy.Hidden("memory").empty());
+  EXPECT_EQ(policy.For("github", "anything", json::object()), Approval::kAllow) << "hide decides nothing";
+}
+
 TEST(ApprovalPolicyTest, RulesThenTheDefaultThenAnnotations) {
   ApprovalRules github;
   github.allow = {"*"};

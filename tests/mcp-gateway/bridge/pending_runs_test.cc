@@ -73,7 +73,8 @@ class PendingRunsTest : public ::testing::Test {
     EXPECT_EQ(requests.size(), 1u);
     if (requests.size() != 1) return "";
     EXPECT_EQ(requests.begin().value()["method"], "elicitation/create");
-    EXPECT_THAT(requests.begin().value()["params"]["message"].get<std::string>(), HasSubstr("github.delete_repo"));
+    EXPECT_THAT(requests.begin().value()["params"]["message"].get<std::string>(),
+                HasSubstr("tool \"delete_repo\" of server \"github\""));
     return requests.begin().key();
   }
   size_t UpstreamCalls(const std::string& tool) {

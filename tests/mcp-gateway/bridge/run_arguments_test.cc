@@ -133,15 +133,6 @@ TEST(ParseRunArgumentsTest, AnEmptyServerListAllowsNothing) {
   EXPECT_FALSE(run->servers.Allows(""));
 }
 
-TEST(ServerAllowlistTest, KeysTellSetsApart) {
-  std::set<std::string> keys = {ServerAllowlist::All().Key(), ServerAllowlist::Only({}).Key(),
-                                ServerAllowlist::Only({"a"}).Key(),
-                                ServerAllowlist::Only({"a", "b"}).Key(),
-                                ServerAllowlist::Only({"a,b"}).Key()};
-  EXPECT_EQ(keys.size(), 5u);
-  EXPECT_EQ(ServerAllowlist::Only({"b", "a"}).Key(), ServerAllowlist::Only({"a", "b"}).Key());
-}
-
 TEST(ParseRunArgumentsTest, FilesAreTextOrBase64WithinTheLimits) {
   absl::StatusOr<RunArguments> run = ParseRunArguments(
       {{"code", "x"}, {"files", {{"in/a.txt", "hello"}, {"b.bin", {{"base64", "AP8="}}}}}},

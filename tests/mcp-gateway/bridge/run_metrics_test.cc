@@ -152,11 +152,13 @@ TEST_F(RunMetricsTest, ToolNamesMadeUpBySandboxedCodeStayWithinTheBound) {
       calls += value;
     }
   }
-  // Bound 3: three pairs of their own and _other, each with one outcome here.
+  // Bound 3: three pairs of their own and _other, each with one outcome here (refused: no
+  // such tool is in the run's catalog).
   EXPECT_EQ(series, 4u);
   EXPECT_EQ(calls, 10000);
-  EXPECT_EQ(Samples(*metrics_)["codemode_gateway_tool_calls_total{outcome=\"refused\",server=\"_other\",tool=\"_other\"}"],
-            10000 - 3);
+  EXPECT_EQ(
+      Samples(*metrics_)["codemode_gateway_tool_calls_total{outcome=\"refused\",server=\"_other\",tool=\"_other\"}"],
+      10000 - 3);
 }
 
 TEST_F(RunMetricsTest, ExpositionIsValidTextFormat) {

@@ -81,7 +81,7 @@ TEST_F(RunCodeToolTest, TheCatalogGoesAlongOnlyWhenItChanged) {
   Run({{"code", "1"}});
   EXPECT_EQ(sandboxes_.catalog_of("s1").servers_size(), 2) << "given at creation";
   Run({{"code", "2"}});
-  upstreams_.SetServers({Server("github", {"search", "issues"})});
+  upstreams_.SetServers({Server("github", {"search", "issues"}), Server("memory", {"read"})});
   Run({{"code", "3"}});
   Run({{"code", "4"}, {"servers", {"github"}}});
   Run({{"code", "5"}, {"servers", {"github"}}});
@@ -93,6 +93,13 @@ TEST_F(RunCodeToolTest, TheCatalogGoesAlongOnlyWhenItChanged) {
   EXPECT_EQ(e[2].catalog.servers(0).tools_size(), 2);
   EXPECT_TRUE(e[3].catalog_sent) << "the allowlist changed";
   EXPECT_FALSE(e[4].catalog_sent);
+  // What decides is what the catalog holds: without memory, all servers make the catalog
+  // the sandbox has (github's alone), whatever the allowlist and the catalog version.
+  upstreams_.SetServers({Server("github", {"search", "issues"})});
+  Run({{"code", "6"}});
+  e = sandboxes_.executions();
+  ASSERT_EQ(e.size(), 6u);
+  EXPECT_FALSE(e[5].catalog_sent);
 }
 
 TEST_F(RunCodeToolTest, ServersDownKeepTheirToolsInTheCatalog) {

@@ -75,7 +75,7 @@ describe("approvals", () => {
     let r = await runPython(once.c, deleteLoop("a", 2));
     assert.equal(r.structuredContent.stdout, "deleted\ndeleted\n", text(r));
     assert.equal(once.asked.length, 3, "create_entities and two deletes");
-    assert.match(once.asked[1].message, /memory\.delete_entities/);
+    assert.match(once.asked[1].message, /tool "delete_entities" of server "memory"/);
     assert.deepEqual(once.asked[1].requestedSchema.properties.decision.enum, ["once", "run", "sandbox"]);
     await once.c.close();
 

@@ -357,7 +357,7 @@ describe("approvals by multi round-trip requests", () => {
     let r = await runPython(c, CODE);
     assert.equal(r.structuredContent.stdout, "before\nEcho: hi\nafter\n", text(r));
     assert.equal(asked.length, 1);
-    assert.match(asked[0].message, /everything\.echo/);
+    assert.match(asked[0].message, /tool "echo" of server "everything"/);
     assert.deepEqual(asked[0].requestedSchema.properties.decision.enum, ["once", "run", "sandbox"]);
     answer = { action: "decline" };
     r = await runPython(c, CODE);
