@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "server/http_token.h"
 #include "bridge/run_code.h"
+#include "flag_groups.h"
 #include "observability_flags.h"
 #include "run_flags.h"
 #include "sandboxd_flags.h"
@@ -506,10 +507,7 @@ int Serve(gateway::RunCodeTool& tool, const gateway::ServerOptions& server_optio
 }  // namespace
 
 int main(int argc, char** argv) {
-  codemode::StartMain(
-      argc, argv, "mcp-gateway",
-      "mcp-gateway: MCP tools run_python and run_javascript, whose code calls your MCP "
-      "servers' tools.");
+  codemode::StartMain(argc, argv, GatewayHelp());
   codemode::ShutdownSignal shutdown;  // before any thread starts
   if (gateway::HideTokenArguments(argc, argv)) {
     spdlog::warn("--token on the command line is readable by every local user (/proc/<pid>/"
@@ -570,7 +568,6 @@ int main(int argc, char** argv) {
   gateway::ServerOptions server_options = ServerOptionsFromFlags(ceiling);
   server_options.instructions = ServerInstructions(run_options->languages);
   server_options.metrics = metrics;
-  server_options.version = GATEWAY_VERSION;
   upstreams.WaitInitial(absl::GetFlag(FLAGS_startup_wait));
 
   return Serve(tool, server_options, upstreams, metrics.get(), run_options->audit.get(), absl::StrJoin(sandboxd->endpoints, ", ") +

@@ -5,6 +5,7 @@
 
 #include "absl/flags/flag.h"
 #include "base/secret_file.h"
+#include "base/version.h"
 #include "server/http_server.h"
 #include "spdlog/spdlog.h"
 #include "telemetry/metrics.h"
@@ -114,7 +115,7 @@ absl::StatusOr<std::unique_ptr<codemode::telemetry::MetricsServer>> ServeMetrics
                                                              {"refused", double(audit->rotation_failures())}};
                               });
   }
-  codemode::telemetry::AddBuildInfo(*metrics.registry(), "mcp-gateway", GATEWAY_VERSION);
+  codemode::telemetry::AddBuildInfo(*metrics.registry(), "mcp-gateway", codemode::kVersion);
   absl::StatusOr<std::unique_ptr<codemode::telemetry::MetricsServer>> server =
       codemode::telemetry::MetricsServer::Start(listen, {metrics.registry(), metrics.gauges_collectable()});
   if (!server.ok()) return server.status();

@@ -1,5 +1,5 @@
-// sandboxd: runs Python for AI agents in hardened Podman containers behind the
-// sandbox.v1 gRPC API. See README.md for flags, the security model and grpcurl usage.
+// sandboxd: runs Python and JavaScript for AI agents in hardened Podman containers behind
+// the sandbox.v1 gRPC API. See README.md for flags, the security model and grpcurl usage.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -34,6 +34,8 @@
 #include "sandboxd/log.h"
 #include "sandboxd/metrics.h"
 #include "sandboxd/seccomp_profile.h"
+#include "base/version.h"
+#include "flag_groups.h"
 #include "paths.h"
 #include "self_check.h"
 #include "telemetry/metrics.h"
@@ -336,7 +338,7 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
     return absl::InvalidArgumentError("--max_rpc_threads must be at least 4");
   }
   options.kill_grace = absl::GetFlag(FLAGS_kill_grace);
-  options.version = SANDBOXD_VERSION;
+  options.version = codemode::kVersion;
   for (const std::string& kv : absl::GetFlag(FLAGS_env)) {
     if (kv.find('=') == std::string::npos) {
       return absl::InvalidArgumentError(absl::StrCat("--env entry '", kv, "' is not KEY=VALUE"));
@@ -400,7 +402,7 @@ absl::StatusOr<std::unique_ptr<codemode::telemetry::MetricsServer>> StartMetrics
   using codemode::telemetry::MetricsServer;
   const std::string listen = absl::GetFlag(FLAGS_metrics_listen);
   if (listen.empty()) return nullptr;
-  codemode::telemetry::AddBuildInfo(*metrics.registry(), "sandboxd", SANDBOXD_VERSION);
+  codemode::telemetry::AddBuildInfo(*metrics.registry(), "sandboxd", codemode::kVersion);
   absl::StatusOr<std::unique_ptr<MetricsServer>> server =
       MetricsServer::Start(listen, metrics.collectables());
   if (!server.ok()) return server.status();
@@ -492,7 +494,7 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
                                     : "STATUS=cannot start containers: " + r.reason.substr(0, 200));
   });
   spdlog::info("sandboxd {} serving on unix:{}{} (state {}, image {}, pools {} python, {} javascript)",
-               SANDBOXD_VERSION,
+               codemode::kVersion,
                socket_path,
                tcp.empty() ? ""
                            : absl::StrCat(" and ", tcp, " (port ", (*tcp_listener)->port(), ", ",
@@ -540,9 +542,7 @@ void RouteGrpcLogs() {
 }
 
 int main(int argc, char** argv) {
-  codemode::StartMain(
-      argc, argv, "sandboxd",
-      "sandboxd: persistent Python sessions in hardened Podman containers, over gRPC.");
+  codemode::StartMain(argc, argv, sandboxd::SandboxdHelp());
   const sandboxd::SystemdNotifier notifier;  // takes NOTIFY_SOCKET out of the environment
   codemode::ShutdownSignal shutdown;         // before any thread starts
   RouteGrpcLogs();

@@ -5,11 +5,15 @@
 #include <time.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <unistd.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/allocator.h"
 #include "spdlog/sinks/stdout_sinks.h"
@@ -19,11 +23,25 @@ ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error.");
 
 namespace codemode {
 
-void StartMain(int argc, char** argv, const std::string& name, const std::string& usage) {
-  absl::SetProgramUsageMessage(usage);
+void StartMain(int argc, char** argv, const ProgramHelp& program) {
+  absl::SetProgramUsageMessage(program.description);
+  // Abseil's own help (--helpshort, --helpmatch, ...) takes the program's flags as its
+  // important ones too; --version never reaches it (ReadCommandLine answers it).
+  absl::FlagsUsageConfig config;
+  const std::string tree = program.source_tree;
+  config.contains_helpshort_flags = [tree](absl::string_view file) { return absl::StrContains(file, tree); };
+  config.contains_help_flags = config.contains_helpshort_flags;
+  config.version_string = [name = program.name] { return VersionText(name); };
+  absl::SetFlagsUsageConfig(config);
+  const CommandLineAction action = ReadCommandLine(argc, argv, program);
+  if (action.exit) {
+    fputs(action.out.c_str(), stdout);
+    fputs(action.err.c_str(), stderr);
+    std::exit(action.exit_code);
+  }
   ReturnLargeBlocksToTheSystem();
   absl::ParseCommandLine(argc, argv);
-  InitLogging(name, absl::GetFlag(FLAGS_log_level));
+  InitLogging(program.name, absl::GetFlag(FLAGS_log_level));
 }
 
 void InitLogging(const std::string& name, const std::string& level) {

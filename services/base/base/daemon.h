@@ -2,7 +2,7 @@
 // on stderr (journald picks them up; for a stdio MCP server stdout carries the protocol
 // only) and shutdown on SIGTERM/SIGINT taken synchronously by the main thread.
 //
-//   codemode::StartMain(argc, argv, "sandboxd", "sandboxd: what it is, for --help");
+//   codemode::StartMain(argc, argv, SandboxdHelp());   // name, description, flag groups
 //   codemode::ShutdownSignal shutdown;   // before any thread starts
 //   ... start serving; a transport that ends by itself calls shutdown.Request("stdin closed")
 //   spdlog::info("{}: shutting down", shutdown.Wait());
@@ -13,13 +13,15 @@
 #include <cstdint>
 #include <string>
 
+#include "base/command_line.h"
 #include "base/mutex.h"
 
 namespace codemode {
 
-// The start of main(): the allocator set-up (allocator.h), the flags (`usage` is the
-// first line of --help), then InitLogging(name, --log_level). Starts no thread.
-void StartMain(int argc, char** argv, const std::string& name, const std::string& usage);
+// The start of main(): the allocator set-up (allocator.h), the command line
+// (command_line.h: --help, --version and a bad flag exit here), then
+// InitLogging(program.name, --log_level). Starts no thread.
+void StartMain(int argc, char** argv, const ProgramHelp& program);
 
 // Logs of every level from `level` up go to stderr through spdlog's default logger.
 void InitLogging(const std::string& name, const std::string& level);

@@ -27,6 +27,7 @@
 #include "base/cancel.h"
 #include "jsonrpc/jsonrpc.h"
 #include "metrics/gateway_metrics.h"
+#include "base/version.h"
 #include "nlohmann/json.hpp"
 #include "server/call_limits.h"
 #include "server/tool_provider.h"
@@ -35,7 +36,7 @@ namespace gateway {
 
 struct ServerOptions {
   std::string name = "mcp-gateway";
-  std::string version = "0.1.0";
+  std::string version = codemode::kVersion;  // serverInfo.version
   std::string instructions;  // sent in the initialize result when not empty
   int max_concurrent_calls = 64;
   // Values one client message may hold (jsonrpc.h); more get -32700.

@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 #include "base/byte_budget.h"
 #include "base/cancel.h"
+#include "base/version.h"
 #include "nlohmann/json.hpp"
 #include "upstream/transport.h"
 
@@ -59,7 +60,7 @@ struct UpstreamOptions {
   // server that ignores requests it does not know is a 2025 server).
   absl::Duration discover_timeout = absl::Seconds(5);
   std::string client_name = "mcp-gateway";
-  std::string client_version = "0.1.0";
+  std::string client_version = codemode::kVersion;
   // The tool catalog of one upstream (names, descriptions and schemas as the sandbox
   // receives them, JSON-escaped) may be at most this large. A larger one is left out, with
   // the reason, so one upstream can never make run_python fail for every client.

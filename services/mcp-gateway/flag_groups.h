@@ -1,0 +1,7 @@
+// What `mcp-gateway --help` says: the description and every flag by group
+// (flag_groups.cc).
+#pragma once
+
+#include "base/command_line.h"
+
+codemode::ProgramHelp GatewayHelp();
