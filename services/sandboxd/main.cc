@@ -26,9 +26,7 @@
 #include "sandboxd/grpc_service.h"
 #include "sandboxd/instance_lock.h"
 #include "sandboxd/podman_runtime.h"
-#include "sandboxd/tcp_auth.h"
 #include "sandboxd/tcp_listener.h"
-#include "sandboxd/tls_identity.h"
 #include "sandboxd/sd_notify.h"
 #include "sandboxd/session_manager.h"
 #include "sandboxd/log.h"
@@ -38,6 +36,7 @@
 #include "flag_groups.h"
 #include "paths.h"
 #include "self_check.h"
+#include "tcp_flags.h"
 #include "telemetry/metrics.h"
 #include "telemetry/metrics_server.h"
 
@@ -45,37 +44,6 @@ ABSL_FLAG(std::string, socket, "",
           "Unix socket to serve on. Default: $XDG_RUNTIME_DIR/sandboxd/sandboxd.sock, else "
           "/run/sandboxd/sandboxd.sock for root, else /tmp/sandboxd-$UID/sandboxd.sock. "
           "The directory is created 0700 and the socket made 0600.");
-ABSL_FLAG(std::string, listen_tcp, "",
-          "Also serve on this TCP address (for example 127.0.0.1:50051). Every call must carry "
-          "'authorization: Bearer <token>' with the token of --tcp_token_file (required with "
-          "--listen_tcp). Always TLS, on loopback too: with --tls_cert_file and --tls_key_file "
-          "when given, else with sandboxd's own certificate, made in <state_dir>/tls/cert.pem "
-          "(clients pin it: mcp-gateway --sandboxd_tls_ca_file, grpcurl -cacert).");
-ABSL_FLAG(absl::Duration, tcp_handshake_timeout, absl::Seconds(10),
-          "A --listen_tcp connection that has not finished its handshake (TLS, HTTP/2) by then "
-          "is closed: a peer without the token or a certificate holds a descriptor no longer.");
-ABSL_FLAG(absl::Duration, tcp_idle_timeout, absl::Seconds(60),
-          "A connection with no call for this long is closed (a gateway reconnects at its next "
-          "call).");
-ABSL_FLAG(absl::Duration, tcp_auth_timeout, absl::Seconds(10),
-          "A --listen_tcp connection without a call with the token by then is closed, whatever "
-          "it sends; one whose call was refused (no token, a wrong one) is closed at once.");
-ABSL_FLAG(uint32_t, tcp_max_unauthenticated, 32,
-          "--listen_tcp connections open at once without a call with the token; a new one past "
-          "it closes the oldest.");
-ABSL_FLAG(std::string, tls_cert_file, "",
-          "PEM certificate chain of --listen_tcp's TLS (with --tls_key_file). Default: "
-          "sandboxd's own, <state_dir>/tls/cert.pem.");
-ABSL_FLAG(std::string, tls_key_file, "",
-          "PEM private key of --listen_tcp's TLS: a file of ours that no other user may read "
-          "or write.");
-ABSL_FLAG(std::string, tls_client_ca_file, "",
-          "PEM CA certificates; a --listen_tcp client must then present a certificate one of "
-          "them signed (mutual TLS), besides the token.");
-ABSL_FLAG(std::string, tcp_token_file, "",
-          "The --listen_tcp token: a file of ours, mode 0600, holding one token of at least 32 "
-          "characters; when missing it is created (0600, a random token) in an existing "
-          "directory.");
 ABSL_FLAG(std::string, state_dir, "",
           "Session records and runner sockets. Default: /var/lib/sandboxd for root, else "
           "$XDG_STATE_HOME/sandboxd (~/.local/state/sandboxd).");
@@ -330,10 +298,7 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
                                                    sandboxd::kMaxDisplayBytes));
   }
   options.max_queue = absl::GetFlag(FLAGS_max_queue);
-  if (!absl::GetFlag(FLAGS_listen_tcp).empty() && absl::GetFlag(FLAGS_tcp_token_file).empty()) {
-    return absl::InvalidArgumentError(
-        "--listen_tcp needs --tcp_token_file: every local user can reach a loopback port");
-  }
+  if (absl::Status s = CheckTcpPortFlags(); !s.ok()) return s;
   if (absl::GetFlag(FLAGS_max_rpc_threads) < 4) {
     return absl::InvalidArgumentError("--max_rpc_threads must be at least 4");
   }
@@ -416,37 +381,11 @@ absl::StatusOr<std::unique_ptr<codemode::telemetry::MetricsServer>> StartMetrics
   return server;
 }
 
-// TLS for --listen_tcp, which never speaks plaintext: a client proves nothing by reaching
-// a port, and neither does the process listening there, so the token and the code go only
-// to a peer that holds the key of a certificate the client trusts. The operator's
-// certificate (--tls_cert_file, --tls_key_file), else sandboxd's own identity in
-// <state_dir>/tls, which clients pin.
-absl::StatusOr<sandboxd::TcpTls> TcpTlsFromFlags(const std::string& state_dir) {
-  const std::string cert_file = absl::GetFlag(FLAGS_tls_cert_file);
-  const std::string key_file = absl::GetFlag(FLAGS_tls_key_file);
-  const std::string client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
-  if (!cert_file.empty() || !key_file.empty()) {
-    return sandboxd::LoadTcpTls(cert_file, key_file, client_ca_file);
-  }
-  absl::StatusOr<sandboxd::TcpTls> tls = sandboxd::LoadTcpTls("", "", client_ca_file);
-  if (!tls.ok()) return tls.status();
-  absl::StatusOr<sandboxd::TlsIdentity> id = sandboxd::LoadOrCreateTlsIdentity(
-      state_dir + "/tls", {sandboxd::TlsNameOfListenAddress(absl::GetFlag(FLAGS_listen_tcp))});
-  if (!id.ok()) return id.status();
-  spdlog::info("--listen_tcp: TLS with sandboxd's own certificate {} ({}); clients pin it: "
-               "mcp-gateway --sandboxd_tls_ca_file={}, grpcurl -cacert {}",
-               id->cert_path, id->created ? "made now" : "kept", id->cert_path, id->cert_path);
-  tls->cert_chain = std::move(id->cert_pem);
-  tls->private_key = std::move(id->key_pem);
-  return tls;
-}
-
-// Serves `manager` on the unix socket (and --listen_tcp, whose calls must carry
-// `tcp_token`) until SIGTERM/SIGINT, then drains; `metrics_server` (may be null) stops
-// serving as the drain begins. Returns the process's exit code.
+// Serves `manager` on the unix socket (and the TCP port of `tcp`, when it has an address)
+// until SIGTERM/SIGINT, then drains; `metrics_server` (may be null) stops serving as the
+// drain begins. Returns the process's exit code.
 int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& options,
-          const std::string& socket_path, const std::string& tcp_token,
-          const std::optional<sandboxd::TcpTls>& tls,
+          const std::string& socket_path, const TcpPortFlags& tcp,
           const sandboxd::SystemdNotifier& notifier, codemode::ShutdownSignal& shutdown,
           codemode::telemetry::MetricsServer* metrics_server) {
   // gRPC's built-in health service does not link its proto descriptor; touching ours
@@ -459,16 +398,14 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
   // Connections cost a descriptor before any call is authenticated: bounded in time
   // (attack round 16, F1: 1,100 idle TLS connections without a token took every descriptor).
   builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
-                             static_cast<int>(absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_tcp_handshake_timeout))));
+                             static_cast<int>(absl::ToInt64Milliseconds(tcp.handshake_timeout)));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
-                             static_cast<int>(absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_tcp_idle_timeout))));
+                             static_cast<int>(absl::ToInt64Milliseconds(tcp.idle_timeout)));
   builder.AddListeningPort(absl::StrCat("unix:", socket_path), grpc::InsecureServerCredentials());
-  std::string tcp = absl::GetFlag(FLAGS_listen_tcp);
   // Loopback is no boundary between the users of a machine: the TCP port wants a token and
   // bounds the connections that have not shown it (tcp_listener.h).
-  absl::StatusOr<std::unique_ptr<sandboxd::TcpListener>> tcp_listener = sandboxd::TcpListener::Create(
-      tcp, tcp_token, tls ? *tls : sandboxd::TcpTls{},
-      {absl::GetFlag(FLAGS_tcp_max_unauthenticated), absl::GetFlag(FLAGS_tcp_auth_timeout)}, &builder);
+  absl::StatusOr<std::unique_ptr<sandboxd::TcpListener>> tcp_listener =
+      sandboxd::TcpListener::Create(tcp.address, tcp.token, tcp.tls, tcp.limits, &builder);
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_code_bytes + (16 << 20)));
   // Each synchronous rpc holds a thread while it waits (on podman, on a sandbox): without a
@@ -480,7 +417,7 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
   if (!server) {
     spdlog::critical("{}", !tcp_listener.ok() ? std::string(tcp_listener.status().message())
                                               : absl::StrCat("cannot listen on ", socket_path,
-                                                             tcp.empty() ? "" : " / " + tcp));
+                                                             tcp.address.empty() ? "" : " / " + tcp.address));
     manager.Shutdown();
     return 1;
   }
@@ -496,10 +433,10 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
   spdlog::info("sandboxd {} serving on unix:{}{} (state {}, image {}, pools {} python, {} javascript)",
                codemode::kVersion,
                socket_path,
-               tcp.empty() ? ""
-                           : absl::StrCat(" and ", tcp, " (port ", (*tcp_listener)->port(), ", ",
-                                          tls->client_ca.empty() ? "TLS" : "TLS with client certificates",
-                                          ")"),
+               tcp.address.empty()
+                   ? ""
+                   : absl::StrCat(" and ", tcp.address, " (port ", (*tcp_listener)->port(), ", ",
+                                  tcp.tls.client_ca.empty() ? "TLS" : "TLS with client certificates", ")"),
                options.state_dir, options.image, options.pool_size, options.js_pool_size);
   // READY=1: the socket accepts RPCs and earlier sessions are re-attached; whether new
   // sessions can start is the health status (above).
@@ -579,26 +516,9 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  std::string tcp_token;
-  if (!absl::GetFlag(FLAGS_listen_tcp).empty()) {
-    absl::StatusOr<std::string> token = sandboxd::LoadOrCreateTcpToken(absl::GetFlag(FLAGS_tcp_token_file));
-    if (!token.ok()) {
-      spdlog::critical("{}", token.status().message());
-      return 2;
-    }
-    tcp_token = *token;
-  }
-  std::optional<sandboxd::TcpTls> tls;
-  if (!absl::GetFlag(FLAGS_listen_tcp).empty()) {
-    absl::StatusOr<sandboxd::TcpTls> loaded = TcpTlsFromFlags(options->state_dir);
-    if (!loaded.ok()) {
-      spdlog::critical("{}", loaded.status().message());
-      return 2;
-    }
-    tls = *std::move(loaded);
-  } else if (!absl::GetFlag(FLAGS_tls_cert_file).empty() || !absl::GetFlag(FLAGS_tls_key_file).empty() ||
-             !absl::GetFlag(FLAGS_tls_client_ca_file).empty()) {
-    spdlog::critical("--tls_cert_file and --tls_key_file secure --listen_tcp, which is not set");
+  absl::StatusOr<TcpPortFlags> tcp = TcpPortFromFlags(options->state_dir);
+  if (!tcp.ok()) {
+    spdlog::critical("{}", tcp.status().message());
     return 2;
   }
   sandboxd::SessionManager manager(*options, &runtime, &clock);
@@ -613,6 +533,5 @@ int main(int argc, char** argv) {
     spdlog::critical("{}", metrics_server.status().message());
     return 2;
   }
-  return Serve(manager, *options, socket_path, tcp_token, tls, notifier, shutdown,
-               metrics_server->get());
+  return Serve(manager, *options, socket_path, *tcp, notifier, shutdown, metrics_server->get());
 }

@@ -64,19 +64,25 @@ Key ParseKey(const std::string& pem) {
   return Key(bio ? PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr) : nullptr);
 }
 
-// Whether the pair in `id` can serve on: the key is the certificate's, every name is in
-// it, and it does not end within kTlsIdentityRenewBefore.
-bool StillGood(const TlsIdentity& id, const std::vector<std::string>& names) {
+// Why the pair in `id` cannot serve on (empty: it can): the key must be the
+// certificate's, every name in it, and its end not within kTlsIdentityRenewBefore.
+std::string WhyNotGood(const TlsIdentity& id, const std::vector<std::string>& names) {
   Cert cert = ParseCert(id.cert_pem);
   Key key = ParseKey(id.key_pem);
-  bool good = cert && key && X509_check_private_key(cert.get(), key.get()) == 1;
-  for (const std::string& n : names) good = good && Names(cert.get(), n);
-  if (good) {
+  std::string why;
+  if (!cert || !key || X509_check_private_key(cert.get(), key.get()) != 1) {
+    why = "the certificate is not the key's";
+  } else {
+    for (const std::string& n : names) {
+      if (why.empty() && !Names(cert.get(), n)) why = absl::StrCat("the certificate does not name ", n);
+    }
     const time_t renew_at = absl::ToTimeT(absl::Now() + kTlsIdentityRenewBefore);
-    good = X509_cmp_time(X509_get0_notAfter(cert.get()), const_cast<time_t*>(&renew_at)) > 0;
+    if (why.empty() && X509_cmp_time(X509_get0_notAfter(cert.get()), const_cast<time_t*>(&renew_at)) <= 0) {
+      why = "the certificate ends within 30 days";
+    }
   }
   ERR_clear_error();
-  return good;
+  return why;
 }
 
 std::string PemOf(int (*write)(BIO*, void*), void* object) {
@@ -173,19 +179,24 @@ absl::StatusOr<TlsIdentity> LoadOrCreateTlsIdentity(const std::string& dir,
   const std::string cert_path = dir + "/cert.pem";
   const std::string key_path = dir + "/key.pem";
   struct stat st;
+  std::string replaced;
   if (lstat(key_path.c_str(), &st) == 0) {
     // A key file that is not ours alone is refused, never replaced or used: say why.
     absl::StatusOr<std::string> key = codemode::ReadPrivateKeyFile(key_path, "sandboxd's TLS key");
     if (!key.ok()) return key.status();
     absl::StatusOr<std::string> cert = codemode::ReadCertificateFile(cert_path, "sandboxd's TLS certificate");
-    if (cert.ok()) {
-      TlsIdentity kept{cert_path, *std::move(cert), *std::move(key), false};
-      if (StillGood(kept, all)) return kept;
+    if (!cert.ok()) {
+      replaced = std::string(cert.status().message());
+    } else {
+      TlsIdentity kept{cert_path, *std::move(cert), *std::move(key), false, ""};
+      replaced = WhyNotGood(kept, all);
+      if (replaced.empty()) return kept;
     }
   }
   absl::StatusOr<TlsIdentity> made = Generate(all);
   if (!made.ok()) return made.status();
   made->cert_path = cert_path;
+  made->replaced = std::move(replaced);
   if (absl::Status s = WriteFileInto(dir, "key.pem", made->key_pem, 0600); !s.ok()) return s;
   if (absl::Status s = WriteFileInto(dir, "cert.pem", made->cert_pem, 0644); !s.ok()) return s;
   return made;

@@ -22,6 +22,8 @@ struct TlsIdentity {
   std::string cert_pem;
   std::string key_pem;
   bool created = false;  // made now (clients that pinned an earlier one must pin this one)
+  // Why an identity that was there is replaced (empty: none was, or it was kept).
+  std::string replaced;
 };
 
 // How long a created certificate is valid. Pinned, not issued by anyone: its end is when a

@@ -4,6 +4,7 @@
 // end to end with its ToolCallDispatcher (each part of admission on its own, under TSan
 // too: tool_call_dispatcher_test.cc).
 #include "bridge/sandbox_client.h"
+#include "recording_sandboxd.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -28,127 +29,8 @@ namespace gateway {
 namespace {
 
 using ::testing::HasSubstr;
-
-class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
- public:
-  grpc::Status CreateSession(grpc::ServerContext* ctx, const sandbox::v1::CreateSessionRequest* req,
-                             sandbox::v1::Session* session) override {
-    last_ = *req;
-    ++created_;
-    if (create_fails != grpc::StatusCode::OK) return grpc::Status(create_fails, "this endpoint cannot create");
-    auto auth = ctx->client_metadata().find("authorization");
-    last_authorization_ =
-        auth == ctx->client_metadata().end() ? "" : std::string(auth->second.data(), auth->second.size());
-    session->set_id("s-1");
-    return grpc::Status::OK;
-  }
-  grpc::Status GetInfo(grpc::ServerContext*, const sandbox::v1::GetInfoRequest*,
-                       sandbox::v1::Info* info) override {
-    if (!info_) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no GetInfo");
-    *info = *info_;
-    return grpc::Status::OK;
-  }
-  // What GetInfo answers (nothing: UNIMPLEMENTED, like a sandboxd that cannot say).
-  void set_info(uint32_t sessions, uint32_t max_sessions, uint32_t pool_ready, bool serving = true) {
-    info_.emplace();
-    info_->set_sessions(sessions);
-    info_->set_max_sessions(max_sessions);
-    info_->set_pool_ready(pool_ready);
-    info_->set_serving(serving);
-  }
-  int created() const { return created_; }
-  const sandbox::v1::CreateSessionRequest& last() const { return last_; }
-  const std::string& last_authorization() const { return last_authorization_; }
-
-  // `download_chunks` chunks of 1 MiB of 'x', then the file's info.
-  grpc::Status DownloadFile(grpc::ServerContext* ctx, const sandbox::v1::DownloadFileRequest* req,
-                            grpc::ServerWriter<sandbox::v1::FileChunk>* writer) override {
-    if (req->path() == "missing") return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such file");
-    if (req->path() == "stall") return Stall(ctx);
-    sandbox::v1::FileChunk chunk;
-    chunk.set_data(std::string(1 << 20, 'x'));
-    for (int i = 0; i < download_chunks && !ctx->IsCancelled(); ++i) {
-      if (!writer->Write(chunk)) break;
-      ++chunks_written;
-    }
-    sandbox::v1::FileChunk last;
-    last.mutable_info()->set_path(req->path());
-    writer->Write(last);
-    return grpc::Status::OK;
-  }
-  grpc::Status ListFiles(grpc::ServerContext* ctx, const sandbox::v1::ListFilesRequest* req,
-                         sandbox::v1::ListFilesResponse* resp) override {
-    if (req->path() == "stall") return Stall(ctx);
-    resp->add_files()->set_path(req->path() + "/a.txt");
-    resp->set_truncated(req->max_entries() == 1);
-    return grpc::Status::OK;
-  }
-
-  // Reads the whole upload, then waits like a stalled sandbox.
-  grpc::Status UploadFile(grpc::ServerContext* ctx,
-                          grpc::ServerReader<sandbox::v1::UploadFileRequest>* reader,
-                          sandbox::v1::FileInfo*) override {
-    sandbox::v1::UploadFileRequest m;
-    while (reader->Read(&m)) {
-    }
-    return Stall(ctx);
-  }
-
-  // A call that waits on a sandbox that never answers, until its caller cancels it (or
-  // 30 s pass: the call was not cancelled).
-  grpc::Status Stall(grpc::ServerContext* ctx) {
-    ++stalled;
-    for (int i = 0; i < 3000 && !ctx->IsCancelled(); ++i) usleep(10000);
-    if (!ctx->IsCancelled()) return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "never cancelled");
-    ++saw_cancel;
-    return grpc::Status::CANCELLED;
-  }
-
-  // The Execute stream, as the test scripts it (a runner that floods tool calls).
-  using ExecuteStream =
-      grpc::ServerReaderWriter<sandbox::v1::ExecuteResponse, sandbox::v1::ExecuteRequest>;
-  grpc::Status Execute(grpc::ServerContext* ctx, ExecuteStream* stream) override {
-    sandbox::v1::ExecuteRequest start;
-    if (!stream->Read(&start)) return grpc::Status::CANCELLED;
-    last_start = start.start();
-    return execute ? execute(ctx, stream) : grpc::Status::OK;
-  }
-  std::function<grpc::Status(grpc::ServerContext*, ExecuteStream*)> execute;
-  sandbox::v1::StartExecution last_start;  // the last Execute's first message
-
-  int download_chunks = 3;
-  grpc::StatusCode create_fails = grpc::StatusCode::OK;  // what CreateSession answers (OK: a session)
-  std::atomic<int> chunks_written{0};
-  std::atomic<int> stalled{0};     // calls that began to wait
-  std::atomic<int> saw_cancel{0};  // calls that saw their caller cancel
-
- private:
-  sandbox::v1::CreateSessionRequest last_;
-  std::string last_authorization_;
-  std::optional<sandbox::v1::Info> info_;
-  std::atomic<int> created_{0};
-};
-
-class SandboxClientTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    socket_ = "/tmp/gw-sandbox-client-" + std::to_string(getpid()) + ".sock";
-    unlink(socket_.c_str());
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("unix:" + socket_, grpc::InsecureServerCredentials());
-    builder.RegisterService(&service_);
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(server_, nullptr);
-  }
-  void TearDown() override {
-    if (server_) server_->Shutdown();
-    unlink(socket_.c_str());
-  }
-
-  RecordingSandboxd service_;
-  std::unique_ptr<grpc::Server> server_;
-  std::string socket_;
-};
+using testing::RecordingSandboxd;
+using testing::SandboxClientTest;
 
 TEST_F(SandboxClientTest, SessionsAskForTheConfiguredIsolation) {
   SandboxClient gvisor({"unix:" + socket_}, {}, sandbox::v1::ISOLATION_GVISOR);
@@ -468,99 +350,6 @@ TEST_F(SandboxClientTest, ACancelReachesSandboxdWhileTheStreamIsBackedUp) {
   ASSERT_FALSE(f.ok());
   EXPECT_TRUE(absl::IsCancelled(f.status())) << f.status();
   EXPECT_THAT(f.status().message(), HasSubstr("--sandbox_cancel_grace"));
-}
-
-// Refuses calls without the bearer token, as sandboxd's --listen_tcp does.
-class RequireToken : public grpc::AuthMetadataProcessor {
- public:
-  bool IsBlocking() const override { return false; }
-  grpc::Status Process(const InputMetadata& md, grpc::AuthContext*, OutputMetadata*,
-                       OutputMetadata*) override {
-    auto it = md.find("authorization");
-    if (it == md.end() || it->second != "Bearer secret-token-0123456789") {
-      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "no token");
-    }
-    return grpc::Status::OK;
-  }
-};
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-// A fake sandboxd's TCP port on loopback, refusing calls without the token.
-struct TcpSandboxd {
-  explicit TcpSandboxd(std::shared_ptr<grpc::ServerCredentials> creds) {
-    creds->SetAuthMetadataProcessor(std::make_shared<RequireToken>());
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", creds, &port);
-    builder.RegisterService(&service);
-    server = builder.BuildAndStart();
-    endpoint = "127.0.0.1:" + std::to_string(port);
-  }
-  ~TcpSandboxd() {
-    if (server) server->Shutdown();
-  }
-  RecordingSandboxd service;
-  int port = 0;
-  std::string endpoint;
-  std::unique_ptr<grpc::Server> server;
-};
-
-// The test CA's material (tests/common/make_test_certs.sh) in a fresh directory.
-std::string MakeCerts(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "/" + name + "-" + std::to_string(getpid());
-  EXPECT_EQ(std::system((std::string(PROJECT_SOURCE_DIR) + "/tests/common/make_test_certs.sh " + dir).c_str()), 0);
-  return dir;
-}
-
-// A TCP endpoint gets the token of --sandboxd_token_file with every call, over TLS that
-// checked its certificate; a unix socket never sees it.
-TEST_F(SandboxClientTest, TcpEndpointsGetTheTokenOverTlsAndUnixSocketsDoNot) {
-  const std::string certs = MakeCerts("tcp-token");
-  grpc::SslServerCredentialsOptions server_tls;
-  server_tls.pem_key_cert_pairs.push_back({ReadAll(certs + "/server-key.pem"), ReadAll(certs + "/server.pem")});
-  TcpSandboxd tcp(grpc::SslServerCredentials(server_tls));
-  ASSERT_GT(tcp.port, 0);
-  SandboxdTls tls;
-  tls.ca = ReadAll(certs + "/ca.pem");
-
-  SandboxClient with_token({tcp.endpoint, "unix:" + socket_}, {}, sandbox::v1::ISOLATION_UNSPECIFIED, "",
-                           "secret-token-0123456789", tls);
-  absl::StatusOr<SandboxRef> ref = with_token.CreateSession("owner", "label", {}, {}, "python");
-  ASSERT_TRUE(ref.ok()) << ref.status();
-  EXPECT_EQ(tcp.service.last_authorization(), "Bearer secret-token-0123456789");
-  SandboxClient unix_only({"unix:" + socket_}, {}, sandbox::v1::ISOLATION_UNSPECIFIED, "",
-                          "secret-token-0123456789");
-  ASSERT_TRUE(unix_only.CreateSession("owner", "label", {}, {}, "python").ok());
-  EXPECT_EQ(service_.last_authorization(), "");
-
-  SandboxClient without({tcp.endpoint}, {}, sandbox::v1::ISOLATION_UNSPECIFIED, "", "", tls);
-  EXPECT_EQ(without.CreateSession("owner", "label", {}, {}, "python").status().code(),
-            absl::StatusCode::kUnauthenticated);
-}
-
-// Whoever listens on a TCP endpoint's port (another local user, while sandboxd is down)
-// proves nothing by being there: a peer that speaks plaintext, or TLS with a certificate
-// the gateway's CA did not sign, never gets a request, so neither the token nor any code.
-TEST_F(SandboxClientTest, APeerThatCannotProveItIsSandboxdGetsNothing) {
-  const std::string certs = MakeCerts("tcp-unproven");
-  SandboxdTls tls;
-  tls.ca = ReadAll(certs + "/other-ca.pem");  // not the CA of server.pem
-  grpc::SslServerCredentialsOptions server_tls;
-  server_tls.pem_key_cert_pairs.push_back({ReadAll(certs + "/server-key.pem"), ReadAll(certs + "/server.pem")});
-  TcpSandboxd plaintext(grpc::experimental::LocalServerCredentials(LOCAL_TCP));
-  TcpSandboxd wrong_cert(grpc::SslServerCredentials(server_tls));
-  for (TcpSandboxd* peer : {&plaintext, &wrong_cert}) {
-    ASSERT_GT(peer->port, 0);
-    SandboxClient client({peer->endpoint}, {}, sandbox::v1::ISOLATION_UNSPECIFIED, "", "secret-token-0123456789",
-                         tls);
-    absl::StatusOr<SandboxRef> ref = client.CreateSession("owner", "label", {}, {}, "python");
-    EXPECT_FALSE(ref.ok());
-    EXPECT_EQ(peer->service.created(), 0) << peer->endpoint;
-    EXPECT_EQ(peer->service.last_authorization(), "") << "the token went to " << peer->endpoint;
-  }
 }
 
 // A fake sandboxd of its own on a unix socket.

@@ -79,6 +79,7 @@ TEST_F(TlsIdentityTest, ANewNameOrABrokenPairMakesANewOne) {
   absl::StatusOr<TlsIdentity> renamed = LoadOrCreateTlsIdentity(dir_, {"sandboxd.example"});
   ASSERT_TRUE(renamed.ok()) << renamed.status();
   EXPECT_TRUE(renamed->created);
+  EXPECT_EQ(renamed->replaced, "the certificate does not name sandboxd.example") << "the log says why";
   EXPECT_TRUE(Names(renamed->cert_pem, "sandboxd.example", false));
   EXPECT_NE(renamed->cert_pem, first->cert_pem);
 
@@ -87,6 +88,14 @@ TEST_F(TlsIdentityTest, ANewNameOrABrokenPairMakesANewOne) {
   absl::StatusOr<TlsIdentity> repaired = LoadOrCreateTlsIdentity(dir_, {"sandboxd.example"});
   ASSERT_TRUE(repaired.ok()) << repaired.status();
   EXPECT_TRUE(repaired->created);
+  EXPECT_EQ(repaired->replaced, "the certificate is not the key's");
+  ASSERT_EQ(unlink((dir_ + "/cert.pem").c_str()), 0);
+  absl::StatusOr<TlsIdentity> lost = LoadOrCreateTlsIdentity(dir_, {"sandboxd.example"});
+  ASSERT_TRUE(lost.ok()) << lost.status();
+  EXPECT_THAT(lost->replaced, HasSubstr("cert.pem")) << "a missing certificate is named, not made silently";
+  absl::StatusOr<TlsIdentity> fresh = LoadOrCreateTlsIdentity(root_ + "/fresh", {});
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ(fresh->replaced, "") << "nothing was there";
 }
 
 TEST_F(TlsIdentityTest, AKeyOthersCanReadIsRefusedNotUsed) {

@@ -1,0 +1,142 @@
+// A sandbox.v1 server in-process that records what it is asked (RecordingSandboxd), and
+// the fixture that serves one on a unix socket for SandboxClient's tests.
+#pragma once
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "grpcpp/grpcpp.h"
+#include "sandbox/v1/sandbox.grpc.pb.h"
+
+namespace gateway::testing {
+
+class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
+ public:
+  grpc::Status CreateSession(grpc::ServerContext* ctx, const sandbox::v1::CreateSessionRequest* req,
+                             sandbox::v1::Session* session) override {
+    last_ = *req;
+    ++created_;
+    if (create_fails != grpc::StatusCode::OK) return grpc::Status(create_fails, "this endpoint cannot create");
+    auto auth = ctx->client_metadata().find("authorization");
+    last_authorization_ =
+        auth == ctx->client_metadata().end() ? "" : std::string(auth->second.data(), auth->second.size());
+    session->set_id("s-1");
+    return grpc::Status::OK;
+  }
+  grpc::Status GetInfo(grpc::ServerContext*, const sandbox::v1::GetInfoRequest*,
+                       sandbox::v1::Info* info) override {
+    if (!info_) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no GetInfo");
+    *info = *info_;
+    return grpc::Status::OK;
+  }
+  // What GetInfo answers (nothing: UNIMPLEMENTED, like a sandboxd that cannot say).
+  void set_info(uint32_t sessions, uint32_t max_sessions, uint32_t pool_ready, bool serving = true) {
+    info_.emplace();
+    info_->set_sessions(sessions);
+    info_->set_max_sessions(max_sessions);
+    info_->set_pool_ready(pool_ready);
+    info_->set_serving(serving);
+  }
+  int created() const { return created_; }
+  const sandbox::v1::CreateSessionRequest& last() const { return last_; }
+  const std::string& last_authorization() const { return last_authorization_; }
+
+  // `download_chunks` chunks of 1 MiB of 'x', then the file's info.
+  grpc::Status DownloadFile(grpc::ServerContext* ctx, const sandbox::v1::DownloadFileRequest* req,
+                            grpc::ServerWriter<sandbox::v1::FileChunk>* writer) override {
+    if (req->path() == "missing") return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such file");
+    if (req->path() == "stall") return Stall(ctx);
+    sandbox::v1::FileChunk chunk;
+    chunk.set_data(std::string(1 << 20, 'x'));
+    for (int i = 0; i < download_chunks && !ctx->IsCancelled(); ++i) {
+      if (!writer->Write(chunk)) break;
+      ++chunks_written;
+    }
+    sandbox::v1::FileChunk last;
+    last.mutable_info()->set_path(req->path());
+    writer->Write(last);
+    return grpc::Status::OK;
+  }
+  grpc::Status ListFiles(grpc::ServerContext* ctx, const sandbox::v1::ListFilesRequest* req,
+                         sandbox::v1::ListFilesResponse* resp) override {
+    if (req->path() == "stall") return Stall(ctx);
+    resp->add_files()->set_path(req->path() + "/a.txt");
+    resp->set_truncated(req->max_entries() == 1);
+    return grpc::Status::OK;
+  }
+
+  // Reads the whole upload, then waits like a stalled sandbox.
+  grpc::Status UploadFile(grpc::ServerContext* ctx,
+                          grpc::ServerReader<sandbox::v1::UploadFileRequest>* reader,
+                          sandbox::v1::FileInfo*) override {
+    sandbox::v1::UploadFileRequest m;
+    while (reader->Read(&m)) {
+    }
+    return Stall(ctx);
+  }
+
+  // A call that waits on a sandbox that never answers, until its caller cancels it (or
+  // 30 s pass: the call was not cancelled).
+  grpc::Status Stall(grpc::ServerContext* ctx) {
+    ++stalled;
+    for (int i = 0; i < 3000 && !ctx->IsCancelled(); ++i) usleep(10000);
+    if (!ctx->IsCancelled()) return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "never cancelled");
+    ++saw_cancel;
+    return grpc::Status::CANCELLED;
+  }
+
+  // The Execute stream, as the test scripts it (a runner that floods tool calls).
+  using ExecuteStream =
+      grpc::ServerReaderWriter<sandbox::v1::ExecuteResponse, sandbox::v1::ExecuteRequest>;
+  grpc::Status Execute(grpc::ServerContext* ctx, ExecuteStream* stream) override {
+    sandbox::v1::ExecuteRequest start;
+    if (!stream->Read(&start)) return grpc::Status::CANCELLED;
+    last_start = start.start();
+    return execute ? execute(ctx, stream) : grpc::Status::OK;
+  }
+  std::function<grpc::Status(grpc::ServerContext*, ExecuteStream*)> execute;
+  sandbox::v1::StartExecution last_start;  // the last Execute's first message
+
+  int download_chunks = 3;
+  grpc::StatusCode create_fails = grpc::StatusCode::OK;  // what CreateSession answers (OK: a session)
+  std::atomic<int> chunks_written{0};
+  std::atomic<int> stalled{0};     // calls that began to wait
+  std::atomic<int> saw_cancel{0};  // calls that saw their caller cancel
+
+ private:
+  sandbox::v1::CreateSessionRequest last_;
+  std::string last_authorization_;
+  std::optional<sandbox::v1::Info> info_;
+  std::atomic<int> created_{0};
+};
+
+class SandboxClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    socket_ = "/tmp/gw-sandbox-client-" + std::to_string(getpid()) + ".sock";
+    unlink(socket_.c_str());
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("unix:" + socket_, grpc::InsecureServerCredentials());
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+    unlink(socket_.c_str());
+  }
+
+  RecordingSandboxd service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string socket_;
+};
+
+}  // namespace gateway::testing
