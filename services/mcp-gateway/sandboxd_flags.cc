@@ -65,6 +65,6 @@ absl::StatusOr<SandboxdFlags> SandboxdFromFlags() {
       absl::GetFlag(FLAGS_sandboxd_tls_key_file), absl::GetFlag(FLAGS_sandboxd_tls_server_name));
   if (!tls.ok()) return tls.status();
   flags.tls = *std::move(tls);
-  if (absl::Status s = gateway::CheckTcpEndpoints(flags.endpoints, flags.tls); !s.ok()) return s;
+  if (absl::Status s = gateway::CheckEndpoints(flags.endpoints, flags.tls); !s.ok()) return s;
   return flags;
 }

@@ -201,11 +201,16 @@ class ArgumentsWriter {
         Put(ShowString(key, std::min(kMaxShownKey, max_string_)));
         Put(":");
         const json* property = PropertyOf(schema, key);
-        if (SchemaHides(property)) {
-          Put("<hidden by the tool's schema>");
-        } else if (hiding_.names != nullptr &&
-                   std::find(hiding_.names->begin(), hiding_.names->end(), key) != hiding_.names->end()) {
-          Put("<hidden by the gateway's configuration>");
+        // Only a secret's own value is hidden: a scalar, at a place the schema or the
+        // operator named (approval.hide: the top level's names). The code chooses nesting
+        // and shapes, so an object or array there is shown, and so is a name deeper down.
+        const bool configured = depth == 0 && hiding_.names != nullptr &&
+                                std::find(hiding_.names->begin(), hiding_.names->end(), key) != hiding_.names->end();
+        const bool secret = item.is_primitive() && (SchemaHides(property) || configured);
+        if (secret) {
+          const size_t size = item.dump(-1, ' ', false, json::error_handler_t::replace).size();
+          Put(absl::StrCat("<", size, " bytes hidden by ",
+                           SchemaHides(property) ? "the tool's schema" : "the gateway's configuration", ">"));
         } else {
           Value(item, property, depth + 1);
         }

@@ -13,8 +13,9 @@
 //    left prints as itself, left to right, on the line it is on.
 //  - Only what the tool's inputSchema marks (`"format": "password"` or `"writeOnly": true`,
 //    through `properties` and `items`) or the operator names in the server's
-//    `approval.hide` (exact argument names) is hidden, as `<hidden by ...>`. Never by what
-//    a value holds or by part of a key's name.
+//    `approval.hide` (exact names of top-level arguments) is hidden, as `<N bytes hidden
+//    by ...>`, and only a scalar: an object or array there is shown. Never by what a value
+//    holds or by part of a key's name.
 //  - What is too long to show whole is clipped to its head and tail around
 //    `…<N bytes not shown>…`, outside the quotes where no string can write it; arguments
 //    nested deeper than kMaxShownDepth and fields past the summary's byte budget are

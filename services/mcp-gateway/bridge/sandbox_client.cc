@@ -89,7 +89,7 @@ SandboxClient::SandboxClient(std::vector<std::string> endpoints, ToolCallLimits 
     args.SetMaxReceiveMessageSize(64 << 20);
     args.SetMaxSendMessageSize(64 << 20);
     // A TCP peer proves who it is before the token or any code goes to it: TLS always
-    // (with no CA given, the system's trust store decides; CheckTcpEndpoints refuses that
+    // (with no CA given, the system's trust store decides; CheckEndpoints refuses that
     // at start). A unix socket's directory is the boundary.
     std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
     if (!IsUnixEndpoint(e)) {

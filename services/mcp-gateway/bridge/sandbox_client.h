@@ -58,11 +58,15 @@ absl::StatusOr<SandboxdTls> LoadSandboxdTls(const std::string& ca_file, const st
 // Whether a gRPC target names a Unix socket ("unix:", "unix-abstract:").
 bool IsUnixEndpoint(const std::string& endpoint);
 
-// OK unless a TCP endpoint has no CA to check sandboxd's certificate with: SandboxClient
-// speaks TLS to every TCP endpoint (on loopback too, where any local user can listen while
-// sandboxd is down), and without --sandboxd_tls_ca_file only a certificate of the system's
-// trust store would do, which sandboxd's own is not. INVALID_ARGUMENT saying what to use.
-absl::Status CheckTcpEndpoints(const std::vector<std::string>& endpoints, const SandboxdTls& tls);
+// OK unless an endpoint would reach a peer that has not proved it is sandboxd. A TCP
+// endpoint needs a CA to check sandboxd's certificate with: SandboxClient speaks TLS to
+// every TCP endpoint (on loopback too, where any local user can listen while sandboxd is
+// down), and without --sandboxd_tls_ca_file only a certificate of the system's trust store
+// would do, which sandboxd's own is not. A unix endpoint must be a path (an abstract name
+// is anyone's to bind) whose directory only we or root can change (ClaimPrivateDirectory:
+// made 0700 when missing) and whose socket, when there, is ours or root's.
+// INVALID_ARGUMENT or FAILED_PRECONDITION saying what to use instead.
+absl::Status CheckEndpoints(const std::vector<std::string>& endpoints, const SandboxdTls& tls);
 
 // What placement knows of one sandboxd endpoint: its GetInfo, when it answered one.
 struct EndpointLoad {

@@ -1,10 +1,15 @@
 // SandboxClient's configuration: the isolation flag, the token file, TLS material and the
-// rule that a TCP endpoint is reached over TLS with a certificate the operator chose. See sandbox_client.h.
+// rules that a TCP endpoint is reached over TLS with a certificate the operator chose and a
+// unix endpoint is a socket only we or root could have made. See sandbox_client.h.
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstring>
+#include <filesystem>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -91,10 +96,57 @@ bool IsUnixEndpoint(const std::string& endpoint) {
   return absl::StartsWith(endpoint, "unix:") || absl::StartsWith(endpoint, "unix-abstract:");
 }
 
-absl::Status CheckTcpEndpoints(const std::vector<std::string>& endpoints, const SandboxdTls& tls) {
-  if (!tls.ca.empty()) return absl::OkStatus();
+namespace {
+
+// A unix endpoint's socket path ("unix:PATH", "unix://ABSOLUTE").
+std::string SocketPathOf(const std::string& endpoint) {
+  return absl::StartsWith(endpoint, "unix://") ? endpoint.substr(7) : endpoint.substr(5);
+}
+
+// Whoever can create or replace the socket at a unix endpoint's path gets the code and
+// answers for sandboxd: only we (sandboxd runs as us) or root may. The directory is
+// claimed as sandboxd claims it (made 0700 when missing, so a daemon starting later finds
+// it ours); an existing socket must be ours or root's.
+absl::Status CheckUnixEndpoint(const std::string& endpoint) {
+  if (absl::StartsWith(endpoint, "unix-abstract:")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--sandboxd endpoint ", endpoint, ": any local user can bind an abstract socket name, and "
+        "the gateway could not tell sandboxd from it; use unix:PATH (sandboxd's --socket)"));
+  }
+  const std::string path = SocketPathOf(endpoint);
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (path.empty() || parent.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--sandboxd endpoint ", endpoint, " names no socket path (unix:/absolute/path)"));
+  }
+  if (absl::Status s = codemode::ClaimPrivateDirectory(parent.string(), "the directory of sandboxd's socket",
+                                                        "--sandboxd");
+      !s.ok()) {
+    return s;
+  }
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) return absl::OkStatus();  // sandboxd makes it; nobody else can
+  if (!S_ISSOCK(st.st_mode) || (st.st_uid != geteuid() && st.st_uid != 0)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--sandboxd endpoint ", endpoint, " is ", S_ISSOCK(st.st_mode) ? "a socket of uid " : "not a socket (uid ",
+        st.st_uid, S_ISSOCK(st.st_mode) ? "" : ")", ", not ours or root's: whoever made it would get the code"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckEndpoints(const std::vector<std::string>& endpoints, const SandboxdTls& tls) {
   for (const std::string& e : endpoints) {
-    if (IsUnixEndpoint(e)) continue;
+    if (absl::StartsWith(e, "/")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--sandboxd endpoint ", e, ": a unix socket is written unix:", e));
+    }
+    if (IsUnixEndpoint(e)) {
+      if (absl::Status s = CheckUnixEndpoint(e); !s.ok()) return s;
+      continue;
+    }
+    if (!tls.ca.empty()) continue;
     return absl::InvalidArgumentError(absl::StrCat(
         "--sandboxd endpoint ", e, " is a TCP address, which the gateway reaches only over TLS, "
         "checking sandboxd's certificate before the token or any code goes there (on loopback "

@@ -45,10 +45,20 @@ TEST(ApprovalQuestionTest, KeysAreHiddenByExactNameOnly) {
       << "nothing is hidden by what a key's name holds";
   const std::vector<std::string> names = {"token", "key"};
   EXPECT_EQ(Shown(args, {nullptr, &names}),
-            R"({"api_key":"k","author":"mallory","issue_key":"PROJ-1","token":<hidden by the gateway's configuration>})");
-  // At any depth, by exact name.
-  EXPECT_EQ(Shown({{"h", {{"token", "t"}, {"tokens", "u"}}}}, {nullptr, &names}),
-            R"({"h":{"token":<hidden by the gateway's configuration>,"tokens":"u"}})");
+            R"({"api_key":"k","author":"mallory","issue_key":"PROJ-1","token":<4 bytes hidden by the gateway's configuration>})");
+}
+
+// The code chooses where a name appears and what a value holds: approval.hide names only
+// top-level arguments, and only a scalar is hidden (a secret's shape), so neither a hidden
+// name nested in a free-form argument nor an object under a hidden name carries the
+// decisive values past the person.
+TEST(ApprovalQuestionTest, TheCodeCannotPutWhatItLikesUnderAHiddenName) {
+  const std::vector<std::string> names = {"secret"};
+  EXPECT_EQ(Shown({{"b", {{"secret", {{"method", "DELETE"}, {"url", "https://prod/db"}}}}}}, {nullptr, &names}),
+            R"({"b":{"secret":{"method":"DELETE","url":"https://prod/db"}}})");
+  EXPECT_EQ(Shown({{"b", {{"secret", "s"}}}}, {nullptr, &names}), R"({"b":{"secret":"s"}})") << "not top level";
+  EXPECT_EQ(Shown({{"secret", {{"method", "DELETE"}}}}, {nullptr, &names}), R"({"secret":{"method":"DELETE"}})");
+  EXPECT_EQ(Shown({{"secret", 42}}, {nullptr, &names}), R"({"secret":<2 bytes hidden by the gateway's configuration>})");
 }
 
 TEST(ApprovalQuestionTest, TheToolsSchemaHidesPasswordsAndWriteOnlyValues) {
@@ -62,8 +72,9 @@ TEST(ApprovalQuestionTest, TheToolsSchemaHidesPasswordsAndWriteOnlyValues) {
   const json args = {{"password", "p"}, {"secret", {1, 2}}, {"shown", "s"}, {"logins", {{{"pin", "1234"}, {"user", "u"}}}},
                      {"other", "o"}};
   EXPECT_EQ(Shown(args, {&schema, nullptr}),
-            R"({"logins":[{"pin":<hidden by the tool's schema>,"user":"u"}],"other":"o",)"
-            R"("password":<hidden by the tool's schema>,"secret":<hidden by the tool's schema>,"shown":"s"})");
+            R"({"logins":[{"pin":<6 bytes hidden by the tool's schema>,"user":"u"}],"other":"o",)"
+            R"("password":<3 bytes hidden by the tool's schema>,"secret":[1,2],"shown":"s"})")
+      << "a secret is a scalar: an array where one belongs is shown";
 }
 
 // Issue 41, item 4: newlines in an upstream's tool name printed a fake second question.

@@ -1,12 +1,16 @@
 // The parts of SandboxClient that need no sandboxd: the TLS files (--sandboxd_tls_*) and
-// the token file, the refusal to speak plaintext beyond loopback, the placement order, the
+// the token file, the endpoints' checks (TLS for TCP, sockets only we could make), the
+// placement order, the
 // isolation flag, and which runtimes the endpoints say they cannot run (against servers
 // that answer GetInfo only). (TLS on the wire, against a real sandboxd, is tested by
 // gateway_replicas.)
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -21,23 +25,70 @@
 namespace gateway {
 namespace {
 
+// A fresh directory of ours, mode 0700.
+std::string PrivateDir(const std::string& name) {
+  std::string dir = ::testing::TempDir() + "/endpoints-" + name + "-XXXXXX";
+  EXPECT_NE(mkdtemp(dir.data()), nullptr);
+  return dir;
+}
+
 using ::testing::HasSubstr;
 
 // A TCP endpoint is reached over TLS that checks sandboxd's certificate, on loopback too:
 // any local user can listen on a loopback port while sandboxd is not there, and would get
 // the token and the code. Without a CA to check it with, the gateway does not start.
-TEST(CheckTcpEndpointsTest, EveryTcpEndpointWantsACaLoopbackToo) {
-  EXPECT_TRUE(CheckTcpEndpoints({"unix:/run/s.sock", "unix-abstract:sandboxd"}, {}).ok());
+TEST(CheckEndpointsTest, EveryTcpEndpointWantsACaLoopbackToo) {
+  const std::string dir = PrivateDir("tcp");
+  const std::string unix_socket = "unix:" + dir + "/s.sock";
   for (const char* tcp : {"127.0.0.1:50051", "localhost:1", "[::1]:2", "dns:///localhost:3", "ipv4:127.0.0.2:4",
                           "10.0.0.7:50051", "sandboxd.internal:50051", "ipv4:127.0.0.1:1,10.0.0.7:2"}) {
-    absl::Status s = CheckTcpEndpoints({"unix:/run/s.sock", tcp}, {});
+    absl::Status s = CheckEndpoints({unix_socket, tcp}, {});
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << tcp;
     EXPECT_THAT(std::string(s.message()), HasSubstr("--sandboxd_tls_ca_file")) << tcp;
     EXPECT_THAT(std::string(s.message()), HasSubstr("tls/cert.pem")) << "says where sandboxd's own is";
   }
   SandboxdTls tls;
   tls.ca = "-----BEGIN CERTIFICATE-----";
-  EXPECT_TRUE(CheckTcpEndpoints({"127.0.0.1:50051", "10.0.0.7:50051"}, tls).ok());
+  EXPECT_TRUE(CheckEndpoints({unix_socket, "127.0.0.1:50051", "10.0.0.7:50051"}, tls).ok());
+}
+
+// Whoever made the socket at a unix endpoint gets the code and answers for sandboxd: an
+// abstract name (anyone's to bind), a socket in a directory others can change (another
+// user made /tmp/sandboxd-UID first and listened there), or a socket of another user is
+// refused at start. A missing directory is made 0700, so sandboxd finds it ours later.
+TEST(CheckEndpointsTest, AUnixEndpointIsASocketOnlyWeOrRootCouldHaveMade) {
+  const std::string dir = PrivateDir("unix");
+  EXPECT_TRUE(CheckEndpoints({"unix:" + dir + "/s.sock"}, {}).ok());
+  EXPECT_TRUE(CheckEndpoints({"unix://" + dir + "/later/s.sock"}, {}).ok());
+  struct stat st;
+  ASSERT_EQ(stat((dir + "/later").c_str(), &st), 0) << "made for sandboxd";
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+
+  absl::Status abstract = CheckEndpoints({"unix-abstract:sandboxd"}, {});
+  EXPECT_EQ(abstract.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(abstract.message()), HasSubstr("abstract"));
+  EXPECT_FALSE(CheckEndpoints({"unix:/tmp/sandboxd-squatted.sock"}, {}).ok()) << "/tmp is everyone's";
+  const std::string shared = PrivateDir("shared");
+  ASSERT_EQ(chmod(shared.c_str(), 01777), 0);
+  EXPECT_FALSE(CheckEndpoints({"unix:" + shared + "/s.sock"}, {}).ok());
+  ASSERT_EQ(chown(shared.c_str(), 65534, 65534), 0);
+  ASSERT_EQ(chmod(shared.c_str(), 0700), 0);
+  EXPECT_FALSE(CheckEndpoints({"unix:" + shared + "/s.sock"}, {}).ok()) << "another user's directory";
+
+  std::ofstream(dir + "/file.sock") << "x";
+  EXPECT_THAT(std::string(CheckEndpoints({"unix:" + dir + "/file.sock"}, {}).message()), HasSubstr("not a socket"));
+  const std::string theirs = dir + "/theirs.sock";
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  strncpy(addr.sun_path, theirs.c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  close(fd);
+  ASSERT_EQ(lchown(theirs.c_str(), 65534, 65534), 0);
+  EXPECT_THAT(std::string(CheckEndpoints({"unix:" + theirs}, {}).message()), HasSubstr("uid 65534"));
+
+  absl::Status bare = CheckEndpoints({dir + "/s.sock"}, {});
+  EXPECT_THAT(std::string(bare.message()), HasSubstr("a unix socket is written unix:"));
 }
 
 TEST(LoadSandboxdTlsTest, ThePartsGoTogetherAndTheKeyIsPrivate) {
