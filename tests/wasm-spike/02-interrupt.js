@@ -140,5 +140,6 @@ async function main() {
   await w2.worker.terminate();
 }
 
-if (isMainThread) main().catch((e) => { console.error(`FAILED: ${e && e.stack}`); process.exit(1); });
-else workerMain().catch((e) => { require('fs').writeSync(2, `worker FAILED: ${e && e.stack}\n`); process.exit(1); });
+module.exports = { startWorker };
+if (isMainThread && require.main === module) main().catch((e) => { console.error(`FAILED: ${e && e.stack}`); process.exit(1); });
+else if (!isMainThread) workerMain().catch((e) => { require('fs').writeSync(2, `worker FAILED: ${e && e.stack}\n`); process.exit(1); });

@@ -41,8 +41,8 @@ run L1-permission env -i $NODE $PERM $ARGS
 run L2-seccomp env -i $JAIL --seccomp -- $NODE $ARGS
 run L3-landlock env -i $JAIL --landlock $RO -- $NODE --openssl-config=$HERE/openssl.cnf $ARGS
 run L4-bwrap $BWRAP $NODE $ARGS
-run L1-L3 env -i $JAIL --rlimit-as 8589934592 --rlimit-nofile 256 --seccomp --landlock $RO -- $NODE $PERM $ARGS
-run L1-L4 $BWRAP $JAIL --rlimit-as 8589934592 --rlimit-nofile 256 --seccomp --landlock --ro $HERE --ro $SNAP --ro /usr/lib --ro /usr/lib64 --ro /etc/ld.so.cache --rw /workspace -- $NODE $PERM $ARGS
+run L1-L3 env -i $JAIL --rlimit-data 2147483648 --rlimit-nofile 256 --seccomp --landlock $RO -- $NODE $PERM $ARGS
+run L1-L4 $BWRAP $JAIL --rlimit-data 2147483648 --rlimit-nofile 256 --seccomp --landlock --ro $HERE --ro $SNAP --ro /usr/lib --ro /usr/lib64 --ro /etc/ld.so.cache --rw /workspace -- $NODE $PERM $ARGS
 echo "node $($NODE --version), results in $OUT"
 "$NODE" -e '
 const fs = require("fs"); const dir = process.argv[1];

@@ -1,7 +1,7 @@
 // wasm-jail: the unprivileged layers of the wasm tier, applied to this process and kept
 // across the execve of the session's Node:
 //
-//   wasm-jail [--rlimit-as BYTES] [--rlimit-nofile N] [--rlimit-nproc N]
+//   wasm-jail [--rlimit-as BYTES] [--rlimit-data BYTES] [--rlimit-nofile N] [--rlimit-nproc N]
 //             [--landlock] [--ro PATH]... [--rw PATH]...
 //             [--seccomp] [--seccomp-mode allow|deny] -- PROGRAM ARGS...
 //
@@ -107,7 +107,8 @@ static int apply_landlock(char** ro, int nro, char** rw, int nrw, char* report, 
 
 // What Node 22-26 and Pyodide were seen to call (strace -f of experiments 1, 2 and 5),
 // plus what a runner needs for its inherited socket, its workspace and its threads.
-// Conditional ones (clone, kill, tgkill, ioctl, execve, socket...) are added below.
+// Conditional ones (clone, kill, tgkill, ioctl, execve) are added below. listen and accept
+// serve only an inherited listening socket: socket() and bind() stay refused.
 static const char* kAllowed[] = {
     "read", "write", "readv", "writev", "pread64", "pwrite64", "lseek", "close", "openat",
     "open", "statx", "newfstatat", "fstat", "lstat", "stat", "fstatfs", "statfs", "readlink",
@@ -125,7 +126,7 @@ static const char* kAllowed[] = {
     "getgroups", "getresuid", "getresgid", "capget", "getrlimit", "prlimit64", "getrusage",
     "sysinfo", "uname", "getrandom", "arch_prctl", "prctl", "membarrier", "sendmsg", "recvmsg",
     "sendto", "recvfrom", "shutdown", "getsockopt", "setsockopt", "getsockname", "getpeername",
-    "accept4", "accept", "memfd_create", "times", "getpriority", "setpriority",
+    "accept4", "accept", "listen", "memfd_create", "times", "getpriority", "setpriority",
 };
 
 static void rule(scmp_filter_ctx ctx, uint32_t action, const char* name, unsigned n,
@@ -165,7 +166,7 @@ static void apply_seccomp(int allow_mode, const char* exec_path) {
                                      CLONE_THREAD | CLONE_NEWUSER);
     rule(ctx, deny, "clone", 1, &ns);
     static const char* kDenied[] = {"fork", "vfork", "execveat", "socket", "socketpair",
-        "connect", "bind", "listen", "ptrace", "process_vm_readv", "process_vm_writev",
+        "connect", "bind", "ptrace", "process_vm_readv", "process_vm_writev",
         "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "bpf",
         "perf_event_open", "userfaultfd", "io_uring_enter", "io_uring_register", "keyctl",
         "add_key", "request_key", "kexec_load", "init_module", "finit_module",
@@ -230,6 +231,7 @@ int main(int argc, char** argv) {
     else if (v && !strcmp(a, "--ro") && nro < 64) ro[nro++] = argv[++i];
     else if (v && !strcmp(a, "--rw") && nrw < 16) rw[nrw++] = argv[++i];
     else if (v && !strcmp(a, "--rlimit-as")) set_limit(RLIMIT_AS, strtoull(argv[++i], 0, 10), a);
+    else if (v && !strcmp(a, "--rlimit-data")) set_limit(RLIMIT_DATA, strtoull(argv[++i], 0, 10), a);
     else if (v && !strcmp(a, "--rlimit-nofile")) set_limit(RLIMIT_NOFILE, strtoull(argv[++i], 0, 10), a);
     else if (v && !strcmp(a, "--rlimit-nproc")) set_limit(RLIMIT_NPROC, strtoull(argv[++i], 0, 10), a);
     else {
