@@ -105,7 +105,7 @@ static int apply_landlock(char** ro, int nro, char** rw, int nrw, char* report, 
   return abi;
 }
 
-// What Node 22-26 and Pyodide were seen to call (strace -f of experiments 1, 2 and 5),
+// What Node 22-26 and Pyodide were seen to call (strace -f of experiments 1 and 2),
 // plus what a runner needs for its inherited socket, its workspace and its threads.
 // Conditional ones (clone, kill, tgkill, ioctl, execve) are added below. listen and accept
 // serve only an inherited listening socket: socket() and bind() stay refused.
