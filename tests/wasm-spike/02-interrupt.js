@@ -30,15 +30,37 @@ def start(code):
 def cancel():
     if _current is not None:
         _current.cancel()
+# Tool calls: a future per call, the request posted to the main thread (which makes the
+# tool_call frame), resolved when the main thread passes the tool_result back.
+import itertools, json
+from host_bridge import post_tool_call
+_calls = {}
+_ids = itertools.count(1)
+async def call_tool(server, tool, arguments):
+    call_id = f'c{next(_ids)}'
+    fut = asyncio.get_event_loop().create_future()
+    _calls[call_id] = fut
+    post_tool_call(call_id, server, tool, json.dumps(arguments))
+    return await fut
+def resolve(call_id, result_json):
+    fut = _calls.pop(call_id, None)
+    if fut is not None and not fut.done():
+        fut.set_result(json.loads(result_json))
+NS['call_tool'] = call_tool
 `;
 
 async function workerMain() {
   const interrupt = new Int32Array(workerData.sab);
   const py = await loadFromSnapshot(workerData.snapshot);
   py.setInterruptBuffer(interrupt);
+  py.registerJsModule('host_bridge', {
+    post_tool_call: (callId, server, tool, args) => parentPort.postMessage(
+      { type: 'tool_call', call_id: callId, server, tool, arguments: JSON.parse(args) }),
+  });
   const host = py.runPython(`${CELL_RUNNER}\nimport sys; sys.modules[__name__]`);
   parentPort.on('message', async (m) => {
     if (m.type === 'cancel') { host.cancel(); return; }
+    if (m.type === 'tool_result') { host.resolve(m.call_id, JSON.stringify(m.result)); return; }
     const r = await host.start(m.code);
     const [status, result] = r.toJs();
     r.destroy();
@@ -47,7 +69,9 @@ async function workerMain() {
   parentPort.postMessage({ type: 'ready' });
 }
 
-function startWorker(snapshot) {
+// onToolCall(message): the worker's tool_call; answer with worker.postMessage(
+// {type: 'tool_result', call_id, result}).
+function startWorker(snapshot, onToolCall = () => {}) {
   const sab = new SharedArrayBuffer(4);
   const sabView = new Int32Array(sab);
   const t0 = now();
@@ -57,6 +81,7 @@ function startWorker(snapshot) {
   const ready = new Promise((resolve, reject) => {
     worker.on('message', (m) => {
       if (m.type === 'ready') resolve(ms(t0));
+      else if (m.type === 'tool_call') onToolCall(m);
       else if (m.type === 'done') {
         // An interrupt that arrives after its exec ended must not hit the next one.
         Atomics.store(sabView, 0, 0);

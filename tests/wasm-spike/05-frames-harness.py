@@ -33,6 +33,35 @@ def rtt(sock, frame, count):
     return reply, {"p50_ms": round(statistics.median(times), 3),
                    "p99_ms": round(sorted(times)[int(count * 0.99) - 1], 3)}
 
+def tool_calls(sock, code, delay_s):
+    """Runs `code`, answering each tool_call after delay_s (concurrently); returns
+    (done frame, elapsed ms)."""
+    t = time.perf_counter()
+    send(sock, {"type": "exec", "id": 1, "code": code})
+    due = []
+    sock.settimeout(0.001)
+    buf = b""
+    while True:
+        now = time.perf_counter()
+        for when, call_id, args in [d for d in due if d[0] <= now]:
+            send(sock, {"type": "tool_result", "call_id": call_id, "ok": True, "result": args})
+            due.remove((when, call_id, args))
+        try:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise EOFError("child closed the socket")
+            buf += chunk
+        except socket.timeout:
+            continue
+        while len(buf) >= 4 and len(buf) >= 4 + struct.unpack(">I", buf[:4])[0]:
+            (n,) = struct.unpack(">I", buf[:4])
+            frame, buf = json.loads(buf[4:4 + n]), buf[4 + n:]
+            if frame["type"] == "tool_call":
+                due.append((time.perf_counter() + delay_s, frame["call_id"], frame["arguments"]))
+            elif frame["type"] == "done":
+                sock.settimeout(None)
+                return frame, round((time.perf_counter() - t) * 1000, 1)
+
 def session(sock, out, tag):
     out[tag + "_ready"] = recv(sock)
     _, out[tag + "_ping"] = rtt(sock, {"type": "ping"}, 500)
@@ -41,6 +70,13 @@ def session(sock, out, tag):
     out[tag + "_y"] = recv(sock)["result"]
     send(sock, {"type": "probe", "id": 0})
     out[tag + "_new_socket"] = recv(sock)["result"]
+    if tag == "first":
+        done, elapsed = tool_calls(sock, "[await call_tool('s', 't', {'i': i}) for i in range(200)][-1]", 0)
+        out["tool_call_round_trip_ms"] = round(elapsed / 200, 3)
+        out["tool_call_last_result"] = done["result"]
+        done, elapsed = tool_calls(
+            sock, "import asyncio\nlen(await asyncio.gather(*[call_tool('s', 't', {'i': i}) for i in range(50)]))", 0.1)
+        out["gather_50_calls_of_100ms"] = {"ms": elapsed, "result": done["result"]}
 
 def main():
     mode = sys.argv[1]

@@ -5,7 +5,9 @@
 //   node 05-frames.js connected SNAPSHOT   fd 3 is a connected stream socket
 //   node 05-frames.js listening SNAPSHOT   fd 3 is a listening socket: accept, serve, repeat
 // Frames: ping -> pong; exec {id, code} -> done {id, status, result}; probe -> probe_result
-// (whether this process can make a new socket / connect somewhere: it must not).
+// (whether this process can make a new socket / connect somewhere: it must not). Python's
+// `await call_tool(server, tool, args)` becomes a tool_call frame {id, call_id, server,
+// tool, arguments}; the parent's tool_result {call_id, ok, result} resolves it.
 const net = require('net');
 const { startWorker } = require('./02-interrupt');
 
@@ -45,12 +47,18 @@ function probe() {
 
 async function main() {
   const [mode, snapshot] = process.argv.slice(2);
-  const w = startWorker(snapshot);
+  let send = null;
+  let execId = 0;
+  const w = startWorker(snapshot, (m) => send && send({ type: 'tool_call', id: execId,
+    call_id: m.call_id, server: m.server, tool: m.tool, arguments: m.arguments }));
   await w.ready;
   const serve = (socket) => {
-    const send = frames(socket, async (f) => {
+    send = frames(socket, async (f) => {
       if (f.type === 'ping') send({ type: 'pong', id: f.id });
-      else if (f.type === 'exec') {
+      else if (f.type === 'tool_result') {
+        w.worker.postMessage({ type: 'tool_result', call_id: f.call_id, result: f.result });
+      } else if (f.type === 'exec') {
+        execId = f.id;
         const d = await w.run(f.code);
         send({ type: 'done', id: f.id, status: d.status, result: d.result });
       } else if (f.type === 'probe') send({ type: 'probe_result', id: f.id, result: await probe() });
