@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 
@@ -16,6 +17,9 @@ using nlohmann::json;
 using sandbox::v1::Finished;
 
 // The sandbox session is gone (its container was killed, sandboxd restarted without it).
+// What sandboxd's "session lost" says of a session a full daemon ended for another owner.
+constexpr char kReclaimedForAnotherOwner[] = "reclaimed: for another owner";
+
 bool SessionGone(const absl::Status& s) {
   return absl::IsNotFound(s) || absl::IsFailedPrecondition(s);
 }
@@ -393,13 +397,19 @@ absl::StatusOr<Finished> RunCodeTool::ExecuteIn(Run& run, const Placement& place
       }
     }
     if (!session_gone || attempt > 0) return finished;
-    // sandboxd's reason names the session id, which a handle keeps from the client (F4).
+    // sandboxd's reason names the session id, which a handle keeps from the client (F4):
+    // only whether a full daemon gave it to another owner is passed on.
+    const bool reclaimed = absl::StrContains(finished.status().message(), kReclaimedForAnotherOwner);
     run.report->notes.push_back(
-        placement.by_handle
-            ? std::string("the sandbox this handle names is gone (it ended, expired or was lost); "
-                          "this ran in a new sandbox, so earlier variables are gone")
-            : absl::StrCat("the previous sandbox session was lost (", finished.status().message(),
-                           "); this ran in a new session, so earlier variables are gone"));
+        !placement.by_handle
+            ? absl::StrCat("the previous sandbox session was lost (", finished.status().message(),
+                           "); this ran in a new session, so earlier variables are gone")
+        : reclaimed
+            ? std::string("the sandbox this handle names was reclaimed for another owner: sandboxd "
+                          "was full, and this credential held more sandboxes than that owner; this "
+                          "ran in a new sandbox, so earlier variables are gone")
+            : std::string("the sandbox this handle names is gone (it ended, expired or was lost); "
+                          "this ran in a new sandbox, so earlier variables are gone"));
     run.report->session_reset = true;
     placement.forget(*binding);
   }

@@ -181,6 +181,9 @@ class FakeSandboxes : public Sandboxes {
     {
       codemode::MutexLock lock(&mu_);
       executions_.push_back(e);
+      if (auto lost = lost_reasons_.find(ref.session_id); lost != lost_reasons_.end()) {
+        return absl::FailedPreconditionError(absl::StrCat("session lost: ", lost->second));
+      }
       if (!live_.count(ref.session_id)) {
         return absl::NotFoundError(absl::StrCat("session ", ref.session_id, " not found"));
       }
@@ -192,10 +195,12 @@ class FakeSandboxes : public Sandboxes {
     return f;
   }
 
-  // The container of `session_id` died: sandboxd no longer knows it.
-  void Lose(const std::string& session_id) {
+  // The container of `session_id` died: sandboxd no longer knows it. With a `reason`,
+  // sandboxd still answers for it: "session lost: <reason>" (FAILED_PRECONDITION).
+  void Lose(const std::string& session_id, const std::string& reason = "") {
     codemode::MutexLock lock(&mu_);
     live_.erase(session_id);
+    if (!reason.empty()) lost_reasons_[session_id] = reason;
   }
   void SetScript(Script s) {
     codemode::MutexLock lock(&mu_);
@@ -278,6 +283,7 @@ class FakeSandboxes : public Sandboxes {
   std::vector<Room> rooms_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::string> runtimes_ ABSL_GUARDED_BY(mu_);
   std::vector<Execution> executions_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> lost_reasons_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> deleted_ ABSL_GUARDED_BY(mu_);
   int delete_attempts_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::string> resets_ ABSL_GUARDED_BY(mu_);

@@ -94,6 +94,20 @@ TEST_F(RunPythonHandlesTest, AnotherCredentialGetsTheSameErrorAsAForgedHandle) {
   EXPECT_TRUE(stolen["structuredContent"]["sandbox"].is_null());
 }
 
+// Issue 41, item 7: a full sandboxd gives the least recently used idle sandbox of the
+// owner holding the most to a new owner; that owner's next answer says so, also by handle
+// (whose notes otherwise pass on nothing of sandboxd's message, which names the session).
+TEST_F(RunPythonHandlesTest, ASandboxReclaimedForAnotherOwnerSaysSo) {
+  const std::string h = Handle(Call({{"code", "a = 1"}}));
+  sandboxes_.Lose("s1", "reclaimed: for another owner at 2026-11-26T09:00:00Z: the daemon was full (4 sessions "
+                        "of 2 owners) and this session's owner held more than the new one's");
+  json r = Call({{"code", "a"}, {"sandbox", h}}, kAlice, "mcp-2");
+  EXPECT_EQ(r["isError"], false);
+  EXPECT_THAT(Text(r), HasSubstr("[note] the sandbox this handle names was reclaimed for another owner"));
+  const std::string note = Text(r).substr(0, Text(r).find("[sandbox]"));
+  EXPECT_THAT(note, ::testing::Not(HasSubstr("s1"))) << "no session id in the note (F4)";
+}
+
 TEST_F(RunPythonHandlesTest, AGoneSandboxSaysSoAndRunsInAFreshOneOfTheCallersSession) {
   const std::string h = Handle(Call({{"code", "a = 1"}}));
   sandboxes_.Lose("s1");
