@@ -263,8 +263,10 @@ absl::Status ClaimPrivateDirectory(const std::string& dir, const std::string& wh
   if (st.st_uid != geteuid()) {
     problem = absl::StrCat("belongs to uid ", st.st_uid, ", not to us (uid ", geteuid(), "); ", elsewhere);
   } else if ((st.st_mode & 077) != 0) {
-    problem = absl::StrFormat("can be entered by other users (mode 0%o): run chmod 700 on it, or %s",
-                              st.st_mode & 07777, elsewhere);
+    // A sticky or world-writable directory (/tmp) is shared by design: never advise closing it.
+    const bool shared = (st.st_mode & (S_ISVTX | S_IWOTH)) != 0;
+    problem = absl::StrFormat("can be entered by other users (mode 0%o): %s%s", st.st_mode & 07777,
+                              shared ? "it is shared; " : "run chmod 700 on it, or ", elsewhere);
   }
   if (problem.empty()) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(what, " ", dir, " ", problem));
