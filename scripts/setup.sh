@@ -31,12 +31,13 @@ fi
 #    slirp4netns serve rootless podman. util-linux (setpriv) is essential on Debian.
 #    runsc is gVisor, the OCI runtime of sandboxd's --isolation=gvisor.
 #    prometheus-cpp serves /metrics; prometheus (with promtool) checks it in the tests.
+#    bubblewrap and libseccomp-dev: the wasm tier's jail layers (tests/wasm-spike).
 packages=(
   build-essential cmake ccache pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev nlohmann-json3-dev libspdlog-dev libgtest-dev libgmock-dev libcpp-httplib-dev libboost1.81-dev libssl-dev
   podman runc runsc catatonit debootstrap uidmap fuse-overlayfs slirp4netns
-  python3 systemd
+  python3 systemd bubblewrap libseccomp-dev
   clang-14 libclang-rt-14-dev
   universal-ctags
   haproxy openssl
