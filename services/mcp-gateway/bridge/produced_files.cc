@@ -17,7 +17,11 @@ namespace {
 constexpr char kUriPrefix[] = "sandbox://session/";
 constexpr char kHandleUriPrefix[] = "sandbox://handle/";
 constexpr char kOutSegment[] = "/out/";
-constexpr size_t kMaxUriBytes = 8192;
+// A path under out/ is at most Linux's PATH_MAX decoded; the URI may spell every byte of it
+// as a %XX escape after the longest owner, so every URI this server writes it also reads.
+constexpr size_t kMaxPathBytes = 4096;
+constexpr size_t kMaxUriBytes =
+    sizeof(kHandleUriPrefix) + kMaxHandleInUri + sizeof(kOutSegment) + 3 * kMaxPathBytes;
 
 bool IsUnreserved(unsigned char c) {
   return absl::ascii_isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~';
@@ -193,6 +197,10 @@ absl::StatusOr<OutFileRef> ParseOutFileUri(const std::string& uri) {
   }
   absl::StatusOr<std::string> path = PercentDecode(rest);
   if (!path.ok()) return path.status();
+  if (path->size() > kMaxPathBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the path is longer than ", kMaxPathBytes, " bytes"));
+  }
   if (path->find('\0') != std::string::npos || !codemode::IsValidUtf8(*path)) {
     return absl::InvalidArgumentError("the path must be UTF-8 without NUL bytes");
   }

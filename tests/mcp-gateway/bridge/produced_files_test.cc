@@ -213,6 +213,21 @@ TEST(OutFileUriTest, RoundTripsAnyPath) {
   EXPECT_EQ(OutUriTemplate("s-1"), "sandbox://session/s-1/out/{+path}");
 }
 
+TEST(OutFileUriTest, TheLongestPathRoundTripsEvenWhenEveryByteIsEscaped) {
+  // Raw control bytes are read as themselves but written as %XX: a URI a client sends near
+  // the length cap must still fit once this server writes it back.
+  const std::string handle = "sbx1_" + std::string(kMaxHandleInUri - 5, 'h');
+  const std::string path = "d/" + std::string(4094, '\x14');
+  absl::StatusOr<OutFileRef> raw = ParseOutFileUri("sandbox://handle/" + handle + "/out/" + path);
+  ASSERT_TRUE(raw.ok()) << raw.status();
+  absl::StatusOr<OutFileRef> again = ParseOutFileUri(OutFileUriOfHandle(raw->handle, raw->path));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->path, path);
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      ParseOutFileUri("sandbox://handle/" + handle + "/out/" + path + "x").status()))
+      << "a path of more than 4096 bytes is refused, however it is spelled";
+}
+
 TEST(OutFileUriTest, RefusesEveryWayOutOfOut) {
   const char* const kBad[] = {
       "file:///etc/passwd",
