@@ -214,7 +214,7 @@ ABSL_FLAG(std::string, image, "",
           "The sandboxd image (by its name in sandboxd's GetInfo) every session runs, e.g. "
           "data for numpy, pandas and matplotlib. Empty: sandboxd's default image.");
 ABSL_FLAG(std::string, isolation, "",
-          "Isolation the gateway asks sandboxd for in every session: container or gvisor "
+          "Isolation the gateway asks sandboxd for in every session: container, gvisor or wasm "
           "(sandboxd must allow it, --allowed_isolations). Empty: sandboxd's default.");
 
 namespace {

@@ -25,6 +25,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "sandboxd/grpc_service.h"
 #include "sandboxd/instance_lock.h"
+#include "sandboxd/isolation_runtime.h"
 #include "sandboxd/podman_runtime.h"
 #include "sandboxd/tcp_listener.h"
 #include "sandboxd/sd_notify.h"
@@ -37,6 +38,7 @@
 #include "paths.h"
 #include "self_check.h"
 #include "tcp_flags.h"
+#include "wasm_flags.h"
 #include "telemetry/metrics.h"
 #include "telemetry/metrics_server.h"
 
@@ -503,17 +505,40 @@ int main(int argc, char** argv) {
   // counted (nobody could read it).
   sandboxd::SandboxdMetrics metrics(!absl::GetFlag(FLAGS_metrics_listen).empty());
   options->metrics = &metrics;
-  const sandboxd::PodmanOptions podman = PodmanFromFlags(*options);
-  if (absl::Status s = WriteSeccompProfile(*options, podman); !s.ok()) {
-    spdlog::critical("{}", s.message());
-    return 2;
+  // Podman only where a container isolation is in use: a wasm-only daemon needs no engine.
+  std::optional<sandboxd::PodmanRuntime> podman_runtime;
+  if (options->isolation.Allows(sandboxd::Isolation::kContainer) ||
+      options->isolation.Allows(sandboxd::Isolation::kGvisor)) {
+    const sandboxd::PodmanOptions podman = PodmanFromFlags(*options);
+    if (absl::Status s = WriteSeccompProfile(*options, podman); !s.ok()) {
+      spdlog::critical("{}", s.message());
+      return 2;
+    }
+    podman_runtime.emplace(podman, &metrics);
   }
-  sandboxd::PodmanRuntime runtime(podman, &metrics);
+  std::optional<sandboxd::WasmRuntime> wasm_runtime;
+  if (options->isolation.Allows(sandboxd::Isolation::kWasm)) {
+    absl::StatusOr<sandboxd::WasmRuntimeOptions> wasm = WasmFromFlags(*options);
+    if (!wasm.ok()) {
+      spdlog::critical("{}", wasm.status().message());
+      return 2;
+    }
+    wasm_runtime.emplace(*wasm);
+  }
+  sandboxd::IsolationRuntime runtime(podman_runtime ? &*podman_runtime : nullptr,
+                                     wasm_runtime ? &*wasm_runtime : nullptr);
   sandboxd::RealClock clock;
   if (absl::GetFlag(FLAGS_self_check)) return RunSelfCheck(*options, &runtime, &clock);
-  if (absl::Status s = CheckGvisor(*options, runtime); !s.ok()) {
+  if (absl::Status s = podman_runtime ? CheckGvisor(*options, *podman_runtime) : absl::OkStatus(); !s.ok()) {
     spdlog::critical("{}", s.message());
     return 1;
+  }
+  // As gVisor: when wasm is asked for, it works here or the operator hears why at once.
+  if (wasm_runtime) {
+    if (absl::StatusOr<sandboxd::RuntimeInfo> w = wasm_runtime->Probe(); !w.ok()) {
+      spdlog::critical("{}", w.status().message());
+      return 1;
+    }
   }
 
   absl::StatusOr<TcpPortFlags> tcp = TcpPortFromFlags(options->state_dir);

@@ -23,8 +23,9 @@ absl::StatusOr<sandbox::v1::Isolation> ParseIsolationFlag(const std::string& nam
   if (name.empty()) return sandbox::v1::ISOLATION_UNSPECIFIED;
   if (name == "container") return sandbox::v1::ISOLATION_CONTAINER;
   if (name == "gvisor") return sandbox::v1::ISOLATION_GVISOR;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--isolation=", name, ": expected container or gvisor (or empty for sandboxd's default)"));
+  if (name == "wasm") return sandbox::v1::ISOLATION_WASM;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--isolation=", name, ": expected container, gvisor or wasm (or empty for sandboxd's default)"));
 }
 
 absl::StatusOr<std::string> ReadSandboxdToken(const std::string& path) {

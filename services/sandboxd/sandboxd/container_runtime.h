@@ -51,6 +51,13 @@ struct ContainerSummary {
   std::map<std::string, std::string> labels;
 };
 
+// One layer between sandboxed code and the host (sandbox.v1.Layer).
+struct IsolationLayer {
+  std::string name;
+  bool in_force = false;
+  std::string detail;
+};
+
 // What the backend can enforce on this machine.
 struct RuntimeInfo {
   std::string version;      // e.g. "podman 4.3.1"
@@ -68,6 +75,9 @@ struct RuntimeInfo {
   // When gVisor is in use: `runsc --version`'s first line and the platform it runs on.
   std::string gvisor_version;
   std::string gvisor_platform;
+  // When the wasm tier is in use: "node v26.10.0, pyodide 314.0.7", and its layers.
+  std::string wasm_version;
+  std::vector<IsolationLayer> wasm_layers;
   std::vector<std::string> notes;
 };
 

@@ -8,25 +8,36 @@
 namespace sandboxd {
 
 std::string_view IsolationName(Isolation isolation) {
-  return isolation == Isolation::kGvisor ? "gvisor" : "container";
+  switch (isolation) {
+    case Isolation::kGvisor: return "gvisor";
+    case Isolation::kWasm: return "wasm";
+    case Isolation::kContainer: break;
+  }
+  return "container";
 }
 
 absl::StatusOr<Isolation> ParseIsolation(std::string_view name) {
   if (name == "container") return Isolation::kContainer;
   if (name == "gvisor") return Isolation::kGvisor;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown isolation '", std::string(name), "': the choices are container and gvisor"));
+  if (name == "wasm") return Isolation::kWasm;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown isolation '", std::string(name), "': the choices are container, gvisor and wasm"));
 }
 
 sandbox::v1::Isolation ToProto(Isolation isolation) {
-  return isolation == Isolation::kGvisor ? sandbox::v1::ISOLATION_GVISOR
-                                         : sandbox::v1::ISOLATION_CONTAINER;
+  switch (isolation) {
+    case Isolation::kGvisor: return sandbox::v1::ISOLATION_GVISOR;
+    case Isolation::kWasm: return sandbox::v1::ISOLATION_WASM;
+    case Isolation::kContainer: break;
+  }
+  return sandbox::v1::ISOLATION_CONTAINER;
 }
 
 Isolation FromProto(sandbox::v1::Isolation isolation, Isolation fallback) {
   switch (isolation) {
     case sandbox::v1::ISOLATION_CONTAINER: return Isolation::kContainer;
     case sandbox::v1::ISOLATION_GVISOR: return Isolation::kGvisor;
+    case sandbox::v1::ISOLATION_WASM: return Isolation::kWasm;
     default: return fallback;
   }
 }
@@ -46,7 +57,8 @@ std::vector<Isolation> IsolationPolicy::AllowedList() const {
 
 absl::StatusOr<Isolation> IsolationPolicy::Resolve(sandbox::v1::Isolation requested) const {
   if (requested == sandbox::v1::ISOLATION_UNSPECIFIED) return default_isolation;
-  if (requested != sandbox::v1::ISOLATION_CONTAINER && requested != sandbox::v1::ISOLATION_GVISOR) {
+  if (requested != sandbox::v1::ISOLATION_CONTAINER && requested != sandbox::v1::ISOLATION_GVISOR &&
+      requested != sandbox::v1::ISOLATION_WASM) {
     return absl::InvalidArgumentError(absl::StrCat("unknown isolation ", static_cast<int>(requested)));
   }
   Isolation isolation = FromProto(requested, default_isolation);

@@ -5,6 +5,8 @@
 //               the host kernel, filtered by seccomp.
 //   kGvisor     the same container under gVisor's runsc: a user-space kernel (the Sentry)
 //               answers them, and only it talks to the host kernel.
+//   kWasm       no container: one jailed Node process per session (WasmRuntime), Python
+//               in Pyodide; the boundary is the process's layers (wasm_layers.h).
 //
 // The daemon has a default isolation (--isolation) and a set clients may ask for per
 // session (--allowed_isolations); IsolationPolicy::Resolve applies both to a request.
@@ -23,9 +25,9 @@
 
 namespace sandboxd {
 
-enum class Isolation { kContainer, kGvisor };
+enum class Isolation { kContainer, kGvisor, kWasm };
 
-// "container" or "gvisor": the names of the flags, logs and labels.
+// "container", "gvisor" or "wasm": the names of the flags, logs and labels.
 std::string_view IsolationName(Isolation isolation);
 // The inverse of IsolationName; INVALID_ARGUMENT naming the choices otherwise.
 absl::StatusOr<Isolation> ParseIsolation(std::string_view name);

@@ -96,7 +96,8 @@ absl::StatusOr<Sandbox> SandboxFactory::StartContainer(const SandboxConfig& conf
     codemode::MutexLock lock(&mu_);
     sb.name = absl::StrFormat("sbx-%s-%012x", options_.instance,
                               absl::Uniform<uint64_t>(rng_) & 0xffffffffffffull);
-    per_session_uid = runtime_info_ && !runtime_info_->cgroup_limits;
+    // A wasm process's rlimits are its own (the jail sets them), whatever its uid.
+    per_session_uid = runtime_info_ && !runtime_info_->cgroup_limits && config.isolation != Isolation::kWasm;
   }
   std::string dir = SocketDir(sb.name);
   std::error_code ec;

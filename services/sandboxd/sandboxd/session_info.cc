@@ -99,6 +99,7 @@ sandbox::v1::Info SessionManager::GetInfo() {
   } else {
     info.add_notes(absl::StrCat("container runtime unavailable: ", runtime_error));
   }
+  DescribeIsolations(runtime, runtime_error, &info);
   info.set_serving(readiness.serving);
   // (A failed probe that is also why health is NOT_SERVING is said once, above.)
   if (!readiness.serving && (runtime || readiness.reason != runtime_error)) {
@@ -151,6 +152,48 @@ absl::StatusOr<sandbox::v1::SessionStats> SessionManager::GetSessionStats(
   stats.set_workspace_bytes(u->workspace_bytes);
   stats.set_workspace_limit_bytes(u->workspace_limit_bytes);
   return stats;
+}
+
+sandbox::v1::Session SessionManager::Describe(const Session& session) {
+  sandbox::v1::Session p = session.ToProto();
+  if (p.isolation() != sandbox::v1::ISOLATION_WASM) return p;
+  // Every start applies the layers the probe found (the jail refuses to start otherwise).
+  if (std::optional<RuntimeInfo> runtime = factory_.runtime_info()) {
+    for (const IsolationLayer& l : runtime->wasm_layers) {
+      sandbox::v1::Layer* layer = p.add_layers();
+      layer->set_name(l.name);
+      layer->set_in_force(l.in_force);
+      layer->set_detail(l.detail);
+    }
+  }
+  return p;
+}
+
+void SessionManager::DescribeIsolations(const std::optional<RuntimeInfo>& runtime,
+                                        const std::string& runtime_error, sandbox::v1::Info* info) {
+  for (Isolation i : {Isolation::kContainer, Isolation::kGvisor, Isolation::kWasm}) {
+    sandbox::v1::IsolationInfo* out = info->add_isolations();
+    out->set_isolation(ToProto(i));
+    if (!options_.isolation.Allows(i)) {
+      out->set_detail("not in use by this daemon (sandboxd --isolation, --allowed_isolations)");
+      continue;
+    }
+    out->set_available(runtime.has_value());
+    if (!runtime) {
+      out->set_detail(runtime_error);
+    } else if (i == Isolation::kWasm) {
+      out->set_detail(runtime->wasm_version);
+      for (const IsolationLayer& l : runtime->wasm_layers) {
+        sandbox::v1::Layer* layer = out->add_layers();
+        layer->set_name(l.name);
+        layer->set_in_force(l.in_force);
+        layer->set_detail(l.detail);
+      }
+    } else {
+      out->set_detail(i == Isolation::kGvisor ? runtime->gvisor_version
+                                               : absl::StrCat(runtime->version, ", ", runtime->oci_runtime));
+    }
+  }
 }
 
 }  // namespace sandboxd

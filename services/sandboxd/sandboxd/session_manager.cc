@@ -382,7 +382,7 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateAdmitted(
   // Lost while it was being created (the catalog could not be sent), or while pinned:
   // its tombstone tells.
   if (session->lost()) OnSessionLost(*session);
-  return session->ToProto();
+  return Describe(*session);
 }
 
 absl::StatusOr<std::shared_ptr<Session>> SessionManager::Find(const std::string& id) {
@@ -474,7 +474,7 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::GetSession(const std::strin
   }
   absl::StatusOr<std::shared_ptr<Session>> s = Find(id);
   if (!s.ok()) return s.status();
-  return (*s)->ToProto();
+  return Describe(**s);
 }
 
 std::vector<sandbox::v1::Session> SessionManager::ListSessions(const std::string& owner) {
@@ -488,7 +488,7 @@ std::vector<sandbox::v1::Session> SessionManager::ListSessions(const std::string
     lost = lost_.List(owner);
   }
   std::vector<sandbox::v1::Session> out;
-  for (const auto& s : all) out.push_back(s->ToProto());
+  for (const auto& s : all) out.push_back(Describe(*s));
   for (auto& s : lost) out.push_back(std::move(s));
   return out;
 }
@@ -536,7 +536,7 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::ResetSession(const std::str
       !st.ok()) {
     return st;
   }
-  return (*s)->ToProto();
+  return Describe(**s);
 }
 
 absl::StatusOr<std::shared_ptr<Execution>> SessionManager::Execute(

@@ -152,6 +152,11 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   SandboxdMetrics& metrics() { return *metrics_; }
 
  private:
+  // The session as GetSession tells it: its own state, and for wasm the layers around it.
+  sandbox::v1::Session Describe(const Session& session);
+  // Info.isolations: each isolation, whether it runs here, and the wasm layers.
+  void DescribeIsolations(const std::optional<RuntimeInfo>& runtime, const std::string& runtime_error,
+                          sandbox::v1::Info* info);
   // SandboxdMetrics::StateSource: what the scrape-time gauges read.
   size_t sessions_active() override;
   size_t pool_ready(Language language) override { return pools_.pool(language).ready(); }

@@ -32,7 +32,7 @@ const PROTO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../
 // that it runs and then reads nothing more from its stream (it ends it only when the call
 // is cancelled, or after 120 s: `never cancelled`); other code finishes at once.
 async function standInSandboxd() {
-  const def = protoLoader.loadSync(PROTO, { keepCase: true, enums: String, longs: String, defaults: true, oneofs: true });
+  const def = protoLoader.loadSync(PROTO, { includeDirs: [path.resolve(path.dirname(PROTO), "../..")], keepCase: true, enums: String, longs: String, defaults: true, oneofs: true });
   const { SandboxService } = grpc.loadPackageDefinition(def).sandbox.v1;
   const server = new grpc.Server();
   const state = { sessions: 0 };

@@ -50,6 +50,14 @@ SandboxdProcess::SandboxdProcess(std::vector<std::string> extra_args, std::strin
   StartWatchdog();
 }
 
+// What the wasm tier leaves when a daemon dies or a test ends: its detached processes (the
+// pids in its records) and its work directory beside or in the state directory.
+std::string WasmCleanup(const std::string& state_dir) {
+  return absl::StrCat("grep -ho '\"[a-z_]*pid\":[1-9][0-9]*' '", state_dir,
+                      "'/wasm-records/*.json 2>/dev/null | cut -d: -f2 | xargs -r kill -KILL "
+                      "2>/dev/null; rm -rf '", state_dir, "-wasm'; ");
+}
+
 void SandboxdProcess::StartWatchdog() {
   // The watchdog reads lines from a pipe: "pid=N" after each start of the daemon, "done"
   // after a normal clean-up. End of file without "done" means this process died.
@@ -61,7 +69,7 @@ void SandboxdProcess::StartWatchdog() {
       "[ -n \"$pid\" ] && kill -KILL -- \"-$pid\" 2>/dev/null; sleep 1; ",
       "for i in 1 2 3; do ids=$(", podman, " ps -aq --filter label=io.sandboxd.state-dir=",
       state_dir_, "); [ -z \"$ids\" ] && break; ", podman, " rm -f -t 0 $ids; sleep 1; done; ",
-      "rm -rf '", dir_, "'");
+      WasmCleanup(state_dir_), "rm -rf '", dir_, "'");
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
     ADD_FAILURE() << "pipe2: " << strerror(errno);
@@ -100,6 +108,7 @@ SandboxdProcess::~SandboxdProcess() {
   // Leave nothing behind, whatever the test did.
   Sh(absl::StrCat(PodmanCommand(), " ps -aq --filter label=io.sandboxd.instance=", instance(),
                   " | xargs -r ", PodmanCommand(), " rm -f -t 0 >/dev/null 2>&1"));
+  Sh(WasmCleanup(state_dir_));
   std::error_code ec;
   fs::remove_all(dir_, ec);
   TellWatchdog("done");

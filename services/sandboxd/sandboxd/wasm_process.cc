@@ -1,0 +1,161 @@
+#include "sandboxd/wasm_process.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "sandboxd/resource_usage.h"
+
+namespace sandboxd {
+
+namespace {
+
+// A file descriptor closed when it goes out of scope.
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  ~Fd() { reset(); }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  void reset(int fd = -1) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_;
+};
+
+absl::StatusOr<int> BindListening(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("socket path too long: ", path));
+  }
+  memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
+  unlink(path.c_str());
+  // Only sandboxd connects; the jailed process accepts on the inherited descriptor.
+  mode_t old = umask(0177);
+  int rc = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  umask(old);
+  if (rc != 0 || listen(fd, 4) != 0) {
+    const int err = errno;
+    close(fd);
+    return absl::InternalError(absl::StrCat("cannot listen on ", path, ": ", strerror(err)));
+  }
+  return fd;
+}
+
+// bwrap's --info-fd: {"child-pid": N, ...} once the sandbox's init runs.
+absl::StatusOr<pid_t> ReadInitPid(int fd) {
+  std::string text;
+  const int64_t deadline_ms = 10000;
+  int64_t waited = 0;
+  char buf[512];
+  while (waited < deadline_ms && text.size() < 4096) {
+    pollfd p{fd, POLLIN, 0};
+    int n = poll(&p, 1, 100);
+    waited += 100;
+    if (n <= 0) continue;
+    ssize_t got = read(fd, buf, sizeof(buf));
+    if (got <= 0) break;
+    text.append(buf, static_cast<size_t>(got));
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_object() && j.contains("child-pid") && j["child-pid"].is_number_integer()) {
+      return j["child-pid"].get<pid_t>();
+    }
+  }
+  return absl::InternalError(absl::StrCat("bwrap did not say its sandbox's pid: '", text, "'"));
+}
+
+}  // namespace
+
+absl::StatusOr<SpawnedProcess> SpawnJailed(const SpawnRequest& request) {
+  if (request.argv.empty()) return absl::InvalidArgumentError("nothing to start");
+  absl::StatusOr<int> listening = BindListening(request.socket_path);
+  if (!listening.ok()) return listening.status();
+  Fd sock(*listening);
+  Fd log(open(request.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  Fd null(open("/dev/null", O_RDWR | O_CLOEXEC));
+  if (log.get() < 0 || null.get() < 0) {
+    return absl::InternalError(absl::StrCat("cannot open ", request.log_path, ": ", strerror(errno)));
+  }
+  int info[2] = {-1, -1};
+  if (request.bwrap && pipe2(info, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
+  }
+  Fd info_read(info[0]), info_write(info[1]);
+  // Everything the child uses is made before fork: after it only async-signal-safe calls.
+  std::vector<char*> argv;
+  for (const std::string& a : request.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  char* const envp[] = {nullptr};
+  const bool drop = request.uid.has_value();
+  const uid_t uid = drop ? *request.uid : 0;
+  const pid_t pid = fork();
+  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", strerror(errno)));
+  if (pid == 0) {
+    setsid();
+    // Moved above every descriptor the child keeps, then into place (dup2 clears CLOEXEC).
+    int s = fcntl(sock.get(), F_DUPFD_CLOEXEC, 10);
+    int i = info_write.get() >= 0 ? fcntl(info_write.get(), F_DUPFD_CLOEXEC, 10) : -1;
+    if (s < 0 || dup2(null.get(), 0) < 0 || dup2(null.get(), 1) < 0 || dup2(log.get(), 2) < 0 ||
+        dup2(s, 3) < 0 || (i >= 0 && dup2(i, 4) < 0)) {
+      _exit(125);
+    }
+    syscall(SYS_close_range, i >= 0 ? 5 : 4, ~0U, 0);
+    if (drop && (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(uid) != 0)) _exit(125);
+    execve(argv[0], argv.data(), envp);
+    _exit(127);
+  }
+  SpawnedProcess out;
+  out.pid = pid;
+  if (request.bwrap) {
+    info_write.reset();
+    absl::StatusOr<pid_t> init = ReadInitPid(info_read.get());
+    if (!init.ok()) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      return init.status();
+    }
+    out.init_pid = *init;
+  }
+  return out;
+}
+
+void KillChecked(pid_t pid, uint64_t start_time) {
+  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd < 0) return;  // gone
+  absl::StatusOr<uint64_t> now = ProcessStartTime("/proc", pid);
+  if (now.ok() && *now == start_time) syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+  close(pidfd);
+}
+
+void WaitGone(pid_t pid, uint64_t start_time, absl::Duration limit) {
+  const absl::Time deadline = absl::Now() + limit;
+  while (absl::Now() < deadline) {
+    if (waitpid(pid, nullptr, WNOHANG) == pid) return;
+    absl::StatusOr<uint64_t> now = ProcessStartTime("/proc", pid);
+    if (!now.ok() || *now != start_time) return;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+}
+
+}  // namespace sandboxd

@@ -1,0 +1,50 @@
+// The processes of the wasm tier (wasm_runtime.h): starting one jailed and detached with
+// its listening socket as fd 3, and ending it without hitting a reused pid.
+//
+//   SpawnRequest r;  r.argv = {...};  r.socket_path = dir + "/runner.sock";
+//   absl::StatusOr<SpawnedProcess> p = SpawnJailed(r);
+//   KillChecked(p->pid, start_time);
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace sandboxd {
+
+struct SpawnRequest {
+  std::vector<std::string> argv;  // [bwrap ... --] wasm-jail ... -- node ...
+  // Bound and listening here before the start (mode 0600, sandboxd's), inherited as fd 3.
+  std::string socket_path;
+  // The process's stderr (the jail's layers line, Node's fatal errors), 0600.
+  std::string log_path;
+  // Run as this uid and group 65534, without supplementary groups (sandboxd as root).
+  std::optional<uid_t> uid;
+  // argv starts with bwrap: read the pid namespace's init from its --info-fd 4.
+  bool bwrap = false;
+};
+
+struct SpawnedProcess {
+  pid_t pid = 0;       // what sandboxd started; its own session and process group
+  pid_t init_pid = 0;  // under bwrap: the sandbox's init, as the host sees it
+};
+
+// Starts the process detached: a new session, no parent-death signal, nothing of
+// sandboxd's open but fds 0-2 (/dev/null, /dev/null, the log) and 3 (the socket). Under
+// bwrap, waits (at most 10 s) for its info to name the init's pid.
+absl::StatusOr<SpawnedProcess> SpawnJailed(const SpawnRequest& request);
+
+// SIGKILL to `pid` only while it is the process that started at `start_time` (a pidfd
+// pins it between the check and the signal).
+void KillChecked(pid_t pid, uint64_t start_time);
+
+// Waits until `pid` (with that start time) is gone or reaped, up to `limit`.
+void WaitGone(pid_t pid, uint64_t start_time, absl::Duration limit);
+
+}  // namespace sandboxd

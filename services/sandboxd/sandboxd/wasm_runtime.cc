@@ -1,0 +1,361 @@
+#include "sandboxd/wasm_runtime.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "nlohmann/json.hpp"
+#include "sandboxd/log.h"
+#include "sandboxd/resource_usage.h"
+#include "sandboxd/subprocess.h"
+#include "sandboxd/wasm_process.h"
+#include "sandboxd/wasm_snapshot.h"
+
+namespace sandboxd {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr char kIdPrefix[] = "wasm-";
+// Open files of one session: Node and Pyodide hold ~40; the rest is the user's.
+constexpr uint32_t kNofile = 256;
+
+// The system's C library and what Node's loader reads: Node from npm links glibc and
+// libstdc++ dynamically.
+std::vector<std::string> SystemReadPaths() {
+  std::vector<std::string> out;
+  for (const char* p : {"/usr/lib", "/lib", "/lib64", "/usr/lib64", "/etc/ld.so.cache"}) {
+    std::error_code ec;
+    if (fs::exists(p, ec) && !fs::is_symlink(p, ec)) out.emplace_back(p);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> WasmNodeArgv(const WasmRuntimeOptions& options, Language language,
+                                      const std::string& workspace, uint64_t heap_mb,
+                                      const std::string& snapshot) {
+  std::vector<std::string> reads = {fs::path(options.node).parent_path().parent_path().string(),
+                                    options.js_runner};
+  const bool python = language == Language::kPython;
+  if (python) {
+    reads.push_back(options.pyodide_dir);
+    reads.push_back(options.python_runner);
+    if (!snapshot.empty()) {
+      reads.push_back(snapshot);
+      reads.push_back(snapshot + ".sha256");
+    }
+  }
+  std::vector<std::string> argv = {options.node, "--permission"};
+  for (const std::string& r : reads) argv.push_back("--allow-fs-read=" + r);
+  argv.push_back("--allow-fs-read=" + workspace);
+  argv.push_back("--allow-fs-write=" + workspace);
+  for (const char* flag : {"--allow-worker", "--allow-net", "--disallow-code-generation-from-strings",
+                           "--disable-proto=delete"}) {
+    argv.emplace_back(flag);
+  }
+  argv.push_back(options.js_runner);
+  argv.insert(argv.end(), {"--listen-fd", "3", "--workspace", workspace, "--language",
+                           python ? "python" : "javascript", "--heap-mb", absl::StrCat(heap_mb)});
+  if (python) {
+    argv.insert(argv.end(), {"--pyodide", options.pyodide_dir, "--python-runner", options.python_runner});
+    if (!snapshot.empty()) argv.insert(argv.end(), {"--snapshot", snapshot});
+  }
+  return argv;
+}
+
+WasmRuntime::WasmRuntime(WasmRuntimeOptions options) : options_(std::move(options)) {}
+
+std::string WasmRuntime::RecordPath(const std::string& name) const {
+  return absl::StrCat(options_.records_dir, "/", name, ".json");
+}
+
+std::string WasmRuntime::WorkspacePath(const std::string& name) const {
+  return absl::StrCat(options_.work_dir, "/w/", name);
+}
+
+absl::StatusOr<RuntimeInfo> WasmRuntime::Probe() {
+  for (const auto& [what, path] : {std::pair<const char*, std::string>{"Node (--wasm_node)", options_.node},
+                                   {"Pyodide (--wasm_pyodide)", options_.pyodide_dir},
+                                   {"the JavaScript runner (--js_runner)", options_.js_runner},
+                                   {"the Python runner (--runner)", options_.python_runner},
+                                   {"the jail (--wasm_jail)", options_.jail.jail}}) {
+    std::error_code ec;
+    if (path.empty() || !fs::exists(path, ec)) {
+      return absl::UnavailableError(absl::StrCat("wasm: ", what, " is missing at '", path,
+                                                 "' (scripts/setup.sh installs it)"));
+    }
+  }
+  SubprocessOptions opts;
+  opts.env = std::vector<std::string>{};
+  opts.timeout = absl::Seconds(20);
+  absl::StatusOr<SubprocessResult> version = RunSubprocess({options_.node, "--version"}, opts);
+  if (!version.ok() || version->exit_code != 0) {
+    return absl::UnavailableError(absl::StrCat("wasm: ", options_.node, " --version failed: ",
+                                               version.ok() ? version->stderr_text
+                                                            : std::string(version.status().message())));
+  }
+  const std::string node_version(absl::StripAsciiWhitespace(version->stdout_text));
+  absl::StatusOr<std::vector<WasmLayerState>> layers = ProbeWasmLayers(options_.jail, options_.layers);
+  if (!layers.ok()) return absl::UnavailableError(absl::StrCat("wasm: ", layers.status().message()));
+  for (const char* dir : {"", "/w", "/snapshots"}) {
+    std::error_code ec;
+    const std::string path = options_.work_dir + dir;
+    fs::create_directories(path, ec);
+    // Session uids traverse it to their own workspace and read the snapshot; nobody lists it.
+    if (ec || chmod(path.c_str(), 0711) != 0) {
+      return absl::UnavailableError(absl::StrCat("wasm: cannot prepare ", path, ": ",
+                                                 ec ? ec.message() : strerror(errno)));
+    }
+  }
+  std::error_code ec;
+  fs::create_directories(options_.records_dir, ec);
+  absl::StatusOr<std::string> snapshot = EnsureSnapshot(node_version);
+  if (!snapshot.ok()) return snapshot.status();
+  RuntimeInfo info;
+  info.version = absl::StrCat("wasm: node ", node_version, ", pyodide ", PyodideVersion(options_.pyodide_dir));
+  info.wasm_version = info.version.substr(6);
+  info.oci_runtime = "wasm-jail";
+  info.rootless = geteuid() != 0;
+  info.cgroup_limits = false;
+  std::vector<std::string> said;
+  for (const WasmLayerState& l : *layers) {
+    info.wasm_layers.push_back({std::string(WasmLayerName(l.layer)), l.in_force, l.detail});
+    said.push_back(absl::StrCat(std::string(WasmLayerName(l.layer)), l.in_force ? " " : " (not in force: ",
+                                l.detail, l.in_force ? "" : ")"));
+  }
+  spdlog::info("wasm tier: {}; layers: {}", info.wasm_version, absl::StrJoin(said, "; "));
+  codemode::MutexLock lock(&mu_);
+  layers_ = *layers;
+  snapshot_ = *snapshot;
+  return info;
+}
+
+absl::StatusOr<std::string> WasmRuntime::EnsureSnapshot(const std::string& node_version) {
+  absl::StatusOr<std::string> key = SnapshotKey(node_version, options_);
+  if (!key.ok()) return key.status();
+  const std::string path = absl::StrCat(options_.work_dir, "/snapshots/python-", *key, ".snap");
+  std::error_code ec;
+  if (fs::exists(path, ec)) {
+    if (absl::Status s = CheckSnapshot(path); !s.ok()) return s;
+    return path;
+  }
+  spdlog::info("wasm: making the Python snapshot {} (once per Node, Pyodide and runner)", path);
+  return MakeSnapshot(options_, path);
+}
+
+absl::StatusOr<std::string> WasmRuntime::PrepareWorkspace(const ContainerSpec& spec) {
+  const std::string dir = WorkspacePath(spec.name);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  if (mkdir(dir.c_str(), 0700) != 0) {
+    return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", strerror(errno)));
+  }
+  if (geteuid() == 0 && chown(dir.c_str(), spec.uid, 65534) != 0) {
+    return absl::InternalError(absl::StrCat("cannot give ", dir, " to uid ", spec.uid, ": ", strerror(errno)));
+  }
+  return dir;
+}
+
+absl::StatusOr<std::string> WasmRuntime::Start(const ContainerSpec& spec) {
+  std::vector<WasmLayerState> layers;
+  std::string snapshot;
+  {
+    codemode::MutexLock lock(&mu_);
+    layers = layers_;
+    snapshot = snapshot_;
+  }
+  if (layers.empty()) return absl::FailedPreconditionError("wasm: Probe() has not succeeded yet");
+  absl::StatusOr<std::string> workspace = PrepareWorkspace(spec);
+  if (!workspace.ok()) return workspace.status();
+  WasmJailRequest request;
+  request.read_paths = SystemReadPaths();
+  for (const std::string& arg : WasmNodeArgv(options_, spec.language, *workspace, 0, snapshot)) {
+    if (absl::StartsWith(arg, "--allow-fs-read=")) request.read_paths.push_back(arg.substr(16));
+  }
+  request.read_paths.push_back(options_.node);
+  request.workspace = *workspace;
+  request.rlimit_data = spec.limits.memory_bytes;
+  request.rlimit_fsize = spec.limits.workspace_bytes;
+  request.rlimit_nofile = kNofile;
+  request.rlimit_nproc = std::max<uint32_t>(spec.limits.pids, 64);
+  std::vector<std::string> argv = WasmJailArgv(options_.jail, layers, request);
+  // As in a container: the worker's heap gets 3/4 of the memory limit.
+  const uint64_t heap_mb = std::max<uint64_t>(16, spec.limits.memory_bytes / 4 * 3 >> 20);
+  for (std::string& arg : WasmNodeArgv(options_, spec.language, *workspace, heap_mb, snapshot)) {
+    argv.push_back(std::move(arg));
+  }
+  SpawnRequest spawn;
+  spawn.argv = std::move(argv);
+  spawn.socket_path = spec.socket_dir + "/runner.sock";
+  spawn.log_path = absl::StrCat(options_.records_dir, "/", spec.name, ".log");
+  spawn.uid = geteuid() == 0 ? std::optional<uid_t>(spec.uid) : std::nullopt;
+  spawn.bwrap = std::any_of(layers.begin(), layers.end(), [](const WasmLayerState& l) {
+    return l.layer == WasmLayer::kBwrap && l.in_force;
+  });
+  absl::StatusOr<SpawnedProcess> process = SpawnJailed(spawn);
+  if (!process.ok()) {
+    std::error_code ec;
+    fs::remove_all(*workspace, ec);
+    return process.status();
+  }
+  Record record;
+  record.name = spec.name;
+  record.pid = process->pid;
+  record.init_pid = process->init_pid;
+  record.start_time = ProcessStartTime("/proc", record.pid).value_or(0);
+  if (record.init_pid) record.init_start_time = ProcessStartTime("/proc", record.init_pid).value_or(0);
+  record.labels = spec.labels;
+  if (absl::Status s = WriteRecord(record); !s.ok()) {
+    kill(record.pid, SIGKILL);
+    if (record.init_pid) kill(record.init_pid, SIGKILL);
+    return s;
+  }
+  return absl::StrCat(kIdPrefix, record.pid);
+}
+
+absl::Status WasmRuntime::WriteRecord(const Record& record) {
+  nlohmann::json j = {{"name", record.name},           {"pid", record.pid},
+                      {"start_time", record.start_time}, {"init_pid", record.init_pid},
+                      {"init_start_time", record.init_start_time}, {"labels", record.labels}};
+  const std::string path = RecordPath(record.name);
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << j.dump();
+    if (!out.flush()) return absl::InternalError(absl::StrCat("cannot write ", tmp));
+  }
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot write ", path, ": ", strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+std::optional<WasmRuntime::Record> WasmRuntime::ReadRecord(const std::string& name) {
+  std::ifstream in(RecordPath(name));
+  if (!in) return std::nullopt;
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return std::nullopt;
+  Record r;
+  try {
+    r.name = j.at("name").get<std::string>();
+    r.pid = j.at("pid").get<pid_t>();
+    r.start_time = j.at("start_time").get<uint64_t>();
+    r.init_pid = j.at("init_pid").get<pid_t>();
+    r.init_start_time = j.at("init_start_time").get<uint64_t>();
+    r.labels = j.at("labels").get<std::map<std::string, std::string>>();
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
+  if (r.name != name || r.pid <= 0) return std::nullopt;
+  return r;
+}
+
+bool WasmRuntime::Knows(const std::string& name) {
+  std::error_code ec;
+  return fs::exists(RecordPath(name), ec);
+}
+
+void WasmRuntime::Reap(pid_t pid) {
+  int status = 0;
+  if (waitpid(pid, &status, WNOHANG) == pid) {
+    exits_[pid] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+}
+
+bool WasmRuntime::Alive(pid_t pid, uint64_t start_time) {
+  {
+    codemode::MutexLock lock(&mu_);
+    Reap(pid);
+    if (exits_.count(pid)) return false;
+  }
+  absl::StatusOr<uint64_t> now = ProcessStartTime("/proc", pid);
+  return now.ok() && *now == start_time;
+}
+
+absl::Status WasmRuntime::Remove(const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    if (std::optional<Record> r = ReadRecord(name)) {
+      // The namespace's init first: its death ends every process of the pid namespace.
+      if (r->init_pid && Alive(r->init_pid, r->init_start_time)) KillChecked(r->init_pid, r->init_start_time);
+      if (Alive(r->pid, r->start_time)) KillChecked(r->pid, r->start_time);
+      WaitGone(r->pid, r->start_time, absl::Seconds(5));
+      codemode::MutexLock lock(&mu_);
+      Reap(r->pid);
+      exits_.erase(r->pid);
+    }
+    std::error_code ec;
+    fs::remove(RecordPath(name), ec);
+    fs::remove(absl::StrCat(options_.records_dir, "/", name, ".log"), ec);
+    fs::remove_all(WorkspacePath(name), ec);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ContainerStatus> WasmRuntime::Inspect(const std::string& name) {
+  ContainerStatus status;
+  std::optional<Record> r = ReadRecord(name);
+  if (!r) return status;  // exists = false
+  status.exists = true;
+  status.running = Alive(r->pid, r->start_time);
+  status.state = status.running ? "running" : "exited";
+  if (!status.running) {
+    codemode::MutexLock lock(&mu_);
+    auto it = exits_.find(r->pid);
+    status.exit_code = it == exits_.end() ? -1 : it->second;
+  }
+  return status;
+}
+
+absl::StatusOr<std::vector<std::string>> WasmRuntime::ImageOffers(const std::string& reference) {
+  (void)reference;
+  return std::vector<std::string>{"python3", "nodejs"};
+}
+
+absl::StatusOr<std::vector<ContainerSummary>> WasmRuntime::List(const std::string& label_key,
+                                                                const std::string& label_value) {
+  std::vector<ContainerSummary> out;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(options_.records_dir, ec)) {
+    const std::string file = e.path().filename().string();
+    if (!absl::EndsWith(file, ".json")) continue;
+    std::optional<Record> r = ReadRecord(file.substr(0, file.size() - 5));
+    if (!r) continue;
+    auto label = r->labels.find(label_key);
+    if (label == r->labels.end() || label->second != label_value) continue;
+    out.push_back({absl::StrCat(kIdPrefix, r->pid), r->name, Alive(r->pid, r->start_time), r->labels});
+  }
+  return out;
+}
+
+absl::StatusOr<ResourceUsage> WasmRuntime::Usage(const std::string& name, Isolation isolation) {
+  (void)isolation;
+  std::optional<Record> r = ReadRecord(name);
+  if (!r || !Alive(r->pid, r->start_time)) {
+    return absl::UnavailableError(absl::StrCat("the wasm process of ", name, " is not running"));
+  }
+  return ReadProcTreeUsage("/proc", r->pid);
+}
+
+}  // namespace sandboxd

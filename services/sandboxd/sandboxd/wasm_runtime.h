@@ -1,0 +1,106 @@
+// WasmRuntime: the ContainerRuntime of --isolation=wasm (docs/wasm-tier.md). A "container"
+// is one jailed Node process: its main thread is the runner (sandbox_runner.js), user
+// code runs in a worker (Pyodide for Python). No container engine is involved.
+//
+//   WasmRuntime wasm(options);            // options.layers: "auto" or a list
+//   absl::StatusOr<RuntimeInfo> info = wasm.Probe();   // layers, versions, the snapshot
+//   absl::StatusOr<std::string> id = wasm.Start(spec); // "wasm-<pid>"
+//
+// Start binds `<spec.socket_dir>/runner.sock` itself and hands it to the process as fd 3,
+// listening: the jailed process never creates a socket (its seccomp filter refuses that).
+// The process runs detached (its own session, no parent-death signal), so it outlives a
+// sandboxd restart like a container; its record (`<records_dir>/<name>.json`: pids, their
+// start times, labels) lets the next sandboxd find, inspect and end it. When sandboxd runs
+// as root the process runs as spec.uid (65534 unless per-session), never as root.
+//
+// Files: the session's workspace is `<work_dir>/w/<name>` (the only writable directory,
+// owned by the session's uid); Python starts from a Pyodide memory snapshot that Probe
+// makes once per (Node, Pyodide, runner) in `<work_dir>/snapshots/` and checks by its
+// SHA-256 before any session uses it. work_dir must be traversable by spec.uid.
+//
+// Thread-safe.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "base/mutex.h"
+#include "sandboxd/container_runtime.h"
+#include "sandboxd/wasm_layers.h"
+#include "sandboxd/wasm_snapshot.h"
+
+namespace sandboxd {
+
+struct WasmRuntimeOptions : WasmFiles {
+  WasmJailFiles jail;
+  std::string layers = "auto";  // --wasm_layers
+  std::string records_dir;      // sandboxd's own (0700): one JSON record per process
+  std::string work_dir;         // workspaces and snapshots (see above)
+};
+
+// What the jailed process of one session runs: [bwrap ... --] wasm-jail ... -- node ...
+// Exposed for tests and for the snapshot build.
+std::vector<std::string> WasmNodeArgv(const WasmRuntimeOptions& options, Language language,
+                                      const std::string& workspace, uint64_t heap_mb,
+                                      const std::string& snapshot);
+
+class WasmRuntime : public ContainerRuntime {
+ public:
+  explicit WasmRuntime(WasmRuntimeOptions options);
+  ~WasmRuntime() override = default;
+
+  // Checks the files, the layers this machine applies (UNAVAILABLE naming a demanded layer
+  // it lacks) and the snapshot (made when missing; a snapshot whose bytes do not match its
+  // SHA-256 is refused, naming the file to delete). RuntimeInfo.wasm_layers says what holds.
+  absl::StatusOr<RuntimeInfo> Probe() override;
+  absl::StatusOr<std::string> Start(const ContainerSpec& spec) override;
+  // SIGKILL to the process (and, under bwrap, to its pid namespace's init), then the
+  // record and the workspace go. Unknown names are fine.
+  absl::Status Remove(const std::vector<std::string>& names) override;
+  // From the record and /proc: running while the pid lives with the recorded start time.
+  // An exit code is known only for a process this sandboxd started (-1 otherwise).
+  absl::StatusOr<ContainerStatus> Inspect(const std::string& name) override;
+  // {"python3", "nodejs"} for every reference: the tier has one runtime, not images.
+  absl::StatusOr<std::vector<std::string>> ImageOffers(const std::string& reference) override;
+  absl::StatusOr<std::vector<ContainerSummary>> List(const std::string& label_key,
+                                                     const std::string& label_value) override;
+  // /proc of the process tree (no cgroup); the workspace's bytes are not counted.
+  absl::StatusOr<ResourceUsage> Usage(const std::string& name, Isolation isolation) override;
+
+  // Whether `name` is one of this runtime's (it has a record).
+  bool Knows(const std::string& name);
+
+ private:
+  struct Record {
+    std::string name;
+    pid_t pid = 0;             // the process sandboxd started (bwrap, or the jail/node)
+    uint64_t start_time = 0;   // /proc/<pid>/stat's, against pid reuse
+    pid_t init_pid = 0;        // under bwrap: the pid namespace's init (0 otherwise)
+    uint64_t init_start_time = 0;
+    std::map<std::string, std::string> labels;
+  };
+  std::string RecordPath(const std::string& name) const;
+  std::string WorkspacePath(const std::string& name) const;
+  absl::Status WriteRecord(const Record& record);
+  std::optional<Record> ReadRecord(const std::string& name);
+  bool Alive(pid_t pid, uint64_t start_time);
+  // Collects the exit of a process this sandboxd started, if it has ended.
+  void Reap(pid_t pid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::string> EnsureSnapshot(const std::string& node_version);
+  absl::StatusOr<std::string> PrepareWorkspace(const ContainerSpec& spec);
+
+  const WasmRuntimeOptions options_;
+  codemode::Mutex mu_;
+  std::vector<WasmLayerState> layers_ ABSL_GUARDED_BY(mu_);
+  std::string snapshot_ ABSL_GUARDED_BY(mu_);
+  // Exit statuses of children that ended (waitpid), by pid.
+  std::map<pid_t, int> exits_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace sandboxd

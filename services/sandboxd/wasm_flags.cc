@@ -1,0 +1,52 @@
+#include "wasm_flags.h"
+
+#include <unistd.h>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "paths.h"
+
+ABSL_FLAG(std::string, wasm_node, "",
+          "Node binary of the wasm tier (default: the pinned one scripts/setup.sh installs, "
+          "deploy/wasm/node_modules/node/bin/node).");
+ABSL_FLAG(std::string, wasm_pyodide, "",
+          "Pyodide package directory of the wasm tier (default: the pinned one, "
+          "deploy/wasm/node_modules/pyodide).");
+ABSL_FLAG(std::string, wasm_jail, "",
+          "The wasm tier's launcher (default: sandboxd-wasm-jail next to this binary).");
+ABSL_FLAG(std::string, wasm_bwrap, "bwrap", "bubblewrap, the wasm tier's namespaces layer.");
+ABSL_FLAG(std::string, wasm_layers, "auto",
+          "Layers every wasm session must get: auto (node, seccomp and landlock, and bwrap "
+          "where it works) or a comma list of node, seccomp, landlock, bwrap. sandboxd "
+          "refuses to start when one is missing here, saying why.");
+ABSL_FLAG(std::string, wasm_dir, "",
+          "Workspaces and Python snapshots of wasm sessions (default: <state_dir>/wasm; as "
+          "root <state_dir>-wasm, beside the 0700 state directory, since sessions run as "
+          "uid 65534 and must reach their workspace).");
+
+absl::StatusOr<sandboxd::WasmRuntimeOptions> WasmFromFlags(const sandboxd::ManagerOptions& options) {
+  sandboxd::WasmRuntimeOptions wasm;
+  const std::string runtime = sandboxd::DefaultRunner("wasm", SANDBOXD_BUILT_WASM_RUNTIME);
+  wasm.node = absl::GetFlag(FLAGS_wasm_node);
+  if (wasm.node.empty()) wasm.node = runtime + "/node/bin/node";
+  wasm.pyodide_dir = absl::GetFlag(FLAGS_wasm_pyodide);
+  if (wasm.pyodide_dir.empty()) wasm.pyodide_dir = runtime + "/pyodide";
+  wasm.js_runner = options.js_runner_path;
+  wasm.python_runner = options.runner_path;
+  wasm.jail.jail = absl::GetFlag(FLAGS_wasm_jail);
+  if (wasm.jail.jail.empty()) {
+    wasm.jail.jail = sandboxd::DefaultRunner("sandboxd-wasm-jail", SANDBOXD_BUILT_WASM_JAIL);
+  }
+  wasm.jail.bwrap = absl::GetFlag(FLAGS_wasm_bwrap);
+  wasm.layers = absl::GetFlag(FLAGS_wasm_layers);
+  wasm.records_dir = options.state_dir + "/wasm-records";
+  wasm.work_dir = absl::GetFlag(FLAGS_wasm_dir);
+  if (wasm.work_dir.empty()) {
+    wasm.work_dir = geteuid() == 0 ? options.state_dir + "-wasm" : options.state_dir + "/wasm";
+  }
+  if (wasm.work_dir.empty() || wasm.work_dir[0] != '/') {
+    return absl::InvalidArgumentError(absl::StrCat("--wasm_dir must be an absolute path, not '",
+                                                   wasm.work_dir, "'"));
+  }
+  return wasm;
+}
