@@ -120,6 +120,13 @@ absl::StatusOr<RuntimeInfo> WasmRuntime::Probe() {
   for (const char* dir : {"", "/w", "/snapshots"}) {
     std::error_code ec;
     const std::string path = options_.work_dir + dir;
+    // Another user's directory (or a symlink) here would hand it every session's files.
+    struct stat st;
+    if (lstat(path.c_str(), &st) == 0 &&
+        (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 022) != 0)) {
+      return absl::UnavailableError(absl::StrCat(
+          "wasm: ", path, " must be a directory of ours that no one else may write (--wasm_dir)"));
+    }
     fs::create_directories(path, ec);
     // Session uids traverse it to their own workspace and read the snapshot; nobody lists it.
     if (ec || chmod(path.c_str(), 0711) != 0) {

@@ -175,6 +175,8 @@ void SandboxdProcess::Spawn(const std::vector<std::string>& env_overrides) {
   // The whole suite runs once per isolation mode (tests/CMakeLists.txt); a test's own
   // --isolation comes later and wins.
   argv.push_back("--isolation=" + TestIsolation());
+  // One wasm directory for the whole run: the Python snapshot is made once, not per daemon.
+  if (TestIsolation() == "wasm") argv.push_back(absl::StrCat("--wasm_dir=/tmp/sandboxd-test-wasm-", geteuid()));
   argv.insert(argv.end(), args_.begin(), args_.end());
   const pid_t parent = getpid();
   pid_ = fork();

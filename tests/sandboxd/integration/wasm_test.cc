@@ -1,0 +1,203 @@
+// The wasm tier (--isolation=wasm, docs/wasm-tier.md) with a real daemon and no container
+// engine: what GetInfo and GetSession say of it, hostile code meeting its layers, and the
+// start-up refusals (a tampered snapshot, a demanded layer this machine lacks). The rest of
+// the integration suite runs on it too (tests/CMakeLists.txt: the wasm.* copies).
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "harness.h"
+
+namespace sandboxd::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A daemon whose only isolation is wasm, with podman out of reach: the tier needs no engine.
+std::vector<std::string> WasmOnly(const std::string& wasm_dir = "") {
+  return {"--isolation=wasm", "--podman=/nonexistent/podman",
+          "--wasm_dir=" + (wasm_dir.empty() ? absl::StrCat("/tmp/sandboxd-test-wasm-", geteuid()) : wasm_dir)};
+}
+
+// A TCP listener on 127.0.0.1 that counts who reaches it.
+class Listener {
+ public:
+  Listener() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    listen(fd_, 8);
+    socklen_t len = sizeof(a);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+  }
+  ~Listener() { close(fd_); }
+  int port() const { return port_; }
+  bool Reached() const {
+    pollfd p{fd_, POLLIN, 0};
+    return poll(&p, 1, 0) > 0;
+  }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+sandbox::v1::Session CreateIn(sandbox::v1::SandboxService::Stub& stub, const std::string& runtime) {
+  sandbox::v1::CreateSessionRequest req;
+  req.set_runtime(runtime);
+  return CreateSession(stub, req);
+}
+
+TEST(WasmTest, RunsWithoutAContainerEngineAndSaysWhichLayersHold) {
+  SandboxdProcess d(WasmOnly());
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  sandbox::v1::Info info = GetInfo(*stub);
+  EXPECT_TRUE(info.serving()) << info.DebugString();
+  EXPECT_EQ(info.default_isolation(), sandbox::v1::ISOLATION_WASM);
+  ASSERT_EQ(info.isolations_size(), 3) << info.DebugString();
+  EXPECT_FALSE(info.isolations(0).available()) << "podman is not in use";
+  const sandbox::v1::IsolationInfo& wasm = info.isolations(2);
+  EXPECT_EQ(wasm.isolation(), sandbox::v1::ISOLATION_WASM);
+  EXPECT_TRUE(wasm.available()) << wasm.DebugString();
+  EXPECT_NE(wasm.detail().find("pyodide"), std::string::npos) << wasm.detail();
+  std::map<std::string, bool> held;
+  for (const sandbox::v1::Layer& l : wasm.layers()) held[l.name()] = l.in_force;
+  for (const char* required : {"node", "seccomp", "landlock"}) {
+    EXPECT_TRUE(held[required]) << required << " must hold: " << wasm.DebugString();
+  }
+  sandbox::v1::Session s = CreateIn(*stub, "python");
+  EXPECT_EQ(s.isolation(), sandbox::v1::ISOLATION_WASM);
+  EXPECT_EQ(s.layers_size(), wasm.layers_size()) << s.DebugString();
+  EXPECT_EQ(RunCode(*stub, s.id(), "import sys\nx = 40\nsys.platform").result_repr(), "'emscripten'");
+  EXPECT_EQ(RunCode(*stub, s.id(), "x + 2").result_repr(), "42");
+  sandbox::v1::Session js = CreateIn(*stub, "javascript");
+  EXPECT_EQ(RunCode(*stub, js.id(), "const y = 6 * 7; y").result_repr(), "42");
+}
+
+// Each route out of the tier, from both languages: none reaches the host.
+TEST(WasmTest, HostileCodeReachesNoHostFileNetworkProcessOrSignal) {
+  SandboxdProcess d(WasmOnly());
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  Listener listener;
+  const std::string secret = absl::StrCat("/tmp/wasm-secret-", getpid());
+  std::ofstream(secret) << "TOPSECRET";
+  sandbox::v1::Session py = CreateIn(*stub, "python");
+  sandbox::v1::Session js = CreateIn(*stub, "javascript");
+  const std::string port = std::to_string(listener.port());
+  const std::string sandboxd_pid = std::to_string(d.pid());
+  const std::vector<std::pair<std::string, std::string>> attempts = {
+      {py.id(), "open('" + secret + "').read()"},
+      {py.id(), "import os\nos.environ.get('PATH', '') + str(sorted(os.environ))"},
+      {py.id(), "import socket\ns = socket.socket()\ns.connect(('127.0.0.1', " + port + "))"},
+      {py.id(), "import js\njs.process.mainModule.require('fs').readFileSync('" + secret + "', 'utf8')"},
+      {py.id(), "import pyodide_js\npyodide_js.mountNodeFS('/host', '/tmp')\nopen('/host/" +
+                    fs::path(secret).filename().string() + "').read()"},
+      {py.id(), "from pyodide.code import run_js\nrun_js(\"require('fs').readFileSync('" + secret + "', 'utf8')\")"},
+      {js.id(), "require('fs').readFileSync('" + secret + "', 'utf8')"},
+      {js.id(), "require('fs').realpathSync.native('/etc')"},
+      {js.id(), "require('child_process').execSync('cat " + secret + "').toString()"},
+      {js.id(), "process.env.PATH || Object.keys(process.env).join(',')"},
+      {js.id(), "process.kill(" + sandboxd_pid + ", 'SIGTERM')"},
+      {js.id(), "await new Promise((res, rej) => { const s = require('net').connect(" + port +
+                    ", '127.0.0.1'); s.on('connect', () => res('connected')); s.on('error', rej); })"},
+      {js.id(), "await fetch('http://127.0.0.1:" + port + "/')"},
+      {js.id(), "new Function('return process')().pid"},
+  };
+  for (const auto& [id, code] : attempts) {
+    sandbox::v1::Finished f = RunCode(*stub, id, code, 10000);
+    const std::string seen = f.result_repr() + f.stdout() + f.stderr() + f.error().message();
+    EXPECT_EQ(seen.find("TOPSECRET"), std::string::npos) << code << "\n" << f.DebugString();
+    EXPECT_EQ(seen.find("connected"), std::string::npos) << code << "\n" << f.DebugString();
+    EXPECT_EQ(seen.find("/usr/"), std::string::npos) << "the host's PATH: " << code << "\n" << f.DebugString();
+  }
+  EXPECT_FALSE(listener.Reached()) << "a connection from the sandbox reached the host";
+  // sandboxd is untouched and both sessions still serve.
+  EXPECT_EQ(RunCode(*stub, py.id(), "1 + 1").result_repr(), "2");
+  EXPECT_EQ(RunCode(*stub, js.id(), "1 + 1").result_repr(), "2");
+  fs::remove(secret);
+}
+
+TEST(WasmTest, ATamperedSnapshotStopsTheStartWithTheReason) {
+  const std::string wasm_dir = absl::StrCat(::testing::TempDir(), "wasm-tamper-", getpid());
+  {
+    SandboxdProcess d(WasmOnly(wasm_dir));
+    ASSERT_TRUE(d.Start());
+  }
+  std::string snapshot;
+  for (const auto& e : fs::directory_iterator(wasm_dir + "/snapshots")) {
+    if (e.path().extension() == ".snap") snapshot = e.path().string();
+  }
+  ASSERT_FALSE(snapshot.empty()) << "the first start made no snapshot in " << wasm_dir;
+  {
+    std::fstream f(snapshot, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(1 << 20);
+    f.put('\x5a');
+  }
+  SandboxdProcess again(WasmOnly(wasm_dir));
+  EXPECT_EQ(again.StartExpectingExit(), 1) << again.Log();
+  EXPECT_NE(again.Log().find("is refused: its SHA-256"), std::string::npos) << again.Log();
+  fs::remove_all(wasm_dir);
+}
+
+// bwrap as it fails under Docker's default seccomp profile.
+std::string FailingBwrap() {
+  const std::string path = absl::StrCat(::testing::TempDir(), "bwrap-like-docker-", getpid());
+  std::ofstream(path) << "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n";
+  fs::permissions(path, fs::perms::owner_all);
+  return path;
+}
+
+TEST(WasmTest, ADemandedLayerThisMachineLacksStopsTheStart) {
+  std::vector<std::string> args = WasmOnly();
+  args.push_back("--wasm_bwrap=" + FailingBwrap());
+  args.push_back("--wasm_layers=node,seccomp,landlock,bwrap");
+  SandboxdProcess d(args);
+  EXPECT_EQ(d.StartExpectingExit(), 1) << d.Log();
+  EXPECT_NE(d.Log().find("bwrap"), std::string::npos) << d.Log();
+  EXPECT_NE(d.Log().find("No permissions to create new namespace"), std::string::npos) << d.Log();
+}
+
+TEST(WasmTest, WithoutBwrapLayersOneToThreeHoldAndSaySo) {
+  std::vector<std::string> args = WasmOnly();
+  args.push_back("--wasm_bwrap=" + FailingBwrap());
+  SandboxdProcess d(args);
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  sandbox::v1::Info info = GetInfo(*stub);
+  bool bwrap_said = false;
+  for (const sandbox::v1::Layer& l : info.isolations(2).layers()) {
+    if (l.name() == "bwrap") {
+      bwrap_said = true;
+      EXPECT_FALSE(l.in_force());
+      EXPECT_NE(l.detail().find("No permissions"), std::string::npos) << l.detail();
+    } else {
+      EXPECT_TRUE(l.in_force()) << l.name() << ": " << l.detail();
+    }
+  }
+  EXPECT_TRUE(bwrap_said) << info.DebugString();
+  Listener listener;
+  sandbox::v1::Session js = CreateIn(*stub, "javascript");
+  sandbox::v1::Finished f = RunCode(*stub, js.id(), "require('fs').readFileSync('/etc/hostname', 'utf8')");
+  EXPECT_NE(f.status(), sandbox::v1::Finished::OK) << f.DebugString();
+  f = RunCode(*stub, js.id(), "await new Promise((res, rej) => { const s = require('net').connect(" +
+                                  std::to_string(listener.port()) +
+                                  ", '127.0.0.1'); s.on('connect', () => res('connected')); s.on('error', rej); })",
+              10000);
+  EXPECT_NE(f.status(), sandbox::v1::Finished::OK) << f.DebugString();
+  EXPECT_FALSE(listener.Reached());
+}
+
+}  // namespace
+}  // namespace sandboxd::testing
