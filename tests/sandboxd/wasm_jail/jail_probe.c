@@ -3,7 +3,7 @@
 // under Landlock it needs only its own file among the --read paths.
 //
 //   jail_probe socket-inet | socket-unix | fork | read PATH | write PATH | connect PORT
-//              | kill PID | exec PATH ARGS... | print TEXT | file PATH | fds | env
+//              | kill PID | accept FD | exec PATH ARGS... | print TEXT | file PATH | fds | env
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -46,6 +46,14 @@ static int do_connect(const char* port) {
   struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(port))};
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   return result(connect(fd, (struct sockaddr*)&addr, sizeof(addr)) == 0);
+}
+
+// One connection accepted on an inherited listening socket, answered "hello\n".
+static int do_accept(int fd) {
+  int conn = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+  int ok = conn >= 0 && write(conn, "hello\n", 6) == 6;
+  if (conn >= 0) close(conn);
+  return result(ok);
 }
 
 // The whole file on stdout (for /proc/self/limits).
@@ -100,6 +108,7 @@ int main(int argc, char** argv) {
   if (!strcmp(a, "write")) return do_write(v);
   if (!strcmp(a, "connect")) return do_connect(v);
   if (!strcmp(a, "kill")) return result(kill(atoi(v), 0) == 0);
+  if (!strcmp(a, "accept")) return do_accept(atoi(v));
   if (!strcmp(a, "file")) return do_file(v);
   if (!strcmp(a, "print")) return printf("%s\n", v) < 0;
   if (!strcmp(a, "exec")) {

@@ -1,4 +1,5 @@
-// Runs a program (the built sandboxd-wasm-jail) for the wasm jail tests: argv as given,
+// Runs a program (the built sandboxd-wasm-jail, bwrap) for the wasm jail tests: argv as given
+// (argv[0] looked up in PATH),
 // stdin from /dev/null, stdout and stderr captured, and chosen fds placed at chosen numbers
 // (without FD_CLOEXEC) so the jail's handling of inherited fds can be seen.
 #pragma once
@@ -46,7 +47,7 @@ inline JailRun RunProgram(const std::vector<std::string>& argv,
     std::vector<char*> args;
     for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
-    execv(args[0], args.data());
+    execvp(args[0], args.data());
     _exit(125);
   }
   close(out[1]);
