@@ -234,7 +234,10 @@ std::vector<std::string> WasmJailArgv(const WasmJailFiles& files,
   AddFlag(argv, "--rlimit-data", request.rlimit_data);
   AddFlag(argv, "--rlimit-fsize", request.rlimit_fsize);
   AddFlag(argv, "--rlimit-nofile", request.rlimit_nofile);
-  AddFlag(argv, "--rlimit-nproc", request.rlimit_nproc);
+  // RLIMIT_NPROC counts every task of the uid in the user namespace: inside bwrap's own
+  // namespace that is the session's threads; outside it, also sandboxd's and every other
+  // session's (71 tasks of the uid elsewhere and a limit of 64 stop Node at start).
+  if (InForce(layers, WasmLayer::kBwrap)) AddFlag(argv, "--rlimit-nproc", request.rlimit_nproc);
   if (request.listen_fd > 2) AddFlag(argv, "--keep-fd", static_cast<uint64_t>(request.listen_fd));
   argv.push_back("--");
   return argv;

@@ -51,7 +51,8 @@ struct WasmJailRequest {
   std::vector<std::string> read_paths;  // read-only (runtime, runner files, ...)
   std::string workspace;                // read-write, the session's only writable dir
   uint64_t rlimit_data = 0, rlimit_fsize = 0;  // 0: not limited
-  uint32_t rlimit_nofile = 256, rlimit_nproc = 64;
+  uint32_t rlimit_nofile = 256;
+  uint32_t rlimit_nproc = 64;  // applied only with bwrap (its own user namespace counts)
   int listen_fd = 3;  // kept open across bwrap and the jail
 };
 
