@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs sandboxd and mcp-gateway as systemd user services for the current (non-root)
 # user: every runtime file the build lists in BUILD_DIR/user-service-files.txt
-# (~/.local/bin/{sandboxd,mcp-gateway}, ~/.local/share/sandboxd/sandbox_runner.{pyz,js}),
+# (~/.local/bin/{sandboxd,sandboxd-wasm-jail,mcp-gateway},
+# ~/.local/share/sandboxd/sandbox_runner.{pyz,js}),
 # ~/.config/systemd/user/{sandboxd,mcp-gateway}.service, and the sandbox image (Python and
 # JavaScript sessions both run it) in the user's rootless podman storage. Then:
 #   systemctl --user enable --now sandboxd mcp-gateway

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Experiment 4's matrix: 04-escapes.js under each layer alone and together; prints a
-# markdown table (check x configuration). Needs jail/wasm-jail (jail/build.sh), bwrap,
+# markdown table (check x configuration). Needs the built sandboxd-wasm-jail (WASM_JAIL, default
+# build/services/sandboxd/sandboxd-wasm-jail), bwrap,
 # a snapshot from 01-snapshot.js make, and python3 on the host for the live listeners.
 #   ./run-escapes.sh SNAPSHOT_DIR [NODE_MAJOR]      (default node 26)
 set -eu
@@ -8,7 +9,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 SNAP=${1:?usage: run-escapes.sh SNAPSHOT_DIR [NODE_MAJOR]}
 MAJOR=${2:-26}
 NODE=$HERE/node_modules/node$MAJOR/bin/node
-JAIL=$HERE/jail/wasm-jail
+JAIL=${WASM_JAIL:-$HERE/../../build/services/sandboxd/sandboxd-wasm-jail}
 PORT=47123
 SOCK=/tmp/wasm-spike-host.sock
 WS=$(mktemp -d /tmp/wasm-ws.XXXXXX)
@@ -20,7 +21,7 @@ trap 'kill $LISTENER; rm -rf "$WS"' EXIT
 sleep 0.5
 
 PERM="--openssl-config=$HERE/openssl.cnf --permission --allow-fs-read=$HERE --allow-fs-read=$SNAP --disallow-code-generation-from-strings"
-RO="--ro $HERE --ro $SNAP --ro /usr/lib --ro /usr/lib64 --ro /etc/ld.so.cache --rw $WS"
+RO="--read $HERE --read $SNAP --read /usr/lib --read /usr/lib64 --read /etc/ld.so.cache --write $WS"
 BWRAP="bwrap --unshare-all --die-with-parent --new-session --clearenv --ro-bind $HERE $HERE
   --ro-bind $SNAP $SNAP --ro-bind /usr/lib /usr/lib --ro-bind /usr/lib64 /usr/lib64
   --symlink usr/lib /lib --symlink usr/lib64 /lib64 --ro-bind /etc/ld.so.cache /etc/ld.so.cache
@@ -42,7 +43,7 @@ run L2-seccomp env -i $JAIL --seccomp -- $NODE $ARGS
 run L3-landlock env -i $JAIL --landlock $RO -- $NODE --openssl-config=$HERE/openssl.cnf $ARGS
 run L4-bwrap $BWRAP $NODE $ARGS
 run L1-L3 env -i $JAIL --rlimit-data 2147483648 --rlimit-nofile 256 --seccomp --landlock $RO -- $NODE $PERM $ARGS
-run L1-L4 $BWRAP $JAIL --rlimit-data 2147483648 --rlimit-nofile 256 --seccomp --landlock --ro $HERE --ro $SNAP --ro /usr/lib --ro /usr/lib64 --ro /etc/ld.so.cache --rw /workspace -- $NODE $PERM $ARGS
+run L1-L4 $BWRAP $JAIL --rlimit-data 2147483648 --rlimit-nofile 256 --seccomp --landlock --read $HERE --read $SNAP --read /usr/lib --read /usr/lib64 --read /etc/ld.so.cache --write /workspace -- $NODE $PERM $ARGS
 echo "node $($NODE --version), results in $OUT"
 "$NODE" -e '
 const fs = require("fs"); const dir = process.argv[1];

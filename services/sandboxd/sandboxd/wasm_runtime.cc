@@ -38,17 +38,6 @@ constexpr char kIdPrefix[] = "wasm-";
 // Open files of one session: Node and Pyodide hold ~40; the rest is the user's.
 constexpr uint32_t kNofile = 256;
 
-// The system's C library and what Node's loader reads: Node from npm links glibc and
-// libstdc++ dynamically.
-std::vector<std::string> SystemReadPaths() {
-  std::vector<std::string> out;
-  for (const char* p : {"/usr/lib", "/lib", "/lib64", "/usr/lib64", "/etc/ld.so.cache"}) {
-    std::error_code ec;
-    if (fs::exists(p, ec) && !fs::is_symlink(p, ec)) out.emplace_back(p);
-  }
-  return out;
-}
-
 }  // namespace
 
 std::vector<std::string> WasmNodeArgv(const WasmRuntimeOptions& options, Language language,
@@ -195,7 +184,6 @@ absl::StatusOr<std::string> WasmRuntime::Start(const ContainerSpec& spec) {
   absl::StatusOr<std::string> workspace = PrepareWorkspace(spec);
   if (!workspace.ok()) return workspace.status();
   WasmJailRequest request;
-  request.read_paths = SystemReadPaths();
   for (const std::string& arg : WasmNodeArgv(options_, spec.language, *workspace, 0, snapshot)) {
     if (absl::StartsWith(arg, "--allow-fs-read=")) request.read_paths.push_back(arg.substr(16));
   }
