@@ -118,9 +118,10 @@ export class Client {
     return ++this.nextId;
   }
 
-  startExec(code, { maxOutputBytes = MIB, maxCalls } = {}) {
+  startExec(code, { maxOutputBytes = MIB, maxCalls, maxDisplayBytes } = {}) {
     const id = this.newId();
     const frame = { type: 'exec', id, code, max_output_bytes: maxOutputBytes };
+    if (maxDisplayBytes !== undefined) frame.max_display_bytes = maxDisplayBytes;
     if (maxCalls !== undefined) frame.max_tool_calls_in_flight = maxCalls;
     this.send(frame);
     return id;
@@ -370,7 +371,7 @@ export class WasmRunner extends RunnerContainer {
     const proc = spawn('python3', args, { env: {}, stdio: ['ignore', 'pipe', 'pipe'] });
     const r = new WasmRunner(`wasm-${process.pid}`, dir, proc);
     r.workspace = workspace;
-    r.exitCode = new Promise((resolve) => proc.on('exit', (code) => resolve(code)));
+    r.exitCode = new Promise((resolve) => proc.on('close', (code) => resolve(code)));
     await r.waitForSocket();
     return r;
   }
