@@ -35,13 +35,30 @@ function sha256(bytes) {
   return crypto.createHash('sha256').update(bytes).digest('hex');
 }
 
+function checkDigest(file, got) {
+  const want = fs.readFileSync(`${file}.sha256`, 'utf8').trim();
+  if (got !== want) throw new SnapshotRefused(`snapshot ${file} refused: sha256 ${got} != ${want}`);
+}
+
 // The snapshot's bytes, checked against FILE.sha256; SnapshotRefused on a mismatch.
 function readSnapshot(file) {
   const bytes = fs.readFileSync(file);
-  const want = fs.readFileSync(`${file}.sha256`, 'utf8').trim();
-  const got = sha256(bytes);
-  if (got !== want) throw new SnapshotRefused(`snapshot ${file} refused: sha256 ${got} != ${want}`);
+  checkDigest(file, sha256(bytes));
   return bytes;
+}
+
+// The same check without holding the file in memory (the main thread's, at start: the
+// worker checks the bytes it loads again).
+function checkSnapshot(file) {
+  const hash = crypto.createHash('sha256');
+  const buf = Buffer.allocUnsafe(1 << 20);
+  const fd = fs.openSync(file, 'r');
+  try {
+    for (let n; (n = fs.readSync(fd, buf, 0, buf.length, null)) > 0;) hash.update(buf.subarray(0, n));
+  } finally {
+    fs.closeSync(fd);
+  }
+  checkDigest(file, hash.digest('hex'));
 }
 
 // The main thread's view of --language python: the options the worker needs, after the
@@ -49,7 +66,7 @@ function readSnapshot(file) {
 function pythonFiles(options) {
   if (options.snapshot) {
     try {
-      readSnapshot(options.snapshot);
+      checkSnapshot(options.snapshot);
     } catch (e) {
       process.stderr.write(`${e.message}\n`);
       process.exit(e instanceof SnapshotRefused ? SNAPSHOT_REFUSED_EXIT : 1);
