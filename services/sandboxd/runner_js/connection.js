@@ -88,4 +88,14 @@ function listen(socketPath, onSocket) {
   });
 }
 
-module.exports = { Connection, listen };
+// Accept on `fd`, a unix socket the parent bound and listens on (the wasm tier's jail
+// passes it; under --permission this needs --allow-net).
+function listenOnFd(fd, onSocket) {
+  const server = net.createServer(onSocket);
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ fd }, () => resolve(server));
+  });
+}
+
+module.exports = { Connection, listen, listenOnFd };

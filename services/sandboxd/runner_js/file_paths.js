@@ -63,7 +63,19 @@ function splitPath(path, allowRoot) {
   return parts;
 }
 
-const at = (dirFd, name) => `/proc/self/fd/${dirFd}/${name}`;
+// Under Node's permission model (the wasm tier) /proc/self/fd/... is no allowed path: there
+// a directory descriptor stands for the path it was opened by (recorded by openNoFollow and
+// resolveDir); the checks of openNoFollow stay, and the process's own confinement (the
+// permission model, Landlock) bounds what a path could reach.
+const BY_PATH = typeof process.permission === 'object' && process.permission !== null;
+const dirPaths = new Map();           // fd -> path, when BY_PATH
+const at = (dirFd, name) => (BY_PATH ? `${dirPaths.get(dirFd)}/${name}` :
+  `/proc/self/fd/${dirFd}/${name}`);
+
+function remember(fd, path) {
+  if (BY_PATH) dirPaths.set(fd, path.endsWith('/') ? path.slice(0, -1) : path);
+  return fd;
+}
 const same = (a, b) => a.dev === b.dev && a.ino === b.ino;
 
 function errnoError(code, name) {
@@ -81,7 +93,8 @@ function openNoFollow(dirFd, name, flags, mode) {
     if (e.code !== 'ENOENT' || !(flags & O_CREAT)) throw e;
   }
   if (seen && seen.isSymbolicLink()) throw errnoError('ELOOP', name);
-  const fd = fs.openSync(at(dirFd, name), flags | O_NOFOLLOW, mode === undefined ? 0o644 : mode);
+  const fd = remember(fs.openSync(at(dirFd, name), flags | O_NOFOLLOW,
+    mode === undefined ? 0o644 : mode), at(dirFd, name));
   try {
     const opened = fs.fstatSync(fd, { bigint: true });
     const now = fs.lstatSync(at(dirFd, name), { bigint: true });
@@ -111,7 +124,7 @@ function openDir(dirFd, name, create) {
 
 // A descriptor of the directory holding parts[parts.length - 1]; the caller closes it.
 function resolveDir(root, parts, createDirs) {
-  let fd = fs.openSync(root, O_RDONLY | O_DIRECTORY);
+  let fd = remember(fs.openSync(root, O_RDONLY | O_DIRECTORY), root);
   try {
     for (const name of parts.slice(0, -1)) {
       const next = openDir(fd, name, createDirs);

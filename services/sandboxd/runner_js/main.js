@@ -2,42 +2,73 @@
 // The entry point of sandbox_runner.js (the bundle build_js.py makes of these modules):
 // on the main thread the runner, in the worker thread it starts (same file) the namespace.
 //
-//   node sandbox_runner.js --socket PATH [--workspace DIR] [--heap-mb N]
-//     [--idle-watchdog-ms N] [--own-pid-namespace]
+//   node sandbox_runner.js (--socket PATH | --listen-fd N) [--workspace DIR] [--heap-mb N]
+//     [--idle-watchdog-ms N] [--own-pid-namespace] [--language javascript|python]
+//     [--pyodide DIR --python-runner PYZ [--snapshot FILE]]
+//   node sandbox_runner.js --make-snapshot OUT --pyodide DIR --python-runner PYZ
+//
+// --listen-fd: fd N is a unix socket already bound and listening (the wasm tier's jail
+// passes it); accepted exactly as --socket's. --language python runs Python in Pyodide in
+// the worker (worker_python.js), restored from --snapshot (checked against FILE.sha256)
+// or loaded cold from --pyodide.
 
 const fs = require('fs');
 const { isMainThread, workerData } = require('worker_threads');
 const { log, DEFAULT_IDLE_WATCHDOG_MS } = require('./common');
 
-const USAGE = 'usage: sandbox_runner.js --socket PATH [--workspace DIR] [--heap-mb N] ' +
-  '[--idle-watchdog-ms N] [--own-pid-namespace]';
-const VALUED = ['--socket', '--workspace', '--heap-mb', '--idle-watchdog-ms'];
+const USAGE = 'usage: sandbox_runner.js (--socket PATH | --listen-fd N) [--workspace DIR] ' +
+  '[--heap-mb N] [--idle-watchdog-ms N] [--own-pid-namespace] [--language javascript|python] ' +
+  '[--pyodide DIR --python-runner PYZ [--snapshot FILE]]\n' +
+  '       sandbox_runner.js --make-snapshot OUT --pyodide DIR --python-runner PYZ';
+const VALUED = ['--socket', '--listen-fd', '--workspace', '--heap-mb', '--idle-watchdog-ms',
+  '--language', '--pyodide', '--python-runner', '--snapshot', '--make-snapshot'];
+const OPTION_NAMES = { '--socket': 'socket', '--workspace': 'workspace', '--language': 'language',
+  '--pyodide': 'pyodide', '--python-runner': 'pythonRunner', '--snapshot': 'snapshot',
+  '--make-snapshot': 'makeSnapshot' };
 // How long the socket waits for the first namespace (a worker that cannot start still gets
 // its runner a connection, which then reports why).
 const FIRST_NAMESPACE_WAIT_MS = 5000;
 
 function parseArgs(argv) {
-  const options = { socket: null, workspace: '/workspace', heapMb: null, ownPidNamespace: false,
-    idleWatchdogMs: DEFAULT_IDLE_WATCHDOG_MS };
+  const options = { socket: null, listenFd: null, workspace: '/workspace', heapMb: null,
+    ownPidNamespace: false, idleWatchdogMs: DEFAULT_IDLE_WATCHDOG_MS, language: 'javascript',
+    pyodide: null, pythonRunner: null, snapshot: null, makeSnapshot: null };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     if (arg === '--own-pid-namespace') options.ownPidNamespace = true;
     else if (VALUED.includes(arg) && i + 1 < argv.length) {
       const value = argv[++i];
-      if (arg === '--socket') options.socket = value;
-      else if (arg === '--workspace') options.workspace = value;
+      if (OPTION_NAMES[arg]) options[OPTION_NAMES[arg]] = value;
+      else if (arg === '--listen-fd') options.listenFd = /^\d+$/.test(value) ? Number(value) : NaN;
       else if (arg === '--heap-mb') options.heapMb = Number.parseInt(value, 10);
       else options.idleWatchdogMs = /^\d+$/.test(value) ? Number(value) : NaN;
     } else {
       throw new Error(`unknown argument '${arg}'\n${USAGE}`);
     }
   }
-  if (!options.socket) throw new Error(`--socket is required\n${USAGE}`);
+  checkOptions(options);
+  return options;
+}
+
+function checkOptions(options) {
+  const python = options.language === 'python' || options.makeSnapshot !== null;
+  if (!['javascript', 'python'].includes(options.language)) {
+    throw new Error(`--language must be javascript or python\n${USAGE}`);
+  }
+  if (python && (!options.pythonRunner || !options.pyodide)) {
+    throw new Error(`Python needs --pyodide and --python-runner\n${USAGE}`);
+  }
+  if (options.makeSnapshot !== null) return;
+  if ((options.socket === null) === (options.listenFd === null)) {
+    throw new Error(`exactly one of --socket and --listen-fd is required\n${USAGE}`);
+  }
+  if (options.listenFd !== null && !Number.isSafeInteger(options.listenFd)) {
+    throw new Error('--listen-fd must be a file descriptor number');
+  }
   if (options.heapMb !== null && !(options.heapMb >= 16)) throw new Error('--heap-mb must be >= 16');
   if (!Number.isSafeInteger(options.idleWatchdogMs)) {
     throw new Error('--idle-watchdog-ms must be a number of milliseconds (0: no watchdog)');
   }
-  return options;
 }
 
 // The worker's heap limit: three quarters of the container's memory limit (cgroup v2), so a
@@ -60,21 +91,31 @@ async function runMain(argv) {
     process.stderr.write(`${e.message}\n`);
     process.exit(2);
   }
+  if (options.makeSnapshot !== null) {
+    await require('./python_files').makeSnapshot(options);
+    process.exit(0);
+  }
+  const python = options.language === 'python' ? require('./python_files').pythonFiles(options) :
+    null;
   const { Runner } = require('./runner');
-  const { listen } = require('./connection');
+  const { listen, listenOnFd } = require('./connection');
   const runner = new Runner({ bundle: __filename, workspace: options.workspace,
     heapMb: options.heapMb || defaultHeapMb(), ownPidNamespace: options.ownPidNamespace,
-    idleWatchdogMs: options.idleWatchdogMs });
+    idleWatchdogMs: options.idleWatchdogMs, python });
   // The socket appears once user code can run (sandboxd's pool counts a container ready
   // when it has connected), or after FIRST_NAMESPACE_WAIT_MS whatever the worker does.
   await Promise.race([runner.firstReady,
     new Promise((resolve) => setTimeout(resolve, FIRST_NAMESPACE_WAIT_MS).unref())]);
-  await listen(options.socket, (socket) => runner.accept(socket));
+  const onSocket = (socket) => runner.accept(socket);
+  if (options.listenFd !== null) await listenOnFd(options.listenFd, onSocket);
+  else await listen(options.socket, onSocket);
   process.on('uncaughtException', (e) => log(`internal error: ${e && e.stack}`));
 }
 
 if (!isMainThread && workerData && workerData.sandboxRole === 'worker') {
   require('./worker').startWorker();
+} else if (!isMainThread && workerData && workerData.sandboxRole === 'python-worker') {
+  require('./worker_python').startPythonWorker();
 } else if (isMainThread) {
   runMain(process.argv.slice(2)).catch((e) => {
     log(`failed to start: ${e && e.stack}`);

@@ -39,11 +39,12 @@ function messageProblem(m) {
 class Namespace {
   // handlers: ready(), out(stream, text), call(m), done(m), pong(n), lost(reason, outOfMemory);
   // lost is called at most once, and nothing after it.
-  constructor(bundle, heapMb, handlers) {
+  // `data`: what else the worker gets in workerData (its role first).
+  constructor(bundle, heapMb, handlers, data = { sandboxRole: 'worker' }) {
     this.handlers = handlers;
     this.ended = false;
     const channel = new MessageChannel();
-    const options = { workerData: { sandboxRole: 'worker', port: channel.port2 },
+    const options = { workerData: { ...data, port: channel.port2 },
       transferList: [channel.port2], stdout: true, stderr: true };
     if (heapMb) options.resourceLimits = { maxOldGenerationSizeMb: heapMb };
     this.port = channel.port1;
@@ -60,16 +61,20 @@ class Namespace {
 
   onMessage(m) {
     if (this.ended) return;
-    const problem = messageProblem(m);
+    const problem = this.messageProblem(m);
     if (problem) {
       this.lose(`the worker broke the runner protocol (${problem})`, false);
       return;
     }
-    if (m.t === 'ready') this.handlers.ready();
+    if (m.t === 'ready') this.handlers.ready(m);
     else if (m.t === 'out') this.handlers.out(m.s, m.x);
     else if (m.t === 'call') this.handlers.call(m);
     else if (m.t === 'pong') this.handlers.pong(m.n);
     else this.handlers.done(m);
+  }
+
+  messageProblem(m) {
+    return messageProblem(m);
   }
 
   post(message) {
@@ -101,4 +106,4 @@ class Namespace {
   }
 }
 
-module.exports = { Namespace, messageProblem };
+module.exports = { Namespace, messageProblem, isCount, isStr };

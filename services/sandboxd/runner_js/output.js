@@ -61,6 +61,14 @@ class OutputBatcher {
     this.bytes += Buffer.byteLength(text, 'utf8');
   }
 
+  // A display ({mime: text}, counted against max_display_bytes by the worker): a frame of
+  // its own, after the text written before it.
+  display(bundle) {
+    if (this.send === null) return;
+    this.flush();
+    this.send({ type: 'output', id: this.execId, chunks: [['display', bundle]] });
+  }
+
   flush() {
     if (this.timer !== null) {
       clearTimeout(this.timer);

@@ -11,10 +11,10 @@ const { ProtocolError, frameField } = require('./protocol');
 const { parseCatalog } = require('./catalog');
 const { Connection } = require('./connection');
 const { Namespace } = require('./namespace');
+const { PythonNamespace } = require('./namespace_python');
 const { OutputBatcher } = require('./output');
 const { ToolCalls, ExecCalls } = require('./tool_calls');
 const { FileTransfers, FILE_FRAMES, checkFileFrame } = require('./files');
-const { transformCell, transformErrorReport } = require('./transform');
 const { IdleWatchdog } = require('./watchdog');
 const fs = require('fs');
 
@@ -26,11 +26,16 @@ class Runner {
     this.bundle = options.bundle;
     this.heapMb = options.heapMb;
     this.ownPidNamespace = options.ownPidNamespace;
+    // Python in Pyodide (python_files.js's files) instead of JavaScript; null: JavaScript.
+    this.python = options.python || null;
+    this.pythonVersion = '';
+    this.workerName = this.python ? 'Python (Pyodide) worker' : 'JavaScript worker';
     this.conn = null;
     this.queue = [];              // {conn, frame}: exec, reset, set_catalog, in order
     this.early = new Set();       // queued exec frames an interrupt already ended
     this.current = null;          // the running exec
     this.catalog = [];
+    this.catalogRaw = { servers: [] };  // as set_catalog sent it (the Python side parses it)
     this.execs = 0;               // execs in this namespace (ready.execs)
     this.cells = 0;               // cell file names: <cell-1>, <cell-2>, ...
     this.output = new OutputBatcher();
@@ -54,9 +59,10 @@ class Runner {
     this.watchdog.stop();
     this.nsReady = false;
     this.execs = 0;
-    const ns = new Namespace(this.bundle, this.heapMb, {
-      ready: () => {
-        ns.post({ t: 'catalog', servers: this.catalog });
+    const handlers = {
+      ready: (m) => {
+        if (this.python) this.pythonVersion = m.python;
+        ns.post({ t: 'catalog', servers: this.catalog, raw: this.catalogRaw });
         this.nsReady = true;
         this.onFirstReady();
         this.pump();
@@ -66,7 +72,10 @@ class Runner {
       done: (m) => this.onDone(m),
       pong: (n) => this.watchdog.pong(ns, n),
       lost: (reason, oom) => this.onNamespaceLost(reason, oom),
-    });
+      display: (bundle) => this.output.display(bundle),
+    };
+    const ns = this.python ? new PythonNamespace(this.bundle, this.heapMb, handlers, this.python) :
+      new Namespace(this.bundle, this.heapMb, handlers);
     this.ns = ns;
   }
 
@@ -126,7 +135,7 @@ class Runner {
     if (ns !== this.ns || this.current || !this.nsReady) return;
     const bound = this.watchdog.boundMs;
     log(`the idle namespace did not answer within ${bound} ms; terminating the worker`);
-    this.replaceNamespace(`code left running in the background kept the JavaScript worker busy ` +
+    this.replaceNamespace(`code left running in the background kept the ${this.workerName} busy ` +
       `(it did not answer the runner within ${bound} ms while no execution was running: a ` +
       'synchronous loop, or an endless chain of promise callbacks), so the worker was terminated');
   }
@@ -169,7 +178,8 @@ class Runner {
       if (frame.type === 'exec') this.startExec(conn, frame);
       else if (frame.type === 'reset') this.resetFrame(conn, frame); else if (frame.type === 'set_catalog') {
         this.catalog = frame.servers;
-        if (this.nsReady) this.ns.post({ t: 'catalog', servers: frame.servers });
+        this.catalogRaw = frame.raw;
+        if (this.nsReady) this.ns.post({ t: 'catalog', servers: frame.servers, raw: frame.raw });
         conn.send({ type: 'catalog_set', id: frame.id });
       }
     }
@@ -202,7 +212,7 @@ class Runner {
     const cur = { id: frame.id, conn, calls: new ExecCalls(frame.id, conn, limit), timer: null,
       interrupted: false, namespaceReset: false };
     if (this.early.delete(frame)) {
-      conn.send(doneFrame(cur.id, 'interrupted', null, interruptedError(), 0, 0));
+      conn.send(doneFrame(cur.id, 'interrupted', null, this.interruptedError(), null));
       return;
     }
     this.current = cur;
@@ -210,6 +220,13 @@ class Runner {
     this.output.begin((f) => conn.send(f), cur.id, frame.max_output_bytes);
     if (this.pendingReset) this.reportPendingReset(cur);
     const filename = `${CELL_PREFIX}${++this.cells}>`;
+    if (this.python) {
+      this.ns.post({ t: 'exec', id: cur.id, code: frame.code, filename,
+        maxOut: frame.max_output_bytes, maxDisplay: frame.max_display_bytes || 0 });
+      return;
+    }
+    // Required here: a Python session has no acorn (transform.js parses JavaScript with it).
+    const { transformCell, transformErrorReport } = require('./transform');
     let code;
     try {
       code = transformCell(frame.code);
@@ -255,10 +272,8 @@ class Runner {
     const own = this.output.finish();
     this.calls.close(cur.calls, 'the execution ended before the tool result arrived');
     this.current = null;
-    const outputBytes = Math.max(counts ? counts.outputBytes : 0, own.bytes + own.dropped);
-    const dropped = (counts ? counts.droppedBytes : 0) + own.dropped;
     const reset = namespaceReset || cur.namespaceReset;
-    if (!cur.conn.send(doneFrame(cur.id, status, result, error, outputBytes, dropped, reset)) &&
+    if (!cur.conn.send(doneFrame(cur.id, status, result, error, counts, own, reset)) &&
         reset) {                  // nobody heard of it: the next exec (a new connection's) says so
       this.pendingReset = 'the namespace was replaced during an execution whose connection ' +
         'was lost';
@@ -288,11 +303,17 @@ class Runner {
     this.replaceNamespace(null, (stuckNote) => {
       if (this.current !== cur) return;
       this.output.note('stderr', `\n[the code did not stop within ${INTERRUPT_GRACE_MS} ms of ` +
-        'the interrupt (a synchronous loop or a blocking call?), so the JavaScript worker was ' +
+        `the interrupt (a synchronous loop or a blocking call?), so the ${this.workerName} was ` +
         'terminated: the namespace was reset and every variable and function defined so far ' +
         `is lost${stuckNote ? `; ${stuckNote}` : ''}]\n`);
-      this.finishExec(cur, 'interrupted', null, interruptedError(), null, true);
+      this.finishExec(cur, 'interrupted', null, this.interruptedError(), null, true);
     });
+  }
+
+  // What a Python session's interrupted cell reports is Python's KeyboardInterrupt.
+  interruptedError() {
+    return { type: this.python ? 'KeyboardInterrupt' : 'InterruptedError',
+      message: 'execution interrupted', traceback: '' };
   }
 
   // -- connections ---------------------------------------------------------------------
@@ -302,8 +323,11 @@ class Runner {
     const old = this.conn;
     this.conn = conn;
     if (old) old.close();
-    conn.send({ type: 'ready', runner_version: RUNNER_VERSION, runtime: 'javascript',
-      node: process.version, pid: process.pid, execs: this.execs });
+    conn.send(this.python ?
+      { type: 'ready', runner_version: RUNNER_VERSION, python: this.pythonVersion,
+        pid: process.pid, execs: this.execs } :
+      { type: 'ready', runner_version: RUNNER_VERSION, runtime: 'javascript',
+        node: process.version, pid: process.pid, execs: this.execs });
   }
 
   lost(conn) {
@@ -332,7 +356,7 @@ class Runner {
     } else if (kind === 'set_catalog') {
       frameField(frame, 'id', 'int');
       const servers = parseCatalog(frameField(frame, 'catalog', 'object'));
-      this.enqueue(conn, { type: 'set_catalog', id: frame.id, servers });
+      this.enqueue(conn, { type: 'set_catalog', id: frame.id, servers, raw: frame.catalog });
     } else if (FILE_FRAMES[kind]) this.files.submit(conn, checkFileFrame(frame));
     else log(`ignoring unknown frame type ${JSON.stringify(kind).slice(0, 80)}`);
   }
@@ -368,13 +392,14 @@ function stuckWorkerNote(count) {
     `${text}, and at ${STUCK_WORKER_LIMIT} the runner ends and the session is lost`;
 }
 
-function interruptedError() {
-  return { type: 'InterruptedError', message: 'execution interrupted', traceback: '' };
-}
-
-function doneFrame(id, status, result, error, outputBytes, droppedBytes, namespaceReset) {
-  const frame = { type: 'done', id, status, result, error, output_bytes: outputBytes,
-    dropped_bytes: droppedBytes, displays: 0, displays_dropped: 0 };
+// `counts`: the worker's done message (or null); `own`: the main thread's output counts.
+function doneFrame(id, status, result, error, counts, own = { bytes: 0, dropped: 0 },
+  namespaceReset = false) {
+  const c = counts || {};
+  const frame = { type: 'done', id, status, result, error,
+    output_bytes: Math.max(c.outputBytes || 0, own.bytes + own.dropped),
+    dropped_bytes: (c.droppedBytes || 0) + own.dropped, displays: c.displays || 0,
+    displays_dropped: c.displaysDropped || 0 };
   if (namespaceReset) frame.namespace_reset = true;
   return frame;
 }

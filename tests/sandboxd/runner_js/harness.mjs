@@ -118,9 +118,10 @@ export class Client {
     return ++this.nextId;
   }
 
-  startExec(code, { maxOutputBytes = MIB, maxCalls } = {}) {
+  startExec(code, { maxOutputBytes = MIB, maxCalls, maxDisplayBytes } = {}) {
     const id = this.newId();
     const frame = { type: 'exec', id, code, max_output_bytes: maxOutputBytes };
+    if (maxDisplayBytes !== undefined) frame.max_display_bytes = maxDisplayBytes;
     if (maxCalls !== undefined) frame.max_tool_calls_in_flight = maxCalls;
     this.send(frame);
     return id;
@@ -296,4 +297,88 @@ export const CATALOG = {
 
 export function textResult(text) {
   return { content: [{ type: 'text', text }] };
+}
+
+// -- the wasm tier: the runner with Python in Pyodide, as a host process -------------------
+//
+// Started as sandboxd's WasmRuntime starts it (docs/wasm-tier.md, the runner's contract):
+// the pinned Node of deploy/wasm (SANDBOXD_WASM_RUNTIME, default deploy/wasm/node_modules of
+// this checkout), an empty environment, the permission model allowing reads of the runtime,
+// the runner files and the workspace only, writes of the workspace only, and fd 3 a unix
+// socket bound and listening before the start (a python3 launcher binds it, as sandboxd
+// does, and execs node). Needs SANDBOXD_RUNNER_PYZ (the built sandbox_runner.pyz) besides
+// SANDBOXD_RUNNER_JS, and `npm ci` in deploy/wasm (scripts/setup.sh).
+
+const HERE = path.dirname(new URL(import.meta.url).pathname);
+const LAUNCH_ON_FD3 = 'import os, socket, sys\n' +
+  's = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n' +
+  's.bind(sys.argv[1]); s.listen(8)\n' +
+  'if s.fileno() != 3: os.dup2(s.fileno(), 3)\n' +
+  'os.set_inheritable(3, True)\n' +
+  'os.execv(sys.argv[2], sys.argv[2:])\n';
+
+export function wasmFiles() {
+  const runtime = path.resolve(process.env.SANDBOXD_WASM_RUNTIME ||
+    path.join(HERE, '..', '..', '..', 'deploy', 'wasm', 'node_modules'));
+  const node = path.join(runtime, 'node', 'bin', 'node');
+  if (!fs.existsSync(node) || !fs.existsSync(path.join(runtime, 'pyodide', 'pyodide.js'))) {
+    throw new Error(`${runtime} lacks node/bin/node or pyodide (npm ci in deploy/wasm; ` +
+      'scripts/setup.sh does it)');
+  }
+  const pyz = process.env.SANDBOXD_RUNNER_PYZ;
+  if (!pyz || !fs.existsSync(pyz)) {
+    throw new Error('SANDBOXD_RUNNER_PYZ must name the built sandbox_runner.pyz (ctest sets it; ' +
+      'cmake --build build --target sandbox_runner_pyz)');
+  }
+  return { runtime, node, pyodide: path.join(runtime, 'pyodide'), bundle: bundlePath(),
+    pyz: path.resolve(pyz) };
+}
+
+// The node flags of the contract, for `reads` and the one writable `workspace`.
+export function wasmNodeFlags(reads, workspace) {
+  return ['--permission', ...reads.map((p) => `--allow-fs-read=${p}`),
+    `--allow-fs-write=${workspace}`, '--allow-worker', '--allow-net',
+    '--disallow-code-generation-from-strings', '--disable-proto=delete'];
+}
+
+// Makes the snapshot (--make-snapshot) into a new directory; returns the snapshot's path.
+export function makeWasmSnapshot(files) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'runner-wasm-snap-'));
+  const out = path.join(dir, 'python.snap');
+  execFileSync(files.node, [...wasmNodeFlags([files.runtime, files.bundle, files.pyz], dir),
+    files.bundle, '--make-snapshot', out, '--pyodide', files.pyodide, '--python-runner',
+    files.pyz], { env: {}, stdio: ['ignore', 'ignore', 'pipe'] });
+  return out;
+}
+
+export class WasmRunner extends RunnerContainer {
+  // `snapshot`: from makeWasmSnapshot (null: cold from --pyodide). Resolves once the socket
+  // is there; `exitCode` resolves with the process's exit code.
+  static async start({ snapshot = null, extraArgs = [], heapMb = 512 } = {}) {
+    const files = wasmFiles();
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'runner-wasm-test-'));
+    const workspace = path.join(dir, 'workspace');
+    fs.mkdirSync(workspace);
+    const reads = [files.runtime, files.bundle, files.pyz, workspace];
+    const python = ['--pyodide', files.pyodide, '--python-runner', files.pyz];
+    if (snapshot) {
+      reads.push(path.dirname(snapshot));
+      python.push('--snapshot', snapshot);
+    }
+    const args = ['-c', LAUNCH_ON_FD3, path.join(dir, 'runner.sock'), files.node,
+      ...wasmNodeFlags(reads, workspace), files.bundle, '--listen-fd', '3', '--workspace',
+      workspace, '--language', 'python', '--heap-mb', String(heapMb), ...python, ...extraArgs];
+    const proc = spawn('python3', args, { env: {}, stdio: ['ignore', 'pipe', 'pipe'] });
+    const r = new WasmRunner(`wasm-${process.pid}`, dir, proc);
+    r.workspace = workspace;
+    r.exitCode = new Promise((resolve) => proc.on('close', (code) => resolve(code)));
+    await r.waitForSocket();
+    return r;
+  }
+
+  stop() {
+    for (const c of this.clients) c.close();
+    if (this.exited === null) this.proc.kill('SIGKILL');
+    fs.rmSync(this.dir, { recursive: true, force: true });
+  }
 }

@@ -131,13 +131,7 @@ class Executor:
     def reset(self):
         """Fresh namespace (same catalog) and a fresh event loop: tasks the old namespace
         left on the loop must not keep running in later execs."""
-        if self.loop is not None:
-            for task in asyncio.all_tasks(self.loop):
-                task._log_destroy_pending = False   # no "Task was destroyed" noise later
-                task.cancel()
-            self.loop.close()
-        self.loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(self.loop)
+        self._new_loop()
         # The namespace is the __dict__ of a real module registered as __main__, so
         # pickle, `import __main__` and classes defined in cells behave as in a script.
         self.module = types.ModuleType("__main__")
@@ -149,6 +143,15 @@ class Executor:
         self._installed = {}
         self.exec_count = 0
         self._install_toolbox(self.catalog)
+
+    def _new_loop(self):
+        if self.loop is not None:
+            for task in asyncio.all_tasks(self.loop):
+                task._log_destroy_pending = False   # no "Task was destroyed" noise later
+                task.cancel()
+            self.loop.close()
+        self.loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self.loop)
 
     def set_catalog(self, servers):
         self.catalog = servers
@@ -199,16 +202,11 @@ class Executor:
 
     def run(self, state, source):
         """Run one cell; returns the `done` fields status, result and error."""
-        self.exec_count += 1
         self._cell += 1
-        filename = f"{CELL_PREFIX}{self._cell}>"
-        self._remember_source(filename, source)
-        try:
-            code = self._compile(source, filename)
-        except (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError) as exc:
-            return "error", None, describe_exception(exc)
+        code = self.begin_cell(source, f"{CELL_PREFIX}{self._cell}>")
+        if not isinstance(code, types.CodeType):
+            return code                          # it did not compile: the error's fields
         namespace = self.module.__dict__
-        namespace.pop(RESULT_NAME, None)
         async_cell = bool(code.co_flags & inspect.CO_COROUTINE)
         try:
             try:
@@ -218,26 +216,47 @@ class Executor:
                     self._run_on_loop(state, eval(code, namespace))
                 else:
                     eval(code, namespace)
-                value = namespace.pop(RESULT_NAME, None)
-                result = None if value is None else _cap(repr(value), RESULT_REPR_LIMIT)
-                # Notebook semantics again: a trailing chart or table is shown, and so are
-                # the figures the cell left open. Both run user code (reprs, savefig), so
-                # they stay interruptible.
-                if value is not None and has_rich_repr(value):
-                    self._displayer.display(value)
-                self._displayer.flush_figures()
+                result = self.cell_result()
             finally:
                 self._interrupts.leave_user_code()
         except BaseException as exc:
-            namespace.pop(RESULT_NAME, None)
-            self._displayer.discard_figures()
-            error = describe_exception(exc)
-            if state.interrupt_requested and isinstance(exc, (KeyboardInterrupt,
-                                                              asyncio.CancelledError)):
-                error.update(type="KeyboardInterrupt", message="execution interrupted")
-                return "interrupted", None, error
-            return "error", None, error
+            return self.cell_failed(state, exc)
         return "ok", result, None
+
+    def begin_cell(self, source, filename):
+        """Count the exec, keep the source for tracebacks and compile it: the code object,
+        or the `done` fields (status, result, error) of a cell that does not compile."""
+        self.exec_count += 1
+        self._remember_source(filename, source)
+        try:
+            code = self._compile(source, filename)
+        except (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError) as exc:
+            return "error", None, describe_exception(exc)
+        self.module.__dict__.pop(RESULT_NAME, None)
+        return code
+
+    def cell_result(self):
+        """After the cell's code ran: the repr of its trailing expression (or None).
+        Notebook semantics again: a trailing chart or table is shown, and so are the
+        figures the cell left open. Both run user code (reprs, savefig), so the caller
+        keeps them interruptible."""
+        value = self.module.__dict__.pop(RESULT_NAME, None)
+        result = None if value is None else _cap(repr(value), RESULT_REPR_LIMIT)
+        if value is not None and has_rich_repr(value):
+            self._displayer.display(value)
+        self._displayer.flush_figures()
+        return result
+
+    def cell_failed(self, state, exc):
+        """The `done` fields of a cell that raised `exc`."""
+        self.module.__dict__.pop(RESULT_NAME, None)
+        self._displayer.discard_figures()
+        error = describe_exception(exc)
+        if state.interrupt_requested and isinstance(exc, (KeyboardInterrupt,
+                                                          asyncio.CancelledError)):
+            error.update(type="KeyboardInterrupt", message="execution interrupted")
+            return "interrupted", None, error
+        return "error", None, error
 
     def _run_on_loop(self, state, coroutine):
         """Run a top-level-await cell as a Task on the one persistent loop."""

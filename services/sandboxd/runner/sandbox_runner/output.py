@@ -53,6 +53,9 @@ class OutputCapture:
         self.dropped_bytes = 0
         self.displays = 0
         self.displays_dropped = 0
+        self._start_flusher()
+
+    def _start_flusher(self):
         threading.Thread(target=self._flusher, name="output-flusher", daemon=True).start()
 
     def begin(self, conn, exec_id, max_output_bytes, max_display_bytes=0):

@@ -1,0 +1,248 @@
+"""The runner's Python side inside Pyodide (the wasm tier, docs/wasm-tier.md).
+
+In a wasm session the JavaScript runner's main thread (runner_js) speaks the frame protocol
+and this module runs in its worker thread, in Pyodide, in place of runner/protocol/
+interrupts/files: no threads, no sockets. Messages are JSON texts both ways: the worker's
+JavaScript (runner_js/worker_python.js) passes the main thread's messages to the function
+start() returns, and this module posts its own through the JavaScript function start() is
+given.
+
+  in:  exec {id, code, filename, maxOut, maxDisplay}, result {k, ok, value | message},
+       interrupt {id}, catalog {raw}
+  out: out {s, x}, display {b}, call {k, server, tool, args},
+       done {id, status, result, error, outputBytes, droppedBytes, displays, displaysDropped}
+
+Each cell runs as an asyncio task on Pyodide's event loop (top-level await, one persistent
+namespace), with the executor's compilation, tracebacks and result rules. Tool calls post a
+`call` and await a future the main thread's `result` resolves, so gathered calls run
+concurrently. Interrupts: the main thread writes SIGINT into Pyodide's interrupt buffer
+until the exec is done, and posts `interrupt`, which cancels the cell's task (an await).
+"""
+
+import asyncio
+import itertools
+import json
+import os
+import signal
+import sys
+import time
+
+from .catalog import parse_catalog
+from .common import MAX_JSON_DEPTH, OUTPUT_FLUSH_DELAY, is_runner_file, log, nests_deeper
+from .display import Displayer
+from .executor import Executor
+from .output import CapturedStream, OutputCapture
+from .tool_calls import ToolError
+
+WORKSPACE = "/workspace"
+# Code of these folders is the host's (asyncio's loop, Pyodide's webloop): an interrupt
+# that arrives there cancels the cell's task instead of raising in the middle of it.
+_HOST_DIRS = tuple(os.path.dirname(m.__file__) + os.sep
+                   for m in (asyncio, sys.modules.get("pyodide")) if m is not None)
+
+
+def _host_frame(frame):
+    filename = frame.f_code.co_filename
+    return is_runner_file(filename) or filename.startswith(_HOST_DIRS) or \
+        "/_pyodide/" in filename
+
+
+class PostedOutput(OutputCapture):
+    """OutputCapture without its flusher thread: what is buffered is posted when 8 KiB are
+    buffered, on the first write OUTPUT_FLUSH_DELAY after the first unflushed one (a CPU-bound
+    cell never lets the loop run), by a loop timer otherwise, and before tool calls and
+    `done`. The main thread batches the posts into `output` frames and caps them again."""
+
+    def __init__(self, post):
+        self._post = post
+        self._timer = None
+        super().__init__()
+
+    def _start_flusher(self):
+        pass
+
+    def _buffered_locked(self, size):
+        super()._buffered_locked(size)
+        if self._first_write is None:
+            return
+        if time.monotonic() - self._first_write >= OUTPUT_FLUSH_DELAY:
+            self._flush_locked()
+        elif self._timer is None:
+            self._timer = asyncio.get_event_loop().call_later(OUTPUT_FLUSH_DELAY, self._timed)
+
+    def _timed(self):
+        self._timer = None
+        self.flush()
+
+    def _send(self, frame_chunks):
+        for stream, value in frame_chunks:
+            if stream == "display":
+                self._post({"t": "display", "b": value})
+            else:
+                self._post({"t": "out", "s": stream, "x": value})
+
+
+class PostedCalls:
+    """Tool calls as `call` messages; the main thread numbers them, keeps the in-flight
+    limit, sends the tool_call frames and answers with `result` (converted as
+    convert_tool_result does)."""
+
+    def __init__(self, host):
+        self._host = host
+        self._pending = {}                   # k -> (future, exec state)
+        self._ids = itertools.count(1)
+
+    async def call(self, server, tool, arguments):
+        state = self._host.current
+        if state is None:
+            raise ToolError("tool calls only work while an execution is running", server, tool)
+        if nests_deeper(arguments, MAX_JSON_DEPTH + 1):
+            raise ToolError(f"arguments nested deeper than {MAX_JSON_DEPTH} levels", server, tool)
+        message = {"t": "call", "k": next(self._ids), "server": server, "tool": tool,
+                   "args": arguments}
+        try:
+            text = json.dumps(message, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ToolError(f"the arguments are not JSON-serializable: {exc}", server, tool) \
+                from None
+        future = asyncio.get_running_loop().create_future()
+        self._pending[message["k"]] = (future, state)
+        try:
+            self._host.capture.flush()       # output printed before the call arrives first
+            self._host.post_text(text)
+            reply = await future
+        finally:
+            self._pending.pop(message["k"], None)
+        if reply.get("ok"):
+            return reply.get("value")
+        raise ToolError(str(reply.get("message") or "tool call failed"), server, tool)
+
+    def resolve(self, k, reply):
+        entry = self._pending.get(k)
+        if entry is not None and not entry[0].done():
+            entry[0].set_result(reply)
+
+    def fail(self, state, message):
+        for future, owner in list(self._pending.values()):
+            if owner is state and not future.done():
+                future.set_result({"ok": False, "message": message})
+
+
+class PyodideExecutor(Executor):
+    """The executor on Pyodide's one event loop: cells are awaited, never run to completion
+    with run_until_complete (which cannot block on the webloop)."""
+
+    def _new_loop(self):
+        self.loop = asyncio.get_event_loop()
+
+    async def run_cell(self, state, source, filename):
+        code = self.begin_cell(source, filename)
+        if not hasattr(code, "co_flags"):
+            return code
+        try:
+            self._displayer.begin_cell()
+            value = eval(code, self.module.__dict__)
+            if asyncio.iscoroutine(value):
+                await value
+            return "ok", self.cell_result(), None
+        except BaseException as exc:         # KeyboardInterrupt must not leave the task
+            return self.cell_failed(state, exc)
+
+
+class ExecState:
+    def __init__(self, exec_id):
+        self.id = exec_id
+        self.interrupt_requested = False
+        self.task = None
+
+
+class Host:
+    def __init__(self, post_text):
+        self.post_text = post_text
+        self.current = None
+        self.capture = PostedOutput(self.post)
+        self.displayer = Displayer(self.capture.display)
+        self.interrupts = None               # Executor.run is not used here
+        self.calls = PostedCalls(self)
+        self.executor = PyodideExecutor(self)
+        self._stdout = CapturedStream(self.capture, "stdout")
+        self._stderr = CapturedStream(self.capture, "stderr")
+        self._stdin = None
+        signal.signal(signal.SIGINT, self._on_sigint)
+
+    def post(self, message):
+        self.post_text(json.dumps(message))
+
+    def on_message(self, text):
+        m = json.loads(text)
+        kind = m["t"]
+        if kind == "exec":
+            self._start(m)
+        elif kind == "result":
+            self.calls.resolve(m["k"], m)
+        elif kind == "interrupt":
+            state = self.current
+            if state is not None and state.id == m["id"]:
+                state.interrupt_requested = True
+                if state.task is not None:
+                    state.task.cancel()
+        elif kind == "catalog":
+            try:
+                self.executor.set_catalog(parse_catalog(m["raw"]))
+            except Exception as exc:         # checked by the main thread already
+                log(f"catalog refused: {exc!r}")
+
+    # The interrupt buffer's SIGINT: a KeyboardInterrupt in the cell's own code, a
+    # cancellation of the cell's task everywhere else (the host's frames, asyncio's, a task
+    # user code started); outside an exec nothing.
+    def _on_sigint(self, signum, frame):
+        state = self.current
+        if state is None or state.task is None or state.task.done():
+            return
+        state.interrupt_requested = True     # the main thread writes only to interrupt
+        current = asyncio.current_task()
+        if current is None or frame is None or _host_frame(frame):
+            state.task.cancel()
+            return
+        if current is state.task:
+            raise KeyboardInterrupt
+        state.task.cancel()
+        raise asyncio.CancelledError()
+
+    def _restore_stdio(self):
+        sys.stdout, sys.stderr = self._stdout, self._stderr
+        if self._stdin is None or self._stdin.closed:
+            self._stdin = open(os.devnull, encoding="utf-8")
+        sys.stdin = self._stdin
+
+    def _start(self, m):
+        state = ExecState(m["id"])
+        self.current = state
+        self._restore_stdio()
+        self.capture.begin(self, state.id, m["maxOut"], m.get("maxDisplay", 0))
+        state.task = asyncio.ensure_future(self._run(state, m["code"], m["filename"]))
+
+    async def _run(self, state, code, filename):
+        try:
+            status, result, error = await self.executor.run_cell(state, code, filename)
+        except BaseException as exc:         # a runner bug; report it rather than hang
+            log(f"exec failed internally: {exc!r}")
+            status, result = "error", None
+            error = {"type": "RunnerError", "message": f"internal runner error: {exc!r}",
+                     "traceback": ""}
+        counters = self.capture.finish()
+        self.current = None
+        self.calls.fail(state, "the execution ended before the tool result arrived")
+        self.post({"t": "done", "id": state.id, "status": status, "result": result,
+                   "error": error, "outputBytes": counters["output_bytes"],
+                   "droppedBytes": counters["dropped_bytes"],
+                   "displays": counters["displays"],
+                   "displaysDropped": counters["displays_dropped"]})
+
+
+def start(post_text):
+    """Called once by worker_python.js after Pyodide is up: the host, with the workspace
+    as the working directory; returns the function that takes the main thread's messages."""
+    os.chdir(WORKSPACE)
+    host = Host(post_text)
+    return host.on_message

@@ -1,0 +1,119 @@
+'use strict';
+// The files a Python (Pyodide) session starts from, and loading Pyodide from them: the
+// Pyodide distribution (--pyodide DIR), the runner's Python package (--python-runner, the
+// sandbox_runner.pyz zipapp) and the memory snapshot (--snapshot FILE, with its SHA-256 in
+// FILE.sha256, made by --make-snapshot). Used by the main thread (checks, snapshot making)
+// and by worker_python.js (loading).
+
+const crypto = require('crypto');
+const fs = require('fs');
+const path = require('path');
+const { log } = require('./common');
+
+// Where the runner's package lives inside Pyodide's file system (MEMFS).
+const PYZ_IN_PYODIDE = '/sandbox/sandbox_runner.pyz';
+// Exit code of a snapshot that does not match its SHA-256 (before `ready`).
+const SNAPSHOT_REFUSED_EXIT = 3;
+
+class SnapshotRefused extends Error {}
+
+// Under --permission process.binding() is denied, and Pyodide's NODEFS reads its O_* flags
+// from process.binding('constants').fs when it starts: answer that one question from
+// fs.constants (per thread: each worker has its own `process`).
+function shimProcessBinding() {
+  const realBinding = process.binding;
+  if (realBinding.sandboxShim) return;
+  const shim = function binding(name) {
+    if (name === 'constants') return { fs: fs.constants, os: require('os').constants };
+    return realBinding.call(process, name);
+  };
+  shim.sandboxShim = true;
+  process.binding = shim;
+}
+
+function sha256(bytes) {
+  return crypto.createHash('sha256').update(bytes).digest('hex');
+}
+
+function checkDigest(file, got) {
+  const want = fs.readFileSync(`${file}.sha256`, 'utf8').trim();
+  if (got !== want) throw new SnapshotRefused(`snapshot ${file} refused: sha256 ${got} != ${want}`);
+}
+
+// The snapshot's bytes, checked against FILE.sha256; SnapshotRefused on a mismatch.
+function readSnapshot(file) {
+  const bytes = fs.readFileSync(file);
+  checkDigest(file, sha256(bytes));
+  return bytes;
+}
+
+// The same check without holding the file in memory (the main thread's, at start: the
+// worker checks the bytes it loads again).
+function checkSnapshot(file) {
+  const hash = crypto.createHash('sha256');
+  const buf = Buffer.allocUnsafe(1 << 20);
+  const fd = fs.openSync(file, 'r');
+  try {
+    for (let n; (n = fs.readSync(fd, buf, 0, buf.length, null)) > 0;) hash.update(buf.subarray(0, n));
+  } finally {
+    fs.closeSync(fd);
+  }
+  checkDigest(file, hash.digest('hex'));
+}
+
+// The main thread's view of --language python: the options the worker needs, after the
+// snapshot is checked (a mismatch ends the runner with exit 3, before any `ready`).
+function pythonFiles(options) {
+  if (options.snapshot) {
+    try {
+      checkSnapshot(options.snapshot);
+    } catch (e) {
+      process.stderr.write(`${e.message}\n`);
+      process.exit(e instanceof SnapshotRefused ? SNAPSHOT_REFUSED_EXIT : 1);
+    }
+  }
+  return { pyodide: path.resolve(options.pyodide), pythonRunner: path.resolve(options.pythonRunner),
+    snapshot: options.snapshot ? path.resolve(options.snapshot) : null,
+    workspace: path.resolve(options.workspace) };
+}
+
+// Pyodide loaded from `files` (from the snapshot when there is one), with no JavaScript
+// globals visible to Python (`import js` is an empty module), stdin at EOF and its own
+// stdout/stderr (what Python writes before the runner's streams are in place) in the log.
+// The runner's package is put back into MEMFS: a snapshot holds the modules imported when
+// it was made, not the file system.
+async function loadPython(files, extra = {}) {
+  shimProcessBinding();
+  const { loadPyodide } = require(path.join(files.pyodide, 'pyodide.js'));
+  const snapshot = files.snapshot ? { _loadSnapshot: readSnapshot(files.snapshot) } : {};
+  const py = await loadPyodide({ indexURL: files.pyodide + path.sep, jsglobals: {},
+    stdin: () => null, stdout: (s) => log(`python: ${s}`), stderr: (s) => log(`python: ${s}`),
+    ...snapshot, ...extra });
+  py.FS.mkdirTree(path.dirname(PYZ_IN_PYODIDE));
+  py.FS.writeFile(PYZ_IN_PYODIDE, fs.readFileSync(files.pythonRunner));
+  py.runPython(`import sys\nif ${JSON.stringify(PYZ_IN_PYODIDE)} not in sys.path: ` +
+    `sys.path.insert(0, ${JSON.stringify(PYZ_IN_PYODIDE)})`);
+  return py;
+}
+
+// --make-snapshot OUT: cold Pyodide, the runner's package imported, the memory snapshot
+// written to OUT, then its SHA-256 to OUT.sha256 (a snapshot cut short by a crash does not
+// match, so it is refused).
+async function makeSnapshot(options) {
+  const files = { pyodide: path.resolve(options.pyodide),
+    pythonRunner: path.resolve(options.pythonRunner), snapshot: null };
+  const py = await loadPython(files, { _makeSnapshot: true });
+  py.runPython('import sandbox_runner.pyodide_host');
+  const bytes = py.makeMemorySnapshot();
+  const out = options.makeSnapshot;
+  try {
+    fs.unlinkSync(`${out}.sha256`);
+  } catch (e) {
+    if (e.code !== 'ENOENT') throw e;
+  }
+  fs.writeFileSync(out, bytes);
+  fs.writeFileSync(`${out}.sha256`, `${sha256(bytes)}\n`);
+}
+
+module.exports = { pythonFiles, loadPython, makeSnapshot, readSnapshot, SnapshotRefused,
+  PYZ_IN_PYODIDE };

@@ -1,0 +1,47 @@
+'use strict';
+// The worker thread of a Python session (--language python): Pyodide, restored from the
+// snapshot (or loaded cold), with the host workspace mounted at /workspace (NODEFS: the
+// permission model allows reads and writes there only) and the runner's Python side,
+// sandbox_runner.pyodide_host, which runs the cells. Messages go over the runner's private
+// port (namespace.js) as for the JavaScript worker; `ping` is answered here, the rest is
+// handed to Python as JSON text, and Python posts JSON text back. The interrupt buffer is
+// the SharedArrayBuffer the main thread writes SIGINT into (namespace_python.js).
+
+const { workerData } = require('worker_threads');
+const { log } = require('./common');
+const { loadPython } = require('./python_files');
+
+const WORKSPACE = '/workspace';
+
+async function runPythonWorker(port, files, interruptBuffer) {
+  const post = port.postMessage.bind(port);
+  const py = await loadPython(files);
+  py.setInterruptBuffer(new Int32Array(interruptBuffer));
+  py.FS.mkdirTree(WORKSPACE);
+  py.FS.mount(py.FS.filesystems.NODEFS, { root: files.workspace }, WORKSPACE);
+  const host = py.pyimport('sandbox_runner.pyodide_host');
+  const onMessage = host.start((text) => post(JSON.parse(text)));
+  port.on('message', (m) => {
+    if (m && m.t === 'ping') {
+      post({ t: 'pong', n: m.n });
+      return;
+    }
+    try {
+      onMessage(JSON.stringify(m));
+    } catch (e) {
+      log(`python host failed: ${e && e.message}`);
+    }
+  });
+  post({ t: 'ready', python: py.runPython('import platform; platform.python_version()') });
+}
+
+function startPythonWorker() {
+  const port = workerData.port;
+  delete workerData.port;
+  runPythonWorker(port, workerData.files, workerData.interruptBuffer).catch((e) => {
+    log(`the Python worker failed to start: ${e && e.stack}`);
+    process.exit(1);
+  });
+}
+
+module.exports = { startPythonWorker };

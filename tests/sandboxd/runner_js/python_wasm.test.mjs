@@ -1,0 +1,206 @@
+// The wasm tier's Python sessions: sandbox_runner.js --language python (Pyodide in the
+// worker), started as a host process on an inherited listening socket under the contract's
+// node flags (harness.mjs, WasmRunner), speaking the container Python runner's frames.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { CATALOG, WasmRunner, makeWasmSnapshot, textResult, wasmFiles } from './harness.mjs';
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+describe('python in pyodide (wasm tier)', () => {
+  let snapshot;
+  let runner;
+  let client;
+  let ready;
+  before(async () => {
+    snapshot = makeWasmSnapshot(wasmFiles());
+    runner = await WasmRunner.start({ snapshot });
+    [client, ready] = await runner.connect();
+    await client.setCatalog(CATALOG);
+  });
+  after(() => {
+    if (runner) runner.stop();
+    if (snapshot) fs.rmSync(path.dirname(snapshot), { recursive: true, force: true });
+  });
+
+  const interruptAfter = (id, ms) => setTimeout(() => client.send({ type: 'interrupt', id }), ms);
+
+  it('sends the Python runner ready frame', () => {
+    assert.equal(ready.runner_version, 2);
+    assert.match(ready.python, /^3\.\d+\.\d+$/);
+    assert.equal(ready.execs, 0);
+    assert.ok(Number.isSafeInteger(ready.pid));
+    assert.equal(ready.runtime, undefined);
+  });
+
+  it('keeps the namespace between execs, with top-level await', async () => {
+    assert.equal((await client.exec('x = 1')).status, 'ok');
+    const r = await client.exec('print(x)\nimport asyncio\nawait asyncio.sleep(0.01)\nx + 41');
+    assert.equal(r.status, 'ok');
+    assert.equal(r.stream('stdout'), '1\n');
+    assert.equal(r.result, '42');
+  });
+
+  it('streams stdout and stderr in order and counts the bytes', async () => {
+    const r = await client.exec('import sys\nprint("out")\nprint("err", file=sys.stderr)\n' +
+      'print("again")');
+    assert.deepEqual(r.chunks, [['stdout', 'out\n'], ['stderr', 'err\n'], ['stdout', 'again\n']]);
+    assert.equal(r.done.output_bytes, 14);
+  });
+
+  it('sends displays as display chunks, in order with the text', async () => {
+    const id = client.startExec('class T:\n    def _repr_html_(self):\n        return "<b>hi</b>"\n' +
+      'print("before")\ndisplay(T())\nprint("after")', { maxDisplayBytes: 1024 });
+    const frames = [];
+    for (let f = await client.recv(); f.type !== 'done'; f = await client.recv()) frames.push(f);
+    const chunks = frames.flatMap((f) => f.chunks);
+    assert.deepEqual(chunks.map(([kind]) => kind), ['stdout', 'display', 'stdout']);
+    assert.equal(chunks[1][1]['text/html'], '<b>hi</b>');
+  });
+
+  it('reports an exception with the user traceback only', async () => {
+    const r = await client.exec('def f():\n    return 1 / 0\nf()');
+    assert.equal(r.status, 'error');
+    assert.equal(r.error.type, 'ZeroDivisionError');
+    assert.match(r.error.traceback, /File "<cell-\d+>", line 2, in f/);
+    assert.doesNotMatch(r.error.traceback, /sandbox_runner|pyodide/);
+  });
+
+  it('round-trips tool calls through mcp_<server> proxies and tools[...]', async () => {
+    const r = await client.exec('a = await mcp_everything.echo(message="hi")\n' +
+      'b = await tools["everything.add"](a=1, b=2)\n[a, b]', {
+      onToolCall: (f) => ({ ok: true, result: f.tool === 'echo' ? textResult('"hi!"') :
+        { content: [], structuredContent: { sum: f.arguments.a + f.arguments.b } } }),
+    });
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.deepEqual(r.calls.map((c) => [c.server, c.tool, c.arguments]),
+      [['everything', 'echo', { message: 'hi' }], ['everything', 'add', { a: 1, b: 2 }]]);
+    assert.equal(r.result, "['hi!', {'sum': 3}]");
+  });
+
+  it('raises ToolError for a failed call', async () => {
+    const r = await client.exec('try:\n    await mcp_everything.echo(message="x")\n' +
+      'except ToolError as e:\n    print(e)', {
+      onToolCall: () => ({ ok: false, error: 'gateway down' }) });
+    assert.equal(r.stream('stdout'), 'everything.echo: gateway down\n');
+  });
+
+  it('runs 10 gathered tool calls concurrently', async () => {
+    const id = client.startExec('import asyncio\nrs = await asyncio.gather(*[' +
+      'mcp_everything.echo(message=str(i)) for i in range(10)])\nrs');
+    const calls = [];
+    while (calls.length < 10) calls.push(await client.expect('tool_call'));
+    for (const c of calls.reverse()) {
+      client.send({ type: 'tool_result', call_id: c.call_id, ok: true,
+        result: textResult(JSON.stringify(c.arguments.message)) });
+    }
+    const r = await client.finishExec(id);
+    assert.equal(r.result, `[${[...Array(10).keys()].map((i) => `'${i}'`).join(', ')}]`);
+  });
+
+  it('interrupts a CPU loop and an await, keeping the namespace', async () => {
+    await client.exec('kept = 7');
+    let id = client.startExec('while True: pass');
+    interruptAfter(id, 300);
+    let r = await client.finishExec(id);
+    assert.equal(r.status, 'interrupted');
+    assert.equal(r.error.type, 'KeyboardInterrupt');
+    id = client.startExec('import asyncio\nprint("waiting")\nawait asyncio.sleep(100)');
+    interruptAfter(id, 300);
+    r = await client.finishExec(id);
+    assert.equal(r.status, 'interrupted');
+    assert.equal(r.stream('stdout'), 'waiting\n');
+    assert.equal(r.done.namespace_reset, undefined);
+    assert.equal((await client.exec('kept')).result, '7');
+  });
+
+  it('replaces the worker when a cell swallows the interrupt, and says so', async () => {
+    await client.exec('lost = 1');
+    const id = client.startExec('while True:\n    try:\n        while True: pass\n' +
+      '    except BaseException: pass');
+    interruptAfter(id, 300);
+    const r = await client.finishExec(id, { timeout: 20000 });
+    assert.equal(r.status, 'interrupted');
+    assert.equal(r.done.namespace_reset, true);
+    assert.match(r.stream('stderr'), /namespace was reset/);
+    const after = await client.exec('"lost" in globals()', { timeout: 20000 });
+    assert.equal(after.result, 'False');
+    assert.equal((await client.exec('await mcp_everything.echo(message="back")', {
+      onToolCall: () => ({ ok: true, result: textResult('"back"') }) })).result, "'back'");
+  });
+
+  it('answers reset with a fresh namespace', async () => {
+    await client.exec('gone = 1');
+    await client.reset();
+    assert.equal((await client.exec('"gone" in globals()')).result, 'False');
+    assert.equal((await client.exec('"mcp_everything" in globals()')).result, 'True');
+  });
+
+  it('rebuilds the proxies on set_catalog: _discover, _search', async () => {
+    await client.setCatalog({ servers: [{ name: 'weather', py_name: 'mcp_weather',
+      description: 'Weather', tools: [{ name: 'forecast', py_name: 'forecast',
+        description: 'Forecast for a city', input_schema: { type: 'object',
+          properties: { city: { type: 'string' } } }, output_schema: null }] }] });
+    const r = await client.exec('[list(_discover()), _search("city forecast")[0]["tool"], ' +
+      '"mcp_everything" in globals()]');
+    assert.equal(r.result, "[['weather'], 'forecast', False]");
+    await client.setCatalog(CATALOG);
+  });
+
+  it('shares /workspace with the file frames', async () => {
+    await client.exec('open("/workspace/out.txt", "w").write("from python")');
+    const id = client.newId();
+    client.send({ type: 'file_download', id, path: 'out.txt', max_bytes: 1024 });
+    const data = await client.expect('file_data');
+    assert.equal(Buffer.from(data.data, 'base64').toString(), 'from python');
+    assert.equal((await client.expect('file_read')).size, 11);
+    assert.equal(fs.readFileSync(path.join(runner.workspace, 'out.txt'), 'utf8'), 'from python');
+    assert.equal((await client.exec('import os\nos.getcwd()')).result, "'/workspace'");
+  });
+
+  it('keeps Python away from host files and processes', async () => {
+    const probes = [
+      ['import js\njs.process', /AttributeError/],
+      ['import pyodide_js\npyodide_js.constructor.constructor("return process")()',
+        /EvalError|Code generation from strings disallowed/],
+      ['import pyodide_js\npyodide_js.mountNodeFS("/host", "/")\nopen("/host/etc/passwd").read()',
+        /ERR_ACCESS_DENIED|Access to this API has been restricted|ErrnoError|Error/],
+      ['open("/etc/passwd").read()', /FileNotFoundError/],
+      ['import subprocess\nsubprocess.run(["id"])', /OSError|RuntimeError|NotImplementedError|Error/],
+    ];
+    for (const [code, expected] of probes) {
+      const r = await client.exec(code);
+      assert.equal(r.status, 'error', `${code} ran: ${r.result}`);
+      assert.match(`${r.error.type}: ${r.error.message}`, expected, code);
+    }
+  });
+
+  it('reconnects with the namespace kept', async () => {
+    await client.exec('again = 5');
+    client.close();
+    [client, ready] = await runner.connect();
+    assert.ok(ready.execs > 0);
+    assert.equal((await client.exec('again')).result, '5');
+  });
+
+  it('refuses a tampered snapshot with exit 3 before ready', async () => {
+    const bad = path.join(path.dirname(snapshot), 'tampered.snap');
+    const bytes = fs.readFileSync(snapshot);
+    bytes[bytes.length >> 1] ^= 1;
+    fs.writeFileSync(bad, bytes);
+    fs.copyFileSync(`${snapshot}.sha256`, `${bad}.sha256`);
+    const tampered = await WasmRunner.start({ snapshot: bad }).catch((e) => e);
+    try {
+      const code = tampered instanceof Error ? null : await Promise.race([tampered.exitCode,
+        sleep(20000).then(() => 'still running')]);
+      const log = tampered instanceof Error ? tampered.message : tampered.log;
+      assert.match(log, /snapshot .*tampered\.snap refused: sha256 [0-9a-f]{64} != [0-9a-f]{64}/);
+      if (!(tampered instanceof Error)) assert.equal(code, 3);
+      else assert.match(tampered.message, /exited \(3\)/);
+    } finally {
+      if (!(tampered instanceof Error)) tampered.stop();
+    }
+  });
+});
