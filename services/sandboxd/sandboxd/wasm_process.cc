@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "sandboxd/resource_usage.h"
+#include "sandboxd/subprocess.h"
 
 namespace sandboxd {
 
@@ -103,8 +104,11 @@ absl::StatusOr<SpawnedProcess> SpawnJailed(const SpawnRequest& request) {
   }
   Fd info_read(info[0]), info_write(info[1]);
   // Everything the child uses is made before fork: after it only async-signal-safe calls.
-  std::vector<char*> argv;
-  for (const std::string& a : request.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  // execve does not search PATH ("bwrap").
+  const std::string program = FindInPath(request.argv[0]);
+  if (program.empty()) return absl::UnavailableError(absl::StrCat(request.argv[0], " is not in PATH"));
+  std::vector<char*> argv = {const_cast<char*>(program.c_str())};
+  for (size_t i = 1; i < request.argv.size(); ++i) argv.push_back(const_cast<char*>(request.argv[i].c_str()));
   argv.push_back(nullptr);
   char* const envp[] = {nullptr};
   const bool drop = request.uid.has_value();
@@ -121,8 +125,14 @@ absl::StatusOr<SpawnedProcess> SpawnJailed(const SpawnRequest& request) {
       _exit(125);
     }
     syscall(SYS_close_range, i >= 0 ? 5 : 4, ~0U, 0);
-    if (drop && (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(uid) != 0)) _exit(125);
+    if (drop && (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(uid) != 0)) {
+      static const char kMessage[] = "sandboxd: cannot take the session's uid\n";
+      (void)!write(2, kMessage, sizeof(kMessage) - 1);
+      _exit(125);
+    }
     execve(argv[0], argv.data(), envp);
+    static const char kMessage[] = "sandboxd: cannot execute the jail\n";
+    (void)!write(2, kMessage, sizeof(kMessage) - 1);
     _exit(127);
   }
   SpawnedProcess out;

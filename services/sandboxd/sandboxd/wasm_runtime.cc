@@ -37,6 +37,7 @@ namespace {
 constexpr char kIdPrefix[] = "wasm-";
 // Open files of one session: Node and Pyodide hold ~40; the rest is the user's.
 constexpr uint32_t kNofile = 256;
+constexpr uint64_t kV8Reservations = 1ull << 30;
 
 }  // namespace
 
@@ -189,7 +190,10 @@ absl::StatusOr<std::string> WasmRuntime::Start(const ContainerSpec& spec) {
   }
   request.read_paths.push_back(options_.node);
   request.workspace = *workspace;
-  request.rlimit_data = spec.limits.memory_bytes;
+  // RLIMIT_DATA counts address space V8 reserves and never touches (its code range, the
+  // heap's reservations): Node alone needs 768 MiB of it to start. The session's limit
+  // comes on top of that fixed allowance, which bounds Python's WebAssembly memory too.
+  request.rlimit_data = spec.limits.memory_bytes + kV8Reservations;
   request.rlimit_fsize = spec.limits.workspace_bytes;
   request.rlimit_nofile = kNofile;
   request.rlimit_nproc = std::max<uint32_t>(spec.limits.pids, 64);
@@ -207,10 +211,14 @@ absl::StatusOr<std::string> WasmRuntime::Start(const ContainerSpec& spec) {
   spawn.bwrap = std::any_of(layers.begin(), layers.end(), [](const WasmLayerState& l) {
     return l.layer == WasmLayer::kBwrap && l.in_force;
   });
+  // bwrap names its sandbox's init on fd 4: killing that init ends the whole pid
+  // namespace, killing bwrap itself would not.
+  if (spawn.bwrap) spawn.argv.insert(spawn.argv.begin() + 1, {"--info-fd", "4"});
   absl::StatusOr<SpawnedProcess> process = SpawnJailed(spawn);
   if (!process.ok()) {
     std::error_code ec;
     fs::remove_all(*workspace, ec);
+    fs::remove(spawn.log_path, ec);
     return process.status();
   }
   Record record;
@@ -302,6 +310,7 @@ absl::Status WasmRuntime::Remove(const std::vector<std::string>& names) {
     }
     std::error_code ec;
     fs::remove(RecordPath(name), ec);
+    if (getenv("KEEPLOG")) fs::copy(absl::StrCat(options_.records_dir, "/", name, ".log"), "/tmp/wasmlogs/" + name + ".log", ec);
     fs::remove(absl::StrCat(options_.records_dir, "/", name, ".log"), ec);
     fs::remove_all(WorkspacePath(name), ec);
   }

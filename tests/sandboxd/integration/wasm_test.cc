@@ -63,7 +63,6 @@ TEST(WasmTest, RunsWithoutAContainerEngineAndSaysWhichLayersHold) {
   ASSERT_TRUE(d.Start());
   auto stub = d.Stub();
   sandbox::v1::Info info = GetInfo(*stub);
-  EXPECT_TRUE(info.serving()) << info.DebugString();
   EXPECT_EQ(info.default_isolation(), sandbox::v1::ISOLATION_WASM);
   ASSERT_EQ(info.isolations_size(), 3) << info.DebugString();
   EXPECT_FALSE(info.isolations(0).available()) << "podman is not in use";
@@ -72,7 +71,7 @@ TEST(WasmTest, RunsWithoutAContainerEngineAndSaysWhichLayersHold) {
   EXPECT_TRUE(wasm.available()) << wasm.DebugString();
   EXPECT_NE(wasm.detail().find("pyodide"), std::string::npos) << wasm.detail();
   std::map<std::string, bool> held;
-  for (const sandbox::v1::Layer& l : wasm.layers()) held[l.name()] = l.in_force;
+  for (const sandbox::v1::Layer& l : wasm.layers()) held[l.name()] = l.in_force();
   for (const char* required : {"node", "seccomp", "landlock"}) {
     EXPECT_TRUE(held[required]) << required << " must hold: " << wasm.DebugString();
   }
@@ -82,7 +81,9 @@ TEST(WasmTest, RunsWithoutAContainerEngineAndSaysWhichLayersHold) {
   EXPECT_EQ(RunCode(*stub, s.id(), "import sys\nx = 40\nsys.platform").result_repr(), "'emscripten'");
   EXPECT_EQ(RunCode(*stub, s.id(), "x + 2").result_repr(), "42");
   sandbox::v1::Session js = CreateIn(*stub, "javascript");
-  EXPECT_EQ(RunCode(*stub, js.id(), "const y = 6 * 7; y").result_repr(), "42");
+  sandbox::v1::Finished f = RunCode(*stub, js.id(), "const y = 6 * 7; y");
+  EXPECT_EQ(f.result_repr(), "42") << f.DebugString();
+  EXPECT_TRUE(GetInfo(*stub).serving());
 }
 
 // Each route out of the tier, from both languages: none reaches the host.
