@@ -83,6 +83,16 @@ function defaultHeapMb() {
   return null;
 }
 
+// User code's relative paths are the workspace's (a container starts there anyway; the wasm
+// tier's process does not). The workers share the process's working directory.
+function chdirToWorkspace(workspace) {
+  try {
+    process.chdir(workspace);
+  } catch (e) {
+    log(`cannot change to the workspace ${workspace}: ${e.code || e.message}`);
+  }
+}
+
 async function runMain(argv) {
   let options;
   try {
@@ -95,6 +105,7 @@ async function runMain(argv) {
     await require('./python_files').makeSnapshot(options);
     process.exit(0);
   }
+  chdirToWorkspace(options.workspace);
   const python = options.language === 'python' ? require('./python_files').pythonFiles(options) :
     null;
   const { Runner } = require('./runner');

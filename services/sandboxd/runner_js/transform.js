@@ -15,7 +15,24 @@
 // lines, so line numbers in stacks are the cell's own. The script evaluates to the async
 // function; the runner calls it (so no frame of the wrapper's call shows in stacks).
 
-const acorn = require('acorn');
+const path = require('path');
+
+// acorn: the system's (Debian's, in the sandbox image), or on the wasm tier's Node
+// (<runtime>/node/bin/node, whose module path has no /usr/share/nodejs) the one installed
+// beside it in <runtime> (deploy/wasm/package.json).
+function loadAcorn() {
+  try {
+    return require('acorn');
+  } catch (e) {
+    try {
+      return require(path.join(path.dirname(process.execPath), '..', '..', 'acorn'));
+    } catch (ignored) {
+      throw e;
+    }
+  }
+}
+
+const acorn = loadAcorn();
 
 const PARSE_OPTIONS = {
   ecmaVersion: 'latest', sourceType: 'script', allowAwaitOutsideFunction: true,

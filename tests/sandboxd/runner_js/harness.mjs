@@ -352,22 +352,24 @@ export function makeWasmSnapshot(files) {
 }
 
 export class WasmRunner extends RunnerContainer {
-  // `snapshot`: from makeWasmSnapshot (null: cold from --pyodide). Resolves once the socket
+  // `snapshot`: from makeWasmSnapshot (null: cold from --pyodide; for Python only, as
+  // --pyodide and --python-runner). Resolves once the socket
   // is there; `exitCode` resolves with the process's exit code.
-  static async start({ snapshot = null, extraArgs = [], heapMb = 512 } = {}) {
+  static async start({ snapshot = null, extraArgs = [], heapMb = 512, language = 'python' } = {}) {
     const files = wasmFiles();
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'runner-wasm-test-'));
     const workspace = path.join(dir, 'workspace');
     fs.mkdirSync(workspace);
     const reads = [files.runtime, files.bundle, files.pyz, workspace];
-    const python = ['--pyodide', files.pyodide, '--python-runner', files.pyz];
+    const python = language !== 'python' ? [] :
+      ['--pyodide', files.pyodide, '--python-runner', files.pyz];
     if (snapshot) {
       reads.push(path.dirname(snapshot));
       python.push('--snapshot', snapshot);
     }
     const args = ['-c', LAUNCH_ON_FD3, path.join(dir, 'runner.sock'), files.node,
       ...wasmNodeFlags(reads, workspace), files.bundle, '--listen-fd', '3', '--workspace',
-      workspace, '--language', 'python', '--heap-mb', String(heapMb), ...python, ...extraArgs];
+      workspace, '--language', language, '--heap-mb', String(heapMb), ...python, ...extraArgs];
     const proc = spawn('python3', args, { env: {}, stdio: ['ignore', 'pipe', 'pipe'] });
     const r = new WasmRunner(`wasm-${process.pid}`, dir, proc);
     r.workspace = workspace;

@@ -167,6 +167,10 @@ describe('python in pyodide (wasm tier)', () => {
         /EvalError|Code generation from strings disallowed/],
       ['import pyodide_js\npyodide_js.mountNodeFS("/host", "/")\nopen("/host/etc/passwd").read()',
         /ERR_ACCESS_DENIED|Access to this API has been restricted|ErrnoError|Error/],
+      ['from pyodide.code import run_js\nrun_js("require(\'child_process\').execSync(\'id\')")',
+        /ImportError: cannot import name 'eval'|EvalError|Code generation from strings/],
+      [`import pyodide_js\npyodide_js.mountNodeFS("/host", ${JSON.stringify(runner.dir)})\n` +
+        'open("/host/escaped", "w").write("x")', /ERR_ACCESS_DENIED|Access to this API|Error/],
       ['open("/etc/passwd").read()', /FileNotFoundError/],
       ['import subprocess\nsubprocess.run(["id"])', /OSError|RuntimeError|NotImplementedError|Error/],
     ];
@@ -175,6 +179,7 @@ describe('python in pyodide (wasm tier)', () => {
       assert.equal(r.status, 'error', `${code} ran: ${r.result}`);
       assert.match(`${r.error.type}: ${r.error.message}`, expected, code);
     }
+    assert.equal(fs.existsSync(path.join(runner.dir, 'escaped')), false);
   });
 
   it('reconnects with the namespace kept', async () => {
