@@ -39,13 +39,17 @@ constexpr char kIdPrefix[] = "wasm-";
 constexpr uint32_t kNofile = 256;
 constexpr uint64_t kV8Reservations = 1ull << 30;
 
+std::string OpensslConfig(const WasmRuntimeOptions& options) { return options.work_dir + "/openssl.cnf"; }
+
 }  // namespace
 
 std::vector<std::string> WasmNodeArgv(const WasmRuntimeOptions& options, Language language,
                                       const std::string& workspace, uint64_t heap_mb,
                                       const std::string& snapshot) {
-  std::vector<std::string> reads = {fs::path(options.node).parent_path().parent_path().string(),
-                                    options.js_runner};
+  // The runtime's node_modules (.../node_modules/node/bin/node): Node's own files and the
+  // acorn the JavaScript runner parses cells with.
+  std::vector<std::string> reads = {
+      fs::path(options.node).parent_path().parent_path().parent_path().string(), options.js_runner};
   const bool python = language == Language::kPython;
   if (python) {
     reads.push_back(options.pyodide_dir);
@@ -55,7 +59,9 @@ std::vector<std::string> WasmNodeArgv(const WasmRuntimeOptions& options, Languag
       reads.push_back(snapshot + ".sha256");
     }
   }
-  std::vector<std::string> argv = {options.node, "--permission"};
+  // Node reads /etc/ssl/openssl.cnf at start, which Landlock refuses: its own, empty one.
+  reads.push_back(OpensslConfig(options));
+  std::vector<std::string> argv = {options.node, "--permission", "--openssl-config=" + OpensslConfig(options)};
   for (const std::string& r : reads) argv.push_back("--allow-fs-read=" + r);
   argv.push_back("--allow-fs-read=" + workspace);
   argv.push_back("--allow-fs-write=" + workspace);
@@ -126,6 +132,13 @@ absl::StatusOr<RuntimeInfo> WasmRuntime::Probe() {
   }
   std::error_code ec;
   fs::create_directories(options_.records_dir, ec);
+  {
+    std::ofstream cnf(OpensslConfig(options_), std::ios::trunc);
+    cnf << "# sandboxd: the wasm tier's Node reads no system OpenSSL configuration.\n";
+    if (!cnf.flush() || chmod(OpensslConfig(options_).c_str(), 0644) != 0) {
+      return absl::UnavailableError(absl::StrCat("wasm: cannot write ", OpensslConfig(options_)));
+    }
+  }
   absl::StatusOr<std::string> snapshot = EnsureSnapshot(node_version);
   if (!snapshot.ok()) return snapshot.status();
   RuntimeInfo info;
