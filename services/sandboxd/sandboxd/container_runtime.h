@@ -42,6 +42,9 @@ struct ContainerStatus {
   bool oom_killed = false;
   int exit_code = 0;
   std::string state;  // backend's word for it ("running", "exited", ...)
+  // What the process last wrote to stderr before it ended, where the backend keeps it
+  // (the wasm tier: a fatal V8 or Node error); empty otherwise.
+  std::string last_words;
 };
 
 struct ContainerSummary {

@@ -141,9 +141,15 @@ absl::StatusOr<Sandbox> SandboxFactory::StartContainer(const SandboxConfig& conf
   absl::StatusOr<std::unique_ptr<RunnerConnection>> conn =
       RunnerConnection::Connect(dir + "/runner.sock", options_.runner_start_timeout);
   if (!conn.ok()) {
+    // A process that said why it ended (the wasm tier keeps its stderr) tells the operator.
+    absl::StatusOr<ContainerStatus> st = runtime_->Inspect(sb.name);
+    std::string said;
+    if (st.ok() && !st->running && !st->last_words.empty()) {
+      said = absl::StrCat("; it said: ", codemode::LogText(st->last_words));
+    }
     Discard(sb.name);
     return absl::UnavailableError(
-        absl::StrCat("the sandbox runner did not start: ", conn.status().message()));
+        absl::StrCat("the sandbox runner did not start: ", conn.status().message(), said));
   }
   SealSocketDir(sb.name);
   sb.conn = std::move(*conn);

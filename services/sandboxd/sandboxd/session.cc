@@ -32,6 +32,12 @@ Finished ErrorFinished(Finished::Status status, const std::string& type,
 
 std::string DescribeContainerDeath(const ContainerStatus& st, const ResolvedLimits& limits,
                                    bool cgroup_limits) {
+  std::string why = DescribeExit(st, limits, cgroup_limits);
+  if (!st.last_words.empty()) absl::StrAppend(&why, "; it said: ", codemode::LogText(st.last_words));
+  return why;
+}
+
+std::string DescribeExit(const ContainerStatus& st, const ResolvedLimits& limits, bool cgroup_limits) {
   if (!st.exists) return "the container disappeared (removed outside sandboxd?)";
   if (st.oom_killed) return absl::StrCat("out of memory (limit ", MiB(limits.memory_bytes), ")");
   if (st.running) return "the runner closed its connection while the container kept running";

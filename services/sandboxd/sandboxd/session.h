@@ -325,8 +325,11 @@ class Session : public RunnerConnection::Listener, public std::enable_shared_fro
   std::string kill_reason_ ABSL_GUARDED_BY(mu_);
 };
 
-// "out of memory (limit 256 MiB)" style text for lost sessions.
+// "out of memory (limit 256 MiB)" style text for lost sessions, with the process's last
+// words when the runtime kept them.
 std::string DescribeContainerDeath(const ContainerStatus& status, const ResolvedLimits& limits,
                                    bool cgroup_limits);
+// The same without the last words.
+std::string DescribeExit(const ContainerStatus& status, const ResolvedLimits& limits, bool cgroup_limits);
 
 }  // namespace sandboxd

@@ -239,6 +239,7 @@ std::vector<std::string> WasmJailArgv(const WasmJailFiles& files,
   // session's (71 tasks of the uid elsewhere and a limit of 64 stop Node at start).
   if (InForce(layers, WasmLayer::kBwrap)) AddFlag(argv, "--rlimit-nproc", request.rlimit_nproc);
   if (request.listen_fd > 2) AddFlag(argv, "--keep-fd", static_cast<uint64_t>(request.listen_fd));
+  if (request.env_fd > 2) AddFlag(argv, "--keep-fd", static_cast<uint64_t>(request.env_fd));
   argv.push_back("--");
   return argv;
 }

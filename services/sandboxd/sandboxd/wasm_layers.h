@@ -54,6 +54,7 @@ struct WasmJailRequest {
   uint32_t rlimit_nofile = 256;
   uint32_t rlimit_nproc = 64;  // applied only with bwrap (its own user namespace counts)
   int listen_fd = 3;  // kept open across bwrap and the jail
+  int env_fd = -1;    // kept too when > 2: the pipe the runner reads its environment from
 };
 
 // The system files a dynamically linked Node needs to start (the C library and its

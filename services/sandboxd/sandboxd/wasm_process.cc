@@ -25,6 +25,9 @@ namespace sandboxd {
 
 namespace {
 
+// What one session's environment may hold (a pipe of this size is allowed to any user).
+constexpr size_t kMaxEnvBytes = 1 << 20;
+
 // A file descriptor closed when it goes out of scope.
 class Fd {
  public:
@@ -33,6 +36,7 @@ class Fd {
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
   int get() const { return fd_; }
+  void release() { fd_ = -1; }
   void reset(int fd = -1) {
     if (fd_ >= 0) close(fd_);
     fd_ = fd;
@@ -86,6 +90,33 @@ absl::StatusOr<pid_t> ReadInitPid(int fd) {
   return absl::InternalError(absl::StrCat("bwrap did not say its sandbox's pid: '", text, "'"));
 }
 
+// A pipe holding `env` (NUL-terminated entries) and closed for writing: its read end.
+absl::StatusOr<int> EnvPipe(const std::vector<std::string>& env) {
+  std::string bytes;
+  for (const std::string& kv : env) bytes.append(kv).push_back('\0');
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
+  Fd read_end(fds[0]), write_end(fds[1]);
+  if (bytes.size() > kMaxEnvBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the session's environment is over ", kMaxEnvBytes, " bytes (--env, --pass_env)"));
+  }
+  // Written whole before the start: the pipe is made big enough to hold it.
+  if (bytes.size() > 65536 && fcntl(write_end.get(), F_SETPIPE_SZ, static_cast<int>(kMaxEnvBytes)) < 0) {
+    return absl::InternalError(absl::StrCat("cannot grow the environment's pipe: ", strerror(errno)));
+  }
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = write(write_end.get(), bytes.data() + done, bytes.size() - done);
+    if (n <= 0) return absl::InternalError(absl::StrCat("cannot write the environment: ", strerror(errno)));
+    done += static_cast<size_t>(n);
+  }
+  const int fd = read_end.get();
+  fds[0] = -1;
+  read_end.release();
+  return fd;
+}
+
 }  // namespace
 
 absl::StatusOr<SpawnedProcess> SpawnJailed(const SpawnRequest& request) {
@@ -103,6 +134,9 @@ absl::StatusOr<SpawnedProcess> SpawnJailed(const SpawnRequest& request) {
     return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
   }
   Fd info_read(info[0]), info_write(info[1]);
+  absl::StatusOr<int> env_pipe = EnvPipe(request.env);
+  if (!env_pipe.ok()) return env_pipe.status();
+  Fd env(*env_pipe);
   // Everything the child uses is made before fork: after it only async-signal-safe calls.
   // execve does not search PATH ("bwrap").
   const std::string program = FindInPath(request.argv[0]);
@@ -120,11 +154,13 @@ absl::StatusOr<SpawnedProcess> SpawnJailed(const SpawnRequest& request) {
     // Moved above every descriptor the child keeps, then into place (dup2 clears CLOEXEC).
     int s = fcntl(sock.get(), F_DUPFD_CLOEXEC, 10);
     int i = info_write.get() >= 0 ? fcntl(info_write.get(), F_DUPFD_CLOEXEC, 10) : -1;
-    if (s < 0 || dup2(null.get(), 0) < 0 || dup2(null.get(), 1) < 0 || dup2(log.get(), 2) < 0 ||
-        dup2(s, 3) < 0 || (i >= 0 && dup2(i, 4) < 0)) {
+    int e = fcntl(env.get(), F_DUPFD_CLOEXEC, 10);
+    if (s < 0 || e < 0 || dup2(null.get(), 0) < 0 || dup2(null.get(), 1) < 0 ||
+        dup2(log.get(), 2) < 0 || dup2(s, 3) < 0 || dup2(i >= 0 ? i : null.get(), 4) < 0 ||
+        dup2(e, 5) < 0) {
       _exit(125);
     }
-    syscall(SYS_close_range, i >= 0 ? 5 : 4, ~0U, 0);
+    syscall(SYS_close_range, 6, ~0U, 0);
     if (drop && (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(uid) != 0)) {
       static const char kMessage[] = "sandboxd: cannot take the session's uid\n";
       (void)!write(2, kMessage, sizeof(kMessage) - 1);

@@ -28,6 +28,9 @@ struct SpawnRequest {
   std::optional<uid_t> uid;
   // argv starts with bwrap: read the pid namespace's init from its --info-fd 4.
   bool bwrap = false;
+  // The session's environment (KEY=VALUE each), on fd 5 as NUL-terminated entries up to
+  // end of file: never in an argv, which every local user can read in /proc.
+  std::vector<std::string> env;
 };
 
 struct SpawnedProcess {
@@ -36,7 +39,8 @@ struct SpawnedProcess {
 };
 
 // Starts the process detached: a new session, no parent-death signal, nothing of
-// sandboxd's open but fds 0-2 (/dev/null, /dev/null, the log) and 3 (the socket). Under
+// sandboxd's open but fds 0-2 (/dev/null, /dev/null, the log), 3 (the socket) and 5 (the
+// environment; 4 is bwrap's info). Under
 // bwrap, waits (at most 10 s) for its info to name the init's pid.
 absl::StatusOr<SpawnedProcess> SpawnJailed(const SpawnRequest& request);
 

@@ -37,7 +37,28 @@ namespace {
 constexpr char kIdPrefix[] = "wasm-";
 // Open files of one session: Node and Pyodide hold ~40; the rest is the user's.
 constexpr uint32_t kNofile = 256;
-constexpr uint64_t kV8Reservations = 1ull << 30;
+constexpr uint64_t kV8Reservations = 3ull << 29;  // 1.5 GiB
+
+// The last lines of a process's stderr that say something: not the jail's layers line, not
+// Node's warnings about its own flags, not a stack trace's frames. At most 600 bytes.
+std::string LastWords(const std::string& log_path) {
+  std::ifstream in(log_path);
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  in.seekg(std::max<std::streamoff>(0, size - 16384));
+  std::string line, words;
+  while (std::getline(in, line)) {
+    absl::string_view l = absl::StripAsciiWhitespace(line);
+    if (l.empty() || absl::StartsWith(l, "wasm-jail: layers:") || absl::StrContains(l, "Warning:") ||
+        absl::StartsWith(l, "(Use `node --trace") || absl::StartsWith(l, "at ") || l == "#" ||
+        (l[0] >= '0' && l[0] <= '9' && absl::StrContains(l, ": 0x"))) {
+      continue;
+    }
+    if (!words.empty()) words += " | ";
+    words.append(l.data(), l.size());
+  }
+  return words.size() > 600 ? words.substr(words.size() - 600) : words;
+}
 
 std::string OpensslConfig(const WasmRuntimeOptions& options) { return options.work_dir + "/openssl.cnf"; }
 
@@ -70,7 +91,7 @@ std::vector<std::string> WasmNodeArgv(const WasmRuntimeOptions& options, Languag
     argv.emplace_back(flag);
   }
   argv.push_back(options.js_runner);
-  argv.insert(argv.end(), {"--listen-fd", "3", "--workspace", workspace, "--language",
+  argv.insert(argv.end(), {"--listen-fd", "3", "--env-fd", "5", "--workspace", workspace, "--language",
                            python ? "python" : "javascript", "--heap-mb", absl::StrCat(heap_mb)});
   if (python) {
     argv.insert(argv.end(), {"--pyodide", options.pyodide_dir, "--python-runner", options.python_runner});
@@ -203,9 +224,11 @@ absl::StatusOr<std::string> WasmRuntime::Start(const ContainerSpec& spec) {
   }
   request.read_paths.push_back(options_.node);
   request.workspace = *workspace;
+  request.env_fd = 5;
   // RLIMIT_DATA counts address space V8 reserves and never touches (its code range, the
-  // heap's reservations): Node alone needs 768 MiB of it to start. The session's limit
-  // comes on top of that fixed allowance, which bounds Python's WebAssembly memory too.
+  // heaps' reservations): Node alone needs 768 MiB of it to start, an idle Python session
+  // holds 1.3 GiB (for 220 MiB resident). The session's limit comes on top of a fixed
+  // 1.5 GiB allowance; it bounds Python's WebAssembly memory too.
   request.rlimit_data = spec.limits.memory_bytes + kV8Reservations;
   request.rlimit_fsize = spec.limits.workspace_bytes;
   request.rlimit_nofile = kNofile;
@@ -220,6 +243,7 @@ absl::StatusOr<std::string> WasmRuntime::Start(const ContainerSpec& spec) {
   spawn.argv = std::move(argv);
   spawn.socket_path = spec.socket_dir + "/runner.sock";
   spawn.log_path = absl::StrCat(options_.records_dir, "/", spec.name, ".log");
+  spawn.env = spec.env;
   spawn.uid = geteuid() == 0 ? std::optional<uid_t>(spec.uid) : std::nullopt;
   spawn.bwrap = std::any_of(layers.begin(), layers.end(), [](const WasmLayerState& l) {
     return l.layer == WasmLayer::kBwrap && l.in_force;
@@ -338,6 +362,7 @@ absl::StatusOr<ContainerStatus> WasmRuntime::Inspect(const std::string& name) {
   status.running = Alive(r->pid, r->start_time);
   status.state = status.running ? "running" : "exited";
   if (!status.running) {
+    status.last_words = LastWords(absl::StrCat(options_.records_dir, "/", name, ".log"));
     codemode::MutexLock lock(&mu_);
     auto it = exits_.find(r->pid);
     status.exit_code = it == exits_.end() ? -1 : it->second;

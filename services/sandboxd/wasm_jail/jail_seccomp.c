@@ -22,7 +22,7 @@
 static const char* const kAllowed[] = {
     "read", "write", "readv", "writev", "pread64", "pwrite64", "lseek", "close", "openat",
     "open", "statx", "newfstatat", "fstat", "lstat", "stat", "fstatfs", "statfs", "readlink",
-    "readlinkat", "getcwd", "getdents64", "access", "faccessat", "faccessat2", "fcntl", "dup",
+    "readlinkat", "getcwd", "chdir", "fchdir", "getdents64", "access", "faccessat", "faccessat2", "fcntl", "dup",
     "dup2", "dup3", "pipe2", "mkdirat", "mkdir", "unlinkat", "unlink", "rmdir", "renameat",
     "renameat2", "rename", "ftruncate", "fsync", "fdatasync", "fchmod", "fchmodat", "utimensat",
     "futimesat", "mmap", "munmap", "mprotect", "mremap", "madvise", "brk", "msync", "mincore",

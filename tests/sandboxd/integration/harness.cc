@@ -284,6 +284,14 @@ std::string SandboxdProcess::Log() const {
 }
 
 std::vector<std::string> SandboxdProcess::ContainerNames() const {
+  if (TestIsolation() == "wasm") {
+    // The wasm tier's sandboxes: the records of processes that still run.
+    std::string out = Sh(absl::StrCat(
+        "for f in '", state_dir_, "'/wasm-records/*.json; do [ -f \"$f\" ] || continue; ",
+        "p=$(grep -o '\"pid\":[0-9]*' \"$f\" | head -1 | cut -d: -f2); ",
+        "kill -0 \"$p\" 2>/dev/null && basename \"$f\" .json; done"));
+    return absl::StrSplit(out, '\n', absl::SkipEmpty());
+  }
   std::string out = Sh(absl::StrCat(PodmanCommand(), " ps -a --format '{{.Names}}' --filter label=io.sandboxd.instance=",
                                     instance()));
   std::vector<std::string> names = absl::StrSplit(out, '\n', absl::SkipEmpty());
@@ -291,6 +299,18 @@ std::vector<std::string> SandboxdProcess::ContainerNames() const {
 }
 
 int SandboxdProcess::LiveContainers() const { return static_cast<int>(ContainerNames().size()); }
+
+void SandboxdProcess::KillSandbox(const std::string& container_id) const {
+  if (TestIsolation() != "wasm") {
+    Sh(absl::StrCat(PodmanCommand(), " kill ", container_id, " >/dev/null 2>&1"));
+    return;
+  }
+  // "wasm-<pid>": that process and, under bwrap, its sandbox's init (wasm_runtime.h).
+  const std::string pid = container_id.substr(container_id.find('-') + 1);
+  Sh(absl::StrCat("grep -l '\"pid\":", pid, ",' '", state_dir_,
+                  "'/wasm-records/*.json | xargs -r grep -ho '\"[a-z_]*pid\":[1-9][0-9]*' | "
+                  "cut -d: -f2 | xargs -r kill -KILL 2>/dev/null"));
+}
 
 sandbox::v1::Session CreateSession(sandbox::v1::SandboxService::Stub& stub,
                                    const sandbox::v1::CreateSessionRequest& req) {

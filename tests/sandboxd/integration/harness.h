@@ -65,6 +65,8 @@ class SandboxdProcess {
   // Containers (any state) labelled with this daemon's instance.
   int LiveContainers() const;
   std::vector<std::string> ContainerNames() const;
+  // Kills a session's sandbox under the daemon: its container, or its wasm process.
+  void KillSandbox(const std::string& container_id) const;
   std::string instance() const;
   pid_t pid() const { return pid_; }
   // "podman", or podman run as the RunAs user.

@@ -271,7 +271,7 @@ TEST(LifecycleTest, RestartReattachesSessionsWithTheirVariables) {
   EXPECT_EQ(RunCode(*stub, kept.id(), "secret").result_repr(), "'survives'");
   // A crash, and a container that dies while the daemon is down.
   d.Kill();
-  Sh("podman rm -f -t 0 " + doomed.container_id() + " >/dev/null 2>&1");
+  d.KillSandbox(doomed.container_id());
   ASSERT_TRUE(d.Start());
   stub = d.Stub();
   EXPECT_EQ(RunCode(*stub, kept.id(), "secret").result_repr(), "'survives'");
@@ -286,7 +286,7 @@ TEST(LifecycleTest, ContainerKilledUnderUsLosesOnlyThatSession) {
   auto stub = d.Stub();
   sandbox::v1::Session victim = CreateSession(*stub);
   sandbox::v1::Session other = CreateSession(*stub);
-  Sh("podman kill " + victim.container_id() + " >/dev/null 2>&1");
+  d.KillSandbox(victim.container_id());
   sandbox::v1::Session got;
   EXPECT_TRUE(WaitFor([&] {
     GetSession(*stub, victim.id(), &got);
