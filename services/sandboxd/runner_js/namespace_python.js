@@ -16,6 +16,7 @@ const SIGINT = 2;
 function pythonMessageProblem(m) {
   if (!isObject(m) || !isStr(m.t)) return 'not an object with a string t';
   if (m.t === 'ready') return isStr(m.python) ? null : 'bad ready';
+  if (m.t === 'refused') return isStr(m.message) ? null : 'bad refused';
   if (m.t === 'display') {
     return isObject(m.b) && Object.values(m.b).every(isStr) ? null : 'bad display';
   }
@@ -25,7 +26,8 @@ function pythonMessageProblem(m) {
 }
 
 class PythonNamespace extends Namespace {
-  // files: pythonFiles() of python_files.js. handlers as Namespace's, plus display(bundle).
+  // files: pythonFiles() of python_files.js. handlers as Namespace's, plus display(bundle)
+  // and refused(message): the snapshot does not fit the runner's files.
   constructor(bundle, heapMb, handlers, files) {
     const interruptBuffer = new SharedArrayBuffer(4);
     super(bundle, heapMb, handlers, { sandboxRole: 'python-worker', files, interruptBuffer });
@@ -39,8 +41,10 @@ class PythonNamespace extends Namespace {
 
   onMessage(m) {
     if (isObject(m) && m.t === 'done') this.stopInterrupting();
-    if (!this.ended && isObject(m) && m.t === 'display' && !pythonMessageProblem(m)) {
-      this.handlers.display(m.b);
+    if (!this.ended && isObject(m) && (m.t === 'display' || m.t === 'refused') &&
+        !pythonMessageProblem(m)) {
+      if (m.t === 'display') this.handlers.display(m.b);
+      else this.handlers.refused(m.message);
       return;
     }
     super.onMessage(m);

@@ -12,6 +12,8 @@ const { log } = require('./common');
 
 // Where the runner's package lives inside Pyodide's file system (MEMFS).
 const PYZ_IN_PYODIDE = '/sandbox/sandbox_runner.pyz';
+// The package attribute a snapshot keeps the SHA-256 of the .pyz it was made from in.
+const PYZ_MARK = "'SNAPSHOT_PYZ_SHA256'";
 // Exit code of a snapshot that does not match its SHA-256 (before `ready`).
 const SNAPSHOT_REFUSED_EXIT = 3;
 
@@ -81,7 +83,8 @@ function pythonFiles(options) {
 // globals visible to Python (`import js` is an empty module), stdin at EOF and its own
 // stdout/stderr (what Python writes before the runner's streams are in place) in the log.
 // The runner's package is put back into MEMFS: a snapshot holds the modules imported when
-// it was made, not the file system.
+// it was made, not the file system. Those modules are the code that runs, so a snapshot
+// made from another sandbox_runner.pyz is refused (SnapshotRefused) rather than run old code.
 async function loadPython(files, extra = {}) {
   shimProcessBinding();
   const { loadPyodide } = require(path.join(files.pyodide, 'pyodide.js'));
@@ -89,8 +92,16 @@ async function loadPython(files, extra = {}) {
   const py = await loadPyodide({ indexURL: files.pyodide + path.sep, jsglobals: {},
     stdin: () => null, stdout: (s) => log(`python: ${s}`), stderr: (s) => log(`python: ${s}`),
     ...snapshot, ...extra });
+  const pyz = fs.readFileSync(files.pythonRunner);
+  if (files.snapshot) {
+    const made = py.runPython(`import sandbox_runner\ngetattr(sandbox_runner, ${PYZ_MARK}, '')`);
+    if (made !== sha256(pyz)) {
+      throw new SnapshotRefused(`snapshot ${files.snapshot} refused: made from a ` +
+        `sandbox_runner.pyz with sha256 ${made || '(none)'}, ${files.pythonRunner} has ${sha256(pyz)}`);
+    }
+  }
   py.FS.mkdirTree(path.dirname(PYZ_IN_PYODIDE));
-  py.FS.writeFile(PYZ_IN_PYODIDE, fs.readFileSync(files.pythonRunner));
+  py.FS.writeFile(PYZ_IN_PYODIDE, pyz);
   py.runPython(`import sys\nif ${JSON.stringify(PYZ_IN_PYODIDE)} not in sys.path: ` +
     `sys.path.insert(0, ${JSON.stringify(PYZ_IN_PYODIDE)})`);
   return py;
@@ -103,7 +114,9 @@ async function makeSnapshot(options) {
   const files = { pyodide: path.resolve(options.pyodide),
     pythonRunner: path.resolve(options.pythonRunner), snapshot: null };
   const py = await loadPython(files, { _makeSnapshot: true });
-  py.runPython('import sandbox_runner.pyodide_host');
+  const pyz = sha256(fs.readFileSync(files.pythonRunner));
+  py.runPython(`import sandbox_runner, sandbox_runner.pyodide_host\n` +
+    `setattr(sandbox_runner, ${PYZ_MARK}, '${pyz}')`);
   const bytes = py.makeMemorySnapshot();
   const out = options.makeSnapshot;
   try {
@@ -116,4 +129,4 @@ async function makeSnapshot(options) {
 }
 
 module.exports = { pythonFiles, loadPython, makeSnapshot, readSnapshot, SnapshotRefused,
-  PYZ_IN_PYODIDE };
+  PYZ_IN_PYODIDE, SNAPSHOT_REFUSED_EXIT };

@@ -12,6 +12,7 @@ const { parseCatalog } = require('./catalog');
 const { Connection } = require('./connection');
 const { Namespace } = require('./namespace');
 const { PythonNamespace } = require('./namespace_python');
+const { SNAPSHOT_REFUSED_EXIT } = require('./python_files');
 const { OutputBatcher } = require('./output');
 const { ToolCalls, ExecCalls } = require('./tool_calls');
 const { FileTransfers, FILE_FRAMES, checkFileFrame } = require('./files');
@@ -73,6 +74,10 @@ class Runner {
       pong: (n) => this.watchdog.pong(ns, n),
       lost: (reason, oom) => this.onNamespaceLost(reason, oom),
       display: (bundle) => this.output.display(bundle),
+      refused: (message) => {     // a snapshot of other runner files: no session can start
+        process.stderr.write(`${message}\n`);
+        process.exit(SNAPSHOT_REFUSED_EXIT);
+      },
     };
     const ns = this.python ? new PythonNamespace(this.bundle, this.heapMb, handlers, this.python) :
       new Namespace(this.bundle, this.heapMb, handlers);

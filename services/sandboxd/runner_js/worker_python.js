@@ -9,7 +9,7 @@
 
 const { workerData } = require('worker_threads');
 const { log } = require('./common');
-const { loadPython } = require('./python_files');
+const { loadPython, SnapshotRefused } = require('./python_files');
 
 const WORKSPACE = '/workspace';
 
@@ -39,6 +39,10 @@ function startPythonWorker() {
   const port = workerData.port;
   delete workerData.port;
   runPythonWorker(port, workerData.files, workerData.interruptBuffer).catch((e) => {
+    if (e instanceof SnapshotRefused) {
+      port.postMessage({ t: 'refused', message: e.message });   // the runner ends with exit 3
+      return;
+    }
     log(`the Python worker failed to start: ${e && e.stack}`);
     process.exit(1);
   });

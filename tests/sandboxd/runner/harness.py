@@ -53,6 +53,66 @@ def _runner_pyz():
 
 RUNNER = _runner_pyz()
 
+# SANDBOXD_RUNNER_WASM=1: the same tests against the wasm tier's runner, sandbox_runner.js
+# --language python (Python in Pyodide) on deploy/wasm's Node, started as sandboxd's
+# WasmRuntime starts it: an empty environment, the contract's node flags (reads of the
+# runtime, the runner files and the workspace, writes of the workspace) and fd 3 a unix
+# socket bound and listening before the start. Needs SANDBOXD_RUNNER_JS (the built bundle)
+# and `npm ci` in deploy/wasm (SANDBOXD_WASM_RUNTIME names another node_modules). The
+# snapshot is made once per test process.
+WASM = os.environ.get("SANDBOXD_RUNNER_WASM") == "1"
+_wasm_snapshot = []
+
+
+def _wasm_files():
+    runtime = Path(os.environ.get("SANDBOXD_WASM_RUNTIME") or
+                   Path(__file__).resolve().parents[3] / "deploy" / "wasm" / "node_modules")
+    bundle = os.environ.get("SANDBOXD_RUNNER_JS")
+    node = runtime / "node" / "bin" / "node"
+    if not node.is_file() or not (runtime / "pyodide" / "pyodide.js").is_file():
+        raise RuntimeError(f"{runtime} lacks node/bin/node or pyodide (npm ci in deploy/wasm)")
+    if not bundle or not Path(bundle).is_file():
+        raise RuntimeError("SANDBOXD_RUNNER_WASM=1 needs SANDBOXD_RUNNER_JS, the built "
+                           "sandbox_runner.js")
+    return runtime, node, Path(bundle).resolve()
+
+
+def wasm_node_flags(reads, workspace):
+    return (["--permission"] + [f"--allow-fs-read={p}" for p in reads] +
+            [f"--allow-fs-write={workspace}", "--allow-worker", "--allow-net",
+             "--disallow-code-generation-from-strings", "--disable-proto=delete"])
+
+
+def _wasm_snapshot_file():
+    if not _wasm_snapshot:
+        runtime, node, bundle = _wasm_files()
+        out_dir = tempfile.mkdtemp(prefix="runner-wasm-snap-")
+        out = os.path.join(out_dir, "python.snap")
+        subprocess.run([str(node), *wasm_node_flags([runtime, bundle, RUNNER], out_dir),
+                        str(bundle), "--make-snapshot", out, "--pyodide",
+                        str(runtime / "pyodide"), "--python-runner", str(RUNNER)],
+                       env={}, check=True, stdout=subprocess.DEVNULL, timeout=120)
+        _wasm_snapshot.append(out)
+    return _wasm_snapshot[0]
+
+
+def wasm_runner_argv(socket_path, workspace):
+    """The launcher (binds socket_path as fd 3, then execs node) and the runner's argv."""
+    runtime, node, bundle = _wasm_files()
+    snapshot = _wasm_snapshot_file()
+    launch = ("import os, socket, sys\n"
+              "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+              "s.bind(sys.argv[1]); s.listen(8)\n"
+              "if s.fileno() != 3: os.dup2(s.fileno(), 3)\n"
+              "os.set_inheritable(3, True)\n"
+              "os.execv(sys.argv[2], sys.argv[2:])\n")
+    reads = [runtime, bundle, RUNNER, os.path.dirname(snapshot), workspace]
+    return [sys.executable, "-c", launch, socket_path, str(node),
+            *wasm_node_flags(reads, workspace), str(bundle), "--listen-fd", "3",
+            "--workspace", workspace, "--language", "python", "--heap-mb", "512",
+            "--pyodide", str(runtime / "pyodide"), "--python-runner", str(RUNNER),
+            "--snapshot", snapshot]
+
 TIMEOUT = 10.0          # seconds for any single frame
 MIB = 1024 * 1024
 
@@ -263,10 +323,11 @@ class RunnerTestCase(unittest.TestCase):
         self.log = open(os.path.join(self.tmp.name, "runner.log"), "w+b")
         self.workspace = os.path.join(self.tmp.name, "workspace")   # file frames' root
         os.mkdir(self.workspace)
-        self.proc = subprocess.Popen(
+        argv = wasm_runner_argv(self.path, self.workspace) if WASM else \
             [sys.executable, "-I", "-u", str(RUNNER), "--socket", self.path,
-             "--workspace", self.workspace],
-            stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
+             "--workspace", self.workspace]
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.log,
+                                     stderr=self.log, env={} if WASM else None)
         self.clients = []
         self.client = self.connect()
         self.ready = self.client.expect("ready")

@@ -355,8 +355,10 @@ export class WasmRunner extends RunnerContainer {
   // `snapshot`: from makeWasmSnapshot (null: cold from --pyodide; for Python only, as
   // --pyodide and --python-runner). Resolves once the socket
   // is there; `exitCode` resolves with the process's exit code.
-  static async start({ snapshot = null, extraArgs = [], heapMb = 512, language = 'python' } = {}) {
+  static async start({ snapshot = null, extraArgs = [], heapMb = 512, language = 'python',
+    pyz = null } = {}) {
     const files = wasmFiles();
+    if (pyz) files.pyz = pyz;
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'runner-wasm-test-'));
     const workspace = path.join(dir, 'workspace');
     fs.mkdirSync(workspace);

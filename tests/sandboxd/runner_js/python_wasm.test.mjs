@@ -190,6 +190,21 @@ describe('python in pyodide (wasm tier)', () => {
     assert.equal((await client.exec('again')).result, '5');
   });
 
+  it('refuses a snapshot made from another sandbox_runner.pyz with exit 3', async () => {
+    const other = path.join(path.dirname(snapshot), 'other.pyz');
+    const bytes = fs.readFileSync(wasmFiles().pyz);
+    bytes[bytes.length >> 1] ^= 1;
+    fs.writeFileSync(other, bytes);
+    const r = await WasmRunner.start({ snapshot, pyz: other });
+    try {
+      const code = await Promise.race([r.exitCode, sleep(20000).then(() => 'still running')]);
+      assert.equal(code, 3, r.log);
+      assert.match(r.log, /snapshot .*python\.snap refused: made from a sandbox_runner\.pyz with sha256 [0-9a-f]{64}, .*other\.pyz has [0-9a-f]{64}/);
+    } finally {
+      r.stop();
+    }
+  });
+
   it('refuses a tampered snapshot with exit 3 before ready', async () => {
     const bad = path.join(path.dirname(snapshot), 'tampered.snap');
     const bytes = fs.readFileSync(snapshot);

@@ -35,6 +35,8 @@ from .output import CapturedStream, OutputCapture
 from .tool_calls import ToolError
 
 WORKSPACE = "/workspace"
+SLEEP_SLICE = 0.02                           # seconds of time.sleep between interrupt checks
+SIGNAL_CHECK_INTERVAL = 50                   # Python/emscripten_signal.c's
 # Code of these folders is the host's (asyncio's loop, Pyodide's webloop): an interrupt
 # that arrives there cancels the cell's task instead of raising in the middle of it.
 _HOST_DIRS = tuple(os.path.dirname(m.__file__) + os.sep
@@ -48,10 +50,11 @@ def _host_frame(frame):
 
 
 class PostedOutput(OutputCapture):
-    """OutputCapture without its flusher thread: what is buffered is posted when 8 KiB are
-    buffered, on the first write OUTPUT_FLUSH_DELAY after the first unflushed one (a CPU-bound
-    cell never lets the loop run), by a loop timer otherwise, and before tool calls and
-    `done`. The main thread batches the posts into `output` frames and caps them again."""
+    """OutputCapture without its flusher thread, line-buffered: what is buffered is posted
+    when a write ends a line, at 8 KiB, for every display, and by an event-loop timer
+    otherwise (a CPU-bound cell never lets the loop run, so a timer alone would hold text
+    until the cell ends). The main thread batches the posts into `output` frames (8 KiB,
+    5 ms) and caps them again, as for the JavaScript worker."""
 
     def __init__(self, post):
         self._post = post
@@ -63,9 +66,10 @@ class PostedOutput(OutputCapture):
 
     def _buffered_locked(self, size):
         super()._buffered_locked(size)
-        if self._first_write is None:
-            return
-        if time.monotonic() - self._first_write >= OUTPUT_FLUSH_DELAY:
+        if not self._chunks:
+            return                           # flushed at 8 KiB
+        stream, parts = self._chunks[-1]
+        if stream == "display" or parts[-1].endswith("\n"):
             self._flush_locked()
         elif self._timer is None:
             self._timer = asyncio.get_event_loop().call_later(OUTPUT_FLUSH_DELAY, self._timed)
@@ -153,6 +157,8 @@ class ExecState:
     def __init__(self, exec_id):
         self.id = exec_id
         self.interrupt_requested = False
+        self.delivered = False               # a KeyboardInterrupt was raised in user code
+        self.deferred = False                # a SIGINT arrived in the host's frames
         self.task = None
 
 
@@ -192,19 +198,28 @@ class Host:
             except Exception as exc:         # checked by the main thread already
                 log(f"catalog refused: {exc!r}")
 
-    # The interrupt buffer's SIGINT: a KeyboardInterrupt in the cell's own code, a
-    # cancellation of the cell's task everywhere else (the host's frames, asyncio's, a task
-    # user code started); outside an exec nothing.
+    # The interrupt buffer's SIGINT: one KeyboardInterrupt in the cell's own code (as the
+    # container runner delivers one: code that catches it and goes on is ended by the main
+    # thread's grace), a cancellation of the cell's task everywhere else (the host's frames,
+    # asyncio's, a task user code started); outside an exec nothing.
     def _on_sigint(self, signum, frame):
         state = self.current
-        if state is None or state.task is None or state.task.done():
+        if state is None or state.task is None or state.task.done() or state.delivered:
             return
         state.interrupt_requested = True     # the main thread writes only to interrupt
         current = asyncio.current_task()
-        if current is None or frame is None or _host_frame(frame):
-            state.task.cancel()
+        user_frame = frame is not None and (frame.f_code is _sliced_sleep.__code__ or
+                                            not _host_frame(frame))
+        if current is None or not user_frame:
+            # In the host's frames: an awaiting cell is cancelled; one whose step is
+            # suspended in a stack switch (Pyodide's time.sleep) is not reached by that, so
+            # the sleep raises when it resumes (state.deferred).
+            state.deferred = True
+            if not state.task.get_coro().cr_running:
+                state.task.cancel()
             return
         if current is state.task:
+            state.delivered = True
             raise KeyboardInterrupt
         state.task.cancel()
         raise asyncio.CancelledError()
@@ -240,9 +255,36 @@ class Host:
                    "displaysDropped": counters["displays_dropped"]})
 
 
+_blocking_sleep = time.sleep
+_hosts = []                                  # the Host, once start() made it
+
+
+def _sliced_sleep(seconds):
+    """time.sleep for user code, in slices of at most SLEEP_SLICE: Pyodide's suspends the
+    cell's stack (JSPI) and runs the event loop meanwhile, so the interrupt buffer's SIGINT
+    is handled in the host's frames and only noted (state.deferred); the slice raises it
+    when it resumes. Without JSPI the sleep blocks, and CPython on Emscripten reads the
+    buffer once every 50 eval-breaker checks (backward jumps, calls), hence the empty loop
+    after each slice; the SIGINT then lands in this frame, as in user code."""
+    end = time.monotonic() + seconds
+    while True:
+        left = end - time.monotonic()
+        if left <= 0:
+            return
+        _blocking_sleep(min(left, SLEEP_SLICE))
+        state = _hosts[0].current if _hosts else None
+        if state is not None and state.deferred and not state.delivered:
+            state.delivered = True
+            raise KeyboardInterrupt
+        for _ in range(SIGNAL_CHECK_INTERVAL):
+            pass
+
+
 def start(post_text):
     """Called once by worker_python.js after Pyodide is up: the host, with the workspace
     as the working directory; returns the function that takes the main thread's messages."""
     os.chdir(WORKSPACE)
+    time.sleep = _sliced_sleep
     host = Host(post_text)
+    _hosts.append(host)
     return host.on_message

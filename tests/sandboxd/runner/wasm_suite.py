@@ -1,0 +1,55 @@
+"""The runner suite against the wasm tier's runner (sandbox_runner.js --language python,
+Python in Pyodide; harness.py's SANDBOXD_RUNNER_WASM=1): every test of this folder but the
+ones below, which check what the wasm tier does not have or does elsewhere. An entry that
+names no test any more fails the run, so the list stays true.
+
+    SANDBOXD_RUNNER_PYZ=... SANDBOXD_RUNNER_JS=... python3 tests/sandboxd/runner/wasm_suite.py
+"""
+
+import os
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+NOT_APPLICABLE = {
+    "test_execution.OutputTest.test_writes_outside_an_exec_are_dropped":
+        "starts a thread (Pyodide has none)",
+    "test_tool_calls.ToolCallTest.test_tool_call_outside_an_exec_fails":
+        "starts a thread (Pyodide has none)",
+    "test_display.DisplayTest.test_image_helper_reads_files":
+        "reads a host path outside the workspace (Python sees /workspace only)",
+    "test_files.FilesTest.test_upload_then_code_reads_it_and_download_returns_the_same_bytes":
+        "reads the workspace by its host path (Python sees it at /workspace)",
+    "test_protocol.BasicsTest.test_socket_is_world_connectable":
+        "the socket is bound by sandboxd, not by the runner",
+    "test_tool_calls.ToolCallTest.test_arguments_nested_deeper_than_120_levels_are_refused":
+        "arguments are serialized when the call is made, not when its slot frees "
+        "(the main thread keeps the in-flight limit)",
+}
+
+
+def _ids(suite):
+    for item in suite:
+        if isinstance(item, unittest.TestSuite):
+            yield from _ids(item)
+        else:
+            yield item
+
+
+def main():
+    os.environ["SANDBOXD_RUNNER_WASM"] = "1"
+    sys.path.insert(0, HERE)
+    tests = list(_ids(unittest.defaultTestLoader.discover(HERE, pattern="test_*.py")))
+    names = {t.id() for t in tests}
+    stale = sorted(set(NOT_APPLICABLE) - names)
+    if stale:
+        print(f"wasm_suite.py: NOT_APPLICABLE names missing tests: {stale}", file=sys.stderr)
+        return 1
+    suite = unittest.TestSuite(t for t in tests if t.id() not in NOT_APPLICABLE)
+    result = unittest.TextTestRunner(verbosity=2).run(suite)
+    return 0 if result.wasSuccessful() and not result.skipped else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
