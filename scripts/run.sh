@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root="$(pwd)"
 
-bash scripts/setup.sh
+SANDBOXD_SETUP_FOR=run bash scripts/setup.sh
 build_dir="${BUILD_DIR:-build}"
 port="${MCP_GATEWAY_PORT:-8931}"
 
@@ -23,7 +23,24 @@ else
   sock="/tmp/sandboxd-$(id -u)/sandboxd.sock"
 fi
 
-"$build_dir/services/sandboxd/sandboxd" --socket="$sock" &
+# Where Podman cannot start a container (a container inside a container, a CI runner, no
+# subordinate uids), sessions run on the wasm tier instead: said loudly, here and in the log.
+isolation_args=()
+if ! why="$("$build_dir/services/sandboxd/sandboxd" --self_check 2>&1)"; then
+  cat >&2 <<MSG
+
+  ************************************************************************************
+  run: Podman cannot start a sandbox container on this machine:
+$(printf '%s\n' "$why" | tail -n 3 | sed 's/^/       /')
+  run: FALLING BACK TO --isolation=wasm: sessions run as jailed Node processes (Python in
+       Pyodide, stdlib only; docs/wasm-tier.md), not in containers.
+  ************************************************************************************
+
+MSG
+  isolation_args=(--isolation=wasm)
+fi
+
+"$build_dir/services/sandboxd/sandboxd" --socket="$sock" "${isolation_args[@]}" &
 sandboxd_pid=$!
 trap 'kill -TERM $sandboxd_pid 2>/dev/null; wait $sandboxd_pid 2>/dev/null' EXIT
 for _ in $(seq 1 300); do [[ -S "$sock" ]] && break; sleep 0.1; done

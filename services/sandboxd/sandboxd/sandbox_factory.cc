@@ -141,8 +141,13 @@ absl::StatusOr<Sandbox> SandboxFactory::StartContainer(const SandboxConfig& conf
   absl::StatusOr<std::unique_ptr<RunnerConnection>> conn =
       RunnerConnection::Connect(dir + "/runner.sock", options_.runner_start_timeout);
   if (!conn.ok()) {
-    // A process that said why it ended (the wasm tier keeps its stderr) tells the operator.
+    // A process that said why it ended (the wasm tier keeps its stderr) tells the operator;
+    // it may take a moment to end after closing its connection.
     absl::StatusOr<ContainerStatus> st = runtime_->Inspect(sb.name);
+    for (int i = 0; i < 20 && st.ok() && st->running; ++i) {
+      absl::SleepFor(absl::Milliseconds(50));
+      st = runtime_->Inspect(sb.name);
+    }
     std::string said;
     if (st.ok() && !st->running && !st->last_words.empty()) {
       said = absl::StrCat("; it said: ", codemode::LogText(st->last_words));
