@@ -26,6 +26,7 @@
 #include "sandboxd/grpc_service.h"
 #include "sandboxd/instance_lock.h"
 #include "sandboxd/isolation_runtime.h"
+#include "sandboxd/wasm_runtime.h"
 #include "sandboxd/podman_runtime.h"
 #include "sandboxd/tcp_listener.h"
 #include "sandboxd/sd_notify.h"

@@ -23,9 +23,14 @@ absl::StatusOr<RuntimeInfo> IsolationRuntime::Probe() {
   return *info;
 }
 
+bool IsolationRuntime::IsWasm(const std::string& name) {
+  if (!wasm_) return false;
+  absl::StatusOr<ContainerStatus> st = wasm_->Inspect(name);
+  return st.ok() && st->exists;
+}
+
 absl::StatusOr<std::string> IsolationRuntime::Start(const ContainerSpec& spec) {
-  ContainerRuntime* runtime = spec.isolation == Isolation::kWasm ? static_cast<ContainerRuntime*>(wasm_)
-                                                                  : podman_;
+  ContainerRuntime* runtime = spec.isolation == Isolation::kWasm ? wasm_ : podman_;
   if (!runtime) {
     return absl::FailedPreconditionError(absl::StrCat(
         "this daemon does not run isolation ", std::string(IsolationName(spec.isolation))));
@@ -36,7 +41,7 @@ absl::StatusOr<std::string> IsolationRuntime::Start(const ContainerSpec& spec) {
 absl::Status IsolationRuntime::Remove(const std::vector<std::string>& names) {
   std::vector<std::string> wasm_names, podman_names;
   for (const std::string& name : names) {
-    (wasm_ && wasm_->Knows(name) ? wasm_names : podman_names).push_back(name);
+    (IsWasm(name) ? wasm_names : podman_names).push_back(name);
   }
   if (!wasm_names.empty()) {
     if (absl::Status s = wasm_->Remove(wasm_names); !s.ok()) return s;
@@ -46,7 +51,7 @@ absl::Status IsolationRuntime::Remove(const std::vector<std::string>& names) {
 }
 
 absl::StatusOr<ContainerStatus> IsolationRuntime::Inspect(const std::string& name) {
-  if (wasm_ && wasm_->Knows(name)) return wasm_->Inspect(name);
+  if (IsWasm(name)) return wasm_->Inspect(name);
   if (podman_) return podman_->Inspect(name);
   return ContainerStatus{};
 }
@@ -58,7 +63,7 @@ absl::StatusOr<std::vector<std::string>> IsolationRuntime::ImageOffers(const std
 absl::StatusOr<std::vector<ContainerSummary>> IsolationRuntime::List(const std::string& label_key,
                                                                      const std::string& label_value) {
   std::vector<ContainerSummary> out;
-  for (ContainerRuntime* runtime : {static_cast<ContainerRuntime*>(wasm_), podman_}) {
+  for (ContainerRuntime* runtime : {wasm_, podman_}) {
     if (!runtime) continue;
     absl::StatusOr<std::vector<ContainerSummary>> some = runtime->List(label_key, label_value);
     if (!some.ok()) return some.status();

@@ -8,19 +8,18 @@
 // Probe succeeds only when every runtime in use probes (each isolation the daemon allows
 // must work here, as gVisor's); its RuntimeInfo is Podman's when Podman is in use, with
 // the wasm tier's version, layers and notes added. Start and Usage go by the spec's
-// isolation; Remove, Inspect and List ask both (names never collide: a wasm name has a
-// record, a container name does not).
+// isolation; Remove, Inspect and List ask both (names never collide: the wasm runtime
+// knows a name, Inspect says it exists, only for a process it started).
 #pragma once
 
 #include "sandboxd/container_runtime.h"
-#include "sandboxd/wasm_runtime.h"
 
 namespace sandboxd {
 
 class IsolationRuntime : public ContainerRuntime {
  public:
-  // Either may be null (not in use), not both.
-  IsolationRuntime(ContainerRuntime* podman, WasmRuntime* wasm) : podman_(podman), wasm_(wasm) {}
+  // Either may be null (not in use), not both. `wasm` is a WasmRuntime in production.
+  IsolationRuntime(ContainerRuntime* podman, ContainerRuntime* wasm) : podman_(podman), wasm_(wasm) {}
 
   absl::StatusOr<RuntimeInfo> Probe() override;
   absl::StatusOr<std::string> Start(const ContainerSpec& spec) override;
@@ -33,8 +32,11 @@ class IsolationRuntime : public ContainerRuntime {
   absl::StatusOr<ResourceUsage> Usage(const std::string& name, Isolation isolation) override;
 
  private:
+  // Whether `name` is a wasm process's.
+  bool IsWasm(const std::string& name);
+
   ContainerRuntime* const podman_;
-  WasmRuntime* const wasm_;
+  ContainerRuntime* const wasm_;
 };
 
 }  // namespace sandboxd

@@ -312,11 +312,6 @@ std::optional<WasmRuntime::Record> WasmRuntime::ReadRecord(const std::string& na
   return r;
 }
 
-bool WasmRuntime::Knows(const std::string& name) {
-  std::error_code ec;
-  return fs::exists(RecordPath(name), ec);
-}
-
 void WasmRuntime::Reap(pid_t pid) {
   int status = 0;
   if (waitpid(pid, &status, WNOHANG) == pid) {

@@ -73,9 +73,6 @@ class WasmRuntime : public ContainerRuntime {
   // /proc of the process tree (no cgroup); the workspace's bytes are not counted.
   absl::StatusOr<ResourceUsage> Usage(const std::string& name, Isolation isolation) override;
 
-  // Whether `name` is one of this runtime's (it has a record).
-  bool Knows(const std::string& name);
-
  private:
   struct Record {
     std::string name;

@@ -274,10 +274,11 @@ TEST(ParseIsolationFlagTest, NamesTheChoices) {
   EXPECT_EQ(*ParseIsolationFlag(""), sandbox::v1::ISOLATION_UNSPECIFIED);
   EXPECT_EQ(*ParseIsolationFlag("container"), sandbox::v1::ISOLATION_CONTAINER);
   EXPECT_EQ(*ParseIsolationFlag("gvisor"), sandbox::v1::ISOLATION_GVISOR);
+  EXPECT_EQ(*ParseIsolationFlag("wasm"), sandbox::v1::ISOLATION_WASM);
   absl::StatusOr<sandbox::v1::Isolation> bad = ParseIsolationFlag("kvm");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("container or gvisor"));
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("container, gvisor or wasm"));
 }
 
 }  // namespace

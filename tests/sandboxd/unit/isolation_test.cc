@@ -13,7 +13,7 @@ namespace {
 // ---- the policy ---------------------------------------------------------------------
 
 TEST(IsolationPolicyTest, NamesParseBackAndUnknownNamesAreRefusedWithTheChoices) {
-  for (Isolation i : {Isolation::kContainer, Isolation::kGvisor}) {
+  for (Isolation i : {Isolation::kContainer, Isolation::kGvisor, Isolation::kWasm}) {
     absl::StatusOr<Isolation> parsed = ParseIsolation(IsolationName(i));
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, i);
@@ -21,7 +21,7 @@ TEST(IsolationPolicyTest, NamesParseBackAndUnknownNamesAreRefusedWithTheChoices)
   }
   absl::StatusOr<Isolation> bad = ParseIsolation("firecracker");
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("container and gvisor"));
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("container, gvisor and wasm"));
   EXPECT_FALSE(ParseIsolation("").ok());
   EXPECT_FALSE(ParseIsolation("GVISOR").ok());
 }
