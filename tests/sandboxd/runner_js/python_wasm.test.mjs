@@ -16,7 +16,8 @@ describe('python in pyodide (wasm tier)', () => {
   let ready;
   before(async () => {
     snapshot = makeWasmSnapshot(wasmFiles());
-    runner = await WasmRunner.start({ snapshot });
+    runner = await WasmRunner.start({ snapshot, env: ['SESSION_VAR=visible', 'HOME=/workspace'],
+      hostEnv: { HOST_SECRET: 'hunter2' } });
     [client, ready] = await runner.connect();
     await client.setCatalog(CATALOG);
   });
@@ -33,6 +34,15 @@ describe('python in pyodide (wasm tier)', () => {
     assert.equal(ready.execs, 0);
     assert.ok(Number.isSafeInteger(ready.pid));
     assert.equal(ready.runtime, undefined);
+  });
+
+  it('gives os.environ the session environment of --env-fd over sane defaults', async () => {
+    const r = await client.exec('import os\nenv = dict(os.environ)\n' +
+      'env.pop("LD_LIBRARY_PATH").startswith("/usr/lib:") and sorted(env.items()) == sorted({' +
+      '"SESSION_VAR": "visible", "HOME": "/workspace", "PATH": "/usr/local/bin:/usr/bin:/bin", ' +
+      '"LANG": "C.UTF-8"}.items()) or sorted(os.environ.items())');
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.equal(r.result, 'True');
   });
 
   it('keeps the namespace between execs, with top-level await', async () => {
