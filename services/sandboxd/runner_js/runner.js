@@ -41,7 +41,7 @@ class Runner {
     this.execs = 0;               // execs in this namespace (ready.execs)
     this.cells = 0;               // cell file names: <cell-1>, <cell-2>, ...
     this.output = new OutputBatcher();
-    this.calls = new ToolCalls();
+    this.calls = new ToolCalls(Boolean(this.python));
     this.files = new FileTransfers(options.workspace);
     this.ns = null;
     this.nsReady = false;

@@ -90,6 +90,20 @@ describe('python in pyodide (wasm tier)', () => {
     assert.equal(r.result, "['hi!', {'sum': 3}]");
   });
 
+  it('keeps JSON number types of tool results as json.loads reads them', async () => {
+    const id = client.startExec('r = await mcp_everything.add(a=1, b=2)\n' +
+      't = await mcp_everything.echo(message="x")\n' +
+      '(r["sum"], r["big"], t)');
+    const answer = (c, result) => client.sendRaw(Buffer.from('{"type":"tool_result","call_id":' +
+      `${JSON.stringify(c.call_id)},"ok":true,"result":${result}}`));
+    answer(await client.expect('tool_call'),
+      '{"content":[],"structuredContent":{"sum":5.0,"big":9007199254740993}}');
+    answer(await client.expect('tool_call'), '{"content":[{"type":"text","text":"[2.0, 1e400]"}]}');
+    const r = await client.finishExec(id);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.equal(r.result, '(5.0, 9007199254740993, [2.0, inf])');
+  });
+
   it('raises ToolError for a failed call', async () => {
     const r = await client.exec('try:\n    await mcp_everything.echo(message="x")\n' +
       'except ToolError as e:\n    print(e)', {

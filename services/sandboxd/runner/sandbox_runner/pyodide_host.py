@@ -7,7 +7,7 @@ JavaScript (runner_js/worker_python.js) passes the main thread's messages to the
 start() returns, and this module posts its own through the JavaScript function start() is
 given.
 
-  in:  exec {id, code, filename, maxOut, maxDisplay}, result {k, ok, value | message},
+  in:  exec {id, code, filename, maxOut, maxDisplay}, result {k, frame | ok, message},
        interrupt {id}, catalog {raw}
   out: out {s, x}, display {b}, call {k, server, tool, args},
        done {id, status, result, error, outputBytes, droppedBytes, displays, displaysDropped}
@@ -32,7 +32,7 @@ from .common import MAX_JSON_DEPTH, OUTPUT_FLUSH_DELAY, is_runner_file, log, nes
 from .display import Displayer
 from .executor import Executor
 from .output import CapturedStream, OutputCapture
-from .tool_calls import ToolError
+from .tool_calls import ToolError, convert_tool_result
 
 WORKSPACE = "/workspace"
 SLEEP_SLICE = 0.02                           # seconds of time.sleep between interrupt checks
@@ -94,8 +94,9 @@ class PostedOutput(OutputCapture):
 
 class PostedCalls:
     """Tool calls as `call` messages; the main thread numbers them, keeps the in-flight
-    limit, sends the tool_call frames and answers with `result` (converted as
-    convert_tool_result does)."""
+    limit, sends the tool_call frames and answers with `result`: the tool_result frame's
+    JSON text, converted here as the container runner does (json.loads keeps 5.0 a float and
+    big integers exact), or a failure of its own."""
 
     def __init__(self, host):
         self._host = host
@@ -123,8 +124,12 @@ class PostedCalls:
             reply = await future
         finally:
             self._pending.pop(message["k"], None)
-        if reply.get("ok"):
-            return reply.get("value")
+        if isinstance(reply.get("frame"), str):
+            try:
+                frame = json.loads(reply["frame"])
+            except (ValueError, RecursionError):
+                raise ToolError("malformed tool result", server, tool) from None
+            return convert_tool_result(server, tool, frame)
         raise ToolError(str(reply.get("message") or "tool call failed"), server, tool)
 
     def resolve(self, k, reply):
