@@ -4,13 +4,16 @@
 //
 //   node sandbox_runner.js (--socket PATH | --listen-fd N) [--workspace DIR] [--heap-mb N]
 //     [--idle-watchdog-ms N] [--own-pid-namespace] [--language javascript|python]
-//     [--pyodide DIR --python-runner PYZ [--snapshot FILE]]
+//     [--env-fd N] [--pyodide DIR --python-runner PYZ [--snapshot FILE]]
 //   node sandbox_runner.js --make-snapshot OUT --pyodide DIR --python-runner PYZ
 //
 // --listen-fd: fd N is a unix socket already bound and listening (the wasm tier's jail
 // passes it); accepted exactly as --socket's. --language python runs Python in Pyodide in
 // the worker (worker_python.js), restored from --snapshot (checked against FILE.sha256)
-// or loaded cold from --pyodide.
+// or loaded cold from --pyodide. --env-fd: fd N is a pipe holding the session's environment
+// (NUL-terminated KEY=VALUE entries up to EOF, written whole before the start); user code
+// sees exactly those entries, nothing of the runner's own environment. Without it the
+// session's environment is the runner's (a container's is the session's).
 
 const fs = require('fs');
 const { isMainThread, workerData } = require('worker_threads');
@@ -18,9 +21,9 @@ const { log, DEFAULT_IDLE_WATCHDOG_MS } = require('./common');
 
 const USAGE = 'usage: sandbox_runner.js (--socket PATH | --listen-fd N) [--workspace DIR] ' +
   '[--heap-mb N] [--idle-watchdog-ms N] [--own-pid-namespace] [--language javascript|python] ' +
-  '[--pyodide DIR --python-runner PYZ [--snapshot FILE]]\n' +
+  '[--env-fd N] [--pyodide DIR --python-runner PYZ [--snapshot FILE]]\n' +
   '       sandbox_runner.js --make-snapshot OUT --pyodide DIR --python-runner PYZ';
-const VALUED = ['--socket', '--listen-fd', '--workspace', '--heap-mb', '--idle-watchdog-ms',
+const VALUED = ['--socket', '--listen-fd', '--env-fd', '--workspace', '--heap-mb', '--idle-watchdog-ms',
   '--language', '--pyodide', '--python-runner', '--snapshot', '--make-snapshot'];
 const OPTION_NAMES = { '--socket': 'socket', '--workspace': 'workspace', '--language': 'language',
   '--pyodide': 'pyodide', '--python-runner': 'pythonRunner', '--snapshot': 'snapshot',
@@ -30,7 +33,7 @@ const OPTION_NAMES = { '--socket': 'socket', '--workspace': 'workspace', '--lang
 const FIRST_NAMESPACE_WAIT_MS = 5000;
 
 function parseArgs(argv) {
-  const options = { socket: null, listenFd: null, workspace: '/workspace', heapMb: null,
+  const options = { socket: null, listenFd: null, envFd: null, workspace: '/workspace', heapMb: null,
     ownPidNamespace: false, idleWatchdogMs: DEFAULT_IDLE_WATCHDOG_MS, language: 'javascript',
     pyodide: null, pythonRunner: null, snapshot: null, makeSnapshot: null };
   for (let i = 0; i < argv.length; i++) {
@@ -40,6 +43,7 @@ function parseArgs(argv) {
       const value = argv[++i];
       if (OPTION_NAMES[arg]) options[OPTION_NAMES[arg]] = value;
       else if (arg === '--listen-fd') options.listenFd = /^\d+$/.test(value) ? Number(value) : NaN;
+      else if (arg === '--env-fd') options.envFd = /^\d+$/.test(value) ? Number(value) : NaN;
       else if (arg === '--heap-mb') options.heapMb = Number.parseInt(value, 10);
       else options.idleWatchdogMs = /^\d+$/.test(value) ? Number(value) : NaN;
     } else {
@@ -62,8 +66,8 @@ function checkOptions(options) {
   if ((options.socket === null) === (options.listenFd === null)) {
     throw new Error(`exactly one of --socket and --listen-fd is required\n${USAGE}`);
   }
-  if (options.listenFd !== null && !Number.isSafeInteger(options.listenFd)) {
-    throw new Error('--listen-fd must be a file descriptor number');
+  for (const [flag, fd] of [['--listen-fd', options.listenFd], ['--env-fd', options.envFd]]) {
+    if (fd !== null && !Number.isSafeInteger(fd)) throw new Error(`${flag} must be a file descriptor number`);
   }
   if (options.heapMb !== null && !(options.heapMb >= 16)) throw new Error('--heap-mb must be >= 16');
   if (!Number.isSafeInteger(options.idleWatchdogMs)) {
@@ -81,6 +85,21 @@ function defaultHeapMb() {
     // no cgroup v2 file: V8's default
   }
   return null;
+}
+
+// The session's environment from --env-fd's pipe (read to EOF, then closed), or null.
+function readEnvFd(fd) {
+  if (fd === null) return null;
+  const chunks = [];
+  const buf = Buffer.allocUnsafe(65536);
+  for (let n; (n = fs.readSync(fd, buf, 0, buf.length, null)) > 0;) chunks.push(Buffer.from(buf.subarray(0, n)));
+  fs.closeSync(fd);
+  const env = {};
+  for (const entry of Buffer.concat(chunks).toString('utf8').split('\0')) {
+    const eq = entry.indexOf('=');
+    if (eq > 0) env[entry.slice(0, eq)] = entry.slice(eq + 1);
+  }
+  return env;
 }
 
 // User code's relative paths are the workspace's (a container starts there anyway; the wasm
@@ -105,6 +124,7 @@ async function runMain(argv) {
     await require('./python_files').makeSnapshot(options);
     process.exit(0);
   }
+  const env = readEnvFd(options.envFd) || { ...process.env };
   chdirToWorkspace(options.workspace);
   const python = options.language === 'python' ? require('./python_files').pythonFiles(options) :
     null;
@@ -112,7 +132,7 @@ async function runMain(argv) {
   const { listen, listenOnFd } = require('./connection');
   const runner = new Runner({ bundle: __filename, workspace: options.workspace,
     heapMb: options.heapMb || defaultHeapMb(), ownPidNamespace: options.ownPidNamespace,
-    idleWatchdogMs: options.idleWatchdogMs, python });
+    idleWatchdogMs: options.idleWatchdogMs, python, env });
   // The socket appears once user code can run (sandboxd's pool counts a container ready
   // when it has connected), or after FIRST_NAMESPACE_WAIT_MS whatever the worker does.
   await Promise.race([runner.firstReady,

@@ -39,13 +39,15 @@ function messageProblem(m) {
 class Namespace {
   // handlers: ready(), out(stream, text), call(m), done(m), pong(n), lost(reason, outOfMemory);
   // lost is called at most once, and nothing after it.
-  // `data`: what else the worker gets in workerData (its role first).
-  constructor(bundle, heapMb, handlers, data = { sandboxRole: 'worker' }) {
+  // `data`: what else the worker gets in workerData (its role first). `env`: the worker's
+  // process.env, exactly (none of the runner's own variables); undefined: the runner's.
+  constructor(bundle, heapMb, handlers, data = { sandboxRole: 'worker' }, env = undefined) {
     this.handlers = handlers;
     this.ended = false;
     const channel = new MessageChannel();
     const options = { workerData: { ...data, port: channel.port2 },
       transferList: [channel.port2], stdout: true, stderr: true };
+    if (env) options.env = { ...env };
     if (heapMb) options.resourceLimits = { maxOldGenerationSizeMb: heapMb };
     this.port = channel.port1;
     this.port.on('message', (m) => this.onMessage(m));

@@ -27,10 +27,12 @@ function pythonMessageProblem(m) {
 
 class PythonNamespace extends Namespace {
   // files: pythonFiles() of python_files.js. handlers as Namespace's, plus display(bundle)
-  // and refused(message): the snapshot does not fit the runner's files.
-  constructor(bundle, heapMb, handlers, files) {
+  // and refused(message): the snapshot does not fit the runner's files. `env`: Python's
+  // os.environ (with worker_python.js's defaults), also the worker's process.env.
+  constructor(bundle, heapMb, handlers, files, env) {
     const interruptBuffer = new SharedArrayBuffer(4);
-    super(bundle, heapMb, handlers, { sandboxRole: 'python-worker', files, interruptBuffer });
+    super(bundle, heapMb, handlers, { sandboxRole: 'python-worker', files, interruptBuffer },
+      env);
     this.signal = new Int32Array(interruptBuffer);
     this.rewrite = null;
   }

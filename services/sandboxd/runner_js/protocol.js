@@ -7,6 +7,11 @@ const { MAX_FRAME_BYTES, fixJsonSurrogates } = require('./common');
 
 const BINARY_FRAME = 0x80000000;
 
+// A tool_result frame's own JSON text, under this key (not enumerable): a Python session
+// parses it with json.loads, which keeps what JSON.parse loses (5.0 a float, integers over
+// 2**53 exact), as the container's Python runner does.
+const FRAME_TEXT = Symbol('frame text');
+
 class ProtocolError extends Error {}
 
 class FrameTooLarge extends Error {
@@ -72,8 +77,10 @@ class FrameReader {
       return { type: 'file_chunk', id, data: body.subarray(8) };
     }
     let frame;
+    let text;
     try {
-      frame = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(body));
+      text = new TextDecoder('utf-8', { fatal: true }).decode(body);
+      frame = JSON.parse(text);
     } catch (e) {
       throw new ProtocolError(`frame is not valid UTF-8 JSON: ${e.message}`);
     }
@@ -81,6 +88,7 @@ class FrameReader {
         typeof frame.type !== 'string') {
       throw new ProtocolError("frame is not a JSON object with a string 'type'");
     }
+    if (frame.type === 'tool_result') frame[FRAME_TEXT] = text;
     return frame;
   }
 }
@@ -102,4 +110,4 @@ function frameField(frame, name, kind) {
   return value;
 }
 
-module.exports = { ProtocolError, FrameTooLarge, FrameReader, encodeBody, withLength, frameField };
+module.exports = { FRAME_TEXT, ProtocolError, FrameTooLarge, FrameReader, encodeBody, withLength, frameField };

@@ -27,6 +27,7 @@ class Runner {
     this.bundle = options.bundle;
     this.heapMb = options.heapMb;
     this.ownPidNamespace = options.ownPidNamespace;
+    this.env = options.env;       // user code's process.env / os.environ (main.js)
     // Python in Pyodide (python_files.js's files) instead of JavaScript; null: JavaScript.
     this.python = options.python || null;
     this.pythonVersion = '';
@@ -40,7 +41,7 @@ class Runner {
     this.execs = 0;               // execs in this namespace (ready.execs)
     this.cells = 0;               // cell file names: <cell-1>, <cell-2>, ...
     this.output = new OutputBatcher();
-    this.calls = new ToolCalls();
+    this.calls = new ToolCalls(Boolean(this.python));
     this.files = new FileTransfers(options.workspace);
     this.ns = null;
     this.nsReady = false;
@@ -79,8 +80,9 @@ class Runner {
         process.exit(SNAPSHOT_REFUSED_EXIT);
       },
     };
-    const ns = this.python ? new PythonNamespace(this.bundle, this.heapMb, handlers, this.python) :
-      new Namespace(this.bundle, this.heapMb, handlers);
+    const ns = this.python ?
+      new PythonNamespace(this.bundle, this.heapMb, handlers, this.python, this.env) :
+      new Namespace(this.bundle, this.heapMb, handlers, { sandboxRole: 'worker' }, this.env);
     this.ns = ns;
   }
 

@@ -3,11 +3,12 @@
 // call ids unique for the process lifetime (c1, c2, ...), at most `max_tool_calls_in_flight`
 // of one exec unanswered at a time (the others wait here, in order); `tool_result` frames
 // are converted to the value the call returns (convertToolResult, as the Python runner's
-// tool_calls.py) and posted back. Late results and results of other connections are
-// ignored.
+// tool_calls.py) and posted back; for a Python session the frame's JSON text is posted
+// ({frame}) and Python converts it with the container runner's own code. Late results and
+// results of other connections are ignored.
 
 const { MAX_FRAME_BYTES } = require('./common');
-const { FrameTooLarge } = require('./protocol');
+const { FRAME_TEXT, FrameTooLarge } = require('./protocol');
 const { isObject, jsonProblem } = require('./catalog');
 
 // {ok: true, value} or {ok: false, message} for a tool_result frame.
@@ -64,7 +65,9 @@ class ExecCalls {
 }
 
 class ToolCalls {
-  constructor() {
+  // `frameText`: results are posted as the tool_result frame's JSON text.
+  constructor(frameText = false) {
+    this.frameText = frameText;
     this.nextId = 1;
     this.pending = new Map();     // call_id -> {calls, k, reply}
   }
@@ -114,7 +117,8 @@ class ToolCalls {
     if (!entry || entry.calls.conn !== conn) return;
     this.pending.delete(frame.call_id);
     entry.calls.free++;
-    entry.reply(entry.k, convertToolResult(frame));
+    entry.reply(entry.k, this.frameText && typeof frame[FRAME_TEXT] === 'string' ?
+      { frame: frame[FRAME_TEXT] } : convertToolResult(frame));
     this.pump(entry.calls, entry.flushOutput);
   }
 

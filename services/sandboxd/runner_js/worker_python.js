@@ -20,7 +20,8 @@ async function runPythonWorker(port, files, interruptBuffer) {
   py.FS.mkdirTree(WORKSPACE);
   py.FS.mount(py.FS.filesystems.NODEFS, { root: files.workspace }, WORKSPACE);
   const host = py.pyimport('sandbox_runner.pyodide_host');
-  const onMessage = host.start((text) => post(JSON.parse(text)));
+  // The worker's process.env is the session's environment (namespace.js): os.environ's too.
+  const onMessage = host.start((text) => post(JSON.parse(text)), JSON.stringify({ ...process.env }));
   port.on('message', (m) => {
     if (m && m.t === 'ping') {
       post({ t: 'pong', n: m.n });

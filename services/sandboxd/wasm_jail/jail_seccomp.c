@@ -24,7 +24,7 @@ static const char* const kAllowed[] = {
     "open", "statx", "newfstatat", "fstat", "lstat", "stat", "fstatfs", "statfs", "readlink",
     "readlinkat", "getcwd", "chdir", "fchdir", "getdents64", "access", "faccessat", "faccessat2", "fcntl", "dup",
     "dup2", "dup3", "pipe2", "mkdirat", "mkdir", "unlinkat", "unlink", "rmdir", "renameat",
-    "renameat2", "rename", "ftruncate", "fsync", "fdatasync", "fchmod", "fchmodat", "utimensat",
+    "renameat2", "rename", "ftruncate", "fsync", "fdatasync", "chmod", "fchmod", "fchmodat", "utimensat",
     "futimesat", "mmap", "munmap", "mprotect", "mremap", "madvise", "brk", "msync", "mincore",
     "futex", "futex_waitv", "set_robust_list", "get_robust_list", "rseq", "set_tid_address",
     "exit", "exit_group", "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigsuspend",

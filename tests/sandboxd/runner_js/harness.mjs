@@ -310,11 +310,18 @@ export function textResult(text) {
 // SANDBOXD_RUNNER_JS, and `npm ci` in deploy/wasm (scripts/setup.sh).
 
 const HERE = path.dirname(new URL(import.meta.url).pathname);
-const LAUNCH_ON_FD3 = 'import os, socket, sys\n' +
+const LAUNCH_ON_FD3 = 'import json, os, socket, sys\n' +
   's = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n' +
   's.bind(sys.argv[1]); s.listen(8)\n' +
   'if s.fileno() != 3: os.dup2(s.fileno(), 3)\n' +
   'os.set_inheritable(3, True)\n' +
+  'entries = os.environ.pop("RUNNER_TEST_ENV_FD5", None)\n' +
+  'if entries is not None:\n' +
+  '    r, w = os.pipe()\n' +
+  '    os.write(w, b"".join(e.encode() + b"\\0" for e in json.loads(entries)))\n' +
+  '    os.close(w)\n' +
+  '    if r != 5: os.dup2(r, 5); os.close(r)\n' +
+  '    os.set_inheritable(5, True)\n' +
   'os.execv(sys.argv[2], sys.argv[2:])\n';
 
 export function wasmFiles() {
@@ -354,9 +361,11 @@ export function makeWasmSnapshot(files) {
 export class WasmRunner extends RunnerContainer {
   // `snapshot`: from makeWasmSnapshot (null: cold from --pyodide; for Python only, as
   // --pyodide and --python-runner). Resolves once the socket
-  // is there; `exitCode` resolves with the process's exit code.
+  // is there; `exitCode` resolves with the process's exit code. `env`: KEY=VALUE entries
+  // the runner gets on fd 5 (--env-fd 5), as sandboxd passes them; the runner's own
+  // environment then holds `hostEnv` (which the session must not see).
   static async start({ snapshot = null, extraArgs = [], heapMb = 512, language = 'python',
-    pyz = null } = {}) {
+    pyz = null, env = null, hostEnv = {} } = {}) {
     const files = wasmFiles();
     if (pyz) files.pyz = pyz;
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'runner-wasm-test-'));
@@ -372,7 +381,9 @@ export class WasmRunner extends RunnerContainer {
     const args = ['-c', LAUNCH_ON_FD3, path.join(dir, 'runner.sock'), files.node,
       ...wasmNodeFlags(reads, workspace), files.bundle, '--listen-fd', '3', '--workspace',
       workspace, '--language', language, '--heap-mb', String(heapMb), ...python, ...extraArgs];
-    const proc = spawn('python3', args, { env: {}, stdio: ['ignore', 'pipe', 'pipe'] });
+    if (env) args.push('--env-fd', '5');
+    const launcherEnv = env ? { ...hostEnv, RUNNER_TEST_ENV_FD5: JSON.stringify(env) } : {};
+    const proc = spawn('python3', args, { env: launcherEnv, stdio: ['ignore', 'pipe', 'pipe'] });
     const r = new WasmRunner(`wasm-${process.pid}`, dir, proc);
     r.workspace = workspace;
     r.exitCode = new Promise((resolve) => proc.on('close', (code) => resolve(code)));

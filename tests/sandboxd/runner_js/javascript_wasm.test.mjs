@@ -12,7 +12,8 @@ describe('javascript on the wasm tier\'s node', () => {
   let client;
   let ready;
   before(async () => {
-    runner = await WasmRunner.start({ language: 'javascript', heapMb: 128 });
+    runner = await WasmRunner.start({ language: 'javascript', heapMb: 128,
+      env: ['SESSION_VAR=visible', 'EMPTY=', 'WITH_EQ=a=b'], hostEnv: { HOST_SECRET: 'hunter2' } });
     [client, ready] = await runner.connect();
   });
   after(() => runner && runner.stop());
@@ -22,6 +23,13 @@ describe('javascript on the wasm tier\'s node', () => {
     assert.match(ready.node, /^v26\./);
     await client.exec('const a = 41');
     assert.equal((await client.exec('a + 1')).result, '42');
+  });
+
+  it('gives user code exactly the session environment of --env-fd', async () => {
+    const r = await client.exec('JSON.stringify(process.env)');
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.deepEqual(JSON.parse(eval(r.result)),
+      { SESSION_VAR: 'visible', EMPTY: '', WITH_EQ: 'a=b' });
   });
 
   it('runs in the workspace, the only place it writes', async () => {

@@ -16,7 +16,8 @@ describe('python in pyodide (wasm tier)', () => {
   let ready;
   before(async () => {
     snapshot = makeWasmSnapshot(wasmFiles());
-    runner = await WasmRunner.start({ snapshot });
+    runner = await WasmRunner.start({ snapshot, env: ['SESSION_VAR=visible', 'HOME=/workspace'],
+      hostEnv: { HOST_SECRET: 'hunter2' } });
     [client, ready] = await runner.connect();
     await client.setCatalog(CATALOG);
   });
@@ -33,6 +34,15 @@ describe('python in pyodide (wasm tier)', () => {
     assert.equal(ready.execs, 0);
     assert.ok(Number.isSafeInteger(ready.pid));
     assert.equal(ready.runtime, undefined);
+  });
+
+  it('gives os.environ the session environment of --env-fd over sane defaults', async () => {
+    const r = await client.exec('import os\nenv = dict(os.environ)\n' +
+      'env.pop("LD_LIBRARY_PATH").startswith("/usr/lib:") and sorted(env.items()) == sorted({' +
+      '"SESSION_VAR": "visible", "HOME": "/workspace", "PATH": "/usr/local/bin:/usr/bin:/bin", ' +
+      '"LANG": "C.UTF-8"}.items()) or sorted(os.environ.items())');
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.equal(r.result, 'True');
   });
 
   it('keeps the namespace between execs, with top-level await', async () => {
@@ -78,6 +88,20 @@ describe('python in pyodide (wasm tier)', () => {
     assert.deepEqual(r.calls.map((c) => [c.server, c.tool, c.arguments]),
       [['everything', 'echo', { message: 'hi' }], ['everything', 'add', { a: 1, b: 2 }]]);
     assert.equal(r.result, "['hi!', {'sum': 3}]");
+  });
+
+  it('keeps JSON number types of tool results as json.loads reads them', async () => {
+    const id = client.startExec('r = await mcp_everything.add(a=1, b=2)\n' +
+      't = await mcp_everything.echo(message="x")\n' +
+      '(r["sum"], r["big"], t)');
+    const answer = (c, result) => client.sendRaw(Buffer.from('{"type":"tool_result","call_id":' +
+      `${JSON.stringify(c.call_id)},"ok":true,"result":${result}}`));
+    answer(await client.expect('tool_call'),
+      '{"content":[],"structuredContent":{"sum":5.0,"big":9007199254740993}}');
+    answer(await client.expect('tool_call'), '{"content":[{"type":"text","text":"[2.0, 1e400]"}]}');
+    const r = await client.finishExec(id);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.equal(r.result, '(5.0, 9007199254740993, [2.0, inf])');
   });
 
   it('raises ToolError for a failed call', async () => {

@@ -2,7 +2,7 @@
 // line on stdout, "ok" or "errno <NAME>" (the action's failure). Linked statically, so
 // under Landlock it needs only its own file among the --read paths.
 //
-//   jail_probe socket-inet | socket-unix | fork | read PATH | write PATH | connect PORT
+//   jail_probe socket-inet | socket-unix | fork | read PATH | write PATH | chmod PATH | connect PORT
 //              | kill PID | accept FD | exec PATH ARGS... | print TEXT | file PATH | fds | env
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -106,6 +107,7 @@ int main(int argc, char** argv) {
   }
   if (!strcmp(a, "read")) return result(open(v, O_RDONLY | O_CLOEXEC) >= 0);
   if (!strcmp(a, "write")) return do_write(v);
+  if (!strcmp(a, "chmod")) return result(syscall(SYS_chmod, v, 0600) == 0);
   if (!strcmp(a, "connect")) return do_connect(v);
   if (!strcmp(a, "kill")) return result(kill(atoi(v), 0) == 0);
   if (!strcmp(a, "accept")) return do_accept(atoi(v));

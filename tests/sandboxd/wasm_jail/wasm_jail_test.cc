@@ -55,6 +55,16 @@ TEST(WasmJailSeccomp, RefusesSocketsForkAndASecondExec) {
   EXPECT_EQ(Answer({"--seccomp"}, {"exec", kProbe, "print", "second"}), "errno EPERM\n");
 }
 
+// Node's fs.chmodSync (Pyodide's NODEFS calls it for every file Python creates) is chmod(2).
+TEST(WasmJailSeccomp, AllowsChmod) {
+  char dir_template[] = "/tmp/wasm-jail-test.XXXXXX";
+  std::string dir = mkdtemp(dir_template);
+  std::string file = dir + "/f";
+  ASSERT_EQ(Answer({}, {"write", file}), "ok\n");
+  EXPECT_EQ(Answer({"--seccomp"}, {"chmod", file}), "ok\n");
+  std::filesystem::remove_all(dir);
+}
+
 TEST(WasmJailSeccomp, SignalsReachOnlyItself) {
   std::string parent = std::to_string(getpid());
   EXPECT_EQ(Answer({}, {"kill", parent}), "ok\n");

@@ -7,7 +7,7 @@ JavaScript (runner_js/worker_python.js) passes the main thread's messages to the
 start() returns, and this module posts its own through the JavaScript function start() is
 given.
 
-  in:  exec {id, code, filename, maxOut, maxDisplay}, result {k, ok, value | message},
+  in:  exec {id, code, filename, maxOut, maxDisplay}, result {k, frame | ok, message},
        interrupt {id}, catalog {raw}
   out: out {s, x}, display {b}, call {k, server, tool, args},
        done {id, status, result, error, outputBytes, droppedBytes, displays, displaysDropped}
@@ -32,11 +32,17 @@ from .common import MAX_JSON_DEPTH, OUTPUT_FLUSH_DELAY, is_runner_file, log, nes
 from .display import Displayer
 from .executor import Executor
 from .output import CapturedStream, OutputCapture
-from .tool_calls import ToolError
+from .tool_calls import ToolError, convert_tool_result
 
 WORKSPACE = "/workspace"
 SLEEP_SLICE = 0.02                           # seconds of time.sleep between interrupt checks
 SIGNAL_CHECK_INTERVAL = 50                   # Python/emscripten_signal.c's
+# What os.environ holds besides the session's environment when that does not set them, as
+# a container's image gives them (Pyodide's HOME exists in its file system), and Pyodide's
+# own variable its loader of shared libraries reads.
+BASE_ENVIRON = {"HOME": "/home/pyodide", "PATH": "/usr/local/bin:/usr/bin:/bin",
+                "LANG": "C.UTF-8"}
+PYODIDE_ENVIRON = ("LD_LIBRARY_PATH",)
 # Code of these folders is the host's (asyncio's loop, Pyodide's webloop): an interrupt
 # that arrives there cancels the cell's task instead of raising in the middle of it.
 _HOST_DIRS = tuple(os.path.dirname(m.__file__) + os.sep
@@ -88,8 +94,9 @@ class PostedOutput(OutputCapture):
 
 class PostedCalls:
     """Tool calls as `call` messages; the main thread numbers them, keeps the in-flight
-    limit, sends the tool_call frames and answers with `result` (converted as
-    convert_tool_result does)."""
+    limit, sends the tool_call frames and answers with `result`: the tool_result frame's
+    JSON text, converted here as the container runner does (json.loads keeps 5.0 a float and
+    big integers exact), or a failure of its own."""
 
     def __init__(self, host):
         self._host = host
@@ -117,8 +124,12 @@ class PostedCalls:
             reply = await future
         finally:
             self._pending.pop(message["k"], None)
-        if reply.get("ok"):
-            return reply.get("value")
+        if isinstance(reply.get("frame"), str):
+            try:
+                frame = json.loads(reply["frame"])
+            except (ValueError, RecursionError):
+                raise ToolError("malformed tool result", server, tool) from None
+            return convert_tool_result(server, tool, frame)
         raise ToolError(str(reply.get("message") or "tool call failed"), server, tool)
 
     def resolve(self, k, reply):
@@ -280,9 +291,20 @@ def _sliced_sleep(seconds):
             pass
 
 
-def start(post_text):
+def set_environ(environment):
+    """os.environ (and the C environment) as exactly `environment` over BASE_ENVIRON: none
+    of Emscripten's defaults (its `_` names the runner's file on the host) nor what a
+    snapshot kept of the environment it was made in."""
+    kept = {k: os.environ[k] for k in PYODIDE_ENVIRON if k in os.environ}
+    os.environ.clear()
+    os.environ.update({**BASE_ENVIRON, **kept, **environment})
+
+
+def start(post_text, environment_json="{}"):
     """Called once by worker_python.js after Pyodide is up: the host, with the workspace
-    as the working directory; returns the function that takes the main thread's messages."""
+    as the working directory and the session's environment (a JSON object); returns the
+    function that takes the main thread's messages."""
+    set_environ(json.loads(environment_json))
     os.chdir(WORKSPACE)
     time.sleep = _sliced_sleep
     host = Host(post_text)
