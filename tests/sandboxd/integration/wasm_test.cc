@@ -90,7 +90,7 @@ TEST(WasmTest, RunsWithoutAContainerEngineAndSaysWhichLayersHold) {
 // reaches the host, and sandboxd and both sessions serve on.
 void ExpectHostileCodeHeld(const std::vector<std::string>& args) {
   SandboxdProcess d(args);
-  ASSERT_TRUE(d.Start());
+  ASSERT_TRUE(d.Start({"SANDBOXD_TEST_SECRET=TOPSECRET-in-the-daemons-environment"}));
   auto stub = d.Stub();
   Listener listener;
   const std::string secret = absl::StrCat("/tmp/wasm-secret-", getpid());
@@ -102,8 +102,9 @@ void ExpectHostileCodeHeld(const std::vector<std::string>& args) {
                               ", '127.0.0.1'); s.on('connect', () => res('connected')); s.on('error', rej); })";
   const std::vector<std::pair<std::string, std::string>> attempts = {
       {py.id(), "open('" + secret + "').read()"},
-      {py.id(), "import os\nos.environ.get('PATH', '') + str(sorted(os.environ))"},
-      {py.id(), "import socket\ns = socket.socket()\ns.connect(('127.0.0.1', " + port + "))\n'connected'"},
+      {py.id(), "import os\nstr(sorted(os.environ.items()))"},
+      // Emscripten's sockets pretend to connect: what counts is that nothing reaches the listener.
+      {py.id(), "import socket\ns = socket.socket()\ns.connect(('127.0.0.1', " + port + "))\ns.sendall(b'x')\ns.recv(1)"},
       {py.id(), "import js\njs.process.mainModule.require('fs').readFileSync('" + secret + "', 'utf8')"},
       {py.id(), "import pyodide_js\npyodide_js.mountNodeFS('/host', '/tmp')\nopen('/host/" +
                     fs::path(secret).filename().string() + "').read()"},
@@ -112,7 +113,7 @@ void ExpectHostileCodeHeld(const std::vector<std::string>& args) {
       {js.id(), "require('fs').readFileSync('" + secret + "', 'utf8')"},
       {js.id(), "require('fs').realpathSync.native('/etc')"},
       {js.id(), "require('child_process').execSync('cat " + secret + "').toString()"},
-      {js.id(), "process.env.PATH || Object.keys(process.env).join(',')"},
+      {js.id(), "JSON.stringify(process.env)"},
       {js.id(), "process.kill(" + std::to_string(d.pid()) + ", 'SIGTERM')"},
       {js.id(), connect},
       {js.id(), "await fetch('http://127.0.0.1:" + port + "/')"},
@@ -123,7 +124,6 @@ void ExpectHostileCodeHeld(const std::vector<std::string>& args) {
     const std::string seen = f.result_repr() + f.stdout() + f.stderr() + f.error().message();
     EXPECT_EQ(seen.find("TOPSECRET"), std::string::npos) << code << "\n" << f.DebugString();
     EXPECT_EQ(seen.find("connected"), std::string::npos) << code << "\n" << f.DebugString();
-    EXPECT_EQ(seen.find("/usr/"), std::string::npos) << "the host's PATH: " << code << "\n" << f.DebugString();
   }
   EXPECT_FALSE(listener.Reached()) << "a connection from the sandbox reached the host";
   EXPECT_EQ(RunCode(*stub, py.id(), "1 + 1").result_repr(), "2");
