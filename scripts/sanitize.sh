@@ -49,7 +49,7 @@ configure() {  # dir, sanitizers, fuzz
 # run) and gives sanitized tests room.
 run_units() {  # dir
   ctest --test-dir "$1" -L unit --output-on-failure --timeout 900 -j2 \
-    -E "_NOT_BUILT|runner_unit_tests|runner_js_unit_tests|gateway_systemd_unit_verifies|command_line|systemd_install_files" \
+    -E "_NOT_BUILT|runner_unit_tests|runner_js_unit_tests|runner_wasm_unit_tests|gateway_systemd_unit_verifies|command_line|systemd_install_files" \
     --output-junit "$root/$1/ctest-junit.xml"
   python3 tests/check_skips.py "$root/$1/ctest-junit.xml"
 }

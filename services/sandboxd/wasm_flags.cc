@@ -22,7 +22,7 @@ ABSL_FLAG(std::string, wasm_layers, "auto",
 ABSL_FLAG(std::string, wasm_dir, "",
           "Workspaces and Python snapshots of wasm sessions (default: <state_dir>/wasm; as "
           "root <state_dir>-wasm, beside the 0700 state directory, since sessions run as "
-          "uid 65534 and must reach their workspace).");
+          "uids of their own and must reach their workspace).");
 
 absl::StatusOr<sandboxd::WasmRuntimeOptions> WasmFromFlags(const sandboxd::ManagerOptions& options) {
   sandboxd::WasmRuntimeOptions wasm;

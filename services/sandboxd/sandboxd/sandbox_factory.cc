@@ -1,6 +1,7 @@
 #include "sandboxd/sandbox_factory.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -96,8 +97,12 @@ absl::StatusOr<Sandbox> SandboxFactory::StartContainer(const SandboxConfig& conf
     codemode::MutexLock lock(&mu_);
     sb.name = absl::StrFormat("sbx-%s-%012x", options_.instance,
                               absl::Uniform<uint64_t>(rng_) & 0xffffffffffffull);
-    // A wasm process's rlimits are its own (the jail sets them), whatever its uid.
-    per_session_uid = runtime_info_ && !runtime_info_->cgroup_limits && config.isolation != Isolation::kWasm;
+    // A wasm process started by root gets a uid of its own too: never 65534, which the
+    // host's other services share (any of them could read its memory through /proc), nor
+    // another session's. Its rlimits are its own anyway (the jail sets them).
+    per_session_uid = config.isolation == Isolation::kWasm
+                          ? geteuid() == 0
+                          : runtime_info_ && !runtime_info_->cgroup_limits;
   }
   std::string dir = SocketDir(sb.name);
   std::error_code ec;

@@ -161,7 +161,7 @@ absl::StatusOr<SpawnedProcess> SpawnJailed(const SpawnRequest& request) {
       _exit(125);
     }
     syscall(SYS_close_range, 6, ~0U, 0);
-    if (drop && (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(uid) != 0)) {
+    if (drop && (setgroups(0, nullptr) != 0 || setgid(uid) != 0 || setuid(uid) != 0)) {
       static const char kMessage[] = "sandboxd: cannot take the session's uid\n";
       (void)!write(2, kMessage, sizeof(kMessage) - 1);
       _exit(125);

@@ -24,7 +24,8 @@ struct SpawnRequest {
   std::string socket_path;
   // The process's stderr (the jail's layers line, Node's fatal errors), 0600.
   std::string log_path;
-  // Run as this uid and group 65534, without supplementary groups (sandboxd as root).
+  // Run as this uid and the group of the same number, without supplementary groups
+  // (sandboxd as root: a uid of the session's own).
   std::optional<uid_t> uid;
   // argv starts with bwrap: read the pid namespace's init from its --info-fd 4.
   bool bwrap = false;

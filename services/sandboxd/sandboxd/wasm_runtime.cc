@@ -201,7 +201,7 @@ absl::StatusOr<std::string> WasmRuntime::PrepareWorkspace(const ContainerSpec& s
   if (mkdir(dir.c_str(), 0700) != 0) {
     return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", strerror(errno)));
   }
-  if (geteuid() == 0 && chown(dir.c_str(), spec.uid, 65534) != 0) {
+  if (geteuid() == 0 && chown(dir.c_str(), spec.uid, spec.uid) != 0) {
     return absl::InternalError(absl::StrCat("cannot give ", dir, " to uid ", spec.uid, ": ", strerror(errno)));
   }
   return dir;
@@ -342,7 +342,6 @@ absl::Status WasmRuntime::Remove(const std::vector<std::string>& names) {
     }
     std::error_code ec;
     fs::remove(RecordPath(name), ec);
-    if (getenv("KEEPLOG")) fs::copy(absl::StrCat(options_.records_dir, "/", name, ".log"), "/tmp/wasmlogs/" + name + ".log", ec);
     fs::remove(absl::StrCat(options_.records_dir, "/", name, ".log"), ec);
     fs::remove_all(WorkspacePath(name), ec);
   }

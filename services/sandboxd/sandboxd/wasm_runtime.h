@@ -11,7 +11,8 @@
 // The process runs detached (its own session, no parent-death signal), so it outlives a
 // sandboxd restart like a container; its record (`<records_dir>/<name>.json`: pids, their
 // start times, labels) lets the next sandboxd find, inspect and end it. When sandboxd runs
-// as root the process runs as spec.uid (65534 unless per-session), never as root.
+// as root the process runs as spec.uid, a uid of the session's own (SandboxFactory), with
+// the group of the same number; never as root, never as 65534.
 //
 // Files: the session's workspace is `<work_dir>/w/<name>` (the only writable directory,
 // owned by the session's uid); Python starts from a Pyodide memory snapshot that Probe

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -36,7 +37,7 @@ static const char* const kAllowed[] = {
     "getgroups", "getresuid", "getresgid", "capget", "getrlimit", "prlimit64", "getrusage",
     "sysinfo", "uname", "getrandom", "arch_prctl", "prctl", "membarrier", "sendmsg", "recvmsg",
     "sendto", "recvfrom", "shutdown", "getsockopt", "setsockopt", "getsockname", "getpeername",
-    "accept4", "accept", "listen", "memfd_create", "times", "getpriority", "setpriority",
+    "accept4", "accept", "listen", "memfd_create", "times", "getpriority",
 };
 enum { kAllowedCount = sizeof(kAllowed) / sizeof(kAllowed[0]) };
 
@@ -66,6 +67,10 @@ static void add_conditional_rules(scmp_filter_ctx ctx, const char* exec_path) {
   const struct scmp_arg_cmp to_self = SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)getpid());
   rule(ctx, SCMP_ACT_ALLOW, "kill", 1, &to_self);
   rule(ctx, SCMP_ACT_ALLOW, "tgkill", 1, &to_self);
+  // Priorities of itself only: PRIO_USER would renice every process of its uid, which
+  // without bwrap is every session of the machine (and other services running as it).
+  const struct scmp_arg_cmp own_priority[] = {SCMP_A0(SCMP_CMP_EQ, PRIO_PROCESS), SCMP_A1(SCMP_CMP_EQ, 0)};
+  rule(ctx, SCMP_ACT_ALLOW, "setpriority", 2, own_priority);
   // ioctl: anything but TIOCSTI (typing into a terminal).
   const struct scmp_arg_cmp not_sti = SCMP_A1(SCMP_CMP_NE, TIOCSTI);
   rule(ctx, SCMP_ACT_ALLOW, "ioctl", 1, &not_sti);

@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -193,6 +194,26 @@ TEST(WasmTest, WithoutBwrapLayersOneToThreeHoldAndSaySo) {
   EXPECT_TRUE(bwrap_said) << info.DebugString();
   d.Stop();
   ExpectHostileCodeHeld(args);
+}
+
+// As root, every session runs as a uid of its own: not root, and not 65534, which other
+// services of the host share and which could then read the session's memory in /proc.
+TEST(WasmTest, EachSessionRunsAsAUidOfItsOwn) {
+  if (geteuid() != 0) GTEST_FAIL() << "this test checks what a root sandboxd does: run it as root";
+  SandboxdProcess d(WasmOnly());
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  std::set<std::string> uids;
+  for (int i = 0; i < 2; ++i) {
+    sandbox::v1::Session js = CreateIn(*stub, "javascript");
+    sandbox::v1::Finished f = RunCode(*stub, js.id(), "`${process.getuid()}:${process.getgid()}`");
+    ASSERT_EQ(f.status(), sandbox::v1::Finished::OK) << f.DebugString();
+    const std::string ids = f.result_repr();
+    EXPECT_EQ(ids.find("'0:"), std::string::npos) << ids;
+    EXPECT_EQ(ids.find("65534"), std::string::npos) << ids;
+    uids.insert(ids);
+  }
+  EXPECT_EQ(uids.size(), 2u) << "two sessions, two uids";
 }
 
 // The other side of the checks above: Node's permission model alone (it must allow the

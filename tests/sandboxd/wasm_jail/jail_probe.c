@@ -3,12 +3,13 @@
 // under Landlock it needs only its own file among the --read paths.
 //
 //   jail_probe socket-inet | socket-unix | fork | read PATH | write PATH | chmod PATH | connect PORT
-//              | kill PID | accept FD | exec PATH ARGS... | print TEXT | file PATH | fds | env
+//              | kill PID | renice-user UID | renice-self | accept FD | exec PATH ARGS... | print TEXT | file PATH | fds | env
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -101,6 +102,7 @@ int main(int argc, char** argv) {
   if (!strcmp(a, "fork")) return do_fork();
   if (!strcmp(a, "fds")) return do_fds();
   if (!strcmp(a, "env")) return do_env();
+  if (!strcmp(a, "renice-self")) return result(setpriority(PRIO_PROCESS, 0, 1) == 0);
   if (v == NULL) {
     fprintf(stderr, "jail_probe: unknown action or missing argument: %s\n", a);
     return 2;
@@ -110,6 +112,7 @@ int main(int argc, char** argv) {
   if (!strcmp(a, "chmod")) return result(syscall(SYS_chmod, v, 0600) == 0);
   if (!strcmp(a, "connect")) return do_connect(v);
   if (!strcmp(a, "kill")) return result(kill(atoi(v), 0) == 0);
+  if (!strcmp(a, "renice-user")) return result(setpriority(PRIO_USER, (id_t)atoi(v), 1) == 0);
   if (!strcmp(a, "accept")) return do_accept(atoi(v));
   if (!strcmp(a, "file")) return do_file(v);
   if (!strcmp(a, "print")) return printf("%s\n", v) < 0;

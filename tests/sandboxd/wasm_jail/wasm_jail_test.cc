@@ -71,6 +71,15 @@ TEST(WasmJailSeccomp, SignalsReachOnlyItself) {
   EXPECT_EQ(Answer({"--seccomp"}, {"kill", parent}), "errno EPERM\n");
 }
 
+// setpriority(PRIO_USER) would renice every process of the uid: other sessions, other
+// services running as it.
+TEST(WasmJailSeccomp, PrioritiesOfItselfOnly) {
+  // A uid nobody runs as: the call reaches the kernel (ESRCH) or is refused before it.
+  EXPECT_EQ(Answer({}, {"renice-user", "4000000"}), "errno ESRCH\n");
+  EXPECT_EQ(Answer({"--seccomp"}, {"renice-user", "4000000"}), "errno EPERM\n");
+  EXPECT_EQ(Answer({"--seccomp"}, {"renice-self"}), "ok\n");
+}
+
 TEST(WasmJailLandlock, ReadsOnlyItsReadPathsAndWritesOnlyItsWritePaths) {
   EXPECT_EQ(Answer({}, {"read", "/etc/passwd"}), "ok\n");
   EXPECT_EQ(Answer(kLandlock, {"read", "/etc/passwd"}), "errno EACCES\n");
