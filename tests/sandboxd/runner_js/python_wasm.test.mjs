@@ -140,6 +140,21 @@ describe('python in pyodide (wasm tier)', () => {
     assert.equal((await client.exec('kept')).result, '7');
   });
 
+  it('interrupts a cell at once, before it starts, keeping the namespace', async () => {
+    await client.exec('kept = 8');
+    for (const code of ['import time\ntime.sleep(60)\nafter = 1', 'while True: pass']) {
+      for (let i = 0; i < 5; i++) {
+        const id = client.startExec(code);
+        client.send({ type: 'interrupt', id });
+        const r = await client.finishExec(id);
+        assert.equal(r.status, 'interrupted', JSON.stringify(r.error));
+        assert.equal(r.error.type, 'KeyboardInterrupt');
+        assert.equal(r.done.namespace_reset, undefined, r.stream('stderr'));
+      }
+    }
+    assert.equal((await client.exec('(kept, "after" in globals())')).result, '(8, False)');
+  });
+
   it('replaces the worker when a cell swallows the interrupt, and says so', async () => {
     await client.exec('lost = 1');
     const id = client.startExec('while True:\n    try:\n        while True: pass\n' +

@@ -171,6 +171,7 @@ class ExecState:
         self.delivered = False               # a KeyboardInterrupt was raised in user code
         self.deferred = False                # a SIGINT arrived in the host's frames
         self.task = None
+        self.started = False                 # the task took its first step (Host._run)
 
 
 class Host:
@@ -201,7 +202,7 @@ class Host:
             state = self.current
             if state is not None and state.id == m["id"]:
                 state.interrupt_requested = True
-                if state.task is not None:
+                if state.started:            # else _run reports it as it starts
                     state.task.cancel()
         elif kind == "catalog":
             try:
@@ -218,6 +219,8 @@ class Host:
         if state is None or state.task is None or state.task.done() or state.delivered:
             return
         state.interrupt_requested = True     # the main thread writes only to interrupt
+        if not state.started:
+            return                           # _run reports it as it starts
         current = asyncio.current_task()
         user_frame = frame is not None and (frame.f_code is _sliced_sleep.__code__ or
                                             not _host_frame(frame))
@@ -248,9 +251,16 @@ class Host:
         self.capture.begin(self, state.id, m["maxOut"], m.get("maxDisplay", 0))
         state.task = asyncio.ensure_future(self._run(state, m["code"], m["filename"]))
 
+    # A task cancelled before its first step never runs its coroutine (no `done` would be
+    # posted): an interrupt that comes before is only noted (state.started) and ends the
+    # cell here, before any of its code runs.
     async def _run(self, state, code, filename):
+        state.started = True
         try:
-            status, result, error = await self.executor.run_cell(state, code, filename)
+            if state.interrupt_requested:
+                status, result, error = self.executor.cell_failed(state, KeyboardInterrupt())
+            else:
+                status, result, error = await self.executor.run_cell(state, code, filename)
         except BaseException as exc:         # a runner bug; report it rather than hang
             log(f"exec failed internally: {exc!r}")
             status, result = "error", None
