@@ -12,11 +12,27 @@ const { log } = require('./common');
 const { loadPython, SnapshotRefused } = require('./python_files');
 
 const WORKSPACE = '/workspace';
+// Emscripten's errno of EACCES.
+const EMSCRIPTEN_EACCES = 2;
+
+// NODEFS turns a Node error's code into an errno, and a code it does not know (the
+// permission model's ERR_ACCESS_DENIED, e.g. for fs.symlink, which needs read and write
+// permission everywhere) into no errno at all, which the system call then reports as
+// success: os.symlink in the workspace returned without making a link. Those are EACCES.
+function refuseUnknownNodeErrors(py) {
+  const nodefs = py.FS.filesystems.NODEFS;
+  const convert = nodefs.convertNodeCode;
+  nodefs.convertNodeCode = (e) => {
+    const errno = convert.call(nodefs, e);
+    return typeof errno === 'number' ? errno : EMSCRIPTEN_EACCES;
+  };
+}
 
 async function runPythonWorker(port, files, interruptBuffer) {
   const post = port.postMessage.bind(port);
   const py = await loadPython(files);
   py.setInterruptBuffer(new Int32Array(interruptBuffer));
+  refuseUnknownNodeErrors(py);
   py.FS.mkdirTree(WORKSPACE);
   py.FS.mount(py.FS.filesystems.NODEFS, { root: files.workspace }, WORKSPACE);
   const host = py.pyimport('sandbox_runner.pyodide_host');
