@@ -37,12 +37,10 @@ from .tool_calls import ToolError, convert_tool_result
 WORKSPACE = "/workspace"
 SLEEP_SLICE = 0.02                           # seconds of time.sleep between interrupt checks
 SIGNAL_CHECK_INTERVAL = 50                   # Python/emscripten_signal.c's
-# What os.environ holds besides the session's environment when that does not set them, as
-# a container's image gives them (Pyodide's HOME exists in its file system), and Pyodide's
-# own variable its loader of shared libraries reads.
-BASE_ENVIRON = {"HOME": "/home/pyodide", "PATH": "/usr/local/bin:/usr/bin:/bin",
-                "LANG": "C.UTF-8"}
-PYODIDE_ENVIRON = ("LD_LIBRARY_PATH",)
+# What os.environ keeps of Pyodide's own environment (under the session's): what a
+# container's image gives (HOME, PATH, LANG; Pyodide's values say nothing of the host) and
+# the variable Pyodide's loader of shared libraries reads.
+PYODIDE_ENVIRON = ("HOME", "PATH", "LANG", "LD_LIBRARY_PATH")
 # Code of these folders is the host's (asyncio's loop, Pyodide's webloop): an interrupt
 # that arrives there cancels the cell's task instead of raising in the middle of it.
 _HOST_DIRS = tuple(os.path.dirname(m.__file__) + os.sep
@@ -302,12 +300,11 @@ def _sliced_sleep(seconds):
 
 
 def set_environ(environment):
-    """os.environ (and the C environment) as exactly `environment` over BASE_ENVIRON: none
-    of Emscripten's defaults (its `_` names the runner's file on the host) nor what a
-    snapshot kept of the environment it was made in."""
+    """os.environ (and the C environment) as exactly `environment` over PYODIDE_ENVIRON:
+    none of Emscripten's other defaults (its `_` names the runner's file on the host)."""
     kept = {k: os.environ[k] for k in PYODIDE_ENVIRON if k in os.environ}
     os.environ.clear()
-    os.environ.update({**BASE_ENVIRON, **kept, **environment})
+    os.environ.update({**kept, **environment})
 
 
 def start(post_text, environment_json="{}"):
