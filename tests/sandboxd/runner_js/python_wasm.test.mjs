@@ -44,6 +44,16 @@ describe('python in pyodide (wasm tier)', () => {
       "'visible', '/workspace', '/', 'en_US.UTF-8')");
   });
 
+  it('refuses symlinks in the workspace (the permission model) instead of faking them', async () => {
+    const r = await client.exec('import os\ntry:\n    os.symlink("/etc/passwd", "/workspace/link")\n' +
+      'except PermissionError as e:\n    print(e.errno == __import__("errno").EACCES)\n' +
+      'os.path.lexists("/workspace/link")');
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.equal(r.stream('stdout'), 'True\n');
+    assert.equal(r.result, 'False');
+    assert.equal(fs.existsSync(path.join(runner.workspace, 'link')), false);
+  });
+
   it('keeps the namespace between execs, with top-level await', async () => {
     assert.equal((await client.exec('x = 1')).status, 'ok');
     const r = await client.exec('print(x)\nimport asyncio\nawait asyncio.sleep(0.01)\nx + 41');
