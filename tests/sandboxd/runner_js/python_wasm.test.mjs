@@ -4,6 +4,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { CATALOG, WasmRunner, makeWasmSnapshot, textResult, wasmFiles } from './harness.mjs';
 
@@ -52,6 +53,20 @@ describe('python in pyodide (wasm tier)', () => {
     assert.equal(r.stream('stdout'), 'True\n');
     assert.equal(r.result, 'False');
     assert.equal(fs.existsSync(path.join(runner.workspace, 'link')), false);
+  });
+
+  it('refuses sockets, as the jail refuses them to node', async () => {
+    const server = net.createServer((c) => c.destroy()).listen(0, '127.0.0.1');
+    await new Promise((resolve) => server.once('listening', resolve));
+    let reached = false;
+    server.on('connection', () => { reached = true; });
+    const r = await client.exec('import socket\ntry:\n    s = socket.socket()\n' +
+      `    s.connect(("127.0.0.1", ${server.address().port}))\n    print("connected")\n` +
+      'except PermissionError as e:\n    print(e.errno == __import__("errno").EPERM)');
+    server.close();
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.equal(r.stream('stdout'), 'True\n');
+    assert.equal(reached, false);
   });
 
   it('keeps the namespace between execs, with top-level await', async () => {
