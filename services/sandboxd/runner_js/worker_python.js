@@ -12,11 +12,38 @@ const { log } = require('./common');
 const { loadPython, SnapshotRefused } = require('./python_files');
 
 const WORKSPACE = '/workspace';
+// Emscripten's errno values of EACCES and EPERM.
+const EMSCRIPTEN_EACCES = 2;
+const EMSCRIPTEN_EPERM = 63;
+
+// NODEFS turns a Node error's code into an errno, and a code it does not know (the
+// permission model's ERR_ACCESS_DENIED, e.g. for fs.symlink, which needs read and write
+// permission everywhere) into no errno at all, which the system call then reports as
+// success: os.symlink in the workspace returned without making a link. Those are EACCES.
+function refuseUnknownNodeErrors(py) {
+  const nodefs = py.FS.filesystems.NODEFS;
+  const convert = nodefs.convertNodeCode;
+  nodefs.convertNodeCode = (e) => {
+    const errno = convert.call(nodefs, e);
+    return typeof errno === 'number' ? errno : EMSCRIPTEN_EACCES;
+  };
+}
+
+// Python's socket.socket() answers EPERM, as the jail's seccomp answers Node's socket():
+// Pyodide's sockets on node:net connect in the background and reported a connection the
+// jail had refused as made (connect() and send() returned), so code believed it was online.
+function refuseSockets(py) {
+  py._module.SOCKFS.createSocket = () => {
+    throw new py.FS.ErrnoError(EMSCRIPTEN_EPERM);
+  };
+}
 
 async function runPythonWorker(port, files, interruptBuffer) {
   const post = port.postMessage.bind(port);
   const py = await loadPython(files);
   py.setInterruptBuffer(new Int32Array(interruptBuffer));
+  refuseUnknownNodeErrors(py);
+  refuseSockets(py);
   py.FS.mkdirTree(WORKSPACE);
   py.FS.mount(py.FS.filesystems.NODEFS, { root: files.workspace }, WORKSPACE);
   const host = py.pyimport('sandbox_runner.pyodide_host');

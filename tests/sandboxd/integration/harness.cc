@@ -167,6 +167,8 @@ std::string TestIsolation() {
   return isolation && *isolation ? isolation : "container";
 }
 
+std::string TestWasmDir() { return absl::StrCat("/tmp/sandboxd-test-wasm-", geteuid()); }
+
 void SandboxdProcess::Spawn(const std::vector<std::string>& env_overrides) {
   std::vector<std::string> argv = {run_as_ && !run_as_->binary.empty() ? run_as_->binary : SandboxdBinary(),
                                    "--socket=" + socket_,
@@ -176,7 +178,7 @@ void SandboxdProcess::Spawn(const std::vector<std::string>& env_overrides) {
   // --isolation comes later and wins.
   argv.push_back("--isolation=" + TestIsolation());
   // One wasm directory for the whole run: the Python snapshot is made once, not per daemon.
-  if (TestIsolation() == "wasm") argv.push_back(absl::StrCat("--wasm_dir=/tmp/sandboxd-test-wasm-", geteuid()));
+  if (TestIsolation() == "wasm") argv.push_back("--wasm_dir=" + TestWasmDir());
   argv.insert(argv.end(), args_.begin(), args_.end());
   const pid_t parent = getpid();
   pid_ = fork();

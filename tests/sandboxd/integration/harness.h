@@ -111,6 +111,9 @@ grpc::Status GetSession(sandbox::v1::SandboxService::Stub& stub, const std::stri
 // (SANDBOXD_TEST_ISOLATION, set by tests/CMakeLists.txt for the gvisor.* copies).
 std::string TestIsolation();
 
+// The --wasm_dir of every daemon of a wasm run; a session's workspace is its w/<name>.
+std::string TestWasmDir();
+
 // Polls `pred` every 100 ms until it holds or `timeout_ms` has passed; its last answer.
 template <typename Pred>
 bool WaitFor(Pred pred, int timeout_ms = 20000) {

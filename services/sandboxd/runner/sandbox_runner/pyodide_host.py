@@ -37,12 +37,10 @@ from .tool_calls import ToolError, convert_tool_result
 WORKSPACE = "/workspace"
 SLEEP_SLICE = 0.02                           # seconds of time.sleep between interrupt checks
 SIGNAL_CHECK_INTERVAL = 50                   # Python/emscripten_signal.c's
-# What os.environ holds besides the session's environment when that does not set them, as
-# a container's image gives them (Pyodide's HOME exists in its file system), and Pyodide's
-# own variable its loader of shared libraries reads.
-BASE_ENVIRON = {"HOME": "/home/pyodide", "PATH": "/usr/local/bin:/usr/bin:/bin",
-                "LANG": "C.UTF-8"}
-PYODIDE_ENVIRON = ("LD_LIBRARY_PATH",)
+# What os.environ keeps of Pyodide's own environment (under the session's): what a
+# container's image gives (HOME, PATH, LANG; Pyodide's values say nothing of the host) and
+# the variable Pyodide's loader of shared libraries reads.
+PYODIDE_ENVIRON = ("HOME", "PATH", "LANG", "LD_LIBRARY_PATH")
 # Code of these folders is the host's (asyncio's loop, Pyodide's webloop): an interrupt
 # that arrives there cancels the cell's task instead of raising in the middle of it.
 _HOST_DIRS = tuple(os.path.dirname(m.__file__) + os.sep
@@ -171,6 +169,7 @@ class ExecState:
         self.delivered = False               # a KeyboardInterrupt was raised in user code
         self.deferred = False                # a SIGINT arrived in the host's frames
         self.task = None
+        self.started = False                 # the task took its first step (Host._run)
 
 
 class Host:
@@ -201,7 +200,7 @@ class Host:
             state = self.current
             if state is not None and state.id == m["id"]:
                 state.interrupt_requested = True
-                if state.task is not None:
+                if state.started:            # else _run reports it as it starts
                     state.task.cancel()
         elif kind == "catalog":
             try:
@@ -218,6 +217,8 @@ class Host:
         if state is None or state.task is None or state.task.done() or state.delivered:
             return
         state.interrupt_requested = True     # the main thread writes only to interrupt
+        if not state.started:
+            return                           # _run reports it as it starts
         current = asyncio.current_task()
         user_frame = frame is not None and (frame.f_code is _sliced_sleep.__code__ or
                                             not _host_frame(frame))
@@ -248,9 +249,16 @@ class Host:
         self.capture.begin(self, state.id, m["maxOut"], m.get("maxDisplay", 0))
         state.task = asyncio.ensure_future(self._run(state, m["code"], m["filename"]))
 
+    # A task cancelled before its first step never runs its coroutine (no `done` would be
+    # posted): an interrupt that comes before is only noted (state.started) and ends the
+    # cell here, before any of its code runs.
     async def _run(self, state, code, filename):
+        state.started = True
         try:
-            status, result, error = await self.executor.run_cell(state, code, filename)
+            if state.interrupt_requested:
+                status, result, error = self.executor.cell_failed(state, KeyboardInterrupt())
+            else:
+                status, result, error = await self.executor.run_cell(state, code, filename)
         except BaseException as exc:         # a runner bug; report it rather than hang
             log(f"exec failed internally: {exc!r}")
             status, result = "error", None
@@ -292,12 +300,11 @@ def _sliced_sleep(seconds):
 
 
 def set_environ(environment):
-    """os.environ (and the C environment) as exactly `environment` over BASE_ENVIRON: none
-    of Emscripten's defaults (its `_` names the runner's file on the host) nor what a
-    snapshot kept of the environment it was made in."""
+    """os.environ (and the C environment) as exactly `environment` over PYODIDE_ENVIRON:
+    none of Emscripten's other defaults (its `_` names the runner's file on the host)."""
     kept = {k: os.environ[k] for k in PYODIDE_ENVIRON if k in os.environ}
     os.environ.clear()
-    os.environ.update({**BASE_ENVIRON, **kept, **environment})
+    os.environ.update({**kept, **environment})
 
 
 def start(post_text, environment_json="{}"):
