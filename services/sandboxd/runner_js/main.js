@@ -12,12 +12,15 @@
 // the worker (worker_python.js), restored from --snapshot (checked against FILE.sha256)
 // or loaded cold from --pyodide. --env-fd: fd N is a pipe holding the session's environment
 // (NUL-terminated KEY=VALUE entries up to EOF, written whole before the start); user code
-// sees exactly those entries, nothing of the runner's own environment. Without it the
+// sees exactly those entries, nothing of the runner's own environment, except
+// SANDBOX_RUNNER_TOKEN, which the runner keeps and shows in its `ready` frames. Without it the
 // session's environment is the runner's (a container's is the session's).
 
 const fs = require('fs');
 const { isMainThread, workerData } = require('worker_threads');
 const { log, DEFAULT_IDLE_WATCHDOG_MS } = require('./common');
+
+const RUNNER_TOKEN_VARIABLE = 'SANDBOX_RUNNER_TOKEN';
 
 const USAGE = 'usage: sandbox_runner.js (--socket PATH | --listen-fd N) [--workspace DIR] ' +
   '[--heap-mb N] [--idle-watchdog-ms N] [--own-pid-namespace] [--language javascript|python] ' +
@@ -125,6 +128,10 @@ async function runMain(argv) {
     process.exit(0);
   }
   const env = readEnvFd(options.envFd) || { ...process.env };
+  // sandboxd's token for this runner (the wasm tier): shown in every `ready`, never given to
+  // user code, which could otherwise answer on the inherited socket in the runner's place.
+  const token = env[RUNNER_TOKEN_VARIABLE] || null;
+  delete env[RUNNER_TOKEN_VARIABLE];
   chdirToWorkspace(options.workspace);
   const python = options.language === 'python' ? require('./python_files').pythonFiles(options) :
     null;
@@ -132,7 +139,7 @@ async function runMain(argv) {
   const { listen, listenOnFd } = require('./connection');
   const runner = new Runner({ bundle: __filename, workspace: options.workspace,
     heapMb: options.heapMb || defaultHeapMb(), ownPidNamespace: options.ownPidNamespace,
-    idleWatchdogMs: options.idleWatchdogMs, python, env });
+    idleWatchdogMs: options.idleWatchdogMs, python, env, token });
   // The socket appears once user code can run (sandboxd's pool counts a container ready
   // when it has connected), or after FIRST_NAMESPACE_WAIT_MS whatever the worker does.
   await Promise.race([runner.firstReady,

@@ -28,6 +28,7 @@ class Runner {
     this.heapMb = options.heapMb;
     this.ownPidNamespace = options.ownPidNamespace;
     this.env = options.env;       // user code's process.env / os.environ (main.js)
+    this.token = options.token || null;  // sandboxd's token for this runner, in every ready
     // Python in Pyodide (python_files.js's files) instead of JavaScript; null: JavaScript.
     this.python = options.python || null;
     this.pythonVersion = '';
@@ -330,11 +331,13 @@ class Runner {
     const old = this.conn;
     this.conn = conn;
     if (old) old.close();
-    conn.send(this.python ?
+    const ready = this.python ?
       { type: 'ready', runner_version: RUNNER_VERSION, python: this.pythonVersion,
         pid: process.pid, execs: this.execs } :
       { type: 'ready', runner_version: RUNNER_VERSION, runtime: 'javascript',
-        node: process.version, pid: process.pid, execs: this.execs });
+        node: process.version, pid: process.pid, execs: this.execs };
+    if (this.token) ready.token = this.token;
+    conn.send(ready);
   }
 
   lost(conn) {

@@ -115,6 +115,13 @@ class ContainerRuntime {
   // asked while the session's code runs, so it must not wait on the container, and it is
   // asked often, so it should not start a process each time. UNIMPLEMENTED where the
   // backend cannot tell; UNAVAILABLE when the container is not running.
+  // The token the runner of `name` must show in its `ready` frame; empty when the runtime
+  // gives none (a container's runner is the only thing that can answer on its socket).
+  virtual std::string RunnerToken(const std::string& name) {
+    (void)name;
+    return "";
+  }
+
   virtual absl::StatusOr<ResourceUsage> Usage(const std::string& name, Isolation isolation) {
     (void)name;
     (void)isolation;

@@ -24,6 +24,8 @@ absl::StatusOr<RunnerMessage> ParseReady(const json& f) {
   m.pid = static_cast<int64_t>(pid);
   SBX_TRY(execs, RunnerUint(f, "execs", false));
   m.execs = execs;
+  SBX_TRY(token, RunnerString(f, "token", 128, false));
+  m.token = token;
   return m;
 }
 

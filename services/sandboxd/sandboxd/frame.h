@@ -37,6 +37,9 @@ struct ReadyMessage {
   std::string python;
   int64_t pid = 0;
   uint64_t execs = 0;
+  // The session's runner token, where the runtime gave it one (the wasm tier): what sets
+  // the runner apart from code of the session that answers on its socket.
+  std::string token;
 };
 
 // One chunk of an `output` frame: text of stdout or stderr, or a display.

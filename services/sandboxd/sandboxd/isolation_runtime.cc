@@ -72,6 +72,11 @@ absl::StatusOr<std::vector<ContainerSummary>> IsolationRuntime::List(const std::
   return out;
 }
 
+std::string IsolationRuntime::RunnerToken(const std::string& name) {
+  if (IsWasm(name)) return wasm_->RunnerToken(name);
+  return podman_ ? podman_->RunnerToken(name) : "";
+}
+
 absl::StatusOr<ResourceUsage> IsolationRuntime::Usage(const std::string& name, Isolation isolation) {
   if (isolation == Isolation::kWasm && wasm_) return wasm_->Usage(name, isolation);
   if (podman_) return podman_->Usage(name, isolation);

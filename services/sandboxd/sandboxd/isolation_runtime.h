@@ -30,6 +30,7 @@ class IsolationRuntime : public ContainerRuntime {
   absl::StatusOr<std::vector<ContainerSummary>> List(const std::string& label_key,
                                                      const std::string& label_value) override;
   absl::StatusOr<ResourceUsage> Usage(const std::string& name, Isolation isolation) override;
+  std::string RunnerToken(const std::string& name) override;
 
  private:
   // Whether `name` is a wasm process's.

@@ -161,9 +161,21 @@ absl::StatusOr<Sandbox> SandboxFactory::StartContainer(const SandboxConfig& conf
     return absl::UnavailableError(
         absl::StrCat("the sandbox runner did not start: ", conn.status().message(), said));
   }
+  if (absl::Status s = CheckRunnerToken(sb.name, (*conn)->ready()); !s.ok()) {
+    Discard(sb.name);
+    return s;
+  }
   SealSocketDir(sb.name);
   sb.conn = std::move(*conn);
   return sb;
+}
+
+absl::Status SandboxFactory::CheckRunnerToken(const std::string& name, const ReadyMessage& ready) {
+  const std::string want = runtime_->RunnerToken(name);
+  if (want.empty() || ready.token == want) return absl::OkStatus();
+  return absl::UnavailableError(
+      "what answered on the runner's socket did not show the session's runner token (code of the "
+      "session answering in the runner's place?)");
 }
 
 void SandboxFactory::Discard(const std::string& name) {

@@ -116,6 +116,9 @@ class SandboxFactory {
   void RemoveSocketDir(const std::string& name);
   // Removes containers and their socket directories now, on this thread.
   void RemoveNow(const std::vector<std::string>& names);
+  // OK when `ready` carries the token the runtime gave `name`'s runner (or none is given);
+  // UNAVAILABLE otherwise: something else answered on the runner's socket.
+  absl::Status CheckRunnerToken(const std::string& name, const ReadyMessage& ready);
   // What the runtime knows of a container (why it died).
   absl::StatusOr<ContainerStatus> Inspect(const std::string& name) {
     return runtime_->Inspect(name);

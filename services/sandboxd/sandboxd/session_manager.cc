@@ -197,6 +197,10 @@ bool SessionManager::Reattach(const SessionRecord& record,
     *why = std::string(conn.status().message());
     return false;
   }
+  if (absl::Status s = factory_.CheckRunnerToken(name, (*conn)->ready()); !s.ok()) {
+    *why = std::string(s.message());
+    return false;
+  }
   const sandbox::v1::Session& sp = record.session;
   Session::Metadata md;
   md.id = sp.id();

@@ -10,10 +10,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <openssl/rand.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "absl/strings/match.h"
@@ -37,6 +40,8 @@ namespace {
 constexpr char kIdPrefix[] = "wasm-";
 // Open files of one session: Node and Pyodide hold ~40; the rest is the user's.
 constexpr uint32_t kNofile = 256;
+// The environment entry that carries the runner's token (never passed on to user code).
+constexpr char kRunnerTokenVariable[] = "SANDBOX_RUNNER_TOKEN";
 constexpr uint64_t kV8Reservations = 3ull << 29;  // 1.5 GiB
 
 // The last lines of a process's stderr that say something: not the jail's layers line, not
@@ -58,6 +63,22 @@ std::string LastWords(const std::string& log_path) {
     words.append(l.data(), l.size());
   }
   return words.size() > 600 ? words.substr(words.size() - 600) : words;
+}
+
+// 128 random bits, hex.
+std::string RandomToken() {
+  unsigned char bytes[16];
+  if (RAND_bytes(bytes, sizeof(bytes)) != 1) {
+    std::random_device rd;
+    for (unsigned char& b : bytes) b = static_cast<unsigned char>(rd());
+  }
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char b : bytes) {
+    out += kHex[b >> 4];
+    out += kHex[b & 0xf];
+  }
+  return out;
 }
 
 std::string OpensslConfig(const WasmRuntimeOptions& options) { return options.work_dir + "/openssl.cnf"; }
@@ -243,7 +264,10 @@ absl::StatusOr<std::string> WasmRuntime::Start(const ContainerSpec& spec) {
   spawn.argv = std::move(argv);
   spawn.socket_path = spec.socket_dir + "/runner.sock";
   spawn.log_path = absl::StrCat(options_.records_dir, "/", spec.name, ".log");
-  spawn.env = spec.env;
+  // The runner takes its token out of the environment before any user code runs.
+  const std::string token = RandomToken();
+  spawn.env = {absl::StrCat(kRunnerTokenVariable, "=", token)};
+  spawn.env.insert(spawn.env.end(), spec.env.begin(), spec.env.end());
   spawn.uid = geteuid() == 0 ? std::optional<uid_t>(spec.uid) : std::nullopt;
   spawn.bwrap = std::any_of(layers.begin(), layers.end(), [](const WasmLayerState& l) {
     return l.layer == WasmLayer::kBwrap && l.in_force;
@@ -265,6 +289,7 @@ absl::StatusOr<std::string> WasmRuntime::Start(const ContainerSpec& spec) {
   record.start_time = ProcessStartTime("/proc", record.pid).value_or(0);
   if (record.init_pid) record.init_start_time = ProcessStartTime("/proc", record.init_pid).value_or(0);
   record.labels = spec.labels;
+  record.token = token;
   if (absl::Status s = WriteRecord(record); !s.ok()) {
     kill(record.pid, SIGKILL);
     if (record.init_pid) kill(record.init_pid, SIGKILL);
@@ -276,7 +301,8 @@ absl::StatusOr<std::string> WasmRuntime::Start(const ContainerSpec& spec) {
 absl::Status WasmRuntime::WriteRecord(const Record& record) {
   nlohmann::json j = {{"name", record.name},           {"pid", record.pid},
                       {"start_time", record.start_time}, {"init_pid", record.init_pid},
-                      {"init_start_time", record.init_start_time}, {"labels", record.labels}};
+                      {"init_start_time", record.init_start_time}, {"labels", record.labels},
+                      {"token", record.token}};
   const std::string path = RecordPath(record.name);
   const std::string tmp = path + ".tmp";
   {
@@ -305,6 +331,7 @@ std::optional<WasmRuntime::Record> WasmRuntime::ReadRecord(const std::string& na
     r.init_pid = j.at("init_pid").get<pid_t>();
     r.init_start_time = j.at("init_start_time").get<uint64_t>();
     r.labels = j.at("labels").get<std::map<std::string, std::string>>();
+    r.token = j.value("token", std::string());
   } catch (const nlohmann::json::exception&) {
     return std::nullopt;
   }
@@ -383,6 +410,11 @@ absl::StatusOr<std::vector<ContainerSummary>> WasmRuntime::List(const std::strin
     out.push_back({absl::StrCat(kIdPrefix, r->pid), r->name, Alive(r->pid, r->start_time), r->labels});
   }
   return out;
+}
+
+std::string WasmRuntime::RunnerToken(const std::string& name) {
+  std::optional<Record> r = ReadRecord(name);
+  return r ? r->token : "";
 }
 
 absl::StatusOr<ResourceUsage> WasmRuntime::Usage(const std::string& name, Isolation isolation) {

@@ -73,6 +73,10 @@ class WasmRuntime : public ContainerRuntime {
                                                      const std::string& label_value) override;
   // /proc of the process tree (no cgroup); the workspace's bytes are not counted.
   absl::StatusOr<ResourceUsage> Usage(const std::string& name, Isolation isolation) override;
+  // The random token this runtime gave the runner of `name` (its record keeps it): the
+  // runner shows it in `ready`, which code of the session, able to listen on the runner's
+  // inherited socket too, cannot.
+  std::string RunnerToken(const std::string& name) override;
 
  private:
   struct Record {
@@ -82,6 +86,7 @@ class WasmRuntime : public ContainerRuntime {
     pid_t init_pid = 0;        // under bwrap: the pid namespace's init (0 otherwise)
     uint64_t init_start_time = 0;
     std::map<std::string, std::string> labels;
+    std::string token;
   };
   std::string RecordPath(const std::string& name) const;
   std::string WorkspacePath(const std::string& name) const;

@@ -216,6 +216,44 @@ TEST(WasmTest, EachSessionRunsAsAUidOfItsOwn) {
   EXPECT_EQ(uids.size(), 2u) << "two sessions, two uids";
 }
 
+// Code of a session can listen on the runner's inherited socket too (it is the process's
+// fd 3) and answer sandboxd's reconnection after a restart with a forged `ready`. The
+// runner's token, which only the runner holds, tells them apart: the forger never gets a
+// frame, and what it claims (4242 executions) is never believed. Whether sandboxd's
+// connection lands on the forger or on the runner is the kernel's choice, so the restart
+// is done three times.
+TEST(WasmTest, CodeAnsweringOnTheRunnersSocketIsNotTakenForTheRunner) {
+  SandboxdProcess d(WasmOnly());
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  sandbox::v1::Session js = CreateIn(*stub, "javascript");
+  sandbox::v1::Finished f = RunCode(*stub, js.id(), R"(
+const net = require('net'), fs = require('fs');
+const frame = (o) => { const b = Buffer.from(JSON.stringify(o)); const h = Buffer.alloc(4); h.writeUInt32BE(b.length); return Buffer.concat([h, b]); };
+globalThis.forger = net.createServer(c => {
+  fs.appendFileSync('stolen.txt', 'CONN\n');
+  c.write(frame({ type: 'ready', runner_version: 2, runtime: 'javascript', pid: 2, execs: 4242 }));
+  c.on('data', d => fs.appendFileSync('stolen.txt', 'FRAME ' + d.slice(4).toString().slice(0, 200) + '\n'));
+});
+await new Promise((res, rej) => { forger.on('error', rej); forger.listen({ fd: 3 }, res); });
+'listening')");
+  ASSERT_EQ(f.result_repr(), "'listening'") << f.DebugString();
+  for (int restart = 0; restart < 3; ++restart) {
+    d.Kill();
+    ASSERT_TRUE(d.Start());
+    stub = d.Stub();
+    sandbox::v1::Session after;
+    if (!GetSession(*stub, js.id(), &after).ok()) break;  // the forger won the connection: dropped
+    EXPECT_NE(after.executions(), 4242u) << "a forged ready was believed: " << after.DebugString();
+    sandbox::v1::Finished later = RunCode(*stub, js.id(), "require('fs').existsSync('stolen.txt') ? "
+                                                          "require('fs').readFileSync('stolen.txt', 'utf8') : ''", 5000);
+    EXPECT_EQ(later.status(), sandbox::v1::Finished::OK)
+        << "the session was re-attached to something that does not run code: " << later.DebugString();
+    EXPECT_EQ(later.result_repr().find("FRAME"), std::string::npos)
+        << "sandboxd sent frames to the forger: " << later.DebugString();
+  }
+}
+
 // The other side of the checks above: Node's permission model alone (it must allow the
 // network to serve the inherited socket) lets a connection out; seccomp, Landlock and bwrap
 // are what stop it.
