@@ -26,6 +26,10 @@ void DaemonInfo(Report* r, const std::string& column, sb::SandboxService::Stub& 
 // VmRSS of `pid` in KiB, or -1.
 long ReadRssKb(pid_t pid);
 
+// VmRSS of `pid` and all its descendants in KiB (pages they share counted in each), or -1
+// when `pid` is gone.
+long TreeRssKb(pid_t pid);
+
 // CPU use over an interval, in % of one core: the whole machine, sandboxd (with the
 // podman commands it ran), this process (with its children), and the given session
 // containers. What is left is other work on the machine (and the kernel).
