@@ -74,6 +74,7 @@ using sandboxd_bench::Progress;
 using sandboxd_bench::Report;
 using sandboxd_bench::SetDaemon;
 using sandboxd_bench::SetDaemonPid;
+using sandboxd_bench::SetSessionMarker;
 using sandboxd_bench::WriteReport;
 using sandboxd::testing::SandboxdProcess;
 
@@ -108,6 +109,7 @@ void MeasureMode(const Options& o, const std::string& isolation, bool metrics, R
     return;
   }
   SetDaemonPid(daemon.pid());
+  SetSessionMarker(isolation == "wasm" ? "sbx-" + daemon.instance() + "-" : "");
   DaemonInfo(report, column, *daemon.Stub());
 
   Bench(o, isolation, &daemon, report).Run();

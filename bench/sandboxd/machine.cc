@@ -56,6 +56,8 @@ long long CpuTicks(const std::vector<std::string>& f) {
 
 long long ProcessTicks(pid_t pid) { return CpuTicks(StatFields(pid)); }
 
+std::string g_session_marker;  // SetSessionMarker
+
 // CPU time (utime + stime + reaped children) of every process on the machine that is
 // not sandboxd, not this benchmark, not one of their children and not in one of
 // `containers`, by pid. Per-process times are exact (unlike the tick-sampled totals of
@@ -75,10 +77,10 @@ std::map<pid_t, long long> OtherProcessTicks(pid_t daemon, const std::vector<std
     const pid_t ppid = std::atoi(f[1].c_str());
     const unsigned long flags = std::strtoul(f[6].c_str(), nullptr, 10);
     if (ppid == self || ppid == daemon || (flags & 0x00200000)) continue;  // PF_KTHREAD
-    // The wasm tier's sessions: detached from sandboxd, but its sandboxes.
-    std::string cmdline = ReadFileText(absl::StrCat("/proc/", pid, "/cmdline"));
-    if (cmdline.find("sandboxd-wasm-jail") != std::string::npos ||
-        cmdline.find("sandbox_runner.js") != std::string::npos) {
+    // The wasm tier's sessions of the measured daemon: detached from it, but its
+    // sandboxes (their argv names their workspace, after the container name).
+    if (!g_session_marker.empty() &&
+        ReadFileText(absl::StrCat("/proc/", pid, "/cmdline")).find(g_session_marker) != std::string::npos) {
       continue;
     }
     if (!containers.empty()) {
@@ -153,6 +155,8 @@ long ReadRssKb(pid_t pid) {
   }
   return -1;
 }
+
+void SetSessionMarker(const std::string& marker) { g_session_marker = marker; }
 
 long TreeRssKb(pid_t root) {
   long sum = ReadRssKb(root);
