@@ -8,11 +8,13 @@
 // non-zero only when something could not be measured (daemon did not start, an rpc
 // failed, ...).
 //
-//   sandboxd_bench [--isolation container|gvisor|both] [--quick] [--out FILE]
+//   sandboxd_bench [--isolation container|gvisor|wasm|both|all] [--quick] [--out FILE]
 //                  [--load_seconds N] [--sessions N] [--wait_idle S] [--daemon_log FILE]
 //                  [--only NAME,...] [--metrics on|off|ab]
 //
-//   --isolation     the modes to measure (default both: container, then gVisor)
+//   --isolation     the modes to measure (default both: container, then gVisor; all: then
+//                   wasm, whose daemon shares the Python snapshot in
+//                   /tmp/sandboxd-bench-wasm-<uid> across runs and needs no podman)
 //   --quick         smoke run: smaller iteration counts, 8 sessions x 5 s of load
 //   --out FILE      also write the report there; text below the line
 //                   "<!-- end of generated report -->" in an existing FILE is kept
@@ -24,7 +26,7 @@
 //   --daemon_log F  copy the daemons' logs to F at the end
 //   --only NAMES    take only these measurements, for quick iterations (comma-separated:
 //                   exec 1, tools 2-3, create 4, seeds 5, load 6, files 7,
-//                   javascript 8); default all
+//                   javascript 8, interrupt 9, memory 10); default all
 //   --metrics       on (default): the daemon serves and counts metrics, as the shipped
 //                   unit does; off: it counts nothing; ab: each mode twice, off then on,
 //                   in columns side by side (what counting costs, e.g. --only load)
@@ -33,13 +35,16 @@
 //
 // This file is main; the parts live in bench/sandboxd/:
 //   options    the flags above and the iteration counts they set
-//   bench      the measurements (scenarios.cc 1-4, seeds.cc 5, load.cc 6, files.cc 7)
+//   bench      the measurements (scenarios.cc 1-4, seeds.cc 5, load.cc 6, files.cc 7,
+//              javascript.cc 8, session.cc 9-10 and the wasm seed)
 //   rpc        the client side of sandboxd's gRPC api
 //   machine    the report's machine lines, CPU and memory readings
 //   report     the table, markdown and the --out file
 //   cleanup    signals and the watchdog: never leave containers behind
 //   stats      percentiles, formatting and small helpers
 #include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -69,6 +74,7 @@ using sandboxd_bench::Progress;
 using sandboxd_bench::Report;
 using sandboxd_bench::SetDaemon;
 using sandboxd_bench::SetDaemonPid;
+using sandboxd_bench::SetSessionMarker;
 using sandboxd_bench::WriteReport;
 using sandboxd::testing::SandboxdProcess;
 
@@ -90,6 +96,10 @@ void MeasureMode(const Options& o, const std::string& isolation, bool metrics, R
                                    absl::StrCat("--max_sessions=", kMaxSessions),
                                    "--log_level=info", "--isolation=" + isolation};
   if (metrics) args.push_back("--metrics_listen=127.0.0.1:0");
+  if (isolation == "wasm") args.push_back(absl::StrCat("--wasm_dir=/tmp/sandboxd-bench-wasm-", geteuid()));
+  // The harness counts, kills and sweeps a wasm daemon's sessions through its records,
+  // not podman, when told the daemon is one (it reads this before each use).
+  setenv("SANDBOXD_TEST_ISOLATION", isolation == "wasm" ? "wasm" : "container", 1);
   SandboxdProcess daemon(args);
   SetDaemon(&daemon);
   Progress("starting sandboxd for " + column + " (" + daemon.state_dir() + ")");
@@ -99,6 +109,7 @@ void MeasureMode(const Options& o, const std::string& isolation, bool metrics, R
     return;
   }
   SetDaemonPid(daemon.pid());
+  SetSessionMarker(isolation == "wasm" ? "sbx-" + daemon.instance() + "-" : "");
   DaemonInfo(report, column, *daemon.Stub());
 
   Bench(o, isolation, &daemon, report).Run();

@@ -10,6 +10,10 @@
 //      against the seeds' podman cp (and podman exec cat)   (files.cc)
 //   8. JavaScript sessions next to Python's: create, Execute,
 //      tool calls, idle memory                              (javascript.cc)
+//   9. interrupt latency of a CPU loop                      (session.cc)
+//  10. resident memory of an idle session                   (session.cc)
+// For wasm, measurement 5 is codemode-lite's way instead: a fresh Node + Pyodide per call
+// (session.cc); the podman seeds (5, 7) are the container columns' only.
 // and the CPU other processes used while each ran. --only picks some of them.
 #pragma once
 
@@ -36,10 +40,11 @@ double TimeCommand(const std::vector<std::string>& argv, int timeout_s, std::str
 
 class Bench {
  public:
-  // `isolation`: the daemon's --isolation, "container" or "gvisor"; it sets the targets
-  // (issue 10's for gVisor) and the OCI runtime of the seeds' commands.
+  // `isolation`: the daemon's --isolation, "container", "gvisor" or "wasm"; it sets the
+  // targets (issue 10's for gVisor, issue 43's for wasm) and the seeds' commands.
   Bench(const Options& o, std::string isolation, sandboxd::testing::SandboxdProcess* d, Report* r)
-      : o_(o), gvisor_(isolation == "gvisor"), d_(d), r_(r), stub_(d->Stub()) {}
+      : o_(o), gvisor_(isolation == "gvisor"), wasm_(isolation == "wasm"), d_(d), r_(r),
+        stub_(d->Stub()) {}
 
   // All measurements in turn; the rows end up sorted by measurement number.
   void Run();
@@ -69,6 +74,8 @@ class Bench {
   void RunLatency(const std::string& sid);
   void ToolCallLatency();
   void ParallelToolCalls();
+  void Gather(const std::string& what, int calls, int delay_ms, double limit_ms,
+              const std::string& target);
   void DeleteToolSession();
   void CreateLatency();
   void Contention(const std::string& phase, const CpuMeter::Use& u);
@@ -90,7 +97,15 @@ class Bench {
   void JavaScript();
   void JavaScriptToolCalls();
   std::vector<double> CreateTimes(const std::string& runtime, int n);
-  uint64_t IdleMemory(const std::string& runtime);
+  uint64_t IdleMemory(const std::string& runtime, long* tree_kb = nullptr);
+  // session.cc
+  void InterruptLatency();
+  void IdleSessionMemory();
+  void WasmSeed();
+  // The target of the column's mode: container's, gVisor's or wasm's.
+  double ByMode(double container, double gvisor, double wasm) const {
+    return wasm_ ? wasm : gvisor_ ? gvisor : container;
+  }
   // load.cc
   void Load();
   void ReportLoad(const LoadRun& run, double create_s, long rss_idle, long rss_peak,
@@ -98,6 +113,7 @@ class Bench {
 
   const Options& o_;
   const bool gvisor_;
+  const bool wasm_;
   sandboxd::testing::SandboxdProcess* d_;
   Report* r_;
   std::unique_ptr<sb::SandboxService::Stub> stub_;
@@ -106,7 +122,7 @@ class Bench {
   std::string tool_session_;
   std::unique_ptr<CpuMeter> tool_meter_;
   std::vector<PhaseLoad> contention_;
-  std::vector<double> seed_run_, seed_exec_;
+  std::vector<double> seed_run_, seed_exec_, seed_pyodide_;
   std::string file_data_;       // the random bytes every file transfer moves
   std::string file_container_;  // the container of their session
 };

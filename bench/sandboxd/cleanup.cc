@@ -36,7 +36,17 @@ void EmergencyCleanup() {
                       " | xargs -r podman rm -f -t 0 >/dev/null 2>&1"));
     }
   }
-  if (g_daemon_dir.rfind("/tmp/sbxtest-", 0) == 0) Sh("rm -rf " + g_daemon_dir);
+  if (g_daemon_dir.rfind("/tmp/sbxtest-", 0) == 0) {
+    // The wasm tier's sessions are detached processes, not containers: the pids in the
+    // daemon's records (the process and, under bwrap, its sandbox's init).
+    Sh(absl::StrCat("grep -ho '\"[a-z_]*pid\":[1-9][0-9]*' ", g_daemon_dir,
+                    "/state/wasm-records/*.json 2>/dev/null | cut -d: -f2 | xargs -r kill -KILL 2>/dev/null"));
+    // Their workspaces, in the wasm directory the bench gives every wasm daemon.
+    if (!g_instance.empty()) {
+      Sh(absl::StrCat("rm -rf /tmp/sandboxd-bench-wasm-", geteuid(), "/w/sbx-", g_instance, "-*"));
+    }
+    Sh("rm -rf " + g_daemon_dir);
+  }
 }
 
 }  // namespace

@@ -23,8 +23,17 @@ void MachineInfo(Report* r);
 // The daemon measured for `column`: its version, isolation and settings (from GetInfo).
 void DaemonInfo(Report* r, const std::string& column, sb::SandboxService::Stub& stub);
 
+// Processes whose argv contains `marker` (the measured daemon's container names,
+// "sbx-<instance>-") are its wasm sessions: CpuMeter does not count them as other work.
+// Empty: none.
+void SetSessionMarker(const std::string& marker);
+
 // VmRSS of `pid` in KiB, or -1.
 long ReadRssKb(pid_t pid);
+
+// VmRSS of `pid` and all its descendants in KiB (pages they share counted in each), or -1
+// when `pid` is gone.
+long TreeRssKb(pid_t pid);
 
 // CPU use over an interval, in % of one core: the whole machine, sandboxd (with the
 // podman commands it ran), this process (with its children), and the given session

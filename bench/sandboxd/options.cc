@@ -9,15 +9,16 @@
 
 namespace sandboxd_bench {
 
-const char* const kScenarios[7] = {"exec", "tools", "create", "seeds", "load", "files", "javascript"};
+const char* const kScenarios[9] = {"exec",  "tools",      "create",    "seeds", "load",
+                                   "files", "javascript", "interrupt", "memory"};
 
 namespace {
 
 void Usage() {
   fprintf(stderr,
-          "usage: sandboxd_bench [--isolation container|gvisor|both] [--quick] [--out FILE] "
+          "usage: sandboxd_bench [--isolation container|gvisor|wasm|both|all] [--quick] [--out FILE] "
           "[--load_seconds N] [--sessions N] [--wait_idle SECONDS] [--daemon_log FILE] "
-          "[--only exec,tools,create,seeds,load,files,javascript] [--metrics on|off|ab]\n");
+          "[--only exec,tools,create,seeds,load,files,javascript,interrupt,memory] [--metrics on|off|ab]\n");
 }
 
 // --only's comma-separated names into `only`; false on an unknown one.
@@ -52,7 +53,9 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     if (value("--isolation", &v)) {
       if (v == "both") {
         o->isolations = {"container", "gvisor"};
-      } else if (v == "container" || v == "gvisor") {
+      } else if (v == "all") {
+        o->isolations = {"container", "gvisor", "wasm"};
+      } else if (v == "container" || v == "gvisor" || v == "wasm") {
         o->isolations = {v};
       } else {
         Usage();
@@ -98,6 +101,7 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     o->warm_creates = 5;
     o->cold_creates = 3;
     o->seed_runs = 3;
+    o->interrupts = 3;
     o->file_reps = 3;
   }
   if (o->load_seconds < 0) o->load_seconds = o->quick ? 5 : 30;

@@ -15,7 +15,8 @@ constexpr uint32_t kMaxSessions = 64;
 
 struct Options {
   // The isolation modes to measure, each against its own daemon, in this order: the
-  // report's columns. --isolation=container|gvisor|both (the default).
+  // report's columns. --isolation=container|gvisor|wasm|both (the default: container and
+  // gvisor)|all (container, gvisor, wasm).
   std::vector<std::string> isolations = {"container", "gvisor"};
   // Whether the daemon counts metrics (--metrics_listen=127.0.0.1:0), one column per
   // value for each isolation mode: --metrics=on (the default, as the shipped unit runs),
@@ -35,6 +36,7 @@ struct Options {
   int gather_runs = 5, gather_calls = 100, gather_delay_ms = 50;
   int warm_creates = 20, cold_creates = 10;
   int seed_runs = 10;
+  int interrupts = 10;
   int file_reps = 10;
 
   // Whether --only lets measurement `name` (one of kScenarios) run.
@@ -43,7 +45,7 @@ struct Options {
 
 // The names --only takes: exec (1), tools (2 and 3), create (4), seeds (5), load (6),
 // files (7).
-extern const char* const kScenarios[7];
+extern const char* const kScenarios[9];
 
 // False (after printing why on stderr) on an unknown flag or a value out of range.
 bool ParseArgs(int argc, char** argv, Options* o);

@@ -32,6 +32,8 @@ double Mean(const std::vector<double>& v) {
   return s / static_cast<double>(v.size());
 }
 
+std::string LeMs(double ms) { return absl::StrFormat("≤ %g ms", ms); }
+
 std::string FmtMs(double ms) {
   if (std::isnan(ms)) return "n/a";
   if (ms < 10) return absl::StrFormat("%.3f ms", ms);

@@ -23,6 +23,8 @@ double Mean(const std::vector<double>& v);
 
 // "0.123 ms", "12.3 ms" or "123 ms" by size; "n/a" for NAN.
 std::string FmtMs(double ms);
+// A target "≤ 0.5 ms".
+std::string LeMs(double ms);
 
 std::string Trim(const std::string& s);
 

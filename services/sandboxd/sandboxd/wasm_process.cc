@@ -56,10 +56,11 @@ absl::StatusOr<int> BindListening(const std::string& path) {
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
   unlink(path.c_str());
-  // Only sandboxd connects; the jailed process accepts on the inherited descriptor.
-  mode_t old = umask(0177);
+  // Only sandboxd connects; the jailed process accepts on the inherited descriptor. The
+  // mode is set before listen(), so nobody else can connect in between; not through
+  // umask(), which is the whole process's and would race other threads' mkdir and bind.
   int rc = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  umask(old);
+  if (rc == 0) rc = chmod(path.c_str(), 0600);
   if (rc != 0 || listen(fd, 4) != 0) {
     const int err = errno;
     close(fd);

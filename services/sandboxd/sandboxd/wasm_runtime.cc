@@ -219,7 +219,8 @@ absl::StatusOr<std::string> WasmRuntime::PrepareWorkspace(const ContainerSpec& s
   const std::string dir = WorkspacePath(spec.name);
   std::error_code ec;
   fs::remove_all(dir, ec);
-  if (mkdir(dir.c_str(), 0700) != 0) {
+  // chmod as well: mkdir's mode passes through the process umask, which need not be 022.
+  if (mkdir(dir.c_str(), 0700) != 0 || chmod(dir.c_str(), 0700) != 0) {
     return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", strerror(errno)));
   }
   if (geteuid() == 0 && chown(dir.c_str(), spec.uid, spec.uid) != 0) {
