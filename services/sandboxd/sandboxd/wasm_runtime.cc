@@ -16,10 +16,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <sstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -65,20 +65,11 @@ std::string LastWords(const std::string& log_path) {
   return words.size() > 600 ? words.substr(words.size() - 600) : words;
 }
 
-// 128 random bits, hex.
+// 128 random bits, hex; empty when the system has no randomness to give.
 std::string RandomToken() {
   unsigned char bytes[16];
-  if (RAND_bytes(bytes, sizeof(bytes)) != 1) {
-    std::random_device rd;
-    for (unsigned char& b : bytes) b = static_cast<unsigned char>(rd());
-  }
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char b : bytes) {
-    out += kHex[b >> 4];
-    out += kHex[b & 0xf];
-  }
-  return out;
+  if (RAND_bytes(bytes, sizeof(bytes)) != 1) return "";
+  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
 }
 
 std::string OpensslConfig(const WasmRuntimeOptions& options) { return options.work_dir + "/openssl.cnf"; }
@@ -238,6 +229,8 @@ absl::StatusOr<std::string> WasmRuntime::Start(const ContainerSpec& spec) {
     snapshot = snapshot_;
   }
   if (layers.empty()) return absl::FailedPreconditionError("wasm: Probe() has not succeeded yet");
+  const std::string token = RandomToken();
+  if (token.empty()) return absl::UnavailableError("wasm: no random bytes for the runner's token");
   absl::StatusOr<std::string> workspace = PrepareWorkspace(spec);
   if (!workspace.ok()) return workspace.status();
   WasmJailRequest request;
@@ -266,7 +259,6 @@ absl::StatusOr<std::string> WasmRuntime::Start(const ContainerSpec& spec) {
   spawn.socket_path = spec.socket_dir + "/runner.sock";
   spawn.log_path = absl::StrCat(options_.records_dir, "/", spec.name, ".log");
   // The runner takes its token out of the environment before any user code runs.
-  const std::string token = RandomToken();
   spawn.env = {absl::StrCat(kRunnerTokenVariable, "=", token)};
   spawn.env.insert(spawn.env.end(), spec.env.begin(), spec.env.end());
   spawn.uid = geteuid() == 0 ? std::optional<uid_t>(spec.uid) : std::nullopt;

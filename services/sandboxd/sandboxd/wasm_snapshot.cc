@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
@@ -22,13 +23,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string Hex(const unsigned char* data, unsigned size) {
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < size; ++i) {
-    out += kHex[data[i] >> 4];
-    out += kHex[data[i] & 0xf];
-  }
-  return out;
+  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(data), size));
 }
 
 std::string Sha256Of(const std::string& bytes) {
