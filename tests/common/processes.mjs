@@ -1,6 +1,8 @@
 // Process plumbing shared by the Node.js integration tests: processes that die with the
 // test process, a real sandboxd on a private socket and state directory, and waiting.
 //   SANDBOXD_BIN (set by ctest) is the daemon under test.
+//   SANDBOXD_TEST_ISOLATION=wasm (set by ctest for the gateway_wasm_* copies) runs every
+//   Sandboxd on the wasm tier by default (docs/wasm-tier.md); a test's own flags still win.
 import { execFileSync, spawn } from "node:child_process";
 import fs from "node:fs";
 import net from "node:net";
@@ -28,10 +30,14 @@ export function tiedCommand(command, args = []) {
 // cleaning up (a crash, ctest's timeout kill): it waits for "done" on its stdin, and an
 // end of file without it means we are gone. sandboxd keeps containers across its own
 // restarts by design, so nothing else would remove them.
+// The wasm tier's sessions are detached processes that outlive sandboxd the same way: the
+// pids in its records (wasm-records/*.json) go too.
 function containerWatchdog(stateDir, dir) {
   const script = `while read -r w; do [ "$w" = done ] && exit 0; done; sleep 1; ` +
     `for i in 1 2 3; do ids=$(podman ps -aq --filter "label=io.sandboxd.state-dir=$1"); ` +
-    `[ -z "$ids" ] && break; podman rm -f -t 0 $ids; sleep 1; done; rm -rf "$2"`;
+    `[ -z "$ids" ] && break; podman rm -f -t 0 $ids; sleep 1; done; ` +
+    `grep -ho '"[a-z_]*pid":[1-9][0-9]*' "$1"/wasm-records/*.json 2>/dev/null | cut -d: -f2 | ` +
+    `xargs -r kill -KILL 2>/dev/null; rm -rf "$1-wasm" "$2"`;
   const w = spawn("sh", ["-c", script, "watchdog", stateDir, dir],
     { detached: true, stdio: ["pipe", "ignore", "ignore"] });
   w.unref();
@@ -60,6 +66,14 @@ export async function stopAll() {
   daemons.clear();
 }
 process.on("exit", () => { for (const c of children) c.kill("SIGKILL"); });
+
+// Field 22 of /proc/<pid>/stat (clock ticks after boot), or undefined when gone.
+function startTime(pid) {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]);
+  } catch { return undefined; }
+}
 
 export function tempDir(prefix = "gwtest-") {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
@@ -92,12 +106,16 @@ export function canConnect(where) {
   });
 }
 
+const WASM_DEFAULTS = process.env.SANDBOXD_TEST_ISOLATION === "wasm"
+  ? ["--isolation=wasm", "--allowed_isolations=wasm", `--wasm_dir=/tmp/sandboxd-test-wasm-${process.getuid()}`]
+  : [];
+
 export class Sandboxd {
   constructor(extraArgs = []) {
     this.dir = tempDir("sbxd-");
     this.socket = path.join(this.dir, "sandboxd.sock");
     this.stateDir = path.join(this.dir, "state");
-    this.extraArgs = extraArgs;
+    this.extraArgs = [...WASM_DEFAULTS, ...extraArgs];
     this.log = "";
     this.watchdog = containerWatchdog(this.stateDir, this.dir);
     daemons.add(this);
@@ -106,6 +124,20 @@ export class Sandboxd {
     const ids = execFileSync("podman", ["ps", "-aq", "--filter", `label=io.sandboxd.state-dir=${this.stateDir}`])
       .toString().split("\n").filter(Boolean);
     if (ids.length) execFileSync("podman", ["rm", "-f", "-t", "0", ...ids], { stdio: "ignore" });
+    this.killWasmSessions();
+  }
+  // Each wasm session's Node and, under bubblewrap, its sandbox's init (the record's *pid
+  // fields), when the process at that pid is still the one recorded (its start time).
+  killWasmSessions() {
+    const dir = path.join(this.stateDir, "wasm-records");
+    if (!fs.existsSync(dir)) return;
+    for (const f of fs.readdirSync(dir).filter((n) => n.endsWith(".json"))) {
+      let rec;
+      try { rec = JSON.parse(fs.readFileSync(path.join(dir, f), "utf8")); } catch { continue; }
+      for (const [pid, start] of [[rec.pid, rec.start_time], [rec.init_pid, rec.init_start_time]]) {
+        if (pid > 0 && startTime(pid) === start) try { process.kill(pid, "SIGKILL"); } catch {}
+      }
+    }
   }
   get endpoint() { return `unix:${this.socket}`; }
   async start() {

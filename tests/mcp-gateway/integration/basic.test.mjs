@@ -64,6 +64,15 @@ describe("run_python over Streamable HTTP", () => {
     assert.match(text(r), /\[result\] 42/);
   });
 
+  test("the code runs on the isolation the suite asks for", async () => {
+    // Pyodide reports sys.platform "emscripten"; CPython in the container "linux". Guards
+    // the gateway_wasm_* copies against running on containers without noticing.
+    const r = await runPython(client, "import sys\nsys.platform");
+    assert.equal(r.isError, false, text(r));
+    const want = process.env.SANDBOXD_TEST_ISOLATION === "wasm" ? "'emscripten'" : "'linux'";
+    assert.equal(r.structuredContent.result, want);
+  });
+
   test("each upstream transport is callable, and gather runs across servers", async () => {
     const r = await runPython(client, `
 a = await mcp_everything.echo(message="stdio")
