@@ -24,12 +24,14 @@ const { Client } = await sdk("client/index.js");
 const { StdioClientTransport } = await sdk("client/stdio.js");
 const { PY_ECHOES, javascriptVsPython } = await import(pathToFileURL(path.resolve(path.dirname(new URL(import.meta.url).pathname),
   "gateway/javascript.mjs")).href);
+const { wasmVsSeed } = await import(pathToFileURL(path.resolve(path.dirname(new URL(import.meta.url).pathname),
+  "gateway/wasm.mjs")).href);
 
 const quick = process.argv.includes("--quick");
 const outIdx = process.argv.indexOf("--out");
 const outFile = outIdx > 0 ? process.argv[outIdx + 1] : null;
 const N = quick ? 100 : 1000;
-// --only load|flood|streams|charts|eras|replicas|approvals|metrics|javascript: just that part (for working on it); the default runs everything.
+// --only load|flood|streams|charts|eras|replicas|approvals|metrics|javascript|wasm: just that part (for working on it); the default runs everything.
 const onlyIdx = process.argv.indexOf("--only");
 const only = onlyIdx > 0 ? process.argv[onlyIdx + 1] : null;
 
@@ -341,6 +343,9 @@ try {
   if (!only || only === "replicas") await replicas(config, quick ? 200 : 1000);
   if (!only || only === "metrics") await metricsCost(config, quick ? 200 : 1000);
   if (!only || only === "javascript") await javascript(config);
+  if (!only || only === "wasm") {
+    await wasmVsSeed({ Sandboxd, stdioGateway, config, n: N, seedRuns: quick ? 3 : 10, row });
+  }
   if (!only || only === "approvals") {
     await approvals(quick ? 50 : 300);     // the default gather window
     await approvals(quick ? 50 : 300, 0);  // none: what asking itself costs
