@@ -1,5 +1,5 @@
 // sandboxd: runs Python and JavaScript for AI agents in hardened Podman containers behind
-// the sandbox.v1 gRPC API. See README.md for flags, the security model and grpcurl usage.
+// the sandbox.v1 gRPC API. Flags: docs/operating.md; security model: docs/security.md; API: docs/api.md.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -79,7 +79,7 @@ ABSL_FLAG(std::string, oci_runtime, "auto",
 ABSL_FLAG(std::string, isolation, "container",
           "What stands between sandboxed code and the host kernel, by default: container "
           "(podman on runc/crun) or gvisor (podman on gVisor's runsc, a user-space kernel; "
-          "slower). See README.md, \"Isolation modes\".");
+          "slower). See docs/security.md, \"Isolation modes\".");
 ABSL_FLAG(std::vector<std::string>, allowed_isolations, {},
           "Isolations clients may ask for per session (CreateSessionRequest.isolation), "
           "comma-separated; --isolation is always allowed.");
@@ -97,7 +97,7 @@ ABSL_FLAG(uint32_t, js_pool_size, 1,
           "--js_runner, or a default image that does not offer nodejs).");
 ABSL_FLAG(uint32_t, max_sessions, 64,
           "Maximum number of live sessions; when full, an idle one of the owner holding the "
-          "most is ended for an owner holding fewer (README.md).");
+          "most is ended for an owner holding fewer (docs/operating.md).");
 ABSL_FLAG(uint32_t, max_sessions_per_owner, 32,
           "Sessions one owner (CreateSession.owner; the gateway sends one per credential) may "
           "hold at once, so no client takes every slot.");

@@ -1,11 +1,12 @@
 """The command line of sandboxd and mcp-gateway as people use it, and the flag tables of
-README.md checked against it.
+docs/operating.md checked against it.
 
 Runs the built binaries (SANDBOXD_BIN, GATEWAY_BIN); nothing is started: every command
-here exits before serving. README (README.md) holds one flag table per program: the one
-under "## mcp-gateway" and the one under "## Configuration" (sandboxd). Every flag --help
-lists must have a row there with the same default, and every row must name a flag, so a
-flag added, renamed or given another default cannot leave the README behind.
+here exits before serving. OPERATING_DOC (docs/operating.md) holds one flag table per
+program: the one under "### mcp-gateway flags" and the one under "### sandboxd flags".
+Every flag --help lists must have a row there with the same default, and every row must
+name a flag, so a flag added, renamed or given another default cannot leave the docs
+behind.
 """
 import os
 import re
@@ -14,7 +15,7 @@ import unittest
 
 SANDBOXD = os.environ["SANDBOXD_BIN"]
 GATEWAY = os.environ["GATEWAY_BIN"]
-README = os.environ["README"]
+OPERATING_DOC = os.environ["OPERATING_DOC"]
 
 # One flag known to each group of each program's --help.
 GROUPS = {
@@ -35,7 +36,7 @@ GROUPS = {
         "TLS and several machines": "sandboxd_tls_ca_file",
     },
 }
-README_SECTION = {SANDBOXD: "Configuration", GATEWAY: "mcp-gateway"}
+DOC_SECTION = {SANDBOXD: "sandboxd flags", GATEWAY: "mcp-gateway flags"}
 
 
 def run(binary, *args):
@@ -48,11 +49,15 @@ def help_flags(text):
     return dict(re.findall(r"^  --(\w+)=(.*)\n      ", text, re.MULTILINE))
 
 
-def readme_rows(section):
-    """{name: documented default} of the flag table under "## <section>" of README.md."""
-    with open(README, encoding="utf-8") as f:
+def doc_rows(section):
+    """{name: documented default} of the flag table under the heading <section> of
+    docs/operating.md (up to the next heading)."""
+    with open(OPERATING_DOC, encoding="utf-8") as f:
         text = f.read()
-    body = re.search(r"^## %s\n(.*?)(?=^## )" % re.escape(section), text, re.M | re.S).group(1)
+    found = re.search(r"^#+ %s\n(.*?)(?=^#|\Z)" % re.escape(section), text, re.M | re.S)
+    if not found:
+        raise AssertionError("no heading '%s' in %s" % (section, OPERATING_DOC))
+    body = found.group(1)
     rows = {}
     for line in body.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
@@ -86,9 +91,9 @@ def literal(text):
 
 
 def same_default(flag_default, doc):
-    """Whether README's default `doc` says `flag_default` (as --help shows it)."""
+    """Whether the documented default `doc` says `flag_default` (as --help shows it)."""
     doc = re.sub(r"\s*\(.*\)$", "", doc.replace("`", "")).strip()
-    if flag_default == '""':  # computed at start, or none: README says which, in words
+    if flag_default == '""':  # computed at start, or none: the doc says which, in words
         return literal(doc) in (None, "off")
     if flag_default in ("false", "true"):
         return doc == {"false": "off", "true": "on"}[flag_default]
@@ -172,20 +177,20 @@ class BadFlagTest(unittest.TestCase):
             self.assertIn(said, result.stderr)
 
 
-class ReadmeTest(unittest.TestCase):
-    def test_readme_tables_list_every_flag_with_its_default(self):
-        for binary, section in README_SECTION.items():
+class OperatingDocTest(unittest.TestCase):
+    def test_doc_tables_list_every_flag_with_its_default(self):
+        for binary, section in DOC_SECTION.items():
             flags = help_flags(run(binary, "--help").stdout)
-            rows = readme_rows(section)
+            rows = doc_rows(section)
             with self.subTest(binary=binary):
                 self.assertGreater(len(flags), 10)
                 self.assertEqual(sorted(set(flags) - set(rows)), [],
-                                 "flags missing from README.md's table under ## %s" % section)
+                                 "flags missing from docs/operating.md's table under %s" % section)
                 self.assertEqual(sorted(set(rows) - set(flags)), [],
-                                 "README.md rows under ## %s that name no flag" % section)
-                wrong = ["--%s: --help %s, README %r" % (name, flags[name], rows[name])
+                                 "docs/operating.md rows under %s that name no flag" % section)
+                wrong = ["--%s: --help %s, docs %r" % (name, flags[name], rows[name])
                          for name in sorted(flags) if not same_default(flags[name], rows[name])]
-                self.assertEqual(wrong, [], "README.md defaults that differ from --help")
+                self.assertEqual(wrong, [], "docs/operating.md defaults that differ from --help")
 
 
 if __name__ == "__main__":
