@@ -6,10 +6,12 @@ here exits before serving. OPERATING_DOC (docs/operating.md) holds one flag tabl
 program: the one under "### mcp-gateway flags" and the one under "### sandboxd flags".
 Every flag --help lists must have a row there with the same default, and every row must
 name a flag, so a flag added, renamed or given another default cannot leave the docs
-behind.
+behind. The commands its sh blocks show (`sandboxd ...`, `mcp-gateway ...`) may only use
+flags the program has.
 """
 import os
 import re
+import shlex
 import subprocess
 import unittest
 
@@ -70,6 +72,22 @@ def doc_rows(section):
         for name, default in zip(names, defaults):
             rows[name] = default
     return rows
+
+
+def doc_commands(path):
+    """[(program, [--flags])] of every sandboxd or mcp-gateway command in the sh blocks of
+    `path` (continued lines joined, comments dropped, VAR=value prefixes skipped)."""
+    with open(path, encoding="utf-8") as f:
+        blocks = re.findall(r"^```sh\n(.*?)^```", f.read(), re.M | re.S)
+    commands = []
+    for block in blocks:
+        for line in block.replace("\\\n", " ").splitlines():
+            for part in re.split(r"&&|\|\||[;&|]", line.split(" # ")[0]):
+                words = [w for w in shlex.split(part, comments=True) if not re.match(r"^\w+=", w)]
+                if words and os.path.basename(words[0]) in ("sandboxd", "mcp-gateway"):
+                    flags = [w[2:].split("=")[0] for w in words[1:] if w.startswith("--")]
+                    commands.append((os.path.basename(words[0]), flags))
+    return commands
 
 
 SIZE = re.compile(r"^(\d[\d,]*)\s*(KiB|MiB|GiB)?$")
@@ -191,6 +209,15 @@ class OperatingDocTest(unittest.TestCase):
                 wrong = ["--%s: --help %s, docs %r" % (name, flags[name], rows[name])
                          for name in sorted(flags) if not same_default(flags[name], rows[name])]
                 self.assertEqual(wrong, [], "docs/operating.md defaults that differ from --help")
+
+    def test_doc_commands_use_only_flags_the_programs_have(self):
+        known = {"sandboxd": help_flags(run(SANDBOXD, "--help").stdout),
+                 "mcp-gateway": help_flags(run(GATEWAY, "--help").stdout)}
+        commands = doc_commands(OPERATING_DOC)
+        self.assertGreater(len(commands), 5)
+        unknown = ["%s --%s" % (program, flag) for program, flags in commands
+                   for flag in flags if flag not in known[program]]
+        self.assertEqual(unknown, [], "docs/operating.md commands with flags the program lacks")
 
 
 if __name__ == "__main__":
