@@ -147,9 +147,8 @@ StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
     }
     return true;
   };
-  // A request's stream ends for us with its response: what comes after is not read (a
-  // server that sends list_changed on answered streams would otherwise pile up streams and
-  // threads, each refresh keeping one more open).
+  // A request's stream ends for us with its response: what comes after is not read (else
+  // list_changed sent on answered streams would pile up streams and threads).
   const bool request = wire::LooksLikeRequest(message);
   bool answered = false;
   auto dispatch = [&](json m) {
