@@ -57,25 +57,30 @@ def git(*args):
 
 
 def check_range(baseline):
-    if git("rev-parse", "--is-inside-work-tree").stdout.strip() != "true":
-        return ["not inside a git work tree: the commits after %s cannot be checked" % baseline]
+    """(whether the range could not be listed, the problems found)."""
+    inside = git("rev-parse", "--is-inside-work-tree")
+    if inside.stdout.strip() != "true":
+        said = inside.stderr.strip().split("\n")[0]  # e.g. git's "dubious ownership"
+        return True, ["not inside a git work tree%s: the commits after %s cannot be checked"
+                      % (" (git: %s)" % said if said else "", baseline)]
     if git("cat-file", "-e", baseline + "^{commit}").returncode != 0:
         if git("rev-parse", "--is-shallow-repository").stdout.strip() == "true":
-            return ["this is a shallow clone without the baseline commit %s, so the commits "
-                    "after it cannot be listed; fetch the history (git fetch --unshallow)" % baseline]
-        return ["the baseline commit %s is not in this repository, so the commits after it "
-                "cannot be listed" % baseline]
+            return True, ["this is a shallow clone without the baseline commit %s, so the "
+                          "commits after it cannot be listed; fetch the history "
+                          "(git fetch --unshallow)" % baseline]
+        return True, ["the baseline commit %s is not in this repository, so the commits "
+                      "after it cannot be listed" % baseline]
     if git("merge-base", "--is-ancestor", baseline, "HEAD").returncode != 0:
-        return ["HEAD does not descend from the baseline commit %s" % baseline]
+        return True, ["HEAD does not descend from the baseline commit %s" % baseline]
     listed = git("rev-list", "--no-merges", "%s..HEAD" % baseline)
     if listed.returncode != 0:
-        return ["git rev-list failed: %s" % listed.stderr.strip()]
+        return True, ["git rev-list failed: %s" % listed.stderr.strip()]
     problems = []
     for commit in listed.stdout.split():
         message = git("log", "-1", "--format=%B", commit).stdout
-        for problem in message_problems(strip_comments(message)):
+        for problem in message_problems(message):  # as stored: git already cleaned it up
             problems.append("%s %r: %s" % (commit[:12], message.split("\n")[0][:60], problem))
-    return problems
+    return False, problems
 
 
 def main():
@@ -83,14 +88,15 @@ def main():
     parser.add_argument("--message", help="check the commit message in this file")
     parser.add_argument("--baseline", default=BASELINE, help="check the commits after this one")
     args = parser.parse_args()
+    setup_error = False
     if args.message:
         with open(args.message, encoding="utf-8") as f:
             problems = message_problems(strip_comments(f.read()))
     else:
-        problems = check_range(args.baseline)
+        setup_error, problems = check_range(args.baseline)
     for problem in problems:
         print("check_commits: %s" % problem, file=sys.stderr)
-    if problems:
+    if problems and not setup_error:
         print("check_commits: the habit: a subject of at most 72 characters naming the "
               "component, a blank line, then the body", file=sys.stderr)
     return 1 if problems else 0
