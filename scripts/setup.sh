@@ -30,6 +30,19 @@ podman_step() {
   return 1
 }
 
+# 0. The commit-msg hook (.githooks/commit-msg), when this checkout is a git work tree of
+#    its own: git then checks each new commit's message as CI does
+#    (scripts/check_commits.py). A hooks path the user already chose is left alone.
+if command -v git >/dev/null && [[ "$(git rev-parse --show-toplevel 2>/dev/null)" == "$(pwd -P)" ]]; then
+  hooks_path=$(git config --get core.hooksPath || true)
+  if [[ -z "$hooks_path" ]]; then
+    git config core.hooksPath .githooks
+    log "commit-msg hook installed (git config core.hooksPath .githooks)"
+  elif [[ "$hooks_path" != .githooks ]]; then
+    log "core.hooksPath is '$hooks_path': .githooks/commit-msg not installed"
+  fi
+fi
+
 sudo_cmd=()
 if [[ $(id -u) -ne 0 ]]; then
   command -v sudo >/dev/null || { log "not root and no sudo: install the packages below by hand"; }

@@ -2,7 +2,7 @@
 
 // Every flag of mcp-gateway (main.cc, *_flags.cc, and --log_level of base/daemon.cc) in the
 // group an operator looks for it in. A flag in no group is a bug that --help reports on
-// stderr (tests/cli fails on it); README.md's flag table lists them all too.
+// stderr (tests/cli fails on it); docs/operating.md's flag table lists them all too.
 codemode::ProgramHelp GatewayHelp() {
   return {
       "mcp-gateway",

@@ -1,7 +1,7 @@
 // mcp-gateway: an MCP server (stdio or Streamable HTTP) offering `run_python` and
 // `run_javascript` (--tools), which run
 // code in sandboxd sessions that call the configured upstream MCP servers' tools.
-// See README.md for flags, config locations and client set-up.
+// See docs/operating.md for flags and config locations, README.md for client set-up.
 #include <signal.h>
 #include <unistd.h>
 

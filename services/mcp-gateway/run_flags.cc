@@ -1,4 +1,4 @@
-// run_python's flags. See run_flags.h; README.md lists them.
+// run_python's flags. See run_flags.h; docs/operating.md lists them.
 #include "run_flags.h"
 
 #include <map>

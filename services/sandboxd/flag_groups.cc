@@ -4,7 +4,7 @@ namespace sandboxd {
 
 // Every flag of sandboxd (main.cc, tcp_flags.cc, and --log_level of base/daemon.cc) in the group an
 // operator looks for it in. A flag in no group is a bug that --help reports on stderr
-// (tests/cli fails on it); README.md's "Configuration" table lists them all too.
+// (tests/cli fails on it); docs/operating.md's "sandboxd flags" table lists them all too.
 codemode::ProgramHelp SandboxdHelp() {
   return {
       "sandboxd",

@@ -1,5 +1,5 @@
 // sandboxd: runs Python and JavaScript for AI agents in hardened Podman containers behind
-// the sandbox.v1 gRPC API. See README.md for flags, the security model and grpcurl usage.
+// the sandbox.v1 gRPC API. Flags: docs/operating.md; security model: docs/security.md; API: docs/api.md.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -79,7 +79,7 @@ ABSL_FLAG(std::string, oci_runtime, "auto",
 ABSL_FLAG(std::string, isolation, "container",
           "What stands between sandboxed code and the host kernel, by default: container "
           "(podman on runc/crun) or gvisor (podman on gVisor's runsc, a user-space kernel; "
-          "slower). See README.md, \"Isolation modes\".");
+          "slower). See docs/security.md, \"Isolation modes\".");
 ABSL_FLAG(std::vector<std::string>, allowed_isolations, {},
           "Isolations clients may ask for per session (CreateSessionRequest.isolation), "
           "comma-separated; --isolation is always allowed.");
@@ -97,7 +97,7 @@ ABSL_FLAG(uint32_t, js_pool_size, 1,
           "--js_runner, or a default image that does not offer nodejs).");
 ABSL_FLAG(uint32_t, max_sessions, 64,
           "Maximum number of live sessions; when full, an idle one of the owner holding the "
-          "most is ended for an owner holding fewer (README.md).");
+          "most is ended for an owner holding fewer (docs/operating.md).");
 ABSL_FLAG(uint32_t, max_sessions_per_owner, 32,
           "Sessions one owner (CreateSession.owner; the gateway sends one per credential) may "
           "hold at once, so no client takes every slot.");
@@ -171,7 +171,7 @@ std::string SocketPath() {
 // `--self_check` runs in a private state directory, with no pool and no background
 // threads: one container, then gone. Chosen before anything is written into the state
 // directory (the seccomp profile): the configured one may be a running daemon's, and
-// --self_check takes no lock (attack round 24).
+// --self_check takes no lock.
 absl::StatusOr<sandboxd::DaemonLocks> PrepareSelfCheck(sandboxd::ManagerOptions* options) {
   char tmpl[] = "/tmp/sandboxd-self-check-XXXXXX";
   if (!mkdtemp(tmpl)) {
@@ -399,7 +399,7 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
   sandboxd::SandboxServiceImpl service(&manager, absl::GetFlag(FLAGS_max_stream_buffer_bytes));
   grpc::ServerBuilder builder;
   // Connections cost a descriptor before any call is authenticated: bounded in time
-  // (attack round 16, F1: 1,100 idle TLS connections without a token took every descriptor).
+  // (idle TLS connections without a token could otherwise take every descriptor).
   builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
                              static_cast<int>(absl::ToInt64Milliseconds(tcp.handshake_timeout)));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
@@ -464,8 +464,8 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
 }  // namespace
 
 // gRPC's own log lines (a failed TLS handshake is one) go through spdlog, at most ten a
-// second: a peer that needs no token to fail handshakes wrote 753 lines a second to
-// stderr (attack round 16, F5).
+// second: a peer needs no token to fail handshakes, and each failure is a line (hundreds a
+// second to stderr otherwise).
 void RouteGrpcLogs() {
   gpr_set_log_function([](gpr_log_func_args* args) {
     static codemode::LogRateLimit limit(10, 20);

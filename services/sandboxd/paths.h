@@ -22,7 +22,7 @@ std::string DefaultStateDir();
 std::string DefaultRunner(const std::string& file, const std::string& built);
 // OK when podman can be given `path` (the state directory, a runner) as it is: valid UTF-8
 // (podman passes it on in JSON, where each invalid byte becomes U+FFFD: another path,
-// which another user could make in /tmp; attack round 24c), no comma (`--mount` would
+// which another user could make in /tmp), no comma (`--mount` would
 // read the rest as options) and no control character. INVALID_ARGUMENT naming `flag`.
 absl::Status CheckPodmanPath(const std::string& path, const std::string& flag);
 

@@ -1,20 +1,23 @@
 """The command line of sandboxd and mcp-gateway as people use it, and the flag tables of
-README.md checked against it.
+docs/operating.md checked against it.
 
 Runs the built binaries (SANDBOXD_BIN, GATEWAY_BIN); nothing is started: every command
-here exits before serving. README (README.md) holds one flag table per program: the one
-under "## mcp-gateway" and the one under "## Configuration" (sandboxd). Every flag --help
-lists must have a row there with the same default, and every row must name a flag, so a
-flag added, renamed or given another default cannot leave the README behind.
+here exits before serving. OPERATING_DOC (docs/operating.md) holds one flag table per
+program: the one under "### mcp-gateway flags" and the one under "### sandboxd flags".
+Every flag --help lists must have a row there with the same default, and every row must
+name a flag, so a flag added, renamed or given another default cannot leave the docs
+behind. The commands its sh blocks show (`sandboxd ...`, `mcp-gateway ...`) may only use
+flags the program has.
 """
 import os
 import re
+import shlex
 import subprocess
 import unittest
 
 SANDBOXD = os.environ["SANDBOXD_BIN"]
 GATEWAY = os.environ["GATEWAY_BIN"]
-README = os.environ["README"]
+OPERATING_DOC = os.environ["OPERATING_DOC"]
 
 # One flag known to each group of each program's --help.
 GROUPS = {
@@ -35,7 +38,7 @@ GROUPS = {
         "TLS and several machines": "sandboxd_tls_ca_file",
     },
 }
-README_SECTION = {SANDBOXD: "Configuration", GATEWAY: "mcp-gateway"}
+DOC_SECTION = {SANDBOXD: "sandboxd flags", GATEWAY: "mcp-gateway flags"}
 
 
 def run(binary, *args):
@@ -48,11 +51,15 @@ def help_flags(text):
     return dict(re.findall(r"^  --(\w+)=(.*)\n      ", text, re.MULTILINE))
 
 
-def readme_rows(section):
-    """{name: documented default} of the flag table under "## <section>" of README.md."""
-    with open(README, encoding="utf-8") as f:
+def doc_rows(section):
+    """{name: documented default} of the flag table under the heading <section> of
+    docs/operating.md (up to the next heading)."""
+    with open(OPERATING_DOC, encoding="utf-8") as f:
         text = f.read()
-    body = re.search(r"^## %s\n(.*?)(?=^## )" % re.escape(section), text, re.M | re.S).group(1)
+    found = re.search(r"^#+ %s\n(.*?)(?=^#|\Z)" % re.escape(section), text, re.M | re.S)
+    if not found:
+        raise AssertionError("no heading '%s' in %s" % (section, OPERATING_DOC))
+    body = found.group(1)
     rows = {}
     for line in body.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
@@ -65,6 +72,22 @@ def readme_rows(section):
         for name, default in zip(names, defaults):
             rows[name] = default
     return rows
+
+
+def doc_commands(path):
+    """[(program, [--flags])] of every sandboxd or mcp-gateway command in the sh blocks of
+    `path` (continued lines joined, comments dropped, VAR=value prefixes skipped)."""
+    with open(path, encoding="utf-8") as f:
+        blocks = re.findall(r"^```sh\n(.*?)^```", f.read(), re.M | re.S)
+    commands = []
+    for block in blocks:
+        for line in block.replace("\\\n", " ").splitlines():
+            for part in re.split(r"&&|\|\||[;&|]", line.split(" # ")[0]):
+                words = [w for w in shlex.split(part, comments=True) if not re.match(r"^\w+=", w)]
+                if words and os.path.basename(words[0]) in ("sandboxd", "mcp-gateway"):
+                    flags = [w[2:].split("=")[0] for w in words[1:] if w.startswith("--")]
+                    commands.append((os.path.basename(words[0]), flags))
+    return commands
 
 
 SIZE = re.compile(r"^(\d[\d,]*)\s*(KiB|MiB|GiB)?$")
@@ -86,9 +109,9 @@ def literal(text):
 
 
 def same_default(flag_default, doc):
-    """Whether README's default `doc` says `flag_default` (as --help shows it)."""
+    """Whether the documented default `doc` says `flag_default` (as --help shows it)."""
     doc = re.sub(r"\s*\(.*\)$", "", doc.replace("`", "")).strip()
-    if flag_default == '""':  # computed at start, or none: README says which, in words
+    if flag_default == '""':  # computed at start, or none: the doc says which, in words
         return literal(doc) in (None, "off")
     if flag_default in ("false", "true"):
         return doc == {"false": "off", "true": "on"}[flag_default]
@@ -172,20 +195,29 @@ class BadFlagTest(unittest.TestCase):
             self.assertIn(said, result.stderr)
 
 
-class ReadmeTest(unittest.TestCase):
-    def test_readme_tables_list_every_flag_with_its_default(self):
-        for binary, section in README_SECTION.items():
+class OperatingDocTest(unittest.TestCase):
+    def test_doc_tables_list_every_flag_with_its_default(self):
+        for binary, section in DOC_SECTION.items():
             flags = help_flags(run(binary, "--help").stdout)
-            rows = readme_rows(section)
+            rows = doc_rows(section)
             with self.subTest(binary=binary):
                 self.assertGreater(len(flags), 10)
                 self.assertEqual(sorted(set(flags) - set(rows)), [],
-                                 "flags missing from README.md's table under ## %s" % section)
+                                 "flags missing from docs/operating.md's table under %s" % section)
                 self.assertEqual(sorted(set(rows) - set(flags)), [],
-                                 "README.md rows under ## %s that name no flag" % section)
-                wrong = ["--%s: --help %s, README %r" % (name, flags[name], rows[name])
+                                 "docs/operating.md rows under %s that name no flag" % section)
+                wrong = ["--%s: --help %s, docs %r" % (name, flags[name], rows[name])
                          for name in sorted(flags) if not same_default(flags[name], rows[name])]
-                self.assertEqual(wrong, [], "README.md defaults that differ from --help")
+                self.assertEqual(wrong, [], "docs/operating.md defaults that differ from --help")
+
+    def test_doc_commands_use_only_flags_the_programs_have(self):
+        known = {"sandboxd": help_flags(run(SANDBOXD, "--help").stdout),
+                 "mcp-gateway": help_flags(run(GATEWAY, "--help").stdout)}
+        commands = doc_commands(OPERATING_DOC)
+        self.assertGreater(len(commands), 5)
+        unknown = ["%s --%s" % (program, flag) for program, flags in commands
+                   for flag in flags if flag not in known[program]]
+        self.assertEqual(unknown, [], "docs/operating.md commands with flags the program lacks")
 
 
 if __name__ == "__main__":

@@ -36,18 +36,17 @@ class ByteBudget;
 // may not take the last `bytes` of `in`, which are kept for children that hold little or
 // nothing, in pieces of up to `floor` each. Without it, two credentials whose shares add up
 // to the whole could leave a third nothing at all; without the floor, a third would get one
-// piece at a time (a count of calls: one call in flight, never two, while four others held
-// the rest, attack round 7 F12); and had a child holding nothing been exempt whatever it
-// charged, a flooding credential whose bytes were released for a moment took the whole
-// reserve with one large charge, and every other credential's next small response was
-// refused (attack round 8, F14).
+// piece at a time (a count of calls: one call in flight, never two, while four others hold
+// the rest); and were a child holding nothing exempt whatever it charged, a flooding
+// credential whose bytes were released for a moment could take the whole reserve with one
+// large charge, and every other credential's next small response would be refused.
 //
 // With `fair_share` (FairReserve), the floor also grows to the child's fair share: `in`'s
 // limit divided by one more than the children holding bytes now (counting the one
 // charging), as a fair scheduler sizes shares by who is active. A newcomer, below its share,
 // may take the reserve in large pieces (a 3 MiB tool result), while two credentials each
-// above theirs can no longer fill it (attack round 9, F14: the newcomer got 2 of 5 such
-// results). The "one more" keeps a share free for the next newcomer: with the count alone,
+// above theirs cannot fill it (with a fixed floor a newcomer gets few of its large results).
+// The "one more" keeps a share free for the next newcomer: with the count alone,
 // two flooders each below half of the ceiling could take the reserve too.
 struct ByteReserve {
   std::shared_ptr<ByteBudget> in;
@@ -111,7 +110,7 @@ inline ByteBudget::Reserve FairReserve(const std::shared_ptr<ByteBudget>& parent
 // The reserve of a count (calls in flight, charged 1 each) for children of `per_child`:
 // an eighth of it (at least one), kept for children with at most an eighth of that in
 // flight (at least one: 8 of 512 tool calls, 1 of 256 MCP calls by default), so a light
-// credential gathering a few calls gets them while others flood (attack round 7, F12).
+// credential gathering a few calls gets them while others flood.
 // None when one child may take all of it anyway.
 inline ByteBudget::Reserve CountReserve(const std::shared_ptr<ByteBudget>& count,
                                         size_t per_child) {

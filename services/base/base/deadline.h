@@ -1,8 +1,8 @@
 // SteadyDeadline: a point on the monotonic clock some time from now, for the waits that a
 // flag or a peer sizes. `steady_clock::now() + absl::ToChronoNanoseconds(d)` overflows for
 // an infinite or huge `d` (ToChrono saturates to the type's maximum) and lands in the
-// past, so a wait meant to be endless ended at once (attack round 12: with
-// --upstream_write_timeout=inf every write failed after a poll).
+// past, so a wait meant to be endless would end at once (with
+// --upstream_write_timeout=inf every write would fail after a poll).
 #pragma once
 
 #include <algorithm>

@@ -188,10 +188,10 @@ absl::Status CheckStep(const std::string& path, const struct stat& st) {
 // Resolves `dir` as the kernel does, one component at a time from "/" (the working
 // directory first for a relative one), and checks everything resolution passes: every
 // directory (CheckStep) and every symlink it follows, the directories inside a symlink's
-// target included (attack round 24b: checking the path as written and realpath()'s result
-// missed another user's symlink in the middle of a chain, and a realpath() that failed on
-// a long path was taken as fine). A missing directory is created 0700, and only inside
-// one already checked (round 24b: creating first followed other users' symlinks). The rule
+// target included (checking the path as written and realpath()'s result misses another
+// user's symlink in the middle of a chain, and a realpath() can fail on a long path). A
+// missing directory is created 0700, and only inside one already checked (creating first
+// would follow other users' symlinks). The rule
 // is ssh's StrictModes; this is what lets no other user swap the directory or anything on
 // the way to it later. FAILED_PRECONDITION names the step that is not safe; other codes,
 // what could not be read or made.
@@ -352,7 +352,7 @@ absl::StatusOr<std::string> ReadCertificateFile(const std::string& path, const s
   constexpr size_t kMaxPemBytes = 1 << 20;
   // Public, so a symlink may lead to it (a mounted Kubernetes Secret); but a trust anchor
   // others could rewrite trusts whoever rewrote it, and a FIFO or a device would hang or
-  // flood the start (attack round 16, F7).
+  // flood the start.
   Fd fd(open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
   if (fd.get() < 0) return Errno(absl::StrCat("cannot read ", flag), path);
   struct stat st;

@@ -57,8 +57,8 @@ absl::StatusOr<std::string> ReadCertificateFile(const std::string& path, const s
 // as the kernel resolves it: every directory on the way (symlink targets included) must be
 // root's or ours and sticky if others may write it, every symlink root's or ours; missing
 // directories are created 0700 inside checked ones; the directory itself must be ours and
-// closed to group and others. An existing one is never chmod'ed: --socket=/tmp/x.sock in a
-// root daemon once made /tmp 0700 (attack rounds 23, 24). FAILED_PRECONDITION naming
+// closed to group and others. An existing one is never chmod'ed (a root daemon given
+// --socket=/tmp/x.sock would make /tmp 0700). FAILED_PRECONDITION naming
 // `what`, `dir`, what is wrong and `flag` otherwise.
 absl::Status ClaimPrivateDirectory(const std::string& dir, const std::string& what,
                                    const std::string& flag);

@@ -33,8 +33,8 @@ bool IsLineBreak(uint32_t cp) {
 
 // Characters that would be invisible or reorder text: C0 and C1 controls, DEL, bidi
 // marks, embeddings, overrides and isolates, the byte order mark, zero-width characters,
-// the soft hyphen, invisible operators and tag characters (attack round 22, F6: text a
-// model reads and a person reviewing the description does not see).
+// the soft hyphen, invisible operators and tag characters: text a model would read and a
+// person reviewing the description would not see.
 bool IsHiddenControl(uint32_t cp) {
   return cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F) || cp == 0xAD || cp == 0x180E ||
          (cp >= 0x200B && cp <= 0x200F) || (cp >= 0x202A && cp <= 0x202E) ||

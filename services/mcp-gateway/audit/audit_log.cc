@@ -23,7 +23,7 @@ namespace gateway {
 namespace {
 
 // O_NONBLOCK: a FIFO planted at the path fails at once (ENXIO without a reader) instead of
-// hanging the gateway's start (attack round 19, F5); a regular file ignores it.
+// hanging the gateway's start; a regular file ignores it.
 constexpr int kOpenFlags = O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
 
 // Drops are reported in the gateway's log at most this often.
@@ -359,11 +359,10 @@ bool AuditLog::Core::WriteAll(absl::string_view text) {
 // Everything happens in the directory claimed at Open, whatever its path names now. The
 // kept files move only when the file's name there still names the file we write: when it
 // was moved or removed (or a reopen failed), a new file is opened under that name and
-// nothing kept is touched
-// (attack round 19, F4: a failed reopen made every later line shift the kept files, each
-// shift deleting the oldest, and auditing never resumed).
-// A rotation that cannot be done whole is not done (attack round 20, F4': a directory at
-// `.1` made every rotation replace `.1`): lines go on to the current file up to twice
+// nothing kept is touched (otherwise a failed reopen would make every later line shift the
+// kept files, each shift deleting the oldest, and auditing would never resume).
+// A rotation that cannot be done whole is not done (a directory at `.1` would otherwise
+// make every rotation replace `.1`): lines go on to the current file up to twice
 // max_file_bytes, then are dropped, and rotation is tried again each reopen_interval.
 bool AuditLog::Core::Rotate() {
   const bool may_grow = size_ < 2 * options.max_file_bytes;

@@ -28,8 +28,7 @@ class CallLimits {
  public:
   // A call's arguments are charged this many times their size: a queued run_python holds
   // them about three times over (the request's parse, the work's copy, the run's code and
-  // its proto). Charged once, 48 MB of queued code took the gateway up 145 MiB (attack
-  // round 6).
+  // its proto). Charged once, 48 MB of queued code would take the gateway up 145 MiB.
   static constexpr uint64_t kCopies = 3;
 
   struct Options {

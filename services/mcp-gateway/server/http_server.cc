@@ -144,7 +144,7 @@ void HttpServer::Impl::Accept() {
 std::optional<http::Response> HttpServer::Impl::Check(http::Connection* conn, const http::Request& req) {
   if (req.path != options.path) return Error(404, kInvalidRequest, "Not Found");
   // Fields that decide who the client is or what it asks for say it once: with two, a proxy
-  // that reads the last could see another request than we serve (attack round 14, F1).
+  // that reads the last could see another request than we serve.
   for (const char* name : {"Host", "Origin", "Authorization", kSessionHeader, kVersionHeader,
                            "Mcp-Method", "Mcp-Name", kLastEventHeader}) {
     if (req.Count(name) > 1) {
@@ -397,9 +397,9 @@ void HttpServer::Stop() {
     stateless.swap(d.stateless);
   }
   for (auto& [id, session] : sessions) d.CloseSession(session);
-  // A running request is told why it ends, with nothing to resume (attack round 14, F7);
-  // closing cancels it (its own answer is not sent), and a listen stream ends with its
-  // final result.
+  // A running request is told why it ends (-32603, the gateway is shutting down), with
+  // nothing to resume; closing cancels it (its own answer is not sent), and a listen
+  // stream ends with its final result.
   for (auto& [n, call] : stateless) {
     if (!call.listen) {
       call.stream->Send(Impl::ShutdownAnswer(call.request_id));

@@ -1,7 +1,8 @@
-// The inside of HttpServer, shared by its two source files: http_server.cc (listening,
-// the checks that run on headers alone, the reaper, start and stop) and
+// The inside of HttpServer, shared by its three source files: http_server.cc (listening,
+// the checks that run on headers alone, the reaper, start and stop),
 // http_server_requests.cc (POST, GET and DELETE on the MCP endpoint, and the sessions they
-// create, carry and close). Private to them; users include server/http_server.h.
+// create, carry and close) and http_server_stateless.cc (a POST of the 2026-07-28 era,
+// answered without an MCP session). Private to them; users include server/http_server.h.
 #pragma once
 
 #include <algorithm>

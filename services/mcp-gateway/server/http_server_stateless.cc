@@ -40,7 +40,7 @@ std::optional<json> HttpServer::Impl::StatelessRefusal(const http::Request& req,
                                                        const json& id) {
   const bool is_request = wire::LooksLikeRequest(message);
   // The JSON-RPC shape first: a method that is not a string, or a message that is neither
-  // request, notification nor response (attack round 14, F5: HTTP 500).
+  // request, notification nor response: 400 with -32600 and the id, never a 500.
   auto method = message.find("method");
   if (method != message.end() && !method->is_string()) {
     return MakeError(id, kInvalidRequest, "method must be a string");
@@ -51,7 +51,7 @@ std::optional<json> HttpServer::Impl::StatelessRefusal(const http::Request& req,
   static const json kNoParams = json::object();
   auto p = message.find("params");
   const json& params = p != message.end() && p->is_object() ? *p : kNoParams;
-  // initialize belongs to the 2025 era; its header says otherwise (F6).
+  // initialize belongs to the 2025 era; its header says otherwise (-32020).
   if (method != message.end() && *method == "initialize" && !HasEnvelopeClaim(message)) {
     return MakeError(id, kHeaderMismatch,
                      "Header mismatch: MCP-Protocol-Version names the 2026-07-28 era, which has no "
@@ -145,7 +145,7 @@ void HttpServer::Impl::CarryStateless(const std::shared_ptr<http::Connection>& c
   if (!registered) {
     // Stop() took the calls before this one was kept. Its stream is not attached yet and
     // Stop() is about to close the connection: answer here, on the connection's own
-    // executor, before that close runs (attack round 14, F7; seen in CI).
+    // executor, before that close runs, or the request would end with no answer at all.
     call.session->mcp->Close();
     const json error = ShutdownAnswer(call.request_id);
     return conn->Respond({StatelessHttpStatus(error), "application/json", wire::Dump(error), {}});

@@ -35,7 +35,7 @@ namespace http {
 // EventStream with its shared_ptr control block, mutex and deque (whose first block alone
 // is 512 B), the strings' allocations, and the session's `calls` map node with the request
 // id. Measured: 6,000 kept finished streams of unknown-tool calls added ~8 MB of RSS, ~1.3 KB
-// each, of which ~250 B is event text charged on its own (attack round 5, F5). It is
+// each, of which ~250 B is event text charged on its own. It is
 // charged to the replay budget while the stream is kept, so that the budget also bounds
 // how many streams all sessions keep, not only their events' bytes.
 inline constexpr size_t kKeptStreamBytes = 1024;

@@ -1,7 +1,8 @@
-// The inside of McpSession, shared by its source files: mcp_session.cc (dispatch, the 2025
-// era, calls on workers, cancellation, closing) and mcp_session_stateless.cc (requests of
-// the 2026-07-28 era: server/discover, subscriptions/listen). Private to them; users
-// include server/mcp_session.h.
+// The inside of McpSession, shared by its three source files: mcp_session.cc (dispatch,
+// the 2025 era, cancellation, closing), mcp_session_work.cc (tools/call, resources/read
+// and resources/list on workers) and mcp_session_stateless.cc (requests of the 2026-07-28
+// era: server/discover, subscriptions/listen). Private to them; users include
+// server/mcp_session.h.
 #pragma once
 
 #include <algorithm>

@@ -24,7 +24,7 @@ void McpSession::Impl::HandleStatelessRequest(const std::string& method, const j
     codemode::MutexLock lock(&mu);
     if (init_done) initialized_with = protocol_version;
   }
-  if (!initialized_with.empty()) {  // one era per connection (attack round 14, F6)
+  if (!initialized_with.empty()) {  // one era per connection
     response = MakeError(id, kInvalidRequest,
                          absl::StrCat("this connection initialized with protocol ", initialized_with,
                                       ": its requests carry no protocol version in _meta (protocol ",

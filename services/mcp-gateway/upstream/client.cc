@@ -25,12 +25,13 @@ using nlohmann::json;
 
 // One upstream's part of the receive budget (--max_upstream_bytes_in_flight): at most a
 // quarter of it, and an upstream holding more than a 64th (a line or event being read) may
-// not take the last eighth. Each upstream reads one message at a time, so three whose
-// messages never end held all 96 MiB for as long as they lived, and every other upstream's
-// answers were refused (attack round 8, F13); with the last eighth kept, two such lines
-// still held 63.6 MiB (round 9). Now one upstream holds at most 24 MiB of what no caller
-// is charged for (an answer moves to its caller's budget once its id is read: stdio,
-// StdoutLines), and only until its message stops growing (--upstream_message_idle_timeout).
+// not take the last eighth. Each upstream reads one message at a time, so without the
+// quarter a few upstreams whose messages never end would hold the whole budget for as long
+// as they lived and every other upstream's answers would be refused; the reserve alone
+// still leaves two such lines most of it. One upstream holds at most 24 MiB (at the
+// default) of what no caller is charged for (an answer moves to its caller's budget once
+// its id is read: stdio, StdoutLines), and only until its message stops growing
+// (--upstream_message_idle_timeout).
 std::shared_ptr<codemode::ByteBudget> UpstreamPart(const std::shared_ptr<codemode::ByteBudget>& all) {
   if (!all) return nullptr;
   return std::make_shared<codemode::ByteBudget>(absl::StrCat(all->flag(), "/4"), all->limit() / 4,
@@ -41,8 +42,8 @@ std::shared_ptr<codemode::ByteBudget> UpstreamPart(const std::shared_ptr<codemod
 
 namespace {
 
-// What is kept of a server's name and instructions (attack round 15, N1: 10 MB each were
-// kept whole and copied by every Snapshot()); the catalog shows 2,000 characters of the
+// What is kept of a server's name and instructions: every Snapshot() copies them, so a
+// server's 10 MB of each must not be kept whole; the catalog shows 2,000 characters of the
 // instructions, logs a line of the name.
 constexpr size_t kMaxServerName = 256;
 constexpr size_t kMaxInstructions = 8192;

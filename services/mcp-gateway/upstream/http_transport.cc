@@ -147,8 +147,8 @@ StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
     }
     return true;
   };
-  // A request's stream ends for us with its response: what comes after is not read
-  // (attack round 15, F2: list_changed on answered streams piled up streams and threads).
+  // A request's stream ends for us with its response: what comes after is not read (else
+  // list_changed sent on answered streams would pile up streams and threads).
   const bool request = wire::LooksLikeRequest(message);
   bool answered = false;
   auto dispatch = [&](json m) {
@@ -232,7 +232,7 @@ absl::Status StreamableHttpTransport::Post(const json& message, HttpExchange* ex
     *final_status = r.status;
     // 404 is how a 2025 server says the session is gone; 400 also, unless its body is a
     // JSON-RPC error that answers this very request: the server has refused the request,
-    // and sending it again on a new session would run it twice (attack round 15, F1).
+    // and sending it again on a new session would run it twice.
     const bool expired = r.status == 404 || (r.status == 400 && !AnswersWithError(message, r.body));
     if (expired && !r.session_used.empty() && !initialize && attempt == 0) {
       spdlog::info("upstream {}: session expired (HTTP {}); initializing again", config_.name,

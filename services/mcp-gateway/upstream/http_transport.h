@@ -112,7 +112,7 @@ class StreamableHttpTransport : public HttpTransportBase {
   httplib::Request NewPost(const nlohmann::json& message, bool initialize, std::string* session_used);
   // One POST; messages from the response (JSON or SSE) go to `on_message` as they arrive.
   // A request's SSE stream is read up to its response and then closed: what a server sends
-  // on it afterwards is not read (attack round 15, F2).
+  // on it afterwards is not read (each such stream would hold a thread and a socket).
   // The answer's bytes are charged to `answer_budget`, or to receive_budget_ when null.
   // Says why the answer to `message` was not read (too large, or the budget was full).
   void LogUnread(const nlohmann::json& message, const PostResult& r) const;

@@ -54,7 +54,7 @@ StreamableHttpTransport::GetResult StreamableHttpTransport::GetOnce(
     return event_stream;  // anything else: do not read the body
   };
   // What belongs to no request (or resumes one) is charged to the receive budget while it
-  // is buffered and dispatched (attack round 7, F11).
+  // is buffered and dispatched, so that messages of every kind add up to that budget.
   codemode::ByteHold hold(receive_budget_);
   // Declared after `hold`: its thread is joined before the hold is released.
   StalledEventWatchdog watchdog(message_idle_timeout_, [exchange] { exchange->Stop(); });
@@ -178,7 +178,7 @@ void StreamableHttpTransport::RunGetStream(std::shared_ptr<HttpExchange> exchang
     }
     // A stream cut for an oversized or stalled event, or one that ends in the middle of an
     // event, is a failure however much it delivered first: an upstream that keeps doing it
-    // must not have us reopen at the floor rate (attack round 11 re-check).
+    // must not have us reopen at the floor rate.
     const bool faulty = r.too_large || !r.busy.empty() || r.stalled || r.mid_event;
     if (!faulty && (r.got_event || absl::Now() - opened >= retry_.lived)) failures = 0;
     const absl::Duration delay = ReconnectDelay(cursor.retry_ms, failures, retry_);

@@ -236,7 +236,7 @@ absl::Status JsonRpcClient::GiveUp(int64_t id, const std::string& method, Pendin
   std::string reason = cancelled ? (options.cancel ? options.cancel->reason() : "cancelled")
                                  : "timed out";
   // First: what the answer holds is released now, not after a write to a server that may
-  // have stopped reading (attack round 11, 1c).
+  // have stopped reading (that write can wait --upstream_write_timeout).
   transport_->Abandon(id);
   if (options.notify_cancelled) {
     absl::Status s = Notify("notifications/cancelled", {{"requestId", id}, {"reason", reason}});
@@ -360,8 +360,8 @@ void JsonRpcClient::OnResponse(json& message) {
 
 void JsonRpcClient::OnNotification(const json& message) {
   const std::string& method = message["method"].get_ref<const std::string&>();
-  // By reference: a hostile upstream's params may be as large as a message (attack round 7,
-  // F10 found a copy here of every 15 MiB progress notification).
+  // By reference: a hostile upstream's params may be as large as a message (a 15 MiB
+  // progress notification), and a copy here would double it.
   static const json kNoParams = json::object();
   auto found = message.find("params");
   const json& params = found != message.end() ? *found : kNoParams;
@@ -419,9 +419,9 @@ void JsonRpcClient::LogUpstreamMessage(const json& params) {
 
 void JsonRpcClient::OnServerRequest(const json& message) {
   const std::string& method = message["method"].get_ref<const std::string&>();
-  // Our reply echoes the id: a huge one (attack round 7: a 15 MiB string id, written from
-  // the reader thread to a server that did not read it, held that thread and its copies
-  // until the server died) is not worth an answer; no conforming server sends one.
+  // Our reply echoes the id: a huge one (a 15 MiB string id, written from the reader
+  // thread to a server that does not read it, would hold that thread and its copies until
+  // the server died) is not worth an answer; no conforming server sends one.
   const json& id = message["id"];
   uint64_t dropped = 0;
   if (!(id.is_number_integer() || (id.is_string() && id.get_ref<const std::string&>().size() <=

@@ -124,8 +124,8 @@ void UpstreamManager::Impl::Run(Upstream* u) {
       Serve(u, client);
       // Only a connection that lasted starts the backoff over: one the upstream ends at once
       // must not have us reconnect every retry_initial, nor one we cut for its fault however
-      // long it lasted (a legacy SSE stream whose event stalled for 30 s was reconnected
-      // every 31 s: attack round 11, 3c).
+      // long it lasted (a legacy SSE stream whose event stalls for 30 s would otherwise be
+      // reconnected every 31 s).
       lasted = absl::Now() - connected_at >= options.stream_retry.lived &&
                !client->cut_for_misbehaviour();
       if (lasted) backoff = options.retry_initial;

@@ -21,7 +21,7 @@ class MessageIdScanner {
  public:
   // Which ids of a batch are worth recording (the requests still waiting for an answer):
   // a batch that puts kMaxBatchIds answers to requests never made first must not hide the
-  // real ones (attack round 9, F15). Null: every id.
+  // real ones. Null: every id.
   using Filter = std::function<bool(const nlohmann::json& id)>;
   explicit MessageIdScanner(Filter wanted = nullptr) : wanted_(std::move(wanted)) {}
 

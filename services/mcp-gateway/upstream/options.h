@@ -93,8 +93,8 @@ struct UpstreamOptions {
   double log_messages_per_second = 10;
   // Notifications an upstream may send per second (bursts of ten times as many); past it
   // they are dropped, and a 2026-07-28 upstream's subscriptions/listen stream is closed
-  // and opened again later and later (attack round 17, F1: 450,000 a second kept a core
-  // busy). 0: no limit.
+  // and opened again later and later (an upstream sending 450,000 a second would keep a
+  // core busy). 0: no limit.
   double notifications_per_second = 100;
   // Answers being received from HTTP upstreams for requests that charge no caller's budget
   // (CallOptions::answer_hold; the gateway's own initialize and tools/list), all upstreams

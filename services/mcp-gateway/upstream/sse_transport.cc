@@ -73,7 +73,8 @@ void SseTransport::RunStream() {
   std::string content_type, body;
   SseParser parser(max_message_bytes_);
   bool too_large = false;
-  // Every answer and notification, charged while buffered and dispatched (round 7, F11).
+  // Every answer and notification, charged while buffered and dispatched: a flood of large
+  // messages of any kind adds up to the receive budget, not past it.
   codemode::ByteHold hold(receive_budget_);
   // Declared after `hold`: its thread is joined before the hold is released.
   StalledEventWatchdog watchdog(message_idle_timeout_, [this] { stream_->Stop(); });
@@ -132,9 +133,9 @@ void SseTransport::RunStream() {
     codemode::MutexLock lock(&mu_);
     stream_ended_ = true;
     stream_error_ = reason;
-    // Ending the stream in the middle of an event is the upstream's fault too: one that did
-    // it just before the watchdog held its partial event most of the time, and was
-    // reconnected at once every time (attack round 11 re-check).
+    // Ending the stream in the middle of an event is the upstream's fault too: otherwise one
+    // that did it just before the watchdog would hold its partial event most of the time and
+    // be reconnected at once every time.
     cut_for_misbehaviour_ =
         too_large || watchdog.fired() || !busy.empty() || parser.mid_event();
     had_endpoint = !endpoint_.empty();

@@ -1,5 +1,5 @@
 // StalledEventWatchdog: cuts an HTTP event stream (a Streamable HTTP GET stream, a legacy
-// SSE stream) whose event being read stops growing (attack round 9, F13 on HTTP). Such a
+// SSE stream) whose event being read stops growing. Such a
 // stream's partial event holds its part of --max_upstream_bytes_in_flight until the stream
 // ends, and a GET stream's read timeout is an hour: a server could begin a large event,
 // stall, and keep the bytes charged for as long as it lived. The stream's own reads block

@@ -42,8 +42,8 @@ constexpr size_t kMaxStderrLineBytes = 64u << 10;
 constexpr size_t kMaxLoggedLineBytes = 4096;  // stderr lines are truncated in the log
 constexpr size_t kMaxRequestsRemembered = 1u << 16;  // requests in flight to one upstream
 // notifications/cancelled comes from a caller that has given up already: it waits little,
-// and is dropped if the server does not take it (attack round 11, 1c: behind six queued
-// writes to a server that stopped reading, a timed-out call returned 170 s late).
+// and is dropped if the server does not take it (behind queued writes to a server that
+// stopped reading, a timed-out call would otherwise return minutes late).
 constexpr absl::Duration kCancelWriteTimeout = absl::Seconds(1);
 // How often a write waiting for a server that does not read asks whether its caller gave up.
 constexpr absl::Duration kGivenUpPoll = absl::Milliseconds(100);
@@ -249,8 +249,8 @@ absl::Status StdioTransport::WriteLine(const std::string& line, const SendLimits
     torn = torn_line_;
   }
   // The message before this one was cut off part way (its write timed out): end that line
-  // first, or the server reads this message as the rest of it, and both are lost (attack
-  // round 11 re-check). The server sees one line it cannot parse instead.
+  // first, or the server reads this message as the rest of it, and both are lost. The
+  // server sees one line it cannot parse instead.
   size_t written = 0;
   absl::Status sent;
   if (torn) {
@@ -303,7 +303,7 @@ void StdioTransport::ReadStdout() {
   hooks.may_log = [this] { return MayLog(); };
   // Every upstream's lines together, whatever they carry (answers, notifications, requests
   // for us): a flood of 15 MiB messages of any kind from several upstreams otherwise adds
-  // up uncounted (attack round 7, F11).
+  // up uncounted.
   StdoutLines lines(config_.name, max_message_bytes_, receive_budget_, message_idle_timeout_,
                     std::move(hooks));
   int abandoned_fd;

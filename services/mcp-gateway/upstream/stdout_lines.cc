@@ -49,7 +49,7 @@ void StdoutLines::FeedPiece(const char* data, size_t size, bool ends_line) {
       data, size, [this](const std::string& line) { if (hooks_.on_line) hooks_.on_line(line); },
       [this] { Skip(Drop::kTooLarge, ""); });
   // A line being skipped holds nothing: its charge must not stay until a newline that a
-  // hostile server never sends (attack round 8, F13).
+  // hostile server never sends.
   if (framer_.skipping()) hold_->ShrinkTo(0);
   in_line_ = !ends_line && !framer_.skipping();
   if (ends_line) EndLine();

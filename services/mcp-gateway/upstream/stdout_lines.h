@@ -5,18 +5,18 @@
 //  - its size (max_message_bytes): a longer line is skipped as it arrives, never buffered;
 //  - the budget: a line the budget refuses is skipped, and holds nothing while skipped;
 //  - time (idle_timeout): a line that has received no byte for that long while incomplete
-//    is abandoned (its hold released, the rest skipped up to its newline); before it, a
-//    server that began a large line and never ended it held its charge for as long as it
-//    lived (attack rounds 8 and 9, F13).
+//    is abandoned (its hold released, the rest skipped up to its newline), so a server
+//    that begins a large line and never ends it does not hold its charge for as long as it
+//    lives.
 // The request a dropped or abandoned line answered (its id, found by a MessageIdScanner fed
 // the same bytes) fails at once, with the reason.
 //
 // An answer line whose id is a request sent with a caller's budget (StdioTransport::
 // SendRequest) is charged to that caller instead of the shared budget from the moment its
-// id is seen (attack round 9, F16: one token's large stdio answers used the budget that
-// every credential shares), and only while the caller waits: once it gives up, the line is
-// skipped and its charge released (CheckCallers; attack round 10, F17: a server trickling a
-// byte now and then kept a timed-out caller's charge for as long as it lived).
+// id is seen (so one token's large stdio answers do not use the budget every credential
+// shares), and only while the caller waits: once it gives up, the line is skipped and its
+// charge released (CheckCallers: a server trickling a byte now and then cannot keep a
+// timed-out caller's charge for as long as it lives).
 #pragma once
 
 #include <cstddef>

@@ -45,8 +45,8 @@ struct AnswerCharges {
 
 // How long sending a request may block, and what ends it sooner: a stdio request waits for
 // its turn to write and for a server that reads, at most --upstream_write_timeout, and no
-// longer than its call (attack round 12: with that flag "inf" a call and the gateway's
-// shutdown waited as long as the server did not read). Transports that send on worker
+// longer than its call (so that with that flag "inf" neither a call nor the gateway's
+// shutdown waits as long as the server does not read). Transports that send on worker
 // threads return at once and need neither.
 struct SendLimits {
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();

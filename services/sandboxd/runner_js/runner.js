@@ -107,7 +107,7 @@ class Runner {
 
   // Ends the namespace's worker and every process its code started: they are killed first
   // (which also frees a worker waiting for one, as in execSync), and again once the worker has
-  // exited, since until then its background code could start more (attack round 23). Resolves
+  // exited, since until then its background code could start more. Resolves
   // with null, or with a note for the user when the worker has not exited within
   // WORKER_EXIT_WAIT_MS.
   async retireNamespace() {

@@ -1,8 +1,8 @@
-// One sandboxd per state directory and per socket (attack round 22, F1). A daemon that
-// got SIGTERM stops listening at once but drains for up to --shutdown_grace while it
-// still holds every session; a second one started in that window used to see a socket
-// nobody answered on, take it over and re-attach every session, and the two then lost
-// them all between them. Now each daemon holds exclusive flock(2)s on
+// One sandboxd per state directory and per socket. A daemon that got SIGTERM stops
+// listening at once but drains for up to --shutdown_grace while it still holds every
+// session; a second one started in that window would see a socket nobody answers on, take
+// it over and re-attach every session, and the two would lose them all between them. So
+// each daemon holds exclusive flock(2)s on
 // <state_dir>/sandboxd.lock and <socket>.lock from before it touches either until it
 // exits (the kernel drops them with the process, also on a crash or SIGKILL), and a
 // second start is refused at once, naming the holder's pid:

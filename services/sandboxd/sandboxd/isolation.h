@@ -1,5 +1,5 @@
 // Isolation: what stands between the sandboxed code and the host kernel (sandbox.v1.Isolation
-// and README.md, "Isolation modes").
+// and docs/security.md, "Isolation modes").
 //
 //   kContainer  a hardened podman container on runc/crun: the code's system calls reach
 //               the host kernel, filtered by seccomp.

@@ -3,7 +3,7 @@
 // namespaces denied. Podman's default lets any process call unshare(CLONE_NEWUSER): code
 // in the sandbox could become root with every capability in a user namespace of its own,
 // mount file systems and reach kernel interfaces (nf_tables, ...) that are the way in of
-// most kernel privilege escalations (attack round 20, N2). Docker's default profile denies
+// most kernel privilege escalations. Docker's default profile denies
 // it; this does the same to podman's:
 //
 //   clone, unshare  allowed only without namespace flags (CLONE_NEWNS, NEWCGROUP, NEWUTS,

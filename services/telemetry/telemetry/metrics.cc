@@ -26,8 +26,8 @@ std::string LabelFold::Clean(absl::string_view value) {
     }
   }
   if (!changed) return clean;
-  // Clipped or rewritten: names that differ stay apart (attack round 19, F2: two 70-byte
-  // tool names, a read and a delete, shared one series). FNV-1a of the whole value.
+  // Clipped or rewritten: names that differ stay apart (two 70-byte tool names, a read and
+  // a delete, must not share one series). FNV-1a of the whole value.
   uint32_t hash = 2166136261u;
   for (unsigned char c : value) hash = (hash ^ c) * 16777619u;
   clean.resize(std::min(clean.size(), kMaxValueBytes - 9));

@@ -64,8 +64,8 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
                                      : absl::StrCat(hp->host, ":", hp->port);
   // A scrape is one short request: no keep-alive, and a connection that sends nothing is
   // dropped after 2 s. civetweb gives each connection a worker while it reads, so idle
-  // connections hold workers (attack round 19, F3: 4 workers and 10 s let 40 idle
-  // connections of any local user delay a scrape by 100 s): 16 workers, which a scrape
+  // connections hold workers (with 4 workers and 10 s, 40 idle connections of any local
+  // user would delay a scrape by 100 s): 16 workers, which a scrape
   // finds free unless someone holds all of them, and then waits at most 2 s per 16.
   std::vector<std::string> options = {"listening_ports", ports,  "num_threads", std::to_string(kWorkers),
                                       "request_timeout_ms", "2000", "enable_keep_alive", "no"};

@@ -19,7 +19,7 @@ class HostileTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     // 64 processes fit in 256 MiB under Linux; gVisor copies forked memory in larger
-    // units (~4.5 MiB more per forked Python; README.md, "Isolation modes"), so the fork bomb's
+    // units (~4.5 MiB more per forked Python; docs/security.md, "Isolation modes"), so the fork bomb's
     // session needs more there to survive its own bomb.
     const std::string memory = TestIsolation() == "gvisor" ? "--memory_mb=768" : "--memory_mb=256";
     daemon_ = new SandboxdProcess({"--kill_grace=1s", memory, "--pids=64",
