@@ -17,8 +17,9 @@ ABSL_FLAG(std::string, wasm_jail, "",
 ABSL_FLAG(std::string, wasm_bwrap, "bwrap", "bubblewrap, the wasm tier's namespaces layer.");
 ABSL_FLAG(std::string, wasm_layers, "auto",
           "Layers every wasm session must get: auto (node, seccomp and landlock, and bwrap "
-          "where it works) or a comma list of node, seccomp, landlock, bwrap. sandboxd "
-          "refuses to start when one is missing here, saying why.");
+          "where it works) or a comma list of node, seccomp, landlock, bwrap that names at "
+          "least seccomp and landlock. sandboxd refuses to start when one is missing here, "
+          "saying why.");
 ABSL_FLAG(std::string, wasm_dir, "",
           "Workspaces and Python snapshots of wasm sessions (default: <state_dir>/wasm; as "
           "root <state_dir>-wasm, beside the 0700 state directory, since sessions run as "

@@ -36,6 +36,16 @@ function messageProblem(m) {
   }
 }
 
+// Under Node's permission model (the wasm tier) the runner needs --allow-worker to start
+// this worker, but a worker started by user code may drop the model altogether (`execArgv:
+// []` gives one without any permission). The namespace gets the runner's permission flags
+// without --allow-worker, so user code cannot start a worker at all. (Node's process-wide
+// flags, such as --disallow-code-generation-from-strings, hold in every thread anyway.)
+function permissionFlagsWithoutWorkers() {
+  return process.execArgv.filter((a) =>
+    (a === '--permission' || a.startsWith('--allow-')) && a !== '--allow-worker');
+}
+
 class Namespace {
   // handlers: ready(), out(stream, text), call(m), done(m), pong(n), lost(reason, outOfMemory);
   // lost is called at most once, and nothing after it.
@@ -49,6 +59,7 @@ class Namespace {
       transferList: [channel.port2], stdout: true, stderr: true };
     if (env) options.env = { ...env };
     if (heapMb) options.resourceLimits = { maxOldGenerationSizeMb: heapMb };
+    if (process.permission) options.execArgv = permissionFlagsWithoutWorkers();
     this.port = channel.port1;
     this.port.on('message', (m) => this.onMessage(m));
     this.worker = new Worker(bundle, options);

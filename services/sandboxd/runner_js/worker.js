@@ -17,6 +17,7 @@ const { cap, escapeLoneSurrogates, RESULT_LIMIT, ERROR_MESSAGE_LIMIT, TRACEBACK_
   require('./common');
 const { OutputCapture } = require('./worker_output');
 const { WorkerTools } = require('./worker_tools');
+const { installChmodOfSameMode } = require('./fs_modes');
 
 // Taken out of workerData, which user code can read (require('worker_threads').workerData).
 const port = workerData && workerData.port;
@@ -162,6 +163,7 @@ const INTERRUPTED = Symbol('interrupted');
 
 function startWorker() {
   if (!port) throw new Error('the namespace runtime is already running in this worker');
+  installChmodOfSameMode();
   new WorkerRuntime().setup();
 }
 

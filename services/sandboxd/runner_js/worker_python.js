@@ -10,6 +10,7 @@
 const { workerData } = require('worker_threads');
 const { log } = require('./common');
 const { loadPython, SnapshotRefused } = require('./python_files');
+const { installChmodOfSameMode } = require('./fs_modes');
 
 const WORKSPACE = '/workspace';
 // Emscripten's errno values of EACCES and EPERM.
@@ -40,6 +41,7 @@ function refuseSockets(py) {
 
 async function runPythonWorker(port, files, interruptBuffer) {
   const post = port.postMessage.bind(port);
+  installChmodOfSameMode();
   const py = await loadPython(files);
   py.setInterruptBuffer(new Int32Array(interruptBuffer));
   refuseUnknownNodeErrors(py);

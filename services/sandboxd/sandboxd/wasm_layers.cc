@@ -100,6 +100,13 @@ absl::StatusOr<std::vector<bool>> ParseDemanded(const std::string& demanded, boo
           "wasm layers: unknown layer \"", name, "\" in \"", demanded,
           "\" (use \"auto\" or names of node, seccomp, landlock, bwrap)"));
   }
+  for (WasmLayer layer : {WasmLayer::kSeccomp, WasmLayer::kLandlock}) {
+    if (!wanted[static_cast<int>(layer)])
+      return absl::InvalidArgumentError(absl::StrCat(
+          "wasm layers: \"", demanded, "\" leaves out ", std::string(WasmLayerName(layer)),
+          ": node, seccomp and landlock are always in force (Node's permission model alone "
+          "does not hold user code); the list may add bwrap"));
+  }
   return wanted;
 }
 
@@ -173,8 +180,8 @@ absl::StatusOr<WasmJailLayersLine> ParseWasmJailLayersLine(std::string_view stde
   WasmJailLayersLine parsed;
   int seen = 0;
   for (absl::string_view field : absl::StrSplit(line, ' ', absl::SkipEmpty())) {
-    if (field == "seccomp=on" || field == "seccomp=off") {
-      parsed.seccomp = field == "seccomp=on";
+    if (field == "seccomp=on" || field == "seccomp=on,no-chmod" || field == "seccomp=off") {
+      parsed.seccomp = field != "seccomp=off";
     } else if (absl::ConsumePrefix(&field, "landlock=")) {
       parsed.landlock = field != "off";
       if (parsed.landlock) parsed.landlock_detail = std::string(field);
@@ -224,6 +231,10 @@ std::vector<std::string> WasmJailArgv(const WasmJailFiles& files,
   }
   argv.push_back(files.jail);
   if (InForce(layers, WasmLayer::kSeccomp)) argv.push_back("--seccomp");
+  if (InForce(layers, WasmLayer::kSeccomp) && !InForce(layers, WasmLayer::kBwrap) &&
+      request.shares_sandboxd_uid) {
+    argv.push_back("--no-chmod");
+  }
   if (InForce(layers, WasmLayer::kLandlock)) {
     argv.push_back("--landlock");
     for (const std::string& path : system_files)  // a link's target is among them

@@ -240,6 +240,7 @@ absl::StatusOr<std::string> WasmRuntime::Start(const ContainerSpec& spec) {
   request.read_paths.push_back(options_.node);
   request.workspace = *workspace;
   request.env_fd = 5;
+  request.shares_sandboxd_uid = geteuid() != 0;
   // RLIMIT_DATA counts address space V8 reserves and never touches (its code range, the
   // heaps' reservations): Node alone needs 768 MiB of it to start, an idle Python session
   // holds 1.3 GiB (for 220 MiB resident). The session's limit comes on top of a fixed

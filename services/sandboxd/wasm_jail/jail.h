@@ -22,8 +22,9 @@ void jail_landlock_describe(int abi, const char* sep, const char* space, char* o
 void jail_landlock_trial(int report_fd);
 
 // seccomp (jail_seccomp.c): loads the allowlist; `exec_path` is the one pointer execve
-// may be called with (the launcher's own execve of PROGRAM).
-void jail_apply_seccomp(const char* exec_path);
+// may be called with (the launcher's own execve of PROGRAM); `allow_chmod` 0 refuses
+// every mode change (set-user-ID, set-group-ID and sticky bits are refused either way).
+void jail_apply_seccomp(const char* exec_path, int allow_chmod);
 // "libseccomp 2.5.4, allowlist of N system calls".
 void jail_seccomp_describe(char* out, size_t n);
 // In a throwaway child: loads the filter; on failure writes why to `report_fd`, exits 1.

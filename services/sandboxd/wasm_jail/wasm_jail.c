@@ -1,7 +1,7 @@
 // sandboxd-wasm-jail: the unprivileged layers of the wasm tier (docs/wasm-tier.md), applied
 // to this process and kept across the execve of the session's program (Node):
 //
-//   sandboxd-wasm-jail [--seccomp] [--landlock] [--read PATH]... [--write PATH]...
+//   sandboxd-wasm-jail [--seccomp [--no-chmod]] [--landlock] [--read PATH]... [--write PATH]...
 //                      [--rlimit-data BYTES] [--rlimit-nofile N] [--rlimit-nproc N]
 //                      [--rlimit-fsize BYTES] [--keep-fd N]... -- PROGRAM ARGS...
 //   sandboxd-wasm-jail --probe     one JSON object on stdout: which layers this kernel applies
@@ -9,6 +9,8 @@
 // Order: rlimits (core size always 0), PR_SET_NO_NEW_PRIVS, every fd > 2 closed but the
 // --keep-fd ones, Landlock (jail_landlock.c), the seccomp allowlist (jail_seccomp.c), one
 // line on stderr naming what is in force, then execve(PROGRAM) with an empty environment.
+// --no-chmod (with --seccomp): no mode changes at all, and a umask of 0, so that a file is
+// created with the mode its creator asks for instead of being chmodded to it afterwards.
 // Exit 2: a bad command line (nothing applied, nothing run). Exit 126: a requested layer
 // cannot be applied ("wasm-jail: cannot apply <layer>: <reason>"). Exit 127: the execve
 // itself failed.
@@ -34,7 +36,7 @@
 enum { kMaxRead = 64, kMaxWrite = 16, kMaxKeep = 16 };
 
 struct options {
-  int seccomp, landlock, probe;
+  int seccomp, no_chmod, landlock, probe;
   const char* read[kMaxRead];
   int nread;
   const char* write[kMaxWrite];
@@ -62,7 +64,7 @@ static void usage(const char* format, ...) {
   fputs("wasm-jail: ", stderr);
   vfprintf(stderr, format, args);
   va_end(args);
-  fputs("\nusage: sandboxd-wasm-jail [--seccomp] [--landlock] [--read PATH]... [--write PATH]...\n"
+  fputs("\nusage: sandboxd-wasm-jail [--seccomp [--no-chmod]] [--landlock] [--read PATH]... [--write PATH]...\n"
         "         [--rlimit-data BYTES] [--rlimit-nofile N] [--rlimit-nproc N]\n"
         "         [--rlimit-fsize BYTES] [--keep-fd N]... -- PROGRAM ARGS...\n"
         "       sandboxd-wasm-jail --probe\n",
@@ -107,6 +109,7 @@ static void add_keep_fd(struct options* o, const char* text) {
 static int parse_option(struct options* o, int argc, char** argv, int i) {
   const char* a = argv[i];
   if (!strcmp(a, "--seccomp")) return o->seccomp = 1;
+  if (!strcmp(a, "--no-chmod")) return o->no_chmod = 1;
   if (!strcmp(a, "--landlock")) return o->landlock = 1;
   if (!strcmp(a, "--probe")) return o->probe = 1;
   if (strncmp(a, "--", 2) != 0) usage("%s: not an option (PROGRAM comes after --)", a);
@@ -141,6 +144,7 @@ static void parse_args(struct options* o, int argc, char** argv) {
     if (argc != 2) usage("--probe takes no other argument");
     return;
   }
+  if (o->no_chmod && !o->seccomp) usage("--no-chmod needs --seccomp");
   if (i >= argc) usage("missing -- before PROGRAM");
   if (i + 1 >= argc) usage("missing PROGRAM after --");
   o->program = argv + i + 1;
@@ -295,9 +299,10 @@ int main(int argc, char** argv) {
     jail_landlock_describe(abi, ",", "", landlock + 9, sizeof(landlock) - 9);
   }
   // The filter lets exactly this execve through: its path pointer is o.program[0].
-  if (o.seccomp) jail_apply_seccomp(o.program[0]);
-  fprintf(stderr, "wasm-jail: layers: seccomp=%s %s rlimits=%s\n", o.seccomp ? "on" : "off",
-          landlock, limits);
+  if (o.no_chmod) umask(0);
+  if (o.seccomp) jail_apply_seccomp(o.program[0], !o.no_chmod);
+  fprintf(stderr, "wasm-jail: layers: seccomp=%s %s rlimits=%s\n",
+          o.seccomp ? (o.no_chmod ? "on,no-chmod" : "on") : "off", landlock, limits);
   char* empty_env[] = {NULL};
   execve(o.program[0], o.program, empty_env);
   fprintf(stderr, "wasm-jail: cannot exec %s: %s\n", o.program[0], strerror(errno));

@@ -87,6 +87,42 @@ TEST(WasmTest, RunsWithoutAContainerEngineAndSaysWhichLayersHold) {
   EXPECT_TRUE(GetInfo(*stub).serving());
 }
 
+// No set-user-ID (or set-group-ID) file in the workspace, a host directory where any local
+// user could start it, by chmod or by creating one; ordinary modes still change (Python's
+// shutil.copy chmods). And no worker from user code: one started with `execArgv: []` runs
+// without Node's permission model.
+void ExpectModesAndWorkersHeld(sandbox::v1::SandboxService::Stub& stub, const std::string& py,
+                               const std::string& js) {
+  struct Case {
+    const std::string& session;
+    std::string code, want;
+  };
+  const std::vector<Case> cases = {
+      {py, "import os, shutil, stat\nopen('m.txt', 'w').write('x')\nshutil.copy('m.txt', 'c.txt')\n"
+           "os.chmod('c.txt', 0o640)\noct(stat.S_IMODE(os.stat('c.txt').st_mode))",
+       "'0o640'"},
+      {py, "import os\ntry:\n  os.chmod('m.txt', 0o4755)\nexcept PermissionError:\n  r = 'refused'\n"
+           "else:\n  r = oct(os.stat('m.txt').st_mode)\nr",
+       "'refused'"},
+      {js, "const fs = require('fs'); fs.writeFileSync('n.txt', 'x'); fs.chmodSync('n.txt', 0o600); "
+           "(fs.statSync('n.txt').mode & 0o7777).toString(8)",
+       "'600'"},
+      {js, "const fs = require('fs'); let r; try { fs.chmodSync('n.txt', 0o4755); r = 'changed'; } "
+           "catch (e) { r = e.code; } r",
+       "'EPERM'"},
+      {js, "const fs = require('fs'); let r; try { fs.closeSync(fs.openSync('s.bin', 'w', 0o6755)); "
+           "r = (fs.statSync('s.bin').mode & 0o7777).toString(8); } catch (e) { r = e.code; } r",
+       "'EPERM'"},
+      {js, "let r; try { const { Worker } = require('worker_threads'); "
+           "new Worker('1', { eval: true, execArgv: [] }); r = 'started'; } catch (e) { r = e.code; } r",
+       "'ERR_ACCESS_DENIED'"},
+  };
+  for (const Case& c : cases) {
+    sandbox::v1::Finished f = RunCode(stub, c.session, c.code, 10000);
+    EXPECT_EQ(f.result_repr(), c.want) << c.code << "\n" << f.DebugString();
+  }
+}
+
 // Each route out of the tier, from both languages, on a daemon started with `args`: none
 // reaches the host, and sandboxd and both sessions serve on.
 void ExpectHostileCodeHeld(const std::vector<std::string>& args) {
@@ -127,6 +163,7 @@ void ExpectHostileCodeHeld(const std::vector<std::string>& args) {
     EXPECT_EQ(seen.find("connected"), std::string::npos) << code << "\n" << f.DebugString();
   }
   EXPECT_FALSE(listener.Reached()) << "a connection from the sandbox reached the host";
+  ExpectModesAndWorkersHeld(*stub, py.id(), js.id());
   EXPECT_EQ(RunCode(*stub, py.id(), "1 + 1").result_repr(), "2");
   EXPECT_EQ(RunCode(*stub, js.id(), "1 + 1").result_repr(), "2");
   fs::remove(secret);
@@ -254,24 +291,17 @@ await new Promise((res, rej) => { forger.on('error', rej); forger.listen({ fd: 3
   }
 }
 
-// The other side of the checks above: Node's permission model alone (it must allow the
-// network to serve the inherited socket) lets a connection out; seccomp, Landlock and bwrap
-// are what stop it.
-TEST(WasmTest, NodesPermissionModelAloneDoesNotHoldTheNetwork) {
-  std::vector<std::string> args = WasmOnly();
-  args.push_back("--wasm_layers=node");
-  SandboxdProcess d(args);
-  ASSERT_TRUE(d.Start());
-  auto stub = d.Stub();
-  Listener listener;
-  sandbox::v1::Session js = CreateIn(*stub, "javascript");
-  sandbox::v1::Finished f = RunCode(
-      *stub, js.id(),
-      "await new Promise((res, rej) => { const s = require('net').connect(" + std::to_string(listener.port()) +
-          ", '127.0.0.1'); s.on('connect', () => { s.destroy(); res('connected'); }); s.on('error', rej); })",
-      10000);
-  EXPECT_EQ(f.result_repr(), "'connected'") << f.DebugString();
-  EXPECT_TRUE(listener.Reached());
+// Node's permission model alone does not hold (it must allow the network to serve the
+// inherited socket, and user code may reach native code): layers 1-3 are always demanded,
+// and a list that leaves out seccomp or Landlock stops the start, saying so.
+TEST(WasmTest, ALayerListWithoutSeccompOrLandlockStopsTheStart) {
+  for (const char* layers : {"node", "node,seccomp", "landlock,bwrap"}) {
+    std::vector<std::string> args = WasmOnly();
+    args.push_back(absl::StrCat("--wasm_layers=", layers));
+    SandboxdProcess d(args);
+    EXPECT_EQ(d.StartExpectingExit(), 1) << layers << "\n" << d.Log();
+    EXPECT_NE(d.Log().find("always in force"), std::string::npos) << layers << "\n" << d.Log();
+  }
 }
 
 }  // namespace

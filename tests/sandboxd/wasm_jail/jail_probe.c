@@ -2,7 +2,9 @@
 // line on stdout, "ok" or "errno <NAME>" (the action's failure). Linked statically, so
 // under Landlock it needs only its own file among the --read paths.
 //
-//   jail_probe socket-inet | socket-unix | fork | read PATH | write PATH | chmod PATH | connect PORT
+//   jail_probe socket-inet | socket-unix | fork | read PATH | write PATH | chmod PATH [MODE]
+//              | fchmodat PATH MODE | fchmod PATH MODE | create PATH MODE | create-open PATH MODE
+//              | connect PORT (MODE in octal; chmod's default 600)
 //              | kill PID | renice-user UID | renice-self | accept FD | exec PATH ARGS... | print TEXT | file PATH | fds | env
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -16,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -40,6 +43,25 @@ static int do_write(const char* path) {
   int ok = fd >= 0 && write(fd, "x", 1) == 1;
   if (fd >= 0) close(fd);
   return result(ok);
+}
+
+// fchmod of PATH opened read-only, to MODE.
+static int do_fchmod(const char* path, const char* mode) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return result(0);
+  int ok = fchmod(fd, (mode_t)strtoul(mode, NULL, 8)) == 0;
+  close(fd);
+  return result(ok);
+}
+
+// A new file PATH made with MODE, through openat(2) or open(2).
+static int do_create(const char* path, const char* mode, long call) {
+  const int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
+  const mode_t m = (mode_t)strtoul(mode, NULL, 8);
+  long fd = call == SYS_open ? syscall(SYS_open, path, flags, m)
+                             : syscall(SYS_openat, AT_FDCWD, path, flags, m);
+  if (fd >= 0) close((int)fd);
+  return result(fd >= 0);
 }
 
 static int do_connect(const char* port) {
@@ -109,8 +131,14 @@ int main(int argc, char** argv) {
   }
   if (!strcmp(a, "read")) return result(open(v, O_RDONLY | O_CLOEXEC) >= 0);
   if (!strcmp(a, "write")) return do_write(v);
-  if (!strcmp(a, "chmod")) return result(syscall(SYS_chmod, v, 0600) == 0);
+  if (!strcmp(a, "chmod"))
+    return result(syscall(SYS_chmod, v, argc > 3 ? (mode_t)strtoul(argv[3], NULL, 8) : 0600) == 0);
+  if (argc > 3 && !strcmp(a, "fchmodat"))
+    return result(syscall(SYS_fchmodat, AT_FDCWD, v, (mode_t)strtoul(argv[3], NULL, 8)) == 0);
   if (!strcmp(a, "connect")) return do_connect(v);
+  if (argc > 3 && !strcmp(a, "fchmod")) return do_fchmod(v, argv[3]);
+  if (argc > 3 && !strcmp(a, "create")) return do_create(v, argv[3], SYS_openat);
+  if (argc > 3 && !strcmp(a, "create-open")) return do_create(v, argv[3], SYS_open);
   if (!strcmp(a, "kill")) return result(kill(atoi(v), 0) == 0);
   if (!strcmp(a, "renice-user")) return result(setpriority(PRIO_USER, (id_t)atoi(v), 1) == 0);
   if (!strcmp(a, "accept")) return do_accept(atoi(v));

@@ -55,14 +55,50 @@ TEST(WasmJailSeccomp, RefusesSocketsForkAndASecondExec) {
   EXPECT_EQ(Answer({"--seccomp"}, {"exec", kProbe, "print", "second"}), "errno EPERM\n");
 }
 
-// Node's fs.chmodSync (Pyodide's NODEFS calls it for every file Python creates) is chmod(2).
-TEST(WasmJailSeccomp, AllowsChmod) {
-  char dir_template[] = "/tmp/wasm-jail-test.XXXXXX";
-  std::string dir = mkdtemp(dir_template);
-  std::string file = dir + "/f";
+// No file the program makes or changes gets the set-user-ID, set-group-ID or sticky bit:
+// a set-user-ID copy of Node in the workspace (a host directory) would run as the
+// session's uid for any local user. Ordinary modes still change.
+TEST(WasmJailSeccomp, NoModeGainsSetuidSetgidOrSticky) {
+  TempDir dir;
+  std::string file = dir.path() + "/f";
   ASSERT_EQ(Answer({}, {"write", file}), "ok\n");
-  EXPECT_EQ(Answer({"--seccomp"}, {"chmod", file}), "ok\n");
-  std::filesystem::remove_all(dir);
+  for (const char* action : {"chmod", "fchmodat", "fchmod"}) {
+    EXPECT_EQ(Answer({"--seccomp"}, {action, file, "640"}), "ok\n") << action;
+    for (const char* mode : {"4755", "2755", "1777", "6700"}) {
+      EXPECT_EQ(Answer({"--seccomp"}, {action, file, mode}), "errno EPERM\n") << action << " " << mode;
+      EXPECT_EQ(Answer({}, {action, file, mode}), "ok\n") << action << " " << mode;
+    }
+  }
+  int n = 0;
+  for (const char* action : {"create", "create-open"}) {
+    for (const char* mode : {"4755", "2755"}) {
+      std::string fresh = dir.path() + "/n" + std::to_string(n++);
+      EXPECT_EQ(Answer({"--seccomp"}, {action, fresh, mode}), "errno EPERM\n") << action << " " << mode;
+      EXPECT_FALSE(std::filesystem::exists(fresh)) << action << " " << mode;
+      EXPECT_EQ(Answer({}, {action, fresh, mode}), "ok\n") << action << " " << mode;
+    }
+    EXPECT_EQ(Answer({"--seccomp"}, {action, dir.path() + "/plain-" + action, "644"}), "ok\n") << action;
+  }
+  EXPECT_EQ(Answer({"--seccomp"}, {"read", file}), "ok\n");
+}
+
+// --no-chmod (a session running as sandboxd's own uid without bwrap, where chmod could
+// reach every file of that uid): no mode changes at all, and files are created with the
+// mode asked for (umask 0) instead of being chmodded to it.
+TEST(WasmJailSeccomp, NoChmodRefusesEveryModeChangeAndCreatesWithTheModeAskedFor) {
+  TempDir dir;
+  std::string file = dir.path() + "/f";
+  ASSERT_EQ(Answer({}, {"write", file}), "ok\n");
+  for (const char* action : {"chmod", "fchmodat", "fchmod"}) {
+    EXPECT_EQ(Answer({"--seccomp", "--no-chmod"}, {action, file, "640"}), "errno EPERM\n") << action;
+    EXPECT_EQ(Answer({"--seccomp"}, {action, file, "640"}), "ok\n") << action;
+  }
+  std::string fresh = dir.path() + "/made";
+  EXPECT_EQ(Answer({"--seccomp", "--no-chmod"}, {"create", fresh, "666"}), "ok\n");
+  EXPECT_EQ(std::filesystem::status(fresh).permissions(), std::filesystem::perms(0666));
+  JailRun alone = Jail({"--no-chmod"}, {"print", "x"});
+  EXPECT_EQ(alone.exit_code, 2) << alone.err;
+  EXPECT_THAT(alone.err, HasSubstr("--no-chmod needs --seccomp"));
 }
 
 TEST(WasmJailSeccomp, SignalsReachOnlyItself) {

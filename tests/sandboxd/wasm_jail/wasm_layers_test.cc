@@ -23,6 +23,7 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 using wasm_jail_test::JailRun;
 using wasm_jail_test::RunProgram;
+using wasm_jail_test::TempDir;
 
 const std::string kJail = WASM_JAIL_PATH;
 const std::string kProbe = WASM_JAIL_PROBE_PATH;
@@ -33,19 +34,6 @@ std::vector<WasmLayerState> Layers(bool seccomp, bool landlock, bool bwrap) {
           {WasmLayer::kLandlock, landlock, ""},
           {WasmLayer::kBwrap, bwrap, ""}};
 }
-
-class TempDir {
- public:
-  TempDir() {
-    char name[] = "/tmp/wasm-layers-test.XXXXXX";
-    path_ = mkdtemp(name);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // The system files as WasmJailArgv must name them: a link as a link inside bwrap and no
 // Landlock rule (its target has one), anything else bound and readable.
@@ -84,6 +72,21 @@ TEST(WasmJailArgv, WithoutBwrapIsTheJailWithItsFlags) {
   argv = WasmJailArgv({kJail, "bwrap"}, Layers(false, false, false), request);
   EXPECT_EQ(argv, (std::vector<std::string>{kJail, "--rlimit-data", "1073741824", "--rlimit-nofile",
                                             "128", "--keep-fd", "3", "--"}));
+}
+
+// A session running as sandboxd's own uid without bwrap's mounts could chmod every file
+// of that uid (Landlock has no rule for modes): the jail refuses mode changes there.
+TEST(WasmJailArgv, NoChmodOnlyForSandboxdsOwnUidWithoutBwrap) {
+  WasmJailRequest request{{"/opt/runtime"}, "/srv/ws", 1 << 30, 0, 128, 32, 3};
+  auto has_no_chmod = [&](bool bwrap) {
+    std::vector<std::string> argv = WasmJailArgv({kJail, "bwrap"}, Layers(true, true, bwrap), request);
+    return std::count(argv.begin(), argv.end(), "--no-chmod") == 1;
+  };
+  EXPECT_FALSE(has_no_chmod(false)) << "a uid of its own (sandboxd is root)";
+  EXPECT_FALSE(has_no_chmod(true));
+  request.shares_sandboxd_uid = true;
+  EXPECT_TRUE(has_no_chmod(false));
+  EXPECT_FALSE(has_no_chmod(true)) << "bwrap binds only the runtime (read-only) and the workspace";
 }
 
 TEST(WasmJailArgv, WithBwrapBindsEachPathAtItsOwnPlace) {
@@ -136,17 +139,27 @@ TEST(ProbeWasmLayers, AutoHasEveryLayerThisMachineHas) {
 
 TEST(ProbeWasmLayers, AListIsExactlyThoseLayers) {
   absl::StatusOr<std::vector<WasmLayerState>> layers =
-      ProbeWasmLayers({kJail, "bwrap"}, "node,seccomp");
+      ProbeWasmLayers({kJail, "bwrap"}, "node,seccomp,landlock");
   ASSERT_TRUE(layers.ok()) << layers.status();
   std::vector<bool> in_force;
   for (const WasmLayerState& state : *layers) in_force.push_back(state.in_force);
-  EXPECT_EQ(in_force, (std::vector<bool>{true, true, false, false}));
-  EXPECT_EQ((*layers)[2].detail, "not demanded");
-  layers = ProbeWasmLayers({kJail, "bwrap"}, " landlock , bwrap");
+  EXPECT_EQ(in_force, (std::vector<bool>{true, true, true, false}));
+  EXPECT_EQ((*layers)[3].detail, "not demanded");
+  layers = ProbeWasmLayers({kJail, "bwrap"}, " landlock , bwrap,seccomp");
   ASSERT_TRUE(layers.ok()) << layers.status();
   in_force.clear();
   for (const WasmLayerState& state : *layers) in_force.push_back(state.in_force);
-  EXPECT_EQ(in_force, (std::vector<bool>{true, false, true, true}));
+  EXPECT_EQ(in_force, (std::vector<bool>{true, true, true, true}));
+}
+
+// Node's permission model alone does not hold user code: seccomp and Landlock are always
+// demanded.
+TEST(ProbeWasmLayers, RefusesAListWithoutSeccompOrLandlock) {
+  for (const char* list : {"node", "node,seccomp", "landlock,bwrap", "node,bwrap"}) {
+    absl::StatusOr<std::vector<WasmLayerState>> layers = ProbeWasmLayers({kJail, "bwrap"}, list);
+    EXPECT_EQ(layers.status().code(), absl::StatusCode::kInvalidArgument) << list;
+    EXPECT_THAT(layers.status().message(), HasSubstr("always in force")) << list;
+  }
 }
 
 TEST(ProbeWasmLayers, RefusesABadListAndAMissingDemandedLayer) {
@@ -156,7 +169,7 @@ TEST(ProbeWasmLayers, RefusesABadListAndAMissingDemandedLayer) {
   }
   TempDir dir;
   absl::StatusOr<std::vector<WasmLayerState>> layers =
-      ProbeWasmLayers({kJail, FakeBwrap(dir)}, "seccomp,bwrap");
+      ProbeWasmLayers({kJail, FakeBwrap(dir)}, "seccomp,landlock,bwrap");
   EXPECT_EQ(layers.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(layers.status().message(), HasSubstr("wasm layer bwrap is demanded"));
   EXPECT_THAT(layers.status().message(), HasSubstr("setting up uid map: Permission denied"));
@@ -233,6 +246,9 @@ TEST(ParseWasmJailLayersLine, ReadsTheJailsLineAndRefusesOthers) {
       "wasm-jail: layers: seccomp=on landlock=abi7(fs,tcp,signal,abstract-unix) rlimits=core:0");
   ASSERT_TRUE(line.ok()) << line.status();
   EXPECT_EQ(line->landlock_detail, "abi7(fs,tcp,signal,abstract-unix)");
+  line = ParseWasmJailLayersLine("wasm-jail: layers: seccomp=on,no-chmod landlock=abi7 rlimits=core:0");
+  ASSERT_TRUE(line.ok()) << line.status();
+  EXPECT_TRUE(line->seccomp);
   EXPECT_EQ(ParseWasmJailLayersLine("wasm-jail: cannot apply landlock: x\n").status().code(),
             absl::StatusCode::kNotFound);
   EXPECT_EQ(ParseWasmJailLayersLine("wasm-jail: layers: seccomp=on evil=1").status().code(),
