@@ -5,7 +5,9 @@
 // gateway builds catalogs from its upstreams and applies the same rules before it sends
 // one, so an upstream that would not fit is left out there, not refused for everyone.
 //
-// The identifiers are computed here, so the runner never sanitises names itself.
+// Every name the runners expose is computed here (the Python identifiers, the JavaScript
+// method names, the Python parameter names) and sent in set_catalog: the runners only
+// read and check them.
 //
 //   absl::StatusOr<Catalog> c = Catalog::FromProto(request.catalog());
 //   if (c->Contains("github", "create_issue")) ...
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "catalog/python_names.h"
 #include "nlohmann/json.hpp"
 #include "sandbox/v1/sandbox.pb.h"
 
@@ -40,6 +43,10 @@ struct CatalogTool {
   std::string description;
   nlohmann::json input_schema;   // always an object
   nlohmann::json output_schema;  // object or null
+  // Set by Catalog::FromProto: JsMethodName, and PythonParameterNames(input_schema).
+  std::string js_name;
+  std::vector<CatalogParam> py_params;
+  std::string py_kwargs;
 };
 
 struct CatalogServer {
@@ -48,6 +55,11 @@ struct CatalogServer {
   std::string description;
   std::vector<CatalogTool> tools;
 };
+
+// The method the JavaScript runner defines for `tool` on the object of `server`: its
+// py_name, except `then` (the object would be a thenable: `await mcp_x` would call the tool),
+// which is the first of then_, then_2, ... that no tool of `server` has as py_name.
+std::string JsMethodName(const CatalogServer& server, const CatalogTool& tool);
 
 // Immutable once built; safe to share between threads.
 class Catalog {
