@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "catalog/catalog.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -125,6 +126,36 @@ TEST(CatalogNamesTest, RunnerJsonCarriesThePythonParameters) {
   EXPECT_EQ(tool["py_params"],
             json({{"q", "q"}, {"from", "from_"}, {"a b", nullptr}, {"a_b", "a_b"}}));
   EXPECT_EQ(tool["py_kwargs"], "kwargs");
+}
+
+// Property names of control characters cost the same again in py_params: a catalog within
+// kMaxCatalogBytes whose set_catalog would pass the runner's 16 MiB is refused.
+TEST(CatalogNamesTest, NamesThatWouldTakeTheRunnerFramePastItsLimitAreRefused) {
+  // The control characters JSON has no short escape (\b, \t, \n, \f, \r) for: six bytes
+  // each in the schema and again in py_params.
+  std::string controls;
+  for (char c = 1; c < 0x20; ++c) {
+    if (c != '\b' && c != '\t' && c != '\n' && c != '\f' && c != '\r') controls.push_back(c);
+  }
+  std::string schema = R"({"properties": {)";
+  for (size_t i = 0; i < 270000; ++i) {
+    absl::StrAppend(&schema, i ? "," : "", "\"");
+    for (size_t n = i, k = 0; k < 4; ++k, n /= controls.size()) {
+      const int c = controls[n % controls.size()];
+      absl::StrAppend(&schema, "\\u00", c >> 4, std::string(1, "0123456789abcdef"[c & 15]));
+    }
+    absl::StrAppend(&schema, "\":{}");
+  }
+  schema += "}}";
+  sandbox::v1::Catalog p;
+  auto* s = p.add_servers();
+  s->set_name("s");
+  AddTool(s, "t", schema);
+  ASSERT_LE(p.ByteSizeLong(), kMaxCatalogBytes);
+  absl::StatusOr<Catalog> c = Catalog::FromProto(p);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(c.status().message()), testing::HasSubstr("bytes of JSON"));
 }
 
 }  // namespace

@@ -107,6 +107,13 @@ absl::StatusOr<Catalog> Catalog::FromProto(const sandbox::v1::Catalog& proto) {
     for (CatalogTool& tool : server.tools) tool.js_name = JsMethodName(server, tool);
     catalog.servers_.push_back(std::move(server));
   }
+  const size_t runner_bytes =
+      catalog.ToRunnerJson().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).size();
+  if (runner_bytes > kMaxRunnerCatalogBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("catalog with its Python and JavaScript names is ", runner_bytes,
+                     " bytes of JSON; at most ", kMaxRunnerCatalogBytes));
+  }
   return catalog;
 }
 

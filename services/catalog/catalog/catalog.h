@@ -29,6 +29,10 @@ namespace codemode {
 inline constexpr size_t kMaxCatalogServers = 256;
 inline constexpr size_t kMaxCatalogTools = 10000;
 inline constexpr size_t kMaxCatalogBytes = 8u << 20;
+// The catalog as ToRunnerJson gives it, in JSON: the names computed here come on top of
+// what the client sent, and the set_catalog frame that carries it must stay within the
+// runner's 16 MiB (docs/runner-protocol.md), with room for the frame's own fields.
+inline constexpr size_t kMaxRunnerCatalogBytes = 15u << 20;
 // The longest server or tool name: what a runner's tool_call frame may carry
 // (sandboxd/frame.h), so every tool of a catalog can be called.
 inline constexpr size_t kMaxCatalogNameBytes = 256;
@@ -67,7 +71,7 @@ class Catalog {
   Catalog() = default;
 
   // Validates and builds. INVALID_ARGUMENT for empty, duplicate or over-long names, schemas
-  // that are not JSON objects, or a catalog over the size caps.
+  // that are not JSON objects, or a catalog over the size caps (kMaxRunnerCatalogBytes too).
   static absl::StatusOr<Catalog> FromProto(const sandbox::v1::Catalog& proto);
 
   bool Contains(std::string_view server, std::string_view tool) const;

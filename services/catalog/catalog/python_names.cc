@@ -17,8 +17,8 @@ using python_tables::CodePointRange;
 
 bool InRanges(const CodePointRange* table, size_t size, uint32_t cp) {
   const CodePointRange* end = table + size;
-  const CodePointRange* it =
-      std::upper_bound(table, end, cp, [](uint32_t c, const CodePointRange& r) { return c < r.lo; });
+  const CodePointRange* it = std::upper_bound(
+      table, end, cp, [](uint32_t c, const CodePointRange& r) { return c < r.lo; });
   return it != table && cp <= (it - 1)->hi;
 }
 
