@@ -104,7 +104,7 @@ function parseServer(raw, where) {
     // A `then` method would make the server object a thenable (`await mcp_x` would call the
     // tool and never settle): sandboxd names that tool otherwise (codemode::JsMethodName).
     if (tool.js_name === 'then') {
-      throw new ProtocolError(`catalog: tool '${tool.name}' in '${server.name}' has js_name 'then'`);
+      throw new ProtocolError(`catalog: tool '${tool.name}' in '${server.name}' is named 'then'`);
     }
     names.add(tool.name);
     names.add(`py:${tool.py_name}`);
