@@ -1,6 +1,6 @@
 #include "catalog/catalog.h"
 
-#include <set>
+#include <algorithm>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
@@ -9,17 +9,6 @@
 
 namespace codemode {
 namespace {
-
-// Python 3.11 hard keywords: attributes or globals with these names are syntax errors.
-const std::set<std::string_view>& Keywords() {
-  static const auto* kw = new std::set<std::string_view>{
-      "False", "None",   "True",    "and",      "as",       "assert", "async",
-      "await", "break",  "class",   "continue", "def",      "del",    "elif",
-      "else",  "except", "finally", "for",      "from",     "global", "if",
-      "import", "in",    "is",      "lambda",   "nonlocal", "not",    "or",
-      "pass",  "raise",  "return",  "try",      "while",    "with",   "yield"};
-  return *kw;
-}
 
 // Appends _2, _3, ... until `base` is not in `taken`; records the result.
 std::string Unique(const std::string& base, absl::flat_hash_set<std::string>& taken) {
@@ -53,7 +42,7 @@ std::string SanitizeIdentifier(std::string_view name) {
   }
   if (out.empty()) return "_";
   if (absl::ascii_isdigit(static_cast<unsigned char>(out[0]))) out.insert(out.begin(), '_');
-  if (Keywords().count(out)) out.push_back('_');
+  if (IsPythonKeyword(out)) out.push_back('_');
   return out;
 }
 
@@ -106,15 +95,37 @@ absl::StatusOr<Catalog> Catalog::FromProto(const sandbox::v1::Catalog& proto) {
       auto output = ParseSchema(t.output_schema_json(), where + " output_schema_json", true);
       if (!output.ok()) return output.status();
       tool.output_schema = std::move(*output);
+      PythonParameters params = PythonParameterNames(tool.input_schema);
+      tool.py_params = std::move(params.params);
+      tool.py_kwargs = std::move(params.kwargs);
       server.tools.push_back(std::move(tool));
       if (++catalog.tool_count_ > kMaxCatalogTools) {
         return absl::InvalidArgumentError(
             absl::StrCat("catalog has more than ", kMaxCatalogTools, " tools"));
       }
     }
+    for (CatalogTool& tool : server.tools) tool.js_name = JsMethodName(server, tool);
     catalog.servers_.push_back(std::move(server));
   }
+  const size_t runner_bytes =
+      catalog.ToRunnerJson().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).size();
+  if (runner_bytes > kMaxRunnerCatalogBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("catalog with its Python and JavaScript names is ", runner_bytes,
+                     " bytes of JSON; at most ", kMaxRunnerCatalogBytes));
+  }
   return catalog;
+}
+
+std::string JsMethodName(const CatalogServer& server, const CatalogTool& tool) {
+  if (tool.py_name != "then") return tool.py_name;
+  auto taken = [&server](const std::string& name) {
+    return std::any_of(server.tools.begin(), server.tools.end(),
+                       [&name](const CatalogTool& t) { return t.py_name == name; });
+  };
+  std::string candidate = "then_";
+  for (int n = 2; taken(candidate); ++n) candidate = absl::StrCat("then_", n);
+  return candidate;
 }
 
 bool Catalog::Contains(std::string_view server, std::string_view tool) const {
@@ -132,8 +143,16 @@ nlohmann::json Catalog::ToRunnerJson() const {
   for (const auto& s : servers_) {
     nlohmann::json tools = nlohmann::json::array();
     for (const auto& t : s.tools) {
+      nlohmann::json params = nlohmann::json::object();
+      for (const CatalogParam& p : t.py_params) {
+        params[p.name] = p.py_name.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.py_name);
+      }
       tools.push_back({{"name", t.name},
                        {"py_name", t.py_name},
+                       {"js_name", t.js_name},
+                       {"py_params", std::move(params)},
+                       {"py_kwargs", t.py_kwargs.empty() ? nlohmann::json(nullptr)
+                                                         : nlohmann::json(t.py_kwargs)},
                        {"description", t.description},
                        {"input_schema", t.input_schema},
                        {"output_schema", t.output_schema}});

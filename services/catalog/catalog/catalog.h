@@ -5,7 +5,9 @@
 // gateway builds catalogs from its upstreams and applies the same rules before it sends
 // one, so an upstream that would not fit is left out there, not refused for everyone.
 //
-// The identifiers are computed here, so the runner never sanitises names itself.
+// Every name the runners expose is computed here (the Python identifiers, the JavaScript
+// method names, the Python parameter names) and sent in set_catalog: the runners only
+// read and check them.
 //
 //   absl::StatusOr<Catalog> c = Catalog::FromProto(request.catalog());
 //   if (c->Contains("github", "create_issue")) ...
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "catalog/python_names.h"
 #include "nlohmann/json.hpp"
 #include "sandbox/v1/sandbox.pb.h"
 
@@ -26,6 +29,10 @@ namespace codemode {
 inline constexpr size_t kMaxCatalogServers = 256;
 inline constexpr size_t kMaxCatalogTools = 10000;
 inline constexpr size_t kMaxCatalogBytes = 8u << 20;
+// The catalog as ToRunnerJson gives it, in JSON: the names computed here come on top of
+// what the client sent, and the set_catalog frame that carries it must stay within the
+// runner's 16 MiB (docs/runner-protocol.md), with room for the frame's own fields.
+inline constexpr size_t kMaxRunnerCatalogBytes = 15u << 20;
 // The longest server or tool name: what a runner's tool_call frame may carry
 // (sandboxd/frame.h), so every tool of a catalog can be called.
 inline constexpr size_t kMaxCatalogNameBytes = 256;
@@ -40,6 +47,10 @@ struct CatalogTool {
   std::string description;
   nlohmann::json input_schema;   // always an object
   nlohmann::json output_schema;  // object or null
+  // Set by Catalog::FromProto: JsMethodName, and PythonParameterNames(input_schema).
+  std::string js_name;
+  std::vector<CatalogParam> py_params;
+  std::string py_kwargs;
 };
 
 struct CatalogServer {
@@ -49,13 +60,18 @@ struct CatalogServer {
   std::vector<CatalogTool> tools;
 };
 
+// The method the JavaScript runner defines for `tool` on the object of `server`: its
+// py_name, except `then` (the object would be a thenable: `await mcp_x` would call the tool),
+// which is the first of then_, then_2, ... that no tool of `server` has as py_name.
+std::string JsMethodName(const CatalogServer& server, const CatalogTool& tool);
+
 // Immutable once built; safe to share between threads.
 class Catalog {
  public:
   Catalog() = default;
 
   // Validates and builds. INVALID_ARGUMENT for empty, duplicate or over-long names, schemas
-  // that are not JSON objects, or a catalog over the size caps.
+  // that are not JSON objects, or a catalog over the size caps (kMaxRunnerCatalogBytes too).
   static absl::StatusOr<Catalog> FromProto(const sandbox::v1::Catalog& proto);
 
   bool Contains(std::string_view server, std::string_view tool) const;

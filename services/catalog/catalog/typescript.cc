@@ -518,17 +518,6 @@ std::string JsCommentLine(absl::string_view text, size_t max_bytes) {
   return lines.empty() ? "" : lines[0];
 }
 
-std::string JsMethodName(const CatalogServer& server, const CatalogTool& tool) {
-  if (tool.py_name != "then") return tool.py_name;
-  auto taken = [&server](const std::string& name) {
-    return std::any_of(server.tools.begin(), server.tools.end(),
-                       [&name](const CatalogTool& t) { return t.py_name == name; });
-  };
-  std::string candidate = "then_";
-  for (int n = 2; taken(candidate); ++n) candidate = absl::StrCat("then_", n);
-  return candidate;
-}
-
 bool IsJsIdentifierName(absl::string_view name) {
   if (name.empty()) return false;
   for (size_t i = 0; i < name.size(); ++i) {

@@ -2,7 +2,7 @@
 // run_javascript description shows the model (issue 26). The form is Cloudflare Code
 // Mode's (one `declare const` per API, JSDoc from the descriptions), with the names the
 // JavaScript runner defines: a global per server (its py_name) whose methods are the
-// tools' py_names (but `then`, see JsMethodName), each taking the arguments object and
+// tools' py_names (but `then`, see JsMethodName in catalog.h), each taking the arguments object and
 // returning a Promise of the result.
 //
 //   TypeScriptOptions o;
@@ -79,12 +79,6 @@ std::string JsStringLiteral(absl::string_view text);
 // in "…"): line terminators and other control characters are spaces, "*/" is "*\/",
 // bytes that are not UTF-8 are U+FFFD.
 std::string JsCommentLine(absl::string_view text, size_t max_bytes);
-
-// The method the JavaScript runner defines for `tool` on the object of `server`: its
-// py_name, except `then` (the object would be a thenable: `await mcp_x` would call the tool),
-// which is the first of then_, then_2, ... that no tool of `server` has as py_name. The
-// runner (services/sandboxd/runner_js/catalog.js) applies the same rule.
-std::string JsMethodName(const CatalogServer& server, const CatalogTool& tool);
 
 // Whether `name` is an ASCII JavaScript IdentifierName ([A-Za-z_$][A-Za-z0-9_$]*), so it
 // may be a property name unquoted.

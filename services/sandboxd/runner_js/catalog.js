@@ -13,7 +13,8 @@ const NativeMap = Map;
 const PY_KEYWORDS = new Set(('False None True and as assert async await break class continue ' +
   'def del elif else except finally for from global if import in is lambda nonlocal not or ' +
   'pass raise return try while with yield').split(' '));
-const IDENTIFIER = /^[\p{L}\p{Nl}_][\p{L}\p{Nl}\p{Mn}\p{Mc}\p{Nd}\p{Pc}]*$/u;
+// Python's str.isidentifier(), which the wasm tier's Python checks the same names with.
+const IDENTIFIER = /^[\p{XID_Start}_]\p{XID_Continue}*$/u;
 
 function isObject(v) {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
@@ -28,23 +29,45 @@ function text(obj, key, where, optional) {
   return value;
 }
 
+function isFreeName(value) {
+  return typeof value === 'string' && IDENTIFIER.test(value) && !PY_KEYWORDS.has(value);
+}
+
 function identifier(obj, key, where) {
   const value = text(obj, key, where, false);
-  if (!IDENTIFIER.test(value) || PY_KEYWORDS.has(value)) {
+  if (!isFreeName(value)) {
     throw new ProtocolError(`catalog: ${where}.${key} '${value}' is not an identifier`);
   }
   return value;
 }
 
-// The method a tool is on its server object: its py_name, except `then`, which would make
-// the object a thenable (`await mcp_x` would call the tool and never settle). That one is the
-// first of then_, then_2, then_3, ... no tool has as py_name; catalog/typescript.cc declares
-// the same name. `names` holds `py:<py_name>` for each tool of the server.
-function jsName(pyName, names) {
-  if (pyName !== 'then') return pyName;
-  let candidate = 'then_';
-  for (let n = 2; names.has(`py:${candidate}`); n++) candidate = `then_${n}`;
-  return candidate;
+// The Python parameter names sandboxd computed (codemode::PythonParameterNames), checked as
+// the Python runner's catalog.py checks them: the wasm tier's Python gets the catalog after
+// this thread answered it. `py_params` names each parameter of the schema once, null or a
+// free identifier, all distinct; `py_kwargs` is a free identifier, not one of them, exactly
+// when some parameter has no name.
+function checkParameterNames(raw, schema, where) {
+  const params = [...schemaParams({ input_schema: schema }).keys()];
+  const given = raw.py_params;
+  if (!isObject(given) || Object.keys(given).length !== params.length ||
+      !params.every((p) => Object.hasOwn(given, p))) {
+    throw new ProtocolError(`catalog: ${where}.py_params must name each parameter of the ` +
+                            'input schema once');
+  }
+  const taken = new Set();
+  for (const name of params) {
+    const pyName = given[name];
+    if (pyName !== null && (!isFreeName(pyName) || taken.has(pyName))) {
+      throw new ProtocolError(`catalog: ${where}.py_params['${name}'] is not a free identifier`);
+    }
+    taken.add(pyName);
+  }
+  const kwargs = raw.py_kwargs === undefined ? null : raw.py_kwargs;
+  const needed = taken.has(null);
+  if ((kwargs !== null) !== needed || (needed && (!isFreeName(kwargs) || taken.has(kwargs)))) {
+    throw new ProtocolError(`catalog: ${where}.py_kwargs must be a free identifier exactly ` +
+                            'when a parameter has no name');
+  }
 }
 
 function parseTool(raw, where) {
@@ -53,8 +76,10 @@ function parseTool(raw, where) {
   if (schema !== undefined && schema !== null && !isObject(schema)) {
     throw new ProtocolError(`catalog: ${where}.input_schema is not an object`);
   }
+  checkParameterNames(raw, schema || {}, where);
   return {
     name: text(raw, 'name', where, false), py_name: identifier(raw, 'py_name', where),
+    js_name: identifier(raw, 'js_name', where),
     description: text(raw, 'description', where, true),
     input_schema: schema || { type: 'object', properties: {} },
     output_schema: raw.output_schema === undefined ? null : raw.output_schema,
@@ -72,14 +97,20 @@ function parseServer(raw, where) {
   const names = new Set();
   tools.forEach((rawTool, i) => {
     const tool = parseTool(rawTool, `${where}.tools[${i}]`);
-    if (names.has(tool.name) || names.has(`py:${tool.py_name}`)) {
+    if (names.has(tool.name) || names.has(`py:${tool.py_name}`) ||
+        names.has(`js:${tool.js_name}`)) {
       throw new ProtocolError(`catalog: duplicate tool '${tool.name}' in '${server.name}'`);
+    }
+    // A `then` method would make the server object a thenable (`await mcp_x` would call the
+    // tool and never settle): sandboxd names that tool otherwise (codemode::JsMethodName).
+    if (tool.js_name === 'then') {
+      throw new ProtocolError(`catalog: tool '${tool.name}' in '${server.name}' is named 'then'`);
     }
     names.add(tool.name);
     names.add(`py:${tool.py_name}`);
+    names.add(`js:${tool.js_name}`);
     server.tools.push(tool);
   });
-  for (const tool of server.tools) tool.js_name = jsName(tool.py_name, names);
   return server;
 }
 

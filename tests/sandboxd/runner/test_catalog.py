@@ -122,6 +122,7 @@ class CatalogTest(CatalogTestCase):
         # As catalog.cc names them: 'a-b' came first, so the tool 'a_b' is a_b_2; the
         # server 'b' is mcp_b, so the server 'mcp_b' is mcp_mcp_b.
         tool = lambda name, py_name: {"name": name, "py_name": py_name,  # noqa: E731
+                                      "js_name": py_name, "py_params": {},
                                       "input_schema": {"type": "object"}}
         self.client.set_catalog({"servers": [
             {"name": "h", "py_name": "mcp_h", "tools": [tool("a-b", "a_b"), tool("a_b", "a_b_2")]},
@@ -140,6 +141,57 @@ class CatalogTest(CatalogTestCase):
         self.assertEqual([f"{c['server']}/{c['tool']}" for c in res.calls], [
             "h/a_b", "h/a-b", "h/a_b", "mcp_b/echo", "b/echo", "mcp_b/echo", "h/a_b", "h/a_b"])
         self.assertEqual(res.value, ["h.a_b", "h.a_b", "h.a_b", "mcp_b.echo", "b.echo"])
+
+    def test_parameter_names_are_the_ones_the_catalog_gives(self):
+        # Names no rule of the runner would give ('max-depth' would be max_depth, 'from'
+        # from_, the ** parameter kwargs): the runner reads them and computes none.
+        self.client.set_catalog({"servers": [{"name": "s", "py_name": "mcp_s", "tools": [
+            _tool({"max-depth": "depth_limit", "from": "origin", "a b": None}, "rest",
+                  {"type": "object", "required": ["max-depth"],
+                   "properties": {"max-depth": {"type": "integer"}, "from": {}, "a b": {}}})]}]})
+        res = self.client.exec(
+            "import inspect\n"
+            "[str(inspect.signature(mcp_s.t)), await mcp_s.t(depth_limit=3, origin='x', **{'a b': 1})]",
+            on_tool_call=lambda frame: {"ok": True, "result": text_result("1")})
+        self.assertOk(res)
+        self.assertEqual(res.value, ["(depth_limit: int, origin=None, **rest)", 1])
+        self.assertEqual(res.calls[0]["arguments"], {"max-depth": 3, "from": "x", "a b": 1})
+
+    def test_malformed_parameter_names_close_the_connection(self):
+        good = {"a": "a", "a b": None}
+        bad = [
+            (None, "kwargs"),                            # no py_params
+            ([["a", "a"]], "kwargs"),                    # not an object
+            ({"a": "a"}, "kwargs"),                      # a parameter left out
+            ({**good, "c": "c"}, "kwargs"),              # one the schema does not have
+            ({"a": "class", "a b": None}, "kwargs"),     # a keyword
+            ({"a": "x-y", "a b": None}, "kwargs"),       # not an identifier
+            ({"a": 5, "a b": None}, "kwargs"),           # not a string
+            ({"a": "a", "a b": "a"}, None),              # a name given twice
+            (good, None),                                # no ** parameter for 'a b'
+            (good, "a"),                                 # a ** name that is taken
+            (good, "for"),                               # a ** name that is a keyword
+            ({"a": "a", "a b": "a_b"}, "kwargs"),        # a ** parameter nothing needs
+        ]
+        client = self.client
+        for py_params, py_kwargs in bad + [(good, "kwargs")]:
+            with self.subTest(py_params=py_params, py_kwargs=py_kwargs):
+                catalog = {"servers": [{"name": "s", "py_name": "mcp_s", "tools": [
+                    _tool(py_params, py_kwargs, {"properties": {"a": {}, "a b": {}}})]}]}
+                if py_kwargs == "kwargs" and py_params is good:
+                    client.set_catalog(catalog)
+                    res = client.exec("import inspect\nstr(inspect.signature(mcp_s.t))")
+                    self.assertEqual(res.result, "'(a=None, **kwargs)'")
+                    continue
+                client.send({"type": "set_catalog", "id": 7, "catalog": catalog})
+                self.assertTrue(client.at_eof(timeout=5))
+                client = self.connect()
+                client.expect("ready")
+
+
+def _tool(py_params, py_kwargs, input_schema):
+    return {"name": "t", "py_name": "t", "js_name": "t", "input_schema": input_schema,
+            "py_params": py_params, "py_kwargs": py_kwargs}
 
 
 if __name__ == "__main__":

@@ -112,8 +112,8 @@ class McpRuntimeTest(CatalogTestCase):
         self.assertFalse(in_dir)
         self.client.set_catalog({"servers": [{
             "name": "lister", "py_name": "mcp_lister",
-            "tools": [{"name": "list_tools", "py_name": "list_tools",
-                       "input_schema": {"type": "object"}}]}]})
+            "tools": [{"name": "list_tools", "py_name": "list_tools", "js_name": "list_tools",
+                       "py_params": {}, "input_schema": {"type": "object"}}]}]})
         res = self.client.exec(
             "from mcp import runtime\n"
             "[await mcp_lister.list_tools(), [t['name'] for t in runtime.list_tools('lister')]]",

@@ -5,8 +5,11 @@ import assert from 'node:assert/strict';
 import { RunnerContainer, textResult } from './harness.mjs';
 
 const OBJECT = { type: 'object', properties: {} };
-const tool = (name, pyName, description, inputSchema = OBJECT, outputSchema = null) =>
-  ({ name, py_name: pyName, description, input_schema: inputSchema, output_schema: outputSchema });
+// With the names sandboxd sends (codemode::Catalog): `then` is the method then_.
+const tool = (name, pyName, description, inputSchema = OBJECT, outputSchema = null,
+  pyParams = {}) =>
+  ({ name, py_name: pyName, js_name: pyName === 'then' ? 'then_' : pyName, description,
+    input_schema: inputSchema, output_schema: outputSchema, py_params: pyParams });
 const SEARCH_INPUT = { type: 'object', properties: { query: { type: 'string' },
   limit: { type: 'integer', default: 10 }, 'max-hits': { type: 'integer' } },
 required: ['query', 'max-hits'] };
@@ -16,7 +19,7 @@ const CATALOG = {
   servers: [
     { name: 'docs', py_name: 'mcp_docs', description: 'Documents', tools: [
       tool('search-docs', 'search_docs', '\n  Search the documents by keyword.  \nSecond line mentions graph.',
-        SEARCH_INPUT, SEARCH_OUTPUT),
+        SEARCH_INPUT, SEARCH_OUTPUT, { query: 'query', limit: 'limit', 'max-hits': 'max_hits' }),
       tool('then', 'then', 'Then what'),
       tool('echo', 'echo', 'Echo a message'),
     ] },

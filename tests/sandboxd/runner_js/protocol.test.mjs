@@ -58,6 +58,19 @@ describe('javascript runner: protocol and hostile code', () => {
       { servers: [{ name: 'a', py_name: 'a', tools: [5] }] },
       { servers: [{ name: 'a', py_name: 'a', tools: [{ name: 't', py_name: 't', input_schema: [] }] }] },
       { servers: [{ name: 'a', py_name: 'class', tools: [] }] },
+      // js_name: sandboxd's (codemode::JsMethodName), read and checked, never computed.
+      { servers: [{ name: 'a', py_name: 'a', tools: [{ name: 't', py_name: 't' }] }] },
+      { servers: [{ name: 'a', py_name: 'a', tools: [{ name: 't', py_name: 't', js_name: 'then' }] }] },
+      { servers: [{ name: 'a', py_name: 'a', tools: [{ name: 't', py_name: 't', js_name: 'a-b' }] }] },
+      { servers: [{ name: 'a', py_name: 'a', tools: [{ name: 't', py_name: 't', js_name: 'u' },
+        { name: 'u', py_name: 'u', js_name: 'u' }] }] },
+      // py_params and py_kwargs: checked here for the wasm tier's Python (catalog.py's rules).
+      { servers: [{ name: 'a', py_name: 'a', tools: [{ name: 't', py_name: 't', js_name: 't',
+        input_schema: { properties: { x: {} } } }] }] },
+      { servers: [{ name: 'a', py_name: 'a', tools: [{ name: 't', py_name: 't', js_name: 't',
+        input_schema: { properties: { 'x y': {} } }, py_params: { 'x y': null } }] }] },
+      { servers: [{ name: 'a', py_name: 'a', tools: [{ name: 't', py_name: 't', js_name: 't',
+        input_schema: { properties: { x: {} } }, py_params: { x: 'class' } }] }] },
     ];
     for (const catalog of bad) {
       const c = await fresh();

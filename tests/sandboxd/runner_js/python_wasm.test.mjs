@@ -203,7 +203,8 @@ describe('python in pyodide (wasm tier)', () => {
 
   it('rebuilds the proxies on set_catalog: _discover, _search', async () => {
     await client.setCatalog({ servers: [{ name: 'weather', py_name: 'mcp_weather',
-      description: 'Weather', tools: [{ name: 'forecast', py_name: 'forecast',
+      description: 'Weather', tools: [{ name: 'forecast', py_name: 'forecast', js_name: 'forecast',
+        py_params: { city: 'city' },
         description: 'Forecast for a city', input_schema: { type: 'object',
           properties: { city: { type: 'string' } } }, output_schema: null }] }] });
     const r = await client.exec('[list(_discover()), _search("city forecast")[0]["tool"], ' +

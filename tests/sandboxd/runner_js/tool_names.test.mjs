@@ -5,15 +5,16 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { RunnerContainer, textResult } from './harness.mjs';
 
-const tool = (name, pyName) => ({ name, py_name: pyName, description: '',
-  input_schema: { type: 'object' }, output_schema: null });
+const tool = (name, pyName, jsName = pyName) => ({ name, py_name: pyName, js_name: jsName,
+  description: '', input_schema: { type: 'object' }, py_params: {}, output_schema: null });
 
 // As the catalog (catalog.cc) names them: 'a-b' came first, so the tool 'a_b' is a_b_2;
-// the server 'b' is mcp_b, so the server 'mcp_b' is mcp_mcp_b.
+// the server 'b' is mcp_b, so the server 'mcp_b' is mcp_mcp_b; `then` is the method then_2
+// (then_ is a py_name taken).
 const NAMES = {
   servers: [
     { name: 'h', py_name: 'mcp_h', description: '', tools: [
-      tool('a-b', 'a_b'), tool('a_b', 'a_b_2'), tool('then', 'then'), tool('then-', 'then_'),
+      tool('a-b', 'a_b'), tool('a_b', 'a_b_2'), tool('then', 'then', 'then_2'), tool('then-', 'then_'),
       tool('constructor', 'constructor'), tool('__proto__', '__proto__'), tool('echo', 'echo'),
     ] },
     { name: 'b', py_name: 'mcp_b', description: '', tools: [tool('echo', 'echo')] },
@@ -68,5 +69,21 @@ describe('javascript runner: tool and server names', () => {
     const trailing = await client.exec('mcp_h');
     assert.equal(trailing.status, 'ok', 'a server object as the cell\'s value');
     assert.match(trailing.result, /then_2, then_/);
+  });
+
+  // Names no rule of the runner would give (`then` would be then_, `x-y` x_y): the methods
+  // are the catalog's js_names, and the runner computes none.
+  it('names each method as the catalog says', async () => {
+    await client.setCatalog({ servers: [{ name: 'g', py_name: 'mcp_g', description: '', tools: [
+      tool('then', 'then', 'later'), tool('x-y', 'x_y', 'given'),
+    ] }] });
+    try {
+      assert.equal((await client.exec('JSON.stringify(Object.keys(mcp_g))')).result,
+        `'["later","given"]'`);
+      assert.deepEqual(await called('await mcp_g.later(); await mcp_g.given()'), ['g/then', 'g/x-y']);
+      assert.deepEqual(await called('await callTool("g", "given")'), ['g/x-y']);
+    } finally {
+      await client.setCatalog(NAMES);
+    }
   });
 });

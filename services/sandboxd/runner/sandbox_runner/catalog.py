@@ -5,7 +5,6 @@ validates the frame's catalog."""
 import inspect
 import json
 import keyword
-import re
 
 from .common import MAX_JSON_DEPTH, nests_deeper
 from .protocol import ProtocolError
@@ -91,26 +90,36 @@ class ParamSpec:
                             f"{problem}")
 
 
-def _parameter_name(name, taken):
-    """A Python parameter name for a schema property, or None when there is none
-    (the property is then only reachable through **kwargs)."""
-    if name.isidentifier() and not keyword.iskeyword(name):
-        candidate = name
-    else:
-        candidate = re.sub(r"\W", "_", name) or "_"
-        if candidate[0].isdigit():
-            candidate = "_" + candidate
-        if keyword.iskeyword(candidate):
-            candidate += "_"
-    if not candidate.isidentifier() or keyword.iskeyword(candidate) or candidate in taken:
-        return None
-    return candidate
+def _is_free_name(value):
+    return isinstance(value, str) and value.isidentifier() and not keyword.iskeyword(value)
+
+
+def _parameter_names(params, py_params, py_kwargs, where):
+    """Checks the names sandboxd computed for `params` (codemode::PythonParameterNames):
+    one entry per parameter, each a free identifier or None, all distinct, and a ** name
+    exactly when some parameter has none. Returns {name: py_name or None}."""
+    if not isinstance(py_params, dict) or set(py_params) != {p.name for p in params}:
+        raise ProtocolError(f"catalog: {where}.py_params must name each parameter of the "
+                            f"input schema once")
+    taken = set()
+    for name, py_name in py_params.items():
+        if py_name is not None and (not _is_free_name(py_name) or py_name in taken):
+            raise ProtocolError(f"catalog: {where}.py_params[{name!r}] {py_name!r} is not a "
+                                f"free Python identifier")
+        taken.add(py_name)
+    needs_kwargs = None in py_params.values()
+    if (py_kwargs is not None) != needs_kwargs or \
+            (needs_kwargs and (not _is_free_name(py_kwargs) or py_kwargs in taken)):
+        raise ProtocolError(f"catalog: {where}.py_kwargs {py_kwargs!r} must be a free Python "
+                            f"identifier exactly when a parameter has no py_name")
+    return py_params
 
 
 class ToolSpec:
     """One tool of the catalog, with its Python signature and argument validation."""
 
-    def __init__(self, server, name, py_name, description, input_schema, output_schema):
+    def __init__(self, server, name, py_name, description, input_schema, output_schema,
+                 py_params, py_kwargs, where="tool"):
         self.server = server
         self.name = name
         self.py_name = py_name
@@ -118,10 +127,10 @@ class ToolSpec:
         self.input_schema = input_schema
         self.output_schema = output_schema
         self.qualname = f"{server.py_name}.{py_name}"
-        self._build_params()
+        self._build_params(py_params, py_kwargs, where)
         self.doc = self._build_doc()
 
-    def _build_params(self):
+    def _build_params(self, py_params, py_kwargs, where):
         schema = self.input_schema if isinstance(self.input_schema, dict) else {}
         properties = schema.get("properties")
         properties = properties if isinstance(properties, dict) else {}
@@ -135,18 +144,10 @@ class ToolSpec:
         names += [n for n in dict.fromkeys(required) if n not in properties]
         names += [n for n in properties if n not in required_set]
         self.params = [ParamSpec(n, properties.get(n), n in required_set) for n in names]
-        # Properties that are identifiers keep their name; the others get a sanitised
-        # one (`max-results` -> `max_results`, `from` -> `from_`) unless that collides.
-        taken = set()
+        # The parameter names are sandboxd's (set_catalog's py_params and py_kwargs).
+        names = _parameter_names(self.params, py_params, py_kwargs, where)
         for param in self.params:
-            if param.name.isidentifier() and not keyword.iskeyword(param.name):
-                param.py_name = param.name
-                taken.add(param.name)
-        for param in self.params:
-            if param.py_name is None:
-                param.py_name = _parameter_name(param.name, taken)
-                if param.py_name:
-                    taken.add(param.py_name)
+            param.py_name = names[param.name]
         self._by_py_name = {p.py_name: p for p in self.params if p.py_name}
         self._extra = {p.name: p for p in self.params if not p.py_name}
         self._var_keyword = None
@@ -159,8 +160,7 @@ class ToolSpec:
             parameters.append(inspect.Parameter(param.py_name, kind, default=default,
                                                 annotation=param.annotation))
         if self._extra:
-            self._var_keyword = next(n for n in ("kwargs", "extra", "_kwargs", "__kwargs")
-                                     if n not in taken)
+            self._var_keyword = py_kwargs
             parameters.append(inspect.Parameter(self._var_keyword,
                                                 inspect.Parameter.VAR_KEYWORD))
         self.signature = inspect.Signature(parameters)
@@ -298,7 +298,7 @@ def parse_catalog(catalog):
 
     def identifier(obj, key, where):
         value = text(obj, key, where)
-        if not value.isidentifier() or keyword.iskeyword(value):
+        if not _is_free_name(value):
             raise ProtocolError(f"catalog: {where}.{key} {value!r} is not a Python identifier")
         return value
 
@@ -330,7 +330,8 @@ def parse_catalog(catalog):
                             identifier(raw_tool, "py_name", tool_where),
                             text(raw_tool, "description", tool_where, optional=True),
                             input_schema or {"type": "object", "properties": {}},
-                            raw_tool.get("output_schema"))
+                            raw_tool.get("output_schema"), raw_tool.get("py_params"),
+                            raw_tool.get("py_kwargs"), tool_where)
             if tool.name in tool_names or tool.py_name in tool_py_names:
                 raise ProtocolError(f"catalog: duplicate tool {tool.name!r} in {server.name!r}")
             tool_names.add(tool.name)
