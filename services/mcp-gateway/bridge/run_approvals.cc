@@ -201,7 +201,7 @@ json RunApprovals::Question(const std::vector<std::shared_ptr<Waiter>>& batch) c
 void RunApprovals::Ask(const std::vector<std::shared_ptr<Waiter>>& batch) {
   auto decide_all = [&](const std::string& decision, const std::string& why) {
     // Who decided: the person, or nobody (no answer in time, the run ended), or the reason
-    // the client could not be asked (round 18's re-check, N2: all of them said "user").
+    // the client could not be asked: the log line tells them apart.
     const std::string by = !why.empty() ? why
                            : decision == "timed out" ? "nobody: no answer in time"
                            : absl::StartsWith(decision, "abandoned") ? "nobody: the run ended"
@@ -217,7 +217,8 @@ void RunApprovals::Ask(const std::vector<std::shared_ptr<Waiter>>& batch) {
     return decide_all("", "this MCP client cannot be asked (it declared no elicitation capability)");
   }
   const std::shared_ptr<codemode::CancelToken>& cancel = batch[0]->cancel;
-  // The question is withdrawn when the execution whose calls ask ends (attack round 18, F1).
+  // The question is withdrawn when the execution whose calls ask ends: no answer can
+  // approve a call of an execution that is gone.
   absl::StatusOr<json> answer = ctx_->ask_client("elicitation/create", Question(batch), options_.timeout, cancel);
   if (!answer.ok()) {
     if (absl::IsDeadlineExceeded(answer.status())) return decide_all("timed out", "");
@@ -250,7 +251,7 @@ void RunApprovals::Ask(const std::vector<std::shared_ptr<Waiter>>& batch) {
   for (size_t i = 0; i < batch.size(); ++i) {
     // "For the rest of this run" (or sandbox) does not cover a tool one of whose calls the
     // person refused in the same answer: its checked calls go once, and its next call asks
-    // again (attack round 18, F6: the refused call went through unasked when repeated).
+    // again: a refused call repeated does not go through unasked.
     const std::string scope = refused.count(batch[i]->id()) ? "once" : chosen;
     batch[i]->decision = checked[i] ? scope : "declined";
     Record(*batch[i], batch[i]->decision, "user");

@@ -253,8 +253,8 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
   // One endpoint needs no choice (and no GetInfo round trip).
   const std::vector<size_t> order =
       endpoints_.size() == 1 ? std::vector<size_t>{0} : PlacementOrder(Loads(runtime));
-  // Fall through to the next endpoint while one cannot make it (attack round 16, F3: an
-  // endpoint that reports room but fails every create got every new sandbox).
+  // Fall through to the next endpoint while one cannot make it: an endpoint that reports
+  // room but fails every create must not get every new sandbox.
   absl::Status last;
   for (size_t i : order) {
     grpc::ClientContext ctx;

@@ -163,8 +163,8 @@ class SessionBindings {
               const std::shared_ptr<Binding>& b);
 
   // Adopted bindings kept (each a few hundred bytes and its last walk of out/).
-  // At most --max_out_bytes of out/ listing each (256 KiB): 64 MiB in all (attack round
-  // 13, F3: 4096 could hold 1.2 GiB). An MCP session's own bindings are not counted here.
+  // At most --max_out_bytes of out/ listing each (256 KiB): 64 MiB in all, where 4096
+  // could hold 1.2 GiB. An MCP session's own bindings are not counted here.
   static constexpr size_t kMaxAdopted = 256;
 
   // The binding of the sandbox at `ref` (which runs ref.runtime: its handle says so) for
@@ -205,7 +205,7 @@ class SessionBindings {
   void DropLeastRecentlyAdopted() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Deletes a sandbox session; `what` names it in the warning if that fails. One sandboxd
   // did not answer is kept and retried (RetryFailedDeletes): it would otherwise keep its
-  // slot there until sandboxd's idle TTL (attack round 11, 4: a sandboxd restart).
+  // slot there until sandboxd's idle TTL (a sandboxd restarting, for one).
   // False when it was kept for a retry.
   bool Delete(const SandboxRef& ref, const char* what);
   // Adds to the deletes kept for a retry, dropping the oldest past kMaxFailedDeletes.

@@ -36,8 +36,8 @@ namespace gateway {
 // from tool-call threads (upstream progress) and must strictly increase: one counter under
 // one lock. An upstream's progress is its to send at any rate and size: at most
 // kUpstreamPerSecond a second (bursts of kUpstreamBurst) are relayed, each message clipped
-// to kUpstreamMessageBytes (attack round 7, F10: 20 x 15 MiB progress per call were copied
-// about nine times each on their way to the client).
+// to kUpstreamMessageBytes: each message is copied about nine times on its way to the
+// client, and an upstream may send many large ones per call.
 class RunProgress {
  public:
   static constexpr double kUpstreamPerSecond = 10;
