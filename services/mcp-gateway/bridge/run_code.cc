@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "bridge/client_asker.h"
 #include "spdlog/spdlog.h"
 
 namespace gateway {
@@ -209,25 +210,31 @@ absl::StatusOr<json> RunCodeTool::CallToolNow(const LanguageSpec& language, cons
     auto c = cancel.lock();
     end_run->Cancel(c ? c->reason() : "cancelled");
   });
-  ToolCallRouter router(upstreams_, CallableTools::Of(catalog), end_run, &progress);
   // The run is a span of the client's trace (of a new one when it sent none).
   const codemode::telemetry::TraceContext trace = codemode::telemetry::TraceContext::ChildOf(ctx.trace_parent);
-  router.SetMetrics(metrics);
-  router.SetTrace(trace);
-  router.SetAudit(options_.audit.get(), ctx.credential, options_.audit_arguments);
-  RunApprovals approvals(policy_.get(), &view, &ctx, options_.approval, language.tool);
-  approvals.SetTraceId(trace.trace_id());
-  router.SetGate([&approvals](const std::string& server, const std::string& tool, const json& arguments,
-                              const std::shared_ptr<codemode::CancelToken>& cancel, std::string* approval) {
+  RunSandbox sandbox;
+  ClientAsker asker(&ctx);
+  RunApprovals approvals(policy_.get(), options_.approval,
+                         {&view, &asker, &sandbox, ctx.credential, language.tool, trace.trace_id()});
+  RouterOptions calls;
+  calls.gate = [&approvals](const std::string& server, const std::string& tool, const json& arguments,
+                            const std::shared_ptr<codemode::CancelToken>& cancel, std::string* approval) {
     return approvals.Check(server, tool, arguments, cancel, approval);
-  });
+  };
+  calls.metrics = metrics;
+  calls.trace = trace;
+  calls.audit = options_.audit.get();
+  calls.credential = ctx.credential;
+  calls.audit_arguments = options_.audit_arguments;
+  calls.sandbox = &sandbox;
+  ToolCallRouter router(upstreams_, CallableTools::Of(catalog), end_run, &progress, std::move(calls));
   RunReport report;
   report.session = args->session;
   report.sandbox_in_text = !args->sandbox.empty() || ctx.session_key.empty();
   // resource_link blocks came with protocol 2025-06-18; older clients get the links as text.
   report.resource_links = ctx.protocol_version >= "2025-06-18";
   Run run{&language, *args, std::move(catalog), std::move(catalog_key),
-          &ctx, end_run, &router, &progress, &report, &approvals, trace.Traceparent()};
+          &ctx, end_run, &router, &progress, &report, &sandbox, trace.Traceparent()};
   absl::StatusOr<Finished> finished = Execute(run);
   // Whatever the run did to its sandbox's files (or the sandbox), listen streams of the
   // credential hear of it.
@@ -246,7 +253,7 @@ void RunCodeTool::Record(const Run& run, const codemode::telemetry::TraceContext
                            RunOutcome outcome, absl::Duration took, const absl::Status& why) {
   const uint64_t calls = run.report->calls.total;
   if (options_.metrics) options_.metrics->RunFinished(run.language->tool, outcome, took, calls);
-  const std::string sandbox = run.router->sandbox();
+  const std::string sandbox = run.sandbox->id();
   spdlog::info("{} {}: {} in {} ms, {} tool calls (trace {}, span {})", run.language->tool,
                sandbox.empty() ? "-" : sandbox,
                GatewayMetrics::Name(outcome), absl::ToInt64Milliseconds(took), calls,
@@ -445,7 +452,7 @@ absl::StatusOr<Finished> RunCodeTool::ExecuteOn(SessionBindings::Binding& bindin
     if (session_gone) return s;
     return absl::Status(s.code(), absl::StrCat("files['", file.path.substr(0, 64), "']: ", s.message()));
   }
-  run.approvals->SetSandbox(binding.approved);
+  run.sandbox->Enter(binding.ref().session_id, binding.approved);
   const bool send_catalog = binding.catalog_key != run.catalog_key;
   // Until sandboxd has answered, which catalog it holds is not known: the next run sends
   // its own if this one fails.
@@ -465,7 +472,6 @@ absl::StatusOr<Finished> RunCodeTool::ExecuteOn(SessionBindings::Binding& bindin
   handlers.credential = run.ctx->credential;
   handlers.traceparent = run.traceparent;
   handlers.runtime = run.language->runtime;
-  run.router->SetSandbox(binding.ref().session_id);
   absl::StatusOr<Finished> finished = sandboxes_->Execute(
       binding.ref(), run.args.code, static_cast<uint32_t>(run.args.timeout_seconds * 1000),
       send_catalog ? &run.catalog : nullptr, handlers, run.end);

@@ -138,7 +138,7 @@ class RunCodeTool : public ToolProvider {
     ToolCallRouter* router;
     RunProgress* progress;
     RunReport* report;
-    RunApprovals* approvals;
+    RunSandbox* sandbox;  // the sandbox the run is in, for its calls and its audit line
     std::string traceparent;  // the run's span, for sandboxd (gRPC metadata)
   };
   // Where a run's binding comes from, and how a lost one is let go: the MCP session's
