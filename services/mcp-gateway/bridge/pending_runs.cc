@@ -244,7 +244,7 @@ absl::StatusOr<json> PendingRuns::Start(Work work, const std::string& name, cons
   run->digest = CallDigest(name, arguments);
   ToolCallContext& own = run->own;
   own.cancel = std::make_shared<codemode::CancelToken>();
-  own.session_key = ctx.session_key;
+  own.mcp_session = ctx.mcp_session;
   own.credential = ctx.credential;
   own.protocol_version = ctx.protocol_version;
   own.client_capabilities = ctx.client_capabilities;

@@ -145,8 +145,8 @@ std::shared_ptr<SessionBindings::Binding> SessionBindings::Adopt(const SandboxRe
   return adopted;
 }
 
-std::shared_ptr<SessionBindings::Binding> SessionBindings::NewDetached(const std::string& credential,
-                                                                      const std::string& runtime) {
+std::shared_ptr<SessionBindings::Binding> SessionBindings::NewStateless(const std::string& credential,
+                                                                       const std::string& runtime) {
   return std::make_shared<Binding>(credential, runtime);
 }
 

@@ -171,10 +171,10 @@ class SessionBindings {
   // `credential`: the MCP session binding that holds it, else an adopted one (ready, its
   // catalog unknown), made when there is none.
   std::shared_ptr<Binding> Adopt(const SandboxRef& ref, const std::string& credential);
-  // A new binding of no MCP session, whose Open() creates a sandbox, then Adopted (kept by
-  // its address) by Remember().
-  std::shared_ptr<Binding> NewDetached(const std::string& credential,
-                                       const std::string& runtime = "python");
+  // A new binding of no MCP session (a stateless request's), whose Open() creates a sandbox,
+  // then Adopted (kept by its address) by Remember().
+  std::shared_ptr<Binding> NewStateless(const std::string& credential,
+                                        const std::string& runtime = "python");
   void Remember(const std::shared_ptr<Binding>& b);
   // Drops an adopted binding whose sandbox was lost, deleting it in sandboxd (as Forget).
   void ForgetAdopted(const std::shared_ptr<Binding>& b);

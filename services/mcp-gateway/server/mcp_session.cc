@@ -194,9 +194,9 @@ void McpSession::Impl::HandleRequest(const std::string& method, const json& id, 
     response = ListTools(id, params);
   } else if (method == "tools/call") {
     response = StartToolCall(id, params, reply, /*stateless=*/false);
-  } else if (provider->HasResources() && method == "resources/read") {
+  } else if (provider->resources() != nullptr && method == "resources/read") {
     response = StartRead(id, params, reply, /*stateless=*/false);
-  } else if (provider->HasResources() &&
+  } else if (provider->resources() != nullptr &&
              (method == "resources/list" || method == "resources/templates/list")) {
     response = ListResources(id, method, params);
   } else {
@@ -224,7 +224,7 @@ json McpSession::Impl::Initialize(const json& id, const json& params) {
                 client != params.end() ? codemode::LogText(wire::Dump(*client)) : "unknown");
 
   json capabilities = {{"tools", {{"listChanged", true}}}, {"logging", json::object()}};
-  if (provider->HasResources()) capabilities["resources"] = {{"listChanged", true}};
+  if (provider->resources() != nullptr) capabilities["resources"] = {{"listChanged", true}};
   json result = {
       {"protocolVersion", version},
       {"capabilities", std::move(capabilities)},
@@ -267,8 +267,8 @@ json McpSession::Impl::ListResources(const json& id, const std::string& method,
   // cursor there means "from the start", as for tools/list.
   const std::string from = cursor != params.end() && cursor->is_string() ? cursor->get<std::string>() : "";
   return WorkResponse(id,
-                      method == "resources/list" ? provider->ListResources(self->key(), from)
-                                                 : provider->ListResourceTemplates(self->key()),
+                      method == "resources/list" ? provider->resources()->ListResources(self->key(), from)
+                                                 : provider->resources()->ListResourceTemplates(self->key()),
                       kResourceNotFound);
 }
 

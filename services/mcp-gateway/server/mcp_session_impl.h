@@ -76,7 +76,7 @@ struct McpSession::Impl {
     // Nothing goes to it before its acknowledgement; set by the provider's watch thread
     // when the stream watches resources.
     std::shared_ptr<std::atomic<bool>> acknowledged = std::make_shared<std::atomic<bool>>(false);
-    // resourcesListChanged: ToolProvider::WatchResources's subscription; dropped with it.
+    // resourcesListChanged: ResourceProvider::WatchResources's subscription; dropped with it.
     std::shared_ptr<void> resources_watch;
   };
   std::map<std::string, Listener> listeners ABSL_GUARDED_BY(mu);

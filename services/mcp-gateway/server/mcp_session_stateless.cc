@@ -41,7 +41,7 @@ void McpSession::Impl::HandleStatelessRequest(const std::string& method, const j
       // server/discover is how a client finds out which era to speak: it pins nothing.
       if (method != "server/discover" && !init_done) pinned_stateless = true;
     }
-    const bool resources = provider->HasResources();
+    const bool resources = provider->resources() != nullptr;
     if (is_closed) {
       response = MakeError(id, kInvalidRequest, "session is closed");
     } else if (method == "server/discover") {
@@ -71,8 +71,8 @@ void McpSession::Impl::HandleStatelessRequest(const std::string& method, const j
 
 json McpSession::Impl::Discover(const json& id) {
   json capabilities = {{"tools", {{"listChanged", true}}}};
-  // The resource list is the credential's (ToolProvider::ListOwnedResources).
-  if (provider->HasResources()) capabilities["resources"] = {{"listChanged", true}};
+  // The resource list is the credential's (ResourceProvider::ListOwnedResources).
+  if (provider->resources() != nullptr) capabilities["resources"] = {{"listChanged", true}};
   json result = {{"supportedVersions", {kStatelessVersion}}, {"capabilities", std::move(capabilities)}};
   if (!options.instructions.empty()) result["instructions"] = options.instructions;
   return Stateless(MakeResult(id, std::move(result)), "server/discover");
@@ -87,7 +87,7 @@ json McpSession::Impl::StartOwnedList(const json& id, const json& params,
   const std::string from = cursor != params.end() && cursor->is_string() ? cursor->get<std::string>() : "";
   WorkSpec spec;
   spec.what = "resources/list";
-  spec.work = [this, from](ToolCallContext& context) { return provider->ListOwnedResources(from, context); };
+  spec.work = [this, from](ToolCallContext& context) { return provider->resources()->ListOwnedResources(from, context); };
   spec.read = true;
   spec.bytes = from.size();
   spec.stateless_method = "resources/list";
@@ -101,7 +101,7 @@ bool McpSession::Impl::WatchResources(const std::string& key, const json& id,
   // any change after the acknowledgement is announced. The callbacks hold only what
   // outlives this session.
   std::weak_ptr<ReplySink> sink = reply;
-  std::shared_ptr<void> watch = provider->WatchResources(
+  std::shared_ptr<void> watch = provider->resources()->WatchResources(
       self->credential(),
       [sink, ack, acknowledged] {
         Reply(sink.lock(), ack);
@@ -134,7 +134,7 @@ json McpSession::Impl::Listen(const json& id, const json& params,
   listener.id = id;
   listener.sink = reply;
   listener.tools = asked("toolsListChanged");
-  const bool resources = asked("resourcesListChanged") && provider->HasResources();
+  const bool resources = asked("resourcesListChanged") && provider->resources() != nullptr;
   const bool tools = listener.tools;
   auto acknowledgement = [&](bool with_resources) {
     json honoured = json::object();

@@ -86,7 +86,7 @@ class RunApprovalsTest : public ::testing::Test {
   std::string Run(RunCodeTool& tool, const std::string& code, json answer, bool can_ask = true,
                   const std::string& mcp = "mcp-1", const std::string& run_tool = "run_python") {
     ToolCallContext ctx;
-    ctx.session_key = mcp;
+    if (!mcp.empty()) ctx.mcp_session = mcp;
     ctx.credential = "token 0";
     ctx.protocol_version = mcp.empty() ? "2026-07-28" : "2025-11-25";
     ctx.cancel = std::make_shared<codemode::CancelToken>();
@@ -362,7 +362,7 @@ TEST_F(RunApprovalsTest, AFailedRunLeavesTheSandboxsCatalogUnknown) {
     return absl::InternalError("the Execute stream broke");
   });
   ToolCallContext ctx;
-  ctx.session_key = "mcp-1";
+  ctx.mcp_session = "mcp-1";
   ctx.credential = "token 0";
   ctx.cancel = std::make_shared<codemode::CancelToken>();
   (void)tool.CallTool("run_python", {{"code", "up.read"}}, ctx);
