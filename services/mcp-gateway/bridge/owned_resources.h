@@ -1,7 +1,7 @@
-// OwnedResources: the MCP resources of a request without an MCP session (protocol
-// 2026-07-28). Such a request belongs to a credential, not to a session, so its
+// OwnedResources: the MCP resources of a stateless request (protocol 2026-07-28), which has
+// no MCP session. Such a request belongs to a credential, not to a session, so its
 // resources/list shows the files under /workspace/out/ of every sandbox that credential
-// holds, wherever they were made (any replica, any era), each named by a URI of its
+// holds, wherever they were made (any replica, stateless or not), each named by a URI of its
 // sandbox's handle:
 //
 //   sandbox://handle/<handle>/out/report.csv

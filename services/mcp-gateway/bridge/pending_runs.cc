@@ -1,4 +1,4 @@
-// Runs of protocol 2026-07-28 that wait for their client's answers between requests. See
+// Stateless runs (protocol 2026-07-28) that wait for their client's answers between requests. See
 // pending_runs.h.
 #include "bridge/pending_runs.h"
 

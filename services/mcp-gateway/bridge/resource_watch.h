@@ -1,5 +1,5 @@
 // ResourceWatch: notifications/resources/list_changed for subscriptions/listen streams
-// (protocol 2026-07-28), whose resource list is everything their credential's sandboxes
+// (stateless, protocol 2026-07-28), whose resource list is everything their credential's sandboxes
 // hold (owned_resources.h), wherever it changed: a run through this gateway, through
 // another replica, a sandbox that expired.
 //

@@ -1,10 +1,10 @@
-// RunApprovals: the approval gate of one run (ToolCallRouter::Options::gate). Before a tool
-// call of the sandboxed code goes upstream, the policy (approvals/approval_policy.h) says
-// allow, ask or deny. To ask, the run's Asker (run_scope.h; over MCP: an elicitation/create
-// in form mode to the run's client) puts a question naming the server, the tool and the arguments as approvals/approval_question.h
-// shows them (escaped, hidden only where the tool's schema or the operator says, what is
-// not shown marked and said), and the code waits at its call, in its sandbox, until the
-// person answers:
+// RunApprovals: the approval gate of one run (RouterOptions::gate). Before a tool call of
+// the sandboxed code goes upstream, the policy (approvals/approval_policy.h) says allow,
+// ask or deny. To ask, the run's Asker (run_scope.h; over MCP: an elicitation/create in
+// form mode to the run's client) puts a question naming the server, the tool and the
+// arguments as approvals/approval_question.h shows them (escaped, hidden only where the
+// tool's schema or the operator says, what is not shown marked and said), and the code
+// waits at its call, in its sandbox, until the person answers:
 //
 //   once     the call goes upstream
 //   run      so do this tool's later calls in this run, unasked
@@ -14,16 +14,19 @@
 // "This tool" is the (server, tool) pair: server "up" with tool "v2.run_command" and server
 // "up.v2" with tool "run_command" are two tools, never one joined name.
 //
-// A client that cannot be asked (Asker::CannotAsk: over MCP, one that declared no elicitation
-// capability) gets a ToolError that says why and how an operator allows the tool. Nothing is approved silently. The calls of one
-// run that wait together (asyncio.gather of 50 writes) are asked about in one question
-// listing them all, approvable together or one by one; questions of one run go one at a
-// time, so that a "for the rest of this run" answers the calls waiting behind it. Every
-// decision is logged as one structured line ("approval: {json}").
+// A client that cannot be asked (Asker::CannotAsk: over MCP, one that declared no
+// elicitation capability) gets a ToolError that says why and how an operator allows the
+// tool. Nothing is approved silently. The calls of one run that wait together
+// (asyncio.gather of 50 writes) are asked about in one question listing them all,
+// approvable together or one by one; questions of one run go one at a time, so that a "for
+// the rest of this run" answers the calls waiting behind it. Every decision is logged as
+// one structured line ("approval: {json}").
 //
 //   RunSandbox sandbox;  // entered as each attempt opens its sandbox
-//   RunApprovals approvals(&policy, options, {&view, &asker, &sandbox, credential, "run_python", trace_id});
-//   router_options.gate = [&](auto& server, auto& tool, auto& args, auto& cancel, auto* decision) {
+//   RunApprovals approvals(&policy, options,
+//                          {&view, &asker, &sandbox, credential, "run_python", trace_id});
+//   RouterOptions calls;
+//   calls.gate = [&](auto& server, auto& tool, auto& args, auto& cancel, auto* decision) {
 //     return approvals.Check(server, tool, args, cancel, decision);
 //   };
 #pragma once

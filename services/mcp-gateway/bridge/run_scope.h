@@ -4,7 +4,8 @@
 // (run_code.h) gives an Asker over its client, a test a fake.
 //
 //   RunSandbox sandbox;
-//   RunApprovals approvals(&policy, options, {&view, &asker, &sandbox, credential, "run_python", trace_id});
+//   RunApprovals approvals(&policy, options,
+//                          {&view, &asker, &sandbox, credential, "run_python", trace_id});
 //   sandbox.Enter(binding.ref().session_id, binding.approved);  // as each attempt opens it
 #pragma once
 

@@ -149,7 +149,7 @@ class SessionBindings {
   // `catalog_key`). FAILED_PRECONDITION when the MCP session was closed meanwhile (the new
   // sandbox session is deleted); sandboxd's error when creation fails. sandboxd holds at
   // most max_per_credential sandboxes of the credential (of every MCP session, replica and
-  // era); at that limit it ends the credential's least recently used idle one for the new
+  // stateless request); at that limit it ends the credential's least recently used idle one for the new
   // one when `reclaim_idle`, and refuses it otherwise.
   absl::Status Open(Binding& b, const std::string& mcp_session, const std::string& name,
                     const sandbox::v1::Catalog& catalog, const std::string& catalog_key,

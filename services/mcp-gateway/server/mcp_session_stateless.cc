@@ -1,4 +1,4 @@
-// McpSession's requests of the 2026-07-28 era (mcp_era.h): the envelope and version
+// McpSession's stateless requests (protocol 2026-07-28, mcp_era.h): the envelope and version
 // checks, server/discover and subscriptions/listen. See mcp_session.cc for the rest.
 #include "absl/strings/str_cat.h"
 #include "server/mcp_session_impl.h"
@@ -7,7 +7,7 @@ namespace gateway {
 
 namespace {
 
-// Methods the 2026-07-28 revision removed: a client of that era gets -32601 for them.
+// Methods the 2026-07-28 revision removed: a stateless client gets -32601 for them.
 bool RemovedInStatelessEra(const std::string& method) {
   return method == "initialize" || method == "ping" || method == "logging/setLevel" ||
          method == "resources/subscribe" || method == "resources/unsubscribe";
@@ -24,7 +24,7 @@ void McpSession::Impl::HandleStatelessRequest(const std::string& method, const j
     codemode::MutexLock lock(&mu);
     if (init_done) initialized_with = protocol_version;
   }
-  if (!initialized_with.empty()) {  // one era per connection (attack round 14, F6)
+  if (!initialized_with.empty()) {  // a connection with a session serves no stateless request
     response = MakeError(id, kInvalidRequest,
                          absl::StrCat("this connection initialized with protocol ", initialized_with,
                                       ": its requests carry no protocol version in _meta (protocol ",
@@ -38,7 +38,7 @@ void McpSession::Impl::HandleStatelessRequest(const std::string& method, const j
     {
       codemode::MutexLock lock(&mu);
       is_closed = closed;
-      // server/discover is how a client finds out which era to speak: it pins nothing.
+      // server/discover is how a client finds out whether to speak stateless: it pins nothing.
       if (method != "server/discover" && !init_done) pinned_stateless = true;
     }
     const bool resources = provider->resources() != nullptr;
