@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bridge/pending_runs.h"
+#include "bridge/client_asker.h"
 #include "bridge/run_approvals.h"
 #include "handles/sandbox_handle.h"
 #include "server/http_token.h"
@@ -72,7 +73,8 @@ int main() {
   const gateway::ApprovalPolicy policy(per_server, std::nullopt);
   gateway::ToolCallContext ctx;
   ctx.credential = credential;
-  gateway::RunApprovals approvals(&policy, &view, &ctx, {}, "run_python");
+  gateway::ClientAsker asker(&ctx);
+  gateway::RunApprovals approvals(&policy, {}, {&view, &asker, nullptr, ctx.credential, "run_python"});
   const nlohmann::json arguments = {{"id", 42}, {"fields", {"name", "owner"}}};
   auto cancel = std::make_shared<codemode::CancelToken>();
 

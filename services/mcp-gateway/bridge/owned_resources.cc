@@ -65,7 +65,7 @@ absl::StatusOr<json> OwnedResources::List(const std::string& credential, const s
                                           const std::shared_ptr<codemode::CancelToken>& cancel) {
   // As WorkspaceResources::List: the cursor is the position of the page's first resource.
   size_t from = 0;
-  // Digits only (SimpleAtoi also takes " 1" and "+1": attack round 17).
+  // Digits only: SimpleAtoi also takes " 1" and "+1", which are no cursor we gave.
   if (!cursor.empty() && (cursor.size() > 20 || !absl::c_all_of(cursor, absl::ascii_isdigit) ||
                           !absl::SimpleAtoi(cursor, &from))) {
     return absl::InvalidArgumentError("params.cursor is not a cursor of this server");

@@ -1,7 +1,7 @@
-// OwnedResources: the MCP resources of a request without an MCP session (protocol
-// 2026-07-28). Such a request belongs to a credential, not to a session, so its
+// OwnedResources: the MCP resources of a stateless request (protocol 2026-07-28), which has
+// no MCP session. Such a request belongs to a credential, not to a session, so its
 // resources/list shows the files under /workspace/out/ of every sandbox that credential
-// holds, wherever they were made (any replica, any era), each named by a URI of its
+// holds, wherever they were made (any replica, stateless or not), each named by a URI of its
 // sandbox's handle:
 //
 //   sandbox://handle/<handle>/out/report.csv
@@ -72,7 +72,7 @@ class OwnedResources {
   // added, removed or rewritten, a sandbox made or ended); nullopt when the look was not
   // complete, so a passing outage does not read as a change. A sandbox whose finished
   // executions (sandboxd's count) are what they were at the last look is not walked again
-  // (attack round 17, F3: an idle listener re-read every out/ each interval): what code
+  // (an idle listener must not re-read every out/ each interval): what code
   // left running in the background writes is seen after the sandbox's next run.
   std::optional<size_t> Fingerprint(const std::string& credential,
                                     const std::shared_ptr<codemode::CancelToken>& cancel);

@@ -1,4 +1,4 @@
-// Runs of protocol 2026-07-28 that wait for their client's answers between requests. See
+// Stateless runs (protocol 2026-07-28) that wait for their client's answers between requests. See
 // pending_runs.h.
 #include "bridge/pending_runs.h"
 
@@ -79,8 +79,8 @@ struct PendingRuns::Run {
 
   // own.ask_client: the question goes out with the next input_required result, and the
   // run's tool call waits here for the answer a retry brings, until the run or `also` (what
-  // asks: the execution) is cancelled or `timeout` passes (attack round 18, F1: a question
-  // outlived the execution that asked it).
+  // asks: the execution) is cancelled or `timeout` passes: a question never outlives the
+  // execution that asked it.
   absl::StatusOr<json> Ask(const std::string& m, json p, absl::Duration timeout,
                            const std::shared_ptr<codemode::CancelToken>& also, const std::shared_ptr<Run>& self) {
     uint64_t mine;
@@ -244,7 +244,7 @@ absl::StatusOr<json> PendingRuns::Start(Work work, const std::string& name, cons
   run->digest = CallDigest(name, arguments);
   ToolCallContext& own = run->own;
   own.cancel = std::make_shared<codemode::CancelToken>();
-  own.session_key = ctx.session_key;
+  own.mcp_session = ctx.mcp_session;
   own.credential = ctx.credential;
   own.protocol_version = ctx.protocol_version;
   own.client_capabilities = ctx.client_capabilities;
@@ -273,8 +273,8 @@ absl::StatusOr<json> PendingRuns::Start(Work work, const std::string& name, cons
     Sweep();
     size_t mine = 0;
     for (const auto& [id, r] : runs_) mine += r->credential == ctx.credential;
-    // Each message says only what is the caller's (attack round 18, F3: the total named
-    // other credentials' runs).
+    // Each message says only what is the caller's: never how many runs other credentials
+    // hold.
     if (mine >= options_.max_runs_per_credential) {
       return absl::ResourceExhaustedError(absl::StrCat(
           mine, " runs of this credential are running or waiting for answers on this gateway (at most ",
@@ -390,8 +390,8 @@ absl::StatusOr<json> PendingRuns::Resume(const std::string& name, const json& ar
     if (r.seq == seq && answer != responses.end() && answer->is_object()) {
       r.answer = *answer;
     } else {
-      // Not answered, or the state of an older question (the retry of a lost newer one,
-      // attack round 18, F5): the question waiting now goes out again.
+      // Not answered, or the state of an older question (the retry of a lost newer one):
+      // the question waiting now goes out again.
       r.sent = false;
     }
   });
@@ -402,8 +402,8 @@ absl::StatusOr<json> PendingRuns::Wait(const std::shared_ptr<Run>& run, ToolCall
   uint64_t attachment;
   {
     codemode::MutexLock lock(&run->mu);
-    // Refused before anything of the request is applied (attack round 18, F2: a refused
-    // retry's answer still approved the call).
+    // Refused before anything of the request is applied: a refused retry's answer must
+    // not approve the call.
     if (run->collected) return absl::FailedPreconditionError(kRunGone);  // on its way out
     if (run->attached) {
       return absl::FailedPreconditionError("another request is already waiting for this run");

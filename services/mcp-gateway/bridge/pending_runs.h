@@ -1,12 +1,12 @@
-// PendingRuns: run_python calls of protocol 2026-07-28 that outlive the request that started
-// them, so that the code can wait at a tool call for a person's answer.
+// PendingRuns: stateless run_python calls (protocol 2026-07-28) that outlive the request that
+// started them, so that the code can wait at a tool call for a person's answer.
 //
-// That era has no requests from server to client. A server that needs its client's answer
-// (here: approval of a tool call, run_approvals.h) answers the request with an
+// Stateless serving has no requests from server to client. A server that needs its client's
+// answer (here: approval of a tool call, run_approvals.h) answers the request with an
 // `input_required` result holding the questions (`inputRequests`, each an
 // elicitation/create) and a sealed `requestState`; the client retries the same request with
 // the answers (`inputResponses`) and the state (multi round-trip requests). The code must
-// not start over on the retry: its earlier tool calls had side effects. So in that era a run
+// not start over on the retry: its earlier tool calls had side effects. So a stateless run
 // goes on a thread of its own, held here, and the request waits for it. When the run ends,
 // the request gets its result; when the run asks, the request gets input_required and the
 // run keeps waiting at its call, in its sandbox. The retry finds the run by its state, hands

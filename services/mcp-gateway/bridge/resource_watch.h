@@ -1,5 +1,5 @@
 // ResourceWatch: notifications/resources/list_changed for subscriptions/listen streams
-// (protocol 2026-07-28), whose resource list is everything their credential's sandboxes
+// (stateless, protocol 2026-07-28), whose resource list is everything their credential's sandboxes
 // hold (owned_resources.h), wherever it changed: a run through this gateway, through
 // another replica, a sandbox that expired.
 //
@@ -10,8 +10,8 @@
 // acknowledgement is announced. Looks at credentials nobody listens for cost nothing.
 // Each credential is looked at on its own thread (at most kMaxLooks at once, one per
 // credential), and a look is cancelled after `look_timeout`: a sandbox answers its own
-// listings, and one that stalls them delays only its own credential's streams (attack
-// round 17, F2: one thread for all let it delay everyone's by 5 s each).
+// listings, and one that stalls them delays only its own credential's streams (with one
+// thread for all, it would delay everyone's by the look timeout each).
 //
 //   ResourceWatch watch([&](auto& credential, auto& cancel) { return owned.Fingerprint(credential, cancel); },
 //                       absl::Seconds(10), absl::Seconds(5));

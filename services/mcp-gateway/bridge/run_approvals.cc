@@ -42,12 +42,16 @@ std::vector<UpstreamStatus> ApplyApprovalPolicy(std::vector<UpstreamStatus> view
   return view;
 }
 
-RunApprovals::RunApprovals(const ApprovalPolicy* policy, const std::vector<UpstreamStatus>* view,
-                           const ToolCallContext* ctx, ApprovalOptions options, std::string run_tool)
-    : policy_(policy), view_(view), ctx_(ctx), options_(options), run_tool_(std::move(run_tool)) {}
+RunApprovals::RunApprovals(const ApprovalPolicy* policy, ApprovalOptions options, ApprovalScope scope)
+    : policy_(policy), options_(options), scope_(std::move(scope)) {}
+
+// The approvals kept for the run's sandbox (null: none).
+std::shared_ptr<ApprovedTools> RunApprovals::SandboxApprovals() const {
+  return scope_.sandbox != nullptr ? scope_.sandbox->approved() : nullptr;
+}
 
 const UpstreamTool* RunApprovals::Find(const std::string& server, const std::string& tool) const {
-  for (const UpstreamStatus& s : *view_) {
+  for (const UpstreamStatus& s : *scope_.view) {
     if (s.name != server) continue;
     for (const UpstreamTool& t : s.tools) {
       if (t.name == tool) return &t;
@@ -57,7 +61,8 @@ const UpstreamTool* RunApprovals::Find(const std::string& server, const std::str
 }
 
 bool RunApprovals::Approved(const ToolId& tool) {
-  return run_.Has(tool) || (sandbox_ && sandbox_->Has(tool));
+  const std::shared_ptr<ApprovedTools> sandbox = SandboxApprovals();
+  return run_.Has(tool) || (sandbox && sandbox->Has(tool));
 }
 
 namespace {
@@ -133,7 +138,7 @@ absl::Status RunApprovals::Check(const std::string& server, const std::string& t
     ask_mu_.Lock();
     for (const auto& b : batch) {
       if (b->decision == "run" || b->decision == "sandbox") run_.Add(b->id());
-      if (b->decision == "sandbox" && sandbox_) sandbox_->Add(b->id());
+      if (b->decision == "sandbox" && SandboxApprovals()) SandboxApprovals()->Add(b->id());
       b->decided = true;
     }
     asking_ = false;
@@ -193,15 +198,13 @@ json RunApprovals::Question(const std::vector<std::shared_ptr<Waiter>>& batch) c
     calls.push_back({w->server, w->tool, &w->arguments,
                      {tool ? &tool->input_schema : nullptr, &policy_->Hidden(w->server)}});
   }
-  json params = ApprovalQuestion(run_tool_, calls, options_.max_summary_bytes);
-  if (ctx_->protocol_version >= "2025-11-25") params["mode"] = "form";  // before it, form was all
-  return params;
+  return ApprovalQuestion(scope_.run_tool, calls, options_.max_summary_bytes);
 }
 
 void RunApprovals::Ask(const std::vector<std::shared_ptr<Waiter>>& batch) {
   auto decide_all = [&](const std::string& decision, const std::string& why) {
     // Who decided: the person, or nobody (no answer in time, the run ended), or the reason
-    // the client could not be asked (round 18's re-check, N2: all of them said "user").
+    // the client could not be asked: the log line tells them apart.
     const std::string by = !why.empty() ? why
                            : decision == "timed out" ? "nobody: no answer in time"
                            : absl::StartsWith(decision, "abandoned") ? "nobody: the run ended"
@@ -212,13 +215,12 @@ void RunApprovals::Ask(const std::vector<std::shared_ptr<Waiter>>& batch) {
       Record(*w, why.empty() ? decision : "refused", by);
     }
   };
-  if (!ctx_->ask_client) return decide_all("", "this request has no way to ask its client");
-  if (!ctx_->client_capabilities.contains("elicitation")) {
-    return decide_all("", "this MCP client cannot be asked (it declared no elicitation capability)");
-  }
+  if (scope_.asker == nullptr) return decide_all("", "this request has no way to ask its client");
+  if (std::string why = scope_.asker->CannotAsk(); !why.empty()) return decide_all("", why);
   const std::shared_ptr<codemode::CancelToken>& cancel = batch[0]->cancel;
-  // The question is withdrawn when the execution whose calls ask ends (attack round 18, F1).
-  absl::StatusOr<json> answer = ctx_->ask_client("elicitation/create", Question(batch), options_.timeout, cancel);
+  // The question is withdrawn when the execution whose calls ask ends: no answer can
+  // approve a call of an execution that is gone.
+  absl::StatusOr<json> answer = scope_.asker->Ask(Question(batch), options_.timeout, cancel);
   if (!answer.ok()) {
     if (absl::IsDeadlineExceeded(answer.status())) return decide_all("timed out", "");
     if (absl::IsCancelled(answer.status())) {
@@ -250,7 +252,7 @@ void RunApprovals::Ask(const std::vector<std::shared_ptr<Waiter>>& batch) {
   for (size_t i = 0; i < batch.size(); ++i) {
     // "For the rest of this run" (or sandbox) does not cover a tool one of whose calls the
     // person refused in the same answer: its checked calls go once, and its next call asks
-    // again (attack round 18, F6: the refused call went through unasked when repeated).
+    // again: a refused call repeated does not go through unasked.
     const std::string scope = refused.count(batch[i]->id()) ? "once" : chosen;
     batch[i]->decision = checked[i] ? scope : "declined";
     Record(*batch[i], batch[i]->decision, "user");
@@ -260,13 +262,13 @@ void RunApprovals::Ask(const std::vector<std::shared_ptr<Waiter>>& batch) {
 
 void RunApprovals::Record(const Waiter& w, const std::string& decision, const std::string& by) const {
   if (options_.metrics != nullptr) options_.metrics->Approval(DecisionOf(decision));
-  const json line = {{"credential", ctx_->credential},
+  const json line = {{"credential", scope_.credential},
                      {"server", w.server},
                      {"tool", w.tool},
                      {"arguments_sha256", Sha256Hex(w.arguments.dump())},
                      {"decision", decision},
                      {"by", by},
-                     {"trace_id", trace_id_}};
+                     {"trace_id", scope_.trace_id}};
   spdlog::info("approval: {}", codemode::LogText(line.dump(-1, ' ', false, json::error_handler_t::replace)));
 }
 

@@ -1,10 +1,10 @@
-// RunApprovals: the approval gate of one run (ToolCallRouter::SetGate). Before a tool call
-// of the sandboxed code goes upstream, the policy (approvals/approval_policy.h) says allow,
-// ask or deny. To ask, the gateway sends the run's MCP client an elicitation/create (form
-// mode) naming the server, the tool and the arguments as approvals/approval_question.h
-// shows them (escaped, hidden only where the tool's schema or the operator says, what is
-// not shown marked and said), and the code waits at its call, in its sandbox, until the
-// person answers:
+// RunApprovals: the approval gate of one run (RouterOptions::gate). Before a tool call of
+// the sandboxed code goes upstream, the policy (approvals/approval_policy.h) says allow,
+// ask or deny. To ask, the run's Asker (run_scope.h; over MCP: an elicitation/create in
+// form mode to the run's client) puts a question naming the server, the tool and the
+// arguments as approvals/approval_question.h shows them (escaped, hidden only where the
+// tool's schema or the operator says, what is not shown marked and said), and the code
+// waits at its call, in its sandbox, until the person answers:
 //
 //   once     the call goes upstream
 //   run      so do this tool's later calls in this run, unasked
@@ -14,20 +14,21 @@
 // "This tool" is the (server, tool) pair: server "up" with tool "v2.run_command" and server
 // "up.v2" with tool "run_command" are two tools, never one joined name.
 //
-// A client of protocol 2026-07-28 is asked through ToolCallContext::ask_client too: there it
-// is PendingRuns' (pending_runs.h), which sends the question as an input_required result.
-// A client that cannot be asked (it declared no elicitation capability) gets a ToolError
-// that says why and how an operator allows the tool. Nothing is approved silently. The calls of one
-// run that wait together (asyncio.gather of 50 writes) are asked about in one question
-// listing them all, approvable together or one by one; questions of one run go one at a
-// time, so that a "for the rest of this run" answers the calls waiting behind it. Every
-// decision is logged as one structured line ("approval: {json}").
+// A client that cannot be asked (Asker::CannotAsk: over MCP, one that declared no
+// elicitation capability) gets a ToolError that says why and how an operator allows the
+// tool. Nothing is approved silently. The calls of one run that wait together
+// (asyncio.gather of 50 writes) are asked about in one question listing them all,
+// approvable together or one by one; questions of one run go one at a time, so that a "for
+// the rest of this run" answers the calls waiting behind it. Every decision is logged as
+// one structured line ("approval: {json}").
 //
-//   RunApprovals approvals(&policy, &view, &ctx, options, "run_python");
-//   approvals.SetSandbox(binding.approved);
-//   router.SetGate([&](auto& server, auto& tool, auto& args, auto& cancel) {
-//     return approvals.Check(server, tool, args, cancel);
-//   });
+//   RunSandbox sandbox;  // entered as each attempt opens its sandbox
+//   RunApprovals approvals(&policy, options,
+//                          {&view, &asker, &sandbox, credential, "run_python", trace_id});
+//   RouterOptions calls;
+//   calls.gate = [&](auto& server, auto& tool, auto& args, auto& cancel, auto* decision) {
+//     return approvals.Check(server, tool, args, cancel, decision);
+//   };
 #pragma once
 
 #include <deque>
@@ -42,33 +43,12 @@
 #include "approvals/approval_policy.h"
 #include "base/cancel.h"
 #include "base/mutex.h"
+#include "bridge/run_scope.h"
 #include "metrics/gateway_metrics.h"
 #include "nlohmann/json.hpp"
-#include "server/tool_provider.h"
 #include "upstream/manager.h"
 
 namespace gateway {
-
-// An upstream tool as approvals know it: (server, tool).
-using ToolId = std::pair<std::string, std::string>;
-
-// Tools approved for a run, or "for this sandbox" (kept with the sandbox's binding).
-class ApprovedTools {
- public:
-  bool Has(const ToolId& tool) {
-    codemode::MutexLock lock(&mu_);
-    return tools_.count(tool) > 0;
-  }
-  void Add(const ToolId& tool) {
-    codemode::MutexLock lock(&mu_);
-    if (tools_.size() < kMax) tools_.insert(tool);
-  }
-  static constexpr size_t kMax = 4096;
-
- private:
-  codemode::Mutex mu_;
-  std::set<ToolId> tools_ ABSL_GUARDED_BY(mu_);
-};
 
 struct ApprovalOptions {
   // An unanswered request is declined after this.
@@ -90,28 +70,31 @@ struct ApprovalOptions {
 // _discover() and _schema() show).
 std::vector<UpstreamStatus> ApplyApprovalPolicy(std::vector<UpstreamStatus> view, const ApprovalPolicy& policy);
 
+// The run a gate judges the calls of.
+struct ApprovalScope {
+  // The upstreams as the run sees them (their tools' annotations and schemas), the view its
+  // catalog was built from: a call of a tool not in it is refused.
+  const std::vector<UpstreamStatus>* view = nullptr;
+  // Whom a call that needs approval is put to.
+  Asker* asker = nullptr;
+  // The sandbox the run is in: its approvals "for this sandbox" (null: none kept).
+  const RunSandbox* sandbox = nullptr;
+  // Who runs, and in which trace: the approval log lines name both.
+  std::string credential;
+  // The tool the code runs in ("run_python", "run_javascript"), which the question names.
+  std::string run_tool;
+  std::string trace_id;
+};
+
 class RunApprovals {
  public:
-  // `view`: the upstreams as the run sees them (their tools' annotations and schemas), the
-  // view its catalog was built from: a call of a tool not in it is refused. `run_tool`:
-  // the tool the code runs in ("run_python", "run_javascript"), which the question names.
-  RunApprovals(const ApprovalPolicy* policy, const std::vector<UpstreamStatus>* view,
-               const ToolCallContext* ctx, ApprovalOptions options, std::string run_tool);
-
-  // The approvals of the sandbox the run goes to (nullable: none kept); before it runs.
-  void SetSandbox(std::shared_ptr<ApprovedTools> sandbox) {
-    codemode::MutexLock lock(&ask_mu_);
-    sandbox_ = std::move(sandbox);
-  }
+  RunApprovals(const ApprovalPolicy* policy, ApprovalOptions options, ApprovalScope scope);
 
   // OK when the call may go upstream; else PERMISSION_DENIED with the ToolError's text.
   // Calls that wait for approval together are asked about in one question.
   // `decision`, when given, gets what was decided for a call that needed a decision
   // (GatewayMetrics::Name(ApprovalDecision): "approved", "declined", ...), and stays empty for
   // a call the policy allows: the audit line's "approval".
-  // The trace the run belongs to: its approval log lines name it.
-  void SetTraceId(std::string trace_id) { trace_id_ = std::move(trace_id); }
-
   absl::Status Check(const std::string& server, const std::string& tool, const nlohmann::json& arguments,
                      const std::shared_ptr<codemode::CancelToken>& cancel,
                      std::string* decision = nullptr);
@@ -131,6 +114,7 @@ class RunApprovals {
   // The tool in the run's view (null: not in it).
   const UpstreamTool* Find(const std::string& server, const std::string& tool) const;
   bool Approved(const ToolId& tool) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ask_mu_);
+  std::shared_ptr<ApprovedTools> SandboxApprovals() const;
   // Takes the next question's calls off the queue (those approved meanwhile are decided).
   std::vector<std::shared_ptr<Waiter>> TakeBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ask_mu_);
   // Asks the client about `batch` and decides each (without the lock).
@@ -141,14 +125,10 @@ class RunApprovals {
   void Record(const Waiter& w, const std::string& decision, const std::string& by) const;
 
   const ApprovalPolicy* const policy_;
-  const std::vector<UpstreamStatus>* const view_;
-  const ToolCallContext* const ctx_;
   const ApprovalOptions options_;
-  const std::string run_tool_;
-  std::string trace_id_;
+  const ApprovalScope scope_;
   // One question at a time per run (see above).
   codemode::Mutex ask_mu_;
-  std::shared_ptr<ApprovedTools> sandbox_ ABSL_GUARDED_BY(ask_mu_);
   ApprovedTools run_;
   bool asking_ ABSL_GUARDED_BY(ask_mu_) = false;
   std::deque<std::shared_ptr<Waiter>> queue_ ABSL_GUARDED_BY(ask_mu_);

@@ -56,8 +56,8 @@ std::string FirstLine(const std::string& text, size_t max = 100) {
 }
 
 // An upstream's name as shown in run_python's description: as it is, or as a quoted string
-// literal when it holds anything escaped there (a line break in a tool's name forged lines
-// of the description: attack round 22, F6).
+// literal when it holds anything escaped there: a line break in a tool's name would
+// otherwise forge lines of the description.
 std::string ShownName(const std::string& name) {
   std::string literal = codemode::JsStringLiteral(name);
   return literal.size() == name.size() + 2 ? name : literal;

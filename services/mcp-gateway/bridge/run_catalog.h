@@ -35,7 +35,7 @@ std::string CatalogKey(const sandbox::v1::Catalog& catalog);
 // `upstreams` with every server that would take a sandbox's catalog past sandboxd's limits
 // (codemode::kMaxCatalogTools, kMaxCatalogServers, kMaxCatalogBytes) marked unavailable,
 // saying why, and its tools dropped: the connected servers fit in configuration order, so
-// one large upstream costs only itself, never every run (attack round 20, N1).
+// one large upstream costs only itself, never every run.
 std::vector<UpstreamStatus> FitCatalogLimits(std::vector<UpstreamStatus> upstreams);
 
 // Remembers each server as it was when last connected.

@@ -38,8 +38,8 @@ const LanguageSpec& Spec(RunLanguage language);
 std::optional<RunLanguage> LanguageOfTool(const std::string& tool);
 
 // Whether `language`'s tool may name its session `session`: the main sandbox names of the
-// other languages are theirs (attack round 22, F5: run_javascript with session "default"
-// took run_python's main sandbox, and every plain run_python then failed).
+// other languages are theirs (run_javascript with session "default" would take
+// run_python's main sandbox, and every plain run_python would then fail).
 // INVALID_ARGUMENT saying whose name it is.
 absl::Status CheckSessionName(const LanguageSpec& language, const std::string& session);
 

@@ -253,8 +253,8 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
   // One endpoint needs no choice (and no GetInfo round trip).
   const std::vector<size_t> order =
       endpoints_.size() == 1 ? std::vector<size_t>{0} : PlacementOrder(Loads(runtime));
-  // Fall through to the next endpoint while one cannot make it (attack round 16, F3: an
-  // endpoint that reports room but fails every create got every new sandbox).
+  // Fall through to the next endpoint while one cannot make it: an endpoint that reports
+  // room but fails every create must not get every new sandbox.
   absl::Status last;
   for (size_t i : order) {
     grpc::ClientContext ctx;
@@ -269,7 +269,7 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
     // An owner at its limit gives up its least recently used idle sandbox rather than being
     // refused: clients that address sandboxes by handle never say when they are done with
     // one (docs/gateway.md, "Sandbox handles"). The limit is the credential's, counted by
-    // sandboxd, so it holds for sandboxes of every gateway replica and protocol era.
+    // sandboxd, so it holds for sandboxes of every gateway replica, stateless or not.
     req.set_reclaim_idle(room.reclaim_idle);
     req.set_max_owner_sessions(room.owner_limit);
     *req.mutable_catalog() = catalog;

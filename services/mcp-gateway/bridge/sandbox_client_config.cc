@@ -30,8 +30,8 @@ absl::StatusOr<sandbox::v1::Isolation> ParseIsolationFlag(const std::string& nam
 
 absl::StatusOr<std::string> ReadSandboxdToken(const std::string& path) {
   // A secret, read as sandboxd reads its own copy: a regular file of ours that no other
-  // user may read or write, of a bounded size (attack round 16, F7: /dev/zero was read
-  // without end, a FIFO hung the start, a 0666 file of another user was taken).
+  // user may read or write, of a bounded size: neither /dev/zero (read without end), a
+  // FIFO (the start hangs) nor another user's writable file is a token.
   absl::StatusOr<std::string> contents =
       codemode::ReadPrivateFile(path, {"--sandboxd_token_file", "token", "--sandboxd_token_file"}, 4096);
   if (!contents.ok()) return contents.status();
@@ -85,7 +85,7 @@ absl::StatusOr<SandboxdTls> LoadSandboxdTls(const std::string& ca_file, const st
   absl::StatusOr<std::string> key = codemode::ReadPrivateKeyFile(key_file, "--sandboxd_tls_key_file");
   if (!key.ok()) return key.status();
   tls.private_key = *std::move(key);
-  // gRPC would only say "empty address list" at every call (attack round 16, F8).
+  // Said here, at the start: gRPC would only say "empty address list" at every call.
   if (!KeyMatchesCertificate(tls.cert_chain, tls.private_key)) {
     return absl::InvalidArgumentError(absl::StrCat("--sandboxd_tls_key_file ", key_file,
                                                    " is not the key of --sandboxd_tls_cert_file ", cert_file));

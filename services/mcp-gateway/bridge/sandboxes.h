@@ -84,7 +84,7 @@ class Sandboxes {
   virtual absl::Status DeleteSession(const SandboxRef& ref) = 0;
   // The ready sandboxes `owner` holds on every endpoint (sandboxd's ListSessions by owner),
   // each endpoint's oldest first. An endpoint that does not answer is left out and clears
-  // `complete`. For listings of a credential's files (protocol 2026-07-28).
+  // `complete`. For listings of a credential's files (stateless requests).
   struct Owned {
     std::vector<SandboxRef> refs;
     // Each ref's finished executions: while it stays the same, the sandbox's files changed

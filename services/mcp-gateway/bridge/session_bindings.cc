@@ -145,8 +145,8 @@ std::shared_ptr<SessionBindings::Binding> SessionBindings::Adopt(const SandboxRe
   return adopted;
 }
 
-std::shared_ptr<SessionBindings::Binding> SessionBindings::NewDetached(const std::string& credential,
-                                                                      const std::string& runtime) {
+std::shared_ptr<SessionBindings::Binding> SessionBindings::NewStateless(const std::string& credential,
+                                                                       const std::string& runtime) {
   return std::make_shared<Binding>(credential, runtime);
 }
 
@@ -292,7 +292,7 @@ void SessionBindings::RetryFailedDeletes() {
     const SandboxRef ref = std::move(retry.front());
     retry.pop_front();
     // Still unreachable (kept again): the rest wait for the next creation, so a run pays
-    // for one failed delete at most, not for every kept one (round 11 re-check: 44 s).
+    // for one failed delete at most, not for every kept one (each can take its deadline).
     if (!Delete(ref, "sandbox session")) break;
   }
   if (!retry.empty()) Keep(std::move(retry));

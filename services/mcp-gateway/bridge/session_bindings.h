@@ -149,7 +149,7 @@ class SessionBindings {
   // `catalog_key`). FAILED_PRECONDITION when the MCP session was closed meanwhile (the new
   // sandbox session is deleted); sandboxd's error when creation fails. sandboxd holds at
   // most max_per_credential sandboxes of the credential (of every MCP session, replica and
-  // era); at that limit it ends the credential's least recently used idle one for the new
+  // stateless request); at that limit it ends the credential's least recently used idle one for the new
   // one when `reclaim_idle`, and refuses it otherwise.
   absl::Status Open(Binding& b, const std::string& mcp_session, const std::string& name,
                     const sandbox::v1::Catalog& catalog, const std::string& catalog_key,
@@ -163,18 +163,18 @@ class SessionBindings {
               const std::shared_ptr<Binding>& b);
 
   // Adopted bindings kept (each a few hundred bytes and its last walk of out/).
-  // At most --max_out_bytes of out/ listing each (256 KiB): 64 MiB in all (attack round
-  // 13, F3: 4096 could hold 1.2 GiB). An MCP session's own bindings are not counted here.
+  // At most --max_out_bytes of out/ listing each (256 KiB): 64 MiB in all, where 4096
+  // could hold 1.2 GiB. An MCP session's own bindings are not counted here.
   static constexpr size_t kMaxAdopted = 256;
 
   // The binding of the sandbox at `ref` (which runs ref.runtime: its handle says so) for
   // `credential`: the MCP session binding that holds it, else an adopted one (ready, its
   // catalog unknown), made when there is none.
   std::shared_ptr<Binding> Adopt(const SandboxRef& ref, const std::string& credential);
-  // A new binding of no MCP session, whose Open() creates a sandbox, then Adopted (kept by
-  // its address) by Remember().
-  std::shared_ptr<Binding> NewDetached(const std::string& credential,
-                                       const std::string& runtime = "python");
+  // A new binding of no MCP session (a stateless request's), whose Open() creates a sandbox,
+  // then Adopted (kept by its address) by Remember().
+  std::shared_ptr<Binding> NewStateless(const std::string& credential,
+                                        const std::string& runtime = "python");
   void Remember(const std::shared_ptr<Binding>& b);
   // Drops an adopted binding whose sandbox was lost, deleting it in sandboxd (as Forget).
   void ForgetAdopted(const std::shared_ptr<Binding>& b);
@@ -205,7 +205,7 @@ class SessionBindings {
   void DropLeastRecentlyAdopted() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Deletes a sandbox session; `what` names it in the warning if that fails. One sandboxd
   // did not answer is kept and retried (RetryFailedDeletes): it would otherwise keep its
-  // slot there until sandboxd's idle TTL (attack round 11, 4: a sandboxd restart).
+  // slot there until sandboxd's idle TTL (a sandboxd restarting, for one).
   // False when it was kept for a retry.
   bool Delete(const SandboxRef& ref, const char* what);
   // Adds to the deletes kept for a retry, dropping the oldest past kMaxFailedDeletes.

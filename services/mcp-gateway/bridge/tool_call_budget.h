@@ -9,8 +9,8 @@
 //
 // It also counts the calls themselves (CallsOf: a ByteBudget charged 1 per call), per
 // credential and over everyone: each call in flight holds a gateway thread until its
-// answer is written, and a run's own cap (--max_tool_calls_in_flight) let one token's 16
-// sandboxes x 64 slow calls hold 1,055 threads (attack round 6, F9).
+// answer is written, and a run's own cap (--max_tool_calls_in_flight) alone would let one
+// token's 16 sandboxes x 64 slow calls hold over a thousand threads.
 //
 //   ToolCallBudgetOptions options;
 //   options.ceiling = ceiling;
@@ -52,8 +52,7 @@ class ToolCallBudget {
   // A call is charged this many times its arguments' and its result's JSON size: that is
   // how many copies of them live at once on their way (the proto, the parsed arguments, the
   // upstream request, the upstream's response and its parse, the dumped result, the proto
-  // answer). Charged once, 2 tokens x 64 MiB of calls took the gateway to 546 MiB (attack
-  // round 5).
+  // answer). Charged once, 2 tokens x 64 MiB of calls would take the gateway to 546 MiB.
   static constexpr size_t kCopies = 4;
 
   explicit ToolCallBudget(const ToolCallBudgetOptions& o)

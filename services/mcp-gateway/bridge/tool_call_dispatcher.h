@@ -66,7 +66,7 @@ struct ToolCallLimits {
 // stalls the write, and must not get further calls admitted meanwhile. A worker that finds
 // nothing queued while another already waits ends, so a run keeps one idle worker: the
 // threads of a credential's runs are its calls in flight plus one per run, not the sum of
-// each run's peak (kept until each stream ended, they added up across runs; F9).
+// each run's peak (idle workers kept until each stream ended would add up across runs).
 // Dispatch and JoinAll are called by one thread (the Execute loop's) only.
 class ToolCallDispatcher {
  public:

@@ -64,8 +64,13 @@ CallableTools CallableTools::Of(const sandbox::v1::Catalog& catalog) {
 }
 
 ToolCallRouter::ToolCallRouter(Upstreams* upstreams, CallableTools callable,
-                               std::shared_ptr<codemode::CancelToken> end_run, RunProgress* progress)
-    : upstreams_(upstreams), callable_(std::move(callable)), end_run_(std::move(end_run)), progress_(progress) {}
+                               std::shared_ptr<codemode::CancelToken> end_run, RunProgress* progress,
+                               RouterOptions options)
+    : upstreams_(upstreams),
+      callable_(std::move(callable)),
+      end_run_(std::move(end_run)),
+      progress_(progress),
+      options_(std::move(options)) {}
 
 sandbox::v1::ToolResult ToolCallRouter::Route(const sandbox::v1::ToolCall& call,
                                               std::shared_ptr<codemode::CancelToken> cancel,
@@ -73,7 +78,7 @@ sandbox::v1::ToolResult ToolCallRouter::Route(const sandbox::v1::ToolCall& call,
   const absl::Time started = absl::Now();
   CallRecord record;
   // Each call is a span of the run's trace (a trace of its own when the run has none).
-  record.span = codemode::telemetry::TraceContext::ChildOf(run_trace_);
+  record.span = codemode::telemetry::TraceContext::ChildOf(options_.trace);
   sandbox::v1::ToolResult r;
   // An error says only why: the sandbox's ToolError names the call ("server.tool: why").
   if (!callable_.Has(call.server(), call.tool()) || !violation().empty()) {
@@ -94,22 +99,22 @@ sandbox::v1::ToolResult ToolCallRouter::Route(const sandbox::v1::ToolCall& call,
   r.set_call_id(call.call_id());
   const absl::Duration took = absl::Now() - started;
   Count(call, record.outcome == ToolOutcome::kOk, absl::ToInt64Milliseconds(took));
-  if (metrics_ != nullptr) {
+  if (options_.metrics != nullptr) {
     const bool sent = record.outcome != ToolOutcome::kRefused;
-    metrics_->ToolCallFinished(call.server(), call.tool(), record.outcome, took, sent);
+    options_.metrics->ToolCallFinished(call.server(), call.tool(), record.outcome, took, sent);
   }
-  if (audit_ != nullptr) Audit(call, record, took);
+  if (options_.audit != nullptr) Audit(call, record, took);
   return r;
 }
 
 void ToolCallRouter::Refused(const sandbox::v1::ToolCall& call) {
   CallRecord record;  // its outcome: refused
-  record.span = codemode::telemetry::TraceContext::ChildOf(run_trace_);
+  record.span = codemode::telemetry::TraceContext::ChildOf(options_.trace);
   Count(call, false, 0);
-  if (metrics_ != nullptr) {
-    metrics_->ToolCallFinished(call.server(), call.tool(), ToolOutcome::kRefused, absl::ZeroDuration(), false);
+  if (options_.metrics != nullptr) {
+    options_.metrics->ToolCallFinished(call.server(), call.tool(), ToolOutcome::kRefused, absl::ZeroDuration(), false);
   }
-  if (audit_ != nullptr) Audit(call, record, absl::ZeroDuration());
+  if (options_.audit != nullptr) Audit(call, record, absl::ZeroDuration());
 }
 
 // One line per call: who, from which sandbox, in which trace, what (by digest unless the
@@ -117,11 +122,11 @@ void ToolCallRouter::Refused(const sandbox::v1::ToolCall& call) {
 void ToolCallRouter::Audit(const sandbox::v1::ToolCall& call, const CallRecord& record,
                            absl::Duration took) {
   json line = {{"kind", "tool_call"},
-               {"credential", credential_},
-               {"sandbox", sandbox()},
+               {"credential", options_.credential},
+               {"sandbox", options_.sandbox != nullptr ? options_.sandbox->id() : ""},
                {"trace_id", record.span->trace_id()},
                {"span_id", record.span->span_id()},
-               {"parent_span_id", run_trace_ ? run_trace_->span_id() : ""},
+               {"parent_span_id", options_.trace ? options_.trace->span_id() : ""},
                {"server", call.server()},
                {"tool", call.tool()},
                {"arguments_bytes", call.arguments_json().size()},
@@ -129,8 +134,8 @@ void ToolCallRouter::Audit(const sandbox::v1::ToolCall& call, const CallRecord& 
                {"outcome", GatewayMetrics::Name(record.outcome)},
                {"duration_ms", absl::ToInt64Milliseconds(took)}};
   if (!record.approval.empty()) line["approval"] = record.approval;
-  if (audit_arguments_) line["arguments"] = call.arguments_json();
-  audit_->Write(std::move(line));
+  if (options_.audit_arguments) line["arguments"] = call.arguments_json();
+  options_.audit->Write(std::move(line));
 }
 
 namespace {
@@ -159,8 +164,8 @@ sandbox::v1::ToolResult ToolCallRouter::Forward(const sandbox::v1::ToolCall& cal
     r.set_error("the arguments must be a JSON object");
     return r;
   }
-  if (gate_) {
-    if (absl::Status s = gate_(call.server(), call.tool(), *arguments, cancel, &record.approval);
+  if (options_.gate) {
+    if (absl::Status s = options_.gate(call.server(), call.tool(), *arguments, cancel, &record.approval);
         !s.ok()) {
       r.set_error(std::string(s.message()));
       return r;

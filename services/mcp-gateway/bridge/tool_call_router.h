@@ -6,7 +6,8 @@
 //
 //   RunProgress progress(ctx.progress);
 //   auto end_run = std::make_shared<codemode::CancelToken>();
-//   ToolCallRouter router(upstreams, CallableTools::Of(catalog), end_run, &progress);
+//   RouterOptions options;  // the gate, metrics, trace, audit, sandbox
+//   ToolCallRouter router(upstreams, CallableTools::Of(catalog), end_run, &progress, options);
 //   handlers.on_tool_call = [&](const ToolCall& c) { return router.Route(c, cancel); };
 //   ToolCallStats stats = router.stats();
 #pragma once
@@ -23,6 +24,7 @@
 #include "base/log_text.h"
 #include "base/mutex.h"
 #include "bridge/run_arguments.h"
+#include "bridge/run_scope.h"
 #include "bridge/upstreams.h"
 #include "audit/audit_log.h"
 #include "metrics/gateway_metrics.h"
@@ -36,8 +38,8 @@ namespace gateway {
 // from tool-call threads (upstream progress) and must strictly increase: one counter under
 // one lock. An upstream's progress is its to send at any rate and size: at most
 // kUpstreamPerSecond a second (bursts of kUpstreamBurst) are relayed, each message clipped
-// to kUpstreamMessageBytes (attack round 7, F10: 20 x 15 MiB progress per call were copied
-// about nine times each on their way to the client).
+// to kUpstreamMessageBytes: each message is copied about nine times on its way to the
+// client, and an upstream may send many large ones per call.
 class RunProgress {
  public:
   static constexpr double kUpstreamPerSecond = 10;
@@ -89,6 +91,31 @@ struct ToolCallStats {
   uint64_t failed = 0;  // refused, failed, or answered with isError
 };
 
+// Asked before each call goes upstream, with its parsed arguments (approvals:
+// run_approvals.h); a non-OK status is the call's error. `approval` gets the decision
+// when the call needed one (RunApprovals::Check).
+using ToolCallGate = std::function<absl::Status(const std::string& server, const std::string& tool,
+                                                const nlohmann::json& arguments,
+                                                const std::shared_ptr<codemode::CancelToken>& cancel,
+                                                std::string* approval)>;
+
+// How a run's calls are judged, counted and logged. The defaults: no gate, no metrics, a
+// trace of each call's own, no audit.
+struct RouterOptions {
+  ToolCallGate gate;
+  // Each call is counted here too (null: not).
+  GatewayMetrics* metrics = nullptr;
+  // Each call gets a span of the run's trace, sent upstream as params._meta.traceparent.
+  std::optional<codemode::telemetry::TraceContext> trace;
+  // Each call is one line of `audit` (null: none), naming `credential` and the sandbox
+  // the run is in (`sandbox`; null: none named); with `audit_arguments` the line holds
+  // the arguments too.
+  AuditLog* audit = nullptr;
+  std::string credential;
+  bool audit_arguments = false;
+  const RunSandbox* sandbox = nullptr;
+};
+
 class ToolCallRouter {
  public:
   // structuredContent.tool_calls lists at most this many calls of a run; the totals count all.
@@ -97,7 +124,8 @@ class ToolCallRouter {
   // A call outside `callable` is refused, and its run ended: `end_run` is cancelled with
   // the reason, which violation() keeps; every later call of the run is refused too.
   ToolCallRouter(Upstreams* upstreams, CallableTools callable,
-                 std::shared_ptr<codemode::CancelToken> end_run, RunProgress* progress);
+                 std::shared_ptr<codemode::CancelToken> end_run, RunProgress* progress,
+                 RouterOptions options = {});
 
   // Answers one call (blocking while the upstream works); `cancel` cancels the upstream
   // call; the upstream's answer is charged to `answer` (CallOptions::answer). Thread-safe:
@@ -114,36 +142,6 @@ class ToolCallRouter {
   std::string violation() const {
     codemode::MutexLock lock(&mu_);
     return violation_;
-  }
-
-  // Asked before each call goes upstream, with its parsed arguments (approvals:
-  // run_approvals.h); a non-OK status is the call's error. Set before the run starts.
-  // `approval` gets the decision when the call needed one (RunApprovals::Check).
-  using Gate = std::function<absl::Status(const std::string& server, const std::string& tool,
-                                          const nlohmann::json& arguments,
-                                          const std::shared_ptr<codemode::CancelToken>& cancel,
-                                          std::string* approval)>;
-  void SetGate(Gate gate) { gate_ = std::move(gate); }
-  // Each call is counted here too (null: not). Set before the run starts.
-  void SetMetrics(GatewayMetrics* metrics) { metrics_ = metrics; }
-  // Each call gets a span of `run`'s trace, sent upstream as params._meta.traceparent.
-  // Set before the run starts.
-  void SetTrace(const codemode::telemetry::TraceContext& run) { run_trace_ = run; }
-  // Each call is one line of `audit` (null: none), naming `credential`; with
-  // `with_arguments` the line holds the arguments too. Set before the run starts.
-  void SetAudit(AuditLog* audit, std::string credential, bool with_arguments) {
-    audit_ = audit;
-    credential_ = std::move(credential);
-    audit_arguments_ = with_arguments;
-  }
-  // The sandbox the calls come from (sandboxd's session id), for the audit lines.
-  void SetSandbox(const std::string& session_id) {
-    codemode::MutexLock lock(&mu_);
-    sandbox_ = session_id;
-  }
-  std::string sandbox() const {
-    codemode::MutexLock lock(&mu_);
-    return sandbox_;
   }
 
  private:
@@ -164,15 +162,9 @@ class ToolCallRouter {
   const CallableTools callable_;
   const std::shared_ptr<codemode::CancelToken> end_run_;
   RunProgress* const progress_;
-  Gate gate_;
-  GatewayMetrics* metrics_ = nullptr;
-  std::optional<codemode::telemetry::TraceContext> run_trace_;
-  AuditLog* audit_ = nullptr;
-  std::string credential_;
-  bool audit_arguments_ = false;
+  const RouterOptions options_;
   mutable codemode::Mutex mu_;
   ToolCallStats stats_ ABSL_GUARDED_BY(mu_);
-  std::string sandbox_ ABSL_GUARDED_BY(mu_);
   std::string violation_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -62,7 +62,7 @@ absl::StatusOr<json> WorkspaceResources::List(const std::string& mcp_session,
   // The cursor is the position of the page's first resource in the caller's list (by
   // session name, then path); a list that changed between pages shifts, as MCP allows.
   size_t from = 0;
-  // Digits only (SimpleAtoi also takes " 1" and "+1": attack round 17).
+  // Digits only: SimpleAtoi also takes " 1" and "+1", which are no cursor we gave.
   if (!cursor.empty() && (cursor.size() > 20 || !absl::c_all_of(cursor, absl::ascii_isdigit) ||
                           !absl::SimpleAtoi(cursor, &from))) {
     return absl::InvalidArgumentError("params.cursor is not a cursor of this server");

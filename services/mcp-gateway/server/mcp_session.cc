@@ -11,14 +11,14 @@
 // the provider the session is gone, so the provider never sees a call for a dead session.
 // (So a provider must not call Close() from inside CallTool, and should honour the token.)
 //
-// Lifecycle (2025 era): requests other than initialize/ping are refused until initialize
+// Lifecycle (with a session, protocols up to 2025-11-25): requests other than initialize/ping are refused until initialize
 // has been answered; notifications/initialized is not required before tools/list or
 // tools/call (lenient towards clients that pipeline), but list_changed is only sent after
 // it. Log messages pass at "info" and above until logging/setLevel says otherwise.
 //
-// A request of the 2026-07-28 era (mcp_era.h) needs no initialize: its envelope is checked
-// (-32602, -32022), it runs outside any MCP session (ToolCallContext::session_key is empty,
-// so run_python places it by its `sandbox` handle), its results carry resultType, the
+// A stateless request (protocol 2026-07-28, mcp_era.h) needs no initialize: its envelope is
+// checked (-32602, -32022), it runs outside any MCP session (ToolCallContext::mcp_session is
+// absent, so run_python places it by its `sandbox` handle), its results carry resultType, the
 // server's name and caching hints, and it never gets log messages (it cannot ask for a
 // level the way 2025 clients do). subscriptions/listen keeps its reply sink open and sends
 // the list changes it asked for, each tagged with its id, until the client cancels it or
@@ -72,7 +72,7 @@ int64_t NowMs() {
 
 // Converts the provider's answer to a JSON-RPC response; NOT_FOUND becomes
 // `not_found_code` (-32602 for tools, -32002 "resource not found" for resources, -32602
-// with the uri as data for resources in the 2026-07-28 era: SEP-2164).
+// with the uri as data for resources of a stateless request: SEP-2164).
 json WorkResponse(const json& id, const absl::StatusOr<json>& result, int not_found_code,
                   const json& not_found_data) {
   if (!result.ok()) {
@@ -180,7 +180,7 @@ void McpSession::Impl::HandleRequest(const std::string& method, const json& id, 
     response = UnsupportedVersion(id, requested != params.end() && requested->is_string()
                                           ? requested->get<std::string>()
                                           : "");
-  } else if (stateless_connection) {  // a request of neither era: say what this one needs
+  } else if (stateless_connection) {  // a request of neither kind: say what this one needs
     response = EnvelopeError(id, params).value_or(MakeError(id, kInvalidRequest, "invalid request"));
   } else if (method == "initialize") {
     response = Initialize(id, params);
@@ -194,9 +194,9 @@ void McpSession::Impl::HandleRequest(const std::string& method, const json& id, 
     response = ListTools(id, params);
   } else if (method == "tools/call") {
     response = StartToolCall(id, params, reply, /*stateless=*/false);
-  } else if (provider->HasResources() && method == "resources/read") {
+  } else if (provider->resources() != nullptr && method == "resources/read") {
     response = StartRead(id, params, reply, /*stateless=*/false);
-  } else if (provider->HasResources() &&
+  } else if (provider->resources() != nullptr &&
              (method == "resources/list" || method == "resources/templates/list")) {
     response = ListResources(id, method, params);
   } else {
@@ -224,7 +224,7 @@ json McpSession::Impl::Initialize(const json& id, const json& params) {
                 client != params.end() ? codemode::LogText(wire::Dump(*client)) : "unknown");
 
   json capabilities = {{"tools", {{"listChanged", true}}}, {"logging", json::object()}};
-  if (provider->HasResources()) capabilities["resources"] = {{"listChanged", true}};
+  if (provider->resources() != nullptr) capabilities["resources"] = {{"listChanged", true}};
   json result = {
       {"protocolVersion", version},
       {"capabilities", std::move(capabilities)},
@@ -267,8 +267,8 @@ json McpSession::Impl::ListResources(const json& id, const std::string& method,
   // cursor there means "from the start", as for tools/list.
   const std::string from = cursor != params.end() && cursor->is_string() ? cursor->get<std::string>() : "";
   return WorkResponse(id,
-                      method == "resources/list" ? provider->ListResources(self->key(), from)
-                                                 : provider->ListResourceTemplates(self->key()),
+                      method == "resources/list" ? provider->resources()->ListResources(self->key(), from)
+                                                 : provider->resources()->ListResourceTemplates(self->key()),
                       kResourceNotFound);
 }
 

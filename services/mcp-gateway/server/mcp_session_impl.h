@@ -1,8 +1,8 @@
 // The inside of McpSession, shared by its three source files: mcp_session.cc (dispatch,
-// the 2025 era, cancellation, closing), mcp_session_work.cc (tools/call, resources/read
-// and resources/list on workers) and mcp_session_stateless.cc (requests of the 2026-07-28
-// era: server/discover, subscriptions/listen). Private to them; users include
-// server/mcp_session.h.
+// requests with a session, cancellation, closing), mcp_session_work.cc (tools/call,
+// resources/read and resources/list on workers) and mcp_session_stateless.cc (stateless
+// requests, protocol 2026-07-28: server/discover, subscriptions/listen). Private to them;
+// users include server/mcp_session.h.
 #pragma once
 
 #include <algorithm>
@@ -34,7 +34,7 @@ inline std::string IdKey(const json& id) { return wire::Dump(id); }
 
 // Converts the provider's answer to a JSON-RPC response; NOT_FOUND becomes
 // `not_found_code` (-32602 for tools, -32002 "resource not found" for resources, -32602
-// with the uri as data for resources in the 2026-07-28 era: SEP-2164).
+// with the uri as data for resources of a stateless request: SEP-2164).
 json WorkResponse(const json& id, const absl::StatusOr<json>& result, int not_found_code,
                   const json& not_found_data = nullptr);
 
@@ -77,7 +77,7 @@ struct McpSession::Impl {
     // Nothing goes to it before its acknowledgement; set by the provider's watch thread
     // when the stream watches resources.
     std::shared_ptr<std::atomic<bool>> acknowledged = std::make_shared<std::atomic<bool>>(false);
-    // resourcesListChanged: ToolProvider::WatchResources's subscription; dropped with it.
+    // resourcesListChanged: ResourceProvider::WatchResources's subscription; dropped with it.
     std::shared_ptr<void> resources_watch;
   };
   std::map<std::string, Listener> listeners ABSL_GUARDED_BY(mu);
@@ -97,11 +97,11 @@ struct McpSession::Impl {
   void HandleNotification(const std::string& method, const json& params);
   void HandleRequest(const std::string& method, const json& id, const json& params,
                      const std::shared_ptr<ReplySink>& reply);
-  // A request of the 2026-07-28 era (mcp_era.h).
+  // A stateless request (protocol 2026-07-28, mcp_era.h).
   void HandleStatelessRequest(const std::string& method, const json& id, const json& params,
                               const std::shared_ptr<ReplySink>& reply);
   json ServerInfo() const { return {{"name", options.name}, {"version", options.version}}; }
-  // `response` as the 2026-07-28 era sends it (a result gets resultType, _meta, hints).
+  // `response` as a stateless request gets it (a result gets resultType, _meta, hints).
   json Stateless(json response, const std::string& method) const {
     if (auto result = response.find("result"); result != response.end()) {
       *result = StatelessResult(std::move(*result), method, ServerInfo());
@@ -124,10 +124,10 @@ struct McpSession::Impl {
   // `ack` goes out once it is ready. False when the provider watches nothing.
   bool WatchResources(const std::string& key, const json& id, const std::shared_ptr<ReplySink>& reply,
                       const json& ack, const std::shared_ptr<std::atomic<bool>>& acknowledged);
-  // resources/list of the 2026-07-28 era: the credential's resources, on a worker.
+  // resources/list of a stateless request: the credential's resources, on a worker.
   json StartOwnedList(const json& id, const json& params, const std::shared_ptr<ReplySink>& reply);
   // These return an error response, or null when the work was started on a worker.
-  // `stateless`: a request of the 2026-07-28 era.
+  // `stateless`: a stateless request (protocol 2026-07-28).
   json StartToolCall(const json& id, const json& params, const std::shared_ptr<ReplySink>& reply,
                      bool stateless);
   json StartRead(const json& id, const json& params, const std::shared_ptr<ReplySink>& reply,
@@ -142,8 +142,8 @@ struct McpSession::Impl {
     json not_found_data;       // the error's data when the provider says NOT_FOUND
     bool read = false;         // counted as a read by CallLimits
     uint64_t bytes = 0;        // what its arguments hold
-    std::string stateless_method;  // the method, for a request of the 2026-07-28 era; else ""
-    // tools/call of the 2026-07-28 era: its retry fields (ToolCallContext::input_required).
+    std::string stateless_method;  // the method, for a stateless request; else ""
+    // A stateless tools/call: its retry fields (ToolCallContext::stateless).
     std::string request_state;
     json input_responses = json::object();
     std::string traceparent;  // params._meta.traceparent, as sent (parsed in RunWork)

@@ -1,4 +1,4 @@
-// McpSession's requests of the 2026-07-28 era (mcp_era.h): the envelope and version
+// McpSession's stateless requests (protocol 2026-07-28, mcp_era.h): the envelope and version
 // checks, server/discover and subscriptions/listen. See mcp_session.cc for the rest.
 #include "absl/strings/str_cat.h"
 #include "server/mcp_session_impl.h"
@@ -7,7 +7,7 @@ namespace gateway {
 
 namespace {
 
-// Methods the 2026-07-28 revision removed: a client of that era gets -32601 for them.
+// Methods the 2026-07-28 revision removed: a stateless client gets -32601 for them.
 bool RemovedInStatelessEra(const std::string& method) {
   return method == "initialize" || method == "ping" || method == "logging/setLevel" ||
          method == "resources/subscribe" || method == "resources/unsubscribe";
@@ -24,7 +24,7 @@ void McpSession::Impl::HandleStatelessRequest(const std::string& method, const j
     codemode::MutexLock lock(&mu);
     if (init_done) initialized_with = protocol_version;
   }
-  if (!initialized_with.empty()) {  // one era per connection
+  if (!initialized_with.empty()) {  // a connection with a session serves no stateless request
     response = MakeError(id, kInvalidRequest,
                          absl::StrCat("this connection initialized with protocol ", initialized_with,
                                       ": its requests carry no protocol version in _meta (protocol ",
@@ -38,10 +38,10 @@ void McpSession::Impl::HandleStatelessRequest(const std::string& method, const j
     {
       codemode::MutexLock lock(&mu);
       is_closed = closed;
-      // server/discover is how a client finds out which era to speak: it pins nothing.
+      // server/discover is how a client finds out whether to speak stateless: it pins nothing.
       if (method != "server/discover" && !init_done) pinned_stateless = true;
     }
-    const bool resources = provider->HasResources();
+    const bool resources = provider->resources() != nullptr;
     if (is_closed) {
       response = MakeError(id, kInvalidRequest, "session is closed");
     } else if (method == "server/discover") {
@@ -71,8 +71,8 @@ void McpSession::Impl::HandleStatelessRequest(const std::string& method, const j
 
 json McpSession::Impl::Discover(const json& id) {
   json capabilities = {{"tools", {{"listChanged", true}}}};
-  // The resource list is the credential's (ToolProvider::ListOwnedResources).
-  if (provider->HasResources()) capabilities["resources"] = {{"listChanged", true}};
+  // The resource list is the credential's (ResourceProvider::ListOwnedResources).
+  if (provider->resources() != nullptr) capabilities["resources"] = {{"listChanged", true}};
   json result = {{"supportedVersions", {kStatelessVersion}}, {"capabilities", std::move(capabilities)}};
   if (!options.instructions.empty()) result["instructions"] = options.instructions;
   return Stateless(MakeResult(id, std::move(result)), "server/discover");
@@ -87,7 +87,7 @@ json McpSession::Impl::StartOwnedList(const json& id, const json& params,
   const std::string from = cursor != params.end() && cursor->is_string() ? cursor->get<std::string>() : "";
   WorkSpec spec;
   spec.what = "resources/list";
-  spec.work = [this, from](ToolCallContext& context) { return provider->ListOwnedResources(from, context); };
+  spec.work = [this, from](ToolCallContext& context) { return provider->resources()->ListOwnedResources(from, context); };
   spec.read = true;
   spec.bytes = from.size();
   spec.stateless_method = "resources/list";
@@ -101,7 +101,7 @@ bool McpSession::Impl::WatchResources(const std::string& key, const json& id,
   // any change after the acknowledgement is announced. The callbacks hold only what
   // outlives this session.
   std::weak_ptr<ReplySink> sink = reply;
-  std::shared_ptr<void> watch = provider->WatchResources(
+  std::shared_ptr<void> watch = provider->resources()->WatchResources(
       self->credential(),
       [sink, ack, acknowledged] {
         Reply(sink.lock(), ack);
@@ -134,7 +134,7 @@ json McpSession::Impl::Listen(const json& id, const json& params,
   listener.id = id;
   listener.sink = reply;
   listener.tools = asked("toolsListChanged");
-  const bool resources = asked("resourcesListChanged") && provider->HasResources();
+  const bool resources = asked("resourcesListChanged") && provider->resources() != nullptr;
   const bool tools = listener.tools;
   auto acknowledgement = [&](bool with_resources) {
     json honoured = json::object();

@@ -99,7 +99,7 @@ json McpSession::Impl::StartRead(const json& id, const json& params,
   WorkSpec spec;
   spec.what = "resources/read";
   spec.work = [this, uri = uri->get<std::string>()](ToolCallContext& context) {
-    return provider->ReadResource(uri, context);
+    return provider->resources()->ReadResource(uri, context);
   };
   spec.read = true;
   spec.bytes = codemode::ApproxJsonBytes(*uri);
@@ -211,9 +211,9 @@ void McpSession::Impl::RunWork(const json& id, const WorkSpec& spec, const json&
   auto progress = std::make_shared<ProgressState>();
   ToolCallContext context;
   context.cancel = token;
-  // A request of the 2026-07-28 era belongs to no MCP session, even on a connection that
-  // has one: what it runs in is named by its arguments (a sandbox handle).
-  context.session_key = stateless ? "" : self->key();
+  // A stateless request belongs to no MCP session, even on a connection that has one: what
+  // it runs in is named by its arguments (a sandbox handle).
+  if (!stateless && !self->key().empty()) context.mcp_session = self->key();
   context.credential = self->credential();
   if (options.ceiling) {
     // No bound of its own: what refuses is the share or the ceiling, named in the refusal.
@@ -224,9 +224,9 @@ void McpSession::Impl::RunWork(const json& id, const WorkSpec& spec, const json&
   }
   context.protocol_version = stateless ? kStatelessVersion : self->protocol_version();
   context.client_capabilities = spec.client_capabilities;
-  // The 2026-07-28 era asks by input_required results instead (bridge/pending_runs.h).
+  // A stateless request asks by input_required results instead (bridge/pending_runs.h).
   if (!stateless && reply) context.ask_client = AskClient(reply, token);
-  context.input_required = spec.stateless_method == "tools/call";
+  context.stateless = spec.stateless_method == "tools/call";
   context.request_state = spec.request_state;
   context.input_responses = spec.input_responses;
   context.trace_parent = codemode::telemetry::TraceContext::Parse(spec.traceparent);

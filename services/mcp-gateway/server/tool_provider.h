@@ -1,8 +1,9 @@
 // What the MCP server side of the gateway serves, and where its replies go: the two
 // interfaces between McpSession (mcp_session.h) and the rest of the gateway.
 //
-// ToolProvider is what the gateway offers (tools/list, tools/call, the resources/ methods;
-// the run_python tool implements it). ReplySink is where a message for the client goes
+// ToolProvider is what the gateway offers (tools/list, tools/call; the run_python tool
+// implements it), ResourceProvider the resources/ methods of a provider that has
+// resources (the files runs leave: bridge/run_resources.h). ReplySink is where a message for the client goes
 // (a transport: stdout, an HTTP response or SSE stream). ToolCallContext carries one call's
 // progress, cancellation and owner to the provider.
 #pragma once
@@ -61,8 +62,9 @@ struct ToolCallContext {
       progress;
   // Cancelled on notifications/cancelled for this request, or when the session closes.
   std::shared_ptr<codemode::CancelToken> cancel;
-  // The MCP session this call belongs to (its key).
-  std::string session_key;
+  // The MCP session this call belongs to (its key); absent for a stateless request
+  // (protocol 2026-07-28), which belongs to none, even on a connection that has one.
+  std::optional<std::string> mcp_session;
   // The credential that session authenticated with ("token 3f2a9c01b7e4": server/http_token.h, "anonymous", "stdio"):
   // what it creates is counted against that credential's caps.
   std::string credential;
@@ -74,8 +76,8 @@ struct ToolCallContext {
   // request's _meta clientCapabilities), as far as the gateway may use it: the objects of
   // `elicitation`, `sampling` and `roots` (each at most 4 KiB; larger ones are kept empty).
   nlohmann::json client_capabilities = nlohmann::json::object();
-  // Sends a request to the client and waits for its answer (2025: ClientRequests::Ask on
-  // this call's own stream; 2026-07-28: PendingRuns, an input_required result); empty where
+  // Sends a request to the client and waits for its answer (ClientRequests::Ask on this
+  // call's own stream; for a stateless request PendingRuns, an input_required result); empty where
   // the call has no way to ask. The wait ends CANCELLED when this call is cancelled or when
   // `cancel` (nullable: what the question is for, e.g. the execution whose tool calls ask)
   // is, and DEADLINE_EXCEEDED after `timeout`.
@@ -83,11 +85,12 @@ struct ToolCallContext {
                                                absl::Duration timeout,
                                                const std::shared_ptr<codemode::CancelToken>& cancel)>
       ask_client;
-  // Protocol 2026-07-28's multi round-trip requests (tools/call only): the call may be
-  // answered with an `input_required` result ({resultType: "input_required", inputRequests,
-  // requestState}) and retried by the client with the same params plus `requestState` (the
-  // one it got, at most 4 KiB) and `inputResponses` (an object: the answers by request key).
-  bool input_required = false;
+  // A stateless tools/call (protocol 2026-07-28), a multi round-trip request: the call may
+  // be answered with an `input_required` result ({resultType: "input_required",
+  // inputRequests, requestState}) and retried by the client with the same params plus
+  // `requestState` (the one it got, at most 4 KiB) and `inputResponses` (an object: the
+  // answers by request key).
+  bool stateless = false;
   std::string request_state;
   nlohmann::json input_responses = nlohmann::json::object();
   // The client's trace context (params._meta.traceparent, or the HTTP `traceparent`
@@ -97,6 +100,34 @@ struct ToolCallContext {
   // charged here: the credential's share of the gateway's byte ceiling and the ceiling.
   // Null without a ceiling.
   std::shared_ptr<codemode::ByteBudget> budget;
+};
+
+// MCP resources of a ToolProvider: each method returns its result object. List and
+// templates are answered on the transport's thread (keep them quick); reads, and
+// ListOwnedResources, run on a worker like tools/call. NOT_FOUND becomes -32002 (resource
+// not found), INVALID_ARGUMENT -32602, anything else -32603. `cursor` is the client's
+// params.cursor ("" for the first page): a provider with more than a page answers a page
+// and a nextCursor.
+class ResourceProvider {
+ public:
+  ResourceProvider() = default;
+  ResourceProvider(const ResourceProvider&) = delete;
+  ResourceProvider& operator=(const ResourceProvider&) = delete;
+  virtual ~ResourceProvider() = default;
+  virtual absl::StatusOr<nlohmann::json> ListResources(const std::string& session_key,
+                                                       const std::string& cursor) = 0;
+  virtual absl::StatusOr<nlohmann::json> ListResourceTemplates(const std::string& session_key) = 0;
+  virtual absl::StatusOr<nlohmann::json> ReadResource(const std::string& uri, ToolCallContext& context) = 0;
+  // A stateless request, which has no MCP session: the result of resources/list for
+  // `context.credential` (every sandbox it holds), run on a worker like a read.
+  virtual absl::StatusOr<nlohmann::json> ListOwnedResources(const std::string& cursor,
+                                                            ToolCallContext& context) = 0;
+  // subscriptions/listen's resourcesListChanged: `ready` once the list is being watched,
+  // then `changed` whenever the list ListOwnedResources gives `credential` changes; both
+  // from another thread, possibly once more after the returned subscription is dropped
+  // (which ends it). Null when the provider does not watch.
+  virtual std::shared_ptr<void> WatchResources(const std::string& credential, std::function<void()> ready,
+                                               std::function<void()> changed) = 0;
 };
 
 // What the gateway offers. Implemented by the run_python tool (bridge/run_code.h).
@@ -118,40 +149,9 @@ class ToolProvider {
   // The MCP session ended (stdio EOF, HTTP DELETE, idle expiry): release its resources.
   virtual void SessionClosed(const std::string& session_key) = 0;
 
-  // MCP resources, optional. A provider whose HasResources() is true gets the `resources`
-  // capability advertised (with listChanged) and these methods called; each returns the
-  // method's result object. List and templates are answered on the transport's thread
-  // (keep them quick); reads, and ListOwnedResources, run on a worker like tools/call. NOT_FOUND becomes -32002
-  // (resource not found), INVALID_ARGUMENT -32602, anything else -32603. `cursor` is the
-  // client's params.cursor ("" for the first page): a provider with more than a page
-  // answers a page and a nextCursor.
-  virtual bool HasResources() { return false; }
-  virtual absl::StatusOr<nlohmann::json> ListResources(const std::string& session_key,
-                                                       const std::string& cursor) {
-    return absl::UnimplementedError("no resources");
-  }
-  virtual absl::StatusOr<nlohmann::json> ListResourceTemplates(const std::string& session_key) {
-    return absl::UnimplementedError("no resources");
-  }
-  virtual absl::StatusOr<nlohmann::json> ReadResource(const std::string& uri,
-                                                      ToolCallContext& context) {
-    return absl::UnimplementedError("no resources");
-  }
-  // Protocol 2026-07-28, which has no MCP session: the result of resources/list for
-  // `context.credential` (every sandbox it holds), run on a worker like a read.
-  virtual absl::StatusOr<nlohmann::json> ListOwnedResources(const std::string& cursor,
-                                                            ToolCallContext& context) {
-    return nlohmann::json{{"resources", nlohmann::json::array()}};
-  }
-  // subscriptions/listen's resourcesListChanged: `ready` once the list is being watched,
-  // then `changed` whenever the list ListOwnedResources gives `credential` changes; both
-  // from another thread, possibly once more after the returned subscription is dropped
-  // (which ends it). Null when the provider does not watch.
-  virtual std::shared_ptr<void> WatchResources(const std::string& credential,
-                                               std::function<void()> ready,
-                                               std::function<void()> changed) {
-    return nullptr;
-  }
+  // The provider's MCP resources; null when it has none. A provider with resources gets
+  // the `resources` capability advertised (with listChanged).
+  virtual ResourceProvider* resources() { return nullptr; }
 };
 
 }  // namespace gateway

@@ -41,7 +41,7 @@ class OwnedResourcesTest : public ::testing::Test {
 
   ToolCallContext Context(const std::string& credential, const std::string& mcp = "") {
     ToolCallContext ctx;
-    ctx.session_key = mcp;
+    if (!mcp.empty()) ctx.mcp_session = mcp;
     ctx.credential = credential;
     ctx.protocol_version = mcp.empty() ? "2026-07-28" : "2025-11-25";
     ctx.cancel = std::make_shared<codemode::CancelToken>();
@@ -58,7 +58,7 @@ class OwnedResourcesTest : public ::testing::Test {
   }
   json List(RunCodeTool& tool, const std::string& credential, const std::string& cursor = "") {
     ToolCallContext ctx = Context(credential);
-    absl::StatusOr<json> r = tool.ListOwnedResources(cursor, ctx);
+    absl::StatusOr<json> r = tool.resources()->ListOwnedResources(cursor, ctx);
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? (*r)["resources"] : json();
   }
@@ -86,13 +86,13 @@ TEST_F(OwnedResourcesTest, ACredentialListsEverySandboxItHoldsByHandleAndNothing
   EXPECT_EQ(mine[1]["size"], 2);
   // The URI reads for its credential, from a request without a session or with one.
   ToolCallContext ctx = Context("token a", "mcp-9");
-  absl::StatusOr<json> read = tool.ReadResource(uri, ctx);
+  absl::StatusOr<json> read = tool.resources()->ReadResource(uri, ctx);
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ((*read)["contents"][0]["text"], "A");
   // Another credential sees only its own, and cannot read this one's.
   EXPECT_THAT(Names(List(tool, "token b")), ::testing::ElementsAre("secret.txt"));
   ToolCallContext other = Context("token b");
-  EXPECT_TRUE(absl::IsNotFound(tool.ReadResource(uri, other).status()));
+  EXPECT_TRUE(absl::IsNotFound(tool.resources()->ReadResource(uri, other).status()));
   EXPECT_TRUE(List(tool, "token c").empty());
 }
 
@@ -102,15 +102,15 @@ TEST_F(OwnedResourcesTest, ListingPagesWithACursor) {
   RunCodeTool tool(&sandboxes_, &upstreams_, options);
   Run(tool, "out/a.txt=A;out/b.txt=B", "token a");
   ToolCallContext ctx = Context("token a");
-  absl::StatusOr<json> page = tool.ListOwnedResources("", ctx);
+  absl::StatusOr<json> page = tool.resources()->ListOwnedResources("", ctx);
   ASSERT_TRUE(page.ok());
   EXPECT_EQ((*page)["resources"].size(), 1u);
   ASSERT_EQ((*page)["nextCursor"], "1");
   EXPECT_THAT(Names(List(tool, "token a", "1")), ::testing::ElementsAre("b.txt"));
-  EXPECT_TRUE(absl::IsInvalidArgument(tool.ListOwnedResources("x", ctx).status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(tool.ListOwnedResources(std::string(21, '1'), ctx).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(tool.resources()->ListOwnedResources("x", ctx).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(tool.resources()->ListOwnedResources(std::string(21, '1'), ctx).status()));
   for (const char* odd : {" 1", "+1", "1 ", "-0"}) {
-    EXPECT_TRUE(absl::IsInvalidArgument(tool.ListOwnedResources(odd, ctx).status())) << odd;
+    EXPECT_TRUE(absl::IsInvalidArgument(tool.resources()->ListOwnedResources(odd, ctx).status())) << odd;
   }
 }
 
@@ -136,7 +136,7 @@ struct Subscriber {
   std::atomic<int> changes{0};
   absl::Notification ready;
   std::shared_ptr<void> Subscribe(RunCodeTool& tool, const std::string& credential) {
-    return tool.WatchResources(credential, [this] { ready.Notify(); }, [this] { ++changes; });
+    return tool.resources()->WatchResources(credential, [this] { ready.Notify(); }, [this] { ++changes; });
   }
   bool Ready() { return ready.WaitForNotificationWithTimeout(absl::Seconds(30)); }
 };

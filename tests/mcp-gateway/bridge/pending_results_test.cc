@@ -41,7 +41,7 @@ class PendingResultsTest : public ::testing::Test {
     ctx.credential = credential;
     ctx.protocol_version = "2026-07-28";
     ctx.client_capabilities = {{"elicitation", json::object()}};
-    ctx.input_required = true;
+    ctx.stateless = true;
     ctx.budget = budget_;
     return ctx;
   }

@@ -49,7 +49,7 @@ class PendingRunsTest : public ::testing::Test {
     ctx.protocol_version = "2026-07-28";
     ctx.cancel = cancel ? cancel : std::make_shared<codemode::CancelToken>();
     ctx.client_capabilities = std::move(capabilities);
-    ctx.input_required = true;
+    ctx.stateless = true;
     ctx.request_state = state;
     ctx.input_responses = std::move(responses);
     return tool.CallTool("run_python", {{"code", code}}, ctx);

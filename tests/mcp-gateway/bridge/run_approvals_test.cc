@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_split.h"
 
+#include "bridge/client_asker.h"
 #include "bridge/run_code.h"
 #include "bridge_fakes.h"
 #include "gmock/gmock.h"
@@ -85,7 +86,7 @@ class RunApprovalsTest : public ::testing::Test {
   std::string Run(RunCodeTool& tool, const std::string& code, json answer, bool can_ask = true,
                   const std::string& mcp = "mcp-1", const std::string& run_tool = "run_python") {
     ToolCallContext ctx;
-    ctx.session_key = mcp;
+    if (!mcp.empty()) ctx.mcp_session = mcp;
     ctx.credential = "token 0";
     ctx.protocol_version = mcp.empty() ? "2026-07-28" : "2025-11-25";
     ctx.cancel = std::make_shared<codemode::CancelToken>();
@@ -255,7 +256,8 @@ TEST_F(RunApprovalsTest, AQuestionEndsWithTheExecutionThatAsked) {
   };
   UpstreamStatus github = upstreams_.Snapshot()[0];
   const std::vector<UpstreamStatus> view = {github};
-  RunApprovals approvals(options_.approvals.get(), &view, &ctx, {}, "run_python");
+  ClientAsker asker(&ctx);
+  RunApprovals approvals(options_.approvals.get(), {}, {&view, &asker, nullptr, ctx.credential, "run_python"});
   auto execution = std::make_shared<codemode::CancelToken>();
   std::thread ender([execution] {
     absl::SleepFor(absl::Milliseconds(50));
@@ -291,12 +293,13 @@ TEST_F(RunApprovalsTest, ApprovalsAreKeyedByTheServerAndToolPair) {
   for (const std::string scope : {"run", "sandbox"}) {
     std::vector<json> asked;
     const ToolCallContext ctx = AskingContext(&asked, Accept(scope));
-    auto sandbox = std::make_shared<ApprovedTools>();
-    RunApprovals first(&policy, &view, &ctx, {}, "run_python");
-    first.SetSandbox(sandbox);
+    ClientAsker asker(&ctx);
+    RunSandbox sandbox;
+    sandbox.Enter("s1", std::make_shared<ApprovedTools>());
+    RunApprovals first(&policy, {}, {&view, &asker, &sandbox, ctx.credential, "run_python"});
     EXPECT_TRUE(first.Check("up", "v2.run_command", {{"command", "true"}}, nullptr).ok());
-    RunApprovals later(&policy, &view, &ctx, {}, "run_python");  // a later run in the sandbox
-    later.SetSandbox(sandbox);
+    // A later run in the sandbox.
+    RunApprovals later(&policy, {}, {&view, &asker, &sandbox, ctx.credential, "run_python"});
     RunApprovals& next = scope == "run" ? first : later;
     const absl::Status s = next.Check("up.v2", "run_command", {{"command", "rm -rf /srv/data"}}, nullptr);
     EXPECT_TRUE(absl::IsPermissionDenied(s)) << scope << ": " << s;
@@ -317,7 +320,8 @@ TEST_F(RunApprovalsTest, AToolNotInTheRunsViewIsRefusedUnasked) {
        {ApprovalPolicy(), ApprovalPolicy({{"github", allow_all}}, std::nullopt)}) {
     std::vector<json> asked;
     const ToolCallContext ctx = AskingContext(&asked, Accept("once"));
-    RunApprovals approvals(&policy, &view, &ctx, {}, "run_python");
+    ClientAsker asker(&ctx);
+    RunApprovals approvals(&policy, {}, {&view, &asker, nullptr, ctx.credential, "run_python"});
     const absl::Status s = approvals.Check("github", "wipe", json::object(), nullptr);
     EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
     EXPECT_EQ(s.message(), "github.wipe is not in the catalog this run was given");
@@ -358,7 +362,7 @@ TEST_F(RunApprovalsTest, AFailedRunLeavesTheSandboxsCatalogUnknown) {
     return absl::InternalError("the Execute stream broke");
   });
   ToolCallContext ctx;
-  ctx.session_key = "mcp-1";
+  ctx.mcp_session = "mcp-1";
   ctx.credential = "token 0";
   ctx.cancel = std::make_shared<codemode::CancelToken>();
   (void)tool.CallTool("run_python", {{"code", "up.read"}}, ctx);

@@ -26,7 +26,7 @@ class RunJavaScriptTest : public ::testing::Test {
   absl::StatusOr<json> Call(RunCodeTool& tool, const std::string& name, const json& args,
                             const std::string& mcp = "mcp-1") {
     ToolCallContext ctx;
-    ctx.session_key = mcp;
+    if (!mcp.empty()) ctx.mcp_session = mcp;
     ctx.credential = "token 0";
     ctx.protocol_version = "2025-11-25";
     ctx.cancel = std::make_shared<codemode::CancelToken>();

@@ -59,7 +59,7 @@ class RunMetricsTest : public ::testing::Test {
 
   absl::StatusOr<json> Call(const json& args) {
     ToolCallContext ctx;
-    ctx.session_key = "mcp-1";
+    ctx.mcp_session = "mcp-1";
     ctx.credential = "token 0";
     ctx.cancel = std::make_shared<codemode::CancelToken>();
     return tool_.CallTool("run_python", args, ctx);

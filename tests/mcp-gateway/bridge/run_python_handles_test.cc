@@ -38,7 +38,7 @@ class RunPythonHandlesTest : public ::testing::Test {
 
   ToolCallContext Context(const std::string& credential, const std::string& mcp) {
     ToolCallContext ctx;
-    ctx.session_key = mcp;
+    if (!mcp.empty()) ctx.mcp_session = mcp;
     ctx.credential = credential;
     ctx.protocol_version = "2025-11-25";
     ctx.cancel = std::make_shared<codemode::CancelToken>();
@@ -277,11 +277,11 @@ TEST_F(RunPythonHandlesTest, FilesAreReadByHandleUrisOnlyByTheirCredential) {
   const std::string uri = r["structuredContent"]["files"][0]["uri"];
   EXPECT_EQ(uri, OutFileUriOfHandle(Handle(r), "t.txt"));
   ToolCallContext mine = Context(kAlice, "mcp-9");
-  absl::StatusOr<json> read = tool_.ReadResource(uri, mine);
+  absl::StatusOr<json> read = tool_.resources()->ReadResource(uri, mine);
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ((*read)["contents"][0]["text"], "hello");
   ToolCallContext theirs = Context(kBob, "mcp-1");
-  absl::StatusOr<json> stolen = tool_.ReadResource(uri, theirs);
+  absl::StatusOr<json> stolen = tool_.resources()->ReadResource(uri, theirs);
   EXPECT_TRUE(absl::IsNotFound(stolen.status())) << stolen.status();
   EXPECT_EQ(stolen.status().message(), HandleSealer::kInvalidHandle);
   EXPECT_EQ(sandboxes_.downloads().size(), 1u) << "the other credential downloaded nothing";

@@ -28,7 +28,7 @@ class RunCodeToolTest : public ::testing::Test {
   absl::StatusOr<json> Call(const json& args, const std::string& mcp = "mcp-1",
                             std::shared_ptr<codemode::CancelToken> cancel = nullptr) {
     ToolCallContext ctx;
-    ctx.session_key = mcp;
+    if (!mcp.empty()) ctx.mcp_session = mcp;
     ctx.credential = "token 0";
     ctx.cancel = cancel ? cancel : std::make_shared<codemode::CancelToken>();
     ctx.progress = [this](double, std::optional<double>, const std::string& m) {

@@ -2,7 +2,10 @@
 // and isError results, the call statistics and upstream progress relayed as run progress.
 #include "bridge/tool_call_router.h"
 
+#include <stdlib.h>
+
 #include <chrono>
+#include <fstream>
 #include <thread>
 
 #include "base/untrusted_json.h"
@@ -198,6 +201,43 @@ TEST_F(ToolCallRouterTest, UpstreamProgressFloodsAreClippedAndThinned) {
   for (const std::string& m : seen_.messages) {
     EXPECT_LT(m.size(), RunProgress::kUpstreamMessageBytes + 100);
     EXPECT_THAT(m, HasSubstr("(1048576 bytes)"));
+  }
+}
+
+// Each call's audit line names the sandbox the run is in when the call comes (a lost
+// sandbox's replacement is another), its credential and its run's trace, all given to the
+// router at construction.
+TEST_F(ToolCallRouterTest, AuditLinesNameTheSandboxTheRunIsIn) {
+  char tmpl[] = "/tmp/router-audit-test-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  std::shared_ptr<AuditLog> audit = *AuditLog::Open({dir + "/audit.jsonl"});
+  upstreams_.SetAnswer([](const FakeUpstreams::Call&) -> absl::StatusOr<json> {
+    return json{{"content", json::array()}};
+  });
+  RunSandbox sandbox;
+  const codemode::telemetry::TraceContext trace = codemode::telemetry::TraceContext::ChildOf(std::nullopt);
+  RouterOptions options;
+  options.audit = audit.get();
+  options.credential = "token 0";
+  options.trace = trace;
+  options.sandbox = &sandbox;
+  ToolCallRouter router(&upstreams_, callable_, end_run_, &progress_, options);
+  sandbox.Enter("s-first", nullptr);
+  router.Route(ToolCallOf("web", "fetch", "{}"), cancel_);
+  sandbox.Enter("s-second", nullptr);
+  router.Refused(ToolCallOf("web", "fetch", "{}"));
+  audit->Flush();
+  std::ifstream in(dir + "/audit.jsonl");
+  std::vector<json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(json::parse(line));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["sandbox"], "s-first");
+  EXPECT_EQ(lines[0]["outcome"], "ok");
+  EXPECT_EQ(lines[1]["sandbox"], "s-second");
+  EXPECT_EQ(lines[1]["outcome"], "refused");
+  for (const json& l : lines) {
+    EXPECT_EQ(l["credential"], "token 0");
+    EXPECT_EQ(l["parent_span_id"], trace.span_id());
   }
 }
 

@@ -42,7 +42,7 @@ class WorkspaceResourcesTest : public ::testing::Test {
 
   ToolCallContext Context(const std::string& mcp, const std::string& version = "2025-11-25") {
     ToolCallContext ctx;
-    ctx.session_key = mcp;
+    if (!mcp.empty()) ctx.mcp_session = mcp;
     ctx.protocol_version = version;
     ctx.cancel = std::make_shared<codemode::CancelToken>();
     ctx.progress = [](double, std::optional<double>, const std::string&) {};
@@ -65,7 +65,7 @@ class WorkspaceResourcesTest : public ::testing::Test {
   }
   absl::StatusOr<json> Read(const std::string& uri, const std::string& mcp = "mcp-1") {
     ToolCallContext ctx = Context(mcp);
-    return tool_.ReadResource(uri, ctx);
+    return tool_.resources()->ReadResource(uri, ctx);
   }
 
   FakeSandboxes sandboxes_;
@@ -138,7 +138,7 @@ TEST_F(WorkspaceResourcesTest, ACancelledReadCancelsItsDownload) {
   };
   ToolCallContext ctx = Context("mcp-1");
   absl::StatusOr<json> read;
-  std::thread reader([&] { read = tool_.ReadResource("sandbox://session/default/out/slow.bin", ctx); });
+  std::thread reader([&] { read = tool_.resources()->ReadResource("sandbox://session/default/out/slow.bin", ctx); });
   started.WaitForNotification();
   ctx.cancel->Cancel("client cancelled");
   reader.join();
@@ -181,28 +181,28 @@ TEST_F(WorkspaceResourcesTest, AnotherMcpSessionCannotReadTheFiles) {
   absl::StatusOr<json> theirs = Read(uri, "mcp-2");
   EXPECT_TRUE(absl::IsNotFound(theirs.status())) << theirs.status();
   EXPECT_EQ(sandboxes_.downloads().back().session_id, "s2");
-  json list = *tool_.ListResources("mcp-2", "");
+  json list = *tool_.resources()->ListResources("mcp-2", "");
   ASSERT_EQ(list["resources"].size(), 1u);
   EXPECT_EQ(list["resources"][0]["name"], "other.txt");
 }
 
 TEST_F(WorkspaceResourcesTest, ListAndTemplatesCoverEachSessionOfTheCaller) {
-  EXPECT_EQ(*tool_.ListResources("mcp-1", ""), json({{"resources", json::array()}}));
+  EXPECT_EQ(*tool_.resources()->ListResources("mcp-1", ""), json({{"resources", json::array()}}));
   Run("out/a.txt=1");
   Run("out/b.txt=2", "mcp-1", "2025-11-25", "side");
-  json list = *tool_.ListResources("mcp-1", "");
+  json list = *tool_.resources()->ListResources("mcp-1", "");
   ASSERT_EQ(list["resources"].size(), 2u);
   EXPECT_EQ(list["resources"][0]["uri"], "sandbox://session/default/out/a.txt");
   EXPECT_EQ(list["resources"][1]["uri"], "sandbox://session/side/out/b.txt");
   EXPECT_EQ(list["resources"][1]["mimeType"], "text/plain");
   EXPECT_TRUE(list["resources"][1]["annotations"].contains("lastModified"));
-  json templates = *tool_.ListResourceTemplates("mcp-1");
+  json templates = *tool_.resources()->ListResourceTemplates("mcp-1");
   ASSERT_EQ(templates["resourceTemplates"].size(), 3u);
   EXPECT_EQ(templates["resourceTemplates"][1]["uriTemplate"], "sandbox://session/side/out/{+path}");
   EXPECT_EQ(templates["resourceTemplates"][2]["uriTemplate"], "sandbox://handle/{sandbox}/out/{+path}");
   sandboxes_.RemoveFile("s1", "out/a.txt");
   Run("#");
-  EXPECT_EQ((*tool_.ListResources("mcp-1", ""))["resources"].size(), 1u) << "a.txt is gone";
+  EXPECT_EQ((*tool_.resources()->ListResources("mcp-1", ""))["resources"].size(), 1u) << "a.txt is gone";
 }
 
 // resources/list is paged: a client with many files gets pages of list_page_size and a
@@ -218,7 +218,7 @@ TEST_F(WorkspaceResourcesTest, ResourcesListIsPagedWithNextCursor) {
   std::string cursor;
   int pages = 0;
   do {
-    absl::StatusOr<json> page = tool.ListResources("mcp-1", cursor);
+    absl::StatusOr<json> page = tool.resources()->ListResources("mcp-1", cursor);
     ASSERT_TRUE(page.ok()) << page.status();
     EXPECT_LE((*page)["resources"].size(), 3u);
     for (const json& r : (*page)["resources"]) uris.push_back(r["uri"]);
@@ -230,8 +230,8 @@ TEST_F(WorkspaceResourcesTest, ResourcesListIsPagedWithNextCursor) {
                         "sandbox://session/default/out/a", "sandbox://session/default/out/b",
                         "sandbox://session/default/out/c", "sandbox://session/default/out/d",
                         "sandbox://session/side/out/e", "sandbox://session/side/out/f"));
-  EXPECT_TRUE(absl::IsInvalidArgument(tool.ListResources("mcp-1", "nonsense").status()));
-  EXPECT_TRUE((*tool.ListResources("mcp-1", "99"))["resources"].empty()) << "past the end";
+  EXPECT_TRUE(absl::IsInvalidArgument(tool.resources()->ListResources("mcp-1", "nonsense").status()));
+  EXPECT_TRUE((*tool.resources()->ListResources("mcp-1", "99"))["resources"].empty()) << "past the end";
 }
 
 TEST_F(WorkspaceResourcesTest, ReadErrorsSayWhatIsWrong) {
@@ -250,7 +250,7 @@ TEST_F(WorkspaceResourcesTest, ReadsAreCapped) {
   RunCodeTool tool(&sandboxes_, &upstreams_, small);
   ToolCallContext ctx = Context("mcp-1");
   ASSERT_TRUE(tool.CallTool("run_python", {{"code", "out/big.txt=12345"}}, ctx).ok());
-  absl::StatusOr<json> big = tool.ReadResource("sandbox://session/default/out/big.txt", ctx);
+  absl::StatusOr<json> big = tool.resources()->ReadResource("sandbox://session/default/out/big.txt", ctx);
   EXPECT_TRUE(absl::IsResourceExhausted(big.status())) << big.status();
   EXPECT_THAT(std::string(big.status().message()), HasSubstr("from code"));
 }

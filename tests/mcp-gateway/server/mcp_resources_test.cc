@@ -22,7 +22,7 @@ using testing::Request;
 
 class McpResourcesTest : public ::testing::Test {
  protected:
-  McpResourcesTest() { provider_.resources = true; }
+  McpResourcesTest() { provider_.serves_resources = true; }
 
   std::shared_ptr<McpSession> ReadySession(const std::string& version = "2025-11-25") {
     auto session = std::make_shared<McpSession>("s1", &provider_, ServerOptions{});

@@ -148,7 +148,7 @@ TEST_F(McpStatelessTest, ARequestOfTheEraNeedsNoInitialize) {
 }
 
 TEST_F(McpStatelessTest, DiscoverNamesTheVersionCapabilitiesAndServer) {
-  provider_.resources = true;
+  provider_.serves_resources = true;
   auto session = NewSession();
   json found = Call(*session, Request("d", "server/discover", Params()));
   ASSERT_TRUE(found.contains("result")) << found;
@@ -246,7 +246,7 @@ TEST_F(McpStatelessTest, AnInitializedConnectionRefusesTheOtherEra) {
 }
 
 TEST_F(McpStatelessTest, AMissingResourceIsInvalidParamsWithItsUri) {
-  provider_.resources = true;
+  provider_.serves_resources = true;
   auto session = NewSession(/*stateless=*/true);
   json read = Call(*session, Request(1, "resources/read", Params({{"uri", "test://nope"}})));
   EXPECT_EQ(ErrorCode(read), kInvalidParams);
@@ -279,7 +279,7 @@ TEST_F(McpStatelessTest, ListenAcknowledgesThenSendsTaggedToolChangesUntilCancel
 // A request without an MCP session lists its credential's resources, on a worker (the
 // provider asks sandboxd), with the era's result fields.
 TEST_F(McpStatelessTest, ResourcesListIsTheCredentialsResources) {
-  provider_.resources = true;
+  provider_.serves_resources = true;
   auto session = NewSession(/*stateless=*/true);
   json listed = Call(*session, Request(1, "resources/list", Params({{"cursor", "2"}})));
   ASSERT_TRUE(listed.contains("result")) << listed;
@@ -295,7 +295,7 @@ TEST_F(McpStatelessTest, ResourcesListIsTheCredentialsResources) {
 // resourcesListChanged: acknowledged when the provider's watch is ready (not before), then
 // each change is sent tagged with the stream's id; ending the stream drops the watch.
 TEST_F(McpStatelessTest, ListenForResourcesWaitsForTheWatchThenHearsItsChanges) {
-  provider_.resources = true;
+  provider_.serves_resources = true;
   auto session = NewSession(/*stateless=*/true);
   auto sink = std::make_shared<CollectSink>();
   session->Handle(Request("R", "subscriptions/listen",
@@ -321,7 +321,7 @@ TEST_F(McpStatelessTest, ListenForResourcesWaitsForTheWatchThenHearsItsChanges) 
 }
 
 TEST_F(McpStatelessTest, ListenForResourcesOfAProviderThatDoesNotWatchEndsAtOnce) {
-  provider_.resources = true;
+  provider_.serves_resources = true;
   provider_.no_watch = true;
   auto session = NewSession(/*stateless=*/true);
   auto sink = std::make_shared<CollectSink>();

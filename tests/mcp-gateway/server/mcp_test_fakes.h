@@ -48,7 +48,7 @@ inline nlohmann::json Params(nlohmann::json extra = nlohmann::json::object(),
   return extra;
 }
 
-class FakeProvider : public ToolProvider {
+class FakeProvider : public ToolProvider, public ResourceProvider {
  public:
   struct Call {
     std::string name;
@@ -67,7 +67,7 @@ class FakeProvider : public ToolProvider {
                                 ToolCallContext& context) override {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      calls_.push_back({name, arguments, context.session_key});
+      calls_.push_back({name, arguments, context.mcp_session.value_or("")});
       cv_.notify_all();
     }
     if (name == "echo") {
@@ -87,13 +87,13 @@ class FakeProvider : public ToolProvider {
       return MissingClientCapability("needs elicitation", {{"elicitation", json::object()}});
     }
     if (name == "mrtr") {  // a multi round-trip request: asks once, then says what the retry brought
-      if (context.input_required && context.request_state.empty()) {
+      if (context.stateless && context.request_state.empty()) {
         return json{{"resultType", "input_required"},
                     {"inputRequests", {{"q", {{"method", "elicitation/create"}, {"params", {{"message", "ok?"}}}}}}},
                     {"requestState", "state-1"}};
       }
       return json{{"content", json::array()},
-                  {"structuredContent", {{"input_required", context.input_required},
+                  {"structuredContent", {{"input_required", context.stateless},
                                          {"state", context.request_state},
                                          {"responses", context.input_responses}}}};
     }
@@ -106,8 +106,8 @@ class FakeProvider : public ToolProvider {
     cv_.notify_all();
   }
 
-  bool resources = false;  // set before use
-  bool HasResources() override { return resources; }
+  bool serves_resources = false;  // set before use
+  ResourceProvider* resources() override { return serves_resources ? this : nullptr; }
   absl::StatusOr<json> ListResources(const std::string& session_key,
                                      const std::string& cursor) override {
     return json{{"resources", json::array({{{"uri", "test://" + session_key}, {"name", "a"}}})}};
@@ -122,7 +122,7 @@ class FakeProvider : public ToolProvider {
       done->get_future().wait_for(kWait);
       return absl::CancelledError("cancelled");
     }
-    if (uri != "test://" + context.session_key) return absl::NotFoundError("no " + uri);
+    if (uri != "test://" + context.mcp_session.value_or("")) return absl::NotFoundError("no " + uri);
     context.resources_changed();
     return json{{"contents", json::array({{{"uri", uri}, {"text", context.protocol_version}}})}};
   }
