@@ -1,6 +1,9 @@
 // ThreadPool: its destructor joins every thread (thread-local destructors included), an
 // exception ends its task only, the thread bound refuses or queues, idle workers park and
-// are reused, then leave, and a task of the pool never joins its own thread.
+// are reused, then leave, and a task of the pool never joins its own thread. Threads kept
+// until main() ends (KeepUntilExit): joined once their function returned, and a process
+// whose kept thread still runs ends at once with its exit code instead of tearing itself
+// down under the thread.
 #include "base/thread_pool.h"
 
 #include <atomic>
@@ -14,9 +17,11 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "base/thread.h"
 #include "gtest/gtest.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
+#include "thread_end.h"
 
 namespace codemode {
 namespace {
@@ -44,32 +49,24 @@ bool Eventually(F done) {
   return true;
 }
 
-// Its destructor runs as the thread ends, after the task returned: slowly, as OpenSSL's
-// thread-stop may.
-std::atomic<int> g_thread_locals_destroyed{0};
-struct SlowThreadLocal {
-  ~SlowThreadLocal() {
-    absl::SleepFor(absl::Milliseconds(100));
-    ++g_thread_locals_destroyed;
-  }
-};
-thread_local std::unique_ptr<SlowThreadLocal> t_local;
+using testing::MarkThreadEnd;
+using testing::ThreadsEnded;
 
 TEST(ThreadPoolTest, DestructionJoinsEveryThreadThreadLocalsIncluded) {
-  g_thread_locals_destroyed = 0;
+  ThreadsEnded() = 0;
   std::atomic<int> ran{0};
   {
     ThreadPool pool(Options("test join", 4));
     for (int i = 0; i < 4; ++i) {
       ASSERT_TRUE(pool.Schedule([&ran] {
-        t_local = std::make_unique<SlowThreadLocal>();
+        MarkThreadEnd();
         absl::SleepFor(absl::Milliseconds(20));
         ++ran;
       }).ok());
     }
   }
   EXPECT_EQ(ran.load(), 4) << "the destructor returned before the tasks";
-  EXPECT_EQ(g_thread_locals_destroyed.load(), 4) << "a thread was still ending after the destructor returned";
+  EXPECT_EQ(ThreadsEnded().load(), 4) << "a thread was still ending after the destructor returned";
 }
 
 TEST(ThreadPoolTest, AnExceptionEndsItsTaskOnly) {
@@ -181,6 +178,41 @@ TEST(ThreadPoolDeathTest, ATaskThatStopsItsPoolAborts) {
         if (!done.WaitForNotificationWithTimeout(absl::Seconds(5))) std::_Exit(0);
       },
       "stops it, which would join its own thread");
+}
+
+// A thread that waits for `release`, then returns (notifying `ended`).
+std::thread Waiting(const std::shared_ptr<absl::Notification>& release,
+                    const std::shared_ptr<absl::Notification>& ended) {
+  return StartThread("test kept", [release, ended] {
+    MarkThreadEnd();
+    release->WaitForNotification();
+    ended->Notify();
+  });
+}
+
+TEST(KeepUntilExitTest, AKeptThreadIsJoinedOnceItHasEnded) {
+  ThreadsEnded() = 0;
+  auto release = std::make_shared<absl::Notification>();
+  auto ended = std::make_shared<absl::Notification>();
+  KeepUntilExit(Waiting(release, ended), ended);
+  EXPECT_FALSE(JoinKeptThreads(absl::Milliseconds(50))) << "a thread still running counted as joined";
+  release->Notify();
+  EXPECT_TRUE(JoinKeptThreads(absl::Seconds(5)));
+  EXPECT_EQ(ThreadsEnded().load(), 1) << "joined before its thread-local destructors ran";
+}
+
+TEST(KeepUntilExitDeathTest, FinishThreadsEndsTheProcessUnderAThreadStillRunning) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        spdlog::set_default_logger(spdlog::stderr_color_st("stderr"));  // what the death test reads
+        auto release = std::make_shared<absl::Notification>();
+        auto ended = std::make_shared<absl::Notification>();
+        KeepUntilExit(Waiting(release, ended), ended);
+        const int code = FinishThreads(3, absl::Milliseconds(20));
+        std::_Exit(code == 3 ? 0 : 1);  // returned: the thread would run under exit()
+      },
+      ::testing::ExitedWithCode(3), "has not ended");
 }
 
 }  // namespace
