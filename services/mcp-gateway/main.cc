@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "base/daemon.h"
+#include "base/thread.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
@@ -506,7 +507,9 @@ int Serve(gateway::RunCodeTool& tool, const gateway::ServerOptions& server_optio
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+
+int RunGateway(int argc, char** argv) {
   codemode::StartMain(argc, argv, GatewayHelp());
   codemode::ShutdownSignal shutdown;  // before any thread starts
   if (gateway::HideTokenArguments(argc, argv)) {
@@ -572,4 +575,14 @@ int main(int argc, char** argv) {
 
   return Serve(tool, server_options, upstreams, metrics.get(), run_options->audit.get(), absl::StrJoin(sandboxd->endpoints, ", ") +
                (sandboxd->tls.ca.empty() ? "" : " (TCP endpoints over TLS)"), shutdown);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int code = RunGateway(argc, argv);
+  // What the gateway started is joined by now, except a thread that could not be waited for
+  // (an audit writer stuck in write(2) past --audit_drain_timeout): joined here when it has
+  // ended, else the process ends under it without tearing anything down.
+  return codemode::FinishThreads(code, absl::ZeroDuration());
 }

@@ -1,10 +1,14 @@
 #include "base/thread.h"
 
 #include <pthread.h>
+#include <unistd.h>
 
 #include <exception>
+#include <utility>
+#include <vector>
 
 #include "base/log_text.h"
+#include "base/mutex.h"
 #include "spdlog/spdlog.h"
 
 namespace codemode {
@@ -27,6 +31,60 @@ std::thread StartThread(std::string name, std::function<void()> fn) {
     pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
     RunContained(name.c_str(), fn);
   });
+}
+
+namespace {
+
+struct Kept {
+  std::thread thread;
+  std::shared_ptr<absl::Notification> ended;
+};
+
+// Never destroyed: a thread still kept when the process exits without FinishThreads must
+// not meet std::thread's destructor (std::terminate) during static destruction.
+struct KeptThreads {
+  Mutex mu;
+  std::vector<Kept> threads ABSL_GUARDED_BY(mu);
+};
+KeptThreads& Keeper() {
+  static KeptThreads* const keeper = new KeptThreads;
+  return *keeper;
+}
+
+}  // namespace
+
+void KeepUntilExit(std::thread thread, std::shared_ptr<absl::Notification> ended) {
+  KeptThreads& k = Keeper();
+  MutexLock lock(&k.mu);
+  k.threads.push_back({std::move(thread), std::move(ended)});
+}
+
+bool JoinKeptThreads(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  KeptThreads& k = Keeper();
+  std::vector<Kept> threads;
+  {
+    MutexLock lock(&k.mu);
+    threads.swap(k.threads);
+  }
+  std::vector<Kept> left;
+  for (Kept& t : threads) {
+    if (t.ended->WaitForNotificationWithDeadline(deadline)) {
+      t.thread.join();  // its function returned: what is left is its thread-local destructors
+    } else {
+      left.push_back(std::move(t));
+    }
+  }
+  MutexLock lock(&k.mu);
+  for (Kept& t : left) k.threads.push_back(std::move(t));
+  return k.threads.empty();
+}
+
+int FinishThreads(int code, absl::Duration timeout) {
+  if (JoinKeptThreads(timeout)) return code;
+  spdlog::error("a thread left running at shutdown has not ended: exiting without tearing the process down");
+  spdlog::default_logger_raw()->flush();
+  _exit(code);
 }
 
 }  // namespace codemode

@@ -10,8 +10,12 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 
 namespace codemode {
 
@@ -20,5 +24,19 @@ std::thread StartThread(std::string name, std::function<void()> fn);
 // Runs `fn`, containing any exception (logged with `what`); true when none escaped. For
 // callbacks that run on threads we do not own (gRPC reactors, HTTP handlers).
 bool RunContained(const char* what, const std::function<void()>& fn);
+
+// A thread its owner could not join in time and may not wait for (the audit log's writer,
+// stuck in write(2) at shutdown) is kept here, never detached: `ended` is notified as the
+// thread's function returns, and the thread is joined once it has been. A detached thread
+// would run its thread-local destructors while the process tears down the libraries they
+// touch; a kept one is joined before main() returns, or the process ends without tearing
+// anything down (FinishThreads).
+void KeepUntilExit(std::thread thread, std::shared_ptr<absl::Notification> ended);
+// Joins the kept threads whose function returns within `timeout`; true when none is left.
+bool JoinKeptThreads(absl::Duration timeout);
+// main()'s last step: returns `code` once every kept thread is joined (waiting at most
+// `timeout`); when one still runs, logs that and ends the process with `code` at once
+// (_exit: no static destructor or atexit handler runs under the thread).
+int FinishThreads(int code, absl::Duration timeout);
 
 }  // namespace codemode

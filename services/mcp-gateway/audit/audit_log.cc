@@ -17,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "base/mutex.h"
 #include "base/secret_file.h"
+#include "base/thread.h"
 #include "spdlog/spdlog.h"
 
 namespace gateway {
@@ -100,8 +101,8 @@ struct AuditLog::Core {
   bool Rotate();
   std::string ShiftKept();
   bool Reopen();
-  // Logs `message` unless the AuditLog is gone (a detached writer never logs: spdlog may be
-  // torn down by then).
+  // Logs `message` unless the AuditLog is gone (a writer left behind never logs: spdlog may
+  // be torn down by then).
   void Warn(const std::string& message);
   void DropLocked(uint32_t why, uint64_t lines) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReportDropsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -194,7 +195,10 @@ absl::StatusOr<std::unique_ptr<AuditLog>> AuditLog::Open(AuditOptions options) {
 
 AuditLog::AuditLog(std::shared_ptr<Core> core) : core_(std::move(core)) {
   // The thread holds the Core, so a writer left behind at shutdown touches nothing freed.
-  writer_ = std::thread([core = core_] { core->Loop(); });
+  writer_ = codemode::StartThread("audit writer", [core = core_, ended = writer_ended_] {
+    codemode::RunContained("audit writer", [&core] { core->Loop(); });
+    ended->Notify();
+  });
 }
 
 AuditLog::~AuditLog() {
@@ -222,7 +226,8 @@ AuditLog::~AuditLog() {
   if (drained) {
     writer_.join();
   } else {
-    writer_.detach();  // it holds core_; the process exits, or it finishes and frees it
+    // It holds core_; main() joins it when it returns, or ends the process under it.
+    codemode::KeepUntilExit(std::move(writer_), writer_ended_);
   }
 }
 

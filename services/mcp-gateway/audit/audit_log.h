@@ -35,6 +35,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 
@@ -64,8 +65,8 @@ class AuditLog {
   static absl::StatusOr<std::unique_ptr<AuditLog>> Open(AuditOptions options);
   // Writes what is queued, for at most drain_timeout; the lines left (with the one being
   // written, if any) are dropped, counted and logged, and a writer stuck in write(2) is
-  // left to finish on its own: it holds what it touches and never logs again. Then logs
-  // the totals.
+  // left to finish on its own (codemode::KeepUntilExit: main() joins it as it returns): it
+  // holds what it touches and never logs again. Then logs the totals.
   ~AuditLog();
   AuditLog(const AuditLog&) = delete;
   AuditLog& operator=(const AuditLog&) = delete;
@@ -88,6 +89,8 @@ class AuditLog {
   explicit AuditLog(std::shared_ptr<Core> core);
 
   std::shared_ptr<Core> core_;
+  // Notified as the writer's function returns (a writer left behind is joined after it).
+  const std::shared_ptr<absl::Notification> writer_ended_ = std::make_shared<absl::Notification>();
   std::thread writer_;
 };
 

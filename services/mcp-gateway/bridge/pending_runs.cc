@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <optional>
-#include <system_error>
 #include <utility>
 
 #include "absl/strings/escaping.h"
@@ -15,7 +14,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/cancel.h"
-#include "base/thread.h"
 #include "spdlog/spdlog.h"
 
 namespace gateway {
@@ -139,10 +137,26 @@ struct PendingRuns::Run {
   }
 };
 
+namespace {
+
+codemode::ThreadPoolOptions WorkerOptions(const PendingRunsOptions& options) {
+  codemode::ThreadPoolOptions o;
+  o.name = "run_python run";
+  // A run holds its worker while it is held here; one that just let go of its run waits
+  // for the worker to come back.
+  o.max_threads = std::max<size_t>(options.max_runs, 1);
+  o.max_idle = 8;
+  o.idle_timeout = absl::Seconds(60);
+  return o;
+}
+
+}  // namespace
+
 PendingRuns::PendingRuns(const HandleSealer* sealer, PendingRunsOptions options)
     : sealer_(sealer),
       options_(options),
-      kept_("max_kept_result_bytes_per_credential", options.max_kept_bytes_per_credential) {}
+      kept_("max_kept_result_bytes_per_credential", options.max_kept_bytes_per_credential),
+      workers_(WorkerOptions(options)) {}
 
 PendingRuns::~PendingRuns() {
   std::map<std::string, std::shared_ptr<Run>> runs;
@@ -158,21 +172,7 @@ PendingRuns::~PendingRuns() {
     }
     run->own.cancel->Cancel("the gateway is shutting down");
   }
-  {
-    codemode::MutexLock lock(&mu_);
-    auto none = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return threads_ == 0; };
-    mu_.Await(absl::Condition(&none));
-  }
-  JoinEnded();
-}
-
-void PendingRuns::JoinEnded() {
-  std::vector<std::thread> ended;
-  {
-    codemode::MutexLock lock(&mu_);
-    ended.swap(ended_);
-  }
-  for (std::thread& t : ended) t.join();
+  workers_.Stop();
 }
 
 size_t PendingRuns::size() {
@@ -288,7 +288,7 @@ absl::StatusOr<json> PendingRuns::Start(Work work, const std::string& name, cons
   }
   // The worker holds a finished run until its result is collected or `keep` passes, so the
   // result's charge ends on time (the destructor, waiting for every worker, sets `closing`).
-  absl::Status launched = Launch([this, run, work = std::move(work)]() mutable {
+  absl::Status launched = workers_.Schedule([this, run, work = std::move(work)]() mutable {
     absl::StatusOr<json> result = work(run->own);
     work = nullptr;
     {
@@ -303,56 +303,9 @@ absl::StatusOr<json> PendingRuns::Start(Work work, const std::string& name, cons
   if (!launched.ok()) {
     codemode::MutexLock lock(&mu_);
     runs_.erase(run->id);
-    return launched;
+    return absl::ResourceExhaustedError(absl::StrCat("cannot start the run: ", launched.message()));
   }
   return Wait(run, ctx, nullptr);
-}
-
-absl::Status PendingRuns::Launch(std::function<void()> task) {
-  JoinEnded();
-  auto queued = std::make_shared<std::function<void()>>(std::move(task));
-  codemode::MutexLock lock(&mu_);
-  tasks_.push_back(queued);
-  if (tasks_.size() <= idle_) return absl::OkStatus();  // a parked worker takes it
-  try {
-    // Started under mu_, which the worker takes first: it is in workers_ before it can
-    // look itself up there.
-    std::thread worker = codemode::StartThread("run_python run", [this] { WorkerLoop(); });
-    const std::thread::id id = worker.get_id();
-    workers_.emplace(id, std::move(worker));
-    ++threads_;
-  } catch (const std::system_error& e) {
-    // Not taken by a worker meanwhile (the lock was held): it will not run.
-    tasks_.erase(std::find(tasks_.begin(), tasks_.end(), queued));
-    return absl::ResourceExhaustedError(absl::StrCat("cannot start the run: ", e.what()));
-  }
-  return absl::OkStatus();
-}
-
-void PendingRuns::WorkerLoop() {
-  mu_.Lock();
-  while (true) {
-    if (tasks_.empty()) {
-      if (closing_ || idle_ >= kMaxIdleWorkers) break;
-      ++idle_;
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !tasks_.empty() || closing_; };
-      const bool woke = mu_.AwaitWithTimeout(absl::Condition(&ready), kIdleWorkerTime);
-      --idle_;
-      if (!woke) break;
-      continue;
-    }
-    std::shared_ptr<std::function<void()>> task = std::move(tasks_.front());
-    tasks_.pop_front();
-    mu_.Unlock();
-    (*task)();
-    task.reset();  // what the run held goes before the worker parks
-    mu_.Lock();
-  }
-  auto self = workers_.find(std::this_thread::get_id());
-  ended_.push_back(std::move(self->second));
-  workers_.erase(self);
-  --threads_;
-  mu_.Unlock();
 }
 
 absl::StatusOr<json> PendingRuns::Resume(const std::string& name, const json& arguments, ToolCallContext& ctx) {

@@ -33,18 +33,17 @@
 #pragma once
 
 #include <atomic>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/byte_budget.h"
 #include "base/mutex.h"
+#include "base/thread_pool.h"
 #include "handles/sandbox_handle.h"
 #include "nlohmann/json.hpp"
 #include "server/tool_provider.h"
@@ -116,17 +115,6 @@ class PendingRuns {
   // After `run` finished: waits until its result is collected, `keep` passes or the
   // gateway closes, then drops the run unless a request has it. On the run's worker.
   void HoldUntilCollected(const std::shared_ptr<Run>& run);
-  // Runs `task` on a worker: a parked one, else a new thread (creating a thread costs
-  // hundreds of microseconds on the machines we measured, a run_python's whole budget).
-  absl::Status Launch(std::function<void()> task);
-  // A worker's loop: takes tasks until it has been parked kIdleWorkerTime, or kMaxIdleWorkers
-  // others are parked, or the gateway is closing. On its way out it moves its own thread to
-  // `ended_`, for the next Launch or the destructor to join.
-  void WorkerLoop();
-  // Joins the threads of workers that have left their loop.
-  void JoinEnded();
-  static constexpr size_t kMaxIdleWorkers = 8;
-  static constexpr absl::Duration kIdleWorkerTime = absl::Seconds(60);
 
   const HandleSealer* const sealer_;
   const PendingRunsOptions options_;
@@ -134,15 +122,13 @@ class PendingRuns {
   std::atomic<uint64_t> not_kept_{0};
   codemode::Mutex mu_;
   std::map<std::string, std::shared_ptr<Run>> runs_ ABSL_GUARDED_BY(mu_);  // by id
-  std::deque<std::shared_ptr<std::function<void()>>> tasks_ ABSL_GUARDED_BY(mu_);
-  size_t idle_ ABSL_GUARDED_BY(mu_) = 0;     // workers parked, waiting for a task
-  size_t threads_ ABSL_GUARDED_BY(mu_) = 0;  // workers alive
-  // Workers are joined, never detached: a detached thread still runs its thread-local
-  // destructors after it has said it is done, and the process may be tearing down the
-  // libraries those touch (a TSan report in CI: OpenSSL's thread-stop against its atexit).
-  std::map<std::thread::id, std::thread> workers_ ABSL_GUARDED_BY(mu_);  // in their loop
-  std::vector<std::thread> ended_ ABSL_GUARDED_BY(mu_);                  // left it, not joined
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  // The runs' threads, joined by the destructor before the members they use go (and never
+  // detached: a detached thread still runs its thread-local destructors after it has said
+  // it is done, while the process may be tearing down the libraries those touch, such as
+  // OpenSSL's thread-stop against its atexit). Parked workers are reused: creating a thread
+  // costs hundreds of microseconds on the machines we measured, a run_python's whole budget.
+  codemode::ThreadPool workers_;
 };
 
 }  // namespace gateway

@@ -7,9 +7,23 @@
 
 namespace gateway {
 
+namespace {
+
+codemode::ThreadPoolOptions LookOptions() {
+  codemode::ThreadPoolOptions o;
+  o.name = "resource look";
+  o.max_threads = ResourceWatch::kMaxLooks;
+  o.max_idle = ResourceWatch::kMaxLooks;
+  o.idle_timeout = absl::Minutes(1);
+  return o;
+}
+
+}  // namespace
+
 ResourceWatch::ResourceWatch(FingerprintFn fingerprint, absl::Duration interval,
                              absl::Duration look_timeout)
-    : fingerprint_(std::move(fingerprint)), interval_(interval), look_timeout_(look_timeout) {}
+    : fingerprint_(std::move(fingerprint)), interval_(interval), look_timeout_(look_timeout),
+      looks_(LookOptions()) {}
 
 ResourceWatch::~ResourceWatch() {
   std::vector<std::shared_ptr<codemode::CancelToken>> looks;
@@ -21,10 +35,7 @@ ResourceWatch::~ResourceWatch() {
   for (const auto& look : looks) look->Cancel("the gateway is stopping");
   if (thread_.joinable()) thread_.join();
   if (timer_.joinable()) timer_.join();
-  // The look threads are detached: wait until the last has let go of us.
-  codemode::MutexLock lock(&mu_);
-  auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return running_.empty(); };
-  mu_.Await(absl::Condition(&done));
+  looks_.Stop();
 }
 
 std::shared_ptr<void> ResourceWatch::Subscribe(const std::string& credential, std::function<void()> ready,
@@ -36,8 +47,8 @@ std::shared_ptr<void> ResourceWatch::Subscribe(const std::string& credential, st
     subscribers_[id] = Subscriber{credential, std::move(ready), std::move(changed)};
     credentials_[credential].poked = true;  // its first look makes it ready
     if (!thread_.joinable() && !stopping_) {
-      thread_ = std::thread([this] { Loop(); });
-      timer_ = std::thread([this] { Timer(); });
+      thread_ = codemode::StartThread("resource watch", [this] { Loop(); });
+      timer_ = codemode::StartThread("resource timer", [this] { Timer(); });
     }
   }
   // Ends the subscription when the subscriber drops it. The watch outlives its subscribers
@@ -106,13 +117,12 @@ void ResourceWatch::Loop() {
       auto cancel = std::make_shared<codemode::CancelToken>();
       const uint64_t look = ++next_look_;
       running_[look] = Running{cancel, absl::Now() + look_timeout_};
-      try {
-        codemode::StartThread("resource look", [this, credential = credential, cancel, look] {
-          Look(credential, cancel);
-          codemode::MutexLock done(&mu_);  // last touch of the watch
-          running_.erase(look);
-        }).detach();
-      } catch (const std::system_error&) {  // no thread now: the next round tries again
+      absl::Status started = looks_.Schedule([this, credential = credential, cancel, look] {
+        Look(credential, cancel);
+        codemode::MutexLock done(&mu_);
+        running_.erase(look);
+      });
+      if (!started.ok()) {  // no thread now: the next round tries again
         running_.erase(look);
         state.looking = false;
         state.poked = true;

@@ -32,6 +32,7 @@
 #include "absl/time/time.h"
 #include "base/cancel.h"
 #include "base/mutex.h"
+#include "base/thread_pool.h"
 
 namespace gateway {
 
@@ -44,7 +45,7 @@ class ResourceWatch {
   // (and counts as no change) after `look_timeout`: a sandbox answers its own listings and
   // may stall them, and the one thread looks for every credential.
   ResourceWatch(FingerprintFn fingerprint, absl::Duration interval, absl::Duration look_timeout);
-  ~ResourceWatch();  // cancels the looks under way and waits for their threads
+  ~ResourceWatch();  // cancels the looks under way and joins every thread
 
   // Looks under way at once, each on its own thread.
   static constexpr int kMaxLooks = 8;
@@ -78,7 +79,7 @@ class ResourceWatch {
     absl::Time deadline;
   };
   void Unsubscribe(uint64_t id);
-  // Starts the looks that are due; their threads end by themselves.
+  // Starts the looks that are due, on looks_.
   void Loop();
   // Cancels the looks that run past their deadline.
   void Timer();
@@ -97,6 +98,9 @@ class ResourceWatch {
   std::map<uint64_t, Subscriber> subscribers_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Credential> credentials_ ABSL_GUARDED_BY(mu_);  // those with subscribers
   std::thread thread_, timer_;  // started by the first Subscribe
+  // The looks' threads (at most kMaxLooks, as running_ admits them), parked a while for
+  // the next round; the last member, stopped by the destructor before the others go.
+  codemode::ThreadPool looks_;
 };
 
 }  // namespace gateway

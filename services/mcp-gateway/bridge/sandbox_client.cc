@@ -11,7 +11,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "base/mutex.h"
-#include "base/thread.h"
+#include "base/thread_pool.h"
 #include "bridge/tool_call_dispatcher.h"
 #include "spdlog/spdlog.h"
 
@@ -431,22 +431,31 @@ struct StreamWriter {
 // and a cancel written behind them would wait until sandboxd's timeout ends the run. So
 // the message is written by a thread of its own, and when the stream has not ended within
 // `grace` the call itself is cancelled: the blocked writes fail, and sandboxd interrupts
-// the code as for a caller that went away (and kills it when it does not stop).
-void CancelExecution(const std::shared_ptr<StreamWriter>& writer,
+// the code as for a caller that went away (and kills it when it does not stop). Both run
+// on `threads`, which Execute stops before it returns: a cancel after that is refused
+// there, and has nothing left to stop.
+void CancelExecution(codemode::ThreadPool& threads, const std::shared_ptr<StreamWriter>& writer,
                      const std::shared_ptr<ContextRef>& context, absl::Duration grace) {
   if (writer->ended.HasBeenNotified()) return;  // a cancel after the run: nothing to stop
-  codemode::StartThread("execute cancel", [writer] {
+  (void)threads.Schedule([writer] {
     sandbox::v1::ExecuteRequest req;
     req.mutable_cancel();
     writer->Write(req);
-  }).detach();
-  codemode::StartThread("execute cancel grace", [writer, context, grace] {
+  });
+  (void)threads.Schedule([writer, context, grace] {
     if (writer->ended.WaitForNotificationWithTimeout(grace)) return;
     spdlog::warn("a cancelled run's Execute stream did not end within {} "
                  "(--sandbox_cancel_grace): cancelling the call to sandboxd",
                  absl::FormatDuration(grace));
     context->TryCancel();
-  }).detach();
+  });
+}
+
+codemode::ThreadPoolOptions CancelOptions() {
+  codemode::ThreadPoolOptions o;
+  o.name = "execute cancel";
+  o.max_threads = 2;  // the cancel's write and its grace
+  return o;
 }
 
 }  // namespace
@@ -482,9 +491,11 @@ absl::StatusOr<sandbox::v1::Finished> SandboxClient::Execute(
   start.mutable_start()->set_max_tool_calls_in_flight(limits_.max_in_flight);
   if (catalog) *start.mutable_start()->mutable_catalog() = *catalog;
   write(start);
+  // Shared with the cancel callback too; stopped (its threads joined) before we return.
+  auto cancel_threads = std::make_shared<codemode::ThreadPool>(CancelOptions());
   if (cancel) {
-    cancel->OnCancel([writer, context, grace = limits_.cancel_grace] {
-      CancelExecution(writer, context, grace);
+    cancel->OnCancel([cancel_threads, writer, context, grace = limits_.cancel_grace] {
+      CancelExecution(*cancel_threads, writer, context, grace);
     });
   }
 
@@ -514,6 +525,8 @@ absl::StatusOr<sandbox::v1::Finished> SandboxClient::Execute(
   writer->Close();
   // Late answers of tool-call threads are dropped by the writer.
   calls.JoinAll();
+  // The stream ended and its writer is closed: a cancel's write is dropped, its grace ends.
+  cancel_threads->Stop();
   grpc::Status st = stream->Finish();
   context->Clear();  // a late cancel's fallback must not reach `ctx` once it is gone
   if (finished) return *finished;

@@ -2,12 +2,29 @@
 // until they are written.
 #include "bridge/tool_call_dispatcher.h"
 
+#include <algorithm>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/thread.h"
 
 namespace gateway {
+
+namespace {
+
+codemode::ThreadPoolOptions WorkerOptions(const ToolCallLimits& limits) {
+  codemode::ThreadPoolOptions o;
+  o.name = "tool call";
+  // Admission bounds the calls not yet written; past this a call waits for a worker.
+  o.max_threads = 2 * static_cast<size_t>(std::max<uint32_t>(limits.max_in_flight, 1));
+  // A worker that finds nothing queued while another already waits ends, so a run keeps
+  // one idle worker: a credential's threads are its calls in flight plus one per run.
+  o.max_idle = 1;
+  return o;
+}
+
+}  // namespace
 
 ToolCallDispatcher::ToolCallDispatcher(const ToolCallLimits& limits, ToolCallBudget* budget,
                                        const ExecuteHandlers& handlers, Write write)
@@ -16,40 +33,40 @@ ToolCallDispatcher::ToolCallDispatcher(const ToolCallLimits& limits, ToolCallBud
       receiving_(budget->ReceivingOf(handlers.credential)),
       calls_(budget->CallsOf(handlers.credential)),
       handlers_(handlers),
-      write_(std::move(write)) {}
+      write_(std::move(write)),
+      workers_(WorkerOptions(limits)) {}
 
 void ToolCallDispatcher::Dispatch(sandbox::v1::ToolCall call) {
-  JoinEnded();
   if (std::string error = Admit(call); !error.empty()) {
     if (limits_.metrics != nullptr) limits_.metrics->LimitHit(LimitKind::kToolCallCap);
     if (handlers_.on_tool_call_refused) handlers_.on_tool_call_refused(call, error);
-    sandbox::v1::ExecuteRequest req;
-    req.mutable_tool_result()->set_call_id(call.call_id());
-    req.mutable_tool_result()->set_error(error);
-    write_(req);
+    Refuse(call, error);
     return;
   }
-  codemode::MutexLock lock(&mu_);
-  queue_.push_back(std::move(call));
-  // Unlock wakes an idle worker; start one when every idle one already has a call.
-  if (queue_.size() > idle_) {
-    std::thread worker = codemode::StartThread("tool call", [this] { Work(); });
-    const std::thread::id id = worker.get_id();
-    workers_.emplace(id, std::move(worker));
-    ++running_;
-  }
-}
-
-void ToolCallDispatcher::JoinAll() {
+  auto admitted = std::make_shared<sandbox::v1::ToolCall>(std::move(call));
+  absl::Status scheduled = workers_.Schedule([this, admitted] { Work(*admitted); });
+  if (scheduled.ok()) return;
+  // No worker for it (no thread could be started): the call was admitted, and is released.
+  const size_t size = admitted->arguments_json().size();
   {
     codemode::MutexLock lock(&mu_);
-    closing_ = true;
+    --answering_;
+    --unwritten_;
+    bytes_in_flight_ -= size;
   }
-  for (auto& worker : workers_) worker.second.join();
-  workers_.clear();
-  codemode::MutexLock lock(&mu_);
-  ended_.clear();
+  budget_->Release(ToolCallBudget::kCopies * size);
+  calls_->Release(1);
+  Refuse(*admitted, absl::StrCat("the gateway could not answer this call: ", scheduled.message()));
 }
+
+void ToolCallDispatcher::Refuse(const sandbox::v1::ToolCall& call, const std::string& error) {
+  sandbox::v1::ExecuteRequest req;
+  req.mutable_tool_result()->set_call_id(call.call_id());
+  req.mutable_tool_result()->set_error(error);
+  write_(req);
+}
+
+void ToolCallDispatcher::JoinAll() { workers_.Stop(); }
 
 std::string ToolCallDispatcher::Admit(const sandbox::v1::ToolCall& call) {
   codemode::MutexLock lock(&mu_);
@@ -92,53 +109,25 @@ std::string ToolCallDispatcher::Admit(const sandbox::v1::ToolCall& call) {
   return "";
 }
 
-void ToolCallDispatcher::JoinEnded() {
-  std::vector<std::thread::id> ended;
+void ToolCallDispatcher::Work(const sandbox::v1::ToolCall& call) {
+  const size_t size = call.arguments_json().size();
+  // The upstream's answer is charged to the credential as it arrives and once parsed;
+  // the parsed charge becomes part of the result's, so it is never held uncounted.
+  AnswerCharges charges{receiving_, std::make_shared<codemode::ByteHold>(budget_)};
+  sandbox::v1::ExecuteRequest answer = Answer(call, charges);
+  const size_t held = ToolCallBudget::kCopies * size + ChargeResult(answer, *charges.parsed);
   {
-    codemode::MutexLock lock(&mu_);
-    ended.swap(ended_);
-  }
-  for (const std::thread::id& id : ended) {
-    auto it = workers_.find(id);
-    if (it == workers_.end()) continue;
-    it->second.join();
-    workers_.erase(it);
-  }
-}
-
-void ToolCallDispatcher::Work() {
-  mu_.Lock();
-  // One idle worker takes the next call at once; more would only wait, holding threads
-  // the credential's count no longer sees.
-  while (!queue_.empty() || idle_ == 0) {
-    ++idle_;
-    mu_.Await(absl::Condition(this, &ToolCallDispatcher::HasWorkOrClosing));
-    --idle_;
-    if (queue_.empty()) break;  // closing, and nothing left to answer
-    sandbox::v1::ToolCall call = std::move(queue_.front());
-    queue_.pop_front();
-    mu_.Unlock();
-    const size_t size = call.arguments_json().size();
-    // The upstream's answer is charged to the credential as it arrives and once parsed;
-    // the parsed charge becomes part of the result's, so it is never held uncounted.
-    AnswerCharges charges{receiving_, std::make_shared<codemode::ByteHold>(budget_)};
-    sandbox::v1::ExecuteRequest answer = Answer(call, charges);
-    const size_t held = ToolCallBudget::kCopies * size + ChargeResult(answer, *charges.parsed);
-    mu_.Lock();
     // The answering slot is freed before the answer goes out: the sandbox sends its next
     // held-back call as soon as it has the answer, and must not find it still taken.
+    codemode::MutexLock lock(&mu_);
     --answering_;
-    mu_.Unlock();
-    write_(answer);  // blocks while the sandbox does not read
-    budget_->Release(held);
-    mu_.Lock();
-    --unwritten_;
-    bytes_in_flight_ -= size;
-    calls_->Release(1);
   }
-  --running_;
-  ended_.push_back(std::this_thread::get_id());
-  mu_.Unlock();
+  write_(answer);  // blocks while the sandbox does not read
+  budget_->Release(held);
+  codemode::MutexLock lock(&mu_);
+  --unwritten_;
+  bytes_in_flight_ -= size;
+  calls_->Release(1);
 }
 
 size_t ToolCallDispatcher::ChargeResult(sandbox::v1::ExecuteRequest& answer,

@@ -14,17 +14,14 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "absl/time/time.h"
 #include "base/byte_budget.h"
 #include "base/mutex.h"
+#include "base/thread_pool.h"
 #include "bridge/sandboxes.h"
 #include "bridge/tool_call_budget.h"
 #include "metrics/gateway_metrics.h"
@@ -79,7 +76,7 @@ class ToolCallDispatcher {
   // by every execution.
   ToolCallDispatcher(const ToolCallLimits& limits, ToolCallBudget* budget,
                      const ExecuteHandlers& handlers, Write write);
-  ~ToolCallDispatcher() { JoinAll(); }
+  ~ToolCallDispatcher() { JoinAll(); }  // before the members its workers use
   ToolCallDispatcher(const ToolCallDispatcher&) = delete;
   ToolCallDispatcher& operator=(const ToolCallDispatcher&) = delete;
 
@@ -92,21 +89,15 @@ class ToolCallDispatcher {
 
   // Workers started and not yet returned (tests: the pool grows with overlapping calls and
   // shrinks to one idle worker).
-  size_t workers_running() const ABSL_LOCKS_EXCLUDED(mu_) {
-    codemode::MutexLock lock(&mu_);
-    return running_;
-  }
+  size_t workers_running() const { return workers_.threads(); }
 
  private:
   // Empty when the call may go ahead (and is then counted in flight); otherwise why not.
   std::string Admit(const sandbox::v1::ToolCall& call) ABSL_LOCKS_EXCLUDED(mu_);
-  bool HasWorkOrClosing() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return closing_ || !queue_.empty();
-  }
-  // Joins the workers that ended (they return at once): an ended thread keeps its stack
-  // until joined, and a long run whose calls come in bursts would keep one per burst.
-  void JoinEnded() ABSL_LOCKS_EXCLUDED(mu_);
-  void Work() ABSL_LOCKS_EXCLUDED(mu_);
+  // Answers an admitted call and writes the answer, on a worker.
+  void Work(const sandbox::v1::ToolCall& call) ABSL_LOCKS_EXCLUDED(mu_);
+  // Writes `error` as the answer to `call`.
+  void Refuse(const sandbox::v1::ToolCall& call, const std::string& error);
   // Charges the result to the credential until it is written (returns the bytes charged),
   // taking over what `parsed` holds of it; past the budget the sandbox gets a ToolError
   // instead of the result.
@@ -121,18 +112,14 @@ class ToolCallDispatcher {
   const std::shared_ptr<codemode::ByteBudget> calls_;  // the credential's count, 1 per call
   const ExecuteHandlers& handlers_;
   const Write write_;
-  // Touched by the Execute loop's thread only; by id, so that JoinEnded finds the ended.
-  std::map<std::thread::id, std::thread> workers_;
   mutable codemode::Mutex mu_;
-  std::deque<sandbox::v1::ToolCall> queue_ ABSL_GUARDED_BY(mu_);  // admitted, not yet picked up
-  size_t idle_ ABSL_GUARDED_BY(mu_) = 0;                          // workers waiting for a call
-  size_t running_ ABSL_GUARDED_BY(mu_) = 0;                       // started, not yet returned
-  std::vector<std::thread::id> ended_ ABSL_GUARDED_BY(mu_);       // workers that returned
-  bool closing_ ABSL_GUARDED_BY(mu_) = false;
   uint32_t total_ ABSL_GUARDED_BY(mu_) = 0;
   uint32_t answering_ ABSL_GUARDED_BY(mu_) = 0;  // admitted and not yet answered
   size_t unwritten_ ABSL_GUARDED_BY(mu_) = 0;    // admitted and not yet written back
   size_t bytes_in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // arguments of the unwritten calls
+  // Last: joined (JoinAll) before the members its tasks use go. At most one parked; a
+  // call holds its worker until written, which admission bounds (twice max_in_flight).
+  codemode::ThreadPool workers_;
 };
 
 }  // namespace gateway

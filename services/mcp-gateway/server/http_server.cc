@@ -407,13 +407,7 @@ void HttpServer::Stop() {
     call.session->mcp->Close();
   }
   // And the sessions DELETEs are closing: their threads must not outlive us.
-  std::list<Impl::DeleteThread> deleting;
-  {
-    codemode::MutexLock lock(&d.delete_mu);
-    d.delete_stopped = true;
-    deleting.swap(d.delete_threads);
-  }
-  for (auto& t : deleting) t.thread.join();
+  d.deleters.Stop();
 
   std::vector<std::shared_ptr<http::Connection>> open;
   {

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <list>
 #include <map>
 #include <thread>
 
@@ -19,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/thread.h"
+#include "base/thread_pool.h"
 #include "server/http_admission.h"
 #include "server/http_checks.h"
 #include "server/http_peer.h"
@@ -174,14 +174,13 @@ struct HttpServer::Impl {
   };
   std::map<uint64_t, StatelessCall> stateless ABSL_GUARDED_BY(mu);
   uint64_t next_stateless ABSL_GUARDED_BY(mu) = 1;
-  // The threads DELETEs close their sessions on (`done` once finished); Stop joins them.
-  struct DeleteThread {
-    std::thread thread;
-    std::shared_ptr<std::atomic<bool>> done;
-  };
-  codemode::Mutex delete_mu;
-  std::list<DeleteThread> delete_threads ABSL_GUARDED_BY(delete_mu);
-  bool delete_stopped ABSL_GUARDED_BY(delete_mu) = false;
+  // The threads DELETEs close their sessions on, one each; Stop joins them.
+  codemode::ThreadPool deleters{DeleterOptions()};
+  static codemode::ThreadPoolOptions DeleterOptions() {
+    codemode::ThreadPoolOptions o;
+    o.name = "http delete";
+    return o;
+  }
 
   Impl(HttpServerOptions o, ToolProvider* p, ServerOptions so);
 

@@ -361,29 +361,13 @@ void HttpServer::Impl::HandleDelete(const std::shared_ptr<http::Connection>& con
   if (!session) return conn->Respond(std::move(not_found));
   spdlog::info("http: session {} deleted by the client", session->id);
   // Closing waits for the session's calls to end and its sandboxes to go: not on an
-  // event-loop thread. Stop() joins the thread, so it never touches a stopped server.
+  // event-loop thread. Stop() joins `deleters`, so it never touches a stopped server.
   std::function<void()> close = [this, conn, session] {
     CloseRemoved(session);
     conn->Respond({200, "", "", {}});
   };
-  codemode::MutexLock lock(&delete_mu);
-  if (delete_stopped) return close();  // Stop() has joined the others: close here
-  // Threads that have finished are joined here, so they do not pile up.
-  for (auto it = delete_threads.begin(); it != delete_threads.end();) {
-    if (!*it->done) {
-      ++it;
-      continue;
-    }
-    it->thread.join();
-    it = delete_threads.erase(it);
-  }
-  auto done = std::make_shared<std::atomic<bool>>(false);
-  delete_threads.push_back({codemode::StartThread("http delete", [close = std::move(close), done]() mutable {
-                              close();
-                              close = nullptr;  // lets go of the connection and session
-                              *done = true;
-                            }),
-                            done});
+  // Refused once Stop() has joined the others: closed here.
+  if (!deleters.Schedule(close).ok()) close();
 }
 
 void HttpServer::Impl::CancelCall(const std::shared_ptr<HttpSession>& session, const json& id,

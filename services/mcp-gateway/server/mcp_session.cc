@@ -2,7 +2,7 @@
 //
 // Handle() validates the JSON-RPC shape of each message and dispatches it. Everything but
 // tools/call and resources/read is answered synchronously on the caller's thread; those two
-// run the ToolProvider on a detached worker thread (one per call, at most
+// run the ToolProvider on a worker thread of the session (one per call, at most
 // ServerOptions::max_concurrent_calls at a time; beyond that the call is refused with
 // -32603 rather than queued, so a flood of calls can never build an unbounded backlog;
 // across sessions, ServerOptions::call_limits bounds them per credential and overall, and

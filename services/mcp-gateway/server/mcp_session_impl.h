@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/mutex.h"
+#include "base/thread_pool.h"
 #include "jsonrpc/jsonrpc.h"
 #include "server/client_requests.h"
 #include "server/mcp_era.h"
@@ -87,8 +88,20 @@ struct McpSession::Impl {
   ClientRequests client_requests{static_cast<size_t>(std::max(options.max_concurrent_calls, 1))};
   // stdio: a 2026-07-28 request (other than server/discover) came before any initialize.
   bool pinned_stateless ABSL_GUARDED_BY(mu) = false;
+  // The calls' workers, one thread per call, each ending with its call (a session keeps no
+  // idle thread). The last member: Close() waits for running_workers to reach zero, and
+  // this joins their threads before anything they touched goes.
+  codemode::ThreadPool workers{WorkerOptions(options.max_concurrent_calls)};
 
   bool NoWorkers() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return running_workers == 0; }
+  // At most max_concurrent_calls calls run; one that just answered may still hold its
+  // thread for a moment, and the next call waits for it past twice that.
+  static codemode::ThreadPoolOptions WorkerOptions(int max_concurrent_calls) {
+    codemode::ThreadPoolOptions o;
+    o.name = "mcp request";
+    o.max_threads = 2 * static_cast<size_t>(std::max(max_concurrent_calls, 1));
+    return o;
+  }
 
   Impl(McpSession* s, ToolProvider* p, ServerOptions o)
       : self(s), provider(p), options(std::move(o)) {}

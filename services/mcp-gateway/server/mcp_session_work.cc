@@ -1,14 +1,14 @@
 // McpSession's calls that run on a worker: tools/call, resources/read and (2026-07-28)
-// resources/list start here (StartWork: counted against the call limits, one detached
-// thread each) and RunWork gives the provider its ToolCallContext: progress, cancellation,
-// the credential's byte budget and the way to ask the client. See mcp_session.cc.
+// resources/list start here (StartWork: counted against the call limits, a thread of the
+// session's workers each) and RunWork gives the provider its ToolCallContext: progress,
+// cancellation, the credential's byte budget and the way to ask the client. See
+// mcp_session.cc.
 #include <cmath>
 #include <limits>
-#include <system_error>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "base/log_text.h"
-#include "base/thread.h"
 #include "base/untrusted_json.h"
 #include "server/mcp_session_impl.h"
 #include "spdlog/spdlog.h"
@@ -162,30 +162,25 @@ json McpSession::Impl::StartWork(const json& id, const json& params,
     in_flight[key] = InFlight{token, false};
     ++running_workers;
   }
-  try {
-    // Detached, and holding no reference to the session: Close() (also run by the
-    // destructor) waits for running_workers to reach zero, so `this` outlives the worker.
-    // Were the worker to keep the session alive instead, dropping the last outside
-    // reference would move SessionClosed to some later moment on the worker's thread.
-    codemode::StartThread("mcp request",
-                          [this, id, spec = std::move(spec), progress = ProgressToken(params),
-                           token, reply, ticket = std::move(ticket)]() mutable {
-                            RunWork(id, spec, progress, token, reply);
-                            // The arguments go before the ticket that charged them, and
-                            // both before Close() can return.
-                            spec.work = nullptr;
-                            if (ticket) ticket->Release();
-                            // Last touch of the session: once the count drops, Close() may
-                            // return and the session be destroyed.
-                            codemode::MutexLock lock(&mu);
-                            --running_workers;
-                          })
-        .detach();
-  } catch (const std::system_error& e) {
+  // The worker holds no reference to the session: Close() (also run by the destructor)
+  // waits for running_workers to reach zero, and `workers` joins it. Were the worker to
+  // keep the session alive instead, dropping the last outside reference would move
+  // SessionClosed to some later moment on the worker's thread.
+  absl::Status started = workers.Schedule([this, id, spec = std::move(spec), progress = ProgressToken(params),
+                                           token, reply, ticket = std::move(ticket)]() mutable {
+    RunWork(id, spec, progress, token, reply);
+    // The arguments go before the ticket that charged them, and both before Close() can
+    // return.
+    spec.work = nullptr;
+    if (ticket) ticket->Release();
+    codemode::MutexLock lock(&mu);
+    --running_workers;
+  });
+  if (!started.ok()) {
     codemode::MutexLock lock(&mu);
     in_flight.erase(key);
     --running_workers;
-    return MakeError(id, kInternalError, std::string("cannot start the call: ") + e.what());
+    return MakeError(id, kInternalError, absl::StrCat("cannot start the call: ", started.message()));
   }
   return nullptr;
 }

@@ -8,7 +8,6 @@
 #include "upstream/http_transport_common.h"
 #include "upstream/stalled_event_watchdog.h"
 #include "jsonrpc/jsonrpc.h"
-#include "base/thread.h"
 #include "base/untrusted_json.h"
 
 #include <httplib.h>
@@ -303,18 +302,10 @@ absl::Status StreamableHttpTransport::StartExchange(
   exchange->answer_budget = std::move(answer_budget);
   codemode::MutexLock lock(&workers_mu_);
   if (closing_) return absl::UnavailableError("connection closed");
-  // Join the workers that have finished (their last act was setting `done`).
-  for (auto it = workers_.begin(); it != workers_.end();) {
-    if ((*it)->done && (*it)->thread.joinable() &&
-        (*it)->thread.get_id() != std::this_thread::get_id()) {
-      (*it)->thread.join();
-      it = workers_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  // Drop the exchanges that have finished (their threads are exchange_threads_' to join).
+  workers_.remove_if([](const std::shared_ptr<HttpExchange>& e) { return e->done.load(); });
   workers_.push_back(exchange);
-  exchange->thread = codemode::StartThread("upstream http post", [this, exchange, message] {
+  absl::Status started = exchange_threads_.Schedule([this, exchange, message] {
     bool answered = false;
     auto on_message = [&](json m) {
       if (wire::IsResponse(m) && m["id"] == exchange->id) {
@@ -351,7 +342,8 @@ absl::Status StreamableHttpTransport::StartExchange(
     }
     exchange->done = true;
   });
-  return absl::OkStatus();
+  if (!started.ok()) workers_.remove(exchange);
+  return started;
 }
 
 absl::Status StreamableHttpTransport::Send(const json& message) {
@@ -414,7 +406,12 @@ void StreamableHttpTransport::OnInitialized(const std::string& protocol_version)
   if (closing_) return;
   auto exchange = std::make_shared<HttpExchange>();
   workers_.push_back(exchange);
-  exchange->thread = codemode::StartThread("upstream http get", [this, exchange] { RunGetStream(exchange); });
+  if (absl::Status started = exchange_threads_.Schedule([this, exchange] { RunGetStream(exchange); });
+      !started.ok()) {
+    spdlog::warn("upstream {}: no GET stream: {}", config_.name, codemode::LogLongText(started.message()));
+    workers_.remove(exchange);
+    return;
+  }
   // Until the GET stream is open, a server has nowhere to put what belongs to no request
   // (and one answering a resumed call on any GET would hand it to the wrong stream): wait
   // for its first answer, briefly, before the first request goes out.
@@ -447,7 +444,8 @@ void StreamableHttpTransport::Close() {
       codemode::MutexLock lock(&workers_mu_);  // its unlock wakes waits on closing_
       workers.swap(workers_);
     }
-    for (auto& exchange : workers) exchange->StopAndJoin();
+    for (auto& exchange : workers) exchange->StopUntilDone();
+    exchange_threads_.Stop();
     if (!url_.origin.empty()) DeleteSession();  // errors ignored: the server may be gone
   });
 }

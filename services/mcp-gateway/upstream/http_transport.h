@@ -31,6 +31,7 @@
 #include "upstream/transport.h"
 #include "base/log_text.h"
 #include "base/mutex.h"
+#include "base/thread_pool.h"
 
 namespace httplib {
 class Client;
@@ -161,7 +162,15 @@ class StreamableHttpTransport : public HttpTransportBase {
   int reinit_count_ ABSL_GUARDED_BY(reinit_mu_) = 0;
 
   codemode::Mutex workers_mu_;
+  // The exchanges under way (or done, until the next StartExchange drops them).
   std::list<std::shared_ptr<HttpExchange>> workers_ ABSL_GUARDED_BY(workers_mu_);
+  // Their threads, one each; joined by Close() once every exchange is done, and last to go.
+  codemode::ThreadPool exchange_threads_{ExchangeThreads()};
+  static codemode::ThreadPoolOptions ExchangeThreads() {
+    codemode::ThreadPoolOptions o;
+    o.name = "upstream http";
+    return o;
+  }
 };
 
 class SseTransport : public HttpTransportBase {

@@ -129,8 +129,9 @@ inline bool IsConnectError(httplib::Error error) {
 
 }  // namespace
 
-// One HTTP exchange running on its own thread. Another thread ends it by stop()ping the
-// client it currently uses; `done` is set as the thread's last action.
+// One HTTP exchange running on a thread of its own (`thread`, or one of a ThreadPool's).
+// Another thread ends it by stop()ping the client it currently uses; `done` is set as the
+// exchange's last action.
 struct HttpExchange {
   json id;  // the request it carries (null for GET streams)
   // What its answer is charged to as it arrives (ClientTransport::SendRequest); null: the
@@ -152,11 +153,14 @@ struct HttpExchange {
   // Safe to call from several threads (a failed Start() and Close()).
   void StopAndJoin() {
     codemode::MutexLock lock(&join_mu);
+    StopUntilDone();
+    if (thread.joinable()) thread.join();
+  }
+  void StopUntilDone() {
     while (!done) {
       Stop();
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    if (thread.joinable()) thread.join();
   }
 
  private:

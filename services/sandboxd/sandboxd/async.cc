@@ -73,56 +73,25 @@ void TimerQueue::Loop() {
   }
 }
 
-WorkerPool::WorkerPool(int threads) {
-  for (int i = 0; i < threads; ++i) threads_.push_back(codemode::StartThread("worker", [this] { Loop(); }));
+namespace {
+
+codemode::ThreadPoolOptions WorkerOptions(int threads) {
+  codemode::ThreadPoolOptions o;
+  o.name = "worker";
+  o.max_threads = static_cast<size_t>(threads);
+  o.max_idle = static_cast<size_t>(threads);  // a fixed set, started as tasks come
+  return o;
 }
 
-WorkerPool::~WorkerPool() { Stop(); }
+}  // namespace
 
-void WorkerPool::Stop() {
-  {
-    codemode::MutexLock lock(&mu_);
-    stop_ = true;
-  }
-  for (auto& t : threads_) {
-    if (t.joinable()) t.join();
-  }
-  std::deque<std::function<void()>> late;
-  {
-    codemode::MutexLock lock(&mu_);
-    joined_ = true;
-    late.swap(tasks_);
-  }
-  if (!late.empty()) {
-    spdlog::warn("{} cleanup task(s) came as the daemon stopped its workers; the next start recovers them",
-                 late.size());
-  }
-}
+WorkerPool::WorkerPool(int threads) : pool_(WorkerOptions(threads)) {}
 
 void WorkerPool::Post(std::function<void()> fn) {
-  codemode::MutexLock lock(&mu_);
-  if (joined_) {
-    spdlog::warn("a cleanup task came after the daemon stopped its workers; the next start recovers it");
-    return;
-  }
-  tasks_.push_back(std::move(fn));
-}
-
-void WorkerPool::Loop() {
-  for (;;) {
-    std::function<void()> fn;
-    {
-      codemode::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](WorkerPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
-            return p->stop_ || !p->tasks_.empty();
-          },
-          this));
-      if (tasks_.empty()) return;  // stop_ and drained
-      fn = std::move(tasks_.front());
-      tasks_.pop_front();
-    }
-    codemode::RunContained("worker task", fn);
+  absl::Status scheduled = pool_.Schedule(std::move(fn));
+  if (!scheduled.ok()) {
+    spdlog::warn("a cleanup task came after the daemon stopped its workers; the next start recovers it ({})",
+                 std::string(scheduled.message()));
   }
 }
 

@@ -10,14 +10,13 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <thread>
-#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "base/mutex.h"
+#include "base/thread_pool.h"
 #include "absl/time/time.h"
 
 namespace sandboxd {
@@ -46,13 +45,13 @@ class TimerQueue {
   std::thread thread_;
 };
 
-// A fixed set of threads running posted tasks in FIFO order. Stop() (and the destructor)
-// runs what is already queued, then joins; an owner whose tasks use its other members
-// calls Stop() before those members go. Safe for concurrent use.
+// At most `threads` workers (codemode::ThreadPool) running posted tasks in FIFO order.
+// Stop() (and the destructor) runs what is already queued, then joins; an owner whose
+// tasks use its other members calls Stop() before those members go. Safe for concurrent
+// use.
 class WorkerPool {
  public:
   explicit WorkerPool(int threads);
-  ~WorkerPool();
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
@@ -60,16 +59,10 @@ class WorkerPool {
   // then, and what such a task would tidy (a record, a directory) is found by the next
   // start's recovery.
   void Post(std::function<void()> fn);
-  void Stop();
+  void Stop() { pool_.Stop(); }
 
  private:
-  void Loop();
-
-  codemode::Mutex mu_;
-  std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  bool joined_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::thread> threads_;  // joined by Stop(), which only the owner calls
+  codemode::ThreadPool pool_;
 };
 
 // Milliseconds since the Unix epoch; a seam so session expiry can be tested.

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "base/thread.h"
 #include "prometheus/exposer.h"
 
 namespace codemode::telemetry {
@@ -87,7 +88,9 @@ MetricsServer::MetricsServer(std::unique_ptr<prometheus::Exposer> exposer, int p
 
 void MetricsServer::BeginStop() {
   if (stopper_.joinable() || exposer_ == nullptr) return;
-  stopper_ = std::thread([exposer = std::move(exposer_)]() mutable { exposer.reset(); });
+  // Shared: a std::function must be copyable.
+  std::shared_ptr<prometheus::Exposer> exposer(std::move(exposer_));
+  stopper_ = StartThread("metrics stop", [exposer]() mutable { exposer.reset(); });
 }
 
 MetricsServer::~MetricsServer() {

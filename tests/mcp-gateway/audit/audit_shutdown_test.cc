@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "audit/audit_log.h"
+#include "base/thread.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "spdlog/sinks/base_sink.h"
@@ -134,8 +135,9 @@ TEST_F(AuditShutdownTest, ASlowDiskHoldsShutdownOnlyForTheDrainTimeout) {
   bool said = false;
   for (const std::string& line : lines) said = said || line.find("not written within --audit_drain_timeout") != std::string::npos;
   EXPECT_TRUE(said);
-  // The writer left behind finishes the line it was writing (counted as dropped) and stops.
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // The writer left behind finishes the line it was writing (counted as dropped) and stops,
+  // kept until then, and joined.
+  EXPECT_TRUE(codemode::JoinKeptThreads(absl::Seconds(5))) << "the writer left behind never ended";
   EXPECT_GE(LinesInFile(), written);
   EXPECT_LE(LinesInFile(), written + 1);
 }
@@ -173,6 +175,8 @@ TEST_F(AuditShutdownTest, AHungWriteDoesNotHangShutdown) {
   const auto start = std::chrono::steady_clock::now();
   log->reset();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  // Left behind, not detached: kept until main() ends, which joins it.
+  EXPECT_FALSE(codemode::JoinKeptThreads(absl::ZeroDuration())) << "the stuck writer is not kept";
   ASSERT_FALSE(log_->Lines().empty());
   EXPECT_THAT(log_->Lines().back(), HasSubstr("0 line(s) written, 10 dropped"));
   {
@@ -181,7 +185,7 @@ TEST_F(AuditShutdownTest, AHungWriteDoesNotHangShutdown) {
     gate->cv.notify_all();
   }
   watchdog.join();
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the writer returns, frees its Core
+  EXPECT_TRUE(codemode::JoinKeptThreads(absl::Seconds(5))) << "the writer returned and was joined";
   EXPECT_EQ(log_->Lines().back().find("audit log: "), std::string::npos)
       << "the writer left behind logged: " << log_->Lines().back();
 }

@@ -7,6 +7,7 @@
 
 #include "server/mcp_session.h"
 #include "mcp_test_fakes.h"
+#include "thread_end.h"
 
 namespace gateway {
 namespace {
@@ -386,6 +387,28 @@ TEST_F(McpSessionTest, HandleUpdatesLastActivity) {
   EXPECT_GT(before, 0);
   session->Handle(Request(1, "ping"), nullptr);
   EXPECT_GE(session->last_activity_ms(), before);
+}
+
+// A call's worker is joined with its session: nothing of it, its thread-local destructors
+// included (OpenSSL's, in the gateway), runs after the session is gone.
+class ThreadLocalProvider : public FakeProvider {
+ public:
+  absl::StatusOr<json> CallTool(const std::string& name, const json& arguments,
+                                ToolCallContext& context) override {
+    codemode::testing::MarkThreadEnd();
+    return FakeProvider::CallTool(name, arguments, context);
+  }
+};
+
+TEST(McpSessionThreadsTest, TheSessionJoinsTheThreadsOfItsCalls) {
+  codemode::testing::ThreadsEnded() = 0;
+  ThreadLocalProvider provider;
+  {
+    McpSession session("s1", &provider, ServerOptions{});
+    Call(session, Request(0, "initialize", InitializeParams()));
+    EXPECT_EQ(ErrorCode(Call(session, Request(1, "tools/call", {{"name", "echo"}}))), 0);
+  }
+  EXPECT_EQ(codemode::testing::ThreadsEnded().load(), 1) << "a call's thread was still ending after the session went";
 }
 
 }  // namespace

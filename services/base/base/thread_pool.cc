@@ -1,0 +1,105 @@
+#include "base/thread_pool.h"
+
+#include <cstdlib>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/thread.h"
+#include "spdlog/spdlog.h"
+
+namespace codemode {
+
+ThreadPool::ThreadPool(ThreadPoolOptions options) : options_(std::move(options)) {}
+
+absl::Status ThreadPool::Schedule(std::function<void()> fn) {
+  JoinEnded();
+  MutexLock lock(&mu_);
+  if (stopping_) {
+    // Only a worker still in its loop can run it; it takes the queue before it leaves.
+    if (workers_.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(options_.name, ": stopped"));
+    }
+    tasks_.push_back(std::move(fn));
+    return absl::OkStatus();
+  }
+  tasks_.push_back(std::move(fn));
+  if (tasks_.size() <= idle_) return absl::OkStatus();  // a parked worker takes it
+  if (workers_.size() >= options_.max_threads) {
+    if (options_.queue_when_full) return absl::OkStatus();
+    tasks_.pop_back();
+    return absl::ResourceExhaustedError(absl::StrCat(
+        options_.name, ": all ", options_.max_threads, " threads are busy"));
+  }
+  try {
+    // Started under mu_, which the worker takes first: it is in workers_ before it can
+    // look itself up there, and cannot take the task before this returns.
+    std::thread worker = StartThread(options_.name, [this] { Work(); });
+    const std::thread::id id = worker.get_id();
+    workers_.emplace(id, std::move(worker));
+  } catch (const std::system_error& e) {
+    tasks_.pop_back();
+    return absl::ResourceExhaustedError(absl::StrCat(options_.name, ": cannot start a thread: ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+void ThreadPool::Work() {
+  mu_.Lock();
+  while (true) {
+    if (tasks_.empty()) {
+      if (stopping_ || idle_ >= options_.max_idle) break;
+      ++idle_;
+      const bool woke = mu_.AwaitWithTimeout(absl::Condition(this, &ThreadPool::HasTaskOrStopping),
+                                             options_.idle_timeout);
+      --idle_;
+      if (!woke) break;
+      continue;
+    }
+    std::function<void()> task = std::move(tasks_.front());
+    tasks_.pop_front();
+    mu_.Unlock();
+    RunContained(options_.name.c_str(), task);
+    task = nullptr;  // what the task held goes before the worker parks
+    mu_.Lock();
+  }
+  auto self = workers_.find(std::this_thread::get_id());
+  ended_.push_back(std::move(self->second));
+  workers_.erase(self);
+  mu_.Unlock();
+}
+
+void ThreadPool::JoinEnded() {
+  std::vector<std::thread> ended;
+  {
+    MutexLock lock(&mu_);
+    ended.swap(ended_);
+  }
+  for (std::thread& t : ended) t.join();
+}
+
+void ThreadPool::Stop() {
+  {
+    MutexLock lock(&mu_);
+    if (workers_.count(std::this_thread::get_id()) > 0) {
+      spdlog::critical("{}: a task of the pool stops it, which would join its own thread", options_.name);
+      std::abort();
+    }
+    stopping_ = true;
+    auto none = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return workers_.empty(); };
+    mu_.Await(absl::Condition(&none));
+  }
+  JoinEnded();
+}
+
+size_t ThreadPool::threads() const {
+  MutexLock lock(&mu_);
+  return workers_.size();
+}
+
+size_t ThreadPool::idle() const {
+  MutexLock lock(&mu_);
+  return idle_;
+}
+
+}  // namespace codemode
