@@ -55,6 +55,10 @@ struct WasmJailRequest {
   uint32_t rlimit_nproc = 64;  // applied only with bwrap (its own user namespace counts)
   int listen_fd = 3;  // kept open across bwrap and the jail
   int env_fd = -1;    // kept too when > 2: the pipe the runner reads its environment from
+  // With bwrap, not 0: the workspace is a tmpfs of this many bytes (mode 0700) mounted at
+  // `workspace` inside the sandbox instead of the host directory, so writes past it fail
+  // with ENOSPC. Its files then live only in the sandbox (and in memory).
+  uint64_t workspace_tmpfs_bytes = 0;
 };
 
 // The system files a dynamically linked Node needs to start (the C library and its
