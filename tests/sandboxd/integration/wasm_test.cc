@@ -92,6 +92,7 @@ TEST(WasmTest, RunsWithoutAContainerEngineAndSaysWhichLayersHold) {
   sandbox::v1::Finished f = RunCode(*stub, js.id(), "const y = 6 * 7; y");
   EXPECT_EQ(f.result_repr(), "42") << f.DebugString();
   EXPECT_TRUE(GetInfo(*stub).serving());
+  EXPECT_EQ(info.images_size(), 0) << "a wasm-only daemon runs no images: " << info.DebugString();
   // main.cc's check and the factory's both ask; the snapshot's SHA-256 is a second's work.
   size_t probes = 0;
   for (size_t at = d.Log().find("wasm tier:"); at != std::string::npos; at = d.Log().find("wasm tier:", at + 1)) {
