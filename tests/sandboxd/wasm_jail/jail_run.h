@@ -8,11 +8,26 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
 
 namespace wasm_jail_test {
+
+// A directory of its own under /tmp, removed with what is in it.
+class TempDir {
+ public:
+  TempDir() {
+    char name[] = "/tmp/wasm-jail-test.XXXXXX";
+    path_ = mkdtemp(name);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 struct JailRun {
   int exit_code = -1;  // 128+signal when killed

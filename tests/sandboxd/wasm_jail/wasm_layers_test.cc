@@ -23,6 +23,7 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 using wasm_jail_test::JailRun;
 using wasm_jail_test::RunProgram;
+using wasm_jail_test::TempDir;
 
 const std::string kJail = WASM_JAIL_PATH;
 const std::string kProbe = WASM_JAIL_PROBE_PATH;
@@ -33,19 +34,6 @@ std::vector<WasmLayerState> Layers(bool seccomp, bool landlock, bool bwrap) {
           {WasmLayer::kLandlock, landlock, ""},
           {WasmLayer::kBwrap, bwrap, ""}};
 }
-
-class TempDir {
- public:
-  TempDir() {
-    char name[] = "/tmp/wasm-layers-test.XXXXXX";
-    path_ = mkdtemp(name);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // The system files as WasmJailArgv must name them: a link as a link inside bwrap and no
 // Landlock rule (its target has one), anything else bound and readable.
@@ -107,6 +95,20 @@ TEST(WasmJailArgv, WithBwrapBindsEachPathAtItsOwnPlace) {
       "--rlimit-fsize", "1048576", "--rlimit-nofile", "256", "--rlimit-nproc", "64",
       "--keep-fd", "3", "--"};
   EXPECT_EQ(std::vector<std::string>(argv.end() - tail.size(), argv.end()), tail);
+}
+
+TEST(WasmJailArgv, WithBwrapAWorkspaceBudgetMakesItATmpfsOfThatSize) {
+  WasmJailRequest request{{"/opt/runtime"}, "/srv/ws", 0, 1 << 20, 256, 64, 3};
+  request.workspace_tmpfs_bytes = 16 << 20;
+  std::vector<std::string> argv =
+      WasmJailArgv({kJail, "/usr/bin/bwrap"}, Layers(true, true, true), request);
+  std::vector<std::string> tmpfs = {"--size", "16777216", "--perms", "0700", "--tmpfs", "/srv/ws", "--", kJail};
+  EXPECT_NE(std::search(argv.begin(), argv.end(), tmpfs.begin(), tmpfs.end()), argv.end())
+      << testing::PrintToString(argv);
+  EXPECT_EQ(std::count(argv.begin(), argv.end(), "--bind"), 0) << "the host directory is not the workspace";
+  // Without bwrap there is no tmpfs to make: the directory it is.
+  argv = WasmJailArgv({kJail, "/usr/bin/bwrap"}, Layers(true, true, false), request);
+  EXPECT_EQ(std::count(argv.begin(), argv.end(), "--tmpfs"), 0) << testing::PrintToString(argv);
 }
 
 // A bwrap that fails as an unprivileged user without user namespaces does.
