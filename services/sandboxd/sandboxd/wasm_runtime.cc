@@ -520,9 +520,20 @@ void WasmRuntime::CheckBudgets() {
       if (r.budget.bytes != 0 && !over_budget_.count(name)) live.push_back(r);
     }
   }
+  std::map<std::string, absl::Time> next_walk;
+  const absl::Time now = absl::Now();
   for (const Record& r : live) {
+    // A walk costs ~1.3 us an inode (85 ms at 65,536): a workspace waits 10 times its last
+    // walk's time for the next, so that walks take at most a tenth of a core per session.
+    auto at = next_walk_.find(r.name);
+    if (at != next_walk_.end() && at->second > now) {
+      next_walk[r.name] = at->second;
+      continue;
+    }
     if (!Alive(r.pid, r.start_time)) continue;
+    const absl::Time start = absl::Now();
     absl::StatusOr<WasmWorkspaceUse> use = MeasureWorkspace(r, r.budget.inodes + 1);
+    next_walk[r.name] = start + 10 * (absl::Now() - start);
     if (!use.ok()) continue;  // the process is ending
     std::string why = OverWasmWorkspaceBudget(*use, r.budget);
     if (why.empty()) continue;
@@ -541,6 +552,7 @@ void WasmRuntime::CheckBudgets() {
       }
     }
   }
+  next_walk_ = std::move(next_walk);  // the sessions gone meanwhile drop out
 }
 
 }  // namespace sandboxd

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/time/time.h"
 #include "base/mutex.h"
 #include "sandboxd/container_runtime.h"
 #include "sandboxd/wasm_layers.h"
@@ -129,6 +130,8 @@ class WasmRuntime : public ContainerRuntime {
   std::map<pid_t, int> exits_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread budget_thread_;
+  // When each workspace is measured next (CheckBudgets, on the budget thread only).
+  std::map<std::string, absl::Time> next_walk_;
 };
 
 }  // namespace sandboxd
