@@ -396,8 +396,7 @@ bool WasmRuntime::Alive(pid_t pid, uint64_t start_time) {
     Reap(pid);
     if (exits_.count(pid)) return false;
   }
-  absl::StatusOr<uint64_t> now = ProcessStartTime("/proc", pid);
-  return now.ok() && *now == start_time;
+  return ProcessRunning(pid, start_time);
 }
 
 void WasmRuntime::EndProcess(const Record& r) {
@@ -438,8 +437,12 @@ absl::StatusOr<ContainerStatus> WasmRuntime::Inspect(const std::string& name) {
     codemode::MutexLock lock(&mu_);
     auto it = exits_.find(r->pid);
     status.exit_code = it == exits_.end() ? -1 : it->second;
-    // What the code said last is beside the point when sandboxd ended it.
-    if (auto why = over_budget_.find(name); why != over_budget_.end()) status.last_words = why->second;
+    // What the code said last is beside the point when sandboxd ended it, and how it ended
+    // is known even for a process of an earlier sandboxd (not this one's to reap).
+    if (auto why = over_budget_.find(name); why != over_budget_.end()) {
+      status.last_words = why->second;
+      status.exit_code = 128 + SIGKILL;
+    }
   }
   return status;
 }

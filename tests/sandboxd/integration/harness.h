@@ -115,7 +115,8 @@ grpc::Status GetSessionStats(sandbox::v1::SandboxService::Stub& stub, const std:
 // (SANDBOXD_TEST_ISOLATION, set by tests/CMakeLists.txt for the gvisor.* copies).
 std::string TestIsolation();
 
-// The --wasm_dir of every daemon of a wasm run; a session's workspace is its w/<name>.
+// The --wasm_dir of every daemon of a wasm run; a session's workspace is its w/<name> (under
+// bwrap a tmpfs mounted at that path inside the sandbox, seen in /proc/<pid>/root).
 std::string TestWasmDir();
 
 // Polls `pred` every 100 ms until it holds or `timeout_ms` has passed; its last answer.
