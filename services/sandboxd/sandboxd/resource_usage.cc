@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace sandboxd {
 namespace {
@@ -177,7 +178,8 @@ absl::StatusOr<ProcStat> ParseProcStat(absl::string_view text) {
 }
 
 absl::StatusOr<ResourceUsage> SumProcessTree(const std::vector<ProcStat>& stats, pid_t root,
-                                             uint64_t ticks_per_s, uint64_t page_bytes) {
+                                             uint64_t ticks_per_s, uint64_t page_bytes,
+                                             std::vector<pid_t>* members) {
   std::multimap<pid_t, const ProcStat*> children;
   const ProcStat* top = nullptr;
   for (const ProcStat& s : stats) {
@@ -194,6 +196,7 @@ absl::StatusOr<ResourceUsage> SumProcessTree(const std::vector<ProcStat>& stats,
     const ProcStat* s = todo.back();
     todo.pop_back();
     if (!seen.insert(s->pid).second) continue;
+    if (members != nullptr) members->push_back(s->pid);
     ticks += s->utime + s->stime + s->cutime + s->cstime;
     u.memory_bytes += s->rss_pages * page_bytes;
     u.processes += s->num_threads;
@@ -214,7 +217,8 @@ absl::StatusOr<ResourceUsage> ReadCgroupUsage(const std::string& cgroup_root,
   return ReadV2(cgroup_root, v2->second);
 }
 
-absl::StatusOr<ResourceUsage> ReadProcTreeUsage(const std::string& proc_root, pid_t root_pid) {
+absl::StatusOr<ResourceUsage> ReadProcTreeUsage(const std::string& proc_root, pid_t root_pid,
+                                                std::vector<pid_t>* members) {
   // One pass over every process of the host: /proc has no index by parent that also sees
   // children forked by threads, and a few hundred small reads take a millisecond or two.
   DIR* d = opendir(proc_root.c_str());
@@ -231,7 +235,25 @@ absl::StatusOr<ResourceUsage> ReadProcTreeUsage(const std::string& proc_root, pi
   closedir(d);
   long ticks = sysconf(_SC_CLK_TCK);
   long page = sysconf(_SC_PAGESIZE);
-  return SumProcessTree(stats, root_pid, ticks > 0 ? ticks : 100, page > 0 ? page : 4096);
+  return SumProcessTree(stats, root_pid, ticks > 0 ? ticks : 100, page > 0 ? page : 4096, members);
+}
+
+uint64_t SumPeakResident(const std::string& proc_root, const std::vector<pid_t>& pids) {
+  uint64_t sum = 0;
+  for (pid_t pid : pids) {
+    std::optional<std::string> text = ReadSmallFile(absl::StrCat(proc_root, "/", pid, "/status"));
+    if (!text) continue;
+    for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+      if (!absl::ConsumePrefix(&line, "VmHWM:")) continue;
+      uint64_t kib = 0;
+      line = absl::StripAsciiWhitespace(line);
+      if (absl::ConsumeSuffix(&line, "kB") && absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &kib)) {
+        sum += kib << 10;
+      }
+      break;
+    }
+  }
+  return sum;
 }
 
 absl::StatusOr<uint64_t> ProcessStartTime(const std::string& proc_root, pid_t pid) {

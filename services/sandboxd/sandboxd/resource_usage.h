@@ -72,9 +72,11 @@ absl::StatusOr<ProcStat> ParseProcStat(absl::string_view text);
 // Sums the processes of `stats` that descend from `root` (itself included): the CPU of
 // each (its own and that of the children it reaped, which no longer show), its resident
 // set (shared pages count once per process: an overestimate), its threads. `ticks_per_s`
-// and `page_bytes` convert. NOT_FOUND when `root` is not among them.
+// and `page_bytes` convert. NOT_FOUND when `root` is not among them. `members`, when given,
+// receives the pids summed.
 absl::StatusOr<ResourceUsage> SumProcessTree(const std::vector<ProcStat>& stats, pid_t root,
-                                             uint64_t ticks_per_s, uint64_t page_bytes);
+                                             uint64_t ticks_per_s, uint64_t page_bytes,
+                                             std::vector<pid_t>* members = nullptr);
 
 // The usage of the cgroup that `proc_cgroup` (the text of /proc/<pid>/cgroup) names, read
 // from the hierarchies under `cgroup_root` (normally /sys/fs/cgroup): v1 when the line of
@@ -83,8 +85,15 @@ absl::StatusOr<ResourceUsage> SumProcessTree(const std::vector<ProcStat>& stats,
 absl::StatusOr<ResourceUsage> ReadCgroupUsage(const std::string& cgroup_root,
                                               absl::string_view proc_cgroup);
 
-// The usage of the process tree under `root_pid`, from /proc (`proc_root`).
-absl::StatusOr<ResourceUsage> ReadProcTreeUsage(const std::string& proc_root, pid_t root_pid);
+// The usage of the process tree under `root_pid`, from /proc (`proc_root`); `members` as
+// SumProcessTree's.
+absl::StatusOr<ResourceUsage> ReadProcTreeUsage(const std::string& proc_root, pid_t root_pid,
+                                                std::vector<pid_t>* members = nullptr);
+
+// The sum of the peak resident sets (VmHWM of /proc/<pid>/status) of `pids`: like the
+// resident set of a process tree, shared pages count once per process. Processes gone
+// meanwhile count 0.
+uint64_t SumPeakResident(const std::string& proc_root, const std::vector<pid_t>& pids);
 
 // The start time of process `pid` (field 22 of its stat): a pid and its start time name
 // one process, so a cached pid whose start time changed is another process now.

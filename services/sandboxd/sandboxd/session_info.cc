@@ -7,6 +7,19 @@
 #include "sandboxd/session_manager.h"
 
 namespace sandboxd {
+namespace {
+
+void AddLayers(const std::vector<IsolationLayer>& layers,
+               google::protobuf::RepeatedPtrField<sandbox::v1::Layer>* out) {
+  for (const IsolationLayer& l : layers) {
+    sandbox::v1::Layer* layer = out->Add();
+    layer->set_name(l.name);
+    layer->set_in_force(l.in_force);
+    layer->set_detail(l.detail);
+  }
+}
+
+}  // namespace
 
 std::vector<sandbox::v1::ImageInfo> SessionManager::ImageInfos(bool refresh_if_stale) {
   if (!images_.ok()) return {};
@@ -75,7 +88,11 @@ sandbox::v1::Info SessionManager::GetInfo() {
   }
   info.set_default_isolation(ToProto(options_.isolation.default_isolation));
   for (Isolation i : options_.isolation.AllowedList()) info.add_allowed_isolations(ToProto(i));
-  for (const sandbox::v1::ImageInfo& image : ImageInfos()) *info.add_images() = image;
+  // Images are Podman's: a daemon whose only isolation is wasm runs none.
+  const std::vector<Isolation> allowed = options_.isolation.AllowedList();
+  if (std::any_of(allowed.begin(), allowed.end(), [](Isolation i) { return i != Isolation::kWasm; })) {
+    for (const sandbox::v1::ImageInfo& image : ImageInfos()) *info.add_images() = image;
+  }
   {
     codemode::MutexLock lock(&mu_);
     info.set_sessions(static_cast<uint32_t>(sessions_.size()));
@@ -159,12 +176,7 @@ sandbox::v1::Session SessionManager::Describe(const Session& session) {
   if (p.isolation() != sandbox::v1::ISOLATION_WASM) return p;
   // Every start applies the layers the probe found (the jail refuses to start otherwise).
   if (std::optional<RuntimeInfo> runtime = factory_.runtime_info()) {
-    for (const IsolationLayer& l : runtime->wasm_layers) {
-      sandbox::v1::Layer* layer = p.add_layers();
-      layer->set_name(l.name);
-      layer->set_in_force(l.in_force);
-      layer->set_detail(l.detail);
-    }
+    AddLayers(runtime->wasm_layers, p.mutable_layers());
   }
   return p;
 }
@@ -183,12 +195,7 @@ void SessionManager::DescribeIsolations(const std::optional<RuntimeInfo>& runtim
       out->set_detail(runtime_error);
     } else if (i == Isolation::kWasm) {
       out->set_detail(runtime->wasm_version);
-      for (const IsolationLayer& l : runtime->wasm_layers) {
-        sandbox::v1::Layer* layer = out->add_layers();
-        layer->set_name(l.name);
-        layer->set_in_force(l.in_force);
-        layer->set_detail(l.detail);
-      }
+      AddLayers(runtime->wasm_layers, out->mutable_layers());
     } else {
       out->set_detail(i == Isolation::kGvisor ? runtime->gvisor_version
                                                : absl::StrCat(runtime->version, ", ", runtime->oci_runtime));

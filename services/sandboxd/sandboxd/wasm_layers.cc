@@ -62,11 +62,12 @@ void ProbeJail(const std::string& jail, WasmLayerState& seccomp, WasmLayerState&
   seccomp.detail = landlock.detail = failure;
 }
 
-// A trial sandbox as the sessions' (every namespace, a new session) running `true`.
+// A trial sandbox as the sessions' (every namespace, a new session, a tmpfs of a fixed
+// size as their workspace: bwrap >= 0.5) running `true`.
 void ProbeBwrap(const std::string& bwrap, WasmLayerState& state) {
   absl::StatusOr<SubprocessResult> run = RunSubprocess(
       {bwrap, "--unshare-all", "--new-session", "--die-with-parent", "--ro-bind", "/", "/",
-       "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "true"},
+       "--proc", "/proc", "--dev", "/dev", "--size", "1048576", "--perms", "0700", "--tmpfs", "/tmp", "true"},
       ProbeOptions());
   state.in_force = run.ok() && run->exit_code == 0 && !run->timed_out;
   if (state.in_force) {
@@ -227,7 +228,12 @@ std::vector<std::string> WasmJailArgv(const WasmJailFiles& files,
     }
     for (const std::string& path : read_paths) argv.insert(argv.end(), {"--ro-bind", path, path});
     argv.insert(argv.end(), {"--ro-bind", files.jail, files.jail});
-    argv.insert(argv.end(), {"--bind", request.workspace, request.workspace, "--"});
+    if (request.workspace_tmpfs_bytes != 0) {
+      argv.insert(argv.end(), {"--size", std::to_string(request.workspace_tmpfs_bytes), "--perms", "0700",
+                               "--tmpfs", request.workspace, "--"});
+    } else {
+      argv.insert(argv.end(), {"--bind", request.workspace, request.workspace, "--"});
+    }
   }
   argv.push_back(files.jail);
   if (InForce(layers, WasmLayer::kSeccomp)) argv.push_back("--seccomp");

@@ -59,6 +59,10 @@ struct WasmJailRequest {
   // every file of that uid is in reach of chmod, which Landlock does not govern, so the
   // jail refuses chmod altogether (--no-chmod).
   bool shares_sandboxd_uid = false;
+  // With bwrap, not 0: the workspace is a tmpfs of this many bytes (mode 0700) mounted at
+  // `workspace` inside the sandbox instead of the host directory, so writes past it fail
+  // with ENOSPC. Its files then live only in the sandbox (and in memory).
+  uint64_t workspace_tmpfs_bytes = 0;
 };
 
 // The system files a dynamically linked Node needs to start (the C library and its

@@ -13,6 +13,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "absl/strings/numbers.h"
@@ -195,12 +197,22 @@ void KillChecked(pid_t pid, uint64_t start_time) {
   close(pidfd);
 }
 
+bool ProcessRunning(pid_t pid, uint64_t start_time) {
+  absl::StatusOr<uint64_t> now = ProcessStartTime("/proc", pid);
+  if (!now.ok() || *now != start_time) return false;
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // "pid (comm) S ...": the comm may hold ") ", so the state follows the last ')'.
+  const size_t end = text.rfind(')');
+  if (end == std::string::npos || end + 2 >= text.size()) return false;  // gone meanwhile
+  return text[end + 2] != 'Z' && text[end + 2] != 'X';
+}
+
 void WaitGone(pid_t pid, uint64_t start_time, absl::Duration limit) {
   const absl::Time deadline = absl::Now() + limit;
   while (absl::Now() < deadline) {
     if (waitpid(pid, nullptr, WNOHANG) == pid) return;
-    absl::StatusOr<uint64_t> now = ProcessStartTime("/proc", pid);
-    if (!now.ok() || *now != start_time) return;
+    if (!ProcessRunning(pid, start_time)) return;
     absl::SleepFor(absl::Milliseconds(10));
   }
 }

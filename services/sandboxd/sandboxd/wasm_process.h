@@ -49,7 +49,12 @@ absl::StatusOr<SpawnedProcess> SpawnJailed(const SpawnRequest& request);
 // pins it between the check and the signal).
 void KillChecked(pid_t pid, uint64_t start_time);
 
-// Waits until `pid` (with that start time) is gone or reaped, up to `limit`.
+// Whether `pid` is the process that started at `start_time` and has not ended. A process
+// that ended but is not reaped yet (a zombie: after a restart of sandboxd its parent is
+// init, which reaps when it will) has ended.
+bool ProcessRunning(pid_t pid, uint64_t start_time);
+
+// Waits until `pid` (with that start time) has ended or is reaped, up to `limit`.
 void WaitGone(pid_t pid, uint64_t start_time, absl::Duration limit);
 
 }  // namespace sandboxd

@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "base/thread.h"
 #include "nlohmann/json.hpp"
 #include "sandboxd/log.h"
 #include "sandboxd/resource_usage.h"
@@ -43,6 +44,9 @@ constexpr uint32_t kNofile = 256;
 // The environment entry that carries the runner's token (never passed on to user code).
 constexpr char kRunnerTokenVariable[] = "SANDBOX_RUNNER_TOKEN";
 constexpr uint64_t kV8Reservations = 3ull << 29;  // 1.5 GiB
+// How often the budget thread measures every workspace. Without bwrap, what a session
+// writes in this time is what it can go over its budget by before it ends.
+constexpr absl::Duration kBudgetInterval = absl::Milliseconds(200);
 
 // The last lines of a process's stderr that say something: not the jail's layers line, not
 // Node's warnings about its own flags, not a stack trace's frames. At most 600 bytes.
@@ -114,6 +118,14 @@ std::vector<std::string> WasmNodeArgv(const WasmRuntimeOptions& options, Languag
 
 WasmRuntime::WasmRuntime(WasmRuntimeOptions options) : options_(std::move(options)) {}
 
+WasmRuntime::~WasmRuntime() {
+  {
+    codemode::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (budget_thread_.joinable()) budget_thread_.join();
+}
+
 std::string WasmRuntime::RecordPath(const std::string& name) const {
   return absl::StrCat(options_.records_dir, "/", name, ".json");
 }
@@ -123,6 +135,12 @@ std::string WasmRuntime::WorkspacePath(const std::string& name) const {
 }
 
 absl::StatusOr<RuntimeInfo> WasmRuntime::Probe() {
+  {
+    // The snapshot's SHA-256 alone takes a second: a daemon probes once (main.cc, then the
+    // factory through IsolationRuntime) and the second gets the first's answer.
+    codemode::MutexLock lock(&mu_);
+    if (probed_) return *probed_;
+  }
   for (const auto& [what, path] : {std::pair<const char*, std::string>{"Node (--wasm_node)", options_.node},
                                    {"Pyodide (--wasm_pyodide)", options_.pyodide_dir},
                                    {"the JavaScript runner (--js_runner)", options_.js_runner},
@@ -187,9 +205,13 @@ absl::StatusOr<RuntimeInfo> WasmRuntime::Probe() {
                                 l.detail, l.in_force ? "" : ")"));
   }
   spdlog::info("wasm tier: {}; layers: {}", info.wasm_version, absl::StrJoin(said, "; "));
+  LoadRecords();
   codemode::MutexLock lock(&mu_);
+  if (probed_) return *probed_;  // a concurrent Probe got here first
   layers_ = *layers;
   snapshot_ = *snapshot;
+  probed_ = info;
+  budget_thread_ = codemode::StartThread("wasm budget", [this] { BudgetLoop(); });
   return info;
 }
 
@@ -249,6 +271,10 @@ absl::StatusOr<std::string> WasmRuntime::Start(const ContainerSpec& spec) {
   request.rlimit_fsize = spec.limits.workspace_bytes;
   request.rlimit_nofile = kNofile;
   request.rlimit_nproc = std::max<uint32_t>(spec.limits.pids, 64);
+  const bool bwrap = std::any_of(layers.begin(), layers.end(), [](const WasmLayerState& l) {
+    return l.layer == WasmLayer::kBwrap && l.in_force;
+  });
+  if (bwrap) request.workspace_tmpfs_bytes = spec.limits.workspace_bytes;
   std::vector<std::string> argv = WasmJailArgv(options_.jail, layers, request);
   // As in a container: the worker's heap gets 3/4 of the memory limit.
   const uint64_t heap_mb = std::max<uint64_t>(16, spec.limits.memory_bytes / 4 * 3 >> 20);
@@ -263,9 +289,7 @@ absl::StatusOr<std::string> WasmRuntime::Start(const ContainerSpec& spec) {
   spawn.env = {absl::StrCat(kRunnerTokenVariable, "=", token)};
   spawn.env.insert(spawn.env.end(), spec.env.begin(), spec.env.end());
   spawn.uid = geteuid() == 0 ? std::optional<uid_t>(spec.uid) : std::nullopt;
-  spawn.bwrap = std::any_of(layers.begin(), layers.end(), [](const WasmLayerState& l) {
-    return l.layer == WasmLayer::kBwrap && l.in_force;
-  });
+  spawn.bwrap = bwrap;
   // bwrap names its sandbox's init on fd 4: killing that init ends the whole pid
   // namespace, killing bwrap itself would not.
   if (spawn.bwrap) spawn.argv.insert(spawn.argv.begin() + 1, {"--info-fd", "4"});
@@ -284,6 +308,8 @@ absl::StatusOr<std::string> WasmRuntime::Start(const ContainerSpec& spec) {
   if (record.init_pid) record.init_start_time = ProcessStartTime("/proc", record.init_pid).value_or(0);
   record.labels = spec.labels;
   record.token = token;
+  record.budget = WasmWorkspaceBudgetFor(spec.limits.workspace_bytes);
+  record.workspace_tmpfs = bwrap;
   if (absl::Status s = WriteRecord(record); !s.ok()) {
     kill(record.pid, SIGKILL);
     if (record.init_pid) kill(record.init_pid, SIGKILL);
@@ -296,7 +322,9 @@ absl::Status WasmRuntime::WriteRecord(const Record& record) {
   nlohmann::json j = {{"name", record.name},           {"pid", record.pid},
                       {"start_time", record.start_time}, {"init_pid", record.init_pid},
                       {"init_start_time", record.init_start_time}, {"labels", record.labels},
-                      {"token", record.token}};
+                      {"token", record.token}, {"workspace_bytes", record.budget.bytes},
+                      {"workspace_inodes", record.budget.inodes},
+                      {"workspace_tmpfs", record.workspace_tmpfs}};
   const std::string path = RecordPath(record.name);
   const std::string tmp = path + ".tmp";
   {
@@ -307,11 +335,13 @@ absl::Status WasmRuntime::WriteRecord(const Record& record) {
   if (rename(tmp.c_str(), path.c_str()) != 0) {
     return absl::InternalError(absl::StrCat("cannot write ", path, ": ", strerror(errno)));
   }
+  codemode::MutexLock lock(&mu_);
+  records_[record.name] = record;
   return absl::OkStatus();
 }
 
-std::optional<WasmRuntime::Record> WasmRuntime::ReadRecord(const std::string& name) {
-  std::ifstream in(RecordPath(name));
+std::optional<WasmRuntime::Record> WasmRuntime::ReadRecordFile(const std::string& path) {
+  std::ifstream in(path);
   if (!in) return std::nullopt;
   std::stringstream text;
   text << in.rdbuf();
@@ -326,11 +356,32 @@ std::optional<WasmRuntime::Record> WasmRuntime::ReadRecord(const std::string& na
     r.init_start_time = j.at("init_start_time").get<uint64_t>();
     r.labels = j.at("labels").get<std::map<std::string, std::string>>();
     r.token = j.value("token", std::string());
+    r.budget.bytes = j.value("workspace_bytes", uint64_t{0});
+    r.budget.inodes = j.value("workspace_inodes", uint64_t{0});
+    r.workspace_tmpfs = j.value("workspace_tmpfs", false);
   } catch (const nlohmann::json::exception&) {
     return std::nullopt;
   }
-  if (r.name != name || r.pid <= 0) return std::nullopt;
+  if (fs::path(path).stem() != r.name || r.pid <= 0) return std::nullopt;
   return r;
+}
+
+void WasmRuntime::LoadRecords() {
+  std::map<std::string, Record> found;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(options_.records_dir, ec)) {
+    if (e.path().extension() != ".json") continue;
+    if (std::optional<Record> r = ReadRecordFile(e.path().string())) found[r->name] = *r;
+  }
+  codemode::MutexLock lock(&mu_);
+  if (!probed_) records_.insert(found.begin(), found.end());
+}
+
+std::optional<WasmRuntime::Record> WasmRuntime::FindRecord(const std::string& name) {
+  codemode::MutexLock lock(&mu_);
+  auto it = records_.find(name);
+  if (it == records_.end()) return std::nullopt;
+  return it->second;
 }
 
 void WasmRuntime::Reap(pid_t pid) {
@@ -346,17 +397,20 @@ bool WasmRuntime::Alive(pid_t pid, uint64_t start_time) {
     Reap(pid);
     if (exits_.count(pid)) return false;
   }
-  absl::StatusOr<uint64_t> now = ProcessStartTime("/proc", pid);
-  return now.ok() && *now == start_time;
+  return ProcessRunning(pid, start_time);
+}
+
+void WasmRuntime::EndProcess(const Record& r) {
+  // The namespace's init first: its death ends every process of the pid namespace.
+  if (r.init_pid && Alive(r.init_pid, r.init_start_time)) KillChecked(r.init_pid, r.init_start_time);
+  if (Alive(r.pid, r.start_time)) KillChecked(r.pid, r.start_time);
+  WaitGone(r.pid, r.start_time, absl::Seconds(5));
 }
 
 absl::Status WasmRuntime::Remove(const std::vector<std::string>& names) {
   for (const std::string& name : names) {
-    if (std::optional<Record> r = ReadRecord(name)) {
-      // The namespace's init first: its death ends every process of the pid namespace.
-      if (r->init_pid && Alive(r->init_pid, r->init_start_time)) KillChecked(r->init_pid, r->init_start_time);
-      if (Alive(r->pid, r->start_time)) KillChecked(r->pid, r->start_time);
-      WaitGone(r->pid, r->start_time, absl::Seconds(5));
+    if (std::optional<Record> r = FindRecord(name)) {
+      EndProcess(*r);
       codemode::MutexLock lock(&mu_);
       Reap(r->pid);
       exits_.erase(r->pid);
@@ -365,13 +419,16 @@ absl::Status WasmRuntime::Remove(const std::vector<std::string>& names) {
     fs::remove(RecordPath(name), ec);
     fs::remove(absl::StrCat(options_.records_dir, "/", name, ".log"), ec);
     fs::remove_all(WorkspacePath(name), ec);
+    codemode::MutexLock lock(&mu_);
+    records_.erase(name);
+    over_budget_.erase(name);
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<ContainerStatus> WasmRuntime::Inspect(const std::string& name) {
   ContainerStatus status;
-  std::optional<Record> r = ReadRecord(name);
+  std::optional<Record> r = FindRecord(name);
   if (!r) return status;  // exists = false
   status.exists = true;
   status.running = Alive(r->pid, r->start_time);
@@ -381,6 +438,12 @@ absl::StatusOr<ContainerStatus> WasmRuntime::Inspect(const std::string& name) {
     codemode::MutexLock lock(&mu_);
     auto it = exits_.find(r->pid);
     status.exit_code = it == exits_.end() ? -1 : it->second;
+    // What the code said last is beside the point when sandboxd ended it, and how it ended
+    // is known even for a process of an earlier sandboxd (not this one's to reap).
+    if (auto why = over_budget_.find(name); why != over_budget_.end()) {
+      status.last_words = why->second;
+      status.exit_code = 128 + SIGKILL;
+    }
   }
   return status;
 }
@@ -392,32 +455,108 @@ absl::StatusOr<std::vector<std::string>> WasmRuntime::ImageOffers(const std::str
 
 absl::StatusOr<std::vector<ContainerSummary>> WasmRuntime::List(const std::string& label_key,
                                                                 const std::string& label_value) {
+  std::vector<Record> matching;
+  {
+    codemode::MutexLock lock(&mu_);
+    for (const auto& [name, r] : records_) {
+      auto label = r.labels.find(label_key);
+      if (label != r.labels.end() && label->second == label_value) matching.push_back(r);
+    }
+  }
   std::vector<ContainerSummary> out;
-  std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(options_.records_dir, ec)) {
-    const std::string file = e.path().filename().string();
-    if (!absl::EndsWith(file, ".json")) continue;
-    std::optional<Record> r = ReadRecord(file.substr(0, file.size() - 5));
-    if (!r) continue;
-    auto label = r->labels.find(label_key);
-    if (label == r->labels.end() || label->second != label_value) continue;
-    out.push_back({absl::StrCat(kIdPrefix, r->pid), r->name, Alive(r->pid, r->start_time), r->labels});
+  for (const Record& r : matching) {
+    out.push_back({absl::StrCat(kIdPrefix, r.pid), r.name, Alive(r.pid, r.start_time), r.labels});
   }
   return out;
 }
 
 std::string WasmRuntime::RunnerToken(const std::string& name) {
-  std::optional<Record> r = ReadRecord(name);
+  std::optional<Record> r = FindRecord(name);
   return r ? r->token : "";
+}
+
+absl::StatusOr<WasmWorkspaceUse> WasmRuntime::MeasureWorkspace(const Record& r, uint64_t stop_after_inodes) {
+  // bwrap's tmpfs is in the sandbox's mount namespace: its init's root shows it.
+  if (r.workspace_tmpfs) {
+    return MeasureWasmWorkspace(absl::StrCat("/proc/", r.init_pid ? r.init_pid : r.pid, "/root",
+                                             WorkspacePath(r.name)),
+                                /*tmpfs=*/true);
+  }
+  return MeasureWasmWorkspace(WorkspacePath(r.name), /*tmpfs=*/false, stop_after_inodes);
 }
 
 absl::StatusOr<ResourceUsage> WasmRuntime::Usage(const std::string& name, Isolation isolation) {
   (void)isolation;
-  std::optional<Record> r = ReadRecord(name);
+  std::optional<Record> r = FindRecord(name);
   if (!r || !Alive(r->pid, r->start_time)) {
     return absl::UnavailableError(absl::StrCat("the wasm process of ", name, " is not running"));
   }
-  return ReadProcTreeUsage("/proc", r->pid);
+  std::vector<pid_t> members;
+  absl::StatusOr<ResourceUsage> usage = ReadProcTreeUsage("/proc", r->pid, &members);
+  if (!usage.ok()) return usage.status();
+  usage->memory_peak_bytes = std::max(usage->memory_bytes, SumPeakResident("/proc", members));
+  if (r->budget.bytes != 0) {
+    if (absl::StatusOr<WasmWorkspaceUse> use = MeasureWorkspace(*r, 0); use.ok()) {
+      usage->workspace_known = true;
+      usage->workspace_bytes = use->bytes;
+      usage->workspace_limit_bytes = r->budget.bytes;
+    }
+  }
+  return usage;
+}
+
+void WasmRuntime::BudgetLoop() {
+  for (;;) {
+    {
+      codemode::MutexLock lock(&mu_);
+      auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
+      if (mu_.AwaitWithTimeout(absl::Condition(&stop), kBudgetInterval)) return;
+    }
+    CheckBudgets();
+  }
+}
+
+void WasmRuntime::CheckBudgets() {
+  std::vector<Record> live;
+  {
+    codemode::MutexLock lock(&mu_);
+    for (const auto& [name, r] : records_) {
+      if (r.budget.bytes != 0 && !over_budget_.count(name)) live.push_back(r);
+    }
+  }
+  std::map<std::string, absl::Time> next_walk;
+  const absl::Time now = absl::Now();
+  for (const Record& r : live) {
+    // A walk costs ~1.3 us an inode (85 ms at 65,536): a workspace waits 10 times its last
+    // walk's time for the next, so that walks take at most a tenth of a core per session.
+    auto at = next_walk_.find(r.name);
+    if (at != next_walk_.end() && at->second > now) {
+      next_walk[r.name] = at->second;
+      continue;
+    }
+    if (!Alive(r.pid, r.start_time)) continue;
+    const absl::Time start = absl::Now();
+    absl::StatusOr<WasmWorkspaceUse> use = MeasureWorkspace(r, r.budget.inodes + 1);
+    next_walk[r.name] = start + 10 * (absl::Now() - start);
+    if (!use.ok()) continue;  // the process is ending
+    std::string why = OverWasmWorkspaceBudget(*use, r.budget);
+    if (why.empty()) continue;
+    why = absl::StrCat("sandboxd ended the session: ", why);
+    spdlog::warn("wasm: {}: {}", r.name, why);
+    {
+      codemode::MutexLock lock(&mu_);
+      over_budget_[r.name] = why;
+    }
+    EndProcess(r);
+    // The disk goes back at once, not when the session is removed.
+    std::error_code ec;
+    if (!r.workspace_tmpfs) {
+      for (const fs::directory_entry& e : fs::directory_iterator(WorkspacePath(r.name), ec)) {
+        fs::remove_all(e.path(), ec);
+      }
+    }
+  }
+  next_walk_ = std::move(next_walk);  // the sessions gone meanwhile drop out
 }
 
 }  // namespace sandboxd

@@ -15,7 +15,10 @@
 // the group of the same number; never as root, never as 65534.
 //
 // Files: the session's workspace is `<work_dir>/w/<name>` (the only writable directory,
-// owned by the session's uid); Python starts from a Pyodide memory snapshot that Probe
+// owned by the session's uid); under bwrap a tmpfs of spec.limits.workspace_bytes mounted
+// there inside the sandbox. A thread of this runtime measures every workspace a few times
+// a second and ends a session over its budget (wasm_workspace.h), saying why in Inspect's
+// last_words. Python starts from a Pyodide memory snapshot that Probe
 // makes once per (Node, Pyodide, runner) in `<work_dir>/snapshots/` and checks by its
 // SHA-256 before any session uses it. work_dir must be traversable by spec.uid.
 //
@@ -28,13 +31,16 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/time/time.h"
 #include "base/mutex.h"
 #include "sandboxd/container_runtime.h"
 #include "sandboxd/wasm_layers.h"
 #include "sandboxd/wasm_snapshot.h"
+#include "sandboxd/wasm_workspace.h"
 
 namespace sandboxd {
 
@@ -54,11 +60,13 @@ std::vector<std::string> WasmNodeArgv(const WasmRuntimeOptions& options, Languag
 class WasmRuntime : public ContainerRuntime {
  public:
   explicit WasmRuntime(WasmRuntimeOptions options);
-  ~WasmRuntime() override = default;
+  ~WasmRuntime() override;
 
   // Checks the files, the layers this machine applies (UNAVAILABLE naming a demanded layer
   // it lacks) and the snapshot (made when missing; a snapshot whose bytes do not match its
   // SHA-256 is refused, naming the file to delete). RuntimeInfo.wasm_layers says what holds.
+  // The first success loads the records of processes a previous sandboxd started and
+  // starts the budget thread; later calls return its RuntimeInfo without probing again.
   absl::StatusOr<RuntimeInfo> Probe() override;
   absl::StatusOr<std::string> Start(const ContainerSpec& spec) override;
   // SIGKILL to the process (and, under bwrap, to its pid namespace's init), then the
@@ -71,7 +79,8 @@ class WasmRuntime : public ContainerRuntime {
   absl::StatusOr<std::vector<std::string>> ImageOffers(const std::string& reference) override;
   absl::StatusOr<std::vector<ContainerSummary>> List(const std::string& label_key,
                                                      const std::string& label_value) override;
-  // /proc of the process tree (no cgroup); the workspace's bytes are not counted.
+  // /proc of the process tree (no cgroup; the peak is the sum of each process's peak
+  // resident set) and the workspace measured as its budget is (wasm_workspace.h).
   absl::StatusOr<ResourceUsage> Usage(const std::string& name, Isolation isolation) override;
   // The random token this runtime gave the runner of `name` (its record keeps it): the
   // runner shows it in `ready`, which code of the session, able to listen on the runner's
@@ -87,12 +96,23 @@ class WasmRuntime : public ContainerRuntime {
     uint64_t init_start_time = 0;
     std::map<std::string, std::string> labels;
     std::string token;
+    WasmWorkspaceBudget budget;   // 0s: none (a record of an older sandboxd)
+    bool workspace_tmpfs = false;  // the workspace is bwrap's tmpfs, seen in /proc/<init>/root
   };
   std::string RecordPath(const std::string& name) const;
   std::string WorkspacePath(const std::string& name) const;
+  // Records live in records_; the file is for the next sandboxd.
   absl::Status WriteRecord(const Record& record);
-  std::optional<Record> ReadRecord(const std::string& name);
+  std::optional<Record> ReadRecordFile(const std::string& path);  // <records_dir>/<name>.json
+  void LoadRecords();
+  std::optional<Record> FindRecord(const std::string& name);
   bool Alive(pid_t pid, uint64_t start_time);
+  // SIGKILL to the sandbox's init and the process (each only while it is the one recorded),
+  // then waits for the process to go.
+  void EndProcess(const Record& record);
+  absl::StatusOr<WasmWorkspaceUse> MeasureWorkspace(const Record& record, uint64_t stop_after_inodes);
+  void BudgetLoop();
+  void CheckBudgets();
   // Collects the exit of a process this sandboxd started, if it has ended.
   void Reap(pid_t pid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::string> EnsureSnapshot(const std::string& node_version);
@@ -100,10 +120,18 @@ class WasmRuntime : public ContainerRuntime {
 
   const WasmRuntimeOptions options_;
   codemode::Mutex mu_;
+  std::optional<RuntimeInfo> probed_ ABSL_GUARDED_BY(mu_);
   std::vector<WasmLayerState> layers_ ABSL_GUARDED_BY(mu_);
   std::string snapshot_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Record> records_ ABSL_GUARDED_BY(mu_);
+  // Why the budget thread ended a session, by name, until Remove.
+  std::map<std::string, std::string> over_budget_ ABSL_GUARDED_BY(mu_);
   // Exit statuses of children that ended (waitpid), by pid.
   std::map<pid_t, int> exits_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread budget_thread_;
+  // When each workspace is measured next (CheckBudgets, on the budget thread only).
+  std::map<std::string, absl::Time> next_walk_;
 };
 
 }  // namespace sandboxd

@@ -158,16 +158,21 @@ TEST_F(FilesTest, PathsOutsideTheWorkspaceAreRefused) {
                        "os.symlink('/tmp', '/workspace/tmpdir')\n"
                        "open('/tmp/outside.txt', 'w').write('outside')");
   if (TestIsolation() == "wasm") {
-    // Node's permission model lets the code make no symlink: they are planted on the host,
-    // in the workspace the runner serves (the one holding the code's marker file).
+    // Node's permission model lets the code make no symlink: they are planted from the
+    // host, in the workspace the runner serves (the one holding the code's marker file; under
+    // bwrap the sandbox's own tmpfs, seen through /proc/<pid>/root, where only the session's
+    // uid can make files).
     ASSERT_EQ(f.status(), Finished::ERROR) << f.DebugString();
     EXPECT_EQ(f.error().type(), "PermissionError") << f.DebugString();
     f = RunCode(*stub_, session_, "open('/tmp/outside.txt', 'w').write('outside')\n"
                 "open('/workspace/.marker-" + session_ + "', 'w').close()");
     ASSERT_EQ(f.status(), Finished::OK) << f.DebugString();
     int rc = 0;
-    Sh(absl::StrCat("cd \"$(dirname ", TestWasmDir(), "/w/*/.marker-", session_, ")\" && rm .marker-",
-                    session_, " && ln -s /etc/passwd passwd && ln -s /tmp tmpdir"), &rc);
+    const std::string marker = absl::StrCat(TestWasmDir(), "/w/*/.marker-", session_);
+    Sh(absl::StrCat("cd \"$(dirname \"$(ls -d ", marker, " /proc/[0-9]*/root", marker,
+                    " 2>/dev/null | head -1)\")\" && setpriv --reuid=$(stat -c %u .) --regid=$(stat -c %g .) "
+                    "--clear-groups sh -c 'rm .marker-", session_, " && ln -s /etc/passwd passwd && ln -s /tmp tmpdir'"),
+       &rc);
     ASSERT_EQ(rc, 0) << "cannot plant the symlinks in the session's workspace";
   }
   ASSERT_EQ(f.status(), Finished::OK) << f.DebugString();

@@ -153,6 +153,16 @@ grpc::Status GetSession(sandbox::v1::SandboxService::Stub& stub, const std::stri
   return st;
 }
 
+grpc::Status GetSessionStats(sandbox::v1::SandboxService::Stub& stub, const std::string& id,
+                             sandbox::v1::SessionStats* out, const std::string& owner) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  sandbox::v1::GetSessionStatsRequest req;
+  req.set_session_id(id);
+  req.set_owner(owner);
+  return stub.GetSessionStats(&ctx, req, out);
+}
+
 grpc::Status TryCreate(sandbox::v1::SandboxService::Stub& stub,
                        const sandbox::v1::CreateSessionRequest& req, sandbox::v1::Session* out) {
   grpc::ClientContext ctx;

@@ -107,11 +107,16 @@ grpc::Status TryCreate(sandbox::v1::SandboxService::Stub& stub,
 grpc::Status GetSession(sandbox::v1::SandboxService::Stub& stub, const std::string& id,
                         sandbox::v1::Session* out = nullptr);
 
+// GetSessionStats (as `owner` when not empty) with a 10 s deadline.
+grpc::Status GetSessionStats(sandbox::v1::SandboxService::Stub& stub, const std::string& id,
+                             sandbox::v1::SessionStats* out, const std::string& owner = "");
+
 // The isolation mode this run of the suite is for: "container" or "gvisor"
 // (SANDBOXD_TEST_ISOLATION, set by tests/CMakeLists.txt for the gvisor.* copies).
 std::string TestIsolation();
 
-// The --wasm_dir of every daemon of a wasm run; a session's workspace is its w/<name>.
+// The --wasm_dir of every daemon of a wasm run; a session's workspace is its w/<name> (under
+// bwrap a tmpfs mounted at that path inside the sandbox, seen in /proc/<pid>/root).
 std::string TestWasmDir();
 
 // Polls `pred` every 100 ms until it holds or `timeout_ms` has passed; its last answer.

@@ -4,15 +4,22 @@
 // the integration suite runs on it too (tests/CMakeLists.txt: the wasm.* copies).
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
 
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
+#include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "harness.h"
 
@@ -85,6 +92,13 @@ TEST(WasmTest, RunsWithoutAContainerEngineAndSaysWhichLayersHold) {
   sandbox::v1::Finished f = RunCode(*stub, js.id(), "const y = 6 * 7; y");
   EXPECT_EQ(f.result_repr(), "42") << f.DebugString();
   EXPECT_TRUE(GetInfo(*stub).serving());
+  EXPECT_EQ(info.images_size(), 0) << "a wasm-only daemon runs no images: " << info.DebugString();
+  // main.cc's check and the factory's both ask; the snapshot's SHA-256 is a second's work.
+  size_t probes = 0;
+  for (size_t at = d.Log().find("wasm tier:"); at != std::string::npos; at = d.Log().find("wasm tier:", at + 1)) {
+    ++probes;
+  }
+  EXPECT_EQ(probes, 1u) << "the wasm tier was probed " << probes << " times: " << d.Log();
 }
 
 // No set-user-ID (or set-group-ID) file in the workspace, a host directory where any local
@@ -231,6 +245,149 @@ TEST(WasmTest, WithoutBwrapLayersOneToThreeHoldAndSaySo) {
   EXPECT_TRUE(bwrap_said) << info.DebugString();
   d.Stop();
   ExpectHostileCodeHeld(args);
+}
+
+// A session with a workspace of 16 MiB.
+sandbox::v1::Session SmallWorkspace(sandbox::v1::SandboxService::Stub& stub, const std::string& runtime) {
+  sandbox::v1::CreateSessionRequest req;
+  req.set_runtime(runtime);
+  req.mutable_limits()->set_workspace_bytes(16u << 20);
+  return CreateSession(stub, req);
+}
+
+// Whether GetInfo says the bwrap layer is in force.
+bool BwrapInForce(sandbox::v1::SandboxService::Stub& stub) {
+  const sandbox::v1::Info info = GetInfo(stub);
+  for (const sandbox::v1::Layer& l : info.isolations(2).layers()) {
+    if (l.name() == "bwrap") return l.in_force();
+  }
+  return false;
+}
+
+// Writes 1 MiB files (up to 64) until one fails; says how many MiB went in and how it failed.
+constexpr char kFillWorkspace[] = R"(
+import errno, time
+written, failed = 0, 'no error'
+try:
+    for i in range(64):
+        with open(f'/workspace/f{i}', 'wb') as f:
+            f.write(b'x' * (1 << 20))
+        written += 1
+        time.sleep(0.01)
+except OSError as e:
+    failed = 'ENOSPC' if e.errno == errno.ENOSPC else repr(e)
+f'{failed} after {written} MiB')";
+
+// Empty files until the session ends: they take no blocks, only inodes.
+constexpr char kManyEmptyFiles[] = R"(
+import os
+os.mkdir('/workspace/d')
+for i in range(200000):
+    open(f'/workspace/d/{i}', 'w').close()
+'all made')";
+
+// The session ends with its reason, and sandboxd serves on: a new session runs code.
+void ExpectEndedOverBudget(sandbox::v1::SandboxService::Stub& stub, const sandbox::v1::Finished& f,
+                           const std::string& what) {
+  EXPECT_EQ(f.status(), sandbox::v1::Finished::SESSION_LOST) << f.DebugString();
+  EXPECT_NE(f.error().message().find("sandboxd ended the session: the workspace holds"), std::string::npos)
+      << f.DebugString();
+  EXPECT_NE(f.error().message().find(what), std::string::npos) << f.DebugString();
+  EXPECT_EQ(RunCode(stub, CreateIn(stub, "python").id(), "1 + 1").result_repr(), "2");
+  EXPECT_TRUE(GetInfo(stub).serving());  // (a restarted daemon serves once a start worked)
+}
+
+// Under bwrap the workspace is a tmpfs of the session's size: writing past it fails inside
+// the code (ENOSPC) and the session goes on. Inodes have no such wall (bwrap cannot bound a
+// tmpfs's): sandboxd counts them and ends the session past one per 4 KiB.
+TEST(WasmTest, AWorkspaceHoldsItsBudgetWithBwrap) {
+  SandboxdProcess d(WasmOnly());
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  ASSERT_TRUE(BwrapInForce(*stub)) << "this test needs bwrap's namespaces: " << GetInfo(*stub).DebugString();
+  sandbox::v1::Session py = SmallWorkspace(*stub, "python");
+  sandbox::v1::Finished f = RunCode(*stub, py.id(), kFillWorkspace, 30000);
+  ASSERT_EQ(f.status(), sandbox::v1::Finished::OK) << f.DebugString();
+  EXPECT_EQ(f.result_repr().rfind("'ENOSPC after ", 0), 0u) << f.result_repr();
+  int mib = 99;
+  sscanf(f.result_repr().c_str(), "'ENOSPC after %d", &mib);
+  EXPECT_LE(mib, 16) << f.result_repr();
+  sandbox::v1::SessionStats stats;
+  ASSERT_TRUE(GetSessionStats(*stub, py.id(), &stats).ok());
+  EXPECT_TRUE(stats.workspace_known()) << stats.DebugString();
+  EXPECT_LE(stats.workspace_bytes(), 16u << 20) << stats.DebugString();
+  EXPECT_GE(stats.workspace_bytes(), 15u << 20) << stats.DebugString();
+  EXPECT_EQ(stats.workspace_limit_bytes(), 16u << 20) << stats.DebugString();
+  EXPECT_EQ(RunCode(*stub, py.id(), "import os\nos.remove('/workspace/f0')\n'freed'").result_repr(), "'freed'");
+  sandbox::v1::Session js = SmallWorkspace(*stub, "javascript");
+  f = RunCode(*stub, js.id(), "const fs = require('fs'); let n = 0, r = 'no error'; try { for (; n < 64; n++) "
+              "fs.writeFileSync(`f${n}`, Buffer.alloc(1 << 20)); } catch (e) { r = `${e.code} after ${n}` } r",
+              30000);
+  EXPECT_EQ(f.result_repr().rfind("'ENOSPC after 1", 0), 0u) << f.DebugString();
+  ExpectEndedOverBudget(*stub, RunCode(*stub, py.id(), kManyEmptyFiles, 60000), "over its budget of 4096");
+  EXPECT_EQ(RunCode(*stub, js.id(), "1 + 1").result_repr(), "2") << "another session ended too";
+}
+
+// Without bwrap the workspace is a host directory, which nothing bounds but RLIMIT_FSIZE
+// (one file): sandboxd measures it every 200 ms and ends a session over its budget, gives
+// the disk back at once, and says why; a restarted sandboxd too.
+TEST(WasmTest, WithoutBwrapAWorkspaceOverItsBudgetEndsTheSession) {
+  // A wasm directory of its own, whose workspaces are this daemon's only.
+  const std::string wasm_dir = absl::StrCat(::testing::TempDir(), "wasm-budget-", getpid());
+  std::vector<std::string> args = WasmOnly(wasm_dir);
+  args.push_back("--wasm_bwrap=" + FailingBwrap());
+  SandboxdProcess d(args);
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  ASSERT_FALSE(BwrapInForce(*stub));
+  sandbox::v1::Session py = SmallWorkspace(*stub, "python");
+  sandbox::v1::Finished f = RunCode(*stub, py.id(), "open('/workspace/within', 'wb').write(b'x' * (8 << 20))");
+  ASSERT_EQ(f.status(), sandbox::v1::Finished::OK) << f.DebugString();
+  sandbox::v1::SessionStats stats;
+  ASSERT_TRUE(GetSessionStats(*stub, py.id(), &stats).ok());
+  EXPECT_TRUE(stats.workspace_known()) << stats.DebugString();
+  EXPECT_GE(stats.workspace_bytes(), 8u << 20) << stats.DebugString();
+  EXPECT_EQ(stats.workspace_limit_bytes(), 16u << 20) << stats.DebugString();
+  // The budget holds across a restart: the next sandboxd has it from the session's record.
+  d.Kill();
+  ASSERT_TRUE(d.Start());
+  stub = d.Stub();
+  EXPECT_EQ(RunCode(*stub, py.id(), "1 + 1").result_repr(), "2") << "8 MiB of 16 ended the session";
+  ExpectEndedOverBudget(*stub, RunCode(*stub, py.id(), kFillWorkspace, 30000), "over its budget of 16 MiB");
+  const std::string kib = Sh(absl::StrCat("du -sk ", wasm_dir, "/w | cut -f1"));
+  EXPECT_LT(std::stoi(kib), 4096) << "the disk was not given back: " << kib << " KiB";
+  sandbox::v1::Session js = SmallWorkspace(*stub, "javascript");
+  ExpectEndedOverBudget(*stub, RunCode(*stub, js.id(), "const fs = require('fs'); fs.mkdirSync('d'); "
+                                       "for (let i = 0; i < 200000; i++) fs.writeFileSync(`d/${i}`, ''); 'all made'", 60000),
+                        "over its budget of 4096");
+  // How far past its budget each session got before it ended.
+  for (absl::string_view line : absl::StrSplit(d.Log(), '\n')) {
+    if (absl::StrContains(line, "sandboxd ended the session")) std::printf("%s\n", std::string(line).c_str());
+  }
+  d.Stop();
+  fs::remove_all(wasm_dir);
+}
+
+// The wasm records live in sandboxd's memory; the files are for the next start. A session
+// whose record file went away still answers its stats and is still ended by its delete.
+TEST(WasmTest, ASessionsRecordIsKeptInMemory) {
+  SandboxdProcess d(WasmOnly());
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  sandbox::v1::Session js = CreateIn(*stub, "javascript");
+  const pid_t pid = std::stoi(js.container_id().substr(js.container_id().find('-') + 1));
+  ASSERT_EQ(kill(pid, 0), 0) << js.DebugString();
+  Sh(absl::StrCat("rm -f '", d.state_dir(), "'/wasm-records/*.json"));
+  sandbox::v1::SessionStats stats;
+  grpc::Status st = GetSessionStats(*stub, js.id(), &stats);
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  EXPECT_GT(stats.memory_bytes(), 0u) << stats.DebugString();
+  grpc::ClientContext ctx;
+  sandbox::v1::DeleteSessionRequest del;
+  del.set_session_id(js.id());
+  sandbox::v1::DeleteSessionResponse deleted;
+  ASSERT_TRUE(stub->DeleteSession(&ctx, del, &deleted).ok());
+  EXPECT_TRUE(WaitFor([&] { return kill(pid, 0) != 0; }, 5000)) << "the deleted session's process lives on";
 }
 
 // As root, every session runs as a uid of its own: not root, and not 65534, which other

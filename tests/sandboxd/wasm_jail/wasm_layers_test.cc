@@ -112,6 +112,20 @@ TEST(WasmJailArgv, WithBwrapBindsEachPathAtItsOwnPlace) {
   EXPECT_EQ(std::vector<std::string>(argv.end() - tail.size(), argv.end()), tail);
 }
 
+TEST(WasmJailArgv, WithBwrapAWorkspaceBudgetMakesItATmpfsOfThatSize) {
+  WasmJailRequest request{{"/opt/runtime"}, "/srv/ws", 0, 1 << 20, 256, 64, 3};
+  request.workspace_tmpfs_bytes = 16 << 20;
+  std::vector<std::string> argv =
+      WasmJailArgv({kJail, "/usr/bin/bwrap"}, Layers(true, true, true), request);
+  std::vector<std::string> tmpfs = {"--size", "16777216", "--perms", "0700", "--tmpfs", "/srv/ws", "--", kJail};
+  EXPECT_NE(std::search(argv.begin(), argv.end(), tmpfs.begin(), tmpfs.end()), argv.end())
+      << testing::PrintToString(argv);
+  EXPECT_EQ(std::count(argv.begin(), argv.end(), "--bind"), 0) << "the host directory is not the workspace";
+  // Without bwrap there is no tmpfs to make: the directory it is.
+  argv = WasmJailArgv({kJail, "/usr/bin/bwrap"}, Layers(true, true, false), request);
+  EXPECT_EQ(std::count(argv.begin(), argv.end(), "--tmpfs"), 0) << testing::PrintToString(argv);
+}
+
 // A bwrap that fails as an unprivileged user without user namespaces does.
 std::string FakeBwrap(const TempDir& dir) {
   std::string path = dir.path() + "/bwrap";

@@ -1,0 +1,47 @@
+// The disk budget of a wasm-tier session's workspace (docs/wasm-tier.md, "Disk"): what a
+// workspace holds, measured from the host, and whether that is over the session's budget.
+//
+//   WasmWorkspaceBudget budget = WasmWorkspaceBudgetFor(spec.limits.workspace_bytes);
+//   absl::StatusOr<WasmWorkspaceUse> use = MeasureWasmWorkspace(path, /*tmpfs=*/false);
+//   std::string why = OverWasmWorkspaceBudget(*use, budget);   // "" while within it
+//
+// Under bwrap the workspace is a tmpfs of the budget's size inside the sandbox (writes past
+// it fail with ENOSPC), measured by statvfs through /proc/<pid>/root; without bwrap it is a
+// directory on the host, measured by walking it. Either way inodes are counted, since a
+// tmpfs's own inode limit is not settable through bwrap and a directory has none.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace sandboxd {
+
+struct WasmWorkspaceBudget {
+  uint64_t bytes = 0;
+  uint64_t inodes = 0;
+};
+
+// The inode budget that goes with a workspace of `bytes`: one per 4 KiB, at least 1024
+// (256 MiB: 65536 files and directories).
+WasmWorkspaceBudget WasmWorkspaceBudgetFor(uint64_t bytes);
+
+struct WasmWorkspaceUse {
+  uint64_t bytes = 0;   // allocated blocks (a sparse file counts what it holds)
+  uint64_t inodes = 0;  // files, directories and links, the workspace itself included
+  bool too_deep = false;  // a directory deeper than the walk goes: its contents are not counted
+};
+
+// statvfs of the tmpfs at `path` (a directory, opened without following a final symbolic
+// link), or a walk of the directory `path` that never follows a symbolic link and stops
+// counting once it has seen `stop_after_inodes` inodes (0: never). UNAVAILABLE when `path`
+// cannot be opened.
+absl::StatusOr<WasmWorkspaceUse> MeasureWasmWorkspace(const std::string& path, bool tmpfs,
+                                                      uint64_t stop_after_inodes = 0);
+
+// Why `use` is over `budget` ("the workspace holds 300 MiB, over its budget of 256 MiB"),
+// or "" while it is within it.
+std::string OverWasmWorkspaceBudget(const WasmWorkspaceUse& use, const WasmWorkspaceBudget& budget);
+
+}  // namespace sandboxd

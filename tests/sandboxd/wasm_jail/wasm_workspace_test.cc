@@ -1,0 +1,66 @@
+// MeasureWasmWorkspace and OverWasmWorkspaceBudget (services/sandboxd/sandboxd/
+// wasm_workspace.h) on real directories: what the budget thread of the wasm tier counts.
+#include "sandboxd/wasm_workspace.h"
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "jail_run.h"
+
+namespace sandboxd {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+TEST(WasmWorkspaceTest, CountsBlocksAndInodesAndFollowsNoLink) {
+  wasm_jail_test::TempDir dir;
+  const std::string root = dir.path();
+  std::ofstream(root + "/one-mib") << std::string(1 << 20, 'x');
+  fs::create_directory(root + "/d");
+  for (const char* name : {"a", "b", "c"}) std::ofstream(root + "/d/" + name);
+  fs::create_directory_symlink("/usr", root + "/usr");  // counted as itself, never walked
+  absl::StatusOr<WasmWorkspaceUse> use = MeasureWasmWorkspace(root, /*tmpfs=*/false);
+  ASSERT_TRUE(use.ok()) << use.status();
+  EXPECT_EQ(use->inodes, 7u) << "the root, a file, a directory of 3 and a link";
+  EXPECT_GE(use->bytes, 1u << 20);
+  EXPECT_LT(use->bytes, 2u << 20) << "/usr was walked";
+  EXPECT_FALSE(use->too_deep);
+  EXPECT_EQ(OverWasmWorkspaceBudget(*use, WasmWorkspaceBudgetFor(16 << 20)), "");
+  EXPECT_THAT(OverWasmWorkspaceBudget(*use, {1 << 19, 100}),
+              HasSubstr("the workspace holds 2 MiB, over its budget of 1 MiB"));
+  EXPECT_THAT(OverWasmWorkspaceBudget(*use, {16 << 20, 6}), HasSubstr("at least 7 files and directories, over its budget of 6"));
+  // The budget thread stops counting once a workspace is over.
+  use = MeasureWasmWorkspace(root, /*tmpfs=*/false, 3);
+  ASSERT_TRUE(use.ok());
+  EXPECT_EQ(use->inodes, 3u);
+  EXPECT_EQ(MeasureWasmWorkspace(root + "/usr", false).status().code(), absl::StatusCode::kUnavailable)
+      << "a workspace that is a link is not opened";
+}
+
+TEST(WasmWorkspaceTest, ADirectoryTooDeepToWalkIsOverTheBudget) {
+  wasm_jail_test::TempDir dir;
+  const std::string root = dir.path();
+  std::string path = root;
+  for (int i = 0; i < 130; ++i) path += "/d";
+  fs::create_directories(path);
+  absl::StatusOr<WasmWorkspaceUse> use = MeasureWasmWorkspace(root, /*tmpfs=*/false);
+  ASSERT_TRUE(use.ok());
+  EXPECT_TRUE(use->too_deep);
+  EXPECT_THAT(OverWasmWorkspaceBudget(*use, WasmWorkspaceBudgetFor(16 << 20)), HasSubstr("deeper than 128"));
+}
+
+TEST(WasmWorkspaceTest, ATmpfsIsMeasuredByStatvfs) {
+  // /dev/shm is a tmpfs on Linux: its counts are the filesystem's, whatever is in it.
+  absl::StatusOr<WasmWorkspaceUse> use = MeasureWasmWorkspace("/dev/shm", /*tmpfs=*/true);
+  ASSERT_TRUE(use.ok()) << use.status();
+  EXPECT_GE(use->inodes, 1u);
+  EXPECT_EQ(WasmWorkspaceBudgetFor(256ull << 20).inodes, 65536u);
+  EXPECT_EQ(WasmWorkspaceBudgetFor(1 << 20).inodes, 1024u);
+}
+
+}  // namespace
+}  // namespace sandboxd
