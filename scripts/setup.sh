@@ -20,11 +20,19 @@ data_image="${SANDBOXD_DATA_IMAGE-localhost/sandboxd-python-data:bookworm}"
 build_dir="${BUILD_DIR:-build}"
 log() { echo "setup: $*" >&2; }
 for_run=0; [[ "${SANDBOXD_SETUP_FOR:-}" == run ]] && for_run=1
-# A step that needs Podman: fatal for the tests, said loudly and skipped for run.sh.
+# A step that needs Podman: fatal for the tests, said loudly and skipped for run.sh, and
+# once one has failed for run.sh the later ones are skipped (each would fail the same way,
+# after minutes of debootstrap).
+podman_failed=0
 podman_step() {
+  if (( podman_failed )); then
+    log "skipped (Podman failed above): $*"
+    return 0
+  fi
   "$@" && return 0
   if (( for_run )); then
     log "WARNING: '$*' failed: Podman cannot build or run sandboxes here; scripts/run.sh will use --isolation=wasm"
+    podman_failed=1
     return 0
   fi
   return 1
