@@ -56,6 +56,8 @@ else
   # The filesystem server gets a directory of its own, never the whole home directory.
   export MCP_GATEWAY_FILES="${MCP_GATEWAY_FILES:-${XDG_DATA_HOME:-$HOME/.local/share}/mcp-gateway/files}"
   mkdir -p "$MCP_GATEWAY_STATE" "$MCP_GATEWAY_FILES"
+  # The gateway keeps its token and audit log there and refuses a directory others can enter.
+  chmod 700 "$MCP_GATEWAY_STATE"
   config_args=(--config="$root/deploy/mcp-gateway/default-servers.json")
   echo "run: no $config_home/mcp.json: using the reference servers (everything, memory, filesystem on $MCP_GATEWAY_FILES)" >&2
 fi
