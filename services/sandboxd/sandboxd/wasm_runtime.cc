@@ -418,7 +418,10 @@ absl::Status WasmRuntime::Remove(const std::vector<std::string>& names) {
     std::error_code ec;
     fs::remove(RecordPath(name), ec);
     fs::remove(absl::StrCat(options_.records_dir, "/", name, ".log"), ec);
-    fs::remove_all(WorkspacePath(name), ec);
+    if (std::error_code left = RemoveWasmWorkspace(WorkspacePath(name)); left) {
+      spdlog::warn("wasm: {}: its workspace {} is not fully deleted: {}", name, WorkspacePath(name),
+                   left.message());
+    }
     codemode::MutexLock lock(&mu_);
     records_.erase(name);
     over_budget_.erase(name);
@@ -549,12 +552,7 @@ void WasmRuntime::CheckBudgets() {
     }
     EndProcess(r);
     // The disk goes back at once, not when the session is removed.
-    std::error_code ec;
-    if (!r.workspace_tmpfs) {
-      for (const fs::directory_entry& e : fs::directory_iterator(WorkspacePath(r.name), ec)) {
-        fs::remove_all(e.path(), ec);
-      }
-    }
+    if (!r.workspace_tmpfs) RemoveWasmWorkspace(WorkspacePath(r.name), /*keep_root=*/true);
   }
   next_walk_ = std::move(next_walk);  // the sessions gone meanwhile drop out
 }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -48,6 +49,34 @@ void WalkDirectory(int fd, int depth, Walk& walk) {
     }
     const int child = openat(dirfd(dir), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (child >= 0) WalkDirectory(child, depth + 1, walk);
+  }
+  closedir(dir);
+}
+
+// Gives this process (the owner) read, write and search on the directory `fd` (which it
+// closes) and, depth first, on every directory beneath it, opened as WalkDirectory opens
+// them: what code made unwritable (chmod 0500) can then be deleted by a sandboxd that is
+// not root and so does not bypass modes.
+void OpenUpDirectory(int fd, int depth) {
+  if (fchmod(fd, S_IRWXU) != 0 && errno != EPERM) {  // EPERM: not ours (root's sessions)
+    close(fd);
+    return;
+  }
+  DIR* dir = fdopendir(fd);
+  if (dir == nullptr) {
+    close(fd);
+    return;
+  }
+  while (dirent* e = readdir(dir)) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    struct stat st;
+    if (depth + 1 >= kMaxDepth || fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISDIR(st.st_mode)) {
+      continue;
+    }
+    fchmodat(dirfd(dir), e->d_name, S_IRWXU, 0);  // a directory (just checked), so no link
+    const int child = openat(dirfd(dir), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (child >= 0) OpenUpDirectory(child, depth + 1);
   }
   closedir(dir);
 }
@@ -102,6 +131,21 @@ std::string OverWasmWorkspaceBudget(const WasmWorkspaceUse& use, const WasmWorks
                         " levels, past what its budget can measure");
   }
   return "";
+}
+
+std::error_code RemoveWasmWorkspace(const std::string& path, bool keep_root) {
+  std::error_code ec;
+  const int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd >= 0) OpenUpDirectory(fd, 0);
+  if (!keep_root) {
+    std::filesystem::remove_all(path, ec);
+    return ec;
+  }
+  for (const std::filesystem::directory_entry& e : std::filesystem::directory_iterator(path, ec)) {
+    std::filesystem::remove_all(e.path(), ec);
+    if (ec) return ec;
+  }
+  return ec;
 }
 
 }  // namespace sandboxd

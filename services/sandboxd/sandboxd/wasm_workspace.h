@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <system_error>
 
 #include "absl/status/statusor.h"
 
@@ -43,5 +44,10 @@ absl::StatusOr<WasmWorkspaceUse> MeasureWasmWorkspace(const std::string& path, b
 // Why `use` is over `budget` ("the workspace holds 300 MiB, over its budget of 256 MiB"),
 // or "" while it is within it.
 std::string OverWasmWorkspaceBudget(const WasmWorkspaceUse& use, const WasmWorkspaceBudget& budget);
+
+// Deletes the workspace directory `path` and everything in it (with `keep_root`, only what
+// is in it), first giving its owner back read, write and search on every directory code
+// made unwritable, never following a symbolic link. The first error, if any.
+std::error_code RemoveWasmWorkspace(const std::string& path, bool keep_root = false);
 
 }  // namespace sandboxd

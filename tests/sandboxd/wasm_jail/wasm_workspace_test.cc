@@ -2,6 +2,10 @@
 // wasm_workspace.h) on real directories: what the budget thread of the wasm tier counts.
 #include "sandboxd/wasm_workspace.h"
 
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -60,6 +64,46 @@ TEST(WasmWorkspaceTest, ATmpfsIsMeasuredByStatvfs) {
   EXPECT_GE(use->inodes, 1u);
   EXPECT_EQ(WasmWorkspaceBudgetFor(256ull << 20).inodes, 65536u);
   EXPECT_EQ(WasmWorkspaceBudgetFor(1 << 20).inodes, 1024u);
+}
+
+// A sandboxd that is not root does not bypass modes: a directory the session made
+// unwritable (chmod 0500, 0000) would stay on disk after DeleteSession. Run as an ordinary
+// uid in a child, as such a sandboxd would, on a tree that uid owns.
+TEST(WasmWorkspaceTest, RemovesWhatCodeMadeUnwritableAsAnOrdinaryUid) {
+  ASSERT_EQ(geteuid(), 0u) << "the test gives the tree to another uid: run it as root (CI does)";
+  wasm_jail_test::TempDir dir;
+  const std::string ws = dir.path() + "/ws";
+  for (const char* d : {"/ws", "/ws/locked", "/ws/locked/inner", "/ws/closed", "/ws/keep"}) {
+    fs::create_directory(dir.path() + d);
+  }
+  std::ofstream(ws + "/locked/inner/f") << "x";
+  std::ofstream(ws + "/closed/g") << "y";
+  fs::create_directory_symlink("/usr", ws + "/usr");
+  constexpr uid_t kUid = 65534;
+  for (const auto& e : fs::recursive_directory_iterator(dir.path())) lchown(e.path().c_str(), kUid, kUid);
+  lchown(dir.path().c_str(), kUid, kUid);
+  chmod((ws + "/locked/inner").c_str(), 0500);
+  chmod((ws + "/locked").c_str(), 0500);
+  chmod((ws + "/closed").c_str(), 0);
+  auto remove_as_uid = [&](bool keep_root) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      if (setresgid(kUid, kUid, kUid) != 0 || setresuid(kUid, kUid, kUid) != 0) _exit(2);
+      _exit(RemoveWasmWorkspace(ws, keep_root) ? 1 : 0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  EXPECT_EQ(remove_as_uid(/*keep_root=*/true), 0);
+  EXPECT_TRUE(fs::exists(ws));
+  EXPECT_TRUE(fs::is_empty(ws));
+  EXPECT_TRUE(fs::exists("/usr/bin")) << "a link was followed";
+  fs::create_directory(ws + "/again");
+  lchown((ws + "/again").c_str(), kUid, kUid);
+  chmod((ws + "/again").c_str(), 0);
+  EXPECT_EQ(remove_as_uid(/*keep_root=*/false), 0);
+  EXPECT_FALSE(fs::exists(ws));
 }
 
 }  // namespace
