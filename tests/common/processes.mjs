@@ -32,12 +32,19 @@ export function tiedCommand(command, args = []) {
 // restarts by design, so nothing else would remove them.
 // The wasm tier's sessions are detached processes that outlive sandboxd the same way: the
 // pids in its records (wasm-records/*.json) go too.
+// Shell for the same as killWasmSessions: a pid is killed only while its start time is the
+// recorded one. Pids wrap (pid_max may be 32768) and a record outlives its process, so a
+// bare pid may by now name another test's daemon.
+const KILL_RECORDED = `for f in "$1"/wasm-records/*.json; do [ -f "$f" ] || continue; for k in '' init_; do ` +
+  `p=$(grep -o "\\"\${k}pid\\":[0-9]*" "$f" | head -1 | cut -d: -f2); ` +
+  `t=$(grep -o "\\"\${k}start_time\\":[0-9]*" "$f" | head -1 | cut -d: -f2); ` +
+  `[ -n "$p" ] && [ "$p" -gt 0 ] && [ -n "$t" ] && ` +
+  `[ "$(sed 's/.*) //' /proc/$p/stat 2>/dev/null | cut -d' ' -f20)" = "$t" ] && kill -KILL "$p"; done; done; `;
 function containerWatchdog(stateDir, dir) {
   const script = `while read -r w; do [ "$w" = done ] && exit 0; done; sleep 1; ` +
     `for i in 1 2 3; do ids=$(podman ps -aq --filter "label=io.sandboxd.state-dir=$1"); ` +
     `[ -z "$ids" ] && break; podman rm -f -t 0 $ids; sleep 1; done; ` +
-    `grep -ho '"[a-z_]*pid":[1-9][0-9]*' "$1"/wasm-records/*.json 2>/dev/null | cut -d: -f2 | ` +
-    `xargs -r kill -KILL 2>/dev/null; rm -rf "$1-wasm" "$2"`;
+    KILL_RECORDED + `rm -rf "$1-wasm" "$2"`;
   const w = spawn("sh", ["-c", script, "watchdog", stateDir, dir],
     { detached: true, stdio: ["pipe", "ignore", "ignore"] });
   w.unref();

@@ -59,7 +59,9 @@ async function scrapedAfter(since) {
     return seen.length === 2 &&
       seen.every((t) => t.health === "up" && new Date(t.lastScrape) > since);
   }, "a scrape of both daemons", 20000).catch((e) => {
-    throw new Error(`${e.message}: ${JSON.stringify(seen.map((t) => [t.scrapeUrl, t.health, t.lastError, t.lastScrape]))}`);
+    const daemon = (name, d) => `${name} exit ${d?.proc?.exitCode} signal ${d?.proc?.signalCode}: ${(d?.log ?? "").slice(-2000)}`;
+    throw new Error(`${e.message}: ${JSON.stringify(seen.map((t) => [t.scrapeUrl, t.health, t.lastError, t.lastScrape]))}` +
+      `\nsandboxd :${ports.sandboxd}, gateway :${ports.gateway}\n${daemon("sandboxd", sandboxd)}\n${daemon("gateway", gateway)}`);
   });
 }
 

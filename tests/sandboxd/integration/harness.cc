@@ -50,12 +50,25 @@ SandboxdProcess::SandboxdProcess(std::vector<std::string> extra_args, std::strin
   StartWatchdog();
 }
 
+// Kills each process named in the wasm records matching `records` (a shell glob) that is
+// still the process recorded: its pid and start time (field 22 of /proc/<pid>/stat) both
+// match. A pid alone is not enough: pids wrap (pid_max may be 32768), and a record outlives
+// its process, so a bare pid may by now name another test's daemon.
+std::string KillRecordedWasmProcesses(const std::string& records) {
+  return absl::StrCat(
+      "for f in ", records, "; do [ -f \"$f\" ] || continue; for k in '' init_; do ",
+      "p=$(grep -o \"\\\"${k}pid\\\":[0-9]*\" \"$f\" | head -1 | cut -d: -f2); ",
+      "t=$(grep -o \"\\\"${k}start_time\\\":[0-9]*\" \"$f\" | head -1 | cut -d: -f2); ",
+      "[ -n \"$p\" ] && [ \"$p\" -gt 0 ] && [ -n \"$t\" ] && ",
+      "[ \"$(sed 's/.*) //' /proc/$p/stat 2>/dev/null | cut -d' ' -f20)\" = \"$t\" ] && ",
+      "kill -KILL \"$p\" 2>/dev/null; done; done; ");
+}
+
 // What the wasm tier leaves when a daemon dies or a test ends: its detached processes (the
 // pids in its records) and its work directory beside or in the state directory.
 std::string WasmCleanup(const std::string& state_dir) {
-  return absl::StrCat("grep -ho '\"[a-z_]*pid\":[1-9][0-9]*' '", state_dir,
-                      "'/wasm-records/*.json 2>/dev/null | cut -d: -f2 | xargs -r kill -KILL "
-                      "2>/dev/null; rm -rf '", state_dir, "-wasm'; ");
+  return absl::StrCat(KillRecordedWasmProcesses(absl::StrCat("'", state_dir, "'/wasm-records/*.json")),
+                      "rm -rf '", state_dir, "-wasm'; ");
 }
 
 void SandboxdProcess::StartWatchdog() {
@@ -319,9 +332,8 @@ void SandboxdProcess::KillSandbox(const std::string& container_id) const {
   }
   // "wasm-<pid>": that process and, under bwrap, its sandbox's init (wasm_runtime.h).
   const std::string pid = container_id.substr(container_id.find('-') + 1);
-  Sh(absl::StrCat("grep -l '\"pid\":", pid, ",' '", state_dir_,
-                  "'/wasm-records/*.json | xargs -r grep -ho '\"[a-z_]*pid\":[1-9][0-9]*' | "
-                  "cut -d: -f2 | xargs -r kill -KILL 2>/dev/null"));
+  Sh(absl::StrCat("records=$(grep -l '\"pid\":", pid, ",' '", state_dir_,
+                  "'/wasm-records/*.json); ", KillRecordedWasmProcesses("$records")));
 }
 
 sandbox::v1::Session CreateSession(sandbox::v1::SandboxService::Stub& stub,
