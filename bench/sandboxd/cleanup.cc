@@ -39,8 +39,7 @@ void EmergencyCleanup() {
   if (g_daemon_dir.rfind("/tmp/sbxtest-", 0) == 0) {
     // The wasm tier's sessions are detached processes, not containers: the pids in the
     // daemon's records (the process and, under bwrap, its sandbox's init).
-    Sh(absl::StrCat("grep -ho '\"[a-z_]*pid\":[1-9][0-9]*' ", g_daemon_dir,
-                    "/state/wasm-records/*.json 2>/dev/null | cut -d: -f2 | xargs -r kill -KILL 2>/dev/null"));
+    Sh(sandboxd::testing::KillRecordedWasmProcesses(g_daemon_dir + "/state/wasm-records/*.json"));
     // Their workspaces, in the wasm directory the bench gives every wasm daemon.
     if (!g_instance.empty()) {
       Sh(absl::StrCat("rm -rf /tmp/sandboxd-bench-wasm-", geteuid(), "/w/sbx-", g_instance, "-*"));

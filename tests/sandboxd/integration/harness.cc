@@ -50,9 +50,8 @@ SandboxdProcess::SandboxdProcess(std::vector<std::string> extra_args, std::strin
   StartWatchdog();
 }
 
-// Kills each process named in the wasm records matching `records` (a shell glob) that is
-// still the process recorded: its pid and start time (field 22 of /proc/<pid>/stat) both
-// match. A pid alone is not enough: pids wrap (pid_max may be 32768), and a record outlives
+// A process is the one recorded while its pid and start time (field 22 of /proc/<pid>/stat)
+// both match. A pid alone is not enough: pids wrap (pid_max may be 32768), and a record outlives
 // its process, so a bare pid may by now name another test's daemon.
 std::string KillRecordedWasmProcesses(const std::string& records) {
   return absl::StrCat(

@@ -119,6 +119,10 @@ std::string TestIsolation();
 // bwrap a tmpfs mounted at that path inside the sandbox, seen in /proc/<pid>/root).
 std::string TestWasmDir();
 
+// Shell that kills each process named in the wasm records matching `records` (a shell glob
+// or a variable) while it is still the process recorded (pid and start time).
+std::string KillRecordedWasmProcesses(const std::string& records);
+
 // Polls `pred` every 100 ms until it holds or `timeout_ms` has passed; its last answer.
 template <typename Pred>
 bool WaitFor(Pred pred, int timeout_ms = 20000) {
