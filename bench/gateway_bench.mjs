@@ -24,6 +24,8 @@ const { Client } = await sdk("client/index.js");
 const { StdioClientTransport } = await sdk("client/stdio.js");
 const { PY_ECHOES, javascriptVsPython } = await import(pathToFileURL(path.resolve(path.dirname(new URL(import.meta.url).pathname),
   "gateway/javascript.mjs")).href);
+const { ms, pct } = await import(pathToFileURL(path.resolve(path.dirname(new URL(import.meta.url).pathname),
+  "gateway/stats.mjs")).href);
 const { wasmVsSeed } = await import(pathToFileURL(path.resolve(path.dirname(new URL(import.meta.url).pathname),
   "gateway/wasm.mjs")).href);
 
@@ -35,11 +37,6 @@ const N = quick ? 100 : 1000;
 const onlyIdx = process.argv.indexOf("--only");
 const only = onlyIdx > 0 ? process.argv[onlyIdx + 1] : null;
 
-function pct(values, p) {
-  const s = [...values].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
-}
-const ms = (v) => `${v.toFixed(2)} ms`;
 const rows = [];
 function row(what, value, target, pass) {
   rows.push(`| ${what} | ${value} | ${target ?? ""} | ${pass === undefined ? "" : pass ? "PASS" : "FAIL"} |`);

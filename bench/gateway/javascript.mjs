@@ -7,11 +7,7 @@
 //     direct  per-call latencies (ms) of the same echo called directly, or null
 //     row     the bench's row(what, value, target, pass)
 
-function pct(values, p) {
-  const s = [...values].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
-}
-const ms = (v) => `${v.toFixed(2)} ms`;
+import { ms, pct } from "./stats.mjs";
 
 function run(client, tool, code) {
   return client.callTool({ name: tool, arguments: { code } }, undefined, { timeout: 120000 });

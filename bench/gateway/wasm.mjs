@@ -7,12 +7,7 @@
 //   await wasmVsSeed({ Sandboxd, stdioGateway, config, n, seedRuns, row })
 import { execFileSync } from "node:child_process";
 import path from "node:path";
-
-function pct(values, p) {
-  const s = [...values].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
-}
-const ms = (v) => `${v.toFixed(2)} ms`;
+import { ms, pct } from "./stats.mjs";
 
 const WASM = path.resolve(path.dirname(new URL(import.meta.url).pathname), "../../deploy/wasm/node_modules");
 const SEED_NODE = path.join(WASM, "node/bin/node");
