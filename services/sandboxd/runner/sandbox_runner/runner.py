@@ -2,9 +2,7 @@
 dispatches their frames (reader threads) and runs the work of the main thread; main()
 parses the command line."""
 
-import argparse
 import os
-import platform
 import queue
 import signal
 import socket
@@ -209,7 +207,7 @@ class Runner:
             if old is not None:
                 old.close()                  # its reader handles the loss
             conn.send({"type": "ready", "runner_version": RUNNER_VERSION,
-                       "python": platform.python_version(), "pid": os.getpid(),
+                       "python": sys.version.split()[0], "pid": os.getpid(),
                        "execs": self.executor.exec_count})
             threading.Thread(target=self._read_loop, args=(conn,), name="reader",
                              daemon=True).start()
@@ -293,17 +291,50 @@ class Runner:
             self.interrupts.interrupt(state)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description="sandboxd code runner "
-                                                 "(see docs/runner-protocol.md)")
-    parser.add_argument("--socket", required=True, help="unix socket path to listen on")
-    parser.add_argument("--workspace", default="/workspace",
-                        help="the directory file frames read and write (docs/runner-protocol.md)")
-    parser.add_argument("--own-pid-namespace", action="store_true",
-                        help="the container is ours alone: a reset also ends every process "
-                             "user code left running (never set this outside a container)")
-    args = parser.parse_args(argv)
-    runner = Runner(args.socket, args.workspace)
-    runner.own_pid_namespace = args.own_pid_namespace
-    runner.serve_forever()
+USAGE = """usage: sandbox_runner.pyz --socket PATH [--workspace DIR] [--own-pid-namespace]
 
+sandboxd code runner (see docs/runner-protocol.md)
+
+  --socket PATH          unix socket path to listen on
+  --workspace DIR        the directory file frames read and write (default /workspace)
+  --own-pid-namespace    the container is ours alone: a reset also ends every process user
+                         code left running (never set this outside a container)"""
+
+
+def parse_args(argv):
+    """{'socket', 'workspace', 'own_pid_namespace'} from `argv`. SystemExit(2) with the usage
+    on a bad command line, SystemExit(0) after printing it for --help. Not argparse: its
+    import (with gettext and textwrap) would cost every session 0.6 MiB for three options."""
+    args = {"socket": None, "workspace": "/workspace", "own_pid_namespace": False}
+    rest = list(argv)
+    while rest:
+        word = rest.pop(0)
+        name, eq, value = word.partition("=")
+        if word in ("-h", "--help"):
+            print(USAGE)
+            raise SystemExit(0)
+        if word == "--own-pid-namespace":
+            args["own_pid_namespace"] = True
+        elif name in ("--socket", "--workspace"):
+            if not eq:
+                if not rest:
+                    _usage_error(f"{name} needs a value")
+                value = rest.pop(0)
+            args[name[2:]] = value
+        else:
+            _usage_error(f"unknown argument {word!r}")
+    if not args["socket"]:
+        _usage_error("--socket is required")
+    return args
+
+
+def _usage_error(message):
+    print(f"{USAGE}\n\nsandbox_runner: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    runner = Runner(args["socket"], args["workspace"])
+    runner.own_pid_namespace = args["own_pid_namespace"]
+    runner.serve_forever()

@@ -3,7 +3,6 @@ server, the `tools` mapping, call_tool() and the discovery helpers _discover(), 
 and _search(), held together by a Toolbox; and the awaitable results of the helpers."""
 
 import collections.abc
-import difflib
 import re
 
 
@@ -87,6 +86,7 @@ def _by_name(entries, name):
 
 
 def _suggest(name, candidates):
+    import difflib  # only when a name is wrong: a session that never errs never pays for it
     matches = difflib.get_close_matches(name, list(candidates), n=5, cutoff=0.5)
     return f"; did you mean {', '.join(repr(m) for m in matches)}?" if matches else ""
 
