@@ -127,6 +127,25 @@ TEST(CatalogTest, ToolPyNamesAreSanitised) {
   EXPECT_EQ(c->tool_count(), 3u);
 }
 
+// The runner's server object has these attributes itself: a tool of that name would fail
+// to install (and take the whole catalog with it) or replace the object's own state.
+TEST(CatalogTest, ToolsNamedLikeTheServerObjectsOwnAttributesGetASuffix) {
+  sandbox::v1::Catalog p;
+  auto* s = AddServer(&p, "srv");
+  for (const char* name : {"__class__", "__dict__", "__weakref__", "__doc__", "_MCPServer__spec",
+                           "__class___", "__x", "____", "_MCPServer__spec_", "__init__-x"}) {
+    AddTool(s, name);
+  }
+  absl::StatusOr<Catalog> c = Catalog::FromProto(p);
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::vector<std::string> names;
+  for (const CatalogTool& t : c->servers()[0].tools) names.push_back(t.py_name);
+  EXPECT_THAT(names, testing::ElementsAre("__class___", "__dict___", "__weakref___", "__doc___",
+                                          "_MCPServer__spec_", "__class____2", "__x", "____",
+                                          "_MCPServer__spec__2", "__init___x"));
+  EXPECT_EQ(c->servers()[0].tools[0].js_name, "__class___");
+}
+
 TEST(CatalogTest, CollidingToolNamesGetNumberedSuffixes) {
   sandbox::v1::Catalog p;
   auto* s = AddServer(&p, "srv");

@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/untrusted_json.h"
 
@@ -43,6 +44,15 @@ std::string SanitizeIdentifier(std::string_view name) {
   if (out.empty()) return "_";
   if (absl::ascii_isdigit(static_cast<unsigned char>(out[0]))) out.insert(out.begin(), '_');
   if (IsPythonKeyword(out)) out.push_back('_');
+  return out;
+}
+
+std::string PythonToolName(std::string_view name) {
+  std::string out = SanitizeIdentifier(name);
+  const bool special = out.size() >= 5 && absl::StartsWith(out, "__") && absl::EndsWith(out, "__") &&
+                       out[out.size() - 3] != '_';
+  const bool private_state = out == "_MCPServer__spec" || out == "_MCPServer__proxies";
+  if (special || private_state) out.push_back('_');
   return out;
 }
 
@@ -88,7 +98,7 @@ absl::StatusOr<Catalog> Catalog::FromProto(const sandbox::v1::Catalog& proto) {
       CatalogTool tool;
       tool.name = t.name();
       tool.description = t.description();
-      tool.py_name = Unique(SanitizeIdentifier(t.name()), tool_py_names);
+      tool.py_name = Unique(PythonToolName(t.name()), tool_py_names);
       auto input = ParseSchema(t.input_schema_json(), where + " input_schema_json", false);
       if (!input.ok()) return input.status();
       tool.input_schema = std::move(*input);

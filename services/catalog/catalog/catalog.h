@@ -41,6 +41,14 @@ inline constexpr size_t kMaxCatalogNameBytes = 256;
 // a leading digit gets a '_' prefix, keywords get a '_' suffix, empty becomes "_".
 std::string SanitizeIdentifier(std::string_view name);
 
+// A tool's Python name before it is made unique within its server: SanitizeIdentifier,
+// plus a '_' suffix when the result would name an attribute of the runner's server object
+// itself (Python's special names `__x__`, whose assignment fails or changes the object, and
+// its own state `_MCPServer__spec` and `_MCPServer__proxies`): one such tool would otherwise cost
+// the runner the whole catalog, or replace the object's own state. The runner refuses a
+// catalog with such a name (sandbox_runner/catalog.py).
+std::string PythonToolName(std::string_view name);
+
 struct CatalogTool {
   std::string name;
   std::string py_name;

@@ -3,7 +3,7 @@ mapping, the discovery helpers, and set_catalog replacing servers."""
 
 import unittest
 
-from harness import CATALOG, CatalogTestCase, text_result
+from harness import CATALOG, CatalogTestCase, RunnerTestCase, text_result
 
 
 class CatalogTest(CatalogTestCase):
@@ -187,6 +187,34 @@ class CatalogTest(CatalogTestCase):
                 self.assertTrue(client.at_eof(timeout=5))
                 client = self.connect()
                 client.expect("ready")
+
+
+class ServerObjectNamesTest(RunnerTestCase):
+    """sandboxd never names a tool after an attribute of the server object itself
+    (codemode::PythonToolName); a catalog that does is refused, never half installed."""
+
+    def test_a_tool_named_like_the_server_objects_own_attributes_is_refused(self):
+        client = self.client
+        for py_name in ("__class__", "__dict__", "__doc__", "__weakref__", "_MCPServer__spec",
+                        "_MCPServer__proxies"):
+            with self.subTest(py_name=py_name):
+                tool = {**_tool({}, None, {"properties": {}}), "py_name": py_name}
+                client.send({"type": "set_catalog", "id": 7, "catalog": {"servers": [
+                    {"name": "s", "py_name": "mcp_s", "tools": [tool]}]}})
+                self.assertTrue(client.at_eof(timeout=5))
+                client = self.connect()
+                client.expect("ready")
+
+    def test_the_names_sandboxd_gives_them_install_and_call_the_tool(self):
+        tools = [{**_tool({}, None, {"properties": {}}), "name": name, "py_name": py_name,
+                  "js_name": py_name}
+                 for name, py_name in (("__class__", "__class___"), ("__dict__", "__dict___"),
+                                       ("ok", "ok"))]
+        self.client.set_catalog({"servers": [{"name": "s", "py_name": "mcp_s", "tools": tools}]})
+        res = self.client.exec("[await mcp_s.__class___(), await mcp_s.ok(), type(mcp_s).__name__]",
+                               on_tool_call=lambda f: {"ok": True, "result": text_result(f["tool"])})
+        self.assertOk(res)
+        self.assertEqual(res.value, ["__class__", "ok", "MCPServer"])
 
 
 def _tool(py_params, py_kwargs, input_schema):

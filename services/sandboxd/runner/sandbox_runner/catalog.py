@@ -302,6 +302,17 @@ def parse_catalog(catalog):
             raise ProtocolError(f"catalog: {where}.{key} {value!r} is not a Python identifier")
         return value
 
+    def tool_name(obj, where):
+        # sandboxd renames these (codemode::PythonToolName): as attributes of MCPServer they
+        # would fail to install or replace the object's own.
+        value = identifier(obj, "py_name", where)
+        special = len(value) >= 5 and value.startswith("__") and value.endswith("__") \
+            and value[-3] != "_"
+        if special or value in ("_MCPServer__spec", "_MCPServer__proxies"):
+            raise ProtocolError(f"catalog: {where}.py_name {value!r} names an attribute of "
+                                f"the server object")
+        return value
+
     if not isinstance(catalog, dict) or not isinstance(catalog.get("servers"), list):
         raise ProtocolError("catalog must be an object with a 'servers' list")
     servers, names, py_names = [], set(), set()
@@ -327,7 +338,7 @@ def parse_catalog(catalog):
             if input_schema is not None and not isinstance(input_schema, dict):
                 raise ProtocolError(f"catalog: {tool_where}.input_schema is not an object")
             tool = ToolSpec(server, text(raw_tool, "name", tool_where),
-                            identifier(raw_tool, "py_name", tool_where),
+                            tool_name(raw_tool, tool_where),
                             text(raw_tool, "description", tool_where, optional=True),
                             input_schema or {"type": "object", "properties": {}},
                             raw_tool.get("output_schema"), raw_tool.get("py_params"),

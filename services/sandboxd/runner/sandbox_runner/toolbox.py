@@ -98,6 +98,9 @@ class MCPServer:
     gives the list."""
 
     def __init__(self, spec, proxies):
+        # The catalog never names a tool __x__, _MCPServer__spec or _MCPServer__proxies
+        # (catalog.parse_catalog, codemode::PythonToolName): the setattr below cannot fail
+        # or replace these.
         self.__spec = spec
         self.__proxies = proxies              # tool py_name -> proxy
         if "list_tools" not in proxies:
