@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -11,13 +12,28 @@
 namespace codemode {
 namespace {
 
-// Appends _2, _3, ... until `base` is not in `taken`; records the result.
-std::string Unique(const std::string& base, absl::flat_hash_set<std::string>& taken) {
-  std::string candidate = base;
-  for (int n = 2; taken.contains(candidate); ++n) candidate = absl::StrCat(base, "_", n);
-  taken.insert(candidate);
-  return candidate;
-}
+// The names given so far in one scope (a catalog's servers, one server's tools), and for
+// each base the suffix to try next: every name is found in amortised constant time, so
+// 10,000 tools whose names sanitise alike cost no more than 10,000 others.
+class UniqueNames {
+ public:
+  // `base` itself when free, else the first free base_2, base_3, ...
+  std::string Take(const std::string& base) {
+    std::string candidate = base;
+    if (taken_.contains(candidate)) {
+      int& n = next_suffix_.try_emplace(base, 2).first->second;
+      do {
+        candidate = absl::StrCat(base, "_", n++);
+      } while (taken_.contains(candidate));
+    }
+    taken_.insert(candidate);
+    return candidate;
+  }
+
+ private:
+  absl::flat_hash_set<std::string> taken_;
+  absl::flat_hash_map<std::string, int> next_suffix_;
+};
 
 absl::StatusOr<nlohmann::json> ParseSchema(const std::string& text, const std::string& where,
                                            bool allow_empty_as_null) {
@@ -66,7 +82,8 @@ absl::StatusOr<Catalog> Catalog::FromProto(const sandbox::v1::Catalog& proto) {
         absl::StrCat("catalog has more than ", kMaxCatalogServers, " servers"));
   }
   Catalog catalog;
-  absl::flat_hash_set<std::string> server_names, server_py_names;
+  absl::flat_hash_set<std::string> server_names;
+  UniqueNames server_py_names;
   for (const auto& s : proto.servers()) {
     if (s.name().empty()) return absl::InvalidArgumentError("catalog server with an empty name");
     if (s.name().size() > kMaxCatalogNameBytes) {
@@ -79,8 +96,9 @@ absl::StatusOr<Catalog> Catalog::FromProto(const sandbox::v1::Catalog& proto) {
     CatalogServer server;
     server.name = s.name();
     server.description = s.description();
-    server.py_name = Unique(SanitizeIdentifier(absl::StrCat("mcp_", s.name())), server_py_names);
-    absl::flat_hash_set<std::string> tool_names, tool_py_names;
+    server.py_name = server_py_names.Take(SanitizeIdentifier(absl::StrCat("mcp_", s.name())));
+    absl::flat_hash_set<std::string> tool_names;
+    UniqueNames tool_py_names;
     for (const auto& t : s.tools()) {
       std::string where = absl::StrCat("tool '", s.name(), ".", t.name(), "'");
       if (t.name().empty()) {
@@ -98,7 +116,7 @@ absl::StatusOr<Catalog> Catalog::FromProto(const sandbox::v1::Catalog& proto) {
       CatalogTool tool;
       tool.name = t.name();
       tool.description = t.description();
-      tool.py_name = Unique(PythonToolName(t.name()), tool_py_names);
+      tool.py_name = tool_py_names.Take(PythonToolName(t.name()));
       auto input = ParseSchema(t.input_schema_json(), where + " input_schema_json", false);
       if (!input.ok()) return input.status();
       tool.input_schema = std::move(*input);
