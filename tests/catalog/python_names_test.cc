@@ -21,15 +21,16 @@ Names NamesOf(const PythonParameters& p) {
   return out;
 }
 
-// What the Python runner's own rules gave for these properties (keys in the sorted order
-// sandboxd sends them in; "" stands for None): keywords, Unicode letters, digits and marks,
-// dunder names, `then`, collisions, required names the schema does not describe.
+// Names for these properties (keys in the sorted order sandboxd sends them in; "" stands
+// for None): keywords, Unicode letters, digits and marks, dunder names, `then`, collisions,
+// required names the schema does not describe, and names Python would read as another
+// (NFKC: the ligature, fraktur and fullwidth letters, e + U+0301) that only ** reaches.
 TEST(PythonParameterNamesTest, HostilePropertiesAsTheRunnerNamedThem) {
   json schema = json::parse(R"({"type": "object", "properties": {
       "": {}, "1x": {}, "__init__": {}, "a b": {}, "a.b": {}, "a_b": {}, "a\u00b7b": {},
       "caf\u00e9": {}, "caf\u00e9-x": {}, "class": {}, "class_": {}, "from": {}, "kwargs": {},
       "max-results": {}, "self": {}, "then": {}, "x\u0301-y": {}, "\u00b2x": {},
-      "\u0663d": {}, "\ufb01le": {}, "\ud835\udd18x": {}},
+      "\u0663d": {}, "\ufb01le": {}, "\ud835\udd18x": {}, "\uff46": {}, "e\u0301": {}},
     "required": ["from", "zzz", "zzz", 5, "1x"]})");
   PythonParameters p = PythonParameterNames(schema);
   EXPECT_EQ(NamesOf(p),
@@ -46,6 +47,7 @@ TEST(PythonParameterNamesTest, HostilePropertiesAsTheRunnerNamedThem) {
                    {"caf\u00e9-x", "caf\u00e9_x"},
                    {"class", ""},
                    {"class_", "class_"},
+                   {"e\u0301", "e_"},
                    {"kwargs", "kwargs"},
                    {"max-results", "max_results"},
                    {"self", "self"},
@@ -53,8 +55,9 @@ TEST(PythonParameterNamesTest, HostilePropertiesAsTheRunnerNamedThem) {
                    {"x\u0301-y", "x__y"},
                    {"\u00b2x", ""},
                    {"\u0663d", "_\u0663d"},
-                   {"\ufb01le", "\ufb01le"},
-                   {"\U0001D518x", "\U0001D518x"}}));
+                   {"\ufb01le", ""},
+                   {"\uff46", ""},
+                   {"\U0001D518x", ""}}));
   EXPECT_EQ(p.kwargs, "extra");
 }
 

@@ -1,5 +1,5 @@
-// Code point classes of Python's str (python_name_tables.cc, written by
-// scripts/python_name_tables.py): sorted, disjoint, inclusive ranges.
+// Code point classes of Python's str (python_name_tables.cc and python_nfkc_table.cc,
+// written by scripts/python_name_tables.py): sorted, disjoint, inclusive ranges.
 #pragma once
 
 #include <cstddef>
@@ -20,5 +20,7 @@ extern const CodePointRange kPythonWord[];
 extern const size_t kPythonWordSize;
 extern const CodePointRange kPythonDigit[];
 extern const size_t kPythonDigitSize;
+extern const CodePointRange kNfkcUnstable[];
+extern const size_t kNfkcUnstableSize;
 
 }  // namespace codemode::python_tables

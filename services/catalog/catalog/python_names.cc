@@ -36,6 +36,9 @@ bool IsWord(uint32_t cp) {
 bool IsDigit(uint32_t cp) {
   return InRanges(python_tables::kPythonDigit, python_tables::kPythonDigitSize, cp);
 }
+bool IsNfkcUnstable(uint32_t cp) {
+  return InRanges(python_tables::kNfkcUnstable, python_tables::kNfkcUnstableSize, cp);
+}
 
 // The code points of `text`; false when it is not UTF-8.
 bool CodePoints(absl::string_view text, std::vector<uint32_t>* out) {
@@ -49,8 +52,11 @@ bool CodePoints(absl::string_view text, std::vector<uint32_t>* out) {
   return true;
 }
 
+// An identifier, not a keyword, and spelt as Python reads it in source (NFKC).
 bool IsFreeName(const std::string& name) {
-  return IsPythonIdentifier(name) && !IsPythonKeyword(name);
+  std::vector<uint32_t> cps;
+  return IsPythonIdentifier(name) && !IsPythonKeyword(name) && CodePoints(name, &cps) &&
+         std::none_of(cps.begin(), cps.end(), IsNfkcUnstable);
 }
 
 // re.sub(r"\W", "_", name) or "_"; a leading digit gets a '_' prefix, a keyword a '_'

@@ -33,7 +33,9 @@ struct PythonParameters {
   std::string kwargs;  // the ** parameter: empty when every param has a py_name
 };
 
-// Properties that are identifiers (and not keywords) keep their name. The others are made
+// Properties that are identifiers (and not keywords) keep their name, unless NFKC would
+// change them: Python reads identifiers in source as NFKC, so `ｆ=` typed as shown would
+// send `f` (python_nfkc_table.cc: characters NFKC changes or composes). The others are made
 // one like SanitizeIdentifier, but with Python's Unicode classes (`max-results` ->
 // `max_results`, `from` -> `from_`, `1x` -> `_1x`), and have none (kwargs only) when that
 // is not an identifier or is taken. kwargs is the first of kwargs, extra, _kwargs,

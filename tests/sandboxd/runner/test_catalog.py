@@ -166,6 +166,7 @@ class CatalogTest(CatalogTestCase):
             ({**good, "c": "c"}, "kwargs"),              # one the schema does not have
             ({"a": "class", "a b": None}, "kwargs"),     # a keyword
             ({"a": "x-y", "a b": None}, "kwargs"),       # not an identifier
+            ({"a": "\uff46", "a b": None}, "kwargs"),    # read as `f` in source (NFKC)
             ({"a": 5, "a b": None}, "kwargs"),           # not a string
             ({"a": "a", "a b": "a"}, None),              # a name given twice
             (good, None),                                # no ** parameter for 'a b'

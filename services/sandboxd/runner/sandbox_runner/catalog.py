@@ -91,7 +91,14 @@ class ParamSpec:
 
 
 def _is_free_name(value):
-    return isinstance(value, str) and value.isidentifier() and not keyword.iskeyword(value)
+    """An identifier, not a keyword, spelt as the parser reads it (NFKC): sandboxd never
+    names a parameter `ｆ`, which code typing it would send as `f`."""
+    if not isinstance(value, str) or not value.isidentifier() or keyword.iskeyword(value):
+        return False
+    if value.isascii():
+        return True
+    import unicodedata  # only for non-ASCII names, which few catalogs have
+    return unicodedata.is_normalized("NFKC", value)
 
 
 def _parameter_names(params, py_params, py_kwargs, where):
