@@ -4,8 +4,10 @@
 
 #include <openssl/sha.h>
 
+#include <algorithm>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -245,26 +247,36 @@ sandbox::v1::Catalog BuildCatalog(const std::vector<UpstreamStatus>& upstreams,
 }
 
 std::vector<UpstreamStatus> FitCatalogLimits(std::vector<UpstreamStatus> upstreams) {
-  size_t servers = 0, tools = 0, bytes = 0;
-  for (UpstreamStatus& s : upstreams) {
-    if (!s.connected) continue;
+  struct Candidate {
+    size_t tools, bytes, index;
+    bool operator<(const Candidate& o) const {
+      return std::tie(tools, bytes, index) < std::tie(o.tools, o.bytes, o.index);
+    }
+  };
+  std::vector<Candidate> order;
+  for (size_t i = 0; i < upstreams.size(); ++i) {
+    if (!upstreams[i].connected) continue;
     sandbox::v1::Catalog one;
-    AddServer(s, one);
-    const size_t size = one.ByteSizeLong();
-    if (servers + 1 <= codemode::kMaxCatalogServers &&
-        tools + s.tools.size() <= codemode::kMaxCatalogTools &&
-        bytes + size <= codemode::kMaxCatalogBytes) {
+    AddServer(upstreams[i], one);
+    order.push_back({upstreams[i].tools.size(), one.ByteSizeLong(), i});
+  }
+  std::sort(order.begin(), order.end());
+  size_t servers = 0, tools = 0, bytes = 0;
+  for (const Candidate& c : order) {
+    if (servers + 1 <= codemode::kMaxCatalogServers && tools + c.tools <= codemode::kMaxCatalogTools &&
+        bytes + c.bytes <= codemode::kMaxCatalogBytes) {
       ++servers;
-      tools += s.tools.size();
-      bytes += size;
+      tools += c.tools;
+      bytes += c.bytes;
       continue;
     }
+    UpstreamStatus& s = upstreams[c.index];
     s.connected = false;
-    s.error = absl::StrCat("left out of sandboxes: its ", s.tools.size(), " tools (", size,
+    s.error = absl::StrCat("left out of sandboxes: its ", c.tools, " tools (", c.bytes,
                            " bytes) would take a sandbox's catalog past its limits (",
                            codemode::kMaxCatalogTools, " tools, ", codemode::kMaxCatalogServers,
                            " servers, ", codemode::kMaxCatalogBytes >> 20,
-                           " MiB); the servers configured before it fit");
+                           " MiB); the smaller servers fit");
     s.tools.clear();
   }
   return upstreams;

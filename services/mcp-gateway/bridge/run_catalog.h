@@ -34,8 +34,9 @@ std::string CatalogKey(const sandbox::v1::Catalog& catalog);
 
 // `upstreams` with every server that would take a sandbox's catalog past sandboxd's limits
 // (codemode::kMaxCatalogTools, kMaxCatalogServers, kMaxCatalogBytes) marked unavailable,
-// saying why, and its tools dropped: the connected servers fit in configuration order, so
-// one large upstream costs only itself, never every run.
+// saying why, and its tools dropped. The connected servers fit smallest first (by tools,
+// then bytes, then configuration order), so the one left out is the largest: an upstream
+// that lists 10,000 tools costs only itself, never the servers configured after it.
 std::vector<UpstreamStatus> FitCatalogLimits(std::vector<UpstreamStatus> upstreams);
 
 // Remembers each server as it was when last connected.

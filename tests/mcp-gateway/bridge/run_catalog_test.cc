@@ -297,24 +297,33 @@ TEST(FitCatalogLimitsTest, OneLargeUpstreamCostsOnlyItself) {
        Server("last", 10)});
   ASSERT_EQ(fitted.size(), 5u);
   EXPECT_TRUE(fitted[0].connected);
-  EXPECT_TRUE(fitted[1].connected);
+  EXPECT_FALSE(fitted[1].connected) << "the largest is the one left out, wherever it is listed";
+  EXPECT_THAT(fitted[1].error, HasSubstr("left out of sandboxes: its 9400 tools"));
+  EXPECT_THAT(fitted[1].error, HasSubstr("10000 tools"));
+  EXPECT_TRUE(fitted[1].tools.empty());
   EXPECT_FALSE(fitted[2].connected);
   EXPECT_EQ(fitted[2].error, "connect: Connection refused");  // untouched
-  EXPECT_FALSE(fitted[3].connected);
-  EXPECT_THAT(fitted[3].error, HasSubstr("left out of sandboxes: its 700 tools"));
-  EXPECT_THAT(fitted[3].error, HasSubstr("10000 tools"));
-  EXPECT_TRUE(fitted[3].tools.empty());
-  EXPECT_TRUE(fitted[4].connected) << "a later server that still fits is kept";
+  EXPECT_TRUE(fitted[3].connected) << "a server listed after the large one keeps its place";
+  EXPECT_TRUE(fitted[4].connected);
   absl::StatusOr<codemode::Catalog> catalog =
       codemode::Catalog::FromProto(BuildCatalog(fitted, ServerAllowlist::All()));
   ASSERT_TRUE(catalog.ok()) << catalog.status();
-  EXPECT_EQ(catalog->tool_count(), 5u + 9400 + 10);
+  EXPECT_EQ(catalog->tool_count(), 5u + 700 + 10);
   // Unfitted, the same upstreams make a catalog sandboxd refuses.
   EXPECT_FALSE(codemode::Catalog::FromProto(
                    BuildCatalog({Server("small", 5), Server("large", 9400), Server("more", 700)},
                                 ServerAllowlist::All()))
                    .ok());
-  EXPECT_THAT(DescribeRunPython(fitted, 1 << 20), HasSubstr("more: unavailable (left out"));
+  EXPECT_THAT(DescribeRunPython(fitted, 1 << 20), HasSubstr("large: unavailable (left out"));
+}
+
+// Servers of the same size fit in configuration order.
+TEST(FitCatalogLimitsTest, EqualServersFitInConfigurationOrder) {
+  std::vector<UpstreamStatus> fitted =
+      FitCatalogLimits({Server("a", 4000), Server("b", 4000), Server("c", 4000)});
+  EXPECT_TRUE(fitted[0].connected);
+  EXPECT_TRUE(fitted[1].connected);
+  EXPECT_FALSE(fitted[2].connected);
 }
 
 }  // namespace
