@@ -48,6 +48,8 @@ absl::StatusOr<SpawnedProcess> SpawnJailed(const SpawnRequest& request);
 // SIGKILL to `pid` only while it is the process that started at `start_time` (a pidfd
 // pins it between the check and the signal).
 void KillChecked(pid_t pid, uint64_t start_time);
+// The same with any signal.
+void SignalChecked(pid_t pid, uint64_t start_time, int signal);
 
 // Whether `pid` is the process that started at `start_time` and has not ended. A process
 // that ended but is not reaped yet (a zombie: after a restart of sandboxd its parent is

@@ -78,6 +78,29 @@ std::string RandomToken() {
 
 std::string OpensslConfig(const WasmRuntimeOptions& options) { return options.work_dir + "/openssl.cnf"; }
 
+// Makes `work_dir` and its w/ and snapshots/ (0711), refusing a directory that is not ours
+// or that others may write.
+absl::Status PrepareWorkDir(const std::string& work_dir) {
+  for (const char* dir : {"", "/w", "/snapshots"}) {
+    std::error_code ec;
+    const std::string path = work_dir + dir;
+    // Another user's directory (or a symlink) here would hand it every session's files.
+    struct stat st;
+    if (lstat(path.c_str(), &st) == 0 &&
+        (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 022) != 0)) {
+      return absl::UnavailableError(absl::StrCat(
+          "wasm: ", path, " must be a directory of ours that no one else may write (--wasm_dir)"));
+    }
+    fs::create_directories(path, ec);
+    // Session uids traverse it to their own workspace and read the snapshot; nobody lists it.
+    if (ec || chmod(path.c_str(), 0711) != 0) {
+      return absl::UnavailableError(absl::StrCat("wasm: cannot prepare ", path, ": ",
+                                                 ec ? ec.message() : strerror(errno)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::vector<std::string> WasmNodeArgv(const WasmRuntimeOptions& options, Language language,
@@ -124,6 +147,8 @@ WasmRuntime::~WasmRuntime() {
     stopping_ = true;
   }
   if (budget_thread_.joinable()) budget_thread_.join();
+  codemode::MutexLock lock(&mu_);
+  cpu_.reset();  // continues the sessions it stopped
 }
 
 std::string WasmRuntime::RecordPath(const std::string& name) const {
@@ -164,23 +189,7 @@ absl::StatusOr<RuntimeInfo> WasmRuntime::Probe() {
   const std::string node_version(absl::StripAsciiWhitespace(version->stdout_text));
   absl::StatusOr<std::vector<WasmLayerState>> layers = ProbeWasmLayers(options_.jail, options_.layers);
   if (!layers.ok()) return absl::UnavailableError(absl::StrCat("wasm: ", layers.status().message()));
-  for (const char* dir : {"", "/w", "/snapshots"}) {
-    std::error_code ec;
-    const std::string path = options_.work_dir + dir;
-    // Another user's directory (or a symlink) here would hand it every session's files.
-    struct stat st;
-    if (lstat(path.c_str(), &st) == 0 &&
-        (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 022) != 0)) {
-      return absl::UnavailableError(absl::StrCat(
-          "wasm: ", path, " must be a directory of ours that no one else may write (--wasm_dir)"));
-    }
-    fs::create_directories(path, ec);
-    // Session uids traverse it to their own workspace and read the snapshot; nobody lists it.
-    if (ec || chmod(path.c_str(), 0711) != 0) {
-      return absl::UnavailableError(absl::StrCat("wasm: cannot prepare ", path, ": ",
-                                                 ec ? ec.message() : strerror(errno)));
-    }
-  }
+  if (absl::Status s = PrepareWorkDir(options_.work_dir); !s.ok()) return s;
   std::error_code ec;
   fs::create_directories(options_.records_dir, ec);
   {
@@ -204,6 +213,9 @@ absl::StatusOr<RuntimeInfo> WasmRuntime::Probe() {
     said.push_back(absl::StrCat(std::string(WasmLayerName(l.layer)), l.in_force ? " " : " (not in force: ",
                                 l.detail, l.in_force ? "" : ")"));
   }
+  info.wasm_layers.push_back({"cpu", true, absl::StrCat(
+      "sandboxd holds each session's processes to limits.cpu_millis: it reads their CPU every ",
+      absl::FormatDuration(kWasmCpuTick), " and stops them (SIGSTOP) while they are over it")});
   spdlog::info("wasm tier: {}; layers: {}", info.wasm_version, absl::StrJoin(said, "; "));
   LoadRecords();
   codemode::MutexLock lock(&mu_);
@@ -212,6 +224,8 @@ absl::StatusOr<RuntimeInfo> WasmRuntime::Probe() {
   snapshot_ = *snapshot;
   probed_ = info;
   budget_thread_ = codemode::StartThread("wasm budget", [this] { BudgetLoop(); });
+  cpu_ = std::make_unique<WasmCpuLimiter>();
+  for (const auto& [name, r] : records_) cpu_->Track(name, r.pid, r.start_time, r.cpu_millis);
   return info;
 }
 
@@ -310,11 +324,14 @@ absl::StatusOr<std::string> WasmRuntime::Start(const ContainerSpec& spec) {
   record.token = token;
   record.budget = WasmWorkspaceBudgetFor(spec.limits.workspace_bytes);
   record.workspace_tmpfs = bwrap;
+  record.cpu_millis = spec.limits.cpu_millis;
   if (absl::Status s = WriteRecord(record); !s.ok()) {
     kill(record.pid, SIGKILL);
     if (record.init_pid) kill(record.init_pid, SIGKILL);
     return s;
   }
+  codemode::MutexLock lock(&mu_);
+  cpu_->Track(record.name, record.pid, record.start_time, record.cpu_millis);
   return absl::StrCat(kIdPrefix, record.pid);
 }
 
@@ -324,7 +341,7 @@ absl::Status WasmRuntime::WriteRecord(const Record& record) {
                       {"init_start_time", record.init_start_time}, {"labels", record.labels},
                       {"token", record.token}, {"workspace_bytes", record.budget.bytes},
                       {"workspace_inodes", record.budget.inodes},
-                      {"workspace_tmpfs", record.workspace_tmpfs}};
+                      {"workspace_tmpfs", record.workspace_tmpfs}, {"cpu_millis", record.cpu_millis}};
   const std::string path = RecordPath(record.name);
   const std::string tmp = path + ".tmp";
   {
@@ -359,6 +376,7 @@ std::optional<WasmRuntime::Record> WasmRuntime::ReadRecordFile(const std::string
     r.budget.bytes = j.value("workspace_bytes", uint64_t{0});
     r.budget.inodes = j.value("workspace_inodes", uint64_t{0});
     r.workspace_tmpfs = j.value("workspace_tmpfs", false);
+    r.cpu_millis = j.value("cpu_millis", uint32_t{0});
   } catch (const nlohmann::json::exception&) {
     return std::nullopt;
   }
@@ -401,6 +419,10 @@ bool WasmRuntime::Alive(pid_t pid, uint64_t start_time) {
 }
 
 void WasmRuntime::EndProcess(const Record& r) {
+  {
+    codemode::MutexLock lock(&mu_);
+    if (cpu_) cpu_->Forget(r.name);
+  }
   // The namespace's init first: its death ends every process of the pid namespace.
   if (r.init_pid && Alive(r.init_pid, r.init_start_time)) KillChecked(r.init_pid, r.init_start_time);
   if (Alive(r.pid, r.start_time)) KillChecked(r.pid, r.start_time);

@@ -1,0 +1,128 @@
+// The wasm tier's limits that have no cgroup behind them (docs/wasm-tier.md, "CPU",
+// "stderr", "uids"): each measured from the host, on a real daemon.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "harness.h"
+
+namespace sandboxd::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> WasmDaemon(std::vector<std::string> more = {}) {
+  std::vector<std::string> args = {"--isolation=wasm", "--podman=/nonexistent/podman",
+                                   absl::StrCat("--wasm_dir=/tmp/sandboxd-test-wasm-", geteuid())};
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+pid_t PidOf(const sandbox::v1::Session& s) {
+  return std::stoi(s.container_id().substr(s.container_id().find('-') + 1));
+}
+
+// The fields after "(comm) " of /proc/<pid>/stat of every process of the tree under `root`.
+std::vector<std::string> TreeStats(pid_t root) {
+  std::vector<pid_t> tree = {root};
+  for (size_t i = 0; i < tree.size(); ++i) {
+    std::ifstream in(absl::StrCat("/proc/", tree[i], "/task/", tree[i], "/children"));
+    for (pid_t child; in >> child;) tree.push_back(child);
+  }
+  std::vector<std::string> stats;
+  for (pid_t pid : tree) {
+    std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (text.rfind(')') != std::string::npos) stats.push_back(text.substr(text.rfind(')') + 2));
+  }
+  return stats;
+}
+
+// utime + stime of the process tree under `root` (every thread), in seconds.
+double TreeCpuSeconds(pid_t root) {
+  double ticks = 0;
+  for (const std::string& stat : TreeStats(root)) {
+    std::istringstream fields(stat);
+    std::string f;
+    // state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
+    for (int i = 0; i < 11; ++i) fields >> f;
+    double utime = 0, stime = 0;
+    fields >> utime >> stime;
+    ticks += utime + stime;
+  }
+  return ticks / sysconf(_SC_CLK_TCK);
+}
+
+// Whether a process of the tree under `root` is stopped (state T).
+bool TreeStopped(pid_t root) {
+  for (const std::string& stat : TreeStats(root)) {
+    if (!stat.empty() && stat[0] == 'T') return true;
+  }
+  return false;
+}
+
+sandbox::v1::Session PythonWithCpu(sandbox::v1::SandboxService::Stub& stub, uint32_t cpu_millis) {
+  sandbox::v1::CreateSessionRequest req;
+  req.set_runtime("python");
+  req.mutable_limits()->set_cpu_millis(cpu_millis);
+  return CreateSession(stub, req);
+}
+
+// A session of cpu_millis=250 that loops uses about a quarter of a core, measured from
+// /proc over two seconds of its loop, and GetSession says the limit is in force.
+TEST(WasmTest, ACpuLoopIsHeldToTheSessionsCpuMillis) {
+  SandboxdProcess d(WasmDaemon());
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  sandbox::v1::Session s = PythonWithCpu(*stub, 250);
+  sandbox::v1::Session got;
+  ASSERT_TRUE(GetSession(*stub, s.id(), &got).ok());
+  EXPECT_EQ(got.limits().cpu_millis(), 250u) << got.DebugString();
+  std::map<std::string, bool> layers;
+  for (const sandbox::v1::Layer& l : got.layers()) layers[l.name()] = l.in_force();
+  EXPECT_TRUE(layers["cpu"]) << "GetSession does not say the CPU limit holds: " << got.DebugString();
+  sandbox::v1::Finished loop;
+  std::thread runner([&] {
+    loop = RunCode(*stub, s.id(), "import time\nt = time.time()\nwhile time.time() - t < 4: pass\n'looped'", 30000);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // past the burst
+  const pid_t pid = PidOf(s);
+  const double before = TreeCpuSeconds(pid);
+  const auto start = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+  const double used = TreeCpuSeconds(pid) - before;
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  runner.join();
+  EXPECT_EQ(loop.result_repr(), "'looped'") << loop.DebugString();
+  const double share = used / wall;
+  std::printf("cpu_millis=250: the loop used %.0f%% of a core over %.2f s\n", share * 100, wall);
+  EXPECT_LT(share, 0.6) << "the loop was not held to a quarter of a core";
+  EXPECT_GT(share, 0.1) << "the loop hardly ran";
+  EXPECT_EQ(RunCode(*stub, s.id(), "1 + 1").result_repr(), "2") << "the session was left stopped";
+  // A sandboxd that dies while the session is stopped: the next one continues it.
+  grpc::Status cut;  // by the daemon's death
+  std::thread again([&] {
+    RunCode(*stub, s.id(), "import time\nt = time.time()\nwhile time.time() - t < 2: pass", 0, &cut);
+  });
+  ASSERT_TRUE(WaitFor([&] { return TreeStopped(pid); }, 5000)) << "the loop was never stopped";
+  d.Kill();
+  again.join();
+  ASSERT_TRUE(d.Start());
+  stub = d.Stub();
+  sandbox::v1::Finished after = RunCode(*stub, s.id(), "1 + 1", 10000);
+  EXPECT_EQ(after.result_repr(), "2") << "the session stayed stopped: " << after.DebugString();
+}
+
+}  // namespace
+}  // namespace sandboxd::testing
