@@ -44,6 +44,9 @@ constexpr uint32_t kNofile = 256;
 // The environment entry that carries the runner's token (never passed on to user code).
 constexpr char kRunnerTokenVariable[] = "SANDBOX_RUNNER_TOKEN";
 constexpr uint64_t kV8Reservations = 3ull << 29;  // 1.5 GiB
+// What a session's stderr file (the runner's log, code writing to fd 2) may hold on disk:
+// the jail keeps it within this, LastWords reads its last 16 KiB.
+constexpr uint64_t kStderrCap = 64 << 10;
 // How often the budget thread measures every workspace. Without bwrap, what a session
 // writes in this time is what it can go over its budget by before it ends.
 constexpr absl::Duration kBudgetInterval = absl::Milliseconds(200);
@@ -58,7 +61,8 @@ std::string LastWords(const std::string& log_path) {
   std::string line, words;
   while (std::getline(in, line)) {
     absl::string_view l = absl::StripAsciiWhitespace(line);
-    if (l.empty() || absl::StartsWith(l, "wasm-jail: layers:") || absl::StrContains(l, "Warning:") ||
+    if (l.empty() || absl::StartsWith(l, "wasm-jail: layers:") ||
+        absl::StartsWith(l, "[wasm-jail: stderr over") || absl::StrContains(l, "Warning:") ||
         absl::StartsWith(l, "(Use `node --trace") || absl::StartsWith(l, "at ") || l == "#" ||
         (l[0] >= '0' && l[0] <= '9' && absl::StrContains(l, ": 0x"))) {
       continue;
@@ -284,6 +288,7 @@ absl::StatusOr<std::string> WasmRuntime::Start(const ContainerSpec& spec) {
   request.rlimit_data = spec.limits.memory_bytes + kV8Reservations;
   request.rlimit_fsize = spec.limits.workspace_bytes;
   request.rlimit_nofile = kNofile;
+  request.stderr_cap_bytes = kStderrCap;
   request.rlimit_nproc = std::max<uint32_t>(spec.limits.pids, 64);
   const bool bwrap = std::any_of(layers.begin(), layers.end(), [](const WasmLayerState& l) {
     return l.layer == WasmLayer::kBwrap && l.in_force;

@@ -124,5 +124,49 @@ TEST(WasmTest, ACpuLoopIsHeldToTheSessionsCpuMillis) {
   EXPECT_EQ(after.result_repr(), "2") << "the session stayed stopped: " << after.DebugString();
 }
 
+// The bytes of the session's stderr file (the runner's log) in the daemon's wasm records.
+uintmax_t StderrFileBytes(const SandboxdProcess& d, std::string* text = nullptr) {
+  uintmax_t bytes = 0;
+  for (const fs::directory_entry& e : fs::directory_iterator(d.state_dir() + "/wasm-records")) {
+    if (e.path().extension() != ".log") continue;
+    bytes = std::max(bytes, e.file_size());
+    if (text) *text = Sh("cat '" + e.path().string() + "'");
+  }
+  return bytes;
+}
+
+// Code writing to fd 2 directly, past the output caps, fills no disk: the file behind it
+// stays within 64 KiB and ends with what was written last.
+TEST(WasmTest, CodeWritingToStderrFillsNoDisk) {
+  SandboxdProcess d(WasmDaemon());
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  sandbox::v1::CreateSessionRequest req;
+  req.set_runtime("javascript");
+  sandbox::v1::Session js = CreateSession(*stub, req);
+  // Node makes its stderr pipe non-blocking: a full pipe answers EAGAIN, and the loop retries.
+  sandbox::v1::Finished f = RunCode(*stub, js.id(), R"(
+const fs = require('fs'), mib = Buffer.alloc(1 << 20, 120);
+let left = 64 << 20;
+while (left > 0) {
+  try { left -= fs.writeSync(2, mib, 0, Math.min(left, mib.length)); } catch (e) { if (e.code !== 'EAGAIN') throw e; }
+}
+for (;;) { try { fs.writeSync(2, '\nEND-OF-FLOOD\n'); break; } catch (e) { if (e.code !== 'EAGAIN') throw e; } }
+'flooded')", 60000);
+  ASSERT_EQ(f.result_repr(), "'flooded'") << f.DebugString();
+  std::string text;
+  EXPECT_TRUE(WaitFor([&] { return StderrFileBytes(d, &text) > 0 && text.find("END-OF-FLOOD") != std::string::npos; },
+                      5000)) << "the last line is not in the file";
+  EXPECT_LE(StderrFileBytes(d), 64u << 10) << "64 MiB written to fd 2 are on disk";
+  EXPECT_NE(text.find("earlier bytes dropped"), std::string::npos) << text.substr(0, 200);
+  EXPECT_EQ(RunCode(*stub, js.id(), "1 + 1").result_repr(), "2");
+  // What a process says as it dies reaches the file before the session is found lost.
+  js = CreateSession(*stub, req);
+  f = RunCode(*stub, js.id(), "require('fs').writeSync(2, 'LAST-WORDS\\n'); process.kill(process.pid, 'SIGKILL');",
+              30000);
+  EXPECT_EQ(f.status(), sandbox::v1::Finished::SESSION_LOST) << f.DebugString();
+  EXPECT_NE(f.error().message().find("LAST-WORDS"), std::string::npos) << f.DebugString();
+}
+
 }  // namespace
 }  // namespace sandboxd::testing
