@@ -168,5 +168,45 @@ for (;;) { try { fs.writeSync(2, '\nEND-OF-FLOOD\n'); break; } catch (e) { if (e
   EXPECT_NE(f.error().message().find("LAST-WORDS"), std::string::npos) << f.DebugString();
 }
 
+// As root, each session has a uid of its own, and a uid goes back to the pool when its
+// session ends. A process still running as that uid (what outlived an earlier session) is
+// killed before the uid is given to the next session, which would otherwise share it.
+TEST(WasmTest, ALeftoverOfAUidIsKilledBeforeTheUidIsGivenAgain) {
+  if (geteuid() != 0) GTEST_FAIL() << "this test checks what a root sandboxd does: run it as root";
+  SandboxdProcess d(WasmDaemon());
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  sandbox::v1::CreateSessionRequest req;
+  req.set_runtime("javascript");
+  const char* kUid = "process.getuid()";
+  sandbox::v1::Session first = CreateSession(*stub, req);
+  const std::string uid = RunCode(*stub, first.id(), kUid).result_repr();
+  ASSERT_FALSE(uid.empty());
+  grpc::ClientContext ctx;
+  sandbox::v1::DeleteSessionRequest del;
+  del.set_session_id(first.id());
+  sandbox::v1::DeleteSessionResponse deleted;
+  ASSERT_TRUE(stub->DeleteSession(&ctx, del, &deleted).ok());
+  const pid_t leftover = fork();
+  if (leftover == 0) {
+    const uid_t id = static_cast<uid_t>(std::stoul(uid));
+    if (setgid(id) == 0 && setuid(id) == 0) execl("/bin/sleep", "sleep", "300", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  ASSERT_GT(leftover, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  int status = 0;
+  ASSERT_EQ(waitpid(leftover, &status, WNOHANG), 0) << "the leftover did not start";
+  sandbox::v1::Session second = CreateSession(*stub, req);
+  EXPECT_EQ(RunCode(*stub, second.id(), kUid).result_repr(), uid) << "the uid was not given again";
+  const bool gone = WaitFor([&] { return waitpid(leftover, &status, WNOHANG) == leftover; }, 2000);
+  EXPECT_TRUE(gone) << "a process of uid " << uid << " runs beside the session now given that uid";
+  if (!gone) {
+    kill(leftover, SIGKILL);
+    waitpid(leftover, &status, 0);
+  }
+  EXPECT_NE(d.Log().find("still running as uid " + uid), std::string::npos) << d.Log();
+}
+
 }  // namespace
 }  // namespace sandboxd::testing
