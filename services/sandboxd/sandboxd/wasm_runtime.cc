@@ -82,29 +82,6 @@ std::string RandomToken() {
 
 std::string OpensslConfig(const WasmRuntimeOptions& options) { return options.work_dir + "/openssl.cnf"; }
 
-// Makes `work_dir` and its w/ and snapshots/ (0711), refusing a directory that is not ours
-// or that others may write.
-absl::Status PrepareWorkDir(const std::string& work_dir) {
-  for (const char* dir : {"", "/w", "/snapshots"}) {
-    std::error_code ec;
-    const std::string path = work_dir + dir;
-    // Another user's directory (or a symlink) here would hand it every session's files.
-    struct stat st;
-    if (lstat(path.c_str(), &st) == 0 &&
-        (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 022) != 0)) {
-      return absl::UnavailableError(absl::StrCat(
-          "wasm: ", path, " must be a directory of ours that no one else may write (--wasm_dir)"));
-    }
-    fs::create_directories(path, ec);
-    // Session uids traverse it to their own workspace and read the snapshot; nobody lists it.
-    if (ec || chmod(path.c_str(), 0711) != 0) {
-      return absl::UnavailableError(absl::StrCat("wasm: cannot prepare ", path, ": ",
-                                                 ec ? ec.message() : strerror(errno)));
-    }
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 std::vector<std::string> WasmNodeArgv(const WasmRuntimeOptions& options, Language language,
@@ -193,7 +170,7 @@ absl::StatusOr<RuntimeInfo> WasmRuntime::Probe() {
   const std::string node_version(absl::StripAsciiWhitespace(version->stdout_text));
   absl::StatusOr<std::vector<WasmLayerState>> layers = ProbeWasmLayers(options_.jail, options_.layers);
   if (!layers.ok()) return absl::UnavailableError(absl::StrCat("wasm: ", layers.status().message()));
-  if (absl::Status s = PrepareWorkDir(options_.work_dir); !s.ok()) return s;
+  if (absl::Status s = PrepareWasmWorkDir(options_.work_dir); !s.ok()) return s;
   std::error_code ec;
   fs::create_directories(options_.records_dir, ec);
   {
