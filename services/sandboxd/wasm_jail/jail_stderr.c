@@ -56,11 +56,12 @@ static void relay(uint64_t cap, uint64_t size) {
     ssize_t n = read(0, buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return;
-    if (size + (uint64_t)n > cap) {
+    // A descriptor that cannot be cut (a pipe, a terminal) holds nothing on disk: copied as is.
+    if (size + (uint64_t)n > cap && ftruncate(2, 0) == 0) {
       int m = snprintf(marker, sizeof(marker),
                        "[wasm-jail: stderr over %llu bytes, %llu earlier bytes dropped]\n",
                        (unsigned long long)cap, (unsigned long long)(total - tail_len));
-      if (ftruncate(2, 0) != 0 || lseek(2, 0, SEEK_SET) != 0) return;
+      lseek(2, 0, SEEK_SET);
       write_all(2, marker, (size_t)m);
       write_all(2, tail, tail_len);
       size = (uint64_t)m + tail_len;
@@ -93,6 +94,7 @@ void jail_cap_stderr(uint64_t cap) {
   }
   if (dup2(fds[0], 0) < 0) jail_fail("stderr", "dup2: %s", strerror(errno));
   syscall(SYS_close_range, 3, ~0U, 0);  // the runner's socket and environment are the child's
+  signal(SIGPIPE, SIG_IGN);  // a reader of fd 2 that went away must not end the program
   confine_relay();
   relay(cap, size < 0 ? 0 : (uint64_t)size);
   int status = 0;
