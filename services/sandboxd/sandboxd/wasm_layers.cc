@@ -255,6 +255,7 @@ std::vector<std::string> WasmJailArgv(const WasmJailFiles& files,
   // namespace that is the session's threads; outside it, also sandboxd's and every other
   // session's (71 tasks of the uid elsewhere and a limit of 64 stop Node at start).
   if (InForce(layers, WasmLayer::kBwrap)) AddFlag(argv, "--rlimit-nproc", request.rlimit_nproc);
+  AddFlag(argv, "--stderr-cap", request.stderr_cap_bytes);
   if (request.listen_fd > 2) AddFlag(argv, "--keep-fd", static_cast<uint64_t>(request.listen_fd));
   if (request.env_fd > 2) AddFlag(argv, "--keep-fd", static_cast<uint64_t>(request.env_fd));
   argv.push_back("--");

@@ -63,6 +63,9 @@ struct WasmJailRequest {
   // `workspace` inside the sandbox instead of the host directory, so writes past it fail
   // with ENOSPC. Its files then live only in the sandbox (and in memory).
   uint64_t workspace_tmpfs_bytes = 0;
+  // Not 0: the program's stderr goes through the jail, which keeps the file it writes to
+  // within this many bytes (--stderr-cap).
+  uint64_t stderr_cap_bytes = 0;
 };
 
 // The system files a dynamically linked Node needs to start (the C library and its

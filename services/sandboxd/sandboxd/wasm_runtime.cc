@@ -44,6 +44,9 @@ constexpr uint32_t kNofile = 256;
 // The environment entry that carries the runner's token (never passed on to user code).
 constexpr char kRunnerTokenVariable[] = "SANDBOX_RUNNER_TOKEN";
 constexpr uint64_t kV8Reservations = 3ull << 29;  // 1.5 GiB
+// What a session's stderr file (the runner's log, code writing to fd 2) may hold on disk:
+// the jail keeps it within this, LastWords reads its last 16 KiB.
+constexpr uint64_t kStderrCap = 64 << 10;
 // How often the budget thread measures every workspace. Without bwrap, what a session
 // writes in this time is what it can go over its budget by before it ends.
 constexpr absl::Duration kBudgetInterval = absl::Milliseconds(200);
@@ -58,7 +61,8 @@ std::string LastWords(const std::string& log_path) {
   std::string line, words;
   while (std::getline(in, line)) {
     absl::string_view l = absl::StripAsciiWhitespace(line);
-    if (l.empty() || absl::StartsWith(l, "wasm-jail: layers:") || absl::StrContains(l, "Warning:") ||
+    if (l.empty() || absl::StartsWith(l, "wasm-jail: layers:") ||
+        absl::StartsWith(l, "[wasm-jail: stderr over") || absl::StrContains(l, "Warning:") ||
         absl::StartsWith(l, "(Use `node --trace") || absl::StartsWith(l, "at ") || l == "#" ||
         (l[0] >= '0' && l[0] <= '9' && absl::StrContains(l, ": 0x"))) {
       continue;
@@ -124,6 +128,8 @@ WasmRuntime::~WasmRuntime() {
     stopping_ = true;
   }
   if (budget_thread_.joinable()) budget_thread_.join();
+  codemode::MutexLock lock(&mu_);
+  cpu_.reset();  // continues the sessions it stopped
 }
 
 std::string WasmRuntime::RecordPath(const std::string& name) const {
@@ -164,23 +170,7 @@ absl::StatusOr<RuntimeInfo> WasmRuntime::Probe() {
   const std::string node_version(absl::StripAsciiWhitespace(version->stdout_text));
   absl::StatusOr<std::vector<WasmLayerState>> layers = ProbeWasmLayers(options_.jail, options_.layers);
   if (!layers.ok()) return absl::UnavailableError(absl::StrCat("wasm: ", layers.status().message()));
-  for (const char* dir : {"", "/w", "/snapshots"}) {
-    std::error_code ec;
-    const std::string path = options_.work_dir + dir;
-    // Another user's directory (or a symlink) here would hand it every session's files.
-    struct stat st;
-    if (lstat(path.c_str(), &st) == 0 &&
-        (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 022) != 0)) {
-      return absl::UnavailableError(absl::StrCat(
-          "wasm: ", path, " must be a directory of ours that no one else may write (--wasm_dir)"));
-    }
-    fs::create_directories(path, ec);
-    // Session uids traverse it to their own workspace and read the snapshot; nobody lists it.
-    if (ec || chmod(path.c_str(), 0711) != 0) {
-      return absl::UnavailableError(absl::StrCat("wasm: cannot prepare ", path, ": ",
-                                                 ec ? ec.message() : strerror(errno)));
-    }
-  }
+  if (absl::Status s = PrepareWasmWorkDir(options_.work_dir); !s.ok()) return s;
   std::error_code ec;
   fs::create_directories(options_.records_dir, ec);
   {
@@ -204,6 +194,9 @@ absl::StatusOr<RuntimeInfo> WasmRuntime::Probe() {
     said.push_back(absl::StrCat(std::string(WasmLayerName(l.layer)), l.in_force ? " " : " (not in force: ",
                                 l.detail, l.in_force ? "" : ")"));
   }
+  info.wasm_layers.push_back({"cpu", true, absl::StrCat(
+      "sandboxd holds each session's processes to limits.cpu_millis: it reads their CPU every ",
+      absl::FormatDuration(kWasmCpuTick), " and stops them (SIGSTOP) while they are over it")});
   spdlog::info("wasm tier: {}; layers: {}", info.wasm_version, absl::StrJoin(said, "; "));
   LoadRecords();
   codemode::MutexLock lock(&mu_);
@@ -212,6 +205,8 @@ absl::StatusOr<RuntimeInfo> WasmRuntime::Probe() {
   snapshot_ = *snapshot;
   probed_ = info;
   budget_thread_ = codemode::StartThread("wasm budget", [this] { BudgetLoop(); });
+  cpu_ = std::make_unique<WasmCpuLimiter>();
+  for (const auto& [name, r] : records_) cpu_->Track(name, r.pid, r.start_time, r.cpu_millis);
   return info;
 }
 
@@ -229,6 +224,13 @@ absl::StatusOr<std::string> WasmRuntime::EnsureSnapshot(const std::string& node_
 }
 
 absl::StatusOr<std::string> WasmRuntime::PrepareWorkspace(const ContainerSpec& spec) {
+  // As root the session gets spec.uid alone: nothing left of an earlier holder may share it.
+  if (geteuid() == 0) {
+    if (int left = KillProcessesOfUid(spec.uid, absl::Seconds(5)); left > 0) {
+      spdlog::warn("wasm: {}: killed {} process(es) still running as uid {}, its uid", spec.name,
+                   left, spec.uid);
+    }
+  }
   const std::string dir = WorkspacePath(spec.name);
   std::error_code ec;
   fs::remove_all(dir, ec);
@@ -270,6 +272,7 @@ absl::StatusOr<std::string> WasmRuntime::Start(const ContainerSpec& spec) {
   request.rlimit_data = spec.limits.memory_bytes + kV8Reservations;
   request.rlimit_fsize = spec.limits.workspace_bytes;
   request.rlimit_nofile = kNofile;
+  request.stderr_cap_bytes = kStderrCap;
   request.rlimit_nproc = std::max<uint32_t>(spec.limits.pids, 64);
   const bool bwrap = std::any_of(layers.begin(), layers.end(), [](const WasmLayerState& l) {
     return l.layer == WasmLayer::kBwrap && l.in_force;
@@ -310,11 +313,14 @@ absl::StatusOr<std::string> WasmRuntime::Start(const ContainerSpec& spec) {
   record.token = token;
   record.budget = WasmWorkspaceBudgetFor(spec.limits.workspace_bytes);
   record.workspace_tmpfs = bwrap;
+  record.cpu_millis = spec.limits.cpu_millis;
   if (absl::Status s = WriteRecord(record); !s.ok()) {
     kill(record.pid, SIGKILL);
     if (record.init_pid) kill(record.init_pid, SIGKILL);
     return s;
   }
+  codemode::MutexLock lock(&mu_);
+  cpu_->Track(record.name, record.pid, record.start_time, record.cpu_millis);
   return absl::StrCat(kIdPrefix, record.pid);
 }
 
@@ -324,7 +330,7 @@ absl::Status WasmRuntime::WriteRecord(const Record& record) {
                       {"init_start_time", record.init_start_time}, {"labels", record.labels},
                       {"token", record.token}, {"workspace_bytes", record.budget.bytes},
                       {"workspace_inodes", record.budget.inodes},
-                      {"workspace_tmpfs", record.workspace_tmpfs}};
+                      {"workspace_tmpfs", record.workspace_tmpfs}, {"cpu_millis", record.cpu_millis}};
   const std::string path = RecordPath(record.name);
   const std::string tmp = path + ".tmp";
   {
@@ -359,6 +365,7 @@ std::optional<WasmRuntime::Record> WasmRuntime::ReadRecordFile(const std::string
     r.budget.bytes = j.value("workspace_bytes", uint64_t{0});
     r.budget.inodes = j.value("workspace_inodes", uint64_t{0});
     r.workspace_tmpfs = j.value("workspace_tmpfs", false);
+    r.cpu_millis = j.value("cpu_millis", uint32_t{0});
   } catch (const nlohmann::json::exception&) {
     return std::nullopt;
   }
@@ -401,6 +408,10 @@ bool WasmRuntime::Alive(pid_t pid, uint64_t start_time) {
 }
 
 void WasmRuntime::EndProcess(const Record& r) {
+  {
+    codemode::MutexLock lock(&mu_);
+    if (cpu_) cpu_->Forget(r.name);
+  }
   // The namespace's init first: its death ends every process of the pid namespace.
   if (r.init_pid && Alive(r.init_pid, r.init_start_time)) KillChecked(r.init_pid, r.init_start_time);
   if (Alive(r.pid, r.start_time)) KillChecked(r.pid, r.start_time);

@@ -18,7 +18,7 @@
 // owned by the session's uid); under bwrap a tmpfs of spec.limits.workspace_bytes mounted
 // there inside the sandbox. A thread of this runtime measures every workspace a few times
 // a second and ends a session over its budget (wasm_workspace.h), saying why in Inspect's
-// last_words. Python starts from a Pyodide memory snapshot that Probe
+// last_words. Another thread holds each session to its limits.cpu_millis (wasm_cpu.h). Python starts from a Pyodide memory snapshot that Probe
 // makes once per (Node, Pyodide, runner) in `<work_dir>/snapshots/` and checks by its
 // SHA-256 before any session uses it. work_dir must be traversable by spec.uid.
 //
@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -38,6 +39,7 @@
 #include "absl/time/time.h"
 #include "base/mutex.h"
 #include "sandboxd/container_runtime.h"
+#include "sandboxd/wasm_cpu.h"
 #include "sandboxd/wasm_layers.h"
 #include "sandboxd/wasm_snapshot.h"
 #include "sandboxd/wasm_workspace.h"
@@ -98,6 +100,7 @@ class WasmRuntime : public ContainerRuntime {
     std::string token;
     WasmWorkspaceBudget budget;   // 0s: none (a record of an older sandboxd)
     bool workspace_tmpfs = false;  // the workspace is bwrap's tmpfs, seen in /proc/<init>/root
+    uint32_t cpu_millis = 0;       // limits.cpu_millis (0: none, a record of an older sandboxd)
   };
   std::string RecordPath(const std::string& name) const;
   std::string WorkspacePath(const std::string& name) const;
@@ -116,6 +119,8 @@ class WasmRuntime : public ContainerRuntime {
   // Collects the exit of a process this sandboxd started, if it has ended.
   void Reap(pid_t pid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::string> EnsureSnapshot(const std::string& node_version);
+  // The session's empty workspace, spec.uid's when root, after killing whatever still
+  // runs as spec.uid (KillProcessesOfUid).
   absl::StatusOr<std::string> PrepareWorkspace(const ContainerSpec& spec);
 
   const WasmRuntimeOptions options_;
@@ -130,6 +135,8 @@ class WasmRuntime : public ContainerRuntime {
   std::map<pid_t, int> exits_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread budget_thread_;
+  // Holds every session to its cpu_millis; made by the first successful Probe.
+  std::unique_ptr<WasmCpuLimiter> cpu_ ABSL_GUARDED_BY(mu_);
   // When each workspace is measured next (CheckBudgets, on the budget thread only).
   std::map<std::string, absl::Time> next_walk_;
 };

@@ -10,12 +10,16 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace sandboxd {
 namespace {
+
+namespace fs = std::filesystem;
 
 // Directories deeper than this are not walked (each level holds one open directory).
 constexpr int kMaxDepth = 128;
@@ -81,9 +85,70 @@ void OpenUpDirectory(int fd, int depth) {
   closedir(dir);
 }
 
+// Every directory above `work_dir` (which exists), from the root down: one that another
+// user owns or may write lets that user swap work_dir after the start. A sticky directory
+// (/tmp) may be writable by all when what lies in it on the way is root's or ours, which
+// only its owner can rename or delete.
+absl::Status CheckWorkDirParents(const std::string& work_dir) {
+  std::error_code ec;
+  const fs::path real = fs::canonical(work_dir, ec);
+  if (ec) {
+    return absl::UnavailableError(absl::StrCat("wasm: cannot resolve ", work_dir, ": ", ec.message()));
+  }
+  std::vector<fs::path> chain = {real};
+  while (chain.back().has_relative_path()) chain.push_back(chain.back().parent_path());
+  const uid_t us = geteuid();
+  for (size_t i = chain.size() - 1; i >= 1; --i) {  // chain[i] is the parent of chain[i - 1]
+    struct stat dir, next;
+    if (lstat(chain[i].c_str(), &dir) != 0 || lstat(chain[i - 1].c_str(), &next) != 0) {
+      return absl::UnavailableError(
+          absl::StrCat("wasm: cannot stat ", chain[i].string(), ": ", strerror(errno)));
+    }
+    const bool next_ok = next.st_uid == 0 || next.st_uid == us;
+    std::string why;
+    if (dir.st_uid != 0 && dir.st_uid != us) {
+      why = absl::StrCat("belongs to uid ", dir.st_uid);
+    } else if ((dir.st_mode & 022) && !(dir.st_mode & S_ISVTX)) {
+      why = absl::StrFormat("is writable by group or others (mode %04o)", dir.st_mode & 07777);
+    } else if ((dir.st_mode & 022) && !next_ok) {
+      why = absl::StrFormat("is writable by others (mode %04o) and %s in it belongs to uid %d",
+                            dir.st_mode & 07777, chain[i - 1].string(), next.st_uid);
+    }
+    if (!why.empty()) {
+      return absl::UnavailableError(absl::StrCat(
+          "wasm: ", chain[i].string(), ", a parent of --wasm_dir ", work_dir, ", ", why,
+          ": a user other than root and uid ", us, " could swap --wasm_dir after the start (every "
+          "parent must be root's or ours and neither group- nor world-writable, or sticky with "
+          "what is in it on the way root's or ours)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 std::string MiB(uint64_t bytes) { return absl::StrCat((bytes + (1 << 20) - 1) >> 20, " MiB"); }
 
 }  // namespace
+
+absl::Status PrepareWasmWorkDir(const std::string& work_dir) {
+  for (const char* dir : {"", "/w", "/snapshots"}) {
+    std::error_code ec;
+    const std::string path = work_dir + dir;
+    // Another user's directory (or a symlink) here would hand it every session's files.
+    struct stat st;
+    if (lstat(path.c_str(), &st) == 0 &&
+        (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 022) != 0)) {
+      return absl::UnavailableError(absl::StrCat(
+          "wasm: ", path, " must be a directory of ours that no one else may write (--wasm_dir)"));
+    }
+    fs::create_directories(path, ec);
+    // Session uids traverse it to their own workspace and read the snapshot; nobody lists it.
+    if (ec || chmod(path.c_str(), 0711) != 0) {
+      return absl::UnavailableError(absl::StrCat("wasm: cannot prepare ", path, ": ",
+                                                 ec ? ec.message() : strerror(errno)));
+    }
+  }
+  return CheckWorkDirParents(work_dir);
+}
 
 WasmWorkspaceBudget WasmWorkspaceBudgetFor(uint64_t bytes) {
   return {bytes, std::max<uint64_t>(1024, bytes / 4096)};

@@ -1,5 +1,6 @@
 // The disk budget of a wasm-tier session's workspace (docs/wasm-tier.md, "Disk"): what a
-// workspace holds, measured from the host, and whether that is over the session's budget.
+// workspace holds, measured from the host, and whether that is over the session's budget;
+// and the directory that holds every workspace (--wasm_dir), made safe before any is.
 //
 //   WasmWorkspaceBudget budget = WasmWorkspaceBudgetFor(spec.limits.workspace_bytes);
 //   absl::StatusOr<WasmWorkspaceUse> use = MeasureWasmWorkspace(path, /*tmpfs=*/false);
@@ -23,6 +24,11 @@ struct WasmWorkspaceBudget {
   uint64_t bytes = 0;
   uint64_t inodes = 0;
 };
+
+// Makes `work_dir` (--wasm_dir) and its w/ and snapshots/ (0711), refusing (UNAVAILABLE,
+// saying which directory and why) a directory that is not ours or that others may write, or
+// one under a directory another user could swap it through (CheckWorkDirParents in the .cc).
+absl::Status PrepareWasmWorkDir(const std::string& work_dir);
 
 // The inode budget that goes with a workspace of `bytes`: one per 4 KiB, at least 1024
 // (256 MiB: 65536 files and directories).

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
 
 // Writes "wasm-jail: cannot apply <layer>: <reason>" to stderr and exits 126.
 void jail_fail(const char* layer, const char* format, ...)
@@ -29,3 +30,8 @@ void jail_apply_seccomp(const char* exec_path, int allow_chmod);
 void jail_seccomp_describe(char* out, size_t n);
 // In a throwaway child: loads the filter; on failure writes why to `report_fd`, exits 1.
 void jail_seccomp_trial(int report_fd);
+
+// stderr (jail_stderr.c): forks; returns in the child, whose fd 2 is then a pipe, and never
+// in this process, which copies that pipe to its fd 2 within `cap` bytes, waits for the
+// child and exits as it did.
+void jail_cap_stderr(uint64_t cap);

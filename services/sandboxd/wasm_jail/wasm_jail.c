@@ -3,11 +3,13 @@
 //
 //   sandboxd-wasm-jail [--seccomp [--no-chmod]] [--landlock] [--read PATH]... [--write PATH]...
 //                      [--rlimit-data BYTES] [--rlimit-nofile N] [--rlimit-nproc N]
-//                      [--rlimit-fsize BYTES] [--keep-fd N]... -- PROGRAM ARGS...
+//                      [--rlimit-fsize BYTES] [--keep-fd N]... [--stderr-cap BYTES]
+//                      -- PROGRAM ARGS...
 //   sandboxd-wasm-jail --probe     one JSON object on stdout: which layers this kernel applies
 //
 // Order: rlimits (core size always 0), PR_SET_NO_NEW_PRIVS, every fd > 2 closed but the
-// --keep-fd ones, Landlock (jail_landlock.c), the seccomp allowlist (jail_seccomp.c), one
+// --keep-fd ones, Landlock (jail_landlock.c), with --stderr-cap a fork that leaves this
+// process as the reader of the program's stderr (jail_stderr.c), the seccomp allowlist (jail_seccomp.c), one
 // line on stderr naming what is in force, then execve(PROGRAM) with an empty environment.
 // --no-chmod (with --seccomp): no mode changes at all, and a umask of 0, so that a file is
 // created with the mode its creator asks for instead of being chmodded to it afterwards.
@@ -45,6 +47,7 @@ struct options {
   int nkeep;
   // 0: not given (the inherited limit stays).
   rlim_t data, fsize, nofile, nproc;
+  rlim_t stderr_cap;  // 0: stderr stays the inherited fd 2
   char** program;
 };
 
@@ -66,7 +69,7 @@ static void usage(const char* format, ...) {
   va_end(args);
   fputs("\nusage: sandboxd-wasm-jail [--seccomp [--no-chmod]] [--landlock] [--read PATH]... [--write PATH]...\n"
         "         [--rlimit-data BYTES] [--rlimit-nofile N] [--rlimit-nproc N]\n"
-        "         [--rlimit-fsize BYTES] [--keep-fd N]... -- PROGRAM ARGS...\n"
+        "         [--rlimit-fsize BYTES] [--keep-fd N]... [--stderr-cap BYTES] -- PROGRAM ARGS...\n"
         "       sandboxd-wasm-jail --probe\n",
         stderr);
   exit(2);
@@ -129,6 +132,8 @@ static int parse_option(struct options* o, int argc, char** argv, int i) {
     set_once(a, &o->nofile, v, 1U << 30);
   } else if (!strcmp(a, "--rlimit-nproc")) {
     set_once(a, &o->nproc, v, 1U << 22);
+  } else if (!strcmp(a, "--stderr-cap")) {
+    set_once(a, &o->stderr_cap, v, 1ULL << 40);
   } else if (!strcmp(a, "--keep-fd")) {
     add_keep_fd(o, v);
   } else {
@@ -298,6 +303,7 @@ int main(int argc, char** argv) {
     int abi = jail_apply_landlock(o.read, o.nread, o.write, o.nwrite);
     jail_landlock_describe(abi, ",", "", landlock + 9, sizeof(landlock) - 9);
   }
+  if (o.stderr_cap != 0) jail_cap_stderr(o.stderr_cap);
   // The filter lets exactly this execve through: its path pointer is o.program[0].
   if (o.no_chmod) umask(0);
   if (o.seccomp) jail_apply_seccomp(o.program[0], !o.no_chmod);

@@ -461,5 +461,35 @@ TEST(WasmTest, ALayerListWithoutSeccompOrLandlockStopsTheStart) {
   }
 }
 
+// A --wasm_dir whose parent another user may write (or owns) could be swapped by that user
+// after the start: sandboxd refuses to start, naming the parent. A sticky parent (/tmp) is
+// fine when the directory in it is ours.
+TEST(WasmTest, AWasmDirUnderADirectoryOthersMayWriteStopsTheStart) {
+  if (geteuid() != 0) GTEST_FAIL() << "the test chowns a directory to another uid: run it as root";
+  const std::string parent = absl::StrCat(::testing::TempDir(), "wasm-parent-", getpid());
+  fs::create_directories(parent);
+  struct Case {
+    fs::perms mode;
+    uid_t owner;
+    std::string why;  // "": it starts
+  };
+  const std::vector<Case> cases = {
+      {fs::perms::all, 0, absl::StrCat(parent, ", a parent of --wasm_dir ", parent, "/wasm, is writable")},
+      {fs::perms::owner_all, 4242, absl::StrCat(parent, " in it belongs to uid 4242")},
+      {fs::perms::all | fs::perms::sticky_bit, 0, ""}};
+  for (const Case& c : cases) {
+    fs::permissions(parent, c.mode);
+    ASSERT_EQ(chown(parent.c_str(), c.owner, 0), 0);
+    SandboxdProcess d(WasmOnly(parent + "/wasm"));
+    if (c.why.empty()) {
+      EXPECT_TRUE(d.Start()) << d.Log();
+      continue;
+    }
+    EXPECT_EQ(d.StartExpectingExit(), 1) << d.Log();
+    EXPECT_NE(d.Log().find(c.why), std::string::npos) << c.why << "\n" << d.Log();
+  }
+  fs::remove_all(parent);
+}
+
 }  // namespace
 }  // namespace sandboxd::testing

@@ -6,6 +6,7 @@
 //              | fchmodat PATH MODE | fchmod PATH MODE | create PATH MODE | create-open PATH MODE
 //              | connect PORT (MODE in octal; chmod's default 600)
 //              | kill PID | renice-user UID | renice-self | accept FD | exec PATH ARGS... | print TEXT | file PATH | fds | env
+//              | flood BYTES (that many 'x' on stderr, then a line "LAST"; exits 3)
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -80,6 +81,18 @@ static int do_accept(int fd) {
   return result(ok);
 }
 
+static int do_flood(unsigned long long bytes) {
+  char buf[4096];
+  memset(buf, 'x', sizeof(buf));
+  while (bytes > 0) {
+    ssize_t n = write(2, buf, bytes < sizeof(buf) ? (size_t)bytes : sizeof(buf));
+    if (n <= 0) return 1;
+    bytes -= (unsigned long long)n;
+  }
+  fputs("\nLAST\n", stderr);
+  return 3;
+}
+
 // The whole file on stdout (for /proc/self/limits).
 static int do_file(const char* path) {
   FILE* f = fopen(path, "re");
@@ -144,6 +157,7 @@ int main(int argc, char** argv) {
   if (!strcmp(a, "accept")) return do_accept(atoi(v));
   if (!strcmp(a, "file")) return do_file(v);
   if (!strcmp(a, "print")) return printf("%s\n", v) < 0;
+  if (!strcmp(a, "flood")) return do_flood(strtoull(v, NULL, 10));
   if (!strcmp(a, "exec")) {
     fflush(stdout);
     execv(v, argv + 2);

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -194,6 +195,24 @@ TEST(WasmJail, WritesOneLayersLineBeforeExec) {
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_THAT(run.err, MatchesRegex("wasm-jail: layers: seccomp=on landlock=abi[0-9]+\\(fs[a-z,-]*\\) "
                                     "rlimits=nofile:64,core:0\n"));
+}
+
+// With --stderr-cap the program's stderr goes through the jail, which keeps the file behind
+// fd 2 within the cap (the last bytes kept, a line saying what was dropped) and exits as the
+// program did once everything it wrote is in.
+TEST(WasmJail, StderrCapKeepsTheFileWithinItAndExitsAsTheProgramDid) {
+  TempDir dir;
+  const std::string log = dir.path() + "/stderr";
+  JailRun run = RunProgram({"/bin/sh", "-c", "exec 2>\"$0\"; exec \"$@\"", log, kJail, "--stderr-cap", "32768",
+                            "--seccomp", "--", kProbe, "flood", "10000000"});
+  EXPECT_EQ(run.exit_code, 3) << run.err;
+  std::ifstream in(log);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_LE(text.size(), 32768u);
+  EXPECT_THAT(text, HasSubstr("earlier bytes dropped"));
+  EXPECT_THAT(text, ::testing::EndsWith("x\nLAST\n"));
+  // A cap too small to hold what is kept is refused before anything runs.
+  EXPECT_EQ(Jail({"--stderr-cap", "1000"}, {"print", "x"}).exit_code, 126);
 }
 
 TEST(WasmJail, ProbeAnswersOneJsonObject) {

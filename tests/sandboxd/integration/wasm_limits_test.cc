@@ -1,0 +1,212 @@
+// The wasm tier's limits that have no cgroup behind them (docs/wasm-tier.md, "CPU",
+// "stderr", "uids"): each measured from the host, on a real daemon.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "harness.h"
+
+namespace sandboxd::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> WasmDaemon(std::vector<std::string> more = {}) {
+  std::vector<std::string> args = {"--isolation=wasm", "--podman=/nonexistent/podman",
+                                   absl::StrCat("--wasm_dir=/tmp/sandboxd-test-wasm-", geteuid())};
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+pid_t PidOf(const sandbox::v1::Session& s) {
+  return std::stoi(s.container_id().substr(s.container_id().find('-') + 1));
+}
+
+// The fields after "(comm) " of /proc/<pid>/stat of every process of the tree under `root`.
+std::vector<std::string> TreeStats(pid_t root) {
+  std::vector<pid_t> tree = {root};
+  for (size_t i = 0; i < tree.size(); ++i) {
+    std::ifstream in(absl::StrCat("/proc/", tree[i], "/task/", tree[i], "/children"));
+    for (pid_t child; in >> child;) tree.push_back(child);
+  }
+  std::vector<std::string> stats;
+  for (pid_t pid : tree) {
+    std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (text.rfind(')') != std::string::npos) stats.push_back(text.substr(text.rfind(')') + 2));
+  }
+  return stats;
+}
+
+// utime + stime of the process tree under `root` (every thread), in seconds.
+double TreeCpuSeconds(pid_t root) {
+  double ticks = 0;
+  for (const std::string& stat : TreeStats(root)) {
+    std::istringstream fields(stat);
+    std::string f;
+    // state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
+    for (int i = 0; i < 11; ++i) fields >> f;
+    double utime = 0, stime = 0;
+    fields >> utime >> stime;
+    ticks += utime + stime;
+  }
+  return ticks / sysconf(_SC_CLK_TCK);
+}
+
+// Whether a process of the tree under `root` is stopped (state T).
+bool TreeStopped(pid_t root) {
+  for (const std::string& stat : TreeStats(root)) {
+    if (!stat.empty() && stat[0] == 'T') return true;
+  }
+  return false;
+}
+
+sandbox::v1::Session PythonWithCpu(sandbox::v1::SandboxService::Stub& stub, uint32_t cpu_millis) {
+  sandbox::v1::CreateSessionRequest req;
+  req.set_runtime("python");
+  req.mutable_limits()->set_cpu_millis(cpu_millis);
+  return CreateSession(stub, req);
+}
+
+// A session of cpu_millis=250 that loops uses about a quarter of a core, measured from
+// /proc over two seconds of its loop, and GetSession says the limit is in force.
+TEST(WasmTest, ACpuLoopIsHeldToTheSessionsCpuMillis) {
+  SandboxdProcess d(WasmDaemon());
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  sandbox::v1::Session s = PythonWithCpu(*stub, 250);
+  sandbox::v1::Session got;
+  ASSERT_TRUE(GetSession(*stub, s.id(), &got).ok());
+  EXPECT_EQ(got.limits().cpu_millis(), 250u) << got.DebugString();
+  std::map<std::string, bool> layers;
+  for (const sandbox::v1::Layer& l : got.layers()) layers[l.name()] = l.in_force();
+  EXPECT_TRUE(layers["cpu"]) << "GetSession does not say the CPU limit holds: " << got.DebugString();
+  sandbox::v1::Finished loop;
+  std::thread runner([&] {
+    loop = RunCode(*stub, s.id(), "import time\nt = time.time()\nwhile time.time() - t < 4: pass\n'looped'", 30000);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // past the burst
+  const pid_t pid = PidOf(s);
+  const double before = TreeCpuSeconds(pid);
+  const auto start = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+  const double used = TreeCpuSeconds(pid) - before;
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  runner.join();
+  EXPECT_EQ(loop.result_repr(), "'looped'") << loop.DebugString();
+  const double share = used / wall;
+  std::printf("cpu_millis=250: the loop used %.0f%% of a core over %.2f s\n", share * 100, wall);
+  EXPECT_LT(share, 0.6) << "the loop was not held to a quarter of a core";
+  EXPECT_GT(share, 0.1) << "the loop hardly ran";
+  EXPECT_EQ(RunCode(*stub, s.id(), "1 + 1").result_repr(), "2") << "the session was left stopped";
+  // A sandboxd that dies while the session is stopped: the next one continues it.
+  grpc::Status cut;  // by the daemon's death
+  std::thread again([&] {
+    RunCode(*stub, s.id(), "import time\nt = time.time()\nwhile time.time() - t < 2: pass", 0, &cut);
+  });
+  ASSERT_TRUE(WaitFor([&] { return TreeStopped(pid); }, 5000)) << "the loop was never stopped";
+  d.Kill();
+  again.join();
+  ASSERT_TRUE(d.Start());
+  stub = d.Stub();
+  sandbox::v1::Finished after = RunCode(*stub, s.id(), "1 + 1", 10000);
+  EXPECT_EQ(after.result_repr(), "2") << "the session stayed stopped: " << after.DebugString();
+}
+
+// The bytes of the session's stderr file (the runner's log) in the daemon's wasm records.
+uintmax_t StderrFileBytes(const SandboxdProcess& d, std::string* text = nullptr) {
+  uintmax_t bytes = 0;
+  for (const fs::directory_entry& e : fs::directory_iterator(d.state_dir() + "/wasm-records")) {
+    if (e.path().extension() != ".log") continue;
+    bytes = std::max(bytes, e.file_size());
+    if (text) *text = Sh("cat '" + e.path().string() + "'");
+  }
+  return bytes;
+}
+
+// Code writing to fd 2 directly, past the output caps, fills no disk: the file behind it
+// stays within 64 KiB and ends with what was written last.
+TEST(WasmTest, CodeWritingToStderrFillsNoDisk) {
+  SandboxdProcess d(WasmDaemon());
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  sandbox::v1::CreateSessionRequest req;
+  req.set_runtime("javascript");
+  sandbox::v1::Session js = CreateSession(*stub, req);
+  // Node makes its stderr pipe non-blocking: a full pipe answers EAGAIN, and the loop retries.
+  sandbox::v1::Finished f = RunCode(*stub, js.id(), R"(
+const fs = require('fs'), mib = Buffer.alloc(1 << 20, 120);
+let left = 64 << 20;
+while (left > 0) {
+  try { left -= fs.writeSync(2, mib, 0, Math.min(left, mib.length)); } catch (e) { if (e.code !== 'EAGAIN') throw e; }
+}
+for (;;) { try { fs.writeSync(2, '\nEND-OF-FLOOD\n'); break; } catch (e) { if (e.code !== 'EAGAIN') throw e; } }
+'flooded')", 60000);
+  ASSERT_EQ(f.result_repr(), "'flooded'") << f.DebugString();
+  std::string text;
+  EXPECT_TRUE(WaitFor([&] { return StderrFileBytes(d, &text) > 0 && text.find("END-OF-FLOOD") != std::string::npos; },
+                      5000)) << "the last line is not in the file";
+  EXPECT_LE(StderrFileBytes(d), 64u << 10) << "64 MiB written to fd 2 are on disk";
+  EXPECT_NE(text.find("earlier bytes dropped"), std::string::npos) << text.substr(0, 200);
+  EXPECT_EQ(RunCode(*stub, js.id(), "1 + 1").result_repr(), "2");
+  // What a process says as it dies reaches the file before the session is found lost.
+  js = CreateSession(*stub, req);
+  f = RunCode(*stub, js.id(), "require('fs').writeSync(2, 'LAST-WORDS\\n'); process.kill(process.pid, 'SIGKILL');",
+              30000);
+  EXPECT_EQ(f.status(), sandbox::v1::Finished::SESSION_LOST) << f.DebugString();
+  EXPECT_NE(f.error().message().find("LAST-WORDS"), std::string::npos) << f.DebugString();
+}
+
+// As root, each session has a uid of its own, and a uid goes back to the pool when its
+// session ends. A process still running as that uid (what outlived an earlier session) is
+// killed before the uid is given to the next session, which would otherwise share it.
+TEST(WasmTest, ALeftoverOfAUidIsKilledBeforeTheUidIsGivenAgain) {
+  if (geteuid() != 0) GTEST_FAIL() << "this test checks what a root sandboxd does: run it as root";
+  SandboxdProcess d(WasmDaemon());
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  sandbox::v1::CreateSessionRequest req;
+  req.set_runtime("javascript");
+  const char* kUid = "process.getuid()";
+  sandbox::v1::Session first = CreateSession(*stub, req);
+  const std::string uid = RunCode(*stub, first.id(), kUid).result_repr();
+  ASSERT_FALSE(uid.empty());
+  grpc::ClientContext ctx;
+  sandbox::v1::DeleteSessionRequest del;
+  del.set_session_id(first.id());
+  sandbox::v1::DeleteSessionResponse deleted;
+  ASSERT_TRUE(stub->DeleteSession(&ctx, del, &deleted).ok());
+  const pid_t leftover = fork();
+  if (leftover == 0) {
+    const uid_t id = static_cast<uid_t>(std::stoul(uid));
+    if (setgid(id) == 0 && setuid(id) == 0) execl("/bin/sleep", "sleep", "300", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  ASSERT_GT(leftover, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  int status = 0;
+  ASSERT_EQ(waitpid(leftover, &status, WNOHANG), 0) << "the leftover did not start";
+  sandbox::v1::Session second = CreateSession(*stub, req);
+  EXPECT_EQ(RunCode(*stub, second.id(), kUid).result_repr(), uid) << "the uid was not given again";
+  const bool gone = WaitFor([&] { return waitpid(leftover, &status, WNOHANG) == leftover; }, 2000);
+  EXPECT_TRUE(gone) << "a process of uid " << uid << " runs beside the session now given that uid";
+  if (!gone) {
+    kill(leftover, SIGKILL);
+    waitpid(leftover, &status, 0);
+  }
+  EXPECT_NE(d.Log().find("still running as uid " + uid), std::string::npos) << d.Log();
+}
+
+}  // namespace
+}  // namespace sandboxd::testing
