@@ -51,7 +51,7 @@ struct OwnedWalk {
 
 class OwnedResources {
  public:
-  // The handle of a sandbox for a credential (RunCodeTool's sealer).
+  // The handle of a sandbox for a credential (RunService::handles).
   using HandleMinter = std::function<std::string(const SandboxRef& ref, const std::string& credential)>;
 
   // At most this many sandboxes are walked per look (sandboxd caps each owner well below).

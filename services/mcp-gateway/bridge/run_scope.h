@@ -1,7 +1,7 @@
 // What the parts of one run share, each given them at construction: the sandbox the run
 // is in (RunSandbox; a lost sandbox's replacement changes it) and whom the run asks
 // (Asker: the person behind its client, for approvals). Neither knows MCP: the adapter
-// (run_code.h) gives an Asker over its client, a test a fake.
+// (adapter/run_code.h) gives an Asker over its client, a test a fake.
 //
 //   RunSandbox sandbox;
 //   RunApprovals approvals(&policy, options,

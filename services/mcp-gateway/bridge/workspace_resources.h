@@ -39,7 +39,7 @@ struct ResourceOptions {
 
 class WorkspaceResources {
  public:
-  // Opens a URI's sandbox handle for a credential (RunCodeTool::OpenHandle).
+  // Opens a URI's sandbox handle for a credential (RunService::OpenHandle).
   using HandleOpener =
       std::function<absl::StatusOr<SandboxRef>(const std::string& handle, const std::string& credential)>;
 

@@ -2,7 +2,7 @@
 // changed under out/, resources/list and templates per MCP session, resources/read (text
 // and blob, caps, errors), and the rule that matters most: one MCP session can never read
 // another's files, whatever URI it sends.
-#include "bridge/run_code.h"
+#include "adapter/run_code.h"
 
 #include <thread>
 

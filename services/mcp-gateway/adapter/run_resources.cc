@@ -1,5 +1,5 @@
 // The files runs leave, as MCP resources. See run_resources.h.
-#include "bridge/run_resources.h"
+#include "adapter/run_resources.h"
 
 #include <utility>
 

@@ -1,4 +1,4 @@
-// ClientAsker: a run's Asker (run_scope.h) over MCP: the question is an elicitation/create
+// ClientAsker: a run's Asker (bridge/run_scope.h) over MCP: the question is an elicitation/create
 // (form mode) to the client of the tools/call, sent through ToolCallContext::ask_client
 // (a request on the call's own stream; for a stateless request, PendingRuns' input_required
 // result).
