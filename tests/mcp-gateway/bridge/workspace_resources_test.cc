@@ -255,6 +255,24 @@ TEST_F(WorkspaceResourcesTest, ReadsAreCapped) {
   EXPECT_THAT(std::string(big.status().message()), HasSubstr("from code"));
 }
 
+// A read holds the file's copies (WorkspaceResources::kReadCopies) against the caller's
+// share of the byte ceiling while its answer is made, and gives them back once it is.
+TEST_F(WorkspaceResourcesTest, ReadsAreChargedToTheCallersBudgetUntilAnswered) {
+  ToolCallContext ctx = Context("mcp-1");
+  ASSERT_TRUE(tool_.CallTool("run_python", {{"code", "out/five.txt=12345"}}, ctx).ok());
+  const std::string uri = "sandbox://session/default/out/five.txt";
+  ctx.budget = std::make_shared<codemode::ByteBudget>("--test_budget", 3 * 5 - 1);
+  absl::StatusOr<json> refused = tool_.resources()->ReadResource(uri, ctx);
+  EXPECT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("--test_budget"));
+  EXPECT_EQ(ctx.budget->used(), 0u);
+  ctx.budget = std::make_shared<codemode::ByteBudget>("--test_budget", 3 * 5);
+  absl::StatusOr<json> read = tool_.resources()->ReadResource(uri, ctx);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ((*read)["contents"][0]["text"], "12345");
+  EXPECT_EQ(ctx.budget->used(), 0u) << "the hold ends with the answer";
+}
+
 // A run that finishes as sandboxd goes down for a restart: its files cannot be listed
 // then, and the note says what happened (the code ran, the files stay) rather than only
 // that they "could not be listed" (issue 49); the next run lists them.
