@@ -1,7 +1,8 @@
-// ClientAsker: a run's Asker (bridge/run_scope.h) over MCP: the question is an elicitation/create
-// (form mode) to the client of the tools/call, sent through ToolCallContext::ask_client
-// (a request on the call's own stream; for a stateless request, PendingRuns' input_required
-// result).
+// ClientAsker: a run's Asker (bridge/run_scope.h) over MCP: the question is an
+// elicitation/create (form mode; its params from approval_question.h) to the client of the
+// tools/call, sent through ToolCallContext::ask_client (a request on the call's own stream;
+// for a stateless request, PendingRuns' input_required result), and the client's
+// ElicitResult ({action, content?}) becomes the person's ApprovalAnswer.
 //
 //   ClientAsker asker(&ctx);
 //   RunApprovals approvals(&policy, options, {&view, &asker, &sandbox, ctx.credential, tool, trace});
@@ -9,7 +10,6 @@
 
 #include <memory>
 #include <string>
-#include <utility>
 
 #include "bridge/run_scope.h"
 #include "server/tool_provider.h"
@@ -21,19 +21,9 @@ class ClientAsker : public Asker {
   // `ctx` outlives the asker.
   explicit ClientAsker(const ToolCallContext* ctx) : ctx_(ctx) {}
 
-  std::string CannotAsk() const override {
-    if (!ctx_->ask_client) return "this request has no way to ask its client";
-    if (!ctx_->client_capabilities.contains("elicitation")) {
-      return "this MCP client cannot be asked (it declared no elicitation capability)";
-    }
-    return "";
-  }
-
-  absl::StatusOr<nlohmann::json> Ask(nlohmann::json question, absl::Duration timeout,
-                                     const std::shared_ptr<codemode::CancelToken>& cancel) override {
-    if (ctx_->protocol_version >= "2025-11-25") question["mode"] = "form";  // before it, form was all
-    return ctx_->ask_client("elicitation/create", std::move(question), timeout, cancel);
-  }
+  std::string CannotAsk() const override;
+  absl::StatusOr<ApprovalAnswer> Ask(const ApprovalAsk& question, absl::Duration timeout,
+                                     const std::shared_ptr<codemode::CancelToken>& cancel) override;
 
  private:
   const ToolCallContext* const ctx_;
