@@ -33,7 +33,8 @@ const quick = process.argv.includes("--quick");
 const outIdx = process.argv.indexOf("--out");
 const outFile = outIdx > 0 ? process.argv[outIdx + 1] : null;
 const N = quick ? 100 : 1000;
-// --only load|flood|streams|charts|eras|replicas|approvals|metrics|javascript|wasm: just that part (for working on it); the default runs everything.
+// --only load|flood|streams|charts|stateless|replicas|approvals|metrics|javascript|wasm: just that part (for working on it); the default runs everything.
+// (--only eras is the old name of --only stateless, kept.)
 const onlyIdx = process.argv.indexOf("--only");
 const only = onlyIdx > 0 ? process.argv[onlyIdx + 1] : null;
 
@@ -145,12 +146,12 @@ const STATELESS_META = { _meta: { "io.modelcontextprotocol/protocolVersion": "20
   "io.modelcontextprotocol/clientCapabilities": {} } };
 const STATELESS_HEADERS = { "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "run_python" };
 
-// 7. The two protocol eras on one HTTP gateway, through the same raw POSTs (no SDK on
+// 7. Stateless and session requests on one HTTP gateway, through the same raw POSTs (no SDK on
 // either side, JSON bodies): run_python print(1) in a 2025 MCP session's own sandbox
-// (Mcp-Session-Id) against the same in a 2026-07-28 request naming its sandbox by handle
+// (Mcp-Session-Id) against the same in a stateless request (2026-07-28) naming its sandbox by handle
 // (the envelope, the standard headers, the handle opened on every call). Interleaved in
 // rounds of 50 so that drift hits both alike.
-async function eras(config, n) {
+async function statelessAndSession(config, n) {
   const gateway = new GatewayHttp({ config, sandboxd: sandboxd.endpoint });
   await gateway.start();
   const post = (body, headers) => rawPost(gateway.url, body, { ...gateway.authHeaders, ...headers });
@@ -178,9 +179,9 @@ async function eras(config, n) {
       }
     }
     const added = pct(b, 50) - pct(a, 50);
-    row("run_python `print(1)` over HTTP, 2025 era (MCP session), raw POSTs, p50 / p99", `${ms(pct(a, 50))} / ${ms(pct(a, 99))}`);
-    row("  the same in the 2026-07-28 era (no session, sandbox by handle), p50 / p99", `${ms(pct(b, 50))} / ${ms(pct(b, 99))}`);
-    row("  added by the 2026-07-28 era, p50", ms(added), "<= 0.3 ms", added <= 0.3);
+    row("run_python `print(1)` over HTTP, 2025 session requests (MCP session), raw POSTs, p50 / p99", `${ms(pct(a, 50))} / ${ms(pct(a, 99))}`);
+    row("  the same in stateless requests (2026-07-28: no session, sandbox by handle), p50 / p99", `${ms(pct(b, 50))} / ${ms(pct(b, 99))}`);
+    row("  added by stateless requests, p50", ms(added), "<= 0.3 ms", added <= 0.3);
   } finally {
     await gateway.stop();
   }
@@ -226,7 +227,7 @@ async function replicas(config, n) {
       }
     }
     const added = pct(times.balanced, 50) - pct(times.direct, 50);
-    row("run_python `print(1)`, 2026-07-28 era by handle, one gateway, p50 / p99",
+    row("run_python `print(1)`, stateless (2026-07-28) by handle, one gateway, p50 / p99",
       `${ms(pct(times.direct, 50))} / ${ms(pct(times.direct, 99))}`);
     row("  the same through HAProxy and two replicas (round robin), p50 / p99",
       `${ms(pct(times.balanced, 50))} / ${ms(pct(times.balanced, 99))}`);
@@ -254,8 +255,8 @@ async function replicas(config, n) {
 
 // 9. Approvals (issue 24: approving one call adds one client round trip and nothing else).
 // The same upstream twice, once with echo allowed and once with echo asking; run_python
-// calls echo once, in the 2026-07-28 era by raw POSTs (the asked call: the first POST gets
-// input_required, the retry with the answer gets the result) and in the 2025 era through
+// calls echo once, in stateless requests (2026-07-28) by raw POSTs (the asked call: the first POST gets
+// input_required, the retry with the answer gets the result) and in the 2025 revisions through
 // the SDK client with an elicitation handler that approves at once. Against: the same run
 // with echo allowed, and one raw POST round trip (tools/list) as "one client round trip".
 async function approvals(n, gatherMs = 10) {
@@ -336,7 +337,7 @@ try {
   if (!only || only === "streams") await manyStreams(config, quick ? 200 : 1000);
   if (!only || only === "flood") await toolCallFlood(config, quick ? 10000 : 100000);
   if (!only || only === "charts") await charts(config, quick ? 5 : 30);
-  if (!only || only === "eras") await eras(config, quick ? 200 : 1000);
+  if (!only || only === "stateless" || only === "eras") await statelessAndSession(config, quick ? 200 : 1000);
   if (!only || only === "replicas") await replicas(config, quick ? 200 : 1000);
   if (!only || only === "metrics") await metricsCost(config, quick ? 200 : 1000);
   if (!only || only === "javascript") await javascript(config);

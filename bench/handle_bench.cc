@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "bridge/pending_runs.h"
-#include "bridge/client_asker.h"
+#include "adapter/pending_runs.h"
+#include "adapter/client_asker.h"
 #include "bridge/run_approvals.h"
 #include "handles/sandbox_handle.h"
 #include "server/http_token.h"

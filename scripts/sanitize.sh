@@ -28,7 +28,7 @@ cxx="$(command -v clang++-14 || true)"
 unit_targets=(base_unit_tests catalog_unit_tests sandboxd_runner_unit_tests sandboxd_unit_tests
               gateway_jsonrpc_unit_tests gateway_server_unit_tests gateway_upstream_unit_tests
               gateway_handles_unit_tests gateway_bridge_unit_tests telemetry_unit_tests
-              gateway_audit_unit_tests gateway_approvals_unit_tests)
+              gateway_audit_unit_tests gateway_approvals_unit_tests gateway_adapter_unit_tests)
 # Unit tests that run gRPC's runtime in-process (SandboxClient alone: the tool-call admission
 # it drives is tested in gateway_bridge_unit_tests): Debian's libgrpc is not built with TSan,
 # which then reports gRPC's own hand-offs between its threads. ASan and UBSan only.

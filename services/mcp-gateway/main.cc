@@ -18,7 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "server/http_token.h"
-#include "bridge/run_code.h"
+#include "adapter/run_code.h"
 #include "flag_groups.h"
 #include "observability_flags.h"
 #include "run_flags.h"

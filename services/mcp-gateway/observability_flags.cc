@@ -93,7 +93,7 @@ absl::StatusOr<std::unique_ptr<codemode::telemetry::MetricsServer>> ServeMetrics
   ScrapeGauges& gauges = metrics.gauges();
   AddUpstreamGauges(gauges, upstreams);
   auto* http = dynamic_cast<gateway::HttpServer*>(&transport);
-  gauges.Add("codemode_gateway_mcp_sessions", "MCP sessions held (the 2025 era; stdio: 1).",
+  gauges.Add("codemode_gateway_mcp_sessions", "MCP sessions held (the 2025 revisions; stdio: 1).",
              [http] { return http ? double(http->session_count()) : 1.0; });
   gauges.Add("codemode_gateway_http_connections", "Open HTTP connections.",
              [http] { return http ? double(http->connection_count()) : 0.0; });

@@ -6,7 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "audit/audit_log.h"
-#include "bridge/run_code.h"
+#include "adapter/run_code.h"
 #include "metrics/gateway_metrics.h"
 #include "server/server_transport.h"
 #include "telemetry/metrics_server.h"

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "bridge/run_code.h"
+#include "adapter/run_code.h"
 #include "upstream/config.h"
 
 // RunCodeOptions from the flags, with the sealer of sandbox handles: the key file of

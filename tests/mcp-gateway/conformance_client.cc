@@ -1,7 +1,7 @@
 // The gateway's upstream MCP client as a command for the official conformance suite
 // (@modelcontextprotocol/conformance, `client` mode): it is started with the scenario
 // server's URL as its last argument, connects the way mcp-gateway connects to a
-// Streamable HTTP upstream (in the era the server speaks: server/discover first), lists the
+// Streamable HTTP upstream (in the revision the server speaks: server/discover first), lists the
 // tools and calls those the scenario's context names ($MCP_CONFORMANCE_CONTEXT toolCalls,
 // with their arguments), or else each one with a sample of the arguments its schema
 // requires. Exit status 0 when every call returned a result.

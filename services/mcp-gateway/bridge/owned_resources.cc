@@ -5,15 +5,11 @@
 #include <tuple>
 
 #include "absl/hash/hash.h"
-#include "absl/algorithm/container.h"
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 
 namespace gateway {
 
-using nlohmann::json;
 
 OwnedResources::OwnedResources(Sandboxes* sandboxes, SessionBindings* bindings, OwnedScope scope,
                                ResourceOptions options, HandleMinter mint)
@@ -61,22 +57,19 @@ OwnedWalk OwnedResources::Walk(const std::string& credential,
   return walk;
 }
 
-absl::StatusOr<json> OwnedResources::List(const std::string& credential, const std::string& cursor,
-                                          const std::shared_ptr<codemode::CancelToken>& cancel) {
-  // As WorkspaceResources::List: the cursor is the position of the page's first resource.
-  size_t from = 0;
-  // Digits only: SimpleAtoi also takes " 1" and "+1", which are no cursor we gave.
-  if (!cursor.empty() && (cursor.size() > 20 || !absl::c_all_of(cursor, absl::ascii_isdigit) ||
-                          !absl::SimpleAtoi(cursor, &from))) {
-    return absl::InvalidArgumentError("params.cursor is not a cursor of this server");
-  }
+absl::StatusOr<FilePage> OwnedResources::List(const std::string& credential, const std::string& cursor,
+                                              const std::shared_ptr<codemode::CancelToken>& cancel) {
+  // As WorkspaceResources::List: the cursor is the position of the page's first file.
+  absl::StatusOr<size_t> start = PageStart(cursor);
+  if (!start.ok()) return start.status();
+  const size_t from = *start;
   const OwnedWalk walk = Walk(credential, cancel);
   if (cancel && cancel->cancelled()) return absl::CancelledError("the request was cancelled");
   if (!walk.complete) {
     spdlog::warn("resources/list of {}: some of its sandboxes could not be listed", credential);
   }
   const size_t page = std::max<size_t>(options_.list_page_size, 1);
-  json resources = json::array();
+  FilePage out;
   size_t index = 0;
   for (size_t k = 0; k < walk.sandboxes.size(); ++k) {
     const auto& [ref, listing] = walk.sandboxes[k];
@@ -87,15 +80,16 @@ absl::StatusOr<json> OwnedResources::List(const std::string& credential, const s
     const std::string handle = mint_(ref, credential);
     for (const OutFile& f : listing.files) {
       if (index++ < from) continue;
-      if (resources.size() == page) {
-        return json{{"resources", std::move(resources)}, {"nextCursor", std::to_string(from + page)}};
+      if (out.files.size() == page) {
+        out.next_cursor = std::to_string(from + page);
+        return out;
       }
       // The title tells the sandboxes apart without naming their sandboxd sessions.
-      resources.push_back(WorkspaceResources::DescribeFile(
-          OutFileUriOfHandle(handle, f.path), absl::StrCat("sandbox ", k + 1, ": out/", f.path), f));
+      out.files.push_back(
+          {OutFileUriOfHandle(handle, f.path), absl::StrCat("sandbox ", k + 1, ": out/", f.path), f});
     }
   }
-  return json{{"resources", std::move(resources)}};
+  return out;
 }
 
 std::optional<size_t> OwnedResources::Fingerprint(const std::string& credential,

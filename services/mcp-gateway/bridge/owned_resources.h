@@ -13,7 +13,7 @@
 // --no_auth client is "anonymous", so an unauthenticated gateway lists none.
 //
 //   OwnedResources owned(&sandboxes, &bindings, OwnedScope::kSandboxd, options, mint);
-//   absl::StatusOr<json> page = owned.List("token 3f2a9c01b7e4", cursor, cancel);
+//   absl::StatusOr<FilePage> page = owned.List("token 3f2a9c01b7e4", cursor, cancel);
 //   std::optional<size_t> now = owned.Fingerprint("token 3f2a9c01b7e4", cancel);  // ResourceWatch
 #pragma once
 
@@ -31,7 +31,6 @@
 #include "bridge/sandboxes.h"
 #include "bridge/session_bindings.h"
 #include "bridge/workspace_resources.h"
-#include "nlohmann/json.hpp"
 
 namespace gateway {
 
@@ -51,7 +50,7 @@ struct OwnedWalk {
 
 class OwnedResources {
  public:
-  // The handle of a sandbox for a credential (RunCodeTool's sealer).
+  // The handle of a sandbox for a credential (RunService::handles).
   using HandleMinter = std::function<std::string(const SandboxRef& ref, const std::string& credential)>;
 
   // At most this many sandboxes are walked per look (sandboxd caps each owner well below).
@@ -62,10 +61,10 @@ class OwnedResources {
 
   OwnedWalk Walk(const std::string& credential, const std::shared_ptr<codemode::CancelToken>& cancel);
 
-  // The result of resources/list from `cursor` ("" for the first page, else the
-  // nextCursor of an earlier page: INVALID_ARGUMENT when it is not one). CANCELLED once
-  // `cancel` is.
-  absl::StatusOr<nlohmann::json> List(const std::string& credential, const std::string& cursor,
+  // The credential's files from `cursor` ("" for the first page, else the next_cursor of
+  // an earlier page: INVALID_ARGUMENT when it is not one), each by its sandbox's handle.
+  // CANCELLED once `cancel` is.
+  absl::StatusOr<FilePage> List(const std::string& credential, const std::string& cursor,
                                       const std::shared_ptr<codemode::CancelToken>& cancel);
 
   // What the credential's list is now, as a number that changes when it does (a file

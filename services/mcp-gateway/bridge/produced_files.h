@@ -68,8 +68,8 @@ std::vector<OutFile> ChangedFiles(const std::vector<OutFile>& before,
 // sandbox://session/<session>/out/<path>, each path byte outside RFC 3986's unreserved set
 // (and '/') percent-encoded.
 std::string OutFileUri(const std::string& session, const std::string& path);
-// sandbox://handle/<handle>/out/<path>: the same file named by its sandbox's handle (both
-// eras; the handle's credential checks apply to reads).
+// sandbox://handle/<handle>/out/<path>: the same file named by its sandbox's handle (stateless
+// requests and session ones alike; the handle's credential checks apply to reads).
 std::string OutFileUriOfHandle(const std::string& handle, const std::string& path);
 // `prefix` followed by `path`, escaped as above.
 std::string OutFileUriIn(std::string prefix, const std::string& path);

@@ -191,14 +191,14 @@ absl::Status RunApprovals::Outcome(const Waiter& w) {
   return absl::PermissionDeniedError(absl::StrCat(w.name, " was not approved: ", d));
 }
 
-json RunApprovals::Question(const std::vector<std::shared_ptr<Waiter>>& batch) const {
-  std::vector<QuestionCall> calls;
+ApprovalAsk RunApprovals::Question(const std::vector<std::shared_ptr<Waiter>>& batch) const {
+  ApprovalAsk question{scope_.run_tool, {}, options_.max_summary_bytes};
   for (const auto& w : batch) {
     const UpstreamTool* tool = Find(w->server, w->tool);  // in the view: Check asks no other
-    calls.push_back({w->server, w->tool, &w->arguments,
-                     {tool ? &tool->input_schema : nullptr, &policy_->Hidden(w->server)}});
+    question.calls.push_back({w->server, w->tool, &w->arguments,
+                              {tool ? &tool->input_schema : nullptr, &policy_->Hidden(w->server)}});
   }
-  return ApprovalQuestion(scope_.run_tool, calls, options_.max_summary_bytes);
+  return question;
 }
 
 void RunApprovals::Ask(const std::vector<std::shared_ptr<Waiter>>& batch) {
@@ -220,7 +220,7 @@ void RunApprovals::Ask(const std::vector<std::shared_ptr<Waiter>>& batch) {
   const std::shared_ptr<codemode::CancelToken>& cancel = batch[0]->cancel;
   // The question is withdrawn when the execution whose calls ask ends: no answer can
   // approve a call of an execution that is gone.
-  absl::StatusOr<json> answer = scope_.asker->Ask(Question(batch), options_.timeout, cancel);
+  absl::StatusOr<ApprovalAnswer> answer = scope_.asker->Ask(Question(batch), options_.timeout, cancel);
   if (!answer.ok()) {
     if (absl::IsDeadlineExceeded(answer.status())) return decide_all("timed out", "");
     if (absl::IsCancelled(answer.status())) {
@@ -229,24 +229,19 @@ void RunApprovals::Ask(const std::vector<std::shared_ptr<Waiter>>& batch) {
     return decide_all("", absl::StrCat("asking the MCP client failed: ",
                                        codemode::Utf8Prefix(std::string(answer.status().message()), 200)));
   }
-  auto action = answer->find("action");
-  if (action == answer->end() || *action != "accept") {
-    return decide_all(action != answer->end() && *action == "cancel" ? "cancelled" : "declined", "");
+  if (answer->action != ApprovalAnswer::Action::kAccept) {
+    return decide_all(answer->action == ApprovalAnswer::Action::kCancel ? "cancelled" : "declined", "");
   }
   // Anything but one of the offered choices approves nothing.
-  auto content = answer->find("content");
-  if (content == answer->end() || !content->is_object()) return decide_all("declined", "");
-  auto decision = content->find("decision");
   std::string chosen;
   for (const char* choice : {"once", "run", "sandbox"}) {
-    if (decision != content->end() && *decision == choice) chosen = choice;
+    if (answer->decision == choice) chosen = choice;
   }
   if (chosen.empty()) return decide_all("declined", "");
   std::vector<bool> checked(batch.size(), batch.size() == 1);
   std::set<ToolId> refused;  // tools with a call the person unchecked
   for (size_t i = 0; i < batch.size() && batch.size() > 1; ++i) {
-    auto box = content->find(absl::StrCat("call_", i + 1));
-    checked[i] = box != content->end() && box->is_boolean() && box->get<bool>();
+    checked[i] = i < answer->checked.size() && answer->checked[i];
     if (!checked[i]) refused.insert(batch[i]->id());
   }
   for (size_t i = 0; i < batch.size(); ++i) {

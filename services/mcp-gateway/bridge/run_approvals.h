@@ -119,8 +119,8 @@ class RunApprovals {
   std::vector<std::shared_ptr<Waiter>> TakeBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ask_mu_);
   // Asks the client about `batch` and decides each (without the lock).
   void Ask(const std::vector<std::shared_ptr<Waiter>>& batch);
-  // The question: its message and form.
-  nlohmann::json Question(const std::vector<std::shared_ptr<Waiter>>& batch) const;
+  // The question about `batch`'s calls.
+  ApprovalAsk Question(const std::vector<std::shared_ptr<Waiter>>& batch) const;
   absl::Status Outcome(const Waiter& w);
   void Record(const Waiter& w, const std::string& decision, const std::string& by) const;
 

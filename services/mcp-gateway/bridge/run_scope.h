@@ -1,7 +1,7 @@
 // What the parts of one run share, each given them at construction: the sandbox the run
 // is in (RunSandbox; a lost sandbox's replacement changes it) and whom the run asks
 // (Asker: the person behind its client, for approvals). Neither knows MCP: the adapter
-// (run_code.h) gives an Asker over its client, a test a fake.
+// (adapter/run_code.h) gives an Asker over its client, a test a fake.
 //
 //   RunSandbox sandbox;
 //   RunApprovals approvals(&policy, options,
@@ -13,12 +13,13 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "approvals/approval_question.h"
 #include "base/cancel.h"
 #include "base/mutex.h"
-#include "nlohmann/json.hpp"
 
 namespace gateway {
 
@@ -71,6 +72,26 @@ class RunSandbox {
   std::shared_ptr<ApprovedTools> approved_ ABSL_GUARDED_BY(mu_);
 };
 
+// A question to a person about tool calls of a run: the calls (at least one), the tool
+// whose code made them ("run_python"), and the bytes each call's arguments may take in it
+// (approval_question.h says how an MCP client is shown them).
+struct ApprovalAsk {
+  std::string run_tool;
+  std::vector<QuestionCall> calls;
+  size_t max_summary_bytes = 0;
+};
+
+// The person's answer to an ApprovalAsk.
+struct ApprovalAnswer {
+  enum class Action { kAccept, kDecline, kCancel };
+  Action action = Action::kDecline;
+  // The choice they made of those offered: "once", "run" (the rest of this run) or
+  // "sandbox" (the rest of the sandbox's life); empty when none of them.
+  std::string decision;
+  // For a question about several calls: whether each call, in the order asked, is checked.
+  std::vector<bool> checked;
+};
+
 // Whom a run asks: the person behind its client (elicitation in MCP). Safe for concurrent
 // use.
 class Asker {
@@ -82,10 +103,10 @@ class Asker {
   // Why the person cannot be asked ("this MCP client cannot be asked (...)"); empty when
   // they can.
   virtual std::string CannotAsk() const = 0;
-  // Puts `question` (approval_question.h: a message and a form) to the person and waits for
-  // the answer ({action, content?}). Ends CANCELLED when the run's call is cancelled or
-  // `cancel` (nullable: what the question is for) is, DEADLINE_EXCEEDED after `timeout`.
-  virtual absl::StatusOr<nlohmann::json> Ask(nlohmann::json question, absl::Duration timeout,
+  // Puts `question` to the person and waits for the answer. Ends CANCELLED when the run's
+  // call is cancelled or `cancel` (nullable: what the question is for) is,
+  // DEADLINE_EXCEEDED after `timeout`; any other error when the asking failed.
+  virtual absl::StatusOr<ApprovalAnswer> Ask(const ApprovalAsk& question, absl::Duration timeout,
                                              const std::shared_ptr<codemode::CancelToken>& cancel) = 0;
 };
 

@@ -9,7 +9,7 @@
 // left under /workspace/out/ is listed in the outcome (produced_files.h). Each run is
 // counted, logged and audited once.
 //
-// The only MCP JSON here is the tool's arguments; the MCP adapter (run_code.h) turns the
+// The only MCP JSON here is the tool's arguments; the MCP adapter (adapter/run_code.h) turns the
 // outcome into a CallToolResult and serves the produced files as resources.
 //
 //   RunService service(&sandboxes, &upstreams, options);
@@ -31,7 +31,7 @@
 #include "bridge/run_arguments.h"
 #include "bridge/run_catalog.h"
 #include "bridge/run_language.h"
-#include "bridge/run_result.h"
+#include "bridge/run_report.h"
 #include "bridge/run_scope.h"
 #include "bridge/sandboxes.h"
 #include "bridge/session_bindings.h"

@@ -3,13 +3,10 @@
 
 #include <algorithm>
 
-#include "absl/strings/escaping.h"
 #include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/time.h"
-#include "base/untrusted_json.h"
 
 namespace gateway {
 namespace {
@@ -19,7 +16,16 @@ constexpr char kHandleUriTemplate[] = "sandbox://handle/{sandbox}/out/{+path}";
 
 }  // namespace
 
-using nlohmann::json;
+absl::StatusOr<size_t> PageStart(const std::string& cursor) {
+  // The cursor is the position of the page's first file in the caller's list.
+  size_t from = 0;
+  // Digits only: SimpleAtoi also takes " 1" and "+1", which are no cursor we gave.
+  if (!cursor.empty() && (cursor.size() > 20 || !absl::c_all_of(cursor, absl::ascii_isdigit) ||
+                          !absl::SimpleAtoi(cursor, &from))) {
+    return absl::InvalidArgumentError("params.cursor is not a cursor of this server");
+  }
+  return from;
+}
 
 WorkspaceResources::WorkspaceResources(Sandboxes* sandboxes, SessionBindings* bindings,
                                        ResourceOptions options, HandleOpener open_handle)
@@ -39,36 +45,13 @@ absl::StatusOr<OutListing> WorkspaceResources::Refresh(
   return changed;
 }
 
-json WorkspaceResources::Describe(const std::string& session, const OutFile& file) {
-  return DescribeFile(OutFileUri(session, file.path), absl::StrCat(session, ": out/", file.path), file);
-}
-
-json WorkspaceResources::DescribeFile(std::string uri, std::string title, const OutFile& file) {
-  json resource = {{"uri", std::move(uri)},
-                   {"name", file.path},
-                   {"title", std::move(title)},
-                   {"mimeType", MimeTypeForPath(file.path)},
-                   {"size", file.size}};
-  if (file.mtime_ms > 0) {
-    resource["annotations"] = {
-        {"lastModified", absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMillis(file.mtime_ms),
-                                          absl::UTCTimeZone())}};
-  }
-  return resource;
-}
-
-absl::StatusOr<json> WorkspaceResources::List(const std::string& mcp_session,
-                                              const std::string& cursor) {
-  // The cursor is the position of the page's first resource in the caller's list (by
-  // session name, then path); a list that changed between pages shifts, as MCP allows.
-  size_t from = 0;
-  // Digits only: SimpleAtoi also takes " 1" and "+1", which are no cursor we gave.
-  if (!cursor.empty() && (cursor.size() > 20 || !absl::c_all_of(cursor, absl::ascii_isdigit) ||
-                          !absl::SimpleAtoi(cursor, &from))) {
-    return absl::InvalidArgumentError("params.cursor is not a cursor of this server");
-  }
+absl::StatusOr<FilePage> WorkspaceResources::List(const std::string& mcp_session,
+                                                  const std::string& cursor) {
+  absl::StatusOr<size_t> start = PageStart(cursor);
+  if (!start.ok()) return start.status();
+  const size_t from = *start;
   const size_t page = std::max<size_t>(options_.list_page_size, 1);
-  json resources = json::array();
+  FilePage out;
   size_t index = 0;
   for (const auto& [name, binding] : bindings_->Named(mcp_session)) {
     const OutListing listing = binding->out_listing();
@@ -78,37 +61,36 @@ absl::StatusOr<json> WorkspaceResources::List(const std::string& mcp_session,
     }
     for (const OutFile& f : listing.files) {
       if (index++ < from) continue;
-      if (resources.size() == page) {
-        return json{{"resources", std::move(resources)}, {"nextCursor", std::to_string(from + page)}};
+      if (out.files.size() == page) {
+        out.next_cursor = std::to_string(from + page);
+        return out;
       }
-      resources.push_back(Describe(name, f));
+      out.files.push_back({OutFileUri(name, f.path), absl::StrCat(name, ": out/", f.path), f});
     }
   }
-  return json{{"resources", std::move(resources)}};
+  return out;
 }
 
-json WorkspaceResources::Templates(const std::string& mcp_session) {
-  json templates = json::array();
+std::vector<FileTemplate> WorkspaceResources::Templates(const std::string& mcp_session) {
+  std::vector<FileTemplate> templates;
   for (const auto& [name, binding] : bindings_->Named(mcp_session)) {
-    templates.push_back({{"uriTemplate", OutUriTemplate(name)},
-                         {"name", absl::StrCat(name, "-out")},
-                         {"title", absl::StrCat("Files under /workspace/out/ of session '", name, "'")},
-                         {"description", "Files that run_python code wrote under /workspace/out/ in "
-                                         "this sandbox session."}});
+    templates.push_back({OutUriTemplate(name), absl::StrCat(name, "-out"),
+                         absl::StrCat("Files under /workspace/out/ of session '", name, "'"),
+                         "Files that run_python code wrote under /workspace/out/ in "
+                         "this sandbox session."});
   }
   // Any sandbox of the caller's credential, by the handle a run_python result gave.
-  templates.push_back({{"uriTemplate", kHandleUriTemplate},
-                       {"name", "sandbox-out"},
-                       {"title", "Files under /workspace/out/ of a sandbox, by its handle"},
-                       {"description", "Files that run_python code wrote under /workspace/out/ in the "
-                                       "sandbox a result's `sandbox` handle names."}});
-  return {{"resourceTemplates", std::move(templates)}};
+  templates.push_back({kHandleUriTemplate, "sandbox-out",
+                       "Files under /workspace/out/ of a sandbox, by its handle",
+                       "Files that run_python code wrote under /workspace/out/ in the "
+                       "sandbox a result's `sandbox` handle names."});
+  return templates;
 }
 
-absl::StatusOr<json> WorkspaceResources::Read(const std::string& mcp_session,
-                                              const std::string& credential, const std::string& uri,
-                                              std::shared_ptr<codemode::CancelToken> cancel,
-                                              std::shared_ptr<codemode::ByteBudget> budget) {
+absl::StatusOr<FileRead> WorkspaceResources::Read(const std::string& mcp_session,
+                                                  const std::string& credential, const std::string& uri,
+                                                  std::shared_ptr<codemode::CancelToken> cancel,
+                                                  std::shared_ptr<codemode::ByteBudget> budget) {
   absl::StatusOr<OutFileRef> ref = ParseOutFileUri(uri);
   if (!ref.ok()) return ref.status();
   SandboxRef sandbox;
@@ -144,14 +126,7 @@ absl::StatusOr<json> WorkspaceResources::Read(const std::string& mcp_session,
         "answers and work already hold the gateway's ", full->Describe(),
         "; retry when it has taken its answers"));
   }
-  const std::string mime = MimeTypeForPath(ref->path);
-  json contents = {{"uri", uri}, {"mimeType", mime}};
-  if (IsTextMimeType(mime) && codemode::IsValidUtf8(*data)) {
-    contents["text"] = std::move(*data);
-  } else {
-    contents["blob"] = absl::Base64Escape(*data);
-  }
-  return json{{"contents", json::array({std::move(contents)})}};
+  return FileRead{uri, MimeTypeForPath(ref->path), std::move(*data), std::move(hold)};
 }
 
 }  // namespace gateway

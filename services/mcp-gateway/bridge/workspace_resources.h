@@ -1,6 +1,7 @@
-// WorkspaceResources: the gateway's MCP resources, the files run_python's code leaves under
-// /workspace/out/ (produced_files.h), readable only by the MCP session that owns the
-// sandbox session.
+// WorkspaceResources: the files run_python's code leaves under /workspace/out/
+// (produced_files.h), listed and read only by the MCP session that owns the sandbox
+// session. The MCP adapter serves them as resources (adapter/run_resources.h); here they
+// are pages of files, templates of their URIs, and a file's bytes.
 //
 // After every run the tool calls Refresh() on the run's binding: out/ is walked and the
 // files created or changed since the last walk become the result's resource_link blocks.
@@ -11,21 +12,60 @@
 //
 //   WorkspaceResources resources(&sandboxes, &bindings, {});
 //   absl::StatusOr<OutListing> changed = resources.Refresh(binding, ctx.cancel);  // run lock held
-//   absl::StatusOr<json> list = resources.List(mcp_session, cursor);  // resources/list
-//   absl::StatusOr<json> contents = resources.Read(mcp_session, uri, ctx.cancel);  // resources/read
+//   absl::StatusOr<FilePage> page = resources.List(mcp_session, cursor);  // resources/list
+//   absl::StatusOr<FileRead> file = resources.Read(mcp_session, credential, uri, cancel);
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <string>
 
+#include <vector>
+
 #include "absl/status/statusor.h"
+#include "base/byte_budget.h"
 #include "bridge/produced_files.h"
 #include "bridge/sandboxes.h"
 #include "bridge/session_bindings.h"
-#include "nlohmann/json.hpp"
 
 namespace gateway {
+
+// A file of a listing: its URI (by session name or by sandbox handle), a title that tells
+// the caller's sandboxes apart, and what the walk of out/ found.
+struct ListedFile {
+  std::string uri;
+  std::string title;
+  OutFile file;
+};
+
+// One page of a caller's files; `next_cursor` names the next page, empty on the last.
+struct FilePage {
+  std::vector<ListedFile> files;
+  std::string next_cursor;
+};
+
+// A kind of URI the caller can read: one session's files, or any sandbox's by handle.
+struct FileTemplate {
+  std::string uri_template;
+  std::string name;
+  std::string title;
+  std::string description;
+};
+
+// A file read whole, with its bytes charged to the reader's budget for as long as `hold`
+// lives (whoever answers with it keeps it until the answer is made).
+struct FileRead {
+  std::string uri;
+  std::string mime_type;
+  std::string data;
+  codemode::ByteHold hold{nullptr};
+};
+
+// Where the page of `cursor` starts in a caller's list of files: 0 for "", else the
+// position a next_cursor given earlier names (a list that changed between pages shifts,
+// as MCP allows). INVALID_ARGUMENT for a cursor that is not one of ours. Shared by both
+// listings (owned_resources.h).
+absl::StatusOr<size_t> PageStart(const std::string& cursor);
 
 struct ResourceOptions {
   // resources/read answers at most this many bytes (a larger file is an error that says
@@ -39,7 +79,7 @@ struct ResourceOptions {
 
 class WorkspaceResources {
  public:
-  // Opens a URI's sandbox handle for a credential (RunCodeTool::OpenHandle).
+  // Opens a URI's sandbox handle for a credential (RunService::OpenHandle).
   using HandleOpener =
       std::function<absl::StatusOr<SandboxRef>(const std::string& handle, const std::string& credential)>;
 
@@ -53,32 +93,27 @@ class WorkspaceResources {
   absl::StatusOr<OutListing> Refresh(SessionBindings::Binding& binding,
                                      const std::shared_ptr<codemode::CancelToken>& cancel);
 
-  // The result of resources/list from `cursor` ("" for the first page; else a nextCursor
-  // of an earlier page: INVALID_ARGUMENT when it is not one), and of
-  // resources/templates/list (a template per session).
-  absl::StatusOr<nlohmann::json> List(const std::string& mcp_session, const std::string& cursor);
-  nlohmann::json Templates(const std::string& mcp_session);
+  // The caller's files from `cursor` ("" for the first page; else a next_cursor of an
+  // earlier page: INVALID_ARGUMENT when it is not one), and the URI templates it can read
+  // (a template per session, and one by handle).
+  absl::StatusOr<FilePage> List(const std::string& mcp_session, const std::string& cursor);
+  std::vector<FileTemplate> Templates(const std::string& mcp_session);
 
-  // The result of resources/read: INVALID_ARGUMENT for a URI that is not one of ours,
+  // The file at `uri`, whole: INVALID_ARGUMENT for a URI that is not one of ours,
   // NOT_FOUND when the caller has no such session or file (a URI by handle: the handle
   // is not valid for `credential`, the one answer for every such handle), RESOURCE_EXHAUSTED past
   // max_read_bytes; CANCELLED once `cancel` (the request's token, nullable) is cancelled,
   // which also cancels the download in sandboxd. The file's copies are charged to
   // `budget` (nullable; ToolCallContext::budget) until the answer is returned, when the
-  // response's own charge (its queued bytes) takes over; RESOURCE_EXHAUSTED naming the
-  // full budget's flag when they do not fit.
-  absl::StatusOr<nlohmann::json> Read(const std::string& mcp_session, const std::string& credential,
+  // response's own charge (its queued bytes) takes over (FileRead::hold); RESOURCE_EXHAUSTED
+  // naming the full budget's flag when they do not fit.
+  absl::StatusOr<FileRead> Read(const std::string& mcp_session, const std::string& credential,
                                       const std::string& uri,
                                       std::shared_ptr<codemode::CancelToken> cancel,
                                       std::shared_ptr<codemode::ByteBudget> budget = nullptr);
   // The file, its text or base64 in the answer, and the answer's parse: a read of an 8 MB
   // file took the gateway ~5 times its size at its peak, with the response and its framing.
   static constexpr uint64_t kReadCopies = 3;
-
-  // A Resource object (resources/list) of `session`'s file.
-  static nlohmann::json Describe(const std::string& session, const OutFile& file);
-  // A Resource object of a file at `uri`.
-  static nlohmann::json DescribeFile(std::string uri, std::string title, const OutFile& file);
 
  private:
   Sandboxes* const sandboxes_;

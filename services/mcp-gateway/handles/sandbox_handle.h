@@ -89,7 +89,7 @@ class HandleSealer {
 
   absl::Duration ttl() const { return ttl_; }
 
-  // The requestState of a multi round-trip request (protocol 2026-07-28; bridge/pending_runs.h):
+  // The requestState of a multi round-trip request (protocol 2026-07-28; adapter/pending_runs.h):
   // `state` (at most kMaxFieldBytes) sealed the same way for `credential`, expiring `ttl`
   // from now, as "rst1_" + base64url. Associated data of its own ("mcp-gateway request state
   // v1\0" and the credential), so a state never opens as a handle nor a handle as a state.

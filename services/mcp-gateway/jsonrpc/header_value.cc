@@ -1,4 +1,4 @@
-// Header values of the 2026-07-28 era (header_value.h).
+// Header values of the stateless revision (2026-07-28; header_value.h).
 #include "jsonrpc/header_value.h"
 
 #include <cctype>

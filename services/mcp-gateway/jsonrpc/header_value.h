@@ -1,4 +1,4 @@
-// Header values of the MCP 2026-07-28 era (SEP-2243): the standard headers (Mcp-Method,
+// Header values of stateless MCP (2026-07-28; SEP-2243): the standard headers (Mcp-Method,
 // Mcp-Name) and the Mcp-Param-* headers repeat values from the body, and a value that is
 // not plain printable ASCII travels as "=?base64?<base64 of its UTF-8>?=".
 //

@@ -31,7 +31,7 @@ inline constexpr const char* kProtocolVersions[] = {"2025-11-25", "2025-06-18", 
 inline constexpr const char* kUpstreamProtocolVersions[] = {"2025-11-25", "2025-06-18",
                                                             "2025-03-26", "2024-11-05"};
 
-// The stateless revision (server/mcp_era.h): no initialize; each request names its version
+// The stateless revision (server/mcp_stateless.h): no initialize; each request names its version
 // and the client's capabilities in params._meta (the envelope) under these keys, and over
 // HTTP repeats the version, the method and the name in the standard headers.
 inline constexpr const char* kStatelessVersion = "2026-07-28";

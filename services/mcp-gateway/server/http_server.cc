@@ -170,7 +170,7 @@ std::optional<http::Response> HttpServer::Impl::Check(http::Connection* conn, co
     return res;
   }
   // Absent is fine: the spec says to assume 2025-03-26 (or what was negotiated). A POST's
-  // body decides its era (2026-07-28 names its version there), so it is checked with it.
+  // body decides if it is stateless (its version is there), so it is checked with it.
   if (req.method != "POST" && req.Has(kVersionHeader) && !IsServedVersion(req.Header(kVersionHeader))) {
     return Error(400, kInvalidRequest,
                  "Bad Request: unsupported MCP-Protocol-Version " + req.Header(kVersionHeader));

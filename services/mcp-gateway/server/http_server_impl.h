@@ -1,7 +1,7 @@
 // The inside of HttpServer, shared by its three source files: http_server.cc (listening,
 // the checks that run on headers alone, the reaper, start and stop),
 // http_server_requests.cc (POST, GET and DELETE on the MCP endpoint, and the sessions they
-// create, carry and close) and http_server_stateless.cc (a POST of the 2026-07-28 era,
+// create, carry and close) and http_server_stateless.cc (a stateless POST (2026-07-28),
 // answered without an MCP session). Private to them; users include server/http_server.h.
 #pragma once
 
@@ -164,7 +164,7 @@ struct HttpServer::Impl {
   // still count against max_sessions_per_credential (their calls may still run).
   std::map<std::string, size_t> closing ABSL_GUARDED_BY(mu);
   std::shared_ptr<codemode::ByteBudget> replay_budget;  // every session's draws on it
-  // Requests of the 2026-07-28 era not answered at once (http_server_stateless.cc): each
+  // Stateless requests (2026-07-28) not answered at once (http_server_stateless.cc): each
   // with an McpSession of its own, until it is answered or its listen stream ends.
   struct StatelessCall {
     std::shared_ptr<HttpSession> session;
@@ -198,7 +198,7 @@ struct HttpServer::Impl {
   std::shared_ptr<HttpSession> FindSession(const http::Request& req, http::Response* error);
   std::shared_ptr<HttpSession> TakeSession(const http::Request& req, http::Response* error);
   void HandlePost(const std::shared_ptr<http::Connection>& conn, const http::Request& req);
-  // The 2026-07-28 era (http_server_stateless.cc).
+  // The stateless revision (2026-07-28; http_server_stateless.cc).
   static bool IsStatelessPost(const http::Request& req, const json& message);
   void HandleStatelessPost(const std::shared_ptr<http::Connection>& conn, const http::Request& req,
                            const json& message, const http::AcceptedTypes& accept);
@@ -209,7 +209,7 @@ struct HttpServer::Impl {
   std::pair<size_t, size_t> SessionsHeld(const std::string& credential) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void CarryStateless(const std::shared_ptr<http::Connection>& conn, StatelessCall call);
   void ReapStateless();
-  // What a running request of the era is answered when the server stops.
+  // What a running stateless request is answered when the server stops.
   static json ShutdownAnswer(const json& request_id);
   void CreateSession(const std::shared_ptr<http::Connection>& conn, const json& message,
                      const http::AcceptedTypes& accept, const std::string& credential);

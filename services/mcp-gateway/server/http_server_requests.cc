@@ -97,7 +97,7 @@ void HttpServer::Impl::HandlePost(const std::shared_ptr<http::Connection>& conn,
   auto message = ParseMessage(req.body, &error, server_options.max_message_json_values);
   if (!message.ok()) return conn->Respond({400, "application/json", wire::Dump(error), {}});
   AdoptTraceparentHeader(req, *message);
-  // The body decides the era; a 2026-07-28 request ignores Mcp-Session-Id.
+  // The body decides whether a request is stateless; a 2026-07-28 request ignores Mcp-Session-Id.
   if (IsStatelessPost(req, *message)) return HandleStatelessPost(conn, req, *message, accept);
   if (req.Has(kVersionHeader) && !IsServedVersion(req.Header(kVersionHeader))) {
     return conn->Respond(Error(400, kInvalidRequest,

@@ -1,5 +1,5 @@
-// HttpServer's handling of a POST of the MCP 2026-07-28 era (mcp_era.h): no MCP session,
-// no initialize. The body decides the era (a protocol version in params._meta); a request
+// HttpServer's handling of a stateless POST (MCP 2026-07-28) (mcp_stateless.h): no MCP session,
+// no initialize. The body decides if it is stateless (a version in params._meta); a request
 // that only says so in MCP-Protocol-Version is refused for its missing envelope. The
 // request is checked in the order of the specification (envelope -32602, headers -32020,
 // version -32022, all HTTP 400), then answered by an McpSession of its own (stateless)
@@ -12,7 +12,7 @@
 // Stop() ends them; the reaper forgets them once they are done.
 #include "base/log_text.h"
 #include "server/http_server_impl.h"
-#include "server/mcp_era.h"
+#include "server/mcp_stateless.h"
 
 namespace gateway {
 
@@ -30,10 +30,10 @@ bool HttpServer::Impl::IsStatelessPost(const http::Request& req, const json& mes
   if (!req.Has(kVersionHeader)) return false;
   std::string version = req.Header(kVersionHeader);
   version.erase(0, version.find_first_not_of(" \t"));
-  return NamesStatelessEra(version);
+  return NamesStatelessVersion(version);
 }
 
-// Why a POST of the 2026-07-28 era is refused before anything serves it, in the order of
+// Why a stateless POST (2026-07-28) is refused before anything serves it, in the order of
 // the specification: the envelope (-32602), the headers against the body (-32020), the
 // version it names (-32022); nullopt when it may go on.
 std::optional<json> HttpServer::Impl::StatelessRefusal(const http::Request& req, const json& message,
@@ -51,11 +51,11 @@ std::optional<json> HttpServer::Impl::StatelessRefusal(const http::Request& req,
   static const json kNoParams = json::object();
   auto p = message.find("params");
   const json& params = p != message.end() && p->is_object() ? *p : kNoParams;
-  // initialize belongs to the 2025 era; its header says otherwise (-32020).
+  // initialize belongs to the 2025 revisions; its header says otherwise (-32020).
   if (method != message.end() && *method == "initialize" && !HasEnvelopeClaim(message)) {
     return MakeError(id, kHeaderMismatch,
-                     "Header mismatch: MCP-Protocol-Version names the 2026-07-28 era, which has no "
-                     "initialize; send it without that header to start a 2025 session",
+                     "Header mismatch: MCP-Protocol-Version names the stateless revision (2026-07-28), "
+                     "which has no initialize; send it without that header to start a 2025 session",
                      json{{"header", kVersionHeader}});
   }
   if (is_request) {
@@ -92,7 +92,7 @@ void HttpServer::Impl::HandleStatelessPost(const std::shared_ptr<http::Connectio
   };
   if (auto refusal = StatelessRefusal(req, message, id)) return refuse(*refusal);
   if (!is_request) {
-    // The era's only client notification is notifications/cancelled, which over HTTP is
+    // Stateless MCP's only client notification is notifications/cancelled, which over HTTP is
     // the client closing its stream; responses answer nothing we asked. Neither has anyone
     // to go to without a session.
     return conn->Respond({202, "", "", {}});
@@ -171,7 +171,7 @@ json HttpServer::Impl::ShutdownAnswer(const json& request_id) {
   return MakeError(request_id, kInternalError, "the gateway is shutting down: the request was cancelled");
 }
 
-// The requests of the 2026-07-28 era that are done: answered (or cancelled) and not
+// The stateless requests (2026-07-28) that are done: answered (or cancelled) and not
 // listening. Closed off the event loop (a closing McpSession waits for its worker).
 void HttpServer::Impl::ReapStateless() {
   std::vector<std::shared_ptr<HttpSession>> done;

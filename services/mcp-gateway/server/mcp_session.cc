@@ -16,7 +16,7 @@
 // tools/call (lenient towards clients that pipeline), but list_changed is only sent after
 // it. Log messages pass at "info" and above until logging/setLevel says otherwise.
 //
-// A stateless request (protocol 2026-07-28, mcp_era.h) needs no initialize: its envelope is
+// A stateless request (protocol 2026-07-28, mcp_stateless.h) needs no initialize: its envelope is
 // checked (-32602, -32022), it runs outside any MCP session (ToolCallContext::mcp_session is
 // absent, so run_python places it by its `sandbox` handle), its results carry resultType, the
 // server's name and caching hints, and it never gets log messages (it cannot ask for a
@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "base/log_text.h"
-#include "server/mcp_era.h"
+#include "server/mcp_stateless.h"
 #include "spdlog/spdlog.h"
 #include "base/mutex.h"
 

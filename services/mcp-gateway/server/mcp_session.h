@@ -2,9 +2,10 @@
 //
 // McpSession holds the protocol state of one connected MCP client (initialize, version
 // negotiation, logging level, in-flight requests, subscriptions) and dispatches tools/list,
-// tools/call and the resources/ methods to a ToolProvider (tool_provider.h). It serves both
-// eras: 2025 clients initialize first; a 2026-07-28 request carries its protocol version
-// and the client's capabilities itself (mcp_era.h) and runs outside any MCP session. Transports (stdio,
+// tools/call and the resources/ methods to a ToolProvider (tool_provider.h). It serves
+// session and stateless requests: 2025 clients initialize first; a stateless request
+// (2026-07-28) carries its protocol version and the client's capabilities itself
+// (mcp_stateless.h) and runs outside any MCP session. Transports (stdio,
 // Streamable HTTP) parse bytes into JSON, answer parse errors themselves (-32700), and
 // hand every message to Handle() together with a ReplySink that says where the response
 // and the request's notifications go.
@@ -44,9 +45,9 @@ struct ServerOptions {
   // Shared by every session of the server: calls in flight (and the bytes they hold) per
   // credential and overall. Null: only max_concurrent_calls bounds a session's calls.
   std::shared_ptr<CallLimits> call_limits;
-  // Every request is of the 2026-07-28 era (mcp_era.h), whether or not it claims it: an
-  // HTTP request without an MCP session. Otherwise a request is of that era when its
-  // params._meta names a protocol version, and of the 2025 era (initialize first) when not.
+  // Every request is stateless (2026-07-28; mcp_stateless.h), whether or not it claims it:
+  // an HTTP request without an MCP session. Otherwise a request is stateless when its
+  // params._meta names a protocol version, and of the 2025 revisions (initialize first) when not.
   bool stateless = false;
   // The gateway's overall byte ceiling and each credential's share (base/byte_budget.h):
   // the HTTP front's budgets draw on it. Null: only their own bounds apply.

@@ -20,7 +20,7 @@
 #include "base/thread_pool.h"
 #include "jsonrpc/jsonrpc.h"
 #include "server/client_requests.h"
-#include "server/mcp_era.h"
+#include "server/mcp_stateless.h"
 #include "server/mcp_session.h"
 
 namespace gateway {
@@ -110,7 +110,7 @@ struct McpSession::Impl {
   void HandleNotification(const std::string& method, const json& params);
   void HandleRequest(const std::string& method, const json& id, const json& params,
                      const std::shared_ptr<ReplySink>& reply);
-  // A stateless request (protocol 2026-07-28, mcp_era.h).
+  // A stateless request (protocol 2026-07-28, mcp_stateless.h).
   void HandleStatelessRequest(const std::string& method, const json& id, const json& params,
                               const std::shared_ptr<ReplySink>& reply);
   json ServerInfo() const { return {{"name", options.name}, {"version", options.version}}; }

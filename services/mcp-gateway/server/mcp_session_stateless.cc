@@ -1,4 +1,4 @@
-// McpSession's stateless requests (protocol 2026-07-28, mcp_era.h): the envelope and version
+// McpSession's stateless requests (protocol 2026-07-28, mcp_stateless.h): the envelope and version
 // checks, server/discover and subscriptions/listen. See mcp_session.cc for the rest.
 #include "absl/strings/str_cat.h"
 #include "server/mcp_session_impl.h"
@@ -8,7 +8,7 @@ namespace gateway {
 namespace {
 
 // Methods the 2026-07-28 revision removed: a stateless client gets -32601 for them.
-bool RemovedInStatelessEra(const std::string& method) {
+bool RemovedInStateless(const std::string& method) {
   return method == "initialize" || method == "ping" || method == "logging/setLevel" ||
          method == "resources/subscribe" || method == "resources/unsubscribe";
 }
@@ -58,7 +58,7 @@ void McpSession::Impl::HandleStatelessRequest(const std::string& method, const j
       response = Stateless(ListResources(id, method, params), method);
     } else if (method == "subscriptions/listen") {
       response = Listen(id, params, reply);
-    } else if (RemovedInStatelessEra(method)) {
+    } else if (RemovedInStateless(method)) {
       response = MakeError(id, kMethodNotFound,
                            absl::StrCat("method not found: ", method, " is not part of protocol ",
                                         kStatelessVersion));

@@ -219,7 +219,7 @@ void McpSession::Impl::RunWork(const json& id, const WorkSpec& spec, const json&
   }
   context.protocol_version = stateless ? kStatelessVersion : self->protocol_version();
   context.client_capabilities = spec.client_capabilities;
-  // A stateless request asks by input_required results instead (bridge/pending_runs.h).
+  // A stateless request asks by input_required results instead (adapter/pending_runs.h).
   if (!stateless && reply) context.ask_client = AskClient(reply, token);
   context.stateless = spec.stateless_method == "tools/call";
   context.request_state = spec.request_state;

@@ -3,7 +3,7 @@
 //
 // ToolProvider is what the gateway offers (tools/list, tools/call; the run_python tool
 // implements it), ResourceProvider the resources/ methods of a provider that has
-// resources (the files runs leave: bridge/run_resources.h). ReplySink is where a message for the client goes
+// resources (the files runs leave: adapter/run_resources.h). ReplySink is where a message for the client goes
 // (a transport: stdout, an HTTP response or SSE stream). ToolCallContext carries one call's
 // progress, cancellation and owner to the provider.
 #pragma once
@@ -130,7 +130,7 @@ class ResourceProvider {
                                                std::function<void()> changed) = 0;
 };
 
-// What the gateway offers. Implemented by the run_python tool (bridge/run_code.h).
+// What the gateway offers. Implemented by the run_python tool (adapter/run_code.h).
 class ToolProvider {
  public:
   ToolProvider() = default;

@@ -388,7 +388,7 @@ absl::StatusOr<json> McpClient::CallTool(const std::string& tool, const json& ar
   JsonRpcClient::RequestOptions request;
   request.timeout = timeout;
   request.cancel = options.cancel;
-  // Over HTTP the 2026-07-28 era cancels by closing the request's stream (which Abandon
+  // Over HTTP stateless MCP cancels by closing the request's stream (which Abandon
   // does); there is no session to send notifications/cancelled to.
   request.notify_cancelled = !(stateless_ && config_.type == UpstreamConfig::Type::kStreamableHttp);
   request.on_progress = options.on_progress;

@@ -1,5 +1,5 @@
 // McpClient: one connection to one upstream MCP server, speaking the client side of the
-// MCP lifecycle over any ClientTransport, in the era the server speaks:
+// MCP lifecycle over any ClientTransport, in the revision the server speaks:
 //   server/discover (stdio and Streamable HTTP): a server that lists 2026-07-28 gets no
 //   initialize; each request carries the envelope in params._meta (and over HTTP the
 //   standard headers, which the transport derives from it) -> tools/list -> tools/call ...
@@ -112,7 +112,7 @@ class McpClient {
   bool Discover();
   // Connect's 2025 handshake: initialize, the version check, notifications/initialized.
   absl::Status Initialize();
-  // `params` with the envelope of the 2026-07-28 era in _meta, when this client speaks it.
+  // `params` with the envelope of stateless MCP in _meta, when this client speaks it.
   nlohmann::json Enveloped(nlohmann::json params) const;
   // `params` with that envelope (server/discover's probe carries it in either case).
   nlohmann::json Envelope(nlohmann::json params) const;

@@ -31,7 +31,7 @@ using nlohmann::json;
 namespace {
 
 // Whether `body` (an error status's, at most kMaxErrorBody) is a JSON-RPC error answering
-// `message`: the 2026-07-28 era answers a request's own faults with HTTP 400 or 404.
+// `message`: stateless MCP answers a request's own faults with HTTP 400 or 404.
 bool AnswersWithError(const json& message, const std::string& body) {
   if (!wire::LooksLikeRequest(message)) return false;
   const json parsed = json::parse(body, nullptr, false);
@@ -74,7 +74,7 @@ httplib::Request StreamableHttpTransport::NewPost(const json& message, bool init
   req.headers = ConfiguredHeaders(config_);
   req.headers.emplace("Content-Type", "application/json");
   req.headers.emplace("Accept", "application/json, text/event-stream");
-  // A message of the 2026-07-28 era says its version, method and name in headers too, and
+  // A stateless message (2026-07-28) says its version, method and name in headers too, and
   // belongs to no session.
   const auto standard = StandardHeadersOf(message);
   for (const auto& [name, value] : standard) req.headers.emplace(name, value);
@@ -245,7 +245,7 @@ absl::Status StreamableHttpTransport::Post(const json& message, HttpExchange* ex
     }
     if (cursor != nullptr) *cursor = r.cursor;
     if (r.status == 200 || r.status == 202) return absl::OkStatus();
-    // In the 2026-07-28 era a request's own errors come as HTTP 400/404 with a JSON-RPC
+    // In stateless MCP a request's own errors come as HTTP 400/404 with a JSON-RPC
     // error that names it: that is its answer.
     if (AnswersWithError(message, r.body) &&
         DispatchText(config_.name, r.body, on_message, max_message_bytes_).ok()) {

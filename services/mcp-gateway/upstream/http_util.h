@@ -87,7 +87,7 @@ std::string ResolveUrl(const std::string& base, const std::string& ref);
 // httplib only says "Connection", so this retries the TCP connect once to learn why.
 std::string DescribeConnectFailure(const HttpUrl& url, absl::Duration timeout);
 
-// The standard headers of a message of the 2026-07-28 era (one whose params._meta names a
+// The standard headers of a stateless message (2026-07-28; one whose params._meta names a
 // protocol version): MCP-Protocol-Version, Mcp-Method, and Mcp-Name for tools/call and
 // prompts/get (params.name) and resources/read (params.uri). Empty for any other message.
 // A value that is not plain printable ASCII without spaces at its ends is sent as

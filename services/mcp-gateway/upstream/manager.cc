@@ -186,7 +186,7 @@ void UpstreamManager::Impl::Serve(Upstream* u, const std::shared_ptr<McpClient>&
   // refresh was broadcast to every session, as fast as the upstream could answer.
   absl::Time last_refresh = absl::InfinitePast();
   for (;;) {
-    // A list given with ttlMs is asked again when that runs out (the 2026-07-28 era's
+    // A list given with ttlMs is asked again when that runs out (the stateless revision's
     // caching hint), besides when the server says it changed.
     const absl::Time expire = client->tools_expire();
     if (expire == absl::InfiniteFuture()) {

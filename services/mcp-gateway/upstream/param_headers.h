@@ -1,6 +1,6 @@
 // Custom headers from tool parameters (SEP-2243, MCP 2026-07-28): a property of a tool's
 // inputSchema may carry "x-mcp-header": "<Name>", and a client calling the tool over HTTP
-// in the 2026-07-28 era mirrors that argument into the header Mcp-Param-<Name>, so that
+// in stateless MCP mirrors that argument into the header Mcp-Param-<Name>, so that
 // infrastructure (a load balancer, a gateway) can route on it without reading the body.
 // A tool whose declarations are invalid must not be used at all.
 //

@@ -92,7 +92,7 @@ class ClientTransport {
   // backing off however long the connection lasted, instead of reconnecting at once.
   virtual bool CutForMisbehaviour() const { return false; }
   // The tools' x-mcp-header declarations, from the latest tools/list: over HTTP in the
-  // 2026-07-28 era a tools/call mirrors the declared arguments into Mcp-Param-* headers.
+  // stateless MCP a tools/call mirrors the declared arguments into Mcp-Param-* headers.
   virtual void SetParamHeaders(std::map<std::string, std::vector<ParamHeader>> by_tool) {}
   // initialize succeeded with this protocol version (HTTP: the MCP-Protocol-Version header
   // from now on, and the GET stream for server notifications).

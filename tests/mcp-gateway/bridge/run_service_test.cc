@@ -21,17 +21,17 @@ using testing::FakeUpstreams;
 // Answers every question with `answer`, and keeps them.
 class FakeAsker : public Asker {
  public:
-  explicit FakeAsker(json answer) : answer_(std::move(answer)) {}
+  explicit FakeAsker(ApprovalAnswer answer) : answer_(std::move(answer)) {}
   std::string CannotAsk() const override { return ""; }
-  absl::StatusOr<json> Ask(json question, absl::Duration,
-                           const std::shared_ptr<codemode::CancelToken>&) override {
-    asked.push_back(std::move(question));
+  absl::StatusOr<ApprovalAnswer> Ask(const ApprovalAsk& question, absl::Duration,
+                                     const std::shared_ptr<codemode::CancelToken>&) override {
+    asked.push_back(question);
     return answer_;
   }
-  std::vector<json> asked;
+  std::vector<ApprovalAsk> asked;
 
  private:
-  const json answer_;
+  const ApprovalAnswer answer_;
 };
 
 class RunServiceTest : public ::testing::Test {
@@ -100,14 +100,17 @@ TEST_F(RunServiceTest, AnMcpSessionKeepsItsSandboxAStatelessRequestGetsANewOne) 
 }
 
 TEST_F(RunServiceTest, ACallThatNeedsApprovalIsPutToTheRequestsAsker) {
-  FakeAsker asker({{"action", "accept"}, {"content", {{"decision", "once"}}}});
+  FakeAsker asker({ApprovalAnswer::Action::kAccept, "once", {}});
   RunRequest request = Request("github.delete_repo,github.search", "mcp-1");
   request.asker = &asker;
   absl::StatusOr<FinishedRun> run = service_.Run(request);
   ASSERT_TRUE(run.ok() && run->finished.ok());
   EXPECT_EQ(run->finished->stdout(), "-|-");
   ASSERT_EQ(asker.asked.size(), 1u) << "search needs no approval";
-  EXPECT_THAT(asker.asked[0]["message"].get<std::string>(), ::testing::HasSubstr("delete_repo"));
+  ASSERT_EQ(asker.asked[0].calls.size(), 1u);
+  EXPECT_EQ(asker.asked[0].calls[0].server, "github");
+  EXPECT_EQ(asker.asked[0].calls[0].tool, "delete_repo");
+  EXPECT_EQ(asker.asked[0].run_tool, "run_python");
   EXPECT_EQ(run->report.calls.total, 2u);
   RunRequest nobody = Request("github.delete_repo", "mcp-1");
   run = service_.Run(nobody);

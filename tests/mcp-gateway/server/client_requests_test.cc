@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "mcp_test_fakes.h"
-#include "server/mcp_era.h"
+#include "server/mcp_stateless.h"
 #include "server/mcp_session.h"
 
 namespace gateway {
@@ -124,18 +124,19 @@ TEST_F(ClientRequestsTest, CancellingTheCallOrClosingTheSessionEndsTheWait) {
   EXPECT_TRUE(provider_.calls().size() == 2u);
 }
 
-TEST_F(ClientRequestsTest, CapabilitiesAreKeptBoundedAndTheStatelessEraCannotAsk) {
+TEST_F(ClientRequestsTest, CapabilitiesAreKeptBoundedAndAStatelessRequestCannotAsk) {
   json huge = {{"elicitation", {{"form", json::object()}, {"pad", std::string(8192, 'x')}}},
                {"sampling", json::object()},
                {"experimental", {{"x", 1}}},
                {"roots", "not an object"}};
   ServerOptions stateless;
   stateless.stateless = true;
-  McpSession era2026("s2", &provider_, stateless, "token a");
+  McpSession stateless_session("s2", &provider_, stateless, "token a");
   json params = Params({{"name", "ask"}});
   params["_meta"][kMetaClientCapabilities] = huge;
-  const json out = Call(era2026, Request(1, "tools/call", params))["result"]["structuredContent"];
-  EXPECT_EQ(out["cannot_ask"], true) << "the 2026-07-28 era asks by input_required instead";
+  const json out =
+      Call(stateless_session, Request(1, "tools/call", params))["result"]["structuredContent"];
+  EXPECT_EQ(out["cannot_ask"], true) << "stateless MCP asks by input_required instead";
   EXPECT_EQ(out["caps"], json({{"elicitation", json::object()}, {"sampling", json::object()}}))
       << "the request's own _meta, bounded";
   auto session = Session(huge);

@@ -1,6 +1,6 @@
-// The MCP 2026-07-28 era on the Streamable HTTP front: a POST without a session, its
+// Stateless MCP (2026-07-28) on the Streamable HTTP front: a POST without a session, its
 // errors (HTTP 400 with the request's id), SSE answers, cancellation by a closed
-// connection, listen streams, shutdown, and the legacy era next to it. McpSession's side:
+// connection, listen streams, shutdown, and session requests next to it. McpSession's side:
 // mcp_stateless_test.cc.
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -12,7 +12,7 @@
 
 #include "mcp_test_fakes.h"
 #include "server/http_server.h"
-#include "server/mcp_era.h"
+#include "server/mcp_stateless.h"
 #include "server/mcp_session.h"
 
 namespace gateway {
@@ -43,7 +43,7 @@ class HttpStatelessTest : public ::testing::Test {
     client.set_read_timeout(5, 0);
     return client;
   }
-  // A POST with the era's standard headers (Mcp-Name when `name` is given).
+  // A POST with the stateless revision's standard headers (Mcp-Name when `name` is given).
   httplib::Result Post(const json& message, httplib::Headers headers = {}) {
     httplib::Headers all = {{"Accept", "application/json, text/event-stream"},
                             {"MCP-Protocol-Version", kStatelessVersion},
@@ -68,7 +68,7 @@ TEST_F(HttpStatelessTest, DiscoverAndListsNeedNoSession) {
   EXPECT_EQ(res->status, 200);
   EXPECT_FALSE(res->has_header("Mcp-Session-Id"));
   EXPECT_EQ(Body(res)["result"]["supportedVersions"], json::array({kStatelessVersion}));
-  // An Mcp-Session-Id means nothing to a request of this era.
+  // An Mcp-Session-Id means nothing to a stateless request.
   res = Post(Request(2, "tools/list", Params()), {{"Mcp-Session-Id", "0123456789abcdef0123456789abcdef"}});
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
@@ -77,7 +77,7 @@ TEST_F(HttpStatelessTest, DiscoverAndListsNeedNoSession) {
 }
 
 TEST_F(HttpStatelessTest, RequestErrorsAre400WithTheRequestsId) {
-  // A header naming the era without the envelope: -32602.
+  // A header naming the stateless revision without the envelope: -32602.
   auto res = Post(Request(11, "server/discover"));
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 400);
@@ -214,7 +214,7 @@ TEST_F(HttpStatelessTest, InitializeWithTheStatelessHeaderIsAHeaderMismatch) {
   EXPECT_EQ(server_->session_count(), 0u);
 }
 
-// Attack round 14, F7: at shutdown a running request of the era got no answer at all.
+// Attack round 14, F7: at shutdown a running stateless request got no answer at all.
 TEST_F(HttpStatelessTest, ShutdownAnswersARunningRequest) {
   std::string body;
   std::thread caller([&] {

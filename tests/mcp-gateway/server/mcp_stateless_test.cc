@@ -1,5 +1,5 @@
-// The MCP 2026-07-28 era: mcp_era.h's envelope and header checks and McpSession's stateless
-// requests (no initialize, discover, results, the credential's resources,
+// Stateless MCP (2026-07-28): mcp_stateless.h's envelope and header checks and McpSession's
+// stateless requests (no initialize, discover, results, the credential's resources,
 // subscriptions/listen, stdio pinning). The Streamable HTTP front's POST without a session:
 // http_stateless_test.cc.
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 
 #include "mcp_test_fakes.h"
 #include "server/http_server.h"
-#include "server/mcp_era.h"
+#include "server/mcp_stateless.h"
 #include "server/mcp_session.h"
 
 namespace gateway {
@@ -29,7 +29,7 @@ using testing::Params;
 using testing::Request;
 
 
-// ---- mcp_era.h -----------------------------------------------------------------------
+// ---- mcp_stateless.h -----------------------------------------------------------------------
 
 TEST(McpEraTest, TheBodyClaimsTheEraWithAProtocolVersionInMeta) {
   EXPECT_TRUE(HasEnvelopeClaim(Request(1, "tools/list", Params())));
@@ -37,9 +37,9 @@ TEST(McpEraTest, TheBodyClaimsTheEraWithAProtocolVersionInMeta) {
   EXPECT_FALSE(HasEnvelopeClaim(Request(1, "tools/list", {{"_meta", {{"progressToken", 1}}}})));
   EXPECT_FALSE(HasEnvelopeClaim(Request(1, "tools/list", {{"_meta", "x"}})));
   EXPECT_FALSE(HasEnvelopeClaim(json::array()));
-  EXPECT_TRUE(NamesStatelessEra("2026-07-28"));
-  EXPECT_TRUE(NamesStatelessEra("v999.0.0"));  // the specification compares strings
-  EXPECT_FALSE(NamesStatelessEra("2025-11-25"));
+  EXPECT_TRUE(NamesStatelessVersion("2026-07-28"));
+  EXPECT_TRUE(NamesStatelessVersion("v999.0.0"));  // the specification compares strings
+  EXPECT_FALSE(NamesStatelessVersion("2025-11-25"));
 }
 
 TEST(McpEraTest, AnEnvelopeWithoutVersionOrCapabilitiesIsInvalidParams) {
@@ -232,7 +232,7 @@ TEST_F(McpStatelessTest, ACallMayRequireInputAndItsRetryBringsTheAnswers) {
 }
 
 // Attack round 14, F6: a connection that initialized (2025) does not also serve requests
-// of the 2026-07-28 era.
+// of the stateless revision (2026-07-28).
 TEST_F(McpStatelessTest, AnInitializedConnectionRefusesTheOtherEra) {
   auto session = NewSession();
   ASSERT_TRUE(Call(*session, Request(0, "initialize", InitializeParams())).contains("result"));
@@ -277,7 +277,7 @@ TEST_F(McpStatelessTest, ListenAcknowledgesThenSendsTaggedToolChangesUntilCancel
 }
 
 // A request without an MCP session lists its credential's resources, on a worker (the
-// provider asks sandboxd), with the era's result fields.
+// provider asks sandboxd), with the stateless revision's result fields.
 TEST_F(McpStatelessTest, ResourcesListIsTheCredentialsResources) {
   provider_.serves_resources = true;
   auto session = NewSession(/*stateless=*/true);

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/mcp_era.h"
+#include "server/mcp_stateless.h"
 #include "server/mcp_session.h"
 #include "nlohmann/json.hpp"
 

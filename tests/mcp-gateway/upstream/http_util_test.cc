@@ -187,7 +187,7 @@ TEST(HttpUrlTest, DescribesRefusedConnections) {
   EXPECT_EQ(DescribeConnectFailure(url, absl::Seconds(2)), "connect: Connection refused");
 }
 
-// A request of the 2026-07-28 era repeats its version, method and name in headers; a value
+// A stateless request (2026-07-28) repeats its version, method and name in headers; a value
 // that is not plain ASCII goes as base64.
 TEST(StandardHeadersTest, DerivedFromTheEnvelopeOnly) {
   nlohmann::json call = {{"jsonrpc", "2.0"}, {"id", 1}, {"method", "tools/call"},

@@ -120,7 +120,7 @@ TEST(UpstreamManagerTest, AListChangedFloodIsCoalesced) {
   EXPECT_TRUE(has_generation);
 }
 
-// The 2026-07-28 era's caching hint: a tool list given with ttlMs is asked again when it
+// The stateless revision's caching hint: a tool list given with ttlMs is asked again when it
 // runs out (at most every min_tools_refresh_interval); one without is not.
 TEST(UpstreamManagerTest, AToolListIsAskedAgainWhenItsTtlRunsOut) {
   testing::TempDir dir;

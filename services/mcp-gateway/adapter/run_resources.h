@@ -1,8 +1,9 @@
 // RunResources: the files runs leave, served as MCP resources (ResourceProvider,
-// server/tool_provider.h): an MCP session's sandboxes' files (workspace_resources.h), a
-// stateless request's list of every sandbox its credential holds (owned_resources.h), and
-// the watch that announces their changes (resource_watch.h). All of them are the run
-// core's (run_service.h); this is their MCP face.
+// server/tool_provider.h): an MCP session's sandboxes' files (bridge/workspace_resources.h), a
+// stateless request's list of every sandbox its credential holds (bridge/owned_resources.h), and
+// the watch that announces their changes (bridge/resource_watch.h). All of them are the run
+// core's (bridge/run_service.h), as pages of files and file bytes; this is their MCP face:
+// Resource objects, cursors, templates and the text or blob of a read.
 //
 //   RunService service(&sandboxes, &upstreams, options);
 //   RunResources resources(&service);

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "base/byte_budget.h"
-#include "bridge/pending_runs.h"
+#include "adapter/pending_runs.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -1,5 +1,5 @@
-// RunCodeTool: the gateway's MCP tools run_python and run_javascript (run_language.h; the
-// operator offers either or both), the MCP adapter of the run core (run_service.h). It
+// RunCodeTool: the gateway's MCP tools run_python and run_javascript (bridge/run_language.h; the
+// operator offers either or both), the MCP adapter of the run core (bridge/run_service.h). It
 // answers tools/list (schemas, descriptions) and tools/call: the call's context becomes a
 // RunRequest (the MCP session, present or absent; an Asker over the client: client_asker.h),
 // and the run's outcome a CallToolResult (run_result.h), with links to the files the run
@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "bridge/pending_runs.h"
+#include "adapter/pending_runs.h"
 #include "bridge/run_language.h"
-#include "bridge/run_resources.h"
+#include "adapter/run_resources.h"
 #include "bridge/run_service.h"
 #include "server/tool_provider.h"
 

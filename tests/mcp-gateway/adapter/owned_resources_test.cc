@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
-#include "bridge/run_code.h"
+#include "adapter/run_code.h"
 #include "bridge_fakes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

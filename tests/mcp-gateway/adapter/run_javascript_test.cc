@@ -3,7 +3,7 @@
 // language for each MCP session, and a sandbox of one language (by handle or by session
 // name) refused to the other's tool before anything reaches it. --tools offers either or
 // both (ParseRunTools), and not one sandboxd cannot run (RunnableLanguages).
-#include "bridge/run_code.h"
+#include "adapter/run_code.h"
 
 #include "bridge_fakes.h"
 #include "gmock/gmock.h"

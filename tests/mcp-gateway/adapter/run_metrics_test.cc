@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "bridge/run_code.h"
+#include "adapter/run_code.h"
 #include "bridge_fakes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "absl/strings/str_split.h"
-#include "bridge/run_code.h"
+#include "adapter/run_code.h"
 #include "bridge_fakes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

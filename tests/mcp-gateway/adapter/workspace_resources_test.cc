@@ -2,7 +2,7 @@
 // changed under out/, resources/list and templates per MCP session, resources/read (text
 // and blob, caps, errors), and the rule that matters most: one MCP session can never read
 // another's files, whatever URI it sends.
-#include "bridge/run_code.h"
+#include "adapter/run_code.h"
 
 #include <thread>
 
@@ -253,6 +253,24 @@ TEST_F(WorkspaceResourcesTest, ReadsAreCapped) {
   absl::StatusOr<json> big = tool.resources()->ReadResource("sandbox://session/default/out/big.txt", ctx);
   EXPECT_TRUE(absl::IsResourceExhausted(big.status())) << big.status();
   EXPECT_THAT(std::string(big.status().message()), HasSubstr("from code"));
+}
+
+// A read holds the file's copies (WorkspaceResources::kReadCopies) against the caller's
+// share of the byte ceiling while its answer is made, and gives them back once it is.
+TEST_F(WorkspaceResourcesTest, ReadsAreChargedToTheCallersBudgetUntilAnswered) {
+  ToolCallContext ctx = Context("mcp-1");
+  ASSERT_TRUE(tool_.CallTool("run_python", {{"code", "out/five.txt=12345"}}, ctx).ok());
+  const std::string uri = "sandbox://session/default/out/five.txt";
+  ctx.budget = std::make_shared<codemode::ByteBudget>("--test_budget", 3 * 5 - 1);
+  absl::StatusOr<json> refused = tool_.resources()->ReadResource(uri, ctx);
+  EXPECT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("--test_budget"));
+  EXPECT_EQ(ctx.budget->used(), 0u);
+  ctx.budget = std::make_shared<codemode::ByteBudget>("--test_budget", 3 * 5);
+  absl::StatusOr<json> read = tool_.resources()->ReadResource(uri, ctx);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ((*read)["contents"][0]["text"], "12345");
+  EXPECT_EQ(ctx.budget->used(), 0u) << "the hold ends with the answer";
 }
 
 // A run that finishes as sandboxd goes down for a restart: its files cannot be listed

@@ -2,7 +2,7 @@
 // back runs there again from any MCP session of its credential, a handle another
 // credential presents fails exactly like a forged one, a handle whose sandbox is gone runs
 // in a fresh sandbox and says so, and produced files are read by handle URIs.
-#include "bridge/run_code.h"
+#include "adapter/run_code.h"
 
 #include "absl/strings/str_split.h"
 #include "bridge_fakes.h"

@@ -1,4 +1,4 @@
-// The MCP 2026-07-28 era through clients we did not write, with real parts (sandboxd,
+// Stateless MCP (2026-07-28) through clients we did not write, with real parts (sandboxd,
 // Podman, the npm everything server). Runs on Node 22 (tests/node22: the official
 // conformance suite 0.2 needs it), which also brings the TypeScript SDK v2 client.
 //   - The conformance suite's server scenarios of 2026-07-28 (and the 2025-11-25 ones that
@@ -52,7 +52,7 @@ function conformance(args) {
   });
 }
 
-describe("the 2026-07-28 era", () => {
+describe("the stateless revision (2026-07-28)", () => {
   let sandboxd, open, authed;
   before(async () => {
     sandboxd = new Sandboxd();
@@ -242,7 +242,7 @@ describe("the gateway as a client of a 2026-07-28 upstream", () => {
     await stopAll();
   });
 
-  test("it discovers the era and calls tools with the envelope, no initialize", async () => {
+  test("it discovers stateless MCP and calls tools with the envelope, no initialize", async () => {
     await waitFor(() => /upstream inner: connected to mcp-gateway \(protocol 2026-07-28, 2 tools\)/.test(outer.log),
       "the outer gateway's connection to the inner one");
     const c = await clientV2(outer);
@@ -319,7 +319,7 @@ describe("subscriptions/listen", () => {
   });
 });
 
-// Approvals (issue 24) in the 2026-07-28 era: the gateway answers run_python with an
+// Approvals (issue 24) in stateless MCP: the gateway answers run_python with an
 // input_required result (multi round-trip requests) and the run waits in its sandbox; the
 // SDK v2 client fulfils it through its elicitation handler and retries, and the same run
 // goes on.

@@ -1,7 +1,7 @@
-// The MCP 2026-07-28 era ("stateless") next to the 2025 one: how a request says which era
-// it belongs to, its per-request envelope, the checks of its HTTP headers and the shape of
+// The stateless MCP revision (2026-07-28) next to the 2025 ones: how a request says it is
+// stateless, its per-request envelope, the checks of its HTTP headers and the shape of
 // its results. Pure functions over JSON, shared by McpSession (both transports) and the
-// Streamable HTTP front; docs/gateway.md, "Two eras on one endpoint".
+// Streamable HTTP front; docs/gateway.md, "Stateless and session requests on one endpoint".
 //
 // A 2026-07-28 request carries its protocol version, the client's capabilities and
 // (optionally) its name in params._meta (the envelope) instead of an initialize handshake:
@@ -35,13 +35,13 @@ inline constexpr int kUnsupportedVersion = -32022;
 // says so at once); the resource list and the files change with every run.
 inline constexpr int64_t kListTtlMs = 60'000;
 
-// Whether `message` claims the 2026-07-28 era: its params._meta names a protocol version.
+// Whether `message` claims stateless MCP: its params._meta names a protocol version.
 // (The body decides; an MCP-Protocol-Version header is only checked against it.)
 bool HasEnvelopeClaim(const nlohmann::json& message);
 
-// Whether `version` (a header value or a claim) names the 2026-07-28 era or a later one,
+// Whether `version` (a header value or a claim) names stateless MCP or a later one,
 // by the specification's rule: versions compare as strings.
-bool NamesStatelessEra(const std::string& version);
+bool NamesStatelessVersion(const std::string& version);
 
 // A -32602 error response when params._meta lacks the envelope (protocol version, client
 // capabilities) or holds it with the wrong types; nullopt when it is well formed.
@@ -72,7 +72,7 @@ std::optional<nlohmann::json> HeaderError(const nlohmann::json& id, const nlohma
 // Whether a result of `method` carries caching hints (ttlMs, cacheScope).
 bool IsCacheable(const std::string& method);
 
-// `result` as the 2026-07-28 era sends it: resultType "complete", the server's name in
+// `result` as stateless MCP sends it: resultType "complete", the server's name in
 // _meta, and for cacheable methods ttlMs and cacheScope ("private": what the gateway
 // answers may depend on the credential).
 nlohmann::json StatelessResult(nlohmann::json result, const std::string& method,

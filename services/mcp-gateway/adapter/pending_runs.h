@@ -2,7 +2,7 @@
 // started them, so that the code can wait at a tool call for a person's answer.
 //
 // Stateless serving has no requests from server to client. A server that needs its client's
-// answer (here: approval of a tool call, run_approvals.h) answers the request with an
+// answer (here: approval of a tool call, bridge/run_approvals.h) answers the request with an
 // `input_required` result holding the questions (`inputRequests`, each an
 // elicitation/create) and a sealed `requestState`; the client retries the same request with
 // the answers (`inputResponses`) and the state (multi round-trip requests). The code must

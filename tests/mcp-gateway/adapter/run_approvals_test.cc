@@ -10,8 +10,8 @@
 
 #include "absl/strings/str_split.h"
 
-#include "bridge/client_asker.h"
-#include "bridge/run_code.h"
+#include "adapter/client_asker.h"
+#include "adapter/run_code.h"
 #include "bridge_fakes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -1,5 +1,5 @@
 // run_python's results. See run_result.h.
-#include "bridge/run_result.h"
+#include "adapter/run_result.h"
 
 #include <algorithm>
 
@@ -198,13 +198,6 @@ json StructuredContent(const Finished& f, const RunReport& report,
 }
 
 }  // namespace
-
-std::string Clip(const std::string& text, size_t max) {
-  if (text.size() <= max) return text;
-  size_t head = max * 2 / 3, tail = max - head;
-  return absl::StrCat(text.substr(0, head), "\n[... ", text.size() - head - tail,
-                      " bytes omitted ...]\n", text.substr(text.size() - tail));
-}
 
 json RunResultSchema() {
   json nullable_string = {{"type", {"string", "null"}}};

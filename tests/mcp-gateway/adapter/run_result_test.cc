@@ -1,6 +1,6 @@
 // Unit tests of run_result.h: the text the model reads (sections, clipping, notes) and the
 // structured twin that matches the outputSchema.
-#include "bridge/run_result.h"
+#include "adapter/run_result.h"
 
 #include <map>
 

@@ -1,10 +1,11 @@
 // The run_python and run_javascript tools: MCP in, the run core, MCP out. See run_code.h.
-#include "bridge/run_code.h"
+#include "adapter/run_code.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "bridge/client_asker.h"
+#include "adapter/client_asker.h"
+#include "adapter/run_result.h"
 
 namespace gateway {
 namespace {

@@ -1,5 +1,5 @@
-// The 2026-07-28 era's envelope, header checks and result shape (see mcp_era.h).
-#include "server/mcp_era.h"
+// The stateless revision's envelope, header checks and result shape (see mcp_stateless.h).
+#include "server/mcp_stateless.h"
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -42,7 +42,7 @@ bool HasEnvelopeClaim(const json& message) {
   return meta && meta->contains(kMetaProtocolVersion);
 }
 
-bool NamesStatelessEra(const std::string& version) { return version >= kStatelessVersion; }
+bool NamesStatelessVersion(const std::string& version) { return version >= kStatelessVersion; }
 
 std::optional<json> EnvelopeError(const json& id, const json& params) {
   const json* meta = Meta(params);

@@ -1,6 +1,6 @@
 // Stateless runs (protocol 2026-07-28) that wait for their client's answers between requests. See
 // pending_runs.h.
-#include "bridge/pending_runs.h"
+#include "adapter/pending_runs.h"
 
 #include <openssl/rand.h>
 #include <openssl/sha.h>

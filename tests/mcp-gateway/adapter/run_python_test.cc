@@ -1,7 +1,7 @@
 // Unit tests of RunCodeTool over fakes of sandboxd and the upstreams: the whole way down
 // (arguments, session, catalog, code) and back up (output as progress, tool calls routed,
 // the result), lost sessions retried once, and MCP sessions closing.
-#include "bridge/run_code.h"
+#include "adapter/run_code.h"
 
 #include <thread>
 
