@@ -36,6 +36,19 @@ TEST(LogTextTest, UnicodeLineBreaksAndBidiOverridesAreEscaped) {
   EXPECT_EQ(LogText("a\xe2\x81\xa6" "b"), "a\\u{2066}b");      // LEFT-TO-RIGHT ISOLATE
 }
 
+// Marks that reorder the quotes and colons next to them in a bidi-aware viewer, and
+// characters that show nothing at all.
+TEST(LogTextTest, BidiMarksAndInvisibleCharactersAreEscaped) {
+  EXPECT_EQ(LogText("a\xe2\x80\x8f" "b"), "a\\u{200f}b");      // RIGHT-TO-LEFT MARK
+  EXPECT_EQ(LogText("a\xe2\x80\x8e" "b"), "a\\u{200e}b");      // LEFT-TO-RIGHT MARK
+  EXPECT_EQ(LogText("a\xd8\x9c" "b"), "a\\u{061c}b");          // ARABIC LETTER MARK
+  EXPECT_EQ(LogText("a\xe2\x80\x8b" "b"), "a\\u{200b}b");      // ZERO WIDTH SPACE
+  EXPECT_EQ(LogText("a\xe2\x81\xa0" "b"), "a\\u{2060}b");      // WORD JOINER
+  EXPECT_EQ(LogText("a\xef\xbb\xbf" "b"), "a\\u{feff}b");      // BYTE ORDER MARK
+  EXPECT_EQ(LogText("a\xc2\xad" "b"), "a\\u{00ad}b");          // SOFT HYPHEN
+  EXPECT_EQ(LogText("\xd7\xa9\xd7\x9c\xd7\x95\xd7\x9d"), "\xd7\xa9\xd7\x9c\xd7\x95\xd7\x9d");  // Hebrew stays
+}
+
 TEST(LogTextTest, BytesThatAreNotUtf8AreEscaped) {
   EXPECT_EQ(LogText("a\xff" "b"), "a\\xffb");
   EXPECT_EQ(LogText("a\xc0\xaf"), "a\\xc0\\xaf");          // overlong "/"

@@ -25,7 +25,8 @@ inline constexpr size_t kLogTextMax = 256;
 inline constexpr size_t kLogTextLongMax = 1024;
 
 // `text` made safe for one log line: control characters (C0, DEL, C1), the Unicode line
-// and paragraph separators and bidi overrides become escapes (\n, \r, \t, \xNN, \u{NNNN}),
+// and paragraph separators, bidi marks, embeddings, overrides and isolates, and invisible
+// format characters (zero-width, word joiner, BOM) become escapes (\n, \r, \t, \xNN, \u{NNNN}),
 // a backslash is doubled (so an escape in the output was made here, never by the peer),
 // bytes that are not UTF-8 become \xNN. Output longer than `max` bytes is clipped at a
 // character boundary and ends in "… (N bytes)", N being the length of `text`.
