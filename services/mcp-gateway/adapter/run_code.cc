@@ -29,6 +29,21 @@ RunCodeTool::RunCodeTool(Sandboxes* sandboxes, Upstreams* upstreams, RunCodeOpti
 RunCodeTool::~RunCodeTool() = default;
 
 json RunCodeTool::ListTools() {
+  const uint64_t version = service_.catalog_version();
+  {
+    codemode::MutexLock lock(&listed_mu_);
+    if (!listed_.is_null() && listed_version_ == version) return listed_;
+  }
+  // Built outside the lock; labelled with the version read before the view, so a change
+  // while building only makes the next request build again.
+  json tools = BuildToolList();
+  codemode::MutexLock lock(&listed_mu_);
+  listed_version_ = version;
+  listed_ = tools;
+  return tools;
+}
+
+json RunCodeTool::BuildToolList() {
   const std::vector<UpstreamStatus> view = service_.View();
   json tools = json::array();
   for (RunLanguage l : options_.languages) {

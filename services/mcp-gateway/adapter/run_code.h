@@ -23,6 +23,7 @@
 #include "adapter/pending_runs.h"
 #include "bridge/run_language.h"
 #include "adapter/run_resources.h"
+#include "base/mutex.h"
 #include "bridge/run_service.h"
 #include "server/tool_provider.h"
 
@@ -64,9 +65,16 @@ class RunCodeTool : public ToolProvider {
                                              ToolCallContext& context);
   // The language of `tool` when this gateway offers it.
   const LanguageSpec* Offered(const std::string& tool) const;
+  // tools/list's answer for the upstreams as they are now.
+  nlohmann::json BuildToolList();
 
   const RunCodeOptions options_;
   RunService service_;
+  // tools/list's answer and the catalog version it was built for: describing 10,000 tools
+  // costs the HTTP event loop ~0.2 s, paid once per catalog change, never per request.
+  codemode::Mutex listed_mu_;
+  uint64_t listed_version_ ABSL_GUARDED_BY(listed_mu_) = 0;
+  nlohmann::json listed_ ABSL_GUARDED_BY(listed_mu_);
   RunResources resources_;
   // Last: destroyed first, it cancels its runs and waits for them, which use the service.
   PendingRuns pending_;

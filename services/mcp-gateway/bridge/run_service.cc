@@ -122,6 +122,8 @@ std::vector<UpstreamStatus> RunService::View() {
   return FitCatalogLimits(ApplyApprovalPolicy(upstreams_->Snapshot(), *policy_));
 }
 
+uint64_t RunService::catalog_version() const { return upstreams_->catalog_version(); }
+
 bool RunService::MayAsk() {
   const uint64_t version = upstreams_->catalog_version();
   {
@@ -129,7 +131,8 @@ bool RunService::MayAsk() {
     if (may_ask_version_ == version) return may_ask_;
   }
   bool asks = false;
-  for (const UpstreamStatus& server : upstreams_->Snapshot()) {
+  // As Run() sees them: a server that is down keeps its last known tools there.
+  for (const UpstreamStatus& server : memory_.View(upstreams_->Snapshot())) {
     for (const UpstreamTool& tool : server.tools) {
       asks = asks || policy_->For(server.name, tool.name, tool.annotations) == Approval::kAsk;
     }

@@ -131,6 +131,8 @@ class RunService {
   // The upstreams as the code sees them now (the approval policy applied, within catalog
   // limits): what the tools' descriptions show.
   std::vector<UpstreamStatus> View();
+  // Changes whenever View() may (Upstreams::catalog_version).
+  uint64_t catalog_version() const;
 
   // The MCP session ended: deletes its sandboxes (SessionBindings::Close).
   void SessionClosed(const std::string& mcp_session) { bindings_.Close(mcp_session); }

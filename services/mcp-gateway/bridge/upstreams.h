@@ -18,7 +18,8 @@ class Upstreams {
   Upstreams& operator=(const Upstreams&) = delete;
   virtual ~Upstreams() = default;
   virtual std::vector<UpstreamStatus> Snapshot() const = 0;
-  // Changes whenever a server's tools change (connect, reconnect, tools/list_changed).
+  // Changes whenever what Snapshot() shows changes: a server's tools (connect, reconnect,
+  // tools/list_changed), its state, or the reason it is unavailable.
   virtual uint64_t catalog_version() const = 0;
   virtual absl::StatusOr<nlohmann::json> CallTool(const std::string& server,
                                                   const std::string& tool,

@@ -144,7 +144,9 @@ void UpstreamManager::Impl::Run(Upstream* u) {
       spdlog::warn("upstream {}: {}; reconnecting in {}", name, codemode::LogLongText(Of(u).error),
                    absl::FormatDuration(backoff));
     } else {
-      Of(u).error = stopping ? "stopped" : std::string(status.message());
+      std::string error = stopping ? "stopped" : std::string(status.message());
+      if (error != Of(u).error) ++version;  // descriptions show it; no list_changed for it
+      Of(u).error = std::move(error);
       mu.Unlock();
       client->Close();
       mu.Lock();

@@ -57,7 +57,8 @@ class UpstreamManager {
 
   std::vector<UpstreamStatus> Snapshot() const;
   std::vector<UpstreamHealth> Health() const;
-  // Increases whenever any catalog changes (connect, disconnect, list_changed refresh).
+  // Increases whenever what Snapshot() shows changes: connect, disconnect, a list_changed
+  // refresh, a failed connect whose reason differs from the last one.
   uint64_t catalog_version() const;
   // Called (on an internal thread) after the catalog version changed.
   void SetCatalogListener(std::function<void()> listener);

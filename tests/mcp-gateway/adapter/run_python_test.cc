@@ -16,6 +16,7 @@ namespace {
 using nlohmann::json;
 using sandbox::v1::Finished;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::FakeSandboxes;
 using testing::FakeUpstreams;
 using testing::Server;
@@ -56,6 +57,20 @@ TEST_F(RunCodeToolTest, ListsRunPythonFirstDescribingTheUpstreams) {
   EXPECT_THAT(tools[0]["description"].get<std::string>(), HasSubstr("mcp_github"));
   EXPECT_EQ(tools[0]["inputSchema"]["properties"]["timeout_seconds"]["maximum"], 300);
   EXPECT_TRUE(tools[0]["outputSchema"]["properties"].contains("tool_calls"));
+}
+
+// tools/list reads the upstreams and describes them once per catalog version: a flood of
+// tools/list costs the HTTP event loop nothing per request.
+TEST_F(RunCodeToolTest, ToolsListIsBuiltOncePerCatalogVersion) {
+  const json first = tool_.ListTools();
+  const int snapshots = upstreams_.snapshots();
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(tool_.ListTools(), first);
+  EXPECT_EQ(upstreams_.snapshots(), snapshots) << "answered from the one built";
+  upstreams_.SetServers({Server("other", {"ping"})});
+  const json second = tool_.ListTools();
+  EXPECT_GT(upstreams_.snapshots(), snapshots);
+  EXPECT_THAT(second[0]["description"].get<std::string>(), HasSubstr("mcp_other"));
+  EXPECT_THAT(second[0]["description"].get<std::string>(), Not(HasSubstr("mcp_github")));
 }
 
 TEST_F(RunCodeToolTest, BadCallsAreProtocolErrors) {

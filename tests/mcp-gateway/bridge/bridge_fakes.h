@@ -313,7 +313,13 @@ class FakeUpstreams : public Upstreams {
 
   std::vector<UpstreamStatus> Snapshot() const override {
     codemode::MutexLock lock(&mu_);
+    ++snapshots_;
     return servers_;
+  }
+  // How many times Snapshot() was called.
+  int snapshots() const {
+    codemode::MutexLock lock(&mu_);
+    return snapshots_;
   }
   uint64_t catalog_version() const override { return version_.load(); }
   absl::StatusOr<nlohmann::json> CallTool(const std::string& server, const std::string& tool,
@@ -348,6 +354,7 @@ class FakeUpstreams : public Upstreams {
  private:
   mutable codemode::Mutex mu_;
   std::vector<UpstreamStatus> servers_ ABSL_GUARDED_BY(mu_);
+  mutable int snapshots_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> version_{1};
   std::vector<Call> calls_ ABSL_GUARDED_BY(mu_);
   Answer answer_ ABSL_GUARDED_BY(mu_);

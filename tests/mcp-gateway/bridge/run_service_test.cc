@@ -75,6 +75,16 @@ class RunServiceTest : public ::testing::Test {
   RunService service_{&sandboxes_, &upstreams_, Options()};
 };
 
+// A run sees a server that went down with its last known tools (UpstreamMemory); whether a
+// run may ask is judged on the same view, so a tool that asks on a down server is still
+// asked about, not refused for want of a way to ask.
+TEST_F(RunServiceTest, MayAskSeesADownServerAsRunsDo) {
+  EXPECT_TRUE(service_.MayAsk()) << "delete_repo is destructive: the default policy asks";
+  UpstreamStatus down = testing::Server("github", {}, /*connected=*/false);
+  upstreams_.SetServers({down});
+  EXPECT_TRUE(service_.MayAsk());
+}
+
 TEST_F(RunServiceTest, AnMcpSessionKeepsItsSandboxAStatelessRequestGetsANewOne) {
   for (int i = 0; i < 2; ++i) {
     absl::StatusOr<FinishedRun> run = service_.Run(Request("github.search", "mcp-1"));
