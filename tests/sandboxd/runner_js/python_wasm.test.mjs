@@ -10,6 +10,25 @@ import { CATALOG, WasmRunner, makeWasmSnapshot, textResult, wasmFiles } from './
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// The anonymous mappings of process `pid` that are as large as `bytes` (within 1 MiB) and
+// resident all but 64 KiB of it: "start-end rss_kb" each.
+function snapshotSizedMappings(pid, bytes) {
+  const found = [];
+  let head = null;
+  for (const line of fs.readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
+    const m = /^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ 0\s*$/.exec(line);
+    if (/^[0-9a-f]+-[0-9a-f]+ /.test(line)) {
+      head = m ? { name: `${m[1]}-${m[2]}`, size: Number(BigInt(`0x${m[2]}`) - BigInt(`0x${m[1]}`)) } : null;
+      continue;
+    }
+    const rss = /^Rss:\s+(\d+) kB/.exec(line);
+    if (rss && head && Math.abs(head.size - bytes) <= 1 << 20 && Number(rss[1]) * 1024 >= bytes - 65536) {
+      found.push(`${head.name} ${rss[1]} kB`);
+    }
+  }
+  return found;
+}
+
 describe('python in pyodide (wasm tier)', () => {
   let snapshot;
   let runner;
@@ -43,6 +62,15 @@ describe('python in pyodide (wasm tier)', () => {
     assert.equal(r.status, 'ok', JSON.stringify(r.error));
     assert.equal(r.result, "(['HOME', 'LANG', 'LD_LIBRARY_PATH', 'PATH', 'SESSION_VAR'], " +
       "'visible', '/workspace', '/', 'en_US.UTF-8')");
+  });
+
+  // The restore copies the snapshot into the wasm Memory; the bytes read from the file are
+  // freed then, not kept for the session's life (a copy as large as the Memory itself).
+  it('keeps one copy of the snapshot after the restore: the wasm Memory', async () => {
+    assert.equal((await client.exec('x = 1')).status, 'ok');
+    const size = fs.statSync(snapshot).size;
+    const copies = snapshotSizedMappings(runner.proc.pid, size);
+    assert.equal(copies.length, 1, `anonymous mappings holding ${size} bytes: ${copies.join(', ')}`);
   });
 
   it('refuses symlinks in the workspace (the permission model) instead of faking them', async () => {
