@@ -498,6 +498,9 @@ absl::StatusOr<ResourceUsage> WasmRuntime::Usage(const std::string& name, Isolat
   absl::StatusOr<ResourceUsage> usage = ReadProcTreeUsage("/proc", r->pid, &members);
   if (!usage.ok()) return usage.status();
   usage->memory_peak_bytes = std::max(usage->memory_bytes, SumPeakResident("/proc", members));
+  // A session's cost is its share of the pages: Node's code is shared by every session (the
+  // sum of the resident sets counts it once per session), the rest is the session's own.
+  if (std::optional<uint64_t> pss = SumProportionalResident("/proc", members)) usage->memory_bytes = *pss;
   if (r->budget.bytes != 0) {
     if (absl::StatusOr<WasmWorkspaceUse> use = MeasureWorkspace(*r, 0); use.ok()) {
       usage->workspace_known = true;
