@@ -257,6 +257,7 @@ std::vector<std::string> WasmJailArgv(const WasmJailFiles& files,
   if (InForce(layers, WasmLayer::kBwrap)) AddFlag(argv, "--rlimit-nproc", request.rlimit_nproc);
   if (request.listen_fd > 2) AddFlag(argv, "--keep-fd", static_cast<uint64_t>(request.listen_fd));
   if (request.env_fd > 2) AddFlag(argv, "--keep-fd", static_cast<uint64_t>(request.env_fd));
+  for (const std::string& entry : request.program_env) argv.insert(argv.end(), {"--env", entry});
   argv.push_back("--");
   return argv;
 }

@@ -63,6 +63,8 @@ struct WasmJailRequest {
   // `workspace` inside the sandbox instead of the host directory, so writes past it fail
   // with ENOSPC. Its files then live only in the sandbox (and in memory).
   uint64_t workspace_tmpfs_bytes = 0;
+  // The program's whole environment (the jail's --env): KEY=VALUE entries, at most 8.
+  std::vector<std::string> program_env;
 };
 
 // The system files a dynamically linked Node needs to start (the C library and its
