@@ -11,8 +11,8 @@
 //       [--heap-mb N] [--diag] [--timing] [--node-flag FLAG]... [--env KEY=VALUE]...
 // --timing: also `x = 1` p50 and a CPU-bound cell's time, in the first session.
 // --env: an entry of Node's own environment (sandboxd starts Node with an empty one).
-// --diag preloads idle-memory-diag.cjs into the main thread and adds the V8 heaps of the
-// main thread and the worker (a diagnostic: it adds its own few hundred KiB).
+// --diag preloads ../sandboxd/runner_js/heap_probe.cjs into the main thread and adds the
+// V8 heaps of the main thread and the worker (a diagnostic: it adds its own few hundred KiB).
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -97,7 +97,7 @@ async function main() {
   const snapshot = o.language === 'python' ? makeWasmSnapshot(files) : null;
   const nodeFlags = [...o.nodeFlags];
   if (o.diag) {
-    const diag = path.join(HERE, 'idle-memory-diag.cjs');
+    const diag = path.join(HERE, '..', 'sandboxd', 'runner_js', 'heap_probe.cjs');
     nodeFlags.push(`--allow-fs-read=${diag}`, '-r', diag);
   }
   const runners = [];

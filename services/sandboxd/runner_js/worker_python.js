@@ -43,13 +43,16 @@ function refuseSockets(py) {
 
 // Loading leaves garbage that the worker's heap keeps until its next full collection, which
 // an idle session may not reach for its whole life: the wasm binary's bytes, Pyodide's
-// loading code and data (together ~20 MiB). One full collection before `ready` returns it
-// (~60 ms of the start). The collector is taken from a context of its own, and the flag is
-// off again after: no context user code reaches has `gc`.
+// loading code and data (together ~20 MiB). Two full collections before `ready` return it
+// (one left the binary's buffer behind in some starts), 100-180 ms of the start on a busy
+// 2-core machine. The collector is taken from a context of its own, and the flag is off
+// again after: no context user code reaches has `gc`.
 function collectStartupGarbage() {
   v8.setFlagsFromString('--expose-gc');
   try {
-    vm.runInNewContext('gc')();
+    const gc = vm.runInNewContext('gc');
+    gc();
+    gc();
   } finally {
     v8.setFlagsFromString('--no-expose-gc');
   }

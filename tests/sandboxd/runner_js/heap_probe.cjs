@@ -1,7 +1,8 @@
 'use strict';
-// Preloaded (node -r) by idle-memory.mjs --diag into the runner's main thread only: on
-// SIGUSR2 it writes one stderr line `MEMDIAG {...}` with the main thread's and each
-// worker's V8 heap statistics and process.memoryUsage(). A diagnostic, never in production.
+// Preloaded (node -r) into the runner's main thread by python_wasm.test.mjs and
+// tests/wasm-spike/idle-memory.mjs --diag: on SIGUSR2 it writes one stderr line
+// `MEMDIAG {...}` with the main thread's and each worker's V8 heap statistics (MiB) and
+// process.memoryUsage(). A test's probe, never in production.
 const v8 = require('v8');
 const wt = require('worker_threads');
 
