@@ -97,7 +97,7 @@ class Bench {
   void JavaScript();
   void JavaScriptToolCalls();
   std::vector<double> CreateTimes(const std::string& runtime, int n);
-  uint64_t IdleMemory(const std::string& runtime, long* tree_kb = nullptr);
+  uint64_t IdleMemory(const std::string& runtime, long* tree_kb = nullptr, long* tree_pss_kb = nullptr);
   // session.cc
   void InterruptLatency();
   void IdleSessionMemory();

@@ -49,9 +49,9 @@ std::vector<double> Bench::CreateTimes(const std::string& runtime, int n) {
 
 // Memory of an idle session of `runtime` that has run one cell, as GetSessionStats reads
 // it (the container's cgroup: runner, interpreter and worker together); 0 when unknown.
-// `tree_kb`, when given, gets the resident memory of a wasm session's process tree as
-// /proc shows it (TreeRssKb), or -1.
-uint64_t Bench::IdleMemory(const std::string& runtime, long* tree_kb) {
+// `tree_kb` and `tree_pss_kb`, when given, get the resident memory of a wasm session's
+// process tree as /proc shows it (TreeRssKb) and its proportional set size (TreePssKb), or -1.
+uint64_t Bench::IdleMemory(const std::string& runtime, long* tree_kb, long* tree_pss_kb) {
   sb::Session s;
   if (grpc::Status st = Create(*stub_, Runtime(runtime), &s); !st.ok()) {
     r_->Error(absl::StrCat("CreateSession (", runtime, "): ", StatusText(st)));
@@ -65,10 +65,10 @@ uint64_t Bench::IdleMemory(const std::string& runtime, long* tree_kb) {
   sb::GetSessionStatsRequest req;
   req.set_session_id(s.id());
   if (st.ok()) st = stub_->GetSessionStats(&ctx, req, &stats);
-  if (tree_kb) {
-    const std::string& cid = s.container_id();
-    *tree_kb = cid.rfind("wasm-", 0) == 0 ? TreeRssKb(std::atoi(cid.c_str() + 5)) : -1;
-  }
+  const std::string& cid = s.container_id();
+  const pid_t wasm_pid = cid.rfind("wasm-", 0) == 0 ? std::atoi(cid.c_str() + 5) : 0;
+  if (tree_kb) *tree_kb = wasm_pid ? TreeRssKb(wasm_pid) : -1;
+  if (tree_pss_kb) *tree_pss_kb = wasm_pid ? TreePssKb(wasm_pid) : -1;
   if (!st.ok()) r_->Error(absl::StrCat("idle memory of a ", runtime, " session: ", StatusText(st)));
   Delete(*stub_, s.id());
   return st.ok() ? stats.memory_bytes() : 0;

@@ -145,25 +145,35 @@ long long ContainerCpuNs(const std::string& id) {
   return -1;
 }
 
-}  // namespace
-
-long ReadRssKb(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+// The "<field> N kB" line of /proc/<pid>/<file> in KiB, or -1.
+long ReadProcKb(pid_t pid, const char* file, const std::string& field) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/", file));
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+    if (line.rfind(field, 0) == 0) return std::atol(line.c_str() + field.size());
   }
   return -1;
 }
 
-void SetSessionMarker(const std::string& marker) { g_session_marker = marker; }
-
-long TreeRssKb(pid_t root) {
-  long sum = ReadRssKb(root);
+// `read` of `root` and all its descendants summed, or -1 when `root` is gone.
+long TreeKb(pid_t root, long (*read)(pid_t)) {
+  long sum = read(root);
   if (sum < 0) return -1;
-  for (pid_t p : Descendants(root)) sum += std::max(0L, ReadRssKb(p));
+  for (pid_t p : Descendants(root)) sum += std::max(0L, read(p));
   return sum;
 }
+
+long ReadPssKb(pid_t pid) { return ReadProcKb(pid, "smaps_rollup", "Pss:"); }
+
+}  // namespace
+
+long ReadRssKb(pid_t pid) { return ReadProcKb(pid, "status", "VmRSS:"); }
+
+void SetSessionMarker(const std::string& marker) { g_session_marker = marker; }
+
+long TreeRssKb(pid_t root) { return TreeKb(root, ReadRssKb); }
+
+long TreePssKb(pid_t root) { return TreeKb(root, ReadPssKb); }
 
 void CpuMeter::Reset() {
   machine_ = MachineTicks();

@@ -35,6 +35,10 @@ long ReadRssKb(pid_t pid);
 // when `pid` is gone.
 long TreeRssKb(pid_t pid);
 
+// Their proportional set sizes (Pss of smaps_rollup: a page shared by k processes counts
+// 1/k in each, so pages shared with other sessions count in part) summed in KiB, or -1.
+long TreePssKb(pid_t pid);
+
 // CPU use over an interval, in % of one core: the whole machine, sandboxd (with the
 // podman commands it ran), this process (with its children), and the given session
 // containers. What is left is other work on the machine (and the kernel).

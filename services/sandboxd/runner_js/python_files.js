@@ -92,6 +92,12 @@ async function loadPython(files, extra = {}) {
   const py = await loadPyodide({ indexURL: files.pyodide + path.sep, jsglobals: {},
     stdin: () => null, stdout: (s) => log(`python: ${s}`), stderr: (s) => log(`python: ${s}`),
     ...snapshot, ...extra });
+  // The restore has copied the snapshot into the wasm Memory, but Pyodide's config keeps the
+  // bytes (as large as that Memory) for the session's life: detached, they are freed now.
+  // Its module keeps the function that instantiated the wasm binary, and with it the
+  // binary's bytes (9.6 MB; V8 has its own copy): dropped, they go at the next collection.
+  if (snapshot._loadSnapshot) snapshot._loadSnapshot.buffer.transfer(0);
+  py._module.instantiateWasm = undefined;
   const pyz = fs.readFileSync(files.pythonRunner);
   if (files.snapshot) {
     const made = py.runPython(`import sandbox_runner\ngetattr(sandbox_runner, ${PYZ_MARK}, '')`);

@@ -238,20 +238,40 @@ absl::StatusOr<ResourceUsage> ReadProcTreeUsage(const std::string& proc_root, pi
   return SumProcessTree(stats, root_pid, ticks > 0 ? ticks : 100, page > 0 ? page : 4096, members);
 }
 
+namespace {
+
+// The "<field>: N kB" line of a /proc status-like text, in bytes; nullopt without one.
+std::optional<uint64_t> KbField(absl::string_view text, absl::string_view field) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (!absl::ConsumePrefix(&line, field) || !absl::ConsumePrefix(&line, ":")) continue;
+    uint64_t kib = 0;
+    line = absl::StripAsciiWhitespace(line);
+    if (absl::ConsumeSuffix(&line, "kB") && absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &kib)) {
+      return kib << 10;
+    }
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 uint64_t SumPeakResident(const std::string& proc_root, const std::vector<pid_t>& pids) {
   uint64_t sum = 0;
   for (pid_t pid : pids) {
     std::optional<std::string> text = ReadSmallFile(absl::StrCat(proc_root, "/", pid, "/status"));
-    if (!text) continue;
-    for (absl::string_view line : absl::StrSplit(*text, '\n')) {
-      if (!absl::ConsumePrefix(&line, "VmHWM:")) continue;
-      uint64_t kib = 0;
-      line = absl::StripAsciiWhitespace(line);
-      if (absl::ConsumeSuffix(&line, "kB") && absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &kib)) {
-        sum += kib << 10;
-      }
-      break;
-    }
+    if (text) sum += KbField(*text, "VmHWM").value_or(0);
+  }
+  return sum;
+}
+
+std::optional<uint64_t> SumProportionalResident(const std::string& proc_root,
+                                                const std::vector<pid_t>& pids) {
+  std::optional<uint64_t> sum;
+  for (pid_t pid : pids) {
+    std::optional<std::string> text = ReadSmallFile(absl::StrCat(proc_root, "/", pid, "/smaps_rollup"));
+    std::optional<uint64_t> pss = text ? KbField(*text, "Pss") : std::nullopt;
+    if (pss) sum = sum.value_or(0) + *pss;
   }
   return sum;
 }

@@ -95,6 +95,13 @@ absl::StatusOr<ResourceUsage> ReadProcTreeUsage(const std::string& proc_root, pi
 // meanwhile count 0.
 uint64_t SumPeakResident(const std::string& proc_root, const std::vector<pid_t>& pids);
 
+// The sum of the proportional set sizes (Pss of /proc/<pid>/smaps_rollup) of `pids`: a
+// page shared by k processes counts 1/k in each, so summed over several sessions the
+// pages they share (Node's code) count once. Processes gone meanwhile count 0; nullopt
+// when no process's smaps_rollup is readable (kernels before 4.14, another uid's process).
+std::optional<uint64_t> SumProportionalResident(const std::string& proc_root,
+                                                const std::vector<pid_t>& pids);
+
 // The start time of process `pid` (field 22 of its stat): a pid and its start time name
 // one process, so a cached pid whose start time changed is another process now.
 absl::StatusOr<uint64_t> ProcessStartTime(const std::string& proc_root, pid_t pid);

@@ -66,6 +66,8 @@ struct WasmJailRequest {
   // Not 0: the program's stderr goes through the jail, which keeps the file it writes to
   // within this many bytes (--stderr-cap).
   uint64_t stderr_cap_bytes = 0;
+  // The program's whole environment (the jail's --env): KEY=VALUE entries, at most 8.
+  std::vector<std::string> program_env;
 };
 
 // The system files a dynamically linked Node needs to start (the C library and its

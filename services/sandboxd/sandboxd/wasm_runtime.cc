@@ -41,6 +41,14 @@ namespace {
 constexpr char kIdPrefix[] = "wasm-";
 // Open files of one session: Node and Pyodide hold ~40; the rest is the user's.
 constexpr uint32_t kNofile = 256;
+// Node's only environment entry. glibc's malloc moves its mmap threshold up to the size of
+// the largest block it has freed (the runner frees the snapshot's 30 MiB), after which V8's
+// compile-time allocations (TurboFan's zone segments of 32 KiB and more) come from malloc's
+// heaps and stay resident when freed: a fixed threshold returns them. An idle Python
+// session holds ~96 MiB of anonymous memory with it, ~150 MiB without (docs/wasm-tier.md,
+// "Memory"). User code never sees this entry (its environment comes on fd 5).
+constexpr char kNodeMallocTunables[] = "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=32768";
+
 // The environment entry that carries the runner's token (never passed on to user code).
 constexpr char kRunnerTokenVariable[] = "SANDBOX_RUNNER_TOKEN";
 constexpr uint64_t kV8Reservations = 3ull << 29;  // 1.5 GiB
@@ -265,6 +273,7 @@ absl::StatusOr<std::string> WasmRuntime::Start(const ContainerSpec& spec) {
   request.workspace = *workspace;
   request.env_fd = 5;
   request.shares_sandboxd_uid = geteuid() != 0;
+  request.program_env = {kNodeMallocTunables};
   // RLIMIT_DATA counts address space V8 reserves and never touches (its code range, the
   // heaps' reservations): Node alone needs 768 MiB of it to start, an idle Python session
   // holds 1.3 GiB (for 220 MiB resident). The session's limit comes on top of a fixed
@@ -509,6 +518,9 @@ absl::StatusOr<ResourceUsage> WasmRuntime::Usage(const std::string& name, Isolat
   absl::StatusOr<ResourceUsage> usage = ReadProcTreeUsage("/proc", r->pid, &members);
   if (!usage.ok()) return usage.status();
   usage->memory_peak_bytes = std::max(usage->memory_bytes, SumPeakResident("/proc", members));
+  // A session's cost is its share of the pages: Node's code is shared by every session (the
+  // sum of the resident sets counts it once per session), the rest is the session's own.
+  if (std::optional<uint64_t> pss = SumProportionalResident("/proc", members)) usage->memory_bytes = *pss;
   if (r->budget.bytes != 0) {
     if (absl::StatusOr<WasmWorkspaceUse> use = MeasureWorkspace(*r, 0); use.ok()) {
       usage->workspace_known = true;

@@ -4,13 +4,15 @@
 //   sandboxd-wasm-jail [--seccomp [--no-chmod]] [--landlock] [--read PATH]... [--write PATH]...
 //                      [--rlimit-data BYTES] [--rlimit-nofile N] [--rlimit-nproc N]
 //                      [--rlimit-fsize BYTES] [--keep-fd N]... [--stderr-cap BYTES]
+//                      [--env KEY=VALUE]...
 //                      -- PROGRAM ARGS...
 //   sandboxd-wasm-jail --probe     one JSON object on stdout: which layers this kernel applies
 //
 // Order: rlimits (core size always 0), PR_SET_NO_NEW_PRIVS, every fd > 2 closed but the
 // --keep-fd ones, Landlock (jail_landlock.c), with --stderr-cap a fork that leaves this
-// process as the reader of the program's stderr (jail_stderr.c), the seccomp allowlist (jail_seccomp.c), one
-// line on stderr naming what is in force, then execve(PROGRAM) with an empty environment.
+// process as the reader of the program's stderr (jail_stderr.c), the seccomp allowlist
+// (jail_seccomp.c), one line on stderr naming what is in force, then execve(PROGRAM) with
+// an environment of exactly the --env entries (none: an empty one).
 // --no-chmod (with --seccomp): no mode changes at all, and a umask of 0, so that a file is
 // created with the mode its creator asks for instead of being chmodded to it afterwards.
 // Exit 2: a bad command line (nothing applied, nothing run). Exit 126: a requested layer
@@ -35,7 +37,7 @@
 
 #include "jail.h"
 
-enum { kMaxRead = 64, kMaxWrite = 16, kMaxKeep = 16 };
+enum { kMaxRead = 64, kMaxWrite = 16, kMaxKeep = 16, kMaxEnv = 8 };
 
 struct options {
   int seccomp, no_chmod, landlock, probe;
@@ -45,6 +47,8 @@ struct options {
   int nwrite;
   int keep[kMaxKeep];
   int nkeep;
+  char* env[kMaxEnv + 1];  // NULL-terminated
+  int nenv;
   // 0: not given (the inherited limit stays).
   rlim_t data, fsize, nofile, nproc;
   rlim_t stderr_cap;  // 0: stderr stays the inherited fd 2
@@ -69,7 +73,8 @@ static void usage(const char* format, ...) {
   va_end(args);
   fputs("\nusage: sandboxd-wasm-jail [--seccomp [--no-chmod]] [--landlock] [--read PATH]... [--write PATH]...\n"
         "         [--rlimit-data BYTES] [--rlimit-nofile N] [--rlimit-nproc N]\n"
-        "         [--rlimit-fsize BYTES] [--keep-fd N]... [--stderr-cap BYTES] -- PROGRAM ARGS...\n"
+        "         [--rlimit-fsize BYTES] [--keep-fd N]... [--stderr-cap BYTES]\n"
+        "         [--env KEY=VALUE]... -- PROGRAM ARGS...\n"
         "       sandboxd-wasm-jail --probe\n",
         stderr);
   exit(2);
@@ -108,6 +113,13 @@ static void add_keep_fd(struct options* o, const char* text) {
   o->keep[o->nkeep++] = fd;
 }
 
+static void add_env(struct options* o, char* entry) {
+  if (o->nenv == kMaxEnv) usage("too many --env (at most %d)", kMaxEnv);
+  const char* eq = strchr(entry, '=');
+  if (eq == NULL || eq == entry) usage("--env %s: not KEY=VALUE", entry);
+  o->env[o->nenv++] = entry;
+}
+
 // One option (with its value, if it takes one) at argv[i]; returns how many were used.
 static int parse_option(struct options* o, int argc, char** argv, int i) {
   const char* a = argv[i];
@@ -136,6 +148,8 @@ static int parse_option(struct options* o, int argc, char** argv, int i) {
     set_once(a, &o->stderr_cap, v, 1ULL << 40);
   } else if (!strcmp(a, "--keep-fd")) {
     add_keep_fd(o, v);
+  } else if (!strcmp(a, "--env")) {
+    add_env(o, argv[i + 1]);
   } else {
     usage("%s: unknown option", a);
   }
@@ -153,7 +167,7 @@ static void parse_args(struct options* o, int argc, char** argv) {
   if (i >= argc) usage("missing -- before PROGRAM");
   if (i + 1 >= argc) usage("missing PROGRAM after --");
   o->program = argv + i + 1;
-  // No PATH search: the program gets an empty environment, and so does this lookup.
+  // No PATH search: the program gets only the --env entries, and this lookup none.
   if (strchr(o->program[0], '/') == NULL) usage("PROGRAM %s: not a path", o->program[0]);
   if (access(o->program[0], X_OK) != 0) usage("PROGRAM %s: %s", o->program[0], strerror(errno));
 }
@@ -309,8 +323,7 @@ int main(int argc, char** argv) {
   if (o.seccomp) jail_apply_seccomp(o.program[0], !o.no_chmod);
   fprintf(stderr, "wasm-jail: layers: seccomp=%s %s rlimits=%s\n",
           o.seccomp ? (o.no_chmod ? "on,no-chmod" : "on") : "off", landlock, limits);
-  char* empty_env[] = {NULL};
-  execve(o.program[0], o.program, empty_env);
+  execve(o.program[0], o.program, o.env);
   fprintf(stderr, "wasm-jail: cannot exec %s: %s\n", o.program[0], strerror(errno));
   return 127;
 }

@@ -368,9 +368,10 @@ export class WasmRunner extends RunnerContainer {
   // --pyodide and --python-runner). Resolves once the socket
   // is there; `exitCode` resolves with the process's exit code. `env`: KEY=VALUE entries
   // the runner gets on fd 5 (--env-fd 5), as sandboxd passes them; the runner's own
-  // environment then holds `hostEnv` (which the session must not see).
+  // environment then holds `hostEnv` (which the session must not see). `nodeFlags`: more
+  // node flags before the contract's (tests/wasm-spike/idle-memory.mjs compares some).
   static async start({ snapshot = null, extraArgs = [], heapMb = 512, language = 'python',
-    pyz = null, env = null, hostEnv = {} } = {}) {
+    pyz = null, env = null, hostEnv = {}, nodeFlags = [] } = {}) {
     const files = wasmFiles();
     if (pyz) files.pyz = pyz;
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'runner-wasm-test-'));
@@ -383,7 +384,7 @@ export class WasmRunner extends RunnerContainer {
       reads.push(path.dirname(snapshot));
       python.push('--snapshot', snapshot);
     }
-    const args = ['-c', LAUNCH_ON_FD3, path.join(dir, 'runner.sock'), files.node,
+    const args = ['-c', LAUNCH_ON_FD3, path.join(dir, 'runner.sock'), files.node, ...nodeFlags,
       ...wasmNodeFlags(reads, workspace), files.bundle, '--listen-fd', '3', '--workspace',
       workspace, '--language', language, '--heap-mb', String(heapMb), ...python, ...extraArgs];
     if (env) args.push('--env-fd', '5');

@@ -6,9 +6,31 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { CATALOG, WasmRunner, makeWasmSnapshot, textResult, wasmFiles } from './harness.mjs';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+// What sandboxd gives Node as its environment (wasm_runtime.cc, kNodeMallocTunables).
+const NODE_MALLOC_TUNABLES = 'glibc.malloc.mmap_threshold=32768';
+
+// The anonymous mappings of process `pid` that are as large as `bytes` and resident, both
+// within 64 KiB: "start-end rss_kb" each.
+function mappingsHolding(pid, bytes) {
+  const found = [];
+  let head = null;
+  for (const line of fs.readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
+    const m = /^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ 0\s*$/.exec(line);
+    if (/^[0-9a-f]+-[0-9a-f]+ /.test(line)) {
+      head = m ? { name: `${m[1]}-${m[2]}`, size: Number(BigInt(`0x${m[2]}`) - BigInt(`0x${m[1]}`)) } : null;
+      continue;
+    }
+    const rss = /^Rss:\s+(\d+) kB/.exec(line);
+    if (rss && head && Math.abs(head.size - bytes) <= 65536 && Number(rss[1]) * 1024 >= bytes - 65536) {
+      found.push(`${head.name} ${rss[1]} kB`);
+    }
+  }
+  return found;
+}
 
 describe('python in pyodide (wasm tier)', () => {
   let snapshot;
@@ -18,7 +40,7 @@ describe('python in pyodide (wasm tier)', () => {
   before(async () => {
     snapshot = makeWasmSnapshot(wasmFiles());
     runner = await WasmRunner.start({ snapshot, env: ['SESSION_VAR=visible', 'HOME=/workspace'],
-      hostEnv: { HOST_SECRET: 'hunter2' } });
+      hostEnv: { HOST_SECRET: 'hunter2', GLIBC_TUNABLES: NODE_MALLOC_TUNABLES } });
     [client, ready] = await runner.connect();
     await client.setCatalog(CATALOG);
   });
@@ -43,6 +65,40 @@ describe('python in pyodide (wasm tier)', () => {
     assert.equal(r.status, 'ok', JSON.stringify(r.error));
     assert.equal(r.result, "(['HOME', 'LANG', 'LD_LIBRARY_PATH', 'PATH', 'SESSION_VAR'], " +
       "'visible', '/workspace', '/', 'en_US.UTF-8')");
+  });
+
+  // The restore copies the snapshot into the wasm Memory: the bytes read from the file are
+  // freed then, not kept for the session's life (python_files.js).
+  it('keeps one copy of the snapshot after the restore: the wasm Memory', async () => {
+    assert.equal((await client.exec('x = 1')).status, 'ok');
+    const bytes = fs.statSync(snapshot).size;
+    const copies = mappingsHolding(runner.proc.pid, bytes);
+    assert.equal(copies.length, 1, `mappings holding ${bytes} bytes: ${copies.join(', ')}`);
+  });
+
+  // V8 keeps its own copy of the wasm binary: the 9.6 MB read from the file, and the rest of
+  // the start's garbage, are gone from the worker's heap by `ready` (worker_python.js).
+  it('keeps no buffers of the start in the worker after ready', async () => {
+    const probe = path.join(path.dirname(fileURLToPath(import.meta.url)), 'heap_probe.cjs');
+    const probed = await WasmRunner.start({ snapshot, env: [],
+      hostEnv: { GLIBC_TUNABLES: NODE_MALLOC_TUNABLES },
+      nodeFlags: [`--allow-fs-read=${probe}`, '-r', probe] });
+    try {
+      const [c] = await probed.connect();
+      assert.equal((await c.exec('x = 1')).status, 'ok');
+      process.kill(probed.proc.pid, 'SIGUSR2');
+      let line;
+      for (let i = 0; i < 100 && !line; i++) {
+        await sleep(50);
+        line = probed.log.split('\n').find((l) => l.startsWith('MEMDIAG '));
+      }
+      assert.ok(line, `no MEMDIAG line: ${probed.log}`);
+      const wasm = fs.statSync(path.join(wasmFiles().pyodide, 'pyodide.asm.wasm')).size;
+      const external = JSON.parse(line.slice(8)).workers[0].external * 1048576;
+      assert.ok(external < wasm, `the worker holds ${external} bytes of buffers (the binary: ${wasm})`);
+    } finally {
+      probed.stop();
+    }
   });
 
   it('refuses symlinks in the workspace (the permission model) instead of faking them', async () => {

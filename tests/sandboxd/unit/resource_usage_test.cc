@@ -210,6 +210,22 @@ TEST(ProcTreeTest, ThisProcessIsReadFromProc) {
   EXPECT_EQ(ProcessStartTime("/proc", 0x3ffffffe).status().code(), absl::StatusCode::kNotFound);
 }
 
+// Pss is summed, not Pss_Anon or SwapPss; gone or unreadable processes count 0, and none
+// readable at all is nullopt (the caller keeps the resident sets then). The fixture is a
+// proc root, as CgroupTreeTest's is a cgroup root.
+TEST_F(CgroupTreeTest, ProportionalSetSizesAreSummed) {
+  Write("10/smaps_rollup",
+        "00400000-7ffc0 ---p 00000000 00:00 0 [rollup]\nRss: 200000 kB\nPss: 150000 kB\n"
+        "Pss_Anon: 140000 kB\nSwapPss: 7 kB\n");
+  Write("11/smaps_rollup", "Pss_Anon: 9 kB\nPss:  1024 kB\n");
+  Write("12/smaps_rollup", "Pss: garbage\n");
+  EXPECT_EQ(SumProportionalResident(root_, {10, 11, 12, 13}), uint64_t{151024} << 10);
+  EXPECT_EQ(SumProportionalResident(root_, {12, 13}), std::nullopt);
+  std::optional<uint64_t> self = SumProportionalResident("/proc", {getpid()});
+  ASSERT_TRUE(self.has_value());
+  EXPECT_GT(*self, 1u << 20);
+}
+
 TEST(WorkspaceUsageTest, StatvfsOfADirectoryAndNothingForAMissingOne) {
   ResourceUsage u;
   ReadWorkspaceUsage("/tmp", &u);

@@ -189,6 +189,14 @@ TEST(WasmJail, KeepsOnlyTheKeptFdsAndGivesAnEmptyEnvironment) {
   EXPECT_THAT(RunProgram({"/usr/bin/env"}).out, HasSubstr("WASM_JAIL_TEST_SECRET=1"));
 }
 
+// --env: the program's environment is exactly those entries (sandboxd's malloc settings for
+// Node), still nothing of the jail's own.
+TEST(WasmJail, GivesTheProgramExactlyTheEnvEntries) {
+  setenv("WASM_JAIL_TEST_SECRET", "1", 1);
+  EXPECT_EQ(Jail({"--env", "GLIBC_TUNABLES=a=1:b=2", "--env", "B="}, {"env"}).out,
+            "GLIBC_TUNABLES=a=1:b=2\nB=\n2 variables\n");
+}
+
 TEST(WasmJail, WritesOneLayersLineBeforeExec) {
   JailRun run = Jail({"--seccomp", "--landlock", "--read", kProbe, "--rlimit-nofile", "64"},
                      {"print", "x"});
@@ -237,6 +245,9 @@ TEST(WasmJail, RefusesBadInputWithAMessage) {
   std::vector<std::string> many_reads;
   for (int i = 0; i < 65; i++) many_reads.insert(many_reads.end(), {"--read", "/"});
   many_reads.insert(many_reads.end(), {"--", kProbe, "print", "x"});
+  std::vector<std::string> many_envs;
+  for (int i = 0; i < 9; i++) many_envs.insert(many_envs.end(), {"--env", "A=1"});
+  many_envs.insert(many_envs.end(), {"--", kProbe, "print", "x"});
   const std::vector<BadInput> cases = {
       {{kProbe, "print", "x"}, 2, "not an option (PROGRAM comes after --)"},
       {{"--seccomp"}, 2, "missing -- before PROGRAM"},
@@ -256,6 +267,9 @@ TEST(WasmJail, RefusesBadInputWithAMessage) {
       {{"--", "/no/such/program"}, 2, "PROGRAM /no/such/program: No such file"},
       {{"--", "sh"}, 2, "PROGRAM sh: not a path"},
       {many_reads, 2, "too many --read (at most 64)"},
+      {many_envs, 2, "too many --env (at most 8)"},
+      {{"--env", "NOEQUALS", "--", kProbe}, 2, "--env NOEQUALS: not KEY=VALUE"},
+      {{"--env", "=x", "--", kProbe}, 2, "--env =x: not KEY=VALUE"},
       {{"--rlimit-nofile", "1073741824", "--", kProbe}, 126,
        "wasm-jail: cannot apply rlimits: RLIMIT_NOFILE 1073741824: Operation not permitted"},
   };

@@ -226,6 +226,23 @@ TEST(WasmJailArgv, RunsTheProgramInsideEveryLayer) {
             "errno EACCES\n");
 }
 
+// The request's program_env is the program's environment behind every layer (bwrap clears
+// its own), and nothing else is.
+TEST(WasmJailArgv, GivesTheProgramExactlyItsEnvironmentInsideEveryLayer) {
+  TempDir ws;
+  for (bool bwrap : {false, true}) {
+    WasmJailRequest request{{kProbe}, ws.path(), 1 << 30, 1 << 20, 64, 32, 3};
+    request.program_env = {"GLIBC_TUNABLES=glibc.malloc.mmap_threshold=32768"};
+    std::vector<std::string> argv = WasmJailArgv({kJail, "bwrap"}, Layers(true, true, bwrap), request);
+    argv.insert(argv.end(), {kProbe, "env"});
+    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    JailRun run = RunProgram(argv, {{3, null}});
+    close(null);
+    EXPECT_EQ(run.out, "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=32768\n1 variables\n")
+        << "bwrap " << bwrap << ": " << run.err;
+  }
+}
+
 TEST(WasmJailArgv, TheListeningSocketSurvivesBwrapAndTheJail) {
   TempDir ws;
   std::string path = ws.path() + "/runner.sock";
