@@ -93,7 +93,10 @@ ClientHello ParseClientHello(absl::string_view bytes) {
   // The handshake message may span several records: gather their payloads.
   std::string message;
   size_t needed = 4;  // the handshake header, then the whole message
-  while (message.size() < needed) {
+  for (size_t records = 0; message.size() < needed; ++records) {
+    if (records == kMaxClientHelloRecords) {
+      return Fail(ClientHello::kMalformed, "a ClientHello in too many records");
+    }
     if (bytes.empty()) return ClientHello();
     if (static_cast<uint8_t>(bytes[0]) != kHandshakeRecord) {
       return Fail(ClientHello::kNotTls, "the tunnel does not start with a TLS handshake");

@@ -17,6 +17,9 @@ namespace egress {
 
 // A ClientHello spans records up to this many bytes of handshake; larger is refused.
 constexpr size_t kMaxClientHelloBytes = 32 << 10;
+// And in at most this many records: tiny records would cost the proxy six bytes read per
+// byte of handshake.
+constexpr size_t kMaxClientHelloRecords = 64;
 
 struct ClientHello {
   enum State { kNeedMore, kNotTls, kMalformed, kDone };

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/mutex.h"
+#include "egress/parked_dialer.h"
 #include "egress/proxy_connection.h"
 
 namespace sandboxd {
@@ -175,6 +176,23 @@ absl::StatusOr<uint16_t> SessionProxy::ListenLoopback() {
       asio::ip::tcp::endpoint(asio::ip::address_v4::loopback(), 0), &port);
   if (!s.ok()) return s;
   return static_cast<uint16_t>(std::stoi(port));
+}
+
+absl::Status SessionProxy::DialUnix(const std::string& path, size_t parked) {
+  std::weak_ptr<State> weak = state_;
+  auto dialer = std::make_shared<ParkedDialer>(state_->io_, path, parked,
+                                               [weak](ParkedDialer::Socket socket) {
+                                                 if (auto state = weak.lock()) {
+                                                   state->OnAccepted(std::move(socket));
+                                                 }
+                                               });
+  {
+    codemode::MutexLock lock(&state_->mu_);
+    if (state_->stopped_) return absl::FailedPreconditionError("the egress proxy is stopped");
+    state_->closers_.push_back([dialer] { dialer->Stop(); });
+  }
+  dialer->Start();
+  return absl::OkStatus();
 }
 
 absl::Status SessionProxy::Narrow(const Policy& narrower) { return state_->Narrow(narrower); }

@@ -5,7 +5,8 @@
 //
 //   SessionProxy proxy(io, {.session = "s1", .owner = "alice", .policy = *Policy::Parse(...),
 //                           .owner_slots = alice_slots, .resolver = &resolver, .sink = &audit});
-//   proxy.ListenUnix(socket_dir + "/egress.sock");
+//   proxy.ListenUnix(socket_dir + "/egress.sock");      // the sandbox dials, or
+//   proxy.DialUnix(socket_dir + "/egress-relay.sock", 4);   // the host dials in
 //   proxy.Narrow(*Policy::Parse("pypi.org"));   // PermissionDenied if wider than now
 //
 // Safe for concurrent use. Destroying it stops it: the listeners close and open
@@ -47,6 +48,9 @@ class SessionProxy {
   absl::Status ListenUnix(const std::string& path);
   // Listens on 127.0.0.1 on a free port; returns the port.
   absl::StatusOr<uint16_t> ListenLoopback();
+  // The host dials in instead (parked_dialer.h): keeps `parked` connections open to the
+  // relay's unix socket at `path` and serves each one the relay wakes.
+  absl::Status DialUnix(const std::string& path, size_t parked);
 
   // Replaces the policy with `narrower` if it is within the current one (PermissionDenied
   // naming the first wider entry otherwise), and cuts open connections it no longer allows.

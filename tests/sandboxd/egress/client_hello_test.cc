@@ -41,6 +41,13 @@ TEST(ClientHelloTest, AHelloSplitAcrossRecordsIsReassembled) {
   EXPECT_EQ(parsed.server_name, "split.test");
 }
 
+TEST(ClientHelloTest, AHelloInTinyRecordsIsRefused) {
+  const std::string hello = ClientHelloFor("tiny.test");
+  std::string records;
+  for (char c : hello.substr(5)) records += hello.substr(0, 3) + std::string("\x00\x01", 2) + c;
+  EXPECT_EQ(ParseClientHello(records).state, ClientHello::kMalformed);
+}
+
 TEST(ClientHelloTest, WhatIsNotAHelloIsSaidSo) {
   EXPECT_EQ(ParseClientHello("GET / HTTP/1.1\r\n").state, ClientHello::kNotTls);
   EXPECT_EQ(ParseClientHello(std::string("\x16\x03\x01\x00\x00", 5)).state, ClientHello::kMalformed);

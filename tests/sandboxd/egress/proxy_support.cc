@@ -177,6 +177,28 @@ bool Client::ClosedWithin(std::chrono::milliseconds timeout) {
   return false;
 }
 
+UnixListener::UnixListener(const std::string& path) {
+  unlink(path.c_str());
+  fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  if (bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd_, 64) != 0) {
+    close(fd_);
+    fd_ = -1;
+  }
+}
+
+UnixListener::~UnixListener() {
+  if (fd_ >= 0) close(fd_);
+}
+
+Client UnixListener::Accept(std::chrono::milliseconds timeout) {
+  pollfd p{fd_, POLLIN, 0};
+  if (fd_ < 0 || poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return Client::Adopt(-1);
+  return Client::Adopt(accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC));
+}
+
 std::string ClientHelloFor(const std::string& server_name) {
   SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
   SSL* ssl = SSL_new(ctx);

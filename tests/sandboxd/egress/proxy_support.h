@@ -71,6 +71,7 @@ class Client {
  public:
   static Client Tcp(uint16_t port);
   static Client Unix(const std::string& path);
+  static Client Adopt(int fd) { return Client(fd); }
   Client(Client&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
   ~Client();
   bool Send(const std::string& bytes);
@@ -83,6 +84,18 @@ class Client {
 
  private:
   explicit Client(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
+
+// A unix socket listener: the relay's side when the host dials in.
+class UnixListener {
+ public:
+  explicit UnixListener(const std::string& path);
+  ~UnixListener();
+  // The next connection, or one that is not connected() after `timeout`.
+  Client Accept(std::chrono::milliseconds timeout);
+
+ private:
   int fd_ = -1;
 };
 

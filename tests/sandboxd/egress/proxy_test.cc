@@ -142,6 +142,29 @@ TEST_F(ProxyTest, TheUnixSocketServesAndGoesWithTheProxy) {
   EXPECT_NE(access(path.c_str(), F_OK), 0) << "the socket file goes";
 }
 
+TEST_F(ProxyTest, WhenTheHostDialsInParkedConnectionsWaitAndAreReplaced) {
+  const std::string path = ::testing::TempDir() + "/egress_relay_test.sock";
+  UnixListener relay(path);
+  ProxyLimits limits;
+  limits.header_timeout = std::chrono::milliseconds(300);
+  auto proxy = Make("origin.test:$PORT, 127.0.0.0/8:$PORT", limits);
+  ASSERT_TRUE(proxy->DialUnix(path, 2).ok());
+  Client first = relay.Accept(std::chrono::seconds(3));
+  Client second = relay.Accept(std::chrono::seconds(3));
+  ASSERT_TRUE(first.connected() && second.connected()) << "the host parks two connections";
+  EXPECT_FALSE(relay.Accept(std::chrono::milliseconds(200)).connected()) << "and no more";
+  EXPECT_FALSE(first.ClosedWithin(std::chrono::milliseconds(600)))
+      << "a parked connection waits past the header timeout";
+  ASSERT_THAT(Connect(first, Origin()), StartsWith("HTTP/1.1 200"));
+  const std::string hello = ClientHelloFor("origin.test");
+  ASSERT_TRUE(first.Send(hello + "ping"));
+  EXPECT_EQ(first.Read("ping"), hello + "ping");
+  EXPECT_TRUE(relay.Accept(std::chrono::seconds(3)).connected()) << "a woken one is replaced";
+  proxy.reset();
+  EXPECT_TRUE(second.ClosedWithin(std::chrono::seconds(3))) << "stopping closes parked ones";
+  EXPECT_TRUE(first.ClosedWithin(std::chrono::seconds(3))) << "and cuts served ones";
+}
+
 }  // namespace
 }  // namespace egress_test
 }  // namespace egress
