@@ -44,8 +44,8 @@ class ProxyConnection : public std::enable_shared_from_this<ProxyConnection> {
     std::string session;
     std::string owner;
     ProxyLimits limits;
-    Resolver* resolver = nullptr;   // outlives the proxy
-    DecisionSink* sink = nullptr;   // likewise
+    Resolver* resolver = nullptr;   // outlives the connection
+    DecisionSink* sink = nullptr;   // likewise; may be null
   };
 
   ProxyConnection(Socket client, std::shared_ptr<const Context> context,

@@ -35,8 +35,10 @@ class SessionProxy {
     Policy policy;
     ProxyLimits limits;
     std::shared_ptr<ConnectionSlots> owner_slots;  // null: no cap per owner
-    Resolver* resolver = nullptr;                  // outlives the proxy
-    DecisionSink* sink = nullptr;                  // outlives the proxy; may be null
+    // Both outlive the proxy's connections, which end on the io_context after Stop: keep
+    // them as long as the io_context runs.
+    Resolver* resolver = nullptr;
+    DecisionSink* sink = nullptr;  // may be null
   };
 
   SessionProxy(boost::asio::io_context& io, Options options);

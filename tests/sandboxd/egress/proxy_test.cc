@@ -1,6 +1,9 @@
 // The egress proxy's decisions on loopback, with real sockets (proxy_fixture.h).
 #include <gtest/gtest.h>
 
+#include <future>
+
+#include "egress/system_resolver.h"
 #include "proxy_fixture.h"
 
 namespace sandboxd {
@@ -31,6 +34,36 @@ TEST_F(ProxyTest, AnAllowedTunnelRelaysBytesBothWays) {
   EXPECT_EQ(d[0].address, "127.0.0.1");
   EXPECT_EQ(d[0].bytes_up, hello.size() + 4);
   EXPECT_EQ(d[0].bytes_down, hello.size() + 4);
+}
+
+TEST_F(ProxyTest, BytesSentWithTheConnectAreCheckedAndRelayed) {
+  auto proxy = Make("origin.test:$PORT, 127.0.0.0/8:$PORT");
+  const std::string hello = ClientHelloFor("origin.test");
+  Client client = Client::Tcp(last_port());
+  ASSERT_TRUE(client.Send(absl::StrCat("CONNECT ", Origin(), " HTTP/1.1\r\n\r\n", hello, "ping")));
+  const std::string answer = client.Read("ping");
+  EXPECT_THAT(answer, StartsWith("HTTP/1.1 200"));
+  EXPECT_THAT(answer, ::testing::EndsWith(hello + "ping"));
+  Client evil = Client::Tcp(last_port());
+  ASSERT_TRUE(evil.Send(absl::StrCat("CONNECT ", Origin(), " HTTP/1.1\r\n\r\n",
+                                     ClientHelloFor("evil.test"), "ping")));
+  EXPECT_TRUE(evil.ClosedWithin(std::chrono::seconds(3)));
+  EXPECT_EQ(origin_.received(), hello + "ping");
+}
+
+TEST(SystemResolverTest, LocalhostResolvesToLoopback) {
+  IoThreads io;
+  SystemResolver resolver(io.io());
+  std::promise<absl::StatusOr<std::vector<IpAddress>>> answer;
+  resolver.Resolve("localhost", [&](absl::StatusOr<std::vector<IpAddress>> r) { answer.set_value(r); });
+  absl::StatusOr<std::vector<IpAddress>> r = answer.get_future().get();
+  ASSERT_TRUE(r.ok()) << r.status();
+  bool loopback = false;
+  for (const IpAddress& a : *r) loopback = loopback || Classify(a) == IpClass::kLoopback;
+  EXPECT_TRUE(loopback);
+  std::promise<absl::StatusOr<std::vector<IpAddress>>> none;
+  resolver.Resolve("no-such-name.invalid", [&](absl::StatusOr<std::vector<IpAddress>> r) { none.set_value(r); });
+  EXPECT_FALSE(none.get_future().get().ok());
 }
 
 TEST_F(ProxyTest, AHostOutsideThePolicyGets403AndNothingReachesTheServer) {
