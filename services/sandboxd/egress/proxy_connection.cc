@@ -214,7 +214,7 @@ void ProxyConnection::CheckHello(const std::string& bytes) {
 void ProxyConnection::StartRelay(std::string first_up) {
   auto self = shared_from_this();
   auto relay = std::make_shared<Relay>(
-      std::move(client_), Socket(std::move(upstream_)), context_->limits, started_,
+      std::move(client_), Socket(std::move(upstream_)), context_->limits, context_->quotas, started_,
       [self](Relay::Result r) {
         self->Report(true, self->request_.tunnel ? 200 : 0, r.end, r.bytes_up, r.bytes_down);
         self->slots_.clear();

@@ -46,6 +46,7 @@ class ProxyConnection : public std::enable_shared_from_this<ProxyConnection> {
     ProxyLimits limits;
     Resolver* resolver = nullptr;   // outlives the connection
     DecisionSink* sink = nullptr;   // likewise; may be null
+    std::vector<std::shared_ptr<ByteQuota>> quotas;  // the session's, then its owner's
   };
 
   ProxyConnection(Socket client, std::shared_ptr<const Context> context,

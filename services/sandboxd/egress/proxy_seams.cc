@@ -26,5 +26,25 @@ void ConnectionSlots::Give() {
   --open_;
 }
 
+bool ByteQuota::Charge(uint64_t n) {
+  uint64_t used = used_.load();
+  do {
+    if (n > limit_ || used > limit_ - n) {
+      spent_.store(true);
+      return false;
+    }
+  } while (!used_.compare_exchange_weak(used, used + n));
+  return true;
+}
+
+const ByteQuota* ChargeAll(const std::vector<std::shared_ptr<ByteQuota>>& quotas, uint64_t n) {
+  for (size_t i = 0; i < quotas.size(); ++i) {
+    if (quotas[i]->Charge(n)) continue;
+    for (size_t j = 0; j < i; ++j) quotas[j]->Refund(n);
+    return quotas[i].get();
+  }
+  return nullptr;
+}
+
 }  // namespace egress
 }  // namespace sandboxd

@@ -6,6 +6,7 @@
 //   auto owner = std::make_shared<ConnectionSlots>("max_egress_connections_per_owner", 256);
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -23,6 +24,7 @@ namespace egress {
 struct ProxyLimits {
   size_t max_connections = 64;                         // open at once, per session
   uint64_t max_bytes_per_connection = uint64_t{1} << 30;  // both ways together
+  uint64_t max_bytes_per_session = uint64_t{16} << 30;    // over the session's life
   size_t max_header_bytes = 16 << 10;                  // the request line and headers
   std::chrono::milliseconds header_timeout{10'000};    // the request head, then the ClientHello
   std::chrono::milliseconds connect_timeout{10'000};   // resolving and connecting
@@ -92,6 +94,29 @@ class ConnectionSlots : public std::enable_shared_from_this<ConnectionSlots> {
   mutable codemode::Mutex mu_;
   size_t open_ ABSL_GUARDED_BY(mu_) = 0;
 };
+
+// Bytes relayed over the life of a session (or of all an owner's sessions) against a limit;
+// once spent, new connections get 429 and open ones are cut. Safe for concurrent use.
+class ByteQuota {
+ public:
+  ByteQuota(std::string name, uint64_t limit) : name_(std::move(name)), limit_(limit) {}
+  // Takes `n` bytes, or nothing and false when that would pass the limit.
+  bool Charge(uint64_t n);
+  void Refund(uint64_t n) { used_.fetch_sub(n); }
+  // Whether a charge was refused (what is left is too little for a read's worth).
+  bool spent() const { return spent_.load(); }
+  uint64_t used() const { return used_.load(); }
+  const std::string& name() const { return name_; }
+
+ private:
+  const std::string name_;
+  const uint64_t limit_;
+  std::atomic<uint64_t> used_{0};
+  std::atomic<bool> spent_{false};
+};
+
+// Charges `n` bytes to each of `quotas`, or to none; the quota that refused them, or null.
+const ByteQuota* ChargeAll(const std::vector<std::shared_ptr<ByteQuota>>& quotas, uint64_t n);
 
 }  // namespace egress
 }  // namespace sandboxd

@@ -11,11 +11,13 @@ namespace asio = boost::asio;
 using boost::system::error_code;
 using Clock = std::chrono::steady_clock;
 
-Relay::Relay(Socket client, Socket upstream, const ProxyLimits& limits, Clock::time_point started,
+Relay::Relay(Socket client, Socket upstream, const ProxyLimits& limits,
+             std::vector<std::shared_ptr<ByteQuota>> quotas, Clock::time_point started,
              std::function<void(Result)> done)
     : client_(std::move(client)),
       upstream_(std::move(upstream)),
       limits_(limits),
+      quotas_(std::move(quotas)),
       done_(std::move(done)),
       up_{&client_, &upstream_, &result_.bytes_up, {}},
       down_{&upstream_, &client_, &result_.bytes_down, {}},
@@ -32,6 +34,7 @@ void Relay::Start(std::string first_up) {
   });
   ArmIdle();
   if (first_up.size() > limits_.max_bytes_per_connection) return Finish("max_bytes_per_connection");
+  if (const ByteQuota* spent = ChargeAll(quotas_, first_up.size())) return Finish(spent->name());
   result_.bytes_up += first_up.size();
   auto data = std::make_shared<std::string>(std::move(first_up));
   asio::async_write(upstream_, asio::buffer(*data), [self, data](error_code ec, size_t) {
@@ -58,6 +61,7 @@ void Relay::OnRead(Direction* d, size_t n) {
   if (result_.bytes_up + result_.bytes_down + n > limits_.max_bytes_per_connection) {
     return Finish("max_bytes_per_connection");
   }
+  if (const ByteQuota* spent = ChargeAll(quotas_, n)) return Finish(spent->name());
   *d->count += n;
   asio::async_write(*d->to, asio::buffer(d->buffer.data(), n),
                     [self = shared_from_this(), d](error_code ec, size_t) {

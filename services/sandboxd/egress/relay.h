@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -35,7 +36,10 @@ class Relay : public std::enable_shared_from_this<Relay> {
   };
 
   // `started` is when the connection was accepted: max_connection_time counts from there.
+  // Every byte is also charged to `quotas` (the session's and its owner's); one that is
+  // spent ends the relay with its name.
   Relay(Socket client, Socket upstream, const ProxyLimits& limits,
+        std::vector<std::shared_ptr<ByteQuota>> quotas,
         std::chrono::steady_clock::time_point started, std::function<void(Result)> done);
   Relay(const Relay&) = delete;
   Relay& operator=(const Relay&) = delete;
@@ -62,6 +66,7 @@ class Relay : public std::enable_shared_from_this<Relay> {
   Socket client_;
   Socket upstream_;
   const ProxyLimits limits_;
+  const std::vector<std::shared_ptr<ByteQuota>> quotas_;
   std::function<void(Result)> done_;
   Result result_;
   Direction up_;

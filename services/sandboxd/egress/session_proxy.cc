@@ -36,6 +36,9 @@ class SessionProxy::State : public std::enable_shared_from_this<State> {
     context->limits = options.limits;
     context->resolver = options.resolver;
     context->sink = options.sink;
+    context->quotas.push_back(
+        std::make_shared<ByteQuota>("max_bytes_per_session", options.limits.max_bytes_per_session));
+    if (options.owner_bytes) context->quotas.push_back(std::move(options.owner_bytes));
     context_ = std::move(context);
   }
 
@@ -98,6 +101,11 @@ void SessionProxy::State::OnAccepted(ProxyConnection::Socket socket) {
   absl::StatusOr<ConnectionSlots::Slot> mine = session_slots_->Take();
   if (!mine.ok()) refusal = std::string(mine.status().message());
   if (mine.ok()) slots.push_back(*std::move(mine));
+  for (const auto& quota : context_->quotas) {
+    if (refusal.empty() && quota->spent()) {
+      refusal = absl::StrCat(quota->used(), " bytes relayed (", quota->name(), ")");
+    }
+  }
   if (refusal.empty() && owner_slots_) {
     absl::StatusOr<ConnectionSlots::Slot> owners = owner_slots_->Take();
     if (!owners.ok()) refusal = std::string(owners.status().message());

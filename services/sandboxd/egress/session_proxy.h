@@ -35,6 +35,7 @@ class SessionProxy {
     Policy policy;
     ProxyLimits limits;
     std::shared_ptr<ConnectionSlots> owner_slots;  // null: no cap per owner
+    std::shared_ptr<ByteQuota> owner_bytes;        // null: no byte quota per owner
     // Both outlive the proxy's connections, which end on the io_context after Stop: keep
     // them as long as the io_context runs.
     Resolver* resolver = nullptr;

@@ -104,6 +104,33 @@ TEST_F(ProxyCapsTest, BytesPastTheCapAreNotRelayed) {
   EXPECT_GT(d[1].bytes_up, 0u);
 }
 
+TEST_F(ProxyCapsTest, ASpentSessionQuotaCutsAndRefuses) {
+  ProxyLimits limits;
+  limits.max_bytes_per_session = 4000;
+  auto proxy = Make("origin.test:$PORT, 127.0.0.0/8:$PORT", limits);
+  Client client = OpenTunnel();
+  client.Send(std::string(500, 'a'));
+  EXPECT_EQ(client.Read(std::string(500, 'a')).size(), 500u);
+  client.Send(std::string(3000, 'b'));
+  EXPECT_TRUE(client.ClosedWithin(std::chrono::seconds(3)));
+  Client next = Client::Tcp(last_port());
+  EXPECT_THAT(next.Read(), ::testing::AllOf(StartsWith("HTTP/1.1 429"), HasSubstr("max_bytes_per_session")));
+  std::vector<Decision> d = sink_.WaitFor(2);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].reason, "max_bytes_per_session");
+}
+
+TEST_F(ProxyCapsTest, AnOwnersSessionsShareItsByteQuota) {
+  owner_bytes_ = std::make_shared<ByteQuota>("max_egress_bytes_per_owner", 3000);
+  auto a = Make("origin.test:$PORT, 127.0.0.0/8:$PORT", {}, nullptr, "a");
+  Client first = OpenTunnel();
+  first.Send(std::string(3000, 'a'));
+  EXPECT_TRUE(first.ClosedWithin(std::chrono::seconds(3)));
+  auto b = Make("origin.test:$PORT, 127.0.0.0/8:$PORT", {}, nullptr, "b");
+  Client other = Client::Tcp(last_port());
+  EXPECT_THAT(other.Read(), HasSubstr("max_egress_bytes_per_owner"));
+}
+
 TEST_F(ProxyCapsTest, OneSessionsFloodDoesNotStarveAnother) {
   ProxyLimits limits;
   limits.max_connections = 20;

@@ -41,6 +41,7 @@ class ProxyFixture : public ::testing::Test {
     options.policy = parsed.ok() ? *parsed : Policy();
     options.limits = limits;
     options.owner_slots = std::move(owner);
+    options.owner_bytes = owner_bytes_;
     options.resolver = &resolver_;
     options.sink = &sink_;
     auto proxy = std::make_unique<SessionProxy>(io_.io(), std::move(options));
@@ -64,6 +65,7 @@ class ProxyFixture : public ::testing::Test {
   EchoServer origin_;
   IoThreads io_;  // last: stopped first, before what its handlers use
   uint16_t last_port_ = 0;
+  std::shared_ptr<ByteQuota> owner_bytes_;  // given to every proxy Make makes
 };
 
 }  // namespace egress_test
