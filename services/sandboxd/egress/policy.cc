@@ -244,7 +244,7 @@ absl::Status Policy::CheckAddress(const IpAddress& address, uint16_t port, bool 
       "); no range of the policy inside that block allows it on port ", port));
 }
 
-absl::Status Policy::WithinMaximum(const Policy& maximum) const {
+absl::Status Policy::WithinMaximum(const Policy& maximum, absl::string_view maximum_is) const {
   for (size_t i = 0; i < entries_.size(); ++i) {
     const PolicyEntry& e = entries_[i];
     bool covered = false;
@@ -252,7 +252,7 @@ absl::Status Policy::WithinMaximum(const Policy& maximum) const {
     if (!covered) {
       return absl::PermissionDeniedError(absl::StrCat(
           "egress policy entry ", i + 1, " (\"", e.ToString(),
-          "\") is wider than the operator allows (maximum: ",
+          "\") is wider than ", maximum_is, " (",
           maximum.empty() ? "nothing" : Shortened(maximum.ToString()), ")"));
     }
   }

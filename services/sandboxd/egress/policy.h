@@ -75,8 +75,10 @@ class Policy {
 
   // OK when every entry is within an entry of `maximum`; otherwise PermissionDenied
   // naming the first entry that is not. Narrowing a running session is
-  // `narrower.WithinMaximum(current)`.
-  absl::Status WithinMaximum(const Policy& maximum) const;
+  // `narrower.WithinMaximum(current, "the session's policy")`. `maximum_is` says what the
+  // maximum is, in the message.
+  absl::Status WithinMaximum(const Policy& maximum,
+                             absl::string_view maximum_is = "the operator allows") const;
 
  private:
   std::vector<PolicyEntry> entries_;

@@ -133,7 +133,7 @@ absl::Status SessionProxy::State::Narrow(const Policy& narrower) {
   std::shared_ptr<const Policy> next;
   {
     codemode::MutexLock lock(&mu_);
-    if (absl::Status s = narrower.WithinMaximum(*policy_); !s.ok()) return s;
+    if (absl::Status s = narrower.WithinMaximum(*policy_, "the session's policy"); !s.ok()) return s;
     next = std::make_shared<const Policy>(narrower);
     policy_ = next;
     connections = connections_;

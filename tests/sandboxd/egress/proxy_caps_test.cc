@@ -174,7 +174,7 @@ TEST_F(ProxyCapsTest, NarrowingCutsWhatItNoLongerAllowsAndWideningIsRefused) {
   Client client = OpenTunnel();
   absl::Status wider = proxy->Narrow(*Policy::Parse("origin.test:*"));
   EXPECT_EQ(wider.code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_THAT(std::string(wider.message()), HasSubstr("(\"origin.test:*\") is wider"));
+  EXPECT_THAT(std::string(wider.message()), HasSubstr("(\"origin.test:*\") is wider than the session's policy"));
   client.Send("a");
   EXPECT_EQ(client.Read("a"), "a") << "a refused widening changes nothing";
   ASSERT_TRUE(proxy->Narrow(*Policy::Parse("*.example.com")).ok());
