@@ -93,16 +93,18 @@ void Relay::ArmIdle() {
   });
 }
 
+// Reports before it closes: whoever sees the close (the client, the destination) finds the
+// decision already recorded.
 void Relay::Finish(const std::string& end) {
   if (finished_) return;
   finished_ = true;
   result_.end = end;
+  if (done_) std::exchange(done_, nullptr)(result_);
   error_code ignored;
   client_.close(ignored);
   upstream_.close(ignored);
   idle_.cancel();
   total_.cancel();
-  if (done_) std::exchange(done_, nullptr)(result_);
 }
 
 }  // namespace egress

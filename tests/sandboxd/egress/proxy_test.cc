@@ -1,7 +1,9 @@
 // The egress proxy's decisions on loopback, with real sockets (proxy_fixture.h).
-#include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <future>
+
+#include <gtest/gtest.h>
 
 #include "egress/system_resolver.h"
 #include "proxy_fixture.h"
@@ -162,7 +164,7 @@ TEST_F(ProxyTest, AnAbsoluteUriRequestIsForwardedInOriginForm) {
 }
 
 TEST_F(ProxyTest, TheUnixSocketServesAndGoesWithTheProxy) {
-  const std::string path = ::testing::TempDir() + "/egress_proxy_test.sock";
+  const std::string path = absl::StrCat(::testing::TempDir(), "/egress_proxy_test.", getpid(), ".sock");
   unlink(path.c_str());
   auto proxy = Make("origin.test:$PORT, 127.0.0.0/8:$PORT");
   ASSERT_TRUE(proxy->ListenUnix(path).ok());
@@ -176,7 +178,7 @@ TEST_F(ProxyTest, TheUnixSocketServesAndGoesWithTheProxy) {
 }
 
 TEST_F(ProxyTest, WhenTheHostDialsInParkedConnectionsWaitAndAreReplaced) {
-  const std::string path = ::testing::TempDir() + "/egress_relay_test.sock";
+  const std::string path = absl::StrCat(::testing::TempDir(), "/egress_relay_test.", getpid(), ".sock");
   UnixListener relay(path);
   ProxyLimits limits;
   limits.header_timeout = std::chrono::milliseconds(300);
