@@ -118,8 +118,9 @@ TEST_F(ProxyTest, TheAddressCheckedIsTheAddressConnectedTo) {
   auto proxy = Make("origin.test:$PORT, 127.0.0.0/8:$PORT");
   Client client = Client::Tcp(last_port());
   ASSERT_THAT(Connect(client, Origin()), StartsWith("HTTP/1.1 200"));
-  ASSERT_TRUE(client.Send(ClientHelloFor("origin.test")));
-  client.Read("", std::chrono::milliseconds(200));
+  const std::string hello = ClientHelloFor("origin.test");
+  ASSERT_TRUE(client.Send(hello));
+  EXPECT_EQ(client.Read(hello), hello);
   EXPECT_EQ(resolver_.calls("origin.test"), 1);
   client.Close();
   std::vector<Decision> d = sink_.WaitFor(1);
