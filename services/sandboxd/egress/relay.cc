@@ -1,0 +1,111 @@
+#include "egress/relay.h"
+
+#include <boost/asio/write.hpp>
+
+#include "absl/strings/str_cat.h"
+
+namespace sandboxd {
+namespace egress {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+using Clock = std::chrono::steady_clock;
+
+Relay::Relay(Socket client, Socket upstream, const ProxyLimits& limits,
+             std::vector<std::shared_ptr<ByteQuota>> quotas, Clock::time_point started,
+             std::function<void(Result)> done)
+    : client_(std::move(client)),
+      upstream_(std::move(upstream)),
+      limits_(limits),
+      quotas_(std::move(quotas)),
+      done_(std::move(done)),
+      up_{&client_, &upstream_, &result_.bytes_up, {}},
+      down_{&upstream_, &client_, &result_.bytes_down, {}},
+      idle_(client_.get_executor()),
+      total_(client_.get_executor()),
+      last_activity_(Clock::now()) {
+  total_.expires_at(started + limits_.max_connection_time);
+}
+
+void Relay::Start(std::string first_up) {
+  auto self = shared_from_this();
+  total_.async_wait([self](error_code ec) {
+    if (!ec) self->Finish("max_connection_time");
+  });
+  ArmIdle();
+  if (first_up.size() > limits_.max_bytes_per_connection) return Finish("max_bytes_per_connection");
+  if (const ByteQuota* spent = ChargeAll(quotas_, first_up.size())) return Finish(spent->name());
+  result_.bytes_up += first_up.size();
+  auto data = std::make_shared<std::string>(std::move(first_up));
+  asio::async_write(upstream_, asio::buffer(*data), [self, data](error_code ec, size_t) {
+    if (self->finished_) return;
+    if (ec) return self->Finish("destination closed");
+    self->Read(&self->up_);
+    self->Read(&self->down_);
+  });
+}
+
+void Relay::Cut(const std::string& why) { Finish(why); }
+
+void Relay::Read(Direction* d) {
+  d->from->async_read_some(asio::buffer(d->buffer),
+                           [self = shared_from_this(), d](error_code ec, size_t n) {
+                             if (self->finished_) return;
+                             if (ec) return self->OnEof(d);
+                             self->OnRead(d, n);
+                           });
+}
+
+void Relay::OnRead(Direction* d, size_t n) {
+  last_activity_ = Clock::now();
+  if (result_.bytes_up + result_.bytes_down + n > limits_.max_bytes_per_connection) {
+    return Finish("max_bytes_per_connection");
+  }
+  if (const ByteQuota* spent = ChargeAll(quotas_, n)) return Finish(spent->name());
+  *d->count += n;
+  asio::async_write(*d->to, asio::buffer(d->buffer.data(), n),
+                    [self = shared_from_this(), d](error_code ec, size_t) {
+                      if (self->finished_) return;
+                      if (ec) return self->Finish("closed");
+                      self->last_activity_ = Clock::now();
+                      self->Read(d);
+                    });
+}
+
+// One side finished sending (or failed): pass the end on as a half-close, and finish once
+// both sides have.
+void Relay::OnEof(Direction* d) {
+  d->eof = true;
+  error_code ignored;
+  d->to->shutdown(asio::socket_base::shutdown_send, ignored);
+  if (up_.eof && down_.eof) Finish("closed");
+}
+
+// Wakes at the end of the idle time since the last byte; finishes if none came since.
+void Relay::ArmIdle() {
+  idle_.expires_at(last_activity_ + limits_.idle_timeout);
+  idle_.async_wait([self = shared_from_this()](error_code ec) {
+    if (ec || self->finished_) return;
+    if (Clock::now() - self->last_activity_ >= self->limits_.idle_timeout) {
+      return self->Finish("idle_timeout");
+    }
+    self->ArmIdle();
+  });
+}
+
+// Reports before it closes: whoever sees the close (the client, the destination) finds the
+// decision already recorded.
+void Relay::Finish(const std::string& end) {
+  if (finished_) return;
+  finished_ = true;
+  result_.end = end;
+  if (done_) std::exchange(done_, nullptr)(result_);
+  error_code ignored;
+  client_.close(ignored);
+  upstream_.close(ignored);
+  idle_.cancel();
+  total_.cancel();
+}
+
+}  // namespace egress
+}  // namespace sandboxd

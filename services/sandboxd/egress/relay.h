@@ -1,0 +1,81 @@
+// Private to sandboxd_egress: the byte pump of one allowed proxy connection. Copies bytes
+// both ways between the client and the destination until both sides are done, or a cap
+// cuts it: the byte cap (both ways together), the idle timeout (no byte either way) or the
+// connection's total time. Runs on the executor of its sockets (one strand), never a thread
+// of its own.
+//
+//   auto relay = std::make_shared<Relay>(std::move(client), std::move(upstream), limits,
+//                                        [](Relay::Result r) { report(r); });
+//   relay->Start(first_bytes_for_upstream);
+//   relay->Cut("policy narrowed");   // on the sockets' executor
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/asio/generic/stream_protocol.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "egress/proxy_seams.h"
+
+namespace sandboxd {
+namespace egress {
+
+class Relay : public std::enable_shared_from_this<Relay> {
+ public:
+  using Socket = boost::asio::generic::stream_protocol::socket;
+  struct Result {
+    uint64_t bytes_up = 0;
+    uint64_t bytes_down = 0;
+    std::string end;  // "closed", or the cap that cut it
+  };
+
+  // `started` is when the connection was accepted: max_connection_time counts from there.
+  // Every byte is also charged to `quotas` (the session's and its owner's); one that is
+  // spent ends the relay with its name.
+  Relay(Socket client, Socket upstream, const ProxyLimits& limits,
+        std::vector<std::shared_ptr<ByteQuota>> quotas,
+        std::chrono::steady_clock::time_point started, std::function<void(Result)> done);
+  Relay(const Relay&) = delete;
+  Relay& operator=(const Relay&) = delete;
+
+  // Sends `first_up` to the destination, then relays. Call once.
+  void Start(std::string first_up);
+  // Ends the relay now with `why` as its end; the done callback runs once.
+  void Cut(const std::string& why);
+
+ private:
+  struct Direction {
+    Socket* from;
+    Socket* to;
+    uint64_t* count;
+    std::array<char, 16 << 10> buffer;
+    bool eof = false;
+  };
+  void Read(Direction* d);
+  void OnRead(Direction* d, size_t n);
+  void OnEof(Direction* d);
+  void ArmIdle();
+  void Finish(const std::string& end);
+
+  Socket client_;
+  Socket upstream_;
+  const ProxyLimits limits_;
+  const std::vector<std::shared_ptr<ByteQuota>> quotas_;
+  std::function<void(Result)> done_;
+  Result result_;
+  Direction up_;
+  Direction down_;
+  boost::asio::steady_timer idle_;
+  boost::asio::steady_timer total_;
+  std::chrono::steady_clock::time_point last_activity_;
+  bool finished_ = false;
+};
+
+}  // namespace egress
+}  // namespace sandboxd

@@ -1,0 +1,207 @@
+// The egress proxy's decisions on loopback, with real sockets (proxy_fixture.h).
+#include <unistd.h>
+
+#include <future>
+
+#include <gtest/gtest.h>
+
+#include "egress/system_resolver.h"
+#include "proxy_fixture.h"
+
+namespace sandboxd {
+namespace egress {
+namespace egress_test {
+namespace {
+
+
+class ProxyTest : public ProxyFixture {};
+
+TEST_F(ProxyTest, AnAllowedTunnelRelaysBytesBothWays) {
+  auto proxy = Make("origin.test:$PORT, 127.0.0.0/8:$PORT");
+  Client client = Client::Tcp(last_port());
+  ASSERT_THAT(Connect(client, Origin()), StartsWith("HTTP/1.1 200"));
+  const std::string hello = ClientHelloFor("origin.test");
+  ASSERT_GT(hello.size(), 100u);
+  ASSERT_TRUE(client.Send(hello + "ping"));
+  EXPECT_EQ(client.Read("ping"), hello + "ping") << "the echo comes back through the tunnel";
+  EXPECT_EQ(origin_.received(), hello + "ping");
+  client.Close();
+  std::vector<Decision> d = sink_.WaitFor(1);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_TRUE(d[0].allowed);
+  EXPECT_EQ(d[0].session, "s1");
+  EXPECT_EQ(d[0].owner, "alice");
+  EXPECT_EQ(d[0].method, "CONNECT");
+  EXPECT_EQ(d[0].host, "origin.test");
+  EXPECT_EQ(d[0].address, "127.0.0.1");
+  EXPECT_EQ(d[0].bytes_up, hello.size() + 4);
+  EXPECT_EQ(d[0].bytes_down, hello.size() + 4);
+}
+
+TEST_F(ProxyTest, BytesSentWithTheConnectAreCheckedAndRelayed) {
+  auto proxy = Make("origin.test:$PORT, 127.0.0.0/8:$PORT");
+  const std::string hello = ClientHelloFor("origin.test");
+  Client client = Client::Tcp(last_port());
+  ASSERT_TRUE(client.Send(absl::StrCat("CONNECT ", Origin(), " HTTP/1.1\r\n\r\n", hello, "ping")));
+  const std::string answer = client.Read("ping");
+  EXPECT_THAT(answer, StartsWith("HTTP/1.1 200"));
+  EXPECT_THAT(answer, ::testing::EndsWith(hello + "ping"));
+  Client evil = Client::Tcp(last_port());
+  ASSERT_TRUE(evil.Send(absl::StrCat("CONNECT ", Origin(), " HTTP/1.1\r\n\r\n",
+                                     ClientHelloFor("evil.test"), "ping")));
+  EXPECT_TRUE(evil.ClosedWithin(std::chrono::seconds(3)));
+  EXPECT_EQ(origin_.received(), hello + "ping");
+}
+
+TEST(SystemResolverTest, LocalhostResolvesToLoopback) {
+  IoThreads io;
+  SystemResolver resolver(io.io());
+  std::promise<absl::StatusOr<std::vector<IpAddress>>> answer;
+  resolver.Resolve("localhost", [&](absl::StatusOr<std::vector<IpAddress>> r) { answer.set_value(r); });
+  absl::StatusOr<std::vector<IpAddress>> r = answer.get_future().get();
+  ASSERT_TRUE(r.ok()) << r.status();
+  bool loopback = false;
+  for (const IpAddress& a : *r) loopback = loopback || Classify(a) == IpClass::kLoopback;
+  EXPECT_TRUE(loopback);
+  std::promise<absl::StatusOr<std::vector<IpAddress>>> none;
+  resolver.Resolve("no-such-name.invalid", [&](absl::StatusOr<std::vector<IpAddress>> r) { none.set_value(r); });
+  EXPECT_FALSE(none.get_future().get().ok());
+}
+
+TEST_F(ProxyTest, AHostOutsideThePolicyGets403AndNothingReachesTheServer) {
+  resolver_.Set("other.test", {{*IpAddress::Parse("127.0.0.1")}});
+  auto proxy = Make("origin.test:$PORT, 127.0.0.0/8:$PORT");
+  Client client = Client::Tcp(last_port());
+  const std::string answer = Connect(client, absl::StrCat("other.test:", origin_.port())) + client.Read();
+  EXPECT_THAT(answer, StartsWith("HTTP/1.1 403"));
+  EXPECT_THAT(answer, HasSubstr("is not in the session's egress policy"));
+  EXPECT_EQ(resolver_.calls("other.test"), 0) << "a refused name is not even resolved";
+  std::vector<Decision> d = sink_.WaitFor(1);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_FALSE(d[0].allowed);
+  EXPECT_EQ(d[0].status, 403);
+  EXPECT_EQ(origin_.accepted(), 0);
+}
+
+TEST_F(ProxyTest, ANameResolvingToLoopbackIsRefusedUnlessARangeAllowsIt) {
+  auto proxy = Make("origin.test:$PORT");
+  Client client = Client::Tcp(last_port());
+  const std::string answer = Connect(client, Origin()) + client.Read();
+  EXPECT_THAT(answer, StartsWith("HTTP/1.1 403"));
+  EXPECT_THAT(answer, HasSubstr("origin.test resolves to 127.0.0.1 is loopback"));
+  EXPECT_EQ(origin_.accepted(), 0);
+  auto allowed = Make("origin.test:$PORT, 127.0.0.1:$PORT");
+  Client again = Client::Tcp(last_port());
+  EXPECT_THAT(Connect(again, Origin()), StartsWith("HTTP/1.1 200"));
+}
+
+TEST_F(ProxyTest, MetadataAndIpLiteralsAreRefused) {
+  resolver_.Set("meta.test", {{*IpAddress::Parse("169.254.169.254")}});
+  auto proxy = Make("origin.test:$PORT, meta.test:80, 0.0.0.0/0:*");
+  Client client = Client::Tcp(last_port());
+  const std::string answer = Connect(client, "meta.test:80") + client.Read();
+  EXPECT_THAT(answer, StartsWith("HTTP/1.1 403"));
+  EXPECT_THAT(answer, HasSubstr("cloud metadata"));
+  Client literal = Client::Tcp(last_port());
+  EXPECT_THAT(Connect(literal, absl::StrCat("127.0.0.1:", origin_.port())), StartsWith("HTTP/1.1 403"));
+  Client mapped = Client::Tcp(last_port());
+  EXPECT_THAT(Connect(mapped, absl::StrCat("[::ffff:127.0.0.1]:", origin_.port())),
+              StartsWith("HTTP/1.1 403"));
+  EXPECT_EQ(origin_.accepted(), 0);
+}
+
+TEST_F(ProxyTest, TheAddressCheckedIsTheAddressConnectedTo) {
+  // A DNS answer that changes: the first holds a refused address and an allowed one, later
+  // ones only the refused one. The proxy asks once and connects to the allowed address.
+  resolver_.Set("origin.test", {{*IpAddress::Parse("169.254.169.254"), *IpAddress::Parse("127.0.0.1")},
+                                {*IpAddress::Parse("169.254.169.254")}});
+  auto proxy = Make("origin.test:$PORT, 127.0.0.0/8:$PORT");
+  Client client = Client::Tcp(last_port());
+  ASSERT_THAT(Connect(client, Origin()), StartsWith("HTTP/1.1 200"));
+  const std::string hello = ClientHelloFor("origin.test");
+  ASSERT_TRUE(client.Send(hello));
+  EXPECT_EQ(client.Read(hello), hello);
+  EXPECT_EQ(resolver_.calls("origin.test"), 1);
+  client.Close();
+  std::vector<Decision> d = sink_.WaitFor(1);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].address, "127.0.0.1");
+}
+
+TEST_F(ProxyTest, AClientHelloForAnotherNameIsCutBeforeAByteReachesTheServer) {
+  auto proxy = Make("origin.test:$PORT, 127.0.0.0/8:$PORT");
+  for (const std::string& first : {ClientHelloFor("evil.test"), ClientHelloFor(""),
+                                   std::string("GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n")}) {
+    Client client = Client::Tcp(last_port());
+    ASSERT_THAT(Connect(client, Origin()), StartsWith("HTTP/1.1 200"));
+    ASSERT_TRUE(client.Send(first));
+    EXPECT_TRUE(client.ClosedWithin(std::chrono::seconds(3)));
+  }
+  std::vector<Decision> d = sink_.WaitFor(3);
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_THAT(d[0].reason, HasSubstr("(SNI) \"evil.test\" is not origin.test"));
+  EXPECT_THAT(d[1].reason, HasSubstr("names no server"));
+  EXPECT_THAT(d[2].reason, HasSubstr("TLS only"));
+  for (const Decision& one : d) EXPECT_FALSE(one.allowed);
+  EXPECT_EQ(origin_.received(), "");
+}
+
+TEST_F(ProxyTest, AnAbsoluteUriRequestIsForwardedInOriginForm) {
+  auto proxy = Make("origin.test:$PORT, 127.0.0.0/8:$PORT");
+  Client client = Client::Tcp(last_port());
+  ASSERT_TRUE(client.Send(absl::StrCat("GET http://", Origin(), "/simple/x?y=1#frag HTTP/1.1\r\n",
+                                       "Host: ", Origin(), "\r\nProxy-Authorization: secret\r\n",
+                                       "Proxy-Connection: keep-alive\r\n\r\n")));
+  const std::string echoed = client.Read("\r\n\r\n");
+  EXPECT_THAT(echoed, StartsWith("GET /simple/x?y=1 HTTP/1.1\r\n"));
+  EXPECT_THAT(echoed, HasSubstr("Connection: close\r\n"));
+  EXPECT_THAT(echoed, ::testing::Not(HasSubstr("secret")));
+  Client lying = Client::Tcp(last_port());
+  ASSERT_TRUE(lying.Send(absl::StrCat("GET http://", Origin(), "/ HTTP/1.1\r\nHost: evil.test\r\n\r\n")));
+  EXPECT_THAT(lying.Read(), ::testing::AllOf(StartsWith("HTTP/1.1 403"), HasSubstr("Host header")));
+  Client origin_form = Client::Tcp(last_port());
+  ASSERT_TRUE(origin_form.Send("GET / HTTP/1.1\r\nHost: origin.test\r\n\r\n"));
+  EXPECT_THAT(origin_form.Read(), StartsWith("HTTP/1.1 400"));
+}
+
+TEST_F(ProxyTest, TheUnixSocketServesAndGoesWithTheProxy) {
+  const std::string path = absl::StrCat(::testing::TempDir(), "/egress_proxy_test.", getpid(), ".sock");
+  unlink(path.c_str());
+  auto proxy = Make("origin.test:$PORT, 127.0.0.0/8:$PORT");
+  ASSERT_TRUE(proxy->ListenUnix(path).ok());
+  EXPECT_FALSE(Make("x.test")->ListenUnix(path).ok()) << "an existing socket is not replaced";
+  Client client = Client::Unix(path);
+  ASSERT_TRUE(client.connected());
+  EXPECT_THAT(Connect(client, Origin()), StartsWith("HTTP/1.1 200"));
+  proxy.reset();
+  EXPECT_TRUE(client.ClosedWithin(std::chrono::seconds(3))) << "stopping cuts open tunnels";
+  EXPECT_NE(access(path.c_str(), F_OK), 0) << "the socket file goes";
+}
+
+TEST_F(ProxyTest, WhenTheHostDialsInParkedConnectionsWaitAndAreReplaced) {
+  const std::string path = absl::StrCat(::testing::TempDir(), "/egress_relay_test.", getpid(), ".sock");
+  UnixListener relay(path);
+  ProxyLimits limits;
+  limits.header_timeout = std::chrono::milliseconds(300);
+  auto proxy = Make("origin.test:$PORT, 127.0.0.0/8:$PORT", limits);
+  ASSERT_TRUE(proxy->DialUnix(path, 2).ok());
+  Client first = relay.Accept(std::chrono::seconds(3));
+  Client second = relay.Accept(std::chrono::seconds(3));
+  ASSERT_TRUE(first.connected() && second.connected()) << "the host parks two connections";
+  EXPECT_FALSE(relay.Accept(std::chrono::milliseconds(200)).connected()) << "and no more";
+  EXPECT_FALSE(first.ClosedWithin(std::chrono::milliseconds(600)))
+      << "a parked connection waits past the header timeout";
+  ASSERT_THAT(Connect(first, Origin()), StartsWith("HTTP/1.1 200"));
+  const std::string hello = ClientHelloFor("origin.test");
+  ASSERT_TRUE(first.Send(hello + "ping"));
+  EXPECT_EQ(first.Read("ping"), hello + "ping");
+  EXPECT_TRUE(relay.Accept(std::chrono::seconds(3)).connected()) << "a woken one is replaced";
+  proxy.reset();
+  EXPECT_TRUE(second.ClosedWithin(std::chrono::seconds(3))) << "stopping closes parked ones";
+  EXPECT_TRUE(first.ClosedWithin(std::chrono::seconds(3))) << "and cuts served ones";
+}
+
+}  // namespace
+}  // namespace egress_test
+}  // namespace egress
+}  // namespace sandboxd
