@@ -89,20 +89,37 @@ absl::StatusOr<Sandbox> SandboxFactory::Start(const SandboxConfig& config,
   return sb;
 }
 
+absl::StatusOr<std::shared_ptr<UidPool::Lease>> SandboxFactory::LeaseUid(Isolation isolation) {
+  bool per_session_uid;
+  {
+    codemode::MutexLock lock(&mu_);
+    // A wasm process started by root gets a uid of its own too: never 65534, which the
+    // host's other services share (any of them could read its memory through /proc), nor
+    // another session's. Its rlimits are its own anyway (the jail sets them).
+    per_session_uid = isolation == Isolation::kWasm ? geteuid() == 0
+                                                    : runtime_info_ && !runtime_info_->cgroup_limits;
+  }
+  if (!per_session_uid) return nullptr;
+  // The process rlimit counts per user id: a uid of its own makes it this session's. A
+  // wasm session runs as the uid itself, so no process may run as it already
+  // (UidsWithProcesses); containers' uids are mapped into their user namespace.
+  std::shared_ptr<UidPool::Lease> lease =
+      isolation == Isolation::kWasm ? uids_->Acquire(UidsWithProcesses(uids_->first(), uids_->count()))
+                                    : uids_->Acquire();
+  if (!lease) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("all ", uids_->count(), " per-session user ids are in use"));
+  }
+  return lease;
+}
+
 absl::StatusOr<Sandbox> SandboxFactory::StartContainer(const SandboxConfig& config,
                                                        const std::string& role) {
   Sandbox sb;
-  bool per_session_uid;
   {
     codemode::MutexLock lock(&mu_);
     sb.name = absl::StrFormat("sbx-%s-%012x", options_.instance,
                               absl::Uniform<uint64_t>(rng_) & 0xffffffffffffull);
-    // A wasm process started by root gets a uid of its own too: never 65534, which the
-    // host's other services share (any of them could read its memory through /proc), nor
-    // another session's. Its rlimits are its own anyway (the jail sets them).
-    per_session_uid = config.isolation == Isolation::kWasm
-                          ? geteuid() == 0
-                          : runtime_info_ && !runtime_info_->cgroup_limits;
   }
   std::string dir = SocketDir(sb.name);
   std::error_code ec;
@@ -126,14 +143,13 @@ absl::StatusOr<Sandbox> SandboxFactory::StartContainer(const SandboxConfig& conf
                  {kIsolationLabel, std::string(IsolationName(config.isolation))},
                  {kLanguageLabel, std::string(LanguageName(config.language))}};
   spec.env = options_.container_env;
-  if (per_session_uid) {
-    // The process rlimit counts per user id: a uid of its own makes it this session's.
-    sb.uid = uids_->Acquire();
-    if (!sb.uid) {
-      fs::remove_all(dir, ec);
-      return absl::ResourceExhaustedError(
-          absl::StrCat("all ", uids_->count(), " per-session user ids are in use"));
-    }
+  absl::StatusOr<std::shared_ptr<UidPool::Lease>> uid = LeaseUid(config.isolation);
+  if (!uid.ok()) {
+    fs::remove_all(dir, ec);
+    return uid.status();
+  }
+  sb.uid = *std::move(uid);
+  if (sb.uid) {
     spec.uid = sb.uid->uid();
     spec.labels[kUidLabel] = absl::StrCat(spec.uid);
   }

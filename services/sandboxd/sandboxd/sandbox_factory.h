@@ -143,6 +143,8 @@ class SandboxFactory {
  private:
   void NoteStartResult(const absl::Status& status);
   absl::StatusOr<Sandbox> StartContainer(const SandboxConfig& config, const std::string& role);
+  // The uid lease of a new sandbox of `isolation`; null when it runs as the image's user.
+  absl::StatusOr<std::shared_ptr<UidPool::Lease>> LeaseUid(Isolation isolation);
 
   const FactoryOptions options_;
   ContainerRuntime* const runtime_;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "base/mutex.h"
 
@@ -40,8 +41,8 @@ class UidPool : public std::enable_shared_from_this<UidPool> {
     return std::shared_ptr<UidPool>(new UidPool(first, count));
   }
 
-  // The lowest free uid, or nullptr when every one is leased.
-  std::shared_ptr<Lease> Acquire();
+  // The lowest uid neither leased nor in `busy`, or nullptr when there is none.
+  std::shared_ptr<Lease> Acquire(const std::set<uint32_t>& busy = {});
   // The lease of a uid a recovered container already runs as (the same lease when two
   // containers claim it; a uid outside the range gets a lease that reserves nothing).
   std::shared_ptr<Lease> Claim(uint32_t uid);
@@ -58,5 +59,12 @@ class UidPool : public std::enable_shared_from_this<UidPool> {
   codemode::Mutex mu_;
   std::map<uint32_t, std::weak_ptr<Lease>> leased_ ABSL_GUARDED_BY(mu_);
 };
+
+// The uids in [first, first + count) that a process on this host runs as (any of its
+// real, effective, saved or filesystem ids, read from /proc/*/status). A uid in use is
+// never given to a new session: not while a process of an earlier session outlives it,
+// nor while another sandboxd on the host (which leases from the same range) or this one
+// before a restart has a session running as it.
+std::set<uint32_t> UidsWithProcesses(uint32_t first, uint32_t count);
 
 }  // namespace sandboxd

@@ -13,13 +13,9 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <sstream>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -202,47 +198,6 @@ void SignalChecked(pid_t pid, uint64_t start_time, int signal) {
 }
 
 void KillChecked(pid_t pid, uint64_t start_time) { SignalChecked(pid, start_time, SIGKILL); }
-
-namespace {
-
-// Whether the Uid: line of /proc/<pid>/status names `uid` (any of its four ids).
-bool RunsAs(pid_t pid, uid_t uid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("Uid:", 0) != 0) continue;
-    std::istringstream ids(line.substr(4));
-    for (uint64_t id; ids >> id;) {
-      if (id == uid) return true;
-    }
-    return false;
-  }
-  return false;
-}
-
-}  // namespace
-
-int KillProcessesOfUid(uid_t uid, absl::Duration limit) {
-  if (uid == 0 || uid == geteuid()) return 0;
-  const absl::Time deadline = absl::Now() + limit;
-  int killed = 0;
-  for (;;) {
-    std::vector<std::pair<pid_t, uint64_t>> found;
-    std::error_code ec;
-    for (const std::filesystem::directory_entry& e : std::filesystem::directory_iterator("/proc", ec)) {
-      pid_t pid = 0;
-      if (!absl::SimpleAtoi(e.path().filename().string(), &pid) || pid <= 0 || !RunsAs(pid, uid)) continue;
-      absl::StatusOr<uint64_t> start = ProcessStartTime("/proc", pid);
-      if (start.ok() && ProcessRunning(pid, *start)) found.emplace_back(pid, *start);
-    }
-    if (found.empty() || absl::Now() >= deadline) return killed;
-    for (const auto& [pid, start] : found) {
-      KillChecked(pid, start);
-      ++killed;
-    }
-    for (const auto& [pid, start] : found) WaitGone(pid, start, deadline - absl::Now());
-  }
-}
 
 bool ProcessRunning(pid_t pid, uint64_t start_time) {
   absl::StatusOr<uint64_t> now = ProcessStartTime("/proc", pid);

@@ -51,13 +51,6 @@ void KillChecked(pid_t pid, uint64_t start_time);
 // The same with any signal.
 void SignalChecked(pid_t pid, uint64_t start_time, int signal);
 
-// SIGKILL to every process whose real, effective, saved or filesystem uid is `uid`, until
-// none is left (at most `limit`); how many were killed. For a per-session uid about to be
-// given to a new session: what is left of an earlier session of that uid (a process that
-// outlived its session's end, or one of a record that was lost) must not share it. Never
-// for uid 0 or this process's own uid (0 is returned).
-int KillProcessesOfUid(uid_t uid, absl::Duration limit);
-
 // Whether `pid` is the process that started at `start_time` and has not ended. A process
 // that ended but is not reaped yet (a zombie: after a restart of sandboxd its parent is
 // init, which reaps when it will) has ended.

@@ -232,13 +232,6 @@ absl::StatusOr<std::string> WasmRuntime::EnsureSnapshot(const std::string& node_
 }
 
 absl::StatusOr<std::string> WasmRuntime::PrepareWorkspace(const ContainerSpec& spec) {
-  // As root the session gets spec.uid alone: nothing left of an earlier holder may share it.
-  if (geteuid() == 0) {
-    if (int left = KillProcessesOfUid(spec.uid, absl::Seconds(5)); left > 0) {
-      spdlog::warn("wasm: {}: killed {} process(es) still running as uid {}, its uid", spec.name,
-                   left, spec.uid);
-    }
-  }
   const std::string dir = WorkspacePath(spec.name);
   std::error_code ec;
   fs::remove_all(dir, ec);

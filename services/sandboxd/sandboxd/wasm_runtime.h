@@ -119,8 +119,8 @@ class WasmRuntime : public ContainerRuntime {
   // Collects the exit of a process this sandboxd started, if it has ended.
   void Reap(pid_t pid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::string> EnsureSnapshot(const std::string& node_version);
-  // The session's empty workspace, spec.uid's when root, after killing whatever still
-  // runs as spec.uid (KillProcessesOfUid).
+  // The session's empty workspace, spec.uid's when root (a uid no process runs as:
+  // UidsWithProcesses).
   absl::StatusOr<std::string> PrepareWorkspace(const ContainerSpec& spec);
 
   const WasmRuntimeOptions options_;

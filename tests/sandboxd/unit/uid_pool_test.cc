@@ -1,9 +1,27 @@
 #include "sandboxd/uid_pool.h"
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 namespace sandboxd {
 namespace {
+
+// A uid some process runs as is passed over (UidsWithProcesses), and none is left when
+// every free one is busy.
+TEST(UidPoolTest, BusyUidsArePassedOver) {
+  auto pool = UidPool::Create(100, 3);
+  auto a = pool->Acquire({100, 101});
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->uid(), 102u);
+  EXPECT_EQ(pool->Acquire({100, 101}), nullptr);
+}
+
+TEST(UidPoolTest, UidsWithProcessesSeesThisProcessesOwnUid) {
+  const uint32_t me = geteuid();
+  EXPECT_EQ(UidsWithProcesses(me, 1), std::set<uint32_t>{me});
+  EXPECT_TRUE(UidsWithProcesses(me + 1, 0).empty());
+}
 
 TEST(UidPoolTest, LeasesAreDistinctAndComeBackWhenDropped) {
   auto pool = UidPool::Create(100, 2);
