@@ -10,7 +10,7 @@
 const v8 = require('v8');
 const vm = require('vm');
 const { workerData } = require('worker_threads');
-const { log } = require('./common');
+const { lockV8Flags, log } = require('./common');
 const { loadPython, SnapshotRefused } = require('./python_files');
 const { installChmodOfSameMode } = require('./fs_modes');
 
@@ -83,6 +83,7 @@ async function runPythonWorker(port, files, interruptBuffer) {
   });
   const version = py.runPython('import platform; platform.python_version()');
   collectStartupGarbage();
+  lockV8Flags();
   post({ t: 'ready', python: version });
 }
 

@@ -43,6 +43,20 @@ describe('javascript on the wasm tier\'s node', () => {
     assert.match(outside.error.message, /Access to this API has been restricted/);
   });
 
+  it('cannot change V8 flags, by any way to the v8 module', async () => {
+    for (const code of ['require("v8").setFlagsFromString("--allow-natives-syntax")',
+      'process.getBuiltinModule("v8").setFlagsFromString("--allow-natives-syntax")',
+      'require("module").createRequire("/x")("node:v8").setFlagsFromString("--expose-gc")',
+      'Object.defineProperty(require("v8"), "setFlagsFromString", { value: () => 1 })']) {
+      const r = await client.exec(code);
+      assert.equal(r.status, 'error', code);
+      assert.match(r.error.message, /V8 flags cannot be changed|Cannot redefine property/, code);
+    }
+    const imported = await client.exec('(await import("node:v8")).setFlagsFromString("--expose-gc")');
+    assert.equal(imported.status, 'error');
+    assert.equal((await client.exec('typeof gc')).result, "'undefined'");
+  });
+
   it('cannot start processes', async () => {
     const r = await client.exec('require("child_process").execSync("id").toString()');
     assert.equal(r.status, 'error');
