@@ -95,6 +95,16 @@ absl::Status CheckWorkDirParents(const std::string& work_dir) {
   if (ec) {
     return absl::UnavailableError(absl::StrCat("wasm: cannot resolve ", work_dir, ": ", ec.message()));
   }
+  // The checks hold for the directory they looked at only if sessions use that one: a
+  // symbolic link on the way (whoever owns it may point it elsewhere later) is refused.
+  fs::path given = fs::path(work_dir).lexically_normal();
+  if (!given.has_filename()) given = given.parent_path();
+  if (real != given) {
+    return absl::UnavailableError(absl::StrCat(
+        "wasm: --wasm_dir ", work_dir, " resolves to ", real.string(),
+        ": name the directory without a symbolic link on the way (a link's owner could point "
+        "it elsewhere after the start)"));
+  }
   std::vector<fs::path> chain = {real};
   while (chain.back().has_relative_path()) chain.push_back(chain.back().parent_path());
   const uid_t us = geteuid();

@@ -542,6 +542,17 @@ TEST(WasmTest, AWasmDirUnderADirectoryOthersMayWriteStopsTheStart) {
     EXPECT_EQ(d.StartExpectingExit(), 1) << d.Log();
     EXPECT_NE(d.Log().find(c.why), std::string::npos) << c.why << "\n" << d.Log();
   }
+  // A symbolic link on the way, root's and in a sticky directory like /tmp: the checks would
+  // see its target while sessions follow whatever it points to later.
+  fs::permissions(parent, fs::perms::owner_all);
+  ASSERT_EQ(chown(parent.c_str(), 0, 0), 0);
+  const std::string link = parent + "-link";
+  fs::remove(link);
+  fs::create_directory_symlink(parent, link);
+  SandboxdProcess d(WasmOnly(link + "/wasm"));
+  EXPECT_EQ(d.StartExpectingExit(), 1) << d.Log();
+  EXPECT_NE(d.Log().find("without a symbolic link on the way"), std::string::npos) << d.Log();
+  fs::remove(link);
   fs::remove_all(parent);
 }
 
