@@ -221,14 +221,7 @@ absl::StatusOr<RuntimeInfo> WasmRuntime::Probe() {
 absl::StatusOr<std::string> WasmRuntime::EnsureSnapshot(const std::string& node_version) {
   absl::StatusOr<std::string> key = SnapshotKey(node_version, options_);
   if (!key.ok()) return key.status();
-  const std::string path = absl::StrCat(options_.work_dir, "/snapshots/python-", *key, ".snap");
-  std::error_code ec;
-  if (fs::exists(path, ec)) {
-    if (absl::Status s = CheckSnapshot(path); !s.ok()) return s;
-    return path;
-  }
-  spdlog::info("wasm: making the Python snapshot {} (once per Node, Pyodide and runner)", path);
-  return MakeSnapshot(options_, path);
+  return SnapshotAt(options_, absl::StrCat(options_.work_dir, "/snapshots/python-", *key, ".snap"));
 }
 
 absl::StatusOr<std::string> WasmRuntime::PrepareWorkspace(const ContainerSpec& spec) {

@@ -1,10 +1,14 @@
 #include "sandboxd/wasm_snapshot.h"
 
+#include <fcntl.h>
 #include <openssl/evp.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -14,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
+#include "sandboxd/log.h"
 #include "sandboxd/subprocess.h"
 
 namespace sandboxd {
@@ -121,6 +126,26 @@ absl::StatusOr<std::string> MakeSnapshot(const WasmFiles& files, const std::stri
   fs::remove_all(tmp, ec);
   if (!result.ok()) return result;
   return path;
+}
+
+absl::StatusOr<std::string> SnapshotAt(const WasmFiles& files, const std::string& path) {
+  const std::string lock_path = path + ".lock";
+  const int lock = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (lock < 0 || flock(lock, LOCK_EX) != 0) {
+    const int err = errno;
+    if (lock >= 0) close(lock);
+    return absl::UnavailableError(absl::StrCat("wasm: cannot lock ", lock_path, ": ", strerror(err)));
+  }
+  absl::StatusOr<std::string> result = path;
+  std::error_code ec;
+  if (fs::exists(path, ec)) {
+    if (absl::Status s = CheckSnapshot(path); !s.ok()) result = s;
+  } else {
+    spdlog::info("wasm: making the Python snapshot {} (once per Node, Pyodide and runner)", path);
+    result = MakeSnapshot(files, path);
+  }
+  close(lock);  // and with it the lock
+  return result;
 }
 
 }  // namespace sandboxd

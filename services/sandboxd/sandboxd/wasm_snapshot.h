@@ -3,7 +3,7 @@
 // (docs/wasm-tier.md, "Start: snapshots and the warm pool").
 //
 //   absl::StatusOr<std::string> key = SnapshotKey(node_version, files);
-//   if (!exists) MakeSnapshot(files, path);  else CheckSnapshot(path);
+//   absl::StatusOr<std::string> path = SnapshotAt(files, dir + "/python-" + *key + ".snap");
 #pragma once
 
 #include <string>
@@ -39,5 +39,13 @@ absl::Status CheckSnapshot(const std::string& path);
 // writes of a temporary directory beside `path` only) and moves the snapshot and its
 // .sha256 into place, readable by every session uid. Returns `path`.
 absl::StatusOr<std::string> MakeSnapshot(const WasmFiles& files, const std::string& path);
+
+// `path` checked (CheckSnapshot) when it exists, made (MakeSnapshot) when it does not,
+// under an exclusive lock on `path`.lock: of several sandboxd on the host starting at once
+// (after an upgrade), one makes the snapshot and the others wait for it and check it. Two
+// makers would each move their own bytes into place (a snapshot is not the same bytes twice)
+// and leave the snapshot and its .sha256 from different makers for a while, which a start
+// in between refuses.
+absl::StatusOr<std::string> SnapshotAt(const WasmFiles& files, const std::string& path);
 
 }  // namespace sandboxd
