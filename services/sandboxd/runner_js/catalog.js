@@ -29,8 +29,20 @@ function text(obj, key, where, optional) {
   return value;
 }
 
+// An identifier, not a keyword, spelt as Python's parser reads it (NFKC): sandboxd never
+// names a parameter `ｆ`, which code typing it would send as `f`.
 function isFreeName(value) {
-  return typeof value === 'string' && IDENTIFIER.test(value) && !PY_KEYWORDS.has(value);
+  return typeof value === 'string' && IDENTIFIER.test(value) && !PY_KEYWORDS.has(value) &&
+    value.normalize('NFKC') === value;
+}
+
+// Whether a tool's py_name names an attribute of the Python runner's server object itself
+// (special names `__x__`, its state `_MCPServer__spec`/`_MCPServer__proxies`): sandboxd
+// never sends one (codemode::PythonToolName).
+function namesServerAttribute(pyName) {
+  const special = pyName.length >= 5 && pyName.startsWith('__') && pyName.endsWith('__') &&
+    pyName[pyName.length - 3] !== '_';
+  return special || pyName === '_MCPServer__spec' || pyName === '_MCPServer__proxies';
 }
 
 function identifier(obj, key, where) {
@@ -77,8 +89,12 @@ function parseTool(raw, where) {
     throw new ProtocolError(`catalog: ${where}.input_schema is not an object`);
   }
   checkParameterNames(raw, schema || {}, where);
+  const pyName = identifier(raw, 'py_name', where);
+  if (namesServerAttribute(pyName)) {
+    throw new ProtocolError(`catalog: ${where}.py_name '${pyName}' names an attribute of the server object`);
+  }
   return {
-    name: text(raw, 'name', where, false), py_name: identifier(raw, 'py_name', where),
+    name: text(raw, 'name', where, false), py_name: pyName,
     js_name: identifier(raw, 'js_name', where),
     description: text(raw, 'description', where, true),
     input_schema: schema || { type: 'object', properties: {} },

@@ -10,12 +10,14 @@ const tool = (name, pyName, jsName = pyName) => ({ name, py_name: pyName, js_nam
 
 // As the catalog (catalog.cc) names them: 'a-b' came first, so the tool 'a_b' is a_b_2;
 // the server 'b' is mcp_b, so the server 'mcp_b' is mcp_mcp_b; `then` is the method then_2
-// (then_ is a py_name taken).
+// (then_ is a py_name taken). `__proto__` is a Python special name, so its py_name is
+// __proto___ (codemode::PythonToolName); its JavaScript method keeps the name here, to show
+// that even that one cannot change the server object's prototype.
 const NAMES = {
   servers: [
     { name: 'h', py_name: 'mcp_h', description: '', tools: [
       tool('a-b', 'a_b'), tool('a_b', 'a_b_2'), tool('then', 'then', 'then_2'), tool('then-', 'then_'),
-      tool('constructor', 'constructor'), tool('__proto__', '__proto__'), tool('echo', 'echo'),
+      tool('constructor', 'constructor'), tool('__proto__', '__proto___', '__proto__'), tool('echo', 'echo'),
     ] },
     { name: 'b', py_name: 'mcp_b', description: '', tools: [tool('echo', 'echo')] },
     { name: 'mcp_b', py_name: 'mcp_mcp_b', description: '', tools: [tool('echo', 'echo')] },
