@@ -235,6 +235,17 @@ describe('python in pyodide (wasm tier)', () => {
     assert.equal((await client.exec('(kept, "after" in globals())')).result, '(8, False)');
   });
 
+  it('takes an interrupt Pyodide wrapped while converting a value for the interrupt', async () => {
+    const id = client.startExec('import pyodide.ffi\nprint("spinning")\ntry:\n' +
+      '    while True: pass\nexcept KeyboardInterrupt as k:\n' +
+      '    raise pyodide.ffi.ConversionError("Conversion from python to javascript failed") from k');
+    interruptAfter(id, 300);
+    const r = await client.finishExec(id);
+    assert.equal(r.status, 'interrupted', JSON.stringify(r.error));
+    assert.equal(r.error.type, 'KeyboardInterrupt');
+    assert.equal(r.done.namespace_reset, undefined);
+  });
+
   it('replaces the worker when a cell swallows the interrupt, and says so', async () => {
     await client.exec('lost = 1');
     const id = client.startExec('while True:\n    try:\n        while True: pass\n' +

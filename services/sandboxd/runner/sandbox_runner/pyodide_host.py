@@ -161,6 +161,16 @@ class PyodideExecutor(Executor):
         except BaseException as exc:         # KeyboardInterrupt must not leave the task
             return self.cell_failed(state, exc)
 
+    def cell_failed(self, state, exc):
+        """An interrupt delivered while Pyodide converts a value for a call into JavaScript
+        (the stack switch of Pyodide's time.sleep is one) surfaces as a pyodide.ffi error
+        whose cause is that KeyboardInterrupt: the cell was interrupted, not failed."""
+        cause = exc.__cause__
+        if state.delivered and isinstance(cause, KeyboardInterrupt) and \
+                type(exc).__module__.startswith("pyodide"):
+            exc = cause
+        return super().cell_failed(state, exc)
+
 
 class ExecState:
     def __init__(self, exec_id):
