@@ -487,11 +487,11 @@ std::string WasmRuntime::RunnerToken(const std::string& name) {
 absl::StatusOr<WasmWorkspaceUse> WasmRuntime::MeasureWorkspace(const Record& r, uint64_t stop_after_inodes) {
   // bwrap's tmpfs is in the sandbox's mount namespace: its init's root shows it.
   if (r.workspace_tmpfs) {
-    return MeasureWasmWorkspace(absl::StrCat("/proc/", r.init_pid ? r.init_pid : r.pid, "/root",
-                                             WorkspacePath(r.name)),
-                                /*tmpfs=*/true);
+    return MeasureWasmTmpfsWorkspace(
+        absl::StrCat("/proc/", r.init_pid ? r.init_pid : r.pid, "/root", WorkspacePath(r.name)),
+        WorkspacePath(r.name));
   }
-  return MeasureWasmWorkspace(WorkspacePath(r.name), /*tmpfs=*/false, stop_after_inodes);
+  return MeasureWasmWorkspace(WorkspacePath(r.name), stop_after_inodes);
 }
 
 absl::StatusOr<ResourceUsage> WasmRuntime::Usage(const std::string& name, Isolation isolation) {

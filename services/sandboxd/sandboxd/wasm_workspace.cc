@@ -2,7 +2,9 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -164,8 +166,7 @@ WasmWorkspaceBudget WasmWorkspaceBudgetFor(uint64_t bytes) {
   return {bytes, std::max<uint64_t>(1024, bytes / 4096)};
 }
 
-absl::StatusOr<WasmWorkspaceUse> MeasureWasmWorkspace(const std::string& path, bool tmpfs,
-                                                      uint64_t stop_after_inodes) {
+absl::StatusOr<WasmWorkspaceUse> MeasureWasmWorkspace(const std::string& path, uint64_t stop_after_inodes) {
   const int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot open ", path, ": ", strerror(errno)));
   struct stat st;
@@ -173,23 +174,34 @@ absl::StatusOr<WasmWorkspaceUse> MeasureWasmWorkspace(const std::string& path, b
     close(fd);
     return absl::UnavailableError(absl::StrCat("cannot stat ", path, ": ", strerror(errno)));
   }
-  if (tmpfs) {
-    struct statvfs vfs;
-    const int rc = fstatvfs(fd, &vfs);
-    close(fd);
-    if (rc != 0) return absl::UnavailableError(absl::StrCat("cannot statvfs ", path, ": ", strerror(errno)));
-    const uint64_t unit = vfs.f_frsize ? vfs.f_frsize : vfs.f_bsize;
-    WasmWorkspaceUse use;
-    use.bytes = uint64_t{vfs.f_blocks - std::min(vfs.f_blocks, vfs.f_bfree)} * unit;
-    use.inodes = uint64_t{vfs.f_files - std::min(vfs.f_files, vfs.f_ffree)};
-    return use;
-  }
   Walk walk;
   walk.stop_after = stop_after_inodes;
   walk.use.inodes = 1;
   walk.use.bytes = uint64_t(st.st_blocks) * 512;
   WalkDirectory(fd, 0, walk);
   return walk.use;
+}
+
+absl::StatusOr<WasmWorkspaceUse> MeasureWasmTmpfsWorkspace(const std::string& path,
+                                                           const std::string& host_path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot open ", path, ": ", strerror(errno)));
+  struct stat st, host;
+  struct statfs fs_type;
+  struct statvfs vfs;
+  const bool read = fstat(fd, &st) == 0 && fstatfs(fd, &fs_type) == 0 && fstatvfs(fd, &vfs) == 0;
+  const int error = errno;
+  close(fd);
+  if (!read) return absl::UnavailableError(absl::StrCat("cannot stat ", path, ": ", strerror(error)));
+  const bool host_dir = stat(host_path.c_str(), &host) == 0 && host.st_dev == st.st_dev;
+  if (fs_type.f_type != TMPFS_MAGIC || host_dir) {
+    return absl::UnavailableError(absl::StrCat(path, " is not the sandbox's tmpfs (yet)"));
+  }
+  const uint64_t unit = vfs.f_frsize ? vfs.f_frsize : vfs.f_bsize;
+  WasmWorkspaceUse use;
+  use.bytes = uint64_t{vfs.f_blocks - std::min(vfs.f_blocks, vfs.f_bfree)} * unit;
+  use.inodes = uint64_t{vfs.f_files - std::min(vfs.f_files, vfs.f_ffree)};
+  return use;
 }
 
 std::string OverWasmWorkspaceBudget(const WasmWorkspaceUse& use, const WasmWorkspaceBudget& budget) {

@@ -3,7 +3,7 @@
 // and the directory that holds every workspace (--wasm_dir), made safe before any is.
 //
 //   WasmWorkspaceBudget budget = WasmWorkspaceBudgetFor(spec.limits.workspace_bytes);
-//   absl::StatusOr<WasmWorkspaceUse> use = MeasureWasmWorkspace(path, /*tmpfs=*/false);
+//   absl::StatusOr<WasmWorkspaceUse> use = MeasureWasmWorkspace(path);
 //   std::string why = OverWasmWorkspaceBudget(*use, budget);   // "" while within it
 //
 // Under bwrap the workspace is a tmpfs of the budget's size inside the sandbox (writes past
@@ -40,12 +40,18 @@ struct WasmWorkspaceUse {
   bool too_deep = false;  // a directory deeper than the walk goes: its contents are not counted
 };
 
-// statvfs of the tmpfs at `path` (a directory, opened without following a final symbolic
-// link), or a walk of the directory `path` that never follows a symbolic link and stops
-// counting once it has seen `stop_after_inodes` inodes (0: never). UNAVAILABLE when `path`
-// cannot be opened.
-absl::StatusOr<WasmWorkspaceUse> MeasureWasmWorkspace(const std::string& path, bool tmpfs,
+// A walk of the directory `path` (opened without following a final symbolic link) that
+// never follows a symbolic link and stops counting once it has seen `stop_after_inodes`
+// inodes (0: never). UNAVAILABLE when `path` cannot be opened.
+absl::StatusOr<WasmWorkspaceUse> MeasureWasmWorkspace(const std::string& path,
                                                       uint64_t stop_after_inodes = 0);
+
+// statvfs of the tmpfs a sandbox mounts over the host's directory `host_path`, seen at
+// `path` (the sandbox's root under /proc). UNAVAILABLE when `path` cannot be opened or is
+// not that tmpfs yet: bubblewrap names its init before it mounts, and until then `path`
+// shows the host's directory, whose filesystem's counts are not the session's.
+absl::StatusOr<WasmWorkspaceUse> MeasureWasmTmpfsWorkspace(const std::string& path,
+                                                           const std::string& host_path);
 
 // Why `use` is over `budget` ("the workspace holds 300 MiB, over its budget of 256 MiB"),
 // or "" while it is within it.

@@ -46,7 +46,7 @@ describe("sandbox handles", () => {
     const a = await first.client("a");
     const r = await runPython(a, "x = 41\nprint('set')");
     handle = handleOf(r);
-    assert.match(handle, /^sbx1_[A-Za-z0-9_-]+$/);
+    assert.match(handle ?? "", /^sbx1_[A-Za-z0-9_-]+$/, text(r));
     await a.close();
     const b = await first.client("b");  // a new MCP session of the same token
     const again = await runPython(b, "print(x + 1)", { sandbox: handle });

@@ -27,7 +27,7 @@ TEST(WasmWorkspaceTest, CountsBlocksAndInodesAndFollowsNoLink) {
   fs::create_directory(root + "/d");
   for (const char* name : {"a", "b", "c"}) std::ofstream(root + "/d/" + name);
   fs::create_directory_symlink("/usr", root + "/usr");  // counted as itself, never walked
-  absl::StatusOr<WasmWorkspaceUse> use = MeasureWasmWorkspace(root, /*tmpfs=*/false);
+  absl::StatusOr<WasmWorkspaceUse> use = MeasureWasmWorkspace(root);
   ASSERT_TRUE(use.ok()) << use.status();
   EXPECT_EQ(use->inodes, 7u) << "the root, a file, a directory of 3 and a link";
   EXPECT_GE(use->bytes, 1u << 20);
@@ -38,10 +38,10 @@ TEST(WasmWorkspaceTest, CountsBlocksAndInodesAndFollowsNoLink) {
               HasSubstr("the workspace holds 2 MiB, over its budget of 1 MiB"));
   EXPECT_THAT(OverWasmWorkspaceBudget(*use, {16 << 20, 6}), HasSubstr("at least 7 files and directories, over its budget of 6"));
   // The budget thread stops counting once a workspace is over.
-  use = MeasureWasmWorkspace(root, /*tmpfs=*/false, 3);
+  use = MeasureWasmWorkspace(root, 3);
   ASSERT_TRUE(use.ok());
   EXPECT_EQ(use->inodes, 3u);
-  EXPECT_EQ(MeasureWasmWorkspace(root + "/usr", false).status().code(), absl::StatusCode::kUnavailable)
+  EXPECT_EQ(MeasureWasmWorkspace(root + "/usr").status().code(), absl::StatusCode::kUnavailable)
       << "a workspace that is a link is not opened";
 }
 
@@ -51,7 +51,7 @@ TEST(WasmWorkspaceTest, ADirectoryTooDeepToWalkIsOverTheBudget) {
   std::string path = root;
   for (int i = 0; i < 130; ++i) path += "/d";
   fs::create_directories(path);
-  absl::StatusOr<WasmWorkspaceUse> use = MeasureWasmWorkspace(root, /*tmpfs=*/false);
+  absl::StatusOr<WasmWorkspaceUse> use = MeasureWasmWorkspace(root);
   ASSERT_TRUE(use.ok());
   EXPECT_TRUE(use->too_deep);
   EXPECT_THAT(OverWasmWorkspaceBudget(*use, WasmWorkspaceBudgetFor(16 << 20)), HasSubstr("deeper than 128"));
@@ -59,11 +59,23 @@ TEST(WasmWorkspaceTest, ADirectoryTooDeepToWalkIsOverTheBudget) {
 
 TEST(WasmWorkspaceTest, ATmpfsIsMeasuredByStatvfs) {
   // /dev/shm is a tmpfs on Linux: its counts are the filesystem's, whatever is in it.
-  absl::StatusOr<WasmWorkspaceUse> use = MeasureWasmWorkspace("/dev/shm", /*tmpfs=*/true);
+  absl::StatusOr<WasmWorkspaceUse> use = MeasureWasmTmpfsWorkspace("/dev/shm", "/nonexistent");
   ASSERT_TRUE(use.ok()) << use.status();
   EXPECT_GE(use->inodes, 1u);
   EXPECT_EQ(WasmWorkspaceBudgetFor(256ull << 20).inodes, 65536u);
   EXPECT_EQ(WasmWorkspaceBudgetFor(1 << 20).inodes, 1024u);
+}
+
+// Until bubblewrap has mounted the session's tmpfs, /proc/<init>/root shows the host's
+// directory: measuring its filesystem gave the disk's 40 GiB and ended a starting session.
+TEST(WasmWorkspaceTest, TheHostsDirectoryIsNotTakenForTheSandboxsTmpfs) {
+  wasm_jail_test::TempDir dir;
+  EXPECT_EQ(MeasureWasmTmpfsWorkspace(dir.path(), dir.path()).status().code(), absl::StatusCode::kUnavailable)
+      << "the host's directory itself, not mounted over";
+  EXPECT_EQ(MeasureWasmTmpfsWorkspace("/dev/shm", "/dev/shm").status().code(), absl::StatusCode::kUnavailable)
+      << "a tmpfs that is the host's own directory (a --wasm_dir on a tmpfs)";
+  EXPECT_EQ(MeasureWasmTmpfsWorkspace("/usr", "/nonexistent").status().code(), absl::StatusCode::kUnavailable)
+      << "a directory on a disk is no tmpfs";
 }
 
 // A sandboxd that is not root does not bypass modes: a directory the session made
