@@ -8,10 +8,20 @@ import path from "node:path";
 import { after, before } from "node:test";
 import { pathToFileURL } from "node:url";
 import {
-  Sandboxd, canConnect, freePort, required, spawnTied, stopAll, tempDir, tiedCommand, track, waitFor,
+  Sandboxd, canConnect, freePort, required, spawnTied, stopAll as stopProcesses, tempDir, tiedCommand, track,
+  waitFor,
 } from "../../common/processes.mjs";
 
-export { Sandboxd, freePort, spawnTied, stopAll, tempDir, tiedCommand, track, waitFor };
+export { Sandboxd, freePort, spawnTied, tempDir, tiedCommand, track, waitFor };
+
+// The SDK spawns a stdio gateway itself: one a failed test leaves open would keep this
+// process alive (until ctest's timeout), so stopAll closes them too.
+const stdioClients = new Set();
+export async function stopAll() {
+  for (const client of stdioClients) await client.close().catch(() => {});
+  stdioClients.clear();
+  await stopProcesses();
+}
 export const SANDBOXD_BIN = required("SANDBOXD_BIN");
 export const GATEWAY_BIN = required("GATEWAY_BIN");
 export const NODE_PEERS = required("NODE_PEERS");
@@ -167,6 +177,7 @@ export async function stdioGateway({ config, sandboxd, extraArgs = [] }) {
   let log = "";
   const client = new Client({ name: "stdio-test", version: "1.0.0" });
   await client.connect(transport);
+  stdioClients.add(client);
   transport.stderr?.on("data", (d) => { log += d; });
   return { client, transport, log: () => log };
 }
