@@ -9,6 +9,7 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
 
 export function required(name) {
   const v = process.env[name];
@@ -31,20 +32,13 @@ export function tiedCommand(command, args = []) {
 // end of file without it means we are gone. sandboxd keeps containers across its own
 // restarts by design, so nothing else would remove them.
 // The wasm tier's sessions are detached processes that outlive sandboxd the same way: the
-// pids in its records (wasm-records/*.json) go too.
-// Shell for the same as killWasmSessions: a pid is killed only while its start time is the
-// recorded one. Pids wrap (pid_max may be 32768) and a record outlives its process, so a
-// bare pid may by now name another test's daemon.
-const KILL_RECORDED = `for f in "$1"/wasm-records/*.json; do [ -f "$f" ] || continue; for k in '' init_; do ` +
-  `p=$(grep -o "\\"\${k}pid\\":[0-9]*" "$f" | head -1 | cut -d: -f2); ` +
-  `t=$(grep -o "\\"\${k}start_time\\":[0-9]*" "$f" | head -1 | cut -d: -f2); ` +
-  `[ -n "$p" ] && [ "$p" -gt 0 ] && [ -n "$t" ] && ` +
-  `[ "$(sed 's/.*) //' /proc/$p/stat 2>/dev/null | cut -d' ' -f20)" = "$t" ] && kill -KILL "$p"; done; done; `;
+// pids in its records (wasm-records/*.json) go too, each only while it is the one recorded.
+const KILL_RECORDED_WASM = path.join(path.dirname(fileURLToPath(import.meta.url)), "kill_recorded_wasm.sh");
 function containerWatchdog(stateDir, dir) {
   const script = `while read -r w; do [ "$w" = done ] && exit 0; done; sleep 1; ` +
     `for i in 1 2 3; do ids=$(podman ps -aq --filter "label=io.sandboxd.state-dir=$1"); ` +
     `[ -z "$ids" ] && break; podman rm -f -t 0 $ids; sleep 1; done; ` +
-    KILL_RECORDED + `rm -rf "$1-wasm" "$2"`;
+    `sh '${KILL_RECORDED_WASM}' "$1"/wasm-records/*.json; rm -rf "$1-wasm" "$2"`;
   const w = spawn("sh", ["-c", script, "watchdog", stateDir, dir],
     { detached: true, stdio: ["pipe", "ignore", "ignore"] });
   w.unref();
@@ -73,14 +67,6 @@ export async function stopAll() {
   daemons.clear();
 }
 process.on("exit", () => { for (const c of children) c.kill("SIGKILL"); });
-
-// Field 22 of /proc/<pid>/stat (clock ticks after boot), or undefined when gone.
-function startTime(pid) {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
-    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]);
-  } catch { return undefined; }
-}
 
 export function tempDir(prefix = "gwtest-") {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
@@ -138,13 +124,8 @@ export class Sandboxd {
   killWasmSessions() {
     const dir = path.join(this.stateDir, "wasm-records");
     if (!fs.existsSync(dir)) return;
-    for (const f of fs.readdirSync(dir).filter((n) => n.endsWith(".json"))) {
-      let rec;
-      try { rec = JSON.parse(fs.readFileSync(path.join(dir, f), "utf8")); } catch { continue; }
-      for (const [pid, start] of [[rec.pid, rec.start_time], [rec.init_pid, rec.init_start_time]]) {
-        if (pid > 0 && startTime(pid) === start) try { process.kill(pid, "SIGKILL"); } catch {}
-      }
-    }
+    const records = fs.readdirSync(dir).filter((n) => n.endsWith(".json")).map((n) => path.join(dir, n));
+    if (records.length) execFileSync("sh", [KILL_RECORDED_WASM, ...records], { stdio: "ignore" });
   }
   get endpoint() { return `unix:${this.socket}`; }
   async start() {

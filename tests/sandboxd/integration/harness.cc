@@ -54,13 +54,7 @@ SandboxdProcess::SandboxdProcess(std::vector<std::string> extra_args, std::strin
 // both match. A pid alone is not enough: pids wrap (pid_max may be 32768), and a record outlives
 // its process, so a bare pid may by now name another test's daemon.
 std::string KillRecordedWasmProcesses(const std::string& records) {
-  return absl::StrCat(
-      "for f in ", records, "; do [ -f \"$f\" ] || continue; for k in '' init_; do ",
-      "p=$(grep -o \"\\\"${k}pid\\\":[0-9]*\" \"$f\" | head -1 | cut -d: -f2); ",
-      "t=$(grep -o \"\\\"${k}start_time\\\":[0-9]*\" \"$f\" | head -1 | cut -d: -f2); ",
-      "[ -n \"$p\" ] && [ \"$p\" -gt 0 ] && [ -n \"$t\" ] && ",
-      "[ \"$(sed 's/.*) //' /proc/$p/stat 2>/dev/null | cut -d' ' -f20)\" = \"$t\" ] && ",
-      "kill -KILL \"$p\" 2>/dev/null; done; done; ");
+  return absl::StrCat("sh '", PROJECT_SOURCE_DIR, "/tests/common/kill_recorded_wasm.sh' ", records, "; ");
 }
 
 // What the wasm tier leaves when a daemon dies or a test ends: its detached processes (the
