@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "server/http_token.h"
 #include "adapter/run_code.h"
+#include "adapter/run_tools.h"
 #include "flag_groups.h"
 #include "observability_flags.h"
 #include "run_flags.h"

@@ -9,6 +9,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "adapter/run_tools.h"
 #include "base/secret_file.h"
 #include "observability_flags.h"
 

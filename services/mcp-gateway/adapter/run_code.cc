@@ -47,14 +47,12 @@ json RunCodeTool::BuildToolList() {
   const std::vector<UpstreamStatus> view = service_.View();
   json tools = json::array();
   for (RunLanguage l : options_.languages) {
-    const LanguageSpec& language = Spec(l);
-    json schema = RunArgumentsSchema(options_.max_timeout_seconds);
-    schema["properties"]["code"]["description"] = language.code_description;
+    const RunTool& tool = ToolOf(l);
     tools.push_back(
-        {{"name", language.tool},
-         {"title", language.title},
-         {"description", language.describe(view, options_.max_description_bytes)},
-         {"inputSchema", std::move(schema)},
+        {{"name", Spec(l).tool},
+         {"title", tool.title},
+         {"description", tool.describe(view, options_.max_description_bytes)},
+         {"inputSchema", InputSchema(tool, options_.max_timeout_seconds)},
          {"outputSchema", RunResultSchema()},
          {"annotations", {{"readOnlyHint", false}, {"destructiveHint", true}, {"openWorldHint", true}}}});
   }

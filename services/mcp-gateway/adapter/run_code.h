@@ -1,4 +1,4 @@
-// RunCodeTool: the gateway's MCP tools run_python and run_javascript (bridge/run_language.h; the
+// RunCodeTool: the gateway's MCP tools run_python and run_javascript (run_tools.h; the
 // operator offers either or both), the MCP adapter of the run core (bridge/run_service.h). It
 // answers tools/list (schemas, descriptions) and tools/call: the call's context becomes a
 // RunRequest (the MCP session, present or absent; an Asker over the client: client_asker.h),
@@ -21,8 +21,8 @@
 
 #include "absl/status/statusor.h"
 #include "adapter/pending_runs.h"
-#include "bridge/run_language.h"
 #include "adapter/run_resources.h"
+#include "adapter/run_tools.h"
 #include "base/mutex.h"
 #include "bridge/run_service.h"
 #include "server/tool_provider.h"

@@ -1,4 +1,4 @@
-// run_python's argument schema and parser. See run_arguments.h.
+// The parser of a run's arguments. See run_arguments.h.
 #include "bridge/run_arguments.h"
 
 #include "absl/strings/ascii.h"
@@ -9,8 +9,6 @@ namespace gateway {
 namespace {
 
 using nlohmann::json;
-
-constexpr size_t kMaxSessionName = 64;
 
 absl::Status Invalid(const std::string& m) { return absl::InvalidArgumentError(m); }
 
@@ -27,10 +25,6 @@ bool IsSessionName(const std::string& name) {
   }
   return true;
 }
-
-// sandboxd counts timeouts in whole milliseconds and reads 0 as "its default": a smaller
-// positive timeout would silently become that default instead of the short one asked for.
-constexpr double kMinTimeoutSeconds = 0.001;
 
 absl::StatusOr<double> ParseTimeout(const json* t, const RunLimits& limits) {
   if (!t) return static_cast<double>(limits.default_timeout_seconds);
@@ -69,51 +63,6 @@ ServerAllowlist ServerAllowlist::Only(std::set<std::string> servers) {
 
 bool ServerAllowlist::Allows(const std::string& server) const {
   return all_ || servers_.count(server) > 0;
-}
-
-json RunArgumentsSchema(uint32_t max_timeout_seconds) {
-  json props;
-  props["code"] = {{"type", "string"},
-                   {"description",
-                    "Python 3.11 source. Top-level await works; the value of the last expression "
-                    "is returned; variables persist between calls."}};
-  props["timeout_seconds"] = {
-      {"type", "number"},
-      {"minimum", kMinTimeoutSeconds},
-      {"maximum", max_timeout_seconds},
-      {"description", "Execution timeout (the code is interrupted and its variables are kept; "
-                      "JavaScript stuck in a synchronous loop is stopped by resetting its "
-                      "namespace)."}};
-  props["session"] = {
-      {"type", "string"},
-      {"pattern", "^[A-Za-z0-9_-]{1,64}$"},
-      {"description", "Name of an extra, independent session (default: your main one)."}};
-  props["sandbox"] = {
-      {"type", "string"},
-      {"maxLength", kMaxSandboxHandle},
-      {"description",
-       "The `sandbox` value of an earlier result: run in that sandbox again, with its "
-       "variables and files. Pass it back on every call to keep your state (without it you "
-       "get your session's main sandbox, or a new one)."}};
-  props["reset"] = {{"type", "boolean"}, {"description", "Start from an empty namespace first."}};
-  json base64_file = {{"type", "object"},
-                      {"properties", {{"base64", {{"type", "string"}}}}},
-                      {"required", {"base64"}},
-                      {"additionalProperties", false}};
-  json file_value = {{"oneOf", json::array({json{{"type", "string"}}, base64_file})}};
-  props["files"] = {
-      {"type", "object"},
-      {"additionalProperties", file_value},
-      {"description",
-       "Files to write into the workspace (the code's working directory) before it runs: "
-       "relative path -> text, or {\"base64\": ...} for binary."}};
-  props["servers"] = {{"type", "array"},
-                      {"items", {{"type", "string"}}},
-                      {"description", "Only these upstream servers may be called in this run."}};
-  return {{"type", "object"},
-          {"properties", props},
-          {"required", {"code"}},
-          {"additionalProperties", false}};
 }
 
 namespace {

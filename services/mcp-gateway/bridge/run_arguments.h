@@ -1,6 +1,7 @@
-// The arguments of one run_python call: their JSON schema (the tool's inputSchema) and
-// their parser, which checks every field of the untrusted client's JSON and names the
-// field at fault.
+// The arguments of one run (a run_python or run_javascript call) and their parser, which
+// checks every field of the untrusted client's JSON and names the field at fault. The
+// schema a client is shown of them is the MCP adapter's (adapter/run_tools.h), with the
+// bounds below.
 //
 //   absl::StatusOr<RunArguments> run = ParseRunArguments(args, upstreams->Snapshot(), limits);
 //   if (!run.ok()) return run.status();  // INVALID_ARGUMENT, the client's mistake
@@ -50,6 +51,14 @@ struct RunArguments {
 // The longest `sandbox` argument accepted (handles are a few hundred characters).
 constexpr size_t kMaxSandboxHandle = 2048;
 
+// The longest `session` name accepted (of [A-Za-z0-9_-]).
+constexpr size_t kMaxSessionName = 64;
+
+// The shortest timeout accepted: sandboxd counts timeouts in whole milliseconds and reads 0
+// as "its default", so a smaller positive timeout would silently become that default
+// instead of the short one asked for.
+constexpr double kMinTimeoutSeconds = 0.001;
+
 struct RunLimits {
   uint32_t default_timeout_seconds = 30;
   uint32_t max_timeout_seconds = 300;
@@ -60,9 +69,6 @@ struct RunLimits {
   // there would have waited in the gateway's queue of its sandbox first.
   uint64_t max_code_bytes = 1u << 20;
 };
-
-// The inputSchema of run_python.
-nlohmann::json RunArgumentsSchema(uint32_t max_timeout_seconds);
 
 // INVALID_ARGUMENT naming the field at fault for anything the schema does not allow;
 // `servers` must name servers of `upstreams`.

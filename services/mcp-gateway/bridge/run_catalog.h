@@ -1,7 +1,11 @@
-// What the sandbox and the model learn about the upstream tools: the sandbox.v1 catalog a
-// run's session gets, the run_python and run_javascript descriptions the model reads, and
-// the memory of servers that went down (their tools stay callable, so code gets a clear
-// ToolError rather than a NameError).
+// What a run's sandbox learns about the upstream tools: the sandbox.v1 catalog its session
+// gets, within sandboxd's limits, and the memory of servers that went down (their tools stay
+// callable, so code gets a clear ToolError rather than a NameError). What the model reads
+// of them, the run tools' descriptions, is the MCP adapter's (adapter/run_descriptions.h).
+//
+//   std::vector<UpstreamStatus> view = FitCatalogLimits(memory.View(upstreams->Snapshot()));
+//   sandbox::v1::Catalog catalog = BuildCatalog(view, args.servers);
+//   if (CatalogKey(catalog) != binding.catalog_key) { /* send it with the run */ }
 #pragma once
 
 #include <map>
@@ -14,15 +18,6 @@
 #include "upstream/manager.h"
 
 namespace gateway {
-
-// The run_python tool description: the calling convention, then the servers and tools at
-// the richest of three levels of detail that fits in `max_bytes`.
-std::string DescribeRunPython(const std::vector<UpstreamStatus>& upstreams, size_t max_bytes);
-
-// The run_javascript tool description: the calling convention, then every connected
-// server's tools as TypeScript declarations (catalog/typescript.h) with JSDoc, without
-// it, as method names or as counts: the richest level that fits in `max_bytes`.
-std::string DescribeRunJavaScript(const std::vector<UpstreamStatus>& upstreams, size_t max_bytes);
 
 // The sandbox.v1 catalog for a run: the connected upstreams that `servers` allows.
 sandbox::v1::Catalog BuildCatalog(const std::vector<UpstreamStatus>& upstreams,

@@ -1,10 +1,11 @@
 // run_javascript through RunCodeTool, over the fakes: listed with its TypeScript
 // description, run in sandboxd sessions of runtime "javascript", one main sandbox per
 // language for each MCP session, and a sandbox of one language (by handle or by session
-// name) refused to the other's tool before anything reaches it. --tools offers either or
-// both (ParseRunTools), and not one sandboxd cannot run (RunnableLanguages).
+// name) refused to the other's tool before anything reaches it; a tool not offered is
+// unknown.
 #include "adapter/run_code.h"
 
+#include "adapter/run_descriptions.h"
 #include "bridge_fakes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -129,16 +130,6 @@ TEST_F(RunJavaScriptTest, AJavaScriptSandboxesResourceHandleIsJavaScript) {
   EXPECT_THAT(Text(r), HasSubstr("names a javascript sandbox"));
 }
 
-TEST(RunToolsTest, TheFlagOffersEitherOrBoth) {
-  EXPECT_EQ(*ParseRunTools("run_python,run_javascript"),
-            (std::vector<RunLanguage>{RunLanguage::kPython, RunLanguage::kJavaScript}));
-  EXPECT_EQ(*ParseRunTools(" run_javascript "), std::vector<RunLanguage>{RunLanguage::kJavaScript});
-  EXPECT_EQ(*ParseRunTools("run_python"), std::vector<RunLanguage>{RunLanguage::kPython});
-  for (const char* bad : {"", ",", "run_ruby", "run_python,run_python"}) {
-    EXPECT_TRUE(absl::IsInvalidArgument(ParseRunTools(bad).status())) << bad;
-  }
-}
-
 TEST_F(RunJavaScriptTest, AToolNotOfferedIsUnknown) {
   RunCodeOptions only_js;
   only_js.languages = {RunLanguage::kJavaScript};
@@ -153,31 +144,6 @@ TEST_F(RunJavaScriptTest, AToolNotOfferedIsUnknown) {
   RunCodeTool py(&sandboxes_, &upstreams_, only_python);
   ASSERT_EQ(py.ListTools().size(), 1u);
   EXPECT_TRUE(absl::IsInvalidArgument(Call(py, "run_javascript", {{"code", "1"}}).status()));
-}
-
-// Issue 49: the gateway offered run_javascript while its sandboxd had no JavaScript runner.
-TEST(RunnableLanguagesTest, DropsTheToolsSandboxdCannotRunAndSaysWhy) {
-  const std::vector<RunLanguage> both = {RunLanguage::kPython, RunLanguage::kJavaScript};
-  auto no_js = [](const std::string& runtime) -> std::optional<std::string> {
-    if (runtime == "javascript") return "no JavaScript runner";
-    return std::nullopt;
-  };
-  std::vector<std::string> dropped;
-  EXPECT_EQ(RunnableLanguages(both, no_js, &dropped), std::vector<RunLanguage>{RunLanguage::kPython});
-  ASSERT_EQ(dropped.size(), 1u);
-  EXPECT_THAT(dropped[0], HasSubstr("run_javascript is not offered"));
-  EXPECT_THAT(dropped[0], HasSubstr("no JavaScript runner"));
-
-  dropped.clear();
-  EXPECT_EQ(RunnableLanguages(both, [](const std::string&) { return std::nullopt; }, &dropped), both);
-  EXPECT_TRUE(dropped.empty());
-
-  // Never none: the one tool stays and each call says why.
-  dropped.clear();
-  const std::vector<RunLanguage> js = {RunLanguage::kJavaScript};
-  EXPECT_EQ(RunnableLanguages(js, no_js, &dropped), js);
-  ASSERT_EQ(dropped.size(), 1u);
-  EXPECT_THAT(dropped[0], HasSubstr("run_javascript is offered although"));
 }
 
 }  // namespace

@@ -377,6 +377,25 @@ inline UpstreamStatus Server(const std::string& name, std::vector<std::string> t
   return s;
 }
 
+// A server with `tools` tools named tool_0, tool_1, ..., each described on two lines and
+// taking a required "query" and an optional "limit"; a server not connected says why.
+inline UpstreamStatus NumberedServer(const std::string& name, int tools, bool connected = true) {
+  UpstreamStatus s;
+  s.name = name;
+  s.connected = connected;
+  s.error = connected ? "" : "connect: Connection refused";
+  for (int i = 0; i < tools; ++i) {
+    UpstreamTool t;
+    t.name = "tool_" + std::to_string(i);
+    t.description = "Does thing " + std::to_string(i) + ".\nMore detail that is not shown.";
+    t.input_schema = {{"type", "object"},
+                      {"properties", {{"query", {{"type", "string"}}}, {"limit", {{"type", "integer"}}}}},
+                      {"required", {"query"}}};
+    s.tools.push_back(t);
+  }
+  return s;
+}
+
 // A tool call as sandboxd relays it.
 inline sandbox::v1::ToolCall ToolCallOf(const std::string& server, const std::string& tool,
                                         const std::string& arguments_json,
