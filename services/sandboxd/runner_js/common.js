@@ -62,21 +62,7 @@ function fixJsonSurrogates(json) {
     (match, hex) => (hex ? `\\\\u${hex.toLowerCase()}` : match));
 }
 
-// Takes V8's flags out of reach of the code of this thread: --allow-natives-syntax would
-// hand it V8's memory-unsafe intrinsics, --expose-gc the collector. Every way to the v8
-// module (require, createRequire, process.getBuiltinModule, import) returns this one object,
-// so its setFlagsFromString is replaced, for good, before user code runs.
-function lockV8Flags() {
-  Object.defineProperty(require('v8'), 'setFlagsFromString', {
-    value: function setFlagsFromString() {
-      throw new Error('V8 flags cannot be changed in a sandbox');
-    },
-    writable: false, configurable: false, enumerable: true,
-  });
-}
-
 module.exports = {
-  lockV8Flags,
   RUNNER_VERSION, MAX_FRAME_BYTES, OUTPUT_FLUSH_BYTES, OUTPUT_FLUSH_MS, OUTPUT_FRAME_CHARS,
   RESULT_LIMIT, ERROR_MESSAGE_LIMIT, TRACEBACK_LIMIT, DEFAULT_TOOL_CALLS_IN_FLIGHT, MAX_ARGUMENT_DEPTH,
   INTERRUPT_GRACE_MS, WORKER_EXIT_WAIT_MS, STUCK_WORKER_LIMIT, WATCHDOG_PING_MS, DEFAULT_IDLE_WATCHDOG_MS, CELL_PREFIX, log, cap, escapeLoneSurrogates, fixJsonSurrogates,

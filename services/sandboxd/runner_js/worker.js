@@ -13,8 +13,9 @@ const util = require('util');
 const path = require('path');
 const { createRequire } = require('module');
 const { parentPort, workerData } = require('worker_threads');
-const { cap, escapeLoneSurrogates, lockV8Flags, RESULT_LIMIT, ERROR_MESSAGE_LIMIT, TRACEBACK_LIMIT } =
+const { cap, escapeLoneSurrogates, RESULT_LIMIT, ERROR_MESSAGE_LIMIT, TRACEBACK_LIMIT } =
   require('./common');
+const { lockRuntime } = require('./locks');
 const { OutputCapture } = require('./worker_output');
 const { WorkerTools } = require('./worker_tools');
 const { installChmodOfSameMode } = require('./fs_modes');
@@ -91,7 +92,7 @@ class WorkerRuntime {
     Error.stackTraceLimit = 50;
     this.output.install();
     this.tools.install([]);
-    lockV8Flags();
+    lockRuntime();
     globalThis.require = createRequire(path.join(process.cwd(), '<repl>'));
     process.on('uncaughtException', (e) => this.background(e));
     process.on('unhandledRejection', (e) => this.background(e));

@@ -10,7 +10,8 @@
 const v8 = require('v8');
 const vm = require('vm');
 const { workerData } = require('worker_threads');
-const { lockV8Flags, log } = require('./common');
+const { log } = require('./common');
+const { lockRuntime } = require('./locks');
 const { loadPython, SnapshotRefused } = require('./python_files');
 const { installChmodOfSameMode } = require('./fs_modes');
 
@@ -83,7 +84,7 @@ async function runPythonWorker(port, files, interruptBuffer) {
   });
   const version = py.runPython('import platform; platform.python_version()');
   collectStartupGarbage();
-  lockV8Flags();
+  lockRuntime();
   post({ t: 'ready', python: version });
 }
 

@@ -57,6 +57,39 @@ describe('javascript on the wasm tier\'s node', () => {
     assert.equal((await client.exec('typeof gc')).result, "'undefined'");
   });
 
+  // V8 trusts a code cache's bytes: one edited byte given back to vm crashed Node (SIGSEGV).
+  it('cannot hand vm a code cache, by any way to vm', async () => {
+    const make = 'const vm = require("vm"); const src = "function f(a){ return a * 3 } f(2)"; ' +
+      'const cd = new vm.Script(src + ";/*A*/").createCachedData(); cd[86] ^= 1; ';
+    for (const use of ['new vm.Script(src + ";/*B*/", { cachedData: cd }).runInNewContext({})',
+      'vm.createScript(src, { cachedData: cd })',
+      'vm.runInThisContext(src, { cachedData: cd })',
+      'vm.runInNewContext(src, {}, { cachedData: cd })',
+      'vm.runInContext(src, vm.createContext({}), { cachedData: cd })',
+      'vm.compileFunction("return 1", [], { cachedData: cd })',
+      'new (Object.getPrototypeOf(new vm.Script("1"))).constructor(src, { cachedData: cd })',
+      'new (Object.getPrototypeOf(vm.Script))(src, { cachedData: cd })',
+      'new ((await import("node:vm")).Script)(src, { cachedData: cd })',
+      'new (process.getBuiltinModule("vm").Script)(src, { cachedData: cd })']) {
+      const r = await client.exec(make + use);
+      assert.equal(r.status, 'error', `${use}: ${JSON.stringify(r)}`);
+      assert.equal(r.done.namespace_reset, undefined, use);
+    }
+    const plain = await client.exec('const vm2 = require("vm"); [new vm2.Script("6 * 7").runInThisContext(), ' +
+      'vm2.runInNewContext("a + 1", { a: 1 }), new vm2.Script("1") instanceof vm2.Script]');
+    assert.equal(plain.result, '[ 42, 2, true ]', JSON.stringify(plain));
+    const cache = await client.exec('require("module").enableCompileCache("/workspace/cc")');
+    assert.equal(cache.status, 'error');
+  });
+
+  it('cannot read the process report: its environment, command line and addresses', async () => {
+    for (const code of ['process.report.getReport()', 'process.report = {}; process.report.getReport()',
+      'delete process.report; process.report.getReport()']) {
+      const r = await client.exec(code);
+      assert.equal(r.status, 'error', code);
+    }
+  });
+
   it('cannot start processes', async () => {
     const r = await client.exec('require("child_process").execSync("id").toString()');
     assert.equal(r.status, 'error');
