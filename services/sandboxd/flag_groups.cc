@@ -23,7 +23,7 @@ codemode::ProgramHelp SandboxdHelp() {
            {"state_dir", "image", "images", "runner", "js_runner", "isolation",
             "allowed_isolations", "runsc", "gvisor_platform", "oci_runtime", "seccomp_base",
             "podman", "podman_args", "env", "pass_env", "wasm_node", "wasm_pyodide", "wasm_jail",
-            "wasm_bwrap", "wasm_layers", "wasm_dir"}},
+            "wasm_bwrap", "wasm_layers", "wasm_dir", "session_uid_range"}},
           {"Observability", {"log_level", "metrics_listen", "self_check"}},
           {"TLS and several machines",
            {"tls_cert_file", "tls_key_file", "tls_client_ca_file", "tcp_handshake_timeout",

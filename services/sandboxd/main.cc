@@ -275,6 +275,7 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
     return images.status();
   }
   if (absl::Status s = RunnersFromFlags(&options); !s.ok()) return s;
+  if (absl::Status s = SessionUidsFromFlags(&options); !s.ok()) return s;
   absl::StatusOr<sandboxd::Isolation> isolation =
       sandboxd::ParseIsolation(absl::GetFlag(FLAGS_isolation));
   if (!isolation.ok()) return isolation.status();

@@ -2,8 +2,14 @@
 
 #include <unistd.h>
 
+#include <cstdint>
+#include <string>
+#include <vector>
+
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "paths.h"
 
 ABSL_FLAG(std::string, wasm_node, "",
@@ -24,6 +30,25 @@ ABSL_FLAG(std::string, wasm_dir, "",
           "Workspaces and Python snapshots of wasm sessions (default: <state_dir>/wasm; as "
           "root <state_dir>-wasm, beside the 0700 state directory, since sessions run as "
           "uids of their own and must reach their workspace).");
+ABSL_FLAG(std::string, session_uid_range, "10000-18191",
+          "FIRST-LAST: the uids sessions get one each of: a root sandboxd's wasm sessions run "
+          "as host uid and gid U (keep the range free of host accounts and groups), rlimit-mode "
+          "containers as container uid U (keep it within the subordinate range when rootless).");
+
+absl::Status SessionUidsFromFlags(sandboxd::ManagerOptions* options) {
+  const std::string range = absl::GetFlag(FLAGS_session_uid_range);
+  std::vector<std::string> ends = absl::StrSplit(range, '-');
+  uint32_t first = 0;
+  uint32_t last = 0;
+  if (ends.size() != 2 || !absl::SimpleAtoi(ends[0], &first) || !absl::SimpleAtoi(ends[1], &last) ||
+      first == 0 || last < first || last == UINT32_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--session_uid_range must be FIRST-LAST with 0 < FIRST <= LAST < 4294967295, not '", range, "'"));
+  }
+  options->session_uid_first = first;
+  options->session_uid_count = last - first + 1;
+  return absl::OkStatus();
+}
 
 absl::StatusOr<sandboxd::WasmRuntimeOptions> WasmFromFlags(const sandboxd::ManagerOptions& options) {
   sandboxd::WasmRuntimeOptions wasm;

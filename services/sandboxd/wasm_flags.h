@@ -14,3 +14,7 @@
 // next to the binary's share directory or in the source tree, and the jail beside the
 // binary. INVALID_ARGUMENT naming the flag for a bad --wasm_layers or --wasm_dir.
 absl::StatusOr<sandboxd::WasmRuntimeOptions> WasmFromFlags(const sandboxd::ManagerOptions& options);
+
+// --session_uid_range into options->session_uid_first/count; INVALID_ARGUMENT naming the
+// flag unless it is FIRST-LAST with 0 < FIRST <= LAST < 4294967295.
+absl::Status SessionUidsFromFlags(sandboxd::ManagerOptions* options);

@@ -86,6 +86,11 @@ struct FactoryOptions {
   std::string js_runner_path;  // host path of sandbox_runner.js (empty: no JavaScript)
   std::vector<std::string> container_env;  // KEY=VALUE passed into every container
   absl::Duration runner_start_timeout = absl::Seconds(20);
+  // Per-session user ids (uid_pool.h): the rlimit mode's containers' (10000 up, within the
+  // 65536 ids of a rootless user's default subordinate range) and a root sandboxd's wasm
+  // sessions' (host uids and gids: no host account or group may have one).
+  uint32_t session_uid_first = 10000;
+  uint32_t session_uid_count = 8192;
 };
 
 struct FactoryHooks {
@@ -150,9 +155,10 @@ class SandboxFactory {
   ContainerRuntime* const runtime_;
   WorkerPool* const workers_;
   const FactoryHooks hooks_;
-  // Container user ids in rlimit mode (uid_pool.h): 10000 up, within the 65536 ids of a
-  // rootless user's default subordinate range.
-  const std::shared_ptr<UidPool> uids_ = UidPool::Create(10000, 8192);
+  const std::shared_ptr<UidPool> uids_ =
+      UidPool::Create(options_.session_uid_first, options_.session_uid_count);
+  // Which of them a host account or group has (a wasm session's uid is a host uid).
+  NamedIds named_ids_{HostNamesId, absl::Minutes(5)};
 
   codemode::Mutex mu_;
   std::optional<RuntimeInfo> runtime_info_ ABSL_GUARDED_BY(mu_);

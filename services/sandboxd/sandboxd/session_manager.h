@@ -70,6 +70,9 @@ struct ManagerOptions {
   uint64_t max_code_bytes = 1u << 20;
   std::vector<std::string> container_env;  // KEY=VALUE passed into every container
   absl::Duration runner_start_timeout = absl::Seconds(20);
+  // The per-session uids (FactoryOptions, --session_uid_range).
+  uint32_t session_uid_first = 10000;
+  uint32_t session_uid_count = 8192;
   // Per-execution settings (max_timeout_ms, max_output_bytes, max_queue, kill_grace).
   uint32_t max_timeout_ms = 600000;
   uint64_t max_output_bytes = 1u << 20;

@@ -14,10 +14,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
+#include <string>
 
+#include "absl/time/time.h"
 #include "base/mutex.h"
 
 namespace sandboxd {
@@ -43,6 +46,10 @@ class UidPool : public std::enable_shared_from_this<UidPool> {
 
   // The lowest uid neither leased nor in `busy`, or nullptr when there is none.
   std::shared_ptr<Lease> Acquire(const std::set<uint32_t>& busy = {});
+  // The same, passing over every uid `named` says yes to too. `named` runs without the
+  // pool's lock (it may wait on NSS), and only for the uids Acquire would otherwise give.
+  std::shared_ptr<Lease> Acquire(const std::set<uint32_t>& busy,
+                                 const std::function<bool(uint32_t)>& named);
   // The lease of a uid a recovered container already runs as (the same lease when two
   // containers claim it; a uid outside the range gets a lease that reserves nothing).
   std::shared_ptr<Lease> Claim(uint32_t uid);
@@ -60,11 +67,41 @@ class UidPool : public std::enable_shared_from_this<UidPool> {
   std::map<uint32_t, std::weak_ptr<Lease>> leased_ ABSL_GUARDED_BY(mu_);
 };
 
-// The uids in [first, first + count) that a process on this host runs as (any of its
-// real, effective, saved or filesystem ids, read from /proc/*/status). A uid in use is
-// never given to a new session: not while a process of an earlier session outlives it,
-// nor while another sandboxd on the host (which leases from the same range) or this one
-// before a restart has a session running as it.
-std::set<uint32_t> UidsWithProcesses(uint32_t first, uint32_t count);
+// The ids in [first, first + count) that a thread on this host has as a user or group id:
+// its real, effective, saved or filesystem uid or gid, or a supplementary group (the
+// Uid:, Gid: and Groups: lines of <proc>/*/task/*/status). Every thread counts, since
+// credentials are per thread (a root daemon may run one thread as another uid) and the
+// kernel checks access to a process's memory and signals against the thread's. A wasm
+// session runs as uid U and gid U, so an id in use either way is never given to a new
+// session: not while a process of an earlier session outlives it, nor while another
+// sandboxd on the host (which leases from the same range) or this one before a restart
+// has a session running as it.
+std::set<uint32_t> UidsWithProcesses(uint32_t first, uint32_t count,
+                                     const std::string& proc = "/proc");
+
+// Whether a host account (getpwuid_r) or group (getgrgid_r) has `id`. An NSS error other
+// than "no such entry" counts as yes: an id that cannot be vouched for is not given out.
+bool HostNamesId(uint32_t id);
+
+// Whether a host account or group has an id, asking `lookup` (HostNamesId) at most once
+// per id per `refresh`: NSS may ask a directory server, which must not be asked about
+// every uid of the range on every session start. An account that appears after an id was
+// given to a session is not noticed (docs/wasm-tier.md, "Users").
+class NamedIds {
+ public:
+  using Lookup = std::function<bool(uint32_t id)>;
+  NamedIds(Lookup lookup, absl::Duration refresh) : lookup_(std::move(lookup)), refresh_(refresh) {}
+  bool Named(uint32_t id) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Answer {
+    bool named;
+    absl::Time at;
+  };
+  const Lookup lookup_;
+  const absl::Duration refresh_;
+  codemode::Mutex mu_;
+  std::map<uint32_t, Answer> answers_ ABSL_GUARDED_BY(mu_);
+};
 
 }  // namespace sandboxd

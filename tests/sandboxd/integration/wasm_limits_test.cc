@@ -1,10 +1,13 @@
 // The wasm tier's limits that have no cgroup behind them (docs/wasm-tier.md, "CPU",
 // "stderr", "uids"): each measured from the host, on a real daemon.
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -208,6 +211,56 @@ TEST(WasmTest, AUidAProcessStillRunsAsIsNotGivenAgain) {
   EXPECT_EQ(waitpid(leftover, &status, WNOHANG), 0) << "sandboxd killed a process that is not its own";
   kill(leftover, SIGKILL);
   waitpid(leftover, &status, 0);
+}
+
+// Whether a process (its leader thread) runs as a uid in [first, first + count).
+bool AProcessRunsAsOneOf(uint32_t first, uint32_t count) {
+  for (const fs::directory_entry& e : fs::directory_iterator("/proc")) {
+    std::ifstream in(e.path() / "status");
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("Uid:", 0) != 0) continue;
+      const uint64_t uid = std::strtoull(line.c_str() + 4, nullptr, 10);
+      if (uid >= first && uid < uint64_t{first} + count) return true;
+    }
+  }
+  return false;
+}
+
+// Credentials are per thread: a root process whose one thread runs as uid U (raw
+// setresuid, as Samba's async-IO threads do), or has gid U, can reach a session running as
+// U, so U is not given while such a thread runs. The range is --session_uid_range's; no
+// pool, so the session's uid is leased after the threads took theirs.
+TEST(WasmTest, AnIdOnlyAThreadHasIsNotGiven) {
+  if (geteuid() != 0) GTEST_FAIL() << "this test checks what a root sandboxd does: run it as root";
+  SandboxdProcess d(WasmDaemon({"--session_uid_range=47000-47003", "--pool_size=0", "--js_pool_size=0"}));
+  ASSERT_TRUE(d.Start());
+  std::atomic<int> changed{0};
+  std::atomic<bool> done{false};
+  auto hold = [&](long call, unsigned id) {
+    return std::thread([&, call, id] {
+      if (syscall(call, id, id, id) == 0) ++changed;  // this thread only: no glibc broadcast
+      while (!done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    });
+  };
+  std::thread as_uid = hold(SYS_setresuid, 47000);
+  std::thread as_gid = hold(SYS_setresgid, 47001);
+  const bool took = WaitFor([&] { return changed == 2; }, 2000);
+  // The readiness probe's session takes an id of the range too: the session below is
+  // leased once it is gone, so the lowest id the threads leave free is the one expected.
+  EXPECT_TRUE(WaitFor([&] { return d.Log().find("health SERVING") != std::string::npos; }, 20000));
+  EXPECT_TRUE(WaitFor([] { return !AProcessRunsAsOneOf(47000, 4); }, 20000)) << "the probe stays";
+  auto stub = d.Stub();
+  sandbox::v1::CreateSessionRequest req;
+  req.set_runtime("javascript");
+  std::string uid;
+  if (took) uid = RunCode(*stub, CreateSession(*stub, req).id(), "process.getuid()").result_repr();
+  done = true;
+  as_uid.join();
+  as_gid.join();
+  ASSERT_TRUE(took) << "the threads could not take their ids";
+  EXPECT_NE(uid, "47000") << "a uid a thread runs as was given to a session";
+  EXPECT_NE(uid, "47001") << "a gid a thread has was given to a session as its uid and gid";
+  EXPECT_EQ(uid, "47002") << "not the lowest free id of --session_uid_range";
 }
 
 }  // namespace
