@@ -491,7 +491,7 @@ absl::StatusOr<WasmWorkspaceUse> WasmRuntime::MeasureWorkspace(const Record& r, 
         absl::StrCat("/proc/", r.init_pid ? r.init_pid : r.pid, "/root", WorkspacePath(r.name)),
         WorkspacePath(r.name));
   }
-  return MeasureWasmWorkspace(WorkspacePath(r.name), stop_after_inodes);
+  return MeasureWasmWorkspace(WorkspacePath(r.name), stop_after_inodes, WasmProcessTree(r.pid));
 }
 
 absl::StatusOr<ResourceUsage> WasmRuntime::Usage(const std::string& name, Isolation isolation) {

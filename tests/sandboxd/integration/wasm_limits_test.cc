@@ -1,4 +1,4 @@
-// The wasm tier's limits that have no cgroup behind them (docs/wasm-tier.md, "CPU",
+// The wasm tier's limits that have no cgroup behind them (docs/wasm-tier.md, "CPU", "Disk",
 // "stderr", "uids"): each measured from the host, on a real daemon.
 #include <signal.h>
 #include <sys/wait.h>
@@ -208,6 +208,38 @@ TEST(WasmTest, AUidAProcessStillRunsAsIsNotGivenAgain) {
   EXPECT_EQ(waitpid(leftover, &status, WNOHANG), 0) << "sandboxd killed a process that is not its own";
   kill(leftover, SIGKILL);
   waitpid(leftover, &status, 0);
+}
+
+sandbox::v1::Session JsWithWorkspace(sandbox::v1::SandboxService::Stub& stub, uint64_t bytes) {
+  sandbox::v1::CreateSessionRequest req;
+  req.set_runtime("javascript");
+  req.mutable_limits()->set_workspace_bytes(bytes);
+  return CreateSession(stub, req);
+}
+
+// Code that runs `seconds` more after `code`, for the budget thread to end it meanwhile.
+std::string ThenWait(const std::string& code, int seconds) {
+  return absl::StrCat(code, "; const t = Date.now(); while (Date.now() - t < ", seconds * 1000, ") {} 'lived on'");
+}
+
+void ExpectEnded(const sandbox::v1::Finished& f, const std::string& why) {
+  EXPECT_EQ(f.status(), sandbox::v1::Finished::SESSION_LOST) << f.DebugString();
+  EXPECT_NE(f.error().message().find("sandboxd ended the session: " + why), std::string::npos)
+      << f.DebugString();
+}
+
+// Without bwrap a walk sees names only: a file the code removed but keeps open holds its
+// blocks all the same, and counts (3 x 12 MiB of 16 MiB here).
+TEST(WasmTest, WithoutBwrapAWorkspaceCountsTheFilesItHoldsOpenUnlinked) {
+  SandboxdProcess d(WasmDaemon({"--wasm_layers=node,seccomp,landlock"}));
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  sandbox::v1::Session js = JsWithWorkspace(*stub, 16 << 20);
+  const std::string hide = "const fs = require('fs'); globalThis.held = []; for (let i = 0; i < 3; i++) { "
+      "const fd = fs.openSync(`u${i}`, 'w'); fs.unlinkSync(`u${i}`); for (let j = 0; j < 12; j++) "
+      "fs.writeSync(fd, Buffer.alloc(1 << 20, 1)); held.push(fd); }";
+  ExpectEnded(RunCode(*stub, js.id(), ThenWait(hide, 10), 30000),
+              "the workspace holds 37 MiB, over its budget of 16 MiB");
 }
 
 }  // namespace
