@@ -58,6 +58,10 @@ constexpr uint64_t kStderrCap = 64 << 10;
 // How often the budget thread measures every workspace. Without bwrap, what a session
 // writes in this time is what it can go over its budget by before it ends.
 constexpr absl::Duration kBudgetInterval = absl::Milliseconds(200);
+// How long a live session's workspace may go unmeasured before the session is ended, as
+// one over its budget is: a budget nobody measures holds nothing. Not 0: in a session's
+// first moments bwrap has not mounted its tmpfs yet.
+constexpr absl::Duration kUnmeasuredBound = absl::Seconds(5);
 
 // The last lines of a process's stderr that say something: not the jail's layers line, not
 // Node's warnings about its own flags, not a stack trace's frames. At most 600 bytes.
@@ -550,8 +554,15 @@ void WasmRuntime::CheckBudgets() {
     const absl::Time start = absl::Now();
     absl::StatusOr<WasmWorkspaceUse> use = MeasureWorkspace(r, r.budget.inodes + 1);
     next_walk[r.name] = start + 10 * (absl::Now() - start);
-    if (!use.ok()) continue;  // the process is ending
-    std::string why = OverWasmWorkspaceBudget(*use, r.budget);
+    std::string why;
+    if (use.ok()) {
+      unmeasured_since_.erase(r.name);
+      why = OverWasmWorkspaceBudget(*use, r.budget);
+    } else if (absl::Time since = unmeasured_since_.try_emplace(r.name, start).first->second;
+               start - since >= kUnmeasuredBound) {
+      why = absl::StrCat("its workspace cannot be measured (for ", absl::FormatDuration(start - since),
+                         "): ", use.status().message());
+    }
     if (why.empty()) continue;
     why = absl::StrCat("sandboxd ended the session: ", why);
     spdlog::warn("wasm: {}: {}", r.name, why);
@@ -564,6 +575,9 @@ void WasmRuntime::CheckBudgets() {
     if (!r.workspace_tmpfs) RemoveWasmWorkspace(WorkspacePath(r.name), /*keep_root=*/true);
   }
   next_walk_ = std::move(next_walk);  // the sessions gone meanwhile drop out
+  for (auto it = unmeasured_since_.begin(); it != unmeasured_since_.end();) {
+    it = next_walk_.count(it->first) ? std::next(it) : unmeasured_since_.erase(it);
+  }
 }
 
 }  // namespace sandboxd

@@ -139,6 +139,8 @@ class WasmRuntime : public ContainerRuntime {
   std::unique_ptr<WasmCpuLimiter> cpu_ ABSL_GUARDED_BY(mu_);
   // When each workspace is measured next (CheckBudgets, on the budget thread only).
   std::map<std::string, absl::Time> next_walk_;
+  // Since when each workspace whose last measures failed has gone unmeasured (budget thread).
+  std::map<std::string, absl::Time> unmeasured_since_;
 };
 
 }  // namespace sandboxd

@@ -241,7 +241,9 @@ absl::StatusOr<WasmWorkspaceUse> MeasureWasmWorkspace(const std::string& path, u
 
 absl::StatusOr<WasmWorkspaceUse> MeasureWasmTmpfsWorkspace(const std::string& path,
                                                            const std::string& host_path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  // O_PATH: fstat, fstatfs and fstatvfs need no permission on the directory itself, whose
+  // mode is the session's to set (chmod 0300 would lock out a sandboxd that is not root).
+  const int fd = open(path.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot open ", path, ": ", strerror(errno)));
   struct stat st, host;
   struct statfs fs_type;

@@ -1,6 +1,9 @@
 // The wasm tier's limits that have no cgroup behind them (docs/wasm-tier.md, "CPU", "Disk",
 // "stderr", "uids"): each measured from the host, on a real daemon.
+#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -240,6 +243,34 @@ TEST(WasmTest, WithoutBwrapAWorkspaceCountsTheFilesItHoldsOpenUnlinked) {
       "fs.writeSync(fd, Buffer.alloc(1 << 20, 1)); held.push(fd); }";
   ExpectEnded(RunCode(*stub, js.id(), ThenWait(hide, 10), 30000),
               "the workspace holds 37 MiB, over its budget of 16 MiB");
+}
+
+// A session whose tmpfs is taken away (unmounted in its namespace, by root): the workspace
+// is no longer what sandboxd measures, and a few seconds later the session is ended.
+TEST(WasmTest, AWorkspaceThatCannotBeMeasuredEndsTheSession) {
+  ASSERT_EQ(geteuid(), 0u) << "the test unmounts a sandbox's tmpfs: run it as root (CI does)";
+  SandboxdProcess d(WasmDaemon({"--wasm_layers=node,seccomp,landlock,bwrap"}));
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  sandbox::v1::Session js = JsWithWorkspace(*stub, 16 << 20);
+  sandbox::v1::Finished f = RunCode(*stub, js.id(), "process.cwd()");
+  ASSERT_EQ(f.status(), sandbox::v1::Finished::OK) << f.DebugString();
+  const std::string workspace = f.result_repr().substr(1, f.result_repr().size() - 2);
+  std::ifstream children(absl::StrCat("/proc/", PidOf(js), "/task/", PidOf(js), "/children"));
+  pid_t init = 0;
+  ASSERT_TRUE(children >> init) << "bwrap has no child: is bwrap in force?";
+  const pid_t child = fork();
+  if (child == 0) {
+    const int ns = open(absl::StrCat("/proc/", init, "/ns/mnt").c_str(), O_RDONLY | O_CLOEXEC);
+    _exit(ns >= 0 && setns(ns, CLONE_NEWNS) == 0 && umount2(workspace.c_str(), MNT_DETACH) == 0 ? 0 : 1);
+  }
+  int status = -1;
+  waitpid(child, &status, 0);
+  ASSERT_EQ(status, 0) << "cannot unmount " << workspace << " in the sandbox of " << init;
+  const auto start = std::chrono::steady_clock::now();
+  ExpectEnded(RunCode(*stub, js.id(), ThenWait("1", 20), 30000), "its workspace cannot be measured (for 5");
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(took, 10) << "ended late";
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include "sandboxd/wasm_workspace.h"
 
 #include <fcntl.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -170,6 +172,31 @@ TEST(WasmWorkspaceTest, CountsTheUnlinkedFilesItsProcessesHoldOpen) {
   ASSERT_TRUE(use.ok());
   EXPECT_LT(use->bytes, 1u << 20) << "no holders given";
   for (int fd : {held, again, elsewhere}) close(fd);
+}
+
+// Under bwrap code may chmod its tmpfs's root 0300; a sandboxd that is not root (only its
+// owner) still measures it, opening it for its counts only (O_PATH).
+TEST(WasmWorkspaceTest, AsAnOrdinaryUidATmpfsItCannotReadIsMeasured) {
+  ASSERT_EQ(geteuid(), 0u) << "the test mounts a tmpfs in a mount namespace: run it as root (CI does)";
+  wasm_jail_test::TempDir dir;
+  chmod(dir.path().c_str(), 0711);
+  const std::string mnt = dir.path() + "/mnt";
+  fs::create_directory(mnt);
+  auto mount_tmpfs = [&] {
+    const std::string options = absl::StrCat("mode=0300,size=1m,uid=", kOrdinaryUid, ",gid=", kOrdinaryUid);
+    return unshare(CLONE_NEWNS) == 0 && mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
+           mount("tmpfs", mnt.c_str(), "tmpfs", 0, options.c_str()) == 0;
+  };
+  std::string said;
+  const int code = RunAsOrdinaryUid(
+      [&](int out) {
+        absl::StatusOr<WasmWorkspaceUse> use = MeasureWasmTmpfsWorkspace(mnt, "/nonexistent");
+        Say(out, use.ok() ? absl::StrCat(use->inodes) : std::string(use.status().message()));
+        return use.ok() ? 0 : 1;
+      },
+      &said, mount_tmpfs);
+  EXPECT_EQ(code, 0) << said;
+  EXPECT_EQ(said, "1") << "the tmpfs's root only";
 }
 
 // A sandboxd that is not root does not bypass modes: a directory the session made
