@@ -146,6 +146,15 @@ void OpenUpDirectory(int fd, int depth) {
 // (/tmp) may be writable by all when what lies in it on the way is root's or ours, which
 // only its owner can rename or delete.
 absl::Status CheckWorkDirParents(const std::string& work_dir) {
+  // The kernel resolves `..` after the symbolic link before it, where the text comparison
+  // below drops both: a `.` or `..` would hide a link on the way.
+  for (const fs::path& part : fs::path(work_dir)) {
+    if (part == "." || part == "..") {
+      return absl::UnavailableError(absl::StrCat(
+          "wasm: --wasm_dir ", work_dir, " has a '", part.string(), "' component: name the directory "
+          "without '.' or '..' (after a symbolic link '..' leads to the link target's parent)"));
+    }
+  }
   std::error_code ec;
   const fs::path real = fs::canonical(work_dir, ec);
   if (ec) {
