@@ -435,6 +435,7 @@ absl::Status WasmRuntime::Remove(const std::vector<std::string>& names) {
     codemode::MutexLock lock(&mu_);
     records_.erase(name);
     over_budget_.erase(name);
+    measured_.erase(name);
   }
   return absl::OkStatus();
 }
@@ -512,7 +513,16 @@ absl::StatusOr<ResourceUsage> WasmRuntime::Usage(const std::string& name, Isolat
   // sum of the resident sets counts it once per session), the rest is the session's own.
   if (std::optional<uint64_t> pss = SumProportionalResident("/proc", members)) usage->memory_bytes = *pss;
   if (r->budget.bytes != 0) {
-    if (absl::StatusOr<WasmWorkspaceUse> use = MeasureWorkspace(*r, 0); use.ok()) {
+    // A tmpfs's statvfs costs nothing; a walk is the budget thread's, whose last measure
+    // this is, so that no client makes sandboxd walk a workspace at will.
+    absl::StatusOr<WasmWorkspaceUse> use = absl::UnavailableError("not measured yet");
+    if (r->workspace_tmpfs) {
+      use = MeasureWorkspace(*r, 0);
+    } else {
+      codemode::MutexLock lock(&mu_);
+      if (auto it = measured_.find(name); it != measured_.end()) use = it->second;
+    }
+    if (use.ok()) {
       usage->workspace_known = true;
       usage->workspace_bytes = use->bytes;
       usage->workspace_limit_bytes = r->budget.bytes;
@@ -557,6 +567,8 @@ void WasmRuntime::CheckBudgets() {
     std::string why;
     if (use.ok()) {
       unmeasured_since_.erase(r.name);
+      codemode::MutexLock lock(&mu_);
+      measured_[r.name] = *use;
       why = OverWasmWorkspaceBudget(*use, r.budget);
     } else if (absl::Time since = unmeasured_since_.try_emplace(r.name, start).first->second;
                start - since >= kUnmeasuredBound) {

@@ -131,6 +131,8 @@ class WasmRuntime : public ContainerRuntime {
   std::map<std::string, Record> records_ ABSL_GUARDED_BY(mu_);
   // Why the budget thread ended a session, by name, until Remove.
   std::map<std::string, std::string> over_budget_ ABSL_GUARDED_BY(mu_);
+  // The budget thread's last measure of each workspace, for Usage.
+  std::map<std::string, WasmWorkspaceUse> measured_ ABSL_GUARDED_BY(mu_);
   // Exit statuses of children that ended (waitpid), by pid.
   std::map<pid_t, int> exits_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
