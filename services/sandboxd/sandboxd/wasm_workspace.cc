@@ -36,8 +36,8 @@ struct Walk {
 // Opens the directory `name` in `parent` (AT_FDCWD: a path) for reading, never following a
 // symbolic link. A directory of ours that we may not read or search (code running as our
 // uid made it with mode 0300) gets the owner's rwx first, through an O_PATH descriptor (no
-// name to swap in between), and `*restore` says the mode to give back after the walk (0:
-// none). -1 when it cannot be opened even so.
+// name to swap in between), and `*restore` says the mode to give back after the walk (with
+// S_IFDIR, so that a mode 0 is told from none: 0). -1 when it cannot be opened even so.
 int OpenToWalk(int parent, const char* name, mode_t* restore) {
   *restore = 0;
   const int path_fd = openat(parent, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -45,7 +45,7 @@ int OpenToWalk(int parent, const char* name, mode_t* restore) {
   struct stat st;
   if (fstat(path_fd, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & S_IRWXU) != S_IRWXU &&
       chmod(absl::StrCat("/proc/self/fd/", path_fd).c_str(), (st.st_mode & 07777) | S_IRWXU) == 0) {
-    *restore = st.st_mode & 07777;
+    *restore = S_IFDIR | (st.st_mode & 07777);
   }
   const int fd = openat(path_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   close(path_fd);
@@ -53,7 +53,7 @@ int OpenToWalk(int parent, const char* name, mode_t* restore) {
 }
 
 // Counts the entries of the directory `fd` (which it closes, giving it the mode `restore`
-// back if not 0) and, depth first, of its subdirectories: each opened relative to its
+// from OpenToWalk back if not 0) and, depth first, of its subdirectories: each opened relative to its
 // parent with O_NOFOLLOW, so code renaming a directory into a symbolic link while the walk
 // runs cannot lead it out of the workspace. What it cannot see goes into walk.use.hidden.
 void WalkDirectory(int fd, mode_t restore, int depth, Walk& walk) {
@@ -86,7 +86,7 @@ void WalkDirectory(int fd, mode_t restore, int depth, Walk& walk) {
       walk.use.hidden = "a directory sandboxd cannot read";
     }
   }
-  if (restore != 0) fchmod(dirfd(dir), restore);
+  if (restore != 0) fchmod(dirfd(dir), restore & 07777);
   closedir(dir);
 }
 

@@ -121,11 +121,13 @@ TEST(WasmWorkspaceTest, AsAnOrdinaryUidADirectoryItCannotReadIsStillCounted) {
   wasm_jail_test::TempDir dir;
   const std::string ws = dir.path() + "/ws";
   fs::create_directories(ws + "/h/deeper");
+  fs::create_directory(ws + "/closed");
   for (int i = 0; i < 20; ++i) std::ofstream(ws + "/h/deeper/" + std::to_string(i)) << std::string(64 << 10, 'x');
   for (const auto& e : fs::recursive_directory_iterator(dir.path())) lchown(e.path().c_str(), kOrdinaryUid, kOrdinaryUid);
   lchown(dir.path().c_str(), kOrdinaryUid, kOrdinaryUid);
   chmod((ws + "/h/deeper").c_str(), 0100);
   chmod((ws + "/h").c_str(), 0300);
+  chmod((ws + "/closed").c_str(), 0);
   std::string said;
   auto measure = [&](int out) {
     absl::StatusOr<WasmWorkspaceUse> use = MeasureWasmWorkspace(ws);
@@ -135,12 +137,14 @@ TEST(WasmWorkspaceTest, AsAnOrdinaryUidADirectoryItCannotReadIsStillCounted) {
     return 0;
   };
   ASSERT_EQ(RunAsOrdinaryUid(measure, &said), 0) << said;
-  EXPECT_EQ(said, "23 inodes, all bytes; ") << "1 + h + deeper + 20 files of 64 KiB, within the budget";
+  EXPECT_EQ(said, "24 inodes, all bytes; ") << "1 + h + deeper + 20 files of 64 KiB + closed, within the budget";
   struct stat st;
   ASSERT_EQ(stat((ws + "/h").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0300u) << "the walk did not give the mode back";
   ASSERT_EQ(stat((ws + "/h/deeper").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0100u) << "the walk did not give the mode back";
+  ASSERT_EQ(stat((ws + "/closed").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0u) << "the walk did not give the mode back";
   // Root's directory, not ours to open up: what is in it stays unseen, so over the budget.
   fs::create_directory(ws + "/roots");
   chmod((ws + "/roots").c_str(), 0700);
