@@ -58,6 +58,10 @@ constexpr uint64_t kStderrCap = 64 << 10;
 // How often the budget thread measures every workspace. Without bwrap, what a session
 // writes in this time is what it can go over its budget by before it ends.
 constexpr absl::Duration kBudgetInterval = absl::Milliseconds(200);
+// How long a live session's workspace may go unmeasured before the session is ended, as
+// one over its budget is: a budget nobody measures holds nothing. Not 0: in a session's
+// first moments bwrap has not mounted its tmpfs yet.
+constexpr absl::Duration kUnmeasuredBound = absl::Seconds(5);
 
 // The last lines of a process's stderr that say something: not the jail's layers line, not
 // Node's warnings about its own flags, not a stack trace's frames. At most 600 bytes.
@@ -431,6 +435,7 @@ absl::Status WasmRuntime::Remove(const std::vector<std::string>& names) {
     codemode::MutexLock lock(&mu_);
     records_.erase(name);
     over_budget_.erase(name);
+    measured_.erase(name);
   }
   return absl::OkStatus();
 }
@@ -491,7 +496,7 @@ absl::StatusOr<WasmWorkspaceUse> WasmRuntime::MeasureWorkspace(const Record& r, 
         absl::StrCat("/proc/", r.init_pid ? r.init_pid : r.pid, "/root", WorkspacePath(r.name)),
         WorkspacePath(r.name));
   }
-  return MeasureWasmWorkspace(WorkspacePath(r.name), stop_after_inodes);
+  return MeasureWasmWorkspace(WorkspacePath(r.name), stop_after_inodes, WasmProcessTree(r.pid));
 }
 
 absl::StatusOr<ResourceUsage> WasmRuntime::Usage(const std::string& name, Isolation isolation) {
@@ -508,7 +513,16 @@ absl::StatusOr<ResourceUsage> WasmRuntime::Usage(const std::string& name, Isolat
   // sum of the resident sets counts it once per session), the rest is the session's own.
   if (std::optional<uint64_t> pss = SumProportionalResident("/proc", members)) usage->memory_bytes = *pss;
   if (r->budget.bytes != 0) {
-    if (absl::StatusOr<WasmWorkspaceUse> use = MeasureWorkspace(*r, 0); use.ok()) {
+    // A tmpfs's statvfs costs nothing; a walk is the budget thread's, whose last measure
+    // this is, so that no client makes sandboxd walk a workspace at will.
+    absl::StatusOr<WasmWorkspaceUse> use = absl::UnavailableError("not measured yet");
+    if (r->workspace_tmpfs) {
+      use = MeasureWorkspace(*r, 0);
+    } else {
+      codemode::MutexLock lock(&mu_);
+      if (auto it = measured_.find(name); it != measured_.end()) use = it->second;
+    }
+    if (use.ok()) {
       usage->workspace_known = true;
       usage->workspace_bytes = use->bytes;
       usage->workspace_limit_bytes = r->budget.bytes;
@@ -550,8 +564,17 @@ void WasmRuntime::CheckBudgets() {
     const absl::Time start = absl::Now();
     absl::StatusOr<WasmWorkspaceUse> use = MeasureWorkspace(r, r.budget.inodes + 1);
     next_walk[r.name] = start + 10 * (absl::Now() - start);
-    if (!use.ok()) continue;  // the process is ending
-    std::string why = OverWasmWorkspaceBudget(*use, r.budget);
+    std::string why;
+    if (use.ok()) {
+      unmeasured_since_.erase(r.name);
+      codemode::MutexLock lock(&mu_);
+      measured_[r.name] = *use;
+      why = OverWasmWorkspaceBudget(*use, r.budget);
+    } else if (absl::Time since = unmeasured_since_.try_emplace(r.name, start).first->second;
+               start - since >= kUnmeasuredBound) {
+      why = absl::StrCat("its workspace cannot be measured (for ", absl::FormatDuration(start - since),
+                         "): ", use.status().message());
+    }
     if (why.empty()) continue;
     why = absl::StrCat("sandboxd ended the session: ", why);
     spdlog::warn("wasm: {}: {}", r.name, why);
@@ -564,6 +587,9 @@ void WasmRuntime::CheckBudgets() {
     if (!r.workspace_tmpfs) RemoveWasmWorkspace(WorkspacePath(r.name), /*keep_root=*/true);
   }
   next_walk_ = std::move(next_walk);  // the sessions gone meanwhile drop out
+  for (auto it = unmeasured_since_.begin(); it != unmeasured_since_.end();) {
+    it = next_walk_.count(it->first) ? std::next(it) : unmeasured_since_.erase(it);
+  }
 }
 
 }  // namespace sandboxd

@@ -131,6 +131,8 @@ class WasmRuntime : public ContainerRuntime {
   std::map<std::string, Record> records_ ABSL_GUARDED_BY(mu_);
   // Why the budget thread ended a session, by name, until Remove.
   std::map<std::string, std::string> over_budget_ ABSL_GUARDED_BY(mu_);
+  // The budget thread's last measure of each workspace, for Usage.
+  std::map<std::string, WasmWorkspaceUse> measured_ ABSL_GUARDED_BY(mu_);
   // Exit statuses of children that ended (waitpid), by pid.
   std::map<pid_t, int> exits_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
@@ -139,6 +141,8 @@ class WasmRuntime : public ContainerRuntime {
   std::unique_ptr<WasmCpuLimiter> cpu_ ABSL_GUARDED_BY(mu_);
   // When each workspace is measured next (CheckBudgets, on the budget thread only).
   std::map<std::string, absl::Time> next_walk_;
+  // Since when each workspace whose last measures failed has gone unmeasured (budget thread).
+  std::map<std::string, absl::Time> unmeasured_since_;
 };
 
 }  // namespace sandboxd

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -32,20 +33,44 @@ struct Walk {
   bool Done() const { return stop_after != 0 && use.inodes >= stop_after; }
 };
 
-// Counts the entries of the directory `fd` (which it closes) and, depth first, of its
-// subdirectories: each opened relative to its parent with O_NOFOLLOW, so code renaming a
-// directory into a symbolic link while the walk runs cannot lead it out of the workspace.
-void WalkDirectory(int fd, int depth, Walk& walk) {
+// Opens the directory `name` in `parent` (AT_FDCWD: a path) for reading, never following a
+// symbolic link. A directory of ours that we may not read or search (code running as our
+// uid made it with mode 0300) gets the owner's rwx first, through an O_PATH descriptor (no
+// name to swap in between), and `*restore` says the mode to give back after the walk (with
+// S_IFDIR, so that a mode 0 is told from none: 0). -1 when it cannot be opened even so.
+int OpenToWalk(int parent, const char* name, mode_t* restore) {
+  *restore = 0;
+  const int path_fd = openat(parent, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (path_fd < 0) return -1;
+  struct stat st;
+  if (fstat(path_fd, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & S_IRWXU) != S_IRWXU &&
+      chmod(absl::StrCat("/proc/self/fd/", path_fd).c_str(), (st.st_mode & 07777) | S_IRWXU) == 0) {
+    *restore = S_IFDIR | (st.st_mode & 07777);
+  }
+  const int fd = openat(path_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  close(path_fd);
+  return fd;
+}
+
+// Counts the entries of the directory `fd` (which it closes, giving it the mode `restore`
+// from OpenToWalk back if not 0) and, depth first, of its subdirectories: each opened relative to its
+// parent with O_NOFOLLOW, so code renaming a directory into a symbolic link while the walk
+// runs cannot lead it out of the workspace. What it cannot see goes into walk.use.hidden.
+void WalkDirectory(int fd, mode_t restore, int depth, Walk& walk) {
   DIR* dir = fdopendir(fd);
   if (dir == nullptr) {
     close(fd);
+    walk.use.hidden = "a directory sandboxd cannot read";
     return;
   }
   while (dirent* e = readdir(dir)) {
     if (walk.Done()) break;
     if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
     struct stat st;
-    if (fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone meanwhile
+    if (fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno != ENOENT) walk.use.hidden = "a name sandboxd cannot stat";  // ENOENT: gone meanwhile
+      continue;
+    }
     walk.use.inodes++;
     walk.use.bytes += uint64_t(st.st_blocks) * 512;
     if (!S_ISDIR(st.st_mode)) continue;
@@ -53,10 +78,39 @@ void WalkDirectory(int fd, int depth, Walk& walk) {
       walk.use.too_deep = true;
       continue;
     }
-    const int child = openat(dirfd(dir), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (child >= 0) WalkDirectory(child, depth + 1, walk);
+    mode_t child_restore = 0;
+    const int child = OpenToWalk(dirfd(dir), e->d_name, &child_restore);
+    if (child >= 0) {
+      WalkDirectory(child, child_restore, depth + 1, walk);
+    } else if (errno != ENOENT && errno != ENOTDIR && errno != ELOOP) {  // not gone or swapped meanwhile
+      walk.use.hidden = "a directory sandboxd cannot read";
+    }
   }
+  if (restore != 0) fchmod(dirfd(dir), restore & 07777);
   closedir(dir);
+}
+
+// Adds the regular files on `dev` that the processes `pids` hold open with no name left
+// (st_nlink 0), each once: a walk sees names only, and code keeps a removed file's blocks
+// for as long as it holds the file open.
+void CountUnlinkedOpenFiles(const std::vector<pid_t>& pids, dev_t dev, WasmWorkspaceUse& use) {
+  std::set<ino_t> seen;
+  for (pid_t pid : pids) {
+    const std::string fds = absl::StrCat("/proc/", pid, "/fd");
+    DIR* dir = opendir(fds.c_str());
+    if (dir == nullptr) {
+      if (errno != ENOENT) use.hidden = absl::StrCat("files sandboxd cannot see (", fds, ": ", strerror(errno), ")");
+      continue;  // ENOENT: the process has ended
+    }
+    while (dirent* e = readdir(dir)) {
+      struct stat st;
+      if (e->d_name[0] == '.' || fstatat(dirfd(dir), e->d_name, &st, 0) != 0) continue;
+      if (!S_ISREG(st.st_mode) || st.st_nlink != 0 || st.st_dev != dev || !seen.insert(st.st_ino).second) continue;
+      use.inodes++;
+      use.bytes += uint64_t(st.st_blocks) * 512;
+    }
+    closedir(dir);
+  }
 }
 
 // Gives this process (the owner) read, write and search on the directory `fd` (which it
@@ -92,6 +146,15 @@ void OpenUpDirectory(int fd, int depth) {
 // (/tmp) may be writable by all when what lies in it on the way is root's or ours, which
 // only its owner can rename or delete.
 absl::Status CheckWorkDirParents(const std::string& work_dir) {
+  // The kernel resolves `..` after the symbolic link before it, where the text comparison
+  // below drops both: a `.` or `..` would hide a link on the way.
+  for (const fs::path& part : fs::path(work_dir)) {
+    if (part == "." || part == "..") {
+      return absl::UnavailableError(absl::StrCat(
+          "wasm: --wasm_dir ", work_dir, " has a '", part.string(), "' component: name the directory "
+          "without '.' or '..' (after a symbolic link '..' leads to the link target's parent)"));
+    }
+  }
   std::error_code ec;
   const fs::path real = fs::canonical(work_dir, ec);
   if (ec) {
@@ -166,8 +229,10 @@ WasmWorkspaceBudget WasmWorkspaceBudgetFor(uint64_t bytes) {
   return {bytes, std::max<uint64_t>(1024, bytes / 4096)};
 }
 
-absl::StatusOr<WasmWorkspaceUse> MeasureWasmWorkspace(const std::string& path, uint64_t stop_after_inodes) {
-  const int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+absl::StatusOr<WasmWorkspaceUse> MeasureWasmWorkspace(const std::string& path, uint64_t stop_after_inodes,
+                                                      const std::vector<pid_t>& holders) {
+  mode_t restore = 0;
+  const int fd = OpenToWalk(AT_FDCWD, path.c_str(), &restore);
   if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot open ", path, ": ", strerror(errno)));
   struct stat st;
   if (fstat(fd, &st) != 0) {
@@ -178,13 +243,16 @@ absl::StatusOr<WasmWorkspaceUse> MeasureWasmWorkspace(const std::string& path, u
   walk.stop_after = stop_after_inodes;
   walk.use.inodes = 1;
   walk.use.bytes = uint64_t(st.st_blocks) * 512;
-  WalkDirectory(fd, 0, walk);
+  WalkDirectory(fd, restore, 0, walk);
+  CountUnlinkedOpenFiles(holders, st.st_dev, walk.use);
   return walk.use;
 }
 
 absl::StatusOr<WasmWorkspaceUse> MeasureWasmTmpfsWorkspace(const std::string& path,
                                                            const std::string& host_path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  // O_PATH: fstat, fstatfs and fstatvfs need no permission on the directory itself, whose
+  // mode is the session's to set (chmod 0300 would lock out a sandboxd that is not root).
+  const int fd = open(path.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot open ", path, ": ", strerror(errno)));
   struct stat st, host;
   struct statfs fs_type;
@@ -212,6 +280,9 @@ std::string OverWasmWorkspaceBudget(const WasmWorkspaceUse& use, const WasmWorks
   if (budget.inodes != 0 && use.inodes > budget.inodes) {
     return absl::StrCat("the workspace holds at least ", use.inodes, " files and directories, over its budget of ",
                         budget.inodes, " (one per 4 KiB of limits.workspace_bytes)");
+  }
+  if (!use.hidden.empty()) {
+    return absl::StrCat("the workspace holds ", use.hidden, ", which its budget cannot measure");
   }
   if (use.too_deep) {
     return absl::StrCat("the workspace nests directories deeper than ", kMaxDepth,

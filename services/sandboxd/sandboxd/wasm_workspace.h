@@ -12,9 +12,12 @@
 // tmpfs's own inode limit is not settable through bwrap and a directory has none.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -38,13 +41,19 @@ struct WasmWorkspaceUse {
   uint64_t bytes = 0;   // allocated blocks (a sparse file counts what it holds)
   uint64_t inodes = 0;  // files, directories and links, the workspace itself included
   bool too_deep = false;  // a directory deeper than the walk goes: its contents are not counted
+  std::string hidden;     // what the walk could not see ("a directory sandboxd cannot read"), "" if none
 };
 
 // A walk of the directory `path` (opened without following a final symbolic link) that
 // never follows a symbolic link and stops counting once it has seen `stop_after_inodes`
-// inodes (0: never). UNAVAILABLE when `path` cannot be opened.
+// inodes (0: never), plus the files on its filesystem that the processes `holders` keep
+// open after removing their names (st_nlink 0). A directory of ours that we may not read
+// (mode 0300) is read with the owner's rwx added for the walk and its mode given back; one
+// that still cannot be read, like /proc/<holder>/fd, is named in `hidden`, over any budget.
+// UNAVAILABLE when `path` cannot be opened.
 absl::StatusOr<WasmWorkspaceUse> MeasureWasmWorkspace(const std::string& path,
-                                                      uint64_t stop_after_inodes = 0);
+                                                      uint64_t stop_after_inodes = 0,
+                                                      const std::vector<pid_t>& holders = {});
 
 // statvfs of the tmpfs a sandbox mounts over the host's directory `host_path`, seen at
 // `path` (the sandbox's root under /proc). UNAVAILABLE when `path` cannot be opened or is

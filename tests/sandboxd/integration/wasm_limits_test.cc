@@ -1,6 +1,9 @@
-// The wasm tier's limits that have no cgroup behind them (docs/wasm-tier.md, "CPU",
+// The wasm tier's limits that have no cgroup behind them (docs/wasm-tier.md, "CPU", "Disk",
 // "stderr", "uids"): each measured from the host, on a real daemon.
+#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -261,6 +264,101 @@ TEST(WasmTest, AnIdOnlyAThreadHasIsNotGiven) {
   EXPECT_NE(uid, "47000") << "a uid a thread runs as was given to a session";
   EXPECT_NE(uid, "47001") << "a gid a thread has was given to a session as its uid and gid";
   EXPECT_EQ(uid, "47002") << "not the lowest free id of --session_uid_range";
+}
+
+sandbox::v1::Session JsWithWorkspace(sandbox::v1::SandboxService::Stub& stub, uint64_t bytes) {
+  sandbox::v1::CreateSessionRequest req;
+  req.set_runtime("javascript");
+  req.mutable_limits()->set_workspace_bytes(bytes);
+  return CreateSession(stub, req);
+}
+
+// Code that runs `seconds` more after `code`, for the budget thread to end it meanwhile.
+std::string ThenWait(const std::string& code, int seconds) {
+  return absl::StrCat(code, "; const t = Date.now(); while (Date.now() - t < ", seconds * 1000, ") {} 'lived on'");
+}
+
+void ExpectEnded(const sandbox::v1::Finished& f, const std::string& why) {
+  EXPECT_EQ(f.status(), sandbox::v1::Finished::SESSION_LOST) << f.DebugString();
+  EXPECT_NE(f.error().message().find("sandboxd ended the session: " + why), std::string::npos)
+      << f.DebugString();
+}
+
+// Without bwrap a walk sees names only: a file the code removed but keeps open holds its
+// blocks all the same, and counts (3 x 12 MiB of 16 MiB here).
+TEST(WasmTest, WithoutBwrapAWorkspaceCountsTheFilesItHoldsOpenUnlinked) {
+  SandboxdProcess d(WasmDaemon({"--wasm_layers=node,seccomp,landlock"}));
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  sandbox::v1::Session js = JsWithWorkspace(*stub, 16 << 20);
+  const std::string hide = "const fs = require('fs'); globalThis.held = []; for (let i = 0; i < 3; i++) { "
+      "const fd = fs.openSync(`u${i}`, 'w'); fs.unlinkSync(`u${i}`); for (let j = 0; j < 12; j++) "
+      "fs.writeSync(fd, Buffer.alloc(1 << 20, 1)); held.push(fd); }";
+  ExpectEnded(RunCode(*stub, js.id(), ThenWait(hide, 10), 30000),
+              "the workspace holds 37 MiB, over its budget of 16 MiB");
+}
+
+// A session whose tmpfs is taken away (unmounted in its namespace, by root): the workspace
+// is no longer what sandboxd measures, and a few seconds later the session is ended.
+TEST(WasmTest, AWorkspaceThatCannotBeMeasuredEndsTheSession) {
+  ASSERT_EQ(geteuid(), 0u) << "the test unmounts a sandbox's tmpfs: run it as root (CI does)";
+  SandboxdProcess d(WasmDaemon({"--wasm_layers=node,seccomp,landlock,bwrap"}));
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  sandbox::v1::Session js = JsWithWorkspace(*stub, 16 << 20);
+  sandbox::v1::Finished f = RunCode(*stub, js.id(), "process.cwd()");
+  ASSERT_EQ(f.status(), sandbox::v1::Finished::OK) << f.DebugString();
+  const std::string workspace = f.result_repr().substr(1, f.result_repr().size() - 2);
+  std::ifstream children(absl::StrCat("/proc/", PidOf(js), "/task/", PidOf(js), "/children"));
+  pid_t init = 0;
+  ASSERT_TRUE(children >> init) << "bwrap has no child: is bwrap in force?";
+  const pid_t child = fork();
+  if (child == 0) {
+    const int ns = open(absl::StrCat("/proc/", init, "/ns/mnt").c_str(), O_RDONLY | O_CLOEXEC);
+    _exit(ns >= 0 && setns(ns, CLONE_NEWNS) == 0 && umount2(workspace.c_str(), MNT_DETACH) == 0 ? 0 : 1);
+  }
+  int status = -1;
+  waitpid(child, &status, 0);
+  ASSERT_EQ(status, 0) << "cannot unmount " << workspace << " in the sandbox of " << init;
+  const auto start = std::chrono::steady_clock::now();
+  ExpectEnded(RunCode(*stub, js.id(), ThenWait("1", 20), 30000), "its workspace cannot be measured (for 5");
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(took, 10) << "ended late";
+}
+
+// sandboxd's own CPU time (utime + stime of its threads), in seconds.
+double OwnCpuSeconds(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream fields(text.substr(text.rfind(')') + 2));
+  std::string f;
+  for (int i = 0; i < 11; ++i) fields >> f;
+  double utime = 0, stime = 0;
+  fields >> utime >> stime;
+  return (utime + stime) / sysconf(_SC_CLK_TCK);
+}
+
+// Without bwrap GetSessionStats answers the budget thread's last walk: a client asking
+// again and again makes sandboxd walk no more (a walk of 30,000 files costs ~40 ms).
+TEST(WasmTest, AWorkspacesStatsMakeSandboxdWalkNoMore) {
+  SandboxdProcess d(WasmDaemon({"--wasm_layers=node,seccomp,landlock"}));
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  sandbox::v1::Session js = JsWithWorkspace(*stub, 256 << 20);
+  sandbox::v1::Finished f = RunCode(*stub, js.id(), "const fs = require('fs'); for (let d = 0; d < 30; d++) { "
+      "fs.mkdirSync(`d${d}`); for (let i = 0; i < 1000; i++) fs.writeFileSync(`d${d}/${i}`, ''); } 'made'", 60000);
+  ASSERT_EQ(f.result_repr(), "'made'") << f.DebugString();
+  sandbox::v1::SessionStats stats;
+  ASSERT_TRUE(WaitFor([&] { return GetSessionStats(*stub, js.id(), &stats).ok() && stats.workspace_known(); }, 2000))
+      << stats.DebugString();
+  const double before = OwnCpuSeconds(d.pid());
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(GetSessionStats(*stub, js.id(), &stats).ok());
+  const double used = OwnCpuSeconds(d.pid()) - before;
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("50 GetSessionStats: sandboxd used %.0f ms of CPU in %.0f ms\n", used * 1000, wall * 1000);
+  EXPECT_TRUE(stats.workspace_known()) << stats.DebugString();
+  EXPECT_LT(used, 0.5) << "GetSessionStats walked the workspace";
 }
 
 }  // namespace

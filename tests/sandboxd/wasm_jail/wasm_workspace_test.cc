@@ -2,14 +2,19 @@
 // wasm_workspace.h) on real directories: what the budget thread of the wasm tier counts.
 #include "sandboxd/wasm_workspace.h"
 
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "jail_run.h"
@@ -76,6 +81,126 @@ TEST(WasmWorkspaceTest, TheHostsDirectoryIsNotTakenForTheSandboxsTmpfs) {
       << "a tmpfs that is the host's own directory (a --wasm_dir on a tmpfs)";
   EXPECT_EQ(MeasureWasmTmpfsWorkspace("/usr", "/nonexistent").status().code(), absl::StatusCode::kUnavailable)
       << "a directory on a disk is no tmpfs";
+}
+
+constexpr uid_t kOrdinaryUid = 65534;
+
+// Runs `body` in a child as kOrdinaryUid (after `as_root`, still root, if given), as a
+// sandboxd that is not root: its exit code, what it wrote to its out fd in `*out`.
+int RunAsOrdinaryUid(const std::function<int(int out)>& body, std::string* out,
+                     const std::function<bool()>& as_root = nullptr) {
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(pipe_fds[0]);
+    if (as_root && !as_root()) _exit(3);
+    if (setresgid(kOrdinaryUid, kOrdinaryUid, kOrdinaryUid) != 0 ||
+        setresuid(kOrdinaryUid, kOrdinaryUid, kOrdinaryUid) != 0) {
+      _exit(2);
+    }
+    _exit(body(pipe_fds[1]));
+  }
+  close(pipe_fds[1]);
+  *out = wasm_jail_test::ReadAll(pipe_fds[0]);
+  close(pipe_fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+void Say(int fd, const std::string& text) {
+  if (write(fd, text.data(), text.size()) < 0) _exit(4);
+}
+
+// Without bwrap a session of a sandboxd that is not root runs as sandboxd's uid and may
+// make a directory it cannot read (mkdir with mode 0300): the walk reads it all the same,
+// gives its mode back, and names what it cannot read at all (not ours) as over the budget.
+TEST(WasmWorkspaceTest, AsAnOrdinaryUidADirectoryItCannotReadIsStillCounted) {
+  ASSERT_EQ(geteuid(), 0u) << "the test gives the tree to another uid: run it as root (CI does)";
+  wasm_jail_test::TempDir dir;
+  const std::string ws = dir.path() + "/ws";
+  fs::create_directories(ws + "/h/deeper");
+  fs::create_directory(ws + "/closed");
+  for (int i = 0; i < 20; ++i) std::ofstream(ws + "/h/deeper/" + std::to_string(i)) << std::string(64 << 10, 'x');
+  for (const auto& e : fs::recursive_directory_iterator(dir.path())) lchown(e.path().c_str(), kOrdinaryUid, kOrdinaryUid);
+  lchown(dir.path().c_str(), kOrdinaryUid, kOrdinaryUid);
+  chmod((ws + "/h/deeper").c_str(), 0100);
+  chmod((ws + "/h").c_str(), 0300);
+  chmod((ws + "/closed").c_str(), 0);
+  std::string said;
+  auto measure = [&](int out) {
+    absl::StatusOr<WasmWorkspaceUse> use = MeasureWasmWorkspace(ws);
+    if (!use.ok()) return 1;
+    Say(out, absl::StrCat(use->inodes, " inodes, ", use->bytes >= (1280 << 10) ? "all" : "not all", " bytes; ",
+                          OverWasmWorkspaceBudget(*use, WasmWorkspaceBudgetFor(16 << 20))));
+    return 0;
+  };
+  ASSERT_EQ(RunAsOrdinaryUid(measure, &said), 0) << said;
+  EXPECT_EQ(said, "24 inodes, all bytes; ") << "1 + h + deeper + 20 files of 64 KiB + closed, within the budget";
+  struct stat st;
+  ASSERT_EQ(stat((ws + "/h").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0300u) << "the walk did not give the mode back";
+  ASSERT_EQ(stat((ws + "/h/deeper").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0100u) << "the walk did not give the mode back";
+  ASSERT_EQ(stat((ws + "/closed").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0u) << "the walk did not give the mode back";
+  // Root's directory, not ours to open up: what is in it stays unseen, so over the budget.
+  fs::create_directory(ws + "/roots");
+  chmod((ws + "/roots").c_str(), 0700);
+  ASSERT_EQ(RunAsOrdinaryUid(measure, &said), 0) << said;
+  EXPECT_THAT(said, HasSubstr("the workspace holds a directory sandboxd cannot read, which its budget "
+                              "cannot measure"));
+}
+
+// A file whose name is gone keeps its blocks while a process holds it open: counted for
+// the holders given, once however often it is open, and only on the workspace's filesystem.
+TEST(WasmWorkspaceTest, CountsTheUnlinkedFilesItsProcessesHoldOpen) {
+  wasm_jail_test::TempDir dir;
+  const std::string ws = dir.path();
+  std::ofstream(ws + "/gone") << std::string(1 << 20, 'x');
+  const int held = open((ws + "/gone").c_str(), O_RDONLY | O_CLOEXEC);
+  const int again = open((ws + "/gone").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(unlink((ws + "/gone").c_str()), 0);
+  std::ofstream("/dev/shm/wasm-workspace-test-elsewhere") << std::string(1 << 20, 'y');
+  const int elsewhere = open("/dev/shm/wasm-workspace-test-elsewhere", O_RDONLY | O_CLOEXEC);
+  unlink("/dev/shm/wasm-workspace-test-elsewhere");
+  absl::StatusOr<WasmWorkspaceUse> use = MeasureWasmWorkspace(ws, 0, {getpid(), 999999999});
+  ASSERT_TRUE(use.ok()) << use.status();
+  EXPECT_EQ(use->inodes, 2u) << "the root and the held file, once";
+  EXPECT_GE(use->bytes, 1u << 20);
+  EXPECT_LT(use->bytes, 2u << 20) << "counted twice, or another filesystem's file counted";
+  EXPECT_EQ(use->hidden, "") << "an ended process hides nothing";
+  use = MeasureWasmWorkspace(ws);
+  ASSERT_TRUE(use.ok());
+  EXPECT_LT(use->bytes, 1u << 20) << "no holders given";
+  for (int fd : {held, again, elsewhere}) close(fd);
+}
+
+// Under bwrap code may chmod its tmpfs's root 0300; a sandboxd that is not root (only its
+// owner) still measures it, opening it for its counts only (O_PATH).
+TEST(WasmWorkspaceTest, AsAnOrdinaryUidATmpfsItCannotReadIsMeasured) {
+  ASSERT_EQ(geteuid(), 0u) << "the test mounts a tmpfs in a mount namespace: run it as root (CI does)";
+  wasm_jail_test::TempDir dir;
+  chmod(dir.path().c_str(), 0711);
+  const std::string mnt = dir.path() + "/mnt";
+  fs::create_directory(mnt);
+  auto mount_tmpfs = [&] {
+    const std::string options = absl::StrCat("mode=0300,size=1m,uid=", kOrdinaryUid, ",gid=", kOrdinaryUid);
+    return unshare(CLONE_NEWNS) == 0 && mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
+           mount("tmpfs", mnt.c_str(), "tmpfs", 0, options.c_str()) == 0;
+  };
+  std::string said;
+  const int code = RunAsOrdinaryUid(
+      [&](int out) {
+        absl::StatusOr<WasmWorkspaceUse> use = MeasureWasmTmpfsWorkspace(mnt, "/nonexistent");
+        Say(out, use.ok() ? absl::StrCat(use->inodes) : std::string(use.status().message()));
+        return use.ok() ? 0 : 1;
+      },
+      &said, mount_tmpfs);
+  EXPECT_EQ(code, 0) << said;
+  EXPECT_EQ(said, "1") << "the tmpfs's root only";
 }
 
 // A sandboxd that is not root does not bypass modes: a directory the session made
