@@ -13,7 +13,7 @@ const { workerData } = require('worker_threads');
 const { log } = require('./common');
 const { lockRuntime } = require('./locks');
 const { loadPython, SnapshotRefused } = require('./python_files');
-const { installChmodOfSameMode } = require('./fs_modes');
+const { createFilesWithTheirMode, installChmodOfSameMode } = require('./fs_modes');
 
 const WORKSPACE = '/workspace';
 // Emscripten's errno values of EACCES and EPERM.
@@ -68,6 +68,7 @@ async function runPythonWorker(port, files, interruptBuffer) {
   refuseSockets(py);
   py.FS.mkdirTree(WORKSPACE);
   py.FS.mount(py.FS.filesystems.NODEFS, { root: files.workspace }, WORKSPACE);
+  createFilesWithTheirMode(py.FS);
   const host = py.pyimport('sandbox_runner.pyodide_host');
   // The worker's process.env is the session's environment (namespace.js): os.environ's too.
   const onMessage = host.start((text) => post(JSON.parse(text)), JSON.stringify({ ...process.env }));

@@ -101,6 +101,28 @@ describe('python in pyodide (wasm tier)', () => {
     }
   });
 
+  // Emscripten creates a file with mode 0777 and chmods it once open: where the jail refuses
+  // every mode change, Python could create no file.
+  it('creates files with their mode where every mode change is refused', async () => {
+    const probe = path.join(path.dirname(fileURLToPath(import.meta.url)), 'no_chmod.cjs');
+    const refusing = await WasmRunner.start({ snapshot, env: [],
+      hostEnv: { GLIBC_TUNABLES: NODE_MALLOC_TUNABLES },
+      nodeFlags: [`--allow-fs-read=${probe}`, '-r', probe] });
+    try {
+      const [c] = await refusing.connect();
+      const r = await c.exec("import os\nopen('/workspace/a.txt', 'w').write('x')\n" +
+        "os.close(os.open('/workspace/b.txt', os.O_CREAT | os.O_WRONLY, 0o640))\n" +
+        "os.mkdir('/workspace/d')\nopen('/workspace/d/e', 'x').close()\n" +
+        "try:\n    os.chmod('/workspace/a.txt', 0o600)\nexcept PermissionError:\n    print('refused')\n" +
+        "[(n, oct(os.stat('/workspace/' + n).st_mode & 0o777)) for n in ('a.txt', 'b.txt', 'd', 'd/e')]");
+      assert.equal(r.status, 'ok', JSON.stringify(r.error));
+      assert.equal(r.stream('stdout'), 'refused\n', 'the probe does not refuse mode changes');
+      assert.equal(r.result, "[('a.txt', '0o666'), ('b.txt', '0o640'), ('d', '0o777'), ('d/e', '0o666')]");
+    } finally {
+      refusing.stop();
+    }
+  });
+
   it('refuses symlinks in the workspace (the permission model) instead of faking them', async () => {
     const r = await client.exec('import os\ntry:\n    os.symlink("/etc/passwd", "/workspace/link")\n' +
       'except PermissionError as e:\n    print(e.errno == __import__("errno").EACCES)\n' +
