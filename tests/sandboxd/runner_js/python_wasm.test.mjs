@@ -49,6 +49,12 @@ describe('python in pyodide (wasm tier)', () => {
     if (snapshot) fs.rmSync(path.dirname(snapshot), { recursive: true, force: true });
   });
 
+  // A runner of its own with the test probe `name` (a .cjs beside this file) preloaded.
+  const startWithProbe = (name) => {
+    const probe = path.join(path.dirname(fileURLToPath(import.meta.url)), name);
+    return WasmRunner.start({ snapshot, env: [], hostEnv: { GLIBC_TUNABLES: NODE_MALLOC_TUNABLES },
+      nodeFlags: [`--allow-fs-read=${probe}`, '-r', probe] });
+  };
   const interruptAfter = (id, ms) => setTimeout(() => client.send({ type: 'interrupt', id }), ms);
 
   it('sends the Python runner ready frame', () => {
@@ -79,10 +85,7 @@ describe('python in pyodide (wasm tier)', () => {
   // V8 keeps its own copy of the wasm binary: the 9.6 MB read from the file, and the rest of
   // the start's garbage, are gone from the worker's heap by `ready` (worker_python.js).
   it('keeps no buffers of the start in the worker after ready', async () => {
-    const probe = path.join(path.dirname(fileURLToPath(import.meta.url)), 'heap_probe.cjs');
-    const probed = await WasmRunner.start({ snapshot, env: [],
-      hostEnv: { GLIBC_TUNABLES: NODE_MALLOC_TUNABLES },
-      nodeFlags: [`--allow-fs-read=${probe}`, '-r', probe] });
+    const probed = await startWithProbe('heap_probe.cjs');
     try {
       const [c] = await probed.connect();
       assert.equal((await c.exec('x = 1')).status, 'ok');
@@ -104,10 +107,7 @@ describe('python in pyodide (wasm tier)', () => {
   // Emscripten creates a file with mode 0777 and chmods it once open: where the jail refuses
   // every mode change, Python could create no file.
   it('creates files with their mode where every mode change is refused', async () => {
-    const probe = path.join(path.dirname(fileURLToPath(import.meta.url)), 'no_chmod.cjs');
-    const refusing = await WasmRunner.start({ snapshot, env: [],
-      hostEnv: { GLIBC_TUNABLES: NODE_MALLOC_TUNABLES },
-      nodeFlags: [`--allow-fs-read=${probe}`, '-r', probe] });
+    const refusing = await startWithProbe('no_chmod.cjs');
     try {
       const [c] = await refusing.connect();
       const r = await c.exec("import os\nopen('/workspace/a.txt', 'w').write('x')\n" +
