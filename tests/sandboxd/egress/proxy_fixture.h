@@ -24,6 +24,7 @@ class ProxyFixture : public ::testing::Test {
   ProxyFixture() {
     resolver_.Set("origin.test", {{*IpAddress::Parse("127.0.0.1")}});
   }
+  ~ProxyFixture() override { resolver_.JoinAnswers(); }  // while io_ runs
 
   // The proxy of session `session` with `policy` (a policy's text; "$PORT" is the origin's
   // port), listening on a loopback port (port_of).

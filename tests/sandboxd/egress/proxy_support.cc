@@ -31,7 +31,20 @@ void FakeResolver::Resolve(const std::string& host, Callback done) {
     }
   }
   // Answers from another thread, as getaddrinfo's would.
-  std::thread([done = std::move(done), answer]() { done(answer); }).detach();
+  codemode::MutexLock lock(&mu_);
+  answering_.emplace_back([done = std::move(done), answer]() { done(answer); });
+}
+
+void FakeResolver::JoinAnswers() {
+  for (;;) {
+    std::vector<std::thread> threads;
+    {
+      codemode::MutexLock lock(&mu_);
+      threads.swap(answering_);
+    }
+    if (threads.empty()) return;
+    for (std::thread& t : threads) t.join();
+  }
 }
 
 int FakeResolver::calls(const std::string& host) {

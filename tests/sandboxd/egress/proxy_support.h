@@ -24,14 +24,19 @@ namespace egress_test {
 // of answers, given in turn (the last repeats), to play a DNS that changes its mind.
 class FakeResolver : public Resolver {
  public:
+  ~FakeResolver() override { JoinAnswers(); }
   void Set(const std::string& host, std::vector<std::vector<IpAddress>> answers);
   void Resolve(const std::string& host, Callback done) override;
   int calls(const std::string& host);
+  // Waits for every answer given so far to be delivered: the callbacks post to the proxy's
+  // io_context, which must outlive them.
+  void JoinAnswers();
 
  private:
   codemode::Mutex mu_;
   std::map<std::string, std::vector<std::vector<IpAddress>>> answers_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> calls_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> answering_ ABSL_GUARDED_BY(mu_);
 };
 
 class RecordingSink : public DecisionSink {
