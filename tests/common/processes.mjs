@@ -128,6 +128,11 @@ export class Sandboxd {
     if (records.length) execFileSync("sh", [KILL_RECORDED_WASM, ...records], { stdio: "ignore" });
   }
   get endpoint() { return `unix:${this.socket}`; }
+  // Until its first session start succeeds, sandboxd's GetInfo says it is not serving and
+  // the gateway places sessions elsewhere.
+  async serving() {
+    await waitFor(() => this.log.includes("health SERVING"), `sandboxd on ${this.socket} to serve`, 60000);
+  }
   async start() {
     this.proc = track(spawnTied(required("SANDBOXD_BIN"), [`--socket=${this.socket}`,
       `--state_dir=${this.stateDir}`, "--pool_size=2", ...this.extraArgs],

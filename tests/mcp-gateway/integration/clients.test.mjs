@@ -37,6 +37,7 @@ describe("many clients", () => {
   test("one gateway spreads sessions over several sandboxd endpoints", async () => {
     const second = new Sandboxd();
     await second.start();
+    await Promise.all([sandboxd.serving(), second.serving()]);
     const gateway = new GatewayHttp({ config, sandboxd: `${sandboxd.endpoint},${second.endpoint}` });
     await gateway.start();
     const before = sessionCount();
