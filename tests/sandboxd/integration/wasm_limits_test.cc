@@ -131,12 +131,16 @@ TEST(WasmTest, ACpuLoopIsHeldToTheSessionsCpuMillis) {
   EXPECT_EQ(after.result_repr(), "2") << "the session stayed stopped: " << after.DebugString();
 }
 
-// The bytes of the session's stderr file (the runner's log) in the daemon's wasm records.
+// The bytes of the largest stderr file (a runner's log) in the daemon's wasm records, and
+// its text. Another session's file (the readiness probe's) may go while this reads.
 uintmax_t StderrFileBytes(const SandboxdProcess& d, std::string* text = nullptr) {
   uintmax_t bytes = 0;
-  for (const fs::directory_entry& e : fs::directory_iterator(d.state_dir() + "/wasm-records")) {
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(d.state_dir() + "/wasm-records", ec)) {
     if (e.path().extension() != ".log") continue;
-    bytes = std::max(bytes, e.file_size());
+    const uintmax_t size = fs::file_size(e.path(), ec);
+    if (ec || size < bytes) continue;
+    bytes = size;
     if (text) *text = Sh("cat '" + e.path().string() + "'");
   }
   return bytes;
