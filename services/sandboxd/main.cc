@@ -35,6 +35,7 @@
 #include "sandboxd/metrics.h"
 #include "sandboxd/seccomp_profile.h"
 #include "base/version.h"
+#include "egress_flags.h"
 #include "flag_groups.h"
 #include "paths.h"
 #include "self_check.h"
@@ -346,6 +347,19 @@ absl::Status CheckGvisor(const sandboxd::ManagerOptions& options, sandboxd::Podm
 }
 
 // The containers' seccomp profile (--seccomp_base), derived into the state directory.
+// gVisor and wasm, when asked for, work here or the operator hears why at once.
+absl::Status CheckRuntimes(const sandboxd::ManagerOptions& options,
+                           std::optional<sandboxd::PodmanRuntime>& podman,
+                           std::optional<sandboxd::WasmRuntime>& wasm) {
+  if (podman) {
+    if (absl::Status s = CheckGvisor(options, *podman); !s.ok()) return s;
+  }
+  if (wasm) {
+    if (absl::StatusOr<sandboxd::RuntimeInfo> w = wasm->Probe(); !w.ok()) return w.status();
+  }
+  return absl::OkStatus();
+}
+
 absl::Status WriteSeccompProfile(const sandboxd::ManagerOptions& options,
                                  const sandboxd::PodmanOptions& podman) {
   if (podman.seccomp_profile.empty()) return absl::OkStatus();
@@ -531,23 +545,19 @@ int main(int argc, char** argv) {
                                      wasm_runtime ? &*wasm_runtime : nullptr);
   sandboxd::RealClock clock;
   if (absl::GetFlag(FLAGS_self_check)) return RunSelfCheck(*options, &runtime, &clock);
-  if (absl::Status s = podman_runtime ? CheckGvisor(*options, *podman_runtime) : absl::OkStatus(); !s.ok()) {
+  if (absl::Status s = CheckRuntimes(*options, podman_runtime, wasm_runtime); !s.ok()) {
     spdlog::critical("{}", s.message());
     return 1;
   }
-  // As gVisor: when wasm is asked for, it works here or the operator hears why at once.
-  if (wasm_runtime) {
-    if (absl::StatusOr<sandboxd::RuntimeInfo> w = wasm_runtime->Probe(); !w.ok()) {
-      spdlog::critical("{}", w.status().message());
-      return 1;
-    }
-  }
 
   absl::StatusOr<TcpPortFlags> tcp = TcpPortFromFlags(options->state_dir);
-  if (!tcp.ok()) {
-    spdlog::critical("{}", tcp.status().message());
+  // Outlives the manager, whose sessions' proxies run on it.
+  absl::StatusOr<std::unique_ptr<sandboxd::EgressHub>> egress = EgressHubFromFlags(&metrics);
+  if (!tcp.ok() || !egress.ok()) {
+    spdlog::critical("{}", (!tcp.ok() ? tcp.status() : egress.status()).message());
     return 2;
   }
+  options->egress = egress->get();
   sandboxd::SessionManager manager(*options, &runtime, &clock);
   if (absl::Status s = manager.Start(); !s.ok()) {
     spdlog::critical("{}", s.message());

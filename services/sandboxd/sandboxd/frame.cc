@@ -136,6 +136,18 @@ absl::StatusOr<RunnerMessage> ParseAck(const json& f, AckMessage::Kind kind) {
   return m;
 }
 
+absl::StatusOr<RunnerMessage> ParseEgressOn(const json& f) {
+  SBX_TRY(id, RunnerUint(f, "id"));
+  AckMessage m;
+  m.kind = AckMessage::Kind::kEgressOn;
+  m.id = id;
+  if (f.contains("error")) {
+    SBX_TRY(error, RunnerString(f, "error", 1024, false));
+    m.error = error.empty() ? "the runner gave no reason" : error;
+  }
+  return m;
+}
+
 #undef SBX_TRY
 
 }  // namespace
@@ -208,6 +220,7 @@ absl::StatusOr<RunnerMessage> ParseRunnerMessage(const json& frame) {
   if (t == "pong") return ParseAck(frame, AckMessage::Kind::kPong);
   if (t == "reset_done") return ParseAck(frame, AckMessage::Kind::kResetDone);
   if (t == "catalog_set") return ParseAck(frame, AckMessage::Kind::kCatalogSet);
+  if (t == "egress_on") return ParseEgressOn(frame);
   if (t.rfind("file_", 0) == 0) {
     absl::StatusOr<FileReplyMessage> reply = ParseFileReply(frame);
     if (!reply.ok()) return reply.status();
@@ -240,5 +253,6 @@ json MakeSetCatalogFrame(uint64_t id, json catalog) {
   return json{{"type", "set_catalog"}, {"id", id}, {"catalog", std::move(catalog)}};
 }
 json MakePingFrame(uint64_t id) { return json{{"type", "ping"}, {"id", id}}; }
+json MakeEgressFrame(uint64_t id) { return json{{"type", "egress"}, {"id", id}}; }
 
 }  // namespace sandboxd

@@ -80,11 +80,13 @@ struct DoneMessage {
   bool namespace_reset = false;   // the runner replaced the namespace (JavaScript)
 };
 
-// reset_done, catalog_set and pong: replies that only carry the request id.
+// reset_done, catalog_set, pong and egress_on: replies that carry the request id (and
+// egress_on, when the relay could not be turned on, why).
 struct AckMessage {
-  enum class Kind { kResetDone, kCatalogSet, kPong };
+  enum class Kind { kResetDone, kCatalogSet, kPong, kEgressOn };
   Kind kind = Kind::kPong;
   uint64_t id = 0;
+  std::string error;  // kEgressOn: empty when the relay listens
 };
 
 using RunnerMessage = std::variant<ReadyMessage, OutputMessage, ToolCallMessage, DoneMessage,
@@ -135,5 +137,7 @@ nlohmann::json MakeInterruptFrame(uint64_t id);
 nlohmann::json MakeResetFrame(uint64_t id);
 nlohmann::json MakeSetCatalogFrame(uint64_t id, nlohmann::json catalog);
 nlohmann::json MakePingFrame(uint64_t id);
+// Turns the session's egress relay on (docs/runner-protocol.md, "Egress relay").
+nlohmann::json MakeEgressFrame(uint64_t id);
 
 }  // namespace sandboxd

@@ -316,6 +316,13 @@ grpc::Status SandboxServiceImpl::GetSessionStats(grpc::ServerContext*,
   return Reply(manager_->GetSessionStats(req->session_id(), req->owner()), resp);
 }
 
+grpc::Status SandboxServiceImpl::SetEgressPolicy(grpc::ServerContext*,
+                                                 const sandbox::v1::SetEgressPolicyRequest* req,
+                                                 sandbox::v1::Session* resp) {
+  return Reply(manager_->SetEgressPolicy(req->session_id(), req->egress_policy(), req->owner()),
+               resp);
+}
+
 grpc::Status SandboxServiceImpl::ListSessions(grpc::ServerContext*,
                                               const sandbox::v1::ListSessionsRequest* req,
                                               sandbox::v1::ListSessionsResponse* resp) {

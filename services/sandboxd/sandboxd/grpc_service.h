@@ -40,6 +40,8 @@ class SandboxServiceImpl final
                              sandbox::v1::DeleteSessionResponse*) override;
   grpc::Status ResetSession(grpc::ServerContext*, const sandbox::v1::ResetSessionRequest*,
                             sandbox::v1::Session*) override;
+  grpc::Status SetEgressPolicy(grpc::ServerContext*, const sandbox::v1::SetEgressPolicyRequest*,
+                               sandbox::v1::Session*) override;
   grpc::Status Run(grpc::ServerContext*, const sandbox::v1::RunRequest*,
                    sandbox::v1::Finished*) override;
   grpc::Status GetInfo(grpc::ServerContext*, const sandbox::v1::GetInfoRequest*,

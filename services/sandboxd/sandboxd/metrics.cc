@@ -128,6 +128,27 @@ void SandboxdMetrics::RegisterContainers(prometheus::Registry& r) {
                     .Register(r);
   file_bytes_[static_cast<size_t>(Direction::kUpload)] = &files.Add({{"direction", "upload"}});
   file_bytes_[static_cast<size_t>(Direction::kDownload)] = &files.Add({{"direction", "download"}});
+  auto& egress = prometheus::BuildCounter()
+                     .Name(Name("egress_connections_total"))
+                     .Help("Egress proxy connections by outcome: allowed (counted when they "
+                           "end) or refused (docs/egress.md).")
+                     .Register(r);
+  egress_allowed_ = &egress.Add({{"outcome", "allowed"}});
+  egress_refused_ = &egress.Add({{"outcome", "refused"}});
+  auto& egress_bytes = prometheus::BuildCounter()
+                           .Name(Name("egress_bytes_total"))
+                           .Help("Bytes the egress proxy relayed: up (from the sandbox) and "
+                                 "down (to it).")
+                           .Register(r);
+  egress_bytes_up_ = &egress_bytes.Add({{"direction", "up"}});
+  egress_bytes_down_ = &egress_bytes.Add({{"direction", "down"}});
+}
+
+void SandboxdMetrics::EgressDecision(bool allowed, uint64_t up, uint64_t down) {
+  if (!counting_) return;
+  (allowed ? egress_allowed_ : egress_refused_)->Increment();
+  if (up > 0) egress_bytes_up_->Increment(static_cast<double>(up));
+  if (down > 0) egress_bytes_down_->Increment(static_cast<double>(down));
 }
 
 void SandboxdMetrics::SetStateSource(StateSource* source) {

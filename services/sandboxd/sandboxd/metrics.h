@@ -102,6 +102,8 @@ class SandboxdMetrics {
   void DisplaysDropped(uint64_t n);
   void ContainerOpDone(ContainerOp op, bool ok, absl::Duration took);
   void FileBytes(Direction direction, uint64_t bytes);
+  // One egress proxy decision: a refused connection, or an allowed one that ended.
+  void EgressDecision(bool allowed, uint64_t bytes_up, uint64_t bytes_down);
 
  private:
   // executions_total's status values, in this order.
@@ -109,7 +111,7 @@ class SandboxdMetrics {
   // The constructor's parts: each registers its families and resolves every series.
   void RegisterSessions(prometheus::Registry& r);
   void RegisterExecutions(prometheus::Registry& r);
-  // Container operations and file transfers.
+  // Container operations, file transfers and egress.
   void RegisterContainers(prometheus::Registry& r);
   double ReadState(size_t (StateSource::*read)());
   // A pool gauge: one series per runtime.
@@ -141,6 +143,10 @@ class SandboxdMetrics {
       container_ops_{};
   std::array<prometheus::Histogram*, static_cast<size_t>(ContainerOp::kCount)> container_op_duration_{};
   std::array<prometheus::Counter*, static_cast<size_t>(Direction::kCount)> file_bytes_{};
+  prometheus::Counter* egress_allowed_ = nullptr;
+  prometheus::Counter* egress_refused_ = nullptr;
+  prometheus::Counter* egress_bytes_up_ = nullptr;
+  prometheus::Counter* egress_bytes_down_ = nullptr;
 
   // Held while a scrape reads the source, so SetStateSource(nullptr) waits for it.
   codemode::Mutex source_mu_;

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/log_text.h"
 #include "base/thread.h"
 
 namespace sandboxd {
@@ -94,17 +95,43 @@ absl::StatusOr<RunnerMessage> RunnerConnection::ReadOne(absl::Time deadline) {
   }
 }
 
+namespace {
+
+std::atomic<uint64_t> next_sync_request{1u << 30};
+
+}  // namespace
+
 absl::Status RunnerConnection::PingSync(absl::Duration timeout) {
-  static std::atomic<uint64_t> next_ping{1u << 30};
-  uint64_t id = next_ping++;
-  if (absl::Status s = Send(MakePingFrame(id)); !s.ok()) return s;
+  absl::StatusOr<AckMessage> ack =
+      RequestSync(MakePingFrame(next_sync_request++), AckMessage::Kind::kPong, timeout);
+  return ack.status();
+}
+
+absl::Status RunnerConnection::TurnEgressOn(absl::Duration timeout) {
+  absl::StatusOr<AckMessage> ack =
+      RequestSync(MakeEgressFrame(next_sync_request++), AckMessage::Kind::kEgressOn, timeout);
+  if (!ack.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("the runner did not turn its egress relay on: ", ack.status().message()));
+  }
+  if (!ack->error.empty()) {
+    return absl::UnavailableError(absl::StrCat("the runner could not turn its egress relay on: ",
+                                               codemode::LogText(ack->error)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<AckMessage> RunnerConnection::RequestSync(const nlohmann::json& frame,
+                                                         AckMessage::Kind kind,
+                                                         absl::Duration timeout) {
+  const uint64_t id = frame["id"].get<uint64_t>();
+  if (absl::Status s = Send(frame); !s.ok()) return s;
   absl::Time deadline = absl::Now() + timeout;
   for (;;) {
     absl::StatusOr<RunnerMessage> m = ReadOne(deadline);
     if (!m.ok()) return m.status();
-    if (auto* ack = std::get_if<AckMessage>(&*m);
-        ack && ack->kind == AckMessage::Kind::kPong && ack->id == id) {
-      return absl::OkStatus();
+    if (auto* ack = std::get_if<AckMessage>(&*m); ack && ack->kind == kind && ack->id == id) {
+      return *ack;
     }
   }
 }

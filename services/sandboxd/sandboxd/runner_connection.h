@@ -61,6 +61,10 @@ class RunnerConnection {
 
   // Sends ping, waits for the matching pong. Only before Start().
   absl::Status PingSync(absl::Duration timeout);
+  // Turns the runner's egress relay on (MakeEgressFrame) and waits for its egress_on.
+  // UNAVAILABLE with the runner's reason, or when it does not answer in time. Only before
+  // Start().
+  absl::Status TurnEgressOn(absl::Duration timeout);
 
   // Starts the reader thread. `listener` must outlive Close().
   void Start(Listener* listener);
@@ -105,6 +109,9 @@ class RunnerConnection {
   };
   // Blocking read of the next frame with a deadline (used before Start()).
   absl::StatusOr<RunnerMessage> ReadOne(absl::Time deadline);
+  // Sends `frame` (which has an "id") and reads until the `kind` reply with its id.
+  absl::StatusOr<AckMessage> RequestSync(const nlohmann::json& frame, AckMessage::Kind kind,
+                                         absl::Duration timeout);
   void ReadLoop();
 
   const int fd_;

@@ -430,6 +430,7 @@ void Session::LoseLocked(const std::string& reason, Deferred& out, Finished::Sta
     out.push_back([cb, message] { cb(absl::FailedPreconditionError(message)); });
   }
   if (!detached_) env_->containers->Kill(metadata_.container_name);
+  if (egress_) out.push_back([egress = std::shared_ptr<SessionEgress>(std::move(egress_))] {});
 }
 
 void Session::Terminate(const std::string& reason, Finished::Status status) {
@@ -524,7 +525,30 @@ sandbox::v1::Session Session::ToProto() const {
   p.set_queued(static_cast<uint32_t>(queue_.size()));
   p.set_container_id(metadata_.container_id);
   p.set_tool_count(static_cast<uint32_t>(catalog_.tool_count()));
+  if (egress_) p.set_egress_policy(egress_->policy());
+  p.set_egress_lost_reason(metadata_.egress_lost_reason);
   return p;
+}
+
+void Session::AttachEgress(std::unique_ptr<SessionEgress> egress) {
+  codemode::MutexLock lock(&mu_);
+  if (!lost_) egress_ = std::move(egress);
+  // else: it goes when `egress` does, after the lock (it cuts nothing: nothing reached it)
+}
+
+absl::Status Session::NarrowEgress(absl::string_view policy, bool empty) {
+  {
+    codemode::MutexLock lock(&mu_);
+    if (lost_) return absl::FailedPreconditionError(absl::StrCat("session lost: ", lost_reason_));
+    if (!egress_) {
+      if (empty) return absl::OkStatus();
+      return absl::PermissionDeniedError(
+          "the session has no egress, and a running session's policy can only be narrowed");
+    }
+    if (absl::Status s = egress_->Narrow(policy); !s.ok()) return s;
+  }
+  SaveRecord();
+  return absl::OkStatus();
 }
 
 SessionRecord Session::Record() const {
@@ -534,8 +558,8 @@ SessionRecord Session::Record() const {
 void Session::SaveRecord() const {
   absl::Status st = env_->records->Update(metadata_.id, [this] { return Record(); });
   if (!st.ok()) {
-    spdlog::error("session {}: cannot record its new catalog ({}); after a daemon restart it "
-                  "would have the old one", metadata_.id, codemode::LogLongText(st.message()));
+    spdlog::error("session {}: cannot record its new catalog or egress policy ({}); after "
+                  "a daemon restart it would have the old one", metadata_.id, codemode::LogLongText(st.message()));
   }
 }
 

@@ -31,6 +31,7 @@
 #include "sandboxd/async.h"
 #include "catalog/catalog.h"
 #include "sandboxd/container_runtime.h"
+#include "sandboxd/egress_service.h"
 #include "sandboxd/images.h"
 #include "sandboxd/limits.h"
 #include "sandboxd/metrics.h"
@@ -186,6 +187,8 @@ class Session : public RunnerConnection::Listener, public std::enable_shared_fro
     // The container's own user id, held while the session lives (rlimit mode; see
     // uid_pool.h). Null when all containers share uid 65534.
     std::shared_ptr<const void> uid_lease;
+    // Why a session recorded with an egress policy has none now (a restart).
+    std::string egress_lost_reason;
   };
 
   // Takes a connected (not yet started) runner connection. `push_catalog` sends the
@@ -231,6 +234,13 @@ class Session : public RunnerConnection::Listener, public std::enable_shared_fro
   int64_t last_used_ms() const;
   // Counts as use for the idle reaper (a file transfer).
   void Touch();
+
+  // The session's way out (docs/egress.md), attached once at its start; it ends when the
+  // session is lost or detached. The policy in force shows in ToProto and the record.
+  void AttachEgress(std::unique_ptr<SessionEgress> egress);
+  // Narrows the policy in force (SessionEgress::Narrow) and records it. A session without
+  // egress takes only a policy that allows nothing (`empty`).
+  absl::Status NarrowEgress(absl::string_view policy, bool empty);
 
   // The session's file transfers (UploadFile, DownloadFile, ListFiles); they fail with
   // FAILED_PRECONDITION once the session is lost.
@@ -299,7 +309,7 @@ class Session : public RunnerConnection::Listener, public std::enable_shared_fro
   void CancelExec(uint64_t exec_id);
   void CloseRouter(uint64_t exec_id);
   static void Run(Deferred& d);
-  // Rewrites the session's record (its catalog changed); logs a failure.
+  // Rewrites the session's record (its catalog or egress policy changed); logs a failure.
   void SaveRecord() const;
 
   SessionEnv* const env_;
@@ -320,6 +330,7 @@ class Session : public RunnerConnection::Listener, public std::enable_shared_fro
   bool lost_ ABSL_GUARDED_BY(mu_) = false;
   bool detached_ ABSL_GUARDED_BY(mu_) = false;
   std::string lost_reason_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<SessionEgress> egress_ ABSL_GUARDED_BY(mu_);
   // Set before we kill the container ourselves, so the EOF that follows is reported with
   // the real cause.
   std::string kill_reason_ ABSL_GUARDED_BY(mu_);

@@ -70,6 +70,10 @@ sandbox::v1::Info SessionManager::GetInfo() {
   info.set_executions_total(env_.executions_total);
   info.set_tool_calls_total(env_.tool_calls_total);
   info.set_state_dir(options_.state_dir);
+  if (options_.egress) {
+    info.set_egress_default(options_.egress->default_policy());
+    info.set_egress_max(options_.egress->max_policy());
+  }
   info.set_pool_ready(static_cast<uint32_t>(pools_.pool(Language::kPython).ready()));
   for (Language language : {Language::kPython, Language::kJavaScript}) {
     WarmPool& pool = pools_.pool(language);
@@ -126,8 +130,8 @@ sandbox::v1::Info SessionManager::GetInfo() {
   return info;
 }
 
-absl::StatusOr<sandbox::v1::SessionStats> SessionManager::GetSessionStats(
-    const std::string& id, const std::string& owner) {
+absl::StatusOr<std::shared_ptr<Session>> SessionManager::FindOwned(const std::string& id,
+                                                                  const std::string& owner) {
   // Another owner's session must not be told apart from a missing one: not by its code,
   // not by its message, and not by being lost.
   {
@@ -139,8 +143,15 @@ absl::StatusOr<sandbox::v1::SessionStats> SessionManager::GetSessionStats(
   }
   absl::StatusOr<std::shared_ptr<Session>> found = Find(id);
   if (!found.ok()) return found.status();
+  if (!owner.empty() && (*found)->metadata().owner != owner) return UnknownSessionError(id);
+  return found;
+}
+
+absl::StatusOr<sandbox::v1::SessionStats> SessionManager::GetSessionStats(
+    const std::string& id, const std::string& owner) {
+  absl::StatusOr<std::shared_ptr<Session>> found = FindOwned(id, owner);
+  if (!found.ok()) return found.status();
   const Session::Metadata& m = (*found)->metadata();
-  if (!owner.empty() && m.owner != owner) return UnknownSessionError(id);
   if ((*found)->lost()) {
     return absl::FailedPreconditionError(absl::StrCat("session lost: ", (*found)->lost_reason()));
   }

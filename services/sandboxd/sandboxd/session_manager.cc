@@ -218,9 +218,12 @@ bool SessionManager::Reattach(const SessionRecord& record,
     uint32_t value = 0;
     if (absl::SimpleAtoi(uid->second, &value)) md.uid_lease = factory_.ClaimUid(value);
   }
+  std::unique_ptr<SessionEgress> egress;
+  if (!sp.egress_policy().empty()) egress = ReopenEgress(sp.egress_policy(), &md, **conn);
   uint64_t execs = (*conn)->ready().execs;
   auto session = Session::Create(&env_, std::move(md), std::move(*catalog), std::move(*conn),
                                  /*push_catalog=*/false);
+  if (egress) session->AttachEgress(std::move(egress));
   records_.Adopt(sp.id());
   {
     codemode::MutexLock lock(&mu_);
@@ -302,11 +305,13 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
   absl::StatusOr<Language> language = ParseLanguage(r.runtime());
   if (!language.ok()) return language.status();
   if (absl::Status st = CheckLanguage(*language, *image, /*refresh_images=*/false); !st.ok()) return st;
+  absl::StatusOr<std::string> egress = AdmitEgress(r, *isolation);
+  if (!egress.ok()) return egress.status();
   if (absl::Status room = CheckRoom(RoomOf(r)); !room.ok()) return room;
   const bool default_image = image->name == kDefaultImageName;
   const SandboxConfig config = {*limits, *isolation, default_image ? "" : image->reference,
                                 *language};
-  return CreateAdmitted(r, config, *image, *std::move(catalog));
+  return CreateAdmitted(r, config, *image, *std::move(catalog), *egress);
 }
 
 absl::Status SessionManager::CheckLanguage(Language language, const ImageChoice& image,
@@ -331,7 +336,7 @@ absl::Status SessionManager::CheckLanguage(Language language, const ImageChoice&
 
 absl::StatusOr<sandbox::v1::Session> SessionManager::CreateAdmitted(
     const sandbox::v1::CreateSessionRequest& r, const SandboxConfig& config,
-    const ImageChoice& image, Catalog catalog) {
+    const ImageChoice& image, Catalog catalog, const std::string& egress_policy) {
   const absl::Time began = absl::Now();  // the checks before took microseconds
   // From the pool of its runtime when it is of the default config there.
   std::optional<Sandbox> sb = pools_.Take(config);
@@ -356,8 +361,19 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateAdmitted(
   md.language = config.language;
   md.created_at_ms = clock_->NowMs();
   md.uid_lease = std::move(sb->uid);
+  std::unique_ptr<SessionEgress> egress;
+  if (!egress_policy.empty()) {
+    absl::StatusOr<std::unique_ptr<SessionEgress>> opened = OpenEgress(md, egress_policy, *sb->conn);
+    if (!opened.ok()) {
+      factory_.Discard(sb->name);
+      metrics_->SessionCreateFailed();
+      return opened.status();
+    }
+    egress = *std::move(opened);
+  }
   auto session = Session::Create(&env_, std::move(md), std::move(catalog), std::move(sb->conn),
                                  /*push_catalog=*/true);
+  if (egress) session->AttachEgress(std::move(egress));  // before its record is written
   if (std::string refused = Register(session, RoomOf(r)); !refused.empty()) {
     metrics_->SessionCreateFailed();
     session->Terminate("too many sessions");

@@ -86,6 +86,11 @@ struct ManagerOptions {
   // Where sessions, executions and tool calls are counted (it outlives the manager);
   // nullptr: a private one nobody serves (tests, --self_check).
   SandboxdMetrics* metrics = nullptr;
+  // Egress by policy (docs/egress.md); null: sessions may have none (a policy that allows
+  // something gives FAILED_PRECONDITION). Outlives the manager.
+  EgressService* egress = nullptr;
+  // How long a runner may take to turn its egress relay on.
+  absl::Duration egress_on_timeout = absl::Seconds(5);
   // Background work: the pool filler (which also re-checks a failing runtime) and the idle
   // reaper. Off for one-shot uses such as `sandboxd --self_check`.
   bool background = true;
@@ -128,6 +133,11 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   absl::StatusOr<sandbox::v1::SessionStats> GetSessionStats(const std::string& id,
                                                             const std::string& owner);
   absl::StatusOr<sandbox::v1::Session> ResetSession(const std::string& id);
+  // Narrows a session's egress policy (SetEgressPolicyRequest); a session of another owner
+  // answers NOT_FOUND when `owner` is set.
+  absl::StatusOr<sandbox::v1::Session> SetEgressPolicy(const std::string& id,
+                                                       const std::string& policy,
+                                                       const std::string& owner);
 
   // Validates (code size, non-empty code) and queues an execution.
   absl::StatusOr<std::shared_ptr<Execution>> Execute(const std::string& session_id,
@@ -172,7 +182,19 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   absl::StatusOr<sandbox::v1::Session> CreateAdmitted(const sandbox::v1::CreateSessionRequest& r,
                                                        const SandboxConfig& config,
                                                        const ImageChoice& image,
-                                                       Catalog catalog);
+                                                       Catalog catalog,
+                                                       const std::string& egress_policy);
+  // session_egress.cc: the policy a CreateSession gets (canonical; empty: no egress).
+  absl::StatusOr<std::string> AdmitEgress(const sandbox::v1::CreateSessionRequest& r,
+                                          Isolation isolation);
+  // Turns the runner's relay on and opens the session's proxy.
+  absl::StatusOr<std::unique_ptr<SessionEgress>> OpenEgress(const Session::Metadata& md,
+                                                            const std::string& policy,
+                                                            RunnerConnection& conn);
+  // The egress of a re-attached session with `recorded` policy; null, and why in
+  // md->egress_lost_reason, when it can no longer have it.
+  std::unique_ptr<SessionEgress> ReopenEgress(const std::string& recorded, Session::Metadata* md,
+                                              RunnerConnection& conn);
   // OK when `image` can run `language`: its runner is installed, and the image offers
   // it (an image without an io.sandboxd.offers label is tried as it is). CreateSession's
   // path takes the image cache as it is (`refresh_images` false: no podman inspect on a
@@ -188,6 +210,10 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
                 const std::map<std::string, ContainerSummary>& containers, std::string* why);
   // A live session; FAILED_PRECONDITION for a lost one, NOT_FOUND for an unknown one.
   absl::StatusOr<std::shared_ptr<Session>> Find(const std::string& id);
+  // Find, where a session of another owner than a non-empty `owner` (live or lost) answers
+  // exactly as an unknown id does.
+  absl::StatusOr<std::shared_ptr<Session>> FindOwned(const std::string& id,
+                                                     const std::string& owner);
   // SlotKeeper: replaces a registered session that became lost by its tombstone,
   // so it no longer counts against the limits, and frees what it held (record, socket
   // directory, uid; its container is already being removed). Idempotent.

@@ -493,7 +493,8 @@ TEST(ParseRunnerMessageTest, Acks) {
     AckMessage::Kind kind;
   } cases[] = {{"pong", AckMessage::Kind::kPong},
                {"reset_done", AckMessage::Kind::kResetDone},
-               {"catalog_set", AckMessage::Kind::kCatalogSet}};
+               {"catalog_set", AckMessage::Kind::kCatalogSet},
+               {"egress_on", AckMessage::Kind::kEgressOn}};
   for (const auto& c : cases) {
     auto m = Parse(json{{"type", c.type}, {"id", 77}});
     ASSERT_TRUE(m.ok()) << c.type << ": " << m.status();
@@ -505,6 +506,22 @@ TEST(ParseRunnerMessageTest, Acks) {
     EXPECT_PROTOCOL_ERROR((json{{"type", c.type}, {"id", -77}}), "'id'");
     EXPECT_PROTOCOL_ERROR((json{{"type", c.type}, {"id", "77"}}), "'id'");
   }
+}
+
+TEST(ParseRunnerMessageTest, EgressOnCarriesTheRunnersReason) {
+  auto on = Parse(json{{"type", "egress_on"}, {"id", 3}, {"port", 41234}});
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_EQ(std::get<AckMessage>(*on).error, "");
+  auto failed = Parse(json{{"type", "egress_on"}, {"id", 3}, {"error", "no egress.sock"}});
+  ASSERT_TRUE(failed.ok()) << failed.status();
+  EXPECT_EQ(std::get<AckMessage>(*failed).error, "no egress.sock");
+  // An error without words still fails the relay.
+  auto empty = Parse(json{{"type", "egress_on"}, {"id", 3}, {"error", ""}});
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_EQ(std::get<AckMessage>(*empty).error, "the runner gave no reason");
+  EXPECT_PROTOCOL_ERROR((json{{"type", "egress_on"}, {"id", 3}, {"error", 5}}), "error");
+  EXPECT_PROTOCOL_ERROR((json{{"type", "egress_on"}, {"id", 3}, {"error", std::string(2000, 'x')}}),
+                        "error");
 }
 
 TEST(ParseRunnerMessageTest, LargestIdAccepted) {

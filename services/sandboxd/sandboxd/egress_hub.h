@@ -1,0 +1,99 @@
+// EgressHub: the daemon's EgressService (egress_service.h) on sandboxd_egress. It holds the
+// operator's default and maximum policies, runs every session's proxy on one io_context
+// thread of its own, shares connection slots and byte quotas among one owner's sessions,
+// and turns each proxy decision into an audit line and metrics (docs/egress.md).
+//
+//   absl::StatusOr<std::unique_ptr<EgressHub>> hub = EgressHub::Create(options);
+//   manager_options.egress = hub->get();   // the hub outlives the manager
+//
+// Refused requests are logged within a rate per session (the first kAuditBurst of each
+// minute in full, then one line saying how many were not), so that a session cannot flood
+// the log; the metrics count them all. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "base/mutex.h"
+#include "egress/policy.h"
+#include "egress/proxy_seams.h"
+#include "sandboxd/egress_service.h"
+#include "sandboxd/metrics.h"
+
+namespace sandboxd {
+
+struct EgressHubOptions {
+  std::string default_policy;  // --egress_default
+  std::string max_policy;      // --egress_max; empty: the default is the maximum
+  egress::ProxyLimits limits;  // per session (and per connection)
+  size_t max_connections_per_owner = 256;
+  uint64_t max_bytes_per_owner = uint64_t{64} << 30;
+  size_t parked = 4;  // connections the host keeps parked on each relay
+  // Names answered without asking the host's resolver (--egress_hosts), as /etc/hosts.
+  std::vector<std::pair<std::string, egress::IpAddress>> hosts;
+  SandboxdMetrics* metrics = nullptr;  // outlives the hub; null: none
+};
+
+// "name=address" entries separated by commas (--egress_hosts); INVALID_ARGUMENT naming the
+// entry.
+absl::StatusOr<std::vector<std::pair<std::string, egress::IpAddress>>> ParseEgressHosts(
+    absl::string_view text);
+
+class EgressHub final : public EgressService, private egress::DecisionSink {
+ public:
+  static constexpr int kAuditBurst = 20;
+  // INVALID_ARGUMENT naming the flag when a policy does not parse, or when the default is
+  // wider than the maximum.
+  static absl::StatusOr<std::unique_ptr<EgressHub>> Create(EgressHubOptions options);
+  ~EgressHub() override;
+  EgressHub(const EgressHub&) = delete;
+  EgressHub& operator=(const EgressHub&) = delete;
+
+  absl::StatusOr<std::string> Admit(absl::string_view requested) const override;
+  absl::StatusOr<std::string> Canonical(absl::string_view policy) const override;
+  absl::StatusOr<std::unique_ptr<SessionEgress>> Open(const std::string& session,
+                                                      const std::string& owner,
+                                                      const std::string& policy,
+                                                      const std::string& relay_socket) override;
+  std::string default_policy() const override { return default_.ToString(); }
+  std::string max_policy() const override { return max_.ToString(); }
+
+ private:
+  class Proxy;
+  class HostsResolver;
+  struct Owner {
+    std::weak_ptr<egress::ConnectionSlots> slots;
+    std::weak_ptr<egress::ByteQuota> bytes;
+  };
+  struct AuditWindow {
+    int64_t started_ms = 0;
+    uint64_t written = 0;
+    uint64_t held_back = 0;
+  };
+  EgressHub(EgressHubOptions options, egress::Policy default_policy, egress::Policy max_policy);
+  void Record(const egress::Decision& decision) override;
+  void Forget(const std::string& session);
+
+  const EgressHubOptions options_;
+  const egress::Policy default_;
+  const egress::Policy max_;
+  boost::asio::io_context io_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
+  std::unique_ptr<HostsResolver> resolver_;
+  codemode::Mutex mu_;
+  std::map<std::string, Owner> owners_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, AuditWindow> audit_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;  // last: runs io_ once everything above exists
+};
+
+}  // namespace sandboxd

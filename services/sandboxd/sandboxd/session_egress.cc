@@ -1,0 +1,66 @@
+// SessionManager's part of egress by policy (docs/egress.md): CreateSession admits a
+// session's policy against the operator's maximum; the runner's relay is turned on and the
+// session's proxy opened before the session is handed out (or re-attached); SetEgressPolicy
+// narrows it.
+#include "absl/strings/str_cat.h"
+#include "base/log_text.h"
+#include "sandboxd/log.h"
+#include "sandboxd/session_manager.h"
+
+namespace sandboxd {
+
+absl::StatusOr<std::string> SessionManager::AdmitEgress(const sandbox::v1::CreateSessionRequest& r,
+                                                        Isolation isolation) {
+  if (!options_.egress) {
+    if (r.egress_policy().empty()) return std::string();
+    return absl::FailedPreconditionError("this sandboxd gives sessions no egress");
+  }
+  absl::StatusOr<std::string> policy = options_.egress->Admit(r.egress_policy());
+  if (!policy.ok() || policy->empty()) return policy;
+  if (isolation == Isolation::kWasm) {
+    return absl::FailedPreconditionError(
+        "egress is not available under isolation wasm (docs/egress.md); ask for no egress "
+        "policy, or for isolation container or gvisor");
+  }
+  return policy;
+}
+
+absl::StatusOr<std::unique_ptr<SessionEgress>> SessionManager::OpenEgress(
+    const Session::Metadata& md, const std::string& policy, RunnerConnection& conn) {
+  if (absl::Status s = conn.TurnEgressOn(options_.egress_on_timeout); !s.ok()) return s;
+  return options_.egress->Open(md.id, md.owner, policy,
+                               factory_.SocketDir(md.container_name) + "/egress.sock");
+}
+
+std::unique_ptr<SessionEgress> SessionManager::ReopenEgress(const std::string& recorded,
+                                                            Session::Metadata* md,
+                                                            RunnerConnection& conn) {
+  absl::StatusOr<std::string> policy =
+      options_.egress ? options_.egress->Admit(recorded)
+                      : absl::FailedPreconditionError("this sandboxd gives sessions no egress");
+  absl::StatusOr<std::unique_ptr<SessionEgress>> egress =
+      policy.ok() ? OpenEgress(*md, *policy, conn) : policy.status();
+  if (egress.ok()) return *std::move(egress);
+  md->egress_lost_reason = absl::StrCat("its egress policy (", recorded,
+                                        ") was not restored: ", egress.status().message());
+  spdlog::warn("session {}: {}", md->id, codemode::LogLongText(md->egress_lost_reason));
+  return nullptr;
+}
+
+absl::StatusOr<sandbox::v1::Session> SessionManager::SetEgressPolicy(const std::string& id,
+                                                                     const std::string& policy,
+                                                                     const std::string& owner) {
+  absl::StatusOr<std::shared_ptr<Session>> found = FindOwned(id, owner);
+  if (!found.ok()) return found.status();
+  absl::StatusOr<std::string> canonical =
+      options_.egress ? options_.egress->Canonical(policy) : std::string();
+  if (!canonical.ok()) return canonical.status();
+  if (!options_.egress && !policy.empty()) {
+    return absl::FailedPreconditionError("this sandboxd gives sessions no egress");
+  }
+  if (absl::Status s = (*found)->NarrowEgress(*canonical, canonical->empty()); !s.ok()) return s;
+  spdlog::info("session {}: egress policy narrowed to '{}'", id, codemode::LogText(*canonical));
+  return Describe(**found);
+}
+
+}  // namespace sandboxd
