@@ -5,9 +5,12 @@
 // first bytes are a TLS ClientHello. A reset keeps the variables and the dispatcher.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
+import tls from 'node:tls';
 import { RunnerContainer } from './harness.mjs';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -142,6 +145,25 @@ describe('javascript runner: egress relay', () => {
     assert.match(r.result, /^'failed: /);
   });
 
+  it("checks the origin's certificate inside the tunnel", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'egress-cert-'));
+    const [keyFile, certFile] = [path.join(dir, 'key.pem'), path.join(dir, 'cert.pem')];
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1',
+      '-nodes', '-keyout', keyFile, '-out', certFile, '-days', '1', '-subj', '/CN=example.test',
+      '-addext', 'subjectAltName=DNS:example.test'], { stdio: 'ignore' });
+    const host = await park();
+    const id = client.startExec(fetchOutcome('https://example.test/self-signed'));
+    assert.match(await host.head(), /^CONNECT example\.test:443 /);
+    host.socket.removeAllListeners('data');
+    host.socket.write('HTTP/1.1 200 Connection established\r\n\r\n');
+    const secure = new tls.TLSSocket(host.socket, { isServer: true,
+      key: fs.readFileSync(keyFile), cert: fs.readFileSync(certFile) });
+    secure.on('error', () => {});
+    const r = await client.finishExec(id);
+    fs.rmSync(dir, { recursive: true, force: true });
+    assert.match(r.result, /^'failed: self[- ]signed certificate/);
+  });
+
   it("shows the proxy's refusal of a CONNECT in the error", async () => {
     const host = await park();
     const id = client.startExec(fetchOutcome('https://other.test/'));
@@ -205,5 +227,10 @@ describe('javascript runner: egress relay', () => {
     const id = client.startExec("await (await fetch('http://example.test/after-reset')).text()");
     const [, result] = await answer(host, id, /^GET http:\/\/example\.test\/after-reset HTTP\/1\.1\r\n/);
     assert.equal(result, "'hello relay'");
+  });
+
+  it('closes the connection on an egress frame whose id is not an int', async () => {
+    client.send({ type: 'egress', id: '1' });
+    assert.ok(await client.atEof(5000));
   });
 });
