@@ -127,12 +127,24 @@ class _Broker:
         client = _accept(self.local_listener)
         if client is None:
             return
-        if self.parked:
-            _start_copy(client, self.parked.popleft())
-        elif len(self.waiting) < MAX_WAITING:
+        while self.parked:
+            host = self.parked.popleft()
+            if _quiet(host):
+                _start_copy(client, host)
+                return
+            host.close()
+        if len(self.waiting) < MAX_WAITING:
             self.waiting.append((client, time.monotonic() + WAIT_SECONDS))
         else:
             client.close()
+
+
+def _quiet(sock):
+    """Whether a parked connection is still live: not readable (EOF or bytes before its
+    client), which the poll of this turn may not have seen yet."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return not poller.poll(0)
 
 
 def _accept(listener):
