@@ -69,14 +69,15 @@ class Connection {
 
 // Listen on `socketPath` (a stale socket file is removed); the socket is made 0777 through the
 // umask at bind time (rootless podman maps the container's uid to another host uid than
-// sandboxd's; gVisor refuses chmod on a socket it creates on the host).
-function listen(socketPath, onSocket) {
+// sandboxd's; gVisor refuses chmod on a socket it creates on the host). `serverOptions` go to
+// net.createServer.
+function listen(socketPath, onSocket, serverOptions = {}) {
   try {
     fs.unlinkSync(socketPath);
   } catch (e) {
     if (e.code !== 'ENOENT') throw e;
   }
-  const server = net.createServer(onSocket);
+  const server = net.createServer(serverOptions, onSocket);
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     const old = process.umask(0);

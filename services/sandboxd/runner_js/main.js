@@ -17,6 +17,7 @@
 // session's environment is the runner's (a container's is the session's).
 
 const fs = require('fs');
+const path = require('path');
 const { isMainThread, workerData } = require('worker_threads');
 const { log, DEFAULT_IDLE_WATCHDOG_MS } = require('./common');
 
@@ -137,9 +138,13 @@ async function runMain(argv) {
     null;
   const { Runner } = require('./runner');
   const { listen, listenOnFd } = require('./connection');
+  // egress.sock beside the runner's socket, before it (sandboxd seals the directory once it
+  // has connected); a runner given a listening descriptor has no egress.
+  const egress = options.socket === null ? null :
+    await require('./egress').EgressRelay.create(path.dirname(path.resolve(options.socket)));
   const runner = new Runner({ bundle: __filename, workspace: options.workspace,
     heapMb: options.heapMb || defaultHeapMb(), ownPidNamespace: options.ownPidNamespace,
-    idleWatchdogMs: options.idleWatchdogMs, python, env, token });
+    idleWatchdogMs: options.idleWatchdogMs, python, env, token, egress });
   // The socket appears once user code can run (sandboxd's pool counts a container ready
   // when it has connected), or after FIRST_NAMESPACE_WAIT_MS whatever the worker does.
   await Promise.race([runner.firstReady,

@@ -17,6 +17,7 @@ const { OutputBatcher } = require('./output');
 const { ToolCalls, ExecCalls } = require('./tool_calls');
 const { FileTransfers, FILE_FRAMES, checkFileFrame } = require('./files');
 const { IdleWatchdog } = require('./watchdog');
+const { proxyEnvironment } = require('./egress');
 const fs = require('fs');
 
 // How long a reset waits for the old worker to reap the processes it had started.
@@ -29,6 +30,9 @@ class Runner {
     this.ownPidNamespace = options.ownPidNamespace;
     this.env = options.env;       // user code's process.env / os.environ (main.js)
     this.token = options.token || null;  // sandboxd's token for this runner, in every ready
+    // The EgressRelay (egress.js) when the runner listens on a path; null: no egress.
+    this.egress = options.egress || null;
+    this.egressPort = null;       // the relay's port once egress is on
     // Python in Pyodide (python_files.js's files) instead of JavaScript; null: JavaScript.
     this.python = options.python || null;
     this.pythonVersion = '';
@@ -83,8 +87,35 @@ class Runner {
     };
     const ns = this.python ?
       new PythonNamespace(this.bundle, this.heapMb, handlers, this.python, this.env) :
-      new Namespace(this.bundle, this.heapMb, handlers, { sandboxRole: 'worker' }, this.env);
+      new Namespace(this.bundle, this.heapMb, handlers, this.workerData(), this.env);
     this.ns = ns;
+  }
+
+  // What a JavaScript worker gets in workerData: its role, and the relay's port once egress
+  // is on (the worker installs fetch() through it before it says ready).
+  workerData() {
+    const data = { sandboxRole: 'worker' };
+    if (this.egressPort !== null) data.egressPort = this.egressPort;
+    return data;
+  }
+
+  // The `egress` frame: answered as soon as the relay listens, whatever runs. Every later
+  // worker gets the proxy variables and fetch() through the relay, and so does the running
+  // one, before any exec sent after the answer (its port carries messages in order).
+  turnOnEgress(conn, id) {
+    if (!this.egress || this.python) {
+      conn.send({ type: 'egress_on', id, error: 'this runner has no egress relay (it was ' +
+        'given a listening descriptor, not a socket directory)' });
+      return;
+    }
+    this.egress.turnOn().then((port) => {
+      if (this.egressPort === null) {
+        this.egressPort = port;
+        Object.assign(this.env, proxyEnvironment(port));
+        this.ns.post({ t: 'egress', port, env: proxyEnvironment(port) });
+      }
+      conn.send({ type: 'egress_on', id, port });
+    }, (e) => conn.send({ type: 'egress_on', id, error: e.message }));
   }
 
   // A fresh namespace in place of the one that ran user code, and with it every process that
@@ -360,6 +391,7 @@ class Runner {
       this.calls.resolve(conn, frame);
     } else if (kind === 'interrupt') this.interrupt(conn, frameField(frame, 'id', 'int'));
     else if (kind === 'exec') this.enqueue(conn, checkExec(frame));
+    else if (kind === 'egress') this.turnOnEgress(conn, frameField(frame, 'id', 'int'));
     else if (kind === 'reset') {
       frameField(frame, 'id', 'int');
       this.enqueue(conn, frame);

@@ -96,6 +96,9 @@ class WorkerRuntime {
     globalThis.require = createRequire(path.join(process.cwd(), '<repl>'));
     process.on('uncaughtException', (e) => this.background(e));
     process.on('unhandledRejection', (e) => this.background(e));
+    if (workerData.egressPort !== undefined) {
+      require('./egress_fetch').installEgress(workerData.egressPort, null);
+    }
     port.on('message', (m) => this.onMessage(m));
     // Unreferenced, so process._getActiveHandles() does not list it; a listener on parentPort
     // keeps the thread alive instead (code that removes it only ends its own namespace).
@@ -116,6 +119,7 @@ class WorkerRuntime {
     else if (m.t === 'interrupt' && this.current && this.current.id === m.id) this.current.interrupt();
     else if (m.t === 'catalog') this.tools.install(m.servers);
     else if (m.t === 'ping') post({ t: 'pong', n: m.n });      // the idle watchdog (watchdog.js)
+    else if (m.t === 'egress') require('./egress_fetch').installEgress(m.port, m.env);
   }
 
   // `code` is the cell after transform.js (done on the main thread).

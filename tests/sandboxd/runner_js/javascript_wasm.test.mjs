@@ -25,6 +25,13 @@ describe('javascript on the wasm tier\'s node', () => {
     assert.equal((await client.exec('a + 1')).result, '42');
   });
 
+  it('has no egress: no egress.sock beside its socket, and `egress` answers an error', async () => {
+    assert.equal(fs.existsSync(path.join(runner.dir, 'egress.sock')), false);
+    const reply = await client.reply('egress_on', { type: 'egress' });
+    assert.match(reply.error, /no egress relay/);
+    assert.equal(reply.port, undefined);
+  });
+
   it('gives user code exactly the session environment of --env-fd', async () => {
     const r = await client.exec('JSON.stringify(process.env)');
     assert.equal(r.status, 'ok', JSON.stringify(r.error));

@@ -2,6 +2,7 @@
 runner's own log, and which code is the runner's (for tracebacks and interrupts)."""
 
 import os
+import socket
 import sys
 
 RUNNER_VERSION = 2                          # 2: binary file_chunk frames
@@ -65,3 +66,24 @@ RUNNER_DIR = os.path.dirname(_runner_code_filename()) + os.sep
 def is_runner_file(filename):
     """True for a code filename of any module of the runner (never for user cells)."""
     return filename.startswith(RUNNER_DIR)
+
+
+def bind_unix_socket(path):
+    """A unix stream socket bound at `path` (a stale socket file there is removed), not yet
+    listening. Rootless podman maps the container uid to another host uid than sandboxd's,
+    so the socket is made 0777 by the umask at bind time (gVisor refuses chmod on a socket
+    it creates on the host). The umask is process-wide: call it while single-threaded."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0)
+    try:
+        sock.bind(path)
+    except OSError:
+        sock.close()
+        raise
+    finally:
+        os.umask(old_umask)
+    return sock

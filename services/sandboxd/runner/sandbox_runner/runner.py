@@ -5,15 +5,15 @@ parses the command line."""
 import os
 import queue
 import signal
-import socket
 import sys
 import threading
 import time
 import traceback
 
 from .catalog import parse_catalog
-from .common import DEFAULT_TOOL_CALLS_IN_FLIGHT, RUNNER_VERSION, log
+from .common import DEFAULT_TOOL_CALLS_IN_FLIGHT, RUNNER_VERSION, bind_unix_socket, log
 from .display import MPL_BACKEND, Displayer
+from .egress import EgressRelay
 from .executor import ExecState, Executor
 from .files import FILE_FRAMES, FileTransfers, check_file_frame
 from .interrupts import InterruptController
@@ -61,6 +61,7 @@ class Runner:
         self.calls = ToolCalls(self)
         self.executor = Executor(self)
         self.files = FileTransfers(workspace)
+        self.egress = None                   # EgressRelay, made by serve_forever
         self._pid = os.getpid()
         os.register_at_fork(after_in_child=self._after_fork_in_child)
 
@@ -107,23 +108,14 @@ class Runner:
         sys.stdin = self._stdin
 
     def _listen(self):
-        try:
-            os.unlink(self.socket_path)      # stale socket of an earlier runner
-        except FileNotFoundError:
-            pass
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        # Rootless podman maps the container uid to another host uid than sandboxd's, so
-        # the socket is made 0777 by the umask at bind time (gVisor refuses chmod on a
-        # socket it creates on the host; still single-threaded here).
-        old_umask = os.umask(0)
-        try:
-            listener.bind(self.socket_path)
-        finally:
-            os.umask(old_umask)
+        listener = bind_unix_socket(self.socket_path)   # still single-threaded here
         listener.listen(4)
         return listener
 
     def serve_forever(self):
+        # egress.sock before runner.sock: sandboxd seals the socket directory read-only
+        # once it has connected.
+        self.egress = EgressRelay(os.path.dirname(os.path.abspath(self.socket_path)))
         listener = self._listen()
         self._prepare_process()
         threading.Thread(target=self._accept_loop, args=(listener,), name="acceptor",
@@ -257,6 +249,8 @@ class Runner:
         elif kind == "reset":
             frame_field(frame, "id", int)
             self._work.put((conn, frame))
+        elif kind == "egress":
+            conn.send(self._egress_on(frame_field(frame, "id", int)))
         elif kind == "set_catalog":
             frame_field(frame, "id", int)
             servers = parse_catalog(frame_field(frame, "catalog", dict))
@@ -266,6 +260,13 @@ class Runner:
             self.files.submit(conn, check_file_frame(frame))
         else:
             log(f"ignoring unknown frame type {kind!r}")
+
+    def _egress_on(self, frame_id):
+        """The `egress` frame, answered on the reader thread (never behind an exec)."""
+        try:
+            return {"type": "egress_on", "id": frame_id, "port": self.egress.turn_on()}
+        except RuntimeError as exc:
+            return {"type": "egress_on", "id": frame_id, "error": str(exc)}
 
     def _interrupt(self, conn, exec_id):
         with self._lock:

@@ -1,0 +1,134 @@
+'use strict';
+// The egress relay (docs/egress.md, "The relay inside"; docs/runner-protocol.md, "Egress
+// relay"), on the main thread. The session has no network; sandboxd's proxy dials into
+// `egress.sock`, a unix socket in the socket directory, and keeps connections parked there.
+// Once sandboxd turns egress on (the `egress` frame), the relay listens on 127.0.0.1 (the
+// kernel picks the port), pairs each local client with the oldest parked host connection and
+// copies bytes both ways. Every check is the host's: the relay neither reads nor limits what
+// it copies. Node cannot bind without listening, so until then egress.sock takes connections
+// and closes them at once.
+
+const net = require('net');
+const path = require('path');
+const { log } = require('./common');
+const { listen } = require('./connection');
+
+const SOCKET_NAME = 'egress.sock';
+const MAX_PARKED = 64;          // host connections kept parked
+const MAX_WAITING = 256;        // local clients waiting for a parked host connection
+const WAIT_MS = 10000;          // how long a local client waits for one
+const NO_PROXY = 'localhost,127.0.0.1,::1';
+
+// The variables that point HTTP clients at the relay on `port`.
+function proxyEnvironment(port) {
+  const url = `http://127.0.0.1:${port}`;
+  return { HTTP_PROXY: url, HTTPS_PROXY: url, http_proxy: url, https_proxy: url,
+    NO_PROXY, no_proxy: NO_PROXY };
+}
+
+// Copies both ways; the end of one direction half-closes the other socket (both are
+// allowHalfOpen), an error destroys both, and each socket goes once both its sides ended.
+function relay(a, b) {
+  const cut = () => {
+    a.destroy();
+    b.destroy();
+  };
+  a.on('error', cut);
+  b.on('error', cut);
+  a.pipe(b);
+  b.pipe(a);
+}
+
+class EgressRelay {
+  // egress.sock in `socketDir`, made before the runner's own socket (sandboxd seals the
+  // directory once it has connected). A failure is logged and answered to `egress` frames.
+  static async create(socketDir) {
+    const relayObject = new EgressRelay(path.join(socketDir, SOCKET_NAME));
+    try {
+      relayObject.hostServer = await listen(relayObject.path, (s) => relayObject.onHost(s),
+        { allowHalfOpen: true });
+    } catch (e) {
+      relayObject.error = `cannot create ${relayObject.path}: ${e.message}`;
+      log(relayObject.error);
+    }
+    return relayObject;
+  }
+
+  constructor(socketPath) {
+    this.path = socketPath;
+    this.error = null;
+    this.hostServer = null;
+    this.starting = null;         // resolves with the port once on
+    this.on = false;
+    this.parked = [];             // {sock, drop} in arrival order
+    this.waiting = [];            // {client, timer}
+  }
+
+  // Resolves with the relay's port (the same one on every call); rejects with the reason.
+  turnOn() {
+    if (!this.starting) this.starting = this.start();
+    return this.starting;
+  }
+
+  async start() {
+    if (!this.hostServer) throw new Error(this.error || 'the relay has no socket');
+    const local = net.createServer({ allowHalfOpen: true, pauseOnConnect: true },
+      (client) => this.onClient(client));
+    await new Promise((resolve, reject) => {
+      local.once('error', reject);
+      local.listen(0, '127.0.0.1', resolve);
+    }).catch((e) => {
+      this.starting = null;       // a later frame tries again
+      throw new Error(`cannot listen: ${e.message}`);
+    });
+    local.on('error', (e) => log(`egress relay: ${e.message}`));
+    this.on = true;
+    return local.address().port;
+  }
+
+  onHost(sock) {
+    if (!this.on) {
+      sock.destroy();
+      return;
+    }
+    sock.on('error', () => {});
+    if (this.waiting.length) {
+      const { client, timer } = this.waiting.shift();
+      clearTimeout(timer);
+      relay(client, sock);
+    } else if (this.parked.length < MAX_PARKED) {
+      // A parked connection that is readable (EOF, or bytes before its client) is dead.
+      const entry = { sock, drop: () => this.drop(entry) };
+      for (const event of ['data', 'end', 'close']) sock.on(event, entry.drop);
+      this.parked.push(entry);
+    } else {
+      sock.destroy();
+    }
+  }
+
+  drop(entry) {
+    const at = this.parked.indexOf(entry);
+    if (at >= 0) this.parked.splice(at, 1);
+    entry.sock.destroy();
+  }
+
+  onClient(client) {
+    client.on('error', () => {});
+    const entry = this.parked.shift();
+    if (entry) {
+      for (const event of ['data', 'end', 'close']) entry.sock.off(event, entry.drop);
+      relay(client, entry.sock);    // pipe() reads on in this tick: no byte is lost
+    } else if (this.waiting.length < MAX_WAITING) {
+      const waiter = { client, timer: null };
+      waiter.timer = setTimeout(() => {
+        this.waiting.splice(this.waiting.indexOf(waiter), 1);
+        client.destroy();
+      }, WAIT_MS);
+      this.waiting.push(waiter);
+    } else {
+      client.destroy();
+    }
+  }
+}
+
+module.exports = { EgressRelay, proxyEnvironment, SOCKET_NAME };

@@ -1,0 +1,195 @@
+"""The egress relay (docs/runner-protocol.md, "Egress relay"): egress.sock is bound before
+`ready` and not listening until the `egress` frame; then sandboxd's side (played here)
+parks connections on it and user code reaches them through the proxy variables."""
+
+import os
+import socket
+import threading
+import time
+
+from harness import TIMEOUT, RunnerTestCase
+
+PROXY = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
+RESPONSE = (b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 11\r\n"
+            b"Connection: close\r\n\r\nhello relay")
+
+
+def read_head(sock):
+    """Bytes up to and including the blank line after a request head."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        part = sock.recv(4096)
+        if not part:
+            raise AssertionError(f"EOF after {data!r}")
+        data += part
+    return data
+
+
+class EgressTest(RunnerTestCase):
+    def connect(self):
+        client = super().connect()
+        if not hasattr(self, "egress_path"):    # the first connection: before its ready
+            self.egress_path = os.path.join(self.tmp.name, "egress.sock")
+            self.egress_existed = os.path.exists(self.egress_path)
+        return client
+
+    def park(self, count=1):
+        """`count` host connections to egress.sock, as sandboxd's parked dialer makes."""
+        parked = []
+        for _ in range(count):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(TIMEOUT)
+            sock.connect(self.egress_path)
+            parked.append(sock)
+        self.addCleanup(lambda: [s.close() for s in parked])
+        return parked
+
+    def egress_on(self):
+        frame_id = self.client.new_id()
+        self.client.send({"type": "egress", "id": frame_id})
+        reply = self.client.expect("egress_on")
+        self.assertEqual(reply["id"], frame_id)
+        self.assertNotIn("error", reply)
+        return reply["port"]
+
+    def test_socket_is_bound_before_ready_and_closed_until_egress(self):
+        self.assertTrue(self.egress_existed)
+        self.assertEqual(os.stat(self.egress_path).st_mode & 0o777, 0o777)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            with self.assertRaises(ConnectionRefusedError):
+                sock.connect(self.egress_path)
+        res = self.client.exec("import os\n[k for k in os.environ if 'proxy' in k.lower()]")
+        self.assertEqual(res.value, [])
+
+    def test_egress_frame_is_idempotent_and_checked(self):
+        port = self.egress_on()
+        self.assertIsInstance(port, int)
+        self.assertEqual(self.egress_on(), port)
+        res = self.client.exec("import os\n[os.environ[k] for k in "
+                               f"{PROXY!r} + ('NO_PROXY', 'no_proxy')]")
+        url = f"http://127.0.0.1:{port}"
+        self.assertEqual(res.value, [url] * 4 + ["localhost,127.0.0.1,::1"] * 2)
+        self.client.send({"type": "egress", "id": "1"})
+        self.assertTrue(self.client.at_eof())
+
+    def test_egress_is_answered_while_an_exec_runs(self):
+        exec_id = self.client.start_exec("import time\ntime.sleep(1.5)")
+        time.sleep(0.2)
+        started = time.monotonic()
+        self.egress_on()
+        self.assertLess(time.monotonic() - started, 1.0)
+        self.assertOk(self.client.finish_exec(exec_id))
+
+    def test_http_request_goes_to_a_parked_connection(self):
+        self.egress_on()
+        [host] = self.park()
+        exec_id = self.client.start_exec(
+            "import urllib.request\n"
+            "urllib.request.urlopen('http://example.test/x?y=1', timeout=10).read().decode()")
+        head = read_head(host)
+        self.assertTrue(head.startswith(b"GET http://example.test/x?y=1 HTTP/1.1\r\n"), head)
+        self.assertIn(b"\r\nHost: example.test\r\n", head)
+        host.sendall(RESPONSE)
+        host.shutdown(socket.SHUT_WR)
+        res = self.client.finish_exec(exec_id)
+        self.assertOk(res)
+        self.assertEqual(res.value, "hello relay")
+        self.assertEqual(host.recv(10), b"")       # the relay ended its side too
+
+    def test_connect_tunnel_copies_both_ways(self):
+        self.egress_on()
+        [host] = self.park()
+        exec_id = self.client.start_exec(
+            "import http.client, os, socket\n"
+            "c = http.client.HTTPConnection('127.0.0.1', int(os.environ['HTTPS_PROXY']"
+            ".rsplit(':', 1)[1]), timeout=10)\n"
+            "c.set_tunnel('example.test', 443)\n"
+            "c.connect()\n"
+            "c.sock.sendall(b'ping' * 1000)\n"
+            "c.sock.shutdown(socket.SHUT_WR)\n"
+            "got = b''\n"
+            "while (part := c.sock.recv(65536)): got += part\n"
+            "got")
+        head = read_head(host)
+        self.assertRegex(head, rb"^CONNECT example.test:443 HTTP/1\.[01]\r\n")
+        host.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        data = b""
+        while len(data) < 4000:
+            part = host.recv(65536)
+            self.assertTrue(part, data)
+            data += part
+        self.assertEqual(data, b"ping" * 1000)
+        self.assertEqual(host.recv(10), b"")       # the code's half-close reached us
+        host.sendall(b"pong" * 5000)
+        host.shutdown(socket.SHUT_WR)
+        tunnel = self.client.finish_exec(exec_id)
+        self.assertOk(tunnel)
+        self.assertEqual(tunnel.value, b"pong" * 5000)
+
+    def test_closed_parked_connections_are_skipped(self):
+        self.egress_on()
+        dead = self.park(2)
+        [live] = self.park()
+        for sock in dead:
+            sock.close()
+        time.sleep(0.2)
+        exec_id = self.client.start_exec(
+            "import urllib.request\n"
+            "urllib.request.urlopen('http://example.test/', timeout=10).read().decode()")
+        self.assertTrue(read_head(live).startswith(b"GET http://example.test/ HTTP/1.1"))
+        live.sendall(RESPONSE)
+        res = self.client.finish_exec(exec_id)
+        self.assertOk(res)
+        self.assertEqual(res.value, "hello relay")
+
+    def test_client_waits_for_a_parked_connection(self):
+        self.egress_on()
+        exec_id = self.client.start_exec(
+            "import urllib.request\n"
+            "urllib.request.urlopen('http://example.test/late', timeout=10).read().decode()")
+        time.sleep(0.5)
+        [host] = self.park()
+        self.assertTrue(read_head(host).startswith(b"GET http://example.test/late "))
+        host.sendall(RESPONSE)
+        self.assertEqual(self.client.finish_exec(exec_id).value, "hello relay")
+
+    def test_reset_keeps_the_relay_and_the_variables(self):
+        port = self.egress_on()
+        self.client.reset()
+        res = self.client.exec("import os\nos.environ['HTTP_PROXY']")
+        self.assertEqual(res.value, f"http://127.0.0.1:{port}")
+        [host] = self.park()
+        exec_id = self.client.start_exec(
+            "import urllib.request\n"
+            "urllib.request.urlopen('http://example.test/r', timeout=10).read().decode()")
+        self.assertTrue(read_head(host).startswith(b"GET http://example.test/r "))
+        host.sendall(RESPONSE)
+        self.assertEqual(self.client.finish_exec(exec_id).value, "hello relay")
+        self.assertEqual(self.egress_on(), port)
+
+    def test_relay_throughput(self):
+        """64 MiB through the relay (reported; a floor far below loopback's speed)."""
+        port = self.egress_on()
+        [host] = self.park()
+        size = 64 * 1024 * 1024
+        with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as client:
+            started = time.monotonic()
+            chunk = b"x" * (1024 * 1024)
+            received = 0
+
+            def drain():
+                nonlocal received
+                while (part := host.recv(1 << 20)):
+                    received += len(part)
+
+            reader = threading.Thread(target=drain)
+            reader.start()
+            for _ in range(size // len(chunk)):
+                client.sendall(chunk)
+            client.shutdown(socket.SHUT_WR)
+            reader.join(TIMEOUT)
+            elapsed = time.monotonic() - started
+        self.assertEqual(received, size)
+        rate = size / elapsed / 1e6
+        print(f"\nrelay: 64 MiB in {elapsed:.3f} s, {rate:.0f} MB/s")
+        self.assertGreater(rate, 50)

@@ -1,0 +1,236 @@
+// The egress relay of the JavaScript runner (docs/runner-protocol.md, "Egress relay"):
+// egress.sock exists before `ready` and takes no connection until the `egress` frame; then
+// this test plays sandboxd's proxy (connections parked on egress.sock) and the worker's
+// fetch() reaches it: http:// as absolute-URI requests, https:// as a CONNECT tunnel whose
+// first bytes are a TLS ClientHello. A reset keeps the variables and the dispatcher.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import tls from 'node:tls';
+import { RunnerContainer } from './harness.mjs';
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const RESPONSE = 'HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nX-A: 1\r\nContent-Length: 11\r\n' +
+  'Connection: close\r\n\r\nhello relay';
+
+// A cell whose result is 'fetched' or 'failed: ' and why fetch(url) failed.
+const fetchOutcome = (url) => `let outcome; try { await fetch('${url}'); outcome = 'fetched' } ` +
+  "catch (e) { outcome = 'failed: ' + (e.cause && e.cause.message || e) } outcome";
+
+// A host connection to egress.sock, as sandboxd's parked dialer makes; buffers what arrives.
+class Parked {
+  static open(socketPath) {
+    return new Promise((resolve, reject) => {
+      const s = net.createConnection({ path: socketPath, allowHalfOpen: true }, () => resolve(new Parked(s)));
+      s.once('error', reject);
+    });
+  }
+
+  constructor(socket) {
+    Object.assign(this, { socket, data: Buffer.alloc(0), ended: false, waiters: [] });
+    socket.on('data', (d) => { this.data = Buffer.concat([this.data, d]); this.wake(); });
+    socket.on('end', () => { this.ended = true; this.wake(); });
+    socket.on('close', () => { this.ended = true; this.wake(); });
+    socket.on('error', () => {});
+  }
+
+  wake() {
+    for (const w of this.waiters.splice(0)) w();
+  }
+
+  // Resolves once `done(data)` holds; fails after `timeout` ms or at EOF before it.
+  async until(done, what, timeout = 10000) {
+    const deadline = Date.now() + timeout;
+    while (!done(this.data)) {
+      if (this.ended) throw new Error(`EOF before ${what}; got ${JSON.stringify(this.data.toString('latin1'))}`);
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`no ${what} within ${timeout} ms; got ${JSON.stringify(this.data.toString('latin1'))}`);
+      await new Promise((resolve) => {
+        const t = setTimeout(resolve, left);
+        this.waiters.push(() => { clearTimeout(t); resolve(); });
+      });
+    }
+    return this.data;
+  }
+
+  async head() {
+    const data = await this.until((d) => d.includes('\r\n\r\n'), 'request head');
+    const end = data.indexOf('\r\n\r\n') + 4;
+    this.data = data.subarray(end);
+    return data.subarray(0, end).toString('latin1');
+  }
+}
+
+describe('javascript runner: egress relay', () => {
+  let runner;
+  let client;
+  let egressPath;
+  let existedBeforeReady;
+  let port;
+  before(async () => {
+    runner = await RunnerContainer.start();
+    egressPath = path.join(runner.dir, 'egress.sock');
+    existedBeforeReady = fs.existsSync(egressPath);
+    [client] = await runner.connect();
+  });
+  after(() => runner && runner.stop());
+
+  const park = () => Parked.open(egressPath);
+  // Exec `id`'s request arrives on `host` as `headPattern` and is answered with RESPONSE;
+  // returns the head and the exec's result.
+  const answer = async (host, id, headPattern) => {
+    const head = await host.head();
+    assert.match(head, headPattern);
+    host.socket.end(RESPONSE);
+    const r = await client.finishExec(id);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    return [head, r.result];
+  };
+  const egressOn = async () => {
+    const reply = await client.reply('egress_on', { type: 'egress' });
+    assert.equal(reply.error, undefined, reply.error);
+    return reply.port;
+  };
+
+  it('binds egress.sock before ready and closes every connection until egress', async () => {
+    assert.ok(existedBeforeReady, 'egress.sock did not exist when runner.sock appeared');
+    assert.equal(fs.statSync(egressPath).mode & 0o777, 0o777);
+    const early = await park();
+    await early.until(() => early.ended, 'the close of a connection before egress', 5000);
+    assert.equal(early.data.length, 0);
+    const r = await client.exec('Object.keys(process.env).filter((k) => /proxy/i.test(k))');
+    assert.equal(r.result, '[]');
+  });
+
+  it('turns egress on once, answering the same port, and the running worker gets the variables', async () => {
+    const running = client.startExec('await new Promise((r) => setTimeout(r, 1500)); 1');
+    port = await egressOn();    // answered before that exec's done
+    assert.equal((await client.finishExec(running)).result, '1');
+    assert.ok(Number.isInteger(port) && port > 0, String(port));
+    assert.equal(await egressOn(), port);
+    const r = await client.exec("['HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy', " +
+      "'NO_PROXY', 'no_proxy'].map((k) => process.env[k]).join(' ')");
+    const url = `http://127.0.0.1:${port}`;
+    assert.equal(r.result, `'${[url, url, url, url, 'localhost,127.0.0.1,::1', 'localhost,127.0.0.1,::1'].join(' ')}'`);
+  });
+
+  it('sends an http:// fetch as an absolute-URI request to a parked connection', async () => {
+    const host = await park();
+    const id = client.startExec("const r = await fetch('http://example.test/x?y=1', { headers: { 'X-T': 'q' } }); " +
+      "[r.status, r.headers.get('x-a'), await r.text()].join(' ')");
+    const [head, result] = await answer(host, id, /^GET http:\/\/example\.test\/x\?y=1 HTTP\/1\.1\r\n/);
+    assert.match(head, /\r\nhost: example\.test\r\n/i);
+    assert.match(head, /\r\nx-t: q\r\n/i);
+    assert.equal(result, "'200 1 hello relay'");
+  });
+
+  it('tunnels an https:// fetch with CONNECT, then TLS for the origin', async () => {
+    const host = await park();
+    const id = client.startExec(fetchOutcome('https://example.test/secure'));
+    const head = await host.head();
+    assert.match(head, /^CONNECT example\.test:443 HTTP\/1\.1\r\n/);
+    assert.match(head, /\r\nhost: example\.test:443\r\n/i);
+    host.socket.write('HTTP/1.1 200 Connection established\r\n\r\n');
+    const hello = await host.until((d) => d.length >= 5 && d.length >= 5 + d.readUInt16BE(3), 'ClientHello');
+    assert.equal(hello[0], 0x16, 'a TLS handshake record');
+    assert.equal(hello[5], 0x01, 'a ClientHello');
+    assert.ok(hello.includes('example.test'), 'the SNI names the origin');
+    host.socket.destroy();
+    const r = await client.finishExec(id);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.match(r.result, /^'failed: /);
+  });
+
+  it("checks the origin's certificate inside the tunnel", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'egress-cert-'));
+    const [keyFile, certFile] = [path.join(dir, 'key.pem'), path.join(dir, 'cert.pem')];
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1',
+      '-nodes', '-keyout', keyFile, '-out', certFile, '-days', '1', '-subj', '/CN=example.test',
+      '-addext', 'subjectAltName=DNS:example.test'], { stdio: 'ignore' });
+    const host = await park();
+    const id = client.startExec(fetchOutcome('https://example.test/self-signed'));
+    assert.match(await host.head(), /^CONNECT example\.test:443 /);
+    host.socket.removeAllListeners('data');
+    host.socket.write('HTTP/1.1 200 Connection established\r\n\r\n');
+    const secure = new tls.TLSSocket(host.socket, { isServer: true,
+      key: fs.readFileSync(keyFile), cert: fs.readFileSync(certFile) });
+    secure.on('error', () => {});
+    const r = await client.finishExec(id);
+    fs.rmSync(dir, { recursive: true, force: true });
+    assert.match(r.result, /^'failed: self[- ]signed certificate/);
+  });
+
+  it("shows the proxy's refusal of a CONNECT in the error", async () => {
+    const host = await park();
+    const id = client.startExec(fetchOutcome('https://other.test/'));
+    await host.head();
+    const body = "egress refused: other.test:443 is not in the session's egress policy";
+    host.socket.end(`HTTP/1.1 403 Forbidden\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+    const r = await client.finishExec(id);
+    assert.match(r.result, /^"failed: the egress proxy answered 403 Forbidden to CONNECT other\.test:443: egress refused: other\.test:443 is not/);
+  });
+
+  it('skips parked connections that sandboxd closed', async () => {
+    const dead = [await park(), await park()];
+    const live = await park();
+    for (const d of dead) d.socket.destroy();
+    await sleep(300);
+    const id = client.startExec("await (await fetch('http://example.test/live')).text()");
+    const [, result] = await answer(live, id, /^GET http:\/\/example\.test\/live HTTP\/1\.1\r\n/);
+    assert.equal(result, "'hello relay'");
+  });
+
+  it('reaches localhost names directly (NO_PROXY), other names through the relay', async () => {
+    const host = await park();
+    const id = client.startExec("const http = require('http'); " +
+      "const srv = http.createServer((q, s) => s.end('local ' + q.url)); " +
+      "await new Promise((r) => srv.listen(0, '127.0.0.1', r)); " +
+      "const local = await (await fetch(`http://127.0.0.1:${srv.address().port}/l?q`)).text(); " +
+      "srv.close(); local + ', ' + await (await fetch('http://example.test/after-local')).text()");
+    const [, result] = await answer(host, id, /^GET http:\/\/example\.test\/after-local HTTP\/1\.1\r\n/);
+    assert.equal(result, "'local /l?q, hello relay'");
+  });
+
+  it('copies 64 MiB from a client to the host connection', async () => {
+    const host = await park();
+    let received = 0;
+    let first = 0;
+    const ended = new Promise((resolve) => host.socket.on('end', resolve));
+    host.socket.removeAllListeners('data');
+    host.socket.on('data', (d) => {
+      if (!first) first = Date.now();
+      received += d.length;
+    });
+    const started = Date.now();
+    const r = await client.exec(`const s = require('net').connect(${port}, '127.0.0.1'); ` +
+      'const chunk = Buffer.alloc(1 << 20, 120); ' +
+      "for (let i = 0; i < 64; i++) if (!s.write(chunk)) await new Promise((r) => s.once('drain', r)); " +
+      "s.end(); await new Promise((r) => s.once('finish', r)); 'sent'", { timeout: 30000 });
+    assert.equal(r.result, "'sent'");
+    await ended;
+    const seconds = (Date.now() - started) / 1000;
+    assert.equal(received, 64 * 1024 * 1024);
+    console.log(`# relay (JavaScript): 64 MiB in ${seconds.toFixed(3)} s, ` +
+      `${(64 * 1048576 / seconds / 1e6).toFixed(0)} MB/s (exec included)`);
+    host.socket.destroy();
+  });
+
+  it('keeps the variables and fetch() through the relay after a reset', async () => {
+    await client.reset();
+    const env = await client.exec('process.env.HTTPS_PROXY');
+    assert.equal(env.result, `'http://127.0.0.1:${port}'`);
+    const host = await park();
+    const id = client.startExec("await (await fetch('http://example.test/after-reset')).text()");
+    const [, result] = await answer(host, id, /^GET http:\/\/example\.test\/after-reset HTTP\/1\.1\r\n/);
+    assert.equal(result, "'hello relay'");
+  });
+
+  it('closes the connection on an egress frame whose id is not an int', async () => {
+    client.send({ type: 'egress', id: '1' });
+    assert.ok(await client.atEof(5000));
+  });
+});
