@@ -2,6 +2,7 @@
 # Makes the certificates of the TLS tests in DIR (openssl; every key 0600):
 #   ca.pem                            the test CA
 #   server.pem, server-key.pem        sandboxd's, for localhost, 127.0.0.1 and each ADDRESS
+#                                     (an IP address, or else a DNS name)
 #   client.pem, client-key.pem        a client's, signed by the CA
 #   other-ca.pem, other-client.pem, other-client-key.pem   a client of another CA
 #
@@ -13,7 +14,9 @@ mkdir -p "$dir"
 cd "$dir"
 umask 077
 san="DNS:localhost,IP:127.0.0.1"
-for a in "$@"; do san="$san,IP:$a"; done
+for a in "$@"; do
+  if [[ "$a" =~ ^[0-9.]+$ || "$a" == *:* ]]; then san="$san,IP:$a"; else san="$san,DNS:$a"; fi
+done
 ca() {  # name
   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
     -subj "/CN=$1" -keyout "$1-key.pem" -out "$1.pem" 2>/dev/null

@@ -1,0 +1,80 @@
+"""The origin server of the egress tests: HTTP and HTTPS on loopback, one log line per
+request (and per TLS handshake, with its SNI), so a test can tell what reached it.
+
+    python3 egress_origin.py DIR CERT KEY
+writes DIR/ports ("HTTP_PORT HTTPS_PORT") once it listens and appends to DIR/requests.log.
+GET /page answers "hello from origin"; GET /bytes/N answers N bytes; anything else 404.
+"""
+import http.server
+import os
+import socketserver
+import ssl
+import sys
+import threading
+
+DIR, CERT, KEY = sys.argv[1:4]
+LOG = os.path.join(DIR, "requests.log")
+lock = threading.Lock()
+
+
+def log(line):
+    with lock, open(LOG, "a") as f:
+        f.write(line + "\n")
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):
+        log(f"{self.server.scheme} {self.requestline} host={self.headers.get('Host')}")
+        if self.path == "/page":
+            body = b"hello from origin"
+        elif self.path.startswith("/bytes/"):
+            body = b"x" * min(int(self.path[7:]), 64 << 20)
+        else:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        log(f"{self.scheme} error {sys.exc_info()[1].__class__.__name__}")
+
+
+plain = Server(("127.0.0.1", 0), Handler)
+plain.scheme = "http"
+secure = Server(("127.0.0.1", 0), Handler)
+secure.scheme = "https"
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+context.load_cert_chain(CERT, KEY)
+context.sni_callback = lambda sock, name, ctx: log(f"tls sni={name}")
+secure.socket = context.wrap_socket(secure.socket, server_side=True, do_handshake_on_connect=False)
+
+
+class TlsHandler(Handler):
+    def setup(self):
+        try:
+            self.request.do_handshake()
+        except (ssl.SSLError, OSError) as e:
+            log(f"tls failed {e.__class__.__name__}")
+            raise
+        super().setup()
+
+
+secure.RequestHandlerClass = TlsHandler
+for server in (plain, secure):
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+with open(os.path.join(DIR, "ports.tmp"), "w") as f:
+    f.write(f"{plain.server_address[1]} {secure.server_address[1]}\n")
+os.rename(os.path.join(DIR, "ports.tmp"), os.path.join(DIR, "ports"))
+threading.Event().wait()

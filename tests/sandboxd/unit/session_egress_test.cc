@@ -1,0 +1,242 @@
+// Egress by policy end to end without podman (docs/egress.md): the real runner as a host
+// process (its relay, its proxy variables), the daemon's EgressHub, and an origin HTTP
+// server on loopback that --egress_hosts names "origin.test". The same through real
+// containers is tests/sandboxd/integration/egress_test.cc.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "sandboxd/egress_hub.h"
+#include "session_manager_fixture.h"
+
+namespace sandboxd::testing {
+namespace {
+
+// Answers every connection with one HTTP response and records the request lines it got.
+class OriginServer {
+ public:
+  OriginServer() {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&a), len) != 0 || listen(fd_, 64) != 0 ||
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      ADD_FAILURE() << "origin server: " << strerror(errno);
+    }
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~OriginServer() {
+    shutdown(fd_, SHUT_RDWR);
+    thread_.join();
+    close(fd_);
+  }
+  uint16_t port() const { return port_; }
+  std::vector<std::string> requests() {
+    std::lock_guard<std::mutex> l(mu_);
+    return requests_;
+  }
+
+ private:
+  void Serve() {
+    for (;;) {
+      int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) return;
+      std::string head;
+      char buf[4096];
+      while (head.find("\r\n\r\n") == std::string::npos) {
+        ssize_t n = recv(c, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        head.append(buf, static_cast<size_t>(n));
+      }
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        requests_.push_back(head.substr(0, head.find("\r\n")));
+      }
+      const std::string body = "hello from origin";
+      const std::string response = absl::StrCat("HTTP/1.1 200 OK\r\nContent-Length: ", body.size(),
+                                                "\r\nConnection: close\r\n\r\n", body);
+      (void)!send(c, response.data(), response.size(), MSG_NOSIGNAL);
+      close(c);
+    }
+  }
+  int fd_ = -1;
+  uint16_t port_ = 0;
+  std::thread thread_;
+  std::mutex mu_;
+  std::vector<std::string> requests_;
+};
+
+class SessionEgressTest : public SessionManagerTest {
+ protected:
+  void SetUp() override {
+    SessionManagerTest::SetUp();
+    origin_ = std::make_unique<OriginServer>();
+    port_ = std::to_string(origin_->port());
+    // origin.test resolves to loopback: the range entry is what lets a name reach it.
+    allowed_ = absl::StrCat("origin.test:", port_, ", 127.0.0.0/8:", port_);
+    EgressHubOptions o;
+    o.max_policy = absl::StrCat(allowed_, ", *.example.com");
+    o.hosts = {{"origin.test", *egress::IpAddress::Parse("127.0.0.1")}};
+    absl::StatusOr<std::unique_ptr<EgressHub>> hub = EgressHub::Create(o);
+    ASSERT_TRUE(hub.ok()) << hub.status();
+    hub_ = *std::move(hub);
+  }
+  void TearDown() override {
+    SessionManagerTest::TearDown();  // the sessions' proxies go before the hub
+    hub_.reset();
+    origin_.reset();
+  }
+  ManagerOptions EgressOptions() {
+    ManagerOptions o = Options();
+    o.egress = hub_.get();
+    return o;
+  }
+  sandbox::v1::Session CreateWith(SessionManager* m, const std::string& policy,
+                                  const std::string& owner = "alice") {
+    sandbox::v1::CreateSessionRequest r;
+    r.set_owner(owner);
+    r.set_egress_policy(policy);
+    return Create(m, r);
+  }
+  // What the session's code prints fetching http://origin.test:<port><path>.
+  std::string Fetch(SessionManager* m, const std::string& id, const std::string& path = "/x") {
+    std::optional<Finished> f = Run(m, id, absl::StrCat(
+        "import urllib.request, urllib.error\n"
+        "try:\n"
+        "    print(urllib.request.urlopen('http://origin.test:", port_, path, "', timeout=10)"
+        ".read().decode())\n"
+        "except urllib.error.HTTPError as e:\n"
+        "    print('refused', e.code, e.read().decode())\n"));
+    if (!f) return "";
+    EXPECT_EQ(f->status(), Finished::OK) << f->error().message();
+    return f->stdout();
+  }
+
+  std::unique_ptr<OriginServer> origin_;
+  std::string port_, allowed_;
+  std::unique_ptr<EgressHub> hub_;
+};
+
+TEST_F(SessionEgressTest, AnAllowedHostIsReachedThroughTheRelay) {
+  SessionManager* m = StartManager(EgressOptions());
+  sandbox::v1::Session s = CreateWith(m, allowed_);
+  ASSERT_FALSE(s.id().empty());
+  EXPECT_EQ(s.egress_policy(), allowed_);
+  EXPECT_EQ(Fetch(m, s.id(), "/data?q=1"), "hello from origin\n");
+  EXPECT_THAT(origin_->requests(), ::testing::ElementsAre("GET /data?q=1 HTTP/1.1"));
+  absl::StatusOr<sandbox::v1::Session> got = m->GetSession(s.id());
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->egress_policy(), allowed_);
+}
+
+TEST_F(SessionEgressTest, ANameLeadingToLoopbackIsRefusedWithoutARange) {
+  SessionManager* m = StartManager(EgressOptions());
+  sandbox::v1::Session s = CreateWith(m, absl::StrCat("origin.test:", port_));
+  ASSERT_FALSE(s.id().empty());
+  const std::string out = Fetch(m, s.id());
+  EXPECT_THAT(out, HasSubstr("refused 403"));
+  EXPECT_THAT(out, HasSubstr("loopback"));
+  EXPECT_TRUE(origin_->requests().empty());
+}
+
+TEST_F(SessionEgressTest, APolicyWiderThanTheMaximumIsRefusedNamingTheEntry) {
+  SessionManager* m = StartManager(EgressOptions());
+  sandbox::v1::CreateSessionRequest r;
+  r.set_egress_policy(absl::StrCat(allowed_, ", pypi.org"));
+  absl::StatusOr<sandbox::v1::Session> s = m->CreateSession(r);
+  ASSERT_EQ(s.status().code(), absl::StatusCode::kPermissionDenied) << s.status();
+  EXPECT_THAT(s.status().message(), HasSubstr("entry 3 (\"pypi.org\")"));
+  r.set_egress_policy("a..b");
+  EXPECT_EQ(m->CreateSession(r).status().code(), absl::StatusCode::kInvalidArgument);
+  // Refused before a sandbox is taken or started.
+  EXPECT_TRUE(runtime_->Names().empty());
+}
+
+TEST_F(SessionEgressTest, TheWasmTierGetsNoEgress) {
+  ManagerOptions o = EgressOptions();
+  o.isolation.allowed = {Isolation::kWasm};
+  SessionManager* m = StartManager(o);
+  sandbox::v1::CreateSessionRequest r;
+  r.set_isolation(sandbox::v1::ISOLATION_WASM);
+  r.set_egress_policy(allowed_);
+  absl::StatusOr<sandbox::v1::Session> s = m->CreateSession(r);
+  ASSERT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << s.status();
+  EXPECT_THAT(s.status().message(), HasSubstr("not available under isolation wasm"));
+  EXPECT_TRUE(runtime_->Names().empty());
+}
+
+TEST_F(SessionEgressTest, ASessionWithoutEgressHasNoProxyVariablesAndNoListener) {
+  SessionManager* m = StartManager(EgressOptions());
+  sandbox::v1::Session s = Create(m);
+  ASSERT_FALSE(s.id().empty());
+  EXPECT_EQ(s.egress_policy(), "");
+  EXPECT_EQ(Eval(m, s.id(), "import os; sorted(k for k in os.environ if 'proxy' in k.lower())"),
+            "[]");
+  // The relay's socket exists (made before the directory is sealed) but nothing listens.
+  const std::string sock = absl::StrCat(state_dir_, "/c/", runtime_->Names().front(), "/egress.sock");
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  snprintf(a.sun_path, sizeof a.sun_path, "%s", sock.c_str());
+  EXPECT_NE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << sock;
+  EXPECT_EQ(errno, ECONNREFUSED) << sock << ": " << strerror(errno);
+  close(fd);
+}
+
+TEST_F(SessionEgressTest, NarrowingAppliesAtOnceAndWideningIsRefused) {
+  SessionManager* m = StartManager(EgressOptions());
+  sandbox::v1::Session s = CreateWith(m, allowed_);
+  ASSERT_FALSE(s.id().empty());
+  EXPECT_EQ(Fetch(m, s.id()), "hello from origin\n");
+  // Another owner cannot tell the session exists, let alone change it.
+  EXPECT_EQ(m->SetEgressPolicy(s.id(), "", "mallory").status().code(), absl::StatusCode::kNotFound);
+  absl::StatusOr<sandbox::v1::Session> wider = m->SetEgressPolicy(s.id(), "api.example.com", "alice");
+  EXPECT_EQ(wider.status().code(), absl::StatusCode::kPermissionDenied) << wider.status();
+  const std::string name_only = absl::StrCat("origin.test:", port_);
+  absl::StatusOr<sandbox::v1::Session> narrowed = m->SetEgressPolicy(s.id(), name_only, "alice");
+  ASSERT_TRUE(narrowed.ok()) << narrowed.status();
+  EXPECT_EQ(narrowed->egress_policy(), name_only);
+  EXPECT_THAT(Fetch(m, s.id()), HasSubstr("refused 403"));
+  EXPECT_EQ(origin_->requests().size(), 1u);
+  // A session without egress takes only a policy that allows nothing.
+  sandbox::v1::Session none = Create(m);
+  EXPECT_TRUE(m->SetEgressPolicy(none.id(), "", "").ok());
+  EXPECT_EQ(m->SetEgressPolicy(none.id(), name_only, "").status().code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
+TEST_F(SessionEgressTest, ARestartKeepsThePolicyOrSaysWhyNot) {
+  SessionManager* m1 = StartManager(EgressOptions());
+  sandbox::v1::Session s = CreateWith(m1, allowed_);
+  ASSERT_FALSE(s.id().empty());
+  ASSERT_TRUE(m1->SetEgressPolicy(s.id(), allowed_, "alice").ok());
+  StopManager(m1);
+  SessionManager* m2 = StartManager(EgressOptions());
+  absl::StatusOr<sandbox::v1::Session> kept = m2->GetSession(s.id());
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->egress_policy(), allowed_);
+  EXPECT_EQ(Fetch(m2, s.id()), "hello from origin\n");
+  StopManager(m2);
+
+  // The operator narrowed --egress_max meanwhile: the session keeps running without egress.
+  EgressHubOptions narrow;
+  narrow.max_policy = "*.example.com";
+  std::unique_ptr<EgressHub> hub = *EgressHub::Create(narrow);
+  ManagerOptions o = Options();
+  o.egress = hub.get();
+  SessionManager* m3 = StartManager(o);
+  absl::StatusOr<sandbox::v1::Session> lost = m3->GetSession(s.id());
+  ASSERT_TRUE(lost.ok()) << lost.status();
+  EXPECT_EQ(lost->state(), sandbox::v1::Session::READY);
+  EXPECT_EQ(lost->egress_policy(), "");
+  EXPECT_THAT(lost->egress_lost_reason(), HasSubstr("wider than the operator allows"));
+  StopManager(m3);
+}
+
+}  // namespace
+}  // namespace sandboxd::testing
