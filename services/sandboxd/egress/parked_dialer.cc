@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include <boost/asio/buffer.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 
@@ -12,11 +13,13 @@ namespace asio = boost::asio;
 using boost::system::error_code;
 
 ParkedDialer::ParkedDialer(asio::io_context& io, std::string path, size_t parked,
-                           std::function<void(Socket)> on_wake)
+                           std::function<void(Socket)> on_wake,
+                           std::chrono::milliseconds dial_interval)
     : io_(io),
       strand_(asio::make_strand(io)),
       path_(std::move(path)),
       parked_(parked),
+      dial_interval_(dial_interval),
       on_wake_(std::move(on_wake)),
       retry_(strand_) {}
 
@@ -25,17 +28,17 @@ void ParkedDialer::Start() {
 }
 
 // On the strand: dials until `parked_` are parked or dialing, within the dial budget: a
-// burst of `parked_`, then one per kDialInterval, so a relay that closes every parked
+// burst of `parked_`, then one per dial_interval_, so a relay that closes every parked
 // connection at once (code in the sandbox can) cannot make the host dial in a loop.
 void ParkedDialer::Refill() {
   const auto now = std::chrono::steady_clock::now();
-  const auto earned = (now - budget_since_) / kDialInterval;
+  const auto earned = (now - budget_since_) / dial_interval_;
   if (earned > 0) {
     tokens_ = std::min<size_t>(parked_, tokens_ + static_cast<size_t>(earned));
-    budget_since_ += earned * kDialInterval;
+    budget_since_ += earned * dial_interval_;
   }
   while (!stopped_ && dialing_or_parked_ < parked_) {
-    if (tokens_ == 0) return Later(kDialInterval);
+    if (tokens_ == 0) return Later(dial_interval_);
     --tokens_;
     Dial();
   }
@@ -108,6 +111,15 @@ void ParkedDialer::Park(std::shared_ptr<Local> socket) {
 void ParkedDialer::OnWoken(std::shared_ptr<Local> socket, error_code ec) {
   --dialing_or_parked_;
   if (stopped_ || ec) return;
+  // A request pays for its replacement at once (it takes a slot and is served like any
+  // accepted connection), so back-to-back requests never wait for the dial budget; a
+  // parked connection that was closed instead spends a token.
+  char first;
+  error_code peek;
+  if (socket->receive(asio::buffer(&first, 1), asio::socket_base::message_peek, peek) == 1 &&
+      tokens_ < parked_) {
+    ++tokens_;
+  }
   asio::post(socket->get_executor(), [self = shared_from_this(), socket] {
     self->on_wake_(Socket(std::move(*socket)));
   });

@@ -2,8 +2,10 @@
 // "The relay inside, and which side dials"). Keeps `parked` connections open to the relay's
 // unix socket in the session's socket directory; when one of them gets its first byte (the
 // relay handed it to a client), passes it on to be served as an accepted connection would
-// be, and dials a replacement (at most one per 5 ms past the first `parked`). A dial that fails is retried after a growing pause (100 ms,
-// doubling to 5 s), so a relay that is not listening yet or any more costs little.
+// be, and dials a replacement: at once for one that carries a request, and for one the
+// relay closed within a budget (a burst of `parked`, then one per 5 ms). A dial that fails
+// is retried after a growing pause (100 ms, doubling to 5 s), so a relay that is not
+// listening yet or any more costs little.
 //
 //   auto dialer = std::make_shared<ParkedDialer>(io, dir + "/egress-relay.sock", 4,
 //                                                [](Socket s) { serve(std::move(s)); });
@@ -30,7 +32,8 @@ class ParkedDialer : public std::enable_shared_from_this<ParkedDialer> {
  public:
   using Socket = boost::asio::generic::stream_protocol::socket;
   ParkedDialer(boost::asio::io_context& io, std::string path, size_t parked,
-               std::function<void(Socket)> on_wake);
+               std::function<void(Socket)> on_wake,
+               std::chrono::milliseconds dial_interval = std::chrono::milliseconds(5));
   ParkedDialer(const ParkedDialer&) = delete;
   ParkedDialer& operator=(const ParkedDialer&) = delete;
 
@@ -39,7 +42,6 @@ class ParkedDialer : public std::enable_shared_from_this<ParkedDialer> {
 
  private:
   using Local = boost::asio::local::stream_protocol::socket;
-  static constexpr std::chrono::milliseconds kDialInterval{5};
   void Refill();
   void Later(std::chrono::milliseconds pause);
   void Dial();
@@ -51,6 +53,7 @@ class ParkedDialer : public std::enable_shared_from_this<ParkedDialer> {
   boost::asio::strand<boost::asio::io_context::executor_type> strand_;  // all state below
   const std::string path_;
   const size_t parked_;
+  const std::chrono::milliseconds dial_interval_;
   std::function<void(Socket)> on_wake_;
   boost::asio::steady_timer retry_;
   std::chrono::milliseconds pause_{100};

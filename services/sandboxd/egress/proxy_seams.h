@@ -30,6 +30,9 @@ struct ProxyLimits {
   std::chrono::milliseconds connect_timeout{10'000};   // resolving and connecting
   std::chrono::milliseconds idle_timeout{60'000};      // no byte either way
   std::chrono::milliseconds max_connection_time{600'000};
+  // When the host dials in: past a burst, the relay closing parked connections makes the
+  // host dial one replacement per this interval (parked_dialer.h).
+  std::chrono::milliseconds redial_interval{5};
 };
 
 // One connection's outcome, reported once: when it is refused, or when an allowed one ends.

@@ -78,6 +78,7 @@ class SessionProxy::State : public std::enable_shared_from_this<State> {
   }
 
   void OnAccepted(ProxyConnection::Socket socket);
+  std::chrono::milliseconds redial_interval() const { return context_->limits.redial_interval; }
   absl::Status Narrow(const Policy& narrower);
   void Stop();
 
@@ -193,7 +194,8 @@ absl::Status SessionProxy::DialUnix(const std::string& path, size_t parked) {
                                                  if (auto state = weak.lock()) {
                                                    state->OnAccepted(std::move(socket));
                                                  }
-                                               });
+                                               },
+                                               state_->redial_interval());
   {
     codemode::MutexLock lock(&state_->mu_);
     if (state_->stopped_) return absl::FailedPreconditionError("the egress proxy is stopped");

@@ -201,6 +201,26 @@ TEST_F(ProxyTest, WhenTheHostDialsInParkedConnectionsWaitAndAreReplaced) {
   EXPECT_TRUE(first.ClosedWithin(std::chrono::seconds(3))) << "and cuts served ones";
 }
 
+TEST_F(ProxyTest, ARequestPaysForItsReplacementAndAClosedParkedOneDoesNot) {
+  const std::string path = absl::StrCat(::testing::TempDir(), "/egress_redial_test.", getpid(), ".sock");
+  UnixListener relay(path);
+  ProxyLimits limits;
+  limits.redial_interval = std::chrono::hours(1);  // past the burst, no budget comes back
+  auto proxy = Make("origin.test:$PORT, 127.0.0.0/8:$PORT", limits);
+  ASSERT_TRUE(proxy->DialUnix(path, 1).ok());
+  // Back-to-back requests: each woken connection is replaced at once.
+  for (int i = 0; i < 3; ++i) {
+    Client parked = relay.Accept(std::chrono::seconds(3));
+    ASSERT_TRUE(parked.connected()) << "request " << i << " found no parked connection";
+    ASSERT_THAT(Connect(parked, Origin()), StartsWith("HTTP/1.1 200"));
+  }
+  // A parked connection the relay closes spends the budget instead: no replacement now.
+  Client closed = relay.Accept(std::chrono::seconds(3));
+  ASSERT_TRUE(closed.connected());
+  closed.Close();
+  EXPECT_FALSE(relay.Accept(std::chrono::milliseconds(500)).connected());
+}
+
 }  // namespace
 }  // namespace egress_test
 }  // namespace egress
