@@ -5,12 +5,20 @@ egress on (the `egress` frame), the relay listens on 127.0.0.1 (the kernel picks
 pairs each local client with the oldest parked host connection and copies bytes both ways.
 Every check is the host's: the relay neither reads nor limits what it copies.
 
-A session without egress pays for one bound socket: no listen(), no thread, no variable."""
+The copying runs in a process of its own (`python3 -I -c ...`, given both listening
+sockets), not in the runner's threads: there it would contend for the interpreter lock
+with the user code reading what it fetched (a proxied 1 MiB HTTPS GET ran at half the
+host's speed). A reset ends every other process of the sandbox, the relay too: the runner
+starts it again on the same sockets, and before each exec if it died.
+
+A session without egress pays for one bound socket: no listen(), no process, no variable."""
 
 import collections
 import os
 import select
 import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -41,6 +49,8 @@ class EgressRelay:
         self.port = None
         self._lock = threading.Lock()
         self._host_listener = None
+        self._local_listener = None
+        self._process = None
         try:
             self._host_listener = bind_unix_socket(self.path)
         except OSError as exc:
@@ -63,12 +73,35 @@ class EgressRelay:
             except OSError as exc:
                 local.close()
                 raise RuntimeError(f"cannot listen: {exc}") from exc
+            self._local_listener = local
+            self._spawn()
             port = local.getsockname()[1]
-            threading.Thread(target=_Broker(self._host_listener, local).run,
-                             name="egress-broker", daemon=True).start()
             os.environ.update(proxy_environment(port))
             self.port = port
             return port
+
+    def keep_running(self):
+        """Starts the relay process again when it is gone (a reset ended it, or user code
+        did); nothing when egress is off."""
+        with self._lock:
+            if self._process is not None and self._process.poll() is not None:
+                self._spawn()
+
+    def _spawn(self):
+        fds = (self._host_listener.fileno(), self._local_listener.fileno())
+        package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        self._process = subprocess.Popen(
+            [sys.executable, "-I", "-c",
+             "import sys; sys.path.insert(0, sys.argv[1]); "
+             "from sandbox_runner.egress import serve; serve(int(sys.argv[2]), int(sys.argv[3]))",
+             package_root, str(fds[0]), str(fds[1])],
+            pass_fds=fds, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            close_fds=True)
+
+
+def serve(host_fd, local_fd):
+    """The relay process: brokers the two listening sockets it was given until killed."""
+    _Broker(socket.socket(fileno=host_fd), socket.socket(fileno=local_fd)).run()
 
 
 class _Broker:
@@ -162,6 +195,46 @@ def _start_copy(client, host):
                          daemon=True).start()
 
 
+class _NoSplice(Exception):
+    """splice(2) is not available for these sockets (before any byte moved)."""
+
+
+def _splice(source, sink):
+    """Copies until EOF through a pipe, in the kernel: no byte enters this process."""
+    if not hasattr(os, "splice"):
+        raise _NoSplice()
+    r, w = os.pipe()
+    try:
+        first = True
+        while True:
+            try:
+                n = os.splice(source.fileno(), w, COPY_BYTES)
+            except OSError:
+                if first:
+                    raise _NoSplice()
+                raise
+            first = False
+            if n == 0:
+                sink.shutdown(socket.SHUT_WR)
+                return
+            while n:
+                n -= os.splice(r, sink.fileno(), n)
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def _copy_through_userspace(source, sink):
+    buf = bytearray(COPY_BYTES)
+    view = memoryview(buf)
+    while True:
+        n = source.recv_into(buf)
+        if n == 0:
+            sink.shutdown(socket.SHUT_WR)
+            return
+        sink.sendall(view[:n])
+
+
 class _Pair:
     """Two sockets copied both ways by two threads: EOF of one direction half-closes the
     other socket; an error shuts both down; the thread that ends last closes both."""
@@ -172,15 +245,11 @@ class _Pair:
         self._running = 2
 
     def copy(self, source, sink):
-        buf = bytearray(COPY_BYTES)
-        view = memoryview(buf)
         try:
-            while True:
-                n = source.recv_into(buf)
-                if n == 0:
-                    sink.shutdown(socket.SHUT_WR)
-                    break
-                sink.sendall(view[:n])
+            try:
+                _splice(source, sink)
+            except _NoSplice:
+                _copy_through_userspace(source, sink)
         except OSError:
             for sock in self.sockets:
                 try:

@@ -140,6 +140,7 @@ class Runner:
         elif kind == "reset":
             if self.own_pid_namespace:
                 kill_other_processes()
+                self.egress.keep_running()   # the relay was one of them
             self.executor.reset()
             conn.send({"type": "reset_done", "id": frame["id"]})
         elif kind == "set_catalog":
@@ -147,6 +148,7 @@ class Runner:
             conn.send({"type": "catalog_set", "id": frame["id"]})
 
     def _run_exec(self, conn, frame):
+        self.egress.keep_running()
         exec_id = frame["id"]
         state = ExecState(exec_id, conn,
                           frame.get("max_tool_calls_in_flight", DEFAULT_TOOL_CALLS_IN_FLIGHT))
