@@ -26,7 +26,7 @@
 //   --daemon_log F  copy the daemons' logs to F at the end
 //   --only NAMES    take only these measurements, for quick iterations (comma-separated:
 //                   exec 1, tools 2-3, create 4, seeds 5, load 6, files 7,
-//                   javascript 8, interrupt 9, memory 10); default all
+//                   javascript 8, interrupt 9, memory 10, egress 11); default all
 //   --metrics       on (default): the daemon serves and counts metrics, as the shipped
 //                   unit does; off: it counts nothing; ab: each mode twice, off then on,
 //                   in columns side by side (what counting costs, e.g. --only load)
@@ -96,6 +96,10 @@ void MeasureMode(const Options& o, const std::string& isolation, bool metrics, R
                                    absl::StrCat("--max_sessions=", kMaxSessions),
                                    "--log_level=info", "--isolation=" + isolation};
   if (metrics) args.push_back("--metrics_listen=127.0.0.1:0");
+  if (o.Wants("egress") && isolation != "wasm") {  // measurement 11's origin (egress.cc)
+    args.push_back("--egress_hosts=origin.test=127.0.0.1");
+    args.push_back("--egress_max=origin.test:*, 127.0.0.0/8:*");
+  }
   if (isolation == "wasm") args.push_back(absl::StrCat("--wasm_dir=/tmp/sandboxd-bench-wasm-", geteuid()));
   // The harness counts, kills and sweeps a wasm daemon's sessions through its records,
   // not podman, when told the daemon is one (it reads this before each use).

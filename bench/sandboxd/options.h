@@ -45,7 +45,7 @@ struct Options {
 
 // The names --only takes: exec (1), tools (2 and 3), create (4), seeds (5), load (6),
 // files (7).
-extern const char* const kScenarios[9];
+extern const char* const kScenarios[10];
 
 // False (after printing why on stderr) on an unknown flag or a value out of range.
 bool ParseArgs(int argc, char** argv, Options* o);

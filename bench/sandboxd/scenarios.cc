@@ -75,6 +75,10 @@ void Bench::Run() {
     Progress("10. memory of an idle session");
     IdleSessionMemory();
   }
+  if (o_.Wants("egress")) {
+    Progress("11. egress through the proxy against the host's own fetch");
+    Egress();
+  }
   if (o_.Wants("load")) {
     Progress(absl::StrCat("6. ", o_.sessions, " sessions x ", o_.load_seconds, " s"));
     Load();

@@ -1,0 +1,162 @@
+// sandboxd_bench's measurement 11 (issue 45): egress by policy. An origin on the host's
+// loopback (tests/sandboxd/integration/egress_origin.py, HTTP and HTTPS with a test CA)
+// that the daemon's --egress_hosts names origin.test. The same Python program fetches from
+// it twice: in a session, through the relay and sandboxd's proxy, and on the host, directly;
+// the rows compare the two. Every fetch opens a new connection (urllib's way), so a GET
+// of 1 MiB over HTTPS includes its TLS handshake and the proxy's CONNECT, and a small HTTP
+// GET is mostly the cost of a new connection. Not in the wasm column (no egress there).
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bench.h"
+#include "nlohmann/json.hpp"
+#include "stats.h"
+
+namespace sandboxd_bench {
+namespace {
+
+// The timed program: prints {"big_ms": p50 of the 1 MiB GETs, "small_ms": p50 of the small
+// ones}. `direct` builds an opener without proxies (the host's run); in a session the
+// default opener takes the proxy from the environment.
+std::string FetchProgram(const std::string& ca, const std::string& big, const std::string& small,
+                         bool direct, int iters) {
+  return absl::StrCat(
+      "import json, ssl, statistics, time, urllib.request\n"
+      "ctx = ssl.create_default_context(cadata='''", ca, "''')\n",
+      direct ? "opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), "
+               "urllib.request.HTTPSHandler(context=ctx))\n"
+             : "opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=ctx))\n",
+      "def timed(url, n, size):\n"
+      "    out = []\n"
+      "    for i in range(n + 3):\n"
+      "        t = time.perf_counter()\n"
+      "        body = opener.open(url, timeout=30).read()\n"
+      "        if len(body) != size: raise SystemExit(f'{url}: {len(body)} bytes')\n"
+      "        if i >= 3: out.append((time.perf_counter() - t) * 1000)\n"
+      "    return statistics.median(out)\n"
+      "print(json.dumps({'big_ms': timed('", big, "', ", iters, ", 1 << 20), "
+      "'small_ms': timed('", small, "', ", iters * 3, ", 17)}))\n");
+}
+
+struct Origin {
+  std::string dir;
+  pid_t pid = -1;
+  int http = 0, https = 0;
+  std::string ca;
+  ~Origin() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+    if (!dir.empty()) sandboxd::testing::Sh("rm -rf " + dir);
+  }
+};
+
+bool StartOrigin(Origin* o, std::string* why) {
+  char tmpl[] = "/tmp/bench-egress-XXXXXX";
+  if (!mkdtemp(tmpl)) return *why = "mkdtemp failed", false;
+  o->dir = tmpl;
+  int rc = 0;
+  sandboxd::testing::Sh(absl::StrCat(PROJECT_SOURCE_DIR, "/tests/common/make_test_certs.sh ", o->dir,
+                                     " origin.test"), &rc);
+  if (rc != 0) return *why = "make_test_certs.sh failed", false;
+  o->pid = fork();
+  if (o->pid == 0) {
+    const std::string script = absl::StrCat(PROJECT_SOURCE_DIR, "/tests/sandboxd/integration/egress_origin.py");
+    const std::string cert = o->dir + "/server.pem", key = o->dir + "/server-key.pem";
+    execlp("python3", "python3", script.c_str(), o->dir.c_str(), cert.c_str(), key.c_str(), nullptr);
+    _exit(127);
+  }
+  for (int i = 0; i < 100 && access((o->dir + "/ports").c_str(), R_OK) != 0; ++i) usleep(100000);
+  std::ifstream(o->dir + "/ports") >> o->http >> o->https;
+  if (o->http == 0) return *why = "egress_origin.py did not start", false;
+  o->ca = ReadFileText(o->dir + "/ca.pem");
+  return true;
+}
+
+}  // namespace
+
+void Bench::Egress() {
+  if (wasm_) return;
+  Origin origin;
+  std::string why;
+  if (!StartOrigin(&origin, &why)) return r_->Error("11. egress: " + why);
+  const std::string ports[] = {absl::StrCat(origin.http), absl::StrCat(origin.https)};
+  sb::CreateSessionRequest req;
+  req.set_egress_policy(absl::StrCat("origin.test:", ports[0], ", origin.test:", ports[1],
+                                     ", 127.0.0.0/8:", ports[0], ", 127.0.0.0/8:", ports[1]));
+  // CreateSession from the warm pool, with and without egress, alternately.
+  std::vector<double> with, without;
+  for (int i = 0; i < 10; ++i) {
+    for (bool egress : {true, false}) {
+      sb::Session s;
+      double ms = NAN;
+      grpc::Status st = Create(*stub_, egress ? req : sb::CreateSessionRequest(), &s, &ms);
+      if (!st.ok()) return r_->Error("11. CreateSession: " + StatusText(st));
+      (egress ? with : without).push_back(ms);
+      Delete(*stub_, s.id());
+      std::string wait;
+      WaitPoolFull(*stub_, 60, &wait);
+    }
+  }
+  r_->Info("11", "egress: CreateSession from the pool with a policy / without, p50",
+           absl::StrCat(FmtMs(Pct(with, 50)), " / ", FmtMs(Pct(without, 50))));
+
+  sb::Session s;
+  if (grpc::Status st = Create(*stub_, req, &s); !st.ok()) {
+    return r_->Error("11. CreateSession: " + StatusText(st));
+  }
+  // Rounds alternate the session and the host, so both see the same background load; the
+  // rows take the median round.
+  const int iters = o_.quick ? 5 : 20;
+  const std::string in_program =
+      FetchProgram(origin.ca, absl::StrCat("https://origin.test:", ports[1], "/bytes/1048576"),
+                   absl::StrCat("http://origin.test:", ports[0], "/page"), false, iters);
+  const std::string host_program =
+      FetchProgram(origin.ca, absl::StrCat("https://127.0.0.1:", ports[1], "/bytes/1048576"),
+                   absl::StrCat("http://127.0.0.1:", ports[0], "/page"), true, iters);
+  std::vector<double> big_in_v, big_host_v, small_in_v, small_host_v;
+  for (int round = 0; round < (o_.quick ? 1 : 5); ++round) {
+    sb::Finished f;
+    grpc::Status st = RunUnary(*stub_, s.id(), in_program, &f, 300000);
+    if (!st.ok() || f.status() != sb::Finished::OK) {
+      Delete(*stub_, s.id());
+      return r_->Error("11. the session's fetches: " + StatusText(st) + " " + f.error().message() +
+                       f.stderr());
+    }
+    const std::string host_out = sandboxd::testing::Sh(
+        "python3 -c \"$(cat <<'PYEOF'\n" + host_program + "PYEOF\n)\"");
+    nlohmann::json in = nlohmann::json::parse(f.stdout(), nullptr, false);
+    nlohmann::json host = nlohmann::json::parse(host_out, nullptr, false);
+    if (!in.is_object() || !host.is_object()) {
+      Delete(*stub_, s.id());
+      return r_->Error("11. egress: unreadable results: " + f.stdout() + " / " + host_out);
+    }
+    big_in_v.push_back(in["big_ms"]);
+    big_host_v.push_back(host["big_ms"]);
+    small_in_v.push_back(in["small_ms"]);
+    small_host_v.push_back(host["small_ms"]);
+  }
+  Delete(*stub_, s.id());
+  const double big_in = Pct(big_in_v, 50), big_host = Pct(big_host_v, 50);
+  const double small_in = Pct(small_in_v, 50), small_host = Pct(small_host_v, 50);
+  const double share = 100.0 * big_host / big_in;
+  r_->TargetAtLeast("11", "egress: HTTPS GET of 1 MiB through the proxy, share of the host's throughput",
+                    share, 80,
+                    absl::StrFormat("%.0f%% (%.0f MiB/s vs %.0f MiB/s on the host)", share,
+                                    1000.0 / big_in, 1000.0 / big_host),
+                    "≥ 80%");
+  r_->Target("11", "egress: added per new connection (HTTP GET, p50 through the proxy - direct)",
+             small_in - small_host, 2.0,
+             absl::StrCat(FmtMs(small_in - small_host), " (", FmtMs(small_in), " vs ", FmtMs(small_host), ")"),
+             LeMs(2.0));
+}
+
+}  // namespace sandboxd_bench
