@@ -22,7 +22,11 @@
 namespace sandboxd::testing {
 namespace fs = std::filesystem;
 
-std::string SandboxdBinary() { return SANDBOXD_BINARY; }
+std::string SandboxdBinary() {
+  // SANDBOXD_BENCH_BINARY: another build's daemon, for sandboxd_bench's same-hour A/B runs.
+  const char* other = getenv("SANDBOXD_BENCH_BINARY");
+  return other && *other ? other : SANDBOXD_BINARY;
+}
 
 std::string Sh(const std::string& cmd, int* exit_code) {
   std::string out;

@@ -94,7 +94,7 @@ class SandboxdProcess {
   pid_t pid_ = -1;
 };
 
-// Path of the built sandboxd binary.
+// Path of the built sandboxd binary (or $SANDBOXD_BENCH_BINARY, another build, when set).
 std::string SandboxdBinary();
 
 sandbox::v1::Info GetInfo(sandbox::v1::SandboxService::Stub& stub);
