@@ -131,18 +131,20 @@ bool NamedIds::Named(uint32_t id) {
   const absl::Time now = absl::Now();
   {
     codemode::MutexLock lock(&mu_);
-    auto it = answers_.find(id);
-    if (it != answers_.end() && now - it->second.at < refresh_) return it->second.named;
+    auto it = named_at_.find(id);
+    if (it != named_at_.end() && now - it->second < refresh_) return true;
   }
   const bool named = lookup_(id);
-  if (named) {
-    spdlog::warn("id {} has a host account or group, so no session gets it; keep the "
-                 "--session_uid_range free of accounts",
-                 id);
-  }
   codemode::MutexLock lock(&mu_);
-  answers_[id] = {named, now};
-  return named;
+  if (!named) {
+    named_at_.erase(id);
+    return false;
+  }
+  spdlog::warn("id {} has a host account or group, so no session gets it; keep the "
+               "--session_uid_range free of accounts",
+               id);
+  named_at_[id] = now;
+  return true;
 }
 
 }  // namespace sandboxd

@@ -83,10 +83,12 @@ std::set<uint32_t> UidsWithProcesses(uint32_t first, uint32_t count,
 // than "no such entry" counts as yes: an id that cannot be vouched for is not given out.
 bool HostNamesId(uint32_t id);
 
-// Whether a host account or group has an id, asking `lookup` (HostNamesId) at most once
-// per id per `refresh`: NSS may ask a directory server, which must not be asked about
-// every uid of the range on every session start. An account that appears after an id was
-// given to a session is not noticed (docs/wasm-tier.md, "Users").
+// Whether a host account or group has an id, asking `lookup` (HostNamesId). A yes is kept
+// for `refresh`: NSS may ask a directory server, which must not be asked about every named
+// uid of the range on every session start. A no is never kept, so the id a session gets is
+// looked up when it gets it (one lookup per start): an account created after an earlier
+// lookup of the id is seen. One created after a session got its id is not noticed
+// (docs/wasm-tier.md, "Users").
 class NamedIds {
  public:
   using Lookup = std::function<bool(uint32_t id)>;
@@ -94,14 +96,10 @@ class NamedIds {
   bool Named(uint32_t id) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  struct Answer {
-    bool named;
-    absl::Time at;
-  };
   const Lookup lookup_;
   const absl::Duration refresh_;
   codemode::Mutex mu_;
-  std::map<uint32_t, Answer> answers_ ABSL_GUARDED_BY(mu_);
+  std::map<uint32_t, absl::Time> named_at_ ABSL_GUARDED_BY(mu_);  // when a yes was asked
 };
 
 }  // namespace sandboxd

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -77,7 +78,7 @@ TEST(UidPoolTest, AGidOrGroupInUseMakesTheIdInUse) {
 }
 
 // A uid a host account or group has is passed over even with no process of it running,
-// and NSS is asked about an id once per refresh, not on every lease.
+// and NSS is asked about a named id once per refresh, not on every lease.
 TEST(UidPoolTest, AnIdAnAccountOrGroupHasIsNotGiven) {
   std::map<uint32_t, int> asked;
   NamedIds named([&](uint32_t id) { ++asked[id]; return id == 100 || id == 102; }, absl::Hours(1));
@@ -95,6 +96,30 @@ TEST(UidPoolTest, AnIdAnAccountOrGroupHasIsNotGiven) {
   fresh.Named(100);
   fresh.Named(100);
   EXPECT_EQ(asked[100], 3) << "an answer outlived its refresh";
+}
+
+// An account created after its id was looked up (and found free) is seen by the next
+// lease: "no account" is not remembered, so the id a lease settles on is asked afresh.
+TEST(UidPoolTest, AnAccountCreatedAfterALookupIsSeen) {
+  std::set<uint32_t> accounts;
+  std::map<uint32_t, int> asked;
+  NamedIds named([&](uint32_t id) { ++asked[id]; return accounts.count(id) > 0; }, absl::Hours(1));
+  auto by_name = [&](uint32_t id) { return named.Named(id); };
+  auto pool = UidPool::Create(100, 4);
+  auto a = pool->Acquire({}, by_name);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->uid(), 100u);
+  a.reset();
+  accounts.insert(100);  // useradd -u 100 between two session starts
+  auto b = pool->Acquire({}, by_name);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->uid(), 101u) << "the account's uid went to a session";
+  EXPECT_EQ(asked, (std::map<uint32_t, int>{{100, 2}, {101, 1}}));
+  b.reset();
+  auto c = pool->Acquire({}, by_name);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->uid(), 101u);
+  EXPECT_EQ(asked, (std::map<uint32_t, int>{{100, 2}, {101, 2}})) << "a yes is kept for its refresh";
 }
 
 // The real lookup: root has an account and a group, an id nothing has has neither.
