@@ -19,6 +19,8 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "base/mutex.h"
@@ -76,6 +78,42 @@ class UidPool : public std::enable_shared_from_this<UidPool> {
 // session: not while a process of an earlier session outlives it, nor while another
 // sandboxd on the host (which leases from the same range) or this one before a restart
 // has a session running as it.
+//
+// A scan reads each process's status (its first thread's ids and its number of threads)
+// and, of a process of more than one thread, the other threads' statuses. A scan of the
+// same ThreadIds does not read again a thread it read before that cannot have taken an id
+// since: a thread's ids change only through its own set*id calls, which give it an id it
+// does not have only with CAP_SETUID or CAP_SETGID in its permitted set (CapPrm:), which
+// grows only by an exec, after which the thread is its process's first (tid = pid), whose
+// status every scan reads; a thread it starts starts with its ids. Such a thread
+// is known by its task directory's inode (and owner), which the kernel ties to that one
+// thread: a new thread with the same tid has a new one. So a user's many idle threads
+// cost each later scan a stat per thread, not a read.
+class ThreadIds {
+ public:
+  ThreadIds(uint32_t first, uint32_t count, std::string proc = "/proc")
+      : first_(first), count_(count), proc_(std::move(proc)) {}
+  std::set<uint32_t> InUse() ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Known {
+    uint64_t inode;
+    uint32_t owner;
+    uint32_t group;
+    std::vector<uint32_t> ids;  // its ids in the range
+  };
+  using KnownThreads = std::map<long, Known>;  // by tid: threads that cannot take ids
+  void ScanThreads(int process, long pid, const KnownThreads& before, KnownThreads* after,
+                   std::set<uint32_t>* busy) const;
+
+  const uint32_t first_;
+  const uint32_t count_;
+  const std::string proc_;
+  codemode::Mutex mu_;
+  KnownThreads known_ ABSL_GUARDED_BY(mu_);
+};
+
+// One scan of a fresh ThreadIds.
 std::set<uint32_t> UidsWithProcesses(uint32_t first, uint32_t count,
                                      const std::string& proc = "/proc");
 
