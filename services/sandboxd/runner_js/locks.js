@@ -5,15 +5,26 @@
 //   --expose-gc the collector.
 // - code caches: V8 trusts a cache's bytes (release builds check no checksum), so an edited
 //   cache given to vm is attacker-chosen bytecode and object layouts, native memory
-//   corruption without any flag. vm keeps working; a cachedData option is refused, and so is
-//   module.enableCompileCache (a cache directory the code could edit for later requires).
-// - process.report: the process's environment, command line and native addresses.
+//   corruption without any flag. vm keeps working; a cachedData option is refused (own or
+//   inherited), Node's binding class under vm.Script takes none, and module.enableCompileCache
+//   is refused (a cache directory the code could edit for later requires).
+// - process.report: the process's environment, command line and native addresses; and
+//   process.execArgv, Node's command line (the workspace's host path, the paths it may
+//   read and write), which is an empty array here.
+// - the heap's contents (v8.getHeapSnapshot, writeHeapSnapshot, setHeapSnapshotNearHeapLimit,
+//   queryObjects): every string and object of the thread, the runner's own too, including
+//   what it holds out of the code's reach.
 // Every way to a built-in module (require, createRequire, process.getBuiltinModule, import)
 // returns its one exports object, so each is changed there, for good (non-configurable);
 // syncBuiltinESMExports carries the change to the modules' import() namespaces.
 
 const vm = require('vm');
 const Module = require('module');
+
+// Taken now: user code can replace Reflect's functions and vm's, and one called with Node's
+// own constructors or functions would hand them over.
+const { apply, construct } = Reflect;
+const { isContext } = vm;
 
 const fixed = (value) => ({ value, writable: false, configurable: false, enumerable: true });
 
@@ -23,64 +34,111 @@ function refuse(what) {
   };
 }
 
-function lockV8Flags() {
-  Object.defineProperty(require('v8'), 'setFlagsFromString', {
+function lockV8() {
+  const v8 = require('v8');
+  Object.defineProperty(v8, 'setFlagsFromString', {
     value: function setFlagsFromString() {
       throw new Error('V8 flags cannot be changed in a sandbox');
     },
     writable: false, configurable: false, enumerable: true,
   });
+  for (const name of ['getHeapSnapshot', 'writeHeapSnapshot', 'setHeapSnapshotNearHeapLimit', 'queryObjects']) {
+    Object.defineProperty(v8, name, fixed(refuse(`v8.${name}`)));
+  }
 }
 
-// A copy of vm's `options` that holds no code cache to consume. The copy is made once (a
-// getter runs once), so what is checked is what vm gets.
+// vm's `options` as vm gets them: a fresh object with no prototype holding the options' own
+// enumerable properties, each read once (a getter or a proxy trap runs once), its cachedData
+// checked and then set to an own undefined. Nothing is inherited: Node's vm copies options
+// into plain objects of its own and reads cachedData from those, so an inherited one
+// (Object.prototype.cachedData) would reach V8 unless the own undefined shadows it. A string
+// is vm's filename; undefined, null and other values become no options.
 function withoutCodeCache(options) {
-  if (options === null || typeof options !== 'object') return options;
-  const copy = { ...options };
+  let copy;
+  if (typeof options === 'string') copy = { __proto__: null, filename: options };
+  else if (options !== null && (typeof options === 'object' || typeof options === 'function')) {
+    copy = { __proto__: null, ...options };
+  } else copy = { __proto__: null };
   if (copy.cachedData !== undefined) {
     throw new Error('vm: cachedData is refused in a sandbox (V8 trusts the bytes of a code cache)');
   }
+  copy.cachedData = undefined;
   return copy;
+}
+
+const int32 = (value) => typeof value === 'number' && (value | 0) === value;
+
+// The arguments Node's Script hands its parent, the binding class ContextifyScript:
+// (code, filename, lineOffset, columnOffset, cachedData, produceCachedData, parsingContext,
+// hostDefinedOptionId), without a code cache. The binding aborts the process on any other
+// shape (and its last words carry native addresses).
+function isScriptOfNode(args) {
+  return args.length === 8 && typeof args[0] === 'string' && typeof args[1] === 'string' &&
+    int32(args[2]) && int32(args[3]) && args[4] === undefined && typeof args[5] === 'boolean' &&
+    (args[6] === undefined || (typeof args[6] === 'object' && args[6] !== null && isContext(args[6]))) &&
+    typeof args[7] === 'symbol';
+}
+
+// Node's Script extends ContextifyScript, whose constructor takes a code cache unchecked.
+// Script's super() finds its parent through Script's [[Prototype]] when it runs, and user
+// code finds the binding only through ContextifyScript.prototype.constructor (one step up
+// every Script's prototype chain); both lead to a guard instead, which constructs the
+// binding only with the arguments Node's Script passes.
+function guardScriptBinding(NodeScript) {
+  const Binding = Object.getPrototypeOf(NodeScript);
+  function ContextifyScript(...args) {
+    if (new.target === undefined || !isScriptOfNode(args)) {
+      throw new TypeError('vm: ContextifyScript is not available in a sandbox; use vm.Script');
+    }
+    return construct(Binding, args, new.target);
+  }
+  ContextifyScript.prototype = Binding.prototype;
+  Object.setPrototypeOf(NodeScript, ContextifyScript);
+  Object.preventExtensions(NodeScript);
+  Object.defineProperty(Binding.prototype, 'constructor',
+    { value: ContextifyScript, writable: false, configurable: false, enumerable: false });
 }
 
 function lockCodeCaches() {
   const NodeScript = vm.Script;
+  guardScriptBinding(NodeScript);
   // A function, not a subclass: Object.getPrototypeOf(subclass) would be Node's Script.
   // Instances keep Node's prototype, whose `constructor` becomes this one.
   function Script(code, options) {
     if (new.target === undefined) throw new TypeError("Class constructor Script cannot be invoked without 'new'");
-    return Reflect.construct(NodeScript, [code, withoutCodeCache(options)], new.target);
+    return construct(NodeScript, [code, withoutCodeCache(options)], new.target);
   }
   Script.prototype = NodeScript.prototype;
   Object.defineProperty(NodeScript.prototype, 'constructor',
     { value: Script, writable: false, configurable: false, enumerable: false });
   Object.defineProperty(vm, 'Script', fixed(Script));
-  // The module's own functions build Node's Script from inside (createScript, runIn*).
-  // The position of each one's options.
+  // The module's own functions build Node's Script from inside (createScript, runIn*) from
+  // options they copy. The position of each one's options, which vm always gets (a copy).
   const OPTIONS = { createScript: 1, runInThisContext: 1, runInContext: 2, runInNewContext: 2, compileFunction: 2 };
   for (const [name, at] of Object.entries(OPTIONS)) {
     const original = vm[name];
     Object.defineProperty(vm, name, fixed({
       [name](...args) {
-        if (args.length > at) args[at] = withoutCodeCache(args[at]);
-        return Reflect.apply(original, this, args);
+        args[at] = withoutCodeCache(args[at]);
+        return apply(original, this, args);
       },
     }[name]));
   }
   Object.defineProperty(Module, 'enableCompileCache', fixed(refuse('module.enableCompileCache')));
 }
 
-function lockProcessReport() {
+function lockProcessInfo() {
   const report = Object.freeze({
     getReport: refuse('process.report'), writeReport: refuse('process.report'),
   });
   Object.defineProperty(process, 'report', fixed(report));
+  Object.defineProperty(process, 'execArgv', fixed(Object.freeze([])));
 }
 
 function lockRuntime() {
-  lockV8Flags();
+  lockV8();
   lockCodeCaches();
-  lockProcessReport();
+  lockProcessInfo();
   Module.syncBuiltinESMExports();
 }
 

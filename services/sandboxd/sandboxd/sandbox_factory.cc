@@ -102,11 +102,11 @@ absl::StatusOr<std::shared_ptr<UidPool::Lease>> SandboxFactory::LeaseUid(Isolati
   if (!per_session_uid) return nullptr;
   // The process rlimit counts per user id: a uid of its own makes it this session's. A
   // wasm session runs as the uid and gid itself, so no thread may have it as a uid or gid
-  // already (UidsWithProcesses), nor may a host account or group (which could log in or
-  // start later); containers' uids are mapped into their user namespace.
+  // already (ThreadIds), nor may a host account or group (which could log in or start
+  // later); containers' uids are mapped into their user namespace.
   std::shared_ptr<UidPool::Lease> lease =
       isolation == Isolation::kWasm
-          ? uids_->Acquire(UidsWithProcesses(uids_->first(), uids_->count()),
+          ? uids_->Acquire(thread_ids_.InUse(),
                            [this](uint32_t id) { return named_ids_.Named(id); })
           : uids_->Acquire();
   if (!lease) {

@@ -157,7 +157,9 @@ class SandboxFactory {
   const FactoryHooks hooks_;
   const std::shared_ptr<UidPool> uids_ =
       UidPool::Create(options_.session_uid_first, options_.session_uid_count);
-  // Which of them a host account or group has (a wasm session's uid is a host uid).
+  // Which of them a thread on the host has, or a host account or group (a wasm session's
+  // uid is a host uid).
+  ThreadIds thread_ids_{options_.session_uid_first, options_.session_uid_count};
   NamedIds named_ids_{HostNamesId, absl::Minutes(5)};
 
   codemode::Mutex mu_;

@@ -19,6 +19,8 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "base/mutex.h"
@@ -76,6 +78,42 @@ class UidPool : public std::enable_shared_from_this<UidPool> {
 // session: not while a process of an earlier session outlives it, nor while another
 // sandboxd on the host (which leases from the same range) or this one before a restart
 // has a session running as it.
+//
+// A scan reads each process's status (its first thread's ids and its number of threads)
+// and, of a process of more than one thread, the other threads' statuses. A scan of the
+// same ThreadIds does not read again a thread it read before that cannot have taken an id
+// since: a thread's ids change only through its own set*id calls, which give it an id it
+// does not have only with CAP_SETUID or CAP_SETGID in its permitted set (CapPrm:), which
+// grows only by an exec, after which the thread is its process's first (tid = pid), whose
+// status every scan reads; a thread it starts starts with its ids. Such a thread
+// is known by its task directory's inode (and owner), which the kernel ties to that one
+// thread: a new thread with the same tid has a new one. So a user's many idle threads
+// cost each later scan a stat per thread, not a read.
+class ThreadIds {
+ public:
+  ThreadIds(uint32_t first, uint32_t count, std::string proc = "/proc")
+      : first_(first), count_(count), proc_(std::move(proc)) {}
+  std::set<uint32_t> InUse() ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Known {
+    uint64_t inode;
+    uint32_t owner;
+    uint32_t group;
+    std::vector<uint32_t> ids;  // its ids in the range
+  };
+  using KnownThreads = std::map<long, Known>;  // by tid: threads that cannot take ids
+  void ScanThreads(int process, long pid, const KnownThreads& before, KnownThreads* after,
+                   std::set<uint32_t>* busy) const;
+
+  const uint32_t first_;
+  const uint32_t count_;
+  const std::string proc_;
+  codemode::Mutex mu_;
+  KnownThreads known_ ABSL_GUARDED_BY(mu_);
+};
+
+// One scan of a fresh ThreadIds.
 std::set<uint32_t> UidsWithProcesses(uint32_t first, uint32_t count,
                                      const std::string& proc = "/proc");
 
@@ -83,10 +121,12 @@ std::set<uint32_t> UidsWithProcesses(uint32_t first, uint32_t count,
 // than "no such entry" counts as yes: an id that cannot be vouched for is not given out.
 bool HostNamesId(uint32_t id);
 
-// Whether a host account or group has an id, asking `lookup` (HostNamesId) at most once
-// per id per `refresh`: NSS may ask a directory server, which must not be asked about
-// every uid of the range on every session start. An account that appears after an id was
-// given to a session is not noticed (docs/wasm-tier.md, "Users").
+// Whether a host account or group has an id, asking `lookup` (HostNamesId). A yes is kept
+// for `refresh`: NSS may ask a directory server, which must not be asked about every named
+// uid of the range on every session start. A no is never kept, so the id a session gets is
+// looked up when it gets it (one lookup per start): an account created after an earlier
+// lookup of the id is seen. One created after a session got its id is not noticed
+// (docs/wasm-tier.md, "Users").
 class NamedIds {
  public:
   using Lookup = std::function<bool(uint32_t id)>;
@@ -94,14 +134,10 @@ class NamedIds {
   bool Named(uint32_t id) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  struct Answer {
-    bool named;
-    absl::Time at;
-  };
   const Lookup lookup_;
   const absl::Duration refresh_;
   codemode::Mutex mu_;
-  std::map<uint32_t, Answer> answers_ ABSL_GUARDED_BY(mu_);
+  std::map<uint32_t, absl::Time> named_at_ ABSL_GUARDED_BY(mu_);  // when a yes was asked
 };
 
 }  // namespace sandboxd

@@ -82,6 +82,47 @@ describe('javascript on the wasm tier\'s node', () => {
       assert.equal(r.status, 'error', `${use}: ${JSON.stringify(r)}`);
       assert.equal(r.done.namespace_reset, undefined, use);
     }
+    // A cache V8 takes: made from a source of the same length (V8 checks the length, not the
+    // text), so a cache that gets through runs `a * 3` (6) where the source says `a * 4` (8).
+    // Each way is followed by `1 + 1`: a Node that aborted or crashed does not answer it.
+    const taken = 'const vm = require("vm"); const cd = new vm.Script("let a = 2; a * 3")' +
+      '.createCachedData(); const src = "let a = 2; a * 4"; ' +
+      'const fcd = vm.compileFunction("return 3", [], { produceCachedData: true }).cachedData; ';
+    // Object.prototype.cachedData: the cache from the first read on, or undefined to the first
+    // read (a check) and the cache after.
+    const viaGetter = (use, cache, first) => '(() => { let n = 0; Object.defineProperty(Object.prototype, ' +
+      `"cachedData", { get() { return ++n === 1 ? ${first} : ${cache} }, configurable: true }); ` +
+      `try { return ${use} } finally { delete Object.prototype.cachedData } })()`;
+    const getterWays = [['new vm.Script(src).runInThisContext()', '8'],
+      ['new vm.Script(src, { filename: "g.js" }).runInThisContext()', '8'],
+      ['new vm.Script(src, "g.js").runInThisContext()', '8'],
+      ['vm.createScript(src, "g.js").runInThisContext()', '8'],
+      ['vm.runInThisContext(src, "g.js")', '8'],
+      ['vm.runInContext(src, vm.createContext({}), "g.js")', '8'],
+      ['vm.runInContext(src, vm.createContext({}))', '8'],
+      ['vm.runInNewContext(src, {})', '8'],
+      ['vm.runInNewContext(src)', '8'],
+      ['vm.compileFunction("return 4", [], { filename: "g.js" })()', '4', 'fcd'],
+      ['vm.compileFunction("return 4")()', '4', 'fcd']].flatMap(([use, source, cache = 'cd']) =>
+      [[viaGetter(use, cache, cache), source], [viaGetter(use, cache, 'undefined'), source]]);
+    const binding = 'new (Object.getPrototypeOf(vm.Script.prototype).constructor)';
+    const eight = '(src, "c.js", 0, 0, cd, false, undefined, Symbol("c")).runInContext(null, -1, true, false, false)';
+    for (const [use, source] of [[`${binding}${eight}`, '8'],
+      [`new (Reflect.getPrototypeOf(Reflect.getPrototypeOf(new vm.Script("1"))).constructor)${eight}`, '8'],
+      [`${binding}(src)`, '8'],
+      ['vm.runInContext(src, vm.createContext({}), Object.assign(() => 0, { cachedData: cd }))', '8'],
+      // What the runner calls through Reflect, replaced by user code, is handed to it.
+      ['(() => { const apply = Reflect.apply; let f; Reflect.apply = (t, h, a) => { f = f || t; return apply(t, h, a) }; ' +
+        'try { vm.runInThisContext("1") } finally { Reflect.apply = apply } return f(src, { cachedData: cd }) })()', '8'],
+      ['(() => { const c = Reflect.construct; const seen = []; Reflect.construct = (t, a, n) => { seen.push(t); ' +
+        'return c(t, a, n) }; try { new vm.Script("1") } finally { Reflect.construct = c } ' +
+        `return seen.map((t) => { try { return new t${eight} } catch (e) { return 8 } }).find((v) => v !== 8) ?? 8 })()`, '8'],
+      ...getterWays]) {
+      const r = await client.exec(taken + use);
+      assert.ok(r.status === 'error' || r.result === source, `${use}: ${JSON.stringify(r)}`);
+      const alive = await client.exec('1 + 1');
+      assert.equal(alive.result, '2', `${use}, then 1 + 1: ${JSON.stringify(alive)}`);
+    }
     const plain = await client.exec('const vm2 = require("vm"); [new vm2.Script("6 * 7").runInThisContext(), ' +
       'vm2.runInNewContext("a + 1", { a: 1 }), new vm2.Script("1") instanceof vm2.Script]');
     assert.equal(plain.result, '[ 42, 2, true ]', JSON.stringify(plain));
@@ -95,6 +136,22 @@ describe('javascript on the wasm tier\'s node', () => {
       const r = await client.exec(code);
       assert.equal(r.status, 'error', code);
     }
+  });
+
+  it('cannot read node\'s command line or the heap', async () => {
+    for (const code of ['process.execArgv', 'process.execArgv = ["x"]; process.execArgv',
+      'delete process.execArgv; process.execArgv']) {
+      const r = await client.exec(code);
+      assert.equal(r.result, '[]', `${code}: ${JSON.stringify(r)}`);
+    }
+    for (const code of ['require("v8").getHeapSnapshot().read()', 'require("v8").writeHeapSnapshot("h")',
+      'require("v8").setHeapSnapshotNearHeapLimit(1)', 'require("v8").queryObjects(Object, { format: "summary" })',
+      'process.getBuiltinModule("v8").queryObjects(Object)']) {
+      const r = await client.exec(code);
+      assert.equal(r.status, 'error', `${code}: ${JSON.stringify(r)}`);
+      assert.match(r.error.message, /is not available in a sandbox/, code);
+    }
+    assert.equal(fs.existsSync(path.join(runner.workspace, 'h')), false);
   });
 
   it('cannot start processes', async () => {

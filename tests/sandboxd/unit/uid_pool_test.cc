@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -51,12 +52,36 @@ class FakeProc {
   ~FakeProc() { std::filesystem::remove_all(root_); }
   std::string path() const { return root_.string(); }
 
+  // A thread's status changes (the thread's directory stays).
+  void Write(int pid, int tid, const std::string& status) {
+    std::ofstream(Task(pid, tid) / "status") << status;
+    if (tid == pid) std::ofstream(root_ / std::to_string(pid) / "status") << status;
+  }
+  // Another thread takes the tid: a new directory (made before the old one goes, so
+  // another inode).
+  void Replace(int pid, int tid, const std::string& status) {
+    const std::filesystem::path fresh = Task(pid, tid).string() + ".new";
+    std::filesystem::create_directories(fresh);
+    std::ofstream(fresh / "status") << status;
+    std::filesystem::remove_all(Task(pid, tid));
+    std::filesystem::rename(fresh, Task(pid, tid));
+  }
+
  private:
+  std::filesystem::path Task(int pid, int tid) const {
+    return root_ / std::to_string(pid) / "task" / std::to_string(tid);
+  }
   const std::filesystem::path root_;
 };
 
 std::string Status(const std::string& uids, const std::string& gids, const std::string& groups = "") {
   return absl::StrCat("Name:\tx\nUid:\t", uids, "\nGid:\t", gids, "\nGroups:\t", groups, "\n");
+}
+
+// The status of a thread of a process of `threads` threads, with the permitted capabilities
+// `caps` (CapPrm:, hex).
+std::string Status(const std::string& uids, int threads, const std::string& caps) {
+  return absl::StrCat(Status(uids, "0\t0\t0\t0"), "Threads:\t", threads, "\nCapPrm:\t", caps, "\n");
 }
 
 // A uid only a non-leader thread has (setresuid on one thread, as Samba's async-IO threads
@@ -68,6 +93,32 @@ TEST(UidPoolTest, AUidOnlyAThreadRunsAsIsInUse) {
   EXPECT_EQ(UidsWithProcesses(100, 10, proc.path()), (std::set<uint32_t>{103, 105}));
 }
 
+// A scan reads again only what can have changed since the last: every process's status, a
+// thread whose CapPrm has CAP_SETUID or CAP_SETGID, and a new thread (another directory).
+// A thread without them is not read again: the kernel lets it take no id it had not (here
+// its status changes anyway, which a scan that reads it would see). A process of one
+// thread is its status.
+TEST(UidPoolTest, ThreadsThatCannotTakeIdsAreReadOnce) {
+  const std::string none = "0000000000000000";
+  const std::string setuid = "0000000000000080";
+  const std::string setgid = "0000000000000040";
+  const std::string zeros = "0\t0\t0\t0";
+  FakeProc proc({{600, {{600, Status(zeros, 4, none)}, {601, Status(zeros, 4, none)},
+                        {602, Status(zeros, 4, setuid)}, {603, Status(zeros, 4, setgid)}}},
+                 {700, {{700, Status(zeros, 1, none)}, {701, Status("104\t104\t104\t104", 1, none)}}}});
+  ThreadIds ids(100, 10, proc.path());
+  EXPECT_TRUE(ids.InUse().empty());
+  proc.Write(600, 600, Status("100\t100\t100\t100", 4, none));
+  proc.Write(600, 601, Status("101\t101\t101\t101", 4, none));
+  proc.Write(600, 602, Status("0\t102\t0\t0", 4, none));
+  proc.Write(600, 603, Status("0\t0\t0\t103", 4, setgid));
+  EXPECT_EQ(ids.InUse(), (std::set<uint32_t>{100, 102, 103})) << "thread 601 was read again";
+  EXPECT_EQ(ids.InUse(), (std::set<uint32_t>{100, 102, 103}));
+  proc.Replace(600, 601, Status("105\t105\t105\t105", 4, none));
+  EXPECT_EQ(ids.InUse(), (std::set<uint32_t>{100, 102, 103, 105})) << "a new thread 601 was not read";
+  EXPECT_EQ(UidsWithProcesses(100, 10, proc.path()), (std::set<uint32_t>{100, 102, 103, 105}));
+}
+
 // A wasm session runs as gid U too: a thread with U as any gid or supplementary group
 // makes U in use.
 TEST(UidPoolTest, AGidOrGroupInUseMakesTheIdInUse) {
@@ -77,7 +128,7 @@ TEST(UidPoolTest, AGidOrGroupInUseMakesTheIdInUse) {
 }
 
 // A uid a host account or group has is passed over even with no process of it running,
-// and NSS is asked about an id once per refresh, not on every lease.
+// and NSS is asked about a named id once per refresh, not on every lease.
 TEST(UidPoolTest, AnIdAnAccountOrGroupHasIsNotGiven) {
   std::map<uint32_t, int> asked;
   NamedIds named([&](uint32_t id) { ++asked[id]; return id == 100 || id == 102; }, absl::Hours(1));
@@ -95,6 +146,30 @@ TEST(UidPoolTest, AnIdAnAccountOrGroupHasIsNotGiven) {
   fresh.Named(100);
   fresh.Named(100);
   EXPECT_EQ(asked[100], 3) << "an answer outlived its refresh";
+}
+
+// An account created after its id was looked up (and found free) is seen by the next
+// lease: "no account" is not remembered, so the id a lease settles on is asked afresh.
+TEST(UidPoolTest, AnAccountCreatedAfterALookupIsSeen) {
+  std::set<uint32_t> accounts;
+  std::map<uint32_t, int> asked;
+  NamedIds named([&](uint32_t id) { ++asked[id]; return accounts.count(id) > 0; }, absl::Hours(1));
+  auto by_name = [&](uint32_t id) { return named.Named(id); };
+  auto pool = UidPool::Create(100, 4);
+  auto a = pool->Acquire({}, by_name);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->uid(), 100u);
+  a.reset();
+  accounts.insert(100);  // useradd -u 100 between two session starts
+  auto b = pool->Acquire({}, by_name);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->uid(), 101u) << "the account's uid went to a session";
+  EXPECT_EQ(asked, (std::map<uint32_t, int>{{100, 2}, {101, 1}}));
+  b.reset();
+  auto c = pool->Acquire({}, by_name);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->uid(), 101u);
+  EXPECT_EQ(asked, (std::map<uint32_t, int>{{100, 2}, {101, 2}})) << "a yes is kept for its refresh";
 }
 
 // The real lookup: root has an account and a group, an id nothing has has neither.
