@@ -76,14 +76,17 @@ int OpenToWalk(int parent, const char* name, mode_t* restore) {
 // the walk has not read yet to where it has read makes the name vanish (churn) instead of
 // hiding it. False when the walk is done (also once the names reach the walk's stop_after).
 bool ListDirectory(int fd, Walk& walk, Listing* out) {
+  // Names past stop_after are not needed: a full buffer of this size holds that many.
+  const size_t most = walk.stop_after == 0 ? size_t{1} << 30
+                                            : (walk.stop_after - walk.use.inodes + 1) * sizeof(struct dirent64);
   ssize_t n = 0;
   for (;;) {
     if (lseek(fd, 0, SEEK_SET) != 0 || (n = getdents64(fd, walk.buffer.data(), walk.buffer.size())) < 0) {
       walk.use.hidden = "a directory sandboxd cannot read";
       return false;
     }
-    if (walk.buffer.size() - size_t(n) >= kRoomForAnEntry || walk.buffer.size() >= (size_t{1} << 30)) break;
-    walk.buffer.resize(walk.buffer.size() * 4);
+    if (walk.buffer.size() - size_t(n) >= kRoomForAnEntry || walk.buffer.size() >= most) break;
+    walk.buffer.resize(std::max(walk.buffer.size(), std::min(walk.buffer.size() * 4, most)));
   }
   *out = Listing();
   do {  // a filesystem that answers in parts: the rest, as the kernel gives it
@@ -112,7 +115,7 @@ bool ListDirectory(int fd, Walk& walk, Listing* out) {
 // it has looked already, so a name gone is not taken for a name deleted.
 void WalkDirectory(int fd, mode_t restore, int depth, Walk& walk) {
   Listing listing;
-  const bool listed = ListDirectory(fd, walk, &listing);
+  const bool listed = !walk.Done() && ListDirectory(fd, walk, &listing);
   for (size_t i = 0; listed && i < listing.names.size() && !walk.Done(); ++i) {
     const char* name = listing.names[i].c_str();
     struct stat st;
