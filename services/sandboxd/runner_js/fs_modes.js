@@ -37,12 +37,16 @@ function installChmodOfSameMode() {
 // asked for once it is open. Where the jail refuses every mode change, that chmod fails and
 // Python could create no file at all. On a NODEFS mount, a creating open makes the file with
 // its mode at once (O_CREAT|O_EXCL through Node, under the process's umask, as a container's
-// open does), and Emscripten's open then finds it there and chmods nothing. An open whose
-// access the new mode would not allow (a read-only file opened for writing, which POSIX
-// allows the creating open) and anything this cannot look up take Emscripten's own way.
+// open does), and Emscripten's open then finds it there and chmods nothing. A mode that does
+// not allow the open's access (os.open(name, O_CREAT | O_RDWR, 0o400), which POSIX lets the
+// creating open do) cannot be opened again once made: then Emscripten makes the node, the
+// host file is made with its mode and the access in one open, whose descriptor becomes the
+// stream's, and Emscripten's chmod to that same mode changes nothing. What this cannot look
+// up takes Emscripten's own way.
 function createFilesWithTheirMode(FS) {
   const O_CREAT = 0o100;
   const O_EXCL = 0o200;
+  const O_TRUNC = 0o1000;
   const O_NOFOLLOW = 0o400000;
   const NODEFS = FS.filesystems.NODEFS;
   const open = FS.open;
@@ -53,6 +57,47 @@ function createFilesWithTheirMode(FS) {
     if (!parent || parent.mount.type !== NODEFS) return null;
     return path.join(NODEFS.realPath(parent), path.posix.basename(found.path));
   };
+  // The creating open under way whose mode lacks its access: { host, flags, perms, fd, stream }.
+  let creating = null;
+  const mknod = NODEFS.node_ops.mknod;
+  NODEFS.node_ops.mknod = function mknodWithTheAccess(parent, name, mode, dev) {
+    if (!creating || !FS.isFile(mode) || path.join(NODEFS.realPath(parent), name) !== creating.host) {
+      return mknod.call(this, parent, name, mode, dev);
+    }
+    const node = NODEFS.createNode(parent, name, mode, dev);
+    creating.fd = NODEFS.tryFSOperation(() => fs.openSync(creating.host, creating.flags | fs.constants.O_CREAT |
+      fs.constants.O_EXCL, creating.perms));
+    return node;
+  };
+  const streamOpen = NODEFS.stream_ops.open;
+  NODEFS.stream_ops.open = function openTheCreatedFile(stream) {
+    if (!creating || creating.fd === undefined || creating.stream || NODEFS.realPath(stream.node) !== creating.host) {
+      return streamOpen.call(this, stream);
+    }
+    stream.shared.refcount = 1;
+    stream.nfd = creating.fd;
+    creating.stream = stream;  // which closes the descriptor
+    return undefined;
+  };
+  const openLackingAccess = (name, flags, mode, host) => {
+    creating = { host, flags: NODEFS.flagsForNode(flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOFOLLOW)), perms: mode & 0o777 };
+    try {
+      return open.call(FS, name, flags, mode);
+    } catch (e) {
+      // A failed open leaves no file behind.
+      if (creating.stream) {
+        try { FS.close(creating.stream); } catch (ignored) { /* e says what went wrong */ }
+      } else if (creating.fd !== undefined) {
+        fs.closeSync(creating.fd);
+      }
+      if (creating.fd !== undefined) {
+        try { FS.unlink(name); } catch (ignored) { /* e says what went wrong */ }
+      }
+      throw e;
+    } finally {
+      creating = null;
+    }
+  };
   FS.open = function openCreatingWithMode(name, flags, mode = 0o666) {
     if (typeof name !== 'string' || typeof flags !== 'number' || !(flags & O_CREAT)) {
       return open.call(FS, name, flags, mode);
@@ -61,13 +106,18 @@ function createFilesWithTheirMode(FS) {
     const access = flags & 3;
     const needs = access === 0 ? 0o400 : access === 1 ? 0o200 : 0o600;
     let host = null;
+    let made = false;
     try {
-      if ((perms & needs) === needs) host = hostPathToCreate(name, flags);
-      if (host !== null) fs.closeSync(fs.openSync(host, fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_WRONLY, perms));
+      host = hostPathToCreate(name, flags);
+      if (host !== null && (perms & needs) === needs) {
+        fs.closeSync(fs.openSync(host, fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_WRONLY, perms));
+        made = true;
+      }
     } catch (e) {
       host = null;  // Emscripten's open reports what is wrong
     }
-    return open.call(FS, name, host === null ? flags : flags & ~O_EXCL, mode);
+    if (host !== null && !made) return openLackingAccess(name, flags, mode, host);
+    return open.call(FS, name, made ? flags & ~O_EXCL : flags, mode);
   };
 }
 

@@ -26,11 +26,29 @@ namespace fs = std::filesystem;
 
 // Directories deeper than this are not walked (each level holds one open directory).
 constexpr int kMaxDepth = 128;
+// Walks of a workspace that code changes under them (names that vanish or move while the
+// walk visits them) before the measure gives up (UNAVAILABLE).
+constexpr int kWalks = 3;
+// A getdents64 buffer with less room left than this may have stopped short of the end.
+constexpr size_t kRoomForAnEntry = sizeof(struct dirent64) + 256;
 
 struct Walk {
   uint64_t stop_after = 0;
+  // The filesystem keeps a directory's st_nlink at 2 + its subdirectories (ext4, xfs, tmpfs).
+  bool counts_subdirs = false;
+  // Why this walk's count cannot be trusted ("" while it can): code renamed or removed what
+  // the walk had listed, so what moved may be where the walk had looked already.
+  std::string churn;
+  std::vector<char> buffer = std::vector<char>(256 << 10);  // getdents64's, shared by every directory
   WasmWorkspaceUse use;
-  bool Done() const { return stop_after != 0 && use.inodes >= stop_after; }
+  bool Done() const { return !churn.empty() || (stop_after != 0 && use.inodes >= stop_after); }
+};
+
+// The names in a directory, as of one instant.
+struct Listing {
+  std::vector<std::string> names;
+  uint64_t subdirs = 0;     // entries of type DT_DIR
+  bool types_known = true;  // no entry of type DT_UNKNOWN
 };
 
 // Opens the directory `name` in `parent` (AT_FDCWD: a path) for reading, never following a
@@ -52,23 +70,61 @@ int OpenToWalk(int parent, const char* name, mode_t* restore) {
   return fd;
 }
 
+// Reads every name in the directory `fd` into `*out` before the walk visits any: the kernel
+// holds a directory's lock through one getdents64 call, so a buffer that takes them all
+// (grown until it does) sees them as of one instant, and code that renames a name from where
+// the walk has not read yet to where it has read makes the name vanish (churn) instead of
+// hiding it. False when the walk is done (also once the names reach the walk's stop_after).
+bool ListDirectory(int fd, Walk& walk, Listing* out) {
+  // Names past stop_after are not needed: a full buffer of this size holds that many.
+  const size_t most = walk.stop_after == 0 ? size_t{1} << 30
+                                            : (walk.stop_after - walk.use.inodes + 1) * sizeof(struct dirent64);
+  ssize_t n = 0;
+  for (;;) {
+    if (lseek(fd, 0, SEEK_SET) != 0 || (n = getdents64(fd, walk.buffer.data(), walk.buffer.size())) < 0) {
+      walk.use.hidden = "a directory sandboxd cannot read";
+      return false;
+    }
+    if (walk.buffer.size() - size_t(n) >= kRoomForAnEntry || walk.buffer.size() >= most) break;
+    walk.buffer.resize(std::max(walk.buffer.size(), std::min(walk.buffer.size() * 4, most)));
+  }
+  *out = Listing();
+  do {  // a filesystem that answers in parts: the rest, as the kernel gives it
+    for (ssize_t at = 0; at < n;) {
+      const auto* e = reinterpret_cast<const struct dirent64*>(walk.buffer.data() + at);
+      at += e->d_reclen;
+      if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+      if (walk.stop_after != 0 && walk.use.inodes + out->names.size() + 1 >= walk.stop_after) {
+        walk.use.inodes = walk.stop_after;  // over the inode budget: what the names hold does not matter
+        return false;
+      }
+      out->names.push_back(e->d_name);
+      out->subdirs += e->d_type == DT_DIR;
+      out->types_known = out->types_known && e->d_type != DT_UNKNOWN;
+    }
+  } while ((n = getdents64(fd, walk.buffer.data(), walk.buffer.size())) > 0);
+  return true;
+}
+
 // Counts the entries of the directory `fd` (which it closes, giving it the mode `restore`
 // from OpenToWalk back if not 0) and, depth first, of its subdirectories: each opened relative to its
 // parent with O_NOFOLLOW, so code renaming a directory into a symbolic link while the walk
-// runs cannot lead it out of the workspace. What it cannot see goes into walk.use.hidden.
+// runs cannot lead it out of the workspace. What it cannot see goes into walk.use.hidden; a
+// name that vanished or changed type after the read, or a subdirectory come or gone while
+// the walk was below the directory, is churn: code can rename what the walk listed to where
+// it has looked already, so a name gone is not taken for a name deleted.
 void WalkDirectory(int fd, mode_t restore, int depth, Walk& walk) {
-  DIR* dir = fdopendir(fd);
-  if (dir == nullptr) {
-    close(fd);
-    walk.use.hidden = "a directory sandboxd cannot read";
-    return;
-  }
-  while (dirent* e = readdir(dir)) {
-    if (walk.Done()) break;
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+  Listing listing;
+  const bool listed = !walk.Done() && ListDirectory(fd, walk, &listing);
+  for (size_t i = 0; listed && i < listing.names.size() && !walk.Done(); ++i) {
+    const char* name = listing.names[i].c_str();
     struct stat st;
-    if (fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      if (errno != ENOENT) walk.use.hidden = "a name sandboxd cannot stat";  // ENOENT: gone meanwhile
+    if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno == ENOENT) {
+        walk.churn = "a name vanished while the walk ran";
+      } else {
+        walk.use.hidden = "a name sandboxd cannot stat";
+      }
       continue;
     }
     walk.use.inodes++;
@@ -79,15 +135,27 @@ void WalkDirectory(int fd, mode_t restore, int depth, Walk& walk) {
       continue;
     }
     mode_t child_restore = 0;
-    const int child = OpenToWalk(dirfd(dir), e->d_name, &child_restore);
+    const int child = OpenToWalk(fd, name, &child_restore);
     if (child >= 0) {
       WalkDirectory(child, child_restore, depth + 1, walk);
-    } else if (errno != ENOENT && errno != ENOTDIR && errno != ELOOP) {  // not gone or swapped meanwhile
+    } else if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP) {
+      walk.churn = "a directory moved or was swapped while the walk ran";
+    } else {
       walk.use.hidden = "a directory sandboxd cannot read";
     }
   }
-  if (restore != 0) fchmod(dirfd(dir), restore & 07777);
-  closedir(dir);
+  // A subdirectory moved here from where the walk has not looked yet, or moved away to
+  // where it has looked, shows in the link count (ext4 gives up counting past 65,000, at 1).
+  struct stat now;
+  if (listed && !walk.Done() && walk.counts_subdirs && listing.types_known && fstat(fd, &now) == 0) {
+    if (now.st_nlink < 2) {
+      walk.use.hidden = "a directory with more subdirectories than its filesystem counts";
+    } else if (now.st_nlink - 2 != listing.subdirs) {
+      walk.churn = "a directory gained or lost a subdirectory while the walk ran";
+    }
+  }
+  if (restore != 0) fchmod(fd, restore & 07777);
+  close(fd);
 }
 
 // Adds the regular files on `dev` that the processes `pids` hold open with no name left
@@ -141,10 +209,11 @@ void OpenUpDirectory(int fd, int depth) {
   closedir(dir);
 }
 
-// Every directory above `work_dir` (which exists), from the root down: one that another
-// user owns or may write lets that user swap work_dir after the start. A sticky directory
-// (/tmp) may be writable by all when what lies in it on the way is root's or ours, which
-// only its owner can rename or delete.
+// Every directory above `work_dir`, from the root down: one that another user owns or may
+// write lets that user swap work_dir after the start. A sticky directory (/tmp) may be
+// writable by all when what lies in it on the way is root's or ours, which only its owner
+// can rename or delete. Parts of work_dir that do not exist yet are taken for ours (we make
+// them after the checks), so it runs before anything is made.
 absl::Status CheckWorkDirParents(const std::string& work_dir) {
   // The kernel resolves `..` after the symbolic link before it, where the text comparison
   // below drops both: a `.` or `..` would hide a link on the way.
@@ -156,7 +225,7 @@ absl::Status CheckWorkDirParents(const std::string& work_dir) {
     }
   }
   std::error_code ec;
-  const fs::path real = fs::canonical(work_dir, ec);
+  const fs::path real = fs::weakly_canonical(work_dir, ec);
   if (ec) {
     return absl::UnavailableError(absl::StrCat("wasm: cannot resolve ", work_dir, ": ", ec.message()));
   }
@@ -164,7 +233,7 @@ absl::Status CheckWorkDirParents(const std::string& work_dir) {
   // symbolic link on the way (whoever owns it may point it elsewhere later) is refused.
   fs::path given = fs::path(work_dir).lexically_normal();
   if (!given.has_filename()) given = given.parent_path();
-  if (real != given) {
+  if (real.lexically_normal() != given) {
     return absl::UnavailableError(absl::StrCat(
         "wasm: --wasm_dir ", work_dir, " resolves to ", real.string(),
         ": name the directory without a symbolic link on the way (a link's owner could point "
@@ -175,11 +244,14 @@ absl::Status CheckWorkDirParents(const std::string& work_dir) {
   const uid_t us = geteuid();
   for (size_t i = chain.size() - 1; i >= 1; --i) {  // chain[i] is the parent of chain[i - 1]
     struct stat dir, next;
-    if (lstat(chain[i].c_str(), &dir) != 0 || lstat(chain[i - 1].c_str(), &next) != 0) {
-      return absl::UnavailableError(
-          absl::StrCat("wasm: cannot stat ", chain[i].string(), ": ", strerror(errno)));
+    const bool dir_missing = lstat(chain[i].c_str(), &dir) != 0;
+    if (dir_missing && errno == ENOENT) continue;  // ours: made after the checks
+    const bool next_missing = !dir_missing && lstat(chain[i - 1].c_str(), &next) != 0;
+    if (dir_missing || (next_missing && errno != ENOENT)) {
+      return absl::UnavailableError(absl::StrCat("wasm: cannot stat ", chain[dir_missing ? i : i - 1].string(),
+                                                 ": ", strerror(errno)));
     }
-    const bool next_ok = next.st_uid == 0 || next.st_uid == us;
+    const bool next_ok = next_missing || next.st_uid == 0 || next.st_uid == us;
     std::string why;
     if (dir.st_uid != 0 && dir.st_uid != us) {
       why = absl::StrCat("belongs to uid ", dir.st_uid);
@@ -205,6 +277,9 @@ std::string MiB(uint64_t bytes) { return absl::StrCat((bytes + (1 << 20) - 1) >>
 }  // namespace
 
 absl::Status PrepareWasmWorkDir(const std::string& work_dir) {
+  // Checked before anything is made or chmodded: through another user's link, a `..` or
+  // a directory another user may write, mkdir and chmod would act on what that user picks.
+  if (absl::Status s = CheckWorkDirParents(work_dir); !s.ok()) return s;
   for (const char* dir : {"", "/w", "/snapshots"}) {
     std::error_code ec;
     const std::string path = work_dir + dir;
@@ -217,11 +292,16 @@ absl::Status PrepareWasmWorkDir(const std::string& work_dir) {
     }
     fs::create_directories(path, ec);
     // Session uids traverse it to their own workspace and read the snapshot; nobody lists it.
-    if (ec || chmod(path.c_str(), 0711) != 0) {
+    const int fd = ec ? -1 : open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    const bool made = fd >= 0 && fchmod(fd, 0711) == 0;
+    const int error = errno;
+    if (fd >= 0) close(fd);
+    if (!made) {
       return absl::UnavailableError(absl::StrCat("wasm: cannot prepare ", path, ": ",
-                                                 ec ? ec.message() : strerror(errno)));
+                                                 ec ? ec.message() : strerror(error)));
     }
   }
+  // Again, now that every part exists (a directory made under an odd umask is others' to write).
   return CheckWorkDirParents(work_dir);
 }
 
@@ -231,21 +311,33 @@ WasmWorkspaceBudget WasmWorkspaceBudgetFor(uint64_t bytes) {
 
 absl::StatusOr<WasmWorkspaceUse> MeasureWasmWorkspace(const std::string& path, uint64_t stop_after_inodes,
                                                       const std::vector<pid_t>& holders) {
-  mode_t restore = 0;
-  const int fd = OpenToWalk(AT_FDCWD, path.c_str(), &restore);
-  if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot open ", path, ": ", strerror(errno)));
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    close(fd);
-    return absl::UnavailableError(absl::StrCat("cannot stat ", path, ": ", strerror(errno)));
-  }
   Walk walk;
-  walk.stop_after = stop_after_inodes;
-  walk.use.inodes = 1;
-  walk.use.bytes = uint64_t(st.st_blocks) * 512;
-  WalkDirectory(fd, restore, 0, walk);
-  CountUnlinkedOpenFiles(holders, st.st_dev, walk.use);
-  return walk.use;
+  for (int attempt = 1; attempt <= kWalks; ++attempt) {
+    mode_t restore = 0;
+    const int fd = OpenToWalk(AT_FDCWD, path.c_str(), &restore);
+    if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot open ", path, ": ", strerror(errno)));
+    struct stat st;
+    struct statfs fs_type;
+    if (fstat(fd, &st) != 0 || fstatfs(fd, &fs_type) != 0) {
+      const int error = errno;
+      close(fd);
+      return absl::UnavailableError(absl::StrCat("cannot stat ", path, ": ", strerror(error)));
+    }
+    walk = Walk();
+    walk.stop_after = stop_after_inodes;
+    walk.counts_subdirs = fs_type.f_type == EXT4_SUPER_MAGIC || fs_type.f_type == XFS_SUPER_MAGIC ||
+                          fs_type.f_type == TMPFS_MAGIC;
+    walk.use.inodes = 1;
+    walk.use.bytes = uint64_t(st.st_blocks) * 512;
+    WalkDirectory(fd, restore, 0, walk);
+    if (walk.churn.empty()) {
+      CountUnlinkedOpenFiles(holders, st.st_dev, walk.use);
+      return walk.use;
+    }
+  }
+  // The budget thread ends a session whose workspace stays unmeasured (kUnmeasuredBound).
+  return absl::UnavailableError(
+      absl::StrCat("the workspace changed under ", kWalks, " walks in a row (", walk.churn, ")"));
 }
 
 absl::StatusOr<WasmWorkspaceUse> MeasureWasmTmpfsWorkspace(const std::string& path,

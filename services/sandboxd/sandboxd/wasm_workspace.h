@@ -50,7 +50,10 @@ struct WasmWorkspaceUse {
 // open after removing their names (st_nlink 0). A directory of ours that we may not read
 // (mode 0300) is read with the owner's rwx added for the walk and its mode given back; one
 // that still cannot be read, like /proc/<holder>/fd, is named in `hidden`, over any budget.
-// UNAVAILABLE when `path` cannot be opened.
+// A walk during which a name it listed vanished or was swapped, or a directory gained or
+// lost a subdirectory (where the filesystem counts them in st_nlink), is walked again: code
+// renaming a directory round names the walk has yet to reach, or has passed, would hide it.
+// UNAVAILABLE when `path` cannot be opened, or when 3 walks in a row saw such changes.
 absl::StatusOr<WasmWorkspaceUse> MeasureWasmWorkspace(const std::string& path,
                                                       uint64_t stop_after_inodes = 0,
                                                       const std::vector<pid_t>& holders = {});

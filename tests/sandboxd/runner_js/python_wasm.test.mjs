@@ -105,7 +105,7 @@ describe('python in pyodide (wasm tier)', () => {
   });
 
   // Emscripten creates a file with mode 0777 and chmods it once open: where the jail refuses
-  // every mode change, Python could create no file.
+  // every mode change, Python could create no file, nor one whose mode lacks the open's access.
   it('creates files with their mode where every mode change is refused', async () => {
     const refusing = await startWithProbe('no_chmod.cjs');
     try {
@@ -118,6 +118,17 @@ describe('python in pyodide (wasm tier)', () => {
       assert.equal(r.status, 'ok', JSON.stringify(r.error));
       assert.equal(r.stream('stdout'), 'refused\n', 'the probe does not refuse mode changes');
       assert.equal(r.result, "[('a.txt', '0o666'), ('b.txt', '0o640'), ('d', '0o777'), ('d/e', '0o666')]");
+      // POSIX lets the creating open have any access whatever the new file's mode: Emscripten
+      // opened its 0777 file and failed to chmod it, an error that left a 0777 file (W6-6).
+      const lacking = await c.exec("fd = os.open('/workspace/r', os.O_CREAT | os.O_RDWR, 0o400)\n" +
+        "os.write(fd, b'written')\nos.lseek(fd, 0, 0)\nback = os.read(fd, 7)\nos.close(fd)\n" +
+        "os.close(os.open('/workspace/z', os.O_CREAT | os.O_RDONLY, 0))\n" +
+        "(back, oct(os.stat('/workspace/r').st_mode & 0o777), oct(os.stat('/workspace/z').st_mode & 0o777))");
+      assert.equal(lacking.status, 'ok', JSON.stringify(lacking.error));
+      assert.equal(lacking.result, "(b'written', '0o400', '0o0')");
+      const host = (name) => (fs.statSync(path.join(refusing.workspace, name)).mode & 0o777).toString(8);
+      assert.deepEqual([host('r'), host('z')], ['400', '0']);
+      assert.equal(fs.readFileSync(path.join(refusing.workspace, 'r'), 'utf8'), 'written');
     } finally {
       refusing.stop();
     }

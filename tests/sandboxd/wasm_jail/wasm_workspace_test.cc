@@ -7,12 +7,17 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <dirent.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -81,6 +86,87 @@ TEST(WasmWorkspaceTest, TheHostsDirectoryIsNotTakenForTheSandboxsTmpfs) {
       << "a tmpfs that is the host's own directory (a --wasm_dir on a tmpfs)";
   EXPECT_EQ(MeasureWasmTmpfsWorkspace("/usr", "/nonexistent").status().code(), absl::StatusCode::kUnavailable)
       << "a directory on a disk is no tmpfs";
+}
+
+// Names that readdir gives after "s0".."s99" in a directory on the filesystem of `dir`
+// (ext4 lists in the order of a hash that is the same for every directory of a filesystem).
+std::vector<std::string> NamesListedAfterTheFillers(const std::string& dir) {
+  const std::string scratch = dir + "/scratch";
+  fs::create_directory(scratch);
+  for (int i = 0; i < 100; ++i) std::ofstream(scratch + "/s" + std::to_string(i));
+  for (int i = 0; i < 400; ++i) std::ofstream(scratch + "/n" + std::to_string(i));
+  std::vector<std::string> order;
+  for (const auto& e : fs::directory_iterator(scratch)) order.push_back(e.path().filename());
+  fs::remove_all(scratch);
+  std::vector<std::string> late;
+  for (auto it = order.rbegin(); it != order.rend() && (*it)[0] == 'n'; ++it) late.push_back(*it);
+  return late;
+}
+
+// Code renaming a directory that holds data round a ring of names the walk reaches late: the
+// walk lists the name, walks what comes before it, and finds the name gone (W6-1). The
+// measure counts the data or says it cannot measure; it never answers less, silently.
+TEST(WasmWorkspaceTest, ADirectoryRenamedRoundARingIsCountedOrUnmeasured) {
+  wasm_jail_test::TempDir dir;
+  const std::string ws = dir.path();
+  const std::vector<std::string> ring = NamesListedAfterTheFillers(ws);
+  ASSERT_GE(ring.size(), 2u) << "no names that readdir lists after the fillers";
+  for (int i = 0; i < 100; ++i) {  // 600 directories walked before the ring's names
+    for (int j = 0; j < 5; ++j) fs::create_directories(absl::StrCat(ws, "/s", i, "/", j));
+  }
+  fs::create_directory(ws + "/" + ring[0]);
+  constexpr uint64_t kData = 8 << 20;
+  std::ofstream(ws + "/" + ring[0] + "/data") << std::string(kData, 'x');
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> renames{0};
+  std::thread renamer([&] {
+    for (size_t i = 0; !stop; ++i, ++renames) {
+      rename((ws + "/" + ring[i % ring.size()]).c_str(), (ws + "/" + ring[(i + 1) % ring.size()]).c_str());
+    }
+  });
+  int counted = 0, unmeasured = 0, under = 0;
+  // For 3 s, while the renames go on (2 cores shared with other work may hold them up).
+  for (const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+       std::chrono::steady_clock::now() < end;) {
+    if (renames < 100) continue;
+    absl::StatusOr<WasmWorkspaceUse> use = MeasureWasmWorkspace(ws);
+    if (!use.ok()) {
+      EXPECT_THAT(use.status().message(), HasSubstr("changed under 3 walks in a row"));
+      unmeasured++;
+    } else {
+      (use->bytes >= kData ? counted : under)++;
+    }
+  }
+  stop = true;
+  renamer.join();
+  EXPECT_EQ(under, 0) << counted << " measures counted the data, " << unmeasured << " could not measure, "
+                      << under << " missed it (" << renames << " renames)";
+  absl::StatusOr<WasmWorkspaceUse> use = MeasureWasmWorkspace(ws);
+  ASSERT_TRUE(use.ok()) << use.status();
+  EXPECT_GE(use->bytes, kData) << "a workspace at rest";
+  EXPECT_EQ(use->inodes, 1u + 600u + 2u);
+}
+
+// A --wasm_dir refused for a symbolic link or a '..' on the way changes nothing: the link's
+// owner would choose which directory becomes 0711 and gets w/ and snapshots/ (W6-4).
+TEST(WasmWorkspaceTest, ARefusedWorkDirIsNeitherMadeNorChmodded) {
+  wasm_jail_test::TempDir dir;
+  const std::string real = dir.path() + "/real";
+  fs::create_directories(real + "/private");
+  chmod((real + "/private").c_str(), 0700);
+  fs::create_directory_symlink(real, dir.path() + "/link");
+  for (const std::string& work_dir : {dir.path() + "/link/private", dir.path() + "/link/../real/private",
+                                      dir.path() + "/link/private/new"}) {
+    absl::Status refused = PrepareWasmWorkDir(work_dir);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << work_dir;
+    struct stat st;
+    ASSERT_EQ(stat((real + "/private").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0700u) << work_dir << ": " << refused;
+    EXPECT_TRUE(fs::is_empty(real + "/private")) << work_dir << ": " << refused;
+  }
+  // The same directory named without the link: made ready.
+  ASSERT_TRUE(PrepareWasmWorkDir(real + "/private/new").ok());
+  EXPECT_TRUE(fs::is_directory(real + "/private/new/w"));
 }
 
 constexpr uid_t kOrdinaryUid = 65534;
