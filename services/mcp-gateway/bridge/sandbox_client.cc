@@ -249,7 +249,8 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
                                                         const std::string& label,
                                                         const sandbox::v1::Catalog& catalog,
                                                         const Room& room,
-                                                        const std::string& runtime) {
+                                                        const std::string& runtime,
+                                                        const std::string& egress_policy) {
   // One endpoint needs no choice (and no GetInfo round trip).
   const std::vector<size_t> order =
       endpoints_.size() == 1 ? std::vector<size_t>{0} : PlacementOrder(Loads(runtime));
@@ -266,6 +267,7 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
     req.set_isolation(isolation_);
     req.set_image(image_);
     req.set_runtime(runtime);
+    req.set_egress_policy(egress_policy);
     // An owner at its limit gives up its least recently used idle sandbox rather than being
     // refused: clients that address sandboxes by handle never say when they are done with
     // one (docs/gateway.md, "Sandbox handles"). The limit is the credential's, counted by

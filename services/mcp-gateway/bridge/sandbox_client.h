@@ -119,7 +119,8 @@ class SandboxClient : public Sandboxes {
   // is unavailable.
   absl::StatusOr<SandboxRef> CreateSession(const std::string& owner, const std::string& label,
                                            const sandbox::v1::Catalog& catalog,
-                                           const Room& room, const std::string& runtime) override;
+                                           const Room& room, const std::string& runtime,
+                                           const std::string& egress_policy) override;
   absl::Status DeleteSession(const SandboxRef& ref) override;
   absl::Status ResetSession(const SandboxRef& ref) override;
   absl::Status UploadFile(const SandboxRef& ref, const std::string& path, const std::string& data,

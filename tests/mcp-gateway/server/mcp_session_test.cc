@@ -137,7 +137,7 @@ TEST_F(McpSessionTest, SetLevelFiltersLogMessages) {
 TEST_F(McpSessionTest, ToolsListReturnsProviderTools) {
   auto session = ReadySession();
   json response = Call(*session, Request(1, "tools/list"));
-  EXPECT_EQ(response["result"]["tools"], provider_.ListTools());
+  EXPECT_EQ(response["result"]["tools"], provider_.ListTools(""));
   EXPECT_FALSE(response["result"].contains("nextCursor"));
   EXPECT_TRUE(Call(*session, Request(2, "tools/list", {{"cursor", "abc"}})).contains("result"));
   EXPECT_EQ(ErrorCode(Call(*session, Request(3, "tools/list", {{"cursor", 5}}))), kInvalidParams);

@@ -56,7 +56,7 @@ class FakeProvider : public ToolProvider, public ResourceProvider {
     std::string session_key;
   };
 
-  json ListTools() override {
+  json ListTools(const std::string&) override {
     return json::array({
         {{"name", "echo"}, {"description", "echoes"}, {"inputSchema", {{"type", "object"}}}},
         {{"name", "slow"}, {"description", "waits"}, {"inputSchema", {{"type", "object"}}}},

@@ -1,0 +1,80 @@
+// The egress policy of the gateway's sandboxes. See sandbox_egress.h.
+#include "bridge/sandbox_egress.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "base/log_text.h"
+#include "nlohmann/json.hpp"
+
+namespace gateway {
+namespace {
+
+// sandboxd's bound on a policy's text (docs/egress.md).
+constexpr size_t kMaxPolicyBytes = 64 << 10;
+
+}  // namespace
+
+const std::string& SandboxEgress::Sent(const std::string& credential) const {
+  auto it = by_credential.find(credential);
+  return it != by_credential.end() ? it->second : all;
+}
+
+const std::string& SandboxEgress::Shown(const std::string& credential) const {
+  const std::string& sent = Sent(credential);
+  return sent.empty() ? sandboxd_default : sent;
+}
+
+std::vector<std::string> PolicyEntries(const std::string& policy) {
+  std::vector<std::string> entries;
+  for (absl::string_view line : absl::StrSplit(policy, '\n')) {
+    line = line.substr(0, line.find('#'));
+    for (absl::string_view entry : absl::StrSplit(line, absl::ByAnyChar(", \t\r"), absl::SkipEmpty())) {
+      entries.emplace_back(entry);
+    }
+  }
+  return entries;
+}
+
+absl::Status CheckPolicyText(const std::string& policy, const std::string& what) {
+  if (policy.size() > kMaxPolicyBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": an egress policy is at most 64 KiB"));
+  }
+  for (unsigned char c : policy) {
+    if ((c >= 0x20 && c < 0x7f) || c == '\n' || c == '\t' || c == '\r') continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": an egress policy is printable ASCII (write names in punycode): ",
+        codemode::LogText(policy.substr(0, 200))));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::map<std::string, std::string>> ParseCredentialSettings(const std::string& text) {
+  const nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) return absl::InvalidArgumentError("not a JSON object");
+  std::map<std::string, std::string> egress;
+  for (const auto& [key, value] : doc.items()) {
+    if (key != "credentials" || !value.is_object()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", codemode::LogText(key.substr(0, 64)), "': the file holds one object, \"credentials\""));
+    }
+  }
+  auto credentials = doc.find("credentials");
+  if (credentials == doc.end()) return egress;
+  for (const auto& [credential, settings] : credentials->items()) {
+    const std::string where = absl::StrCat("credential '", codemode::LogText(credential.substr(0, 64)), "'");
+    if (!settings.is_object()) return absl::InvalidArgumentError(absl::StrCat(where, ": not an object"));
+    for (const auto& [key, value] : settings.items()) {
+      if (key != "sandbox_egress" || !value.is_string()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ": '", codemode::LogText(key.substr(0, 64)),
+            "' is not a setting (the settings: \"sandbox_egress\", a string)"));
+      }
+      const std::string policy = value.get<std::string>();
+      if (absl::Status s = CheckPolicyText(policy, where); !s.ok()) return s;
+      egress[credential] = policy;
+    }
+  }
+  return egress;
+}
+
+}  // namespace gateway

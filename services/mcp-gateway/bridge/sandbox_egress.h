@@ -1,0 +1,55 @@
+// SandboxEgress: the egress policy of the sandboxes the gateway creates (docs/egress.md,
+// docs/gateway.md "Egress"). --sandbox_egress applies to every credential; a credential's
+// own "sandbox_egress" in the --credential_settings file replaces it. The policy is sent
+// as CreateSessionRequest.egress_policy; sandboxd parses it, holds it to its --egress_max
+// and refuses it naming the entry, which the run then reports.
+//
+//   SandboxEgress egress{"pypi.org, *.pythonhosted.org", {{"token 3f2a9c01b7e4", "#"}}};
+//   egress.Sent("token 3f2a9c01b7e4");  // "#": no egress for that credential
+//   PolicyEntries(egress.Shown("stdio"));  // {"pypi.org", "*.pythonhosted.org"}
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace gateway {
+
+struct SandboxEgress {
+  // --sandbox_egress; empty: nothing is sent, so sandboxd's --egress_default applies.
+  std::string all;
+  // Each credential's own policy ("token 3f2a9c01b7e4", "stdio", "anonymous"), when it has
+  // one; an empty one sends nothing, as an empty `all` does.
+  std::map<std::string, std::string> by_credential;
+  // sandboxd's --egress_default (its GetInfo), when every endpoint that answered at start
+  // says the same: what a sandbox gets when nothing is sent. Shown, never sent.
+  std::string sandboxd_default;
+
+  // The policy sent for `credential`'s sandboxes: its own when it has one, else `all`.
+  const std::string& Sent(const std::string& credential) const;
+  // The policy its sandboxes run with, as far as the gateway knows: Sent(), else
+  // sandboxd_default. What its tools' descriptions name.
+  const std::string& Shown(const std::string& credential) const;
+};
+
+// A policy's entries in the order written (docs/egress.md, "Policy syntax": separated by
+// commas, spaces or new lines, '#' starting a comment to the end of its line). The
+// entries are not checked: sandboxd is the judge of what they allow.
+std::vector<std::string> PolicyEntries(const std::string& policy);
+
+// INVALID_ARGUMENT, saying where (`what`), unless `policy` holds only printable ASCII and
+// whitespace and at most 64 KiB: sandboxd refuses anything else, and the entries go into
+// tool descriptions.
+absl::Status CheckPolicyText(const std::string& policy, const std::string& what);
+
+// The per-credential settings file (--credential_settings), JSON:
+//   {"credentials": {"token 3f2a9c01b7e4": {"sandbox_egress": "pypi.org, *.pythonhosted.org"},
+//                    "stdio": {"sandbox_egress": ""}}}
+// Returns each credential's sandbox_egress. INVALID_ARGUMENT naming the credential or key
+// for anything else: an unknown key, a value of the wrong type, a policy CheckPolicyText
+// refuses.
+absl::StatusOr<std::map<std::string, std::string>> ParseCredentialSettings(const std::string& text);
+
+}  // namespace gateway
