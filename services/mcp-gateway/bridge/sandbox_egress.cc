@@ -2,6 +2,7 @@
 #include "bridge/sandbox_egress.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/log_text.h"
 #include "nlohmann/json.hpp"
@@ -12,7 +13,50 @@ namespace {
 // sandboxd's bound on a policy's text (docs/egress.md).
 constexpr size_t kMaxPolicyBytes = 64 << 10;
 
+// Who is given a policy with entries: "--sandbox_egress" and/or the credentials named.
+std::vector<std::string> WithEgress(const SandboxEgress& egress) {
+  std::vector<std::string> who;
+  if (!PolicyEntries(egress.all).empty()) who.push_back("--sandbox_egress");
+  for (const auto& [credential, policy] : egress.by_credential) {
+    if (!PolicyEntries(policy).empty()) who.push_back(absl::StrCat("credential '", credential, "'"));
+  }
+  return who;
+}
+
 }  // namespace
+
+EgressCheck CheckEgress(const SandboxEgress& egress,
+                        const std::vector<std::pair<std::string, std::optional<sandbox::v1::Info>>>& infos,
+                        sandbox::v1::Isolation isolation) {
+  EgressCheck check;
+  const std::vector<std::string> who = WithEgress(egress);
+  const std::string whose = absl::StrJoin(who, ", ");
+  if (!who.empty() && isolation == sandbox::v1::ISOLATION_WASM) {
+    check.problems.push_back(absl::StrCat(
+        "egress is not available under --isolation=wasm (docs/egress.md): sandboxes of ", whose,
+        " fail to start"));
+  }
+  std::optional<std::string> common;
+  bool differ = false;
+  for (const auto& [endpoint, info] : infos) {
+    if (!info) continue;
+    if (!who.empty() && info->egress_max().empty()) {
+      check.problems.push_back(absl::StrCat(
+          "sandboxd ", endpoint, " gives sandboxes no egress (its --egress_max is empty): sandboxes of ",
+          whose, " fail to start there"));
+    }
+    if (common && *common != info->egress_default()) differ = true;
+    common = info->egress_default();
+  }
+  if (differ) {
+    check.problems.push_back(
+        "the sandboxd endpoints differ in --egress_default: a sandbox sent no policy gets the "
+        "one of where it is placed, and the tools' descriptions name none");
+  } else if (common) {
+    check.sandboxd_default = *common;
+  }
+  return check;
+}
 
 const std::string& SandboxEgress::Sent(const std::string& credential) const {
   auto it = by_credential.find(credential);

@@ -10,10 +10,12 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "sandbox/v1/sandbox.pb.h"
 
 namespace gateway {
 
@@ -51,5 +53,21 @@ absl::Status CheckPolicyText(const std::string& policy, const std::string& what)
 // for anything else: an unknown key, a value of the wrong type, a policy CheckPolicyText
 // refuses.
 absl::StatusOr<std::map<std::string, std::string>> ParseCredentialSettings(const std::string& text);
+
+// What sandboxd's GetInfo says of the policies, at start.
+struct EgressCheck {
+  // One line each, for the log: an endpoint that gives no egress (its --egress_max is
+  // empty) while a policy is set, egress asked for under isolation wasm, endpoints whose
+  // --egress_default differ. Whether each entry lies within --egress_max is sandboxd's to
+  // judge, when a sandbox is created (the refusal names the entry).
+  std::vector<std::string> problems;
+  // The endpoints' --egress_default when every one that answered says the same (the
+  // SandboxEgress::sandboxd_default to show); empty otherwise.
+  std::string sandboxd_default;
+};
+// `infos`: each endpoint's name and GetInfo (nullopt: it did not answer).
+EgressCheck CheckEgress(const SandboxEgress& egress,
+                        const std::vector<std::pair<std::string, std::optional<sandbox::v1::Info>>>& infos,
+                        sandbox::v1::Isolation isolation);
 
 }  // namespace gateway

@@ -62,5 +62,49 @@ TEST(SandboxEgressTest, SettingsFileRefusesWhatItDoesNotKnow) {
   }
 }
 
+sandbox::v1::Info InfoWith(const std::string& egress_default, const std::string& egress_max) {
+  sandbox::v1::Info info;
+  info.set_egress_default(egress_default);
+  info.set_egress_max(egress_max);
+  return info;
+}
+
+TEST(SandboxEgressTest, CheckSaysWhereNoEgressIsGiven) {
+  const SandboxEgress egress{"pypi.org", {{"token a", "# none"}}, ""};
+  EgressCheck check = CheckEgress(egress,
+                                  {{"unix:/a", InfoWith("", "")},
+                                   {"unix:/b", std::nullopt},
+                                   {"unix:/c", InfoWith("", "*.org")}},
+                                  sandbox::v1::ISOLATION_UNSPECIFIED);
+  ASSERT_EQ(check.problems.size(), 1u);
+  EXPECT_EQ(check.problems[0],
+            "sandboxd unix:/a gives sandboxes no egress (its --egress_max is empty): sandboxes of "
+            "--sandbox_egress fail to start there");
+  EXPECT_EQ(check.sandboxd_default, "");
+
+  check = CheckEgress(SandboxEgress{"", {{"token a", "pypi.org"}}, ""}, {{"unix:/a", InfoWith("", "pypi.org")}},
+                      sandbox::v1::ISOLATION_WASM);
+  ASSERT_EQ(check.problems.size(), 1u);
+  EXPECT_THAT(check.problems[0], HasSubstr("not available under --isolation=wasm"));
+  EXPECT_THAT(check.problems[0], HasSubstr("credential 'token a'"));
+
+  check = CheckEgress(SandboxEgress{}, {{"unix:/a", InfoWith("", "")}}, sandbox::v1::ISOLATION_WASM);
+  EXPECT_THAT(check.problems, IsEmpty()) << "no policy, nothing to say";
+}
+
+TEST(SandboxEgressTest, CheckFindsSandboxdsDefaultWhenTheEndpointsAgree) {
+  EgressCheck check = CheckEgress(SandboxEgress{},
+                                  {{"a", InfoWith("pypi.org", "pypi.org")}, {"b", std::nullopt},
+                                   {"c", InfoWith("pypi.org", "*.org")}},
+                                  sandbox::v1::ISOLATION_UNSPECIFIED);
+  EXPECT_EQ(check.sandboxd_default, "pypi.org");
+  EXPECT_THAT(check.problems, IsEmpty());
+  check = CheckEgress(SandboxEgress{}, {{"a", InfoWith("pypi.org", "")}, {"c", InfoWith("", "")}},
+                      sandbox::v1::ISOLATION_UNSPECIFIED);
+  EXPECT_EQ(check.sandboxd_default, "");
+  ASSERT_EQ(check.problems.size(), 1u);
+  EXPECT_THAT(check.problems[0], HasSubstr("differ in --egress_default"));
+}
+
 }  // namespace
 }  // namespace gateway
