@@ -49,6 +49,36 @@ TEST_F(SandboxClientTest, SessionsAskForTheConfiguredIsolation) {
   EXPECT_EQ(ref->runtime, "javascript") << "a JavaScript session's handles say so";
 }
 
+// The gateway's policy for the session goes as CreateSessionRequest.egress_policy, and
+// sandboxd's refusal of it comes back with its code and message.
+TEST_F(SandboxClientTest, SessionsCarryTheirEgressPolicy) {
+  SandboxClient client({"unix:" + socket_});
+  ASSERT_TRUE(client.CreateSession("owner", "label", {}, {}, "python", "pypi.org, *.pythonhosted.org").ok());
+  EXPECT_EQ(service_.last().egress_policy(), "pypi.org, *.pythonhosted.org");
+  ASSERT_TRUE(client.CreateSession("owner", "label", {}, {}, "javascript", "").ok());
+  EXPECT_EQ(service_.last().egress_policy(), "");
+
+  service_.create_fails = grpc::StatusCode::PERMISSION_DENIED;
+  service_.create_fails_message =
+      "egress policy entry 1 (\"example.com\") is wider than the operator allows (pypi.org)";
+  absl::StatusOr<SandboxRef> refused = client.CreateSession("owner", "label", {}, {}, "python", "example.com");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::IsPermissionDenied(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr(service_.create_fails_message));
+}
+
+TEST_F(SandboxClientTest, InfosAreEachEndpointsGetInfo) {
+  SandboxClient client({"unix:" + socket_, "unix:/nonexistent/sandboxd.sock"});
+  service_.set_info(0, 64, 1);
+  service_.set_egress("pypi.org", "*.org");
+  std::vector<std::optional<sandbox::v1::Info>> infos = client.Infos();
+  ASSERT_EQ(infos.size(), 2u);
+  ASSERT_TRUE(infos[0].has_value());
+  EXPECT_EQ(infos[0]->egress_default(), "pypi.org");
+  EXPECT_EQ(infos[0]->egress_max(), "*.org");
+  EXPECT_FALSE(infos[1].has_value()) << "no sandboxd there";
+}
+
 // StartExecution says the code's language (ExecuteHandlers::runtime): sandboxd's backstop.
 TEST_F(SandboxClientTest, AnExecutionSaysTheLanguageOfItsCode) {
   SandboxClient client({"unix:" + socket_});
