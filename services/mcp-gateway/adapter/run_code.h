@@ -56,6 +56,8 @@ class RunCodeTool : public ToolProvider {
 
   // Deletes every sandbox session we created (gateway shutdown), unless KeepSandboxes().
   void CloseAll() { service_.CloseAll(); }
+  // The egress policies of the sandboxes, per credential.
+  const SandboxEgress& egress() const { return options_.egress; }
   // Sandboxes held for clients now (metrics).
   size_t sandboxes_held() { return service_.sandboxes_held(); }
   // Sandboxes outlive their MCP sessions from now on (SessionBindings::KeepSandboxes).

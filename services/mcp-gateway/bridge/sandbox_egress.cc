@@ -1,6 +1,8 @@
 // The egress policy of the gateway's sandboxes. See sandbox_egress.h.
 #include "bridge/sandbox_egress.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -24,6 +26,17 @@ std::vector<std::string> WithEgress(const SandboxEgress& egress) {
 }
 
 }  // namespace
+
+std::vector<std::string> UnservedCredentials(const SandboxEgress& egress, const std::vector<std::string>& known) {
+  std::vector<std::string> lines;
+  for (const auto& [credential, policy] : egress.by_credential) {
+    if (std::find(known.begin(), known.end(), credential) != known.end()) continue;
+    lines.push_back(absl::StrCat("--credential_settings: no client of this gateway is credential '",
+                                 codemode::LogText(credential), "' (it serves ", absl::StrJoin(known, ", "),
+                                 "): its settings apply to no one"));
+  }
+  return lines;
+}
 
 EgressCheck CheckEgress(const SandboxEgress& egress,
                         const std::vector<std::pair<std::string, std::optional<sandbox::v1::Info>>>& infos,

@@ -54,6 +54,11 @@ absl::Status CheckPolicyText(const std::string& policy, const std::string& what)
 // refuses.
 absl::StatusOr<std::map<std::string, std::string>> ParseCredentialSettings(const std::string& text);
 
+// One line for each credential `egress` has settings for that is not in `known` (the
+// credentials this gateway serves: its tokens', "stdio" or "anonymous"): a typo, or a
+// token no longer given, whose settings apply to no client.
+std::vector<std::string> UnservedCredentials(const SandboxEgress& egress, const std::vector<std::string>& known);
+
 // What sandboxd's GetInfo says of the policies, at start.
 struct EgressCheck {
   // One line each, for the log: an endpoint that gives no egress (its --egress_max is

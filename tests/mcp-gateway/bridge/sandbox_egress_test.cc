@@ -62,6 +62,15 @@ TEST(SandboxEgressTest, SettingsFileRefusesWhatItDoesNotKnow) {
   }
 }
 
+TEST(SandboxEgressTest, SettingsOfCredentialsNotServedAreSaid) {
+  const SandboxEgress egress{"", {{"token 3f2a9c01b7e4", "pypi.org"}, {"stdio", ""}}, ""};
+  EXPECT_THAT(UnservedCredentials(egress, {"stdio"}),
+              ElementsAre("--credential_settings: no client of this gateway is credential "
+                          "'token 3f2a9c01b7e4' (it serves stdio): its settings apply to no one"));
+  EXPECT_THAT(UnservedCredentials(egress, {"token 000000000000", "token 3f2a9c01b7e4"}),
+              ElementsAre(HasSubstr("credential 'stdio'")));
+}
+
 sandbox::v1::Info InfoWith(const std::string& egress_default, const std::string& egress_max) {
   sandbox::v1::Info info;
   info.set_egress_default(egress_default);
