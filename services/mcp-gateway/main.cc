@@ -396,10 +396,11 @@ void LogHowToConnect(const gateway::HttpServerOptions& http, int port, const std
 // The transport --transport names, started; a stdio transport asks `shutdown` to end the
 // process when stdin closes.
 absl::StatusOr<std::unique_ptr<gateway::ServerTransport>> StartTransport(
-    gateway::ToolProvider* tool, const gateway::ServerOptions& options,
+    gateway::RunCodeTool* tool, const gateway::ServerOptions& options,
     codemode::ShutdownSignal* shutdown) {
   const std::string transport = absl::GetFlag(FLAGS_transport);
   if (transport == "stdio") {
+    for (const std::string& line : gateway::UnservedCredentials(tool->egress(), {"stdio"})) spdlog::warn("{}", line);
     auto stdio = std::make_unique<gateway::StdioServer>(STDIN_FILENO, STDOUT_FILENO, tool, options);
     absl::Status started = stdio->Start([shutdown] { shutdown->Request("stdin closed"); });
     if (!started.ok()) return started;
@@ -409,6 +410,10 @@ absl::StatusOr<std::unique_ptr<gateway::ServerTransport>> StartTransport(
   std::string token_file;
   absl::StatusOr<gateway::HttpServerOptions> http = HttpOptionsFromFlags(&token_file);
   if (!http.ok()) return http.status();
+  std::vector<std::string> credentials = {"anonymous"};
+  if (!http->bearer_tokens.empty()) credentials.clear();
+  for (const std::string& t : http->bearer_tokens) credentials.push_back(gateway::CredentialOfToken(t));
+  for (const std::string& line : gateway::UnservedCredentials(tool->egress(), credentials)) spdlog::warn("{}", line);
   codemode::RaiseFileLimit();
   auto server = std::make_unique<gateway::HttpServer>(*http, tool, options);
   if (absl::Status started = server->Start(); !started.ok()) return started;
@@ -565,6 +570,7 @@ int RunGateway(int argc, char** argv) {
       run_options->languages, [&](const std::string& runtime) { return sandboxes.RuntimeUnavailable(runtime); },
       &not_runnable);
   for (const std::string& line : not_runnable) spdlog::warn("{}", line);
+  run_options->egress.sandboxd_default = CheckSandboxEgress(sandboxes, run_options->egress, *isolation);
   run_options->cap_credentials_in_sandboxd = !OneCredential();
   run_options->owned_scope = OwnedScope();
   run_options->metrics = metrics;

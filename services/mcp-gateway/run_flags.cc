@@ -1,6 +1,7 @@
 // run_python's flags. See run_flags.h; docs/operating.md lists them.
 #include "run_flags.h"
 
+#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -27,6 +28,15 @@ ABSL_FLAG(uint64_t, max_resource_bytes, 8 << 20,
 ABSL_FLAG(uint32_t, max_sandboxes_per_credential, 16,
           "Sandbox sessions one credential (bearer token; stdio is one) may hold over all its "
           "MCP sessions; keep it well below sandboxd's --max_sessions, which everyone shares.");
+ABSL_FLAG(std::string, sandbox_egress, "",
+          "Hosts the code of this gateway's sandboxes may reach ('pypi.org, *.pythonhosted.org', "
+          "sandboxd's policy syntax: docs/egress.md), unless a credential has its own in "
+          "--credential_settings; empty sends none, so sandboxd's --egress_default applies. "
+          "sandboxd refuses one wider than its --egress_max, and the run says so.");
+ABSL_FLAG(std::string, credential_settings, "",
+          "JSON file of settings per credential (docs/gateway.md, \"Egress\"), read at start: "
+          "{\"credentials\": {\"token 3f2a9c01b7e4\": {\"sandbox_egress\": \"pypi.org\"}}}, "
+          "a token's credential being 'token ' and the first 12 hex digits of its SHA-256.");
 ABSL_FLAG(uint32_t, max_out_path_bytes, 1024,
           "Longest path under /workspace/out/ the gateway keeps from the walk after a run; "
           "longer ones are skipped (the sandbox answers the listings, so it is untrusted).");
@@ -93,6 +103,42 @@ std::string ServerInstructions(const std::vector<gateway::RunLanguage>& language
          ": loop, filter and join results in code and print only what you need.";
 }
 
+namespace {
+
+// The settings file's text, at most 1 MiB.
+absl::StatusOr<std::string> ReadSettings(const std::string& path) {
+  constexpr size_t kMaxBytes = 1 << 20;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::FailedPreconditionError(absl::StrCat("--credential_settings ", path, ": cannot be read"));
+  std::string text(kMaxBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("--credential_settings ", path, ": larger than 1 MiB"));
+  }
+  return text;
+}
+
+// --sandbox_egress and each credential's own (--credential_settings).
+absl::StatusOr<gateway::SandboxEgress> EgressFromFlags() {
+  gateway::SandboxEgress egress;
+  egress.all = absl::GetFlag(FLAGS_sandbox_egress);
+  if (absl::Status s = gateway::CheckPolicyText(egress.all, "--sandbox_egress"); !s.ok()) return s;
+  const std::string path = absl::GetFlag(FLAGS_credential_settings);
+  if (path.empty()) return egress;
+  absl::StatusOr<std::string> text = ReadSettings(path);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<std::map<std::string, std::string>> by_credential = gateway::ParseCredentialSettings(*text);
+  if (!by_credential.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--credential_settings ", path, ": ", by_credential.status().message()));
+  }
+  egress.by_credential = *std::move(by_credential);
+  return egress;
+}
+
+}  // namespace
+
 absl::StatusOr<gateway::RunCodeOptions> RunOptionsFromFlags(const std::vector<gateway::UpstreamConfig>& configs) {
   gateway::RunCodeOptions o;
   absl::StatusOr<std::vector<gateway::RunLanguage>> languages = gateway::ParseRunTools(absl::GetFlag(FLAGS_tools));
@@ -104,6 +150,9 @@ absl::StatusOr<gateway::RunCodeOptions> RunOptionsFromFlags(const std::vector<ga
   o.spill_stdout_bytes = absl::GetFlag(FLAGS_spill_stdout_bytes);
   o.resources.max_read_bytes = absl::GetFlag(FLAGS_max_resource_bytes);
   o.max_sandboxes_per_credential = absl::GetFlag(FLAGS_max_sandboxes_per_credential);
+  absl::StatusOr<gateway::SandboxEgress> egress = EgressFromFlags();
+  if (!egress.ok()) return egress.status();
+  o.egress = *std::move(egress);
   o.resources.limits.max_path_bytes = absl::GetFlag(FLAGS_max_out_path_bytes);
   o.resources.limits.max_bytes = absl::GetFlag(FLAGS_max_out_bytes);
   o.resources.list_page_size = absl::GetFlag(FLAGS_resources_page_size);

@@ -4,10 +4,15 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <optional>
+#include <utility>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/log_text.h"
+#include "spdlog/spdlog.h"
 
 ABSL_FLAG(std::vector<std::string>, sandboxd, {},
           "sandboxd gRPC endpoints (unix:/path or host:port), comma-separated; a new sandbox "
@@ -67,4 +72,20 @@ absl::StatusOr<SandboxdFlags> SandboxdFromFlags() {
   flags.tls = *std::move(tls);
   if (absl::Status s = gateway::CheckEndpoints(flags.endpoints, flags.tls); !s.ok()) return s;
   return flags;
+}
+
+std::string CheckSandboxEgress(gateway::SandboxClient& sandboxes, const gateway::SandboxEgress& egress,
+                               sandbox::v1::Isolation isolation) {
+  std::vector<std::pair<std::string, std::optional<sandbox::v1::Info>>> infos;
+  std::vector<std::optional<sandbox::v1::Info>> answers = sandboxes.Infos();
+  for (size_t i = 0; i < answers.size(); ++i) infos.emplace_back(sandboxes.endpoint(i), std::move(answers[i]));
+  gateway::EgressCheck check = gateway::CheckEgress(egress, infos, isolation);
+  for (const std::string& line : check.problems) spdlog::error("{}", line);
+  std::vector<std::string> set;
+  if (!egress.all.empty()) set.push_back(absl::StrCat("--sandbox_egress '", egress.all, "'"));
+  if (!egress.by_credential.empty()) {
+    set.push_back(absl::StrCat(egress.by_credential.size(), " credential(s) with their own (--credential_settings)"));
+  }
+  if (!set.empty()) spdlog::info("sandbox egress: {}", codemode::LogLongText(absl::StrJoin(set, "; ")));
+  return check.sandboxd_default;
 }

@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "bridge/sandbox_client.h"
+#include "bridge/sandbox_egress.h"
 
 struct SandboxdFlags {
   std::vector<std::string> endpoints;
@@ -20,3 +21,9 @@ struct SandboxdFlags {
 // checked. INVALID_ARGUMENT or FAILED_PRECONDITION naming the flag at fault, also for a
 // TCP endpoint beyond this machine without TLS.
 absl::StatusOr<SandboxdFlags> SandboxdFromFlags();
+
+// What sandboxd's GetInfo says of the egress policies (gateway::CheckEgress), at start:
+// each problem logged as an error; the gateway goes on, and the run of a sandbox sandboxd
+// refuses says why. Returns sandboxd's --egress_default, for the tools' descriptions.
+std::string CheckSandboxEgress(gateway::SandboxClient& sandboxes, const gateway::SandboxEgress& egress,
+                               sandbox::v1::Isolation isolation);

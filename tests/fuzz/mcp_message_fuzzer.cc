@@ -16,7 +16,7 @@ namespace {
 // Offers one tool; calls are never made (they would start threads).
 class Provider : public gateway::ToolProvider {
  public:
-  nlohmann::json ListTools() override {
+  nlohmann::json ListTools(const std::string&) override {
     return nlohmann::json::array({{{"name", "t"}, {"inputSchema", {{"type", "object"}}}}});
   }
   absl::StatusOr<nlohmann::json> CallTool(const std::string&, const nlohmann::json&,

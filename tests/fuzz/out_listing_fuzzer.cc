@@ -75,7 +75,7 @@ class ScriptedSandboxes : public gateway::Sandboxes {
 
   absl::StatusOr<gateway::SandboxRef> CreateSession(const std::string&, const std::string&,
                                                     const sandbox::v1::Catalog&, const Room&,
-                                                    const std::string&) override {
+                                                    const std::string&, const std::string&) override {
     return gateway::SandboxRef{};
   }
   absl::Status DeleteSession(const gateway::SandboxRef&) override { return absl::OkStatus(); }

@@ -28,22 +28,26 @@ RunCodeTool::RunCodeTool(Sandboxes* sandboxes, Upstreams* upstreams, RunCodeOpti
 
 RunCodeTool::~RunCodeTool() = default;
 
-json RunCodeTool::ListTools() {
+json RunCodeTool::ListTools(const std::string& credential) {
+  const std::string& egress = options_.egress.Shown(credential);
   const uint64_t version = service_.catalog_version();
   {
     codemode::MutexLock lock(&listed_mu_);
-    if (!listed_.is_null() && listed_version_ == version) return listed_;
+    if (listed_version_ == version) {
+      if (auto it = listed_.find(egress); it != listed_.end()) return it->second;
+    }
   }
   // Built outside the lock; labelled with the version read before the view, so a change
   // while building only makes the next request build again.
-  json tools = BuildToolList();
+  json tools = BuildToolList(egress);
   codemode::MutexLock lock(&listed_mu_);
+  if (listed_version_ != version) listed_.clear();
   listed_version_ = version;
-  listed_ = tools;
+  listed_[egress] = tools;
   return tools;
 }
 
-json RunCodeTool::BuildToolList() {
+json RunCodeTool::BuildToolList(const std::string& egress) {
   const std::vector<UpstreamStatus> view = service_.View();
   json tools = json::array();
   for (RunLanguage l : options_.languages) {
@@ -51,7 +55,7 @@ json RunCodeTool::BuildToolList() {
     tools.push_back(
         {{"name", Spec(l).tool},
          {"title", tool.title},
-         {"description", tool.describe(view, options_.max_description_bytes)},
+         {"description", tool.describe(view, options_.max_description_bytes, egress)},
          {"inputSchema", InputSchema(tool, options_.max_timeout_seconds)},
          {"outputSchema", RunResultSchema()},
          {"annotations", {{"readOnlyHint", false}, {"destructiveHint", true}, {"openWorldHint", true}}}});

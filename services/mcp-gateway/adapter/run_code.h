@@ -15,6 +15,7 @@
 //   HttpServer http(http_options, &tool, server_options);
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,7 +47,8 @@ class RunCodeTool : public ToolProvider {
   RunCodeTool(Sandboxes* sandboxes, Upstreams* upstreams, RunCodeOptions options);
   ~RunCodeTool() override;
 
-  nlohmann::json ListTools() override;
+  // The tools with the descriptions of `credential`'s egress policy (RunServiceOptions::egress).
+  nlohmann::json ListTools(const std::string& credential) override;
   absl::StatusOr<nlohmann::json> CallTool(const std::string& name, const nlohmann::json& arguments,
                                           ToolCallContext& context) override;
   void SessionClosed(const std::string& session_key) override { service_.SessionClosed(session_key); }
@@ -54,6 +56,8 @@ class RunCodeTool : public ToolProvider {
 
   // Deletes every sandbox session we created (gateway shutdown), unless KeepSandboxes().
   void CloseAll() { service_.CloseAll(); }
+  // The egress policies of the sandboxes, per credential.
+  const SandboxEgress& egress() const { return options_.egress; }
   // Sandboxes held for clients now (metrics).
   size_t sandboxes_held() { return service_.sandboxes_held(); }
   // Sandboxes outlive their MCP sessions from now on (SessionBindings::KeepSandboxes).
@@ -65,16 +69,18 @@ class RunCodeTool : public ToolProvider {
                                              ToolCallContext& context);
   // The language of `tool` when this gateway offers it.
   const LanguageSpec* Offered(const std::string& tool) const;
-  // tools/list's answer for the upstreams as they are now.
-  nlohmann::json BuildToolList();
+  // tools/list's answer for the upstreams as they are now, describing `egress`.
+  nlohmann::json BuildToolList(const std::string& egress);
 
   const RunCodeOptions options_;
   RunService service_;
-  // tools/list's answer and the catalog version it was built for: describing 10,000 tools
-  // costs the HTTP event loop ~0.2 s, paid once per catalog change, never per request.
+  // tools/list's answers by the egress policy they describe, and the catalog version they
+  // were built for: describing 10,000 tools costs the HTTP event loop ~0.2 s, paid once per
+  // catalog change and policy, never per request. The policies are the operator's (the
+  // flag, one per configured credential), so the map stays small.
   codemode::Mutex listed_mu_;
   uint64_t listed_version_ ABSL_GUARDED_BY(listed_mu_) = 0;
-  nlohmann::json listed_ ABSL_GUARDED_BY(listed_mu_);
+  std::map<std::string, nlohmann::json> listed_ ABSL_GUARDED_BY(listed_mu_);
   RunResources resources_;
   // Last: destroyed first, it cancels its runs and waits for them, which use the service.
   PendingRuns pending_;

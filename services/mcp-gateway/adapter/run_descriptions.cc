@@ -8,8 +8,10 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "base/utf8.h"
 #include "bridge/run_catalog.h"
+#include "bridge/sandbox_egress.h"
 #include "catalog/catalog.h"
 #include "catalog/typescript.h"
 
@@ -46,6 +48,25 @@ constexpr char kHowToCallJavaScript[] =
 // call away (the runner's worker_discovery.js), as in run_python's.
 constexpr char kDiscoverJavaScript[] =
     "Use _search(text) or _schema(\"server.tool\") inside the code for details.\n";
+
+// `how_to_call` saying what the code may reach under `egress`: "no network" as written, or
+// the policy's entries and how `clients_reach` them ("fetch() reaches").
+std::string WithEgress(const char* how_to_call, const std::string& egress, const char* clients_reach) {
+  std::string head = how_to_call;
+  std::vector<std::string> entries = PolicyEntries(egress);
+  if (entries.empty()) return head;
+  std::string more;
+  if (entries.size() > kMaxDescribedEntries) {
+    more = absl::StrCat(" and ", entries.size() - kMaxDescribedEntries, " more");
+    entries.resize(kMaxDescribedEntries);
+  }
+  absl::StrReplaceAll({{"(no network, no host files)", "(no host files)"}}, &head);
+  head.insert(head.find("\n\nExample:"),
+              absl::StrCat(" Network: only ", absl::StrJoin(entries, ", "), more, "; ", clients_reach,
+                           " them through the proxy already set in the environment, and "
+                           "everything else is refused."));
+  return head;
+}
 
 // The first line of upstream text, at most `max` bytes, with no control or invisible
 // characters (JsCommentLine's rules: they become spaces).
@@ -174,8 +195,9 @@ std::string Clipped(std::string text, size_t max_bytes) {
 
 }  // namespace
 
-std::string DescribeRunJavaScript(const std::vector<UpstreamStatus>& upstreams, size_t max_bytes) {
-  const std::string head = kHowToCallJavaScript;
+std::string DescribeRunJavaScript(const std::vector<UpstreamStatus>& upstreams, size_t max_bytes,
+                                  const std::string& egress) {
+  const std::string head = WithEgress(kHowToCallJavaScript, egress, "fetch() reaches");
   absl::StatusOr<codemode::Catalog> catalog = DescribedCatalog(upstreams);
   CatalogServers servers;
   if (catalog.ok()) {
@@ -200,8 +222,9 @@ std::string DescribeRunJavaScript(const std::vector<UpstreamStatus>& upstreams, 
   return Clipped(head, max_bytes);
 }
 
-std::string DescribeRunPython(const std::vector<UpstreamStatus>& upstreams, size_t max_bytes) {
-  const std::string head = kHowToCall;
+std::string DescribeRunPython(const std::vector<UpstreamStatus>& upstreams, size_t max_bytes,
+                              const std::string& egress) {
+  const std::string head = WithEgress(kHowToCall, egress, "urllib, requests and pip reach");
   std::map<std::string, std::string> py_names = PythonNames(upstreams);
   for (int level = 0; level < 3; ++level) {
     std::string body = ListServers(upstreams, py_names, level);

@@ -27,8 +27,10 @@ namespace gateway {
 struct RunTool {
   const char* title;
   const char* code_description;  // the `code` argument's description
-  // The tool's description for these upstreams, at most `max_bytes`.
-  std::string (*describe)(const std::vector<UpstreamStatus>& upstreams, size_t max_bytes);
+  // The tool's description for these upstreams and egress policy (run_descriptions.h), at
+  // most `max_bytes`.
+  std::string (*describe)(const std::vector<UpstreamStatus>& upstreams, size_t max_bytes,
+                          const std::string& egress);
 };
 
 const RunTool& ToolOf(RunLanguage language);

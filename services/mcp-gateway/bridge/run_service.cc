@@ -102,7 +102,7 @@ RunService::RunService(Sandboxes* sandboxes, Upstreams* upstreams, RunServiceOpt
       handles_(SealerOrOwn(options.handles)),
       policy_(options.approvals ? options.approvals : std::make_shared<const ApprovalPolicy>()),
       bindings_(sandboxes, options.max_named_sessions, options.max_sandboxes_per_credential,
-                options.cap_credentials_in_sandboxd),
+                options.cap_credentials_in_sandboxd, options.egress),
       resources_(sandboxes, &bindings_, options.resources,
                  [this](const std::string& handle, const std::string& credential) {
                    return OpenHandle(handle, credential);

@@ -63,6 +63,9 @@ struct RunServiceOptions {
   // client "anonymous", and one process's new sandbox must not end another's;
   // sandboxd's own --max_sessions_per_owner still holds them.
   bool cap_credentials_in_sandboxd = true;
+  // The egress policy of the sandboxes each credential creates (--sandbox_egress, the
+  // credential settings file).
+  SandboxEgress egress;
   // Produced files (resources/read size cap, bounds on the walk of out/).
   ResourceOptions resources;
   // Whose sandboxes resources/list shows a stateless request (owned_resources.h).

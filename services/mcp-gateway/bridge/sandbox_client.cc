@@ -178,16 +178,9 @@ void ReadLoad(const sandbox::v1::Info& info, const std::string& runtime, Endpoin
   }
 }
 
-std::vector<EndpointLoad> SandboxClient::Loads(const std::string& runtime) {
+std::vector<std::optional<sandbox::v1::Info>> SandboxClient::Infos() {
   const size_t n = endpoints_.size();
-  std::vector<EndpointLoad> loads(n);
-  {
-    codemode::MutexLock lock(&mu_);
-    for (size_t i = 0; i < n; ++i) {
-      loads[i].created = created_[i];
-      loads[i].failed_recently = absl::Now() - failed_at_[i] < kFailedCreatePenalty;
-    }
-  }
+  std::vector<std::optional<sandbox::v1::Info>> infos(n);
   struct Ask {
     grpc::ClientContext ctx;
     sandbox::v1::Info info;
@@ -207,14 +200,30 @@ std::vector<EndpointLoad> SandboxClient::Loads(const std::string& runtime) {
     bool ok = false;
     if (!cq.Next(&tag, &ok)) break;
     const size_t i = reinterpret_cast<size_t>(tag);
-    const Ask& ask = *asks[i];
-    if (!ok || !ask.status.ok()) continue;
-    ReadLoad(ask.info, runtime, &loads[i]);
+    Ask& ask = *asks[i];
+    if (ok && ask.status.ok()) infos[i] = std::move(ask.info);
   }
   cq.Shutdown();
   void* tag = nullptr;
   bool ok = false;
   while (cq.Next(&tag, &ok)) {
+  }
+  return infos;
+}
+
+std::vector<EndpointLoad> SandboxClient::Loads(const std::string& runtime) {
+  const size_t n = endpoints_.size();
+  std::vector<EndpointLoad> loads(n);
+  {
+    codemode::MutexLock lock(&mu_);
+    for (size_t i = 0; i < n; ++i) {
+      loads[i].created = created_[i];
+      loads[i].failed_recently = absl::Now() - failed_at_[i] < kFailedCreatePenalty;
+    }
+  }
+  const std::vector<std::optional<sandbox::v1::Info>> infos = Infos();
+  for (size_t i = 0; i < n; ++i) {
+    if (infos[i]) ReadLoad(*infos[i], runtime, &loads[i]);
   }
   return loads;
 }
@@ -249,7 +258,8 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
                                                         const std::string& label,
                                                         const sandbox::v1::Catalog& catalog,
                                                         const Room& room,
-                                                        const std::string& runtime) {
+                                                        const std::string& runtime,
+                                                        const std::string& egress_policy) {
   // One endpoint needs no choice (and no GetInfo round trip).
   const std::vector<size_t> order =
       endpoints_.size() == 1 ? std::vector<size_t>{0} : PlacementOrder(Loads(runtime));
@@ -266,6 +276,7 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
     req.set_isolation(isolation_);
     req.set_image(image_);
     req.set_runtime(runtime);
+    req.set_egress_policy(egress_policy);
     // An owner at its limit gives up its least recently used idle sandbox rather than being
     // refused: clients that address sandboxes by handle never say when they are done with
     // one (docs/gateway.md, "Sandbox handles"). The limit is the credential's, counted by

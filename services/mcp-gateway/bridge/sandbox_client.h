@@ -119,7 +119,8 @@ class SandboxClient : public Sandboxes {
   // is unavailable.
   absl::StatusOr<SandboxRef> CreateSession(const std::string& owner, const std::string& label,
                                            const sandbox::v1::Catalog& catalog,
-                                           const Room& room, const std::string& runtime) override;
+                                           const Room& room, const std::string& runtime,
+                                           const std::string& egress_policy) override;
   absl::Status DeleteSession(const SandboxRef& ref) override;
   absl::Status ResetSession(const SandboxRef& ref) override;
   absl::Status UploadFile(const SandboxRef& ref, const std::string& path, const std::string& data,
@@ -146,13 +147,16 @@ class SandboxClient : public Sandboxes {
   // endpoint. nullopt when one can, or may (it did not answer, or does not say).
   std::optional<std::string> RuntimeUnavailable(const std::string& runtime);
 
+  // Every endpoint's GetInfo, asked concurrently; nullopt for one that does not answer
+  // within half a second.
+  std::vector<std::optional<sandbox::v1::Info>> Infos();
+
  private:
   // Returns the stub after giving a channel in reconnect backoff up to two seconds to
   // connect, so the first call after sandboxd comes back does not fail fast.
   sandbox::v1::SandboxService::Stub& Stub(size_t i);
   absl::Status Convert(const grpc::Status& s, size_t endpoint) const;
-  // Every endpoint's GetInfo, asked concurrently; an endpoint that does not answer within
-  // a second counts as not answered.
+  // Every endpoint's load from Infos(); one that did not answer counts as not answered.
   std::vector<EndpointLoad> Loads(const std::string& runtime);
   // A context for a call to endpoint `i`: its deadline, and the token for a TCP endpoint.
   void Prepare(grpc::ClientContext& ctx, size_t i,

@@ -76,11 +76,15 @@ class Sandboxes {
     bool reclaim_idle = true;
   };
   // `runtime`: the language the session runs, "python" or "javascript"
-  // (CreateSessionRequest.runtime); it never changes.
+  // (CreateSessionRequest.runtime); it never changes. `egress_policy`: the hosts its code
+  // may reach (CreateSessionRequest.egress_policy; empty: sandboxd's --egress_default). A
+  // policy sandboxd refuses fails the create with its message (INVALID_ARGUMENT or
+  // PERMISSION_DENIED naming the entry, FAILED_PRECONDITION where it gives no egress).
   virtual absl::StatusOr<SandboxRef> CreateSession(const std::string& owner,
                                                    const std::string& label,
                                                    const sandbox::v1::Catalog& catalog,
-                                                   const Room& room, const std::string& runtime) = 0;
+                                                   const Room& room, const std::string& runtime,
+                                                   const std::string& egress_policy) = 0;
   virtual absl::Status DeleteSession(const SandboxRef& ref) = 0;
   // The ready sandboxes `owner` holds on every endpoint (sandboxd's ListSessions by owner),
   // each endpoint's oldest first. An endpoint that does not answer is left out and clears

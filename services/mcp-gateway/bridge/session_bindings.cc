@@ -2,7 +2,9 @@
 #include "bridge/session_bindings.h"
 
 #include <algorithm>
+#include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/log_text.h"
 #include "spdlog/spdlog.h"
@@ -19,6 +21,16 @@ constexpr size_t kMaxFailedDeletes = 1024;
 bool BelongsTo(const std::string& key, const std::string& mcp_session) {
   return key.size() > mcp_session.size() && key.compare(0, mcp_session.size(), mcp_session) == 0 &&
          key[mcp_session.size()] == kSeparator;
+}
+
+// sandboxd's refusal of the egress policy the operator set (a parse error or one wider
+// than its --egress_max, naming the entry; no egress there at all): said to be the
+// operator's setting, since nothing the caller passes changes it. Other errors as they are.
+absl::Status EgressRefusal(const absl::Status& s, const std::string& egress) {
+  if (egress.empty() || !absl::StrContains(s.message(), "egress")) return s;
+  return absl::Status(s.code(), absl::StrCat(
+      "sandboxd refused the egress policy this gateway sets for your credential's sandboxes "
+      "(the operator's --sandbox_egress or --credential_settings); nothing ran: ", s.message()));
 }
 
 }  // namespace
@@ -55,13 +67,14 @@ void SessionBindings::Binding::UnlockRun() {
 }
 
 SessionBindings::SessionBindings(Sandboxes* sandboxes, size_t max_per_mcp_session,
-                                 size_t max_per_credential, bool cap_in_sandboxd)
+                                 size_t max_per_credential, bool cap_in_sandboxd, SandboxEgress egress)
     : sandboxes_(sandboxes),
       max_per_mcp_session_(max_per_mcp_session),
       max_per_credential_(max_per_credential),
       sandboxd_owner_limit_(cap_in_sandboxd ? static_cast<uint32_t>(std::min<size_t>(
                                                   max_per_credential, UINT32_MAX))
-                                            : 0) {}
+                                            : 0),
+      egress_(std::move(egress)) {}
 
 std::string SessionBindings::Key(const std::string& mcp_session, const std::string& name) {
   return absl::StrCat(mcp_session, std::string(1, kSeparator), name);
@@ -224,10 +237,11 @@ absl::Status SessionBindings::Open(Binding& b, const std::string& mcp_session,
     if (b.ready_) return absl::OkStatus();
   }
   RetryFailedDeletes();
+  const std::string& egress = egress_.Sent(b.credential);
   absl::StatusOr<SandboxRef> ref =
       sandboxes_->CreateSession(absl::StrCat("mcp:", b.credential), name, catalog,
-                                Sandboxes::Room{sandboxd_owner_limit_, reclaim_idle}, b.runtime);
-  if (!ref.ok()) return ref.status();
+                                Sandboxes::Room{sandboxd_owner_limit_, reclaim_idle}, b.runtime, egress);
+  if (!ref.ok()) return EgressRefusal(ref.status(), egress);
   {
     codemode::MutexLock lock(&b.state_mu);
     if (!b.closed) {

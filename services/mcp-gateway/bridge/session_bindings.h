@@ -36,6 +36,7 @@
 #include "base/mutex.h"
 #include "bridge/produced_files.h"
 #include "bridge/run_approvals.h"
+#include "bridge/sandbox_egress.h"
 #include "bridge/sandboxes.h"
 
 namespace gateway {
@@ -115,9 +116,10 @@ class SessionBindings {
   // At most `max_per_mcp_session` names per MCP session, and `max_per_credential`
   // bindings per credential over all of its MCP sessions.
   // With `cap_in_sandboxd`, sandboxd holds each credential to max_per_credential too
-  // (RunCodeOptions::cap_credentials_in_sandboxd).
+  // (RunCodeOptions::cap_credentials_in_sandboxd). Each sandbox is created with its
+  // credential's egress policy (egress.Sent).
   SessionBindings(Sandboxes* sandboxes, size_t max_per_mcp_session, size_t max_per_credential,
-                  bool cap_in_sandboxd = true);
+                  bool cap_in_sandboxd = true, SandboxEgress egress = {});
 
   // The binding of (mcp_session, name), registered for `credential` and `runtime` (without
   // a sandbox session) when there is none. RESOURCE_EXHAUSTED past max_per_mcp_session or
@@ -150,7 +152,8 @@ class SessionBindings {
   // sandbox session is deleted); sandboxd's error when creation fails. sandboxd holds at
   // most max_per_credential sandboxes of the credential (of every MCP session, replica and
   // stateless request); at that limit it ends the credential's least recently used idle one for the new
-  // one when `reclaim_idle`, and refuses it otherwise.
+  // one when `reclaim_idle`, and refuses it otherwise. The sandbox gets the credential's
+  // egress policy; one sandboxd refuses is the error.
   absl::Status Open(Binding& b, const std::string& mcp_session, const std::string& name,
                     const sandbox::v1::Catalog& catalog, const std::string& catalog_key,
                     bool reclaim_idle = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(b.run_mu);
@@ -219,6 +222,7 @@ class SessionBindings {
   const size_t max_per_mcp_session_;
   const size_t max_per_credential_;
   const uint32_t sandboxd_owner_limit_;  // CreateSessionRequest.max_owner_sessions (0: none)
+  const SandboxEgress egress_;
   std::atomic<bool> keep_sandboxes_{false};
   codemode::Mutex mu_;
   std::map<std::string, std::shared_ptr<Binding>> bindings_ ABSL_GUARDED_BY(mu_);  // by Key()

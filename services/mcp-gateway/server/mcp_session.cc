@@ -254,7 +254,7 @@ json McpSession::Impl::ListTools(const json& id, const json& params) {
     return MakeError(id, kInvalidParams, "params.cursor must be a string");
   }
   // Everything fits in one page, so any cursor means "from the start".
-  return MakeResult(id, {{"tools", provider->ListTools()}});
+  return MakeResult(id, {{"tools", provider->ListTools(self->credential())}});
 }
 
 json McpSession::Impl::ListResources(const json& id, const std::string& method,

@@ -137,8 +137,9 @@ class ToolProvider {
   ToolProvider(const ToolProvider&) = delete;
   ToolProvider& operator=(const ToolProvider&) = delete;
   virtual ~ToolProvider() = default;
-  // The `tools` array of a tools/list result.
-  virtual nlohmann::json ListTools() = 0;
+  // The `tools` array of a tools/list result for a client of `credential`
+  // (ToolCallContext::credential): a tool's description may depend on it.
+  virtual nlohmann::json ListTools(const std::string& credential) = 0;
   // Runs a tool; called on a worker thread, may block until done. Returns a
   // CallToolResult object ({content, structuredContent?, isError?}); a non-OK status
   // becomes a JSON-RPC error (INVALID_ARGUMENT -> -32602 e.g. unknown tool or bad

@@ -121,7 +121,7 @@ class RunApprovalsTest : public ::testing::Test {
 
 TEST_F(RunApprovalsTest, DeniedToolsAreHiddenAndRefusedAskingToolsAreMarked) {
   RunCodeTool tool(&sandboxes_, &upstreams_, options_);
-  const std::string description = tool.ListTools()[0]["description"];
+  const std::string description = tool.ListTools("")[0]["description"];
   EXPECT_THAT(description, ::testing::Not(HasSubstr("drop_database")));
   EXPECT_THAT(description, HasSubstr("[needs approval]"));
   // sandboxd refuses a call outside its catalog; one that comes all the same ends the run

@@ -48,7 +48,7 @@ class RunJavaScriptTest : public ::testing::Test {
 };
 
 TEST_F(RunJavaScriptTest, IsListedWithItsTypeScriptDescription) {
-  json tools = tool_.ListTools();
+  json tools = tool_.ListTools("");
   ASSERT_EQ(tools.size(), 2u);
   const json& js = tools[1];
   EXPECT_EQ(js["name"], "run_javascript");
@@ -134,7 +134,7 @@ TEST_F(RunJavaScriptTest, AToolNotOfferedIsUnknown) {
   RunCodeOptions only_js;
   only_js.languages = {RunLanguage::kJavaScript};
   RunCodeTool js(&sandboxes_, &upstreams_, only_js);
-  json tools = js.ListTools();
+  json tools = js.ListTools("");
   ASSERT_EQ(tools.size(), 1u);
   EXPECT_EQ(tools[0]["name"], "run_javascript");
   EXPECT_TRUE(absl::IsInvalidArgument(Call(js, "run_python", {{"code", "1"}}).status()));
@@ -142,7 +142,7 @@ TEST_F(RunJavaScriptTest, AToolNotOfferedIsUnknown) {
   RunCodeOptions only_python;
   only_python.languages = {RunLanguage::kPython};
   RunCodeTool py(&sandboxes_, &upstreams_, only_python);
-  ASSERT_EQ(py.ListTools().size(), 1u);
+  ASSERT_EQ(py.ListTools("").size(), 1u);
   EXPECT_TRUE(absl::IsInvalidArgument(Call(py, "run_javascript", {{"code", "1"}}).status()));
 }
 

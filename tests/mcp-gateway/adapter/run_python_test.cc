@@ -51,7 +51,7 @@ class RunCodeToolTest : public ::testing::Test {
 };
 
 TEST_F(RunCodeToolTest, ListsRunPythonFirstDescribingTheUpstreams) {
-  json tools = tool_.ListTools();
+  json tools = tool_.ListTools("");
   ASSERT_EQ(tools.size(), 2u) << "run_python and run_javascript by default";
   EXPECT_EQ(tools[0]["name"], "run_python");
   EXPECT_THAT(tools[0]["description"].get<std::string>(), HasSubstr("mcp_github"));
@@ -62,12 +62,12 @@ TEST_F(RunCodeToolTest, ListsRunPythonFirstDescribingTheUpstreams) {
 // tools/list reads the upstreams and describes them once per catalog version: a flood of
 // tools/list costs the HTTP event loop nothing per request.
 TEST_F(RunCodeToolTest, ToolsListIsBuiltOncePerCatalogVersion) {
-  const json first = tool_.ListTools();
+  const json first = tool_.ListTools("");
   const int snapshots = upstreams_.snapshots();
-  for (int i = 0; i < 5; ++i) EXPECT_EQ(tool_.ListTools(), first);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(tool_.ListTools(""), first);
   EXPECT_EQ(upstreams_.snapshots(), snapshots) << "answered from the one built";
   upstreams_.SetServers({Server("other", {"ping"})});
-  const json second = tool_.ListTools();
+  const json second = tool_.ListTools("");
   EXPECT_GT(upstreams_.snapshots(), snapshots);
   EXPECT_THAT(second[0]["description"].get<std::string>(), HasSubstr("mcp_other"));
   EXPECT_THAT(second[0]["description"].get<std::string>(), Not(HasSubstr("mcp_github")));

@@ -41,10 +41,15 @@ class FakeSandboxes : public Sandboxes {
   }
   absl::StatusOr<SandboxRef> CreateSession(const std::string& owner, const std::string& label,
                                            const sandbox::v1::Catalog& catalog,
-                                           const Room& room, const std::string& runtime) override {
+                                           const Room& room, const std::string& runtime,
+                                           const std::string& egress_policy) override {
     if (before_create) before_create();
     codemode::MutexLock lock(&mu_);
+    egress_policies_.push_back(egress_policy);
     if (!create_error.ok()) return create_error;
+    if (refuse_egress) {
+      if (absl::Status s = refuse_egress(egress_policy); !s.ok()) return s;
+    }
     rooms_.push_back(room);
     SandboxRef ref{0, absl::StrCat("s", ++created_), runtime};
     live_.insert(ref.session_id);
@@ -220,6 +225,11 @@ class FakeSandboxes : public Sandboxes {
     codemode::MutexLock lock(&mu_);
     return rooms_;
   }
+  // The egress policy of each create asked for, in order (failed ones too).
+  std::vector<std::string> egress_policies() {
+    codemode::MutexLock lock(&mu_);
+    return egress_policies_;
+  }
   std::vector<Creation> creations() {
     codemode::MutexLock lock(&mu_);
     return creations_;
@@ -251,6 +261,8 @@ class FakeSandboxes : public Sandboxes {
 
   // Set before use (not guarded).
   absl::Status create_error = absl::OkStatus();
+  // When set, judges each create's egress policy as sandboxd would (not OK: refused).
+  std::function<absl::Status(const std::string& egress_policy)> refuse_egress;
   absl::Status delete_error = absl::OkStatus();  // sandboxd is down, say
   // When set, answers every ListFiles instead of the workspace (a hostile sandbox answers
   // sandboxd's file_list frames itself); called under the fake's lock.
@@ -281,6 +293,7 @@ class FakeSandboxes : public Sandboxes {
   std::set<std::string> live_ ABSL_GUARDED_BY(mu_);
   std::vector<Creation> creations_ ABSL_GUARDED_BY(mu_);
   std::vector<Room> rooms_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> egress_policies_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::string> runtimes_ ABSL_GUARDED_BY(mu_);
   std::vector<Execution> executions_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::string> lost_reasons_ ABSL_GUARDED_BY(mu_);

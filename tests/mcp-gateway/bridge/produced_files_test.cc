@@ -20,7 +20,7 @@ using testing::FakeSandboxes;
 // token is tested below and through RunCodeTool (workspace_resources_test.cc).
 class ListOutTest : public ::testing::Test {
  protected:
-  ListOutTest() { ref_ = *sandboxes_.CreateSession("o", "default", {}, {}, "python"); }
+  ListOutTest() { ref_ = *sandboxes_.CreateSession("o", "default", {}, {}, "python", ""); }
   std::vector<std::string> Paths(const OutListing& l) {
     std::vector<std::string> out;
     for (const OutFile& f : l.files) out.push_back(f.path);

@@ -24,7 +24,7 @@ class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
                              sandbox::v1::Session* session) override {
     last_ = *req;
     ++created_;
-    if (create_fails != grpc::StatusCode::OK) return grpc::Status(create_fails, "this endpoint cannot create");
+    if (create_fails != grpc::StatusCode::OK) return grpc::Status(create_fails, create_fails_message);
     auto auth = ctx->client_metadata().find("authorization");
     last_authorization_ =
         auth == ctx->client_metadata().end() ? "" : std::string(auth->second.data(), auth->second.size());
@@ -44,6 +44,11 @@ class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
     info_->set_max_sessions(max_sessions);
     info_->set_pool_ready(pool_ready);
     info_->set_serving(serving);
+  }
+  // GetInfo's egress policies (set_info first).
+  void set_egress(const std::string& egress_default, const std::string& egress_max) {
+    info_->set_egress_default(egress_default);
+    info_->set_egress_max(egress_max);
   }
   int created() const { return created_; }
   const sandbox::v1::CreateSessionRequest& last() const { return last_; }
@@ -107,6 +112,7 @@ class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
 
   int download_chunks = 3;
   grpc::StatusCode create_fails = grpc::StatusCode::OK;  // what CreateSession answers (OK: a session)
+  std::string create_fails_message = "this endpoint cannot create";
   std::atomic<int> chunks_written{0};
   std::atomic<int> stalled{0};     // calls that began to wait
   std::atomic<int> saw_cancel{0};  // calls that saw their caller cancel

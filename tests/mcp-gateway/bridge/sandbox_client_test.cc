@@ -34,19 +34,49 @@ using testing::SandboxClientTest;
 
 TEST_F(SandboxClientTest, SessionsAskForTheConfiguredIsolation) {
   SandboxClient gvisor({"unix:" + socket_}, {}, sandbox::v1::ISOLATION_GVISOR);
-  absl::StatusOr<SandboxRef> ref = gvisor.CreateSession("owner", "label", {}, {}, "python");
+  absl::StatusOr<SandboxRef> ref = gvisor.CreateSession("owner", "label", {}, {}, "python", "");
   ASSERT_TRUE(ref.ok()) << ref.status();
   EXPECT_EQ(service_.last().isolation(), sandbox::v1::ISOLATION_GVISOR);
   EXPECT_EQ(service_.last().owner(), "owner");
 
   SandboxClient plain({"unix:" + socket_});
-  ASSERT_TRUE(plain.CreateSession("owner", "label", {}, {}, "python").ok());
+  ASSERT_TRUE(plain.CreateSession("owner", "label", {}, {}, "python", "").ok());
   EXPECT_EQ(service_.last().isolation(), sandbox::v1::ISOLATION_UNSPECIFIED);
   EXPECT_EQ(service_.last().runtime(), "python");
-  ref = plain.CreateSession("owner", "label", {}, {}, "javascript");
+  ref = plain.CreateSession("owner", "label", {}, {}, "javascript", "");
   ASSERT_TRUE(ref.ok()) << ref.status();
   EXPECT_EQ(service_.last().runtime(), "javascript");
   EXPECT_EQ(ref->runtime, "javascript") << "a JavaScript session's handles say so";
+}
+
+// The gateway's policy for the session goes as CreateSessionRequest.egress_policy, and
+// sandboxd's refusal of it comes back with its code and message.
+TEST_F(SandboxClientTest, SessionsCarryTheirEgressPolicy) {
+  SandboxClient client({"unix:" + socket_});
+  ASSERT_TRUE(client.CreateSession("owner", "label", {}, {}, "python", "pypi.org, *.pythonhosted.org").ok());
+  EXPECT_EQ(service_.last().egress_policy(), "pypi.org, *.pythonhosted.org");
+  ASSERT_TRUE(client.CreateSession("owner", "label", {}, {}, "javascript", "").ok());
+  EXPECT_EQ(service_.last().egress_policy(), "");
+
+  service_.create_fails = grpc::StatusCode::PERMISSION_DENIED;
+  service_.create_fails_message =
+      "egress policy entry 1 (\"example.com\") is wider than the operator allows (pypi.org)";
+  absl::StatusOr<SandboxRef> refused = client.CreateSession("owner", "label", {}, {}, "python", "example.com");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::IsPermissionDenied(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr(service_.create_fails_message));
+}
+
+TEST_F(SandboxClientTest, InfosAreEachEndpointsGetInfo) {
+  SandboxClient client({"unix:" + socket_, "unix:/nonexistent/sandboxd.sock"});
+  service_.set_info(0, 64, 1);
+  service_.set_egress("pypi.org", "*.org");
+  std::vector<std::optional<sandbox::v1::Info>> infos = client.Infos();
+  ASSERT_EQ(infos.size(), 2u);
+  ASSERT_TRUE(infos[0].has_value());
+  EXPECT_EQ(infos[0]->egress_default(), "pypi.org");
+  EXPECT_EQ(infos[0]->egress_max(), "*.org");
+  EXPECT_FALSE(infos[1].has_value()) << "no sandboxd there";
 }
 
 // StartExecution says the code's language (ExecuteHandlers::runtime): sandboxd's backstop.
@@ -381,7 +411,7 @@ TEST_F(SandboxClientTest, NewSessionsGoToTheLeastLoadedEndpoint) {
   other.service.set_info(10, 64, 0);
   SandboxClient client({"unix:" + socket_, other.endpoint()});
   for (int i = 0; i < 3; ++i) {
-    absl::StatusOr<SandboxRef> ref = client.CreateSession("owner", "label", {}, {}, "python");
+    absl::StatusOr<SandboxRef> ref = client.CreateSession("owner", "label", {}, {}, "python", "");
     ASSERT_TRUE(ref.ok()) << ref.status();
     EXPECT_EQ(ref->endpoint, 1u);
   }
@@ -389,7 +419,7 @@ TEST_F(SandboxClientTest, NewSessionsGoToTheLeastLoadedEndpoint) {
   EXPECT_EQ(service_.created(), 0);
   // The load is a fraction of each one's max_sessions.
   other.service.set_info(10, 16, 0);
-  ASSERT_EQ(client.CreateSession("owner", "label", {}, {}, "python")->endpoint, 0u);
+  ASSERT_EQ(client.CreateSession("owner", "label", {}, {}, "python", "")->endpoint, 0u);
 }
 
 // Attack round 16, F3: an endpoint whose GetInfo says it has room but whose creates fail
@@ -403,13 +433,13 @@ TEST_F(SandboxClientTest, AnEndpointThatFailsCreatesIsPassedOver) {
   other.service.set_info(10, 64, 0);
   SandboxClient client({"unix:" + socket_, other.endpoint()});
   for (int i = 0; i < 3; ++i) {
-    absl::StatusOr<SandboxRef> ref = client.CreateSession("owner", "label", {}, {}, "python");
+    absl::StatusOr<SandboxRef> ref = client.CreateSession("owner", "label", {}, {}, "python", "");
     ASSERT_TRUE(ref.ok()) << ref.status();
     EXPECT_EQ(ref->endpoint, 1u);
   }
   EXPECT_EQ(service_.created(), 1) << "tried once, then placed last";
   other.service.create_fails = grpc::StatusCode::RESOURCE_EXHAUSTED;  // the owner's limit there
-  absl::StatusOr<SandboxRef> refused = client.CreateSession("owner", "label", {}, {}, "python");
+  absl::StatusOr<SandboxRef> refused = client.CreateSession("owner", "label", {}, {}, "python", "");
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(service_.created(), 1) << "an owner's limit is not passed around to another endpoint";
 }
@@ -424,7 +454,7 @@ TEST_F(SandboxClientTest, PlacementSkipsFullNotServingAndSilentEndpoints) {
   // (sandboxd says why it refuses), never the one that cannot start containers while
   // another can.
   SandboxClient client({"unix:" + socket_, other.endpoint(), gone});
-  absl::StatusOr<SandboxRef> ref = client.CreateSession("owner", "label", {}, {}, "python");
+  absl::StatusOr<SandboxRef> ref = client.CreateSession("owner", "label", {}, {}, "python", "");
   ASSERT_TRUE(ref.ok()) << ref.status();  // the gone one is unavailable: the full one is next
   EXPECT_EQ(ref->endpoint, 0u);
   EXPECT_EQ(other.service.created(), 0);

@@ -79,16 +79,16 @@ TEST_F(SandboxClientTest, TcpEndpointsGetTheTokenOverTlsAndUnixSocketsDoNot) {
 
   SandboxClient with_token({tcp.endpoint, "unix:" + socket_}, {}, sandbox::v1::ISOLATION_UNSPECIFIED, "",
                            "secret-token-0123456789", tls);
-  absl::StatusOr<SandboxRef> ref = with_token.CreateSession("owner", "label", {}, {}, "python");
+  absl::StatusOr<SandboxRef> ref = with_token.CreateSession("owner", "label", {}, {}, "python", "");
   ASSERT_TRUE(ref.ok()) << ref.status();
   EXPECT_EQ(tcp.service.last_authorization(), "Bearer secret-token-0123456789");
   SandboxClient unix_only({"unix:" + socket_}, {}, sandbox::v1::ISOLATION_UNSPECIFIED, "",
                           "secret-token-0123456789");
-  ASSERT_TRUE(unix_only.CreateSession("owner", "label", {}, {}, "python").ok());
+  ASSERT_TRUE(unix_only.CreateSession("owner", "label", {}, {}, "python", "").ok());
   EXPECT_EQ(service_.last_authorization(), "");
 
   SandboxClient without({tcp.endpoint}, {}, sandbox::v1::ISOLATION_UNSPECIFIED, "", "", tls);
-  EXPECT_EQ(without.CreateSession("owner", "label", {}, {}, "python").status().code(),
+  EXPECT_EQ(without.CreateSession("owner", "label", {}, {}, "python", "").status().code(),
             absl::StatusCode::kUnauthenticated);
 }
 
@@ -107,7 +107,7 @@ TEST_F(SandboxClientTest, APeerThatCannotProveItIsSandboxdGetsNothing) {
     ASSERT_GT(peer->port, 0);
     SandboxClient client({peer->endpoint}, {}, sandbox::v1::ISOLATION_UNSPECIFIED, "", "secret-token-0123456789",
                          tls);
-    absl::StatusOr<SandboxRef> ref = client.CreateSession("owner", "label", {}, {}, "python");
+    absl::StatusOr<SandboxRef> ref = client.CreateSession("owner", "label", {}, {}, "python", "");
     EXPECT_FALSE(ref.ok());
     EXPECT_EQ(peer->service.created(), 0) << peer->endpoint;
     EXPECT_EQ(peer->service.last_authorization(), "") << "the token went to " << peer->endpoint;

@@ -134,10 +134,20 @@ TEST_F(McpSessionTest, SetLevelFiltersLogMessages) {
   EXPECT_EQ(ErrorCode(Call(*session, Request(4, "logging/setLevel"))), kInvalidParams);
 }
 
+// A tool's description may depend on the credential (its sandboxes' egress policy).
+TEST_F(McpSessionTest, ToolsListIsTheSessionsCredentials) {
+  auto session = std::make_shared<McpSession>("s1", &provider_, ServerOptions{}, "token 3f2a9c01b7e4");
+  auto sink = std::make_shared<CollectSink>();
+  session->Handle(Request(0, "initialize", InitializeParams()), sink);
+  session->Handle(Notification("notifications/initialized"), sink);
+  ASSERT_TRUE(Call(*session, Request(1, "tools/list")).contains("result"));
+  EXPECT_EQ(provider_.listed_for(), std::vector<std::string>{"token 3f2a9c01b7e4"});
+}
+
 TEST_F(McpSessionTest, ToolsListReturnsProviderTools) {
   auto session = ReadySession();
   json response = Call(*session, Request(1, "tools/list"));
-  EXPECT_EQ(response["result"]["tools"], provider_.ListTools());
+  EXPECT_EQ(response["result"]["tools"], provider_.ListTools(""));
   EXPECT_FALSE(response["result"].contains("nextCursor"));
   EXPECT_TRUE(Call(*session, Request(2, "tools/list", {{"cursor", "abc"}})).contains("result"));
   EXPECT_EQ(ErrorCode(Call(*session, Request(3, "tools/list", {{"cursor", 5}}))), kInvalidParams);

@@ -56,7 +56,11 @@ class FakeProvider : public ToolProvider, public ResourceProvider {
     std::string session_key;
   };
 
-  json ListTools() override {
+  json ListTools(const std::string& credential) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      listed_for_.push_back(credential);
+    }
     return json::array({
         {{"name", "echo"}, {"description", "echoes"}, {"inputSchema", {{"type", "object"}}}},
         {{"name", "slow"}, {"description", "waits"}, {"inputSchema", {{"type", "object"}}}},
@@ -180,6 +184,11 @@ class FakeProvider : public ToolProvider, public ResourceProvider {
     return WaitUntil([&] { return ClosedCountLocked(key) > 0; });
   }
 
+  // The credential of each tools/list, in order.
+  std::vector<std::string> listed_for() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return listed_for_;
+  }
   std::vector<Call> calls() {
     std::lock_guard<std::mutex> lock(mu_);
     return calls_;
@@ -276,6 +285,7 @@ class FakeProvider : public ToolProvider, public ResourceProvider {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Call> calls_;
+  std::vector<std::string> listed_for_;
   std::vector<std::string> closed_;
   int cancelled_ = 0;
   int finished_ = 0;
