@@ -3,6 +3,7 @@
 #include <boost/asio/post.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
@@ -162,10 +163,24 @@ absl::StatusOr<std::unique_ptr<SessionEgress>> EgressHub::Open(const std::string
       new Proxy(this, session, std::move(proxy), std::move(slots), std::move(bytes)));
 }
 
+namespace {
+
+// A peer's text inside '...' of an audit line: LogText, and its quotes escaped (LogText
+// doubles every backslash, so an escape in the line is always ours).
+std::string Quoted(absl::string_view text) {
+  return absl::StrReplaceAll(codemode::LogText(text), {{"'", "\\'"}});
+}
+
+std::string HeldBack(const uint64_t held[2]) {
+  return absl::StrCat(held[1], " allowed and ", held[0], " refused connections not logged");
+}
+
+}  // namespace
+
 void EgressHub::Record(const egress::Decision& d) {
   if (options_.metrics) options_.metrics->EgressDecision(d.allowed, d.bytes_up, d.bytes_down);
   std::string held_back;
-  if (!d.allowed) {
+  {
     codemode::MutexLock lock(&mu_);
     const int64_t now = absl::ToUnixMillis(absl::Now());
     if (audit_.size() > 4096) {  // windows of sessions whose last decisions came after Forget
@@ -175,30 +190,30 @@ void EgressHub::Record(const egress::Decision& d) {
     }
     AuditWindow& w = audit_[d.session];
     if (now - w.started_ms >= 60'000) {
-      if (w.held_back > 0) held_back = absl::StrCat(" (", w.held_back, " refusals not logged before)");
-      w = {now, 0, 0};
+      if (w.held_back[0] + w.held_back[1] > 0) held_back = absl::StrCat(" (before: ", HeldBack(w.held_back), ")");
+      w = {now, {0, 0}, {0, 0}};
     }
-    if (w.written >= kAuditBurst) {
-      ++w.held_back;
+    if (w.written[d.allowed] >= (d.allowed ? kAuditBurstAllowed : kAuditBurst)) {
+      ++w.held_back[d.allowed];
       return;
     }
-    ++w.written;
+    ++w.written[d.allowed];
   }
   spdlog::info("egress {} session={} owner='{}' {} {}:{} address={} status={} up={} down={} "
                "why='{}'{}",
-               d.allowed ? "allowed" : "refused", d.session, codemode::LogText(d.owner),
-               d.method.empty() ? "-" : codemode::LogText(d.method), codemode::LogText(d.host),
-               d.port, d.address.empty() ? "-" : d.address, d.status, d.bytes_up, d.bytes_down,
-               codemode::LogText(d.reason), held_back);
+               d.allowed ? "allowed" : "refused", d.session, Quoted(d.owner),
+               d.method.empty() ? "-" : Quoted(d.method), Quoted(d.host), d.port,
+               d.address.empty() ? "-" : d.address, d.status, d.bytes_up, d.bytes_down,
+               Quoted(d.reason), held_back);
 }
 
 void EgressHub::Forget(const std::string& session) {
   codemode::MutexLock lock(&mu_);
   auto it = audit_.find(session);
   if (it == audit_.end()) return;
-  if (it->second.held_back > 0) {
-    spdlog::info("egress session={}: {} refusals not logged (over {} a minute)", session,
-                 it->second.held_back, kAuditBurst);
+  if (it->second.held_back[0] + it->second.held_back[1] > 0) {
+    spdlog::info("egress session={}: {} (over {} allowed and {} refused a minute)", session,
+                 HeldBack(it->second.held_back), kAuditBurstAllowed, kAuditBurst);
   }
   audit_.erase(it);
 }

@@ -6,9 +6,11 @@
 //   absl::StatusOr<std::unique_ptr<EgressHub>> hub = EgressHub::Create(options);
 //   manager_options.egress = hub->get();   // the hub outlives the manager
 //
-// Refused requests are logged within a rate per session (the first kAuditBurst of each
-// minute in full, then one line saying how many were not), so that a session cannot flood
-// the log; the metrics count them all. Thread-safe.
+// Decisions are logged within a rate per session (of each minute, the first
+// kAuditBurstAllowed allowed and kAuditBurst refused connections in full, then one line
+// saying how many were not), so that a session cannot flood the log; the metrics count them
+// all. The peer's texts in a line (owner, host, reason) are escaped, quotes included.
+// Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -51,7 +53,8 @@ absl::StatusOr<std::vector<std::pair<std::string, egress::IpAddress>>> ParseEgre
 
 class EgressHub final : public EgressService, private egress::DecisionSink {
  public:
-  static constexpr int kAuditBurst = 20;
+  static constexpr uint64_t kAuditBurst = 20;
+  static constexpr uint64_t kAuditBurstAllowed = 60;
   // INVALID_ARGUMENT naming the flag when a policy does not parse, or when the default is
   // wider than the maximum.
   static absl::StatusOr<std::unique_ptr<EgressHub>> Create(EgressHubOptions options);
@@ -75,10 +78,10 @@ class EgressHub final : public EgressService, private egress::DecisionSink {
     std::weak_ptr<egress::ConnectionSlots> slots;
     std::weak_ptr<egress::ByteQuota> bytes;
   };
-  struct AuditWindow {
+  struct AuditWindow {  // [0] refused, [1] allowed
     int64_t started_ms = 0;
-    uint64_t written = 0;
-    uint64_t held_back = 0;
+    uint64_t written[2] = {0, 0};
+    uint64_t held_back[2] = {0, 0};
   };
   EgressHub(EgressHubOptions options, egress::Policy default_policy, egress::Policy max_policy);
   void Record(const egress::Decision& decision) override;

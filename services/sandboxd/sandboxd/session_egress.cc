@@ -18,6 +18,8 @@ absl::StatusOr<std::string> SessionManager::AdmitEgress(const sandbox::v1::Creat
   absl::StatusOr<std::string> policy = options_.egress->Admit(r.egress_policy());
   if (!policy.ok() || policy->empty()) return policy;
   if (isolation == Isolation::kWasm) {
+    // --egress_default is for the tiers that have egress; only a policy asked for fails.
+    if (r.egress_policy().empty()) return std::string();
     return absl::FailedPreconditionError(
         "egress is not available under isolation wasm (docs/egress.md); ask for no egress "
         "policy, or for isolation container or gvisor");
@@ -26,8 +28,15 @@ absl::StatusOr<std::string> SessionManager::AdmitEgress(const sandbox::v1::Creat
 }
 
 absl::StatusOr<std::unique_ptr<SessionEgress>> SessionManager::OpenEgress(
-    const Session::Metadata& md, const std::string& policy, RunnerConnection& conn) {
-  if (absl::Status s = conn.TurnEgressOn(options_.egress_on_timeout); !s.ok()) return s;
+    const Session::Metadata& md, const std::string& policy, RunnerConnection& conn, bool wait) {
+  // A re-attached runner turned its relay on before the restart and answers `egress` again
+  // at once, unless its code keeps it from answering: a restart does not wait for each one
+  // (its egress_on reaches the session as a reply it ignores).
+  if (absl::Status s = wait ? conn.TurnEgressOn(options_.egress_on_timeout)
+                            : conn.Send(MakeEgressFrame(0));
+      !s.ok()) {
+    return s;
+  }
   return options_.egress->Open(md.id, md.owner, policy,
                                factory_.SocketDir(md.container_name) + "/egress.sock");
 }
@@ -39,7 +48,7 @@ std::unique_ptr<SessionEgress> SessionManager::ReopenEgress(const std::string& r
       options_.egress ? options_.egress->Admit(recorded)
                       : absl::FailedPreconditionError("this sandboxd gives sessions no egress");
   absl::StatusOr<std::unique_ptr<SessionEgress>> egress =
-      policy.ok() ? OpenEgress(*md, *policy, conn) : policy.status();
+      policy.ok() ? OpenEgress(*md, *policy, conn, /*wait=*/false) : policy.status();
   if (egress.ok()) return *std::move(egress);
   md->egress_lost_reason = absl::StrCat("its egress policy (", recorded,
                                         ") was not restored: ", egress.status().message());

@@ -187,10 +187,12 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // session_egress.cc: the policy a CreateSession gets (canonical; empty: no egress).
   absl::StatusOr<std::string> AdmitEgress(const sandbox::v1::CreateSessionRequest& r,
                                           Isolation isolation);
-  // Turns the runner's relay on and opens the session's proxy.
+  // Turns the runner's relay on (waiting for its answer when `wait`) and opens the
+  // session's proxy.
   absl::StatusOr<std::unique_ptr<SessionEgress>> OpenEgress(const Session::Metadata& md,
                                                             const std::string& policy,
-                                                            RunnerConnection& conn);
+                                                            RunnerConnection& conn,
+                                                            bool wait = true);
   // The egress of a re-attached session with `recorded` policy; null, and why in
   // md->egress_lost_reason, when it can no longer have it.
   std::unique_ptr<SessionEgress> ReopenEgress(const std::string& recorded, Session::Metadata* md,

@@ -238,5 +238,64 @@ TEST_F(SessionEgressTest, ARestartKeepsThePolicyOrSaysWhyNot) {
   StopManager(m3);
 }
 
+TEST_F(SessionEgressTest, TheOperatorsDefaultDoesNotStopWasmSessionsThatAskForNone) {
+  EgressHubOptions o;
+  o.default_policy = allowed_;
+  std::unique_ptr<EgressHub> hub = *EgressHub::Create(o);
+  ManagerOptions mo = Options();
+  mo.egress = hub.get();
+  mo.isolation.allowed = {Isolation::kWasm};
+  SessionManager* m = StartManager(mo);
+  sandbox::v1::CreateSessionRequest r;
+  r.set_isolation(sandbox::v1::ISOLATION_WASM);
+  absl::StatusOr<sandbox::v1::Session> s = m->CreateSession(r);
+  EXPECT_THAT(s.status().message(), Not(HasSubstr("egress"))) << s.status();
+  if (s.ok()) EXPECT_EQ(s->egress_policy(), "");
+  StopManager(m);
+}
+
+TEST_F(SessionEgressTest, AuditLinesAreBoundedAndTheirQuotesAreTheDaemons) {
+  LogCapture log;
+  SessionManager* m = StartManager(EgressOptions());
+  sandbox::v1::Session s = CreateWith(m, allowed_, "bob' status=200 why='forged");
+  ASSERT_FALSE(s.id().empty());
+  std::optional<Finished> f = Run(m, s.id(), absl::StrCat(
+      "import urllib.request\n"
+      "for i in range(", EgressHub::kAuditBurstAllowed + 10, "):\n"
+      "    urllib.request.urlopen('http://origin.test:", port_, "/x', timeout=10).read()\n"));
+  ASSERT_TRUE(f);
+  ASSERT_EQ(f->status(), Finished::OK) << f->error().message();
+  ASSERT_TRUE(WaitFor([&] { return origin_->requests().size() == EgressHub::kAuditBurstAllowed + 10; }));
+  // Each connection's line comes when it ends; the last ones may still be ending.
+  EXPECT_TRUE(WaitFor([&] {
+    return log.Count("egress allowed session=" + s.id()) == static_cast<int>(EgressHub::kAuditBurstAllowed);
+  })) << log.Count("egress allowed session=" + s.id());
+  EXPECT_EQ(log.Count("owner='bob\\' status=200 why=\\'forged'"), static_cast<int>(EgressHub::kAuditBurstAllowed));
+  ASSERT_TRUE(m->DeleteSession(s.id()).ok());
+  EXPECT_EQ(log.Count("10 allowed and 0 refused connections not logged"), 1);
+}
+
+TEST_F(SessionEgressTest, ARestartDoesNotWaitForARunnerThatHoldsBackItsAnswer) {
+  SessionManager* m1 = StartManager(EgressOptions());
+  sandbox::v1::Session s = CreateWith(m1, allowed_);
+  ASSERT_FALSE(s.id().empty());
+  // The session's code makes its runner answer `egress` only after 8 s.
+  std::optional<Finished> f = Run(m1, s.id(),
+      "import gc, time\n"
+      "from sandbox_runner.runner import Runner\n"
+      "r = [o for o in gc.get_objects() if isinstance(o, Runner)][0]\n"
+      "slow = r._egress_on\n"
+      "r._egress_on = lambda frame_id: (time.sleep(8), slow(frame_id))[1]\n");
+  ASSERT_TRUE(f);
+  ASSERT_EQ(f->status(), Finished::OK) << f->error().message() << f->stderr();
+  StopManager(m1);
+  SessionManager* m2 = StartManager(EgressOptions());
+  absl::StatusOr<sandbox::v1::Session> kept = m2->GetSession(s.id());
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->egress_policy(), allowed_);
+  EXPECT_EQ(kept->egress_lost_reason(), "");
+  StopManager(m2);
+}
+
 }  // namespace
 }  // namespace sandboxd::testing
