@@ -123,7 +123,7 @@ class _Broker:
         self.parked = collections.deque()
         self.waiting = collections.deque()       # (client socket, deadline)
         self.poller = select.poll()
-        self.handlers = {}                       # fd -> (socket, handler(events))
+        self.handlers = {}                       # fd -> (events polled for, handler(events))
         self.watch(host_listener, select.POLLIN, lambda _: self._accept_host())
         self.watch(local_listener, select.POLLIN, lambda _: self._accept_local())
 
@@ -131,10 +131,13 @@ class _Broker:
         """Polls `sock` for `mask` (not at all when 0: a socket with nothing to wait for
         must not wake the loop with POLLHUP) and passes its events to `handler`."""
         fd = sock.fileno()
+        polled = self.handlers.get(fd, (0,))[0]
         if mask:
-            self.poller.register(fd, mask)
-            self.handlers[fd] = (sock, handler)
-        elif self.handlers.pop(fd, None) is not None:
+            if mask != polled:
+                self.poller.register(fd, mask)
+            self.handlers[fd] = (mask, handler)
+        elif polled:
+            del self.handlers[fd]
             self.poller.unregister(fd)
 
     def run(self):
