@@ -25,6 +25,33 @@ def read_head(sock):
     return data
 
 
+def relay_threads(runner_pid):
+    """The thread count of the relay process, the runner's child running `serve`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+            with open(f"/proc/{entry}/status") as f:
+                status = f.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == runner_pid and b"sandbox_runner.egress import serve" in cmdline:
+            found.append(int(status.split("\nThreads:")[1].split()[0]))
+    if len(found) != 1:
+        raise AssertionError(f"{len(found)} relay processes under the runner {runner_pid}")
+    return found[0]
+
+
+def read_to_eof(sock):
+    data = b""
+    while (part := sock.recv(65536)):
+        data += part
+    return data
+
+
 class EgressTest(RunnerTestCase):
     def connect(self):
         client = super().connect()
@@ -166,6 +193,30 @@ class EgressTest(RunnerTestCase):
         host.sendall(RESPONSE)
         self.assertEqual(self.client.finish_exec(exec_id).value, "hello relay")
         self.assertEqual(self.egress_on(), port)
+
+    def test_relay_uses_one_thread_for_many_connections(self):
+        """Threads count against the session's pids limit (128 by default): 100 open pairs
+        must not cost a thread each."""
+        port = self.egress_on()
+        pairs = []
+        for i in range(100):
+            [host] = self.park()
+            client = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+            self.addCleanup(client.close)
+            client.sendall(b"%03d" % i)
+            self.assertEqual(host.recv(3), b"%03d" % i)     # FIFO: the one parked
+            host.sendall(b"<%03d>" % i)
+            self.assertEqual(client.recv(5), b"<%03d>" % i)
+            pairs.append((client, host))
+        self.assertLessEqual(relay_threads(self.proc.pid), 4)
+        for i, (client, host) in enumerate(pairs):
+            client.sendall(b"up %03d" % i)
+            client.shutdown(socket.SHUT_WR)
+            host.sendall(b"down %03d" % i)
+            host.shutdown(socket.SHUT_WR)
+        for i, (client, host) in enumerate(pairs):
+            self.assertEqual(read_to_eof(host), b"up %03d" % i)
+            self.assertEqual(read_to_eof(client), b"down %03d" % i)
 
     def test_relay_throughput(self):
         """64 MiB through the relay (reported; a floor far below loopback's speed)."""

@@ -8,8 +8,9 @@ Every check is the host's: the relay neither reads nor limits what it copies.
 The copying runs in a process of its own (`python3 -I -c ...`, given both listening
 sockets), not in the runner's threads: there it would contend for the interpreter lock
 with the user code reading what it fetched (a proxied 1 MiB HTTPS GET ran at half the
-host's speed). A reset ends every other process of the sandbox, the relay too: the runner
-starts it again on the same sockets, and before each exec if it died.
+host's speed). That process has one thread for all connections (see _Broker). A reset
+ends every other process of the sandbox, the relay too: the runner starts it again on the
+same sockets, and before each exec if it died.
 
 A session without egress pays for one bound socket: no listen(), no process, no variable."""
 
@@ -28,7 +29,8 @@ SOCKET_NAME = "egress.sock"
 MAX_PARKED = 64                 # host connections kept parked
 MAX_WAITING = 256               # local clients waiting for a parked host connection
 WAIT_SECONDS = 10.0             # how long a local client waits for one
-COPY_BYTES = 64 * 1024
+COPY_BYTES = 64 * 1024          # buffer of each direction of a pair
+PUMP_ROUNDS = 16                # reads and writes of one direction per wakeup
 NO_PROXY = "localhost,127.0.0.1,::1"
 
 
@@ -41,7 +43,7 @@ def proxy_environment(port):
 
 class EgressRelay:
     """Bound at start beside the runner's socket (connectable by any uid: the umask at bind
-    time, as runner.sock); turn_on() listens and starts the broker thread."""
+    time, as runner.sock); turn_on() listens and starts the relay process."""
 
     def __init__(self, socket_dir):
         self.path = os.path.join(socket_dir, SOCKET_NAME)
@@ -101,19 +103,42 @@ class EgressRelay:
 
 def serve(host_fd, local_fd):
     """The relay process: brokers the two listening sockets it was given until killed."""
-    _Broker(socket.socket(fileno=host_fd), socket.socket(fileno=local_fd)).run()
+    listeners = [socket.socket(fileno=fd) for fd in (host_fd, local_fd)]
+    for listener in listeners:
+        listener.setblocking(False)
+    _Broker(*listeners).run()
 
 
 class _Broker:
-    """One thread: accepts on both listeners, keeps the parked host connections (closing
+    """One thread does all of the relay's work, whatever the number of connections (two
+    threads per connection would spend the session's pids limit, 128 by default, at 64
+    connections): it accepts on both listeners, keeps the parked host connections (closing
     those the host closed or that sent bytes before being handed out), pairs local clients
-    with them in FIFO order, and ends clients that waited WAIT_SECONDS."""
+    with them in FIFO order, ends clients that waited WAIT_SECONDS and copies every pair
+    both ways over non-blocking sockets (_Pair)."""
 
     def __init__(self, host_listener, local_listener):
         self.host_listener = host_listener
         self.local_listener = local_listener
         self.parked = collections.deque()
         self.waiting = collections.deque()       # (client socket, deadline)
+        self.poller = select.poll()
+        self.handlers = {}                       # fd -> (events polled for, handler(events))
+        self.watch(host_listener, select.POLLIN, lambda _: self._accept_host())
+        self.watch(local_listener, select.POLLIN, lambda _: self._accept_local())
+
+    def watch(self, sock, mask, handler):
+        """Polls `sock` for `mask` (not at all when 0: a socket with nothing to wait for
+        must not wake the loop with POLLHUP) and passes its events to `handler`."""
+        fd = sock.fileno()
+        polled = self.handlers.get(fd, (0,))[0]
+        if mask:
+            if mask != polled:
+                self.poller.register(fd, mask)
+            self.handlers[fd] = (mask, handler)
+        elif polled:
+            del self.handlers[fd]
+            self.poller.unregister(fd)
 
     def run(self):
         while True:
@@ -124,35 +149,41 @@ class _Broker:
                 time.sleep(0.1)
 
     def _turn(self):
-        poller = select.poll()
-        fds = {}
-        for sock in (self.host_listener, self.local_listener, *self.parked):
-            fds[sock.fileno()] = sock
-            poller.register(sock, select.POLLIN)
         timeout = None
         if self.waiting:
             timeout = max(0, int((self.waiting[0][1] - time.monotonic()) * 1000) + 1)
-        for fd, _ in poller.poll(timeout):
-            sock = fds[fd]
-            if sock is self.host_listener:
-                self._accept_host()
-            elif sock is self.local_listener:
-                self._accept_local()
-            elif sock in self.parked:            # EOF or bytes before its client: dead
-                self.parked.remove(sock)
-                sock.close()
+        for fd, events in self.poller.poll(timeout):
+            # A handler of this turn may have closed the socket an event was for, and an
+            # accept may have reused its fd: every handler copes with a stale event.
+            entry = self.handlers.get(fd)
+            if entry is not None:
+                entry[1](events)
         now = time.monotonic()
         while self.waiting and self.waiting[0][1] <= now:
             self.waiting.popleft()[0].close()
+
+    def _park(self, host):
+        def dead(_):                             # EOF or bytes before its client
+            if host in self.parked and not _quiet(host):
+                self.parked.remove(host)
+                self.watch(host, 0, None)
+                host.close()
+        self.parked.append(host)
+        self.watch(host, select.POLLIN, dead)
+
+    def _unpark(self):
+        host = self.parked.popleft()
+        self.watch(host, 0, None)
+        return host
 
     def _accept_host(self):
         host = _accept(self.host_listener)
         if host is None:
             return
         if self.waiting:
-            _start_copy(self.waiting.popleft()[0], host)
+            _Pair(self, self.waiting.popleft()[0], host)
         elif len(self.parked) < MAX_PARKED:
-            self.parked.append(host)
+            self._park(host)
         else:
             host.close()
 
@@ -161,9 +192,9 @@ class _Broker:
         if client is None:
             return
         while self.parked:
-            host = self.parked.popleft()
+            host = self._unpark()
             if _quiet(host):
-                _start_copy(client, host)
+                _Pair(self, client, host)
                 return
             host.close()
         if len(self.waiting) < MAX_WAITING:
@@ -183,82 +214,99 @@ def _quiet(sock):
 def _accept(listener):
     try:
         return listener.accept()[0]
+    except BlockingIOError:                      # the client left before its accept
+        return None
     except OSError as exc:
         log(f"egress relay: accept failed: {exc!r}")
         return None
 
 
-def _start_copy(client, host):
-    pair = _Pair(client, host)
-    for source, sink in ((client, host), (host, client)):
-        threading.Thread(target=pair.copy, args=(source, sink), name="egress-copy",
-                         daemon=True).start()
+class _Direction:
+    """Bytes from `source` to `sink` through a buffer of COPY_BYTES: [start, end) is what
+    was read and not yet sent."""
 
+    def __init__(self, source, sink):
+        self.source = source
+        self.sink = sink
+        self.buffer = memoryview(bytearray(COPY_BYTES))
+        self.start = self.end = 0
+        self.eof = False                         # the source sent EOF
+        self.done = False                        # ... and the sink was shut for writing
 
-class _NoSplice(Exception):
-    """splice(2) is not available for these sockets (before any byte moved)."""
+    def wants_read(self):
+        return not self.eof and self.end < COPY_BYTES
 
+    def wants_write(self):
+        return self.start < self.end
 
-def _splice(source, sink):
-    """Copies until EOF through a pipe, in the kernel: no byte enters this process."""
-    if not hasattr(os, "splice"):
-        raise _NoSplice()
-    r, w = os.pipe()
-    try:
-        first = True
-        while True:
-            try:
-                n = os.splice(source.fileno(), w, COPY_BYTES)
-            except OSError:
-                if first:
-                    raise _NoSplice()
-                raise
-            first = False
-            if n == 0:
-                sink.shutdown(socket.SHUT_WR)
-                return
-            while n:
-                n -= os.splice(r, sink.fileno(), n)
-    finally:
-        os.close(r)
-        os.close(w)
-
-
-def _copy_through_userspace(source, sink):
-    buf = bytearray(COPY_BYTES)
-    view = memoryview(buf)
-    while True:
-        n = source.recv_into(buf)
-        if n == 0:
-            sink.shutdown(socket.SHUT_WR)
-            return
-        sink.sendall(view[:n])
+    def pump(self):
+        """Moves what it can without blocking (a bounded amount, so that one busy pair
+        does not starve the others); OSError when either socket failed."""
+        readable = writable = True
+        for _ in range(PUMP_ROUNDS):
+            if readable and self.wants_read():
+                try:
+                    n = self.source.recv_into(self.buffer[self.end:])
+                except BlockingIOError:
+                    readable = False
+                else:
+                    self.end += n
+                    self.eof = n == 0
+            if writable and self.wants_write():
+                try:
+                    self.start += self.sink.send(self.buffer[self.start:self.end])
+                except BlockingIOError:
+                    writable = False
+                if self.start == self.end:
+                    self.start = self.end = 0
+            if not (readable and self.wants_read() or writable and self.wants_write()):
+                break
+        if self.eof and not self.done and not self.wants_write():
+            self.sink.shutdown(socket.SHUT_WR)
+            self.done = True
 
 
 class _Pair:
-    """Two sockets copied both ways by two threads: EOF of one direction half-closes the
-    other socket; an error shuts both down; the thread that ends last closes both."""
+    """A local client and its host connection, copied both ways by the broker's thread:
+    EOF of one direction half-closes the other socket once that direction's buffer is
+    sent; an error closes both; so does the end of both directions."""
 
-    def __init__(self, a, b):
-        self.sockets = (a, b)
-        self._lock = threading.Lock()
-        self._running = 2
+    def __init__(self, broker, client, host):
+        self.broker = broker
+        self.sockets = (client, host)
+        self.directions = (_Direction(client, host), _Direction(host, client))
+        self._handlers = tuple(lambda events, i=i: self._events(i, events) for i in (0, 1))
+        for sock in self.sockets:
+            sock.setblocking(False)
+        self._step(self.directions)
 
-    def copy(self, source, sink):
+    def _events(self, index, events):
+        """`events` on sockets[index]: reading it feeds directions[index], writing it
+        drains the other direction (an error or hangup lets both find out)."""
+        moved = []
+        if events & (select.POLLIN | select.POLLERR | select.POLLHUP):
+            moved.append(self.directions[index])
+        if events & (select.POLLOUT | select.POLLERR | select.POLLHUP):
+            moved.append(self.directions[1 - index])
+        self._step(moved)
+
+    def _step(self, directions):
         try:
-            try:
-                _splice(source, sink)
-            except _NoSplice:
-                _copy_through_userspace(source, sink)
+            for direction in directions:
+                direction.pump()
         except OSError:
-            for sock in self.sockets:
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-        with self._lock:
-            self._running -= 1
-            last = self._running == 0
-        if last:
-            for sock in self.sockets:
-                sock.close()
+            return self._close()
+        if all(d.done for d in self.directions):
+            return self._close()
+        for index, sock in enumerate(self.sockets):
+            mask = 0
+            if self.directions[index].wants_read():
+                mask |= select.POLLIN
+            if self.directions[1 - index].wants_write():
+                mask |= select.POLLOUT
+            self.broker.watch(sock, mask, self._handlers[index])
+
+    def _close(self):
+        for sock in self.sockets:
+            self.broker.watch(sock, 0, None)
+            sock.close()
