@@ -164,6 +164,35 @@ TEST_F(ProxyTest, AnAbsoluteUriRequestIsForwardedInOriginForm) {
   EXPECT_THAT(origin_form.Read(), StartsWith("HTTP/1.1 400"));
 }
 
+TEST_F(ProxyTest, AnAbsoluteUriRequestCarriesOneRequestOnly) {
+  // The echo origin ignores Connection: close: whatever the proxy sends it, it gets.
+  auto proxy = Make("origin.test:$PORT, 127.0.0.0/8:$PORT");
+  const std::string head = absl::StrCat("POST /a HTTP/1.1\r\nHost: ", Origin(),
+                                        "\r\nContent-Length: 5\r\nConnection: close\r\n\r\n");
+  Client client = Client::Tcp(last_port());
+  ASSERT_TRUE(client.Send(absl::StrCat("POST http://", Origin(), "/a HTTP/1.1\r\nHost: ", Origin(),
+                                       "\r\nContent-Length: 5\r\n\r\nhe")));
+  EXPECT_EQ(client.Read("he"), head + "he");
+  ASSERT_TRUE(client.Send("lloGET /x HTTP/1.1\r\nHost: evil.test\r\n\r\n"));
+  EXPECT_EQ(client.Read(), "llo") << "the rest of the body, then the end of the answer";
+  EXPECT_EQ(origin_.received(), head + "hello");
+
+  Client raw = Client::Tcp(last_port());
+  ASSERT_TRUE(raw.Send(absl::StrCat("GET http://", Origin(), "/b HTTP/1.1\r\n\r\n")));
+  EXPECT_THAT(raw.Read("\r\n\r\n"), StartsWith("GET /b HTTP/1.1\r\n"));
+  raw.Send("RAW BYTES\r\n\r\n");
+  EXPECT_TRUE(raw.ClosedWithin(std::chrono::seconds(3))) << "the origin's end ends the request";
+  EXPECT_THAT(origin_.received(), ::testing::Not(HasSubstr("RAW")));
+  EXPECT_EQ(origin_.accepted(), 2);
+
+  Client chunked = Client::Tcp(last_port());
+  ASSERT_TRUE(chunked.Send(absl::StrCat("POST http://", Origin(), "/c HTTP/1.1\r\n",
+                                        "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")));
+  EXPECT_THAT(chunked.Read(), ::testing::AllOf(StartsWith("HTTP/1.1 411"),
+                                               HasSubstr("framed by Content-Length only")));
+  EXPECT_EQ(origin_.accepted(), 2) << "a Transfer-Encoding request does not reach the origin";
+}
+
 TEST_F(ProxyTest, TheUnixSocketServesAndGoesWithTheProxy) {
   const std::string path = absl::StrCat(::testing::TempDir(), "/egress_proxy_test.", getpid(), ".sock");
   unlink(path.c_str());
