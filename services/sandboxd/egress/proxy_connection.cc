@@ -37,6 +37,8 @@ std::string Response(int status, const std::string& reason) {
                       body.size(), "\r\nConnection: close\r\n\r\n", body);
 }
 
+constexpr char kNarrowed[] = "the session's egress policy no longer allows it";
+
 }  // namespace
 
 ProxyConnection::ProxyConnection(Socket client, std::shared_ptr<const Context> context,
@@ -170,6 +172,10 @@ void ProxyConnection::ConnectNext(std::string last_error) {
         if (self->reported_ || self->deadline_fired_) return;
         if (ec) return self->ConnectNext(absl::StrCat(a.ToString(), ": ", ec.message()));
         self->address_ = a.ToString();
+        // The policy in force now (narrowing swaps it) decides, not the one that chose `a`.
+        if (!self->policy_->CheckAddress(a, self->request_.port, !self->request_.literal).ok()) {
+          return self->Cut(kNarrowed);
+        }
         self->OnConnected();
       });
 }
@@ -253,14 +259,25 @@ bool ProxyConnection::Allowed(const Policy& policy) const {
   if (request_.host.empty()) return true;  // no request yet: it is checked when it comes
   if (request_.literal) return policy.CheckAddress(*request_.literal, request_.port, false).ok();
   if (policy.MatchName(request_.host, request_.port) == nullptr) return false;
-  if (address_.empty()) return true;  // resolving: the answer is checked against `policy`
-  return policy.CheckAddress(*IpAddress::Parse(address_), request_.port, true).ok();
+  if (!address_.empty()) {
+    return policy.CheckAddress(*IpAddress::Parse(address_), request_.port, true).ok();
+  }
+  if (next_candidate_ == 0) return true;  // resolving: the answer is checked against `policy`
+  // Connecting: the address being tried.
+  return policy.CheckAddress(candidates_[next_candidate_ - 1], request_.port, true).ok();
 }
 
 void ProxyConnection::Recheck(std::shared_ptr<const Policy> policy) {
   if (reported_ && relay_.expired()) return;
-  if (!Allowed(*policy)) return Cut("the session's egress policy no longer allows it");
+  if (!Allowed(*policy)) return Cut(kNarrowed);
   policy_ = std::move(policy);
+  if (!address_.empty() || next_candidate_ == 0) return;
+  // Connecting: the addresses still to try are those the narrower policy allows.
+  candidates_.erase(std::remove_if(candidates_.begin() + next_candidate_, candidates_.end(),
+                                   [this](const IpAddress& a) {
+                                     return !policy_->CheckAddress(a, request_.port, true).ok();
+                                   }),
+                    candidates_.end());
 }
 
 void ProxyConnection::Cut(const std::string& why) {
