@@ -1,6 +1,7 @@
 #include "egress/client_hello.h"
 
 #include <cstdint>
+#include <set>
 
 namespace sandboxd {
 namespace egress {
@@ -49,17 +50,17 @@ ClientHello Fail(ClientHello::State state, std::string error) {
   return r;
 }
 
-// The server_name extension: a list of (type, name); host_name is type 0.
+// The server_name extension: a list of (type, name) holding exactly one entry (RFC 6066
+// allows one name per type and defines host_name, type 0, only); a list of more is
+// malformed, so that the name checked is the only name the server can read.
 std::optional<std::string> ServerName(absl::string_view data, bool* bad) {
   Reader ext(data);
   Reader list(ext.Vector(2));
-  while (!list.bad() && list.left() > 0) {
-    const uint32_t type = list.Int(1);
-    absl::string_view name = list.Vector(2);
-    if (!list.bad() && type == 0) return std::string(name);
-  }
-  *bad = ext.bad() || list.bad();
-  return std::nullopt;
+  const uint32_t type = list.Int(1);
+  const absl::string_view name = list.Vector(2);
+  *bad = ext.bad() || ext.left() > 0 || list.bad() || list.left() > 0;
+  if (*bad || type != 0) return std::nullopt;
+  return std::string(name);
 }
 
 ClientHello ParseHandshake(absl::string_view message) {
@@ -74,10 +75,14 @@ ClientHello ParseHandshake(absl::string_view message) {
   hello.state = ClientHello::kDone;
   if (r.left() == 0 && !r.bad()) return hello;  // no extensions: no name
   Reader extensions(r.Vector(2));
+  std::set<uint32_t> seen;  // an extension type appears once (RFC 8446, 4.2)
   while (!extensions.bad() && extensions.left() > 0) {
     const uint32_t type = extensions.Int(2);
     absl::string_view data = extensions.Vector(2);
     if (extensions.bad()) break;
+    if (!seen.insert(type).second) {
+      return Fail(ClientHello::kMalformed, "a ClientHello repeats an extension");
+    }
     bool bad = false;
     if (type == kServerNameExtension) hello.server_name = ServerName(data, &bad);
     if (type == kEchExtension) hello.encrypted_client_hello = true;

@@ -1,5 +1,7 @@
 #include "egress/proxy_connection.h"
 
+#include <algorithm>
+
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_to_string.hpp>
@@ -7,6 +9,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/status.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "egress/client_hello.h"
 #include "egress/host_name.h"
@@ -33,6 +36,8 @@ std::string Response(int status, const std::string& reason) {
                       "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ",
                       body.size(), "\r\nConnection: close\r\n\r\n", body);
 }
+
+constexpr char kNarrowed[] = "the session's egress policy no longer allows it";
 
 }  // namespace
 
@@ -85,6 +90,7 @@ void ProxyConnection::OnHead(error_code ec) {
   for (const auto& field : message) {
     head.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
   }
+  body_bytes_ = parser_->content_length().value_or(0);
   CheckRequest(head);
 }
 
@@ -96,6 +102,13 @@ void ProxyConnection::CheckRequest(const RequestHead& head) {
     return Refuse(forbidden ? 403 : 400, std::string(request.status().message()));
   }
   request_ = *std::move(request);
+  if (!request_.tunnel) {
+    for (const auto& [name, value] : head.headers) {
+      if (!absl::EqualsIgnoreCase(name, "transfer-encoding")) continue;
+      return Refuse(411, "the proxy forwards a request body framed by Content-Length only, "
+                         "not by Transfer-Encoding");
+    }
+  }
   if (request_.literal) {
     if (absl::Status s = policy_->CheckAddress(*request_.literal, request_.port, false); !s.ok()) {
       return Refuse(403, std::string(s.message()));
@@ -159,6 +172,10 @@ void ProxyConnection::ConnectNext(std::string last_error) {
         if (self->reported_ || self->deadline_fired_) return;
         if (ec) return self->ConnectNext(absl::StrCat(a.ToString(), ": ", ec.message()));
         self->address_ = a.ToString();
+        // The policy in force now (narrowing swaps it) decides, not the one that chose `a`.
+        if (!self->policy_->CheckAddress(a, self->request_.port, !self->request_.literal).ok()) {
+          return self->Cut(kNarrowed);
+        }
         self->OnConnected();
       });
 }
@@ -167,7 +184,11 @@ void ProxyConnection::OnConnected() {
   deadline_.cancel();
   std::string leftover = boost::beast::buffers_to_string(buffer_.data());
   buffer_.consume(buffer_.size());
-  if (!request_.tunnel) return StartRelay(request_.forward_head + leftover);
+  if (!request_.tunnel) {
+    // One request: its head and its Content-Length body; what follows is never sent.
+    const size_t now = static_cast<size_t>(std::min<uint64_t>(leftover.size(), body_bytes_));
+    return StartRelay(request_.forward_head + leftover.substr(0, now), body_bytes_ - now);
+  }
   auto ok = std::make_shared<std::string>("HTTP/1.1 200 Connection established\r\n\r\n");
   asio::async_write(client_, asio::buffer(*ok),
                     [self = shared_from_this(), ok, leftover](error_code ec, size_t) mutable {
@@ -211,7 +232,7 @@ void ProxyConnection::CheckHello(const std::string& bytes) {
   StartRelay(bytes);
 }
 
-void ProxyConnection::StartRelay(std::string first_up) {
+void ProxyConnection::StartRelay(std::string first_up, std::optional<uint64_t> more_up) {
   auto self = shared_from_this();
   auto relay = std::make_shared<Relay>(
       std::move(client_), Socket(std::move(upstream_)), context_->limits, context_->quotas, started_,
@@ -220,7 +241,7 @@ void ProxyConnection::StartRelay(std::string first_up) {
         self->slots_.clear();
       });
   relay_ = relay;
-  relay->Start(std::move(first_up));
+  relay->Start(std::move(first_up), more_up);
 }
 
 void ProxyConnection::ArmDeadline(std::chrono::milliseconds after, std::string what) {
@@ -238,14 +259,25 @@ bool ProxyConnection::Allowed(const Policy& policy) const {
   if (request_.host.empty()) return true;  // no request yet: it is checked when it comes
   if (request_.literal) return policy.CheckAddress(*request_.literal, request_.port, false).ok();
   if (policy.MatchName(request_.host, request_.port) == nullptr) return false;
-  if (address_.empty()) return true;  // resolving: the answer is checked against `policy`
-  return policy.CheckAddress(*IpAddress::Parse(address_), request_.port, true).ok();
+  if (!address_.empty()) {
+    return policy.CheckAddress(*IpAddress::Parse(address_), request_.port, true).ok();
+  }
+  if (next_candidate_ == 0) return true;  // resolving: the answer is checked against `policy`
+  // Connecting: the address being tried.
+  return policy.CheckAddress(candidates_[next_candidate_ - 1], request_.port, true).ok();
 }
 
 void ProxyConnection::Recheck(std::shared_ptr<const Policy> policy) {
   if (reported_ && relay_.expired()) return;
-  if (!Allowed(*policy)) return Cut("the session's egress policy no longer allows it");
+  if (!Allowed(*policy)) return Cut(kNarrowed);
   policy_ = std::move(policy);
+  if (!address_.empty() || next_candidate_ == 0) return;
+  // Connecting: the addresses still to try are those the narrower policy allows.
+  candidates_.erase(std::remove_if(candidates_.begin() + next_candidate_, candidates_.end(),
+                                   [this](const IpAddress& a) {
+                                     return !policy_->CheckAddress(a, request_.port, true).ok();
+                                   }),
+                    candidates_.end());
 }
 
 void ProxyConnection::Cut(const std::string& why) {

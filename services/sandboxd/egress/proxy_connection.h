@@ -9,7 +9,9 @@
 //     checked is the address connected to;
 //   a tunnel to a name: answer 200, read the ClientHello (header_timeout) and cut it unless
 //     its SNI is the CONNECT's name and it carries no ECH;
-//   relay (relay.h) within the byte, idle and time caps.
+//   relay (relay.h) within the byte, idle and time caps; an absolute-URI request sends the
+//     destination its head and Content-Length body only (Transfer-Encoding: 411), then
+//     half-closes it and relays the answer.
 // Each connection reports one Decision to the sink. Runs on its client socket's executor
 // (a strand), never on a thread of its own.
 #pragma once
@@ -72,7 +74,8 @@ class ProxyConnection : public std::enable_shared_from_this<ProxyConnection> {
   void OnConnected();
   void ReadHello(std::string bytes);
   void CheckHello(const std::string& bytes);
-  void StartRelay(std::string first_up);
+  // `more_up`: how many more client bytes the destination gets (Relay::Start).
+  void StartRelay(std::string first_up, std::optional<uint64_t> more_up = std::nullopt);
   void ArmDeadline(std::chrono::milliseconds after, std::string what);
   bool Allowed(const Policy& policy) const;
   void Report(bool allowed, int status, std::string reason, uint64_t up = 0, uint64_t down = 0);
@@ -91,6 +94,7 @@ class ProxyConnection : public std::enable_shared_from_this<ProxyConnection> {
   std::string deadline_what_;
   bool deadline_fired_ = false;
   std::string method_;
+  uint64_t body_bytes_ = 0;  // the request's Content-Length body
   ProxyRequest request_;
   std::vector<IpAddress> candidates_;
   size_t next_candidate_ = 0;

@@ -1,5 +1,7 @@
 #include "egress/relay.h"
 
+#include <algorithm>
+
 #include <boost/asio/write.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -27,8 +29,9 @@ Relay::Relay(Socket client, Socket upstream, const ProxyLimits& limits,
   total_.expires_at(started + limits_.max_connection_time);
 }
 
-void Relay::Start(std::string first_up) {
+void Relay::Start(std::string first_up, std::optional<uint64_t> more_up) {
   auto self = shared_from_this();
+  more_up_ = more_up;
   total_.async_wait([self](error_code ec) {
     if (!ec) self->Finish("max_connection_time");
   });
@@ -40,6 +43,7 @@ void Relay::Start(std::string first_up) {
   asio::async_write(upstream_, asio::buffer(*data), [self, data](error_code ec, size_t) {
     if (self->finished_) return;
     if (ec) return self->Finish("destination closed");
+    if (self->more_up_ == uint64_t{0}) self->EndUp();
     self->Read(&self->up_);
     self->Read(&self->down_);
   });
@@ -56,18 +60,25 @@ void Relay::Read(Direction* d) {
                            });
 }
 
+// Client bytes past `more_up_` are dropped: they count towards the byte cap only.
 void Relay::OnRead(Direction* d, size_t n) {
   last_activity_ = Clock::now();
-  if (result_.bytes_up + result_.bytes_down + n > limits_.max_bytes_per_connection) {
+  if (result_.bytes_up + result_.bytes_down + dropped_ + n > limits_.max_bytes_per_connection) {
     return Finish("max_bytes_per_connection");
   }
-  if (const ByteQuota* spent = ChargeAll(quotas_, n)) return Finish(spent->name());
-  *d->count += n;
-  asio::async_write(*d->to, asio::buffer(d->buffer.data(), n),
-                    [self = shared_from_this(), d](error_code ec, size_t) {
+  const bool bounded = d == &up_ && more_up_.has_value();
+  const size_t send = bounded ? static_cast<size_t>(std::min<uint64_t>(n, *more_up_)) : n;
+  dropped_ += n - send;
+  if (send == 0) return Read(d);
+  if (const ByteQuota* spent = ChargeAll(quotas_, send)) return Finish(spent->name());
+  *d->count += send;
+  if (bounded) *more_up_ -= send;
+  asio::async_write(*d->to, asio::buffer(d->buffer.data(), send),
+                    [self = shared_from_this(), d, bounded](error_code ec, size_t) {
                       if (self->finished_) return;
                       if (ec) return self->Finish("closed");
                       self->last_activity_ = Clock::now();
+                      if (bounded && self->more_up_ == uint64_t{0} && !d->eof) self->EndUp();
                       self->Read(d);
                     });
 }
@@ -79,6 +90,14 @@ void Relay::OnEof(Direction* d) {
   error_code ignored;
   d->to->shutdown(asio::socket_base::shutdown_send, ignored);
   if (up_.eof && down_.eof) Finish("closed");
+}
+
+// The destination got all it is given: shut its sending side; the client is still read
+// (and dropped) so that its close is seen and its unread bytes do not reset the answer.
+void Relay::EndUp() {
+  up_.eof = true;
+  error_code ignored;
+  upstream_.shutdown(asio::socket_base::shutdown_send, ignored);
 }
 
 // Wakes at the end of the idle time since the last byte; finishes if none came since.

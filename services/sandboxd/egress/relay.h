@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,8 +45,11 @@ class Relay : public std::enable_shared_from_this<Relay> {
   Relay(const Relay&) = delete;
   Relay& operator=(const Relay&) = delete;
 
-  // Sends `first_up` to the destination, then relays. Call once.
-  void Start(std::string first_up);
+  // Sends `first_up` to the destination, then relays. Call once. With `more_up`, at most
+  // that many more of the client's bytes go to the destination (the rest of one request's
+  // body); then the destination's sending side is shut and what the client sends is read
+  // and dropped (still within the byte cap), while the answer is relayed to the end.
+  void Start(std::string first_up, std::optional<uint64_t> more_up = std::nullopt);
   // Ends the relay now with `why` as its end; the done callback runs once.
   void Cut(const std::string& why);
 
@@ -60,6 +64,7 @@ class Relay : public std::enable_shared_from_this<Relay> {
   void Read(Direction* d);
   void OnRead(Direction* d, size_t n);
   void OnEof(Direction* d);
+  void EndUp();
   void ArmIdle();
   void Finish(const std::string& end);
 
@@ -74,6 +79,8 @@ class Relay : public std::enable_shared_from_this<Relay> {
   boost::asio::steady_timer idle_;
   boost::asio::steady_timer total_;
   std::chrono::steady_clock::time_point last_activity_;
+  std::optional<uint64_t> more_up_;  // what the destination still gets of the client's bytes
+  uint64_t dropped_ = 0;             // client bytes read after that and not sent
   bool finished_ = false;
 };
 

@@ -1,5 +1,8 @@
 #include "egress/client_hello.h"
 
+#include <string>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "proxy_support.h"
@@ -63,16 +66,13 @@ TEST(ClientHelloTest, WhatIsNotAHelloIsSaidSo) {
   EXPECT_EQ(ParseClientHello(hello).state, ClientHello::kMalformed);
 }
 
-TEST(ClientHelloTest, AnEchExtensionIsReported) {
-  // A minimal ClientHello: version, random, empty session id, one suite, null compression,
-  // and two extensions: server_name "a.test" and encrypted_client_hello (empty).
+// A minimal ClientHello record: version, random, empty session id, one suite, null
+// compression, and `extensions` (each type, length, data).
+std::string HelloWith(const std::string& extensions) {
   std::string body = std::string("\x03\x03", 2) + std::string(32, 'r') + std::string("\x00", 1) +
                      std::string("\x00\x02\x13\x01\x01\x00", 6);
-  const std::string sni = std::string("\x00\x00\x00\x0b\x00\x09\x00\x00\x06", 9) + "a.test";
-  const std::string ech("\xfe\x0d\x00\x00", 4);
-  const std::string extensions = sni + ech;
-  body += static_cast<char>(0);
-  body += static_cast<char>(extensions.size());
+  body += static_cast<char>(extensions.size() >> 8);
+  body += static_cast<char>(extensions.size() & 0xff);
   body += extensions;
   std::string message = std::string("\x01\x00", 2);
   message += static_cast<char>(body.size() >> 8);
@@ -81,10 +81,41 @@ TEST(ClientHelloTest, AnEchExtensionIsReported) {
   std::string record("\x16\x03\x01", 3);
   record += static_cast<char>(message.size() >> 8);
   record += static_cast<char>(message.size() & 0xff);
-  const ClientHello parsed = ParseClientHello(record + message);
+  return record + message;
+}
+
+// A server_name extension whose list holds `names` as host_name entries (short names).
+std::string ServerNameExtension(const std::vector<std::string>& names) {
+  std::string list;
+  for (const std::string& n : names) {
+    list += std::string("\x00\x00", 2) + static_cast<char>(n.size()) + n;
+  }
+  std::string ext = std::string("\x00", 1) + static_cast<char>(list.size()) + list;
+  return std::string("\x00\x00\x00", 3) + static_cast<char>(ext.size()) + ext;
+}
+
+TEST(ClientHelloTest, AnEchExtensionIsReported) {
+  const ClientHello parsed =
+      ParseClientHello(HelloWith(ServerNameExtension({"a.test"}) + std::string("\xfe\x0d\x00\x00", 4)));
   ASSERT_EQ(parsed.state, ClientHello::kDone) << parsed.error;
   EXPECT_EQ(parsed.server_name, "a.test");
   EXPECT_TRUE(parsed.encrypted_client_hello);
+}
+
+TEST(ClientHelloTest, ARepeatedServerNameIsMalformed) {
+  const ClientHello one = ParseClientHello(HelloWith(ServerNameExtension({"a.test"})));
+  ASSERT_EQ(one.state, ClientHello::kDone) << one.error;
+  EXPECT_EQ(one.server_name, "a.test");
+  const ClientHello two = ParseClientHello(
+      HelloWith(ServerNameExtension({"evil.test"}) + ServerNameExtension({"a.test"})));
+  EXPECT_EQ(two.state, ClientHello::kMalformed) << "server name " << two.server_name.value_or("");
+  EXPECT_EQ(two.error, "a ClientHello repeats an extension");
+}
+
+TEST(ClientHelloTest, AServerNameListOfTwoIsMalformed) {
+  const ClientHello parsed = ParseClientHello(HelloWith(ServerNameExtension({"a.test", "evil.test"})));
+  EXPECT_EQ(parsed.state, ClientHello::kMalformed) << "server name " << parsed.server_name.value_or("");
+  EXPECT_EQ(parsed.error, "a malformed server_name extension");
 }
 
 }  // namespace

@@ -1,7 +1,13 @@
 // The egress proxy's decisions on loopback, with real sockets (proxy_fixture.h).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <fstream>
 #include <future>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -162,6 +168,130 @@ TEST_F(ProxyTest, AnAbsoluteUriRequestIsForwardedInOriginForm) {
   Client origin_form = Client::Tcp(last_port());
   ASSERT_TRUE(origin_form.Send("GET / HTTP/1.1\r\nHost: origin.test\r\n\r\n"));
   EXPECT_THAT(origin_form.Read(), StartsWith("HTTP/1.1 400"));
+}
+
+TEST_F(ProxyTest, AnAbsoluteUriRequestCarriesOneRequestOnly) {
+  // The echo origin ignores Connection: close: whatever the proxy sends it, it gets.
+  auto proxy = Make("origin.test:$PORT, 127.0.0.0/8:$PORT");
+  const std::string head = absl::StrCat("POST /a HTTP/1.1\r\nHost: ", Origin(),
+                                        "\r\nContent-Length: 5\r\nConnection: close\r\n\r\n");
+  Client client = Client::Tcp(last_port());
+  ASSERT_TRUE(client.Send(absl::StrCat("POST http://", Origin(), "/a HTTP/1.1\r\nHost: ", Origin(),
+                                       "\r\nContent-Length: 5\r\n\r\nhe")));
+  EXPECT_EQ(client.Read("he"), head + "he");
+  ASSERT_TRUE(client.Send("lloGET /x HTTP/1.1\r\nHost: evil.test\r\n\r\n"));
+  EXPECT_EQ(client.Read(), "llo") << "the rest of the body, then the end of the answer";
+  EXPECT_EQ(origin_.received(), head + "hello");
+
+  Client raw = Client::Tcp(last_port());
+  ASSERT_TRUE(raw.Send(absl::StrCat("GET http://", Origin(), "/b HTTP/1.1\r\n\r\n")));
+  EXPECT_THAT(raw.Read("\r\n\r\n"), StartsWith("GET /b HTTP/1.1\r\n"));
+  raw.Send("RAW BYTES\r\n\r\n");
+  EXPECT_TRUE(raw.ClosedWithin(std::chrono::seconds(3))) << "the origin's end ends the request";
+  EXPECT_THAT(origin_.received(), ::testing::Not(HasSubstr("RAW")));
+  EXPECT_EQ(origin_.accepted(), 2);
+
+  Client chunked = Client::Tcp(last_port());
+  ASSERT_TRUE(chunked.Send(absl::StrCat("POST http://", Origin(), "/c HTTP/1.1\r\n",
+                                        "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")));
+  EXPECT_THAT(chunked.Read(), ::testing::AllOf(StartsWith("HTTP/1.1 411"),
+                                               HasSubstr("framed by Content-Length only")));
+  EXPECT_EQ(origin_.accepted(), 2) << "a Transfer-Encoding request does not reach the origin";
+}
+
+// A listener on `ip`:`port` whose accept queue is full: a connect to it hangs in SYN_SENT
+// (its SYNs are dropped) until Close, after which it is refused.
+class FullListener {
+ public:
+  FullListener(const std::string& ip, uint16_t port) {
+    sockaddr_in at{};
+    at.sin_family = AF_INET;
+    at.sin_port = htons(port);
+    inet_pton(AF_INET, ip.c_str(), &at.sin_addr);
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    const int one = 1;
+    setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    ok_ = bind(fd_, reinterpret_cast<sockaddr*>(&at), sizeof(at)) == 0 && listen(fd_, 0) == 0;
+    filler_ = socket(AF_INET, SOCK_STREAM, 0);  // takes the one place in the queue
+    ok_ = ok_ && connect(filler_, reinterpret_cast<sockaddr*>(&at), sizeof(at)) == 0;
+  }
+  ~FullListener() { Close(); }
+  bool ok() const { return ok_; }
+  void Close() {
+    if (fd_ >= 0) close(fd_);
+    if (filler_ >= 0) close(filler_);
+    fd_ = filler_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+  int filler_ = -1;
+  bool ok_ = false;
+};
+
+// Whether a socket of this host is in SYN_SENT towards 127.0.0.2:`port` (/proc/net/tcp).
+bool ConnectingTo127002(uint16_t port) {
+  std::ifstream tcp("/proc/net/tcp");
+  char remote[32];
+  std::snprintf(remote, sizeof(remote), " 0200007F:%04X 02 ", port);
+  for (std::string line; std::getline(tcp, line);) {
+    if (line.find(remote) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// origin.test answers 127.0.0.2 (hangs while its listener is full, then refuses) and
+// 127.0.0.1 (the origin); Start leaves a request connecting to 127.0.0.2.
+class ProxyNarrowTest : public ProxyFixture {
+ protected:
+  ProxyNarrowTest() : full_("127.0.0.2", origin_.port()) {
+    resolver_.Set("origin.test", {{*IpAddress::Parse("127.0.0.2"), *IpAddress::Parse("127.0.0.1")}});
+  }
+  Client Start() {
+    EXPECT_TRUE(full_.ok()) << "cannot listen on 127.0.0.2:" << origin_.port();
+    proxy_ = Make("origin.test:$PORT, 127.0.0.0/8:$PORT");
+    Client client = Client::Tcp(last_port());
+    EXPECT_TRUE(client.Send(absl::StrCat("GET http://", Origin(), "/ HTTP/1.1\r\n\r\n")));
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!ConnectingTo127002(origin_.port()) && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_TRUE(ConnectingTo127002(origin_.port())) << "the proxy never tried 127.0.0.2";
+    return client;
+  }
+  bool NarrowTo(const std::string& range) {
+    const std::string port = std::to_string(origin_.port());
+    return proxy_->Narrow(*Policy::Parse(absl::StrCat("origin.test:", port, ", ", range, ":", port)))
+        .ok();
+  }
+
+  FullListener full_;
+  std::unique_ptr<SessionProxy> proxy_;
+};
+
+TEST_F(ProxyNarrowTest, NarrowingWhileConnectingSkipsTheAddressesItNoLongerAllows) {
+  Client client = Start();
+  ASSERT_TRUE(NarrowTo("127.0.0.2/32"));
+  // Recheck runs on the connection's strand, before the refusal that Close brings.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  full_.Close();
+  EXPECT_THAT(client.Read("", std::chrono::seconds(10)), StartsWith("HTTP/1.1 502"));
+  std::vector<Decision> d = sink_.WaitFor(1);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_FALSE(d[0].allowed);
+  EXPECT_EQ(origin_.accepted(), 0) << "127.0.0.1 was reached after the policy dropped it";
+}
+
+TEST_F(ProxyNarrowTest, NarrowingThatRefusesTheAddressBeingTriedCutsAtOnce) {
+  Client client = Start();
+  ASSERT_TRUE(NarrowTo("127.0.0.1/32"));
+  std::vector<Decision> d = sink_.WaitFor(1);
+  ASSERT_EQ(d.size(), 1u) << "the connection to 127.0.0.2 was not cut";
+  EXPECT_FALSE(d[0].allowed);
+  EXPECT_EQ(d[0].reason, "the session's egress policy no longer allows it");
+  EXPECT_TRUE(client.ClosedWithin(std::chrono::seconds(3)));
+  full_.Close();
+  EXPECT_EQ(origin_.accepted(), 0);
 }
 
 TEST_F(ProxyTest, TheUnixSocketServesAndGoesWithTheProxy) {
