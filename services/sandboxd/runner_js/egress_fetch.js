@@ -11,6 +11,7 @@
 // absolute-URI requests to the relay; localhost names (NO_PROXY) are reached directly.
 // Nothing here reaches what user code could not reach with node:net.
 
+const fs = require('fs');
 const http = require('http');
 const net = require('net');
 const tls = require('tls');
@@ -190,9 +191,24 @@ class ProxiedRequest {
   }
 }
 
+// Node reads NODE_EXTRA_CA_CERTS once, at start; a session sets it later (a CA it was
+// given, written to its workspace), so fetch() reads the file named there when it connects:
+// those certificates are trusted beside Node's own, as they would be from the start.
+function extraCertificates() {
+  const file = process.env.NODE_EXTRA_CA_CERTS;
+  if (!file) return null;
+  try {
+    return fs.readFileSync(file, 'latin1');
+  } catch (e) {
+    return null;  // as Node at start: an unreadable file adds nothing
+  }
+}
+
 function tlsOptions(host, more) {
   const options = { host, ALPNProtocols: ['http/1.1'], ...more };
   if (!net.isIP(host)) options.servername = host;
+  const extra = extraCertificates();
+  if (extra) options.ca = [...tls.rootCertificates, extra];
   return options;
 }
 

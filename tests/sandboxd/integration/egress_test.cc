@@ -146,12 +146,18 @@ TEST_F(EgressTest, PythonAndNodeReachAnAllowedHostAndNothingElse) {
       "const no = await fetch('http://other.test:", http_, "/page');\n"
       "console.log('refused', no.status);\n"
       "try { await fetch('https://origin.test:", https_, "/page'); console.log('tls trusted?'); }\n"
-      "catch (e) { console.log('tls', String(e.cause && e.cause.code || e)); }\n"));
+      "catch (e) { console.log('tls', String(e.cause && e.cause.code || e)); }\n"
+      "require('fs').writeFileSync('ca.pem', `", ca_pem_, "`);\n"
+      "process.env.NODE_EXTRA_CA_CERTS = require('path').resolve('ca.pem');\n"
+      "const tls = await fetch('https://origin.test:", https_, "/page');\n"
+      "console.log('tls', tls.status, await tls.text());\n"));
   ASSERT_EQ(f.status(), sandbox::v1::Finished::OK) << f.error().message() << f.stderr();
   EXPECT_THAT(f.stdout(), HasSubstr("200 hello from origin"));
   EXPECT_THAT(f.stdout(), HasSubstr("refused 403"));
-  // The tunnel reached the origin: its certificate (of the test CA) is what Node refused.
+  // The tunnel reached the origin: its certificate (of the test CA) is what Node refused,
+  // until the code trusts the CA.
   EXPECT_THAT(f.stdout(), HasSubstr("tls UNABLE_TO_VERIFY_LEAF_SIGNATURE"));
+  EXPECT_THAT(f.stdout(), HasSubstr("tls 200 hello from origin"));
 
   // Without a policy: no proxy variables, nothing reaches out.
   sandbox::v1::Session none = CreateWith(*stub, "");
