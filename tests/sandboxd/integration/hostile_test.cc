@@ -194,10 +194,13 @@ opts = [l.split()[3] for l in open('/proc/mounts') if l.split()[1] == d][0].spli
   const std::string flags = TestIsolation() == "gvisor" ? "noexec" : "nosuid,nodev,noexec";
   EXPECT_EQ(f.result_repr(),
             absl::StrCat("('PermissionError', 'PermissionError', 'PermissionError', '", flags, "')"));
-  // On the host, every session's socket directory holds the socket and nothing else.
+  // On the host, every session's socket directory holds the runner's sockets (runner.sock,
+  // and egress.sock, its egress relay's) and nothing else.
   for (const auto& dir : fs::directory_iterator(daemon_->state_dir() + "/c")) {
     for (const auto& entry : fs::directory_iterator(dir.path())) {
-      EXPECT_EQ(entry.path().filename(), "runner.sock") << entry.path();
+      const std::string name = entry.path().filename().string();
+      EXPECT_TRUE(name == "runner.sock" || name == "egress.sock") << entry.path();
+      EXPECT_TRUE(entry.is_socket() && !entry.is_symlink()) << entry.path();
     }
   }
 }
