@@ -183,12 +183,9 @@ void EgressHub::Record(const egress::Decision& d) {
   {
     codemode::MutexLock lock(&mu_);
     const int64_t now = absl::ToUnixMillis(absl::Now());
-    if (audit_.size() > 4096) {  // windows of sessions whose last decisions came after Forget
-      for (auto it = audit_.begin(); it != audit_.end();) {
-        it = now - it->second.started_ms >= 60'000 ? audit_.erase(it) : std::next(it);
-      }
-    }
+    PruneLocked(now);
     AuditWindow& w = audit_[d.session];
+    if (w.forgotten) return;  // its session ended: the connections it cut end unlogged
     if (now - w.started_ms >= 60'000) {
       if (w.held_back[0] + w.held_back[1] > 0) held_back = absl::StrCat(" (before: ", HeldBack(w.held_back), ")");
       w = {now, {0, 0}, {0, 0}};
@@ -209,13 +206,23 @@ void EgressHub::Record(const egress::Decision& d) {
 
 void EgressHub::Forget(const std::string& session) {
   codemode::MutexLock lock(&mu_);
-  auto it = audit_.find(session);
-  if (it == audit_.end()) return;
-  if (it->second.held_back[0] + it->second.held_back[1] > 0) {
+  const int64_t now = absl::ToUnixMillis(absl::Now());
+  PruneLocked(now);
+  AuditWindow& w = audit_[session];
+  if (w.held_back[0] + w.held_back[1] > 0) {
     spdlog::info("egress session={}: {} (over {} allowed and {} refused a minute)", session,
-                 HeldBack(it->second.held_back), kAuditBurstAllowed, kAuditBurst);
+                 HeldBack(w.held_back), kAuditBurstAllowed, kAuditBurst);
   }
-  audit_.erase(it);
+  // Kept (pruned with the others past 4096) so that the decisions of the connections its
+  // end cuts, which come after this, are not logged in a window of their own.
+  w = {now, {0, 0}, {0, 0}, true};
+}
+
+void EgressHub::PruneLocked(int64_t now) {
+  if (audit_.size() <= 4096) return;
+  for (auto it = audit_.begin(); it != audit_.end();) {
+    it = now - it->second.started_ms >= 60'000 ? audit_.erase(it) : std::next(it);
+  }
 }
 
 }  // namespace sandboxd

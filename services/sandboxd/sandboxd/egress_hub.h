@@ -82,10 +82,13 @@ class EgressHub final : public EgressService, private egress::DecisionSink {
     int64_t started_ms = 0;
     uint64_t written[2] = {0, 0};
     uint64_t held_back[2] = {0, 0};
+    bool forgotten = false;  // the session's proxy is gone
   };
   EgressHub(EgressHubOptions options, egress::Policy default_policy, egress::Policy max_policy);
   void Record(const egress::Decision& decision) override;
   void Forget(const std::string& session);
+  // Past 4096 windows, drops those a minute old (ended sessions' among them).
+  void PruneLocked(int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const EgressHubOptions options_;
   const egress::Policy default_;
