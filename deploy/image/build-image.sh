@@ -6,8 +6,9 @@
 #   deploy/image/build-image.sh [--variant base|data] --print-recipe
 #
 # Variants (default base):
-#   base   python3 and Debian's nodejs (18, with node-acorn, which the JavaScript runner
-#          uses)                           IMAGE default localhost/sandboxd-python:bookworm
+#   base   python3, Debian's pip (for `pip download` from an index a session's egress policy
+#          allows) and nodejs (18, with node-acorn, which the JavaScript runner uses)
+#                                          IMAGE default localhost/sandboxd-python:bookworm
 #   data   base plus Debian's numpy, pandas, matplotlib (headless, Agg) and Pillow
 #                                          IMAGE default localhost/sandboxd-python-data:bookworm
 # Labels: io.sandboxd.offers lists what the image offers (comma list: "python3", or
@@ -39,17 +40,19 @@ done
 case "$variant" in
   base)
     default_image=localhost/sandboxd-python:bookworm
-    offers=python3,nodejs
+    offers=python3,nodejs,pip
     # Installed on top of debootstrap's minbase by apt. nodejs depends on node-acorn, the
-    # parser the JavaScript runner's top-level-await transform uses.
-    packages=(nodejs) ;;
+    # parser the JavaScript runner's top-level-await transform uses. pip only downloads and
+    # installs through the session's egress relay (docs/egress.md); a session without egress
+    # reaches no index.
+    packages=(nodejs python3-pip) ;;
   data)
     default_image=localhost/sandboxd-python-data:bookworm
-    offers=python3,nodejs,numpy,pandas,matplotlib,pil
+    offers=python3,nodejs,pip,numpy,pandas,matplotlib,pil
     # python3-munkres is not used by anything we offer: it satisfies python3-fonttools'
     # "python3-scipy | python3-munkres", whose first choice would pull in scipy, pythran,
     # g++ and Boost (over 1 GB).
-    packages=(nodejs python3-numpy python3-pandas python3-matplotlib python3-pil python3-munkres) ;;
+    packages=(nodejs python3-pip python3-numpy python3-pandas python3-matplotlib python3-pil python3-munkres) ;;
   *) echo "build-image: unknown variant '$variant' (base or data)" >&2; exit 2 ;;
 esac
 (($# <= 1)) || { echo "build-image: one IMAGE at most" >&2; exit 2; }

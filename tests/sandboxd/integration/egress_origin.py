@@ -3,7 +3,9 @@ request (and per TLS handshake, with its SNI), so a test can tell what reached i
 
     python3 egress_origin.py DIR CERT KEY
 writes DIR/ports ("HTTP_PORT HTTPS_PORT") once it listens and appends to DIR/requests.log.
-GET /page answers "hello from origin"; GET /bytes/N answers N bytes; anything else 404.
+GET /page answers "hello from origin"; GET /bytes/N answers N bytes; GET /wheels/ is a
+pip find-links page listing WHEEL, a wheel of one module made at start, and GET
+/wheels/WHEEL answers it; anything else 404.
 """
 import http.server
 import os
@@ -11,6 +13,7 @@ import socketserver
 import ssl
 import sys
 import threading
+import zipfile
 
 DIR, CERT, KEY = sys.argv[1:4]
 LOG = os.path.join(DIR, "requests.log")
@@ -22,19 +25,51 @@ def log(line):
         f.write(line + "\n")
 
 
+WHEEL = "egress_probe-1.0-py3-none-any.whl"
+
+
+def make_wheel():
+    """The smallest wheel pip resolves: metadata, the WHEEL file, a RECORD and a module."""
+    files = {
+        "egress_probe.py": "VALUE = 'from the allowed index'\n",
+        "egress_probe-1.0.dist-info/METADATA":
+            "Metadata-Version: 2.1\nName: egress-probe\nVersion: 1.0\n",
+        "egress_probe-1.0.dist-info/WHEEL":
+            "Wheel-Version: 1.0\nGenerator: egress_origin\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = "".join(f"{name},,\n" for name in files) + "egress_probe-1.0.dist-info/RECORD,,\n"
+    files["egress_probe-1.0.dist-info/RECORD"] = record
+    path = os.path.join(DIR, WHEEL)
+    with zipfile.ZipFile(path, "w") as z:
+        for name, text in files.items():
+            z.writestr(name, text)
+    with open(path, "rb") as f:
+        return f.read()
+
+
+WHEEL_BYTES = make_wheel()
+
+
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def do_GET(self):
         log(f"{self.server.scheme} {self.requestline} host={self.headers.get('Host')}")
+        kind = "application/octet-stream"
         if self.path == "/page":
             body = b"hello from origin"
         elif self.path.startswith("/bytes/"):
             body = b"x" * min(int(self.path[7:]), 64 << 20)
+        elif self.path == "/wheels/":
+            body = f'<html><body><a href="{WHEEL}">{WHEEL}</a></body></html>'.encode()
+            kind = "text/html"
+        elif self.path == "/wheels/" + WHEEL:
+            body = WHEEL_BYTES
         else:
             self.send_error(404)
             return
         self.send_response(200)
+        self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Connection", "close")
         self.end_headers()

@@ -279,5 +279,39 @@ TEST_F(EgressTest, APolicyIsAdmittedNarrowedOwnedAndKeptAcrossARestart) {
       << f.stderr();
 }
 
+// pip, as the image ships it, downloads a wheel from an index the policy allows, over
+// HTTPS with the session's CA, through the proxy variables alone; from an index it does not
+// allow it gets nothing, and the origin never hears of it.
+TEST_F(EgressTest, PipDownloadsFromAnAllowedIndexOnly) {
+  SandboxdProcess d(Flags());
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  sandbox::v1::Session s = CreateWith(*stub, allowed_);
+  ASSERT_FALSE(s.id().empty());
+  sandbox::v1::Finished f = RunCode(*stub, s.id(), absl::StrCat(
+      "import os, subprocess, sys\n"
+      "open('/tmp/ca.pem', 'w').write('''", ca_pem_, "''')\n"
+      "def pip(host):\n"
+      "    r = subprocess.run([sys.executable, '-m', 'pip', 'download', '--no-index',\n"
+      "        '--no-cache-dir', '--disable-pip-version-check', '--cert', '/tmp/ca.pem',\n"
+      "        '--find-links', f'https://{host}:", https_, "/wheels/', '--dest', 'dl-' + host,\n"
+      "        'egress-probe'], capture_output=True, text=True, timeout=120)\n"
+      "    print(host, 'exit', r.returncode)\n"
+      "    print(r.stdout, r.stderr)\n"
+      "pip('origin.test')\n"
+      "pip('other.test')\n"
+      "print('saved', os.listdir('dl-origin.test'), os.path.exists('dl-other.test/egress_probe-1.0-py3-none-any.whl'))\n"),
+      180000);
+  ASSERT_EQ(f.status(), sandbox::v1::Finished::OK) << f.error().message() << f.stderr();
+  EXPECT_THAT(f.stdout(), HasSubstr("origin.test exit 0\n")) << f.stdout();
+  EXPECT_THAT(f.stdout(), HasSubstr("Successfully downloaded egress-probe"));
+  EXPECT_THAT(f.stdout(), HasSubstr("other.test exit 1\n")) << f.stdout();
+  EXPECT_THAT(f.stdout(), HasSubstr("Tunnel connection failed: 403"));
+  EXPECT_THAT(f.stdout(), HasSubstr("saved ['egress_probe-1.0-py3-none-any.whl'] False"));
+  const std::string log = Log();
+  EXPECT_THAT(log, HasSubstr("GET /wheels/egress_probe-1.0-py3-none-any.whl HTTP/1.1 host=origin.test:"));
+  EXPECT_THAT(log, Not(HasSubstr("other.test")));
+}
+
 }  // namespace
 }  // namespace sandboxd::testing
