@@ -21,8 +21,8 @@ Relay::Relay(Socket client, Socket upstream, const ProxyLimits& limits,
       limits_(limits),
       quotas_(std::move(quotas)),
       done_(std::move(done)),
-      up_{&client_, &upstream_, &result_.bytes_up, {}},
-      down_{&upstream_, &client_, &result_.bytes_down, {}},
+      up_{&client_, &upstream_, &result_.bytes_up},
+      down_{&upstream_, &client_, &result_.bytes_down},
       idle_(client_.get_executor()),
       total_(client_.get_executor()),
       last_activity_(Clock::now()) {
@@ -69,16 +69,18 @@ void Relay::OnRead(Direction* d, size_t n) {
   const bool bounded = d == &up_ && more_up_.has_value();
   const size_t send = bounded ? static_cast<size_t>(std::min<uint64_t>(n, *more_up_)) : n;
   dropped_ += n - send;
+  const bool grow = n == d->buffer.size() && n < kMaxBuffer;
   if (send == 0) return Read(d);
   if (const ByteQuota* spent = ChargeAll(quotas_, send)) return Finish(spent->name());
   *d->count += send;
   if (bounded) *more_up_ -= send;
   asio::async_write(*d->to, asio::buffer(d->buffer.data(), send),
-                    [self = shared_from_this(), d, bounded](error_code ec, size_t) {
+                    [self = shared_from_this(), d, bounded, grow](error_code ec, size_t) {
                       if (self->finished_) return;
                       if (ec) return self->Finish("closed");
                       self->last_activity_ = Clock::now();
                       if (bounded && self->more_up_ == uint64_t{0} && !d->eof) self->EndUp();
+                      if (grow) d->buffer.resize(d->buffer.size() * 2);
                       self->Read(d);
                     });
 }

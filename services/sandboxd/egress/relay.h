@@ -10,7 +10,6 @@
 //   relay->Cut("policy narrowed");   // on the sockets' executor
 #pragma once
 
-#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -54,11 +53,18 @@ class Relay : public std::enable_shared_from_this<Relay> {
   void Cut(const std::string& why);
 
  private:
+  // Each direction reads into a buffer that starts at kMinBuffer and doubles, up to
+  // kMaxBuffer, after a read that filled it: a bulk transfer then moves in a few large
+  // reads and writes (the copy's cost is in its system calls, not its bytes), while the
+  // many small connections a session may hold keep small buffers. At most 2 x 256 KiB per
+  // connection, within the session's and owner's connection caps.
+  static constexpr size_t kMinBuffer = 16 << 10;
+  static constexpr size_t kMaxBuffer = 256 << 10;
   struct Direction {
     Socket* from;
     Socket* to;
     uint64_t* count;
-    std::array<char, 16 << 10> buffer;
+    std::vector<char> buffer = std::vector<char>(kMinBuffer);
     bool eof = false;
   };
   void Read(Direction* d);

@@ -44,6 +44,23 @@ TEST_F(ProxyTest, AnAllowedTunnelRelaysBytesBothWays) {
   EXPECT_EQ(d[0].bytes_down, hello.size() + 4);
 }
 
+// A bulk transfer both ways at once, through buffers that grow while it runs: every byte
+// arrives, once and in order.
+TEST_F(ProxyTest, ABulkTransferArrivesWholeAndInOrder) {
+  auto proxy = Make("origin.test:$PORT, 127.0.0.0/8:$PORT");
+  Client client = Client::Tcp(last_port());
+  ASSERT_THAT(Connect(client, Origin()), StartsWith("HTTP/1.1 200"));
+  std::string bulk = ClientHelloFor("origin.test");
+  for (uint32_t i = 0; bulk.size() < (3u << 20); ++i) absl::StrAppend(&bulk, i, ",");
+  bulk += "end";
+  std::thread sender([&] { EXPECT_TRUE(client.Send(bulk)); });
+  const std::string echoed = client.Read("end", std::chrono::seconds(30));
+  sender.join();
+  EXPECT_EQ(echoed.size(), bulk.size());
+  EXPECT_TRUE(echoed == bulk) << "the echo differs from what was sent";
+  EXPECT_TRUE(origin_.received() == bulk) << "the origin got other bytes than were sent";
+}
+
 TEST_F(ProxyTest, BytesSentWithTheConnectAreCheckedAndRelayed) {
   auto proxy = Make("origin.test:$PORT, 127.0.0.0/8:$PORT");
   const std::string hello = ClientHelloFor("origin.test");

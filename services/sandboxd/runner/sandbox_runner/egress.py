@@ -29,7 +29,8 @@ SOCKET_NAME = "egress.sock"
 MAX_PARKED = 64                 # host connections kept parked
 MAX_WAITING = 256               # local clients waiting for a parked host connection
 WAIT_SECONDS = 10.0             # how long a local client waits for one
-COPY_BYTES = 64 * 1024          # buffer of each direction of a pair
+MIN_COPY_BYTES = 16 * 1024      # buffer of each direction of a pair, at first
+MAX_COPY_BYTES = 256 * 1024     # ... doubled after each read that filled it, up to this
 PUMP_ROUNDS = 16                # reads and writes of one direction per wakeup
 NO_PROXY = "localhost,127.0.0.1,::1"
 
@@ -222,19 +223,22 @@ def _accept(listener):
 
 
 class _Direction:
-    """Bytes from `source` to `sink` through a buffer of COPY_BYTES: [start, end) is what
-    was read and not yet sent."""
+    """Bytes from `source` to `sink` through a buffer: [start, end) is what was read and not
+    yet sent. The buffer doubles (MIN_COPY_BYTES to MAX_COPY_BYTES) once a read filled it
+    and it was sent: a bulk transfer moves in a few large calls (the copy's cost is in its
+    calls, not its bytes), while a session's many small connections keep small buffers."""
 
     def __init__(self, source, sink):
         self.source = source
         self.sink = sink
-        self.buffer = memoryview(bytearray(COPY_BYTES))
+        self.buffer = memoryview(bytearray(MIN_COPY_BYTES))
         self.start = self.end = 0
+        self.full = False                        # a read filled the buffer
         self.eof = False                         # the source sent EOF
         self.done = False                        # ... and the sink was shut for writing
 
     def wants_read(self):
-        return not self.eof and self.end < COPY_BYTES
+        return not self.eof and self.end < len(self.buffer)
 
     def wants_write(self):
         return self.start < self.end
@@ -252,6 +256,7 @@ class _Direction:
                 else:
                     self.end += n
                     self.eof = n == 0
+                    self.full = self.full or self.end == len(self.buffer)
             if writable and self.wants_write():
                 try:
                     self.start += self.sink.send(self.buffer[self.start:self.end])
@@ -259,6 +264,9 @@ class _Direction:
                     writable = False
                 if self.start == self.end:
                     self.start = self.end = 0
+                    if self.full and len(self.buffer) < MAX_COPY_BYTES:
+                        self.buffer = memoryview(bytearray(2 * len(self.buffer)))
+                    self.full = False
             if not (readable and self.wants_read() or writable and self.wants_write()):
                 break
         if self.eof and not self.done and not self.wants_write():
