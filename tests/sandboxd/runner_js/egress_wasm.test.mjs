@@ -141,6 +141,13 @@ describe('wasm runner: Python fetches through the relay', () => {
       'except OSError as e:\n    print(type(e).__name__, e)\n');
     assert.match(out.stream('stdout'), /PermissionError|URLError/);
     console.log(`# urllib in Pyodide: ${out.stream('stdout').trim()}`);
+    await client.reset();       // a new worker from the snapshot gets its own egress port
+    const third = await Parked.open(path.join(runner.dir, 'egress.sock'));
+    const resetId = client.startExec('from pyodide.http import pyfetch\n' +
+      "r = await pyfetch('http://example.test/after-reset')\nprint(r.status)\n");
+    assert.match(await third.head(), /^GET http:\/\/example\.test\/after-reset HTTP\/1\.1\r\n/);
+    third.socket.end(RESPONSE);
+    assert.equal((await client.finishExec(resetId)).stream('stdout'), '200\n');
   });
 });
 
