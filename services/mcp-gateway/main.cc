@@ -570,7 +570,7 @@ int RunGateway(int argc, char** argv) {
       run_options->languages, [&](const std::string& runtime) { return sandboxes.RuntimeUnavailable(runtime); },
       &not_runnable);
   for (const std::string& line : not_runnable) spdlog::warn("{}", line);
-  run_options->egress.sandboxd_default = CheckSandboxEgress(sandboxes, run_options->egress, *isolation);
+  run_options->egress.sandboxd_default = CheckSandboxEgress(sandboxes, run_options->egress);
   run_options->cap_credentials_in_sandboxd = !OneCredential();
   run_options->owned_scope = OwnedScope();
   run_options->metrics = metrics;

@@ -74,12 +74,11 @@ absl::StatusOr<SandboxdFlags> SandboxdFromFlags() {
   return flags;
 }
 
-std::string CheckSandboxEgress(gateway::SandboxClient& sandboxes, const gateway::SandboxEgress& egress,
-                               sandbox::v1::Isolation isolation) {
+std::string CheckSandboxEgress(gateway::SandboxClient& sandboxes, const gateway::SandboxEgress& egress) {
   std::vector<std::pair<std::string, std::optional<sandbox::v1::Info>>> infos;
   std::vector<std::optional<sandbox::v1::Info>> answers = sandboxes.Infos();
   for (size_t i = 0; i < answers.size(); ++i) infos.emplace_back(sandboxes.endpoint(i), std::move(answers[i]));
-  gateway::EgressCheck check = gateway::CheckEgress(egress, infos, isolation);
+  gateway::EgressCheck check = gateway::CheckEgress(egress, infos);
   for (const std::string& line : check.problems) spdlog::error("{}", line);
   std::vector<std::string> set;
   if (!egress.all.empty()) set.push_back(absl::StrCat("--sandbox_egress '", egress.all, "'"));

@@ -25,5 +25,4 @@ absl::StatusOr<SandboxdFlags> SandboxdFromFlags();
 // What sandboxd's GetInfo says of the egress policies (gateway::CheckEgress), at start:
 // each problem logged as an error; the gateway goes on, and the run of a sandbox sandboxd
 // refuses says why. Returns sandboxd's --egress_default, for the tools' descriptions.
-std::string CheckSandboxEgress(gateway::SandboxClient& sandboxes, const gateway::SandboxEgress& egress,
-                               sandbox::v1::Isolation isolation);
+std::string CheckSandboxEgress(gateway::SandboxClient& sandboxes, const gateway::SandboxEgress& egress);

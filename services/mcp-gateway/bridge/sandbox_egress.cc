@@ -39,16 +39,10 @@ std::vector<std::string> UnservedCredentials(const SandboxEgress& egress, const 
 }
 
 EgressCheck CheckEgress(const SandboxEgress& egress,
-                        const std::vector<std::pair<std::string, std::optional<sandbox::v1::Info>>>& infos,
-                        sandbox::v1::Isolation isolation) {
+                        const std::vector<std::pair<std::string, std::optional<sandbox::v1::Info>>>& infos) {
   EgressCheck check;
   const std::vector<std::string> who = WithEgress(egress);
   const std::string whose = absl::StrJoin(who, ", ");
-  if (!who.empty() && isolation == sandbox::v1::ISOLATION_WASM) {
-    check.problems.push_back(absl::StrCat(
-        "egress is not available under --isolation=wasm (docs/egress.md): sandboxes of ", whose,
-        " fail to start"));
-  }
   std::optional<std::string> common;
   bool differ = false;
   for (const auto& [endpoint, info] : infos) {

@@ -62,8 +62,7 @@ std::vector<std::string> UnservedCredentials(const SandboxEgress& egress, const 
 // What sandboxd's GetInfo says of the policies, at start.
 struct EgressCheck {
   // One line each, for the log: an endpoint that gives no egress (its --egress_max is
-  // empty) while a policy is set, egress asked for under isolation wasm, endpoints whose
-  // --egress_default differ. Whether each entry lies within --egress_max is sandboxd's to
+  // empty) while a policy is set, endpoints whose --egress_default differ. Whether each entry lies within --egress_max is sandboxd's to
   // judge, when a sandbox is created (the refusal names the entry).
   std::vector<std::string> problems;
   // The endpoints' --egress_default when every one that answered says the same (the
@@ -72,7 +71,6 @@ struct EgressCheck {
 };
 // `infos`: each endpoint's name and GetInfo (nullopt: it did not answer).
 EgressCheck CheckEgress(const SandboxEgress& egress,
-                        const std::vector<std::pair<std::string, std::optional<sandbox::v1::Info>>>& infos,
-                        sandbox::v1::Isolation isolation);
+                        const std::vector<std::pair<std::string, std::optional<sandbox::v1::Info>>>& infos);
 
 }  // namespace gateway

@@ -91,8 +91,8 @@ function listen(socketPath, onSocket, serverOptions = {}) {
 
 // Accept on `fd`, a unix socket the parent bound and listens on (the wasm tier's jail
 // passes it; under --permission this needs --allow-net).
-function listenOnFd(fd, onSocket) {
-  const server = net.createServer(onSocket);
+function listenOnFd(fd, onSocket, serverOptions = {}) {
+  const server = net.createServer(serverOptions, onSocket);
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen({ fd }, () => resolve(server));

@@ -7,11 +7,17 @@
 // copies bytes both ways. Every check is the host's: the relay neither reads nor limits what
 // it copies. Node cannot bind without listening, so until then egress.sock takes connections
 // and closes them at once.
+//
+// In the wasm tier sandboxd binds egress.sock itself and passes it listening (--egress-fd),
+// and the jail refuses socket(): the relay accepts on that descriptor once egress is on, has
+// no loopback listener and sets no proxy variables. Its clients are then the worker's
+// fetch() connections, each a stream over the worker's egress port (egress_channel.js).
 
 const net = require('net');
 const path = require('path');
 const { log } = require('./common');
-const { listen } = require('./connection');
+const { listen, listenOnFd } = require('./connection');
+const { Channel } = require('./egress_channel');
 
 const SOCKET_NAME = 'egress.sock';
 const MAX_PARKED = 64;          // host connections kept parked
@@ -54,8 +60,17 @@ class EgressRelay {
     return relayObject;
   }
 
+  // The relay on `fd`, a unix socket sandboxd bound and listens on: nothing accepts on it
+  // until egress is on.
+  static onFd(fd) {
+    const relayObject = new EgressRelay(`fd ${fd}`);
+    relayObject.fd = fd;
+    return relayObject;
+  }
+
   constructor(socketPath) {
     this.path = socketPath;
+    this.fd = null;               // --egress-fd: the relay's clients come over ports
     this.error = null;
     this.hostServer = null;
     this.starting = null;         // resolves with the port once on
@@ -64,13 +79,23 @@ class EgressRelay {
     this.waiting = [];            // {client, timer}
   }
 
-  // Resolves with the relay's port (the same one on every call); rejects with the reason.
+  // Resolves with the relay's port (the same one on every call), or null for a relay on a
+  // descriptor (whose clients come through serve()); rejects with the reason.
   turnOn() {
     if (!this.starting) this.starting = this.start();
     return this.starting;
   }
 
   async start() {
+    if (this.fd !== null) {
+      this.hostServer = await listenOnFd(this.fd, (s) => this.onHost(s), { allowHalfOpen: true })
+        .catch((e) => {
+          this.starting = null;
+          throw new Error(`cannot accept on ${this.path}: ${e.message}`);
+        });
+      this.on = true;
+      return null;
+    }
     if (!this.hostServer) throw new Error(this.error || 'the relay has no socket');
     const local = net.createServer({ allowHalfOpen: true, pauseOnConnect: true },
       (client) => this.onClient(client));
@@ -84,6 +109,12 @@ class EgressRelay {
     local.on('error', (e) => log(`egress relay: ${e.message}`));
     this.on = true;
     return local.address().port;
+  }
+
+  // A worker's egress port (the other end of `port`): each stream it opens is a client.
+  // The returned Channel's close() cuts them all.
+  serve(port) {
+    return new Channel(port, (stream) => this.onClient(stream));
   }
 
   onHost(sock) {
@@ -122,11 +153,11 @@ class EgressRelay {
       const waiter = { client, timer: null };
       waiter.timer = setTimeout(() => {
         this.waiting.splice(this.waiting.indexOf(waiter), 1);
-        client.destroy();
+        client.destroy(new Error(`no connection to the egress proxy within ${WAIT_MS / 1000} s`));
       }, WAIT_MS);
       this.waiting.push(waiter);
     } else {
-      client.destroy();
+      client.destroy(new Error(`over ${MAX_WAITING} egress connections wait for the proxy`));
     }
   }
 }

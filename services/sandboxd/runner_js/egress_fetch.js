@@ -10,13 +10,21 @@
 // the origin (servername = host, certificates checked as by https); http origins go as
 // absolute-URI requests to the relay; localhost names (NO_PROXY) are reached directly.
 // Nothing here reaches what user code could not reach with node:net.
+//
+// The relay is reached by node:net on its loopback port (containers), or, in a process that
+// may not open sockets (the wasm tier), by a stream over the worker's egress port
+// (egress_channel.js); the rest is the same. Node 24+'s fetch (undici 7+) reads the global
+// dispatcher from another slot and calls it with handlers of a newer shape, which
+// olderHandler() turns into the one ProxiedRequest calls.
 
 const fs = require('fs');
 const http = require('http');
 const net = require('net');
 const tls = require('tls');
+const { Channel } = require('./egress_channel');
 
-const GLOBAL_DISPATCHER = Symbol.for('undici.globalDispatcher.1');
+const GLOBAL_DISPATCHER = Symbol.for('undici.globalDispatcher.1');     // Node 18-22's fetch
+const GLOBAL_DISPATCHER_2 = Symbol.for('undici.globalDispatcher.2');   // Node 24+'s
 const LOCAL_HOSTS = new Set(['localhost', '127.0.0.1', '::1']);
 const REFUSAL_BYTES = 4096;     // of a refused CONNECT's body, for the error message
 const REFUSAL_WAIT_MS = 2000;
@@ -61,8 +69,9 @@ function readRefusal(socket, head, then) {
 
 // One dispatch: settles the handler once (onComplete or onError).
 class ProxiedRequest {
-  constructor(relayPort, opts, handler, requests) {
-    Object.assign(this, { relayPort, opts, handler, requests });
+  // connectRelay(): a new connection to the relay (a net.Socket or a Duplex).
+  constructor(connectRelay, opts, handler, requests) {
+    Object.assign(this, { connectRelay, opts, handler, requests });
     this.url = new URL(opts.path, opts.origin);
     this.settled = false;
     this.sockets = [];            // everything to destroy on abort
@@ -83,7 +92,7 @@ class ProxiedRequest {
     if (this.opts.upgrade) this.abort(new Error('fetch: upgrades are not supported through the egress proxy'));
     else if (protocol === 'http:' && direct) this.send(this.opts.path, () => net.connect(port, host));
     else if (protocol === 'http:') {
-      this.send(`http://${this.url.host}${this.opts.path}`, () => net.connect(this.relayPort, '127.0.0.1'));
+      this.send(`http://${this.url.host}${this.opts.path}`, this.connectRelay);
     } else if (protocol === 'https:' && direct) {
       this.send(this.opts.path, () => tls.connect(tlsOptions(host, { port })));
     } else if (protocol === 'https:') this.tunnel(host, port);
@@ -93,8 +102,12 @@ class ProxiedRequest {
   // CONNECT host:port to the relay, then TLS to the origin inside the tunnel.
   tunnel(host, port) {
     const target = `${net.isIPv6(host) ? `[${host}]` : host}:${port}`;
-    const req = http.request({ host: '127.0.0.1', port: this.relayPort, method: 'CONNECT',
-      path: target, headers: { host: target }, agent: false });
+    const req = http.request({ method: 'CONNECT', path: target, headers: { host: target },
+      createConnection: () => {
+        const socket = this.connectRelay();
+        this.sockets.push(socket);
+        return socket;
+      } });
     this.sockets.push(req);
     req.on('error', (e) => this.abort(e));
     req.on('connect', (res, socket, head) => {
@@ -212,14 +225,70 @@ function tlsOptions(host, more) {
   return options;
 }
 
+// Response headers (raw [name, value, ...] buffers) as undici 7+ hands them to a handler:
+// {lower-case name: value, or [values] when repeated}.
+function headerValues(raw) {
+  const out = Object.create(null);
+  for (let i = 0; i + 1 < (raw || []).length; i += 2) {
+    const name = raw[i].toString('latin1').toLowerCase();
+    const value = raw[i + 1].toString('latin1');
+    out[name] = name in out ? [].concat(out[name], value) : value;
+  }
+  return out;
+}
+
+// A handler of undici 7+'s shape (onRequestStart(controller, context), onResponseStart(
+// controller, status, headers, statusText), onResponseData(controller, chunk),
+// onResponseEnd(controller, trailers), onResponseError(controller, err); the controller
+// aborts, pauses and resumes) as one of the older shape; others as they are.
+function olderHandler(handler) {
+  if (typeof handler.onResponseStart !== 'function') return handler;
+  let abort = () => {};
+  let resume = () => {};
+  let paused = false;
+  const controller = { aborted: false, reason: null, rawHeaders: [], rawTrailers: [],
+    get paused() { return paused; },
+    abort(reason) {
+      controller.aborted = true;
+      controller.reason = reason;
+      abort(reason);
+    },
+    pause() { paused = true; },
+    resume() {
+      paused = false;
+      resume();
+    } };
+  return {
+    onConnect(abortRequest) {
+      abort = abortRequest;
+      if (typeof handler.onRequestStart === 'function') handler.onRequestStart(controller, {});
+    },
+    onHeaders(status, rawHeaders, resumeResponse, statusText) {
+      resume = resumeResponse;
+      controller.rawHeaders = rawHeaders;     // what undici 7+'s fetch reads the headers from
+      handler.onResponseStart(controller, status, headerValues(rawHeaders), statusText);
+      return !paused;
+    },
+    onData(chunk) {
+      handler.onResponseData(controller, chunk);
+      return !paused;
+    },
+    onComplete(trailers) {
+      controller.rawTrailers = trailers;
+      handler.onResponseEnd(controller, headerValues(trailers));
+    },
+    onError(err) { handler.onResponseError(controller, err); },
+  };
+}
+
 class EgressDispatcher {
-  constructor(relayPort) {
-    this.relayPort = relayPort;
+  constructor(connectRelay) {
+    this.connectRelay = connectRelay;
     this.requests = new Set();
   }
 
   dispatch(opts, handler) {
-    new ProxiedRequest(this.relayPort, opts, handler, this.requests).start();
+    new ProxiedRequest(this.connectRelay, opts, olderHandler(handler), this.requests).start();
     return true;
   }
 
@@ -236,15 +305,25 @@ class EgressDispatcher {
   }
 }
 
-// fetch() through the relay on `port`, and `environment` (the proxy variables; null: the
-// worker started with them) in this thread's process.env.
-function installEgress(port, environment) {
+// fetch() through the relay: `relay` is its port on 127.0.0.1, or a MessagePort to the main
+// thread's relay (egress_channel.js); `environment` (the proxy variables; null: the worker
+// started with them, or there are none) goes into this thread's process.env.
+function installEgress(relay, environment) {
   if (environment) Object.assign(process.env, environment);
-  try {
-    Object.defineProperty(globalThis, GLOBAL_DISPATCHER, { value: new EgressDispatcher(port),
-      writable: true, enumerable: false, configurable: false });
-  } catch (e) {
-    // user code made the slot read-only: its fetch() is its own business
+  let connectRelay;
+  if (typeof relay === 'number') connectRelay = () => net.connect(relay, '127.0.0.1');
+  else {
+    const channel = new Channel(relay);
+    connectRelay = () => channel.open();
+  }
+  const dispatcher = new EgressDispatcher(connectRelay);
+  for (const slot of [GLOBAL_DISPATCHER, GLOBAL_DISPATCHER_2]) {
+    try {
+      Object.defineProperty(globalThis, slot, { value: dispatcher, writable: true,
+        enumerable: false, configurable: false });
+    } catch (e) {
+      // user code made the slot read-only: its fetch() is its own business
+    }
   }
 }
 

@@ -4,7 +4,7 @@
 //
 //   node sandbox_runner.js (--socket PATH | --listen-fd N) [--workspace DIR] [--heap-mb N]
 //     [--idle-watchdog-ms N] [--own-pid-namespace] [--language javascript|python]
-//     [--env-fd N] [--pyodide DIR --python-runner PYZ [--snapshot FILE]]
+//     [--env-fd N] [--egress-fd N] [--pyodide DIR --python-runner PYZ [--snapshot FILE]]
 //   node sandbox_runner.js --make-snapshot OUT --pyodide DIR --python-runner PYZ
 //
 // --listen-fd: fd N is a unix socket already bound and listening (the wasm tier's jail
@@ -14,7 +14,9 @@
 // (NUL-terminated KEY=VALUE entries up to EOF, written whole before the start); user code
 // sees exactly those entries, nothing of the runner's own environment, except
 // SANDBOX_RUNNER_TOKEN, which the runner keeps and shows in its `ready` frames. Without it the
-// session's environment is the runner's (a container's is the session's).
+// session's environment is the runner's (a container's is the session's). --egress-fd: fd N
+// is egress.sock, bound and listening (the wasm tier's), where sandboxd's egress proxy dials
+// in once the runner has turned its relay on (egress.js).
 
 const fs = require('fs');
 const path = require('path');
@@ -25,9 +27,9 @@ const RUNNER_TOKEN_VARIABLE = 'SANDBOX_RUNNER_TOKEN';
 
 const USAGE = 'usage: sandbox_runner.js (--socket PATH | --listen-fd N) [--workspace DIR] ' +
   '[--heap-mb N] [--idle-watchdog-ms N] [--own-pid-namespace] [--language javascript|python] ' +
-  '[--env-fd N] [--pyodide DIR --python-runner PYZ [--snapshot FILE]]\n' +
+  '[--env-fd N] [--egress-fd N] [--pyodide DIR --python-runner PYZ [--snapshot FILE]]\n' +
   '       sandbox_runner.js --make-snapshot OUT --pyodide DIR --python-runner PYZ';
-const VALUED = ['--socket', '--listen-fd', '--env-fd', '--workspace', '--heap-mb', '--idle-watchdog-ms',
+const VALUED = ['--socket', '--listen-fd', '--env-fd', '--egress-fd', '--workspace', '--heap-mb', '--idle-watchdog-ms',
   '--language', '--pyodide', '--python-runner', '--snapshot', '--make-snapshot'];
 const OPTION_NAMES = { '--socket': 'socket', '--workspace': 'workspace', '--language': 'language',
   '--pyodide': 'pyodide', '--python-runner': 'pythonRunner', '--snapshot': 'snapshot',
@@ -37,7 +39,7 @@ const OPTION_NAMES = { '--socket': 'socket', '--workspace': 'workspace', '--lang
 const FIRST_NAMESPACE_WAIT_MS = 5000;
 
 function parseArgs(argv) {
-  const options = { socket: null, listenFd: null, envFd: null, workspace: '/workspace', heapMb: null,
+  const options = { socket: null, listenFd: null, envFd: null, egressFd: null, workspace: '/workspace', heapMb: null,
     ownPidNamespace: false, idleWatchdogMs: DEFAULT_IDLE_WATCHDOG_MS, language: 'javascript',
     pyodide: null, pythonRunner: null, snapshot: null, makeSnapshot: null };
   for (let i = 0; i < argv.length; i++) {
@@ -48,6 +50,7 @@ function parseArgs(argv) {
       if (OPTION_NAMES[arg]) options[OPTION_NAMES[arg]] = value;
       else if (arg === '--listen-fd') options.listenFd = /^\d+$/.test(value) ? Number(value) : NaN;
       else if (arg === '--env-fd') options.envFd = /^\d+$/.test(value) ? Number(value) : NaN;
+      else if (arg === '--egress-fd') options.egressFd = /^\d+$/.test(value) ? Number(value) : NaN;
       else if (arg === '--heap-mb') options.heapMb = Number.parseInt(value, 10);
       else options.idleWatchdogMs = /^\d+$/.test(value) ? Number(value) : NaN;
     } else {
@@ -70,7 +73,8 @@ function checkOptions(options) {
   if ((options.socket === null) === (options.listenFd === null)) {
     throw new Error(`exactly one of --socket and --listen-fd is required\n${USAGE}`);
   }
-  for (const [flag, fd] of [['--listen-fd', options.listenFd], ['--env-fd', options.envFd]]) {
+  for (const [flag, fd] of [['--listen-fd', options.listenFd], ['--env-fd', options.envFd],
+    ['--egress-fd', options.egressFd]]) {
     if (fd !== null && !Number.isSafeInteger(fd)) throw new Error(`${flag} must be a file descriptor number`);
   }
   if (options.heapMb !== null && !(options.heapMb >= 16)) throw new Error('--heap-mb must be >= 16');
@@ -139,9 +143,12 @@ async function runMain(argv) {
   const { Runner } = require('./runner');
   const { listen, listenOnFd } = require('./connection');
   // egress.sock beside the runner's socket, before it (sandboxd seals the directory once it
-  // has connected); a runner given a listening descriptor has no egress.
-  const egress = options.socket === null ? null :
-    await require('./egress').EgressRelay.create(path.dirname(path.resolve(options.socket)));
+  // has connected), or the one --egress-fd passes; a runner given a listening descriptor
+  // and no --egress-fd has no egress.
+  const { EgressRelay } = require('./egress');
+  const egress = options.egressFd !== null ? EgressRelay.onFd(options.egressFd) :
+    options.socket === null ? null :
+      await EgressRelay.create(path.dirname(path.resolve(options.socket)));
   const runner = new Runner({ bundle: __filename, workspace: options.workspace,
     heapMb: options.heapMb || defaultHeapMb(), ownPidNamespace: options.ownPidNamespace,
     idleWatchdogMs: options.idleWatchdogMs, python, env, token, egress });

@@ -90,8 +90,8 @@ class Namespace {
     return messageProblem(m);
   }
 
-  post(message) {
-    if (!this.ended) this.port.postMessage(message);
+  post(message, transfer) {
+    if (!this.ended) this.port.postMessage(message, transfer);
   }
 
   lose(reason, outOfMemory) {

@@ -52,13 +52,13 @@ class PythonNamespace extends Namespace {
     super.onMessage(m);
   }
 
-  post(message) {
+  post(message, transfer) {
     if (message.t === 'interrupt' && !this.ended && this.rewrite === null) {
       Atomics.store(this.signal, 0, SIGINT);
       this.rewrite = setInterval(() => Atomics.store(this.signal, 0, SIGINT),
         INTERRUPT_REWRITE_MS);
     }
-    super.post(message);
+    super.post(message, transfer);
   }
 
   stopInterrupting() {

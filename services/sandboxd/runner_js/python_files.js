@@ -79,6 +79,20 @@ function pythonFiles(options) {
     workspace: path.resolve(options.workspace) };
 }
 
+// What Python's `js` module shows: nothing, until egress is on (exposeFetchToPython).
+const pythonJsGlobals = {};
+
+// Python's `js` gets what pyodide.http.pyfetch takes from it (the worker's fetch(), which goes
+// through the egress relay, AbortController, AbortSignal, Object, Request), and a
+// pyfetch imported before (the snapshot's, a cell's) is imported again to see them.
+function exposeFetchToPython(py) {
+  for (const name of ['fetch', 'AbortController', 'AbortSignal', 'Object', 'Request']) {
+    pythonJsGlobals[name] = globalThis[name];
+  }
+  py.runPython('import importlib, sys\n' +
+    "if 'pyodide.http._pyfetch' in sys.modules: importlib.reload(sys.modules['pyodide.http._pyfetch'])\n");
+}
+
 // Pyodide loaded from `files` (from the snapshot when there is one), with no JavaScript
 // globals visible to Python (`import js` is an empty module), stdin at EOF and its own
 // stdout/stderr (what Python writes before the runner's streams are in place) in the log.
@@ -89,7 +103,7 @@ async function loadPython(files, extra = {}) {
   shimProcessBinding();
   const { loadPyodide } = require(path.join(files.pyodide, 'pyodide.js'));
   const snapshot = files.snapshot ? { _loadSnapshot: readSnapshot(files.snapshot) } : {};
-  const py = await loadPyodide({ indexURL: files.pyodide + path.sep, jsglobals: {},
+  const py = await loadPyodide({ indexURL: files.pyodide + path.sep, jsglobals: pythonJsGlobals,
     stdin: () => null, stdout: (s) => log(`python: ${s}`), stderr: (s) => log(`python: ${s}`),
     ...snapshot, ...extra });
   // The restore has copied the snapshot into the wasm Memory, but Pyodide's config keeps the
@@ -134,5 +148,5 @@ async function makeSnapshot(options) {
   fs.writeFileSync(`${out}.sha256`, `${sha256(bytes)}\n`);
 }
 
-module.exports = { pythonFiles, loadPython, makeSnapshot, readSnapshot, SnapshotRefused,
+module.exports = { pythonFiles, loadPython, exposeFetchToPython, makeSnapshot, readSnapshot, SnapshotRefused,
   PYZ_IN_PYODIDE, SNAPSHOT_REFUSED_EXIT };

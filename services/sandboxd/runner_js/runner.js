@@ -19,6 +19,7 @@ const { FileTransfers, FILE_FRAMES, checkFileFrame } = require('./files');
 const { IdleWatchdog } = require('./watchdog');
 const { proxyEnvironment } = require('./egress');
 const fs = require('fs');
+const { MessageChannel } = require('worker_threads');
 
 // How long a reset waits for the old worker to reap the processes it had started.
 const REAP_WAIT_MS = 1000;
@@ -30,9 +31,12 @@ class Runner {
     this.ownPidNamespace = options.ownPidNamespace;
     this.env = options.env;       // user code's process.env / os.environ (main.js)
     this.token = options.token || null;  // sandboxd's token for this runner, in every ready
-    // The EgressRelay (egress.js) when the runner listens on a path; null: no egress.
+    // The EgressRelay (egress.js) when the runner listens on a path or has --egress-fd;
+    // null: no egress.
     this.egress = options.egress || null;
-    this.egressPort = null;       // the relay's port once egress is on
+    this.egressOn = false;
+    this.egressPort = null;       // the relay's port once egress is on (null: over ports)
+    this.egressChannel = null;    // the current namespace's egress port (egress_channel.js)
     // Python in Pyodide (python_files.js's files) instead of JavaScript; null: JavaScript.
     this.python = options.python || null;
     this.pythonVersion = '';
@@ -89,6 +93,7 @@ class Runner {
       new PythonNamespace(this.bundle, this.heapMb, handlers, this.python, this.env) :
       new Namespace(this.bundle, this.heapMb, handlers, this.workerData(), this.env);
     this.ns = ns;
+    if (this.egressOn && this.egressPort === null) this.giveEgressChannel(ns);
   }
 
   // What a JavaScript worker gets in workerData: its role, and the relay's port once egress
@@ -99,23 +104,38 @@ class Runner {
     return data;
   }
 
-  // The `egress` frame: answered as soon as the relay listens, whatever runs. Every later
-  // worker gets the proxy variables and fetch() through the relay, and so does the running
-  // one, before any exec sent after the answer (its port carries messages in order).
+  // The `egress` frame: answered as soon as the relay is on, whatever runs. Every later
+  // worker gets fetch() through the relay, and so does the running one, before any exec sent
+  // after the answer (its port carries messages in order): through the relay's loopback port
+  // and the proxy variables, or (a relay on --egress-fd, whose process has no sockets) over an
+  // egress port of its own.
   turnOnEgress(conn, id) {
-    if (!this.egress || this.python) {
+    if (!this.egress) {
       conn.send({ type: 'egress_on', id, error: 'this runner has no egress relay (it was ' +
-        'given a listening descriptor, not a socket directory)' });
+        'given a listening descriptor, not a socket directory, and no --egress-fd)' });
       return;
     }
     this.egress.turnOn().then((port) => {
-      if (this.egressPort === null) {
+      if (!this.egressOn) {
+        this.egressOn = true;
         this.egressPort = port;
-        Object.assign(this.env, proxyEnvironment(port));
-        this.ns.post({ t: 'egress', port, env: proxyEnvironment(port) });
+        if (port !== null) {
+          Object.assign(this.env, proxyEnvironment(port));
+          this.ns.post({ t: 'egress', port, env: proxyEnvironment(port) });
+        } else {
+          this.giveEgressChannel(this.ns);
+        }
       }
-      conn.send({ type: 'egress_on', id, port });
+      conn.send(port === null ? { type: 'egress_on', id } : { type: 'egress_on', id, port });
     }, (e) => conn.send({ type: 'egress_on', id, error: e.message }));
+  }
+
+  // A new egress port for namespace `ns`; the previous namespace's streams are cut.
+  giveEgressChannel(ns) {
+    const { port1, port2 } = new MessageChannel();
+    if (this.egressChannel) this.egressChannel.close();
+    this.egressChannel = this.egress.serve(port1);
+    ns.post({ t: 'egress', channel: port2 }, [port2]);
   }
 
   // A fresh namespace in place of the one that ran user code, and with it every process that

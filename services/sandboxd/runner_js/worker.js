@@ -119,7 +119,7 @@ class WorkerRuntime {
     else if (m.t === 'interrupt' && this.current && this.current.id === m.id) this.current.interrupt();
     else if (m.t === 'catalog') this.tools.install(m.servers);
     else if (m.t === 'ping') post({ t: 'pong', n: m.n });      // the idle watchdog (watchdog.js)
-    else if (m.t === 'egress') require('./egress_fetch').installEgress(m.port, m.env);
+    else if (m.t === 'egress') require('./egress_fetch').installEgress(m.channel || m.port, m.env);
   }
 
   // `code` is the cell after transform.js (done on the main thread).

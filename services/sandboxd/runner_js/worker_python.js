@@ -12,7 +12,7 @@ const vm = require('vm');
 const { workerData } = require('worker_threads');
 const { log } = require('./common');
 const { lockRuntime } = require('./locks');
-const { loadPython, SnapshotRefused } = require('./python_files');
+const { loadPython, exposeFetchToPython, SnapshotRefused } = require('./python_files');
 const { createFilesWithTheirMode, installChmodOfSameMode } = require('./fs_modes');
 
 const WORKSPACE = '/workspace';
@@ -75,6 +75,11 @@ async function runPythonWorker(port, files, interruptBuffer) {
   port.on('message', (m) => {
     if (m && m.t === 'ping') {
       post({ t: 'pong', n: m.n });
+      return;
+    }
+    if (m && m.t === 'egress') {   // fetch() (pyfetch's too) through the relay's port
+      require('./egress_fetch').installEgress(m.channel, null);
+      exposeFetchToPython(py);
       return;
     }
     try {

@@ -9,22 +9,14 @@
 
 namespace sandboxd {
 
-absl::StatusOr<std::string> SessionManager::AdmitEgress(const sandbox::v1::CreateSessionRequest& r,
-                                                        Isolation isolation) {
+// Every isolation has egress: a container's runner and a wasm process alike host the relay
+// that the proxy dials in to over egress.sock in the socket directory.
+absl::StatusOr<std::string> SessionManager::AdmitEgress(const sandbox::v1::CreateSessionRequest& r) {
   if (!options_.egress) {
     if (r.egress_policy().empty()) return std::string();
     return absl::FailedPreconditionError("this sandboxd gives sessions no egress");
   }
-  absl::StatusOr<std::string> policy = options_.egress->Admit(r.egress_policy());
-  if (!policy.ok() || policy->empty()) return policy;
-  if (isolation == Isolation::kWasm) {
-    // --egress_default is for the tiers that have egress; only a policy asked for fails.
-    if (r.egress_policy().empty()) return std::string();
-    return absl::FailedPreconditionError(
-        "egress is not available under isolation wasm (docs/egress.md); ask for no egress "
-        "policy, or for isolation container or gvisor");
-  }
-  return policy;
+  return options_.egress->Admit(r.egress_policy());
 }
 
 absl::StatusOr<std::unique_ptr<SessionEgress>> SessionManager::OpenEgress(

@@ -305,7 +305,7 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
   absl::StatusOr<Language> language = ParseLanguage(r.runtime());
   if (!language.ok()) return language.status();
   if (absl::Status st = CheckLanguage(*language, *image, /*refresh_images=*/false); !st.ok()) return st;
-  absl::StatusOr<std::string> egress = AdmitEgress(r, *isolation);
+  absl::StatusOr<std::string> egress = AdmitEgress(r);
   if (!egress.ok()) return egress.status();
   if (absl::Status room = CheckRoom(RoomOf(r)); !room.ok()) return room;
   const bool default_image = image->name == kDefaultImageName;

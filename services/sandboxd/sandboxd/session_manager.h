@@ -185,8 +185,7 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
                                                        Catalog catalog,
                                                        const std::string& egress_policy);
   // session_egress.cc: the policy a CreateSession gets (canonical; empty: no egress).
-  absl::StatusOr<std::string> AdmitEgress(const sandbox::v1::CreateSessionRequest& r,
-                                          Isolation isolation);
+  absl::StatusOr<std::string> AdmitEgress(const sandbox::v1::CreateSessionRequest& r);
   // Turns the runner's relay on (waiting for its answer when `wait`) and opens the
   // session's proxy.
   absl::StatusOr<std::unique_ptr<SessionEgress>> OpenEgress(const Session::Metadata& md,

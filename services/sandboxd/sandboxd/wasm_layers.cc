@@ -258,6 +258,7 @@ std::vector<std::string> WasmJailArgv(const WasmJailFiles& files,
   AddFlag(argv, "--stderr-cap", request.stderr_cap_bytes);
   if (request.listen_fd > 2) AddFlag(argv, "--keep-fd", static_cast<uint64_t>(request.listen_fd));
   if (request.env_fd > 2) AddFlag(argv, "--keep-fd", static_cast<uint64_t>(request.env_fd));
+  if (request.egress_fd > 2) AddFlag(argv, "--keep-fd", static_cast<uint64_t>(request.egress_fd));
   for (const std::string& entry : request.program_env) argv.insert(argv.end(), {"--env", entry});
   argv.push_back("--");
   return argv;

@@ -55,6 +55,7 @@ struct WasmJailRequest {
   uint32_t rlimit_nproc = 64;  // applied only with bwrap (its own user namespace counts)
   int listen_fd = 3;  // kept open across bwrap and the jail
   int env_fd = -1;    // kept too when > 2: the pipe the runner reads its environment from
+  int egress_fd = -1;  // kept too when > 2: egress.sock, listening (the egress relay's)
   // The session runs as sandboxd's own uid (sandboxd is not root): without bwrap's mounts
   // every file of that uid is in reach of chmod, which Landlock does not govern, so the
   // jail refuses chmod altogether (--no-chmod).

@@ -124,9 +124,12 @@ absl::StatusOr<int> EnvPipe(const std::vector<std::string>& env) {
 
 absl::StatusOr<SpawnedProcess> SpawnJailed(const SpawnRequest& request) {
   if (request.argv.empty()) return absl::InvalidArgumentError("nothing to start");
-  absl::StatusOr<int> listening = BindListening(request.socket_path);
+  absl::StatusOr<int> listening = BindListening(request.socket_dir + "/runner.sock");
   if (!listening.ok()) return listening.status();
   Fd sock(*listening);
+  absl::StatusOr<int> egress_listening = BindListening(request.socket_dir + "/egress.sock");
+  if (!egress_listening.ok()) return egress_listening.status();
+  Fd egress(*egress_listening);
   Fd log(open(request.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   Fd null(open("/dev/null", O_RDWR | O_CLOEXEC));
   if (log.get() < 0 || null.get() < 0) {
@@ -158,12 +161,13 @@ absl::StatusOr<SpawnedProcess> SpawnJailed(const SpawnRequest& request) {
     int s = fcntl(sock.get(), F_DUPFD_CLOEXEC, 10);
     int i = info_write.get() >= 0 ? fcntl(info_write.get(), F_DUPFD_CLOEXEC, 10) : -1;
     int e = fcntl(env.get(), F_DUPFD_CLOEXEC, 10);
-    if (s < 0 || e < 0 || dup2(null.get(), 0) < 0 || dup2(null.get(), 1) < 0 ||
+    int g = fcntl(egress.get(), F_DUPFD_CLOEXEC, 10);
+    if (s < 0 || e < 0 || g < 0 || dup2(null.get(), 0) < 0 || dup2(null.get(), 1) < 0 ||
         dup2(log.get(), 2) < 0 || dup2(s, 3) < 0 || dup2(i >= 0 ? i : null.get(), 4) < 0 ||
-        dup2(e, 5) < 0) {
+        dup2(e, 5) < 0 || dup2(g, 6) < 0) {
       _exit(125);
     }
-    syscall(SYS_close_range, 6, ~0U, 0);
+    syscall(SYS_close_range, 7, ~0U, 0);
     if (drop && (setgroups(0, nullptr) != 0 || setgid(uid) != 0 || setuid(uid) != 0)) {
       static const char kMessage[] = "sandboxd: cannot take the session's uid\n";
       (void)!write(2, kMessage, sizeof(kMessage) - 1);

@@ -1,7 +1,7 @@
 // The processes of the wasm tier (wasm_runtime.h): starting one jailed and detached with
 // its listening socket as fd 3, and ending it without hitting a reused pid.
 //
-//   SpawnRequest r;  r.argv = {...};  r.socket_path = dir + "/runner.sock";
+//   SpawnRequest r;  r.argv = {...};  r.socket_dir = dir;
 //   absl::StatusOr<SpawnedProcess> p = SpawnJailed(r);
 //   KillChecked(p->pid, start_time);
 #pragma once
@@ -20,8 +20,11 @@ namespace sandboxd {
 
 struct SpawnRequest {
   std::vector<std::string> argv;  // [bwrap ... --] wasm-jail ... -- node ...
-  // Bound and listening here before the start (mode 0600, sandboxd's), inherited as fd 3.
-  std::string socket_path;
+  // Where runner.sock is bound and listening before the start (mode 0600, sandboxd's),
+  // inherited as fd 3, and egress.sock the same way, inherited as fd 6: sandboxd's egress
+  // proxy dials in there to the runner's relay (docs/egress.md), for every session, so that
+  // a pooled one can get egress later.
+  std::string socket_dir;
   // The process's stderr (the jail's layers line, Node's fatal errors), 0600.
   std::string log_path;
   // Run as this uid and the group of the same number, without supplementary groups
@@ -40,8 +43,8 @@ struct SpawnedProcess {
 };
 
 // Starts the process detached: a new session, no parent-death signal, nothing of
-// sandboxd's open but fds 0-2 (/dev/null, /dev/null, the log), 3 (the socket) and 5 (the
-// environment; 4 is bwrap's info). Under
+// sandboxd's open but fds 0-2 (/dev/null, /dev/null, the log), 3 (the socket), 5 (the
+// environment; 4 is bwrap's info) and 6 (egress.sock). Under
 // bwrap, waits (at most 10 s) for its info to name the init's pid.
 absl::StatusOr<SpawnedProcess> SpawnJailed(const SpawnRequest& request);
 

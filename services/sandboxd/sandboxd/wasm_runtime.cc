@@ -123,8 +123,8 @@ std::vector<std::string> WasmNodeArgv(const WasmRuntimeOptions& options, Languag
     argv.emplace_back(flag);
   }
   argv.push_back(options.js_runner);
-  argv.insert(argv.end(), {"--listen-fd", "3", "--env-fd", "5", "--workspace", workspace, "--language",
-                           python ? "python" : "javascript", "--heap-mb", absl::StrCat(heap_mb)});
+  argv.insert(argv.end(), {"--listen-fd", "3", "--env-fd", "5", "--egress-fd", "6", "--workspace", workspace,
+                           "--language", python ? "python" : "javascript", "--heap-mb", absl::StrCat(heap_mb)});
   if (python) {
     argv.insert(argv.end(), {"--pyodide", options.pyodide_dir, "--python-runner", options.python_runner});
     if (!snapshot.empty()) argv.insert(argv.end(), {"--snapshot", snapshot});
@@ -262,6 +262,7 @@ absl::StatusOr<std::string> WasmRuntime::Start(const ContainerSpec& spec) {
   request.read_paths.push_back(options_.node);
   request.workspace = *workspace;
   request.env_fd = 5;
+  request.egress_fd = 6;
   request.shares_sandboxd_uid = geteuid() != 0;
   request.program_env = {kNodeMallocTunables};
   // RLIMIT_DATA counts address space V8 reserves and never touches (its code range, the
@@ -280,12 +281,11 @@ absl::StatusOr<std::string> WasmRuntime::Start(const ContainerSpec& spec) {
   std::vector<std::string> argv = WasmJailArgv(options_.jail, layers, request);
   // As in a container: the worker's heap gets 3/4 of the memory limit.
   const uint64_t heap_mb = std::max<uint64_t>(16, spec.limits.memory_bytes / 4 * 3 >> 20);
-  for (std::string& arg : WasmNodeArgv(options_, spec.language, *workspace, heap_mb, snapshot)) {
-    argv.push_back(std::move(arg));
-  }
+  const std::vector<std::string> node = WasmNodeArgv(options_, spec.language, *workspace, heap_mb, snapshot);
+  argv.insert(argv.end(), node.begin(), node.end());
   SpawnRequest spawn;
   spawn.argv = std::move(argv);
-  spawn.socket_path = spec.socket_dir + "/runner.sock";
+  spawn.socket_dir = spec.socket_dir;
   spawn.log_path = absl::StrCat(options_.records_dir, "/", spec.name, ".log");
   // The runner takes its token out of the environment before any user code runs.
   spawn.env = {absl::StrCat(kRunnerTokenVariable, "=", token)};

@@ -7,7 +7,8 @@
 //   absl::StatusOr<std::string> id = wasm.Start(spec); // "wasm-<pid>"
 //
 // Start binds `<spec.socket_dir>/runner.sock` itself and hands it to the process as fd 3,
-// listening: the jailed process never creates a socket (its seccomp filter refuses that).
+// listening, and `egress.sock` as fd 6 (where the egress proxy dials in to the runner's
+// relay): the jailed process never creates a socket (its seccomp filter refuses that).
 // The process runs detached (its own session, no parent-death signal), so it outlives a
 // sandboxd restart like a container; its record (`<records_dir>/<name>.json`: pids, their
 // start times, labels) lets the next sandboxd find, inspect and end it. When sandboxd runs

@@ -1,17 +1,9 @@
 // Integration: egress by policy through real containers (docs/egress.md). The container keeps
 // --network none; sandboxd's proxy dials in to the runner's relay over the socket directory.
-// The origin is an HTTP and HTTPS server on the host's loopback (egress_origin.py, its
-// certificate from a test CA for origin.test) that --egress_hosts names; its log says what
-// reached it.
-#include <signal.h>
-#include <unistd.h>
-
-#include <fstream>
-#include <sstream>
-
+// The origin and the daemon's flags are egress_fixture.h's.
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
+#include "egress_fixture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "harness.h"
@@ -22,86 +14,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-class EgressTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/egress-origin-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    int rc = 0;
-    Sh(absl::StrCat(PROJECT_SOURCE_DIR, "/tests/common/make_test_certs.sh ", dir_,
-                    " origin.test other.test"), &rc);
-    ASSERT_EQ(rc, 0) << "make_test_certs.sh failed";
-    origin_ = fork();
-    ASSERT_GE(origin_, 0);
-    if (origin_ == 0) {
-      const std::string script = absl::StrCat(PROJECT_SOURCE_DIR, "/tests/sandboxd/integration/egress_origin.py");
-      const std::string cert = dir_ + "/server.pem", key = dir_ + "/server-key.pem";
-      execlp("python3", "python3", script.c_str(), dir_.c_str(), cert.c_str(), key.c_str(), nullptr);
-      _exit(127);
-    }
-    ASSERT_TRUE(WaitFor([&] { return access((dir_ + "/ports").c_str(), R_OK) == 0; }, 10000))
-        << "egress_origin.py did not start";
-    std::ifstream(dir_ + "/ports") >> http_ >> https_;
-    std::ifstream ca(dir_ + "/ca.pem");
-    std::stringstream pem;
-    pem << ca.rdbuf();
-    ca_pem_ = pem.str();
-    allowed_ = absl::StrCat("origin.test:", http_, ", origin.test:", https_, ", 127.0.0.0/8:", http_,
-                            ", 127.0.0.0/8:", https_);
-  }
-  void TearDown() override {
-    if (origin_ > 0) {
-      kill(origin_, SIGKILL);
-      waitpid(origin_, nullptr, 0);
-    }
-    Sh("rm -rf " + dir_);
-  }
-
-  // The daemon's flags: origin.test and other.test both lead to the origin; the maximum
-  // allows origin.test and what `extra` adds.
-  std::vector<std::string> Flags(const std::string& extra = "") {
-    return {"--egress_hosts=origin.test=127.0.0.1,other.test=127.0.0.1,meta.test=169.254.169.254",
-            absl::StrCat("--egress_max=", allowed_, ", meta.test:80", extra),
-            "--egress_idle_timeout=2s"};
-  }
-  sandbox::v1::Session CreateWith(sandbox::v1::SandboxService::Stub& stub, const std::string& policy,
-                                  const std::string& runtime = "python") {
-    sandbox::v1::CreateSessionRequest r;
-    r.set_owner("alice");
-    r.set_egress_policy(policy);
-    r.set_runtime(runtime);
-    return CreateSession(stub, r);
-  }
-  std::string Log() {
-    std::ifstream in(dir_ + "/requests.log");
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-  // Python that sends `request` to the relay raw and prints the proxy's status line; with
-  // `sni`, answers a 200 with a TLS handshake naming `sni` and prints how it ended.
-  std::string RawProxy(const std::string& request, const std::string& sni = "") {
-    return absl::StrCat(
-        "import os, socket, ssl, urllib.parse\n"
-        "u = urllib.parse.urlparse(os.environ['HTTPS_PROXY'])\n"
-        "s = socket.create_connection((u.hostname, u.port), timeout=10)\n"
-        "s.sendall(b'", request, "')\n"
-        "line = s.recv(4096).split(b'\\r\\n')[0].decode()\n"
-        "print(line)\n"
-        "if ", sni.empty() ? "False" : "True", " and ' 200 ' in line:\n"
-        "    ctx = ssl.create_default_context(cadata='''", ca_pem_, "''')\n"
-        "    try:\n"
-        "        t = ctx.wrap_socket(s, server_hostname='", sni, "')\n"
-        "        print('handshake done')\n"
-        "    except (ssl.SSLError, OSError) as e:\n"
-        "        print('handshake cut', type(e).__name__)\n");
-  }
-
-  std::string dir_, ca_pem_, allowed_;
-  int http_ = 0, https_ = 0;
-  pid_t origin_ = -1;
-};
+class EgressTest : public EgressOriginTest {};
 
 TEST_F(EgressTest, PythonAndNodeReachAnAllowedHostAndNothingElse) {
   SandboxdProcess d(Flags());
@@ -138,26 +51,7 @@ TEST_F(EgressTest, PythonAndNodeReachAnAllowedHostAndNothingElse) {
   EXPECT_THAT(log, HasSubstr("GET /page HTTP/1.1"));
   EXPECT_THAT(log, Not(HasSubstr("other.test")));
 
-  sandbox::v1::Session js = CreateWith(*stub, allowed_, "javascript");
-  ASSERT_FALSE(js.id().empty());
-  f = RunCode(*stub, js.id(), absl::StrCat(
-      "const r = await fetch('http://origin.test:", http_, "/page');\n"
-      "console.log(r.status, await r.text());\n"
-      "const no = await fetch('http://other.test:", http_, "/page');\n"
-      "console.log('refused', no.status);\n"
-      "try { await fetch('https://origin.test:", https_, "/page'); console.log('tls trusted?'); }\n"
-      "catch (e) { console.log('tls', String(e.cause && e.cause.code || e)); }\n"
-      "require('fs').writeFileSync('ca.pem', `", ca_pem_, "`);\n"
-      "process.env.NODE_EXTRA_CA_CERTS = require('path').resolve('ca.pem');\n"
-      "const tls = await fetch('https://origin.test:", https_, "/page');\n"
-      "console.log('tls', tls.status, await tls.text());\n"));
-  ASSERT_EQ(f.status(), sandbox::v1::Finished::OK) << f.error().message() << f.stderr();
-  EXPECT_THAT(f.stdout(), HasSubstr("200 hello from origin"));
-  EXPECT_THAT(f.stdout(), HasSubstr("refused 403"));
-  // The tunnel reached the origin: its certificate (of the test CA) is what Node refused,
-  // until the code trusts the CA.
-  EXPECT_THAT(f.stdout(), HasSubstr("tls UNABLE_TO_VERIFY_LEAF_SIGNATURE"));
-  EXPECT_THAT(f.stdout(), HasSubstr("tls 200 hello from origin"));
+  ExpectJavaScriptFetchesThroughTheProxy(*stub);
 
   // Without a policy: no proxy variables, nothing reaches out.
   sandbox::v1::Session none = CreateWith(*stub, "");
@@ -247,27 +141,8 @@ TEST_F(EgressTest, APolicyIsAdmittedNarrowedOwnedAndKeptAcrossARestart) {
   sandbox::v1::Session s = CreateWith(*stub, allowed_);
   ASSERT_FALSE(s.id().empty());
 
-  auto set = [&](const std::string& policy, const std::string& owner, sandbox::v1::Session* out) {
-    grpc::ClientContext ctx;
-    sandbox::v1::SetEgressPolicyRequest req;
-    req.set_session_id(s.id());
-    req.set_egress_policy(policy);
-    req.set_owner(owner);
-    return stub->SetEgressPolicy(&ctx, req, out);
-  };
-  sandbox::v1::Session out;
-  EXPECT_EQ(set("", "mallory", &out).error_code(), grpc::StatusCode::NOT_FOUND);
-  EXPECT_EQ(set("origin.test:*", "alice", &out).error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  const std::string narrowed = absl::StrCat("origin.test:", http_, ", 127.0.0.0/8:", http_);
-  ASSERT_TRUE(set(narrowed, "alice", &out).ok());
-  EXPECT_EQ(out.egress_policy(), narrowed);
-
-  ASSERT_EQ(d.Stop(), 0);
-  ASSERT_TRUE(d.Start());
-  stub = d.Stub();
-  sandbox::v1::Session kept;
-  ASSERT_TRUE(GetSession(*stub, s.id(), &kept).ok());
-  EXPECT_EQ(kept.egress_policy(), narrowed);
+  stub = NarrowThenRestart(d, s.id());
+  ASSERT_NE(stub, nullptr) << "narrowing or the restart failed";
   sandbox::v1::Finished f = RunCode(*stub, s.id(), absl::StrCat(
       "import urllib.request, urllib.error\n"
       "print(urllib.request.urlopen('http://origin.test:", http_, "/page', timeout=10).read().decode())\n"

@@ -30,8 +30,8 @@ NOT_APPLICABLE = {
         "arguments are serialized when the call is made, not when its slot frees "
         "(the main thread keeps the in-flight limit)",
     "test_egress":
-        "the wasm tier has no egress relay (runner_js/javascript_wasm.test.mjs checks that "
-        "its runner answers `egress` with an error)",
+        "the wasm tier's relay takes egress.sock from sandboxd and serves fetch() over the "
+        "worker's egress port, without sockets or proxy variables (runner_js/egress_wasm.test.mjs)",
 }
 
 

@@ -7,63 +7,13 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import tls from 'node:tls';
 import { RunnerContainer } from './harness.mjs';
+import { Parked, answerWith, fetchOutcome, refusedFetch } from './egress_host.mjs';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const RESPONSE = 'HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nX-A: 1\r\nContent-Length: 11\r\n' +
-  'Connection: close\r\n\r\nhello relay';
-
-// A cell whose result is 'fetched' or 'failed: ' and why fetch(url) failed.
-const fetchOutcome = (url) => `let outcome; try { await fetch('${url}'); outcome = 'fetched' } ` +
-  "catch (e) { outcome = 'failed: ' + (e.cause && e.cause.message || e) } outcome";
-
-// A host connection to egress.sock, as sandboxd's parked dialer makes; buffers what arrives.
-class Parked {
-  static open(socketPath) {
-    return new Promise((resolve, reject) => {
-      const s = net.createConnection({ path: socketPath, allowHalfOpen: true }, () => resolve(new Parked(s)));
-      s.once('error', reject);
-    });
-  }
-
-  constructor(socket) {
-    Object.assign(this, { socket, data: Buffer.alloc(0), ended: false, waiters: [] });
-    socket.on('data', (d) => { this.data = Buffer.concat([this.data, d]); this.wake(); });
-    socket.on('end', () => { this.ended = true; this.wake(); });
-    socket.on('close', () => { this.ended = true; this.wake(); });
-    socket.on('error', () => {});
-  }
-
-  wake() {
-    for (const w of this.waiters.splice(0)) w();
-  }
-
-  // Resolves once `done(data)` holds; fails after `timeout` ms or at EOF before it.
-  async until(done, what, timeout = 10000) {
-    const deadline = Date.now() + timeout;
-    while (!done(this.data)) {
-      if (this.ended) throw new Error(`EOF before ${what}; got ${JSON.stringify(this.data.toString('latin1'))}`);
-      const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`no ${what} within ${timeout} ms; got ${JSON.stringify(this.data.toString('latin1'))}`);
-      await new Promise((resolve) => {
-        const t = setTimeout(resolve, left);
-        this.waiters.push(() => { clearTimeout(t); resolve(); });
-      });
-    }
-    return this.data;
-  }
-
-  async head() {
-    const data = await this.until((d) => d.includes('\r\n\r\n'), 'request head');
-    const end = data.indexOf('\r\n\r\n') + 4;
-    this.data = data.subarray(end);
-    return data.subarray(0, end).toString('latin1');
-  }
-}
 
 describe('javascript runner: egress relay', () => {
   let runner;
@@ -82,14 +32,7 @@ describe('javascript runner: egress relay', () => {
   const park = () => Parked.open(egressPath);
   // Exec `id`'s request arrives on `host` as `headPattern` and is answered with RESPONSE;
   // returns the head and the exec's result.
-  const answer = async (host, id, headPattern) => {
-    const head = await host.head();
-    assert.match(head, headPattern);
-    host.socket.end(RESPONSE);
-    const r = await client.finishExec(id);
-    assert.equal(r.status, 'ok', JSON.stringify(r.error));
-    return [head, r.result];
-  };
+  const answer = (host, id, headPattern) => answerWith(client, host, id, headPattern);
   const egressOn = async () => {
     const reply = await client.reply('egress_on', { type: 'egress' });
     assert.equal(reply.error, undefined, reply.error);
@@ -166,12 +109,8 @@ describe('javascript runner: egress relay', () => {
 
   it("shows the proxy's refusal of a CONNECT in the error", async () => {
     const host = await park();
-    const id = client.startExec(fetchOutcome('https://other.test/'));
-    await host.head();
-    const body = "egress refused: other.test:443 is not in the session's egress policy";
-    host.socket.end(`HTTP/1.1 403 Forbidden\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
-    const r = await client.finishExec(id);
-    assert.match(r.result, /^"failed: the egress proxy answered 403 Forbidden to CONNECT other\.test:443: egress refused: other\.test:443 is not/);
+    assert.match(await refusedFetch(client, host),
+      /^"failed: the egress proxy answered 403 Forbidden to CONNECT other\.test:443: egress refused: other\.test:443 is not/);
   });
 
   it('skips parked connections that sandboxd closed', async () => {

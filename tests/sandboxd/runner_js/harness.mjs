@@ -320,6 +320,11 @@ const LAUNCH_ON_FD3 = 'import json, os, socket, sys\n' +
   's.bind(sys.argv[1]); s.listen(8)\n' +
   'if s.fileno() != 3: os.dup2(s.fileno(), 3)\n' +
   'os.set_inheritable(3, True)\n' +
+  'egress = os.environ.pop("RUNNER_TEST_EGRESS_SOCK", None)\n' +
+  'if egress is not None:\n' +
+  '    g = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n' +
+  '    g.bind(egress); g.listen(8)\n' +
+  '    os.dup2(g.fileno(), 6); os.set_inheritable(6, True)\n' +
   'entries = os.environ.pop("RUNNER_TEST_ENV_FD5", None)\n' +
   'if entries is not None:\n' +
   '    r, w = os.pipe()\n' +
@@ -370,8 +375,10 @@ export class WasmRunner extends RunnerContainer {
   // the runner gets on fd 5 (--env-fd 5), as sandboxd passes them; the runner's own
   // environment then holds `hostEnv` (which the session must not see). `nodeFlags`: more
   // node flags before the contract's (tests/wasm-spike/idle-memory.mjs compares some).
+  // `egress`: egress.sock in the runner's directory, bound and listening, passed as fd 6
+  // (--egress-fd 6), as sandboxd passes it.
   static async start({ snapshot = null, extraArgs = [], heapMb = 512, language = 'python',
-    pyz = null, env = null, hostEnv = {}, nodeFlags = [] } = {}) {
+    pyz = null, env = null, hostEnv = {}, nodeFlags = [], egress = false } = {}) {
     const files = wasmFiles();
     if (pyz) files.pyz = pyz;
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'runner-wasm-test-'));
@@ -388,7 +395,9 @@ export class WasmRunner extends RunnerContainer {
       ...wasmNodeFlags(reads, workspace), files.bundle, '--listen-fd', '3', '--workspace',
       workspace, '--language', language, '--heap-mb', String(heapMb), ...python, ...extraArgs];
     if (env) args.push('--env-fd', '5');
+    if (egress) args.push('--egress-fd', '6');
     const launcherEnv = env ? { ...hostEnv, RUNNER_TEST_ENV_FD5: JSON.stringify(env) } : {};
+    if (egress) launcherEnv.RUNNER_TEST_EGRESS_SOCK = path.join(dir, 'egress.sock');
     const proc = spawn('python3', args, { env: launcherEnv, stdio: ['ignore', 'pipe', 'pipe'] });
     const r = new WasmRunner(`wasm-${process.pid}`, dir, proc);
     r.workspace = workspace;

@@ -1,0 +1,162 @@
+'use strict';
+// The egress relay's connections over a MessagePort, for a runner whose process may not
+// open sockets (the wasm tier: its jail refuses socket(), so no loopback relay can exist).
+// The worker's fetch() (egress_fetch.js) opens a PortStream for each connection; the main
+// thread's Channel hands the PortStream of the same id to the relay (egress.js), which copies
+// it to and from one parked host connection, as it does a local client in a container.
+//
+// Both ends are the same Duplex. Messages, either way: {t: 'd', s, b} (bytes: an ArrayBuffer,
+// transferred), {t: 'e', s} (no more bytes: a half-close), {t: 'a', s, n} (n bytes were read),
+// {t: 'x', s, why} (cut; `why` optional); and {t: 'open', s} from the worker. A side sends at
+// most WINDOW bytes its peer has not acknowledged, in pieces of at most PIECE bytes, and
+// acknowledges bytes once its reader takes them: what one stream holds in flight is bounded
+// both ways, and a reader that stops (a full host socket, a fetch body not read) stops its
+// writer. A peer that sends past the window has its stream cut; malformed messages are
+// dropped. The main thread takes at most MAX_STREAMS streams of one worker at once.
+
+const { Duplex } = require('stream');
+
+const PIECE = 64 * 1024;
+const WINDOW = 256 * 1024;
+const MAX_STREAMS = 128;
+const WHY_CHARS = 200;
+
+const isId = (v) => Number.isSafeInteger(v) && v > 0;
+
+class PortStream extends Duplex {
+  constructor(channel, id) {
+    super({ allowHalfOpen: true });
+    Object.assign(this, { channel, id, sent: 0, acked: 0, unacked: 0,
+      pending: null, cut: false, ended: false });
+  }
+
+  post(message, transfer) {
+    if (!this.cut) this.channel.post(message, transfer);
+  }
+
+  _write(chunk, encoding, callback) {
+    this.pending = { chunk, at: 0, callback };
+    this.sendPending();
+  }
+
+  // Sends what the window allows of the chunk being written; its callback once all is sent.
+  sendPending() {
+    const p = this.pending;
+    if (!p) return;
+    while (p.at < p.chunk.length && this.sent - this.acked < WINDOW && !this.cut) {
+      const piece = p.chunk.subarray(p.at, p.at + PIECE);
+      const bytes = piece.buffer.slice(piece.byteOffset, piece.byteOffset + piece.length);
+      this.post({ t: 'd', s: this.id, b: bytes }, [bytes]);
+      this.sent += piece.length;
+      p.at += piece.length;
+    }
+    if (p.at >= p.chunk.length) {
+      this.pending = null;
+      p.callback();
+    }
+  }
+
+  _final(callback) {
+    this.post({ t: 'e', s: this.id });
+    callback();
+  }
+
+  _read() {
+    if (this.unacked === 0) return;
+    this.post({ t: 'a', s: this.id, n: this.unacked });
+    this.unacked = 0;
+  }
+
+  _destroy(err, callback) {
+    // A stream that ended both ways cleanly owes its peer nothing; otherwise it is cut.
+    if (!(this.readableEnded && this.writableFinished)) {
+      this.post({ t: 'x', s: this.id, why: err ? String(err.message).slice(0, WHY_CHARS) : undefined });
+    }
+    this.cut = true;
+    this.channel.forget(this);
+    callback(err);
+  }
+
+  onMessage(m) {
+    if (m.t === 'd' && m.b instanceof ArrayBuffer && !this.ended) {
+      // What the peer sent and this side has not acknowledged: it sends while that is under
+      // WINDOW, a piece at a time.
+      this.unacked += m.b.byteLength;
+      if (this.unacked > WINDOW + PIECE) {
+        this.destroy(new Error('the egress channel\'s peer sent past its window'));
+        return;
+      }
+      if (this.push(Buffer.from(m.b))) this._read();
+    } else if (m.t === 'e' && !this.ended) {
+      this.ended = true;
+      this.push(null);
+    } else if (m.t === 'a' && Number.isSafeInteger(m.n) && m.n > 0 && m.n <= this.sent - this.acked) {
+      this.acked += m.n;
+      this.sendPending();
+    } else if (m.t === 'x') {
+      this.cut = true;
+      this.destroy(typeof m.why === 'string' ? new Error(m.why.slice(0, WHY_CHARS)) : undefined);
+    }
+  }
+}
+
+// One end of a worker's egress port: opens streams (the worker) or takes them (the main
+// thread, `onOpen(stream)`), and routes every message to its stream.
+class Channel {
+  constructor(port, onOpen = null) {
+    Object.assign(this, { port, onOpen, streams: new Map(), nextId: 1, closed: false });
+    port.on('message', (m) => this.onMessage(m));
+    port.on('close', () => this.close());
+    port.unref();
+  }
+
+  post(message, transfer) {
+    if (this.closed) return;
+    try {
+      this.port.postMessage(message, transfer);
+    } catch (e) {
+      // the port closed meanwhile: its 'close' ends every stream
+    }
+  }
+
+  open() {
+    const stream = this.add(this.nextId++);
+    stream.post({ t: 'open', s: stream.id });
+    return stream;
+  }
+
+  add(id) {
+    const stream = new PortStream(this, id);
+    this.streams.set(id, stream);
+    return stream;
+  }
+
+  forget(stream) {
+    if (this.streams.get(stream.id) === stream) this.streams.delete(stream.id);
+  }
+
+  onMessage(m) {
+    if (m === null || typeof m !== 'object' || !isId(m.s)) return;
+    if (m.t === 'open') {
+      if (!this.onOpen || this.closed || this.streams.has(m.s)) return;
+      if (this.streams.size >= MAX_STREAMS) {
+        this.post({ t: 'x', s: m.s, why: `over ${MAX_STREAMS} egress connections are open at once` });
+        return;
+      }
+      this.onOpen(this.add(m.s));
+      return;
+    }
+    const stream = this.streams.get(m.s);
+    if (stream) stream.onMessage(m);
+  }
+
+  // Cuts every stream (their host connections go with them) and closes the port.
+  close() {
+    if (this.closed) return;
+    for (const stream of [...this.streams.values()]) stream.destroy();
+    this.closed = true;
+    this.port.close();
+  }
+}
+
+module.exports = { Channel, PortStream, WINDOW, PIECE, MAX_STREAMS };

@@ -1,0 +1,204 @@
+// The egress relay of the wasm tier's runner (docs/runner-protocol.md, "Egress relay"):
+// sandbox_runner.js on deploy/wasm's Node gets egress.sock bound and listening as fd 6
+// (--egress-fd 6), as sandboxd passes it; this test plays sandboxd's proxy, dialing in to it.
+// The worker has no loopback relay and no proxy variables: its fetch() (and Pyodide's
+// pyfetch) reaches the parked connections over its egress port. And the port's streams
+// (egress_channel.js) on their own: the window holds a writer whose reader does not read, and
+// a peer that sends past it is cut.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { MessageChannel } from 'node:worker_threads';
+import { WasmRunner, makeWasmSnapshot, wasmFiles } from './harness.mjs';
+import { Parked, RESPONSE, answerWith, fetchOutcome, refusedFetch } from './egress_host.mjs';
+
+const require = createRequire(import.meta.url);
+const { Channel, WINDOW, PIECE } =
+  require('../../../services/sandboxd/runner_js/egress_channel.js');
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+const answer = answerWith;
+
+async function egressOn(client) {
+  const reply = await client.reply('egress_on', { type: 'egress' });
+  assert.equal(reply.error, undefined, reply.error);
+  assert.equal(reply.port, undefined, 'no loopback relay in the wasm tier');
+}
+
+describe('wasm runner: egress over the passed egress.sock', () => {
+  let runner;
+  let client;
+  let park;
+  before(async () => {
+    runner = await WasmRunner.start({ language: 'javascript', heapMb: 128, egress: true, env: [] });
+    park = () => Parked.open(path.join(runner.dir, 'egress.sock'));
+    [client] = await runner.connect();
+  });
+  after(() => runner && runner.stop());
+
+  it('turns egress on without a port or proxy variables', async () => {
+    const running = client.startExec('await new Promise((r) => setTimeout(r, 1000)); 1');
+    await egressOn(client);
+    assert.equal((await client.finishExec(running)).result, '1');
+    await egressOn(client);
+    const r = await client.exec('Object.keys(process.env).filter((k) => /proxy/i.test(k))');
+    assert.equal(r.result, '[]');
+  });
+
+  it('sends an http:// fetch as an absolute-URI request to a parked connection', async () => {
+    const host = await park();
+    const id = client.startExec("const r = await fetch('http://example.test/x?y=1', { headers: { 'X-T': 'q' } }); " +
+      "[r.status, r.headers.get('x-a'), await r.text()].join(' ')");
+    const [head, result] = await answer(client, host, id, /^GET http:\/\/example\.test\/x\?y=1 HTTP\/1\.1\r\n/);
+    assert.match(head, /\r\nx-t: q\r\n/i);
+    assert.equal(result, "'200 1 hello relay'");
+  });
+
+  it('tunnels an https:// fetch with CONNECT, then TLS for the origin', async () => {
+    const host = await park();
+    const id = client.startExec(fetchOutcome('https://example.test/secure'));
+    assert.match(await host.head(), /^CONNECT example\.test:443 HTTP\/1\.1\r\n/);
+    host.socket.write('HTTP/1.1 200 Connection established\r\n\r\n');
+    const hello = await host.until((d) => d.length >= 5 && d.length >= 5 + d.readUInt16BE(3), 'ClientHello');
+    assert.equal(hello[0], 0x16, 'a TLS handshake record');
+    assert.ok(hello.includes('example.test'), 'the SNI names the origin');
+    host.socket.destroy();
+    const r = await client.finishExec(id);
+    assert.match(r.result, /^'failed: /);
+  });
+
+  it("shows the proxy's refusal of a CONNECT in the error", async () => {
+    const host = await park();
+    assert.match(await refusedFetch(client, host),
+      /^"failed: the egress proxy answered 403 Forbidden to CONNECT other\.test:443: egress refused: other\.test:443 is not/);
+  });
+
+  it('copies 16 MiB up and 16 MiB down through one stream', async () => {
+    const host = await park();
+    const size = 16 * 1024 * 1024;
+    const id = client.startExec(`const r = await fetch('http://example.test/up', { method: 'POST', ` +
+      `body: new Uint8Array(${size}).fill(120) }); const b = new Uint8Array(await r.arrayBuffer()); ` +
+      'b.length + " " + b.every((x) => x === 121)', { timeout: 60000 });
+    const head = await host.head();
+    assert.match(head, /^POST http:\/\/example\.test\/up HTTP\/1\.1\r\n/);
+    await host.until((d) => d.length >= size, 'the body', 30000);
+    assert.ok(host.data.subarray(0, size).every((x) => x === 120));
+    host.socket.write(`HTTP/1.1 200 OK\r\nContent-Length: ${size}\r\nConnection: close\r\n\r\n`);
+    const chunk = Buffer.alloc(1 << 20, 121);
+    for (let i = 0; i < 16; i++) {
+      if (!host.socket.write(chunk)) await new Promise((r) => host.socket.once('drain', r));
+    }
+    host.socket.end();
+    const r = await client.finishExec(id, { timeout: 60000 });
+    assert.equal(r.result, `'${size} true'`, JSON.stringify(r.error));
+  });
+
+  it('fails a fetch that no parked connection takes within the wait, saying so', async () => {
+    const r = await client.exec(fetchOutcome('http://example.test/nobody'), { timeout: 20000 });
+    assert.match(r.result, /no connection to the egress proxy within 10 s/);
+  });
+
+  it('keeps fetch() through the relay after a reset (a new worker, a new port)', async () => {
+    await client.reset();
+    const host = await park();
+    const id = client.startExec("await (await fetch('http://example.test/after-reset')).text()");
+    const [, result] = await answer(client, host, id, /^GET http:\/\/example\.test\/after-reset HTTP\/1\.1\r\n/);
+    assert.equal(result, "'hello relay'");
+  });
+});
+
+describe('wasm runner: Python fetches through the relay', () => {
+  let runner;
+  let client;
+  before(async () => {
+    const snapshot = makeWasmSnapshot(wasmFiles());
+    runner = await WasmRunner.start({ snapshot, egress: true, env: [] });
+    [client] = await runner.connect();
+  });
+  after(() => runner && runner.stop());
+
+  it('pyfetch and js.fetch go through it; urllib fails clearly', async () => {
+    await egressOn(client);
+    const host = await Parked.open(path.join(runner.dir, 'egress.sock'));
+    const id = client.startExec('from pyodide.http import pyfetch\n' +
+      "r = await pyfetch('http://example.test/py')\n" +
+      'print(r.status, await r.string())\n');
+    const head = await host.head();
+    assert.match(head, /^GET http:\/\/example\.test\/py HTTP\/1\.1\r\n/);
+    assert.match(head, /\r\nhost: example\.test\r\n/i);
+    host.socket.end(RESPONSE);
+    const r = await client.finishExec(id);
+    assert.equal(r.stream('stdout'), '200 hello relay\n', JSON.stringify(r.error));
+    const second = await Parked.open(path.join(runner.dir, 'egress.sock'));
+    const jsId = client.startExec('import js\n' +
+      "r = await js.fetch('http://example.test/js')\nprint(r.status, await r.text())\n");
+    assert.match(await second.head(), /^GET http:\/\/example\.test\/js HTTP\/1\.1\r\n/);
+    second.socket.end(RESPONSE);
+    assert.equal((await client.finishExec(jsId)).stream('stdout'), '200 hello relay\n');
+    const out = await client.exec('import urllib.request\n' +
+      "try:\n    urllib.request.urlopen('http://example.test/', timeout=5)\n" +
+      'except OSError as e:\n    print(type(e).__name__, e)\n');
+    assert.match(out.stream('stdout'), /PermissionError|URLError/);
+    console.log(`# urllib in Pyodide: ${out.stream('stdout').trim()}`);
+    await client.reset();       // a new worker from the snapshot gets its own egress port
+    const third = await Parked.open(path.join(runner.dir, 'egress.sock'));
+    const resetId = client.startExec('from pyodide.http import pyfetch\n' +
+      "r = await pyfetch('http://example.test/after-reset')\nprint(r.status)\n");
+    assert.match(await third.head(), /^GET http:\/\/example\.test\/after-reset HTTP\/1\.1\r\n/);
+    third.socket.end(RESPONSE);
+    assert.equal((await client.finishExec(resetId)).stream('stdout'), '200\n');
+  });
+});
+
+describe('egress channel streams', () => {
+  const pair = () => {
+    const { port1, port2 } = new MessageChannel();
+    const opened = [];
+    const main = new Channel(port1, (s) => opened.push(s));
+    const worker = new Channel(port2);
+    return { main, worker, opened };
+  };
+
+  it('holds a writer at the window while its reader does not read', async () => {
+    const { main, worker, opened } = pair();
+    const up = worker.open();
+    let written = 0;
+    const chunk = Buffer.alloc(PIECE);
+    for (let i = 0; i < 64; i++) {
+      if (!up.write(chunk)) break;
+      written += chunk.length;
+    }
+    await sleep(200);
+    const reader = opened[0];
+    reader.pause();
+    assert.ok(up.sent - up.acked <= WINDOW, `${up.sent - up.acked} bytes in flight`);
+    assert.ok(up.sent <= WINDOW + reader.readableHighWaterMark + PIECE, `${up.sent} sent`);
+    let got = 0;
+    reader.on('data', (d) => { got += d.length; });
+    reader.resume();
+    up.end();
+    await new Promise((r) => reader.on('end', r));
+    assert.equal(got, up.sent);
+    assert.ok(written > 0);
+    main.close();
+    worker.close();
+  });
+
+  it('cuts a stream whose peer sends past the window', async () => {
+    const { main, worker, opened } = pair();
+    const up = worker.open();
+    await sleep(50);
+    const reader = opened[0];
+    reader.pause();
+    const cut = new Promise((r) => reader.on('error', r));
+    for (let i = 0; i < 8; i++) {   // past the window, ignoring acknowledgements
+      const b = new ArrayBuffer(PIECE);
+      worker.post({ t: 'd', s: up.id, b }, [b]);
+    }
+    const outcome = await Promise.race([cut, sleep(5000).then(() => new Error('not cut'))]);
+    assert.match(outcome.message, /past its window/);
+    main.close();
+    worker.close();
+  });
+});
