@@ -157,6 +157,10 @@ describe('egress channel streams', () => {
     const opened = [];
     const main = new Channel(port1, (s) => opened.push(s));
     const worker = new Channel(port2);
+    // A Channel unrefs its port (a worker's must not keep the runner alive); here the test's
+    // own awaits are all that is left, so the ports keep this process running.
+    port1.ref();
+    port2.ref();
     return { main, worker, opened };
   };
 
