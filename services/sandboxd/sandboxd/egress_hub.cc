@@ -1,12 +1,14 @@
 #include "sandboxd/egress_hub.h"
 
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "base/log_text.h"
 #include "base/thread.h"
 #include "egress/host_name.h"
@@ -109,11 +111,18 @@ EgressHub::EgressHub(EgressHubOptions options, Policy default_policy, Policy max
       max_(std::move(max_policy)),
       work_(boost::asio::make_work_guard(io_)),
       resolver_(std::make_unique<HostsResolver>(io_, options_.hosts)),
-      thread_(codemode::StartThread("egress", [this] { io_.run(); })) {}
+      thread_(codemode::StartThread("egress", [this] {
+        io_.run();
+        drained_.Notify();
+      })) {}
 
+// The proxies are gone (the manager goes first): what is left to run is their last decisions
+// and the end summaries' timers, which get their time, within a bound.
 EgressHub::~EgressHub() {
   work_.reset();
-  io_.stop();
+  if (!drained_.WaitForNotificationWithTimeout(absl::FromChrono(kAuditEndWait) + absl::Seconds(1))) {
+    io_.stop();
+  }
   thread_.join();
 }
 
@@ -165,57 +174,96 @@ absl::StatusOr<std::unique_ptr<SessionEgress>> EgressHub::Open(const std::string
 
 namespace {
 
-// A peer's text inside '...' of an audit line: LogText, and its quotes escaped (LogText
-// doubles every backslash, so an escape in the line is always ours).
-std::string Quoted(absl::string_view text) {
-  return absl::StrReplaceAll(codemode::LogText(text), {{"'", "\\'"}});
-}
-
-std::string HeldBack(const uint64_t held[2]) {
-  return absl::StrCat(held[1], " allowed and ", held[0], " refused connections not logged");
-}
+// A peer's text inside '...' of an audit line.
+std::string Quoted(absl::string_view text) { return codemode::LogQuoted(text); }
 
 }  // namespace
 
+void EgressHub::Hold(HeldBack* held, const egress::Decision& d) {
+  ++held->count;
+  held->up += d.bytes_up;
+  held->down += d.bytes_down;
+  const std::string destination = absl::StrCat(Quoted(d.host), ":", d.port);
+  if (held->named.count(destination) == 0 && held->named.size() >= kAuditNamed) {
+    ++held->unnamed;
+  } else {
+    held->named.insert(destination);
+  }
+}
+
+// "3 allowed (up=.. down=..; to a:443, b:80 and 1 more) and 2 refused (...) connections
+// not logged", or empty when none was held back.
+std::string EgressHub::Summary(const AuditWindow& w) {
+  std::vector<std::string> parts;
+  for (int allowed : {1, 0}) {
+    const HeldBack& h = w.held[allowed];
+    if (h.count == 0) continue;
+    std::string to = absl::StrJoin(h.named, ", ");
+    if (h.unnamed > 0) absl::StrAppend(&to, " and ", h.unnamed, " to other destinations");
+    parts.push_back(absl::StrCat(h.count, allowed ? " allowed" : " refused", " (up=", h.up,
+                                 " down=", h.down, "; ", to, ")"));
+  }
+  if (parts.empty()) return "";
+  return absl::StrCat(absl::StrJoin(parts, " and "), " connections not logged (over ",
+                      kAuditBurstAllowed, " allowed and ", kAuditBurst, " refused a minute)");
+}
+
 void EgressHub::Record(const egress::Decision& d) {
   if (options_.metrics) options_.metrics->EgressDecision(d.allowed, d.bytes_up, d.bytes_down);
-  std::string held_back;
+  std::string before;
   {
     codemode::MutexLock lock(&mu_);
     const int64_t now = absl::ToUnixMillis(absl::Now());
     PruneLocked(now);
     AuditWindow& w = audit_[d.session];
-    if (w.forgotten) return;  // its session ended: the connections it cut end unlogged
-    if (now - w.started_ms >= 60'000) {
-      if (w.held_back[0] + w.held_back[1] > 0) held_back = absl::StrCat(" (before: ", HeldBack(w.held_back), ")");
-      w = {now, {0, 0}, {0, 0}};
+    if (!w.forgotten && now - w.started_ms >= 60'000) {
+      before = Summary(w);
+      w = AuditWindow();
+      w.started_ms = now;
+      w.owner = d.owner;
     }
-    if (w.written[d.allowed] >= (d.allowed ? kAuditBurstAllowed : kAuditBurst)) {
-      ++w.held_back[d.allowed];
+    // Once the end's summary is written, the few decisions still to come (at most the
+    // session's connection cap) are written in full, so that none goes unlogged.
+    if (!w.summarized && w.written[d.allowed] >= (d.allowed ? kAuditBurstAllowed : kAuditBurst)) {
+      Hold(&w.held[d.allowed], d);
       return;
     }
     ++w.written[d.allowed];
   }
+  if (!before.empty()) {
+    spdlog::info("egress session={} owner='{}': {}", d.session, Quoted(d.owner), before);
+  }
   spdlog::info("egress {} session={} owner='{}' {} {}:{} address={} status={} up={} down={} "
-               "why='{}'{}",
+               "why='{}'",
                d.allowed ? "allowed" : "refused", d.session, Quoted(d.owner),
                d.method.empty() ? "-" : Quoted(d.method), Quoted(d.host), d.port,
                d.address.empty() ? "-" : d.address, d.status, d.bytes_up, d.bytes_down,
-               Quoted(d.reason), held_back);
+               Quoted(d.reason));
 }
 
 void EgressHub::Forget(const std::string& session) {
-  codemode::MutexLock lock(&mu_);
-  const int64_t now = absl::ToUnixMillis(absl::Now());
-  PruneLocked(now);
-  AuditWindow& w = audit_[session];
-  if (w.held_back[0] + w.held_back[1] > 0) {
-    spdlog::info("egress session={}: {} (over {} allowed and {} refused a minute)", session,
-                 HeldBack(w.held_back), kAuditBurstAllowed, kAuditBurst);
+  {
+    codemode::MutexLock lock(&mu_);
+    PruneLocked(absl::ToUnixMillis(absl::Now()));
+    // Kept (pruned with the others past 4096) so that the decisions of the connections its
+    // end cuts, which come after this, are counted in this window, not in one of their own.
+    audit_[session].forgotten = true;
   }
-  // Kept (pruned with the others past 4096) so that the decisions of the connections its
-  // end cuts, which come after this, are not logged in a window of their own.
-  w = {now, {0, 0}, {0, 0}, true};
+  auto timer = std::make_shared<boost::asio::steady_timer>(io_, kAuditEndWait);
+  timer->async_wait([this, session, timer](boost::system::error_code) { WriteEndSummary(session); });
+}
+
+void EgressHub::WriteEndSummary(const std::string& session) {
+  std::string summary, owner;
+  {
+    codemode::MutexLock lock(&mu_);
+    auto it = audit_.find(session);
+    if (it == audit_.end()) return;
+    it->second.summarized = true;
+    summary = Summary(it->second);
+    owner = it->second.owner;
+  }
+  if (!summary.empty()) spdlog::info("egress session={} owner='{}': {}", session, Quoted(owner), summary);
 }
 
 void EgressHub::PruneLocked(int64_t now) {

@@ -7,15 +7,20 @@
 //   manager_options.egress = hub->get();   // the hub outlives the manager
 //
 // Decisions are logged within a rate per session (of each minute, the first
-// kAuditBurstAllowed allowed and kAuditBurst refused connections in full, then one line
-// saying how many were not), so that a session cannot flood the log; the metrics count them
-// all. The peer's texts in a line (owner, host, reason) are escaped, quotes included.
-// Thread-safe.
+// kAuditBurstAllowed allowed and kAuditBurst refused connections in full), so that a session
+// cannot flood the log; the rest of the minute's decisions are summed into one line (how
+// many, their bytes each way, the first kAuditNamed destinations by name), written when the
+// next minute's first decision comes or the session's egress ends. The connections a
+// session's end cuts are logged too: the end's summary waits kAuditEndWait for them. The
+// metrics count every decision. The peer's texts in a line (owner, host, reason) are
+// escaped, quotes included. Thread-safe.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -26,6 +31,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
 #include "base/mutex.h"
 #include "egress/policy.h"
 #include "egress/proxy_seams.h"
@@ -55,6 +61,8 @@ class EgressHub final : public EgressService, private egress::DecisionSink {
  public:
   static constexpr uint64_t kAuditBurst = 20;
   static constexpr uint64_t kAuditBurstAllowed = 60;
+  static constexpr size_t kAuditNamed = 8;
+  static constexpr std::chrono::milliseconds kAuditEndWait{500};
   // INVALID_ARGUMENT naming the flag when a policy does not parse, or when the default is
   // wider than the maximum.
   static absl::StatusOr<std::unique_ptr<EgressHub>> Create(EgressHubOptions options);
@@ -78,15 +86,29 @@ class EgressHub final : public EgressService, private egress::DecisionSink {
     std::weak_ptr<egress::ConnectionSlots> slots;
     std::weak_ptr<egress::ByteQuota> bytes;
   };
+  struct HeldBack {  // the decisions of one kind past the window's bound, summed
+    uint64_t count = 0;
+    uint64_t up = 0;
+    uint64_t down = 0;
+    std::set<std::string> named;  // the first kAuditNamed destinations, host:port
+    uint64_t unnamed = 0;         // the decisions for other destinations
+  };
   struct AuditWindow {  // [0] refused, [1] allowed
     int64_t started_ms = 0;
+    std::string owner;
     uint64_t written[2] = {0, 0};
-    uint64_t held_back[2] = {0, 0};
-    bool forgotten = false;  // the session's proxy is gone
+    HeldBack held[2];
+    bool forgotten = false;   // the session's proxy is gone; its summary is due
+    bool summarized = false;  // ... and was written: later decisions are written in full
   };
   EgressHub(EgressHubOptions options, egress::Policy default_policy, egress::Policy max_policy);
   void Record(const egress::Decision& decision) override;
+  // The session's proxy stopped: the decisions of the connections it cut are still to
+  // come, so its summary is written kAuditEndWait later, on the io thread.
   void Forget(const std::string& session);
+  void WriteEndSummary(const std::string& session);
+  static void Hold(HeldBack* held, const egress::Decision& d);
+  static std::string Summary(const AuditWindow& w);
   // Past 4096 windows, drops those a minute old (ended sessions' among them).
   void PruneLocked(int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -99,6 +121,7 @@ class EgressHub final : public EgressService, private egress::DecisionSink {
   codemode::Mutex mu_;
   std::map<std::string, Owner> owners_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, AuditWindow> audit_ ABSL_GUARDED_BY(mu_);
+  absl::Notification drained_;  // io_ ran out of work
   std::thread thread_;  // last: runs io_ once everything above exists
 };
 
