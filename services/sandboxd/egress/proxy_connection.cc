@@ -57,6 +57,9 @@ ProxyConnection::ProxyConnection(Socket client, std::shared_ptr<const Context> c
 void ProxyConnection::Start() {
   parser_.emplace();
   parser_->header_limit(static_cast<uint32_t>(context_->limits.max_header_bytes));
+  // The body is relayed, not parsed: a Content-Length up to the connection's byte cap passes
+  // (Beast's own default would refuse bodies over 1 MiB).
+  parser_->body_limit(context_->limits.max_bytes_per_connection);
   ArmDeadline(context_->limits.header_timeout, "header_timeout");
   bhttp::async_read_header(client_, buffer_, *parser_,
                            [self = shared_from_this()](error_code ec, size_t) { self->OnHead(ec); });
@@ -80,6 +83,10 @@ void ProxyConnection::OnHead(error_code ec) {
   if (ec == asio::error::eof || ec == asio::error::connection_reset ||
       ec == bhttp::error::end_of_stream || ec == asio::error::operation_aborted) {
     return Close();  // the client left before asking anything
+  }
+  if (ec == bhttp::error::body_limit) {
+    return Refuse(413, absl::StrCat("the request body is over ", context_->limits.max_bytes_per_connection,
+                                    " bytes (max_bytes_per_connection)"));
   }
   if (ec) return Refuse(400, absl::StrCat("a malformed request: ", ec.message()));
   const auto& message = parser_->get();

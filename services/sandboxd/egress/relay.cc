@@ -60,7 +60,7 @@ void Relay::Read(Direction* d) {
                            });
 }
 
-// Client bytes past `more_up_` are dropped: they count towards the byte cap only.
+// Client bytes past `more_up_` are dropped: they count towards the byte cap and the quotas.
 void Relay::OnRead(Direction* d, size_t n) {
   last_activity_ = Clock::now();
   if (result_.bytes_up + result_.bytes_down + dropped_ + n > limits_.max_bytes_per_connection) {
@@ -69,6 +69,10 @@ void Relay::OnRead(Direction* d, size_t n) {
   const bool bounded = d == &up_ && more_up_.has_value();
   const size_t send = bounded ? static_cast<size_t>(std::min<uint64_t>(n, *more_up_)) : n;
   dropped_ += n - send;
+  // Dropped bytes crossed the proxy too: the session's and owner's quotas count them.
+  if (n > send) {
+    if (const ByteQuota* spent = ChargeAll(quotas_, n - send)) return Finish(spent->name());
+  }
   const bool grow = n == d->buffer.size() && n < kMaxBuffer;
   if (send == 0) return Read(d);
   if (const ByteQuota* spent = ChargeAll(quotas_, send)) return Finish(spent->name());

@@ -120,6 +120,20 @@ TEST_F(ProxyCapsTest, ASpentSessionQuotaCutsAndRefuses) {
   EXPECT_EQ(d[0].reason, "max_bytes_per_session");
 }
 
+// What a client sends after its request's body is read and dropped, and the session's byte
+// quota counts it all the same: dropping is no way around the quota.
+TEST_F(ProxyCapsTest, BytesDroppedAfterARequestsBodyAreChargedToTheQuota) {
+  ProxyLimits limits;
+  limits.max_bytes_per_session = 20000;
+  auto proxy = Make("origin.test:$PORT, 127.0.0.0/8:$PORT", limits);
+  Client client = Client::Tcp(last_port());
+  ASSERT_TRUE(client.Send(absl::StrCat("POST http://", Origin(), "/a HTTP/1.1\r\nHost: ", Origin(),
+                                       "\r\nContent-Length: 2\r\n\r\nhi", std::string(30000, 'x'))));
+  EXPECT_TRUE(client.ClosedWithin(std::chrono::seconds(3)));
+  Client next = Client::Tcp(last_port());
+  EXPECT_THAT(next.Read(), ::testing::AllOf(StartsWith("HTTP/1.1 429"), HasSubstr("max_bytes_per_session")));
+}
+
 TEST_F(ProxyCapsTest, AnOwnersSessionsShareItsByteQuota) {
   owner_bytes_ = std::make_shared<ByteQuota>("max_egress_bytes_per_owner", 3000);
   auto a = Make("origin.test:$PORT, 127.0.0.0/8:$PORT", {}, nullptr, "a");

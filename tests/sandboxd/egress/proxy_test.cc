@@ -187,6 +187,28 @@ TEST_F(ProxyTest, AnAbsoluteUriRequestIsForwardedInOriginForm) {
   EXPECT_THAT(origin_form.Read(), StartsWith("HTTP/1.1 400"));
 }
 
+// A request body is relayed, not parsed: one over Beast's default limit (1 MiB) passes, one
+// over the connection's byte cap is refused with 413 before anything reaches the origin.
+TEST_F(ProxyTest, ARequestBodyIsBoundByTheByteCapOnly) {
+  ProxyLimits limits;
+  limits.max_bytes_per_connection = 8u << 20;  // both ways: the echo doubles the body
+  auto proxy = Make("origin.test:$PORT, 127.0.0.0/8:$PORT", limits);
+  const std::string body(2u << 20, 'b');
+  Client client = Client::Tcp(last_port());
+  std::thread sender([&] {
+    EXPECT_TRUE(client.Send(absl::StrCat("POST http://", Origin(), "/a HTTP/1.1\r\nHost: ", Origin(),
+                                         "\r\nContent-Length: ", body.size(), "\r\n\r\n", body)));
+  });
+  const std::string echoed = client.Read(body, std::chrono::seconds(20));
+  sender.join();
+  EXPECT_EQ(echoed.size(), echoed.find("\r\n\r\n") + 4 + body.size()) << "the whole body came back";
+  Client big = Client::Tcp(last_port());
+  ASSERT_TRUE(big.Send(absl::StrCat("POST http://", Origin(), "/b HTTP/1.1\r\nHost: ", Origin(),
+                                    "\r\nContent-Length: ", 9u << 20, "\r\n\r\n")));
+  EXPECT_THAT(big.Read(), ::testing::AllOf(StartsWith("HTTP/1.1 413"), HasSubstr("max_bytes_per_connection")));
+  EXPECT_EQ(origin_.accepted(), 1);
+}
+
 TEST_F(ProxyTest, AnAbsoluteUriRequestCarriesOneRequestOnly) {
   // The echo origin ignores Connection: close: whatever the proxy sends it, it gets.
   auto proxy = Make("origin.test:$PORT, 127.0.0.0/8:$PORT");
