@@ -23,6 +23,15 @@ TEST(LogTextTest, ANewlineCannotForgeALine) {
   EXPECT_EQ(out, "x\\n2026-11-24T06:00:00.000 info http: session 0123 deleted by the client");
 }
 
+// Inside '...' a peer's quote cannot close the field and add one of its own; its backslash
+// is doubled first, so it cannot undo the escape either.
+TEST(LogTextTest, AQuotedTextCannotCloseItsQuotes) {
+  EXPECT_EQ(LogQuoted("x', container 'forged"), "x\\', container \\'forged");
+  EXPECT_EQ(LogQuoted("a\\'b"), "a\\\\\\'b");
+  EXPECT_EQ(LogQuoted("plain"), "plain");
+  EXPECT_EQ(LogQuoted("two\nlines'"), "two\\nlines\\'");
+}
+
 TEST(LogTextTest, ControlCharactersAreEscaped) {
   EXPECT_EQ(LogText(std::string("a\rb\tc\x1b[31md\x7f" "e\0f", 15)),
             "a\\rb\\tc\\x1b[31md\\x7fe\\x00f");

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "base/utf8.h"
 
 namespace codemode {
@@ -60,6 +61,10 @@ std::string LogText(absl::string_view text, size_t max) {
     i += len;
   }
   return out;
+}
+
+std::string LogQuoted(absl::string_view text, size_t max) {
+  return absl::StrReplaceAll(LogText(text, max), {{"'", "\\'"}});
 }
 
 LogRateLimit::LogRateLimit(double per_second, double burst)

@@ -33,6 +33,9 @@ inline constexpr size_t kLogTextLongMax = 1024;
 std::string LogText(absl::string_view text, size_t max = kLogTextMax);
 // For error texts and data.
 inline std::string LogLongText(absl::string_view text) { return LogText(text, kLogTextLongMax); }
+// LogText for a text printed inside '...' in a line: its quotes escaped too (\'), so that
+// the peer's text cannot close the quotes and add fields of its own (owner='x' status=200).
+std::string LogQuoted(absl::string_view text, size_t max = kLogTextMax);
 
 // A token bucket for log lines a peer can provoke: `per_second` lines a second on average,
 // bursts of up to `burst` (0: max(1, per_second)). A rate of 0 lets nothing through.

@@ -348,7 +348,7 @@ void McpSession::Log(const std::string& level, const std::string& logger,
   int index = LogLevelIndex(level);
   if (index < 0) {
     spdlog::warn("mcp session {}: dropping a log message with unknown level '{}'", key_,
-                 codemode::LogText(level));
+                 codemode::LogQuoted(level));
     return;
   }
   std::shared_ptr<ReplySink> sink;

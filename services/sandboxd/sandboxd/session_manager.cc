@@ -398,7 +398,7 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateAdmitted(
         absl::StrCat("cannot write the session record: ", st.message()));
   }
   spdlog::info("session {} created (container {}, owner '{}')", session->metadata().id,
-               session->metadata().container_name, codemode::LogText(session->metadata().owner));
+               session->metadata().container_name, codemode::LogQuoted(session->metadata().owner));
   metrics_->SessionCreated(source, config.language, absl::Now() - began);
   // Lost while it was being created (the catalog could not be sent), or while pinned:
   // its tombstone tells.
@@ -455,10 +455,10 @@ void SessionManager::FinishRetired(Retired retired) {
     spdlog::info(
         "session {} (owner '{}') lost: its slot is free; its id answers 'session lost' "
         "until deleted or for --lost_session_ttl",
-        id, codemode::LogText(owner));
+        id, codemode::LogQuoted(owner));
   } else {
     spdlog::info("session {} (owner '{}') ended to make room for a new session ({})",
-                 codemode::LogText(id), codemode::LogText(owner),
+                 codemode::LogText(id), codemode::LogQuoted(owner),
                  codemode::LogLongText(retired.reclaimed));
   }
   for (const std::string& old : retired.pushed_out) {

@@ -57,6 +57,20 @@ TEST_F(SessionManagerTest, CreateGetListDelete) {
   EXPECT_EQ(Eval(m, b.id(), "1 + 1"), "2");
 }
 
+// The owner is the client's text: in the daemon's lines its quotes are escaped, so it cannot
+// close the quotes it is printed in and add fields of its own.
+TEST_F(SessionManagerTest, AnOwnersQuotesCannotForgeFieldsInTheLog) {
+  LogCapture log;  // before the manager's threads, removed after they are gone
+  SessionManager* m = StartManager(Options());
+  sandbox::v1::CreateSessionRequest r;
+  r.set_owner("x', container 'forged");
+  sandbox::v1::Session s = Create(m, r);
+  ASSERT_FALSE(s.id().empty());
+  EXPECT_EQ(log.Count("owner 'x\\', container \\'forged')"), 1);
+  EXPECT_EQ(log.Count("container 'forged'"), 0);
+  StopManager(m);
+}
+
 TEST_F(SessionManagerTest, CreateRejectsBadRequests) {
   SessionManager* m = StartManager();
   sandbox::v1::CreateSessionRequest r;
