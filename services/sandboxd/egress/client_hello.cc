@@ -89,6 +89,7 @@ ClientHello ParseHandshake(absl::string_view message) {
     if (bad) return Fail(ClientHello::kMalformed, "a malformed server_name extension");
   }
   if (r.bad() || extensions.bad()) return Fail(ClientHello::kMalformed, "a truncated ClientHello");
+  if (r.left() > 0) return Fail(ClientHello::kMalformed, "bytes after a ClientHello's extensions");
   return hello;
 }
 
@@ -124,7 +125,11 @@ ClientHello ParseClientHello(absl::string_view bytes) {
       }
     }
   }
-  message.resize(needed);
+  // A client sends nothing else before the server's answer: more handshake bytes in the
+  // ClientHello's records would be a second message the check never read.
+  if (message.size() > needed) {
+    return Fail(ClientHello::kMalformed, "another handshake message in the ClientHello's records");
+  }
   return ParseHandshake(message);
 }
 

@@ -67,13 +67,13 @@ TEST(ClientHelloTest, WhatIsNotAHelloIsSaidSo) {
 }
 
 // A minimal ClientHello record: version, random, empty session id, one suite, null
-// compression, and `extensions` (each type, length, data).
-std::string HelloWith(const std::string& extensions) {
+// compression, and `extensions` (each type, length, data), then `tail` inside the message.
+std::string HelloWith(const std::string& extensions, const std::string& tail = "") {
   std::string body = std::string("\x03\x03", 2) + std::string(32, 'r') + std::string("\x00", 1) +
                      std::string("\x00\x02\x13\x01\x01\x00", 6);
   body += static_cast<char>(extensions.size() >> 8);
   body += static_cast<char>(extensions.size() & 0xff);
-  body += extensions;
+  body += extensions + tail;
   std::string message = std::string("\x01\x00", 2);
   message += static_cast<char>(body.size() >> 8);
   message += static_cast<char>(body.size() & 0xff);
@@ -110,6 +110,22 @@ TEST(ClientHelloTest, ARepeatedServerNameIsMalformed) {
       HelloWith(ServerNameExtension({"evil.test"}) + ServerNameExtension({"a.test"})));
   EXPECT_EQ(two.state, ClientHello::kMalformed) << "server name " << two.server_name.value_or("");
   EXPECT_EQ(two.error, "a ClientHello repeats an extension");
+}
+
+// What the check did not read is what a server could: bytes after the extensions, or a
+// second handshake message in the ClientHello's record, make it malformed.
+TEST(ClientHelloTest, BytesAfterItsExtensionsOrASecondMessageAreMalformed) {
+  const ClientHello tail = ParseClientHello(HelloWith(ServerNameExtension({"a.test"}), "junk"));
+  EXPECT_EQ(tail.state, ClientHello::kMalformed);
+  EXPECT_EQ(tail.error, "bytes after a ClientHello's extensions");
+  std::string two = HelloWith(ServerNameExtension({"a.test"}));
+  const std::string second = std::string("\x01\x00\x00\x00", 4);
+  const size_t length = ((static_cast<uint8_t>(two[3]) << 8) | static_cast<uint8_t>(two[4])) + second.size();
+  two[3] = static_cast<char>(length >> 8);
+  two[4] = static_cast<char>(length & 0xff);
+  const ClientHello parsed = ParseClientHello(two + second);
+  EXPECT_EQ(parsed.state, ClientHello::kMalformed);
+  EXPECT_EQ(parsed.error, "another handshake message in the ClientHello's records");
 }
 
 TEST(ClientHelloTest, AServerNameListOfTwoIsMalformed) {
