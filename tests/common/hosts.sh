@@ -108,10 +108,22 @@ case "$command" in
     [[ $# -eq 3 && "$3" =~ ^[0-9]+$ ]] || usage
     [[ "$3" == 0 ]] || check_index "$name" "$3"
     echo "$(prefix_of "$name").$(($3 + 1))" ;;
-  cut | restore)
+  cut)
     [[ $# -eq 3 ]] || usage
     check_index "$name" "$3"
-    ip link set "mhv-$name-$3" "$([[ $command == cut ]] && echo down || echo up)" ;;
+    ip link set "mhv-$name-$3" down ;;
+  restore)
+    [[ $# -eq 3 ]] || usage
+    check_index "$name" "$3"
+    ip link set "mhv-$name-$3" up
+    # The kernel tells a carrier change to the link's users up to a second later: until
+    # both ends say up, packets still drop.
+    for _ in $(seq 50); do
+      [[ $(cat "/sys/class/net/mhv-$name-$3/operstate") == up ]] &&
+        ip -n "mh-$name-$3" -o link show eth0 | grep -q 'state UP' && exit 0
+      sleep 0.1
+    done
+    die "host $3's link is not up 5 s after restore" ;;
   exec)
     [[ $# -ge 4 ]] || usage
     check_index "$name" "$3"
