@@ -66,6 +66,8 @@ fi
 #    runsc is gVisor, the OCI runtime of sandboxd's --isolation=gvisor.
 #    prometheus-cpp serves /metrics; prometheus (with promtool) checks it in the tests.
 #    bubblewrap and libseccomp-dev: the wasm tier's jail layers (tests/wasm-spike).
+#    iproute2 makes the multi-host tests' hosts (tests/common/hosts.sh); dnsmasq-base is
+#    their DNS server (the binary alone, without Debian's dnsmasq service on port 53).
 packages=(
   build-essential cmake ccache pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
@@ -74,7 +76,7 @@ packages=(
   python3 systemd bubblewrap libseccomp-dev
   clang-14 libclang-rt-14-dev
   universal-ctags
-  haproxy openssl
+  haproxy openssl iproute2 dnsmasq-base
   prometheus-cpp-dev prometheus
 )
 # Node.js: any install that provides node and npm will do (Debian's, or NodeSource's,

@@ -104,7 +104,10 @@ const WASM_DEFAULTS = process.env.SANDBOXD_TEST_ISOLATION === "wasm"
   : [];
 
 export class Sandboxd {
-  constructor(extraArgs = []) {
+  // `prefix`: a command that runs sandboxd and keeps its pid (it execs), as
+  // `hosts.sh exec NAME I` does to run it on another host.
+  constructor(extraArgs = [], { prefix = [] } = {}) {
+    this.prefix = prefix;
     this.dir = tempDir("sbxd-");
     this.socket = path.join(this.dir, "sandboxd.sock");
     this.stateDir = path.join(this.dir, "state");
@@ -134,8 +137,9 @@ export class Sandboxd {
     await waitFor(() => this.log.includes("health SERVING"), `sandboxd on ${this.socket} to serve`, 60000);
   }
   async start() {
-    this.proc = track(spawnTied(required("SANDBOXD_BIN"), [`--socket=${this.socket}`,
-      `--state_dir=${this.stateDir}`, "--pool_size=2", ...this.extraArgs],
+    const command = [...this.prefix, required("SANDBOXD_BIN"), `--socket=${this.socket}`,
+      `--state_dir=${this.stateDir}`, "--pool_size=2", ...this.extraArgs];
+    this.proc = track(spawnTied(command[0], command.slice(1),
       { stdio: ["ignore", "ignore", "pipe"] }));
     this.proc.stderr.on("data", (d) => { this.log += d; });
     await waitFor(() => canConnect(this.socket), `sandboxd on ${this.socket}`, 30000);
@@ -150,7 +154,8 @@ export class Sandboxd {
     });
   }
   async stop(signal = "SIGTERM") {
-    if (!this.proc || this.proc.exitCode !== null) return;
+    // Gone already: exited, or killed by a signal (exitCode stays null then).
+    if (!this.proc || this.proc.exitCode !== null || this.proc.signalCode !== null) return;
     const exited = new Promise((r) => this.proc.once("exit", r));
     this.proc.kill(signal);
     await exited;

@@ -2,6 +2,7 @@
 // binaries, real upstream MCP servers (the npm reference servers) and real MCP clients
 // (the TypeScript SDK). Paths come from the environment ctest sets:
 //   SANDBOXD_BIN, GATEWAY_BIN, NODE_PEERS (deploy/node/node_modules)
+import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
@@ -38,6 +39,30 @@ const { StreamableHTTPClientTransport } = await sdk("client/streamableHttp.js");
 export const sdkTypes = await sdk("types.js");
 export { Client, StreamableHTTPClientTransport };
 
+// TLS material for sandboxd TCP ports at `addresses` (IP addresses or DNS names), made by
+// tests/common/make_test_certs.sh in a new directory: `certs` (its files), and `token`, a
+// --tcp_token_file every sandboxd and gateway of the test shares.
+export function tlsMaterial(addresses) {
+  const dir = tempDir("tls-");
+  const certs = path.join(dir, "certs");
+  execFileSync(path.join(import.meta.dirname, "../../common/make_test_certs.sh"), [certs, ...addresses]);
+  const token = path.join(dir, "token");
+  fs.writeFileSync(token, randomBytes(24).toString("hex"), { mode: 0o600 });
+  return { certs, token };
+}
+// sandboxd's flags for its TCP port at `endpoint` (host:port) over TLS, wanting client
+// certificates of the test CA.
+export function tlsSandboxdArgs(endpoint, { certs, token }) {
+  return [`--listen_tcp=${endpoint}`, `--tcp_token_file=${token}`, `--tls_cert_file=${certs}/server.pem`,
+    `--tls_key_file=${certs}/server-key.pem`, `--tls_client_ca_file=${certs}/ca.pem`];
+}
+// The gateway's flags to reach such ports with `client`'s certificate (other-client: one
+// of another CA).
+export function tlsGatewayArgs({ certs, token }, client = "client") {
+  return [`--sandboxd_token_file=${token}`, `--sandboxd_tls_ca_file=${certs}/ca.pem`,
+    `--sandboxd_tls_cert_file=${certs}/${client}.pem`, `--sandboxd_tls_key_file=${certs}/${client}-key.pem`];
+}
+
 // Writes an mcpServers config file and returns its path.
 export function writeConfig(servers, dir = tempDir("gwcfg-")) {
   const file = path.join(dir, "mcp.json");
@@ -60,6 +85,17 @@ export async function startEverythingHttp(mode) {
   await waitFor(() => canConnect({ port, host: "127.0.0.1" }), `server-everything ${mode}`);
   const url = mode === "sse" ? `http://127.0.0.1:${port}/sse` : `http://127.0.0.1:${port}/mcp`;
   return { proc, port, url, log: () => log };
+}
+
+// An SDK v2 client (tests/node22's, at $NODE22_PEERS: ctest sets it for the tests on Node
+// 22) pinned to protocol 2026-07-28, connected over Streamable HTTP to `url`.
+export async function connectV2(url, headers = {}, name = "sdk-v2") {
+  const v2 = (p) => import(pathToFileURL(path.join(required("NODE22_PEERS"), "@modelcontextprotocol/client/dist", p)).href);
+  const { Client: ClientV2, StreamableHTTPClientTransport: TransportV2 } = await v2("index.mjs");
+  const c = new ClientV2({ name, version: "1.0.0" },
+    { capabilities: {}, versionNegotiation: { mode: { pin: "2026-07-28" } } });
+  await c.connect(new TransportV2(new URL(url), { requestInit: { headers } }));
+  return c;
 }
 
 // An SDK (v1) client connected over Streamable HTTP to `url`, sending `headers`.
@@ -200,8 +236,11 @@ export function rawStdioGateway({ config, sandboxd }) {
 
 // run_python through an SDK client; returns the CallToolResult.
 export async function runPython(client, code, extra = {}, options = {}) {
-  return client.callTool({ name: "run_python", arguments: { code, ...extra } }, undefined,
-    { timeout: 120000, ...options });
+  const request = { name: "run_python", arguments: { code, ...extra } };
+  const requestOptions = { timeout: 120000, ...options };
+  // The SDK v2 client takes the request options second; v1 third, after a result schema.
+  if (typeof client.getProtocolEra === "function") return client.callTool(request, requestOptions);
+  return client.callTool(request, undefined, requestOptions);
 }
 
 // A subscriptions/listen stream of protocol 2026-07-28, opened with fetch (the SDK v2

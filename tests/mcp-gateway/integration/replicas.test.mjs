@@ -13,25 +13,21 @@
 //     with another CA's certificate is refused by sandboxd.
 // Runs on Node 22 (tests/node22) for the SDK v2 client; HAPROXY names the binary.
 import assert from "node:assert/strict";
-import { execFileSync, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import fs from "node:fs";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
-import { pathToFileURL } from "node:url";
 import { after, before, describe, test } from "node:test";
 import {
-  GATEWAY_BIN, GatewayHttp, Sandboxd, connectClient, freePort, openListen, runPython, spawnTied, stopAll, tempDir, text,
-  track, waitFor, writeConfig,
+  GATEWAY_BIN, GatewayHttp, Sandboxd, connectClient, connectV2, freePort, openListen, runPython, spawnTied, stopAll,
+  tempDir, text, tlsGatewayArgs, tlsMaterial, tlsSandboxdArgs, track, waitFor, writeConfig,
 } from "./harness.mjs";
 import { canConnect, required } from "../../common/processes.mjs";
 
-const NODE22_PEERS = required("NODE22_PEERS");
 const HAPROXY = required("HAPROXY");
 const CONFIG = path.join(import.meta.dirname, "../../../deploy/haproxy/haproxy.cfg");
-const v2 = (p) => import(pathToFileURL(path.join(NODE22_PEERS, "@modelcontextprotocol/client/dist", p)).href);
-const { Client, StreamableHTTPClientTransport } = await v2("index.mjs");
 
 const handleOf = (r) => r.structuredContent?.sandbox;
 // The printed part of a result (its last line names the handle).
@@ -134,9 +130,7 @@ describe("gateway replicas behind HAProxy", () => {
   test("a listen stream on one replica hears of a file a run through the other left", async () => {
     const stream = await openListen(replicas[0].url, auth(), "r1", { resourcesListChanged: true });
     assert.deepEqual((await stream.next()).params.notifications, { resourcesListChanged: true });
-    const c = new Client({ name: "sdk-v2-other", version: "1.0.0" },
-      { capabilities: {}, versionNegotiation: { mode: { pin: "2026-07-28" } } });
-    await c.connect(new StreamableHTTPClientTransport(new URL(replicas[1].url), { requestInit: { headers: auth() } }));
+    const c = await connectV2(replicas[1].url, auth(), "sdk-v2-other");
     const r = await runPython(c, "import os\nos.makedirs('/workspace/out', exist_ok=True)\n"
       + "open('/workspace/out/elsewhere.txt', 'w').write('from replica 2')");
     assert.equal(r.isError, false, text(r));
@@ -147,9 +141,7 @@ describe("gateway replicas behind HAProxy", () => {
   });
 
   test("a 2026-07-28 client keeps its variables while the replicas die in turn", async () => {
-    const c = new Client({ name: "sdk-v2", version: "1.0.0" },
-      { capabilities: {}, versionNegotiation: { mode: { pin: "2026-07-28" } } });
-    await c.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: auth() } }));
+    const c = await connectV2(url, auth());
     const first = await runPython(c, "x = 41\nprint('set')");
     assert.equal(first.isError, false, text(first));
 
@@ -255,21 +247,14 @@ describe("sandboxd on another machine (TLS)", () => {
   // good as one on another machine.
   const address = Object.values(os.networkInterfaces()).flat()
     .find((i) => i && i.family === "IPv4" && !i.internal)?.address;
-  const dir = tempDir("tls-");
-  const certs = path.join(dir, "certs");
-  const token = path.join(dir, "token");
-  let sandboxd, endpoint;
-  const tlsArgs = (client = "client") => [`--sandboxd=${endpoint}`, `--sandboxd_token_file=${token}`,
-    `--sandboxd_tls_ca_file=${certs}/ca.pem`, `--sandboxd_tls_cert_file=${certs}/${client}.pem`,
-    `--sandboxd_tls_key_file=${certs}/${client}-key.pem`];
+  let sandboxd, endpoint, tls;
+  const tlsArgs = (client = "client") => [`--sandboxd=${endpoint}`, ...tlsGatewayArgs(tls, client)];
 
   before(async () => {
     assert.ok(address, "this test needs an IPv4 address that is not loopback");
-    execFileSync(path.join(import.meta.dirname, "../../common/make_test_certs.sh"), [certs, address]);
+    tls = tlsMaterial([address]);
     endpoint = `${address}:${await freePort()}`;
-    sandboxd = new Sandboxd([`--listen_tcp=${endpoint}`, `--tcp_token_file=${token}`,
-      `--tls_cert_file=${certs}/server.pem`, `--tls_key_file=${certs}/server-key.pem`,
-      `--tls_client_ca_file=${certs}/ca.pem`]);
+    sandboxd = new Sandboxd(tlsSandboxdArgs(endpoint, tls));
     await sandboxd.start();
   });
   after(async () => {
@@ -295,7 +280,7 @@ describe("sandboxd on another machine (TLS)", () => {
   test("without a CA to check sandboxd with, the gateway does not start, on loopback neither", () => {
     for (const e of [endpoint, "127.0.0.1:50051"]) {
       const out = spawnSync(GATEWAY_BIN, ["--transport=http", "--listen=127.0.0.1:0", `--config=${writeConfig({})}`,
-        `--sandboxd=${e}`, `--sandboxd_token_file=${token}`], { encoding: "utf8", timeout: 30000,
+        `--sandboxd=${e}`, `--sandboxd_token_file=${tls.token}`], { encoding: "utf8", timeout: 30000,
         env: { ...process.env, MCP_GATEWAY_TOKEN: "t".repeat(32) } });
       assert.equal(out.status, 2, out.stderr);
       assert.match(out.stderr, /reaches only over TLS.*--sandboxd_tls_ca_file/s);

@@ -1,0 +1,170 @@
+// sandboxd on three hosts, each a network namespace with its own address on one bridge
+// (tests/common/hosts.sh), reached over TLS with client certificates by one gateway in the
+// root namespace that lists the three (`--sandboxd a:50051,b:50051,c:50051`). Through the
+// SDK v2 client pinned to 2026-07-28, by handle:
+//   - new sandboxes spread over the hosts;
+//   - a host whose sandboxd is killed (kill -9, its containers removed) fails only its own
+//     sandboxes, with an error naming its endpoint, within the call's deadline; the other
+//     hosts keep theirs and take the new ones;
+//   - a host cut off (its link down, its processes alive) holds no call past its deadline
+//     and is passed over for new sandboxes; linked again, it serves its sandboxes with
+//     their variables.
+// How long each failure took to be seen is printed (`# measured:` lines), not asserted.
+// Runs on Node 22 (tests/node22) for the SDK v2 client; needs root (ip netns).
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { after, before, describe, test } from "node:test";
+import {
+  GatewayHttp, Sandboxd, connectV2, runPython, stopAll, text, tlsGatewayArgs, tlsMaterial, tlsSandboxdArgs,
+  writeConfig,
+} from "./harness.mjs";
+
+const HOSTS = path.join(import.meta.dirname, "../../common/hosts.sh");
+const hosts = (...args) => execFileSync("bash", [HOSTS, ...args], { encoding: "utf8" }).trim();
+// Ours alone: another copy of this test runs under another pid.
+const NAME = `gw${process.pid.toString(36)}`;
+const PORT = 50051;  // each host has its own address, so every sandboxd takes the same port
+// A run's deadline in the gateway when sandboxd stops answering: its timeout plus 60 s
+// (SandboxClient::Execute). RUN_TIMEOUT is the runs' timeout_seconds here.
+const RUN_TIMEOUT = 1;
+const RUN_DEADLINE_MS = (RUN_TIMEOUT + 60) * 1000;
+// A create's deadline (SandboxClient::CreateSession): a placement that took less did not
+// try a create on a host that does not answer.
+const CREATE_DEADLINE_MS = 20000;
+// resources/list asks each endpoint in turn, 5 s at most each (SandboxClient::ListOwned),
+// after waiting up to 2 s for its connection (SandboxClient::Stub).
+const LIST_DEADLINE_MS = 3 * (5000 + 2000);
+// What the gateway and the client add to a call beyond its deadline (HTTP, the SDK).
+const CALL_SLACK_MS = 5000;
+
+// Hosts of copies of this test that died without cleaning up (ctest's timeout kill): their
+// names say whose they were.
+function removeStaleHosts() {
+  const state = "/run/sandbox-hosts";
+  for (const name of fs.existsSync(state) ? fs.readdirSync(state) : []) {
+    const pid = /^gw([0-9a-z]+)$/.exec(name) && parseInt(name.slice(2), 36);
+    if (pid && pid !== process.pid && !fs.existsSync(`/proc/${pid}`)) hosts("down", name);
+  }
+}
+process.on("exit", () => { try { hosts("down", NAME); } catch { /* reported by after() */ } });
+
+const measured = (what, ms) => console.log(`# measured: ${what}: ${Math.round(ms)} ms`);
+async function timed(promise) {
+  const t0 = performance.now();
+  const value = await promise;
+  return { value, ms: performance.now() - t0 };
+}
+
+describe("sandboxd on three hosts (network namespaces)", () => {
+  const daemons = [];  // daemons[i] on host i + 1
+  const endpoints = [];
+  let gateway, client;
+
+  // run_python by handle (a new sandbox without one), with RUN_TIMEOUT.
+  const run = (code, sandbox) => runPython(client, code, { timeout_seconds: RUN_TIMEOUT, ...(sandbox ? { sandbox } : {}) });
+  const counts = () => daemons.map((d) => d.sessions().length);
+  // A new sandbox holding `code`'s variables: its handle and the index of its host.
+  async function newSandbox(code) {
+    const before = counts();
+    const r = await run(code);
+    assert.equal(r.isError, false, text(r) + gateway.log);
+    const host = counts().findIndex((n, i) => n > before[i]);
+    assert.notEqual(host, -1, `no host recorded the new sandbox: ${before} -> ${counts()}`);
+    return { handle: r.structuredContent.sandbox, host };
+  }
+  async function assertKeeps({ handle, host }, value) {
+    const r = await run("print(x)", handle);
+    assert.equal(r.isError, false, `host ${host + 1}: ${text(r)}`);
+    assert.equal(r.structuredContent.stdout, `${value}\n`);
+  }
+
+  before(async () => {
+    removeStaleHosts();
+    hosts("up", NAME, "3");
+    const addresses = [1, 2, 3].map((i) => hosts("addr", NAME, String(i)));
+    const tls = tlsMaterial(addresses);
+    for (const [i, address] of addresses.entries()) {
+      endpoints.push(`${address}:${PORT}`);
+      daemons.push(new Sandboxd([...tlsSandboxdArgs(endpoints[i], tls), "--pool_size=1"],
+        { prefix: ["bash", HOSTS, "exec", NAME, String(i + 1)] }));
+    }
+    await Promise.all(daemons.map((d) => d.start()));
+    await Promise.all(daemons.map((d) => d.serving()));
+    gateway = new GatewayHttp({ config: writeConfig({}), sandboxd: endpoints.join(","), extraArgs: tlsGatewayArgs(tls) });
+    await gateway.start();
+    client = await connectV2(gateway.url, gateway.authHeaders, "sdk-v2-multihost");
+  });
+  after(async () => {
+    await client?.close();
+    await gateway?.stop();
+    for (const d of daemons) await d.stop();
+    await stopAll();
+    hosts("down", NAME);
+    assert.equal(fs.existsSync(`/run/netns/mh-${NAME}-1`), false, "hosts.sh down left a namespace");
+  });
+
+  const sandboxes = [];  // one per host, x = its `value`
+  test("new sandboxes spread over the three hosts, each reached at its own address", async () => {
+    for (let i = 0; i < 3; ++i) sandboxes.push({ ...await newSandbox(`x = ${i + 1}\nprint('set')`), value: i + 1 });
+    assert.deepEqual(sandboxes.map((s) => s.host).sort(), [0, 1, 2], "one new sandbox on each host");
+    assert.deepEqual(counts(), [1, 1, 1]);
+    for (const s of sandboxes) await assertKeeps(s, s.value);
+    assert.match(gateway.log, /TCP endpoints over TLS/);
+  });
+
+  test("a killed host fails only its own sandboxes, naming its endpoint; new ones go elsewhere", async () => {
+    const dead = sandboxes.find((s) => s.host === 2);
+    await daemons[2].stop("SIGKILL");  // no clean-up: what a crashed host leaves
+    daemons[2].removeContainers();
+
+    const { value: r, ms } = await timed(run("print(x)", dead.handle));
+    measured("a run on the killed host's sandbox fails after", ms);
+    console.log(`# error: ${text(r)}`);
+    assert.equal(r.isError, true, text(r));
+    assert.ok(text(r).includes(endpoints[2]), `the error names ${endpoints[2]}: ${text(r)}`);
+    assert.match(text(r), /unavailable/i);
+    assert.ok(ms < RUN_DEADLINE_MS, `failed after ${ms} ms`);
+
+    for (const s of sandboxes.filter((s) => s.host !== 2)) await assertKeeps(s, s.value);
+    for (let i = 0; i < 2; ++i) {
+      const { value: s, ms: placed } = await timed(newSandbox("x = 'new'"));
+      measured(`new sandbox ${i + 1} with a host killed placed in`, placed);
+      assert.notEqual(s.host, 2, "no sandbox placed on the killed host");
+    }
+  });
+
+  test("a host cut off holds no call past its deadline and is passed over; back, it serves again", async () => {
+    const cut = sandboxes.find((s) => s.host === 1);
+    const live = sandboxes.find((s) => s.host === 0);
+    hosts("cut", NAME, "2");
+    // The run on the cut host waits while the others go on.
+    const stuck = timed(run("print(x)", cut.handle).catch((e) => e));  // awaited below, whatever fails before
+    const placed = [];
+    for (let i = 0; i < 2; ++i) {
+      const { value: s, ms } = await timed(newSandbox("x = 'new'"));
+      measured(`new sandbox ${i + 1} with a host cut off placed in`, ms);
+      assert.ok(ms < CREATE_DEADLINE_MS, `placed after ${ms} ms: a create waited on the cut-off host`);
+      placed.push(s.host);
+    }
+    assert.deepEqual(placed, [0, 0], "new sandboxes go to the host still linked");
+    await assertKeeps(live, live.value);
+    const { value: listed, ms: listMs } = await timed(client.listResources());
+    measured("resources/list with a host cut off (and one killed) answers after", listMs);
+    assert.ok(Array.isArray(listed.resources));
+    assert.ok(listMs < LIST_DEADLINE_MS + CALL_SLACK_MS, `resources/list held ${listMs} ms`);
+
+    const { value: r, ms } = await stuck;
+    if (r instanceof Error) throw r;
+    measured("a run on the cut-off host's sandbox fails after", ms);
+    console.log(`# error: ${text(r)}`);
+    assert.equal(r.isError, true, text(r));
+    assert.ok(text(r).includes(endpoints[1]), `the error names ${endpoints[1]}: ${text(r)}`);
+    assert.ok(ms < RUN_DEADLINE_MS + CALL_SLACK_MS, `held ${ms} ms, past the run's deadline of ${RUN_DEADLINE_MS} ms`);
+
+    hosts("restore", NAME, "2");
+    const { ms: back } = await timed(assertKeeps(cut, cut.value));
+    measured("the restored host's sandbox answers again after", back);
+  });
+});
