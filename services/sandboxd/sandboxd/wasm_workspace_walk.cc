@@ -57,6 +57,7 @@ struct Dir {
   // Every name of the listing stat'ed and every subdirectory visited: a name gone or
   // swapped since leaves the listing short of what the directory held.
   bool complete = true;
+  bool has_subdirs = false;
   std::vector<Entry> entries;
 };
 
@@ -148,6 +149,17 @@ void Unsettle(Walk& walk, const Key& key) {
 
 bool VisitDirectory(int fd, int depth, const Key* expected, Walk& walk);
 
+// Whether the subdirectory `name` of `fd` is the listed `key`, unchanged since its listing
+// and with no subdirectory: then a pass has nothing to do in it but this fstatat.
+bool UnchangedLeaf(int fd, const std::string& name, const Key& key, Walk& walk) {
+  const auto known = walk.dirs.find(key);
+  struct stat st;
+  return known != walk.dirs.end() && known->second.settled && !known->second.has_subdirs &&
+         fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) && KeyOf(st) == key &&
+         Same(known->second.mtime, st.st_mtim) && Same(known->second.ctime, st.st_ctim) &&
+         walk.visited.insert(key).second;
+}
+
 // Opens the subdirectory `name` of `fd` (the directory `parent`) and visits it; what cannot
 // be opened, or is not `expected` (when given), unsettles the parent.
 void VisitSubdirectory(int fd, const Key& parent, const std::string& name, const Key* expected, int depth,
@@ -156,6 +168,7 @@ void VisitSubdirectory(int fd, const Key& parent, const std::string& name, const
     walk.use.too_deep = true;
     return;
   }
+  if (expected != nullptr && UnchangedLeaf(fd, name, *expected, walk)) return;
   const int child = OpenWasmWorkspaceDirectory(fd, name.c_str());
   if (child >= 0 ? !VisitDirectory(child, depth + 1, expected, walk)
                  : errno == ENOENT || errno == ENOTDIR || errno == ELOOP) {
@@ -200,6 +213,7 @@ void ListAndVisit(int fd, const struct stat& st, const struct timespec& now, int
     }
     const bool subdir = S_ISDIR(entry.st_mode);
     dir.entries.push_back({KeyOf(entry), subdir ? name : std::string()});
+    dir.has_subdirs = dir.has_subdirs || subdir;
     if (subdir) VisitSubdirectory(fd, key, name, nullptr, depth, walk);
   }
   // A subdirectory moved here from where the walk has not looked yet, or moved away to
