@@ -79,6 +79,7 @@ struct Walk {
   std::map<Key, Dir> dirs;
   std::map<Key, uint64_t> bytes;  // of every inode the walk has stat'ed, as of its latest stat
   uint64_t listings = 0;
+  bool relisted = false;  // a relist pass ran: the first pass's count is not the latest listings'
   struct timespec unsettled_until = {};  // the latest mtime or ctime of a listing not settled
   std::vector<Key> changed;  // a sweep's: directories changed since their latest listing
   std::set<Key> visited;     // this pass's
@@ -312,6 +313,7 @@ bool RunPass(const std::string& path, Pass pass, Walk& walk) {
   const int root = OpenWasmWorkspaceDirectory(AT_FDCWD, path.c_str());
   if (root < 0) return false;
   walk.pass = pass;
+  walk.relisted = walk.relisted || pass == Pass::kRelist;
   walk.visited.clear();
   walk.changed.clear();
   VisitDirectory(root, 0, nullptr, walk);
@@ -368,6 +370,7 @@ absl::StatusOr<WasmWorkspaceUse> MeasureWasmWorkspace(const std::string& path, u
                           fs_type.f_type == TMPFS_MAGIC;
     walk.use.inodes = 1;
     VisitDirectory(root, 0, nullptr, walk);
+    walk.use.bytes += walk.root_bytes;
     if (walk.over || (walk.stop_after != 0 && walk.use.inodes >= walk.stop_after)) {
       walk.use.inodes = std::max(walk.use.inodes, walk.stop_after);  // over the inode budget
       return walk.use;
@@ -381,7 +384,7 @@ absl::StatusOr<WasmWorkspaceUse> MeasureWasmWorkspace(const std::string& path, u
       return walk.use;
     }
     if (walk.churn.empty()) {
-      CountListings(KeyOf(st), walk);
+      if (walk.relisted) CountListings(KeyOf(st), walk);
       CountUnlinkedOpenFiles(holders, st.st_dev, walk.use);
       return walk.use;
     }
