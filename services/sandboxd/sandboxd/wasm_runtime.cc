@@ -29,6 +29,7 @@
 #include "sandboxd/log.h"
 #include "sandboxd/resource_usage.h"
 #include "sandboxd/subprocess.h"
+#include "sandboxd/wasm_last_words.h"
 #include "sandboxd/wasm_process.h"
 #include "sandboxd/wasm_snapshot.h"
 
@@ -82,6 +83,7 @@ std::string LastWords(const std::string& log_path) {
     if (!words.empty()) words += " | ";
     words.append(l.data(), l.size());
   }
+  words = RedactWasmLastWords(words);
   return words.size() > 600 ? words.substr(words.size() - 600) : words;
 }
 

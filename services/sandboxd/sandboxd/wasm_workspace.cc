@@ -24,163 +24,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Directories deeper than this are not walked (each level holds one open directory).
-constexpr int kMaxDepth = 128;
-// Walks of a workspace that code changes under them (names that vanish or move while the
-// walk visits them) before the measure gives up (UNAVAILABLE).
-constexpr int kWalks = 3;
-// A getdents64 buffer with less room left than this may have stopped short of the end.
-constexpr size_t kRoomForAnEntry = sizeof(struct dirent64) + 256;
-
-struct Walk {
-  uint64_t stop_after = 0;
-  // The filesystem keeps a directory's st_nlink at 2 + its subdirectories (ext4, xfs, tmpfs).
-  bool counts_subdirs = false;
-  // Why this walk's count cannot be trusted ("" while it can): code renamed or removed what
-  // the walk had listed, so what moved may be where the walk had looked already.
-  std::string churn;
-  std::vector<char> buffer = std::vector<char>(256 << 10);  // getdents64's, shared by every directory
-  WasmWorkspaceUse use;
-  bool Done() const { return !churn.empty() || (stop_after != 0 && use.inodes >= stop_after); }
-};
-
-// The names in a directory, as of one instant.
-struct Listing {
-  std::vector<std::string> names;
-  uint64_t subdirs = 0;     // entries of type DT_DIR
-  bool types_known = true;  // no entry of type DT_UNKNOWN
-};
-
-// Opens the directory `name` in `parent` (AT_FDCWD: a path) for reading, never following a
-// symbolic link. A directory of ours that we may not read or search (code running as our
-// uid made it with mode 0300) gets the owner's rwx first, through an O_PATH descriptor (no
-// name to swap in between), and `*restore` says the mode to give back after the walk (with
-// S_IFDIR, so that a mode 0 is told from none: 0). -1 when it cannot be opened even so.
-int OpenToWalk(int parent, const char* name, mode_t* restore) {
-  *restore = 0;
-  const int path_fd = openat(parent, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (path_fd < 0) return -1;
-  struct stat st;
-  if (fstat(path_fd, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & S_IRWXU) != S_IRWXU &&
-      chmod(absl::StrCat("/proc/self/fd/", path_fd).c_str(), (st.st_mode & 07777) | S_IRWXU) == 0) {
-    *restore = S_IFDIR | (st.st_mode & 07777);
-  }
-  const int fd = openat(path_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  close(path_fd);
-  return fd;
-}
-
-// Reads every name in the directory `fd` into `*out` before the walk visits any: the kernel
-// holds a directory's lock through one getdents64 call, so a buffer that takes them all
-// (grown until it does) sees them as of one instant, and code that renames a name from where
-// the walk has not read yet to where it has read makes the name vanish (churn) instead of
-// hiding it. False when the walk is done (also once the names reach the walk's stop_after).
-bool ListDirectory(int fd, Walk& walk, Listing* out) {
-  // Names past stop_after are not needed: a full buffer of this size holds that many.
-  const size_t most = walk.stop_after == 0 ? size_t{1} << 30
-                                            : (walk.stop_after - walk.use.inodes + 1) * sizeof(struct dirent64);
-  ssize_t n = 0;
-  for (;;) {
-    if (lseek(fd, 0, SEEK_SET) != 0 || (n = getdents64(fd, walk.buffer.data(), walk.buffer.size())) < 0) {
-      walk.use.hidden = "a directory sandboxd cannot read";
-      return false;
-    }
-    if (walk.buffer.size() - size_t(n) >= kRoomForAnEntry || walk.buffer.size() >= most) break;
-    walk.buffer.resize(std::max(walk.buffer.size(), std::min(walk.buffer.size() * 4, most)));
-  }
-  *out = Listing();
-  do {  // a filesystem that answers in parts: the rest, as the kernel gives it
-    for (ssize_t at = 0; at < n;) {
-      const auto* e = reinterpret_cast<const struct dirent64*>(walk.buffer.data() + at);
-      at += e->d_reclen;
-      if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-      if (walk.stop_after != 0 && walk.use.inodes + out->names.size() + 1 >= walk.stop_after) {
-        walk.use.inodes = walk.stop_after;  // over the inode budget: what the names hold does not matter
-        return false;
-      }
-      out->names.push_back(e->d_name);
-      out->subdirs += e->d_type == DT_DIR;
-      out->types_known = out->types_known && e->d_type != DT_UNKNOWN;
-    }
-  } while ((n = getdents64(fd, walk.buffer.data(), walk.buffer.size())) > 0);
-  return true;
-}
-
-// Counts the entries of the directory `fd` (which it closes, giving it the mode `restore`
-// from OpenToWalk back if not 0) and, depth first, of its subdirectories: each opened relative to its
-// parent with O_NOFOLLOW, so code renaming a directory into a symbolic link while the walk
-// runs cannot lead it out of the workspace. What it cannot see goes into walk.use.hidden; a
-// name that vanished or changed type after the read, or a subdirectory come or gone while
-// the walk was below the directory, is churn: code can rename what the walk listed to where
-// it has looked already, so a name gone is not taken for a name deleted.
-void WalkDirectory(int fd, mode_t restore, int depth, Walk& walk) {
-  Listing listing;
-  const bool listed = !walk.Done() && ListDirectory(fd, walk, &listing);
-  for (size_t i = 0; listed && i < listing.names.size() && !walk.Done(); ++i) {
-    const char* name = listing.names[i].c_str();
-    struct stat st;
-    if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      if (errno == ENOENT) {
-        walk.churn = "a name vanished while the walk ran";
-      } else {
-        walk.use.hidden = "a name sandboxd cannot stat";
-      }
-      continue;
-    }
-    walk.use.inodes++;
-    walk.use.bytes += uint64_t(st.st_blocks) * 512;
-    if (!S_ISDIR(st.st_mode)) continue;
-    if (depth + 1 >= kMaxDepth) {
-      walk.use.too_deep = true;
-      continue;
-    }
-    mode_t child_restore = 0;
-    const int child = OpenToWalk(fd, name, &child_restore);
-    if (child >= 0) {
-      WalkDirectory(child, child_restore, depth + 1, walk);
-    } else if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP) {
-      walk.churn = "a directory moved or was swapped while the walk ran";
-    } else {
-      walk.use.hidden = "a directory sandboxd cannot read";
-    }
-  }
-  // A subdirectory moved here from where the walk has not looked yet, or moved away to
-  // where it has looked, shows in the link count (ext4 gives up counting past 65,000, at 1).
-  struct stat now;
-  if (listed && !walk.Done() && walk.counts_subdirs && listing.types_known && fstat(fd, &now) == 0) {
-    if (now.st_nlink < 2) {
-      walk.use.hidden = "a directory with more subdirectories than its filesystem counts";
-    } else if (now.st_nlink - 2 != listing.subdirs) {
-      walk.churn = "a directory gained or lost a subdirectory while the walk ran";
-    }
-  }
-  if (restore != 0) fchmod(fd, restore & 07777);
-  close(fd);
-}
-
-// Adds the regular files on `dev` that the processes `pids` hold open with no name left
-// (st_nlink 0), each once: a walk sees names only, and code keeps a removed file's blocks
-// for as long as it holds the file open.
-void CountUnlinkedOpenFiles(const std::vector<pid_t>& pids, dev_t dev, WasmWorkspaceUse& use) {
-  std::set<ino_t> seen;
-  for (pid_t pid : pids) {
-    const std::string fds = absl::StrCat("/proc/", pid, "/fd");
-    DIR* dir = opendir(fds.c_str());
-    if (dir == nullptr) {
-      if (errno != ENOENT) use.hidden = absl::StrCat("files sandboxd cannot see (", fds, ": ", strerror(errno), ")");
-      continue;  // ENOENT: the process has ended
-    }
-    while (dirent* e = readdir(dir)) {
-      struct stat st;
-      if (e->d_name[0] == '.' || fstatat(dirfd(dir), e->d_name, &st, 0) != 0) continue;
-      if (!S_ISREG(st.st_mode) || st.st_nlink != 0 || st.st_dev != dev || !seen.insert(st.st_ino).second) continue;
-      use.inodes++;
-      use.bytes += uint64_t(st.st_blocks) * 512;
-    }
-    closedir(dir);
-  }
-}
-
 // Gives this process (the owner) read, write and search on the directory `fd` (which it
 // closes) and, depth first, on every directory beneath it, opened as WalkDirectory opens
 // them: what code made unwritable (chmod 0500) can then be deleted by a sandboxd that is
@@ -198,7 +41,7 @@ void OpenUpDirectory(int fd, int depth) {
   while (dirent* e = readdir(dir)) {
     if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
     struct stat st;
-    if (depth + 1 >= kMaxDepth || fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+    if (depth + 1 >= kWasmWorkspaceMaxDepth || fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
         !S_ISDIR(st.st_mode)) {
       continue;
     }
@@ -309,35 +152,21 @@ WasmWorkspaceBudget WasmWorkspaceBudgetFor(uint64_t bytes) {
   return {bytes, std::max<uint64_t>(1024, bytes / 4096)};
 }
 
-absl::StatusOr<WasmWorkspaceUse> MeasureWasmWorkspace(const std::string& path, uint64_t stop_after_inodes,
-                                                      const std::vector<pid_t>& holders) {
-  Walk walk;
-  for (int attempt = 1; attempt <= kWalks; ++attempt) {
-    mode_t restore = 0;
-    const int fd = OpenToWalk(AT_FDCWD, path.c_str(), &restore);
-    if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot open ", path, ": ", strerror(errno)));
-    struct stat st;
-    struct statfs fs_type;
-    if (fstat(fd, &st) != 0 || fstatfs(fd, &fs_type) != 0) {
-      const int error = errno;
-      close(fd);
-      return absl::UnavailableError(absl::StrCat("cannot stat ", path, ": ", strerror(error)));
-    }
-    walk = Walk();
-    walk.stop_after = stop_after_inodes;
-    walk.counts_subdirs = fs_type.f_type == EXT4_SUPER_MAGIC || fs_type.f_type == XFS_SUPER_MAGIC ||
-                          fs_type.f_type == TMPFS_MAGIC;
-    walk.use.inodes = 1;
-    walk.use.bytes = uint64_t(st.st_blocks) * 512;
-    WalkDirectory(fd, restore, 0, walk);
-    if (walk.churn.empty()) {
-      CountUnlinkedOpenFiles(holders, st.st_dev, walk.use);
-      return walk.use;
-    }
+int OpenWasmWorkspaceDirectory(int parent, const char* name) {
+  const int path_fd = openat(parent, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (path_fd < 0) return -1;
+  struct stat st;
+  if (fstat(path_fd, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & S_IRWXU) != S_IRWXU) {
+    chmod(absl::StrCat("/proc/self/fd/", path_fd).c_str(), (st.st_mode & 07777) | S_IRWXU);
   }
-  // The budget thread ends a session whose workspace stays unmeasured (kUnmeasuredBound).
-  return absl::UnavailableError(
-      absl::StrCat("the workspace changed under ", kWalks, " walks in a row (", walk.churn, ")"));
+  // O_NOATIME: a listing that moved the directory's access time would tell code watching
+  // it when the walk reads it. The owner and CAP_FOWNER may ask for it; others read plainly.
+  int fd = openat(path_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOATIME);
+  if (fd < 0 && errno == EPERM) fd = openat(path_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int error = errno;
+  close(path_fd);
+  errno = error;
+  return fd;
 }
 
 absl::StatusOr<WasmWorkspaceUse> MeasureWasmTmpfsWorkspace(const std::string& path,
@@ -377,7 +206,7 @@ std::string OverWasmWorkspaceBudget(const WasmWorkspaceUse& use, const WasmWorks
     return absl::StrCat("the workspace holds ", use.hidden, ", which its budget cannot measure");
   }
   if (use.too_deep) {
-    return absl::StrCat("the workspace nests directories deeper than ", kMaxDepth,
+    return absl::StrCat("the workspace nests directories deeper than ", kWasmWorkspaceMaxDepth,
                         " levels, past what its budget can measure");
   }
   return "";

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <string>
+#include <functional>
 #include <system_error>
 #include <vector>
 
@@ -44,19 +45,42 @@ struct WasmWorkspaceUse {
   std::string hidden;     // what the walk could not see ("a directory sandboxd cannot read"), "" if none
 };
 
+// Directories deeper than this are not walked (each level holds one open directory).
+constexpr int kWasmWorkspaceMaxDepth = 128;
+
 // A walk of the directory `path` (opened without following a final symbolic link) that
 // never follows a symbolic link and stops counting once it has seen `stop_after_inodes`
 // inodes (0: never), plus the files on its filesystem that the processes `holders` keep
-// open after removing their names (st_nlink 0). A directory of ours that we may not read
-// (mode 0300) is read with the owner's rwx added for the walk and its mode given back; one
-// that still cannot be read, like /proc/<holder>/fd, is named in `hidden`, over any budget.
-// A walk during which a name it listed vanished or was swapped, or a directory gained or
-// lost a subdirectory (where the filesystem counts them in st_nlink), is walked again: code
-// renaming a directory round names the walk has yet to reach, or has passed, would hide it.
-// UNAVAILABLE when `path` cannot be opened, or when 3 walks in a row saw such changes.
+// open after removing their names (st_nlink 0). Each inode counts once (a hard link is one
+// inode), except that a directory with more names than stop_after_inodes is over it. A
+// directory of ours that we may not read (mode 0300) is given the owner's rwx and read;
+// one that still cannot be read, like
+// /proc/<holder>/fd, is named in `hidden`, over any budget. Directories are read with
+// O_NOATIME where allowed (their access time does not tell code when the walk reads them).
+// Each directory's names are read as of one instant, but different directories at
+// different instants, so after the walk re-check passes stat every directory it listed: one
+// whose mtime or ctime moved since its listing (or that lost a listed name or subdirectory
+// while the walk visited it) is listed again, with what is new under it, until a pass finds
+// none changed, or only the directory listed last (the latest listings then hold the
+// workspace as of that listing), and what the latest listings hold is the count. A file
+// moved from a directory the walk had yet to list to one it had listed is counted so, once.
+// Three passes that still find changes make the walk churn: it is walked again.
+// UNAVAILABLE when `path` cannot be opened, or when 3 walks in a row churned.
 absl::StatusOr<WasmWorkspaceUse> MeasureWasmWorkspace(const std::string& path,
                                                       uint64_t stop_after_inodes = 0,
                                                       const std::vector<pid_t>& holders = {});
+
+// Opens the directory `name` in `parent` (AT_FDCWD: a path) for reading, never following a
+// symbolic link, with O_NOATIME where allowed; -1 when it cannot be opened. A directory of
+// ours that we may not read or search (code running as our uid made it with mode 0300)
+// gets the owner's rwx first, through an O_PATH descriptor (no name to swap in between),
+// and keeps it: a mode given back would move the directory's ctime on each walk, which
+// code could watch to learn when the walk reads it.
+int OpenWasmWorkspaceDirectory(int parent, const char* name);
+
+// Called with each directory's descriptor right after the walk has read its names: a test
+// moves files behind the walk through it. Empty: none.
+void SetWasmWorkspaceListedHookForTesting(std::function<void(int dir_fd)> hook);
 
 // statvfs of the tmpfs a sandbox mounts over the host's directory `host_path`, seen at
 // `path` (the sandbox's root under /proc). UNAVAILABLE when `path` cannot be opened or is

@@ -289,6 +289,15 @@ void ExpectEnded(const sandbox::v1::Finished& f, const std::string& why) {
       << f.DebugString();
 }
 
+// Ended by sandboxd over its 16 MiB workspace budget, or as one it could not measure.
+void ExpectEndedOverBudgetOrUnmeasured(const sandbox::v1::Finished& f) {
+  ASSERT_EQ(f.status(), sandbox::v1::Finished::SESSION_LOST) << f.DebugString();
+  EXPECT_NE(f.error().message().find("sandboxd ended the session: "), std::string::npos) << f.DebugString();
+  EXPECT_TRUE(absl::StrContains(f.error().message(), "over its budget of 16 MiB") ||
+              absl::StrContains(f.error().message(), "its workspace cannot be measured"))
+      << f.DebugString();
+}
+
 // Without bwrap a walk sees names only: a file the code removed but keeps open holds its
 // blocks all the same, and counts (3 x 12 MiB of 16 MiB here).
 TEST(WasmTest, WithoutBwrapAWorkspaceCountsTheFilesItHoldsOpenUnlinked) {
@@ -344,11 +353,63 @@ TEST(WasmTest, WithoutBwrapADirectoryRenamedRoundARingEndsTheSession) {
   sandbox::v1::Finished f = RunCode(*stub, js.id(), kRing, 60000);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("the ring's run ended after %.1f s: %s\n", took, f.error().message().c_str());
-  ASSERT_EQ(f.status(), sandbox::v1::Finished::SESSION_LOST) << f.DebugString();
-  EXPECT_NE(f.error().message().find("sandboxd ended the session: "), std::string::npos) << f.DebugString();
-  EXPECT_TRUE(absl::StrContains(f.error().message(), "over its budget of 16 MiB") ||
-              absl::StrContains(f.error().message(), "its workspace cannot be measured"))
-      << f.DebugString();
+  ExpectEndedOverBudgetOrUnmeasured(f);
+}
+
+// W7-1: a session watching the access times of two directories (a/, b/) to learn when the
+// walk has read each, moving 14 files from the one read next into the one just read and back,
+// growing them to 200 MiB a slice after each pass (and every second if it sees no read). The
+// walk's reads do not show (O_NOATIME) and its re-checks list again what moved behind it:
+// ended over its budget (or unmeasured), not after its 10 s of moving.
+constexpr char kBehindTheWalk[] = R"js(const fs = require('fs');
+fs.mkdirSync('a'); fs.mkdirSync('b');
+const d = fs.opendirSync('.'), order = []; let e; while ((e = d.readSync()) !== null) order.push(e.name); d.closeSync();
+const [X, Y] = order.filter((n) => n === 'a' || n === 'b');
+for (let i = 0; i < 3000; i++) fs.mkdirSync(`${X}/d${i}`);
+const WANT = 200 << 20, PER = 15 << 20, K = Math.ceil(WANT / PER);
+const fds = []; for (let k = 0; k < K; k++) fds.push(fs.openSync(`${Y}/f${k}`, 'w'));
+const move = (from, to) => { for (let k = 0; k < K; k++) fs.renameSync(`${from}/f${k}`, `${to}/f${k}`); };
+const at = (p) => fs.statSync(p, { bigint: true }).atimeNs;
+let ax = at(X), ay = at(Y), inX = false, written = 0, walks = 0, grown = Date.now();
+const buf = Buffer.alloc(1 << 20, 7);
+const grow = () => {
+  for (let until = Date.now() + 40, n = 0; Date.now() < until && written < WANT && n < 6; n++) {
+    fs.writeSync(fds[Math.floor(written / PER)], buf); written += buf.length;
+  }
+  grown = Date.now();
+};
+for (const end = Date.now() + 10000; Date.now() < end;) {
+  const nx = at(X);
+  if (nx !== ax) { ax = nx; if (!inX) { move(Y, X); inX = true; walks++; } }
+  const ny = at(Y);
+  if (ny !== ay) { ay = ny; if (inX) { move(X, Y); inX = false; } grow(); }
+  else if (!inX && Date.now() - grown > 1000) grow();
+}
+`${walks} walks dodged, ${written >> 20} MiB written`)js";
+
+TEST(WasmTest, WithoutBwrapFilesMovedBehindTheWalkEndTheSession) {
+  SandboxdProcess d(WasmDaemon({"--wasm_layers=node,seccomp,landlock"}));
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  sandbox::v1::Session js = JsWithWorkspace(*stub, 16 << 20);
+  sandbox::v1::Finished f = RunCode(*stub, js.id(), kBehindTheWalk, 60000);
+  std::printf("the run behind the walk: %s%s\n", f.result_repr().c_str(), f.error().message().c_str());
+  ExpectEndedOverBudgetOrUnmeasured(f);
+}
+
+// Code writing a temporary file and renaming it over its target non-stop for 8 s (past the
+// 5 s a workspace may go unmeasured), within its budget: the session is not ended.
+TEST(WasmTest, WithoutBwrapABusyWorkspaceWithinItsBudgetIsNotEnded) {
+  SandboxdProcess d(WasmDaemon({"--wasm_layers=node,seccomp,landlock"}));
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  sandbox::v1::Session js = JsWithWorkspace(*stub, 16 << 20);
+  sandbox::v1::Finished f = RunCode(*stub, js.id(), "const fs = require('fs'); fs.mkdirSync('out'); "
+      "for (let i = 0; i < 50; i++) fs.mkdirSync(`src${i}`); const data = Buffer.alloc(1 << 20, 1); let n = 0; "
+      "for (const end = Date.now() + 8000; Date.now() < end; n++) { fs.writeFileSync(`out/tmp${n % 4}`, data); "
+      "fs.renameSync(`out/tmp${n % 4}`, 'out/target'); } `${n > 100}`", 60000);
+  EXPECT_EQ(f.status(), sandbox::v1::Finished::OK) << f.DebugString();
+  EXPECT_EQ(f.result_repr(), "'true'") << f.DebugString();
 }
 
 // A session whose tmpfs is taken away (unmounted in its namespace, by root): the workspace
