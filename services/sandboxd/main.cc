@@ -419,6 +419,10 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
                              static_cast<int>(absl::ToInt64Milliseconds(tcp.handshake_timeout)));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
                              static_cast<int>(absl::ToInt64Milliseconds(tcp.idle_timeout)));
+  // The gateway pings every 10 s, calls or none, to notice a peer gone without a word;
+  // gRPC's default (one ping in 5 minutes without data) would answer that with GOAWAY.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddListeningPort(absl::StrCat("unix:", socket_path), grpc::InsecureServerCredentials());
   // Loopback is no boundary between the users of a machine: the TCP port wants a token and
   // bounds the connections that have not shown it (tcp_listener.h).

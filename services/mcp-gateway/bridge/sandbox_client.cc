@@ -25,6 +25,9 @@ constexpr auto kCreateDeadline = std::chrono::seconds(20);
 // An endpoint whose create failed for its own reasons goes after the silent ones for this
 // long.
 constexpr absl::Duration kFailedCreatePenalty = absl::Seconds(30);
+// How often the channel to an endpoint pings it, and how long an answer may take.
+constexpr std::chrono::milliseconds kKeepaliveTime{10000};
+constexpr std::chrono::milliseconds kKeepaliveTimeout{5000};
 
 std::chrono::system_clock::time_point Deadline(std::chrono::seconds d) {
   return std::chrono::system_clock::now() + d;
@@ -86,6 +89,14 @@ SandboxClient::SandboxClient(std::vector<std::string> endpoints, ToolCallLimits 
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    // A peer that is gone without a word (its host cut off, its machine down) is noticed by
+    // a ping unanswered within kKeepaliveTimeout, every kKeepaliveTime, whether or not a
+    // call is open: calls on it fail then, naming the endpoint, instead of at their deadline,
+    // and a reconnect follows. sandboxd accepts pings this often (its Serve()).
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTime.count());
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeout.count());
+    args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
     args.SetMaxReceiveMessageSize(64 << 20);
     args.SetMaxSendMessageSize(64 << 20);
     // A TCP peer proves who it is before the token or any code goes to it: TLS always
