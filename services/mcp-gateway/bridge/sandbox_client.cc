@@ -350,22 +350,48 @@ absl::Status SandboxClient::UploadFile(const SandboxRef& ref, const std::string&
   return Convert(writer->Finish(), ref.endpoint);
 }
 
+// Every endpoint at once, each within 5 s (a reconnecting channel gets that long to be
+// ready): a silent or dead endpoint costs the list 5 s, however many there are.
 Sandboxes::Owned SandboxClient::ListOwned(const std::string& owner,
                                            std::shared_ptr<codemode::CancelToken> cancel) {
-  Owned owned;
-  for (size_t i = 0; i < endpoints_.size(); ++i) {
+  struct Ask {
     grpc::ClientContext ctx;
-    Prepare(ctx, i, Deadline(std::chrono::seconds(5)));
-    CancelLink link(cancel, &ctx);
-    sandbox::v1::ListSessionsRequest req;
-    req.set_owner(owner);
+    std::unique_ptr<CancelLink> link;  // before ctx goes
     sandbox::v1::ListSessionsResponse resp;
-    if (absl::Status s = Convert(Stub(i).ListSessions(&ctx, req, &resp), i); !s.ok()) {
+    grpc::Status status;
+  };
+  const size_t n = endpoints_.size();
+  std::vector<std::unique_ptr<Ask>> asks;
+  grpc::CompletionQueue cq;
+  sandbox::v1::ListSessionsRequest req;
+  req.set_owner(owner);
+  for (size_t i = 0; i < n; ++i) {
+    asks.push_back(std::make_unique<Ask>());
+    Ask& ask = *asks.back();
+    Prepare(ask.ctx, i, Deadline(std::chrono::seconds(5)));
+    ask.ctx.set_wait_for_ready(true);
+    ask.link = std::make_unique<CancelLink>(cancel, &ask.ctx);
+    stubs_[i]->AsyncListSessions(&ask.ctx, req, &cq)->Finish(&ask.resp, &ask.status, reinterpret_cast<void*>(i));
+  }
+  for (size_t k = 0; k < n; ++k) {
+    void* tag = nullptr;
+    bool ok = false;
+    if (!cq.Next(&tag, &ok)) break;
+    if (!ok) asks[reinterpret_cast<size_t>(tag)]->status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "not sent");
+  }
+  cq.Shutdown();
+  void* tag = nullptr;
+  bool ok = false;
+  while (cq.Next(&tag, &ok)) {
+  }
+  Owned owned;
+  for (size_t i = 0; i < n; ++i) {
+    if (!asks[i]->status.ok()) {
       owned.complete = false;
       continue;
     }
     std::vector<const sandbox::v1::Session*> ready;
-    for (const sandbox::v1::Session& session : resp.sessions()) {
+    for (const sandbox::v1::Session& session : asks[i]->resp.sessions()) {
       if (session.state() == sandbox::v1::Session::READY && session.owner() == owner) ready.push_back(&session);
     }
     std::sort(ready.begin(), ready.end(), [](const auto* a, const auto* b) {
