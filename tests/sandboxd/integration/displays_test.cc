@@ -71,7 +71,7 @@ TEST_F(DisplaysTest, InfoSaysWhatEachImageOffers) {
   EXPECT_EQ(info.images(1).reference(), kDataImage);
   EXPECT_TRUE(info.images(1).present()) << "build it with scripts/setup.sh";
   std::vector<std::string> offers(info.images(1).offers().begin(), info.images(1).offers().end());
-  EXPECT_EQ(offers, (std::vector<std::string>{"python3", "nodejs", "numpy", "pandas", "matplotlib", "pil"}));
+  EXPECT_EQ(offers, (std::vector<std::string>{"python3", "nodejs", "pip", "numpy", "pandas", "matplotlib", "pil"}));
   EXPECT_EQ(info.images(2).name(), "ghost");
   EXPECT_FALSE(info.images(2).present()) << "not in podman's store";
   EXPECT_TRUE(info.images(2).offers().empty());
