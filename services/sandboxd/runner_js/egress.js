@@ -80,6 +80,7 @@ class EgressRelay {
     this.fd = null;               // --egress-fd: the relay's clients come over ports
     this.error = null;
     this.hostServer = null;
+    this.localServer = null;      // the loopback listener, once on (not on a descriptor)
     this.starting = null;         // resolves with the port once on
     this.on = false;
     this.parked = [];             // {sock, drop} in arrival order
@@ -114,6 +115,7 @@ class EgressRelay {
       throw new Error(`cannot listen: ${e.message}`);
     });
     local.on('error', (e) => log(`egress relay: ${e.message}`));
+    this.localServer = local;
     this.on = true;
     return local.address().port;
   }

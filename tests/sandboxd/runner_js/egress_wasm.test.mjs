@@ -221,6 +221,7 @@ describe('egress relay: worker streams wait for their first data', () => {
   });
   after(() => {
     relay.hostServer.close();
+    relay.localServer.close();
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
@@ -246,6 +247,7 @@ describe('egress relay: worker streams wait for their first data', () => {
     assert.equal(await hosts[0].head(1000), 'GET http://example.test/ HTTP/1.1\r\n\r\n');
     idle[1].write('later');
     assert.equal((await hosts[1].until((d) => d.length >= 5, "an idle stream's first data", 1000)).toString(), 'later');
+    for (const host of hosts) host.socket.destroy();
     main.close();
     worker.close();
   });
