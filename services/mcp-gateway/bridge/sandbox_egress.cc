@@ -2,6 +2,7 @@
 #include "bridge/sandbox_egress.h"
 
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -23,6 +24,42 @@ std::vector<std::string> WithEgress(const SandboxEgress& egress) {
     if (!PolicyEntries(policy).empty()) who.push_back(absl::StrCat("credential '", credential, "'"));
   }
   return who;
+}
+
+// Parses `text` as nlohmann::json::parse does, but refuses a key repeated in one object (the
+// parser keeps the last, so a repeated credential would silently lose its first settings):
+// the error names the key and the keys of the objects around it.
+absl::StatusOr<nlohmann::json> ParseWithoutRepeatedKeys(const std::string& text) {
+  struct Object {
+    std::string key;  // the key this object is the value of ("" at the top or in an array)
+    std::set<std::string> keys;
+  };
+  std::vector<Object> open;
+  std::string last_key;
+  std::string repeated;  // the first repeat found, said
+  auto callback = [&](int /*depth*/, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::object_start) {
+      open.push_back({last_key, {}});
+    } else if (event == Event::object_end || event == Event::array_start || event == Event::array_end) {
+      if (event == Event::object_end && !open.empty()) open.pop_back();
+      last_key.clear();
+    } else if (event == Event::key && !open.empty()) {
+      last_key = parsed.get<std::string>();
+      if (open.back().keys.insert(last_key).second || !repeated.empty()) return true;
+      std::vector<std::string> path;
+      for (size_t i = 1; i < open.size(); ++i) {
+        path.push_back(absl::StrCat("'", codemode::LogText(open[i].key.substr(0, 64)), "'"));
+      }
+      repeated = absl::StrCat("'", codemode::LogText(last_key.substr(0, 64)), "' appears twice in ",
+                              path.empty() ? "the file's object" : absl::StrJoin(path, " > "));
+    }
+    return true;
+  };
+  nlohmann::json doc = nlohmann::json::parse(text, callback, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return absl::InvalidArgumentError("not a JSON object");
+  if (!repeated.empty()) return absl::InvalidArgumentError(repeated);
+  return doc;
 }
 
 }  // namespace
@@ -100,8 +137,10 @@ absl::Status CheckPolicyText(const std::string& policy, const std::string& what)
 }
 
 absl::StatusOr<std::map<std::string, std::string>> ParseCredentialSettings(const std::string& text) {
-  const nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) return absl::InvalidArgumentError("not a JSON object");
+  absl::StatusOr<nlohmann::json> parsed = ParseWithoutRepeatedKeys(text);
+  if (!parsed.ok()) return parsed.status();
+  const nlohmann::json& doc = *parsed;
+  if (!doc.is_object()) return absl::InvalidArgumentError("not a JSON object");
   std::map<std::string, std::string> egress;
   for (const auto& [key, value] : doc.items()) {
     if (key != "credentials" || !value.is_object()) {

@@ -3,10 +3,16 @@
 // relay"), on the main thread. The session has no network; sandboxd's proxy dials into
 // `egress.sock`, a unix socket in the socket directory, and keeps connections parked there.
 // Once sandboxd turns egress on (the `egress` frame), the relay listens on 127.0.0.1 (the
-// kernel picks the port), pairs each local client with the oldest parked host connection and
-// copies bytes both ways. Every check is the host's: the relay neither reads nor limits what
-// it copies. Node cannot bind without listening, so until then egress.sock takes connections
-// and closes them at once.
+// kernel picks the port), pairs each local client, once it has sent its first bytes, with the
+// oldest parked host connection and copies bytes both ways. Every check is the host's: the
+// relay neither reads nor limits what it copies. Node cannot bind without listening, so until
+// then egress.sock takes connections and closes them at once.
+//
+// The host counts a connection as parked until its first bytes arrive: a client paired
+// before it sent any would hold one while the host dials no replacement, and a few clients
+// that connect and send nothing (a pool that pre-connects) would stall every other one. So a
+// client waits among the waiting until its first bytes (closed at EOF or error, and WAIT_MS
+// after it came, as one waiting for a host connection is).
 //
 // In the wasm tier sandboxd binds egress.sock itself and passes it listening (--egress-fd),
 // and the jail refuses socket(): the relay accepts on that descriptor once egress is on, has
@@ -21,8 +27,9 @@ const { Channel } = require('./egress_channel');
 
 const SOCKET_NAME = 'egress.sock';
 const MAX_PARKED = 64;          // host connections kept parked
-const MAX_WAITING = 256;        // local clients waiting for a parked host connection
-const WAIT_MS = 10000;          // how long a local client waits for one
+const MAX_WAITING = 256;        // local clients not yet paired: before their first bytes, or
+                                // waiting for a parked host connection
+const WAIT_MS = 10000;          // how long after it came a local client may stay unpaired
 const NO_PROXY = 'localhost,127.0.0.1,::1';
 
 // The variables that point HTTP clients at the relay on `port`.
@@ -73,10 +80,11 @@ class EgressRelay {
     this.fd = null;               // --egress-fd: the relay's clients come over ports
     this.error = null;
     this.hostServer = null;
+    this.localServer = null;      // the loopback listener, once on (not on a descriptor)
     this.starting = null;         // resolves with the port once on
     this.on = false;
     this.parked = [];             // {sock, drop} in arrival order
-    this.waiting = [];            // {client, timer}
+    this.waiting = [];            // {client, timer, ready: it sent bytes} in arrival order
   }
 
   // Resolves with the relay's port (the same one on every call), or null for a relay on a
@@ -107,6 +115,7 @@ class EgressRelay {
       throw new Error(`cannot listen: ${e.message}`);
     });
     local.on('error', (e) => log(`egress relay: ${e.message}`));
+    this.localServer = local;
     this.on = true;
     return local.address().port;
   }
@@ -123,10 +132,10 @@ class EgressRelay {
       return;
     }
     sock.on('error', () => {});
-    if (this.waiting.length) {
-      const { client, timer } = this.waiting.shift();
-      clearTimeout(timer);
-      relay(client, sock);
+    const waiter = this.waiting.find((w) => w.ready);
+    if (waiter) {
+      this.leave(waiter);
+      relay(waiter.client, sock);
     } else if (this.parked.length < MAX_PARKED) {
       // A parked connection that is readable (EOF, or bytes before its client) is dead.
       const entry = { sock, drop: () => this.drop(entry) };
@@ -143,22 +152,48 @@ class EgressRelay {
     entry.sock.destroy();
   }
 
+  // `client`, a socket or a worker's stream, waits for its first bytes, then for a parked
+  // connection.
   onClient(client) {
     client.on('error', () => {});
-    const entry = this.parked.shift();
-    if (entry) {
-      for (const event of ['data', 'end', 'close']) entry.sock.off(event, entry.drop);
-      relay(client, entry.sock);    // pipe() reads on in this tick: no byte is lost
-    } else if (this.waiting.length < MAX_WAITING) {
-      const waiter = { client, timer: null };
-      waiter.timer = setTimeout(() => {
-        this.waiting.splice(this.waiting.indexOf(waiter), 1);
-        client.destroy(new Error(`no connection to the egress proxy within ${WAIT_MS / 1000} s`));
-      }, WAIT_MS);
-      this.waiting.push(waiter);
-    } else {
+    if (this.waiting.length >= MAX_WAITING) {
       client.destroy(new Error(`over ${MAX_WAITING} egress connections wait for the proxy`));
+      return;
     }
+    const waiter = { client, timer: null, ready: false };
+    waiter.timer = setTimeout(() => {
+      this.leave(waiter);
+      client.destroy(new Error(`no connection to the egress proxy within ${WAIT_MS / 1000} s`));
+    }, WAIT_MS);
+    this.waiting.push(waiter);
+    client.once('data', (chunk) => {
+      client.pause();
+      client.unshift(chunk);        // pipe() sends it first
+      waiter.ready = true;
+      this.pair(waiter);
+    });
+    client.once('end', () => {
+      if (this.leave(waiter)) client.destroy();
+    });
+    client.once('close', () => this.leave(waiter));
+    client.resume();                // a socket comes paused (pauseOnConnect)
+  }
+
+  pair(waiter) {
+    const entry = this.parked.shift();
+    if (!entry) return;
+    for (const event of ['data', 'end', 'close']) entry.sock.off(event, entry.drop);
+    this.leave(waiter);
+    relay(waiter.client, entry.sock);
+  }
+
+  // Whether `waiter` was waiting; it no longer is.
+  leave(waiter) {
+    const at = this.waiting.indexOf(waiter);
+    if (at < 0) return false;
+    this.waiting.splice(at, 1);
+    clearTimeout(waiter.timer);
+    return true;
   }
 }
 

@@ -3,7 +3,8 @@
 // open sockets (the wasm tier: its jail refuses socket(), so no loopback relay can exist).
 // The worker's fetch() (egress_fetch.js) opens a PortStream for each connection; the main
 // thread's Channel hands the PortStream of the same id to the relay (egress.js), which copies
-// it to and from one parked host connection, as it does a local client in a container.
+// it to and from one parked host connection, as it does a local client in a container: a
+// stream takes that connection at its first data, not at its open.
 //
 // Both ends are the same Duplex. Messages, either way: {t: 'd', s, b} (bytes: an ArrayBuffer,
 // transferred), {t: 'e', s} (no more bytes: a half-close), {t: 'a', s, n} (n bytes were read),

@@ -62,6 +62,34 @@ TEST(SandboxEgressTest, SettingsFileRefusesWhatItDoesNotKnow) {
   }
 }
 
+TEST(SandboxEgressTest, SettingsFileRefusesARepeatedKey) {
+  // A parser keeps the last of repeated keys: "stdio" would lose its "#" (no egress).
+  struct Case {
+    const char* text;
+    const char* says;
+  } cases[] = {
+      {R"({"credentials": {"stdio": {"sandbox_egress": "#"}},
+           "credentials": {"token 000000000000": {"sandbox_egress": "#"}}})",
+       "'credentials' appears twice in the file's object"},
+      {R"({"credentials": {"stdio": {"sandbox_egress": "#"}, "token 000000000000": {},
+                           "stdio": {"sandbox_egress": "origin.test:1"}}})",
+       "'stdio' appears twice in 'credentials'"},
+      {R"({"credentials": {"stdio": {"sandbox_egress": "#", "sandbox_egress": "pypi.org"}}})",
+       "'sandbox_egress' appears twice in 'credentials' > 'stdio'"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<std::map<std::string, std::string>> parsed = ParseCredentialSettings(c.text);
+    ASSERT_FALSE(parsed.ok()) << c.text;
+    EXPECT_TRUE(absl::IsInvalidArgument(parsed.status())) << c.text;
+    EXPECT_EQ(parsed.status().message(), c.says) << c.text;
+  }
+  // The same key in two objects is no repeat.
+  absl::StatusOr<std::map<std::string, std::string>> parsed = ParseCredentialSettings(
+      R"({"credentials": {"stdio": {"sandbox_egress": "#"}, "token 000000000000": {"sandbox_egress": "#"}}})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->size(), 2u);
+}
+
 TEST(SandboxEgressTest, SettingsOfCredentialsNotServedAreSaid) {
   const SandboxEgress egress{"", {{"token 3f2a9c01b7e4", "pypi.org"}, {"stdio", ""}}, ""};
   EXPECT_THAT(UnservedCredentials(egress, {"stdio"}),

@@ -234,10 +234,47 @@ class EgressTest(RunnerTestCase):
             sender.join(TIMEOUT)
 
         with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as client:
+            client.sendall(up[:1])                 # the client speaks first, as a proxy's does
+            self.assertEqual(host.recv(1), up[:1])
             at_host = threading.Thread(target=pump, args=(host, down, "host"))
             at_host.start()
-            pump(client, up, "client")
+            pump(client, up[1:], "client")
             at_host.join(TIMEOUT)
         self.assertGreater(len(up), 8 << 20)
-        self.assertTrue(received["host"] == up, "the host got other bytes than were sent")
+        self.assertTrue(up[:1] + received["host"] == up, "the host got other bytes than were sent")
         self.assertTrue(received["client"] == down, "the client got other bytes than were sent")
+
+    def test_idle_clients_hold_no_parked_connection(self):
+        """A client takes a parked connection at its first bytes: clients that connect and
+        send nothing (a pool that pre-connects) leave the parked ones to the next request."""
+        port = self.egress_on()
+        parked = self.park(2)
+        time.sleep(0.2)
+        idle = [socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) for _ in range(3)]
+        for sock in idle:
+            self.addCleanup(sock.close)
+        time.sleep(0.2)
+        with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as client:
+            client.sendall(b"GET http://example.test/ HTTP/1.1\r\n\r\n")
+            parked[0].settimeout(1.0)
+            self.assertEqual(read_head(parked[0]), b"GET http://example.test/ HTTP/1.1\r\n\r\n")
+            idle[1].sendall(b"later")
+            parked[1].settimeout(1.0)
+            self.assertEqual(parked[1].recv(5), b"later")
+
+    def test_idle_client_is_closed_after_the_wait(self):
+        """A client that sends nothing is closed WAIT_SECONDS (10 s) after its accept; one
+        that closes first is dropped at once and takes no parked connection."""
+        port = self.egress_on()
+        [host] = self.park()
+        time.sleep(0.2)
+        socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT).close()
+        started = time.monotonic()
+        with socket.create_connection(("127.0.0.1", port), timeout=15) as idle:
+            self.assertEqual(idle.recv(10), b"")
+            waited = time.monotonic() - started
+        self.assertGreater(waited, 9.5)
+        self.assertLess(waited, 12.0)
+        host.settimeout(0.2)
+        with self.assertRaises(socket.timeout):
+            host.recv(10)                          # still parked, never handed out

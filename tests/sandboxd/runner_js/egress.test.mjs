@@ -168,6 +168,41 @@ describe('javascript runner: egress relay', () => {
     assert.equal(result, "'hello relay'");
   });
 
+  // Opens `count` connections to the relay that send nothing, kept in globalThis.idle.
+  const openIdle = (count) => `globalThis.idle = []; for (let i = 0; i < ${count}; i++) { ` +
+    `const s = require('net').connect(${port}, '127.0.0.1'); s.on('error', () => {}); ` +
+    "await new Promise((r) => s.once('connect', r)); idle.push(s); } ";
+
+  it('leaves the parked connections to clients that send: idle ones hold none', async () => {
+    const hosts = [await park(), await park()];
+    await sleep(200);
+    const id = client.startExec(openIdle(3) + 'await new Promise((r) => setTimeout(r, 200)); ' +
+      "const body = await (await fetch('http://example.test/beside-idle')).text(); " +
+      "idle[1].write('later'); await new Promise((r) => setTimeout(r, 500)); " +
+      'for (const s of idle) s.destroy(); body');
+    await hosts[0].until((d) => d.includes('\r\n\r\n'), 'the request beside 3 idle clients', 3000);
+    const [head, result] = await answer(hosts[0], id, /^GET http:\/\/example\.test\/beside-idle HTTP\/1\.1\r\n/);
+    assert.ok(head);
+    assert.equal(result, "'hello relay'");
+    assert.equal((await hosts[1].until((d) => d.length >= 5, "an idle client's first bytes", 3000)).toString(), 'later');
+    hosts[1].socket.destroy();
+  });
+
+  it('closes a client that sends nothing after 10 s; one that closes first takes no host', async () => {
+    const host = await park();
+    await sleep(200);
+    const r = await client.exec(openIdle(1) + 'idle[0].end(); ' +
+      "const s = require('net').connect(" + port + ", '127.0.0.1'); s.on('error', () => {}); " +
+      "const t = Date.now(); await new Promise((r) => s.once('close', r)); Date.now() - t",
+    { timeout: 30000 });
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    const waited = Number(r.result);
+    assert.ok(waited > 9500 && waited < 12000, `closed after ${waited} ms`);
+    assert.equal(host.data.length, 0);
+    assert.ok(!host.ended, 'the client that closed first took the parked connection');
+    host.socket.destroy();
+  });
+
   it('closes the connection on an egress frame whose id is not an int', async () => {
     client.send({ type: 'egress', id: '1' });
     assert.ok(await client.atEof(5000));

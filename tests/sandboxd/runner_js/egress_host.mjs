@@ -46,8 +46,8 @@ export class Parked {
     return this.data;
   }
 
-  async head() {
-    const data = await this.until((d) => d.includes('\r\n\r\n'), 'request head');
+  async head(timeout = 10000) {
+    const data = await this.until((d) => d.includes('\r\n\r\n'), 'request head', timeout);
     const end = data.indexOf('\r\n\r\n') + 4;
     this.data = data.subarray(end);
     return data.subarray(0, end).toString('latin1');

@@ -4,10 +4,13 @@
 // The worker has no loopback relay and no proxy variables: its fetch() (and Pyodide's
 // pyfetch) reaches the parked connections over its egress port. And the port's streams
 // (egress_channel.js) on their own: the window holds a writer whose reader does not read, and
-// a peer that sends past it is cut.
+// a peer that sends past it is cut; and the relay's side of those streams in this process:
+// a stream takes a parked connection at its first data, not at its open.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import { createRequire } from 'node:module';
+import os from 'node:os';
 import path from 'node:path';
 import { MessageChannel } from 'node:worker_threads';
 import { WasmRunner, makeWasmSnapshot, wasmFiles } from './harness.mjs';
@@ -16,6 +19,7 @@ import { Parked, RESPONSE, answerWith, fetchOutcome, refusedFetch } from './egre
 const require = createRequire(import.meta.url);
 const { Channel, WINDOW, PIECE } =
   require('../../../services/sandboxd/runner_js/egress_channel.js');
+const { EgressRelay } = require('../../../services/sandboxd/runner_js/egress.js');
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 const answer = answerWith;
@@ -202,6 +206,67 @@ describe('egress channel streams', () => {
     }
     const outcome = await Promise.race([cut, sleep(5000).then(() => new Error('not cut'))]);
     assert.match(outcome.message, /past its window/);
+    main.close();
+    worker.close();
+  });
+});
+
+describe('egress relay: worker streams wait for their first data', () => {
+  let dir;
+  let relay;
+  before(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'egress-streams-'));
+    relay = await EgressRelay.create(dir);
+    await relay.turnOn();
+  });
+  after(() => {
+    relay.hostServer.close();
+    relay.localServer.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  // The relay serving one end of a port; the worker's Channel on the other.
+  const serve = () => {
+    const { port1, port2 } = new MessageChannel();
+    const main = relay.serve(port1);
+    const worker = new Channel(port2);
+    port1.ref();
+    port2.ref();
+    return { main, worker };
+  };
+  const park = () => Parked.open(path.join(dir, 'egress.sock'));
+
+  it('leaves the parked connections to streams that send: idle ones hold none', async () => {
+    const { main, worker } = serve();
+    const hosts = [await park(), await park()];
+    await sleep(100);
+    const idle = [worker.open(), worker.open(), worker.open()];
+    await sleep(100);
+    const busy = worker.open();
+    busy.write('GET http://example.test/ HTTP/1.1\r\n\r\n');
+    assert.equal(await hosts[0].head(1000), 'GET http://example.test/ HTTP/1.1\r\n\r\n');
+    idle[1].write('later');
+    assert.equal((await hosts[1].until((d) => d.length >= 5, "an idle stream's first data", 1000)).toString(), 'later');
+    for (const host of hosts) host.socket.destroy();
+    main.close();
+    worker.close();
+  });
+
+  it('cuts a stream that sends nothing after 10 s, and one that ends first takes no host', async () => {
+    const { main, worker } = serve();
+    const host = await park();
+    await sleep(100);
+    worker.open().end();
+    const idle = worker.open();
+    idle.on('data', () => {});
+    const started = Date.now();
+    const error = await new Promise((r) => idle.on('error', r));
+    const waited = Date.now() - started;
+    assert.match(error.message, /no connection to the egress proxy within 10 s/);
+    assert.ok(waited > 9500 && waited < 12000, `cut after ${waited} ms`);
+    assert.equal(host.data.length, 0);
+    assert.ok(!host.ended, 'the stream that ended first took the parked connection');
+    host.socket.destroy();
     main.close();
     worker.close();
   });

@@ -2,8 +2,9 @@
 relay"). The session has no network; sandboxd's proxy dials into `egress.sock`, a unix
 socket in the socket directory, and keeps connections parked there. Once sandboxd turns
 egress on (the `egress` frame), the relay listens on 127.0.0.1 (the kernel picks the port),
-pairs each local client with the oldest parked host connection and copies bytes both ways.
-Every check is the host's: the relay neither reads nor limits what it copies.
+pairs each local client, once it has sent its first bytes, with the oldest parked host
+connection and copies bytes both ways. Every check is the host's: the relay neither reads
+nor limits what it copies.
 
 The copying runs in a process of its own (`python3 -I -c ...`, given both listening
 sockets), not in the runner's threads: there it would contend for the interpreter lock
@@ -27,8 +28,9 @@ from .common import bind_unix_socket, log
 
 SOCKET_NAME = "egress.sock"
 MAX_PARKED = 64                 # host connections kept parked
-MAX_WAITING = 256               # local clients waiting for a parked host connection
-WAIT_SECONDS = 10.0             # how long a local client waits for one
+MAX_WAITING = 256               # local clients not yet paired: before their first bytes,
+                                # or waiting for a parked host connection
+WAIT_SECONDS = 10.0             # how long after its accept a local client may stay unpaired
 MIN_COPY_BYTES = 16 * 1024      # buffer of each direction of a pair, at first
 MAX_COPY_BYTES = 256 * 1024     # ... doubled after each read that filled it, up to this
 PUMP_ROUNDS = 16                # reads and writes of one direction per wakeup
@@ -116,13 +118,20 @@ class _Broker:
     connections): it accepts on both listeners, keeps the parked host connections (closing
     those the host closed or that sent bytes before being handed out), pairs local clients
     with them in FIFO order, ends clients that waited WAIT_SECONDS and copies every pair
-    both ways over non-blocking sockets (_Pair)."""
+    both ways over non-blocking sockets (_Pair).
+
+    A local client takes a parked connection only once it has sent bytes: the host counts a
+    connection as parked until its first bytes arrive, so clients that connect and send
+    nothing would otherwise hold every parked connection while the host dials no
+    replacement. Until then it waits, polled for its first bytes, among the waiting (closed
+    at EOF or error, and at its deadline like a client waiting for a host connection)."""
 
     def __init__(self, host_listener, local_listener):
         self.host_listener = host_listener
         self.local_listener = local_listener
         self.parked = collections.deque()
-        self.waiting = collections.deque()       # (client socket, deadline)
+        self.waiting = {}                        # client socket -> deadline, in accept order
+        self.ready = {}                          # the waiting that sent bytes, in that order
         self.poller = select.poll()
         self.handlers = {}                       # fd -> (events polled for, handler(events))
         self.watch(host_listener, select.POLLIN, lambda _: self._accept_host())
@@ -152,7 +161,8 @@ class _Broker:
     def _turn(self):
         timeout = None
         if self.waiting:
-            timeout = max(0, int((self.waiting[0][1] - time.monotonic()) * 1000) + 1)
+            deadline = next(iter(self.waiting.values()))
+            timeout = max(0, int((deadline - time.monotonic()) * 1000) + 1)
         for fd, events in self.poller.poll(timeout):
             # A handler of this turn may have closed the socket an event was for, and an
             # accept may have reused its fd: every handler copes with a stale event.
@@ -160,8 +170,8 @@ class _Broker:
             if entry is not None:
                 entry[1](events)
         now = time.monotonic()
-        while self.waiting and self.waiting[0][1] <= now:
-            self.waiting.popleft()[0].close()
+        while self.waiting and next(iter(self.waiting.values())) <= now:
+            self._leave(next(iter(self.waiting))).close()
 
     def _park(self, host):
         def dead(_):                             # EOF or bytes before its client
@@ -177,12 +187,19 @@ class _Broker:
         self.watch(host, 0, None)
         return host
 
+    def _leave(self, client):
+        """Takes `client` out of the waiting, no longer polled."""
+        del self.waiting[client]
+        self.ready.pop(client, None)
+        self.watch(client, 0, None)
+        return client
+
     def _accept_host(self):
         host = _accept(self.host_listener)
         if host is None:
             return
-        if self.waiting:
-            _Pair(self, self.waiting.popleft()[0], host)
+        if self.ready:
+            _Pair(self, self._leave(next(iter(self.ready))), host)
         elif len(self.parked) < MAX_PARKED:
             self._park(host)
         else:
@@ -192,16 +209,35 @@ class _Broker:
         client = _accept(self.local_listener)
         if client is None:
             return
+        if len(self.waiting) >= MAX_WAITING:
+            client.close()
+            return
+        self.waiting[client] = time.monotonic() + WAIT_SECONDS
+        self.watch(client, select.POLLIN, lambda _: self._first_bytes(client))
+
+    def _first_bytes(self, client):
+        """`client` is readable: it has sent bytes (it is paired, or ready for the next host
+        connection), or it is at EOF or failed (it is closed)."""
+        if client not in self.waiting:
+            return
+        self.watch(client, 0, None)
+        try:
+            sent = client.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            self.watch(client, select.POLLIN, lambda _: self._first_bytes(client))
+            return
+        except OSError:
+            sent = b""
+        if not sent:
+            self._leave(client).close()
+            return
         while self.parked:
             host = self._unpark()
             if _quiet(host):
-                _Pair(self, client, host)
+                _Pair(self, self._leave(client), host)
                 return
             host.close()
-        if len(self.waiting) < MAX_WAITING:
-            self.waiting.append((client, time.monotonic() + WAIT_SECONDS))
-        else:
-            client.close()
+        self.ready[client] = None
 
 
 def _quiet(sock):
