@@ -48,6 +48,13 @@ function relay(a, b) {
   };
   a.on('error', cut);
   b.on('error', cut);
+  // A side destroyed before both its directions ended (a worker stream its channel closed,
+  // a socket reset) takes the other with it, or that one would wait for the proxy's idle cut.
+  for (const side of [a, b]) {
+    side.on('close', () => {
+      if (!(side.readableEnded && side.writableFinished)) cut();
+    });
+  }
   a.pipe(b);
   b.pipe(a);
 }

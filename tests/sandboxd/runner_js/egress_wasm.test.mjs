@@ -252,6 +252,22 @@ describe('egress relay: worker streams wait for their first data', () => {
     worker.close();
   });
 
+  it('takes the host connection with a stream its channel closes', async () => {
+    const { main, worker } = serve();
+    const host = await park();
+    await sleep(100);
+    const stream = worker.open();
+    stream.on('error', () => {});
+    stream.write('GET http://example.test/ HTTP/1.1\r\n\r\n');
+    await host.head(1000);
+    const closed = new Promise((r) => host.socket.on('end', () => r('closed')));
+    worker.close();
+    const outcome = await Promise.race([closed, sleep(3000).then(() => 'still open')]);
+    host.socket.destroy();
+    main.close();
+    assert.equal(outcome, 'closed');
+  });
+
   it('cuts a stream that sends nothing after 10 s, and one that ends first takes no host', async () => {
     const { main, worker } = serve();
     const host = await park();
