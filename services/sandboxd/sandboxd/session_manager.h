@@ -206,9 +206,15 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   void OnReadinessChanged();
   void ReaperLoop();
   void Recover();
-  // Re-attaches one recorded session; false (and why) when it cannot be.
+  // A connection to each record's runner (in the records' order), made all at once.
+  std::vector<absl::StatusOr<std::unique_ptr<RunnerConnection>>> ConnectRunners(
+      const std::vector<SessionRecord>& records,
+      const std::map<std::string, ContainerSummary>& containers);
+  // Re-attaches one recorded session over `conn`, its runner's connection; false (and why)
+  // when it cannot be.
   bool Reattach(const SessionRecord& record,
-                const std::map<std::string, ContainerSummary>& containers, std::string* why);
+                const std::map<std::string, ContainerSummary>& containers,
+                absl::StatusOr<std::unique_ptr<RunnerConnection>> conn, std::string* why);
   // A live session; FAILED_PRECONDITION for a lost one, NOT_FOUND for an unknown one.
   absl::StatusOr<std::shared_ptr<Session>> Find(const std::string& id);
   // Find, where a session of another owner than a non-empty `owner` (live or lost) answers

@@ -132,6 +132,37 @@ TEST(WasmTest, ACpuLoopIsHeldToTheSessionsCpuMillis) {
   EXPECT_EQ(after.result_repr(), "2") << "the session stayed stopped: " << after.DebugString();
 }
 
+// Code in a session can listen on the runner's socket (fd 3) and hold what it accepts, so a
+// restarted sandboxd's connection gets no `ready`. The runners are asked all at once, each
+// within 5 s: four such sessions cost the restart those 5 s once (one after another they
+// cost 20 s before anybody was served), and a session left alone is re-attached.
+TEST(WasmTest, SessionsHoldingTheirRunnersSocketDelayARestartOnce) {
+  SandboxdProcess d(WasmDaemon({"--pool_size=0", "--js_pool_size=0"}));
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  sandbox::v1::CreateSessionRequest js;
+  js.set_runtime("javascript");
+  for (int i = 0; i < 4; ++i) {
+    sandbox::v1::Session s = CreateSession(*stub, js);
+    ASSERT_FALSE(s.id().empty());
+    sandbox::v1::Finished f = RunCode(*stub, s.id(),
+        "const net = require('net'); globalThis.held = [];\n"
+        "net.createServer({ pauseOnConnect: true }, (c) => globalThis.held.push(c)).listen({ fd: 3 });\n"
+        "'holding'");
+    ASSERT_EQ(f.result_repr(), "'holding'") << f.DebugString();
+  }
+  sandbox::v1::Session quiet = CreateSession(*stub, js);
+  ASSERT_EQ(RunCode(*stub, quiet.id(), "globalThis.kept = 42").result_repr(), "42");
+  ASSERT_EQ(d.Stop(), 0);
+  const auto began = std::chrono::steady_clock::now();
+  ASSERT_TRUE(d.Start());
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  std::printf("restart with four sessions holding their runner's socket: serving after %.1f s\n", waited);
+  EXPECT_LT(waited, 12.0) << "the runners were asked one after another:\n" << d.Log();
+  stub = d.Stub();
+  EXPECT_EQ(RunCode(*stub, quiet.id(), "kept", 30000).result_repr(), "42") << "the quiet session was not re-attached";
+}
+
 // The bytes of the largest stderr file (a runner's log) in the daemon's wasm records, and
 // its text. Another session's file (the readiness probe's) may go while this reads.
 uintmax_t StderrFileBytes(const SandboxdProcess& d, std::string* text = nullptr) {
