@@ -20,6 +20,7 @@ const { Duplex } = require('stream');
 const PIECE = 64 * 1024;
 const WINDOW = 256 * 1024;
 const MAX_STREAMS = 128;
+const MAX_REFUSED = 4 * MAX_STREAMS;  // opens refused in a row before the channel is closed
 const WHY_CHARS = 200;
 
 const isId = (v) => Number.isSafeInteger(v) && v > 0;
@@ -105,7 +106,7 @@ class PortStream extends Duplex {
 // thread, `onOpen(stream)`), and routes every message to its stream.
 class Channel {
   constructor(port, onOpen = null) {
-    Object.assign(this, { port, onOpen, streams: new Map(), nextId: 1, closed: false });
+    Object.assign(this, { port, onOpen, streams: new Map(), nextId: 1, closed: false, refused: 0 });
     port.on('message', (m) => this.onMessage(m));
     port.on('close', () => this.close());
     port.unref();
@@ -120,8 +121,16 @@ class Channel {
     }
   }
 
+  // A worker's stream, refused at once when MAX_STREAMS are open. The main thread counts at
+  // most as many (it forgets a stream it cuts before telling the worker, and the worker's
+  // messages come in order), so it refuses an open only in a race with a stream still
+  // ending on its side.
   open() {
     const stream = this.add(this.nextId++);
+    if (this.streams.size > MAX_STREAMS) {
+      process.nextTick(() => stream.destroy(new Error(`over ${MAX_STREAMS} egress connections are open at once`)));
+      return stream;
+    }
     stream.post({ t: 'open', s: stream.id });
     return stream;
   }
@@ -141,9 +150,14 @@ class Channel {
     if (m.t === 'open') {
       if (!this.onOpen || this.closed || this.streams.has(m.s)) return;
       if (this.streams.size >= MAX_STREAMS) {
+        // The worker's own opens get here only in a race with a stream still ending on this
+        // side. Code posting opens on the port itself would have each answer queued outside
+        // any heap limit: past MAX_REFUSED refusals in a row the worker loses its channel.
+        if (++this.refused > MAX_REFUSED) return this.close();
         this.post({ t: 'x', s: m.s, why: `over ${MAX_STREAMS} egress connections are open at once` });
         return;
       }
+      this.refused = 0;
       this.onOpen(this.add(m.s));
       return;
     }

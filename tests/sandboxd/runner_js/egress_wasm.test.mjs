@@ -17,7 +17,7 @@ import { WasmRunner, makeWasmSnapshot, wasmFiles } from './harness.mjs';
 import { Parked, RESPONSE, answerWith, fetchOutcome, refusedFetch } from './egress_host.mjs';
 
 const require = createRequire(import.meta.url);
-const { Channel, WINDOW, PIECE } =
+const { Channel, WINDOW, PIECE, MAX_STREAMS } =
   require('../../../services/sandboxd/runner_js/egress_channel.js');
 const { EgressRelay } = require('../../../services/sandboxd/runner_js/egress.js');
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -190,6 +190,32 @@ describe('egress channel streams', () => {
     assert.equal(got, up.sent);
     assert.ok(written > 0);
     main.close();
+    worker.close();
+  });
+
+  it('refuses a worker its stream past the cap before it reaches the main thread', async () => {
+    const { main, worker, opened } = pair();
+    const streams = [];
+    for (let i = 0; i < MAX_STREAMS; i++) streams.push(worker.open());
+    const over = worker.open();
+    const refused = await new Promise((r) => over.on('error', r));
+    assert.match(refused.message, /over 128 egress connections are open at once/);
+    await sleep(50);
+    assert.equal(opened.length, MAX_STREAMS);
+    main.close();
+    worker.close();
+  });
+
+  it('closes the channel of a worker that floods it with opens past the cap', async () => {
+    const { main, worker, opened } = pair();
+    for (let i = 0; i < MAX_STREAMS; i++) worker.open();
+    let answers = 0;
+    worker.port.on('message', (m) => { if (m.t === 'x' && m.s >= 1000000) answers++; });
+    for (let i = 0; i < 4000; i++) worker.post({ t: 'open', s: 1000000 + i });
+    await sleep(300);
+    assert.equal(opened.length, MAX_STREAMS);
+    assert.ok(main.closed, 'the flood was answered open by open');
+    assert.ok(answers <= 4 * MAX_STREAMS, `${answers} refusals answered`);
     worker.close();
   });
 
