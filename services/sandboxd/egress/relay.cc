@@ -1,6 +1,9 @@
 #include "egress/relay.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <cerrno>
 
 #include <boost/asio/write.hpp>
 
@@ -78,15 +81,26 @@ void Relay::OnRead(Direction* d, size_t n) {
   if (const ByteQuota* spent = ChargeAll(quotas_, send)) return Finish(spent->name());
   *d->count += send;
   if (bounded) *more_up_ -= send;
-  asio::async_write(*d->to, asio::buffer(d->buffer.data(), send),
+  // The socket usually takes it all at once: sent here, no handler runs for it. Only what
+  // it does not take waits for room. MSG_DONTWAIT: whatever the socket's own mode.
+  const ssize_t now = ::send(d->to->native_handle(), d->buffer.data(), send, MSG_DONTWAIT | MSG_NOSIGNAL);
+  if (now < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return Finish("closed");
+  const size_t taken = now > 0 ? static_cast<size_t>(now) : 0;
+  if (taken == send) return Sent(d, bounded, grow);
+  asio::async_write(*d->to, asio::buffer(d->buffer.data() + taken, send - taken),
                     [self = shared_from_this(), d, bounded, grow](error_code ec, size_t) {
                       if (self->finished_) return;
                       if (ec) return self->Finish("closed");
-                      self->last_activity_ = Clock::now();
-                      if (bounded && self->more_up_ == uint64_t{0} && !d->eof) self->EndUp();
-                      if (grow) d->buffer.resize(d->buffer.size() * 2);
-                      self->Read(d);
+                      self->Sent(d, bounded, grow);
                     });
+}
+
+// All of a read was sent on: read the next.
+void Relay::Sent(Direction* d, bool bounded, bool grow) {
+  last_activity_ = Clock::now();
+  if (bounded && more_up_ == uint64_t{0} && !d->eof) EndUp();
+  if (grow) d->buffer.resize(d->buffer.size() * 2);
+  Read(d);
 }
 
 // One side finished sending (or failed): pass the end on as a half-close, and finish once

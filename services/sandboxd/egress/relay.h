@@ -69,6 +69,7 @@ class Relay : public std::enable_shared_from_this<Relay> {
   };
   void Read(Direction* d);
   void OnRead(Direction* d, size_t n);
+  void Sent(Direction* d, bool bounded, bool grow);
   void OnEof(Direction* d);
   void EndUp();
   void ArmIdle();
