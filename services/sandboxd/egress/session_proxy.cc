@@ -1,5 +1,8 @@
 #include "egress/session_proxy.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,6 +56,12 @@ class SessionProxy::State : public std::enable_shared_from_this<State> {
     if constexpr (std::is_same_v<Protocol, asio::ip::tcp>) {
       if (bound) *bound = std::to_string(acceptor->local_endpoint().port());
     }
+    return Serve(std::move(acceptor));
+  }
+
+  // Accepts on `acceptor` until Stop.
+  template <typename Acceptor>
+  absl::Status Serve(std::shared_ptr<Acceptor> acceptor) {
     {
       codemode::MutexLock lock(&mu_);
       if (stopped_) return absl::FailedPreconditionError("the egress proxy is stopped");
@@ -185,6 +194,54 @@ absl::StatusOr<uint16_t> SessionProxy::ListenLoopback() {
       asio::ip::tcp::endpoint(asio::ip::address_v4::loopback(), 0), &port);
   if (!s.ok()) return s;
   return static_cast<uint16_t>(std::stoi(port));
+}
+
+namespace {
+
+// The protocol of `fd` when it is a listening TCP socket bound to a loopback address (a
+// runner's, in its own network namespace); INVALID_ARGUMENT saying what it is otherwise.
+absl::StatusOr<asio::ip::tcp> LoopbackListener(int fd) {
+  auto option = [fd](int name) {
+    int value = -1;
+    socklen_t len = sizeof value;
+    return getsockopt(fd, SOL_SOCKET, name, &value, &len) == 0 ? value : -1;
+  };
+  const int domain = option(SO_DOMAIN);
+  if ((domain != AF_INET && domain != AF_INET6) || option(SO_TYPE) != SOCK_STREAM ||
+      option(SO_PROTOCOL) != IPPROTO_TCP) {
+    return absl::InvalidArgumentError("the handed-over egress listener is not a TCP socket");
+  }
+  if (option(SO_ACCEPTCONN) != 1) {
+    return absl::InvalidArgumentError("the handed-over egress listener is not listening");
+  }
+  sockaddr_storage bound{};
+  socklen_t len = sizeof bound;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
+    return absl::InvalidArgumentError("the handed-over egress listener has no address");
+  }
+  const bool loopback =
+      domain == AF_INET
+          ? (ntohl(reinterpret_cast<sockaddr_in*>(&bound)->sin_addr.s_addr) >> 24) == 127
+          : IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<sockaddr_in6*>(&bound)->sin6_addr);
+  if (!loopback) {
+    return absl::InvalidArgumentError("the handed-over egress listener is not on loopback");
+  }
+  return domain == AF_INET ? asio::ip::tcp::v4() : asio::ip::tcp::v6();
+}
+
+}  // namespace
+
+absl::Status SessionProxy::Adopt(codemode::UniqueFd listener) {
+  absl::StatusOr<asio::ip::tcp> protocol = LoopbackListener(listener.get());
+  if (!protocol.ok()) return protocol.status();
+  auto acceptor = std::make_shared<asio::ip::tcp::acceptor>(asio::make_strand(state_->io_));
+  error_code ec;
+  acceptor->assign(*protocol, listener.get(), ec);
+  if (ec) {
+    return absl::UnavailableError(absl::StrCat("egress proxy cannot adopt its listener: ", ec.message()));
+  }
+  listener.Release();  // the acceptor's now
+  return state_->Serve(std::move(acceptor));
 }
 
 absl::Status SessionProxy::DialUnix(const std::string& path, size_t parked) {

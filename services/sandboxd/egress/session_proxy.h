@@ -6,6 +6,7 @@
 //   SessionProxy proxy(io, {.session = "s1", .owner = "alice", .policy = *Policy::Parse(...),
 //                           .owner_slots = alice_slots, .resolver = &resolver, .sink = &audit});
 //   proxy.ListenUnix(socket_dir + "/egress.sock");      // the sandbox dials, or
+//   proxy.Adopt(std::move(runner_listener));            // the sandbox's clients dial, or
 //   proxy.DialUnix(socket_dir + "/egress-relay.sock", 4);   // the host dials in
 //   proxy.Narrow(*Policy::Parse("pypi.org"));   // PermissionDenied if wider than now
 //
@@ -21,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/process.h"  // UniqueFd
 #include "egress/policy.h"
 #include "egress/proxy_seams.h"
 
@@ -51,6 +53,10 @@ class SessionProxy {
   absl::Status ListenUnix(const std::string& path);
   // Listens on 127.0.0.1 on a free port; returns the port.
   absl::StatusOr<uint16_t> ListenLoopback();
+  // Accepts on `listener`, a listening TCP socket on a loopback address made elsewhere (a
+  // runner's in its own network namespace, handed over), and takes it over.
+  // INVALID_ARGUMENT saying what it is when it is not one.
+  absl::Status Adopt(codemode::UniqueFd listener);
   // The host dials in instead (parked_dialer.h): keeps `parked` connections open to the
   // relay's unix socket at `path` and serves each one the relay wakes.
   absl::Status DialUnix(const std::string& path, size_t parked);

@@ -143,7 +143,8 @@ absl::StatusOr<std::string> EgressHub::Canonical(absl::string_view policy) const
 absl::StatusOr<std::unique_ptr<SessionEgress>> EgressHub::Open(const std::string& session,
                                                                const std::string& owner,
                                                                const std::string& policy,
-                                                               const std::string& relay_socket) {
+                                                               const std::string& relay_socket,
+                                                               codemode::UniqueFd listener) {
   absl::StatusOr<Policy> parsed = Policy::Parse(policy);
   if (!parsed.ok()) return parsed.status();
   std::shared_ptr<egress::ConnectionSlots> slots;
@@ -167,7 +168,11 @@ absl::StatusOr<std::unique_ptr<SessionEgress>> EgressHub::Open(const std::string
   auto proxy = std::make_unique<egress::SessionProxy>(
       io_, egress::SessionProxy::Options{session, owner, *std::move(parsed), options_.limits, slots,
                                          bytes, resolver_.get(), this});
-  if (absl::Status s = proxy->DialUnix(relay_socket, options_.parked); !s.ok()) return s;
+  if (absl::Status s = listener.get() >= 0 ? proxy->Adopt(std::move(listener))
+                                            : proxy->DialUnix(relay_socket, options_.parked);
+      !s.ok()) {
+    return s;
+  }
   return std::unique_ptr<SessionEgress>(
       new Proxy(this, session, std::move(proxy), std::move(slots), std::move(bytes)));
 }

@@ -75,7 +75,8 @@ class EgressHub final : public EgressService, private egress::DecisionSink {
   absl::StatusOr<std::unique_ptr<SessionEgress>> Open(const std::string& session,
                                                       const std::string& owner,
                                                       const std::string& policy,
-                                                      const std::string& relay_socket) override;
+                                                      const std::string& relay_socket,
+                                                      codemode::UniqueFd listener) override;
   std::string default_policy() const override { return default_.ToString(); }
   std::string max_policy() const override { return max_.ToString(); }
 

@@ -4,8 +4,9 @@
 //
 //   absl::StatusOr<std::string> policy = service->Admit(request.egress_policy());
 //   if (!policy->empty()) {
-//     conn->TurnEgressOn(timeout);   // the runner's relay listens on egress.sock
-//     auto egress = service->Open(id, owner, *policy, socket_dir + "/egress.sock");
+//     auto listener = conn->TurnEgressOn(timeout, /*ask_listener=*/true);
+//     auto egress = service->Open(id, owner, *policy, socket_dir + "/egress.sock",
+//                                 *std::move(listener));
 //   }
 //   (*egress)->Narrow("pypi.org");   // PERMISSION_DENIED when wider than the one in force
 #pragma once
@@ -16,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "base/process.h"  // UniqueFd
 
 namespace sandboxd {
 
@@ -38,11 +40,14 @@ class EgressService {
   virtual absl::StatusOr<std::string> Admit(absl::string_view requested) const = 0;
   // `policy` parsed and put in canonical form, with no maximum (INVALID_ARGUMENT).
   virtual absl::StatusOr<std::string> Canonical(absl::string_view policy) const = 0;
-  // Serves the relay listening at `relay_socket` with `policy` (canonical, admitted).
+  // Serves the session with `policy` (canonical, admitted): accepts on `listener`, the
+  // loopback listener its runner handed over, or (none) dials the relay listening at
+  // `relay_socket`. INVALID_ARGUMENT when `listener` is not a listening TCP socket.
   virtual absl::StatusOr<std::unique_ptr<SessionEgress>> Open(const std::string& session,
                                                               const std::string& owner,
                                                               const std::string& policy,
-                                                              const std::string& relay_socket) = 0;
+                                                              const std::string& relay_socket,
+                                                              codemode::UniqueFd listener) = 0;
   virtual std::string default_policy() const = 0;
   virtual std::string max_policy() const = 0;
 };

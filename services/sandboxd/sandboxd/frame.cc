@@ -145,6 +145,10 @@ absl::StatusOr<RunnerMessage> ParseEgressOn(const json& f) {
     SBX_TRY(error, RunnerString(f, "error", 1024, false));
     m.error = error.empty() ? "the runner gave no reason" : error;
   }
+  if (f.contains("listener")) {
+    if (!f["listener"].is_boolean()) return RunnerViolation("egress_on listener is not a boolean");
+    m.listener = f["listener"].get<bool>();
+  }
   return m;
 }
 
@@ -253,6 +257,10 @@ json MakeSetCatalogFrame(uint64_t id, json catalog) {
   return json{{"type", "set_catalog"}, {"id", id}, {"catalog", std::move(catalog)}};
 }
 json MakePingFrame(uint64_t id) { return json{{"type", "ping"}, {"id", id}}; }
-json MakeEgressFrame(uint64_t id) { return json{{"type", "egress"}, {"id", id}}; }
+json MakeEgressFrame(uint64_t id, bool listener) {
+  json f{{"type", "egress"}, {"id", id}};
+  if (listener) f["listener"] = true;
+  return f;
+}
 
 }  // namespace sandboxd

@@ -87,6 +87,9 @@ struct AckMessage {
   Kind kind = Kind::kPong;
   uint64_t id = 0;
   std::string error;  // kEgressOn: empty when the relay listens
+  // kEgressOn: the runner handed its loopback listener over with the frame (SCM_RIGHTS)
+  // instead of relaying (docs/runner-protocol.md, "Egress relay").
+  bool listener = false;
 };
 
 using RunnerMessage = std::variant<ReadyMessage, OutputMessage, ToolCallMessage, DoneMessage,
@@ -137,7 +140,8 @@ nlohmann::json MakeInterruptFrame(uint64_t id);
 nlohmann::json MakeResetFrame(uint64_t id);
 nlohmann::json MakeSetCatalogFrame(uint64_t id, nlohmann::json catalog);
 nlohmann::json MakePingFrame(uint64_t id);
-// Turns the session's egress relay on (docs/runner-protocol.md, "Egress relay").
-nlohmann::json MakeEgressFrame(uint64_t id);
+// Turns the session's egress relay on (docs/runner-protocol.md, "Egress relay"); with
+// `listener`, asks for the relay's loopback listener instead.
+nlohmann::json MakeEgressFrame(uint64_t id, bool listener = false);
 
 }  // namespace sandboxd

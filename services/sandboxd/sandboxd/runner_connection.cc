@@ -66,6 +66,35 @@ absl::StatusOr<std::unique_ptr<RunnerConnection>> RunnerConnection::Connect(
   }
 }
 
+namespace {
+
+// recv() that also takes a descriptor passed with the bytes (SCM_RIGHTS), close-on-exec,
+// into *passed (replacing, and so closing, an earlier one). Room for one: the kernel closes
+// any further ones of the same message, and all of them when `passed` is null.
+ssize_t ReceiveWithDescriptor(int fd, char* buf, size_t len, codemode::UniqueFd* passed) {
+  if (passed == nullptr) return recv(fd, buf, len, 0);
+  iovec iov{buf, len};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+  if (n < 0) return n;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+        c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+      int received;
+      memcpy(&received, CMSG_DATA(c), sizeof received);
+      *passed = codemode::UniqueFd(received);
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
 RunnerConnection::RunnerConnection(int fd, absl::Duration frame_deadline)
     : fd_(fd), frame_deadline_(frame_deadline), decoder_(kMaxRunnerFrameBytes) {
   writer_ = codemode::StartThread("runner writer", [this] { WriteLoop(); });
@@ -88,7 +117,7 @@ absl::StatusOr<RunnerMessage> RunnerConnection::ReadOne(absl::Time deadline) {
     int r = poll(&p, 1, static_cast<int>(left));
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) continue;
-    ssize_t n = recv(fd_, buf, sizeof buf, 0);
+    ssize_t n = ReceiveWithDescriptor(fd_, buf, sizeof buf, taking_descriptor_ ? &passed_ : nullptr);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return absl::UnavailableError("connection closed");
     decoder_.Append(buf, static_cast<size_t>(n));
@@ -107,9 +136,13 @@ absl::Status RunnerConnection::PingSync(absl::Duration timeout) {
   return ack.status();
 }
 
-absl::Status RunnerConnection::TurnEgressOn(absl::Duration timeout) {
-  absl::StatusOr<AckMessage> ack =
-      RequestSync(MakeEgressFrame(next_sync_request++), AckMessage::Kind::kEgressOn, timeout);
+absl::StatusOr<codemode::UniqueFd> RunnerConnection::TurnEgressOn(absl::Duration timeout,
+                                                                  bool ask_listener) {
+  passed_.Reset();
+  taking_descriptor_ = ask_listener;
+  absl::StatusOr<AckMessage> ack = RequestSync(MakeEgressFrame(next_sync_request++, ask_listener),
+                                               AckMessage::Kind::kEgressOn, timeout);
+  taking_descriptor_ = false;
   if (!ack.ok()) {
     return absl::UnavailableError(
         absl::StrCat("the runner did not turn its egress relay on: ", ack.status().message()));
@@ -118,7 +151,13 @@ absl::Status RunnerConnection::TurnEgressOn(absl::Duration timeout) {
     return absl::UnavailableError(absl::StrCat("the runner could not turn its egress relay on: ",
                                                codemode::LogText(ack->error)));
   }
-  return absl::OkStatus();
+  codemode::UniqueFd listener = std::move(passed_);
+  if (!ack->listener) return codemode::UniqueFd();
+  if (!ask_listener || listener.get() < 0) {
+    return absl::UnavailableError(
+        "the runner's egress_on says it passed a listener, but none was asked for or arrived");
+  }
+  return listener;
 }
 
 absl::StatusOr<AckMessage> RunnerConnection::RequestSync(const nlohmann::json& frame,

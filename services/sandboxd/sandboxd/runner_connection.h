@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "base/mutex.h"
 #include "absl/time/time.h"
+#include "base/process.h"  // UniqueFd
 #include "sandboxd/frame.h"
 
 namespace sandboxd {
@@ -62,9 +63,12 @@ class RunnerConnection {
   // Sends ping, waits for the matching pong. Only before Start().
   absl::Status PingSync(absl::Duration timeout);
   // Turns the runner's egress relay on (MakeEgressFrame) and waits for its egress_on.
-  // UNAVAILABLE with the runner's reason, or when it does not answer in time. Only before
-  // Start().
-  absl::Status TurnEgressOn(absl::Duration timeout);
+  // With `ask_listener`, a runner that can hands its loopback listener over with the reply
+  // (SCM_RIGHTS): returned, for the proxy to accept on; otherwise (a runner that relays
+  // itself) an empty descriptor. UNAVAILABLE with the runner's reason, or when it does not
+  // answer in time or says it passed a listener that did not arrive. Only before Start().
+  absl::StatusOr<codemode::UniqueFd> TurnEgressOn(absl::Duration timeout,
+                                                 bool ask_listener = false);
 
   // Starts the reader thread. `listener` must outlive Close().
   void Start(Listener* listener);
@@ -116,6 +120,11 @@ class RunnerConnection {
 
   const int fd_;
   const absl::Duration frame_deadline_;
+  // The descriptor that arrived last with the runner's bytes while TurnEgressOn asked for a
+  // listener (ReadOne); older ones are closed. At any other time the kernel drops what a
+  // runner passes.
+  codemode::UniqueFd passed_;
+  bool taking_descriptor_ = false;
   FrameDecoder decoder_;  // owned by whoever reads: the caller before Start(), then the reader
   ReadyMessage ready_;
   Listener* listener_ = nullptr;

@@ -24,13 +24,23 @@ absl::StatusOr<std::unique_ptr<SessionEgress>> SessionManager::OpenEgress(
   // A re-attached runner turned its relay on before the restart and answers `egress` again
   // at once, unless its code keeps it from answering: a restart does not wait for each one
   // (its egress_on reaches the session as a reply it ignores).
-  if (absl::Status s = wait ? conn.TurnEgressOn(options_.egress_on_timeout)
-                            : conn.Send(MakeEgressFrame(0));
-      !s.ok()) {
-    return s;
+  if (!wait) {
+    if (absl::Status s = conn.Send(MakeEgressFrame(0)); !s.ok()) return s;
+    return options_.egress->Open(md.id, md.owner, policy, RelaySocket(md), codemode::UniqueFd());
   }
-  return options_.egress->Open(md.id, md.owner, policy,
-                               factory_.SocketDir(md.container_name) + "/egress.sock");
+  // A new container's runner, which has run no code of the session yet, hands its loopback
+  // listener over, so that the proxy accepts the code's connections itself (no relay in
+  // between). gVisor's sockets are not the host's, and a restart finds the runner running
+  // the session's code: those relay (docs/egress.md, "The relay inside, and which side
+  // dials").
+  absl::StatusOr<codemode::UniqueFd> listener =
+      conn.TurnEgressOn(options_.egress_on_timeout, md.isolation == Isolation::kContainer);
+  if (!listener.ok()) return listener.status();
+  return options_.egress->Open(md.id, md.owner, policy, RelaySocket(md), *std::move(listener));
+}
+
+std::string SessionManager::RelaySocket(const Session::Metadata& md) const {
+  return factory_.SocketDir(md.container_name) + "/egress.sock";
 }
 
 std::unique_ptr<SessionEgress> SessionManager::ReopenEgress(const std::string& recorded,

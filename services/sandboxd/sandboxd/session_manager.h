@@ -192,6 +192,7 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
                                                             const std::string& policy,
                                                             RunnerConnection& conn,
                                                             bool wait = true);
+  std::string RelaySocket(const Session::Metadata& md) const;  // its egress.sock
   // The egress of a re-attached session with `recorded` policy; null, and why in
   // md->egress_lost_reason, when it can no longer have it.
   std::unique_ptr<SessionEgress> ReopenEgress(const std::string& recorded, Session::Metadata* md,

@@ -44,6 +44,67 @@ TEST_F(ProxyTest, AnAllowedTunnelRelaysBytesBothWays) {
   EXPECT_EQ(d[0].bytes_down, hello.size() + 4);
 }
 
+// A TCP listener on 127.0.0.1 (any port), listening unless `listen_too` is false; its fd.
+int LoopbackListener(const char* address = "127.0.0.1", bool listen_too = true) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  inet_pton(AF_INET, address, &a.sin_addr);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  if (listen_too) EXPECT_EQ(listen(fd, 16), 0);
+  return fd;
+}
+
+uint16_t PortOf(int fd) {
+  sockaddr_in a{};
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  return ntohs(a.sin_port);
+}
+
+// A runner's listener, handed over: its connections are the proxy's, checked as its own.
+TEST_F(ProxyTest, AnAdoptedListenerIsServedWithThePolicy) {
+  auto proxy = Make("origin.test:$PORT, 127.0.0.0/8:$PORT");
+  const int fd = LoopbackListener();
+  const uint16_t port = PortOf(fd);
+  ASSERT_TRUE(proxy->Adopt(codemode::UniqueFd(fd)).ok());
+  Client allowed = Client::Tcp(port);
+  ASSERT_THAT(Connect(allowed, Origin()), StartsWith("HTTP/1.1 200"));
+  const std::string hello = ClientHelloFor("origin.test");
+  ASSERT_TRUE(allowed.Send(hello + "ping"));
+  EXPECT_EQ(allowed.Read("ping"), hello + "ping");
+  Client refused = Client::Tcp(port);
+  EXPECT_THAT(Connect(refused, "other.test:443"), StartsWith("HTTP/1.1 403"));
+  proxy->Stop();
+  EXPECT_TRUE(allowed.ClosedWithin(std::chrono::seconds(5)));
+  bool closed = false;  // Stop closes the adopted listener: connections are refused
+  for (int i = 0; i < 500 && !closed; ++i) {
+    closed = !Client::Tcp(port).connected();
+    if (!closed) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(closed) << "port " << port << " still accepts after Stop";
+}
+
+// Only a listening TCP socket bound to loopback is adopted; anything else is refused,
+// saying what it is (and closed).
+TEST_F(ProxyTest, OnlyALoopbackTcpListenerIsAdopted) {
+  auto proxy = Make("origin.test:$PORT");
+  auto refusal = [&](int fd) {
+    absl::Status s = proxy->Adopt(codemode::UniqueFd(fd));
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    return std::string(s.message());
+  };
+  EXPECT_THAT(refusal(LoopbackListener("127.0.0.1", false)), HasSubstr("not listening"));
+  EXPECT_THAT(refusal(LoopbackListener("0.0.0.0")), HasSubstr("not on loopback"));
+  EXPECT_THAT(refusal(socket(AF_UNIX, SOCK_STREAM, 0)), HasSubstr("not a TCP socket"));
+  EXPECT_THAT(refusal(socket(AF_INET, SOCK_DGRAM, 0)), HasSubstr("not a TCP socket"));
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  close(pipe_fds[1]);
+  EXPECT_THAT(refusal(pipe_fds[0]), HasSubstr("not a TCP socket"));
+  EXPECT_THAT(refusal(-1), HasSubstr("not a TCP socket"));
+}
+
 // A bulk transfer both ways at once, through buffers that grow while it runs: every byte
 // arrives, once and in order.
 TEST_F(ProxyTest, ABulkTransferArrivesWholeAndInOrder) {

@@ -4,6 +4,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "egress_fixture.h"
+#include "egress_relays.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "harness.h"
@@ -140,9 +141,14 @@ TEST_F(EgressTest, APolicyIsAdmittedNarrowedOwnedAndKeptAcrossARestart) {
   EXPECT_THAT(refused.error_message(), HasSubstr("entry 1 (\"origin.test:*\") is wider"));
   sandbox::v1::Session s = CreateWith(*stub, allowed_);
   ASSERT_FALSE(s.id().empty());
+  // A new container's runner hands its listener to the proxy; gVisor's relays. After the
+  // restart both relay: the listener went with the old daemon.
+  EXPECT_EQ(RunCode(*stub, s.id(), kCountRelaysCode).stdout(),
+            TestIsolation() == "gvisor" ? "1\n" : "0\n");
 
   stub = NarrowThenRestart(d, s.id());
   ASSERT_NE(stub, nullptr) << "narrowing or the restart failed";
+  EXPECT_EQ(RunCode(*stub, s.id(), kCountRelaysCode).stdout(), "1\n");
   sandbox::v1::Finished f = RunCode(*stub, s.id(), absl::StrCat(
       "import urllib.request, urllib.error\n"
       "print(urllib.request.urlopen('http://origin.test:", http_, "/page', timeout=10).read().decode())\n"

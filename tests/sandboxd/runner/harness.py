@@ -214,9 +214,12 @@ class Client:
             self.sock.close()
             raise
         self.next_id = 100
+        self.passed = []                    # descriptors that came with frames (SCM_RIGHTS)
 
     def close(self):
         self.sock.close()
+        for fd in self.passed:
+            os.close(fd)
 
     def send(self, frame):
         self.send_raw(json.dumps(frame).encode())
@@ -228,7 +231,8 @@ class Client:
     def _recv_exact(self, size):
         data = b""
         while len(data) < size:
-            part = self.sock.recv(size - len(data))
+            part, fds, _, _ = socket.recv_fds(self.sock, size - len(data), 4)
+            self.passed.extend(fds)
             if not part:
                 raise EOFError("runner closed the connection")
             data += part

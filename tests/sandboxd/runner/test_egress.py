@@ -107,6 +107,61 @@ class EgressTest(RunnerTestCase):
         self.assertLess(time.monotonic() - started, 1.0)
         self.assertOk(self.client.finish_exec(exec_id))
 
+    def get_through_a_parked_connection(self):
+        """User code's urllib GET reaches a parked connection, and its answer the code."""
+        [host] = self.park()
+        exec_id = self.client.start_exec(
+            "import urllib.request\n"
+            "urllib.request.urlopen('http://example.test/r', timeout=10).read().decode()")
+        self.assertTrue(read_head(host).startswith(b"GET http://example.test/r "))
+        host.sendall(RESPONSE)
+        self.assertEqual(self.client.finish_exec(exec_id).value, "hello relay")
+
+    def hand_over(self):
+        """`egress` asking for the listener: (port, the listener sandboxd now holds)."""
+        frame_id = self.client.new_id()
+        self.client.send({"type": "egress", "id": frame_id, "listener": True})
+        reply = self.client.expect("egress_on")
+        self.assertEqual((reply["id"], reply.get("listener")), (frame_id, True), reply)
+        self.assertEqual(len(self.client.passed), 1, "one descriptor with egress_on")
+        listener = socket.socket(fileno=self.client.passed.pop())
+        self.addCleanup(listener.close)
+        return reply["port"], listener
+
+    def test_a_handed_over_listener_takes_the_code_s_connections(self):
+        """The proxy accepts the code's connections itself: the runner keeps no copy of the
+        listener, runs no relay and does not listen on egress.sock."""
+        port, listener = self.hand_over()
+        self.assertEqual(listener.getsockname(), ("127.0.0.1", port))
+        self.assertEqual(listener.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN), 1)
+        with self.assertRaisesRegex(AssertionError, "0 relay processes"):
+            relay_threads(self.proc.pid)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            with self.assertRaises(ConnectionRefusedError):
+                sock.connect(self.egress_path)
+        res = self.client.exec(f"import os\nsorted(os.listdir('/proc/{self.proc.pid}/fd'))")
+        runner_fds = len(res.value)
+        exec_id = self.client.start_exec(
+            "import urllib.request\n"
+            "urllib.request.urlopen('http://example.test/h', timeout=10).read().decode()")
+        listener.settimeout(TIMEOUT)
+        conn, _ = listener.accept()
+        with conn:
+            self.assertTrue(read_head(conn).startswith(b"GET http://example.test/h "))
+            conn.sendall(RESPONSE)
+        self.assertEqual(self.client.finish_exec(exec_id).value, "hello relay")
+        res = self.client.exec(f"import os\nsorted(os.listdir('/proc/{self.proc.pid}/fd'))")
+        self.assertEqual(len(res.value), runner_fds, "the runner holds no new descriptor")
+
+    def test_after_a_handover_a_later_egress_relays_on_the_same_port(self):
+        """sandboxd restarted: the listener went with it, and the relay takes its port."""
+        port, listener = self.hand_over()
+        listener.close()
+        self.assertEqual(self.egress_on(), port)
+        self.assertEqual(self.client.passed, [])
+        relay_threads(self.proc.pid)
+        self.get_through_a_parked_connection()
+
     def test_http_request_goes_to_a_parked_connection(self):
         self.egress_on()
         [host] = self.park()
@@ -185,13 +240,7 @@ class EgressTest(RunnerTestCase):
         self.client.reset()
         res = self.client.exec("import os\nos.environ['HTTP_PROXY']")
         self.assertEqual(res.value, f"http://127.0.0.1:{port}")
-        [host] = self.park()
-        exec_id = self.client.start_exec(
-            "import urllib.request\n"
-            "urllib.request.urlopen('http://example.test/r', timeout=10).read().decode()")
-        self.assertTrue(read_head(host).startswith(b"GET http://example.test/r "))
-        host.sendall(RESPONSE)
-        self.assertEqual(self.client.finish_exec(exec_id).value, "hello relay")
+        self.get_through_a_parked_connection()
         self.assertEqual(self.egress_on(), port)
 
     def test_relay_uses_one_thread_for_many_connections(self):

@@ -512,6 +512,11 @@ TEST(ParseRunnerMessageTest, EgressOnCarriesTheRunnersReason) {
   auto on = Parse(json{{"type", "egress_on"}, {"id", 3}, {"port", 41234}});
   ASSERT_TRUE(on.ok()) << on.status();
   EXPECT_EQ(std::get<AckMessage>(*on).error, "");
+  EXPECT_FALSE(std::get<AckMessage>(*on).listener);
+  auto handed = Parse(json{{"type", "egress_on"}, {"id", 3}, {"port", 41234}, {"listener", true}});
+  ASSERT_TRUE(handed.ok()) << handed.status();
+  EXPECT_TRUE(std::get<AckMessage>(*handed).listener);
+  EXPECT_PROTOCOL_ERROR((json{{"type", "egress_on"}, {"id", 3}, {"listener", 1}}), "listener");
   auto failed = Parse(json{{"type", "egress_on"}, {"id", 3}, {"error", "no egress.sock"}});
   ASSERT_TRUE(failed.ok()) << failed.status();
   EXPECT_EQ(std::get<AckMessage>(*failed).error, "no egress.sock");

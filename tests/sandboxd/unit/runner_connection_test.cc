@@ -5,10 +5,13 @@
 
 #include "sandboxd/file_frames.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <thread>
 #include <vector>
@@ -49,6 +52,26 @@ class DeafRunner {
     std::filesystem::remove_all(dir_);
   }
   const std::string& path() const { return path_; }
+
+  // Writes `frame`, with `fd` attached (SCM_RIGHTS) unless it is -1.
+  void Reply(const nlohmann::json& frame, int fd = -1) {
+    std::string bytes = EncodeFrame(frame);
+    iovec iov{bytes.data(), bytes.size()};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (fd >= 0) {
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    }
+    EXPECT_EQ(sendmsg(peer_, &msg, 0), static_cast<ssize_t>(bytes.size()));
+  }
 
   // Starts reading: the next `n` frames, as JSON (blocking).
   std::vector<nlohmann::json> ReadFrames(int n) {
@@ -178,6 +201,51 @@ TEST(RunnerConnectionTest, RunnersOfVersionOneAndTwoAreServedNewerOnesAreNot) {
   auto conn = RunnerConnection::Connect(future.path(), absl::Seconds(5));
   EXPECT_EQ(conn.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(conn.status().message()), HasSubstr("version 3, not 1 to 2"));
+}
+
+// `egress` asking (or not) for the listener, answered by `reply` of the runner (its id
+// filled in) with `fd` attached: what TurnEgressOn returns, and the frame it sent.
+absl::StatusOr<codemode::UniqueFd> TurnOn(bool ask, nlohmann::json reply, int fd,
+                                          nlohmann::json* sent) {
+  DeafRunner runner;
+  auto conn = RunnerConnection::Connect(runner.path(), absl::Seconds(5));
+  if (!conn.ok()) return conn.status();
+  std::thread answer([&] {
+    *sent = runner.ReadFrames(1).at(0);
+    reply["id"] = (*sent)["id"];
+    runner.Reply(reply, fd);
+  });
+  absl::StatusOr<codemode::UniqueFd> got = (*conn)->TurnEgressOn(absl::Seconds(5), ask);
+  answer.join();
+  return got;
+}
+
+TEST(RunnerConnectionTest, TurnEgressOnTakesTheListenerTheRunnerPasses) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const nlohmann::json handed{{"type", "egress_on"}, {"port", 4000}, {"listener", true}};
+  nlohmann::json sent;
+  absl::StatusOr<codemode::UniqueFd> got = TurnOn(true, handed, fds[0], &sent);
+  EXPECT_EQ(sent.value("listener", false), true) << sent.dump();
+  ASSERT_TRUE(got.ok()) << got.status();
+  struct stat st {};
+  ASSERT_EQ(fstat(got->get(), &st), 0) << "a descriptor of this process";
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_NE(fcntl(got->get(), F_GETFD) & FD_CLOEXEC, 0);
+
+  // A runner that says it passed one without passing it, or passes one unasked.
+  got = TurnOn(true, handed, -1, &sent);
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(got.status().message()), HasSubstr("none was asked for or arrived"));
+  got = TurnOn(false, handed, fds[1], &sent);
+  EXPECT_FALSE(sent.contains("listener")) << sent.dump();
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kUnavailable);
+
+  // A runner that relays itself answers without one: no descriptor.
+  got = TurnOn(true, {{"type", "egress_on"}, {"port", 4000}}, -1, &sent);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->get(), -1);
+  close(fds[1]);
 }
 
 TEST(RunnerConnectionTest, ASymlinkInPlaceOfTheSocketIsNotFollowed) {

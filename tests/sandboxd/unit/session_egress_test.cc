@@ -8,6 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "egress_relays.h"
 #include "sandboxd/egress_hub.h"
 #include "session_manager_fixture.h"
 
@@ -117,6 +118,23 @@ class SessionEgressTest : public SessionManagerTest {
     return f->stdout();
   }
 
+  // A session with the allowed policy in `isolation`, from a manager (*m) that allows only it.
+  absl::StatusOr<sandbox::v1::Session> CreateIn(Isolation isolation, SessionManager** m) {
+    ManagerOptions o = EgressOptions();
+    o.isolation.allowed = {isolation};
+    *m = StartManager(o);
+    sandbox::v1::CreateSessionRequest r;
+    r.set_isolation(isolation == Isolation::kWasm ? sandbox::v1::ISOLATION_WASM
+                                                  : sandbox::v1::ISOLATION_GVISOR);
+    r.set_egress_policy(allowed_);
+    return (*m)->CreateSession(r);
+  }
+  // How many relay processes the session's runner has (egress_relays.h).
+  std::string Relays(SessionManager* m, const std::string& id) {
+    std::optional<Finished> f = Run(m, id, kCountRelaysCode);
+    return f ? f->stdout() : "";
+  }
+
   std::unique_ptr<OriginServer> origin_;
   std::string port_, allowed_;
   std::unique_ptr<EgressHub> hub_;
@@ -158,16 +176,36 @@ TEST_F(SessionEgressTest, APolicyWiderThanTheMaximumIsRefusedNamingTheEntry) {
 }
 
 TEST_F(SessionEgressTest, TheWasmTierIsAdmittedAndOpenedAsTheOthersAre) {
-  ManagerOptions o = EgressOptions();
-  o.isolation.allowed = {Isolation::kWasm};
-  SessionManager* m = StartManager(o);
-  sandbox::v1::CreateSessionRequest r;
-  r.set_isolation(sandbox::v1::ISOLATION_WASM);
-  r.set_egress_policy(allowed_);
-  absl::StatusOr<sandbox::v1::Session> s = m->CreateSession(r);
+  SessionManager* m = nullptr;
+  absl::StatusOr<sandbox::v1::Session> s = CreateIn(Isolation::kWasm, &m);
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->egress_policy(), allowed_);
   EXPECT_THAT(Fetch(m, s->id()), HasSubstr("hello from origin"));
+}
+
+// A new container's runner hands its loopback listener to the proxy: no relay copies the
+// code's connections. After a restart the listener is gone with the old daemon, and the
+// runner relays on the same port.
+TEST_F(SessionEgressTest, AContainerRunnerHandsItsListenerOverAndRelaysAfterARestart) {
+  SessionManager* m1 = StartManager(EgressOptions());
+  sandbox::v1::Session s = CreateWith(m1, allowed_);
+  ASSERT_FALSE(s.id().empty());
+  EXPECT_EQ(Fetch(m1, s.id()), "hello from origin\n");
+  EXPECT_EQ(Relays(m1, s.id()), "0\n");
+  StopManager(m1);
+  SessionManager* m2 = StartManager(EgressOptions());
+  EXPECT_EQ(Fetch(m2, s.id()), "hello from origin\n");
+  EXPECT_EQ(Relays(m2, s.id()), "1\n");
+  StopManager(m2);
+}
+
+// gVisor's sockets are not the host's: its runner relays from the start.
+TEST_F(SessionEgressTest, AGvisorRunnerRelays) {
+  SessionManager* m = nullptr;
+  absl::StatusOr<sandbox::v1::Session> s = CreateIn(Isolation::kGvisor, &m);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(Fetch(m, s->id()), "hello from origin\n");
+  EXPECT_EQ(Relays(m, s->id()), "1\n");
 }
 
 TEST_F(SessionEgressTest, ASessionWithoutEgressHasNoProxyVariablesAndNoListener) {
@@ -321,7 +359,7 @@ TEST_F(SessionEgressTest, ARestartDoesNotWaitForARunnerThatHoldsBackItsAnswer) {
       "from sandbox_runner.runner import Runner\n"
       "r = [o for o in gc.get_objects() if isinstance(o, Runner)][0]\n"
       "slow = r._egress_on\n"
-      "r._egress_on = lambda frame_id: (time.sleep(8), slow(frame_id))[1]\n");
+      "r._egress_on = lambda *args: (time.sleep(8), slow(*args))[1]\n");
   ASSERT_TRUE(f);
   ASSERT_EQ(f->status(), Finished::OK) << f->error().message() << f->stderr();
   StopManager(m1);

@@ -13,6 +13,11 @@ host's speed). That process has one thread for all connections (see _Broker). A 
 ends every other process of the sandbox, the relay too: the runner starts it again on the
 same sockets, and before each exec if it died.
 
+In a new runc container sandboxd asks for the loopback listener itself (`egress` with
+`listener`): the runner passes it over and runs no relay, and sandboxd's proxy accepts the
+code's connections directly. The relay runs where that cannot be (gVisor, whose sockets are
+not the host's) and after a sandboxd restart, on the same port.
+
 A session without egress pays for one bound socket: no listen(), no process, no variable."""
 
 import collections
@@ -56,34 +61,50 @@ class EgressRelay:
         self._host_listener = None
         self._local_listener = None
         self._process = None
+        self._handed_over = False       # sandboxd holds the listener on self.port
         try:
             self._host_listener = bind_unix_socket(self.path)
         except OSError as exc:
             self.error = f"cannot create {self.path}: {exc}"
             log(self.error)
 
-    def turn_on(self):
-        """The relay's port; the same one again on later calls. Raises RuntimeError with
-        the reason when the relay cannot run."""
+    def turn_on(self, hand_over=False):
+        """(port, listener): the relay's port, the same one again on later calls, and with
+        `hand_over` on the first call the loopback listener itself, for sandboxd to accept
+        on (the caller sends and closes it): then no relay runs. A later call (sandboxd
+        restarted, and the listener went with it) listens on that port again and relays.
+        Raises RuntimeError with the reason when the relay cannot run."""
         with self._lock:
-            if self.port is not None:
-                return self.port
+            if self.port is not None and not self._handed_over:
+                return self.port, None
             if self._host_listener is None:
                 raise RuntimeError(self.error or "the relay has no socket")
             local = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             try:
-                local.bind(("127.0.0.1", 0))
+                # A later listener takes the port of the proxy variables while connections
+                # the earlier one accepted wait out TIME_WAIT: both need SO_REUSEADDR.
+                local.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                local.bind(("127.0.0.1", self.port or 0))
                 local.listen(128)
-                self._host_listener.listen(MAX_PARKED)
+                if not hand_over or self.port is not None:
+                    self._host_listener.listen(MAX_PARKED)
             except OSError as exc:
                 local.close()
                 raise RuntimeError(f"cannot listen: {exc}") from exc
+            port = local.getsockname()[1]
+            if hand_over and self.port is None:
+                self._handed_over = True
+                self._set_port(port)
+                return port, local
+            self._handed_over = False
             self._local_listener = local
             self._spawn()
-            port = local.getsockname()[1]
-            os.environ.update(proxy_environment(port))
-            self.port = port
-            return port
+            self._set_port(port)
+            return port, None
+
+    def _set_port(self, port):
+        os.environ.update(proxy_environment(port))
+        self.port = port
 
     def keep_running(self):
         """Starts the relay process again when it is gone (a reset ended it, or user code

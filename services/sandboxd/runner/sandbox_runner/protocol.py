@@ -53,10 +53,12 @@ class FrameConnection:
         self._send_lock = threading.Lock()   # the one lock for all writes to this socket
         self.alive = True
 
-    def send(self, frame):
-        return self.send_body(encode_frame(frame, prefix=False))  # FrameTooLarge: nothing sent
+    def send(self, frame, fds=()):
+        """Sends `frame`, with the descriptors `fds` attached to its first bytes (SCM_RIGHTS);
+        False when the connection is dead. FrameTooLarge: nothing sent."""
+        return self.send_body(encode_frame(frame, prefix=False), fds)
 
-    def send_body(self, body):
+    def send_body(self, body, fds=()):
         """Send one encoded frame body (UTF-8 JSON); False when the connection is dead."""
         if len(body) > MAX_FRAME_BYTES:
             raise FrameTooLarge(len(body))
@@ -65,7 +67,10 @@ class FrameConnection:
             if not self.alive:
                 return False
             try:
-                self._sock.sendall(data)
+                if fds:
+                    data = data[socket.send_fds(self._sock, [data], list(fds)):]
+                if data:
+                    self._sock.sendall(data)
             except OSError:
                 self.close()
                 return False

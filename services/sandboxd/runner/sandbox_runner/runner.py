@@ -252,7 +252,7 @@ class Runner:
             frame_field(frame, "id", int)
             self._work.put((conn, frame))
         elif kind == "egress":
-            conn.send(self._egress_on(frame_field(frame, "id", int)))
+            self._egress_on(conn, frame_field(frame, "id", int), frame.get("listener") is True)
         elif kind == "set_catalog":
             frame_field(frame, "id", int)
             servers = parse_catalog(frame_field(frame, "catalog", dict))
@@ -263,12 +263,20 @@ class Runner:
         else:
             log(f"ignoring unknown frame type {kind!r}")
 
-    def _egress_on(self, frame_id):
-        """The `egress` frame, answered on the reader thread (never behind an exec)."""
+    def _egress_on(self, conn, frame_id, hand_over):
+        """The `egress` frame, answered on the reader thread (never behind an exec); with
+        `hand_over`, the loopback listener goes to sandboxd with the answer."""
         try:
-            return {"type": "egress_on", "id": frame_id, "port": self.egress.turn_on()}
+            port, listener = self.egress.turn_on(hand_over)
         except RuntimeError as exc:
-            return {"type": "egress_on", "id": frame_id, "error": str(exc)}
+            conn.send({"type": "egress_on", "id": frame_id, "error": str(exc)})
+            return
+        reply = {"type": "egress_on", "id": frame_id, "port": port}
+        if listener is None:
+            conn.send(reply)
+            return
+        with listener:                       # sandboxd's alone once sent
+            conn.send(dict(reply, listener=True), fds=[listener.fileno()])
 
     def _interrupt(self, conn, exec_id):
         with self._lock:
