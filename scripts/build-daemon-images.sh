@@ -112,7 +112,7 @@ import_root() {
   podman import "$@" "$work/$name.tar" "$image" >/dev/null
   # The image this one replaces, now untagged (kept while a container uses it).
   [[ -z "$previous" ]] || podman rmi "$previous" >/dev/null 2>&1 || true
-  rm -rf "$work/$name" "$work/$name.tar"
+  rm -rf "${work:?}/$name" "$work/$name.tar"
   log "$image ready: $(podman image inspect --format '{{.Size}}' "$image" | numfmt --to=iec) ($name)"
 }
 
