@@ -110,13 +110,17 @@ export class GatewayHttp {
   // line is readable by every local user), and client() sends it. `tokens: n` gives it n
   // random tokens instead, one credential each (`tokens[i]`, `as(i)`); client() sends the
   // first. `auth: false` starts it with --no_auth (for clients that cannot send headers).
-  constructor({ config, sandboxd, extraArgs = [], auth = true, tokens = 1 }) {
+  // `prefix`: a command that runs it and keeps its pid (`hosts.sh exec NAME I`), listening
+  // on `host` (that host's address).
+  constructor({ config, sandboxd, extraArgs = [], auth = true, tokens = 1, prefix = [], host = "127.0.0.1" }) {
     this.tokens = auth ? Array.from({ length: tokens }, () => randomBytes(24).toString("hex")) : [];
     this.token = auth ? this.tokens[0] : "";
     this.args = [`--transport=http`, `--config=${config}`, `--sandboxd=${sandboxd}`,
       ...(auth ? [] : ["--no_auth"]), ...extraArgs];
     this.log = "";
     this.env = {};  // added to the gateway's environment
+    this.prefix = prefix;
+    this.host = host;
   }
   // Headers that authenticate a raw request (with the i-th token).
   get authHeaders() { return this.token ? { Authorization: `Bearer ${this.token}` } : {}; }
@@ -124,12 +128,13 @@ export class GatewayHttp {
   // On `port` when given (a restarted replica keeps its address).
   async start(port = undefined) {
     this.port = port ?? await freePort();
-    this.proc = track(spawnTied(GATEWAY_BIN, [...this.args, `--listen=127.0.0.1:${this.port}`],
+    const command = [...this.prefix, GATEWAY_BIN, ...this.args, `--listen=${this.host}:${this.port}`];
+    this.proc = track(spawnTied(command[0], command.slice(1),
       { stdio: ["ignore", "ignore", "pipe"],
         env: { ...process.env, ...(this.token ? { MCP_GATEWAY_TOKEN: this.tokens.join(",") } : {}), ...this.env } }));
     this.proc.stderr.on("data", (d) => { this.log += d; });
-    await waitFor(() => canConnect({ port: this.port, host: "127.0.0.1" }), "mcp-gateway http", 30000);
-    this.url = `http://127.0.0.1:${this.port}/mcp`;
+    await waitFor(() => canConnect({ port: this.port, host: this.host }), "mcp-gateway http", 30000);
+    this.url = `http://${this.host}:${this.port}/mcp`;
   }
   async client(name = "test-client", headers = {}) {
     return connectClient(this.url, { ...this.authHeaders, ...headers }, name);
