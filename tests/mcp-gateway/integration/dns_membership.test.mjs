@@ -10,33 +10,19 @@
 //   - a host removed from DNS keeps serving its sandbox's handle and gets no new sandbox.
 // Runs on Node 22 (tests/node22) for the SDK v2 client; needs root (ip netns, port 53).
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import {
-  GatewayHttp, Sandboxd, connectV2, runPython, spawnTied, stopAll, tempDir, text, tlsGatewayArgs, tlsMaterial,
-  tlsSandboxdArgs, track, waitFor, writeConfig,
+  GatewayHttp, Sandboxd, connectV2, measured, newSandboxOn, runPython, spawnTied, tempDir, testHosts, text,
+  tlsGatewayArgs, tlsMaterial, tlsSandboxdArgs, track, waitFor, writeConfig,
 } from "./harness.mjs";
 
-const HOSTS = path.join(import.meta.dirname, "../../common/hosts.sh");
-const hosts = (...args) => execFileSync("bash", [HOSTS, ...args], { encoding: "utf8" }).trim();
-// Ours alone: another copy of this test runs under another pid.
-const NAME = `dm${process.pid.toString(36)}`;
+const { hosts, name: NAME, exec, stop } = testHosts("dm");
 const PORT = 50051;
 const DNS_NAME = "sandboxd.test";  // what sandboxd's certificate names (--sandboxd_tls_server_name)
 const RESOLVE_INTERVAL_MS = 1000;  // the gateway's --sandboxd_resolve_interval here
 
-function removeStaleHosts() {
-  const state = "/run/sandbox-hosts";
-  for (const name of fs.existsSync(state) ? fs.readdirSync(state) : []) {
-    const pid = /^dm([0-9a-z]+)$/.exec(name) && parseInt(name.slice(2), 36);
-    if (pid && pid !== process.pid && !fs.existsSync(`/proc/${pid}`)) hosts("down", name);
-  }
-}
-process.on("exit", () => { try { hosts("down", NAME); } catch { /* reported by after() */ } });
-
-const measured = (what, ms) => console.log(`# measured: ${what}: ${Math.round(ms)} ms`);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 describe("sandboxd hosts found by DNS (dnsmasq, network namespaces)", () => {
@@ -59,23 +45,15 @@ describe("sandboxd hosts found by DNS (dnsmasq, network namespaces)", () => {
     } catch { return []; }
   };
   const run = (code, sandbox) => runPython(client, code, { timeout_seconds: 5, ...(sandbox ? { sandbox } : {}) });
-  async function newSandbox(code) {
-    const before = counts();
-    const r = await run(code);
-    assert.equal(r.isError, false, text(r) + gateway.log);
-    const host = counts().findIndex((n, i) => n > before[i]);
-    assert.notEqual(host, -1, `no host recorded the new sandbox: ${before} -> ${counts()}`);
-    return { handle: r.structuredContent.sandbox, host };
-  }
+  const newSandbox = (code) => newSandboxOn(daemons, () => run(code), () => gateway.log);
 
   before(async () => {
-    removeStaleHosts();
     hosts("up", NAME, "4");  // sandboxd on 1-3, the gateway on 4
     const tls = tlsMaterial([DNS_NAME]);
     for (const i of [1, 2, 3]) {
       endpoints.push(`${hosts("addr", NAME, String(i))}:${PORT}`);
       daemons.push(new Sandboxd([...tlsSandboxdArgs(endpoints[i - 1], tls), "--pool_size=1"],
-        { prefix: ["bash", HOSTS, "exec", NAME, String(i)] }));
+        { prefix: exec(i) }));
     }
     const bridge = hosts("addr", NAME, "0");
     fs.writeFileSync(hostsFile, "");
@@ -91,17 +69,13 @@ describe("sandboxd hosts found by DNS (dnsmasq, network namespaces)", () => {
       config: writeConfig({}), sandboxd: `dns:///${DNS_NAME}:${PORT}`,
       extraArgs: [...tlsGatewayArgs(tls), `--sandboxd_tls_server_name=${DNS_NAME}`,
         `--sandboxd_resolve_interval=${RESOLVE_INTERVAL_MS}ms`],
-      prefix: ["bash", HOSTS, "exec", NAME, "4"], host: hosts("addr", NAME, "4"),
+      prefix: exec(4), host: hosts("addr", NAME, "4"),
     });
     await gateway.start();
     client = await connectV2(gateway.url, gateway.authHeaders, "sdk-v2-dns-membership");
   });
   after(async () => {
-    await client?.close();
-    await gateway?.stop();
-    for (const d of daemons) await d.stop();
-    await stopAll();
-    hosts("down", NAME);
+    await stop({ client, gateway, daemons });
     assert.equal(fs.existsSync(`/run/sandbox-hosts/${NAME}.resolv-4`), false, "hosts.sh down left host 4's resolv.conf");
   });
 

@@ -2,6 +2,7 @@
 // binaries, real upstream MCP servers (the npm reference servers) and real MCP clients
 // (the TypeScript SDK). Paths come from the environment ctest sets:
 //   SANDBOXD_BIN, GATEWAY_BIN, NODE_PEERS (deploy/node/node_modules)
+import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import fs from "node:fs";
@@ -61,6 +62,44 @@ export function tlsSandboxdArgs(endpoint, { certs, token }) {
 export function tlsGatewayArgs({ certs, token }, client = "client") {
   return [`--sandboxd_token_file=${token}`, `--sandboxd_tls_ca_file=${certs}/ca.pem`,
     `--sandboxd_tls_cert_file=${certs}/${client}.pem`, `--sandboxd_tls_key_file=${certs}/${client}-key.pem`];
+}
+
+// tests/common/hosts.sh for one test file (needs root): `hosts(...args)` runs it, `name` is
+// this process's hosts (`tag` and the pid in base 36: another copy of the test has its own),
+// removed when the process exits, and `exec(i)` the prefix that runs a command on host i;
+// `stop({ client, gateway, daemons })` closes and stops them all, then removes the hosts.
+// Hosts that copies of the test killed by ctest's timeout left are removed here.
+const HOSTS_SH = path.join(import.meta.dirname, "../../common/hosts.sh");
+export function testHosts(tag) {
+  const hosts = (...args) => execFileSync("bash", [HOSTS_SH, ...args], { encoding: "utf8" }).trim();
+  const name = `${tag}${process.pid.toString(36)}`;
+  const state = "/run/sandbox-hosts";
+  for (const other of fs.existsSync(state) ? fs.readdirSync(state) : []) {
+    const pid = new RegExp(`^${tag}[0-9a-z]+$`).test(other) && parseInt(other.slice(tag.length), 36);
+    if (pid && pid !== process.pid && !fs.existsSync(`/proc/${pid}`)) hosts("down", other);
+  }
+  process.on("exit", () => { try { hosts("down", name); } catch { /* reported by the test's after() */ } });
+  const stop = async ({ client, gateway, daemons }) => {
+    await client?.close();
+    await gateway?.stop();
+    for (const d of daemons) await d.stop();
+    await stopAll();
+    hosts("down", name);
+  };
+  return { hosts, name, exec: (i) => ["bash", HOSTS_SH, "exec", name, String(i)], stop };
+}
+// A `# measured:` line of a test's output (printed, not asserted).
+export const measured = (what, ms) => console.log(`# measured: ${what}: ${Math.round(ms)} ms`);
+// A new sandbox made by `create()` (run_python without a handle) on one of `daemons`: its
+// handle and the index of the daemon whose records gained it.
+export async function newSandboxOn(daemons, create, log = () => "") {
+  const counts = () => daemons.map((d) => d.sessions().length);
+  const before = counts();
+  const r = await create();
+  assert.equal(r.isError, false, text(r) + log());
+  const host = counts().findIndex((n, i) => n > before[i]);
+  assert.notEqual(host, -1, `no host recorded the new sandbox: ${before} -> ${counts()}`);
+  return { handle: r.structuredContent.sandbox, host };
 }
 
 // Writes an mcpServers config file and returns its path.
