@@ -89,6 +89,18 @@ TEST(DnsEndpointTest, NamesAndAddressesAreParsed) {
   EXPECT_FALSE(IsAddressEndpoint("unix:/run/sandboxd.sock"));
 }
 
+// The system's resolver gives each address as an endpoint, IPv6 in brackets.
+TEST(DnsEndpointTest, TheSystemResolverGivesAddressEndpoints) {
+  std::unique_ptr<Resolver> resolver = SystemResolver();
+  absl::StatusOr<std::vector<std::string>> v6 = resolver->Resolve({"dns:///[::1]:50051", "::1", "50051"});
+  ASSERT_TRUE(v6.ok()) << v6.status();
+  EXPECT_THAT(*v6, ElementsAre("[::1]:50051"));
+  absl::StatusOr<std::vector<std::string>> local = resolver->Resolve({"dns:///localhost:7", "localhost", "7"});
+  ASSERT_TRUE(local.ok()) << local.status();
+  EXPECT_THAT(*local, ::testing::Contains("127.0.0.1:7"));
+  for (const std::string& a : *local) EXPECT_TRUE(IsAddressEndpoint(a)) << a;
+}
+
 // A DNS name resolves to addresses that no certificate names: the name to check comes from
 // --sandboxd_tls_server_name, and the gateway says so at start.
 TEST(DnsEndpointTest, ADnsNameOverTlsNeedsTheServerName) {
