@@ -7,7 +7,9 @@
 //   - new sandboxes spread over the hosts DNS lists;
 //   - a host added to DNS takes new sandboxes without a gateway restart, within one
 //     re-resolution period (--sandboxd_resolve_interval);
-//   - a host removed from DNS keeps serving its sandbox's handle and gets no new sandbox.
+//   - a host removed from DNS keeps serving its sandbox's handle and gets no new sandbox;
+//   - a gateway started after that (same handle key) still runs that sandbox by its handle:
+//     the address sealed in it is dialled though DNS no longer lists it.
 // Runs on Node 22 (tests/node22) for the SDK v2 client; needs root (ip netns, port 53).
 import assert from "node:assert/strict";
 import fs from "node:fs";
@@ -33,8 +35,10 @@ describe("sandboxd hosts found by DNS (dnsmasq, network namespaces)", () => {
 
   const counts = () => daemons.map((d) => d.sessions().length);
   // DNS lists `which` hosts (indices into daemons) from now on.
-  function listInDns(which) {
+  const writeHosts = (which) =>
     fs.writeFileSync(hostsFile, which.map((i) => `${endpoints[i].split(":")[0]} ${DNS_NAME}\n`).join(""));
+  function listInDns(which) {
+    writeHosts(which);
     dnsmasq.kill("SIGHUP");
   }
   // What the gateway's host resolves the name to, through dnsmasq.
@@ -56,18 +60,19 @@ describe("sandboxd hosts found by DNS (dnsmasq, network namespaces)", () => {
         { prefix: exec(i) }));
     }
     const bridge = hosts("addr", NAME, "0");
-    fs.writeFileSync(hostsFile, "");
+    // Listed before dnsmasq starts: a SIGHUP before it handles one would end it.
+    writeHosts([0, 1]);
     dnsmasq = track(spawnTied("dnsmasq", ["--keep-in-foreground", "--conf-file=/dev/null", "--no-resolv",
       "--no-hosts", `--addn-hosts=${hostsFile}`, `--listen-address=${bridge}`, "--bind-interfaces", "--port=53",
       "--user=root", "--pid-file=", "--log-facility=-"], { stdio: ["ignore", "ignore", "inherit"] }));
     hosts("dns", NAME, "4", bridge);
-    listInDns([0, 1]);
     await waitFor(() => resolved().length === 2, `dnsmasq on ${bridge} to answer ${DNS_NAME}`, 10000);
     await Promise.all(daemons.map((d) => d.start()));
     await Promise.all(daemons.map((d) => d.serving()));
     gateway = new GatewayHttp({
       config: writeConfig({}), sandboxd: `dns:///${DNS_NAME}:${PORT}`,
       extraArgs: [...tlsGatewayArgs(tls), `--sandboxd_tls_server_name=${DNS_NAME}`,
+        `--handle_key_file=${path.join(tempDir("dnskey-"), "handle_key")}`,
         `--sandboxd_resolve_interval=${RESOLVE_INTERVAL_MS}ms`],
       prefix: exec(4), host: hosts("addr", NAME, "4"),
     });
@@ -109,6 +114,19 @@ describe("sandboxd hosts found by DNS (dnsmasq, network namespaces)", () => {
       const s = await newSandbox("x = 'new'");
       assert.notEqual(s.host, 0, "no new sandbox on the host gone from DNS");
     }
+    assert.match(gateway.log, new RegExp(`new sandboxes go to ${endpoints[1]}, ${endpoints[2]}\n`));
+    const gone = sandboxes.find((s) => s.host === 0);
+    const r = await run("print(x)", gone.handle);
+    assert.equal(r.isError, false, text(r));
+    assert.equal(r.structuredContent.stdout, `${gone.value}\n`);
+  });
+
+  test("a gateway started after the host left DNS runs its sandbox by the handle", async () => {
+    await client.close();
+    await gateway.stop();
+    gateway.log = "";
+    await gateway.start(gateway.port);
+    client = await connectV2(gateway.url, gateway.authHeaders, "sdk-v2-dns-membership-again");
     assert.match(gateway.log, new RegExp(`new sandboxes go to ${endpoints[1]}, ${endpoints[2]}\n`));
     const gone = sandboxes.find((s) => s.host === 0);
     const r = await run("print(x)", gone.handle);
