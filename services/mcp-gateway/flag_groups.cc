@@ -52,6 +52,6 @@ codemode::ProgramHelp GatewayHelp() {
             "audit_max_bytes", "audit_keep", "audit_drain_timeout", "audit_arguments"}},
           {"TLS and several machines",
            {"sandboxd_token_file", "sandboxd_tls_ca_file", "sandboxd_tls_cert_file",
-            "sandboxd_tls_key_file", "sandboxd_tls_server_name"}},
+            "sandboxd_tls_key_file", "sandboxd_tls_server_name", "sandboxd_resolve_interval"}},
       }};
 }

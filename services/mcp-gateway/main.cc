@@ -554,9 +554,12 @@ int RunGateway(int argc, char** argv) {
   }
   gateway::ToolCallLimits call_limits = ToolCallLimitsFromFlags(ceiling, upstream_options->receive_budget);
   call_limits.metrics = metrics.get();
-  gateway::SandboxClient sandboxes(sandboxd->endpoints, call_limits,
-                                   *isolation, absl::GetFlag(FLAGS_image), sandboxd->tcp_token,
-                                   sandboxd->tls);
+  gateway::MembershipOptions membership;
+  membership.interval = sandboxd->resolve_interval;
+  auto members = std::make_unique<gateway::Membership>(sandboxd->endpoints, gateway::SystemResolver(), membership);
+  members->Start();
+  gateway::SandboxClient sandboxes(std::move(members), call_limits, *isolation, absl::GetFlag(FLAGS_image),
+                                   sandboxd->tcp_token, sandboxd->tls);
   gateway::ManagerUpstreams upstream_view(&upstreams);
   absl::StatusOr<gateway::RunCodeOptions> run_options = RunOptionsFromFlags(*configs);
   if (!run_options.ok()) {

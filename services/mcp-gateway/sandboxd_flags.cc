@@ -15,9 +15,14 @@
 #include "spdlog/spdlog.h"
 
 ABSL_FLAG(std::vector<std::string>, sandboxd, {},
-          "sandboxd gRPC endpoints (unix:/path or host:port), comma-separated; a new sandbox "
+          "sandboxd gRPC endpoints (unix:/path, host:port, or dns:///NAME:PORT for every address "
+          "NAME resolves to, e.g. a Kubernetes headless Service), comma-separated; a new sandbox "
           "goes to the least loaded one, and stays there. Default: $MCP_GATEWAY_SANDBOXD, else "
           "sandboxd's default socket.");
+ABSL_FLAG(absl::Duration, sandboxd_resolve_interval, absl::Seconds(5),
+          "How often the DNS names of --sandboxd (dns:///NAME:PORT) are resolved again (and a "
+          "second after a create failed for an endpoint's own reasons): new sandboxes go to the "
+          "addresses found; sandboxes on addresses gone from DNS stay reachable by their handles.");
 ABSL_FLAG(std::string, sandboxd_token_file, "",
           "File holding the token of a TCP sandboxd (its --tcp_token_file), sent with every "
           "call to a host:port endpoint; unix sockets need none. Default: "
@@ -70,14 +75,16 @@ absl::StatusOr<SandboxdFlags> SandboxdFromFlags() {
       absl::GetFlag(FLAGS_sandboxd_tls_key_file), absl::GetFlag(FLAGS_sandboxd_tls_server_name));
   if (!tls.ok()) return tls.status();
   flags.tls = *std::move(tls);
+  flags.resolve_interval = absl::GetFlag(FLAGS_sandboxd_resolve_interval);
+  if (flags.resolve_interval < absl::Milliseconds(100)) {
+    return absl::InvalidArgumentError("--sandboxd_resolve_interval must be at least 100ms");
+  }
   if (absl::Status s = gateway::CheckEndpoints(flags.endpoints, flags.tls); !s.ok()) return s;
   return flags;
 }
 
 std::string CheckSandboxEgress(gateway::SandboxClient& sandboxes, const gateway::SandboxEgress& egress) {
-  std::vector<std::pair<std::string, std::optional<sandbox::v1::Info>>> infos;
-  std::vector<std::optional<sandbox::v1::Info>> answers = sandboxes.Infos();
-  for (size_t i = 0; i < answers.size(); ++i) infos.emplace_back(sandboxes.endpoint(i), std::move(answers[i]));
+  const std::vector<std::pair<std::string, std::optional<sandbox::v1::Info>>> infos = sandboxes.Infos();
   gateway::EgressCheck check = gateway::CheckEgress(egress, infos);
   for (const std::string& line : check.problems) spdlog::error("{}", line);
   std::vector<std::string> set;

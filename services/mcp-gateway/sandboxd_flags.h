@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "bridge/sandbox_client.h"
 #include "bridge/sandbox_egress.h"
 
@@ -14,6 +15,7 @@ struct SandboxdFlags {
   std::vector<std::string> endpoints;
   std::string tcp_token;  // empty: no --sandboxd_token_file
   gateway::SandboxdTls tls;
+  absl::Duration resolve_interval;  // --sandboxd_resolve_interval
 };
 
 // The flags, with their environment fallbacks ($MCP_GATEWAY_SANDBOXD,

@@ -14,10 +14,14 @@
 #   hosts.sh exec NAME I CMD...   run CMD in host I (only its network namespace: the
 #                                 filesystem, /sys and cgroups stay the machine's, so
 #                                 podman works there); exec'd, so its pid is CMD's
+#   hosts.sh dns NAME I SERVER    host I's later execs resolve names with the DNS server
+#                                 at address SERVER: CMD runs in a mount namespace of its
+#                                 own where a resolv.conf naming SERVER covers /etc/resolv.conf
 #
 # NAME is 1-8 of [a-z0-9] (interface names are at most 15 bytes). Everything made is
 # named after it: namespaces mh-NAME-I, the bridge mhbr-NAME, root-side veths mhv-NAME-I,
-# and the state file /run/sandbox-hosts/NAME (its prefix); so runs with other names never
+# and the state file /run/sandbox-hosts/NAME (its prefix; NAME.resolv-I: host I's
+# resolv.conf); so runs with other names never
 # collide, and `down` finds what `up` made even when `up` died halfway.
 set -euo pipefail
 
@@ -93,7 +97,7 @@ down() {  # NAME
     ip link delete "$veth" 2>/dev/null || true
   done
   ip link delete "mhbr-$name" type bridge 2>/dev/null || true
-  rm -f "$STATE/$name"
+  rm -f "$STATE/$name" "$STATE/$name".resolv-*
 }
 
 [[ $# -ge 2 ]] || usage
@@ -124,11 +128,20 @@ case "$command" in
       sleep 0.1
     done
     die "host $3's link is not up 5 s after restore" ;;
+  dns)
+    [[ $# -eq 4 ]] || usage
+    check_index "$name" "$3"
+    [[ "$4" =~ ^[0-9a-fA-F.:]+$ ]] || die "SERVER is an address, not '$4'"
+    echo "nameserver $4" > "$STATE/$name.resolv-$3" ;;
   exec)
     [[ $# -ge 4 ]] || usage
     check_index "$name" "$3"
     ns=/run/netns/mh-$name-$3
+    resolv=$STATE/$name.resolv-$3
     shift 3
-    exec nsenter --net="$ns" -- "$@" ;;
+    [[ -f "$resolv" ]] || exec nsenter --net="$ns" -- "$@"
+    # As `ip netns exec` does with /etc/netns/NS/resolv.conf, without remounting /sys.
+    exec unshare --mount --propagation private -- bash -c \
+      'mount --bind "$1" /etc/resolv.conf && exec nsenter --net="$2" -- "${@:3}"' _ "$resolv" "$ns" "$@" ;;
   *) usage ;;
 esac

@@ -82,6 +82,21 @@ describe("hosts.sh", () => {
     hosts("down", NAME);  // again: nothing to do, no error
   });
 
+  test("dns gives a host's execs a resolv.conf of their own; down removes it", () => {
+    hosts("up", NAME, "2");
+    hosts("dns", NAME, "2", "10.246.255.53");
+    const machine = fs.readFileSync("/etc/resolv.conf", "utf8");
+    assert.equal(hosts("exec", NAME, "2", "cat", "/etc/resolv.conf"), "nameserver 10.246.255.53");
+    assert.equal(hosts("exec", NAME, "1", "cat", "/etc/resolv.conf"), machine.trim(), "host 1 resolves as the machine");
+    assert.equal(fs.readFileSync("/etc/resolv.conf", "utf8"), machine, "the machine's is untouched");
+    // Still in the host's network namespace: its address.
+    assert.match(hosts("exec", NAME, "2", "ip", "-4", "-o", "addr", "show", "eth0"), new RegExp(hosts("addr", NAME, "2")));
+    assert.equal(spawnSync("bash", [HOSTS, "dns", NAME, "2", "not-an-address"]).status, 2);
+    hosts("down", NAME);
+    assert.equal(fs.existsSync(`/run/sandbox-hosts/${NAME}.resolv-2`), false);
+    assert.deepEqual(left(NAME), nothingLeft);
+  });
+
   test("down removes hosts whose state file is gone (an up that crashed)", () => {
     hosts("up", NAME, "2");
     fs.rmSync(`/run/sandbox-hosts/${NAME}`);

@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "base/mutex.h"
 #include "base/thread_pool.h"
+#include "bridge/sandboxd_endpoints.h"
 #include "bridge/tool_call_dispatcher.h"
 #include "spdlog/spdlog.h"
 
@@ -25,9 +26,6 @@ constexpr auto kCreateDeadline = std::chrono::seconds(20);
 // An endpoint whose create failed for its own reasons goes after the silent ones for this
 // long.
 constexpr absl::Duration kFailedCreatePenalty = absl::Seconds(30);
-// How often the channel to an endpoint pings it, and how long an answer may take.
-constexpr std::chrono::milliseconds kKeepaliveTime{10000};
-constexpr std::chrono::milliseconds kKeepaliveTimeout{5000};
 
 std::chrono::system_clock::time_point Deadline(std::chrono::seconds d) {
   return std::chrono::system_clock::now() + d;
@@ -74,72 +72,38 @@ class CancelLink {
 SandboxClient::SandboxClient(std::vector<std::string> endpoints, ToolCallLimits limits,
                              sandbox::v1::Isolation isolation, std::string image,
                              std::string tcp_token, const SandboxdTls& tls)
-    : endpoints_(std::move(endpoints)),
+    : SandboxClient(std::make_unique<Membership>(std::move(endpoints), SystemResolver()), limits, isolation,
+                    std::move(image), std::move(tcp_token), tls) {
+  membership_->Start();
+}
+
+SandboxClient::SandboxClient(std::unique_ptr<Membership> membership, ToolCallLimits limits,
+                             sandbox::v1::Isolation isolation, std::string image,
+                             std::string tcp_token, const SandboxdTls& tls)
+    : membership_(std::move(membership)),
+      endpoints_(std::make_unique<SandboxdEndpoints>(tls, std::move(tcp_token))),
       limits_(limits),
       budget_(limits.shared),
       isolation_(isolation),
-      image_(std::move(image)),
-      tcp_token_(std::move(tcp_token)),
-      created_(endpoints_.size(), 0),
-      failed_at_(endpoints_.size(), absl::InfinitePast()) {
-  for (const auto& e : endpoints_) {
-    grpc::ChannelArguments args;
-    // sandboxd restarts should be noticed within a second, not after gRPC's default
-    // exponential backoff of up to two minutes.
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-    // A peer that is gone without a word (its host cut off, its machine down) is noticed by
-    // a ping unanswered within kKeepaliveTimeout, every kKeepaliveTime, whether or not a
-    // call is open: calls on it fail then, naming the endpoint, instead of at their deadline,
-    // and a reconnect follows. sandboxd accepts pings this often (its Serve()).
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTime.count());
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeout.count());
-    args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-    args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-    args.SetMaxReceiveMessageSize(64 << 20);
-    args.SetMaxSendMessageSize(64 << 20);
-    // A TCP peer proves who it is before the token or any code goes to it: TLS always
-    // (with no CA given, the system's trust store decides; CheckEndpoints refuses that
-    // at start). A unix socket's directory is the boundary.
-    std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
-    if (!IsUnixEndpoint(e)) {
-      grpc::SslCredentialsOptions ssl;
-      ssl.pem_root_certs = tls.ca;
-      ssl.pem_cert_chain = tls.cert_chain;
-      ssl.pem_private_key = tls.private_key;
-      creds = grpc::SslCredentials(ssl);
-      if (!tls.server_name.empty()) args.SetSslTargetNameOverride(tls.server_name);
-    }
-    auto channel = grpc::CreateCustomChannel(e, creds, args);
-    stubs_.push_back(sandbox::v1::SandboxService::NewStub(channel));
-    channels_.push_back(std::move(channel));
-  }
+      image_(std::move(image)) {
+  (void)Members();  // the fixed endpoints first, numbered as configured
 }
 
-sandbox::v1::SandboxService::Stub& SandboxClient::Stub(size_t i) {
-  grpc_connectivity_state state = channels_[i]->GetState(/*try_to_connect=*/true);
-  auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(2);
-  while (state != GRPC_CHANNEL_READY && state != GRPC_CHANNEL_SHUTDOWN) {
-    if (!channels_[i]->WaitForStateChange(state, deadline)) break;
-    state = channels_[i]->GetState(true);
-  }
-  return *stubs_[i];
-}
+SandboxClient::~SandboxClient() = default;
 
-void SandboxClient::Prepare(grpc::ClientContext& ctx, size_t i,
-                            std::chrono::system_clock::time_point deadline) const {
-  ctx.set_deadline(deadline);
-  if (!tcp_token_.empty() && !IsUnixEndpoint(endpoints_[i])) {
-    ctx.AddMetadata("authorization", absl::StrCat("Bearer ", tcp_token_));
-  }
-}
+std::string SandboxClient::EndpointName(size_t endpoint) const { return endpoints_->Name(endpoint); }
 
 std::optional<size_t> SandboxClient::FindEndpoint(const std::string& name) const {
-  for (size_t i = 0; i < endpoints_.size(); ++i) {
-    if (endpoints_[i] == name) return i;
-  }
+  if (std::optional<size_t> i = endpoints_->Find(name)) return i;
+  // An address of a sealed handle: a gateway placed a sandbox there (docs/scaling.md).
+  if (membership_->MayDial(name)) return endpoints_->Add(name);
   return std::nullopt;
+}
+
+std::vector<size_t> SandboxClient::Members() {
+  std::vector<size_t> members;
+  for (const std::string& name : membership_->Current()) members.push_back(endpoints_->Add(name));
+  return members;
 }
 
 absl::Status SandboxClient::Convert(const grpc::Status& s, size_t endpoint) const {
@@ -147,7 +111,7 @@ absl::Status SandboxClient::Convert(const grpc::Status& s, size_t endpoint) cons
   std::string message = s.error_message();
   if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
       s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-    message = absl::StrCat("sandboxd at ", endpoints_[endpoint], " is unavailable: ", message);
+    message = absl::StrCat("sandboxd at ", endpoints_->Name(endpoint), " is unavailable: ", message);
   }
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), message);
 }
@@ -189,8 +153,16 @@ void ReadLoad(const sandbox::v1::Info& info, const std::string& runtime, Endpoin
   }
 }
 
-std::vector<std::optional<sandbox::v1::Info>> SandboxClient::Infos() {
-  const size_t n = endpoints_.size();
+std::vector<std::pair<std::string, std::optional<sandbox::v1::Info>>> SandboxClient::Infos() {
+  const std::vector<size_t> members = Members();
+  std::vector<std::optional<sandbox::v1::Info>> infos = InfosOf(members);
+  std::vector<std::pair<std::string, std::optional<sandbox::v1::Info>>> named;
+  for (size_t k = 0; k < members.size(); ++k) named.emplace_back(endpoints_->Name(members[k]), std::move(infos[k]));
+  return named;
+}
+
+std::vector<std::optional<sandbox::v1::Info>> SandboxClient::InfosOf(const std::vector<size_t>& members) {
+  const size_t n = members.size();
   std::vector<std::optional<sandbox::v1::Info>> infos(n);
   struct Ask {
     grpc::ClientContext ctx;
@@ -203,8 +175,8 @@ std::vector<std::optional<sandbox::v1::Info>> SandboxClient::Infos() {
   for (size_t i = 0; i < n; ++i) {
     asks.push_back(std::make_unique<Ask>());
     Ask& ask = *asks.back();
-    Prepare(ask.ctx, i, std::chrono::system_clock::now() + std::chrono::milliseconds(500));
-    stubs_[i]->AsyncGetInfo(&ask.ctx, request, &cq)->Finish(&ask.info, &ask.status, reinterpret_cast<void*>(i));
+    endpoints_->Prepare(ask.ctx, members[i], std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+    endpoints_->StubNow(members[i]).AsyncGetInfo(&ask.ctx, request, &cq)->Finish(&ask.info, &ask.status, reinterpret_cast<void*>(i));
   }
   for (size_t k = 0; k < n; ++k) {
     void* tag = nullptr;
@@ -222,17 +194,14 @@ std::vector<std::optional<sandbox::v1::Info>> SandboxClient::Infos() {
   return infos;
 }
 
-std::vector<EndpointLoad> SandboxClient::Loads(const std::string& runtime) {
-  const size_t n = endpoints_.size();
+std::vector<EndpointLoad> SandboxClient::Loads(const std::vector<size_t>& members, const std::string& runtime) {
+  const size_t n = members.size();
   std::vector<EndpointLoad> loads(n);
-  {
-    codemode::MutexLock lock(&mu_);
-    for (size_t i = 0; i < n; ++i) {
-      loads[i].created = created_[i];
-      loads[i].failed_recently = absl::Now() - failed_at_[i] < kFailedCreatePenalty;
-    }
+  for (size_t i = 0; i < n; ++i) {
+    loads[i].created = endpoints_->created(members[i]);
+    loads[i].failed_recently = absl::Now() - endpoints_->failed_at(members[i]) < kFailedCreatePenalty;
   }
-  const std::vector<std::optional<sandbox::v1::Info>> infos = Infos();
+  const std::vector<std::optional<sandbox::v1::Info>> infos = InfosOf(members);
   for (size_t i = 0; i < n; ++i) {
     if (infos[i]) ReadLoad(*infos[i], runtime, &loads[i]);
   }
@@ -241,10 +210,11 @@ std::vector<EndpointLoad> SandboxClient::Loads(const std::string& runtime) {
 
 std::optional<std::string> SandboxClient::RuntimeUnavailable(const std::string& runtime) {
   std::vector<std::string> why;
-  const std::vector<EndpointLoad> loads = Loads(runtime);
+  const std::vector<size_t> members = Members();
+  const std::vector<EndpointLoad> loads = Loads(members, runtime);
   for (size_t i = 0; i < loads.size(); ++i) {
     if (!loads[i].answered || loads[i].runtime_unavailable.empty()) return std::nullopt;
-    why.push_back(absl::StrCat(endpoints_[i], ": ", loads[i].runtime_unavailable));
+    why.push_back(absl::StrCat(endpoints_->Name(members[i]), ": ", loads[i].runtime_unavailable));
   }
   if (why.empty()) return std::nullopt;
   return absl::StrJoin(why, "; ");
@@ -271,15 +241,23 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
                                                         const Room& room,
                                                         const std::string& runtime,
                                                         const std::string& egress_policy) {
+  const std::vector<size_t> members = Members();
+  if (members.empty()) {
+    membership_->Trouble();
+    return absl::UnavailableError(
+        "no sandboxd endpoint to place a new sandbox on: --sandboxd's DNS names have not resolved to any "
+        "address yet (the gateway's log says why)");
+  }
   // One endpoint needs no choice (and no GetInfo round trip).
   const std::vector<size_t> order =
-      endpoints_.size() == 1 ? std::vector<size_t>{0} : PlacementOrder(Loads(runtime));
+      members.size() == 1 ? std::vector<size_t>{0} : PlacementOrder(Loads(members, runtime));
   // Fall through to the next endpoint while one cannot make it: an endpoint that reports
   // room but fails every create must not get every new sandbox.
   absl::Status last;
-  for (size_t i : order) {
+  for (size_t k : order) {
+    const size_t i = members[k];
     grpc::ClientContext ctx;
-    Prepare(ctx, i, Deadline(kCreateDeadline));
+    endpoints_->Prepare(ctx, i, Deadline(kCreateDeadline));
     ctx.set_wait_for_ready(false);
     sandbox::v1::CreateSessionRequest req;
     req.set_owner(owner);
@@ -296,36 +274,35 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
     req.set_max_owner_sessions(room.owner_limit);
     *req.mutable_catalog() = catalog;
     sandbox::v1::Session session;
-    grpc::Status st = Stub(i).CreateSession(&ctx, req, &session);
+    grpc::Status st = endpoints_->Stub(i).CreateSession(&ctx, req, &session);
     if (st.ok()) {
-      codemode::MutexLock lock(&mu_);
-      ++created_[i];
+      endpoints_->Created(i);
       return SandboxRef{i, session.id(), runtime};
     }
     last = Convert(st, i);
     if (!EndpointAtFault(st.error_code())) break;  // the request's own fault, or its owner's limit
-    codemode::MutexLock lock(&mu_);
-    failed_at_[i] = absl::Now();
+    endpoints_->Failed(i);
+    membership_->Trouble();  // DNS may know better by now (a replaced pod, a removed node)
   }
   return last;
 }
 
 absl::Status SandboxClient::DeleteSession(const SandboxRef& ref) {
   grpc::ClientContext ctx;
-  Prepare(ctx, ref.endpoint, Deadline(std::chrono::seconds(10)));
+  endpoints_->Prepare(ctx, ref.endpoint, Deadline(std::chrono::seconds(10)));
   sandbox::v1::DeleteSessionRequest req;
   req.set_session_id(ref.session_id);
   sandbox::v1::DeleteSessionResponse resp;
-  return Convert(Stub(ref.endpoint).DeleteSession(&ctx, req, &resp), ref.endpoint);
+  return Convert(endpoints_->Stub(ref.endpoint).DeleteSession(&ctx, req, &resp), ref.endpoint);
 }
 
 absl::Status SandboxClient::ResetSession(const SandboxRef& ref) {
   grpc::ClientContext ctx;
-  Prepare(ctx, ref.endpoint, Deadline(kUnaryDeadline));
+  endpoints_->Prepare(ctx, ref.endpoint, Deadline(kUnaryDeadline));
   sandbox::v1::ResetSessionRequest req;
   req.set_session_id(ref.session_id);
   sandbox::v1::Session resp;
-  return Convert(Stub(ref.endpoint).ResetSession(&ctx, req, &resp), ref.endpoint);
+  return Convert(endpoints_->Stub(ref.endpoint).ResetSession(&ctx, req, &resp), ref.endpoint);
 }
 
 absl::Status SandboxClient::UploadFile(const SandboxRef& ref, const std::string& path,
@@ -333,11 +310,11 @@ absl::Status SandboxClient::UploadFile(const SandboxRef& ref, const std::string&
                                        std::shared_ptr<codemode::CancelToken> cancel) {
   constexpr size_t kChunk = 1u << 20;
   grpc::ClientContext ctx;
-  Prepare(ctx, ref.endpoint, Deadline(kUnaryDeadline));
+  endpoints_->Prepare(ctx, ref.endpoint, Deadline(kUnaryDeadline));
   CancelLink link(cancel, &ctx);
   sandbox::v1::FileInfo info;
   std::unique_ptr<grpc::ClientWriter<sandbox::v1::UploadFileRequest>> writer =
-      Stub(ref.endpoint).UploadFile(&ctx, &info);
+      endpoints_->Stub(ref.endpoint).UploadFile(&ctx, &info);
   sandbox::v1::UploadFileRequest req;
   req.mutable_start()->set_session_id(ref.session_id);
   req.mutable_start()->set_path(path);
@@ -360,7 +337,7 @@ Sandboxes::Owned SandboxClient::ListOwned(const std::string& owner,
     sandbox::v1::ListSessionsResponse resp;
     grpc::Status status;
   };
-  const size_t n = endpoints_.size();
+  const size_t n = endpoints_->size();
   std::vector<std::unique_ptr<Ask>> asks;
   grpc::CompletionQueue cq;
   sandbox::v1::ListSessionsRequest req;
@@ -368,10 +345,10 @@ Sandboxes::Owned SandboxClient::ListOwned(const std::string& owner,
   for (size_t i = 0; i < n; ++i) {
     asks.push_back(std::make_unique<Ask>());
     Ask& ask = *asks.back();
-    Prepare(ask.ctx, i, Deadline(std::chrono::seconds(5)));
+    endpoints_->Prepare(ask.ctx, i, Deadline(std::chrono::seconds(5)));
     ask.ctx.set_wait_for_ready(true);
     ask.link = std::make_unique<CancelLink>(cancel, &ask.ctx);
-    stubs_[i]->AsyncListSessions(&ask.ctx, req, &cq)->Finish(&ask.resp, &ask.status, reinterpret_cast<void*>(i));
+    endpoints_->StubNow(i).AsyncListSessions(&ask.ctx, req, &cq)->Finish(&ask.resp, &ask.status, reinterpret_cast<void*>(i));
   }
   for (size_t k = 0; k < n; ++k) {
     void* tag = nullptr;
@@ -410,14 +387,14 @@ absl::StatusOr<sandbox::v1::ListFilesResponse> SandboxClient::ListFiles(const Sa
                                                                        uint32_t max_entries,
                                                                        std::shared_ptr<codemode::CancelToken> cancel) {
   grpc::ClientContext ctx;
-  Prepare(ctx, ref.endpoint, Deadline(kUnaryDeadline));
+  endpoints_->Prepare(ctx, ref.endpoint, Deadline(kUnaryDeadline));
   CancelLink link(cancel, &ctx);
   sandbox::v1::ListFilesRequest req;
   req.set_session_id(ref.session_id);
   req.set_path(path);
   req.set_max_entries(max_entries);
   sandbox::v1::ListFilesResponse resp;
-  absl::Status s = Convert(Stub(ref.endpoint).ListFiles(&ctx, req, &resp), ref.endpoint);
+  absl::Status s = Convert(endpoints_->Stub(ref.endpoint).ListFiles(&ctx, req, &resp), ref.endpoint);
   if (!s.ok()) return s;
   return resp;
 }
@@ -427,13 +404,13 @@ absl::StatusOr<std::string> SandboxClient::DownloadFile(const SandboxRef& ref,
                                                         size_t max_bytes,
                                                         std::shared_ptr<codemode::CancelToken> cancel) {
   grpc::ClientContext ctx;
-  Prepare(ctx, ref.endpoint, Deadline(kUnaryDeadline));
+  endpoints_->Prepare(ctx, ref.endpoint, Deadline(kUnaryDeadline));
   CancelLink link(cancel, &ctx);
   sandbox::v1::DownloadFileRequest req;
   req.set_session_id(ref.session_id);
   req.set_path(path);
   std::unique_ptr<grpc::ClientReader<sandbox::v1::FileChunk>> reader =
-      Stub(ref.endpoint).DownloadFile(&ctx, req);
+      endpoints_->Stub(ref.endpoint).DownloadFile(&ctx, req);
   std::string data;
   sandbox::v1::FileChunk chunk;
   while (reader->Read(&chunk)) {
@@ -515,13 +492,13 @@ absl::StatusOr<sandbox::v1::Finished> SandboxClient::Execute(
   grpc::ClientContext ctx;
   // The server enforces the execution timeout; this deadline only guards against a
   // sandboxd that stops answering altogether.
-  Prepare(ctx, ref.endpoint,
+  endpoints_->Prepare(ctx, ref.endpoint,
           std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms) +
               std::chrono::seconds(60));
   // W3C trace context over gRPC, as OpenTelemetry's propagators carry it: sandboxd's log
   // lines of this execution name the trace.
   if (!handlers.traceparent.empty()) ctx.AddMetadata("traceparent", handlers.traceparent);
-  auto stream = Stub(ref.endpoint).Execute(&ctx);
+  auto stream = endpoints_->Stub(ref.endpoint).Execute(&ctx);
   // Shared with the cancel callback, which may fire after we return.
   auto writer = std::make_shared<StreamWriter>();
   writer->stream = stream.get();

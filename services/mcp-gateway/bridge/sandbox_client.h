@@ -1,7 +1,8 @@
 // SandboxClient: the gateway's gRPC client of sandboxd (sandbox.v1), the production
 // Sandboxes, in a target of its own (gateway_sandbox_client) so that only the main links
-// gRPC. It hides channels (one per endpoint; several sandboxd instances are supported and a
-// session stays on the endpoint that created it) and runs one Execute stream per
+// gRPC. It hides channels (one per endpoint, SandboxdEndpoints; several sandboxd instances
+// are supported, found by DNS too (Membership), and a session stays on the endpoint that
+// created it) and runs one Execute stream per
 // execution, handing the stream's tool calls to a ToolCallDispatcher
 // (bridge/tool_call_dispatcher.h: admission and the worker pool) that writes the answers
 // back on the stream.
@@ -24,6 +25,7 @@
 #include "absl/time/time.h"
 #include "base/cancel.h"
 #include "base/mutex.h"
+#include "bridge/sandboxd_membership.h"
 #include "bridge/sandboxes.h"
 #include "bridge/tool_call_budget.h"
 #include "bridge/tool_call_dispatcher.h"  // ToolCallLimits
@@ -58,7 +60,9 @@ absl::StatusOr<SandboxdTls> LoadSandboxdTls(const std::string& ca_file, const st
 // Whether a gRPC target names a Unix socket ("unix:", "unix-abstract:").
 bool IsUnixEndpoint(const std::string& endpoint);
 
-// OK unless an endpoint would reach a peer that has not proved it is sandboxd. A TCP
+// OK unless an endpoint would reach a peer that has not proved it is sandboxd. A DNS target
+// (dns:///NAME:PORT, ParseDnsEndpoint) resolves to TCP addresses, which a certificate names
+// no more than it names pods that come and go: it needs --sandboxd_tls_server_name too. A TCP
 // endpoint needs a CA to check sandboxd's certificate with: SandboxClient speaks TLS to
 // every TCP endpoint (on loopback too, where any local user can listen while sandboxd is
 // down), and without --sandboxd_tls_ca_file only a certificate of the system's trust store
@@ -99,6 +103,8 @@ bool EndpointAtFault(grpc::StatusCode code);
 // containers, or cannot run the session's runtime, last.
 std::vector<size_t> PlacementOrder(const std::vector<EndpointLoad>& loads);
 
+class SandboxdEndpoints;
+
 class SandboxClient : public Sandboxes {
  public:
   // Endpoints are gRPC targets: "unix:/path/to.sock" or "host:port". Every session is
@@ -106,17 +112,25 @@ class SandboxClient : public Sandboxes {
   // `image` among sandboxd's (empty: its default image). Calls to a TCP endpoint carry
   // `tcp_token` as 'authorization: Bearer' (sandboxd's --tcp_token_file); a unix socket
   // never gets it (its directory is the boundary). TCP endpoints speak TLS with `tls`
-  // when it has a CA.
+  // when it has a CA. "dns:///NAME:PORT" endpoints are resolved by the system's resolver
+  // (Membership with its default options, started here).
   explicit SandboxClient(std::vector<std::string> endpoints, ToolCallLimits limits = {},
                          sandbox::v1::Isolation isolation = sandbox::v1::ISOLATION_UNSPECIFIED,
                          std::string image = "", std::string tcp_token = "", const SandboxdTls& tls = {});
+  // New sandboxes go to `membership`'s Current() endpoints.
+  SandboxClient(std::unique_ptr<Membership> membership, ToolCallLimits limits, sandbox::v1::Isolation isolation,
+                std::string image, std::string tcp_token, const SandboxdTls& tls);
+  ~SandboxClient() override;
 
-  std::string EndpointName(size_t endpoint) const override { return endpoints_.at(endpoint); }
+  // Endpoints are numbered as first dialled: every fixed one and resolved address, and every
+  // address of a handle that Membership::MayDial; an index never changes.
+  std::string EndpointName(size_t endpoint) const override;
   std::optional<size_t> FindEndpoint(const std::string& name) const override;
 
-  // Creates a session on the least loaded endpoint (PlacementOrder over every endpoint's
-  // GetInfo, asked at once with a short deadline), trying the next one while an endpoint
-  // is unavailable.
+  // Creates a session on the least loaded endpoint of the placement set (PlacementOrder over
+  // the GetInfo of Membership::Current()'s endpoints, asked at once with a short deadline),
+  // trying the next one while an endpoint is unavailable; a create failed for an endpoint's
+  // own reasons asks Membership to resolve again soon.
   absl::StatusOr<SandboxRef> CreateSession(const std::string& owner, const std::string& label,
                                            const sandbox::v1::Catalog& catalog,
                                            const Room& room, const std::string& runtime,
@@ -125,6 +139,7 @@ class SandboxClient : public Sandboxes {
   absl::Status ResetSession(const SandboxRef& ref) override;
   absl::Status UploadFile(const SandboxRef& ref, const std::string& path, const std::string& data,
                           std::shared_ptr<codemode::CancelToken> cancel) override;
+  // Asks every endpoint dialled, those gone from DNS too (their sandboxes live on).
   Owned ListOwned(const std::string& owner, std::shared_ptr<codemode::CancelToken> cancel) override;
   absl::StatusOr<sandbox::v1::ListFilesResponse> ListFiles(
       const SandboxRef& ref, const std::string& path, uint32_t max_entries,
@@ -140,39 +155,31 @@ class SandboxClient : public Sandboxes {
                                                 const ExecuteHandlers& handlers,
                                                 std::shared_ptr<codemode::CancelToken> cancel) override;
 
-  const std::string& endpoint(size_t i) const { return endpoints_[i]; }
-
-  // Why sessions of `runtime` cannot run anywhere: set when every endpoint answered GetInfo
+  // Why sessions of `runtime` cannot run anywhere: set when every endpoint of the placement
+  // set answered GetInfo
   // and each said it cannot run them (PoolInfo.unavailable), as "ENDPOINT: REASON" per
   // endpoint. nullopt when one can, or may (it did not answer, or does not say).
   std::optional<std::string> RuntimeUnavailable(const std::string& runtime);
 
-  // Every endpoint's GetInfo, asked concurrently; nullopt for one that does not answer
-  // within half a second.
-  std::vector<std::optional<sandbox::v1::Info>> Infos();
+  // The GetInfo of every endpoint of the placement set, by name, asked concurrently; nullopt
+  // for one that does not answer within half a second.
+  std::vector<std::pair<std::string, std::optional<sandbox::v1::Info>>> Infos();
 
  private:
-  // Returns the stub after giving a channel in reconnect backoff up to two seconds to
-  // connect, so the first call after sandboxd comes back does not fail fast.
-  sandbox::v1::SandboxService::Stub& Stub(size_t i);
   absl::Status Convert(const grpc::Status& s, size_t endpoint) const;
-  // Every endpoint's load from Infos(); one that did not answer counts as not answered.
-  std::vector<EndpointLoad> Loads(const std::string& runtime);
-  // A context for a call to endpoint `i`: its deadline, and the token for a TCP endpoint.
-  void Prepare(grpc::ClientContext& ctx, size_t i,
-               std::chrono::system_clock::time_point deadline) const;
+  // The placement set's endpoints (Membership::Current()), dialled when new.
+  std::vector<size_t> Members();
+  // The GetInfo of each of `members`, asked at once.
+  std::vector<std::optional<sandbox::v1::Info>> InfosOf(const std::vector<size_t>& members);
+  // Each of `members`' load from its GetInfo; one that did not answer counts as not answered.
+  std::vector<EndpointLoad> Loads(const std::vector<size_t>& members, const std::string& runtime);
 
-  std::vector<std::string> endpoints_;
+  const std::unique_ptr<Membership> membership_;
+  const std::unique_ptr<SandboxdEndpoints> endpoints_;
   const ToolCallLimits limits_;
   ToolCallBudget budget_;  // shared by every execution
   const sandbox::v1::Isolation isolation_;
   const std::string image_;
-  const std::string tcp_token_;
-  std::vector<std::shared_ptr<grpc::Channel>> channels_;
-  std::vector<std::unique_ptr<sandbox::v1::SandboxService::Stub>> stubs_;
-  codemode::Mutex mu_;
-  std::vector<int> created_ ABSL_GUARDED_BY(mu_);  // sessions created per endpoint (for placement)
-  std::vector<absl::Time> failed_at_ ABSL_GUARDED_BY(mu_);  // the last create that failed there
 };
 
 }  // namespace gateway

@@ -147,6 +147,16 @@ absl::Status CheckEndpoints(const std::vector<std::string>& endpoints, const San
       if (absl::Status s = CheckUnixEndpoint(e); !s.ok()) return s;
       continue;
     }
+    if (IsDnsEndpoint(e)) {
+      absl::StatusOr<DnsTarget> target = ParseDnsEndpoint(e);
+      if (!target.ok()) return target.status();
+      if (!tls.ca.empty() && tls.server_name.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--sandboxd endpoint ", e, " resolves to addresses, and sandboxd's certificate is checked "
+            "against the name it must carry: give --sandboxd_tls_server_name (e.g. ", target->name,
+            ", when its certificate names that)"));
+      }
+    }
     if (!tls.ca.empty()) continue;
     return absl::InvalidArgumentError(absl::StrCat(
         "--sandboxd endpoint ", e, " is a TCP address, which the gateway reaches only over TLS, "

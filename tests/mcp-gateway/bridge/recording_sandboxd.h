@@ -1,5 +1,6 @@
 // A sandbox.v1 server in-process that records what it is asked (RecordingSandboxd), and
-// the fixture that serves one on a unix socket for SandboxClient's tests.
+// the fixture that serves one on a unix socket for SandboxClient's tests, and more of them
+// (ExtraSandboxd).
 #pragma once
 
 #include <sys/stat.h>
@@ -122,6 +123,26 @@ class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
   std::string last_authorization_;
   std::optional<sandbox::v1::Info> info_;
   std::atomic<int> created_{0};
+};
+
+// A fake sandboxd of its own on a unix socket (another endpoint than the fixture's).
+struct ExtraSandboxd {
+  explicit ExtraSandboxd(const std::string& name)
+      : socket("/tmp/gw-sandbox-client-" + std::to_string(getpid()) + "-" + name + ".sock") {
+    unlink(socket.c_str());
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());
+    builder.RegisterService(&service);
+    server = builder.BuildAndStart();
+  }
+  ~ExtraSandboxd() {
+    if (server) server->Shutdown();
+    unlink(socket.c_str());
+  }
+  std::string endpoint() const { return "unix:" + socket; }
+  std::string socket;
+  RecordingSandboxd service;
+  std::unique_ptr<grpc::Server> server;
 };
 
 class SandboxClientTest : public ::testing::Test {

@@ -29,6 +29,7 @@ namespace gateway {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::ExtraSandboxd;
 using testing::RecordingSandboxd;
 using testing::SandboxClientTest;
 
@@ -71,12 +72,14 @@ TEST_F(SandboxClientTest, InfosAreEachEndpointsGetInfo) {
   SandboxClient client({"unix:" + socket_, "unix:/nonexistent/sandboxd.sock"});
   service_.set_info(0, 64, 1);
   service_.set_egress("pypi.org", "*.org");
-  std::vector<std::optional<sandbox::v1::Info>> infos = client.Infos();
+  std::vector<std::pair<std::string, std::optional<sandbox::v1::Info>>> infos = client.Infos();
   ASSERT_EQ(infos.size(), 2u);
-  ASSERT_TRUE(infos[0].has_value());
-  EXPECT_EQ(infos[0]->egress_default(), "pypi.org");
-  EXPECT_EQ(infos[0]->egress_max(), "*.org");
-  EXPECT_FALSE(infos[1].has_value()) << "no sandboxd there";
+  EXPECT_EQ(infos[0].first, "unix:" + socket_);
+  ASSERT_TRUE(infos[0].second.has_value());
+  EXPECT_EQ(infos[0].second->egress_default(), "pypi.org");
+  EXPECT_EQ(infos[0].second->egress_max(), "*.org");
+  EXPECT_EQ(infos[1].first, "unix:/nonexistent/sandboxd.sock");
+  EXPECT_FALSE(infos[1].second.has_value()) << "no sandboxd there";
 }
 
 // StartExecution says the code's language (ExecuteHandlers::runtime): sandboxd's backstop.
@@ -381,26 +384,6 @@ TEST_F(SandboxClientTest, ACancelReachesSandboxdWhileTheStreamIsBackedUp) {
   EXPECT_TRUE(absl::IsCancelled(f.status())) << f.status();
   EXPECT_THAT(f.status().message(), HasSubstr("--sandbox_cancel_grace"));
 }
-
-// A fake sandboxd of its own on a unix socket.
-struct ExtraSandboxd {
-  explicit ExtraSandboxd(const std::string& name)
-      : socket("/tmp/gw-sandbox-client-" + std::to_string(getpid()) + "-" + name + ".sock") {
-    unlink(socket.c_str());
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());
-    builder.RegisterService(&service);
-    server = builder.BuildAndStart();
-  }
-  ~ExtraSandboxd() {
-    if (server) server->Shutdown();
-    unlink(socket.c_str());
-  }
-  std::string endpoint() const { return "unix:" + socket; }
-  std::string socket;
-  RecordingSandboxd service;
-  std::unique_ptr<grpc::Server> server;
-};
 
 // New sandboxes go where sandboxd's GetInfo says the load is lowest, not where this
 // gateway created fewest (another replica's sessions count too).

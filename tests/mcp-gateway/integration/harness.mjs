@@ -2,6 +2,7 @@
 // binaries, real upstream MCP servers (the npm reference servers) and real MCP clients
 // (the TypeScript SDK). Paths come from the environment ctest sets:
 //   SANDBOXD_BIN, GATEWAY_BIN, NODE_PEERS (deploy/node/node_modules)
+import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import fs from "node:fs";
@@ -63,6 +64,44 @@ export function tlsGatewayArgs({ certs, token }, client = "client") {
     `--sandboxd_tls_cert_file=${certs}/${client}.pem`, `--sandboxd_tls_key_file=${certs}/${client}-key.pem`];
 }
 
+// tests/common/hosts.sh for one test file (needs root): `hosts(...args)` runs it, `name` is
+// this process's hosts (`tag` and the pid in base 36: another copy of the test has its own),
+// removed when the process exits, and `exec(i)` the prefix that runs a command on host i;
+// `stop({ client, gateway, daemons })` closes and stops them all, then removes the hosts.
+// Hosts that copies of the test killed by ctest's timeout left are removed here.
+const HOSTS_SH = path.join(import.meta.dirname, "../../common/hosts.sh");
+export function testHosts(tag) {
+  const hosts = (...args) => execFileSync("bash", [HOSTS_SH, ...args], { encoding: "utf8" }).trim();
+  const name = `${tag}${process.pid.toString(36)}`;
+  const state = "/run/sandbox-hosts";
+  for (const other of fs.existsSync(state) ? fs.readdirSync(state) : []) {
+    const pid = new RegExp(`^${tag}[0-9a-z]+$`).test(other) && parseInt(other.slice(tag.length), 36);
+    if (pid && pid !== process.pid && !fs.existsSync(`/proc/${pid}`)) hosts("down", other);
+  }
+  process.on("exit", () => { try { hosts("down", name); } catch { /* reported by the test's after() */ } });
+  const stop = async ({ client, gateway, daemons }) => {
+    await client?.close();
+    await gateway?.stop();
+    for (const d of daemons) await d.stop();
+    await stopAll();
+    hosts("down", name);
+  };
+  return { hosts, name, exec: (i) => ["bash", HOSTS_SH, "exec", name, String(i)], stop };
+}
+// A `# measured:` line of a test's output (printed, not asserted).
+export const measured = (what, ms) => console.log(`# measured: ${what}: ${Math.round(ms)} ms`);
+// A new sandbox made by `create()` (run_python without a handle) on one of `daemons`: its
+// handle and the index of the daemon whose records gained it.
+export async function newSandboxOn(daemons, create, log = () => "") {
+  const counts = () => daemons.map((d) => d.sessions().length);
+  const before = counts();
+  const r = await create();
+  assert.equal(r.isError, false, text(r) + log());
+  const host = counts().findIndex((n, i) => n > before[i]);
+  assert.notEqual(host, -1, `no host recorded the new sandbox: ${before} -> ${counts()}`);
+  return { handle: r.structuredContent.sandbox, host };
+}
+
 // Writes an mcpServers config file and returns its path.
 export function writeConfig(servers, dir = tempDir("gwcfg-")) {
   const file = path.join(dir, "mcp.json");
@@ -110,13 +149,17 @@ export class GatewayHttp {
   // line is readable by every local user), and client() sends it. `tokens: n` gives it n
   // random tokens instead, one credential each (`tokens[i]`, `as(i)`); client() sends the
   // first. `auth: false` starts it with --no_auth (for clients that cannot send headers).
-  constructor({ config, sandboxd, extraArgs = [], auth = true, tokens = 1 }) {
+  // `prefix`: a command that runs it and keeps its pid (`hosts.sh exec NAME I`), listening
+  // on `host` (that host's address).
+  constructor({ config, sandboxd, extraArgs = [], auth = true, tokens = 1, prefix = [], host = "127.0.0.1" }) {
     this.tokens = auth ? Array.from({ length: tokens }, () => randomBytes(24).toString("hex")) : [];
     this.token = auth ? this.tokens[0] : "";
     this.args = [`--transport=http`, `--config=${config}`, `--sandboxd=${sandboxd}`,
       ...(auth ? [] : ["--no_auth"]), ...extraArgs];
     this.log = "";
     this.env = {};  // added to the gateway's environment
+    this.prefix = prefix;
+    this.host = host;
   }
   // Headers that authenticate a raw request (with the i-th token).
   get authHeaders() { return this.token ? { Authorization: `Bearer ${this.token}` } : {}; }
@@ -124,12 +167,13 @@ export class GatewayHttp {
   // On `port` when given (a restarted replica keeps its address).
   async start(port = undefined) {
     this.port = port ?? await freePort();
-    this.proc = track(spawnTied(GATEWAY_BIN, [...this.args, `--listen=127.0.0.1:${this.port}`],
+    const command = [...this.prefix, GATEWAY_BIN, ...this.args, `--listen=${this.host}:${this.port}`];
+    this.proc = track(spawnTied(command[0], command.slice(1),
       { stdio: ["ignore", "ignore", "pipe"],
         env: { ...process.env, ...(this.token ? { MCP_GATEWAY_TOKEN: this.tokens.join(",") } : {}), ...this.env } }));
     this.proc.stderr.on("data", (d) => { this.log += d; });
-    await waitFor(() => canConnect({ port: this.port, host: "127.0.0.1" }), "mcp-gateway http", 30000);
-    this.url = `http://127.0.0.1:${this.port}/mcp`;
+    await waitFor(() => canConnect({ port: this.port, host: this.host }), "mcp-gateway http", 30000);
+    this.url = `http://${this.host}:${this.port}/mcp`;
   }
   async client(name = "test-client", headers = {}) {
     return connectClient(this.url, { ...this.authHeaders, ...headers }, name);

@@ -12,19 +12,14 @@
 // How long each failure took to be seen is printed (`# measured:` lines), not asserted.
 // Runs on Node 22 (tests/node22) for the SDK v2 client; needs root (ip netns).
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
 import fs from "node:fs";
-import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import {
-  GatewayHttp, Sandboxd, connectV2, runPython, stopAll, text, tlsGatewayArgs, tlsMaterial, tlsSandboxdArgs,
-  writeConfig,
+  GatewayHttp, Sandboxd, connectV2, measured, newSandboxOn, runPython, testHosts, text, tlsGatewayArgs,
+  tlsMaterial, tlsSandboxdArgs, writeConfig,
 } from "./harness.mjs";
 
-const HOSTS = path.join(import.meta.dirname, "../../common/hosts.sh");
-const hosts = (...args) => execFileSync("bash", [HOSTS, ...args], { encoding: "utf8" }).trim();
-// Ours alone: another copy of this test runs under another pid.
-const NAME = `gw${process.pid.toString(36)}`;
+const { hosts, name: NAME, exec, stop } = testHosts("gw");
 const PORT = 50051;  // each host has its own address, so every sandboxd takes the same port
 // A run's deadline in the gateway when sandboxd stops answering: its timeout plus 60 s
 // (SandboxClient::Execute). RUN_TIMEOUT is the runs' timeout_seconds here.
@@ -41,18 +36,6 @@ const CALL_SLACK_MS = 5000;
 // unanswered within 5 s (SandboxClient's channel arguments), well before a run's deadline.
 const KEEPALIVE_MS = 10000 + 5000;
 
-// Hosts of copies of this test that died without cleaning up (ctest's timeout kill): their
-// names say whose they were.
-function removeStaleHosts() {
-  const state = "/run/sandbox-hosts";
-  for (const name of fs.existsSync(state) ? fs.readdirSync(state) : []) {
-    const pid = /^gw([0-9a-z]+)$/.exec(name) && parseInt(name.slice(2), 36);
-    if (pid && pid !== process.pid && !fs.existsSync(`/proc/${pid}`)) hosts("down", name);
-  }
-}
-process.on("exit", () => { try { hosts("down", NAME); } catch { /* reported by after() */ } });
-
-const measured = (what, ms) => console.log(`# measured: ${what}: ${Math.round(ms)} ms`);
 async function timed(promise) {
   const t0 = performance.now();
   const value = await promise;
@@ -68,14 +51,7 @@ describe("sandboxd on three hosts (network namespaces)", () => {
   const run = (code, sandbox) => runPython(client, code, { timeout_seconds: RUN_TIMEOUT, ...(sandbox ? { sandbox } : {}) });
   const counts = () => daemons.map((d) => d.sessions().length);
   // A new sandbox holding `code`'s variables: its handle and the index of its host.
-  async function newSandbox(code) {
-    const before = counts();
-    const r = await run(code);
-    assert.equal(r.isError, false, text(r) + gateway.log);
-    const host = counts().findIndex((n, i) => n > before[i]);
-    assert.notEqual(host, -1, `no host recorded the new sandbox: ${before} -> ${counts()}`);
-    return { handle: r.structuredContent.sandbox, host };
-  }
+  const newSandbox = (code) => newSandboxOn(daemons, () => run(code), () => gateway.log);
   async function assertKeeps({ handle, host }, value) {
     const r = await run("print(x)", handle);
     assert.equal(r.isError, false, `host ${host + 1}: ${text(r)}`);
@@ -83,14 +59,13 @@ describe("sandboxd on three hosts (network namespaces)", () => {
   }
 
   before(async () => {
-    removeStaleHosts();
     hosts("up", NAME, "3");
     const addresses = [1, 2, 3].map((i) => hosts("addr", NAME, String(i)));
     const tls = tlsMaterial(addresses);
     for (const [i, address] of addresses.entries()) {
       endpoints.push(`${address}:${PORT}`);
       daemons.push(new Sandboxd([...tlsSandboxdArgs(endpoints[i], tls), "--pool_size=1"],
-        { prefix: ["bash", HOSTS, "exec", NAME, String(i + 1)] }));
+        { prefix: exec(i + 1) }));
     }
     await Promise.all(daemons.map((d) => d.start()));
     await Promise.all(daemons.map((d) => d.serving()));
@@ -99,11 +74,7 @@ describe("sandboxd on three hosts (network namespaces)", () => {
     client = await connectV2(gateway.url, gateway.authHeaders, "sdk-v2-multihost");
   });
   after(async () => {
-    await client?.close();
-    await gateway?.stop();
-    for (const d of daemons) await d.stop();
-    await stopAll();
-    hosts("down", NAME);
+    await stop({ client, gateway, daemons });
     assert.equal(fs.existsSync(`/run/netns/mh-${NAME}-1`), false, "hosts.sh down left a namespace");
   });
 

@@ -1,0 +1,128 @@
+// SandboxdEndpoints: channels with fast reconnect and keepalive, TLS to TCP endpoints (see
+// sandboxd_endpoints.h).
+#include "bridge/sandboxd_endpoints.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace gateway {
+namespace {
+
+// How often the channel to an endpoint pings it, and how long an answer may take.
+constexpr std::chrono::milliseconds kKeepaliveTime{10000};
+constexpr std::chrono::milliseconds kKeepaliveTimeout{5000};
+
+std::shared_ptr<grpc::Channel> Dial(const std::string& endpoint, const SandboxdTls& tls) {
+  grpc::ChannelArguments args;
+  // sandboxd restarts should be noticed within a second, not after gRPC's default
+  // exponential backoff of up to two minutes.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // A peer that is gone without a word (its host cut off, its machine down) is noticed by
+  // a ping unanswered within kKeepaliveTimeout, every kKeepaliveTime, whether or not a
+  // call is open: calls on it fail then, naming the endpoint, instead of at their deadline,
+  // and a reconnect follows. sandboxd accepts pings this often (its Serve()).
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTime.count());
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeout.count());
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  args.SetMaxReceiveMessageSize(64 << 20);
+  args.SetMaxSendMessageSize(64 << 20);
+  // A TCP peer proves who it is before the token or any code goes to it: TLS always
+  // (with no CA given, the system's trust store decides; CheckEndpoints refuses that
+  // at start). A unix socket's directory is the boundary. An address resolved from a DNS
+  // name is checked against --sandboxd_tls_server_name, which CheckEndpoints requires then.
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  if (!IsUnixEndpoint(endpoint)) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = tls.ca;
+    ssl.pem_cert_chain = tls.cert_chain;
+    ssl.pem_private_key = tls.private_key;
+    creds = grpc::SslCredentials(ssl);
+    if (!tls.server_name.empty()) args.SetSslTargetNameOverride(tls.server_name);
+  }
+  return grpc::CreateCustomChannel(endpoint, creds, args);
+}
+
+}  // namespace
+
+SandboxdEndpoints::SandboxdEndpoints(const SandboxdTls& tls, std::string tcp_token)
+    : tls_(tls), tcp_token_(std::move(tcp_token)) {}
+
+size_t SandboxdEndpoints::Add(const std::string& name) {
+  codemode::MutexLock lock(&mu_);
+  for (size_t i = 0; i < endpoints_.size(); ++i) {
+    if (endpoints_[i]->name == name) return i;
+  }
+  auto e = std::make_unique<Endpoint>();
+  e->name = name;
+  e->tcp = !IsUnixEndpoint(name);
+  e->channel = Dial(name, tls_);
+  e->stub = sandbox::v1::SandboxService::NewStub(e->channel);
+  endpoints_.push_back(std::move(e));
+  return endpoints_.size() - 1;
+}
+
+std::optional<size_t> SandboxdEndpoints::Find(const std::string& name) const {
+  codemode::MutexLock lock(&mu_);
+  for (size_t i = 0; i < endpoints_.size(); ++i) {
+    if (endpoints_[i]->name == name) return i;
+  }
+  return std::nullopt;
+}
+
+size_t SandboxdEndpoints::size() const {
+  codemode::MutexLock lock(&mu_);
+  return endpoints_.size();
+}
+
+SandboxdEndpoints::Endpoint& SandboxdEndpoints::At(size_t i) const {
+  codemode::MutexLock lock(&mu_);
+  return *endpoints_.at(i);
+}
+
+std::string SandboxdEndpoints::Name(size_t i) const { return At(i).name; }
+
+sandbox::v1::SandboxService::Stub& SandboxdEndpoints::Stub(size_t i) {
+  Endpoint& e = At(i);
+  grpc_connectivity_state state = e.channel->GetState(/*try_to_connect=*/true);
+  auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(2);
+  while (state != GRPC_CHANNEL_READY && state != GRPC_CHANNEL_SHUTDOWN) {
+    if (!e.channel->WaitForStateChange(state, deadline)) break;
+    state = e.channel->GetState(true);
+  }
+  return *e.stub;
+}
+
+sandbox::v1::SandboxService::Stub& SandboxdEndpoints::StubNow(size_t i) { return *At(i).stub; }
+
+void SandboxdEndpoints::Prepare(grpc::ClientContext& ctx, size_t i,
+                                std::chrono::system_clock::time_point deadline) const {
+  ctx.set_deadline(deadline);
+  if (!tcp_token_.empty() && At(i).tcp) ctx.AddMetadata("authorization", absl::StrCat("Bearer ", tcp_token_));
+}
+
+int SandboxdEndpoints::created(size_t i) const {
+  codemode::MutexLock lock(&mu_);
+  return endpoints_.at(i)->created;
+}
+
+void SandboxdEndpoints::Created(size_t i) {
+  codemode::MutexLock lock(&mu_);
+  ++endpoints_.at(i)->created;
+}
+
+absl::Time SandboxdEndpoints::failed_at(size_t i) const {
+  codemode::MutexLock lock(&mu_);
+  return endpoints_.at(i)->failed_at;
+}
+
+void SandboxdEndpoints::Failed(size_t i) {
+  codemode::MutexLock lock(&mu_);
+  endpoints_.at(i)->failed_at = absl::Now();
+}
+
+}  // namespace gateway

@@ -1,0 +1,65 @@
+// SandboxdEndpoints: every sandboxd endpoint a SandboxClient has dialled, each with its
+// channel and what placement remembers of it. Append-only: an index is a SandboxRef's
+// endpoint for the client's whole life, so an endpoint that left the placement set (an
+// address gone from DNS) keeps serving the sandboxes and handles that name it.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "base/mutex.h"
+#include "bridge/sandbox_client.h"
+#include "grpcpp/grpcpp.h"
+#include "sandbox/v1/sandbox.grpc.pb.h"
+
+namespace gateway {
+
+class SandboxdEndpoints {
+ public:
+  // TCP endpoints speak TLS with `tls` (its server_name, when set, is what the certificate
+  // must carry) and carry `tcp_token` (sandboxd's --tcp_token_file) with every call.
+  SandboxdEndpoints(const SandboxdTls& tls, std::string tcp_token);
+
+  // The index of `name`, dialled now when new (a channel, connecting at its first call).
+  size_t Add(const std::string& name);
+  std::optional<size_t> Find(const std::string& name) const;
+  size_t size() const;
+  std::string Name(size_t i) const;
+
+  // Endpoint i's stub after giving a channel in reconnect backoff up to two seconds to
+  // connect, so the first call after sandboxd comes back does not fail fast.
+  sandbox::v1::SandboxService::Stub& Stub(size_t i);
+  // Endpoint i's stub as it is (for calls that wait on their own, or must not).
+  sandbox::v1::SandboxService::Stub& StubNow(size_t i);
+  // A context for a call to endpoint `i`: its deadline, and the token for a TCP endpoint.
+  void Prepare(grpc::ClientContext& ctx, size_t i, std::chrono::system_clock::time_point deadline) const;
+
+  // Sessions created there by this client; when a create there last failed for its own
+  // reasons.
+  int created(size_t i) const;
+  void Created(size_t i);
+  absl::Time failed_at(size_t i) const;
+  void Failed(size_t i);
+
+ private:
+  struct Endpoint {
+    std::string name;
+    bool tcp = false;
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<sandbox::v1::SandboxService::Stub> stub;
+    int created = 0;
+    absl::Time failed_at = absl::InfinitePast();
+  };
+  Endpoint& At(size_t i) const;
+
+  const SandboxdTls tls_;
+  const std::string tcp_token_;
+  mutable codemode::Mutex mu_;
+  // Pointers, so that an Endpoint stays where it is while others are added.
+  std::vector<std::unique_ptr<Endpoint>> endpoints_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gateway
