@@ -1,5 +1,6 @@
 #include "sandboxd/runner_connection.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -34,9 +35,13 @@ absl::StatusOr<std::unique_ptr<RunnerConnection>> RunnerConnection::Connect(
       return absl::UnavailableError(
           absl::StrCat("runner socket ", socket_path, " is not a socket (refusing to follow it)"));
     }
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    // Non-blocking: a runner whose accept queue is full (code that stopped it and queued
+    // connections) answers EAGAIN, retried until the deadline, where a blocking connect()
+    // would wait for as long as the queue stays full. The connection is blocking after.
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
-    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0) {
       std::unique_ptr<RunnerConnection> conn(new RunnerConnection(fd, frame_deadline));
       absl::StatusOr<RunnerMessage> first = conn->ReadOne(deadline);
       if (!first.ok()) {

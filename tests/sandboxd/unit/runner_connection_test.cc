@@ -13,6 +13,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <thread>
 #include <vector>
 
@@ -246,6 +247,46 @@ TEST(RunnerConnectionTest, TurnEgressOnTakesTheListenerTheRunnerPasses) {
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->get(), -1);
   close(fds[1]);
+}
+
+// A runner that accepts nothing while its queue is full (its code stopped it and queued
+// connections of its own) gets no connection within the timeout: Connect returns,
+// UNAVAILABLE, instead of waiting for as long as the queue stays full.
+TEST(RunnerConnectionTest, AFullAcceptQueueEndsConnectAtItsDeadline) {
+  char tmpl[] = "/tmp/sbx-rq-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string path = dir + "/runner.sock";
+  int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strcpy(addr.sun_path, path.c_str());
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(listener, 0), 0);
+  std::vector<int> queued;
+  for (int i = 0; i < 64; ++i) {
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      close(fd);
+      break;
+    }
+    queued.push_back(fd);
+  }
+  ASSERT_FALSE(queued.empty());
+  // A hang is the failure: Connect runs on a thread of its own, left behind if it never
+  // returns (a bound on hanging, not a timing).
+  auto done = std::make_shared<std::promise<absl::Status>>();
+  std::future<absl::Status> result = done->get_future();
+  std::thread([path, done] {
+    done->set_value(RunnerConnection::Connect(path, absl::Milliseconds(300)).status());
+  }).detach();
+  ASSERT_EQ(result.wait_for(std::chrono::seconds(60)), std::future_status::ready)
+      << "Connect still waits on a full accept queue";
+  absl::Status s = result.get();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("cannot connect to runner socket"));
+  for (int fd : queued) close(fd);
+  close(listener);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(RunnerConnectionTest, ASymlinkInPlaceOfTheSocketIsNotFollowed) {
