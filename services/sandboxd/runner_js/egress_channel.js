@@ -20,7 +20,12 @@ const { Duplex } = require('stream');
 const PIECE = 64 * 1024;
 const WINDOW = 256 * 1024;
 const MAX_STREAMS = 128;
-const MAX_REFUSED = 4 * MAX_STREAMS;  // opens refused in a row before the channel is closed
+// Opens the main thread refuses a worker (its own race with a stream still ending here, or
+// code posting opens on the port itself): MAX_REFUSED at once, then MAX_REFUSED a minute.
+// One more and the worker loses its channel: each refusal is an answer queued to the
+// worker outside any heap limit.
+const MAX_REFUSED = 4 * MAX_STREAMS;
+const REFUSED_REFILL_MS = 60000;
 const WHY_CHARS = 200;
 
 const isId = (v) => Number.isSafeInteger(v) && v > 0;
@@ -106,7 +111,8 @@ class PortStream extends Duplex {
 // thread, `onOpen(stream)`), and routes every message to its stream.
 class Channel {
   constructor(port, onOpen = null) {
-    Object.assign(this, { port, onOpen, streams: new Map(), nextId: 1, closed: false, refused: 0 });
+    Object.assign(this, { port, onOpen, streams: new Map(), nextId: 1, closed: false,
+      refusals: MAX_REFUSED, refilled: Date.now() });
     port.on('message', (m) => this.onMessage(m));
     port.on('close', () => this.close());
     port.unref();
@@ -141,6 +147,18 @@ class Channel {
     return stream;
   }
 
+  // Whether another refusal is within MAX_REFUSED (refilled over REFUSED_REFILL_MS); opens
+  // accepted in between give none back.
+  takeRefusal() {
+    const now = Date.now();
+    this.refusals = Math.min(MAX_REFUSED,
+      this.refusals + ((now - this.refilled) * MAX_REFUSED) / REFUSED_REFILL_MS);
+    this.refilled = now;
+    if (this.refusals < 1) return false;
+    this.refusals -= 1;
+    return true;
+  }
+
   forget(stream) {
     if (this.streams.get(stream.id) === stream) this.streams.delete(stream.id);
   }
@@ -150,14 +168,10 @@ class Channel {
     if (m.t === 'open') {
       if (!this.onOpen || this.closed || this.streams.has(m.s)) return;
       if (this.streams.size >= MAX_STREAMS) {
-        // The worker's own opens get here only in a race with a stream still ending on this
-        // side. Code posting opens on the port itself would have each answer queued outside
-        // any heap limit: past MAX_REFUSED refusals in a row the worker loses its channel.
-        if (++this.refused > MAX_REFUSED) return this.close();
+        if (!this.takeRefusal()) return this.close();
         this.post({ t: 'x', s: m.s, why: `over ${MAX_STREAMS} egress connections are open at once` });
         return;
       }
-      this.refused = 0;
       this.onOpen(this.add(m.s));
       return;
     }

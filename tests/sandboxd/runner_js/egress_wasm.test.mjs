@@ -219,6 +219,23 @@ describe('egress channel streams', () => {
     worker.close();
   });
 
+  it('closes the channel of a worker that frees a slot between floods', async () => {
+    const { main, worker, opened } = pair();
+    for (let i = 0; i < MAX_STREAMS; i++) worker.open();
+    await sleep(50);
+    let next = 1000000;
+    for (let round = 0; round < 10 && !main.closed; round++) {
+      for (let i = 0; i < MAX_STREAMS; i++) worker.post({ t: 'open', s: next++ });
+      await sleep(20);
+      opened.shift().destroy();      // a slot free again: the next open is accepted
+      await sleep(20);
+      worker.post({ t: 'open', s: next++ });
+      await sleep(20);
+    }
+    assert.ok(main.closed, 'accepted opens between floods reset the refusals');
+    worker.close();
+  });
+
   it('cuts a stream whose peer sends past the window', async () => {
     const { main, worker, opened } = pair();
     const up = worker.open();
