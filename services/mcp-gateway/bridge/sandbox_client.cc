@@ -26,6 +26,11 @@ constexpr auto kCreateDeadline = std::chrono::seconds(20);
 // An endpoint whose create failed for its own reasons goes after the silent ones for this
 // long.
 constexpr absl::Duration kFailedCreatePenalty = absl::Seconds(30);
+// GetInfo's deadline for placement; an endpoint that lets it pass (cut off, stalled) is not
+// asked again for kSilentPause, so new sandboxes go elsewhere without waiting for it each
+// time until the channel's keepalive finds it gone.
+constexpr auto kInfoDeadline = std::chrono::milliseconds(500);
+constexpr absl::Duration kSilentPause = absl::Seconds(2);
 
 std::chrono::system_clock::time_point Deadline(std::chrono::seconds d) {
   return std::chrono::system_clock::now() + d;
@@ -161,7 +166,8 @@ std::vector<std::pair<std::string, std::optional<sandbox::v1::Info>>> SandboxCli
   return named;
 }
 
-std::vector<std::optional<sandbox::v1::Info>> SandboxClient::InfosOf(const std::vector<size_t>& members) {
+std::vector<std::optional<sandbox::v1::Info>> SandboxClient::InfosOf(const std::vector<size_t>& members,
+                                                                     bool skip_silent) {
   const size_t n = members.size();
   std::vector<std::optional<sandbox::v1::Info>> infos(n);
   struct Ask {
@@ -169,22 +175,26 @@ std::vector<std::optional<sandbox::v1::Info>> SandboxClient::InfosOf(const std::
     sandbox::v1::Info info;
     grpc::Status status;
   };
-  std::vector<std::unique_ptr<Ask>> asks;
+  std::vector<std::unique_ptr<Ask>> asks(n);
   grpc::CompletionQueue cq;
   const sandbox::v1::GetInfoRequest request;
+  size_t asked = 0;
   for (size_t i = 0; i < n; ++i) {
-    asks.push_back(std::make_unique<Ask>());
-    Ask& ask = *asks.back();
-    endpoints_->Prepare(ask.ctx, members[i], std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+    if (skip_silent && absl::Now() - endpoints_->silent_at(members[i]) < kSilentPause) continue;
+    asks[i] = std::make_unique<Ask>();
+    Ask& ask = *asks[i];
+    endpoints_->Prepare(ask.ctx, members[i], std::chrono::system_clock::now() + kInfoDeadline);
     endpoints_->StubNow(members[i]).AsyncGetInfo(&ask.ctx, request, &cq)->Finish(&ask.info, &ask.status, reinterpret_cast<void*>(i));
+    ++asked;
   }
-  for (size_t k = 0; k < n; ++k) {
+  for (size_t k = 0; k < asked; ++k) {
     void* tag = nullptr;
     bool ok = false;
     if (!cq.Next(&tag, &ok)) break;
     const size_t i = reinterpret_cast<size_t>(tag);
     Ask& ask = *asks[i];
     if (ok && ask.status.ok()) infos[i] = std::move(ask.info);
+    endpoints_->Heard(members[i], ask.status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED);
   }
   cq.Shutdown();
   void* tag = nullptr;
@@ -201,7 +211,7 @@ std::vector<EndpointLoad> SandboxClient::Loads(const std::vector<size_t>& member
     loads[i].created = endpoints_->created(members[i]);
     loads[i].failed_recently = absl::Now() - endpoints_->failed_at(members[i]) < kFailedCreatePenalty;
   }
-  const std::vector<std::optional<sandbox::v1::Info>> infos = InfosOf(members);
+  const std::vector<std::optional<sandbox::v1::Info>> infos = InfosOf(members, /*skip_silent=*/true);
   for (size_t i = 0; i < n; ++i) {
     if (infos[i]) ReadLoad(*infos[i], runtime, &loads[i]);
   }

@@ -169,8 +169,10 @@ class SandboxClient : public Sandboxes {
   absl::Status Convert(const grpc::Status& s, size_t endpoint) const;
   // The placement set's endpoints (Membership::Current()), dialled when new.
   std::vector<size_t> Members();
-  // The GetInfo of each of `members`, asked at once.
-  std::vector<std::optional<sandbox::v1::Info>> InfosOf(const std::vector<size_t>& members);
+  // The GetInfo of each of `members`, asked at once. With `skip_silent`, those that left
+  // their last GetInfo unanswered less than kSilentPause ago are not asked (no answer).
+  std::vector<std::optional<sandbox::v1::Info>> InfosOf(const std::vector<size_t>& members,
+                                                        bool skip_silent = false);
   // Each of `members`' load from its GetInfo; one that did not answer counts as not answered.
   std::vector<EndpointLoad> Loads(const std::vector<size_t>& members, const std::string& runtime);
 

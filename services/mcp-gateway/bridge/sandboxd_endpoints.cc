@@ -125,4 +125,14 @@ void SandboxdEndpoints::Failed(size_t i) {
   endpoints_.at(i)->failed_at = absl::Now();
 }
 
+absl::Time SandboxdEndpoints::silent_at(size_t i) const {
+  codemode::MutexLock lock(&mu_);
+  return endpoints_.at(i)->silent_at;
+}
+
+void SandboxdEndpoints::Heard(size_t i, bool answered) {
+  codemode::MutexLock lock(&mu_);
+  endpoints_.at(i)->silent_at = answered ? absl::InfinitePast() : absl::Now();
+}
+
 }  // namespace gateway

@@ -43,6 +43,10 @@ class SandboxdEndpoints {
   void Created(size_t i);
   absl::Time failed_at(size_t i) const;
   void Failed(size_t i);
+  // When its GetInfo last went unanswered within its deadline (InfinitePast: it answered
+  // last time).
+  absl::Time silent_at(size_t i) const;
+  void Heard(size_t i, bool answered);
 
  private:
   struct Endpoint {
@@ -52,6 +56,7 @@ class SandboxdEndpoints {
     std::unique_ptr<sandbox::v1::SandboxService::Stub> stub;
     int created = 0;
     absl::Time failed_at = absl::InfinitePast();
+    absl::Time silent_at = absl::InfinitePast();
   };
   Endpoint& At(size_t i) const;
 

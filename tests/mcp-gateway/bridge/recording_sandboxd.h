@@ -32,8 +32,10 @@ class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
     session->set_id("s-1");
     return grpc::Status::OK;
   }
-  grpc::Status GetInfo(grpc::ServerContext*, const sandbox::v1::GetInfoRequest*,
+  grpc::Status GetInfo(grpc::ServerContext* ctx, const sandbox::v1::GetInfoRequest*,
                        sandbox::v1::Info* info) override {
+    ++info_asked;
+    if (info_stalls) return Stall(ctx);
     if (!info_) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no GetInfo");
     *info = *info_;
     return grpc::Status::OK;
@@ -51,6 +53,8 @@ class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
     info_->set_egress_default(egress_default);
     info_->set_egress_max(egress_max);
   }
+  std::atomic<bool> info_stalls{false};  // GetInfo answers only when cancelled
+  std::atomic<int> info_asked{0};
   int created() const { return created_; }
   const sandbox::v1::CreateSessionRequest& last() const { return last_; }
   const std::string& last_authorization() const { return last_authorization_; }

@@ -443,5 +443,22 @@ TEST_F(SandboxClientTest, PlacementSkipsFullNotServingAndSilentEndpoints) {
   EXPECT_EQ(other.service.created(), 0);
 }
 
+// An endpoint that lets GetInfo's deadline pass (cut off, stalled) is not asked again at
+// once: the next new sandbox does not wait for it (until the channel's keepalive ends it).
+TEST_F(SandboxClientTest, ASilentEndpointIsNotAskedAgainAtOnce) {
+  ExtraSandboxd other("b");
+  ASSERT_NE(other.server, nullptr);
+  service_.set_info(0, 64, 1);
+  other.service.info_stalls = true;
+  SandboxClient client({"unix:" + socket_, other.endpoint()});
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<SandboxRef> ref = client.CreateSession("owner", "label", {}, {}, "python", "");
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    EXPECT_EQ(ref->endpoint, 0u);
+  }
+  EXPECT_EQ(other.service.info_asked, 1);
+  EXPECT_EQ(service_.info_asked, 3);
+}
+
 }  // namespace
 }  // namespace gateway
