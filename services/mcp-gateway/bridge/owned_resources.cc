@@ -6,6 +6,8 @@
 
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/log_text.h"
 #include "spdlog/spdlog.h"
 
 namespace gateway {
@@ -41,6 +43,7 @@ OwnedWalk OwnedResources::Walk(const std::string& credential,
   OwnedWalk walk;
   Sandboxes::Owned owned = Owned(credential, cancel);
   walk.complete = owned.complete;
+  walk.missing = std::move(owned.missing);
   for (const SandboxRef& ref : owned.refs) {
     if (cancel && cancel->cancelled()) {
       walk.complete = false;
@@ -66,7 +69,8 @@ absl::StatusOr<FilePage> OwnedResources::List(const std::string& credential, con
   const OwnedWalk walk = Walk(credential, cancel);
   if (cancel && cancel->cancelled()) return absl::CancelledError("the request was cancelled");
   if (!walk.complete) {
-    spdlog::warn("resources/list of {}: some of its sandboxes could not be listed", credential);
+    spdlog::warn("resources/list of {}: some of its sandboxes could not be listed{}{}", credential,
+                 walk.missing.empty() ? "" : "; ", codemode::LogText(absl::StrJoin(walk.missing, "; ")));
   }
   const size_t page = std::max<size_t>(options_.list_page_size, 1);
   FilePage out;

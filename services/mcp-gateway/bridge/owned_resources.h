@@ -46,6 +46,7 @@ struct OwnedWalk {
   std::vector<std::pair<SandboxRef, OutListing>> sandboxes;
   // An endpoint or a walk did not answer: some files may be missing.
   bool complete = true;
+  std::vector<std::string> missing;  // the endpoints that did not answer, and why
 };
 
 class OwnedResources {

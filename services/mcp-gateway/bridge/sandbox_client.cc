@@ -355,8 +355,11 @@ Sandboxes::Owned SandboxClient::ListOwned(const std::string& owner,
   for (size_t i = 0; i < n; ++i) {
     asks.push_back(std::make_unique<Ask>());
     Ask& ask = *asks.back();
+    // Not wait_for_ready: an endpoint that refuses connections, or that the keepalive
+    // found gone, answers UNAVAILABLE at once instead of holding the list to its deadline
+    // (reconnection backs off at most 1 s, so one that is back is soon asked again).
     endpoints_->Prepare(ask.ctx, i, Deadline(std::chrono::seconds(5)));
-    ask.ctx.set_wait_for_ready(true);
+    ask.ctx.set_wait_for_ready(false);
     ask.link = std::make_unique<CancelLink>(cancel, &ask.ctx);
     endpoints_->StubNow(i).AsyncListSessions(&ask.ctx, req, &cq)->Finish(&ask.resp, &ask.status, reinterpret_cast<void*>(i));
   }
@@ -375,6 +378,8 @@ Sandboxes::Owned SandboxClient::ListOwned(const std::string& owner,
   for (size_t i = 0; i < n; ++i) {
     if (!asks[i]->status.ok()) {
       owned.complete = false;
+      owned.missing.push_back(absl::StrCat(endpoints_->Name(i), ": ",
+                                           Convert(asks[i]->status, i).ToString()));
       continue;
     }
     std::vector<const sandbox::v1::Session*> ready;

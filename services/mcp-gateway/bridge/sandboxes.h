@@ -95,6 +95,8 @@ class Sandboxes {
     // only by what its code left running in the background.
     std::vector<uint64_t> executions;
     bool complete = true;
+    // Why each endpoint left out did not answer (its name, the gRPC status's code and text).
+    std::vector<std::string> missing;
   };
   virtual Owned ListOwned(const std::string& owner, std::shared_ptr<codemode::CancelToken> cancel) = 0;
   virtual absl::Status ResetSession(const SandboxRef& ref) = 0;

@@ -443,6 +443,17 @@ TEST_F(SandboxClientTest, PlacementSkipsFullNotServingAndSilentEndpoints) {
   EXPECT_EQ(other.service.created(), 0);
 }
 
+// An endpoint nothing listens at is left out of a credential's listing at once, UNAVAILABLE
+// (waiting for it to be ready would hold every listing to the deadline), and named.
+TEST_F(SandboxClientTest, ListOwnedLeavesOutAnEndpointThatRefusesAtOnce) {
+  const std::string gone = "unix:/tmp/gw-sandbox-client-" + std::to_string(getpid()) + "-gone.sock";
+  SandboxClient client({"unix:" + socket_, gone});
+  Sandboxes::Owned owned = client.ListOwned("owner", nullptr);
+  EXPECT_FALSE(owned.complete);
+  EXPECT_THAT(owned.missing, ::testing::Contains(::testing::StartsWith(gone + ": UNAVAILABLE")))
+      << ::testing::PrintToString(owned.missing);
+}
+
 // An endpoint that lets GetInfo's deadline pass (cut off, stalled) is not asked again at
 // once: the next new sandbox does not wait for it (until the channel's keepalive ends it).
 TEST_F(SandboxClientTest, ASilentEndpointIsNotAskedAgainAtOnce) {
