@@ -294,6 +294,7 @@ const table = [
   "| --- | --- | --- | --- |",
   ...rows,
   "",
+  "",  // a blank line: the notes below are not a row of the table
 ].join("\n");
 console.log(table);
 if (outFile) writeReport(outFile, table);
