@@ -24,7 +24,7 @@ const { Client } = await sdk("client/index.js");
 const { StdioClientTransport } = await sdk("client/stdio.js");
 const { PY_ECHOES, javascriptVsPython } = await import(pathToFileURL(path.resolve(path.dirname(new URL(import.meta.url).pathname),
   "gateway/javascript.mjs")).href);
-const { ms, pct } = await import(pathToFileURL(path.resolve(path.dirname(new URL(import.meta.url).pathname),
+const { ms, pct, writeReport } = await import(pathToFileURL(path.resolve(path.dirname(new URL(import.meta.url).pathname),
   "gateway/stats.mjs")).href);
 const { wasmVsSeed } = await import(pathToFileURL(path.resolve(path.dirname(new URL(import.meta.url).pathname),
   "gateway/wasm.mjs")).href);
@@ -527,10 +527,4 @@ const header = [
 ];
 const table = [...header, ...rows, ""].join("\n");
 console.log(table);
-// The notes written by hand below the table stay (as sandboxd_bench keeps its end marker).
-const NOTES = "Notes (by hand";
-if (outFile) {
-  const old = fs.existsSync(outFile) ? fs.readFileSync(outFile, "utf8") : "";
-  const notes = old.indexOf(NOTES) >= 0 ? old.slice(old.indexOf(NOTES)) : "";
-  fs.writeFileSync(outFile, table + notes);
-}
+if (outFile) writeReport(outFile, table);

