@@ -34,10 +34,8 @@ const RUN_TIMEOUT = 5;  // the runs' timeout_seconds
 const [, INTER_S, FALL] = /default-server check inter (\d+)s fall (\d+)/.exec(fs.readFileSync(HAPROXY_CONFIG, "utf8"));
 const NOTICE_MS = (Number(INTER_S) * Number(FALL) + 1) * 1000;
 // The clients' own timeout for a call under load (the runs take milliseconds). A call in
-// flight on the replica when it dies may wait for it: its SSE stream (primed with an
-// event id) breaks, the SDK resumes it with Last-Event-ID, HAProxy sends that to the
-// other replica, which does not know the stream (404), and the SDK v2 client gives up
-// resuming without failing the call.
+// flight on the replica when it dies may wait for it: the SDK v2 client leaves a call
+// pending when its SSE response stream ends without the result.
 const LOAD_CALL_TIMEOUT_MS = 4000;
 const LOAD_AFTER_MS = 3000;  // how long the clients go on after NOTICE_MS and that timeout
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
