@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import fs from "node:fs";
+import net from "node:net";
 import path from "node:path";
 import { after, before } from "node:test";
 import { pathToFileURL } from "node:url";
@@ -67,7 +68,10 @@ export function tlsGatewayArgs({ certs, token }, client = "client") {
 // tests/common/hosts.sh for one test file (needs root): `hosts(...args)` runs it, `name` is
 // this process's hosts (`tag` and the pid in base 36: another copy of the test has its own),
 // removed when the process exits, and `exec(i)` the prefix that runs a command on host i;
-// `stop({ client, gateway, daemons })` closes and stops them all, then removes the hosts.
+// `stop({ client, gateway, daemons })` closes and stops them all, then removes the hosts;
+// `up(hostCount, n, port)` makes the hosts and starts sandboxd on hosts 1..n over TLS with
+// client certificates (tlsMaterial, naming their addresses), each on its own address at
+// `port`, until they serve: { tls, endpoints, daemons } (daemons[i] on host i + 1).
 // Hosts that copies of the test killed by ctest's timeout left are removed here.
 const HOSTS_SH = path.join(import.meta.dirname, "../../common/hosts.sh");
 export function testHosts(tag) {
@@ -82,14 +86,44 @@ export function testHosts(tag) {
   const stop = async ({ client, gateway, daemons }) => {
     await client?.close();
     await gateway?.stop();
-    for (const d of daemons) await d.stop();
+    for (const d of daemons ?? []) await d.stop();
     await stopAll();
     hosts("down", name);
   };
-  return { hosts, name, exec: (i) => ["bash", HOSTS_SH, "exec", name, String(i)], stop };
+  const exec = (i) => ["bash", HOSTS_SH, "exec", name, String(i)];
+  const up = async (hostCount, n, port) => {
+    hosts("up", name, String(hostCount));
+    const addresses = Array.from({ length: n }, (_, i) => hosts("addr", name, String(i + 1)));
+    const tls = tlsMaterial(addresses);
+    const endpoints = addresses.map((a) => `${a}:${port}`);
+    const daemons = endpoints.map((e, i) => new Sandboxd([...tlsSandboxdArgs(e, tls), "--pool_size=1"], { prefix: exec(i + 1) }));
+    await Promise.all(daemons.map((d) => d.start()));
+    await Promise.all(daemons.map((d) => d.serving()));
+    return { tls, endpoints, daemons };
+  };
+  return { hosts, name, exec, stop, up };
 }
 // A `# measured:` line of a test's output (printed, not asserted).
 export const measured = (what, ms) => console.log(`# measured: ${what}: ${Math.round(ms)} ms`);
+// `promise`'s value and how long it took to settle.
+export async function timed(promise) {
+  const t0 = performance.now();
+  const value = await promise;
+  return { value, ms: performance.now() - t0 };
+}
+// The gateway's deadlines towards sandboxd hosts, for the multi-host tests:
+//   run(timeout): a run's when sandboxd stops answering, its timeout_seconds plus 60 s
+//     (SandboxClient::Execute);
+//   create: a create's (SandboxClient::CreateSession): a placement that took less did not
+//     try a create on a host that does not answer;
+//   list: resources/list asks every endpoint at once, 5 s at most each (ListOwned);
+//   keepalive: a peer gone without a word is noticed by the gateway's keepalive, a ping
+//     every 10 s unanswered within 5 s (SandboxClient's channel arguments);
+//   slack: what the gateway and the client add to a call beyond its deadline (HTTP, SDK).
+export const DEADLINES_MS = {
+  run: (timeoutSeconds) => (timeoutSeconds + 60) * 1000, create: 20000, list: 5000, keepalive: 10000 + 5000,
+  slack: 5000,
+};
 // A new sandbox made by `create()` (run_python without a handle) on one of `daemons`: its
 // handle and the index of the daemon whose records gained it.
 export async function newSandboxOn(daemons, create, log = () => "") {
@@ -178,13 +212,82 @@ export class GatewayHttp {
   async client(name = "test-client", headers = {}) {
     return connectClient(this.url, { ...this.authHeaders, ...headers }, name);
   }
-  async stop() {
+  // SIGKILL: no clean-up, what a crashed replica leaves.
+  async stop(signal = "SIGTERM") {
     // Gone already: exited, or killed by a signal (exitCode stays null then).
     if (!this.proc || this.proc.exitCode !== null || this.proc.signalCode !== null) return;
     const exited = new Promise((r) => this.proc.once("exit", r));
-    this.proc.kill("SIGTERM");
+    this.proc.kill(signal);
     await exited;
   }
+}
+
+// Debian's HAProxy ($HAPROXY) with the shipped deploy/haproxy/haproxy.cfg in front of two
+// started gateway replicas (GatewayHttp; HAProxy's servers gateway1 and gateway2), on
+// 127.0.0.1, with a stats socket to look at it through. `url`: where clients go;
+// `ask(command)`: a stats socket command's answer; `homeOf(client)`: the replica a 2025
+// session (SDK v1 client) is stuck on; `seenUp(name)`: until the health check says `name`
+// is up; `column(field)`: a field of each replica's `show stat` row; `answered()`: each
+// replica's count of 2xx answers so far.
+export const HAPROXY_CONFIG = path.join(import.meta.dirname, "../../../deploy/haproxy/haproxy.cfg");
+export async function startHaproxy(replicas) {
+  const port = await freePort();
+  const extra = path.join(tempDir("haproxy-"), "stats.cfg");
+  const stats = path.join(path.dirname(extra), "stats.sock");
+  fs.writeFileSync(extra, `global\n    stats socket ${stats} mode 600 level admin\n`);
+  const proc = track(spawnTied(required("HAPROXY"), ["-db", "-f", HAPROXY_CONFIG, "-f", extra], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, MCP_LISTEN: `127.0.0.1:${port}`,
+      GATEWAY_1: `${replicas[0].host}:${replicas[0].port}`, GATEWAY_2: `${replicas[1].host}:${replicas[1].port}` },
+  }));
+  const haproxy = { proc, log: "", url: `http://127.0.0.1:${port}/mcp` };  // log: for failure messages
+  proc.stdout.on("data", (d) => { haproxy.log += d; });
+  proc.stderr.on("data", (d) => { haproxy.log += d; });
+  haproxy.ask = (command) => new Promise((resolve, reject) => {
+    let out = "";
+    const socket = net.connect(stats, () => socket.write(`${command}\n`));
+    socket.on("data", (d) => { out += d; });
+    socket.on("error", reject);
+    socket.on("end", () => resolve(out));
+  });
+  // `field` of every server's row of `show stat`: { gateway1: ..., gateway2: ... }.
+  const column = haproxy.column = async (field) => {
+    const csv = (await haproxy.ask("show stat")).split("\n");
+    const header = csv[0].replace(/^# /, "").split(",");
+    const rows = csv.map((l) => l.split(",")).filter((r) => r[0] === "gateways" && /^gateway\d+$/.test(r[1]));
+    return Object.fromEntries(rows.map((r) => [r[1], r[header.indexOf(field)]]));
+  };
+  haproxy.answered = async () =>
+    Object.fromEntries(Object.entries(await column("hrsp_2xx")).map(([k, v]) => [k, Number(v)]));
+  haproxy.seenUp = (name) =>
+    waitFor(async () => (await column("status"))[name] === "UP", `HAProxy to see ${name} up`, 15000);
+  // The stick table's entry of the session, not HAProxy's log: a stream's line comes when
+  // the stream ends, after lines of later requests.
+  haproxy.homeOf = async (client) => {
+    const sid = client.transport.sessionId;
+    const line = (await haproxy.ask("show table gateways")).split("\n").find((l) => l.includes(`key=${sid} `));
+    const id = /server_id=(\d+)/.exec(line ?? "");
+    if (!id) throw new Error(`no stick table entry for ${sid}`);
+    return `gateway${id[1]}`;
+  };
+  await waitFor(() => canConnect({ port, host: "127.0.0.1" }), "haproxy")
+    .catch((e) => { throw new Error(`${e.message}; it said:\n${haproxy.log}`); });
+  await Promise.all(["gateway1", "gateway2"].map(haproxy.seenUp));
+  return haproxy;
+}
+
+// What a 2025 session's next call gets once the replica it lives on is gone: the error,
+// which must say the other replica does not know the session (404). A keep-alive
+// connection HAProxy had open to the killed replica may fail a first request without an
+// answer (HAProxy retries nothing a replica may have received): then the next is asked.
+export async function refusedSession(client, call) {
+  let refused;
+  for (let attempt = 0; attempt < 3; ++attempt) {
+    refused = await call(client).then((r) => assert.fail(`ran: ${text(r)}`), (e) => e);
+    if (/404|session/i.test(String(refused?.message))) break;
+  }
+  assert.match(String(refused?.message), /404|session/i, "the other replica does not know the session");
+  return refused;
 }
 
 // The set-up several suites share: one sandboxd (its flags `sandboxdArgs`) started in

@@ -15,36 +15,20 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import { after, before, describe, test } from "node:test";
 import {
-  GatewayHttp, Sandboxd, connectV2, measured, newSandboxOn, runPython, testHosts, text, tlsGatewayArgs,
-  tlsMaterial, tlsSandboxdArgs, writeConfig,
+  DEADLINES_MS, GatewayHttp, connectV2, measured, newSandboxOn, runPython, testHosts, text, timed, tlsGatewayArgs,
+  writeConfig,
 } from "./harness.mjs";
 
-const { hosts, name: NAME, exec, stop } = testHosts("gw");
+const { hosts, name: NAME, stop, up } = testHosts("gw");
 const PORT = 50051;  // each host has its own address, so every sandboxd takes the same port
-// A run's deadline in the gateway when sandboxd stops answering: its timeout plus 60 s
-// (SandboxClient::Execute). RUN_TIMEOUT is the runs' timeout_seconds here.
+// The runs' timeout_seconds here, and the gateway's deadlines (harness.mjs).
 const RUN_TIMEOUT = 1;
-const RUN_DEADLINE_MS = (RUN_TIMEOUT + 60) * 1000;
-// A create's deadline (SandboxClient::CreateSession): a placement that took less did not
-// try a create on a host that does not answer.
-const CREATE_DEADLINE_MS = 20000;
-// resources/list asks every endpoint at once, 5 s at most each (SandboxClient::ListOwned).
-const LIST_DEADLINE_MS = 5000;
-// What the gateway and the client add to a call beyond its deadline (HTTP, the SDK).
-const CALL_SLACK_MS = 5000;
-// A peer gone without a word is noticed by the gateway's keepalive: a ping every 10 s
-// unanswered within 5 s (SandboxClient's channel arguments), well before a run's deadline.
-const KEEPALIVE_MS = 10000 + 5000;
-
-async function timed(promise) {
-  const t0 = performance.now();
-  const value = await promise;
-  return { value, ms: performance.now() - t0 };
-}
+const RUN_DEADLINE_MS = DEADLINES_MS.run(RUN_TIMEOUT);
+const { create: CREATE_DEADLINE_MS, list: LIST_DEADLINE_MS, slack: CALL_SLACK_MS, keepalive: KEEPALIVE_MS } =
+  DEADLINES_MS;
 
 describe("sandboxd on three hosts (network namespaces)", () => {
-  const daemons = [];  // daemons[i] on host i + 1
-  const endpoints = [];
+  let daemons, endpoints;  // daemons[i] on host i + 1 at endpoints[i]
   let gateway, client;
 
   // run_python by handle (a new sandbox without one), with RUN_TIMEOUT.
@@ -59,16 +43,8 @@ describe("sandboxd on three hosts (network namespaces)", () => {
   }
 
   before(async () => {
-    hosts("up", NAME, "3");
-    const addresses = [1, 2, 3].map((i) => hosts("addr", NAME, String(i)));
-    const tls = tlsMaterial(addresses);
-    for (const [i, address] of addresses.entries()) {
-      endpoints.push(`${address}:${PORT}`);
-      daemons.push(new Sandboxd([...tlsSandboxdArgs(endpoints[i], tls), "--pool_size=1"],
-        { prefix: exec(i + 1) }));
-    }
-    await Promise.all(daemons.map((d) => d.start()));
-    await Promise.all(daemons.map((d) => d.serving()));
+    let tls;
+    ({ tls, daemons, endpoints } = await up(3, 3, PORT));
     gateway = new GatewayHttp({ config: writeConfig({}), sandboxd: endpoints.join(","), extraArgs: tlsGatewayArgs(tls) });
     await gateway.start();
     client = await connectV2(gateway.url, gateway.authHeaders, "sdk-v2-multihost");

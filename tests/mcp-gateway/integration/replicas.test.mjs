@@ -15,68 +15,33 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import fs from "node:fs";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import {
-  GATEWAY_BIN, GatewayHttp, Sandboxd, connectClient, connectV2, freePort, openListen, runPython, spawnTied, stopAll,
-  tempDir, text, tlsGatewayArgs, tlsMaterial, tlsSandboxdArgs, track, waitFor, writeConfig,
+  GATEWAY_BIN, GatewayHttp, Sandboxd, connectClient, connectV2, freePort, openListen, refusedSession, runPython,
+  startHaproxy, stopAll, tempDir, text, tlsGatewayArgs, tlsMaterial, tlsSandboxdArgs, writeConfig,
 } from "./harness.mjs";
-import { canConnect, required } from "../../common/processes.mjs";
-
-const HAPROXY = required("HAPROXY");
-const CONFIG = path.join(import.meta.dirname, "../../../deploy/haproxy/haproxy.cfg");
 
 const handleOf = (r) => r.structuredContent?.sandbox;
 // The printed part of a result (its last line names the handle).
 const printed = (r) => text(r).split("\n[sandbox]")[0].trim();
 
 describe("gateway replicas behind HAProxy", () => {
-  let sandboxd, haproxy, url, stats, log = "";  // log: HAProxy's, for failure messages
+  let sandboxd, haproxy, url;
   const replicas = [];
   const auth = () => replicas[0].authHeaders;
 
-  // A command on HAProxy's stats socket; its answer.
-  const ask = (command) => new Promise((resolve, reject) => {
-    let out = "";
-    const socket = net.connect(stats, () => socket.write(`${command}\n`));
-    socket.on("data", (d) => { out += d; });
-    socket.on("error", reject);
-    socket.on("end", () => resolve(out));
-  });
   // The stick table's entries.
   async function tableUsed() {
-    const out = await ask("show table gateways");
+    const out = await haproxy.ask("show table gateways");
     const used = /used:(\d+)/.exec(out);
     if (!used) throw new Error(`show table: ${out}`);
     return Number(used[1]);
   }
-  // The replica HAProxy keeps a 2025 session on (its stick table entry). (Not its log: a
-  // stream's line comes when the stream ends, after lines of later requests.)
-  async function homeOf(client) {
-    const sid = client.transport.sessionId;
-    const line = (await ask("show table gateways")).split("\n").find((l) => l.includes(`key=${sid} `));
-    const id = /server_id=(\d+)/.exec(line ?? "");
-    if (!id) throw new Error(`no stick table entry for ${sid}`);
-    return `gateway${id[1]}`;
-  }
-  // Until HAProxy's health check says `name` is up (after a restart).
-  async function seenUp(name) {
-    await waitFor(async () => {
-      const csv = (await ask("show stat")).split("\n");
-      const header = csv[0].replace(/^# /, "").split(",");
-      const row = csv.find((l) => l.startsWith(`gateways,${name},`))?.split(",");
-      return row?.[header.indexOf("status")] === "UP";
-    }, `HAProxy to see ${name} up`, 15000);
-  }
-  async function kill(i) {
-    const g = replicas[i];
-    const exited = new Promise((r) => g.proc.once("exit", r));
-    g.proc.kill("SIGKILL");  // no clean-up: what a crashed replica leaves
-    await exited;
-  }
+  const homeOf = (client) => haproxy.homeOf(client);
+  const seenUp = (name) => haproxy.seenUp(name);
+  const kill = (i) => replicas[i].stop("SIGKILL");
 
   before(async () => {
     sandboxd = new Sandboxd();
@@ -90,21 +55,8 @@ describe("gateway replicas behind HAProxy", () => {
       replicas.push(g);
       await g.start();  // the first creates the key; the second reads it
     }
-    const port = await freePort();
-    // The shipped file, and a stats socket to look at the stick table through.
-    const extra = path.join(tempDir("haproxy-"), "stats.cfg");
-    stats = path.join(path.dirname(extra), "stats.sock");
-    fs.writeFileSync(extra, `global\n    stats socket ${stats} mode 600 level admin\n`);
-    haproxy = track(spawnTied(HAPROXY, ["-db", "-f", CONFIG, "-f", extra], {
-      stdio: ["ignore", "pipe", "pipe"],
-      env: { ...process.env, MCP_LISTEN: `127.0.0.1:${port}`,
-        GATEWAY_1: `127.0.0.1:${replicas[0].port}`, GATEWAY_2: `127.0.0.1:${replicas[1].port}` },
-    }));
-    haproxy.stdout.on("data", (d) => { log += d; });
-    haproxy.stderr.on("data", (d) => { log += d; });
-    await waitFor(() => canConnect({ port, host: "127.0.0.1" }), "haproxy")
-      .catch((e) => { throw new Error(`${e.message}; it said:\n${log}`); });
-    url = `http://127.0.0.1:${port}/mcp`;
+    haproxy = await startHaproxy(replicas);
+    url = haproxy.url;
   });
   after(async () => {
     for (const g of replicas) await g.stop();
@@ -192,15 +144,7 @@ describe("gateway replicas behind HAProxy", () => {
       assert.equal(printed(r), String(8 + i));
     }
     await kill(home === "gateway1" ? 0 : 1);
-    // A keep-alive connection HAProxy had open to the killed replica may fail the first
-    // request without an answer (HAProxy retries nothing a replica may have received):
-    // then the next one is asked, and the other replica must not know the session.
-    let refused;
-    for (let attempt = 0; attempt < 3; ++attempt) {
-      refused = await runPython(legacy, "print(y)").then((r) => assert.fail(`ran: ${text(r)}`), (e) => e);
-      if (/404|session/i.test(String(refused?.message))) break;
-    }
-    assert.match(String(refused?.message), /404|session/i, "the other replica does not know the session");
+    await refusedSession(legacy, (c) => runPython(c, "print(y)"));
     await legacy.close().catch(() => {});
     const again = await connectClient(url, auth(), "sdk-v1-again");
     const r = await runPython(again, "print(y)", { sandbox: handleOf(first) });
