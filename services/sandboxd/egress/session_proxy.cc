@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <type_traits>
 #include <vector>
@@ -13,6 +14,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -76,13 +78,25 @@ class SessionProxy::State : public std::enable_shared_from_this<State> {
     return absl::OkStatus();
   }
 
+  // An accept that fails (no descriptor left: EMFILE, ENFILE, ENOBUFS) leaves the
+  // connection waiting, so accepting again at once would fail again at once, spinning the
+  // thread every session's egress shares: the next try waits, 10 ms doubling to 1 s.
   template <typename Acceptor>
-  void Accept(std::shared_ptr<Acceptor> acceptor) {
-    acceptor->async_accept(asio::make_strand(io_), [self = shared_from_this(), acceptor](
+  void Accept(std::shared_ptr<Acceptor> acceptor, std::chrono::milliseconds pause = {}) {
+    acceptor->async_accept(asio::make_strand(io_), [self = shared_from_this(), acceptor, pause](
                                                        error_code ec, auto socket) {
       if (ec == asio::error::operation_aborted || !acceptor->is_open()) return;
-      if (!ec) self->OnAccepted(ProxyConnection::Socket(std::move(socket)));
-      self->Accept(acceptor);
+      if (!ec) {
+        self->OnAccepted(ProxyConnection::Socket(std::move(socket)));
+        return self->Accept(acceptor);
+      }
+      const auto next = std::min<std::chrono::milliseconds>(
+          std::max<std::chrono::milliseconds>(pause * 2, std::chrono::milliseconds(10)),
+          std::chrono::seconds(1));
+      auto timer = std::make_shared<asio::steady_timer>(acceptor->get_executor(), next);
+      timer->async_wait([self, acceptor, timer, next](error_code) {
+        if (acceptor->is_open()) self->Accept(acceptor, next);
+      });
     });
   }
 

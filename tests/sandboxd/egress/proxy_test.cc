@@ -1,5 +1,6 @@
 // The egress proxy's decisions on loopback, with real sockets (proxy_fixture.h).
 #include <arpa/inet.h>
+#include <sys/resource.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -103,6 +104,38 @@ TEST_F(ProxyTest, OnlyALoopbackTcpListenerIsAdopted) {
   close(pipe_fds[1]);
   EXPECT_THAT(refusal(pipe_fds[0]), HasSubstr("not a TCP socket"));
   EXPECT_THAT(refusal(-1), HasSubstr("not a TCP socket"));
+}
+
+// CPU time this process has used, user and system, in seconds.
+double ProcessCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+  return seconds(u.ru_utime) + seconds(u.ru_stime);
+}
+
+// With no descriptor left, a waiting connection cannot be accepted: the proxy tries again
+// after a pause instead of at once (a spinning accept held the io thread every session's
+// egress shares), and takes the connection once descriptors are back. The bound is on CPU
+// time spent, a resource: a spinning loop uses the whole second.
+TEST_F(ProxyTest, AnAcceptWithoutDescriptorsWaitsBeforeTryingAgain) {
+  auto proxy = Make("origin.test:$PORT, 127.0.0.0/8:$PORT");
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  const int lowest_free = dup(0);  // the number the client's socket gets
+  ASSERT_GE(lowest_free, 0);
+  close(lowest_free);
+  rlimit tight = saved;
+  tight.rlim_cur = lowest_free + 1;  // the client's socket, and nothing for the proxy's accept
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &tight), 0);
+  Client client = Client::Tcp(last_port());
+  const double cpu_before = ProcessCpuSeconds();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const double spent = ProcessCpuSeconds() - cpu_before;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+  ASSERT_TRUE(client.connected());
+  EXPECT_LT(spent, 0.25) << "CPU seconds spent while the accept could not get a descriptor";
+  EXPECT_THAT(Connect(client, Origin()), StartsWith("HTTP/1.1 200"));
 }
 
 // A bulk transfer both ways at once, through buffers that grow while it runs: every byte
