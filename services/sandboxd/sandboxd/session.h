@@ -323,6 +323,8 @@ class Session : public RunnerConnection::Listener, public std::enable_shared_fro
   std::deque<Work> queue_ ABSL_GUARDED_BY(mu_);
   std::function<void(absl::Status)> pending_reset_ ABSL_GUARDED_BY(mu_);
   uint64_t pending_reset_id_ ABSL_GUARDED_BY(mu_) = 0;
+  // An egress_on that came with an error was logged (once: the runner may send many).
+  bool egress_error_logged_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_exec_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t executions_ ABSL_GUARDED_BY(mu_) = 0;

@@ -3,6 +3,7 @@
 // output is capped, tool calls are checked against the session's catalog, and a frame
 // that breaks the protocol loses the session. The rest of Session is in session.cc.
 #include "absl/strings/str_cat.h"
+#include "base/log_text.h"
 #include "base/untrusted_json.h"
 #include "base/utf8.h"
 #include "sandboxd/log.h"
@@ -80,6 +81,13 @@ void Session::OnRunnerMessage(RunnerMessage message) {
         last_used_ms_ = env_->clock->NowMs();
         deferred.push_back([cb] { cb(absl::OkStatus()); });
         StartNextLocked(deferred);
+      } else if (ack->kind == AckMessage::Kind::kEgressOn && !ack->error.empty() &&
+                 !egress_error_logged_) {
+        // The answer to a restart's `egress`, which nobody waits for: the relay did not come
+        // back (its port taken by the session's code, say), and the session's fetches fail.
+        egress_error_logged_ = true;
+        spdlog::warn("session {}: its runner could not turn egress on again: {}", metadata_.id,
+                     codemode::LogText(ack->error));
       }
     }
     // A repeated `ready` is harmless and ignored.

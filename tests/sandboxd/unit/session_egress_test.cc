@@ -320,6 +320,56 @@ TEST_F(SessionEgressTest, AuditLinesAreBoundedAndTheirQuotesAreTheDaemons) {
 
 // A connection still open when its session ends (here a tunnel whose origin never answers)
 // is cut by the end and logged with its bytes and why it ended.
+// The session's code takes its proxy port while the daemon restarts: its runner cannot
+// listen there again, and the new daemon, which does not wait for that answer, says so.
+TEST_F(SessionEgressTest, ARunnerThatCannotRelayAfterARestartIsLogged) {
+  LogCapture log;
+  SessionManager* m1 = StartManager(EgressOptions());
+  sandbox::v1::Session s = CreateWith(m1, allowed_);
+  ASSERT_FALSE(s.id().empty());
+  std::optional<Finished> f = Run(m1, s.id(),
+      "import os, socket, threading, time, urllib.parse\n"
+      "port = urllib.parse.urlparse(os.environ['HTTP_PROXY']).port\n"
+      "def squat():\n"
+      "    global squatter\n"
+      "    while True:\n"
+      "        sock = socket.socket()\n"
+      "        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+      "        try:\n"
+      "            sock.bind(('127.0.0.1', port))\n"
+      "            sock.listen(1)\n"
+      "            squatter = sock\n"
+      "            return\n"
+      "        except OSError:\n"
+      "            sock.close()\n"
+      "            time.sleep(0.01)\n"
+      "threading.Thread(target=squat, daemon=True).start()\n"
+      "print(port)\n");
+  ASSERT_TRUE(f);
+  ASSERT_EQ(f->status(), Finished::OK) << f->error().message() << f->stderr();
+  const int port = std::stoi(f->stdout());
+  StopManager(m1);
+  bool squatted = false;  // the old listener is gone and the code's holds the port
+  for (int i = 0; i < 500 && !squatted; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    squatted = i >= 20 && connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    close(fd);
+  }
+  ASSERT_TRUE(squatted) << "the session's code never took port " << port;
+  SessionManager* m2 = StartManager(EgressOptions());
+  const std::string line = "could not turn egress on again: cannot listen";
+  for (int i = 0; i < 500 && log.Count(line) == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(log.Count(line), 1);
+  StopManager(m2);
+}
+
 TEST_F(SessionEgressTest, AConnectionOpenWhenItsSessionEndsIsLogged) {
   LogCapture log;
   SessionManager* m = StartManager(EgressOptions());
