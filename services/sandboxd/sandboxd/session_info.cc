@@ -26,15 +26,24 @@ std::vector<sandbox::v1::ImageInfo> SessionManager::ImageInfos(bool refresh_if_s
   {
     codemode::MutexLock lock(&images_mu_);
     // podman image inspect costs tens of milliseconds: asked at most every few seconds, so a
-    // rebuilt image shows soon without making GetInfo slow. A caller on CreateSession's path
-    // takes what is known (refresh_if_stale false), and nobody waits for an inspect under
-    // the lock: a GetInfo refreshing it once held a JavaScript CreateSession for 20 ms.
+    // rebuilt image shows soon, and on a worker, so that no caller waits for it (a gateway
+    // asks every endpoint's GetInfo before each new sandbox it places). Only the first
+    // caller, when nothing is known yet, inspects inline; nobody waits under the lock (a
+    // GetInfo refreshing it once held a JavaScript CreateSession for 20 ms).
     const bool stale = absl::Now() - image_infos_at_ > absl::Seconds(5);
-    if (!image_infos_.empty() && (!stale || !refresh_if_stale || image_infos_refreshing_)) {
+    if (!image_infos_.empty()) {
+      if (stale && refresh_if_stale && !image_infos_refreshing_) {
+        image_infos_refreshing_ = true;
+        workers_.Post([this] { InspectImages(); });
+      }
       return image_infos_;
     }
     image_infos_refreshing_ = true;
   }
+  return InspectImages();
+}
+
+std::vector<sandbox::v1::ImageInfo> SessionManager::InspectImages() {
   std::vector<sandbox::v1::ImageInfo> infos;
   for (const ImageChoice& choice : images_->all()) {
     sandbox::v1::ImageInfo image;

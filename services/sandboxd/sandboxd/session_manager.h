@@ -237,9 +237,12 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Logs, and frees on a worker what a retired session held (record, reader, socket dir).
   void FinishRetired(Retired retired);
-  // Info.images, with what each offers and whether it is present (cached a few seconds;
-  // refresh_if_stale false takes a stale cache as it is, once there is one).
+  // Info.images, with what each offers and whether it is present: inspected when nothing is
+  // known yet, otherwise the cache, refreshed on a worker once a few seconds old
+  // (refresh_if_stale false leaves a stale cache as it is).
   std::vector<sandbox::v1::ImageInfo> ImageInfos(bool refresh_if_stale = true);
+  // Inspects every image now, and caches what it finds.
+  std::vector<sandbox::v1::ImageInfo> InspectImages();
   std::string NewId(const char* prefix);
   // How many sessions one CreateSession may leave `owner` with, and whether it may end an
   // idle one for room (CreateSessionRequest.max_owner_sessions and reclaim_idle).

@@ -89,10 +89,16 @@ std::vector<std::string> ProcessRuntime::started_images() {
 
 absl::StatusOr<std::vector<std::string>> ProcessRuntime::ImageOffers(const std::string& reference) {
   codemode::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(+[](bool* held) { return !*held; }, &inspect_held_));
   if (absent_images_.count(reference)) {
     return absl::NotFoundError(absl::StrCat("image ", reference, " is not present"));
   }
   return offers_;
+}
+
+void ProcessRuntime::SetImageInspectHeld(bool held) {
+  codemode::MutexLock lock(&mu_);
+  inspect_held_ = held;
 }
 
 void ProcessRuntime::SetImageOffers(std::vector<std::string> offers) {

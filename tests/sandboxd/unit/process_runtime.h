@@ -61,6 +61,8 @@ class ProcessRuntime : public ContainerRuntime {
   void SetStartFailure(std::optional<std::string> message);
   void SetImageAbsent(const std::string& reference);
   void SetImageOffers(std::vector<std::string> offers);
+  // While set, ImageOffers waits until it is cleared (an inspect that takes its time).
+  void SetImageInspectHeld(bool held);
   // The image of every Start() so far, in order.
   std::vector<std::string> started_images();
   // What Probe() reports for cgroup_limits (default true).
@@ -102,6 +104,7 @@ class ProcessRuntime : public ContainerRuntime {
   int probe_calls_ ABSL_GUARDED_BY(mu_) = 0;
   std::set<std::string> absent_images_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> offers_ ABSL_GUARDED_BY(mu_) = {"python3"};
+  bool inspect_held_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::string> started_images_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -1,5 +1,7 @@
 // SessionManager: session lifecycle, reset, idle expiry, deletion with work in flight,
 // restart and re-attachment, and the warm pool.
+#include <future>
+
 #include "fake_record_store.h"
 #include "session_manager_fixture.h"
 
@@ -524,6 +526,21 @@ TEST_F(SessionManagerTest, DeadPoolContainerIsSkipped) {
   ASSERT_FALSE(s.id().empty());
   EXPECT_NE(s.container_id(), pooled[0]);
   EXPECT_EQ(Eval(m, s.id(), "1"), "1");
+}
+
+// A gateway asks every endpoint's GetInfo before each sandbox it places: GetInfo answers
+// from the images' cache while a stale one is inspected again on a worker.
+TEST_F(SessionManagerTest, GetInfoAnswersFromTheCacheWhileImagesAreInspected) {
+  SessionManager* m = StartManager(Options());
+  ASSERT_FALSE(m->GetInfo().images().empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(5200));  // the cache is stale now
+  runtime_->SetImageInspectHeld(true);
+  std::future<sandbox::v1::Info> info = std::async(std::launch::async, [m] { return m->GetInfo(); });
+  const bool answered = info.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+  runtime_->SetImageInspectHeld(false);
+  ASSERT_TRUE(answered) << "GetInfo waited for the images' inspect";
+  EXPECT_FALSE(info.get().images().empty());
+  StopManager(m);
 }
 
 }  // namespace
