@@ -129,6 +129,14 @@ class SessionEgressTest : public SessionManagerTest {
     r.set_egress_policy(allowed_);
     return (*m)->CreateSession(r);
   }
+  // A session with the allowed policy on a new manager (*m, *s), and what `code` did there.
+  std::optional<Finished> RunInNewSession(SessionManager** m, sandbox::v1::Session* s,
+                                          const std::string& code) {
+    *m = StartManager(EgressOptions());
+    *s = CreateWith(*m, allowed_);
+    if (s->id().empty()) return std::nullopt;
+    return Run(*m, s->id(), code);
+  }
   // How many relay processes the session's runner has (egress_relays.h).
   std::string Relays(SessionManager* m, const std::string& id) {
     std::optional<Finished> f = Run(m, id, kCountRelaysCode);
@@ -318,16 +326,13 @@ TEST_F(SessionEgressTest, AuditLinesAreBoundedAndTheirQuotesAreTheDaemons) {
   EXPECT_EQ(log.Count("egress allowed session=" + s.id()), static_cast<int>(EgressHub::kAuditBurstAllowed));
 }
 
-// A connection still open when its session ends (here a tunnel whose origin never answers)
-// is cut by the end and logged with its bytes and why it ended.
 // The session's code takes its proxy port while the daemon restarts: its runner cannot
 // listen there again, and the new daemon, which does not wait for that answer, says so.
 TEST_F(SessionEgressTest, ARunnerThatCannotRelayAfterARestartIsLogged) {
   LogCapture log;
-  SessionManager* m1 = StartManager(EgressOptions());
-  sandbox::v1::Session s = CreateWith(m1, allowed_);
-  ASSERT_FALSE(s.id().empty());
-  std::optional<Finished> f = Run(m1, s.id(),
+  SessionManager* m1 = nullptr;
+  sandbox::v1::Session s;
+  std::optional<Finished> f = RunInNewSession(&m1, &s,
       "import os, socket, threading, time, urllib.parse\n"
       "port = urllib.parse.urlparse(os.environ['HTTP_PROXY']).port\n"
       "def squat():\n"
@@ -370,6 +375,8 @@ TEST_F(SessionEgressTest, ARunnerThatCannotRelayAfterARestartIsLogged) {
   StopManager(m2);
 }
 
+// A connection still open when its session ends (here a tunnel whose origin never answers)
+// is cut by the end and logged with its bytes and why it ended.
 TEST_F(SessionEgressTest, AConnectionOpenWhenItsSessionEndsIsLogged) {
   LogCapture log;
   SessionManager* m = StartManager(EgressOptions());
@@ -400,11 +407,10 @@ TEST_F(SessionEgressTest, AConnectionOpenWhenItsSessionEndsIsLogged) {
 }
 
 TEST_F(SessionEgressTest, ARestartDoesNotWaitForARunnerThatHoldsBackItsAnswer) {
-  SessionManager* m1 = StartManager(EgressOptions());
-  sandbox::v1::Session s = CreateWith(m1, allowed_);
-  ASSERT_FALSE(s.id().empty());
+  SessionManager* m1 = nullptr;
+  sandbox::v1::Session s;
   // The session's code makes its runner answer `egress` only after 8 s.
-  std::optional<Finished> f = Run(m1, s.id(),
+  std::optional<Finished> f = RunInNewSession(&m1, &s,
       "import gc, time\n"
       "from sandbox_runner.runner import Runner\n"
       "r = [o for o in gc.get_objects() if isinstance(o, Runner)][0]\n"
