@@ -21,8 +21,11 @@ namespace {
 
 constexpr auto kUnaryDeadline = std::chrono::seconds(60);
 // A create waits for a warm container or starts one (1.6 s cold under gVisor, measured):
-// one that takes longer is an endpoint in trouble, and the next one is tried.
+// one that takes longer is an endpoint in trouble, and the next one is tried in what is
+// left of it.
 constexpr auto kCreateDeadline = std::chrono::seconds(20);
+// Endpoints one new sandbox tries, in placement order, within kCreateDeadline in all.
+constexpr size_t kMaxCreateTries = 4;
 // An endpoint whose create failed for its own reasons goes after the silent ones for this
 // long.
 constexpr absl::Duration kFailedCreatePenalty = absl::Seconds(30);
@@ -259,15 +262,20 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
         "address yet (the gateway's log says why)");
   }
   // One endpoint needs no choice (and no GetInfo round trip).
-  const std::vector<size_t> order =
-      members.size() == 1 ? std::vector<size_t>{0} : PlacementOrder(Loads(members, runtime));
+  const std::vector<EndpointLoad> loads =
+      members.size() == 1 ? std::vector<EndpointLoad>(1) : Loads(members, runtime);
+  const std::vector<size_t> order = members.size() == 1 ? std::vector<size_t>{0} : PlacementOrder(loads);
   // Fall through to the next endpoint while one cannot make it: an endpoint that reports
-  // room but fails every create must not get every new sandbox.
-  absl::Status last;
+  // room but fails every create must not get every new sandbox. Within one deadline and
+  // kMaxCreateTries endpoints: DNS may list many that are gone.
+  const auto give_up = Deadline(kCreateDeadline);
+  absl::Status last = absl::UnavailableError("no sandboxd endpoint could be tried in time");
+  size_t tried = 0;
   for (size_t k : order) {
+    if (tried++ == kMaxCreateTries || std::chrono::system_clock::now() >= give_up) break;
     const size_t i = members[k];
     grpc::ClientContext ctx;
-    endpoints_->Prepare(ctx, i, Deadline(kCreateDeadline));
+    endpoints_->Prepare(ctx, i, give_up);
     ctx.set_wait_for_ready(false);
     sandbox::v1::CreateSessionRequest req;
     req.set_owner(owner);
@@ -284,7 +292,10 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
     req.set_max_owner_sessions(room.owner_limit);
     *req.mutable_catalog() = catalog;
     sandbox::v1::Session session;
-    grpc::Status st = endpoints_->Stub(i).CreateSession(&ctx, req, &session);
+    // An endpoint that answered GetInfo just now, or the only one, gets a channel in
+    // reconnect backoff time to connect; one that did not fails at once if it is down.
+    const bool answered = members.size() == 1 || loads[k].answered;
+    grpc::Status st = (answered ? endpoints_->Stub(i) : endpoints_->StubNow(i)).CreateSession(&ctx, req, &session);
     if (st.ok()) {
       endpoints_->Created(i);
       return SandboxRef{i, session.id(), runtime};

@@ -454,6 +454,26 @@ TEST_F(SandboxClientTest, ListOwnedLeavesOutAnEndpointThatRefusesAtOnce) {
       << ::testing::PrintToString(owned.missing);
 }
 
+// A new sandbox tries at most four endpoints, however many fail it for their own reasons
+// (DNS may list many that are gone), and says why the last one failed.
+TEST_F(SandboxClientTest, ANewSandboxTriesAtMostFourEndpoints) {
+  std::vector<std::unique_ptr<ExtraSandboxd>> failing;
+  std::vector<std::string> endpoints;
+  for (int i = 0; i < 6; ++i) {
+    failing.push_back(std::make_unique<ExtraSandboxd>("f" + std::to_string(i)));
+    ASSERT_NE(failing.back()->server, nullptr);
+    failing.back()->service.set_info(0, 64, 1);
+    failing.back()->service.create_fails = grpc::StatusCode::UNAVAILABLE;
+    endpoints.push_back(failing.back()->endpoint());
+  }
+  SandboxClient client(endpoints);
+  absl::StatusOr<SandboxRef> ref = client.CreateSession("owner", "label", {}, {}, "python", "");
+  EXPECT_EQ(ref.status().code(), absl::StatusCode::kUnavailable);
+  int tried = 0;
+  for (const auto& f : failing) tried += f->service.created();
+  EXPECT_EQ(tried, 4);
+}
+
 // An endpoint that lets GetInfo's deadline pass (cut off, stalled) is not asked again at
 // once: the next new sandbox does not wait for it (until the channel's keepalive ends it).
 TEST_F(SandboxClientTest, ASilentEndpointIsNotAskedAgainAtOnce) {
