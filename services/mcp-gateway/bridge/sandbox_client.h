@@ -105,6 +105,7 @@ std::vector<size_t> PlacementOrder(const std::vector<EndpointLoad>& loads);
 
 class SandboxdEndpoints;
 
+
 class SandboxClient : public Sandboxes {
  public:
   // Endpoints are gRPC targets: "unix:/path/to.sock" or "host:port". Every session is
@@ -120,11 +121,18 @@ class SandboxClient : public Sandboxes {
   // New sandboxes go to `membership`'s Current() endpoints.
   SandboxClient(std::unique_ptr<Membership> membership, ToolCallLimits limits, sandbox::v1::Isolation isolation,
                 std::string image, std::string tcp_token, const SandboxdTls& tls);
+  // ... and a channel without calls for `idle_timeout` goes idle (SandboxdEndpoints;
+  // SandboxdEndpoints::kIdleTimeout above).
+  SandboxClient(std::unique_ptr<Membership> membership, ToolCallLimits limits, sandbox::v1::Isolation isolation,
+                std::string image, std::string tcp_token, const SandboxdTls& tls,
+                std::chrono::milliseconds idle_timeout);
   ~SandboxClient() override;
 
   // Endpoints are numbered as first dialled: every fixed one and resolved address, and every
   // address of a handle that Membership::MayDial; an index never changes.
   std::string EndpointName(size_t endpoint) const override;
+  // Whether endpoint i's channel is in use: not idle (SandboxdEndpoints::kIdleTimeout).
+  bool EndpointInUse(size_t endpoint) const;
   std::optional<size_t> FindEndpoint(const std::string& name) const override;
 
   // Creates a session on the least loaded endpoint of the placement set (PlacementOrder over

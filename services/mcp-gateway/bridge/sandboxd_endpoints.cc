@@ -14,8 +14,14 @@ namespace {
 constexpr std::chrono::milliseconds kKeepaliveTime{10000};
 constexpr std::chrono::milliseconds kKeepaliveTimeout{5000};
 
-std::shared_ptr<grpc::Channel> Dial(const std::string& endpoint, const SandboxdTls& tls) {
+std::shared_ptr<grpc::Channel> Dial(const std::string& endpoint, const SandboxdTls& tls,
+                                   std::chrono::milliseconds idle_timeout) {
   grpc::ChannelArguments args;
+  // A channel without calls for idle_timeout goes idle: it drops its connection and stops
+  // reconnecting and pinging until the next call. An endpoint that left DNS, or went away,
+  // then costs nothing however long the gateway lives (it is dialled again if a handle
+  // names it).
+  args.SetInt(GRPC_ARG_CLIENT_IDLE_TIMEOUT_MS, static_cast<int>(idle_timeout.count()));
   // sandboxd restarts should be noticed within a second, not after gRPC's default
   // exponential backoff of up to two minutes.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
@@ -49,8 +55,9 @@ std::shared_ptr<grpc::Channel> Dial(const std::string& endpoint, const SandboxdT
 
 }  // namespace
 
-SandboxdEndpoints::SandboxdEndpoints(const SandboxdTls& tls, std::string tcp_token)
-    : tls_(tls), tcp_token_(std::move(tcp_token)) {}
+SandboxdEndpoints::SandboxdEndpoints(const SandboxdTls& tls, std::string tcp_token,
+                                     std::chrono::milliseconds idle_timeout)
+    : tls_(tls), tcp_token_(std::move(tcp_token)), idle_timeout_(idle_timeout) {}
 
 size_t SandboxdEndpoints::Add(const std::string& name) {
   codemode::MutexLock lock(&mu_);
@@ -60,7 +67,7 @@ size_t SandboxdEndpoints::Add(const std::string& name) {
   auto e = std::make_unique<Endpoint>();
   e->name = name;
   e->tcp = !IsUnixEndpoint(name);
-  e->channel = Dial(name, tls_);
+  e->channel = Dial(name, tls_, idle_timeout_);
   e->stub = sandbox::v1::SandboxService::NewStub(e->channel);
   endpoints_.push_back(std::move(e));
   return endpoints_.size() - 1;
@@ -98,6 +105,8 @@ sandbox::v1::SandboxService::Stub& SandboxdEndpoints::Stub(size_t i) {
 }
 
 sandbox::v1::SandboxService::Stub& SandboxdEndpoints::StubNow(size_t i) { return *At(i).stub; }
+
+std::shared_ptr<grpc::Channel> SandboxdEndpoints::channel(size_t i) const { return At(i).channel; }
 
 void SandboxdEndpoints::Prepare(grpc::ClientContext& ctx, size_t i,
                                 std::chrono::system_clock::time_point deadline) const {

@@ -21,7 +21,11 @@ class SandboxdEndpoints {
  public:
   // TCP endpoints speak TLS with `tls` (its server_name, when set, is what the certificate
   // must carry) and carry `tcp_token` (sandboxd's --tcp_token_file) with every call.
-  SandboxdEndpoints(const SandboxdTls& tls, std::string tcp_token);
+  // A channel with no call for `idle_timeout` goes idle (no connection, no reconnects,
+  // no pings) until its next call.
+  static constexpr std::chrono::milliseconds kIdleTimeout{60000};
+  SandboxdEndpoints(const SandboxdTls& tls, std::string tcp_token,
+                    std::chrono::milliseconds idle_timeout = kIdleTimeout);
 
   // The index of `name`, dialled now when new (a channel, connecting at its first call).
   size_t Add(const std::string& name);
@@ -32,6 +36,8 @@ class SandboxdEndpoints {
   // Endpoint i's stub after giving a channel in reconnect backoff up to two seconds to
   // connect, so the first call after sandboxd comes back does not fail fast.
   sandbox::v1::SandboxService::Stub& Stub(size_t i);
+  // Endpoint i's channel (its state: GetState).
+  std::shared_ptr<grpc::Channel> channel(size_t i) const;
   // Endpoint i's stub as it is (for calls that wait on their own, or must not).
   sandbox::v1::SandboxService::Stub& StubNow(size_t i);
   // A context for a call to endpoint `i`: its deadline, and the token for a TCP endpoint.
@@ -62,6 +68,7 @@ class SandboxdEndpoints {
 
   const SandboxdTls tls_;
   const std::string tcp_token_;
+  const std::chrono::milliseconds idle_timeout_;
   mutable codemode::Mutex mu_;
   // Pointers, so that an Endpoint stays where it is while others are added.
   std::vector<std::unique_ptr<Endpoint>> endpoints_ ABSL_GUARDED_BY(mu_);

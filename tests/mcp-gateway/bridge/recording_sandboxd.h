@@ -53,6 +53,12 @@ class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
     info_->set_egress_default(egress_default);
     info_->set_egress_max(egress_max);
   }
+  grpc::Status ListSessions(grpc::ServerContext*, const sandbox::v1::ListSessionsRequest*,
+                            sandbox::v1::ListSessionsResponse*) override {
+    ++listed;
+    return grpc::Status::OK;
+  }
+  std::atomic<int> listed{0};
   std::atomic<bool> info_stalls{false};  // GetInfo answers only when cancelled
   std::atomic<int> info_asked{0};
   int created() const { return created_; }

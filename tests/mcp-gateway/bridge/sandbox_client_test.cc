@@ -4,6 +4,7 @@
 // end to end with its ToolCallDispatcher (each part of admission on its own, under TSan
 // too: tool_call_dispatcher_test.cc).
 #include "bridge/sandbox_client.h"
+#include "bridge/sandboxd_endpoints.h"
 #include "recording_sandboxd.h"
 
 #include <sys/stat.h>
@@ -472,6 +473,23 @@ TEST_F(SandboxClientTest, ANewSandboxTriesAtMostFourEndpoints) {
   int tried = 0;
   for (const auto& f : failing) tried += f->service.created();
   EXPECT_EQ(tried, 4);
+}
+
+// A channel to an endpoint that is gone stops reconnecting once it has had no call for the
+// idle timeout: an address that left DNS costs nothing for the rest of the gateway's life.
+TEST(SandboxdEndpointsTest, AChannelWithoutCallsGoesIdle) {
+  SandboxdEndpoints endpoints({}, "", std::chrono::milliseconds(1000));
+  const size_t i = endpoints.Add("unix:/tmp/gw-endpoints-" + std::to_string(getpid()) + "-gone.sock");
+  grpc::ClientContext ctx;
+  endpoints.Prepare(ctx, i, std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+  sandbox::v1::Info info;
+  EXPECT_FALSE(endpoints.StubNow(i).GetInfo(&ctx, {}, &info).ok());
+  grpc_connectivity_state state = endpoints.channel(i)->GetState(false);
+  for (int k = 0; k < 1000 && state != GRPC_CHANNEL_IDLE; ++k) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    state = endpoints.channel(i)->GetState(false);
+  }
+  EXPECT_EQ(state, GRPC_CHANNEL_IDLE) << "the channel still reconnects";
 }
 
 // An endpoint that lets GetInfo's deadline pass (cut off, stalled) is not asked again at

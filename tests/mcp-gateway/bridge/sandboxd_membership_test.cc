@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "base/mutex.h"
 #include "bridge/sandbox_client.h"
+#include "bridge/sandboxd_endpoints.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "recording_sandboxd.h"
@@ -53,14 +54,15 @@ class FakeResolver : public Resolver {
 };
 
 struct Fixture {
-  explicit Fixture(std::vector<std::string> first, MembershipOptions options = {})
+  explicit Fixture(std::vector<std::string> first, MembershipOptions options = {},
+                   std::chrono::milliseconds idle_timeout = SandboxdEndpoints::kIdleTimeout)
       : state(std::make_shared<FakeResolver::State>()) {
     state->Set(std::move(first));
     auto m = std::make_unique<Membership>(std::vector<std::string>{kTarget},
                                           std::make_unique<FakeResolver>(state), options);
     membership = m.get();
     client = std::make_unique<SandboxClient>(std::move(m), ToolCallLimits{}, sandbox::v1::ISOLATION_UNSPECIFIED,
-                                             "", "", SandboxdTls{});
+                                             "", "", SandboxdTls{}, idle_timeout);
   }
   std::string Create() {
     absl::StatusOr<SandboxRef> ref = client->CreateSession("owner", "label", {}, {}, "python", "");
@@ -147,6 +149,28 @@ TEST(MembershipTest, AVanishedAddressKeepsItsSandboxesButGetsNoNewOne) {
   absl::StatusOr<sandbox::v1::ListFilesResponse> files = f.client->ListFiles(*on_a, "out", 10, nullptr);
   ASSERT_TRUE(files.ok()) << files.status();
   EXPECT_EQ(files->files(0).path(), "out/a.txt");
+}
+
+// An address gone from DNS whose channel went idle is not asked by a credential's
+// listing: listings would otherwise keep every address ever seen connecting.
+TEST(MembershipTest, AListingDoesNotWakeAnIdleAddressGoneFromDns) {
+  ExtraSandboxd a("dns-a"), b("dns-b");
+  a.service.set_info(0, 64, 0);
+  b.service.set_info(10, 64, 0);
+  Fixture f({a.endpoint(), b.endpoint()}, {}, std::chrono::milliseconds(500));
+  EXPECT_EQ(f.Create(), a.endpoint());  // b answered GetInfo: its channel is in use
+  f.state->Set(std::vector<std::string>{a.endpoint()});
+  f.membership->ResolveNow();
+  const std::optional<size_t> gone = f.client->FindEndpoint(b.endpoint());
+  ASSERT_TRUE(gone.has_value());
+  for (int i = 0; i < 1000 && f.client->EndpointInUse(*gone); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_FALSE(f.client->EndpointInUse(*gone)) << "b's channel never went idle";
+  Sandboxes::Owned owned = f.client->ListOwned("owner", nullptr);
+  EXPECT_TRUE(owned.complete);
+  EXPECT_EQ(a.service.listed, 1);
+  EXPECT_EQ(b.service.listed, 0);
 }
 
 TEST(MembershipTest, AFailedResolutionKeepsTheLastSet) {

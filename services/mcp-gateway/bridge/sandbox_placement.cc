@@ -1,0 +1,155 @@
+// SandboxClient's placement: what each endpoint's GetInfo says of its load, asked of all
+// at once, and the order a new sandbox tries them in (sandbox_client.h).
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "bridge/sandbox_client.h"
+#include "bridge/sandboxd_endpoints.h"
+
+namespace gateway {
+namespace {
+
+// An endpoint whose create failed for its own reasons goes after the silent ones for this
+// long.
+constexpr absl::Duration kFailedCreatePenalty = absl::Seconds(30);
+// GetInfo's deadline for placement; an endpoint that lets it pass (cut off, stalled) is not
+// asked again for kSilentPause, so new sandboxes go elsewhere without waiting for it each
+// time until the channel's keepalive finds it gone.
+constexpr auto kInfoDeadline = std::chrono::milliseconds(500);
+constexpr absl::Duration kSilentPause = absl::Seconds(2);
+
+}  // namespace
+
+std::vector<size_t> PlacementOrder(const std::vector<EndpointLoad>& loads) {
+  auto tier = [](const EndpointLoad& l) {
+    if (l.failed_recently) return 2;
+    if (!l.answered) return 1;
+    if (!l.serving || !l.runtime_unavailable.empty()) return 4;
+    return l.max_sessions > 0 && l.sessions >= l.max_sessions ? 3 : 0;
+  };
+  auto used = [](const EndpointLoad& l) {
+    return l.max_sessions == 0 ? 0.0 : static_cast<double>(l.sessions) / l.max_sessions;
+  };
+  std::vector<size_t> order(loads.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const EndpointLoad& x = loads[a];
+    const EndpointLoad& y = loads[b];
+    if (tier(x) != tier(y)) return tier(x) < tier(y);
+    if (used(x) != used(y)) return used(x) < used(y);
+    if (x.pool_ready != y.pool_ready) return x.pool_ready > y.pool_ready;
+    return x.created < y.created;
+  });
+  return order;
+}
+
+void ReadLoad(const sandbox::v1::Info& info, const std::string& runtime, EndpointLoad* load) {
+  load->answered = true;
+  load->serving = info.serving();
+  load->sessions = info.sessions();
+  load->max_sessions = info.max_sessions();
+  const std::string want = runtime.empty() ? "python" : runtime;
+  load->pool_ready = want == "python" ? info.pool_ready() : 0;
+  for (const sandbox::v1::PoolInfo& pool : info.pools()) {
+    if (pool.runtime() != want) continue;
+    load->pool_ready = pool.ready();
+    load->runtime_unavailable = pool.unavailable();
+  }
+}
+
+std::vector<std::pair<std::string, std::optional<sandbox::v1::Info>>> SandboxClient::Infos() {
+  const std::vector<size_t> members = Members();
+  std::vector<std::optional<sandbox::v1::Info>> infos = InfosOf(members);
+  std::vector<std::pair<std::string, std::optional<sandbox::v1::Info>>> named;
+  for (size_t k = 0; k < members.size(); ++k) named.emplace_back(endpoints_->Name(members[k]), std::move(infos[k]));
+  return named;
+}
+
+std::vector<std::optional<sandbox::v1::Info>> SandboxClient::InfosOf(const std::vector<size_t>& members,
+                                                                     bool skip_silent) {
+  const size_t n = members.size();
+  std::vector<std::optional<sandbox::v1::Info>> infos(n);
+  struct Ask {
+    grpc::ClientContext ctx;
+    sandbox::v1::Info info;
+    grpc::Status status;
+  };
+  std::vector<std::unique_ptr<Ask>> asks(n);
+  grpc::CompletionQueue cq;
+  const sandbox::v1::GetInfoRequest request;
+  size_t asked = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (skip_silent && absl::Now() - endpoints_->silent_at(members[i]) < kSilentPause) continue;
+    asks[i] = std::make_unique<Ask>();
+    Ask& ask = *asks[i];
+    endpoints_->Prepare(ask.ctx, members[i], std::chrono::system_clock::now() + kInfoDeadline);
+    endpoints_->StubNow(members[i]).AsyncGetInfo(&ask.ctx, request, &cq)->Finish(&ask.info, &ask.status, reinterpret_cast<void*>(i));
+    ++asked;
+  }
+  for (size_t k = 0; k < asked; ++k) {
+    void* tag = nullptr;
+    bool ok = false;
+    if (!cq.Next(&tag, &ok)) break;
+    const size_t i = reinterpret_cast<size_t>(tag);
+    Ask& ask = *asks[i];
+    if (ok && ask.status.ok()) infos[i] = std::move(ask.info);
+    endpoints_->Heard(members[i], ask.status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED);
+  }
+  cq.Shutdown();
+  void* tag = nullptr;
+  bool ok = false;
+  while (cq.Next(&tag, &ok)) {
+  }
+  return infos;
+}
+
+std::vector<EndpointLoad> SandboxClient::Loads(const std::vector<size_t>& members, const std::string& runtime) {
+  const size_t n = members.size();
+  std::vector<EndpointLoad> loads(n);
+  for (size_t i = 0; i < n; ++i) {
+    loads[i].created = endpoints_->created(members[i]);
+    loads[i].failed_recently = absl::Now() - endpoints_->failed_at(members[i]) < kFailedCreatePenalty;
+  }
+  const std::vector<std::optional<sandbox::v1::Info>> infos = InfosOf(members, /*skip_silent=*/true);
+  for (size_t i = 0; i < n; ++i) {
+    if (infos[i]) ReadLoad(*infos[i], runtime, &loads[i]);
+  }
+  return loads;
+}
+
+std::optional<std::string> SandboxClient::RuntimeUnavailable(const std::string& runtime) {
+  std::vector<std::string> why;
+  const std::vector<size_t> members = Members();
+  const std::vector<EndpointLoad> loads = Loads(members, runtime);
+  for (size_t i = 0; i < loads.size(); ++i) {
+    if (!loads[i].answered || loads[i].runtime_unavailable.empty()) return std::nullopt;
+    why.push_back(absl::StrCat(endpoints_->Name(members[i]), ": ", loads[i].runtime_unavailable));
+  }
+  if (why.empty()) return std::nullopt;
+  return absl::StrJoin(why, "; ");
+}
+
+bool EndpointAtFault(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+    case grpc::StatusCode::INTERNAL:
+    case grpc::StatusCode::UNKNOWN:
+    case grpc::StatusCode::FAILED_PRECONDITION:
+    case grpc::StatusCode::UNIMPLEMENTED:
+    case grpc::StatusCode::DATA_LOSS:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace gateway
