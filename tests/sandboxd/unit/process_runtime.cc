@@ -90,10 +90,16 @@ std::vector<std::string> ProcessRuntime::started_images() {
 absl::StatusOr<std::vector<std::string>> ProcessRuntime::ImageOffers(const std::string& reference) {
   codemode::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(+[](bool* held) { return !*held; }, &inspect_held_));
+  ++image_inspections_;
   if (absent_images_.count(reference)) {
     return absl::NotFoundError(absl::StrCat("image ", reference, " is not present"));
   }
   return offers_;
+}
+
+int ProcessRuntime::image_inspections() {
+  codemode::MutexLock lock(&mu_);
+  return image_inspections_;
 }
 
 void ProcessRuntime::SetImageInspectHeld(bool held) {

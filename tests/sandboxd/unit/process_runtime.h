@@ -63,6 +63,7 @@ class ProcessRuntime : public ContainerRuntime {
   void SetImageOffers(std::vector<std::string> offers);
   // While set, ImageOffers waits until it is cleared (an inspect that takes its time).
   void SetImageInspectHeld(bool held);
+  int image_inspections();  // ImageOffers calls answered so far
   // The image of every Start() so far, in order.
   std::vector<std::string> started_images();
   // What Probe() reports for cgroup_limits (default true).
@@ -105,6 +106,7 @@ class ProcessRuntime : public ContainerRuntime {
   std::set<std::string> absent_images_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> offers_ ABSL_GUARDED_BY(mu_) = {"python3"};
   bool inspect_held_ ABSL_GUARDED_BY(mu_) = false;
+  int image_inspections_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::string> started_images_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -529,10 +529,17 @@ TEST_F(SessionManagerTest, DeadPoolContainerIsSkipped) {
 }
 
 // A gateway asks every endpoint's GetInfo before each sandbox it places: GetInfo answers
-// from the images' cache while a stale one is inspected again on a worker.
+// from the images' cache, filled at start, and while a stale one is inspected again on a
+// worker.
 TEST_F(SessionManagerTest, GetInfoAnswersFromTheCacheWhileImagesAreInspected) {
   SessionManager* m = StartManager(Options());
-  ASSERT_FALSE(m->GetInfo().images().empty());
+  ASSERT_TRUE(WaitFor([&] { return runtime_->image_inspections() > 0; })) << "no inspect at start";
+  runtime_->SetImageInspectHeld(true);
+  std::future<sandbox::v1::Info> first = std::async(std::launch::async, [m] { return m->GetInfo(); });
+  const bool first_answered = first.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+  runtime_->SetImageInspectHeld(false);
+  ASSERT_TRUE(first_answered) << "the first GetInfo inspected the images";
+  ASSERT_FALSE(first.get().images().empty());
   std::this_thread::sleep_for(std::chrono::milliseconds(5200));  // the cache is stale now
   runtime_->SetImageInspectHeld(true);
   std::future<sandbox::v1::Info> info = std::async(std::launch::async, [m] { return m->GetInfo(); });
