@@ -7,12 +7,14 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/log_text.h"
 #include "base/thread.h"
 #include "spdlog/spdlog.h"
 
@@ -110,6 +112,7 @@ Membership::Membership(std::vector<std::string> endpoints, std::unique_ptr<Resol
   {
     codemode::MutexLock lock(&mu_);
     addresses_.resize(targets_.size());
+    warnings_.resize(targets_.size());
   }
   if (!targets_.empty()) ResolveNow();
 }
@@ -165,6 +168,37 @@ std::vector<std::string> Membership::Bounded(const std::vector<std::string>& cur
   return kept;
 }
 
+namespace {
+
+// What of `a` is not in `b` (both sorted).
+std::vector<std::string> Minus(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  std::vector<std::string> out;
+  std::set_difference(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
+  return out;
+}
+
+// Up to 8 of `addresses`, and how many more: a log line stays short whatever DNS answers.
+std::string Sample(const std::vector<std::string>& addresses) {
+  constexpr size_t kNamed = 8;
+  if (addresses.empty()) return "none";
+  std::vector<std::string> named(addresses.begin(), addresses.begin() + std::min(kNamed, addresses.size()));
+  std::string out = absl::StrJoin(named, ", ");
+  if (addresses.size() > kNamed) absl::StrAppend(&out, " and ", addresses.size() - kNamed, " more");
+  return out;
+}
+
+}  // namespace
+
+// A warning of target t's resolution: when it says something new, or a minute after it last
+// did (a resolver that keeps failing, every period, is one line a minute).
+void Membership::Warn(size_t t, const std::string& text) {
+  Warning& w = warnings_[t];
+  const absl::Time now = absl::Now();
+  if (text == w.text && now - w.at < absl::Minutes(1)) return;
+  w = {text, now};
+  spdlog::warn("{}", text);
+}
+
 void Membership::ResolveNow() {
   for (size_t t = 0; t < targets_.size(); ++t) {
     const DnsTarget& target = targets_[t];
@@ -174,17 +208,19 @@ void Membership::ResolveNow() {
     last_resolved_ = absl::Now();
     std::vector<std::string>& current = addresses_[t];
     if (!found.ok() || found->empty()) {
-      spdlog::warn("resolving {} failed ({}): new sandboxes go to its last {} address(es)", target.spelled,
-                   found.ok() ? "no address" : std::string(found.status().message()), current.size());
+      Warn(t, absl::StrCat("resolving ", target.spelled, " failed (",
+                           found.ok() ? "no address" : codemode::LogText(found.status().message()),
+                           "): new sandboxes go to its last ", current.size(), " address(es)"));
       continue;
     }
     if (found->size() > options_.max_addresses) {
-      spdlog::warn("{} has {} addresses: new sandboxes go to {} of them", target.spelled, found->size(),
-                   options_.max_addresses);
+      Warn(t, absl::StrCat(target.spelled, " has over ", options_.max_addresses,
+                           " addresses: new sandboxes go to ", options_.max_addresses, " of them"));
     }
     std::vector<std::string> next = Bounded(current, *std::move(found));
     if (next == current) continue;
-    spdlog::info("{}: new sandboxes go to {}", target.spelled, absl::StrJoin(next, ", "));
+    spdlog::info("{}: new sandboxes go to {} address(es); added {}; gone {}", target.spelled, next.size(),
+                 Sample(Minus(next, current)), Sample(Minus(current, next)));
     current = std::move(next);
   }
 }

@@ -100,6 +100,8 @@ class Membership {
   bool Woken() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);  // stopping, or Trouble() came
   // The target's new set from `found`: its current addresses still found first, then the
   // others, at most max_addresses.
+  // Logs `text` as target t's warning unless it is the one logged less than a minute ago.
+  void Warn(size_t t, const std::string& text) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<std::string> Bounded(const std::vector<std::string>& current,
                                    std::vector<std::string> found) const;
 
@@ -109,6 +111,11 @@ class Membership {
   const MembershipOptions options_;
   mutable codemode::Mutex mu_;
   std::vector<std::vector<std::string>> addresses_ ABSL_GUARDED_BY(mu_);  // per target
+  struct Warning {
+    std::string text;
+    absl::Time at = absl::InfinitePast();
+  };
+  std::vector<Warning> warnings_ ABSL_GUARDED_BY(mu_);  // per target: the last one logged
   absl::Time last_resolved_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   int resolutions_ ABSL_GUARDED_BY(mu_) = 0;
   bool soon_ ABSL_GUARDED_BY(mu_) = false;

@@ -16,6 +16,7 @@
 #include "bridge/sandbox_client.h"
 #include "bridge/sandboxd_endpoints.h"
 #include "gmock/gmock.h"
+#include "log_capture.h"
 #include "gtest/gtest.h"
 #include "recording_sandboxd.h"
 
@@ -171,6 +172,24 @@ TEST(MembershipTest, AListingDoesNotWakeAnIdleAddressGoneFromDns) {
   EXPECT_TRUE(owned.complete);
   EXPECT_EQ(a.service.listed, 1);
   EXPECT_EQ(b.service.listed, 0);
+}
+
+// DNS decides how much the gateway would log: a resolver failing every period is one
+// warning a minute, and a change names at most 8 addresses each way.
+TEST(MembershipTest, WhatDnsAnswersKeepsTheLogShort) {
+  testlog::LogCapture log;
+  ExtraSandboxd a("dns-a");
+  Fixture f({a.endpoint()});
+  f.state->Set(absl::UnavailableError("Temporary failure in name resolution"));
+  for (int i = 0; i < 10; ++i) f.membership->ResolveNow();
+  EXPECT_EQ(log.Count("failed (Temporary failure in name resolution)"), 1);
+  std::vector<std::string> many;
+  for (int i = 0; i < 20; ++i) many.push_back("10.0.0." + std::to_string(10 + i) + ":50051");
+  f.state->Set(many);
+  f.membership->ResolveNow();
+  EXPECT_EQ(log.Count("new sandboxes go to 20 address(es); added 10.0.0.10:50051, "), 1);
+  EXPECT_EQ(log.Count(" and 12 more; gone " + a.endpoint()), 1);
+  EXPECT_EQ(log.Count("10.0.0.29:50051"), 0) << "past the 8 named";
 }
 
 TEST(MembershipTest, AFailedResolutionKeepsTheLastSet) {

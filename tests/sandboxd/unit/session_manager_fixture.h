@@ -35,7 +35,7 @@
 #include "sandboxd/record_store.h"
 #include "sandboxd/session.h"
 #include "sandboxd/session_manager.h"
-#include "spdlog/sinks/ostream_sink.h"
+#include "log_capture.h"
 #include "spdlog/spdlog.h"
 
 #ifndef SANDBOXD_RUNNER_PATH
@@ -223,26 +223,7 @@ inline sandbox::v1::Catalog EchoCatalogProto(const std::string& server = "srv",
   return c;
 }
 
-// The log lines of this process while it lives (spdlog's default logger). Create it before
-// the managers whose lines it reads and let it go after they are stopped.
-class LogCapture {
- public:
-  LogCapture() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(out_)) {
-    spdlog::default_logger()->sinks().push_back(sink_);
-  }
-  ~LogCapture() { spdlog::default_logger()->sinks().pop_back(); }
-  int Count(const std::string& text) {
-    sink_->flush();
-    const std::string all = out_.str();
-    int n = 0;
-    for (size_t at = all.find(text); at != std::string::npos; at = all.find(text, at + 1)) ++n;
-    return n;
-  }
-
- private:
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
-};
+using testlog::LogCapture;  // log_capture.h
 
 class SessionManagerTest : public ::testing::Test {
  protected:
