@@ -209,7 +209,7 @@ async function dnsAdd() {
   const seen = replicas.map(() => null);
   const t0 = performance.now();
   const watch = setInterval(() => replicas.forEach((g, k) => {
-    if (seen[k] === null && g.log.includes(`, ${endpoints[4]}`)) seen[k] = performance.now() - t0;
+    if (seen[k] === null && new RegExp(`added [^;]*${endpoints[4].replace(/[.]/g, "\\.")}[,;]`).test(g.log)) seen[k] = performance.now() - t0;
   }), 5);
   listInDns([0, 1, 2, 4]);
   let first = null, tries = 0;
