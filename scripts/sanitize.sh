@@ -46,11 +46,12 @@ configure() {  # dir, sanitizers, fuzz
 }
 
 # ctest runs only the suites built here (the rest of the tree is not built in these
-# directories, so neither are the programs that command_line and systemd_install_files
-# run) and gives sanitized tests room.
+# directories, so neither are the programs that command_line, systemd_install_files and
+# kubernetes_layout run) and gives sanitized tests room. A test that takes every
+# descriptor away opts out: the sanitizers' runtimes need some of their own.
 run_units() {  # dir
-  ctest --test-dir "$1" -L unit --output-on-failure --timeout 900 -j2 \
-    -E "_NOT_BUILT|runner_unit_tests|runner_js_unit_tests|runner_wasm_unit_tests|gateway_systemd_unit_verifies|command_line|systemd_install_files" \
+  SANDBOXD_TEST_SKIP_NO_DESCRIPTORS=1 ctest --test-dir "$1" -L unit --output-on-failure --timeout 900 -j2 \
+    -E "_NOT_BUILT|runner_unit_tests|runner_js_unit_tests|runner_wasm_unit_tests|gateway_systemd_unit_verifies|command_line|systemd_install_files|kubernetes_layout" \
     --output-junit "$root/$1/ctest-junit.xml"
   python3 tests/check_skips.py "$root/$1/ctest-junit.xml"
 }
