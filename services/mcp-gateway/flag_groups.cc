@@ -32,6 +32,7 @@ codemode::ProgramHelp GatewayHelp() {
             "max_sandboxes_per_credential", "sandbox_egress", "credential_settings",
             "max_out_path_bytes", "max_out_bytes",
             "resources_page_size", "resources_poll_interval", "resources_look_timeout",
+            "resources_list_timeout", "resources_read_timeout",
             "handle_key_file", "handle_ttl", "sandbox_cancel_grace", "max_tool_calls_per_run",
             "max_tool_calls_in_flight", "max_tool_calls_in_flight_per_credential",
             "max_tool_calls_in_flight_total", "max_tool_call_bytes", "max_tool_result_bytes",

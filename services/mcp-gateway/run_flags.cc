@@ -66,6 +66,16 @@ ABSL_FLAG(absl::Duration, resources_look_timeout, absl::Seconds(5),
           "this and counts as no change (sandboxed code answers its own listings and may "
           "stall them; one thread looks for every credential). At least 100ms.");
 
+ABSL_FLAG(absl::Duration, resources_list_timeout, absl::Seconds(5),
+          "A resources/list of a 2026-07-28 request (every sandbox of the credential) ends "
+          "within this, each sandbox's walk of out/ within a quarter of it; sandboxes not "
+          "walked in time are left out and logged (sandboxed code answers its own listings "
+          "and may stall them while the request holds a read slot). At least 100ms.");
+ABSL_FLAG(absl::Duration, resources_read_timeout, absl::Seconds(30),
+          "A resources/read whose sandbox has not sent the file within this ends with an "
+          "error (sandboxed code answers its own reads and may stall them while the request "
+          "holds a read slot). At least 1s.");
+
 ABSL_FLAG(std::string, approval_default, "annotations",
           "Whether a tool call of sandboxed code that no \"approval\" rule of its server's "
           "mcpServers entry names needs a person's approval: annotations (the tool's MCP "
@@ -181,6 +191,14 @@ absl::StatusOr<gateway::RunCodeOptions> RunOptionsFromFlags(const std::vector<ga
   o.resources_look_timeout = absl::GetFlag(FLAGS_resources_look_timeout);
   if (o.resources_look_timeout < absl::Milliseconds(100)) {
     return absl::InvalidArgumentError("--resources_look_timeout must be at least 100ms");
+  }
+  o.resources.list_timeout = absl::GetFlag(FLAGS_resources_list_timeout);
+  if (o.resources.list_timeout < absl::Milliseconds(100)) {
+    return absl::InvalidArgumentError("--resources_list_timeout must be at least 100ms");
+  }
+  o.resources.read_timeout = absl::GetFlag(FLAGS_resources_read_timeout);
+  if (o.resources.read_timeout < absl::Seconds(1)) {
+    return absl::InvalidArgumentError("--resources_read_timeout must be at least 1s");
   }
   if (o.resources.max_read_bytes > (48u << 20)) {
     return absl::InvalidArgumentError("--max_resource_bytes must be at most 48 MiB (50331648)");

@@ -45,7 +45,7 @@ class ScriptedSandboxes : public gateway::Sandboxes {
   std::optional<size_t> FindEndpoint(const std::string&) const override { return std::nullopt; }
 
   absl::StatusOr<ListFilesResponse> ListFiles(const gateway::SandboxRef&, const std::string& dir,
-                                              uint32_t max_entries,
+                                              uint32_t max_entries, absl::Time,
                                               std::shared_ptr<codemode::CancelToken>) override {
     ++calls;
     if (calls > static_cast<int>(kLimits.max_directories)) __builtin_trap();
@@ -86,7 +86,8 @@ class ScriptedSandboxes : public gateway::Sandboxes {
     return absl::OkStatus();
   }
   absl::StatusOr<std::string> DownloadFile(const gateway::SandboxRef&, const std::string&,
-                                           size_t, std::shared_ptr<codemode::CancelToken>) override {
+                                           size_t, absl::Time,
+                                           std::shared_ptr<codemode::CancelToken>) override {
     return absl::NotFoundError("none");
   }
   absl::StatusOr<sandbox::v1::Finished> Execute(const gateway::SandboxRef&, const std::string&,
@@ -105,7 +106,8 @@ class ScriptedSandboxes : public gateway::Sandboxes {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Reader in(data, size);
   ScriptedSandboxes sandboxes(&in);
-  absl::StatusOr<gateway::OutListing> listing = gateway::ListOut(sandboxes, {}, kLimits, /*cancel=*/nullptr);  // no request to cancel
+  absl::StatusOr<gateway::OutListing> listing = gateway::ListOut(sandboxes, {}, kLimits, absl::InfiniteFuture(),
+                                                                   /*cancel=*/nullptr);  // no request to cancel
   if (!listing.ok()) return 0;
   if (listing->files.size() > kLimits.max_files) __builtin_trap();
   size_t bytes = 0;

@@ -41,21 +41,37 @@ Sandboxes::Owned OwnedResources::Owned(const std::string& credential,
 OwnedWalk OwnedResources::Walk(const std::string& credential,
                                const std::shared_ptr<codemode::CancelToken>& cancel) {
   OwnedWalk walk;
+  // The walk's time is bounded as a whole and per sandbox (ResourceOptions::list_timeout).
+  const absl::Time list_deadline = absl::Now() + options_.list_timeout;
   Sandboxes::Owned owned = Owned(credential, cancel);
   walk.complete = owned.complete;
   walk.missing = std::move(owned.missing);
+  size_t stalled = 0;  // sandboxes that did not answer in their time, or were not reached
   for (const SandboxRef& ref : owned.refs) {
     if (cancel && cancel->cancelled()) {
       walk.complete = false;
       break;
     }
-    absl::StatusOr<OutListing> listing = ListOut(*sandboxes_, ref, options_.limits, cancel);
+    const absl::Time now = absl::Now();
+    if (now >= list_deadline) {
+      ++stalled;
+      continue;
+    }
+    const absl::Time deadline = std::min(list_deadline, now + options_.list_timeout / 4);
+    absl::StatusOr<OutListing> listing = ListOut(*sandboxes_, ref, options_.limits, deadline, cancel);
     if (listing.ok()) {
       walk.sandboxes.emplace_back(ref, std::move(*listing));
+    } else if (absl::IsDeadlineExceeded(listing.status())) {
+      ++stalled;
     } else if (!absl::IsNotFound(listing.status()) && !absl::IsFailedPrecondition(listing.status())) {
       // Gone between the two looks is not a gap; anything else is.
       walk.complete = false;
     }
+  }
+  if (stalled > 0) {
+    walk.complete = false;
+    walk.missing.push_back(absl::StrCat(stalled, " sandbox(es) not walked within --resources_list_timeout (",
+                                        absl::FormatDuration(options_.list_timeout), ")"));
   }
   return walk;
 }
@@ -114,7 +130,9 @@ std::optional<size_t> OwnedResources::Fingerprint(const std::string& credential,
     if (!owned.executions.empty() && seen != before.end() && seen->second.executions == owned.executions[i]) {
       now[key] = seen->second;
     } else {
-      absl::StatusOr<OutListing> listing = ListOut(*sandboxes_, ref, options_.limits, cancel);
+      // Bounded by the look's cancel (ResourceWatch's look_timeout).
+      absl::StatusOr<OutListing> listing =
+          ListOut(*sandboxes_, ref, options_.limits, absl::InfiniteFuture(), cancel);
       if (absl::IsNotFound(listing.status()) || absl::IsFailedPrecondition(listing.status())) continue;
       if (!listing.ok()) return std::nullopt;  // a gap is no change
       std::vector<std::tuple<std::string, uint64_t, int64_t>> files;

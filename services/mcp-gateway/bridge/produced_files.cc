@@ -61,7 +61,7 @@ absl::StatusOr<std::string> PercentDecode(absl::string_view in) {
 }  // namespace
 
 absl::StatusOr<OutListing> ListOut(Sandboxes& sandboxes, const SandboxRef& ref,
-                                   const OutLimits& limits,
+                                   const OutLimits& limits, absl::Time deadline,
                                    const std::shared_ptr<codemode::CancelToken>& cancel) {
   OutListing listing;
   std::deque<std::pair<std::string, uint32_t>> dirs = {{kOutDir, 0}};  // path, depth
@@ -88,11 +88,12 @@ absl::StatusOr<OutListing> ListOut(Sandboxes& sandboxes, const SandboxRef& ref,
     if (cancel != nullptr && cancel->cancelled()) {
       return absl::CancelledError(absl::StrCat("the walk of out/ stopped: ", cancel->reason()));
     }
+    if (absl::Now() >= deadline) return absl::DeadlineExceededError("the walk of out/ ran out of time");
     ++listed;
     // Room for the files still wanted and for the directories that may still be walked.
     const uint32_t room = limits.max_files - static_cast<uint32_t>(listing.files.size()) +
                           limits.max_directories;
-    absl::StatusOr<sandbox::v1::ListFilesResponse> entries = sandboxes.ListFiles(ref, dir, room, cancel);
+    absl::StatusOr<sandbox::v1::ListFilesResponse> entries = sandboxes.ListFiles(ref, dir, room, deadline, cancel);
     if (!entries.ok()) {
       // out/ itself missing is "nothing produced"; a subdirectory that vanished since its
       // parent was listed is skipped.

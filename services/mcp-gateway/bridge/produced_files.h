@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "bridge/sandboxes.h"
 
 namespace gateway {
@@ -55,9 +56,10 @@ struct OutListing {
 // Walks out/ of the session's workspace. A missing out/ is an empty listing; symlinks and
 // special files are skipped (only regular files are produced files). The walk is the
 // work of the run behind it: each ListFiles carries `cancel` (the run's token, nullable),
-// and once it is cancelled the walk lists nothing more and answers CANCELLED.
+// and once it is cancelled the walk lists nothing more and answers CANCELLED. At
+// `deadline` (absl::InfiniteFuture(): none) the walk ends DEADLINE_EXCEEDED.
 absl::StatusOr<OutListing> ListOut(Sandboxes& sandboxes, const SandboxRef& ref,
-                                   const OutLimits& limits,
+                                   const OutLimits& limits, absl::Time deadline,
                                    const std::shared_ptr<codemode::CancelToken>& cancel);
 
 // The files of `after` that `before` lacks or has with another size or mtime. Both sorted

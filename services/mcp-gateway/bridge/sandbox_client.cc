@@ -30,6 +30,12 @@ std::chrono::system_clock::time_point Deadline(std::chrono::seconds d) {
   return std::chrono::system_clock::now() + d;
 }
 
+// A file call's deadline: the caller's, within the unary one.
+std::chrono::system_clock::time_point FileDeadline(absl::Time deadline) {
+  const auto unary = Deadline(kUnaryDeadline);
+  return deadline == absl::InfiniteFuture() ? unary : std::min(unary, absl::ToChronoTime(deadline));
+}
+
 // A call's ClientContext for a cancel that may come after the call ended (the token
 // belongs to the MCP request): TryCancel reaches the context only until Clear(), which the
 // call's owner runs before the context goes.
@@ -297,9 +303,10 @@ Sandboxes::Owned SandboxClient::ListOwned(const std::string& owner,
 absl::StatusOr<sandbox::v1::ListFilesResponse> SandboxClient::ListFiles(const SandboxRef& ref,
                                                                        const std::string& path,
                                                                        uint32_t max_entries,
+                                                                       absl::Time deadline,
                                                                        std::shared_ptr<codemode::CancelToken> cancel) {
   grpc::ClientContext ctx;
-  endpoints_->Prepare(ctx, ref.endpoint, Deadline(kUnaryDeadline));
+  endpoints_->Prepare(ctx, ref.endpoint, FileDeadline(deadline));
   CancelLink link(cancel, &ctx);
   sandbox::v1::ListFilesRequest req;
   req.set_session_id(ref.session_id);
@@ -314,9 +321,10 @@ absl::StatusOr<sandbox::v1::ListFilesResponse> SandboxClient::ListFiles(const Sa
 absl::StatusOr<std::string> SandboxClient::DownloadFile(const SandboxRef& ref,
                                                         const std::string& path,
                                                         size_t max_bytes,
+                                                        absl::Time deadline,
                                                         std::shared_ptr<codemode::CancelToken> cancel) {
   grpc::ClientContext ctx;
-  endpoints_->Prepare(ctx, ref.endpoint, Deadline(kUnaryDeadline));
+  endpoints_->Prepare(ctx, ref.endpoint, FileDeadline(deadline));
   CancelLink link(cancel, &ctx);
   sandbox::v1::DownloadFileRequest req;
   req.set_session_id(ref.session_id);

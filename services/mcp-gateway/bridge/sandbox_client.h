@@ -150,10 +150,10 @@ class SandboxClient : public Sandboxes {
   // Asks every endpoint dialled, those gone from DNS too (their sandboxes live on).
   Owned ListOwned(const std::string& owner, std::shared_ptr<codemode::CancelToken> cancel) override;
   absl::StatusOr<sandbox::v1::ListFilesResponse> ListFiles(
-      const SandboxRef& ref, const std::string& path, uint32_t max_entries,
+      const SandboxRef& ref, const std::string& path, uint32_t max_entries, absl::Time deadline,
       std::shared_ptr<codemode::CancelToken> cancel) override;
   absl::StatusOr<std::string> DownloadFile(
-      const SandboxRef& ref, const std::string& path, size_t max_bytes,
+      const SandboxRef& ref, const std::string& path, size_t max_bytes, absl::Time deadline,
       std::shared_ptr<codemode::CancelToken> cancel) override;
 
   // One Execute stream; cancelling the token sends `cancel` on it (see Sandboxes).

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "upstream/transport.h"
 #include "base/cancel.h"
 #include "sandbox/v1/sandbox.pb.h"
@@ -110,14 +111,18 @@ class Sandboxes {
   virtual absl::Status UploadFile(const SandboxRef& ref, const std::string& path,
                                   const std::string& data,
                                   std::shared_ptr<codemode::CancelToken> cancel) = 0;
+  // The two calls below also end, DEADLINE_EXCEEDED, at `deadline` (absl::InfiniteFuture():
+  // only the client's own bound): the sandbox answers them itself and may never do so, so a
+  // request that holds a scarce slot while it waits (resources/list, resources/read) bounds
+  // the wait by its own flag.
   // One directory of the workspace (sandboxd's ListFiles); NOT_FOUND when it is missing.
   virtual absl::StatusOr<sandbox::v1::ListFilesResponse> ListFiles(
-      const SandboxRef& ref, const std::string& path, uint32_t max_entries,
+      const SandboxRef& ref, const std::string& path, uint32_t max_entries, absl::Time deadline,
       std::shared_ptr<codemode::CancelToken> cancel) = 0;
   // The bytes of a workspace file (sandboxd's DownloadFile); RESOURCE_EXHAUSTED, without
   // reading on, when it is longer than `max_bytes`.
   virtual absl::StatusOr<std::string> DownloadFile(
-      const SandboxRef& ref, const std::string& path, size_t max_bytes,
+      const SandboxRef& ref, const std::string& path, size_t max_bytes, absl::Time deadline,
       std::shared_ptr<codemode::CancelToken> cancel) = 0;
 
   // Runs code; returns the Finished message, or the rpc's status (NOT_FOUND and

@@ -36,7 +36,8 @@ WorkspaceResources::WorkspaceResources(Sandboxes* sandboxes, SessionBindings* bi
 
 absl::StatusOr<OutListing> WorkspaceResources::Refresh(
     SessionBindings::Binding& binding, const std::shared_ptr<codemode::CancelToken>& cancel) {
-  absl::StatusOr<OutListing> now = ListOut(*sandboxes_, binding.ref(), options_.limits, cancel);
+  absl::StatusOr<OutListing> now = ListOut(*sandboxes_, binding.ref(), options_.limits,
+                                             absl::InfiniteFuture(), cancel);  // the run's walk
   if (!now.ok()) return now.status();
   OutListing changed;
   changed.files = ChangedFiles(binding.out_listing().files, now->files);
@@ -106,8 +107,8 @@ absl::StatusOr<FileRead> WorkspaceResources::Read(const std::string& mcp_session
     sandbox = binding->ref();
   }
   const std::string path = absl::StrCat(kOutDir, "/", ref->path);
-  absl::StatusOr<std::string> data =
-      sandboxes_->DownloadFile(sandbox, path, options_.max_read_bytes, std::move(cancel));
+  absl::StatusOr<std::string> data = sandboxes_->DownloadFile(
+      sandbox, path, options_.max_read_bytes, absl::Now() + options_.read_timeout, std::move(cancel));
   if (absl::IsNotFound(data.status()) || absl::IsFailedPrecondition(data.status())) {
     return absl::NotFoundError(absl::StrCat(
         "no file /workspace/", path, ref->handle.empty() ? absl::StrCat(" in session '", ref->session, "'")
@@ -117,6 +118,11 @@ absl::StatusOr<FileRead> WorkspaceResources::Read(const std::string& mcp_session
     return absl::ResourceExhaustedError(absl::StrCat(
         "/workspace/", path, " is larger than the ", options_.max_read_bytes,
         " bytes resources/read returns: work with it from code instead"));
+  }
+  if (absl::IsDeadlineExceeded(data.status())) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "the sandbox did not send /workspace/", path, " within ", absl::FormatDuration(options_.read_timeout),
+        " (--resources_read_timeout): its code may be holding its runner; retry later"));
   }
   if (!data.ok()) return data.status();
   codemode::ByteHold hold(std::move(budget));

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "base/byte_budget.h"
 #include "bridge/produced_files.h"
 #include "bridge/sandboxes.h"
@@ -75,6 +76,14 @@ struct ResourceOptions {
   // there are more (a page is then bounded by OutLimits::max_path_bytes per resource).
   size_t list_page_size = 500;
   OutLimits limits;
+  // Sandboxed code answers its own listings and reads and may stall them, while a
+  // resources/list or resources/read holds one of the few read slots
+  // (--max_resource_reads_in_flight). A resources/list that walks a credential's sandboxes
+  // (sandboxd scope) ends within `list_timeout`, each sandbox's walk within a quarter of it
+  // (one stalled sandbox leaves the others listed); those not walked are left out and
+  // logged. A resources/read ends within `read_timeout`.
+  absl::Duration list_timeout = absl::Seconds(5);  // --resources_list_timeout
+  absl::Duration read_timeout = absl::Seconds(30);  // --resources_read_timeout
 };
 
 class WorkspaceResources {

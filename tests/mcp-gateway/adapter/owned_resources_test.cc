@@ -222,6 +222,35 @@ TEST_F(OwnedResourcesTest, ASandboxThatHasNotRunIsNotWalkedAgain) {
   EXPECT_EQ(sandboxes_.list_calls(), walked) << "three looks, no run: nothing listed";
 }
 
+// Sandboxed code answers its own listings and reads and may stall them while the request
+// holds one of the few read slots: a resources/list ends within --resources_list_timeout,
+// each sandbox's walk within a quarter of it (the others are still listed), and a
+// resources/read within --resources_read_timeout, with an error naming it.
+TEST_F(OwnedResourcesTest, AStalledSandboxHoldsAListOrAReadOnlyUntilItsTimeout) {
+  RunCodeOptions options;
+  options.resources.list_timeout = absl::Milliseconds(400);
+  options.resources.read_timeout = absl::Milliseconds(200);
+  RunCodeTool tool(&sandboxes_, &upstreams_, options);
+  Run(tool, "out/a.txt=A", "token a");
+  Run(tool, "out/b.txt=B", "token a");
+  const json both = List(tool, "token a");
+  ASSERT_EQ(both.size(), 2u) << both;
+  const std::string stalled_uri = both[0]["uri"];
+  sandboxes_.Stall(sandboxes_.executions()[0].session_id);  // the first one listed
+  const size_t earlier = sandboxes_.file_deadlines().size();
+
+  EXPECT_THAT(Names(List(tool, "token a")), ::testing::ElementsAre("b.txt"));
+  ToolCallContext ctx = Context("token a");
+  absl::StatusOr<json> read = tool.resources()->ReadResource(stalled_uri, ctx);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(read.status())) << read.status();
+  EXPECT_THAT(read.status().message(), ::testing::HasSubstr("--resources_read_timeout"));
+  // Every file call had a deadline, and each has passed by now: none waited unbounded.
+  const std::vector<absl::Time> deadlines = sandboxes_.file_deadlines();
+  ASSERT_GT(deadlines.size(), earlier);
+  const absl::Time now = absl::Now();
+  for (size_t i = earlier; i < deadlines.size(); ++i) EXPECT_LE(deadlines[i], now) << "call " << i;
+}
+
 // Sandboxed code answers its own listings: one that never answers holds its credential's
 // look only until the look's timeout.
 TEST_F(OwnedResourcesTest, AStalledListingDoesNotHoldTheWatch) {

@@ -4,6 +4,7 @@
 // through the handlers exactly as sandboxd's Execute stream does.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <map>
@@ -14,6 +15,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "base/mutex.h"
 #include "bridge/sandboxes.h"
 #include "bridge/upstreams.h"
@@ -95,10 +98,11 @@ class FakeSandboxes : public Sandboxes {
   }
   // The workspace is a map of path -> bytes; directories are the prefixes of its paths.
   absl::StatusOr<sandbox::v1::ListFilesResponse> ListFiles(
-      const SandboxRef& ref, const std::string& dir, uint32_t max_entries,
+      const SandboxRef& ref, const std::string& dir, uint32_t max_entries, absl::Time deadline,
       std::shared_ptr<codemode::CancelToken> cancel) override {
     if (before_list) before_list(dir, cancel);
     if (before_list_of) before_list_of(ref.session_id, cancel);
+    if (absl::Status held = HoldIfStalled(ref, deadline); !held.ok()) return held;
     codemode::MutexLock lock(&mu_);
     ++list_calls_;
     list_tokens_.push_back(cancel);
@@ -129,11 +133,12 @@ class FakeSandboxes : public Sandboxes {
     return resp;
   }
   absl::StatusOr<std::string> DownloadFile(
-      const SandboxRef& ref, const std::string& path, size_t max_bytes,
+      const SandboxRef& ref, const std::string& path, size_t max_bytes, absl::Time deadline,
       std::shared_ptr<codemode::CancelToken> cancel) override {
     if (before_download) {
       if (absl::Status s = before_download(path, cancel); !s.ok()) return s;
     }
+    if (absl::Status held = HoldIfStalled(ref, deadline); !held.ok()) return held;
     codemode::MutexLock lock(&mu_);
     downloads_.push_back({ref.session_id, path});
     if (!live_.count(ref.session_id)) return absl::NotFoundError("no such session");
@@ -154,6 +159,18 @@ class FakeSandboxes : public Sandboxes {
   int list_calls() {
     codemode::MutexLock lock(&mu_);
     return list_calls_;
+  }
+  // Code of `session_id` holds its runner: its ListFiles and DownloadFile answer
+  // DEADLINE_EXCEEDED at the call's deadline, or after kStallCap when it has none.
+  static constexpr absl::Duration kStallCap = absl::Seconds(10);
+  void Stall(const std::string& session_id) {
+    codemode::MutexLock lock(&mu_);
+    stalled_.insert(session_id);
+  }
+  // The deadline of every ListFiles and DownloadFile, in order.
+  std::vector<absl::Time> file_deadlines() {
+    codemode::MutexLock lock(&mu_);
+    return file_deadlines_;
   }
   // The token each ListFiles came with, in order (nullptr when it came with none).
   std::vector<std::shared_ptr<codemode::CancelToken>> list_tokens() {
@@ -312,6 +329,19 @@ class FakeSandboxes : public Sandboxes {
   std::vector<Download> downloads_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, sandbox::v1::Catalog> catalogs_ ABSL_GUARDED_BY(mu_);
   Script script_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> stalled_ ABSL_GUARDED_BY(mu_);
+  std::vector<absl::Time> file_deadlines_ ABSL_GUARDED_BY(mu_);
+
+  // Records the file call's deadline; for a stalled session, waits for it (see Stall).
+  absl::Status HoldIfStalled(const SandboxRef& ref, absl::Time deadline) {
+    {
+      codemode::MutexLock lock(&mu_);
+      file_deadlines_.push_back(deadline);
+      if (!stalled_.count(ref.session_id)) return absl::OkStatus();
+    }
+    absl::SleepFor(std::min(deadline - absl::Now(), kStallCap));
+    return absl::DeadlineExceededError("Deadline Exceeded");
+  }
 };
 
 class FakeUpstreams : public Upstreams {

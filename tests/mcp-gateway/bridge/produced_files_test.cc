@@ -31,7 +31,7 @@ class ListOutTest : public ::testing::Test {
 };
 
 TEST_F(ListOutTest, AMissingOutDirectoryIsAnEmptyListing) {
-  absl::StatusOr<OutListing> l = ListOut(sandboxes_, ref_, {}, nullptr);
+  absl::StatusOr<OutListing> l = ListOut(sandboxes_, ref_, {}, absl::InfiniteFuture(), nullptr);
   ASSERT_TRUE(l.ok()) << l.status();
   EXPECT_TRUE(l->files.empty());
   EXPECT_FALSE(l->truncated);
@@ -42,7 +42,7 @@ TEST_F(ListOutTest, WalksNestedDirectoriesAndSkipsFilesOutsideOut) {
   sandboxes_.PutFile(ref_.session_id, "out/report/data.csv", "a,b\n");
   sandboxes_.PutFile(ref_.session_id, "out/report/deep/x.txt", "x");
   sandboxes_.PutFile(ref_.session_id, "in/secret.txt", "not produced");
-  absl::StatusOr<OutListing> l = ListOut(sandboxes_, ref_, {}, nullptr);
+  absl::StatusOr<OutListing> l = ListOut(sandboxes_, ref_, {}, absl::InfiniteFuture(), nullptr);
   ASSERT_TRUE(l.ok()) << l.status();
   EXPECT_THAT(Paths(*l), ::testing::ElementsAre("chart.png", "report/data.csv", "report/deep/x.txt"));
   EXPECT_EQ(l->files[1].size, 4u);
@@ -56,7 +56,7 @@ TEST_F(ListOutTest, EachBoundStopsTheWalkAndSaysSo) {
   OutLimits few_files;
   few_files.max_files = 5;
   int calls = sandboxes_.list_calls();
-  absl::StatusOr<OutListing> l = ListOut(sandboxes_, ref_, few_files, nullptr);
+  absl::StatusOr<OutListing> l = ListOut(sandboxes_, ref_, few_files, absl::InfiniteFuture(), nullptr);
   ASSERT_TRUE(l.ok());
   EXPECT_EQ(l->files.size(), 5u);
   EXPECT_TRUE(l->truncated);
@@ -64,7 +64,7 @@ TEST_F(ListOutTest, EachBoundStopsTheWalkAndSaysSo) {
 
   OutLimits shallow;
   shallow.max_depth = 3;  // out/, out/a, out/a/b
-  l = ListOut(sandboxes_, ref_, shallow, nullptr);
+  l = ListOut(sandboxes_, ref_, shallow, absl::InfiniteFuture(), nullptr);
   ASSERT_TRUE(l.ok());
   EXPECT_EQ(l->files.size(), 20u);
   EXPECT_TRUE(l->truncated);
@@ -72,7 +72,7 @@ TEST_F(ListOutTest, EachBoundStopsTheWalkAndSaysSo) {
   OutLimits one_dir;
   one_dir.max_directories = 1;
   const int calls_before = sandboxes_.list_calls();
-  l = ListOut(sandboxes_, ref_, one_dir, nullptr);
+  l = ListOut(sandboxes_, ref_, one_dir, absl::InfiniteFuture(), nullptr);
   ASSERT_TRUE(l.ok());
   EXPECT_EQ(sandboxes_.list_calls() - calls_before, 1);
   EXPECT_TRUE(l->truncated);
@@ -87,12 +87,12 @@ TEST_F(ListOutTest, ACancelledWalkListsNothingMore) {
     EXPECT_EQ(t, cancel);
     cancel->Cancel("client cancelled");  // during the listing of out/
   };
-  absl::StatusOr<OutListing> l = ListOut(sandboxes_, ref_, {}, cancel);
+  absl::StatusOr<OutListing> l = ListOut(sandboxes_, ref_, {}, absl::InfiniteFuture(), cancel);
   EXPECT_TRUE(absl::IsCancelled(l.status())) << l.status();
   EXPECT_THAT(std::string(l.status().message()), HasSubstr("client cancelled"));
   EXPECT_EQ(sandboxes_.list_calls(), 1);
   // Cancelled before it starts: nothing is listed at all.
-  EXPECT_TRUE(absl::IsCancelled(ListOut(sandboxes_, ref_, {}, cancel).status()));
+  EXPECT_TRUE(absl::IsCancelled(ListOut(sandboxes_, ref_, {}, absl::InfiniteFuture(), cancel).status()));
   EXPECT_EQ(sandboxes_.list_calls(), 1);
 }
 
@@ -128,7 +128,7 @@ TEST_F(ListOutTest, DirectoriesBeyondWhatTheWalkListsAreNeverQueued) {
     listed.push_back(dir);
     return HostileListing(dir, max_entries, sandbox::v1::FILE_TYPE_DIRECTORY, 200);
   };
-  absl::StatusOr<OutListing> l = ListOut(sandboxes_, ref_, {}, nullptr);
+  absl::StatusOr<OutListing> l = ListOut(sandboxes_, ref_, {}, absl::InfiniteFuture(), nullptr);
   ASSERT_TRUE(l.ok()) << l.status();
   EXPECT_TRUE(l->truncated);
   EXPECT_EQ(listed.size(), 64u);
@@ -143,20 +143,20 @@ TEST_F(ListOutTest, LongPathsAndManyBytesOfPathsAreNotKept) {
     sandboxes_.list_answer = [type](const std::string& dir, uint32_t max_entries) {
       return HostileListing(dir, max_entries, type, 4096);
     };
-    absl::StatusOr<OutListing> l = ListOut(sandboxes_, ref_, {}, nullptr);
+    absl::StatusOr<OutListing> l = ListOut(sandboxes_, ref_, {}, absl::InfiniteFuture(), nullptr);
     ASSERT_TRUE(l.ok()) << l.status();
     EXPECT_TRUE(l->files.empty());
     EXPECT_TRUE(l->truncated);
   }
   int calls = sandboxes_.list_calls();
-  ListOut(sandboxes_, ref_, {}, nullptr).IgnoreError();
+  ListOut(sandboxes_, ref_, {}, absl::InfiniteFuture(), nullptr).IgnoreError();
   EXPECT_EQ(sandboxes_.list_calls() - calls, 1) << "no 4 KiB directory was walked into";
 
   sandboxes_.list_answer = [](const std::string& dir, uint32_t max_entries) {
     return HostileListing(dir, max_entries, sandbox::v1::FILE_TYPE_FILE, 1000);
   };
   OutLimits limits;
-  absl::StatusOr<OutListing> l = ListOut(sandboxes_, ref_, limits, nullptr);
+  absl::StatusOr<OutListing> l = ListOut(sandboxes_, ref_, limits, absl::InfiniteFuture(), nullptr);
   ASSERT_TRUE(l.ok()) << l.status();
   size_t bytes = 0;
   for (const OutFile& f : l->files) bytes += f.path.size();
@@ -178,7 +178,7 @@ TEST_F(ListOutTest, AFileListedTwiceIsKeptOnce) {
     }
     return r;
   };
-  absl::StatusOr<OutListing> l = ListOut(sandboxes_, ref_, {}, nullptr);
+  absl::StatusOr<OutListing> l = ListOut(sandboxes_, ref_, {}, absl::InfiniteFuture(), nullptr);
   ASSERT_TRUE(l.ok()) << l.status();
   ASSERT_EQ(l->files.size(), 1u);
   EXPECT_EQ(l->files[0].size, 1u);

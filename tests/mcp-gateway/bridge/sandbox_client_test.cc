@@ -97,23 +97,23 @@ TEST_F(SandboxClientTest, AnExecutionSaysTheLanguageOfItsCode) {
 // The calls below stand for no request (nullptr: no token); tokens are tested further down.
 TEST_F(SandboxClientTest, DownloadsReturnTheBytesWithinTheCap) {
   SandboxClient client({"unix:" + socket_});
-  absl::StatusOr<std::string> data = client.DownloadFile({0, "s-1"}, "out/a.bin", 8u << 20, nullptr);
+  absl::StatusOr<std::string> data = client.DownloadFile({0, "s-1"}, "out/a.bin", 8u << 20, absl::InfiniteFuture(), nullptr);
   ASSERT_TRUE(data.ok()) << data.status();
   EXPECT_EQ(*data, std::string(3u << 20, 'x'));
-  EXPECT_TRUE(absl::IsNotFound(client.DownloadFile({0, "s-1"}, "missing", 1 << 20, nullptr).status()));
+  EXPECT_TRUE(absl::IsNotFound(client.DownloadFile({0, "s-1"}, "missing", 1 << 20, absl::InfiniteFuture(), nullptr).status()));
 }
 
 TEST_F(SandboxClientTest, ADownloadOverTheCapStopsEarly) {
   service_.download_chunks = 512;  // 512 MiB, were it all sent
   SandboxClient client({"unix:" + socket_});
-  absl::StatusOr<std::string> data = client.DownloadFile({0, "s-1"}, "out/big.bin", 2u << 20, nullptr);
+  absl::StatusOr<std::string> data = client.DownloadFile({0, "s-1"}, "out/big.bin", 2u << 20, absl::InfiniteFuture(), nullptr);
   EXPECT_TRUE(absl::IsResourceExhausted(data.status())) << data.status();
   EXPECT_LT(service_.chunks_written.load(), 64) << "the stream was cancelled, not drained";
 }
 
 TEST_F(SandboxClientTest, ListFilesPassesThePathAndTheBound) {
   SandboxClient client({"unix:" + socket_});
-  absl::StatusOr<sandbox::v1::ListFilesResponse> list = client.ListFiles({0, "s-1"}, "out", 1, nullptr);
+  absl::StatusOr<sandbox::v1::ListFilesResponse> list = client.ListFiles({0, "s-1"}, "out", 1, absl::InfiniteFuture(), nullptr);
   ASSERT_TRUE(list.ok()) << list.status();
   ASSERT_EQ(list->files_size(), 1);
   EXPECT_EQ(list->files(0).path(), "out/a.txt");
@@ -126,8 +126,8 @@ TEST_F(SandboxClientTest, CancellingTheTokenCancelsTheFileCalls) {
   SandboxClient client({"unix:" + socket_});
   const SandboxRef ref{0, "s-1"};
   std::vector<std::function<absl::Status(std::shared_ptr<codemode::CancelToken>)>> calls = {
-      [&](auto t) { return client.DownloadFile(ref, "stall", 1 << 20, t).status(); },
-      [&](auto t) { return client.ListFiles(ref, "stall", 10, t).status(); },
+      [&](auto t) { return client.DownloadFile(ref, "stall", 1 << 20, absl::InfiniteFuture(), t).status(); },
+      [&](auto t) { return client.ListFiles(ref, "stall", 10, absl::InfiniteFuture(), t).status(); },
       [&](auto t) { return client.UploadFile(ref, "in.txt", "abc", t); },
   };
   for (size_t i = 0; i < calls.size(); ++i) {
@@ -144,7 +144,24 @@ TEST_F(SandboxClientTest, CancellingTheTokenCancelsTheFileCalls) {
   // A token cancelled before the call: the call does not start waiting at all.
   auto done = std::make_shared<codemode::CancelToken>();
   done->Cancel();
-  EXPECT_TRUE(absl::IsCancelled(client.DownloadFile(ref, "stall", 1 << 20, done).status()));
+  EXPECT_TRUE(absl::IsCancelled(client.DownloadFile(ref, "stall", 1 << 20, absl::InfiniteFuture(), done).status()));
+}
+
+// A file call's deadline reaches sandboxd: at it, sandboxd sees the call end and stops
+// waiting on the sandbox, and the caller gets DEADLINE_EXCEEDED.
+TEST_F(SandboxClientTest, AFileCallEndsAtItsDeadline) {
+  SandboxClient client({"unix:" + socket_});
+  const SandboxRef ref{0, "s-1"};
+  std::vector<std::function<absl::Status(absl::Time)>> calls = {
+      [&](absl::Time d) { return client.DownloadFile(ref, "stall", 1 << 20, d, nullptr).status(); },
+      [&](absl::Time d) { return client.ListFiles(ref, "stall", 10, d, nullptr).status(); },
+  };
+  for (size_t i = 0; i < calls.size(); ++i) {
+    absl::Status status = calls[i](absl::Now() + absl::Milliseconds(200));
+    EXPECT_TRUE(absl::IsDeadlineExceeded(status)) << i << ": " << status;
+    for (int n = 0; n < 3000 && service_.saw_cancel.load() <= static_cast<int>(i); ++n) usleep(10000);
+    EXPECT_EQ(service_.saw_cancel.load(), static_cast<int>(i) + 1) << "call " << i;
+  }
 }
 
 sandbox::v1::ExecuteResponse CallOf(int i, size_t argument_bytes) {

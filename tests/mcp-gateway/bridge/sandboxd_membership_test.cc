@@ -147,7 +147,7 @@ TEST(MembershipTest, AVanishedAddressKeepsItsSandboxesButGetsNoNewOne) {
   EXPECT_EQ(a.service.created(), 1);
   // Its handle still finds it, and its sandbox answers there.
   EXPECT_EQ(f.client->FindEndpoint(a.endpoint()), on_a->endpoint);
-  absl::StatusOr<sandbox::v1::ListFilesResponse> files = f.client->ListFiles(*on_a, "out", 10, nullptr);
+  absl::StatusOr<sandbox::v1::ListFilesResponse> files = f.client->ListFiles(*on_a, "out", 10, absl::InfiniteFuture(), nullptr);
   ASSERT_TRUE(files.ok()) << files.status();
   EXPECT_EQ(files->files(0).path(), "out/a.txt");
 }
