@@ -23,6 +23,7 @@
 #include "grpc/support/log.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "sandboxd/callback_queue_keeper.h"
 #include "sandboxd/grpc_service.h"
 #include "sandboxd/instance_lock.h"
 #include "sandboxd/isolation_runtime.h"
@@ -444,6 +445,7 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
     return 1;
   }
   if (*tcp_listener) (*tcp_listener)->Start();
+  sandboxd::CallbackQueueKeeper keeper(server->InProcessChannel({}), sandboxd::CallbackQueueKeeper::kPeriod);
   chmod(socket_path.c_str(), 0600);
   sandboxd::BoundSocket bound = sandboxd::BoundSocket::Pin(socket_path);
   auto* health = server->GetHealthCheckService();
@@ -471,6 +473,7 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
   // civetweb takes up to 2 s to stop: on its own thread, beside the gRPC drain.
   if (metrics_server) metrics_server->BeginStop();
   if (*tcp_listener) (*tcp_listener)->Stop();
+  keeper.Stop();
   server->Shutdown(std::chrono::system_clock::now() +
                    absl::ToChronoMilliseconds(
                        std::min(absl::GetFlag(FLAGS_shutdown_grace), codemode::kLongestWait)));
