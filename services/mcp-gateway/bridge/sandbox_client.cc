@@ -138,6 +138,7 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
                                                         const Room& room,
                                                         const std::string& runtime,
                                                         const std::string& egress_policy) {
+  const absl::Time placing = absl::Now();
   const std::vector<size_t> members = Members();
   if (members.empty()) {
     membership_->Trouble();
@@ -149,6 +150,7 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
   const std::vector<EndpointLoad> loads =
       members.size() == 1 ? std::vector<EndpointLoad>(1) : Loads(members, runtime);
   const std::vector<size_t> order = members.size() == 1 ? std::vector<size_t>{0} : PlacementOrder(loads);
+  if (limits_.metrics != nullptr) limits_.metrics->SandboxPlaced(absl::Now() - placing);
   // Fall through to the next endpoint while one cannot make it: an endpoint that reports
   // room but fails every create must not get every new sandbox. Within one deadline and
   // kMaxCreateTries endpoints: DNS may list many that are gone.

@@ -50,7 +50,8 @@ struct ToolCallLimits {
   // it (a stream backed up by code that reads none of its answers) the gRPC call is
   // cancelled instead (the gateway's --sandbox_cancel_grace).
   absl::Duration cancel_grace = absl::Seconds(5);
-  // Calls refused by the caps above are counted here (null: not counted).
+  // Calls refused by the caps above are counted here, and SandboxClient's placements (null:
+  // not counted).
   GatewayMetrics* metrics = nullptr;
 };
 

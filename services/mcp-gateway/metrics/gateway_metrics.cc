@@ -54,6 +54,13 @@ GatewayMetrics::GatewayMetrics(size_t max_tool_labels)
                         .Help("Tool calls made by one run_python or run_javascript call.")
                         .Register(*registry_)
                         .Add({}, CountBuckets());
+  // Placement is one round of GetInfo at most: sub-millisecond buckets tell its cost apart.
+  placement_ = &prometheus::BuildHistogram()
+                    .Name("codemode_gateway_sandbox_placement_seconds")
+                    .Help("Time a new sandbox spent on choosing its sandboxd endpoint.")
+                    .Register(*registry_)
+                    .Add({}, prometheus::Histogram::BucketBoundaries{0.0001, 0.00025, 0.0005, 0.001, 0.0025,
+                                                                     0.005, 0.01, 0.025, 0.1, 0.5, 1});
   tool_calls_ = &prometheus::BuildCounter()
                      .Name("codemode_gateway_tool_calls_total")
                      .Help("Tool calls made by sandboxed code, by server, tool and outcome "
@@ -86,6 +93,10 @@ void GatewayMetrics::RunFinished(const std::string& tool, RunOutcome outcome,
   runs_[t][static_cast<size_t>(outcome)]->Increment();
   run_duration_->Observe(absl::ToDoubleSeconds(duration));
   calls_per_run_->Observe(static_cast<double>(tool_calls));
+}
+
+void GatewayMetrics::SandboxPlaced(absl::Duration duration) {
+  placement_->Observe(absl::ToDoubleSeconds(duration));
 }
 
 void GatewayMetrics::ToolCallFinished(const std::string& server, const std::string& tool,

@@ -68,6 +68,9 @@ class GatewayMetrics {
   void ToolCallFinished(const std::string& server, const std::string& tool, ToolOutcome outcome,
                         absl::Duration duration, bool reached_upstream);
   void Approval(ApprovalDecision decision);
+  // How long a new sandbox's placement took: choosing among the --sandboxd endpoints, up to
+  // sending the first CreateSession (nothing to choose with one endpoint).
+  void SandboxPlaced(absl::Duration duration);
   void LimitHit(LimitKind kind);
 
   // Everything above, and build info.
@@ -90,6 +93,7 @@ class GatewayMetrics {
   std::array<std::array<prometheus::Counter*, static_cast<size_t>(RunOutcome::kCount)>, 2> runs_{};
   prometheus::Histogram* run_duration_ = nullptr;
   prometheus::Histogram* calls_per_run_ = nullptr;
+  prometheus::Histogram* placement_ = nullptr;
   prometheus::Family<prometheus::Counter>* tool_calls_ = nullptr;
   prometheus::Family<prometheus::Histogram>* tool_call_duration_ = nullptr;
   // Series resolved once: Family::Add builds a metric and a label map before it finds the
