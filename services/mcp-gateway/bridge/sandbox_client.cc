@@ -94,6 +94,9 @@ SandboxClient::SandboxClient(std::unique_ptr<Membership> membership, ToolCallLim
                              std::chrono::milliseconds idle_timeout)
     : membership_(std::move(membership)),
       endpoints_(std::make_unique<SandboxdEndpoints>(tls, std::move(tcp_token), idle_timeout)),
+      loads_(std::make_unique<LoadWatch>(
+          [this](const std::vector<size_t>& members) { return InfosOf(members, /*skip_silent=*/true); },
+          [this] { return Members(); }, LoadWatch::Options{})),
       limits_(limits),
       budget_(limits.shared),
       isolation_(isolation),
@@ -184,6 +187,7 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
     grpc::Status st = (answered ? endpoints_->Stub(i) : endpoints_->StubNow(i)).CreateSession(&ctx, req, &session);
     if (st.ok()) {
       endpoints_->Created(i);
+      loads_->Placed(i);
       return SandboxRef{i, session.id(), runtime};
     }
     last = Convert(st, i);

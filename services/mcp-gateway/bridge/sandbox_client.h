@@ -25,6 +25,7 @@
 #include "absl/time/time.h"
 #include "base/cancel.h"
 #include "base/mutex.h"
+#include "bridge/load_watch.h"
 #include "bridge/sandboxd_membership.h"
 #include "bridge/sandboxes.h"
 #include "bridge/tool_call_budget.h"
@@ -136,7 +137,8 @@ class SandboxClient : public Sandboxes {
   std::optional<size_t> FindEndpoint(const std::string& name) const override;
 
   // Creates a session on the least loaded endpoint of the placement set (PlacementOrder over
-  // the GetInfo of Membership::Current()'s endpoints, asked at once with a short deadline),
+  // the GetInfo of Membership::Current()'s endpoints: LoadWatch's, at most a second old, or
+  // asked at once with a short deadline),
   // trying the next one while an endpoint is unavailable; a create failed for an endpoint's
   // own reasons asks Membership to resolve again soon.
   absl::StatusOr<SandboxRef> CreateSession(const std::string& owner, const std::string& label,
@@ -181,11 +183,14 @@ class SandboxClient : public Sandboxes {
   // their last GetInfo unanswered less than kSilentPause ago are not asked (no answer).
   std::vector<std::optional<sandbox::v1::Info>> InfosOf(const std::vector<size_t>& members,
                                                         bool skip_silent = false);
-  // Each of `members`' load from its GetInfo; one that did not answer counts as not answered.
+  // Each of `members`' load from its GetInfo (LoadWatch: a recent answer, or asked now); one
+  // that did not answer counts as not answered.
   std::vector<EndpointLoad> Loads(const std::vector<size_t>& members, const std::string& runtime);
 
   const std::unique_ptr<Membership> membership_;
   const std::unique_ptr<SandboxdEndpoints> endpoints_;
+  // Placement's view of the endpoints' GetInfo (asks through InfosOf, so goes first).
+  const std::unique_ptr<LoadWatch> loads_;
   const ToolCallLimits limits_;
   ToolCallBudget budget_;  // shared by every execution
   const sandbox::v1::Isolation isolation_;

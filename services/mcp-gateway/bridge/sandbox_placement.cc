@@ -118,7 +118,7 @@ std::vector<EndpointLoad> SandboxClient::Loads(const std::vector<size_t>& member
     loads[i].created = endpoints_->created(members[i]);
     loads[i].failed_recently = absl::Now() - endpoints_->failed_at(members[i]) < kFailedCreatePenalty;
   }
-  const std::vector<std::optional<sandbox::v1::Info>> infos = InfosOf(members, /*skip_silent=*/true);
+  const std::vector<std::optional<sandbox::v1::Info>> infos = loads_->Infos(members);
   for (size_t i = 0; i < n; ++i) {
     if (infos[i]) ReadLoad(*infos[i], runtime, &loads[i]);
   }

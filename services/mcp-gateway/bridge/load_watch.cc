@@ -1,0 +1,111 @@
+// LoadWatch. See load_watch.h.
+#include "bridge/load_watch.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/time/clock.h"
+
+namespace gateway {
+
+sandbox::v1::Info WithPlaced(sandbox::v1::Info info, uint32_t placed) {
+  auto lower = [placed](uint32_t ready) { return ready - std::min(ready, placed); };
+  info.set_sessions(info.sessions() + placed);
+  info.set_pool_ready(lower(info.pool_ready()));
+  for (sandbox::v1::PoolInfo& pool : *info.mutable_pools()) pool.set_ready(lower(pool.ready()));
+  return info;
+}
+
+LoadWatch::LoadWatch(Ask ask, Members members, Options options)
+    : ask_(std::move(ask)), members_(std::move(members)), options_(options), thread_([this] { Refresher(); }) {}
+
+LoadWatch::~LoadWatch() {
+  {
+    codemode::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  thread_.join();
+}
+
+std::vector<std::optional<sandbox::v1::Info>> LoadWatch::Infos(const std::vector<size_t>& endpoints) {
+  std::vector<std::optional<sandbox::v1::Info>> infos(endpoints.size());
+  std::vector<size_t> stale;  // indices into `endpoints`
+  {
+    codemode::MutexLock lock(&mu_);
+    const absl::Time now = absl::Now();
+    used_at_ = now;
+    stale = TakeAsks(endpoints, /*stale_only=*/true, now);
+    for (size_t k = 0; k < endpoints.size(); ++k) {
+      auto it = seen_.find(endpoints[k]);
+      // Fresh, or being asked by another caller (its last answer, if any, is the best known).
+      if (it != seen_.end() && it->second.info && std::find(stale.begin(), stale.end(), k) == stale.end()) {
+        infos[k] = WithPlaced(*it->second.info, it->second.placed_since);
+      }
+    }
+  }
+  if (stale.empty()) return infos;
+  std::vector<size_t> ask;
+  for (size_t k : stale) ask.push_back(endpoints[k]);
+  const absl::Time asked_at = absl::Now();
+  std::vector<std::optional<sandbox::v1::Info>> answers = ask_(ask);
+  for (size_t j = 0; j < stale.size() && j < answers.size(); ++j) infos[stale[j]] = answers[j];
+  Record(ask, std::move(answers), asked_at);
+  return infos;
+}
+
+std::vector<size_t> LoadWatch::TakeAsks(const std::vector<size_t>& endpoints, bool stale_only, absl::Time now) {
+  std::vector<size_t> asks;
+  for (size_t k = 0; k < endpoints.size(); ++k) {
+    Seen& seen = seen_[endpoints[k]];
+    if (seen.asking || (stale_only && now - seen.at < options_.max_age)) continue;
+    seen.asking = true;
+    asks.push_back(k);
+  }
+  return asks;
+}
+
+void LoadWatch::Placed(size_t endpoint) {
+  codemode::MutexLock lock(&mu_);
+  auto it = seen_.find(endpoint);
+  if (it != seen_.end()) ++it->second.placed_since;
+}
+
+void LoadWatch::Record(const std::vector<size_t>& endpoints, std::vector<std::optional<sandbox::v1::Info>> infos,
+                       absl::Time at) {
+  codemode::MutexLock lock(&mu_);
+  for (size_t j = 0; j < endpoints.size() && j < infos.size(); ++j) {
+    Seen& seen = seen_[endpoints[j]];
+    seen.asking = false;
+    if (at < seen.at) continue;  // a later answer is there already
+    // Placements counted so far were made before this answer was asked for, and it counts
+    // those that reached sandboxd; one still in flight is missed until the next answer.
+    seen = Seen{std::move(infos[j]), at, 0, false};
+  }
+}
+
+void LoadWatch::Refresher() {
+  for (;;) {
+    std::vector<size_t> endpoints;
+    {
+      codemode::MutexLock lock(&mu_);
+      auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || absl::Now() - used_at_ < options_.active;
+      };
+      mu_.Await(absl::Condition(&woken));  // until a create comes (or the end)
+      if (stopping_) return;
+      auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
+      if (mu_.AwaitWithTimeout(absl::Condition(&stop), options_.refresh)) return;
+      if (absl::Now() - used_at_ >= options_.active) continue;
+    }
+    const std::vector<size_t> members = members_();  // outside the lock: it may dial
+    {
+      codemode::MutexLock lock(&mu_);
+      for (size_t k : TakeAsks(members, /*stale_only=*/false, absl::Now())) endpoints.push_back(members[k]);
+    }
+    if (endpoints.empty()) continue;
+    const absl::Time at = absl::Now();
+    Record(endpoints, ask_(endpoints), at);
+  }
+}
+
+}  // namespace gateway

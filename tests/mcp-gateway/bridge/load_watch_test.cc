@@ -1,0 +1,122 @@
+// LoadWatch: placement reads recent answers without asking, counts what it placed since,
+// asks again on the path once an answer is older than max_age, and refreshes on its own
+// thread only while creates come.
+#include "bridge/load_watch.h"
+
+#include <atomic>
+
+#include "absl/time/clock.h"
+#include "base/mutex.h"
+#include "gtest/gtest.h"
+
+namespace gateway {
+namespace {
+
+// Answers with `sessions` for every endpoint but `silent`, counting the asks.
+struct FakeEndpoints {
+  codemode::Mutex mu;
+  uint32_t sessions ABSL_GUARDED_BY(mu) = 5;
+  std::atomic<int> asked{0};
+  size_t silent = 99;
+  LoadWatch::Ask ask() {
+    return [this](const std::vector<size_t>& endpoints) {
+      ++asked;
+      codemode::MutexLock lock(&mu);
+      std::vector<std::optional<sandbox::v1::Info>> infos;
+      for (size_t e : endpoints) {
+        if (e == silent) {
+          infos.emplace_back();
+          continue;
+        }
+        sandbox::v1::Info info;
+        info.set_sessions(sessions);
+        info.set_max_sessions(64);
+        info.set_pool_ready(2);
+        sandbox::v1::PoolInfo* pool = info.add_pools();
+        pool->set_runtime("python");
+        pool->set_ready(2);
+        infos.push_back(info);
+      }
+      return infos;
+    };
+  }
+  void Set(uint32_t s) {
+    codemode::MutexLock lock(&mu);
+    sessions = s;
+  }
+};
+
+LoadWatch::Options Quiet() {  // no refresh within a test
+  LoadWatch::Options o;
+  o.refresh = absl::Hours(1);
+  o.max_age = absl::Hours(1);
+  return o;
+}
+
+TEST(LoadWatchTest, ARecentAnswerIsReadWithWhatWasPlacedSince) {
+  FakeEndpoints fake;
+  fake.silent = 2;
+  LoadWatch watch(fake.ask(), [] { return std::vector<size_t>{}; }, Quiet());
+  std::vector<std::optional<sandbox::v1::Info>> first = watch.Infos({0, 1, 2});
+  EXPECT_EQ(fake.asked.load(), 1);
+  ASSERT_TRUE(first[0] && first[1]);
+  EXPECT_FALSE(first[2]) << "the silent one did not answer";
+  fake.Set(30);  // not seen until the next answer
+  watch.Placed(1);
+  watch.Placed(1);
+  watch.Placed(1);
+  std::vector<std::optional<sandbox::v1::Info>> second = watch.Infos({0, 1, 2});
+  EXPECT_EQ(fake.asked.load(), 1) << "asked again on the create path";
+  ASSERT_TRUE(second[0] && second[1]);
+  EXPECT_EQ(second[0]->sessions(), 5u);
+  EXPECT_EQ(second[1]->sessions(), 8u);
+  EXPECT_EQ(second[1]->pool_ready(), 0u) << "two warm, three placed";
+  EXPECT_EQ(second[1]->pools(0).ready(), 0u);
+  EXPECT_FALSE(second[2]) << "still not answered";
+  // An endpoint first seen now is asked, alone.
+  std::vector<std::optional<sandbox::v1::Info>> third = watch.Infos({0, 3});
+  EXPECT_EQ(fake.asked.load(), 2);
+  ASSERT_TRUE(third[1]);
+  EXPECT_EQ(third[1]->sessions(), 30u);
+}
+
+TEST(LoadWatchTest, AnAnswerOlderThanMaxAgeIsAskedAgainOnThePath) {
+  FakeEndpoints fake;
+  LoadWatch::Options o = Quiet();
+  o.max_age = absl::Milliseconds(20);
+  LoadWatch watch(fake.ask(), [] { return std::vector<size_t>{}; }, o);
+  watch.Infos({0});
+  watch.Placed(0);
+  fake.Set(9);
+  absl::SleepFor(absl::Milliseconds(30));
+  std::vector<std::optional<sandbox::v1::Info>> infos = watch.Infos({0});
+  EXPECT_EQ(fake.asked.load(), 2);
+  ASSERT_TRUE(infos[0]);
+  EXPECT_EQ(infos[0]->sessions(), 9u) << "the new answer, without the placement it already counts";
+}
+
+TEST(LoadWatchTest, TheThreadAsksWhileCreatesComeAndStopsAfter) {
+  FakeEndpoints fake;
+  LoadWatch::Options o;
+  o.refresh = absl::Milliseconds(5);
+  o.max_age = absl::Hours(1);
+  o.active = absl::Milliseconds(200);
+  LoadWatch watch(fake.ask(), [] { return std::vector<size_t>{0, 1}; }, o);
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(fake.asked.load(), 0) << "no create yet: nothing to watch";
+  watch.Infos({0, 1});
+  fake.Set(12);
+  for (int i = 0; i < 3000 && fake.asked.load() < 3; ++i) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_GE(fake.asked.load(), 3);
+  std::vector<std::optional<sandbox::v1::Info>> infos = watch.Infos({0, 1});
+  ASSERT_TRUE(infos[0]);
+  EXPECT_EQ(infos[0]->sessions(), 12u) << "the thread's answer";
+  // Quiet for longer than `active`: the thread stops asking.
+  absl::SleepFor(absl::Milliseconds(400));
+  const int asked = fake.asked.load();
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(fake.asked.load(), asked);
+}
+
+}  // namespace
+}  // namespace gateway
