@@ -16,6 +16,22 @@ sandbox::v1::Info WithPlaced(sandbox::v1::Info info, uint32_t placed) {
   return info;
 }
 
+sandbox::v1::Info LoadOf(const sandbox::v1::Info& info) {
+  sandbox::v1::Info load;
+  load.set_serving(info.serving());
+  load.set_sessions(info.sessions());
+  load.set_max_sessions(info.max_sessions());
+  load.set_pool_ready(info.pool_ready());
+  for (const sandbox::v1::PoolInfo& pool : info.pools()) {
+    if (load.pools_size() == LoadWatch::kMaxPools) break;
+    sandbox::v1::PoolInfo* kept = load.add_pools();
+    kept->set_runtime(pool.runtime().substr(0, LoadWatch::kMaxReasonBytes));
+    kept->set_ready(pool.ready());
+    kept->set_unavailable(pool.unavailable().substr(0, LoadWatch::kMaxReasonBytes));
+  }
+  return load;
+}
+
 LoadWatch::LoadWatch(Ask ask, Members members, Options options)
     : ask_(std::move(ask)), members_(std::move(members)), options_(options), thread_([this] { Refresher(); }) {}
 
@@ -79,7 +95,7 @@ void LoadWatch::Record(const std::vector<size_t>& endpoints, std::vector<std::op
     if (at < seen.at) continue;  // a later answer is there already
     // Placements counted so far were made before this answer was asked for, and it counts
     // those that reached sandboxd; one still in flight is missed until the next answer.
-    seen = Seen{std::move(infos[j]), at, 0, false};
+    seen = Seen{infos[j] ? std::optional<sandbox::v1::Info>(LoadOf(*infos[j])) : std::nullopt, at, 0, false};
   }
 }
 

@@ -47,6 +47,10 @@ class LoadWatch {
     absl::Duration active = absl::Seconds(30);
   };
 
+  // What is kept of an answer (LoadOf): at most this many pools, each reason this long.
+  static constexpr int kMaxPools = 8;
+  static constexpr size_t kMaxReasonBytes = 1024;
+
   LoadWatch(Ask ask, Members members, Options options);
   ~LoadWatch();
   LoadWatch(const LoadWatch&) = delete;
@@ -85,6 +89,10 @@ class LoadWatch {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
+
+// What placement reads of an answer (ReadLoad's fields), bounded as LoadWatch keeps it: an
+// endpoint's answer is kept between creates, so its images, notes and layers are not.
+sandbox::v1::Info LoadOf(const sandbox::v1::Info& info);
 
 // `info` with `placed` more sessions and as many fewer warm containers in each pool.
 sandbox::v1::Info WithPlaced(sandbox::v1::Info info, uint32_t placed);

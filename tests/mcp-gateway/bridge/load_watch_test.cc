@@ -118,5 +118,30 @@ TEST(LoadWatchTest, TheThreadAsksWhileCreatesComeAndStopsAfter) {
   EXPECT_EQ(fake.asked.load(), asked);
 }
 
+// An answer is kept between creates: only its load, bounded, whatever the endpoint sends.
+TEST(LoadWatchTest, OnlyTheLoadOfAnAnswerIsKept) {
+  sandbox::v1::Info info;
+  info.set_serving(true);
+  info.set_sessions(3);
+  info.set_max_sessions(64);
+  info.set_pool_ready(1);
+  for (int i = 0; i < 100; ++i) info.add_notes(std::string(1000, 'n'));
+  for (int i = 0; i < 20; ++i) {
+    sandbox::v1::PoolInfo* pool = info.add_pools();
+    pool->set_runtime("python");
+    pool->set_ready(2);
+    pool->set_unavailable(std::string(5000, 'u'));
+  }
+  const sandbox::v1::Info load = LoadOf(info);
+  EXPECT_TRUE(load.serving());
+  EXPECT_EQ(load.sessions(), 3u);
+  EXPECT_EQ(load.max_sessions(), 64u);
+  EXPECT_EQ(load.pool_ready(), 1u);
+  EXPECT_EQ(load.notes_size(), 0);
+  ASSERT_EQ(load.pools_size(), LoadWatch::kMaxPools);
+  EXPECT_EQ(load.pools(0).ready(), 2u);
+  EXPECT_EQ(load.pools(0).unavailable().size(), LoadWatch::kMaxReasonBytes);
+}
+
 }  // namespace
 }  // namespace gateway
