@@ -1,6 +1,6 @@
 """What an idle session costs: the runner imports nothing a session may never use (ssl for
 TLS without a network, argparse for three options, difflib for a misspelt name, platform
-for a version string), and each
+for a version string, the file frames' and display's code until they are used), and each
 is still there the moment code needs it: asyncio's TLS works whether code imported ssl
 first or not, and in a session with egress."""
 
@@ -10,7 +10,8 @@ import unittest
 
 from harness import TIMEOUT, CatalogTestCase, RunnerTestCase
 
-NEVER_AT_IDLE = ("ssl", "argparse", "difflib", "platform")
+NEVER_AT_IDLE = ("ssl", "argparse", "difflib", "platform", "base64", "sandbox_runner.files",
+                 "sandbox_runner.display_objects")
 
 
 class IdleFootprintTest(CatalogTestCase):
@@ -18,6 +19,16 @@ class IdleFootprintTest(CatalogTestCase):
         res = self.client.exec(f"import sys\nsorted(m for m in {NEVER_AT_IDLE!r} if m in sys.modules)")
         self.assertOk(res)
         self.assertEqual(res.result, "[]")
+
+    def test_mcp_display_loads_its_wrappers_when_code_looks_one_up(self):
+        res = self.client.exec("import mcp.display\nmcp.display.display == display")
+        self.assertEqual(res.result, "True")
+        res = self.client.exec("from mcp.display import *\n"
+                               "(sorted(mcp.display.__all__), HTML.__module__,\n"
+                               " {'Image', 'JSON'} <= set(dir(mcp.display)))")
+        self.assertOk(res)
+        self.assertEqual(res.result, "(['HTML', 'Image', 'JSON', 'Latex', 'Markdown', 'SVG', "
+                                     "'display'], 'mcp.display', True)")
 
     def test_a_misspelt_tool_name_still_gets_suggestions(self):
         res = self.client.exec("await mcp_everything.ech(message='x')")
