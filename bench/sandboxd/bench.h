@@ -14,6 +14,8 @@
 //  10. resident memory of an idle session                   (session.cc)
 //  11. egress: a proxied HTTPS GET of 1 MiB and a new
 //      connection, against the same fetch on the host        (egress.cc)
+//  12. density: PSS + kernel memory per idle session,
+//      over --sessions sessions side by side                (density.cc)
 // For wasm, measurement 5 is codemode-lite's way instead: a fresh Node + Pyodide per call
 // (session.cc); the podman seeds (5, 7) are the container columns' only.
 // and the CPU other processes used while each ran. --only picks some of them.
@@ -106,6 +108,8 @@ class Bench {
   void WasmSeed();
   // egress.cc
   void Egress();
+  // density.cc
+  void Density();
   // The target of the column's mode: container's, gVisor's or wasm's.
   double ByMode(double container, double gvisor, double wasm) const {
     return wasm_ ? wasm : gvisor_ ? gvisor : container;

@@ -9,8 +9,8 @@
 
 namespace sandboxd_bench {
 
-const char* const kScenarios[10] = {"exec",  "tools",      "create",    "seeds",  "load",
-                                    "files", "javascript", "interrupt", "memory", "egress"};
+const char* const kScenarios[11] = {"exec",  "tools",      "create",    "seeds",  "load",   "files",
+                                    "javascript", "interrupt", "memory", "egress", "density"};
 
 namespace {
 
@@ -18,7 +18,7 @@ void Usage() {
   fprintf(stderr,
           "usage: sandboxd_bench [--isolation container|gvisor|wasm|both|all] [--quick] [--out FILE] "
           "[--load_seconds N] [--sessions N] [--wait_idle SECONDS] [--daemon_log FILE] "
-          "[--only exec,tools,create,seeds,load,files,javascript,interrupt,memory,egress] [--metrics on|off|ab]\n");
+          "[--only exec,tools,create,seeds,load,files,javascript,interrupt,memory,egress,density] [--metrics on|off|ab]\n");
 }
 
 // --only's comma-separated names into `only`; false on an unknown one.

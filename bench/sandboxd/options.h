@@ -26,7 +26,7 @@ struct Options {
   std::string out;
   std::string daemon_log;
   int load_seconds = -1;
-  int sessions = -1;
+  int sessions = -1;  // load's concurrent sessions, and density's idle ones
   int wait_idle_s = -1;
   // --only: the measurements to take, by name (see kScenarios); empty takes them all.
   std::vector<std::string> only;
@@ -44,8 +44,8 @@ struct Options {
 };
 
 // The names --only takes: exec (1), tools (2 and 3), create (4), seeds (5), load (6),
-// files (7).
-extern const char* const kScenarios[10];
+// files (7), javascript (8), interrupt (9), memory (10), egress (11), density (12).
+extern const char* const kScenarios[11];
 
 // False (after printing why on stderr) on an unknown flag or a value out of range.
 bool ParseArgs(int argc, char** argv, Options* o);

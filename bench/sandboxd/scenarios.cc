@@ -79,6 +79,10 @@ void Bench::Run() {
     Progress("11. egress through the proxy against the host's own fetch");
     Egress();
   }
+  if (o_.Wants("density")) {
+    Progress(absl::StrCat("12. memory of ", o_.sessions, " idle sessions side by side"));
+    Density();
+  }
   if (o_.Wants("load")) {
     Progress(absl::StrCat("6. ", o_.sessions, " sessions x ", o_.load_seconds, " s"));
     Load();

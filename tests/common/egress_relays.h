@@ -1,5 +1,5 @@
 // Python that prints how many egress relay processes the runner running it has (its
-// children running sandbox_runner.egress's serve): 0 while the proxy holds the runner's
+// children running sandbox_runner.egress_relay's serve): 0 while the proxy holds the runner's
 // listener itself, 1 while the runner relays (docs/egress.md, "The relay inside, and which
 // side dials").
 #pragma once
@@ -13,5 +13,5 @@ inline constexpr char kCountRelaysCode[] =
     "        cmd = open(f'/proc/{p}/cmdline', 'rb').read()\n"
     "    except (OSError, IndexError):\n"
     "        continue\n"
-    "    n += ppid == str(os.getpid()) and b'sandbox_runner.egress import serve' in cmd\n"
+    "    n += ppid == str(os.getpid()) and b'sandbox_runner.egress_relay import serve' in cmd\n"
     "print(n)\n";

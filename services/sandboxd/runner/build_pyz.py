@@ -13,6 +13,8 @@ Deterministic: entries sorted, stored uncompressed, with fixed timestamps and mo
 same sources always give the same bytes. A syntax error fails the build.
 """
 
+import importlib.util
+import marshal
 import os
 import sys
 import zipfile
@@ -31,6 +33,25 @@ def sources(package_dir):
     if main is None:
         raise SystemExit(f"build_pyz: {package_dir} has no __main__.py")
     return sorted(entries + [("__main__.py", main)])
+
+
+def bytecode(name, data):
+    """The checked hash-based .pyc (PEP 552) of module source `data`, compiled under the
+    name zipimport would give it; deterministic for the same source and Python."""
+    code = compile(data, name, "exec", dont_inherit=True)   # a SyntaxError fails the build
+    flags = 0b11                                            # hash-based, checked
+    return (importlib.util.MAGIC_NUMBER + flags.to_bytes(4, "little") +
+            importlib.util.source_hash(data) + marshal.dumps(code))
+
+
+def with_bytecode(entries):
+    """`entries` and a .pyc for each module of the package (not the root __main__.py,
+    which runs as a script)."""
+    out = list(entries)
+    for name, data in entries:
+        if "/" in name:
+            out.append((name[:-3] + ".pyc", bytecode(name, data)))
+    return sorted(out)
 
 
 def write_archive(entries, out_file):
@@ -54,9 +75,7 @@ def main(argv):
     if len(argv) != 3:
         raise SystemExit(f"usage: {argv[0]} PACKAGE_DIR OUT_FILE")
     package_dir, out_file = Path(argv[1]), Path(argv[2])
-    entries = sources(package_dir)
-    for name, data in entries:
-        compile(data, name, "exec", dont_inherit=True)        # a SyntaxError fails the build
+    entries = with_bytecode(sources(package_dir))        # the root __main__.py is a copy
     out_file.parent.mkdir(parents=True, exist_ok=True)
     write_archive(entries, out_file)
 

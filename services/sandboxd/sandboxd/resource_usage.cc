@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -67,6 +68,8 @@ absl::StatusOr<ResourceUsage> ReadV1(const std::string& root,
     u.memory_bytes = mem_now.value_or(0);
     u.memory_peak_bytes = ReadCounter(*mem + "/memory.max_usage_in_bytes").value_or(0);
     u.memory_limit_bytes = V1LimitOrZero(ReadCounter(*mem + "/memory.limit_in_bytes").value_or(0));
+    u.kernel_memory_bytes = ReadCounter(*mem + "/memory.kmem.usage_in_bytes").value_or(0);
+    u.pids = ParseCgroupProcs(ReadSmallFile(*mem + "/cgroup.procs").value_or(""));
   }
   if (cpu) cpu_ns = ReadCounter(*cpu + "/cpuacct.usage");
   u.cpu_time_ns = cpu_ns.value_or(0);
@@ -100,6 +103,9 @@ absl::StatusOr<ResourceUsage> ReadV2(const std::string& root, const std::string&
   u.cpu_time_ns = cpu_us.value_or(0) * 1000;
   u.processes = ReadCounter(dir + "/pids.current").value_or(0);
   u.pids_limit = ReadCounter(dir + "/pids.max").value_or(0);
+  u.kernel_memory_bytes =
+      ParseMemoryStatKernel(ReadSmallFile(dir + "/memory.stat").value_or("")).value_or(0);
+  u.pids = ParseCgroupProcs(ReadSmallFile(dir + "/cgroup.procs").value_or(""));
   if (!mem_now && !cpu_us) {
     return absl::UnavailableError(absl::StrCat("cannot read the cgroup (v2) ", dir));
   }
@@ -235,7 +241,12 @@ absl::StatusOr<ResourceUsage> ReadProcTreeUsage(const std::string& proc_root, pi
   closedir(d);
   long ticks = sysconf(_SC_CLK_TCK);
   long page = sysconf(_SC_PAGESIZE);
-  return SumProcessTree(stats, root_pid, ticks > 0 ? ticks : 100, page > 0 ? page : 4096, members);
+  std::vector<pid_t> tree;
+  absl::StatusOr<ResourceUsage> u =
+      SumProcessTree(stats, root_pid, ticks > 0 ? ticks : 100, page > 0 ? page : 4096, &tree);
+  if (u.ok()) u->pids = tree;
+  if (members != nullptr) *members = std::move(tree);
+  return u;
 }
 
 namespace {
@@ -274,6 +285,59 @@ std::optional<uint64_t> SumProportionalResident(const std::string& proc_root,
     if (pss) sum = sum.value_or(0) + *pss;
   }
   return sum;
+}
+
+std::optional<uint64_t> ParseMemoryStatKernel(absl::string_view text) {
+  std::optional<uint64_t> kernel, parts;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    std::vector<absl::string_view> kv = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    uint64_t v = 0;
+    if (kv.size() != 2 || !absl::ascii_isdigit(static_cast<unsigned char>(kv[1][0])) ||
+        !absl::SimpleAtoi(kv[1], &v)) {
+      continue;
+    }
+    if (kv[0] == "kernel") {
+      kernel = v;
+    } else if (kv[0] == "kernel_stack" || kv[0] == "pagetables" || kv[0] == "sec_pagetables" ||
+               kv[0] == "percpu" || kv[0] == "sock" || kv[0] == "slab") {
+      parts = parts.value_or(0) + v;
+    }
+  }
+  return kernel ? kernel : parts;
+}
+
+std::vector<pid_t> ParseCgroupProcs(absl::string_view text) {
+  std::vector<pid_t> pids;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    pid_t pid = 0;
+    if (absl::SimpleAtoi(line, &pid) && pid > 0) pids.push_back(pid);
+  }
+  return pids;
+}
+
+void AddProcessPss(const std::string& proc_root, const std::vector<pid_t>& extra,
+                   ResourceUsage* usage) {
+  std::vector<pid_t> all = usage->pids;
+  all.insert(all.end(), extra.begin(), extra.end());
+  if (std::optional<uint64_t> pss = SumProportionalResident(proc_root, all)) {
+    usage->pss_bytes = *pss;
+  }
+  if (usage->source != "procfs") return;  // a cgroup says what the kernel holds for it
+  uint64_t page_tables = 0;
+  for (pid_t pid : usage->pids) {
+    std::optional<std::string> text = ReadSmallFile(absl::StrCat(proc_root, "/", pid, "/status"));
+    if (text) page_tables += KbField(*text, "VmPTE").value_or(0);
+  }
+  usage->kernel_memory_bytes = page_tables;
+}
+
+std::optional<pid_t> ParentNamed(const std::string& proc_root, pid_t pid, absl::string_view name) {
+  std::optional<std::string> stat = ReadSmallFile(absl::StrCat(proc_root, "/", pid, "/stat"));
+  absl::StatusOr<ProcStat> s = stat ? ParseProcStat(*stat) : absl::NotFoundError("gone");
+  if (!s.ok() || s->ppid <= 1) return std::nullopt;
+  std::optional<std::string> comm = ReadSmallFile(absl::StrCat(proc_root, "/", s->ppid, "/comm"));
+  if (!comm || absl::StripTrailingAsciiWhitespace(*comm) != name) return std::nullopt;
+  return s->ppid;
 }
 
 absl::StatusOr<uint64_t> ProcessStartTime(const std::string& proc_root, pid_t pid) {

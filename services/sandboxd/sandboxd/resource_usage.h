@@ -37,6 +37,15 @@ struct ResourceUsage {
   bool workspace_known = false;     // false: workspace_* are 0 because they cannot be read
   uint64_t workspace_bytes = 0;     // used in the /workspace tmpfs
   uint64_t workspace_limit_bytes = 0;
+  // What an idle session costs the host (issue 47's density): the proportional set sizes of
+  // its processes summed (a page shared by k processes counts 1/k in each; AddProcessPss),
+  // and the kernel memory charged for it: cgroup v1 memory.kmem.usage_in_bytes, v2
+  // memory.stat's `kernel` (or its parts before 5.18), procfs the page tables (VmPTE).
+  // 0: not known.
+  uint64_t pss_bytes = 0;
+  uint64_t kernel_memory_bytes = 0;
+  // The processes read: the cgroup's cgroup.procs, or the tree under the init process.
+  std::vector<pid_t> pids;
 };
 
 // One counter file of a cgroup (memory.current, pids.max, cpuacct.usage...): a decimal
@@ -101,6 +110,25 @@ uint64_t SumPeakResident(const std::string& proc_root, const std::vector<pid_t>&
 // when no process's smaps_rollup is readable (kernels before 4.14, another uid's process).
 std::optional<uint64_t> SumProportionalResident(const std::string& proc_root,
                                                 const std::vector<pid_t>& pids);
+
+// The kernel's own memory in a v2 memory.stat: its `kernel` line (5.18 and later), else the
+// sum of kernel_stack, pagetables, sec_pagetables, percpu, sock and slab; nullopt when the
+// text has none of them.
+std::optional<uint64_t> ParseMemoryStatKernel(absl::string_view text);
+
+// The pids of a cgroup.procs text, one a line; anything else is skipped.
+std::vector<pid_t> ParseCgroupProcs(absl::string_view text);
+
+// Adds to `usage` the proportional set sizes of usage->pids and of `extra` (processes that
+// serve the session from outside it: its container's conmon) into pss_bytes, and for the
+// procfs source their page tables (VmPTE) into kernel_memory_bytes. Nothing when no
+// process's smaps_rollup can be read.
+void AddProcessPss(const std::string& proc_root, const std::vector<pid_t>& extra,
+                   ResourceUsage* usage);
+
+// The parent of `pid` when its command name (comm) is `name`: podman's conmon is the
+// parent of the container's init process. nullopt otherwise.
+std::optional<pid_t> ParentNamed(const std::string& proc_root, pid_t pid, absl::string_view name);
 
 // The start time of process `pid` (field 22 of its stat): a pid and its start time name
 // one process, so a cached pid whose start time changed is another process now.

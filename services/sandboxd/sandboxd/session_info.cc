@@ -188,6 +188,8 @@ absl::StatusOr<sandbox::v1::SessionStats> SessionManager::GetSessionStats(
   stats.set_workspace_known(u->workspace_known);
   stats.set_workspace_bytes(u->workspace_bytes);
   stats.set_workspace_limit_bytes(u->workspace_limit_bytes);
+  stats.set_pss_bytes(u->pss_bytes);
+  stats.set_kernel_memory_bytes(u->kernel_memory_bytes);
   return stats;
 }
 

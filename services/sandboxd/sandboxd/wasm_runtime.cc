@@ -513,7 +513,8 @@ absl::StatusOr<ResourceUsage> WasmRuntime::Usage(const std::string& name, Isolat
   usage->memory_peak_bytes = std::max(usage->memory_bytes, SumPeakResident("/proc", members));
   // A session's cost is its share of the pages: Node's code is shared by every session (the
   // sum of the resident sets counts it once per session), the rest is the session's own.
-  if (std::optional<uint64_t> pss = SumProportionalResident("/proc", members)) usage->memory_bytes = *pss;
+  AddProcessPss("/proc", {}, &*usage);
+  if (usage->pss_bytes != 0) usage->memory_bytes = usage->pss_bytes;
   if (r->budget.bytes != 0) {
     // A tmpfs's statvfs costs nothing; a walk is the budget thread's, whose last measure
     // this is, so that no client makes sandboxd walk a workspace at will.

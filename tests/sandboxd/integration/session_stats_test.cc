@@ -44,6 +44,10 @@ TEST(SessionStatsTest, ShowMemoryCpuTasksAndWorkspaceEvenWhileCodeRuns) {
   EXPECT_GE(a.memory_peak_bytes(), a.memory_bytes()) << a.DebugString();
   EXPECT_GT(a.cpu_time_ms(), 0u);
   EXPECT_GE(a.processes(), 1u);
+  // What the session costs the host: its processes' share of their pages, the 100 MiB it
+  // wrote included, and the kernel's memory for it.
+  EXPECT_GE(a.pss_bytes(), 100u << 20) << a.DebugString();
+  EXPECT_GT(a.kernel_memory_bytes(), 0u) << a.DebugString();
   // The host cgroup of a gVisor sandbox holds its kernel too (podman_runtime.h).
   EXPECT_EQ(a.memory_limit_bytes(), (400ull << 20) + (gvisor ? 32ull << 20 : 0)) << a.DebugString();
   EXPECT_EQ(a.pids_limit(), gvisor ? 64u + 24u * 100u : 100u) << a.DebugString();

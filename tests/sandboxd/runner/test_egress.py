@@ -38,7 +38,7 @@ def relay_threads(runner_pid):
                 status = f.read()
         except (OSError, ValueError, IndexError):
             continue
-        if ppid == runner_pid and b"sandbox_runner.egress import serve" in cmdline:
+        if ppid == runner_pid and b"sandbox_runner.egress_relay import serve" in cmdline:
             found.append(int(status.split("\nThreads:")[1].split()[0]))
     if len(found) != 1:
         raise AssertionError(f"{len(found)} relay processes under the runner {runner_pid}")

@@ -1,12 +1,18 @@
 """What an idle session costs: the runner imports nothing a session may never use (ssl for
 TLS without a network, argparse for three options, difflib for a misspelt name, platform
-for a version string), and each is still there the moment code needs it."""
+for a version string, the file frames' and display's code until they are used, the egress
+relay's code, which only its own process runs), and each
+is still there the moment code needs it: asyncio's TLS works whether code imported ssl
+first or not, and in a session with egress."""
 
+import os
+import socket
 import unittest
 
-from harness import CatalogTestCase
+from harness import TIMEOUT, CatalogTestCase, RunnerTestCase
 
-NEVER_AT_IDLE = ("ssl", "argparse", "difflib", "platform")
+NEVER_AT_IDLE = ("ssl", "argparse", "difflib", "platform", "base64", "sandbox_runner.files",
+                 "sandbox_runner.display_objects", "sandbox_runner.egress_relay")
 
 
 class IdleFootprintTest(CatalogTestCase):
@@ -14,6 +20,16 @@ class IdleFootprintTest(CatalogTestCase):
         res = self.client.exec(f"import sys\nsorted(m for m in {NEVER_AT_IDLE!r} if m in sys.modules)")
         self.assertOk(res)
         self.assertEqual(res.result, "[]")
+
+    def test_mcp_display_loads_its_wrappers_when_code_looks_one_up(self):
+        res = self.client.exec("import mcp.display\nmcp.display.display == display")
+        self.assertEqual(res.result, "True")
+        res = self.client.exec("from mcp.display import *\n"
+                               "(sorted(mcp.display.__all__), HTML.__module__,\n"
+                               " {'Image', 'JSON'} <= set(dir(mcp.display)))")
+        self.assertOk(res)
+        self.assertEqual(res.result, "(['HTML', 'Image', 'JSON', 'Latex', 'Markdown', 'SVG', "
+                                     "'display'], 'mcp.display', True)")
 
     def test_a_misspelt_tool_name_still_gets_suggestions(self):
         res = self.client.exec("await mcp_everything.ech(message='x')")
@@ -24,6 +40,89 @@ class IdleFootprintTest(CatalogTestCase):
         res = self.client.exec("import ssl\nssl.create_default_context().verify_mode == ssl.CERT_REQUIRED")
         self.assertOk(res)
         self.assertEqual(res.result, "True")
+
+
+# A cell that opens a TLS connection with asyncio to HOST:PORT (`ssl` is SSL: True or a
+# context) and returns the type of the error the handshake ended with. Whoever listens
+# there reads the ClientHello and hangs up.
+TLS_CELL = """
+import asyncio
+try:
+    await asyncio.wait_for(asyncio.open_connection({host!r}, {port}, ssl={ssl},
+                                                   server_hostname="example.com"), 10)
+    ended = "connected"
+except Exception as exc:
+    ended = type(exc).__name__
+ended
+"""
+
+# The same against a listener of the cell's own that keeps the first bytes it reads.
+LOCAL_TLS_CELL = """
+import asyncio
+first_bytes = []
+async def _hang_up(reader, writer):
+    first_bytes.append(await reader.read(3))
+    writer.close()
+_server = await asyncio.start_server(_hang_up, "127.0.0.1", 0)
+_port = _server.sockets[0].getsockname()[1]
+""" + TLS_CELL.format(host="127.0.0.1", port="_port", ssl="{ssl}") + """
+_server.close()
+(first_bytes, ended)
+"""
+
+# A TLS 1.x handshake record starts 0x16 0x03; asyncio without its ssl module sends nothing
+# and raises RuntimeError('stdlib ssl module not available').
+CLIENT_HELLO = "[b'\\x16\\x03\\x01']"
+
+
+class AsyncioTlsTest(RunnerTestCase):
+    def modules(self, *names):
+        res = self.client.exec(f"import sys\nsorted(m for m in {names!r} if m in sys.modules)")
+        self.assertOk(res)
+        return res.result
+
+    def test_asyncio_tls_imports_ssl_when_used(self):
+        res = self.client.exec(LOCAL_TLS_CELL.replace("{ssl}", "True"))
+        self.assertOk(res)
+        self.assertTrue(res.result.startswith(f"({CLIENT_HELLO}, "), res.result)
+        self.assertNotIn("RuntimeError", res.result)
+        self.assertEqual(self.modules("ssl"), "['ssl']")
+
+    def test_asyncio_tls_after_code_imported_ssl(self):
+        res = self.client.exec("import ssl\n_context = ssl.create_default_context()")
+        self.assertOk(res)
+        res = self.client.exec(LOCAL_TLS_CELL.replace("{ssl}", "_context"))
+        self.assertOk(res)
+        self.assertTrue(res.result.startswith(f"({CLIENT_HELLO}, "), res.result)
+        res = self.client.exec("import asyncio.sslproto, asyncio.base_events\n"
+                               "asyncio.sslproto.ssl is ssl is asyncio.base_events.ssl")
+        self.assertEqual(res.result, "True")
+
+    def test_socket_calls_of_the_loop_do_not_import_ssl(self):
+        res = self.client.exec("import asyncio, socket\na, b = socket.socketpair()\n"
+                               "a.setblocking(False)\nb.setblocking(False)\n"
+                               "loop = asyncio.get_running_loop()\n"
+                               "await loop.sock_sendall(a, b'x')\nawait loop.sock_recv(b, 1)")
+        self.assertOk(res)
+        self.assertEqual(res.result, "b'x'")
+        self.assertEqual(self.modules("ssl"), "[]")
+
+    def test_a_session_with_egress_opens_tls_through_the_relay(self):
+        frame_id = self.client.new_id()
+        self.client.send({"type": "egress", "id": frame_id})
+        port = self.client.expect("egress_on")["port"]
+        host = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)   # sandboxd's parked dialer
+        self.addCleanup(host.close)
+        host.settimeout(TIMEOUT)
+        host.connect(os.path.join(self.tmp.name, "egress.sock"))
+        self.assertEqual(self.modules("ssl"), "[]")
+        exec_id = self.client.start_exec(TLS_CELL.format(host="127.0.0.1", port=port,
+                                                         ssl="True"))
+        self.assertEqual(host.recv(3), b"\x16\x03\x01")
+        host.close()
+        res = self.client.finish_exec(exec_id)
+        self.assertOk(res)
+        self.assertNotIn("RuntimeError", res.result)
 
 
 if __name__ == "__main__":

@@ -39,8 +39,9 @@ class BuildTest(unittest.TestCase):
         with zipfile.ZipFile(RUNNER) as archive:
             names = archive.namelist()
             self.assertEqual(names, sorted(names))
-            modules = sorted(f"sandbox_runner/{p.name}" for p in PACKAGE_DIR.glob("*.py"))
-            self.assertEqual(names, ["__main__.py"] + modules)
+            modules = [f"sandbox_runner/{p.name}" for p in PACKAGE_DIR.glob("*.py")]
+            bytecode = [name + "c" for name in modules]
+            self.assertEqual(names, sorted(["__main__.py"] + modules + bytecode))
             self.assertEqual(archive.read("__main__.py"),
                              archive.read("sandbox_runner/__main__.py"))
             for info in archive.infolist():
@@ -56,6 +57,42 @@ class BuildTest(unittest.TestCase):
         self.assertNotEqual(done.returncode, 0)
         self.assertIn("SyntaxError", done.stderr)
         self.assertEqual(sorted(p.name for p in self.tmp.iterdir()), ["sandbox_runner"])
+
+
+class BytecodeTest(unittest.TestCase):
+    """The archive's modules load from their bytecode, named after their sources."""
+
+    def run_code(self, code):
+        done = subprocess.run([sys.executable, "-I", "-c", code, str(RUNNER)],
+                              capture_output=True, text=True)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        return done.stdout.splitlines()
+
+    def test_the_package_loads_without_compiling(self):
+        compiled, path, code_path = self.run_code(
+            "import builtins, sys\ncompiled = []\nreal = builtins.compile\n"
+            "builtins.compile = lambda *a, **k: compiled.append(a[1]) or real(*a, **k)\n"
+            "sys.path.insert(0, sys.argv[1])\nimport sandbox_runner.executor as e\n"
+            "print(compiled)\nprint(e.__file__)\nprint(e.Executor.run.__code__.co_filename)")
+        self.assertEqual(compiled, "[]")
+        self.assertEqual(path, f"{RUNNER}/sandbox_runner/executor.py")
+        self.assertEqual(code_path, path)
+
+    def test_stale_bytecode_is_ignored(self):
+        archive_copy = Path(tempfile.mkdtemp(prefix="runner-pyz-")) / "sandbox_runner.pyz"
+        self.addCleanup(shutil.rmtree, archive_copy.parent)
+        with zipfile.ZipFile(RUNNER) as src, zipfile.ZipFile(archive_copy, "w") as dst:
+            for info in src.infolist():
+                data = src.read(info)
+                if info.filename == "sandbox_runner/common.py":
+                    data += b"\nFRESH = True\n"    # its .pyc no longer matches
+                dst.writestr(info, data)
+        done = subprocess.run([sys.executable, "-I", "-c",
+                               "import sys; sys.path.insert(0, sys.argv[1]); "
+                               "import sandbox_runner.common as c; print(c.FRESH)",
+                               str(archive_copy)], capture_output=True, text=True)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(done.stdout.strip(), "True")
 
 
 class RunnerCodeTest(unittest.TestCase):

@@ -26,6 +26,8 @@ NOT_APPLICABLE = {
         "the socket is bound by sandboxd, not by the runner",
     "test_footprint.IdleFootprintTest.test_an_idle_session_has_not_imported_what_it_may_never_use":
         "Pyodide's own start-up imports ssl and platform (they are in its memory snapshot)",
+    "test_footprint.AsyncioTlsTest":
+        "asyncio's TLS in a container session: Pyodide has no sockets, and its ssl is loaded",
     "test_tool_calls.ToolCallTest.test_arguments_nested_deeper_than_120_levels_are_refused":
         "arguments are serialized when the call is made, not when its slot frees "
         "(the main thread keeps the in-flight limit)",

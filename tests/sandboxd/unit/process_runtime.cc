@@ -288,7 +288,9 @@ absl::StatusOr<ResourceUsage> ProcessRuntime::Usage(const std::string& name, Iso
     if (it->second.exited) return absl::UnavailableError(absl::StrCat(name, " has exited"));
     pid = it->second.pid;
   }
-  return ReadProcTreeUsage("/proc", pid);
+  absl::StatusOr<ResourceUsage> usage = ReadProcTreeUsage("/proc", pid);
+  if (usage.ok()) AddProcessPss("/proc", {}, &*usage);  // as PodmanRuntime's procfs mode
+  return usage;
 }
 
 std::optional<pid_t> ProcessRuntime::Pid(const std::string& name) {

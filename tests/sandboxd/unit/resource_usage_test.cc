@@ -143,9 +143,13 @@ TEST_F(CgroupTreeTest, V1) {
   Write("cpuacct/" + c + "cpuacct.usage", "1500000000\n");
   Write("pids/" + c + "pids.current", "5\n");
   Write("pids/" + c + "pids.max", "128\n");
+  Write("memory/" + c + "memory.kmem.usage_in_bytes", "786432\n");
+  Write("memory/" + c + "cgroup.procs", "20\n21\n");
   absl::StatusOr<ResourceUsage> u = ReadCgroupUsage(root_, kV1Cgroup);
   ASSERT_TRUE(u.ok()) << u.status();
   EXPECT_EQ(u->source, "cgroup_v1");
+  EXPECT_EQ(u->kernel_memory_bytes, 786432u);
+  EXPECT_EQ(u->pids, (std::vector<pid_t>{20, 21}));
   EXPECT_EQ(u->memory_bytes, 110100480u);
   EXPECT_EQ(u->memory_peak_bytes, 120000000u);
   EXPECT_EQ(u->memory_limit_bytes, 268435456u);
@@ -224,6 +228,79 @@ TEST_F(CgroupTreeTest, ProportionalSetSizesAreSummed) {
   std::optional<uint64_t> self = SumProportionalResident("/proc", {getpid()});
   ASSERT_TRUE(self.has_value());
   EXPECT_GT(*self, 1u << 20);
+}
+
+TEST(ParseMemoryStatKernelTest, KernelLineElseItsParts) {
+  EXPECT_EQ(ParseMemoryStatKernel("anon 4096\nkernel 73728\nkernel_stack 16384\nslab 9\n"),
+            73728u);
+  EXPECT_EQ(ParseMemoryStatKernel("anon 4096\nkernel_stack 16384\npagetables 8192\n"
+                                  "percpu 100\nsock 0\nslab 1000\nsec_pagetables 4\nfile 7\n"),
+            16384u + 8192u + 100u + 1000u + 4u);
+  EXPECT_EQ(ParseMemoryStatKernel("anon 4096\nkernel -1\nslab x\n"), std::nullopt);
+  EXPECT_EQ(ParseMemoryStatKernel(""), std::nullopt);
+}
+
+TEST(ParseCgroupProcsTest, PidsOneALine) {
+  EXPECT_EQ(ParseCgroupProcs("12\n345\n\nx\n-3\n0\n7"), (std::vector<pid_t>{12, 345, 7}));
+}
+
+// The session's cost from a fixture proc root: the cgroup's processes and conmon (outside
+// it) summed by Pss; the cgroup's kernel memory stays as it read it.
+TEST_F(CgroupTreeTest, CgroupProcessesAndConmonSummedByPss) {
+  ResourceUsage u;
+  u.source = "cgroup_v1";
+  u.pids = {20, 21};
+  u.kernel_memory_bytes = 786432;
+  Write("20/smaps_rollup", "Rss: 900 kB\nPss: 100 kB\n");
+  Write("21/smaps_rollup", "Pss: 9000 kB\n");
+  Write("21/status", "VmPTE: 64 kB\n");  // not read: the cgroup said it
+  Write("30/smaps_rollup", "Pss: 400 kB\n");
+  Write("31/smaps_rollup", "Pss: 50000 kB\n");  // not the session's
+  AddProcessPss(root_, {30}, &u);
+  EXPECT_EQ(u.pss_bytes, uint64_t{9500} << 10);
+  EXPECT_EQ(u.kernel_memory_bytes, 786432u);
+}
+
+TEST_F(CgroupTreeTest, V2KernelMemoryAndProcesses) {
+  Write("s/c/memory.current", "104857600\n");
+  Write("s/c/memory.stat", "anon 1\nkernel 65536\n");
+  Write("s/c/cgroup.procs", "5\n");
+  absl::StatusOr<ResourceUsage> u = ReadCgroupUsage(root_, "0::/s/c\n");
+  ASSERT_TRUE(u.ok()) << u.status();
+  EXPECT_EQ(u->kernel_memory_bytes, 65536u);
+  EXPECT_EQ(u->pids, (std::vector<pid_t>{5}));
+}
+
+// Without a cgroup (procfs), the kernel's share is the processes' page tables; nothing
+// readable leaves both figures unknown (0).
+TEST_F(CgroupTreeTest, ProcfsPssAndPageTables) {
+  ResourceUsage u;
+  u.source = "procfs";
+  u.pids = {40, 41};
+  Write("40/smaps_rollup", "Pss: 2048 kB\n");
+  Write("40/status", "Name: x\nVmPTE:\t  80 kB\nThreads: 4\n");
+  Write("41/smaps_rollup", "Pss: 1024 kB\n");
+  Write("41/status", "VmPTE: 48 kB\n");
+  AddProcessPss(root_, {}, &u);
+  EXPECT_EQ(u.pss_bytes, uint64_t{3072} << 10);
+  EXPECT_EQ(u.kernel_memory_bytes, uint64_t{128} << 10);
+  ResourceUsage gone;
+  gone.source = "procfs";
+  gone.pids = {99};
+  AddProcessPss(root_, {}, &gone);
+  EXPECT_EQ(gone.pss_bytes, 0u);
+  EXPECT_EQ(gone.kernel_memory_bytes, 0u);
+}
+
+// conmon is the parent of a container's init; any other parent is not counted.
+TEST_F(CgroupTreeTest, ParentNamedConmon) {
+  Write("50/stat", "50 (catatonit) S 49 50 50 0 -1 0 0 0 0 0 1 2 0 0 20 0 1 0 100 0 10\n");
+  Write("49/comm", "conmon\n");
+  Write("60/stat", "60 (python3) S 59 60 60 0 -1 0 0 0 0 0 1 2 0 0 20 0 1 0 100 0 10\n");
+  Write("59/comm", "bash\n");
+  EXPECT_EQ(ParentNamed(root_, 50, "conmon"), std::optional<pid_t>(49));
+  EXPECT_EQ(ParentNamed(root_, 60, "conmon"), std::nullopt);
+  EXPECT_EQ(ParentNamed(root_, 70, "conmon"), std::nullopt);
 }
 
 TEST(WorkspaceUsageTest, StatvfsOfADirectoryAndNothingForAMissingOne) {

@@ -29,6 +29,11 @@ TEST_F(SessionManagerTest, StatsShowTheSessionsMemoryCpuAndLimits) {
   EXPECT_EQ(after->pids_limit(), 200u);
   EXPECT_EQ(after->memory_peak_bytes(), 0u);
   EXPECT_FALSE(after->workspace_known());
+  // The runner's share of its pages: the 64 MiB it wrote, and less than its resident set
+  // only by what it shares (the interpreter's code with this test's other Pythons).
+  EXPECT_GE(after->pss_bytes(), 64u << 20);
+  EXPECT_LE(after->pss_bytes(), after->memory_bytes() + (1u << 20));
+  EXPECT_GT(after->kernel_memory_bytes(), 0u);  // its page tables, at least
 }
 
 TEST_F(SessionManagerTest, StatsAnswerWhileCodeRuns) {

@@ -25,6 +25,7 @@ Modules:
   interrupts      InterruptController: an `interrupt` frame as a KeyboardInterrupt
   executor        ExecState, Executor (namespace, event loop, cells), error reports
   runner          Runner (socket, connections, dispatch), kill_other_processes, main
+  ssl_on_demand   asyncio without ssl until TLS is used (import_asyncio)
   __main__        the entry point (python3 -m sandbox_runner, and the zipapp's)
 
 Threads:
@@ -37,3 +38,45 @@ Threads:
 Nothing the user code does is trusted by sandboxd; the runner only tries hard to keep the
 protocol intact for well-behaved code (no partial frames, no oversized frames).
 """
+
+import sys
+import zipimport
+
+
+class _ArchiveImporter(zipimport.zipimporter):
+    """The package's importer inside sandbox_runner.pyz. The archive holds each module's
+    bytecode beside its source (build_pyz.py), and zipimport would name code loaded from
+    bytecode as it was compiled ("sandbox_runner/x.py"); this names it, and __file__, after
+    the module's place in the archive, as code compiled from the source would be, so that
+    RUNNER_DIR (common.py) and tracebacks see the same paths either way."""
+
+    def _source_path(self, fullname):
+        leaf = "__init__" if self.is_package(fullname) else fullname.rpartition(".")[2]
+        return f"{self.archive}/{self.prefix}{leaf}.py"
+
+    def get_filename(self, fullname):
+        self.get_source(fullname)            # ZipImportError when it is not here
+        return self._source_path(fullname)
+
+    def get_code(self, fullname):
+        code = super().get_code(fullname)
+        path = self._source_path(fullname)
+        if code.co_filename != path:
+            _fix_co_filename(code, path)
+        return code
+
+
+def _install_archive_importer():
+    spec = globals().get("__spec__")
+    if spec is None or not isinstance(spec.loader, zipimport.zipimporter):
+        return                               # run from the source tree
+    for entry in __path__:                   # the archive's sandbox_runner/ folder
+        sys.path_importer_cache[entry] = _ArchiveImporter(entry)
+
+
+try:
+    from _imp import _fix_co_filename        # what importlib's own loaders use
+except ImportError:                          # another Python: the archive's sources serve
+    pass
+else:
+    _install_archive_importer()

@@ -16,8 +16,6 @@ Markdown, SVG, JSON, Latex, Image) to say which type it means:
     display(JSON({"rows": 3}))
 """
 
-import base64
-import binascii
 import io
 import json
 import sys
@@ -104,6 +102,8 @@ def raw_bundle(obj):
 def _normalise_value(mime, value):
     """The wire form of one bundle entry: a str, or None (with a warning) when unusable."""
     if mime in BINARY_TYPES:
+        import base64                        # only for images: a session that shows none
+        import binascii                      # never pays for it
         if isinstance(value, str):           # IPython accepts base64 text too
             try:
                 value = base64.b64decode(value, validate=True)

@@ -7,7 +7,6 @@ written for Jupyter ports by changing one import:
 """
 
 import os
-import types
 
 
 class _TextDisplay:
@@ -86,12 +85,10 @@ class Image:
         return f"<Image {self.mime}, {len(self.data)} bytes>"
 
 
-def make_module(display):
-    """A fresh `mcp.display` module whose display() is the runner's."""
-    module = types.ModuleType("mcp.display", __doc__)
+def fill_module(module):
+    """Puts the wrappers into `module`, the `mcp.display` of executor.display_module()."""
     for cls in (HTML, Markdown, SVG, Latex, JSON, Image):
         cls.__module__ = "mcp.display"
         setattr(module, cls.__name__, cls)
-    module.display = display
+    module.__doc__ = __doc__
     module.__all__ = ["display", "HTML", "Markdown", "SVG", "Latex", "JSON", "Image"]
-    return module

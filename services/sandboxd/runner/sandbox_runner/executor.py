@@ -22,7 +22,6 @@ from .common import (CELL_PREFIX, DEFAULT_TOOL_CALLS_IN_FLIGHT, ERROR_MESSAGE_LI
                      LINECACHE_BUDGET, RESULT_NAME, RESULT_REPR_LIMIT, TRACEBACK_LIMIT,
                      is_runner_file)
 from .display import has_rich_repr
-from .display_objects import make_module as make_display_module
 from .runtime_module import install_runtime_module, install_server_modules
 from .tool_calls import CallGate, ToolError
 from .toolbox import Toolbox
@@ -32,6 +31,30 @@ from .toolbox import Toolbox
 # says are available without an import.
 PREIMPORTED = {module.__name__: module for module in
                (asyncio, collections, datetime, functools, itertools, json, math, re)}
+
+
+def display_module(display):
+    """The module `mcp.display` whose display() is `display`; its wrappers (HTML, Image...,
+    display_objects.py) load when code first looks one up (a module __getattr__, PEP 562),
+    so a session that never uses them does not hold them."""
+    module = types.ModuleType("mcp.display")
+    module.display = display
+
+    def load(name=None):
+        from .display_objects import fill_module
+        fill_module(module)
+        module.__dict__.pop("__getattr__", None)
+        module.__dict__.pop("__dir__", None)
+        return module if name is None else getattr(module, name)
+
+    def __getattr__(name):                   # noqa: N807 (the module protocol's name)
+        if name.startswith("__") and name != "__all__":
+            raise AttributeError(f"module 'mcp.display' has no attribute {name!r}")
+        return load(name)
+
+    module.__getattr__ = __getattr__
+    module.__dir__ = lambda: dir(load())
+    return module
 
 
 def _cap(text, limit):
@@ -122,7 +145,7 @@ class Executor:
         self._mcp_package, self._mcp_runtime, self._mcp_servers = \
             install_runtime_module(lambda: self.toolbox)
         self._displayer = runner.displayer
-        self._mcp_display = make_display_module(self._displayer.display)
+        self._mcp_display = display_module(self._displayer.display)
         self._mcp_package.display = self._mcp_display
         self.reset()
 

@@ -18,34 +18,12 @@ import stat
 import threading
 
 from .common import log
-from .protocol import ProtocolError, frame_field
+from .protocol import frame_field
 
 FILE_CHUNK_BYTES = 1024 * 1024          # raw bytes per file_data frame (base64: 1.33 MiB)
 MAX_PATH_CHARS = 4096
 MAX_OPEN_UPLOADS = 16                   # per connection; more get file_error
 TEMP_PREFIX = ".upload-"
-
-
-# Each file frame's fields (beyond `type` and the int `id`) and their types.
-FILE_FRAMES = {
-    "file_upload": {"path": str, "max_bytes": int},
-    "file_chunk": {"data": (str, memoryview)},   # base64 text, or a binary frame's bytes
-    "file_commit": {},
-    "file_abort": {},
-    "file_download": {"path": str, "max_bytes": int},
-    "file_list": {"path": str, "max_entries": int},
-}
-
-
-def check_file_frame(frame):
-    """The frame, its fields checked: a missing or mistyped one, or a negative count, is a
-    protocol error (sandboxd sends well-formed frames; the path itself is checked later
-    and refused with file_error)."""
-    frame_field(frame, "id", int)
-    for name, kind in FILE_FRAMES[frame["type"]].items():
-        if frame_field(frame, name, kind) is not None and kind is int and frame[name] < 0:
-            raise ProtocolError(f"{frame['type']}.{name} must not be negative")
-    return frame
 
 
 class FileOpError(Exception):

@@ -15,10 +15,10 @@ from .common import DEFAULT_TOOL_CALLS_IN_FLIGHT, RUNNER_VERSION, bind_unix_sock
 from .display import MPL_BACKEND, Displayer
 from .egress import EgressRelay
 from .executor import ExecState, Executor
-from .files import FILE_FRAMES, FileTransfers, check_file_frame
 from .interrupts import InterruptController
 from .output import CapturedStream, OutputCapture
-from .protocol import ConnectionClosed, FrameConnection, ProtocolError, frame_field
+from .protocol import (FILE_FRAMES, ConnectionClosed, FrameConnection, ProtocolError,
+                       check_file_frame, frame_field)
 from .tool_calls import ToolCalls
 
 
@@ -60,7 +60,8 @@ class Runner:
         self.interrupts = InterruptController(self._lock)
         self.calls = ToolCalls(self)
         self.executor = Executor(self)
-        self.files = FileTransfers(workspace)
+        self.workspace = workspace
+        self._files = None                   # FileTransfers, made by the first file frame
         self.egress = None                   # EgressRelay, made by serve_forever
         self._pid = os.getpid()
         os.register_at_fork(after_in_child=self._after_fork_in_child)
@@ -259,7 +260,7 @@ class Runner:
             self._work.put((conn, {"type": "set_catalog", "id": frame["id"],
                                    "servers": servers}))
         elif kind in FILE_FRAMES:
-            self.files.submit(conn, check_file_frame(frame))
+            self._file_transfers().submit(conn, check_file_frame(frame))
         else:
             log(f"ignoring unknown frame type {kind!r}")
 
@@ -296,10 +297,21 @@ class Runner:
             state = self._current if self._current and self._current.conn is conn else None
             self._queued_execs = {k for k in self._queued_execs if k[0] is not conn}
             self._early_interrupts = {k for k in self._early_interrupts if k[0] is not conn}
+            files = self._files
         self.calls.fail("sandboxd connection lost", conn=conn)
-        self.files.connection_lost(conn)
+        if files is not None:
+            files.connection_lost(conn)
         if state is not None:
             self.interrupts.interrupt(state)
+
+    def _file_transfers(self):
+        """The FileTransfers of the file frames, made (and files.py, with its thread, loaded)
+        by the first: a session that moves no file never pays for them."""
+        from .files import FileTransfers     # outside the lock: an import takes locks of its own
+        with self._lock:
+            if self._files is None:
+                self._files = FileTransfers(self.workspace)
+            return self._files
 
 
 USAGE = """usage: sandbox_runner.pyz --socket PATH [--workspace DIR] [--own-pid-namespace]
