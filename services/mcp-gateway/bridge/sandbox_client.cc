@@ -181,10 +181,12 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
     req.set_max_owner_sessions(room.owner_limit);
     *req.mutable_catalog() = catalog;
     sandbox::v1::Session session;
-    // An endpoint that answered GetInfo just now, or the only one, gets a channel in
-    // reconnect backoff time to connect; one that did not fails at once if it is down.
-    const bool answered = members.size() == 1 || loads[k].answered;
-    grpc::Status st = (answered ? endpoints_->Stub(i) : endpoints_->StubNow(i)).CreateSession(&ctx, req, &session);
+    // The only endpoint gets a channel in reconnect backoff time to connect; with several,
+    // one that is down fails at once, and one that is cut off (its channel up, its link
+    // not) is given up when its GetInfo, asked beside the create, lets its deadline pass.
+    grpc::Status st = members.size() == 1
+                          ? endpoints_->Stub(i).CreateSession(&ctx, req, &session)
+                          : CreateWhileAnswering(i, ctx, req, &session);
     if (st.ok()) {
       endpoints_->Created(i);
       loads_->Placed(i);

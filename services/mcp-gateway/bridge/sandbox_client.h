@@ -183,6 +183,13 @@ class SandboxClient : public Sandboxes {
   // their last GetInfo unanswered less than kSilentPause ago are not asked (no answer).
   std::vector<std::optional<sandbox::v1::Info>> InfosOf(const std::vector<size_t>& members,
                                                         bool skip_silent = false);
+  // CreateSession on endpoint i with its GetInfo asked beside it: placement's view of the
+  // endpoint may be up to a second old, so the create is given up (UNAVAILABLE, the endpoint
+  // heard from as silent) when the GetInfo's half second passes first; a cut-off host then
+  // costs a new sandbox that half second, not the create's deadline.
+  grpc::Status CreateWhileAnswering(size_t i, grpc::ClientContext& ctx,
+                                    const sandbox::v1::CreateSessionRequest& req,
+                                    sandbox::v1::Session* session);
   // Each of `members`' load from its GetInfo (LoadWatch: a recent answer, or asked now); one
   // that did not answer counts as not answered.
   std::vector<EndpointLoad> Loads(const std::vector<size_t>& members, const std::string& runtime);

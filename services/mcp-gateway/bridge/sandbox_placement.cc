@@ -111,6 +111,45 @@ std::vector<std::optional<sandbox::v1::Info>> SandboxClient::InfosOf(const std::
   return infos;
 }
 
+grpc::Status SandboxClient::CreateWhileAnswering(size_t i, grpc::ClientContext& ctx,
+                                                 const sandbox::v1::CreateSessionRequest& req,
+                                                 sandbox::v1::Session* session) {
+  enum Tag : intptr_t { kCreate = 1, kInfo = 2 };
+  grpc::CompletionQueue cq;
+  grpc::ClientContext info_ctx;
+  endpoints_->Prepare(info_ctx, i, std::chrono::system_clock::now() + kInfoDeadline);
+  sandbox::v1::Info info;
+  grpc::Status created, asked;
+  sandbox::v1::SandboxService::Stub& stub = endpoints_->StubNow(i);
+  stub.AsyncCreateSession(&ctx, req, &cq)->Finish(session, &created, reinterpret_cast<void*>(kCreate));
+  stub.AsyncGetInfo(&info_ctx, {}, &cq)->Finish(&info, &asked, reinterpret_cast<void*>(kInfo));
+  bool create_done = false, info_done = false, silent = false;
+  while (!create_done) {
+    void* tag = nullptr;
+    bool ok = false;
+    if (!cq.Next(&tag, &ok)) break;
+    if (tag == reinterpret_cast<void*>(kCreate)) {
+      create_done = true;
+    } else {
+      info_done = true;
+      silent = asked.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+      endpoints_->Heard(i, !silent);
+      if (silent) ctx.TryCancel();  // the create ends CANCELLED at once
+    }
+  }
+  if (!info_done) info_ctx.TryCancel();
+  cq.Shutdown();
+  void* tag = nullptr;
+  bool ok = false;
+  while (cq.Next(&tag, &ok)) {
+  }
+  if (silent && !created.ok()) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        absl::StrCat("it did not answer GetInfo within ", kInfoDeadline.count(), " ms"));
+  }
+  return created;
+}
+
 std::vector<EndpointLoad> SandboxClient::Loads(const std::vector<size_t>& members, const std::string& runtime) {
   const size_t n = members.size();
   std::vector<EndpointLoad> loads(n);

@@ -26,6 +26,7 @@ class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
     last_ = *req;
     ++created_;
     if (create_fails != grpc::StatusCode::OK) return grpc::Status(create_fails, create_fails_message);
+    if (create_stalls) return Stall(ctx);
     auto auth = ctx->client_metadata().find("authorization");
     last_authorization_ =
         auth == ctx->client_metadata().end() ? "" : std::string(auth->second.data(), auth->second.size());
@@ -123,6 +124,7 @@ class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
 
   int download_chunks = 3;
   grpc::StatusCode create_fails = grpc::StatusCode::OK;  // what CreateSession answers (OK: a session)
+  std::atomic<bool> create_stalls{false};  // CreateSession answers only when cancelled
   std::string create_fails_message = "this endpoint cannot create";
   std::atomic<int> chunks_written{0};
   std::atomic<int> stalled{0};     // calls that began to wait

@@ -530,5 +530,28 @@ TEST_F(SandboxClientTest, ASilentEndpointIsNotAskedAgainAtOnce) {
   EXPECT_EQ(other.service.info_asked, 1) << "asked again while silent (by a create or the watch)";
 }
 
+// Placement reads loads up to a second old: an endpoint cut off since (its channel up, its
+// link not) still looks best. Its GetInfo, asked beside the create, lets its half second
+// pass, and the create is given up there and goes to the next endpoint.
+TEST_F(SandboxClientTest, ACreateOnAnEndpointCutOffSinceItsLastAnswerGoesElsewhere) {
+  ExtraSandboxd other("b");
+  ASSERT_NE(other.server, nullptr);
+  service_.set_info(40, 64, 0);
+  other.service.set_info(0, 64, 2);
+  SandboxClient client({"unix:" + socket_, other.endpoint()});
+  ASSERT_EQ(client.CreateSession("owner", "label", {}, {}, "python", "")->endpoint, 1u);
+  other.service.info_stalls = true;  // cut off: nothing it is asked is answered
+  other.service.create_stalls = true;
+  const absl::Time start = absl::Now();
+  absl::StatusOr<SandboxRef> ref = client.CreateSession("owner", "label", {}, {}, "python", "");
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  EXPECT_EQ(ref->endpoint, 0u);
+  // Not a speed check: which path it took. Without the GetInfo beside it, the create waits
+  // for its own 20 s deadline before it goes on.
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "the create waited for its own deadline";
+  for (int i = 0; i < 3000 && other.service.saw_cancel.load() < 1; ++i) usleep(1000);
+  EXPECT_GE(other.service.saw_cancel.load(), 1) << "its create was not given up";
+}
+
 }  // namespace
 }  // namespace gateway
