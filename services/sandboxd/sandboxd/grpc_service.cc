@@ -298,10 +298,18 @@ grpc::Status Reply(absl::StatusOr<T> value, T* resp) {
 
 }  // namespace
 
-grpc::Status SandboxServiceImpl::CreateSession(grpc::ServerContext*,
+grpc::Status SandboxServiceImpl::CreateSession(grpc::ServerContext* ctx,
                                                const sandbox::v1::CreateSessionRequest* req,
                                                sandbox::v1::Session* resp) {
-  return Reply(manager_->CreateSession(*req), resp);
+  absl::StatusOr<sandbox::v1::Session> created = manager_->CreateSession(*req);
+  // A caller that gave up meanwhile (cancelled, or past its deadline: a gateway that placed
+  // the sandbox elsewhere) never learns the id: the session would live on unseen, counted
+  // against --max_sessions and its owner's limit until --idle_ttl. It ends here instead.
+  if (created.ok() && ctx->IsCancelled()) {
+    (void)manager_->DeleteSession(created->id());
+    return grpc::Status(grpc::StatusCode::CANCELLED, "the caller gave up before its session was made; it was ended");
+  }
+  return Reply(std::move(created), resp);
 }
 
 grpc::Status SandboxServiceImpl::GetSession(grpc::ServerContext*,

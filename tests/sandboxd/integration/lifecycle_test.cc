@@ -545,5 +545,29 @@ TEST(LifecycleTest, AnAbortedTestLeavesNoDaemonOrContainer) {
   EXPECT_TRUE(WaitFor([&] { return !fs::exists(state_dir); }, 10000)) << state_dir;
 }
 
+// A caller that gives up on a create (a gateway that placed the sandbox elsewhere) never
+// learns the session's id: sandboxd ends the session it made meanwhile instead of keeping
+// it, unseen, against --max_sessions and the owner's limit until --idle_ttl.
+TEST(LifecycleTest, ACreateItsCallerGaveUpOnLeavesNoSession) {
+  SandboxdProcess d({"--pool_size=0"});  // a cold create: hundreds of milliseconds
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(50));
+  sandbox::v1::CreateSessionRequest req;
+  req.set_owner("gave-up");
+  sandbox::v1::Session session;
+  EXPECT_EQ(stub->CreateSession(&ctx, req, &session).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  // sandboxd finishes the create on its own time; then nothing of it stays.
+  EXPECT_TRUE(WaitFor([&] { return d.Log().find("created (container") != std::string::npos; }, 30000)) << d.Log();
+  EXPECT_TRUE(WaitFor([&] { return d.LiveContainers() == 0; }, 30000)) << d.Log();
+  grpc::ClientContext list_ctx;
+  sandbox::v1::ListSessionsRequest list;
+  list.set_owner("gave-up");
+  sandbox::v1::ListSessionsResponse listed;
+  ASSERT_TRUE(stub->ListSessions(&list_ctx, list, &listed).ok());
+  EXPECT_EQ(listed.sessions_size(), 0) << d.Log();
+}
+
 }  // namespace
 }  // namespace sandboxd::testing
