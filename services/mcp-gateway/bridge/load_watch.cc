@@ -55,7 +55,7 @@ std::vector<std::optional<sandbox::v1::Info>> LoadWatch::Infos(const std::vector
       auto it = seen_.find(endpoints[k]);
       // Fresh, or being asked by another caller (its last answer, if any, is the best known).
       if (it != seen_.end() && it->second.info && std::find(stale.begin(), stale.end(), k) == stale.end()) {
-        infos[k] = WithPlaced(*it->second.info, it->second.placed_since);
+        infos[k] = WithPlaced(*it->second.info, it->second.placed_since + it->second.placing);
       }
     }
   }
@@ -64,8 +64,11 @@ std::vector<std::optional<sandbox::v1::Info>> LoadWatch::Infos(const std::vector
   for (size_t k : stale) ask.push_back(endpoints[k]);
   const absl::Time asked_at = absl::Now();
   std::vector<std::optional<sandbox::v1::Info>> answers = ask_(ask);
-  for (size_t j = 0; j < stale.size() && j < answers.size(); ++j) infos[stale[j]] = answers[j];
-  Record(ask, std::move(answers), asked_at);
+  Record(ask, answers, asked_at);
+  codemode::MutexLock lock(&mu_);
+  for (size_t j = 0; j < stale.size() && j < answers.size(); ++j) {
+    if (answers[j]) infos[stale[j]] = WithPlaced(LoadOf(*answers[j]), seen_[ask[j]].placing);
+  }
   return infos;
 }
 
@@ -80,13 +83,19 @@ std::vector<size_t> LoadWatch::TakeAsks(const std::vector<size_t>& endpoints, bo
   return asks;
 }
 
-void LoadWatch::Placed(size_t endpoint) {
+void LoadWatch::Placing(size_t endpoint) {
   codemode::MutexLock lock(&mu_);
-  auto it = seen_.find(endpoint);
-  if (it != seen_.end()) ++it->second.placed_since;
+  ++seen_[endpoint].placing;
 }
 
-void LoadWatch::Record(const std::vector<size_t>& endpoints, std::vector<std::optional<sandbox::v1::Info>> infos,
+void LoadWatch::PlaceDone(size_t endpoint, bool created) {
+  codemode::MutexLock lock(&mu_);
+  Seen& seen = seen_[endpoint];
+  if (seen.placing > 0) --seen.placing;
+  if (created) ++seen.placed_since;
+}
+
+void LoadWatch::Record(const std::vector<size_t>& endpoints, const std::vector<std::optional<sandbox::v1::Info>>& infos,
                        absl::Time at) {
   codemode::MutexLock lock(&mu_);
   for (size_t j = 0; j < endpoints.size() && j < infos.size(); ++j) {
@@ -95,7 +104,8 @@ void LoadWatch::Record(const std::vector<size_t>& endpoints, std::vector<std::op
     if (at < seen.at) continue;  // a later answer is there already
     // Placements counted so far were made before this answer was asked for, and it counts
     // those that reached sandboxd; one still in flight is missed until the next answer.
-    seen = Seen{infos[j] ? std::optional<sandbox::v1::Info>(LoadOf(*infos[j])) : std::nullopt, at, 0, false};
+    seen = Seen{infos[j] ? std::optional<sandbox::v1::Info>(LoadOf(*infos[j])) : std::nullopt, at, 0, false,
+                seen.placing};
   }
 }
 

@@ -12,7 +12,8 @@
 //   LoadWatch loads([&](const std::vector<size_t>& e) { return InfosOf(e); }, [&] { return Members(); }, {});
 //   std::vector<std::optional<sandbox::v1::Info>> infos = loads.Infos(members);
 //   ...
-//   loads.Placed(members[k]);  // a create there succeeded
+//   loads.Placing(members[k]);  // a create goes there
+//   loads.PlaceDone(members[k], created);
 //
 // Safe for concurrent use. The destructor stops the thread (before what `ask` uses goes).
 #pragma once
@@ -57,13 +58,17 @@ class LoadWatch {
   LoadWatch& operator=(const LoadWatch&) = delete;
 
   // Each of `endpoints`' last answer younger than max_age (its sessions raised, and its warm
-  // pools lowered, by the sandboxes placed there since), the others asked now. The thread
+  // pools lowered, by the sandboxes placed there since and the creates out), the others
+  // asked now. The thread
   // asks the members every `refresh` from now on, until `active` passes without a call; an
   // endpoint is never asked twice at once.
   std::vector<std::optional<sandbox::v1::Info>> Infos(const std::vector<size_t>& endpoints);
 
-  // A sandbox was placed on `endpoint`: counted in its load until its next answer.
-  void Placed(size_t endpoint);
+  // A create was sent to `endpoint`: counted in its load until PlaceDone, so creates that
+  // overlap (or hang there) spread over the endpoints.
+  void Placing(size_t endpoint);
+  // It ended; a sandbox made there stays counted until the endpoint's next answer.
+  void PlaceDone(size_t endpoint, bool created);
 
  private:
   struct Seen {
@@ -71,12 +76,13 @@ class LoadWatch {
     absl::Time at;
     uint32_t placed_since = 0;
     bool asking = false;  // an ask is in flight
+    uint32_t placing = 0;  // creates out
   };
   // Marks those of `endpoints` that need asking (stale, when `stale_only`) and not being
   // asked already as asked, and returns them (as indices into `endpoints`).
   std::vector<size_t> TakeAsks(const std::vector<size_t>& endpoints, bool stale_only, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Record(const std::vector<size_t>& endpoints, std::vector<std::optional<sandbox::v1::Info>> infos,
+  void Record(const std::vector<size_t>& endpoints, const std::vector<std::optional<sandbox::v1::Info>>& infos,
               absl::Time at) ABSL_LOCKS_EXCLUDED(mu_);
   void Refresher();
 

@@ -25,6 +25,9 @@ constexpr auto kUnaryDeadline = std::chrono::seconds(60);
 constexpr auto kCreateDeadline = std::chrono::seconds(20);
 // Endpoints one new sandbox tries, in placement order, within kCreateDeadline in all.
 constexpr size_t kMaxCreateTries = 4;
+// One try's deadline while another endpoint is left to try (a cold gVisor create takes
+// 1.6 s; a burst of them several).
+constexpr auto kCreateTryDeadline = std::chrono::seconds(10);
 
 std::chrono::system_clock::time_point Deadline(std::chrono::seconds d) {
   return std::chrono::system_clock::now() + d;
@@ -159,12 +162,14 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
   // kMaxCreateTries endpoints: DNS may list many that are gone.
   const auto give_up = Deadline(kCreateDeadline);
   absl::Status last = absl::UnavailableError("no sandboxd endpoint could be tried in time");
-  size_t tried = 0;
-  for (size_t k : order) {
-    if (tried++ == kMaxCreateTries || std::chrono::system_clock::now() >= give_up) break;
-    const size_t i = members[k];
+  const size_t candidates = std::min(order.size(), kMaxCreateTries);
+  for (size_t tried = 0; tried < candidates; ++tried) {
+    if (std::chrono::system_clock::now() >= give_up) break;
+    const size_t i = members[order[tried]];
+    const bool last_candidate = tried + 1 == candidates;
     grpc::ClientContext ctx;
-    endpoints_->Prepare(ctx, i, give_up);
+    // A try that hangs (a host whose podman is stuck) leaves the next one time to succeed.
+    endpoints_->Prepare(ctx, i, last_candidate ? give_up : std::min(give_up, Deadline(kCreateTryDeadline)));
     ctx.set_wait_for_ready(false);
     sandbox::v1::CreateSessionRequest req;
     req.set_owner(owner);
@@ -183,13 +188,15 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
     sandbox::v1::Session session;
     // The only endpoint gets a channel in reconnect backoff time to connect; with several,
     // one that is down fails at once, and one that is cut off (its channel up, its link
-    // not) is given up when its GetInfo, asked beside the create, lets its deadline pass.
-    grpc::Status st = members.size() == 1
+    // not) is given up when its GetInfo, asked beside the create, lets its deadline pass;
+    // the last candidate is waited for (a slow link is not a lost one).
+    loads_->Placing(i);  // counted in its load while the create is out
+    grpc::Status st = members.size() == 1 || last_candidate
                           ? endpoints_->Stub(i).CreateSession(&ctx, req, &session)
                           : CreateWhileAnswering(i, ctx, req, &session);
+    loads_->PlaceDone(i, st.ok());
     if (st.ok()) {
       endpoints_->Created(i);
-      loads_->Placed(i);
       return SandboxRef{i, session.id(), runtime};
     }
     last = Convert(st, i);
@@ -242,8 +249,9 @@ absl::Status SandboxClient::UploadFile(const SandboxRef& ref, const std::string&
 
 // Every endpoint in use at once, each within 5 s: one that refuses, or that the keepalive
 // found gone, answers at once; a silent one costs the list up to 5 s, however many.
-Sandboxes::Owned SandboxClient::ListOwned(const std::string& owner,
+Sandboxes::Owned SandboxClient::ListOwned(const std::string& owner, absl::Time deadline,
                                            std::shared_ptr<codemode::CancelToken> cancel) {
+  const auto until = std::min(Deadline(std::chrono::seconds(5)), absl::ToChronoTime(deadline));
   struct Ask {
     grpc::ClientContext ctx;
     std::unique_ptr<CancelLink> link;  // before ctx goes
@@ -268,7 +276,7 @@ Sandboxes::Owned SandboxClient::ListOwned(const std::string& owner,
     // Not wait_for_ready: an endpoint that refuses connections, or that the keepalive
     // found gone, answers UNAVAILABLE at once instead of holding the list to its deadline
     // (reconnection backs off at most 1 s, so one that is back is soon asked again).
-    endpoints_->Prepare(ask.ctx, i, Deadline(std::chrono::seconds(5)));
+    endpoints_->Prepare(ask.ctx, i, until);
     ask.ctx.set_wait_for_ready(false);
     ask.link = std::make_unique<CancelLink>(cancel, &ask.ctx);
     endpoints_->StubNow(i).AsyncListSessions(&ask.ctx, req, &cq)->Finish(&ask.resp, &ask.status, reinterpret_cast<void*>(i));

@@ -62,9 +62,10 @@ TEST(LoadWatchTest, ARecentAnswerIsReadWithWhatWasPlacedSince) {
   ASSERT_TRUE(first[0] && first[1]);
   EXPECT_FALSE(first[2]) << "the silent one did not answer";
   fake.Set(30);  // not seen until the next answer
-  watch.Placed(1);
-  watch.Placed(1);
-  watch.Placed(1);
+  for (int i = 0; i < 3; ++i) {
+    watch.Placing(1);
+    watch.PlaceDone(1, /*created=*/true);
+  }
   std::vector<std::optional<sandbox::v1::Info>> second = watch.Infos({0, 1, 2});
   EXPECT_EQ(fake.asked.load(), 1) << "asked again on the create path";
   ASSERT_TRUE(second[0] && second[1]);
@@ -86,7 +87,8 @@ TEST(LoadWatchTest, AnAnswerOlderThanMaxAgeIsAskedAgainOnThePath) {
   o.max_age = absl::Milliseconds(20);
   LoadWatch watch(fake.ask(), [] { return std::vector<size_t>{}; }, o);
   watch.Infos({0});
-  watch.Placed(0);
+  watch.Placing(0);
+  watch.PlaceDone(0, /*created=*/true);
   fake.Set(9);
   absl::SleepFor(absl::Milliseconds(30));
   std::vector<std::optional<sandbox::v1::Info>> infos = watch.Infos({0});
@@ -141,6 +143,25 @@ TEST(LoadWatchTest, OnlyTheLoadOfAnAnswerIsKept) {
   ASSERT_EQ(load.pools_size(), LoadWatch::kMaxPools);
   EXPECT_EQ(load.pools(0).ready(), 2u);
   EXPECT_EQ(load.pools(0).unavailable().size(), LoadWatch::kMaxReasonBytes);
+}
+
+// Creates out count in their endpoint's load (overlapping creates, or creates that hang
+// there, spread instead of piling onto the endpoint that looked best); one that failed
+// counts no more.
+TEST(LoadWatchTest, CreatesOutCountUntilTheyEnd) {
+  FakeEndpoints fake;
+  LoadWatch watch(fake.ask(), [] { return std::vector<size_t>{}; }, Quiet());
+  watch.Infos({0});
+  watch.Placing(0);
+  watch.Placing(0);
+  EXPECT_EQ(watch.Infos({0})[0]->sessions(), 7u);
+  watch.PlaceDone(0, /*created=*/false);
+  EXPECT_EQ(watch.Infos({0})[0]->sessions(), 6u);
+  watch.PlaceDone(0, /*created=*/true);
+  EXPECT_EQ(watch.Infos({0})[0]->sessions(), 6u);
+  // An endpoint asked on the path counts its creates out too.
+  watch.Placing(4);
+  EXPECT_EQ(watch.Infos({4})[0]->sessions(), 6u);
 }
 
 }  // namespace

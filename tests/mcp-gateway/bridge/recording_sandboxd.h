@@ -27,6 +27,7 @@ class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
     ++created_;
     if (create_fails != grpc::StatusCode::OK) return grpc::Status(create_fails, create_fails_message);
     if (create_stalls) return Stall(ctx);
+    usleep(create_delay_ms * 1000);
     auto auth = ctx->client_metadata().find("authorization");
     last_authorization_ =
         auth == ctx->client_metadata().end() ? "" : std::string(auth->second.data(), auth->second.size());
@@ -37,6 +38,7 @@ class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
                        sandbox::v1::Info* info) override {
     ++info_asked;
     if (info_stalls) return Stall(ctx);
+    usleep(info_delay_ms * 1000);
     if (!info_) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no GetInfo");
     *info = *info_;
     return grpc::Status::OK;
@@ -125,6 +127,8 @@ class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
   int download_chunks = 3;
   grpc::StatusCode create_fails = grpc::StatusCode::OK;  // what CreateSession answers (OK: a session)
   std::atomic<bool> create_stalls{false};  // CreateSession answers only when cancelled
+  std::atomic<int> create_delay_ms{0};  // CreateSession and GetInfo answer this late (a slow link)
+  std::atomic<int> info_delay_ms{0};
   std::string create_fails_message = "this endpoint cannot create";
   std::atomic<int> chunks_written{0};
   std::atomic<int> stalled{0};     // calls that began to wait
