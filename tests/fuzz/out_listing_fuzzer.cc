@@ -79,7 +79,7 @@ class ScriptedSandboxes : public gateway::Sandboxes {
     return gateway::SandboxRef{};
   }
   absl::Status DeleteSession(const gateway::SandboxRef&) override { return absl::OkStatus(); }
-  Owned ListOwned(const std::string&, std::shared_ptr<codemode::CancelToken>) override { return {}; }
+  Owned ListOwned(const std::string&, absl::Time, std::shared_ptr<codemode::CancelToken>) override { return {}; }
   absl::Status ResetSession(const gateway::SandboxRef&) override { return absl::OkStatus(); }
   absl::Status UploadFile(const gateway::SandboxRef&, const std::string&, const std::string&,
                           std::shared_ptr<codemode::CancelToken>) override {

@@ -21,11 +21,11 @@ OwnedResources::OwnedResources(Sandboxes* sandboxes, SessionBindings* bindings, 
       options_(options),
       mint_(std::move(mint)) {}
 
-Sandboxes::Owned OwnedResources::Owned(const std::string& credential,
+Sandboxes::Owned OwnedResources::Owned(const std::string& credential, absl::Time deadline,
                                        const std::shared_ptr<codemode::CancelToken>& cancel) {
   Sandboxes::Owned owned;
   if (scope_ == OwnedScope::kSandboxd) {
-    owned = sandboxes_->ListOwned(absl::StrCat("mcp:", credential), cancel);
+    owned = sandboxes_->ListOwned(absl::StrCat("mcp:", credential), deadline, cancel);
   } else if (scope_ == OwnedScope::kThisProcess) {
     owned.refs = bindings_->ReadyOf(credential);  // no executions: walked every time
   }
@@ -43,7 +43,7 @@ OwnedWalk OwnedResources::Walk(const std::string& credential,
   OwnedWalk walk;
   // The walk's time is bounded as a whole and per sandbox (ResourceOptions::list_timeout).
   const absl::Time list_deadline = absl::Now() + options_.list_timeout;
-  Sandboxes::Owned owned = Owned(credential, cancel);
+  Sandboxes::Owned owned = Owned(credential, list_deadline, cancel);
   walk.complete = owned.complete;
   walk.missing = std::move(owned.missing);
   size_t stalled = 0;  // sandboxes that did not answer in their time, or were not reached
@@ -114,7 +114,8 @@ absl::StatusOr<FilePage> OwnedResources::List(const std::string& credential, con
 
 std::optional<size_t> OwnedResources::Fingerprint(const std::string& credential,
                                                   const std::shared_ptr<codemode::CancelToken>& cancel) {
-  const Sandboxes::Owned owned = Owned(credential, cancel);
+  // Bounded by the look's cancel (ResourceWatch's look_timeout).
+  const Sandboxes::Owned owned = Owned(credential, absl::InfiniteFuture(), cancel);
   if (!owned.complete) return std::nullopt;
   Look before;
   {

@@ -82,7 +82,8 @@ class OwnedResources {
 
  private:
   // The sandboxes of the credential, by scope.
-  Sandboxes::Owned Owned(const std::string& credential, const std::shared_ptr<codemode::CancelToken>& cancel);
+  Sandboxes::Owned Owned(const std::string& credential, absl::Time deadline,
+                         const std::shared_ptr<codemode::CancelToken>& cancel);
   // A sandbox's files at its last look: its executions then, and their fingerprint.
   struct Seen {
     uint64_t executions = 0;

@@ -150,7 +150,8 @@ class SandboxClient : public Sandboxes {
   absl::Status UploadFile(const SandboxRef& ref, const std::string& path, const std::string& data,
                           std::shared_ptr<codemode::CancelToken> cancel) override;
   // Asks every endpoint dialled, those gone from DNS too (their sandboxes live on).
-  Owned ListOwned(const std::string& owner, std::shared_ptr<codemode::CancelToken> cancel) override;
+  Owned ListOwned(const std::string& owner, absl::Time deadline,
+                  std::shared_ptr<codemode::CancelToken> cancel) override;
   absl::StatusOr<sandbox::v1::ListFilesResponse> ListFiles(
       const SandboxRef& ref, const std::string& path, uint32_t max_entries, absl::Time deadline,
       std::shared_ptr<codemode::CancelToken> cancel) override;

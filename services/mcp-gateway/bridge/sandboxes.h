@@ -99,7 +99,10 @@ class Sandboxes {
     // Why each endpoint left out did not answer (its name, the gRPC status's code and text).
     std::vector<std::string> missing;
   };
-  virtual Owned ListOwned(const std::string& owner, std::shared_ptr<codemode::CancelToken> cancel) = 0;
+  // Ends by `deadline` (at most 5 s from now), an endpoint that has not answered by then
+  // being left out as missing.
+  virtual Owned ListOwned(const std::string& owner, absl::Time deadline,
+                          std::shared_ptr<codemode::CancelToken> cancel) = 0;
   virtual absl::Status ResetSession(const SandboxRef& ref) = 0;
   // The file calls end early, CANCELLED, when `cancel` is cancelled: the MCP request
   // behind them (a run, a resources/read) was cancelled or its session closed, and sandboxd

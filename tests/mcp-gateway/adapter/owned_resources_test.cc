@@ -244,7 +244,11 @@ TEST_F(OwnedResourcesTest, AStalledSandboxHoldsAListOrAReadOnlyUntilItsTimeout) 
   absl::StatusOr<json> read = tool.resources()->ReadResource(stalled_uri, ctx);
   EXPECT_TRUE(absl::IsDeadlineExceeded(read.status())) << read.status();
   EXPECT_THAT(read.status().message(), ::testing::HasSubstr("--resources_read_timeout"));
-  // Every file call had a deadline, and each has passed by now: none waited unbounded.
+  // Every file call had a deadline, and each has passed by now: none waited unbounded; the
+  // listing of the credential's sandboxes had the list's.
+  const std::vector<absl::Time> owned = sandboxes_.owned_deadlines();
+  ASSERT_FALSE(owned.empty());
+  EXPECT_LE(owned.back(), absl::Now() + options.resources.list_timeout);
   const std::vector<absl::Time> deadlines = sandboxes_.file_deadlines();
   ASSERT_GT(deadlines.size(), earlier);
   const absl::Time now = absl::Now();

@@ -68,7 +68,11 @@ class FakeSandboxes : public Sandboxes {
     deleted_.push_back(ref.session_id);
     return live_.erase(ref.session_id) ? absl::OkStatus() : absl::NotFoundError("no such session");
   }
-  Owned ListOwned(const std::string& owner, std::shared_ptr<codemode::CancelToken>) override {
+  Owned ListOwned(const std::string& owner, absl::Time deadline, std::shared_ptr<codemode::CancelToken>) override {
+    {
+      codemode::MutexLock lock(&mu_);
+      owned_deadlines_.push_back(deadline);
+    }
     codemode::MutexLock lock(&mu_);
     Owned owned;
     owned.complete = !list_owned_incomplete;
@@ -167,10 +171,14 @@ class FakeSandboxes : public Sandboxes {
     codemode::MutexLock lock(&mu_);
     stalled_.insert(session_id);
   }
-  // The deadline of every ListFiles and DownloadFile, in order.
+  // The deadline of every ListFiles and DownloadFile, in order; of every ListOwned.
   std::vector<absl::Time> file_deadlines() {
     codemode::MutexLock lock(&mu_);
     return file_deadlines_;
+  }
+  std::vector<absl::Time> owned_deadlines() {
+    codemode::MutexLock lock(&mu_);
+    return owned_deadlines_;
   }
   // The token each ListFiles came with, in order (nullptr when it came with none).
   std::vector<std::shared_ptr<codemode::CancelToken>> list_tokens() {
@@ -331,6 +339,7 @@ class FakeSandboxes : public Sandboxes {
   Script script_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> stalled_ ABSL_GUARDED_BY(mu_);
   std::vector<absl::Time> file_deadlines_ ABSL_GUARDED_BY(mu_);
+  std::vector<absl::Time> owned_deadlines_ ABSL_GUARDED_BY(mu_);
 
   // Records the file call's deadline; for a stalled session, waits for it (see Stall).
   absl::Status HoldIfStalled(const SandboxRef& ref, absl::Time deadline) {

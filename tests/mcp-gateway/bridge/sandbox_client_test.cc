@@ -471,7 +471,7 @@ TEST_F(SandboxClientTest, PlacementSkipsFullNotServingAndSilentEndpoints) {
 TEST_F(SandboxClientTest, ListOwnedLeavesOutAnEndpointThatRefusesAtOnce) {
   const std::string gone = "unix:/tmp/gw-sandbox-client-" + std::to_string(getpid()) + "-gone.sock";
   SandboxClient client({"unix:" + socket_, gone});
-  Sandboxes::Owned owned = client.ListOwned("owner", nullptr);
+  Sandboxes::Owned owned = client.ListOwned("owner", absl::InfiniteFuture(), nullptr);
   EXPECT_FALSE(owned.complete);
   EXPECT_THAT(owned.missing, ::testing::Contains(::testing::StartsWith(gone + ": UNAVAILABLE")))
       << ::testing::PrintToString(owned.missing);
@@ -551,6 +551,22 @@ TEST_F(SandboxClientTest, ACreateOnAnEndpointCutOffSinceItsLastAnswerGoesElsewhe
   EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "the create waited for its own deadline";
   for (int i = 0; i < 3000 && other.service.saw_cancel.load() < 1; ++i) usleep(1000);
   EXPECT_GE(other.service.saw_cancel.load(), 1) << "its create was not given up";
+}
+
+// Every endpoint behind a slow link (GetInfo slower than its half second): the last
+// candidate's create is waited for, not given up, so a new sandbox is still made.
+TEST_F(SandboxClientTest, BehindSlowLinksTheLastCandidateIsWaitedFor) {
+  ExtraSandboxd other("b");
+  ASSERT_NE(other.server, nullptr);
+  service_.set_info(0, 64, 1);
+  other.service.set_info(0, 64, 1);
+  for (RecordingSandboxd* s : {&service_, &other.service}) {
+    s->info_delay_ms = 700;
+    s->create_delay_ms = 800;
+  }
+  SandboxClient client({"unix:" + socket_, other.endpoint()});
+  absl::StatusOr<SandboxRef> ref = client.CreateSession("owner", "label", {}, {}, "python", "");
+  EXPECT_TRUE(ref.ok()) << ref.status();
 }
 
 }  // namespace

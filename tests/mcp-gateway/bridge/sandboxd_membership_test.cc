@@ -168,7 +168,7 @@ TEST(MembershipTest, AListingDoesNotWakeAnIdleAddressGoneFromDns) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ASSERT_FALSE(f.client->EndpointInUse(*gone)) << "b's channel never went idle";
-  Sandboxes::Owned owned = f.client->ListOwned("owner", nullptr);
+  Sandboxes::Owned owned = f.client->ListOwned("owner", absl::InfiniteFuture(), nullptr);
   EXPECT_TRUE(owned.complete);
   EXPECT_EQ(a.service.listed, 1);
   EXPECT_EQ(b.service.listed, 0);
