@@ -84,8 +84,8 @@ describe("capacity is shared fairly among credentials", () => {
 // as asked for, of `kind`, with 4,000-byte paths under the listed directory (within
 // sandboxd's path cap, far beyond any real name).
 const HOSTILE_LISTER = (kind) => `
-import sys
-files = sys.modules["sandbox_runner.files"]
+import importlib
+files = importlib.import_module("sandbox_runner.files")  # loaded with the first file frame
 def hostile_list(self, conn, frame):
     base = frame["path"].rstrip("/")
     entries = [{"path": (base + "/" + str(i) + "-").ljust(4000, "d"), "type": "${kind}",

@@ -83,6 +83,11 @@ grpc::Status Upload(sandbox::v1::SandboxService::Stub& stub, grpc::ClientContext
 // A session whose file handling is stalled (checked: a listing cannot finish).
 std::string StalledSession(sandbox::v1::SandboxService::Stub& stub) {
   std::string session = CreateSession(stub).id();
+  {  // the runner starts its file handling with the first file frame: one listing first
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(std::chrono::milliseconds(10000)));
+    EXPECT_TRUE(List(stub, &ctx, session).ok());
+  }
   sandbox::v1::Finished f = RunCode(stub, session, kStallFiles);
   EXPECT_EQ(f.status(), sandbox::v1::Finished::OK) << f.DebugString();
   grpc::ClientContext ctx;
