@@ -98,6 +98,9 @@ describe("sandboxd on three hosts, two gateway replicas on two more, HAProxy in 
   test("new sandboxes spread over the three hosts, placed by both replicas", async () => {
     const by = [];
     for (let i = 0; i < 3; ++i) {
+      // A replica places on the endpoints' loads it asked for at most 250 ms ago (its load
+      // watch): the other replica's new sandbox counts in its choice after that.
+      if (i > 0) await new Promise((r) => setTimeout(r, 600));
       const s = await newSandbox(`x = ${(i + 1) * 100}`);
       sandboxes.push({ ...s, value: (i + 1) * 100 });
       by.push(s.by);
