@@ -30,10 +30,11 @@ unit_targets=(base_unit_tests catalog_unit_tests sandboxd_runner_unit_tests sand
               gateway_handles_unit_tests gateway_bridge_unit_tests telemetry_unit_tests
               gateway_audit_unit_tests gateway_approvals_unit_tests gateway_adapter_unit_tests
               sandboxd_egress_tests sandboxd_egress_proxy_tests)
-# Unit tests that run gRPC's runtime in-process (SandboxClient alone: the tool-call admission
-# it drives is tested in gateway_bridge_unit_tests): Debian's libgrpc is not built with TSan,
+# Unit tests that run gRPC's runtime in-process (SandboxClient: the tool-call admission it
+# drives is tested in gateway_bridge_unit_tests; sandboxd's CallbackQueueKeeper): Debian's
+# libgrpc is not built with TSan,
 # which then reports gRPC's own hand-offs between its threads. ASan and UBSan only.
-grpc_targets=(gateway_grpc_client_tests)
+grpc_targets=(gateway_grpc_client_tests sandboxd_grpc_unit_tests)
 fuzzers=(runner_frame mcp_message sse upstream_config catalog resource_uri out_listing http_request
          sandbox_handle approval_question egress_policy client_hello)
 
