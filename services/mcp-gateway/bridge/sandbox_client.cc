@@ -287,11 +287,7 @@ Sandboxes::Owned SandboxClient::ListOwned(const std::string& owner, absl::Time d
     if (!cq.Next(&tag, &ok)) break;
     if (!ok) asks[reinterpret_cast<size_t>(tag)]->status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "not sent");
   }
-  cq.Shutdown();
-  void* tag = nullptr;
-  bool ok = false;
-  while (cq.Next(&tag, &ok)) {
-  }
+  ShutdownAndDrain(cq);
   Owned owned;
   for (size_t i = 0; i < n; ++i) {
     if (!asks[i]) continue;

@@ -97,6 +97,10 @@ void ReadLoad(const sandbox::v1::Info& info, const std::string& runtime, Endpoin
 // limit): then the next endpoint is tried, and this one placed after the others for a while.
 bool EndpointAtFault(grpc::StatusCode code);
 
+// Shuts a call-local completion queue down and takes what is left on it, as gRPC requires
+// before the queue is destroyed.
+void ShutdownAndDrain(grpc::CompletionQueue& cq);
+
 // The endpoints in the order a new session tries them: those serving with room, least
 // loaded first (live sessions over max_sessions; then more warm containers ready; then
 // fewer created by us); then those that did not answer (they may be back); then those

@@ -103,11 +103,7 @@ std::vector<std::optional<sandbox::v1::Info>> SandboxClient::InfosOf(const std::
     if (ok && ask.status.ok()) infos[i] = std::move(ask.info);
     endpoints_->Heard(members[i], ask.status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED);
   }
-  cq.Shutdown();
-  void* tag = nullptr;
-  bool ok = false;
-  while (cq.Next(&tag, &ok)) {
-  }
+  ShutdownAndDrain(cq);
   return infos;
 }
 
@@ -138,11 +134,7 @@ grpc::Status SandboxClient::CreateWhileAnswering(size_t i, grpc::ClientContext& 
     }
   }
   if (!info_done) info_ctx.TryCancel();
-  cq.Shutdown();
-  void* tag = nullptr;
-  bool ok = false;
-  while (cq.Next(&tag, &ok)) {
-  }
+  ShutdownAndDrain(cq);
   if (silent && !created.ok()) {
     return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                         absl::StrCat("it did not answer GetInfo within ", kInfoDeadline.count(), " ms"));
@@ -174,6 +166,14 @@ std::optional<std::string> SandboxClient::RuntimeUnavailable(const std::string& 
   }
   if (why.empty()) return std::nullopt;
   return absl::StrJoin(why, "; ");
+}
+
+void ShutdownAndDrain(grpc::CompletionQueue& cq) {
+  cq.Shutdown();
+  void* tag = nullptr;
+  bool ok = false;
+  while (cq.Next(&tag, &ok)) {
+  }
 }
 
 bool EndpointAtFault(grpc::StatusCode code) {
