@@ -46,28 +46,48 @@ LoadWatch::~LoadWatch() {
 std::vector<std::optional<sandbox::v1::Info>> LoadWatch::Infos(const std::vector<size_t>& endpoints) {
   std::vector<std::optional<sandbox::v1::Info>> infos(endpoints.size());
   std::vector<size_t> stale;  // indices into `endpoints`
+  std::vector<size_t> first;  // being asked by another caller for the first time
   {
     codemode::MutexLock lock(&mu_);
     const absl::Time now = absl::Now();
     used_at_ = now;
     stale = TakeAsks(endpoints, /*stale_only=*/true, now);
     for (size_t k = 0; k < endpoints.size(); ++k) {
-      auto it = seen_.find(endpoints[k]);
+      if (std::find(stale.begin(), stale.end(), k) != stale.end()) continue;
+      const Seen& seen = seen_[endpoints[k]];
       // Fresh, or being asked by another caller (its last answer, if any, is the best known).
-      if (it != seen_.end() && it->second.info && std::find(stale.begin(), stale.end(), k) == stale.end()) {
-        infos[k] = WithPlaced(*it->second.info, it->second.placed_since + it->second.placing);
+      if (seen.info) {
+        infos[k] = WithPlaced(*seen.info, seen.placed_since + seen.placing);
+      } else if (seen.asking && seen.at == absl::InfinitePast()) {
+        first.push_back(k);
       }
     }
   }
-  if (stale.empty()) return infos;
   std::vector<size_t> ask;
   for (size_t k : stale) ask.push_back(endpoints[k]);
-  const absl::Time asked_at = absl::Now();
-  std::vector<std::optional<sandbox::v1::Info>> answers = ask_(ask);
-  Record(ask, answers, asked_at);
+  std::vector<std::optional<sandbox::v1::Info>> answers;
+  if (!ask.empty()) {
+    const absl::Time asked_at = absl::Now();
+    answers = ask_(ask);
+    Record(ask, answers, asked_at);
+  }
   codemode::MutexLock lock(&mu_);
   for (size_t j = 0; j < stale.size() && j < answers.size(); ++j) {
     if (answers[j]) infos[stale[j]] = WithPlaced(LoadOf(*answers[j]), seen_[ask[j]].placing);
+  }
+  // An endpoint never answered yet (a host just added) whose first ask is out is waited
+  // for, within that ask's deadline: read as "not answered" it would go behind every
+  // endpoint that answered, however loaded.
+  auto first_asked = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (size_t k : first) {
+      if (seen_[endpoints[k]].asking) return false;
+    }
+    return true;
+  };
+  mu_.Await(absl::Condition(&first_asked));
+  for (size_t k : first) {
+    const Seen& seen = seen_[endpoints[k]];
+    if (seen.info) infos[k] = WithPlaced(*seen.info, seen.placed_since + seen.placing);
   }
   return infos;
 }

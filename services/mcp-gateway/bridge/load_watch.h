@@ -59,9 +59,9 @@ class LoadWatch {
 
   // Each of `endpoints`' last answer younger than max_age (its sessions raised, and its warm
   // pools lowered, by the sandboxes placed there since and the creates out), the others
-  // asked now. The thread
-  // asks the members every `refresh` from now on, until `active` passes without a call; an
-  // endpoint is never asked twice at once.
+  // asked now; an endpoint whose first ask is out already (the thread's) is waited for.
+  // The thread asks the members every `refresh` from now on, until `active` passes without
+  // a call; an endpoint is never asked twice at once.
   std::vector<std::optional<sandbox::v1::Info>> Infos(const std::vector<size_t>& endpoints);
 
   // A create was sent to `endpoint`: counted in its load until PlaceDone, so creates that
@@ -73,7 +73,7 @@ class LoadWatch {
  private:
   struct Seen {
     std::optional<sandbox::v1::Info> info;
-    absl::Time at;
+    absl::Time at = absl::InfinitePast();  // when the last answer was asked for
     uint32_t placed_since = 0;
     bool asking = false;  // an ask is in flight
     uint32_t placing = 0;  // creates out

@@ -3,8 +3,11 @@
 // thread only while creates come.
 #include "bridge/load_watch.h"
 
+#include <algorithm>
 #include <atomic>
+#include <thread>
 
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "base/mutex.h"
 #include "gtest/gtest.h"
@@ -162,6 +165,35 @@ TEST(LoadWatchTest, CreatesOutCountUntilTheyEnd) {
   // An endpoint asked on the path counts its creates out too.
   watch.Placing(4);
   EXPECT_EQ(watch.Infos({4})[0]->sessions(), 6u);
+}
+
+// A host just added is asked by the thread first; a create meanwhile waits for that answer
+// instead of reading the host as "not answered", which would place behind every other.
+TEST(LoadWatchTest, AnEndpointsFirstAskOutIsWaitedFor) {
+  FakeEndpoints fake;
+  fake.Set(0);
+  absl::Notification in_ask, release;
+  LoadWatch::Ask answer = fake.ask();
+  LoadWatch::Ask gated = [&](const std::vector<size_t>& endpoints) {
+    if (std::find(endpoints.begin(), endpoints.end(), 1) != endpoints.end()) {
+      if (!in_ask.HasBeenNotified()) in_ask.Notify();
+      release.WaitForNotification();
+    }
+    return answer(endpoints);
+  };
+  LoadWatch::Options o = Quiet();
+  o.refresh = absl::Milliseconds(5);
+  LoadWatch watch(gated, [] { return std::vector<size_t>{0, 1}; }, o);
+  watch.Infos({0});  // a create: the thread starts asking the members, 1 among them
+  in_ask.WaitForNotification();
+  std::thread answers([&] {
+    absl::SleepFor(absl::Milliseconds(50));  // Infos below is in by then, or returned without 1
+    release.Notify();
+  });
+  std::vector<std::optional<sandbox::v1::Info>> infos = watch.Infos({0, 1});
+  answers.join();
+  ASSERT_TRUE(infos[1]) << "the added endpoint read as not answered while its first ask was out";
+  EXPECT_EQ(infos[1]->sessions(), 0u);
 }
 
 }  // namespace
