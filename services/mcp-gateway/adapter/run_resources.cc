@@ -13,6 +13,9 @@ namespace {
 
 using nlohmann::json;
 
+// A list's _meta key saying which sandboxes' files are missing from it, when some are.
+constexpr const char* kMetaIncomplete = "codemode/incomplete";
+
 // A Resource object (resources/list) of a listed file.
 json ResourceOf(const ListedFile& listed) {
   const OutFile& file = listed.file;
@@ -36,6 +39,7 @@ absl::StatusOr<json> ListResult(const absl::StatusOr<FilePage>& page) {
   for (const ListedFile& listed : page->files) resources.push_back(ResourceOf(listed));
   json result = {{"resources", std::move(resources)}};
   if (!page->next_cursor.empty()) result["nextCursor"] = page->next_cursor;
+  if (!page->incomplete.empty()) result["_meta"] = {{kMetaIncomplete, page->incomplete}};
   return result;
 }
 

@@ -47,6 +47,8 @@ struct OwnedWalk {
   // An endpoint or a walk did not answer: some files may be missing.
   bool complete = true;
   std::vector<std::string> missing;  // the endpoints that did not answer, and why
+  size_t endpoints_missed = 0;       // how many endpoints did not answer
+  size_t not_walked = 0;             // sandboxes not walked in their time, or failing
 };
 
 class OwnedResources {
@@ -56,6 +58,8 @@ class OwnedResources {
 
   // At most this many sandboxes are walked per look (sandboxd caps each owner well below).
   static constexpr size_t kMaxSandboxes = 64;
+  // Sandboxes walked at once by one look.
+  static constexpr size_t kWalkers = 8;
 
   OwnedResources(Sandboxes* sandboxes, SessionBindings* bindings, OwnedScope scope,
                  ResourceOptions options, HandleMinter mint);

@@ -43,6 +43,8 @@ struct ListedFile {
 struct FilePage {
   std::vector<ListedFile> files;
   std::string next_cursor;
+  // Set when some sandboxes could not be listed (stalled, unreachable): what is missing.
+  std::string incomplete;
 };
 
 // A kind of URI the caller can read: one session's files, or any sandbox's by handle.

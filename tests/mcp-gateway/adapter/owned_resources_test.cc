@@ -255,6 +255,32 @@ TEST_F(OwnedResourcesTest, AStalledSandboxHoldsAListOrAReadOnlyUntilItsTimeout) 
   for (size_t i = earlier; i < deadlines.size(); ++i) EXPECT_LE(deadlines[i], now) << "call " << i;
 }
 
+// A credential's sandboxes are walked at once: four stalled ones listed before a healthy
+// one spent the whole list's time one after another, and the healthy one's files were
+// missing from an answer that looked complete. Now they are listed, and the answer says
+// what is missing (without naming sandboxd's addresses).
+TEST_F(OwnedResourcesTest, StalledSandboxesDoNotHideAHealthyOnesFiles) {
+  RunCodeOptions options;
+  options.resources.list_timeout = absl::Milliseconds(400);
+  RunCodeTool tool(&sandboxes_, &upstreams_, options);
+  for (int i = 0; i < 4; ++i) Run(tool, absl::StrCat("out/frozen", i, ".txt=F"), "token a");
+  Run(tool, "out/healthy.txt=H", "token a");
+  for (int i = 0; i < 4; ++i) sandboxes_.Stall(sandboxes_.executions()[i].session_id);
+  ToolCallContext ctx = Context("token a");
+  absl::StatusOr<json> r = tool.resources()->ListOwnedResources("", ctx);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(Names((*r)["resources"]), ::testing::ElementsAre("healthy.txt"));
+  ASSERT_TRUE(r->contains("_meta")) << *r;
+  const std::string note = (*r)["_meta"].value("codemode/incomplete", "");
+  EXPECT_THAT(note, ::testing::HasSubstr("the files of 4 sandbox(es)")) << *r;
+  // Complete lists say nothing.
+  Run(tool, "out/b.txt=B", "token b");
+  ToolCallContext b = Context("token b");
+  absl::StatusOr<json> other = tool.resources()->ListOwnedResources("", b);
+  ASSERT_TRUE(other.ok());
+  EXPECT_FALSE(other->contains("_meta")) << *other;
+}
+
 // Sandboxed code answers its own listings: one that never answers holds its credential's
 // look only until the look's timeout.
 TEST_F(OwnedResourcesTest, AStalledListingDoesNotHoldTheWatch) {
