@@ -22,6 +22,7 @@
 #include "adapter/run_tools.h"
 #include "flag_groups.h"
 #include "observability_flags.h"
+#include "call_limits_flags.h"
 #include "run_flags.h"
 #include "sandboxd_flags.h"
 #include "bridge/sandbox_client.h"
@@ -101,23 +102,6 @@ ABSL_FLAG(uint64_t, max_request_bytes_in_flight, 48 << 20,
           "gets 503 with Retry-After.");
 ABSL_FLAG(uint64_t, max_request_bytes_in_flight_per_credential, 16 << 20,
           "As --max_request_bytes_in_flight, for the connections of one bearer token.");
-ABSL_FLAG(uint32_t, max_calls_in_flight, 256,
-          "tools/call and resources/read being worked on (each on a thread of its own, holding "
-          "its arguments until its response is sent), all sessions together; past it a call "
-          "is answered at once with an error naming this flag.");
-ABSL_FLAG(uint32_t, max_calls_in_flight_per_credential, 64,
-          "As --max_calls_in_flight, for the sessions of one bearer token (stdio: the one client).");
-ABSL_FLAG(uint64_t, max_call_bytes_in_flight, 64 << 20,
-          "Bytes of arguments held by calls in flight (a run_python waiting for the run ahead "
-          "of it, or one a client left), all sessions together; a call past it is refused.");
-ABSL_FLAG(uint64_t, max_call_bytes_in_flight_per_credential, 16 << 20,
-          "As --max_call_bytes_in_flight, for the sessions of one bearer token.");
-ABSL_FLAG(uint32_t, max_resource_reads_in_flight, 4,
-          "resources/read being worked on at once, all sessions together: each holds a file of "
-          "up to --max_resource_bytes several times over (bytes, base64, JSON) until its "
-          "response is queued; past it a read is refused with an error naming this flag.");
-ABSL_FLAG(uint32_t, max_resource_reads_in_flight_per_credential, 2,
-          "As --max_resource_reads_in_flight, for the sessions of one bearer token.");
 ABSL_FLAG(uint64_t, max_pending_write_bytes, 96 << 20,
           "Bytes of HTTP responses queued for clients that have not read them yet, all "
           "connections together; the connection whose write passes it is closed.");
@@ -451,19 +435,6 @@ absl::StatusOr<gateway::UpstreamOptions> UpstreamOptionsFromFlags(
         kUpstreamEnvelopeBytes, " bytes"));
   }
   return options;
-}
-
-// Work in flight after dispatch, per credential and overall (server/call_limits.h).
-std::shared_ptr<gateway::CallLimits> CallLimitsFromFlags(
-    std::shared_ptr<codemode::BufferCeiling> ceiling) {
-  gateway::CallLimits::Options o;
-  o.max_calls = absl::GetFlag(FLAGS_max_calls_in_flight);
-  o.max_calls_per_credential = absl::GetFlag(FLAGS_max_calls_in_flight_per_credential);
-  o.max_bytes = absl::GetFlag(FLAGS_max_call_bytes_in_flight);
-  o.max_bytes_per_credential = absl::GetFlag(FLAGS_max_call_bytes_in_flight_per_credential);
-  o.max_reads = absl::GetFlag(FLAGS_max_resource_reads_in_flight);
-  o.max_reads_per_credential = absl::GetFlag(FLAGS_max_resource_reads_in_flight_per_credential);
-  return std::make_shared<gateway::CallLimits>(o, std::move(ceiling));
 }
 
 gateway::ServerOptions ServerOptionsFromFlags(std::shared_ptr<codemode::BufferCeiling> ceiling) {

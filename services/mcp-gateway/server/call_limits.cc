@@ -27,6 +27,7 @@ CallLimits::CallLimits(Options options, std::shared_ptr<codemode::BufferCeiling>
       reads_per_credential_("max_resource_reads_in_flight_per_credential",
                             options.max_reads_per_credential, {reads_},
                             codemode::CountReserve(reads_, options.max_reads_per_credential)),
+      read_turns_(std::make_unique<ReadTurns>(reads_, options.read_turn_hold)),
       bytes_(Overall("max_call_bytes_in_flight", options.max_bytes, codemode::AllOf(ceiling_))),
       bytes_per_credential_("max_call_bytes_in_flight_per_credential",
                             options.max_bytes_per_credential, {bytes_},
@@ -64,21 +65,35 @@ absl::StatusOr<CallLimits::Ticket> CallLimits::Acquire(const std::string& creden
       read ? reads_per_credential_.Of(credential) : nullptr;
   std::shared_ptr<codemode::ByteBudget> budget =
       bytes_per_credential_.Of(credential, codemode::SharesOf(ceiling_, credential));
+  ReadTurns::Turn turn;
   if ((full = calls->Charge(1)) == nullptr) {
     ticket.calls_ = calls;
-    if (reads && (full = reads->Charge(1)) == nullptr) ticket.reads_ = reads;
+    if (reads) {
+      turn = read_turns_->Take(credential, *reads, absl::Now());
+      if ((full = turn.full) == nullptr) ticket.reads_ = reads;
+    }
   }
-  if (full == nullptr && (full = budget->Charge(kCopies * bytes)) == nullptr) {
+  const bool counted = full == nullptr;  // a refusal past here is for the bytes
+  if (counted && (full = budget->Charge(kCopies * bytes)) == nullptr) {
     ticket.bytes_budget_ = budget;
     ticket.bytes_ = kCopies * bytes;
   }
-  if (full != nullptr) {  // the ticket releases what was charged
+  if (full == nullptr) return ticket;
+  // Refused; the ticket releases what was charged.
+  const char* what = read ? "a resources/read or resources/list" : "a call";
+  if (turn.place > 0) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "too much work in flight: ", read ? "a resources/read or resources/list" : "a call", " holding ", bytes,
-        " bytes (charged ", kCopies, " times for its copies) would pass ", full->Describe(),
-        "; retry when a call finishes"));
+        "too much work in flight: every resources/read slot is taken (", full->Describe(), "); this token is ",
+        turn.place, " of ", turn.line, " in line for the next: ask again within ",
+        absl::FormatDuration(read_turns_->hold()), " to keep its place (--resource_read_turn_hold)"));
   }
-  return ticket;
+  if (counted) {
+    return absl::ResourceExhaustedError(absl::StrCat("too much work in flight: ", what, " holding ", bytes,
+                                                     " bytes (charged ", kCopies, " times for its copies) would pass ",
+                                                     full->Describe(), "; retry when a call finishes"));
+  }
+  return absl::ResourceExhaustedError(
+      absl::StrCat("too much work in flight: ", what, " would pass ", full->Describe(), "; retry when one finishes"));
 }
 
 std::shared_ptr<CallLimits> CallLimits::OverallOnly() const {

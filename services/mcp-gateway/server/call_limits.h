@@ -19,8 +19,10 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "base/byte_budget.h"
 #include "nlohmann/json.hpp"
+#include "server/read_turns.h"
 
 namespace gateway {
 
@@ -38,6 +40,7 @@ class CallLimits {
     uint64_t max_bytes_per_credential = 16 << 20; // --max_call_bytes_in_flight_per_credential
     uint32_t max_reads = 4;                       // --max_resource_reads_in_flight
     uint32_t max_reads_per_credential = 2;        // --max_resource_reads_in_flight_per_credential
+    absl::Duration read_turn_hold = absl::Seconds(2);  // --resource_read_turn_hold (ReadTurns)
   };
 
   // What one call holds; released when destroyed (movable, not copyable).
@@ -68,7 +71,8 @@ class CallLimits {
   std::shared_ptr<CallLimits> OverallOnly() const;
 
   // Counts one call of `credential` (a resources/read when `read`) holding `bytes`, or
-  // RESOURCE_EXHAUSTED with a message naming the flag whose bound it would pass.
+  // RESOURCE_EXHAUSTED with a message naming the flag whose bound it would pass (or, for a
+  // read, the credential's place in line for the next slot: ReadTurns).
   absl::StatusOr<Ticket> Acquire(const std::string& credential, bool read, uint64_t bytes);
 
   // Counts, for tests and logs.
@@ -90,6 +94,7 @@ class CallLimits {
   codemode::ByteBudgets calls_per_credential_;
   const std::shared_ptr<codemode::ByteBudget> reads_;
   codemode::ByteBudgets reads_per_credential_;
+  std::unique_ptr<ReadTurns> read_turns_;  // the order reads_ is handed out in
   const std::shared_ptr<codemode::ByteBudget> bytes_;  // draws on the ceiling's all()
   codemode::ByteBudgets bytes_per_credential_;         // each draws on bytes_ and a share
 };

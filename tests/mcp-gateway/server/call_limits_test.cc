@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "server/call_limits.h"
 #include "server/mcp_session.h"
 #include "mcp_test_fakes.h"
@@ -149,6 +150,50 @@ TEST(CallLimitsTest, TwoCredentialsLeaveASlotForAThird) {
   for (int i = 0; i < 6; ++i) held.push_back(*limits->Acquire("b", false, 1));
   EXPECT_FALSE(limits->Acquire("b", false, 1).ok());
   EXPECT_TRUE(limits->Acquire("c", false, 1).ok());
+}
+
+// Three credentials holding every read slot and asking again the moment one ends kept a
+// fourth, asking every 200 ms, from reading for 16 s. A credential refused while holding no
+// read waits in line, and a freed slot goes to the line first.
+TEST(CallLimitsTest, AFreedReadSlotGoesToTheCredentialWaitingInLine) {
+  CallLimits::Options o;
+  o.read_turn_hold = absl::Hours(1);
+  auto limits = std::make_shared<CallLimits>(o);  // 4 reads, 2 per credential
+  std::vector<CallLimits::Ticket> a;
+  a.push_back(*limits->Acquire("a", true, 1));
+  a.push_back(*limits->Acquire("a", true, 1));
+  CallLimits::Ticket b = *limits->Acquire("b", true, 1);
+  CallLimits::Ticket c = *limits->Acquire("c", true, 1);
+  absl::StatusOr<CallLimits::Ticket> refused = limits->Acquire("d", true, 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("this token is 1 of 1 in line"), std::string::npos) << refused.status();
+  EXPECT_NE(refused.status().message().find("--max_resource_reads_in_flight=4"), std::string::npos);
+  refused = limits->Acquire("b", true, 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message().find("in line"), std::string::npos) << "b holds a read: " << refused.status();
+  c.Release();
+  refused = limits->Acquire("c", true, 1);
+  ASSERT_FALSE(refused.ok()) << "c took the slot it freed while d waited";
+  EXPECT_NE(refused.status().message().find("this token is 2 of 2 in line"), std::string::npos) << refused.status();
+  CallLimits::Ticket d = *limits->Acquire("d", true, 1);
+  EXPECT_EQ(limits->Total().reads, 4u);
+  b.Release();
+  EXPECT_FALSE(limits->Acquire("a", true, 1).ok()) << "a holds its two";
+  EXPECT_TRUE(limits->Acquire("c", true, 1).ok()) << "c, next in line";
+}
+
+// A place in line is kept by asking again within the hold; a credential that stopped asking
+// does not keep a freed slot idle.
+TEST(CallLimitsTest, APlaceInLineLapsesWithoutAsking) {
+  CallLimits::Options o;
+  o.read_turn_hold = absl::Milliseconds(1);
+  auto limits = std::make_shared<CallLimits>(o);
+  std::vector<CallLimits::Ticket> held;
+  for (const char* who : {"a", "a", "b", "c"}) held.push_back(*limits->Acquire(who, true, 1));
+  EXPECT_FALSE(limits->Acquire("d", true, 1).ok());
+  held.pop_back();  // c's
+  absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_TRUE(limits->Acquire("e", true, 1).ok()) << "d's place outlived --resource_read_turn_hold";
 }
 
 TEST(CallLimitsTest, BytesKeepAReserveForCredentialsHoldingNothing) {

@@ -1,0 +1,12 @@
+// The flags of work in flight after dispatch, per credential and overall (calls, their
+// argument bytes, resources/read and its turns): defined in call_limits_flags.cc, read
+// once by main().
+#pragma once
+
+#include <memory>
+
+#include "base/byte_budget.h"
+#include "server/call_limits.h"
+
+// CallLimits from the flags; its bytes draw on `ceiling` (--max_buffered_bytes).
+std::shared_ptr<gateway::CallLimits> CallLimitsFromFlags(std::shared_ptr<codemode::BufferCeiling> ceiling);
