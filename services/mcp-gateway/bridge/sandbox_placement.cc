@@ -91,7 +91,7 @@ std::vector<std::optional<sandbox::v1::Info>> SandboxClient::InfosOf(const std::
     asks[i] = std::make_unique<Ask>();
     Ask& ask = *asks[i];
     endpoints_->Prepare(ask.ctx, members[i], std::chrono::system_clock::now() + kInfoDeadline);
-    endpoints_->StubNow(members[i]).AsyncGetInfo(&ask.ctx, request, &cq)->Finish(&ask.info, &ask.status, reinterpret_cast<void*>(i));
+    endpoints_->InfoStub(members[i]).AsyncGetInfo(&ask.ctx, request, &cq)->Finish(&ask.info, &ask.status, reinterpret_cast<void*>(i));
     ++asked;
   }
   for (size_t k = 0; k < asked; ++k) {

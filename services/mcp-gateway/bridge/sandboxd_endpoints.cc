@@ -15,7 +15,7 @@ constexpr std::chrono::milliseconds kKeepaliveTime{10000};
 constexpr std::chrono::milliseconds kKeepaliveTimeout{5000};
 
 std::shared_ptr<grpc::Channel> Dial(const std::string& endpoint, const SandboxdTls& tls,
-                                   std::chrono::milliseconds idle_timeout) {
+                                   std::chrono::milliseconds idle_timeout, int max_receive) {
   grpc::ChannelArguments args;
   // A channel without calls for idle_timeout goes idle: it drops its connection and stops
   // reconnecting and pinging until the next call. An endpoint that left DNS, or went away,
@@ -35,7 +35,7 @@ std::shared_ptr<grpc::Channel> Dial(const std::string& endpoint, const SandboxdT
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeout.count());
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  args.SetMaxReceiveMessageSize(64 << 20);
+  args.SetMaxReceiveMessageSize(max_receive);
   args.SetMaxSendMessageSize(64 << 20);
   // A TCP peer proves who it is before the token or any code goes to it: TLS always
   // (with no CA given, the system's trust store decides; CheckEndpoints refuses that
@@ -67,8 +67,9 @@ size_t SandboxdEndpoints::Add(const std::string& name) {
   auto e = std::make_unique<Endpoint>();
   e->name = name;
   e->tcp = !IsUnixEndpoint(name);
-  e->channel = Dial(name, tls_, idle_timeout_);
+  e->channel = Dial(name, tls_, idle_timeout_, kMaxInfoBytes);
   e->stub = sandbox::v1::SandboxService::NewStub(e->channel);
+  e->info_stub = sandbox::v1::SandboxService::NewStub(Dial(name, tls_, idle_timeout_, kMaxInfoBytes));
   endpoints_.push_back(std::move(e));
   return endpoints_.size() - 1;
 }
@@ -105,6 +106,8 @@ sandbox::v1::SandboxService::Stub& SandboxdEndpoints::Stub(size_t i) {
 }
 
 sandbox::v1::SandboxService::Stub& SandboxdEndpoints::StubNow(size_t i) { return *At(i).stub; }
+
+sandbox::v1::SandboxService::Stub& SandboxdEndpoints::InfoStub(size_t i) { return *At(i).info_stub; }
 
 std::shared_ptr<grpc::Channel> SandboxdEndpoints::channel(size_t i) const { return At(i).channel; }
 

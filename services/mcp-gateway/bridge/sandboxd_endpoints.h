@@ -24,6 +24,12 @@ class SandboxdEndpoints {
   // A channel with no call for `idle_timeout` goes idle (no connection, no reconnects,
   // no pings) until its next call.
   static constexpr std::chrono::milliseconds kIdleTimeout{60000};
+  // The largest answer taken from an endpoint (a file's chunk, a run's output) ...
+  static constexpr int kMaxReceiveBytes = 64 << 20;
+  // ... and from its GetInfo, which placement asks every 250 ms while sandboxes are made
+  // (a real one is under 1 KiB): a larger one fails there, and the endpoint reads as
+  // not answering, instead of the gateway taking and parsing megabytes four times a second.
+  static constexpr int kMaxInfoBytes = 1 << 20;
   SandboxdEndpoints(const SandboxdTls& tls, std::string tcp_token,
                     std::chrono::milliseconds idle_timeout = kIdleTimeout);
 
@@ -40,6 +46,8 @@ class SandboxdEndpoints {
   std::shared_ptr<grpc::Channel> channel(size_t i) const;
   // Endpoint i's stub as it is (for calls that wait on their own, or must not).
   sandbox::v1::SandboxService::Stub& StubNow(size_t i);
+  // Endpoint i's stub for GetInfo: a channel of its own, taking at most kMaxInfoBytes.
+  sandbox::v1::SandboxService::Stub& InfoStub(size_t i);
   // A context for a call to endpoint `i`: its deadline, and the token for a TCP endpoint.
   void Prepare(grpc::ClientContext& ctx, size_t i, std::chrono::system_clock::time_point deadline) const;
 
@@ -60,6 +68,7 @@ class SandboxdEndpoints {
     bool tcp = false;
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<sandbox::v1::SandboxService::Stub> stub;
+    std::unique_ptr<sandbox::v1::SandboxService::Stub> info_stub;  // InfoStub
     int created = 0;
     absl::Time failed_at = absl::InfinitePast();
     absl::Time silent_at = absl::InfinitePast();

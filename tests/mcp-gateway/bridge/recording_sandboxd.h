@@ -51,6 +51,8 @@ class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
     info_->set_pool_ready(pool_ready);
     info_->set_serving(serving);
   }
+  // A note in GetInfo's answer (set_info first): a large one makes an oversized answer.
+  void add_note(const std::string& note) { info_->add_notes(note); }
   // GetInfo's egress policies (set_info first).
   void set_egress(const std::string& egress_default, const std::string& egress_max) {
     info_->set_egress_default(egress_default);

@@ -83,6 +83,19 @@ TEST_F(SandboxClientTest, InfosAreEachEndpointsGetInfo) {
   EXPECT_FALSE(infos[1].second.has_value()) << "no sandboxd there";
 }
 
+// Placement asks GetInfo every 250 ms while sandboxes are made: an endpoint answering with
+// megabytes (60 MiB took the gateway from 22 to 187 MB) reads as not answering, and its
+// other calls are not limited by that.
+TEST_F(SandboxClientTest, AnOversizedInfoReadsAsNotAnswered) {
+  SandboxClient client({"unix:" + socket_});
+  service_.set_info(0, 64, 1);
+  service_.add_note(std::string(SandboxdEndpoints::kMaxInfoBytes, 'x'));
+  std::vector<std::pair<std::string, std::optional<sandbox::v1::Info>>> infos = client.Infos();
+  ASSERT_EQ(infos.size(), 1u);
+  EXPECT_FALSE(infos[0].second.has_value()) << "an Info past kMaxInfoBytes was taken";
+  EXPECT_TRUE(client.CreateSession("owner", "label", {}, {}, "python", "").ok());
+}
+
 // StartExecution says the code's language (ExecuteHandlers::runtime): sandboxd's backstop.
 TEST_F(SandboxClientTest, AnExecutionSaysTheLanguageOfItsCode) {
   SandboxClient client({"unix:" + socket_});
