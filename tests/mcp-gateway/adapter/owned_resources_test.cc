@@ -255,10 +255,9 @@ TEST_F(OwnedResourcesTest, AStalledSandboxHoldsAListOrAReadOnlyUntilItsTimeout) 
   for (size_t i = earlier; i < deadlines.size(); ++i) EXPECT_LE(deadlines[i], now) << "call " << i;
 }
 
-// A credential's sandboxes are walked at once: four stalled ones listed before a healthy
-// one spent the whole list's time one after another, and the healthy one's files were
-// missing from an answer that looked complete. Now they are listed, and the answer says
-// what is missing (without naming sandboxd's addresses).
+// A credential's sandboxes are walked at once, so stalled ones listed before a healthy one
+// cannot spend the whole list's time and hide its files; and the answer says what is
+// missing (without naming sandboxd's addresses).
 TEST_F(OwnedResourcesTest, StalledSandboxesDoNotHideAHealthyOnesFiles) {
   RunCodeOptions options;
   options.resources.list_timeout = absl::Milliseconds(400);

@@ -84,8 +84,8 @@ TEST_F(SandboxClientTest, InfosAreEachEndpointsGetInfo) {
 }
 
 // Placement asks GetInfo every 250 ms while sandboxes are made: an endpoint answering with
-// megabytes (60 MiB took the gateway from 22 to 187 MB) reads as not answering, and its
-// other calls are not limited by that.
+// megabytes reads as not answering rather than making the gateway take and parse them, and
+// its other calls are not limited by that.
 TEST_F(SandboxClientTest, AnOversizedInfoReadsAsNotAnswered) {
   SandboxClient client({"unix:" + socket_});
   service_.set_info(0, 64, 1);

@@ -152,9 +152,9 @@ TEST(CallLimitsTest, TwoCredentialsLeaveASlotForAThird) {
   EXPECT_TRUE(limits->Acquire("c", false, 1).ok());
 }
 
-// Three credentials holding every read slot and asking again the moment one ends kept a
-// fourth, asking every 200 ms, from reading for 16 s. A credential refused while holding no
-// read waits in line, and a freed slot goes to the line first.
+// Credentials holding every read slot and asking again the moment one ends would keep a
+// fourth, asking politely, from reading for as long as they like: a credential refused
+// while holding no read waits in line, and a freed slot goes to the line first.
 TEST(CallLimitsTest, AFreedReadSlotGoesToTheCredentialWaitingInLine) {
   CallLimits::Options o;
   o.read_turn_hold = absl::Hours(1);
