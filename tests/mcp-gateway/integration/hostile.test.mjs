@@ -234,7 +234,7 @@ describe("hostile input to the gateway", () => {
     // Each call is charged 4 times its arguments and 4 times its result for their copies:
     // the credential's 64 MiB of tool-call bytes hold a few of these at once, how many
     // depends on how soon answers are taken. Some are answered, the rest refused. (A stdio
-    // answer is also charged to the caller's share while it is read, attack round 9 F16.)
+    // answer is also charged to the caller's share while it is read.)
     assert.ok(answered >= 1, text(r));
     await client.close();
     assert.equal(gateway.proc.exitCode, null, gateway.log);

@@ -421,9 +421,9 @@ TEST_F(HttpFrontTest, AClientThatDoesNotReadItsStreamIsDropped) {
   EXPECT_EQ(head.rfind("HTTP/1.1 200 ", 0), 0u) << head;
 }
 
-// Attack round 9, F14: when others' bytes fill the budgets (here: a write budget of 1
-// byte), a connection with little queued still gets its small answers, from the overdraft,
-// where the connection that wrote next was closed before any answer.
+// When others' bytes fill the budgets (here: a write budget of 1 byte), a connection with
+// little queued still gets its small answers, from the overdraft, rather than being closed
+// before any answer.
 TEST_F(HttpFrontTest, ARefusedWriteOfAConnectionHoldingLittleIsOverdrawn) {
   HttpServerOptions options;
   options.bearer_tokens = {"0123456789abcdef0123", "abcdef0123456789abcd"};

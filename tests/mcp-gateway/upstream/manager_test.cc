@@ -138,8 +138,8 @@ TEST(UpstreamManagerTest, AToolListIsAskedAgainWhenItsTtlRunsOut) {
   EXPECT_EQ(testing::CountEvents(without, "tools-list"), 1);
 }
 
-// Attack round 15, N1: a server's name and instructions were kept whole, however large,
-// and copied by every Snapshot(). Now clipped, at a UTF-8 boundary.
+// A server's name and instructions are clipped, at a UTF-8 boundary: kept whole, however
+// large, they would be copied by every Snapshot().
 TEST(UpstreamManagerTest, AHugeServerNameAndInstructionsAreClipped) {
   UpstreamManager manager({testing::StdioConfig("huge", {"--huge-info", "1000000"})}, testing::TestOptions());
   manager.Start();
@@ -151,8 +151,8 @@ TEST(UpstreamManagerTest, AHugeServerNameAndInstructionsAreClipped) {
   EXPECT_EQ(status.server_name, e_acutes);  // 256 bytes
   EXPECT_EQ(status.instructions.size(), 8192u);
   EXPECT_TRUE(codemode::IsValidUtf8(status.instructions));
-  // A tool no sandbox could call (its name is longer than a tool_call frame carries) is
-  // left out at list time; one at the bound is kept (attack round 20, N3).
+  // A tool no sandbox could call (its name is longer than a tool_call frame carries) is left
+  // out at list time; one at the bound is kept.
   int long_names = 0;
   for (const UpstreamTool& t : status.tools) {
     if (t.name.size() > 200) {
