@@ -67,8 +67,8 @@ TEST_F(SessionBindingsTest, NamesPerMcpSessionAreBounded) {
   EXPECT_TRUE(bindings_.FindOrRegister("mcp-1x", "a", "token 0").ok()) << "a key prefix is another session";
 }
 
-// One credential opening many MCP sessions cannot hold more sandboxes than its cap (it
-// used to be 8 per MCP session times 64 MCP sessions: every slot of sandboxd).
+// One credential opening many MCP sessions cannot hold more sandboxes than its cap (a cap
+// of 8 per MCP session alone, times 64 MCP sessions, would be every slot of sandboxd).
 TEST(SessionBindingsCapTest, SandboxesAreCappedPerCredentialAcrossItsMcpSessions) {
   FakeSandboxes sandboxes;
   SessionBindings bindings(&sandboxes, /*max_per_mcp_session=*/8, /*max_per_credential=*/4);

@@ -253,8 +253,8 @@ describe("an upstream's answers against the gateway", () => {
     const servers = { huge: { type: "http", url: upstream.url } };
     for (const name of ["s1", "s2", "s3"]) servers[name] = { command: "python3", args: [script, "stall-line"] };
     const g = await startGateway([], { servers });
-    // Two lines fit below the last eighth; the third is refused (before the fix all three
-    // were held, and nothing was refused).
+    // Two lines fit below the last eighth; the third is refused (without the last eighth
+    // kept, all three would be held and nothing refused).
     await waitFor(() => /a message dropped: the gateway is receiving too many bytes/.test(g.log),
       "a stalled upstream's line to be refused");
     const client = await g.client("stalled-lines");

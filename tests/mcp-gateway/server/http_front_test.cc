@@ -348,7 +348,7 @@ TEST_F(HttpFrontTest, ConnectionsWithoutATokenCannotKeepATokenHolderOut) {
 
 // Accepting a connection asks the kernel nothing: the user behind a loopback client (a
 // sock_diag query) is looked up only when the pre-auth cap makes an eviction choose, and
-// once per connection. Every accept used to make the query.
+// once per connection, not at every accept.
 TEST_F(HttpFrontTest, ThePeersUserIsAskedOnlyWhenAnEvictionMustChoose) {
   HttpServerOptions options;
   options.bearer_tokens = {"0123456789abcdef0123"};

@@ -246,10 +246,10 @@ TEST_F(HttpUpstreamTest, AStreamThatCannotBeResumedFailsTheCallWithTheReason) {
       << r.status();
 }
 
-// A hostile upstream answers every GET with `retry: 0` and ends the stream at once. The
-// client used to honour 0 ms: ~3,000 GETs a second for as long as it was configured. Now
-// the delay has a floor (StreamRetryPolicy::min, 250 ms) and doubles while streams keep
-// ending at once (jitter keeps at least half of it), so the k-th reopening comes at least
+// A hostile upstream answers every GET with `retry: 0` and ends the stream at once.
+// Honouring 0 ms would mean ~3,000 GETs a second for as long as it is configured, so the
+// delay has a floor (StreamRetryPolicy::min, 250 ms) and doubles while streams keep ending
+// at once (jitter keeps at least half of it): the k-th reopening comes at least
 // 250 ms * 2^(k-1) after the first GET. Counted on the server's clock, whatever our speed.
 TEST_F(HttpUpstreamTest, AGetStreamEndingAtOnceWithRetryZeroIsReopenedWithBackoff) {
   Connect({"--get-retry-ms", "0"});

@@ -90,9 +90,9 @@ TEST(UpstreamManagerTest, CatalogVersionAndListenerFollowConnects) {
   EXPECT_GE(manager.catalog_version(), start + 2);
 }
 
-// An upstream that sends tools/list_changed every millisecond, and a new tool list at
-// every tools/list. Each refresh used to notify the listener (main.cc broadcasts that to
-// every MCP session) as fast as the upstream answered; now one refresh runs per
+// An upstream that sends tools/list_changed every millisecond, and a new tool list at every
+// tools/list. Notifying the listener (main.cc broadcasts that to every MCP session) at every
+// refresh would go as fast as the upstream answers; one refresh runs per
 // min_tools_refresh_interval at most, and each notifies once.
 TEST(UpstreamManagerTest, AListChangedFloodIsCoalesced) {
   auto options = testing::TestOptions();
