@@ -108,9 +108,9 @@ TEST(ByteBudgetTest, AReserveIsKeptForChildrenBelowTheirFairShare) {
   EXPECT_EQ(FairReserve(all, 800).in, nullptr);
 }
 
-// Attack round 9, F14: two credentials flooding large results, each inside its share (64 of
-// 128), fill the ceiling down to its reserve (the last eighth); a third credential's 3 MiB
-// result (charged 4 times) must still fit in the reserve, the flooders' next ones not.
+// Two credentials flooding large results, each inside its share (64 of 128), fill the
+// ceiling down to its reserve (the last eighth); a third credential's 3 MiB result (charged
+// 4 times) must still fit in the reserve, the flooders' next ones not.
 TEST(ByteBudgetTest, TwoFloodersLeaveTheReserveToANewcomersLargeCharges) {
   auto all = std::make_shared<ByteBudget>("max_buffered_bytes", 128);
   ByteBudgets shares("max_buffered_bytes_per_credential", 64, {all}, FairReserve(all, 64));

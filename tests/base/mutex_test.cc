@@ -81,8 +81,8 @@ TEST(MutexTest, AwaitReturnsOnlyWhileTheConditionHolds) {
   flipper.join();
 }
 
-// Attack round 12: now + ToChrono(inf) wrapped into the past, so a wait a flag set to
-// "inf" (or to 3,000,000 h) ended at once instead of never.
+// A deadline of now + ToChrono(inf) must not wrap into the past: a wait a flag sets to
+// "inf" (or to 3,000,000 h) never ends, rather than ending at once.
 TEST(SteadyDeadlineTest, HugeAndInfiniteWaitsDoNotWrapIntoThePast) {
   const auto now = std::chrono::steady_clock::now();
   const auto in_300_days = now + std::chrono::hours(24 * 300);

@@ -460,7 +460,7 @@ TEST(CatalogTest, CopiesAreIndependent) {
 }
 
 // A name longer than a runner's tool_call frame carries would make the session that calls
-// it lost (attack round 20, N3): such catalogs are refused, at exactly the bound.
+// it lost: such catalogs are refused, at exactly the bound.
 TEST(CatalogTest, NamesLongerThanAToolCallCarriesAreRefused) {
   auto catalog = [](const std::string& server, const std::string& tool) {
     sandbox::v1::Catalog p;

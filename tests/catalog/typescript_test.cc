@@ -248,8 +248,8 @@ TEST(TypeScriptHostileTest, NestingTenThousandDeepIsCutAtTheDepthBound) {
   EXPECT_LT(d.text.size(), 1000u);
 }
 
-// Attack round 22, F6: tag characters (U+E0000-E007F) spell text a model reads and a
-// person does not see; zero-width characters and the soft hyphen hide in words.
+// Tag characters (U+E0000-E007F) spell text a model reads and a person does not see;
+// zero-width characters and the soft hyphen hide in words.
 TEST(TypeScriptHostileTest, InvisibleCharactersAreSpacesInCommentsAndEscapedInStrings) {
   const std::string hidden = "\U000E0049\U000E0047\u200b\u2060\u00ad";  // tag I, tag G, ...
   EXPECT_EQ(JsCommentLine("a" + hidden + "b", 100), "a b");

@@ -57,8 +57,8 @@ TEST(LabelFoldTest, ValuesAreCleanedAndClipped) {
   EXPECT_EQ(fold("plain_name-1.2"), "plain_name-1.2");
   EXPECT_THAT(fold("a\"b\\c\nd\xe2\x80\xae" "e"), ::testing::StartsWith("a\"b\\c_d___e~"));
   EXPECT_EQ(fold(std::string(500, 'x')).size(), LabelFold::kMaxValueBytes);
-  // Attack round 19, F2: long names that differ after the clip, and names that differ only
-  // in the bytes replaced, keep apart.
+  // Long names that differ after the clip, and names that differ only in the bytes
+  // replaced, keep apart.
   const std::string read = fold(std::string(70, 'a') + "_read"), del = fold(std::string(70, 'a') + "_delete");
   EXPECT_NE(read, del);
   EXPECT_LE(read.size(), LabelFold::kMaxValueBytes);
@@ -101,9 +101,9 @@ TEST(MetricsServerTest, ServesTheRegistryOnMetricsAndNothingElse) {
   EXPECT_THAT(HttpGet((*server)->port(), "/"), Not(HasSubstr("200 OK")));
 }
 
-// Attack round 19, F3: idle connections (any local user's) held the 4 workers for 10 s
-// each, and a scrape waited for them in turn. Half the workers held idle: a scrape is
-// answered while they are still held (none timed out to make room).
+// Idle connections (any local user's) can hold the 4 workers for 10 s each, and a scrape
+// must not wait for them in turn. Half the workers held idle: a scrape is answered while
+// they are still held (none timed out to make room).
 TEST(MetricsServerTest, IdleConnectionsDoNotHoldBackAScrape) {
   auto registry = std::make_shared<prometheus::Registry>();
   AddBuildInfo(*registry, "test", "1");

@@ -184,8 +184,8 @@ void UpstreamManager::Impl::Serve(Upstream* u, const std::shared_ptr<McpClient>&
   auto wake = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return gone() || Of(u).refresh_tools; };
   // A flood of list_changed is coalesced: they only set refresh_tools, one tools/list runs
   // at a time, at most one per min_tools_refresh_interval, and each notifies the MCP
-  // sessions at most once (not at all when the tools did not change). Before, every
-  // refresh was broadcast to every session, as fast as the upstream could answer.
+  // sessions at most once (not at all when the tools did not change). Otherwise every
+  // refresh would be broadcast to every session, as fast as the upstream could answer.
   absl::Time last_refresh = absl::InfinitePast();
   for (;;) {
     // A list given with ttlMs is asked again when that runs out (the stateless revision's

@@ -207,8 +207,8 @@ TEST_F(OwnedResourcesTest, TheWatchFindsChangesMadeElsewhere) {
   EXPECT_EQ(a.changes, 2);
 }
 
-// Attack round 17, F3: an idle listener had every out/ of its credential walked each
-// interval. A sandbox that has not run since the last look is not walked again.
+// An idle listener must not have every out/ of its credential walked each interval: a
+// sandbox that has not run since the last look is not walked again.
 TEST_F(OwnedResourcesTest, ASandboxThatHasNotRunIsNotWalkedAgain) {
   RunCodeOptions options;
   options.resources_poll_interval = absl::ZeroDuration();
@@ -304,8 +304,8 @@ TEST_F(OwnedResourcesTest, AStalledListingDoesNotHoldTheWatch) {
   EXPECT_EQ(a.changes + b.changes, 0);
 }
 
-// Attack round 17, F2: with one thread for every credential, a stalled look of one tenant
-// held every other tenant's acknowledgements and notifications until its timeout.
+// A stalled look of one tenant must not hold every other tenant's acknowledgements and
+// notifications until its timeout, as it would with one thread for every credential.
 TEST_F(OwnedResourcesTest, AStalledLookOfOneCredentialDelaysNoOther) {
   RunCodeOptions options;
   options.resources_poll_interval = absl::ZeroDuration();

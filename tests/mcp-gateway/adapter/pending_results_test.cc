@@ -74,8 +74,8 @@ class PendingResultsTest : public ::testing::Test {
   PendingRunsOptions options_;
 };
 
-// Issue 41, suspected item: a finished run nobody came back for kept its result for up to
-// `keep`, charged to no budget (256 runs of a few MB each).
+// A finished run nobody comes back for keeps its result for up to `keep`: kept results are
+// charged to their credential, or 256 runs of a few MB each would be held on no budget.
 TEST_F(PendingResultsTest, KeptResultsAreChargedToTheirCredentialAndRefusedPastIt) {
   options_.max_kept_bytes_per_credential = 100000;
   options_.keep = absl::Hours(1);

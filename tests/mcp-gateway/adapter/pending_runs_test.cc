@@ -194,7 +194,7 @@ TEST_F(PendingRunsTest, RunsWaitingForAnswersAreBoundedPerCredential) {
   absl::StatusOr<json> c = Call(tool, "github.delete_repo");
   EXPECT_TRUE(absl::IsResourceExhausted(c.status())) << c.status();
   EXPECT_THAT(std::string(c.status().message()), HasSubstr("2 runs of this credential"));
-  // Nothing about other credentials' runs (attack round 18, F3).
+  // Nothing about other credentials' runs.
   EXPECT_THAT(std::string(c.status().message()), ::testing::Not(HasSubstr("in all")));
   EXPECT_TRUE(Call(tool, "github.search", "", json::object(), kBob).ok()) << "another credential is not held";
   EXPECT_EQ(Stdout(Call(tool, "github.delete_repo", (*a)["requestState"], {{"approval-1", Accept("once")}})), "-");
@@ -218,8 +218,8 @@ TEST_F(PendingRunsTest, AnAnswerRacingTheTimeoutGivesOneOutcome) {
   }
 }
 
-// Attack round 18, F1: a question whose asker ended (the execution timed out while its
-// call waited) is withdrawn at once, not held until --approval_timeout.
+// A question whose asker ended (the execution timed out while its call waited) is withdrawn
+// at once, not held until --approval_timeout.
 TEST_F(PendingRunsTest, AQuestionIsWithdrawnWhenWhatAskedEnds) {
   const HandleSealer sealer({HandleSealer::Key{}}, absl::Hours(1));
   PendingRuns runs(&sealer, {});
@@ -276,8 +276,8 @@ TEST_F(PendingRunsTest, TheDestructorJoinsItsWorkersThreadLocalsIncluded) {
   EXPECT_TRUE(gone.load()) << "a worker thread outlived ~PendingRuns";
 }
 
-// Attack round 18, F5: the retry of an older question's state (the answer that carried the
-// newer question was lost) gets the question that waits now, at once.
+// The retry of an older question's state (the answer that carried the newer question was
+// lost) gets the question that waits now, at once.
 TEST_F(PendingRunsTest, AnOlderQuestionsStateGetsTheCurrentQuestion) {
   RunCodeTool tool(&sandboxes_, &upstreams_, options_);
   const std::string code = "github.delete_repo,github.delete_repo";
@@ -291,8 +291,8 @@ TEST_F(PendingRunsTest, AnOlderQuestionsStateGetsTheCurrentQuestion) {
   EXPECT_EQ(Stdout(Call(tool, code, (*again)["requestState"], {{"approval-2", Accept("once")}})), "-|-");
 }
 
-// Attack round 18, F2: of retries racing with different answers, the answer that decides
-// is one from a retry that was not refused.
+// Of retries racing with different answers, the answer that decides is one from a retry
+// that was not refused.
 TEST_F(PendingRunsTest, ARefusedRetryChangesNothing) {
   options_.max_sandboxes_per_credential = 64;
   RunCodeTool tool(&sandboxes_, &upstreams_, options_);

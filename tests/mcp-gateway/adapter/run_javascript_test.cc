@@ -106,8 +106,9 @@ TEST_F(RunJavaScriptTest, ASessionNameBelongsToOneLanguage) {
   EXPECT_EQ(sandboxes_.executions().size(), 1u);
 }
 
-// Attack round 22, F5: run_javascript with session "default" as the first call took
-// run_python's main sandbox, and every plain run_python of that MCP session then failed.
+// A run_javascript call with session "default" as the first call would take
+// run_python's main sandbox, and every plain run_python of that MCP session would then
+// fail: each language's main sandbox names are refused to the other.
 TEST_F(RunJavaScriptTest, TheMainSandboxNamesOfTheOtherLanguageAreRefused) {
   absl::StatusOr<json> r = Call(tool_, "run_javascript", {{"code", "1"}, {"session", "default"}});
   EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();

@@ -169,9 +169,9 @@ TEST_F(RunMetricsTest, ExpositionIsValidTextFormat) {
                         "codemode_gateway_tool_calls_total\\{outcome=\"ok\",server=\"gi\\\\\"t_hub~[0-9a-f]{8}\",tool=\"t___~[0-9a-f]{8}\"\\} 1"));
 }
 
-// Attack round 22, F8: calls the gateway refused before routing them (a cap of the run,
-// the credential or the gateway: ToolCallDispatcher) reached the code as ToolErrors but
-// the run's tool_calls_total, the metrics' outcome and the audit log did not count them.
+// Calls the gateway refuses before routing them (a cap of the run, the credential or the
+// gateway: ToolCallDispatcher) reach the code as ToolErrors, and count in the run's
+// tool_calls_total, the metrics' outcome and the audit log like any other call.
 TEST_F(RunMetricsTest, CallsRefusedByACapCountInTheRunTheMetricsAndTheAudit) {
   upstreams_.SetAnswer([](const FakeUpstreams::Call&) -> absl::StatusOr<json> {
     return json{{"content", json::array()}};
@@ -203,7 +203,7 @@ TEST_F(RunMetricsTest, CallsRefusedByACapCountInTheRunTheMetricsAndTheAudit) {
   EXPECT_EQ(refused, 1u);
 }
 
-// Attack round 20, A3: a run sandboxd refused (its catalog) had no `why` in its line.
+// A run sandboxd refuses (its catalog) has a `why` in its line, bounded and escaped.
 TEST_F(RunMetricsTest, ARefusedRunSaysWhyBoundedAndEscaped) {
   EXPECT_FALSE(Call({{"code", ""}}).ok());  // refused as its arguments are read
   sandboxes_.create_error = absl::InvalidArgumentError(

@@ -94,9 +94,9 @@ TEST_F(RunPythonHandlesTest, AnotherCredentialGetsTheSameErrorAsAForgedHandle) {
   EXPECT_TRUE(stolen["structuredContent"]["sandbox"].is_null());
 }
 
-// Issue 41, item 7: a full sandboxd gives the least recently used idle sandbox of the
-// owner holding the most to a new owner; that owner's next answer says so, also by handle
-// (whose notes otherwise pass on nothing of sandboxd's message, which names the session).
+// A full sandboxd gives the least recently used idle sandbox of the owner holding the most
+// to a new owner; that owner's next answer says so, also by handle (whose notes otherwise
+// pass on nothing of sandboxd's message, which names the session).
 TEST_F(RunPythonHandlesTest, ASandboxReclaimedForAnotherOwnerSaysSo) {
   const std::string h = Handle(Call({{"code", "a = 1"}}));
   sandboxes_.Lose("s1", "reclaimed: for another owner at 2026-11-26T09:00:00Z: the daemon was full (4 sessions "
@@ -128,8 +128,8 @@ TEST_F(RunPythonHandlesTest, AGoneSandboxSaysSoAndRunsInAFreshOneOfTheCallersSes
   EXPECT_TRUE(sandboxes_.live().empty()) << "the fresh sandbox ended with the MCP session it belongs to";
 }
 
-// Attack round 13, F1: each call with a stale handle made a new sandbox outside every
-// gateway cap. Now they count against the caller's MCP session and credential.
+// Each call with a stale handle makes a new sandbox: those count against the caller's MCP
+// session and credential, or stale handles would mint sandboxes outside every gateway cap.
 TEST_F(RunPythonHandlesTest, AStaleHandleCannotMintSandboxesPastTheCaps) {
   RunCodeOptions options;
   options.max_sandboxes_per_credential = 3;
@@ -148,8 +148,8 @@ TEST_F(RunPythonHandlesTest, AStaleHandleCannotMintSandboxesPastTheCaps) {
   EXPECT_LE(sandboxes_.live().size(), 3u);
 }
 
-// Round 13's re-check, N1: the replacement's name was "sandbox-<n>" from a counter, which
-// could be a name the client uses itself: the handle run then landed in that sandbox.
+// A replacement's name never comes from a counter ("sandbox-<n>"), which could be a name
+// the client uses itself: the handle run would then land in that sandbox.
 TEST_F(RunPythonHandlesTest, AReplacementNeverTakesANameTheClientUses) {
   Call({{"code", "mine = 1"}, {"session", "sandbox-1"}}, kAlice, "mcp-1");   // s1
   const std::string h = Handle(Call({{"code", "b"}}, kAlice, "mcp-2"));      // s2
@@ -160,8 +160,7 @@ TEST_F(RunPythonHandlesTest, AReplacementNeverTakesANameTheClientUses) {
               ::testing::StartsWith("s1: d\n"));
 }
 
-// Round 13's re-check, N3: a replacement refused by the caps still returned a handle (of
-// the gone sandbox).
+// A replacement refused by the caps returns no handle, not even the gone sandbox's.
 TEST_F(RunPythonHandlesTest, ARefusedReplacementReturnsNoHandle) {
   RunCodeOptions options;
   options.max_sandboxes_per_credential = 1;
@@ -178,9 +177,9 @@ TEST_F(RunPythonHandlesTest, ARefusedReplacementReturnsNoHandle) {
   EXPECT_THAT(Text(*r), ::testing::Not(HasSubstr("[sandbox]")));
 }
 
-// Attack round 14, F3: sandboxes made without an MCP session escaped
-// --max_sandboxes_per_credential. sandboxd now caps the credential's sandboxes at it (and
-// reclaims the least recently used idle one), for every creation.
+// Sandboxes made without an MCP session may not escape --max_sandboxes_per_credential:
+// sandboxd caps the credential's sandboxes at it (and reclaims the least recently used
+// idle one), for every creation.
 TEST_F(RunPythonHandlesTest, EveryNewSandboxAsksSandboxdForTheCredentialsCap) {
   RunCodeOptions options;
   options.max_sandboxes_per_credential = 3;
@@ -196,9 +195,9 @@ TEST_F(RunPythonHandlesTest, EveryNewSandboxAsksSandboxdForTheCredentialsCap) {
   }
 }
 
-// Round 14's re-check, N1: every stdio gateway process is the credential "stdio" (and every
-// --no_auth client "anonymous"): capped in sandboxd, one process's new sandbox ended
-// another's. Those gateways ask for no cap there.
+// Every stdio gateway process is the credential "stdio" (and every --no_auth client
+// "anonymous"): capped in sandboxd, one process's new sandbox would end another's. Those
+// gateways ask for no cap there.
 TEST_F(RunPythonHandlesTest, AGatewayOfOneSharedCredentialAsksSandboxdForNoCap) {
   RunCodeOptions options;
   options.max_sandboxes_per_credential = 3;
@@ -210,9 +209,9 @@ TEST_F(RunPythonHandlesTest, AGatewayOfOneSharedCredentialAsksSandboxdForNoCap) 
   EXPECT_EQ(sandboxes_.rooms()[0].owner_limit, 0u);
 }
 
-// Attack round 14, F4: a gone handle's replacement made room by ending another of the
-// credential's live sandboxes, whose handle's next run then did the same. A replacement
-// never reclaims; at the limit nothing runs and the result says how to start anew.
+// A gone handle's replacement may not make room by ending another of the credential's live
+// sandboxes, whose handle's next run would then do the same. A replacement never reclaims;
+// at the limit nothing runs and the result says how to start anew.
 TEST_F(RunPythonHandlesTest, AGoneHandlesReplacementNeverEndsAnotherSandbox) {
   const std::string h = Handle(Call({{"code", "a = 1"}}, kAlice, ""));
   sandboxes_.Lose("s1");

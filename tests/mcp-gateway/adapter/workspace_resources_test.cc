@@ -146,8 +146,8 @@ TEST_F(WorkspaceResourcesTest, ACancelledReadCancelsItsDownload) {
 }
 
 // The walk of out/ after a run is the run's work: notifications/cancelled (or the client
-// leaving) during it must stop it. It used to call ListFiles without the run's token, so a
-// cancelled run still walked up to 64 directories through sandboxd.
+// leaving) during it must stop it. It calls ListFiles with the run's token; without it, a
+// cancelled run would still walk up to 64 directories through sandboxd.
 TEST_F(WorkspaceResourcesTest, CancellingARunStopsItsWalkOfOut) {
   std::string code;
   for (int i = 0; i < 10; ++i) absl::StrAppend(&code, "out/d", i, "/f.txt=x;");

@@ -50,8 +50,9 @@ class AuditDirectoryTest : public ::testing::Test {
   std::string dir_, logs_, path_;
 };
 
-// Issue 41, item 5: in a sticky 1777 directory another user made audit.jsonl.1, and
-// rotation stopped; of 150 tool calls that reached the upstream 22 were logged.
+// In a sticky 1777 directory another user can make audit.jsonl.1 and stop rotation, so that
+// most tool calls that reach the upstream go unlogged: a start in a directory others may
+// write is refused.
 TEST_F(AuditDirectoryTest, AStartInADirectoryOthersMayWriteIsRefusedWithTheReason) {
   ASSERT_EQ(chmod(logs_.c_str(), 01777), 0);  // as /tmp is
   auto log = AuditLog::Open({path_});

@@ -123,8 +123,9 @@ TEST_F(AuditLogTest, AFullQueueDropsAndCountsInsteadOfBlocking) {
   EXPECT_EQ((*log)->written(), 0u);
 }
 
-// Attack round 19, F4: once a reopen after a rotation failed, every later line shifted the
-// kept files (deleting the oldest each time) and auditing never resumed.
+// A reopen after a rotation that fails may not make every later line shift the kept files
+// (deleting the oldest each time) with auditing never resuming: a failed reopen touches
+// nothing kept, and auditing resumes.
 TEST_F(AuditLogTest, AFailedReopenTouchesNothingKeptAndAuditingResumes) {
   AuditOptions o{path_};
   o.max_file_bytes = 100;  // every line rotates
@@ -160,9 +161,9 @@ TEST_F(AuditLogTest, AFailedReopenTouchesNothingKeptAndAuditingResumes) {
   EXPECT_EQ(nlohmann::json::parse(line)["n"], 8);
 }
 
-// Attack round 20, F4': a directory at a kept name made the shift renames fail, ignored,
-// and every rotation then replace `.1`: lines counted as written were lost, nothing logged.
-// Now nothing is renamed onto or over it: rotation waits (counted) and no written line is lost.
+// A directory at a kept name makes the shift renames fail; ignored, every rotation would
+// then replace `.1`, losing lines counted as written with nothing logged. Nothing is
+// renamed onto or over it: rotation waits (counted) and no written line is lost.
 TEST_F(AuditLogTest, ADirectoryAtAKeptNameStopsRotationInsteadOfOverwriting) {
   AuditOptions o{path_};
   o.max_file_bytes = 200;
@@ -200,7 +201,7 @@ TEST_F(AuditLogTest, ADirectoryAtAKeptNameStopsRotationInsteadOfOverwriting) {
   EXPECT_TRUE(fs::is_regular_file(path_ + ".3"));
 }
 
-// Attack round 19, F5: a FIFO at the path hung the gateway's start in open().
+// A FIFO at the path is refused, without hanging the gateway's start in open().
 TEST_F(AuditLogTest, AFifoIsRefusedWithoutHanging) {
   ASSERT_EQ(mkfifo(path_.c_str(), 0600), 0);
   auto log = AuditLog::Open({path_});

@@ -82,8 +82,8 @@ class AuditShutdownTest : public ::testing::Test {
   std::shared_ptr<spdlog::logger> previous_;
 };
 
-// Attack round 20, A1: 32 lines dropped were logged as "1 dropped"; no line when the drops
-// stopped, nor at shutdown.
+// Every drop is reported with its number (32 lines dropped are not "1 dropped"), also when
+// the drops stop and at shutdown.
 TEST_F(AuditShutdownTest, EveryDropIsReportedWithItsNumber) {
   AuditOptions o{path_};
   o.max_queued_bytes = 10;  // every line is dropped
@@ -108,8 +108,8 @@ TEST_F(AuditShutdownTest, EveryDropIsReportedWithItsNumber) {
   EXPECT_THAT(log_->Lines().back(), HasSubstr("0 line(s) written, 8 dropped"));
 }
 
-// Attack round 20, A2: with a slow disk the destructor wrote the whole 16 MiB queue, past
-// systemd's stop timeout. Now it stops at drain_timeout and counts the rest as dropped.
+// With a slow disk, writing the whole 16 MiB queue in the destructor would run past
+// systemd's stop timeout: it stops at drain_timeout and counts the rest as dropped.
 TEST_F(AuditShutdownTest, ASlowDiskHoldsShutdownOnlyForTheDrainTimeout) {
   AuditOptions o{path_};
   o.drain_timeout = absl::Milliseconds(300);

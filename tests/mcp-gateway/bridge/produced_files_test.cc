@@ -116,8 +116,8 @@ sandbox::v1::ListFilesResponse HostileListing(const std::string& dir, uint32_t m
 size_t HeapInUse() { return mallinfo2().uordblks; }
 
 // The walk lists at most 64 directories, so it queues no more than it may still list: a
-// sandbox answering every listing with 1,064 directories used to have the walk queue all
-// of them (64 x 1,064 paths; with 4 KiB paths ~300 MiB that stayed).
+// sandbox answering every listing with 1,064 directories would otherwise have the walk
+// queue all of them (64 x 1,064 paths; with 4 KiB paths ~300 MiB that stay).
 TEST_F(ListOutTest, DirectoriesBeyondWhatTheWalkListsAreNeverQueued) {
   size_t base = 0, peak = 0;
   std::vector<std::string> listed;
@@ -136,8 +136,8 @@ TEST_F(ListOutTest, DirectoriesBeyondWhatTheWalkListsAreNeverQueued) {
 }
 
 // Paths longer than max_path_bytes are never kept (nor queued), and the paths one walk
-// keeps stay within max_bytes: 1,000 files of 4 KiB paths used to stay in the binding and
-// in every resources/list.
+// keeps stay within max_bytes: otherwise 1,000 files of 4 KiB paths would stay in the
+// binding and in every resources/list.
 TEST_F(ListOutTest, LongPathsAndManyBytesOfPathsAreNotKept) {
   for (auto type : {sandbox::v1::FILE_TYPE_FILE, sandbox::v1::FILE_TYPE_DIRECTORY}) {
     sandboxes_.list_answer = [type](const std::string& dir, uint32_t max_entries) {

@@ -158,8 +158,9 @@ TEST(ParseRunArgumentsTest, FilesAreTextOrBase64WithinTheLimits) {
               HasSubstr("more than 10 bytes"));
 }
 
-// Attack round 6: 2 MB of code waited in the gateway's queue of its sandbox (holding its
-// copies) only for sandboxd to refuse it. It is refused as the arguments are read.
+// Code over the limit (2 MB, say) would otherwise wait in the gateway's queue of its
+// sandbox, holding its copies, only for sandboxd to refuse it: it is refused as the
+// arguments are read.
 TEST(ParseRunArgumentsTest, CodeOverTheLimitIsRefusedNamingTheFlag) {
   RunLimits limits = kLimits;
   limits.max_code_bytes = 10;

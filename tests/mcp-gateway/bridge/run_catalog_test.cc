@@ -56,7 +56,7 @@ TEST(UpstreamMemoryTest, ADownServerKeepsItsLastConnectedTools) {
 
 // Three upstreams whose tools add up past sandboxd's 10,000: the ones configured first fit,
 // the one that would not is left out and says why; runs get a catalog sandboxd accepts
-// instead of every run being refused (attack round 20, N1).
+// instead of every run being refused.
 TEST(FitCatalogLimitsTest, OneLargeUpstreamCostsOnlyItself) {
   std::vector<UpstreamStatus> fitted = FitCatalogLimits(
       {NumberedServer("small", 5), NumberedServer("large", 9400), NumberedServer("down", 3, false),

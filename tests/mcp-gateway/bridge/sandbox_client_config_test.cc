@@ -115,8 +115,8 @@ TEST(LoadSandboxdTlsTest, ThePartsGoTogetherAndTheKeyIsPrivate) {
               HasSubstr("cannot read --sandboxd_tls_ca_file"));
 }
 
-// Attack round 16, F8: a client certificate and a key that do not belong together started
-// a gateway whose every call then failed with "empty address list".
+// A client certificate and a key that do not belong together are refused at the start,
+// not left to start a gateway whose every call fails with "empty address list".
 TEST(LoadSandboxdTlsTest, AKeyThatIsNotTheCertificatesIsRefused) {
   const std::string dir = ::testing::TempDir() + "/tls-pair-" + std::to_string(getpid());
   ASSERT_EQ(std::system((std::string(PROJECT_SOURCE_DIR) + "/tests/common/make_test_certs.sh " + dir).c_str()), 0);
@@ -129,9 +129,9 @@ TEST(LoadSandboxdTlsTest, AKeyThatIsNotTheCertificatesIsRefused) {
   EXPECT_THAT(std::string(mixed.status().message()), HasSubstr("is not the key of --sandboxd_tls_cert_file"));
 }
 
-// Attack round 16, F7: the token file was read with no checks and no bound (/dev/zero
-// without end, a FIFO hung the start, a 0666 file of another user was taken), and a CA
-// file others could rewrite was trusted.
+// The token file is a secret of ours, read with checks and a bound: /dev/zero (no end), a
+// FIFO (it would hang the start) and a file other users may read are refused, and so is a
+// CA file others could rewrite.
 TEST(ReadSandboxdTokenTest, TheTokenFileIsASecretOfOurs) {
   const std::string dir = ::testing::TempDir() + "/token-" + std::to_string(getpid());
   mkdir(dir.c_str(), 0700);

@@ -268,9 +268,9 @@ TEST_F(SandboxClientTest, ACredentialsToolCallBytesAreBoundedOverItsRuns) {
 }
 
 // The calls a credential has in flight are counted over all its runs (each holds a gateway
-// thread; attack round 6: one token's 16 sandboxes x 64 slow calls held 1,055 threads):
-// past --max_tool_calls_in_flight_per_credential a call of another run gets a ToolError
-// naming it, whatever each run's own cap.
+// thread; one token's 16 sandboxes x 64 slow calls would hold 1,055 threads): past
+// --max_tool_calls_in_flight_per_credential a call of another run gets a ToolError naming
+// it, whatever each run's own cap.
 TEST_F(SandboxClientTest, ACredentialsToolCallsAreCountedOverItsRuns) {
   absl::Notification release;
   std::atomic<int> streams{0}, started{0};
@@ -441,9 +441,9 @@ TEST_F(SandboxClientTest, NewSessionsGoToTheLeastLoadedEndpoint) {
   ASSERT_EQ(client.CreateSession("owner", "label", {}, {}, "python", "")->endpoint, 0u);
 }
 
-// Attack round 16, F3: an endpoint whose GetInfo says it has room but whose creates fail
-// got every new sandbox. Now the next endpoint is tried, and the failing one goes last
-// for a while; a refusal of the request's owner is not the endpoint's fault.
+// An endpoint whose GetInfo says it has room but whose creates fail may not get every new
+// sandbox: the next endpoint is tried, and the failing one goes last for a while; a
+// refusal of the request's owner is not the endpoint's fault.
 TEST_F(SandboxClientTest, AnEndpointThatFailsCreatesIsPassedOver) {
   ExtraSandboxd other("b");
   ASSERT_NE(other.server, nullptr);

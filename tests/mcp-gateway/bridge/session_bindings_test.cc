@@ -67,8 +67,8 @@ TEST_F(SessionBindingsTest, NamesPerMcpSessionAreBounded) {
   EXPECT_TRUE(bindings_.FindOrRegister("mcp-1x", "a", "token 0").ok()) << "a key prefix is another session";
 }
 
-// One credential opening many MCP sessions cannot hold more sandboxes than its cap (it
-// used to be 8 per MCP session times 64 MCP sessions: every slot of sandboxd).
+// One credential opening many MCP sessions cannot hold more sandboxes than its cap (a cap
+// of 8 per MCP session alone, times 64 MCP sessions, would be every slot of sandboxd).
 TEST(SessionBindingsCapTest, SandboxesAreCappedPerCredentialAcrossItsMcpSessions) {
   FakeSandboxes sandboxes;
   SessionBindings bindings(&sandboxes, /*max_per_mcp_session=*/8, /*max_per_credential=*/4);
@@ -123,9 +123,9 @@ TEST_F(SessionBindingsTest, CloseDeletesOnlyThatMcpSessionsSandboxes) {
   EXPECT_EQ(sandboxes_.creations().size(), 4u) << "a new run after close starts afresh";
 }
 
-// Attack round 11 (4): the deletes of MCP sessions that ended while sandboxd was down
-// (restarting) failed and were forgotten, so after its restart the re-attached sandboxes
-// held their slots until sandboxd's idle TTL (33 of 40, refusing others' runs). They are
+// The deletes of MCP sessions that end while sandboxd is down (restarting) fail;
+// forgotten, they would leave the re-attached sandboxes holding their slots until
+// sandboxd's idle TTL after its restart (33 of 40, refusing others' runs). They are
 // retried before the next sandbox is created.
 TEST_F(SessionBindingsTest, DeletesThatFailWhileSandboxdIsDownAreRetried) {
   std::string a = Open("mcp-1", "default")->ref().session_id;

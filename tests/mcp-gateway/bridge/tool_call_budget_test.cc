@@ -66,8 +66,8 @@ TEST(ToolCallBudgetTest, CountsCallsPerCredentialAndInTotalWithAReserve) {
 }
 
 // Four credentials flooding up to the reserve leave a fifth its first few calls, not one at
-// a time (attack round 7, F12): 512 in total, 64 kept, each credential may draw on the
-// reserve while it has fewer than 8 in flight.
+// a time: 512 in total, 64 kept, each credential may draw on the reserve while it has fewer
+// than 8 in flight.
 TEST(ToolCallBudgetTest, ALightCredentialGetsSeveralCallsWhileOthersFlood) {
   ToolCallBudget budget(BudgetOptions(1 << 20, 1 << 20, 128, 512));
   std::vector<std::shared_ptr<codemode::ByteBudget>> flooders;

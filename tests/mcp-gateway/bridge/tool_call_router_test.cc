@@ -180,7 +180,7 @@ TEST_F(ToolCallRouterTest, NoProgressIsAskedOfUpstreamsWhenTheClientWantsNone) {
 }
 
 // An upstream's progress comes at its rate and size: relayed in bursts of at most
-// kUpstreamBurst, each message clipped (attack round 7, F10).
+// kUpstreamBurst, each message clipped.
 TEST_F(ToolCallRouterTest, UpstreamProgressFloodsAreClippedAndThinned) {
   const std::string huge(1 << 20, 'p');
   upstreams_.SetAnswer([&](const FakeUpstreams::Call& c) -> absl::StatusOr<json> {

@@ -281,12 +281,12 @@ describe("what a token holder can make the gateway hold across connections", () 
     await client.close();
   });
 
-  // Attack round 9, F14: two credentials, each inside its share (half the ceiling), held
-  // the ceiling down to its reserve (the last eighth); a third credential's result past a
-  // 64th of the ceiling could not take the reserve (2 of 5 of its 3 MiB results), and its
-  // connections were closed when a response write was refused. Here the two hold request
-  // bodies they never finish (charged whole when their headers arrive: the same state as
-  // a flood of large results, without its races); the third token's calls come after.
+  // Two credentials, each inside its share (half the ceiling), hold the ceiling down to
+  // its reserve (the last eighth); a third credential's results past a 64th of the ceiling
+  // must still take the reserve, and its connections must not be closed when a response
+  // write is refused. Here the two hold request bodies they never finish (charged whole
+  // when their headers arrive: the same state as a flood of large results, without its
+  // races); the third token's calls come after.
   test("two tokens holding the ceiling leave a third its medium results and its answers", async () => {
     const upstream = await startHugeAnswerUpstream();
     // The ceiling and shares at their defaults (128 and 64 MiB); bodies may take all of them.

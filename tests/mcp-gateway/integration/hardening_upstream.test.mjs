@@ -80,12 +80,11 @@ describe("an upstream's answers against the gateway", () => {
     assert.match(out, /small: .*ok-small/, out);
   });
 
-  // Attack round 5 (F6): each call reads its answer on a connection of its own, so one run
-  // gathering many calls of a tool with a large (legitimate-sized) result had them all
-  // read, parsed and dumped at once: 64 calls of 7.5 MiB took the gateway to 765 MiB.
-  // Answers are charged to the caller's credential as they arrive (its tool-call bytes,
-  // inside its share of --max_buffered_bytes); past it a call fails clearly and the others
-  // go on.
+  // Each call reads its answer on a connection of its own, so one run gathering many calls
+  // of a tool with a large (legitimate-sized) result could have them all read, parsed and
+  // dumped at once (64 calls of 7.5 MiB take an unbounded gateway to 765 MiB). Answers are
+  // charged to the caller's credential as they arrive (its tool-call bytes, inside its
+  // share of --max_buffered_bytes); past it a call fails clearly and the others go on.
   test("many large answers at once are bounded as they arrive", async () => {
     const g = await startGateway([], { servers: { huge: { type: "http", url: upstream.url } } });
     const client = await g.client("many-large-answers");
@@ -110,10 +109,10 @@ describe("an upstream's answers against the gateway", () => {
     assert.match(out, /small: .*ok-small/, out.slice(-500));
   });
 
-  // Attack round 6 (F8): answers being received were charged to one budget for everyone
-  // (--max_upstream_bytes_in_flight), so one token gathering many large answers kept it full
-  // and another token's single large call failed (0 of 15). Each answer is charged to its
-  // caller's tool-call budget: a token floods only its own.
+  // Answers being received are charged to their caller's tool-call budget, not to one budget
+  // for everyone (--max_upstream_bytes_in_flight), which one token gathering many large
+  // answers could keep full so that another token's single large call fails. A token floods
+  // only its own.
   test("one token's flood of large answers leaves another token's large call alone", async () => {
     const g = await startGateway([], { tokens: 2, servers: { huge: { type: "http", url: upstream.url } } });
     const flooder = await g.client("answer-flooder", g.as(0));
@@ -148,11 +147,11 @@ describe("an upstream's answers against the gateway", () => {
     assert.equal(victimOut.split("\n").filter((l) => l === "OK").length, 6, victimOut);
   });
 
-  // Attack round 6 (F7): a stdio upstream's answers are read on one thread and parsed at
-  // once; they used to wait for their callers' threads uncounted, and were only charged
-  // (and refused) after being dumped again. Each is now charged to its caller as it is
-  // parsed, and dropped there with a clear error when the caller's budget cannot hold it:
-  // here a 6 MiB answer, charged twice, never fits a 10 MB budget.
+  // A stdio upstream's answers are read on one thread and parsed at once. Each is charged
+  // to its caller as it is parsed (not left waiting for its caller's thread uncounted, to
+  // be charged only after being dumped again), and dropped there with a clear error when
+  // the caller's budget cannot hold it: here a 6 MiB answer, charged twice, never fits a
+  // 10 MB budget.
   test("a stdio upstream's large answers are charged to their caller as they are parsed", async () => {
     const g = await startGateway(["--max_tool_call_bytes_in_flight_per_credential=10000000"], {
       servers: { big: { command: "python3", args: [new URL("./fixtures/hostile_upstream.py", import.meta.url).pathname, "plain"] } },
@@ -171,12 +170,12 @@ describe("an upstream's answers against the gateway", () => {
     assert.match(out, /small: .*hello/, out.slice(-500));
   });
 
-  // Attack round 7 (F10): an upstream's notifications/progress were parsed, copied about
-  // nine times and forwarded whole: four stdio upstreams sending 15 MiB progress messages
-  // for one run took the gateway to 345 MiB. A message is clipped to 1 KiB before any copy,
+  // An upstream's notifications/progress, if parsed, copied about nine times and forwarded
+  // whole, would let four stdio upstreams sending 15 MiB progress messages for one run
+  // take the gateway to 345 MiB. A message is clipped to 1 KiB before any copy,
   // and upstreams' progress reaches the client at a bounded rate. (11 MiB messages: one
   // upstream may hold a quarter of --max_upstream_bytes_in_flight, 24 MiB, for a line that
-  // charges no caller, so 15 MiB ones are now refused as they are read.)
+  // charges no caller, so 15 MiB ones are refused as they are read.)
   test("upstreams' huge progress floods are clipped and thinned on their way to the client", async () => {
     const script = new URL("./fixtures/hostile_upstream.py", import.meta.url).pathname;
     const servers = {};
@@ -201,9 +200,9 @@ describe("an upstream's answers against the gateway", () => {
     assert.match(out, /\['hello', 'hello', 'hello', 'hello'\]/, out.slice(0, 1000));
   });
 
-  // Attack round 7 (F11): a server's request with a 15 MiB id was answered from the reader
-  // thread with the id echoed; a server that did not read its stdin held that thread, and
-  // the copies, until it died. Only integer ids and strings of up to 256 bytes are answered.
+  // A server's request is answered from the reader thread with its id echoed: a 15 MiB id,
+  // to a server that does not read its stdin, would hold that thread and the copies until
+  // the server died. Only integer ids and strings of up to 256 bytes are answered.
   test("a server's requests with huge ids get no answer; short ones do", async () => {
     const g = await startGateway([], {
       servers: { big: { command: "python3", args: [new URL("./fixtures/hostile_upstream.py", import.meta.url).pathname, "plain"] } },
@@ -217,9 +216,9 @@ describe("an upstream's answers against the gateway", () => {
     assert.match(text(r), /^replies: 7$/m, text(r).slice(0, 1000));
   });
 
-  // Attack round 7 (F11): a stdio upstream's lines were buffered and parsed uncharged, so
-  // four upstreams of 15 MiB messages of any kind passed 256 MiB with no client reading.
-  // Each line is charged (twice) to --max_upstream_bytes_in_flight while it is buffered and
+  // A stdio upstream's lines are charged while they are buffered and parsed, or four
+  // upstreams of 15 MiB messages of any kind pass 256 MiB with no client reading. Each line
+  // is charged (twice) to --max_upstream_bytes_in_flight while it is buffered and
   // dispatched: here a 6 MiB answer cannot fit 10 MB, is skipped, its call fails saying
   // why, and the charge is released for the next lines.
   test("a stdio upstream's lines are charged to the receive budget while they are read", async () => {
@@ -244,18 +243,18 @@ describe("an upstream's answers against the gateway", () => {
     assert.equal(lines[4], String(3 << 20), "a line within the budget is read whole: " + text(r));
   });
 
-  // Attack round 8 (F13): each stdio upstream reads one line at a time, charged to
-  // --max_upstream_bytes_in_flight while it is read, and three upstreams that each began a
-  // 15.5 MiB line and never ended it held all 96 MiB for as long as they lived: every other
-  // upstream's answers were refused. An upstream already holding bytes may not take the
-  // last eighth; a line that cannot fit is skipped and holds nothing.
+  // Each stdio upstream reads one line at a time, charged to --max_upstream_bytes_in_flight
+  // while it is read, so three upstreams that each begin a 15.5 MiB line and never end it
+  // could hold all 96 MiB for as long as they live, and every other upstream's answers
+  // would be refused. An upstream already holding bytes may not take the last eighth; a
+  // line that cannot fit is skipped and holds nothing.
   test("upstreams whose lines never end leave room for every other upstream's answers", async () => {
     const script = new URL("./fixtures/hostile_upstream.py", import.meta.url).pathname;
     const servers = { huge: { type: "http", url: upstream.url } };
     for (const name of ["s1", "s2", "s3"]) servers[name] = { command: "python3", args: [script, "stall-line"] };
     const g = await startGateway([], { servers });
-    // Two lines fit below the last eighth; the third is refused (before the fix all three
-    // were held, and nothing was refused).
+    // Two lines fit below the last eighth; the third is refused (without the last eighth
+    // kept, all three would be held and nothing refused).
     await waitFor(() => /a message dropped: the gateway is receiving too many bytes/.test(g.log),
       "a stalled upstream's line to be refused");
     const client = await g.client("stalled-lines");
@@ -270,11 +269,11 @@ describe("an upstream's answers against the gateway", () => {
     assert.equal(out.split("\n").filter((l) => l === "OK").length, 3, out.slice(0, 2000));
     assert.match(out, /small: .*ok-small/, out.slice(-500));
   });
-  // Attack round 9 (F13 remainder): the stalled lines that fit below the last eighth were
-  // held for as long as their upstreams lived (2 x 31.8 MiB of the 96 MiB). A line that
-  // gets no byte for --upstream_message_idle_timeout while incomplete is abandoned: its
-  // charge and buffer are released, the call it answered fails naming the flag, and the
-  // rest of its line is skipped.
+  // Stalled lines that fit below the last eighth would otherwise be held for as long as
+  // their upstreams live (2 x 31.8 MiB of the 96 MiB). A line that gets no byte for
+  // --upstream_message_idle_timeout while incomplete is abandoned: its charge and buffer
+  // are released, the call it answered fails naming the flag, and the rest of its line is
+  // skipped.
   test("a line that stops growing is abandoned after --upstream_message_idle_timeout", async () => {
     const script = new URL("./fixtures/hostile_upstream.py", import.meta.url).pathname;
     const servers = { huge: { type: "http", url: upstream.url }, st: { command: "python3", args: [script, "plain"] } };
@@ -303,11 +302,12 @@ describe("an upstream's answers against the gateway", () => {
     assert.match(out, /^after: .*hello/m, out.slice(-500));
   });
 
-  // F13 on HTTP: the event a Streamable HTTP upstream's GET stream began and never ended
-  // held its part of --max_upstream_bytes_in_flight until the stream ended (its read
-  // timeout is an hour). Now an event that gets no byte for --upstream_message_idle_timeout
-  // while incomplete is abandoned: the stream is cut (its charge and buffer released) and
-  // reopened. Held, three of these 4.5 MiB events left less than a 6 MiB answer needs.
+  // The same on HTTP: an event a Streamable HTTP upstream's GET stream begins and never
+  // ends would hold its part of --max_upstream_bytes_in_flight until the stream ends (its
+  // read timeout is an hour). An event that gets no byte for
+  // --upstream_message_idle_timeout while incomplete is abandoned: the stream is cut (its
+  // charge and buffer released) and reopened. Held, three of these 4.5 MiB events would
+  // leave less than a 6 MiB answer needs.
   test("a GET stream's event that stops growing is abandoned after --upstream_message_idle_timeout", async () => {
     const staller = await startHugeAnswerUpstream({ stallGetBytes: Math.floor(4.5 * (1 << 20)) });
     try {
@@ -361,13 +361,13 @@ describe("an upstream's answers against the gateway", () => {
     }
   });
 
-  // Attack round 9 (F16): a stdio upstream's answer lines were charged, while read, to the
-  // budget every credential shares, so one token's large stdio answers could leave
-  // another token's answers no room. Once a line's id is read it is charged to its
-  // caller's part: here token A's four 5.9 MiB answers that stall mid-line (held as long
-  // as they stay incomplete) fit only one in A's 20 MB part, and token B's 7 MiB answer
-  // still fits the 50 MB budget. Before, three of A's lines held 37 MB of it (each within
-  // its upstream's quarter), and B's answer was refused.
+  // A stdio upstream's answer lines, charged while read to the budget every credential
+  // shares, would let one token's large stdio answers leave another token's answers no
+  // room: three of A's lines below would hold 37 MB of it (each within its upstream's
+  // quarter), and B's answer would be refused. Once a line's id is read it is charged to
+  // its caller's part: here token A's four 5.9 MiB answers that stall mid-line (held as
+  // long as they stay incomplete) fit only one in A's 20 MB part, and token B's 7 MiB
+  // answer still fits the 50 MB budget.
   test("one token's stdio answers being read are charged to it, not to every token", async () => {
     const script = new URL("./fixtures/hostile_upstream.py", import.meta.url).pathname;
     const servers = { huge: { type: "http", url: upstream.url } };

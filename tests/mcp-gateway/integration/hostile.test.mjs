@@ -102,8 +102,8 @@ describe("hostile input to the gateway", () => {
     await client.close();
   });
 
-  // One thread per call used to abort the gateway (std::terminate) at tens of thousands
-  // of calls. Now the runner holds calls past the cap back, and they all complete.
+  // One thread per call would abort the gateway (std::terminate) at tens of thousands of
+  // calls: the runner holds calls past the cap back, and they all complete.
   test("sandbox: 20,000 gathered tool calls all complete, 16 at a time; the gateway stays small", async () => {
     const gateway = await startGateway({ everything: everythingStdio() },
       ["--max_tool_calls_in_flight=16", "--max_tool_calls_per_run=20000"]);
@@ -212,9 +212,9 @@ describe("hostile input to the gateway", () => {
     await assertServes(gateway);
   });
 
-  // One 16 MiB frame used to cost the gateway about 1 GiB (a DOM per parse plus copies);
-  // four took it to 5.3 GiB. Now arguments past --max_tool_call_bytes are refused unparsed,
-  // those in flight share a byte budget, and large blocks go back to the system.
+  // Parsed whole, one 16 MiB frame costs the gateway about 1 GiB (a DOM per parse plus
+  // copies), and four 5.3 GiB. So arguments past --max_tool_call_bytes are refused
+  // unparsed, those in flight share a byte budget, and large blocks go back to the system.
   test("sandbox: large tool-call arguments are refused or bounded; gateway memory stays bounded", async () => {
     const gateway = await startGateway({ everything: everythingStdio() });
     const client = await gateway.client("heavy");
@@ -234,7 +234,7 @@ describe("hostile input to the gateway", () => {
     // Each call is charged 4 times its arguments and 4 times its result for their copies:
     // the credential's 64 MiB of tool-call bytes hold a few of these at once, how many
     // depends on how soon answers are taken. Some are answered, the rest refused. (A stdio
-    // answer is also charged to the caller's share while it is read, attack round 9 F16.)
+    // answer is also charged to the caller's share while it is read.)
     assert.ok(answered >= 1, text(r));
     await client.close();
     assert.equal(gateway.proc.exitCode, null, gateway.log);

@@ -1,6 +1,5 @@
-// Issue 27, attack round 5 (F3), against the real gateway: what a peer says reaches the
-// gateway's log escaped and clipped (base/log_text.h), so it can neither forge log lines
-// nor write megabytes per line:
+// Issue 27, against the real gateway: what a peer says reaches the gateway's log escaped and
+// clipped (base/log_text.h), so it can neither forge log lines nor write megabytes per line:
 //  - a hostile upstream's notifications/message with newlines in "level" and "data" and
 //    4 MiB of data each;
 //  - a token holder's tools/call, refused (and logged) with a tool name that holds a newline

@@ -64,8 +64,9 @@ describe("gateway replicas behind HAProxy", () => {
     await stopAll();
   });
 
-  // Attack round 16, F2: `stick on` stored the id of every request, refused ones too, so a
-  // client without a token filled the table and pushed other clients' sessions out.
+  // Only a replica's answer puts a session id in the stick table: with `stick on` storing
+  // the id of every request, refused ones too, a client without a token could fill the
+  // table and push other clients' sessions out.
   test("only a replica's answer puts a session id in the stick table, never a request", async () => {
     const before = await tableUsed();
     for (let i = 0; i < 20; i++) {

@@ -163,9 +163,8 @@ describe("the stateless revision (2026-07-28)", () => {
     await legacy.close();
   });
 
-  // Attack round 14, F3 and F4: sandboxes made without an MCP session escaped the
-  // credential's cap, and a gone handle's replacement ended the credential's other sandboxes
-  // one after another.
+  // Sandboxes made without an MCP session keep to the credential's cap, and a gone handle's
+  // replacement does not end the credential's other sandboxes one after another.
   test("sandboxes without an MCP session keep to the credential's cap, and a gone one ends no other", async () => {
     const capped = new GatewayHttp({ config: writeConfig({}), sandboxd: sandboxd.endpoint,
       extraArgs: ["--max_sandboxes_per_credential=2"] });
@@ -189,8 +188,8 @@ describe("the stateless revision (2026-07-28)", () => {
     }
   });
 
-  // Round 14's re-check, N1: every stdio gateway process is the credential "stdio"; capped
-  // in sandboxd, one process's new sandbox ended another's.
+  // Every stdio gateway process is the credential "stdio"; capped in sandboxd, one process's
+  // new sandbox would end another's.
   test("two stdio gateways on one sandboxd do not end each other's sandboxes", async () => {
     const args = { config: writeConfig({}), sandboxd: sandboxd.endpoint, extraArgs: ["--max_sandboxes_per_credential=1"] };
     const first = await stdioGateway(args);

@@ -1,12 +1,11 @@
-// Attack round 6, F9: tool calls made by sandboxed code are counted per credential over
-// all its runs and over everyone (--max_tool_calls_in_flight_per_credential,
-// --max_tool_calls_in_flight_total), because each call in flight holds a gateway thread.
-// Before, only one run's calls were bounded (--max_tool_calls_in_flight, 64), so one
-// token's 16 sandboxes each gathering 64 calls of a slow upstream tool held 1,055 gateway
-// threads, and three tokens ~3,100. Here two tokens' sessions gather many slow calls with
-// small caps: the gateway's threads (/proc/<pid>/status) stay within the caps plus a fixed
-// base, the calls past them get a ToolError naming the flag, and a third token's call is
-// answered meanwhile.
+// Tool calls made by sandboxed code are counted per credential over all its runs and over
+// everyone (--max_tool_calls_in_flight_per_credential, --max_tool_calls_in_flight_total),
+// because each call in flight holds a gateway thread: with only one run's calls bounded
+// (--max_tool_calls_in_flight, 64), one token's 16 sandboxes each gathering 64 calls of a
+// slow upstream tool would hold 1,055 gateway threads, and three tokens ~3,100. Here two
+// tokens' sessions gather many slow calls with small caps: the gateway's threads
+// (/proc/<pid>/status) stay within the caps plus a fixed base, the calls past them get a
+// ToolError naming the flag, and a third token's call is answered meanwhile.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { everythingStdio, gatewaySuite, procStatus, runPython, text, waitFor } from "./harness.mjs";

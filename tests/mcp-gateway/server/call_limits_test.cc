@@ -84,8 +84,8 @@ TEST(CallLimitsTest, ACredentialWithFewCallsMayUseTheReserve) {
 }
 
 // The refusal names the budget of a credential that holds nothing else: that budget lives
-// only while the refusal is built (the message read freed memory before: attack round 10's
-// run of hostile_logs showed garbage in the flag's name).
+// while the refusal is built, so the message never reads freed memory (garbage in the
+// flag's name).
 TEST(CallLimitsTest, ARefusalOfACredentialHoldingNothingNamesItsBound) {
   auto limits = std::make_shared<CallLimits>(Small());
   absl::StatusOr<CallLimits::Ticket> refused = limits->Acquire("lone", false, 1000);
@@ -127,9 +127,9 @@ TEST(CallLimitsTest, ReadsHaveTheirOwnBound) {
   EXPECT_TRUE(limits->Acquire("a", false, 10).ok());  // a call is not a read
 }
 
-// Attack round 5 (F4): with the defaults (4 reads, 2 per credential) two tokens held every
-// read slot and a third got 36 of 40 reads refused. A credential that already has work in
-// flight may not take the last eighth (at least one) of a bound.
+// With the defaults (4 reads, 2 per credential), two tokens could otherwise hold every read
+// slot and refuse a third nearly every read: a credential that already has work in flight
+// may not take the last eighth (at least one) of a bound.
 TEST(CallLimitsTest, TwoCredentialsLeaveASlotForAThird) {
   CallLimits::Options o;
   o.max_reads = 4;

@@ -88,8 +88,8 @@ TEST_F(ClientRequestsTest, AnUnansweredRequestTimesOutAndTheClientIsTold) {
   EXPECT_EQ(cancelled["params"]["reason"], "timed out");
 }
 
-// Attack round 18, F1: what asked (the execution whose tool call needs approval) ending
-// ends the wait, long before the timeout, and the client is told to stop asking.
+// What asked (the execution whose tool call needs approval) ending ends the wait, long
+// before the timeout, and the client is told to stop asking.
 TEST_F(ClientRequestsTest, TheEndOfWhatAskedEndsTheWait) {
   auto session = Session();
   auto sink = std::make_shared<CollectSink>();

@@ -348,7 +348,7 @@ TEST_F(HttpFrontTest, ConnectionsWithoutATokenCannotKeepATokenHolderOut) {
 
 // Accepting a connection asks the kernel nothing: the user behind a loopback client (a
 // sock_diag query) is looked up only when the pre-auth cap makes an eviction choose, and
-// once per connection. Every accept used to make the query.
+// once per connection, not at every accept.
 TEST_F(HttpFrontTest, ThePeersUserIsAskedOnlyWhenAnEvictionMustChoose) {
   HttpServerOptions options;
   options.bearer_tokens = {"0123456789abcdef0123"};
@@ -421,9 +421,9 @@ TEST_F(HttpFrontTest, AClientThatDoesNotReadItsStreamIsDropped) {
   EXPECT_EQ(head.rfind("HTTP/1.1 200 ", 0), 0u) << head;
 }
 
-// Attack round 9, F14: when others' bytes fill the budgets (here: a write budget of 1
-// byte), a connection with little queued still gets its small answers, from the overdraft,
-// where the connection that wrote next was closed before any answer.
+// When others' bytes fill the budgets (here: a write budget of 1 byte), a connection with
+// little queued still gets its small answers, from the overdraft, rather than being closed
+// before any answer.
 TEST_F(HttpFrontTest, ARefusedWriteOfAConnectionHoldingLittleIsOverdrawn) {
   HttpServerOptions options;
   options.bearer_tokens = {"0123456789abcdef0123", "abcdef0123456789abcd"};

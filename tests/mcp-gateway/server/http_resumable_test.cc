@@ -1,6 +1,6 @@
 // What a session keeps for resumption (Last-Event-ID) is bounded in count, not only in
-// event bytes (attack round 5, F5): a client that posts tools/call, reads to the priming
-// event and hangs up, again and again, must not make the gateway keep a stream per request.
+// event bytes: a client that posts tools/call, reads to the priming event and hangs up,
+// again and again, must not make the gateway keep a stream per request.
 #include <gtest/gtest.h>
 #include <httplib.h>
 

@@ -168,8 +168,8 @@ TEST_F(HttpStatelessTest, AListenStreamHearsToolChanges) {
   EXPECT_NE(body.find(std::string("\"") + kMetaSubscriptionId + "\":77", change), std::string::npos) << body;
 }
 
-// Attack round 14, F1: with a field given twice, only the first was checked; a proxy that
-// reads the last saw another method than the gateway ran.
+// A field that decides the request may not appear twice: if only the first were checked, a
+// proxy that reads the last would see another method than the gateway runs.
 TEST_F(HttpStatelessTest, AHeaderThatDecidesTheRequestMayNotAppearTwice) {
   for (const char* name : {"Mcp-Method", "MCP-Protocol-Version", "Mcp-Name", "Authorization", "Host"}) {
     httplib::Headers headers = {{"Accept", "application/json"}, {"MCP-Protocol-Version", kStatelessVersion},
@@ -186,7 +186,7 @@ TEST_F(HttpStatelessTest, AHeaderThatDecidesTheRequestMayNotAppearTwice) {
   EXPECT_TRUE(provider_.calls().empty());
 }
 
-// Attack round 14, F5: a method that is not a string was a 500 with id null.
+// A method that is not a string is an invalid request, not a 500 with id null.
 TEST_F(HttpStatelessTest, AMethodThatIsNotAStringIsAnInvalidRequest) {
   json message = Request(26, "x", Params());
   for (json method : {json(5), json(nullptr), json::object()}) {
@@ -204,7 +204,7 @@ TEST_F(HttpStatelessTest, AMethodThatIsNotAStringIsAnInvalidRequest) {
   EXPECT_EQ(Body(res)["id"], 26);
 }
 
-// Attack round 14, F6: initialize with the 2026-07-28 header is a header mismatch.
+// Initialize with the 2026-07-28 header is a header mismatch.
 TEST_F(HttpStatelessTest, InitializeWithTheStatelessHeaderIsAHeaderMismatch) {
   auto res = Post(Request(3, "initialize", InitializeParams()));
   ASSERT_TRUE(res);
@@ -214,7 +214,7 @@ TEST_F(HttpStatelessTest, InitializeWithTheStatelessHeaderIsAHeaderMismatch) {
   EXPECT_EQ(server_->session_count(), 0u);
 }
 
-// Attack round 14, F7: at shutdown a running stateless request got no answer at all.
+// At shutdown a running stateless request still gets an answer.
 TEST_F(HttpStatelessTest, ShutdownAnswersARunningRequest) {
   std::string body;
   std::thread caller([&] {
@@ -234,7 +234,7 @@ TEST_F(HttpStatelessTest, ShutdownAnswersARunningRequest) {
   EXPECT_NE(body.find("\"id\":9"), std::string::npos) << body;
 }
 
-// Attack round 14, F2: listen streams and MCP sessions had a cap each, so a credential held
+// Listen streams and MCP sessions share one cap; with a cap each, a credential would hold
 // twice its share.
 TEST(HttpStatelessCapsTest, ListenStreamsAndMcpSessionsShareOneCap) {
   FakeProvider provider;

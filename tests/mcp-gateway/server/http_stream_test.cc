@@ -231,9 +231,9 @@ TEST(EventStreamTest, AResponseTooLargeToKeepIsDeliveredLiveAndItsResumptionFail
             absl::StatusCode::kResourceExhausted);
 }
 
-// A kept call stream costs the replay budget its bookkeeping too (attack round 5, F5), so
-// the budget bounds how many streams are kept; one the budget cannot keep is answered live
-// and cannot be resumed.
+// A kept call stream costs the replay budget its bookkeeping too, so the budget bounds how
+// many streams are kept; one the budget cannot keep is answered live and cannot be
+// resumed.
 TEST(EventStreamTest, AKeptStreamChargesItsOverheadAndOneWithoutRoomIsLiveOnly) {
   auto session = std::make_shared<ByteBudget>("max_replay_bytes_per_session", 3 * kKeptStreamBytes);
   EventStream::Options options = PostStream(1);

@@ -80,7 +80,7 @@ std::string Slurp(const std::string& path) {
   return ss.str();
 }
 
-// --token_file=/tmp/x used to chmod /tmp 0700.
+// A --token_file of /tmp/x does not chmod /tmp 0700: an existing directory keeps its mode.
 TEST_F(TokenFileTest, ADirectoryThatExistsKeepsItsMode) {
   for (mode_t mode : {0755, 01777, 0711}) {
     std::string dir = dir_ + "/d" + std::to_string(mode);

@@ -141,7 +141,7 @@ TEST_F(McpStatelessTest, ARequestOfTheEraNeedsNoInitialize) {
   EXPECT_EQ(listed["result"]["cacheScope"], "private");
   EXPECT_EQ(listed["result"]["_meta"][kMetaServerInfo]["name"], "gw");
   // The connection speaks 2026-07-28 now: a request without the envelope is told what it
-  // lacks, not to initialize (attack round 14, F6).
+  // lacks, not to initialize.
   json bare = Call(*session, Request(2, "tools/list"));
   EXPECT_EQ(ErrorCode(bare), kInvalidParams);
   EXPECT_TRUE(bare["error"]["data"].contains("envelope")) << bare;
@@ -231,8 +231,8 @@ TEST_F(McpStatelessTest, ACallMayRequireInputAndItsRetryBringsTheAnswers) {
   EXPECT_EQ(old["result"]["structuredContent"]["state"], "");
 }
 
-// Attack round 14, F6: a connection that initialized (2025) does not also serve requests
-// of the stateless revision (2026-07-28).
+// A connection that initialized (2025) does not also serve requests of the stateless
+// revision (2026-07-28).
 TEST_F(McpStatelessTest, AnInitializedConnectionRefusesTheOtherEra) {
   auto session = NewSession();
   ASSERT_TRUE(Call(*session, Request(0, "initialize", InitializeParams())).contains("result"));

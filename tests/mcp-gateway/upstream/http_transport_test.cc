@@ -85,8 +85,8 @@ TEST_F(HttpUpstreamTest, ExpiredSessionIsInitializedAgainAndTheCallRetried) {
   EXPECT_TRUE(manager_->Snapshot()[0].connected);
 }
 
-// Attack round 15, F1: a 400 whose JSON-RPC error names the request is its answer, not a
-// lost session: initializing again and sending it once more would run it twice.
+// A 400 whose JSON-RPC error names the request is its answer, not a lost session:
+// initializing again and sending it once more would run it twice.
 TEST_F(HttpUpstreamTest, AFourHundredThatNamesTheRequestAnswersIt) {
   Connect({"--refuse-400"});
   ASSERT_TRUE(manager_->Snapshot()[0].connected) << manager_->Snapshot()[0].error;
@@ -97,9 +97,9 @@ TEST_F(HttpUpstreamTest, AFourHundredThatNamesTheRequestAnswersIt) {
   EXPECT_EQ(testing::CountEvents(log_, "initialize"), 1);
 }
 
-// Attack round 15, F2: a server that keeps a request's stream open after the response and
-// sends list_changed on it made every refresh hold one more stream, thread and socket.
-// The stream is closed once the response is in; list_changed on it is not read.
+// A server that keeps a request's stream open after the response and sends list_changed on
+// it would make every refresh hold one more stream, thread and socket. The stream is
+// closed once the response is in; list_changed on it is not read.
 TEST_F(HttpUpstreamTest, ARequestsStreamIsClosedOnceItsResponseIsIn) {
   Connect({"--linger-list-changed", "--no-get"});
   ASSERT_TRUE(manager_->Snapshot()[0].connected) << manager_->Snapshot()[0].error;
@@ -246,10 +246,10 @@ TEST_F(HttpUpstreamTest, AStreamThatCannotBeResumedFailsTheCallWithTheReason) {
       << r.status();
 }
 
-// A hostile upstream answers every GET with `retry: 0` and ends the stream at once. The
-// client used to honour 0 ms: ~3,000 GETs a second for as long as it was configured. Now
-// the delay has a floor (StreamRetryPolicy::min, 250 ms) and doubles while streams keep
-// ending at once (jitter keeps at least half of it), so the k-th reopening comes at least
+// A hostile upstream answers every GET with `retry: 0` and ends the stream at once.
+// Honouring 0 ms would mean ~3,000 GETs a second for as long as it is configured, so the
+// delay has a floor (StreamRetryPolicy::min, 250 ms) and doubles while streams keep ending
+// at once (jitter keeps at least half of it): the k-th reopening comes at least
 // 250 ms * 2^(k-1) after the first GET. Counted on the server's clock, whatever our speed.
 TEST_F(HttpUpstreamTest, AGetStreamEndingAtOnceWithRetryZeroIsReopenedWithBackoff) {
   Connect({"--get-retry-ms", "0"});
@@ -281,12 +281,13 @@ TEST_F(HttpUpstreamTest, AGetStreamCutForAnOversizedEventIsReopenedWithBackoff) 
   ExpectBackoff(gets);
 }
 
-// Attack round 11 (3c): a legacy SSE stream that we cut for the upstream's fault (here an
-// oversized event; a stalled one in the attack, after 30 s) after it had lasted a while
-// reset the backoff, so the upstream was reconnected every retry_initial for as long as it
-// kept doing it. Its reconnects back off now.
-// Attack round 12: --upstream_stream_retry_min=inf wrapped the reopening's deadline into
-// the past: 5,701 GETs in 8.5 s. An endless wait means the stream is not reopened.
+// A legacy SSE stream that we cut for the upstream's fault (here an oversized event; a
+// stall of 30 s is another) after it has lasted a while does not reset the backoff, or the
+// upstream would be reconnected every retry_initial for as long as it kept doing it: its
+// reconnects back off.
+// An --upstream_stream_retry_min of inf must not wrap the reopening's deadline into the
+// past (which reopens the stream hundreds of times a second): an endless wait means the
+// stream is not reopened.
 TEST_F(HttpUpstreamTest, AnEndlessRetryWaitDoesNotReopenAtOnce) {
   UpstreamOptions options = testing::TestOptions();
   options.stream_retry.min = absl::InfiniteDuration();
@@ -298,9 +299,9 @@ TEST_F(HttpUpstreamTest, AnEndlessRetryWaitDoesNotReopenAtOnce) {
   EXPECT_EQ(GetTimes().size(), 1u);
 }
 
-// Attack round 11 re-check: the GET stream's twin of the legacy case below. A stream that
-// delivered an event and then ended in the middle of the next one counted as a good stream
-// (it got an event), so it was reopened at the floor rate; it backs off now.
+// The GET stream's twin of the legacy case below: a stream that delivers an event and then
+// ends in the middle of the next one is not a good stream for having got an event: it
+// backs off instead of being reopened at the floor rate.
 TEST_F(HttpUpstreamTest, AGetStreamEndedInTheMiddleOfAnEventIsReopenedWithBackoff) {
   Connect({"--get-retry-ms", "0", "--get-oversized-bytes", "100"});  // 100 bytes: not too large
   ASSERT_TRUE(manager_->Snapshot()[0].connected) << manager_->Snapshot()[0].error;
@@ -319,10 +320,10 @@ TEST_F(HttpUpstreamTest, ALegacyStreamCutForItsFaultIsReconnectedWithBackoff) {
   ExpectReconnectWaitsGrow(GetTimes());
 }
 
-// Attack round 11 re-check: an upstream that ends its own stream in the middle of an event
-// (after 29 s in the attack, just before the stall watchdog; 0.5 s here) held the partial
-// event most of the time and was reconnected every retry_initial, because a stream that had
-// lasted reset the backoff. Ending mid-event counts as the upstream's fault now.
+// An upstream that ends its own stream in the middle of an event (just before the stall
+// watchdog, after 29 s, say; 0.5 s here) would hold the partial event most of the time and
+// be reconnected every retry_initial if a stream that had lasted reset the backoff. Ending
+// mid-event counts as the upstream's fault.
 TEST_F(HttpUpstreamTest, ALegacyStreamEndedInTheMiddleOfAnEventIsReconnectedWithBackoff) {
   UpstreamOptions options = testing::TestOptions();  // retry_initial 100 ms
   options.stream_retry.lived = absl::Milliseconds(200);  // the stream lasts 0.5 s

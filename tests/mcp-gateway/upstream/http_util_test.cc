@@ -100,11 +100,11 @@ TEST(SseParserTest, TracksTheLastEventIdAndTheRetryDelay) {
   EXPECT_EQ(parser.last_event_id(), "");
 }
 
-// Attack round 12 (5): a partial event can sit in its `event:` field as well as in its
-// data. A stream that holds `event: <2 MiB>` and then ends (or waits) had buffered() == 0,
-// so it was neither "in the middle of an event" nor stalled, and its bytes were charged to
-// nothing. An event is open from its first field line to its blank line now, and a name
-// longer than any MCP uses drops the event without being kept.
+// A partial event can sit in its `event:` field as well as in its data. A stream that holds
+// `event: <2 MiB>` and then ends (or waits) has buffered() == 0, so unless the field counts
+// it is neither "in the middle of an event" nor stalled, and its bytes are charged to
+// nothing. An event is open from its first field line to its blank line, and a name longer
+// than any MCP uses drops the event without being kept.
 TEST(SseParserTest, AnEventIsOpenFromItsFirstFieldAndLongNamesAreNotKept) {
   SseParser parser;
   std::vector<SseParser::Event> events;
@@ -128,9 +128,9 @@ TEST(SseParserTest, AnEventIsOpenFromItsFirstFieldAndLongNamesAreNotKept) {
   EXPECT_TRUE(parser.mid_event()) << "an id: line opens the event";
 }
 
-// Attack round 12 (6): an `id:` of 7 MB was copied into every event after it (a core per
-// hostile stream) and sent back as Last-Event-ID. An id over 1 KiB is ignored, as one
-// with NUL is: the last id stays.
+// An `id:` is copied into every event after it and sent back as Last-Event-ID, so a 7 MB
+// one would cost a core per hostile stream. An id over 1 KiB is ignored, as one with NUL
+// is: the last id stays.
 TEST(SseParserTest, AnIdOverOneKibIsIgnored) {
   SseParser parser;
   std::vector<SseParser::Event> events;

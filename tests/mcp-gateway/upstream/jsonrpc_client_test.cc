@@ -117,8 +117,8 @@ TEST_F(JsonRpcClientTest, AnswersServerRequests) {
   EXPECT_EQ(refused["error"]["code"], -32601);
 }
 
-// Our answer echoes the id from the reader thread: a huge one (attack round 7 sent a 15 MiB
-// string to a server that did not read its stdin) or one of no JSON-RPC type gets none.
+// Our answer echoes the id from the reader thread: a huge one (a 15 MiB string, to a server
+// that does not read its stdin) or one of no JSON-RPC type gets none.
 TEST_F(JsonRpcClientTest, AnswersOnlyServerRequestsWithShortIds) {
   transport_->Deliver({{"jsonrpc", "2.0"}, {"id", std::string(257, 'i')}, {"method", "ping"}});
   transport_->Deliver({{"jsonrpc", "2.0"}, {"id", {{"a", 1}}}, {"method", "ping"}});
@@ -142,9 +142,9 @@ TEST_F(JsonRpcClientTest, ServerRequestFloodsAreAnsweredAtABoundedRate) {
   EXPECT_LT(transport_->SentCount(), 100u);
 }
 
-// Attack round 17, F1: a 2026-07-28 upstream's listen stream sent 450,000 list_changed a
-// second and kept a core busy. Past the rate, notifications are dropped and the flood
-// handler (McpClient: close the listen stream) is told.
+// A 2026-07-28 upstream's listen stream can send 450,000 list_changed a second and keep a
+// core busy. Past the rate, notifications are dropped and the flood handler (McpClient:
+// close the listen stream) is told.
 TEST(JsonRpcClientFloodTest, NotificationsPastTheRateAreDroppedAndReported) {
   auto transport = std::make_unique<FakeTransport>();
   FakeTransport* fake = transport.get();

@@ -90,9 +90,9 @@ TEST(UpstreamManagerTest, CatalogVersionAndListenerFollowConnects) {
   EXPECT_GE(manager.catalog_version(), start + 2);
 }
 
-// An upstream that sends tools/list_changed every millisecond, and a new tool list at
-// every tools/list. Each refresh used to notify the listener (main.cc broadcasts that to
-// every MCP session) as fast as the upstream answered; now one refresh runs per
+// An upstream that sends tools/list_changed every millisecond, and a new tool list at every
+// tools/list. Notifying the listener (main.cc broadcasts that to every MCP session) at every
+// refresh would go as fast as the upstream answers; one refresh runs per
 // min_tools_refresh_interval at most, and each notifies once.
 TEST(UpstreamManagerTest, AListChangedFloodIsCoalesced) {
   auto options = testing::TestOptions();
@@ -138,8 +138,8 @@ TEST(UpstreamManagerTest, AToolListIsAskedAgainWhenItsTtlRunsOut) {
   EXPECT_EQ(testing::CountEvents(without, "tools-list"), 1);
 }
 
-// Attack round 15, N1: a server's name and instructions were kept whole, however large,
-// and copied by every Snapshot(). Now clipped, at a UTF-8 boundary.
+// A server's name and instructions are clipped, at a UTF-8 boundary: kept whole, however
+// large, they would be copied by every Snapshot().
 TEST(UpstreamManagerTest, AHugeServerNameAndInstructionsAreClipped) {
   UpstreamManager manager({testing::StdioConfig("huge", {"--huge-info", "1000000"})}, testing::TestOptions());
   manager.Start();
@@ -151,8 +151,8 @@ TEST(UpstreamManagerTest, AHugeServerNameAndInstructionsAreClipped) {
   EXPECT_EQ(status.server_name, e_acutes);  // 256 bytes
   EXPECT_EQ(status.instructions.size(), 8192u);
   EXPECT_TRUE(codemode::IsValidUtf8(status.instructions));
-  // A tool no sandbox could call (its name is longer than a tool_call frame carries) is
-  // left out at list time; one at the bound is kept (attack round 20, N3).
+  // A tool no sandbox could call (its name is longer than a tool_call frame carries) is left
+  // out at list time; one at the bound is kept.
   int long_names = 0;
   for (const UpstreamTool& t : status.tools) {
     if (t.name.size() > 200) {

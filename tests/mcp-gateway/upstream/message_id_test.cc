@@ -52,7 +52,7 @@ TEST(MessageIdScannerTest, ARequestOfTheServersIsNoAnswer) {
 }
 
 // A JSON parser reads "\u0069d" as "id": so must the scanner, or an oversized answer with
-// such a key leaves its call waiting out --call_timeout (attack round 4).
+// such a key leaves its call waiting out --call_timeout.
 TEST(MessageIdScannerTest, KeysSpelledWithEscapesAreDecoded) {
   const std::string big(1 << 16, 'A');
   EXPECT_EQ(Scan(R"({"result":{"text":")" + big + R"("},"\u0069d":11})", 3), json(11));
@@ -66,8 +66,8 @@ std::vector<json> ScanIds(const std::string& text, size_t piece = 1) {
   return Scanned(text, piece).ids();
 }
 
-// A batch line refused or too large used to fail none of its requests, which then waited
-// out their timeout (attack round 8, F15).
+// A batch line refused or too large fails its requests at once; otherwise they would wait
+// out their timeout.
 TEST(MessageIdScannerTest, FindsTheIdsOfTheResponsesInABatch) {
   const std::string big(1 << 16, 'A');
   const std::string batch = R"([{"jsonrpc":"2.0","id":1,"result":{"t":")" + big +
@@ -91,7 +91,7 @@ TEST(MessageIdScannerTest, ABatchNamesAtMostItsFirstThousandIds) {
   EXPECT_EQ(ids.back(), json(1023));
 }
 
-// Attack round 9 (F15): 1,024 answers to requests never made, first, hid the real one.
+// 1,024 answers to requests never made, first, do not hide the real one.
 TEST(MessageIdScannerTest, ABatchNamesOnlyTheIdsItIsAskedFor) {
   std::string batch = "[";
   for (int i = 0; i < 5000; ++i) batch += std::string(R"({"result":0,"id":)") + std::to_string(1000000 + i) + "},";

@@ -226,8 +226,8 @@ TEST(StdioUpstreamTest, AnOversizedAnswerFailsItsCallAndTheServerStillServes) {
   manager.Stop();
 }
 
-// The same for an answer in a batch line: its id is found inside the array (attack round
-// 8, F15: the call waited out its timeout).
+// The same for an answer in a batch line: its id is found inside the array (otherwise the
+// call would wait out its timeout).
 TEST(StdioUpstreamTest, AnOversizedBatchFailsItsCallsAtOnce) {
   UpstreamOptions options = testing::TestOptions();
   options.max_message_bytes = 1u << 20;
@@ -244,8 +244,8 @@ TEST(StdioUpstreamTest, AnOversizedBatchFailsItsCallsAtOnce) {
   manager.Stop();
 }
 
-// Attack round 9 (F15): a dropped batch whose first 1,024 answers are to requests never
-// made still fails the real call at once (only ids of requests in flight are recorded).
+// A dropped batch whose first 1,024 answers are to requests never made still fails the
+// real call at once (only ids of requests in flight are recorded).
 TEST(StdioUpstreamTest, AnOversizedBatchOfJunkIdsFirstStillFailsItsCall) {
   UpstreamOptions options = testing::TestOptions();
   options.max_message_bytes = 1u << 20;
@@ -262,10 +262,10 @@ TEST(StdioUpstreamTest, AnOversizedBatchOfJunkIdsFirstStillFailsItsCall) {
   manager.Stop();
 }
 
-// Attack round 10 (F17): a server that begins its answer (id first, so it is charged to
-// the caller) and then sends a byte now and then, never the newline, kept that charge on the
-// caller's budget after the call timed out: the token's later answers were refused for as
-// long as the server lived. The charge ends with the call.
+// A server that begins its answer (id first, so it is charged to the caller) and then sends
+// a byte now and then, never the newline, may not keep that charge on the caller's budget
+// after the call times out, refusing the token's later answers for as long as the server
+// lives. The charge ends with the call.
 TEST(StdioUpstreamTest, AnAnswerThatTricklesStopsChargingItsCallerWhenTheCallEnds) {
   UpstreamOptions options = testing::TestOptions();
   options.max_message_bytes = 4u << 20;
@@ -296,11 +296,10 @@ TEST(StdioUpstreamTest, AnAnswerThatTricklesStopsChargingItsCallerWhenTheCallEnd
   manager.Stop();
 }
 
-// Attack round 11 (1c): a server that stops reading stdin while a call waits. Writes to it
-// queue up, each waiting up to 30 s. The call that times out used to send its
-// notifications/cancelled (and only then release its answer's charge) behind them: it
-// returned after every queued write had failed (170 s late in the attack). It returns
-// before any of them now, and its charge goes first.
+// A server that stops reading stdin while a call waits: writes to it queue up, each
+// waiting up to 30 s. The call that times out returns before any of them, and its answer's
+// charge is released first; sending its notifications/cancelled behind them would return
+// it only after every queued write had failed (minutes late).
 TEST(StdioUpstreamTest, ACallThatTimesOutReturnsBeforeWritesQueuedToADeafServer) {
   UpstreamOptions options = testing::TestOptions();
   options.write_timeout = absl::Seconds(10);  // the fills' writes fail after it
@@ -366,10 +365,10 @@ class NappingServer {
   std::thread napper_;
 };
 
-// Attack round 11 re-check: a write that times out part way leaves half a line in the
-// server's stdin. The next caller's request used to be glued onto it, so the server saw
-// one unparsable line and that caller's call was lost (it waited for its timeout). The
-// half line is ended with a newline first now: the server rejects it and answers the next.
+// A write that times out part way leaves half a line in the server's stdin. Glued onto
+// it, the next caller's request would make one unparsable line, and that caller's call
+// would be lost (waiting for its timeout). The half line is ended with a newline first:
+// the server rejects it and answers the next.
 TEST(StdioUpstreamTest, ARequestCutOffPartWayDoesNotSwallowTheNextOne) {
   NappingServer server(absl::Seconds(3));
   CallOptions call;
@@ -390,8 +389,8 @@ TEST(StdioUpstreamTest, ARequestCutOffPartWayDoesNotSwallowTheNextOne) {
   next.join();
 }
 
-// Attack round 12: --upstream_write_timeout=inf made every write to a busy server fail
-// after one poll (its deadline wrapped into the past). It waits for the server now.
+// An --upstream_write_timeout of inf must not wrap the deadline into the past, failing
+// every write to a busy server after one poll: the write waits for the server.
 TEST(StdioUpstreamTest, AnEndlessWriteTimeoutWaitsForTheServer) {
   NappingServer server(absl::InfiniteDuration());
   std::thread writer([&] {  // 200 KiB: more than the pipe holds
@@ -404,10 +403,10 @@ TEST(StdioUpstreamTest, AnEndlessWriteTimeoutWaitsForTheServer) {
   writer.join();
 }
 
-// Attack round 12 re-check: a request waiting to be written to a server that does not read
-// waited --upstream_write_timeout whatever its call's timeout (with "inf": as long as the
-// server did not read), and a cancelled call (a client's cancel, the gateway's shutdown)
-// waited too. The wait ends with the call now.
+// A request waiting to be written to a server that does not read waits no longer than its
+// call: not --upstream_write_timeout whatever its call's timeout (with "inf": as long as
+// the server does not read), nor past a cancel (a client's cancel, the gateway's
+// shutdown). The wait ends with the call.
 TEST(StdioUpstreamTest, ACallEndsAtItsTimeoutOrCancelWhileItsRequestWaitsToBeWritten) {
   NappingServer server(absl::InfiniteDuration());
   std::atomic<int> ended{0};

@@ -1,7 +1,7 @@
 // StdoutLines: a stdio upstream's lines against the receive budgets. A line that stops
-// growing is abandoned after the idle timeout (attack round 9, F13); an answer line is
-// charged to its caller once its id is read, not to the budget every credential shares
-// (F16); one upstream's part of the shared budget is a quarter of it.
+// growing is abandoned after the idle timeout; an answer line is charged to its caller once
+// its id is read, not to the budget every credential shares; one upstream's part of the
+// shared budget is a quarter of it.
 #include "upstream/stdout_lines.h"
 
 #include <memory>
@@ -110,7 +110,7 @@ TEST(StdoutLinesTest, AnAnswerIsChargedToItsCallerOnceItsIdIsRead) {
 }
 
 // The request fails when its answer is refused, not at a newline that a hostile server may
-// never send (attack round 10: the call waited out its timeout).
+// never send (the call would wait out its timeout).
 TEST(StdoutLinesTest, AnAnswerItsCallerCannotHoldIsSkippedAndItsRequestFails) {
   auto shared = std::make_shared<codemode::ByteBudget>("max_upstream_bytes_in_flight", 1 << 20);
   Recorder r;
@@ -130,10 +130,10 @@ TEST(StdoutLinesTest, AnAnswerItsCallerCannotHoldIsSkippedAndItsRequestFails) {
   EXPECT_TRUE(r.lines.empty());
 }
 
-// Attack round 10 (F17): the caller of request 7 gave up (timed out, cancelled) while its
-// answer line trickled in a byte at a time. The line's charge leaves the caller's budget at
-// once (CheckCallers, which the reader runs when a call is abandoned), the rest of the line
-// is skipped, nothing is reported failed (nobody waits), and the next line is read.
+// The caller of request 7 gives up (timed out, cancelled) while its answer line trickles in
+// a byte at a time. The line's charge leaves the caller's budget at once (CheckCallers,
+// which the reader runs when a call is abandoned), the rest of the line is skipped, nothing
+// is reported failed (nobody waits), and the next line is read.
 TEST(StdoutLinesTest, AnAnswerWhoseCallerGaveUpStopsChargingIt) {
   auto shared = std::make_shared<codemode::ByteBudget>("max_upstream_bytes_in_flight", 1 << 20);
   Recorder r;

@@ -125,12 +125,12 @@ results
 }
 
 // Podman's default seccomp profile lets any process clone or unshare with CLONE_NEWUSER and
-// become root with every capability in a namespace of its own (attack round 20, N2; here
-// the runner's threads make unshare(CLONE_NEWUSER) fail with EINVAL anyway, but a
-// single-threaded child or a raw clone does it). sandboxd's profile (seccomp_profile.h)
-// denies every namespace flag in unshare and clone, and clone3 says ENOSYS. Threads and
-// child processes, which clone without those flags, still work. Container mode only:
-// gVisor's own kernel answers these calls.
+// become root with every capability in a namespace of its own (here the runner's threads
+// make unshare(CLONE_NEWUSER) fail with EINVAL anyway, but a single-threaded child or a raw
+// clone does it). sandboxd's profile (seccomp_profile.h) denies every namespace flag in
+// unshare and clone, and clone3 says ENOSYS. Threads and child processes, which clone
+// without those flags, still work. Container mode only: gVisor's own kernel answers these
+// calls.
 TEST_F(HostileTest, CodeCannotCreateNamespaces) {
   auto s = CreateSession(*stub_);
   Finished f = RunCode(*stub_, s.id(), R"(

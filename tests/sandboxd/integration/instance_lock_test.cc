@@ -1,6 +1,6 @@
-// Integration: one sandboxd per state directory and per socket (instance_lock.h; attack
-// round 22, F1). A second daemon on the same state directory or socket is refused at once,
-// also while the first drains after SIGTERM, and the first keeps every session.
+// Integration: one sandboxd per state directory and per socket (instance_lock.h). A second
+// daemon on the same state directory or socket is refused at once, also while the first
+// drains after SIGTERM, and the first keeps every session.
 #include <signal.h>
 
 #include <atomic>
@@ -48,8 +48,8 @@ TEST(InstanceLockTest, ASecondDaemonOnTheSameStateDirectoryIsRefused) {
   EXPECT_EQ(first.Stop(), 0);
 }
 
-// What attack round 22's race.sh did: a second start while the first drains a running call
-// after SIGTERM, no longer answering on its socket but still holding every session.
+// The race that matters: a second start while the first drains a running call after
+// SIGTERM, no longer answering on its socket but still holding every session.
 TEST(InstanceLockTest, ADaemonStartedWhileTheFirstDrainsIsRefusedAndALaterStartReattaches) {
   SandboxdProcess first({"--shutdown_grace=60s"});
   ASSERT_TRUE(first.Start());

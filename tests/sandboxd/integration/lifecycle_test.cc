@@ -362,10 +362,10 @@ TEST(LifecycleTest, NotifiesSystemdAndDrainsOnSigterm) {
   EXPECT_NE(stopping.find("STOPPING=1"), std::string::npos) << "got: " << stopping << " errno " << errno << "\n" << d.Log();
 }
 
-// Attack round 24c: podman passes a path on in JSON, turning each invalid UTF-8 byte into
-// U+FFFD, so a state directory of /tmp/x\xffy was checked but /tmp/x\xef\xbf\xbdy was
-// mounted, a name another user could make first in /tmp; a comma ends --mount's source. Such
-// paths are refused before anything is made.
+// Podman passes a path on in JSON, turning each invalid UTF-8 byte into U+FFFD, so with a
+// state directory of /tmp/x\xffy checked, /tmp/x\xef\xbf\xbdy would be mounted, a name
+// another user could make first in /tmp; a comma ends --mount's source. Such paths are
+// refused before anything is made.
 TEST(LifecycleTest, PathsPodmanWouldMisreadAreRefused) {
   const std::string base = "/tmp/sbx-podman-path-" + std::to_string(getpid());
   // flag, its value in bash's $'...' (which passes the bytes themselves), what is said
@@ -511,7 +511,7 @@ TEST(LifecycleTest, SelfCheckRunsPrintOneAndSaysWhyWhenItCannot) {
   const std::string before = Sh(dirs), containers_before = Sh(containers);
   int rc = -1;
   // The configured state directory (a running daemon's, perhaps) is not touched: not even
-  // its seccomp profile is written (attack round 24).
+  // its seccomp profile is written.
   const std::string configured = "/tmp/sbx-self-check-state-" + std::to_string(getpid());
   std::string out = Sh(SandboxdBinary() + " --self_check --state_dir=" + configured + " 2>&1", &rc);
   EXPECT_EQ(rc, 0) << out;

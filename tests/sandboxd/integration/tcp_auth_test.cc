@@ -179,8 +179,9 @@ TEST_F(TcpAuthTest, TheTcpPortServesOnlyCallsWithTheToken) {
   EXPECT_THAT(daemon.Log(), ::testing::Not(HasSubstr(kToken)));
 }
 
-// Attack round 3 (issue 41), item 6: one refused call every 5 s restarted
-// --tcp_idle_timeout, so peers without the token kept their connections forever.
+// A connection is closed after its first refused call: if a refused call restarted
+// --tcp_idle_timeout, a peer without the token calling every 5 s would keep its
+// connection forever.
 TEST_F(TcpAuthTest, AConnectionIsClosedAfterItsFirstRefusedCall) {
   SandboxdProcess daemon({"--listen_tcp=127.0.0.1:0", "--tcp_token_file=" + WriteToken(kToken, 0600),
                           "--tcp_idle_timeout=1h", "--tcp_auth_timeout=1h"});
@@ -506,9 +507,9 @@ bool ClosedByServer(const std::string& address, int port, const std::string& byt
   return n == 0 || (n < 0 && errno == ECONNRESET);
 }
 
-// Attack round 16, F1 and F5: a peer without the token held a descriptor per connection
-// for minutes (idle after TLS, or never finishing it), and each failed handshake wrote a
-// line to stderr, unbounded.
+// A peer without the token may not hold a descriptor per connection for minutes (idle
+// after TLS, or never finishing it), nor make each failed handshake write a line to
+// stderr, unbounded.
 TEST_F(TcpTlsTest, ConnectionsWithoutCallsAreClosedAndFailedHandshakesLogLittle) {
   WriteToken(kToken, 0600);
   std::vector<std::string> args = TlsArgs();
@@ -549,8 +550,8 @@ TEST_F(TcpTlsTest, ConnectionsWithoutCallsAreClosedAndFailedHandshakesLogLittle)
   EXPECT_TRUE(get_info().ok());
 }
 
-// Attack round 16, F7: a FIFO as a certificate, client CA or token file hung the start,
-// and a client CA others could rewrite was trusted.
+// A FIFO as a certificate, client CA or token file is refused at once instead of hanging
+// the start, and so is a client CA others could rewrite.
 TEST_F(TcpTlsTest, FifosAndWritableTrustAnchorsAreRefusedAtOnce) {
   const std::string token = "--tcp_token_file=" + WriteToken(kToken, 0600);
   const std::string tcp = "--listen_tcp=" + address_ + ":0 ";

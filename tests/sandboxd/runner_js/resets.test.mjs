@@ -1,7 +1,7 @@
-// Namespace resets that happen between execs or behind the runner's back (attack round 21):
-// a forged `done`, a worker that dies while the session is idle, processes that outlive a
-// reset, and the idle watchdog (a background loop that never yields). Whatever replaces the
-// namespace outside an exec is reported on the next exec's done (namespace_reset).
+// Namespace resets that happen between execs or behind the runner's back: a forged `done`,
+// a worker that dies while the session is idle, processes that outlive a reset, and the
+// idle watchdog (a background loop that never yields). Whatever replaces the namespace
+// outside an exec is reported on the next exec's done (namespace_reset).
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { RunnerContainer } from './harness.mjs';
@@ -35,7 +35,7 @@ describe('javascript runner: resets between execs', () => {
 
   it('ignores a done the cell forges through parentPort', async () => {
     await client.exec('var keep = 42; keep');
-    // round 21's fd.js: a well-formed done for the running exec, then the real result later
+    // A well-formed done for the running exec, then the real result later.
     const id = client.newId() + 1;
     const r = await client.exec("const { parentPort } = require('worker_threads'); " +
       `parentPort.postMessage({ t: 'done', id: ${id}, status: 'ok', result: "'F'", error: null, ` +
@@ -76,7 +76,7 @@ describe('javascript runner: resets between execs', () => {
   });
 
   it('ends the processes user code started when a timeout resets the namespace', async () => {
-    // round 21's c3.js: a detached shell loop outlived the reset
+    // A detached shell loop must not outlive the reset.
     await client.exec("require('child_process').spawn('/bin/sh', ['-c', " +
       "'while :; do sleep 1; done # r21-loop'], { detached: true, stdio: 'ignore' }).unref()");
     const list = `(${liveProcesses})()`;
@@ -92,9 +92,9 @@ describe('javascript runner: resets between execs', () => {
   });
 
   it('ends the processes background code starts while a reset frame runs', async () => {
-    // round 23's bg.js: background code spawning without a pause started processes after the
-    // reset's last kill, before its worker had stopped. Two threads of its own spawn too (they
-    // stop only when the worker does), which makes that window wide enough to hit every time.
+    // Background code spawning without a pause can start processes after the reset's last
+    // kill, before its worker has stopped. Two threads of its own spawn too (they stop only
+    // when the worker does), which makes that window wide enough to hit every time.
     const spawner = "const cp = require('child_process'); (function spawnMore() { try { " +
       "cp.spawn('sleep', ['1000'], { detached: true, stdio: 'ignore' }).unref() } catch (e) {} " +
       'setImmediate(spawnMore) })()';
@@ -129,7 +129,8 @@ describe('javascript runner: the idle watchdog', () => {
   });
 
   it('replaces a worker that background code keeps busy, and says so on the next exec', async () => {
-    // round 21's p1.js: OK at once, then the worker spun until the next exec timed out
+    // OK at once, then the worker spins: it is replaced, not left busy until the next exec
+    // times out.
     await client.exec('var before = 1');
     const spin = await client.exec('function loop() { Promise.resolve().then(loop) } loop(); 1');
     assert.equal(spin.result, '1');

@@ -1,7 +1,7 @@
-// A worker blocked in a system call (attack round 23's fifo.js: readFileSync on a FIFO nobody
-// writes to) cannot be terminated: terminate() lands only in JavaScript, so its thread and
-// memory stayed after every timeout until the container's memory limit ended the session.
-// The runner now says so on the exec that hit it and ends itself at STUCK_WORKER_LIMIT (3).
+// A worker blocked in a system call (readFileSync on a FIFO nobody writes to) cannot be
+// terminated: terminate() lands only in JavaScript, so its thread and memory stay after every
+// timeout until the container's memory limit ends the session. The runner says so on the exec
+// that hit it and ends itself at STUCK_WORKER_LIMIT (3).
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { RunnerContainer } from './harness.mjs';

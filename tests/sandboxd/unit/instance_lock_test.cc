@@ -63,9 +63,9 @@ TEST(InstanceLockTest, RemovesOnlyTheSocketItBound) {
   BindSocket(sock);
   BoundSocket ours = BoundSocket::Pin(sock);
   ASSERT_TRUE(ours.held());
-  // Another daemon removed ours and bound its own at the same path (attack round 22, F1):
-  // our exit must leave it alone. Pinned, ours keeps its inode number: the new socket's
-  // differs (unpinned, ext4 hands the freed number to the new socket at once).
+  // Another daemon removed ours and bound its own at the same path: our exit must leave it
+  // alone. Pinned, ours keeps its inode number: the new socket's differs (unpinned, ext4
+  // hands the freed number to the new socket at once).
   ASSERT_EQ(unlink(sock.c_str()), 0);
   BindSocket(sock);
   const ino_t theirs = Inode(sock);
@@ -146,10 +146,10 @@ mode_t Mode(const std::string& path) {
   return stat(path.c_str(), &st) == 0 ? st.st_mode & 07777 : 0;
 }
 
-// Attack round 23: an existing socket directory was chmod'ed 0700 whenever it was ours (a
-// root daemon with --socket=/tmp/x.sock made /tmp 0700), and the state directory's owner
-// and mode were never checked. Now what we create is 0700, and an existing directory is
-// never chmod'ed: one others may enter is refused, and stays as it was.
+// What we create is 0700, and an existing directory is never chmod'ed (chmod'ing a socket
+// directory whenever it is ours would make /tmp 0700 for a root daemon with
+// --socket=/tmp/x.sock): one others may enter is refused, and stays as it was. The state
+// directory's owner and mode are checked too.
 TEST(InstanceLockTest, ExistingDirectoriesOthersMayEnterAreRefusedAndKeepTheirMode) {
   TempDir dir;
   const std::string shared = dir.path() + "/shared", open = dir.path() + "/open";
@@ -191,11 +191,11 @@ TEST(InstanceLockTest, ExistingDirectoriesOthersMayEnterAreRefusedAndKeepTheirMo
   }
 }
 
-// Attack round 24, F1: only the directory itself was checked, so the owner of a parent (or
-// anyone, in a parent others may write) could rename it away after the start and put in a
-// directory of their own (with a seccomp profile that allows everything, or a socket of
-// theirs). Every directory on the way must be root's or ours and, if others may write it,
-// sticky; every symlink on it root's or ours.
+// Checking only the directory itself is not enough: the owner of a parent (or anyone, in a
+// parent others may write) could rename it away after the start and put in a directory of
+// their own (with a seccomp profile that allows everything, or a socket of theirs). Every
+// directory on the way must be root's or ours and, if others may write it, sticky; every
+// symlink on it root's or ours.
 TEST(InstanceLockTest, EveryDirectoryAndSymlinkOnTheWayMustBeSafeFromOtherUsers) {
   TempDir dir;  // in /tmp: root's and sticky, as it should be
   const std::string open = dir.path() + "/open", safe = dir.path() + "/safe";
@@ -232,10 +232,10 @@ TEST(InstanceLockTest, EveryDirectoryAndSymlinkOnTheWayMustBeSafeFromOtherUsers)
   EXPECT_TRUE(via_ours.ok()) << via_ours.status();
 }
 
-// Attack round 24b: the walk took the path as written and realpath()'s result, so another
-// user's symlink in the middle of a chain (ours -> theirs -> ours) passed, and so did any
-// path realpath() could not resolve; and missing directories were made before anything was
-// checked, following other users' symlinks. Now resolution is walked as the kernel does it.
+// Resolution is walked as the kernel does it. Taking the path as written and realpath()'s
+// result would pass another user's symlink in the middle of a chain (ours -> theirs ->
+// ours), and any path realpath() cannot resolve; and no missing directory is made before
+// it is checked, which would follow other users' symlinks.
 TEST(InstanceLockTest, SymlinkChainsAreWalkedAsTheKernelResolvesThemAndNothingIsMadeFirst) {
   TempDir dir;
   const std::string theirs = dir.path() + "/theirs", real = dir.path() + "/real";

@@ -133,9 +133,9 @@ TEST_F(SessionManagerTest, RunnerRemovedUnderUs) {
 }
 
 // The cleanup of a lost session runs on the manager's workers and uses the manager's
-// records and factory: a manager that ends while it runs waits for it (it used to free
-// the factory first; ASan saw the worker read it). The slow Delete keeps the cleanup
-// running as the manager ends.
+// records and factory: a manager that ends while it runs waits for it (freeing the
+// factory first would have the worker read freed memory, which ASan reports). The slow
+// Delete keeps the cleanup running as the manager ends.
 TEST_F(SessionManagerTest, AManagerEndingDuringALostSessionsCleanupWaitsForIt) {
   FakeRecordStore store;
   SessionManager* m = StartManager(Options(), &store);

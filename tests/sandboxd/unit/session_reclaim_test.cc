@@ -62,8 +62,8 @@ TEST_F(SessionManagerTest, WithoutReclaimIdleAFullOwnerIsRefused) {
 }
 
 // max_owner_sessions: a creator (mcp-gateway, per credential) may ask for a tighter cap
-// than the daemon's flag, never a looser one (attack round 14, F3: sandboxes made without
-// an MCP session escaped the gateway's --max_sandboxes_per_credential).
+// than the daemon's flag, never a looser one (so sandboxes made without an MCP session keep
+// to the gateway's --max_sandboxes_per_credential).
 TEST_F(SessionManagerTest, ACreatorMayAskForATighterOwnerLimitNeverALooserOne) {
   SessionManager* m = StartManager(PerOwner(Options(), 3));
   auto limited = [](bool reclaim, uint32_t limit) {
@@ -150,8 +150,8 @@ TEST_F(SessionManagerTest, ConcurrentReclaimsEndDifferentSessions) {
 
 // ---- a full daemon: an owner holding fewer gets the idle session of one holding more --
 
-// Attack round 3 (issue 41), item 7: one owner's idle sessions left another's first run
-// with "too many sessions".
+// One owner's idle sessions must not leave another owner's first run with "too many
+// sessions".
 TEST_F(SessionManagerTest, AFullDaemonEndsTheIdleSessionOfTheOwnerHoldingTheMostForANewOwner) {
   ManagerOptions o = Options();
   o.max_sessions = 6;

@@ -120,8 +120,8 @@ TEST_F(SessionRuntimesTest, AJavaScriptPoolThatCannotRunSaysWhyOnce) {
   EXPECT_EQ(log.Count("does not offer nodejs"), 1);
 }
 
-// GetInfo says why JavaScript cannot run here whether or not a JavaScript pool is asked for:
-// the gateway hides run_javascript by it. With --js_pool_size=0 it used to say nothing.
+// GetInfo says why JavaScript cannot run here whether or not a JavaScript pool is asked for
+// (--js_pool_size=0 too): the gateway hides run_javascript by it.
 TEST_F(SessionRuntimesTest, WithoutAJavaScriptPoolGetInfoStillSaysWhyJavaScriptCannotRun) {
   ManagerOptions o = BothRuntimes(/*pool_size=*/0, /*js_pool_size=*/0);
   o.js_runner_path.clear();
@@ -142,7 +142,7 @@ TEST_F(SessionRuntimesTest, WithoutAJavaScriptPoolGetInfoStillSaysWhyJavaScriptC
 
 // An image rebuilt with nodejs while the daemon runs: the JavaScript pool's recheck looks
 // at the image again (the image cache refreshes when it is older than 5 s) and the pool
-// fills, without anyone calling GetInfo. It used to take the cache as it was, forever.
+// fills, without anyone calling GetInfo; the cache is not kept as it was forever.
 TEST_F(SessionRuntimesTest, AJavaScriptPoolStartsOnceTheImageOffersNodejs) {
   ManagerOptions o = BothRuntimes(0, 1);
   o.js_pool_recheck = absl::Milliseconds(200);
@@ -157,7 +157,7 @@ TEST_F(SessionRuntimesTest, AJavaScriptPoolStartsOnceTheImageOffersNodejs) {
 
 // A JavaScript runner that cannot start (here: it exits at once) breaks JavaScript only:
 // health stays SERVING while Python sessions start, through the JavaScript pool's retries.
-// Each failed JavaScript start used to make the daemon NOT_SERVING until the next success.
+// A failed JavaScript start does not make the daemon NOT_SERVING until the next success.
 TEST_F(SessionRuntimesTest, ABrokenJavaScriptRunnerDoesNotMakeTheDaemonNotServing) {
   char path[] = "/tmp/broken-runner-XXXXXX.js";
   const int fd = mkstemps(path, 3);
