@@ -1,5 +1,7 @@
 #include "egress/proxy_seams.h"
 
+#include <algorithm>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
@@ -35,6 +37,15 @@ bool ByteQuota::Charge(uint64_t n) {
     }
   } while (!used_.compare_exchange_weak(used, used + n));
   return true;
+}
+
+void ByteQuota::Restore(uint64_t n) {
+  uint64_t used = used_.load();
+  uint64_t next;
+  do {
+    next = n >= limit_ - std::min(used, limit_) ? limit_ : used + n;
+  } while (!used_.compare_exchange_weak(used, next));
+  if (next >= limit_) spent_.store(true);
 }
 
 const ByteQuota* ChargeAll(const std::vector<std::shared_ptr<ByteQuota>>& quotas, uint64_t n) {

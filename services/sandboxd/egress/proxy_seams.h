@@ -105,6 +105,9 @@ class ByteQuota {
   ByteQuota(std::string name, uint64_t limit) : name_(std::move(name)), limit_(limit) {}
   // Takes `n` bytes, or nothing and false when that would pass the limit.
   bool Charge(uint64_t n);
+  // Counts `n` bytes used before (a session's recorded count after a restart), up to the
+  // limit whatever `n` is; reaching it spends the quota.
+  void Restore(uint64_t n);
   void Refund(uint64_t n) { used_.fetch_sub(n); }
   // Whether a charge was refused (what is left is too little for a read's worth).
   bool spent() const { return spent_.load(); }

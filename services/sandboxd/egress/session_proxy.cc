@@ -43,6 +43,7 @@ class SessionProxy::State : public std::enable_shared_from_this<State> {
     context->sink = options.sink;
     context->quotas.push_back(
         std::make_shared<ByteQuota>("max_bytes_per_session", options.limits.max_bytes_per_session));
+    if (options.bytes_used > 0) context->quotas.front()->Restore(options.bytes_used);
     if (options.owner_bytes) context->quotas.push_back(std::move(options.owner_bytes));
     context_ = std::move(context);
   }
@@ -284,6 +285,8 @@ Policy SessionProxy::policy() const {
 }
 
 size_t SessionProxy::open_connections() const { return state_->session_slots_->open(); }
+
+uint64_t SessionProxy::bytes_used() const { return state_->context_->quotas.front()->used(); }
 
 void SessionProxy::Stop() { state_->Stop(); }
 

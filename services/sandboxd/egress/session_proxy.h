@@ -38,6 +38,9 @@ class SessionProxy {
     ProxyLimits limits;
     std::shared_ptr<ConnectionSlots> owner_slots;  // null: no cap per owner
     std::shared_ptr<ByteQuota> owner_bytes;        // null: no byte quota per owner
+    // What the session's byte quota starts from (ByteQuota::Restore): the count a restarted
+    // daemon found in the session's record. Not added to owner_bytes.
+    uint64_t bytes_used = 0;
     // Both outlive the proxy's connections, which end on the io_context after Stop: keep
     // them as long as the io_context runs.
     Resolver* resolver = nullptr;
@@ -67,6 +70,8 @@ class SessionProxy {
   Policy policy() const;
   // Connections open now (the session's slots taken).
   size_t open_connections() const;
+  // The bytes the session's quota has counted (Options::bytes_used included).
+  uint64_t bytes_used() const;
 
   // Closes the listeners and cuts every open connection. Idempotent.
   void Stop();

@@ -1,5 +1,7 @@
 #include "sandboxd/egress_hub.h"
 
+#include <algorithm>
+
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
@@ -60,6 +62,7 @@ class EgressHub::Proxy : public SessionEgress {
     return proxy_->Narrow(*parsed);
   }
   std::string policy() const override { return proxy_->policy().ToString(); }
+  uint64_t bytes_used() const override { return proxy_->bytes_used(); }
 
  private:
   EgressHub* const hub_;
@@ -144,7 +147,8 @@ absl::StatusOr<std::unique_ptr<SessionEgress>> EgressHub::Open(const std::string
                                                                const std::string& owner,
                                                                const std::string& policy,
                                                                const std::string& relay_socket,
-                                                               codemode::UniqueFd listener) {
+                                                               codemode::UniqueFd listener,
+                                                               uint64_t bytes_used) {
   absl::StatusOr<Policy> parsed = Policy::Parse(policy);
   if (!parsed.ok()) return parsed.status();
   std::shared_ptr<egress::ConnectionSlots> slots;
@@ -167,12 +171,15 @@ absl::StatusOr<std::unique_ptr<SessionEgress>> EgressHub::Open(const std::string
   }
   auto proxy = std::make_unique<egress::SessionProxy>(
       io_, egress::SessionProxy::Options{session, owner, *std::move(parsed), options_.limits, slots,
-                                         bytes, resolver_.get(), this});
+                                         bytes, bytes_used, resolver_.get(), this});
   if (absl::Status s = listener.get() >= 0 ? proxy->Adopt(std::move(listener))
                                             : proxy->DialUnix(relay_socket, options_.parked);
       !s.ok()) {
     return s;
   }
+  // The owner's count after a restart is the sum of its sessions' recorded ones (each within
+  // the session's quota): what its ended sessions used is not recorded.
+  if (bytes_used > 0) bytes->Restore(std::min(bytes_used, options_.limits.max_bytes_per_session));
   return std::unique_ptr<SessionEgress>(
       new Proxy(this, session, std::move(proxy), std::move(slots), std::move(bytes)));
 }

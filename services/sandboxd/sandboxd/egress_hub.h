@@ -76,7 +76,8 @@ class EgressHub final : public EgressService, private egress::DecisionSink {
                                                       const std::string& owner,
                                                       const std::string& policy,
                                                       const std::string& relay_socket,
-                                                      codemode::UniqueFd listener) override;
+                                                      codemode::UniqueFd listener,
+                                                      uint64_t bytes_used) override;
   std::string default_policy() const override { return default_.ToString(); }
   std::string max_policy() const override { return max_.ToString(); }
 

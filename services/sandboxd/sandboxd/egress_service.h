@@ -6,11 +6,12 @@
 //   if (!policy->empty()) {
 //     auto listener = conn->TurnEgressOn(timeout, /*ask_listener=*/true);
 //     auto egress = service->Open(id, owner, *policy, socket_dir + "/egress.sock",
-//                                 *std::move(listener));
+//                                 *std::move(listener), /*bytes_used=*/0);
 //   }
 //   (*egress)->Narrow("pypi.org");   // PERMISSION_DENIED when wider than the one in force
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -29,6 +30,8 @@ class SessionEgress {
   // Replaces the policy with `policy` when it lies within the one in force.
   virtual absl::Status Narrow(absl::string_view policy) = 0;
   virtual std::string policy() const = 0;  // canonical
+  // The bytes the session's quota has counted, those restored by Open included.
+  virtual uint64_t bytes_used() const = 0;
 };
 
 class EgressService {
@@ -43,11 +46,14 @@ class EgressService {
   // Serves the session with `policy` (canonical, admitted): accepts on `listener`, the
   // loopback listener its runner handed over, or (none) dials the relay listening at
   // `relay_socket`. INVALID_ARGUMENT when `listener` is not a listening TCP socket.
+  // `bytes_used`: what the session's byte quota had counted before (its record's count
+  // after a restart; 0 for a new session), counted again in its quota and its owner's.
   virtual absl::StatusOr<std::unique_ptr<SessionEgress>> Open(const std::string& session,
                                                               const std::string& owner,
                                                               const std::string& policy,
                                                               const std::string& relay_socket,
-                                                              codemode::UniqueFd listener) = 0;
+                                                              codemode::UniqueFd listener,
+                                                              uint64_t bytes_used) = 0;
   virtual std::string default_policy() const = 0;
   virtual std::string max_policy() const = 0;
 };

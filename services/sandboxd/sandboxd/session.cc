@@ -460,6 +460,14 @@ bool Session::TerminateIfIdle(const std::string& reason, int64_t unused_since_ms
 }
 
 void Session::Detach() {
+  // The last egress count, while the egress (and so its policy, which the record keeps)
+  // is still attached.
+  bool count_moved;
+  {
+    codemode::MutexLock lock(&mu_);
+    count_moved = !lost_ && EgressBytesLocked() != egress_recorded_bytes_;
+  }
+  if (count_moved && env_->records) SaveRecord();
   Deferred deferred;
   {
     codemode::MutexLock lock(&mu_);
@@ -530,36 +538,19 @@ sandbox::v1::Session Session::ToProto() const {
   return p;
 }
 
-void Session::AttachEgress(std::unique_ptr<SessionEgress> egress) {
-  codemode::MutexLock lock(&mu_);
-  if (!lost_) egress_ = std::move(egress);
-  // else: it goes when `egress` does, after the lock (it cuts nothing: nothing reached it)
-}
-
-absl::Status Session::NarrowEgress(absl::string_view policy, bool empty) {
-  {
-    codemode::MutexLock lock(&mu_);
-    if (lost_) return absl::FailedPreconditionError(absl::StrCat("session lost: ", lost_reason_));
-    if (!egress_) {
-      if (empty) return absl::OkStatus();
-      return absl::PermissionDeniedError(
-          "the session has no egress, and a running session's policy can only be narrowed");
-    }
-    if (absl::Status s = egress_->Narrow(policy); !s.ok()) return s;
-  }
-  SaveRecord();
-  return absl::OkStatus();
-}
-
 SessionRecord Session::Record() const {
-  return {ToProto(), catalog().ToProto(), metadata_.container_name};
+  SessionRecord r{ToProto(), catalog().ToProto(), metadata_.container_name};
+  codemode::MutexLock lock(&mu_);
+  r.egress_bytes_used = EgressBytesLocked();
+  return r;
 }
 
 void Session::SaveRecord() const {
   absl::Status st = env_->records->Update(metadata_.id, [this] { return Record(); });
   if (!st.ok()) {
-    spdlog::error("session {}: cannot record its new catalog or egress policy ({}); after "
-                  "a daemon restart it would have the old one", metadata_.id, codemode::LogLongText(st.message()));
+    spdlog::error("session {}: cannot record its new catalog, egress policy or egress count ({}); "
+                  "after a daemon restart it would have the old one", metadata_.id,
+                  codemode::LogLongText(st.message()));
   }
 }
 

@@ -236,8 +236,17 @@ class Session : public RunnerConnection::Listener, public std::enable_shared_fro
   void Touch();
 
   // The session's way out (docs/egress.md), attached once at its start; it ends when the
-  // session is lost or detached. The policy in force shows in ToProto and the record.
+  // session is lost or detached. The policy in force shows in ToProto and the record, and
+  // so do the bytes its quota has counted (the record's).
   void AttachEgress(std::unique_ptr<SessionEgress> egress);
+  // Rewrites the record when the egress quota's count has moved since it was last written
+  // and it has moved kEgressRecordBytes, or kEgressRecordInterval has passed since (the
+  // manager's reaper calls it each second; Detach writes the last count). So a crash loses
+  // at most that much of a session's count, and a busy session costs at most one write
+  // per call, not one per connection.
+  void RecordEgressUse();
+  static constexpr uint64_t kEgressRecordBytes = uint64_t{16} << 20;
+  static constexpr absl::Duration kEgressRecordInterval = absl::Seconds(5);
   // Narrows the policy in force (SessionEgress::Narrow) and records it. A session without
   // egress takes only a policy that allows nothing (`empty`).
   absl::Status NarrowEgress(absl::string_view policy, bool empty);
@@ -309,8 +318,11 @@ class Session : public RunnerConnection::Listener, public std::enable_shared_fro
   void CancelExec(uint64_t exec_id);
   void CloseRouter(uint64_t exec_id);
   static void Run(Deferred& d);
-  // Rewrites the session's record (its catalog or egress policy changed); logs a failure.
+  // Rewrites the session's record (its catalog, egress policy or egress count changed);
+  // logs a failure.
   void SaveRecord() const;
+  // The bytes the egress quota has counted; 0 without egress.
+  uint64_t EgressBytesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   SessionEnv* const env_;
   const Metadata metadata_;
@@ -333,6 +345,9 @@ class Session : public RunnerConnection::Listener, public std::enable_shared_fro
   bool detached_ ABSL_GUARDED_BY(mu_) = false;
   std::string lost_reason_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<SessionEgress> egress_ ABSL_GUARDED_BY(mu_);
+  // The egress count last put in the record, and when (RecordEgressUse).
+  uint64_t egress_recorded_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t egress_recorded_ms_ ABSL_GUARDED_BY(mu_) = 0;
   // Set before we kill the container ourselves, so the EOF that follows is reported with
   // the real cause.
   std::string kill_reason_ ABSL_GUARDED_BY(mu_);

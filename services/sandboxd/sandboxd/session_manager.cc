@@ -158,6 +158,7 @@ void SessionManager::ReaperLoop() {
     }
     std::vector<std::pair<std::string, std::string>> expired;
     for (const auto& s : all) {
+      s->RecordEgressUse();  // its egress count into its record, now and then
       int64_t idle_ms = now - s->last_used_ms();
       if (s->idle() && idle_ms > absl::ToInt64Milliseconds(options_.idle_ttl)) {
         expired.emplace_back(s->metadata().id, absl::StrCat("idle for ", idle_ms / 1000, " s"));

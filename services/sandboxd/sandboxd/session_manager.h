@@ -187,16 +187,17 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // session_egress.cc: the policy a CreateSession gets (canonical; empty: no egress).
   absl::StatusOr<std::string> AdmitEgress(const sandbox::v1::CreateSessionRequest& r);
   // Turns the runner's relay on (waiting for its answer when `wait`) and opens the
-  // session's proxy.
+  // session's proxy, its byte quota counting `bytes_used` already.
   absl::StatusOr<std::unique_ptr<SessionEgress>> OpenEgress(const Session::Metadata& md,
                                                             const std::string& policy,
                                                             RunnerConnection& conn,
-                                                            bool wait = true);
+                                                            bool wait = true,
+                                                            uint64_t bytes_used = 0);
   std::string RelaySocket(const Session::Metadata& md) const;  // its egress.sock
-  // The egress of a re-attached session with `recorded` policy; null, and why in
-  // md->egress_lost_reason, when it can no longer have it.
-  std::unique_ptr<SessionEgress> ReopenEgress(const std::string& recorded, Session::Metadata* md,
-                                              RunnerConnection& conn);
+  // The egress of a re-attached session with `recorded` policy and byte count; null, and
+  // why in md->egress_lost_reason, when it can no longer have it.
+  std::unique_ptr<SessionEgress> ReopenEgress(const std::string& recorded, uint64_t bytes_used,
+                                              Session::Metadata* md, RunnerConnection& conn);
   // OK when `image` can run `language`: its runner is installed, and the image offers
   // it (an image without an io.sandboxd.offers label is tried as it is). CreateSession's
   // path takes the image cache as it is (`refresh_images` false: no podman inspect on a

@@ -1,5 +1,7 @@
 #include "sandboxd/session_records.h"
 
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
@@ -21,7 +23,8 @@ std::string ProtoToJson(const google::protobuf::Message& m) {
 std::string EncodeSessionRecord(const SessionRecord& record) {
   json rec = {{"session", ProtoToJson(record.session)},
               {"catalog", ProtoToJson(record.catalog)},
-              {"container_name", record.container_name}};
+              {"container_name", record.container_name},
+              {"egress_bytes_used", record.egress_bytes_used}};
   return rec.dump();
 }
 
@@ -42,6 +45,10 @@ absl::StatusOr<SessionRecord> DecodeSessionRecord(const std::string& contents) {
   }
   SessionRecord out;
   out.container_name = *container;
+  if (auto used = rec.find("egress_bytes_used"); used != rec.end()) {
+    out.egress_bytes_used =
+        used->is_number_unsigned() ? used->get<uint64_t>() : std::numeric_limits<uint64_t>::max();
+  }
   if (!google::protobuf::util::JsonStringToMessage(*session, &out.session).ok() ||
       !google::protobuf::util::JsonStringToMessage(*catalog, &out.catalog).ok()) {
     return absl::DataLossError("unreadable record");

@@ -16,6 +16,7 @@
 // state even when two updates race. Safe for concurrent use.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <set>
 #include <string>
@@ -35,9 +36,15 @@ struct SessionRecord {
   sandbox::v1::Session session;
   sandbox::v1::Catalog catalog;
   std::string container_name;
+  // The bytes its egress quota had counted when the record was written (docs/egress.md,
+  // "Across a sandboxd restart").
+  uint64_t egress_bytes_used = 0;
 };
 
-// The stored form (JSON, readable by hand) and back.
+// The stored form (JSON, readable by hand) and back. An egress count that is not a
+// non-negative integer below 2^64 reads as the most there is (UINT64_MAX, which the quota
+// caps at its limit): damage spends the session's quota rather than refilling it. A record
+// without one (an older version's) reads as 0.
 std::string EncodeSessionRecord(const SessionRecord& record);
 absl::StatusOr<SessionRecord> DecodeSessionRecord(const std::string& contents);
 

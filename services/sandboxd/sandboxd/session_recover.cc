@@ -119,7 +119,9 @@ bool SessionManager::Reattach(const SessionRecord& record,
     if (absl::SimpleAtoi(uid->second, &value)) md.uid_lease = factory_.ClaimUid(value);
   }
   std::unique_ptr<SessionEgress> egress;
-  if (!sp.egress_policy().empty()) egress = ReopenEgress(sp.egress_policy(), &md, **conn);
+  if (!sp.egress_policy().empty()) {
+    egress = ReopenEgress(sp.egress_policy(), record.egress_bytes_used, &md, **conn);
+  }
   uint64_t execs = (*conn)->ready().execs;
   auto session = Session::Create(&env_, std::move(md), std::move(*catalog), std::move(*conn),
                                  /*push_catalog=*/false);

@@ -2,6 +2,8 @@
 // time, connections per session and per owner, and narrowing a running session's policy.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "proxy_fixture.h"
 
 namespace sandboxd {
@@ -132,6 +134,49 @@ TEST_F(ProxyCapsTest, BytesDroppedAfterARequestsBodyAreChargedToTheQuota) {
   EXPECT_TRUE(client.ClosedWithin(std::chrono::seconds(3)));
   Client next = Client::Tcp(last_port());
   EXPECT_THAT(next.Read(), ::testing::AllOf(StartsWith("HTTP/1.1 429"), HasSubstr("max_bytes_per_session")));
+}
+
+// After a restart the session's quota starts from its recorded count: what is left of it,
+// not the whole quota, is what the session may still relay.
+TEST_F(ProxyCapsTest, ARestoredCountLeavesOnlyTheRestOfTheQuota) {
+  ProxyLimits limits;
+  limits.max_bytes_per_session = 4000;
+  bytes_used_ = 2000;
+  auto proxy = Make("origin.test:$PORT, 127.0.0.0/8:$PORT", limits);
+  EXPECT_EQ(proxy->bytes_used(), 2000u);
+  Client client = OpenTunnel();  // its ClientHello, charged both ways, fits
+  client.Send(std::string(2000, 'a'));  // its echo would not
+  EXPECT_TRUE(client.ClosedWithin(std::chrono::seconds(3)));
+  Client next = Client::Tcp(last_port());
+  EXPECT_THAT(next.Read(), ::testing::AllOf(StartsWith("HTTP/1.1 429"), HasSubstr("max_bytes_per_session")));
+  EXPECT_LE(proxy->bytes_used(), 4000u);
+}
+
+// A count past the limit (a damaged record's) is the limit: the quota is spent, and the
+// first connection is refused before anything is relayed.
+TEST_F(ProxyCapsTest, ARestoredCountPastTheLimitSpendsTheQuota) {
+  ProxyLimits limits;
+  limits.max_bytes_per_session = 4000;
+  bytes_used_ = std::numeric_limits<uint64_t>::max();
+  auto proxy = Make("origin.test:$PORT, 127.0.0.0/8:$PORT", limits);
+  EXPECT_EQ(proxy->bytes_used(), 4000u);
+  Client client = Client::Tcp(last_port());
+  EXPECT_THAT(client.Read(), ::testing::AllOf(StartsWith("HTTP/1.1 429"), HasSubstr("max_bytes_per_session")));
+}
+
+TEST(ByteQuotaTest, RestoreAddsUpToTheLimitAndSpendsItThere) {
+  ByteQuota quota("q", 1000);
+  quota.Restore(300);
+  quota.Restore(200);
+  EXPECT_EQ(quota.used(), 500u);
+  EXPECT_FALSE(quota.spent());
+  EXPECT_TRUE(quota.Charge(500));
+  EXPECT_FALSE(quota.Charge(1));
+  ByteQuota full("q", 1000);
+  full.Restore(400);
+  full.Restore(std::numeric_limits<uint64_t>::max());
+  EXPECT_EQ(full.used(), 1000u);
+  EXPECT_TRUE(full.spent());
 }
 
 TEST_F(ProxyCapsTest, AnOwnersSessionsShareItsByteQuota) {

@@ -43,6 +43,7 @@ class ProxyFixture : public ::testing::Test {
     options.limits = limits;
     options.owner_slots = std::move(owner);
     options.owner_bytes = owner_bytes_;
+    options.bytes_used = bytes_used_;
     options.resolver = &resolver_;
     options.sink = &sink_;
     auto proxy = std::make_unique<SessionProxy>(io_.io(), std::move(options));
@@ -67,6 +68,7 @@ class ProxyFixture : public ::testing::Test {
   IoThreads io_;  // last: stopped first, before what its handlers use
   uint16_t last_port_ = 0;
   std::shared_ptr<ByteQuota> owner_bytes_;  // given to every proxy Make makes
+  uint64_t bytes_used_ = 0;                 // and this restored count
 };
 
 }  // namespace egress_test

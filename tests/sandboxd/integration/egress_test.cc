@@ -2,6 +2,7 @@
 // --network none; sandboxd's proxy dials in to the runner's relay over the socket directory.
 // The origin and the daemon's flags are egress_fixture.h's.
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "egress_fixture.h"
 #include "egress_relays.h"
@@ -158,6 +159,47 @@ TEST_F(EgressTest, APolicyIsAdmittedNarrowedOwnedAndKeptAcrossARestart) {
       "    print('refused', e.reason)\n"));
   EXPECT_THAT(f.stdout(), HasSubstr("hello from origin\nrefused Tunnel connection failed: 403"))
       << f.stderr();
+}
+
+// Python that fetches the origin's page up to `tries` times, one after another, and prints
+// how many answered before the first that did not (a spent quota's 429, or a cut).
+std::string FetchesThatSucceed(int http_port, int tries) {
+  return absl::StrCat(
+      "import urllib.request\n"
+      "done = 0\n"
+      "for i in range(", tries, "):\n"
+      "    try:\n"
+      "        urllib.request.urlopen('http://origin.test:", http_port, "/page', timeout=10).read()\n"
+      "    except Exception:\n"
+      "        break\n"
+      "    done += 1\n"
+      "print(done)\n");
+}
+
+// What a session's byte quota counted before a restart still counts after it: its fetches
+// before and after add up to those of a session that never went through one.
+TEST_F(EgressTest, AByteQuotaKeepsItsCountAcrossARestart) {
+  std::vector<std::string> flags = Flags();
+  flags.push_back("--egress_max_bytes_per_session=1500");  // a few fetches of the page
+  SandboxdProcess d(flags);
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  sandbox::v1::Session s = CreateWith(*stub, allowed_);
+  ASSERT_FALSE(s.id().empty());
+  EXPECT_EQ(RunCode(*stub, s.id(), FetchesThatSucceed(http_, 2)).stdout(), "2\n");
+  ASSERT_EQ(d.Stop(), 0);
+  ASSERT_TRUE(d.Start());
+  stub = d.Stub();
+  sandbox::v1::Finished after = RunCode(*stub, s.id(), FetchesThatSucceed(http_, 20));
+  sandbox::v1::Session fresh = CreateWith(*stub, allowed_);
+  ASSERT_FALSE(fresh.id().empty());
+  sandbox::v1::Finished whole = RunCode(*stub, fresh.id(), FetchesThatSucceed(http_, 20));
+  int after_n = -1, whole_n = -1;
+  ASSERT_TRUE(absl::SimpleAtoi(after.stdout(), &after_n)) << after.stdout() << after.stderr();
+  ASSERT_TRUE(absl::SimpleAtoi(whole.stdout(), &whole_n)) << whole.stdout() << whole.stderr();
+  EXPECT_GT(whole_n, 2);
+  EXPECT_LT(whole_n, 20);
+  EXPECT_EQ(2 + after_n, whole_n) << "fetches after the restart: " << after_n;
 }
 
 // pip, as the image ships it, downloads a wheel from an index the policy allows, over

@@ -3,6 +3,7 @@
 parks connections on it and user code reaches them through the proxy variables."""
 
 import os
+import signal
 import socket
 import threading
 import time
@@ -25,9 +26,9 @@ def read_head(sock):
     return data
 
 
-def relay_threads(runner_pid):
-    """The thread count of the relay process, the runner's child running `serve`."""
-    found = []
+def relays(runner_pid):
+    """{pid: thread count} of the relay processes, the runner's children running `serve`."""
+    found = {}
     for entry in os.listdir("/proc"):
         try:
             with open(f"/proc/{entry}/stat") as f:
@@ -39,10 +40,28 @@ def relay_threads(runner_pid):
         except (OSError, ValueError, IndexError):
             continue
         if ppid == runner_pid and b"sandbox_runner.egress_relay import serve" in cmdline:
-            found.append(int(status.split("\nThreads:")[1].split()[0]))
+            found[int(entry)] = int(status.split("\nThreads:")[1].split()[0])
+    return found
+
+
+def relay_threads(runner_pid):
+    """The thread count of the runner's one relay process."""
+    found = relays(runner_pid)
     if len(found) != 1:
         raise AssertionError(f"{len(found)} relay processes under the runner {runner_pid}")
-    return found[0]
+    return next(iter(found.values()))
+
+
+def running_relay(pid):
+    """Whether process `pid` is a relay that has not exited (a zombie nobody reaped has)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read()
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X") and b"sandbox_runner.egress_relay import serve" in cmdline
 
 
 def read_to_eof(sock):
@@ -152,6 +171,19 @@ class EgressTest(RunnerTestCase):
         self.assertEqual(self.client.finish_exec(exec_id).value, "hello relay")
         res = self.client.exec(f"import os\nsorted(os.listdir('/proc/{self.proc.pid}/fd'))")
         self.assertEqual(len(res.value), runner_fds, "the runner holds no new descriptor")
+
+    def test_the_relay_ends_when_its_runner_dies(self):
+        """A runner killed outright (a test's tearDown, the host-process runtime's runner
+        when its daemon goes) leaves no relay running as an orphan."""
+        self.egress_on()
+        [relay] = relays(self.proc.pid)
+        self.addCleanup(lambda: running_relay(relay) and os.kill(relay, signal.SIGKILL))
+        self.proc.kill()
+        self.proc.wait(timeout=TIMEOUT)
+        deadline = time.monotonic() + TIMEOUT
+        while running_relay(relay) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertFalse(running_relay(relay), f"the relay {relay} outlived its runner")
 
     def test_after_a_handover_a_later_egress_relays_on_the_same_port(self):
         """sandboxd restarted: the listener went with it, and the relay takes its port."""

@@ -8,6 +8,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
 #include "egress_relays.h"
 #include "sandboxd/egress_hub.h"
 #include "session_manager_fixture.h"
@@ -80,12 +84,15 @@ class SessionEgressTest : public SessionManagerTest {
     port_ = std::to_string(origin_->port());
     // origin.test resolves to loopback: the range entry is what lets a name reach it.
     allowed_ = absl::StrCat("origin.test:", port_, ", 127.0.0.0/8:", port_);
+    absl::StatusOr<std::unique_ptr<EgressHub>> hub = EgressHub::Create(HubOptions());
+    ASSERT_TRUE(hub.ok()) << hub.status();
+    hub_ = *std::move(hub);
+  }
+  EgressHubOptions HubOptions() const {
     EgressHubOptions o;
     o.max_policy = absl::StrCat(allowed_, ", *.example.com");
     o.hosts = {{"origin.test", *egress::IpAddress::Parse("127.0.0.1")}};
-    absl::StatusOr<std::unique_ptr<EgressHub>> hub = EgressHub::Create(o);
-    ASSERT_TRUE(hub.ok()) << hub.status();
-    hub_ = *std::move(hub);
+    return o;
   }
   void TearDown() override {
     SessionManagerTest::TearDown();  // the sessions' proxies go before the hub
@@ -116,6 +123,34 @@ class SessionEgressTest : public SessionManagerTest {
     if (!f) return "";
     EXPECT_EQ(f->status(), Finished::OK) << f->error().message();
     return f->stdout();
+  }
+
+  // How many of up to `tries` fetches, one after another, got their answer before the
+  // first that did not (a spent quota's 429, or a connection it cut).
+  int FetchesThatSucceed(SessionManager* m, const std::string& id, int tries) {
+    std::optional<Finished> f = Run(m, id, absl::StrCat(
+        "import urllib.request\n"
+        "done = 0\n"
+        "for i in range(", tries, "):\n"
+        "    try:\n"
+        "        urllib.request.urlopen('http://origin.test:", port_, "/x', timeout=10).read()\n"
+        "    except Exception:\n"
+        "        break\n"
+        "    done += 1\n"
+        "print(done)\n"));
+    if (!f) return -1;
+    EXPECT_EQ(f->status(), Finished::OK) << f->error().message() << f->stderr();
+    int done = -1;
+    EXPECT_TRUE(absl::SimpleAtoi(f->stdout(), &done)) << f->stdout();
+    return done;
+  }
+  // The egress count in session `id`'s record (-1 when it cannot be read).
+  int64_t RecordedEgressBytes(const std::string& id) {
+    std::ifstream in(SessionRecordPath(id));
+    std::stringstream buf;
+    buf << in.rdbuf();
+    absl::StatusOr<SessionRecord> r = DecodeSessionRecord(buf.str());
+    return r.ok() ? static_cast<int64_t>(r->egress_bytes_used) : -1;
   }
 
   // A session with the allowed policy in `isolation`, from a manager (*m) that allows only it.
@@ -282,6 +317,45 @@ TEST_F(SessionEgressTest, ARestartKeepsThePolicyOrSaysWhyNot) {
   EXPECT_EQ(lost->egress_policy(), "");
   EXPECT_THAT(lost->egress_lost_reason(), HasSubstr("wider than the operator allows"));
   StopManager(m3);
+}
+
+// What a session's byte quota counted before a restart still counts after it: a session
+// does not get its quota back by waiting for one. A session that never went through a
+// restart (another owner's, the owners' quotas being far away) shows how many fetches the
+// quota holds.
+TEST_F(SessionEgressTest, ARestartKeepsWhatTheByteQuotaCounted) {
+  EgressHubOptions o = HubOptions();
+  o.limits.max_bytes_per_session = 1500;  // a few fetches of a few hundred bytes each
+  hub_ = *EgressHub::Create(o);           // outlives the managers, as the fixture's
+  SessionManager* m1 = StartManager(EgressOptions());
+  sandbox::v1::Session s = CreateWith(m1, allowed_);
+  ASSERT_FALSE(s.id().empty());
+  EXPECT_EQ(FetchesThatSucceed(m1, s.id(), 2), 2);
+  StopManager(m1);
+  EXPECT_GT(RecordedEgressBytes(s.id()), 0) << "the stop records the last count";
+  SessionManager* m2 = StartManager(EgressOptions());
+  const int after = FetchesThatSucceed(m2, s.id(), 20);
+  sandbox::v1::Session fresh = CreateWith(m2, allowed_, "bob");
+  ASSERT_FALSE(fresh.id().empty());
+  const int whole = FetchesThatSucceed(m2, fresh.id(), 20);
+  EXPECT_GT(whole, 2);
+  EXPECT_LT(whole, 20);
+  EXPECT_EQ(2 + after, whole) << "fetches after the restart: " << after;
+  StopManager(m2);
+}
+
+// While the daemon runs, the count goes into the record once kEgressRecordInterval has
+// passed (or kEgressRecordBytes more were relayed), so that a daemon that dies without
+// stopping loses little of it.
+TEST_F(SessionEgressTest, TheByteQuotasCountGoesIntoTheRecordNowAndThen) {
+  SessionManager* m = StartManager(EgressOptions());
+  sandbox::v1::Session s = CreateWith(m, allowed_);
+  ASSERT_FALSE(s.id().empty());
+  EXPECT_EQ(RecordedEgressBytes(s.id()), 0);
+  EXPECT_EQ(Fetch(m, s.id()), "hello from origin\n");
+  clock_.Advance(Session::kEgressRecordInterval);
+  EXPECT_TRUE(WaitFor([&] { return RecordedEgressBytes(s.id()) > 0; }))
+      << RecordedEgressBytes(s.id());
 }
 
 TEST_F(SessionEgressTest, AWasmSessionThatAsksForNoneGetsTheOperatorsDefault) {

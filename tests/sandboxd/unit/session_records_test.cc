@@ -6,10 +6,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "fake_record_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -127,6 +129,31 @@ TEST(SessionRecordFormatTest, RoundTripsAndRefusesDamagedRecords) {
         std::string(100000, '[')}) {
     absl::StatusOr<SessionRecord> r = DecodeSessionRecord(bad);
     EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << bad.substr(0, 80);
+  }
+}
+
+// The egress count comes back as written; damage reads as the most there is (the quota,
+// capping it at its limit, is then spent), never as a refilled quota or an error.
+TEST(SessionRecordFormatTest, TheEgressCountRoundTripsAndDamageSpendsIt) {
+  SessionRecord r = MakeRecord("s-1");
+  r.egress_bytes_used = (uint64_t{5} << 30) + 7;
+  absl::StatusOr<SessionRecord> back = DecodeSessionRecord(EncodeSessionRecord(r));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->egress_bytes_used, (uint64_t{5} << 30) + 7);
+  r.egress_bytes_used = std::numeric_limits<uint64_t>::max();
+  EXPECT_EQ(DecodeSessionRecord(EncodeSessionRecord(r))->egress_bytes_used,
+            std::numeric_limits<uint64_t>::max());
+
+  const std::string head = R"({"session":"{\"id\":\"s-1\"}","catalog":"{}","container_name":"c")";
+  absl::StatusOr<SessionRecord> older = DecodeSessionRecord(head + "}");
+  ASSERT_TRUE(older.ok()) << older.status();
+  EXPECT_EQ(older->egress_bytes_used, 0u) << "a record without a count";
+  for (const std::string& bad : {"-1", "1.5", "1e300", "18446744073709551616", "\"12\"", "null",
+                                 "true", "[1]", "{}"}) {
+    absl::StatusOr<SessionRecord> damaged =
+        DecodeSessionRecord(absl::StrCat(head, R"(,"egress_bytes_used":)", bad, "}"));
+    ASSERT_TRUE(damaged.ok()) << bad << ": " << damaged.status();
+    EXPECT_EQ(damaged->egress_bytes_used, std::numeric_limits<uint64_t>::max()) << bad;
   }
 }
 

@@ -7,11 +7,12 @@ connection and copies bytes both ways. Every check is the host's: the relay neit
 nor limits what it copies.
 
 The copying runs in a process of its own (`python3 -I -c ...`, given both listening
-sockets), not in the runner's threads: there it would contend for the interpreter lock
-with the user code reading what it fetched (a proxied 1 MiB HTTPS GET ran at half the
-host's speed). That process has one thread for all connections (egress_relay.py). A reset
-ends every other process of the sandbox, the relay too: the runner starts it again on the
-same sockets, and before each exec if it died.
+sockets and the runner's pid, and ending when the runner is gone), not in the runner's
+threads: there it would contend for the interpreter lock with the user code reading what
+it fetched (a proxied 1 MiB HTTPS GET ran at half the host's speed). That process has one
+thread for all connections (egress_relay.py). A reset ends every other process of the
+sandbox, the relay too: the runner starts it again on the same sockets, and before each
+exec if it died.
 
 In a new runc container sandboxd asks for the loopback listener itself (`egress` with
 `listener`): the runner passes it over and runs no relay, and sandboxd's proxy accepts the
@@ -111,7 +112,8 @@ class EgressRelay:
         self._process = subprocess.Popen(
             [sys.executable, "-I", "-c",
              "import sys; sys.path.insert(0, sys.argv[1]); "
-             "from sandbox_runner.egress_relay import serve; serve(int(sys.argv[2]), int(sys.argv[3]))",
-             package_root, str(fds[0]), str(fds[1])],
+             "from sandbox_runner.egress_relay import serve; "
+             "serve(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))",
+             package_root, str(fds[0]), str(fds[1]), str(os.getpid())],
             pass_fds=fds, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             close_fds=True)

@@ -1,12 +1,14 @@
 """The egress relay's process (egress.py starts it: `python3 -I -c "from
-sandbox_runner.egress_relay import serve; ..."` with both listening sockets): one thread
-that pairs local clients with parked host connections and copies bytes both ways
-(_Broker). The runner itself never imports this module: a session without egress does not
-hold its code."""
+sandbox_runner.egress_relay import serve; ..."` with both listening sockets and the
+runner's pid): one thread that pairs local clients with parked host connections and copies
+bytes both ways (_Broker), and ends when the runner is gone. The runner itself never
+imports this module: a session without egress does not hold its code."""
 
 import collections
+import os
 import select
 import socket
+import sys
 import time
 
 from .common import log
@@ -18,14 +20,18 @@ WAIT_SECONDS = 10.0             # how long after its accept a local client may s
 MIN_COPY_BYTES = 16 * 1024      # buffer of each direction of a pair, at first
 MAX_COPY_BYTES = 256 * 1024     # ... doubled after each read that filled it, up to this
 PUMP_ROUNDS = 16                # reads and writes of one direction per wakeup
+PARENT_CHECK_MS = 1000          # how often the relay asks whether its runner still lives
 
 
-def serve(host_fd, local_fd):
-    """The relay process: brokers the two listening sockets it was given until killed."""
+def serve(host_fd, local_fd, runner_pid=None):
+    """The relay process: brokers the two listening sockets it was given until killed, or
+    until its parent is no longer the runner `runner_pid` (then it exits: a runner that
+    died, whoever killed it, leaves no relay behind). None, from a runner that passes no
+    pid (one started before this file was replaced): its parent now."""
     listeners = [socket.socket(fileno=fd) for fd in (host_fd, local_fd)]
     for listener in listeners:
         listener.setblocking(False)
-    _Broker(*listeners).run()
+    _Broker(*listeners, os.getppid() if runner_pid is None else runner_pid).run()
 
 
 class _Broker:
@@ -42,9 +48,10 @@ class _Broker:
     replacement. Until then it waits, polled for its first bytes, among the waiting (closed
     at EOF or error, and at its deadline like a client waiting for a host connection)."""
 
-    def __init__(self, host_listener, local_listener):
+    def __init__(self, host_listener, local_listener, runner_pid):
         self.host_listener = host_listener
         self.local_listener = local_listener
+        self.runner_pid = runner_pid
         self.parked = collections.deque()
         self.waiting = {}                        # client socket -> deadline, in accept order
         self.ready = {}                          # the waiting that sent bytes, in that order
@@ -67,18 +74,24 @@ class _Broker:
             self.poller.unregister(fd)
 
     def run(self):
-        while True:
+        # An orphan is re-parented (to init or a subreaper), so its parent pid changes: asked
+        # at least every PARENT_CHECK_MS, which works wherever the relay runs (a container,
+        # gVisor, a host process). Not PR_SET_PDEATHSIG: that fires when the thread that
+        # started the relay ends, and the runner starts it on a connection's reader thread,
+        # which ends with sandboxd's connection while the runner lives on.
+        while os.getppid() == self.runner_pid:
             try:
                 self._turn()
             except Exception as exc:             # a bug here must not end the relay
                 log(f"egress relay: {exc!r}")
                 time.sleep(0.1)
+        sys.exit(0)
 
     def _turn(self):
-        timeout = None
+        timeout = PARENT_CHECK_MS
         if self.waiting:
             deadline = next(iter(self.waiting.values()))
-            timeout = max(0, int((deadline - time.monotonic()) * 1000) + 1)
+            timeout = min(timeout, max(0, int((deadline - time.monotonic()) * 1000) + 1))
         for fd, events in self.poller.poll(timeout):
             # A handler of this turn may have closed the socket an event was for, and an
             # accept may have reused its fd: every handler copes with a stale event.
