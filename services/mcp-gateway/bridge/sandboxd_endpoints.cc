@@ -67,7 +67,7 @@ size_t SandboxdEndpoints::Add(const std::string& name) {
   auto e = std::make_unique<Endpoint>();
   e->name = name;
   e->tcp = !IsUnixEndpoint(name);
-  e->channel = Dial(name, tls_, idle_timeout_, kMaxInfoBytes);
+  e->channel = Dial(name, tls_, idle_timeout_, kMaxReceiveBytes);
   e->stub = sandbox::v1::SandboxService::NewStub(e->channel);
   e->info_stub = sandbox::v1::SandboxService::NewStub(Dial(name, tls_, idle_timeout_, kMaxInfoBytes));
   endpoints_.push_back(std::move(e));
