@@ -23,10 +23,10 @@ ABSL_FLAG(uint32_t, max_resource_reads_in_flight, 4,
           "response is queued; past it a read is refused with an error naming this flag.");
 ABSL_FLAG(uint32_t, max_resource_reads_in_flight_per_credential, 2,
           "As --max_resource_reads_in_flight, for the sessions of one bearer token.");
-ABSL_FLAG(absl::Duration, resource_read_turn_hold, absl::Seconds(2),
-          "A bearer token refused a resources/read while holding none waits in line for the next "
-          "free slot (freed slots go to the line first, in order); it keeps its place by asking "
-          "again within this.");
+ABSL_FLAG(absl::Duration, resource_read_wait, absl::Seconds(30),
+          "A resources/read of a bearer token holding none, past --max_resource_reads_in_flight, "
+          "waits in line this long for a slot (freed slots go to the line first, in order; one "
+          "read per token waits) before it is refused.");
 
 std::shared_ptr<gateway::CallLimits> CallLimitsFromFlags(std::shared_ptr<codemode::BufferCeiling> ceiling) {
   gateway::CallLimits::Options o;
@@ -36,6 +36,6 @@ std::shared_ptr<gateway::CallLimits> CallLimitsFromFlags(std::shared_ptr<codemod
   o.max_bytes_per_credential = absl::GetFlag(FLAGS_max_call_bytes_in_flight_per_credential);
   o.max_reads = absl::GetFlag(FLAGS_max_resource_reads_in_flight);
   o.max_reads_per_credential = absl::GetFlag(FLAGS_max_resource_reads_in_flight_per_credential);
-  o.read_turn_hold = absl::GetFlag(FLAGS_resource_read_turn_hold);
+  o.read_wait = absl::GetFlag(FLAGS_resource_read_wait);
   return std::make_shared<gateway::CallLimits>(o, std::move(ceiling));
 }

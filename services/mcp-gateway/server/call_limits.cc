@@ -27,7 +27,7 @@ CallLimits::CallLimits(Options options, std::shared_ptr<codemode::BufferCeiling>
       reads_per_credential_("max_resource_reads_in_flight_per_credential",
                             options.max_reads_per_credential, {reads_},
                             codemode::CountReserve(reads_, options.max_reads_per_credential)),
-      read_turns_(std::make_unique<ReadTurns>(reads_, options.read_turn_hold)),
+      read_turns_(std::make_shared<ReadTurns>(reads_, options.read_wait)),
       bytes_(Overall("max_call_bytes_in_flight", options.max_bytes, codemode::AllOf(ceiling_))),
       bytes_per_credential_("max_call_bytes_in_flight_per_credential",
                             options.max_bytes_per_credential, {bytes_},
@@ -40,15 +40,31 @@ CallLimits::Ticket& CallLimits::Ticket::operator=(Ticket&& other) noexcept {
   reads_ = std::move(other.reads_);
   bytes_budget_ = std::move(other.bytes_budget_);
   bytes_ = std::exchange(other.bytes_, 0);
+  turns_ = std::move(other.turns_);
+  waiting_ = std::move(other.waiting_);
+  wanted_ = std::move(other.wanted_);
   return *this;
 }
 
 void CallLimits::Ticket::Release() {
   if (calls_) calls_->Release(1);
-  if (reads_) reads_->Release(1);
+  if (reads_) {
+    reads_->Release(1);
+    turns_->Released();
+  }
+  if (waiting_) turns_->Leave(waiting_);
   if (bytes_budget_) bytes_budget_->Release(bytes_);
-  calls_ = reads_ = bytes_budget_ = nullptr;
+  calls_ = reads_ = bytes_budget_ = wanted_ = nullptr;
+  waiting_ = nullptr;
   bytes_ = 0;
+}
+
+absl::Status CallLimits::Ticket::AwaitRead(const std::shared_ptr<codemode::CancelToken>& cancel) {
+  if (!waiting_) return absl::OkStatus();
+  absl::Status s = turns_->Await(waiting_, cancel);
+  waiting_ = nullptr;
+  if (s.ok()) reads_ = std::move(wanted_);
+  return s;
 }
 
 absl::StatusOr<CallLimits::Ticket> CallLimits::Acquire(const std::string& credential, bool read,
@@ -65,12 +81,19 @@ absl::StatusOr<CallLimits::Ticket> CallLimits::Acquire(const std::string& creden
       read ? reads_per_credential_.Of(credential) : nullptr;
   std::shared_ptr<codemode::ByteBudget> budget =
       bytes_per_credential_.Of(credential, codemode::SharesOf(ceiling_, credential));
-  ReadTurns::Turn turn;
   if ((full = calls->Charge(1)) == nullptr) {
     ticket.calls_ = calls;
     if (reads) {
-      turn = read_turns_->Take(credential, *reads, absl::Now());
-      if ((full = turn.full) == nullptr) ticket.reads_ = reads;
+      ReadTurns::Turn turn = read_turns_->Take(credential, reads);
+      if ((full = turn.full) == nullptr) {
+        ticket.turns_ = read_turns_;
+        if (turn.waiting) {
+          ticket.waiting_ = std::move(turn.waiting);
+          ticket.wanted_ = reads;
+        } else {
+          ticket.reads_ = reads;
+        }
+      }
     }
   }
   const bool counted = full == nullptr;  // a refusal past here is for the bytes
@@ -81,12 +104,6 @@ absl::StatusOr<CallLimits::Ticket> CallLimits::Acquire(const std::string& creden
   if (full == nullptr) return ticket;
   // Refused; the ticket releases what was charged.
   const char* what = read ? "a resources/read or resources/list" : "a call";
-  if (turn.place > 0) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "too much work in flight: every resources/read slot is taken (", full->Describe(), "); this token is ",
-        turn.place, " of ", turn.line, " in line for the next: ask again within ",
-        absl::FormatDuration(read_turns_->hold()), " to keep its place (--resource_read_turn_hold)"));
-  }
   if (counted) {
     return absl::ResourceExhaustedError(absl::StrCat("too much work in flight: ", what, " holding ", bytes,
                                                      " bytes (charged ", kCopies, " times for its copies) would pass ",

@@ -40,7 +40,7 @@ class CallLimits {
     uint64_t max_bytes_per_credential = 16 << 20; // --max_call_bytes_in_flight_per_credential
     uint32_t max_reads = 4;                       // --max_resource_reads_in_flight
     uint32_t max_reads_per_credential = 2;        // --max_resource_reads_in_flight_per_credential
-    absl::Duration read_turn_hold = absl::Seconds(2);  // --resource_read_turn_hold (ReadTurns)
+    absl::Duration read_wait = absl::Seconds(30);  // --resource_read_wait (ReadTurns)
   };
 
   // What one call holds; released when destroyed (movable, not copyable).
@@ -53,6 +53,10 @@ class CallLimits {
     Ticket& operator=(const Ticket&) = delete;
     ~Ticket() { Release(); }
     void Release();
+    // A read waiting in line for its slot (ReadTurns): AwaitRead before reading.
+    bool waiting() const { return waiting_ != nullptr; }
+    // Until the read has its slot (OK), `cancel` is cancelled or the wait passes.
+    absl::Status AwaitRead(const std::shared_ptr<codemode::CancelToken>& cancel);
 
    private:
     friend class CallLimits;
@@ -62,6 +66,9 @@ class CallLimits {
     std::shared_ptr<codemode::ByteBudget> reads_;
     std::shared_ptr<codemode::ByteBudget> bytes_budget_;
     uint64_t bytes_ = 0;
+    std::shared_ptr<ReadTurns> turns_;                // told when reads_ is released
+    std::shared_ptr<ReadTurns::Waiter> waiting_;      // in line for reads_
+    std::shared_ptr<codemode::ByteBudget> wanted_;    // reads_ once the line gives it
   };
 
   // The bytes draw on `ceiling` (the gateway's and the credential's share) when given.
@@ -71,8 +78,8 @@ class CallLimits {
   std::shared_ptr<CallLimits> OverallOnly() const;
 
   // Counts one call of `credential` (a resources/read when `read`) holding `bytes`, or
-  // RESOURCE_EXHAUSTED with a message naming the flag whose bound it would pass (or, for a
-  // read, the credential's place in line for the next slot: ReadTurns).
+  // RESOURCE_EXHAUSTED with a message naming the flag whose bound it would pass. A read of a
+  // credential holding none may wait in line for its slot instead (Ticket::waiting).
   absl::StatusOr<Ticket> Acquire(const std::string& credential, bool read, uint64_t bytes);
 
   // Counts, for tests and logs.
@@ -94,7 +101,7 @@ class CallLimits {
   codemode::ByteBudgets calls_per_credential_;
   const std::shared_ptr<codemode::ByteBudget> reads_;
   codemode::ByteBudgets reads_per_credential_;
-  std::unique_ptr<ReadTurns> read_turns_;  // the order reads_ is handed out in
+  const std::shared_ptr<ReadTurns> read_turns_;  // the order reads_ is handed out in
   const std::shared_ptr<codemode::ByteBudget> bytes_;  // draws on the ceiling's all()
   codemode::ByteBudgets bytes_per_credential_;         // each draws on bytes_ and a share
 };

@@ -146,6 +146,12 @@ json McpSession::Impl::StartWork(const json& id, const json& params,
       return MakeError(id, kInternalError, why);
     }
     ticket = std::make_shared<CallLimits::Ticket>(std::move(*acquired));
+    if (ticket->waiting()) {  // a read in line for its slot: it waits on its own thread
+      spec.work = [work = std::move(spec.work), ticket](ToolCallContext& context) -> absl::StatusOr<json> {
+        if (absl::Status s = ticket->AwaitRead(context.cancel); !s.ok()) return s;
+        return work(context);
+      };
+    }
   }
   {
     codemode::MutexLock lock(&mu);

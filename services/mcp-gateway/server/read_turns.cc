@@ -4,42 +4,92 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
 namespace gateway {
 
-ReadTurns::ReadTurns(std::shared_ptr<codemode::ByteBudget> overall, absl::Duration hold)
-    : overall_(std::move(overall)), hold_(hold) {}
+struct ReadTurns::Waiter {
+  std::string credential;
+  std::shared_ptr<codemode::ByteBudget> mine;
+  bool granted = false;  // charged to `mine`; the slot is the waiter's
+  bool left = false;     // out of the line
+};
 
-ReadTurns::Turn ReadTurns::Take(const std::string& credential, codemode::ByteBudget& mine, absl::Time now) {
+ReadTurns::ReadTurns(std::shared_ptr<codemode::ByteBudget> overall, absl::Duration wait)
+    : overall_(std::move(overall)), wait_(wait) {}
+
+ReadTurns::Turn ReadTurns::Take(const std::string& credential, const std::shared_ptr<codemode::ByteBudget>& mine) {
   codemode::MutexLock lock(&mu_);
-  line_.erase(std::remove_if(line_.begin(), line_.end(), [&](const Waiting& w) { return now - w.asked > hold_; }),
-              line_.end());
-  auto mine_in_line = std::find_if(line_.begin(), line_.end(), [&](const Waiting& w) { return w.credential == credential; });
-  const size_t ahead = static_cast<size_t>(mine_in_line - line_.begin());  // the whole line when not in it
-  const size_t used = overall_->used();
-  const size_t free = used < overall_->limit() ? overall_->limit() - used : 0;
   Turn turn;
-  if (ahead < free) {
-    turn.full = mine.Charge(1);
-  } else {  // its own bound first, as a charge names it
-    turn.full = mine.used() >= mine.limit() ? &mine : overall_.get();
-  }
-  if (turn.full == nullptr) {
-    if (mine_in_line != line_.end()) line_.erase(mine_in_line);
-    return turn;
-  }
-  // Refused. Only a credential holding no read waits in line: one holding some has a read
-  // going, and gets its next turn when that ends.
-  if (mine.used() == 0) {
-    if (mine_in_line != line_.end()) {
-      mine_in_line->asked = now;
-    } else if (line_.size() < kMaxLine) {
-      line_.push_back({credential, now});
-      mine_in_line = line_.end() - 1;
-    }
-    if (mine_in_line != line_.end()) turn.place = static_cast<size_t>(mine_in_line - line_.begin()) + 1;
-  }
-  turn.line = line_.size();
+  if (line_.empty() && (turn.full = mine->Charge(1)) == nullptr) return turn;
+  // Its own bound first, as a charge names it.
+  if (turn.full == nullptr) turn.full = mine->used() >= mine->limit() ? mine.get() : overall_.get();
+  const bool in_line = std::any_of(line_.begin(), line_.end(),
+                                   [&](const std::shared_ptr<Waiter>& w) { return w->credential == credential; });
+  if (mine->used() > 0 || in_line || line_.size() >= kMaxLine) return turn;
+  turn.full = nullptr;
+  turn.waiting = std::make_shared<Waiter>();
+  turn.waiting->credential = credential;
+  turn.waiting->mine = mine;
+  line_.push_back(turn.waiting);
+  GrantLocked();  // a slot may have freed since the charge was refused
   return turn;
+}
+
+absl::Status ReadTurns::Await(const std::shared_ptr<Waiter>& waiting,
+                              const std::shared_ptr<codemode::CancelToken>& cancel) {
+  if (cancel) {
+    // Wakes the wait below: taking the lock makes it look at its condition again.
+    cancel->OnCancel([self = shared_from_this()] { codemode::MutexLock lock(&self->mu_); });
+  }
+  codemode::MutexLock lock(&mu_);
+  auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return waiting->granted || waiting->left || (cancel && cancel->cancelled());
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&done), wait_);
+  if (waiting->granted) {
+    waiting->left = true;
+    return absl::OkStatus();
+  }
+  RemoveLocked(waiting);
+  if (cancel && cancel->cancelled()) return absl::CancelledError("the request was cancelled");
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "too much work in flight: every resources/read slot (", overall_->Describe(), ") stayed taken for the ",
+      absl::FormatDuration(wait_), " this read waited in line (--resource_read_wait); retry later"));
+}
+
+void ReadTurns::Leave(const std::shared_ptr<Waiter>& waiting) {
+  codemode::MutexLock lock(&mu_);
+  RemoveLocked(waiting);
+}
+
+void ReadTurns::RemoveLocked(const std::shared_ptr<Waiter>& waiting) {
+  if (waiting->left) return;
+  waiting->left = true;
+  line_.erase(std::remove(line_.begin(), line_.end(), waiting), line_.end());
+  if (waiting->granted) {  // given a slot it will not use: the next in line gets it
+    waiting->granted = false;
+    waiting->mine->Release(1);
+    GrantLocked();
+  }
+}
+
+void ReadTurns::Released() {
+  codemode::MutexLock lock(&mu_);
+  GrantLocked();
+}
+
+void ReadTurns::GrantLocked() {
+  while (!line_.empty() && line_.front()->mine->Charge(1) == nullptr) {
+    line_.front()->granted = true;
+    line_.pop_front();
+  }
+}
+
+size_t ReadTurns::waiting() const {
+  codemode::MutexLock lock(&mu_);
+  return line_.size();
 }
 
 }  // namespace gateway

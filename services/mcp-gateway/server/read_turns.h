@@ -1,16 +1,19 @@
-// ReadTurns: who gets the next resources/read slot. Reads are few (--max_resource_reads_in_flight)
-// and long (up to --resources_read_timeout each), and a refused read holds no thread, so
-// whoever asks first when a slot frees takes it. Credentials that hold slots and ask again
-// the moment one ends would then keep every slot between them, and a credential that asks
-// politely would wait minutes. So a credential refused a read while holding none is put in
-// line, and a freed slot goes to those in line, first come first served, before anyone
-// else. Waiting in line holds no thread either: the credential keeps its place by asking
-// again within `hold`, and loses it otherwise (a client that gave up does not keep a slot
-// idle for longer than that).
+// ReadTurns: who gets the next resources/read slot. Reads are few
+// (--max_resource_reads_in_flight) and long (up to --resources_read_timeout each). Were a
+// refused read answered at once, whoever asks first when a slot frees would take it:
+// credentials holding slots and asking again the moment one ends would keep every slot
+// between them, and a credential asking politely would wait as long as they like. So a read
+// of a credential that holds none waits in line, on its call's own thread (one per call
+// already, bounded by --max_calls_in_flight), and a freed slot goes to the line first, in
+// order. One read per credential waits; a credential holding a read, or with one waiting
+// already, is refused at once, as is every read once kMaxLine wait.
 //
-//   ReadTurns turns(reads_overall, absl::Seconds(2));
-//   ReadTurns::Turn turn = turns.Take(credential, *reads_of_credential);
-//   if (turn.full) refuse(turn.place > 0 ? "in line, place N" : turn.full->Describe());
+//   auto turns = std::make_shared<ReadTurns>(reads_overall, absl::Seconds(30));
+//   ReadTurns::Turn turn = turns->Take(credential, reads_of_credential);
+//   if (turn.full) refuse(turn.full->Describe());
+//   if (turn.waiting) { absl::Status s = turns->Await(turn.waiting, cancel); ... }
+//   ... the read ...
+//   reads_of_credential->Release(1); turns->Released();
 //
 // Safe for concurrent use.
 #pragma once
@@ -21,44 +24,56 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "base/byte_budget.h"
+#include "base/cancel.h"
 #include "base/mutex.h"
 
 namespace gateway {
 
-class ReadTurns {
+class ReadTurns : public std::enable_shared_from_this<ReadTurns> {
  public:
-  // At most this many credentials wait in line; past it a refused credential is not put in
-  // line (it is refused as before).
+  // At most this many reads wait in line.
   static constexpr size_t kMaxLine = 1024;
 
-  // `overall` counts every read in flight; each credential's budget is its child.
-  ReadTurns(std::shared_ptr<codemode::ByteBudget> overall, absl::Duration hold);
+  // `overall` counts every read in flight; each credential's budget is its child. A read
+  // waits in line for at most `wait`.
+  ReadTurns(std::shared_ptr<codemode::ByteBudget> overall, absl::Duration wait);
 
+  // A read waiting in line (opaque).
+  struct Waiter;
   struct Turn {
-    // nullptr when the read is charged to `mine` (and `overall`); else the budget that
-    // refused it (`overall` when others are ahead in line), and nothing is charged.
+    // The budget that refused the read (nothing is charged, nothing waits); nullptr when it
+    // is charged now, or waits.
     const codemode::ByteBudget* full = nullptr;
-    size_t place = 0;  // refused and in line: its place (1 is next); 0 otherwise
-    size_t line = 0;   // how many wait in line
+    // Set when the read waits in line: Await it (or Leave the line) before anything else.
+    std::shared_ptr<Waiter> waiting;
   };
-  // One read of `credential`, whose budget is `mine`: charged when there are more free
-  // slots than credentials in line ahead of it.
-  Turn Take(const std::string& credential, codemode::ByteBudget& mine, absl::Time now);
+  // One read of `credential`, whose budget is `mine`: charged to it now when nobody waits in
+  // line and its budgets allow; else in line when the credential holds no read and has none
+  // waiting; else refused.
+  Turn Take(const std::string& credential, const std::shared_ptr<codemode::ByteBudget>& mine);
 
-  absl::Duration hold() const { return hold_; }
+  // Until `waiting` is charged its slot (OK: release it as any read's), `cancel` is
+  // cancelled (CANCELLED) or the wait passes (RESOURCE_EXHAUSTED naming the flags); it leaves
+  // the line in every case.
+  absl::Status Await(const std::shared_ptr<Waiter>& waiting, const std::shared_ptr<codemode::CancelToken>& cancel);
+  // Leaves the line without reading (the call ended first); a slot it was given goes on.
+  void Leave(const std::shared_ptr<Waiter>& waiting);
+  // A read's slot was released: free slots go to the line, first come first served.
+  void Released();
+
+  size_t waiting() const;
 
  private:
-  struct Waiting {
-    std::string credential;
-    absl::Time asked;
-  };
+  void GrantLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RemoveLocked(const std::shared_ptr<Waiter>& waiting) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<codemode::ByteBudget> overall_;
-  const absl::Duration hold_;
-  codemode::Mutex mu_;
-  std::deque<Waiting> line_ ABSL_GUARDED_BY(mu_);
+  const absl::Duration wait_;
+  mutable codemode::Mutex mu_;
+  std::deque<std::shared_ptr<Waiter>> line_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gateway

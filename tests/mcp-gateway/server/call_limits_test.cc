@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "gmock/gmock.h"
 #include "server/call_limits.h"
 #include "server/mcp_session.h"
 #include "mcp_test_fakes.h"
@@ -121,10 +122,10 @@ TEST(CallLimitsTest, ReadsHaveTheirOwnBound) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("--max_resource_reads_in_flight_per_credential=1"),
             std::string::npos) << refused.status();
-  refused = limits->Acquire("b", true, 10);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("--max_resource_reads_in_flight=1"), std::string::npos);
   EXPECT_TRUE(limits->Acquire("a", false, 10).ok());  // a call is not a read
+  CallLimits::Ticket in_line = *limits->Acquire("b", true, 10);
+  EXPECT_TRUE(in_line.waiting()) << "b holds no read: it waits for the slot";
+  EXPECT_EQ(limits->Total().reads, 1u);
 }
 
 // With the defaults (4 reads, 2 per credential), two tokens could otherwise hold every read
@@ -153,47 +154,60 @@ TEST(CallLimitsTest, TwoCredentialsLeaveASlotForAThird) {
 }
 
 // Credentials holding every read slot and asking again the moment one ends would keep a
-// fourth, asking politely, from reading for as long as they like: a credential refused
-// while holding no read waits in line, and a freed slot goes to the line first.
-TEST(CallLimitsTest, AFreedReadSlotGoesToTheCredentialWaitingInLine) {
+// fourth, asking politely, from reading for as long as they like: a read of a credential
+// holding none waits in line, and a freed slot goes to the line first, in order.
+TEST(CallLimitsTest, AFreedReadSlotGoesToTheReadWaitingInLine) {
   CallLimits::Options o;
-  o.read_turn_hold = absl::Hours(1);
+  o.read_wait = absl::Hours(1);
   auto limits = std::make_shared<CallLimits>(o);  // 4 reads, 2 per credential
   std::vector<CallLimits::Ticket> a;
   a.push_back(*limits->Acquire("a", true, 1));
   a.push_back(*limits->Acquire("a", true, 1));
   CallLimits::Ticket b = *limits->Acquire("b", true, 1);
   CallLimits::Ticket c = *limits->Acquire("c", true, 1);
-  absl::StatusOr<CallLimits::Ticket> refused = limits->Acquire("d", true, 1);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("this token is 1 of 1 in line"), std::string::npos) << refused.status();
-  EXPECT_NE(refused.status().message().find("--max_resource_reads_in_flight=4"), std::string::npos);
-  refused = limits->Acquire("b", true, 1);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.status().message().find("in line"), std::string::npos) << "b holds a read: " << refused.status();
-  c.Release();
-  refused = limits->Acquire("c", true, 1);
-  ASSERT_FALSE(refused.ok()) << "c took the slot it freed while d waited";
-  EXPECT_NE(refused.status().message().find("this token is 2 of 2 in line"), std::string::npos) << refused.status();
   CallLimits::Ticket d = *limits->Acquire("d", true, 1);
+  ASSERT_TRUE(d.waiting()) << "every slot is taken";
+  absl::StatusOr<CallLimits::Ticket> refused = limits->Acquire("d", true, 1);
+  ASSERT_FALSE(refused.ok()) << "one read per credential waits";
+  refused = limits->Acquire("b", true, 1);
+  ASSERT_FALSE(refused.ok()) << "b holds a read";
+  EXPECT_NE(refused.status().message().find("--max_resource_reads_in_flight=4"), std::string::npos)
+      << refused.status();
+  c.Release();
+  CallLimits::Ticket c_again = *limits->Acquire("c", true, 1);
+  EXPECT_TRUE(c_again.waiting()) << "c took the slot it freed while d waited";
+  ASSERT_TRUE(d.AwaitRead(nullptr).ok());
   EXPECT_EQ(limits->Total().reads, 4u);
   b.Release();
-  EXPECT_FALSE(limits->Acquire("a", true, 1).ok()) << "a holds its two";
-  EXPECT_TRUE(limits->Acquire("c", true, 1).ok()) << "c, next in line";
+  ASSERT_TRUE(c_again.AwaitRead(nullptr).ok()) << "c, next in line";
+  EXPECT_EQ(limits->Total().reads, 4u);
 }
 
-// A place in line is kept by asking again within the hold; a credential that stopped asking
-// does not keep a freed slot idle.
-TEST(CallLimitsTest, APlaceInLineLapsesWithoutAsking) {
+// A read that leaves the line (its call cancelled or gone) passes its turn on; one that
+// waits past --resource_read_wait is refused, naming it.
+TEST(CallLimitsTest, AReadLeavesTheLineWhenItsCallEndsOrItsWaitPasses) {
   CallLimits::Options o;
-  o.read_turn_hold = absl::Milliseconds(1);
+  o.read_wait = absl::Milliseconds(20);
   auto limits = std::make_shared<CallLimits>(o);
   std::vector<CallLimits::Ticket> held;
   for (const char* who : {"a", "a", "b", "c"}) held.push_back(*limits->Acquire(who, true, 1));
-  EXPECT_FALSE(limits->Acquire("d", true, 1).ok());
-  held.pop_back();  // c's
-  absl::SleepFor(absl::Milliseconds(5));
-  EXPECT_TRUE(limits->Acquire("e", true, 1).ok()) << "d's place outlived --resource_read_turn_hold";
+  CallLimits::Ticket d = *limits->Acquire("d", true, 1);
+  CallLimits::Ticket e = *limits->Acquire("e", true, 1);
+  CallLimits::Ticket f = *limits->Acquire("f", true, 1);
+  ASSERT_TRUE(d.waiting() && e.waiting() && f.waiting());
+  auto cancel = std::make_shared<codemode::CancelToken>();
+  cancel->Cancel("gone");
+  EXPECT_TRUE(absl::IsCancelled(d.AwaitRead(cancel)));
+  e.Release();  // its client went away before its turn
+  held.pop_back();  // c's slot
+  ASSERT_TRUE(f.AwaitRead(nullptr).ok()) << "d and e left the line: f is next";
+  CallLimits::Ticket g = *limits->Acquire("g", true, 1);
+  absl::Status waited = g.AwaitRead(nullptr);
+  EXPECT_TRUE(absl::IsResourceExhausted(waited)) << waited;
+  EXPECT_THAT(std::string(waited.message()), ::testing::HasSubstr("--resource_read_wait"));
+  g.Release();
+  f.Release();
+  EXPECT_EQ(limits->Total().reads, 3u) << "a slot given to no one, or kept by one who left";
 }
 
 TEST(CallLimitsTest, BytesKeepAReserveForCredentialsHoldingNothing) {
