@@ -101,7 +101,9 @@ std::vector<std::optional<sandbox::v1::Info>> SandboxClient::InfosOf(const std::
     const size_t i = reinterpret_cast<size_t>(tag);
     Ask& ask = *asks[i];
     if (ok && ask.status.ok()) infos[i] = std::move(ask.info);
-    endpoints_->Heard(members[i], ask.status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED);
+    // An answer too large to take (InfoStub) costs what a silent one does: it is paused too.
+    endpoints_->Heard(members[i], ask.status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED &&
+                                      ask.status.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED);
   }
   ShutdownAndDrain(cq);
   return infos;

@@ -1,0 +1,236 @@
+// SandboxClient's placement over several sandboxd endpoints, against in-process sandbox.v1
+// servers that record what they are asked: each endpoint's GetInfo (bounded in size), the
+// least loaded first, endpoints that fail, are full, silent or cut off passed over, at most
+// four tried, the last waited for.
+#include "bridge/sandbox_client.h"
+#include "bridge/sandboxd_endpoints.h"
+#include "recording_sandboxd.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+
+namespace gateway {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::ExtraSandboxd;
+using testing::RecordingSandboxd;
+using testing::SandboxClientTest;
+
+TEST_F(SandboxClientTest, InfosAreEachEndpointsGetInfo) {
+  SandboxClient client({"unix:" + socket_, "unix:/nonexistent/sandboxd.sock"});
+  service_.set_info(0, 64, 1);
+  service_.set_egress("pypi.org", "*.org");
+  std::vector<std::pair<std::string, std::optional<sandbox::v1::Info>>> infos = client.Infos();
+  ASSERT_EQ(infos.size(), 2u);
+  EXPECT_EQ(infos[0].first, "unix:" + socket_);
+  ASSERT_TRUE(infos[0].second.has_value());
+  EXPECT_EQ(infos[0].second->egress_default(), "pypi.org");
+  EXPECT_EQ(infos[0].second->egress_max(), "*.org");
+  EXPECT_EQ(infos[1].first, "unix:/nonexistent/sandboxd.sock");
+  EXPECT_FALSE(infos[1].second.has_value()) << "no sandboxd there";
+}
+
+// Placement asks GetInfo every 250 ms while sandboxes are made: an endpoint answering with
+// megabytes reads as not answering rather than making the gateway take and parse them, and
+// its other calls are not limited by that.
+TEST_F(SandboxClientTest, AnOversizedInfoReadsAsNotAnswered) {
+  SandboxClient client({"unix:" + socket_});
+  service_.set_info(0, 64, 1);
+  service_.add_note(std::string(SandboxdEndpoints::kMaxInfoBytes, 'x'));
+  std::vector<std::pair<std::string, std::optional<sandbox::v1::Info>>> infos = client.Infos();
+  ASSERT_EQ(infos.size(), 1u);
+  EXPECT_FALSE(infos[0].second.has_value()) << "an Info past kMaxInfoBytes was taken";
+  EXPECT_TRUE(client.CreateSession("owner", "label", {}, {}, "python", "").ok());
+}
+
+// New sandboxes go where sandboxd's GetInfo says the load is lowest, not where this
+// gateway created fewest (another replica's sessions count too).
+TEST_F(SandboxClientTest, NewSessionsGoToTheLeastLoadedEndpoint) {
+  ExtraSandboxd other("b");
+  ASSERT_NE(other.server, nullptr);
+  service_.set_info(/*sessions=*/40, /*max_sessions=*/64, /*pool_ready=*/2);
+  other.service.set_info(10, 64, 0);
+  SandboxClient client({"unix:" + socket_, other.endpoint()});
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<SandboxRef> ref = client.CreateSession("owner", "label", {}, {}, "python", "");
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    EXPECT_EQ(ref->endpoint, 1u);
+  }
+  EXPECT_EQ(other.service.created(), 3);
+  EXPECT_EQ(service_.created(), 0);
+  // The load is a fraction of each one's max_sessions; a change is seen at the next answer
+  // (the watch asks while creates come: the create path reads its last answer).
+  other.service.set_info(10, 16, 0);
+  const int asked = other.service.info_asked;
+  // The watch asks one round after another: once a second round began, the first is recorded.
+  for (int i = 0; i < 3000 && other.service.info_asked < asked + 2; ++i) usleep(1000);
+  ASSERT_GE(other.service.info_asked, asked + 2) << "the watch does not ask while creates come";
+  ASSERT_EQ(client.CreateSession("owner", "label", {}, {}, "python", "")->endpoint, 0u);
+}
+
+// An endpoint whose GetInfo says it has room but whose creates fail may not get every new
+// sandbox: the next endpoint is tried, and the failing one goes last for a while; a
+// refusal of the request's owner is not the endpoint's fault.
+TEST_F(SandboxClientTest, AnEndpointThatFailsCreatesIsPassedOver) {
+  ExtraSandboxd other("b");
+  ASSERT_NE(other.server, nullptr);
+  service_.set_info(0, 64, 4);
+  service_.create_fails = grpc::StatusCode::INTERNAL;
+  other.service.set_info(10, 64, 0);
+  SandboxClient client({"unix:" + socket_, other.endpoint()});
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<SandboxRef> ref = client.CreateSession("owner", "label", {}, {}, "python", "");
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    EXPECT_EQ(ref->endpoint, 1u);
+  }
+  EXPECT_EQ(service_.created(), 1) << "tried once, then placed last";
+  other.service.create_fails = grpc::StatusCode::RESOURCE_EXHAUSTED;  // the owner's limit there
+  absl::StatusOr<SandboxRef> refused = client.CreateSession("owner", "label", {}, {}, "python", "");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(service_.created(), 1) << "an owner's limit is not passed around to another endpoint";
+}
+
+TEST_F(SandboxClientTest, PlacementSkipsFullNotServingAndSilentEndpoints) {
+  ExtraSandboxd other("b");
+  ASSERT_NE(other.server, nullptr);
+  service_.set_info(64, 64, 0);  // full
+  other.service.set_info(0, 64, 4, /*serving=*/false);
+  const std::string gone = "unix:/tmp/gw-sandbox-client-" + std::to_string(getpid()) + "-gone.sock";
+  // Nothing listens at `gone`: it is tried first (it may be back), then the full one
+  // (sandboxd says why it refuses), never the one that cannot start containers while
+  // another can.
+  SandboxClient client({"unix:" + socket_, other.endpoint(), gone});
+  absl::StatusOr<SandboxRef> ref = client.CreateSession("owner", "label", {}, {}, "python", "");
+  ASSERT_TRUE(ref.ok()) << ref.status();  // the gone one is unavailable: the full one is next
+  EXPECT_EQ(ref->endpoint, 0u);
+  EXPECT_EQ(other.service.created(), 0);
+}
+
+// An endpoint nothing listens at is left out of a credential's listing at once, UNAVAILABLE
+// (waiting for it to be ready would hold every listing to the deadline), and named.
+TEST_F(SandboxClientTest, ListOwnedLeavesOutAnEndpointThatRefusesAtOnce) {
+  const std::string gone = "unix:/tmp/gw-sandbox-client-" + std::to_string(getpid()) + "-gone.sock";
+  SandboxClient client({"unix:" + socket_, gone});
+  Sandboxes::Owned owned = client.ListOwned("owner", absl::InfiniteFuture(), nullptr);
+  EXPECT_FALSE(owned.complete);
+  EXPECT_THAT(owned.missing, ::testing::Contains(::testing::StartsWith(gone + ": UNAVAILABLE")))
+      << ::testing::PrintToString(owned.missing);
+}
+
+// A new sandbox tries at most four endpoints, however many fail it for their own reasons
+// (DNS may list many that are gone), and says why the last one failed.
+TEST_F(SandboxClientTest, ANewSandboxTriesAtMostFourEndpoints) {
+  std::vector<std::unique_ptr<ExtraSandboxd>> failing;
+  std::vector<std::string> endpoints;
+  for (int i = 0; i < 6; ++i) {
+    failing.push_back(std::make_unique<ExtraSandboxd>("f" + std::to_string(i)));
+    ASSERT_NE(failing.back()->server, nullptr);
+    failing.back()->service.set_info(0, 64, 1);
+    failing.back()->service.create_fails = grpc::StatusCode::UNAVAILABLE;
+    endpoints.push_back(failing.back()->endpoint());
+  }
+  SandboxClient client(endpoints);
+  absl::StatusOr<SandboxRef> ref = client.CreateSession("owner", "label", {}, {}, "python", "");
+  EXPECT_EQ(ref.status().code(), absl::StatusCode::kUnavailable);
+  int tried = 0;
+  for (const auto& f : failing) tried += f->service.created();
+  EXPECT_EQ(tried, 4);
+}
+
+// A channel to an endpoint that is gone stops reconnecting once it has had no call for the
+// idle timeout: an address that left DNS costs nothing for the rest of the gateway's life.
+TEST(SandboxdEndpointsTest, AChannelWithoutCallsGoesIdle) {
+  SandboxdEndpoints endpoints({}, "", std::chrono::milliseconds(1000));
+  const size_t i = endpoints.Add("unix:/tmp/gw-endpoints-" + std::to_string(getpid()) + "-gone.sock");
+  grpc::ClientContext ctx;
+  endpoints.Prepare(ctx, i, std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+  sandbox::v1::Info info;
+  EXPECT_FALSE(endpoints.StubNow(i).GetInfo(&ctx, {}, &info).ok());
+  grpc_connectivity_state state = endpoints.channel(i)->GetState(false);
+  for (int k = 0; k < 1000 && state != GRPC_CHANNEL_IDLE; ++k) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    state = endpoints.channel(i)->GetState(false);
+  }
+  EXPECT_EQ(state, GRPC_CHANNEL_IDLE) << "the channel still reconnects";
+}
+
+// An endpoint that lets GetInfo's deadline pass (cut off, stalled), or answers with more
+// than placement takes, is not asked again at once: the next new sandbox does not wait for
+// it (until the channel's keepalive ends it), and its answer is not taken four times a
+// second while sandboxes are made.
+TEST_F(SandboxClientTest, ASilentOrOversizedEndpointIsNotAskedAgainAtOnce) {
+  for (const bool silent : {true, false}) {
+    SCOPED_TRACE(silent ? "silent" : "oversized");
+    ExtraSandboxd other("b");
+    ASSERT_NE(other.server, nullptr);
+    service_.set_info(0, 64, 1);
+    other.service.set_info(0, 64, 1);
+    if (silent) {
+      other.service.info_stalls = true;
+    } else {
+      other.service.add_note(std::string(SandboxdEndpoints::kMaxInfoBytes, 'x'));
+    }
+    SandboxClient client({"unix:" + socket_, other.endpoint()});
+    for (int i = 0; i < 3; ++i) {
+      absl::StatusOr<SandboxRef> ref = client.CreateSession("owner", "label", {}, {}, "python", "");
+      ASSERT_TRUE(ref.ok()) << ref.status();
+      EXPECT_EQ(ref->endpoint, 0u);
+    }
+    const int asked = service_.info_asked;  // the watch asks the other while creates come
+    for (int i = 0; i < 3000 && service_.info_asked < asked + 2; ++i) usleep(1000);
+    EXPECT_EQ(other.service.info_asked, 1) << "asked again (by a create or the watch)";
+  }
+}
+
+// Placement reads loads up to a second old: an endpoint cut off since (its channel up, its
+// link not) still looks best. Its GetInfo, asked beside the create, lets its half second
+// pass, and the create is given up there and goes to the next endpoint.
+TEST_F(SandboxClientTest, ACreateOnAnEndpointCutOffSinceItsLastAnswerGoesElsewhere) {
+  ExtraSandboxd other("b");
+  ASSERT_NE(other.server, nullptr);
+  service_.set_info(40, 64, 0);
+  other.service.set_info(0, 64, 2);
+  SandboxClient client({"unix:" + socket_, other.endpoint()});
+  ASSERT_EQ(client.CreateSession("owner", "label", {}, {}, "python", "")->endpoint, 1u);
+  other.service.info_stalls = true;  // cut off: nothing it is asked is answered
+  other.service.create_stalls = true;
+  const absl::Time start = absl::Now();
+  absl::StatusOr<SandboxRef> ref = client.CreateSession("owner", "label", {}, {}, "python", "");
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  EXPECT_EQ(ref->endpoint, 0u);
+  // Not a speed check: which path it took. Without the GetInfo beside it, the create waits
+  // for its own 20 s deadline before it goes on.
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "the create waited for its own deadline";
+  for (int i = 0; i < 3000 && other.service.saw_cancel.load() < 1; ++i) usleep(1000);
+  EXPECT_GE(other.service.saw_cancel.load(), 1) << "its create was not given up";
+}
+
+// Every endpoint behind a slow link (GetInfo slower than its half second): the last
+// candidate's create is waited for, not given up, so a new sandbox is still made.
+TEST_F(SandboxClientTest, BehindSlowLinksTheLastCandidateIsWaitedFor) {
+  ExtraSandboxd other("b");
+  ASSERT_NE(other.server, nullptr);
+  service_.set_info(0, 64, 1);
+  other.service.set_info(0, 64, 1);
+  for (RecordingSandboxd* s : {&service_, &other.service}) {
+    s->info_delay_ms = 700;
+    s->create_delay_ms = 800;
+  }
+  SandboxClient client({"unix:" + socket_, other.endpoint()});
+  absl::StatusOr<SandboxRef> ref = client.CreateSession("owner", "label", {}, {}, "python", "");
+  EXPECT_TRUE(ref.ok()) << ref.status();
+}
+
+}  // namespace
+}  // namespace gateway
