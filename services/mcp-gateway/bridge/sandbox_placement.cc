@@ -26,6 +26,13 @@ constexpr absl::Duration kFailedCreatePenalty = absl::Seconds(30);
 constexpr auto kInfoDeadline = std::chrono::milliseconds(500);
 constexpr absl::Duration kSilentPause = absl::Seconds(2);
 
+// Whether a GetInfo answered as placement counts it: an answer too large to take
+// (InfoStub) costs what silence does, and is paused as silence is.
+bool Answered(const grpc::Status& asked) {
+  return asked.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED &&
+         asked.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED;
+}
+
 }  // namespace
 
 std::vector<size_t> PlacementOrder(const std::vector<EndpointLoad>& loads) {
@@ -101,9 +108,7 @@ std::vector<std::optional<sandbox::v1::Info>> SandboxClient::InfosOf(const std::
     const size_t i = reinterpret_cast<size_t>(tag);
     Ask& ask = *asks[i];
     if (ok && ask.status.ok()) infos[i] = std::move(ask.info);
-    // An answer too large to take (InfoStub) costs what a silent one does: it is paused too.
-    endpoints_->Heard(members[i], ask.status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED &&
-                                      ask.status.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED);
+    endpoints_->Heard(members[i], Answered(ask.status));
   }
   ShutdownAndDrain(cq);
   return infos;
@@ -118,9 +123,9 @@ grpc::Status SandboxClient::CreateWhileAnswering(size_t i, grpc::ClientContext& 
   endpoints_->Prepare(info_ctx, i, std::chrono::system_clock::now() + kInfoDeadline);
   sandbox::v1::Info info;
   grpc::Status created, asked;
-  sandbox::v1::SandboxService::Stub& stub = endpoints_->StubNow(i);
-  stub.AsyncCreateSession(&ctx, req, &cq)->Finish(session, &created, reinterpret_cast<void*>(kCreate));
-  stub.AsyncGetInfo(&info_ctx, {}, &cq)->Finish(&info, &asked, reinterpret_cast<void*>(kInfo));
+  endpoints_->StubNow(i).AsyncCreateSession(&ctx, req, &cq)->Finish(session, &created, reinterpret_cast<void*>(kCreate));
+  // On the GetInfo channel, as placement's own: an answer past kMaxInfoBytes is not taken.
+  endpoints_->InfoStub(i).AsyncGetInfo(&info_ctx, {}, &cq)->Finish(&info, &asked, reinterpret_cast<void*>(kInfo));
   bool create_done = false, info_done = false, silent = false;
   while (!create_done) {
     void* tag = nullptr;
@@ -131,7 +136,7 @@ grpc::Status SandboxClient::CreateWhileAnswering(size_t i, grpc::ClientContext& 
     } else {
       info_done = true;
       silent = asked.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
-      endpoints_->Heard(i, !silent);
+      endpoints_->Heard(i, Answered(asked));
       if (silent) ctx.TryCancel();  // the create ends CANCELLED at once
     }
   }

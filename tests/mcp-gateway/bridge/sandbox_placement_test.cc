@@ -193,6 +193,25 @@ TEST_F(SandboxClientTest, ASilentOrOversizedEndpointIsNotAskedAgainAtOnce) {
   }
 }
 
+// The GetInfo asked beside a create is bounded as placement's own: an endpoint that
+// answered well and now answers with more than placement takes is paused by it.
+TEST_F(SandboxClientTest, TheGetInfoBesideACreateIsBoundedToo) {
+  ExtraSandboxd other("b");
+  ASSERT_NE(other.server, nullptr);
+  service_.set_info(40, 64, 0);
+  other.service.set_info(0, 64, 2);
+  SandboxClient client({"unix:" + socket_, other.endpoint()});
+  ASSERT_EQ(client.CreateSession("owner", "label", {}, {}, "python", "")->endpoint, 1u);
+  other.service.add_note(std::string(SandboxdEndpoints::kMaxInfoBytes, 'x'));
+  other.service.create_delay_ms = 200;  // the answer beside it comes first, as with podman
+  // Its load, read a moment ago, still looks best: the create goes there, GetInfo beside it.
+  ASSERT_EQ(client.CreateSession("owner", "label", {}, {}, "python", "")->endpoint, 1u);
+  const int asked = other.service.info_asked;
+  const int mine = service_.info_asked;
+  for (int i = 0; i < 3000 && service_.info_asked < mine + 2; ++i) usleep(1000);
+  EXPECT_EQ(other.service.info_asked, asked) << "the watch asked it again: the answer beside the create was taken";
+}
+
 // Placement reads loads up to a second old: an endpoint cut off since (its channel up, its
 // link not) still looks best. Its GetInfo, asked beside the create, lets its half second
 // pass, and the create is given up there and goes to the next endpoint.
