@@ -27,7 +27,8 @@ CallLimits::CallLimits(Options options, std::shared_ptr<codemode::BufferCeiling>
       reads_per_credential_("max_resource_reads_in_flight_per_credential",
                             options.max_reads_per_credential, {reads_},
                             codemode::CountReserve(reads_, options.max_reads_per_credential)),
-      read_turns_(std::make_shared<ReadTurns>(reads_, options.read_wait)),
+      // A quarter of the calls at most wait in line for a read (each holds its call).
+      read_turns_(std::make_shared<ReadTurns>(reads_, options.read_wait, std::max<uint32_t>(1, options.max_calls / 4))),
       bytes_(Overall("max_call_bytes_in_flight", options.max_bytes, codemode::AllOf(ceiling_))),
       bytes_per_credential_("max_call_bytes_in_flight_per_credential",
                             options.max_bytes_per_credential, {bytes_},

@@ -2,6 +2,7 @@
 #include "server/read_turns.h"
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -11,13 +12,14 @@ namespace gateway {
 
 struct ReadTurns::Waiter {
   std::string credential;
+  uint64_t place = 0;  // the line is ordered by it
   std::shared_ptr<codemode::ByteBudget> mine;
   bool granted = false;  // charged to `mine`; the slot is the waiter's
   bool left = false;     // out of the line
 };
 
-ReadTurns::ReadTurns(std::shared_ptr<codemode::ByteBudget> overall, absl::Duration wait)
-    : overall_(std::move(overall)), wait_(wait) {}
+ReadTurns::ReadTurns(std::shared_ptr<codemode::ByteBudget> overall, absl::Duration wait, size_t max_line)
+    : overall_(std::move(overall)), wait_(wait), max_line_(max_line) {}
 
 ReadTurns::Turn ReadTurns::Take(const std::string& credential, const std::shared_ptr<codemode::ByteBudget>& mine) {
   codemode::MutexLock lock(&mu_);
@@ -27,12 +29,20 @@ ReadTurns::Turn ReadTurns::Take(const std::string& credential, const std::shared
   if (turn.full == nullptr) turn.full = mine->used() >= mine->limit() ? mine.get() : overall_.get();
   const bool in_line = std::any_of(line_.begin(), line_.end(),
                                    [&](const std::shared_ptr<Waiter>& w) { return w->credential == credential; });
-  if (mine->used() > 0 || in_line || line_.size() >= kMaxLine) return turn;
+  if (mine->used() > 0 || in_line || line_.size() >= max_line_) return turn;
   turn.full = nullptr;
   turn.waiting = std::make_shared<Waiter>();
   turn.waiting->credential = credential;
   turn.waiting->mine = mine;
-  line_.push_back(turn.waiting);
+  turn.waiting->place = next_place_++;
+  const absl::Time now = absl::Now();
+  if (auto kept = kept_.find(credential); kept != kept_.end()) {
+    if (now < kept->second.second) turn.waiting->place = kept->second.first;
+    kept_.erase(kept);
+  }
+  auto after = std::upper_bound(line_.begin(), line_.end(), turn.waiting->place,
+                                [](uint64_t place, const std::shared_ptr<Waiter>& w) { return place < w->place; });
+  line_.insert(after, turn.waiting);
   GrantLocked();  // a slot may have freed since the charge was refused
   return turn;
 }
@@ -54,9 +64,16 @@ absl::Status ReadTurns::Await(const std::shared_ptr<Waiter>& waiting,
   }
   RemoveLocked(waiting);
   if (cancel && cancel->cancelled()) return absl::CancelledError("the request was cancelled");
+  KeepPlaceLocked(*waiting);
   return absl::ResourceExhaustedError(absl::StrCat(
       "too much work in flight: every resources/read slot (", overall_->Describe(), ") stayed taken for the ",
       absl::FormatDuration(wait_), " this read waited in line (--resource_read_wait); retry later"));
+}
+
+void ReadTurns::KeepPlaceLocked(const Waiter& waiting) {
+  const absl::Time now = absl::Now();
+  for (auto it = kept_.begin(); it != kept_.end();) it = now < it->second.second ? std::next(it) : kept_.erase(it);
+  if (kept_.size() < max_line_) kept_[waiting.credential] = {waiting.place, now + kKeepPlace};
 }
 
 void ReadTurns::Leave(const std::shared_ptr<Waiter>& waiting) {

@@ -5,10 +5,13 @@
 // between them, and a credential asking politely would wait as long as they like. So a read
 // of a credential that holds none waits in line, on its call's own thread (one per call
 // already, bounded by --max_calls_in_flight), and a freed slot goes to the line first, in
-// order. One read per credential waits; a credential holding a read, or with one waiting
-// already, is refused at once, as is every read once kMaxLine wait.
+// order. A read whose wait passed keeps its credential's place for kKeepPlace: asked again
+// by then, it goes back where it was, so a client that retries after a pause is not sent to
+// the back behind those who retried at once. One read per credential waits; a credential holding a read, or with one waiting
+// already, is refused at once, as is every read once `max_line` wait (each holds a call of
+// --max_calls_in_flight: the line must leave most of them to other calls).
 //
-//   auto turns = std::make_shared<ReadTurns>(reads_overall, absl::Seconds(30));
+//   auto turns = std::make_shared<ReadTurns>(reads_overall, absl::Seconds(30), 64);
 //   ReadTurns::Turn turn = turns->Take(credential, reads_of_credential);
 //   if (turn.full) refuse(turn.full->Describe());
 //   if (turn.waiting) { absl::Status s = turns->Await(turn.waiting, cancel); ... }
@@ -19,7 +22,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -34,12 +39,12 @@ namespace gateway {
 
 class ReadTurns : public std::enable_shared_from_this<ReadTurns> {
  public:
-  // At most this many reads wait in line.
-  static constexpr size_t kMaxLine = 1024;
+  // How long a credential whose read waited in vain keeps its place in line.
+  static constexpr absl::Duration kKeepPlace = absl::Seconds(5);
 
   // `overall` counts every read in flight; each credential's budget is its child. A read
-  // waits in line for at most `wait`.
-  ReadTurns(std::shared_ptr<codemode::ByteBudget> overall, absl::Duration wait);
+  // waits in line for at most `wait`, behind at most `max_line` - 1 others.
+  ReadTurns(std::shared_ptr<codemode::ByteBudget> overall, absl::Duration wait, size_t max_line);
 
   // A read waiting in line (opaque).
   struct Waiter;
@@ -69,11 +74,17 @@ class ReadTurns : public std::enable_shared_from_this<ReadTurns> {
  private:
   void GrantLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveLocked(const std::shared_ptr<Waiter>& waiting) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Remembers the place of `waiting`, whose wait passed, for kKeepPlace.
+  void KeepPlaceLocked(const Waiter& waiting) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<codemode::ByteBudget> overall_;
   const absl::Duration wait_;
+  const size_t max_line_;
   mutable codemode::Mutex mu_;
-  std::deque<std::shared_ptr<Waiter>> line_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::shared_ptr<Waiter>> line_ ABSL_GUARDED_BY(mu_);  // by place
+  uint64_t next_place_ ABSL_GUARDED_BY(mu_) = 0;
+  // Places kept for credentials whose read waited in vain, until when (at most max_line_).
+  std::map<std::string, std::pair<uint64_t, absl::Time>> kept_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gateway

@@ -36,6 +36,16 @@ CallLimits::Options Small() {
   return o;
 }
 
+// Limits with the default read bounds (4, 2 per credential) whose every read slot is held
+// (by a, a, b and c, in `held`); a read waits in line for at most `wait`.
+std::shared_ptr<CallLimits> ReadsFull(absl::Duration wait, std::vector<CallLimits::Ticket>* held) {
+  CallLimits::Options o;
+  o.read_wait = wait;
+  auto limits = std::make_shared<CallLimits>(o);
+  for (const char* who : {"a", "a", "b", "c"}) held->push_back(*limits->Acquire(who, true, 1));
+  return limits;
+}
+
 TEST(CallLimitsTest, CallsAreBoundedPerCredentialAndOverall) {
   auto limits = std::make_shared<CallLimits>(Small());
   std::vector<CallLimits::Ticket> held;
@@ -186,11 +196,8 @@ TEST(CallLimitsTest, AFreedReadSlotGoesToTheReadWaitingInLine) {
 // A read that leaves the line (its call cancelled or gone) passes its turn on; one that
 // waits past --resource_read_wait is refused, naming it.
 TEST(CallLimitsTest, AReadLeavesTheLineWhenItsCallEndsOrItsWaitPasses) {
-  CallLimits::Options o;
-  o.read_wait = absl::Milliseconds(20);
-  auto limits = std::make_shared<CallLimits>(o);
   std::vector<CallLimits::Ticket> held;
-  for (const char* who : {"a", "a", "b", "c"}) held.push_back(*limits->Acquire(who, true, 1));
+  std::shared_ptr<CallLimits> limits = ReadsFull(absl::Milliseconds(20), &held);
   CallLimits::Ticket d = *limits->Acquire("d", true, 1);
   CallLimits::Ticket e = *limits->Acquire("e", true, 1);
   CallLimits::Ticket f = *limits->Acquire("f", true, 1);
@@ -208,6 +215,48 @@ TEST(CallLimitsTest, AReadLeavesTheLineWhenItsCallEndsOrItsWaitPasses) {
   g.Release();
   f.Release();
   EXPECT_EQ(limits->Total().reads, 3u) << "a slot given to no one, or kept by one who left";
+}
+
+// A read whose wait passed keeps its place for a while: retried then, it goes back ahead of
+// those who came after it, however quickly they retried.
+TEST(CallLimitsTest, AReadThatWaitedInVainKeepsItsPlace) {
+  std::vector<CallLimits::Ticket> held;
+  std::shared_ptr<CallLimits> limits = ReadsFull(absl::Milliseconds(20), &held);
+  CallLimits::Ticket d = *limits->Acquire("d", true, 1);
+  CallLimits::Ticket e = *limits->Acquire("e", true, 1);
+  EXPECT_TRUE(absl::IsResourceExhausted(d.AwaitRead(nullptr)));
+  EXPECT_TRUE(absl::IsResourceExhausted(e.AwaitRead(nullptr)));
+  d.Release();
+  e.Release();
+  CallLimits::Ticket e_again = *limits->Acquire("e", true, 1);  // e retries first
+  CallLimits::Ticket d_again = *limits->Acquire("d", true, 1);
+  ASSERT_TRUE(d_again.waiting() && e_again.waiting());
+  held.pop_back();  // c's slot
+  EXPECT_TRUE(d_again.AwaitRead(nullptr).ok()) << "d came first";
+  EXPECT_TRUE(absl::IsResourceExhausted(e_again.AwaitRead(nullptr)));
+}
+
+// Each waiting read holds its call: the line is a quarter of --max_calls_in_flight at most,
+// so tokens parking reads cannot take every call from everyone else.
+TEST(CallLimitsTest, ReadsWaitingInLineLeaveMostCallsToOthers) {
+  CallLimits::Options o;
+  o.max_calls = 8;  // a line of 2
+  o.max_calls_per_credential = 4;
+  o.read_wait = absl::Hours(1);
+  auto limits = std::make_shared<CallLimits>(o);
+  std::vector<CallLimits::Ticket> held;
+  for (const char* who : {"a", "a", "b", "c"}) held.push_back(*limits->Acquire(who, true, 1));
+  for (const char* who : {"w1", "w2"}) {
+    held.push_back(*limits->Acquire(who, true, 1));
+    EXPECT_TRUE(held.back().waiting()) << who;
+  }
+  for (const char* who : {"w3", "w4"}) {
+    absl::StatusOr<CallLimits::Ticket> refused = limits->Acquire(who, true, 1);
+    ASSERT_FALSE(refused.ok()) << who << " waits past the line's bound";
+    EXPECT_NE(refused.status().message().find("--max_resource_reads_in_flight=4"), std::string::npos)
+        << refused.status();
+  }
+  EXPECT_TRUE(limits->Acquire("z", false, 1).ok()) << "the waiting reads took every call";
 }
 
 TEST(CallLimitsTest, BytesKeepAReserveForCredentialsHoldingNothing) {
