@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/time/clock.h"
+#include "base/thread.h"
 
 namespace gateway {
 
@@ -33,7 +34,10 @@ sandbox::v1::Info LoadOf(const sandbox::v1::Info& info) {
 }
 
 LoadWatch::LoadWatch(Ask ask, Members members, Options options)
-    : ask_(std::move(ask)), members_(std::move(members)), options_(options), thread_([this] { Refresher(); }) {}
+    : ask_(std::move(ask)),
+      members_(std::move(members)),
+      options_(options),
+      thread_(codemode::StartThread("load watch", [this] { Refresher(); })) {}
 
 LoadWatch::~LoadWatch() {
   {

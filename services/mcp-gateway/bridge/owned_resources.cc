@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/log_text.h"
+#include "base/thread.h"
 #include "spdlog/spdlog.h"
 
 namespace gateway {
@@ -63,7 +64,9 @@ OwnedWalk OwnedResources::Walk(const std::string& credential,
     }
   };
   std::vector<std::thread> walkers;
-  for (size_t k = 1; k < std::min(n, kWalkers); ++k) walkers.emplace_back(walker);
+  for (size_t k = 1; k < std::min(n, kWalkers); ++k) {
+    walkers.push_back(codemode::StartThread("resources walk", walker));
+  }
   walker();
   for (std::thread& t : walkers) t.join();
   if (cancel && cancel->cancelled()) walk.complete = false;
