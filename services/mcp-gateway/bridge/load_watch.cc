@@ -61,7 +61,7 @@ std::vector<std::optional<sandbox::v1::Info>> LoadWatch::Infos(const std::vector
       const Seen& seen = seen_[endpoints[k]];
       // Fresh, or being asked by another caller (its last answer, if any, is the best known).
       if (seen.info) {
-        infos[k] = WithPlaced(*seen.info, seen.placed_since + static_cast<uint32_t>(seen.out.size()));
+        infos[k] = WithPlaced(*seen.info, seen.placed_since + seen.placing);
       } else if (seen.asking && seen.at == absl::InfinitePast()) {
         first.push_back(k);
       }
@@ -77,7 +77,7 @@ std::vector<std::optional<sandbox::v1::Info>> LoadWatch::Infos(const std::vector
   }
   codemode::MutexLock lock(&mu_);
   for (size_t j = 0; j < stale.size() && j < answers.size(); ++j) {
-    if (answers[j]) infos[stale[j]] = WithPlaced(LoadOf(*answers[j]), static_cast<uint32_t>(seen_[ask[j]].out.size()));
+    if (answers[j]) infos[stale[j]] = WithPlaced(LoadOf(*answers[j]), seen_[ask[j]].placing);
   }
   // An endpoint never answered yet (a host just added) whose first ask is out is waited
   // for, within that ask's deadline: read as "not answered" it would go behind every
@@ -91,7 +91,7 @@ std::vector<std::optional<sandbox::v1::Info>> LoadWatch::Infos(const std::vector
   mu_.Await(absl::Condition(&first_asked));
   for (size_t k : first) {
     const Seen& seen = seen_[endpoints[k]];
-    if (seen.info) infos[k] = WithPlaced(*seen.info, seen.placed_since + static_cast<uint32_t>(seen.out.size()));
+    if (seen.info) infos[k] = WithPlaced(*seen.info, seen.placed_since + seen.placing);
   }
   return infos;
 }
@@ -107,24 +107,16 @@ std::vector<size_t> LoadWatch::TakeAsks(const std::vector<size_t>& endpoints, bo
   return asks;
 }
 
-absl::Time LoadWatch::Placing(size_t endpoint) {
+void LoadWatch::Placing(size_t endpoint) {
   codemode::MutexLock lock(&mu_);
-  const absl::Time now = absl::Now();
-  seen_[endpoint].out.insert(now);
-  return now;
+  ++seen_[endpoint].placing;
 }
 
-void LoadWatch::PlaceDone(size_t endpoint, bool created, absl::Time sent) {
+void LoadWatch::PlaceDone(size_t endpoint, bool created) {
   codemode::MutexLock lock(&mu_);
   Seen& seen = seen_[endpoint];
-  if (auto it = seen.out.find(sent); it != seen.out.end()) seen.out.erase(it);
+  if (seen.placing > 0) --seen.placing;
   if (created) ++seen.placed_since;
-}
-
-bool LoadWatch::Stuck(size_t endpoint, absl::Duration after) {
-  codemode::MutexLock lock(&mu_);
-  const Seen& seen = seen_[endpoint];
-  return !seen.out.empty() && absl::Now() - *seen.out.begin() > after;
 }
 
 void LoadWatch::Record(const std::vector<size_t>& endpoints, const std::vector<std::optional<sandbox::v1::Info>>& infos,
@@ -136,9 +128,8 @@ void LoadWatch::Record(const std::vector<size_t>& endpoints, const std::vector<s
     if (at < seen.at) continue;  // a later answer is there already
     // Placements counted so far were made before this answer was asked for, and it counts
     // those that reached sandboxd; one still in flight is missed until the next answer.
-    seen.info = infos[j] ? std::optional<sandbox::v1::Info>(LoadOf(*infos[j])) : std::nullopt;
-    seen.at = at;
-    seen.placed_since = 0;
+    seen = Seen{infos[j] ? std::optional<sandbox::v1::Info>(LoadOf(*infos[j])) : std::nullopt, at, 0, false,
+                seen.placing};
   }
 }
 

@@ -12,8 +12,8 @@
 //   LoadWatch loads([&](const std::vector<size_t>& e) { return InfosOf(e); }, [&] { return Members(); }, {});
 //   std::vector<std::optional<sandbox::v1::Info>> infos = loads.Infos(members);
 //   ...
-//   absl::Time sent = loads.Placing(members[k]);  // a create goes there
-//   loads.PlaceDone(members[k], created, sent);
+//   loads.Placing(members[k]);  // a create goes there
+//   loads.PlaceDone(members[k], created);
 //
 // Safe for concurrent use. The destructor stops the thread (before what `ask` uses goes).
 #pragma once
@@ -21,7 +21,6 @@
 #include <cstddef>
 #include <functional>
 #include <map>
-#include <set>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -65,15 +64,11 @@ class LoadWatch {
   // a call; an endpoint is never asked twice at once.
   std::vector<std::optional<sandbox::v1::Info>> Infos(const std::vector<size_t>& endpoints);
 
-  // A create was sent to `endpoint` now (the time returned): counted in its load until
-  // PlaceDone, so creates that overlap (or hang there) spread over the endpoints.
-  absl::Time Placing(size_t endpoint);
-  // The create sent at `sent` ended; a sandbox made there stays counted until the
-  // endpoint's next answer.
-  void PlaceDone(size_t endpoint, bool created, absl::Time sent);
-  // Whether a create sent to `endpoint` has been out for longer than `after`: an endpoint
-  // whose creates hang while its GetInfo answers.
-  bool Stuck(size_t endpoint, absl::Duration after);
+  // A create was sent to `endpoint`: counted in its load until PlaceDone, so creates that
+  // overlap (or hang there) spread over the endpoints.
+  void Placing(size_t endpoint);
+  // It ended; a sandbox made there stays counted until the endpoint's next answer.
+  void PlaceDone(size_t endpoint, bool created);
 
  private:
   struct Seen {
@@ -81,7 +76,7 @@ class LoadWatch {
     absl::Time at = absl::InfinitePast();  // when the last answer was asked for
     uint32_t placed_since = 0;
     bool asking = false;  // an ask is in flight
-    std::multiset<absl::Time> out;  // creates out, by when they were sent
+    uint32_t placing = 0;  // creates out
   };
   // Marks those of `endpoints` that need asking (stale, when `stale_only`) and not being
   // asked already as asked, and returns them (as indices into `endpoints`).

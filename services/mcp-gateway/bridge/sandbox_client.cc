@@ -190,11 +190,11 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
     // one that is down fails at once, and one that is cut off (its channel up, its link
     // not) is given up when its GetInfo, asked beside the create, lets its deadline pass;
     // the last candidate is waited for (a slow link is not a lost one).
-    const absl::Time sent = loads_->Placing(i);  // counted in its load while the create is out
+    loads_->Placing(i);  // counted in its load while the create is out
     grpc::Status st = members.size() == 1 || last_candidate
                           ? endpoints_->Stub(i).CreateSession(&ctx, req, &session)
                           : CreateWhileAnswering(i, ctx, req, &session);
-    loads_->PlaceDone(i, st.ok(), sent);
+    loads_->PlaceDone(i, st.ok());
     if (st.ok()) {
       endpoints_->Created(i);
       return SandboxRef{i, session.id(), runtime};

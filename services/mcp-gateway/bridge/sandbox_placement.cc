@@ -20,9 +20,6 @@ namespace {
 // An endpoint whose create failed for its own reasons goes after the silent ones for this
 // long.
 constexpr absl::Duration kFailedCreatePenalty = absl::Seconds(30);
-// ... as does one with a create out for longer than this (its creates hang while its
-// GetInfo answers): new sandboxes go elsewhere instead of each waiting out its try there.
-constexpr absl::Duration kStuckCreate = absl::Seconds(5);
 // GetInfo's deadline for placement; an endpoint that lets it pass (cut off, stalled) is not
 // asked again for kSilentPause, so new sandboxes go elsewhere without waiting for it each
 // time until the channel's keepalive finds it gone.
@@ -157,8 +154,7 @@ std::vector<EndpointLoad> SandboxClient::Loads(const std::vector<size_t>& member
   std::vector<EndpointLoad> loads(n);
   for (size_t i = 0; i < n; ++i) {
     loads[i].created = endpoints_->created(members[i]);
-    loads[i].failed_recently = absl::Now() - endpoints_->failed_at(members[i]) < kFailedCreatePenalty ||
-                               loads_->Stuck(members[i], kStuckCreate);
+    loads[i].failed_recently = absl::Now() - endpoints_->failed_at(members[i]) < kFailedCreatePenalty;
   }
   const std::vector<std::optional<sandbox::v1::Info>> infos = loads_->Infos(members);
   for (size_t i = 0; i < n; ++i) {

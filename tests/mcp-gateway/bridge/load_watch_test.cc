@@ -66,7 +66,8 @@ TEST(LoadWatchTest, ARecentAnswerIsReadWithWhatWasPlacedSince) {
   EXPECT_FALSE(first[2]) << "the silent one did not answer";
   fake.Set(30);  // not seen until the next answer
   for (int i = 0; i < 3; ++i) {
-    watch.PlaceDone(1, /*created=*/true, watch.Placing(1));
+    watch.Placing(1);
+    watch.PlaceDone(1, /*created=*/true);
   }
   std::vector<std::optional<sandbox::v1::Info>> second = watch.Infos({0, 1, 2});
   EXPECT_EQ(fake.asked.load(), 1) << "asked again on the create path";
@@ -89,7 +90,8 @@ TEST(LoadWatchTest, AnAnswerOlderThanMaxAgeIsAskedAgainOnThePath) {
   o.max_age = absl::Milliseconds(20);
   LoadWatch watch(fake.ask(), [] { return std::vector<size_t>{}; }, o);
   watch.Infos({0});
-  watch.PlaceDone(0, /*created=*/true, watch.Placing(0));
+  watch.Placing(0);
+  watch.PlaceDone(0, /*created=*/true);
   fake.Set(9);
   absl::SleepFor(absl::Milliseconds(30));
   std::vector<std::optional<sandbox::v1::Info>> infos = watch.Infos({0});
@@ -153,31 +155,16 @@ TEST(LoadWatchTest, CreatesOutCountUntilTheyEnd) {
   FakeEndpoints fake;
   LoadWatch watch(fake.ask(), [] { return std::vector<size_t>{}; }, Quiet());
   watch.Infos({0});
-  const absl::Time first = watch.Placing(0);
-  const absl::Time second = watch.Placing(0);
+  watch.Placing(0);
+  watch.Placing(0);
   EXPECT_EQ(watch.Infos({0})[0]->sessions(), 7u);
-  watch.PlaceDone(0, /*created=*/false, first);
+  watch.PlaceDone(0, /*created=*/false);
   EXPECT_EQ(watch.Infos({0})[0]->sessions(), 6u);
-  watch.PlaceDone(0, /*created=*/true, second);
+  watch.PlaceDone(0, /*created=*/true);
   EXPECT_EQ(watch.Infos({0})[0]->sessions(), 6u);
   // An endpoint asked on the path counts its creates out too.
   watch.Placing(4);
   EXPECT_EQ(watch.Infos({4})[0]->sessions(), 6u);
-}
-
-// An endpoint with a create out for longer than a bound is stuck (its creates hang while its
-// GetInfo answers) until that create ends, whatever ended after it.
-TEST(LoadWatchTest, AnEndpointWithACreateOutTooLongIsStuck) {
-  FakeEndpoints fake;
-  LoadWatch watch(fake.ask(), [] { return std::vector<size_t>{}; }, Quiet());
-  const absl::Time hanging = watch.Placing(0);
-  EXPECT_FALSE(watch.Stuck(0, absl::Hours(1)));
-  absl::SleepFor(absl::Milliseconds(5));
-  watch.PlaceDone(0, /*created=*/true, watch.Placing(0));  // a later one that ended
-  EXPECT_TRUE(watch.Stuck(0, absl::Milliseconds(1)));
-  EXPECT_FALSE(watch.Stuck(1, absl::Milliseconds(1)));
-  watch.PlaceDone(0, /*created=*/false, hanging);
-  EXPECT_FALSE(watch.Stuck(0, absl::Milliseconds(1)));
 }
 
 // A host just added is asked by the thread first; a create meanwhile waits for that answer
