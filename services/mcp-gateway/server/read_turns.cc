@@ -24,7 +24,10 @@ ReadTurns::ReadTurns(std::shared_ptr<codemode::ByteBudget> overall, absl::Durati
 ReadTurns::Turn ReadTurns::Take(const std::string& credential, const std::shared_ptr<codemode::ByteBudget>& mine) {
   codemode::MutexLock lock(&mu_);
   Turn turn;
-  if (line_.empty() && (turn.full = mine->Charge(1)) == nullptr) return turn;
+  if (line_.empty() && (turn.full = mine->Charge(1)) == nullptr) {
+    kept_.erase(credential);  // served: a place kept from an earlier wait is used up
+    return turn;
+  }
   // Its own bound first, as a charge names it.
   if (turn.full == nullptr) turn.full = mine->used() >= mine->limit() ? mine.get() : overall_.get();
   const bool in_line = std::any_of(line_.begin(), line_.end(),

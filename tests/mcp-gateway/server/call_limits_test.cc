@@ -236,6 +236,27 @@ TEST(CallLimitsTest, AReadThatWaitedInVainKeepsItsPlace) {
   EXPECT_TRUE(absl::IsResourceExhausted(e_again.AwaitRead(nullptr)));
 }
 
+// A kept place is used up by the read it was kept for, also one served at once: it does
+// not let the token jump the line again later.
+TEST(CallLimitsTest, AKeptPlaceIsUsedUpByAReadServedAtOnce) {
+  std::vector<CallLimits::Ticket> held;
+  std::shared_ptr<CallLimits> limits = ReadsFull(absl::Milliseconds(20), &held);
+  CallLimits::Ticket d = *limits->Acquire("d", true, 1);
+  EXPECT_TRUE(absl::IsResourceExhausted(d.AwaitRead(nullptr)));  // d's place is kept
+  d.Release();
+  held.pop_back();  // c's slot: free, nobody in line
+  CallLimits::Ticket d_read = *limits->Acquire("d", true, 1);
+  ASSERT_FALSE(d_read.waiting()) << "served at once";
+  d_read.Release();
+  CallLimits::Ticket c = *limits->Acquire("c", true, 1);  // full again
+  CallLimits::Ticket e = *limits->Acquire("e", true, 1);
+  CallLimits::Ticket d_again = *limits->Acquire("d", true, 1);
+  ASSERT_TRUE(e.waiting() && d_again.waiting());
+  c.Release();
+  EXPECT_TRUE(e.AwaitRead(nullptr).ok()) << "e came first";
+  EXPECT_TRUE(absl::IsResourceExhausted(d_again.AwaitRead(nullptr))) << "d jumped the line";
+}
+
 // Each waiting read holds its call: the line is a quarter of --max_calls_in_flight at most,
 // so tokens parking reads cannot take every call from everyone else.
 TEST(CallLimitsTest, ReadsWaitingInLineLeaveMostCallsToOthers) {
