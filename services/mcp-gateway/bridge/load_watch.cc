@@ -8,7 +8,6 @@
 #include "base/thread.h"
 
 namespace gateway {
-
 sandbox::v1::Info WithPlaced(sandbox::v1::Info info, uint32_t placed) {
   auto lower = [placed](uint32_t ready) { return ready - std::min(ready, placed); };
   info.set_sessions(info.sessions() + placed);
@@ -61,7 +60,7 @@ std::vector<std::optional<sandbox::v1::Info>> LoadWatch::Infos(const std::vector
       const Seen& seen = seen_[endpoints[k]];
       // Fresh, or being asked by another caller (its last answer, if any, is the best known).
       if (seen.info) {
-        infos[k] = WithPlaced(*seen.info, seen.placed_since + seen.placing);
+        infos[k] = WithPlaced(*seen.info, seen.placed_since + Out(seen));
       } else if (seen.asking && seen.at == absl::InfinitePast()) {
         first.push_back(k);
       }
@@ -77,7 +76,7 @@ std::vector<std::optional<sandbox::v1::Info>> LoadWatch::Infos(const std::vector
   }
   codemode::MutexLock lock(&mu_);
   for (size_t j = 0; j < stale.size() && j < answers.size(); ++j) {
-    if (answers[j]) infos[stale[j]] = WithPlaced(LoadOf(*answers[j]), seen_[ask[j]].placing);
+    if (answers[j]) infos[stale[j]] = WithPlaced(LoadOf(*answers[j]), Out(seen_[ask[j]]));
   }
   // An endpoint never answered yet (a host just added) whose first ask is out is waited
   // for, within that ask's deadline: read as "not answered" it would go behind every
@@ -91,7 +90,7 @@ std::vector<std::optional<sandbox::v1::Info>> LoadWatch::Infos(const std::vector
   mu_.Await(absl::Condition(&first_asked));
   for (size_t k : first) {
     const Seen& seen = seen_[endpoints[k]];
-    if (seen.info) infos[k] = WithPlaced(*seen.info, seen.placed_since + seen.placing);
+    if (seen.info) infos[k] = WithPlaced(*seen.info, seen.placed_since + Out(seen));
   }
   return infos;
 }
@@ -107,16 +106,29 @@ std::vector<size_t> LoadWatch::TakeAsks(const std::vector<size_t>& endpoints, bo
   return asks;
 }
 
-void LoadWatch::Placing(size_t endpoint) {
+uint32_t LoadWatch::Out(const Seen& seen) { return static_cast<uint32_t>(seen.out.size()); }
+
+absl::Time LoadWatch::Placing(size_t endpoint) {
   codemode::MutexLock lock(&mu_);
-  ++seen_[endpoint].placing;
+  const absl::Time now = absl::Now();
+  seen_[endpoint].out.insert(now);
+  return now;
 }
 
-void LoadWatch::PlaceDone(size_t endpoint, bool created) {
+void LoadWatch::PlaceDone(size_t endpoint, absl::Time sent, Ended ended) {
   codemode::MutexLock lock(&mu_);
   Seen& seen = seen_[endpoint];
-  if (seen.placing > 0) --seen.placing;
-  if (created) ++seen.placed_since;
+  if (auto it = seen.out.find(sent); it != seen.out.end()) seen.out.erase(it);
+  if (ended != Ended::kNoAnswer) seen.answered_at = std::max(seen.answered_at, absl::Now());
+  if (ended == Ended::kCreated) ++seen.placed_since;
+}
+
+bool LoadWatch::Stuck(size_t endpoint) {
+  codemode::MutexLock lock(&mu_);
+  const Seen& seen = seen_[endpoint];
+  if (seen.out.empty()) return false;
+  const absl::Time oldest = *seen.out.begin();
+  return absl::Now() - oldest > options_.stuck_after && seen.answered_at < oldest;
 }
 
 void LoadWatch::Record(const std::vector<size_t>& endpoints, const std::vector<std::optional<sandbox::v1::Info>>& infos,
@@ -128,8 +140,9 @@ void LoadWatch::Record(const std::vector<size_t>& endpoints, const std::vector<s
     if (at < seen.at) continue;  // a later answer is there already
     // Placements counted so far were made before this answer was asked for, and it counts
     // those that reached sandboxd; one still in flight is missed until the next answer.
-    seen = Seen{infos[j] ? std::optional<sandbox::v1::Info>(LoadOf(*infos[j])) : std::nullopt, at, 0, false,
-                seen.placing};
+    seen.info = infos[j] ? std::optional<sandbox::v1::Info>(LoadOf(*infos[j])) : std::nullopt;
+    seen.at = at;
+    seen.placed_since = 0;
   }
 }
 

@@ -7,13 +7,14 @@
 // as before. Sandboxes placed since an endpoint's last answer are counted in its load, so a
 // burst between two answers spreads instead of piling onto one endpoint. An endpoint that
 // did not answer (cut off, stalled) stays "not answered" until a later answer says
-// otherwise.
+// otherwise. An endpoint whose creates hang while its GetInfo answers (podman stuck) is
+// Stuck: placement puts it after those that make sandboxes (sandbox_client.h).
 //
 //   LoadWatch loads([&](const std::vector<size_t>& e) { return InfosOf(e); }, [&] { return Members(); }, {});
 //   std::vector<std::optional<sandbox::v1::Info>> infos = loads.Infos(members);
 //   ...
-//   loads.Placing(members[k]);  // a create goes there
-//   loads.PlaceDone(members[k], created);
+//   absl::Time sent = loads.Placing(members[k]);  // a create goes there
+//   loads.PlaceDone(members[k], sent, LoadWatch::Ended::kCreated);
 //
 // Safe for concurrent use. The destructor stops the thread (before what `ask` uses goes).
 #pragma once
@@ -22,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -46,7 +48,14 @@ class LoadWatch {
     absl::Duration max_age = absl::Seconds(1);
     // The thread stops asking this long after the last Infos.
     absl::Duration active = absl::Seconds(30);
+    // An endpoint is Stuck once a create has been out there this long with none answered
+    // since it was sent. Far past a cold create (under a second, a few under load), and
+    // within the 10 s a create's try waits there.
+    absl::Duration stuck_after = absl::Seconds(5);
   };
+  // How a create ended: a sandbox made, refused by the endpoint (an answer all the same), or
+  // no answer (its try's deadline passed, or the gateway gave it up).
+  enum class Ended { kCreated, kRefused, kNoAnswer };
 
   // What is kept of an answer (LoadOf): at most this many pools, each reason this long.
   static constexpr int kMaxPools = 8;
@@ -64,11 +73,17 @@ class LoadWatch {
   // a call; an endpoint is never asked twice at once.
   std::vector<std::optional<sandbox::v1::Info>> Infos(const std::vector<size_t>& endpoints);
 
-  // A create was sent to `endpoint`: counted in its load until PlaceDone, so creates that
-  // overlap (or hang there) spread over the endpoints.
-  void Placing(size_t endpoint);
-  // It ended; a sandbox made there stays counted until the endpoint's next answer.
-  void PlaceDone(size_t endpoint, bool created);
+  // A create was sent to `endpoint` now (the time returned): counted in its load until
+  // PlaceDone, so creates that overlap (or hang there) spread over the endpoints.
+  absl::Time Placing(size_t endpoint);
+  // The create sent at `sent` ended; a sandbox made there stays counted until the
+  // endpoint's next answer.
+  void PlaceDone(size_t endpoint, absl::Time sent, Ended ended);
+  // Whether `endpoint`'s creates hang: one has been out there for over stuck_after, and no
+  // create there has been answered since it was sent. Creates that are only slow (every
+  // endpoint's, under load) keep being answered, so their endpoints are not stuck once the
+  // first is; one stuck before that ranks with the others, ahead of any not answering.
+  bool Stuck(size_t endpoint);
 
  private:
   struct Seen {
@@ -76,8 +91,11 @@ class LoadWatch {
     absl::Time at = absl::InfinitePast();  // when the last answer was asked for
     uint32_t placed_since = 0;
     bool asking = false;  // an ask is in flight
-    uint32_t placing = 0;  // creates out
+    std::multiset<absl::Time> out;  // creates out, by when they were sent
+    absl::Time answered_at = absl::InfinitePast();  // when a create there was last answered
   };
+  // Its creates out, counted in its load.
+  static uint32_t Out(const Seen& seen);
   // Marks those of `endpoints` that need asking (stale, when `stale_only`) and not being
   // asked already as asked, and returns them (as indices into `endpoints`).
   std::vector<size_t> TakeAsks(const std::vector<size_t>& endpoints, bool stale_only, absl::Time now)

@@ -18,6 +18,21 @@
 namespace gateway {
 namespace {
 
+// What a create's status says for LoadWatch: the endpoint answered it (made a sandbox, or
+// refused), or not (the try's deadline, the gateway giving it up, no connection).
+LoadWatch::Ended CreateEnded(const grpc::Status& st) {
+  switch (st.error_code()) {
+    case grpc::StatusCode::OK:
+      return LoadWatch::Ended::kCreated;
+    case grpc::StatusCode::CANCELLED:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+    case grpc::StatusCode::UNAVAILABLE:
+      return LoadWatch::Ended::kNoAnswer;
+    default:
+      return LoadWatch::Ended::kRefused;
+  }
+}
+
 constexpr auto kUnaryDeadline = std::chrono::seconds(60);
 // A create waits for a warm container or starts one (1.6 s cold under gVisor, measured):
 // one that takes longer is an endpoint in trouble, and the next one is tried in what is
@@ -190,11 +205,11 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
     // one that is down fails at once, and one that is cut off (its channel up, its link
     // not) is given up when its GetInfo, asked beside the create, lets its deadline pass;
     // the last candidate is waited for (a slow link is not a lost one).
-    loads_->Placing(i);  // counted in its load while the create is out
+    const absl::Time sent = loads_->Placing(i);  // counted in its load while the create is out
     grpc::Status st = members.size() == 1 || last_candidate
                           ? endpoints_->Stub(i).CreateSession(&ctx, req, &session)
                           : CreateWhileAnswering(i, ctx, req, &session);
-    loads_->PlaceDone(i, st.ok());
+    loads_->PlaceDone(i, sent, CreateEnded(st));
     if (st.ok()) {
       endpoints_->Created(i);
       return SandboxRef{i, session.id(), runtime};

@@ -85,6 +85,7 @@ struct EndpointLoad {
   std::string runtime_unavailable;
   int created = 0;  // sessions this client created there (all it knows without GetInfo)
   bool failed_recently = false;  // a create failed there for its own reasons, lately
+  bool stuck = false;  // its creates hang while its GetInfo answers (LoadWatch::Stuck)
 };
 
 // Fills `load` from an endpoint's GetInfo, for a session of `runtime` ("" is python): its
@@ -103,8 +104,10 @@ void ShutdownAndDrain(grpc::CompletionQueue& cq);
 
 // The endpoints in the order a new session tries them: those serving with room, least
 // loaded first (live sessions over max_sessions; then more warm containers ready; then
-// fewer created by us); then those that did not answer (they may be back); then those
-// whose create failed lately; then full ones; those that answered they cannot start
+// fewer created by us); then those whose creates hang (LoadWatch::Stuck), so that new
+// sandboxes go elsewhere instead of each waiting out its try there, yet still before
+// those that did not answer (they may be back); then those whose create failed lately;
+// then full ones; those that answered they cannot start
 // containers, or cannot run the session's runtime, last.
 std::vector<size_t> PlacementOrder(const std::vector<EndpointLoad>& loads);
 

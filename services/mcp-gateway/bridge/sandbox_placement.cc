@@ -37,10 +37,11 @@ bool Answered(const grpc::Status& asked) {
 
 std::vector<size_t> PlacementOrder(const std::vector<EndpointLoad>& loads) {
   auto tier = [](const EndpointLoad& l) {
-    if (l.failed_recently) return 2;
-    if (!l.answered) return 1;
-    if (!l.serving || !l.runtime_unavailable.empty()) return 4;
-    return l.max_sessions > 0 && l.sessions >= l.max_sessions ? 3 : 0;
+    if (l.failed_recently) return 3;
+    if (!l.answered) return 2;
+    if (!l.serving || !l.runtime_unavailable.empty()) return 5;
+    if (l.max_sessions > 0 && l.sessions >= l.max_sessions) return 4;
+    return l.stuck ? 1 : 0;
   };
   auto used = [](const EndpointLoad& l) {
     return l.max_sessions == 0 ? 0.0 : static_cast<double>(l.sessions) / l.max_sessions;
@@ -155,6 +156,7 @@ std::vector<EndpointLoad> SandboxClient::Loads(const std::vector<size_t>& member
   for (size_t i = 0; i < n; ++i) {
     loads[i].created = endpoints_->created(members[i]);
     loads[i].failed_recently = absl::Now() - endpoints_->failed_at(members[i]) < kFailedCreatePenalty;
+    loads[i].stuck = loads_->Stuck(members[i]);
   }
   const std::vector<std::optional<sandbox::v1::Info>> infos = loads_->Infos(members);
   for (size_t i = 0; i < n; ++i) {

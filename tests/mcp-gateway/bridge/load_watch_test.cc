@@ -66,8 +66,7 @@ TEST(LoadWatchTest, ARecentAnswerIsReadWithWhatWasPlacedSince) {
   EXPECT_FALSE(first[2]) << "the silent one did not answer";
   fake.Set(30);  // not seen until the next answer
   for (int i = 0; i < 3; ++i) {
-    watch.Placing(1);
-    watch.PlaceDone(1, /*created=*/true);
+    watch.PlaceDone(1, watch.Placing(1), LoadWatch::Ended::kCreated);
   }
   std::vector<std::optional<sandbox::v1::Info>> second = watch.Infos({0, 1, 2});
   EXPECT_EQ(fake.asked.load(), 1) << "asked again on the create path";
@@ -90,8 +89,7 @@ TEST(LoadWatchTest, AnAnswerOlderThanMaxAgeIsAskedAgainOnThePath) {
   o.max_age = absl::Milliseconds(20);
   LoadWatch watch(fake.ask(), [] { return std::vector<size_t>{}; }, o);
   watch.Infos({0});
-  watch.Placing(0);
-  watch.PlaceDone(0, /*created=*/true);
+  watch.PlaceDone(0, watch.Placing(0), LoadWatch::Ended::kCreated);
   fake.Set(9);
   absl::SleepFor(absl::Milliseconds(30));
   std::vector<std::optional<sandbox::v1::Info>> infos = watch.Infos({0});
@@ -155,16 +153,55 @@ TEST(LoadWatchTest, CreatesOutCountUntilTheyEnd) {
   FakeEndpoints fake;
   LoadWatch watch(fake.ask(), [] { return std::vector<size_t>{}; }, Quiet());
   watch.Infos({0});
-  watch.Placing(0);
-  watch.Placing(0);
+  const absl::Time first = watch.Placing(0);
+  const absl::Time second = watch.Placing(0);
   EXPECT_EQ(watch.Infos({0})[0]->sessions(), 7u);
-  watch.PlaceDone(0, /*created=*/false);
+  watch.PlaceDone(0, first, LoadWatch::Ended::kRefused);
   EXPECT_EQ(watch.Infos({0})[0]->sessions(), 6u);
-  watch.PlaceDone(0, /*created=*/true);
+  watch.PlaceDone(0, second, LoadWatch::Ended::kCreated);
   EXPECT_EQ(watch.Infos({0})[0]->sessions(), 6u);
   // An endpoint asked on the path counts its creates out too.
   watch.Placing(4);
   EXPECT_EQ(watch.Infos({4})[0]->sessions(), 6u);
+}
+
+// An endpoint whose creates go unanswered (podman stuck while GetInfo answers) is stuck
+// once one has been out past stuck_after with no create there answered since it was sent.
+TEST(LoadWatchTest, AnEndpointWhoseCreatesGoUnansweredIsStuck) {
+  FakeEndpoints fake;
+  LoadWatch::Options o = Quiet();
+  o.stuck_after = absl::Milliseconds(20);
+  LoadWatch watch(fake.ask(), [] { return std::vector<size_t>{}; }, o);
+  const absl::Time hanging = watch.Placing(0);
+  EXPECT_FALSE(watch.Stuck(0)) << "out for less than stuck_after";
+  absl::SleepFor(absl::Milliseconds(30));
+  EXPECT_TRUE(watch.Stuck(0));
+  EXPECT_FALSE(watch.Stuck(1)) << "nothing out there";
+  watch.PlaceDone(0, hanging, LoadWatch::Ended::kNoAnswer);
+  EXPECT_FALSE(watch.Stuck(0)) << "nothing out there any more";
+  watch.PlaceDone(0, watch.Placing(0), LoadWatch::Ended::kRefused);  // an answer, then ...
+  const absl::Time later = watch.Placing(0);                         // ... one that hangs
+  absl::SleepFor(absl::Milliseconds(30));
+  EXPECT_TRUE(watch.Stuck(0)) << "the answer came before the create out was sent";
+  watch.PlaceDone(0, later, LoadWatch::Ended::kNoAnswer);
+}
+
+// Creates slower than stuck_after that are answered (every endpoint's, when podman is slow
+// under load) do not make their endpoint stuck once one is answered: placement must not
+// rank every endpoint as stuck and prefer one that answers nothing.
+TEST(LoadWatchTest, SlowCreatesThatAreAnsweredDoNotMakeAnEndpointStuck) {
+  FakeEndpoints fake;
+  LoadWatch::Options o = Quiet();
+  o.stuck_after = absl::Milliseconds(20);
+  LoadWatch watch(fake.ask(), [] { return std::vector<size_t>{}; }, o);
+  const absl::Time first = watch.Placing(0);
+  absl::SleepFor(absl::Milliseconds(5));
+  const absl::Time second = watch.Placing(0);
+  absl::SleepFor(absl::Milliseconds(30));
+  EXPECT_TRUE(watch.Stuck(0)) << "none answered yet";
+  watch.PlaceDone(0, first, LoadWatch::Ended::kCreated);
+  EXPECT_FALSE(watch.Stuck(0)) << "the endpoint answered after the create still out was sent";
+  watch.PlaceDone(0, second, LoadWatch::Ended::kCreated);
 }
 
 // A host just added is asked by the thread first; a create meanwhile waits for that answer

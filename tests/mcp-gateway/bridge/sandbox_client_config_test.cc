@@ -180,6 +180,25 @@ TEST(PlacementOrderTest, RanksByTierThenLoadThenWarmContainersThenOwnCreations) 
             (std::vector<size_t>{1, 2, 0}));
 }
 
+// An endpoint whose creates hang (LoadWatch::Stuck) goes after every endpoint that makes
+// sandboxes, however loaded, and before those that do not answer: when every answering one
+// is stuck (creates slow everywhere), a silent one must not look best.
+TEST(PlacementOrderTest, AStuckEndpointGoesAfterWorkingOnesAndBeforeSilentOnes) {
+  auto load = [](bool answered, uint32_t sessions, bool stuck) {
+    EndpointLoad l;
+    l.answered = answered;
+    l.serving = answered;
+    l.sessions = sessions;
+    l.max_sessions = answered ? 64 : 0;
+    l.stuck = stuck;
+    return l;
+  };
+  EXPECT_EQ(PlacementOrder({load(true, 0, true), load(false, 0, false), load(true, 60, false)}),
+            (std::vector<size_t>{2, 0, 1}));
+  EXPECT_EQ(PlacementOrder({load(false, 0, false), load(true, 30, true), load(true, 20, true)}),
+            (std::vector<size_t>{2, 1, 0}));
+}
+
 // A JavaScript session goes where JavaScript containers are warm, and not where sandboxd says
 // it cannot run JavaScript; a Python one by Python's pool (ranked by Python's alone before).
 TEST(PlacementOrderTest, RanksByThePoolOfTheSessionsRuntime) {

@@ -212,6 +212,30 @@ TEST_F(SandboxClientTest, TheGetInfoBesideACreateIsBoundedToo) {
   EXPECT_EQ(other.service.info_asked, asked) << "the watch asked it again: the answer beside the create was taken";
 }
 
+// An endpoint whose creates hang while its GetInfo answers (podman stuck) looks least
+// loaded forever; once a create has been out there for 5 s unanswered, new sandboxes go
+// elsewhere instead of each waiting out its 10 s try there.
+TEST_F(SandboxClientTest, AnEndpointWhoseCreateHangsIsPassedOver) {
+  ExtraSandboxd other("b");
+  ASSERT_NE(other.server, nullptr);
+  service_.set_info(40, 64, 0);
+  other.service.set_info(0, 64, 2);
+  other.service.create_stalls = true;
+  SandboxClient client({"unix:" + socket_, other.endpoint()});
+  std::thread hung([&] {
+    absl::StatusOr<SandboxRef> ref = client.CreateSession("owner", "first", {}, {}, "python", "");
+    EXPECT_TRUE(ref.ok() && ref->endpoint == 0u) << "after its try there, the next endpoint";
+  });
+  for (int i = 0; i < 3000 && other.service.created() == 0; ++i) usleep(1000);
+  ASSERT_EQ(other.service.created(), 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5500));
+  absl::StatusOr<SandboxRef> ref = client.CreateSession("owner", "second", {}, {}, "python", "");
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  EXPECT_EQ(ref->endpoint, 0u);
+  EXPECT_EQ(other.service.created(), 1) << "sent to the endpoint whose create hangs";
+  hung.join();
+}
+
 // Placement reads loads up to a second old: an endpoint cut off since (its channel up, its
 // link not) still looks best. Its GetInfo, asked beside the create, lets its half second
 // pass, and the create is given up there and goes to the next endpoint.
