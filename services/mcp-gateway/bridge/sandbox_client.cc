@@ -34,6 +34,11 @@ LoadWatch::Ended CreateEnded(const grpc::Status& st) {
 }
 
 constexpr auto kUnaryDeadline = std::chrono::seconds(60);
+// How long an endpoint outside the placement set keeps its channels after its last call.
+// Short: dialling again costs one connection, while an address DNS listed for a moment
+// (pods replaced, a name that churns) would otherwise hold its channels and a descriptor
+// reconnecting to it until the channel's idle timeout (SandboxdEndpoints::kIdleTimeout).
+constexpr absl::Duration kReleaseUnused = absl::Seconds(5);
 // A create waits for a warm container or starts one (1.6 s cold under gVisor, measured):
 // one that takes longer is an endpoint in trouble, and the next one is tried in what is
 // left of it.
@@ -133,13 +138,14 @@ std::optional<size_t> SandboxClient::FindEndpoint(const std::string& name) const
   return std::nullopt;
 }
 
-bool SandboxClient::EndpointInUse(size_t endpoint) const {
-  return endpoints_->channel(endpoint)->GetState(/*try_to_connect=*/false) != GRPC_CHANNEL_IDLE;
-}
+bool SandboxClient::EndpointInUse(size_t endpoint) const { return endpoints_->InUse(endpoint); }
 
 std::vector<size_t> SandboxClient::Members() {
   std::vector<size_t> members;
   for (const std::string& name : membership_->Current()) members.push_back(endpoints_->Add(name));
+  // Addresses that left the set, once no call has used them for a while, keep a record and
+  // not their channels (a handle naming one dials it again).
+  endpoints_->Release(members, kReleaseUnused);
   return members;
 }
 
@@ -207,7 +213,7 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
     // the last candidate is waited for (a slow link is not a lost one).
     const absl::Time sent = loads_->Placing(i);  // counted in its load while the create is out
     grpc::Status st = members.size() == 1 || last_candidate
-                          ? endpoints_->Stub(i).CreateSession(&ctx, req, &session)
+                          ? endpoints_->Stub(i)->CreateSession(&ctx, req, &session)
                           : CreateWhileAnswering(i, ctx, req, &session);
     loads_->PlaceDone(i, sent, CreateEnded(st));
     if (st.ok()) {
@@ -228,7 +234,7 @@ absl::Status SandboxClient::DeleteSession(const SandboxRef& ref) {
   sandbox::v1::DeleteSessionRequest req;
   req.set_session_id(ref.session_id);
   sandbox::v1::DeleteSessionResponse resp;
-  return Convert(endpoints_->Stub(ref.endpoint).DeleteSession(&ctx, req, &resp), ref.endpoint);
+  return Convert(endpoints_->Stub(ref.endpoint)->DeleteSession(&ctx, req, &resp), ref.endpoint);
 }
 
 absl::Status SandboxClient::ResetSession(const SandboxRef& ref) {
@@ -237,7 +243,7 @@ absl::Status SandboxClient::ResetSession(const SandboxRef& ref) {
   sandbox::v1::ResetSessionRequest req;
   req.set_session_id(ref.session_id);
   sandbox::v1::Session resp;
-  return Convert(endpoints_->Stub(ref.endpoint).ResetSession(&ctx, req, &resp), ref.endpoint);
+  return Convert(endpoints_->Stub(ref.endpoint)->ResetSession(&ctx, req, &resp), ref.endpoint);
 }
 
 absl::Status SandboxClient::UploadFile(const SandboxRef& ref, const std::string& path,
@@ -248,8 +254,8 @@ absl::Status SandboxClient::UploadFile(const SandboxRef& ref, const std::string&
   endpoints_->Prepare(ctx, ref.endpoint, Deadline(kUnaryDeadline));
   CancelLink link(cancel, &ctx);
   sandbox::v1::FileInfo info;
-  std::unique_ptr<grpc::ClientWriter<sandbox::v1::UploadFileRequest>> writer =
-      endpoints_->Stub(ref.endpoint).UploadFile(&ctx, &info);
+  const SandboxdEndpoints::StubPtr stub = endpoints_->Stub(ref.endpoint);  // held while the stream lasts
+  std::unique_ptr<grpc::ClientWriter<sandbox::v1::UploadFileRequest>> writer = stub->UploadFile(&ctx, &info);
   sandbox::v1::UploadFileRequest req;
   req.mutable_start()->set_session_id(ref.session_id);
   req.mutable_start()->set_path(path);
@@ -268,6 +274,7 @@ Sandboxes::Owned SandboxClient::ListOwned(const std::string& owner, absl::Time d
                                            std::shared_ptr<codemode::CancelToken> cancel) {
   const auto until = std::min(Deadline(std::chrono::seconds(5)), absl::ToChronoTime(deadline));
   struct Ask {
+    SandboxdEndpoints::StubPtr stub;  // held while the call is out
     grpc::ClientContext ctx;
     std::unique_ptr<CancelLink> link;  // before ctx goes
     sandbox::v1::ListSessionsResponse resp;
@@ -294,7 +301,8 @@ Sandboxes::Owned SandboxClient::ListOwned(const std::string& owner, absl::Time d
     endpoints_->Prepare(ask.ctx, i, until);
     ask.ctx.set_wait_for_ready(false);
     ask.link = std::make_unique<CancelLink>(cancel, &ask.ctx);
-    endpoints_->StubNow(i).AsyncListSessions(&ask.ctx, req, &cq)->Finish(&ask.resp, &ask.status, reinterpret_cast<void*>(i));
+    ask.stub = endpoints_->StubNow(i);
+    ask.stub->AsyncListSessions(&ask.ctx, req, &cq)->Finish(&ask.resp, &ask.status, reinterpret_cast<void*>(i));
   }
   for (size_t k = 0; k < asked; ++k) {
     void* tag = nullptr;
@@ -340,7 +348,7 @@ absl::StatusOr<sandbox::v1::ListFilesResponse> SandboxClient::ListFiles(const Sa
   req.set_path(path);
   req.set_max_entries(max_entries);
   sandbox::v1::ListFilesResponse resp;
-  absl::Status s = Convert(endpoints_->Stub(ref.endpoint).ListFiles(&ctx, req, &resp), ref.endpoint);
+  absl::Status s = Convert(endpoints_->Stub(ref.endpoint)->ListFiles(&ctx, req, &resp), ref.endpoint);
   if (!s.ok()) return s;
   return resp;
 }
@@ -356,8 +364,8 @@ absl::StatusOr<std::string> SandboxClient::DownloadFile(const SandboxRef& ref,
   sandbox::v1::DownloadFileRequest req;
   req.set_session_id(ref.session_id);
   req.set_path(path);
-  std::unique_ptr<grpc::ClientReader<sandbox::v1::FileChunk>> reader =
-      endpoints_->Stub(ref.endpoint).DownloadFile(&ctx, req);
+  const SandboxdEndpoints::StubPtr stub = endpoints_->Stub(ref.endpoint);  // held while the stream lasts
+  std::unique_ptr<grpc::ClientReader<sandbox::v1::FileChunk>> reader = stub->DownloadFile(&ctx, req);
   std::string data;
   sandbox::v1::FileChunk chunk;
   while (reader->Read(&chunk)) {
@@ -445,7 +453,8 @@ absl::StatusOr<sandbox::v1::Finished> SandboxClient::Execute(
   // W3C trace context over gRPC, as OpenTelemetry's propagators carry it: sandboxd's log
   // lines of this execution name the trace.
   if (!handlers.traceparent.empty()) ctx.AddMetadata("traceparent", handlers.traceparent);
-  auto stream = endpoints_->Stub(ref.endpoint).Execute(&ctx);
+  const SandboxdEndpoints::StubPtr stub = endpoints_->Stub(ref.endpoint);  // held while the stream lasts
+  auto stream = stub->Execute(&ctx);
   // Shared with the cancel callback, which may fire after we return.
   auto writer = std::make_shared<StreamWriter>();
   writer->stream = stream.get();

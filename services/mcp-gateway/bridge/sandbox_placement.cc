@@ -86,6 +86,7 @@ std::vector<std::optional<sandbox::v1::Info>> SandboxClient::InfosOf(const std::
   const size_t n = members.size();
   std::vector<std::optional<sandbox::v1::Info>> infos(n);
   struct Ask {
+    SandboxdEndpoints::StubPtr stub;  // held while the call is out
     grpc::ClientContext ctx;
     sandbox::v1::Info info;
     grpc::Status status;
@@ -99,7 +100,8 @@ std::vector<std::optional<sandbox::v1::Info>> SandboxClient::InfosOf(const std::
     asks[i] = std::make_unique<Ask>();
     Ask& ask = *asks[i];
     endpoints_->Prepare(ask.ctx, members[i], std::chrono::system_clock::now() + kInfoDeadline);
-    endpoints_->InfoStub(members[i]).AsyncGetInfo(&ask.ctx, request, &cq)->Finish(&ask.info, &ask.status, reinterpret_cast<void*>(i));
+    ask.stub = endpoints_->InfoStub(members[i]);
+    ask.stub->AsyncGetInfo(&ask.ctx, request, &cq)->Finish(&ask.info, &ask.status, reinterpret_cast<void*>(i));
     ++asked;
   }
   for (size_t k = 0; k < asked; ++k) {
@@ -124,9 +126,11 @@ grpc::Status SandboxClient::CreateWhileAnswering(size_t i, grpc::ClientContext& 
   endpoints_->Prepare(info_ctx, i, std::chrono::system_clock::now() + kInfoDeadline);
   sandbox::v1::Info info;
   grpc::Status created, asked;
-  endpoints_->StubNow(i).AsyncCreateSession(&ctx, req, &cq)->Finish(session, &created, reinterpret_cast<void*>(kCreate));
+  const SandboxdEndpoints::StubPtr stub = endpoints_->StubNow(i);
+  stub->AsyncCreateSession(&ctx, req, &cq)->Finish(session, &created, reinterpret_cast<void*>(kCreate));
   // On the GetInfo channel, as placement's own: an answer past kMaxInfoBytes is not taken.
-  endpoints_->InfoStub(i).AsyncGetInfo(&info_ctx, {}, &cq)->Finish(&info, &asked, reinterpret_cast<void*>(kInfo));
+  const SandboxdEndpoints::StubPtr info_stub = endpoints_->InfoStub(i);
+  info_stub->AsyncGetInfo(&info_ctx, {}, &cq)->Finish(&info, &asked, reinterpret_cast<void*>(kInfo));
   bool create_done = false, info_done = false, silent = false;
   while (!create_done) {
     void* tag = nullptr;

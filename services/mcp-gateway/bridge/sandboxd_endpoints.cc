@@ -2,6 +2,7 @@
 // sandboxd_endpoints.h).
 #include "bridge/sandboxd_endpoints.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -14,7 +15,7 @@ namespace {
 constexpr std::chrono::milliseconds kKeepaliveTime{10000};
 constexpr std::chrono::milliseconds kKeepaliveTimeout{5000};
 
-std::shared_ptr<grpc::Channel> Dial(const std::string& endpoint, const SandboxdTls& tls,
+std::shared_ptr<grpc::Channel> DialChannel(const std::string& endpoint, const SandboxdTls& tls,
                                    std::chrono::milliseconds idle_timeout, int max_receive) {
   grpc::ChannelArguments args;
   // A channel without calls for idle_timeout goes idle: it drops its connection and stops
@@ -67,9 +68,6 @@ size_t SandboxdEndpoints::Add(const std::string& name) {
   auto e = std::make_unique<Endpoint>();
   e->name = name;
   e->tcp = !IsUnixEndpoint(name);
-  e->channel = Dial(name, tls_, idle_timeout_, kMaxReceiveBytes);
-  e->stub = sandbox::v1::SandboxService::NewStub(e->channel);
-  e->info_stub = sandbox::v1::SandboxService::NewStub(Dial(name, tls_, idle_timeout_, kMaxInfoBytes));
   endpoints_.push_back(std::move(e));
   return endpoints_.size() - 1;
 }
@@ -94,22 +92,70 @@ SandboxdEndpoints::Endpoint& SandboxdEndpoints::At(size_t i) const {
 
 std::string SandboxdEndpoints::Name(size_t i) const { return At(i).name; }
 
-sandbox::v1::SandboxService::Stub& SandboxdEndpoints::Stub(size_t i) {
-  Endpoint& e = At(i);
-  grpc_connectivity_state state = e.channel->GetState(/*try_to_connect=*/true);
-  auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(2);
-  while (state != GRPC_CHANNEL_READY && state != GRPC_CHANNEL_SHUTDOWN) {
-    if (!e.channel->WaitForStateChange(state, deadline)) break;
-    state = e.channel->GetState(true);
+std::shared_ptr<SandboxdEndpoints::Dial> SandboxdEndpoints::DialOf(size_t i) {
+  codemode::MutexLock lock(&mu_);
+  Endpoint& e = *endpoints_.at(i);
+  e.used_at = absl::Now();
+  if (!e.dial) {
+    // Dialling makes objects, not connections (a channel connects at its first call).
+    std::shared_ptr<grpc::Channel> channel = DialChannel(e.name, tls_, idle_timeout_, kMaxReceiveBytes);
+    e.dial = std::make_shared<Dial>(
+        Dial{channel, sandbox::v1::SandboxService::Stub(channel),
+             sandbox::v1::SandboxService::Stub(DialChannel(e.name, tls_, idle_timeout_, kMaxInfoBytes))});
   }
-  return *e.stub;
+  return e.dial;
 }
 
-sandbox::v1::SandboxService::Stub& SandboxdEndpoints::StubNow(size_t i) { return *At(i).stub; }
+SandboxdEndpoints::StubPtr SandboxdEndpoints::Stub(size_t i) {
+  std::shared_ptr<Dial> d = DialOf(i);
+  grpc_connectivity_state state = d->channel->GetState(/*try_to_connect=*/true);
+  auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(2);
+  while (state != GRPC_CHANNEL_READY && state != GRPC_CHANNEL_SHUTDOWN) {
+    if (!d->channel->WaitForStateChange(state, deadline)) break;
+    state = d->channel->GetState(true);
+  }
+  return StubPtr(d, &d->stub);
+}
 
-sandbox::v1::SandboxService::Stub& SandboxdEndpoints::InfoStub(size_t i) { return *At(i).info_stub; }
+SandboxdEndpoints::StubPtr SandboxdEndpoints::StubNow(size_t i) {
+  std::shared_ptr<Dial> d = DialOf(i);
+  return StubPtr(d, &d->stub);
+}
 
-std::shared_ptr<grpc::Channel> SandboxdEndpoints::channel(size_t i) const { return At(i).channel; }
+SandboxdEndpoints::StubPtr SandboxdEndpoints::InfoStub(size_t i) {
+  std::shared_ptr<Dial> d = DialOf(i);
+  return StubPtr(d, &d->info_stub);
+}
+
+bool SandboxdEndpoints::InUse(size_t i) const {
+  std::shared_ptr<Dial> d;
+  {
+    codemode::MutexLock lock(&mu_);
+    d = endpoints_.at(i)->dial;
+  }
+  return d && d->channel->GetState(/*try_to_connect=*/false) != GRPC_CHANNEL_IDLE;
+}
+
+bool SandboxdEndpoints::dialled(size_t i) const {
+  codemode::MutexLock lock(&mu_);
+  return endpoints_.at(i)->dial != nullptr;
+}
+
+size_t SandboxdEndpoints::Release(const std::vector<size_t>& members, absl::Duration unused) {
+  std::vector<std::shared_ptr<Dial>> released;  // destroyed outside the lock
+  {
+    codemode::MutexLock lock(&mu_);
+    const absl::Time now = absl::Now();
+    for (size_t i = 0; i < endpoints_.size(); ++i) {
+      Endpoint& e = *endpoints_[i];
+      // use_count 1: no stub of it is held (a new one is only taken under mu_).
+      if (!e.dial || e.dial.use_count() > 1 || now - e.used_at < unused) continue;
+      if (std::find(members.begin(), members.end(), i) != members.end()) continue;
+      released.push_back(std::move(e.dial));
+    }
+  }
+  return released.size();
+}
 
 void SandboxdEndpoints::Prepare(grpc::ClientContext& ctx, size_t i,
                                 std::chrono::system_clock::time_point deadline) const {

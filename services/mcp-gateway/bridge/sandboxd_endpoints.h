@@ -1,7 +1,11 @@
 // SandboxdEndpoints: every sandboxd endpoint a SandboxClient has dialled, each with its
-// channel and what placement remembers of it. Append-only: an index is a SandboxRef's
+// channels and what placement remembers of it. Append-only: an index is a SandboxRef's
 // endpoint for the client's whole life, so an endpoint that left the placement set (an
-// address gone from DNS) keeps serving the sandboxes and handles that name it.
+// address gone from DNS) keeps serving the sandboxes and handles that name it. Its channels
+// are another matter: those of an endpoint outside the placement set that no call has used
+// for a while are released (Release), and dialled again by the next call that names it, so
+// addresses that come and go (pods replaced, a DNS name that churns) cost a small record
+// each, not two channels and a descriptor.
 #pragma once
 
 #include <memory>
@@ -39,15 +43,25 @@ class SandboxdEndpoints {
   size_t size() const;
   std::string Name(size_t i) const;
 
+  // A stub keeps its endpoint's channels: hold it for as long as a call made with it (a
+  // stream, an asynchronous call) lasts. The endpoint is dialled again if they were released.
+  using StubPtr = std::shared_ptr<sandbox::v1::SandboxService::Stub>;
   // Endpoint i's stub after giving a channel in reconnect backoff up to two seconds to
   // connect, so the first call after sandboxd comes back does not fail fast.
-  sandbox::v1::SandboxService::Stub& Stub(size_t i);
-  // Endpoint i's channel (its state: GetState).
-  std::shared_ptr<grpc::Channel> channel(size_t i) const;
+  StubPtr Stub(size_t i);
   // Endpoint i's stub as it is (for calls that wait on their own, or must not).
-  sandbox::v1::SandboxService::Stub& StubNow(size_t i);
+  StubPtr StubNow(size_t i);
   // Endpoint i's stub for GetInfo: a channel of its own, taking at most kMaxInfoBytes.
-  sandbox::v1::SandboxService::Stub& InfoStub(size_t i);
+  StubPtr InfoStub(size_t i);
+  // Whether endpoint i's main channel is dialled and not idle (a call within its idle
+  // timeout), without dialling it.
+  bool InUse(size_t i) const;
+  // Whether endpoint i has channels now (tests).
+  bool dialled(size_t i) const;
+
+  // Releases the channels of every endpoint not in `members` that no call holds and none has
+  // taken a stub of for `unused` (the next call dials again). Returns how many were released.
+  size_t Release(const std::vector<size_t>& members, absl::Duration unused);
   // A context for a call to endpoint `i`: its deadline, and the token for a TCP endpoint.
   void Prepare(grpc::ClientContext& ctx, size_t i, std::chrono::system_clock::time_point deadline) const;
 
@@ -63,17 +77,24 @@ class SandboxdEndpoints {
   void Heard(size_t i, bool answered);
 
  private:
+  // An endpoint's channels, shared by the calls that use them.
+  struct Dial {
+    std::shared_ptr<grpc::Channel> channel;
+    sandbox::v1::SandboxService::Stub stub;
+    sandbox::v1::SandboxService::Stub info_stub;  // InfoStub's, on a channel of its own
+  };
   struct Endpoint {
     std::string name;
     bool tcp = false;
-    std::shared_ptr<grpc::Channel> channel;
-    std::unique_ptr<sandbox::v1::SandboxService::Stub> stub;
-    std::unique_ptr<sandbox::v1::SandboxService::Stub> info_stub;  // InfoStub
+    std::shared_ptr<Dial> dial;  // null: released (or never dialled)
+    absl::Time used_at = absl::InfinitePast();  // when a stub was last taken
     int created = 0;
     absl::Time failed_at = absl::InfinitePast();
     absl::Time silent_at = absl::InfinitePast();
   };
   Endpoint& At(size_t i) const;
+  // Endpoint i's channels, dialled now if released; counts as a use.
+  std::shared_ptr<Dial> DialOf(size_t i);
 
   const SandboxdTls tls_;
   const std::string tcp_token_;

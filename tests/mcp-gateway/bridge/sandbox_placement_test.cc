@@ -156,13 +156,44 @@ TEST(SandboxdEndpointsTest, AChannelWithoutCallsGoesIdle) {
   grpc::ClientContext ctx;
   endpoints.Prepare(ctx, i, std::chrono::system_clock::now() + std::chrono::milliseconds(200));
   sandbox::v1::Info info;
-  EXPECT_FALSE(endpoints.StubNow(i).GetInfo(&ctx, {}, &info).ok());
-  grpc_connectivity_state state = endpoints.channel(i)->GetState(false);
-  for (int k = 0; k < 1000 && state != GRPC_CHANNEL_IDLE; ++k) {
+  EXPECT_FALSE(endpoints.StubNow(i)->GetInfo(&ctx, {}, &info).ok());
+  bool in_use = endpoints.InUse(i);
+  for (int k = 0; k < 1000 && in_use; ++k) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    state = endpoints.channel(i)->GetState(false);
+    in_use = endpoints.InUse(i);
   }
-  EXPECT_EQ(state, GRPC_CHANNEL_IDLE) << "the channel still reconnects";
+  EXPECT_FALSE(in_use) << "the channel still reconnects";
+}
+
+// An endpoint outside the placement set that no call holds or has used for the given time
+// gives up its channels; the next call dials it again. One in the set, or held by a call,
+// keeps them: addresses DNS listed once cost a record each, not channels and descriptors.
+TEST(SandboxdEndpointsTest, AnUnusedEndpointOutsideTheSetIsReleasedAndDialledAgain) {
+  ExtraSandboxd sandboxd("release");
+  ASSERT_NE(sandboxd.server, nullptr);
+  sandboxd.service.set_info(3, 64, 1);
+  SandboxdEndpoints endpoints({}, "");
+  const size_t i = endpoints.Add(sandboxd.endpoint());
+  EXPECT_FALSE(endpoints.dialled(i)) << "dialled before any call";
+  auto ask = [&] {
+    grpc::ClientContext ctx;
+    endpoints.Prepare(ctx, i, std::chrono::system_clock::now() + std::chrono::seconds(5));
+    sandbox::v1::Info info;
+    grpc::Status st = endpoints.StubNow(i)->GetInfo(&ctx, {}, &info);
+    return st.ok() ? static_cast<int>(info.sessions()) : -1;
+  };
+  ASSERT_EQ(ask(), 3);
+  EXPECT_EQ(endpoints.Release({}, absl::Hours(1)), 0u) << "used just now";
+  EXPECT_EQ(endpoints.Release({i}, absl::ZeroDuration()), 0u) << "a member";
+  SandboxdEndpoints::StubPtr held = endpoints.StubNow(i);
+  EXPECT_EQ(endpoints.Release({}, absl::ZeroDuration()), 0u) << "a call holds it";
+  held.reset();
+  EXPECT_EQ(endpoints.Release({}, absl::ZeroDuration()), 1u);
+  EXPECT_FALSE(endpoints.dialled(i));
+  EXPECT_FALSE(endpoints.InUse(i));
+  EXPECT_EQ(ask(), 3) << "dialled again";
+  EXPECT_TRUE(endpoints.dialled(i));
+  EXPECT_EQ(endpoints.Name(i), sandboxd.endpoint());
 }
 
 // An endpoint that lets GetInfo's deadline pass (cut off, stalled), or answers with more
