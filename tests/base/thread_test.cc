@@ -6,6 +6,12 @@
 // down under the thread.
 #include "base/thread_pool.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+
 #include <atomic>
 #include <cstdlib>
 #include <limits>
@@ -141,6 +147,20 @@ TEST(ThreadPoolTest, WithoutIdleWorkersEachThreadEndsWithItsTask) {
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(pool.Schedule([&ran] { ++ran; }).ok());
   EXPECT_TRUE(Eventually([&] { return ran.load() == 3 && pool.threads() == 0; }));
   EXPECT_EQ(pool.idle(), 0u);
+}
+
+// A pool for bulk work lowers its workers' priority, and theirs alone.
+TEST(ThreadPoolTest, WorkersTakeTheNiceValueOfTheirPool) {
+  auto nice_now = [] { return getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid))); };
+  const int base = nice_now();
+  ThreadPoolOptions o = Options("test nice");
+  o.nice = 3;
+  ThreadPool pool(o);
+  std::atomic<int> seen{-100};
+  ASSERT_TRUE(pool.Schedule([&] { seen = nice_now(); }).ok());
+  pool.Stop();
+  EXPECT_EQ(seen.load(), std::min(base + 3, 19));
+  EXPECT_EQ(nice_now(), base) << "the scheduling thread's own";
 }
 
 TEST(ThreadPoolTest, StopRunsWhatIsQueuedAndWhatItsTasksScheduleThenRefuses) {

@@ -1,8 +1,12 @@
 #include "base/thread.h"
 
 #include <pthread.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <exception>
 #include <utility>
 #include <vector>
@@ -23,6 +27,14 @@ bool RunContained(const char* what, const std::function<void()>& fn) {
     spdlog::error("{}: unexpected non-standard exception contained", what);
   }
   return false;
+}
+
+bool LowerThreadPriority(int by) {
+  const id_t tid = static_cast<id_t>(syscall(SYS_gettid));
+  errno = 0;
+  const int now = getpriority(PRIO_PROCESS, tid);
+  if (now == -1 && errno != 0) return false;
+  return setpriority(PRIO_PROCESS, tid, std::min(now + by, 19)) == 0;
 }
 
 std::thread StartThread(std::string name, std::function<void()> fn) {

@@ -21,6 +21,14 @@ namespace codemode {
 
 std::thread StartThread(std::string name, std::function<void()> fn);
 
+// Adds `by` (> 0) to the calling thread's nice value, on Linux the thread's own: when the
+// CPU is short, the scheduler gives the thread's share to the others of its process and
+// cgroup (at +10, about a tenth of theirs), and takes nothing from it when the CPU is idle.
+// Raising one's nice value needs no privilege, and it cannot be undone without one: give it
+// only to threads that do nothing else. Returns false (nothing changed) if the system
+// refuses.
+bool LowerThreadPriority(int by);
+
 // Runs `fn`, containing any exception (logged with `what`); true when none escaped. For
 // callbacks that run on threads we do not own (gRPC reactors, HTTP handlers).
 bool RunContained(const char* what, const std::function<void()>& fn);

@@ -45,6 +45,7 @@ absl::Status ThreadPool::Schedule(std::function<void()> fn) {
 }
 
 void ThreadPool::Work() {
+  if (options_.nice != 0) LowerThreadPriority(options_.nice);
   mu_.Lock();
   while (true) {
     if (tasks_.empty()) {

@@ -46,6 +46,9 @@ struct ThreadPoolOptions {
   // At max_threads, with none parked: the task waits for a worker (true) or Schedule
   // returns RESOURCE_EXHAUSTED (false).
   bool queue_when_full = true;
+  // Added to each worker's nice value as it starts (LowerThreadPriority): bulk work that
+  // must give way to requests when the CPU is short. 0 leaves it.
+  int nice = 0;
 };
 
 class ThreadPool {

@@ -21,6 +21,9 @@ codemode::ThreadPoolOptions WorkerOptions(const ToolCallLimits& limits) {
   // A worker that finds nothing queued while another already waits ends, so a run keeps
   // one idle worker: a credential's threads are its calls in flight plus one per run.
   o.max_idle = 1;
+  // Answering a flood of tool calls must not crowd out everyone's requests when the CPU
+  // is short (docs/gateway.md, "Tool calls and the CPU").
+  o.nice = ToolCallDispatcher::kWorkerNice;
   return o;
 }
 

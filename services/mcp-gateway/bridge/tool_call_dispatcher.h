@@ -68,6 +68,11 @@ struct ToolCallLimits {
 // Dispatch and JoinAll are called by one thread (the Execute loop's) only.
 class ToolCallDispatcher {
  public:
+  // The workers' nice value above the gateway's: when the CPU is short, the threads that
+  // answer tool calls get about a tenth of the share of those serving requests, so one
+  // sandbox's flood of calls slows other clients' runs little; alone, it loses nothing.
+  static constexpr int kWorkerNice = 10;
+
   // Writes one answer (an ExecuteRequest holding a tool_result) to the sandbox; called by
   // the workers and, for refusals, by Dispatch. It may block while the sandbox does not
   // read, and drops answers once the run has ended.

@@ -5,6 +5,13 @@
 // cancel and its end. These run under ThreadSanitizer (scripts/sanitize.sh).
 #include "bridge/tool_call_dispatcher.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+
 #include <functional>
 #include <map>
 #include <set>
@@ -186,6 +193,28 @@ TEST(ToolCallDispatcherTest, AnswersACallWithItsIdAndReleasesItsCharges) {
     EXPECT_THAT(r.error(), IsEmpty());
   }  // the destructor joins the workers
   ExpectReleased(budget);
+}
+
+// A flood of tool calls must give way to other clients' requests when the CPU is short:
+// the calls are answered on threads kWorkerNice above the gateway's nice value.
+TEST(ToolCallDispatcherTest, CallsAreAnsweredOnThreadsThatGiveWayToRequests) {
+  ToolCallBudget budget({});
+  const int base = getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
+  std::atomic<int> nice{-100};
+  ExecuteHandlers handlers;
+  handlers.credential = "token 0";
+  handlers.on_tool_call = [&nice](const sandbox::v1::ToolCall&, const AnswerCharges&) {
+    nice = getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
+    return sandbox::v1::ToolResult();
+  };
+  Stream stream;
+  {
+    ToolCallDispatcher calls({}, &budget, handlers, stream.Writer());
+    calls.Dispatch(CallOf(1));
+    stream.Await("c1");
+  }
+  EXPECT_EQ(nice.load(), std::min(base + ToolCallDispatcher::kWorkerNice, 19));
+  EXPECT_EQ(getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid))), base) << "the caller's own thread";
 }
 
 TEST(ToolCallDispatcherTest, RefusesTheCallsPastTheRunsCap) {
