@@ -26,6 +26,10 @@ NOT_APPLICABLE = {
         "the socket is bound by sandboxd, not by the runner",
     "test_footprint.IdleFootprintTest.test_an_idle_session_has_not_imported_what_it_may_never_use":
         "Pyodide's own start-up imports ssl and platform (they are in its memory snapshot)",
+    "test_footprint.IdleWithoutToolsTest.test_a_session_without_tool_servers_has_not_imported_the_catalog":
+        "the wasm tier's host (pyodide_host.py) parses catalogs itself and imports catalog.py at start",
+    "test_footprint.ImportOrderTest.test_datetime_is_imported_before_asyncio":
+        "pyodide_host.py imports asyncio first (the wasm tier's start-up memory is Pyodide's snapshot)",
     "test_footprint.AsyncioTlsTest":
         "asyncio's TLS in a container session: Pyodide has no sockets, and its ssl is loaded",
     "test_tool_calls.ToolCallTest.test_arguments_nested_deeper_than_120_levels_are_refused":

@@ -10,7 +10,6 @@ import threading
 import time
 import traceback
 
-from .catalog import parse_catalog
 from .common import DEFAULT_TOOL_CALLS_IN_FLIGHT, RUNNER_VERSION, bind_unix_socket, log
 from .display import MPL_BACKEND, Displayer
 from .egress import EgressRelay
@@ -256,6 +255,9 @@ class Runner:
             self._egress_on(conn, frame_field(frame, "id", int), frame.get("listener") is True)
         elif kind == "set_catalog":
             frame_field(frame, "id", int)
+            # catalog.py loads with the first catalog: sandboxd sends none to a session
+            # without tool servers.
+            from .catalog import parse_catalog
             servers = parse_catalog(frame_field(frame, "catalog", dict))
             self._work.put((conn, {"type": "set_catalog", "id": frame["id"],
                                    "servers": servers}))
