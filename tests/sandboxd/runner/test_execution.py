@@ -25,7 +25,9 @@ class OutputTest(RunnerTestCase):
         self.assertOk(res)
         self.assertEqual(res.stream("stdout"), "".join(f"{i}\n" for i in range(1000)))
         output_frames = [f for f in res.frames if f["type"] == "output"]
-        self.assertLess(len(output_frames), 10)
+        # Batched: far fewer frames than the 1000 writes. How many depends on how long the
+        # loop takes against the flush interval, so the bound leaves room for a loaded machine.
+        self.assertLess(len(output_frames), 100)
 
     def test_output_arrives_before_done(self):
         exec_id = self.client.start_exec("import time\nprint('early')\ntime.sleep(1)")
