@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -194,6 +195,40 @@ TEST(SandboxdEndpointsTest, AnUnusedEndpointOutsideTheSetIsReleasedAndDialledAga
   EXPECT_EQ(ask(), 3) << "dialled again";
   EXPECT_TRUE(endpoints.dialled(i));
   EXPECT_EQ(endpoints.Name(i), sandboxd.endpoint());
+}
+
+// Releasing races the calls that take stubs: a call keeps the channels it took while it
+// runs (the sanitizers' runs of this test catch a stub used after its channels went).
+TEST(SandboxdEndpointsTest, ReleasingWhileCallsRunLeavesEachCallItsChannels) {
+  ExtraSandboxd sandboxd("release-race");
+  ASSERT_NE(sandboxd.server, nullptr);
+  sandboxd.service.set_info(5, 64, 1);
+  SandboxdEndpoints endpoints({}, "");
+  const size_t i = endpoints.Add(sandboxd.endpoint());
+  std::atomic<bool> done{false};
+  std::atomic<int> answered{0}, released{0};
+  std::thread releaser([&] {
+    while (!done) {
+      released += static_cast<int>(endpoints.Release({}, absl::ZeroDuration()));
+      std::this_thread::yield();
+    }
+  });
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 3; ++t) {
+    callers.emplace_back([&] {
+      for (int k = 0; k < 50; ++k) {
+        grpc::ClientContext ctx;
+        endpoints.Prepare(ctx, i, std::chrono::system_clock::now() + std::chrono::seconds(5));
+        sandbox::v1::Info info;
+        if (endpoints.StubNow(i)->GetInfo(&ctx, {}, &info).ok() && info.sessions() == 5) ++answered;
+      }
+    });
+  }
+  for (std::thread& c : callers) c.join();
+  done = true;
+  releaser.join();
+  EXPECT_EQ(answered.load(), 150) << "a call failed while its channels were released";
+  EXPECT_GT(released.load(), 0);
 }
 
 // An endpoint that lets GetInfo's deadline pass (cut off, stalled), or answers with more
