@@ -166,6 +166,15 @@ TEST(SandboxdEndpointsTest, AChannelWithoutCallsGoesIdle) {
   EXPECT_FALSE(in_use) << "the channel still reconnects";
 }
 
+// Endpoint i's GetInfo through a stub taken for the call: its session count, -1 on failure.
+int SessionsAt(SandboxdEndpoints& endpoints, size_t i) {
+  grpc::ClientContext ctx;
+  endpoints.Prepare(ctx, i, std::chrono::system_clock::now() + std::chrono::seconds(5));
+  sandbox::v1::Info info;
+  grpc::Status st = endpoints.StubNow(i)->GetInfo(&ctx, {}, &info);
+  return st.ok() ? static_cast<int>(info.sessions()) : -1;
+}
+
 // An endpoint outside the placement set that no call holds or has used for the given time
 // gives up its channels; the next call dials it again. One in the set, or held by a call,
 // keeps them: addresses DNS listed once cost a record each, not channels and descriptors.
@@ -176,14 +185,7 @@ TEST(SandboxdEndpointsTest, AnUnusedEndpointOutsideTheSetIsReleasedAndDialledAga
   SandboxdEndpoints endpoints({}, "");
   const size_t i = endpoints.Add(sandboxd.endpoint());
   EXPECT_FALSE(endpoints.dialled(i)) << "dialled before any call";
-  auto ask = [&] {
-    grpc::ClientContext ctx;
-    endpoints.Prepare(ctx, i, std::chrono::system_clock::now() + std::chrono::seconds(5));
-    sandbox::v1::Info info;
-    grpc::Status st = endpoints.StubNow(i)->GetInfo(&ctx, {}, &info);
-    return st.ok() ? static_cast<int>(info.sessions()) : -1;
-  };
-  ASSERT_EQ(ask(), 3);
+  ASSERT_EQ(SessionsAt(endpoints, i), 3);
   EXPECT_EQ(endpoints.Release({}, absl::Hours(1)), 0u) << "used just now";
   EXPECT_EQ(endpoints.Release({i}, absl::ZeroDuration()), 0u) << "a member";
   SandboxdEndpoints::StubPtr held = endpoints.StubNow(i);
@@ -192,7 +194,7 @@ TEST(SandboxdEndpointsTest, AnUnusedEndpointOutsideTheSetIsReleasedAndDialledAga
   EXPECT_EQ(endpoints.Release({}, absl::ZeroDuration()), 1u);
   EXPECT_FALSE(endpoints.dialled(i));
   EXPECT_FALSE(endpoints.InUse(i));
-  EXPECT_EQ(ask(), 3) << "dialled again";
+  EXPECT_EQ(SessionsAt(endpoints, i), 3) << "dialled again";
   EXPECT_TRUE(endpoints.dialled(i));
   EXPECT_EQ(endpoints.Name(i), sandboxd.endpoint());
 }
@@ -217,10 +219,7 @@ TEST(SandboxdEndpointsTest, ReleasingWhileCallsRunLeavesEachCallItsChannels) {
   for (int t = 0; t < 3; ++t) {
     callers.emplace_back([&] {
       for (int k = 0; k < 50; ++k) {
-        grpc::ClientContext ctx;
-        endpoints.Prepare(ctx, i, std::chrono::system_clock::now() + std::chrono::seconds(5));
-        sandbox::v1::Info info;
-        if (endpoints.StubNow(i)->GetInfo(&ctx, {}, &info).ok() && info.sessions() == 5) ++answered;
+        if (SessionsAt(endpoints, i) == 5) ++answered;
       }
     });
   }
