@@ -98,7 +98,8 @@ async function toolCallFlood(config, calls) {
   try {
     await runPython(flooder, "pass");
     await timeRuns(witness, "print(1)", 20);
-    const idle = await timeRuns(witness, "print(1)", 200);
+    // 1000 idle runs: a p99 of a few hundred is its few slowest, and the target divides by it.
+    const idle = await timeRuns(witness, "print(1)", 1000);
     let peak = rssMiB(gateway.proc.pid);
     let flooding = true;
     const sampler = setInterval(() => { peak = Math.max(peak, rssMiB(gateway.proc.pid)); }, 50);
@@ -123,7 +124,7 @@ async function toolCallFlood(config, calls) {
     if (busy.length) {
       const ratio = pct(busy, 99) / pct(idle, 99);
       row("  another client's run_python p99: idle / during the flood",
-        `${ms(pct(idle, 99))} / ${ms(pct(busy, 99))} (${busy.length} runs)`, "<= 2x idle", ratio <= 2);
+        `${ms(pct(idle, 99))} / ${ms(pct(busy, 99))} (${busy.length} runs)`, "<= 1.5x idle", ratio <= 1.5);
     }
   } finally {
     await flooder.close();
