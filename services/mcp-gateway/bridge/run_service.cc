@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "metrics/stage_times.h"
 #include "spdlog/spdlog.h"
 
 namespace gateway {
@@ -144,6 +145,7 @@ bool RunService::MayAsk() {
 }
 
 absl::StatusOr<FinishedRun> RunService::Run(const RunRequest& request) {
+  StageTimes::Mark(Stage::kRunStart);
   const absl::Time started = absl::Now();
   const LanguageSpec& language = *request.language;
   const std::vector<UpstreamStatus> upstreams = upstreams_->Snapshot();
@@ -172,6 +174,7 @@ absl::StatusOr<FinishedRun> RunService::Run(const RunRequest& request) {
   // read apart from the snapshot and which the view (memory_) does not follow.
   sandbox::v1::Catalog catalog = BuildCatalog(view, args->servers);
   std::string catalog_key = CatalogKey(catalog);
+  StageTimes::Mark(Stage::kCatalogBuilt);
   RunProgress progress(request.progress);
   // Ends the run's execution: the client's cancel, or a call outside the catalog.
   auto end_run = std::make_shared<codemode::CancelToken>();
@@ -210,6 +213,7 @@ absl::StatusOr<FinishedRun> RunService::Run(const RunRequest& request) {
   done.report.calls = router.stats();
   Record(request, trace, run.args.code, sandbox.id(), OutcomeOf(done.finished), absl::Now() - started,
          &done.report.calls, done.finished.status());
+  StageTimes::Mark(Stage::kRunEnd);
   return done;
 }
 
@@ -439,9 +443,11 @@ absl::StatusOr<Finished> RunService::ExecuteOn(SessionBindings::Binding& binding
   handlers.credential = run.request->credential;
   handlers.traceparent = run.traceparent;
   handlers.runtime = run.language->runtime;
+  StageTimes::Mark(Stage::kExecuteStart);
   absl::StatusOr<Finished> finished = sandboxes_->Execute(
       binding.ref(), run.args.code, static_cast<uint32_t>(run.args.timeout_seconds * 1000),
       send_catalog ? &run.catalog : nullptr, handlers, run.end);
+  StageTimes::Mark(Stage::kExecuteEnd);
   if (std::string why = run.router->violation(); !why.empty()) {
     // The session is never used again: what answers for it does not behave as sandboxd.
     binding.set_lost_reason(why);
@@ -482,7 +488,9 @@ void RunService::SpillStdout(const SandboxRef& ref, RunState& run, Finished& f) 
 }
 
 void RunService::ReportProducedFiles(SessionBindings::Binding& binding, RunState& run) {
+  StageTimes::Mark(Stage::kListStart);
   absl::StatusOr<OutListing> changed = resources_.Refresh(binding, run.request->cancel);
+  StageTimes::Mark(Stage::kListEnd);
   if (!changed.ok()) {
     // The code ran and its files stay in the sandbox; only the listing failed, most often
     // because sandboxd was restarting right after the run (a call that outlives a
