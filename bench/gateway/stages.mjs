@@ -23,7 +23,7 @@ const STAGES = [
   ["stream_ended", "gRPC: the stream's trailers"],
   ["execute_end", "gRPC: stream finished, its threads joined"],
   ["list_start", "gateway: stdout spill check"],
-  ["list_end", "ListFiles of out/ (gRPC, sandboxd, runner), diffed"],
+  ["list_end", "walk of out/: ListFiles (gRPC, sandboxd, runner), diffed; none if out/'s fingerprint is unchanged"],
   ["run_end", "gateway: run logged, counted, audited"],
   ["result", "gateway: CallToolResult built"],
   ["encoded", "gateway: response wrapped and serialized"],

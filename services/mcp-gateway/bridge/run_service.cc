@@ -464,32 +464,37 @@ absl::StatusOr<Finished> RunService::ExecuteOn(SessionBindings::Binding& binding
     binding.set_lost_reason(absl::StrCat(finished.status().message(), "; its session was deleted"));
   }
   if (finished.ok() && send_catalog) binding.catalog_key = run.catalog_key;
-  if (finished.ok()) SpillStdout(binding.ref(), run, *finished);
-  if (finished.ok() && finished->status() != Finished::SESSION_LOST) ReportProducedFiles(binding, run);
+  // A stdout kept in out/ came after the runner's fingerprint of out/: the walk finds it.
+  const bool spilled = finished.ok() && SpillStdout(binding.ref(), run, *finished);
+  if (finished.ok() && finished->status() != Finished::SESSION_LOST) {
+    ReportProducedFiles(binding, run, spilled ? "" : finished->out_digest());
+  }
   session_gone = !finished.ok() && SessionGone(finished.status());
   return finished;
 }
 
-void RunService::SpillStdout(const SandboxRef& ref, RunState& run, Finished& f) {
+bool RunService::SpillStdout(const SandboxRef& ref, RunState& run, Finished& f) {
   const size_t limit = options_.spill_stdout_bytes;
-  if (limit == 0 || f.stdout().size() <= limit || f.status() == Finished::SESSION_LOST) return;
+  if (limit == 0 || f.stdout().size() <= limit || f.status() == Finished::SESSION_LOST) return false;
   const std::string path = absl::StrCat("out/", run.language->tool, "/stdout-", f.execution_id(), ".txt");
   absl::Status s = sandboxes_->UploadFile(ref, path, f.stdout(), run.request->cancel);
   if (!s.ok()) {
     run.report->notes.push_back(absl::StrCat("the whole stdout could not be kept in the workspace: ",
                                              s.message()));
-    return;
+    return true;
   }
   run.report->notes.push_back(absl::StrCat(
       "stdout was ", f.stdout().size(), " bytes; all of it is in /workspace/", path,
       ": read or search it from code instead of printing it"));
   run.report->stdout_file = "/workspace/" + path;
   f.set_stdout(Clip(f.stdout(), limit));
+  return true;
 }
 
-void RunService::ReportProducedFiles(SessionBindings::Binding& binding, RunState& run) {
+void RunService::ReportProducedFiles(SessionBindings::Binding& binding, RunState& run,
+                                     const std::string& out_digest) {
   StageTimes::Mark(Stage::kListStart);
-  absl::StatusOr<OutListing> changed = resources_.Refresh(binding, run.request->cancel);
+  absl::StatusOr<OutListing> changed = resources_.Refresh(binding, run.request->cancel, out_digest);
   StageTimes::Mark(Stage::kListEnd);
   if (!changed.ok()) {
     // The code ran and its files stay in the sandbox; only the listing failed, most often
