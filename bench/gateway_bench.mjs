@@ -336,7 +336,7 @@ await sandboxd.start();
 const config = writeConfig({ everything: everythingStdio() });
 try {
   if (!only || only === "load") await latencyAndLoad(config);
-  if (!only || only === "stages") await stageBreakdown({ stdioGateway, sandboxd, config, n: N, row, runPython });
+  if (!only || only === "stages") await stageBreakdown({ stdioGateway, GatewayHttp, sandboxd, config, n: N, row, runPython });
   if (!only || only === "streams") await manyStreams(config, quick ? 200 : 1000);
   if (!only || only === "flood") await toolCallFlood(config, quick ? 10000 : 100000);
   if (!only || only === "charts") await charts(config, quick ? 5 : 30);

@@ -1,9 +1,11 @@
-// Where a run_python `print(1)` over stdio spends its time (issue 47): a stdio gateway with
-// --stage_times logs, per response, the microseconds between the stages it marks
-// (services/mcp-gateway/metrics/stage_times.h); the client times the whole call. The
-// table is for the runs around the p50 of the client's time (p40-p60, each stage's mean
-// over them), so its rows add up to that run's time; the client's own part (the SDK both
-// ways and the pipes) is the client's time less the gateway's, read to written.
+// Where a run_python `print(1)` spends its time (issue 47), over stdio and over Streamable
+// HTTP: a gateway with --stage_times logs, per response, the microseconds between the
+// stages it marks (services/mcp-gateway/metrics/stage_times.h); the client times the whole
+// call. Each table is for the runs around the p50 of the client's time (p40-p60, each
+// stage's mean over them), so its rows add up to that run's time; the client's own part
+// (the SDK both ways, the pipes or HTTP) is the client's time less the gateway's, from the
+// request read (the line; the HTTP body) to the response written (stdout) or handed to the
+// connection (HTTP, whose event-loop thread writes it).
 //
 // With GATEWAY_BIN_BEFORE set (another build, e.g. main's), its stdio gateway and this
 // one, both without --stage_times, are timed in interleaved rounds of 50: the A/B rows.
@@ -27,7 +29,7 @@ const STAGES = [
   ["run_end", "gateway: run logged, counted, audited"],
   ["result", "gateway: CallToolResult built"],
   ["encoded", "gateway: response wrapped and serialized"],
-  ["written", "gateway: written to stdout"],
+  ["written", "gateway: written to stdout / handed to the HTTP connection"],
 ];
 
 // The stage_times lines of `log` from character `from` on, each as {stage: µs}.
@@ -45,26 +47,26 @@ async function timeRun(client, runPython) {
   return t;
 }
 
-async function breakdown({ gateway, n, row, runPython }) {
-  for (let i = 0; i < 50; i++) await timeRun(gateway.client, runPython);
+async function breakdown({ client: mcp, log, over, n, row, runPython }) {
+  for (let i = 0; i < 50; i++) await timeRun(mcp, runPython);
   await sleep(200);
-  const from = gateway.log().length;
+  const from = log().length;
   const client = [];
-  for (let i = 0; i < n; i++) client.push(await timeRun(gateway.client, runPython));
+  for (let i = 0; i < n; i++) client.push(await timeRun(mcp, runPython));
   await sleep(200);
-  const lines = stageLines(gateway.log(), from);
+  const lines = stageLines(log(), from);
   if (lines.length !== n) throw new Error(`${lines.length} stage_times lines for ${n} runs`);
   const order = client.map((t, i) => [t, i]).sort((a, b) => a[0] - b[0]);
   const mid = order.slice(Math.floor(n * 0.4), Math.ceil(n * 0.6)).map(([, i]) => i);
   const mean = (f) => mid.reduce((s, i) => s + f(i), 0) / mid.length;
   const us = (v) => `${(v / 1000).toFixed(3)} ms`;
-  row(`run_python \`print(1)\` over stdio with --stage_times, client p50 (n=${n}); runs p40-p60, mean by stage:`,
+  row(`run_python \`print(1)\` over ${over} with --stage_times, client p50 (n=${n}); runs p40-p60, mean by stage:`,
     ms(pct(client, 50)));
   const gatewayUs = mean((i) => lines[i].total);
-  row("  client: SDK request out, pipes both ways, SDK response in (client time less the gateway's)",
+  row(`  client: SDK request out, ${over} both ways, SDK response in (client time less the gateway's)`,
     us(mean((i) => client[i] * 1000) - gatewayUs));
   for (const [key, what] of STAGES) row(`  ${what}`, us(mean((i) => lines[i][key] ?? 0)));
-  row("  gateway total, line read to response written", us(gatewayUs));
+  row("  gateway total, request read to response written", us(gatewayUs));
   row("  of which Execute (stream opened to joined) / ListFiles",
     `${us(mean((i) => ["start_written", "finished_read", "stream_ended", "execute_end"]
       .reduce((s, k) => s + (lines[i][k] ?? 0), 0)))} / ${us(mean((i) => lines[i].list_end ?? 0))}`);
@@ -86,12 +88,21 @@ async function versus({ gateways, n, row, runPython }) {
   row("  this build less before, p50", ms(after - before));
 }
 
-export async function stageBreakdown({ stdioGateway, sandboxd, config, n, row, runPython }) {
+export async function stageBreakdown({ stdioGateway, GatewayHttp, sandboxd, config, n, row, runPython }) {
   const timed = await stdioGateway({ config, sandboxd: sandboxd.endpoint, extraArgs: ["--stage_times"] });
   try {
-    await breakdown({ gateway: timed, n, row, runPython });
+    await breakdown({ client: timed.client, log: timed.log, over: "stdio", n, row, runPython });
   } finally {
     await timed.client.close();
+  }
+  const http = new GatewayHttp({ config, sandboxd: sandboxd.endpoint, extraArgs: ["--stage_times"] });
+  await http.start();
+  try {
+    const client = await http.client();
+    await breakdown({ client, log: () => http.log, over: "Streamable HTTP", n, row, runPython });
+    await client.close();
+  } finally {
+    await http.stop();
   }
   if (!process.env.GATEWAY_BIN_BEFORE) return;
   const gateways = [

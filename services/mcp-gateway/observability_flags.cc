@@ -32,7 +32,7 @@ ABSL_FLAG(absl::Duration, audit_drain_timeout, absl::Seconds(5),
           "dropped, counted and logged. Keep it well under the service manager's stop timeout "
           "(the shipped unit's TimeoutStopSec=20).");
 ABSL_FLAG(bool, stage_times, false,
-          "Log one line per response (stdio) with the microseconds each stage of the request "
+          "Log one line per response (stdio, HTTP) with the microseconds each stage of the request "
           "took inside the gateway (metrics/stage_times.h): for the benchmark's breakdown "
           "(bench/gateway_bench.mjs --only stages), with one request at a time.");
 ABSL_FLAG(bool, audit_arguments, false,
