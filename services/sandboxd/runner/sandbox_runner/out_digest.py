@@ -10,7 +10,6 @@ MAX_ENTRIES or deeper than MAX_DEPTH, or something cannot be read. The code may 
 runner itself, so the fingerprint is a hint about its own files, never a check.
 """
 
-import hashlib
 import os
 import stat
 
@@ -29,6 +28,9 @@ def out_digest(workspace):
         return None
     if not stat.S_ISDIR(st.st_mode):
         return None
+    # Here, not at the top: an idle session (or one that never makes out/) does not load
+    # hashlib (2 ms, and OpenSSL's _hashlib).
+    import hashlib
     digest = hashlib.blake2b(digest_size=16)
     seen = 0
     # Depth first, each directory's entries sorted by name: one order for one tree.
