@@ -26,6 +26,8 @@ const { PY_ECHOES, javascriptVsPython } = await import(pathToFileURL(path.resolv
   "gateway/javascript.mjs")).href);
 const { ms, pct, writeReport } = await import(pathToFileURL(path.resolve(path.dirname(new URL(import.meta.url).pathname),
   "gateway/stats.mjs")).href);
+const { stageBreakdown } = await import(pathToFileURL(path.resolve(path.dirname(new URL(import.meta.url).pathname),
+  "gateway/stages.mjs")).href);
 const { wasmVsSeed } = await import(pathToFileURL(path.resolve(path.dirname(new URL(import.meta.url).pathname),
   "gateway/wasm.mjs")).href);
 
@@ -33,7 +35,7 @@ const quick = process.argv.includes("--quick");
 const outIdx = process.argv.indexOf("--out");
 const outFile = outIdx > 0 ? process.argv[outIdx + 1] : null;
 const N = quick ? 100 : 1000;
-// --only load|flood|streams|charts|stateless|replicas|approvals|metrics|javascript|wasm: just that part (for working on it); the default runs everything.
+// --only load|stages|flood|streams|charts|stateless|replicas|approvals|metrics|javascript|wasm: just that part (for working on it); the default runs everything.
 // (--only eras is the old name of --only stateless, kept.)
 const onlyIdx = process.argv.indexOf("--only");
 const only = onlyIdx > 0 ? process.argv[onlyIdx + 1] : null;
@@ -335,6 +337,7 @@ await sandboxd.start();
 const config = writeConfig({ everything: everythingStdio() });
 try {
   if (!only || only === "load") await latencyAndLoad(config);
+  if (!only || only === "stages") await stageBreakdown({ stdioGateway, GatewayHttp, sandboxd, config, n: N, row, runPython });
   if (!only || only === "streams") await manyStreams(config, quick ? 200 : 1000);
   if (!only || only === "flood") await toolCallFlood(config, quick ? 10000 : 100000);
   if (!only || only === "charts") await charts(config, quick ? 5 : 30);

@@ -510,6 +510,7 @@ int RunGateway(int argc, char** argv) {
   gateway::UpstreamManager upstreams(*configs, *upstream_options);
   upstreams.Start();
   const std::shared_ptr<gateway::GatewayMetrics> metrics = MetricsFromFlags();
+  StageTimesFromFlags();
 
   absl::StatusOr<SandboxdFlags> sandboxd = SandboxdFromFlags();
   if (!sandboxd.ok()) {

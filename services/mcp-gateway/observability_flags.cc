@@ -6,6 +6,7 @@
 #include "absl/flags/flag.h"
 #include "base/secret_file.h"
 #include "base/version.h"
+#include "metrics/stage_times.h"
 #include "server/http_server.h"
 #include "spdlog/spdlog.h"
 #include "telemetry/metrics.h"
@@ -30,6 +31,10 @@ ABSL_FLAG(absl::Duration, audit_drain_timeout, absl::Seconds(5),
           "At shutdown, write the queued audit lines for at most this long; the rest are "
           "dropped, counted and logged. Keep it well under the service manager's stop timeout "
           "(the shipped unit's TimeoutStopSec=20).");
+ABSL_FLAG(bool, stage_times, false,
+          "Log one line per response (stdio, HTTP) with the microseconds each stage of the request "
+          "took inside the gateway (metrics/stage_times.h): for the benchmark's breakdown "
+          "(bench/gateway_bench.mjs --only stages), with one request at a time.");
 ABSL_FLAG(bool, audit_arguments, false,
           "Write each tool call's arguments into its audit line (default: their SHA-256 and "
           "size only). They may hold what your upstreams' users would call secrets.");
@@ -78,6 +83,8 @@ absl::StatusOr<std::shared_ptr<gateway::AuditLog>> AuditFromFlags() {
 }
 
 bool AuditArgumentsFromFlags() { return absl::GetFlag(FLAGS_audit_arguments); }
+
+void StageTimesFromFlags() { gateway::StageTimes::Enable(absl::GetFlag(FLAGS_stage_times)); }
 
 std::shared_ptr<gateway::GatewayMetrics> MetricsFromFlags() {
   if (absl::GetFlag(FLAGS_metrics_listen).empty()) return nullptr;

@@ -21,6 +21,8 @@ std::shared_ptr<gateway::GatewayMetrics> MetricsFromFlags();
 absl::StatusOr<std::shared_ptr<gateway::AuditLog>> AuditFromFlags();
 // --audit_arguments: tool-call lines hold the arguments, not only their digest.
 bool AuditArgumentsFromFlags();
+// --stage_times: the per-stage log lines of the benchmark (metrics/stage_times.h).
+void StageTimesFromFlags();
 
 // Registers the states read at scrape time (upstreams, sessions, connections, sandboxes)
 // and serves `metrics` on --metrics_listen; null when `metrics` is. Everything passed must

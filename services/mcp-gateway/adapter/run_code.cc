@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "adapter/client_asker.h"
 #include "adapter/run_result.h"
+#include "metrics/stage_times.h"
 
 namespace gateway {
 namespace {
@@ -96,7 +97,9 @@ absl::StatusOr<json> RunCodeTool::CallToolNow(const LanguageSpec& language, cons
   // resource_link blocks came with protocol 2025-06-18; older clients get the links as text.
   run->report.resource_links = ctx.protocol_version >= "2025-06-18";
   if (!run->finished.ok()) return FormatRunError(std::string(run->finished.status().message()), run->report);
-  return FormatRunResult(*run->finished, run->report, options_.max_text_bytes);
+  json result = FormatRunResult(*run->finished, run->report, options_.max_text_bytes);
+  StageTimes::Mark(Stage::kResultBuilt);
+  return result;
 }
 
 }  // namespace gateway

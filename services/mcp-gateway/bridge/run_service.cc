@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "metrics/stage_times.h"
 #include "spdlog/spdlog.h"
 
 namespace gateway {
@@ -144,6 +145,7 @@ bool RunService::MayAsk() {
 }
 
 absl::StatusOr<FinishedRun> RunService::Run(const RunRequest& request) {
+  StageTimes::Mark(Stage::kRunStart);
   const absl::Time started = absl::Now();
   const LanguageSpec& language = *request.language;
   const std::vector<UpstreamStatus> upstreams = upstreams_->Snapshot();
@@ -172,6 +174,7 @@ absl::StatusOr<FinishedRun> RunService::Run(const RunRequest& request) {
   // read apart from the snapshot and which the view (memory_) does not follow.
   sandbox::v1::Catalog catalog = BuildCatalog(view, args->servers);
   std::string catalog_key = CatalogKey(catalog);
+  StageTimes::Mark(Stage::kCatalogBuilt);
   RunProgress progress(request.progress);
   // Ends the run's execution: the client's cancel, or a call outside the catalog.
   auto end_run = std::make_shared<codemode::CancelToken>();
@@ -210,6 +213,7 @@ absl::StatusOr<FinishedRun> RunService::Run(const RunRequest& request) {
   done.report.calls = router.stats();
   Record(request, trace, run.args.code, sandbox.id(), OutcomeOf(done.finished), absl::Now() - started,
          &done.report.calls, done.finished.status());
+  StageTimes::Mark(Stage::kRunEnd);
   return done;
 }
 
@@ -439,9 +443,11 @@ absl::StatusOr<Finished> RunService::ExecuteOn(SessionBindings::Binding& binding
   handlers.credential = run.request->credential;
   handlers.traceparent = run.traceparent;
   handlers.runtime = run.language->runtime;
+  StageTimes::Mark(Stage::kExecuteStart);
   absl::StatusOr<Finished> finished = sandboxes_->Execute(
       binding.ref(), run.args.code, static_cast<uint32_t>(run.args.timeout_seconds * 1000),
       send_catalog ? &run.catalog : nullptr, handlers, run.end);
+  StageTimes::Mark(Stage::kExecuteEnd);
   if (std::string why = run.router->violation(); !why.empty()) {
     // The session is never used again: what answers for it does not behave as sandboxd.
     binding.set_lost_reason(why);
@@ -458,31 +464,38 @@ absl::StatusOr<Finished> RunService::ExecuteOn(SessionBindings::Binding& binding
     binding.set_lost_reason(absl::StrCat(finished.status().message(), "; its session was deleted"));
   }
   if (finished.ok() && send_catalog) binding.catalog_key = run.catalog_key;
-  if (finished.ok()) SpillStdout(binding.ref(), run, *finished);
-  if (finished.ok() && finished->status() != Finished::SESSION_LOST) ReportProducedFiles(binding, run);
+  // A stdout kept in out/ came after the runner's fingerprint of out/: the walk finds it.
+  const bool spilled = finished.ok() && SpillStdout(binding.ref(), run, *finished);
+  if (finished.ok() && finished->status() != Finished::SESSION_LOST) {
+    ReportProducedFiles(binding, run, spilled ? "" : finished->out_digest());
+  }
   session_gone = !finished.ok() && SessionGone(finished.status());
   return finished;
 }
 
-void RunService::SpillStdout(const SandboxRef& ref, RunState& run, Finished& f) {
+bool RunService::SpillStdout(const SandboxRef& ref, RunState& run, Finished& f) {
   const size_t limit = options_.spill_stdout_bytes;
-  if (limit == 0 || f.stdout().size() <= limit || f.status() == Finished::SESSION_LOST) return;
+  if (limit == 0 || f.stdout().size() <= limit || f.status() == Finished::SESSION_LOST) return false;
   const std::string path = absl::StrCat("out/", run.language->tool, "/stdout-", f.execution_id(), ".txt");
   absl::Status s = sandboxes_->UploadFile(ref, path, f.stdout(), run.request->cancel);
   if (!s.ok()) {
     run.report->notes.push_back(absl::StrCat("the whole stdout could not be kept in the workspace: ",
                                              s.message()));
-    return;
+    return true;
   }
   run.report->notes.push_back(absl::StrCat(
       "stdout was ", f.stdout().size(), " bytes; all of it is in /workspace/", path,
       ": read or search it from code instead of printing it"));
   run.report->stdout_file = "/workspace/" + path;
   f.set_stdout(Clip(f.stdout(), limit));
+  return true;
 }
 
-void RunService::ReportProducedFiles(SessionBindings::Binding& binding, RunState& run) {
-  absl::StatusOr<OutListing> changed = resources_.Refresh(binding, run.request->cancel);
+void RunService::ReportProducedFiles(SessionBindings::Binding& binding, RunState& run,
+                                     const std::string& out_digest) {
+  StageTimes::Mark(Stage::kListStart);
+  absl::StatusOr<OutListing> changed = resources_.Refresh(binding, run.request->cancel, out_digest);
+  StageTimes::Mark(Stage::kListEnd);
   if (!changed.ok()) {
     // The code ran and its files stay in the sandbox; only the listing failed, most often
     // because sandboxd was restarting right after the run (a call that outlives a

@@ -170,10 +170,12 @@ class RunService {
   absl::StatusOr<sandbox::v1::Finished> ExecuteOn(SessionBindings::Binding& binding, RunState& run,
                                                   bool first_attempt, bool& session_gone)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(binding.run_mu);
-  // Writes a long stdout to the workspace and leaves its head and tail in `f`.
-  void SpillStdout(const SandboxRef& ref, RunState& run, sandbox::v1::Finished& f);
-  // Walks out/ after a run and reports the files it created or changed.
-  void ReportProducedFiles(SessionBindings::Binding& binding, RunState& run)
+  // Writes a long stdout to the workspace and leaves its head and tail in `f`; whether it
+  // wrote (or tried to write) into out/.
+  bool SpillStdout(const SandboxRef& ref, RunState& run, sandbox::v1::Finished& f);
+  // Walks out/ after a run and reports the files it created or changed (`out_digest`:
+  // WorkspaceResources::Refresh).
+  void ReportProducedFiles(SessionBindings::Binding& binding, RunState& run, const std::string& out_digest)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(binding.run_mu);
   // The run's metrics, its log line and its audit line (one per run, refused or not).
   void Record(const RunRequest& request, const codemode::telemetry::TraceContext& trace,

@@ -13,6 +13,7 @@
 #include "base/thread_pool.h"
 #include "bridge/sandboxd_endpoints.h"
 #include "bridge/tool_call_dispatcher.h"
+#include "metrics/stage_times.h"
 #include "spdlog/spdlog.h"
 
 namespace gateway {
@@ -438,6 +439,23 @@ codemode::ThreadPoolOptions CancelOptions() {
   return o;
 }
 
+// The Execute stream's first message.
+sandbox::v1::ExecuteRequest StartRequest(const SandboxRef& ref, const std::string& code, uint32_t timeout_ms,
+                                         const sandbox::v1::Catalog* catalog, const std::string& runtime,
+                                         uint32_t max_in_flight) {
+  sandbox::v1::ExecuteRequest start;
+  start.mutable_start()->set_session_id(ref.session_id);
+  start.mutable_start()->set_code(code);
+  start.mutable_start()->set_timeout_ms(timeout_ms);
+  // sandboxd's backstop: code of another language than the session's never runs there.
+  start.mutable_start()->set_runtime(runtime);
+  // The sandbox holds back calls past this many, so a flood waits there instead of
+  // being refused here.
+  start.mutable_start()->set_max_tool_calls_in_flight(max_in_flight);
+  if (catalog) *start.mutable_start()->mutable_catalog() = *catalog;
+  return start;
+}
+
 }  // namespace
 
 absl::StatusOr<sandbox::v1::Finished> SandboxClient::Execute(
@@ -461,17 +479,8 @@ absl::StatusOr<sandbox::v1::Finished> SandboxClient::Execute(
   auto context = std::make_shared<ContextRef>(&ctx);
   auto write = [writer](const sandbox::v1::ExecuteRequest& req) { writer->Write(req); };
 
-  sandbox::v1::ExecuteRequest start;
-  start.mutable_start()->set_session_id(ref.session_id);
-  start.mutable_start()->set_code(code);
-  start.mutable_start()->set_timeout_ms(timeout_ms);
-  // sandboxd's backstop: code of another language than the session's never runs there.
-  start.mutable_start()->set_runtime(handlers.runtime);
-  // The sandbox holds back calls past this many, so a flood waits there instead of
-  // being refused here.
-  start.mutable_start()->set_max_tool_calls_in_flight(limits_.max_in_flight);
-  if (catalog) *start.mutable_start()->mutable_catalog() = *catalog;
-  write(start);
+  write(StartRequest(ref, code, timeout_ms, catalog, handlers.runtime, limits_.max_in_flight));
+  StageTimes::Mark(Stage::kStartWritten);
   // Shared with the cancel callback too; stopped (its threads joined) before we return.
   auto cancel_threads = std::make_shared<codemode::ThreadPool>(CancelOptions());
   if (cancel) {
@@ -495,12 +504,14 @@ absl::StatusOr<sandbox::v1::Finished> SandboxClient::Execute(
         calls.Dispatch(std::move(*msg.mutable_tool_call()));
         break;
       case sandbox::v1::ExecuteResponse::kFinished:
+        StageTimes::Mark(Stage::kFinishedRead);
         finished = msg.finished();
         break;
       default:
         break;
     }
   }
+  StageTimes::Mark(Stage::kStreamEnded);
   writer->ended.Notify();
   if (handlers.on_stream_end) handlers.on_stream_end();
   writer->Close();

@@ -95,6 +95,9 @@ class SessionBindings {
     // Identifies the catalog the session has (CatalogKey; empty: not known), so a run
     // sends its own only when it differs.
     std::string catalog_key ABSL_GUARDED_BY(run_mu);
+    // The runner's fingerprint of out/ (Finished.out_digest) when the last walk of out/
+    // was taken; empty: none (workspace_resources.h, Refresh).
+    std::string out_digest ABSL_GUARDED_BY(run_mu);
 
    private:
     friend class SessionBindings;

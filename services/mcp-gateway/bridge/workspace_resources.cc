@@ -35,7 +35,15 @@ WorkspaceResources::WorkspaceResources(Sandboxes* sandboxes, SessionBindings* bi
       open_handle_(std::move(open_handle)) {}
 
 absl::StatusOr<OutListing> WorkspaceResources::Refresh(
-    SessionBindings::Binding& binding, const std::shared_ptr<codemode::CancelToken>& cancel) {
+    SessionBindings::Binding& binding, const std::shared_ptr<codemode::CancelToken>& cancel,
+    const std::string& out_digest) {
+  if (!out_digest.empty() && out_digest == binding.out_digest) {
+    OutListing unchanged;
+    unchanged.truncated = binding.out_listing().truncated;
+    return unchanged;
+  }
+  // Until a walk has worked, no fingerprint stands for the listing kept.
+  binding.out_digest.clear();
   absl::StatusOr<OutListing> now = ListOut(*sandboxes_, binding.ref(), options_.limits,
                                              absl::InfiniteFuture(), cancel);  // the run's walk
   if (!now.ok()) return now.status();
@@ -43,6 +51,7 @@ absl::StatusOr<OutListing> WorkspaceResources::Refresh(
   changed.files = ChangedFiles(binding.out_listing().files, now->files);
   changed.truncated = now->truncated;
   binding.set_out_listing(std::move(*now));
+  binding.out_digest = out_digest;
   return changed;
 }
 

@@ -5,6 +5,8 @@
 //
 // After every run the tool calls Refresh() on the run's binding: out/ is walked and the
 // files created or changed since the last walk become the result's resource_link blocks.
+// The walk is skipped when the runner's fingerprint of out/ (Finished.out_digest) is the
+// one the last walk followed: nothing under out/ changed, so nothing would be listed.
 // resources/list lists the last walk of each of the caller's sessions; resources/read
 // resolves a URI's session name among the *caller's* bindings and downloads through
 // sandboxd, so a URI copied from another client names a file in the caller's own sandbox
@@ -101,8 +103,13 @@ class WorkspaceResources {
   // returns the files created or changed since the previous walk (`truncated` when the
   // walk stopped at a limit). CANCELLED, keeping the previous walk, once `cancel` (the
   // run's token, nullable) is cancelled: the next run's walk reports what this one missed.
+  // `out_digest` is the run's Finished.out_digest ("" when unknown, or when something
+  // wrote to out/ after the runner took it): when it equals the one the binding's last
+  // walk followed, out/ is not walked and no file is new (`truncated` as that walk).
   absl::StatusOr<OutListing> Refresh(SessionBindings::Binding& binding,
-                                     const std::shared_ptr<codemode::CancelToken>& cancel);
+                                     const std::shared_ptr<codemode::CancelToken>& cancel,
+                                     const std::string& out_digest = "")
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(binding.run_mu);
 
   // The caller's files from `cursor` ("" for the first page; else a next_cursor of an
   // earlier page: INVALID_ARGUMENT when it is not one), and the URI templates it can read

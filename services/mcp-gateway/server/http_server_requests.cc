@@ -3,6 +3,7 @@
 // session's notification stream, or the resumption of a call's stream with Last-Event-ID)
 // and DELETE, and closing a session. See http_server.cc for the rest.
 #include "base/log_text.h"
+#include "metrics/stage_times.h"
 #include "server/http_server_impl.h"
 #include "telemetry/trace_context.h"
 
@@ -93,9 +94,11 @@ void HttpServer::Impl::HandlePost(const std::shared_ptr<http::Connection>& conn,
     return conn->Respond(Error(406, kInvalidRequest,
                                "Not Acceptable: accept application/json and/or text/event-stream"));
   }
+  StageTimes::Mark(Stage::kRead);
   json error;
   auto message = ParseMessage(req.body, &error, server_options.max_message_json_values);
   if (!message.ok()) return conn->Respond({400, "application/json", wire::Dump(error), {}});
+  StageTimes::Mark(Stage::kParsed);
   AdoptTraceparentHeader(req, *message);
   // The body decides whether a request is stateless; a 2026-07-28 request ignores Mcp-Session-Id.
   if (IsStatelessPost(req, *message)) return HandleStatelessPost(conn, req, *message, accept);

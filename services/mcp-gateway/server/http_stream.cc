@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "jsonrpc/jsonrpc.h"
+#include "metrics/stage_times.h"
 #include "base/mutex.h"
 
 namespace gateway {
@@ -28,19 +29,28 @@ EventStream::~EventStream() {
 void EventStream::Send(const json& message) {
   const bool response = wire::IsResponse(message);
   if (!options_.sse && !response) return;  // a JSON body carries only the response
-  codemode::MutexLock lock(&mu_);
-  if (closed_ || done_) return;
-  Event event{next_seq_++, "", response && options_.ends_with_reply};
-  event.text = options_.sse ? absl::StrCat("id: ", options_.number, "-", event.seq,
-                                           "\nevent: message\ndata: ", wire::Dump(message), "\n\n")
-                            : wire::Dump(message);
-  if (event.last) {
-    answered_ = true;
-    Finish();
-    if (!ever_attached_) early_response_ = message;
+  // A response ends its request's stages (metrics/stage_times.h); "written" is its hand-off
+  // to the connection, which writes it on its event-loop thread.
+  const bool timed = response && StageTimes::enabled();
+  StageMarks marks;
+  {
+    codemode::MutexLock lock(&mu_);
+    if (closed_ || done_) return;
+    Event event{next_seq_++, "", response && options_.ends_with_reply};
+    event.text = options_.sse ? absl::StrCat("id: ", options_.number, "-", event.seq,
+                                             "\nevent: message\ndata: ", wire::Dump(message), "\n\n")
+                              : wire::Dump(message);
+    StageTimes::Mark(Stage::kEncoded);
+    if (timed) marks = StageTimes::Take();
+    if (event.last) {
+      answered_ = true;
+      Finish();
+      if (!ever_attached_) early_response_ = message;
+    }
+    if (consumer_) HandTo(*consumer_, event);
+    Keep(std::move(event));
   }
-  if (consumer_) HandTo(*consumer_, event);
-  Keep(std::move(event));
+  if (timed) StageTimes::Emit(marks);
 }
 
 void EventStream::Prime() {

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "jsonrpc/jsonrpc.h"
+#include "metrics/stage_times.h"
 #include "server/stdio_server.h"
 
 #include "base/thread.h"
@@ -59,12 +60,21 @@ class FdSink : public ReplySink {
   void Send(const json& message) override {
     std::string line = wire::Dump(message);
     line.push_back('\n');
-    codemode::MutexLock lock(&mu_);
-    if (broken_) return;
-    if (!WriteAll(fd_, line.data(), line.size())) {
-      broken_ = true;  // the client is gone; keep quiet from now on
-      spdlog::warn("stdio: cannot write to the client: {}", std::strerror(errno));
+    StageTimes::Mark(Stage::kEncoded);
+    // A response (not a notification or a request of ours) ends its request's stages;
+    // they are taken before the write, which may let the client send the next request.
+    const bool timed = StageTimes::enabled() && message.is_object() && message.contains("id") &&
+                       (message.contains("result") || message.contains("error"));
+    const StageMarks marks = timed ? StageTimes::Take() : StageMarks();
+    {
+      codemode::MutexLock lock(&mu_);
+      if (broken_) return;
+      if (!WriteAll(fd_, line.data(), line.size())) {
+        broken_ = true;  // the client is gone; keep quiet from now on
+        spdlog::warn("stdio: cannot write to the client: {}", std::strerror(errno));
+      }
     }
+    if (timed) StageTimes::Emit(marks);
   }
 
  private:
@@ -91,12 +101,14 @@ struct StdioServer::Impl {
   // Handles one complete line (without its '\n' or a trailing '\r').
   void HandleLine(const std::string& line) {
     if (IsBlank(line)) return;
+    StageTimes::Mark(Stage::kRead);
     json error;
     auto message = ParseMessage(line, &error, max_json_values);
     if (!message.ok()) {
       sink->Send(error);
       return;
     }
+    StageTimes::Mark(Stage::kParsed);
     session->Handle(*message, sink);
   }
 

@@ -125,6 +125,8 @@ absl::StatusOr<RunnerMessage> ParseDone(const json& f) {
     if (!reset->is_boolean()) return RunnerViolation("done namespace_reset is not a boolean");
     m.namespace_reset = reset->get<bool>();
   }
+  SBX_TRY(out_digest, RunnerString(f, "out_digest", kMaxOutDigestBytes, false));
+  m.out_digest = out_digest;
   return m;
 }
 

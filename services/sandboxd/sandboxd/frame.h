@@ -78,6 +78,7 @@ struct DoneMessage {
   uint64_t dropped_bytes = 0;
   uint64_t displays_dropped = 0;  // over the exec's max_display_bytes, in the runner
   bool namespace_reset = false;   // the runner replaced the namespace (JavaScript)
+  std::string out_digest;         // Finished.out_digest; empty when the runner sent none
 };
 
 // reset_done, catalog_set, pong and egress_on: replies that carry the request id (and
@@ -127,6 +128,7 @@ class FrameDecoder {
 // Limits on fields inside a runner frame (beyond the frame cap).
 inline constexpr size_t kMaxCallIdBytes = 128;
 inline constexpr size_t kMaxNameBytes = 256;
+inline constexpr size_t kMaxOutDigestBytes = 64;  // done.out_digest
 
 // Validates one runner -> sandboxd message. INVALID_ARGUMENT says what is wrong.
 absl::StatusOr<RunnerMessage> ParseRunnerMessage(const nlohmann::json& frame);

@@ -229,6 +229,7 @@ void Session::HandleDone(DoneMessage m, Deferred& out) {
     }
   }
   f.set_namespace_reset(m.namespace_reset);
+  f.set_out_digest(std::move(m.out_digest));
   FinishExecLocked(*e, std::move(f), out);
   StartNextLocked(out);
 }

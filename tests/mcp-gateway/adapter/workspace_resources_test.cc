@@ -36,6 +36,7 @@ class WorkspaceResourcesTest : public ::testing::Test {
       }
       Finished f;
       f.set_status(Finished::OK);
+      f.set_out_digest(digest_);
       return f;
     });
   }
@@ -73,6 +74,7 @@ class WorkspaceResourcesTest : public ::testing::Test {
   RunCodeOptions options_;
   RunCodeTool tool_{&sandboxes_, &upstreams_, options_};
   int changed_ = 0;
+  std::string digest_;  // the runner's fingerprint of out/ in every Finished
 };
 
 TEST_F(WorkspaceResourcesTest, ARunLinksTheFilesItCreatedOrChanged) {
@@ -302,21 +304,85 @@ TEST_F(WorkspaceResourcesTest, AWideOutDirectoryIsBoundedAndSaysSo) {
   EXPECT_EQ(r["structuredContent"]["files"].size(), 100u);
 }
 
-TEST_F(WorkspaceResourcesTest, ASpilledStdoutIsAProducedFile) {
-  sandboxes_.SetScript([](const FakeSandboxes::Execution&, const ExecuteHandlers&,
-                          std::shared_ptr<codemode::CancelToken>) -> absl::StatusOr<Finished> {
+// Code that prints 100,000 bytes (execution `id`, the runner's fingerprint `digest`).
+FakeSandboxes::Script LongStdout(uint64_t id, const std::string& digest) {
+  return [id, digest](const FakeSandboxes::Execution&, const ExecuteHandlers&,
+                      std::shared_ptr<codemode::CancelToken>) -> absl::StatusOr<Finished> {
     Finished f;
     f.set_status(Finished::OK);
-    f.set_execution_id(7);
+    f.set_execution_id(id);
     f.set_stdout(std::string(100000, 'x'));
+    f.set_out_digest(digest);
     return f;
-  });
+  };
+}
+
+TEST_F(WorkspaceResourcesTest, ASpilledStdoutIsAProducedFile) {
+  sandboxes_.SetScript(LongStdout(7, ""));
   json r = Run("print('x' * 100000)");
   ASSERT_EQ(Links(r).size(), 1u) << r;
   EXPECT_EQ(Links(r)[0]["uri"], "sandbox://session/default/out/run_python/stdout-7.txt");
   absl::StatusOr<json> read = Read(Links(r)[0]["uri"]);
   ASSERT_TRUE(read.ok());
   EXPECT_EQ((*read)["contents"][0]["text"].get<std::string>().size(), 100000u);
+}
+
+TEST_F(WorkspaceResourcesTest, AnUnchangedFingerprintOfOutSkipsTheWalk) {
+  digest_ = "d1";
+  ASSERT_EQ(Links(Run("out/a.txt=x")).size(), 1u);
+  const int walked = sandboxes_.list_calls();
+  EXPECT_GT(walked, 0);
+  json same = Run("#");
+  EXPECT_TRUE(Links(same).empty()) << same;
+  EXPECT_EQ(sandboxes_.list_calls(), walked) << "out/ is as the last walk found it: no ListFiles";
+  digest_ = "d2";
+  json other = Run("out/b.txt=y");
+  ASSERT_EQ(Links(other).size(), 1u) << other;
+  EXPECT_EQ(Links(other)[0]["uri"], "sandbox://session/default/out/b.txt");
+  EXPECT_GT(sandboxes_.list_calls(), walked);
+  absl::StatusOr<json> listed = tool_.resources()->ListResources("mcp-1", "");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ((*listed)["resources"].size(), 2u) << *listed;
+}
+
+TEST_F(WorkspaceResourcesTest, WithoutAFingerprintEveryRunWalks) {
+  Run("out/a.txt=x");
+  const int walked = sandboxes_.list_calls();
+  Run("#");
+  EXPECT_GT(sandboxes_.list_calls(), walked);
+}
+
+TEST_F(WorkspaceResourcesTest, AWalkThatFailedIsNotSkippedByTheNextRun) {
+  digest_ = "d1";
+  sandboxes_.list_answer = [](const std::string&, uint32_t) -> absl::StatusOr<sandbox::v1::ListFilesResponse> {
+    return absl::UnavailableError("sandboxd is unavailable");
+  };
+  EXPECT_TRUE(Links(Run("out/made.txt=x")).empty());
+  sandboxes_.list_answer = nullptr;
+  json next = Run("#");  // the same fingerprint, but no walk followed it
+  ASSERT_EQ(Links(next).size(), 1u) << next;
+  EXPECT_EQ(Links(next)[0]["uri"], "sandbox://session/default/out/made.txt");
+}
+
+TEST_F(WorkspaceResourcesTest, AStdoutSpilledAfterTheFingerprintIsStillListed) {
+  digest_ = "d1";
+  Run("#");
+  // The fingerprint was taken before the gateway wrote the stdout into out/.
+  sandboxes_.SetScript(LongStdout(8, "d1"));
+  json r = Run("print('x' * 100000)");
+  ASSERT_EQ(Links(r).size(), 1u) << r;
+  EXPECT_EQ(Links(r)[0]["uri"], "sandbox://session/default/out/run_python/stdout-8.txt");
+}
+
+TEST_F(WorkspaceResourcesTest, ASkippedWalkStillSaysOutIsTooLarge) {
+  digest_ = "d1";
+  std::string code;
+  for (int i = 0; i < 1001; ++i) code += "out/f" + std::to_string(10000 + i) + ".txt=x;";
+  const std::string kTooLarge = "/workspace/out/ is larger than the gateway follows";
+  EXPECT_THAT(Run(code)["content"][0]["text"].get<std::string>(), HasSubstr(kTooLarge));
+  const int walked = sandboxes_.list_calls();
+  EXPECT_THAT(Run("#")["content"][0]["text"].get<std::string>(), HasSubstr(kTooLarge));
+  EXPECT_EQ(sandboxes_.list_calls(), walked);
 }
 
 }  // namespace

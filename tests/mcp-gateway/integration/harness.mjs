@@ -351,9 +351,9 @@ export function threadsNamed(pid, name) {
 }
 
 // An SDK client talking to a stdio gateway it spawns itself.
-export async function stdioGateway({ config, sandboxd, extraArgs = [] }) {
+export async function stdioGateway({ config, sandboxd, extraArgs = [], bin = GATEWAY_BIN }) {
   const transport = new StdioClientTransport({
-    ...tiedCommand(GATEWAY_BIN,
+    ...tiedCommand(bin,
       ["--transport=stdio", `--config=${config}`, `--sandboxd=${sandboxd}`, ...extraArgs]),
     stderr: "pipe",
   });

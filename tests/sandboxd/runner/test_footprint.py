@@ -11,7 +11,7 @@ import unittest
 
 from harness import CATALOG, TIMEOUT, CatalogTestCase, RunnerTestCase
 
-NEVER_AT_IDLE = ("ssl", "argparse", "difflib", "platform", "base64", "sandbox_runner.files",
+NEVER_AT_IDLE = ("ssl", "argparse", "difflib", "platform", "base64", "hashlib", "sandbox_runner.files",
                  "sandbox_runner.display_objects", "sandbox_runner.egress_relay")
 
 

@@ -41,6 +41,26 @@ TEST_F(SessionManagerTest, ErrorsAreReported) {
   EXPECT_EQ(Eval(m, s.id(), "'still here'"), "'still here'");
 }
 
+// The runner fingerprints out/ after each execution; sandboxd passes it on.
+TEST_F(SessionManagerTest, FinishedCarriesTheFingerprintOfOut) {
+  SessionManager* m = StartManager();
+  sandbox::v1::Session s = Create(m);
+  std::optional<Finished> f = Run(m, s.id(), "pass");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->out_digest(), "-") << "no out/ yet";
+  f = Run(m, s.id(), "import os\nos.makedirs('out/d')\nopen('out/d/a.txt', 'w').write('x')");
+  ASSERT_TRUE(f);
+  const std::string written = f->out_digest();
+  EXPECT_EQ(written.size(), 32u) << written;
+  f = Run(m, s.id(), "x = 1");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->out_digest(), written) << "nothing under out/ changed";
+  f = Run(m, s.id(), "open('out/d/a.txt', 'w').write('xy')");
+  ASSERT_TRUE(f);
+  EXPECT_NE(f->out_digest(), written);
+  EXPECT_EQ(f->out_digest().size(), 32u);
+}
+
 TEST_F(SessionManagerTest, OutputIsStreamed) {
   SessionManager* m = StartManager();
   sandbox::v1::Session s = Create(m);

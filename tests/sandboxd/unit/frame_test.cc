@@ -485,6 +485,8 @@ TEST(ParseRunnerMessageTest, DoneErrors) {
   EXPECT_PROTOCOL_ERROR(with("dropped_bytes", 0.5), "dropped_bytes");
   EXPECT_PROTOCOL_ERROR(with("namespace_reset", 1), "namespace_reset");
   EXPECT_PROTOCOL_ERROR(with("namespace_reset", "yes"), "namespace_reset");
+  EXPECT_PROTOCOL_ERROR(with("out_digest", 7), "out_digest");
+  EXPECT_PROTOCOL_ERROR(with("out_digest", std::string(65, 'a')), "too long");
 }
 
 TEST(ParseRunnerMessageTest, Acks) {

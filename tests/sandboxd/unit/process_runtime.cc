@@ -120,7 +120,8 @@ absl::Status ProcessRuntime::Command(const ContainerSpec& spec, std::vector<std:
     return absl::UnavailableError(absl::StrCat(js ? "node" : python_, " is not in PATH"));
   }
   const std::string socket = absl::StrCat(spec.socket_dir, "/runner.sock");
-  *args = {program, "-I", "-u", spec.runner_path, "--socket", socket};
+  // The workspace is the runner's working directory, as /workspace is in a container.
+  *args = {program, "-I", "-u", spec.runner_path, "--socket", socket, "--workspace", spec.socket_dir};
   if (js) {
     *args = {program, "--disable-proto=delete", spec.runner_path, "--socket", socket,
              "--workspace", spec.socket_dir};

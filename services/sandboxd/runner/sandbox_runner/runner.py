@@ -15,6 +15,7 @@ from .display import MPL_BACKEND, Displayer
 from .egress import EgressRelay
 from .executor import ExecState, Executor
 from .interrupts import InterruptController
+from .out_digest import out_digest
 from .output import CapturedStream, OutputCapture
 from .protocol import (FILE_FRAMES, ConnectionClosed, FrameConnection, ProtocolError,
                        check_file_frame, frame_field)
@@ -182,8 +183,16 @@ class Runner:
             self.calls.fail("the execution ended before the tool result arrived",
                             exec_state=state)
             state.gate.close("the execution ended before the tool call was sent")
-        conn.send({"type": "done", "id": exec_id, "status": status, "result": result,
-                   "error": error, **counters})
+        done = {"type": "done", "id": exec_id, "status": status, "result": result,
+                "error": error, **counters}
+        try:
+            digest = out_digest(self.workspace)
+        except Exception as exc:             # a runner bug (or code that broke os): no hint
+            log(f"out/ fingerprint failed: {exc!r}")
+            digest = None
+        if digest is not None:
+            done["out_digest"] = digest
+        conn.send(done)
 
     # -- acceptor and readers --------------------------------------------------------
 
