@@ -116,7 +116,12 @@ class Bench {
   }
   // load.cc
   void Load();
-  void ReportLoad(const LoadRun& run, double create_s, long rss_idle, long rss_peak,
+  // How long the sessions took to create, and the warm pool to refill after them.
+  struct LoadCreate {
+    double create_s = 0;
+    double refill_s = 0;
+  };
+  void ReportLoad(const LoadRun& run, LoadCreate create, long rss_idle, long rss_peak,
                   int mismatched);
 
   const Options& o_;
