@@ -116,7 +116,14 @@ class Bench {
   }
   // load.cc
   void Load();
-  void ReportLoad(const LoadRun& run, double create_s, long rss_idle, long rss_peak,
+  // How long the sessions took to create, the warm pool to refill after them, and how
+  // many the pool gave (-1: unknown).
+  struct LoadCreate {
+    double create_s = 0;
+    double refill_s = 0;
+    int64_t pooled = -1;
+  };
+  void ReportLoad(const LoadRun& run, LoadCreate create, long rss_idle, long rss_peak,
                   int mismatched);
 
   const Options& o_;

@@ -159,14 +159,27 @@ std::string CpuNote(const CpuMeter::Use& cpu, int n, double elapsed_s, int64_t t
                                            std::max<int64_t>(1, total_ok)));
 }
 
+// Sessions the Python pool has handed out since the daemon started; -1 when unknown.
+int64_t PythonTaken(Stub& stub) {
+  sb::Info info;
+  if (!GetInfo(stub, &info).ok()) return -1;
+  for (const sb::PoolInfo& pool : info.pools()) {
+    if (pool.runtime() == "python") return static_cast<int64_t>(pool.taken_total());
+  }
+  return -1;
+}
+
 }  // namespace
 
 void Bench::Load() {
   const int n = o_.sessions;
   std::vector<sb::Session> sessions(n);
+  const int64_t taken_before = PythonTaken(*stub_);
   auto t_create = SteadyClock::now();
   std::vector<std::string> create_errors = CreateSessions(*stub_, &sessions);
   double create_s = MsSince(t_create) / 1000.0;
+  const int64_t taken_after = PythonTaken(*stub_);
+  const int64_t pooled = taken_before < 0 || taken_after < 0 ? -1 : taken_after - taken_before;
   auto cleanup = [&] {
     for (const auto& s : sessions) {
       if (!s.id().empty()) (void)Delete(*stub_, s.id());
@@ -178,12 +191,15 @@ void Bench::Load() {
     cleanup();
     return;
   }
-  // The pool refills after the sessions took its containers; let it finish first.
+  // The pool refills after the sessions took its containers; let it finish first (timed:
+  // how soon a second burst would find it full).
+  auto t_refill = SteadyClock::now();
   if (std::string why; !WaitPoolFull(*stub_, 180, &why)) {
     r_->Error("warm pool did not refill: " + why);
     cleanup();
     return;
   }
+  const double refill_s = MsSince(t_refill) / 1000.0;
   for (const auto& s : sessions) {
     ExecOutcome e = RunExecute(*stub_, MakeStart(s.id(), "n = 0"));
     if (!e.ok()) {
@@ -199,10 +215,10 @@ void Bench::Load() {
   sampler.Stop();
   int mismatched = CountMismatched(*stub_, sessions, run.ok);
   cleanup();
-  ReportLoad(run, create_s, rss_idle, sampler.Peak(rss_idle), mismatched);
+  ReportLoad(run, {create_s, refill_s, pooled}, rss_idle, sampler.Peak(rss_idle), mismatched);
 }
 
-void Bench::ReportLoad(const LoadRun& run, double create_s, long rss_idle, long rss_peak,
+void Bench::ReportLoad(const LoadRun& run, LoadCreate create, long rss_idle, long rss_peak,
                        int mismatched) {
   const int n = o_.sessions;
   int64_t total_ok = 0, total_failed = 0;
@@ -224,10 +240,13 @@ void Bench::ReportLoad(const LoadRun& run, double create_s, long rss_idle, long 
   int64_t min_ok = *std::min_element(run.ok.begin(), run.ok.end());
   int64_t max_ok = *std::max_element(run.ok.begin(), run.ok.end());
   r_->Note(absl::StrFormat(
-      "Load: %d sessions created in %.1f s (4 parallel creators; %u from the warm pool, the rest "
-      "cold); window %.1f s; executions per session %d..%d; %d session(s) whose final `n` did not "
-      "match their OK count.",
-      n, create_s, kPoolSize, run.elapsed_s, static_cast<int>(min_ok), static_cast<int>(max_ok),
+      "Load: %d sessions created in %.1f s (4 parallel creators, warm pool of %u; %s taken from "
+      "the pool as it refilled, the rest cold), the pool full again %.1f s after the last; window "
+      "%.1f s; executions per session %d..%d; %d session(s) whose final `n` did not match their "
+      "OK count.",
+      n, create.create_s, kPoolSize,
+      create.pooled < 0 ? std::string("?") : absl::StrCat(create.pooled), create.refill_s,
+      run.elapsed_s, static_cast<int>(min_ok), static_cast<int>(max_ok),
       mismatched));
   Contention("load window", run.cpu);
   r_->Note(CpuNote(run.cpu, n, run.elapsed_s, total_ok));

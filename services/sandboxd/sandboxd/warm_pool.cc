@@ -1,5 +1,6 @@
 #include "sandboxd/warm_pool.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -14,7 +15,11 @@ WarmPool::WarmPool(SandboxFactory* factory, size_t target, SandboxConfig config,
     : factory_(factory), target_(target), config_(std::move(config)),
       options_(std::move(options)) {}
 
-void WarmPool::Start() { thread_ = codemode::StartThread(options_.name, [this] { Loop(); }); }
+void WarmPool::Start() {
+  for (size_t i = 0; i < std::max<size_t>(1, options_.refills); ++i) {
+    threads_.push_back(codemode::StartThread(options_.name, [this, i] { Loop(i); }));
+  }
+}
 
 void WarmPool::SetServing(bool serving) {
   codemode::MutexLock lock(&mu_);
@@ -55,37 +60,45 @@ std::optional<Sandbox> WarmPool::Take() {
   }
 }
 
-void WarmPool::Loop() {
+void WarmPool::Loop(size_t index) {
   absl::Duration backoff = absl::Seconds(1);
-  bool said = false;  // a failure was logged as a warning since the last start that worked
   for (;;) {
     bool probe_only = false;
     {
       codemode::MutexLock lock(&mu_);
-      // Also wakes when containers stop starting, to find out when they work again.
-      auto work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || ready_.size() < target_ || (options_.probes && !serving_);
+      // Thread 0 also wakes when containers stop starting, to find out when they work
+      // again; the others refill only while they start.
+      auto work = [this, index]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        if (stopping_) return true;
+        if (index > 0) return serving_ && available_ && ready_.size() + starting_ < target_;
+        return ready_.size() + starting_ < target_ || (options_.probes && !serving_);
       };
       mu_.Await(absl::Condition(&work));
       if (stopping_) return;
-      probe_only = ready_.size() >= target_;
+      probe_only = ready_.size() + starting_ >= target_;
+      if (!probe_only) ++starting_;
     }
-    if (!Available()) continue;
+    if (index == 0 && !Available()) {
+      codemode::MutexLock lock(&mu_);
+      if (!probe_only) --starting_;
+      continue;
+    }
     absl::StatusOr<Sandbox> sb = factory_->Start(config_, probe_only ? "probe" : "pool");
     codemode::MutexLock lock(&mu_);
+    if (!probe_only) --starting_;
     if (!sb.ok()) {
       // A probing pool's failures are the daemon's readiness, which the factory logs; the
       // others' (JavaScript's) are said here, once until a start works again.
-      const auto level = options_.probes || said ? spdlog::level::debug : spdlog::level::warn;
+      const auto level = options_.probes || said_ ? spdlog::level::debug : spdlog::level::warn;
       spdlog::log(level, "{}: cannot start a container: {} (retrying in {})", options_.name,
                   codemode::LogLongText(sb.status().message()), absl::FormatDuration(backoff));
-      said = true;
+      said_ = true;
       auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
       mu_.AwaitWithTimeout(absl::Condition(&stop), backoff);
       backoff = std::min(backoff * 2, absl::Seconds(15));
       continue;
     }
-    said = false;
+    said_ = false;
     backoff = absl::Seconds(1);
     if (stopping_ || probe_only) {
       factory_->Discard(sb->name);
@@ -97,10 +110,15 @@ void WarmPool::Loop() {
 }
 
 bool WarmPool::Available() {
-  if (!options_.available) return true;
+  if (!options_.available) {
+    codemode::MutexLock lock(&mu_);
+    available_ = true;
+    return true;
+  }
   const absl::Status st = options_.available();
   const std::string why(st.message());
   codemode::MutexLock lock(&mu_);
+  available_ = st.ok();
   if (why != unavailable_) {  // said once, and again only when it changes
     if (st.ok()) {
       spdlog::info("{}: can start containers again", options_.name);
@@ -119,11 +137,16 @@ void WarmPool::Stop() {
   std::deque<Sandbox> left;
   {
     codemode::MutexLock lock(&mu_);
-    if (stopping_ && !thread_.joinable()) return;
+    if (stopping_ && threads_.empty()) return;
     stopping_ = true;
+  }
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
+  {
+    // After the joins: a start under way at Stop() is discarded by its thread.
+    codemode::MutexLock lock(&mu_);
     left.swap(ready_);
   }
-  if (thread_.joinable()) thread_.join();
   std::vector<std::string> names;
   for (auto& sb : left) {
     names.push_back(sb.name);
@@ -137,8 +160,10 @@ WarmPools::WarmPools(SandboxFactory* factory, SandboxConfig defaults, PoolTarget
                      std::function<absl::Status()> js_available, absl::Duration js_recheck)
     : defaults_(ConfigOf(std::move(defaults), Language::kPython)) {
   pools_[Index(Language::kPython)] = std::make_unique<WarmPool>(
-      factory, targets.python, defaults_, PoolOptions{"warm pool (python)", true, {}});
-  PoolOptions js{"warm pool (javascript)", /*probes=*/false, std::move(js_available), js_recheck};
+      factory, targets.python, defaults_,
+      PoolOptions{"warm pool (python)", true, {}, absl::Seconds(30), targets.refills});
+  PoolOptions js{"warm pool (javascript)", /*probes=*/false, std::move(js_available), js_recheck,
+                 targets.refills};
   pools_[Index(Language::kJavaScript)] = std::make_unique<WarmPool>(
       factory, targets.javascript, ConfigOf(defaults_, Language::kJavaScript), std::move(js));
 }

@@ -1,12 +1,15 @@
 // WarmPool: containers started ahead of time, so CreateSession takes one in milliseconds
-// instead of waiting for podman. A background thread keeps `target` sandboxes ready.
+// instead of waiting for podman. Background threads keep `target` sandboxes ready: while
+// the factory serves, up to PoolOptions::refills starts are under way at once (a start
+// keeps about 0.6 of a core busy for its wall time, so two overlap and the pool is full
+// again sooner after a burst); while it does not, one thread alone retries.
 //
 //   WarmPool pool(&factory, /*target=*/2, {default_limits, default_isolation});
 //   pool.Start();
 //   if (std::optional<Sandbox> sb = pool.Take()) ...   // a live one, or nothing
 //   pool.Stop();                                        // removes what it holds
 //
-// While containers cannot start (the factory is not serving) the thread keeps trying, a
+// While containers cannot start (the factory is not serving) that thread keeps trying, a
 // probe container at a time when the pool is full, backing off from 1 s to 15 s, so the
 // daemon finds out by itself when they work again. Tell it with SetServing() when the
 // factory's readiness changed. Of several pools on one factory only one should probe
@@ -42,6 +45,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "base/mutex.h"
@@ -60,6 +64,8 @@ struct PoolOptions {
   // pool's thread without its lock. Empty: always.
   std::function<absl::Status()> available;
   absl::Duration recheck = absl::Seconds(30);  // how often `available` is asked again
+  // Starts under way at once while the factory serves (at least 1).
+  size_t refills = 1;
 };
 
 class WarmPool {
@@ -90,7 +96,9 @@ class WarmPool {
   std::string unavailable();
 
  private:
-  void Loop();
+  // Refill thread `index`: thread 0 also probes and retries while the factory does not
+  // serve; the others start only while it does.
+  void Loop(size_t index);
   // Asks PoolOptions::available; false (after logging a new reason and waiting for the
   // recheck or Stop) when the pool may not start containers now.
   bool Available();
@@ -101,16 +109,22 @@ class WarmPool {
   const PoolOptions options_;
   codemode::Mutex mu_;
   std::deque<Sandbox> ready_ ABSL_GUARDED_BY(mu_);
+  size_t starting_ ABSL_GUARDED_BY(mu_) = 0;  // pool starts under way
+  // A failure was logged as a warning since the last start that worked.
+  bool said_ ABSL_GUARDED_BY(mu_) = false;
+  // What thread 0 last heard from PoolOptions::available: the others start only after a yes.
+  bool available_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t taken_total_ ABSL_GUARDED_BY(mu_) = 0;
   std::string unavailable_ ABSL_GUARDED_BY(mu_);
   bool serving_ ABSL_GUARDED_BY(mu_) = false;  // no container has started yet
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;
+  std::vector<std::thread> threads_;
 };
 
 struct PoolTargets {
   size_t python = 2;
   size_t javascript = 1;
+  size_t refills = 2;  // each pool's PoolOptions::refills
 };
 
 class WarmPools {

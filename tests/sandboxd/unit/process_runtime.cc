@@ -107,6 +107,16 @@ void ProcessRuntime::SetImageInspectHeld(bool held) {
   inspect_held_ = held;
 }
 
+void ProcessRuntime::SetStartHeld(bool held) {
+  codemode::MutexLock lock(&mu_);
+  start_held_ = held;
+}
+
+int ProcessRuntime::starts_held() {
+  codemode::MutexLock lock(&mu_);
+  return starts_held_;
+}
+
 void ProcessRuntime::SetImageOffers(std::vector<std::string> offers) {
   codemode::MutexLock lock(&mu_);
   offers_ = std::move(offers);
@@ -142,6 +152,9 @@ absl::StatusOr<std::string> ProcessRuntime::Start(const ContainerSpec& spec) {
   {
     codemode::MutexLock lock(&mu_);
     ++start_calls_;
+    ++starts_held_;
+    mu_.Await(absl::Condition(+[](bool* held) { return !*held; }, &start_held_));
+    --starts_held_;
     if (start_failure_) return absl::UnavailableError(*start_failure_);
     started_images_.push_back(spec.image);
     if (procs_.count(spec.name)) {

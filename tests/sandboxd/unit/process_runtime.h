@@ -64,6 +64,9 @@ class ProcessRuntime : public ContainerRuntime {
   // While set, ImageOffers waits until it is cleared (an inspect that takes its time).
   void SetImageInspectHeld(bool held);
   int image_inspections();  // ImageOffers calls answered so far
+  // While set, Start waits until it is cleared (a podman run that takes its time).
+  void SetStartHeld(bool held);
+  int starts_held();  // Start calls waiting on SetStartHeld now
   // The image of every Start() so far, in order.
   std::vector<std::string> started_images();
   // What Probe() reports for cgroup_limits (default true).
@@ -106,6 +109,8 @@ class ProcessRuntime : public ContainerRuntime {
   std::set<std::string> absent_images_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> offers_ ABSL_GUARDED_BY(mu_) = {"python3"};
   bool inspect_held_ ABSL_GUARDED_BY(mu_) = false;
+  bool start_held_ ABSL_GUARDED_BY(mu_) = false;
+  int starts_held_ ABSL_GUARDED_BY(mu_) = 0;
   int image_inspections_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::string> started_images_ ABSL_GUARDED_BY(mu_);
 };

@@ -152,6 +152,42 @@ TEST_F(WarmPoolTest, FillsToItsTargetAndRefillsAfterATake) {
   factory_->RemoveNow({sb->name});
 }
 
+// While the factory serves, a pool short of several refills them with `refills` starts
+// under way at once, and no more than it lacks.
+TEST_F(WarmPoolTest, RefillsWithSeveralStartsAtOnceWhileServing) {
+  PoolOptions options;
+  options.refills = 2;
+  WarmPool& pool = StartPool(3, options);
+  ASSERT_TRUE(WaitFor([&] { return pool.ready() == 3; }));
+  ASSERT_TRUE(factory_->readiness().serving);
+  runtime_.SetStartHeld(true);
+  std::vector<Sandbox> taken;
+  for (int i = 0; i < 3; ++i) taken.push_back(*pool.Take());
+  EXPECT_TRUE(WaitFor([&] { return runtime_.starts_held() == 2; })) << "two starts at once";
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_EQ(runtime_.starts_held(), 2) << "no more than `refills`";
+  runtime_.SetStartHeld(false);
+  ASSERT_TRUE(WaitFor([&] { return pool.ready() == 3; }));
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_EQ(runtime_.start_calls(), 6) << "no more than the target is kept";
+  std::vector<std::string> names;
+  for (const Sandbox& sb : taken) names.push_back(sb.name);
+  factory_->RemoveNow(names);
+}
+
+// Until a container has started (the factory is not serving) only one start is under way.
+TEST_F(WarmPoolTest, RetriesWithOneStartWhileNotServing) {
+  runtime_.SetStartHeld(true);
+  PoolOptions options;
+  options.refills = 2;
+  WarmPool& pool = StartPool(2, options);
+  ASSERT_TRUE(WaitFor([&] { return runtime_.starts_held() == 1; }));
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_EQ(runtime_.starts_held(), 1);
+  runtime_.SetStartHeld(false);
+  EXPECT_TRUE(WaitFor([&] { return pool.ready() == 2; }));
+}
+
 TEST_F(WarmPoolTest, ADeadPooledSandboxIsNeverHandedOut) {
   WarmPool& pool = StartPool(1);
   ASSERT_TRUE(WaitFor([&] { return pool.ready() == 1; }));
