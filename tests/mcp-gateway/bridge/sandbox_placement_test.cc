@@ -200,7 +200,9 @@ TEST(SandboxdEndpointsTest, AnUnusedEndpointOutsideTheSetIsReleasedAndDialledAga
 }
 
 // Releasing races the calls that take stubs: a call keeps the channels it took while it
-// runs (the sanitizers' runs of this test catch a stub used after its channels went).
+// runs. What this proves is in the sanitizers' runs (scripts/sanitize.sh runs this binary
+// under ASan and TSan): a stub used after its channels went is caught there. How many
+// releases land between the calls depends on the scheduler, so none is counted.
 TEST(SandboxdEndpointsTest, ReleasingWhileCallsRunLeavesEachCallItsChannels) {
   ExtraSandboxd sandboxd("release-race");
   ASSERT_NE(sandboxd.server, nullptr);
@@ -208,26 +210,26 @@ TEST(SandboxdEndpointsTest, ReleasingWhileCallsRunLeavesEachCallItsChannels) {
   SandboxdEndpoints endpoints({}, "");
   const size_t i = endpoints.Add(sandboxd.endpoint());
   std::atomic<bool> done{false};
-  std::atomic<int> answered{0}, released{0};
+  std::atomic<int> answered{0};
   std::thread releaser([&] {
     while (!done) {
-      released += static_cast<int>(endpoints.Release({}, absl::ZeroDuration()));
+      endpoints.Release({}, absl::ZeroDuration());
       std::this_thread::yield();
     }
   });
   std::vector<std::thread> callers;
-  for (int t = 0; t < 3; ++t) {
+  for (int t = 0; t < 2; ++t) {
     callers.emplace_back([&] {
       for (int k = 0; k < 50; ++k) {
         if (SessionsAt(endpoints, i) == 5) ++answered;
+        std::this_thread::yield();
       }
     });
   }
   for (std::thread& c : callers) c.join();
   done = true;
   releaser.join();
-  EXPECT_EQ(answered.load(), 150) << "a call failed while its channels were released";
-  EXPECT_GT(released.load(), 0);
+  EXPECT_EQ(answered.load(), 100) << "a call failed while its channels were released";
 }
 
 // An endpoint that lets GetInfo's deadline pass (cut off, stalled), or answers with more
