@@ -51,7 +51,7 @@ codemode::ProgramHelp GatewayHelp() {
             "max_kept_result_bytes_per_credential"}},
           {"Observability",
            {"log_level", "metrics_listen", "metrics_max_tool_labels", "audit_log",
-            "audit_max_bytes", "audit_keep", "audit_drain_timeout", "audit_arguments"}},
+            "audit_max_bytes", "audit_keep", "audit_drain_timeout", "audit_arguments", "stage_times"}},
           {"TLS and several machines",
            {"sandboxd_token_file", "sandboxd_tls_ca_file", "sandboxd_tls_cert_file",
             "sandboxd_tls_key_file", "sandboxd_tls_server_name", "sandboxd_resolve_interval"}},

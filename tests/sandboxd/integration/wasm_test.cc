@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 
 #include <filesystem>
@@ -435,12 +436,20 @@ TEST(WasmTest, AnIdlePythonSessionHoldsUnder110MiBOfItsOwn) {
   sandbox::v1::Finished f = RunCode(*stub, py.id(), "x = 1");
   ASSERT_EQ(f.status(), sandbox::v1::Finished::OK) << f.DebugString();
   std::this_thread::sleep_for(std::chrono::seconds(2));  // the cell's garbage settles
+  // Read before and after the stats: a Node process that another test starts or ends
+  // meanwhile changes how the shared code divides, so the stats match one of the two.
+  const int pid = std::stoi(py.container_id().substr(5));
+  const uint64_t pss_before = TreePss(pid).first;
   sandbox::v1::SessionStats stats;
   grpc::Status st = GetSessionStats(*stub, py.id(), &stats);
   ASSERT_TRUE(st.ok()) << st.error_message();
-  const auto [pss, anon] = TreePss(std::stoi(py.container_id().substr(5)));
-  EXPECT_NEAR(static_cast<double>(stats.memory_bytes()), static_cast<double>(pss), pss * 0.05)
-      << stats.DebugString();
+  const auto [pss, anon] = TreePss(pid);
+  auto near = [&](uint64_t reading) {
+    const double d = static_cast<double>(stats.memory_bytes()) - static_cast<double>(reading);
+    return std::abs(d) <= reading * 0.05;
+  };
+  EXPECT_TRUE(near(pss_before) || near(pss))
+      << "the tree's PSS read before and after: " << pss_before << ", " << pss << "\n" << stats.DebugString();
   EXPECT_LT(stats.memory_bytes(), stats.memory_peak_bytes()) << "the peak sums resident sets";
   EXPECT_GT(anon, uint64_t{40} << 20);
   EXPECT_LE(anon, uint64_t{110} << 20) << "anonymous PSS of the tree: " << (anon >> 20) << " MiB";
