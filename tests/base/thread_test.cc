@@ -3,9 +3,11 @@
 // are reused, then leave, and a task of the pool never joins its own thread. Threads kept
 // until main() ends (KeepUntilExit): joined once their function returned, and a process
 // whose kept thread still runs ends at once with its exit code instead of tearing itself
-// down under the thread.
+// down under the thread. A write to a closed pipe under NoSigpipeHere is an error, not the
+// end of the process.
 #include "base/thread_pool.h"
 
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -13,6 +15,7 @@
 #include <algorithm>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <limits>
 #include <memory>
@@ -237,3 +240,49 @@ TEST(KeepUntilExitDeathTest, FinishThreadsEndsTheProcessUnderAThreadStillRunning
 
 }  // namespace
 }  // namespace codemode
+
+// A write to a pipe nobody reads: under NoSigpipeHere it is EPIPE and the test process
+// (whose SIGPIPE still ends it) lives on; afterwards SIGPIPE is unblocked again and none is
+// left pending to end the process later.
+TEST(NoSigpipeHereTest, AWriteToAClosedPipeIsAnErrorAndTheMaskComesBack) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  close(fds[0]);
+  {
+    codemode::NoSigpipeHere no_sigpipe;
+    errno = 0;
+    EXPECT_EQ(write(fds[1], "x", 1), -1);
+    EXPECT_EQ(errno, EPIPE);
+  }
+  close(fds[1]);
+  sigset_t now, pending;
+  ASSERT_EQ(pthread_sigmask(SIG_SETMASK, nullptr, &now), 0);
+  EXPECT_FALSE(sigismember(&now, SIGPIPE));
+  ASSERT_EQ(sigpending(&pending), 0);
+  EXPECT_FALSE(sigismember(&pending, SIGPIPE));
+}
+
+// Nested in code that already blocks SIGPIPE, it leaves the outer block and its pending
+// signal to their owner.
+TEST(NoSigpipeHereTest, AnOuterBlockKeepsItsMaskAndItsPendingSignal) {
+  sigset_t pipe_set, old;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &pipe_set, &old), 0);
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  close(fds[0]);
+  {
+    codemode::NoSigpipeHere no_sigpipe;
+    EXPECT_EQ(write(fds[1], "x", 1), -1);
+  }
+  close(fds[1]);
+  sigset_t now, pending;
+  ASSERT_EQ(pthread_sigmask(SIG_SETMASK, nullptr, &now), 0);
+  EXPECT_TRUE(sigismember(&now, SIGPIPE));
+  ASSERT_EQ(sigpending(&pending), 0);
+  EXPECT_TRUE(sigismember(&pending, SIGPIPE));
+  const struct timespec zero = {0, 0};
+  EXPECT_EQ(sigtimedwait(&pipe_set, nullptr, &zero), SIGPIPE);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}

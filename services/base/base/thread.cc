@@ -37,6 +37,26 @@ bool LowerThreadPriority(int by) {
   return setpriority(PRIO_PROCESS, tid, std::min(now + by, 19)) == 0;
 }
 
+NoSigpipeHere::NoSigpipeHere() {
+  sigset_t pipe;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe, &old_);
+}
+
+NoSigpipeHere::~NoSigpipeHere() {
+  sigset_t pipe;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  // Only when SIGPIPE was not already blocked: a pending one then is ours to discard.
+  if (!sigismember(&old_, SIGPIPE)) {
+    const struct timespec zero = {0, 0};
+    while (sigtimedwait(&pipe, nullptr, &zero) > 0) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+}
+
 std::thread StartThread(std::string name, std::function<void()> fn) {
   return std::thread([name = std::move(name), fn = std::move(fn)] {
     // What `top -H`, /proc/<pid>/task/*/comm and debuggers show: the kernel keeps 15 bytes.

@@ -9,6 +9,8 @@
 //   worker_ = codemode::StartThread("upstream github", [this] { Run(); });
 #pragma once
 
+#include <signal.h>
+
 #include <functional>
 #include <memory>
 #include <string>
@@ -28,6 +30,22 @@ std::thread StartThread(std::string name, std::function<void()> fn);
 // only to threads that do nothing else. Returns false (nothing changed) if the system
 // refuses.
 bool LowerThreadPriority(int by);
+
+// While alive, a write on the calling thread to a socket or pipe whose reader is gone fails
+// with EPIPE instead of ending the process with SIGPIPE, whatever the process does with
+// that signal: SIGPIPE is blocked on the thread, and one the thread raised meanwhile is
+// discarded before the old mask comes back. For writes inside libraries that cannot be
+// given MSG_NOSIGNAL (cpp-httplib, OpenSSL), and for pipes.
+class NoSigpipeHere {
+ public:
+  NoSigpipeHere();
+  ~NoSigpipeHere();
+  NoSigpipeHere(const NoSigpipeHere&) = delete;
+  NoSigpipeHere& operator=(const NoSigpipeHere&) = delete;
+
+ private:
+  sigset_t old_;
+};
 
 // Runs `fn`, containing any exception (logged with `what`); true when none escaped. For
 // callbacks that run on threads we do not own (gRPC reactors, HTTP handlers).

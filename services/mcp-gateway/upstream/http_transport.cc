@@ -181,7 +181,7 @@ StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
     return true;
   };
   httplib::Response res;
-  client.send(req, res, result.error);
+  SendWithoutSigpipe(client, req, res, result.error);
   // Closing the stream after the response is how httplib reports our own stop.
   if (answered && result.error == httplib::Error::Canceled) result.error = httplib::Error::Success;
   if (result.too_large || !result.busy.empty()) LogUnread(message, result);
@@ -430,6 +430,7 @@ void StreamableHttpTransport::DeleteSession() {
     if (!protocol_version_.empty()) headers.emplace("MCP-Protocol-Version", protocol_version_);
   }
   auto client = MakeClient(url_.origin, std::min(connect_timeout_, kDeleteTimeout), kDeleteTimeout);
+  codemode::NoSigpipeHere no_sigpipe;  // as in SendWithoutSigpipe()
   auto res = client->Delete(url_.target, headers);
   spdlog::debug("upstream {}: DELETE session: {}", config_.name,
                 res ? std::to_string(res->status) : httplib::to_string(res.error()));

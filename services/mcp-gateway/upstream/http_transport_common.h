@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "base/mutex.h"
+#include "base/thread.h"
 #include "base/untrusted_json.h"
 #include "nlohmann/json.hpp"
 #include "base/log_text.h"
@@ -72,6 +73,15 @@ inline std::shared_ptr<httplib::Client> MakeClient(const std::string& origin,
   client->set_write_timeout(std::chrono::seconds(30));
   client->set_follow_location(false);
   return client;
+}
+
+// client.send(), where a server that hangs up under our writes is an error (Error::Write)
+// and not SIGPIPE ending the process: cpp-httplib writes without MSG_NOSIGNAL, and a
+// process that links this library need not ignore SIGPIPE.
+inline bool SendWithoutSigpipe(httplib::Client& client, httplib::Request& req,
+                               httplib::Response& res, httplib::Error& error) {
+  codemode::NoSigpipeHere no_sigpipe;
+  return client.send(req, res, error);
 }
 
 // The configured headers, minus those the protocol itself sets.

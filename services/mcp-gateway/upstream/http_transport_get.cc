@@ -75,7 +75,7 @@ StreamableHttpTransport::GetResult StreamableHttpTransport::GetOnce(
     return !result.too_large && !(finished && finished());
   };
   httplib::Response res;
-  client->send(req, res, result.error);
+  SendWithoutSigpipe(*client, req, res, result.error);
   result.stalled = watchdog.fired();
   result.mid_event = parser.mid_event();
   if (result.stalled) LogStalledEvent(on_answered ? "GET stream" : "resumed response stream");

@@ -102,7 +102,7 @@ void SseTransport::RunStream() {
   };
   httplib::Response res;
   httplib::Error error = httplib::Error::Success;
-  client->send(req, res, error);
+  SendWithoutSigpipe(*client, req, res, error);
   std::string reason;
   if (too_large) {
     // The one stream carries every answer, and which request the event answered is not
@@ -158,6 +158,7 @@ absl::Status SseTransport::Send(const json& message) {
   if (!url.ok()) return url.status();
   // The answer comes on the event stream; the POST itself only says "accepted".
   auto client = MakeClient(url->origin, connect_timeout_, connect_timeout_);
+  codemode::NoSigpipeHere no_sigpipe;  // as in SendWithoutSigpipe()
   auto res = client->Post(url->target, ConfiguredHeaders(config_),
                           wire::Dump(message),
                           "application/json");

@@ -55,17 +55,12 @@ void CloseFd(int* fd) {
 
 std::string ErrnoText(int err) { return std::strerror(err); }
 
-// Writes all of `data` to a non-blocking fd. SIGPIPE is blocked on this thread while
-// writing (and a pending one discarded): a dead child must give EPIPE, not kill us.
 // Writes `data` to the non-blocking `fd` until done, `closing`, the deadline or the caller
 // gave up (`limits`). `*written`: how much of it went out (all of it, unless the status is
-// an error).
+// an error). A dead child is EPIPE here, not SIGPIPE.
 absl::Status WriteAll(int fd, absl::string_view data, const std::atomic<bool>& closing,
                       const SendLimits& limits, size_t* written) {
-  sigset_t pipe_set, old_set;
-  sigemptyset(&pipe_set);
-  sigaddset(&pipe_set, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set);
+  codemode::NoSigpipeHere no_sigpipe;
   absl::Status status;
   size_t off = 0;
   while (off < data.size()) {
@@ -89,15 +84,9 @@ absl::Status WriteAll(int fd, absl::string_view data, const std::atomic<bool>& c
       continue;
     }
     int err = errno;
-    if (err == EPIPE) {
-      struct timespec zero = {0, 0};
-      while (sigtimedwait(&pipe_set, nullptr, &zero) > 0) {
-      }
-    }
     status = absl::UnavailableError(absl::StrCat("write to server stdin: ", ErrnoText(err)));
     break;
   }
-  pthread_sigmask(SIG_SETMASK, &old_set, nullptr);
   *written = off;
   return status;
 }

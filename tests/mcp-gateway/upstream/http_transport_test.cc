@@ -1,6 +1,6 @@
 // HTTP upstreams: session expiry (404 -> initialize again -> retry), servers without a GET
 // stream or without sessions, DELETE on shutdown, protocol versions, unreachable servers,
-// and a legacy SSE stream that drops.
+// a legacy SSE stream that drops, and a server that hangs up under a large call.
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -215,6 +215,23 @@ TEST_F(HttpUpstreamTest, ServerGoingAwayIsNoticedWithoutACall) {
       << manager_->Snapshot()[0].error;
   EXPECT_TRUE(manager_->Snapshot()[0].tools.empty());
   EXPECT_GT(manager_->catalog_version(), version);
+}
+
+// A server that answers a large POST before reading it and hangs up under the client's
+// writes (a proxy's body limit): the write fails with EPIPE, which must be the call's error,
+// not SIGPIPE ending the process (this test process, unlike mcp-gateway, does not ignore
+// SIGPIPE). 8 MiB is more than the sockets buffer, so the client is still writing.
+TEST_F(HttpUpstreamTest, AServerHangingUpUnderALargeCallFailsTheCallNotTheProcess) {
+  Connect({"--json", "--body-limit", "65536"});
+  ASSERT_TRUE(manager_->Snapshot()[0].connected) << manager_->Snapshot()[0].error;
+  auto r = Call("echo", {{"message", std::string(8 << 20, 'x')}});
+  EXPECT_FALSE(r.ok()) << "an 8 MiB call went through a 64 KiB limit";
+  int over_limit = 0;
+  for (const auto& e : testing::ReadLog(log_)) over_limit += e.value("event", "") == "over-limit";
+  EXPECT_EQ(over_limit, 1);
+  r = Call("echo", {{"message", "small"}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(TextOf(*r), "small");
 }
 
 // MCP 2025-11-25 resumability (SEP-1699 polling), as the conformance scenario sse-retry
