@@ -281,29 +281,31 @@ Sandboxes::Owned SandboxClient::ListOwned(const std::string& owner, absl::Time d
     sandbox::v1::ListSessionsResponse resp;
     grpc::Status status;
   };
-  // The placement set, and every other endpoint still in use: one whose channel went idle
-  // (no call for its idle timeout: an address gone from DNS, nobody's handle using it) is
-  // not woken by listings, or they would keep every address ever seen alive.
-  const std::vector<size_t> members = Members();
-  const size_t n = endpoints_->size();
-  std::vector<std::unique_ptr<Ask>> asks(n);
+  // The placement set, and every other endpoint that served a sandbox's call within its
+  // idle timeout (an address gone from DNS whose handles are still used). Asking is not a
+  // use: listings alone do not keep an address asked, or dialled.
+  std::vector<size_t> endpoints = Members();
+  for (size_t i : endpoints_->Serving()) {
+    if (std::find(endpoints.begin(), endpoints.end(), i) == endpoints.end()) endpoints.push_back(i);
+  }
+  std::sort(endpoints.begin(), endpoints.end());
+  const size_t asked = endpoints.size();
+  std::vector<std::unique_ptr<Ask>> asks(asked);
   grpc::CompletionQueue cq;
   sandbox::v1::ListSessionsRequest req;
   req.set_owner(owner);
-  size_t asked = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (std::find(members.begin(), members.end(), i) == members.end() && !EndpointInUse(i)) continue;
-    ++asked;
-    asks[i] = std::make_unique<Ask>();
-    Ask& ask = *asks[i];
+  for (size_t k = 0; k < asked; ++k) {
+    const size_t i = endpoints[k];
+    asks[k] = std::make_unique<Ask>();
+    Ask& ask = *asks[k];
     // Not wait_for_ready: an endpoint that refuses connections, or that the keepalive
     // found gone, answers UNAVAILABLE at once instead of holding the list to its deadline
     // (reconnection backs off at most 1 s, so one that is back is soon asked again).
     endpoints_->Prepare(ask.ctx, i, until);
     ask.ctx.set_wait_for_ready(false);
     ask.link = std::make_unique<CancelLink>(cancel, &ask.ctx);
-    ask.stub = endpoints_->StubNow(i);
-    ask.stub->AsyncListSessions(&ask.ctx, req, &cq)->Finish(&ask.resp, &ask.status, reinterpret_cast<void*>(i));
+    ask.stub = endpoints_->ListStub(i);
+    ask.stub->AsyncListSessions(&ask.ctx, req, &cq)->Finish(&ask.resp, &ask.status, reinterpret_cast<void*>(k));
   }
   for (size_t k = 0; k < asked; ++k) {
     void* tag = nullptr;
@@ -313,16 +315,16 @@ Sandboxes::Owned SandboxClient::ListOwned(const std::string& owner, absl::Time d
   }
   ShutdownAndDrain(cq);
   Owned owned;
-  for (size_t i = 0; i < n; ++i) {
-    if (!asks[i]) continue;
-    if (!asks[i]->status.ok()) {
+  for (size_t k = 0; k < asked; ++k) {
+    const size_t i = endpoints[k];
+    if (!asks[k]->status.ok()) {
       owned.complete = false;
       owned.missing.push_back(absl::StrCat(endpoints_->Name(i), ": ",
-                                           Convert(asks[i]->status, i).ToString()));
+                                           Convert(asks[k]->status, i).ToString()));
       continue;
     }
     std::vector<const sandbox::v1::Session*> ready;
-    for (const sandbox::v1::Session& session : asks[i]->resp.sessions()) {
+    for (const sandbox::v1::Session& session : asks[k]->resp.sessions()) {
       if (session.state() == sandbox::v1::Session::READY && session.owner() == owner) ready.push_back(&session);
     }
     std::sort(ready.begin(), ready.end(), [](const auto* a, const auto* b) {

@@ -156,7 +156,8 @@ class SandboxClient : public Sandboxes {
   absl::Status ResetSession(const SandboxRef& ref) override;
   absl::Status UploadFile(const SandboxRef& ref, const std::string& path, const std::string& data,
                           std::shared_ptr<codemode::CancelToken> cancel) override;
-  // Asks every endpoint dialled, those gone from DNS too (their sandboxes live on).
+  // Asks the placement set and the endpoints Serving (gone from DNS, a handle used there
+  // within the idle timeout: their sandboxes live on).
   Owned ListOwned(const std::string& owner, absl::Time deadline,
                   std::shared_ptr<codemode::CancelToken> cancel) override;
   absl::StatusOr<sandbox::v1::ListFilesResponse> ListFiles(

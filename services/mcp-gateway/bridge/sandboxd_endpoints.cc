@@ -62,22 +62,20 @@ SandboxdEndpoints::SandboxdEndpoints(const SandboxdTls& tls, std::string tcp_tok
 
 size_t SandboxdEndpoints::Add(const std::string& name) {
   codemode::MutexLock lock(&mu_);
-  for (size_t i = 0; i < endpoints_.size(); ++i) {
-    if (endpoints_[i]->name == name) return i;
-  }
+  auto [it, added] = index_.try_emplace(name, endpoints_.size());
+  if (!added) return it->second;
   auto e = std::make_unique<Endpoint>();
   e->name = name;
   e->tcp = !IsUnixEndpoint(name);
   endpoints_.push_back(std::move(e));
-  return endpoints_.size() - 1;
+  return it->second;
 }
 
 std::optional<size_t> SandboxdEndpoints::Find(const std::string& name) const {
   codemode::MutexLock lock(&mu_);
-  for (size_t i = 0; i < endpoints_.size(); ++i) {
-    if (endpoints_[i]->name == name) return i;
-  }
-  return std::nullopt;
+  auto it = index_.find(name);
+  if (it == index_.end()) return std::nullopt;
+  return it->second;
 }
 
 size_t SandboxdEndpoints::size() const {
@@ -92,11 +90,13 @@ SandboxdEndpoints::Endpoint& SandboxdEndpoints::At(size_t i) const {
 
 std::string SandboxdEndpoints::Name(size_t i) const { return At(i).name; }
 
-std::shared_ptr<SandboxdEndpoints::Dial> SandboxdEndpoints::DialOf(size_t i) {
+std::shared_ptr<SandboxdEndpoints::Dial> SandboxdEndpoints::DialOf(size_t i, Use use) {
   codemode::MutexLock lock(&mu_);
   Endpoint& e = *endpoints_.at(i);
-  e.used_at = absl::Now();
+  if (use != Use::kList) e.used_at = absl::Now();
+  if (use == Use::kServe) e.served_at = e.used_at;
   if (!e.dial) {
+    dialled_.insert(i);
     // Dialling makes objects, not connections (a channel connects at its first call).
     std::shared_ptr<grpc::Channel> channel = DialChannel(e.name, tls_, idle_timeout_, kMaxReceiveBytes);
     e.dial = std::make_shared<Dial>(
@@ -107,7 +107,7 @@ std::shared_ptr<SandboxdEndpoints::Dial> SandboxdEndpoints::DialOf(size_t i) {
 }
 
 SandboxdEndpoints::StubPtr SandboxdEndpoints::Stub(size_t i) {
-  std::shared_ptr<Dial> d = DialOf(i);
+  std::shared_ptr<Dial> d = DialOf(i, Use::kServe);
   grpc_connectivity_state state = d->channel->GetState(/*try_to_connect=*/true);
   auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(2);
   while (state != GRPC_CHANNEL_READY && state != GRPC_CHANNEL_SHUTDOWN) {
@@ -118,13 +118,28 @@ SandboxdEndpoints::StubPtr SandboxdEndpoints::Stub(size_t i) {
 }
 
 SandboxdEndpoints::StubPtr SandboxdEndpoints::StubNow(size_t i) {
-  std::shared_ptr<Dial> d = DialOf(i);
+  std::shared_ptr<Dial> d = DialOf(i, Use::kServe);
   return StubPtr(d, &d->stub);
 }
 
 SandboxdEndpoints::StubPtr SandboxdEndpoints::InfoStub(size_t i) {
-  std::shared_ptr<Dial> d = DialOf(i);
+  std::shared_ptr<Dial> d = DialOf(i, Use::kProbe);
   return StubPtr(d, &d->info_stub);
+}
+
+SandboxdEndpoints::StubPtr SandboxdEndpoints::ListStub(size_t i) {
+  std::shared_ptr<Dial> d = DialOf(i, Use::kList);
+  return StubPtr(d, &d->stub);
+}
+
+std::vector<size_t> SandboxdEndpoints::Serving() const {
+  codemode::MutexLock lock(&mu_);
+  const absl::Time since = absl::Now() - absl::FromChrono(idle_timeout_);
+  std::vector<size_t> serving;
+  for (size_t i : dialled_) {
+    if (endpoints_[i]->served_at > since) serving.push_back(i);
+  }
+  return serving;
 }
 
 bool SandboxdEndpoints::InUse(size_t i) const {
@@ -146,12 +161,17 @@ size_t SandboxdEndpoints::Release(const std::vector<size_t>& members, absl::Dura
   {
     codemode::MutexLock lock(&mu_);
     const absl::Time now = absl::Now();
-    for (size_t i = 0; i < endpoints_.size(); ++i) {
-      Endpoint& e = *endpoints_[i];
+    const std::set<size_t> kept(members.begin(), members.end());
+    for (auto it = dialled_.begin(); it != dialled_.end();) {
+      Endpoint& e = *endpoints_[*it];
       // use_count 1: no stub of it is held (a new one is only taken under mu_).
-      if (!e.dial || e.dial.use_count() > 1 || now - e.used_at < unused) continue;
-      if (std::find(members.begin(), members.end(), i) != members.end()) continue;
+      if (e.dial.use_count() > 1 || now - e.used_at < unused || kept.count(*it) > 0 ||
+          now - e.served_at < absl::FromChrono(idle_timeout_)) {
+        ++it;
+        continue;
+      }
       released.push_back(std::move(e.dial));
+      it = dialled_.erase(it);
     }
   }
   return released.size();

@@ -5,13 +5,19 @@
 // are another matter: those of an endpoint outside the placement set that no call has used
 // for a while are released (Release), and dialled again by the next call that names it, so
 // addresses that come and go (pods replaced, a DNS name that churns) cost a small record
-// each, not two channels and a descriptor.
+// each, not two channels and a descriptor. An endpoint that served a sandbox's call (not
+// only placement's GetInfo) keeps its channels, and is listed (Serving), for the idle
+// timeout after that call; listings themselves never count as a use, or a client listing
+// often would keep every address it ever saw dialled and asked.
 #pragma once
 
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
+
+#include "absl/container/flat_hash_map.h"
 
 #include "absl/time/time.h"
 #include "base/mutex.h"
@@ -51,16 +57,23 @@ class SandboxdEndpoints {
   StubPtr Stub(size_t i);
   // Endpoint i's stub as it is (for calls that wait on their own, or must not).
   StubPtr StubNow(size_t i);
-  // Endpoint i's stub for GetInfo: a channel of its own, taking at most kMaxInfoBytes.
+  // Endpoint i's stub for GetInfo: a channel of its own, taking at most kMaxInfoBytes. A
+  // use, but not a sandbox's: it does not make the endpoint Serving.
   StubPtr InfoStub(size_t i);
+  // Endpoint i's stub for a listing: dialled if released, and not a use at all.
+  StubPtr ListStub(size_t i);
+  // The endpoints that served a sandbox's call (Stub, StubNow) within the idle timeout,
+  // in index order: those a listing asks beside the placement set.
+  std::vector<size_t> Serving() const;
   // Whether endpoint i's main channel is dialled and not idle (a call within its idle
   // timeout), without dialling it.
   bool InUse(size_t i) const;
   // Whether endpoint i has channels now (tests).
   bool dialled(size_t i) const;
 
-  // Releases the channels of every endpoint not in `members` that no call holds and none has
-  // taken a stub of for `unused` (the next call dials again). Returns how many were released.
+  // Releases the channels of every endpoint not in `members` that no call holds, none has
+  // taken a stub of for `unused`, and that is not Serving (the next call dials again).
+  // Returns how many were released.
   size_t Release(const std::vector<size_t>& members, absl::Duration unused);
   // A context for a call to endpoint `i`: its deadline, and the token for a TCP endpoint.
   void Prepare(grpc::ClientContext& ctx, size_t i, std::chrono::system_clock::time_point deadline) const;
@@ -87,14 +100,16 @@ class SandboxdEndpoints {
     std::string name;
     bool tcp = false;
     std::shared_ptr<Dial> dial;  // null: released (or never dialled)
-    absl::Time used_at = absl::InfinitePast();  // when a stub was last taken
+    absl::Time used_at = absl::InfinitePast();    // when a stub was last taken, ListStub's aside
+    absl::Time served_at = absl::InfinitePast();  // ... for a sandbox's call (Stub, StubNow)
     int created = 0;
     absl::Time failed_at = absl::InfinitePast();
     absl::Time silent_at = absl::InfinitePast();
   };
   Endpoint& At(size_t i) const;
-  // Endpoint i's channels, dialled now if released; counts as a use.
-  std::shared_ptr<Dial> DialOf(size_t i);
+  enum class Use { kServe, kProbe, kList };
+  // Endpoint i's channels, dialled now if released; recorded as `use`.
+  std::shared_ptr<Dial> DialOf(size_t i, Use use);
 
   const SandboxdTls tls_;
   const std::string tcp_token_;
@@ -102,6 +117,10 @@ class SandboxdEndpoints {
   mutable codemode::Mutex mu_;
   // Pointers, so that an Endpoint stays where it is while others are added.
   std::vector<std::unique_ptr<Endpoint>> endpoints_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, size_t> index_ ABSL_GUARDED_BY(mu_);  // name -> index
+  // The endpoints with channels now: what Release and Serving look at, however many
+  // addresses were ever recorded.
+  std::set<size_t> dialled_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gateway

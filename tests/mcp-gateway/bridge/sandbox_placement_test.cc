@@ -166,34 +166,49 @@ TEST(SandboxdEndpointsTest, AChannelWithoutCallsGoesIdle) {
   EXPECT_FALSE(in_use) << "the channel still reconnects";
 }
 
-// Endpoint i's GetInfo through a stub taken for the call: its session count, -1 on failure.
-int SessionsAt(SandboxdEndpoints& endpoints, size_t i) {
+// Endpoint i's GetInfo through a stub taken for the call, as a sandbox's call would take it
+// or as placement's probe (`probe`): its session count, -1 on failure.
+int SessionsAt(SandboxdEndpoints& endpoints, size_t i, bool probe = false) {
   grpc::ClientContext ctx;
   endpoints.Prepare(ctx, i, std::chrono::system_clock::now() + std::chrono::seconds(5));
   sandbox::v1::Info info;
-  grpc::Status st = endpoints.StubNow(i)->GetInfo(&ctx, {}, &info);
+  grpc::Status st = (probe ? endpoints.InfoStub(i) : endpoints.StubNow(i))->GetInfo(&ctx, {}, &info);
   return st.ok() ? static_cast<int>(info.sessions()) : -1;
 }
 
-// An endpoint outside the placement set that no call holds or has used for the given time
-// gives up its channels; the next call dials it again. One in the set, or held by a call,
-// keeps them: addresses DNS listed once cost a record each, not channels and descriptors.
+// An endpoint outside the placement set that no call holds, none has used for the given
+// time, and that served no sandbox's call within the idle timeout gives up its channels; the
+// next call dials it again. One in the set, held by a call, or serving keeps them: addresses
+// DNS listed once cost a record each, not channels and descriptors. A listing's stub is no
+// use, and does not make the endpoint Serving.
 TEST(SandboxdEndpointsTest, AnUnusedEndpointOutsideTheSetIsReleasedAndDialledAgain) {
   ExtraSandboxd sandboxd("release");
   ASSERT_NE(sandboxd.server, nullptr);
   sandboxd.service.set_info(3, 64, 1);
-  SandboxdEndpoints endpoints({}, "");
+  SandboxdEndpoints endpoints({}, "", std::chrono::milliseconds(300));
   const size_t i = endpoints.Add(sandboxd.endpoint());
+  EXPECT_EQ(endpoints.Add(sandboxd.endpoint()), i);
+  EXPECT_EQ(endpoints.Find(sandboxd.endpoint()), i);
   EXPECT_FALSE(endpoints.dialled(i)) << "dialled before any call";
   ASSERT_EQ(SessionsAt(endpoints, i), 3);
+  EXPECT_EQ(endpoints.Serving(), std::vector<size_t>{i});
   EXPECT_EQ(endpoints.Release({}, absl::Hours(1)), 0u) << "used just now";
   EXPECT_EQ(endpoints.Release({i}, absl::ZeroDuration()), 0u) << "a member";
-  SandboxdEndpoints::StubPtr held = endpoints.StubNow(i);
+  EXPECT_EQ(endpoints.Release({}, absl::ZeroDuration()), 0u) << "serving";
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // past the idle timeout
+  EXPECT_TRUE(endpoints.Serving().empty());
+  SandboxdEndpoints::StubPtr held = endpoints.InfoStub(i);
   EXPECT_EQ(endpoints.Release({}, absl::ZeroDuration()), 0u) << "a call holds it";
   held.reset();
   EXPECT_EQ(endpoints.Release({}, absl::ZeroDuration()), 1u);
   EXPECT_FALSE(endpoints.dialled(i));
   EXPECT_FALSE(endpoints.InUse(i));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  held = endpoints.ListStub(i);
+  EXPECT_TRUE(endpoints.dialled(i)) << "a listing dials it again";
+  EXPECT_TRUE(endpoints.Serving().empty()) << "a listing serves nothing";
+  held.reset();
+  EXPECT_EQ(endpoints.Release({}, absl::Milliseconds(50)), 1u) << "a listing is no use";
   EXPECT_EQ(SessionsAt(endpoints, i), 3) << "dialled again";
   EXPECT_TRUE(endpoints.dialled(i));
   EXPECT_EQ(endpoints.Name(i), sandboxd.endpoint());
@@ -221,7 +236,7 @@ TEST(SandboxdEndpointsTest, ReleasingWhileCallsRunLeavesEachCallItsChannels) {
   for (int t = 0; t < 2; ++t) {
     callers.emplace_back([&] {
       for (int k = 0; k < 50; ++k) {
-        if (SessionsAt(endpoints, i) == 5) ++answered;
+        if (SessionsAt(endpoints, i, /*probe=*/true) == 5) ++answered;
         std::this_thread::yield();
       }
     });

@@ -174,6 +174,37 @@ TEST(MembershipTest, AListingDoesNotWakeAnIdleAddressGoneFromDns) {
   EXPECT_EQ(b.service.listed, 0);
 }
 
+// A listing is not a use: an address gone from DNS whose sandbox served a call is asked by
+// listings while that call is within the idle timeout, and not after, however often a
+// credential lists: otherwise every address a busy gateway ever placed on would stay
+// dialled and asked (and each listing would wait on all of them).
+TEST(MembershipTest, ListingsDoNotKeepAnAddressGoneFromDnsAsked) {
+  ExtraSandboxd a("dns-a"), b("dns-b");
+  a.service.set_info(10, 64, 0);
+  b.service.set_info(0, 64, 0);
+  Fixture f({a.endpoint(), b.endpoint()}, {}, std::chrono::milliseconds(500));
+  EXPECT_EQ(f.Create(), b.endpoint());  // b serves a sandbox's call
+  f.state->Set(std::vector<std::string>{a.endpoint()});
+  f.membership->ResolveNow();
+  const std::optional<size_t> gone = f.client->FindEndpoint(b.endpoint());
+  ASSERT_TRUE(gone.has_value());
+  (void)f.client->ListOwned("owner", absl::InfiniteFuture(), nullptr);
+  EXPECT_EQ(b.service.listed, 1) << "b served a call just now";
+  // Listing every 50 ms: b drops out once its call is 500 ms old.
+  bool dropped = false;
+  for (int i = 0; i < 100 && !dropped; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const int before = b.service.listed;
+    (void)f.client->ListOwned("owner", absl::InfiniteFuture(), nullptr);
+    dropped = b.service.listed == before;
+  }
+  ASSERT_TRUE(dropped) << "listings kept asking b: " << b.service.listed << " times";
+  const int listed = b.service.listed;
+  for (int i = 0; i < 5; ++i) (void)f.client->ListOwned("owner", absl::InfiniteFuture(), nullptr);
+  EXPECT_EQ(b.service.listed, listed);
+  EXPECT_EQ(f.client->FindEndpoint(b.endpoint()), gone) << "its handles still find it";
+}
+
 // DNS decides how much the gateway would log: a resolver failing every period is one
 // warning a minute, and a change names at most 8 addresses each way.
 TEST(MembershipTest, WhatDnsAnswersKeepsTheLogShort) {
