@@ -42,7 +42,7 @@ def encode_frame(frame, prefix=True):
 
 
 class FrameConnection:
-    """One accepted sandboxd connection: frame reads (reader thread only) and locked writes.
+    """One accepted sandboxd connection: frame reads (connections thread only) and locked writes.
 
     `send` never raises on a broken socket: it marks the connection dead and returns False,
     so output written by user code can never fail because sandboxd went away.
@@ -114,12 +114,15 @@ class FrameConnection:
 
     def close(self):
         """Mark dead and shut the socket down; this wakes a reader blocked in recv and a
-        writer blocked in sendall. The reader thread closes the descriptor when it exits."""
+        writer blocked in sendall. The connections thread closes the descriptor (release)."""
         self.alive = False
         try:
             self._sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+
+    def fileno(self):
+        return self._sock.fileno()
 
     def release(self):
         self._sock.close()
