@@ -1,7 +1,7 @@
 """What an idle session costs: the runner imports nothing a session may never use (ssl for
 TLS without a network, argparse for three options, difflib for a misspelt name, platform
-for a version string, the file frames' and display's code until they are used, the egress
-relay's code, which only its own process runs), and each
+for a version string, queue.py for one work queue, the file frames' and display's code
+until they are used, the egress relay's code, which only its own process runs), and each
 is still there the moment code needs it: asyncio's TLS works whether code imported ssl
 first or not, and in a session with egress."""
 
@@ -12,8 +12,9 @@ import unittest
 
 from harness import CATALOG, TIMEOUT, CatalogTestCase, RunnerTestCase
 
-NEVER_AT_IDLE = ("ssl", "argparse", "difflib", "platform", "base64", "hashlib", "sandbox_runner.files",
-                 "sandbox_runner.display_objects", "sandbox_runner.egress_relay")
+NEVER_AT_IDLE = ("ssl", "argparse", "difflib", "platform", "base64", "hashlib", "queue",
+                 "sandbox_runner.files", "sandbox_runner.display_objects",
+                 "sandbox_runner.egress_relay")
 
 
 class IdleFootprintTest(CatalogTestCase):

@@ -3,13 +3,13 @@ dispatches their frames (the connections thread) and runs the work of the main t
 parses the command line."""
 
 import os
-import queue
 import select
 import signal
 import sys
 import threading
 import time
 import traceback
+from _queue import SimpleQueue  # queue.py's Queue, and its module, are not needed here
 
 from .common import DEFAULT_TOOL_CALLS_IN_FLIGHT, RUNNER_VERSION, bind_unix_socket, log
 from .display import MPL_BACKEND, Displayer
@@ -55,7 +55,7 @@ class Runner:
         self._current = None                 # ExecState of the running exec
         self._queued_execs = set()           # (conn, exec id) waiting in the work queue
         self._early_interrupts = set()       # interrupts for queued execs
-        self._work = queue.Queue()           # (conn, frame) for the main thread
+        self._work = SimpleQueue()           # (conn, frame) for the main thread
         self.capture = OutputCapture()
         self.displayer = Displayer(self.capture.display)
         self.interrupts = InterruptController(self._lock)
