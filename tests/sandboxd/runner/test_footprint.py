@@ -1,9 +1,9 @@
 """What an idle session costs: the runner imports nothing a session may never use (ssl for
 TLS without a network, argparse for three options, difflib for a misspelt name, platform
-for a version string, queue.py for one work queue, the file frames' and display's code
-until they are used, the egress relay's code, which only its own process runs), and each
-is still there the moment code needs it: asyncio's TLS works whether code imported ssl
-first or not, and in a session with egress."""
+for a version string, queue.py for one work queue, struct for a frame's length, the file
+frames' and display's code until they are used, the egress relay's code, which only its own
+process runs), and each is still there the moment code needs it: asyncio's TLS works
+whether code imported ssl first or not, and in a session with egress."""
 
 import os
 import socket
@@ -13,7 +13,7 @@ import unittest
 from harness import CATALOG, TIMEOUT, CatalogTestCase, RunnerTestCase
 
 NEVER_AT_IDLE = ("ssl", "argparse", "difflib", "platform", "base64", "hashlib", "queue",
-                 "sandbox_runner.files", "sandbox_runner.display_objects",
+                 "struct", "sandbox_runner.files", "sandbox_runner.display_objects",
                  "sandbox_runner.egress_relay")
 
 

@@ -4,7 +4,6 @@ bit set); FrameConnection (one sandboxd connection) and the errors of the protoc
 
 import json
 import socket
-import struct
 import threading
 
 from .common import MAX_FRAME_BYTES
@@ -38,7 +37,7 @@ def encode_frame(frame, prefix=True):
         body = text.encode("utf-8", "replace")
     if len(body) > MAX_FRAME_BYTES:
         raise FrameTooLarge(len(body))
-    return struct.pack(">I", len(body)) + body if prefix else body
+    return len(body).to_bytes(4, "big") + body if prefix else body
 
 
 class FrameConnection:
@@ -62,7 +61,7 @@ class FrameConnection:
         """Send one encoded frame body (UTF-8 JSON); False when the connection is dead."""
         if len(body) > MAX_FRAME_BYTES:
             raise FrameTooLarge(len(body))
-        data = struct.pack(">I", len(body)) + body
+        data = len(body).to_bytes(4, "big") + body
         with self._send_lock:
             if not self.alive:
                 return False
@@ -77,7 +76,7 @@ class FrameConnection:
         return True
 
     def read_frame(self):
-        (length,) = struct.unpack(">I", self._recv_exact(4))
+        length = int.from_bytes(self._recv_exact(4), "big")
         if length & BINARY_FRAME:
             return self._read_binary_chunk(length & ~BINARY_FRAME)
         if length > MAX_FRAME_BYTES:
