@@ -1,18 +1,20 @@
 """What an idle session costs: the runner imports nothing a session may never use (ssl for
 TLS without a network, argparse for three options, difflib for a misspelt name, platform
-for a version string, the file frames' and display's code until they are used, the egress
-relay's code, which only its own process runs), and each
-is still there the moment code needs it: asyncio's TLS works whether code imported ssl
-first or not, and in a session with egress."""
+for a version string, queue.py for one work queue, struct for a frame's length, the file
+frames' and display's code until they are used, the egress relay's code, which only its own
+process runs), and each is still there the moment code needs it: asyncio's TLS works
+whether code imported ssl first or not, and in a session with egress."""
 
 import os
 import socket
+import time
 import unittest
 
 from harness import CATALOG, TIMEOUT, CatalogTestCase, RunnerTestCase
 
-NEVER_AT_IDLE = ("ssl", "argparse", "difflib", "platform", "base64", "hashlib", "sandbox_runner.files",
-                 "sandbox_runner.display_objects", "sandbox_runner.egress_relay")
+NEVER_AT_IDLE = ("ssl", "argparse", "difflib", "platform", "base64", "hashlib", "queue",
+                 "struct", "sandbox_runner.files", "sandbox_runner.display_objects",
+                 "sandbox_runner.egress_relay")
 
 
 class IdleFootprintTest(CatalogTestCase):
@@ -65,6 +67,51 @@ class ImportOrderTest(RunnerTestCase):
         self.assertOk(res)
         modules = eval(res.result)           # a list of module names
         self.assertLess(modules.index("datetime"), modules.index("asyncio"))
+
+
+# The runner's threads, as user code sees them: the kernel's list, so threads that
+# `threading` does not know count too.
+THREADS = "import os\nlen(os.listdir('/proc/self/task'))"
+
+
+class IdleThreadsTest(RunnerTestCase):
+    """An idle session runs two threads: the main thread and the connections thread, which
+    accepts and reads. Each thread more costs an idle session about 50 KiB (its kernel
+    stack and task, its stack pages and page tables, docs/benchmarks/sandboxd.md)."""
+
+    def test_an_idle_session_after_a_silent_cell_runs_two_threads(self):
+        self.assertOk(self.client.exec("x = 1"))
+        res = self.client.exec(THREADS)
+        self.assertOk(res)
+        self.assertEqual(res.result, "2")
+
+    def test_the_output_flusher_runs_while_output_waits_and_ends_when_idle(self):
+        res = self.client.exec("import time\nprint('a')\ntime.sleep(0.2)\n" + THREADS)
+        self.assertOk(res)
+        self.assertEqual(res.result, "3")
+        self.assertEqual(res.stream("stdout"), "a\n")
+        # The flusher ends OUTPUT_FLUSHER_IDLE (1 s) after the last output waited.
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            res = self.client.exec(THREADS)
+            self.assertOk(res)
+            if res.result == "2" or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        self.assertEqual(res.result, "2")
+        # And the next output that waits starts it again.
+        res = self.client.exec("import time\nprint('b')\ntime.sleep(0.5)\n" + THREADS)
+        self.assertOk(res)
+        self.assertEqual(res.stream("stdout"), "b\n")
+        self.assertEqual(res.result, "3")
+
+    def test_a_new_connection_replaces_the_old_without_a_thread_more(self):
+        self.assertOk(self.client.exec("x = 1"))
+        second = self.connect()
+        second.expect("ready")
+        res = second.exec(THREADS)
+        self.assertOk(res)
+        self.assertEqual(res.result, "2")
 
 
 # A cell that opens a TLS connection with asyncio to HOST:PORT (`ssl` is SSL: True or a

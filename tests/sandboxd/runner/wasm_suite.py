@@ -30,6 +30,8 @@ NOT_APPLICABLE = {
         "the wasm tier's host (pyodide_host.py) parses catalogs itself and imports catalog.py at start",
     "test_footprint.ImportOrderTest.test_datetime_is_imported_before_asyncio":
         "pyodide_host.py imports asyncio first (the wasm tier's start-up memory is Pyodide's snapshot)",
+    "test_footprint.IdleThreadsTest":
+        "counts the container runner's threads (Pyodide has none; the wasm tier's are Node's)",
     "test_footprint.AsyncioTlsTest":
         "asyncio's TLS in a container session: Pyodide has no sockets, and its ssl is loaded",
     "test_tool_calls.ToolCallTest.test_arguments_nested_deeper_than_120_levels_are_refused":

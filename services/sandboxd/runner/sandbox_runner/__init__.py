@@ -31,9 +31,11 @@ Modules:
 Threads:
   * main thread      runs execs, `reset` and `set_catalog` from a queue, in arrival order
                      (signals are only delivered to the main thread, so user code runs here);
-  * acceptor         accepts connections, sends `ready`, starts a reader per connection;
-  * reader (per conn) reads frames, answers `ping`, resolves tool results, interrupts;
-  * output flusher   sends buffered output 5 ms after the first unflushed write.
+  * connections      accepts connections (sends `ready`) and reads the current one's
+                     frames: answers `ping`, resolves tool results, interrupts;
+  * output flusher   sends buffered output 5 ms after the first unflushed write; started
+                     by the first write that waits, it ends once nothing has waited for
+                     OUTPUT_FLUSHER_IDLE, so an idle session has no flusher.
 
 Nothing the user code does is trusted by sandboxd; the runner only tries hard to keep the
 protocol intact for well-behaved code (no partial frames, no oversized frames).

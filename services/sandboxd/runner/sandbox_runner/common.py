@@ -10,6 +10,7 @@ RUNNER_VERSION = 2                          # 2: binary file_chunk frames
 MAX_FRAME_BYTES = 16 * 1024 * 1024          # both directions (docs/runner-protocol.md)
 OUTPUT_FLUSH_BYTES = 8 * 1024               # flush output when this much is buffered ...
 OUTPUT_FLUSH_DELAY = 0.005                  # ... or this long after the first unflushed write
+OUTPUT_FLUSHER_IDLE = 1.0                   # the flusher thread ends after this long idle
 OUTPUT_FRAME_CHARS = 1024 * 1024            # text per output frame; JSON escaping stays < 16 MiB
 RESULT_REPR_LIMIT = 64 * 1024               # chars of the trailing expression's repr
 DEFAULT_TOOL_CALLS_IN_FLIGHT = 64           # when an `exec` frame does not say

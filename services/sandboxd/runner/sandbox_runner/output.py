@@ -2,13 +2,15 @@
 batched into `output` frames (OutputCapture), and the stream objects it writes through
 (CapturedStream and its binary buffer)."""
 
+import _thread
 import codecs
 import io
 import json
 import threading
 import time
 
-from .common import OUTPUT_FLUSH_BYTES, OUTPUT_FLUSH_DELAY, OUTPUT_FRAME_CHARS, log
+from .common import (OUTPUT_FLUSH_BYTES, OUTPUT_FLUSH_DELAY, OUTPUT_FLUSHER_IDLE,
+                     OUTPUT_FRAME_CHARS, log)
 
 
 def _utf8(text):
@@ -28,7 +30,9 @@ class OutputCapture:
     Chunks are kept in write order, consecutive writes to the same stream are merged, and
     an `output` frame goes out when OUTPUT_FLUSH_BYTES are buffered (by the writing thread:
     that gives natural backpressure), OUTPUT_FLUSH_DELAY after the first unflushed write
-    (by the flusher thread), and before `done` (finish). Once `max_output_bytes` have been
+    (by the flusher thread), and before `done` (finish). The flusher runs only while
+    output waits or has waited within OUTPUT_FLUSHER_IDLE: the first write that waits
+    starts it, so an idle session holds no thread for it. Once `max_output_bytes` have been
     accepted, further output is only counted, which keeps a 100 MB print loop cheap.
     The lock is held while sending so that frames leave in the order the text was written.
 
@@ -53,10 +57,13 @@ class OutputCapture:
         self.dropped_bytes = 0
         self.displays = 0
         self.displays_dropped = 0
-        self._start_flusher()
+        self._flusher_running = False
 
     def _start_flusher(self):
-        threading.Thread(target=self._flusher, name="output-flusher", daemon=True).start()
+        """Starts the flusher thread (the lock is held). A bare thread: starting it does not
+        wait for it to run, and hooks user code set with threading.settrace/setprofile do
+        not reach it."""
+        _thread.start_new_thread(self._flusher, ())
 
     def begin(self, conn, exec_id, max_output_bytes, max_display_bytes=0):
         with self._lock:
@@ -136,7 +143,14 @@ class OutputCapture:
         self._buffered += size
         if self._first_write is None:
             self._first_write = time.monotonic()
-            self._wake.notify()
+            if self._flusher_running:
+                self._wake.notify()
+            else:
+                try:
+                    self._start_flusher()
+                    self._flusher_running = True
+                except RuntimeError as exc:  # no thread to be had (pids limit): the
+                    log(f"output flusher: {exc}")  # output leaves at 8 KiB and at `done`
         if self._buffered >= OUTPUT_FLUSH_BYTES:
             self._flush_locked()
 
@@ -173,18 +187,29 @@ class OutputCapture:
 
     def _flusher(self):
         with self._lock:
-            while True:
-                if self._first_write is None:
-                    self._wake.wait()
-                    continue
-                delay = self._first_write + OUTPUT_FLUSH_DELAY - time.monotonic()
-                if delay > 0:
-                    self._wake.wait(delay)
-                    continue
-                try:
-                    self._flush_locked()
-                except Exception as exc:  # never let the flusher die
-                    log(f"output flush failed: {exc!r}")
+            try:
+                self._flush_until_idle()
+            finally:
+                self._flusher_running = False
+
+    def _flush_until_idle(self):
+        idle_since = time.monotonic()
+        while True:
+            if self._first_write is None:
+                idle = time.monotonic() - idle_since
+                if idle >= OUTPUT_FLUSHER_IDLE:
+                    return
+                self._wake.wait(OUTPUT_FLUSHER_IDLE - idle)
+                continue
+            idle_since = time.monotonic()
+            delay = self._first_write + OUTPUT_FLUSH_DELAY - idle_since
+            if delay > 0:
+                self._wake.wait(delay)
+                continue
+            try:
+                self._flush_locked()
+            except Exception as exc:  # never let the flusher die
+                log(f"output flush failed: {exc!r}")
 
 
 class CapturedStream(io.TextIOBase):

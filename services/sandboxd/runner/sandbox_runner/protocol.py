@@ -4,7 +4,6 @@ bit set); FrameConnection (one sandboxd connection) and the errors of the protoc
 
 import json
 import socket
-import struct
 import threading
 
 from .common import MAX_FRAME_BYTES
@@ -38,11 +37,11 @@ def encode_frame(frame, prefix=True):
         body = text.encode("utf-8", "replace")
     if len(body) > MAX_FRAME_BYTES:
         raise FrameTooLarge(len(body))
-    return struct.pack(">I", len(body)) + body if prefix else body
+    return len(body).to_bytes(4, "big") + body if prefix else body
 
 
 class FrameConnection:
-    """One accepted sandboxd connection: frame reads (reader thread only) and locked writes.
+    """One accepted sandboxd connection: frame reads (connections thread only) and locked writes.
 
     `send` never raises on a broken socket: it marks the connection dead and returns False,
     so output written by user code can never fail because sandboxd went away.
@@ -62,7 +61,7 @@ class FrameConnection:
         """Send one encoded frame body (UTF-8 JSON); False when the connection is dead."""
         if len(body) > MAX_FRAME_BYTES:
             raise FrameTooLarge(len(body))
-        data = struct.pack(">I", len(body)) + body
+        data = len(body).to_bytes(4, "big") + body
         with self._send_lock:
             if not self.alive:
                 return False
@@ -77,7 +76,7 @@ class FrameConnection:
         return True
 
     def read_frame(self):
-        (length,) = struct.unpack(">I", self._recv_exact(4))
+        length = int.from_bytes(self._recv_exact(4), "big")
         if length & BINARY_FRAME:
             return self._read_binary_chunk(length & ~BINARY_FRAME)
         if length > MAX_FRAME_BYTES:
@@ -114,12 +113,15 @@ class FrameConnection:
 
     def close(self):
         """Mark dead and shut the socket down; this wakes a reader blocked in recv and a
-        writer blocked in sendall. The reader thread closes the descriptor when it exits."""
+        writer blocked in sendall. The connections thread closes the descriptor (release)."""
         self.alive = False
         try:
             self._sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+
+    def fileno(self):
+        return self._sock.fileno()
 
     def release(self):
         self._sock.close()

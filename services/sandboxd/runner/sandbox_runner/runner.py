@@ -1,14 +1,15 @@
 """The runner: listens on the unix socket, accepts sandboxd's connections, reads and
-dispatches their frames (reader threads) and runs the work of the main thread; main()
+dispatches their frames (the connections thread) and runs the work of the main thread; main()
 parses the command line."""
 
 import os
-import queue
+import select
 import signal
 import sys
 import threading
 import time
 import traceback
+from _queue import SimpleQueue  # queue.py's Queue, and its module, are not needed here
 
 from .common import DEFAULT_TOOL_CALLS_IN_FLIGHT, RUNNER_VERSION, bind_unix_socket, log
 from .display import MPL_BACKEND, Displayer
@@ -54,7 +55,7 @@ class Runner:
         self._current = None                 # ExecState of the running exec
         self._queued_execs = set()           # (conn, exec id) waiting in the work queue
         self._early_interrupts = set()       # interrupts for queued execs
-        self._work = queue.Queue()           # (conn, frame) for the main thread
+        self._work = SimpleQueue()           # (conn, frame) for the main thread
         self.capture = OutputCapture()
         self.displayer = Displayer(self.capture.display)
         self.interrupts = InterruptController(self._lock)
@@ -70,9 +71,11 @@ class Runner:
         """User code forked. The child shares sandboxd's socket, so it must never write a
         frame: its output is dropped, and it exits when the cell's code returns to us.
         Every lock it may take on that way back is replaced: the parent's may have been
-        held by another thread (the reader, the flusher) at fork time, and a child that
+        held by another thread (the connections thread, the flusher) at fork time, and a child that
         waits for it forever would keep its process slot until the session ends."""
         self.capture._lock = threading.RLock()
+        self.capture._wake = threading.Condition(self.capture._lock)
+        self.capture._flusher_running = False
         self.capture._active = False
         self.capture._conn = None
         self._lock = threading.Lock()
@@ -119,8 +122,8 @@ class Runner:
         self.egress = EgressRelay(os.path.dirname(os.path.abspath(self.socket_path)))
         listener = self._listen()
         self._prepare_process()
-        threading.Thread(target=self._accept_loop, args=(listener,), name="acceptor",
-                         daemon=True).start()
+        threading.Thread(target=self._serve_connections, args=(listener,),
+                         name="connections", daemon=True).start()
         while True:
             try:
                 conn, frame = self._work.get()
@@ -194,31 +197,56 @@ class Runner:
             done["out_digest"] = digest
         conn.send(done)
 
-    # -- acceptor and readers --------------------------------------------------------
+    # -- connections -----------------------------------------------------------------
 
-    def _accept_loop(self, listener):
+    def _serve_connections(self, listener):
+        """The connections thread: accepts sandboxd's connections (a new one replaces the
+        old) and reads the current one's frames. One thread does both, woken by poll(), so
+        an idle session keeps no second thread (about 50 KiB of kernel and stack memory)
+        blocked in accept(). A frame is read whole once its first bytes are there."""
+        poller = select.poll()
+        poller.register(listener, select.POLLIN)
+        conn = None
+        listen_again_at = None               # accept() failed: the listener rests until then
         while True:
+            timeout = None
+            if listen_again_at is not None:
+                timeout = max(0, (listen_again_at - time.monotonic()) * 1000)
+            ready = {fd for fd, _ in poller.poll(timeout)}
+            if listen_again_at is not None and time.monotonic() >= listen_again_at:
+                poller.register(listener, select.POLLIN)
+                listen_again_at = None
+            if conn is not None and conn.fileno() in ready and not self._read_frame(conn):
+                poller.unregister(conn.fileno())
+                self._end_connection(conn)
+                conn = None
+            if listener.fileno() not in ready or listen_again_at is not None:
+                continue
             try:
                 sock, _ = listener.accept()
             except OSError as exc:
                 log(f"accept failed: {exc!r}")
-                time.sleep(0.1)
+                poller.unregister(listener)      # e.g. EMFILE: try again in 0.1 s
+                listen_again_at = time.monotonic() + 0.1
                 continue
-            conn = FrameConnection(sock)
+            new = FrameConnection(sock)
             with self._lock:
-                old, self._conn = self._conn, conn
-            if old is not None:
-                old.close()                  # its reader handles the loss
+                self._conn = new
+            if conn is not None:
+                poller.unregister(conn.fileno())
+                self._end_connection(conn)
+            conn = new
+            poller.register(conn.fileno(), select.POLLIN)
             conn.send({"type": "ready", "runner_version": RUNNER_VERSION,
                        "python": sys.version.split()[0], "pid": os.getpid(),
                        "execs": self.executor.exec_count})
-            threading.Thread(target=self._read_loop, args=(conn,), name="reader",
-                             daemon=True).start()
 
-    def _read_loop(self, conn):
+    def _read_frame(self, conn):
+        """Reads and dispatches one frame of `conn`; False when the connection is over
+        (closed by either side, broken, or it broke the protocol)."""
         try:
-            while conn.alive:
-                self._dispatch(conn, conn.read_frame())
+            self._dispatch(conn, conn.read_frame())
+            return conn.alive
         except ConnectionClosed:
             pass
         except ProtocolError as exc:
@@ -228,10 +256,12 @@ class Runner:
                 log(f"connection error: {exc!r}")
         except Exception as exc:
             log(f"reader failed: {exc!r}\n{traceback.format_exc()}")
-        finally:
-            conn.close()
-            self._connection_lost(conn)
-            conn.release()
+        return False
+
+    def _end_connection(self, conn):
+        conn.close()
+        self._connection_lost(conn)
+        conn.release()
 
     def _dispatch(self, conn, frame):
         kind = frame["type"]
