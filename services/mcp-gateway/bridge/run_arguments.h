@@ -25,6 +25,7 @@ class ServerAllowlist {
   static ServerAllowlist Only(std::set<std::string> servers);
 
   bool Allows(const std::string& server) const;
+  bool operator==(const ServerAllowlist& o) const { return all_ == o.all_ && servers_ == o.servers_; }
 
  private:
   bool all_ = true;

@@ -74,9 +74,12 @@ std::vector<UpstreamStatus> FitCatalogLimits(std::vector<UpstreamStatus> upstrea
   return upstreams;
 }
 
-std::vector<UpstreamStatus> UpstreamMemory::View(const std::vector<UpstreamStatus>& snapshot) {
+std::vector<UpstreamStatus> UpstreamMemory::View(const std::vector<UpstreamStatus>& snapshot,
+                                                 uint64_t* generation) {
   std::vector<UpstreamStatus> view;
   codemode::MutexLock lock(&mu_);
+  ++generation_;
+  if (generation) *generation = generation_;
   for (const auto& s : snapshot) {
     if (s.connected) {
       last_connected_[s.name] = s;
@@ -88,6 +91,11 @@ std::vector<UpstreamStatus> UpstreamMemory::View(const std::vector<UpstreamStatu
     }
   }
   return view;
+}
+
+uint64_t UpstreamMemory::generation() const {
+  codemode::MutexLock lock(&mu_);
+  return generation_;
 }
 
 std::string CatalogKey(const sandbox::v1::Catalog& catalog) {

@@ -8,6 +8,7 @@
 //   if (CatalogKey(catalog) != binding.catalog_key) { /* send it with the run */ }
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -39,11 +40,17 @@ class UpstreamMemory {
  public:
   // `snapshot` with every server that is down now replaced by its last connected state
   // (a dead stdio server is restarted on the next call; others answer with an error).
-  std::vector<UpstreamStatus> View(const std::vector<UpstreamStatus>& snapshot);
+  // `generation` (nullable) gets the generation the memory is at after this call.
+  std::vector<UpstreamStatus> View(const std::vector<UpstreamStatus>& snapshot,
+                                   uint64_t* generation = nullptr);
+  // Changes with every View() call, the only way the memory changes: while it is the
+  // one a View() returned, View() of the same snapshot returns the same view.
+  uint64_t generation() const;
 
  private:
-  codemode::Mutex mu_;
+  mutable codemode::Mutex mu_;
   std::map<std::string, UpstreamStatus> last_connected_ ABSL_GUARDED_BY(mu_);
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace gateway

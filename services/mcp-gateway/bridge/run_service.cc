@@ -73,8 +73,7 @@ struct RunService::RunState {
   const RunRequest* request;
   const LanguageSpec* language;
   RunArguments args;
-  sandbox::v1::Catalog catalog;
-  std::string catalog_key;  // CatalogKey(catalog)
+  std::shared_ptr<const RunCatalog> catalog;
   std::shared_ptr<codemode::CancelToken> end;  // ends the execution (the request's cancel or the router's)
   ToolCallRouter* router;
   RunProgress* progress;
@@ -144,11 +143,45 @@ bool RunService::MayAsk() {
   return asks;
 }
 
+std::shared_ptr<const RunService::UpstreamsSeen> RunService::Seen() {
+  const uint64_t version = upstreams_->catalog_version();
+  const uint64_t generation = memory_.generation();
+  {
+    codemode::MutexLock lock(&catalog_mu_);
+    if (seen_ && seen_->upstream_version == version && seen_->memory_generation == generation) return seen_;
+  }
+  auto seen = std::make_shared<UpstreamsSeen>();
+  seen->upstream_version = version;
+  seen->snapshot = upstreams_->Snapshot();
+  seen->view = FitCatalogLimits(
+      ApplyApprovalPolicy(memory_.View(seen->snapshot, &seen->memory_generation), *policy_));
+  codemode::MutexLock lock(&catalog_mu_);
+  seen_ = seen;
+  return seen;
+}
+
+std::shared_ptr<const RunService::RunCatalog> RunService::CatalogFor(
+    const std::shared_ptr<const UpstreamsSeen>& seen, const ServerAllowlist& servers) {
+  {
+    codemode::MutexLock lock(&catalog_mu_);
+    if (catalog_ && catalog_->seen == seen && catalog_->servers == servers) return catalog_;
+  }
+  auto built = std::make_shared<RunCatalog>();
+  built->seen = seen;
+  built->servers = servers;
+  built->catalog = BuildCatalog(seen->view, servers);
+  built->key = CatalogKey(built->catalog);
+  codemode::MutexLock lock(&catalog_mu_);
+  catalog_ = built;
+  return built;
+}
+
 absl::StatusOr<FinishedRun> RunService::Run(const RunRequest& request) {
   StageTimes::Mark(Stage::kRunStart);
   const absl::Time started = absl::Now();
   const LanguageSpec& language = *request.language;
-  const std::vector<UpstreamStatus> upstreams = upstreams_->Snapshot();
+  const std::shared_ptr<const UpstreamsSeen> seen = Seen();
+  const std::vector<UpstreamStatus>& upstreams = seen->snapshot;
   RunLimits limits;
   limits.default_timeout_seconds = options_.default_timeout_seconds;
   limits.max_timeout_seconds = options_.max_timeout_seconds;
@@ -167,13 +200,11 @@ absl::StatusOr<FinishedRun> RunService::Run(const RunRequest& request) {
   // What the code sees and may call: without the denied tools (sandboxd refuses calls
   // outside its catalog, and so does the router), and each call through the gate
   // (run_approvals.h).
-  const std::vector<UpstreamStatus> view =
-      FitCatalogLimits(ApplyApprovalPolicy(memory_.View(upstreams), *policy_));
+  const std::vector<UpstreamStatus>& view = seen->view;
   // The gate judges calls by `view`, so the sandbox gets the catalog built from it, unless
-  // it has that very one: a key by content, not by the upstreams' catalog version, which is
-  // read apart from the snapshot and which the view (memory_) does not follow.
-  sandbox::v1::Catalog catalog = BuildCatalog(view, args->servers);
-  std::string catalog_key = CatalogKey(catalog);
+  // it has that very one: a key by content, which a session keeps across the views that
+  // give it (a server's memory, a version bump that changed nothing the catalog shows).
+  std::shared_ptr<const RunCatalog> catalog = CatalogFor(seen, args->servers);
   StageTimes::Mark(Stage::kCatalogBuilt);
   RunProgress progress(request.progress);
   // Ends the run's execution: the client's cancel, or a call outside the catalog.
@@ -200,11 +231,11 @@ absl::StatusOr<FinishedRun> RunService::Run(const RunRequest& request) {
   calls.credential = request.credential;
   calls.audit_arguments = options_.audit_arguments;
   calls.sandbox = &sandbox;
-  ToolCallRouter router(upstreams_, CallableTools::Of(catalog), end_run, &progress, std::move(calls));
+  ToolCallRouter router(upstreams_, CallableTools::Of(catalog->catalog), end_run, &progress, std::move(calls));
   FinishedRun done;
   done.report.session = args->session;
   done.report.sandbox_in_text = !args->sandbox.empty() || !request.mcp_session;
-  RunState run{&request, &language, *args, std::move(catalog), std::move(catalog_key),
+  RunState run{&request, &language, *args, std::move(catalog),
           end_run, &router, &progress, &done.report, &sandbox, trace.Traceparent()};
   done.finished = Execute(run);
   // Whatever the run did to its sandbox's files (or the sandbox), listen streams of the
@@ -401,7 +432,7 @@ absl::StatusOr<Finished> RunService::ExecuteOn(SessionBindings::Binding& binding
   const bool replacement = !run.args.sandbox.empty() && !first_attempt;
   absl::Status opened = bindings_.Open(binding, run.request->mcp_session.value_or(""),
                                        run.args.sandbox.empty() ? run.args.session : "sandbox",
-                                       run.catalog, run.catalog_key, /*reclaim_idle=*/!replacement);
+                                       run.catalog->catalog, run.catalog->key, /*reclaim_idle=*/!replacement);
   if (replacement && absl::IsResourceExhausted(opened)) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "the sandbox this handle names is gone, and a new one would end another of this "
@@ -424,7 +455,7 @@ absl::StatusOr<Finished> RunService::ExecuteOn(SessionBindings::Binding& binding
     return absl::Status(s.code(), absl::StrCat("files['", file.path.substr(0, 64), "']: ", s.message()));
   }
   run.sandbox->Enter(binding.ref().session_id, binding.approved);
-  const bool send_catalog = binding.catalog_key != run.catalog_key;
+  const bool send_catalog = binding.catalog_key != run.catalog->key;
   // Until sandboxd has answered, which catalog it holds is not known: the next run sends
   // its own if this one fails.
   if (send_catalog) binding.catalog_key.clear();
@@ -446,7 +477,7 @@ absl::StatusOr<Finished> RunService::ExecuteOn(SessionBindings::Binding& binding
   StageTimes::Mark(Stage::kExecuteStart);
   absl::StatusOr<Finished> finished = sandboxes_->Execute(
       binding.ref(), run.args.code, static_cast<uint32_t>(run.args.timeout_seconds * 1000),
-      send_catalog ? &run.catalog : nullptr, handlers, run.end);
+      send_catalog ? &run.catalog->catalog : nullptr, handlers, run.end);
   StageTimes::Mark(Stage::kExecuteEnd);
   if (std::string why = run.router->violation(); !why.empty()) {
     // The session is never used again: what answers for it does not behave as sandboxd.
@@ -463,7 +494,7 @@ absl::StatusOr<Finished> RunService::ExecuteOn(SessionBindings::Binding& binding
   if (absl::IsCancelled(finished.status()) && run.request->cancel && run.request->cancel->cancelled()) {
     binding.set_lost_reason(absl::StrCat(finished.status().message(), "; its session was deleted"));
   }
-  if (finished.ok() && send_catalog) binding.catalog_key = run.catalog_key;
+  if (finished.ok() && send_catalog) binding.catalog_key = run.catalog->key;
   // A stdout kept in out/ came after the runner's fingerprint of out/: the walk finds it.
   const bool spilled = finished.ok() && SpillStdout(binding.ref(), run, *finished);
   if (finished.ok() && finished->status() != Finished::SESSION_LOST) {

@@ -157,6 +157,31 @@ class RunService {
  private:
   struct RunState;
   struct Placement;
+  // The upstreams as runs see them: a function of the upstreams' snapshot and of the memory
+  // (memory_.View), the approval policy (the service's for its life) and the catalog
+  // limits (constants), so kept while the snapshot's catalog version and the memory's
+  // generation are the ones it was built at. The version is read before the snapshot and
+  // bumped in the critical section that changes what the snapshot shows (Upstreams), so a
+  // version still unchanged means the snapshot is too.
+  struct UpstreamsSeen {
+    uint64_t upstream_version = 0;
+    uint64_t memory_generation = 0;
+    std::vector<UpstreamStatus> snapshot;  // Upstreams::Snapshot(), for the arguments
+    std::vector<UpstreamStatus> view;      // what the gate judges calls by
+  };
+  // The sandbox catalog of one `servers` over one UpstreamsSeen, and its key.
+  struct RunCatalog {
+    std::shared_ptr<const UpstreamsSeen> seen;
+    ServerAllowlist servers;
+    sandbox::v1::Catalog catalog;
+    std::string key;  // CatalogKey(catalog)
+  };
+  // The upstreams as a run sees them now: the last ones built while their inputs are
+  // unchanged, else built anew. Thread-safe.
+  std::shared_ptr<const UpstreamsSeen> Seen();
+  // The catalog of `servers` over `seen`: the last one built for both, else built anew.
+  std::shared_ptr<const RunCatalog> CatalogFor(const std::shared_ptr<const UpstreamsSeen>& seen,
+                                               const ServerAllowlist& servers);
   // Runs where the run's `sandbox` handle or session name says.
   absl::StatusOr<sandbox::v1::Finished> Execute(RunState& run);
   // Runs on the binding `placement` finds, retrying once in a new sandbox when the old one
@@ -192,6 +217,9 @@ class RunService {
   OwnedResources owned_;
   ResourceWatch watch_;  // after owned_, which its thread uses
   UpstreamMemory memory_;
+  codemode::Mutex catalog_mu_;
+  std::shared_ptr<const UpstreamsSeen> seen_ ABSL_GUARDED_BY(catalog_mu_);
+  std::shared_ptr<const RunCatalog> catalog_ ABSL_GUARDED_BY(catalog_mu_);
   codemode::Mutex may_ask_mu_;
   uint64_t may_ask_version_ ABSL_GUARDED_BY(may_ask_mu_) = ~uint64_t{0};
   bool may_ask_ ABSL_GUARDED_BY(may_ask_mu_) = false;

@@ -394,6 +394,12 @@ class FakeUpstreams : public Upstreams {
     servers_ = std::move(servers);
     ++version_;
   }
+  // Replaces the servers and leaves the catalog version as it is: what a snapshot taken
+  // before the last bump shows, as a slow reader may hand it on afterwards.
+  void SetServersKeepingVersion(std::vector<UpstreamStatus> servers) {
+    codemode::MutexLock lock(&mu_);
+    servers_ = std::move(servers);
+  }
   void SetAnswer(Answer a) {
     codemode::MutexLock lock(&mu_);
     answer_ = std::move(a);

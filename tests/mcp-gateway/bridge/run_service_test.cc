@@ -1,11 +1,13 @@
 // Unit tests of run_service.h, the run core without MCP: a request with an MCP session
 // and one without (stateless), an approval put to the request's Asker, and the one audit
-// line of a run, refused or not.
+// line of a run, refused or not, and the catalog a run's sandbox gets, kept while what it
+// follows from is unchanged.
 #include "bridge/run_service.h"
 
 #include <stdlib.h>
 
 #include <fstream>
+#include <thread>
 
 #include "bridge_fakes.h"
 #include "gmock/gmock.h"
@@ -50,6 +52,21 @@ class RunServiceTest : public ::testing::Test {
     r.mcp_session = std::move(mcp_session);
     r.cancel = std::make_shared<codemode::CancelToken>();
     return r;
+  }
+  // Runs in MCP session `mcp_session` (with `servers`, unless null) and returns the tools
+  // of the catalog its sandbox then holds, "server.tool".
+  std::vector<std::string> CatalogTools(const std::string& mcp_session, json servers = nullptr) {
+    RunRequest request = Request(",", mcp_session);
+    if (!servers.is_null()) request.arguments["servers"] = servers;
+    absl::StatusOr<FinishedRun> run = service_.Run(request);
+    EXPECT_TRUE(run.ok() && run->finished.ok()) << (run.ok() ? run->finished.status() : run.status());
+    std::vector<std::string> tools;
+    if (sandboxes_.executions().empty()) return tools;
+    const sandbox::v1::Catalog catalog = sandboxes_.catalog_of(sandboxes_.executions().back().session_id);
+    for (const auto& server : catalog.servers()) {
+      for (const auto& tool : server.tools()) tools.push_back(server.name() + "." + tool.name());
+    }
+    return tools;
   }
   std::vector<json> AuditLines() {
     audit_->Flush();
@@ -151,6 +168,66 @@ TEST_F(RunServiceTest, EachRunIsOneAuditLineRefusedOrNot) {
   EXPECT_FALSE(runs[1].contains("tool_calls_failed"));
   EXPECT_THAT(runs[1]["why"].get<std::string>(), ::testing::HasSubstr("code"));
   EXPECT_EQ(runs[1]["code_sha256"], AuditDigest(""));
+}
+
+using ::testing::ElementsAre;
+
+// Runs keep the catalog while the upstreams are unchanged (no snapshot taken), and a change
+// of the upstreams, which bumps their catalog version, is in the next run's catalog.
+TEST_F(RunServiceTest, TheCatalogFollowsTheUpstreams) {
+  EXPECT_THAT(CatalogTools("mcp-1"), ElementsAre("github.search", "github.delete_repo"));
+  const int snapshots = upstreams_.snapshots();
+  EXPECT_THAT(CatalogTools("mcp-1"), ElementsAre("github.search", "github.delete_repo"));
+  EXPECT_EQ(upstreams_.snapshots(), snapshots) << "nothing changed: the last catalog is kept";
+  upstreams_.SetServers({testing::Server("github", {"search", "issues"})});
+  EXPECT_THAT(CatalogTools("mcp-1"), ElementsAre("github.search", "github.issues"));
+  EXPECT_THAT(CatalogTools("mcp-2"), ElementsAre("github.search", "github.issues"));
+}
+
+// The memory of a server that went down is the catalog's too: a snapshot taken before the
+// server went down, handed to the memory after a run built the catalog (a slow run, or
+// MayAsk), changes what the next run sees at the same catalog version.
+TEST_F(RunServiceTest, TheCatalogFollowsTheMemoryOfADownServer) {
+  EXPECT_THAT(CatalogTools("mcp-1"), ElementsAre("github.search", "github.delete_repo"));
+  upstreams_.SetServers({testing::Server("github", {}, /*connected=*/false)});
+  EXPECT_THAT(CatalogTools("mcp-1"), ElementsAre("github.search", "github.delete_repo"))
+      << "a down server keeps its last known tools";
+  upstreams_.SetServersKeepingVersion({testing::Server("github", {"search", "issues"})});
+  service_.MayAsk();  // remembers github as that snapshot shows it
+  upstreams_.SetServersKeepingVersion({testing::Server("github", {}, /*connected=*/false)});
+  EXPECT_THAT(CatalogTools("mcp-1"), ElementsAre("github.search", "github.issues"));
+}
+
+// The run's `servers` chooses the servers of its catalog.
+TEST_F(RunServiceTest, TheCatalogFollowsTheRunsServers) {
+  upstreams_.SetServers({testing::Server("github", {"search"}), testing::Server("slack", {"post"})});
+  EXPECT_THAT(CatalogTools("mcp-1", {"github"}), ElementsAre("github.search"));
+  EXPECT_THAT(CatalogTools("mcp-1", {"slack"}), ElementsAre("slack.post"));
+  EXPECT_THAT(CatalogTools("mcp-1"), ElementsAre("github.search", "slack.post"));
+  EXPECT_THAT(CatalogTools("mcp-1", json::array()), ElementsAre());
+  EXPECT_THAT(CatalogTools("mcp-1", {"github"}), ElementsAre("github.search"));
+}
+
+// Runs build and share the catalog concurrently while the upstreams change (TSan); once
+// they stop changing, a run sees the last of them.
+TEST_F(RunServiceTest, ConcurrentRunsShareTheCatalogWhileTheUpstreamsChange) {
+  std::vector<std::thread> runners;
+  for (int t = 0; t < 4; ++t) {
+    runners.emplace_back([this, t] {
+      for (int i = 0; i < 25; ++i) {
+        RunRequest request = Request(",", "mcp-" + std::to_string(t));
+        if (i % 3 == 0) request.arguments["servers"] = {"github"};
+        absl::StatusOr<FinishedRun> run = service_.Run(request);
+        EXPECT_TRUE(run.ok() && run->finished.ok());
+      }
+    });
+  }
+  for (int i = 0; i < 25; ++i) {
+    upstreams_.SetServers({testing::Server("github", {"search", "tool_" + std::to_string(i)})});
+    if (i % 5 == 0) service_.MayAsk();
+  }
+  for (std::thread& t : runners) t.join();
+  EXPECT_THAT(CatalogTools("mcp-0"), ElementsAre("github.search", "github.tool_24"));
 }
 
 }  // namespace
