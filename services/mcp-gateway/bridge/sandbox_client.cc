@@ -491,7 +491,8 @@ absl::StatusOr<sandbox::v1::Finished> SandboxClient::Execute(
     });
   }
 
-  ToolCallDispatcher calls(limits_, &budget_, handlers, write);
+  // Made at the execution's first tool call: most runs make none.
+  std::optional<ToolCallDispatcher> calls;
   std::optional<sandbox::v1::Finished> finished;
   sandbox::v1::ExecuteResponse msg;
   while (stream->Read(&msg)) {
@@ -503,7 +504,8 @@ absl::StatusOr<sandbox::v1::Finished> SandboxClient::Execute(
         }
         break;
       case sandbox::v1::ExecuteResponse::kToolCall:
-        calls.Dispatch(std::move(*msg.mutable_tool_call()));
+        if (!calls) calls.emplace(limits_, &budget_, handlers, write);
+        calls->Dispatch(std::move(*msg.mutable_tool_call()));
         break;
       case sandbox::v1::ExecuteResponse::kFinished:
         StageTimes::Mark(Stage::kFinishedRead);
@@ -518,7 +520,7 @@ absl::StatusOr<sandbox::v1::Finished> SandboxClient::Execute(
   if (handlers.on_stream_end) handlers.on_stream_end();
   writer->Close();
   // Late answers of tool-call threads are dropped by the writer.
-  calls.JoinAll();
+  if (calls) calls->JoinAll();
   // The stream ended and its writer is closed: a cancel's write is dropped, its grace ends.
   cancel_threads->Stop();
   grpc::Status st = stream->Finish();
