@@ -19,7 +19,10 @@ class Upstreams {
   virtual ~Upstreams() = default;
   virtual std::vector<UpstreamStatus> Snapshot() const = 0;
   // Changes whenever what Snapshot() shows changes: a server's tools (connect, reconnect,
-  // tools/list_changed), its state, or the reason it is unavailable.
+  // tools/list_changed), its state, or the reason it is unavailable. It changes in the
+  // same critical section as what Snapshot() shows, so a snapshot taken after reading a
+  // version that is still current shows the upstreams as they are (RunService keeps its
+  // catalog by it).
   virtual uint64_t catalog_version() const = 0;
   virtual absl::StatusOr<nlohmann::json> CallTool(const std::string& server,
                                                   const std::string& tool,
