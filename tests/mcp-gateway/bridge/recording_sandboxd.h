@@ -9,6 +9,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -39,22 +40,29 @@ class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
     ++info_asked;
     if (info_stalls) return Stall(ctx);
     usleep(info_delay_ms * 1000);
+    std::lock_guard<std::mutex> lock(info_mu_);
     if (!info_) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no GetInfo");
     *info = *info_;
     return grpc::Status::OK;
   }
   // What GetInfo answers (nothing: UNIMPLEMENTED, like a sandboxd that cannot say).
   void set_info(uint32_t sessions, uint32_t max_sessions, uint32_t pool_ready, bool serving = true) {
-    info_.emplace();
-    info_->set_sessions(sessions);
-    info_->set_max_sessions(max_sessions);
-    info_->set_pool_ready(pool_ready);
-    info_->set_serving(serving);
+    sandbox::v1::Info info;  // whole before GetInfo can see it
+    info.set_sessions(sessions);
+    info.set_max_sessions(max_sessions);
+    info.set_pool_ready(pool_ready);
+    info.set_serving(serving);
+    std::lock_guard<std::mutex> lock(info_mu_);
+    info_ = std::move(info);
   }
   // A note in GetInfo's answer (set_info first): a large one makes an oversized answer.
-  void add_note(const std::string& note) { info_->add_notes(note); }
+  void add_note(const std::string& note) {
+    std::lock_guard<std::mutex> lock(info_mu_);
+    info_->add_notes(note);
+  }
   // GetInfo's egress policies (set_info first).
   void set_egress(const std::string& egress_default, const std::string& egress_max) {
+    std::lock_guard<std::mutex> lock(info_mu_);
     info_->set_egress_default(egress_default);
     info_->set_egress_max(egress_max);
   }
@@ -139,7 +147,8 @@ class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
  private:
   sandbox::v1::CreateSessionRequest last_;
   std::string last_authorization_;
-  std::optional<sandbox::v1::Info> info_;
+  std::mutex info_mu_;  // set_info and the others race GetInfo on the server's threads
+  std::optional<sandbox::v1::Info> info_;  // guarded by info_mu_
   std::atomic<int> created_{0};
 };
 
