@@ -126,9 +126,13 @@ SandboxClient::SandboxClient(std::unique_ptr<Membership> membership, ToolCallLim
       isolation_(isolation),
       image_(std::move(image)) {
   (void)Members();  // the fixed endpoints first, numbered as configured
+  // Releases follow DNS also while no sandbox is placed or listed: a quiet gateway lets go
+  // of the channels of addresses that left, as a busy one does.
+  membership_->AfterEachResolution([this] { (void)Members(); });
 }
 
-SandboxClient::~SandboxClient() = default;
+// The resolving thread calls Members(), which uses endpoints_: it ends first.
+SandboxClient::~SandboxClient() { membership_->Stop(); }
 
 std::string SandboxClient::EndpointName(size_t endpoint) const { return endpoints_->Name(endpoint); }
 
@@ -140,6 +144,8 @@ std::optional<size_t> SandboxClient::FindEndpoint(const std::string& name) const
 }
 
 bool SandboxClient::EndpointInUse(size_t endpoint) const { return endpoints_->InUse(endpoint); }
+
+bool SandboxClient::EndpointDialled(size_t endpoint) const { return endpoints_->dialled(endpoint); }
 
 std::vector<size_t> SandboxClient::Members() {
   std::vector<size_t> members;

@@ -141,6 +141,9 @@ class SandboxClient : public Sandboxes {
   std::string EndpointName(size_t endpoint) const override;
   // Whether endpoint i's channel is in use: not idle (SandboxdEndpoints::kIdleTimeout).
   bool EndpointInUse(size_t endpoint) const;
+  // Whether the gateway holds endpoint i's channels now: not once they are released (an
+  // address outside the placement set that no call used for a while; a call dials again).
+  bool EndpointDialled(size_t endpoint) const;
   std::optional<size_t> FindEndpoint(const std::string& name) const override;
 
   // Creates a session on the least loaded endpoint of the placement set (PlacementOrder over

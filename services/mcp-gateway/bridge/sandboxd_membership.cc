@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cassert>
 #include <iterator>
 #include <utility>
 
@@ -117,17 +118,24 @@ Membership::Membership(std::vector<std::string> endpoints, std::unique_ptr<Resol
   if (!targets_.empty()) ResolveNow();
 }
 
-Membership::~Membership() {
+Membership::~Membership() { Stop(); }
+
+void Membership::Start() {
+  if (targets_.empty() || thread_.joinable()) return;
+  thread_ = codemode::StartThread("sandboxd dns", [this] { Loop(); });
+}
+
+void Membership::AfterEachResolution(std::function<void()> after) {
+  assert(!thread_.joinable());
+  after_ = std::move(after);
+}
+
+void Membership::Stop() {
   {
     codemode::MutexLock lock(&mu_);
     stop_ = true;
   }
   if (thread_.joinable()) thread_.join();
-}
-
-void Membership::Start() {
-  if (targets_.empty() || thread_.joinable()) return;
-  thread_ = codemode::StartThread("sandboxd dns", [this] { Loop(); });
 }
 
 void Membership::Loop() {
@@ -140,6 +148,7 @@ void Membership::Loop() {
     soon_ = false;
     mu_.Unlock();
     ResolveNow();  // getaddrinfo may take the resolver's timeouts: never under mu_
+    if (after_) after_();
     mu_.Lock();
   }
   mu_.Unlock();

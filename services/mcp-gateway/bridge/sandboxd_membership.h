@@ -16,6 +16,7 @@
 //   for (const std::string& e : m.Current()) ...   // "10.0.3.7:50051", "[fd00::7]:50051"
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -73,13 +74,20 @@ class Membership {
   // targets are resolved here, on the caller's thread, once; Start() keeps them current.
   Membership(std::vector<std::string> endpoints, std::unique_ptr<Resolver> resolver,
              MembershipOptions options = {});
-  ~Membership();  // stops the thread of Start()
+  ~Membership();  // Stop()
   Membership(const Membership&) = delete;
   Membership& operator=(const Membership&) = delete;
 
   // Starts the thread that resolves every interval and after Trouble(); none without a DNS
   // target.
   void Start();
+  // Called by Start()'s thread after each of its resolutions, outside Membership's lock:
+  // what depends on the set changes with it even while no caller asks Current(). Set before
+  // Start().
+  void AfterEachResolution(std::function<void()> after);
+  // Stops the thread of Start(): once Stop returns, nothing calls AfterEachResolution's
+  // function. Safe to call again.
+  void Stop();
   // The endpoints new sandboxes may go to: every fixed one, and each DNS target's addresses
   // of its last good resolution (at most max_addresses each).
   std::vector<std::string> Current() const;
@@ -120,6 +128,7 @@ class Membership {
   int resolutions_ ABSL_GUARDED_BY(mu_) = 0;
   bool soon_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::function<void()> after_;  // set before the thread starts, then only read by it
   std::thread thread_;
 };
 

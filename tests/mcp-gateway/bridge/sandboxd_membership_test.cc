@@ -205,6 +205,34 @@ TEST(MembershipTest, ListingsDoNotKeepAnAddressGoneFromDnsAsked) {
   EXPECT_EQ(f.client->FindEndpoint(b.endpoint()), gone) << "its handles still find it";
 }
 
+// A gateway that goes quiet still lets go of an address that left DNS: its resolving thread
+// releases as placements and listings do, so a handle's call to an address outside the set
+// does not keep its channels (and their descriptors) until some client's next request.
+TEST(MembershipTest, AQuietGatewayReleasesAnAddressOutsideTheSet) {
+  ExtraSandboxd a("dns-a"), b("dns-b");
+  MembershipOptions options;
+  options.interval = absl::Milliseconds(100);
+  Fixture f({a.endpoint(), b.endpoint()}, options, std::chrono::milliseconds(300));
+  f.state->Set(std::vector<std::string>{a.endpoint()});
+  f.membership->ResolveNow();
+  const std::optional<size_t> outside = f.client->FindEndpoint(b.endpoint());
+  ASSERT_TRUE(outside.has_value());
+  // A sandbox's call by handle on b, which left DNS: b is dialled.
+  const SandboxRef on_b{*outside, "some-session"};
+  (void)f.client->ListFiles(on_b, "out", 10, absl::InfiniteFuture(), nullptr);
+  ASSERT_TRUE(f.client->EndpointDialled(*outside));
+  f.membership->Start();
+  // No placement, listing or call from here on: b goes once its call is kReleaseUnused old.
+  bool dialled = true;
+  for (int i = 0; i < 3000 && dialled; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+    dialled = f.client->EndpointDialled(*outside);
+  }
+  EXPECT_FALSE(dialled) << "b's channels stay while the gateway is quiet";
+  (void)f.client->ListFiles(on_b, "out", 10, absl::InfiniteFuture(), nullptr);
+  EXPECT_TRUE(f.client->EndpointDialled(*outside)) << "its handle dials it again";
+}
+
 // DNS decides how much the gateway would log: a resolver failing every period is one
 // warning a minute, and a change names at most 8 addresses each way.
 TEST(MembershipTest, WhatDnsAnswersKeepsTheLogShort) {
