@@ -156,6 +156,18 @@ std::vector<size_t> SandboxClient::Members() {
   return members;
 }
 
+// Whether a call's status came from the host: not one gRPC gives a call that did not get
+// there (refused, cut off past its deadline, given up).
+static bool Reached(const grpc::Status& s) {
+  return s.error_code() != grpc::StatusCode::UNAVAILABLE &&
+         s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED && s.error_code() != grpc::StatusCode::CANCELLED;
+}
+
+absl::Status SandboxClient::CallEnded(const grpc::Status& s, size_t endpoint) {
+  if (Reached(s)) endpoints_->Answered(endpoint);
+  return Convert(s, endpoint);
+}
+
 absl::Status SandboxClient::Convert(const grpc::Status& s, size_t endpoint) const {
   if (s.ok()) return absl::OkStatus();
   std::string message = s.error_message();
@@ -223,11 +235,11 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
                           ? endpoints_->Stub(i)->CreateSession(&ctx, req, &session)
                           : CreateWhileAnswering(i, ctx, req, &session);
     loads_->PlaceDone(i, sent, CreateEnded(st));
+    last = CallEnded(st, i);
     if (st.ok()) {
       endpoints_->Created(i);
       return SandboxRef{i, session.id(), runtime};
     }
-    last = Convert(st, i);
     if (!EndpointAtFault(st.error_code())) break;  // the request's own fault, or its owner's limit
     endpoints_->Failed(i);
     membership_->Trouble();  // DNS may know better by now (a replaced pod, a removed node)
@@ -241,7 +253,7 @@ absl::Status SandboxClient::DeleteSession(const SandboxRef& ref) {
   sandbox::v1::DeleteSessionRequest req;
   req.set_session_id(ref.session_id);
   sandbox::v1::DeleteSessionResponse resp;
-  return Convert(endpoints_->Stub(ref.endpoint)->DeleteSession(&ctx, req, &resp), ref.endpoint);
+  return CallEnded(endpoints_->Stub(ref.endpoint)->DeleteSession(&ctx, req, &resp), ref.endpoint);
 }
 
 absl::Status SandboxClient::ResetSession(const SandboxRef& ref) {
@@ -250,7 +262,7 @@ absl::Status SandboxClient::ResetSession(const SandboxRef& ref) {
   sandbox::v1::ResetSessionRequest req;
   req.set_session_id(ref.session_id);
   sandbox::v1::Session resp;
-  return Convert(endpoints_->Stub(ref.endpoint)->ResetSession(&ctx, req, &resp), ref.endpoint);
+  return CallEnded(endpoints_->Stub(ref.endpoint)->ResetSession(&ctx, req, &resp), ref.endpoint);
 }
 
 absl::Status SandboxClient::UploadFile(const SandboxRef& ref, const std::string& path,
@@ -272,7 +284,7 @@ absl::Status SandboxClient::UploadFile(const SandboxRef& ref, const std::string&
     open = writer->Write(req);  // false: sandboxd ended the call early (Finish says why)
   }
   writer->WritesDone();
-  return Convert(writer->Finish(), ref.endpoint);
+  return CallEnded(writer->Finish(), ref.endpoint);
 }
 
 // Every endpoint in use at once, each within 5 s: one that refuses, or that the keepalive
@@ -357,7 +369,7 @@ absl::StatusOr<sandbox::v1::ListFilesResponse> SandboxClient::ListFiles(const Sa
   req.set_path(path);
   req.set_max_entries(max_entries);
   sandbox::v1::ListFilesResponse resp;
-  absl::Status s = Convert(endpoints_->Stub(ref.endpoint)->ListFiles(&ctx, req, &resp), ref.endpoint);
+  absl::Status s = CallEnded(endpoints_->Stub(ref.endpoint)->ListFiles(&ctx, req, &resp), ref.endpoint);
   if (!s.ok()) return s;
   return resp;
 }
@@ -381,12 +393,13 @@ absl::StatusOr<std::string> SandboxClient::DownloadFile(const SandboxRef& ref,
     if (data.size() + chunk.data().size() > max_bytes) {
       ctx.TryCancel();  // stop sandboxd sending the rest
       (void)reader->Finish();
+      endpoints_->Answered(ref.endpoint);
       return absl::ResourceExhaustedError(absl::StrCat(
           path, " is larger than the ", max_bytes, " bytes that can be read at once"));
     }
     data += chunk.data();
   }
-  absl::Status s = Convert(reader->Finish(), ref.endpoint);
+  absl::Status s = CallEnded(reader->Finish(), ref.endpoint);
   if (!s.ok()) return s;
   return data;
 }
@@ -531,6 +544,7 @@ absl::StatusOr<sandbox::v1::Finished> SandboxClient::Execute(
   cancel_threads->Stop();
   grpc::Status st = stream->Finish();
   context->Clear();  // a late cancel's fallback must not reach `ctx` once it is gone
+  if (finished || Reached(st)) endpoints_->Answered(ref.endpoint);
   if (finished) return *finished;
   if (st.ok()) return absl::InternalError("sandboxd ended the stream without 'finished'");
   if (st.error_code() == grpc::StatusCode::CANCELLED && cancel && cancel->cancelled()) {

@@ -189,6 +189,9 @@ class SandboxClient : public Sandboxes {
 
  private:
   absl::Status Convert(const grpc::Status& s, size_t endpoint) const;
+  // Convert for a sandbox's call: an endpoint whose host answered it is Serving
+  // (SandboxdEndpoints::Answered), so listings ask it while its handles are used.
+  absl::Status CallEnded(const grpc::Status& s, size_t endpoint);
   // The placement set's endpoints (Membership::Current()), dialled when new.
   std::vector<size_t> Members();
   // The GetInfo of each of `members`, asked at once. With `skip_silent`, those that left

@@ -93,8 +93,7 @@ std::string SandboxdEndpoints::Name(size_t i) const { return At(i).name; }
 std::shared_ptr<SandboxdEndpoints::Dial> SandboxdEndpoints::DialOf(size_t i, Use use) {
   codemode::MutexLock lock(&mu_);
   Endpoint& e = *endpoints_.at(i);
-  if (use != Use::kList) e.used_at = absl::Now();
-  if (use == Use::kServe) e.served_at = e.used_at;
+  if (use == Use::kCall) e.used_at = absl::Now();
   if (!e.dial) {
     dialled_.insert(i);
     // Dialling makes objects, not connections (a channel connects at its first call).
@@ -107,7 +106,7 @@ std::shared_ptr<SandboxdEndpoints::Dial> SandboxdEndpoints::DialOf(size_t i, Use
 }
 
 SandboxdEndpoints::StubPtr SandboxdEndpoints::Stub(size_t i) {
-  std::shared_ptr<Dial> d = DialOf(i, Use::kServe);
+  std::shared_ptr<Dial> d = DialOf(i, Use::kCall);
   grpc_connectivity_state state = d->channel->GetState(/*try_to_connect=*/true);
   auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(2);
   while (state != GRPC_CHANNEL_READY && state != GRPC_CHANNEL_SHUTDOWN) {
@@ -118,18 +117,23 @@ SandboxdEndpoints::StubPtr SandboxdEndpoints::Stub(size_t i) {
 }
 
 SandboxdEndpoints::StubPtr SandboxdEndpoints::StubNow(size_t i) {
-  std::shared_ptr<Dial> d = DialOf(i, Use::kServe);
+  std::shared_ptr<Dial> d = DialOf(i, Use::kCall);
   return StubPtr(d, &d->stub);
 }
 
 SandboxdEndpoints::StubPtr SandboxdEndpoints::InfoStub(size_t i) {
-  std::shared_ptr<Dial> d = DialOf(i, Use::kProbe);
+  std::shared_ptr<Dial> d = DialOf(i, Use::kCall);
   return StubPtr(d, &d->info_stub);
 }
 
 SandboxdEndpoints::StubPtr SandboxdEndpoints::ListStub(size_t i) {
   std::shared_ptr<Dial> d = DialOf(i, Use::kList);
   return StubPtr(d, &d->stub);
+}
+
+void SandboxdEndpoints::Answered(size_t i) {
+  codemode::MutexLock lock(&mu_);
+  endpoints_.at(i)->served_at = absl::Now();
 }
 
 std::vector<size_t> SandboxdEndpoints::Serving() const {

@@ -57,13 +57,16 @@ class SandboxdEndpoints {
   StubPtr Stub(size_t i);
   // Endpoint i's stub as it is (for calls that wait on their own, or must not).
   StubPtr StubNow(size_t i);
-  // Endpoint i's stub for GetInfo: a channel of its own, taking at most kMaxInfoBytes. A
-  // use, but not a sandbox's: it does not make the endpoint Serving.
+  // Endpoint i's stub for GetInfo: a channel of its own, taking at most kMaxInfoBytes.
   StubPtr InfoStub(size_t i);
   // Endpoint i's stub for a listing: dialled if released, and not a use at all.
   StubPtr ListStub(size_t i);
-  // The endpoints that served a sandbox's call (Stub, StubNow) within the idle timeout,
-  // in index order: those a listing asks beside the placement set.
+  // Endpoint i answered a sandbox's call just now (its status came from the host, whatever
+  // it says): it is Serving for the idle timeout. Taking a stub is not enough: a call to a
+  // host that died never reaches it.
+  void Answered(size_t i);
+  // The endpoints that answered a sandbox's call within the idle timeout, in index order:
+  // those a listing asks beside the placement set.
   std::vector<size_t> Serving() const;
   // Whether endpoint i's main channel is dialled and not idle (a call within its idle
   // timeout), without dialling it.
@@ -101,13 +104,13 @@ class SandboxdEndpoints {
     bool tcp = false;
     std::shared_ptr<Dial> dial;  // null: released (or never dialled)
     absl::Time used_at = absl::InfinitePast();    // when a stub was last taken, ListStub's aside
-    absl::Time served_at = absl::InfinitePast();  // ... for a sandbox's call (Stub, StubNow)
+    absl::Time served_at = absl::InfinitePast();  // when it last Answered a sandbox's call
     int created = 0;
     absl::Time failed_at = absl::InfinitePast();
     absl::Time silent_at = absl::InfinitePast();
   };
   Endpoint& At(size_t i) const;
-  enum class Use { kServe, kProbe, kList };
+  enum class Use { kCall, kList };
   // Endpoint i's channels, dialled now if released; recorded as `use`.
   std::shared_ptr<Dial> DialOf(size_t i, Use use);
 

@@ -7,7 +7,6 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <cassert>
 #include <iterator>
 #include <utility>
 
@@ -126,7 +125,7 @@ void Membership::Start() {
 }
 
 void Membership::AfterEachResolution(std::function<void()> after) {
-  assert(!thread_.joinable());
+  codemode::MutexLock lock(&mu_);
   after_ = std::move(after);
 }
 
@@ -146,9 +145,10 @@ void Membership::Loop() {
     // An early one waits out the gap since the last (a failing endpoint's creates come fast).
     if (soon_ && mu_.AwaitWithDeadline(absl::Condition(&stop_), last_resolved_ + options_.min_gap)) break;
     soon_ = false;
+    const std::function<void()> after = after_;
     mu_.Unlock();
     ResolveNow();  // getaddrinfo may take the resolver's timeouts: never under mu_
-    if (after_) after_();
+    if (after) after();
     mu_.Lock();
   }
   mu_.Unlock();

@@ -81,9 +81,9 @@ class Membership {
   // Starts the thread that resolves every interval and after Trouble(); none without a DNS
   // target.
   void Start();
-  // Called by Start()'s thread after each of its resolutions, outside Membership's lock:
-  // what depends on the set changes with it even while no caller asks Current(). Set before
-  // Start().
+  // Called by Start()'s thread after each of its resolutions (from the next one on, when
+  // set while it runs), outside Membership's lock: what depends on the set changes with it
+  // even while no caller asks Current().
   void AfterEachResolution(std::function<void()> after);
   // Stops the thread of Start(): once Stop returns, nothing calls AfterEachResolution's
   // function. Safe to call again.
@@ -128,7 +128,7 @@ class Membership {
   int resolutions_ ABSL_GUARDED_BY(mu_) = 0;
   bool soon_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::function<void()> after_;  // set before the thread starts, then only read by it
+  std::function<void()> after_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

@@ -195,6 +195,8 @@ TEST(SandboxdEndpointsTest, AnUnusedEndpointOutsideTheSetIsReleasedAndDialledAga
   EXPECT_EQ(endpoints.Find(sandboxd.endpoint()), i);
   EXPECT_FALSE(endpoints.dialled(i)) << "dialled before any call";
   ASSERT_EQ(SessionsAt(endpoints, i), 3);
+  EXPECT_TRUE(endpoints.Serving().empty()) << "a stub taken is no answer";
+  endpoints.Answered(i);  // as SandboxClient says of a sandbox's call the host answered
   EXPECT_EQ(endpoints.Serving(), std::vector<size_t>{i});
   EXPECT_EQ(endpoints.Release({}, absl::Hours(1)), 0u) << "used just now";
   EXPECT_EQ(endpoints.Release({i}, absl::ZeroDuration()), 0u) << "a member";

@@ -205,6 +205,26 @@ TEST(MembershipTest, ListingsDoNotKeepAnAddressGoneFromDnsAsked) {
   EXPECT_EQ(f.client->FindEndpoint(b.endpoint()), gone) << "its handles still find it";
 }
 
+// Listings ask, beside the placement set, only hosts that answered a sandbox's call: runs by
+// handle on a host that died (each refused) would otherwise keep it in every credential's
+// listing, marked incomplete, which also holds back everyone's list_changed.
+TEST(MembershipTest, CallsToADeadHostDoNotKeepItListed) {
+  ExtraSandboxd a("dns-a");
+  const std::string dead = "unix:/tmp/gw-membership-" + std::to_string(getpid()) + "-dead.sock";
+  Fixture f({a.endpoint(), dead});
+  f.state->Set(std::vector<std::string>{a.endpoint()});
+  f.membership->ResolveNow();
+  const std::optional<size_t> gone = f.client->FindEndpoint(dead);
+  ASSERT_TRUE(gone.has_value());
+  const SandboxRef on_dead{*gone, "s-1"};
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_FALSE(f.client->ListFiles(on_dead, "out", 10, absl::InfiniteFuture(), nullptr).ok());
+  }
+  Sandboxes::Owned owned = f.client->ListOwned("owner", absl::InfiniteFuture(), nullptr);
+  EXPECT_TRUE(owned.complete) << "the dead host was asked";
+  EXPECT_EQ(a.service.listed, 1);
+}
+
 // A gateway that goes quiet still lets go of an address that left DNS: its resolving thread
 // releases as placements and listings do, so a handle's call to an address outside the set
 // does not keep its channels (and their descriptors) until some client's next request.
@@ -231,6 +251,26 @@ TEST(MembershipTest, AQuietGatewayReleasesAnAddressOutsideTheSet) {
   EXPECT_FALSE(dialled) << "b's channels stay while the gateway is quiet";
   (void)f.client->ListFiles(on_b, "out", 10, absl::InfiniteFuture(), nullptr);
   EXPECT_TRUE(f.client->EndpointDialled(*outside)) << "its handle dials it again";
+}
+
+// The gateway's main starts the resolving thread before SandboxClient sets its function:
+// setting it while the thread runs is safe (TSan sees a race otherwise), and it is called
+// from the next resolution on.
+TEST(MembershipTest, TheFunctionAfterEachResolutionMayBeSetWhileTheThreadRuns) {
+  auto state = std::make_shared<FakeResolver::State>();
+  state->Set(std::vector<std::string>{"10.0.0.7:50051"});
+  MembershipOptions often;
+  often.interval = absl::Milliseconds(1);
+  Membership m({kTarget}, std::make_unique<FakeResolver>(state), often);
+  m.Start();
+  std::atomic<int> calls{0};
+  m.AfterEachResolution([&calls] { ++calls; });
+  for (int i = 0; i < 500 && calls < 3; ++i) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_GE(calls, 3);
+  m.Stop();
+  const int stopped = calls;
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(calls, stopped) << "called after Stop";
 }
 
 // DNS decides how much the gateway would log: a resolver failing every period is one
