@@ -162,13 +162,16 @@ void UpstreamManager::Impl::Run(Upstream* u) {
   mu.Unlock();
 }
 
-// Whether two tool lists would read the same to a client (a refresh that changed nothing
-// is not worth a notification to every MCP session).
+// Whether two tool lists are the same in all a client reads and the gateway decides by (a
+// refresh that changed nothing is not worth a notification to every MCP session). The
+// annotations decide which calls need approval; the parameter headers follow from the
+// input schema.
 static bool SameTools(const std::vector<UpstreamTool>& a, const std::vector<UpstreamTool>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
     if (a[i].name != b[i].name || a[i].description != b[i].description ||
-        a[i].input_schema != b[i].input_schema || a[i].output_schema != b[i].output_schema) {
+        a[i].input_schema != b[i].input_schema || a[i].output_schema != b[i].output_schema ||
+        a[i].annotations != b[i].annotations) {
       return false;
     }
   }

@@ -90,6 +90,29 @@ TEST(UpstreamManagerTest, CatalogVersionAndListenerFollowConnects) {
   EXPECT_GE(manager.catalog_version(), start + 2);
 }
 
+// A refresh that changes only a tool's annotations is a change: approval is decided by them
+// (destructiveHint), so the catalog must not keep the old ones until a reconnect.
+TEST(UpstreamManagerTest, AnAnnotationsOnlyChangeIsSeen) {
+  auto options = testing::TestOptions();
+  options.min_tools_refresh_interval = absl::Milliseconds(10);
+  UpstreamManager manager({testing::StdioConfig("annotated", {})}, options);
+  manager.Start();
+  manager.WaitInitial(absl::Seconds(30));
+  ASSERT_TRUE(manager.Snapshot()[0].connected) << manager.Snapshot()[0].error;
+  auto echo_hints = [&manager] {
+    const std::vector<UpstreamStatus> snapshot = manager.Snapshot();
+    for (const auto& t : snapshot[0].tools) {
+      if (t.name == "echo") return t.annotations;
+    }
+    return json();
+  };
+  EXPECT_EQ(echo_hints(), json::object());
+  const uint64_t before = manager.catalog_version();
+  ASSERT_TRUE(manager.CallTool("annotated", "change_tools", {{"destructive", true}}, {}).ok());
+  EXPECT_TRUE(WaitFor([&] { return manager.catalog_version() > before; }));
+  EXPECT_EQ(echo_hints(), json({{"destructiveHint", true}}));
+}
+
 // An upstream that sends tools/list_changed every millisecond, and a new tool list at every
 // tools/list. Notifying the listener (main.cc broadcasts that to every MCP session) at every
 // refresh would go as fast as the upstream answers; one refresh runs per
