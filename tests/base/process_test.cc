@@ -4,9 +4,12 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -124,6 +127,25 @@ TEST(SpawnTest, AChildThatShouldDieWithItsParentDoes) {
 }
 
 void NoOp(int) {}
+
+// `nice` is added to the spawning thread's nice value in the child, before exec; without
+// it the child keeps that thread's.
+TEST(SpawnTest, TheChildRunsAtTheGivenNiceValueAboveTheSpawningThread) {
+  const int base = getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
+  SpawnOptions o;
+  o.argv = {"nice"};  // coreutils: prints its own nice value
+  o.env = {"PATH=/usr/bin:/bin"};
+  o.nice = 3;
+  auto child = Spawn(o);
+  ASSERT_TRUE(child.ok()) << child.status();
+  std::string out = ReadAll(child->stdout_fd.get());
+  int status = 0;
+  WaitPid(child->pid, &status);
+  EXPECT_EQ(out, std::to_string(std::min(base + 3, 19)) + "\n");
+  EXPECT_EQ(Sh("nice").first, std::to_string(base) + "\n");
+  EXPECT_EQ(getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid))), base)
+      << "the parent's own";
+}
 
 TEST(SpawnTest, WaitingSurvivesSignals) {
   struct sigaction sa {};

@@ -3,11 +3,13 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -82,6 +84,11 @@ namespace {
     if (getppid() != parent) _exit(127);  // the parent died before prctl took effect
   }
   if (o.new_process_group && setpgid(0, 0) != 0) fail(errno);
+  if (o.nice > 0) {
+    errno = 0;
+    const int now = getpriority(PRIO_PROCESS, 0);
+    if (now != -1 || errno == 0) setpriority(PRIO_PROCESS, 0, std::min(now + o.nice, 19));
+  }
   struct sigaction dfl;
   std::memset(&dfl, 0, sizeof dfl);
   dfl.sa_handler = SIG_DFL;

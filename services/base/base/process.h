@@ -69,6 +69,11 @@ struct SpawnOptions {
   Stdio stderr_mode = Stdio::kPipe;
   bool new_process_group = false;
   bool die_with_parent = false;  // SIGKILL when this thread's process ends
+  // Added to the child's nice value (the spawning thread's) before exec, at most 19: a
+  // process that only does bulk work for us gives way to our requests when the CPU is
+  // short (as LowerThreadPriority does for a thread); its children inherit it. 0 leaves
+  // it; a system that refuses leaves it too.
+  int nice = 0;
 };
 
 struct Child {

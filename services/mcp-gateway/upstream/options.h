@@ -35,6 +35,14 @@ inline constexpr absl::Duration kDefaultUpstreamMessageIdleTimeout = absl::Secon
 // The default of UpstreamOptions::write_timeout (--upstream_write_timeout).
 inline constexpr absl::Duration kDefaultUpstreamWriteTimeout = absl::Seconds(30);
 
+// The nice value above the gateway's of what works only for the upstream servers: a stdio
+// upstream's process (its children inherit it) and the gateway's threads that read the
+// upstreams' messages. Upstreams serve the sandboxes' tool calls and the gateway's own
+// catalog requests, never a client's request directly: when the CPU is short, a flood of
+// tool calls gives way to other clients' runs along its whole path, as
+// ToolCallDispatcher's workers do (docs/gateway.md, "Tool calls and the CPU").
+inline constexpr int kUpstreamNice = 10;
+
 // The JSON values (objects, arrays, strings, numbers, ...) one upstream message may hold:
 // one per 128 bytes of the byte cap (131,072 at 16 MiB). A parsed value costs ~140 bytes,
 // so a 3 MiB answer of a million `{}` would have become a 200 MiB document; at this bound

@@ -24,7 +24,11 @@ absl::Status SseTransport::Start(TransportCallbacks callbacks, absl::Duration ti
     codemode::MutexLock start_lock(&start_mu_);
     if (absl::Status s = BeginStart(std::move(callbacks)); !s.ok()) return s;
     stream_ = std::make_shared<HttpExchange>();
-    stream_->thread = codemode::StartThread("upstream sse", [this] { RunStream(); });
+    // The stream carries the upstream's answers: it reads for tool calls (kUpstreamNice).
+    stream_->thread = codemode::StartThread("upstream sse", [this] {
+      codemode::LowerThreadPriority(kUpstreamNice);
+      RunStream();
+    });
   }
   bool timed_out;
   std::string error;

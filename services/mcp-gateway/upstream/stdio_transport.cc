@@ -154,6 +154,7 @@ absl::Status StdioTransport::Start(TransportCallbacks callbacks, absl::Duration 
   spawn.new_process_group = true;
   // A gateway that dies (crash, SIGKILL) must not leave its upstream servers running.
   spawn.die_with_parent = true;
+  spawn.nice = kUpstreamNice;
   absl::StatusOr<codemode::Child> child = codemode::Spawn(spawn);
   if (!child.ok()) {
     return absl::UnavailableError(absl::StrCat("spawn ", command, ": ", child.status().message()));
@@ -174,8 +175,14 @@ absl::Status StdioTransport::Start(TransportCallbacks callbacks, absl::Duration 
   }
   spdlog::info("upstream {}: started {} (pid {})", config_.name, command, pid_);
 
-  stderr_thread_ = codemode::StartThread("upstream stderr", [this] { ReadStderr(); });
-  stdout_thread_ = codemode::StartThread("upstream stdout", [this] { ReadStdout(); });
+  stderr_thread_ = codemode::StartThread("upstream stderr", [this] {
+    codemode::LowerThreadPriority(kUpstreamNice);
+    ReadStderr();
+  });
+  stdout_thread_ = codemode::StartThread("upstream stdout", [this] {
+    codemode::LowerThreadPriority(kUpstreamNice);
+    ReadStdout();
+  });
   return absl::OkStatus();
 }
 

@@ -1,6 +1,7 @@
 // HTTP upstreams: session expiry (404 -> initialize again -> retry), servers without a GET
 // stream or without sessions, DELETE on shutdown, protocol versions, unreachable servers,
 // a legacy SSE stream that drops, and a server that hangs up under a large call.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -168,6 +169,15 @@ TEST_F(HttpUpstreamTest, LegacySseStreamDropDisconnectsThenReconnects) {
   // The manager reconnects on its own (retry_initial is short in tests).
   ASSERT_TRUE(WaitFor([&] { return Call("echo", {{"message", "again"}}).ok(); }));
   EXPECT_EQ(testing::CountEvents(log_, "initialize"), 2);
+}
+
+// The legacy stream carries the upstream's answers to tool calls: its reader runs
+// kUpstreamNice above the gateway's threads, as a stdio upstream's do.
+TEST_F(HttpUpstreamTest, TheLegacySseReaderRunsAtALowerPriority) {
+  Connect({}, /*legacy=*/true);
+  ASSERT_TRUE(manager_->Snapshot()[0].connected) << manager_->Snapshot()[0].error;
+  EXPECT_EQ(testing::NiceOfThreadsNamed("upstream sse"),
+            std::min(testing::NiceOfThisThread() + kUpstreamNice, 19));
 }
 
 // An answer over max_message_bytes is not read whole (a JSON body, an SSE event): its call

@@ -53,6 +53,33 @@ TEST(StdioUpstreamTest, ChildGetsConfigEnvButNotOurs) {
   unsetenv("GATEWAY_SECRET");
 }
 
+// An upstream does only the sandboxes' tool calls and the gateway's own requests: its
+// process and the threads that read it run kUpstreamNice above the thread that started it.
+TEST(StdioUpstreamTest, TheServerAndItsReadersRunAtALowerPriority) {
+  const int base = testing::NiceOfThisThread();
+  const int lowered = std::min(base + kUpstreamNice, 19);
+  UpstreamConfig config = testing::StdioConfig("niced", {});
+  config.command = "sh";
+  config.args = {"-c",
+                 "printf '{\"jsonrpc\":\"2.0\",\"method\":\"nice\",\"params\":{\"nice\":%s}}\\n' "
+                 "\"$(nice)\"; cat >/dev/null"};
+  StdioTransport transport(config, absl::Seconds(2));
+  std::atomic<int> server_nice{-100};
+  std::atomic<int> reader_nice{-100};
+  TransportCallbacks callbacks;
+  callbacks.on_message = [&](json m) {
+    reader_nice = testing::NiceOfThisThread();
+    server_nice = m["params"]["nice"].get<int>();
+  };
+  ASSERT_TRUE(transport.Start(callbacks, absl::Seconds(10)).ok());
+  ASSERT_TRUE(WaitFor([&] { return server_nice.load() != -100; }));
+  EXPECT_EQ(server_nice.load(), lowered) << "the server process";
+  EXPECT_EQ(reader_nice.load(), lowered) << "the stdout reader";
+  EXPECT_EQ(testing::NiceOfThreadsNamed("upstream stderr"), lowered);
+  EXPECT_EQ(testing::NiceOfThisThread(), base) << "the starting thread's own";
+  transport.Close();
+}
+
 TEST(StdioUpstreamTest, StderrAndUnusableStdoutFloodsAreRateLimited) {
   // 0.001 lines a second, bursts of ten: ten lines, then none for 1000 s (far past this
   // test's timeout), whatever the child writes.
