@@ -105,6 +105,7 @@ async function toolCallFlood(config, calls) {
     let peak = rssMiB(gateway.proc.pid);
     let flooding = true;
     const sampler = setInterval(() => { peak = Math.max(peak, rssMiB(gateway.proc.pid)); }, 50);
+    const floodStart = performance.now();
     const flood = runPython(flooder, [
       "import asyncio",
       `rs = await asyncio.gather(*[mcp_everything.echo(message='x') for _ in range(${calls})], return_exceptions=True)`,
@@ -119,6 +120,7 @@ async function toolCallFlood(config, calls) {
       if (r.isError) throw new Error("the witness failed during the flood");
     }
     const result = await flood;
+    const floodSeconds = (performance.now() - floodStart) / 1000;
     clearInterval(sampler);
     const [ok, refused] = (result.structuredContent?.stdout ?? "0 0").trim().split(" ").map(Number);
     row(`a sandbox gathering ${calls} tool calls: answered / refused (in-flight cap)`, `${ok} / ${refused}`);
@@ -127,7 +129,9 @@ async function toolCallFlood(config, calls) {
       const ratio = pct(busy, 99) / pct(idle, 99);
       row("  another client's run_python p99: idle / during the flood",
         `${ms(pct(idle, 99))} / ${ms(pct(busy, 99))} (${busy.length} runs)`, "<= 1.5x idle", ratio <= 1.5);
+      row("  another client's run_python p50: idle / during the flood", `${ms(pct(idle, 50))} / ${ms(pct(busy, 50))}`);
     }
+    row("  the flood's calls took", `${floodSeconds.toFixed(1)} s`);
   } finally {
     await flooder.close();
     await witness.close();
