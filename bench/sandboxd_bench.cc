@@ -10,7 +10,7 @@
 //
 //   sandboxd_bench [--isolation container|gvisor|wasm|both|all] [--quick] [--out FILE]
 //                  [--load_seconds N] [--sessions N] [--wait_idle S] [--daemon_log FILE]
-//                  [--only NAME,...] [--metrics on|off|ab]
+//                  [--only NAME,...] [--metrics on|off|ab] [--pool_max N]
 //
 //   --isolation     the modes to measure (default both: container, then gVisor; all: then
 //                   wasm, whose daemon shares the Python snapshot in
@@ -30,6 +30,8 @@
 //   --metrics       on (default): the daemon serves and counts metrics, as the shipped
 //                   unit does; off: it counts nothing; ab: each mode twice, off then on,
 //                   in columns side by side (what counting costs, e.g. --only load)
+//   --pool_max N    the daemon's --pool_max (the pool grows with demand up to N); load
+//                   then also times a second burst, into the pool the first one raised
 //
 // Progress goes to stderr, the report to stdout.
 //
@@ -96,6 +98,7 @@ void MeasureMode(const Options& o, const std::string& isolation, bool metrics, R
                                    absl::StrCat("--max_sessions=", kMaxSessions),
                                    "--log_level=info", "--isolation=" + isolation};
   if (metrics) args.push_back("--metrics_listen=127.0.0.1:0");
+  if (o.pool_max > 0) args.push_back(absl::StrCat("--pool_max=", o.pool_max));
   if (o.Wants("egress") && isolation != "wasm") {  // measurement 11's origin (egress.cc)
     args.push_back("--egress_hosts=origin.test=127.0.0.1");
     args.push_back("--egress_max=origin.test:*, 127.0.0.0/8:*");

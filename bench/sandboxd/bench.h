@@ -125,6 +125,7 @@ class Bench {
   };
   void ReportLoad(const LoadRun& run, LoadCreate create, long rss_idle, long rss_peak,
                   int mismatched);
+  void SecondBurst();
 
   const Options& o_;
   const bool gvisor_;

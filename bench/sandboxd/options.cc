@@ -18,7 +18,7 @@ void Usage() {
   fprintf(stderr,
           "usage: sandboxd_bench [--isolation container|gvisor|wasm|both|all] [--quick] [--out FILE] "
           "[--load_seconds N] [--sessions N] [--wait_idle SECONDS] [--daemon_log FILE] "
-          "[--only exec,tools,create,seeds,load,files,javascript,interrupt,memory,egress,density] [--metrics on|off|ab]\n");
+          "[--only exec,tools,create,seeds,load,files,javascript,interrupt,memory,egress,density] [--metrics on|off|ab] [--pool_max N]\n");
 }
 
 // --only's comma-separated names into `only`; false on an unknown one.
@@ -30,6 +30,36 @@ bool ParseOnly(const std::string& v, std::vector<std::string>* only) {
     only->emplace_back(name);
   }
   return !only->empty();
+}
+
+// The iteration counts and defaults --quick and the flags given leave; false (after saying
+// why) on a value out of range.
+bool Derive(Options* o) {
+  if (o->quick) {
+    o->exec_warmup = 20;
+    o->exec_iters = 200;
+    o->tool_warmup = 20;
+    o->tool_iters = 100;
+    o->gather_runs = 3;
+    o->warm_creates = 5;
+    o->cold_creates = 3;
+    o->seed_runs = 3;
+    o->interrupts = 3;
+    o->file_reps = 3;
+  }
+  if (o->load_seconds < 0) o->load_seconds = o->quick ? 5 : 30;
+  if (o->sessions < 0) o->sessions = o->quick ? 8 : 32;
+  if (o->wait_idle_s < 0) o->wait_idle_s = o->quick ? 0 : 300;
+  if (o->pool_max < 0 || o->pool_max > static_cast<int>(kMaxSessions)) {
+    fprintf(stderr, "--pool_max must be 0..%u\n", kMaxSessions);
+    return false;
+  }
+  if (o->sessions < 1 || o->sessions > static_cast<int>(kMaxSessions) - 2 ||
+      o->load_seconds < 1 || o->load_seconds > 600) {
+    fprintf(stderr, "--sessions must be 1..%u and --load_seconds 1..600\n", kMaxSessions - 2);
+    return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -71,6 +101,8 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->load_seconds = std::atoi(v.c_str());
     } else if (value("--sessions", &v)) {
       o->sessions = std::atoi(v.c_str());
+    } else if (value("--pool_max", &v)) {
+      o->pool_max = std::atoi(v.c_str());
     } else if (value("--wait_idle", &v)) {
       o->wait_idle_s = std::atoi(v.c_str());
     } else if (value("--metrics", &v)) {
@@ -92,27 +124,7 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       return false;
     }
   }
-  if (o->quick) {
-    o->exec_warmup = 20;
-    o->exec_iters = 200;
-    o->tool_warmup = 20;
-    o->tool_iters = 100;
-    o->gather_runs = 3;
-    o->warm_creates = 5;
-    o->cold_creates = 3;
-    o->seed_runs = 3;
-    o->interrupts = 3;
-    o->file_reps = 3;
-  }
-  if (o->load_seconds < 0) o->load_seconds = o->quick ? 5 : 30;
-  if (o->sessions < 0) o->sessions = o->quick ? 8 : 32;
-  if (o->wait_idle_s < 0) o->wait_idle_s = o->quick ? 0 : 300;
-  if (o->sessions < 1 || o->sessions > static_cast<int>(kMaxSessions) - 2 ||
-      o->load_seconds < 1 || o->load_seconds > 600) {
-    fprintf(stderr, "--sessions must be 1..%u and --load_seconds 1..600\n", kMaxSessions - 2);
-    return false;
-  }
-  return true;
+  return Derive(o);
 }
 
 bool Options::Wants(const std::string& name) const {

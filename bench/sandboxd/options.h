@@ -28,6 +28,9 @@ struct Options {
   int load_seconds = -1;
   int sessions = -1;  // load's concurrent sessions, and density's idle ones
   int wait_idle_s = -1;
+  // --pool_max: the daemon's pool may grow with demand to this; load (6) then also times a
+  // second burst, after the first raised the pool. 0: a fixed pool of kPoolSize.
+  int pool_max = 0;
   // --only: the measurements to take, by name (see kScenarios); empty takes them all.
   std::vector<std::string> only;
   // Derived iteration counts.

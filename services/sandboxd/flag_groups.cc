@@ -13,7 +13,7 @@ codemode::ProgramHelp SandboxdHelp() {
           {"Listening and auth",
            {"socket", "listen_tcp", "tcp_token_file", "max_rpc_threads", "shutdown_grace"}},
           {"Sessions and limits",
-           {"pool_size", "js_pool_size", "max_sessions", "max_sessions_per_owner", "idle_ttl",
+           {"pool_size", "js_pool_size", "pool_max", "js_pool_max", "pool_shrink_after", "max_sessions", "max_sessions_per_owner", "idle_ttl",
             "lost_session_ttl", "max_lost_sessions", "memory_mb", "max_memory_mb", "cpu_millis",
             "max_cpu_millis", "pids", "max_pids", "nofile", "tmp_mb", "workspace_mb",
             "max_disk_mb", "timeout_ms", "max_timeout_ms", "kill_grace", "max_output_bytes",

@@ -97,6 +97,14 @@ ABSL_FLAG(uint32_t, js_pool_size, 1,
           "35 MiB) against 13 MiB (30 MiB) for a Python one, so keep it small unless many "
           "sessions are JavaScript. Empty, and said once in the log, while JavaScript cannot run here (no "
           "--js_runner, or a default image that does not offer nodejs).");
+ABSL_FLAG(uint32_t, pool_max, 0,
+          "How far demand may raise --pool_size: each CreateSession that finds the Python pool "
+          "empty adds one container to what it keeps ready, up to this; at most --pool_size "
+          "(the default): the pool never grows. Each held container costs about 11 MiB.");
+ABSL_FLAG(uint32_t, js_pool_max, 0, "--pool_max for the JavaScript pool (--js_pool_size).");
+ABSL_FLAG(absl::Duration, pool_shrink_after, absl::Minutes(5),
+          "How long a pool raised by demand (--pool_max) stays raised after its last miss; "
+          "then it keeps its configured size again and removes the containers over it.");
 ABSL_FLAG(uint32_t, max_sessions, 64,
           "Maximum number of live sessions; when full, an idle one of the owner holding the "
           "most is ended for an owner holding fewer (docs/operating.md).");
@@ -183,6 +191,8 @@ absl::StatusOr<sandboxd::DaemonLocks> PrepareSelfCheck(sandboxd::ManagerOptions*
   options->state_dir = tmpl;
   options->pool_size = 0;
   options->js_pool_size = 0;
+  options->pool_max = 0;
+  options->js_pool_max = 0;
   options->background = false;
   return sandboxd::DaemonLocks{};
 }
@@ -291,6 +301,9 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
   options.max_sessions_per_owner = absl::GetFlag(FLAGS_max_sessions_per_owner);
   options.pool_size = absl::GetFlag(FLAGS_pool_size);
   options.js_pool_size = absl::GetFlag(FLAGS_js_pool_size);
+  options.pool_max = absl::GetFlag(FLAGS_pool_max);
+  options.js_pool_max = absl::GetFlag(FLAGS_js_pool_max);
+  options.pool_shrink_after = absl::GetFlag(FLAGS_pool_shrink_after);
   options.idle_ttl = absl::GetFlag(FLAGS_idle_ttl);
   options.lost_session_ttl = absl::GetFlag(FLAGS_lost_session_ttl);
   options.max_lost_sessions = absl::GetFlag(FLAGS_max_lost_sessions);

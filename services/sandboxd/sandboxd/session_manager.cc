@@ -54,7 +54,8 @@ SessionManager::SessionManager(ManagerOptions options, ContainerRuntime* runtime
                {[this](const RuntimeInfo& info) { OnProbed(info); },
                 [this] { OnReadinessChanged(); }}),
       pools_(&factory_, {options_.default_limits, options_.isolation.default_isolation},
-             {options_.pool_size, options_.js_pool_size},
+             {options_.pool_size, options_.js_pool_size, /*refills=*/2, options_.pool_max,
+              options_.js_pool_max, options_.pool_shrink_after},
              [this]() -> absl::Status {
                if (!images_.ok()) return images_.status();
                return CheckLanguage(Language::kJavaScript, images_->default_image(), /*refresh_images=*/true);

@@ -63,6 +63,11 @@ struct ManagerOptions {
   // Warm JavaScript containers of the default config (--js_pool_size); none while this
   // daemon cannot run JavaScript (no js_runner_path, or an image that does not offer it).
   uint32_t js_pool_size = 1;
+  // How far misses raise each pool (--pool_max, --js_pool_max; at most its size: fixed),
+  // and how long after the last miss it stays raised (--pool_shrink_after). warm_pool.h.
+  uint32_t pool_max = 0;
+  uint32_t js_pool_max = 0;
+  absl::Duration pool_shrink_after = absl::Minutes(5);
   // How often the JavaScript pool, while it cannot run, asks again (with a fresh look at
   // the image: one rebuilt with nodejs is noticed within this plus the image cache's 5 s).
   absl::Duration js_pool_recheck = absl::Seconds(30);

@@ -13,7 +13,7 @@ namespace sandboxd {
 WarmPool::WarmPool(SandboxFactory* factory, size_t target, SandboxConfig config,
                    PoolOptions options)
     : factory_(factory), target_(target), config_(std::move(config)),
-      options_(std::move(options)) {}
+      options_(std::move(options)), want_(target) {}
 
 void WarmPool::Start() {
   for (size_t i = 0; i < std::max<size_t>(1, options_.refills); ++i) {
@@ -31,6 +31,11 @@ size_t WarmPool::ready() {
   return ready_.size();
 }
 
+size_t WarmPool::target() {
+  codemode::MutexLock lock(&mu_);
+  return want_;
+}
+
 uint64_t WarmPool::taken_total() {
   codemode::MutexLock lock(&mu_);
   return taken_total_;
@@ -46,7 +51,11 @@ std::optional<Sandbox> WarmPool::Take() {
     std::optional<Sandbox> sb;
     {
       codemode::MutexLock lock(&mu_);
-      if (ready_.empty()) return std::nullopt;
+      if (ready_.empty()) {
+        if (want_ < options_.max) ++want_;
+        missed_at_ = absl::Now();
+        return std::nullopt;
+      }
       sb = std::move(ready_.front());
       ready_.pop_front();
     }
@@ -66,16 +75,9 @@ void WarmPool::Loop(size_t index) {
     bool probe_only = false;
     {
       codemode::MutexLock lock(&mu_);
-      // Thread 0 also wakes when containers stop starting, to find out when they work
-      // again; the others refill only while they start.
-      auto work = [this, index]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        if (stopping_) return true;
-        if (index > 0) return serving_ && available_ && ready_.size() + starting_ < target_;
-        return ready_.size() + starting_ < target_ || (options_.probes && !serving_);
-      };
-      mu_.Await(absl::Condition(&work));
+      AwaitWork(index);
       if (stopping_) return;
-      probe_only = ready_.size() + starting_ >= target_;
+      probe_only = ready_.size() + starting_ >= want_;
       if (!probe_only) ++starting_;
     }
     if (index == 0 && !Available()) {
@@ -106,6 +108,35 @@ void WarmPool::Loop(size_t index) {
       continue;
     }
     ready_.push_back(std::move(*sb));
+  }
+}
+
+void WarmPool::AwaitWork(size_t index) {
+  // Thread 0 also wakes when containers stop starting, to find out when they work again;
+  // the others refill only while they start.
+  auto work = [this, index]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (stopping_) return true;
+    if (index > 0) return serving_ && available_ && ready_.size() + starting_ < want_;
+    return ready_.size() + starting_ < want_ || (options_.probes && !serving_);
+  };
+  for (;;) {
+    if (index > 0 || want_ <= target_) return mu_.Await(absl::Condition(&work));
+    if (mu_.AwaitWithDeadline(absl::Condition(&work), missed_at_ + options_.shrink_after)) return;
+    if (absl::Now() - missed_at_ < options_.shrink_after) continue;  // missed again meanwhile
+    want_ = target_;
+    std::vector<Sandbox> over;
+    while (ready_.size() > want_) {
+      over.push_back(std::move(ready_.back()));
+      ready_.pop_back();
+    }
+    spdlog::info("{}: no miss for {}: back to {} containers, {} removed", options_.name,
+                 absl::FormatDuration(options_.shrink_after), want_, over.size());
+    mu_.Unlock();
+    for (Sandbox& sb : over) {
+      sb.conn->Close();
+      factory_->Discard(sb.name);
+    }
+    mu_.Lock();
   }
 }
 
@@ -161,9 +192,10 @@ WarmPools::WarmPools(SandboxFactory* factory, SandboxConfig defaults, PoolTarget
     : defaults_(ConfigOf(std::move(defaults), Language::kPython)) {
   pools_[Index(Language::kPython)] = std::make_unique<WarmPool>(
       factory, targets.python, defaults_,
-      PoolOptions{"warm pool (python)", true, {}, absl::Seconds(30), targets.refills});
+      PoolOptions{"warm pool (python)", true, {}, absl::Seconds(30), targets.refills,
+                  targets.python_max, targets.shrink_after});
   PoolOptions js{"warm pool (javascript)", /*probes=*/false, std::move(js_available), js_recheck,
-                 targets.refills};
+                 targets.refills, targets.javascript_max, targets.shrink_after};
   pools_[Index(Language::kJavaScript)] = std::make_unique<WarmPool>(
       factory, targets.javascript, ConfigOf(defaults_, Language::kJavaScript), std::move(js));
 }

@@ -4,6 +4,11 @@
 // keeps about 0.6 of a core busy for its wall time, so two overlap and the pool is full
 // again sooner after a burst); while it does not, one thread alone retries.
 //
+// Demand raises the target up to PoolOptions::max: each Take() that finds the pool empty
+// adds one, so a workload whose bursts outrun the pool finds it holding about a burst
+// after the first one. After PoolOptions::shrink_after without such a miss the target is
+// the configured one again, and what is over it is removed.
+//
 //   WarmPool pool(&factory, /*target=*/2, {default_limits, default_isolation});
 //   pool.Start();
 //   if (std::optional<Sandbox> sb = pool.Take()) ...   // a live one, or nothing
@@ -66,6 +71,10 @@ struct PoolOptions {
   absl::Duration recheck = absl::Seconds(30);  // how often `available` is asked again
   // Starts under way at once while the factory serves (at least 1).
   size_t refills = 1;
+  // How far misses may raise the target; at most the configured target: it never grows.
+  size_t max = 0;
+  // How long the target stays raised after the last miss.
+  absl::Duration shrink_after = absl::Minutes(5);
 };
 
 class WarmPool {
@@ -87,7 +96,8 @@ class WarmPool {
   void SetServing(bool serving);
 
   size_t ready();
-  size_t target() const { return target_; }
+  // What the pool fills to now: the configured target, or more after misses (PoolOptions::max).
+  size_t target();
   const SandboxConfig& config() const { return config_; }
   // Sandboxes Take() has handed out since the start.
   uint64_t taken_total();
@@ -102,6 +112,9 @@ class WarmPool {
   // Asks PoolOptions::available; false (after logging a new reason and waiting for the
   // recheck or Stop) when the pool may not start containers now.
   bool Available();
+  // Thread 0's wait for work; at shrink_after past the last miss, the target goes back to
+  // the configured one and what is over it is removed.
+  void AwaitWork(size_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   SandboxFactory* const factory_;
   const size_t target_;
@@ -109,6 +122,8 @@ class WarmPool {
   const PoolOptions options_;
   codemode::Mutex mu_;
   std::deque<Sandbox> ready_ ABSL_GUARDED_BY(mu_);
+  size_t want_ ABSL_GUARDED_BY(mu_);  // the target now: target_ raised by misses
+  absl::Time missed_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   size_t starting_ ABSL_GUARDED_BY(mu_) = 0;  // pool starts under way
   // A failure was logged as a warning since the last start that worked.
   bool said_ ABSL_GUARDED_BY(mu_) = false;
@@ -125,6 +140,9 @@ struct PoolTargets {
   size_t python = 2;
   size_t javascript = 1;
   size_t refills = 2;  // each pool's PoolOptions::refills
+  size_t python_max = 0;  // each pool's PoolOptions::max
+  size_t javascript_max = 0;
+  absl::Duration shrink_after = absl::Minutes(5);
 };
 
 class WarmPools {

@@ -175,6 +175,32 @@ TEST_F(WarmPoolTest, RefillsWithSeveralStartsAtOnceWhileServing) {
   factory_->RemoveNow(names);
 }
 
+// Each Take() that finds the pool empty raises its target by one, up to PoolOptions::max, and
+// the pool fills to it; once shrink_after passes without a miss it keeps its configured
+// target again and removes what is over it. Without a max it never grows (the test above).
+TEST_F(WarmPoolTest, MissesRaiseTheTargetUntilAQuietSpellLowersIt) {
+  PoolOptions options;
+  options.refills = 2;
+  options.max = 3;
+  options.shrink_after = absl::Seconds(5);
+  WarmPool& pool = StartPool(1, options);
+  ASSERT_TRUE(WaitFor([&] { return pool.ready() == 1; }));
+  runtime_.SetStartHeld(true);
+  std::optional<Sandbox> taken = pool.Take();
+  ASSERT_TRUE(taken.has_value());
+  EXPECT_EQ(pool.target(), 1u) << "a take that finds one is no miss";
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(pool.Take().has_value());
+  EXPECT_EQ(pool.target(), 3u) << "two misses raise it to the max, a third no further";
+  runtime_.SetStartHeld(false);
+  ASSERT_TRUE(WaitFor([&] { return pool.ready() == 3; }));
+  EXPECT_EQ(Containers(Language::kPython).size(), 4u);
+  // Quiet from here: back to 1 ready, the two over it removed (the taken one stays).
+  ASSERT_TRUE(WaitFor([&] { return pool.target() == 1 && pool.ready() == 1; }));
+  EXPECT_TRUE(WaitFor([&] { return Containers(Language::kPython).size() == 2; }));
+  EXPECT_TRUE(Runs(Language::kPython, taken->name));
+  factory_->RemoveNow({taken->name});
+}
+
 // Until a container has started (the factory is not serving) only one start is under way.
 TEST_F(WarmPoolTest, RetriesWithOneStartWhileNotServing) {
   runtime_.SetStartHeld(true);
