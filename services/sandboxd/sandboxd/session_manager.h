@@ -182,13 +182,14 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // DeleteSession; a live session deleted ends for `reason` (closed by its client, or
   // expired by the idle reaper).
   absl::Status DeleteFor(const std::string& id, SandboxdMetrics::EndReason reason);
-  // CreateSession once the request is valid and admitted: takes a pooled container or
-  // starts one, and registers the session.
+  // CreateSession once the request is valid and admitted (`held`: CheckRoom's): takes a
+  // pooled container or starts one, and registers the session.
   absl::StatusOr<sandbox::v1::Session> CreateAdmitted(const sandbox::v1::CreateSessionRequest& r,
                                                        const SandboxConfig& config,
                                                        const ImageChoice& image,
                                                        Catalog catalog,
-                                                       const std::string& egress_policy);
+                                                       const std::string& egress_policy,
+                                                       bool held);
   // session_egress.cc: the policy a CreateSession gets (canonical; empty: no egress).
   absl::StatusOr<std::string> AdmitEgress(const sandbox::v1::CreateSessionRequest& r);
   // Turns the runner's relay on (waiting for its answer when `wait`) and opens the
@@ -273,12 +274,16 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // else, with room.reclaim_idle and a non-empty owner, the owner's own. Else it stays
   // empty.
   std::string RefuseLocked(const Room& room, Reclaim* reclaim) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // CreateSession's first check, before a container is started: UNAVAILABLE when stopping,
-  // RESOURCE_EXHAUSTED when there is no room and none can be reclaimed.
-  absl::Status CheckRoom(const Room& room);
+  // CreateSession's first check, before a container is taken or started: UNAVAILABLE when
+  // stopping, RESOURCE_EXHAUSTED when there is no room and none can be reclaimed. True when
+  // there is room: it is held for this creation (held_) until Register or GiveBackRoom.
+  absl::StatusOr<bool> CheckRoom(const Room& room);
+  // Gives back the room CheckRoom held for a creation of `owner` that failed before Register.
+  void GiveBackRoom(const std::string& owner);
   // Registers a new session (pinned, see pinned_) if there is room, reclaiming an idle
-  // session (RefuseLocked) for it when needed; else why not.
-  std::string Register(const std::shared_ptr<Session>& session, const Room& room);
+  // session (RefuseLocked) for it when needed; else why not. Takes over the room CheckRoom
+  // held for it (`held`) either way.
+  std::string Register(const std::shared_ptr<Session>& session, const Room& room, bool held);
   // Ends the least recently used idle session of the owner in `reclaim` holding the most
   // (then of the next) and returns it, pinned and still registered (Register retires it);
   // null when none is idle.
@@ -312,6 +317,11 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // until its record is written. Never reclaimed; OnSessionLost leaves them to that
   // CreateSession, which looks at them again once it unpins them.
   std::set<std::string> pinned_ ABSL_GUARDED_BY(mu_);
+  // Room CheckRoom holds for creations that have not registered yet, by owner: counted as
+  // their owners' sessions, so creations over a limit are refused before they take a warm
+  // container (and count as its misses) or start one.
+  std::map<std::string, size_t> held_ ABSL_GUARDED_BY(mu_);
+  size_t held_total_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t reclaimed_total_ ABSL_GUARDED_BY(mu_) = 0;
   LostSessions lost_ ABSL_GUARDED_BY(mu_) = LostSessions(options_.max_lost_sessions);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

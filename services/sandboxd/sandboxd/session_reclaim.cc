@@ -33,19 +33,20 @@ std::string Count(size_t n, const char* noun) {
 
 std::string SessionManager::RefuseLocked(const Room& room, Reclaim* reclaim) {
   const std::string& owner = room.owner;
-  std::map<std::string, size_t> held;  // owner -> live sessions
+  std::map<std::string, size_t> held = held_;  // owner -> live sessions and held rooms
   for (const auto& [id, s] : sessions_) ++held[s->metadata().owner];
+  const size_t live = sessions_.size() + held_total_;
   const size_t owned = held.count(owner) ? held[owner] : 0;
   // The request may ask for less than the flag, never more.
   const bool asked = room.owner_limit > 0 && room.owner_limit < options_.max_sessions_per_owner;
   const uint32_t owner_limit = asked ? room.owner_limit : options_.max_sessions_per_owner;
   // Ending one session makes room unless a limit is exceeded (flags lowered since its
   // sessions were re-attached).
-  const bool one_makes_room = sessions_.size() <= options_.max_sessions && owned <= owner_limit;
+  const bool one_makes_room = live <= options_.max_sessions && owned <= owner_limit;
   const bool own_reclaim = room.reclaim_idle && !owner.empty() && owned > 0 && one_makes_room;
-  if (sessions_.size() >= options_.max_sessions) {
+  if (live >= options_.max_sessions) {
     const std::string full =
-        absl::StrCat(Count(sessions_.size(), "session"), " of ", Count(held.size(), "owner"));
+        absl::StrCat(Count(live, "session"), " of ", Count(held.size(), "owner"));
     // Fair share: only from an owner that, after the reclaim, still holds at least as many
     // as this one, so two owners never take turns ending each other's sessions.
     if (one_makes_room && owned < owner_limit) {
@@ -82,21 +83,35 @@ std::string SessionManager::RefuseLocked(const Room& room, Reclaim* reclaim) {
   return "";
 }
 
-absl::Status SessionManager::CheckRoom(const Room& room) {
+absl::StatusOr<bool> SessionManager::CheckRoom(const Room& room) {
   std::string refused;
   Reclaim reclaim;
   {
     codemode::MutexLock lock(&mu_);
     if (stopping_) return absl::UnavailableError("the daemon is shutting down");
     refused = RefuseLocked(room, &reclaim);
+    if (refused.empty()) {
+      ++held_[room.owner];
+      ++held_total_;
+      return true;
+    }
   }
   // The reclaim itself waits until the new session is ready (Register), so a creation
   // that fails ends nothing; with no idle session to reclaim, no container is started.
-  if (refused.empty() || (!reclaim.empty() && HasIdleSession(reclaim))) return absl::OkStatus();
+  if (!reclaim.empty() && HasIdleSession(reclaim)) return false;
   return absl::ResourceExhaustedError(reclaim.empty() ? refused : refused + kNoneIdle);
 }
 
-std::string SessionManager::Register(const std::shared_ptr<Session>& session, const Room& room) {
+void SessionManager::GiveBackRoom(const std::string& owner) {
+  codemode::MutexLock lock(&mu_);
+  auto it = held_.find(owner);
+  if (it == held_.end()) return;
+  if (--it->second == 0) held_.erase(it);
+  --held_total_;
+}
+
+std::string SessionManager::Register(const std::shared_ptr<Session>& session, const Room& room,
+                                     bool held) {
   const std::string& id = session->metadata().id;
   std::shared_ptr<Session> victim;  // reclaimed for this session: lost, pinned, registered
   std::string victim_reason;
@@ -113,6 +128,11 @@ std::string SessionManager::Register(const std::shared_ptr<Session>& session, co
         ++reclaimed_total_;
         retired = RetireLocked(*victim, std::move(tombstone));
         retired.reclaimed = victim_reason;
+      }
+      if (held) {  // this session's own room, taken over by the check below
+        if (--held_[room.owner] == 0) held_.erase(room.owner);
+        --held_total_;
+        held = false;
       }
       // Checked again (creations race), in the critical section that freed the slot.
       refused = stopping_ ? "the daemon is shutting down" : RefuseLocked(room, &reclaim);

@@ -227,5 +227,38 @@ TEST_F(SessionManagerTest, AFullDaemonWithNothingIdleSaysHowFullItIs) {
   ASSERT_TRUE(busy[0].collector->WaitFinished());
 }
 
+// Creations over a limit are refused before they take a warm container or start one: the
+// room of each admitted creation is held until it registers, so a refused one neither
+// empties the pool nor counts as a miss that grows it.
+TEST_F(SessionManagerTest, ConcurrentCreationsOverALimitLeaveThePoolAlone) {
+  ManagerOptions o = PerOwner(Options(), 2);
+  o.pool_size = 4;
+  o.pool_max = 16;
+  SessionManager* m = StartManager(o);
+  ASSERT_TRUE(WaitFor([&] { return m->GetInfo().pool_ready() == 4; }));
+  const int starts = runtime_->start_calls();
+  constexpr int kCreators = 8;
+  std::vector<absl::StatusOr<sandbox::v1::Session>> got(kCreators, absl::UnknownError("not run"));
+  std::vector<std::thread> creators;
+  for (int i = 0; i < kCreators; ++i) {
+    creators.emplace_back([&, i] { got[i] = m->CreateSession(OwnedBy("alice", false)); });
+  }
+  for (std::thread& t : creators) t.join();
+  int created = 0;
+  for (const auto& g : got) {
+    if (g.ok()) {
+      ++created;
+    } else {
+      EXPECT_EQ(g.status().code(), absl::StatusCode::kResourceExhausted) << g.status();
+    }
+  }
+  EXPECT_EQ(created, 2);
+  const sandbox::v1::PoolInfo python = m->GetInfo().pools(0);
+  EXPECT_EQ(python.taken_total(), 2u) << "refused creations took warm containers";
+  EXPECT_EQ(python.target(), 4u) << "refused creations counted as misses";
+  ASSERT_TRUE(WaitFor([&] { return m->GetInfo().pool_ready() == 4; }));
+  EXPECT_EQ(runtime_->start_calls(), starts + 2) << "only the two taken were refilled";
+}
+
 }  // namespace
 }  // namespace sandboxd::testing
