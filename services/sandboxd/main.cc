@@ -98,8 +98,9 @@ ABSL_FLAG(uint32_t, js_pool_size, 1,
           "sessions are JavaScript. Empty, and said once in the log, while JavaScript cannot run here (no "
           "--js_runner, or a default image that does not offer nodejs).");
 ABSL_FLAG(uint32_t, pool_max, 0,
-          "How far demand may raise --pool_size: each CreateSession that finds the Python pool "
-          "empty adds one container to what it keeps ready, up to this; at most --pool_size "
+          "How far demand may raise --pool_size: a CreateSession that finds the Python pool "
+          "empty raises what it keeps ready to the creations since it was last full, up to "
+          "this; at most --pool_size "
           "(the default): the pool never grows. Each held container costs about 11 MiB.");
 ABSL_FLAG(uint32_t, js_pool_max, 0, "--pool_max for the JavaScript pool (--js_pool_size).");
 ABSL_FLAG(absl::Duration, pool_shrink_after, absl::Minutes(5),

@@ -74,7 +74,8 @@ sandbox::v1::Info SessionManager::GetInfo() {
   info.set_max_output_bytes(options_.max_output_bytes);
   info.set_max_file_bytes(options_.max_file_bytes);
   info.set_max_display_bytes(options_.max_display_bytes);
-  info.set_pool_target(options_.pool_size);  // Python's, as before there were two pools
+  // Python's, as before there were two pools: what it fills to now, as pools[0].target.
+  info.set_pool_target(static_cast<uint32_t>(pools_.pool(Language::kPython).target()));
   info.set_max_sessions(options_.max_sessions);
   info.set_executions_total(env_.executions_total);
   info.set_tool_calls_total(env_.tool_calls_total);

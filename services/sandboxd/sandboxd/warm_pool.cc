@@ -51,8 +51,9 @@ std::optional<Sandbox> WarmPool::Take() {
     std::optional<Sandbox> sb;
     {
       codemode::MutexLock lock(&mu_);
+      ++demand_;
       if (ready_.empty()) {
-        if (want_ < options_.max) ++want_;
+        want_ = std::min(std::max(want_ + 1, demand_), std::max(options_.max, want_));
         missed_at_ = absl::Now();
         return std::nullopt;
       }
@@ -102,12 +103,14 @@ void WarmPool::Loop(size_t index) {
     }
     said_ = false;
     backoff = absl::Seconds(1);
-    if (stopping_ || probe_only) {
+    // Over the target when it was lowered while this one started.
+    if (stopping_ || probe_only || ready_.size() >= want_) {
       factory_->Discard(sb->name);
       if (stopping_) return;
       continue;
     }
     ready_.push_back(std::move(*sb));
+    if (ready_.size() >= want_) demand_ = 0;
   }
 }
 
@@ -124,6 +127,7 @@ void WarmPool::AwaitWork(size_t index) {
     if (mu_.AwaitWithDeadline(absl::Condition(&work), missed_at_ + options_.shrink_after)) return;
     if (absl::Now() - missed_at_ < options_.shrink_after) continue;  // missed again meanwhile
     want_ = target_;
+    demand_ = 0;
     std::vector<Sandbox> over;
     while (ready_.size() > want_) {
       over.push_back(std::move(ready_.back()));

@@ -4,10 +4,11 @@
 // keeps about 0.6 of a core busy for its wall time, so two overlap and the pool is full
 // again sooner after a burst); while it does not, one thread alone retries.
 //
-// Demand raises the target up to PoolOptions::max: each Take() that finds the pool empty
-// adds one, so a workload whose bursts outrun the pool finds it holding about a burst
-// after the first one. After PoolOptions::shrink_after without such a miss the target is
-// the configured one again, and what is over it is removed.
+// Demand raises the target up to PoolOptions::max: a Take() that finds the pool empty
+// raises it to the number of Take()s since the pool was last full (at least by one), so a
+// workload whose bursts outrun the pool finds a whole burst ready after the first one.
+// After PoolOptions::shrink_after without such a miss the target is the configured one
+// again, and what is over it is removed.
 //
 //   WarmPool pool(&factory, /*target=*/2, {default_limits, default_isolation});
 //   pool.Start();
@@ -124,6 +125,7 @@ class WarmPool {
   std::deque<Sandbox> ready_ ABSL_GUARDED_BY(mu_);
   size_t want_ ABSL_GUARDED_BY(mu_);  // the target now: target_ raised by misses
   absl::Time missed_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  size_t demand_ ABSL_GUARDED_BY(mu_) = 0;  // Take()s since the pool was last full
   size_t starting_ ABSL_GUARDED_BY(mu_) = 0;  // pool starts under way
   // A failure was logged as a warning since the last start that worked.
   bool said_ ABSL_GUARDED_BY(mu_) = false;

@@ -67,6 +67,8 @@ class ProcessRuntime : public ContainerRuntime {
   // While set, Start waits until it is cleared (a podman run that takes its time).
   void SetStartHeld(bool held);
   int starts_held();  // Start calls waiting on SetStartHeld now
+  // Lets `n` Start calls through while starts are held (one waiting now goes first).
+  void LetHeldStartsThrough(int n);
   // The image of every Start() so far, in order.
   std::vector<std::string> started_images();
   // What Probe() reports for cgroup_limits (default true).
@@ -111,6 +113,7 @@ class ProcessRuntime : public ContainerRuntime {
   bool inspect_held_ ABSL_GUARDED_BY(mu_) = false;
   bool start_held_ ABSL_GUARDED_BY(mu_) = false;
   int starts_held_ ABSL_GUARDED_BY(mu_) = 0;
+  int let_through_ ABSL_GUARDED_BY(mu_) = 0;
   int image_inspections_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::string> started_images_ ABSL_GUARDED_BY(mu_);
 };

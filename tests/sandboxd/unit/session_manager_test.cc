@@ -510,6 +510,25 @@ TEST_F(SessionManagerTest, CreateSessionUsesThePool) {
   EXPECT_TRUE(ContainerExists(custom.container_id()));
 }
 
+// GetInfo's pool_target, the Python pool's from before there were two, follows a pool
+// raised by demand as pools[0].target does.
+TEST_F(SessionManagerTest, GetInfoSaysWhatThePoolFillsToNow) {
+  ManagerOptions o = Options();
+  o.pool_size = 1;
+  o.pool_max = 4;
+  SessionManager* m = StartManager(o);
+  ASSERT_TRUE(WaitFor([&] { return m->GetInfo().pool_ready() == 1; }));
+  runtime_->SetStartHeld(true);
+  sandbox::v1::Session pooled = Create(m);  // the pool's one; its refill waits
+  std::future<sandbox::v1::Session> cold = std::async(std::launch::async, [&] { return Create(m); });
+  const bool raised = WaitFor([&] { return m->GetInfo().pools(0).target() == 2; });
+  const sandbox::v1::Info info = m->GetInfo();
+  runtime_->SetStartHeld(false);
+  EXPECT_TRUE(raised) << "the second create missed";
+  EXPECT_EQ(info.pool_target(), info.pools(0).target());
+  EXPECT_FALSE(cold.get().id().empty());
+}
+
 TEST_F(SessionManagerTest, DeadPoolContainerIsSkipped) {
   ManagerOptions o = Options();
   o.pool_size = 1;

@@ -201,6 +201,34 @@ TEST_F(WarmPoolTest, MissesRaiseTheTargetUntilAQuietSpellLowersIt) {
   factory_->RemoveNow({taken->name});
 }
 
+// A miss raises the target to the takes since the pool was last full, those a refill
+// served during the burst included: the next burst of that size finds it all ready.
+TEST_F(WarmPoolTest, AMissRaisesTheTargetToTheBurstSinceThePoolWasFull) {
+  PoolOptions options;
+  options.max = 8;
+  WarmPool& pool = StartPool(2, options);
+  ASSERT_TRUE(WaitFor([&] { return pool.ready() == 2; }));
+  runtime_.SetStartHeld(true);
+  std::vector<Sandbox> taken;
+  for (int i = 0; i < 2; ++i) taken.push_back(*pool.Take());
+  EXPECT_FALSE(pool.Take().has_value());
+  EXPECT_EQ(pool.target(), 3u) << "the third take of the burst";
+  runtime_.LetHeldStartsThrough(1);  // one refill, then starts wait again
+  ASSERT_TRUE(WaitFor([&] { return pool.ready() == 1; }));
+  std::optional<Sandbox> refilled = pool.Take();
+  ASSERT_TRUE(refilled.has_value());
+  taken.push_back(std::move(*refilled));
+  EXPECT_FALSE(pool.Take().has_value());
+  EXPECT_EQ(pool.target(), 5u) << "five takes since the pool was full";
+  runtime_.SetStartHeld(false);
+  ASSERT_TRUE(WaitFor([&] { return pool.ready() == 5; }));
+  for (int i = 0; i < 5; ++i) taken.push_back(*pool.Take());
+  EXPECT_EQ(pool.target(), 5u) << "a burst the pool held is no miss";
+  std::vector<std::string> names;
+  for (const Sandbox& sb : taken) names.push_back(sb.name);
+  factory_->RemoveNow(names);
+}
+
 // Until a container has started (the factory is not serving) only one start is under way.
 TEST_F(WarmPoolTest, RetriesWithOneStartWhileNotServing) {
   runtime_.SetStartHeld(true);
