@@ -215,12 +215,12 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
   if (absl::Status st = CheckLanguage(*language, *image, /*refresh_images=*/false); !st.ok()) return st;
   absl::StatusOr<std::string> egress = AdmitEgress(r);
   if (!egress.ok()) return egress.status();
-  absl::StatusOr<bool> held = CheckRoom(RoomOf(r));
-  if (!held.ok()) return held.status();
+  absl::StatusOr<Hold> hold = CheckRoom(RoomOf(r));
+  if (!hold.ok()) return hold.status();
   const bool default_image = image->name == kDefaultImageName;
   const SandboxConfig config = {*limits, *isolation, default_image ? "" : image->reference,
                                 *language};
-  return CreateAdmitted(r, config, *image, *std::move(catalog), *egress, *held);
+  return CreateAdmitted(r, config, *image, *std::move(catalog), *egress, *hold);
 }
 
 absl::Status SessionManager::CheckLanguage(Language language, const ImageChoice& image,
@@ -245,7 +245,7 @@ absl::Status SessionManager::CheckLanguage(Language language, const ImageChoice&
 
 absl::StatusOr<sandbox::v1::Session> SessionManager::CreateAdmitted(
     const sandbox::v1::CreateSessionRequest& r, const SandboxConfig& config,
-    const ImageChoice& image, Catalog catalog, const std::string& egress_policy, bool held) {
+    const ImageChoice& image, Catalog catalog, const std::string& egress_policy, Hold hold) {
   const absl::Time began = absl::Now();  // the checks before took microseconds
   // From the pool of its runtime when it is of the default config there.
   std::optional<Sandbox> sb = pools_.Take(config);
@@ -253,7 +253,7 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateAdmitted(
   if (!sb) {
     absl::StatusOr<Sandbox> cold = factory_.Start(config, "session");
     if (!cold.ok()) {
-      if (held) GiveBackRoom(r.owner());
+      GiveBack(r.owner(), hold);
       metrics_->SessionCreateFailed();
       return cold.status();
     }
@@ -275,7 +275,7 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateAdmitted(
   if (!egress_policy.empty()) {
     absl::StatusOr<std::unique_ptr<SessionEgress>> opened = OpenEgress(md, egress_policy, *sb->conn);
     if (!opened.ok()) {
-      if (held) GiveBackRoom(r.owner());
+      GiveBack(r.owner(), hold);
       factory_.Discard(sb->name);
       metrics_->SessionCreateFailed();
       return opened.status();
@@ -285,7 +285,7 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateAdmitted(
   auto session = Session::Create(&env_, std::move(md), std::move(catalog), std::move(sb->conn),
                                  /*push_catalog=*/true);
   if (egress) session->AttachEgress(std::move(egress));  // before its record is written
-  if (std::string refused = Register(session, RoomOf(r), held); !refused.empty()) {
+  if (std::string refused = Register(session, RoomOf(r), hold); !refused.empty()) {
     metrics_->SessionCreateFailed();
     session->Terminate("too many sessions");
     return absl::ResourceExhaustedError(refused);

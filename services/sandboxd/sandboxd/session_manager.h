@@ -182,14 +182,20 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // DeleteSession; a live session deleted ends for `reason` (closed by its client, or
   // expired by the idle reaper).
   absl::Status DeleteFor(const std::string& id, SandboxdMetrics::EndReason reason);
-  // CreateSession once the request is valid and admitted (`held`: CheckRoom's): takes a
+  // What CheckRoom holds for a creation it admits, until Register takes it over or the
+  // creation gives it back (GiveBack) because it failed first: room, counted as a session
+  // of its owner (held_), or a claim on one of the idle sessions Register will reclaim one
+  // of (reclaiming_). Creations over a limit are refused before they take a warm container
+  // (and count as its misses) or start one.
+  enum class Hold { kRoom, kReclaim };
+  // CreateSession once the request is valid and admitted (`hold`: CheckRoom's): takes a
   // pooled container or starts one, and registers the session.
   absl::StatusOr<sandbox::v1::Session> CreateAdmitted(const sandbox::v1::CreateSessionRequest& r,
                                                        const SandboxConfig& config,
                                                        const ImageChoice& image,
                                                        Catalog catalog,
                                                        const std::string& egress_policy,
-                                                       bool held);
+                                                       Hold hold);
   // session_egress.cc: the policy a CreateSession gets (canonical; empty: no egress).
   absl::StatusOr<std::string> AdmitEgress(const sandbox::v1::CreateSessionRequest& r);
   // Turns the runner's relay on (waiting for its answer when `wait`) and opens the
@@ -265,6 +271,7 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // one of the owner in `owners` holding the most (then of the next), for `reason`.
   struct Reclaim {
     std::map<std::string, size_t> owners;  // owner -> sessions it holds
+    size_t owned = 0;                      // what the asking owner holds
     std::string reason;                    // its lost reason
     bool empty() const { return owners.empty(); }
   };
@@ -275,22 +282,28 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // empty.
   std::string RefuseLocked(const Room& room, Reclaim* reclaim) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // CreateSession's first check, before a container is taken or started: UNAVAILABLE when
-  // stopping, RESOURCE_EXHAUSTED when there is no room and none can be reclaimed. True when
-  // there is room: it is held for this creation (held_) until Register or GiveBackRoom.
-  absl::StatusOr<bool> CheckRoom(const Room& room);
-  // Gives back the room CheckRoom held for a creation of `owner` that failed before Register.
-  void GiveBackRoom(const std::string& owner);
+  // stopping, RESOURCE_EXHAUSTED when there is no room and no idle session can be reclaimed
+  // for it (one that other admitted creations have not claimed). Else what it holds.
+  absl::StatusOr<Hold> CheckRoom(const Room& room);
+  // Gives back what CheckRoom held for a creation of `owner` that failed before Register.
+  void GiveBack(const std::string& owner, Hold hold);
+  void GiveBackLocked(const std::string& owner, Hold hold) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether one more creation of `owner` may claim an idle session of `reclaim` (`idle` of
+  // them): fewer claimed than idle, and, for another owner's session (a full daemon's fair
+  // share), the owner still holding fewer with its claims counted as its sessions.
+  bool MayClaimLocked(const std::string& owner, const Reclaim& reclaim, size_t idle)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Registers a new session (pinned, see pinned_) if there is room, reclaiming an idle
   // session (RefuseLocked) for it when needed; else why not. Takes over the room CheckRoom
-  // held for it (`held`) either way.
-  std::string Register(const std::shared_ptr<Session>& session, const Room& room, bool held);
+  // held for it (`hold`) either way.
+  std::string Register(const std::shared_ptr<Session>& session, const Room& room, Hold hold);
   // Ends the least recently used idle session of the owner in `reclaim` holding the most
   // (then of the next) and returns it, pinned and still registered (Register retires it);
   // null when none is idle.
   std::shared_ptr<Session> ReclaimIdle(const Reclaim& reclaim);
-  // Whether an owner in `reclaim` has an idle session that is not pinned (a hint: it may
-  // change at once).
-  bool HasIdleSession(const Reclaim& reclaim);
+  // How many idle sessions not pinned the owners in `reclaim` have (a hint: it may change
+  // at once).
+  size_t IdleSessions(const Reclaim& reclaim);
   // The sessions of `reclaim`'s owners that may be reclaimed: registered and not pinned.
   std::vector<std::shared_ptr<Session>> ReclaimableOf(const Reclaim& reclaim);
 
@@ -317,11 +330,12 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // until its record is written. Never reclaimed; OnSessionLost leaves them to that
   // CreateSession, which looks at them again once it unpins them.
   std::set<std::string> pinned_ ABSL_GUARDED_BY(mu_);
-  // Room CheckRoom holds for creations that have not registered yet, by owner: counted as
-  // their owners' sessions, so creations over a limit are refused before they take a warm
-  // container (and count as its misses) or start one.
+  // What CheckRoom holds for creations that have not registered yet (Hold): room by owner,
+  // counted as their owners' sessions, and claims on idle sessions to reclaim.
   std::map<std::string, size_t> held_ ABSL_GUARDED_BY(mu_);
   size_t held_total_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, size_t> reclaiming_ ABSL_GUARDED_BY(mu_);  // claims by asking owner
+  size_t reclaiming_total_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t reclaimed_total_ ABSL_GUARDED_BY(mu_) = 0;
   LostSessions lost_ ABSL_GUARDED_BY(mu_) = LostSessions(options_.max_lost_sessions);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

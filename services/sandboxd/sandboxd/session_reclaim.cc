@@ -22,8 +22,11 @@
 namespace sandboxd {
 namespace {
 
-// Appended to a refusal when sessions could have made room but none of them is idle.
+// Appended to a refusal when sessions could have made room but none of them is idle, or
+// every idle one is claimed by creations admitted before.
 constexpr char kNoneIdle[] = " and none that could make room is idle";
+constexpr char kAllClaimed[] =
+    " and each idle session that could make room is being reclaimed for another creation";
 
 std::string Count(size_t n, const char* noun) {
   return absl::StrCat(n, " ", noun, n == 1 ? "" : "s");
@@ -43,10 +46,13 @@ std::string SessionManager::RefuseLocked(const Room& room, Reclaim* reclaim) {
   // Ending one session makes room unless a limit is exceeded (flags lowered since its
   // sessions were re-attached).
   const bool one_makes_room = live <= options_.max_sessions && owned <= owner_limit;
+  reclaim->owned = owned;
   const bool own_reclaim = room.reclaim_idle && !owner.empty() && owned > 0 && one_makes_room;
   if (live >= options_.max_sessions) {
     const std::string full =
-        absl::StrCat(Count(live, "session"), " of ", Count(held.size(), "owner"));
+        absl::StrCat(Count(sessions_.size(), "session"),
+                     held_total_ > 0 ? absl::StrCat(" and ", held_total_, " being created") : "",
+                     " of ", Count(held.size(), "owner"));
     // Fair share: only from an owner that, after the reclaim, still holds at least as many
     // as this one, so two owners never take turns ending each other's sessions.
     if (one_makes_room && owned < owner_limit) {
@@ -83,7 +89,7 @@ std::string SessionManager::RefuseLocked(const Room& room, Reclaim* reclaim) {
   return "";
 }
 
-absl::StatusOr<bool> SessionManager::CheckRoom(const Room& room) {
+absl::StatusOr<SessionManager::Hold> SessionManager::CheckRoom(const Room& room) {
   std::string refused;
   Reclaim reclaim;
   {
@@ -93,25 +99,52 @@ absl::StatusOr<bool> SessionManager::CheckRoom(const Room& room) {
     if (refused.empty()) {
       ++held_[room.owner];
       ++held_total_;
-      return true;
+      return Hold::kRoom;
     }
   }
+  if (reclaim.empty()) return absl::ResourceExhaustedError(refused);
   // The reclaim itself waits until the new session is ready (Register), so a creation
   // that fails ends nothing; with no idle session to reclaim, no container is started.
-  if (!reclaim.empty() && HasIdleSession(reclaim)) return false;
-  return absl::ResourceExhaustedError(reclaim.empty() ? refused : refused + kNoneIdle);
+  // Each admitted creation claims one idle session: concurrent creations beyond them are
+  // refused here, not after they took or started a container.
+  const size_t idle = IdleSessions(reclaim);  // sessions' locks only outside mu_
+  codemode::MutexLock lock(&mu_);
+  if (MayClaimLocked(room.owner, reclaim, idle)) {
+    ++reclaiming_[room.owner];
+    ++reclaiming_total_;
+    return Hold::kReclaim;
+  }
+  return absl::ResourceExhaustedError(refused + (idle == 0 ? kNoneIdle : kAllClaimed));
 }
 
-void SessionManager::GiveBackRoom(const std::string& owner) {
+void SessionManager::GiveBack(const std::string& owner, Hold hold) {
   codemode::MutexLock lock(&mu_);
-  auto it = held_.find(owner);
-  if (it == held_.end()) return;
-  if (--it->second == 0) held_.erase(it);
-  --held_total_;
+  GiveBackLocked(owner, hold);
+}
+
+void SessionManager::GiveBackLocked(const std::string& owner, Hold hold) {
+  std::map<std::string, size_t>& by_owner = hold == Hold::kRoom ? held_ : reclaiming_;
+  size_t& total = hold == Hold::kRoom ? held_total_ : reclaiming_total_;
+  auto it = by_owner.find(owner);
+  if (it == by_owner.end()) return;
+  if (--it->second == 0) by_owner.erase(it);
+  --total;
+}
+
+bool SessionManager::MayClaimLocked(const std::string& owner, const Reclaim& reclaim,
+                                    size_t idle) {
+  if (idle <= reclaiming_total_) return false;
+  if (reclaim.owners.count(owner)) return true;  // its own: the sessions it holds stay the same
+  const size_t claims = reclaiming_.count(owner) ? reclaiming_.at(owner) : 0;
+  for (const auto& [other, n] : reclaim.owners) {
+    if (reclaim.owned + claims + 1 < n) return true;
+  }
+  return false;
 }
 
 std::string SessionManager::Register(const std::shared_ptr<Session>& session, const Room& room,
-                                     bool held) {
+                                     Hold hold) {
+  bool held = true;  // what CheckRoom held, until the first check below takes it over
   const std::string& id = session->metadata().id;
   std::shared_ptr<Session> victim;  // reclaimed for this session: lost, pinned, registered
   std::string victim_reason;
@@ -129,9 +162,8 @@ std::string SessionManager::Register(const std::shared_ptr<Session>& session, co
         retired = RetireLocked(*victim, std::move(tombstone));
         retired.reclaimed = victim_reason;
       }
-      if (held) {  // this session's own room, taken over by the check below
-        if (--held_[room.owner] == 0) held_.erase(room.owner);
-        --held_total_;
+      if (held) {  // taken over by the check below (a claim: by the reclaim it leads to)
+        GiveBackLocked(room.owner, hold);
         held = false;
       }
       // Checked again (creations race), in the critical section that freed the slot.
@@ -193,11 +225,12 @@ std::shared_ptr<Session> SessionManager::ReclaimIdle(const Reclaim& reclaim) {
   return nullptr;
 }
 
-bool SessionManager::HasIdleSession(const Reclaim& reclaim) {
+size_t SessionManager::IdleSessions(const Reclaim& reclaim) {
+  size_t idle = 0;
   for (const std::shared_ptr<Session>& s : ReclaimableOf(reclaim)) {
-    if (s->idle()) return true;  // sessions' locks only outside mu_ (see ReaperLoop)
+    if (s->idle()) ++idle;  // sessions' locks only outside mu_ (see ReaperLoop)
   }
-  return false;
+  return idle;
 }
 
 std::vector<std::shared_ptr<Session>> SessionManager::ReclaimableOf(const Reclaim& reclaim) {

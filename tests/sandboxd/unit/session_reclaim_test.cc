@@ -3,6 +3,8 @@
 // session, never a busy one, and a creator may ask for a tighter limit; a full daemon
 // makes room for an owner holding fewer by ending an idle session of the owner holding
 // the most.
+#include <future>
+
 #include "session_manager_fixture.h"
 
 namespace sandboxd::testing {
@@ -227,22 +229,14 @@ TEST_F(SessionManagerTest, AFullDaemonWithNothingIdleSaysHowFullItIs) {
   ASSERT_TRUE(busy[0].collector->WaitFinished());
 }
 
-// Creations over a limit are refused before they take a warm container or start one: the
-// room of each admitted creation is held until it registers, so a refused one neither
-// empties the pool nor counts as a miss that grows it.
-TEST_F(SessionManagerTest, ConcurrentCreationsOverALimitLeaveThePoolAlone) {
-  ManagerOptions o = PerOwner(Options(), 2);
-  o.pool_size = 4;
-  o.pool_max = 16;
-  SessionManager* m = StartManager(o);
-  ASSERT_TRUE(WaitFor([&] { return m->GetInfo().pool_ready() == 4; }));
-  const int starts = runtime_->start_calls();
-  constexpr int kCreators = 8;
-  std::vector<absl::StatusOr<sandbox::v1::Session>> got(kCreators, absl::UnknownError("not run"));
+// ---- concurrent creations: refused before they take a warm container --------------
+
+// Runs `n` CreateSessions of `request` at once; returns how many succeeded (the others must
+// be refused for room).
+int CreateAtOnce(SessionManager* m, int n, const sandbox::v1::CreateSessionRequest& request) {
+  std::vector<absl::StatusOr<sandbox::v1::Session>> got(n, absl::UnknownError("not run"));
   std::vector<std::thread> creators;
-  for (int i = 0; i < kCreators; ++i) {
-    creators.emplace_back([&, i] { got[i] = m->CreateSession(OwnedBy("alice", false)); });
-  }
+  for (int i = 0; i < n; ++i) creators.emplace_back([&, i] { got[i] = m->CreateSession(request); });
   for (std::thread& t : creators) t.join();
   int created = 0;
   for (const auto& g : got) {
@@ -252,12 +246,97 @@ TEST_F(SessionManagerTest, ConcurrentCreationsOverALimitLeaveThePoolAlone) {
       EXPECT_EQ(g.status().code(), absl::StatusCode::kResourceExhausted) << g.status();
     }
   }
-  EXPECT_EQ(created, 2);
+  return created;
+}
+
+ManagerOptions WithGrowingPool(ManagerOptions o) {
+  o.pool_size = 4;
+  o.pool_max = 16;
+  return o;
+}
+
+// The Python pool once it is full, before a burst.
+struct PoolMark {
+  uint64_t taken = 0;
+  uint32_t target = 0;
+  int starts = 0;
+};
+PoolMark MarkFullPool(SessionManager* m, ProcessRuntime* runtime) {
+  EXPECT_TRUE(WaitFor([&] {
+    const sandbox::v1::PoolInfo python = m->GetInfo().pools(0);
+    return python.ready() == python.target();
+  }));
   const sandbox::v1::PoolInfo python = m->GetInfo().pools(0);
-  EXPECT_EQ(python.taken_total(), 2u) << "refused creations took warm containers";
-  EXPECT_EQ(python.target(), 4u) << "refused creations counted as misses";
-  ASSERT_TRUE(WaitFor([&] { return m->GetInfo().pool_ready() == 4; }));
-  EXPECT_EQ(runtime_->start_calls(), starts + 2) << "only the two taken were refilled";
+  return {python.taken_total(), python.target(), runtime->start_calls()};
+}
+
+// What a burst took from the pool since `before`: only what it created, and no miss.
+void ExpectOnlyCreatedTaken(SessionManager* m, ProcessRuntime* runtime, const PoolMark& before,
+                            int created) {
+  const sandbox::v1::PoolInfo python = m->GetInfo().pools(0);
+  EXPECT_EQ(python.taken_total(), before.taken + created) << "refused creations took warm containers";
+  EXPECT_EQ(python.target(), before.target) << "refused creations counted as misses";
+  ASSERT_TRUE(WaitFor([&] { return m->GetInfo().pool_ready() == before.target; }));
+  EXPECT_EQ(runtime->start_calls(), before.starts + created) << "only those taken were refilled";
+}
+
+// Creations over a limit are refused before they take a warm container or start one: the
+// room of each admitted creation is held until it registers, so a refused one neither
+// empties the pool nor counts as a miss that grows it.
+TEST_F(SessionManagerTest, ConcurrentCreationsOverALimitLeaveThePoolAlone) {
+  SessionManager* m = StartManager(WithGrowingPool(PerOwner(Options(), 2)));
+  const PoolMark before = MarkFullPool(m, runtime_.get());
+  EXPECT_EQ(CreateAtOnce(m, 8, OwnedBy("alice", false)), 2);
+  ExpectOnlyCreatedTaken(m, runtime_.get(), before, 2);
+}
+
+// At a full daemon a new owner's creations claim idle sessions of others only while it
+// would still hold fewer with them: one of eight, when every other owner holds two.
+TEST_F(SessionManagerTest, ConcurrentCreationsAtAFullDaemonClaimOnlyTheirFairShare) {
+  ManagerOptions o = WithGrowingPool(Options());
+  o.max_sessions = 6;
+  SessionManager* m = StartManager(o);
+  for (const char* owner : {"bob", "carol", "dave"}) {
+    for (int i = 0; i < 2; ++i) ASSERT_FALSE(Create(m, OwnedBy(owner, false)).id().empty());
+  }
+  const PoolMark before = MarkFullPool(m, runtime_.get());
+  EXPECT_EQ(CreateAtOnce(m, 8, OwnedBy("erin", false)), 1);
+  EXPECT_EQ(m->GetInfo().sessions_reclaimed_total(), 1u);
+  ExpectOnlyCreatedTaken(m, runtime_.get(), before, 1);
+}
+
+// An owner at its limit with one idle session: one of four reclaim_idle creations claims it.
+TEST_F(SessionManagerTest, ConcurrentReclaimsClaimNoMoreThanTheIdleSessions) {
+  SessionManager* m = StartManager(WithGrowingPool(PerOwner(Options(), 2)));
+  Create(m, OwnedBy("alice", false));
+  sandbox::v1::Session busy = Create(m, OwnedBy("alice", false));
+  Started loop = Exec(m, busy.id(), "import time\nwhile True:\n    time.sleep(0.01)");
+  ASSERT_TRUE(loop.collector->WaitStarted());
+  const PoolMark before = MarkFullPool(m, runtime_.get());
+  EXPECT_EQ(CreateAtOnce(m, 4, OwnedBy("alice", true)), 1);
+  ExpectOnlyCreatedTaken(m, runtime_.get(), before, 1);
+  loop.execution->Cancel();
+  ASSERT_TRUE(loop.collector->WaitFinished());
+}
+
+// Creations under way count against the limits, and a refusal says so.
+TEST_F(SessionManagerTest, ARefusalCountsTheCreationsUnderWay) {
+  ManagerOptions o = Options();
+  o.max_sessions = 2;
+  SessionManager* m = StartManager(o);
+  runtime_->SetStartHeld(true);
+  std::vector<std::future<absl::StatusOr<sandbox::v1::Session>>> starting;
+  for (int i = 0; i < 2; ++i) {
+    starting.push_back(std::async(std::launch::async, [&] { return m->CreateSession(OwnedBy("alice", false)); }));
+  }
+  const bool held = WaitFor([&] { return runtime_->starts_held() == 2; });
+  absl::Status refused = m->CreateSession(OwnedBy("bob", false)).status();
+  runtime_->SetStartHeld(false);
+  ASSERT_TRUE(held);
+  EXPECT_EQ(refused.message(),
+            "too many sessions (the limit is 2): the daemon is full (0 sessions and 2 being "
+            "created of 1 owner; this owner holds 0) and none that could make room is idle");
+  for (auto& f : starting) EXPECT_TRUE(f.get().ok());
 }
 
 }  // namespace
