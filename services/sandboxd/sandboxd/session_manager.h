@@ -185,9 +185,11 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // What CheckRoom holds for a creation it admits, until Register takes it over or the
   // creation gives it back (GiveBack) because it failed first: room, counted as a session
   // of its owner (held_), or a claim on one of the idle sessions Register will reclaim one
-  // of (reclaiming_). Creations over a limit are refused before they take a warm container
+  // of (claims_). Creations over a limit are refused before they take a warm container
   // (and count as its misses) or start one.
-  enum class Hold { kRoom, kReclaim };
+  struct Hold {
+    uint64_t claim = 0;  // its key in claims_; 0: room
+  };
   // CreateSession once the request is valid and admitted (`hold`: CheckRoom's): takes a
   // pooled container or starts one, and registers the session.
   absl::StatusOr<sandbox::v1::Session> CreateAdmitted(const sandbox::v1::CreateSessionRequest& r,
@@ -289,8 +291,9 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   void GiveBack(const std::string& owner, Hold hold);
   void GiveBackLocked(const std::string& owner, Hold hold) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether one more creation of `owner` may claim an idle session of `reclaim` (`idle` of
-  // them): fewer claimed than idle, and, for another owner's session (a full daemon's fair
-  // share), the owner still holding fewer with its claims counted as its sessions.
+  // them): fewer claims that may land on those owners' sessions than idle ones, and, for
+  // another owner's session (a full daemon's fair share), the owner still holding fewer
+  // with its claims on others counted as its sessions.
   bool MayClaimLocked(const std::string& owner, const Reclaim& reclaim, size_t idle)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Registers a new session (pinned, see pinned_) if there is room, reclaiming an idle
@@ -334,8 +337,12 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // counted as their owners' sessions, and claims on idle sessions to reclaim.
   std::map<std::string, size_t> held_ ABSL_GUARDED_BY(mu_);
   size_t held_total_ ABSL_GUARDED_BY(mu_) = 0;
-  std::map<std::string, size_t> reclaiming_ ABSL_GUARDED_BY(mu_);  // claims by asking owner
-  size_t reclaiming_total_ ABSL_GUARDED_BY(mu_) = 0;
+  struct Claim {
+    std::string asker;                     // the creating owner
+    std::map<std::string, size_t> owners;  // whose sessions it may reclaim (Reclaim::owners)
+  };
+  std::map<uint64_t, Claim> claims_ ABSL_GUARDED_BY(mu_);
+  uint64_t last_claim_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t reclaimed_total_ ABSL_GUARDED_BY(mu_) = 0;
   LostSessions lost_ ABSL_GUARDED_BY(mu_) = LostSessions(options_.max_lost_sessions);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -99,7 +99,7 @@ absl::StatusOr<SessionManager::Hold> SessionManager::CheckRoom(const Room& room)
     if (refused.empty()) {
       ++held_[room.owner];
       ++held_total_;
-      return Hold::kRoom;
+      return Hold{};
     }
   }
   if (reclaim.empty()) return absl::ResourceExhaustedError(refused);
@@ -110,9 +110,8 @@ absl::StatusOr<SessionManager::Hold> SessionManager::CheckRoom(const Room& room)
   const size_t idle = IdleSessions(reclaim);  // sessions' locks only outside mu_
   codemode::MutexLock lock(&mu_);
   if (MayClaimLocked(room.owner, reclaim, idle)) {
-    ++reclaiming_[room.owner];
-    ++reclaiming_total_;
-    return Hold::kReclaim;
+    claims_[++last_claim_] = {room.owner, reclaim.owners};
+    return Hold{last_claim_};
   }
   return absl::ResourceExhaustedError(refused + (idle == 0 ? kNoneIdle : kAllClaimed));
 }
@@ -123,21 +122,33 @@ void SessionManager::GiveBack(const std::string& owner, Hold hold) {
 }
 
 void SessionManager::GiveBackLocked(const std::string& owner, Hold hold) {
-  std::map<std::string, size_t>& by_owner = hold == Hold::kRoom ? held_ : reclaiming_;
-  size_t& total = hold == Hold::kRoom ? held_total_ : reclaiming_total_;
-  auto it = by_owner.find(owner);
-  if (it == by_owner.end()) return;
-  if (--it->second == 0) by_owner.erase(it);
-  --total;
+  if (hold.claim != 0) {
+    claims_.erase(hold.claim);
+    return;
+  }
+  auto it = held_.find(owner);
+  if (it == held_.end()) return;
+  if (--it->second == 0) held_.erase(it);
+  --held_total_;
 }
 
 bool SessionManager::MayClaimLocked(const std::string& owner, const Reclaim& reclaim,
                                     size_t idle) {
-  if (idle <= reclaiming_total_) return false;
+  size_t on_these = 0;  // claims that may land on a session of reclaim.owners
+  size_t on_others = 0;  // this owner's claims on other owners' sessions
+  for (const auto& [key, claim] : claims_) {
+    for (const auto& [victim, n] : claim.owners) {
+      if (reclaim.owners.count(victim)) {
+        ++on_these;
+        break;
+      }
+    }
+    if (claim.asker == owner && !claim.owners.count(owner)) ++on_others;
+  }
+  if (idle <= on_these) return false;
   if (reclaim.owners.count(owner)) return true;  // its own: the sessions it holds stay the same
-  const size_t claims = reclaiming_.count(owner) ? reclaiming_.at(owner) : 0;
   for (const auto& [other, n] : reclaim.owners) {
-    if (reclaim.owned + claims + 1 < n) return true;
+    if (reclaim.owned + on_others + 1 < n) return true;
   }
   return false;
 }

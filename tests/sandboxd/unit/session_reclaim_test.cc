@@ -319,6 +319,32 @@ TEST_F(SessionManagerTest, ConcurrentReclaimsClaimNoMoreThanTheIdleSessions) {
   ASSERT_TRUE(loop.collector->WaitFinished());
 }
 
+// A claim counts only against the sessions it may take: another owner's reclaim under way
+// leaves an owner's own idle session to its own reclaim.
+TEST_F(SessionManagerTest, AClaimOnAnotherOwnersSessionsLeavesAnOwnersOwnReclaimAlone) {
+  ManagerOptions o = PerOwner(Options(), 2);
+  o.pool_size = 1;
+  SessionManager* m = StartManager(o);
+  for (int i = 0; i < 2; ++i) Create(m, OwnedBy("carol", false));
+  Create(m, OwnedBy("alice", false));
+  sandbox::v1::Session busy = Create(m, OwnedBy("alice", false));
+  Started loop = Exec(m, busy.id(), "import time\nwhile True:\n    time.sleep(0.01)");
+  ASSERT_TRUE(loop.collector->WaitStarted());
+  MarkFullPool(m, runtime_.get());
+  runtime_->SetStartHeld(true);
+  sandbox::v1::CreateSessionRequest cold = OwnedBy("carol", true);
+  cold.mutable_limits()->set_pids(200);  // never pooled: its start waits
+  auto carol = std::async(std::launch::async, [&] { return m->CreateSession(cold); });
+  const bool under_way = WaitFor([&] { return runtime_->starts_held() >= 1; });
+  absl::StatusOr<sandbox::v1::Session> alice = m->CreateSession(OwnedBy("alice", true));
+  runtime_->SetStartHeld(false);
+  ASSERT_TRUE(under_way);
+  EXPECT_TRUE(alice.ok()) << alice.status();
+  EXPECT_TRUE(carol.get().ok());
+  loop.execution->Cancel();
+  ASSERT_TRUE(loop.collector->WaitFinished());
+}
+
 // Creations under way count against the limits, and a refusal says so.
 TEST_F(SessionManagerTest, ARefusalCountsTheCreationsUnderWay) {
   ManagerOptions o = Options();
