@@ -87,6 +87,10 @@ class RootlessTest : public ::testing::Test {
     run_as_ = new RunAs(*r);
     SandboxdProcess probe({}, "", *run_as_);
     std::string podman = probe.PodmanCommand();
+    // The account belongs to this suite: whatever an earlier run left behind (containers,
+    // or their processes killed under a pause process podman still expects) is reset first.
+    Must(podman + " system migrate");
+    Must(podman + " rm --all --force --time 0");
     int rc = -1;
     Sh(podman + " image exists " + kImage, &rc);
     if (rc != 0) {
