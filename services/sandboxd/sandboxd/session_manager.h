@@ -293,7 +293,7 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // Whether one more creation of `owner` may claim an idle session of `reclaim` (`idle` of
   // them): fewer claims that may land on those owners' sessions than idle ones, and, for
   // another owner's session (a full daemon's fair share), the owner still holding fewer
-  // with its claims on others counted as its sessions.
+  // than the victim with its claims on others counted as taken from that victim.
   bool MayClaimLocked(const std::string& owner, const Reclaim& reclaim, size_t idle)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Registers a new session (pinned, see pinned_) if there is room, reclaiming an idle

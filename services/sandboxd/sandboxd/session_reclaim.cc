@@ -147,8 +147,10 @@ bool SessionManager::MayClaimLocked(const std::string& owner, const Reclaim& rec
   }
   if (idle <= on_these) return false;
   if (reclaim.owners.count(owner)) return true;  // its own: the sessions it holds stay the same
+  // Each claim under way is a session the owner will hold and one its victim (at worst this
+  // one) will have lost: the owner must still hold fewer than the victim keeps after them.
   for (const auto& [other, n] : reclaim.owners) {
-    if (reclaim.owned + on_others + 1 < n) return true;
+    if (reclaim.owned + 2 * on_others + 1 < n) return true;
   }
   return false;
 }

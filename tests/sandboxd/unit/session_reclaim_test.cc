@@ -345,6 +345,39 @@ TEST_F(SessionManagerTest, AClaimOnAnotherOwnersSessionsLeavesAnOwnersOwnReclaim
   ASSERT_TRUE(loop.collector->WaitFinished());
 }
 
+// A new owner's creations at a full daemon, all under way at once, claim no more than they
+// would one after another: each claim counts as a session the asker holds and one its
+// victim has lost. Bob holds four of six and dave two: erin takes two of bob's (two against
+// two), and a third creation is refused before it starts a container it could not keep.
+TEST_F(SessionManagerTest, ClaimsUnderWayCountAsTakenFromTheirVictim) {
+  ManagerOptions o = Options();
+  o.max_sessions = 6;
+  SessionManager* m = StartManager(o);
+  for (int i = 0; i < 4; ++i) ASSERT_FALSE(Create(m, OwnedBy("bob", false)).id().empty());
+  for (int i = 0; i < 2; ++i) ASSERT_FALSE(Create(m, OwnedBy("dave", false)).id().empty());
+  MarkFullPool(m, runtime_.get());
+  runtime_->SetStartHeld(true);
+  sandbox::v1::CreateSessionRequest cold = OwnedBy("erin", false);
+  cold.mutable_limits()->set_pids(200);  // never pooled: each start waits until let through
+  std::vector<std::future<absl::StatusOr<sandbox::v1::Session>>> creating;
+  for (int i = 0; i < 3; ++i) {
+    creating.push_back(std::async(std::launch::async, [&] { return m->CreateSession(cold); }));
+  }
+  const bool settled = WaitFor([&] {
+    int refused = 0;
+    for (auto& f : creating) refused += f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+    return runtime_->starts_held() + refused == 3;
+  });
+  const int started = runtime_->starts_held();
+  runtime_->SetStartHeld(false);
+  ASSERT_TRUE(settled);
+  EXPECT_EQ(started, 2) << "a third claim started a container it could not keep";
+  int created = 0;
+  for (auto& f : creating) created += f.get().ok();
+  EXPECT_EQ(created, 2);
+  EXPECT_EQ(m->GetInfo().sessions_reclaimed_total(), 2u);
+}
+
 // Creations under way count against the limits, and a refusal says so.
 TEST_F(SessionManagerTest, ARefusalCountsTheCreationsUnderWay) {
   ManagerOptions o = Options();
