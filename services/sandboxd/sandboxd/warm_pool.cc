@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/thread.h"
@@ -47,11 +48,12 @@ std::string WarmPool::unavailable() {
 }
 
 std::optional<Sandbox> WarmPool::Take() {
+  bool counted = false;  // one take is one demand, whatever dead containers it discards
   for (;;) {
     std::optional<Sandbox> sb;
     {
       codemode::MutexLock lock(&mu_);
-      ++demand_;
+      if (!std::exchange(counted, true)) ++demand_;
       if (ready_.empty()) {
         want_ = std::min(std::max(want_ + 1, demand_), std::max(options_.max, want_));
         missed_at_ = absl::Now();

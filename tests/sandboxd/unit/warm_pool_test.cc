@@ -126,6 +126,21 @@ class WarmPoolTest : public ::testing::Test {
     }
     return names;
   }
+  // Starts pool_ at 2, growing to 8; once full, empties it with two takes while starts
+  // are held, and returns the two taken.
+  std::vector<Sandbox> EmptyAPoolOfTwo() {
+    PoolOptions options;
+    options.max = 8;
+    StartPool(2, options);
+    EXPECT_TRUE(WaitFor([&] { return pool_->ready() == 2; }));
+    runtime_.SetStartHeld(true);
+    std::vector<Sandbox> taken;
+    for (int i = 0; i < 2; ++i) {
+      if (std::optional<Sandbox> sb = pool_->Take()) taken.push_back(std::move(*sb));
+    }
+    EXPECT_EQ(taken.size(), 2u);
+    return taken;
+  }
   bool Runs(Language language, const std::string& name) {
     std::vector<std::string> names = Containers(language);
     return std::find(names.begin(), names.end(), name) != names.end();
@@ -204,13 +219,9 @@ TEST_F(WarmPoolTest, MissesRaiseTheTargetUntilAQuietSpellLowersIt) {
 // A miss raises the target to the takes since the pool was last full, those a refill
 // served during the burst included: the next burst of that size finds it all ready.
 TEST_F(WarmPoolTest, AMissRaisesTheTargetToTheBurstSinceThePoolWasFull) {
-  PoolOptions options;
-  options.max = 8;
-  WarmPool& pool = StartPool(2, options);
-  ASSERT_TRUE(WaitFor([&] { return pool.ready() == 2; }));
-  runtime_.SetStartHeld(true);
-  std::vector<Sandbox> taken;
-  for (int i = 0; i < 2; ++i) taken.push_back(*pool.Take());
+  std::vector<Sandbox> taken = EmptyAPoolOfTwo();
+  ASSERT_EQ(taken.size(), 2u);
+  WarmPool& pool = *pool_;
   EXPECT_FALSE(pool.Take().has_value());
   EXPECT_EQ(pool.target(), 3u) << "the third take of the burst";
   runtime_.LetHeldStartsThrough(1);  // one refill, then starts wait again
@@ -227,6 +238,23 @@ TEST_F(WarmPoolTest, AMissRaisesTheTargetToTheBurstSinceThePoolWasFull) {
   std::vector<std::string> names;
   for (const Sandbox& sb : taken) names.push_back(sb.name);
   factory_->RemoveNow(names);
+}
+
+// A dead container the pool discards is no take: the miss after it raises the target to
+// the takes since the pool was full, three here, not four.
+TEST_F(WarmPoolTest, ADiscardedDeadSandboxIsNoDemand) {
+  std::vector<Sandbox> taken = EmptyAPoolOfTwo();
+  ASSERT_EQ(taken.size(), 2u);
+  WarmPool& pool = *pool_;
+  runtime_.LetHeldStartsThrough(1);
+  ASSERT_TRUE(WaitFor([&] { return pool.ready() == 1; }));
+  for (const std::string& name : runtime_.Names()) {
+    if (name != taken[0].name && name != taken[1].name) ASSERT_TRUE(runtime_.Kill(name, SIGKILL).ok());
+  }
+  EXPECT_FALSE(pool.Take().has_value());
+  EXPECT_EQ(pool.target(), 3u);
+  runtime_.SetStartHeld(false);
+  factory_->RemoveNow({taken[0].name, taken[1].name});
 }
 
 // Until a container has started (the factory is not serving) only one start is under way.
