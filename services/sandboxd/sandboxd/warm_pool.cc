@@ -54,11 +54,15 @@ std::optional<Sandbox> WarmPool::Take() {
     {
       codemode::MutexLock lock(&mu_);
       if (!std::exchange(counted, true)) ++demand_;
+      const size_t cap = std::max(options_.max, want_);
       if (ready_.empty()) {
-        want_ = std::min(std::max(want_ + 1, demand_), std::max(options_.max, want_));
+        want_ = std::min(std::max(want_ + 1, demand_), cap);
+        missed_ = true;
         missed_at_ = absl::Now();
         return std::nullopt;
       }
+      // After a miss, what a refill serves belongs to the same burst.
+      if (missed_) want_ = std::min(std::max(want_, demand_), cap);
       sb = std::move(ready_.front());
       ready_.pop_front();
     }
@@ -112,7 +116,10 @@ void WarmPool::Loop(size_t index) {
       continue;
     }
     ready_.push_back(std::move(*sb));
-    if (ready_.size() >= want_) demand_ = 0;
+    if (ready_.size() >= want_) {
+      demand_ = 0;
+      missed_ = false;
+    }
   }
 }
 
@@ -130,6 +137,7 @@ void WarmPool::AwaitWork(size_t index) {
     if (absl::Now() - missed_at_ < options_.shrink_after) continue;  // missed again meanwhile
     want_ = target_;
     demand_ = 0;
+    missed_ = false;
     std::vector<Sandbox> over;
     while (ready_.size() > want_) {
       over.push_back(std::move(ready_.back()));

@@ -5,8 +5,9 @@
 // again sooner after a burst); while it does not, one thread alone retries.
 //
 // Demand raises the target up to PoolOptions::max: a Take() that finds the pool empty
-// raises it to the number of Take()s since the pool was last full (at least by one), so a
-// workload whose bursts outrun the pool finds a whole burst ready after the first one.
+// raises it to the number of Take()s since the pool was last full (at least by one), and
+// so does every Take() after it until the pool is full again (those a refill serves), so
+// a workload whose bursts outrun the pool finds a whole burst ready after the first one.
 // After PoolOptions::shrink_after without such a miss the target is the configured one
 // again, and what is over it is removed.
 //
@@ -126,6 +127,7 @@ class WarmPool {
   size_t want_ ABSL_GUARDED_BY(mu_);  // the target now: target_ raised by misses
   absl::Time missed_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   size_t demand_ ABSL_GUARDED_BY(mu_) = 0;  // Take()s since the pool was last full
+  bool missed_ ABSL_GUARDED_BY(mu_) = false;  // a Take() found it empty since then
   size_t starting_ ABSL_GUARDED_BY(mu_) = 0;  // pool starts under way
   // A failure was logged as a warning since the last start that worked.
   bool said_ ABSL_GUARDED_BY(mu_) = false;

@@ -229,6 +229,7 @@ TEST_F(WarmPoolTest, AMissRaisesTheTargetToTheBurstSinceThePoolWasFull) {
   std::optional<Sandbox> refilled = pool.Take();
   ASSERT_TRUE(refilled.has_value());
   taken.push_back(std::move(*refilled));
+  EXPECT_EQ(pool.target(), 4u) << "a take a refill served after the miss is the burst's too";
   EXPECT_FALSE(pool.Take().has_value());
   EXPECT_EQ(pool.target(), 5u) << "five takes since the pool was full";
   runtime_.SetStartHeld(false);
