@@ -1,11 +1,12 @@
 """What an idle session costs: the runner imports nothing a session may never use (ssl for
-TLS without a network, argparse for three options, difflib for a misspelt name, platform
+TLS without a network, typing for asyncio's annotations, argparse for three options, difflib for a misspelt name, platform
 for a version string, queue.py for one work queue, struct for a frame's length, the file
 frames' and display's code until they are used, the egress relay's code, which only its own
 process runs), and each is still there the moment code needs it: asyncio's TLS works
 whether code imported ssl first or not, and in a session with egress."""
 
 import ast
+import json
 import os
 import socket
 import subprocess
@@ -13,9 +14,9 @@ import sys
 import time
 import unittest
 
-from harness import CATALOG, TIMEOUT, CatalogTestCase, RunnerTestCase
+from harness import CATALOG, RUNNER, TIMEOUT, CatalogTestCase, RunnerTestCase
 
-NEVER_AT_IDLE = ("ssl", "argparse", "difflib", "platform", "base64", "hashlib", "queue",
+NEVER_AT_IDLE = ("ssl", "typing", "argparse", "difflib", "platform", "base64", "hashlib", "queue",
                  "struct", "sandbox_runner.files", "sandbox_runner.display_objects",
                  "sandbox_runner.egress_relay")
 
@@ -81,6 +82,74 @@ class ImportOrderTest(RunnerTestCase):
         self.assertOk(res)
         modules = eval(res.result)           # a list of module names
         self.assertLess(modules.index("datetime"), modules.index("asyncio"))
+
+
+# What the runner's import of asyncio leaves, and what code then sees of asyncio and typing,
+# printed as JSON by an interpreter without `site` (a host's site may import typing
+# itself). `hidden` runs the runner's import_asyncio from the zipapp first.
+TYPING_PROBE = """
+import json, sys
+if {hidden}:
+    sys.path.insert(0, {runner!r})
+    from sandbox_runner.ssl_on_demand import import_asyncio
+    import_asyncio()
+import asyncio, inspect
+seen = {{"typing_after_asyncio": "typing" in sys.modules}}
+seen["signatures"] = [str(inspect.signature(f)) for f in (
+    asyncio.timeout, asyncio.timeout_at, asyncio.Timeout.__init__, asyncio.Timeout.__aexit__,
+    asyncio.Timeout.when.fget if isinstance(asyncio.Timeout.when, property) else
+    asyncio.Timeout.when, asyncio.staggered.staggered_race)]
+seen["final"] = getattr(asyncio.Timeout, "__final__", None)
+async def main():
+    async with asyncio.timeout(5):
+        await asyncio.sleep(0)
+    return "ran"
+seen["timeout"] = asyncio.run(main())
+seen["typing_after_a_timeout"] = "typing" in sys.modules
+from typing import List, get_type_hints
+import typing
+seen["list"] = repr(List[int])
+seen["hints"] = [repr(get_type_hints(f)) for f in (
+    asyncio.timeout, asyncio.Timeout.__aexit__, asyncio.staggered.staggered_race)]
+seen["real_names"] = [asyncio.staggered.typing is typing,
+                      asyncio.timeouts.Optional is typing.Optional,
+                      asyncio.timeouts.final is typing.final, asyncio.timeouts.Type is typing.Type]
+print(json.dumps(seen))
+"""
+
+
+class TypingOnDemandTest(unittest.TestCase):
+    """asyncio is imported without typing (0.45 MiB of an idle session), and code sees
+    asyncio and typing as it would have without the stand-in."""
+
+    def probe(self, hidden, extra=""):
+        out = subprocess.run([sys.executable, "-I", "-S", "-c",
+                              TYPING_PROBE.format(hidden=hidden, runner=str(RUNNER)) + extra],
+                             capture_output=True, text=True, timeout=TIMEOUT)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        return json.loads(out.stdout)
+
+    def test_asyncio_comes_without_typing_and_code_sees_no_difference(self):
+        reference = self.probe(False)
+        seen = self.probe(True)
+        self.assertTrue(reference.pop("typing_after_asyncio"), "the reference imports typing")
+        self.assertFalse(seen.pop("typing_after_asyncio"))
+        self.assertFalse(seen.pop("typing_after_a_timeout"))
+        reference.pop("typing_after_a_timeout")
+        self.assertEqual(seen, reference)
+        self.assertEqual(seen["real_names"], [True] * 4)
+        self.assertTrue(seen["final"])
+
+    def test_a_name_looked_up_through_asyncio_imports_the_real_typing(self):
+        out = subprocess.run(
+            [sys.executable, "-I", "-S", "-c",
+             f"import sys\nsys.path.insert(0, {str(RUNNER)!r})\n"
+             "from sandbox_runner.ssl_on_demand import import_asyncio\nimport_asyncio()\n"
+             "import asyncio.staggered\noptional = asyncio.staggered.typing.Optional\n"
+             "import typing\nprint(optional is typing.Optional, asyncio.staggered.typing is typing)"],
+            capture_output=True, text=True, timeout=TIMEOUT)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.strip(), "True True")
 
 
 # The runner's threads, as user code sees them: the kernel's list, so threads that

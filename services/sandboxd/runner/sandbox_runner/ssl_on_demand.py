@@ -14,6 +14,8 @@ call) is answered without importing ssl."""
 import sys
 import threading
 
+from . import typing_on_demand
+
 
 class _NoInstances:
     """A class nothing is an instance of: ssl's socket types while ssl is not imported."""
@@ -51,17 +53,20 @@ class _SslOnDemand:
 
 
 def import_asyncio():
-    """Imports asyncio; ssl only if something imported it already. Call it before anything
-    else imports asyncio (the runner's __main__ does)."""
+    """Imports asyncio; ssl and typing only if something imported them already
+    (typing_on_demand.py says how typing waits). Call it before anything else imports
+    asyncio (the runner's __main__ does)."""
     if "ssl" in sys.modules or "asyncio" in sys.modules:
         import asyncio  # noqa: F401
         return
     before = set(sys.modules)
     sys.modules["ssl"] = None                # `import ssl` raises ImportError meanwhile
+    typing_stand_in = typing_on_demand.hide()
     try:
         import asyncio  # noqa: F401
     finally:
         del sys.modules["ssl"]
+        typing_on_demand.unhide(typing_stand_in)
     waiting = [sys.modules[name] for name in sorted(set(sys.modules) - before)
                if "ssl" in getattr(sys.modules[name], "__dict__", {}) and
                sys.modules[name].__dict__["ssl"] is None]
