@@ -301,10 +301,13 @@ grpc::Status Reply(absl::StatusOr<T> value, T* resp) {
 grpc::Status SandboxServiceImpl::CreateSession(grpc::ServerContext* ctx,
                                                const sandbox::v1::CreateSessionRequest* req,
                                                sandbox::v1::Session* resp) {
-  absl::StatusOr<sandbox::v1::Session> created = manager_->CreateSession(*req);
-  // A caller that gave up meanwhile (cancelled, or past its deadline: a gateway that placed
-  // the sandbox elsewhere) never learns the id: the session would live on unseen, counted
-  // against --max_sessions and its owner's limit until --idle_ttl. It ends here instead.
+  // A caller that gave up (cancelled, or past its deadline: a gateway that placed the
+  // sandbox elsewhere) never learns the id: the session would live on unseen, counted
+  // against --max_sessions and its owner's limit until --idle_ttl, and another owner's idle
+  // session may have been ended for its room. The manager asks before either; a session
+  // made while the caller gave up ends here.
+  absl::StatusOr<sandbox::v1::Session> created =
+      manager_->CreateSession(*req, [ctx] { return !ctx->IsCancelled(); });
   if (created.ok() && ctx->IsCancelled()) {
     (void)manager_->DeleteSession(created->id());
     return grpc::Status(grpc::StatusCode::CANCELLED, "the caller gave up before its session was made; it was ended");

@@ -196,7 +196,7 @@ void SessionManager::Shutdown() {
 }
 
 absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
-    const sandbox::v1::CreateSessionRequest& r) {
+    const sandbox::v1::CreateSessionRequest& r, const Wanted& wanted) {
   absl::StatusOr<ResolvedLimits> limits =
       ResolveLimits(r.limits(), options_.default_limits, options_.max_limits);
   if (!limits.ok()) return limits.status();
@@ -220,7 +220,7 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
   const bool default_image = image->name == kDefaultImageName;
   const SandboxConfig config = {*limits, *isolation, default_image ? "" : image->reference,
                                 *language};
-  return CreateAdmitted(r, config, *image, *std::move(catalog), *egress, *hold);
+  return CreateAdmitted(r, config, *image, *std::move(catalog), *egress, *hold, wanted);
 }
 
 absl::Status SessionManager::CheckLanguage(Language language, const ImageChoice& image,
@@ -245,7 +245,8 @@ absl::Status SessionManager::CheckLanguage(Language language, const ImageChoice&
 
 absl::StatusOr<sandbox::v1::Session> SessionManager::CreateAdmitted(
     const sandbox::v1::CreateSessionRequest& r, const SandboxConfig& config,
-    const ImageChoice& image, Catalog catalog, const std::string& egress_policy, Hold hold) {
+    const ImageChoice& image, Catalog catalog, const std::string& egress_policy, Hold hold,
+    const Wanted& wanted) {
   const absl::Time began = absl::Now();  // the checks before took microseconds
   // From the pool of its runtime when it is of the default config there.
   std::optional<Sandbox> sb = pools_.Take(config);
@@ -258,6 +259,12 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateAdmitted(
       return cold.status();
     }
     sb = std::move(*cold);
+  }
+  if (wanted && !wanted()) {  // most of a creation's time is behind it: asked here
+    GiveBack(r.owner(), hold);
+    factory_.Discard(sb->name);
+    metrics_->SessionCreateFailed();
+    return CallerGaveUp(r.owner());
   }
   Session::Metadata md;
   md.id = NewId("s-");
@@ -285,10 +292,10 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateAdmitted(
   auto session = Session::Create(&env_, std::move(md), std::move(catalog), std::move(sb->conn),
                                  /*push_catalog=*/true);
   if (egress) session->AttachEgress(std::move(egress));  // before its record is written
-  if (std::string refused = Register(session, RoomOf(r), hold); !refused.empty()) {
+  if (absl::Status refused = Register(session, RoomOf(r), hold, wanted); !refused.ok()) {
     metrics_->SessionCreateFailed();
-    session->Terminate("too many sessions");
-    return absl::ResourceExhaustedError(refused);
+    session->Terminate(absl::IsCancelled(refused) ? "its caller gave up" : "too many sessions");
+    return refused;
   }
   const std::string& id = session->metadata().id;
   absl::Status st = records_.Add(id, [&] { return session->Record(); });

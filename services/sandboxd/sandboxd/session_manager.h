@@ -124,8 +124,12 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   void Shutdown();
 
   // With r.reclaim_idle, an owner at a limit gets room by ending its least recently used
-  // idle session (sandbox.proto, CreateSessionRequest.reclaim_idle).
-  absl::StatusOr<sandbox::v1::Session> CreateSession(const sandbox::v1::CreateSessionRequest& r);
+  // idle session (sandbox.proto, CreateSessionRequest.reclaim_idle). `wanted`, when given,
+  // is asked once the container is there and before another session is ended for room:
+  // false (its caller gave up) ends the creation with CANCELLED, having ended nothing.
+  using Wanted = std::function<bool()>;
+  absl::StatusOr<sandbox::v1::Session> CreateSession(const sandbox::v1::CreateSessionRequest& r,
+                                                     const Wanted& wanted = nullptr);
   // A lost session's id answers (until deleted, or its tombstone expires): GetSession and
   // ListSessions with state LOST and the reason; every other call FAILED_PRECONDITION.
   absl::StatusOr<sandbox::v1::Session> GetSession(const std::string& id);
@@ -197,7 +201,7 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
                                                        const ImageChoice& image,
                                                        Catalog catalog,
                                                        const std::string& egress_policy,
-                                                       Hold hold);
+                                                       Hold hold, const Wanted& wanted);
   // session_egress.cc: the policy a CreateSession gets (canonical; empty: no egress).
   absl::StatusOr<std::string> AdmitEgress(const sandbox::v1::CreateSessionRequest& r);
   // Turns the runner's relay on (waiting for its answer when `wait`) and opens the
@@ -297,13 +301,17 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   bool MayClaimLocked(const std::string& owner, const Reclaim& reclaim, size_t idle)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Registers a new session (pinned, see pinned_) if there is room, reclaiming an idle
-  // session (RefuseLocked) for it when needed; else why not. Takes over the room CheckRoom
-  // held for it (`hold`) either way.
-  std::string Register(const std::shared_ptr<Session>& session, const Room& room, Hold hold);
+  // session (RefuseLocked) for it when needed and still `wanted`; else why not
+  // (RESOURCE_EXHAUSTED, or CANCELLED). Takes over the room CheckRoom held for it (`hold`)
+  // either way.
+  absl::Status Register(const std::shared_ptr<Session>& session, const Room& room, Hold hold,
+                        const Wanted& wanted);
+  // What a creation of `owner` whose caller gave up (Wanted) ends with; logged.
+  static absl::Status CallerGaveUp(const std::string& owner);
   // Ends the least recently used idle session of the owner in `reclaim` holding the most
   // (then of the next) and returns it, pinned and still registered (Register retires it);
-  // null when none is idle.
-  std::shared_ptr<Session> ReclaimIdle(const Reclaim& reclaim);
+  // null when none is idle. Marks `claim` pinned while its victim is.
+  std::shared_ptr<Session> ReclaimIdle(const Reclaim& reclaim, uint64_t claim);
   // How many idle sessions not pinned the owners in `reclaim` have (a hint: it may change
   // at once).
   size_t IdleSessions(const Reclaim& reclaim);
@@ -337,12 +345,19 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // counted as their owners' sessions, and claims on idle sessions to reclaim.
   std::map<std::string, size_t> held_ ABSL_GUARDED_BY(mu_);
   size_t held_total_ ABSL_GUARDED_BY(mu_) = 0;
+  // A creation's claim on an idle session, from CheckRoom (or Register, when another
+  // creation took its room) until it is registered or fails: counted against the idle
+  // sessions until its victim is pinned, and against its asker's fair share to the end.
   struct Claim {
     std::string asker;                     // the creating owner
     std::map<std::string, size_t> owners;  // whose sessions it may reclaim (Reclaim::owners)
+    bool pinned = false;                   // its victim is pinned (ReclaimIdle)
   };
   std::map<uint64_t, Claim> claims_ ABSL_GUARDED_BY(mu_);
   uint64_t last_claim_ ABSL_GUARDED_BY(mu_) = 0;
+  // Sessions pinned or let go of by ReclaimIdle, ever: CheckRoom counts idle sessions
+  // again when this moved while it counted.
+  uint64_t pins_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t reclaimed_total_ ABSL_GUARDED_BY(mu_) = 0;
   LostSessions lost_ ABSL_GUARDED_BY(mu_) = LostSessions(options_.max_lost_sessions);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

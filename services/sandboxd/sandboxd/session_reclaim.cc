@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <tuple>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "base/log_text.h"
@@ -90,30 +91,35 @@ std::string SessionManager::RefuseLocked(const Room& room, Reclaim* reclaim) {
 }
 
 absl::StatusOr<SessionManager::Hold> SessionManager::CheckRoom(const Room& room) {
-  std::string refused;
-  Reclaim reclaim;
-  {
-    codemode::MutexLock lock(&mu_);
-    if (stopping_) return absl::UnavailableError("the daemon is shutting down");
-    refused = RefuseLocked(room, &reclaim);
-    if (refused.empty()) {
-      ++held_[room.owner];
-      ++held_total_;
-      return Hold{};
+  for (;;) {
+    std::string refused;
+    Reclaim reclaim;
+    uint64_t pins = 0;
+    {
+      codemode::MutexLock lock(&mu_);
+      if (stopping_) return absl::UnavailableError("the daemon is shutting down");
+      refused = RefuseLocked(room, &reclaim);
+      if (refused.empty()) {
+        ++held_[room.owner];
+        ++held_total_;
+        return Hold{};
+      }
+      pins = pins_;
     }
+    if (reclaim.empty()) return absl::ResourceExhaustedError(refused);
+    // The reclaim itself waits until the new session is ready (Register), so a creation
+    // that fails ends nothing; with no idle session to reclaim, no container is started.
+    // Each admitted creation claims one idle session: concurrent creations beyond them are
+    // refused here, not after they took or started a container.
+    const size_t idle = IdleSessions(reclaim);  // sessions' locks only outside mu_
+    codemode::MutexLock lock(&mu_);
+    if (pins_ != pins) continue;  // a reclaim pinned or let go of one meanwhile: count again
+    if (MayClaimLocked(room.owner, reclaim, idle)) {
+      claims_[++last_claim_] = {room.owner, reclaim.owners};
+      return Hold{last_claim_};
+    }
+    return absl::ResourceExhaustedError(refused + (idle == 0 ? kNoneIdle : kAllClaimed));
   }
-  if (reclaim.empty()) return absl::ResourceExhaustedError(refused);
-  // The reclaim itself waits until the new session is ready (Register), so a creation
-  // that fails ends nothing; with no idle session to reclaim, no container is started.
-  // Each admitted creation claims one idle session: concurrent creations beyond them are
-  // refused here, not after they took or started a container.
-  const size_t idle = IdleSessions(reclaim);  // sessions' locks only outside mu_
-  codemode::MutexLock lock(&mu_);
-  if (MayClaimLocked(room.owner, reclaim, idle)) {
-    claims_[++last_claim_] = {room.owner, reclaim.owners};
-    return Hold{last_claim_};
-  }
-  return absl::ResourceExhaustedError(refused + (idle == 0 ? kNoneIdle : kAllClaimed));
 }
 
 void SessionManager::GiveBack(const std::string& owner, Hold hold) {
@@ -138,7 +144,7 @@ bool SessionManager::MayClaimLocked(const std::string& owner, const Reclaim& rec
   size_t on_others = 0;  // this owner's claims on other owners' sessions
   for (const auto& [key, claim] : claims_) {
     for (const auto& [victim, n] : claim.owners) {
-      if (reclaim.owners.count(victim)) {
+      if (!claim.pinned && reclaim.owners.count(victim)) {
         ++on_these;
         break;
       }
@@ -155,9 +161,22 @@ bool SessionManager::MayClaimLocked(const std::string& owner, const Reclaim& rec
   return false;
 }
 
-std::string SessionManager::Register(const std::shared_ptr<Session>& session, const Room& room,
-                                     Hold hold) {
-  bool held = true;  // what CheckRoom held, until the first check below takes it over
+absl::Status SessionManager::CallerGaveUp(const std::string& owner) {
+  spdlog::info("a session creation of owner '{}' ended: its caller gave up, and nothing was "
+               "reclaimed for it", codemode::LogQuoted(owner));
+  return absl::CancelledError(
+      "the caller gave up before its session was made: nothing was made or reclaimed for it");
+}
+
+absl::Status SessionManager::Register(const std::shared_ptr<Session>& session, const Room& room,
+                                      Hold hold, const Wanted& wanted) {
+  bool held = hold.claim == 0;  // room CheckRoom held, until the first check below takes it over
+  uint64_t claim = hold.claim;  // this creation's claim (Claim), until registered or refused
+  auto drop_claim = absl::MakeCleanup([&] {
+    if (claim == 0) return;
+    codemode::MutexLock lock(&mu_);
+    claims_.erase(claim);
+  });
   const std::string& id = session->metadata().id;
   std::shared_ptr<Session> victim;  // reclaimed for this session: lost, pinned, registered
   std::string victim_reason;
@@ -175,7 +194,7 @@ std::string SessionManager::Register(const std::shared_ptr<Session>& session, co
         retired = RetireLocked(*victim, std::move(tombstone));
         retired.reclaimed = victim_reason;
       }
-      if (held) {  // taken over by the check below (a claim: by the reclaim it leads to)
+      if (held) {  // taken over by the check below
         GiveBackLocked(room.owner, hold);
         held = false;
       }
@@ -184,21 +203,29 @@ std::string SessionManager::Register(const std::shared_ptr<Session>& session, co
       if (refused.empty()) {
         sessions_[id] = session;
         pinned_.insert(id);
+        claims_.erase(std::exchange(claim, 0));  // now one of its asker's sessions
+      } else if (claim == 0 && !reclaim.empty()) {  // another creation took its room
+        claims_[claim = ++last_claim_] = {room.owner, reclaim.owners};
+      } else if (claim != 0) {
+        claims_[claim].pinned = false;  // its victim is retired: another is looked for
       }
     }
     FinishRetired(std::move(retired));
     // Ours may be the last reference (deleted meanwhile): dropped on a worker, which joins
     // the session's reader off this thread.
     if (victim) workers_.Post([v = std::move(victim)]() mutable { v.reset(); });
-    if (refused.empty() || reclaim.empty()) return refused;
-    // Full (again): another creation took the room, or this is the first reclaim.
-    victim = ReclaimIdle(reclaim);
-    if (!victim) return refused + kNoneIdle;
+    if (refused.empty()) return absl::OkStatus();
+    if (reclaim.empty()) return absl::ResourceExhaustedError(refused);
+    // Full (again): another creation took the room, or this is the first reclaim. Nothing
+    // is ended for a caller that gave up.
+    if (wanted && !wanted()) return CallerGaveUp(room.owner);
+    victim = ReclaimIdle(reclaim, claim);
+    if (!victim) return absl::ResourceExhaustedError(refused + kNoneIdle);
     victim_reason = reclaim.reason;
   }
 }
 
-std::shared_ptr<Session> SessionManager::ReclaimIdle(const Reclaim& reclaim) {
+std::shared_ptr<Session> SessionManager::ReclaimIdle(const Reclaim& reclaim, uint64_t claim) {
   struct Candidate {
     int64_t fewer_held;  // minus the sessions its owner holds: the owner holding the most first
     int64_t used_ms;
@@ -225,12 +252,16 @@ std::shared_ptr<Session> SessionManager::ReclaimIdle(const Reclaim& reclaim) {
       if (it == sessions_.end() || it->second != c.session || !pinned_.insert(id).second) {
         continue;
       }
+      if (claim != 0) claims_[claim].pinned = true;  // the pinned victim is no idle one
+      ++pins_;
     }
     // Ends it only if nothing started on it and it was not used since it was seen idle.
     if (c.session->TerminateIfIdle(reclaim.reason, c.used_ms)) return std::move(c.session);
     {
       codemode::MutexLock lock(&mu_);
       pinned_.erase(id);
+      if (claim != 0) claims_[claim].pinned = false;
+      ++pins_;
     }
     // Lost meanwhile for another reason: OnSessionLost found it pinned and left it to us.
     if (c.session->lost()) OnSessionLost(*c.session);

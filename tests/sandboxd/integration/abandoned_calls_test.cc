@@ -243,5 +243,36 @@ for _ in range(530000):
             << " kB once it was over; " << messages << " messages reached the client\n";
 }
 
+// A CreateSession whose caller gives up while its container starts (a deadline shorter
+// than a cold start) ends nothing for its room: at a full daemon the idle sessions of the
+// owner it would have reclaimed from stay, and nothing is left for the caller.
+TEST(AbandonedCallsTest, AnAbandonedCreationAtAFullDaemonEndsNobodysSession) {
+  SandboxdProcess daemon({"--pool_size=0", "--max_sessions=2"});
+  ASSERT_TRUE(daemon.Start());
+  auto stub = daemon.Stub();
+  sandbox::v1::CreateSessionRequest bob;
+  bob.set_owner("bob");
+  for (int i = 0; i < 2; ++i) CreateSession(*stub, bob);
+  sandbox::v1::CreateSessionRequest alice;
+  alice.set_owner("alice");
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(std::chrono::milliseconds(50)));
+  sandbox::v1::Session made;
+  grpc::Status st = stub->CreateSession(&ctx, alice, &made);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << st.error_message();
+  // The daemon finishes the start it began, then ends the creation and says so.
+  bool ended = false;
+  for (int i = 0; i < 300 && !ended; ++i) {
+    ended = daemon.Log().find("its caller gave up") != std::string::npos;
+    if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(ended) << daemon.Log();
+  grpc::ClientContext info_ctx;
+  sandbox::v1::Info info;
+  ASSERT_TRUE(stub->GetInfo(&info_ctx, {}, &info).ok());
+  EXPECT_EQ(info.sessions(), 2u);
+  EXPECT_EQ(info.sessions_reclaimed_total(), 0u) << "bob's idle session was ended for nobody";
+}
+
 }  // namespace
 }  // namespace sandboxd::testing

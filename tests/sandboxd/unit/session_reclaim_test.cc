@@ -280,6 +280,29 @@ void ExpectOnlyCreatedTaken(SessionManager* m, ProcessRuntime* runtime, const Po
   EXPECT_EQ(runtime->start_calls(), before.starts + created) << "only those taken were refilled";
 }
 
+// Runs `n` CreateSessions of `cold` (a config no pool holds) at once with every start held
+// until each is started or refused, so all are under way before any registers; returns how
+// many started a container, and sets `created`.
+int StartedAtOnce(SessionManager* m, ProcessRuntime* runtime, int n,
+                  const sandbox::v1::CreateSessionRequest& cold, int* created) {
+  runtime->SetStartHeld(true);
+  std::vector<std::future<absl::StatusOr<sandbox::v1::Session>>> creating;
+  for (int i = 0; i < n; ++i) {
+    creating.push_back(std::async(std::launch::async, [&] { return m->CreateSession(cold); }));
+  }
+  const bool settled = WaitFor([&] {
+    int refused = 0;
+    for (auto& f : creating) refused += f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+    return runtime->starts_held() + refused == n;
+  });
+  const int started = runtime->starts_held();
+  runtime->SetStartHeld(false);
+  EXPECT_TRUE(settled);
+  *created = 0;
+  for (auto& f : creating) *created += f.get().ok();
+  return started;
+}
+
 // Creations over a limit are refused before they take a warm container or start one: the
 // room of each admitted creation is held until it registers, so a refused one neither
 // empties the pool nor counts as a miss that grows it.
@@ -305,16 +328,20 @@ TEST_F(SessionManagerTest, ConcurrentCreationsAtAFullDaemonClaimOnlyTheirFairSha
   ExpectOnlyCreatedTaken(m, runtime_.get(), before, 1);
 }
 
-// An owner at its limit with one idle session: one of four reclaim_idle creations claims it.
+// An owner at its limit with one idle session: one of four reclaim_idle creations claims
+// it; the others are refused before they start a container.
 TEST_F(SessionManagerTest, ConcurrentReclaimsClaimNoMoreThanTheIdleSessions) {
-  SessionManager* m = StartManager(WithGrowingPool(PerOwner(Options(), 2)));
+  SessionManager* m = StartManager(PerOwner(Options(), 2));
   Create(m, OwnedBy("alice", false));
   sandbox::v1::Session busy = Create(m, OwnedBy("alice", false));
   Started loop = Exec(m, busy.id(), "import time\nwhile True:\n    time.sleep(0.01)");
   ASSERT_TRUE(loop.collector->WaitStarted());
-  const PoolMark before = MarkFullPool(m, runtime_.get());
-  EXPECT_EQ(CreateAtOnce(m, 4, OwnedBy("alice", true)), 1);
-  ExpectOnlyCreatedTaken(m, runtime_.get(), before, 1);
+  MarkFullPool(m, runtime_.get());
+  sandbox::v1::CreateSessionRequest cold = OwnedBy("alice", true);
+  cold.mutable_limits()->set_pids(200);  // never pooled: each start waits until let through
+  int created = 0;
+  EXPECT_EQ(StartedAtOnce(m, runtime_.get(), 4, cold, &created), 1);
+  EXPECT_EQ(created, 1);
   loop.execution->Cancel();
   ASSERT_TRUE(loop.collector->WaitFinished());
 }
@@ -356,26 +383,34 @@ TEST_F(SessionManagerTest, ClaimsUnderWayCountAsTakenFromTheirVictim) {
   for (int i = 0; i < 4; ++i) ASSERT_FALSE(Create(m, OwnedBy("bob", false)).id().empty());
   for (int i = 0; i < 2; ++i) ASSERT_FALSE(Create(m, OwnedBy("dave", false)).id().empty());
   MarkFullPool(m, runtime_.get());
-  runtime_->SetStartHeld(true);
   sandbox::v1::CreateSessionRequest cold = OwnedBy("erin", false);
   cold.mutable_limits()->set_pids(200);  // never pooled: each start waits until let through
-  std::vector<std::future<absl::StatusOr<sandbox::v1::Session>>> creating;
-  for (int i = 0; i < 3; ++i) {
-    creating.push_back(std::async(std::launch::async, [&] { return m->CreateSession(cold); }));
-  }
-  const bool settled = WaitFor([&] {
-    int refused = 0;
-    for (auto& f : creating) refused += f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
-    return runtime_->starts_held() + refused == 3;
-  });
-  const int started = runtime_->starts_held();
-  runtime_->SetStartHeld(false);
-  ASSERT_TRUE(settled);
-  EXPECT_EQ(started, 2) << "a third claim started a container it could not keep";
   int created = 0;
-  for (auto& f : creating) created += f.get().ok();
+  EXPECT_EQ(StartedAtOnce(m, runtime_.get(), 3, cold, &created), 2)
+      << "a third claim started a container it could not keep";
   EXPECT_EQ(created, 2);
   EXPECT_EQ(m->GetInfo().sessions_reclaimed_total(), 2u);
+}
+
+// A creation whose caller gave up ends nothing for its room: asked once its container is
+// there, and again before it would end another owner's idle session at a full daemon.
+TEST_F(SessionManagerTest, ACreationWhoseCallerGaveUpReclaimsNothing) {
+  ManagerOptions o = Options();
+  o.max_sessions = 3;
+  SessionManager* m = StartManager(o);
+  for (int i = 0; i < 3; ++i) ASSERT_FALSE(Create(m, OwnedBy("bob", false)).id().empty());
+  for (int wanted_for : {0, 1}) {  // answers "still wanted" this many times, then gives up
+    int asked = 0;
+    absl::StatusOr<sandbox::v1::Session> gave_up =
+        m->CreateSession(OwnedBy("alice", false), [&] { return asked++ < wanted_for; });
+    EXPECT_TRUE(absl::IsCancelled(gave_up.status())) << gave_up.status();
+    EXPECT_EQ(asked, wanted_for + 1);
+    EXPECT_EQ(m->GetInfo().sessions_reclaimed_total(), 0u);
+    EXPECT_EQ(m->GetInfo().sessions(), 3u);
+  }
+  // What it held is given back: a creation still wanted takes its fair share.
+  EXPECT_TRUE(m->CreateSession(OwnedBy("alice", false), [] { return true; }).ok());
+  EXPECT_EQ(m->GetInfo().sessions_reclaimed_total(), 1u);
 }
 
 // Creations under way count against the limits, and a refusal says so.
