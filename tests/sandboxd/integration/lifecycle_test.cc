@@ -546,8 +546,8 @@ TEST(LifecycleTest, AnAbortedTestLeavesNoDaemonOrContainer) {
 }
 
 // A caller that gives up on a create (a gateway that placed the sandbox elsewhere) never
-// learns the session's id: sandboxd ends the session it made meanwhile instead of keeping
-// it, unseen, against --max_sessions and the owner's limit until --idle_ttl.
+// learns the session's id: sandboxd makes none (or ends the one it made meanwhile) rather
+// than keep it, unseen, against --max_sessions and the owner's limit until --idle_ttl.
 TEST(LifecycleTest, ACreateItsCallerGaveUpOnLeavesNoSession) {
   SandboxdProcess d({"--pool_size=0"});  // a cold create: hundreds of milliseconds
   ASSERT_TRUE(d.Start());
@@ -558,8 +558,8 @@ TEST(LifecycleTest, ACreateItsCallerGaveUpOnLeavesNoSession) {
   req.set_owner("gave-up");
   sandbox::v1::Session session;
   EXPECT_EQ(stub->CreateSession(&ctx, req, &session).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
-  // sandboxd finishes the create on its own time; then nothing of it stays.
-  EXPECT_TRUE(WaitFor([&] { return d.Log().find("created (container") != std::string::npos; }, 30000)) << d.Log();
+  // sandboxd finishes the start on its own time, finds its caller gone and makes nothing.
+  EXPECT_TRUE(WaitFor([&] { return d.Log().find("its caller gave up") != std::string::npos; }, 30000)) << d.Log();
   EXPECT_TRUE(WaitFor([&] { return d.LiveContainers() == 0; }, 30000)) << d.Log();
   grpc::ClientContext list_ctx;
   sandbox::v1::ListSessionsRequest list;
