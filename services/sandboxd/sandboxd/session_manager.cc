@@ -215,7 +215,7 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(
   if (absl::Status st = CheckLanguage(*language, *image, /*refresh_images=*/false); !st.ok()) return st;
   absl::StatusOr<std::string> egress = AdmitEgress(r);
   if (!egress.ok()) return egress.status();
-  absl::StatusOr<Hold> hold = CheckRoom(RoomOf(r));
+  absl::StatusOr<Hold> hold = CheckRoom(RoomOf(r), wanted);
   if (!hold.ok()) return hold.status();
   const bool default_image = image->name == kDefaultImageName;
   const SandboxConfig config = {*limits, *isolation, default_image ? "" : image->reference,
@@ -254,14 +254,14 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateAdmitted(
   if (!sb) {
     absl::StatusOr<Sandbox> cold = factory_.Start(config, "session");
     if (!cold.ok()) {
-      GiveBack(r.owner(), hold);
+      GiveBack(hold);
       metrics_->SessionCreateFailed();
       return cold.status();
     }
     sb = std::move(*cold);
   }
   if (wanted && !wanted()) {  // most of a creation's time is behind it: asked here
-    GiveBack(r.owner(), hold);
+    GiveBack(hold);
     factory_.Discard(sb->name);
     metrics_->SessionCreateFailed();
     return CallerGaveUp(r.owner());
@@ -282,7 +282,7 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateAdmitted(
   if (!egress_policy.empty()) {
     absl::StatusOr<std::unique_ptr<SessionEgress>> opened = OpenEgress(md, egress_policy, *sb->conn);
     if (!opened.ok()) {
-      GiveBack(r.owner(), hold);
+      GiveBack(hold);
       factory_.Discard(sb->name);
       metrics_->SessionCreateFailed();
       return opened.status();

@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -126,7 +127,9 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // With r.reclaim_idle, an owner at a limit gets room by ending its least recently used
   // idle session (sandbox.proto, CreateSessionRequest.reclaim_idle). `wanted`, when given,
   // is asked once the container is there and before another session is ended for room:
-  // false (its caller gave up) ends the creation with CANCELLED, having ended nothing.
+  // false (its caller gave up) ends the creation with CANCELLED, having ended nothing. It
+  // is also asked, under the manager's lock, by other creations counting the room this one
+  // holds: it must be cheap, take no lock of the manager's, and stay false once false.
   using Wanted = std::function<bool()>;
   absl::StatusOr<sandbox::v1::Session> CreateSession(const sandbox::v1::CreateSessionRequest& r,
                                                      const Wanted& wanted = nullptr);
@@ -186,13 +189,11 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // DeleteSession; a live session deleted ends for `reason` (closed by its client, or
   // expired by the idle reaper).
   absl::Status DeleteFor(const std::string& id, SandboxdMetrics::EndReason reason);
-  // What CheckRoom holds for a creation it admits, until Register takes it over or the
-  // creation gives it back (GiveBack) because it failed first: room, counted as a session
-  // of its owner (held_), or a claim on one of the idle sessions Register will reclaim one
-  // of (claims_). Creations over a limit are refused before they take a warm container
-  // (and count as its misses) or start one.
+  // What CheckRoom holds for a creation it admits (holds_), until Register takes it over or
+  // the creation gives it back (GiveBack) because it failed first. Creations over a limit
+  // are refused before they take a warm container (and count as its misses) or start one.
   struct Hold {
-    uint64_t claim = 0;  // its key in claims_; 0: room
+    uint64_t id = 0;  // its key in holds_
   };
   // CreateSession once the request is valid and admitted (`hold`: CheckRoom's): takes a
   // pooled container or starts one, and registers the session.
@@ -277,7 +278,6 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // one of the owner in `owners` holding the most (then of the next), for `reason`.
   struct Reclaim {
     std::map<std::string, size_t> owners;  // owner -> sessions it holds
-    size_t owned = 0;                      // what the asking owner holds
     std::string reason;                    // its lost reason
     bool empty() const { return owners.empty(); }
   };
@@ -290,15 +290,20 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // CreateSession's first check, before a container is taken or started: UNAVAILABLE when
   // stopping, RESOURCE_EXHAUSTED when there is no room and no idle session can be reclaimed
   // for it (one that other admitted creations have not claimed). Else what it holds.
-  absl::StatusOr<Hold> CheckRoom(const Room& room);
-  // Gives back what CheckRoom held for a creation of `owner` that failed before Register.
-  void GiveBack(const std::string& owner, Hold hold);
-  void GiveBackLocked(const std::string& owner, Hold hold) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Whether one more creation of `owner` may claim an idle session of `reclaim` (`idle` of
-  // them): fewer claims that may land on those owners' sessions than idle ones, and, for
-  // another owner's session (a full daemon's fair share), the owner still holding fewer
-  // than the victim with its claims on others counted as taken from that victim.
-  bool MayClaimLocked(const std::string& owner, const Reclaim& reclaim, size_t idle)
+  absl::StatusOr<Hold> CheckRoom(const Room& room, const Wanted& wanted);
+  // Gives back what CheckRoom held for a creation that failed before Register.
+  void GiveBack(Hold hold);
+  // Holds room for a creation of `owner`, or with `reclaim`, a claim on an idle session of
+  // its owners (see holds_); returns its key.
+  uint64_t HoldLocked(const std::string& owner, const Wanted& wanted, const Reclaim* reclaim)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Each owner's live sessions and the rooms held for it; sets `rooms` to all rooms held.
+  std::map<std::string, size_t> HoldersLocked(size_t* rooms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // "" when one more creation of `owner` may claim an idle session of `reclaim` (`idle` of
+  // them), else why not: fewer claims that may land on those owners' sessions than idle
+  // ones, and, for another owner's session (a full daemon's fair share), the owner still
+  // holding fewer than its victim once every claim under way has landed.
+  std::string MayClaimLocked(const std::string& owner, const Reclaim& reclaim, size_t idle)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Registers a new session (pinned, see pinned_) if there is room, reclaiming an idle
   // session (RefuseLocked) for it when needed and still `wanted`; else why not
@@ -310,8 +315,8 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   static absl::Status CallerGaveUp(const std::string& owner);
   // Ends the least recently used idle session of the owner in `reclaim` holding the most
   // (then of the next) and returns it, pinned and still registered (Register retires it);
-  // null when none is idle. Marks `claim` pinned while its victim is.
-  std::shared_ptr<Session> ReclaimIdle(const Reclaim& reclaim, uint64_t claim);
+  // null when none is idle. Marks the claim `held` pinned while its victim is.
+  std::shared_ptr<Session> ReclaimIdle(const Reclaim& reclaim, uint64_t held);
   // How many idle sessions not pinned the owners in `reclaim` have (a hint: it may change
   // at once).
   size_t IdleSessions(const Reclaim& reclaim);
@@ -341,20 +346,21 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // until its record is written. Never reclaimed; OnSessionLost leaves them to that
   // CreateSession, which looks at them again once it unpins them.
   std::set<std::string> pinned_ ABSL_GUARDED_BY(mu_);
-  // What CheckRoom holds for creations that have not registered yet (Hold): room by owner,
-  // counted as their owners' sessions, and claims on idle sessions to reclaim.
-  std::map<std::string, size_t> held_ ABSL_GUARDED_BY(mu_);
-  size_t held_total_ ABSL_GUARDED_BY(mu_) = 0;
-  // A creation's claim on an idle session, from CheckRoom (or Register, when another
-  // creation took its room) until it is registered or fails: counted against the idle
-  // sessions until its victim is pinned, and against its asker's fair share to the end.
-  struct Claim {
-    std::string asker;                     // the creating owner
-    std::map<std::string, size_t> owners;  // whose sessions it may reclaim (Reclaim::owners)
-    bool pinned = false;                   // its victim is pinned (ReclaimIdle)
+  // What CheckRoom holds for creations that have not registered yet (Hold): room, counted
+  // as a session of its owner, or a claim on an idle session to reclaim (from CheckRoom, or
+  // from Register when another creation took its room), counted against the idle sessions
+  // until its victim is pinned, and until it registers as a session its owner holds and one
+  // its victim's owner has lost. A creation whose caller gave up holds nothing from then on
+  // but a pinned victim: its room and its unpinned claim are other creations' at once.
+  struct Held {
+    std::string owner;
+    Wanted wanted;                      // null: wanted to the end
+    std::set<std::string> victims;      // a claim: whose sessions it may reclaim; empty: room
+    std::optional<std::string> pinned;  // a claim's pinned victim's owner (ReclaimIdle)
+    bool counts() const { return pinned || !wanted || wanted(); }
   };
-  std::map<uint64_t, Claim> claims_ ABSL_GUARDED_BY(mu_);
-  uint64_t last_claim_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<uint64_t, Held> holds_ ABSL_GUARDED_BY(mu_);
+  uint64_t last_hold_ ABSL_GUARDED_BY(mu_) = 0;
   // Sessions pinned or let go of by ReclaimIdle, ever: CheckRoom counts idle sessions
   // again when this moved while it counted.
   uint64_t pins_ ABSL_GUARDED_BY(mu_) = 0;

@@ -28,6 +28,8 @@ namespace {
 constexpr char kNoneIdle[] = " and none that could make room is idle";
 constexpr char kAllClaimed[] =
     " and each idle session that could make room is being reclaimed for another creation";
+constexpr char kFairShareTaken[] =
+    " and the creations under way already take this owner's fair share";
 
 std::string Count(size_t n, const char* noun) {
   return absl::StrCat(n, " ", noun, n == 1 ? "" : "s");
@@ -37,9 +39,9 @@ std::string Count(size_t n, const char* noun) {
 
 std::string SessionManager::RefuseLocked(const Room& room, Reclaim* reclaim) {
   const std::string& owner = room.owner;
-  std::map<std::string, size_t> held = held_;  // owner -> live sessions and held rooms
-  for (const auto& [id, s] : sessions_) ++held[s->metadata().owner];
-  const size_t live = sessions_.size() + held_total_;
+  size_t rooms = 0;
+  std::map<std::string, size_t> held = HoldersLocked(&rooms);
+  const size_t live = sessions_.size() + rooms;
   const size_t owned = held.count(owner) ? held[owner] : 0;
   // The request may ask for less than the flag, never more.
   const bool asked = room.owner_limit > 0 && room.owner_limit < options_.max_sessions_per_owner;
@@ -47,12 +49,11 @@ std::string SessionManager::RefuseLocked(const Room& room, Reclaim* reclaim) {
   // Ending one session makes room unless a limit is exceeded (flags lowered since its
   // sessions were re-attached).
   const bool one_makes_room = live <= options_.max_sessions && owned <= owner_limit;
-  reclaim->owned = owned;
   const bool own_reclaim = room.reclaim_idle && !owner.empty() && owned > 0 && one_makes_room;
   if (live >= options_.max_sessions) {
     const std::string full =
         absl::StrCat(Count(sessions_.size(), "session"),
-                     held_total_ > 0 ? absl::StrCat(" and ", held_total_, " being created") : "",
+                     rooms > 0 ? absl::StrCat(" and ", rooms, " being created") : "",
                      " of ", Count(held.size(), "owner"));
     // Fair share: only from an owner that, after the reclaim, still holds at least as many
     // as this one, so two owners never take turns ending each other's sessions.
@@ -90,7 +91,8 @@ std::string SessionManager::RefuseLocked(const Room& room, Reclaim* reclaim) {
   return "";
 }
 
-absl::StatusOr<SessionManager::Hold> SessionManager::CheckRoom(const Room& room) {
+absl::StatusOr<SessionManager::Hold> SessionManager::CheckRoom(const Room& room,
+                                                               const Wanted& wanted) {
   for (;;) {
     std::string refused;
     Reclaim reclaim;
@@ -99,11 +101,7 @@ absl::StatusOr<SessionManager::Hold> SessionManager::CheckRoom(const Room& room)
       codemode::MutexLock lock(&mu_);
       if (stopping_) return absl::UnavailableError("the daemon is shutting down");
       refused = RefuseLocked(room, &reclaim);
-      if (refused.empty()) {
-        ++held_[room.owner];
-        ++held_total_;
-        return Hold{};
-      }
+      if (refused.empty()) return Hold{HoldLocked(room.owner, wanted, nullptr)};
       pins = pins_;
     }
     if (reclaim.empty()) return absl::ResourceExhaustedError(refused);
@@ -114,51 +112,75 @@ absl::StatusOr<SessionManager::Hold> SessionManager::CheckRoom(const Room& room)
     const size_t idle = IdleSessions(reclaim);  // sessions' locks only outside mu_
     codemode::MutexLock lock(&mu_);
     if (pins_ != pins) continue;  // a reclaim pinned or let go of one meanwhile: count again
-    if (MayClaimLocked(room.owner, reclaim, idle)) {
-      claims_[++last_claim_] = {room.owner, reclaim.owners};
-      return Hold{last_claim_};
-    }
-    return absl::ResourceExhaustedError(refused + (idle == 0 ? kNoneIdle : kAllClaimed));
+    if (idle == 0) return absl::ResourceExhaustedError(refused + kNoneIdle);
+    std::string not_now = MayClaimLocked(room.owner, reclaim, idle);
+    if (!not_now.empty()) return absl::ResourceExhaustedError(refused + not_now);
+    return Hold{HoldLocked(room.owner, wanted, &reclaim)};
   }
 }
 
-void SessionManager::GiveBack(const std::string& owner, Hold hold) {
+void SessionManager::GiveBack(Hold hold) {
   codemode::MutexLock lock(&mu_);
-  GiveBackLocked(owner, hold);
+  holds_.erase(hold.id);
 }
 
-void SessionManager::GiveBackLocked(const std::string& owner, Hold hold) {
-  if (hold.claim != 0) {
-    claims_.erase(hold.claim);
-    return;
+uint64_t SessionManager::HoldLocked(const std::string& owner, const Wanted& wanted,
+                                    const Reclaim* reclaim) {
+  Held& h = holds_[++last_hold_];
+  h.owner = owner;
+  h.wanted = wanted;
+  if (reclaim) {
+    for (const auto& [victim, n] : reclaim->owners) h.victims.insert(victim);
   }
-  auto it = held_.find(owner);
-  if (it == held_.end()) return;
-  if (--it->second == 0) held_.erase(it);
-  --held_total_;
+  return last_hold_;
 }
 
-bool SessionManager::MayClaimLocked(const std::string& owner, const Reclaim& reclaim,
-                                    size_t idle) {
-  size_t on_these = 0;  // claims that may land on a session of reclaim.owners
-  size_t on_others = 0;  // this owner's claims on other owners' sessions
-  for (const auto& [key, claim] : claims_) {
-    for (const auto& [victim, n] : claim.owners) {
-      if (!claim.pinned && reclaim.owners.count(victim)) {
+std::map<std::string, size_t> SessionManager::HoldersLocked(size_t* rooms) {
+  std::map<std::string, size_t> held;
+  for (const auto& [id, s] : sessions_) ++held[s->metadata().owner];
+  *rooms = 0;
+  for (const auto& [key, h] : holds_) {
+    if (!h.victims.empty() || !h.counts()) continue;
+    ++held[h.owner];
+    ++*rooms;
+  }
+  return held;
+}
+
+std::string SessionManager::MayClaimLocked(const std::string& owner, const Reclaim& reclaim,
+                                           size_t idle) {
+  size_t on_these = 0;  // unpinned claims that may land on a session of reclaim.owners
+  for (const auto& [key, h] : holds_) {
+    if (h.victims.empty() || h.pinned || !h.counts()) continue;
+    for (const std::string& victim : h.victims) {
+      if (reclaim.owners.count(victim)) {
         ++on_these;
         break;
       }
     }
-    if (claim.asker == owner && !claim.owners.count(owner)) ++on_others;
   }
-  if (idle <= on_these) return false;
-  if (reclaim.owners.count(owner)) return true;  // its own: the sessions it holds stay the same
-  // Each claim under way is a session the owner will hold and one its victim (at worst this
-  // one) will have lost: the owner must still hold fewer than the victim keeps after them.
+  if (idle <= on_these) return kAllClaimed;
+  if (reclaim.owners.count(owner)) return "";  // its own: the sessions it holds stay the same
+  // Fair share once the claims under way have landed: each is a session its owner will hold
+  // and one its victim's owner will have lost, the pinned victim's, or else the one a
+  // reclaim ends first, of the owner holding the most. An owner's own reclaim changes no
+  // count.
+  size_t rooms = 0;
+  std::map<std::string, size_t> held = HoldersLocked(&rooms);
+  for (const auto& [key, h] : holds_) {
+    if (h.victims.empty() || !h.counts() || h.victims.count(h.owner)) continue;
+    std::string victim = h.pinned.value_or("");
+    if (!h.pinned) {
+      victim = *std::max_element(h.victims.begin(), h.victims.end(),
+                                 [&](const std::string& a, const std::string& b) { return held[a] < held[b]; });
+    }
+    if (held[victim] > 0) --held[victim];
+    ++held[h.owner];
+  }
   for (const auto& [other, n] : reclaim.owners) {
-    if (reclaim.owned + 2 * on_others + 1 < n) return true;
+    if (held[owner] + 1 < held[other]) return "";
   }
-  return false;
+  return kFairShareTaken;
 }
 
 absl::Status SessionManager::CallerGaveUp(const std::string& owner) {
@@ -170,12 +192,13 @@ absl::Status SessionManager::CallerGaveUp(const std::string& owner) {
 
 absl::Status SessionManager::Register(const std::shared_ptr<Session>& session, const Room& room,
                                       Hold hold, const Wanted& wanted) {
-  bool held = hold.claim == 0;  // room CheckRoom held, until the first check below takes it over
-  uint64_t claim = hold.claim;  // this creation's claim (Claim), until registered or refused
-  auto drop_claim = absl::MakeCleanup([&] {
-    if (claim == 0) return;
+  // What CheckRoom held for it (holds_): room until the first check below takes it over, a
+  // claim until it is registered or refused.
+  uint64_t held = hold.id;
+  auto give_back = absl::MakeCleanup([&] {
+    if (held == 0) return;
     codemode::MutexLock lock(&mu_);
-    claims_.erase(claim);
+    holds_.erase(held);
   });
   const std::string& id = session->metadata().id;
   std::shared_ptr<Session> victim;  // reclaimed for this session: lost, pinned, registered
@@ -194,20 +217,21 @@ absl::Status SessionManager::Register(const std::shared_ptr<Session>& session, c
         retired = RetireLocked(*victim, std::move(tombstone));
         retired.reclaimed = victim_reason;
       }
-      if (held) {  // taken over by the check below
-        GiveBackLocked(room.owner, hold);
-        held = false;
+      auto it = holds_.find(held);
+      if (it != holds_.end() && it->second.victims.empty()) {  // room: the check below takes it over
+        holds_.erase(it);
+        held = 0;
       }
       // Checked again (creations race), in the critical section that freed the slot.
       refused = stopping_ ? "the daemon is shutting down" : RefuseLocked(room, &reclaim);
       if (refused.empty()) {
         sessions_[id] = session;
         pinned_.insert(id);
-        claims_.erase(std::exchange(claim, 0));  // now one of its asker's sessions
-      } else if (claim == 0 && !reclaim.empty()) {  // another creation took its room
-        claims_[claim = ++last_claim_] = {room.owner, reclaim.owners};
-      } else if (claim != 0) {
-        claims_[claim].pinned = false;  // its victim is retired: another is looked for
+        holds_.erase(std::exchange(held, 0));  // a claim is now one of its owner's sessions
+      } else if (held == 0 && !reclaim.empty()) {  // another creation took its room
+        held = HoldLocked(room.owner, wanted, &reclaim);
+      } else if (held != 0) {
+        holds_[held].pinned.reset();  // its victim is retired: another is looked for
       }
     }
     FinishRetired(std::move(retired));
@@ -219,13 +243,13 @@ absl::Status SessionManager::Register(const std::shared_ptr<Session>& session, c
     // Full (again): another creation took the room, or this is the first reclaim. Nothing
     // is ended for a caller that gave up.
     if (wanted && !wanted()) return CallerGaveUp(room.owner);
-    victim = ReclaimIdle(reclaim, claim);
+    victim = ReclaimIdle(reclaim, held);
     if (!victim) return absl::ResourceExhaustedError(refused + kNoneIdle);
     victim_reason = reclaim.reason;
   }
 }
 
-std::shared_ptr<Session> SessionManager::ReclaimIdle(const Reclaim& reclaim, uint64_t claim) {
+std::shared_ptr<Session> SessionManager::ReclaimIdle(const Reclaim& reclaim, uint64_t held) {
   struct Candidate {
     int64_t fewer_held;  // minus the sessions its owner holds: the owner holding the most first
     int64_t used_ms;
@@ -252,7 +276,7 @@ std::shared_ptr<Session> SessionManager::ReclaimIdle(const Reclaim& reclaim, uin
       if (it == sessions_.end() || it->second != c.session || !pinned_.insert(id).second) {
         continue;
       }
-      if (claim != 0) claims_[claim].pinned = true;  // the pinned victim is no idle one
+      if (held != 0) holds_[held].pinned = c.session->metadata().owner;  // no idle one now
       ++pins_;
     }
     // Ends it only if nothing started on it and it was not used since it was seen idle.
@@ -260,7 +284,7 @@ std::shared_ptr<Session> SessionManager::ReclaimIdle(const Reclaim& reclaim, uin
     {
       codemode::MutexLock lock(&mu_);
       pinned_.erase(id);
-      if (claim != 0) claims_[claim].pinned = false;
+      if (held != 0) holds_[held].pinned.reset();
       ++pins_;
     }
     // Lost meanwhile for another reason: OnSessionLost found it pinned and left it to us.

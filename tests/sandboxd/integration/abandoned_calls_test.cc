@@ -243,6 +243,22 @@ for _ in range(530000):
             << " kB once it was over; " << messages << " messages reached the client\n";
 }
 
+// Creates `n` sessions of `owner`.
+void CreateOwned(sandbox::v1::SandboxService::Stub& stub, const std::string& owner, int n) {
+  sandbox::v1::CreateSessionRequest r;
+  r.set_owner(owner);
+  for (int i = 0; i < n; ++i) CreateSession(stub, r);
+}
+
+// A CreateSession of `r` whose caller gives up after 50 ms, while a cold start is under way.
+grpc::Status CreateGivingUpEarly(sandbox::v1::SandboxService::Stub& stub,
+                                 const sandbox::v1::CreateSessionRequest& r) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(std::chrono::milliseconds(50)));
+  sandbox::v1::Session made;
+  return stub.CreateSession(&ctx, r, &made);
+}
+
 // A CreateSession whose caller gives up while its container starts (a deadline shorter
 // than a cold start) ends nothing for its room: at a full daemon the idle sessions of the
 // owner it would have reclaimed from stay, and nothing is left for the caller.
@@ -250,15 +266,10 @@ TEST(AbandonedCallsTest, AnAbandonedCreationAtAFullDaemonEndsNobodysSession) {
   SandboxdProcess daemon({"--pool_size=0", "--max_sessions=2"});
   ASSERT_TRUE(daemon.Start());
   auto stub = daemon.Stub();
-  sandbox::v1::CreateSessionRequest bob;
-  bob.set_owner("bob");
-  for (int i = 0; i < 2; ++i) CreateSession(*stub, bob);
+  CreateOwned(*stub, "bob", 2);
   sandbox::v1::CreateSessionRequest alice;
   alice.set_owner("alice");
-  grpc::ClientContext ctx;
-  ctx.set_deadline(In(std::chrono::milliseconds(50)));
-  sandbox::v1::Session made;
-  grpc::Status st = stub->CreateSession(&ctx, alice, &made);
+  grpc::Status st = CreateGivingUpEarly(*stub, alice);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << st.error_message();
   // The daemon finishes the start it began, then ends the creation and says so.
   bool ended = false;
@@ -272,6 +283,26 @@ TEST(AbandonedCallsTest, AnAbandonedCreationAtAFullDaemonEndsNobodysSession) {
   ASSERT_TRUE(stub->GetInfo(&info_ctx, {}, &info).ok());
   EXPECT_EQ(info.sessions(), 2u);
   EXPECT_EQ(info.sessions_reclaimed_total(), 0u) << "bob's idle session was ended for nobody";
+}
+
+// The room of a creation whose caller gave up is free at once, though its container still
+// starts: a creation from the pool at the daemon full with it finds room without ending
+// bob's idle session.
+TEST(AbandonedCallsTest, TheRoomOfAnAbandonedCreationIsFreeAtOnce) {
+  SandboxdProcess daemon({"--pool_size=1", "--max_sessions=3"});
+  ASSERT_TRUE(daemon.Start());
+  auto stub = daemon.Stub();
+  CreateOwned(*stub, "bob", 2);
+  ASSERT_TRUE(WaitFor([&] { return GetInfo(*stub).pool_ready() == 1; }));
+  sandbox::v1::CreateSessionRequest alice;
+  alice.set_owner("alice");
+  alice.mutable_limits()->set_memory_bytes(300ull << 20);  // not the pool's config: a cold start
+  grpc::Status st = CreateGivingUpEarly(*stub, alice);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << st.error_message();
+  CreateOwned(*stub, "carol", 1);  // from the pool, while alice's container still starts
+  const sandbox::v1::Info info = GetInfo(*stub);
+  EXPECT_EQ(info.sessions_reclaimed_total(), 0u) << "bob's idle session was ended for a room nobody wanted";
+  EXPECT_EQ(info.sessions(), 3u);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // session, never a busy one, and a creator may ask for a tighter limit; a full daemon
 // makes room for an owner holding fewer by ending an idle session of the owner holding
 // the most.
+#include <atomic>
 #include <future>
 
 #include "session_manager_fixture.h"
@@ -280,15 +281,16 @@ void ExpectOnlyCreatedTaken(SessionManager* m, ProcessRuntime* runtime, const Po
   EXPECT_EQ(runtime->start_calls(), before.starts + created) << "only those taken were refilled";
 }
 
-// Runs `n` CreateSessions of `cold` (a config no pool holds) at once with every start held
+// Runs the CreateSessions `colds` (of a config no pool holds) at once with every start held
 // until each is started or refused, so all are under way before any registers; returns how
 // many started a container, and sets `created`.
-int StartedAtOnce(SessionManager* m, ProcessRuntime* runtime, int n,
-                  const sandbox::v1::CreateSessionRequest& cold, int* created) {
+int StartedAtOnce(SessionManager* m, ProcessRuntime* runtime,
+                  const std::vector<sandbox::v1::CreateSessionRequest>& colds, int* created) {
   runtime->SetStartHeld(true);
+  const int n = static_cast<int>(colds.size());
   std::vector<std::future<absl::StatusOr<sandbox::v1::Session>>> creating;
-  for (int i = 0; i < n; ++i) {
-    creating.push_back(std::async(std::launch::async, [&] { return m->CreateSession(cold); }));
+  for (const sandbox::v1::CreateSessionRequest& cold : colds) {
+    creating.push_back(std::async(std::launch::async, [m, &cold] { return m->CreateSession(cold); }));
   }
   const bool settled = WaitFor([&] {
     int refused = 0;
@@ -340,7 +342,7 @@ TEST_F(SessionManagerTest, ConcurrentReclaimsClaimNoMoreThanTheIdleSessions) {
   sandbox::v1::CreateSessionRequest cold = OwnedBy("alice", true);
   cold.mutable_limits()->set_pids(200);  // never pooled: each start waits until let through
   int created = 0;
-  EXPECT_EQ(StartedAtOnce(m, runtime_.get(), 4, cold, &created), 1);
+  EXPECT_EQ(StartedAtOnce(m, runtime_.get(), std::vector(4, cold), &created), 1);
   EXPECT_EQ(created, 1);
   loop.execution->Cancel();
   ASSERT_TRUE(loop.collector->WaitFinished());
@@ -386,10 +388,96 @@ TEST_F(SessionManagerTest, ClaimsUnderWayCountAsTakenFromTheirVictim) {
   sandbox::v1::CreateSessionRequest cold = OwnedBy("erin", false);
   cold.mutable_limits()->set_pids(200);  // never pooled: each start waits until let through
   int created = 0;
-  EXPECT_EQ(StartedAtOnce(m, runtime_.get(), 3, cold, &created), 2)
+  EXPECT_EQ(StartedAtOnce(m, runtime_.get(), std::vector(3, cold), &created), 2)
       << "a third claim started a container it could not keep";
   EXPECT_EQ(created, 2);
   EXPECT_EQ(m->GetInfo().sessions_reclaimed_total(), 2u);
+}
+
+// Claims of several owners on one victim count against it together: bob holds three of
+// four and alice one; carol and dave each take one of bob's (bob keeps one, as many as each
+// of them), and erin and frank are refused before they start a container Register would
+// refuse.
+TEST_F(SessionManagerTest, ClaimsOfSeveralOwnersOnOneVictimCountTogether) {
+  ManagerOptions o = Options();
+  o.max_sessions = 4;
+  SessionManager* m = StartManager(o);
+  for (int i = 0; i < 3; ++i) ASSERT_FALSE(Create(m, OwnedBy("bob", false)).id().empty());
+  ASSERT_FALSE(Create(m, OwnedBy("alice", false)).id().empty());
+  MarkFullPool(m, runtime_.get());
+  std::vector<sandbox::v1::CreateSessionRequest> colds;
+  for (const char* owner : {"carol", "dave", "erin", "frank"}) {
+    colds.push_back(OwnedBy(owner, false));
+    colds.back().mutable_limits()->set_pids(200);  // never pooled: each start waits
+  }
+  int created = 0;
+  EXPECT_EQ(StartedAtOnce(m, runtime_.get(), colds, &created), 2)
+      << "a creation started a container its registration would refuse";
+  EXPECT_EQ(created, 2);
+  EXPECT_EQ(m->GetInfo().sessions_reclaimed_total(), 2u);
+}
+
+// Runs a CreateSession of `cold` (a config no pool holds) whose caller gives up once its
+// start is under way, and `meanwhile` while that start is held; returns how it ended.
+absl::Status GaveUpWhileStarting(SessionManager* m, ProcessRuntime* runtime,
+                                 const sandbox::v1::CreateSessionRequest& cold,
+                                 const std::function<void()>& meanwhile) {
+  runtime->SetStartHeld(true);
+  std::atomic<bool> wanted{true};
+  auto creating = std::async(std::launch::async, [&] {
+    return m->CreateSession(cold, [&] { return wanted.load(); }).status();
+  });
+  const bool under_way = WaitFor([&] { return runtime->starts_held() == 1; });
+  wanted = false;
+  meanwhile();
+  runtime->SetStartHeld(false);
+  EXPECT_TRUE(under_way);
+  return creating.get();
+}
+
+// A creation whose caller gave up holds no room from then on: at a daemon full with it,
+// another creation finds room without ending anyone's idle session.
+TEST_F(SessionManagerTest, TheRoomOfACreationWhoseCallerGaveUpIsFreeAtOnce) {
+  ManagerOptions o = Options();
+  o.max_sessions = 3;
+  o.pool_size = 1;  // carol's container: alice's start is held
+  SessionManager* m = StartManager(o);
+  for (int i = 0; i < 2; ++i) ASSERT_FALSE(Create(m, OwnedBy("bob", false)).id().empty());
+  MarkFullPool(m, runtime_.get());
+  sandbox::v1::CreateSessionRequest alice = OwnedBy("alice", false);
+  alice.mutable_limits()->set_pids(200);  // never pooled
+  absl::StatusOr<sandbox::v1::Session> carol = absl::UnknownError("not run");
+  absl::Status gave_up = GaveUpWhileStarting(m, runtime_.get(), alice, [&] {
+    carol = m->CreateSession(OwnedBy("carol", false));
+  });
+  EXPECT_TRUE(absl::IsCancelled(gave_up)) << gave_up;
+  EXPECT_TRUE(carol.ok()) << carol.status();
+  EXPECT_EQ(m->GetInfo().sessions_reclaimed_total(), 0u) << "an idle session ended for room nobody wanted";
+  EXPECT_EQ(m->GetInfo().sessions(), 3u);
+}
+
+// ... and its claim on an idle session is another creation's at once: an owner at its limit
+// with one idle session reclaims it although a creation that gave up claimed it first.
+TEST_F(SessionManagerTest, TheClaimOfACreationWhoseCallerGaveUpIsFreeAtOnce) {
+  ManagerOptions o = PerOwner(Options(), 2);
+  o.pool_size = 1;  // the second creation's container: the first's start is held
+  SessionManager* m = StartManager(o);
+  Create(m, OwnedBy("alice", false));
+  sandbox::v1::Session busy = Create(m, OwnedBy("alice", false));
+  Started loop = Exec(m, busy.id(), "import time\nwhile True:\n    time.sleep(0.01)");
+  ASSERT_TRUE(loop.collector->WaitStarted());
+  MarkFullPool(m, runtime_.get());
+  sandbox::v1::CreateSessionRequest first = OwnedBy("alice", true);
+  first.mutable_limits()->set_pids(200);  // never pooled
+  absl::StatusOr<sandbox::v1::Session> second = absl::UnknownError("not run");
+  absl::Status gave_up = GaveUpWhileStarting(m, runtime_.get(), first, [&] {
+    second = m->CreateSession(OwnedBy("alice", true));
+  });
+  EXPECT_TRUE(absl::IsCancelled(gave_up)) << gave_up;
+  EXPECT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(m->GetInfo().sessions_reclaimed_total(), 1u);
+  loop.execution->Cancel();
+  ASSERT_TRUE(loop.collector->WaitFinished());
 }
 
 // A creation whose caller gave up ends nothing for its room: asked once its container is
