@@ -392,6 +392,14 @@ absl::StatusOr<Finished> RunService::ExecuteIn(RunState& run, const Placement& p
     }
     const bool was_ready = (*binding)->ready();
     finished = ExecuteOn(**binding, run, attempt == 0, session_gone);
+    // Its session lives on a sandboxd that does not answer: whether it comes back is not
+    // known here, so the caller is told both ways on.
+    if (was_ready && absl::IsUnavailable(finished.status())) {
+      finished = absl::UnavailableError(absl::StrCat(
+          finished.status().message(), "; this sandbox's variables and files are there: run "
+          "again once it is back, or ", placement.by_handle ? "run without `sandbox`" : "give a new `session` name",
+          " to start over in a new sandbox, placed on a sandboxd that answers"));
+    }
     if (!was_ready && (*binding)->ready()) placement.opened(*binding);
     if (finished.ok() && finished->status() == Finished::SESSION_LOST) {
       const std::string& why = finished->error().message();  // set before the next run's turn

@@ -293,6 +293,28 @@ TEST_F(RunCodeToolTest, NoSandboxIsAnErrorResultNotAProtocolError) {
   EXPECT_EQ(sandboxes_.creations().size(), 0u);
 }
 
+// A sandbox on a sandboxd that stopped answering: the model reads both ways on, for a
+// session by name and for a sandbox by handle, and nothing is retried elsewhere.
+TEST_F(RunCodeToolTest, ASandboxOnAnUnansweringSandboxdSaysHowToStartOver) {
+  absl::StatusOr<json> first = Call({{"code", "1"}});
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string handle = (*first)["structuredContent"]["sandbox"].get<std::string>();
+  sandboxes_.SetScript([](const FakeSandboxes::Execution&, const ExecuteHandlers&,
+                          std::shared_ptr<codemode::CancelToken>) -> absl::StatusOr<Finished> {
+    return absl::UnavailableError("sandboxd at fake0 is unavailable: Connection refused");
+  });
+  for (const json& args : {json{{"code", "2"}}, json{{"code", "2"}, {"sandbox", handle}}}) {
+    absl::StatusOr<json> r = Call(args);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ((*r)["isError"], true);
+    const std::string message = (*r)["structuredContent"]["error"]["message"];
+    EXPECT_THAT(message, HasSubstr("sandboxd at fake0 is unavailable: Connection refused; "));
+    EXPECT_THAT(message, HasSubstr(args.contains("sandbox") ? "run without `sandbox`"
+                                                            : "give a new `session` name"));
+  }
+  EXPECT_EQ(sandboxes_.creations().size(), 1u) << "its session may come back: none replaces it";
+}
+
 TEST_F(RunCodeToolTest, TooManyNamedSessionsIsAnErrorResult) {
   for (int i = 0; i < 8; ++i) Run({{"code", "1"}, {"session", "n" + std::to_string(i)}});
   absl::StatusOr<json> r = Call({{"code", "1"}, {"session", "n8"}});
