@@ -279,14 +279,24 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   struct Reclaim {
     std::map<std::string, size_t> owners;  // owner -> sessions it holds
     std::string reason;                    // its lost reason
+    // Refused only for containers still starting for callers that gave up: this many.
+    size_t finishing = 0;
     bool empty() const { return owners.empty(); }
   };
   // Why a new session of `room.owner` cannot be held now, or "". When refused, sets
   // `reclaim` to the sessions one of which, ended, would make room: at a full daemon those
   // of owners that hold more than the asking one would with the new session (fair share);
   // else, with room.reclaim_idle and a non-empty owner, the owner's own. Else it stays
-  // empty.
+  // empty. Rooms whose callers gave up count only as containers against --max_sessions:
+  // refused for them alone, `reclaim->finishing` says how many there are.
   std::string RefuseLocked(const Room& room, Reclaim* reclaim) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How many sessions `room.owner` may hold: the request may ask for less than the flag.
+  uint32_t OwnerLimit(const Room& room) const;
+  // Waits until fewer than `finishing` containers are still starting for callers that gave
+  // up (their creations end once started), until `until`, or until this creation's caller
+  // gives up too: OK to check again, else RESOURCE_EXHAUSTED (`refused`) or CANCELLED.
+  absl::Status AwaitFinishing(const std::string& owner, const Wanted& wanted, size_t finishing,
+                              absl::Time until, const std::string& refused);
   // CreateSession's first check, before a container is taken or started: UNAVAILABLE when
   // stopping, RESOURCE_EXHAUSTED when there is no room and no idle session can be reclaimed
   // for it (one that other admitted creations have not claimed). Else what it holds.
@@ -297,13 +307,17 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // its owners (see holds_); returns its key.
   uint64_t HoldLocked(const std::string& owner, const Wanted& wanted, const Reclaim* reclaim)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Each owner's live sessions and the rooms held for it; sets `rooms` to all rooms held.
-  std::map<std::string, size_t> HoldersLocked(size_t* rooms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // "" when one more creation of `owner` may claim an idle session of `reclaim` (`idle` of
-  // them), else why not: fewer claims that may land on those owners' sessions than idle
-  // ones, and, for another owner's session (a full daemon's fair share), the owner still
-  // holding fewer than its victim once every claim under way has landed.
-  std::string MayClaimLocked(const std::string& owner, const Reclaim& reclaim, size_t idle)
+  // Each owner's live sessions and the rooms held for it; sets `rooms` to all rooms held
+  // and `finishing` to the rooms of creations whose callers gave up (not counted).
+  std::map<std::string, size_t> HoldersLocked(size_t* rooms, size_t* finishing)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // "" when one more creation of `room.owner` may claim an idle session of `reclaim`
+  // (`idle`: unpinned idle sessions by owner), else why not: fewer claims that may land on
+  // those owners' sessions than idle ones, and, for another owner's session (a full
+  // daemon's fair share), the owner within its limit and still holding fewer than its
+  // victim once every claim under way has landed where ReclaimIdle would land it.
+  std::string MayClaimLocked(const Room& room, const Reclaim& reclaim,
+                             const std::map<std::string, size_t>& idle)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Registers a new session (pinned, see pinned_) if there is room, reclaiming an idle
   // session (RefuseLocked) for it when needed and still `wanted`; else why not
@@ -317,9 +331,8 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // (then of the next) and returns it, pinned and still registered (Register retires it);
   // null when none is idle. Marks the claim `held` pinned while its victim is.
   std::shared_ptr<Session> ReclaimIdle(const Reclaim& reclaim, uint64_t held);
-  // How many idle sessions not pinned the owners in `reclaim` have (a hint: it may change
-  // at once).
-  size_t IdleSessions(const Reclaim& reclaim);
+  // How many idle sessions not pinned each owner has (a hint: it may change at once).
+  std::map<std::string, size_t> IdleSessions();
   // The sessions of `reclaim`'s owners that may be reclaimed: registered and not pinned.
   std::vector<std::shared_ptr<Session>> ReclaimableOf(const Reclaim& reclaim);
 

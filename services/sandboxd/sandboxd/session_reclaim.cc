@@ -30,6 +30,8 @@ constexpr char kAllClaimed[] =
     " and each idle session that could make room is being reclaimed for another creation";
 constexpr char kFairShareTaken[] =
     " and the creations under way already take this owner's fair share";
+constexpr char kOwnerLimitTaken[] =
+    " and this owner's creations under way already reach its limit";
 
 std::string Count(size_t n, const char* noun) {
   return absl::StrCat(n, " ", noun, n == 1 ? "" : "s");
@@ -39,13 +41,12 @@ std::string Count(size_t n, const char* noun) {
 
 std::string SessionManager::RefuseLocked(const Room& room, Reclaim* reclaim) {
   const std::string& owner = room.owner;
-  size_t rooms = 0;
-  std::map<std::string, size_t> held = HoldersLocked(&rooms);
+  size_t rooms = 0, finishing = 0;
+  std::map<std::string, size_t> held = HoldersLocked(&rooms, &finishing);
   const size_t live = sessions_.size() + rooms;
   const size_t owned = held.count(owner) ? held[owner] : 0;
-  // The request may ask for less than the flag, never more.
   const bool asked = room.owner_limit > 0 && room.owner_limit < options_.max_sessions_per_owner;
-  const uint32_t owner_limit = asked ? room.owner_limit : options_.max_sessions_per_owner;
+  const uint32_t owner_limit = OwnerLimit(room);
   // Ending one session makes room unless a limit is exceeded (flags lowered since its
   // sessions were re-attached).
   const bool one_makes_room = live <= options_.max_sessions && owned <= owner_limit;
@@ -88,11 +89,25 @@ std::string SessionManager::RefuseLocked(const Room& room, Reclaim* reclaim) {
     return absl::StrCat("too many sessions of this owner (the limit is ", owner_limit,
                         " per owner, ", which, ")");
   }
+  // Containers still starting for callers that gave up are not sessions anyone wants, and
+  // no session is ended for them; but they are containers, bounded as sessions are.
+  if (live + finishing >= options_.max_sessions) {
+    reclaim->finishing = finishing;
+    return absl::StrCat("too many sessions (the limit is ", options_.max_sessions, "): ",
+                        Count(finishing, "container"), " still starting for callers that gave up");
+  }
   return "";
+}
+
+uint32_t SessionManager::OwnerLimit(const Room& room) const {
+  // The request may ask for less than the flag, never more.
+  const bool asked = room.owner_limit > 0 && room.owner_limit < options_.max_sessions_per_owner;
+  return asked ? room.owner_limit : options_.max_sessions_per_owner;
 }
 
 absl::StatusOr<SessionManager::Hold> SessionManager::CheckRoom(const Room& room,
                                                                const Wanted& wanted) {
+  const absl::Time wait_until = absl::Now() + options_.runner_start_timeout;
   for (;;) {
     std::string refused;
     Reclaim reclaim;
@@ -104,19 +119,40 @@ absl::StatusOr<SessionManager::Hold> SessionManager::CheckRoom(const Room& room,
       if (refused.empty()) return Hold{HoldLocked(room.owner, wanted, nullptr)};
       pins = pins_;
     }
+    if (reclaim.finishing > 0) {
+      absl::Status waited = AwaitFinishing(room.owner, wanted, reclaim.finishing, wait_until, refused);
+      if (!waited.ok()) return waited;
+      continue;
+    }
     if (reclaim.empty()) return absl::ResourceExhaustedError(refused);
     // The reclaim itself waits until the new session is ready (Register), so a creation
     // that fails ends nothing; with no idle session to reclaim, no container is started.
     // Each admitted creation claims one idle session: concurrent creations beyond them are
     // refused here, not after they took or started a container.
-    const size_t idle = IdleSessions(reclaim);  // sessions' locks only outside mu_
+    const std::map<std::string, size_t> idle = IdleSessions();  // sessions' locks only outside mu_
     codemode::MutexLock lock(&mu_);
     if (pins_ != pins) continue;  // a reclaim pinned or let go of one meanwhile: count again
-    if (idle == 0) return absl::ResourceExhaustedError(refused + kNoneIdle);
-    std::string not_now = MayClaimLocked(room.owner, reclaim, idle);
+    std::string not_now = MayClaimLocked(room, reclaim, idle);
     if (!not_now.empty()) return absl::ResourceExhaustedError(refused + not_now);
     return Hold{HoldLocked(room.owner, wanted, &reclaim)};
   }
+}
+
+absl::Status SessionManager::AwaitFinishing(const std::string& owner, const Wanted& wanted,
+                                            size_t finishing, absl::Time until,
+                                            const std::string& refused) {
+  codemode::MutexLock lock(&mu_);
+  auto fewer = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    size_t now = 0;
+    for (const auto& [key, h] : holds_) now += h.victims.empty() && !h.counts();
+    return stopping_ || now < finishing;
+  };
+  // A caller giving up takes no lock of ours: asked between short waits.
+  while (!mu_.AwaitWithTimeout(absl::Condition(&fewer), absl::Milliseconds(50))) {
+    if (wanted && !wanted()) return CallerGaveUp(owner);
+    if (absl::Now() >= until) return absl::ResourceExhaustedError(refused);
+  }
+  return absl::OkStatus();
 }
 
 void SessionManager::GiveBack(Hold hold) {
@@ -135,20 +171,29 @@ uint64_t SessionManager::HoldLocked(const std::string& owner, const Wanted& want
   return last_hold_;
 }
 
-std::map<std::string, size_t> SessionManager::HoldersLocked(size_t* rooms) {
+std::map<std::string, size_t> SessionManager::HoldersLocked(size_t* rooms, size_t* finishing) {
   std::map<std::string, size_t> held;
   for (const auto& [id, s] : sessions_) ++held[s->metadata().owner];
-  *rooms = 0;
+  *rooms = *finishing = 0;
   for (const auto& [key, h] : holds_) {
-    if (!h.victims.empty() || !h.counts()) continue;
+    if (!h.victims.empty()) continue;
+    if (!h.counts()) {
+      ++*finishing;
+      continue;
+    }
     ++held[h.owner];
     ++*rooms;
   }
   return held;
 }
 
-std::string SessionManager::MayClaimLocked(const std::string& owner, const Reclaim& reclaim,
-                                           size_t idle) {
+std::string SessionManager::MayClaimLocked(const Room& room, const Reclaim& reclaim,
+                                           const std::map<std::string, size_t>& idle) {
+  const std::string& owner = room.owner;
+  std::map<std::string, size_t> idle_left = idle;
+  size_t idle_here = 0;  // idle sessions of reclaim.owners
+  for (const auto& [victim, n] : reclaim.owners) idle_here += idle_left[victim];
+  if (idle_here == 0) return kNoneIdle;
   size_t on_these = 0;  // unpinned claims that may land on a session of reclaim.owners
   for (const auto& [key, h] : holds_) {
     if (h.victims.empty() || h.pinned || !h.counts()) continue;
@@ -159,26 +204,28 @@ std::string SessionManager::MayClaimLocked(const std::string& owner, const Recla
       }
     }
   }
-  if (idle <= on_these) return kAllClaimed;
+  if (idle_here <= on_these) return kAllClaimed;
   if (reclaim.owners.count(owner)) return "";  // its own: the sessions it holds stay the same
-  // Fair share once the claims under way have landed: each is a session its owner will hold
-  // and one its victim's owner will have lost, the pinned victim's, or else the one a
-  // reclaim ends first, of the owner holding the most. An owner's own reclaim changes no
-  // count.
-  size_t rooms = 0;
-  std::map<std::string, size_t> held = HoldersLocked(&rooms);
+  // Fair share and the owner's limit once the claims under way have landed, as ReclaimIdle
+  // lands them: each is a session its owner will hold and one its victim's owner will have
+  // lost, the pinned victim's, or else an idle one of the owner holding the most. An
+  // owner's own reclaim changes no count.
+  size_t rooms = 0, finishing = 0;
+  std::map<std::string, size_t> held = HoldersLocked(&rooms, &finishing);
   for (const auto& [key, h] : holds_) {
     if (h.victims.empty() || !h.counts() || h.victims.count(h.owner)) continue;
-    std::string victim = h.pinned.value_or("");
-    if (!h.pinned) {
-      victim = *std::max_element(h.victims.begin(), h.victims.end(),
-                                 [&](const std::string& a, const std::string& b) { return held[a] < held[b]; });
+    std::optional<std::string> victim = h.pinned;
+    for (const std::string& v : h.victims) {
+      if (!h.pinned && idle_left[v] > 0 && (!victim || held[v] > held[*victim])) victim = v;
     }
-    if (held[victim] > 0) --held[victim];
+    if (!victim) continue;  // nothing idle for it: it lands nowhere
+    if (!h.pinned) --idle_left[*victim];
+    if (held[*victim] > 0) --held[*victim];
     ++held[h.owner];
   }
+  if (held[owner] >= OwnerLimit(room)) return kOwnerLimitTaken;
   for (const auto& [other, n] : reclaim.owners) {
-    if (held[owner] + 1 < held[other]) return "";
+    if (idle_left[other] > 0 && held[owner] + 1 < held[other]) return "";
   }
   return kFairShareTaken;
 }
@@ -239,6 +286,12 @@ absl::Status SessionManager::Register(const std::shared_ptr<Session>& session, c
     // the session's reader off this thread.
     if (victim) workers_.Post([v = std::move(victim)]() mutable { v.reset(); });
     if (refused.empty()) return absl::OkStatus();
+    if (reclaim.finishing > 0) {
+      absl::Status waited = AwaitFinishing(room.owner, wanted, reclaim.finishing,
+                                           absl::Now() + options_.runner_start_timeout, refused);
+      if (!waited.ok()) return waited;
+      continue;
+    }
     if (reclaim.empty()) return absl::ResourceExhaustedError(refused);
     // Full (again): another creation took the room, or this is the first reclaim. Nothing
     // is ended for a caller that gave up.
@@ -293,10 +346,17 @@ std::shared_ptr<Session> SessionManager::ReclaimIdle(const Reclaim& reclaim, uin
   return nullptr;
 }
 
-size_t SessionManager::IdleSessions(const Reclaim& reclaim) {
-  size_t idle = 0;
-  for (const std::shared_ptr<Session>& s : ReclaimableOf(reclaim)) {
-    if (s->idle()) ++idle;  // sessions' locks only outside mu_ (see ReaperLoop)
+std::map<std::string, size_t> SessionManager::IdleSessions() {
+  std::vector<std::shared_ptr<Session>> unpinned;
+  {
+    codemode::MutexLock lock(&mu_);
+    for (const auto& [id, s] : sessions_) {
+      if (!pinned_.count(id)) unpinned.push_back(s);
+    }
+  }
+  std::map<std::string, size_t> idle;
+  for (const std::shared_ptr<Session>& s : unpinned) {
+    if (s->idle()) ++idle[s->metadata().owner];  // sessions' locks only outside mu_ (see ReaperLoop)
   }
   return idle;
 }

@@ -285,10 +285,10 @@ TEST(AbandonedCallsTest, AnAbandonedCreationAtAFullDaemonEndsNobodysSession) {
   EXPECT_EQ(info.sessions_reclaimed_total(), 0u) << "bob's idle session was ended for nobody";
 }
 
-// The room of a creation whose caller gave up is free at once, though its container still
-// starts: a creation from the pool at the daemon full with it finds room without ending
-// bob's idle session.
-TEST(AbandonedCallsTest, TheRoomOfAnAbandonedCreationIsFreeAtOnce) {
+// The room of a creation whose caller gave up costs nobody a session: a creation from the
+// pool at the daemon full with it waits for that container to start (and be thrown away)
+// instead of ending bob's idle session.
+TEST(AbandonedCallsTest, AnAbandonedCreationsRoomEndsNobodysSession) {
   SandboxdProcess daemon({"--pool_size=1", "--max_sessions=3"});
   ASSERT_TRUE(daemon.Start());
   auto stub = daemon.Stub();

@@ -435,23 +435,76 @@ absl::Status GaveUpWhileStarting(SessionManager* m, ProcessRuntime* runtime,
   return creating.get();
 }
 
-// A creation whose caller gave up holds no room from then on: at a daemon full with it,
-// another creation finds room without ending anyone's idle session.
-TEST_F(SessionManagerTest, TheRoomOfACreationWhoseCallerGaveUpIsFreeAtOnce) {
+// A claim lands where a reclaim would: on an idle session, so the fair share counts it
+// against the owner holding the most of those with one idle. Bob's two sessions are busy and
+// carol's two idle: alice's claim takes one of carol's, after which a fourth owner could
+// take from nobody (carol would hold one, as many as it), so of alice and dave one starts a
+// container.
+TEST_F(SessionManagerTest, AClaimCountsAgainstAnOwnerWithAnIdleSession) {
+  ManagerOptions o = Options();
+  o.max_sessions = 4;
+  SessionManager* m = StartManager(o);
+  std::vector<Started> loops;
+  for (int i = 0; i < 2; ++i) {
+    sandbox::v1::Session busy = Create(m, OwnedBy("bob", false));
+    loops.push_back(Exec(m, busy.id(), "import time\nwhile True:\n    time.sleep(0.01)"));
+    ASSERT_TRUE(loops.back().collector->WaitStarted());
+  }
+  for (int i = 0; i < 2; ++i) ASSERT_FALSE(Create(m, OwnedBy("carol", false)).id().empty());
+  std::vector<sandbox::v1::CreateSessionRequest> colds = {OwnedBy("alice", false), OwnedBy("dave", false)};
+  for (auto& r : colds) r.mutable_limits()->set_pids(200);  // never pooled: each start waits
+  int created = 0;
+  EXPECT_EQ(StartedAtOnce(m, runtime_.get(), colds, &created), 1)
+      << "a creation started a container its registration would refuse";
+  EXPECT_EQ(created, 1);
+  for (Started& loop : loops) {
+    loop.execution->Cancel();
+    ASSERT_TRUE(loop.collector->WaitFinished());
+  }
+}
+
+// An owner's claims under way count against the limit it asks for: two creations asking
+// for at most one session at a full daemon start one container, and the second does not
+// end the first's new session for its room (reclaim_idle).
+TEST_F(SessionManagerTest, ClaimsUnderWayCountAgainstTheLimitTheirOwnerAskedFor) {
+  ManagerOptions o = Options();
+  o.max_sessions = 4;
+  SessionManager* m = StartManager(o);
+  for (int i = 0; i < 4; ++i) ASSERT_FALSE(Create(m, OwnedBy("bob", false)).id().empty());
+  sandbox::v1::CreateSessionRequest alice = OwnedBy("alice", true);
+  alice.set_max_owner_sessions(1);
+  alice.mutable_limits()->set_pids(200);  // never pooled: each start waits
+  int created = 0;
+  EXPECT_EQ(StartedAtOnce(m, runtime_.get(), std::vector(2, alice), &created), 1);
+  EXPECT_EQ(created, 1);
+  const std::vector<sandbox::v1::Session> alices = m->ListSessions("alice");
+  ASSERT_EQ(alices.size(), 1u) << "an id handed out was reclaimed for the other creation";
+  EXPECT_EQ(alices[0].state(), sandbox::v1::Session::READY);
+}
+
+// The container of a creation whose caller gave up is no session anyone wants: at a daemon
+// full with it, another creation ends no idle session for room but waits until that
+// container has started (and is thrown away), and then has the room. Until then it starts
+// nothing: callers that give up cannot have more containers starting than --max_sessions.
+TEST_F(SessionManagerTest, ACreationBesideOneWhoseCallerGaveUpWaitsAndEndsNothing) {
   ManagerOptions o = Options();
   o.max_sessions = 3;
   o.pool_size = 1;  // carol's container: alice's start is held
   SessionManager* m = StartManager(o);
   for (int i = 0; i < 2; ++i) ASSERT_FALSE(Create(m, OwnedBy("bob", false)).id().empty());
-  MarkFullPool(m, runtime_.get());
+  const PoolMark before = MarkFullPool(m, runtime_.get());
   sandbox::v1::CreateSessionRequest alice = OwnedBy("alice", false);
   alice.mutable_limits()->set_pids(200);  // never pooled
-  absl::StatusOr<sandbox::v1::Session> carol = absl::UnknownError("not run");
+  std::future<absl::StatusOr<sandbox::v1::Session>> carol;
   absl::Status gave_up = GaveUpWhileStarting(m, runtime_.get(), alice, [&] {
-    carol = m->CreateSession(OwnedBy("carol", false));
+    carol = std::async(std::launch::async, [m] { return m->CreateSession(OwnedBy("carol", false)); });
+    EXPECT_EQ(carol.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout)
+        << "carol did not wait for alice's container";
+    EXPECT_EQ(m->GetInfo().pools(0).taken_total(), before.taken) << "carol took a container meanwhile";
   });
   EXPECT_TRUE(absl::IsCancelled(gave_up)) << gave_up;
-  EXPECT_TRUE(carol.ok()) << carol.status();
+  absl::StatusOr<sandbox::v1::Session> carols = carol.get();
+  EXPECT_TRUE(carols.ok()) << carols.status();
   EXPECT_EQ(m->GetInfo().sessions_reclaimed_total(), 0u) << "an idle session ended for room nobody wanted";
   EXPECT_EQ(m->GetInfo().sessions(), 3u);
 }
