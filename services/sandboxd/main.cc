@@ -483,6 +483,7 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
   spdlog::info("{}: draining and stopping", shutdown.Wait());
   (void)notifier.Notify("STOPPING=1\nSTATUS=draining");
   manager.SetReadinessListener(nullptr);
+  manager.Drain();  // creations under way finish; no new one starts a container
   SetHealth(health, false);
   // civetweb takes up to 2 s to stop: on its own thread, beside the gRPC drain.
   if (metrics_server) metrics_server->BeginStop();

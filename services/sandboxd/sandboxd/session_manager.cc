@@ -180,12 +180,17 @@ void SessionManager::ReaperLoop() {
   }
 }
 
+void SessionManager::Drain() {
+  codemode::MutexLock lock(&mu_);
+  draining_ = true;
+}
+
 void SessionManager::Shutdown() {
   std::map<std::string, std::shared_ptr<Session>> sessions;
   {
     codemode::MutexLock lock(&mu_);
     if (stopping_) return;
-    stopping_ = true;
+    stopping_ = draining_ = true;
     sessions.swap(sessions_);
   }
   pools_.Stop();

@@ -120,6 +120,9 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // on the next CreateSession.
   absl::Status Start();
 
+  // Refuses new creations (UNAVAILABLE), also those waiting for room, while the calls under
+  // way drain; Shutdown implies it.
+  void Drain();
   // Stops the pool (removing its containers) and detaches sessions without killing
   // their containers, so the next daemon re-attaches. Idempotent.
   void Shutdown();
@@ -380,6 +383,9 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   uint64_t reclaimed_total_ ABSL_GUARDED_BY(mu_) = 0;
   LostSessions lost_ ABSL_GUARDED_BY(mu_) = LostSessions(options_.max_lost_sessions);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;  // Drain, or stopping
+  // Creations waiting in AwaitFinishing: at most one per container they wait for.
+  size_t awaiting_finish_ ABSL_GUARDED_BY(mu_) = 0;
   // Re-attachment runs once, the first time the runtime answers (at start or later).
   bool recovered_ ABSL_GUARDED_BY(mu_) = false;
   // Serialises listener calls so they arrive in order; never taken while holding mu_.

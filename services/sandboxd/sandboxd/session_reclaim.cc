@@ -114,7 +114,7 @@ absl::StatusOr<SessionManager::Hold> SessionManager::CheckRoom(const Room& room,
     uint64_t pins = 0;
     {
       codemode::MutexLock lock(&mu_);
-      if (stopping_) return absl::UnavailableError("the daemon is shutting down");
+      if (draining_) return absl::UnavailableError("the daemon is shutting down");
       refused = RefuseLocked(room, &reclaim);
       if (refused.empty()) return Hold{HoldLocked(room.owner, wanted, nullptr)};
       pins = pins_;
@@ -142,16 +142,23 @@ absl::Status SessionManager::AwaitFinishing(const std::string& owner, const Want
                                             size_t finishing, absl::Time until,
                                             const std::string& refused) {
   codemode::MutexLock lock(&mu_);
+  // Each such container makes room for one creation once started: more waiters than that
+  // would only hold RPC threads, which the other calls need.
+  if (draining_) return absl::UnavailableError("the daemon is shutting down");
+  if (awaiting_finish_ >= finishing) return absl::ResourceExhaustedError(refused);
+  ++awaiting_finish_;
+  auto done = absl::MakeCleanup([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { --awaiting_finish_; });
   auto fewer = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     size_t now = 0;
     for (const auto& [key, h] : holds_) now += h.victims.empty() && !h.counts();
-    return stopping_ || now < finishing;
+    return draining_ || now < finishing;
   };
   // A caller giving up takes no lock of ours: asked between short waits.
   while (!mu_.AwaitWithTimeout(absl::Condition(&fewer), absl::Milliseconds(50))) {
     if (wanted && !wanted()) return CallerGaveUp(owner);
     if (absl::Now() >= until) return absl::ResourceExhaustedError(refused);
   }
+  if (draining_) return absl::UnavailableError("the daemon is shutting down");
   return absl::OkStatus();
 }
 

@@ -509,6 +509,33 @@ TEST_F(SessionManagerTest, ACreationBesideOneWhoseCallerGaveUpWaitsAndEndsNothin
   EXPECT_EQ(m->GetInfo().sessions(), 3u);
 }
 
+// Each container starting for nobody makes room for one creation: one more waits for it,
+// the next is refused at once instead of holding an RPC thread, and a draining daemon ends
+// the one waiting.
+TEST_F(SessionManagerTest, OneCreationWaitsPerContainerStartingForNobodyUntilADrain) {
+  ManagerOptions o = Options();
+  o.max_sessions = 3;
+  o.pool_size = 1;
+  SessionManager* m = StartManager(o);
+  for (int i = 0; i < 2; ++i) ASSERT_FALSE(Create(m, OwnedBy("bob", false)).id().empty());
+  MarkFullPool(m, runtime_.get());
+  sandbox::v1::CreateSessionRequest alice = OwnedBy("alice", false);
+  alice.mutable_limits()->set_pids(200);  // never pooled
+  absl::Status gave_up = GaveUpWhileStarting(m, runtime_.get(), alice, [&] {
+    auto carol = std::async(std::launch::async, [m] { return m->CreateSession(OwnedBy("carol", false)); });
+    EXPECT_EQ(carol.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+    auto dave = std::async(std::launch::async, [m] { return m->CreateSession(OwnedBy("dave", false)); });
+    ASSERT_EQ(dave.wait_for(std::chrono::seconds(5)), std::future_status::ready) << "dave waits too";
+    EXPECT_TRUE(absl::IsResourceExhausted(dave.get().status()));
+    m->Drain();
+    ASSERT_EQ(carol.wait_for(std::chrono::seconds(5)), std::future_status::ready) << "the drain left carol waiting";
+    EXPECT_TRUE(absl::IsUnavailable(carol.get().status()));
+    EXPECT_TRUE(absl::IsUnavailable(m->CreateSession(OwnedBy("erin", false)).status()));
+  });
+  EXPECT_TRUE(absl::IsCancelled(gave_up)) << gave_up;
+  EXPECT_EQ(m->GetInfo().sessions_reclaimed_total(), 0u);
+}
+
 // ... and its claim on an idle session is another creation's at once: an owner at its limit
 // with one idle session reclaims it although a creation that gave up claimed it first.
 TEST_F(SessionManagerTest, TheClaimOfACreationWhoseCallerGaveUpIsFreeAtOnce) {
