@@ -3,10 +3,9 @@
 // session, never a busy one, and a creator may ask for a tighter limit; a full daemon
 // makes room for an owner holding fewer by ending an idle session of the owner holding
 // the most.
-#include <atomic>
 #include <future>
 
-#include "session_manager_fixture.h"
+#include "room_helpers.h"
 
 namespace sandboxd::testing {
 namespace {
@@ -15,18 +14,6 @@ namespace {
 
 constexpr sandbox::v1::Session::State kReady = sandbox::v1::Session::READY,
                                        kLost = sandbox::v1::Session::LOST;
-
-sandbox::v1::CreateSessionRequest OwnedBy(const std::string& owner, bool reclaim_idle) {
-  sandbox::v1::CreateSessionRequest r;
-  r.set_owner(owner);
-  r.set_reclaim_idle(reclaim_idle);
-  return r;
-}
-
-ManagerOptions PerOwner(ManagerOptions o, uint32_t max_sessions_per_owner) {
-  o.max_sessions_per_owner = max_sessions_per_owner;
-  return o;
-}
 
 TEST_F(SessionManagerTest, ReclaimIdleEndsTheOwnersLeastRecentlyUsedIdleSession) {
   SessionManager* m = StartManager(PerOwner(Options(), 2));
@@ -256,21 +243,6 @@ ManagerOptions WithGrowingPool(ManagerOptions o) {
   return o;
 }
 
-// The Python pool once it is full, before a burst.
-struct PoolMark {
-  uint64_t taken = 0;
-  uint32_t target = 0;
-  int starts = 0;
-};
-PoolMark MarkFullPool(SessionManager* m, ProcessRuntime* runtime) {
-  EXPECT_TRUE(WaitFor([&] {
-    const sandbox::v1::PoolInfo python = m->GetInfo().pools(0);
-    return python.ready() == python.target();
-  }));
-  const sandbox::v1::PoolInfo python = m->GetInfo().pools(0);
-  return {python.taken_total(), python.target(), runtime->start_calls()};
-}
-
 // What a burst took from the pool since `before`: only what it created, and no miss.
 void ExpectOnlyCreatedTaken(SessionManager* m, ProcessRuntime* runtime, const PoolMark& before,
                             int created) {
@@ -417,24 +389,6 @@ TEST_F(SessionManagerTest, ClaimsOfSeveralOwnersOnOneVictimCountTogether) {
   EXPECT_EQ(m->GetInfo().sessions_reclaimed_total(), 2u);
 }
 
-// Runs a CreateSession of `cold` (a config no pool holds) whose caller gives up once its
-// start is under way, and `meanwhile` while that start is held; returns how it ended.
-absl::Status GaveUpWhileStarting(SessionManager* m, ProcessRuntime* runtime,
-                                 const sandbox::v1::CreateSessionRequest& cold,
-                                 const std::function<void()>& meanwhile) {
-  runtime->SetStartHeld(true);
-  std::atomic<bool> wanted{true};
-  auto creating = std::async(std::launch::async, [&] {
-    return m->CreateSession(cold, [&] { return wanted.load(); }).status();
-  });
-  const bool under_way = WaitFor([&] { return runtime->starts_held() == 1; });
-  wanted = false;
-  meanwhile();
-  runtime->SetStartHeld(false);
-  EXPECT_TRUE(under_way);
-  return creating.get();
-}
-
 // A claim lands where a reclaim would: on an idle session, so the fair share counts it
 // against the owner holding the most of those with one idle. Bob's two sessions are busy and
 // carol's two idle: alice's claim takes one of carol's, after which a fourth owner could
@@ -480,105 +434,6 @@ TEST_F(SessionManagerTest, ClaimsUnderWayCountAgainstTheLimitTheirOwnerAskedFor)
   const std::vector<sandbox::v1::Session> alices = m->ListSessions("alice");
   ASSERT_EQ(alices.size(), 1u) << "an id handed out was reclaimed for the other creation";
   EXPECT_EQ(alices[0].state(), sandbox::v1::Session::READY);
-}
-
-// The container of a creation whose caller gave up is no session anyone wants: at a daemon
-// full with it, another creation ends no idle session for room but waits until that
-// container has started (and is thrown away), and then has the room. Until then it starts
-// nothing: callers that give up cannot have more containers starting than --max_sessions.
-TEST_F(SessionManagerTest, ACreationBesideOneWhoseCallerGaveUpWaitsAndEndsNothing) {
-  ManagerOptions o = Options();
-  o.max_sessions = 3;
-  o.pool_size = 1;  // carol's container: alice's start is held
-  SessionManager* m = StartManager(o);
-  for (int i = 0; i < 2; ++i) ASSERT_FALSE(Create(m, OwnedBy("bob", false)).id().empty());
-  const PoolMark before = MarkFullPool(m, runtime_.get());
-  sandbox::v1::CreateSessionRequest alice = OwnedBy("alice", false);
-  alice.mutable_limits()->set_pids(200);  // never pooled
-  std::future<absl::StatusOr<sandbox::v1::Session>> carol;
-  absl::Status gave_up = GaveUpWhileStarting(m, runtime_.get(), alice, [&] {
-    carol = std::async(std::launch::async, [m] { return m->CreateSession(OwnedBy("carol", false)); });
-    EXPECT_EQ(carol.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout)
-        << "carol did not wait for alice's container";
-    EXPECT_EQ(m->GetInfo().pools(0).taken_total(), before.taken) << "carol took a container meanwhile";
-  });
-  EXPECT_TRUE(absl::IsCancelled(gave_up)) << gave_up;
-  absl::StatusOr<sandbox::v1::Session> carols = carol.get();
-  EXPECT_TRUE(carols.ok()) << carols.status();
-  EXPECT_EQ(m->GetInfo().sessions_reclaimed_total(), 0u) << "an idle session ended for room nobody wanted";
-  EXPECT_EQ(m->GetInfo().sessions(), 3u);
-}
-
-// Each container starting for nobody makes room for one creation: one more waits for it,
-// the next is refused at once instead of holding an RPC thread, and a draining daemon ends
-// the one waiting.
-TEST_F(SessionManagerTest, OneCreationWaitsPerContainerStartingForNobodyUntilADrain) {
-  ManagerOptions o = Options();
-  o.max_sessions = 3;
-  o.pool_size = 1;
-  SessionManager* m = StartManager(o);
-  for (int i = 0; i < 2; ++i) ASSERT_FALSE(Create(m, OwnedBy("bob", false)).id().empty());
-  MarkFullPool(m, runtime_.get());
-  sandbox::v1::CreateSessionRequest alice = OwnedBy("alice", false);
-  alice.mutable_limits()->set_pids(200);  // never pooled
-  absl::Status gave_up = GaveUpWhileStarting(m, runtime_.get(), alice, [&] {
-    auto carol = std::async(std::launch::async, [m] { return m->CreateSession(OwnedBy("carol", false)); });
-    EXPECT_EQ(carol.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
-    auto dave = std::async(std::launch::async, [m] { return m->CreateSession(OwnedBy("dave", false)); });
-    ASSERT_EQ(dave.wait_for(std::chrono::seconds(5)), std::future_status::ready) << "dave waits too";
-    EXPECT_TRUE(absl::IsResourceExhausted(dave.get().status()));
-    m->Drain();
-    ASSERT_EQ(carol.wait_for(std::chrono::seconds(5)), std::future_status::ready) << "the drain left carol waiting";
-    EXPECT_TRUE(absl::IsUnavailable(carol.get().status()));
-    EXPECT_TRUE(absl::IsUnavailable(m->CreateSession(OwnedBy("erin", false)).status()));
-  });
-  EXPECT_TRUE(absl::IsCancelled(gave_up)) << gave_up;
-  EXPECT_EQ(m->GetInfo().sessions_reclaimed_total(), 0u);
-}
-
-// ... and its claim on an idle session is another creation's at once: an owner at its limit
-// with one idle session reclaims it although a creation that gave up claimed it first.
-TEST_F(SessionManagerTest, TheClaimOfACreationWhoseCallerGaveUpIsFreeAtOnce) {
-  ManagerOptions o = PerOwner(Options(), 2);
-  o.pool_size = 1;  // the second creation's container: the first's start is held
-  SessionManager* m = StartManager(o);
-  Create(m, OwnedBy("alice", false));
-  sandbox::v1::Session busy = Create(m, OwnedBy("alice", false));
-  Started loop = Exec(m, busy.id(), "import time\nwhile True:\n    time.sleep(0.01)");
-  ASSERT_TRUE(loop.collector->WaitStarted());
-  MarkFullPool(m, runtime_.get());
-  sandbox::v1::CreateSessionRequest first = OwnedBy("alice", true);
-  first.mutable_limits()->set_pids(200);  // never pooled
-  absl::StatusOr<sandbox::v1::Session> second = absl::UnknownError("not run");
-  absl::Status gave_up = GaveUpWhileStarting(m, runtime_.get(), first, [&] {
-    second = m->CreateSession(OwnedBy("alice", true));
-  });
-  EXPECT_TRUE(absl::IsCancelled(gave_up)) << gave_up;
-  EXPECT_TRUE(second.ok()) << second.status();
-  EXPECT_EQ(m->GetInfo().sessions_reclaimed_total(), 1u);
-  loop.execution->Cancel();
-  ASSERT_TRUE(loop.collector->WaitFinished());
-}
-
-// A creation whose caller gave up ends nothing for its room: asked once its container is
-// there, and again before it would end another owner's idle session at a full daemon.
-TEST_F(SessionManagerTest, ACreationWhoseCallerGaveUpReclaimsNothing) {
-  ManagerOptions o = Options();
-  o.max_sessions = 3;
-  SessionManager* m = StartManager(o);
-  for (int i = 0; i < 3; ++i) ASSERT_FALSE(Create(m, OwnedBy("bob", false)).id().empty());
-  for (int wanted_for : {0, 1}) {  // answers "still wanted" this many times, then gives up
-    int asked = 0;
-    absl::StatusOr<sandbox::v1::Session> gave_up =
-        m->CreateSession(OwnedBy("alice", false), [&] { return asked++ < wanted_for; });
-    EXPECT_TRUE(absl::IsCancelled(gave_up.status())) << gave_up.status();
-    EXPECT_EQ(asked, wanted_for + 1);
-    EXPECT_EQ(m->GetInfo().sessions_reclaimed_total(), 0u);
-    EXPECT_EQ(m->GetInfo().sessions(), 3u);
-  }
-  // What it held is given back: a creation still wanted takes its fair share.
-  EXPECT_TRUE(m->CreateSession(OwnedBy("alice", false), [] { return true; }).ok());
-  EXPECT_EQ(m->GetInfo().sessions_reclaimed_total(), 1u);
 }
 
 // Creations under way count against the limits, and a refusal says so.

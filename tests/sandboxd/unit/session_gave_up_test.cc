@@ -1,0 +1,130 @@
+// SessionManager: creations whose callers gave up (CreateSession's `wanted`) end nothing
+// for their room, hold no room or claim anyone else could use, and their containers, still
+// starting, stay bounded by --max_sessions and hold back one waiting creation each.
+#include <atomic>
+#include <future>
+
+#include "room_helpers.h"
+
+namespace sandboxd::testing {
+namespace {
+
+// Runs a CreateSession of `cold` (a config no pool holds) whose caller gives up once its
+// start is under way, and `meanwhile` while that start is held; returns how it ended.
+absl::Status GaveUpWhileStarting(SessionManager* m, ProcessRuntime* runtime,
+                                 const sandbox::v1::CreateSessionRequest& cold,
+                                 const std::function<void()>& meanwhile) {
+  runtime->SetStartHeld(true);
+  std::atomic<bool> wanted{true};
+  auto creating = std::async(std::launch::async, [&] {
+    return m->CreateSession(cold, [&] { return wanted.load(); }).status();
+  });
+  const bool under_way = WaitFor([&] { return runtime->starts_held() == 1; });
+  wanted = false;
+  meanwhile();
+  runtime->SetStartHeld(false);
+  EXPECT_TRUE(under_way);
+  return creating.get();
+}
+
+// The container of a creation whose caller gave up is no session anyone wants: at a daemon
+// full with it, another creation ends no idle session for room but waits until that
+// container has started (and is thrown away), and then has the room. Until then it starts
+// nothing: callers that give up cannot have more containers starting than --max_sessions.
+TEST_F(SessionManagerTest, ACreationBesideOneWhoseCallerGaveUpWaitsAndEndsNothing) {
+  ManagerOptions o = Options();
+  o.max_sessions = 3;
+  o.pool_size = 1;  // carol's container: alice's start is held
+  SessionManager* m = StartManager(o);
+  for (int i = 0; i < 2; ++i) ASSERT_FALSE(Create(m, OwnedBy("bob", false)).id().empty());
+  const PoolMark before = MarkFullPool(m, runtime_.get());
+  sandbox::v1::CreateSessionRequest alice = OwnedBy("alice", false);
+  alice.mutable_limits()->set_pids(200);  // never pooled
+  std::future<absl::StatusOr<sandbox::v1::Session>> carol;
+  absl::Status gave_up = GaveUpWhileStarting(m, runtime_.get(), alice, [&] {
+    carol = std::async(std::launch::async, [m] { return m->CreateSession(OwnedBy("carol", false)); });
+    EXPECT_EQ(carol.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout)
+        << "carol did not wait for alice's container";
+    EXPECT_EQ(m->GetInfo().pools(0).taken_total(), before.taken) << "carol took a container meanwhile";
+  });
+  EXPECT_TRUE(absl::IsCancelled(gave_up)) << gave_up;
+  absl::StatusOr<sandbox::v1::Session> carols = carol.get();
+  EXPECT_TRUE(carols.ok()) << carols.status();
+  EXPECT_EQ(m->GetInfo().sessions_reclaimed_total(), 0u) << "an idle session ended for room nobody wanted";
+  EXPECT_EQ(m->GetInfo().sessions(), 3u);
+}
+
+// Each container starting for nobody makes room for one creation: one more waits for it,
+// the next is refused at once instead of holding an RPC thread, and a draining daemon ends
+// the one waiting.
+TEST_F(SessionManagerTest, OneCreationWaitsPerContainerStartingForNobodyUntilADrain) {
+  ManagerOptions o = Options();
+  o.max_sessions = 3;
+  o.pool_size = 1;
+  SessionManager* m = StartManager(o);
+  for (int i = 0; i < 2; ++i) ASSERT_FALSE(Create(m, OwnedBy("bob", false)).id().empty());
+  MarkFullPool(m, runtime_.get());
+  sandbox::v1::CreateSessionRequest alice = OwnedBy("alice", false);
+  alice.mutable_limits()->set_pids(200);  // never pooled
+  absl::Status gave_up = GaveUpWhileStarting(m, runtime_.get(), alice, [&] {
+    auto carol = std::async(std::launch::async, [m] { return m->CreateSession(OwnedBy("carol", false)); });
+    EXPECT_EQ(carol.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+    auto dave = std::async(std::launch::async, [m] { return m->CreateSession(OwnedBy("dave", false)); });
+    ASSERT_EQ(dave.wait_for(std::chrono::seconds(5)), std::future_status::ready) << "dave waits too";
+    EXPECT_TRUE(absl::IsResourceExhausted(dave.get().status()));
+    m->Drain();
+    ASSERT_EQ(carol.wait_for(std::chrono::seconds(5)), std::future_status::ready) << "the drain left carol waiting";
+    EXPECT_TRUE(absl::IsUnavailable(carol.get().status()));
+    EXPECT_TRUE(absl::IsUnavailable(m->CreateSession(OwnedBy("erin", false)).status()));
+  });
+  EXPECT_TRUE(absl::IsCancelled(gave_up)) << gave_up;
+  EXPECT_EQ(m->GetInfo().sessions_reclaimed_total(), 0u);
+}
+
+// ... and its claim on an idle session is another creation's at once: an owner at its limit
+// with one idle session reclaims it although a creation that gave up claimed it first.
+TEST_F(SessionManagerTest, TheClaimOfACreationWhoseCallerGaveUpIsFreeAtOnce) {
+  ManagerOptions o = PerOwner(Options(), 2);
+  o.pool_size = 1;  // the second creation's container: the first's start is held
+  SessionManager* m = StartManager(o);
+  Create(m, OwnedBy("alice", false));
+  sandbox::v1::Session busy = Create(m, OwnedBy("alice", false));
+  Started loop = Exec(m, busy.id(), "import time\nwhile True:\n    time.sleep(0.01)");
+  ASSERT_TRUE(loop.collector->WaitStarted());
+  MarkFullPool(m, runtime_.get());
+  sandbox::v1::CreateSessionRequest first = OwnedBy("alice", true);
+  first.mutable_limits()->set_pids(200);  // never pooled
+  absl::StatusOr<sandbox::v1::Session> second = absl::UnknownError("not run");
+  absl::Status gave_up = GaveUpWhileStarting(m, runtime_.get(), first, [&] {
+    second = m->CreateSession(OwnedBy("alice", true));
+  });
+  EXPECT_TRUE(absl::IsCancelled(gave_up)) << gave_up;
+  EXPECT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(m->GetInfo().sessions_reclaimed_total(), 1u);
+  loop.execution->Cancel();
+  ASSERT_TRUE(loop.collector->WaitFinished());
+}
+
+// A creation whose caller gave up ends nothing for its room: asked once its container is
+// there, and again before it would end another owner's idle session at a full daemon.
+TEST_F(SessionManagerTest, ACreationWhoseCallerGaveUpReclaimsNothing) {
+  ManagerOptions o = Options();
+  o.max_sessions = 3;
+  SessionManager* m = StartManager(o);
+  for (int i = 0; i < 3; ++i) ASSERT_FALSE(Create(m, OwnedBy("bob", false)).id().empty());
+  for (int wanted_for : {0, 1}) {  // answers "still wanted" this many times, then gives up
+    int asked = 0;
+    absl::StatusOr<sandbox::v1::Session> gave_up =
+        m->CreateSession(OwnedBy("alice", false), [&] { return asked++ < wanted_for; });
+    EXPECT_TRUE(absl::IsCancelled(gave_up.status())) << gave_up.status();
+    EXPECT_EQ(asked, wanted_for + 1);
+    EXPECT_EQ(m->GetInfo().sessions_reclaimed_total(), 0u);
+    EXPECT_EQ(m->GetInfo().sessions(), 3u);
+  }
+  // What it held is given back: a creation still wanted takes its fair share.
+  EXPECT_TRUE(m->CreateSession(OwnedBy("alice", false), [] { return true; }).ok());
+  EXPECT_EQ(m->GetInfo().sessions_reclaimed_total(), 1u);
+}
+
+}  // namespace
+}  // namespace sandboxd::testing
