@@ -282,24 +282,29 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   struct Reclaim {
     std::map<std::string, size_t> owners;  // owner -> sessions it holds
     std::string reason;                    // its lost reason
-    // Refused only for containers still starting for callers that gave up: this many.
-    size_t finishing = 0;
     bool empty() const { return owners.empty(); }
   };
-  // Why a new session of `room.owner` cannot be held now, or "". When refused, sets
-  // `reclaim` to the sessions one of which, ended, would make room: at a full daemon those
-  // of owners that hold more than the asking one would with the new session (fair share);
-  // else, with room.reclaim_idle and a non-empty owner, the owner's own. Else it stays
-  // empty. Rooms whose callers gave up count only as containers against --max_sessions:
-  // refused for them alone, `reclaim->finishing` says how many there are.
-  std::string RefuseLocked(const Room& room, Reclaim* reclaim) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Why a new session cannot be held now (RefuseLocked).
+  struct Refusal {
+    std::string why;  // "": it can
+    // The sessions one of which, ended, would make room: at a full daemon those of owners
+    // that hold more than the asking one would with the new session (fair share); else,
+    // with room.reclaim_idle and a non-empty owner, the owner's own; else none.
+    Reclaim reclaim;
+    // Refused only for containers still starting for callers that gave up (they count
+    // only as containers against --max_sessions): this many.
+    size_t finishing = 0;
+    bool refused() const { return !why.empty(); }
+  };
+  Refusal RefuseLocked(const Room& room) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // How many sessions `room.owner` may hold: the request may ask for less than the flag.
   uint32_t OwnerLimit(const Room& room) const;
-  // Waits until fewer than `finishing` containers are still starting for callers that gave
-  // up (their creations end once started), until `until`, or until this creation's caller
-  // gives up too: OK to check again, else RESOURCE_EXHAUSTED (`refused`) or CANCELLED.
-  absl::Status AwaitFinishing(const std::string& owner, const Wanted& wanted, size_t finishing,
-                              absl::Time until, const std::string& refused);
+  // Waits until fewer than `refusal.finishing` containers are still starting for callers
+  // that gave up (their creations end once started), until `until`, or until this
+  // creation's caller gives up too: OK to check again, else RESOURCE_EXHAUSTED
+  // (`refusal.why`) or CANCELLED.
+  absl::Status AwaitFinishing(const std::string& owner, const Wanted& wanted,
+                              const Refusal& refusal, absl::Time until);
   // CreateSession's first check, before a container is taken or started: UNAVAILABLE when
   // stopping, RESOURCE_EXHAUSTED when there is no room and no idle session can be reclaimed
   // for it (one that other admitted creations have not claimed). Else what it holds.
@@ -310,10 +315,15 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // its owners (see holds_); returns its key.
   uint64_t HoldLocked(const std::string& owner, const Wanted& wanted, const Reclaim* reclaim)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Each owner's live sessions and the rooms held for it; sets `rooms` to all rooms held
-  // and `finishing` to the rooms of creations whose callers gave up (not counted).
-  std::map<std::string, size_t> HoldersLocked(size_t* rooms, size_t* finishing)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Each owner's live sessions and the rooms held for it (by_owner), and all rooms held
+  // (rooms); rooms of creations whose callers gave up are not counted.
+  struct Holders {
+    std::map<std::string, size_t> by_owner;
+    size_t rooms = 0;
+  };
+  Holders HoldersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Containers still starting for callers that gave up: the rooms HoldersLocked leaves out.
+  size_t FinishingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // "" when one more creation of `room.owner` may claim an idle session of `reclaim`
   // (`idle`: unpinned idle sessions by owner), else why not: fewer claims that may land on
   // those owners' sessions than idle ones, and, for another owner's session (a full

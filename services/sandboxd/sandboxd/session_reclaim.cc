@@ -39,14 +39,15 @@ std::string Count(size_t n, const char* noun) {
 
 }  // namespace
 
-std::string SessionManager::RefuseLocked(const Room& room, Reclaim* reclaim) {
+SessionManager::Refusal SessionManager::RefuseLocked(const Room& room) {
   const std::string& owner = room.owner;
-  size_t rooms = 0, finishing = 0;
-  std::map<std::string, size_t> held = HoldersLocked(&rooms, &finishing);
-  const size_t live = sessions_.size() + rooms;
+  Holders holders = HoldersLocked();
+  std::map<std::string, size_t>& held = holders.by_owner;
+  const size_t live = sessions_.size() + holders.rooms;
   const size_t owned = held.count(owner) ? held[owner] : 0;
-  const bool asked = room.owner_limit > 0 && room.owner_limit < options_.max_sessions_per_owner;
   const uint32_t owner_limit = OwnerLimit(room);
+  Refusal refusal;
+  Reclaim* reclaim = &refusal.reclaim;
   // Ending one session makes room unless a limit is exceeded (flags lowered since its
   // sessions were re-attached).
   const bool one_makes_room = live <= options_.max_sessions && owned <= owner_limit;
@@ -54,7 +55,7 @@ std::string SessionManager::RefuseLocked(const Room& room, Reclaim* reclaim) {
   if (live >= options_.max_sessions) {
     const std::string full =
         absl::StrCat(Count(sessions_.size(), "session"),
-                     rooms > 0 ? absl::StrCat(" and ", rooms, " being created") : "",
+                     holders.rooms > 0 ? absl::StrCat(" and ", holders.rooms, " being created") : "",
                      " of ", Count(held.size(), "owner"));
     // Fair share: only from an owner that, after the reclaim, still holds at least as many
     // as this one, so two owners never take turns ending each other's sessions.
@@ -75,28 +76,33 @@ std::string SessionManager::RefuseLocked(const Room& room, Reclaim* reclaim) {
                                      options_.max_sessions,
                                      ") and this was its owner's least recently used idle session");
     }
-    return absl::StrCat("too many sessions (the limit is ", options_.max_sessions,
-                        "): the daemon is full (", full, "; this owner holds ", owned, ")");
+    refusal.why = absl::StrCat("too many sessions (the limit is ", options_.max_sessions,
+                               "): the daemon is full (", full, "; this owner holds ", owned, ")");
+    return refusal;
   }
   if (owned >= owner_limit) {
-    const std::string which = asked ? "the limit its creator asked for (max_owner_sessions)"
-                                    : "--max_sessions_per_owner";
+    const std::string which = owner_limit < options_.max_sessions_per_owner
+                                  ? "the limit its creator asked for (max_owner_sessions)"
+                                  : "--max_sessions_per_owner";
     if (own_reclaim) {
       reclaim->owners[owner] = owned;
       reclaim->reason = absl::StrCat("reclaimed: its owner reached ", which, " (", owner_limit,
                                      ") and this was its least recently used idle session");
     }
-    return absl::StrCat("too many sessions of this owner (the limit is ", owner_limit,
-                        " per owner, ", which, ")");
+    refusal.why = absl::StrCat("too many sessions of this owner (the limit is ", owner_limit,
+                               " per owner, ", which, ")");
+    return refusal;
   }
   // Containers still starting for callers that gave up are not sessions anyone wants, and
   // no session is ended for them; but they are containers, bounded as sessions are.
+  const size_t finishing = FinishingLocked();
   if (live + finishing >= options_.max_sessions) {
-    reclaim->finishing = finishing;
-    return absl::StrCat("too many sessions (the limit is ", options_.max_sessions, "): ",
-                        Count(finishing, "container"), " still starting for callers that gave up");
+    refusal.finishing = finishing;
+    refusal.why = absl::StrCat("too many sessions (the limit is ", options_.max_sessions, "): ",
+                               Count(finishing, "container"),
+                               " still starting for callers that gave up");
   }
-  return "";
+  return refusal;
 }
 
 uint32_t SessionManager::OwnerLimit(const Room& room) const {
@@ -109,22 +115,22 @@ absl::StatusOr<SessionManager::Hold> SessionManager::CheckRoom(const Room& room,
                                                                const Wanted& wanted) {
   const absl::Time wait_until = absl::Now() + options_.runner_start_timeout;
   for (;;) {
-    std::string refused;
-    Reclaim reclaim;
+    Refusal refusal;
     uint64_t pins = 0;
     {
       codemode::MutexLock lock(&mu_);
       if (draining_) return absl::UnavailableError("the daemon is shutting down");
-      refused = RefuseLocked(room, &reclaim);
-      if (refused.empty()) return Hold{HoldLocked(room.owner, wanted, nullptr)};
+      refusal = RefuseLocked(room);
+      if (!refusal.refused()) return Hold{HoldLocked(room.owner, wanted, nullptr)};
       pins = pins_;
     }
-    if (reclaim.finishing > 0) {
-      absl::Status waited = AwaitFinishing(room.owner, wanted, reclaim.finishing, wait_until, refused);
+    if (refusal.finishing > 0) {
+      absl::Status waited = AwaitFinishing(room.owner, wanted, refusal, wait_until);
       if (!waited.ok()) return waited;
       continue;
     }
-    if (reclaim.empty()) return absl::ResourceExhaustedError(refused);
+    const Reclaim& reclaim = refusal.reclaim;
+    if (reclaim.empty()) return absl::ResourceExhaustedError(refusal.why);
     // The reclaim itself waits until the new session is ready (Register), so a creation
     // that fails ends nothing; with no idle session to reclaim, no container is started.
     // Each admitted creation claims one idle session: concurrent creations beyond them are
@@ -133,30 +139,27 @@ absl::StatusOr<SessionManager::Hold> SessionManager::CheckRoom(const Room& room,
     codemode::MutexLock lock(&mu_);
     if (pins_ != pins) continue;  // a reclaim pinned or let go of one meanwhile: count again
     std::string not_now = MayClaimLocked(room, reclaim, idle);
-    if (!not_now.empty()) return absl::ResourceExhaustedError(refused + not_now);
+    if (!not_now.empty()) return absl::ResourceExhaustedError(refusal.why + not_now);
     return Hold{HoldLocked(room.owner, wanted, &reclaim)};
   }
 }
 
 absl::Status SessionManager::AwaitFinishing(const std::string& owner, const Wanted& wanted,
-                                            size_t finishing, absl::Time until,
-                                            const std::string& refused) {
+                                            const Refusal& refusal, absl::Time until) {
   codemode::MutexLock lock(&mu_);
   // Each such container makes room for one creation once started: more waiters than that
   // would only hold RPC threads, which the other calls need.
   if (draining_) return absl::UnavailableError("the daemon is shutting down");
-  if (awaiting_finish_ >= finishing) return absl::ResourceExhaustedError(refused);
+  if (awaiting_finish_ >= refusal.finishing) return absl::ResourceExhaustedError(refusal.why);
   ++awaiting_finish_;
   auto done = absl::MakeCleanup([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { --awaiting_finish_; });
   auto fewer = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    size_t now = 0;
-    for (const auto& [key, h] : holds_) now += h.victims.empty() && !h.counts();
-    return draining_ || now < finishing;
+    return draining_ || FinishingLocked() < refusal.finishing;
   };
   // A caller giving up takes no lock of ours: asked between short waits.
   while (!mu_.AwaitWithTimeout(absl::Condition(&fewer), absl::Milliseconds(50))) {
     if (wanted && !wanted()) return CallerGaveUp(owner);
-    if (absl::Now() >= until) return absl::ResourceExhaustedError(refused);
+    if (absl::Now() >= until) return absl::ResourceExhaustedError(refusal.why);
   }
   if (draining_) return absl::UnavailableError("the daemon is shutting down");
   return absl::OkStatus();
@@ -178,20 +181,21 @@ uint64_t SessionManager::HoldLocked(const std::string& owner, const Wanted& want
   return last_hold_;
 }
 
-std::map<std::string, size_t> SessionManager::HoldersLocked(size_t* rooms, size_t* finishing) {
-  std::map<std::string, size_t> held;
-  for (const auto& [id, s] : sessions_) ++held[s->metadata().owner];
-  *rooms = *finishing = 0;
+SessionManager::Holders SessionManager::HoldersLocked() const {
+  Holders holders;
+  for (const auto& [id, s] : sessions_) ++holders.by_owner[s->metadata().owner];
   for (const auto& [key, h] : holds_) {
-    if (!h.victims.empty()) continue;
-    if (!h.counts()) {
-      ++*finishing;
-      continue;
-    }
-    ++held[h.owner];
-    ++*rooms;
+    if (!h.victims.empty() || !h.counts()) continue;
+    ++holders.by_owner[h.owner];
+    ++holders.rooms;
   }
-  return held;
+  return holders;
+}
+
+size_t SessionManager::FinishingLocked() const {
+  size_t finishing = 0;
+  for (const auto& [key, h] : holds_) finishing += h.victims.empty() && !h.counts();
+  return finishing;
 }
 
 std::string SessionManager::MayClaimLocked(const Room& room, const Reclaim& reclaim,
@@ -217,8 +221,7 @@ std::string SessionManager::MayClaimLocked(const Room& room, const Reclaim& recl
   // lands them: each is a session its owner will hold and one its victim's owner will have
   // lost, the pinned victim's, or else an idle one of the owner holding the most. An
   // owner's own reclaim changes no count.
-  size_t rooms = 0, finishing = 0;
-  std::map<std::string, size_t> held = HoldersLocked(&rooms, &finishing);
+  std::map<std::string, size_t> held = HoldersLocked().by_owner;
   for (const auto& [key, h] : holds_) {
     if (h.victims.empty() || !h.counts() || h.victims.count(h.owner)) continue;
     std::optional<std::string> victim = h.pinned;
@@ -261,8 +264,7 @@ absl::Status SessionManager::Register(const std::shared_ptr<Session>& session, c
     sandbox::v1::Session tombstone;
     if (victim) tombstone = victim->ToProto();  // before mu_: it takes the session's lock
     Retired retired;
-    std::string refused;
-    Reclaim reclaim;
+    Refusal refusal;
     {
       codemode::MutexLock lock(&mu_);
       if (victim) {
@@ -277,13 +279,17 @@ absl::Status SessionManager::Register(const std::shared_ptr<Session>& session, c
         held = 0;
       }
       // Checked again (creations race), in the critical section that freed the slot.
-      refused = stopping_ ? "the daemon is shutting down" : RefuseLocked(room, &reclaim);
-      if (refused.empty()) {
+      if (stopping_) {
+        refusal.why = "the daemon is shutting down";
+      } else {
+        refusal = RefuseLocked(room);
+      }
+      if (!refusal.refused()) {
         sessions_[id] = session;
         pinned_.insert(id);
         holds_.erase(std::exchange(held, 0));  // a claim is now one of its owner's sessions
-      } else if (held == 0 && !reclaim.empty()) {  // another creation took its room
-        held = HoldLocked(room.owner, wanted, &reclaim);
+      } else if (held == 0 && !refusal.reclaim.empty()) {  // another creation took its room
+        held = HoldLocked(room.owner, wanted, &refusal.reclaim);
       } else if (held != 0) {
         holds_[held].pinned.reset();  // its victim is retired: another is looked for
       }
@@ -292,19 +298,20 @@ absl::Status SessionManager::Register(const std::shared_ptr<Session>& session, c
     // Ours may be the last reference (deleted meanwhile): dropped on a worker, which joins
     // the session's reader off this thread.
     if (victim) workers_.Post([v = std::move(victim)]() mutable { v.reset(); });
-    if (refused.empty()) return absl::OkStatus();
-    if (reclaim.finishing > 0) {
-      absl::Status waited = AwaitFinishing(room.owner, wanted, reclaim.finishing,
-                                           absl::Now() + options_.runner_start_timeout, refused);
+    if (!refusal.refused()) return absl::OkStatus();
+    if (refusal.finishing > 0) {
+      absl::Status waited = AwaitFinishing(room.owner, wanted, refusal,
+                                           absl::Now() + options_.runner_start_timeout);
       if (!waited.ok()) return waited;
       continue;
     }
-    if (reclaim.empty()) return absl::ResourceExhaustedError(refused);
+    const Reclaim& reclaim = refusal.reclaim;
+    if (reclaim.empty()) return absl::ResourceExhaustedError(refusal.why);
     // Full (again): another creation took the room, or this is the first reclaim. Nothing
     // is ended for a caller that gave up.
     if (wanted && !wanted()) return CallerGaveUp(room.owner);
     victim = ReclaimIdle(reclaim, held);
-    if (!victim) return absl::ResourceExhaustedError(refused + kNoneIdle);
+    if (!victim) return absl::ResourceExhaustedError(refusal.why + kNoneIdle);
     victim_reason = reclaim.reason;
   }
 }
