@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// Writes "wasm-jail: cannot apply <layer>: <reason>" to stderr and exits 126.
+// Writes "wasm-jail: cannot apply <layer>: <reason>" to stderr and exits 126 (jail_fail.c).
 void jail_fail(const char* layer, const char* format, ...)
     __attribute__((noreturn, format(printf, 2, 3)));
 

@@ -55,16 +55,6 @@ struct options {
   char** program;
 };
 
-void jail_fail(const char* layer, const char* format, ...) {
-  char reason[512];
-  va_list args;
-  va_start(args, format);
-  vsnprintf(reason, sizeof(reason), format, args);
-  va_end(args);
-  fprintf(stderr, "wasm-jail: cannot apply %s: %s\n", layer, reason);
-  exit(126);
-}
-
 static void usage(const char* format, ...) {
   va_list args;
   va_start(args, format);
