@@ -291,12 +291,15 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
     // that hold more than the asking one would with the new session (fair share); else,
     // with room.reclaim_idle and a non-empty owner, the owner's own; else none.
     Reclaim reclaim;
-    // Refused only for containers still starting for callers that gave up (they count
-    // only as containers against --max_sessions): this many.
+    // Refused for containers still starting for callers that gave up (they count only as
+    // containers against --max_sessions), or with a reclaim beside them at --max_sessions:
+    // this many, one of which finishing may let it in.
     size_t finishing = 0;
     bool refused() const { return !why.empty(); }
   };
-  Refusal RefuseLocked(const Room& room) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `self`: the hold of the creation asking (Register's), left out of the count of
+  // containers starting for callers that gave up.
+  Refusal RefuseLocked(const Room& room, uint64_t self = 0) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // How many sessions `room.owner` may hold: the request may ask for less than the flag.
   uint32_t OwnerLimit(const Room& room) const;
   // Waits until fewer than `refusal.finishing` containers are still starting for callers
@@ -322,8 +325,9 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
     size_t rooms = 0;
   };
   Holders HoldersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Containers still starting for callers that gave up: the rooms HoldersLocked leaves out.
-  size_t FinishingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Containers still starting for callers that gave up: the rooms HoldersLocked leaves out
+  // and the claims not pinned yet, but for the hold `except`.
+  size_t FinishingLocked(uint64_t except = 0) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // "" when one more creation of `room.owner` may claim an idle session of `reclaim`
   // (`idle`: unpinned idle sessions by owner), else why not: fewer claims that may land on
   // those owners' sessions than idle ones, and, for another owner's session (a full

@@ -39,7 +39,7 @@ std::string Count(size_t n, const char* noun) {
 
 }  // namespace
 
-SessionManager::Refusal SessionManager::RefuseLocked(const Room& room) {
+SessionManager::Refusal SessionManager::RefuseLocked(const Room& room, uint64_t self) {
   const std::string& owner = room.owner;
   Holders holders = HoldersLocked();
   std::map<std::string, size_t>& held = holders.by_owner;
@@ -78,9 +78,7 @@ SessionManager::Refusal SessionManager::RefuseLocked(const Room& room) {
     }
     refusal.why = absl::StrCat("too many sessions (the limit is ", options_.max_sessions,
                                "): the daemon is full (", full, "; this owner holds ", owned, ")");
-    return refusal;
-  }
-  if (owned >= owner_limit) {
+  } else if (owned >= owner_limit) {
     const std::string which = owner_limit < options_.max_sessions_per_owner
                                   ? "the limit its creator asked for (max_owner_sessions)"
                                   : "--max_sessions_per_owner";
@@ -91,16 +89,20 @@ SessionManager::Refusal SessionManager::RefuseLocked(const Room& room) {
     }
     refusal.why = absl::StrCat("too many sessions of this owner (the limit is ", owner_limit,
                                " per owner, ", which, ")");
-    return refusal;
   }
-  // Containers still starting for callers that gave up are not sessions anyone wants, and
-  // no session is ended for them; but they are containers, bounded as sessions are.
-  const size_t finishing = FinishingLocked();
-  if (live + finishing >= options_.max_sessions) {
+  // Containers still starting for callers that gave up (for room or for a claim) are not
+  // sessions anyone wants, and no session is ended for them; but they are containers,
+  // bounded as sessions are: a creation that needs the room they take, or that would
+  // reclaim an idle session beside them at --max_sessions, waits for one to finish.
+  const size_t finishing = FinishingLocked(self);
+  if (finishing > 0 && live + finishing >= options_.max_sessions &&
+      (!refusal.refused() || !reclaim->empty())) {
     refusal.finishing = finishing;
-    refusal.why = absl::StrCat("too many sessions (the limit is ", options_.max_sessions, "): ",
-                               Count(finishing, "container"),
-                               " still starting for callers that gave up");
+    const std::string starting =
+        absl::StrCat(Count(finishing, "container"), " still starting for callers that gave up");
+    refusal.why = refusal.refused() ? absl::StrCat(refusal.why, "; ", starting)
+                                    : absl::StrCat("too many sessions (the limit is ",
+                                                   options_.max_sessions, "): ", starting);
   }
   return refusal;
 }
@@ -192,9 +194,9 @@ SessionManager::Holders SessionManager::HoldersLocked() const {
   return holders;
 }
 
-size_t SessionManager::FinishingLocked() const {
+size_t SessionManager::FinishingLocked(uint64_t except) const {
   size_t finishing = 0;
-  for (const auto& [key, h] : holds_) finishing += h.victims.empty() && !h.counts();
+  for (const auto& [key, h] : holds_) finishing += key != except && !h.counts();
   return finishing;
 }
 
@@ -282,7 +284,7 @@ absl::Status SessionManager::Register(const std::shared_ptr<Session>& session, c
       if (stopping_) {
         refusal.why = "the daemon is shutting down";
       } else {
-        refusal = RefuseLocked(room);
+        refusal = RefuseLocked(room, held);  // its own claim, if it gave up, is no other's wait
       }
       if (!refusal.refused()) {
         sessions_[id] = session;

@@ -54,6 +54,39 @@ TEST_F(SessionManagerTest, ACreationBesideOneWhoseCallerGaveUpWaitsAndEndsNothin
   EXPECT_EQ(m->GetInfo().sessions(), 3u);
 }
 
+// The same for a claim: at a full daemon, a creation whose caller gave up while its
+// container starts has claimed an idle session nobody will end for it, and that container
+// still counts. The next creation waits for it instead of claiming the other idle session
+// and starting another; the one after is refused at once. Otherwise callers that give up
+// while claiming could have any number of containers starting past --max_sessions.
+TEST_F(SessionManagerTest, AClaimWhoseCallerGaveUpStillCountsAsAContainerStarting) {
+  ManagerOptions o = Options();
+  o.max_sessions = 2;
+  o.pool_size = 1;  // carol's container: alice's start is held
+  SessionManager* m = StartManager(o);
+  for (int i = 0; i < 2; ++i) ASSERT_FALSE(Create(m, OwnedBy("bob", false)).id().empty());
+  const PoolMark before = MarkFullPool(m, runtime_.get());
+  sandbox::v1::CreateSessionRequest alice = OwnedBy("alice", false);  // claims one of bob's
+  alice.mutable_limits()->set_pids(200);  // never pooled
+  std::future<absl::StatusOr<sandbox::v1::Session>> carol;
+  absl::Status gave_up = GaveUpWhileStarting(m, runtime_.get(), alice, [&] {
+    carol = std::async(std::launch::async, [m] { return m->CreateSession(OwnedBy("carol", false)); });
+    EXPECT_EQ(carol.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout)
+        << "carol claimed bob's other session beside alice's container";
+    EXPECT_EQ(m->GetInfo().pools(0).taken_total(), before.taken) << "carol took a container meanwhile";
+    absl::StatusOr<sandbox::v1::Session> dave = m->CreateSession(OwnedBy("dave", false));
+    EXPECT_TRUE(absl::IsResourceExhausted(dave.status())) << dave.status();
+    EXPECT_THAT(std::string(dave.status().message()),
+                ::testing::HasSubstr("1 container still starting for callers that gave up"));
+    EXPECT_EQ(m->GetInfo().sessions_reclaimed_total(), 0u);
+  });
+  EXPECT_TRUE(absl::IsCancelled(gave_up)) << gave_up;
+  absl::StatusOr<sandbox::v1::Session> carols = carol.get();
+  EXPECT_TRUE(carols.ok()) << carols.status();
+  EXPECT_EQ(m->GetInfo().sessions_reclaimed_total(), 1u) << "carol's fair share, once";
+  EXPECT_EQ(m->GetInfo().sessions(), 2u);
+}
+
 // Each container starting for nobody makes room for one creation: one more waits for it,
 // the next is refused at once instead of holding an RPC thread, and a draining daemon ends
 // the one waiting.
