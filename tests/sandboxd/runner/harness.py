@@ -341,6 +341,7 @@ class RunnerTestCase(unittest.TestCase):
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.log,
                                      stderr=self.log, env={} if WASM else None)
         self.clients = []
+        self.problems_before = self._problems()
         self.client = self.connect()
         self.ready = self.client.expect("ready")
 
@@ -353,9 +354,16 @@ class RunnerTestCase(unittest.TestCase):
         log = self.log.read().decode(errors="replace")
         self.log.close()
         self.tmp.cleanup()
-        # The runner logs its own problems to stderr; surface them when a test fails.
-        if log.strip() and os.environ.get("RUNNER_TEST_LOG"):
+        # The runner logs its own problems to stderr; surface them when a test fails (or
+        # always, with RUNNER_TEST_LOG set).
+        if log.strip() and (self._problems() > self.problems_before or
+                            os.environ.get("RUNNER_TEST_LOG")):
             print(f"\n--- runner log of {self.id()} ---\n{log}", file=sys.stderr)
+
+    def _problems(self):
+        """Failures and errors the running unittest result holds so far."""
+        result = getattr(getattr(self, "_outcome", None), "result", None)
+        return len(getattr(result, "failures", ())) + len(getattr(result, "errors", ()))
 
     def connect(self):
         deadline = time.monotonic() + TIMEOUT
