@@ -303,11 +303,11 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // How many sessions `room.owner` may hold: the request may ask for less than the flag.
   uint32_t OwnerLimit(const Room& room) const;
   // Waits until fewer than `refusal.finishing` containers are still starting for callers
-  // that gave up (their creations end once started), until `until`, or until this
-  // creation's caller gives up too: OK to check again, else RESOURCE_EXHAUSTED
-  // (`refusal.why`) or CANCELLED.
+  // that gave up (their creations end once started; the hold `self`, the waiter's own, is
+  // not one of them), until `until`, or until this creation's caller gives up too: OK to
+  // check again, else RESOURCE_EXHAUSTED (`refusal.why`) or CANCELLED.
   absl::Status AwaitFinishing(const std::string& owner, const Wanted& wanted,
-                              const Refusal& refusal, absl::Time until);
+                              const Refusal& refusal, uint64_t self, absl::Time until);
   // CreateSession's first check, before a container is taken or started: UNAVAILABLE when
   // stopping, RESOURCE_EXHAUSTED when there is no room and no idle session can be reclaimed
   // for it (one that other admitted creations have not claimed). Else what it holds.

@@ -127,7 +127,7 @@ absl::StatusOr<SessionManager::Hold> SessionManager::CheckRoom(const Room& room,
       pins = pins_;
     }
     if (refusal.finishing > 0) {
-      absl::Status waited = AwaitFinishing(room.owner, wanted, refusal, wait_until);
+      absl::Status waited = AwaitFinishing(room.owner, wanted, refusal, 0, wait_until);
       if (!waited.ok()) return waited;
       continue;
     }
@@ -147,7 +147,8 @@ absl::StatusOr<SessionManager::Hold> SessionManager::CheckRoom(const Room& room,
 }
 
 absl::Status SessionManager::AwaitFinishing(const std::string& owner, const Wanted& wanted,
-                                            const Refusal& refusal, absl::Time until) {
+                                            const Refusal& refusal, uint64_t self,
+                                            absl::Time until) {
   codemode::MutexLock lock(&mu_);
   // Each such container makes room for one creation once started: more waiters than that
   // would only hold RPC threads, which the other calls need.
@@ -156,7 +157,7 @@ absl::Status SessionManager::AwaitFinishing(const std::string& owner, const Want
   ++awaiting_finish_;
   auto done = absl::MakeCleanup([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { --awaiting_finish_; });
   auto fewer = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return draining_ || FinishingLocked() < refusal.finishing;
+    return draining_ || FinishingLocked(self) < refusal.finishing;
   };
   // A caller giving up takes no lock of ours: asked between short waits.
   while (!mu_.AwaitWithTimeout(absl::Condition(&fewer), absl::Milliseconds(50))) {
@@ -262,6 +263,7 @@ absl::Status SessionManager::Register(const std::shared_ptr<Session>& session, c
   const std::string& id = session->metadata().id;
   std::shared_ptr<Session> victim;  // reclaimed for this session: lost, pinned, registered
   std::string victim_reason;
+  const absl::Time wait_until = absl::Now() + options_.runner_start_timeout;  // all waits
   for (;;) {
     sandbox::v1::Session tombstone;
     if (victim) tombstone = victim->ToProto();  // before mu_: it takes the session's lock
@@ -280,7 +282,9 @@ absl::Status SessionManager::Register(const std::shared_ptr<Session>& session, c
         holds_.erase(it);
         held = 0;
       }
-      // Checked again (creations race), in the critical section that freed the slot.
+      // Checked again (creations race), in the critical section that freed the slot. A
+      // drain alone does not refuse it: its container has started, and its session is
+      // kept as the others are (detached at shutdown, for the next start).
       if (stopping_) {
         refusal.why = "the daemon is shutting down";
       } else {
@@ -302,8 +306,7 @@ absl::Status SessionManager::Register(const std::shared_ptr<Session>& session, c
     if (victim) workers_.Post([v = std::move(victim)]() mutable { v.reset(); });
     if (!refusal.refused()) return absl::OkStatus();
     if (refusal.finishing > 0) {
-      absl::Status waited = AwaitFinishing(room.owner, wanted, refusal,
-                                           absl::Now() + options_.runner_start_timeout);
+      absl::Status waited = AwaitFinishing(room.owner, wanted, refusal, held, wait_until);
       if (!waited.ok()) return waited;
       continue;
     }
