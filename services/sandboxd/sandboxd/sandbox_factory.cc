@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "base/log_text.h"
 #include "sandboxd/log.h"
 
@@ -197,25 +198,44 @@ absl::Status SandboxFactory::CheckRunnerToken(const std::string& name, const Rea
       "session answering in the runner's place?)");
 }
 
-void SandboxFactory::Discard(const std::string& name) {
-  std::string dir = SocketDir(name);
-  ContainerRuntime* runtime = runtime_;
-  workers_->Post([runtime, name, dir] {
-    if (absl::Status s = runtime->Remove({name}); !s.ok()) {
-      spdlog::error("cannot remove container {}: {}", name, s.message());
-    }
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  });
+void SandboxFactory::Discard(const std::string& name) { QueueRemoval(name, true); }
+
+void SandboxFactory::Kill(const std::string& name) { QueueRemoval(name, false); }
+
+// One removal runs at a time and takes every container queued meanwhile: a `podman rm` of
+// many costs one CLI start (~30 ms of CPU) instead of one each, so deletions that come
+// faster than single removals no longer leave containers piling up behind them.
+void SandboxFactory::QueueRemoval(const std::string& name, bool with_socket_dir) {
+  {
+    codemode::MutexLock lock(&removals_mu_);
+    removals_.push_back({name, with_socket_dir});
+    if (removing_) return;
+    removing_ = true;
+  }
+  workers_->Post([this] { RemoveQueued(); });
 }
 
-void SandboxFactory::Kill(const std::string& name) {
-  ContainerRuntime* runtime = runtime_;
-  workers_->Post([runtime, name] {
-    if (absl::Status s = runtime->Remove({name}); !s.ok()) {
-      spdlog::error("cannot remove container {}: {}", name, codemode::LogLongText(s.message()));
+void SandboxFactory::RemoveQueued() {
+  for (;;) {
+    std::vector<Removal> batch;
+    {
+      codemode::MutexLock lock(&removals_mu_);
+      if (removals_.empty()) {
+        removing_ = false;
+        return;
+      }
+      batch.swap(removals_);
     }
-  });
+    std::vector<std::string> names;
+    for (const Removal& r : batch) names.push_back(r.name);
+    if (absl::Status s = runtime_->Remove(names); !s.ok()) {
+      spdlog::error("cannot remove containers {}: {}", absl::StrJoin(names, " "),
+                    codemode::LogLongText(s.message()));
+    }
+    for (const Removal& r : batch) {
+      if (r.with_socket_dir) RemoveSocketDir(r.name);
+    }
+  }
 }
 
 void SandboxFactory::RemoveSocketDir(const std::string& name) {

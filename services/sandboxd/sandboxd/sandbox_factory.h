@@ -112,10 +112,12 @@ class SandboxFactory {
   // Probes if needed, starts a container of `config` labelled with `role`, waits for its
   // runner and connects. Records the outcome in readiness.
   absl::StatusOr<Sandbox> Start(const SandboxConfig& config, const std::string& role);
-  // Removes the container and its socket directory on a worker thread.
+  // Removes the container and its socket directory on a worker thread (with the others
+  // queued meanwhile: one removal at a time, of all of them).
   void Discard(const std::string& name);
-  // Removes the container on a worker thread and leaves its socket directory, which the
-  // session's runner connection still names (RemoveSocketDir once the session is gone).
+  // Removes the container on a worker thread, as Discard does, and leaves its socket
+  // directory, which the session's runner connection still names (RemoveSocketDir once the
+  // session is gone).
   void Kill(const std::string& name);
   // Removes the socket directory of a container, on this thread.
   void RemoveSocketDir(const std::string& name);
@@ -167,6 +169,17 @@ class SandboxFactory {
   std::string runtime_error_ ABSL_GUARDED_BY(mu_);
   Readiness readiness_ ABSL_GUARDED_BY(mu_) = {false, "no container has been started yet", false};
   absl::BitGen rng_ ABSL_GUARDED_BY(mu_);  // container names
+
+  // Containers that Kill and Discard queued for the next removal (RemoveQueued).
+  struct Removal {
+    std::string name;
+    bool with_socket_dir;
+  };
+  void QueueRemoval(const std::string& name, bool with_socket_dir);
+  void RemoveQueued();
+  codemode::Mutex removals_mu_;
+  std::vector<Removal> removals_ ABSL_GUARDED_BY(removals_mu_);
+  bool removing_ ABSL_GUARDED_BY(removals_mu_) = false;  // a RemoveQueued is posted or runs
 };
 
 }  // namespace sandboxd

@@ -1,0 +1,123 @@
+// Unit tests of SandboxFactory's removals: Kill and Discard queue containers, and one
+// removal at a time takes all of them (a runtime that records each Remove call and can
+// hold one).
+#include "sandboxd/sandbox_factory.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "base/mutex.h"
+#include "gtest/gtest.h"
+#include "sandboxd/async.h"
+
+namespace sandboxd::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Records the names of every Remove call; while held, a Remove waits until let go.
+class RecordingRuntime : public ContainerRuntime {
+ public:
+  absl::StatusOr<RuntimeInfo> Probe() override {
+    return absl::UnavailableError("this runtime only removes");
+  }
+  absl::StatusOr<std::string> Start(const ContainerSpec&) override {
+    return absl::UnavailableError("this runtime only removes");
+  }
+  absl::Status Remove(const std::vector<std::string>& names) override {
+    codemode::MutexLock lock(&mu_);
+    calls_.push_back(names);
+    mu_.Await(absl::Condition(+[](bool* held) { return !*held; }, &held_));
+    return absl::OkStatus();
+  }
+  absl::StatusOr<ContainerStatus> Inspect(const std::string&) override { return ContainerStatus{}; }
+  absl::StatusOr<std::vector<std::string>> ImageOffers(const std::string&) override {
+    return std::vector<std::string>{};
+  }
+  absl::StatusOr<std::vector<ContainerSummary>> List(const std::string&,
+                                                     const std::string&) override {
+    return std::vector<ContainerSummary>{};
+  }
+
+  void SetHeld(bool held) {
+    codemode::MutexLock lock(&mu_);
+    held_ = held;
+  }
+  // The calls so far, once there are `n` of them (or after 15 s, however many there are).
+  std::vector<std::vector<std::string>> CallsOnce(size_t n) {
+    codemode::MutexLock lock(&mu_);
+    auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return calls_.size() >= n; };
+    mu_.AwaitWithTimeout(absl::Condition(&enough), absl::Seconds(15));
+    return calls_;
+  }
+
+ private:
+  codemode::Mutex mu_;
+  std::vector<std::vector<std::string>> calls_ ABSL_GUARDED_BY(mu_);
+  bool held_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+class SandboxFactoryRemovalTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sbxfac-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    state_dir_ = tmpl;
+    FactoryOptions o;
+    o.state_dir = state_dir_;
+    o.instance = "factory-test";
+    factory_ = std::make_unique<SandboxFactory>(o, &runtime_, &workers_, FactoryHooks{});
+  }
+  void TearDown() override {
+    runtime_.SetHeld(false);
+    workers_.Stop();
+    std::error_code ec;
+    fs::remove_all(state_dir_, ec);
+  }
+  std::string MakeSocketDir(const std::string& name) {
+    std::string dir = factory_->SocketDir(name);
+    fs::create_directories(dir);
+    return dir;
+  }
+
+  std::string state_dir_;
+  RecordingRuntime runtime_;
+  WorkerPool workers_{2};  // as the daemon's: a removal per worker would run two at once
+  std::unique_ptr<SandboxFactory> factory_;
+};
+
+TEST_F(SandboxFactoryRemovalTest, ContainersQueuedDuringARemovalGoInTheNextOneTogether) {
+  const std::string kept_dir = MakeSocketDir("sbx-b");
+  const std::string discarded_dir = MakeSocketDir("sbx-c");
+  runtime_.SetHeld(true);
+  factory_->Kill("sbx-a");
+  ASSERT_EQ(runtime_.CallsOnce(1).size(), 1u) << "the first removal did not start";
+  factory_->Kill("sbx-b");
+  factory_->Discard("sbx-c");
+  factory_->Kill("sbx-d");
+  runtime_.SetHeld(false);
+  std::vector<std::vector<std::string>> calls = runtime_.CallsOnce(2);
+  ASSERT_GE(calls.size(), 2u);
+  EXPECT_EQ(calls[0], std::vector<std::string>({"sbx-a"}));
+  EXPECT_EQ(calls[1], std::vector<std::string>({"sbx-b", "sbx-c", "sbx-d"}));
+  // Discard removes the socket directory too (after the container); Kill leaves it to its
+  // session.
+  for (absl::Time end = absl::Now() + absl::Seconds(15);
+       fs::exists(discarded_dir) && absl::Now() < end;) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_FALSE(fs::exists(discarded_dir));
+  EXPECT_TRUE(fs::exists(kept_dir));
+  EXPECT_EQ(runtime_.CallsOnce(2).size(), 2u);
+  // Once idle, the next container is removed on its own again.
+  factory_->Kill("sbx-e");
+  calls = runtime_.CallsOnce(3);
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_EQ(calls[2], std::vector<std::string>({"sbx-e"}));
+}
+
+}  // namespace
+}  // namespace sandboxd::testing
