@@ -398,8 +398,9 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   LostSessions lost_ ABSL_GUARDED_BY(mu_) = LostSessions(options_.max_lost_sessions);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;  // Drain, or stopping
-  // Creations waiting in AwaitFinishing: at most one per container they wait for.
-  size_t awaiting_finish_ ABSL_GUARDED_BY(mu_) = 0;
+  // Creations waiting in AwaitFinishing, by owner: at most one of each owner per container
+  // they wait for, and --max_sessions of all owners.
+  std::map<std::string, size_t> awaiting_finish_ ABSL_GUARDED_BY(mu_);
   // Re-attachment runs once, the first time the runtime answers (at start or later).
   bool recovered_ ABSL_GUARDED_BY(mu_) = false;
   // Serialises listener calls so they arrive in order; never taken while holding mu_.

@@ -150,12 +150,21 @@ absl::Status SessionManager::AwaitFinishing(const std::string& owner, const Want
                                             const Refusal& refusal, uint64_t self,
                                             absl::Time until) {
   codemode::MutexLock lock(&mu_);
-  // Each such container makes room for one creation once started: more waiters than that
-  // would only hold RPC threads, which the other calls need.
+  // Each such container makes room for one creation once started: more waiters of one
+  // owner than that would only hold RPC threads, which the other calls need. The count is
+  // per owner, so an owner whose own abandoned starts made those containers cannot take
+  // every place to wait for them; all owners' together stay within --max_sessions.
   if (draining_) return absl::UnavailableError("the daemon is shutting down");
-  if (awaiting_finish_ >= refusal.finishing) return absl::ResourceExhaustedError(refusal.why);
-  ++awaiting_finish_;
-  auto done = absl::MakeCleanup([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { --awaiting_finish_; });
+  size_t all = 0;
+  for (const auto& [o, n] : awaiting_finish_) all += n;
+  if (awaiting_finish_[owner] >= refusal.finishing || all >= options_.max_sessions) {
+    if (awaiting_finish_[owner] == 0) awaiting_finish_.erase(owner);
+    return absl::ResourceExhaustedError(refusal.why);
+  }
+  ++awaiting_finish_[owner];
+  auto done = absl::MakeCleanup([this, &owner]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (--awaiting_finish_[owner] == 0) awaiting_finish_.erase(owner);
+  });
   auto fewer = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return draining_ || FinishingLocked(self) < refusal.finishing;
   };

@@ -57,7 +57,7 @@ TEST_F(SessionManagerTest, ACreationBesideOneWhoseCallerGaveUpWaitsAndEndsNothin
 // The same for a claim: at a full daemon, a creation whose caller gave up while its
 // container starts has claimed an idle session nobody will end for it, and that container
 // still counts. The next creation waits for it instead of claiming the other idle session
-// and starting another; the one after is refused at once. Otherwise callers that give up
+// and starting another; its owner's next is refused at once. Otherwise callers that give up
 // while claiming could have any number of containers starting past --max_sessions.
 TEST_F(SessionManagerTest, AClaimWhoseCallerGaveUpStillCountsAsAContainerStarting) {
   ManagerOptions o = Options();
@@ -74,9 +74,9 @@ TEST_F(SessionManagerTest, AClaimWhoseCallerGaveUpStillCountsAsAContainerStartin
     EXPECT_EQ(carol.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout)
         << "carol claimed bob's other session beside alice's container";
     EXPECT_EQ(m->GetInfo().pools(0).taken_total(), before.taken) << "carol took a container meanwhile";
-    absl::StatusOr<sandbox::v1::Session> dave = m->CreateSession(OwnedBy("dave", false));
-    EXPECT_TRUE(absl::IsResourceExhausted(dave.status())) << dave.status();
-    EXPECT_THAT(std::string(dave.status().message()),
+    absl::StatusOr<sandbox::v1::Session> again = m->CreateSession(OwnedBy("carol", false));
+    EXPECT_TRUE(absl::IsResourceExhausted(again.status())) << again.status();
+    EXPECT_THAT(std::string(again.status().message()),
                 ::testing::HasSubstr("1 container still starting for callers that gave up"));
     EXPECT_EQ(m->GetInfo().sessions_reclaimed_total(), 0u);
   });
@@ -87,10 +87,11 @@ TEST_F(SessionManagerTest, AClaimWhoseCallerGaveUpStillCountsAsAContainerStartin
   EXPECT_EQ(m->GetInfo().sessions(), 2u);
 }
 
-// Each container starting for nobody makes room for one creation: one more waits for it,
-// the next is refused at once instead of holding an RPC thread, and a draining daemon ends
-// the one waiting.
-TEST_F(SessionManagerTest, OneCreationWaitsPerContainerStartingForNobodyUntilADrain) {
+// Each container starting for nobody makes room for one creation: one more of an owner
+// waits for it, that owner's next is refused at once instead of holding an RPC thread, and
+// a draining daemon ends those waiting. The places to wait are each owner's: the owner
+// whose caller gave up, waiting with its next creation, leaves another owner's place.
+TEST_F(SessionManagerTest, OneCreationOfEachOwnerWaitsPerContainerStartingForNobody) {
   ManagerOptions o = Options();
   o.max_sessions = 3;
   o.pool_size = 1;
@@ -100,14 +101,20 @@ TEST_F(SessionManagerTest, OneCreationWaitsPerContainerStartingForNobodyUntilADr
   sandbox::v1::CreateSessionRequest alice = OwnedBy("alice", false);
   alice.mutable_limits()->set_pids(200);  // never pooled
   absl::Status gave_up = GaveUpWhileStarting(m, runtime_.get(), alice, [&] {
+    auto alices = std::async(std::launch::async, [m] { return m->CreateSession(OwnedBy("alice", false)); });
+    EXPECT_EQ(alices.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+    auto again = std::async(std::launch::async, [m] { return m->CreateSession(OwnedBy("alice", false)); });
+    ASSERT_EQ(again.wait_for(std::chrono::seconds(5)), std::future_status::ready) << "alice waits twice";
+    EXPECT_TRUE(absl::IsResourceExhausted(again.get().status()));
     auto carol = std::async(std::launch::async, [m] { return m->CreateSession(OwnedBy("carol", false)); });
-    EXPECT_EQ(carol.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
-    auto dave = std::async(std::launch::async, [m] { return m->CreateSession(OwnedBy("dave", false)); });
-    ASSERT_EQ(dave.wait_for(std::chrono::seconds(5)), std::future_status::ready) << "dave waits too";
-    EXPECT_TRUE(absl::IsResourceExhausted(dave.get().status()));
+    EXPECT_EQ(carol.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout)
+        << "carol was refused: alice's waiting creation took her place";
     m->Drain();
-    ASSERT_EQ(carol.wait_for(std::chrono::seconds(5)), std::future_status::ready) << "the drain left carol waiting";
-    EXPECT_TRUE(absl::IsUnavailable(carol.get().status()));
+    for (auto* waiting : {&alices, &carol}) {
+      ASSERT_EQ(waiting->wait_for(std::chrono::seconds(5)), std::future_status::ready)
+          << "the drain left a creation waiting";
+      EXPECT_TRUE(absl::IsUnavailable(waiting->get().status()));
+    }
     EXPECT_TRUE(absl::IsUnavailable(m->CreateSession(OwnedBy("erin", false)).status()));
   });
   EXPECT_TRUE(absl::IsCancelled(gave_up)) << gave_up;
