@@ -198,42 +198,44 @@ absl::Status SandboxFactory::CheckRunnerToken(const std::string& name, const Rea
       "session answering in the runner's place?)");
 }
 
-void SandboxFactory::Discard(const std::string& name) { QueueRemoval(name, true); }
+void SandboxFactory::Discard(const std::string& name) { QueueRemoval(name, SocketDir(name)); }
 
-void SandboxFactory::Kill(const std::string& name) { QueueRemoval(name, false); }
+void SandboxFactory::Kill(const std::string& name) { QueueRemoval(name, ""); }
 
 // One removal runs at a time and takes every container queued meanwhile: a `podman rm` of
 // many costs one CLI start (~30 ms of CPU) instead of one each, so deletions that come
-// faster than single removals no longer leave containers piling up behind them.
-void SandboxFactory::QueueRemoval(const std::string& name, bool with_socket_dir) {
+// faster than single removals no longer leave containers piling up behind them. The task
+// holds the queue and the runtime, not the factory, which may go before the workers do.
+void SandboxFactory::QueueRemoval(const std::string& name, std::string socket_dir) {
   {
-    codemode::MutexLock lock(&removals_mu_);
-    removals_.push_back({name, with_socket_dir});
-    if (removing_) return;
-    removing_ = true;
+    codemode::MutexLock lock(&removals_->mu);
+    removals_->queued.push_back({name, std::move(socket_dir)});
+    if (removals_->removing) return;
+    removals_->removing = true;
   }
-  workers_->Post([this] { RemoveQueued(); });
+  workers_->Post([queue = removals_, runtime = runtime_] { RemoveQueued(*queue, runtime); });
 }
 
-void SandboxFactory::RemoveQueued() {
+void SandboxFactory::RemoveQueued(RemovalQueue& queue, ContainerRuntime* runtime) {
   for (;;) {
-    std::vector<Removal> batch;
+    std::vector<RemovalQueue::Removal> batch;
     {
-      codemode::MutexLock lock(&removals_mu_);
-      if (removals_.empty()) {
-        removing_ = false;
+      codemode::MutexLock lock(&queue.mu);
+      if (queue.queued.empty()) {
+        queue.removing = false;
         return;
       }
-      batch.swap(removals_);
+      batch.swap(queue.queued);
     }
     std::vector<std::string> names;
-    for (const Removal& r : batch) names.push_back(r.name);
-    if (absl::Status s = runtime_->Remove(names); !s.ok()) {
+    for (const auto& r : batch) names.push_back(r.name);
+    if (absl::Status s = runtime->Remove(names); !s.ok()) {
       spdlog::error("cannot remove containers {}: {}", absl::StrJoin(names, " "),
                     codemode::LogLongText(s.message()));
     }
-    for (const Removal& r : batch) {
-      if (r.with_socket_dir) RemoveSocketDir(r.name);
+    for (const auto& r : batch) {
+      std::error_code ec;
+      if (!r.socket_dir.empty()) fs::remove_all(r.socket_dir, ec);
     }
   }
 }

@@ -170,16 +170,20 @@ class SandboxFactory {
   Readiness readiness_ ABSL_GUARDED_BY(mu_) = {false, "no container has been started yet", false};
   absl::BitGen rng_ ABSL_GUARDED_BY(mu_);  // container names
 
-  // Containers that Kill and Discard queued for the next removal (RemoveQueued).
-  struct Removal {
-    std::string name;
-    bool with_socket_dir;
+  // Containers that Kill and Discard queued for the next removal (RemoveQueued), shared
+  // with the removal task.
+  struct RemovalQueue {
+    struct Removal {
+      std::string name;
+      std::string socket_dir;  // removed after the container; empty: left (Kill)
+    };
+    codemode::Mutex mu;
+    std::vector<Removal> queued ABSL_GUARDED_BY(mu);
+    bool removing ABSL_GUARDED_BY(mu) = false;  // a RemoveQueued is posted or runs
   };
-  void QueueRemoval(const std::string& name, bool with_socket_dir);
-  void RemoveQueued();
-  codemode::Mutex removals_mu_;
-  std::vector<Removal> removals_ ABSL_GUARDED_BY(removals_mu_);
-  bool removing_ ABSL_GUARDED_BY(removals_mu_) = false;  // a RemoveQueued is posted or runs
+  void QueueRemoval(const std::string& name, std::string socket_dir);
+  static void RemoveQueued(RemovalQueue& queue, ContainerRuntime* runtime);
+  const std::shared_ptr<RemovalQueue> removals_ = std::make_shared<RemovalQueue>();
 };
 
 }  // namespace sandboxd
