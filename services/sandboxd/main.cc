@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -157,7 +158,9 @@ ABSL_FLAG(uint64_t, max_stream_buffer_bytes, sandboxd::SandboxServiceImpl::kDefa
           "its execution is cancelled, the session kept.");
 ABSL_FLAG(uint32_t, max_rpc_threads, 128,
           "Threads gRPC may run synchronous rpcs on (every rpc but Execute), pollers "
-          "included; calls past it are answered RESOURCE_EXHAUSTED at once. At least 4.");
+          "included; calls past it are answered RESOURCE_EXHAUSTED at once. At least 4. A "
+          "quarter of them at most are creations waiting for containers still starting for "
+          "callers that gave up.");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "On SIGTERM, how long running calls may take to finish before they are cancelled.");
 ABSL_FLAG(std::string, metrics_listen, "",
@@ -299,6 +302,7 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
     options.isolation.allowed.push_back(*allowed);
   }
   options.max_sessions = absl::GetFlag(FLAGS_max_sessions);
+  options.max_waiting_creations = std::max<uint32_t>(1, absl::GetFlag(FLAGS_max_rpc_threads) / 4);
   options.max_sessions_per_owner = absl::GetFlag(FLAGS_max_sessions_per_owner);
   options.pool_size = absl::GetFlag(FLAGS_pool_size);
   options.js_pool_size = absl::GetFlag(FLAGS_js_pool_size);

@@ -52,6 +52,9 @@ struct ManagerOptions {
   ResolvedLimits max_limits;
   IsolationPolicy isolation;  // the default isolation and those clients may ask for
   uint32_t max_sessions = 64;
+  // Creations that may wait together for containers still starting for callers that gave
+  // up (each holds an RPC thread meanwhile): main sets a quarter of --max_rpc_threads.
+  uint32_t max_waiting_creations = 32;
   // Sessions one owner (CreateSessionRequest.owner; the gateway sends "mcp:<credential>")
   // may hold at once, so one client cannot take every slot.
   uint32_t max_sessions_per_owner = 32;
@@ -399,7 +402,7 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;  // Drain, or stopping
   // Creations waiting in AwaitFinishing, by owner: at most one of each owner per container
-  // they wait for, and --max_sessions of all owners.
+  // they wait for, and max_waiting_creations of all owners.
   std::map<std::string, size_t> awaiting_finish_ ABSL_GUARDED_BY(mu_);
   // Re-attachment runs once, the first time the runtime answers (at start or later).
   bool recovered_ ABSL_GUARDED_BY(mu_) = false;

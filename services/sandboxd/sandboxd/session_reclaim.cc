@@ -153,11 +153,12 @@ absl::Status SessionManager::AwaitFinishing(const std::string& owner, const Want
   // Each such container makes room for one creation once started: more waiters of one
   // owner than that would only hold RPC threads, which the other calls need. The count is
   // per owner, so an owner whose own abandoned starts made those containers cannot take
-  // every place to wait for them; all owners' together stay within --max_sessions.
+  // every place to wait for them; all owners' together stay within max_waiting_creations
+  // (a quarter of the RPC threads), so waiters never take the threads other calls need.
   if (draining_) return absl::UnavailableError("the daemon is shutting down");
   size_t all = 0;
   for (const auto& [o, n] : awaiting_finish_) all += n;
-  if (awaiting_finish_[owner] >= refusal.finishing || all >= options_.max_sessions) {
+  if (awaiting_finish_[owner] >= refusal.finishing || all >= options_.max_waiting_creations) {
     if (awaiting_finish_[owner] == 0) awaiting_finish_.erase(owner);
     return absl::ResourceExhaustedError(refusal.why);
   }

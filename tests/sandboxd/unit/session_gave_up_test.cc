@@ -27,6 +27,16 @@ absl::Status GaveUpWhileStarting(SessionManager* m, ProcessRuntime* runtime,
   return creating.get();
 }
 
+// GaveUpWhileStarting at a daemon `m` whose pool is full: alice's creation (never pooled)
+// is the one whose caller gives up.
+absl::Status AliceGaveUpAtAFullPool(SessionManager* m, ProcessRuntime* runtime,
+                                    const std::function<void()>& meanwhile) {
+  MarkFullPool(m, runtime);
+  sandbox::v1::CreateSessionRequest alice = OwnedBy("alice", false);
+  alice.mutable_limits()->set_pids(200);  // never pooled
+  return GaveUpWhileStarting(m, runtime, alice, meanwhile);
+}
+
 // The container of a creation whose caller gave up is no session anyone wants: at a daemon
 // full with it, another creation ends no idle session for room but waits until that
 // container has started (and is thrown away), and then has the room. Until then it starts
@@ -97,10 +107,7 @@ TEST_F(SessionManagerTest, OneCreationOfEachOwnerWaitsPerContainerStartingForNob
   o.pool_size = 1;
   SessionManager* m = StartManager(o);
   for (int i = 0; i < 2; ++i) ASSERT_FALSE(Create(m, OwnedBy("bob", false)).id().empty());
-  MarkFullPool(m, runtime_.get());
-  sandbox::v1::CreateSessionRequest alice = OwnedBy("alice", false);
-  alice.mutable_limits()->set_pids(200);  // never pooled
-  absl::Status gave_up = GaveUpWhileStarting(m, runtime_.get(), alice, [&] {
+  absl::Status gave_up = AliceGaveUpAtAFullPool(m, runtime_.get(), [&] {
     auto alices = std::async(std::launch::async, [m] { return m->CreateSession(OwnedBy("alice", false)); });
     EXPECT_EQ(alices.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
     auto again = std::async(std::launch::async, [m] { return m->CreateSession(OwnedBy("alice", false)); });
@@ -119,6 +126,33 @@ TEST_F(SessionManagerTest, OneCreationOfEachOwnerWaitsPerContainerStartingForNob
   });
   EXPECT_TRUE(absl::IsCancelled(gave_up)) << gave_up;
   EXPECT_EQ(m->GetInfo().sessions_reclaimed_total(), 0u);
+}
+
+// The places of all owners together are bounded too (max_waiting_creations, a quarter of
+// --max_rpc_threads): past them a creation is refused at once, so waiters never take the
+// threads other calls need.
+TEST_F(SessionManagerTest, CreationsOfAllOwnersWaitWithinTheirOwnBound) {
+  ManagerOptions o = Options();
+  o.max_sessions = 3;
+  o.pool_size = 1;
+  o.max_waiting_creations = 1;
+  SessionManager* m = StartManager(o);
+  for (int i = 0; i < 2; ++i) ASSERT_FALSE(Create(m, OwnedBy("bob", false)).id().empty());
+  absl::Status gave_up = AliceGaveUpAtAFullPool(m, runtime_.get(), [&] {
+    auto carol = std::async(std::launch::async, [m] { return m->CreateSession(OwnedBy("carol", false)); });
+    EXPECT_EQ(carol.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+    auto dave = std::async(std::launch::async, [m] { return m->CreateSession(OwnedBy("dave", false)); });
+    ASSERT_EQ(dave.wait_for(std::chrono::seconds(5)), std::future_status::ready)
+        << "dave waits past the bound of all owners' places";
+    absl::Status refused = dave.get().status();
+    EXPECT_TRUE(absl::IsResourceExhausted(refused)) << refused;
+    EXPECT_THAT(std::string(refused.message()),
+                ::testing::HasSubstr("1 container still starting for callers that gave up"));
+    m->Drain();
+    ASSERT_EQ(carol.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+    EXPECT_TRUE(absl::IsUnavailable(carol.get().status()));
+  });
+  EXPECT_TRUE(absl::IsCancelled(gave_up)) << gave_up;
 }
 
 // ... and its claim on an idle session is another creation's at once: an owner at its limit
