@@ -3,13 +3,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "base/log_text.h"
 #include "sandboxd/log.h"
 
@@ -225,13 +226,24 @@ void SandboxFactory::RemoveQueued(RemovalQueue& queue, ContainerRuntime* runtime
         queue.removing = false;
         return;
       }
-      batch.swap(queue.queued);
+      // At most kMaxBatch at once: a `podman rm` of them ends well within its timeout.
+      const size_t n = std::min(queue.queued.size(), kMaxBatch);
+      batch.assign(std::make_move_iterator(queue.queued.begin()),
+                   std::make_move_iterator(queue.queued.begin() + n));
+      queue.queued.erase(queue.queued.begin(), queue.queued.begin() + n);
     }
     std::vector<std::string> names;
     for (const auto& r : batch) names.push_back(r.name);
-    if (absl::Status s = runtime->Remove(names); !s.ok()) {
-      spdlog::error("cannot remove containers {}: {}", absl::StrJoin(names, " "),
-                    codemode::LogLongText(s.message()));
+    // A failed removal of many (one name podman cannot remove, a timeout) is retried one
+    // by one, so only what cannot be removed stays behind, as with single removals.
+    absl::Status removed = runtime->Remove(names);
+    for (size_t i = 0; !removed.ok() && names.size() > 1 && i < names.size(); ++i) {
+      if (absl::Status s = runtime->Remove({names[i]}); !s.ok()) {
+        spdlog::error("cannot remove container {}: {}", names[i], codemode::LogLongText(s.message()));
+      }
+    }
+    if (!removed.ok() && names.size() == 1) {
+      spdlog::error("cannot remove container {}: {}", names[0], codemode::LogLongText(removed.message()));
     }
     for (const auto& r : batch) {
       std::error_code ec;

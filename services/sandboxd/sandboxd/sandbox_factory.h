@@ -183,6 +183,7 @@ class SandboxFactory {
   };
   void QueueRemoval(const std::string& name, std::string socket_dir);
   static void RemoveQueued(RemovalQueue& queue, ContainerRuntime* runtime);
+  static constexpr size_t kMaxBatch = 64;  // containers one `podman rm` takes
   const std::shared_ptr<RemovalQueue> removals_ = std::make_shared<RemovalQueue>();
 };
 

@@ -3,6 +3,7 @@
 // hold one).
 #include "sandboxd/sandbox_factory.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -18,7 +19,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Records the names of every Remove call; while held, a Remove waits until let go.
+// Records the names of every Remove call; while held, a Remove waits until let go. A call
+// naming "sbx-bad" fails (podman could not remove that one).
 class RecordingRuntime : public ContainerRuntime {
  public:
   absl::StatusOr<RuntimeInfo> Probe() override {
@@ -31,6 +33,9 @@ class RecordingRuntime : public ContainerRuntime {
     codemode::MutexLock lock(&mu_);
     calls_.push_back(names);
     mu_.Await(absl::Condition(+[](bool* held) { return !*held; }, &held_));
+    if (std::count(names.begin(), names.end(), "sbx-bad") > 0) {
+      return absl::UnavailableError("podman rm failed (exit 125)");
+    }
     return absl::OkStatus();
   }
   absl::StatusOr<ContainerStatus> Inspect(const std::string&) override { return ContainerStatus{}; }
@@ -117,6 +122,22 @@ TEST_F(SandboxFactoryRemovalTest, ContainersQueuedDuringARemovalGoInTheNextOneTo
   calls = runtime_.CallsOnce(3);
   ASSERT_EQ(calls.size(), 3u);
   EXPECT_EQ(calls[2], std::vector<std::string>({"sbx-e"}));
+}
+
+// A removal of many that fails is retried one by one: only the container that cannot be
+// removed stays, not every one queued beside it.
+TEST_F(SandboxFactoryRemovalTest, AFailedRemovalOfManyIsRetriedOneByOne) {
+  runtime_.SetHeld(true);
+  factory_->Kill("sbx-a");
+  ASSERT_EQ(runtime_.CallsOnce(1).size(), 1u) << "the first removal did not start";
+  for (const char* name : {"sbx-b", "sbx-bad", "sbx-d"}) factory_->Kill(name);
+  runtime_.SetHeld(false);
+  std::vector<std::vector<std::string>> calls = runtime_.CallsOnce(5);
+  ASSERT_EQ(calls.size(), 5u);
+  EXPECT_EQ(calls[1], std::vector<std::string>({"sbx-b", "sbx-bad", "sbx-d"}));
+  EXPECT_EQ(calls[2], std::vector<std::string>({"sbx-b"}));
+  EXPECT_EQ(calls[3], std::vector<std::string>({"sbx-bad"}));
+  EXPECT_EQ(calls[4], std::vector<std::string>({"sbx-d"}));
 }
 
 }  // namespace
