@@ -300,6 +300,7 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateAdmitted(
   if (absl::Status refused = Register(session, RoomOf(r), hold, wanted); !refused.ok()) {
     metrics_->SessionCreateFailed();
     session->Terminate(absl::IsCancelled(refused) ? "its caller gave up" : "too many sessions");
+    LetGo(std::move(session), /*remove_record=*/false);
     return refused;
   }
   const std::string& id = session->metadata().id;
@@ -312,8 +313,7 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateAdmitted(
   if (!st.ok()) {
     // A session that would not survive a daemon restart is not handed out.
     session->Terminate("its record cannot be written");
-    factory_.Discard(session->metadata().container_name);
-    workers_.Post([session]() mutable { session.reset(); });  // joins its reader off this thread
+    LetGo(std::move(session), /*remove_record=*/false);
     metrics_->SessionCreateFailed();
     spdlog::error("cannot create a session: its record cannot be written: {}",
                   codemode::LogLongText(st.message()));
@@ -372,7 +372,7 @@ void SessionManager::FinishRetired(Retired retired) {
   if (!retired.held) return;
   metrics_->SessionsEnded(retired.reclaimed.empty() ? SandboxdMetrics::EndReason::kLost
                                                     : SandboxdMetrics::EndReason::kLimit);
-  std::string id = retired.held->metadata().id;
+  const std::string& id = retired.held->metadata().id;
   const std::string& owner = retired.held->metadata().owner;
   if (retired.reclaimed.empty()) {
     spdlog::info(
@@ -387,16 +387,22 @@ void SessionManager::FinishRetired(Retired retired) {
   for (const std::string& old : retired.pushed_out) {
     spdlog::info("lost session {} forgotten (--max_lost_sessions); its id is now unknown", old);
   }
-  // The container is being removed already (Session::LoseLocked). The rest goes on a
-  // worker, with our reference (moved: this may be the session's reader thread, which
-  // the last reference joins).
-  std::string name = retired.held->metadata().container_name;
-  workers_.Post([this, id, name, held = std::move(retired.held)]() mutable {
-    if (absl::Status st = records_.Remove(id); !st.ok()) {
-      spdlog::warn("cannot remove the record of session {}: {}", id,
-                   codemode::LogLongText(st.message()));
+  LetGo(std::move(retired.held), /*remove_record=*/true);
+}
+
+// On a worker, with our reference (moved: this may be the session's reader thread, which
+// the last reference joins). Its container is being removed already (Session::LoseLocked).
+void SessionManager::LetGo(std::shared_ptr<Session> s, bool remove_record) {
+  workers_.Post([this, s = std::move(s), remove_record]() mutable {
+    const std::string id = s->metadata().id;
+    const std::string name = s->metadata().container_name;
+    if (remove_record) {
+      if (absl::Status st = records_.Remove(id); !st.ok()) {
+        spdlog::warn("cannot remove the record of session {}: {}", id,
+                     codemode::LogLongText(st.message()));
+      }
     }
-    held.reset();  // frees its uid and joins its reader
+    s.reset();  // frees its uid and joins its reader
     factory_.RemoveSocketDir(name);
   });
 }
@@ -463,12 +469,7 @@ absl::Status SessionManager::DeleteFor(const std::string& id, SandboxdMetrics::E
     spdlog::warn("cannot remove the record of session {}: {}", id,
                  codemode::LogLongText(st.message()));
   }
-  std::string name = s->metadata().container_name;
-  workers_.Post([this, name, s]() mutable {
-    // Dropping the last reference here joins the reader thread off the gRPC thread.
-    s.reset();
-    factory_.RemoveSocketDir(name);
-  });
+  LetGo(std::move(s), /*remove_record=*/false);
   spdlog::info("session {} deleted", id);
   return absl::OkStatus();
 }

@@ -261,8 +261,11 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // Replaces `lost` (registered) by `tombstone` in lost_; nothing if it is not registered.
   Retired RetireLocked(const Session& lost, sandbox::v1::Session tombstone)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Logs, and frees on a worker what a retired session held (record, reader, socket dir).
+  // Logs, and frees on a worker what a retired session held (LetGo, with its record).
   void FinishRetired(Retired retired);
+  // Frees, on a worker, what a session no longer registered holds: its record when
+  // `remove_record`, its uid and reader thread, and its socket directory.
+  void LetGo(std::shared_ptr<Session> s, bool remove_record);
   // Info.images, with what each offers and whether it is present: inspected when nothing is
   // known yet, otherwise the cache, refreshed on a worker once a few seconds old
   // (refresh_if_stale false leaves a stale cache as it is).

@@ -179,6 +179,23 @@ TEST_F(SessionManagerTest, TheClaimOfACreationWhoseCallerGaveUpIsFreeAtOnce) {
   ASSERT_TRUE(loop.collector->WaitFinished());
 }
 
+// A creation refused at registration lets go of everything it started: its container and
+// its socket directory go at once, not at the next daemon start.
+TEST_F(SessionManagerTest, ACreationRefusedAtRegistrationLeavesNoSocketDirectory) {
+  ManagerOptions o = Options();
+  o.max_sessions = 3;
+  SessionManager* m = StartManager(o);
+  for (int i = 0; i < 3; ++i) ASSERT_FALSE(Create(m, OwnedBy("bob", false)).id().empty());
+  const size_t dirs = SocketDirs();
+  int asked = 0;  // wanted once its container is there, given up before it registers
+  absl::StatusOr<sandbox::v1::Session> gave_up =
+      m->CreateSession(OwnedBy("alice", false), [&] { return asked++ < 1; });
+  EXPECT_TRUE(absl::IsCancelled(gave_up.status())) << gave_up.status();
+  EXPECT_EQ(dirs, 3u);
+  EXPECT_TRUE(WaitFor([&] { return SocketDirs() == dirs; })) << SocketDirs() << " socket directories";
+  EXPECT_TRUE(WaitFor([&] { return runtime_->Names().size() == 3; }));
+}
+
 // A creation whose caller gave up ends nothing for its room: asked once its container is
 // there, and again before it would end another owner's idle session at a full daemon.
 TEST_F(SessionManagerTest, ACreationWhoseCallerGaveUpReclaimsNothing) {

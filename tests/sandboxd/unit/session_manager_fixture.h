@@ -387,6 +387,17 @@ class SessionManagerTest : public ::testing::Test {
     return record;
   }
 
+  // The socket directories under the state directory (one per container until it goes).
+  size_t SocketDirs() {
+    std::error_code ec;
+    size_t n = 0;
+    for (fs::directory_iterator it(state_dir_ + "/c", ec); !ec && it != fs::directory_iterator();
+         it.increment(ec)) {
+      ++n;
+    }
+    return n;
+  }
+
   bool ContainerExists(const std::string& name) {
     absl::StatusOr<ContainerStatus> st = runtime_->Inspect(name);
     return st.ok() && st->exists;

@@ -387,6 +387,7 @@ TEST_F(SessionManagerTest, ARecordThatCannotBeWrittenFailsCreateAndLeavesNothing
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("No space left on device"));
   EXPECT_TRUE(m->ListSessions("").empty());
   EXPECT_TRUE(WaitFor([&] { return runtime_->Names().empty(); }));
+  EXPECT_TRUE(WaitFor([&] { return SocketDirs() == 0; })) << SocketDirs() << " socket directories";
   EXPECT_EQ(store.size(), 0u);
 
   store.FailPuts(absl::OkStatus());
