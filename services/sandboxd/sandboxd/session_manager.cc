@@ -48,7 +48,7 @@ SessionManager::SessionManager(ManagerOptions options, ContainerRuntime* runtime
       records_(records ? records : owned_store_.get()),
       factory_({options_.state_dir, instance_, options_.image, options_.runner_path,
                 options_.js_runner_path, options_.container_env,
-                options_.runner_start_timeout, options_.session_uid_first,
+                options_.runner_start_timeout, options_.max_sessions, options_.session_uid_first,
                 options_.session_uid_count},
                runtime_, &workers_,
                {[this](const RuntimeInfo& info) { OnProbed(info); },
