@@ -407,6 +407,7 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // Creations waiting in AwaitFinishing, by owner: at most one of each owner per container
   // they wait for, and max_waiting_creations of all owners.
   std::map<std::string, size_t> awaiting_finish_ ABSL_GUARDED_BY(mu_);
+  size_t awaiting_finish_total_ ABSL_GUARDED_BY(mu_) = 0;  // its sum
   // Re-attachment runs once, the first time the runtime answers (at start or later).
   bool recovered_ ABSL_GUARDED_BY(mu_) = false;
   // Serialises listener calls so they arrive in order; never taken while holding mu_.

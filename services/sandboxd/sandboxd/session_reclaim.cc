@@ -156,14 +156,15 @@ absl::Status SessionManager::AwaitFinishing(const std::string& owner, const Want
   // every place to wait for them; all owners' together stay within max_waiting_creations
   // (a quarter of the RPC threads), so waiters never take the threads other calls need.
   if (draining_) return absl::UnavailableError("the daemon is shutting down");
-  size_t all = 0;
-  for (const auto& [o, n] : awaiting_finish_) all += n;
-  if (awaiting_finish_[owner] >= refusal.finishing || all >= options_.max_waiting_creations) {
-    if (awaiting_finish_[owner] == 0) awaiting_finish_.erase(owner);
+  auto mine = awaiting_finish_.find(owner);
+  const size_t owners = mine == awaiting_finish_.end() ? 0 : mine->second;
+  if (owners >= refusal.finishing || awaiting_finish_total_ >= options_.max_waiting_creations) {
     return absl::ResourceExhaustedError(refusal.why);
   }
   ++awaiting_finish_[owner];
+  ++awaiting_finish_total_;
   auto done = absl::MakeCleanup([this, &owner]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    --awaiting_finish_total_;
     if (--awaiting_finish_[owner] == 0) awaiting_finish_.erase(owner);
   });
   auto fewer = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
