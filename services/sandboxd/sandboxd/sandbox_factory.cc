@@ -261,14 +261,20 @@ absl::Status SandboxFactory::AwaitRemovals() {
   codemode::MutexLock lock(&removals_->mu);
   const size_t max = std::max<size_t>(1, options_.max_removing);
   auto below = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(removals_->mu) {
-    return removals_->pending < max;
+    return removals_->stopped || removals_->pending < max;
   };
-  if (removals_->mu.AwaitWithTimeout(absl::Condition(&below), options_.runner_start_timeout)) {
-    return absl::OkStatus();
-  }
+  const bool room =
+      removals_->mu.AwaitWithTimeout(absl::Condition(&below), options_.runner_start_timeout);
+  if (removals_->stopped) return absl::UnavailableError("the daemon is shutting down");
+  if (room) return absl::OkStatus();
   return absl::UnavailableError(absl::StrCat(
       removals_->pending, " containers of ended sessions are still being removed (a new one "
       "starts once fewer than ", max, " are); the container runtime is slow to remove them"));
+}
+
+void SandboxFactory::StopStarts() {
+  codemode::MutexLock lock(&removals_->mu);
+  removals_->stopped = true;
 }
 
 void SandboxFactory::RemoveSocketDir(const std::string& name) {

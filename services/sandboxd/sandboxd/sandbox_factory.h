@@ -123,6 +123,9 @@ class SandboxFactory {
   // directory, which the session's runner connection still names (RemoveSocketDir once the
   // session is gone).
   void Kill(const std::string& name);
+  // At shutdown: every Start from now on answers UNAVAILABLE, and so do those waiting for
+  // removals, at once (the queued removals still run).
+  void StopStarts();
   // Removes the socket directory of a container, on this thread.
   void RemoveSocketDir(const std::string& name);
   // Removes containers and their socket directories now, on this thread.
@@ -185,6 +188,7 @@ class SandboxFactory {
     std::vector<Removal> queued ABSL_GUARDED_BY(mu);
     bool removing ABSL_GUARDED_BY(mu) = false;  // a RemoveQueued is posted or runs
     size_t pending ABSL_GUARDED_BY(mu) = 0;     // queued, or in the batch being removed
+    bool stopped ABSL_GUARDED_BY(mu) = false;   // StopStarts
   };
   // Waits until fewer than options_.max_removing containers are pending removal;
   // UNAVAILABLE after runner_start_timeout.

@@ -193,6 +193,7 @@ void SessionManager::Shutdown() {
     stopping_ = draining_ = true;
     sessions.swap(sessions_);
   }
+  factory_.StopStarts();  // the pools' starts waiting for removals end
   pools_.Stop();
   if (reaper_thread_.joinable()) reaper_thread_.join();
   for (auto& [id, s] : sessions) s->Detach();

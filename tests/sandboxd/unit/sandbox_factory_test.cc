@@ -93,6 +93,13 @@ class SandboxFactoryRemovalTest : public ::testing::Test {
     std::error_code ec;
     fs::remove_all(state_dir_, ec);
   }
+  // Two containers (max_removing) being removed: sbx-a's removal held, sbx-b queued.
+  void HoldTwoRemovals(SandboxFactory& factory) {
+    runtime_.SetHeld(true);
+    factory.Kill("sbx-a");
+    ASSERT_EQ(runtime_.CallsOnce(1).size(), 1u) << "the first removal did not start";
+    factory.Kill("sbx-b");
+  }
   std::string MakeSocketDir(const std::string& name) {
     std::string dir = factory_->SocketDir(name);
     fs::create_directories(dir);
@@ -156,10 +163,7 @@ TEST_F(SandboxFactoryRemovalTest, AFailedRemovalOfManyIsRetriedOneByOne) {
 // brings them under it. Otherwise sessions created and deleted faster than podman removes
 // containers leave ever more of them running.
 TEST_F(SandboxFactoryRemovalTest, AStartWaitsWhileTooManyContainersAreBeingRemoved) {
-  runtime_.SetHeld(true);
-  factory_->Kill("sbx-a");
-  ASSERT_EQ(runtime_.CallsOnce(1).size(), 1u) << "the first removal did not start";
-  factory_->Kill("sbx-b");
+  HoldTwoRemovals(*factory_);
   auto starting = std::async(std::launch::async, [&] { return factory_->Start({}, "session").status(); });
   EXPECT_EQ(starting.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout)
       << "a container started beside 2 still being removed";
@@ -173,15 +177,27 @@ TEST_F(SandboxFactoryRemovalTest, AStartWaitsWhileTooManyContainersAreBeingRemov
 // A start that waited runner_start_timeout for removals gives up, saying why.
 TEST_F(SandboxFactoryRemovalTest, AStartThatWaitedTooLongForRemovalsSaysWhy) {
   std::unique_ptr<SandboxFactory> factory = MakeFactory(absl::Milliseconds(100));
-  runtime_.SetHeld(true);
-  factory->Kill("sbx-a");
-  ASSERT_EQ(runtime_.CallsOnce(1).size(), 1u) << "the first removal did not start";
-  factory->Kill("sbx-b");
+  HoldTwoRemovals(*factory);
   absl::Status started = factory->Start({}, "session").status();
   EXPECT_TRUE(absl::IsUnavailable(started)) << started;
   EXPECT_TRUE(absl::StrContains(started.message(),
                                 "2 containers of ended sessions are still being removed"))
       << started;
+  EXPECT_EQ(runtime_.starts(), 0);
+}
+
+// At shutdown a start waiting for removals ends at once: the daemon's pool threads, which
+// its shutdown joins, may be waiting there.
+TEST_F(SandboxFactoryRemovalTest, AStartWaitingForRemovalsEndsAtShutdown) {
+  HoldTwoRemovals(*factory_);
+  auto starting = std::async(std::launch::async, [&] { return factory_->Start({}, "pool").status(); });
+  EXPECT_EQ(starting.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  factory_->StopStarts();
+  EXPECT_EQ(starting.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+      << "the start waits on at shutdown";
+  absl::Status started = starting.get();
+  EXPECT_TRUE(absl::IsUnavailable(started)) << started;
+  EXPECT_TRUE(absl::StrContains(started.message(), "shutting down")) << started;
   EXPECT_EQ(runtime_.starts(), 0);
 }
 
