@@ -4,9 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -108,8 +108,8 @@ ABSL_FLAG(absl::Duration, pool_shrink_after, absl::Minutes(5),
           "How long a pool raised by demand (--pool_max) stays raised after its last miss; "
           "then it keeps its configured size again and removes the containers over it.");
 ABSL_FLAG(uint32_t, max_sessions, 64,
-          "Maximum live sessions (when full, the top owner's idle one ends for one holding "
-          "fewer), and ended sessions' containers awaiting removal before starts wait.");
+          "Maximum number of live sessions; when full, an idle one of the owner holding the "
+          "most is ended for an owner holding fewer (docs/operating.md).");
 ABSL_FLAG(uint32_t, max_sessions_per_owner, 32,
           "Sessions one owner (CreateSession.owner; the gateway sends one per credential) may "
           "hold at once, so no client takes every slot.");

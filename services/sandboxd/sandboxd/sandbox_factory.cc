@@ -83,7 +83,6 @@ void SandboxFactory::RemoveNow(const std::vector<std::string>& names) {
 absl::StatusOr<Sandbox> SandboxFactory::Start(const SandboxConfig& config,
                                               const std::string& role) {
   if (absl::Status probe = EnsureProbed(); !probe.ok()) return probe;
-  if (absl::Status removing = AwaitRemovals(); !removing.ok()) return removing;
   absl::StatusOr<Sandbox> sb = StartContainer(config, role);
   // Readiness says whether sessions can be had here: Python's (the default) tell. A failed
   // JavaScript start says only that JavaScript is broken (its pool and its CreateSession
@@ -212,7 +211,6 @@ void SandboxFactory::QueueRemoval(const std::string& name, std::string socket_di
   {
     codemode::MutexLock lock(&removals_->mu);
     removals_->queued.push_back({name, std::move(socket_dir)});
-    ++removals_->pending;
     if (removals_->removing) return;
     removals_->removing = true;
   }
@@ -238,43 +236,20 @@ void SandboxFactory::RemoveQueued(RemovalQueue& queue, ContainerRuntime* runtime
     for (const auto& r : batch) names.push_back(r.name);
     // A failed removal of many (one name podman cannot remove, a timeout) is retried one
     // by one, so only what cannot be removed stays behind, as with single removals.
-    if (names.size() == 1 || !runtime->Remove(names).ok()) {
-      for (const std::string& name : names) {
-        if (absl::Status s = runtime->Remove({name}); !s.ok()) {
-          spdlog::error("cannot remove container {}: {}", name, codemode::LogLongText(s.message()));
-        }
+    absl::Status removed = runtime->Remove(names);
+    for (size_t i = 0; !removed.ok() && names.size() > 1 && i < names.size(); ++i) {
+      if (absl::Status s = runtime->Remove({names[i]}); !s.ok()) {
+        spdlog::error("cannot remove container {}: {}", names[i], codemode::LogLongText(s.message()));
       }
+    }
+    if (!removed.ok() && names.size() == 1) {
+      spdlog::error("cannot remove container {}: {}", names[0], codemode::LogLongText(removed.message()));
     }
     for (const auto& r : batch) {
       std::error_code ec;
       if (!r.socket_dir.empty()) fs::remove_all(r.socket_dir, ec);
     }
-    codemode::MutexLock lock(&queue.mu);
-    queue.pending -= batch.size();
   }
-}
-
-// A container of an ended session runs until `podman rm` stops it: a start waits while
-// max_removing of them are queued or being removed, so sessions ended faster than the
-// runtime removes their containers cannot leave ever more of them running on the host.
-absl::Status SandboxFactory::AwaitRemovals() {
-  codemode::MutexLock lock(&removals_->mu);
-  const size_t max = std::max<size_t>(1, options_.max_removing);
-  auto below = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(removals_->mu) {
-    return removals_->stopped || removals_->pending < max;
-  };
-  const bool room =
-      removals_->mu.AwaitWithTimeout(absl::Condition(&below), options_.runner_start_timeout);
-  if (removals_->stopped) return absl::UnavailableError("the daemon is shutting down");
-  if (room) return absl::OkStatus();
-  return absl::UnavailableError(absl::StrCat(
-      removals_->pending, " containers of ended sessions are still being removed (a new one "
-      "starts once fewer than ", max, " are); the container runtime is slow to remove them"));
-}
-
-void SandboxFactory::StopStarts() {
-  codemode::MutexLock lock(&removals_->mu);
-  removals_->stopped = true;
 }
 
 void SandboxFactory::RemoveSocketDir(const std::string& name) {

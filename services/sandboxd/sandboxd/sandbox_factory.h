@@ -86,9 +86,6 @@ struct FactoryOptions {
   std::string js_runner_path;  // host path of sandbox_runner.js (empty: no JavaScript)
   std::vector<std::string> container_env;  // KEY=VALUE passed into every container
   absl::Duration runner_start_timeout = absl::Seconds(20);
-  // A start waits (up to runner_start_timeout) while this many containers of ended
-  // sessions are still being removed; the manager sets --max_sessions.
-  uint32_t max_removing = 64;
   // Per-session user ids (uid_pool.h): the rlimit mode's containers' (10000 up, within the
   // 65536 ids of a rootless user's default subordinate range) and a root sandboxd's wasm
   // sessions' (host uids and gids: no host account or group may have one).
@@ -113,8 +110,7 @@ class SandboxFactory {
   // Probes the runtime unless an earlier probe succeeded; UNAVAILABLE with the reason.
   absl::Status EnsureProbed();
   // Probes if needed, starts a container of `config` labelled with `role`, waits for its
-  // runner and connects. Records the outcome in readiness. Waits first while
-  // options().max_removing containers of ended sessions are still being removed.
+  // runner and connects. Records the outcome in readiness.
   absl::StatusOr<Sandbox> Start(const SandboxConfig& config, const std::string& role);
   // Removes the container and its socket directory on a worker thread (with the others
   // queued meanwhile: one removal at a time, of all of them).
@@ -123,9 +119,6 @@ class SandboxFactory {
   // directory, which the session's runner connection still names (RemoveSocketDir once the
   // session is gone).
   void Kill(const std::string& name);
-  // At shutdown: every Start from now on answers UNAVAILABLE, and so do those waiting for
-  // removals, at once (the queued removals still run).
-  void StopStarts();
   // Removes the socket directory of a container, on this thread.
   void RemoveSocketDir(const std::string& name);
   // Removes containers and their socket directories now, on this thread.
@@ -187,12 +180,7 @@ class SandboxFactory {
     codemode::Mutex mu;
     std::vector<Removal> queued ABSL_GUARDED_BY(mu);
     bool removing ABSL_GUARDED_BY(mu) = false;  // a RemoveQueued is posted or runs
-    size_t pending ABSL_GUARDED_BY(mu) = 0;     // queued, or in the batch being removed
-    bool stopped ABSL_GUARDED_BY(mu) = false;   // StopStarts
   };
-  // Waits until fewer than options_.max_removing containers are pending removal;
-  // UNAVAILABLE after runner_start_timeout.
-  absl::Status AwaitRemovals();
   void QueueRemoval(const std::string& name, std::string socket_dir);
   static void RemoveQueued(RemovalQueue& queue, ContainerRuntime* runtime);
   static constexpr size_t kMaxBatch = 64;  // containers one `podman rm` takes

@@ -48,7 +48,7 @@ SessionManager::SessionManager(ManagerOptions options, ContainerRuntime* runtime
       records_(records ? records : owned_store_.get()),
       factory_({options_.state_dir, instance_, options_.image, options_.runner_path,
                 options_.js_runner_path, options_.container_env,
-                options_.runner_start_timeout, options_.max_sessions, options_.session_uid_first,
+                options_.runner_start_timeout, options_.session_uid_first,
                 options_.session_uid_count},
                runtime_, &workers_,
                {[this](const RuntimeInfo& info) { OnProbed(info); },
@@ -193,7 +193,6 @@ void SessionManager::Shutdown() {
     stopping_ = draining_ = true;
     sessions.swap(sessions_);
   }
-  factory_.StopStarts();  // the pools' starts waiting for removals end
   pools_.Stop();
   if (reaper_thread_.joinable()) reaper_thread_.join();
   for (auto& [id, s] : sessions) s->Detach();

@@ -4,15 +4,11 @@
 #include "sandboxd/sandbox_factory.h"
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <future>
 #include <string>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "base/mutex.h"
 #include "gtest/gtest.h"
@@ -24,15 +20,15 @@ namespace {
 namespace fs = std::filesystem;
 
 // Records the names of every Remove call; while held, a Remove waits until let go. A call
-// naming "sbx-bad" fails (podman could not remove that one). Starts are counted and fail.
+// naming "sbx-bad" fails (podman could not remove that one).
 class RecordingRuntime : public ContainerRuntime {
  public:
-  absl::StatusOr<RuntimeInfo> Probe() override { return RuntimeInfo{}; }
-  absl::StatusOr<std::string> Start(const ContainerSpec&) override {
-    starts_.fetch_add(1);
+  absl::StatusOr<RuntimeInfo> Probe() override {
     return absl::UnavailableError("this runtime only removes");
   }
-  int starts() const { return starts_.load(); }
+  absl::StatusOr<std::string> Start(const ContainerSpec&) override {
+    return absl::UnavailableError("this runtime only removes");
+  }
   absl::Status Remove(const std::vector<std::string>& names) override {
     codemode::MutexLock lock(&mu_);
     calls_.push_back(names);
@@ -64,7 +60,6 @@ class RecordingRuntime : public ContainerRuntime {
   }
 
  private:
-  std::atomic<int> starts_{0};
   codemode::Mutex mu_;
   std::vector<std::vector<std::string>> calls_ ABSL_GUARDED_BY(mu_);
   bool held_ ABSL_GUARDED_BY(mu_) = false;
@@ -76,29 +71,16 @@ class SandboxFactoryRemovalTest : public ::testing::Test {
     char tmpl[] = "/tmp/sbxfac-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     state_dir_ = tmpl;
-    factory_ = MakeFactory(absl::Seconds(15));
-  }
-  // A factory that starts while fewer than 2 containers are being removed.
-  std::unique_ptr<SandboxFactory> MakeFactory(absl::Duration runner_start_timeout) {
     FactoryOptions o;
     o.state_dir = state_dir_;
     o.instance = "factory-test";
-    o.runner_start_timeout = runner_start_timeout;
-    o.max_removing = 2;
-    return std::make_unique<SandboxFactory>(o, &runtime_, &workers_, FactoryHooks{});
+    factory_ = std::make_unique<SandboxFactory>(o, &runtime_, &workers_, FactoryHooks{});
   }
   void TearDown() override {
     runtime_.SetHeld(false);
     workers_.Stop();
     std::error_code ec;
     fs::remove_all(state_dir_, ec);
-  }
-  // Two containers (max_removing) being removed: sbx-a's removal held, sbx-b queued.
-  void HoldTwoRemovals(SandboxFactory& factory) {
-    runtime_.SetHeld(true);
-    factory.Kill("sbx-a");
-    ASSERT_EQ(runtime_.CallsOnce(1).size(), 1u) << "the first removal did not start";
-    factory.Kill("sbx-b");
   }
   std::string MakeSocketDir(const std::string& name) {
     std::string dir = factory_->SocketDir(name);
@@ -156,49 +138,6 @@ TEST_F(SandboxFactoryRemovalTest, AFailedRemovalOfManyIsRetriedOneByOne) {
   EXPECT_EQ(calls[2], std::vector<std::string>({"sbx-b"}));
   EXPECT_EQ(calls[3], std::vector<std::string>({"sbx-bad"}));
   EXPECT_EQ(calls[4], std::vector<std::string>({"sbx-d"}));
-}
-
-// A container of an ended session runs until it is removed: while as many as max_removing
-// wait for a slow runtime to remove them, a start waits too, and goes on once a removal
-// brings them under it. Otherwise sessions created and deleted faster than podman removes
-// containers leave ever more of them running.
-TEST_F(SandboxFactoryRemovalTest, AStartWaitsWhileTooManyContainersAreBeingRemoved) {
-  HoldTwoRemovals(*factory_);
-  auto starting = std::async(std::launch::async, [&] { return factory_->Start({}, "session").status(); });
-  EXPECT_EQ(starting.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout)
-      << "a container started beside 2 still being removed";
-  EXPECT_EQ(runtime_.starts(), 0);
-  runtime_.SetHeld(false);
-  absl::Status started = starting.get();
-  EXPECT_EQ(runtime_.starts(), 1) << started;
-  EXPECT_TRUE(absl::StrContains(started.message(), "only removes")) << started;
-}
-
-// A start that waited runner_start_timeout for removals gives up, saying why.
-TEST_F(SandboxFactoryRemovalTest, AStartThatWaitedTooLongForRemovalsSaysWhy) {
-  std::unique_ptr<SandboxFactory> factory = MakeFactory(absl::Milliseconds(100));
-  HoldTwoRemovals(*factory);
-  absl::Status started = factory->Start({}, "session").status();
-  EXPECT_TRUE(absl::IsUnavailable(started)) << started;
-  EXPECT_TRUE(absl::StrContains(started.message(),
-                                "2 containers of ended sessions are still being removed"))
-      << started;
-  EXPECT_EQ(runtime_.starts(), 0);
-}
-
-// At shutdown a start waiting for removals ends at once: the daemon's pool threads, which
-// its shutdown joins, may be waiting there.
-TEST_F(SandboxFactoryRemovalTest, AStartWaitingForRemovalsEndsAtShutdown) {
-  HoldTwoRemovals(*factory_);
-  auto starting = std::async(std::launch::async, [&] { return factory_->Start({}, "pool").status(); });
-  EXPECT_EQ(starting.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
-  factory_->StopStarts();
-  EXPECT_EQ(starting.wait_for(std::chrono::seconds(10)), std::future_status::ready)
-      << "the start waits on at shutdown";
-  absl::Status started = starting.get();
-  EXPECT_TRUE(absl::IsUnavailable(started)) << started;
-  EXPECT_TRUE(absl::StrContains(started.message(), "shutting down")) << started;
-  EXPECT_EQ(runtime_.starts(), 0);
 }
 
 }  // namespace
