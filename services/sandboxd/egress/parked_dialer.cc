@@ -1,8 +1,10 @@
 #include "egress/parked_dialer.h"
 
-#include <algorithm>
+#include <sys/socket.h>
 
-#include <boost/asio/buffer.hpp>
+#include <algorithm>
+#include <cerrno>
+
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 
@@ -105,21 +107,29 @@ void ParkedDialer::Park(std::shared_ptr<Local> socket) {
                      });
 }
 
+ParkedDialer::Woken ParkedDialer::Peek(int fd) {
+  char first;
+  const ssize_t n = recv(fd, &first, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 1) return Woken::kRequest;
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return Woken::kNothing;
+  return Woken::kClosed;  // the end of the stream, or an error the served connection reads
+}
+
 // A parked connection is readable: the relay sent the first bytes of a request (or closed
 // it, which the served connection reads as a client that left). Either way it is no longer
-// parked: hand it on and dial its replacement.
+// parked: hand it on and dial its replacement. Readable with nothing to read, it still is.
 void ParkedDialer::OnWoken(std::shared_ptr<Local> socket, error_code ec) {
+  if (stopped_ || ec) {
+    --dialing_or_parked_;
+    return;
+  }
+  const Woken woken = Peek(socket->native_handle());
+  if (woken == Woken::kNothing) return Park(std::move(socket));
   --dialing_or_parked_;
-  if (stopped_ || ec) return;
   // A request pays for its replacement at once (it takes a slot and is served like any
   // accepted connection), so back-to-back requests never wait for the dial budget; a
   // parked connection that was closed instead spends a token.
-  char first;
-  error_code peek;
-  if (socket->receive(asio::buffer(&first, 1), asio::socket_base::message_peek, peek) == 1 &&
-      tokens_ < parked_) {
-    ++tokens_;
-  }
+  if (woken == Woken::kRequest && tokens_ < parked_) ++tokens_;
   asio::post(socket->get_executor(), [self = shared_from_this(), socket] {
     self->on_wake_(Socket(std::move(*socket)));
   });

@@ -40,6 +40,13 @@ class ParkedDialer : public std::enable_shared_from_this<ParkedDialer> {
   void Start();
   void Stop();
 
+  // What a parked connection that polled readable holds, read without blocking and without
+  // taking it: readiness can be spurious (asio's reactor allows it), and a read that waited
+  // would hold the dialer's strand, and an io thread every session's egress shares, until
+  // the relay sent something.
+  enum class Woken { kNothing, kRequest, kClosed };
+  static Woken Peek(int fd);
+
  private:
   using Local = boost::asio::local::stream_protocol::socket;
   void Refill();
