@@ -1,5 +1,6 @@
 #include "egress/parked_dialer.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -111,24 +112,27 @@ ParkedDialer::Woken ParkedDialer::Peek(int fd) {
   char first;
   const ssize_t n = recv(fd, &first, 1, MSG_PEEK | MSG_DONTWAIT);
   if (n == 1) return Woken::kRequest;
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return Woken::kNothing;
-  return Woken::kClosed;  // the end of the stream, or an error the served connection reads
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+    pollfd readable{fd, POLLIN, 0};
+    if (poll(&readable, 1, 0) == 0) return Woken::kStillParked;
+  }
+  return Woken::kNotARequest;  // the end of the stream, an error, or nothing in line
 }
 
 // A parked connection is readable: the relay sent the first bytes of a request (or closed
 // it, which the served connection reads as a client that left). Either way it is no longer
-// parked: hand it on and dial its replacement. Readable with nothing to read, it still is.
+// parked: hand it on and dial its replacement. A spurious readiness leaves it parked.
 void ParkedDialer::OnWoken(std::shared_ptr<Local> socket, error_code ec) {
   if (stopped_ || ec) {
     --dialing_or_parked_;
     return;
   }
   const Woken woken = Peek(socket->native_handle());
-  if (woken == Woken::kNothing) return Park(std::move(socket));
+  if (woken == Woken::kStillParked) return Park(std::move(socket));
   --dialing_or_parked_;
   // A request pays for its replacement at once (it takes a slot and is served like any
   // accepted connection), so back-to-back requests never wait for the dial budget; a
-  // parked connection that was closed instead spends a token.
+  // parked connection that was closed, or held no request, spends a token instead.
   if (woken == Woken::kRequest && tokens_ < parked_) ++tokens_;
   asio::post(socket->get_executor(), [self = shared_from_this(), socket] {
     self->on_wake_(Socket(std::move(*socket)));

@@ -43,8 +43,9 @@ class ParkedDialer : public std::enable_shared_from_this<ParkedDialer> {
   // What a parked connection that polled readable holds, read without blocking and without
   // taking it: readiness can be spurious (asio's reactor allows it), and a read that waited
   // would hold the dialer's strand, and an io thread every session's egress shares, until
-  // the relay sent something.
-  enum class Woken { kNothing, kRequest, kClosed };
+  // the relay sent something. Readable with nothing in line to peek (an out-of-band byte the
+  // relay sent) is not a request: parking it again would wake it again at once, forever.
+  enum class Woken { kStillParked, kRequest, kNotARequest };
   static Woken Peek(int fd);
 
  private:

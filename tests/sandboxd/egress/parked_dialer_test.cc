@@ -35,7 +35,7 @@ TEST_F(ParkedDialerPeekTest, NothingToReadAnswersAtOnce) {
     ADD_FAILURE() << "the peek waited for the relay";
     shutdown(relay(), SHUT_WR);  // lets it return, so the test ends
   }
-  EXPECT_EQ(peek.get(), Woken::kNothing);
+  EXPECT_EQ(peek.get(), Woken::kStillParked);
 }
 
 TEST_F(ParkedDialerPeekTest, ARequestIsSeenAndLeftToBeRead) {
@@ -45,14 +45,20 @@ TEST_F(ParkedDialerPeekTest, ARequestIsSeenAndLeftToBeRead) {
   EXPECT_EQ(read(parked(), buf, sizeof buf), 7) << "the peek takes nothing";
 }
 
-TEST_F(ParkedDialerPeekTest, AClosedRelaySideIsSeenAsClosed) {
+TEST_F(ParkedDialerPeekTest, AClosedRelaySideIsNotARequest) {
   close(fds_[1]);
   fds_[1] = -1;
-  EXPECT_EQ(ParkedDialer::Peek(parked()), Woken::kClosed);
+  EXPECT_EQ(ParkedDialer::Peek(parked()), Woken::kNotARequest);
 }
 
-TEST_F(ParkedDialerPeekTest, AnErrorIsSeenAsClosed) {
-  EXPECT_EQ(ParkedDialer::Peek(-1), Woken::kClosed);
+// Readable with nothing in line: parked again, it would wake again at once, for ever.
+TEST_F(ParkedDialerPeekTest, AnOutOfBandByteIsNotARequest) {
+  ASSERT_EQ(send(relay(), "x", 1, MSG_OOB), 1) << "this kernel has no MSG_OOB on unix sockets";
+  EXPECT_EQ(ParkedDialer::Peek(parked()), Woken::kNotARequest);
+}
+
+TEST_F(ParkedDialerPeekTest, AnErrorIsNotARequest) {
+  EXPECT_EQ(ParkedDialer::Peek(-1), Woken::kNotARequest);
 }
 
 }  // namespace

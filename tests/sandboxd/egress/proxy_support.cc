@@ -162,6 +162,8 @@ bool Client::Send(const std::string& bytes) {
   return send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
 }
 
+bool Client::SendOutOfBand(char byte) { return send(fd_, &byte, 1, MSG_OOB | MSG_NOSIGNAL) == 1; }
+
 std::string Client::Read(const std::string& until, std::chrono::milliseconds timeout) {
   std::string out;
   const auto deadline = std::chrono::steady_clock::now() + timeout;

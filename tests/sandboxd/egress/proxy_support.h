@@ -80,6 +80,7 @@ class Client {
   Client(Client&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
   ~Client();
   bool Send(const std::string& bytes);
+  bool SendOutOfBand(char byte);  // MSG_OOB: TCP's urgent byte, a unix stream's out-of-band one
   // Reads until `until` is in what was read, the peer closes, or `timeout` passes.
   std::string Read(const std::string& until = "", std::chrono::milliseconds timeout = std::chrono::seconds(5));
   // Whether the peer closed (reads EOF or a reset) within `timeout`.

@@ -468,6 +468,22 @@ TEST_F(ProxyTest, WhenTheHostDialsInParkedConnectionsWaitAndAreReplaced) {
   EXPECT_TRUE(first.ClosedWithin(std::chrono::seconds(3))) << "and cuts served ones";
 }
 
+// Code in the sandbox owns the relay's side. An out-of-band byte makes a parked connection
+// readable with nothing in line to peek: the host hands it on as no request and dials its
+// replacement, where waiting for a request on it again would wake it again at once, forever.
+TEST_F(ProxyTest, AnOutOfBandByteOnAParkedConnectionIsHandedOnAndReplaced) {
+  const std::string path = absl::StrCat(::testing::TempDir(), "/egress_oob_test.", getpid(), ".sock");
+  UnixListener relay(path);
+  auto proxy = Make("origin.test:$PORT, 127.0.0.0/8:$PORT");
+  ASSERT_TRUE(proxy->DialUnix(path, 1).ok());
+  Client parked = relay.Accept(std::chrono::seconds(3));
+  ASSERT_TRUE(parked.connected());
+  ASSERT_TRUE(parked.SendOutOfBand('x')) << "this kernel has no MSG_OOB on unix sockets";
+  Client next = relay.Accept(std::chrono::seconds(3));
+  ASSERT_TRUE(next.connected()) << "the connection with the out-of-band byte was not replaced";
+  EXPECT_THAT(Connect(next, Origin()), StartsWith("HTTP/1.1 200")) << "and the host serves the next";
+}
+
 TEST_F(ProxyTest, ARequestPaysForItsReplacementAndAClosedParkedOneDoesNot) {
   const std::string path = absl::StrCat(::testing::TempDir(), "/egress_redial_test.", getpid(), ".sock");
   UnixListener relay(path);
