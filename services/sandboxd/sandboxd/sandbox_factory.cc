@@ -234,16 +234,14 @@ void SandboxFactory::RemoveQueued(RemovalQueue& queue, ContainerRuntime* runtime
     }
     std::vector<std::string> names;
     for (const auto& r : batch) names.push_back(r.name);
-    // A failed removal of many (one name podman cannot remove, a timeout) is retried one
-    // by one, so only what cannot be removed stays behind, as with single removals.
-    absl::Status removed = runtime->Remove(names);
-    for (size_t i = 0; !removed.ok() && names.size() > 1 && i < names.size(); ++i) {
-      if (absl::Status s = runtime->Remove({names[i]}); !s.ok()) {
-        spdlog::error("cannot remove container {}: {}", names[i], codemode::LogLongText(s.message()));
+    // A batch of one, and a failed removal of many (one name podman cannot remove, a
+    // timeout), go one by one, so only what cannot be removed stays behind.
+    if (names.size() == 1 || !runtime->Remove(names).ok()) {
+      for (const std::string& name : names) {
+        if (absl::Status s = runtime->Remove({name}); !s.ok()) {
+          spdlog::error("cannot remove container {}: {}", name, codemode::LogLongText(s.message()));
+        }
       }
-    }
-    if (!removed.ok() && names.size() == 1) {
-      spdlog::error("cannot remove container {}: {}", names[0], codemode::LogLongText(removed.message()));
     }
     for (const auto& r : batch) {
       std::error_code ec;
