@@ -73,11 +73,13 @@ absl::StatusOr<std::unique_ptr<RunnerConnection>> RunnerConnection::Connect(
 
 namespace {
 
-// recv() that also takes a descriptor passed with the bytes (SCM_RIGHTS), close-on-exec,
-// into *passed (replacing, and so closing, an earlier one). Room for one: the kernel closes
-// any further ones of the same message, and all of them when `passed` is null.
+// recv() that never waits (its caller polls, with a deadline: a socket can poll readable
+// with nothing in line to read, as after an out-of-band byte, which this drops) and also
+// takes a descriptor passed with the bytes (SCM_RIGHTS), close-on-exec, into *passed
+// (replacing, and so closing, an earlier one). Room for one: the kernel closes any further
+// ones of the same message, and all of them when `passed` is null.
 ssize_t ReceiveWithDescriptor(int fd, char* buf, size_t len, codemode::UniqueFd* passed) {
-  if (passed == nullptr) return recv(fd, buf, len, 0);
+  if (passed == nullptr) return recv(fd, buf, len, MSG_DONTWAIT);
   iovec iov{buf, len};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
   msghdr msg{};
@@ -85,7 +87,7 @@ ssize_t ReceiveWithDescriptor(int fd, char* buf, size_t len, codemode::UniqueFd*
   msg.msg_iovlen = 1;
   msg.msg_control = control;
   msg.msg_controllen = sizeof control;
-  ssize_t n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+  ssize_t n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
   if (n < 0) return n;
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
@@ -123,7 +125,7 @@ absl::StatusOr<RunnerMessage> RunnerConnection::ReadOne(absl::Time deadline) {
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) continue;
     ssize_t n = ReceiveWithDescriptor(fd_, buf, sizeof buf, taking_descriptor_ ? &passed_ : nullptr);
-    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
     if (n <= 0) return absl::UnavailableError("connection closed");
     decoder_.Append(buf, static_cast<size_t>(n));
   }

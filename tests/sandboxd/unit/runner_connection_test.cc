@@ -26,6 +26,19 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// A unix stream socket listening at `path` with `backlog`, and its address in *addr; -1
+// if it cannot be made.
+int ListenAt(const std::string& path, int backlog, sockaddr_un* addr) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  addr->sun_family = AF_UNIX;
+  std::strcpy(addr->sun_path, path.c_str());
+  if (bind(fd, reinterpret_cast<sockaddr*>(addr), sizeof *addr) != 0 || listen(fd, backlog) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 // A runner that says `ready` (speaking protocol `version`) and then never reads.
 class DeafRunner {
  public:
@@ -33,12 +46,9 @@ class DeafRunner {
     char tmpl[] = "/tmp/sbx-rc-XXXXXX";
     dir_ = mkdtemp(tmpl);
     path_ = dir_ + "/runner.sock";
-    listener_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strcpy(addr.sun_path, path_.c_str());
-    EXPECT_EQ(bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    EXPECT_EQ(listen(listener_, 1), 0);
+    listener_ = ListenAt(path_, 1, &addr);
+    EXPECT_GE(listener_, 0);
     acceptor_ = std::thread([this, version] {
       peer_ = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
       std::string ready =
@@ -256,12 +266,9 @@ TEST(RunnerConnectionTest, AFullAcceptQueueEndsConnectAtItsDeadline) {
   char tmpl[] = "/tmp/sbx-rq-XXXXXX";
   const std::string dir = mkdtemp(tmpl);
   const std::string path = dir + "/runner.sock";
-  int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strcpy(addr.sun_path, path.c_str());
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(listen(listener, 0), 0);
+  int listener = ListenAt(path, 0, &addr);
+  ASSERT_GE(listener, 0);
   std::vector<int> queued;
   for (int i = 0; i < 64; ++i) {
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -285,6 +292,43 @@ TEST(RunnerConnectionTest, AFullAcceptQueueEndsConnectAtItsDeadline) {
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("cannot connect to runner socket"));
   for (int fd : queued) close(fd);
+  close(listener);
+  std::filesystem::remove_all(dir);
+}
+
+// Code in a session can answer on its runner's socket when sandboxd reconnects after a
+// restart. An out-of-band byte makes the socket readable with nothing in line; a read that
+// waited for more would hold the restart past every runner's 5 s (and ReadOne's deadline).
+TEST(RunnerConnectionTest, AnOutOfBandByteDoesNotHoldConnectPastItsDeadline) {
+  char tmpl[] = "/tmp/sbx-ro-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string path = dir + "/runner.sock";
+  sockaddr_un addr{};
+  int listener = ListenAt(path, 1, &addr);
+  ASSERT_GE(listener, 0);
+  std::thread answer([listener] {
+    int peer = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    EXPECT_EQ(send(peer, "x", 1, MSG_OOB), 1) << "this kernel has no MSG_OOB on unix sockets";
+    char byte;
+    EXPECT_LE(read(peer, &byte, 1), 0);  // until sandboxd gives up and closes
+    close(peer);
+  });
+  auto done = std::make_shared<std::promise<absl::Status>>();
+  std::future<absl::Status> result = done->get_future();
+  std::thread([path, done] {
+    done->set_value(RunnerConnection::Connect(path, absl::Milliseconds(300)).status());
+  }).detach();
+  const bool returned = result.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+  EXPECT_TRUE(returned) << "Connect still waits after its deadline";
+  if (!returned) shutdown(listener, SHUT_RDWR);  // nothing releases it: the test ends anyway
+  if (returned) {
+    absl::Status s = result.get();
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("did not say ready"));
+    answer.join();
+  } else {
+    answer.detach();
+  }
   close(listener);
   std::filesystem::remove_all(dir);
 }
