@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <future>
@@ -26,31 +27,51 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// A unix stream socket listening at `path` with `backlog`, and its address in *addr; -1
-// if it cannot be made.
-int ListenAt(const std::string& path, int backlog, sockaddr_un* addr) {
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  addr->sun_family = AF_UNIX;
-  std::strcpy(addr->sun_path, path.c_str());
-  if (bind(fd, reinterpret_cast<sockaddr*>(addr), sizeof *addr) != 0 || listen(fd, backlog) != 0) {
-    close(fd);
-    return -1;
+// A unix stream socket listening in a directory of its own, with `backlog`; both go with it.
+class ListeningSocket {
+ public:
+  explicit ListeningSocket(int backlog) {
+    char tmpl[] = "/tmp/sbx-rc-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    path_ = dir_ + "/runner.sock";
+    addr_.sun_family = AF_UNIX;
+    std::strcpy(addr_.sun_path, path_.c_str());
+    fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const bool listening = bind(fd_, addr(), sizeof addr_) == 0 && listen(fd_, backlog) == 0;
+    EXPECT_TRUE(listening) << path_ << ": " << std::strerror(errno);
   }
-  return fd;
+  ~ListeningSocket() {
+    close(fd_);
+    std::filesystem::remove_all(dir_);
+  }
+  int fd() const { return fd_; }
+  const std::string& path() const { return path_; }
+  const sockaddr* addr() const { return reinterpret_cast<const sockaddr*>(&addr_); }
+  socklen_t addr_size() const { return sizeof addr_; }
+
+ private:
+  std::string dir_, path_;
+  sockaddr_un addr_{};
+  int fd_ = -1;
+};
+
+// RunnerConnection::Connect on a thread of its own, left behind if it never returns: a
+// hang is a failure of the test that waits on the future, not a test that hangs.
+std::future<absl::Status> ConnectOnAThread(const std::string& path, absl::Duration timeout) {
+  auto done = std::make_shared<std::promise<absl::Status>>();
+  std::future<absl::Status> result = done->get_future();
+  std::thread([path, timeout, done] {
+    done->set_value(RunnerConnection::Connect(path, timeout).status());
+  }).detach();
+  return result;
 }
 
 // A runner that says `ready` (speaking protocol `version`) and then never reads.
 class DeafRunner {
  public:
-  explicit DeafRunner(int version = 1) {
-    char tmpl[] = "/tmp/sbx-rc-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    path_ = dir_ + "/runner.sock";
-    sockaddr_un addr{};
-    listener_ = ListenAt(path_, 1, &addr);
-    EXPECT_GE(listener_, 0);
+  explicit DeafRunner(int version = 1) : listener_(1) {
     acceptor_ = std::thread([this, version] {
-      peer_ = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+      peer_ = accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC);
       std::string ready =
           EncodeFrame(nlohmann::json{{"type", "ready"}, {"runner_version", version}});
       EXPECT_EQ(write(peer_, ready.data(), ready.size()), static_cast<ssize_t>(ready.size()));
@@ -59,10 +80,8 @@ class DeafRunner {
   ~DeafRunner() {
     if (acceptor_.joinable()) acceptor_.join();
     close(peer_);
-    close(listener_);
-    std::filesystem::remove_all(dir_);
   }
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return listener_.path(); }
 
   // Writes `frame`, with `fd` attached (SCM_RIGHTS) unless it is -1.
   void Reply(const nlohmann::json& frame, int fd = -1) {
@@ -111,8 +130,7 @@ class DeafRunner {
     return out;
   }
 
-  std::string dir_, path_;
-  int listener_ = -1;
+  ListeningSocket listener_;
   int peer_ = -1;
   std::thread acceptor_;
 };
@@ -263,74 +281,50 @@ TEST(RunnerConnectionTest, TurnEgressOnTakesTheListenerTheRunnerPasses) {
 // connections of its own) gets no connection within the timeout: Connect returns,
 // UNAVAILABLE, instead of waiting for as long as the queue stays full.
 TEST(RunnerConnectionTest, AFullAcceptQueueEndsConnectAtItsDeadline) {
-  char tmpl[] = "/tmp/sbx-rq-XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
-  const std::string path = dir + "/runner.sock";
-  sockaddr_un addr{};
-  int listener = ListenAt(path, 0, &addr);
-  ASSERT_GE(listener, 0);
+  ListeningSocket listener(/*backlog=*/0);
   std::vector<int> queued;
   for (int i = 0; i < 64; ++i) {
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    if (connect(fd, listener.addr(), listener.addr_size()) != 0) {
       close(fd);
       break;
     }
     queued.push_back(fd);
   }
   ASSERT_FALSE(queued.empty());
-  // A hang is the failure: Connect runs on a thread of its own, left behind if it never
-  // returns (a bound on hanging, not a timing).
-  auto done = std::make_shared<std::promise<absl::Status>>();
-  std::future<absl::Status> result = done->get_future();
-  std::thread([path, done] {
-    done->set_value(RunnerConnection::Connect(path, absl::Milliseconds(300)).status());
-  }).detach();
+  std::future<absl::Status> result = ConnectOnAThread(listener.path(), absl::Milliseconds(300));
   ASSERT_EQ(result.wait_for(std::chrono::seconds(60)), std::future_status::ready)
       << "Connect still waits on a full accept queue";
   absl::Status s = result.get();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("cannot connect to runner socket"));
   for (int fd : queued) close(fd);
-  close(listener);
-  std::filesystem::remove_all(dir);
 }
 
 // Code in a session can answer on its runner's socket when sandboxd reconnects after a
 // restart. An out-of-band byte makes the socket readable with nothing in line; a read that
 // waited for more would hold the restart past every runner's 5 s (and ReadOne's deadline).
 TEST(RunnerConnectionTest, AnOutOfBandByteDoesNotHoldConnectPastItsDeadline) {
-  char tmpl[] = "/tmp/sbx-ro-XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
-  const std::string path = dir + "/runner.sock";
-  sockaddr_un addr{};
-  int listener = ListenAt(path, 1, &addr);
-  ASSERT_GE(listener, 0);
-  std::thread answer([listener] {
-    int peer = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+  ListeningSocket listener(/*backlog=*/1);
+  std::thread answer([fd = listener.fd()] {
+    int peer = accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
     EXPECT_EQ(send(peer, "x", 1, MSG_OOB), 1) << "this kernel has no MSG_OOB on unix sockets";
     char byte;
     EXPECT_LE(read(peer, &byte, 1), 0);  // until sandboxd gives up and closes
     close(peer);
   });
-  auto done = std::make_shared<std::promise<absl::Status>>();
-  std::future<absl::Status> result = done->get_future();
-  std::thread([path, done] {
-    done->set_value(RunnerConnection::Connect(path, absl::Milliseconds(300)).status());
-  }).detach();
+  std::future<absl::Status> result = ConnectOnAThread(listener.path(), absl::Milliseconds(300));
   const bool returned = result.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
   EXPECT_TRUE(returned) << "Connect still waits after its deadline";
-  if (!returned) shutdown(listener, SHUT_RDWR);  // nothing releases it: the test ends anyway
-  if (returned) {
-    absl::Status s = result.get();
-    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
-    EXPECT_THAT(std::string(s.message()), HasSubstr("did not say ready"));
-    answer.join();
-  } else {
+  if (!returned) {  // nothing releases it: the test ends anyway
+    shutdown(listener.fd(), SHUT_RDWR);
     answer.detach();
+    return;
   }
-  close(listener);
-  std::filesystem::remove_all(dir);
+  absl::Status s = result.get();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("did not say ready"));
+  answer.join();
 }
 
 TEST(RunnerConnectionTest, ASymlinkInPlaceOfTheSocketIsNotFollowed) {
