@@ -31,6 +31,9 @@ SandboxdMetrics::SandboxdMetrics(bool counting)
                        "Warm containers wanted, by runtime (--pool_size, --js_pool_size; 0 "
                        "while the runtime cannot run here).",
                        "runtime", [this] { return ReadPools(&StateSource::pool_target); });
+  gauges_->Add(Name("containers_failing_removal"),
+               "Containers of ended sessions whose removal failed, to be removed again.",
+               [this] { return ReadState(&StateSource::containers_failing_removal); });
 }
 
 void SandboxdMetrics::RegisterSessions(prometheus::Registry& r) {

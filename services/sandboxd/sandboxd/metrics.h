@@ -57,6 +57,8 @@ class SandboxdMetrics {
     // The warm pool of one runtime.
     virtual size_t pool_ready(Language language) = 0;
     virtual size_t pool_target(Language language) = 0;
+    // Containers whose removal failed, waiting to be removed again.
+    virtual size_t containers_failing_removal() = 0;
 
    protected:
     ~StateSource() = default;

@@ -205,15 +205,20 @@ void SandboxFactory::Kill(const std::string& name) { QueueRemoval(name, ""); }
 
 // One removal runs at a time and takes every container queued meanwhile: a `podman rm` of
 // many costs one CLI start (~30 ms of CPU) instead of one each, so deletions that come
-// faster than single removals no longer leave containers piling up behind them. The task
-// holds the queue and the runtime, not the factory, which may go before the workers do.
+// faster than single removals no longer leave containers piling up behind them.
 void SandboxFactory::QueueRemoval(const std::string& name, std::string socket_dir) {
   {
     codemode::MutexLock lock(&removals_->mu);
-    removals_->queued.push_back({name, std::move(socket_dir)});
+    removals_->queued.push_back({name, std::move(socket_dir), 0, absl::InfinitePast()});
     if (removals_->removing) return;
     removals_->removing = true;
   }
+  PostRemoval();
+}
+
+// The task holds the queue and the runtime, not the factory, which may go before the
+// workers do.
+void SandboxFactory::PostRemoval() {
   workers_->Post([queue = removals_, runtime = runtime_] { RemoveQueued(*queue, runtime); });
 }
 
@@ -235,19 +240,63 @@ void SandboxFactory::RemoveQueued(RemovalQueue& queue, ContainerRuntime* runtime
     std::vector<std::string> names;
     for (const auto& r : batch) names.push_back(r.name);
     // A batch of one, and a failed removal of many (one name podman cannot remove, a
-    // timeout), go one by one, so only what cannot be removed stays behind.
+    // timeout), go one by one, so only what cannot be removed stays behind, to be removed
+    // again later (RetryRemovals).
+    std::vector<RemovalQueue::Removal> failed;
     if (names.size() == 1 || !runtime->Remove(names).ok()) {
-      for (const std::string& name : names) {
-        if (absl::Status s = runtime->Remove({name}); !s.ok()) {
-          spdlog::error("cannot remove container {}: {}", name, codemode::LogLongText(s.message()));
-        }
+      for (RemovalQueue::Removal& r : batch) {
+        if (!RemoveOne(queue, runtime, r)) failed.push_back(r);
       }
     }
-    for (const auto& r : batch) {
+    for (auto& r : batch) {
       std::error_code ec;
       if (!r.socket_dir.empty()) fs::remove_all(r.socket_dir, ec);
     }
+    codemode::MutexLock lock(&queue.mu);
+    for (RemovalQueue::Removal& r : failed) {
+      r.socket_dir.clear();  // removed above, or its session's
+      queue.failed.push_back(std::move(r));
+    }
   }
+}
+
+bool SandboxFactory::RemoveOne(RemovalQueue& queue, ContainerRuntime* runtime,
+                               RemovalQueue::Removal& r) {
+  const absl::Status s = runtime->Remove({r.name});
+  if (s.ok()) {
+    if (r.failures > 0) spdlog::info("container {} removed at attempt {}", r.name, r.failures + 1);
+    return true;
+  }
+  // 1, 2, 4 ... times the first wait, up to a minute; said once, then at debug level.
+  const absl::Duration wait =
+      std::min(queue.first_retry * (int64_t{1} << std::min(r.failures, 16)), absl::Minutes(1));
+  ++r.failures;
+  r.retry_at = absl::Now() + wait;
+  spdlog::log(r.failures == 1 ? spdlog::level::err : spdlog::level::debug,
+              "cannot remove container {} (attempt {}): {}; trying again in {}", r.name,
+              r.failures, codemode::LogLongText(s.message()), absl::FormatDuration(wait));
+  return false;
+}
+
+void SandboxFactory::RetryRemovals() {
+  {
+    codemode::MutexLock lock(&removals_->mu);
+    const absl::Time now = absl::Now();
+    auto due = std::stable_partition(removals_->failed.begin(), removals_->failed.end(),
+                                     [now](const RemovalQueue::Removal& r) { return r.retry_at > now; });
+    if (due == removals_->failed.end()) return;
+    removals_->queued.insert(removals_->queued.end(), std::make_move_iterator(due),
+                             std::make_move_iterator(removals_->failed.end()));
+    removals_->failed.erase(due, removals_->failed.end());
+    if (removals_->removing) return;
+    removals_->removing = true;
+  }
+  PostRemoval();
+}
+
+size_t SandboxFactory::removals_failing() {
+  codemode::MutexLock lock(&removals_->mu);
+  return removals_->failed.size();
 }
 
 void SandboxFactory::RemoveSocketDir(const std::string& name) {

@@ -91,6 +91,9 @@ struct FactoryOptions {
   // sessions' (host uids and gids: no host account or group may have one).
   uint32_t session_uid_first = 10000;
   uint32_t session_uid_count = 8192;
+  // A container whose removal failed (podman timed out or refused) is removed again after
+  // this, then after twice as long each time, up to a minute (RetryRemovals).
+  absl::Duration removal_retry = absl::Seconds(1);
 };
 
 struct FactoryHooks {
@@ -123,6 +126,12 @@ class SandboxFactory {
   void RemoveSocketDir(const std::string& name);
   // Removes containers and their socket directories now, on this thread.
   void RemoveNow(const std::vector<std::string>& names);
+  // Queues again, for the next removal, the containers whose removal failed and whose wait
+  // (FactoryOptions::removal_retry) is over. Called now and then (the daemon's reaper, every
+  // second); containers still failing when the daemon ends are swept by the next start.
+  void RetryRemovals();
+  // Containers whose last removal failed, waiting to be removed again.
+  size_t removals_failing();
   // OK when `ready` carries the token the runtime gave `name`'s runner (or none is given);
   // UNAVAILABLE otherwise: something else answered on the runner's socket.
   absl::Status CheckRunnerToken(const std::string& name, const ReadyMessage& ready);
@@ -176,15 +185,24 @@ class SandboxFactory {
     struct Removal {
       std::string name;
       std::string socket_dir;  // removed after the container; empty: left (Kill)
+      int failures = 0;        // removals of it that failed so far
+      absl::Time retry_at;     // when it goes back in the queue, after a failure
     };
+    explicit RemovalQueue(absl::Duration first_retry) : first_retry(first_retry) {}
+    const absl::Duration first_retry;
     codemode::Mutex mu;
     std::vector<Removal> queued ABSL_GUARDED_BY(mu);
+    std::vector<Removal> failed ABSL_GUARDED_BY(mu);  // until their retry_at
     bool removing ABSL_GUARDED_BY(mu) = false;  // a RemoveQueued is posted or runs
   };
   void QueueRemoval(const std::string& name, std::string socket_dir);
+  void PostRemoval();  // of what is queued, on a worker
   static void RemoveQueued(RemovalQueue& queue, ContainerRuntime* runtime);
+  // Removes `r`'s container on its own; false, logged and with its next wait set, if it fails.
+  static bool RemoveOne(RemovalQueue& queue, ContainerRuntime* runtime, RemovalQueue::Removal& r);
   static constexpr size_t kMaxBatch = 64;  // containers one `podman rm` takes
-  const std::shared_ptr<RemovalQueue> removals_ = std::make_shared<RemovalQueue>();
+  const std::shared_ptr<RemovalQueue> removals_ =
+      std::make_shared<RemovalQueue>(options_.removal_retry);
 };
 
 }  // namespace sandboxd

@@ -149,6 +149,7 @@ void SessionManager::ReaperLoop() {
       auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
       if (mu_.AwaitWithTimeout(absl::Condition(&stop), absl::Seconds(1))) return;
     }
+    factory_.RetryRemovals();
     int64_t now = clock_->NowMs();
     // Sessions' locks are taken only after the manager's is released: a session that is
     // busy never holds up the manager (and so every other session's RPCs).

@@ -167,6 +167,27 @@ TEST_F(MetricsTest, JavaScriptSessionsAndPoolsAreCountedUnderTheirRuntime) {
   EXPECT_TRUE(WaitFor([&] { return Get("pool_ready", kJavaScript) == 1; })) << "refilled";
 }
 
+// A container whose removal fails (podman timed out) is counted, and removed again by the
+// daemon's reaper once podman works instead of running on after its session ended.
+TEST_F(MetricsTest, AContainerWhoseRemovalFailedIsCountedAndRemovedLater) {
+  ManagerOptions o = Options();
+  o.metrics = &metrics_;
+  SessionManager* m = StartManager(o);
+  sandbox::v1::Session s = Create(m);
+  EXPECT_EQ(Get("containers_failing_removal"), 0);
+  runtime_->SetRemoveFailure("podman rm timed out");
+  ASSERT_OK(m->DeleteSession(s.id()));
+  auto alive = [&] {
+    const std::vector<std::string> names = runtime_->Names();
+    return std::find(names.begin(), names.end(), s.container_id()) != names.end();
+  };
+  ASSERT_TRUE(WaitFor([&] { return Get("containers_failing_removal") == 1; }));
+  EXPECT_TRUE(alive());
+  runtime_->SetRemoveFailure(std::nullopt);
+  EXPECT_TRUE(WaitFor([&] { return !alive(); })) << "the failed removal was not tried again";
+  EXPECT_TRUE(WaitFor([&] { return Get("containers_failing_removal") == 0; }));
+}
+
 TEST_F(MetricsTest, FailedCreationsToolCallsAndCapsAreCounted) {
   ManagerOptions o = Options();
   o.metrics = &metrics_;

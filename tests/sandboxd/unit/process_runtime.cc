@@ -40,6 +40,11 @@ void ProcessRuntime::SetStartFailure(std::optional<std::string> message) {
   start_failure_ = std::move(message);
 }
 
+void ProcessRuntime::SetRemoveFailure(std::optional<std::string> message) {
+  codemode::MutexLock lock(&mu_);
+  remove_failure_ = std::move(message);
+}
+
 void ProcessRuntime::SetCgroupLimits(bool cgroup_limits) {
   codemode::MutexLock lock(&mu_);
   cgroup_limits_ = cgroup_limits;
@@ -238,6 +243,7 @@ absl::Status ProcessRuntime::Remove(const std::vector<std::string>& names) {
   std::vector<Proc> victims;
   {
     codemode::MutexLock lock(&mu_);
+    if (remove_failure_) return absl::UnavailableError(*remove_failure_);
     for (const auto& n : names) {
       auto it = procs_.find(n);
       if (it == procs_.end()) continue;

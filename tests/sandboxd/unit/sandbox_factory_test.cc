@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -36,7 +37,18 @@ class RecordingRuntime : public ContainerRuntime {
     if (std::count(names.begin(), names.end(), "sbx-bad") > 0) {
       return absl::UnavailableError("podman rm failed (exit 125)");
     }
+    for (const std::string& name : names) {
+      if (failures_left_[name] > 0) {
+        --failures_left_[name];
+        return absl::UnavailableError("podman rm timed out");
+      }
+    }
     return absl::OkStatus();
+  }
+  // The next `n` Remove calls naming `name` fail.
+  void FailTimes(const std::string& name, int n) {
+    codemode::MutexLock lock(&mu_);
+    failures_left_[name] = n;
   }
   absl::StatusOr<ContainerStatus> Inspect(const std::string&) override { return ContainerStatus{}; }
   absl::StatusOr<std::vector<std::string>> ImageOffers(const std::string&) override {
@@ -63,6 +75,7 @@ class RecordingRuntime : public ContainerRuntime {
   codemode::Mutex mu_;
   std::vector<std::vector<std::string>> calls_ ABSL_GUARDED_BY(mu_);
   bool held_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<std::string, int> failures_left_ ABSL_GUARDED_BY(mu_);
 };
 
 class SandboxFactoryRemovalTest : public ::testing::Test {
@@ -74,7 +87,17 @@ class SandboxFactoryRemovalTest : public ::testing::Test {
     FactoryOptions o;
     o.state_dir = state_dir_;
     o.instance = "factory-test";
+    o.removal_retry = absl::Milliseconds(10);
     factory_ = std::make_unique<SandboxFactory>(o, &runtime_, &workers_, FactoryHooks{});
+  }
+  // Calls RetryRemovals until the runtime saw `n` Remove calls (or 15 s passed).
+  std::vector<std::vector<std::string>> RetryUntilCalls(size_t n) {
+    for (absl::Time end = absl::Now() + absl::Seconds(15);
+         runtime_.CallsOnce(0).size() < n && absl::Now() < end;) {
+      factory_->RetryRemovals();
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return runtime_.CallsOnce(n);
   }
   void TearDown() override {
     runtime_.SetHeld(false);
@@ -138,6 +161,47 @@ TEST_F(SandboxFactoryRemovalTest, AFailedRemovalOfManyIsRetriedOneByOne) {
   EXPECT_EQ(calls[2], std::vector<std::string>({"sbx-b"}));
   EXPECT_EQ(calls[3], std::vector<std::string>({"sbx-bad"}));
   EXPECT_EQ(calls[4], std::vector<std::string>({"sbx-d"}));
+}
+
+// A container whose removal failed is removed again, after a wait that grows, until it
+// goes; what is queued beside it is not held up, and a removal that worked is not repeated.
+TEST_F(SandboxFactoryRemovalTest, AFailedRemovalIsTriedAgainUntilItWorks) {
+  runtime_.FailTimes("sbx-slow", 2);
+  factory_->Kill("sbx-slow");
+  ASSERT_EQ(runtime_.CallsOnce(1).size(), 1u);
+  std::vector<std::vector<std::string>> calls = RetryUntilCalls(3);
+  ASSERT_EQ(calls.size(), 3u) << "the failed removal was not tried again";
+  for (const auto& call : calls) EXPECT_EQ(call, std::vector<std::string>({"sbx-slow"}));
+  for (absl::Time end = absl::Now() + absl::Seconds(15);
+       factory_->removals_failing() > 0 && absl::Now() < end;) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(factory_->removals_failing(), 0u);
+  factory_->Kill("sbx-next");
+  calls = RetryUntilCalls(4);
+  ASSERT_EQ(calls.size(), 4u);
+  EXPECT_EQ(calls[3], std::vector<std::string>({"sbx-next"})) << "sbx-slow was removed once";
+}
+
+// The wait after a failure is kept: a retry asked for before it is over removes nothing.
+TEST_F(SandboxFactoryRemovalTest, ARetryWaitsUntilItsTimeHasCome) {
+  FactoryOptions o;
+  o.state_dir = state_dir_;
+  o.instance = "factory-test";
+  o.removal_retry = absl::Hours(1);
+  SandboxFactory patient(o, &runtime_, &workers_, FactoryHooks{});
+  runtime_.FailTimes("sbx-slow", 1);
+  patient.Kill("sbx-slow");
+  ASSERT_EQ(runtime_.CallsOnce(1).size(), 1u);
+  for (absl::Time end = absl::Now() + absl::Seconds(15);
+       patient.removals_failing() == 0 && absl::Now() < end;) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_EQ(patient.removals_failing(), 1u);
+  patient.RetryRemovals();
+  workers_.Stop();  // runs whatever the retry posted
+  EXPECT_EQ(runtime_.CallsOnce(1).size(), 1u);
+  EXPECT_EQ(patient.removals_failing(), 1u);
 }
 
 }  // namespace
