@@ -173,8 +173,21 @@ class VersionTest(unittest.TestCase):
                 result = run(binary, "--version")
                 self.assertEqual(result.returncode, 0, result.stderr)
                 self.assertRegex(result.stdout,
-                                 r"^%s \d+\.\d+\.\d+ \(git ([0-9a-f]{4,}|unknown), \w+ build\)\n$" % name)
+                                 r"^%s \d+\.\d+\.\d+ \(git ([0-9a-f]{4,}(-dirty)?|unknown), \w+ build\)\n$" % name)
                 self.assertNotIn("NDEBUG", result.stdout)
+
+    def test_the_revision_is_the_one_the_binary_was_built_from(self):
+        # The build stamps the revision each time it runs, not when it was configured: a
+        # binary rebuilt after a commit names that commit.
+        root = os.path.dirname(os.path.dirname(os.path.abspath(OPERATING_DOC)))
+        head = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True)
+        want = head.stdout.strip() if head.returncode == 0 else "unknown"
+        for binary in (SANDBOXD, GATEWAY):
+            with self.subTest(binary=binary):
+                said = re.search(r"\(git ([^,]*?)(-dirty)?,", run(binary, "--version").stdout)
+                self.assertIsNotNone(said)
+                self.assertEqual(said.group(1), want, "built from another revision than %s's HEAD" % root)
 
 
 class BadFlagTest(unittest.TestCase):
