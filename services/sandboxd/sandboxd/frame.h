@@ -102,6 +102,9 @@ class FrameDecoder {
   explicit FrameDecoder(size_t max_frame_bytes) : max_frame_bytes_(max_frame_bytes) {}
 
   void Append(const char* data, size_t n) { buffer_.append(data, n); }
+  // Frames from now on may be at most this long (a runner's `ready` is small: the first
+  // frame of a connection is held to kMaxGreetingFrameBytes).
+  void set_max_frame_bytes(size_t max_frame_bytes) { max_frame_bytes_ = max_frame_bytes; }
 
   // The next complete frame, parsed; nullopt when more bytes are needed; an
   // INVALID_ARGUMENT error when the stream is broken (oversized frame, bad JSON, not an

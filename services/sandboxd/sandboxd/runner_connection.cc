@@ -43,7 +43,9 @@ absl::StatusOr<std::unique_ptr<RunnerConnection>> RunnerConnection::Connect(
     if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0) {
       std::unique_ptr<RunnerConnection> conn(new RunnerConnection(fd, frame_deadline));
+      conn->decoder_.set_max_frame_bytes(kMaxGreetingFrameBytes);
       absl::StatusOr<RunnerMessage> first = conn->ReadOne(deadline);
+      conn->decoder_.set_max_frame_bytes(kMaxRunnerFrameBytes);
       if (!first.ok()) {
         return absl::UnavailableError(
             absl::StrCat("runner at ", socket_path, " did not say ready: ", first.status().message()));

@@ -21,6 +21,9 @@ namespace sandboxd {
 
 // Largest frame either side accepts.
 inline constexpr size_t kMaxRunnerFrameBytes = 16u << 20;
+// Largest first frame of a connection (the runner's `ready`, well under 1 KiB): code of a
+// session answering sandboxd's reconnection after a restart gets no large parse out of it.
+inline constexpr size_t kMaxGreetingFrameBytes = 64u << 10;
 
 // INVALID_ARGUMENT "runner protocol violation: <what>".
 absl::Status RunnerViolation(absl::string_view what);

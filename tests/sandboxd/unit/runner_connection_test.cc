@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <future>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -301,30 +302,53 @@ TEST(RunnerConnectionTest, AFullAcceptQueueEndsConnectAtItsDeadline) {
   for (int fd : queued) close(fd);
 }
 
-// Code in a session can answer on its runner's socket when sandboxd reconnects after a
-// restart. An out-of-band byte makes the socket readable with nothing in line; a read that
-// waited for more would hold the restart past every runner's 5 s (and ReadOne's deadline).
-TEST(RunnerConnectionTest, AnOutOfBandByteDoesNotHoldConnectPastItsDeadline) {
+// Connect, with `timeout`, to a peer that sends `bytes` (with send `flags`) once it
+// accepts and then waits for sandboxd to close. What Connect returned, or nullopt when it
+// had not returned after `wait` (the peer is then left behind: the test fails anyway).
+std::optional<absl::Status> ConnectToAPeerSending(const std::string& bytes, int flags,
+                                                  absl::Duration timeout, std::chrono::seconds wait) {
   ListeningSocket listener(/*backlog=*/1);
-  std::thread answer([fd = listener.fd()] {
+  std::thread answer([fd = listener.fd(), bytes, flags] {
     int peer = accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
-    EXPECT_EQ(send(peer, "x", 1, MSG_OOB), 1) << "this kernel has no MSG_OOB on unix sockets";
+    EXPECT_EQ(send(peer, bytes.data(), bytes.size(), flags), static_cast<ssize_t>(bytes.size()))
+        << "the peer could not send (MSG_OOB on unix sockets needs Linux 5.15)";
     char byte;
     EXPECT_LE(read(peer, &byte, 1), 0);  // until sandboxd gives up and closes
     close(peer);
   });
-  std::future<absl::Status> result = ConnectOnAThread(listener.path(), absl::Milliseconds(300));
-  const bool returned = result.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
-  EXPECT_TRUE(returned) << "Connect still waits after its deadline";
-  if (!returned) {  // nothing releases it: the test ends anyway
+  std::future<absl::Status> result = ConnectOnAThread(listener.path(), timeout);
+  if (result.wait_for(wait) != std::future_status::ready) {
     shutdown(listener.fd(), SHUT_RDWR);
     answer.detach();
-    return;
+    return std::nullopt;
   }
   absl::Status s = result.get();
-  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
-  EXPECT_THAT(std::string(s.message()), HasSubstr("did not say ready"));
   answer.join();
+  return s;
+}
+
+// Code in a session can answer on its runner's socket when sandboxd reconnects after a
+// restart. An out-of-band byte makes the socket readable with nothing in line; a read that
+// waited for more would hold the restart past every runner's 5 s (and ReadOne's deadline).
+TEST(RunnerConnectionTest, AnOutOfBandByteDoesNotHoldConnectPastItsDeadline) {
+  std::optional<absl::Status> s =
+      ConnectToAPeerSending("x", MSG_OOB, absl::Milliseconds(300), std::chrono::seconds(30));
+  ASSERT_TRUE(s.has_value()) << "Connect still waits after its deadline";
+  EXPECT_EQ(s->code(), absl::StatusCode::kUnavailable) << *s;
+  EXPECT_THAT(std::string(s->message()), HasSubstr("did not say ready"));
+}
+
+// The first frame of a connection is the runner's `ready`, under 1 KiB: after a restart,
+// code of a session answering in the runner's place cannot have the daemon read and parse
+// megabytes (in every session at once, before it serves). A larger one is refused by its
+// length, before its body is read.
+TEST(RunnerConnectionTest, AFirstFrameLargerThanAReadyIsRefusedByItsLength) {
+  const std::string header("\x00\x10\x00\x00", 4);  // 1 MiB follows (it never does)
+  std::optional<absl::Status> s =
+      ConnectToAPeerSending(header, 0, absl::Seconds(30), std::chrono::seconds(20));
+  ASSERT_TRUE(s.has_value()) << "Connect waited for the body of an oversized first frame";
+  EXPECT_EQ(s->code(), absl::StatusCode::kUnavailable) << *s;
+  EXPECT_THAT(std::string(s->message()), HasSubstr("exceeds the cap of 65536"));
 }
 
 TEST(RunnerConnectionTest, ASymlinkInPlaceOfTheSocketIsNotFollowed) {
