@@ -310,21 +310,23 @@ absl::StatusOr<std::vector<ContainerSummary>> SandboxFactory::ListLeftOver() {
 
 void SandboxFactory::Sweep(const std::vector<ContainerSummary>& left_over,
                            const std::set<std::string>& kept) {
-  std::vector<std::string> stale;
+  // The stale containers go as discarded ones do, in the background with their socket
+  // directories: a restart serves without waiting for podman to remove them (seconds, when
+  // many sessions could not be re-attached), and a removal that fails is tried again.
+  std::set<std::string> stale;
   for (const ContainerSummary& c : left_over) {
-    if (!kept.count(c.name)) stale.push_back(c.name);
+    if (!kept.count(c.name)) stale.insert(c.name);
   }
   if (!stale.empty()) {
     spdlog::info("removing {} container(s) of the previous run that cannot be re-attached",
                  stale.size());
-    if (absl::Status s = runtime_->Remove(stale); !s.ok()) {
-      spdlog::error("cannot remove stale containers: {}", codemode::LogLongText(s.message()));
-    }
   }
+  for (const std::string& name : stale) Discard(name);
   std::error_code ec;
   for (fs::directory_iterator it(options_.state_dir + "/c", ec);
        !ec && it != fs::directory_iterator(); it.increment(ec)) {
-    if (!kept.count(it->path().filename().string())) {
+    const std::string name = it->path().filename().string();
+    if (!kept.count(name) && !stale.count(name)) {
       std::error_code rm;
       fs::remove_all(it->path(), rm);
     }

@@ -142,7 +142,7 @@ class SandboxFactory {
   // The containers a previous run of this daemon left (labelled with its instance).
   absl::StatusOr<std::vector<ContainerSummary>> ListLeftOver();
   // At start, after re-attaching: removes every container of `left_over` and every socket
-  // directory whose name is not in `kept`.
+  // directory whose name is not in `kept` (the containers in the background, as Discard).
   void Sweep(const std::vector<ContainerSummary>& left_over, const std::set<std::string>& kept);
 
   std::string SocketDir(const std::string& container_name) const;

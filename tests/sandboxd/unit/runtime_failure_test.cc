@@ -150,6 +150,22 @@ TEST_F(SessionManagerTest, AManagerEndingDuringALostSessionsCleanupWaitsForIt) {
   EXPECT_FALSE(store.Get(s.id())) << "the lost session's record outlived its manager";
 }
 
+// A restart removes what the previous run left in the background: it serves while podman
+// cannot remove a stray container, and the container goes once podman can.
+TEST_F(SessionManagerTest, AStrayContainerPodmanCannotRemoveAtARestartGoesLater) {
+  SessionManager* m1 = StartManager();
+  const std::string instance = m1->instance();
+  StopManager(m1);
+  const std::string stray = StartStray(instance);
+  runtime_->SetRemoveFailure("podman rm timed out");
+  SessionManager* m2 = StartManager();
+  sandbox::v1::Session s = Create(m2);
+  EXPECT_EQ(Eval(m2, s.id(), "1 + 1"), "2");
+  EXPECT_TRUE(ContainerExists(stray));
+  runtime_->SetRemoveFailure(std::nullopt);
+  EXPECT_TRUE(WaitFor([&] { return !ContainerExists(stray); })) << "its removal was not tried again";
+}
+
 TEST_F(SessionManagerTest, RunnerExitsOnItsOwn) {
   SessionManager* m = StartManager();
   sandbox::v1::Session s = Create(m);

@@ -403,6 +403,19 @@ class SessionManagerTest : public ::testing::Test {
     return st.ok() && st->exists;
   }
 
+  // Starts a container of `instance` that no session record names (say a pool container
+  // of a daemon that crashed), with its socket directory; its name.
+  std::string StartStray(const std::string& instance) {
+    ContainerSpec spec;
+    spec.name = "sbx-" + instance + "-stray";
+    spec.socket_dir = state_dir_ + "/c/" + spec.name;
+    fs::create_directories(spec.socket_dir);
+    spec.runner_path = SANDBOXD_RUNNER_PATH;
+    spec.labels = {{"io.sandboxd.instance", instance}, {"io.sandboxd.role", "pool"}};
+    EXPECT_TRUE(runtime_->Start(spec).ok());
+    return spec.name;
+  }
+
   // Names of the running containers the warm pool holds.
   static std::vector<std::string> PoolContainers(ProcessRuntime& rt) {
     std::vector<std::string> out;
