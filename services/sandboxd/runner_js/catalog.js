@@ -5,7 +5,7 @@
 // required properties, unknown properties, JSON types, JSON-serializable values).
 
 const { ProtocolError } = require('./protocol');
-const { MAX_ARGUMENT_DEPTH } = require('./common');
+const { MAX_ARGUMENT_DEPTH, MAX_ARGUMENT_VALUES } = require('./common');
 
 // Captured when the module loads: in the worker, user code may replace the globals later.
 const NativeMap = Map;
@@ -169,8 +169,11 @@ function jsonTypeMatches(value, type) {
 }
 
 // Why `value` cannot go out as JSON, or null. `depth`: the arrays and objects around it.
-// Deeper than MAX_ARGUMENT_DEPTH the tool_call frame would break sandboxd's nesting limit.
-function jsonProblem(value, depth) {
+// Deeper than MAX_ARGUMENT_DEPTH the tool_call frame would break sandboxd's nesting limit,
+// and with more than MAX_ARGUMENT_VALUES values (counted in `budget`, which several values
+// of one call share) its value limit.
+function jsonProblem(value, depth, budget = { left: MAX_ARGUMENT_VALUES }) {
+  if (--budget.left < 0) return `holds more than ${MAX_ARGUMENT_VALUES} values`;
   if (value === null || typeof value === 'string' || typeof value === 'boolean') return null;
   if (typeof value === 'number') return Number.isFinite(value) ? null : `${value} is not JSON`;
   if (typeof value !== 'object') return `a ${typeof value} is not JSON`;
@@ -179,7 +182,7 @@ function jsonProblem(value, depth) {
   }
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
-      const p = jsonProblem(value[i], depth + 1);
+      const p = jsonProblem(value[i], depth + 1, budget);
       if (p) return p;
     }
     return null;
@@ -189,7 +192,7 @@ function jsonProblem(value, depth) {
     return `a ${value.constructor && value.constructor.name || 'non-plain'} object is not JSON`;
   }
   for (const key of Object.keys(value)) {
-    const p = jsonProblem(value[key], depth + 1);
+    const p = jsonProblem(value[key], depth + 1, budget);
     if (p) return p;
   }
   return null;

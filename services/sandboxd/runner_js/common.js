@@ -16,6 +16,10 @@ const DEFAULT_TOOL_CALLS_IN_FLIGHT = 64;
 // Arrays and objects one tool-call argument may nest: the tool_call frame adds two levels
 // (the frame, `arguments`) and sandboxd refuses frames deeper than 128 (runner-protocol.md).
 const MAX_ARGUMENT_DEPTH = 120;
+// JSON values (objects, arrays, strings, numbers, ...) one tool call's arguments may hold:
+// sandboxd refuses a frame of more than one value per 128 bytes of its 16 MiB cap (131,072;
+// runner-protocol.md), and the frame's own fields are a few more.
+const MAX_ARGUMENT_VALUES = 131072 - 16;
 const INTERRUPT_GRACE_MS = 250;                    // then the worker is terminated
 // How long a namespace reset waits for the terminated worker to exit before its last kill.
 // One that has not exited by then is stuck in a system call (terminate lands only in
@@ -65,5 +69,6 @@ function fixJsonSurrogates(json) {
 module.exports = {
   RUNNER_VERSION, MAX_FRAME_BYTES, OUTPUT_FLUSH_BYTES, OUTPUT_FLUSH_MS, OUTPUT_FRAME_CHARS,
   RESULT_LIMIT, ERROR_MESSAGE_LIMIT, TRACEBACK_LIMIT, DEFAULT_TOOL_CALLS_IN_FLIGHT, MAX_ARGUMENT_DEPTH,
+  MAX_ARGUMENT_VALUES,
   INTERRUPT_GRACE_MS, WORKER_EXIT_WAIT_MS, STUCK_WORKER_LIMIT, WATCHDOG_PING_MS, DEFAULT_IDLE_WATCHDOG_MS, CELL_PREFIX, log, cap, escapeLoneSurrogates, fixJsonSurrogates,
 };

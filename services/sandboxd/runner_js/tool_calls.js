@@ -7,7 +7,7 @@
 // ({frame}) and Python converts it with the container runner's own code. Late results and
 // results of other connections are ignored.
 
-const { MAX_FRAME_BYTES } = require('./common');
+const { MAX_ARGUMENT_VALUES, MAX_FRAME_BYTES } = require('./common');
 const { FRAME_TEXT, FrameTooLarge } = require('./protocol');
 const { isObject, jsonProblem } = require('./catalog');
 
@@ -46,8 +46,9 @@ function convertToolResult(reply) {
 // goes out (too deep for sandboxd, circular, or not JSON would cost the connection).
 function argumentsProblem(args) {
   if (!isObject(args)) return 'the arguments are not an object';
+  const budget = { left: MAX_ARGUMENT_VALUES };  // all of them together, as sandboxd counts
   for (const key of Object.keys(args)) {
-    const problem = jsonProblem(args[key], 0);
+    const problem = jsonProblem(args[key], 0, budget);
     if (problem) return `argument '${key}' is not JSON-serializable: ${problem}`;
   }
   return null;

@@ -197,7 +197,7 @@ absl::StatusOr<std::optional<RunnerMessage>> FrameDecoder::NextMessage() {
   if (std::optional<FileReplyMessage> data = ParseFileDataFrame(**body)) {
     return std::optional<RunnerMessage>(std::move(*data));
   }
-  absl::StatusOr<json> parsed = codemode::ParseUntrustedJson(**body, "frame");
+  absl::StatusOr<json> parsed = codemode::ParseUntrustedJson(**body, "frame", Limits());
   if (!parsed.ok()) return RunnerViolation(parsed.status().message());
   if (!parsed->is_object()) return RunnerViolation("frame is not a JSON object");
   absl::StatusOr<RunnerMessage> message = ParseRunnerMessage(*parsed);
@@ -209,7 +209,7 @@ absl::StatusOr<std::optional<json>> FrameDecoder::Next() {
   absl::StatusOr<std::optional<absl::string_view>> body = NextBody();
   if (!body.ok()) return body.status();
   if (!*body) return std::optional<json>();
-  absl::StatusOr<json> parsed = codemode::ParseUntrustedJson(**body, "frame");
+  absl::StatusOr<json> parsed = codemode::ParseUntrustedJson(**body, "frame", Limits());
   if (!parsed.ok()) return RunnerViolation(parsed.status().message());
   if (!parsed->is_object()) return RunnerViolation("frame is not a JSON object");
   return std::optional<json>(std::move(*parsed));

@@ -12,6 +12,7 @@
 //   }
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/untrusted_json.h"
 #include "nlohmann/json.hpp"
 #include "sandboxd/display_bundle.h"
 #include "sandboxd/file_frames.h"
@@ -96,6 +98,17 @@ struct AckMessage {
 using RunnerMessage = std::variant<ReadyMessage, OutputMessage, ToolCallMessage, DoneMessage,
                                    AckMessage, FileReplyMessage>;
 
+// The JSON values (objects, arrays, strings, numbers, ...) a frame of at most
+// `max_frame_bytes` may hold: one per 128 bytes (131,072 at 16 MiB), at least 1,024. A
+// parsed value costs ~100 bytes, so a 3 MiB frame of a million `{}` would become a
+// document of ~100 MiB in the daemon, in every session sending them; at this bound a
+// frame's document stays near the frame's own cap. Output and displays are a few long
+// strings; the runners refuse a tool call whose arguments hold more (MAX_ARGUMENT_VALUES),
+// so only a runner that breaks the protocol sends a denser frame.
+inline size_t MaxFrameValues(size_t max_frame_bytes) {
+  return std::max<size_t>(max_frame_bytes / 128, 1024);
+}
+
 // Incremental frame splitter. Not thread-safe.
 class FrameDecoder {
  public:
@@ -107,8 +120,9 @@ class FrameDecoder {
   void set_max_frame_bytes(size_t max_frame_bytes) { max_frame_bytes_ = max_frame_bytes; }
 
   // The next complete frame, parsed; nullopt when more bytes are needed; an
-  // INVALID_ARGUMENT error when the stream is broken (oversized frame, bad JSON, not an
-  // object). After an error the decoder must not be used again.
+  // INVALID_ARGUMENT error when the stream is broken (oversized frame, bad JSON, more
+  // values than MaxFrameValues, not an object). After an error the decoder must not be
+  // used again.
   absl::StatusOr<std::optional<nlohmann::json>> Next();
 
   // The next complete frame as a validated message (ParseRunnerMessage). The runner's
@@ -121,6 +135,11 @@ class FrameDecoder {
  private:
   // The next complete frame's body, consumed; nullopt when more bytes are needed.
   absl::StatusOr<std::optional<absl::string_view>> NextBody();
+  codemode::JsonLimits Limits() const {
+    codemode::JsonLimits limits;
+    limits.max_values = MaxFrameValues(max_frame_bytes_);
+    return limits;
+  }
 
   size_t max_frame_bytes_;
   std::string buffer_;

@@ -53,11 +53,8 @@ class ToolCallTest(CatalogTestCase):
             for code in (f"call_tool('everything', 'echo', {{'message': 'm', 'd': deep({n})}})",
                          f"mcp_everything.search(query='q', tags=[deep({n - 1})])"):
                 with self.subTest(code=code):
-                    res = self.client.exec(f"await {code}", on_tool_call=answer)
-                    self.assertEqual(res.status, "error")
-                    self.assertEqual(res.error["type"], "TypeError", res.error)
-                    self.assertIn("nested deeper than 120 levels", res.error["message"])
-                    self.assertEqual(res.calls, [])
+                    self.assertRefusedUnsent(code, answer, "TypeError",
+                                             "nested deeper than 120 levels")
         # a value that grows while its call waits for a slot is checked again when it goes out
         slow = lambda frame: time.sleep(0.3) or answer(frame)  # noqa: E731
         res = self.client.exec(
@@ -73,6 +70,33 @@ class ToolCallTest(CatalogTestCase):
         self.assertIn("arguments nested deeper than 120 levels", res.error["message"])
         self.assertEqual(len(res.calls), 1)
         self.assertEqual(self.client.exec("keep").value, 42)
+
+    def test_arguments_of_more_values_than_sandboxd_takes_are_refused(self):
+        # sandboxd refuses a frame of more than 131,072 JSON values (and ends the session):
+        # a call's arguments of more are refused here, before anything is sent.
+        answer = lambda frame: {"ok": True, "result": text_result("1")}  # noqa: E731
+        self.client.exec("keep = 42")
+        res = self.client.exec("await call_tool('everything', 'echo', "
+                               "{'message': 'm', 'd': [0] * 131000})", on_tool_call=answer)
+        self.assertOk(res)
+        self.assertEqual(len(res.calls[0]["arguments"]["d"]), 131000)
+        for code in ("call_tool('everything', 'echo', {'message': 'm', 'd': [0] * 131100})",
+                     "mcp_everything.search(query='q', tags=[[0] * 200000])"):
+            with self.subTest(code=code):
+                self.assertRefusedUnsent(code, answer, "TypeError", "holds more than 131056 values")
+        # two arguments within the bound each, over it together: refused as they go out
+        self.assertRefusedUnsent("call_tool('everything', 'echo', "
+                                 "{'message': 'm', 'a': [0] * 70000, 'b': [0] * 70000})",
+                                 answer, "ToolError", "arguments hold more than 131056 values")
+        self.assertEqual(self.client.exec("keep").value, 42)
+
+    def assertRefusedUnsent(self, code, answer, error_type, message):
+        """`await code` fails with `error_type` saying `message`, and no call went out."""
+        res = self.client.exec(f"await {code}", on_tool_call=answer)
+        self.assertEqual(res.status, "error")
+        self.assertEqual(res.error["type"], error_type, res.error)
+        self.assertIn(message, res.error["message"])
+        self.assertEqual(res.calls, [])
 
     def test_only_given_arguments_are_sent(self):
         answer = lambda frame: {"ok": True, "result": text_result("[]")}  # noqa: E731

@@ -114,6 +114,28 @@ describe('javascript runner: tool calls', () => {
     assert.equal((await client.exec('keep')).result, '42');
   });
 
+  it('refuses arguments of more values than sandboxd takes in a frame', async () => {
+    // sandboxd refuses a frame of more than 131,072 JSON values (and ends the session)
+    const ok = await client.exec('await callTool("everything", "echo", { message: "m", d: Array(131000).fill(0) })',
+      { onToolCall: answer(textResult('1')) });
+    assert.equal(ok.status, 'ok', JSON.stringify(ok.error));
+    assert.equal(ok.calls[0].arguments.d.length, 131000);
+    for (const code of ['await callTool("everything", "echo", { message: "m", d: Array(131100).fill(0) })',
+      'await mcp_everything.search({ query: "q", tags: [Array(200000).fill(0)] })']) {
+      const r = await client.exec(code, { onToolCall: answer(textResult('1')) });
+      assert.equal(r.status, 'error', code);
+      assert.equal(r.error.type, 'TypeError', code);
+      assert.match(r.error.message, /holds more than 131056 values/);
+      assert.equal(r.calls.length, 0, code);
+    }
+    // two arguments within the bound each, over it together: refused as they go out
+    const both = await client.exec('await callTool("everything", "echo", ' +
+      '{ message: "m", a: Array(70000).fill(0), b: Array(70000).fill(0) })', { onToolCall: answer(textResult('1')) });
+    assert.equal(both.error.type, 'ToolError', JSON.stringify(both.error));
+    assert.match(both.error.message, /argument 'b' is not JSON-serializable: holds more than 131056 values/);
+    assert.equal(both.calls.length, 0);
+  });
+
   it('runs Promise.all of 100 calls with at most max_tool_calls_in_flight unanswered', async () => {
     const id = client.startExec('const rs = await Promise.all(Array.from({ length: 100 }, (_, i) =>' +
       ' mcp_everything.add({ a: i, b: 1 }))); rs.reduce((s, v) => s + v.sum, 0)', { maxCalls: 4 });

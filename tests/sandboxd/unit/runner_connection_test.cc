@@ -351,6 +351,34 @@ TEST(RunnerConnectionTest, AFirstFrameLargerThanAReadyIsRefusedByItsLength) {
   EXPECT_THAT(std::string(s->message()), HasSubstr("exceeds the cap of 65536"));
 }
 
+// A runner's frame is parsed into a document in the daemon: a dense frame (3 bytes a value)
+// would cost ~30 times its size there, in every session at once. A frame holds at most one
+// value per 128 bytes of its cap; a denser one is the runner's violation, parsed no further.
+TEST(FrameDecoderBudgetTest, AFrameHoldsAtMostOneValuePer128BytesOfItsCap) {
+  const size_t budget = MaxFrameValues(kMaxRunnerFrameBytes);
+  EXPECT_EQ(budget, 131072u);
+  auto frame_of = [](size_t values) {  // 8 of the call's own, the rest zeros
+    nlohmann::json args = nlohmann::json::array();
+    for (size_t i = 0; i + 8 < values; ++i) args.push_back(0);
+    return EncodeFrame({{"type", "tool_call"}, {"id", 1}, {"call_id", "c"}, {"server", "s"},
+                        {"tool", "t"}, {"arguments", {{"a", args}}}});
+  };
+  FrameDecoder within(kMaxRunnerFrameBytes);
+  const std::string fits = frame_of(budget);
+  within.Append(fits.data(), fits.size());
+  absl::StatusOr<std::optional<RunnerMessage>> m = within.NextMessage();
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(m->has_value());
+
+  FrameDecoder over(kMaxRunnerFrameBytes);
+  const std::string dense = frame_of(budget + 1);
+  over.Append(dense.data(), dense.size());
+  m = over.NextMessage();
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(std::string(m.status().message()), HasSubstr("protocol violation"));
+  EXPECT_THAT(std::string(m.status().message()), HasSubstr("more than 131072 values"));
+}
+
 TEST(RunnerConnectionTest, ASymlinkInPlaceOfTheSocketIsNotFollowed) {
   DeafRunner runner;  // a real, listening runner socket elsewhere
   std::string link = std::filesystem::path(runner.path()).parent_path() / "link.sock";

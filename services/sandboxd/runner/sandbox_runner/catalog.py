@@ -6,7 +6,7 @@ import inspect
 import json
 import keyword
 
-from .common import MAX_JSON_DEPTH, nests_deeper
+from .common import MAX_ARGUMENT_VALUES, MAX_JSON_DEPTH, holds_more_values, nests_deeper
 from .protocol import ProtocolError
 
 
@@ -22,6 +22,8 @@ def _json_problem(value):
         return str(exc)
     if nests_deeper(value, MAX_JSON_DEPTH):
         return f"nested deeper than {MAX_JSON_DEPTH} levels"
+    if holds_more_values(value, MAX_ARGUMENT_VALUES):
+        return f"holds more than {MAX_ARGUMENT_VALUES} values"
     return None
 
 

@@ -21,6 +21,10 @@ INTERRUPT_RESEND_INTERVAL = 0.02            # see InterruptController
 # Lists and dicts a tool-call argument (or a display's JSON) may nest: the tool_call frame
 # adds two levels (the frame, `arguments`), and sandboxd refuses JSON deeper than 128.
 MAX_JSON_DEPTH = 120
+# JSON values (dicts, lists, strings, numbers, ...) one tool call's arguments may hold:
+# sandboxd refuses a frame of more than one value per 128 bytes of its 16 MiB cap (131,072;
+# docs/runner-protocol.md), and the frame's own fields are a few more.
+MAX_ARGUMENT_VALUES = 131072 - 16
 
 RESULT_NAME = "__sandbox_cell_result__"     # hidden global that receives the trailing expression
 CELL_PREFIX = "<cell-"                      # filenames of agent code: <cell-1>, <cell-2>, ...
@@ -52,6 +56,24 @@ def nests_deeper(value, limit):
         if depth > limit:
             return True
         stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def holds_more_values(value, limit):
+    """Whether `value` holds more than `limit` JSON values: itself, and every dict value and
+    list or tuple item within, as json.dumps writes them (keys are not values); a cycle holds
+    infinitely many."""
+    stack = [value]
+    count = 0
+    while stack:
+        item = stack.pop()
+        count += 1
+        if count > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
     return False
 
 

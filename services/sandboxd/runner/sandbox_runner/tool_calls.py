@@ -8,7 +8,8 @@ import itertools
 import json
 import threading
 
-from .common import MAX_FRAME_BYTES, MAX_JSON_DEPTH, nests_deeper
+from .common import (MAX_ARGUMENT_VALUES, MAX_FRAME_BYTES, MAX_JSON_DEPTH, holds_more_values,
+                     nests_deeper)
 from .protocol import FrameTooLarge
 
 
@@ -181,6 +182,9 @@ class ToolCalls:
             # would end the session over a frame deeper than 128 levels).
             if nests_deeper(arguments, MAX_JSON_DEPTH + 1):
                 raise ToolError(f"arguments nested deeper than {MAX_JSON_DEPTH} levels",
+                                server, tool)
+            if holds_more_values(arguments, MAX_ARGUMENT_VALUES):
+                raise ToolError(f"arguments hold more than {MAX_ARGUMENT_VALUES} values",
                                 server, tool)
             try:
                 sent = state.conn.send(frame)
