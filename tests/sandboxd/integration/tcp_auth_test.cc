@@ -104,8 +104,15 @@ class TcpAuthTest : public ::testing::Test {
   }
   // The TCP port the daemon logged ("... (port N)").
   static int TcpPort(const SandboxdProcess& d) {
-    std::string log = d.Log();
-    size_t at = log.find("(port ");
+    // Logged once the TCP port serves, a moment after the unix socket answers (what Start
+    // waits for): waited for, within 20 s.
+    std::string log;
+    size_t at = std::string::npos;
+    WaitFor([&] {
+      log = d.Log();
+      at = log.find("(port ");
+      return at != std::string::npos;
+    });
     return at == std::string::npos ? 0 : std::stoi(log.substr(at + 6));
   }
   // Starts `daemon` (--listen_tcp on loopback) and sets `good` to a channel of its own that
