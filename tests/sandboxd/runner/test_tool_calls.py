@@ -67,7 +67,7 @@ class ToolCallTest(CatalogTestCase):
             "await b", on_tool_call=slow, max_tool_calls_in_flight=1)
         self.assertEqual(res.status, "error")
         self.assertEqual(res.error["type"], "ToolError", res.error)
-        self.assertIn("arguments nested deeper than 120 levels", res.error["message"])
+        self.assertIn("arguments not sent: nested deeper than 120 levels", res.error["message"])
         self.assertEqual(len(res.calls), 1)
         self.assertEqual(self.client.exec("keep").value, 42)
 
@@ -89,6 +89,29 @@ class ToolCallTest(CatalogTestCase):
         self.assertRefusedUnsent("call_tool('everything', 'echo', "
                                  "{'message': 'm', 'a': [0] * 70000, 'b': [0] * 70000})",
                                  answer, "ToolError", "more than 131056 values")
+        self.assertEqual(self.client.exec("keep").value, 42)
+
+    def test_arguments_sandboxd_could_not_read_are_refused(self):
+        # sandboxd reads a number as a 64-bit integer or a double and ends the session over
+        # a frame it cannot read: an integer past a double's range is refused here.
+        answer = lambda frame: {"ok": True, "result": text_result("1")}  # noqa: E731
+        self.client.exec("keep = 42")
+        res = self.client.exec("await call_tool('everything', 'echo', "
+                               "{'message': 'm', 'n': [2**64 + 1, -(2**63), 2**1023]})",
+                               on_tool_call=answer)
+        self.assertOk(res)
+        # (as doubles: the wasm tier's calls pass through JavaScript numbers)
+        self.assertEqual([float(n) for n in res.calls[0]["arguments"]["n"]],
+                         [float(2**64 + 1), float(-(2**63)), float(2**1023)])
+        for n in ("10**400", "-(10**400)", "2**1024"):
+            with self.subTest(n=n):
+                self.assertRefusedUnsent(f"call_tool('everything', 'echo', {{'message': 'm', 'n': {n}}})",
+                                         answer, "TypeError", "beyond the range of a double")
+        # counted as json.dumps writes it, not as the object's own methods say
+        self.client.exec("class Sly(dict):\n    def values(self):\n        return []")
+        self.assertRefusedUnsent("call_tool('everything', 'echo', "
+                                 "{'message': 'm', 'd': Sly(a=[0] * 140000)})",
+                                 answer, "TypeError", "holds more than 131056 values")
         self.assertEqual(self.client.exec("keep").value, 42)
 
     def assertRefusedUnsent(self, code, answer, error_type, message):

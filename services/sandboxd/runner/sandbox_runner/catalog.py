@@ -6,7 +6,7 @@ import inspect
 import json
 import keyword
 
-from .common import MAX_ARGUMENT_VALUES, MAX_JSON_DEPTH, holds_more_values, nests_deeper
+from .common import MAX_ARGUMENT_VALUES, MAX_JSON_DEPTH, as_sent_json
 from .protocol import ProtocolError
 
 
@@ -16,15 +16,7 @@ _JSON_TYPES = {"string": str, "integer": int, "number": float, "boolean": bool,
 
 def _json_problem(value):
     """Why `value` cannot go out in a tool_call frame, or None."""
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError, RecursionError) as exc:
-        return str(exc)
-    if nests_deeper(value, MAX_JSON_DEPTH):
-        return f"nested deeper than {MAX_JSON_DEPTH} levels"
-    if holds_more_values(value, MAX_ARGUMENT_VALUES):
-        return f"holds more than {MAX_ARGUMENT_VALUES} values"
-    return None
+    return as_sent_json(value, MAX_JSON_DEPTH, MAX_ARGUMENT_VALUES)[1]
 
 
 def _json_type_matches(value, json_type):

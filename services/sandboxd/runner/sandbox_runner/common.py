@@ -1,6 +1,7 @@
 """What every module of the runner shares: the limits (docs/runner-protocol.md), the
 runner's own log, and which code is the runner's (for tracebacks and interrupts)."""
 
+import json
 import os
 import socket
 import sys
@@ -59,22 +60,38 @@ def nests_deeper(value, limit):
     return False
 
 
-def holds_more_values(value, limit):
-    """Whether `value` holds more than `limit` JSON values: itself, and every dict value and
-    list or tuple item within, as json.dumps writes them (keys are not values); a cycle holds
-    infinitely many."""
-    stack = [value]
+def as_sent_json(value, max_depth, max_values, level=1):
+    """(`value` as the plain JSON it goes out as, None) or (None, why sandboxd would refuse
+    it). The plain copy is what json.dumps writes, read back: dicts, lists, strings, numbers,
+    whatever subclasses, methods or other threads did to the original, so the checks below
+    hold for the very bytes sent. Refused: what json.dumps refuses; nesting deeper than
+    `max_depth` levels of dicts and lists; more than `max_values` values (itself, and every
+    dict value and list item within; keys are not values); an integer beyond a double's
+    range (sandboxd reads a number as a 64-bit integer or a double). `value` itself is at
+    nesting `level` (0: its own dict or list is not counted, as for a call's arguments)."""
+    try:
+        plain = json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError, RecursionError) as exc:
+        return None, str(exc)
+    stack = [(plain, level)]
     count = 0
     while stack:
-        item = stack.pop()
+        item, depth = stack.pop()
         count += 1
-        if count > limit:
-            return True
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, (list, tuple)):
-            stack.extend(item)
-    return False
+        if count > max_values:
+            return None, f"holds more than {max_values} values"
+        if isinstance(item, (dict, list)):
+            if depth > max_depth:
+                return None, f"nested deeper than {max_depth} levels"
+            stack.extend((child, depth + 1)
+                         for child in (item.values() if isinstance(item, dict) else item))
+        elif type(item) is int and item.bit_length() > 64:
+            try:
+                float(item)
+            except OverflowError:
+                return None, (f"holds an integer of {len(str(abs(item)))} digits, beyond the "
+                              f"range of a double (about 1.8e308)")
+    return plain, None
 
 
 def _runner_code_filename():

@@ -28,7 +28,8 @@ import sys
 import time
 
 from .catalog import parse_catalog
-from .common import MAX_JSON_DEPTH, OUTPUT_FLUSH_DELAY, is_runner_file, log, nests_deeper
+from .common import (MAX_ARGUMENT_VALUES, MAX_JSON_DEPTH, OUTPUT_FLUSH_DELAY, as_sent_json,
+                     is_runner_file, log)
 from .display import Displayer
 from .executor import Executor
 from .output import CapturedStream, OutputCapture
@@ -105,15 +106,13 @@ class PostedCalls:
         state = self._host.current
         if state is None:
             raise ToolError("tool calls only work while an execution is running", server, tool)
-        if nests_deeper(arguments, MAX_JSON_DEPTH + 1):
-            raise ToolError(f"arguments nested deeper than {MAX_JSON_DEPTH} levels", server, tool)
+        # What goes out is the checked copy (common.as_sent_json).
+        arguments, problem = as_sent_json(arguments, MAX_JSON_DEPTH, MAX_ARGUMENT_VALUES, level=0)
+        if problem:
+            raise ToolError(f"arguments not sent: {problem}", server, tool)
         message = {"t": "call", "k": next(self._ids), "server": server, "tool": tool,
                    "args": arguments}
-        try:
-            text = json.dumps(message, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise ToolError(f"the arguments are not JSON-serializable: {exc}", server, tool) \
-                from None
+        text = json.dumps(message, allow_nan=False)
         future = asyncio.get_running_loop().create_future()
         self._pending[message["k"]] = (future, state)
         try:

@@ -8,8 +8,7 @@ import itertools
 import json
 import threading
 
-from .common import (MAX_ARGUMENT_VALUES, MAX_FRAME_BYTES, MAX_JSON_DEPTH, holds_more_values,
-                     nests_deeper)
+from .common import MAX_ARGUMENT_VALUES, MAX_FRAME_BYTES, MAX_JSON_DEPTH, as_sent_json
 from .protocol import FrameTooLarge
 
 
@@ -176,16 +175,15 @@ class ToolCalls:
             self._pending[call_id] = (future, state, server, tool)
         try:
             self._runner.capture.flush()     # output printed before the call arrives first
+            # Checked before (TypeError), but the values may have changed since, and
+            # sandboxd ends the session over a frame it cannot read: what goes out is the
+            # checked copy.
+            arguments, problem = as_sent_json(arguments, MAX_JSON_DEPTH, MAX_ARGUMENT_VALUES,
+                                              level=0)
+            if problem:
+                raise ToolError(f"arguments not sent: {problem}", server, tool)
             frame = {"type": "tool_call", "id": state.id, "call_id": call_id,
                      "server": server, "tool": tool, "arguments": arguments}
-            # Checked before (TypeError), but the values may have changed since (sandboxd
-            # would end the session over a frame deeper than 128 levels).
-            if nests_deeper(arguments, MAX_JSON_DEPTH + 1):
-                raise ToolError(f"arguments nested deeper than {MAX_JSON_DEPTH} levels",
-                                server, tool)
-            if holds_more_values(arguments, MAX_ARGUMENT_VALUES):
-                raise ToolError(f"arguments hold more than {MAX_ARGUMENT_VALUES} values",
-                                server, tool)
             try:
                 sent = state.conn.send(frame)
             except FrameTooLarge as exc:
