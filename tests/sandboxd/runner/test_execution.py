@@ -37,6 +37,17 @@ class OutputTest(RunnerTestCase):
         self.assertEqual(frame["chunks"], [["stdout", "early\n"]])
         self.assertOk(self.client.finish_exec(exec_id))
 
+    def test_output_arrives_before_done_from_a_running_flusher(self):
+        # The cell before started the flusher; no write wakes it, it looks every 5 ms. (It
+        # would otherwise sleep out the rest of its 1 s idle wait.)
+        self.assertOk(self.client.exec("print('the flusher starts')"))
+        exec_id = self.client.start_exec("import time\nprint('early')\ntime.sleep(2)")
+        started = time.monotonic()
+        frame = self.client.expect("output")
+        self.assertLess(time.monotonic() - started, 0.8)
+        self.assertEqual(frame["chunks"], [["stdout", "early\n"]])
+        self.assertOk(self.client.finish_exec(exec_id))
+
     def test_output_cap_counts_dropped_bytes(self):
         res = self.client.exec("print('x' * 999)\nprint('tail')", max_output_bytes=100)
         self.assertOk(res)
