@@ -34,6 +34,10 @@ SandboxdMetrics::SandboxdMetrics(bool counting)
   gauges_->Add(Name("containers_failing_removal"),
                "Containers of ended sessions whose removal failed, to be removed again.",
                [this] { return ReadState(&StateSource::containers_failing_removal); });
+  gauges_->Add(Name("containers_awaiting_removal"),
+               "Containers of ended sessions not removed yet (queued, being removed, or "
+               "failing); they may still run until then.",
+               [this] { return ReadState(&StateSource::containers_awaiting_removal); });
 }
 
 void SandboxdMetrics::RegisterSessions(prometheus::Registry& r) {

@@ -59,6 +59,8 @@ class SandboxdMetrics {
     virtual size_t pool_target(Language language) = 0;
     // Containers whose removal failed, waiting to be removed again.
     virtual size_t containers_failing_removal() = 0;
+    // Containers of ended sessions not removed yet: queued, being removed, or failing.
+    virtual size_t containers_awaiting_removal() = 0;
 
    protected:
     ~StateSource() = default;

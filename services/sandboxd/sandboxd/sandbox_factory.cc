@@ -236,6 +236,7 @@ void SandboxFactory::RemoveQueued(RemovalQueue& queue, ContainerRuntime* runtime
       batch.assign(std::make_move_iterator(queue.queued.begin()),
                    std::make_move_iterator(queue.queued.begin() + n));
       queue.queued.erase(queue.queued.begin(), queue.queued.begin() + n);
+      queue.in_batch = n;
     }
     std::vector<std::string> names;
     for (const auto& r : batch) names.push_back(r.name);
@@ -247,12 +248,15 @@ void SandboxFactory::RemoveQueued(RemovalQueue& queue, ContainerRuntime* runtime
       for (RemovalQueue::Removal& r : batch) {
         if (!RemoveOne(queue, runtime, r)) failed.push_back(r);
       }
+    } else {
+      for (const RemovalQueue::Removal& r : batch) LogRemovedAfterFailures(r);
     }
     for (auto& r : batch) {
       std::error_code ec;
       if (!r.socket_dir.empty()) fs::remove_all(r.socket_dir, ec);
     }
     codemode::MutexLock lock(&queue.mu);
+    queue.in_batch = 0;
     for (RemovalQueue::Removal& r : failed) {
       r.socket_dir.clear();  // removed above, or its session's
       queue.failed.push_back(std::move(r));
@@ -264,7 +268,7 @@ bool SandboxFactory::RemoveOne(RemovalQueue& queue, ContainerRuntime* runtime,
                                RemovalQueue::Removal& r) {
   const absl::Status s = runtime->Remove({r.name});
   if (s.ok()) {
-    if (r.failures > 0) spdlog::info("container {} removed at attempt {}", r.name, r.failures + 1);
+    LogRemovedAfterFailures(r);
     return true;
   }
   // 1, 2, 4 ... times the first wait, up to a minute; said once, then at debug level.
@@ -292,6 +296,16 @@ void SandboxFactory::RetryRemovals() {
     removals_->removing = true;
   }
   PostRemoval();
+}
+
+// Its failure was logged as an error: the log says how it ended.
+void SandboxFactory::LogRemovedAfterFailures(const RemovalQueue::Removal& r) {
+  if (r.failures > 0) spdlog::info("container {} removed at attempt {}", r.name, r.failures + 1);
+}
+
+size_t SandboxFactory::removals_awaiting() {
+  codemode::MutexLock lock(&removals_->mu);
+  return removals_->queued.size() + removals_->in_batch + removals_->failed.size();
 }
 
 size_t SandboxFactory::removals_failing() {

@@ -132,6 +132,8 @@ class SandboxFactory {
   void RetryRemovals();
   // Containers whose last removal failed, waiting to be removed again.
   size_t removals_failing();
+  // Containers given to Kill or Discard and not removed yet (queued, under way, failing).
+  size_t removals_awaiting();
   // OK when `ready` carries the token the runtime gave `name`'s runner (or none is given);
   // UNAVAILABLE otherwise: something else answered on the runner's socket.
   absl::Status CheckRunnerToken(const std::string& name, const ReadyMessage& ready);
@@ -194,12 +196,14 @@ class SandboxFactory {
     std::vector<Removal> queued ABSL_GUARDED_BY(mu);
     std::vector<Removal> failed ABSL_GUARDED_BY(mu);  // until their retry_at
     bool removing ABSL_GUARDED_BY(mu) = false;  // a RemoveQueued is posted or runs
+    size_t in_batch ABSL_GUARDED_BY(mu) = 0;     // taken from `queued`, being removed
   };
   void QueueRemoval(const std::string& name, std::string socket_dir);
   void PostRemoval();  // of what is queued, on a worker
   static void RemoveQueued(RemovalQueue& queue, ContainerRuntime* runtime);
   // Removes `r`'s container on its own; false, logged and with its next wait set, if it fails.
   static bool RemoveOne(RemovalQueue& queue, ContainerRuntime* runtime, RemovalQueue::Removal& r);
+  static void LogRemovedAfterFailures(const RemovalQueue::Removal& r);
   static constexpr size_t kMaxBatch = 64;  // containers one `podman rm` takes
   const std::shared_ptr<RemovalQueue> removals_ =
       std::make_shared<RemovalQueue>(options_.removal_retry);

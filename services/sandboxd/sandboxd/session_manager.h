@@ -193,6 +193,7 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   size_t pool_ready(Language language) override { return pools_.pool(language).ready(); }
   size_t pool_target(Language language) override { return pools_.target(language); }
   size_t containers_failing_removal() override { return factory_.removals_failing(); }
+  size_t containers_awaiting_removal() override { return factory_.removals_awaiting(); }
   // DeleteSession; a live session deleted ends for `reason` (closed by its client, or
   // expired by the idle reaper).
   absl::Status DeleteFor(const std::string& id, SandboxdMetrics::EndReason reason);

@@ -182,10 +182,12 @@ TEST_F(MetricsTest, AContainerWhoseRemovalFailedIsCountedAndRemovedLater) {
     return std::find(names.begin(), names.end(), s.container_id()) != names.end();
   };
   ASSERT_TRUE(WaitFor([&] { return Get("containers_failing_removal") == 1; }));
+  EXPECT_EQ(Get("containers_awaiting_removal"), 1);
   EXPECT_TRUE(alive());
   runtime_->SetRemoveFailure(std::nullopt);
   EXPECT_TRUE(WaitFor([&] { return !alive(); })) << "the failed removal was not tried again";
   EXPECT_TRUE(WaitFor([&] { return Get("containers_failing_removal") == 0; }));
+  EXPECT_TRUE(WaitFor([&] { return Get("containers_awaiting_removal") == 0; }));
 }
 
 TEST_F(MetricsTest, FailedCreationsToolCallsAndCapsAreCounted) {
