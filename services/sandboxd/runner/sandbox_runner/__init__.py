@@ -35,9 +35,8 @@ Threads:
   * connections      accepts connections (sends `ready`) and reads the current one's
                      frames: answers `ping`, resolves tool results, interrupts;
   * output flusher   sends buffered output 5 ms after the first unflushed write; started
-                     by the first write that waits, it looks every 5 ms (no write wakes
-                     it) and ends once nothing has waited for OUTPUT_FLUSHER_IDLE, so an
-                     idle session has no flusher.
+                     by the first write that waits, it ends once nothing has waited for
+                     OUTPUT_FLUSHER_IDLE, so an idle session has no flusher.
 
 Nothing the user code does is trusted by sandboxd; the runner only tries hard to keep the
 protocol intact for well-behaved code (no partial frames, no oversized frames).

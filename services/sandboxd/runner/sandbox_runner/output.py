@@ -32,8 +32,7 @@ class OutputCapture:
     that gives natural backpressure), OUTPUT_FLUSH_DELAY after the first unflushed write
     (by the flusher thread), and before `done` (finish). The flusher runs only while
     output waits or has waited within OUTPUT_FLUSHER_IDLE: the first write that waits
-    starts it, so an idle session holds no thread for it. While it runs it looks every
-    OUTPUT_FLUSH_DELAY rather than being woken by writes. Once `max_output_bytes` have been
+    starts it, so an idle session holds no thread for it. Once `max_output_bytes` have been
     accepted, further output is only counted, which keeps a 100 MB print loop cheap.
     The lock is held while sending so that frames leave in the order the text was written.
 
@@ -144,10 +143,9 @@ class OutputCapture:
         self._buffered += size
         if self._first_write is None:
             self._first_write = time.monotonic()
-            # A running flusher is not woken: it looks every OUTPUT_FLUSH_DELAY. Waking it
-            # here would make it take the GIL while this thread still runs the cell, and
-            # the two hand it back and forth (~50 us of a short cell's time).
-            if not self._flusher_running:
+            if self._flusher_running:
+                self._wake.notify()
+            else:
                 try:
                     self._start_flusher()
                     self._flusher_running = True
@@ -201,7 +199,7 @@ class OutputCapture:
                 idle = time.monotonic() - idle_since
                 if idle >= OUTPUT_FLUSHER_IDLE:
                     return
-                self._wake.wait(min(OUTPUT_FLUSH_DELAY, OUTPUT_FLUSHER_IDLE - idle))
+                self._wake.wait(OUTPUT_FLUSHER_IDLE - idle)
                 continue
             idle_since = time.monotonic()
             delay = self._first_write + OUTPUT_FLUSH_DELAY - idle_since
