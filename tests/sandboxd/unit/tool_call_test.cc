@@ -70,6 +70,40 @@ TEST_F(SessionManagerTest, CallerInFlightLimitHoldsCallsBackInTheSandbox) {
   EXPECT_EQ(f->tool_calls(), 10u);
 }
 
+// The Python runner's bound on a call's argument values (MAX_ARGUMENT_VALUES) sits within
+// the values sandboxd reads in one frame (frame.h, MaxFrameValues): a call at the bound
+// reaches the caller, one value more is refused in the sandbox, and the session lives.
+TEST_F(SessionManagerTest, ToolCallArgumentsAtTheRunnersValueBoundReachTheCaller) {
+  SessionManager* m = StartManager();
+  sandbox::v1::Session s = CreateWithEchoCatalog(m);
+  // The arguments, 'm' and the list are three values: 131,056 in all.
+  Started st = Exec(m, s.id(), "r = await call_tool('srv', 'echo', {'message': 'm', 'd': [0] * 131053})\nr");
+  ASSERT_TRUE(st.execution);
+  std::optional<sandbox::v1::ToolCall> call = st.collector->WaitToolCall();
+  ASSERT_TRUE(call);
+  EXPECT_EQ(nlohmann::json::parse(call->arguments_json())["d"].size(), 131053u);
+  sandbox::v1::ToolResult res;
+  res.set_call_id(call->call_id());
+  res.set_result_json(R"({"content":[{"type":"text","text":"ok"}]})");
+  ASSERT_OK(st.execution->SubmitToolResult(res));
+  std::optional<Finished> f = st.collector->WaitFinished();
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->status(), Finished::OK) << f->DebugString();
+
+  Started over = Exec(m, s.id(), "await call_tool('srv', 'echo', {'message': 'm', 'd': [0] * 131054})");
+  ASSERT_TRUE(over.execution);
+  f = over.collector->WaitFinished();
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->status(), Finished::ERROR) << f->DebugString();
+  EXPECT_THAT(f->error().message(), ::testing::HasSubstr("more than 131056 values"));
+  EXPECT_EQ(over.collector->tool_call_count(), 0u);
+  Started after = Exec(m, s.id(), "1 + 1");
+  ASSERT_TRUE(after.execution);
+  f = after.collector->WaitFinished();
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->result_repr(), "2") << f->DebugString();
+}
+
 TEST_F(SessionManagerTest, ToolCallStructuredAndErrorResults) {
   SessionManager* m = StartManager();
   sandbox::v1::Session s = CreateWithEchoCatalog(m);
