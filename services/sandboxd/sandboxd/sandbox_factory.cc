@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -199,119 +198,15 @@ absl::Status SandboxFactory::CheckRunnerToken(const std::string& name, const Rea
       "session answering in the runner's place?)");
 }
 
-void SandboxFactory::Discard(const std::string& name) { QueueRemoval(name, SocketDir(name)); }
+void SandboxFactory::Discard(const std::string& name) { removals_->Add(name, SocketDir(name)); }
 
-void SandboxFactory::Kill(const std::string& name) { QueueRemoval(name, ""); }
+void SandboxFactory::Kill(const std::string& name) { removals_->Add(name, ""); }
 
-// One removal runs at a time and takes every container queued meanwhile: a `podman rm` of
-// many costs one CLI start (~30 ms of CPU) instead of one each, so deletions that come
-// faster than single removals no longer leave containers piling up behind them.
-void SandboxFactory::QueueRemoval(const std::string& name, std::string socket_dir) {
-  {
-    codemode::MutexLock lock(&removals_->mu);
-    removals_->queued.push_back({name, std::move(socket_dir), 0, absl::InfinitePast()});
-    if (removals_->removing) return;
-    removals_->removing = true;
-  }
-  PostRemoval();
-}
+void SandboxFactory::RetryRemovals() { removals_->RetryDue(); }
 
-// The task holds the queue and the runtime, not the factory, which may go before the
-// workers do.
-void SandboxFactory::PostRemoval() {
-  workers_->Post([queue = removals_, runtime = runtime_] { RemoveQueued(*queue, runtime); });
-}
+size_t SandboxFactory::removals_awaiting() { return removals_->awaiting(); }
 
-void SandboxFactory::RemoveQueued(RemovalQueue& queue, ContainerRuntime* runtime) {
-  for (;;) {
-    std::vector<RemovalQueue::Removal> batch;
-    {
-      codemode::MutexLock lock(&queue.mu);
-      if (queue.queued.empty()) {
-        queue.removing = false;
-        return;
-      }
-      // At most kMaxBatch at once: a `podman rm` of them ends well within its timeout.
-      const size_t n = std::min(queue.queued.size(), kMaxBatch);
-      batch.assign(std::make_move_iterator(queue.queued.begin()),
-                   std::make_move_iterator(queue.queued.begin() + n));
-      queue.queued.erase(queue.queued.begin(), queue.queued.begin() + n);
-      queue.in_batch = n;
-    }
-    std::vector<std::string> names;
-    for (const auto& r : batch) names.push_back(r.name);
-    // A batch of one, and a failed removal of many (one name podman cannot remove, a
-    // timeout), go one by one, so only what cannot be removed stays behind, to be removed
-    // again later (RetryRemovals).
-    std::vector<RemovalQueue::Removal> failed;
-    if (names.size() == 1 || !runtime->Remove(names).ok()) {
-      for (RemovalQueue::Removal& r : batch) {
-        if (!RemoveOne(queue, runtime, r)) failed.push_back(r);
-      }
-    } else {
-      for (const RemovalQueue::Removal& r : batch) LogRemovedAfterFailures(r);
-    }
-    for (auto& r : batch) {
-      std::error_code ec;
-      if (!r.socket_dir.empty()) fs::remove_all(r.socket_dir, ec);
-    }
-    codemode::MutexLock lock(&queue.mu);
-    queue.in_batch = 0;
-    for (RemovalQueue::Removal& r : failed) {
-      r.socket_dir.clear();  // removed above, or its session's
-      queue.failed.push_back(std::move(r));
-    }
-  }
-}
-
-bool SandboxFactory::RemoveOne(RemovalQueue& queue, ContainerRuntime* runtime,
-                               RemovalQueue::Removal& r) {
-  const absl::Status s = runtime->Remove({r.name});
-  if (s.ok()) {
-    LogRemovedAfterFailures(r);
-    return true;
-  }
-  // 1, 2, 4 ... times the first wait, up to a minute; said once, then at debug level.
-  const absl::Duration wait =
-      std::min(queue.first_retry * (int64_t{1} << std::min(r.failures, 16)), absl::Minutes(1));
-  ++r.failures;
-  r.retry_at = absl::Now() + wait;
-  spdlog::log(r.failures == 1 ? spdlog::level::err : spdlog::level::debug,
-              "cannot remove container {} (attempt {}): {}; trying again in {}", r.name,
-              r.failures, codemode::LogLongText(s.message()), absl::FormatDuration(wait));
-  return false;
-}
-
-void SandboxFactory::RetryRemovals() {
-  {
-    codemode::MutexLock lock(&removals_->mu);
-    const absl::Time now = absl::Now();
-    auto due = std::stable_partition(removals_->failed.begin(), removals_->failed.end(),
-                                     [now](const RemovalQueue::Removal& r) { return r.retry_at > now; });
-    if (due == removals_->failed.end()) return;
-    removals_->queued.insert(removals_->queued.end(), std::make_move_iterator(due),
-                             std::make_move_iterator(removals_->failed.end()));
-    removals_->failed.erase(due, removals_->failed.end());
-    if (removals_->removing) return;
-    removals_->removing = true;
-  }
-  PostRemoval();
-}
-
-// Its failure was logged as an error: the log says how it ended.
-void SandboxFactory::LogRemovedAfterFailures(const RemovalQueue::Removal& r) {
-  if (r.failures > 0) spdlog::info("container {} removed at attempt {}", r.name, r.failures + 1);
-}
-
-size_t SandboxFactory::removals_awaiting() {
-  codemode::MutexLock lock(&removals_->mu);
-  return removals_->queued.size() + removals_->in_batch + removals_->failed.size();
-}
-
-size_t SandboxFactory::removals_failing() {
-  codemode::MutexLock lock(&removals_->mu);
-  return removals_->failed.size();
-}
+size_t SandboxFactory::removals_failing() { return removals_->failing(); }
 
 void SandboxFactory::RemoveSocketDir(const std::string& name) {
   std::error_code ec;

@@ -30,6 +30,7 @@
 #include "absl/time/time.h"
 #include "base/mutex.h"
 #include "sandboxd/async.h"
+#include "sandboxd/container_removals.h"
 #include "sandboxd/container_runtime.h"
 #include "sandboxd/limits.h"
 #include "sandboxd/runner_connection.h"
@@ -181,32 +182,9 @@ class SandboxFactory {
   Readiness readiness_ ABSL_GUARDED_BY(mu_) = {false, "no container has been started yet", false};
   absl::BitGen rng_ ABSL_GUARDED_BY(mu_);  // container names
 
-  // Containers that Kill and Discard queued for the next removal (RemoveQueued), shared
-  // with the removal task.
-  struct RemovalQueue {
-    struct Removal {
-      std::string name;
-      std::string socket_dir;  // removed after the container; empty: left (Kill)
-      int failures = 0;        // removals of it that failed so far
-      absl::Time retry_at;     // when it goes back in the queue, after a failure
-    };
-    explicit RemovalQueue(absl::Duration first_retry) : first_retry(first_retry) {}
-    const absl::Duration first_retry;
-    codemode::Mutex mu;
-    std::vector<Removal> queued ABSL_GUARDED_BY(mu);
-    std::vector<Removal> failed ABSL_GUARDED_BY(mu);  // until their retry_at
-    bool removing ABSL_GUARDED_BY(mu) = false;  // a RemoveQueued is posted or runs
-    size_t in_batch ABSL_GUARDED_BY(mu) = 0;     // taken from `queued`, being removed
-  };
-  void QueueRemoval(const std::string& name, std::string socket_dir);
-  void PostRemoval();  // of what is queued, on a worker
-  static void RemoveQueued(RemovalQueue& queue, ContainerRuntime* runtime);
-  // Removes `r`'s container on its own; false, logged and with its next wait set, if it fails.
-  static bool RemoveOne(RemovalQueue& queue, ContainerRuntime* runtime, RemovalQueue::Removal& r);
-  static void LogRemovedAfterFailures(const RemovalQueue::Removal& r);
-  static constexpr size_t kMaxBatch = 64;  // containers one `podman rm` takes
-  const std::shared_ptr<RemovalQueue> removals_ =
-      std::make_shared<RemovalQueue>(options_.removal_retry);
+  // Containers that Kill and Discard gave up, removed in the background.
+  const std::shared_ptr<ContainerRemovals> removals_ =
+      ContainerRemovals::Create(runtime_, workers_, options_.removal_retry);
 };
 
 }  // namespace sandboxd

@@ -1,0 +1,69 @@
+// ContainerRemovals: the containers of ended sessions, removed in the background.
+//
+// One `podman rm` runs at a time (on a worker) and takes every container queued while the
+// one before ran, up to kMaxBatch: a burst of deletions costs a few CLI starts, not one
+// each. A batch that fails (one name podman cannot remove, a timeout) goes again one by
+// one, so only what cannot be removed stays behind; that waits FactoryOptions::removal_retry,
+// then twice as long each time up to a minute, and goes back in the queue when RetryDue
+// finds its time has come. A container's socket directory, when it has one, is removed
+// after its first attempt. Until its removal succeeds a container may still run: awaiting()
+// counts them, failing() those whose removal failed.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/time/time.h"
+#include "base/mutex.h"
+#include "sandboxd/async.h"
+#include "sandboxd/container_runtime.h"
+
+namespace sandboxd {
+
+class ContainerRemovals : public std::enable_shared_from_this<ContainerRemovals> {
+ public:
+  // The queue's task holds it (shared), not its owner, which may go before `workers` do;
+  // `runtime` must outlive `workers`.
+  static std::shared_ptr<ContainerRemovals> Create(ContainerRuntime* runtime, WorkerPool* workers,
+                                                   absl::Duration first_retry);
+
+  // Queues `name`, and its socket directory to remove after it (empty: none).
+  void Add(const std::string& name, std::string socket_dir);
+  // Queues again the failed removals whose wait is over.
+  void RetryDue();
+  size_t failing();
+  size_t awaiting();
+
+  static constexpr size_t kMaxBatch = 64;  // containers one `podman rm` takes
+
+ private:
+  struct Removal {
+    std::string name;
+    std::string socket_dir;  // removed after the container's first attempt; empty: none
+    int failures = 0;        // removals of it that failed so far
+    absl::Time retry_at;     // when it goes back in the queue, after a failure
+  };
+  ContainerRemovals(ContainerRuntime* runtime, WorkerPool* workers, absl::Duration first_retry)
+      : runtime_(runtime), workers_(workers), first_retry_(first_retry) {}
+  // True when no RemoveQueued is posted or runs: the caller posts one (Post), once it
+  // holds no lock.
+  bool StartRemovingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Post();
+  void RemoveQueued();
+  // Removes `r`'s container on its own; false, logged and with its next wait set, if it fails.
+  bool RemoveOne(Removal& r);
+  static void LogRemovedAfterFailures(const Removal& r);
+
+  ContainerRuntime* const runtime_;
+  WorkerPool* const workers_;
+  const absl::Duration first_retry_;
+  codemode::Mutex mu_;
+  std::vector<Removal> queued_ ABSL_GUARDED_BY(mu_);
+  std::vector<Removal> failed_ ABSL_GUARDED_BY(mu_);  // until their retry_at
+  size_t in_batch_ ABSL_GUARDED_BY(mu_) = 0;         // taken from queued_, being removed
+  bool removing_ ABSL_GUARDED_BY(mu_) = false;       // a RemoveQueued is posted or runs
+};
+
+}  // namespace sandboxd
