@@ -54,6 +54,9 @@ absl::StatusOr<std::unique_ptr<RunnerConnection>> RunnerConnection::Connect(
         return absl::UnavailableError("runner's first frame was not 'ready'");
       }
       conn->ready_ = std::get<ReadyMessage>(*first);
+      ucred peer{};
+      socklen_t peer_len = sizeof peer;
+      if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &peer_len) == 0) conn->peer_pid_ = peer.pid;
       // Version 1 runners (in containers started before an upgrade) still work: they get
       // file chunks as base64 JSON (kBinaryChunksSinceRunner).
       if (conn->ready_.runner_version < 1 || conn->ready_.runner_version > kRunnerVersion) {

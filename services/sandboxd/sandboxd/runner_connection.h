@@ -12,6 +12,8 @@
 //   conn->Close();   // never from the reader thread (it joins it)
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <deque>
 #include <memory>
@@ -59,6 +61,9 @@ class RunnerConnection {
   RunnerConnection& operator=(const RunnerConnection&) = delete;
 
   const ReadyMessage& ready() const { return ready_; }
+  // The process that made the runner's listening socket (SO_PEERCRED), as sandboxd's pid
+  // namespace sees it; 0 when the kernel did not say.
+  pid_t peer_pid() const { return peer_pid_; }
 
   // Sends ping, waits for the matching pong. Only before Start().
   absl::Status PingSync(absl::Duration timeout);
@@ -127,6 +132,7 @@ class RunnerConnection {
   bool taking_descriptor_ = false;
   FrameDecoder decoder_;  // owned by whoever reads: the caller before Start(), then the reader
   ReadyMessage ready_;
+  pid_t peer_pid_ = 0;
   Listener* listener_ = nullptr;
   std::thread reader_;
   std::atomic<bool> closed_{false};

@@ -70,6 +70,7 @@ absl::Status SandboxFactory::EnsureProbed() {
 
 void SandboxFactory::RemoveNow(const std::vector<std::string>& names) {
   if (names.empty()) return;
+  EndProcesses(names);
   if (absl::Status s = runtime_->Remove(names); !s.ok()) {
     spdlog::error("cannot remove containers: {}", s.message());
   }
@@ -186,6 +187,7 @@ absl::StatusOr<Sandbox> SandboxFactory::StartContainer(const SandboxConfig& conf
     return s;
   }
   SealSocketDir(sb.name);
+  NoteProcesses(sb.name, **conn);
   sb.conn = std::move(*conn);
   return sb;
 }
@@ -198,9 +200,40 @@ absl::Status SandboxFactory::CheckRunnerToken(const std::string& name, const Rea
       "session answering in the runner's place?)");
 }
 
-void SandboxFactory::Discard(const std::string& name) { removals_->Add(name, SocketDir(name)); }
+void SandboxFactory::NoteProcesses(const std::string& name, const RunnerConnection& conn) {
+  std::optional<ProcessRef> init =
+      conn.peer_pid() > 0 ? NestedNamespaceInit("/proc", conn.peer_pid()) : std::nullopt;
+  codemode::MutexLock lock(&mu_);
+  if (init) {
+    inits_[name] = *init;
+  } else {
+    inits_.erase(name);
+  }
+}
 
-void SandboxFactory::Kill(const std::string& name) { removals_->Add(name, ""); }
+void SandboxFactory::EndProcesses(const std::vector<std::string>& names) {
+  std::vector<ProcessRef> doomed;
+  {
+    codemode::MutexLock lock(&mu_);
+    for (const std::string& name : names) {
+      auto it = inits_.find(name);
+      if (it == inits_.end()) continue;
+      doomed.push_back(it->second);
+      inits_.erase(it);
+    }
+  }
+  for (const ProcessRef& p : doomed) KillChecked(p.pid, p.start_time);
+}
+
+void SandboxFactory::Discard(const std::string& name) {
+  EndProcesses({name});
+  removals_->Add(name, SocketDir(name));
+}
+
+void SandboxFactory::Kill(const std::string& name) {
+  EndProcesses({name});
+  removals_->Add(name, "");
+}
 
 void SandboxFactory::RetryRemovals() { removals_->RetryDue(); }
 

@@ -7,7 +7,7 @@
 //   SandboxFactory factory(options, &runtime, &workers, hooks);
 //   absl::StatusOr<Sandbox> sb = factory.Start({limits, isolation}, "session");  // probes first
 //   if (!sb.ok()) return sb.status();
-//   factory.Kill(sb->name);              // stuck or lost: the container goes, in the background
+//   factory.Kill(sb->name);              // stuck or lost: its processes end, the container goes
 //   factory.RemoveSocketDir(sb->name);   // once its session let go of the connection
 //   factory.Discard(sb->name);           // both, in the background (a sandbox never handed out)
 //
@@ -32,6 +32,7 @@
 #include "sandboxd/async.h"
 #include "sandboxd/container_removals.h"
 #include "sandboxd/container_runtime.h"
+#include "sandboxd/host_processes.h"
 #include "sandboxd/limits.h"
 #include "sandboxd/runner_connection.h"
 #include "sandboxd/uid_pool.h"
@@ -116,13 +117,23 @@ class SandboxFactory {
   // Probes if needed, starts a container of `config` labelled with `role`, waits for its
   // runner and connects. Records the outcome in readiness.
   absl::StatusOr<Sandbox> Start(const SandboxConfig& config, const std::string& role);
-  // Removes the container and its socket directory on a worker thread (with the others
-  // queued meanwhile: one removal at a time, of all of them).
+  // Ends the sandbox's processes now (NoteProcesses) and removes the container and its
+  // socket directory on a worker thread (with the others queued meanwhile: one removal at a
+  // time, of all of them).
   void Discard(const std::string& name);
-  // Removes the container on a worker thread, as Discard does, and leaves its socket
-  // directory, which the session's runner connection still names (RemoveSocketDir once the
-  // session is gone).
+  // Ends the sandbox's processes now and removes the container on a worker thread, as
+  // Discard does, and leaves its socket directory, which the session's runner connection
+  // still names (RemoveSocketDir once the session is gone).
   void Kill(const std::string& name);
+  // Notes which host process holds the sandbox's processes together, from its runner's
+  // end of `conn`: the init of the runner's pid namespace (a container's catatonit, a
+  // bwrap sandbox's init, gVisor's sandbox process). Kill, Discard and RemoveNow SIGKILL it
+  // before the removal, so the kernel ends all of the sandbox's processes at once and a
+  // deleted session's code stops even while its removal waits (podman on a lock, a
+  // removal that failed). Start notes its own sandboxes; a re-attached one is noted here.
+  // Nothing is noted for a runner in sandboxd's own pid namespace (a plain host process):
+  // the removal alone ends it.
+  void NoteProcesses(const std::string& name, const RunnerConnection& conn);
   // Removes the socket directory of a container, on this thread.
   void RemoveSocketDir(const std::string& name);
   // Removes containers and their socket directories now, on this thread.
@@ -182,6 +193,10 @@ class SandboxFactory {
   Readiness readiness_ ABSL_GUARDED_BY(mu_) = {false, "no container has been started yet", false};
   absl::BitGen rng_ ABSL_GUARDED_BY(mu_);  // container names
 
+  // SIGKILLs the noted init of each of `names` and forgets it.
+  void EndProcesses(const std::vector<std::string>& names);
+  // The init process of each sandbox started or re-attached and not yet given up.
+  std::map<std::string, ProcessRef> inits_ ABSL_GUARDED_BY(mu_);
   // Containers that Kill and Discard gave up, removed in the background.
   const std::shared_ptr<ContainerRemovals> removals_ =
       ContainerRemovals::Create(runtime_, workers_, options_.removal_retry);

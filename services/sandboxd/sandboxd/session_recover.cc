@@ -102,6 +102,7 @@ bool SessionManager::Reattach(const SessionRecord& record,
     *why = std::string(s.message());
     return false;
   }
+  factory_.NoteProcesses(name, **conn);
   const sandbox::v1::Session& sp = record.session;
   Session::Metadata md;
   md.id = sp.id();

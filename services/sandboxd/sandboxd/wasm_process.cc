@@ -193,16 +193,6 @@ absl::StatusOr<SpawnedProcess> SpawnJailed(const SpawnRequest& request) {
   return out;
 }
 
-void SignalChecked(pid_t pid, uint64_t start_time, int signal) {
-  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-  if (pidfd < 0) return;  // gone
-  absl::StatusOr<uint64_t> now = ProcessStartTime("/proc", pid);
-  if (now.ok() && *now == start_time) syscall(SYS_pidfd_send_signal, pidfd, signal, nullptr, 0);
-  close(pidfd);
-}
-
-void KillChecked(pid_t pid, uint64_t start_time) { SignalChecked(pid, start_time, SIGKILL); }
-
 bool ProcessRunning(pid_t pid, uint64_t start_time) {
   absl::StatusOr<uint64_t> now = ProcessStartTime("/proc", pid);
   if (!now.ok() || *now != start_time) return false;

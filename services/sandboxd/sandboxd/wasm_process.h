@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "sandboxd/host_processes.h"  // KillChecked, SignalChecked
 
 namespace sandboxd {
 
@@ -47,12 +48,6 @@ struct SpawnedProcess {
 // environment; 4 is bwrap's info) and 6 (egress.sock). Under
 // bwrap, waits (at most 10 s) for its info to name the init's pid.
 absl::StatusOr<SpawnedProcess> SpawnJailed(const SpawnRequest& request);
-
-// SIGKILL to `pid` only while it is the process that started at `start_time` (a pidfd
-// pins it between the check and the signal).
-void KillChecked(pid_t pid, uint64_t start_time);
-// The same with any signal.
-void SignalChecked(pid_t pid, uint64_t start_time, int signal);
 
 // Whether `pid` is the process that started at `start_time` and has not ended. A process
 // that ended but is not reaped yet (a zombie: after a restart of sandboxd its parent is

@@ -145,6 +145,17 @@ std::string SandboxdProcess::instance() const {
   return buf;
 }
 
+grpc::health::v1::HealthCheckResponse::ServingStatus Health(SandboxdProcess& d,
+                                                            const std::string& service) {
+  auto health = grpc::health::v1::Health::NewStub(d.Channel());
+  grpc::ClientContext ctx;
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service(service);
+  grpc::health::v1::HealthCheckResponse resp;
+  EXPECT_TRUE(health->Check(&ctx, req, &resp).ok());
+  return resp.status();
+}
+
 sandbox::v1::Info GetInfo(sandbox::v1::SandboxService::Stub& stub) {
   grpc::ClientContext ctx;
   sandbox::v1::Info info;

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "sandbox/v1/sandbox.grpc.pb.h"
 
@@ -98,6 +99,9 @@ class SandboxdProcess {
 std::string SandboxdBinary();
 
 sandbox::v1::Info GetInfo(sandbox::v1::SandboxService::Stub& stub);
+// The daemon's health for `service` ("" for the server as a whole).
+grpc::health::v1::HealthCheckResponse::ServingStatus Health(SandboxdProcess& d,
+                                                            const std::string& service);
 // CreateSession that returns the status (and the session in `out` when given).
 grpc::Status TryCreate(sandbox::v1::SandboxService::Stub& stub,
                        const sandbox::v1::CreateSessionRequest& req = {},

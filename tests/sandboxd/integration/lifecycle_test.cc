@@ -24,17 +24,6 @@ namespace {
 namespace fs = std::filesystem;
 using sandbox::v1::Finished;
 
-grpc::health::v1::HealthCheckResponse::ServingStatus Health(SandboxdProcess& d,
-                                                            const std::string& service) {
-  auto health = grpc::health::v1::Health::NewStub(d.Channel());
-  grpc::ClientContext ctx;
-  grpc::health::v1::HealthCheckRequest req;
-  req.set_service(service);
-  grpc::health::v1::HealthCheckResponse resp;
-  EXPECT_TRUE(health->Check(&ctx, req, &resp).ok());
-  return resp.status();
-}
-
 TEST(LifecycleTest, SocketIsPrivateAndHealthAndReflectionServe) {
   SandboxdProcess d;
   ASSERT_TRUE(d.Start());
@@ -434,66 +423,6 @@ TEST(LifecycleTest, StartsWithoutPodmanAndSaysWhy) {
   EXPECT_NE(info.notes(0).find("unavailable"), std::string::npos) << info.notes(0);
 }
 
-// A podman whose `run` fails the way a missing init binary makes it fail while `broken`
-// exists, and is the real podman otherwise.
-class BreakablePodman {
- public:
-  BreakablePodman() {
-    dir_ = "/tmp/sbx-breakable-" + std::to_string(getpid());
-    fs::create_directories(dir_);
-    std::string real = Sh("command -v podman");
-    real.pop_back();
-    std::ofstream(path()) << "#!/bin/sh\n"
-                          << "for a in \"$@\"; do\n"
-                          << "  if [ \"$a\" = run ] && [ -e " << dir_ << "/broken ]; then\n"
-                          << "    echo 'Error: container-init binary not found on the host (test)' >&2\n"
-                          << "    exit 125\n"
-                          << "  fi\n"
-                          << "done\n"
-                          << "exec " << real << " \"$@\"\n";
-    fs::permissions(path(), fs::perms::owner_all);
-  }
-  ~BreakablePodman() { fs::remove_all(dir_); }
-  std::string path() const { return dir_ + "/podman"; }
-  void Break() { std::ofstream(dir_ + "/broken") << "1"; }
-  void Repair() { fs::remove(dir_ + "/broken"); }
-
- private:
-  std::string dir_;
-};
-
-TEST(LifecycleTest, NotServingWhileContainersCannotStartAndRecoversByItself) {
-  using grpc::health::v1::HealthCheckResponse;
-  BreakablePodman podman;
-  podman.Break();
-  SandboxdProcess d({"--podman=" + podman.path(), "--pool_size=1"});
-  ASSERT_TRUE(d.Start());
-  auto stub = d.Stub();
-  // The pool's first start fails.
-  ASSERT_TRUE(WaitFor([&] { return d.Log().find("cannot start containers") != std::string::npos; }))
-      << d.Log();
-  for (const char* service : {"", "sandbox.v1.SandboxService"}) {
-    EXPECT_EQ(Health(d, service), HealthCheckResponse::NOT_SERVING) << service;
-  }
-  sandbox::v1::Info info = GetInfo(*stub);
-  EXPECT_FALSE(info.serving());
-  ASSERT_GT(info.notes_size(), 0);
-  EXPECT_NE(info.notes(0).find("container-init binary not found"), std::string::npos) << info.notes(0);
-  grpc::Status st = TryCreate(*stub);
-  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_NE(st.error_message().find("container-init binary not found"), std::string::npos)
-      << st.error_message();
-  EXPECT_NE(d.Log().find("cannot start containers"), std::string::npos) << d.Log();
-
-  podman.Repair();  // nobody calls: the daemon finds out by itself
-  EXPECT_TRUE(WaitFor([&] { return Health(d, "sandbox.v1.SandboxService") == HealthCheckResponse::SERVING; },
-                      40000))
-      << d.Log();
-  EXPECT_EQ(Health(d, ""), HealthCheckResponse::SERVING);
-  EXPECT_TRUE(GetInfo(*stub).serving());
-  EXPECT_TRUE(TryCreate(*stub).ok());
-}
-
 TEST(LifecycleTest, WithoutAPoolHealthStillReflectsContainerStarts) {
   using grpc::health::v1::HealthCheckResponse;
   SandboxdProcess d({"--pool_size=0"});
@@ -501,32 +430,6 @@ TEST(LifecycleTest, WithoutAPoolHealthStillReflectsContainerStarts) {
   // One probe container proves that containers start; it is removed right after.
   EXPECT_TRUE(WaitFor([&] { return Health(d, "") == HealthCheckResponse::SERVING; }, 40000)) << d.Log();
   EXPECT_TRUE(WaitFor([&] { return d.LiveContainers() == 0; }));
-}
-
-TEST(LifecycleTest, SelfCheckRunsPrintOneAndSaysWhyWhenItCannot) {
-  const std::string dirs = "ls -d /tmp/sandboxd-self-check-* 2>/dev/null | wc -l";
-  const std::string containers =
-      "podman ps -a --format '{{index .Labels \"io.sandboxd.state-dir\"}}' | grep -c sandboxd-self-check-";
-  // Another set-up may be checking right now: compare with what was there before.
-  const std::string before = Sh(dirs), containers_before = Sh(containers);
-  int rc = -1;
-  // The configured state directory (a running daemon's, perhaps) is not touched: not even
-  // its seccomp profile is written.
-  const std::string configured = "/tmp/sbx-self-check-state-" + std::to_string(getpid());
-  std::string out = Sh(SandboxdBinary() + " --self_check --state_dir=" + configured + " 2>&1", &rc);
-  EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("self-check passed"), std::string::npos) << out;
-  EXPECT_FALSE(fs::exists(configured)) << out;
-  fs::remove_all(configured);
-
-  BreakablePodman podman;
-  podman.Break();
-  out = Sh(SandboxdBinary() + " --self_check --podman=" + podman.path() + " 2>&1", &rc);
-  EXPECT_EQ(rc, 1) << out;
-  EXPECT_NE(out.find("container-init binary not found"), std::string::npos) << out;
-  // Nothing is left behind either way.
-  EXPECT_EQ(Sh(containers), containers_before);
-  EXPECT_EQ(Sh(dirs), before);
 }
 
 TEST(LifecycleTest, AnAbortedTestLeavesNoDaemonOrContainer) {
