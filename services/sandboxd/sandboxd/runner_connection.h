@@ -61,8 +61,9 @@ class RunnerConnection {
   RunnerConnection& operator=(const RunnerConnection&) = delete;
 
   const ReadyMessage& ready() const { return ready_; }
-  // The process that made the runner's listening socket (SO_PEERCRED), as sandboxd's pid
-  // namespace sees it; 0 when the kernel did not say.
+  // The process that last called listen() on the runner's socket (SO_PEERCRED), as
+  // sandboxd's pid namespace sees it: the runner until the sandbox's code runs, which can
+  // call listen() on it too and exit. 0 when the kernel did not say.
   pid_t peer_pid() const { return peer_pid_; }
 
   // Sends ping, waits for the matching pong. Only before Start().

@@ -187,7 +187,9 @@ absl::StatusOr<Sandbox> SandboxFactory::StartContainer(const SandboxConfig& conf
     return s;
   }
   SealSocketDir(sb.name);
-  NoteProcesses(sb.name, **conn);
+  // The socket's peer is the runner that listened: no code of the sandbox has run yet.
+  const pid_t peer = (*conn)->peer_pid();
+  NoteProcesses(sb.name, peer > 0 ? NestedNamespaceInit("/proc", peer) : std::nullopt);
   sb.conn = std::move(*conn);
   return sb;
 }
@@ -200,15 +202,20 @@ absl::Status SandboxFactory::CheckRunnerToken(const std::string& name, const Rea
       "session answering in the runner's place?)");
 }
 
-void SandboxFactory::NoteProcesses(const std::string& name, const RunnerConnection& conn) {
-  std::optional<ProcessRef> init =
-      conn.peer_pid() > 0 ? NestedNamespaceInit("/proc", conn.peer_pid()) : std::nullopt;
+void SandboxFactory::NoteProcesses(const std::string& name, std::optional<ProcessRef> init) {
   codemode::MutexLock lock(&mu_);
   if (init) {
     inits_[name] = *init;
   } else {
     inits_.erase(name);
   }
+}
+
+std::optional<ProcessRef> SandboxFactory::NotedProcesses(const std::string& name) {
+  codemode::MutexLock lock(&mu_);
+  auto it = inits_.find(name);
+  if (it == inits_.end()) return std::nullopt;
+  return it->second;
 }
 
 void SandboxFactory::EndProcesses(const std::vector<std::string>& names) {

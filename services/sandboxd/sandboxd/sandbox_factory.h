@@ -125,15 +125,17 @@ class SandboxFactory {
   // Discard does, and leaves its socket directory, which the session's runner connection
   // still names (RemoveSocketDir once the session is gone).
   void Kill(const std::string& name);
-  // Notes which host process holds the sandbox's processes together, from its runner's
-  // end of `conn`: the init of the runner's pid namespace (a container's catatonit, a
-  // bwrap sandbox's init, gVisor's sandbox process). Kill, Discard and RemoveNow SIGKILL it
-  // before the removal, so the kernel ends all of the sandbox's processes at once and a
-  // deleted session's code stops even while its removal waits (podman on a lock, a
-  // removal that failed). Start notes its own sandboxes; a re-attached one is noted here.
-  // Nothing is noted for a runner in sandboxd's own pid namespace (a plain host process):
-  // the removal alone ends it.
-  void NoteProcesses(const std::string& name, const RunnerConnection& conn);
+  // Notes which host process holds the sandbox's processes together: the init of its
+  // runner's pid namespace. Kill, Discard and RemoveNow SIGKILL it before the removal, so
+  // the kernel ends all of the sandbox's processes at once and a deleted session's code
+  // stops even while its removal waits (podman on a lock, a removal that failed). Start
+  // notes its own sandboxes, found from the runner's end of the socket before any code
+  // ran (a container's catatonit, a bwrap sandbox's init, under gVisor the gofer, which
+  // made the socket on the host); a re-attached one is noted here from its session's
+  // record (NotedProcesses, stored). Nothing (nullopt) for a runner in sandboxd's own pid
+  // namespace (a plain host process): the removal alone ends it.
+  void NoteProcesses(const std::string& name, std::optional<ProcessRef> init);
+  std::optional<ProcessRef> NotedProcesses(const std::string& name);
   // Removes the socket directory of a container, on this thread.
   void RemoveSocketDir(const std::string& name);
   // Removes containers and their socket directories now, on this thread.

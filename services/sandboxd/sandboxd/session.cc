@@ -540,6 +540,7 @@ sandbox::v1::Session Session::ToProto() const {
 
 SessionRecord Session::Record() const {
   SessionRecord r{ToProto(), catalog().ToProto(), metadata_.container_name};
+  if (env_->containers) r.init = env_->containers->NotedProcesses(metadata_.container_name);
   codemode::MutexLock lock(&mu_);
   r.egress_bytes_used = EgressBytesLocked();
   return r;

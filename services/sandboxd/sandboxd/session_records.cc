@@ -25,6 +25,10 @@ std::string EncodeSessionRecord(const SessionRecord& record) {
               {"catalog", ProtoToJson(record.catalog)},
               {"container_name", record.container_name},
               {"egress_bytes_used", record.egress_bytes_used}};
+  if (record.init) {
+    rec["init_pid"] = record.init->pid;
+    rec["init_start_time"] = record.init->start_time;
+  }
   return rec.dump();
 }
 
@@ -48,6 +52,14 @@ absl::StatusOr<SessionRecord> DecodeSessionRecord(const std::string& contents) {
   if (auto used = rec.find("egress_bytes_used"); used != rec.end()) {
     out.egress_bytes_used =
         used->is_number_unsigned() ? used->get<uint64_t>() : std::numeric_limits<uint64_t>::max();
+  }
+  auto pid = rec.find("init_pid");
+  auto start = rec.find("init_start_time");
+  if (pid != rec.end() && start != rec.end() && pid->is_number_unsigned() &&
+      start->is_number_unsigned() && pid->get<uint64_t>() > 0 &&
+      pid->get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<pid_t>::max()) &&
+      start->get<uint64_t>() > 0) {
+    out.init = ProcessRef{static_cast<pid_t>(pid->get<uint64_t>()), start->get<uint64_t>()};
   }
   if (!google::protobuf::util::JsonStringToMessage(*session, &out.session).ok() ||
       !google::protobuf::util::JsonStringToMessage(*catalog, &out.catalog).ok()) {

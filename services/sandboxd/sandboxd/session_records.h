@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -28,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "base/mutex.h"
 #include "sandbox/v1/sandbox.pb.h"
+#include "sandboxd/host_processes.h"
 #include "sandboxd/record_store.h"
 
 namespace sandboxd {
@@ -39,12 +41,17 @@ struct SessionRecord {
   // The bytes its egress quota had counted when the record was written (docs/egress.md,
   // "Across a sandboxd restart").
   uint64_t egress_bytes_used = 0;
+  // The init of the sandbox's pid namespace, as noted when its container started
+  // (SandboxFactory::NoteProcesses): what a re-attached session's end kills. Absent in an
+  // older version's record, and for a runner noted without one.
+  std::optional<ProcessRef> init;
 };
 
 // The stored form (JSON, readable by hand) and back. An egress count that is not a
 // non-negative integer below 2^64 reads as the most there is (UINT64_MAX, which the quota
 // caps at its limit): damage spends the session's quota rather than refilling it. A record
-// without one (an older version's) reads as 0.
+// without one (an older version's) reads as 0. An init that is not two positive integers
+// reads as none.
 std::string EncodeSessionRecord(const SessionRecord& record);
 absl::StatusOr<SessionRecord> DecodeSessionRecord(const std::string& contents);
 

@@ -102,7 +102,9 @@ bool SessionManager::Reattach(const SessionRecord& record,
     *why = std::string(s.message());
     return false;
   }
-  factory_.NoteProcesses(name, **conn);
+  // What was noted when the container started, before its code ran: the runner's socket
+  // now names whoever last called listen() on it, which the session's code can be.
+  factory_.NoteProcesses(name, record.init);
   const sandbox::v1::Session& sp = record.session;
   Session::Metadata md;
   md.id = sp.id();

@@ -83,41 +83,99 @@ TEST(LifecycleTest, NotServingWhileContainersCannotStartAndRecoversByItself) {
   EXPECT_TRUE(TryCreate(*stub).ok());
 }
 
+// Code that keeps a core busy after its run returns.
+constexpr char kSpin[] =
+    "import threading\n"
+    "def spin():\n"
+    "    while True:\n"
+    "        pass\n"
+    "threading.Thread(target=spin, daemon=True).start()\n"
+    "print('spinning')";
+
+// Code that calls listen() on the runner's socket from a child process, which then exits.
+constexpr char kListenOnTheRunnersSocket[] =
+    "import os, socket\n"
+    "fds = []\n"
+    "for f in os.listdir('/proc/self/fd'):\n"
+    "    try:\n"
+    "        s = socket.socket(fileno=os.dup(int(f)))\n"
+    "    except OSError:\n"
+    "        continue\n"
+    "    try:\n"
+    "        if (s.family == socket.AF_UNIX and\n"
+    "                s.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) and\n"
+    "                str(s.getsockname()).endswith('runner.sock')):\n"
+    "            fds.append(int(f))\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "    s.close()\n"
+    "if fds:\n"
+    "    pid = os.fork()\n"
+    "    if pid == 0:\n"
+    "        socket.socket(fileno=os.dup(fds[0])).listen(4)\n"
+    "        os._exit(0)\n"
+    "    os.waitpid(pid, 0)\n"
+    "print('listened' if fds else 'no listener')\n";
+
+// A daemon on a podman whose `rm` can be made to fail, and a session of it.
+class RemovalFailureTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(d_.Start());
+    session_ = CreateSession(*d_.Stub());
+  }
+
+  // Deletes the session, whose code runs on, while `podman rm` fails: its container stops
+  // all the same and stays until podman can remove it, then goes.
+  void DeleteWhileRemovalFails() {
+    const std::string running = d_.PodmanCommand() + " inspect --format '{{.State.Running}}' " +
+                                session_.container_id() + " 2>&1";
+    ASSERT_EQ(Sh(running), "true\n");
+    // The daemon's first probe container is gone (removed after it proved containers start).
+    ASSERT_TRUE(WaitFor([&] { return d_.LiveContainers() == 1; })) << d_.Log();
+
+    podman_.BreakRemoval();
+    grpc::ClientContext ctx;
+    sandbox::v1::DeleteSessionRequest del;
+    del.set_session_id(session_.id());
+    sandbox::v1::DeleteSessionResponse deleted;
+    ASSERT_TRUE(d_.Stub()->DeleteSession(&ctx, del, &deleted).ok());
+    ASSERT_TRUE(WaitFor([&] { return d_.Log().find("cannot remove container") != std::string::npos; }))
+        << d_.Log();
+    EXPECT_TRUE(WaitFor([&] { return Sh(running) == "false\n"; })) << Sh(running) << d_.Log();
+    EXPECT_EQ(d_.LiveContainers(), 1) << "the container stays until podman can remove it";
+
+    podman_.RepairRemoval();
+    EXPECT_TRUE(WaitFor([&] { return d_.LiveContainers() == 0; }, 40000)) << d_.Log();
+  }
+
+  BreakablePodman podman_;
+  SandboxdProcess d_{{"--podman=" + podman_.path()}};
+  sandbox::v1::Session session_;
+};
+
 // A deleted session's code stops at once, even while its container cannot be removed:
 // sandboxd ends the sandbox's processes itself before it asks podman to remove it.
-TEST(LifecycleTest, ADeletedSessionsCodeStopsWhileItsContainerCannotBeRemoved) {
-  BreakablePodman podman;
-  SandboxdProcess d({"--podman=" + podman.path()});
-  ASSERT_TRUE(d.Start());
-  auto stub = d.Stub();
-  sandbox::v1::Session s = CreateSession(*stub);
-  sandbox::v1::Finished f = RunCode(*stub, s.id(),
-                                    "import threading\n"
-                                    "def spin():\n"
-                                    "    while True:\n"
-                                    "        pass\n"
-                                    "threading.Thread(target=spin, daemon=True).start()\n"
-                                    "print('spinning')");
-  ASSERT_EQ(f.stdout(), "spinning\n") << f.ShortDebugString();
-  const std::string running =
-      d.PodmanCommand() + " inspect --format '{{.State.Running}}' " + s.container_id() + " 2>&1";
-  ASSERT_EQ(Sh(running), "true\n");
-  // The daemon's first probe container is gone (removed after it proved containers start).
-  ASSERT_TRUE(WaitFor([&] { return d.LiveContainers() == 1; })) << d.Log();
+TEST_F(RemovalFailureTest, ADeletedSessionsCodeStopsAtOnce) {
+  ASSERT_EQ(RunCode(*d_.Stub(), session_.id(), kSpin).stdout(), "spinning\n");
+  DeleteWhileRemovalFails();
+}
 
-  podman.BreakRemoval();
-  grpc::ClientContext ctx;
-  sandbox::v1::DeleteSessionRequest del;
-  del.set_session_id(s.id());
-  sandbox::v1::DeleteSessionResponse deleted;
-  ASSERT_TRUE(stub->DeleteSession(&ctx, del, &deleted).ok());
-  ASSERT_TRUE(WaitFor([&] { return d.Log().find("cannot remove container") != std::string::npos; }))
-      << d.Log();
-  EXPECT_TRUE(WaitFor([&] { return Sh(running) == "false\n"; })) << Sh(running) << d.Log();
-  EXPECT_EQ(d.LiveContainers(), 1) << "the container stays until podman can remove it";
-
-  podman.RepairRemoval();
-  EXPECT_TRUE(WaitFor([&] { return d.LiveContainers() == 0; }, 40000)) << d.Log();
+// After a restart too, and whatever the code did to the runner's socket: a process of the
+// session that calls listen() on it and exits makes the socket's peer a pid that is gone
+// (and may be reused), so a re-attached session is ended through what was noted when its
+// container started, before any code ran (the session's record).
+TEST_F(RemovalFailureTest, ARestartedDaemonStillStopsCodeThatListenedOnTheRunnersSocket) {
+  sandbox::v1::Finished f = RunCode(*d_.Stub(), session_.id(), kListenOnTheRunnersSocket);
+  // Under gVisor the socket on the host is the gofer's, out of the code's reach.
+  if (TestIsolation() == "container") {
+    EXPECT_EQ(f.stdout(), "listened\n") << f.ShortDebugString();
+  }
+  ASSERT_EQ(RunCode(*d_.Stub(), session_.id(), kSpin).stdout(), "spinning\n");
+  ASSERT_EQ(d_.Stop(), 0);
+  ASSERT_TRUE(d_.Start());
+  EXPECT_EQ(RunCode(*d_.Stub(), session_.id(), "print('re-attached')").stdout(), "re-attached\n");
+  DeleteWhileRemovalFails();
 }
 
 TEST(LifecycleTest, SelfCheckRunsPrintOneAndSaysWhyWhenItCannot) {

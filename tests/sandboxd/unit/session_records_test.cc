@@ -157,6 +157,31 @@ TEST(SessionRecordFormatTest, TheEgressCountRoundTripsAndDamageSpendsIt) {
   }
 }
 
+// The sandbox's init noted at its start comes back as written; a record without one (an
+// older version's) or with anything but two positive integers has none.
+TEST(SessionRecordFormatTest, TheNotedInitRoundTripsAndDamageIsNone) {
+  SessionRecord r = MakeRecord("s-1");
+  r.init = ProcessRef{4242, 987654321};
+  absl::StatusOr<SessionRecord> back = DecodeSessionRecord(EncodeSessionRecord(r));
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_TRUE(back->init.has_value());
+  EXPECT_EQ(back->init->pid, 4242);
+  EXPECT_EQ(back->init->start_time, 987654321u);
+  r.init.reset();
+  EXPECT_FALSE(DecodeSessionRecord(EncodeSessionRecord(r))->init.has_value());
+
+  const std::string head = R"({"session":"{\"id\":\"s-1\"}","catalog":"{}","container_name":"c")";
+  for (const std::string& bad :
+       {R"("init_pid":0,"init_start_time":5)", R"("init_pid":-3,"init_start_time":5)",
+        R"("init_pid":4294967296,"init_start_time":5)", R"("init_pid":7,"init_start_time":0)",
+        R"("init_pid":"7","init_start_time":5)", R"("init_pid":7.5,"init_start_time":5)",
+        R"("init_pid":7)", R"("init_start_time":5)", R"("init_pid":null,"init_start_time":5)"}) {
+    absl::StatusOr<SessionRecord> damaged = DecodeSessionRecord(absl::StrCat(head, ",", bad, "}"));
+    ASSERT_TRUE(damaged.ok()) << bad << ": " << damaged.status();
+    EXPECT_FALSE(damaged->init.has_value()) << bad;
+  }
+}
+
 TEST(SessionRecordsTest, OnlyRegisteredSessionsHaveRecords) {
   FakeRecordStore store;
   SessionRecords records(&store);
