@@ -38,6 +38,7 @@
 #include "sandboxd/seccomp_profile.h"
 #include "base/version.h"
 #include "egress_flags.h"
+#include "limits_flags.h"
 #include "flag_groups.h"
 #include "paths.h"
 #include "self_check.h"
@@ -121,21 +122,17 @@ ABSL_FLAG(absl::Duration, lost_session_ttl, absl::Minutes(30),
 ABSL_FLAG(uint32_t, max_lost_sessions, 1024,
           "Lost sessions whose ids are remembered (a few KiB each); past it the oldest of "
           "the owner with the most are forgotten (their ids answer NOT_FOUND).");
-ABSL_FLAG(uint64_t, memory_mb, 512, "Default memory limit per session, MiB.");
-ABSL_FLAG(uint64_t, max_memory_mb, 4096, "Largest memory limit a client may ask for, MiB.");
-ABSL_FLAG(uint32_t, cpu_millis, 1000, "Default CPU quota per session (1000 = one core).");
-ABSL_FLAG(uint32_t, max_cpu_millis, 2000, "Largest CPU quota a client may ask for.");
-ABSL_FLAG(uint32_t, pids, 128, "Default process/thread limit per session.");
-ABSL_FLAG(uint32_t, max_pids, 1024, "Largest process limit a client may ask for.");
-ABSL_FLAG(uint32_t, nofile, 1024, "Open files per process (must not exceed our hard limit).");
-ABSL_FLAG(uint64_t, tmp_mb, 64, "Size of /tmp in each container, MiB.");
-ABSL_FLAG(uint64_t, workspace_mb, 256, "Size of /workspace in each container, MiB.");
-ABSL_FLAG(uint64_t, max_disk_mb, 2048, "Largest /tmp or /workspace a client may ask for, MiB.");
-ABSL_FLAG(uint32_t, timeout_ms, 30000, "Default execution timeout.");
-ABSL_FLAG(uint32_t, max_timeout_ms, 600000, "Largest execution timeout a client may ask for.");
 ABSL_FLAG(absl::Duration, kill_grace, absl::Seconds(2),
           "After a timeout or cancel, how long interrupted code may take to stop before the "
           "container is killed.");
+ABSL_FLAG(uint32_t, runner_cpu_millis, 100,
+          "CPU sandboxd may spend reading and handling one session's runner frames, in "
+          "thousandths of a core on average (past --runner_cpu_burst); over it that session's "
+          "frames are read more slowly, so a runner writing frames as fast as it can does not "
+          "take sandboxd's CPU from other sessions. 0: no limit.");
+ABSL_FLAG(absl::Duration, runner_cpu_burst, absl::Seconds(5),
+          "What a session's frames may use at once above --runner_cpu_millis, in time at that "
+          "rate.");
 ABSL_FLAG(uint64_t, max_output_bytes, 1 << 20,
           "Output kept and streamed per execution; the rest is dropped with a marker.");
 ABSL_FLAG(uint64_t, max_display_bytes, 2 << 20,
@@ -224,30 +221,6 @@ int RunSelfCheck(const sandboxd::ManagerOptions& options, sandboxd::ContainerRun
   return 0;
 }
 
-// The default and maximum limits from the flags; an error when the defaults exceed the
-// maxima.
-absl::Status LimitsFromFlags(sandboxd::ResolvedLimits* defaults, sandboxd::ResolvedLimits* maxima) {
-  defaults->memory_bytes = absl::GetFlag(FLAGS_memory_mb) << 20;
-  defaults->cpu_millis = absl::GetFlag(FLAGS_cpu_millis);
-  defaults->pids = absl::GetFlag(FLAGS_pids);
-  defaults->nofile = absl::GetFlag(FLAGS_nofile);
-  defaults->tmp_bytes = absl::GetFlag(FLAGS_tmp_mb) << 20;
-  defaults->workspace_bytes = absl::GetFlag(FLAGS_workspace_mb) << 20;
-  defaults->default_timeout_ms = absl::GetFlag(FLAGS_timeout_ms);
-  maxima->memory_bytes = absl::GetFlag(FLAGS_max_memory_mb) << 20;
-  maxima->cpu_millis = absl::GetFlag(FLAGS_max_cpu_millis);
-  maxima->pids = absl::GetFlag(FLAGS_max_pids);
-  maxima->nofile = defaults->nofile;
-  maxima->tmp_bytes = maxima->workspace_bytes = absl::GetFlag(FLAGS_max_disk_mb) << 20;
-  maxima->default_timeout_ms = absl::GetFlag(FLAGS_max_timeout_ms);
-  absl::StatusOr<sandboxd::ResolvedLimits> check = sandboxd::ResolveLimits({}, *defaults, *maxima);
-  if (!check.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("default limits exceed the maxima: ", check.status().message()));
-  }
-  return absl::OkStatus();
-}
-
 // The runners (--runner, --js_runner, else next to the binary), then a check of the paths
 // podman is given as they are: those and the state directory (set before this).
 absl::Status RunnersFromFlags(sandboxd::ManagerOptions* options) {
@@ -327,6 +300,12 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
     return absl::InvalidArgumentError("--max_rpc_threads must be at least 4");
   }
   options.kill_grace = absl::GetFlag(FLAGS_kill_grace);
+  options.runner_share.millis = absl::GetFlag(FLAGS_runner_cpu_millis);
+  options.runner_share.burst = absl::GetFlag(FLAGS_runner_cpu_burst);
+  if (options.runner_share.burst <= absl::ZeroDuration() ||
+      options.runner_share.burst > absl::Minutes(10)) {
+    return absl::InvalidArgumentError("--runner_cpu_burst must be above 0 and at most 10m");
+  }
   options.version = codemode::kVersion;
   for (const std::string& kv : absl::GetFlag(FLAGS_env)) {
     if (kv.find('=') == std::string::npos) {

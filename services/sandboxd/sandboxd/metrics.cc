@@ -107,6 +107,13 @@ void SandboxdMetrics::RegisterExecutions(prometheus::Registry& r) {
                          .Help("Output bytes cut by the output cap (--max_output_bytes).")
                          .Register(r)
                          .Add({});
+  runner_frames_waited_ =
+      &prometheus::BuildCounter()
+           .Name(Name("runner_frames_waited_seconds_total"))
+           .Help("Time sessions' runner frames waited to be read because they had used their "
+                 "share of sandboxd's CPU (--runner_cpu_millis).")
+           .Register(r)
+           .Add({});
   displays_dropped_ = &prometheus::BuildCounter()
                            .Name(Name("displays_dropped_total"))
                            .Help("Displays dropped by the display cap (--max_display_bytes).")
@@ -218,6 +225,11 @@ void SandboxdMetrics::QueueWaited(absl::Duration waited) {
 void SandboxdMetrics::OutputDropped(uint64_t bytes) {
   if (!counting_) return;
   if (bytes > 0) output_dropped_->Increment(static_cast<double>(bytes));
+}
+
+void SandboxdMetrics::RunnerFramesWaited(absl::Duration waited) {
+  if (!counting_) return;
+  runner_frames_waited_->Increment(absl::ToDoubleSeconds(waited));
 }
 
 void SandboxdMetrics::DisplaysDropped(uint64_t n) {

@@ -103,6 +103,9 @@ class SandboxdMetrics {
     if (counting_) (ok ? tool_calls_ok_ : tool_calls_error_)->Increment();
   }
   void OutputDropped(uint64_t bytes);
+  // A session's runner frames waited this long for their share of sandboxd's CPU
+  // (--runner_cpu_millis).
+  void RunnerFramesWaited(absl::Duration waited);
   void DisplaysDropped(uint64_t n);
   void ContainerOpDone(ContainerOp op, bool ok, absl::Duration took);
   void FileBytes(Direction direction, uint64_t bytes);
@@ -141,6 +144,7 @@ class SandboxdMetrics {
   prometheus::Counter* tool_calls_ok_ = nullptr;
   prometheus::Counter* tool_calls_error_ = nullptr;
   prometheus::Counter* output_dropped_ = nullptr;
+  prometheus::Counter* runner_frames_waited_ = nullptr;
   prometheus::Counter* displays_dropped_ = nullptr;
   // [op][0] ok, [op][1] error.
   std::array<std::array<prometheus::Counter*, 2>, static_cast<size_t>(ContainerOp::kCount)>

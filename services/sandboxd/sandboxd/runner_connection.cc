@@ -5,8 +5,10 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -187,14 +189,47 @@ absl::StatusOr<AckMessage> RunnerConnection::RequestSync(const nlohmann::json& f
   }
 }
 
-void RunnerConnection::Start(Listener* listener) {
+void RunnerConnection::Start(Listener* listener, RunnerCpuShare share) {
   listener_ = listener;
-  reader_ = codemode::StartThread("runner reader", [this] { ReadLoop(); });
+  reader_ = codemode::StartThread("runner reader", [this, share] { ReadLoop(share); });
 }
 
-void RunnerConnection::ReadLoop() {
+namespace {
+
+absl::Duration ThreadCpuTime() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return absl::DurationFromTimespec(ts);
+}
+
+}  // namespace
+
+void RunnerConnection::WaitForShare(const RunnerCpuShare& share, CpuBucket& bucket,
+                                    absl::Time& last_wall, absl::Duration& last_cpu) {
+  const absl::Time wall = absl::Now();
+  const absl::Duration cpu = ThreadCpuTime();
+  const bool over = bucket.Step(share.millis, share.burst, wall - last_wall,
+                                static_cast<uint64_t>(absl::ToInt64Nanoseconds(cpu - last_cpu)));
+  last_wall = wall;
+  last_cpu = cpu;
+  if (!over) return;
+  // In slices, so that Close() (which joins this thread) waits for at most one.
+  const absl::Time until = wall + bucket.Debt(share.millis);
+  absl::Time now = wall;
+  for (; now < until && !closed_; now = absl::Now()) {
+    absl::SleepFor(std::min(until - now, absl::Milliseconds(20)));
+  }
+  last_wall = now;  // the wait earned nothing: the debt is paid
+  bucket.credit_ns = 0;
+  listener_->OnReaderWaited(now - wall);
+}
+
+void RunnerConnection::ReadLoop(RunnerCpuShare share) {
   char buf[65536];
   absl::Status reason;
+  CpuBucket bucket = CpuBucket::Full(share.millis, share.burst);
+  absl::Time last_wall = absl::Now();
+  absl::Duration last_cpu = ThreadCpuTime();
   for (;;) {
     absl::StatusOr<std::optional<RunnerMessage>> message = decoder_.NextMessage();
     if (!message.ok()) {
@@ -209,6 +244,7 @@ void RunnerConnection::ReadLoop() {
       }
       continue;
     }
+    if (share.millis > 0) WaitForShare(share, bucket, last_wall, last_cpu);
     ssize_t n = recv(fd_, buf, sizeof buf, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {

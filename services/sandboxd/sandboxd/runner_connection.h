@@ -26,9 +26,21 @@
 #include "base/mutex.h"
 #include "absl/time/time.h"
 #include "base/process.h"  // UniqueFd
+#include "sandboxd/cpu_bucket.h"
 #include "sandboxd/frame.h"
 
 namespace sandboxd {
+
+// How much CPU a RunnerConnection's reader thread may spend on the runner's frames
+// (reading, decoding and handling them), in thousandths of a core on average, past a burst
+// of `burst` of wall time's worth at that rate. Over it, the reader waits before it reads
+// on: a runner that writes frames faster than its share is slowed by its own socket
+// filling up, instead of taking sandboxd's CPU from every other session. millis 0: no
+// limit.
+struct RunnerCpuShare {
+  uint32_t millis = 0;
+  absl::Duration burst = absl::Seconds(1);
+};
 
 class RunnerConnection {
  public:
@@ -48,6 +60,9 @@ class RunnerConnection {
     // Called once on the reader thread when the connection ends: EOF (the container died),
     // a protocol violation (INVALID_ARGUMENT with the reason) or Close() (CANCELLED).
     virtual void OnRunnerClosed(absl::Status reason) = 0;
+    // Called on the reader thread after it waited `waited` for the frames' share of CPU
+    // (RunnerCpuShare) before reading on.
+    virtual void OnReaderWaited(absl::Duration waited) { (void)waited; }
   };
 
   // Connects to the runner's socket, retrying until it exists and accepts, and reads its
@@ -77,7 +92,7 @@ class RunnerConnection {
                                                  bool ask_listener = false);
 
   // Starts the reader thread. `listener` must outlive Close().
-  void Start(Listener* listener);
+  void Start(Listener* listener, RunnerCpuShare share = {});
 
   // Sends one frame without ever waiting: what the socket does not take at once (with
   // MSG_DONTWAIT) is queued for the writer thread. Callers may hold locks (a session's)
@@ -122,7 +137,11 @@ class RunnerConnection {
   // Sends `frame` (which has an "id") and reads until the `kind` reply with its id.
   absl::StatusOr<AckMessage> RequestSync(const nlohmann::json& frame, AckMessage::Kind kind,
                                          absl::Duration timeout);
-  void ReadLoop();
+  void ReadLoop(RunnerCpuShare share);
+  // Charges the reader's CPU time since the last call to `bucket` and waits while it is
+  // empty (until Close()).
+  void WaitForShare(const RunnerCpuShare& share, CpuBucket& bucket, absl::Time& last_wall,
+                    absl::Duration& last_cpu);
 
   const int fd_;
   const absl::Duration frame_deadline_;

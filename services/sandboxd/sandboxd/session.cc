@@ -78,7 +78,7 @@ std::shared_ptr<Session> Session::Create(SessionEnv* env, Metadata metadata, Cat
                                          bool push_catalog) {
   std::shared_ptr<Session> s(
       new Session(env, std::move(metadata), std::move(catalog), std::move(conn)));
-  s->conn_->Start(s.get());
+  s->conn_->Start(s.get(), env->runner_share);
   if (push_catalog) {
     // The runner handles frames in order, so the first execution sees this catalog. A
     // failed send shows up as EOF on the reader and loses the session.
@@ -356,6 +356,15 @@ void Session::CloseRouter(uint64_t exec_id) {
     e->runner_ids.clear();
   }
   Run(deferred);
+}
+
+void Session::OnReaderWaited(absl::Duration waited) {
+  env_->metrics->RunnerFramesWaited(waited);
+  if (reader_waited_) return;
+  reader_waited_ = true;
+  spdlog::warn("session {}: its runner's frames used their share of sandboxd's CPU "
+               "(--runner_cpu_millis={}); they are read more slowly while they come faster",
+               metadata_.id, env_->runner_share.millis);
 }
 
 void Session::OnRunnerClosed(absl::Status reason) {

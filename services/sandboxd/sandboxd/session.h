@@ -135,6 +135,9 @@ struct SessionEnv {
   uint64_t max_display_bytes = 2u << 20;
   uint32_t max_queue = 16;
   absl::Duration kill_grace = absl::Seconds(2);
+  // What the reader of each session's runner may spend on its frames (--runner_cpu_millis,
+  // --runner_cpu_burst).
+  RunnerCpuShare runner_share;
   uint32_t max_inflight_tool_calls = 1024;
   // Largest file moved in or out of a session's workspace (WorkspaceFiles).
   uint64_t max_file_bytes = 64u << 20;
@@ -258,6 +261,7 @@ class Session : public RunnerConnection::Listener, public std::enable_shared_fro
   // RunnerConnection::Listener
   void OnRunnerMessage(RunnerMessage message) override;
   void OnRunnerClosed(absl::Status reason) override;
+  void OnReaderWaited(absl::Duration waited) override;
 
  private:
   friend class Execution;
@@ -343,6 +347,7 @@ class Session : public RunnerConnection::Listener, public std::enable_shared_fro
   int64_t last_used_ms_ ABSL_GUARDED_BY(mu_) = 0;
   bool lost_ ABSL_GUARDED_BY(mu_) = false;
   bool detached_ ABSL_GUARDED_BY(mu_) = false;
+  bool reader_waited_ = false;  // the reader thread's: its first wait is logged
   std::string lost_reason_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<SessionEgress> egress_ ABSL_GUARDED_BY(mu_);
   // The egress count last put in the record, and when (RecordEgressUse).

@@ -72,6 +72,7 @@ SessionManager::SessionManager(ManagerOptions options, ContainerRuntime* runtime
   env_.max_display_bytes = options_.max_display_bytes;
   env_.max_queue = options_.max_queue;
   env_.kill_grace = options_.kill_grace;
+  env_.runner_share = options_.runner_share;
   env_.slots = this;
   env_.metrics = metrics_;
   metrics_->SetStateSource(this);

@@ -91,6 +91,8 @@ struct ManagerOptions {
   std::vector<std::string> images;
   uint32_t max_queue = 16;
   absl::Duration kill_grace = absl::Seconds(2);
+  // The CPU sandboxd spends on one session's runner frames (SessionEnv::runner_share).
+  RunnerCpuShare runner_share;
   std::string version = "dev";
   // Where sessions, executions and tool calls are counted (it outlives the manager);
   // nullptr: a private one nobody serves (tests, --self_check).

@@ -33,15 +33,6 @@ bool ProcessCpu(pid_t pid, uint64_t* ns) {
 
 }  // namespace
 
-bool StepWasmCpuBucket(WasmCpuBucket& bucket, uint32_t millis, absl::Duration elapsed, uint64_t used_ns) {
-  const int64_t burst = absl::ToInt64Nanoseconds(kWasmCpuBurst) / 1000 * millis;
-  const int64_t earned = absl::ToInt64Nanoseconds(elapsed) / 1000 * millis;
-  bucket.credit_ns = std::min(burst, bucket.credit_ns + earned) -
-                     static_cast<int64_t>(std::min<uint64_t>(used_ns, INT64_MAX / 2));
-  // However far over one tick went, a session waits at most a second's earnings.
-  bucket.credit_ns = std::max(bucket.credit_ns, -1000000 * int64_t{millis});
-  return bucket.credit_ns < 0;
-}
 
 std::vector<pid_t> WasmProcessTree(pid_t root) {
   std::vector<pid_t> tree = {root};

@@ -29,6 +29,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
 #include "base/mutex.h"
+#include "sandboxd/cpu_bucket.h"
 
 namespace sandboxd {
 
@@ -37,14 +38,15 @@ inline constexpr absl::Duration kWasmCpuTick = absl::Milliseconds(50);
 // What an idle session may use at once above its rate, in time at that rate.
 inline constexpr absl::Duration kWasmCpuBurst = absl::Milliseconds(100);
 
-// One session's bucket, in CPU nanoseconds; below 0 the session is over its rate.
-struct WasmCpuBucket {
-  int64_t credit_ns = 0;
-};
+// One session's bucket (cpu_bucket.h); below 0 the session is over its rate.
+using WasmCpuBucket = CpuBucket;
 
 // Adds what `elapsed` earns at `millis` (capped at kWasmCpuBurst's worth) and takes
 // `used_ns`; true when the session must be stopped (the bucket is empty).
-bool StepWasmCpuBucket(WasmCpuBucket& bucket, uint32_t millis, absl::Duration elapsed, uint64_t used_ns);
+inline bool StepWasmCpuBucket(WasmCpuBucket& bucket, uint32_t millis, absl::Duration elapsed,
+                              uint64_t used_ns) {
+  return bucket.Step(millis, kWasmCpuBurst, elapsed, used_ns);
+}
 
 // The processes of the tree under `root` (itself first), from /proc/<pid>/task/<pid>/children.
 std::vector<pid_t> WasmProcessTree(pid_t root);

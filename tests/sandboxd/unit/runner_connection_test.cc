@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -354,6 +355,59 @@ TEST(RunnerConnectionTest, AFirstFrameLargerThanAReadyIsRefusedByItsLength) {
 // A runner's frame is parsed into a document in the daemon: a dense frame (3 bytes a value)
 // would cost ~30 times its size there, in every session at once. A frame holds at most one
 // value per 128 bytes of its cap; a denser one is the runner's violation, parsed no further.
+// Counts the frames read and the reader's waits for its share of CPU.
+class Counting : public RunnerConnection::Listener {
+ public:
+  void OnRunnerMessage(RunnerMessage) override {
+    if (++frames_ == kExpected) all_read_.Notify();
+  }
+  void OnRunnerClosed(absl::Status) override {}
+  void OnReaderWaited(absl::Duration waited) override {
+    waited_ += waited;
+    ++waits_;
+  }
+  static constexpr int kExpected = 300;
+  std::atomic<int> frames_{0};
+  absl::Notification all_read_;
+  absl::Duration waited_;  // the reader thread's until all_read_
+  int waits_ = 0;
+};
+
+// A runner's frames take no more of the reader's CPU than their share: past its burst the
+// reader waits (and says so) before it reads on, and reads everything all the same.
+// Without a share it never waits.
+TEST(RunnerConnectionTest, TheReaderWaitsForItsShareOfCpuAndReadsEverything) {
+  for (const uint32_t millis : {0u, 1u}) {
+    DeafRunner runner;
+    Counting listener;  // outlives conn
+    auto conn = RunnerConnection::Connect(runner.path(), absl::Seconds(5));
+    ASSERT_TRUE(conn.ok()) << conn.status();
+    // A thousandth of a core, a millisecond's worth at once (a microsecond of CPU).
+    (*conn)->Start(&listener, RunnerCpuShare{millis, absl::Milliseconds(1)});
+    for (int i = 0; i < Counting::kExpected; ++i) {
+      runner.Reply({{"type", "pong"}, {"id", i}});
+    }
+    ASSERT_TRUE(listener.all_read_.WaitForNotificationWithTimeout(absl::Seconds(60))) << millis;
+    (*conn)->Close();
+    if (millis == 0) {
+      EXPECT_EQ(listener.waits_, 0);
+    } else {
+      EXPECT_GT(listener.waits_, 0);
+      EXPECT_GT(listener.waited_, absl::ZeroDuration());
+    }
+  }
+}
+
+// What the reader waits when over its share, and what it may use at once.
+TEST(CpuBucketTest, DebtIsTheTimeToEarnBackToZeroAndFullIsTheBurst) {
+  CpuBucket b = CpuBucket::Full(100, absl::Seconds(5));
+  EXPECT_EQ(b.credit_ns, 500000000);  // 5 s at a tenth of a core
+  EXPECT_EQ(b.Debt(100), absl::ZeroDuration());
+  EXPECT_TRUE(b.Step(100, absl::Seconds(5), absl::ZeroDuration(), 600000000));
+  EXPECT_EQ(b.Debt(100), absl::Seconds(1)) << "100 ms of CPU over, at 100 ms a second";
+  EXPECT_EQ(b.Debt(0), absl::ZeroDuration()) << "no rate: nothing to wait for";
+}
+
 TEST(FrameDecoderBudgetTest, AFrameHoldsAtMostOneValuePer128BytesOfItsCap) {
   const size_t budget = MaxFrameValues(kMaxRunnerFrameBytes);
   EXPECT_EQ(budget, 131072u);
