@@ -19,6 +19,7 @@ std::shared_ptr<ContainerRemovals> ContainerRemovals::Create(ContainerRuntime* r
 void ContainerRemovals::Add(const std::string& name, std::string socket_dir) {
   {
     codemode::MutexLock lock(&mu_);
+    if (!pending_.insert(name).second && socket_dir.empty()) return;
     queued_.push_back({name, std::move(socket_dir), 0, absl::InfinitePast()});
     if (!StartRemovingLocked()) return;
   }
@@ -47,7 +48,7 @@ size_t ContainerRemovals::failing() {
 
 size_t ContainerRemovals::awaiting() {
   codemode::MutexLock lock(&mu_);
-  return queued_.size() + in_batch_ + failed_.size();
+  return pending_.size();
 }
 
 bool ContainerRemovals::StartRemovingLocked() {
@@ -74,7 +75,6 @@ void ContainerRemovals::RemoveQueued() {
       batch.assign(std::make_move_iterator(queued_.begin()),
                    std::make_move_iterator(queued_.begin() + n));
       queued_.erase(queued_.begin(), queued_.begin() + n);
-      in_batch_ = n;
     }
     std::vector<std::string> names;
     for (const auto& r : batch) names.push_back(r.name);
@@ -91,8 +91,9 @@ void ContainerRemovals::RemoveQueued() {
       if (!r.socket_dir.empty()) std::filesystem::remove_all(r.socket_dir, ec);
     }
     codemode::MutexLock lock(&mu_);
-    in_batch_ = 0;
+    for (const Removal& r : batch) pending_.erase(r.name);
     for (Removal& r : failed) {
+      pending_.insert(r.name);
       r.socket_dir.clear();  // removed above
       failed_.push_back(std::move(r));
     }

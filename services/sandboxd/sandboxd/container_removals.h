@@ -11,6 +11,7 @@
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,7 +30,9 @@ class ContainerRemovals : public std::enable_shared_from_this<ContainerRemovals>
   static std::shared_ptr<ContainerRemovals> Create(ContainerRuntime* runtime, WorkerPool* workers,
                                                    absl::Duration first_retry);
 
-  // Queues `name`, and its socket directory to remove after it (empty: none).
+  // Queues `name`, and its socket directory to remove after it (empty: none). A name
+  // already given and not removed yet is not queued again unless it brings a socket
+  // directory (a session killed twice: its kill timer, then the end of its connection).
   void Add(const std::string& name, std::string socket_dir);
   // Queues again the failed removals whose wait is over.
   void RetryDue();
@@ -62,7 +65,7 @@ class ContainerRemovals : public std::enable_shared_from_this<ContainerRemovals>
   codemode::Mutex mu_;
   std::vector<Removal> queued_ ABSL_GUARDED_BY(mu_);
   std::vector<Removal> failed_ ABSL_GUARDED_BY(mu_);  // until their retry_at
-  size_t in_batch_ ABSL_GUARDED_BY(mu_) = 0;         // taken from queued_, being removed
+  std::set<std::string> pending_ ABSL_GUARDED_BY(mu_);  // every name given, not removed yet
   bool removing_ ABSL_GUARDED_BY(mu_) = false;       // a RemoveQueued is posted or runs
 };
 

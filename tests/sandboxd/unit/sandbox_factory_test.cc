@@ -147,6 +147,28 @@ TEST_F(SandboxFactoryRemovalTest, ContainersQueuedDuringARemovalGoInTheNextOneTo
   EXPECT_EQ(calls[2], std::vector<std::string>({"sbx-e"}));
 }
 
+// A container given up twice before it is removed (a session whose kill timer ended it,
+// then the end of its connection) is removed once and counted once.
+TEST_F(SandboxFactoryRemovalTest, AContainerKilledTwiceIsRemovedAndCountedOnce) {
+  runtime_.SetHeld(true);
+  factory_->Kill("sbx-a");
+  ASSERT_EQ(runtime_.CallsOnce(1).size(), 1u) << "the first removal did not start";
+  factory_->Kill("sbx-b");
+  factory_->Kill("sbx-b");
+  factory_->Kill("sbx-a");  // being removed
+  EXPECT_EQ(factory_->removals_awaiting(), 2u);
+  runtime_.SetHeld(false);
+  std::vector<std::vector<std::string>> calls = runtime_.CallsOnce(2);
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[1], std::vector<std::string>({"sbx-b"}));
+  for (absl::Time end = absl::Now() + absl::Seconds(15);
+       factory_->removals_awaiting() > 0 && absl::Now() < end;) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(factory_->removals_awaiting(), 0u);
+  EXPECT_EQ(runtime_.CallsOnce(2).size(), 2u) << "nothing removed again";
+}
+
 // A removal of many that fails is retried one by one: only the container that cannot be
 // removed stays, not every one queued beside it.
 TEST_F(SandboxFactoryRemovalTest, AFailedRemovalOfManyIsRetriedOneByOne) {
