@@ -83,8 +83,25 @@ class DisplayTest(RunnerTestCase):
         too_deep, fits = res.displays
         self.assertEqual(sorted(too_deep), ["text/plain"])
         self.assertEqual(json.loads(fits["application/json"]), json.loads("[" * 120 + "1" + "]" * 120))
-        self.assertIn("application/json data is nested deeper than 120 levels; not sent",
+        self.assertIn("application/json data not sent: nested deeper than 120 levels",
                       res.stream("stderr"))
+
+    def test_json_sandboxd_could_not_read_is_not_sent(self):
+        # An integer beyond a double's range, or more values than sandboxd's budget for
+        # display JSON: sent, either would end the session.
+        res = self.client.exec("from mcp.display import JSON\n"
+                               "display(JSON({'x': 10**400}))\n"
+                               "display({'application/json': [0] * ((1 << 20) + 1),\n"
+                               "         'text/plain': 'many'}, raw=True)\n"
+                               "display(JSON({'x': 10**300}))")
+        self.assertOk(res)
+        big, many, fits = res.displays
+        self.assertEqual(sorted(big), ["text/plain"])
+        self.assertEqual(sorted(many), ["text/plain"])
+        self.assertEqual(json.loads(fits["application/json"]), {"x": 10**300})
+        err = res.stream("stderr")
+        self.assertIn("application/json data not sent: holds an integer of 401 digits", err)
+        self.assertIn("application/json data not sent: holds more than 1048576 values", err)
 
     def test_raw_bundles_and_include_exclude(self):
         res = self.client.exec(

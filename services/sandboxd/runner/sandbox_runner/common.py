@@ -26,6 +26,9 @@ MAX_JSON_DEPTH = 120
 # sandboxd refuses a frame of more than one value per 128 bytes of its 16 MiB cap (131,072;
 # docs/runner-protocol.md), and the frame's own fields are a few more.
 MAX_ARGUMENT_VALUES = 131072 - 16
+# JSON values a display's application/json data may hold: sandboxd parses it with its
+# default budget for untrusted JSON (codemode::JsonLimits::max_values).
+MAX_DISPLAY_JSON_VALUES = 1 << 20
 
 RESULT_NAME = "__sandbox_cell_result__"     # hidden global that receives the trailing expression
 CELL_PREFIX = "<cell-"                      # filenames of agent code: <cell-1>, <cell-2>, ...
@@ -40,24 +43,6 @@ def log(message):
             stream.flush()
         except (OSError, ValueError):
             pass
-
-
-def nests_deeper(value, limit):
-    """Whether `value` has more than `limit` levels of dicts, lists and tuples (what
-    json.dumps writes as objects and arrays); a cycle is infinitely deep."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children = item.values()
-        elif isinstance(item, (list, tuple)):
-            children = item
-        else:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children)
-    return False
 
 
 def as_sent_json(value, max_depth, max_values, level=1):

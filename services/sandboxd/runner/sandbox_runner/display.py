@@ -20,7 +20,7 @@ import io
 import json
 import sys
 
-from .common import MAX_JSON_DEPTH, RESULT_REPR_LIMIT, nests_deeper
+from .common import MAX_DISPLAY_JSON_VALUES, MAX_JSON_DEPTH, RESULT_REPR_LIMIT, as_sent_json
 
 MIME_TYPES = ("text/plain", "text/html", "text/markdown", "text/latex", "image/png",
               "image/jpeg", "image/svg+xml", "application/json")
@@ -115,16 +115,12 @@ def _normalise_value(mime, value):
             return None
         return base64.b64encode(bytes(value)).decode("ascii")
     if mime == "application/json":
-        try:
-            text = json.dumps(value, ensure_ascii=False, allow_nan=False)
-        except (TypeError, ValueError, RecursionError) as exc:
-            _warn(f"application/json data is not JSON: {exc}; not sent")
+        # sandboxd parses it again and would end the session over what it cannot read.
+        plain, problem = as_sent_json(value, MAX_JSON_DEPTH, MAX_DISPLAY_JSON_VALUES)
+        if problem:
+            _warn(f"application/json data not sent: {problem}")
             return None
-        if nests_deeper(value, MAX_JSON_DEPTH):   # sandboxd would end the session
-            _warn(f"application/json data is nested deeper than {MAX_JSON_DEPTH} levels; "
-                  f"not sent")
-            return None
-        return text
+        return json.dumps(plain, ensure_ascii=False, allow_nan=False)
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).decode("utf-8", "replace")
     if not isinstance(value, str):
