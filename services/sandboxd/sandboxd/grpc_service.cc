@@ -255,6 +255,14 @@ class ExecuteReactor : public grpc::ServerBidiReactor<ExecuteRequest, ExecuteRes
     outbox_.pop_front();
     outbox_bytes_ -= std::min(outbox_bytes_, current_write_.ByteSizeLong() + kQueuedMessageOverhead);
     writing_ = true;
+    if (finished_seen_ && outbox_.empty()) {
+      // The last message: it and the status leave in one write, so the caller has the
+      // stream's end with its Finished instead of one wake-up later (there is no
+      // OnWriteDone for it; OnDone follows).
+      finish_called_ = true;
+      StartWriteAndFinish(&current_write_, grpc::WriteOptions(), grpc::Status::OK);
+      return;
+    }
     StartWrite(&current_write_);
   }
 
