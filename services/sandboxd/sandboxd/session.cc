@@ -255,9 +255,15 @@ void Session::FinishExecLocked(ExecState& e, Finished f, Deferred& out) {
   const absl::Duration ran = e.running ? absl::Now() - e.started : absl::ZeroDuration();
   if (e.running) f.set_duration_ms(static_cast<uint64_t>(absl::ToInt64Milliseconds(ran)));
   env_->metrics->ExecutionFinished(f.status(), e.running, ran);
-  spdlog::info("session {} execution {}: {} in {} ms, {} tool calls (trace {})", metadata_.id, e.id,
-               Finished::Status_Name(f.status()), absl::ToInt64Milliseconds(ran), e.tool_calls,
-               e.request.trace_id.empty() ? "-" : e.request.trace_id);
+  // The execution's line is written once its Finished is on the way: a log write wakes
+  // whoever reads the log (journald, a supervisor's pipe), and the caller need not wait
+  // for that.
+  std::string line;
+  if (spdlog::should_log(spdlog::level::info)) {
+    line = fmt::format("session {} execution {}: {} in {} ms, {} tool calls (trace {})", metadata_.id, e.id,
+                       Finished::Status_Name(f.status()), absl::ToInt64Milliseconds(ran), e.tool_calls,
+                       e.request.trace_id.empty() ? "-" : e.request.trace_id);
+  }
   f.set_stdout(std::move(e.stdout_text));
   f.set_stderr(std::move(e.stderr_text));
   for (auto& d : e.displays) *f.add_displays() = std::move(d);
@@ -274,6 +280,7 @@ void Session::FinishExecLocked(ExecState& e, Finished f, Deferred& out) {
   ++executions_;
   ++env_->executions_total;
   Notify(e, [f = std::move(f)](ExecutionObserver& o) { o.OnFinished(f); }, out);
+  if (!line.empty()) out.push_back([line = std::move(line)] { spdlog::info("{}", line); });
 }
 
 void Session::StopExec(uint64_t exec_id, ExecState::Stop why) {
@@ -548,7 +555,10 @@ sandbox::v1::Session Session::ToProto() const {
 }
 
 SessionRecord Session::Record() const {
-  SessionRecord r{ToProto(), catalog().ToProto(), metadata_.container_name};
+  SessionRecord r;
+  r.session = ToProto();
+  r.catalog = catalog().ToProto();
+  r.container_name = metadata_.container_name;
   if (env_->containers) r.init = env_->containers->NotedProcesses(metadata_.container_name);
   codemode::MutexLock lock(&mu_);
   r.egress_bytes_used = EgressBytesLocked();
