@@ -15,6 +15,7 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "base/allocator.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
@@ -24,6 +25,12 @@ ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error.");
 namespace codemode {
 
 void StartMain(int argc, char** argv, const ProgramHelp& program) {
+  // Abseil as Debian builds it (without NDEBUG) checks every lock taken while another is
+  // held against a process-wide graph of lock orders, recording stack traces, and aborts
+  // on a cycle; a release build of Abseil does not. The daemons run as release builds:
+  // the check costs each run on the request path tens of microseconds and a global lock.
+  // The tests keep it (they do not start here), and TSan checks lock order too.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   absl::SetProgramUsageMessage(program.description);
   // Abseil's own help (--helpshort, --helpmatch, ...) takes the program's flags as its
   // important ones too; --version never reaches it (ReadCommandLine answers it).
