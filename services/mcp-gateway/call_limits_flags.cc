@@ -23,6 +23,11 @@ ABSL_FLAG(uint32_t, max_resource_reads_in_flight, 4,
           "response is queued; past it a read is refused with an error naming this flag.");
 ABSL_FLAG(uint32_t, max_resource_reads_in_flight_per_credential, 2,
           "As --max_resource_reads_in_flight, for the sessions of one bearer token.");
+ABSL_FLAG(uint32_t, parked_call_threads, 8,
+          "Threads that ended a tools/call or resources/read and wait up to a minute for their "
+          "MCP session's next call instead of ending, all sessions together (at most one per "
+          "session): that call then starts without making a thread. 0: each call makes its "
+          "thread.");
 ABSL_FLAG(absl::Duration, resource_read_wait, absl::Seconds(30),
           "A resources/read of a bearer token holding none, past --max_resource_reads_in_flight, "
           "waits in line this long for a slot (freed slots go to the line first, in order; one "
@@ -38,4 +43,9 @@ std::shared_ptr<gateway::CallLimits> CallLimitsFromFlags(std::shared_ptr<codemod
   o.max_reads_per_credential = absl::GetFlag(FLAGS_max_resource_reads_in_flight_per_credential);
   o.read_wait = absl::GetFlag(FLAGS_resource_read_wait);
   return std::make_shared<gateway::CallLimits>(o, std::move(ceiling));
+}
+
+std::shared_ptr<codemode::ParkedThreads> ParkedCallThreadsFromFlags() {
+  const uint32_t n = absl::GetFlag(FLAGS_parked_call_threads);
+  return n == 0 ? nullptr : std::make_shared<codemode::ParkedThreads>(n);
 }

@@ -23,7 +23,7 @@ codemode::ProgramHelp GatewayHelp() {
             "max_calls_in_flight", "max_calls_in_flight_per_credential",
             "max_call_bytes_in_flight", "max_call_bytes_in_flight_per_credential",
             "max_resource_reads_in_flight", "max_resource_reads_in_flight_per_credential",
-            "resource_read_wait",
+            "resource_read_wait", "parked_call_threads",
             "max_pending_write_bytes", "max_pending_write_bytes_per_credential",
             "max_write_overdraft_bytes", "max_write_overdraft_bytes_per_credential",
             "max_buffered_bytes", "max_buffered_bytes_per_credential"}},

@@ -441,6 +441,7 @@ gateway::ServerOptions ServerOptionsFromFlags(std::shared_ptr<codemode::BufferCe
   gateway::ServerOptions o;
   o.max_message_json_values = absl::GetFlag(FLAGS_max_message_json_values);
   o.call_limits = CallLimitsFromFlags(ceiling);
+  o.parked_call_threads = ParkedCallThreadsFromFlags();
   o.ceiling = std::move(ceiling);
   return o;
 }

@@ -144,6 +144,34 @@ TEST(ThreadPoolTest, AParkedWorkerIsReusedThenLeavesAfterItsIdleTime) {
   EXPECT_TRUE(Eventually([&] { return pool.threads() == 0; })) << "the parked worker never left";
 }
 
+// Pools that share a bound on parked workers keep no more parked than it, together: the
+// pool that finds it full ends its worker, and finds room again once the other's is gone.
+TEST(ThreadPoolTest, PoolsSharingAParkingBoundParkNoMoreThanItAllows) {
+  auto parked = std::make_shared<ParkedThreads>(1);
+  ThreadPoolOptions a_options = Options("test park a", 4, 1);
+  a_options.parked = parked;
+  ThreadPoolOptions b_options = Options("test park b", 4, 1);
+  b_options.parked = parked;
+  auto a = std::make_unique<ThreadPool>(a_options);
+  ThreadPool b(b_options);
+  auto run = [](ThreadPool& pool) {
+    absl::Notification done;
+    ASSERT_TRUE(pool.Schedule([&done] { done.Notify(); }).ok());
+    done.WaitForNotification();
+  };
+  run(*a);
+  ASSERT_TRUE(Eventually([&] { return a->idle() == 1; }));
+  EXPECT_EQ(parked->parked(), 1u);
+  run(b);
+  EXPECT_TRUE(Eventually([&] { return b.threads() == 0; })) << "a worker parked past the shared bound";
+  EXPECT_EQ(parked->parked(), 1u);
+  a.reset();  // its parked worker ends and gives its room back
+  EXPECT_EQ(parked->parked(), 0u);
+  run(b);
+  EXPECT_TRUE(Eventually([&] { return b.idle() == 1; }));
+  EXPECT_EQ(parked->parked(), 1u);
+}
+
 TEST(ThreadPoolTest, WithoutIdleWorkersEachThreadEndsWithItsTask) {
   ThreadPool pool(Options("test no idle"));
   std::atomic<int> ran{0};

@@ -10,6 +10,16 @@
 
 namespace codemode {
 
+bool ParkedThreads::TryPark() {
+  size_t n = parked_.load(std::memory_order_relaxed);
+  while (n < max_) {
+    if (parked_.compare_exchange_weak(n, n + 1, std::memory_order_relaxed)) return true;
+  }
+  return false;
+}
+
+void ParkedThreads::Unpark() { parked_.fetch_sub(1, std::memory_order_relaxed); }
+
 ThreadPool::ThreadPool(ThreadPoolOptions options) : options_(std::move(options)) {}
 
 absl::Status ThreadPool::Schedule(std::function<void()> fn) {
@@ -50,10 +60,12 @@ void ThreadPool::Work() {
   while (true) {
     if (tasks_.empty()) {
       if (stopping_ || idle_ >= options_.max_idle) break;
+      if (options_.parked && !options_.parked->TryPark()) break;
       ++idle_;
       const bool woke = mu_.AwaitWithTimeout(absl::Condition(this, &ThreadPool::HasTaskOrStopping),
                                              options_.idle_timeout);
       --idle_;
+      if (options_.parked) options_.parked->Unpark();
       if (!woke) break;
       continue;
     }

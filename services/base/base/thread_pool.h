@@ -2,7 +2,8 @@
 // Env::Schedule seam). Schedule(fn) runs `fn` on a parked worker when one waits, else on a
 // new thread, up to `max_threads`; past that the task waits in the queue or is refused,
 // as the owner needs. A worker with nothing to do parks while fewer than `max_idle` are
-// parked, for at most `idle_timeout`, then ends; ended threads are joined by the next
+// parked (and while a bound shared with other pools has room), for at most
+// `idle_timeout`, then ends; ended threads are joined by the next
 // Schedule and by Stop(). Stop() (and the destructor) runs what is queued, then joins
 // every thread: nothing of a task, its thread-local destructors included (OpenSSL's),
 // runs after it returns, so a pool declared after the members its tasks use is joined
@@ -20,11 +21,13 @@
 //   pool.Stop();   // the owner's destructor, before the members the tasks use
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <deque>
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,6 +38,22 @@
 
 namespace codemode {
 
+// A bound on the workers parked in several pools together (ThreadPoolOptions::parked):
+// pools that each may keep a worker for their next task, but not all at once (a server's
+// sessions, say). Thread-safe.
+class ParkedThreads {
+ public:
+  explicit ParkedThreads(size_t max) : max_(max) {}
+  // Room for one more parked worker (then taken), or none.
+  bool TryPark();
+  void Unpark();
+  size_t parked() const { return parked_.load(std::memory_order_relaxed); }
+
+ private:
+  const size_t max_;
+  std::atomic<size_t> parked_{0};
+};
+
 struct ThreadPoolOptions {
   std::string name;  // the threads' name (its first 15 bytes) and the logs'
   // Threads alive at once (running a task or parked).
@@ -43,6 +62,9 @@ struct ThreadPoolOptions {
   size_t max_idle = 0;
   // A parked worker ends after this long without a task.
   absl::Duration idle_timeout = absl::InfiniteDuration();
+  // When set, a worker parks only while this has room too (and gives it back when it
+  // takes a task or ends).
+  std::shared_ptr<ParkedThreads> parked;
   // At max_threads, with none parked: the task waits for a worker (true) or Schedule
   // returns RESOURCE_EXHAUSTED (false).
   bool queue_when_full = true;

@@ -24,8 +24,10 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "base/byte_budget.h"
 #include "base/cancel.h"
+#include "base/thread_pool.h"
 #include "jsonrpc/jsonrpc.h"
 #include "metrics/gateway_metrics.h"
 #include "base/version.h"
@@ -54,7 +56,15 @@ struct ServerOptions {
   std::shared_ptr<codemode::BufferCeiling> ceiling;
   // Requests refused by a bound are counted here (null: not counted).
   std::shared_ptr<GatewayMetrics> metrics;
+  // Shared by every session of the server: how many threads that ended a call may wait
+  // (kParkedCallThreadFor) for their session's next one, instead of each call making a
+  // thread. Null: none waits.
+  std::shared_ptr<codemode::ParkedThreads> parked_call_threads;
 };
+
+// How long a thread that ended a call waits for its session's next one (within
+// ServerOptions::parked_call_threads): about what an agent takes to write its next call.
+inline constexpr absl::Duration kParkedCallThreadFor = absl::Seconds(60);
 
 class McpSession : public std::enable_shared_from_this<McpSession> {
  public:

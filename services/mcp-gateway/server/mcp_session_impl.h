@@ -88,18 +88,25 @@ struct McpSession::Impl {
   ClientRequests client_requests{static_cast<size_t>(std::max(options.max_concurrent_calls, 1))};
   // stdio: a 2026-07-28 request (other than server/discover) came before any initialize.
   bool pinned_stateless ABSL_GUARDED_BY(mu) = false;
-  // The calls' workers, one thread per call, each ending with its call (a session keeps no
-  // idle thread). The last member: Close() waits for running_workers to reach zero, and
-  // this joins their threads before anything they touched goes.
-  codemode::ThreadPool workers{WorkerOptions(options.max_concurrent_calls)};
+  // The calls' workers, a thread per call; one that ended its call may wait for the next
+  // while the server's ServerOptions::parked_call_threads has room (a thread made per call
+  // was ~0.06 ms of each run_python). The last member: Close() waits for running_workers
+  // to reach zero, and this joins their threads before anything they touched goes.
+  codemode::ThreadPool workers{WorkerOptions(options.max_concurrent_calls, options.parked_call_threads)};
 
   bool NoWorkers() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return running_workers == 0; }
   // At most max_concurrent_calls calls run; one that just answered may still hold its
   // thread for a moment, and the next call waits for it past twice that.
-  static codemode::ThreadPoolOptions WorkerOptions(int max_concurrent_calls) {
+  static codemode::ThreadPoolOptions WorkerOptions(int max_concurrent_calls,
+                                                   std::shared_ptr<codemode::ParkedThreads> parked) {
     codemode::ThreadPoolOptions o;
     o.name = "mcp request";
     o.max_threads = 2 * static_cast<size_t>(std::max(max_concurrent_calls, 1));
+    if (parked) {
+      o.max_idle = 1;
+      o.idle_timeout = kParkedCallThreadFor;
+      o.parked = std::move(parked);
+    }
     return o;
   }
 

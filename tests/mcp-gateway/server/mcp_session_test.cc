@@ -2,8 +2,15 @@
 // and ParseMessage / Make* helpers.
 #include <gtest/gtest.h>
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <memory>
 #include <string>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "base/mutex.h"
 
 #include "server/mcp_session.h"
 #include "mcp_test_fakes.h"
@@ -419,6 +426,59 @@ TEST(McpSessionThreadsTest, TheSessionJoinsTheThreadsOfItsCalls) {
     EXPECT_EQ(ErrorCode(Call(session, Request(1, "tools/call", {{"name", "echo"}}))), 0);
   }
   EXPECT_EQ(codemode::testing::ThreadsEnded().load(), 1) << "a call's thread was still ending after the session went";
+}
+
+// Records the thread (its kernel id, which a new thread never shares with a live one) of
+// each call.
+class ThreadIdProvider : public FakeProvider {
+ public:
+  absl::StatusOr<json> CallTool(const std::string& name, const json& arguments,
+                                ToolCallContext& context) override {
+    {
+      codemode::MutexLock lock(&mu_);
+      tids_.push_back(static_cast<long>(syscall(SYS_gettid)));
+    }
+    return FakeProvider::CallTool(name, arguments, context);
+  }
+  std::vector<long> tids() {
+    codemode::MutexLock lock(&mu_);
+    return tids_;
+  }
+
+ private:
+  codemode::Mutex mu_;
+  std::vector<long> tids_;
+};
+
+// A session's next call runs on the thread that ended its last one while the server's
+// bound on parked threads has room; another session, finding it full, makes a thread per
+// call. A parked thread is still joined with its session.
+TEST(McpSessionThreadsTest, ACallsThreadWaitsForTheSessionsNextCallWithinTheServersBound) {
+  ThreadIdProvider provider;
+  ServerOptions options;
+  options.parked_call_threads = std::make_shared<codemode::ParkedThreads>(1);
+  auto parked = [&] {
+    for (int i = 0; i < 500 && options.parked_call_threads->parked() != 1; ++i) absl::SleepFor(absl::Milliseconds(10));
+    return options.parked_call_threads->parked();
+  };
+  auto first = std::make_unique<McpSession>("s1", &provider, options);
+  McpSession second("s2", &provider, options);
+  Call(*first, Request(0, "initialize", InitializeParams()));
+  Call(second, Request(0, "initialize", InitializeParams()));
+  EXPECT_EQ(ErrorCode(Call(*first, Request(1, "tools/call", {{"name", "echo"}}))), 0);
+  ASSERT_EQ(parked(), 1u);
+  EXPECT_EQ(ErrorCode(Call(*first, Request(2, "tools/call", {{"name", "echo"}}))), 0);
+  ASSERT_EQ(parked(), 1u);
+  EXPECT_EQ(ErrorCode(Call(second, Request(1, "tools/call", {{"name", "echo"}}))), 0);
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(ErrorCode(Call(second, Request(2, "tools/call", {{"name", "echo"}}))), 0);
+  const std::vector<long> tids = provider.tids();
+  ASSERT_EQ(tids.size(), 4u);
+  EXPECT_EQ(tids[0], tids[1]) << "the session's second call made a thread of its own";
+  EXPECT_NE(tids[2], tids[3]) << "a thread waited past the server's bound";
+  EXPECT_NE(tids[2], tids[0]);
+  first.reset();
+  EXPECT_EQ(options.parked_call_threads->parked(), 0u) << "the closed session's thread still waits";
 }
 
 }  // namespace
