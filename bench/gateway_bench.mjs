@@ -336,12 +336,16 @@ async function approvals(n, gatherMs = 10) {
   }
 }
 
-const sandboxd = new Sandboxd(["--max_sessions=64", "--pool_size=4"]);
+const SANDBOXD_ARGS = ["--max_sessions=64", "--pool_size=4"];
+const sandboxd = new Sandboxd(SANDBOXD_ARGS);
 await sandboxd.start();
 const config = writeConfig({ everything: everythingStdio() });
 try {
   if (!only || only === "load") await latencyAndLoad(config);
-  if (!only || only === "stages") await stageBreakdown({ stdioGateway, GatewayHttp, sandboxd, config, n: N, row, runPython });
+  if (!only || only === "stages") {
+    await stageBreakdown({ stdioGateway, GatewayHttp, Sandboxd, sandboxd, sandboxdArgs: SANDBOXD_ARGS, config, n: N,
+      row, runPython });
+  }
   if (!only || only === "streams") await manyStreams(config, quick ? 200 : 1000);
   if (!only || only === "flood") await toolCallFlood(config, quick ? 10000 : 100000);
   if (!only || only === "charts") await charts(config, quick ? 5 : 30);

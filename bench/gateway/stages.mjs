@@ -7,8 +7,10 @@
 // request read (the line; the HTTP body) to the response written (stdout) or handed to the
 // connection (HTTP, whose event-loop thread writes it).
 //
-// With GATEWAY_BIN_BEFORE set (another build, e.g. main's), its stdio gateway and this
-// one, both without --stage_times, are timed in interleaved rounds of 50: the A/B rows.
+// With GATEWAY_BIN_BEFORE set (another build, e.g. main's), its gateways and this build's,
+// both without --stage_times, are timed in interleaved rounds of 50, over stdio and over
+// Streamable HTTP: the A/B rows. With SANDBOXD_BIN_BEFORE set too, the "before" gateways
+// use a sandboxd of that build (same flags), so that a change on either side is measured.
 import { setTimeout as sleep } from "node:timers/promises";
 
 import { ms, pct } from "./stats.mjs";
@@ -72,23 +74,25 @@ async function breakdown({ client: mcp, log, over, n, row, runPython }) {
       .reduce((s, k) => s + (lines[i][k] ?? 0), 0)))} / ${us(mean((i) => lines[i].list_end ?? 0))}`);
 }
 
-// Interleaved rounds: each gateway's client p50 of print(1), without --stage_times.
-async function versus({ gateways, n, row, runPython }) {
-  const lat = gateways.map(() => []);
-  for (const g of gateways) for (let i = 0; i < 50; i++) await timeRun(g.client, runPython);
+// Interleaved rounds: each client's p50 of print(1) against a gateway without --stage_times.
+async function versus({ clients, over, n, row, runPython }) {
+  const lat = clients.map(() => []);
+  for (const c of clients) for (let i = 0; i < 50; i++) await timeRun(c, runPython);
   for (let round = 0; round < n / 50; round++) {
-    for (const [k, g] of gateways.entries()) {
-      for (let i = 0; i < 50; i++) lat[k].push(await timeRun(g.client, runPython));
+    for (const [k, c] of clients.entries()) {
+      for (let i = 0; i < 50; i++) lat[k].push(await timeRun(c, runPython));
     }
   }
   const [before, after] = lat.map((l) => pct(l, 50));
-  row(`run_python \`print(1)\` over stdio, interleaved rounds of 50 (n=${n} each): before (GATEWAY_BIN_BEFORE) p50 / p99`,
+  const builds = process.env.SANDBOXD_BIN_BEFORE ? "GATEWAY_BIN_BEFORE, SANDBOXD_BIN_BEFORE" : "GATEWAY_BIN_BEFORE";
+  row(`run_python \`print(1)\` over ${over}, interleaved rounds of 50 (n=${n} each): before (${builds}) p50 / p99`,
     `${ms(before)} / ${ms(pct(lat[0], 99))}`);
   row("  this build, p50 / p99", `${ms(after)} / ${ms(pct(lat[1], 99))}`);
   row("  this build less before, p50", ms(after - before));
 }
 
-export async function stageBreakdown({ stdioGateway, GatewayHttp, sandboxd, config, n, row, runPython }) {
+export async function stageBreakdown({ stdioGateway, GatewayHttp, Sandboxd, sandboxd, sandboxdArgs, config, n, row,
+  runPython }) {
   const timed = await stdioGateway({ config, sandboxd: sandboxd.endpoint, extraArgs: ["--stage_times"] });
   try {
     await breakdown({ client: timed.client, log: timed.log, over: "stdio", n, row, runPython });
@@ -105,13 +109,29 @@ export async function stageBreakdown({ stdioGateway, GatewayHttp, sandboxd, conf
     await http.stop();
   }
   if (!process.env.GATEWAY_BIN_BEFORE) return;
-  const gateways = [
-    await stdioGateway({ config, sandboxd: sandboxd.endpoint, bin: process.env.GATEWAY_BIN_BEFORE }),
-    await stdioGateway({ config, sandboxd: sandboxd.endpoint }),
-  ];
+  let sandboxdBefore = sandboxd;
+  if (process.env.SANDBOXD_BIN_BEFORE) {
+    sandboxdBefore = new Sandboxd(sandboxdArgs, { bin: process.env.SANDBOXD_BIN_BEFORE });
+    await sandboxdBefore.start();
+  }
+  const bins = [[process.env.GATEWAY_BIN_BEFORE, sandboxdBefore], [undefined, sandboxd]];
+  const stdio = [];
+  for (const [bin, daemon] of bins) stdio.push(await stdioGateway({ config, sandboxd: daemon.endpoint, ...(bin ? { bin } : {}) }));
   try {
-    await versus({ gateways, n, row, runPython });
+    await versus({ clients: stdio.map((g) => g.client), over: "stdio", n, row, runPython });
   } finally {
-    for (const g of gateways) await g.client.close();
+    for (const g of stdio) await g.client.close();
+  }
+  const https = bins.map(([bin, daemon]) => new GatewayHttp({ config, sandboxd: daemon.endpoint, ...(bin ? { bin } : {}) }));
+  try {
+    const clients = [];
+    for (const h of https) {
+      await h.start();
+      clients.push(await h.client());
+    }
+    await versus({ clients, over: "Streamable HTTP", n, row, runPython });
+    for (const c of clients) await c.close();
+  } finally {
+    for (const h of https) await h.stop();
   }
 }

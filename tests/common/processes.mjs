@@ -106,8 +106,9 @@ const WASM_DEFAULTS = process.env.SANDBOXD_TEST_ISOLATION === "wasm"
 export class Sandboxd {
   // `prefix`: a command that runs sandboxd and keeps its pid (it execs), as
   // `hosts.sh exec NAME I` does to run it on another host.
-  constructor(extraArgs = [], { prefix = [] } = {}) {
+  constructor(extraArgs = [], { prefix = [], bin = undefined } = {}) {
     this.prefix = prefix;
+    this.bin = bin;  // another build than SANDBOXD_BIN's (a benchmark's "before")
     this.dir = tempDir("sbxd-");
     this.socket = path.join(this.dir, "sandboxd.sock");
     this.stateDir = path.join(this.dir, "state");
@@ -137,7 +138,7 @@ export class Sandboxd {
     await waitFor(() => this.log.includes("health SERVING"), `sandboxd on ${this.socket} to serve`, 60000);
   }
   async start() {
-    const command = [...this.prefix, required("SANDBOXD_BIN"), `--socket=${this.socket}`,
+    const command = [...this.prefix, this.bin ?? required("SANDBOXD_BIN"), `--socket=${this.socket}`,
       `--state_dir=${this.stateDir}`, "--pool_size=2", ...this.extraArgs];
     this.proc = track(spawnTied(command[0], command.slice(1),
       { stdio: ["ignore", "ignore", "pipe"] }));

@@ -184,8 +184,10 @@ export class GatewayHttp {
   // random tokens instead, one credential each (`tokens[i]`, `as(i)`); client() sends the
   // first. `auth: false` starts it with --no_auth (for clients that cannot send headers).
   // `prefix`: a command that runs it and keeps its pid (`hosts.sh exec NAME I`), listening
-  // on `host` (that host's address).
-  constructor({ config, sandboxd, extraArgs = [], auth = true, tokens = 1, prefix = [], host = "127.0.0.1" }) {
+  // on `host` (that host's address). `bin`: another build than GATEWAY_BIN's.
+  constructor({ config, sandboxd, extraArgs = [], auth = true, tokens = 1, prefix = [], host = "127.0.0.1",
+    bin = GATEWAY_BIN }) {
+    this.bin = bin;
     this.tokens = auth ? Array.from({ length: tokens }, () => randomBytes(24).toString("hex")) : [];
     this.token = auth ? this.tokens[0] : "";
     this.args = [`--transport=http`, `--config=${config}`, `--sandboxd=${sandboxd}`,
@@ -201,7 +203,7 @@ export class GatewayHttp {
   // On `port` when given (a restarted replica keeps its address).
   async start(port = undefined) {
     this.port = port ?? await freePort();
-    const command = [...this.prefix, GATEWAY_BIN, ...this.args, `--listen=${this.host}:${this.port}`];
+    const command = [...this.prefix, this.bin, ...this.args, `--listen=${this.host}:${this.port}`];
     this.proc = track(spawnTied(command[0], command.slice(1),
       { stdio: ["ignore", "ignore", "pipe"],
         env: { ...process.env, ...(this.token ? { MCP_GATEWAY_TOKEN: this.tokens.join(",") } : {}), ...this.env } }));
