@@ -92,7 +92,9 @@ struct McpSession::Impl {
   // while the server's ServerOptions::parked_call_threads has room (a thread made per call
   // was ~0.06 ms of each run_python). The last member: Close() waits for running_workers
   // to reach zero, and this joins their threads before anything they touched goes.
-  codemode::ThreadPool workers{WorkerOptions(options.max_concurrent_calls, options.parked_call_threads)};
+  // A stateless session (one request's) never has a next call: its thread does not wait.
+  codemode::ThreadPool workers{
+      WorkerOptions(options.max_concurrent_calls, options.stateless ? nullptr : options.parked_call_threads)};
 
   bool NoWorkers() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return running_workers == 0; }
   // At most max_concurrent_calls calls run; one that just answered may still hold its

@@ -481,5 +481,21 @@ TEST(McpSessionThreadsTest, ACallsThreadWaitsForTheSessionsNextCallWithinTheServ
   EXPECT_EQ(options.parked_call_threads->parked(), 0u) << "the closed session's thread still waits";
 }
 
+// A stateless session (protocol 2026-07-28: one HTTP request's) never has a next call, so
+// its call's thread ends instead of taking room in the bound from sessions that do.
+TEST(McpSessionThreadsTest, AStatelessSessionsThreadDoesNotWait) {
+  ThreadIdProvider provider;
+  ServerOptions options;
+  options.stateless = true;
+  options.parked_call_threads = std::make_shared<codemode::ParkedThreads>(1);
+  {
+    McpSession session("", &provider, options);
+    EXPECT_EQ(ErrorCode(Call(session, Request(1, "tools/call", testing::Params({{"name", "echo"}})))), 0);
+    absl::SleepFor(absl::Milliseconds(100));
+    EXPECT_EQ(options.parked_call_threads->parked(), 0u) << "a stateless session's thread waits";
+  }
+  EXPECT_EQ(provider.tids().size(), 1u);
+}
+
 }  // namespace
 }  // namespace gateway
