@@ -23,6 +23,11 @@ TimerQueue::Id TimerQueue::Schedule(absl::Duration delay, std::function<void()> 
   return id;
 }
 
+uint64_t TimerQueue::wakeups() const {
+  codemode::MutexLock lock(&mu_);
+  return wakeups_;
+}
+
 bool TimerQueue::Cancel(Id id) {
   codemode::MutexLock lock(&mu_);
   for (auto it = timers_.begin(); it != timers_.end(); ++it) {
@@ -43,26 +48,26 @@ void TimerQueue::Loop() {
             return q->stop_ || !q->timers_.empty();
           },
           this));
+      ++wakeups_;
       continue;
     }
     absl::Time due = timers_.begin()->first;
     if (absl::Now() < due) {
-      // Wakes early when an earlier timer is added or on stop.
-      size_t size = timers_.size();
-      auto first = timers_.begin()->second.first;
+      // Wakes early only for a timer due before `due`, or to stop. A later timer or a
+      // cancel (every execution schedules its timeout and cancels it) leaves the thread
+      // asleep: a cancelled first timer costs one look at `due`, not a wake-up each.
       struct Args {
         TimerQueue* q;
-        size_t size;
-        Id first;
-      } args{this, size, first};
+        absl::Time due;
+      } args{this, due};
       mu_.AwaitWithDeadline(absl::Condition(
                                 +[](Args* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                                  return a->q->stop_ || a->q->timers_.size() != a->size ||
-                                         a->q->timers_.empty() ||
-                                         a->q->timers_.begin()->second.first != a->first;
+                                  return a->q->stop_ ||
+                                         (!a->q->timers_.empty() && a->q->timers_.begin()->first < a->due);
                                 },
                                 &args),
                             due);
+      ++wakeups_;
       continue;
     }
     std::function<void()> fn = std::move(timers_.begin()->second.second);

@@ -34,11 +34,14 @@ class TimerQueue {
   Id Schedule(absl::Duration delay, std::function<void()> fn);
   // Returns false when the timer already ran (or is running) or never existed.
   bool Cancel(Id id);
+  // How often the thread has woken from a wait (for tests).
+  uint64_t wakeups() const;
 
  private:
   void Loop();
 
-  codemode::Mutex mu_;
+  mutable codemode::Mutex mu_;
+  uint64_t wakeups_ ABSL_GUARDED_BY(mu_) = 0;
   std::multimap<absl::Time, std::pair<Id, std::function<void()>>> timers_ ABSL_GUARDED_BY(mu_);
   Id next_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

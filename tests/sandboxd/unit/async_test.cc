@@ -1,12 +1,17 @@
 // WorkerPool: Stop() runs what was queued before it returns, and a task posted after it
 // is dropped (never run on a joined pool, never left to touch an owner that has gone).
+// TimerQueue: timers run in deadline order, cancelled ones never; an earlier timer wakes
+// the waiting thread, a later one or a cancel does not.
 #include "sandboxd/async.h"
 
 #include <atomic>
+#include <vector>
 
 #include <gtest/gtest.h>
 
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "base/mutex.h"
 #include "absl/time/time.h"
 
 namespace sandboxd {
@@ -39,6 +44,46 @@ TEST(WorkerPoolTest, ATaskPostedByATaskDuringStopStillRuns) {
   });
   pool.Stop();
   EXPECT_EQ(ran.load(), 1);
+}
+
+TEST(TimerQueueTest, TimersRunInDeadlineOrderAndCancelledOnesNever) {
+  TimerQueue timers;
+  codemode::Mutex mu;
+  std::vector<int> ran;
+  absl::Notification last;
+  auto mark = [&](int n) {
+    codemode::MutexLock lock(&mu);
+    ran.push_back(n);
+  };
+  timers.Schedule(absl::Milliseconds(60), [&] {
+    mark(3);
+    last.Notify();
+  });
+  timers.Schedule(absl::Milliseconds(20), [&] { mark(1); });
+  const TimerQueue::Id cancelled = timers.Schedule(absl::Milliseconds(30), [&] { mark(2); });
+  EXPECT_TRUE(timers.Cancel(cancelled));
+  ASSERT_TRUE(last.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  codemode::MutexLock lock(&mu);
+  EXPECT_EQ(ran, (std::vector<int>{1, 3}));
+  EXPECT_FALSE(timers.Cancel(cancelled));
+}
+
+TEST(TimerQueueTest, AnEarlierTimerWakesTheThreadALaterOneOrACancelDoesNot) {
+  TimerQueue timers;
+  timers.Schedule(absl::Hours(1), [] {});
+  absl::SleepFor(absl::Milliseconds(50));  // the thread waits for the hour
+  const uint64_t asleep = timers.wakeups();
+  for (int i = 0; i < 3; ++i) {
+    const TimerQueue::Id id = timers.Schedule(absl::Hours(2), [] {});
+    absl::SleepFor(absl::Milliseconds(20));  // time for a woken thread to look
+    timers.Cancel(id);
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(timers.wakeups(), asleep) << "a later timer or a cancel woke the thread";
+  absl::Notification soon;
+  timers.Schedule(absl::Milliseconds(10), [&soon] { soon.Notify(); });
+  EXPECT_TRUE(soon.WaitForNotificationWithTimeout(absl::Seconds(5))) << "an earlier timer waited for the hour";
+  EXPECT_GT(timers.wakeups(), asleep);
 }
 
 }  // namespace
