@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "absl/strings/ascii.h"
+#include "absl/time/clock.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -434,6 +435,14 @@ absl::Status PodmanRuntime::Remove(const std::vector<std::string>& names) {
   ForgetInitProcesses(names);
   std::vector<std::string> args = {"rm", "--force", "--ignore", "--time", "0"};
   args.insert(args.end(), names.begin(), names.end());
+  absl::Status removed = Podman(Op::kRm, args).status();
+  if (removed.ok()) return removed;
+  // Once more: a container whose init was just killed (SandboxFactory::EndProcesses) can
+  // be between running and stopped for podman, which then fails to stop it ("sandbox is
+  // not running", "container state improper" under gVisor); a second look finds it
+  // stopped and removes it. --ignore makes those already gone no error.
+  spdlog::debug("podman rm failed, trying once more: {}", std::string(removed.message()));
+  absl::SleepFor(absl::Milliseconds(100));
   return Podman(Op::kRm, std::move(args)).status();
 }
 

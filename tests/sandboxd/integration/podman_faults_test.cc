@@ -31,6 +31,10 @@ class BreakablePodman {
                           << "    echo 'Error: container-init binary not found on the host (test)' >&2\n"
                           << "    exit 125\n"
                           << "  fi\n"
+                          << "  if [ \"$a\" = rm ] && rm " << dir_ << "/rm_fails_once 2>/dev/null; then\n"
+                          << "    echo 'Error: container state improper: stopped (test)' >&2\n"
+                          << "    exit 2\n"
+                          << "  fi\n"
                           << "  if [ \"$a\" = rm ] && [ -e " << dir_ << "/rm_broken ]; then\n"
                           << "    echo 'Error: cannot remove: storage is locked (test)' >&2\n"
                           << "    exit 125\n"
@@ -46,6 +50,9 @@ class BreakablePodman {
   // `podman rm` fails (as when podman waits on a lock and times out) until RepairRemoval.
   void BreakRemoval() { std::ofstream(dir_ + "/rm_broken") << "1"; }
   void RepairRemoval() { fs::remove(dir_ + "/rm_broken"); }
+  // The next `podman rm` fails (as for a container between running and stopped), later
+  // ones work.
+  void FailRemovalOnce() { std::ofstream(dir_ + "/rm_fails_once") << "1"; }
 
  private:
   std::string dir_;
@@ -116,6 +123,20 @@ constexpr char kListenOnTheRunnersSocket[] =
     "        os._exit(0)\n"
     "    os.waitpid(pid, 0)\n"
     "print('listened' if fds else 'no listener')\n";
+
+// A `podman rm` that fails once (under gVisor, a container whose init sandboxd has just
+// killed can be "not running" yet not stopped for podman) is tried again: a clean stop
+// leaves no pool container behind.
+TEST(LifecycleTest, ARemovalThatFailsOnceAtStopIsTriedAgain) {
+  BreakablePodman podman;
+  SandboxdProcess d({"--podman=" + podman.path(), "--pool_size=1"});
+  ASSERT_TRUE(d.Start());
+  ASSERT_TRUE(WaitFor([&] { return GetInfo(*d.Stub()).pool_ready() == 1 && d.LiveContainers() == 1; }))
+      << d.Log();
+  podman.FailRemovalOnce();
+  EXPECT_EQ(d.Stop(), 0);
+  EXPECT_EQ(d.LiveContainers(), 0) << "the pool's container stayed after a failed podman rm\n" << d.Log();
+}
 
 // A daemon on a podman whose `rm` can be made to fail, and a session of it.
 class RemovalFailureTest : public ::testing::Test {
