@@ -230,7 +230,8 @@ TEST_F(MetricsTest, FailedCreationsToolCallsAndCapsAreCounted) {
 }
 
 // PodmanRuntime counts each podman command by subcommand and podman's exit status: here
-// "podman" is `false` (every command fails) and then `true` (every command succeeds).
+// "podman" is `false` (every command fails) and then `true` (every command succeeds). A
+// failed `rm` is tried once more, and each try counts.
 TEST(PodmanMetricsTest, EachCommandIsCountedByItsSubcommandAndResult) {
   SandboxdMetrics metrics;
   PodmanOptions options;
@@ -245,12 +246,12 @@ TEST(PodmanMetricsTest, EachCommandIsCountedByItsSubcommandAndResult) {
   auto ops = [&](const std::string& op, const std::string& result) {
     return Read(metrics, kP + "container_operations_total", {{"op", op}, {"result", result}});
   };
-  EXPECT_EQ(ops("rm", "error"), 1);
+  EXPECT_EQ(ops("rm", "error"), 2);
   EXPECT_EQ(ops("rm", "ok"), 1);
   EXPECT_EQ(ops("ps", "error"), 1);
   EXPECT_EQ(ops("ps", "ok"), 0);
   EXPECT_EQ(ops("run", "ok"), 0);
-  EXPECT_EQ(Read(metrics, kP + "container_operation_duration_seconds", {{"op", "rm"}}), 2);
+  EXPECT_EQ(Read(metrics, kP + "container_operation_duration_seconds", {{"op", "rm"}}), 3);
 }
 
 // Without --metrics_listen sandboxd counts nothing: every event leaves the registry as it
