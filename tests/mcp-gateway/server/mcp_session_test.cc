@@ -462,21 +462,25 @@ TEST(McpSessionThreadsTest, ACallsThreadWaitsForTheSessionsNextCallWithinTheServ
     return options.parked_call_threads->parked();
   };
   auto first = std::make_unique<McpSession>("s1", &provider, options);
-  McpSession second("s2", &provider, options);
+  auto second = std::make_unique<McpSession>("s2", &provider, options);
   Call(*first, Request(0, "initialize", InitializeParams()));
-  Call(second, Request(0, "initialize", InitializeParams()));
+  Call(*second, Request(0, "initialize", InitializeParams()));
   EXPECT_EQ(ErrorCode(Call(*first, Request(1, "tools/call", {{"name", "echo"}}))), 0);
   ASSERT_EQ(parked(), 1u);
   EXPECT_EQ(ErrorCode(Call(*first, Request(2, "tools/call", {{"name", "echo"}}))), 0);
   ASSERT_EQ(parked(), 1u);
-  EXPECT_EQ(ErrorCode(Call(second, Request(1, "tools/call", {{"name", "echo"}}))), 0);
+  EXPECT_EQ(ErrorCode(Call(*second, Request(1, "tools/call", {{"name", "echo"}}))), 0);
   absl::SleepFor(absl::Milliseconds(50));
-  EXPECT_EQ(ErrorCode(Call(second, Request(2, "tools/call", {{"name", "echo"}}))), 0);
+  EXPECT_EQ(ErrorCode(Call(*second, Request(2, "tools/call", {{"name", "echo"}}))), 0);
   const std::vector<long> tids = provider.tids();
   ASSERT_EQ(tids.size(), 4u);
   EXPECT_EQ(tids[0], tids[1]) << "the session's second call made a thread of its own";
   EXPECT_NE(tids[2], tids[3]) << "a thread waited past the server's bound";
   EXPECT_NE(tids[2], tids[0]);
+  // The second session goes first (its threads joined, none parked: the room was the
+  // first's), so that no thread of it can take the room the first gives back.
+  second.reset();
+  EXPECT_EQ(options.parked_call_threads->parked(), 1u);
   first.reset();
   EXPECT_EQ(options.parked_call_threads->parked(), 0u) << "the closed session's thread still waits";
 }
