@@ -71,8 +71,14 @@ TEST(TimerQueueTest, TimersRunInDeadlineOrderAndCancelledOnesNever) {
 TEST(TimerQueueTest, AnEarlierTimerWakesTheThreadALaterOneOrACancelDoesNot) {
   TimerQueue timers;
   timers.Schedule(absl::Hours(1), [] {});
-  absl::SleepFor(absl::Milliseconds(50));  // the thread waits for the hour
-  const uint64_t asleep = timers.wakeups();
+  // The thread waits for the hour once it has looked: no wake-up in 100 ms.
+  uint64_t asleep = timers.wakeups();
+  for (int i = 0; i < 50; ++i) {
+    absl::SleepFor(absl::Milliseconds(100));
+    const uint64_t now = timers.wakeups();
+    if (now == asleep) break;
+    asleep = now;
+  }
   for (int i = 0; i < 3; ++i) {
     const TimerQueue::Id id = timers.Schedule(absl::Hours(2), [] {});
     absl::SleepFor(absl::Milliseconds(20));  // time for a woken thread to look
