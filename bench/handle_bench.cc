@@ -74,7 +74,7 @@ int main() {
   gateway::ToolCallContext ctx;
   ctx.credential = credential;
   gateway::ClientAsker asker(&ctx);
-  gateway::RunApprovals approvals(&policy, {}, {&view, &asker, nullptr, ctx.credential, "run_python"});
+  gateway::RunApprovals approvals(&policy, {}, {&view, &asker, nullptr, ctx.credential, "run_python", /*trace_id=*/""});
   const nlohmann::json arguments = {{"id", 42}, {"fields", {"name", "owner"}}};
   auto cancel = std::make_shared<codemode::CancelToken>();
 

@@ -53,7 +53,9 @@ SessionManager::SessionManager(ManagerOptions options, ContainerRuntime* runtime
                runtime_, &workers_,
                {[this](const RuntimeInfo& info) { OnProbed(info); },
                 [this] { OnReadinessChanged(); }}),
-      pools_(&factory_, {options_.default_limits, options_.isolation.default_isolation},
+      pools_(&factory_,
+             {options_.default_limits, options_.isolation.default_isolation, /*image=*/"",
+              Language::kPython},
              {options_.pool_size, options_.js_pool_size, /*refills=*/2, options_.pool_max,
               options_.js_pool_max, options_.pool_shrink_after},
              [this]() -> absl::Status {

@@ -257,7 +257,7 @@ TEST_F(RunApprovalsTest, AQuestionEndsWithTheExecutionThatAsked) {
   UpstreamStatus github = upstreams_.Snapshot()[0];
   const std::vector<UpstreamStatus> view = {github};
   ClientAsker asker(&ctx);
-  RunApprovals approvals(options_.approvals.get(), {}, {&view, &asker, nullptr, ctx.credential, "run_python"});
+  RunApprovals approvals(options_.approvals.get(), {}, {&view, &asker, nullptr, ctx.credential, "run_python", /*trace_id=*/""});
   auto execution = std::make_shared<codemode::CancelToken>();
   std::thread ender([execution] {
     absl::SleepFor(absl::Milliseconds(50));
@@ -296,10 +296,10 @@ TEST_F(RunApprovalsTest, ApprovalsAreKeyedByTheServerAndToolPair) {
     ClientAsker asker(&ctx);
     RunSandbox sandbox;
     sandbox.Enter("s1", std::make_shared<ApprovedTools>());
-    RunApprovals first(&policy, {}, {&view, &asker, &sandbox, ctx.credential, "run_python"});
+    RunApprovals first(&policy, {}, {&view, &asker, &sandbox, ctx.credential, "run_python", /*trace_id=*/""});
     EXPECT_TRUE(first.Check("up", "v2.run_command", {{"command", "true"}}, nullptr).ok());
     // A later run in the sandbox.
-    RunApprovals later(&policy, {}, {&view, &asker, &sandbox, ctx.credential, "run_python"});
+    RunApprovals later(&policy, {}, {&view, &asker, &sandbox, ctx.credential, "run_python", /*trace_id=*/""});
     RunApprovals& next = scope == "run" ? first : later;
     const absl::Status s = next.Check("up.v2", "run_command", {{"command", "rm -rf /srv/data"}}, nullptr);
     EXPECT_TRUE(absl::IsPermissionDenied(s)) << scope << ": " << s;
@@ -321,7 +321,7 @@ TEST_F(RunApprovalsTest, AToolNotInTheRunsViewIsRefusedUnasked) {
     std::vector<json> asked;
     const ToolCallContext ctx = AskingContext(&asked, Accept("once"));
     ClientAsker asker(&ctx);
-    RunApprovals approvals(&policy, {}, {&view, &asker, nullptr, ctx.credential, "run_python"});
+    RunApprovals approvals(&policy, {}, {&view, &asker, nullptr, ctx.credential, "run_python", /*trace_id=*/""});
     const absl::Status s = approvals.Check("github", "wipe", json::object(), nullptr);
     EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
     EXPECT_EQ(s.message(), "github.wipe is not in the catalog this run was given");

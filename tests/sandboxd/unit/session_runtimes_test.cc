@@ -217,7 +217,7 @@ TEST_F(SessionRuntimesTest, AnExecutionOfAnotherRuntimeIsRefusedBeforeItRuns) {
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->executions(), 0u) << "nothing ran";
   // The session's own runtime, or none at all, runs.
-  for (const std::string& runtime : {"python", ""}) {
+  for (const char* runtime : {"python", ""}) {
     absl::StatusOr<std::shared_ptr<Execution>> ok = run(py.id(), "1", runtime);
     EXPECT_TRUE(ok.ok()) << ok.status();
   }

@@ -250,7 +250,9 @@ TEST_F(WarmPoolTest, ADiscardedDeadSandboxIsNoDemand) {
   runtime_.LetHeldStartsThrough(1);
   ASSERT_TRUE(WaitFor([&] { return pool.ready() == 1; }));
   for (const std::string& name : runtime_.Names()) {
-    if (name != taken[0].name && name != taken[1].name) ASSERT_TRUE(runtime_.Kill(name, SIGKILL).ok());
+    if (name != taken[0].name && name != taken[1].name) {
+      ASSERT_TRUE(runtime_.Kill(name, SIGKILL).ok());
+    }
   }
   EXPECT_FALSE(pool.Take().has_value());
   EXPECT_EQ(pool.target(), 3u);
