@@ -152,7 +152,8 @@ ABSL_FLAG(std::vector<std::string>, pass_env, {},
 ABSL_FLAG(uint64_t, max_stream_buffer_bytes, sandboxd::SandboxServiceImpl::kDefaultStreamBufferBytes,
           "Messages one Execute stream may hold for a client that does not read it (each "
           "counted as its size plus 64 bytes); past it that stream ends RESOURCE_EXHAUSTED and "
-          "its execution is cancelled, the session kept.");
+          "its execution is cancelled, the session kept. At least twice --max_output_bytes "
+          "plus --max_display_bytes.");
 ABSL_FLAG(uint32_t, max_rpc_threads, 128,
           "Threads gRPC may run synchronous rpcs on (every rpc but Execute), pollers "
           "included; calls past it are answered RESOURCE_EXHAUSTED at once. At least 4. A "
@@ -295,6 +296,15 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
                                                    sandboxd::kMaxDisplayBytes));
   }
   options.max_queue = absl::GetFlag(FLAGS_max_queue);
+  // A client that reads its stream can still find one run's output queued twice (its output
+  // messages not yet written, then Finished repeating it) with its displays: a smaller
+  // buffer would end ordinary runs RESOURCE_EXHAUSTED.
+  const uint64_t least_stream_buffer = 2 * (options.max_output_bytes + options.max_display_bytes);
+  if (absl::GetFlag(FLAGS_max_stream_buffer_bytes) < least_stream_buffer) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_stream_buffer_bytes must be at least twice --max_output_bytes plus "
+        "--max_display_bytes (", least_stream_buffer, " with these)"));
+  }
   if (absl::Status s = CheckTcpPortFlags(); !s.ok()) return s;
   if (absl::GetFlag(FLAGS_max_rpc_threads) < 4) {
     return absl::InvalidArgumentError("--max_rpc_threads must be at least 4");

@@ -207,6 +207,13 @@ class BadFlagTest(unittest.TestCase):
             self.assertEqual(result.returncode, 2)
             self.assertIn(said, result.stderr)
 
+    def test_a_stream_buffer_smaller_than_a_runs_output_twice_is_refused(self):
+        result = run(SANDBOXD, "--max_output_bytes=1048576", "--max_display_bytes=0",
+                     "--max_stream_buffer_bytes=65536")
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("--max_stream_buffer_bytes must be at least twice --max_output_bytes plus "
+                      "--max_display_bytes (2097152 with these)", result.stderr)
+
 
 class OperatingDocTest(unittest.TestCase):
     def test_doc_tables_list_every_flag_with_its_default(self):

@@ -22,8 +22,9 @@ const runPython = (id, code) => ({
 
 let sandboxd, config;
 before(async () => {
-  // Stdout up to 16 MiB, so that one run can answer with a 6 MB result.
-  sandboxd = new Sandboxd(["--max_output_bytes=16777216"]);
+  // Stdout up to 16 MiB, so that one run can answer with a 6 MB result; an Execute stream
+  // then holds up to twice that and the displays (2 MiB).
+  sandboxd = new Sandboxd(["--max_output_bytes=16777216", "--max_stream_buffer_bytes=37748736"]);
   await sandboxd.start();
   config = writeConfig({ everything: everythingStdio() });
 });
