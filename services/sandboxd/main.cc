@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "base/daemon.h"
@@ -17,6 +18,7 @@
 #include "base/log_text.h"
 #include "base/secret_file.h"
 #include "absl/flags/flag.h"
+#include "absl/numeric/int128.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "grpc/health/v1/health.pb.h"
@@ -250,6 +252,20 @@ absl::Status RunnersFromFlags(sandboxd::ManagerOptions* options) {
 }
 
 // The manager's options from the flags (and, for --pass_env, this process's environment).
+// A client that reads its stream can still find one run's output queued twice (its output
+// messages not yet written, then Finished repeating it) with its displays: a smaller
+// --max_stream_buffer_bytes would end ordinary runs RESOURCE_EXHAUSTED. The least value is
+// summed in 128 bits, so that a huge --max_output_bytes cannot wrap it around to a small one.
+absl::Status CheckStreamBuffer(const sandboxd::ManagerOptions& options) {
+  const absl::uint128 least = 2 * (absl::uint128(options.max_output_bytes) + options.max_display_bytes);
+  if (absl::uint128(absl::GetFlag(FLAGS_max_stream_buffer_bytes)) >= least) return absl::OkStatus();
+  std::ostringstream text;
+  text << least;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--max_stream_buffer_bytes must be at least twice --max_output_bytes plus "
+      "--max_display_bytes (", text.str(), " with these)"));
+}
+
 absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
   sandboxd::ManagerOptions options;
   if (absl::Status s = LimitsFromFlags(&options.default_limits, &options.max_limits); !s.ok()) {
@@ -296,15 +312,7 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
                                                    sandboxd::kMaxDisplayBytes));
   }
   options.max_queue = absl::GetFlag(FLAGS_max_queue);
-  // A client that reads its stream can still find one run's output queued twice (its output
-  // messages not yet written, then Finished repeating it) with its displays: a smaller
-  // buffer would end ordinary runs RESOURCE_EXHAUSTED.
-  const uint64_t least_stream_buffer = 2 * (options.max_output_bytes + options.max_display_bytes);
-  if (absl::GetFlag(FLAGS_max_stream_buffer_bytes) < least_stream_buffer) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--max_stream_buffer_bytes must be at least twice --max_output_bytes plus "
-        "--max_display_bytes (", least_stream_buffer, " with these)"));
-  }
+  if (absl::Status s = CheckStreamBuffer(options); !s.ok()) return s;
   if (absl::Status s = CheckTcpPortFlags(); !s.ok()) return s;
   if (absl::GetFlag(FLAGS_max_rpc_threads) < 4) {
     return absl::InvalidArgumentError("--max_rpc_threads must be at least 4");

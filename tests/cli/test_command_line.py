@@ -213,6 +213,11 @@ class BadFlagTest(unittest.TestCase):
         self.assertEqual(result.returncode, 2)
         self.assertIn("--max_stream_buffer_bytes must be at least twice --max_output_bytes plus "
                       "--max_display_bytes (2097152 with these)", result.stderr)
+        # 2 * 2^63 is 0 in 64 bits: the least value must not wrap around.
+        result = run(SANDBOXD, "--max_output_bytes=9223372036854775808", "--max_display_bytes=0",
+                     "--max_stream_buffer_bytes=1")
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("(18446744073709551616 with these)", result.stderr)
 
 
 class OperatingDocTest(unittest.TestCase):
