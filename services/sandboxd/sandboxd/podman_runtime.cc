@@ -8,11 +8,11 @@
 #include <fstream>
 
 #include "absl/strings/ascii.h"
-#include "absl/time/clock.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
 #include "sandboxd/images.h"
 #include "sandboxd/subprocess.h"

@@ -11,8 +11,8 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "base/mutex.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 
 namespace sandboxd {
 namespace {
