@@ -23,7 +23,7 @@ codemode::ProgramHelp SandboxdHelp() {
           {"Isolation and images",
            {"state_dir", "image", "images", "runner", "js_runner", "isolation",
             "allowed_isolations", "runsc", "gvisor_platform", "oci_runtime", "seccomp_base",
-            "podman", "podman_args", "env", "pass_env", "wasm_node", "wasm_pyodide", "wasm_jail",
+            "podman", "podman_args", "podman_api", "env", "pass_env", "wasm_node", "wasm_pyodide", "wasm_jail",
             "wasm_bwrap", "wasm_layers", "wasm_dir", "session_uid_range"}},
           {"Egress",
            {"egress_default", "egress_max", "egress_hosts", "egress_max_connections",

@@ -41,6 +41,7 @@
 #include "base/version.h"
 #include "egress_flags.h"
 #include "limits_flags.h"
+#include "podman_flags.h"
 #include "flag_groups.h"
 #include "paths.h"
 #include "self_check.h"
@@ -71,17 +72,6 @@ ABSL_FLAG(std::string, js_runner, "",
           "Path of sandbox_runner.js (the JavaScript runner, for CreateSession runtime "
           "\"javascript\"). Default: next to the sandboxd binary, else ../share/sandboxd/; "
           "when there is none, JavaScript sessions are refused (FAILED_PRECONDITION).");
-ABSL_FLAG(std::string, seccomp_base, "/usr/share/containers/seccomp.json",
-          "podman's default seccomp profile, from which sandboxd derives the one every "
-          "container runs under: the same, with the creation of namespaces (clone/unshare "
-          "with namespace flags, clone3, setns) denied, written to <state_dir>/seccomp.json "
-          "at start. \"podman\": podman's default unchanged (sandboxed code can then create "
-          "user namespaces).");
-ABSL_FLAG(std::string, podman, "podman", "podman binary.");
-ABSL_FLAG(std::vector<std::string>, podman_args, {},
-          "Extra global podman flags, comma-separated (for example --root=/x,--runroot=/y).");
-ABSL_FLAG(std::string, oci_runtime, "auto",
-          "OCI runtime for podman: auto (runc on cgroup v1, where crun fails), runc, crun, ...");
 ABSL_FLAG(std::string, isolation, "container",
           "What stands between sandboxed code and the host kernel, by default: container "
           "(podman on runc/crun) or gvisor (podman on gVisor's runsc, a user-space kernel; "
@@ -89,10 +79,6 @@ ABSL_FLAG(std::string, isolation, "container",
 ABSL_FLAG(std::vector<std::string>, allowed_isolations, {},
           "Isolations clients may ask for per session (CreateSessionRequest.isolation), "
           "comma-separated; --isolation is always allowed.");
-ABSL_FLAG(std::string, runsc, "/usr/bin/runsc", "gVisor's runsc binary (--isolation=gvisor).");
-ABSL_FLAG(std::string, gvisor_platform, "ptrace",
-          "How gVisor intercepts system calls: ptrace (works everywhere) or kvm (needs "
-          "/dev/kvm).");
 ABSL_FLAG(uint32_t, pool_size, 2,
           "Ready Python containers kept warm for CreateSession (0 disables).");
 ABSL_FLAG(uint32_t, js_pool_size, 1,
@@ -337,21 +323,6 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
   return options;
 }
 
-sandboxd::PodmanOptions PodmanFromFlags(const sandboxd::ManagerOptions& options) {
-  sandboxd::PodmanOptions podman;
-  podman.image = options.image;
-  podman.gvisor = options.isolation.Allows(sandboxd::Isolation::kGvisor);
-  podman.runsc = absl::GetFlag(FLAGS_runsc);
-  podman.gvisor_platform = absl::GetFlag(FLAGS_gvisor_platform);
-  podman.podman = absl::GetFlag(FLAGS_podman);
-  podman.oci_runtime = absl::GetFlag(FLAGS_oci_runtime);
-  podman.global_args = absl::GetFlag(FLAGS_podman_args);
-  if (absl::GetFlag(FLAGS_seccomp_base) != "podman") {
-    podman.seccomp_profile = options.state_dir + "/seccomp.json";
-  }
-  return podman;
-}
-
 // When gVisor is asked for, it must work here, or the operator hears why at once.
 absl::Status CheckGvisor(const sandboxd::ManagerOptions& options, sandboxd::PodmanRuntime& runtime) {
   if (!options.isolation.Allows(sandboxd::Isolation::kGvisor)) return absl::OkStatus();
@@ -374,16 +345,6 @@ absl::Status CheckRuntimes(const sandboxd::ManagerOptions& options,
     if (absl::StatusOr<sandboxd::RuntimeInfo> w = wasm->Probe(); !w.ok()) return w.status();
   }
   return absl::OkStatus();
-}
-
-absl::Status WriteSeccompProfile(const sandboxd::ManagerOptions& options,
-                                 const sandboxd::PodmanOptions& podman) {
-  if (podman.seccomp_profile.empty()) return absl::OkStatus();
-  if (absl::Status s = codemode::ClaimPrivateDirectory(options.state_dir, "the state directory", "--state_dir");
-      !s.ok()) {
-    return s;
-  }
-  return sandboxd::WriteSeccompProfile(absl::GetFlag(FLAGS_seccomp_base), podman.seccomp_profile);
 }
 
 // Health follows readiness: SERVING only while containers can be started (see

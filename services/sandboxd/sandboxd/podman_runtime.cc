@@ -58,11 +58,6 @@ bool PodmanNeeds(absl::string_view name) {
   return absl::StartsWith(name, "CONTAINERS_");
 }
 
-uint64_t NprocCeiling(const RuntimeInfo& info, const ResolvedLimits& l) {
-  return info.nproc_ceiling != 0 ? std::max<uint64_t>(info.nproc_ceiling, l.pids)
-                                 : uint64_t{l.pids} * 4;
-}
-
 // The flags that hold a container to its ResolvedLimits.
 std::vector<std::string> LimitArgs(const RuntimeInfo& info, const ResolvedLimits& l,
                                    Isolation isolation) {
@@ -112,6 +107,11 @@ uint64_t HostNprocCeiling() {
 }
 
 }  // namespace
+
+uint64_t NprocCeiling(const RuntimeInfo& info, const ResolvedLimits& l) {
+  return info.nproc_ceiling != 0 ? std::max<uint64_t>(info.nproc_ceiling, l.pids)
+                                 : uint64_t{l.pids} * 4;
+}
 
 std::vector<std::string> PodmanEnvironment(const std::vector<std::string>& environ) {
   std::vector<std::string> out;
@@ -192,15 +192,21 @@ std::vector<std::string> BuildRunArgv(const PodmanOptions& options, const Runtim
   a.push_back("HOME=/workspace");
   for (const auto& e : spec.env) a.insert(a.end(), {"--env", e});
   a.push_back(spec.image);
+  std::vector<std::string> command = RunnerCommand(spec);
+  a.insert(a.end(), command.begin(), command.end());
+  return a;
+}
+
+std::vector<std::string> RunnerCommand(const ContainerSpec& spec) {
+  std::vector<std::string> a;
   if (spec.language == Language::kJavaScript) {
     // --disable-proto=delete: no __proto__ accessor for user code to reach prototypes by.
     // The worker that runs the code gets 3/4 of the memory limit as its heap, so a heap
     // blow-up ends that worker (the namespace) rather than the runner (the session).
-    const uint64_t heap_mb = std::max<uint64_t>(16, l.memory_bytes / 4 * 3 >> 20);
-    a.insert(a.end(), {"node", "--disable-proto=delete", kJsRunnerMountPath, "--heap-mb",
-                       absl::StrCat(heap_mb)});
+    const uint64_t heap_mb = std::max<uint64_t>(16, spec.limits.memory_bytes / 4 * 3 >> 20);
+    a = {"node", "--disable-proto=delete", kJsRunnerMountPath, "--heap-mb", absl::StrCat(heap_mb)};
   } else {
-    a.insert(a.end(), {"python3", "-I", "-u", kRunnerMountPath});
+    a = {"python3", "-I", "-u", kRunnerMountPath};
   }
   a.insert(a.end(), {"--socket", absl::StrCat(kSocketMountDir, "/runner.sock"),
                      "--own-pid-namespace"});
@@ -216,7 +222,8 @@ std::vector<std::string> OurEnvironment() {
 }  // namespace
 
 PodmanRuntime::PodmanRuntime(PodmanOptions options, SandboxdMetrics* metrics)
-    : options_(std::move(options)), metrics_(metrics), env_(PodmanEnvironment(OurEnvironment())) {}
+    : options_(std::move(options)), metrics_(metrics), env_(PodmanEnvironment(OurEnvironment())) {
+}
 
 absl::StatusOr<SubprocessResult> PodmanRuntime::RunPodman(SandboxdMetrics::ContainerOp op,
                                                           const std::vector<std::string>& argv) {
@@ -308,6 +315,16 @@ absl::StatusOr<RuntimeInfo> PodmanRuntime::Probe() {
   codemode::MutexLock lock(&mu_);
   info_ = info;
   probed_ = true;
+  // The service only where it starts containers: cgroup-limited ones (rlimit-limited
+  // containers are rare enough to keep to the CLI alone).
+  if (!options_.api_socket_dir.empty() && info.cgroup_limits && !api_) {
+    PodmanApiOptions api;
+    api.podman = options_.podman;
+    api.global_args = options_.global_args;
+    api.env = env_;
+    api.socket_dir = options_.api_socket_dir;
+    api_ = std::make_shared<PodmanApi>(std::move(api));
+  }
   return info;
 }
 
@@ -413,10 +430,17 @@ absl::Status PodmanRuntime::CheckGvisor() {
 
 absl::StatusOr<std::string> PodmanRuntime::Start(const ContainerSpec& spec) {
   RuntimeInfo info;
+  std::shared_ptr<PodmanApi> api;
   {
     codemode::MutexLock lock(&mu_);
     if (!probed_) return absl::FailedPreconditionError("Probe() has not succeeded yet");
     info = info_;
+    api = api_;
+  }
+  if (api && spec.isolation == Isolation::kContainer && info.cgroup_limits) {
+    bool fell_back = false;
+    absl::StatusOr<std::string> id = StartThroughApi(*api, info, spec, &fell_back);
+    if (!fell_back) return id;
   }
   std::vector<std::string> argv = BuildRunArgv(options_, info, spec);
   absl::StatusOr<SubprocessResult> r = RunPodman(Op::kRun, argv);

@@ -1,6 +1,8 @@
-// Integration: the daemon against a podman that fails (a wrapper around the real one):
+// Integration: the daemon against a podman CLI that fails (a wrapper around the real one):
 // containers that cannot start (health, recovery by itself, the self-check's reason) and
-// containers that cannot be removed (a deleted session's code stops all the same).
+// containers that cannot be removed (a deleted session's code stops all the same). These
+// daemons start containers with the CLI (--podman_api=false); podman_api_test.cc has the
+// API service's faults.
 #include <unistd.h>
 
 #include <filesystem>
@@ -62,7 +64,7 @@ TEST(LifecycleTest, NotServingWhileContainersCannotStartAndRecoversByItself) {
   using grpc::health::v1::HealthCheckResponse;
   BreakablePodman podman;
   podman.Break();
-  SandboxdProcess d({"--podman=" + podman.path(), "--pool_size=1"});
+  SandboxdProcess d({"--podman=" + podman.path(), "--podman_api=false", "--pool_size=1"});
   ASSERT_TRUE(d.Start());
   auto stub = d.Stub();
   // The pool's first start fails.
@@ -129,7 +131,7 @@ constexpr char kListenOnTheRunnersSocket[] =
 // leaves no pool container behind.
 TEST(LifecycleTest, ARemovalThatFailsOnceAtStopIsTriedAgain) {
   BreakablePodman podman;
-  SandboxdProcess d({"--podman=" + podman.path(), "--pool_size=1"});
+  SandboxdProcess d({"--podman=" + podman.path(), "--podman_api=false", "--pool_size=1"});
   ASSERT_TRUE(d.Start());
   ASSERT_TRUE(WaitFor([&] { return GetInfo(*d.Stub()).pool_ready() == 1 && d.LiveContainers() == 1; }))
       << d.Log();
@@ -171,7 +173,7 @@ class RemovalFailureTest : public ::testing::Test {
   }
 
   BreakablePodman podman_;
-  SandboxdProcess d_{{"--podman=" + podman_.path()}};
+  SandboxdProcess d_{{"--podman=" + podman_.path(), "--podman_api=false"}};
   sandbox::v1::Session session_;
 };
 
@@ -217,7 +219,7 @@ TEST(LifecycleTest, SelfCheckRunsPrintOneAndSaysWhyWhenItCannot) {
 
   BreakablePodman podman;
   podman.Break();
-  out = Sh(SandboxdBinary() + " --self_check --podman=" + podman.path() + " 2>&1", &rc);
+  out = Sh(SandboxdBinary() + " --self_check --podman_api=false --podman=" + podman.path() + " 2>&1", &rc);
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("container-init binary not found"), std::string::npos) << out;
   // Nothing is left behind either way.

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "sandboxd/podman_runtime.h"
 
 namespace sandboxd {
@@ -18,6 +19,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using Argv = std::vector<std::string>;
+using nlohmann::json;
 
 ContainerSpec Spec() {
   ContainerSpec s;
@@ -445,6 +447,85 @@ TEST(GvisorPidBudgetTest, WarnsWhenSessionsCouldUseMoreHostTasksThanPidMax) {
   EXPECT_THAT(w, HasSubstr(absl::StrCat(GvisorHostTasks(128) * 64, " host tasks")));
   EXPECT_THAT(w, HasSubstr("kernel.pid_max 32768"));
   EXPECT_THAT(w, HasSubstr("--max_sessions"));
+}
+
+// BuildCreateSpec: the same container as BuildRunArgv, as libpod's create request.
+json SpecOf(const PodmanOptions& o, const RuntimeInfo& info, const ContainerSpec& spec) {
+  return json::parse(BuildCreateSpec(o, info, spec));
+}
+
+TEST(BuildCreateSpecTest, TheHardeningOfBuildRunArgv) {
+  PodmanOptions o;
+  o.seccomp_profile = "/var/lib/sandboxd/seccomp.json";
+  json s = SpecOf(o, CgroupInfo(), Spec());
+  EXPECT_EQ(s["name"], "sbx-abc-123");
+  EXPECT_EQ(s["image"], "localhost/sandboxd-python:bookworm");
+  EXPECT_EQ(s["netns"]["nsmode"], "none");
+  EXPECT_EQ(s["ipcns"]["nsmode"], "private");
+  EXPECT_EQ(s["read_only_filesystem"], true);
+  EXPECT_EQ(s["read_write_tmpfs"], false);
+  EXPECT_EQ(s["cap_drop"], json({"ALL"}));
+  EXPECT_EQ(s["no_new_privileges"], true);
+  EXPECT_EQ(s["init"], true);
+  EXPECT_EQ(s["user"], "65534:65534");
+  EXPECT_EQ(s["log_configuration"]["driver"], "none");
+  EXPECT_EQ(s["http_proxy"], false);
+  EXPECT_EQ(s["hostname"], "sandbox");
+  EXPECT_EQ(s["work_dir"], "/workspace");
+  EXPECT_EQ(s["seccomp_profile_path"], "/var/lib/sandboxd/seccomp.json");
+  EXPECT_EQ(s["oci_runtime"], "runc");
+  EXPECT_EQ(s["labels"], json({{"io.sandboxd.instance", "abc"}, {"io.sandboxd.role", "session"}}));
+  EXPECT_EQ(s["env"], json({{"HOME", "/workspace"}, {"LANG", "C.UTF-8"}, {"PYTHONHASHSEED", "0"}}));
+  // The spec's environment is the container's, after HOME (which it may replace).
+  ContainerSpec own = Spec();
+  own.env = {"HOME=/elsewhere"};
+  own.uid = 10007;
+  s = SpecOf(o, CgroupInfo(), own);
+  EXPECT_EQ(s["env"], json({{"HOME", "/elsewhere"}}));
+  EXPECT_EQ(s["user"], "10007:65534");
+}
+
+TEST(BuildCreateSpecTest, LimitsMountsAndCommand) {
+  json s = SpecOf(PodmanOptions(), CgroupInfo(), Spec());  // nproc: 4 x pids without a ceiling
+  EXPECT_EQ(s["resource_limits"]["memory"]["limit"], 300ull << 20);
+  EXPECT_EQ(s["resource_limits"]["memory"]["swap"], 300ull << 20);
+  EXPECT_EQ(s["resource_limits"]["pids"]["limit"], 77);
+  EXPECT_EQ(s["resource_limits"]["cpu"]["quota"], 150000);  // 1.5 CPUs
+  EXPECT_EQ(s["resource_limits"]["cpu"]["period"], 100000);
+  EXPECT_EQ(s["r_limits"], json::parse(R"([{"type":"nofile","soft":333,"hard":333},
+      {"type":"core","soft":0,"hard":0},{"type":"nproc","soft":308,"hard":308}])"));
+  ASSERT_EQ(s["mounts"].size(), 4u);
+  EXPECT_EQ(s["mounts"][0]["destination"], "/tmp");
+  EXPECT_THAT(s["mounts"][0]["options"].get<std::vector<std::string>>(),
+              ElementsAre("rw", "nosuid", "nodev", "mode=1777", absl::StrCat("size=", 11 << 20)));
+  EXPECT_EQ(s["mounts"][1]["destination"], "/workspace");
+  EXPECT_THAT(s["mounts"][1]["options"].get<std::vector<std::string>>(),
+              ElementsAre("rw", "nosuid", "nodev", "mode=1777", absl::StrCat("size=", 22 << 20)));
+  EXPECT_EQ(s["mounts"][2], json::parse(R"({"destination":"/opt/sandboxd/sandbox_runner.pyz",
+      "type":"bind","source":"/usr/lib/sandboxd/sandbox_runner.pyz","options":["ro"]})"));
+  EXPECT_EQ(s["mounts"][3], json::parse(R"({"destination":"/run/sandboxd","type":"bind",
+      "source":"/var/lib/sandboxd/c/sbx-abc-123","options":["nosuid","nodev","noexec"]})"));
+  EXPECT_EQ(s["command"], json(RunnerCommand(Spec())));
+  EXPECT_THAT(s["command"].get<std::vector<std::string>>(),
+              ElementsAre("python3", "-I", "-u", "/opt/sandboxd/sandbox_runner.pyz", "--socket",
+                          "/run/sandboxd/runner.sock", "--own-pid-namespace"));
+  // No seccomp profile of ours and podman's own runtime: podman's defaults, as on the CLI.
+  EXPECT_FALSE(s.contains("seccomp_profile_path"));
+  RuntimeInfo own = CgroupInfo();
+  own.oci_runtime.clear();
+  EXPECT_FALSE(SpecOf(PodmanOptions(), own, Spec()).contains("oci_runtime"));
+}
+
+TEST(BuildCreateSpecTest, TheCommandIsBuildRunArgvsTail) {
+  for (Language language : {Language::kPython, Language::kJavaScript}) {
+    ContainerSpec spec = Spec();
+    spec.language = language;
+    std::vector<std::string> argv = BuildRunArgv(PodmanOptions(), CgroupInfo(), spec);
+    std::vector<std::string> command = SpecOf(PodmanOptions(), CgroupInfo(), spec)["command"];
+    ASSERT_GE(argv.size(), command.size());
+    EXPECT_EQ(std::vector<std::string>(argv.end() - command.size(), argv.end()), command);
+    EXPECT_EQ(argv[argv.size() - command.size() - 1], spec.image);
+  }
 }
 
 }  // namespace

@@ -1,0 +1,57 @@
+#include "podman_flags.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "base/secret_file.h"
+#include "sandboxd/seccomp_profile.h"
+
+ABSL_FLAG(std::string, seccomp_base, "/usr/share/containers/seccomp.json",
+          "podman's default seccomp profile, from which sandboxd derives the one every "
+          "container runs under: the same, with the creation of namespaces (clone/unshare "
+          "with namespace flags, clone3, setns) denied, written to <state_dir>/seccomp.json "
+          "at start. \"podman\": podman's default unchanged (sandboxed code can then create "
+          "user namespaces).");
+ABSL_FLAG(std::string, podman, "podman", "podman binary.");
+ABSL_FLAG(std::vector<std::string>, podman_args, {},
+          "Extra global podman flags, comma-separated (for example --root=/x,--runroot=/y).");
+ABSL_FLAG(std::string, oci_runtime, "auto",
+          "OCI runtime for podman: auto (runc on cgroup v1, where crun fails), runc, crun, ...");
+ABSL_FLAG(std::string, runsc, "/usr/bin/runsc", "gVisor's runsc binary (--isolation=gvisor).");
+ABSL_FLAG(std::string, gvisor_platform, "ptrace",
+          "How gVisor intercepts system calls: ptrace (works everywhere) or kvm (needs "
+          "/dev/kvm).");
+ABSL_FLAG(bool, podman_api, true,
+          "Start container-isolation sandboxes through podman's REST service, which sandboxd "
+          "runs (`podman system service`, its socket in <state_dir>/podman-api, a directory "
+          "only sandboxd's user may enter) and restarts when it ends: about 40 ms less per "
+          "start than a `podman run` process. Where the service is not up, and for gVisor "
+          "and rlimit-limited containers, the podman CLI starts them. false: the CLI "
+          "always.");
+
+sandboxd::PodmanOptions PodmanFromFlags(const sandboxd::ManagerOptions& options) {
+  sandboxd::PodmanOptions podman;
+  podman.image = options.image;
+  podman.gvisor = options.isolation.Allows(sandboxd::Isolation::kGvisor);
+  podman.runsc = absl::GetFlag(FLAGS_runsc);
+  podman.gvisor_platform = absl::GetFlag(FLAGS_gvisor_platform);
+  podman.podman = absl::GetFlag(FLAGS_podman);
+  podman.oci_runtime = absl::GetFlag(FLAGS_oci_runtime);
+  podman.global_args = absl::GetFlag(FLAGS_podman_args);
+  if (absl::GetFlag(FLAGS_podman_api)) podman.api_socket_dir = options.state_dir + "/podman-api";
+  if (absl::GetFlag(FLAGS_seccomp_base) != "podman") {
+    podman.seccomp_profile = options.state_dir + "/seccomp.json";
+  }
+  return podman;
+}
+
+absl::Status WriteSeccompProfile(const sandboxd::ManagerOptions& options,
+                                 const sandboxd::PodmanOptions& podman) {
+  if (podman.seccomp_profile.empty()) return absl::OkStatus();
+  if (absl::Status s = codemode::ClaimPrivateDirectory(options.state_dir, "the state directory", "--state_dir");
+      !s.ok()) {
+    return s;
+  }
+  return sandboxd::WriteSeccompProfile(absl::GetFlag(FLAGS_seccomp_base), podman.seccomp_profile);
+}

@@ -1,0 +1,17 @@
+// podman's flags (podman, podman_args, oci_runtime, podman_api, seccomp_base, and gVisor's
+// runsc and gvisor_platform), read into PodmanOptions when a container isolation is in use.
+//
+//   sandboxd::PodmanOptions podman = PodmanFromFlags(options);
+//   if (absl::Status s = WriteSeccompProfile(options, podman); !s.ok()) return s;
+#pragma once
+
+#include "absl/status/status.h"
+#include "sandboxd/podman_runtime.h"
+#include "sandboxd/session_manager.h"
+
+sandboxd::PodmanOptions PodmanFromFlags(const sandboxd::ManagerOptions& options);
+
+// The seccomp profile every container runs under, derived from --seccomp_base into
+// podman.seccomp_profile (in the state directory); nothing when that is empty.
+absl::Status WriteSeccompProfile(const sandboxd::ManagerOptions& options,
+                                 const sandboxd::PodmanOptions& podman);

@@ -1,0 +1,94 @@
+// PodmanApi: podman's REST service (`podman system service`), started and kept running by
+// sandboxd, and the HTTP/1.1 requests sandboxd sends it over its unix socket.
+//
+// A podman CLI call spends ~30 ms of wall and 20-25 ms of CPU starting the podman binary
+// before it does anything; the service pays that once. Containers are the same either way
+// (the service runs the same libpod code on the same store); PodmanRuntime uses the service
+// for `run` and the CLI for the rest and whenever the service is not up (docs/burst.md).
+//
+//   PodmanApiOptions o;
+//   o.env = env;
+//   o.socket_dir = state_dir + "/podman-api";
+//   PodmanApi api(o);
+//   if (api.Ready()) {
+//     absl::StatusOr<PodmanApi::Response> r =
+//         api.Post("/v4.0.0/libpod/containers/create", spec.dump());
+//   }
+//
+// The service listens in `socket_dir`, a directory of mode 0700 that the supervisor makes
+// (or takes back) before each start: whoever can connect there controls every container.
+// A supervising thread starts the service, waits for its socket, and starts it again
+// (after 1 s, doubling to 30 s) when it exits; the service dies with sandboxd
+// (PR_SET_PDEATHSIG on that thread) and is ended by the destructor.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "base/mutex.h"
+
+namespace sandboxd {
+
+struct PodmanApiOptions {
+  std::string podman = "podman";
+  std::vector<std::string> global_args;  // before `system service`, as for every CLI call
+  std::vector<std::string> env;          // the service's whole environment (KEY=VALUE)
+  std::string socket_dir;                // made mode 0700; holds podman.sock
+  absl::Duration request_timeout = absl::Seconds(60);
+  absl::Duration first_restart = absl::Seconds(1);
+  absl::Duration longest_restart = absl::Seconds(30);
+};
+
+class PodmanApi {
+ public:
+  struct Response {
+    int status = 0;    // the HTTP status
+    std::string body;  // de-chunked
+  };
+
+  // Starts the supervising thread; the service is Ready() some 100-300 ms later.
+  explicit PodmanApi(PodmanApiOptions options);
+  ~PodmanApi();  // ends the service (SIGTERM, SIGKILL after 5 s) and the thread
+  PodmanApi(const PodmanApi&) = delete;
+  PodmanApi& operator=(const PodmanApi&) = delete;
+
+  // Whether the service answers now (it has accepted a connection since its last start).
+  bool Ready();
+
+  // A request with a JSON body ("" for none). UNAVAILABLE when the service is not ready,
+  // the socket cannot be reached, or no whole response arrives within the timeout; any
+  // HTTP status is a Response.
+  absl::StatusOr<Response> Post(const std::string& path, const std::string& body);
+  absl::StatusOr<Response> Delete(const std::string& path);
+
+  std::string socket_path() const { return options_.socket_dir + "/podman.sock"; }
+
+ private:
+  absl::StatusOr<Response> Request(const std::string& method, const std::string& path,
+                                   const std::string& body);
+  void Supervise();
+  // Starts the service and waits until its socket accepts or it exits; true once ready.
+  bool StartOnce(pid_t* pid);
+  // Sleeps `d` unless stopping; false when stopping.
+  bool Rest(absl::Duration d);
+
+  const PodmanApiOptions options_;
+  codemode::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool ready_ ABSL_GUARDED_BY(mu_) = false;
+  pid_t pid_ ABSL_GUARDED_BY(mu_) = -1;  // the running service, -1 when none
+  std::thread thread_;
+};
+
+// Parses an HTTP/1.1 response (status line, headers, a body by Content-Length, chunked or
+// to the end) from `raw`, all bytes the server sent before closing. INVALID_ARGUMENT when
+// it is not one. Pure; unit-tested.
+absl::StatusOr<PodmanApi::Response> ParseHttpResponse(const std::string& raw);
+
+}  // namespace sandboxd
