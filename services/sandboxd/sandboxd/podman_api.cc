@@ -81,7 +81,7 @@ absl::StatusOr<std::string> Dechunk(absl::string_view body) {
 
 }  // namespace
 
-absl::StatusOr<PodmanApi::Response> ParseHttpResponse(const std::string& raw) {
+absl::StatusOr<PodmanApi::Response> ParseHttpResponse(const std::string& raw, bool at_end) {
   const size_t head_end = raw.find("\r\n\r\n");
   if (head_end == std::string::npos) return absl::InvalidArgumentError("no end of the response's headers");
   std::vector<absl::string_view> lines =
@@ -115,8 +115,12 @@ absl::StatusOr<PodmanApi::Response> ParseHttpResponse(const std::string& raw) {
   } else if (length.has_value()) {
     if (body.size() < *length) return absl::InvalidArgumentError("a body shorter than its Content-Length");
     r.body = std::string(body.substr(0, *length));
-  } else {
+  } else if (r.status == 204 || r.status == 304) {
+    r.body.clear();  // no body, whatever follows
+  } else if (at_end) {
     r.body = std::string(body);
+  } else {
+    return absl::InvalidArgumentError("a body that ends only with the connection");
   }
   return r;
 }
@@ -126,14 +130,24 @@ PodmanApi::PodmanApi(PodmanApiOptions options) : options_(std::move(options)) {
 }
 
 PodmanApi::~PodmanApi() {
-  pid_t pid;
   {
     codemode::MutexLock lock(&mu_);
     stopping_ = true;
-    pid = pid_;
+    if (pid_ > 0) kill(pid_, SIGTERM);
+    // A stopped or hung service does not end on SIGTERM.
+    auto gone = [](pid_t* pid) { return *pid <= 0; };
+    if (!mu_.AwaitWithTimeout(absl::Condition(+gone, &pid_), absl::Seconds(5))) kill(pid_, SIGKILL);
   }
-  if (pid > 0) kill(pid, SIGTERM);
   thread_.join();
+}
+
+void PodmanApi::Replace(absl::string_view why) {
+  codemode::MutexLock lock(&mu_);
+  if (!ready_) return;  // being replaced already
+  ready_ = false;
+  spdlog::warn("podman API service: {}; replacing it, the podman CLI starts containers meanwhile",
+               std::string(why));
+  if (pid_ > 0) kill(pid_, SIGKILL);
 }
 
 bool PodmanApi::Ready() {
@@ -146,7 +160,7 @@ bool PodmanApi::Rest(absl::Duration d) {
   return !mu_.AwaitWithTimeout(absl::Condition(&stopping_), d);
 }
 
-bool PodmanApi::StartOnce(pid_t* pid) {
+bool PodmanApi::StartOnce(pid_t* pid, int* status) {
   if (absl::Status s = codemode::ClaimPrivateDirectory(options_.socket_dir,
                                                        "podman's API directory", "--state_dir");
       !s.ok()) {
@@ -175,7 +189,7 @@ bool PodmanApi::StartOnce(pid_t* pid) {
   }
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (absl::Now() < deadline) {
-    if (codemode::WaitPid(*pid, nullptr, WNOHANG) != 0) {
+    if (codemode::WaitPid(*pid, status, WNOHANG) != 0) {
       codemode::MutexLock lock(&mu_);
       pid_ = -1;
       *pid = -1;
@@ -192,13 +206,13 @@ void PodmanApi::Supervise() {
   absl::Duration wait = options_.first_restart;
   for (int failures = 0;; ++failures) {
     pid_t pid = -1;
-    const bool listening = StartOnce(&pid);
+    int status = -1;  // none: no process was started (StartOnce said why)
+    const bool listening = StartOnce(&pid, &status);
     if (listening) {
       codemode::MutexLock lock(&mu_);
       ready_ = true;
     }
     if (listening) spdlog::info("podman API service listening at {}", socket_path());
-    int status = 0;
     if (pid > 0) {
       if (!listening) kill(pid, SIGKILL);
       codemode::WaitPid(pid, &status);
@@ -217,9 +231,10 @@ void PodmanApi::Supervise() {
     }
     // Said once a streak: a podman that cannot serve at all is not news every 30 s.
     spdlog::log(failures == 0 ? spdlog::level::warn : spdlog::level::debug,
-                "podman API service {} (exit {}); the podman CLI starts containers until it "
-                "is back, in {}",
-                listening ? "ended" : "did not start", codemode::DecodeWaitStatus(status),
+                "podman API service {}{}; the podman CLI starts containers until it is back, "
+                "in {}",
+                listening ? "ended" : "did not start",
+                status < 0 ? "" : absl::StrCat(" (exit ", codemode::DecodeWaitStatus(status), ")"),
                 absl::FormatDuration(wait));
     if (!Rest(wait)) return;
     wait = std::min(wait * 2, options_.longest_restart);
@@ -241,35 +256,43 @@ absl::StatusOr<PodmanApi::Response> PodmanApi::Request(const std::string& method
   if (!Ready()) return absl::UnavailableError("podman's API service is not running");
   codemode::UniqueFd fd = Connect(socket_path());
   if (fd.get() < 0) {
-    return absl::UnavailableError(absl::StrCat("podman's API service: connect: ", strerror(errno)));
+    const std::string why = absl::StrCat("connect: ", strerror(errno));
+    Replace(why);  // its socket is gone, or it no longer accepts
+    return absl::UnavailableError(absl::StrCat("podman's API service: ", why));
   }
   const absl::Time deadline = absl::Now() + options_.request_timeout;
+  auto lost = [&](absl::string_view why) {
+    Replace(why);
+    return absl::AbortedError(absl::StrCat("podman's API service: ", why));
+  };
   std::string out = absl::StrCat(method, " ", path, " HTTP/1.1\r\nHost: podman\r\n",
                                  "Content-Type: application/json\r\nContent-Length: ",
                                  body.size(), "\r\nConnection: close\r\n\r\n", body);
   for (size_t sent = 0; sent < out.size();) {
-    if (!WaitFor(fd.get(), POLLOUT, deadline)) return absl::UnavailableError("podman's API service: request timed out");
+    if (!WaitFor(fd.get(), POLLOUT, deadline)) return lost("no answer in time");
     const ssize_t n = send(fd.get(), out.data() + sent, out.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0 && errno != EAGAIN && errno != EINTR) {
-      return absl::UnavailableError(absl::StrCat("podman's API service: send: ", strerror(errno)));
+      return absl::AbortedError(absl::StrCat("podman's API service: send: ", strerror(errno)));
     }
     if (n > 0) sent += static_cast<size_t>(n);
   }
   std::string raw;
   char buf[16384];
   for (;;) {
-    if (!WaitFor(fd.get(), POLLIN, deadline)) return absl::UnavailableError("podman's API service: no answer in time");
+    if (!WaitFor(fd.get(), POLLIN, deadline)) return lost("no answer in time");
     const ssize_t n = recv(fd.get(), buf, sizeof(buf), MSG_DONTWAIT);
     if (n == 0) break;
     if (n < 0) {
       if (errno == EAGAIN || errno == EINTR) continue;
-      return absl::UnavailableError(absl::StrCat("podman's API service: recv: ", strerror(errno)));
+      return absl::AbortedError(absl::StrCat("podman's API service: recv: ", strerror(errno)));
     }
     raw.append(buf, static_cast<size_t>(n));
-    if (raw.size() > kMaxResponseBytes) return absl::UnavailableError("podman's API service: answer too large");
+    if (raw.size() > kMaxResponseBytes) return lost("an answer over 4 MiB");
+    // Whole by its framing: the service need not close first.
+    if (absl::StatusOr<Response> whole = ParseHttpResponse(raw, /*at_end=*/false); whole.ok()) return whole;
   }
   absl::StatusOr<Response> r = ParseHttpResponse(raw);
-  if (!r.ok()) return absl::UnavailableError(absl::StrCat("podman's API service: ", r.status().message()));
+  if (!r.ok()) return absl::AbortedError(absl::StrCat("podman's API service: ", r.status().message()));
   return r;
 }
 

@@ -19,7 +19,9 @@
 // (or takes back) before each start: whoever can connect there controls every container.
 // A supervising thread starts the service, waits for its socket, and starts it again
 // (after 1 s, doubling to 30 s) when it exits; the service dies with sandboxd
-// (PR_SET_PDEATHSIG on that thread) and is ended by the destructor.
+// (PR_SET_PDEATHSIG on that thread) and is ended by the destructor. A service that stops
+// answering (no whole answer within the request timeout) or whose socket is gone is killed,
+// so that the next one takes its place: requests meanwhile fail at once.
 #pragma once
 
 #include <sys/types.h>
@@ -40,7 +42,9 @@ struct PodmanApiOptions {
   std::vector<std::string> global_args;  // before `system service`, as for every CLI call
   std::vector<std::string> env;          // the service's whole environment (KEY=VALUE)
   std::string socket_dir;                // made mode 0700; holds podman.sock
-  absl::Duration request_timeout = absl::Seconds(60);
+  // A create or a start takes ~10-80 ms; this long without a whole answer means the
+  // service hangs (stopped, or deadlocked), and it is replaced.
+  absl::Duration request_timeout = absl::Seconds(20);
   absl::Duration first_restart = absl::Seconds(1);
   absl::Duration longest_restart = absl::Seconds(30);
 };
@@ -61,9 +65,10 @@ class PodmanApi {
   // Whether the service answers now (it has accepted a connection since its last start).
   bool Ready();
 
-  // A request with a JSON body ("" for none). UNAVAILABLE when the service is not ready,
-  // the socket cannot be reached, or no whole response arrives within the timeout; any
-  // HTTP status is a Response.
+  // A request with a JSON body ("" for none); any HTTP status is a Response. UNAVAILABLE
+  // when nothing was sent (the service is not ready, or its socket cannot be reached);
+  // ABORTED when the request went out but no whole answer came back within the timeout
+  // (what it did is unknown).
   absl::StatusOr<Response> Post(const std::string& path, const std::string& body);
   absl::StatusOr<Response> Delete(const std::string& path);
 
@@ -74,7 +79,11 @@ class PodmanApi {
                                    const std::string& body);
   void Supervise();
   // Starts the service and waits until its socket accepts or it exits; true once ready.
-  bool StartOnce(pid_t* pid);
+  // `*pid` is the process (-1: none was started, or it has been reaped, its wait status
+  // then in `*status`).
+  bool StartOnce(pid_t* pid, int* status);
+  // Kills a service that no longer answers (the supervisor starts the next) and says why.
+  void Replace(absl::string_view why);
   // Sleeps `d` unless stopping; false when stopping.
   bool Rest(absl::Duration d);
 
@@ -87,8 +96,10 @@ class PodmanApi {
 };
 
 // Parses an HTTP/1.1 response (status line, headers, a body by Content-Length, chunked or
-// to the end) from `raw`, all bytes the server sent before closing. INVALID_ARGUMENT when
-// it is not one. Pure; unit-tested.
-absl::StatusOr<PodmanApi::Response> ParseHttpResponse(const std::string& raw);
+// to the end) from `raw`. `at_end`: the server has closed, so a body without length runs
+// to the end; otherwise only a response whose end its framing marks (Content-Length,
+// chunked, 204/304) is whole. INVALID_ARGUMENT when it is not one (or not whole). Pure;
+// unit-tested.
+absl::StatusOr<PodmanApi::Response> ParseHttpResponse(const std::string& raw, bool at_end = true);
 
 }  // namespace sandboxd

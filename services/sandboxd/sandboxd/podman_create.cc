@@ -79,7 +79,11 @@ std::string BuildCreateSpec(const PodmanOptions& options, const RuntimeInfo& inf
         // --cpus N is a quota of N periods of 100 ms.
         {"cpu", {{"quota", uint64_t{l.cpu_millis} * 100}, {"period", 100000}}}}},
   };
-  if (!options.seccomp_profile.empty()) s["seccomp_profile_path"] = options.seccomp_profile;
+  if (!options.seccomp_profile.empty()) {
+    s["seccomp_profile_path"] = options.seccomp_profile;
+    // What `podman inspect` reads back as SecurityOpt (the CLI records it so too).
+    s["annotations"] = {{"io.podman.annotations.seccomp", options.seccomp_profile}};
+  }
   if (!info.oci_runtime.empty()) s["oci_runtime"] = info.oci_runtime;
   return s.dump();
 }
@@ -88,42 +92,36 @@ absl::StatusOr<std::string> PodmanRuntime::StartThroughApi(PodmanApi& api,
                                                            const RuntimeInfo& info,
                                                            const ContainerSpec& spec,
                                                            bool* fell_back) {
-  if (!api.Ready()) {
-    *fell_back = true;
-    return absl::UnavailableError("podman's API service is not running");
-  }
   const absl::Time began = absl::Now();
-  auto done = [&](bool ok) {
-    if (metrics_) metrics_->ContainerOpDone(Op::kRun, ok, absl::Now() - began);
-  };
-  // Once a request has gone out, the container may exist whatever became of the answer.
-  auto lost = [&](const absl::Status& why) -> absl::StatusOr<std::string> {
-    spdlog::warn("podman API: {}; removing {} and using the podman CLI", std::string(why.message()), spec.name);
-    done(false);
-    (void)Remove({spec.name});
+  // Whatever goes wrong here, the CLI tries next: it starts the same container, and says
+  // in its own words why not if it cannot either. Once a request has gone out the
+  // container may exist, whatever became of the answer.
+  auto fall_back = [&](const std::string& why, bool sent) -> absl::StatusOr<std::string> {
+    spdlog::warn("podman API: {}; the podman CLI starts {} instead", why, spec.name);
+    if (metrics_) metrics_->ContainerOpDone(Op::kRun, false, absl::Now() - began);
+    if (sent) (void)Remove({spec.name});
     *fell_back = true;
-    return why;
+    return absl::UnavailableError(why);
+  };
+  auto failed = [&](const absl::Status& s) {
+    return fall_back(std::string(s.message()), s.code() != absl::StatusCode::kUnavailable);
   };
   absl::StatusOr<PodmanApi::Response> created =
       api.Post(absl::StrCat(kApi, "/containers/create"), BuildCreateSpec(options_, info, spec));
-  if (!created.ok()) return lost(created.status());
+  if (!created.ok()) return failed(created.status());
   json body = json::parse(created->body, nullptr, false);
   if (created->status != 201 || !body.is_object() || !body.contains("Id") || !body["Id"].is_string()) {
-    done(false);
-    (void)Remove({spec.name});
-    return absl::UnavailableError(absl::StrCat("podman create failed (HTTP ", created->status,
-                                               "): ", ErrorText(*created)));
+    return fall_back(absl::StrCat("create answered HTTP ", created->status, ": ", ErrorText(*created)),
+                     true);
   }
   absl::StatusOr<PodmanApi::Response> started =
       api.Post(absl::StrCat(kApi, "/containers/", spec.name, "/start"), "");
-  if (!started.ok()) return lost(started.status());
+  if (!started.ok()) return failed(started.status());
   if (started->status != 204 && started->status != 304) {
-    done(false);
-    (void)Remove({spec.name});
-    return absl::UnavailableError(absl::StrCat("podman start failed (HTTP ", started->status,
-                                               "): ", ErrorText(*started)));
+    return fall_back(absl::StrCat("start answered HTTP ", started->status, ": ", ErrorText(*started)),
+                     true);
   }
-  done(true);
+  if (metrics_) metrics_->ContainerOpDone(Op::kRun, true, absl::Now() - began);
   return body["Id"].get<std::string>();
 }
 

@@ -440,7 +440,7 @@ absl::StatusOr<std::string> PodmanRuntime::Start(const ContainerSpec& spec) {
   if (api && spec.isolation == Isolation::kContainer && info.cgroup_limits) {
     bool fell_back = false;
     absl::StatusOr<std::string> id = StartThroughApi(*api, info, spec, &fell_back);
-    if (!fell_back) return id;
+    if (!fell_back) return id;  // else the CLI below, which says why if it fails too
   }
   std::vector<std::string> argv = BuildRunArgv(options_, info, spec);
   absl::StatusOr<SubprocessResult> r = RunPodman(Op::kRun, argv);

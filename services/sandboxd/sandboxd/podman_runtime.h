@@ -157,9 +157,10 @@ class PodmanRuntime : public ContainerRuntime {
   // Runs a whole podman argv (`podman run`), counted as `op`.
   absl::StatusOr<SubprocessResult> RunPodman(SandboxdMetrics::ContainerOp op,
                                              const std::vector<std::string>& argv);
-  // podman_create.cc: create and start `spec` through the API service. `fell_back` is set
-  // when the service could not be asked (the caller then runs the CLI); otherwise the
-  // container's id or why it did not start.
+  // podman_create.cc: create and start `spec` through the API service: the container's
+  // id, or `fell_back` set when the service did not start it (not running, no whole
+  // answer, an HTTP error), after removing what it may have made; the caller then runs
+  // the CLI.
   absl::StatusOr<std::string> StartThroughApi(PodmanApi& api, const RuntimeInfo& info,
                                               const ContainerSpec& spec, bool* fell_back);
 

@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "sandboxd/podman_api.h"
+#include "sandboxd/podman_runtime.h"
 
 namespace sandboxd {
 namespace {
@@ -23,6 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(ParseHttpResponseTest, ABodyByContentLength) {
   absl::StatusOr<PodmanApi::Response> r = ParseHttpResponse(
@@ -50,6 +52,14 @@ TEST(ParseHttpResponseTest, NoLengthReadsToTheEndAndNoBodyIsEmpty) {
   EXPECT_EQ(r->body, "");
 }
 
+TEST(ParseHttpResponseTest, BeforeTheEndOnlyFramingMakesAResponseWhole) {
+  EXPECT_TRUE(ParseHttpResponse("HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}", false).ok());
+  EXPECT_TRUE(ParseHttpResponse("HTTP/1.1 204 No Content\r\n\r\n", false).ok());
+  EXPECT_TRUE(ParseHttpResponse("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", false).ok());
+  EXPECT_FALSE(ParseHttpResponse("HTTP/1.1 200 OK\r\n\r\nmore may come", false).ok());
+  EXPECT_FALSE(ParseHttpResponse("HTTP/1.1 201 Created\r\nContent-Length: 3\r\n\r\n{}", false).ok());
+}
+
 TEST(ParseHttpResponseTest, WhatIsNoResponseIsAnError) {
   for (const char* raw : {
            "",                                                     // nothing
@@ -67,8 +77,12 @@ TEST(ParseHttpResponseTest, WhatIsNoResponseIsAnError) {
   }
 }
 
-// A podman whose `system service ... unix://PATH` serves HTTP on PATH (answering every
-// request with its method and path) and whose every other command fails.
+// A podman whose `system service ... unix://PATH` serves HTTP on PATH and whose CLI
+// commands are logged to `cli`: `info` describes a rootful cgroup v2 host, `image exists`
+// succeeds, `run` prints "cli-made". The service answers a create with the id "api-made",
+// a start with 204 and anything else with its method, path and body, chunked; or, while
+// the file `mode` says so, never ("hang"), whole but without closing ("keepopen"), or
+// with HTTP 500 ("e500").
 class FakePodman {
  public:
   FakePodman() {
@@ -76,37 +90,78 @@ class FakePodman {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     std::ofstream(path()) << R"(#!/usr/bin/env python3
-import http.server, os, socketserver, sys
-if sys.argv[1:3] != ["system", "service"]:
-    sys.exit(125)
-path = sys.argv[-1][len("unix://"):]
-open(os.path.join(os.path.dirname(path), "..", "starts"), "a").write(str(os.getpid()) + "\n")
+import http.server, json, os, signal, socketserver, sys, time
+# A handler, as podman has: SIGTERM then does not end a stopped service.
+signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+here = os.path.dirname(os.path.abspath(sys.argv[0]))
+def note(name, text):
+    open(os.path.join(here, name), "a").write(text + "\n")
+args = sys.argv[1:]
+if args[:2] != ["system", "service"]:
+    note("cli", " ".join(args))
+    if args[:1] == ["info"]:
+        print(json.dumps({"version": {"Version": "9.9"}, "host": {"cgroupVersion": "v2",
+              "security": {"rootless": False}, "ociRuntime": {"name": "runc"}}}))
+    elif "run" in args:
+        print("cli-made")
+    sys.exit(0)
+note("starts", str(os.getpid()))
+def mode():
+    try: return open(os.path.join(here, "mode")).read().strip()
+    except OSError: return ""
 class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
     def answer(self):
         n = int(self.headers.get("Content-Length", "0"))
         body = ("%s %s %s" % (self.command, self.path, self.rfile.read(n).decode())).encode()
+        m = mode()
+        if m == "hang":
+            time.sleep(3600)
+        if m in ("keepopen", "e500"):
+            out = b'{"message":"test says no"}' if m == "e500" else body
+            self.send_response(500 if m == "e500" else 201)
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+            self.wfile.flush()
+            if m == "keepopen":
+                time.sleep(3600)
+            return
+        if self.path.endswith("/start"):
+            self.send_response(204)
+            self.end_headers()
+            return
+        if self.path.endswith("/containers/create"):
+            body = b'{"Id":"api-made","Warnings":[]}'
         self.send_response(201)
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
     do_POST = do_DELETE = answer
     def log_message(self, *a): pass
-class S(socketserver.UnixStreamServer):
+class S(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
     def get_request(self):
         r, _ = super().get_request(); return r, ("local", 0)
-S(path, H).serve_forever()
+S(args[-1][len("unix://"):], H).serve_forever()
 )";
     fs::permissions(path(), fs::perms::owner_all);
   }
   ~FakePodman() { fs::remove_all(dir_); }
   std::string path() const { return dir_ / "podman"; }
   std::string socket_dir() const { return dir_ / "api"; }
+  void SetMode(const std::string& mode) const { std::ofstream(dir_ / "mode") << mode; }
   // The pids of the services started so far.
   std::vector<pid_t> Starts() const {
     std::vector<pid_t> pids;
     std::ifstream in(dir_ / "starts");
     for (pid_t p; in >> p;) pids.push_back(p);
     return pids;
+  }
+  // The CLI commands run so far, one a line.
+  std::string Cli() const {
+    std::ifstream in(dir_ / "cli");
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   }
 
  private:
@@ -138,10 +193,10 @@ TEST(PodmanApiTest, StartsTheServiceInAPrivateDirectoryAndTalksToIt) {
   struct stat st{};
   ASSERT_EQ(stat(podman.socket_dir().c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
-  absl::StatusOr<PodmanApi::Response> r = api.Post("/v4.0.0/libpod/containers/create", "{\"a\":1}");
+  absl::StatusOr<PodmanApi::Response> r = api.Post("/v4.0.0/libpod/echo", "{\"a\":1}");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->status, 201);
-  EXPECT_EQ(r->body, "POST /v4.0.0/libpod/containers/create {\"a\":1}");
+  EXPECT_EQ(r->body, "POST /v4.0.0/libpod/echo {\"a\":1}");
   r = api.Delete("/v4.0.0/libpod/containers/x");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->body, "DELETE /v4.0.0/libpod/containers/x ");
@@ -161,6 +216,83 @@ TEST(PodmanApiTest, AServiceThatEndsIsStartedAgainAndTheLastIsEndedWithUs) {
   }
   // The destructor ended the second service: its pid is gone (or a zombie of nobody's).
   EXPECT_TRUE(kill(starts[1], 0) != 0) << "service " << starts[1] << " outlived PodmanApi";
+}
+
+TEST(PodmanApiTest, AServiceThatStopsAnsweringIsReplaced) {
+  FakePodman podman;
+  PodmanApiOptions o = ApiOptions(podman);
+  o.request_timeout = absl::Milliseconds(300);
+  PodmanApi api(o);
+  ASSERT_TRUE(WaitUntil([&] { return api.Ready(); }));
+  podman.SetMode("hang");
+  absl::StatusOr<PodmanApi::Response> r = api.Post("/x", "");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kAborted) << r.status();
+  podman.SetMode("");
+  ASSERT_TRUE(WaitUntil([&] { return podman.Starts().size() == 2 && api.Ready(); }))
+      << "the hung service was kept";
+  EXPECT_TRUE(api.Post("/x", "").ok());
+}
+
+TEST(PodmanApiTest, AWholeAnswerCountsBeforeTheConnectionCloses) {
+  FakePodman podman;
+  PodmanApi api(ApiOptions(podman));
+  ASSERT_TRUE(WaitUntil([&] { return api.Ready(); }));
+  podman.SetMode("keepopen");
+  absl::StatusOr<PodmanApi::Response> r = api.Post("/kept", "b");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->body, "POST /kept b");
+  EXPECT_EQ(podman.Starts().size(), 1u);
+}
+
+TEST(PodmanApiTest, AServiceWhoseSocketIsGoneIsReplaced) {
+  FakePodman podman;
+  PodmanApi api(ApiOptions(podman));
+  ASSERT_TRUE(WaitUntil([&] { return api.Ready(); }));
+  ASSERT_EQ(unlink(api.socket_path().c_str()), 0);
+  EXPECT_EQ(api.Post("/x", "").status().code(), absl::StatusCode::kUnavailable);
+  ASSERT_TRUE(WaitUntil([&] { return podman.Starts().size() == 2 && api.Ready(); }))
+      << "a service nobody can reach was kept";
+  EXPECT_TRUE(api.Post("/x", "").ok());
+}
+
+TEST(PodmanApiTest, TheDestructorEndsAServiceThatIgnoresSigterm) {
+  FakePodman podman;
+  pid_t service;
+  {
+    PodmanApi api(ApiOptions(podman));
+    ASSERT_TRUE(WaitUntil([&] { return api.Ready(); }));
+    service = podman.Starts()[0];
+    ASSERT_EQ(kill(service, SIGSTOP), 0);
+  }  // without SIGKILL after SIGTERM this never returns
+  EXPECT_NE(kill(service, 0), 0) << "service " << service << " outlived PodmanApi";
+}
+
+// PodmanRuntime's starts: through the service, and by the CLI when the service refuses.
+TEST(PodmanRuntimeApiTest, StartsThroughTheServiceAndFallsBackToTheCli) {
+  FakePodman podman;
+  PodmanOptions o;
+  o.podman = podman.path();
+  o.image = "img";
+  o.api_socket_dir = podman.socket_dir();
+  PodmanRuntime runtime(o);
+  ASSERT_TRUE(runtime.Probe().ok());
+  ASSERT_TRUE(WaitUntil([&] { return runtime.ServesThroughApi(); }));
+  ContainerSpec spec;
+  spec.name = "sbx-fake-1";
+  spec.image = "img";
+  absl::StatusOr<std::string> id = runtime.Start(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(*id, "api-made");
+  EXPECT_THAT(podman.Cli(), Not(HasSubstr(" run ")));
+  // An HTTP error (a podman that refuses the spec, say): the CLI makes it, after removing
+  // whatever the service may have made.
+  podman.SetMode("e500");
+  spec.name = "sbx-fake-2";
+  id = runtime.Start(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(*id, "cli-made");
+  EXPECT_THAT(podman.Cli(), HasSubstr("rm --force --ignore --time 0 sbx-fake-2\n--runtime runc "
+                                     "run --detach --name sbx-fake-2 "));
 }
 
 TEST(PodmanApiTest, APodmanThatCannotServeLeavesItNotReady) {
