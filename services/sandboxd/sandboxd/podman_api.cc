@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,17 +26,22 @@
 namespace sandboxd {
 namespace {
 
+// A service that listened this long before it ended has its restarts start over at
+// first_restart; one that ends (or is replaced for hanging) sooner backs off further.
+constexpr absl::Duration kHealthyRun = absl::Minutes(1);
+
 // A response larger than this is no answer of podman's to create, start or remove.
 constexpr size_t kMaxResponseBytes = 4 << 20;
 
-// A connected socket to `path`, or -1 with errno.
+// A connected socket to `path`, or -1 with errno. Non-blocking: a listener whose backlog
+// is full fails at once (EAGAIN) rather than holding the caller.
 codemode::UniqueFd Connect(const std::string& path) {
   sockaddr_un addr{};
   if (path.size() >= sizeof(addr.sun_path)) {
     errno = ENAMETOOLONG;
     return codemode::UniqueFd();
   }
-  codemode::UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  codemode::UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (fd.get() < 0) return fd;
   addr.sun_family = AF_UNIX;
   memcpy(addr.sun_path, path.c_str(), path.size() + 1);
@@ -90,7 +96,8 @@ absl::StatusOr<PodmanApi::Response> ParseHttpResponse(const std::string& raw, bo
   std::vector<absl::string_view> status_line = absl::StrSplit(lines[0], absl::MaxSplits(' ', 2));
   PodmanApi::Response r;
   if (status_line.size() < 2 || !absl::StartsWith(status_line[0], "HTTP/1.") ||
-      status_line[1].size() != 3 || !absl::SimpleAtoi(status_line[1], &r.status)) {
+      status_line[1].size() != 3 || !absl::ascii_isdigit(status_line[1][0]) ||
+      !absl::SimpleAtoi(status_line[1], &r.status)) {
     return absl::InvalidArgumentError("no HTTP/1.x status line");
   }
   bool chunked = false;
@@ -208,6 +215,7 @@ void PodmanApi::Supervise() {
     pid_t pid = -1;
     int status = -1;  // none: no process was started (StartOnce said why)
     const bool listening = StartOnce(&pid, &status);
+    const absl::Time listened = absl::Now();
     if (listening) {
       codemode::MutexLock lock(&mu_);
       ready_ = true;
@@ -215,7 +223,11 @@ void PodmanApi::Supervise() {
     if (listening) spdlog::info("podman API service listening at {}", socket_path());
     if (pid > 0) {
       if (!listening) kill(pid, SIGKILL);
-      codemode::WaitPid(pid, &status);
+      // Waited for without reaping: until pid_ is cleared below, no one may signal a pid
+      // that another process has been given meanwhile.
+      siginfo_t info{};
+      while (waitid(P_PID, pid, &info, WEXITED | WNOWAIT) != 0 && errno == EINTR) {
+      }
     }
     bool stopping;
     {
@@ -224,9 +236,10 @@ void PodmanApi::Supervise() {
       pid_ = -1;
       stopping = stopping_;
     }
+    if (pid > 0) codemode::WaitPid(pid, &status);
     if (stopping) return;
-    if (listening) {
-      failures = 0;  // it ran: the next failure starts over
+    if (listening && absl::Now() - listened >= kHealthyRun) {
+      failures = 0;  // it served a while: the next failure starts over
       wait = options_.first_restart;
     }
     // Said once a streak: a podman that cannot serve at all is not news every 30 s.
@@ -257,7 +270,7 @@ absl::StatusOr<PodmanApi::Response> PodmanApi::Request(const std::string& method
   codemode::UniqueFd fd = Connect(socket_path());
   if (fd.get() < 0) {
     const std::string why = absl::StrCat("connect: ", strerror(errno));
-    Replace(why);  // its socket is gone, or it no longer accepts
+    if (errno != EAGAIN) Replace(why);  // its socket is gone (EAGAIN: it is only busy)
     return absl::UnavailableError(absl::StrCat("podman's API service: ", why));
   }
   const absl::Time deadline = absl::Now() + options_.request_timeout;
@@ -277,6 +290,8 @@ absl::StatusOr<PodmanApi::Response> PodmanApi::Request(const std::string& method
     if (n > 0) sent += static_cast<size_t>(n);
   }
   std::string raw;
+  size_t head_end = std::string::npos;
+  bool chunked = false;
   char buf[16384];
   for (;;) {
     if (!WaitFor(fd.get(), POLLIN, deadline)) return lost("no answer in time");
@@ -286,9 +301,18 @@ absl::StatusOr<PodmanApi::Response> PodmanApi::Request(const std::string& method
       if (errno == EAGAIN || errno == EINTR) continue;
       return absl::AbortedError(absl::StrCat("podman's API service: recv: ", strerror(errno)));
     }
+    const size_t before = raw.size();
     raw.append(buf, static_cast<size_t>(n));
     if (raw.size() > kMaxResponseBytes) return lost("an answer over 4 MiB");
-    // Whole by its framing: the service need not close first.
+    // Whole by its framing: the service need not close first. Parsed only when it may be
+    // (a chunked body once it ends with an empty line), so that many small chunks cost
+    // one parse, not one per read.
+    if (head_end == std::string::npos) {
+      head_end = raw.find("\r\n\r\n", before < 3 ? 0 : before - 3);
+      if (head_end == std::string::npos) continue;
+      chunked = absl::StrContains(absl::AsciiStrToLower(raw.substr(0, head_end)), "chunked");
+    }
+    if (chunked && !absl::EndsWith(raw, "\r\n\r\n")) continue;
     if (absl::StatusOr<Response> whole = ParseHttpResponse(raw, /*at_end=*/false); whole.ok()) return whole;
   }
   absl::StatusOr<Response> r = ParseHttpResponse(raw);

@@ -66,6 +66,7 @@ TEST(ParseHttpResponseTest, WhatIsNoResponseIsAnError) {
            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n",             // headers never end
            "SSH-2.0-OpenSSH\r\n\r\n",                              // another protocol
            "HTTP/1.1 2000 OK\r\n\r\n",                             // no three-digit status
+           "HTTP/1.1 -01 OK\r\n\r\n",
            "HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nshort",    // body cut short
            "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",        // no number
            "HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",             // no header
@@ -90,7 +91,7 @@ class FakePodman {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     std::ofstream(path()) << R"(#!/usr/bin/env python3
-import http.server, json, os, signal, socketserver, sys, time
+import http.server, json, os, signal, socketserver, sys, threading, time
 # A handler, as podman has: SIGTERM then does not end a stopped service.
 signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
 here = os.path.dirname(os.path.abspath(sys.argv[0]))
@@ -105,7 +106,7 @@ if args[:2] != ["system", "service"]:
     elif "run" in args:
         print("cli-made")
     sys.exit(0)
-note("starts", str(os.getpid()))
+note("starts", "%d %f" % (os.getpid(), time.time()))
 def mode():
     try: return open(os.path.join(here, "mode")).read().strip()
     except OSError: return ""
@@ -143,7 +144,10 @@ class S(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
     def get_request(self):
         r, _ = super().get_request(); return r, ("local", 0)
-S(args[-1][len("unix://"):], H).serve_forever()
+server = S(args[-1][len("unix://"):], H)
+if mode() == "brief":  # listens, then ends a tenth of a second later
+    threading.Timer(0.1, lambda: os._exit(3)).start()
+server.serve_forever()
 )";
     fs::permissions(path(), fs::perms::owner_all);
   }
@@ -154,9 +158,16 @@ S(args[-1][len("unix://"):], H).serve_forever()
   // The pids of the services started so far.
   std::vector<pid_t> Starts() const {
     std::vector<pid_t> pids;
-    std::ifstream in(dir_ / "starts");
-    for (pid_t p; in >> p;) pids.push_back(p);
+    for (const auto& [pid, when] : StartTimes()) pids.push_back(pid);
     return pids;
+  }
+  // And when each started (seconds since the epoch).
+  std::vector<std::pair<pid_t, double>> StartTimes() const {
+    std::vector<std::pair<pid_t, double>> starts;
+    std::ifstream in(dir_ / "starts");
+    pid_t pid;
+    for (double when; in >> pid >> when;) starts.emplace_back(pid, when);
+    return starts;
   }
   // The CLI commands run so far, one a line.
   std::string Cli() const {
@@ -253,6 +264,19 @@ TEST(PodmanApiTest, AServiceWhoseSocketIsGoneIsReplaced) {
   ASSERT_TRUE(WaitUntil([&] { return podman.Starts().size() == 2 && api.Ready(); }))
       << "a service nobody can reach was kept";
   EXPECT_TRUE(api.Post("/x", "").ok());
+}
+
+TEST(PodmanApiTest, AServiceThatKeepsEndingSoonIsStartedLessAndLessOften) {
+  FakePodman podman;
+  podman.SetMode("brief");
+  PodmanApiOptions o = ApiOptions(podman);
+  o.first_restart = absl::Milliseconds(100);
+  PodmanApi api(o);
+  // Waits of 100, 200, 400 ms between the ends and the next starts: a service that
+  // listened but ended within a minute does not start the backoff over.
+  ASSERT_TRUE(WaitUntil([&] { return podman.Starts().size() >= 4; }));
+  const auto starts = podman.StartTimes();
+  EXPECT_GE(starts[3].second - starts[2].second, 0.4) << "restarted without backing off";
 }
 
 TEST(PodmanApiTest, TheDestructorEndsAServiceThatIgnoresSigterm) {
