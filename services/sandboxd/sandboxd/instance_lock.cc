@@ -4,7 +4,6 @@
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/secret_file.h"
+#include "base/unix_socket.h"
 
 namespace sandboxd {
 namespace {
@@ -39,13 +39,10 @@ long HolderPid(int fd) {
 absl::Status RemoveStaleSocket(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(fs::symlink_status(path, ec))) return absl::OkStatus();
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof addr.sun_path) return absl::InvalidArgumentError("socket path too long");
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  bool live = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  close(fd);
+  if (absl::StatusOr<sockaddr_un> addr = codemode::UnixAddress(path); !addr.ok()) return addr.status();
+  // A listener whose backlog is full (EAGAIN) is as live as one that accepts.
+  const codemode::UniqueFd probe = codemode::ConnectUnix(path, codemode::Blocking::kNo);
+  const bool live = probe.get() >= 0 || errno == EAGAIN;
   if (live) return absl::AlreadyExistsError(absl::StrCat("another sandboxd serves ", path));
   fs::remove(path, ec);
   return absl::OkStatus();

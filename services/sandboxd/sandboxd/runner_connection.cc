@@ -4,7 +4,6 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -15,19 +14,16 @@
 #include "absl/strings/str_cat.h"
 #include "base/log_text.h"
 #include "base/thread.h"
+#include "base/unix_socket.h"
 
 namespace sandboxd {
 
 absl::StatusOr<std::unique_ptr<RunnerConnection>> RunnerConnection::Connect(
     const std::string& socket_path, absl::Duration timeout, absl::Duration frame_deadline) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (socket_path.size() >= sizeof(addr.sun_path)) {
+  if (absl::StatusOr<sockaddr_un> addr = codemode::UnixAddress(socket_path); !addr.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("runner socket path is too long (", socket_path.size(),
-                     " bytes; the limit is 107): use a shorter --state_dir"));
+        absl::StrCat("runner ", addr.status().message(), ": use a shorter --state_dir"));
   }
-  std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
   absl::Time deadline = absl::Now() + timeout;
   std::string last_error = "socket never appeared";
   for (;;) {
@@ -40,11 +36,10 @@ absl::StatusOr<std::unique_ptr<RunnerConnection>> RunnerConnection::Connect(
     // Non-blocking: a runner whose accept queue is full (code that stopped it and queued
     // connections) answers EAGAIN, retried until the deadline, where a blocking connect()
     // would wait for as long as the queue stays full. The connection is blocking after.
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
-    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0) {
-      std::unique_ptr<RunnerConnection> conn(new RunnerConnection(fd, frame_deadline));
+    codemode::UniqueFd connected = codemode::ConnectUnix(socket_path, codemode::Blocking::kNo);
+    const int fd = connected.get();
+    if (fd >= 0 && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0) {
+      std::unique_ptr<RunnerConnection> conn(new RunnerConnection(connected.Release(), frame_deadline));
       conn->decoder_.set_max_frame_bytes(kMaxGreetingFrameBytes);
       absl::StatusOr<RunnerMessage> first = conn->ReadOne(deadline);
       conn->decoder_.set_max_frame_bytes(kMaxRunnerFrameBytes);
@@ -69,7 +64,7 @@ absl::StatusOr<std::unique_ptr<RunnerConnection>> RunnerConnection::Connect(
       return conn;
     }
     last_error = strerror(errno);
-    close(fd);
+    connected.Reset();
     if (absl::Now() >= deadline) {
       return absl::UnavailableError(absl::StrCat("cannot connect to runner socket ", socket_path,
                                                  ": ", last_error));

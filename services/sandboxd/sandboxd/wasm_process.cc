@@ -7,7 +7,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +18,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/unix_socket.h"
 #include "nlohmann/json.hpp"
 #include "sandboxd/resource_usage.h"
 #include "sandboxd/subprocess.h"
@@ -49,19 +49,15 @@ class Fd {
 };
 
 absl::StatusOr<int> BindListening(const std::string& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(addr.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat("socket path too long: ", path));
-  }
-  memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  absl::StatusOr<sockaddr_un> addr = codemode::UnixAddress(path);
+  if (!addr.ok()) return absl::InvalidArgumentError(absl::StrCat(addr.status().message(), ": ", path));
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
   unlink(path.c_str());
   // Only sandboxd connects; the jailed process accepts on the inherited descriptor. The
   // mode is set before listen(), so nobody else can connect in between; not through
   // umask(), which is the whole process's and would race other threads' mkdir and bind.
-  int rc = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  int rc = bind(fd, reinterpret_cast<const sockaddr*>(&*addr), sizeof(*addr));
   if (rc == 0) rc = chmod(path.c_str(), 0600);
   if (rc != 0 || listen(fd, 4) != 0) {
     const int err = errno;
