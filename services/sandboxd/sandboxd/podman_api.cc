@@ -3,7 +3,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,20 +10,22 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <optional>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
+#include <boost/asio/buffer.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "base/process.h"
 #include "base/secret_file.h"
+#include "base/unix_socket.h"
 #include "spdlog/spdlog.h"
 
 namespace sandboxd {
 namespace {
+
+namespace http = boost::beast::http;
 
 // A service that listened this long before it ended has its restarts start over at
 // first_restart; one that ends (or is replaced for hanging) sooner backs off further.
@@ -32,24 +33,6 @@ constexpr absl::Duration kHealthyRun = absl::Minutes(1);
 
 // A response larger than this is no answer of podman's to create, start or remove.
 constexpr size_t kMaxResponseBytes = 4 << 20;
-
-// A connected socket to `path`, or -1 with errno. Non-blocking: a listener whose backlog
-// is full fails at once (EAGAIN) rather than holding the caller.
-codemode::UniqueFd Connect(const std::string& path) {
-  sockaddr_un addr{};
-  if (path.size() >= sizeof(addr.sun_path)) {
-    errno = ENAMETOOLONG;
-    return codemode::UniqueFd();
-  }
-  codemode::UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (fd.get() < 0) return fd;
-  addr.sun_family = AF_UNIX;
-  memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  if (connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    return codemode::UniqueFd();
-  }
-  return fd;
-}
 
 // Waits until `fd` is readable (or writable) or `deadline` passes; false then.
 bool WaitFor(int fd, short events, absl::Time deadline) {
@@ -63,73 +46,63 @@ bool WaitFor(int fd, short events, absl::Time deadline) {
   }
 }
 
-absl::StatusOr<std::string> Dechunk(absl::string_view body) {
-  std::string out;
-  for (;;) {
-    const size_t eol = body.find("\r\n");
-    if (eol == absl::string_view::npos) return absl::InvalidArgumentError("a chunk size without its line end");
-    absl::string_view size_text = body.substr(0, eol);
-    size_text = size_text.substr(0, size_text.find(';'));  // chunk extensions
-    uint64_t size = 0;
-    if (size_text.empty() || size_text.size() > 8 ||
-        !absl::SimpleHexAtoi(absl::StripAsciiWhitespace(size_text), &size)) {
-      return absl::InvalidArgumentError("a chunk size that is no hexadecimal number");
-    }
-    body.remove_prefix(eol + 2);
-    if (size == 0) return out;  // trailers, if any, are not needed
-    if (body.size() < size + 2 || body.substr(size, 2) != "\r\n") {
-      return absl::InvalidArgumentError("a chunk cut short");
-    }
-    out.append(body.data(), size);
-    body.remove_prefix(size + 2);
+// An HTTP/1.1 response, read by Beast's parser as its bytes arrive: whole once its framing
+// (Content-Length, chunked, a status without body) or the end of the connection says so.
+class ResponseReader {
+ public:
+  ResponseReader() {
+    parser_.eager(true);
+    parser_.body_limit(kMaxResponseBytes);
   }
-}
+
+  // INVALID_ARGUMENT when the bytes so far are no HTTP response (or one over the limit).
+  absl::Status Feed(absl::string_view bytes) {
+    pending_.append(bytes.data(), bytes.size());
+    while (!pending_.empty() && !parser_.is_done()) {
+      boost::beast::error_code ec;
+      // A header that is not whole yet is not consumed: it stays pending for the next bytes.
+      const size_t used = parser_.put(boost::asio::buffer(pending_), ec);
+      pending_.erase(0, used);
+      if (ec == http::error::need_more) break;
+      if (ec) return absl::InvalidArgumentError(absl::StrCat("no HTTP response: ", ec.message()));
+    }
+    return absl::OkStatus();
+  }
+
+  // The server closed: a body without length ends here; anything else not whole is an error.
+  absl::Status End() {
+    if (parser_.is_done()) return absl::OkStatus();
+    if (!parser_.got_some()) return absl::InvalidArgumentError("no answer at all");
+    boost::beast::error_code ec;
+    parser_.put_eof(ec);
+    if (ec) return absl::InvalidArgumentError(absl::StrCat("no whole HTTP response: ", ec.message()));
+    return absl::OkStatus();
+  }
+
+  bool done() const { return parser_.is_done(); }
+
+  PodmanApi::Response Take() {
+    PodmanApi::Response r;
+    r.status = static_cast<int>(parser_.get().result_int());
+    r.body = std::move(parser_.get().body());
+    return r;
+  }
+
+ private:
+  http::response_parser<http::string_body> parser_;
+  std::string pending_;
+};
 
 }  // namespace
 
 absl::StatusOr<PodmanApi::Response> ParseHttpResponse(const std::string& raw, bool at_end) {
-  const size_t head_end = raw.find("\r\n\r\n");
-  if (head_end == std::string::npos) return absl::InvalidArgumentError("no end of the response's headers");
-  std::vector<absl::string_view> lines =
-      absl::StrSplit(absl::string_view(raw).substr(0, head_end), "\r\n");
-  // "HTTP/1.1 201 Created"
-  std::vector<absl::string_view> status_line = absl::StrSplit(lines[0], absl::MaxSplits(' ', 2));
-  PodmanApi::Response r;
-  if (status_line.size() < 2 || !absl::StartsWith(status_line[0], "HTTP/1.") ||
-      status_line[1].size() != 3 || !absl::ascii_isdigit(status_line[1][0]) ||
-      !absl::SimpleAtoi(status_line[1], &r.status)) {
-    return absl::InvalidArgumentError("no HTTP/1.x status line");
+  ResponseReader reader;
+  if (absl::Status s = reader.Feed(raw); !s.ok()) return s;
+  if (at_end) {
+    if (absl::Status s = reader.End(); !s.ok()) return s;
   }
-  bool chunked = false;
-  std::optional<uint64_t> length;
-  for (size_t i = 1; i < lines.size(); ++i) {
-    const size_t colon = lines[i].find(':');
-    if (colon == absl::string_view::npos) return absl::InvalidArgumentError("a header line without ':'");
-    const std::string name = absl::AsciiStrToLower(lines[i].substr(0, colon));
-    const absl::string_view value = absl::StripAsciiWhitespace(lines[i].substr(colon + 1));
-    if (name == "transfer-encoding") chunked = absl::EqualsIgnoreCase(value, "chunked");
-    if (name == "content-length") {
-      uint64_t n = 0;
-      if (!absl::SimpleAtoi(value, &n)) return absl::InvalidArgumentError("a Content-Length that is no number");
-      length = n;
-    }
-  }
-  absl::string_view body = absl::string_view(raw).substr(head_end + 4);
-  if (chunked) {
-    absl::StatusOr<std::string> plain = Dechunk(body);
-    if (!plain.ok()) return plain.status();
-    r.body = std::move(*plain);
-  } else if (length.has_value()) {
-    if (body.size() < *length) return absl::InvalidArgumentError("a body shorter than its Content-Length");
-    r.body = std::string(body.substr(0, *length));
-  } else if (r.status == 204 || r.status == 304) {
-    r.body.clear();  // no body, whatever follows
-  } else if (at_end) {
-    r.body = std::string(body);
-  } else {
-    return absl::InvalidArgumentError("a body that ends only with the connection");
-  }
-  return r;
+  if (!reader.done()) return absl::InvalidArgumentError("no whole HTTP response yet");
+  return reader.Take();
 }
 
 PodmanApi::PodmanApi(PodmanApiOptions options) : options_(std::move(options)) {
@@ -202,7 +175,7 @@ bool PodmanApi::StartOnce(pid_t* pid, int* status) {
       *pid = -1;
       return false;  // it exited before listening
     }
-    if (Connect(socket_path()).get() >= 0) return true;
+    if (codemode::ConnectUnix(socket_path(), codemode::Blocking::kNo).get() >= 0) return true;
     if (!Rest(absl::Milliseconds(10))) return false;
   }
   spdlog::warn("podman API service did not listen within 30 s; using the podman CLI");
@@ -267,7 +240,7 @@ absl::StatusOr<PodmanApi::Response> PodmanApi::Request(const std::string& method
                                                        const std::string& path,
                                                        const std::string& body) {
   if (!Ready()) return absl::UnavailableError("podman's API service is not running");
-  codemode::UniqueFd fd = Connect(socket_path());
+  codemode::UniqueFd fd = codemode::ConnectUnix(socket_path(), codemode::Blocking::kNo);
   if (fd.get() < 0) {
     const std::string why = absl::StrCat("connect: ", strerror(errno));
     if (errno != EAGAIN) Replace(why);  // its socket is gone (EAGAIN: it is only busy)
@@ -289,9 +262,8 @@ absl::StatusOr<PodmanApi::Response> PodmanApi::Request(const std::string& method
     }
     if (n > 0) sent += static_cast<size_t>(n);
   }
-  std::string raw;
-  size_t head_end = std::string::npos;
-  bool chunked = false;
+  ResponseReader reader;
+  size_t received = 0;
   char buf[16384];
   for (;;) {
     if (!WaitFor(fd.get(), POLLIN, deadline)) return lost("no answer in time");
@@ -301,23 +273,17 @@ absl::StatusOr<PodmanApi::Response> PodmanApi::Request(const std::string& method
       if (errno == EAGAIN || errno == EINTR) continue;
       return absl::AbortedError(absl::StrCat("podman's API service: recv: ", strerror(errno)));
     }
-    const size_t before = raw.size();
-    raw.append(buf, static_cast<size_t>(n));
-    if (raw.size() > kMaxResponseBytes) return lost("an answer over 4 MiB");
-    // Whole by its framing: the service need not close first. Parsed only when it may be
-    // (a chunked body once it ends with an empty line), so that many small chunks cost
-    // one parse, not one per read.
-    if (head_end == std::string::npos) {
-      head_end = raw.find("\r\n\r\n", before < 3 ? 0 : before - 3);
-      if (head_end == std::string::npos) continue;
-      chunked = absl::StrContains(absl::AsciiStrToLower(raw.substr(0, head_end)), "chunked");
+    received += static_cast<size_t>(n);
+    if (received > kMaxResponseBytes) return lost("an answer over 4 MiB");
+    if (absl::Status s = reader.Feed(absl::string_view(buf, static_cast<size_t>(n))); !s.ok()) {
+      return absl::AbortedError(absl::StrCat("podman's API service: ", s.message()));
     }
-    if (chunked && !absl::EndsWith(raw, "\r\n\r\n")) continue;
-    if (absl::StatusOr<Response> whole = ParseHttpResponse(raw, /*at_end=*/false); whole.ok()) return whole;
+    if (reader.done()) return reader.Take();  // whole by its framing: need not wait for the close
   }
-  absl::StatusOr<Response> r = ParseHttpResponse(raw);
-  if (!r.ok()) return absl::AbortedError(absl::StrCat("podman's API service: ", r.status().message()));
-  return r;
+  if (absl::Status s = reader.End(); !s.ok()) {
+    return absl::AbortedError(absl::StrCat("podman's API service: ", s.message()));
+  }
+  return reader.Take();
 }
 
 }  // namespace sandboxd

@@ -95,11 +95,10 @@ class PodmanApi {
   std::thread thread_;
 };
 
-// Parses an HTTP/1.1 response (status line, headers, a body by Content-Length, chunked or
-// to the end) from `raw`. `at_end`: the server has closed, so a body without length runs
-// to the end; otherwise only a response whose end its framing marks (Content-Length,
-// chunked, 204/304) is whole. INVALID_ARGUMENT when it is not one (or not whole). Pure;
-// unit-tested.
+// Parses an HTTP/1.1 response from `raw` with Beast's parser, as Request reads one. `at_end`:
+// the server has closed, so a body without length runs to the end; otherwise only a
+// response whose end its framing marks (Content-Length, chunked, 204/304) is whole.
+// INVALID_ARGUMENT when it is not one (or not whole, or its body is over 4 MiB).
 absl::StatusOr<PodmanApi::Response> ParseHttpResponse(const std::string& raw, bool at_end = true);
 
 }  // namespace sandboxd

@@ -73,9 +73,22 @@ TEST(ParseHttpResponseTest, WhatIsNoResponseIsAnError) {
            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nab\r\n0\r\n\r\n",
            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab",           // cut short
            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffff\r\nab",  // too large
+           "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nabc",  // which?
+           "HTTP/1.1 200 OK\r\nContent-Length: 4194305\r\n\r\n",  // over 4 MiB
        }) {
     EXPECT_FALSE(ParseHttpResponse(raw).ok()) << raw;
   }
+}
+
+TEST(ParseHttpResponseTest, ABodyOfFourMebibytesIsTheMost) {
+  const std::string head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const std::string chunk = "100000\r\n" + std::string(1 << 20, 'x') + "\r\n";  // 1 MiB
+  absl::StatusOr<PodmanApi::Response> four = ParseHttpResponse(head + chunk + chunk + chunk + chunk + "0\r\n\r\n");
+  ASSERT_TRUE(four.ok()) << four.status();
+  EXPECT_EQ(four->body.size(), size_t{4} << 20);
+  absl::StatusOr<PodmanApi::Response> more = ParseHttpResponse(head + chunk + chunk + chunk + chunk + "1\r\nx\r\n0\r\n\r\n");
+  ASSERT_FALSE(more.ok());
+  EXPECT_THAT(more.status().message(), HasSubstr("body limit"));
 }
 
 // A podman whose `system service ... unix://PATH` serves HTTP on PATH and whose CLI
