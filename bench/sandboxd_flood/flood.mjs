@@ -10,29 +10,12 @@
 //
 //   SANDBOXD_BIN=build/services/sandboxd/sandboxd NODE_PEERS=deploy/node/node_modules \
 //     node bench/sandboxd_flood/flood.mjs [--flooders 6] [--seconds 20] [--rounds 2]
-import { spawn } from "node:child_process";
 import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
-import { createRequire } from "node:module";
+import { call, numberArg, sleep, withDaemon } from "../sandboxd_daemon.mjs";
 
-const require = createRequire(path.join(process.env.NODE_PEERS ?? "", "x.js"));
-const grpc = require("@grpc/grpc-js");
-const loader = require("@grpc/proto-loader");
-const here = path.dirname(new URL(import.meta.url).pathname);
-const arg = (name, dflt) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : dflt;
-};
-const FLOODERS = arg("flooders", 6), SECONDS = arg("seconds", 20), ROUNDS = arg("rounds", 2);
+const FLOODERS = numberArg("flooders", 6), SECONDS = numberArg("seconds", 20), ROUNDS = numberArg("rounds", 2);
 const BIN = process.env.SANDBOXD_BIN;
-if (!BIN || !process.env.NODE_PEERS) throw new Error("set SANDBOXD_BIN and NODE_PEERS");
-const runner = path.join(path.dirname(BIN), "sandbox_runner.pyz");
-const def = loader.loadSync("sandbox/v1/sandbox.proto", {
-  includeDirs: [path.resolve(here, "../../proto")], keepCase: true, longs: Number, enums: String,
-  defaults: true, oneofs: true,
-});
-const SandboxService = grpc.loadPackageDefinition(def).sandbox.v1.SandboxService;
+if (!BIN) throw new Error("set SANDBOXD_BIN");
 
 // Code of a flooding session: from a thread, frames straight onto the runner's socket
 // (under its send lock), each an `output` of an execution that does not exist holding
@@ -51,9 +34,6 @@ def flood():
 threading.Thread(target=flood, daemon=True).start()
 print('flooding')`;
 
-const call = (c, m, req, ms = 60000) =>
-  new Promise((res, rej) => c[m](req, { deadline: Date.now() + ms }, (e, r) => (e ? rej(e) : res(r))));
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const cpuMs = (pid) => {
   const f = fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
   return (Number(f[11]) + Number(f[12])) * 10;
@@ -72,35 +52,22 @@ async function timeRuns(c, id, until) {
 }
 
 async function measure(millis) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sbx-flood-"));
-  const sock = path.join(dir, "s.sock");
-  const args = [`--socket=${sock}`, `--state_dir=${dir}/state`, `--pool_size=2`, "--js_pool_size=0",
-    `--runner=${runner}`, "--max_sessions=32"];
-  if (millis !== null) args.push(`--runner_cpu_millis=${millis}`);
-  const d = spawn(BIN, args, { stdio: ["ignore", "ignore", fs.openSync(`${dir}/log`, "w")] });
-  try {
-    const c = new SandboxService(`unix://${sock}`, grpc.credentials.createInsecure());
-    for (let i = 0; ; i++) {
-      try { await call(c, "GetInfo", {}, 1000); break; } catch (e) { if (i > 100) throw e; await sleep(100); }
-    }
+  const flags = ["--pool_size=2", "--js_pool_size=0", "--max_sessions=32"];
+  if (millis !== null) flags.push(`--runner_cpu_millis=${millis}`);
+  return withDaemon(BIN, flags, async ({ client: c, pid }) => {
     const witness = await call(c, "CreateSession", { owner: "witness" });
     await timeRuns(c, witness.id, Date.now() + 1000);  // warm
     const idle = await timeRuns(c, witness.id, Date.now() + 5000);
     const flooders = [];
     for (let i = 0; i < FLOODERS; i++) flooders.push((await call(c, "CreateSession", { owner: "flooder" })).id);
-    const cpu0 = cpuMs(d.pid), t0 = Date.now();
+    const cpu0 = cpuMs(pid), t0 = Date.now();
     await Promise.all(flooders.map((id) => call(c, "Run", { session_id: id, code: floodCode(SECONDS) })));
     const during = await timeRuns(c, witness.id, t0 + (SECONDS - 1) * 1000);
-    const cores = (cpuMs(d.pid) - cpu0) / (Date.now() - t0);
+    const cores = (cpuMs(pid) - cpu0) / (Date.now() - t0);
     await sleep(1500);
     for (const id of [...flooders, witness.id]) await call(c, "DeleteSession", { session_id: id }).catch(() => {});
-    c.close();
     return { idle, during, cores };
-  } finally {
-    d.kill("SIGTERM");
-    await new Promise((r) => d.on("exit", r));
-    fs.rmSync(dir, { recursive: true, force: true });
-  }
+  });
 }
 
 const rows = [];

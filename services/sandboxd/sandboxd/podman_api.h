@@ -4,7 +4,8 @@
 // A podman CLI call spends ~30 ms of wall and 20-25 ms of CPU starting the podman binary
 // before it does anything; the service pays that once. Containers are the same either way
 // (the service runs the same libpod code on the same store); PodmanRuntime uses the service
-// for `run` and the CLI for the rest and whenever the service is not up (docs/burst.md).
+// to start and remove containers, and the CLI for the rest and whenever the service is not
+// up (docs/burst.md).
 //
 //   PodmanApiOptions o;
 //   o.env = env;
@@ -42,8 +43,8 @@ struct PodmanApiOptions {
   std::vector<std::string> global_args;  // before `system service`, as for every CLI call
   std::vector<std::string> env;          // the service's whole environment (KEY=VALUE)
   std::string socket_dir;                // made mode 0700; holds podman.sock
-  // A create or a start takes ~10-80 ms; this long without a whole answer means the
-  // service hangs (stopped, or deadlocked), and it is replaced.
+  // A create, a start or a removal takes ~10-130 ms; this long without a whole answer
+  // means the service hangs (stopped, or deadlocked), and it is replaced.
   absl::Duration request_timeout = absl::Seconds(20);
   absl::Duration first_restart = absl::Seconds(1);
   absl::Duration longest_restart = absl::Seconds(30);

@@ -437,7 +437,7 @@ absl::StatusOr<std::string> PodmanRuntime::Start(const ContainerSpec& spec) {
     info = info_;
     api = api_;
   }
-  if (api && spec.isolation == Isolation::kContainer && info.cgroup_limits) {
+  if (api && api->Ready() && spec.isolation == Isolation::kContainer && info.cgroup_limits) {
     bool fell_back = false;
     absl::StatusOr<std::string> id = StartThroughApi(*api, info, spec, &fell_back);
     if (!fell_back) return id;  // else the CLI below, which says why if it fails too
@@ -457,8 +457,17 @@ absl::StatusOr<std::string> PodmanRuntime::Start(const ContainerSpec& spec) {
 absl::Status PodmanRuntime::Remove(const std::vector<std::string>& names) {
   if (names.empty()) return absl::OkStatus();
   ForgetInitProcesses(names);
+  std::shared_ptr<PodmanApi> api;
+  {
+    codemode::MutexLock lock(&mu_);
+    api = api_;
+  }
+  // Through the service while it runs (~30 ms less CPU each than a CLI call); the CLI
+  // removes what it did not.
+  const std::vector<std::string> left = api && api->Ready() ? RemoveThroughApi(*api, names) : names;
+  if (left.empty()) return absl::OkStatus();
   std::vector<std::string> args = {"rm", "--force", "--ignore", "--time", "0"};
-  args.insert(args.end(), names.begin(), names.end());
+  args.insert(args.end(), left.begin(), left.end());
   absl::Status removed = Podman(Op::kRm, args).status();
   if (removed.ok()) return removed;
   // Once more: a container whose init was just killed (SandboxFactory::EndProcesses) can

@@ -157,12 +157,15 @@ class PodmanRuntime : public ContainerRuntime {
   // Runs a whole podman argv (`podman run`), counted as `op`.
   absl::StatusOr<SubprocessResult> RunPodman(SandboxdMetrics::ContainerOp op,
                                              const std::vector<std::string>& argv);
-  // podman_create.cc: create and start `spec` through the API service: the container's
+  // podman_rest.cc: create and start `spec` through the API service: the container's
   // id, or `fell_back` set when the service did not start it (not running, no whole
   // answer, an HTTP error), after removing what it may have made; the caller then runs
   // the CLI.
   absl::StatusOr<std::string> StartThroughApi(PodmanApi& api, const RuntimeInfo& info,
                                               const ContainerSpec& spec, bool* fell_back);
+  // podman_rest.cc: removes `names` through the API service, a few at once; returns those
+  // it did not remove (the service failed or did not answer), for the CLI.
+  std::vector<std::string> RemoveThroughApi(PodmanApi& api, const std::vector<std::string>& names);
 
   const PodmanOptions options_;
   SandboxdMetrics* const metrics_;  // may be null

@@ -1,7 +1,7 @@
 // Integration: containers started through podman's REST service (--podman_api, the
 // default) against the same containers started by `podman run`: the OCI configuration
-// podman hands runc is the same, and the daemon starts sessions while the service is down
-// and starts it again.
+// podman hands runc is the same, the daemon starts sessions while the service is down
+// and starts it again, and ended sessions' containers are removed through it.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
@@ -166,6 +167,64 @@ TEST(PodmanApiTest, SessionsStartWhileTheServiceIsDownAndItComesBack) {
   const pid_t last = ServicePid(d);
   EXPECT_EQ(d.Stop(), 0);
   EXPECT_TRUE(WaitFor([&] { return kill(last, 0) != 0; })) << "the service outlived sandboxd";
+}
+
+// A podman that notes every command it is given (one a line in `commands`), then runs.
+class NotingPodman {
+ public:
+  NotingPodman() : dir_("/tmp/sbx-noting-" + std::to_string(getpid())) {
+    fs::create_directories(dir_);
+    const std::string real = Trimmed(Sh("command -v podman"));
+    std::ofstream(path()) << "#!/bin/sh\necho \"$*\" >> " << dir_ << "/commands\nexec " << real
+                          << " \"$@\"\n";
+    fs::permissions(path(), fs::perms::owner_all);
+  }
+  ~NotingPodman() { fs::remove_all(dir_); }
+  std::string path() const { return dir_ + "/podman"; }
+  // How many `podman rm` commands named `container`.
+  int Removals(const std::string& container) const {
+    std::ifstream in(dir_ + "/commands");
+    int n = 0;
+    for (std::string line; std::getline(in, line);) {
+      n += absl::StartsWith(line, "rm ") && absl::StrContains(line, " " + container);
+    }
+    return n;
+  }
+
+ private:
+  const std::string dir_;
+};
+
+TEST(PodmanApiTest, EndedSessionsAreRemovedThroughTheServiceAndByTheCliWhileItIsDown) {
+  NotingPodman podman;
+  SandboxdProcess d({"--pool_size=0", "--podman=" + podman.path()});
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  ASSERT_TRUE(WaitFor([&] { return Listenings(d.Log()) == 1; })) << d.Log();
+  auto end = [&](const sandbox::v1::Session& s) {
+    grpc::ClientContext ctx;
+    sandbox::v1::DeleteSessionRequest r;
+    r.set_session_id(s.id());
+    sandbox::v1::DeleteSessionResponse resp;
+    ASSERT_TRUE(stub->DeleteSession(&ctx, r, &resp).ok());
+  };
+  sandbox::v1::Session first = CreateSession(*stub);
+  sandbox::v1::Session second = CreateSession(*stub);
+  ASSERT_TRUE(WaitFor([&] { return d.LiveContainers() == 2; })) << "the start-up check's container stays";
+  std::vector<std::string> both = d.ContainerNames();
+  end(first);
+  ASSERT_TRUE(WaitFor([&] { return d.LiveContainers() == 1; })) << d.Log();
+  const std::string kept = d.ContainerNames()[0];
+  const std::string removed = both[0] == kept ? both[1] : both[0];
+  EXPECT_EQ(podman.Removals(removed), 0) << "the CLI removed it";
+  EXPECT_EQ(d.Log().find("the podman CLI removes"), std::string::npos) << d.Log();
+  // The service is down: the CLI removes it.
+  ASSERT_EQ(kill(ServicePid(d), SIGKILL), 0);
+  ASSERT_TRUE(WaitFor([&] { return d.Log().find("podman API service ended") != std::string::npos; }))
+      << d.Log();
+  end(second);
+  ASSERT_TRUE(WaitFor([&] { return d.LiveContainers() == 0; })) << d.Log();
+  EXPECT_EQ(podman.Removals(kept), 1);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -93,17 +94,13 @@ TEST(ParseHttpResponseTest, ABodyOfFourMebibytesIsTheMost) {
 
 // A podman whose `system service ... unix://PATH` serves HTTP on PATH and whose CLI
 // commands are logged to `cli`: `info` describes a rootful cgroup v2 host, `image exists`
-// succeeds, `run` prints "cli-made". The service answers a create with the id "api-made",
-// a start with 204 and anything else with its method, path and body, chunked; or, while
-// the file `mode` says so, never ("hang"), whole but without closing ("keepopen"), or
-// with HTTP 500 ("e500").
-class FakePodman {
- public:
-  FakePodman() {
-    dir_ = fs::temp_directory_path() / ("sbx-fake-podman-" + std::to_string(getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    std::ofstream(path()) << R"(#!/usr/bin/env python3
+// succeeds, `run` prints "cli-made". The service logs each request to `requests` and
+// answers a create with the id "api-made", a start with 204, a container's DELETE after
+// 0.2 s with podman's report (the most DELETEs it had at once in `most-removing`) and
+// anything else with its method, path and body, chunked; or, while the file `mode` says
+// so, never ("hang"), whole but without closing ("keepopen"), with HTTP 500 ("e500"), or
+// with HTTP 500 to a container's first DELETE only ("improper").
+constexpr char kFakePodmanScript[] = R"(#!/usr/bin/env python3
 import http.server, json, os, signal, socketserver, sys, threading, time
 # A handler, as podman has: SIGTERM then does not end a stopped service.
 signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
@@ -123,9 +120,13 @@ note("starts", "%d %f" % (os.getpid(), time.time()))
 def mode():
     try: return open(os.path.join(here, "mode")).read().strip()
     except OSError: return ""
+lock = threading.Lock()
+removing = most_removing = 0
+refused = set()
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     def answer(self):
+        note("requests", "%s %s" % (self.command, self.path))
         n = int(self.headers.get("Content-Length", "0"))
         body = ("%s %s %s" % (self.command, self.path, self.rfile.read(n).decode())).encode()
         m = mode()
@@ -145,6 +146,30 @@ class H(http.server.BaseHTTPRequestHandler):
             self.send_response(204)
             self.end_headers()
             return
+        if self.command == "DELETE" and "/containers/" in self.path:
+            global removing, most_removing
+            if m == "improper" and self.path not in refused:  # the first time only
+                refused.add(self.path)
+                out = b'{"message":"container state improper: stopped"}'
+                self.send_response(500)
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+                return
+            with lock:
+                removing += 1
+                most_removing = max(most_removing, removing)
+                open(os.path.join(here, "most-removing"), "w").write(str(most_removing))
+            time.sleep(0.2)  # as a removal takes
+            with lock:
+                removing -= 1
+            name = self.path.split("/containers/")[1].split("?")[0]
+            out = json.dumps([{"Id": "id-" + name, "RawInput": name}]).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+            return
         if self.path.endswith("/containers/create"):
             body = b'{"Id":"api-made","Warnings":[]}'
         self.send_response(201)
@@ -162,6 +187,15 @@ if mode() == "brief":  # listens, then ends a tenth of a second later
     threading.Timer(0.1, lambda: os._exit(3)).start()
 server.serve_forever()
 )";
+
+// kFakePodmanScript installed as `podman` in a directory of its own, and what it noted.
+class FakePodman {
+ public:
+  FakePodman() {
+    dir_ = fs::temp_directory_path() / ("sbx-fake-podman-" + std::to_string(getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    std::ofstream(path()) << kFakePodmanScript;
     fs::permissions(path(), fs::perms::owner_all);
   }
   ~FakePodman() { fs::remove_all(dir_); }
@@ -183,12 +217,18 @@ server.serve_forever()
     return starts;
   }
   // The CLI commands run so far, one a line.
-  std::string Cli() const {
-    std::ifstream in(dir_ / "cli");
+  std::string Cli() const { return Read("cli"); }
+  // The service's requests so far ("METHOD PATH"), one a line.
+  std::string Requests() const { return Read("requests"); }
+  // The most DELETE requests the service had at once.
+  std::string MostRemoving() const { return Read("most-removing"); }
+
+ private:
+  std::string Read(const std::string& name) const {
+    std::ifstream in(dir_ / name);
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   }
 
- private:
   fs::path dir_;
 };
 
@@ -221,9 +261,9 @@ TEST(PodmanApiTest, StartsTheServiceInAPrivateDirectoryAndTalksToIt) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->status, 201);
   EXPECT_EQ(r->body, "POST /v4.0.0/libpod/echo {\"a\":1}");
-  r = api.Delete("/v4.0.0/libpod/containers/x");
+  r = api.Delete("/v4.0.0/libpod/echo/x");
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->body, "DELETE /v4.0.0/libpod/containers/x ");
+  EXPECT_EQ(r->body, "DELETE /v4.0.0/libpod/echo/x ");
 }
 
 TEST(PodmanApiTest, AServiceThatEndsIsStartedAgainAndTheLastIsEndedWithUs) {
@@ -304,32 +344,77 @@ TEST(PodmanApiTest, TheDestructorEndsAServiceThatIgnoresSigterm) {
   EXPECT_NE(kill(service, 0), 0) << "service " << service << " outlived PodmanApi";
 }
 
-// PodmanRuntime's starts: through the service, and by the CLI when the service refuses.
-TEST(PodmanRuntimeApiTest, StartsThroughTheServiceAndFallsBackToTheCli) {
+// PodmanRuntime on the fake podman, its service listening.
+class PodmanRuntimeApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    PodmanOptions o;
+    o.podman = podman.path();
+    o.image = "img";
+    o.api_socket_dir = podman.socket_dir();
+    runtime_ = std::make_unique<PodmanRuntime>(o);
+    ASSERT_TRUE(runtime_->Probe().ok());
+    ASSERT_TRUE(WaitUntil([&] { return runtime_->ServesThroughApi(); }));
+  }
+
   FakePodman podman;
-  PodmanOptions o;
-  o.podman = podman.path();
-  o.image = "img";
-  o.api_socket_dir = podman.socket_dir();
-  PodmanRuntime runtime(o);
-  ASSERT_TRUE(runtime.Probe().ok());
-  ASSERT_TRUE(WaitUntil([&] { return runtime.ServesThroughApi(); }));
+  std::unique_ptr<PodmanRuntime> runtime_;
+};
+
+// PodmanRuntime's starts: through the service, and by the CLI when the service refuses.
+TEST_F(PodmanRuntimeApiTest, StartsThroughTheServiceAndFallsBackToTheCli) {
   ContainerSpec spec;
   spec.name = "sbx-fake-1";
   spec.image = "img";
-  absl::StatusOr<std::string> id = runtime.Start(spec);
+  absl::StatusOr<std::string> id = runtime_->Start(spec);
   ASSERT_TRUE(id.ok()) << id.status();
   EXPECT_EQ(*id, "api-made");
   EXPECT_THAT(podman.Cli(), Not(HasSubstr(" run ")));
+  spec.name = "sbx-fake-0/start?x";  // would change the request's path: the CLI's
+  id = runtime_->Start(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(*id, "cli-made");
+  EXPECT_THAT(podman.Requests(), Not(HasSubstr("sbx-fake-0")));
   // An HTTP error (a podman that refuses the spec, say): the CLI makes it, after removing
   // whatever the service may have made.
   podman.SetMode("e500");
   spec.name = "sbx-fake-2";
-  id = runtime.Start(spec);
+  id = runtime_->Start(spec);
   ASSERT_TRUE(id.ok()) << id.status();
   EXPECT_EQ(*id, "cli-made");
   EXPECT_THAT(podman.Cli(), HasSubstr("rm --force --ignore --time 0 sbx-fake-2\n--runtime runc "
                                      "run --detach --name sbx-fake-2 "));
+}
+
+TEST_F(PodmanRuntimeApiTest, RemovesThroughTheServiceAFewAtOnceAndTheCliWhatItDidNot) {
+  ASSERT_TRUE(runtime_->Remove({"sbx-a", "sbx-b", "sbx-c", "sbx-d", "sbx-e", "sbx-f"}).ok());
+  for (const char* name : {"sbx-a", "sbx-b", "sbx-c", "sbx-d", "sbx-e", "sbx-f"}) {
+    EXPECT_THAT(podman.Requests(),
+                HasSubstr(absl::StrCat("DELETE /v4.0.0/libpod/containers/", name,
+                                       "?force=true&timeout=0&ignore=true\n")));
+  }
+  EXPECT_THAT(podman.Cli(), Not(HasSubstr("rm ")));
+  // Six removals of 0.2 s each, sent four at a time, overlap.
+  EXPECT_THAT(podman.MostRemoving(), ::testing::AnyOf("2", "3", "4"));
+
+  // The service refuses a container between running and stopped; asked again, it removes it.
+  podman.SetMode("improper");
+  ASSERT_TRUE(runtime_->Remove({"sbx-i"}).ok());
+  EXPECT_THAT(podman.Requests(), HasSubstr("DELETE /v4.0.0/libpod/containers/sbx-i?force=true&timeout=0"
+                                           "&ignore=true\nDELETE /v4.0.0/libpod/containers/sbx-i?"));
+  EXPECT_THAT(podman.Cli(), Not(HasSubstr("rm ")));
+
+  // A name that would change the request's path (none of podman's would) is the CLI's.
+  ASSERT_TRUE(runtime_->Remove({"sbx-j", "x/../../images?force=true"}).ok());
+  EXPECT_THAT(podman.Requests(), HasSubstr("DELETE /v4.0.0/libpod/containers/sbx-j?"));
+  EXPECT_THAT(podman.Requests(), Not(HasSubstr("images")));
+  EXPECT_THAT(podman.Cli(), HasSubstr("rm --force --ignore --time 0 x/../../images?force=true\n"));
+
+  // The service fails them: the CLI removes them, once each.
+  podman.SetMode("e500");
+  ASSERT_TRUE(runtime_->Remove({"sbx-g", "sbx-h"}).ok());
+  EXPECT_THAT(podman.Requests(), HasSubstr("DELETE /v4.0.0/libpod/containers/sbx-g?"));
+  EXPECT_THAT(podman.Cli(), HasSubstr("rm --force --ignore --time 0 sbx-g sbx-h\n"));
 }
 
 TEST(PodmanApiTest, APodmanThatCannotServeLeavesItNotReady) {
