@@ -229,16 +229,17 @@ void PodmanApi::Supervise() {
 
 absl::StatusOr<PodmanApi::Response> PodmanApi::Post(const std::string& path,
                                                     const std::string& body) {
-  return Request("POST", path, body);
+  return Request("POST", path, body, WhenLate::kReplace);
 }
 
 absl::StatusOr<PodmanApi::Response> PodmanApi::Delete(const std::string& path) {
-  return Request("DELETE", path, "");
+  return Request("DELETE", path, "", WhenLate::kKeep);
 }
 
 absl::StatusOr<PodmanApi::Response> PodmanApi::Request(const std::string& method,
                                                        const std::string& path,
-                                                       const std::string& body) {
+                                                       const std::string& body,
+                                                       WhenLate when_late) {
   if (!Ready()) return absl::UnavailableError("podman's API service is not running");
   codemode::UniqueFd fd = codemode::ConnectUnix(socket_path(), codemode::Blocking::kNo);
   if (fd.get() < 0) {
@@ -251,11 +252,16 @@ absl::StatusOr<PodmanApi::Response> PodmanApi::Request(const std::string& method
     Replace(why);
     return absl::AbortedError(absl::StrCat("podman's API service: ", why));
   };
+  auto late = [&] {
+    if (when_late == WhenLate::kReplace) return lost("no answer in time");
+    return absl::AbortedError(
+        absl::StrCat("podman's API service: no answer to ", method, " ", path, " in time"));
+  };
   std::string out = absl::StrCat(method, " ", path, " HTTP/1.1\r\nHost: podman\r\n",
                                  "Content-Type: application/json\r\nContent-Length: ",
                                  body.size(), "\r\nConnection: close\r\n\r\n", body);
   for (size_t sent = 0; sent < out.size();) {
-    if (!WaitFor(fd.get(), POLLOUT, deadline)) return lost("no answer in time");
+    if (!WaitFor(fd.get(), POLLOUT, deadline)) return late();
     const ssize_t n = send(fd.get(), out.data() + sent, out.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0 && errno != EAGAIN && errno != EINTR) {
       return absl::AbortedError(absl::StrCat("podman's API service: send: ", strerror(errno)));
@@ -266,7 +272,7 @@ absl::StatusOr<PodmanApi::Response> PodmanApi::Request(const std::string& method
   size_t received = 0;
   char buf[16384];
   for (;;) {
-    if (!WaitFor(fd.get(), POLLIN, deadline)) return lost("no answer in time");
+    if (!WaitFor(fd.get(), POLLIN, deadline)) return late();
     const ssize_t n = recv(fd.get(), buf, sizeof(buf), MSG_DONTWAIT);
     if (n == 0) break;
     if (n < 0) {

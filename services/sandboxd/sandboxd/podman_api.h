@@ -21,8 +21,8 @@
 // A supervising thread starts the service, waits for its socket, and starts it again
 // (after 1 s, doubling to 30 s) when it exits; the service dies with sandboxd
 // (PR_SET_PDEATHSIG on that thread) and is ended by the destructor. A service that stops
-// answering (no whole answer within the request timeout) or whose socket is gone is killed,
-// so that the next one takes its place: requests meanwhile fail at once.
+// answering (no whole answer to a Post within the request timeout) or whose socket is gone
+// is killed, so that the next one takes its place: requests meanwhile fail at once.
 #pragma once
 
 #include <sys/types.h>
@@ -69,15 +69,19 @@ class PodmanApi {
   // A request with a JSON body ("" for none); any HTTP status is a Response. UNAVAILABLE
   // when nothing was sent (the service is not ready, or its socket cannot be reached);
   // ABORTED when the request went out but no whole answer came back within the timeout
-  // (what it did is unknown).
+  // (what it did is unknown). A Post without an answer in time has the service replaced;
+  // a late Delete does not: podman can hold one container's removal (waiting on its lock
+  // or its runtime) while it serves every other request, and replacing the service would
+  // cut the starts under way.
   absl::StatusOr<Response> Post(const std::string& path, const std::string& body);
   absl::StatusOr<Response> Delete(const std::string& path);
 
   std::string socket_path() const { return options_.socket_dir + "/podman.sock"; }
 
  private:
+  enum class WhenLate { kReplace, kKeep };
   absl::StatusOr<Response> Request(const std::string& method, const std::string& path,
-                                   const std::string& body);
+                                   const std::string& body, WhenLate when_late);
   void Supervise();
   // Starts the service and waits until its socket accepts or it exits; true once ready.
   // `*pid` is the process (-1: none was started, or it has been reaped, its wait status

@@ -5,6 +5,8 @@
 // generates from both ways of starting.
 #include <algorithm>
 #include <atomic>
+#include <optional>
+#include <system_error>
 #include <thread>
 
 #include "absl/strings/ascii.h"
@@ -12,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
 #include "base/thread.h"
+#include "base/untrusted_json.h"
 #include "sandboxd/podman_runtime.h"
 #include "spdlog/spdlog.h"
 
@@ -39,9 +42,9 @@ json Tmpfs(const std::string& destination, uint64_t size) {
 
 // podman's message in an error answer ({"cause", "message", "response"}), else the body.
 std::string ErrorText(const PodmanApi::Response& r) {
-  json j = json::parse(r.body, nullptr, false);
-  if (j.is_object() && j.contains("message") && j["message"].is_string()) {
-    return j["message"].get<std::string>();
+  absl::StatusOr<json> j = codemode::ParseUntrustedJson(r.body, "podman's answer");
+  if (std::optional<std::string> message = j.ok() ? codemode::StringField(*j, "message") : std::nullopt) {
+    return message->substr(0, 600);
   }
   return r.body.substr(0, 600);
 }
@@ -132,8 +135,9 @@ absl::StatusOr<std::string> PodmanRuntime::StartThroughApi(PodmanApi& api,
   absl::StatusOr<PodmanApi::Response> created =
       api.Post(absl::StrCat(kApi, "/containers/create"), BuildCreateSpec(options_, info, spec));
   if (!created.ok()) return failed(created.status());
-  json body = json::parse(created->body, nullptr, false);
-  if (created->status != 201 || !body.is_object() || !body.contains("Id") || !body["Id"].is_string()) {
+  absl::StatusOr<json> body = codemode::ParseUntrustedJson(created->body, "podman's answer");
+  const std::optional<std::string> id = body.ok() ? codemode::StringField(*body, "Id") : std::nullopt;
+  if (created->status != 201 || !id.has_value()) {
     return fall_back(absl::StrCat("create answered HTTP ", created->status, ": ", ErrorText(*created)),
                      true);
   }
@@ -145,23 +149,26 @@ absl::StatusOr<std::string> PodmanRuntime::StartThroughApi(PodmanApi& api,
                      true);
   }
   if (metrics_) metrics_->ContainerOpDone(Op::kRun, true, absl::Now() - began);
-  return body["Id"].get<std::string>();
+  return *id;
 }
 
 namespace {
 
-// Why podman's answer to a removal is not a success; empty when it is one.
-std::string RemovalFailure(const PodmanApi::Response& r) {
+// Why podman's answer to removing `name` is not a success; empty when it is one: a report
+// of `name` without an error, or none at all (with `ignore`, podman's answer when the
+// container was gone already, as the CLI's --ignore).
+std::string RemovalFailure(const PodmanApi::Response& r, const std::string& name) {
   if (r.status != 200) return absl::StrCat("HTTP ", r.status, ": ", ErrorText(r));
-  json reports = json::parse(r.body, nullptr, false);
-  if (!reports.is_array()) return "an answer that is no list of reports";
-  for (const json& report : reports) {
+  absl::StatusOr<json> reports = codemode::ParseUntrustedJson(r.body, "podman's answer");
+  if (!reports.ok() || !reports->is_array()) return "an answer that is no list of reports";
+  if (reports->empty()) return "";
+  for (const json& report : *reports) {
+    if (codemode::StringField(report, "RawInput") != name) continue;
     // podman answers an error with HTTP 500 itself; a report with an Err is one too.
-    if (report.is_object() && report.contains("Err") && !report["Err"].is_null()) {
-      return report["Err"].dump();
-    }
+    if (report.contains("Err") && !report["Err"].is_null()) return "a report with an error";
+    return "";
   }
-  return "";
+  return "an answer that does not report it";
 }
 
 }  // namespace
@@ -178,27 +185,34 @@ std::vector<std::string> PodmanRuntime::RemoveThroughApi(PodmanApi& api,
       const std::string path =
           absl::StrCat(kApi, "/containers/", names[i], "?force=true&timeout=0&ignore=true");
       std::string why;
+      const absl::Time began = absl::Now();
       // Twice, as the CLI path does: a container whose init was just killed can be between
       // running and stopped for podman ("container state improper"); a second look finds
       // it stopped. A service that did not answer is not asked again.
       for (int attempt = 0; attempt < 2; ++attempt) {
         if (attempt > 0) absl::SleepFor(absl::Milliseconds(100));
-        const absl::Time began = absl::Now();
         absl::StatusOr<PodmanApi::Response> r = api.Delete(path);
-        why = r.ok() ? RemovalFailure(*r) : std::string(r.status().message());
-        if (metrics_) metrics_->ContainerOpDone(Op::kRm, why.empty(), absl::Now() - began);
+        why = r.ok() ? RemovalFailure(*r, names[i]) : std::string(r.status().message());
         if (why.empty() || !r.ok()) break;
         spdlog::debug("podman API: removing {} failed ({})", names[i], why);
       }
+      if (metrics_) metrics_->ContainerOpDone(Op::kRm, why.empty(), absl::Now() - began);
       removed[i] = why.empty();
+      // A service that is down was logged by its supervisor; one that failed is news.
       if (!removed[i]) {
-        spdlog::warn("podman API: removing {} failed ({}); the podman CLI removes it", names[i], why);
+        spdlog::log(api.Ready() ? spdlog::level::warn : spdlog::level::debug,
+                    "podman API: removing {} failed ({}); the podman CLI removes it", names[i], why);
       }
     }
   };
   std::vector<std::thread> helpers;
   for (size_t t = 1; t < std::min(names.size(), kParallelRemovals); ++t) {
-    helpers.push_back(codemode::StartThread("podman rm", remove_some));
+    try {
+      helpers.push_back(codemode::StartThread("podman rm", remove_some));
+    } catch (const std::system_error& e) {  // no thread to be had: fewer at once
+      spdlog::debug("podman API: removing with fewer threads: {}", e.what());
+      break;
+    }
   }
   remove_some();
   for (std::thread& t : helpers) t.join();

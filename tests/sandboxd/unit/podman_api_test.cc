@@ -99,7 +99,8 @@ TEST(ParseHttpResponseTest, ABodyOfFourMebibytesIsTheMost) {
 // 0.2 s with podman's report (the most DELETEs it had at once in `most-removing`) and
 // anything else with its method, path and body, chunked; or, while the file `mode` says
 // so, never ("hang"), whole but without closing ("keepopen"), with HTTP 500 ("e500"), or
-// with HTTP 500 to a container's first DELETE only ("improper").
+// with HTTP 500 to a container's first DELETE only ("improper"), with a report of another
+// container ("otherreport") or none ("noreport").
 constexpr char kFakePodmanScript[] = R"(#!/usr/bin/env python3
 import http.server, json, os, signal, socketserver, sys, threading, time
 # A handler, as podman has: SIGTERM then does not end a stopped service.
@@ -164,7 +165,12 @@ class H(http.server.BaseHTTPRequestHandler):
             with lock:
                 removing -= 1
             name = self.path.split("/containers/")[1].split("?")[0]
-            out = json.dumps([{"Id": "id-" + name, "RawInput": name}]).encode()
+            reports = [{"Id": "id-" + name, "RawInput": name}]
+            if m == "otherreport":
+                reports[0]["RawInput"] = "someone-else"
+            elif m == "noreport":  # as podman answers for a container that is gone
+                reports = []
+            out = json.dumps(reports).encode()
             self.send_response(200)
             self.send_header("Content-Length", str(len(out)))
             self.end_headers()
@@ -282,14 +288,22 @@ TEST(PodmanApiTest, AServiceThatEndsIsStartedAgainAndTheLastIsEndedWithUs) {
   EXPECT_TRUE(kill(starts[1], 0) != 0) << "service " << starts[1] << " outlived PodmanApi";
 }
 
-TEST(PodmanApiTest, AServiceThatStopsAnsweringIsReplaced) {
+// A Post without an answer in time means a hung service: it is replaced. A Delete without
+// one may be one container's removal that podman holds: the service serves the rest, and
+// the starts under way are not cut.
+TEST(PodmanApiTest, AServiceThatStopsAnsweringAPostIsReplacedALateRemovalKeepsIt) {
   FakePodman podman;
   PodmanApiOptions o = ApiOptions(podman);
   o.request_timeout = absl::Milliseconds(300);
   PodmanApi api(o);
   ASSERT_TRUE(WaitUntil([&] { return api.Ready(); }));
   podman.SetMode("hang");
-  absl::StatusOr<PodmanApi::Response> r = api.Post("/x", "");
+  absl::StatusOr<PodmanApi::Response> r = api.Delete("/v4.0.0/libpod/containers/stuck");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kAborted) << r.status();
+  EXPECT_TRUE(api.Ready());
+  EXPECT_EQ(podman.Starts().size(), 1u);
+
+  r = api.Post("/x", "");
   EXPECT_EQ(r.status().code(), absl::StatusCode::kAborted) << r.status();
   podman.SetMode("");
   ASSERT_TRUE(WaitUntil([&] { return podman.Starts().size() == 2 && api.Ready(); }))
@@ -409,6 +423,15 @@ TEST_F(PodmanRuntimeApiTest, RemovesThroughTheServiceAFewAtOnceAndTheCliWhatItDi
   EXPECT_THAT(podman.Requests(), HasSubstr("DELETE /v4.0.0/libpod/containers/sbx-j?"));
   EXPECT_THAT(podman.Requests(), Not(HasSubstr("images")));
   EXPECT_THAT(podman.Cli(), HasSubstr("rm --force --ignore --time 0 x/../../images?force=true\n"));
+
+  // A report of none: the container was gone already (as the CLI's --ignore). A report of
+  // another one: not removed, for the CLI.
+  podman.SetMode("noreport");
+  ASSERT_TRUE(runtime_->Remove({"sbx-k"}).ok());
+  EXPECT_THAT(podman.Cli(), Not(HasSubstr("sbx-k")));
+  podman.SetMode("otherreport");
+  ASSERT_TRUE(runtime_->Remove({"sbx-l"}).ok());
+  EXPECT_THAT(podman.Cli(), HasSubstr("rm --force --ignore --time 0 sbx-l\n"));
 
   // The service fails them: the CLI removes them, once each.
   podman.SetMode("e500");
