@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "metrics_read.h"
 #include "nlohmann/json.hpp"
 #include "sandboxd/podman_api.h"
 #include "sandboxd/podman_runtime.h"
@@ -366,12 +367,19 @@ class PodmanRuntimeApiTest : public ::testing::Test {
     o.podman = podman.path();
     o.image = "img";
     o.api_socket_dir = podman.socket_dir();
-    runtime_ = std::make_unique<PodmanRuntime>(o);
+    runtime_ = std::make_unique<PodmanRuntime>(o, &metrics_);
     ASSERT_TRUE(runtime_->Probe().ok());
     ASSERT_TRUE(WaitUntil([&] { return runtime_->ServesThroughApi(); }));
   }
 
+  // podman's container operations counted by how they ended.
+  double Ops(const std::string& op, const std::string& result) {
+    return testing::Read(metrics_, "codemode_sandboxd_container_operations_total",
+                         {{"op", op}, {"result", result}});
+  }
+
   FakePodman podman;
+  SandboxdMetrics metrics_;
   std::unique_ptr<PodmanRuntime> runtime_;
 };
 
@@ -417,6 +425,9 @@ TEST_F(PodmanRuntimeApiTest, RemovesThroughTheServiceAFewAtOnceAndTheCliWhatItDi
   EXPECT_THAT(podman.Requests(), HasSubstr("DELETE /v4.0.0/libpod/containers/sbx-i?force=true&timeout=0"
                                            "&ignore=true\nDELETE /v4.0.0/libpod/containers/sbx-i?"));
   EXPECT_THAT(podman.Cli(), Not(HasSubstr("rm ")));
+  // Each removal counts once, by how it ended: the refusal before the second try is not one.
+  EXPECT_EQ(Ops("rm", "ok"), 7);
+  EXPECT_EQ(Ops("rm", "error"), 0);
 
   // A name that would change the request's path (none of podman's would) is the CLI's.
   ASSERT_TRUE(runtime_->Remove({"sbx-j", "x/../../images?force=true"}).ok());
