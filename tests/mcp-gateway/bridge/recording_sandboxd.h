@@ -24,12 +24,16 @@ class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
  public:
   grpc::Status CreateSession(grpc::ServerContext* ctx, const sandbox::v1::CreateSessionRequest* req,
                              sandbox::v1::Session* session) override {
-    last_ = *req;
+    {
+      std::lock_guard<std::mutex> lock(record_mu_);
+      last_ = *req;
+    }
     ++created_;
     if (create_fails != grpc::StatusCode::OK) return grpc::Status(create_fails, create_fails_message);
     if (create_stalls) return Stall(ctx);
     usleep(create_delay_ms * 1000);
     auto auth = ctx->client_metadata().find("authorization");
+    std::lock_guard<std::mutex> lock(record_mu_);
     last_authorization_ =
         auth == ctx->client_metadata().end() ? "" : std::string(auth->second.data(), auth->second.size());
     session->set_id("s-1");
@@ -75,8 +79,14 @@ class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
   std::atomic<bool> info_stalls{false};  // GetInfo answers only when cancelled
   std::atomic<int> info_asked{0};
   int created() const { return created_; }
-  const sandbox::v1::CreateSessionRequest& last() const { return last_; }
-  const std::string& last_authorization() const { return last_authorization_; }
+  sandbox::v1::CreateSessionRequest last() const {
+    std::lock_guard<std::mutex> lock(record_mu_);
+    return last_;
+  }
+  std::string last_authorization() const {
+    std::lock_guard<std::mutex> lock(record_mu_);
+    return last_authorization_;
+  }
 
   // `download_chunks` chunks of 1 MiB of 'x', then the file's info.
   grpc::Status DownloadFile(grpc::ServerContext* ctx, const sandbox::v1::DownloadFileRequest* req,
@@ -128,11 +138,17 @@ class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
   grpc::Status Execute(grpc::ServerContext* ctx, ExecuteStream* stream) override {
     sandbox::v1::ExecuteRequest start;
     if (!stream->Read(&start)) return grpc::Status::CANCELLED;
-    last_start = start.start();
+    {
+      std::lock_guard<std::mutex> lock(record_mu_);
+      last_start_ = start.start();
+    }
     return execute ? execute(ctx, stream) : grpc::Status::OK;
   }
   std::function<grpc::Status(grpc::ServerContext*, ExecuteStream*)> execute;
-  sandbox::v1::StartExecution last_start;  // the last Execute's first message
+  sandbox::v1::StartExecution last_start() const {  // the last Execute's first message
+    std::lock_guard<std::mutex> lock(record_mu_);
+    return last_start_;
+  }
 
   int download_chunks = 3;
   grpc::StatusCode create_fails = grpc::StatusCode::OK;  // what CreateSession answers (OK: a session)
@@ -145,8 +161,11 @@ class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
   std::atomic<int> saw_cancel{0};  // calls that saw their caller cancel
 
  private:
-  sandbox::v1::CreateSessionRequest last_;
-  std::string last_authorization_;
+  // Calls run on the server's threads, several at once: what they record is guarded.
+  mutable std::mutex record_mu_;
+  sandbox::v1::CreateSessionRequest last_;  // guarded by record_mu_
+  std::string last_authorization_;          // guarded by record_mu_
+  sandbox::v1::StartExecution last_start_;  // guarded by record_mu_
   std::mutex info_mu_;  // set_info and the others race GetInfo on the server's threads
   std::optional<sandbox::v1::Info> info_;  // guarded by info_mu_
   std::atomic<int> created_{0};

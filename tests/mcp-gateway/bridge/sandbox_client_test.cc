@@ -75,9 +75,9 @@ TEST_F(SandboxClientTest, AnExecutionSaysTheLanguageOfItsCode) {
   ExecuteHandlers h;
   h.runtime = "javascript";
   (void)client.Execute({0, "s-1", "javascript"}, "1 + 1", 1000, nullptr, h, nullptr);
-  EXPECT_EQ(service_.last_start.session_id(), "s-1");
-  EXPECT_EQ(service_.last_start.code(), "1 + 1");
-  EXPECT_EQ(service_.last_start.runtime(), "javascript");
+  EXPECT_EQ(service_.last_start().session_id(), "s-1");
+  EXPECT_EQ(service_.last_start().code(), "1 + 1");
+  EXPECT_EQ(service_.last_start().runtime(), "javascript");
 }
 
 // The calls below stand for no request (nullptr: no token); tokens are tested further down.
