@@ -229,17 +229,18 @@ void PodmanApi::Supervise() {
 
 absl::StatusOr<PodmanApi::Response> PodmanApi::Post(const std::string& path,
                                                     const std::string& body) {
-  return Request("POST", path, body, WhenLate::kReplace);
+  return Request("POST", path, body, Kind::kStart);
 }
 
 absl::StatusOr<PodmanApi::Response> PodmanApi::Delete(const std::string& path) {
-  return Request("DELETE", path, "", WhenLate::kKeep);
+  return Request("DELETE", path, "", Kind::kRemoval);
 }
+
+bool PodmanApi::AnswersPing() { return Request("GET", "/libpod/_ping", "", Kind::kPing).ok(); }
 
 absl::StatusOr<PodmanApi::Response> PodmanApi::Request(const std::string& method,
                                                        const std::string& path,
-                                                       const std::string& body,
-                                                       WhenLate when_late) {
+                                                       const std::string& body, Kind kind) {
   if (!Ready()) return absl::UnavailableError("podman's API service is not running");
   codemode::UniqueFd fd = codemode::ConnectUnix(socket_path(), codemode::Blocking::kNo);
   if (fd.get() < 0) {
@@ -247,42 +248,57 @@ absl::StatusOr<PodmanApi::Response> PodmanApi::Request(const std::string& method
     if (errno != EAGAIN) Replace(why);  // its socket is gone (EAGAIN: it is only busy)
     return absl::UnavailableError(absl::StrCat("podman's API service: ", why));
   }
-  const absl::Time deadline = absl::Now() + options_.request_timeout;
+  const absl::Time began = absl::Now();
+  const absl::Time deadline = began + (kind == Kind::kPing ? options_.request_timeout / 4
+                                                           : options_.request_timeout);
+  absl::Time ping_at =
+      kind == Kind::kPing ? absl::InfiniteFuture() : began + options_.request_timeout / 4;
+  const std::string what = absl::StrCat("no answer to ", method, " ", path, " in time");
   auto lost = [&](absl::string_view why) {
     Replace(why);
     return absl::AbortedError(absl::StrCat("podman's API service: ", why));
   };
-  auto late = [&] {
-    if (when_late == WhenLate::kReplace) return lost("no answer in time");
-    return absl::AbortedError(
-        absl::StrCat("podman's API service: no answer to ", method, " ", path, " in time"));
+  auto hung = [&] { return lost(absl::StrCat(what, ", nor to a ping")); };
+  // Waits until `fd` is ready for `events`: OK; ABORTED when the deadline passes or the
+  // service, pinged on the way, answers no ping.
+  auto wait = [&](short events) -> absl::Status {
+    for (;;) {
+      const bool ping_due = ping_at < deadline;
+      if (WaitFor(fd.get(), events, ping_due ? ping_at : deadline)) return absl::OkStatus();
+      if (ping_due) {
+        ping_at = absl::InfiniteFuture();
+        if (!AnswersPing()) return hung();
+        continue;
+      }
+      if (kind != Kind::kRemoval) return lost(what);
+      if (!AnswersPing()) return hung();
+      return absl::AbortedError(absl::StrCat("podman's API service: ", what));
+    }
   };
   std::string out = absl::StrCat(method, " ", path, " HTTP/1.1\r\nHost: podman\r\n",
                                  "Content-Type: application/json\r\nContent-Length: ",
                                  body.size(), "\r\nConnection: close\r\n\r\n", body);
   for (size_t sent = 0; sent < out.size();) {
-    if (!WaitFor(fd.get(), POLLOUT, deadline)) return late();
+    if (absl::Status s = wait(POLLOUT); !s.ok()) return s;
     const ssize_t n = send(fd.get(), out.data() + sent, out.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0 && errno != EAGAIN && errno != EINTR) {
       return absl::AbortedError(absl::StrCat("podman's API service: send: ", strerror(errno)));
     }
     if (n > 0) sent += static_cast<size_t>(n);
   }
-  ResponseReader reader;
-  size_t received = 0;
+  ResponseReader reader;  // at most 4 MiB of body and Beast's 8 KiB of header
   char buf[16384];
   for (;;) {
-    if (!WaitFor(fd.get(), POLLIN, deadline)) return late();
+    if (absl::Status s = wait(POLLIN); !s.ok()) return s;
     const ssize_t n = recv(fd.get(), buf, sizeof(buf), MSG_DONTWAIT);
     if (n == 0) break;
     if (n < 0) {
       if (errno == EAGAIN || errno == EINTR) continue;
       return absl::AbortedError(absl::StrCat("podman's API service: recv: ", strerror(errno)));
     }
-    received += static_cast<size_t>(n);
-    if (received > kMaxResponseBytes) return lost("an answer over 4 MiB");
+    // No HTTP, or an answer over the limit: no podman's.
     if (absl::Status s = reader.Feed(absl::string_view(buf, static_cast<size_t>(n))); !s.ok()) {
-      return absl::AbortedError(absl::StrCat("podman's API service: ", s.message()));
+      return lost(s.message());
     }
     if (reader.done()) return reader.Take();  // whole by its framing: need not wait for the close
   }

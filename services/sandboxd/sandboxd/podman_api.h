@@ -21,8 +21,9 @@
 // A supervising thread starts the service, waits for its socket, and starts it again
 // (after 1 s, doubling to 30 s) when it exits; the service dies with sandboxd
 // (PR_SET_PDEATHSIG on that thread) and is ended by the destructor. A service that stops
-// answering (no whole answer to a Post within the request timeout) or whose socket is gone
-// is killed, so that the next one takes its place: requests meanwhile fail at once.
+// answering (no answer to a ping while a request waits, no whole answer to a Post within
+// the request timeout), that answers what is no HTTP, or whose socket is gone is killed,
+// so that the next one takes its place: requests meanwhile fail at once.
 #pragma once
 
 #include <sys/types.h>
@@ -43,8 +44,10 @@ struct PodmanApiOptions {
   std::vector<std::string> global_args;  // before `system service`, as for every CLI call
   std::vector<std::string> env;          // the service's whole environment (KEY=VALUE)
   std::string socket_dir;                // made mode 0700; holds podman.sock
-  // A create, a start or a removal takes ~10-130 ms; this long without a whole answer
-  // means the service hangs (stopped, or deadlocked), and it is replaced.
+  // A create, a start or a removal takes ~10-130 ms. A request without an answer for a
+  // quarter of this has the service pinged (podman answers a ping without taking any lock),
+  // which gets a quarter of it too: no answer to the ping means the service hangs (stopped,
+  // or deadlocked), and it is replaced.
   absl::Duration request_timeout = absl::Seconds(20);
   absl::Duration first_restart = absl::Seconds(1);
   absl::Duration longest_restart = absl::Seconds(30);
@@ -69,19 +72,25 @@ class PodmanApi {
   // A request with a JSON body ("" for none); any HTTP status is a Response. UNAVAILABLE
   // when nothing was sent (the service is not ready, or its socket cannot be reached);
   // ABORTED when the request went out but no whole answer came back within the timeout
-  // (what it did is unknown). A Post without an answer in time has the service replaced;
-  // a late Delete does not: podman can hold one container's removal (waiting on its lock
-  // or its runtime) while it serves every other request, and replacing the service would
-  // cut the starts under way.
+  // (what it did is unknown). A Post without an answer in time has the service replaced. A
+  // late Delete has it pinged once more instead: podman can hold one container's removal
+  // (waiting on its lock or its runtime) while it serves every other request, and
+  // replacing a service that still answers would cut the starts under way. A service that
+  // answers no ping is hung: the requests after it go to the CLI at once, not a timeout each.
   absl::StatusOr<Response> Post(const std::string& path, const std::string& body);
   absl::StatusOr<Response> Delete(const std::string& path);
 
   std::string socket_path() const { return options_.socket_dir + "/podman.sock"; }
 
  private:
-  enum class WhenLate { kReplace, kKeep };
+  // What a request is, for what its lateness means: a start's (replace the service), a
+  // removal's (ping it), or the ping (replace it; no ping of its own while it waits).
+  enum class Kind { kStart, kRemoval, kPing };
   absl::StatusOr<Response> Request(const std::string& method, const std::string& path,
-                                   const std::string& body, WhenLate when_late);
+                                   const std::string& body, Kind kind);
+  // Whether the service answers a ping within a quarter of the request timeout; replaced
+  // when it does not.
+  bool AnswersPing();
   void Supervise();
   // Starts the service and waits until its socket accepts or it exits; true once ready.
   // `*pid` is the process (-1: none was started, or it has been reaped, its wait status

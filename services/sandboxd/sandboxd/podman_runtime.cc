@@ -323,6 +323,7 @@ absl::StatusOr<RuntimeInfo> PodmanRuntime::Probe() {
     api.global_args = options_.global_args;
     api.env = env_;
     api.socket_dir = options_.api_socket_dir;
+    api.request_timeout = options_.api_request_timeout;
     api_ = std::make_shared<PodmanApi>(std::move(api));
   }
   return info;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/time/time.h"
 #include "base/mutex.h"
 #include "sandboxd/container_runtime.h"
 #include "sandboxd/metrics.h"
@@ -50,6 +51,8 @@ struct PodmanOptions {
   // starts container-isolation sandboxes through it (~40 ms less per start than `podman
   // run`); empty: the podman CLI for everything. Other commands use the CLI either way.
   std::string api_socket_dir;
+  // How long a request to that service may go without a whole answer (PodmanApiOptions).
+  absl::Duration api_request_timeout = absl::Seconds(20);
 };
 
 // The runsc flags a gVisor session runs with (podman passes each as --runtime-flag):

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -97,11 +98,12 @@ TEST(ParseHttpResponseTest, ABodyOfFourMebibytesIsTheMost) {
 // commands are logged to `cli`: `info` describes a rootful cgroup v2 host, `image exists`
 // succeeds, `run` prints "cli-made". The service logs each request to `requests` and
 // answers a create with the id "api-made", a start with 204, a container's DELETE after
-// 0.2 s with podman's report (the most DELETEs it had at once in `most-removing`) and
-// anything else with its method, path and body, chunked; or, while the file `mode` says
-// so, never ("hang"), whole but without closing ("keepopen"), with HTTP 500 ("e500"), or
+// 0.2 s with podman's report (the most DELETEs it had at once in `most-removing`), a ping
+// with "OK" and anything else with its method, path and body, chunked; or, while the file
+// `mode` says so, never ("hang"), never to a DELETE ("holddelete"), 0.6 s later to a
+// DELETE ("slowdelete"), whole but without closing ("keepopen"), with HTTP 500 ("e500"),
 // with HTTP 500 to a container's first DELETE only ("improper"), with a report of another
-// container ("otherreport") or none ("noreport").
+// container ("otherreport") or none ("noreport"), or with what is no HTTP ("nohttp").
 constexpr char kFakePodmanScript[] = R"(#!/usr/bin/env python3
 import http.server, json, os, signal, socketserver, sys, threading, time
 # A handler, as podman has: SIGTERM then does not end a stopped service.
@@ -132,8 +134,20 @@ class H(http.server.BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length", "0"))
         body = ("%s %s %s" % (self.command, self.path, self.rfile.read(n).decode())).encode()
         m = mode()
-        if m == "hang":
+        if m == "hang" or (m == "holddelete" and self.command == "DELETE"):
             time.sleep(3600)
+        if m == "slowdelete" and self.command == "DELETE":
+            time.sleep(0.6)
+        if m == "nohttp":
+            self.wfile.write(b"SSH-2.0-OpenSSH\r\n\r\n")
+            self.wfile.flush()
+            time.sleep(3600)
+        if self.path == "/libpod/_ping":
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"OK")
+            return
         if m in ("keepopen", "e500"):
             out = b'{"message":"test says no"}' if m == "e500" else body
             self.send_response(500 if m == "e500" else 201)
@@ -183,7 +197,7 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
-    do_POST = do_DELETE = answer
+    do_GET = do_POST = do_DELETE = answer
     def log_message(self, *a): pass
 class S(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
@@ -290,9 +304,49 @@ TEST(PodmanApiTest, AServiceThatEndsIsStartedAgainAndTheLastIsEndedWithUs) {
 }
 
 // A Post without an answer in time means a hung service: it is replaced. A Delete without
-// one may be one container's removal that podman holds: the service serves the rest, and
-// the starts under way are not cut.
+// one may be one container's removal that podman holds: a service that answers a ping
+// serves the rest and is kept, so that the starts under way are not cut.
 TEST(PodmanApiTest, AServiceThatStopsAnsweringAPostIsReplacedALateRemovalKeepsIt) {
+  FakePodman podman;
+  PodmanApiOptions o = ApiOptions(podman);
+  o.request_timeout = absl::Milliseconds(300);
+  PodmanApi api(o);
+  ASSERT_TRUE(WaitUntil([&] { return api.Ready(); }));
+  podman.SetMode("holddelete");
+  absl::StatusOr<PodmanApi::Response> r = api.Delete("/v4.0.0/libpod/containers/stuck");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kAborted) << r.status();
+  EXPECT_THAT(podman.Requests(), HasSubstr("DELETE /v4.0.0/libpod/containers/stuck\nGET /libpod/_ping\n"));
+  EXPECT_TRUE(api.Ready());
+  EXPECT_EQ(podman.Starts().size(), 1u);
+
+  podman.SetMode("hang");
+  r = api.Post("/x", "");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kAborted) << r.status();
+  podman.SetMode("");
+  ASSERT_TRUE(WaitUntil([&] { return podman.Starts().size() == 2 && api.Ready(); }))
+      << "the hung service was kept";
+  EXPECT_TRUE(api.Post("/x", "").ok());
+}
+
+// A request that waits a quarter of its timeout has the service pinged; one that answers
+// keeps the request waiting for its answer.
+TEST(PodmanApiTest, ARequestSlowToAnswerHasTheServicePingedOnTheWay) {
+  FakePodman podman;
+  PodmanApiOptions o = ApiOptions(podman);
+  o.request_timeout = absl::Seconds(2);
+  PodmanApi api(o);
+  ASSERT_TRUE(WaitUntil([&] { return api.Ready(); }));
+  podman.SetMode("slowdelete");
+  absl::StatusOr<PodmanApi::Response> r = api.Delete("/v4.0.0/libpod/containers/slow");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_THAT(podman.Requests(), HasSubstr("DELETE /v4.0.0/libpod/containers/slow\nGET /libpod/_ping\n"));
+  EXPECT_EQ(podman.Starts().size(), 1u);
+}
+
+// A late Delete to a service that answers no ping either: the service is hung, and is
+// replaced at once rather than costing every removal after it a timeout of its own.
+TEST(PodmanApiTest, ALateRemovalFromAServiceThatAnswersNoPingReplacesIt) {
   FakePodman podman;
   PodmanApiOptions o = ApiOptions(podman);
   o.request_timeout = absl::Milliseconds(300);
@@ -301,15 +355,25 @@ TEST(PodmanApiTest, AServiceThatStopsAnsweringAPostIsReplacedALateRemovalKeepsIt
   podman.SetMode("hang");
   absl::StatusOr<PodmanApi::Response> r = api.Delete("/v4.0.0/libpod/containers/stuck");
   EXPECT_EQ(r.status().code(), absl::StatusCode::kAborted) << r.status();
-  EXPECT_TRUE(api.Ready());
-  EXPECT_EQ(podman.Starts().size(), 1u);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("nor to a ping"));
+  EXPECT_EQ(api.Delete("/v4.0.0/libpod/containers/next").status().code(),
+            absl::StatusCode::kUnavailable)
+      << "the next removal waited on the hung service";
+  podman.SetMode("");
+  ASSERT_TRUE(WaitUntil([&] { return podman.Starts().size() == 2 && api.Ready(); }));
+  EXPECT_TRUE(api.Delete("/v4.0.0/libpod/containers/next").ok());
+}
 
-  r = api.Post("/x", "");
+// An answer that is no HTTP is no podman's: that service is replaced too.
+TEST(PodmanApiTest, AServiceThatAnswersWhatIsNoHttpIsReplaced) {
+  FakePodman podman;
+  PodmanApi api(ApiOptions(podman));
+  ASSERT_TRUE(WaitUntil([&] { return api.Ready(); }));
+  podman.SetMode("nohttp");
+  absl::StatusOr<PodmanApi::Response> r = api.Delete("/v4.0.0/libpod/containers/x");
   EXPECT_EQ(r.status().code(), absl::StatusCode::kAborted) << r.status();
   podman.SetMode("");
-  ASSERT_TRUE(WaitUntil([&] { return podman.Starts().size() == 2 && api.Ready(); }))
-      << "the hung service was kept";
-  EXPECT_TRUE(api.Post("/x", "").ok());
+  ASSERT_TRUE(WaitUntil([&] { return podman.Starts().size() == 2 && api.Ready(); }));
 }
 
 TEST(PodmanApiTest, AWholeAnswerCountsBeforeTheConnectionCloses) {
@@ -362,11 +426,16 @@ TEST(PodmanApiTest, TheDestructorEndsAServiceThatIgnoresSigterm) {
 // PodmanRuntime on the fake podman, its service listening.
 class PodmanRuntimeApiTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { Start(absl::Seconds(20)); }
+
+  // A runtime (in place of the one before) whose service counts as hung after `timeout`.
+  void Start(absl::Duration timeout) {
+    runtime_.reset();
     PodmanOptions o;
     o.podman = podman.path();
     o.image = "img";
     o.api_socket_dir = podman.socket_dir();
+    o.api_request_timeout = timeout;
     runtime_ = std::make_unique<PodmanRuntime>(o, &metrics_);
     ASSERT_TRUE(runtime_->Probe().ok());
     ASSERT_TRUE(WaitUntil([&] { return runtime_->ServesThroughApi(); }));
@@ -449,6 +518,25 @@ TEST_F(PodmanRuntimeApiTest, RemovesThroughTheServiceAFewAtOnceAndTheCliWhatItDi
   ASSERT_TRUE(runtime_->Remove({"sbx-g", "sbx-h"}).ok());
   EXPECT_THAT(podman.Requests(), HasSubstr("DELETE /v4.0.0/libpod/containers/sbx-g?"));
   EXPECT_THAT(podman.Cli(), HasSubstr("rm --force --ignore --time 0 sbx-g sbx-h\n"));
+}
+
+// A hung service costs a batch of removals one timeout (and a ping), not one for every
+// four containers: once it answers no ping it is replaced, and the CLI removes the rest.
+TEST_F(PodmanRuntimeApiTest, AHungServiceHandsTheRestOfTheRemovalsToTheCliAtOnce) {
+  Start(absl::Seconds(2));
+  podman.SetMode("hang");
+  std::vector<std::string> names;
+  for (int i = 0; i < 12; ++i) names.push_back(absl::StrCat("sbx-h", i));
+  ASSERT_TRUE(runtime_->Remove(names).ok());
+  const std::string requests = podman.Requests();
+  int deletes = 0;
+  for (size_t at = requests.find("DELETE "); at != std::string::npos; at = requests.find("DELETE ", at + 1)) {
+    ++deletes;
+  }
+  EXPECT_LE(deletes, 4) << "removals kept waiting on a service that answers no ping:\n" << requests;
+  EXPECT_THAT(requests, HasSubstr("GET /libpod/_ping\n"));
+  EXPECT_THAT(podman.Cli(), HasSubstr(absl::StrCat("rm --force --ignore --time 0 ",
+                                                    absl::StrJoin(names, " "), "\n")));
 }
 
 TEST(PodmanApiTest, APodmanThatCannotServeLeavesItNotReady) {
