@@ -78,13 +78,15 @@ void ContainerRemovals::RemoveQueued() {
     }
     std::vector<std::string> names;
     for (const auto& r : batch) names.push_back(r.name);
+    const RemovalFailures failures = runtime_->Remove(names);
     std::vector<Removal> failed;
-    if (names.size() == 1 || !runtime_->Remove(names).ok()) {
-      for (Removal& r : batch) {
-        if (!RemoveOne(r)) failed.push_back(r);
+    for (Removal& r : batch) {
+      if (auto it = failures.find(r.name); it != failures.end()) {
+        NoteFailure(r, it->second);
+        failed.push_back(r);
+      } else if (r.failures > 0) {  // its failure was logged as an error: say how it ended
+        spdlog::info("container {} removed at attempt {}", r.name, r.failures + 1);
       }
-    } else {
-      for (const Removal& r : batch) LogRemovedAfterFailures(r);
     }
     for (auto& r : batch) {
       std::error_code ec;
@@ -100,12 +102,7 @@ void ContainerRemovals::RemoveQueued() {
   }
 }
 
-bool ContainerRemovals::RemoveOne(Removal& r) {
-  const absl::Status s = runtime_->Remove({r.name});
-  if (s.ok()) {
-    LogRemovedAfterFailures(r);
-    return true;
-  }
+void ContainerRemovals::NoteFailure(Removal& r, const absl::Status& s) {
   // 1, 2, 4 ... times the first wait, up to a minute; said once, then at debug level.
   const absl::Duration wait =
       std::min(first_retry_ * (int64_t{1} << std::min(r.failures, 16)), absl::Minutes(1));
@@ -114,12 +111,6 @@ bool ContainerRemovals::RemoveOne(Removal& r) {
   spdlog::log(r.failures == 1 ? spdlog::level::err : spdlog::level::debug,
               "cannot remove container {} (attempt {}): {}; trying again in {}", r.name,
               r.failures, codemode::LogLongText(s.message()), absl::FormatDuration(wait));
-  return false;
-}
-
-// Its failure was logged as an error: the log says how it ended.
-void ContainerRemovals::LogRemovedAfterFailures(const Removal& r) {
-  if (r.failures > 0) spdlog::info("container {} removed at attempt {}", r.name, r.failures + 1);
 }
 
 }  // namespace sandboxd

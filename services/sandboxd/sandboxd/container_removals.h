@@ -1,11 +1,10 @@
 // ContainerRemovals: the containers of ended sessions, removed in the background.
 //
-// One `podman rm` runs at a time (on a worker) and takes every container queued while the
-// one before ran, up to kMaxBatch: a burst of deletions costs a few CLI starts, not one
-// each. A batch that fails (one name podman cannot remove, a timeout) goes again one by
-// one, so only what cannot be removed stays behind; that waits FactoryOptions::removal_retry,
-// then twice as long each time up to a minute, and goes back in the queue when RetryDue
-// finds its time has come. A container's socket directory, when it has one, is removed
+// One removal runs at a time (on a worker) and takes every container queued while the one
+// before ran, up to kMaxBatch: a burst of deletions costs a few `podman rm` starts, not one
+// each. What the runtime says it could not remove (only those: not what was named beside
+// them) waits FactoryOptions::removal_retry, then twice as long each time up to a minute,
+// and goes back in the queue when RetryDue finds its time has come. A container's socket directory, when it has one, is removed
 // after its first attempt. Until its removal succeeds a container may still run: awaiting()
 // counts them, failing() those whose removal failed.
 #pragma once
@@ -55,9 +54,8 @@ class ContainerRemovals : public std::enable_shared_from_this<ContainerRemovals>
   bool StartRemovingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Post();
   void RemoveQueued();
-  // Removes `r`'s container on its own; false, logged and with its next wait set, if it fails.
-  bool RemoveOne(Removal& r);
-  static void LogRemovedAfterFailures(const Removal& r);
+  // Logs that `r`'s removal failed for `why`, and sets its next wait.
+  void NoteFailure(Removal& r, const absl::Status& why);
 
   ContainerRuntime* const runtime_;
   WorkerPool* const workers_;

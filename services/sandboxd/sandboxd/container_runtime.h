@@ -84,6 +84,9 @@ struct RuntimeInfo {
   std::vector<std::string> notes;
 };
 
+// The containers a ContainerRuntime::Remove could not remove, each with why.
+using RemovalFailures = std::map<std::string, absl::Status>;
+
 class ContainerRuntime {
  public:
   ContainerRuntime() = default;
@@ -98,8 +101,10 @@ class ContainerRuntime {
   // Starts a detached container; returns its id.
   virtual absl::StatusOr<std::string> Start(const ContainerSpec& spec) = 0;
 
-  // Force-removes containers by name; names that do not exist are not an error.
-  virtual absl::Status Remove(const std::vector<std::string>& names) = 0;
+  // Force-removes containers by name (one that does not exist is removed already) and
+  // says which it could not remove, each with why: empty when all are gone. A failure is
+  // one container's own, so that a caller tries again only those.
+  virtual RemovalFailures Remove(const std::vector<std::string>& names) = 0;
 
   virtual absl::StatusOr<ContainerStatus> Inspect(const std::string& name) = 0;
 

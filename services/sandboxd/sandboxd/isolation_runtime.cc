@@ -38,16 +38,15 @@ absl::StatusOr<std::string> IsolationRuntime::Start(const ContainerSpec& spec) {
   return runtime->Start(spec);
 }
 
-absl::Status IsolationRuntime::Remove(const std::vector<std::string>& names) {
+RemovalFailures IsolationRuntime::Remove(const std::vector<std::string>& names) {
   std::vector<std::string> wasm_names, podman_names;
   for (const std::string& name : names) {
     (IsWasm(name) ? wasm_names : podman_names).push_back(name);
   }
-  if (!wasm_names.empty()) {
-    if (absl::Status s = wasm_->Remove(wasm_names); !s.ok()) return s;
-  }
-  if (podman_ && !podman_names.empty()) return podman_->Remove(podman_names);
-  return absl::OkStatus();
+  RemovalFailures failures;
+  if (!wasm_names.empty()) failures = wasm_->Remove(wasm_names);
+  if (podman_ && !podman_names.empty()) failures.merge(podman_->Remove(podman_names));
+  return failures;
 }
 
 absl::StatusOr<ContainerStatus> IsolationRuntime::Inspect(const std::string& name) {

@@ -23,7 +23,7 @@ class IsolationRuntime : public ContainerRuntime {
 
   absl::StatusOr<RuntimeInfo> Probe() override;
   absl::StatusOr<std::string> Start(const ContainerSpec& spec) override;
-  absl::Status Remove(const std::vector<std::string>& names) override;
+  RemovalFailures Remove(const std::vector<std::string>& names) override;
   absl::StatusOr<ContainerStatus> Inspect(const std::string& name) override;
   // Podman's answer when Podman is in use (images are its), the wasm tier's otherwise.
   absl::StatusOr<std::vector<std::string>> ImageOffers(const std::string& reference) override;

@@ -455,8 +455,8 @@ absl::StatusOr<std::string> PodmanRuntime::Start(const ContainerSpec& spec) {
   return Trim(r->stdout_text);
 }
 
-absl::Status PodmanRuntime::Remove(const std::vector<std::string>& names) {
-  if (names.empty()) return absl::OkStatus();
+RemovalFailures PodmanRuntime::Remove(const std::vector<std::string>& names) {
+  if (names.empty()) return {};
   ForgetInitProcesses(names);
   std::shared_ptr<PodmanApi> api;
   {
@@ -465,19 +465,34 @@ absl::Status PodmanRuntime::Remove(const std::vector<std::string>& names) {
   }
   // Through the service while it runs (~30 ms less CPU each than a CLI call); the CLI
   // removes what it did not.
-  const std::vector<std::string> left = api && api->Ready() ? RemoveThroughApi(*api, names) : names;
-  if (left.empty()) return absl::OkStatus();
-  std::vector<std::string> args = {"rm", "--force", "--ignore", "--time", "0"};
-  args.insert(args.end(), left.begin(), left.end());
-  absl::Status removed = Podman(Op::kRm, args).status();
-  if (removed.ok()) return removed;
+  return RemoveByCli(api && api->Ready() ? RemoveThroughApi(*api, names) : names);
+}
+
+RemovalFailures PodmanRuntime::RemoveByCli(const std::vector<std::string>& names) {
+  if (names.empty()) return {};
+  // --ignore: one already gone is no error.
+  auto rm = [this](const std::vector<std::string>& some) {
+    std::vector<std::string> args = {"rm", "--force", "--ignore", "--time", "0"};
+    args.insert(args.end(), some.begin(), some.end());
+    return Podman(Op::kRm, std::move(args)).status();
+  };
+  absl::Status removed = rm(names);
+  if (removed.ok()) return {};
   // Once more: a container whose init was just killed (SandboxFactory::EndProcesses) can
   // be between running and stopped for podman, which then fails to stop it ("sandbox is
   // not running", "container state improper" under gVisor); a second look finds it
-  // stopped and removes it. --ignore makes those already gone no error.
+  // stopped and removes it.
   spdlog::debug("podman rm failed, trying once more: {}", std::string(removed.message()));
   absl::SleepFor(absl::Milliseconds(100));
-  return Podman(Op::kRm, std::move(args)).status();
+  removed = rm(names);
+  if (removed.ok()) return {};
+  if (names.size() == 1) return {{names[0], removed}};
+  // Each on its own: only what podman cannot remove fails, not what was named beside it.
+  RemovalFailures failures;
+  for (const std::string& name : names) {
+    if (absl::Status s = rm({name}); !s.ok()) failures.emplace(name, std::move(s));
+  }
+  return failures;
 }
 
 absl::StatusOr<ContainerStatus> PodmanRuntime::Inspect(const std::string& name) {

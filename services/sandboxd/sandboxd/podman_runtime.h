@@ -124,7 +124,7 @@ class PodmanRuntime : public ContainerRuntime {
 
   absl::StatusOr<RuntimeInfo> Probe() override;
   absl::StatusOr<std::string> Start(const ContainerSpec& spec) override;
-  absl::Status Remove(const std::vector<std::string>& names) override;
+  RemovalFailures Remove(const std::vector<std::string>& names) override;
   absl::StatusOr<ContainerStatus> Inspect(const std::string& name) override;
   absl::StatusOr<std::vector<std::string>> ImageOffers(const std::string& reference) override;
   absl::StatusOr<std::vector<ContainerSummary>> List(const std::string& label_key,
@@ -169,6 +169,9 @@ class PodmanRuntime : public ContainerRuntime {
   // podman_rest.cc: removes `names` through the API service, a few at once; returns those
   // it did not remove (the service failed or did not answer), for the CLI.
   std::vector<std::string> RemoveThroughApi(PodmanApi& api, const std::vector<std::string>& names);
+  // Removes `names` with `podman rm`: all in one, once more after 100 ms if that fails,
+  // then each on its own if that fails too, to tell which podman cannot remove.
+  RemovalFailures RemoveByCli(const std::vector<std::string>& names);
 
   const PodmanOptions options_;
   SandboxdMetrics* const metrics_;  // may be null

@@ -71,8 +71,8 @@ absl::Status SandboxFactory::EnsureProbed() {
 void SandboxFactory::RemoveNow(const std::vector<std::string>& names) {
   if (names.empty()) return;
   EndProcesses(names);
-  if (absl::Status s = runtime_->Remove(names); !s.ok()) {
-    spdlog::error("cannot remove containers: {}", s.message());
+  for (const auto& [name, why] : runtime_->Remove(names)) {
+    spdlog::error("cannot remove container {}: {}", name, codemode::LogLongText(why.message()));
   }
   for (const auto& name : names) {
     std::error_code ec;

@@ -419,7 +419,7 @@ void WasmRuntime::EndProcess(const Record& r) {
   WaitGone(r.pid, r.start_time, absl::Seconds(5));
 }
 
-absl::Status WasmRuntime::Remove(const std::vector<std::string>& names) {
+RemovalFailures WasmRuntime::Remove(const std::vector<std::string>& names) {
   for (const std::string& name : names) {
     if (std::optional<Record> r = FindRecord(name)) {
       EndProcess(*r);
@@ -439,7 +439,7 @@ absl::Status WasmRuntime::Remove(const std::vector<std::string>& names) {
     over_budget_.erase(name);
     measured_.erase(name);
   }
-  return absl::OkStatus();
+  return {};
 }
 
 absl::StatusOr<ContainerStatus> WasmRuntime::Inspect(const std::string& name) {

@@ -74,7 +74,7 @@ class WasmRuntime : public ContainerRuntime {
   absl::StatusOr<std::string> Start(const ContainerSpec& spec) override;
   // SIGKILL to the process (and, under bwrap, to its pid namespace's init), then the
   // record and the workspace go. Unknown names are fine.
-  absl::Status Remove(const std::vector<std::string>& names) override;
+  RemovalFailures Remove(const std::vector<std::string>& names) override;
   // From the record and /proc: running while the pid lives with the recorded start time.
   // An exit code is known only for a process this sandboxd started (-1 otherwise).
   absl::StatusOr<ContainerStatus> Inspect(const std::string& name) override;

@@ -113,7 +113,7 @@ TEST(PodmanApiTest, AContainerStartedThroughTheApiIsTheOneRunWouldStart) {
     json a = OciConfig(names[0]), b = OciConfig(names[1]);
     ASSERT_FALSE(a.is_null());
     EXPECT_EQ(a.dump(1), b.dump(1));
-    ASSERT_TRUE(by_cli.Remove({names[0], names[1]}).ok());
+    ASSERT_TRUE(by_cli.Remove({names[0], names[1]}).empty());
   }
   fs::remove_all(dir);
 }

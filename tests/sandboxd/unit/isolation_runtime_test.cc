@@ -63,7 +63,7 @@ TEST_F(IsolationRuntimeTest, EachSandboxGoesToItsIsolationsRuntimeAndIsFoundTher
     if (!ended) usleep(10000);
   }
   EXPECT_TRUE(ended) << "the wasm runtime answers for its own";
-  ASSERT_TRUE(both.Remove({"w1", "c1", "nobody"}).ok());
+  ASSERT_TRUE(both.Remove({"w1", "c1", "nobody"}).empty());
   EXPECT_EQ(podman.Names(), (std::vector<std::string>{"g1"}));
   EXPECT_TRUE(wasm.Names().empty());
   EXPECT_TRUE(both.Usage("g1", Isolation::kGvisor).ok());

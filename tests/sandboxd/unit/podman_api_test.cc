@@ -478,7 +478,7 @@ TEST_F(PodmanRuntimeApiTest, StartsThroughTheServiceAndFallsBackToTheCli) {
 }
 
 TEST_F(PodmanRuntimeApiTest, RemovesThroughTheServiceAFewAtOnceAndTheCliWhatItDidNot) {
-  ASSERT_TRUE(runtime_->Remove({"sbx-a", "sbx-b", "sbx-c", "sbx-d", "sbx-e", "sbx-f"}).ok());
+  ASSERT_TRUE(runtime_->Remove({"sbx-a", "sbx-b", "sbx-c", "sbx-d", "sbx-e", "sbx-f"}).empty());
   for (const char* name : {"sbx-a", "sbx-b", "sbx-c", "sbx-d", "sbx-e", "sbx-f"}) {
     EXPECT_THAT(podman.Requests(),
                 HasSubstr(absl::StrCat("DELETE /v4.0.0/libpod/containers/", name,
@@ -490,7 +490,7 @@ TEST_F(PodmanRuntimeApiTest, RemovesThroughTheServiceAFewAtOnceAndTheCliWhatItDi
 
   // The service refuses a container between running and stopped; asked again, it removes it.
   podman.SetMode("improper");
-  ASSERT_TRUE(runtime_->Remove({"sbx-i"}).ok());
+  ASSERT_TRUE(runtime_->Remove({"sbx-i"}).empty());
   EXPECT_THAT(podman.Requests(), HasSubstr("DELETE /v4.0.0/libpod/containers/sbx-i?force=true&timeout=0"
                                            "&ignore=true\nDELETE /v4.0.0/libpod/containers/sbx-i?"));
   EXPECT_THAT(podman.Cli(), Not(HasSubstr("rm ")));
@@ -499,7 +499,7 @@ TEST_F(PodmanRuntimeApiTest, RemovesThroughTheServiceAFewAtOnceAndTheCliWhatItDi
   EXPECT_EQ(Ops("rm", "error"), 0);
 
   // A name that would change the request's path (none of podman's would) is the CLI's.
-  ASSERT_TRUE(runtime_->Remove({"sbx-j", "x/../../images?force=true"}).ok());
+  ASSERT_TRUE(runtime_->Remove({"sbx-j", "x/../../images?force=true"}).empty());
   EXPECT_THAT(podman.Requests(), HasSubstr("DELETE /v4.0.0/libpod/containers/sbx-j?"));
   EXPECT_THAT(podman.Requests(), Not(HasSubstr("images")));
   EXPECT_THAT(podman.Cli(), HasSubstr("rm --force --ignore --time 0 x/../../images?force=true\n"));
@@ -507,15 +507,15 @@ TEST_F(PodmanRuntimeApiTest, RemovesThroughTheServiceAFewAtOnceAndTheCliWhatItDi
   // A report of none: the container was gone already (as the CLI's --ignore). A report of
   // another one: not removed, for the CLI.
   podman.SetMode("noreport");
-  ASSERT_TRUE(runtime_->Remove({"sbx-k"}).ok());
+  ASSERT_TRUE(runtime_->Remove({"sbx-k"}).empty());
   EXPECT_THAT(podman.Cli(), Not(HasSubstr("sbx-k")));
   podman.SetMode("otherreport");
-  ASSERT_TRUE(runtime_->Remove({"sbx-l"}).ok());
+  ASSERT_TRUE(runtime_->Remove({"sbx-l"}).empty());
   EXPECT_THAT(podman.Cli(), HasSubstr("rm --force --ignore --time 0 sbx-l\n"));
 
   // The service fails them: the CLI removes them, once each.
   podman.SetMode("e500");
-  ASSERT_TRUE(runtime_->Remove({"sbx-g", "sbx-h"}).ok());
+  ASSERT_TRUE(runtime_->Remove({"sbx-g", "sbx-h"}).empty());
   EXPECT_THAT(podman.Requests(), HasSubstr("DELETE /v4.0.0/libpod/containers/sbx-g?"));
   EXPECT_THAT(podman.Cli(), HasSubstr("rm --force --ignore --time 0 sbx-g sbx-h\n"));
 }
@@ -527,7 +527,7 @@ TEST_F(PodmanRuntimeApiTest, AHungServiceHandsTheRestOfTheRemovalsToTheCliAtOnce
   podman.SetMode("hang");
   std::vector<std::string> names;
   for (int i = 0; i < 12; ++i) names.push_back(absl::StrCat("sbx-h", i));
-  ASSERT_TRUE(runtime_->Remove(names).ok());
+  ASSERT_TRUE(runtime_->Remove(names).empty());
   const std::string requests = podman.Requests();
   int deletes = 0;
   for (size_t at = requests.find("DELETE "); at != std::string::npos; at = requests.find("DELETE ", at + 1)) {

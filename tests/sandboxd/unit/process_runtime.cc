@@ -239,11 +239,15 @@ void ProcessRuntime::Refresh(Proc& p) {
   }
 }
 
-absl::Status ProcessRuntime::Remove(const std::vector<std::string>& names) {
+RemovalFailures ProcessRuntime::Remove(const std::vector<std::string>& names) {
   std::vector<Proc> victims;
   {
     codemode::MutexLock lock(&mu_);
-    if (remove_failure_) return absl::UnavailableError(*remove_failure_);
+    if (remove_failure_) {
+      RemovalFailures failures;
+      for (const auto& n : names) failures.emplace(n, absl::UnavailableError(*remove_failure_));
+      return failures;
+    }
     for (const auto& n : names) {
       auto it = procs_.find(n);
       if (it == procs_.end()) continue;
@@ -259,7 +263,7 @@ absl::Status ProcessRuntime::Remove(const std::vector<std::string>& names) {
     while (waitpid(p.pid, &wstatus, 0) < 0 && errno == EINTR) {
     }
   }
-  return absl::OkStatus();
+  return {};
 }
 
 absl::StatusOr<ContainerStatus> ProcessRuntime::Inspect(const std::string& name) {

@@ -44,7 +44,7 @@ class ProcessRuntime : public ContainerRuntime {
   absl::StatusOr<RuntimeInfo> Probe() override;
   absl::StatusOr<std::string> Start(const ContainerSpec& spec) override;
   // SIGKILLs the process group and reaps the process; unknown names are fine.
-  absl::Status Remove(const std::vector<std::string>& names) override;
+  RemovalFailures Remove(const std::vector<std::string>& names) override;
   // A process killed by signal N reports exit code 128+N (SIGKILL: 137).
   absl::StatusOr<ContainerStatus> Inspect(const std::string& name) override;
   // Every image offers what SetImageOffers said ({"python3"}) unless SetImageAbsent named it.
@@ -59,7 +59,8 @@ class ProcessRuntime : public ContainerRuntime {
   // ---- fault injection and test helpers ----
   void SetProbeFailure(std::optional<std::string> message);
   void SetStartFailure(std::optional<std::string> message);
-  // While set, Remove removes nothing and fails with the message (a podman rm that times out).
+  // While set, Remove removes nothing and fails each with the message (a podman rm that
+  // times out).
   void SetRemoveFailure(std::optional<std::string> message);
   void SetImageAbsent(const std::string& reference);
   void SetImageOffers(std::vector<std::string> offers);
