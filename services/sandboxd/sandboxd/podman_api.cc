@@ -236,7 +236,12 @@ absl::StatusOr<PodmanApi::Response> PodmanApi::Delete(const std::string& path) {
   return Request("DELETE", path, "", Kind::kRemoval);
 }
 
-bool PodmanApi::AnswersPing() { return Request("GET", "/libpod/_ping", "", Kind::kPing).ok(); }
+bool PodmanApi::AnswersPing() {
+  // ABORTED: sent, and no whole answer in time. UNAVAILABLE is no verdict: its listen queue
+  // was full (busy), or it is being replaced already.
+  return Request("GET", "/libpod/_ping", "", Kind::kPing).status().code() !=
+         absl::StatusCode::kAborted;
+}
 
 absl::StatusOr<PodmanApi::Response> PodmanApi::Request(const std::string& method,
                                                        const std::string& path,
@@ -260,19 +265,18 @@ absl::StatusOr<PodmanApi::Response> PodmanApi::Request(const std::string& method
   };
   auto hung = [&] { return lost(absl::StrCat(what, ", nor to a ping")); };
   // Waits until `fd` is ready for `events`: OK; ABORTED when the deadline passes or the
-  // service, pinged on the way, answers no ping.
+  // service, pinged on the way, answers no ping. A late removal leaves the service be (it
+  // answered the ping).
   auto wait = [&](short events) -> absl::Status {
     for (;;) {
       const bool ping_due = ping_at < deadline;
       if (WaitFor(fd.get(), events, ping_due ? ping_at : deadline)) return absl::OkStatus();
-      if (ping_due) {
-        ping_at = absl::InfiniteFuture();
-        if (!AnswersPing()) return hung();
-        continue;
+      if (!ping_due) {
+        if (kind != Kind::kRemoval) return lost(what);
+        return absl::AbortedError(absl::StrCat("podman's API service: ", what));
       }
-      if (kind != Kind::kRemoval) return lost(what);
+      ping_at = absl::InfiniteFuture();
       if (!AnswersPing()) return hung();
-      return absl::AbortedError(absl::StrCat("podman's API service: ", what));
     }
   };
   std::string out = absl::StrCat(method, " ", path, " HTTP/1.1\r\nHost: podman\r\n",

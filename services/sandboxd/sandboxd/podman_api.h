@@ -45,9 +45,9 @@ struct PodmanApiOptions {
   std::vector<std::string> env;          // the service's whole environment (KEY=VALUE)
   std::string socket_dir;                // made mode 0700; holds podman.sock
   // A create, a start or a removal takes ~10-130 ms. A request without an answer for a
-  // quarter of this has the service pinged (podman answers a ping without taking any lock),
-  // which gets a quarter of it too: no answer to the ping means the service hangs (stopped,
-  // or deadlocked), and it is replaced.
+  // quarter of this has the service pinged, which gets a quarter of it too: no answer to
+  // the ping means the service hangs (stopped, or its process wedged), and it is replaced.
+  // podman answers a ping without taking any lock: one stuck on a lock answers pings.
   absl::Duration request_timeout = absl::Seconds(20);
   absl::Duration first_restart = absl::Seconds(1);
   absl::Duration longest_restart = absl::Seconds(30);
@@ -72,11 +72,11 @@ class PodmanApi {
   // A request with a JSON body ("" for none); any HTTP status is a Response. UNAVAILABLE
   // when nothing was sent (the service is not ready, or its socket cannot be reached);
   // ABORTED when the request went out but no whole answer came back within the timeout
-  // (what it did is unknown). A Post without an answer in time has the service replaced. A
-  // late Delete has it pinged once more instead: podman can hold one container's removal
-  // (waiting on its lock or its runtime) while it serves every other request, and
-  // replacing a service that still answers would cut the starts under way. A service that
-  // answers no ping is hung: the requests after it go to the CLI at once, not a timeout each.
+  // (what it did is unknown). A Post without an answer in time has the service replaced; a
+  // late Delete does not: podman can hold one container's removal (waiting on its lock or
+  // its runtime) while it serves every other request, and replacing a service that still
+  // answers pings would cut the starts under way. A service that answers no ping is hung:
+  // the requests after it go to the CLI at once, not a timeout each.
   absl::StatusOr<Response> Post(const std::string& path, const std::string& body);
   absl::StatusOr<Response> Delete(const std::string& path);
 

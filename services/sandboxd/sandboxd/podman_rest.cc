@@ -177,9 +177,12 @@ std::vector<std::string> PodmanRuntime::RemoveThroughApi(PodmanApi& api,
                                                           const std::vector<std::string>& names) {
   std::vector<char> removed(names.size(), false);  // not vector<bool>: written by several threads
   std::atomic<size_t> next{0};
+  // Set once a removal went unanswered: a service stuck on a lock still answers pings and
+  // is kept, but the rest of the batch is the CLI's rather than a timeout each.
+  std::atomic<bool> unanswered{false};
   auto remove_some = [&] {
     for (size_t i = next++; i < names.size(); i = next++) {
-      if (!NameFitsPath(names[i])) continue;  // for the CLI
+      if (!NameFitsPath(names[i]) || unanswered) continue;  // for the CLI
       // force: running or not; timeout=0: SIGKILL without waiting; ignore: one already
       // gone is no error.
       const std::string path =
@@ -193,6 +196,7 @@ std::vector<std::string> PodmanRuntime::RemoveThroughApi(PodmanApi& api,
         if (attempt > 0) absl::SleepFor(absl::Milliseconds(100));
         absl::StatusOr<PodmanApi::Response> r = api.Delete(path);
         why = r.ok() ? RemovalFailure(*r, names[i]) : std::string(r.status().message());
+        if (absl::IsAborted(r.status())) unanswered = true;
         if (why.empty() || !r.ok()) break;
         spdlog::debug("podman API: removing {} failed ({})", names[i], why);
       }
