@@ -6,14 +6,11 @@
 #include <algorithm>
 #include <atomic>
 #include <optional>
-#include <system_error>
-#include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
-#include "base/thread.h"
 #include "base/untrusted_json.h"
 #include "sandboxd/podman_runtime.h"
 #include "spdlog/spdlog.h"
@@ -26,10 +23,6 @@ using Op = SandboxdMetrics::ContainerOp;
 
 // The API's major version: Debian 12's podman (4.3) and every later 4.x and 5.x answer it.
 constexpr char kApi[] = "/v4.0.0/libpod";
-
-// Removals of one batch sent at once: podman removes containers in parallel, as the CLI's
-// `podman rm a b c` does, and each takes ~100 ms of wall but ~25 ms of CPU.
-constexpr size_t kParallelRemovals = 4;
 
 json Rlimit(const char* type, uint64_t value) {
   return {{"type", type}, {"soft", value}, {"hard", value}};
@@ -209,17 +202,31 @@ std::vector<std::string> PodmanRuntime::RemoveThroughApi(PodmanApi& api,
       }
     }
   };
-  std::vector<std::thread> helpers;
+  // This thread and up to three of the pool's; they use this frame, so it waits for them.
+  codemode::Mutex mu;
+  size_t helping = 0;
   for (size_t t = 1; t < std::min(names.size(), kParallelRemovals); ++t) {
-    try {
-      helpers.push_back(codemode::StartThread("podman rm", remove_some));
-    } catch (const std::system_error& e) {  // no thread to be had: fewer at once
-      spdlog::debug("podman API: removing with fewer threads: {}", e.what());
+    {
+      codemode::MutexLock lock(&mu);
+      ++helping;
+    }
+    absl::Status s = removers_.Schedule([&] {
+      remove_some();
+      codemode::MutexLock lock(&mu);
+      --helping;
+    });
+    if (!s.ok()) {  // no thread to be had (the task never runs): fewer at once
+      spdlog::debug("podman API: removing with fewer threads: {}", std::string(s.message()));
+      codemode::MutexLock lock(&mu);
+      --helping;
       break;
     }
   }
   remove_some();
-  for (std::thread& t : helpers) t.join();
+  {
+    codemode::MutexLock lock(&mu);
+    mu.Await(absl::Condition(+[](size_t* n) { return *n == 0; }, &helping));
+  }
   std::vector<std::string> left;
   for (size_t i = 0; i < names.size(); ++i) {
     if (!removed[i]) left.push_back(names[i]);

@@ -221,9 +221,22 @@ std::vector<std::string> OurEnvironment() {
 }
 }  // namespace
 
-PodmanRuntime::PodmanRuntime(PodmanOptions options, SandboxdMetrics* metrics)
-    : options_(std::move(options)), metrics_(metrics), env_(PodmanEnvironment(OurEnvironment())) {
+namespace {
+
+codemode::ThreadPoolOptions RemoverOptions(size_t threads) {
+  codemode::ThreadPoolOptions o;
+  o.name = "podman rm";
+  o.max_threads = threads;
+  return o;
 }
+
+}  // namespace
+
+PodmanRuntime::PodmanRuntime(PodmanOptions options, SandboxdMetrics* metrics)
+    : options_(std::move(options)),
+      metrics_(metrics),
+      env_(PodmanEnvironment(OurEnvironment())),
+      removers_(RemoverOptions(kParallelRemovals - 1)) {}
 
 absl::StatusOr<SubprocessResult> PodmanRuntime::RunPodman(SandboxdMetrics::ContainerOp op,
                                                           const std::vector<std::string>& argv) {

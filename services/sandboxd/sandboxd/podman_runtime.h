@@ -22,6 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
 #include "base/mutex.h"
+#include "base/thread_pool.h"
 #include "sandboxd/container_runtime.h"
 #include "sandboxd/metrics.h"
 #include "sandboxd/podman_api.h"
@@ -191,6 +192,11 @@ class PodmanRuntime : public ContainerRuntime {
   bool probed_ ABSL_GUARDED_BY(mu_) = false;
   // Made by the first Probe() that finds cgroup limits, when options_.api_socket_dir is set.
   std::shared_ptr<PodmanApi> api_ ABSL_GUARDED_BY(mu_);
+  // Removals of one batch sent at once: podman removes containers in parallel, as the
+  // CLI's `podman rm a b c` does, and each takes ~100 ms of wall but ~25 ms of CPU.
+  static constexpr size_t kParallelRemovals = 4;
+  // RemoveThroughApi's helpers beside its caller; each thread ends with its task.
+  codemode::ThreadPool removers_;
 };
 
 }  // namespace sandboxd
