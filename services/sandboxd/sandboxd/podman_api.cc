@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include <boost/asio/buffer.hpp>
@@ -17,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/deadline.h"
 #include "base/process.h"
 #include "base/secret_file.h"
 #include "base/unix_socket.h"
@@ -34,10 +36,15 @@ constexpr absl::Duration kHealthyRun = absl::Minutes(1);
 // A response larger than this is no answer of podman's to create, start or remove.
 constexpr size_t kMaxResponseBytes = 4 << 20;
 
-// Waits until `fd` is readable (or writable) or `deadline` passes; false then.
-bool WaitFor(int fd, short events, absl::Time deadline) {
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+// Waits until `fd` is readable (or writable) or `deadline` passes; false then. On the
+// monotonic clock: a step of the wall clock neither cuts a request short nor stretches it.
+bool WaitFor(int fd, short events, SteadyTime deadline) {
   for (;;) {
-    const int64_t ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+    const int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           deadline - std::chrono::steady_clock::now())
+                           .count();
     if (ms < 0) return false;
     pollfd p{fd, events, 0};
     const int n = poll(&p, 1, static_cast<int>(std::min<int64_t>(ms + 1, 60'000)));
@@ -253,11 +260,10 @@ absl::StatusOr<PodmanApi::Response> PodmanApi::Request(const std::string& method
     if (errno != EAGAIN) Replace(why);  // its socket is gone (EAGAIN: it is only busy)
     return absl::UnavailableError(absl::StrCat("podman's API service: ", why));
   }
-  const absl::Time began = absl::Now();
-  const absl::Time deadline = began + (kind == Kind::kPing ? options_.request_timeout / 4
-                                                           : options_.request_timeout);
-  absl::Time ping_at =
-      kind == Kind::kPing ? absl::InfiniteFuture() : began + options_.request_timeout / 4;
+  const SteadyTime deadline = codemode::SteadyDeadline(
+      kind == Kind::kPing ? options_.request_timeout / 4 : options_.request_timeout);
+  SteadyTime ping_at = kind == Kind::kPing ? SteadyTime::max()
+                                           : codemode::SteadyDeadline(options_.request_timeout / 4);
   const std::string what = absl::StrCat("no answer to ", method, " ", path, " in time");
   auto lost = [&](absl::string_view why) {
     Replace(why);
@@ -275,7 +281,7 @@ absl::StatusOr<PodmanApi::Response> PodmanApi::Request(const std::string& method
         if (kind != Kind::kRemoval) return lost(what);
         return absl::AbortedError(absl::StrCat("podman's API service: ", what));
       }
-      ping_at = absl::InfiniteFuture();
+      ping_at = SteadyTime::max();
       if (!AnswersPing()) return hung();
     }
   };
