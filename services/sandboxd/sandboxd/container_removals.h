@@ -4,9 +4,10 @@
 // before ran, up to kMaxBatch: a burst of deletions costs a few `podman rm` starts, not one
 // each. What the runtime says it could not remove (only those: not what was named beside
 // them) waits FactoryOptions::removal_retry, then twice as long each time up to a minute,
-// and goes back in the queue when RetryDue finds its time has come. A container's socket directory, when it has one, is removed
-// after its first attempt. Until its removal succeeds a container may still run: awaiting()
-// counts them, failing() those whose removal failed.
+// and goes back in the queue when RetryDue finds its time has come. A container's socket
+// directory, when it has one, is removed after its first attempt. Until its removal
+// succeeds a container may still run: awaiting() counts them, failing() those whose
+// removal failed.
 #pragma once
 
 #include <memory>

@@ -83,8 +83,9 @@ class PodmanApi {
   std::string socket_path() const { return options_.socket_dir + "/podman.sock"; }
 
  private:
-  // What a request is, for what its lateness means: a start's (replace the service), a
-  // removal's (ping it), or the ping (replace it; no ping of its own while it waits).
+  // What a request is, for what its lateness at the deadline means: a start's (replace the
+  // service), a removal's (keep it: it answered the ping on the way), or the ping's
+  // (replace it; a ping is not pinged while it waits).
   enum class Kind { kStart, kRemoval, kPing };
   absl::StatusOr<Response> Request(const std::string& method, const std::string& path,
                                    const std::string& body, Kind kind);

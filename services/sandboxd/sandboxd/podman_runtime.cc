@@ -219,9 +219,6 @@ std::vector<std::string> OurEnvironment() {
   for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
   return env;
 }
-}  // namespace
-
-namespace {
 
 codemode::ThreadPoolOptions RemoverOptions(size_t threads) {
   codemode::ThreadPoolOptions o;

@@ -168,7 +168,8 @@ class PodmanRuntime : public ContainerRuntime {
   absl::StatusOr<std::string> StartThroughApi(PodmanApi& api, const RuntimeInfo& info,
                                               const ContainerSpec& spec, bool* fell_back);
   // podman_rest.cc: removes `names` through the API service, a few at once; returns those
-  // it did not remove (the service failed or did not answer), for the CLI.
+  // it did not remove (the service failed or did not answer, and once one went unanswered
+  // the rest), for the CLI.
   std::vector<std::string> RemoveThroughApi(PodmanApi& api, const std::vector<std::string>& names);
   // Removes `names` with `podman rm`: all in one, once more after 100 ms if that fails,
   // then each on its own if that fails too, to tell which podman cannot remove.
