@@ -128,11 +128,15 @@ class EgressTest(RunnerTestCase):
         self.assertTrue(self.client.at_eof())
 
     def test_egress_is_answered_while_an_exec_runs(self):
-        exec_id = self.client.start_exec("import time\ntime.sleep(1.5)")
-        time.sleep(0.2)
-        started = time.monotonic()
+        """The exec runs (it has printed) until the test opens its gate, which it does only
+        once `egress_on` has come: an egress frame that waited for the exec would time out."""
+        gate = os.path.join(self.tmp.name, "gate")
+        exec_id = self.client.start_exec(
+            f"import os, time\nprint('running', flush=True)\n"
+            f"while not os.path.exists({gate!r}):\n    time.sleep(0.01)")
+        self.client.expect("output")
         self.egress_on()
-        self.assertLess(time.monotonic() - started, 1.0)
+        open(gate, "w").close()
         self.assertOk(self.client.finish_exec(exec_id))
 
     def get_through_a_parked_connection(self):
