@@ -192,9 +192,11 @@ void ProxyConnection::OnConnected() {
   std::string leftover = boost::beast::buffers_to_string(buffer_.data());
   buffer_.consume(buffer_.size());
   if (!request_.tunnel) {
-    // One request: its head and its Content-Length body; what follows is never sent.
+    // One request: its head and its Content-Length body; what follows is never sent, but
+    // it was read, and the quotas count it.
     const size_t now = static_cast<size_t>(std::min<uint64_t>(leftover.size(), body_bytes_));
-    return StartRelay(request_.forward_head + leftover.substr(0, now), body_bytes_ - now);
+    return StartRelay(request_.forward_head + leftover.substr(0, now), body_bytes_ - now,
+                      leftover.size() - now);
   }
   auto ok = std::make_shared<std::string>("HTTP/1.1 200 Connection established\r\n\r\n");
   asio::async_write(client_, asio::buffer(*ok),
@@ -239,7 +241,8 @@ void ProxyConnection::CheckHello(const std::string& bytes) {
   StartRelay(bytes);
 }
 
-void ProxyConnection::StartRelay(std::string first_up, std::optional<uint64_t> more_up) {
+void ProxyConnection::StartRelay(std::string first_up, std::optional<uint64_t> more_up,
+                                 uint64_t dropped) {
   auto self = shared_from_this();
   auto relay = std::make_shared<Relay>(
       std::move(client_), Socket(std::move(upstream_)), context_->limits, context_->quotas, started_,
@@ -248,7 +251,7 @@ void ProxyConnection::StartRelay(std::string first_up, std::optional<uint64_t> m
         self->slots_.clear();
       });
   relay_ = relay;
-  relay->Start(std::move(first_up), more_up);
+  relay->Start(std::move(first_up), more_up, dropped);
 }
 
 void ProxyConnection::ArmDeadline(std::chrono::milliseconds after, std::string what) {

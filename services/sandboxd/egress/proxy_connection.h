@@ -75,7 +75,8 @@ class ProxyConnection : public std::enable_shared_from_this<ProxyConnection> {
   void ReadHello(std::string bytes);
   void CheckHello(const std::string& bytes);
   // `more_up`: how many more client bytes the destination gets (Relay::Start).
-  void StartRelay(std::string first_up, std::optional<uint64_t> more_up = std::nullopt);
+  void StartRelay(std::string first_up, std::optional<uint64_t> more_up = std::nullopt,
+                  uint64_t dropped = 0);
   void ArmDeadline(std::chrono::milliseconds after, std::string what);
   bool Allowed(const Policy& policy) const;
   void Report(bool allowed, int status, std::string reason, uint64_t up = 0, uint64_t down = 0);

@@ -32,15 +32,17 @@ Relay::Relay(Socket client, Socket upstream, const ProxyLimits& limits,
   total_.expires_at(started + limits_.max_connection_time);
 }
 
-void Relay::Start(std::string first_up, std::optional<uint64_t> more_up) {
+void Relay::Start(std::string first_up, std::optional<uint64_t> more_up, uint64_t dropped) {
   auto self = shared_from_this();
   more_up_ = more_up;
   total_.async_wait([self](error_code ec) {
     if (!ec) self->Finish("max_connection_time");
   });
   ArmIdle();
-  if (first_up.size() > limits_.max_bytes_per_connection) return Finish("max_bytes_per_connection");
-  if (const ByteQuota* spent = ChargeAll(quotas_, first_up.size())) return Finish(spent->name());
+  const uint64_t read = first_up.size() + dropped;
+  if (read > limits_.max_bytes_per_connection) return Finish("max_bytes_per_connection");
+  if (const ByteQuota* spent = ChargeAll(quotas_, read)) return Finish(spent->name());
+  dropped_ = dropped;
   result_.bytes_up += first_up.size();
   auto data = std::make_shared<std::string>(std::move(first_up));
   asio::async_write(upstream_, asio::buffer(*data), [self, data](error_code ec, size_t) {
@@ -98,7 +100,7 @@ void Relay::OnRead(Direction* d, size_t n) {
 // All of a read was sent on: read the next.
 void Relay::Sent(Direction* d, bool bounded, bool grow) {
   last_activity_ = Clock::now();
-  if (bounded && more_up_ == uint64_t{0} && !d->eof) EndUp();
+  if (bounded && more_up_ == uint64_t{0}) EndUp();
   if (grow) d->buffer.resize(d->buffer.size() * 2);
   Read(d);
 }
@@ -107,15 +109,21 @@ void Relay::Sent(Direction* d, bool bounded, bool grow) {
 // both sides have.
 void Relay::OnEof(Direction* d) {
   d->eof = true;
-  error_code ignored;
-  d->to->shutdown(asio::socket_base::shutdown_send, ignored);
+  if (d == &up_) {
+    EndUp();
+  } else {
+    error_code ignored;
+    client_.shutdown(asio::socket_base::shutdown_send, ignored);
+  }
   if (up_.eof && down_.eof) Finish("closed");
 }
 
-// The destination got all it is given: shut its sending side; the client is still read
-// (and dropped) so that its close is seen and its unread bytes do not reset the answer.
+// The destination got all it is given: shut its sending side. The client is still read
+// (and dropped) until it closes, so that the relay ends on its close and not with its
+// bytes unread, which would reset the connection under a client still sending.
 void Relay::EndUp() {
-  up_.eof = true;
+  if (up_shut_) return;
+  up_shut_ = true;
   error_code ignored;
   upstream_.shutdown(asio::socket_base::shutdown_send, ignored);
 }

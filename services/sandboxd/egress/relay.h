@@ -47,8 +47,11 @@ class Relay : public std::enable_shared_from_this<Relay> {
   // Sends `first_up` to the destination, then relays. Call once. With `more_up`, at most
   // that many more of the client's bytes go to the destination (the rest of one request's
   // body); then the destination's sending side is shut and what the client sends is read
-  // and dropped (still within the byte cap), while the answer is relayed to the end.
-  void Start(std::string first_up, std::optional<uint64_t> more_up = std::nullopt);
+  // and dropped (still within the byte cap and the quotas), while the answer is relayed to
+  // the end. `dropped` counts client bytes read before the relay and not sent (those past
+  // a request's body that came with its head): they are charged like the relay's own.
+  void Start(std::string first_up, std::optional<uint64_t> more_up = std::nullopt,
+             uint64_t dropped = 0);
   // Ends the relay now with `why` as its end; the done callback runs once.
   void Cut(const std::string& why);
 
@@ -65,7 +68,7 @@ class Relay : public std::enable_shared_from_this<Relay> {
     Socket* to;
     uint64_t* count;
     std::vector<char> buffer = std::vector<char>(kMinBuffer);
-    bool eof = false;
+    bool eof = false;  // `from` has no more to read
   };
   void Read(Direction* d);
   void OnRead(Direction* d, size_t n);
@@ -88,6 +91,7 @@ class Relay : public std::enable_shared_from_this<Relay> {
   std::chrono::steady_clock::time_point last_activity_;
   std::optional<uint64_t> more_up_;  // what the destination still gets of the client's bytes
   uint64_t dropped_ = 0;             // client bytes read after that and not sent
+  bool up_shut_ = false;             // the destination's sending side is shut
   bool finished_ = false;
 };
 

@@ -23,6 +23,23 @@ class ProxyCapsTest : public ProxyFixture {
     return limits;
   }
 
+  // What a client sends after its request's body is read and dropped, and the session's byte
+  // quota counts it all the same: dropping is no way around the quota. A POST of "hi" and
+  // `extra` bytes more, against a session quota of `quota`: the connection is cut, and the
+  // next one is refused.
+  void ExpectDroppedBytesToSpendTheQuota(uint64_t quota, size_t extra) {
+    ProxyLimits limits;
+    limits.max_bytes_per_session = quota;
+    auto proxy = Make("origin.test:$PORT, 127.0.0.0/8:$PORT", limits);
+    Client client = Client::Tcp(last_port());
+    ASSERT_TRUE(client.Send(absl::StrCat("POST http://", Origin(), "/a HTTP/1.1\r\nHost: ",
+                                         Origin(), "\r\nContent-Length: 2\r\n\r\nhi",
+                                         std::string(extra, 'x'))));
+    EXPECT_TRUE(client.ClosedWithin(std::chrono::seconds(3)));
+    Client next = Client::Tcp(last_port());
+    EXPECT_THAT(next.Read(), ::testing::AllOf(StartsWith("HTTP/1.1 429"), HasSubstr("max_bytes_per_session")));
+  }
+
   // A tunnel to the origin, past its ClientHello.
   Client OpenTunnel() {
     Client client = Client::Tcp(last_port());
@@ -122,20 +139,32 @@ TEST_F(ProxyCapsTest, ASpentSessionQuotaCutsAndRefuses) {
   EXPECT_EQ(d[0].reason, "max_bytes_per_session");
 }
 
-// What a client sends after its request's body is read and dropped, and the session's byte
-// quota counts it all the same: dropping is no way around the quota. The extra bytes fit
-// one read of the relay's (16 KiB): over two reads, the destination's answer and close
-// could end the connection between them, before the second is read at all.
+// Read by the relay after it started.
 TEST_F(ProxyCapsTest, BytesDroppedAfterARequestsBodyAreChargedToTheQuota) {
-  ProxyLimits limits;
-  limits.max_bytes_per_session = 10000;
-  auto proxy = Make("origin.test:$PORT, 127.0.0.0/8:$PORT", limits);
+  ExpectDroppedBytesToSpendTheQuota(10000, 12000);
+}
+
+// In the same read as the request's head (the head parser's buffer holds up to
+// max_header_bytes), before the relay started. Head, body and echo are a few hundred bytes.
+TEST_F(ProxyCapsTest, BytesDroppedWithARequestsHeadAreChargedToTheQuota) {
+  ExpectDroppedBytesToSpendTheQuota(1000, 900);
+}
+
+// A forwarded request's connection outlives the destination's close until the client's
+// own: what the client sends after the answer (a pipelined request) is read and dropped,
+// not left unread under a close that would reset the connection, and counted.
+TEST_F(ProxyCapsTest, AfterAForwardedAnswerTheClientIsReadUntilItCloses) {
+  auto proxy = Make("origin.test:$PORT, 127.0.0.0/8:$PORT", ProxyLimits{});
   Client client = Client::Tcp(last_port());
   ASSERT_TRUE(client.Send(absl::StrCat("POST http://", Origin(), "/a HTTP/1.1\r\nHost: ", Origin(),
-                                       "\r\nContent-Length: 2\r\n\r\nhi", std::string(12000, 'x'))));
-  EXPECT_TRUE(client.ClosedWithin(std::chrono::seconds(3)));
-  Client next = Client::Tcp(last_port());
-  EXPECT_THAT(next.Read(), ::testing::AllOf(StartsWith("HTTP/1.1 429"), HasSubstr("max_bytes_per_session")));
+                                       "\r\nContent-Length: 2\r\n\r\nhi")));
+  EXPECT_THAT(client.Read(), ::testing::EndsWith("hi"));  // the echo, then the destination's close
+  ASSERT_TRUE(client.Send(std::string(100, 'x')));
+  client.Close();
+  std::vector<Decision> d = sink_.WaitFor(1);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].reason, "closed");
+  EXPECT_EQ(proxy->bytes_used(), d[0].bytes_up + d[0].bytes_down + 100);
 }
 
 // After a restart the session's quota starts from its recorded count: what is left of it,
