@@ -77,6 +77,10 @@ TEST_F(SandboxClientTest, TcpEndpointsGetTheTokenOverTlsAndUnixSocketsDoNot) {
   SandboxdTls tls;
   tls.ca = ReadAll(certs + "/ca.pem");
 
+  // The unix socket's sandboxd is full, so placement takes the TCP endpoint however long
+  // its TLS handshake takes (a slow sanitizer build's can outlast the placement's wait).
+  service_.set_info(/*sessions=*/64, /*max_sessions=*/64, /*pool_ready=*/0);
+  tcp.service.set_info(0, 64, 1);
   SandboxClient with_token({tcp.endpoint, "unix:" + socket_}, {}, sandbox::v1::ISOLATION_UNSPECIFIED, "",
                            "secret-token-0123456789", tls);
   absl::StatusOr<SandboxRef> ref = with_token.CreateSession("owner", "label", {}, {}, "python", "");
