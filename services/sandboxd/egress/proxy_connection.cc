@@ -247,7 +247,8 @@ void ProxyConnection::StartRelay(std::string first_up, std::optional<uint64_t> m
   auto relay = std::make_shared<Relay>(
       std::move(client_), Socket(std::move(upstream_)), context_->limits, context_->quotas, started_,
       [self](Relay::Result r) {
-        self->Report(true, self->request_.tunnel ? 200 : 0, r.end, r.bytes_up, r.bytes_down);
+        self->Report(true, self->request_.tunnel ? 200 : 0, r.end, r.bytes_up, r.bytes_down,
+                     r.bytes_dropped);
         self->slots_.clear();
       });
   relay_ = relay;
@@ -298,7 +299,7 @@ void ProxyConnection::Cut(const std::string& why) {
 }
 
 void ProxyConnection::Report(bool allowed, int status, std::string reason, uint64_t up,
-                             uint64_t down) {
+                             uint64_t down, uint64_t dropped) {
   if (reported_) return;
   reported_ = true;
   Decision d;
@@ -312,6 +313,7 @@ void ProxyConnection::Report(bool allowed, int status, std::string reason, uint6
   d.address = address_;
   d.bytes_up = up;
   d.bytes_down = down;
+  d.bytes_dropped = dropped;
   d.reason = std::move(reason);
   if (context_->sink) context_->sink->Record(d);
 }

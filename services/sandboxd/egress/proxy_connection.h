@@ -79,7 +79,8 @@ class ProxyConnection : public std::enable_shared_from_this<ProxyConnection> {
                   uint64_t dropped = 0);
   void ArmDeadline(std::chrono::milliseconds after, std::string what);
   bool Allowed(const Policy& policy) const;
-  void Report(bool allowed, int status, std::string reason, uint64_t up = 0, uint64_t down = 0);
+  void Report(bool allowed, int status, std::string reason, uint64_t up = 0, uint64_t down = 0,
+              uint64_t dropped = 0);
   void Close();
 
   Socket client_;

@@ -47,6 +47,7 @@ struct Decision {
   std::string address;   // the address connected to; empty when none was
   uint64_t bytes_up = 0;    // client to destination
   uint64_t bytes_down = 0;  // destination to client
+  uint64_t bytes_dropped = 0;  // the client's past a request's body: read, not sent, charged
   std::string reason;    // why refused, or how an allowed connection ended
 };
 

@@ -79,7 +79,7 @@ void Relay::OnRead(Direction* d, size_t n) {
     if (const ByteQuota* spent = ChargeAll(quotas_, n - send)) return Finish(spent->name());
   }
   const bool grow = n == d->buffer.size() && n < kMaxBuffer;
-  if (send == 0) return Read(d);
+  if (send == 0) return Sent(d, bounded, grow);
   if (const ByteQuota* spent = ChargeAll(quotas_, send)) return Finish(spent->name());
   *d->count += send;
   if (bounded) *more_up_ -= send;
@@ -97,10 +97,10 @@ void Relay::OnRead(Direction* d, size_t n) {
                     });
 }
 
-// All of a read was sent on: read the next.
+// All of a read was sent on (or dropped): read the next.
 void Relay::Sent(Direction* d, bool bounded, bool grow) {
   last_activity_ = Clock::now();
-  if (bounded && more_up_ == uint64_t{0}) EndUp();
+  if (bounded && more_up_ == uint64_t{0} && !d->eof) EndUp();
   if (grow) d->buffer.resize(d->buffer.size() * 2);
   Read(d);
 }
@@ -109,21 +109,19 @@ void Relay::Sent(Direction* d, bool bounded, bool grow) {
 // both sides have.
 void Relay::OnEof(Direction* d) {
   d->eof = true;
-  if (d == &up_) {
-    EndUp();
-  } else {
-    error_code ignored;
-    client_.shutdown(asio::socket_base::shutdown_send, ignored);
-  }
+  error_code ignored;
+  d->to->shutdown(asio::socket_base::shutdown_send, ignored);
   if (up_.eof && down_.eof) Finish("closed");
 }
 
-// The destination got all it is given: shut its sending side. The client is still read
-// (and dropped) until it closes, so that the relay ends on its close and not with its
-// bytes unread, which would reset the connection under a client still sending.
+// The destination got all it is given: shut its sending side, and count the client's side
+// as done. What the client still sends is read and dropped while the answer is relayed;
+// the destination's close then ends the relay, whether or not the client has closed: a
+// client that keeps its connection (a keep-alive pool) does not hold the session's
+// connection slot past its one request. Bytes it sent after the answer may reset the
+// connection, after the answer and its end were sent.
 void Relay::EndUp() {
-  if (up_shut_) return;
-  up_shut_ = true;
+  up_.eof = true;
   error_code ignored;
   upstream_.shutdown(asio::socket_base::shutdown_send, ignored);
 }
@@ -146,6 +144,7 @@ void Relay::Finish(const std::string& end) {
   if (finished_) return;
   finished_ = true;
   result_.end = end;
+  result_.bytes_dropped = dropped_;
   if (done_) std::exchange(done_, nullptr)(result_);
   error_code ignored;
   client_.close(ignored);

@@ -32,6 +32,7 @@ class Relay : public std::enable_shared_from_this<Relay> {
   struct Result {
     uint64_t bytes_up = 0;
     uint64_t bytes_down = 0;
+    uint64_t bytes_dropped = 0;  // the client's, past a request's body: read, not sent
     std::string end;  // "closed", or the cap that cut it
   };
 
@@ -68,7 +69,7 @@ class Relay : public std::enable_shared_from_this<Relay> {
     Socket* to;
     uint64_t* count;
     std::vector<char> buffer = std::vector<char>(kMinBuffer);
-    bool eof = false;  // `from` has no more to read
+    bool eof = false;
   };
   void Read(Direction* d);
   void OnRead(Direction* d, size_t n);
@@ -91,7 +92,6 @@ class Relay : public std::enable_shared_from_this<Relay> {
   std::chrono::steady_clock::time_point last_activity_;
   std::optional<uint64_t> more_up_;  // what the destination still gets of the client's bytes
   uint64_t dropped_ = 0;             // client bytes read after that and not sent
-  bool up_shut_ = false;             // the destination's sending side is shut
   bool finished_ = false;
 };
 

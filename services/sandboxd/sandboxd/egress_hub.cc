@@ -195,6 +195,7 @@ void EgressHub::Hold(HeldBack* held, const egress::Decision& d) {
   ++held->count;
   held->up += d.bytes_up;
   held->down += d.bytes_down;
+  held->dropped += d.bytes_dropped;
   const std::string destination = absl::StrCat(Quoted(d.host), ":", d.port);
   if (held->named.count(destination) == 0 && held->named.size() >= kAuditNamed) {
     ++held->unnamed;
@@ -203,7 +204,7 @@ void EgressHub::Hold(HeldBack* held, const egress::Decision& d) {
   }
 }
 
-// "3 allowed (up=.. down=..; to a:443, b:80 and 1 more) and 2 refused (...) connections
+// "3 allowed (up=.. down=.. dropped=..; to a:443, b:80 and 1 more) and 2 refused (...) connections
 // not logged", or empty when none was held back.
 std::string EgressHub::Summary(const AuditWindow& w) {
   std::vector<std::string> parts;
@@ -213,7 +214,7 @@ std::string EgressHub::Summary(const AuditWindow& w) {
     std::string to = absl::StrJoin(h.named, ", ");
     if (h.unnamed > 0) absl::StrAppend(&to, " and ", h.unnamed, " to other destinations");
     parts.push_back(absl::StrCat(h.count, allowed ? " allowed" : " refused", " (up=", h.up,
-                                 " down=", h.down, "; ", to, ")"));
+                                 " down=", h.down, " dropped=", h.dropped, "; ", to, ")"));
   }
   if (parts.empty()) return "";
   return absl::StrCat(absl::StrJoin(parts, " and "), " connections not logged (over ",
@@ -246,11 +247,11 @@ void EgressHub::Record(const egress::Decision& d) {
     spdlog::info("egress session={} owner='{}': {}", d.session, Quoted(d.owner), before);
   }
   spdlog::info("egress {} session={} owner='{}' {} {}:{} address={} status={} up={} down={} "
-               "why='{}'",
+               "dropped={} why='{}'",
                d.allowed ? "allowed" : "refused", d.session, Quoted(d.owner),
                d.method.empty() ? "-" : Quoted(d.method), Quoted(d.host), d.port,
                d.address.empty() ? "-" : d.address, d.status, d.bytes_up, d.bytes_down,
-               Quoted(d.reason));
+               d.bytes_dropped, Quoted(d.reason));
 }
 
 void EgressHub::Forget(const std::string& session) {

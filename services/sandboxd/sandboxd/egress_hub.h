@@ -92,6 +92,7 @@ class EgressHub final : public EgressService, private egress::DecisionSink {
     uint64_t count = 0;
     uint64_t up = 0;
     uint64_t down = 0;
+    uint64_t dropped = 0;
     std::set<std::string> named;  // the first kAuditNamed destinations, host:port
     uint64_t unnamed = 0;         // the decisions for other destinations
   };

@@ -150,21 +150,25 @@ TEST_F(ProxyCapsTest, BytesDroppedWithARequestsHeadAreChargedToTheQuota) {
   ExpectDroppedBytesToSpendTheQuota(1000, 900);
 }
 
-// A forwarded request's connection outlives the destination's close until the client's
-// own: what the client sends after the answer (a pipelined request) is read and dropped,
-// not left unread under a close that would reset the connection, and counted.
-TEST_F(ProxyCapsTest, AfterAForwardedAnswerTheClientIsReadUntilItCloses) {
-  auto proxy = Make("origin.test:$PORT, 127.0.0.0/8:$PORT", ProxyLimits{});
+// The destination's close ends a forwarded request's connection while the client keeps
+// its own open (a keep-alive pool): the session's connection slot is free for the next
+// one, and what the client sent past the body is reported as dropped.
+TEST_F(ProxyCapsTest, TheDestinationsCloseEndsAForwardedRequestsConnection) {
+  ProxyLimits limits;
+  limits.max_connections = 1;
+  auto proxy = Make("origin.test:$PORT, 127.0.0.0/8:$PORT", limits);
   Client client = Client::Tcp(last_port());
   ASSERT_TRUE(client.Send(absl::StrCat("POST http://", Origin(), "/a HTTP/1.1\r\nHost: ", Origin(),
-                                       "\r\nContent-Length: 2\r\n\r\nhi")));
+                                       "\r\nContent-Length: 2\r\n\r\nhi", std::string(40, 'x'))));
   EXPECT_THAT(client.Read(), ::testing::EndsWith("hi"));  // the echo, then the destination's close
-  ASSERT_TRUE(client.Send(std::string(100, 'x')));
-  client.Close();
   std::vector<Decision> d = sink_.WaitFor(1);
-  ASSERT_EQ(d.size(), 1u);
+  ASSERT_EQ(d.size(), 1u) << "the connection did not end with the destination's";
   EXPECT_EQ(d[0].reason, "closed");
-  EXPECT_EQ(proxy->bytes_used(), d[0].bytes_up + d[0].bytes_down + 100);
+  EXPECT_EQ(d[0].bytes_dropped, 40u);
+  EXPECT_EQ(proxy->bytes_used(), d[0].bytes_up + d[0].bytes_down + 40);
+  Client next = Client::Tcp(last_port());
+  EXPECT_THAT(Connect(next, Origin()), StartsWith("HTTP/1.1 200"));
+  EXPECT_TRUE(client.connected());
 }
 
 // After a restart the session's quota starts from its recorded count: what is left of it,

@@ -53,7 +53,9 @@ int LoopbackListener(const char* address = "127.0.0.1", bool listen_too = true) 
   a.sin_family = AF_INET;
   inet_pton(AF_INET, address, &a.sin_addr);
   EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  if (listen_too) EXPECT_EQ(listen(fd, 16), 0);
+  if (listen_too) {
+    EXPECT_EQ(listen(fd, 16), 0);
+  }
   return fd;
 }
 
