@@ -20,6 +20,7 @@
 #include <limits>
 #include <memory>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
@@ -123,6 +124,42 @@ TEST(ThreadPoolTest, AFullPoolQueuesWithinItsBound) {
   release.Notify();
   EXPECT_TRUE(Eventually([&] { return ran.load() == 6; }));
   EXPECT_EQ(peak.load(), 2);
+}
+
+// The caller's copy and the helpers' run at once (none passes the barrier until all four
+// are in), and every copy has ended when it returns, throwing ones included: the helpers'
+// exceptions end their tasks only, the caller's comes out after the helpers have ended.
+TEST(ThreadPoolTest, RunAlongsideRunsCopiesAtOnceAndWaitsForThemAll) {
+  ThreadPool pool(Options("test along", 3));
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<int> arrived{0}, ended{0};
+  const size_t helpers = pool.RunAlongside(3, [&] {
+    ++arrived;
+    while (arrived.load() < 4) std::this_thread::yield();
+    absl::SleepFor(absl::Milliseconds(20));  // a copy still running would be missed below
+    ++ended;
+    if (std::this_thread::get_id() != caller) throw std::runtime_error("a helper's copy fails");
+  });
+  EXPECT_EQ(helpers, 3u);
+  EXPECT_EQ(ended.load(), 4);
+  ended = 0;
+  EXPECT_THROW(pool.RunAlongside(1, [&] {
+    if (std::this_thread::get_id() == caller) throw std::runtime_error("the caller's copy fails");
+    absl::SleepFor(absl::Milliseconds(20));
+    ++ended;
+  }), std::runtime_error);
+  EXPECT_EQ(ended.load(), 1);
+}
+
+// Helpers the pool cannot start are not waited for: fewer copies run.
+TEST(ThreadPoolTest, RunAlongsideRunsFewerCopiesWhenThePoolRefuses) {
+  absl::Notification release;
+  ThreadPool pool(Options("test along full", 1, 0, absl::InfiniteDuration(), false));
+  ASSERT_TRUE(pool.Schedule([&] { release.WaitForNotification(); }).ok());
+  std::atomic<int> ran{0};
+  EXPECT_EQ(pool.RunAlongside(2, [&] { ++ran; }), 0u);
+  EXPECT_EQ(ran.load(), 1);
+  release.Notify();
 }
 
 TEST(ThreadPoolTest, AParkedWorkerIsReusedThenLeavesAfterItsIdleTime) {

@@ -1,6 +1,7 @@
 #include "base/thread_pool.h"
 
 #include <cstdlib>
+#include <exception>
 #include <system_error>
 #include <utility>
 
@@ -52,6 +53,49 @@ absl::Status ThreadPool::Schedule(std::function<void()> fn) {
     return absl::ResourceExhaustedError(absl::StrCat(options_.name, ": cannot start a thread: ", e.what()));
   }
   return absl::OkStatus();
+}
+
+size_t ThreadPool::RunAlongside(size_t helpers, const std::function<void()>& fn) {
+  Mutex mu;
+  size_t running = 0;
+  // Counted down however the copy ends (an exception ends its task only, RunContained).
+  struct Ended {
+    Mutex* mu;
+    size_t* running;
+    ~Ended() {
+      MutexLock lock(mu);
+      --*running;
+    }
+  };
+  size_t started = 0;
+  for (; started < helpers; ++started) {
+    {
+      MutexLock lock(&mu);
+      ++running;
+    }
+    absl::Status s = Schedule([&] {
+      Ended ended{&mu, &running};
+      fn();
+    });
+    if (!s.ok()) {  // the task never runs
+      spdlog::debug("{}: {} of {} helpers: {}", options_.name, started, helpers, std::string(s.message()));
+      MutexLock lock(&mu);
+      --running;
+      break;
+    }
+  }
+  std::exception_ptr thrown;  // the helpers use this frame: they end before it is left
+  try {
+    fn();
+  } catch (...) {
+    thrown = std::current_exception();
+  }
+  {
+    MutexLock lock(&mu);
+    mu.Await(absl::Condition(+[](size_t* n) { return *n == 0; }, &running));
+  }
+  if (thrown) std::rethrow_exception(thrown);
+  return started;
 }
 
 void ThreadPool::Work() {

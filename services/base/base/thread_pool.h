@@ -85,6 +85,13 @@ class ThreadPool {
   // has begun and no worker is left to run it (a task scheduled by a task still runs).
   absl::Status Schedule(std::function<void()> fn) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Runs `fn` on this thread and at once on up to `helpers` of the pool's workers (each copy
+  // takes its share of a common queue, say), and returns when every copy has ended: `fn`
+  // may use the caller's frame. A copy the pool refuses (no thread to be had) is not run,
+  // so fewer run at once. Returns how many ran beside this thread's. Not from one of the
+  // pool's own tasks: a queued copy could wait for the thread that waits for it.
+  size_t RunAlongside(size_t helpers, const std::function<void()>& fn) ABSL_LOCKS_EXCLUDED(mu_);
+
   // Runs what is queued, then joins every thread; later tasks are refused. Idempotent.
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
 

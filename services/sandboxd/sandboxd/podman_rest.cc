@@ -202,31 +202,8 @@ std::vector<std::string> PodmanRuntime::RemoveThroughApi(PodmanApi& api,
       }
     }
   };
-  // This thread and up to three of the pool's; they use this frame, so it waits for them.
-  codemode::Mutex mu;
-  size_t helping = 0;
-  for (size_t t = 1; t < std::min(names.size(), kParallelRemovals); ++t) {
-    {
-      codemode::MutexLock lock(&mu);
-      ++helping;
-    }
-    absl::Status s = removers_.Schedule([&] {
-      remove_some();
-      codemode::MutexLock lock(&mu);
-      --helping;
-    });
-    if (!s.ok()) {  // no thread to be had (the task never runs): fewer at once
-      spdlog::debug("podman API: removing with fewer threads: {}", std::string(s.message()));
-      codemode::MutexLock lock(&mu);
-      --helping;
-      break;
-    }
-  }
-  remove_some();
-  {
-    codemode::MutexLock lock(&mu);
-    mu.Await(absl::Condition(+[](size_t* n) { return *n == 0; }, &helping));
-  }
+  // This thread and up to three of the pool's, over one queue of names.
+  removers_.RunAlongside(names.size() > 1 ? std::min(names.size(), kParallelRemovals) - 1 : 0, remove_some);
   std::vector<std::string> left;
   for (size_t i = 0; i < names.size(); ++i) {
     if (!removed[i]) left.push_back(names[i]);
