@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/time/time.h"
 #include "base/secret_file.h"
 #include "sandboxd/seccomp_profile.h"
 
@@ -14,6 +15,10 @@ ABSL_FLAG(std::string, seccomp_base, "/usr/share/containers/seccomp.json",
           "at start. \"podman\": podman's default unchanged (sandboxed code can then create "
           "user namespaces).");
 ABSL_FLAG(std::string, podman, "podman", "podman binary.");
+ABSL_FLAG(absl::Duration, podman_timeout, absl::Seconds(60),
+          "How long a podman CLI command may run before sandboxd kills it. A removal that "
+          "runs out of it is tried again later (after 1 s, doubling to a minute), not at "
+          "once with each of its containers on its own.");
 ABSL_FLAG(std::vector<std::string>, podman_args, {},
           "Extra global podman flags, comma-separated (for example --root=/x,--runroot=/y).");
 ABSL_FLAG(std::string, oci_runtime, "auto",
@@ -39,6 +44,7 @@ sandboxd::PodmanOptions PodmanFromFlags(const sandboxd::ManagerOptions& options)
   podman.podman = absl::GetFlag(FLAGS_podman);
   podman.oci_runtime = absl::GetFlag(FLAGS_oci_runtime);
   podman.global_args = absl::GetFlag(FLAGS_podman_args);
+  podman.command_timeout = absl::GetFlag(FLAGS_podman_timeout);
   if (absl::GetFlag(FLAGS_podman_api)) podman.api_socket_dir = options.state_dir + "/podman-api";
   if (absl::GetFlag(FLAGS_seccomp_base) != "podman") {
     podman.seccomp_profile = options.state_dir + "/seccomp.json";

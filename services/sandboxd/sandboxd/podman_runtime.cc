@@ -239,6 +239,7 @@ absl::StatusOr<SubprocessResult> PodmanRuntime::RunPodman(SandboxdMetrics::Conta
                                                           const std::vector<std::string>& argv) {
   SubprocessOptions opts;
   opts.env = env_;
+  opts.timeout = options_.command_timeout;
   const absl::Time began = absl::Now();
   absl::StatusOr<SubprocessResult> r = RunSubprocess(argv, opts);
   if (metrics_) {
@@ -251,7 +252,7 @@ absl::StatusOr<SubprocessResult> PodmanRuntime::RunPodman(SandboxdMetrics::Conta
 }
 
 absl::StatusOr<std::string> PodmanRuntime::Podman(SandboxdMetrics::ContainerOp op,
-                                                  std::vector<std::string> args) {
+                                                  std::vector<std::string> args, bool* timed_out) {
   std::vector<std::string> argv = {options_.podman};
   argv.insert(argv.end(), options_.global_args.begin(), options_.global_args.end());
   argv.insert(argv.end(), args.begin(), args.end());
@@ -260,6 +261,7 @@ absl::StatusOr<std::string> PodmanRuntime::Podman(SandboxdMetrics::ContainerOp o
     return absl::UnavailableError(absl::StrCat("cannot run podman: ", r.status().message()));
   }
   if (r->timed_out) {
+    if (timed_out) *timed_out = true;
     return absl::UnavailableError(absl::StrCat("podman ", args.empty() ? "" : args[0],
                                                " timed out"));
   }
@@ -480,14 +482,24 @@ RemovalFailures PodmanRuntime::Remove(const std::vector<std::string>& names) {
 
 RemovalFailures PodmanRuntime::RemoveByCli(const std::vector<std::string>& names) {
   if (names.empty()) return {};
+  // A `podman rm` that ran out of time (a podman stuck on its lock, say) is not followed by
+  // another here, of the same or of fewer: each would wait out the timeout too. What it
+  // named fails, and ContainerRemovals tries it again after its back-off.
+  bool timed_out = false;
   // --ignore: one already gone is no error.
-  auto rm = [this](const std::vector<std::string>& some) {
+  auto rm = [this, &timed_out](const std::vector<std::string>& some) {
     std::vector<std::string> args = {"rm", "--force", "--ignore", "--time", "0"};
     args.insert(args.end(), some.begin(), some.end());
-    return Podman(Op::kRm, std::move(args)).status();
+    return Podman(Op::kRm, std::move(args), &timed_out).status();
+  };
+  auto all_failed = [&names](const absl::Status& why) {
+    RemovalFailures failures;
+    for (const std::string& name : names) failures.emplace(name, why);
+    return failures;
   };
   absl::Status removed = rm(names);
   if (removed.ok()) return {};
+  if (timed_out) return all_failed(removed);
   // Once more: a container whose init was just killed (SandboxFactory::EndProcesses) can
   // be between running and stopped for podman, which then fails to stop it ("sandbox is
   // not running", "container state improper" under gVisor); a second look finds it
@@ -496,11 +508,12 @@ RemovalFailures PodmanRuntime::RemoveByCli(const std::vector<std::string>& names
   absl::SleepFor(absl::Milliseconds(100));
   removed = rm(names);
   if (removed.ok()) return {};
-  if (names.size() == 1) return {{names[0], removed}};
+  if (names.size() == 1 || timed_out) return all_failed(removed);
   // Each on its own: only what podman cannot remove fails, not what was named beside it.
   RemovalFailures failures;
   for (const std::string& name : names) {
-    if (absl::Status s = rm({name}); !s.ok()) failures.emplace(name, std::move(s));
+    if (!timed_out) removed = rm({name});  // after a timeout, the rest wait for their retry
+    if (!removed.ok()) failures.emplace(name, removed);
   }
   return failures;
 }

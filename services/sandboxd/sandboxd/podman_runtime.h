@@ -54,6 +54,8 @@ struct PodmanOptions {
   std::string api_socket_dir;
   // How long a request to that service may go without a whole answer (PodmanApiOptions).
   absl::Duration api_request_timeout = absl::Seconds(20);
+  // How long a podman CLI command may run before it is killed (--podman_timeout).
+  absl::Duration command_timeout = absl::Seconds(60);
 };
 
 // The runsc flags a gVisor session runs with (podman passes each as --runtime-flag):
@@ -156,8 +158,10 @@ class PodmanRuntime : public ContainerRuntime {
   absl::Status TryPythonContainer(const RuntimeInfo& info, Isolation isolation);
 
   // Runs podman with global args + `args` (subcommand `op`); UNAVAILABLE when podman cannot
-  // be run or exits non-zero (with its stderr).
-  absl::StatusOr<std::string> Podman(SandboxdMetrics::ContainerOp op, std::vector<std::string> args);
+  // be run, exits non-zero (with its stderr) or runs past command_timeout (then
+  // `*timed_out`, when given, is set).
+  absl::StatusOr<std::string> Podman(SandboxdMetrics::ContainerOp op, std::vector<std::string> args,
+                                     bool* timed_out = nullptr);
   // Runs a whole podman argv (`podman run`), counted as `op`.
   absl::StatusOr<SubprocessResult> RunPodman(SandboxdMetrics::ContainerOp op,
                                              const std::vector<std::string>& argv);

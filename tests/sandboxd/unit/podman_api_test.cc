@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -103,7 +104,8 @@ TEST(ParseHttpResponseTest, ABodyOfFourMebibytesIsTheMost) {
 // `mode` says so, never ("hang"), never but to a ping ("hold"), 0.6 s later to a
 // DELETE ("slowdelete"), whole but without closing ("keepopen"), with HTTP 500 ("e500"),
 // with HTTP 500 to a container's first DELETE only ("improper"), with a report of another
-// container ("otherreport") or none ("noreport"), or with what is no HTTP ("nohttp").
+// container ("otherreport") or none ("noreport"), or with what is no HTTP ("nohttp"); and
+// the CLI's `rm` never ends ("rmhang").
 constexpr char kFakePodmanScript[] = R"(#!/usr/bin/env python3
 import http.server, json, os, signal, socketserver, sys, threading, time
 # A handler, as podman has: SIGTERM then does not end a stopped service.
@@ -112,8 +114,13 @@ here = os.path.dirname(os.path.abspath(sys.argv[0]))
 def note(name, text):
     open(os.path.join(here, name), "a").write(text + "\n")
 args = sys.argv[1:]
+def mode():
+    try: return open(os.path.join(here, "mode")).read().strip()
+    except OSError: return ""
 if args[:2] != ["system", "service"]:
     note("cli", " ".join(args))
+    if args[:1] == ["rm"] and mode() == "rmhang":
+        time.sleep(3600)
     if args[:1] == ["info"]:
         print(json.dumps({"version": {"Version": "9.9"}, "host": {"cgroupVersion": "v2",
               "security": {"rootless": False}, "ociRuntime": {"name": "runc"}}}))
@@ -121,9 +128,6 @@ if args[:2] != ["system", "service"]:
         print("cli-made")
     sys.exit(0)
 note("starts", "%d %f" % (os.getpid(), time.time()))
-def mode():
-    try: return open(os.path.join(here, "mode")).read().strip()
-    except OSError: return ""
 lock = threading.Lock()
 removing = most_removing = 0
 refused = set()
@@ -548,6 +552,26 @@ TEST_F(PodmanRuntimeApiTest, AServiceThatDoesNotAnswerHandsTheRestOfTheRemovalsT
       EXPECT_EQ(podman.Starts().size(), starts);
     }
   }
+}
+
+// A `podman rm` that runs out of --podman_timeout (a podman stuck on its lock) is not
+// followed by another, of the same containers or of each alone: every one would wait out
+// the timeout too. What it named fails, for ContainerRemovals to try again later.
+TEST(PodmanRuntimeCliTest, ARemovalThatTimesOutIsNotTriedAgainAtOnce) {
+  FakePodman podman;
+  podman.SetMode("rmhang");
+  PodmanOptions o;
+  o.podman = podman.path();
+  o.image = "img";
+  o.command_timeout = absl::Milliseconds(300);
+  SandboxdMetrics metrics;
+  PodmanRuntime runtime(o, &metrics);
+  const RemovalFailures failed = runtime.Remove({"sbx-a", "sbx-b", "sbx-c"});
+  EXPECT_EQ(failed.size(), 3u);
+  for (const auto& [name, why] : failed) EXPECT_THAT(std::string(why.message()), HasSubstr("timed out")) << name;
+  const std::string cli = podman.Cli();
+  EXPECT_EQ(std::count(cli.begin(), cli.end(), '\n'), 1) << cli;
+  EXPECT_THAT(cli, HasSubstr("rm --force --ignore --time 0 sbx-a sbx-b sbx-c\n"));
 }
 
 TEST(PodmanApiTest, APodmanThatCannotServeLeavesItNotReady) {
