@@ -162,31 +162,6 @@ TEST(ThreadPoolTest, RunAlongsideRunsFewerCopiesWhenThePoolRefuses) {
   release.Notify();
 }
 
-// A task that retires its worker (one that lowered its thread's priority, say) is the
-// worker's last: the next task gets another thread even though the pool parks workers, the
-// queue left behind gets a worker in its place, and off a pool nothing happens.
-TEST(ThreadPoolTest, ARetiredWorkerEndsAfterItsTask) {
-  EXPECT_FALSE(ThreadPool::RetireCurrentWorker());
-  ThreadPool pool(Options("test retire", 1, 1, absl::InfiniteDuration()));
-  absl::Notification release;
-  std::thread::id retired, next;
-  std::atomic<int> ran{0};
-  ASSERT_TRUE(pool.Schedule([&] {
-    retired = std::this_thread::get_id();
-    EXPECT_TRUE(ThreadPool::RetireCurrentWorker());
-    release.WaitForNotification();
-    ++ran;
-  }).ok());
-  ASSERT_TRUE(pool.Schedule([&] {  // queued behind it: max_threads is 1
-    next = std::this_thread::get_id();
-    ++ran;
-  }).ok());
-  release.Notify();
-  EXPECT_TRUE(Eventually([&] { return ran.load() == 2; }));
-  EXPECT_NE(next, retired);
-  EXPECT_TRUE(Eventually([&] { return pool.idle() == 1; })) << "the new worker parks as usual";
-}
-
 TEST(ThreadPoolTest, AParkedWorkerIsReusedThenLeavesAfterItsIdleTime) {
   ThreadPool pool(Options("test park", 4, 1, absl::Milliseconds(300)));
   std::set<std::thread::id> ids;

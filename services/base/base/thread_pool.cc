@@ -2,7 +2,6 @@
 
 #include <cstdlib>
 #include <exception>
-#include <optional>
 #include <system_error>
 #include <utility>
 
@@ -11,13 +10,6 @@
 #include "spdlog/spdlog.h"
 
 namespace codemode {
-namespace {
-
-// On a pool's worker: whether its task asked it to end after the task (RetireCurrentWorker).
-// Unset on every other thread.
-thread_local std::optional<bool> t_retire;
-
-}  // namespace
 
 bool ParkedThreads::TryPark() {
   size_t n = parked_.load(std::memory_order_relaxed);
@@ -50,19 +42,14 @@ absl::Status ThreadPool::Schedule(std::function<void()> fn) {
     return absl::ResourceExhaustedError(absl::StrCat(
         options_.name, ": all ", options_.max_threads, " threads are busy"));
   }
-  absl::Status started = StartWorkerLocked();
-  if (!started.ok()) tasks_.pop_back();
-  return started;
-}
-
-absl::Status ThreadPool::StartWorkerLocked() {
   try {
     // Started under mu_, which the worker takes first: it is in workers_ before it can
-    // look itself up there, and cannot take a task before the caller releases mu_.
+    // look itself up there, and cannot take the task before this returns.
     std::thread worker = StartThread(options_.name, [this] { Work(); });
     const std::thread::id id = worker.get_id();
     workers_.emplace(id, std::move(worker));
   } catch (const std::system_error& e) {
+    tasks_.pop_back();
     return absl::ResourceExhaustedError(absl::StrCat(options_.name, ": cannot start a thread: ", e.what()));
   }
   return absl::OkStatus();
@@ -111,15 +98,8 @@ size_t ThreadPool::RunAlongside(size_t helpers, const std::function<void()>& fn)
   return started;
 }
 
-bool ThreadPool::RetireCurrentWorker() {
-  if (!t_retire) return false;
-  *t_retire = true;
-  return true;
-}
-
 void ThreadPool::Work() {
   if (options_.nice != 0) LowerThreadPriority(options_.nice);
-  t_retire = false;
   mu_.Lock();
   while (true) {
     if (tasks_.empty()) {
@@ -139,11 +119,6 @@ void ThreadPool::Work() {
     RunContained(options_.name.c_str(), task);
     task = nullptr;  // what the task held goes before the worker parks
     mu_.Lock();
-    if (*t_retire) {
-      // Tasks left in the queue get a worker in its place: nothing else would start one.
-      if (tasks_.empty() || StartWorkerLocked().ok()) break;
-      *t_retire = false;  // no thread to be had: this one serves them after all
-    }
   }
   auto self = workers_.find(std::this_thread::get_id());
   ended_.push_back(std::move(self->second));

@@ -92,12 +92,6 @@ class ThreadPool {
   // pool's own tasks: a queued copy could wait for the thread that waits for it.
   size_t RunAlongside(size_t helpers, const std::function<void()>& fn) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Called from a task: its worker ends when the task returns, instead of taking the next
-  // one or parking (a task that lowered its thread's priority, which cannot be raised
-  // again without privilege, so that no later task inherits it). False, and nothing
-  // changes, on a thread that is no pool's worker.
-  static bool RetireCurrentWorker();
-
   // Runs what is queued, then joins every thread; later tasks are refused. Idempotent.
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -107,8 +101,6 @@ class ThreadPool {
 
  private:
   void Work() ABSL_LOCKS_EXCLUDED(mu_);
-  // Starts a worker thread (in workers_); RESOURCE_EXHAUSTED when none can be had.
-  absl::Status StartWorkerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Joins the threads of the workers that left their loop.
   void JoinEnded() ABSL_LOCKS_EXCLUDED(mu_);
   bool HasTaskOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

@@ -10,7 +10,6 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "base/mutex.h"
-#include "base/thread.h"
 #include "base/thread_pool.h"
 #include "bridge/sandboxd_endpoints.h"
 #include "bridge/tool_call_dispatcher.h"
@@ -478,16 +477,6 @@ sandbox::v1::ExecuteRequest StartRequest(const SandboxRef& ref, const std::strin
   return start;
 }
 
-// A run past ToolCallLimits::bulk_run_calls is a flood: the rest of its stream is read at
-// the tool-call workers' lower CPU priority, so that when the CPU is short it gives way to
-// other clients' requests as its calls' answers already do. Only on a pool's worker, which
-// ends with this request: no later request inherits the priority.
-void ReadOnAsBulk() {
-  if (codemode::ThreadPool::RetireCurrentWorker()) {
-    codemode::LowerThreadPriority(ToolCallDispatcher::kWorkerNice);
-  }
-}
-
 }  // namespace
 
 absl::StatusOr<sandbox::v1::Finished> SandboxClient::Execute(
@@ -523,7 +512,6 @@ absl::StatusOr<sandbox::v1::Finished> SandboxClient::Execute(
 
   // Made at the execution's first tool call: most runs make none.
   std::optional<ToolCallDispatcher> calls;
-  uint32_t calls_read = 0;
   std::optional<sandbox::v1::Finished> finished;
   sandbox::v1::ExecuteResponse msg;
   while (stream->Read(&msg)) {
@@ -537,7 +525,6 @@ absl::StatusOr<sandbox::v1::Finished> SandboxClient::Execute(
       case sandbox::v1::ExecuteResponse::kToolCall:
         if (!calls) calls.emplace(limits_, &budget_, handlers, write);
         calls->Dispatch(std::move(*msg.mutable_tool_call()));
-        if (++calls_read == limits_.bulk_run_calls) ReadOnAsBulk();
         break;
       case sandbox::v1::ExecuteResponse::kFinished:
         StageTimes::Mark(Stage::kFinishedRead);

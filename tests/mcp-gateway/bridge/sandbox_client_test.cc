@@ -7,12 +7,9 @@
 #include "bridge/sandboxd_endpoints.h"
 #include "recording_sandboxd.h"
 
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
@@ -25,8 +22,6 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
-#include "base/thread_pool.h"
-#include "bridge/tool_call_dispatcher.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -352,62 +347,6 @@ TEST_F(SandboxClientTest, IdleToolCallWorkersEndAfterABurst) {
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ(started.load(), kCalls) << "the burst overlapped: one worker per call";
   EXPECT_TRUE(dropped) << "threads stayed near " << peak.load() << " after the burst was answered";
-}
-
-// A run past --bulk_run_tool_calls reads the rest of its stream at the tool-call workers'
-// nice value, on a pool's worker that then ends with the run; a run below it keeps the
-// gateway's nice value and its worker parks for the next request.
-TEST_F(SandboxClientTest, ARunPastItsBulkCallsIsReadAtTheWorkersPriority) {
-  for (const int calls : {3, 1}) {
-    service_.execute = [calls](grpc::ServerContext*, RecordingSandboxd::ExecuteStream* stream) {
-      for (int i = 0; i < calls; ++i) stream->Write(CallOf(i, 16));
-      sandbox::v1::ExecuteResponse out;
-      out.mutable_output()->set_text("after the calls");
-      stream->Write(out);
-      sandbox::v1::ExecuteRequest answer;
-      for (int answers = 0; answers < calls && stream->Read(&answer);) {
-        if (answer.has_tool_result()) ++answers;
-      }
-      sandbox::v1::ExecuteResponse done;
-      done.mutable_finished()->set_status(sandbox::v1::Finished::OK);
-      stream->Write(done);
-      return grpc::Status::OK;
-    };
-    ToolCallLimits limits;
-    limits.bulk_run_calls = 2;
-    SandboxClient client({"unix:" + socket_}, limits);
-    ExecuteHandlers h;
-    h.credential = "token 0";
-    std::atomic<int> nice_at_output{-100};
-    h.on_output = [&](bool, const std::string&) {
-      nice_at_output = getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
-    };
-    h.on_tool_call = [](const sandbox::v1::ToolCall&, const auto&) {
-      sandbox::v1::ToolResult r;
-      r.set_result_json("{}");
-      return r;
-    };
-    codemode::ThreadPoolOptions o;
-    o.name = "test request";
-    o.max_idle = 1;
-    codemode::ThreadPool requests(o);
-    absl::Notification ran;
-    ASSERT_TRUE(requests.Schedule([&] {
-      EXPECT_TRUE(client.Execute({0, "s-1"}, "code", 1000, nullptr, h, nullptr).ok());
-      ran.Notify();
-    }).ok());
-    ASSERT_TRUE(ran.WaitForNotificationWithTimeout(absl::Seconds(30)));
-    const int base = getpriority(PRIO_PROCESS, 0);
-    if (calls > 2) {
-      EXPECT_EQ(nice_at_output.load(), std::min(base + ToolCallDispatcher::kWorkerNice, 19));
-      for (int n = 0; n < 500 && requests.threads() > 0; ++n) usleep(10000);
-      EXPECT_EQ(requests.threads(), 0u) << "the lowered worker was kept";
-    } else {
-      EXPECT_EQ(nice_at_output.load(), base);
-      for (int n = 0; n < 500 && requests.idle() == 0; ++n) usleep(10000);
-      EXPECT_EQ(requests.idle(), 1u);
-    }
-  }
 }
 
 // Code that reads none of its tool calls' answers backs the Execute stream up: sandboxd
