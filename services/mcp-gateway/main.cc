@@ -172,10 +172,6 @@ ABSL_FLAG(double, upstream_notification_rate, 100,
           "reopened after a growing pause. 0: no limit.");
 ABSL_FLAG(uint32_t, max_tool_calls_in_flight, 64,
           "Tool calls of one run_python answered at the same time; more get a ToolError.");
-ABSL_FLAG(uint32_t, bulk_run_tool_calls, 256,
-          "After this many tool calls, the rest of a run's call to sandboxd is read at the "
-          "tool calls' lower CPU priority (nice +10), on a thread that ends with the run: a "
-          "flood of calls gives way to other clients' requests when the CPU is short. 0: never.");
 ABSL_FLAG(uint32_t, max_tool_calls_in_flight_per_credential, 128,
           "Tool calls in flight at once of one credential over all its runs (each "
           "holds a thread until its answer is written); more get a ToolError.");
@@ -305,7 +301,6 @@ gateway::ToolCallLimits ToolCallLimitsFromFlags(std::shared_ptr<codemode::Buffer
   l.shared.calls_per_credential = absl::GetFlag(FLAGS_max_tool_calls_in_flight_per_credential);
   l.shared.calls_total = absl::GetFlag(FLAGS_max_tool_calls_in_flight_total);
   l.max_per_run = absl::GetFlag(FLAGS_max_tool_calls_per_run);
-  l.bulk_run_calls = absl::GetFlag(FLAGS_bulk_run_tool_calls);
   l.max_argument_bytes = absl::GetFlag(FLAGS_max_tool_call_bytes);
   l.max_result_bytes = absl::GetFlag(FLAGS_max_tool_result_bytes);
   l.max_argument_bytes_in_flight = absl::GetFlag(FLAGS_max_tool_call_bytes_in_flight);

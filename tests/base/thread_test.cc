@@ -231,32 +231,6 @@ TEST(ThreadPoolTest, WorkersTakeTheNiceValueOfTheirPool) {
   EXPECT_EQ(nice_now(), base) << "the scheduling thread's own";
 }
 
-// The value is relative to the process's: a thread started by a lowered thread, lowering
-// itself by as much, stays where it started (as a nice pool's workers do when a lowered
-// thread starts them), and one lowered by more goes the rest of the way.
-TEST(ThreadTest, LoweringIsRelativeToTheProcessNotCompounded) {
-  auto nice_now = [] { return getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid))); };
-  const int base = nice_now();
-  std::atomic<int> outer{-100}, inner{-100}, deeper{-100};
-  std::thread t([&] {
-    EXPECT_TRUE(LowerThreadPriority(3));
-    outer = nice_now();
-    std::thread([&] {
-      EXPECT_TRUE(LowerThreadPriority(3));
-      inner = nice_now();
-    }).join();
-    std::thread([&] {
-      EXPECT_TRUE(LowerThreadPriority(5));
-      deeper = nice_now();
-    }).join();
-  });
-  t.join();
-  EXPECT_EQ(outer.load(), std::min(base + 3, 19));
-  EXPECT_EQ(inner.load(), std::min(base + 3, 19)) << "lowered twice";
-  EXPECT_EQ(deeper.load(), std::min(base + 5, 19));
-  EXPECT_EQ(nice_now(), base);
-}
-
 TEST(ThreadPoolTest, StopRunsWhatIsQueuedAndWhatItsTasksScheduleThenRefuses) {
   ThreadPool pool(Options("test stop", 1));
   std::atomic<int> ran{0};

@@ -31,17 +31,10 @@ bool RunContained(const char* what, const std::function<void()>& fn) {
 
 bool LowerThreadPriority(int by) {
   const id_t tid = static_cast<id_t>(syscall(SYS_gettid));
-  // On Linux the process's id names its main thread, whose nice value is the process's.
-  errno = 0;
-  const int base = getpriority(PRIO_PROCESS, static_cast<id_t>(getpid()));
-  if (base == -1 && errno != 0) return false;
   errno = 0;
   const int now = getpriority(PRIO_PROCESS, tid);
   if (now == -1 && errno != 0) return false;
-  const int target = std::min(base + by, 19);
-  // A thread started by a lowered thread inherits its nice value: it is there already.
-  if (now >= target) return true;
-  return setpriority(PRIO_PROCESS, tid, target) == 0;
+  return setpriority(PRIO_PROCESS, tid, std::min(now + by, 19)) == 0;
 }
 
 NoSigpipeHere::NoSigpipeHere() {

@@ -23,14 +23,12 @@ namespace codemode {
 
 std::thread StartThread(std::string name, std::function<void()> fn);
 
-// Sets the calling thread's nice value (on Linux the thread's own) to `by` (> 0) above the
-// process's, its main thread's: when the CPU is short, the scheduler gives the thread's
-// share to the others of its process and cgroup (at +10, about a tenth of theirs), and
-// takes nothing from it when the CPU is idle. A thread that is that low already (one
-// started by a lowered thread inherits its value) is left as it is, so lowering is not
-// compounded. Raising one's nice value needs no privilege, and it cannot be undone without
-// one: give it only to threads that do nothing else. Returns false (nothing changed) if the
-// system refuses.
+// Adds `by` (> 0) to the calling thread's nice value, on Linux the thread's own: when the
+// CPU is short, the scheduler gives the thread's share to the others of its process and
+// cgroup (at +10, about a tenth of theirs), and takes nothing from it when the CPU is idle.
+// Raising one's nice value needs no privilege, and it cannot be undone without one: give it
+// only to threads that do nothing else. Returns false (nothing changed) if the system
+// refuses.
 bool LowerThreadPriority(int by);
 
 // While alive, a write on the calling thread to a socket or pipe whose reader is gone fails

@@ -35,9 +35,6 @@ namespace gateway {
 struct ToolCallLimits {
   uint32_t max_in_flight = 64;    // calls being answered at the same time
   uint32_t max_per_run = 10000;   // calls in total
-  // Past this many calls the rest of a run's Execute stream is read at the workers'
-  // priority (ToolCallDispatcher::kWorkerNice), on a thread that ends with the run; 0: never.
-  uint32_t bulk_run_calls = 256;
   // What every run's calls share, per credential over all its runs and for everyone:
   // calls in flight (each holds a gateway thread, and a credential may run many
   // sandboxes) and bytes held (ToolCallBudget).

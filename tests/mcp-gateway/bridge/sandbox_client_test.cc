@@ -7,15 +7,10 @@
 #include "bridge/sandboxd_endpoints.h"
 #include "recording_sandboxd.h"
 
-#include <dirent.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -27,8 +22,6 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
-#include "base/mutex.h"
-#include "bridge/tool_call_dispatcher.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -354,89 +347,6 @@ TEST_F(SandboxClientTest, IdleToolCallWorkersEndAfterABurst) {
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ(started.load(), kCalls) << "the burst overlapped: one worker per call";
   EXPECT_TRUE(dropped) << "threads stayed near " << peak.load() << " after the burst was answered";
-}
-
-int NiceOfThisThread() { return getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid))); }
-
-// The names of this process's threads whose nice value is not `base`.
-std::vector<std::string> ThreadsNotAt(int base) {
-  std::vector<std::string> names;
-  DIR* tasks = opendir("/proc/self/task");
-  if (tasks == nullptr) return {"(no /proc/self/task)"};
-  while (struct dirent* e = readdir(tasks)) {
-    if (e->d_name[0] == '.') continue;
-    errno = 0;
-    const int its = getpriority(PRIO_PROCESS, static_cast<id_t>(std::stoi(e->d_name)));
-    if (its == base || errno != 0) continue;  // errno: the thread ended meanwhile
-    std::string comm;
-    std::getline(std::ifstream(std::string("/proc/self/task/") + e->d_name + "/comm"), comm);
-    names.push_back(comm);
-  }
-  closedir(tasks);
-  return names;
-}
-
-// A run past --bulk_run_tool_calls reads the rest of its stream at the tool-call workers'
-// nice value, on a thread of its own: the request's thread keeps the gateway's value, the
-// workers the bulk reader starts sit at the workers' value (not twice lowered), and no
-// other thread is lowered. A run below it is read on the request's thread.
-TEST_F(SandboxClientTest, ARunPastItsBulkCallsIsReadAtTheWorkersPriority) {
-  const int base = NiceOfThisThread();
-  const int lowered = std::min(base + ToolCallDispatcher::kWorkerNice, 19);
-  for (const int calls : {3, 1}) {
-    service_.execute = [calls](grpc::ServerContext*, RecordingSandboxd::ExecuteStream* stream) {
-      for (int i = 0; i < calls; ++i) stream->Write(CallOf(i, 16));
-      sandbox::v1::ExecuteResponse out;
-      out.mutable_output()->set_text("after the calls");
-      stream->Write(out);
-      sandbox::v1::ExecuteRequest answer;
-      for (int answers = 0; answers < calls && stream->Read(&answer);) {
-        if (answer.has_tool_result()) ++answers;
-      }
-      sandbox::v1::ExecuteResponse done;
-      done.mutable_finished()->set_status(sandbox::v1::Finished::OK);
-      stream->Write(done);
-      return grpc::Status::OK;
-    };
-    ToolCallLimits limits;
-    limits.bulk_run_calls = 2;
-    SandboxClient client({"unix:" + socket_}, limits);
-    ExecuteHandlers h;
-    h.credential = "token 0";
-    std::atomic<int> nice_at_output{-100};
-    h.on_output = [&](bool, const std::string&) { nice_at_output = NiceOfThisThread(); };
-    // Every call holds its worker until all have started, so the last call, read after
-    // the second, gets a worker of its own started by whoever read it.
-    std::atomic<int> started{0};
-    absl::Notification all_started;
-    codemode::Mutex mu;
-    std::vector<int> worker_nice;
-    h.on_tool_call = [&](const sandbox::v1::ToolCall&, const auto&) {
-      {
-        codemode::MutexLock lock(&mu);
-        worker_nice.push_back(NiceOfThisThread());
-      }
-      if (++started == calls) all_started.Notify();
-      all_started.WaitForNotificationWithTimeout(absl::Seconds(30));
-      sandbox::v1::ToolResult r;
-      r.set_result_json("{}");
-      return r;
-    };
-    std::atomic<int> request_nice{-100};
-    std::thread request([&] {
-      absl::StatusOr<sandbox::v1::Finished> f =
-          client.Execute({0, "s-1"}, "code", 1000, nullptr, h, nullptr);
-      EXPECT_TRUE(f.ok()) << f.status();
-      request_nice = NiceOfThisThread();
-    });
-    request.join();
-    SCOPED_TRACE(::testing::Message() << calls << " calls");
-    EXPECT_EQ(nice_at_output.load(), calls > 2 ? lowered : base) << "the stream read past the calls";
-    EXPECT_EQ(request_nice.load(), base) << "the request's own thread";
-    codemode::MutexLock lock(&mu);
-    EXPECT_THAT(worker_nice, ::testing::Each(lowered));
-    EXPECT_THAT(ThreadsNotAt(base), ::testing::Each(std::string("tool call")));
-  }
 }
 
 // Code that reads none of its tool calls' answers backs the Execute stream up: sandboxd
