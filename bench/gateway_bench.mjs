@@ -26,7 +26,7 @@ const { PY_ECHOES, javascriptVsPython } = await import(pathToFileURL(path.resolv
   "gateway/javascript.mjs")).href);
 const { ms, pct, writeReport } = await import(pathToFileURL(path.resolve(path.dirname(new URL(import.meta.url).pathname),
   "gateway/stats.mjs")).href);
-const { stageBreakdown } = await import(pathToFileURL(path.resolve(path.dirname(new URL(import.meta.url).pathname),
+const { floodProgram, stageBreakdown, stagesDuringFlood } = await import(pathToFileURL(path.resolve(path.dirname(new URL(import.meta.url).pathname),
   "gateway/stages.mjs")).href);
 const { wasmVsSeed } = await import(pathToFileURL(path.resolve(path.dirname(new URL(import.meta.url).pathname),
   "gateway/wasm.mjs")).href);
@@ -106,11 +106,8 @@ async function toolCallFlood(config, calls) {
     let flooding = true;
     const sampler = setInterval(() => { peak = Math.max(peak, rssMiB(gateway.proc.pid)); }, 50);
     const floodStart = performance.now();
-    const flood = runPython(flooder, [
-      "import asyncio",
-      `rs = await asyncio.gather(*[mcp_everything.echo(message='x') for _ in range(${calls})], return_exceptions=True)`,
-      "print(sum(1 for r in rs if not isinstance(r, Exception)), sum(1 for r in rs if isinstance(r, Exception)))",
-    ].join("\n"), { timeout_seconds: 300 }, { timeout: 400000 }).finally(() => { flooding = false; });
+    const flood = runPython(flooder, floodProgram(calls), { timeout_seconds: 300 }, { timeout: 400000 })
+      .finally(() => { flooding = false; });
     const busy = [];
     while (flooding) {
       const t0 = performance.now();
@@ -347,7 +344,10 @@ try {
       row, runPython });
   }
   if (!only || only === "streams") await manyStreams(config, quick ? 200 : 1000);
-  if (!only || only === "flood") await toolCallFlood(config, quick ? 10000 : 100000);
+  if (!only || only === "flood") {
+    await toolCallFlood(config, quick ? 10000 : 100000);
+    await stagesDuringFlood({ GatewayHttp, sandboxd, config, calls: quick ? 5000 : 20000, row, runPython });
+  }
   if (!only || only === "charts") await charts(config, quick ? 5 : 30);
   if (!only || only === "stateless" || only === "eras") await statelessAndSession(config, quick ? 200 : 1000);
   if (!only || only === "replicas") await replicas(config, quick ? 200 : 1000);

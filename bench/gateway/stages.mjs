@@ -58,6 +58,13 @@ async function breakdown({ client: mcp, log, over, n, row, runPython }) {
   await sleep(200);
   const lines = stageLines(log(), from);
   if (lines.length !== n) throw new Error(`${lines.length} stage_times lines for ${n} runs`);
+  table({ client, lines, over, row });
+}
+
+// The rows for runs that took `client` ms each as the client timed them, `lines` their
+// stage_times in the same order.
+function table({ client, lines, over, row }) {
+  const n = client.length;
   const order = client.map((t, i) => [t, i]).sort((a, b) => a[0] - b[0]);
   const mid = order.slice(Math.floor(n * 0.4), Math.ceil(n * 0.6)).map(([, i]) => i);
   const mean = (f) => mid.reduce((s, i) => s + f(i), 0) / mid.length;
@@ -72,6 +79,51 @@ async function breakdown({ client: mcp, log, over, n, row, runPython }) {
   row("  of which Execute (stream opened to joined) / ListFiles",
     `${us(mean((i) => ["start_written", "finished_read", "stream_ended", "execute_end"]
       .reduce((s, k) => s + (lines[i][k] ?? 0), 0)))} / ${us(mean((i) => lines[i].list_end ?? 0))}`);
+}
+
+// The program of a sandbox that gathers `calls` tool calls at once (the flood of issue 47's
+// fairness row); it prints how many were answered and how many refused.
+export function floodProgram(calls) {
+  return [
+    "import asyncio",
+    `rs = await asyncio.gather(*[mcp_everything.echo(message='x') for _ in range(${calls})], return_exceptions=True)`,
+    "print(sum(1 for r in rs if not isinstance(r, Exception)), sum(1 for r in rs if isinstance(r, Exception)))",
+  ].join("\n");
+}
+
+// Another client's run_python by stage, idle and during one sandbox's flood of `calls` tool
+// calls (issue 47's fairness): where the time the flood adds to its runs goes. A gateway of
+// its own with --stage_times; each table is for the runs around the client's p50, as above.
+export async function stagesDuringFlood({ GatewayHttp, sandboxd, config, calls, row, runPython }) {
+  const gateway = new GatewayHttp({ config, sandboxd: sandboxd.endpoint,
+    extraArgs: ["--stage_times", `--max_tool_calls_per_run=${calls}`] });
+  await gateway.start();
+  const log = () => gateway.log;
+  const flooder = await gateway.client("flooder");
+  const witness = await gateway.client("witness");
+  try {
+    await runPython(flooder, "pass");
+    await breakdown({ client: witness, log, over: "Streamable HTTP, idle", n: 500, row, runPython });
+    await sleep(200);
+    const from = log().length;
+    let flooding = true;
+    const flood = runPython(flooder, floodProgram(calls), { timeout_seconds: 300 }, { timeout: 400000 })
+      .finally(() => { flooding = false; });
+    const client = [];
+    while (flooding) client.push(await timeRun(witness, runPython));
+    const result = await flood;
+    if (result.isError) throw new Error(`the flood failed: ${JSON.stringify(result.structuredContent)}`);
+    await sleep(200);
+    // The witness's, in the order it ran them; not the flood's own run (its Execute took
+    // the whole flood).
+    const lines = stageLines(log(), from).filter((l) => (l.finished_read ?? 0) < 1e6);
+    if (lines.length !== client.length) throw new Error(`${lines.length} stage_times lines for ${client.length} runs`);
+    table({ client, lines, over: `Streamable HTTP, during a flood of ${calls} tool calls`, row });
+  } finally {
+    await flooder.close();
+    await witness.close();
+    await gateway.stop();
+  }
 }
 
 // Interleaved rounds: each client's p50 of print(1) against a gateway without --stage_times.
