@@ -104,7 +104,6 @@ export async function stagesDuringFlood({ GatewayHttp, sandboxd, config, calls, 
   try {
     await runPython(flooder, "pass");
     await breakdown({ client: witness, log, over: "Streamable HTTP, idle", n: 500, row, runPython });
-    await sleep(200);
     const from = log().length;
     let flooding = true;
     const flood = runPython(flooder, floodProgram(calls), { timeout_seconds: 300 }, { timeout: 400000 })

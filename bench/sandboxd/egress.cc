@@ -123,9 +123,8 @@ void Bench::Egress() {
   }
   // Rounds alternate the session and the host, so both see the same background load; the
   // share is the median of each round's (the host's time over the session's, measured
-  // within seconds of each other), as the host's own throughput drifts by a third between
-  // runs on a shared machine; fifteen rounds, as five left a run's share anywhere from 64%
-  // to 103% on an idle machine.
+  // within seconds of each other), as the host's own throughput drifts by a third from one
+  // minute to the next on a shared machine, and one round's share by tens of percent.
   const int iters = o_.quick ? 5 : 20;
   const std::string in_program =
       FetchProgram(origin.ca, absl::StrCat("https://origin.test:", ports[1], "/bytes/1048576"),
