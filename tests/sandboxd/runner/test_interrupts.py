@@ -62,6 +62,18 @@ class InterruptTest(RunnerTestCase):
         self.interrupt_when_started("import sys\nwhile True:\n    sys.stderr.write('é')")
         self.assertStillUsable()
 
+    def test_interrupt_reaches_a_print_loop_at_its_next_print(self):
+        # A loop that is nearly all print() meets a SIGINT mostly in the runner's frames,
+        # so the interrupt is raised as a print returns. With SIGINT blocked in user code,
+        # that is the only way in; unblocking it afterwards raises no second interrupt.
+        res = self.interrupt_when_started(
+            "import signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})\n"
+            "try:\n    while True:\n        print('x')\n"
+            "finally:\n    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})\n"
+            "    print('unblocked')")
+        self.assertTrue(res.stream("stdout").endswith("unblocked\n"))
+        self.assertStillUsable()
+
     def test_interrupt_caught_by_user_code(self):
         exec_id = self.client.start_exec(
             "import time\nprint('started')\n"

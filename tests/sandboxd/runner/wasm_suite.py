@@ -39,6 +39,9 @@ NOT_APPLICABLE = {
         "(the main thread keeps the in-flight limit)",
     "test_out_digest.DoneFrameTest":
         "the wasm tier's runner sends no fingerprint of out/ (the gateway walks out/ after every run)",
+    "test_interrupts.InterruptTest.test_interrupt_reaches_a_print_loop_at_its_next_print":
+        "blocks SIGINT with pthread_sigmask (the wasm tier interrupts through Pyodide's "
+        "interrupt buffer, which it writes until the exec is done)",
     "test_egress":
         "the wasm tier's relay takes egress.sock from sandboxd and serves fetch() over the "
         "worker's egress port, without sockets or proxy variables (runner_js/egress_wasm.test.mjs)",

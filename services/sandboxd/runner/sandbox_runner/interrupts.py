@@ -4,6 +4,7 @@ user code, and never in the runner's own frames."""
 import asyncio
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -28,6 +29,12 @@ class InterruptController:
     exec ends. Signals that arrive outside an exec are ignored. This is the default SIGINT
     behaviour made safe for the runner; user code may still replace the handler (sandboxd
     then kills the container after its grace period).
+
+    Code that spends nearly all its time in the runner (a loop of print() calls, its main
+    thread blocked sending output) would meet a resent SIGINT in a user frame only by
+    chance, so the runner's entry points that user code calls also raise a declined
+    interrupt on their way back (returning_to_user_code). One exec gets one
+    KeyboardInterrupt.
     """
 
     def __init__(self, lock):
@@ -42,14 +49,32 @@ class InterruptController:
 
     def _on_sigint(self, signum, frame):
         state = self._state
-        if not self.user_code_active or state is None:
+        if not self.user_code_active or state is None or state.delivered:
             return
-        if frame is not None:
-            filename = frame.f_code.co_filename
-            if is_runner_file(filename) or (self._async_cell and (
-                    filename.startswith(_ASYNCIO_DIR) or filename == _SELECTORS_FILE)):
-                state.deferred = True
-                return
+        if frame is not None and self._not_user_frame(frame):
+            state.deferred = True
+            return
+        state.delivered = True
+        raise KeyboardInterrupt
+
+    def _not_user_frame(self, frame):
+        """True for the runner's frames, and asyncio's during a coroutine cell."""
+        filename = frame.f_code.co_filename
+        return is_runner_file(filename) or (self._async_cell and (
+            filename.startswith(_ASYNCIO_DIR) or filename == _SELECTORS_FILE))
+
+    def returning_to_user_code(self):
+        """Called by a runner function that user code called, as it returns: raises a
+        requested interrupt that has not reached user code yet, as if it came from the
+        call. Only on the main thread, and only when the caller (two frames up) is user
+        code: a frame of the runner is never cut in half."""
+        state = self._state
+        if state is None or not state.interrupt_requested or state.delivered:
+            return
+        if not self.user_code_active or threading.get_ident() != self._main_ident:
+            return
+        if self._not_user_frame(sys._getframe(2)):
+            return
         state.delivered = True
         raise KeyboardInterrupt
 

@@ -215,12 +215,14 @@ class OutputCapture:
 class CapturedStream(io.TextIOBase):
     """What user code gets as sys.stdout / sys.stderr: a thread-safe text file that feeds
     OutputCapture. It has no file descriptor, and close() is a no-op so user code cannot
-    break the capture for later execs."""
+    break the capture for later execs. `on_return`, when given, is called at the end of
+    every write (InterruptController.returning_to_user_code)."""
 
-    def __init__(self, capture, stream):
+    def __init__(self, capture, stream, on_return=None):
         super().__init__()
         self._capture = capture
         self._stream = stream
+        self._on_return = on_return
         self._binary = _CapturedBinary(self)
 
     @property
@@ -245,6 +247,8 @@ class CapturedStream(io.TextIOBase):
         if not isinstance(s, str):
             raise TypeError(f"write() argument must be str, not {type(s).__name__}")
         self._capture.write(self._stream, s)
+        if self._on_return is not None:
+            self._on_return()
         return len(s)
 
     def writelines(self, lines):

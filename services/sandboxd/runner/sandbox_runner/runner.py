@@ -97,8 +97,9 @@ class Runner:
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)                  # input() sees EOF instead of blocking
         os.close(devnull)
-        self._stdout = CapturedStream(self.capture, "stdout")
-        self._stderr = CapturedStream(self.capture, "stderr")
+        on_return = self.interrupts.returning_to_user_code
+        self._stdout = CapturedStream(self.capture, "stdout", on_return)
+        self._stderr = CapturedStream(self.capture, "stderr", on_return)
         self._stdin = None
         self._restore_stdio()
         self.interrupts.install()
