@@ -60,7 +60,9 @@ json OciConfig(const std::string& name) {
 
 // How the container was made: the argv of `podman run`, or none through the API.
 size_t CreateCommandLength(const std::string& name) {
-  return std::stoul(Trimmed(Sh("podman inspect --format '{{len .Config.CreateCommand}}' " + name)));
+  const std::string n = Trimmed(Sh("podman inspect --format '{{len .Config.CreateCommand}}' " + name));
+  EXPECT_FALSE(n.empty()) << name << " is gone";
+  return n.empty() ? 0 : std::stoul(n);
 }
 
 TEST(PodmanApiTest, AContainerStartedThroughTheApiIsTheOneRunWouldStart) {
@@ -150,6 +152,7 @@ TEST(PodmanApiTest, SessionsStartWhileTheServiceIsDownAndItComesBack) {
   EXPECT_EQ(st.st_uid, geteuid());
 
   sandbox::v1::Session first = CreateSession(*stub);
+  ASSERT_TRUE(WaitFor([&] { return d.LiveContainers() == 1; })) << "the start-up check's container stays";
   EXPECT_EQ(MadeThroughApi(d), 1) << "not started through the API";
   const pid_t service = ServicePid(d);
   ASSERT_EQ(kill(service, SIGKILL), 0);
