@@ -72,6 +72,10 @@ class InterruptTest(RunnerTestCase):
             "finally:\n    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})\n"
             "    print('unblocked')")
         self.assertTrue(res.stream("stdout").endswith("unblocked\n"))
+        self.interrupt_when_started(
+            "import signal, sys\nsignal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})\n"
+            "try:\n    while True:\n        sys.stdout.buffer.write(b'x')\n"
+            "finally:\n    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})")
         self.assertStillUsable()
 
     def test_interrupt_caught_by_user_code(self):

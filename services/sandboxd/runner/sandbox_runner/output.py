@@ -223,7 +223,7 @@ class CapturedStream(io.TextIOBase):
         self._capture = capture
         self._stream = stream
         self._on_return = on_return
-        self._binary = _CapturedBinary(self)
+        self._binary = _CapturedBinary(self, on_return)
 
     @property
     def name(self):
@@ -251,6 +251,10 @@ class CapturedStream(io.TextIOBase):
             self._on_return()
         return len(s)
 
+    def write_from_buffer(self, s):
+        """write() without on_return, for the binary buffer, which calls it itself."""
+        self._capture.write(self._stream, s)
+
     def writelines(self, lines):
         for line in lines:
             self.write(line)
@@ -274,9 +278,10 @@ class CapturedStream(io.TextIOBase):
 class _CapturedBinary(io.RawIOBase):
     """sys.stdout.buffer: bytes are decoded as UTF-8 (invalid bytes replaced)."""
 
-    def __init__(self, text_stream):
+    def __init__(self, text_stream, on_return):
         super().__init__()
         self._text = text_stream
+        self._on_return = on_return
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._lock = threading.Lock()
 
@@ -288,7 +293,9 @@ class _CapturedBinary(io.RawIOBase):
         with self._lock:
             text = self._decoder.decode(data)
         if text:
-            self._text.write(text)
+            self._text.write_from_buffer(text)
+        if self._on_return is not None:
+            self._on_return()
         return len(data)
 
     def fileno(self):
