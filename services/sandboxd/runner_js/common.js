@@ -20,7 +20,11 @@ const MAX_ARGUMENT_DEPTH = 120;
 // sandboxd refuses a frame of more than one value per 128 bytes of its 16 MiB cap (131,072;
 // runner-protocol.md), and the frame's own fields are a few more.
 const MAX_ARGUMENT_VALUES = 131072 - 16;
-const INTERRUPT_GRACE_MS = 250;                    // then the worker is terminated
+// How long an interrupted exec may take to end before its worker is terminated (the
+// namespace is then reset): an interrupt lands within milliseconds on an idle machine but
+// may wait for the worker's thread to be scheduled on a loaded one. With
+// WORKER_EXIT_WAIT_MS it stays within sandboxd's default 2 s --kill_grace.
+const INTERRUPT_GRACE_MS = 1000;
 // How long a namespace reset waits for the terminated worker to exit before its last kill.
 // One that has not exited by then is stuck in a system call (terminate lands only in
 // JavaScript) and keeps its thread and memory until the call returns; when STUCK_WORKER_LIMIT

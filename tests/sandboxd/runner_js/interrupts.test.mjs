@@ -39,6 +39,20 @@ describe('javascript runner: interrupts and limits', () => {
       "'everything.echo: the execution ended before the tool result arrived'");
   });
 
+  it('keeps the namespace of a cell that reaches an await within a second of the interrupt', async () => {
+    // A worker that answers late (busy, or not scheduled on a loaded machine) is not
+    // terminated before INTERRUPT_GRACE_MS (1 s).
+    await client.exec('const stays = 8');
+    const id = client.startExec('console.log("busy"); const until = Date.now() + 400; ' +
+      'while (Date.now() < until) {} await new Promise(() => {})');
+    await client.expect('output');
+    client.send({ type: 'interrupt', id });
+    const r = await client.finishExec(id);
+    assert.equal(r.status, 'interrupted');
+    assert.doesNotMatch(r.stream('stderr'), /reset/);
+    assert.equal((await client.exec('stays')).result, '8');
+  });
+
   it('stops while(true){} by terminating the worker, and says the namespace was reset', async () => {
     await client.exec('const lost = 1');
     const id = client.startExec('console.log("spinning"); while (true) {}');
