@@ -78,6 +78,23 @@ class InterruptTest(RunnerTestCase):
             "finally:\n    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})")
         self.assertStillUsable()
 
+    def test_interrupt_swallowed_by_a_finalizer_is_raised_again(self):
+        # Python ignores an exception raised in __del__ or a weakref callback: an
+        # interrupt that lands there is neither lost nor printed, it reaches the loop
+        # (also when user code has its own trace function).
+        for loop in ("class D:\n    def __del__(self):\n        print('d')\n"
+                     "while True:\n    D()",
+                     "import weakref\nclass O:\n    pass\n"
+                     "while True:\n    o = O()\n"
+                     "    ref = weakref.ref(o, lambda r: print('w'))\n    del o",
+                     "import sys\nsys.settrace(lambda *args: None)\n"
+                     "class D:\n    def __del__(self):\n        print('d')\n"
+                     "try:\n    while True:\n        D()\n"
+                     "finally:\n    sys.settrace(None)"):
+            res = self.interrupt_when_started(loop)
+            self.assertNotIn("Exception ignored", res.stream("stderr"))
+        self.assertStillUsable()
+
     def test_interrupt_caught_by_user_code(self):
         exec_id = self.client.start_exec(
             "import time\nprint('started')\n"

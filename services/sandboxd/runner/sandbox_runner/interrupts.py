@@ -9,6 +9,7 @@ import threading
 import time
 
 from .common import INTERRUPT_RESEND_INTERVAL, is_runner_file
+from .swallowed import SwallowedInterrupt
 
 
 _ASYNCIO_DIR = os.path.dirname(asyncio.__file__) + os.sep
@@ -34,7 +35,7 @@ class InterruptController:
     thread blocked sending output) would meet a resent SIGINT in a user frame only by
     chance, so the runner's entry points that user code calls also raise a declined
     interrupt on their way back (returning_to_user_code). One exec gets one
-    KeyboardInterrupt.
+    KeyboardInterrupt, unless Python ignores it in a finalizer (SwallowedInterrupt).
     """
 
     def __init__(self, lock):
@@ -42,10 +43,13 @@ class InterruptController:
         self._main_ident = threading.main_thread().ident
         self._state = None
         self._async_cell = False
+        self._swallowed = SwallowedInterrupt(lambda frame: not self._not_user_frame(frame),
+                                             self._on_swallowed, self._deliver_if_due)
         self.user_code_active = False         # written by the main thread only
 
     def install(self):
         signal.signal(signal.SIGINT, self._on_sigint)
+        self._swallowed.install()
 
     def _on_sigint(self, signum, frame):
         state = self._state
@@ -54,14 +58,37 @@ class InterruptController:
         if frame is not None and self._not_user_frame(frame):
             state.deferred = True
             return
+        self._deliver(state)
+
+    def _deliver(self, state):
         state.delivered = True
-        raise KeyboardInterrupt
+        raise self._swallowed.interrupt()
+
+    def _on_swallowed(self):
+        state = self._state
+        if state is None:
+            return
+        with self._lock:
+            state.delivered = False
+            state.deferred = True
+            start_resender = not state.resender
+            state.resender = True
+        if start_resender:
+            self._start_resender(state)
+
+    def _deliver_if_due(self):
+        state = self._state
+        if state is not None and not state.delivered and self.user_code_active:
+            self._deliver(state)
 
     def _not_user_frame(self, frame):
-        """True for the runner's frames, and asyncio's during a coroutine cell."""
-        filename = frame.f_code.co_filename
-        return is_runner_file(filename) or (self._async_cell and (
-            filename.startswith(_ASYNCIO_DIR) or filename == _SELECTORS_FILE))
+        """True for the runner's frames, a finalizer's that swallowed the interrupt, and
+        asyncio's during a coroutine cell."""
+        code = frame.f_code
+        filename = code.co_filename
+        return is_runner_file(filename) or self._swallowed.is_finalizer(code) or (
+            self._async_cell and (filename.startswith(_ASYNCIO_DIR) or
+                                  filename == _SELECTORS_FILE))
 
     def returning_to_user_code(self):
         """Called by a runner function that user code called, as it returns: raises a
@@ -75,18 +102,19 @@ class InterruptController:
             return
         if self._not_user_frame(sys._getframe(2)):
             return
-        state.delivered = True
-        raise KeyboardInterrupt
+        self._deliver(state)
 
     # -- main thread -------------------------------------------------------------------
 
     def begin(self, state):
         self._state = state
+        self._swallowed.reset()
 
     def end(self, state):
         with self._lock:
             state.finished = True
         self._state = None
+        self._swallowed.reset()
 
     def enter_user_code(self, state, async_cell):
         self._async_cell = async_cell
@@ -94,8 +122,7 @@ class InterruptController:
         # An interrupt that arrived before user code started (say during compile) found
         # nothing to interrupt; honour it now.
         if state.interrupt_requested:
-            state.delivered = True
-            raise KeyboardInterrupt
+            self._deliver(state)
 
     def leave_user_code(self):
         self.user_code_active = False
@@ -128,14 +155,18 @@ class InterruptController:
             except RuntimeError:
                 pass
         if start_resender:
-            threading.Thread(target=self._resend, args=(state,), name="interrupt-resend",
-                             daemon=True).start()
+            self._start_resender(state)
+
+    def _start_resender(self, state):
+        threading.Thread(target=self._resend, args=(state,), name="interrupt-resend",
+                         daemon=True).start()
 
     def _resend(self, state):
         while True:
             time.sleep(INTERRUPT_RESEND_INTERVAL)
             with self._lock:
                 if state.finished or state.delivered:
+                    state.resender = False
                     return
                 resend = state.deferred
                 state.deferred = False

@@ -33,6 +33,7 @@ from .common import (MAX_ARGUMENT_VALUES, MAX_JSON_DEPTH, OUTPUT_FLUSH_DELAY, as
 from .display import Displayer
 from .executor import Executor
 from .output import CapturedStream, OutputCapture
+from .swallowed import SwallowedInterrupt
 from .tool_calls import ToolError, convert_tool_result
 
 WORKSPACE = "/workspace"
@@ -193,7 +194,10 @@ class Host:
         self._stdout = CapturedStream(self.capture, "stdout")
         self._stderr = CapturedStream(self.capture, "stderr")
         self._stdin = None
+        self.swallowed = SwallowedInterrupt(self._is_user_frame, self._on_swallowed,
+                                            self._deliver_if_due)
         signal.signal(signal.SIGINT, self._on_sigint)
+        self.swallowed.install()
 
     def post(self, message):
         self.post_text(json.dumps(message))
@@ -229,9 +233,7 @@ class Host:
         if not state.started:
             return                           # _run reports it as it starts
         current = asyncio.current_task()
-        user_frame = frame is not None and (frame.f_code is _sliced_sleep.__code__ or
-                                            not _host_frame(frame))
-        if current is None or not user_frame:
+        if current is None or frame is None or not self._is_user_frame(frame):
             # In the host's frames: an awaiting cell is cancelled; one whose step is
             # suspended in a stack switch (Pyodide's time.sleep) is not reached by that, so
             # the sleep raises when it resumes (state.deferred).
@@ -241,9 +243,29 @@ class Host:
             return
         if current is state.task:
             state.delivered = True
-            raise KeyboardInterrupt
+            raise self.swallowed.interrupt()
         state.task.cancel()
         raise asyncio.CancelledError()
+
+    def _is_user_frame(self, frame):
+        code = frame.f_code
+        return (code is _sliced_sleep.__code__ or not _host_frame(frame)) and \
+            not self.swallowed.is_finalizer(code)
+
+    # An interrupt Python ignored in a finalizer is due again: at the next line of the
+    # user frame below it (SwallowedInterrupt), or as a sleep slice ends (state.deferred).
+    def _on_swallowed(self):
+        state = self.current
+        if state is not None:
+            state.delivered = False
+            state.deferred = True
+
+    def _deliver_if_due(self):
+        state = self.current
+        if state is not None and not state.delivered and \
+                asyncio.current_task() is state.task:
+            state.delivered = True
+            raise self.swallowed.interrupt()
 
     def _restore_stdio(self):
         sys.stdout, sys.stderr = self._stdout, self._stderr
@@ -254,6 +276,7 @@ class Host:
     def _start(self, m):
         state = ExecState(m["id"])
         self.current = state
+        self.swallowed.reset()
         self._restore_stdio()
         self.capture.begin(self, state.id, m["maxOut"], m.get("maxDisplay", 0))
         state.task = asyncio.ensure_future(self._run(state, m["code"], m["filename"]))
@@ -275,6 +298,7 @@ class Host:
                      "traceback": ""}
         counters = self.capture.finish()
         self.current = None
+        self.swallowed.reset()
         self.calls.fail(state, "the execution ended before the tool result arrived")
         self.post({"t": "done", "id": state.id, "status": status, "result": result,
                    "error": error, "outputBytes": counters["output_bytes"],
@@ -303,7 +327,7 @@ def _sliced_sleep(seconds):
         state = _hosts[0].current if _hosts else None
         if state is not None and state.deferred and not state.delivered:
             state.delivered = True
-            raise KeyboardInterrupt
+            raise _hosts[0].swallowed.interrupt()
         for _ in range(SIGNAL_CHECK_INTERVAL):
             pass
 
