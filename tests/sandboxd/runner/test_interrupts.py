@@ -4,7 +4,7 @@ with a KeyboardInterrupt in user code, and the runner stays usable afterwards.""
 import time
 import unittest
 
-from harness import CATALOG, RunnerTestCase, text_result
+from harness import CATALOG, MIB, RunnerTestCase, text_result
 
 
 class InterruptTest(RunnerTestCase):
@@ -93,6 +93,26 @@ class InterruptTest(RunnerTestCase):
                      "finally:\n    sys.settrace(None)"):
             res = self.interrupt_when_started(loop)
             self.assertNotIn("Exception ignored", res.stream("stderr"))
+        self.assertStillUsable()
+
+    def test_interrupt_is_not_raised_in_a_signal_handler_inside_a_send(self):
+        # While sandboxd does not read, the main thread is blocked sending a large write
+        # and a user signal handler runs inside that send, printing; the interrupt waits
+        # for the write to return (half a frame would break the stream for good).
+        exec_id = self.client.start_exec(
+            "import signal, sys, threading, time\n"
+            "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})\n"
+            "signal.signal(signal.SIGUSR1, lambda signum, frame: print('tick'))\n"
+            "main = threading.main_thread().ident\n"
+            "def kick():\n    while True:\n"
+            "        time.sleep(0.005)\n        signal.pthread_kill(main, signal.SIGUSR1)\n"
+            "threading.Thread(target=kick, daemon=True).start()\n"
+            "while True:\n    sys.stdout.write('x' * 3_000_000)", max_output_bytes=64 * MIB)
+        time.sleep(0.5)
+        self.client.send({"type": "interrupt", "id": exec_id})
+        time.sleep(1)
+        res = self.client.finish_exec(exec_id)
+        self.assertEqual(res.status, "interrupted", res.error)
         self.assertStillUsable()
 
     def test_interrupt_caught_by_user_code(self):

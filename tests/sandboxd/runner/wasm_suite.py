@@ -42,6 +42,12 @@ NOT_APPLICABLE = {
     "test_interrupts.InterruptTest.test_interrupt_reaches_a_print_loop_at_its_next_print":
         "blocks SIGINT with pthread_sigmask (the wasm tier interrupts through Pyodide's "
         "interrupt buffer, which it writes until the exec is done)",
+    "test_interrupts.InterruptTest.test_interrupt_is_not_raised_in_a_signal_handler_inside_a_send":
+        "installs a SIGUSR1 handler and blocks SIGINT (the wasm tier's only signal is the "
+        "interrupt buffer's SIGINT)",
+    "test_user_signals":
+        "signals from outside the runner (the wasm tier's only signal is the interrupt "
+        "buffer's SIGINT)",
     "test_egress":
         "the wasm tier's relay takes egress.sock from sandboxd and serves fetch() over the "
         "worker's egress port, without sockets or proxy variables (runner_js/egress_wasm.test.mjs)",

@@ -9,11 +9,24 @@ import threading
 import time
 
 from .common import INTERRUPT_RESEND_INTERVAL, is_runner_file
+from .protocol import FrameConnection
 from .swallowed import SwallowedInterrupt
+from .user_signals import PausedSignals
 
 
 _ASYNCIO_DIR = os.path.dirname(asyncio.__file__) + os.sep
 _SELECTORS_FILE = __import__("selectors").__file__
+_SEND_CODE = FrameConnection.send_body.__code__
+
+
+def _above_a_send(frame):
+    """True when `frame` runs inside a send of a frame: a signal handler of user code
+    that interrupted it. An exception there would leave half a frame on the socket."""
+    while frame is not None:
+        if frame.f_code is _SEND_CODE:
+            return True
+        frame = frame.f_back
+    return False
 
 
 class InterruptController:
@@ -45,6 +58,7 @@ class InterruptController:
         self._async_cell = False
         self._swallowed = SwallowedInterrupt(lambda frame: not self._not_user_frame(frame),
                                              self._on_swallowed, self._deliver_if_due)
+        self._user_signals = PausedSignals([self._on_sigint])
         self.user_code_active = False         # written by the main thread only
 
     def install(self):
@@ -55,7 +69,7 @@ class InterruptController:
         state = self._state
         if not self.user_code_active or state is None or state.delivered:
             return
-        if frame is not None and self._not_user_frame(frame):
+        if frame is not None and self._cannot_raise_in(frame):
             state.deferred = True
             return
         self._deliver(state)
@@ -76,10 +90,17 @@ class InterruptController:
         if start_resender:
             self._start_resender(state)
 
-    def _deliver_if_due(self):
+    def _deliver_if_due(self, frame):
         state = self._state
-        if state is not None and not state.delivered and self.user_code_active:
-            self._deliver(state)
+        if state is None or state.delivered or not self.user_code_active:
+            return
+        if _above_a_send(frame):
+            state.deferred = True             # the resender goes on until it lands
+            return
+        self._deliver(state)
+
+    def _cannot_raise_in(self, frame):
+        return self._not_user_frame(frame) or _above_a_send(frame)
 
     def _not_user_frame(self, frame):
         """True for the runner's frames, a finalizer's that swallowed the interrupt, and
@@ -94,13 +115,14 @@ class InterruptController:
         """Called by a runner function that user code called, as it returns: raises a
         requested interrupt that has not reached user code yet, as if it came from the
         call. Only on the main thread, and only when the caller (two frames up) is user
-        code: a frame of the runner is never cut in half."""
+        code that no send of the runner runs below: a frame of the runner is never cut in
+        half."""
         state = self._state
         if state is None or not state.interrupt_requested or state.delivered:
             return
         if not self.user_code_active or threading.get_ident() != self._main_ident:
             return
-        if self._not_user_frame(sys._getframe(2)):
+        if self._cannot_raise_in(sys._getframe(2)):
             return
         self._deliver(state)
 
@@ -119,6 +141,7 @@ class InterruptController:
     def enter_user_code(self, state, async_cell):
         self._async_cell = async_cell
         self.user_code_active = True
+        self._user_signals.resume()
         # An interrupt that arrived before user code started (say during compile) found
         # nothing to interrupt; honour it now.
         if state.interrupt_requested:
@@ -126,6 +149,7 @@ class InterruptController:
 
     def leave_user_code(self):
         self.user_code_active = False
+        self._user_signals.pause()
 
     def attach_task(self, state, loop, task):
         with self._lock:

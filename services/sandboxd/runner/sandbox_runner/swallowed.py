@@ -13,8 +13,8 @@ class SwallowedInterrupt:
     - it is not printed, and the owner is told it is pending again (on_swallowed);
     - the finalizer's frames stop counting as user code (is_finalizer) for the rest of
       the exec, so the next interrupt is not raised there again;
-    - a line trace on the nearest user frame below the finalizer calls deliver at that
-      frame's next line, which raises the interrupt there. Only that frame is traced, and
+    - a line trace on the nearest user frame below the finalizer calls deliver(frame) at
+      that frame's next line, which raises the interrupt there. Only that frame is traced, and
       only while user code has no trace function of its own; otherwise the owner's other
       ways of raising an interrupt apply.
 
@@ -25,7 +25,7 @@ class SwallowedInterrupt:
     def __init__(self, is_user_frame, on_swallowed, deliver):
         self._is_user_frame = is_user_frame   # frame -> bool, consults is_finalizer
         self._on_swallowed = on_swallowed     # () -> None: the interrupt is due again
-        self._deliver = deliver               # () -> None: raises it when still due
+        self._deliver = deliver               # frame -> None: raises it there when due
         self._raised = None                   # the KeyboardInterrupt raised in this exec
         self._codes = set()                   # code objects of finalizers that swallowed it
         self._traced_frame = None
@@ -76,7 +76,7 @@ class SwallowedInterrupt:
         if event != "line":
             return self._trace_line
         self._stop_tracing()
-        self._deliver()
+        self._deliver(frame)
         return None
 
     def _stop_tracing(self):
