@@ -163,6 +163,10 @@ class InterruptController:
             state.task = None
 
     # -- any thread --------------------------------------------------------------------
+    # SIGINT is sent under the lock, while the exec is known not to have finished: end()
+    # needs the lock to finish it, so the signal is pending for the main thread before the
+    # exec is over, and the main thread takes it (outside user code: ignored) before it
+    # runs any code of the next exec.
 
     def interrupt(self, state):
         with self._lock:
@@ -172,7 +176,7 @@ class InterruptController:
             loop, task = state.loop, state.task
             start_resender = not state.resender
             state.resender = True
-        signal.pthread_kill(self._main_ident, signal.SIGINT)
+            signal.pthread_kill(self._main_ident, signal.SIGINT)
         if task is not None:
             try:
                 loop.call_soon_threadsafe(task.cancel)
@@ -192,7 +196,6 @@ class InterruptController:
                 if state.finished or state.delivered:
                     state.resender = False
                     return
-                resend = state.deferred
-                state.deferred = False
-            if resend:
-                signal.pthread_kill(self._main_ident, signal.SIGINT)
+                if state.deferred:
+                    state.deferred = False
+                    signal.pthread_kill(self._main_ident, signal.SIGINT)
