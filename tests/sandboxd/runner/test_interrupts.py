@@ -78,22 +78,47 @@ class InterruptTest(RunnerTestCase):
             "finally:\n    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})")
         self.assertStillUsable()
 
+    FINALIZER_LOOPS = {
+        "printing __del__": "class D:\n    def __del__(self):\n        print('d')\n"
+                            "while True:\n    D()",
+        "weakref callback": "import weakref\nclass O:\n    pass\n"
+                            "while True:\n    o = O()\n"
+                            "    ref = weakref.ref(o, lambda r: print('w'))\n    del o",
+        # the finalizer runs the very function the exec loops in
+        "reentrant": "class D:\n    def __del__(self):\n        spin(20000, False)\n"
+                     "def spin(n, make):\n    i = 0\n    while i < n:\n        i += 1\n"
+                     "        if make and i % 100 == 0:\n            D()\n"
+                     "spin(10**15, True)",
+        # the frame the finalizer interrupted returns before its next line
+        "busy __del__ in a call": "class D:\n    def __del__(self):\n"
+                                  "        for i in range(200000):\n            pass\n"
+                                  "def f():\n    D()\nwhile True:\n    f()",
+        "under a trace function of its own": "import sys\nsys.settrace(lambda *args: None)\n"
+                                             "class D:\n    def __del__(self):\n"
+                                             "        for i in range(200000):\n"
+                                             "            pass\n"
+                                             "try:\n    while True:\n        D()\n"
+                                             "finally:\n    sys.settrace(None)",
+    }
+
     def test_interrupt_swallowed_by_a_finalizer_is_raised_again(self):
         # Python ignores an exception raised in __del__ or a weakref callback: an
-        # interrupt that lands there is neither lost nor printed, it reaches the loop
-        # (also when user code has its own trace function).
-        for loop in ("class D:\n    def __del__(self):\n        print('d')\n"
-                     "while True:\n    D()",
-                     "import weakref\nclass O:\n    pass\n"
-                     "while True:\n    o = O()\n"
-                     "    ref = weakref.ref(o, lambda r: print('w'))\n    del o",
-                     "import sys\nsys.settrace(lambda *args: None)\n"
-                     "class D:\n    def __del__(self):\n        print('d')\n"
-                     "try:\n    while True:\n        D()\n"
-                     "finally:\n    sys.settrace(None)"):
-            res = self.interrupt_when_started(loop)
-            self.assertNotIn("Exception ignored", res.stream("stderr"))
+        # interrupt that lands there is neither lost nor printed, it reaches the loop.
+        for name, loop in self.FINALIZER_LOOPS.items():
+            with self.subTest(name):
+                res = self.interrupt_when_started(loop)
+                self.assertNotIn("Exception ignored", res.stream("stderr"))
         self.assertStillUsable()
+
+    def test_interrupt_swallowed_by_a_finalizer_under_an_unraisable_hook_of_its_own(self):
+        # The runner's hook is put back as an exec begins; the one user code set still
+        # gets every other exception a finalizer raises.
+        self.client.exec("import sys\nseen = []\n"
+                         "sys.unraisablehook = lambda u: seen.append(repr(u.exc_value))")
+        self.interrupt_when_started(self.FINALIZER_LOOPS["busy __del__ in a call"])
+        res = self.client.exec("class E:\n    def __del__(self):\n"
+                               "        raise ValueError('from E')\nE()\nseen")
+        self.assertEqual(res.result, '["ValueError(\'from E\')"]')
 
     def test_interrupt_is_not_raised_in_a_signal_handler_inside_a_send(self):
         # While sandboxd does not read, the main thread is blocked sending a large write
@@ -114,6 +139,17 @@ class InterruptTest(RunnerTestCase):
         res = self.client.finish_exec(exec_id)
         self.assertEqual(res.status, "interrupted", res.error)
         self.assertStillUsable()
+
+    def test_no_thread_trace_hook_of_user_code_runs_in_the_resending_thread(self):
+        # The thread that resends SIGINT is the runner's own: a hook that user code sets
+        # for new threads (one that raises would end the thread) does not run in it.
+        self.client.exec(
+            "import sys, threading\nnames = set()\n"
+            "def hook(frame, event, arg):\n"
+            "    names.add(threading.current_thread().name)\n"
+            "threading.settrace(hook)")
+        self.interrupt_when_started("import time\ntime.sleep(100)")
+        self.assertEqual(self.client.exec("time.sleep(0.1)\nsorted(names)").result, "[]")
 
     def test_interrupt_caught_by_user_code(self):
         exec_id = self.client.start_exec(

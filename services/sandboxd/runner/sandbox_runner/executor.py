@@ -155,6 +155,8 @@ class Executor:
         """Fresh namespace (same catalog) and a fresh event loop: tasks the old namespace
         left on the loop must not keep running in later execs."""
         self._new_loop()
+        if self._interrupts is not None:
+            self._interrupts.forget_user_code()
         # The namespace is the __dict__ of a real module registered as __main__, so
         # pickle, `import __main__` and classes defined in cells behave as in a script.
         self.module = types.ModuleType("__main__")

@@ -1,6 +1,7 @@
 """Interrupts: InterruptController turns an `interrupt` frame into a KeyboardInterrupt in
 user code, and never in the runner's own frames."""
 
+import _thread
 import asyncio
 import os
 import signal
@@ -151,6 +152,10 @@ class InterruptController:
         self.user_code_active = False
         self._user_signals.pause()
 
+    def forget_user_code(self):
+        """A `reset`: the signal handlers of the old namespace are not put back."""
+        self._user_signals.forget()
+
     def attach_task(self, state, loop, task):
         with self._lock:
             state.loop, state.task = loop, task
@@ -186,8 +191,9 @@ class InterruptController:
             self._start_resender(state)
 
     def _start_resender(self, state):
-        threading.Thread(target=self._resend, args=(state,), name="interrupt-resend",
-                         daemon=True).start()
+        # A bare thread, as the output flusher's: hooks that user code set with
+        # threading.settrace/setprofile must not run (or raise) in it.
+        _thread.start_new_thread(self._resend, (state,))
 
     def _resend(self, state):
         while True:

@@ -35,6 +35,9 @@ class OutputCapture:
     starts it, so an idle session holds no thread for it. Once `max_output_bytes` have been
     accepted, further output is only counted, which keeps a 100 MB print loop cheap.
     The lock is held while sending so that frames leave in the order the text was written.
+    A signal handler of user code can run inside that send, on the thread that holds the
+    lock; what it writes then waits for the next flush (a nested flush would wait for the
+    socket's own lock, which that thread holds).
 
     Displays (rich outputs, display.py) are `["display", {mime: data}]` chunks among the
     text ones, so they keep their place relative to prints. They have a budget of their
@@ -58,6 +61,7 @@ class OutputCapture:
         self.displays = 0
         self.displays_dropped = 0
         self._flusher_running = False
+        self._sending = False                # a flush is sending, on the lock's owner
 
     def _start_flusher(self):
         """Starts the flusher thread (the lock is held). A bare thread: starting it does not
@@ -155,6 +159,15 @@ class OutputCapture:
             self._flush_locked()
 
     def _flush_locked(self):
+        if self._sending:
+            return          # output of a signal handler that runs inside the send below
+        self._sending = True
+        try:
+            self._send_chunks()
+        finally:
+            self._sending = False
+
+    def _send_chunks(self):
         chunks = self._chunks
         self._chunks = []
         self._buffered = 0

@@ -8,15 +8,18 @@ class SwallowedInterrupt:
     """Python ignores an exception raised in a finalizer (__del__, a weakref callback) and
     hands it to sys.unraisablehook: an interrupt raised while a finalizer runs would be
     lost, and printed with the runner's frames. The hook installed here takes back the
-    exec's own KeyboardInterrupt (any other exception goes to Python's default hook):
+    exec's own KeyboardInterrupt; any other exception goes to the hook it replaced (one
+    that user code set is kept for that, and the runner's is put back as an exec begins):
 
     - it is not printed, and the owner is told it is pending again (on_swallowed);
-    - the finalizer's frames stop counting as user code (is_finalizer) for the rest of
-      the exec, so the next interrupt is not raised there again;
+    - the finalizer's own code stops counting as user code (is_finalizer) for the rest of
+      the exec, so the next interrupt is not raised there again (what the finalizer
+      calls still counts: the same function may be the one the exec loops in);
     - a line trace on the nearest user frame below the finalizer calls deliver(frame) at
-      that frame's next line, which raises the interrupt there. Only that frame is traced, and
-      only while user code has no trace function of its own; otherwise the owner's other
-      ways of raising an interrupt apply.
+      that frame's next line, which raises the interrupt there; when that frame returns
+      first, the trace moves on to its caller. Only that frame is traced: a `sys.settrace`
+      hook for the other frames is set only while user code has none of its own (its own
+      already makes Python report the traced frame's lines).
 
     The owner raises every interrupt with `raise swallowed.interrupt()`, and calls reset()
     when an exec begins and ends. Used on the main thread only.
@@ -29,11 +32,17 @@ class SwallowedInterrupt:
         self._raised = None                   # the KeyboardInterrupt raised in this exec
         self._codes = set()                   # code objects of finalizers that swallowed it
         self._traced_frame = None
+        self._frame_trace_before = None       # the traced frame's own f_trace
+        self._hook = self._on_unraisable
+        self._fallback = sys.__unraisablehook__
         self._trace_line = self._on_trace_line
         self._trace_calls = self._on_trace_call
 
     def install(self):
-        sys.unraisablehook = self._on_unraisable
+        hook = getattr(sys, "unraisablehook", None)
+        if hook is not self._hook:
+            self._fallback = hook or sys.__unraisablehook__
+            sys.unraisablehook = self._hook
 
     def interrupt(self):
         """A new KeyboardInterrupt for the owner to raise, remembered by the hook."""
@@ -48,41 +57,47 @@ class SwallowedInterrupt:
         self._raised = None
         self._codes.clear()
         self._stop_tracing()
+        self.install()
 
     def _on_unraisable(self, unraisable):
         if self._raised is None or unraisable.exc_value is not self._raised:
-            sys.__unraisablehook__(unraisable)
+            self._fallback(unraisable)
             return
         self._raised = None
         tb = unraisable.exc_traceback
-        while tb is not None:
-            if self._is_user_frame(tb.tb_frame):
-                self._codes.add(tb.tb_frame.f_code)
-            tb = tb.tb_next
+        if tb is not None and self._is_user_frame(tb.tb_frame):
+            self._codes.add(tb.tb_frame.f_code)
         self._on_swallowed()
-        frame = sys._getframe(1)              # the frame the finalizer interrupted
+        if self._traced_frame is None:
+            self._trace(sys._getframe(1))     # the frame the finalizer interrupted
+
+    def _trace(self, frame):
         while frame is not None and not self._is_user_frame(frame):
             frame = frame.f_back
-        if frame is None or self._traced_frame is not None or sys.gettrace() is not None:
+        if frame is None:
             return
         self._traced_frame = frame
+        self._frame_trace_before = frame.f_trace
         frame.f_trace = self._trace_line
-        sys.settrace(self._trace_calls)
+        if sys.gettrace() is None:
+            sys.settrace(self._trace_calls)
 
     def _on_trace_call(self, frame, event, arg):
         return None                           # no other frame is traced
 
     def _on_trace_line(self, frame, event, arg):
-        if event != "line":
-            return self._trace_line
-        self._stop_tracing()
-        self._deliver(frame)
+        if event == "line":
+            self._stop_tracing()
+            self._deliver(frame)
+        elif event == "return" and frame is self._traced_frame:
+            self._stop_tracing()
+            self._trace(frame.f_back)
         return None
 
     def _stop_tracing(self):
         frame, self._traced_frame = self._traced_frame, None
         if frame is None:
             return
-        frame.f_trace = None
+        frame.f_trace, self._frame_trace_before = self._frame_trace_before, None
         if sys.gettrace() == self._trace_calls:
             sys.settrace(None)

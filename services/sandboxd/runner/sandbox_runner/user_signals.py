@@ -2,7 +2,6 @@
 
 import _signal                                # signal's C functions: no enum conversions
 import signal
-import threading
 
 
 class PausedSignals:
@@ -10,31 +9,35 @@ class PausedSignals:
     handler in whatever frame the main thread is in. A handler user code installed that
     prints or raises there (say while the runner waits to send a `done` frame) would
     break the runner's own frames and lose the exec's `done`. So pause() swaps every
-    Python handler that is not the runner's own for one that only notes the signal, and
-    resume() puts them back and sends the noted signals to the main thread again: a
-    signal that came between execs is handled as the next exec starts, in its code.
-    Main thread only."""
+    Python handler that is not the runner's own for one that does nothing, and resume()
+    puts them back: a signal that comes while no exec runs is dropped, as a timer's tick
+    would be if nothing listened. (A handler that does nothing, not SIG_IGN: an ignored
+    SIGCHLD would have the kernel reap the children of user code.)
+
+    forget() drops the paused handlers for good (a `reset` replaced the namespace they
+    belong to); the do-nothing handler stays, so a timer the old namespace left running
+    cannot end the runner with the signal's default action. Main thread only."""
 
     def __init__(self, own_handlers):
-        self._own = [*own_handlers, self._note]  # handlers of the runner, kept
+        self._own = [*own_handlers, self._drop]  # handlers of the runner, kept
         self._signals = sorted(_signal.valid_signals())
         self._paused = {}                     # signum -> the user handler it replaced
-        self._noted = set()
 
     def pause(self):
-        for signum in self._signals:          # 3 us: signal.getsignal would take 80
+        for signum in self._signals:          # 2 us: signal.getsignal would take 80
             handler = _signal.getsignal(signum)
             if callable(handler) and handler not in self._own:
                 self._paused[signum] = handler
-                signal.signal(signum, self._note)
+                signal.signal(signum, self._drop)
 
     def resume(self):
         paused, self._paused = self._paused, {}
         for signum, handler in paused.items():
             signal.signal(signum, handler)
-        noted, self._noted = self._noted, set()
-        for signum in sorted(noted):
-            signal.pthread_kill(threading.main_thread().ident, signum)
 
-    def _note(self, signum, frame):
-        self._noted.add(signum)
+    def forget(self):
+        self._paused = {}
+
+    @staticmethod
+    def _drop(signum, frame):
+        pass
