@@ -93,6 +93,18 @@ class InterruptTest(RunnerTestCase):
         "busy __del__ in a call": "class D:\n    def __del__(self):\n"
                                   "        for i in range(200000):\n            pass\n"
                                   "def f():\n    D()\nwhile True:\n    f()",
+        # the frames the interrupt can land in start after the finalizer swallowed it
+        "generator a builtin consumes": "class D:\n    def __del__(self):\n"
+                                        "        for i in range(200000):\n            pass\n"
+                                        "def g():\n    while True:\n        yield D() and 0\n"
+                                        "sum(g())",
+        "repr of the trailing expression": "class D:\n    def __init__(self, n):\n"
+                                           "        self.n = n\n    def __del__(self):\n"
+                                           "        for i in range(self.n):\n"
+                                           "            pass\nclass R:\n"
+                                           "    def __repr__(self):\n        while True:\n"
+                                           "            D(300000)\n"
+                                           "(D(10**8), R())[1]",
         "under a trace function of its own": "import sys\nsys.settrace(lambda *args: None)\n"
                                              "class D:\n    def __del__(self):\n"
                                              "        for i in range(200000):\n"
@@ -119,6 +131,13 @@ class InterruptTest(RunnerTestCase):
         res = self.client.exec("class E:\n    def __del__(self):\n"
                                "        raise ValueError('from E')\nE()\nseen")
         self.assertEqual(res.result, '["ValueError(\'from E\')"]')
+
+    def test_interrupt_swallowed_by_a_finalizer_under_an_unraisable_hook_that_fails(self):
+        self.client.exec("import sys\nsys.unraisablehook = 5")
+        self.interrupt_when_started(
+            "class D:\n    def __del__(self):\n        for i in range(200000):\n"
+            "            pass\n        raise ValueError('from D')\n"
+            "def f():\n    D()\nwhile True:\n    f()")
 
     def test_interrupt_is_not_raised_in_a_signal_handler_inside_a_send(self):
         # While sandboxd does not read, the main thread is blocked sending a large write

@@ -69,6 +69,28 @@ class UserSignalTest(RunnerTestCase):
         self.assertEqual(res.status, "ok", res.error)
         self.assertEqual(res.stream("stdout").count("y" * 9000), int(res.result))
 
+    def test_a_reset_gives_sigint_back_to_the_runner(self):
+        for handler in ("lambda signum, frame: None", "signal.default_int_handler",
+                        "signal.SIG_DFL", "signal.SIG_IGN"):
+            with self.subTest(handler):
+                self.client.exec(f"import signal\nsignal.signal(signal.SIGINT, {handler})")
+                self.client.reset()
+                exec_id = self.client.start_exec("print('started')\nwhile True:\n    pass")
+                self.client.expect("output")
+                self.client.send({"type": "interrupt", "id": exec_id})
+                self.assertEqual(self.client.finish_exec(exec_id).status, "interrupted")
+
+    def test_a_handler_is_told_apart_without_its_own_methods(self):
+        # pause() must not call __eq__ or __hash__ of a handler user code installed
+        self.client.exec(
+            "import signal\nclass H:\n    def __call__(self, signum, frame):\n        pass\n"
+            "    def __eq__(self, other):\n        raise ValueError('eq')\n"
+            "    def __hash__(self):\n        raise ValueError('hash')\n"
+            "signal.signal(signal.SIGUSR1, H())")
+        self.assertEqual(self.client.exec("1 + 1").result, "2")
+        self.assertEqual(self.client.exec("type(signal.getsignal(signal.SIGUSR1)).__name__")
+                         .result, "'H'")
+
     def test_a_handler_of_its_own_is_left_alone(self):
         res = self.client.exec(
             "import os, signal\nseen = []\n"

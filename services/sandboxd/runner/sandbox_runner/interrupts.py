@@ -59,11 +59,12 @@ class InterruptController:
         self._async_cell = False
         self._swallowed = SwallowedInterrupt(lambda frame: not self._not_user_frame(frame),
                                              self._on_swallowed, self._deliver_if_due)
-        self._user_signals = PausedSignals([self._on_sigint])
+        self._sigint = self._on_sigint        # the one bound method installed
+        self._user_signals = PausedSignals(self._sigint)
         self.user_code_active = False         # written by the main thread only
 
     def install(self):
-        signal.signal(signal.SIGINT, self._on_sigint)
+        signal.signal(signal.SIGINT, self._sigint)
         self._swallowed.install()
 
     def _on_sigint(self, signum, frame):

@@ -9,7 +9,8 @@ class SwallowedInterrupt:
     hands it to sys.unraisablehook: an interrupt raised while a finalizer runs would be
     lost, and printed with the runner's frames. The hook installed here takes back the
     exec's own KeyboardInterrupt; any other exception goes to the hook it replaced (one
-    that user code set is kept for that, and the runner's is put back as an exec begins):
+    that user code set is kept for that, and the runner's is put back as an exec begins;
+    when that hook fails, Python's default one reports the exception instead):
 
     - it is not printed, and the owner is told it is pending again (on_swallowed);
     - the finalizer's own code stops counting as user code (is_finalizer) for the rest of
@@ -17,9 +18,12 @@ class SwallowedInterrupt:
       calls still counts: the same function may be the one the exec loops in);
     - a line trace on the nearest user frame below the finalizer calls deliver(frame) at
       that frame's next line, which raises the interrupt there; when that frame returns
-      first, the trace moves on to its caller. Only that frame is traced: a `sys.settrace`
-      hook for the other frames is set only while user code has none of its own (its own
-      already makes Python report the traced frame's lines).
+      first, the trace moves on to its caller. While user code has no trace function of
+      its own, a `sys.settrace` hook also traces every user frame that starts or resumes
+      meanwhile (a generator a builtin consumes, a repr the runner calls), and the first
+      line of any of them raises it. With a trace function of its own, only the one frame
+      is traced (its hook already makes Python report that frame's lines); raising from
+      a trace function makes Python drop that hook.
 
     The owner raises every interrupt with `raise swallowed.interrupt()`, and calls reset()
     when an exec begins and ends. Used on the main thread only.
@@ -61,7 +65,10 @@ class SwallowedInterrupt:
 
     def _on_unraisable(self, unraisable):
         if self._raised is None or unraisable.exc_value is not self._raised:
-            self._fallback(unraisable)
+            try:
+                self._fallback(unraisable)
+            except BaseException:             # Python would report this from C, where
+                sys.__unraisablehook__(unraisable)  # an interrupt raised is lost
             return
         self._raised = None
         tb = unraisable.exc_traceback
@@ -83,16 +90,22 @@ class SwallowedInterrupt:
             sys.settrace(self._trace_calls)
 
     def _on_trace_call(self, frame, event, arg):
-        return None                           # no other frame is traced
+        if self._traced_frame is not None and self._is_user_frame(frame):
+            return self._trace_line
+        return None
 
     def _on_trace_line(self, frame, event, arg):
-        if event == "line":
+        if self._traced_frame is None:
+            return None                       # a frame traced before the interrupt landed
+        if event == "line" and self._is_user_frame(frame):
             self._stop_tracing()
             self._deliver(frame)
-        elif event == "return" and frame is self._traced_frame:
+            return None
+        if event == "return" and frame is self._traced_frame:
             self._stop_tracing()
             self._trace(frame.f_back)
-        return None
+            return None
+        return self._trace_line
 
     def _stop_tracing(self):
         frame, self._traced_frame = self._traced_frame, None

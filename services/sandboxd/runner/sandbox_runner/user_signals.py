@@ -16,28 +16,34 @@ class PausedSignals:
 
     forget() drops the paused handlers for good (a `reset` replaced the namespace they
     belong to); the do-nothing handler stays, so a timer the old namespace left running
-    cannot end the runner with the signal's default action. Main thread only."""
+    cannot end the runner with the signal's default action, and SIGINT gets the runner's
+    own handler back whatever user code made of it.
 
-    def __init__(self, own_handlers):
-        self._own = [*own_handlers, self._drop]  # handlers of the runner, kept
+    Handlers are told apart by identity and set through _signal: no method of a user
+    object (__eq__, __hash__) runs here. Main thread only."""
+
+    def __init__(self, sigint_handler):
+        self._sigint = sigint_handler         # the runner's, exactly as installed
         self._signals = sorted(_signal.valid_signals())
         self._paused = {}                     # signum -> the user handler it replaced
 
     def pause(self):
         for signum in self._signals:          # 2 us: signal.getsignal would take 80
             handler = _signal.getsignal(signum)
-            if callable(handler) and handler not in self._own:
+            if callable(handler) and handler is not self._sigint and \
+                    handler is not _drop:
                 self._paused[signum] = handler
-                signal.signal(signum, self._drop)
+                _signal.signal(signum, _drop)
 
     def resume(self):
         paused, self._paused = self._paused, {}
         for signum, handler in paused.items():
-            signal.signal(signum, handler)
+            _signal.signal(signum, handler)
 
     def forget(self):
         self._paused = {}
+        _signal.signal(signal.SIGINT, self._sigint)
 
-    @staticmethod
-    def _drop(signum, frame):
-        pass
+
+def _drop(signum, frame):
+    """The handler of a user signal while no exec runs."""
