@@ -7,7 +7,7 @@ import signal
 import time
 import unittest
 
-from harness import MIB, RunnerTestCase
+from harness import CATALOG, MIB, RunnerTestCase, text_result
 
 
 class UserSignalTest(RunnerTestCase):
@@ -68,6 +68,28 @@ class UserSignalTest(RunnerTestCase):
             "time.sleep(0.6)\ncalls", max_output_bytes=64 * MIB)
         self.assertEqual(res.status, "ok", res.error)
         self.assertEqual(res.stream("stdout").count("y" * 9000), int(res.result))
+
+    def test_a_handler_that_prints_while_a_tool_call_is_sent_loses_nothing(self):
+        # sandboxd does not read: the main thread is blocked sending a large tool_call
+        # frame, the flusher waits for that send holding the output lock, and the
+        # handler on the main thread prints.
+        self.client.set_catalog(CATALOG)
+        exec_id = self.client.start_exec(
+            "import signal, threading, time\ncalls = 0\n"
+            "def handler(signum, frame):\n    global calls\n    calls += 1\n"
+            "    print('y' * 10)\n"
+            "signal.signal(signal.SIGUSR1, handler)\n"
+            "main = threading.main_thread().ident\n"
+            "def kick():\n    for _ in range(100):\n"
+            "        time.sleep(0.01)\n        signal.pthread_kill(main, signal.SIGUSR1)\n"
+            "threading.Thread(target=kick).start()\n"
+            "await mcp_everything.echo(message='m' * 10_000_000)\ncalls",
+            max_output_bytes=64 * MIB)
+        time.sleep(1.5)
+        res = self.client.finish_exec(
+            exec_id, on_tool_call=lambda frame: {"ok": True, "result": text_result("x")})
+        self.assertEqual(res.status, "ok", res.error)
+        self.assertEqual(res.stream("stdout").count("y" * 10), int(res.result))
 
     def test_a_reset_gives_sigint_back_to_the_runner(self):
         for handler in ("lambda signum, frame: None", "signal.default_int_handler",

@@ -35,9 +35,11 @@ class OutputCapture:
     starts it, so an idle session holds no thread for it. Once `max_output_bytes` have been
     accepted, further output is only counted, which keeps a 100 MB print loop cheap.
     The lock is held while sending so that frames leave in the order the text was written.
-    A signal handler of user code can run inside that send, on the thread that holds the
-    lock; what it writes then waits for the next flush (a nested flush would wait for the
-    socket's own lock, which that thread holds).
+    A signal handler of user code can run inside a send of the connection (any frame, on
+    the thread that holds the socket's lock). What it writes then waits for the next
+    flush: a flush there would wait for the socket's lock its own thread holds, and when
+    another thread holds this lock (the flusher, waiting for that same send), the write
+    is queued without waiting for it (_nested) and taken in by the next write or flush.
 
     Displays (rich outputs, display.py) are `["display", {mime: data}]` chunks among the
     text ones, so they keep their place relative to prints. They have a budget of their
@@ -61,7 +63,7 @@ class OutputCapture:
         self.displays = 0
         self.displays_dropped = 0
         self._flusher_running = False
-        self._sending = False                # a flush is sending, on the lock's owner
+        self._nested = []                    # writes of a handler inside a send
 
     def _start_flusher(self):
         """Starts the flusher thread (the lock is held). A bare thread: starting it does not
@@ -87,6 +89,7 @@ class OutputCapture:
     def finish(self):
         """Flush everything and stop capturing; returns the `done` frame's counters."""
         with self._lock:
+            self._take_nested_locked()
             self._flush_locked()
             self._active = False
             self._conn = None
@@ -96,51 +99,84 @@ class OutputCapture:
     def display(self, bundle):
         """Queue one display ({mime: str}) in order with the text around it."""
         size = len(json.dumps(bundle, ensure_ascii=False).encode("utf-8", "replace"))
-        with self._lock:
-            if not self._active:
-                return
-            if size > self._display_budget:
-                self.displays_dropped += 1
-                self.write("stderr", f"[display dropped: its {size} bytes are over the "
-                                     f"{self._display_budget} bytes left of this "
-                                     f"execution's display cap]\n")
-                return
-            self._display_budget -= size
-            self.displays += 1
-            self._chunks.append(["display", bundle])
-            self._buffered_locked(size)
+        if not self._acquire(lambda: self._display_locked(bundle, size)):
+            return
+        try:
+            self._take_nested_locked()
+            self._display_locked(bundle, size)
+        finally:
+            self._lock.release()
+
+    def _display_locked(self, bundle, size):
+        if not self._active:
+            return
+        if size > self._display_budget:
+            self.displays_dropped += 1
+            self.write("stderr", f"[display dropped: its {size} bytes are over the "
+                                 f"{self._display_budget} bytes left of this "
+                                 f"execution's display cap]\n")
+            return
+        self._display_budget -= size
+        self.displays += 1
+        self._chunks.append(["display", bundle])
+        self._buffered_locked(size)
 
     def flush(self):
         with self._lock:
+            self._take_nested_locked()
             self._flush_locked()
 
     def write(self, stream, text):
         if not text:
             return
         text, size = _utf8(text)
-        with self._lock:
-            if not self._active:
-                return                        # writes outside an exec are dropped
-            self.output_bytes += size
-            if self._budget <= 0:
-                self.dropped_bytes += size
-                return
-            if size > self._budget:
-                kept = text[:self._budget] if text.isascii() else \
-                    text.encode("utf-8")[:self._budget].decode("utf-8", "ignore")
-                kept_size = len(kept.encode("utf-8"))
-                self.dropped_bytes += size - kept_size
-                text, size = kept, kept_size
-                self._budget = 0
-            else:
-                self._budget -= size
-            if not text:
-                return
-            if self._chunks and self._chunks[-1][0] == stream:
-                self._chunks[-1][1].append(text)
-            else:
-                self._chunks.append([stream, [text]])
-            self._buffered_locked(size)
+        if not self._acquire(lambda: self._write_locked(stream, text, size)):
+            return
+        try:
+            self._take_nested_locked()
+            self._write_locked(stream, text, size)
+        finally:
+            self._lock.release()
+
+    def _acquire(self, nested_write):
+        """Take the lock; inside a send of this thread (a signal handler), only if it is
+        free at once: else queue `nested_write` for the lock's next holder and say no."""
+        conn = self._conn
+        if conn is None or conn.sending_thread != threading.get_ident():
+            self._lock.acquire()
+            return True
+        if self._lock.acquire(blocking=False):
+            return True
+        self._nested.append(nested_write)
+        return False
+
+    def _take_nested_locked(self):
+        while self._nested:
+            self._nested.pop(0)()
+
+    def _write_locked(self, stream, text, size):
+        if not self._active:
+            return                        # writes outside an exec are dropped
+        self.output_bytes += size
+        if self._budget <= 0:
+            self.dropped_bytes += size
+            return
+        if size > self._budget:
+            kept = text[:self._budget] if text.isascii() else \
+                text.encode("utf-8")[:self._budget].decode("utf-8", "ignore")
+            kept_size = len(kept.encode("utf-8"))
+            self.dropped_bytes += size - kept_size
+            text, size = kept, kept_size
+            self._budget = 0
+        else:
+            self._budget -= size
+        if not text:
+            return
+        if self._chunks and self._chunks[-1][0] == stream:
+            self._chunks[-1][1].append(text)
+        else:
+            self._chunks.append([stream, [text]])
+        self._buffered_locked(size)
 
     def _buffered_locked(self, size):
         """`size` more bytes wait: wake the flusher on the first, flush when enough."""
@@ -159,15 +195,9 @@ class OutputCapture:
             self._flush_locked()
 
     def _flush_locked(self):
-        if self._sending:
-            return          # output of a signal handler that runs inside the send below
-        self._sending = True
-        try:
-            self._send_chunks()
-        finally:
-            self._sending = False
-
-    def _send_chunks(self):
+        conn = self._conn
+        if conn is not None and conn.sending_thread == threading.get_ident():
+            return          # a signal handler that runs inside a send of this thread
         chunks = self._chunks
         self._chunks = []
         self._buffered = 0

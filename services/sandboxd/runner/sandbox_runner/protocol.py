@@ -50,6 +50,8 @@ class FrameConnection:
     def __init__(self, sock):
         self._sock = sock
         self._send_lock = threading.Lock()   # the one lock for all writes to this socket
+        self.sending_thread = None           # ident of the thread inside a send (a signal
+                                             # handler on it must not wait for that send)
         self.alive = True
 
     def send(self, frame, fds=()):
@@ -65,6 +67,7 @@ class FrameConnection:
         with self._send_lock:
             if not self.alive:
                 return False
+            self.sending_thread = threading.get_ident()
             try:
                 if fds:
                     data = data[socket.send_fds(self._sock, [data], list(fds)):]
@@ -73,6 +76,8 @@ class FrameConnection:
             except OSError:
                 self.close()
                 return False
+            finally:
+                self.sending_thread = None
         return True
 
     def read_frame(self):

@@ -183,6 +183,8 @@ class ExecState:
 
 
 class Host:
+    sending_thread = None                    # as FrameConnection's: posts never block
+
     def __init__(self, post_text):
         self.post_text = post_text
         self.current = None
