@@ -62,6 +62,16 @@ class OutputTest(RunnerTestCase):
         self.assertEqual(res.done["output_bytes"], 200)
         self.assertEqual(res.done["dropped_bytes"], 150)
 
+    def test_output_cap_holds_a_str_subclass_to_its_real_size(self):
+        res = self.client.exec(
+            "import sys\nclass S(str):\n    def isascii(self):\n        return True\n"
+            "    def __len__(self):\n        return 1\n"
+            "sys.stdout.write(S('é' * 1000))\nprint(S('y' * 1000))", max_output_bytes=100)
+        self.assertOk(res)
+        self.assertEqual(res.stream("stdout"), "é" * 50)
+        self.assertEqual((res.done["output_bytes"], res.done["dropped_bytes"]),
+                         (2000 + 1001, 2000 + 1001 - 100))
+
     def test_huge_output_is_dropped_cheaply(self):
         res = self.client.exec(
             "import sys\n"

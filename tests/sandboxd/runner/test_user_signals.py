@@ -3,6 +3,7 @@ between execs is dropped, never handled in the runner's own frames, and a `reset
 none of the old namespace's handlers back."""
 
 import os
+import re
 import signal
 import time
 import unittest
@@ -90,6 +91,81 @@ class UserSignalTest(RunnerTestCase):
             exec_id, on_tool_call=lambda frame: {"ok": True, "result": text_result("x")})
         self.assertEqual(res.status, "ok", res.error)
         self.assertEqual(res.stream("stdout").count("y" * 10), int(res.result))
+
+    def test_a_handler_that_prints_during_a_flush_keeps_every_write_whole(self):
+        # Timer ticks land anywhere in the main thread's writes of 3 MB: before a send
+        # takes the socket's lock, between the frames of one flush, inside a send.
+        for interval in (0.0002, 0.002):
+            with self.subTest(interval=interval):
+                res = self.client.exec(
+                    "import signal, sys\ncalls = 0\n"
+                    "def handler(signum, frame):\n    global calls\n    if calls < 2000:\n"
+                    "        calls += 1\n        sys.stdout.write('B' * 9000)\n"
+                    "signal.signal(signal.SIGALRM, handler)\n"
+                    f"signal.setitimer(signal.ITIMER_REAL, {interval}, {interval})\n"
+                    "for _ in range(5):\n    sys.stdout.write('\\n' + 'A' * 3_000_000 + '\\n')\n"
+                    "signal.setitimer(signal.ITIMER_REAL, 0)\ncalls",
+                    max_output_bytes=200 * MIB, timeout=60)
+                self.assertEqual(res.status, "ok", res.error)
+                out = res.stream("stdout")
+                self.assertEqual(out.count("B" * 9000), int(res.result))
+                self.assertEqual([len(run) for run in re.findall("A+", out)], [3_000_000] * 5)
+
+    def test_output_written_before_a_handler_raises_is_not_lost(self):
+        # The alarm-timeout pattern: the handler raises while the write is being sent.
+        for _ in range(3):
+            res = self.client.exec(
+                "import signal, sys, time\n"
+                "def timeout(signum, frame):\n    raise TimeoutError('t')\n"
+                "signal.signal(signal.SIGALRM, timeout)\ndata = 'A' * 32_000_000\n"
+                "signal.setitimer(signal.ITIMER_REAL, 0.003)\n"
+                "try:\n    sys.stdout.write(data)\n    time.sleep(1)\n"
+                "except TimeoutError:\n    pass\nprint('END')", max_output_bytes=64 * MIB)
+            self.assertEqual(res.status, "ok", res.error)
+            self.assertEqual((res.done["output_bytes"], res.done["dropped_bytes"]),
+                             (32_000_004, 0))
+            self.assertEqual(res.stream("stdout"), "A" * 32_000_000 + "END\n")
+
+    def test_a_handler_that_raises_during_writes_gets_only_its_own_exception(self):
+        res = self.client.exec(
+            "import collections, signal, sys\nclass E(Exception):\n    pass\n"
+            "armed = False\nerrors = collections.Counter()\n"
+            "def handler(signum, frame):\n    global armed\n    if armed:\n"
+            "        armed = False\n        raise E\n"
+            "signal.signal(signal.SIGALRM, handler)\n"
+            "signal.setitimer(signal.ITIMER_REAL, 0.0001, 0.0001)\n"
+            "for _ in range(3000):\n    try:\n        armed = True\n"
+            "        sys.stdout.write('x' * 20000)\n        armed = False\n"
+            "    except E:\n        pass\n"
+            "    except BaseException as exc:\n        armed = False\n"
+            "        errors[f'{type(exc).__name__}: {exc}'] += 1\n"
+            "armed = False\nsignal.setitimer(signal.ITIMER_REAL, 0)\ndict(errors)",
+            max_output_bytes=100 * MIB, timeout=120)
+        self.assertEqual((res.status, res.result), ("ok", "{}"), res.error)
+        self.assertEqual(len(res.stream("stdout")),
+                         res.done["output_bytes"] - res.done["dropped_bytes"])
+
+    def test_a_handler_that_writes_while_the_main_thread_waits_is_held_to_the_budget(self):
+        # Every write of the handler comes while the main thread is inside the capture.
+        res = self.client.exec(
+            "import signal, sys\ndone = False\n"
+            "def handler(signum, frame):\n    global done\n"
+            "    caller = sys._getframe(1)\n"
+            "    while caller and caller.f_code.co_name not in ('_run', '_run_locked'):\n"
+            "        caller = caller.f_back\n"
+            "    if done or caller is None:\n        return\n    done = True\n"
+            "    for _ in range(3_000_000):\n        sys.stdout.write('ab')\n"
+            "signal.signal(signal.SIGALRM, handler)\n"
+            "signal.setitimer(signal.ITIMER_REAL, 0.001, 0.001)\n"
+            "while not done:\n    sys.stdout.write('x' * 100)\n"
+            "signal.setitimer(signal.ITIMER_REAL, 0)", max_output_bytes=MIB, timeout=120)
+        self.assertEqual(res.status, "ok", res.error)
+        with open(f"/proc/{self.proc.pid}/status") as status:
+            peak_kib = int(re.search(r"VmHWM:\s+(\d+)", status.read()).group(1))
+        self.assertLess(peak_kib, 100 * 1024)
+        self.assertGreaterEqual(res.done["output_bytes"], 6_000_000)
+        self.assertEqual(len(res.stream("stdout")),
+                         res.done["output_bytes"] - res.done["dropped_bytes"])
 
     def test_a_reset_gives_sigint_back_to_the_runner(self):
         for handler in ("lambda signum, frame: None", "signal.default_int_handler",

@@ -10,24 +10,13 @@ import threading
 import time
 
 from .common import INTERRUPT_RESEND_INTERVAL, is_runner_file
-from .protocol import FrameConnection
+from .protocol import sending_here
 from .swallowed import SwallowedInterrupt
 from .user_signals import PausedSignals
 
 
 _ASYNCIO_DIR = os.path.dirname(asyncio.__file__) + os.sep
 _SELECTORS_FILE = __import__("selectors").__file__
-_SEND_CODE = FrameConnection.send_body.__code__
-
-
-def _above_a_send(frame):
-    """True when `frame` runs inside a send of a frame: a signal handler of user code
-    that interrupted it. An exception there would leave half a frame on the socket."""
-    while frame is not None:
-        if frame.f_code is _SEND_CODE:
-            return True
-        frame = frame.f_back
-    return False
 
 
 class InterruptController:
@@ -96,13 +85,13 @@ class InterruptController:
         state = self._state
         if state is None or state.delivered or not self.user_code_active:
             return
-        if _above_a_send(frame):
+        if sending_here():
             state.deferred = True             # the resender goes on until it lands
             return
         self._deliver(state)
 
     def _cannot_raise_in(self, frame):
-        return self._not_user_frame(frame) or _above_a_send(frame)
+        return self._not_user_frame(frame) or sending_here()
 
     def _not_user_frame(self, frame):
         """True for the runner's frames, a finalizer's that swallowed the interrupt, and
@@ -152,6 +141,10 @@ class InterruptController:
     def leave_user_code(self):
         self.user_code_active = False
         self._user_signals.pause()
+
+    def user_handlers_installed(self):
+        """True while user code has a signal handler of its own (main thread)."""
+        return self._user_signals.any_installed()
 
     def forget_user_code(self):
         """A `reset`: the signal handlers of the old namespace are not put back."""

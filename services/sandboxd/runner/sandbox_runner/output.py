@@ -4,6 +4,7 @@ batched into `output` frames (OutputCapture), and the stream objects it writes t
 
 import _thread
 import codecs
+import collections
 import io
 import json
 import threading
@@ -11,6 +12,10 @@ import time
 
 from .common import (OUTPUT_FLUSH_BYTES, OUTPUT_FLUSH_DELAY, OUTPUT_FLUSHER_IDLE,
                      OUTPUT_FRAME_CHARS, log)
+from .protocol import sending_here
+
+_MAIN_THREAD = threading.main_thread().ident
+NESTED_ENTRY_BYTES = 256                     # what a queued write costs at least, in memory
 
 
 def _utf8(text):
@@ -28,18 +33,27 @@ class OutputCapture:
     """Collects what user code writes to sys.stdout / sys.stderr during one exec.
 
     Chunks are kept in write order, consecutive writes to the same stream are merged, and
-    an `output` frame goes out when OUTPUT_FLUSH_BYTES are buffered (by the writing thread:
-    that gives natural backpressure), OUTPUT_FLUSH_DELAY after the first unflushed write
-    (by the flusher thread), and before `done` (finish). The flusher runs only while
-    output waits or has waited within OUTPUT_FLUSHER_IDLE: the first write that waits
-    starts it, so an idle session holds no thread for it. Once `max_output_bytes` have been
-    accepted, further output is only counted, which keeps a 100 MB print loop cheap.
-    The lock is held while sending so that frames leave in the order the text was written.
-    A signal handler of user code can run inside a send of the connection (any frame, on
-    the thread that holds the socket's lock). What it writes then waits for the next
-    flush: a flush there would wait for the socket's lock its own thread holds, and when
-    another thread holds this lock (the flusher, waiting for that same send), the write
-    is queued without waiting for it (_nested) and taken in by the next write or flush.
+    an `output` frame goes out when OUTPUT_FLUSH_BYTES are buffered (the writer waits for
+    it: that gives natural backpressure), OUTPUT_FLUSH_DELAY after the first unflushed
+    write, and before `done` (finish). A chunk leaves the queue only once its frame is
+    sent, so an exception that cuts a flush short loses nothing, and the lock is held
+    while sending so that frames leave in the order the text was written.
+
+    The flusher thread sends the timed frames and, during an exec, every frame of the
+    main thread's writes: Python runs signal handlers only on the main thread, and one of
+    user code that raises while that thread is inside a send would cut the frame. The
+    flusher runs only while output waits or has waited within OUTPUT_FLUSHER_IDLE: the
+    first write that waits starts it, so an idle session holds no thread for it. Without
+    one (no thread to be had) every writer sends itself.
+
+    A signal handler of user code can run while the main thread is inside the capture
+    (waiting for the lock or the flusher, or changing the queue) or inside a send of a
+    frame (a tool call's, protocol.sending_here). What it writes there is never waited
+    on: in the first case it goes to _nested, taken in by whoever next holds the lock;
+    in the second it is queued at once if the lock is free, and goes to _nested if not
+    (the flusher holds it, waiting for that send). _nested holds at most the output
+    budget left. Once `max_output_bytes` have been accepted, further output is only
+    counted, which keeps a 100 MB print loop cheap.
 
     Displays (rich outputs, display.py) are `["display", {mime: data}]` chunks among the
     text ones, so they keep their place relative to prints. They have a budget of their
@@ -49,13 +63,15 @@ class OutputCapture:
 
     def __init__(self):
         self._lock = threading.RLock()       # re-entrant: a signal handler may print
-        self._wake = threading.Condition(self._lock)
+        self._wake = threading.Condition(self._lock)      # the flusher waits here
         self._active = False
         self._conn = None
         self._exec_id = None
         self._chunks = []                    # [[stream, [text, ...]], ...]
+        self._head_sent = 0                  # chars of the first chunk already sent
         self._buffered = 0
         self._first_write = None             # monotonic time of the first unflushed write
+        self._flushing = False
         self._budget = 0
         self._display_budget = 0
         self.output_bytes = 0
@@ -63,13 +79,33 @@ class OutputCapture:
         self.displays = 0
         self.displays_dropped = 0
         self._flusher_running = False
-        self._nested = []                    # writes of a handler inside a send
+        self.user_handlers = lambda: False   # True while user code has a signal handler
+        self._main_depth = 0                 # main thread calls inside _run
+        self._waiter = None                  # a lock the main thread waits on
+        self._nested = collections.deque()   # (action, args, cost) of a handler's writes
+        self._nested_queued = 0              # written by the main thread only ...
+        self._nested_dropped = 0
+        self._nested_taken = 0               # ... and these under the lock only
+        self._nested_dropped_taken = 0
 
     def _start_flusher(self):
-        """Starts the flusher thread (the lock is held). A bare thread: starting it does not
-        wait for it to run, and hooks user code set with threading.settrace/setprofile do
-        not reach it."""
+        """Starts the flusher thread (the lock is held); True when it runs. A bare thread:
+        starting it does not wait for it to run, and hooks user code set with
+        threading.settrace/setprofile do not reach it."""
         _thread.start_new_thread(self._flusher, ())
+        return True
+
+    def after_fork_in_child(self):
+        """A child of user code's fork writes no frame (it shares sandboxd's socket): it
+        captures nothing, and has locks of its own, as the parent's may have been held by
+        another thread at fork time."""
+        self._lock = threading.RLock()
+        self._wake = threading.Condition(self._lock)
+        self._flusher_running = False
+        self._main_depth = 0
+        self._waiter = None
+        self._active = False
+        self._conn = None
 
     def begin(self, conn, exec_id, max_output_bytes, max_display_bytes=0):
         with self._lock:
@@ -77,6 +113,7 @@ class OutputCapture:
             self._conn = conn
             self._exec_id = exec_id
             self._chunks = []
+            self._head_sent = 0
             self._buffered = 0
             self._first_write = None
             self._budget = max_output_bytes
@@ -85,6 +122,10 @@ class OutputCapture:
             self.dropped_bytes = 0
             self.displays = 0
             self.displays_dropped = 0
+            self._main_depth = 0
+            self._nested.clear()
+            self._nested_queued = self._nested_taken = 0
+            self._nested_dropped = self._nested_dropped_taken = 0
 
     def finish(self):
         """Flush everything and stop capturing; returns the `done` frame's counters."""
@@ -96,63 +137,116 @@ class OutputCapture:
             return {"output_bytes": self.output_bytes, "dropped_bytes": self.dropped_bytes,
                     "displays": self.displays, "displays_dropped": self.displays_dropped}
 
+    def write(self, stream, text):
+        if text:
+            if type(text) is not str:          # a str subclass's own len or isascii
+                text = str.__str__(text)       # must not decide its size
+            text, size = _utf8(text)
+            self._run(self._write_locked, (stream, text, size), size)
+
     def display(self, bundle):
         """Queue one display ({mime: str}) in order with the text around it."""
         size = len(json.dumps(bundle, ensure_ascii=False).encode("utf-8", "replace"))
-        if not self._acquire(lambda: self._display_locked(bundle, size)):
+        self._run(self._display_locked, (bundle, size), size)
+
+    def flush(self):
+        """Send what is queued before going on (a tool call's frame follows it)."""
+        self._run(None, (), 0, limit=0)
+
+    def _run(self, action, args, size, limit=OUTPUT_FLUSH_BYTES):
+        """Runs action(*args) (`size` bytes of output) under the lock, then lets the queue
+        go under `limit` bytes before the writer goes on (backpressure).
+
+        The main thread, where signal handlers run, sends nothing itself while user code
+        has one installed: it waits, holding no lock, for the flusher to send, and a
+        handler that raises then costs nothing written before it. A handler's write while the main thread is in
+        here, or inside a send of any frame, only goes to _nested, for the flusher (or the
+        main thread's next write) to take in: this call is not re-entered, and a wait
+        there could be for the socket's lock its own thread holds."""
+        if threading.get_ident() != _MAIN_THREAD:
+            with self._lock:
+                self._take_nested_locked()
+                if action is not None:
+                    action(*args)
+                if self._buffered > limit:
+                    self._flush_locked()
             return
+        if self._main_depth or sending_here():
+            self._queue_nested(action, args, size)
+            return
+        self._main_depth += 1                # no signal handler runs between this and try
         try:
-            self._take_nested_locked()
-            self._display_locked(bundle, size)
+            if self._nested:                 # a handler's earlier writes go first
+                self._let_flusher(self._nested_waits_locked)
+            with self._lock:
+                if action is not None:
+                    action(*args)
+                if self._buffered <= limit:
+                    return
+            self._let_flusher(lambda: self._buffered > limit)
         finally:
-            self._lock.release()
+            self._main_depth -= 1
+
+    def _nested_waits_locked(self):
+        return bool(self._nested)
+
+    def _let_flusher(self, waits):
+        """Main thread: until waits() is false (under the lock), wakes the flusher and
+        waits for its next round, holding no lock. It does the flusher's job itself when
+        no signal handler of user code is installed (none can run in its frames: the
+        runner's own SIGINT handler never raises there), and when there is no flusher
+        (no thread to be had)."""
+        while True:
+            with self._lock:
+                if not waits() or self._conn is None:
+                    return
+                if not self._flusher_running or not self.user_handlers():
+                    self._take_nested_locked()
+                    self._flush_locked()
+                    return
+                waiter = _thread.allocate_lock()
+                waiter.acquire()
+                self._waiter = waiter
+                self._wake.notify()
+            waiter.acquire()                 # released by the flusher
+
+    def _queue_nested(self, action, args, size):
+        """Main thread only. Bounded by the output budget left (each entry counted at
+        NESTED_ENTRY_BYTES at least): beyond it the write is only counted."""
+        if action is None:
+            return
+        cost = max(size, NESTED_ENTRY_BYTES)
+        if self._nested_queued + cost - self._nested_taken > self._budget:
+            self._nested_dropped += size
+            return
+        self._nested_queued += cost
+        self._nested.append((action, args, cost))
+
+    def _take_nested_locked(self):
+        while self._nested:
+            action, args, cost = self._nested.popleft()
+            self._nested_taken += cost
+            action(*args)
+        dropped = self._nested_dropped - self._nested_dropped_taken
+        if dropped:
+            self._nested_dropped_taken += dropped
+            if self._active:
+                self.output_bytes += dropped
+                self.dropped_bytes += dropped
 
     def _display_locked(self, bundle, size):
         if not self._active:
             return
         if size > self._display_budget:
             self.displays_dropped += 1
-            self.write("stderr", f"[display dropped: its {size} bytes are over the "
-                                 f"{self._display_budget} bytes left of this "
-                                 f"execution's display cap]\n")
+            marker = (f"[display dropped: its {size} bytes are over the "
+                      f"{self._display_budget} bytes left of this execution's display cap]\n")
+            self._write_locked("stderr", marker, len(marker))
             return
         self._display_budget -= size
         self.displays += 1
         self._chunks.append(["display", bundle])
         self._buffered_locked(size)
-
-    def flush(self):
-        with self._lock:
-            self._take_nested_locked()
-            self._flush_locked()
-
-    def write(self, stream, text):
-        if not text:
-            return
-        text, size = _utf8(text)
-        if not self._acquire(lambda: self._write_locked(stream, text, size)):
-            return
-        try:
-            self._take_nested_locked()
-            self._write_locked(stream, text, size)
-        finally:
-            self._lock.release()
-
-    def _acquire(self, nested_write):
-        """Take the lock; inside a send of this thread (a signal handler), only if it is
-        free at once: else queue `nested_write` for the lock's next holder and say no."""
-        conn = self._conn
-        if conn is None or conn.sending_thread != threading.get_ident():
-            self._lock.acquire()
-            return True
-        if self._lock.acquire(blocking=False):
-            return True
-        self._nested.append(nested_write)
-        return False
-
-    def _take_nested_locked(self):
-        while self._nested:
-            self._nested.pop(0)()
 
     def _write_locked(self, stream, text, size):
         if not self._active:
@@ -179,7 +273,7 @@ class OutputCapture:
         self._buffered_locked(size)
 
     def _buffered_locked(self, size):
-        """`size` more bytes wait: wake the flusher on the first, flush when enough."""
+        """`size` more bytes wait: on the first, wake the flusher (or start it)."""
         self._buffered += size
         if self._first_write is None:
             self._first_write = time.monotonic()
@@ -187,43 +281,52 @@ class OutputCapture:
                 self._wake.notify()
             else:
                 try:
-                    self._start_flusher()
-                    self._flusher_running = True
+                    self._flusher_running = self._start_flusher()
                 except RuntimeError as exc:  # no thread to be had (pids limit): the
-                    log(f"output flusher: {exc}")  # output leaves at 8 KiB and at `done`
-        if self._buffered >= OUTPUT_FLUSH_BYTES:
-            self._flush_locked()
+                    log(f"output flusher: {exc}")  # writers send, and `done` does
 
     def _flush_locked(self):
-        conn = self._conn
-        if conn is not None and conn.sending_thread == threading.get_ident():
-            return          # a signal handler that runs inside a send of this thread
-        chunks = self._chunks
-        self._chunks = []
-        self._buffered = 0
-        self._first_write = None
-        if not chunks or self._conn is None:
+        """Sends the queue a frame at a time. Not re-entered: a signal handler that writes
+        during a flush of its own thread leaves its text for the next one."""
+        if self._flushing or sending_here():
             return
-        frame_chunks, frame_chars = [], 0
-        for stream, parts in chunks:
-            if stream == "display":          # a frame of its own: its size is capped apart
-                if frame_chunks:
-                    self._send(frame_chunks)
-                    frame_chunks, frame_chars = [], 0
-                self._send([["display", parts]])
-                continue
-            text = "".join(parts)
-            start = 0
-            while start < len(text):
-                piece = text[start:start + OUTPUT_FRAME_CHARS - frame_chars]
-                start += len(piece)
-                frame_chunks.append([stream, piece])
-                frame_chars += len(piece)
-                if frame_chars >= OUTPUT_FRAME_CHARS:
-                    self._send(frame_chunks)
-                    frame_chunks, frame_chars = [], 0
-        if frame_chunks:
-            self._send(frame_chunks)
+        if self._conn is None:               # no exec: nothing to send it to
+            self._chunks, self._head_sent = [], 0
+            self._buffered, self._first_write = 0, None
+            return
+        self._flushing = True
+        try:
+            while self._chunks:
+                frame_chunks, taken, head_sent = self._next_frame_locked()
+                self._send(frame_chunks)
+                del self._chunks[:taken]
+                self._head_sent = head_sent
+            self._buffered = 0
+            self._first_write = None
+        finally:
+            self._flushing = False
+
+    def _next_frame_locked(self):
+        """The first frame's chunks (text up to OUTPUT_FRAME_CHARS, or one display: its
+        size is capped apart), how many queued chunks it takes whole, and how much of the
+        next one it sends."""
+        frame_chunks, chars, offset = [], 0, self._head_sent
+        for index, (stream, parts) in enumerate(self._chunks):
+            if stream == "display":
+                return (frame_chunks, index, 0) if frame_chunks else \
+                    ([["display", parts]], 1, 0)
+            if len(parts) > 1:
+                parts[:] = ["".join(parts)]
+            text = parts[0]
+            piece = text[offset:offset + OUTPUT_FRAME_CHARS - chars]
+            frame_chunks.append([stream, piece])
+            chars += len(piece)
+            if offset + len(piece) < len(text):
+                return frame_chunks, index, offset + len(piece)
+            offset = 0
+            if chars >= OUTPUT_FRAME_CHARS:
+                return frame_chunks, index + 1, 0
+        return frame_chunks, len(self._chunks), 0
 
     def _send(self, frame_chunks):
         self._conn.send({"type": "output", "id": self._exec_id, "chunks": frame_chunks})
@@ -234,25 +337,36 @@ class OutputCapture:
                 self._flush_until_idle()
             finally:
                 self._flusher_running = False
+                self._release_waiter_locked()
+
+    def _release_waiter_locked(self):
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None:
+            waiter.release()
 
     def _flush_until_idle(self):
         idle_since = time.monotonic()
         while True:
-            if self._first_write is None:
+            self._take_nested_locked()
+            if self._first_write is None and self._waiter is None:
                 idle = time.monotonic() - idle_since
                 if idle >= OUTPUT_FLUSHER_IDLE:
                     return
                 self._wake.wait(OUTPUT_FLUSHER_IDLE - idle)
                 continue
             idle_since = time.monotonic()
-            delay = self._first_write + OUTPUT_FLUSH_DELAY - idle_since
-            if delay > 0:
-                self._wake.wait(delay)
-                continue
+            if self._waiter is None and self._buffered <= OUTPUT_FLUSH_BYTES:
+                delay = self._first_write + OUTPUT_FLUSH_DELAY - idle_since
+                if delay > 0:
+                    self._wake.wait(delay)
+                    continue
             try:
                 self._flush_locked()
-            except Exception as exc:  # never let the flusher die
+            except Exception as exc:  # never let the flusher die, nor spin on a frame
                 log(f"output flush failed: {exc!r}")
+                self._chunks, self._head_sent = [], 0
+                self._buffered, self._first_write = 0, None
+            self._release_waiter_locked()
 
 
 class CapturedStream(io.TextIOBase):

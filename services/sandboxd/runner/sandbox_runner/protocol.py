@@ -40,6 +40,21 @@ def encode_frame(frame, prefix=True):
     return len(body).to_bytes(4, "big") + body if prefix else body
 
 
+class _SendDepth(threading.local):
+    depth = 0                                # sends this thread is inside
+
+
+_here = _SendDepth()
+
+
+def sending_here():
+    """True while this thread is inside FrameConnection.send_body, from before it waits for
+    the socket's lock until it has released it. A signal handler of user code that runs
+    there must neither wait for that lock (its own thread holds it, or is about to) nor
+    raise in the runner's frames (that would cut the frame being sent)."""
+    return _here.depth > 0
+
+
 class FrameConnection:
     """One accepted sandboxd connection: frame reads (connections thread only) and locked writes.
 
@@ -50,8 +65,6 @@ class FrameConnection:
     def __init__(self, sock):
         self._sock = sock
         self._send_lock = threading.Lock()   # the one lock for all writes to this socket
-        self.sending_thread = None           # ident of the thread inside a send (a signal
-                                             # handler on it must not wait for that send)
         self.alive = True
 
     def send(self, frame, fds=()):
@@ -64,20 +77,21 @@ class FrameConnection:
         if len(body) > MAX_FRAME_BYTES:
             raise FrameTooLarge(len(body))
         data = len(body).to_bytes(4, "big") + body
-        with self._send_lock:
-            if not self.alive:
-                return False
-            self.sending_thread = threading.get_ident()
-            try:
-                if fds:
-                    data = data[socket.send_fds(self._sock, [data], list(fds)):]
-                if data:
-                    self._sock.sendall(data)
-            except OSError:
-                self.close()
-                return False
-            finally:
-                self.sending_thread = None
+        _here.depth += 1
+        try:
+            with self._send_lock:
+                if not self.alive:
+                    return False
+                try:
+                    if fds:
+                        data = data[socket.send_fds(self._sock, [data], list(fds)):]
+                    if data:
+                        self._sock.sendall(data)
+                except OSError:
+                    self.close()
+                    return False
+        finally:
+            _here.depth -= 1
         return True
 
     def read_frame(self):

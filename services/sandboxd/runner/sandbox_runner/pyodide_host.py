@@ -68,12 +68,10 @@ class PostedOutput(OutputCapture):
         super().__init__()
 
     def _start_flusher(self):
-        pass
+        return False                         # the event loop's timer does its job
 
     def _buffered_locked(self, size):
         super()._buffered_locked(size)
-        if not self._chunks:
-            return                           # flushed at 8 KiB
         stream, parts = self._chunks[-1]
         if stream == "display" or parts[-1].endswith("\n"):
             self._flush_locked()
@@ -183,8 +181,6 @@ class ExecState:
 
 
 class Host:
-    sending_thread = None                    # as FrameConnection's: posts never block
-
     def __init__(self, post_text):
         self.post_text = post_text
         self.current = None

@@ -59,6 +59,7 @@ class Runner:
         self.capture = OutputCapture()
         self.displayer = Displayer(self.capture.display)
         self.interrupts = InterruptController(self._lock)
+        self.capture.user_handlers = self.interrupts.user_handlers_installed
         self.calls = ToolCalls(self)
         self.executor = Executor(self)
         self.workspace = workspace
@@ -73,11 +74,7 @@ class Runner:
         Every lock it may take on that way back is replaced: the parent's may have been
         held by another thread (the connections thread, the flusher) at fork time, and a child that
         waits for it forever would keep its process slot until the session ends."""
-        self.capture._lock = threading.RLock()
-        self.capture._wake = threading.Condition(self.capture._lock)
-        self.capture._flusher_running = False
-        self.capture._active = False
-        self.capture._conn = None
+        self.capture.after_fork_in_child()
         self._lock = threading.Lock()
         self.interrupts._lock = self._lock
 

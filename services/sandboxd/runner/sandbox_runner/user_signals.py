@@ -30,10 +30,19 @@ class PausedSignals:
     def pause(self):
         for signum in self._signals:          # 2 us: signal.getsignal would take 80
             handler = _signal.getsignal(signum)
-            if callable(handler) and handler is not self._sigint and \
-                    handler is not _drop:
+            if self._is_users(handler):
                 self._paused[signum] = handler
                 _signal.signal(signum, _drop)
+
+    def any_installed(self):
+        """True while user code has a handler of its own installed (2 us)."""
+        for signum in self._signals:
+            if self._is_users(_signal.getsignal(signum)):
+                return True
+        return False
+
+    def _is_users(self, handler):
+        return callable(handler) and handler is not self._sigint and handler is not _drop
 
     def resume(self):
         paused, self._paused = self._paused, {}
