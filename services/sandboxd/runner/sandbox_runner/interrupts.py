@@ -76,8 +76,7 @@ class InterruptController:
         with self._lock:
             state.delivered = False
             state.deferred = True
-            start_resender = not state.resender
-            state.resender = True
+            start_resender = self._claim_resender_locked(state)
         if start_resender:
             self._start_resender(state)
 
@@ -173,8 +172,7 @@ class InterruptController:
                 return
             state.interrupt_requested = True
             loop, task = state.loop, state.task
-            start_resender = not state.resender
-            state.resender = True
+            start_resender = self._claim_resender_locked(state)
             signal.pthread_kill(self._main_ident, signal.SIGINT)
         if task is not None:
             try:
@@ -183,6 +181,13 @@ class InterruptController:
                 pass
         if start_resender:
             self._start_resender(state)
+
+    @staticmethod
+    def _claim_resender_locked(state):
+        """True when the caller is to start the exec's one resender thread."""
+        start = not state.resender
+        state.resender = True
+        return start
 
     def _start_resender(self, state):
         # A bare thread, as the output flusher's: hooks that user code set with

@@ -240,8 +240,7 @@ class Host:
                 state.task.cancel()
             return
         if current is state.task:
-            state.delivered = True
-            raise self.swallowed.interrupt()
+            self.deliver(state)
         state.task.cancel()
         raise asyncio.CancelledError()
 
@@ -262,8 +261,12 @@ class Host:
         state = self.current
         if state is not None and not state.delivered and \
                 asyncio.current_task() is state.task:
-            state.delivered = True
-            raise self.swallowed.interrupt()
+            self.deliver(state)
+
+    def deliver(self, state):
+        """Raises the exec's one KeyboardInterrupt in user code."""
+        state.delivered = True
+        raise self.swallowed.interrupt()
 
     def _restore_stdio(self):
         sys.stdout, sys.stderr = self._stdout, self._stderr
@@ -324,8 +327,7 @@ def _sliced_sleep(seconds):
         _blocking_sleep(min(left, SLEEP_SLICE))
         state = _hosts[0].current if _hosts else None
         if state is not None and state.deferred and not state.delivered:
-            state.delivered = True
-            raise _hosts[0].swallowed.interrupt()
+            _hosts[0].deliver(state)
         for _ in range(SIGNAL_CHECK_INTERVAL):
             pass
 
