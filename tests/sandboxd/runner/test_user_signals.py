@@ -167,6 +167,67 @@ class UserSignalTest(RunnerTestCase):
         self.assertEqual(len(res.stream("stdout")),
                          res.done["output_bytes"] - res.done["dropped_bytes"])
 
+    def test_a_handler_that_writes_bytes_inside_a_bytes_write_does_not_hang(self):
+        res = self.client.exec(
+            "import signal, sys\nbusy = False\ncalls = 0\n"
+            "def handler(signum, frame):\n    global busy, calls\n    if busy:\n        return\n"
+            "    busy = True\n    calls += 1\n    sys.stdout.buffer.write(b'H')\n    busy = False\n"
+            "signal.signal(signal.SIGALRM, handler)\n"
+            "signal.setitimer(signal.ITIMER_REAL, 0.002, 0.002)\n"
+            "for _ in range(100_000):\n    sys.stdout.buffer.write(b'm')\n"
+            "signal.setitimer(signal.ITIMER_REAL, 0)\ncalls", timeout=60)
+        self.assertEqual(res.status, "ok", res.error)
+        out = res.stream("stdout")
+        self.assertEqual((out.count("m"), out.count("H")), (100_000, int(res.result)))
+
+    def test_a_display_from_a_handler_inside_a_write_is_shown_or_counted(self):
+        res = self.client.exec(
+            "import signal, sys\ncalls = []\n"
+            "def handler(signum, frame):\n    if len(calls) < 5:\n"
+            "        calls.append(1)\n        display({'text/plain': f'D{len(calls)}'})\n"
+            "signal.signal(signal.SIGALRM, handler)\n"
+            "signal.setitimer(signal.ITIMER_REAL, 0.001, 0.001)\n"
+            "for _ in range(20_000):\n    sys.stdout.write('x' * 1000)\n"
+            "    if len(calls) >= 5:\n        break\n"
+            "signal.setitimer(signal.ITIMER_REAL, 0)", max_output_bytes=1000, timeout=60)
+        self.assertEqual(res.status, "ok", res.error)
+        self.assertEqual((res.done["displays"], res.done["displays_dropped"]), (5, 0))
+
+    def test_a_handler_that_raises_inside_the_budget_cut_leaves_the_counters_true(self):
+        res = self.client.exec(
+            "import signal, sys\nclass E(Exception):\n    pass\n"
+            "def handler(signum, frame):\n"
+            "    if frame.f_code.co_name == '_write_locked':\n        raise E\n"
+            "signal.signal(signal.SIGALRM, handler)\nbig = 'x' * 30_000_000\n"
+            "signal.setitimer(signal.ITIMER_REAL, 0.0005, 0.0005)\n"
+            "try:\n    sys.stdout.write(big)\nexcept E:\n    pass\n"
+            "signal.setitimer(signal.ITIMER_REAL, 0)", max_output_bytes=20_000_000, timeout=60)
+        self.assertEqual(res.status, "ok", res.error)
+        self.assertEqual(len(res.stream("stdout")),
+                         res.done["output_bytes"] - res.done["dropped_bytes"])
+
+    def test_a_thread_stack_size_of_user_code_leaves_the_runner_its_threads(self):
+        # Every thread of the default size would fail to start; the runner's start anyway:
+        # the flusher (the main thread does not send while the handler is installed) and
+        # the interrupt's resender.
+        self.client.exec("import threading\nthreading.stack_size(1 << 44)")
+        res = self.client.exec(
+            "import signal, sys\nclass E(Exception):\n    pass\n"
+            "def handler(signum, frame):\n"
+            "    if frame.f_code.co_name == 'send_body':\n        raise E\n"
+            "signal.signal(signal.SIGALRM, handler)\n"
+            "signal.setitimer(signal.ITIMER_REAL, 0.0002, 0.0002)\n"
+            "for _ in range(30):\n    try:\n        sys.stdout.write('x' * 1_000_000)\n"
+            "    except E:\n        pass\n"
+            "signal.setitimer(signal.ITIMER_REAL, 0)", max_output_bytes=64 * MIB, timeout=60)
+        self.assertEqual(res.status, "ok", res.error)
+        self.assertEqual(len(res.stream("stdout")), res.done["output_bytes"])
+        exec_id = self.client.start_exec("while True:\n    print('p' * 100)")
+        self.client.expect("output")
+        self.client.send({"type": "interrupt", "id": exec_id})
+        self.assertEqual(self.client.finish_exec(exec_id).status, "interrupted")
+        self.assertEqual(self.client.exec("1 + 1").result, "2")
+
     def test_a_reset_gives_sigint_back_to_the_runner(self):
         for handler in ("lambda signum, frame: None", "signal.default_int_handler",
                         "signal.SIG_DFL", "signal.SIG_IGN"):

@@ -1,6 +1,7 @@
 """What every module of the runner shares: the limits (docs/runner-protocol.md), the
 runner's own log, and which code is the runner's (for tracebacks and interrupts)."""
 
+import _thread
 import json
 import os
 import socket
@@ -32,6 +33,17 @@ MAX_DISPLAY_JSON_VALUES = 1 << 20
 
 RESULT_NAME = "__sandbox_cell_result__"     # hidden global that receives the trailing expression
 CELL_PREFIX = "<cell-"                      # filenames of agent code: <cell-1>, <cell-2>, ...
+
+
+def start_bare_thread(function, args=()):
+    """Starts a thread of the runner's own: a bare one (_thread), so that hooks user code
+    set with threading.settrace/setprofile never run in it, with the platform's default
+    stack whatever threading.stack_size user code set. RuntimeError: no thread to be had."""
+    previous = _thread.stack_size(0)
+    try:
+        return _thread.start_new_thread(function, args)
+    finally:
+        _thread.stack_size(previous)
 
 
 def log(message):

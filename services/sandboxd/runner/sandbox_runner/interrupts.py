@@ -1,7 +1,6 @@
 """Interrupts: InterruptController turns an `interrupt` frame into a KeyboardInterrupt in
 user code, and never in the runner's own frames."""
 
-import _thread
 import asyncio
 import os
 import signal
@@ -9,7 +8,7 @@ import sys
 import threading
 import time
 
-from .common import INTERRUPT_RESEND_INTERVAL, is_runner_file
+from .common import INTERRUPT_RESEND_INTERVAL, is_runner_file, log, start_bare_thread
 from .protocol import sending_here
 from .swallowed import SwallowedInterrupt
 from .user_signals import PausedSignals
@@ -190,9 +189,12 @@ class InterruptController:
         return start
 
     def _start_resender(self, state):
-        # A bare thread, as the output flusher's: hooks that user code set with
-        # threading.settrace/setprofile must not run (or raise) in it.
-        _thread.start_new_thread(self._resend, (state,))
+        try:
+            start_bare_thread(self._resend, (state,))
+        except RuntimeError as exc:           # no thread to be had: the SIGINT sent stands
+            log(f"interrupt resender: {exc}")
+            with self._lock:
+                state.resender = False
 
     def _resend(self, state):
         while True:

@@ -11,7 +11,7 @@ import threading
 import time
 
 from .common import (OUTPUT_FLUSH_BYTES, OUTPUT_FLUSH_DELAY, OUTPUT_FLUSHER_IDLE,
-                     OUTPUT_FRAME_CHARS, log)
+                     OUTPUT_FRAME_CHARS, log, start_bare_thread)
 from .protocol import sending_here
 
 _MAIN_THREAD = threading.main_thread().ident
@@ -83,16 +83,15 @@ class OutputCapture:
         self._main_depth = 0                 # main thread calls inside _run
         self._waiter = None                  # a lock the main thread waits on
         self._nested = collections.deque()   # (action, args, cost) of a handler's writes
-        self._nested_queued = 0              # written by the main thread only ...
-        self._nested_dropped = 0
-        self._nested_taken = 0               # ... and these under the lock only
-        self._nested_dropped_taken = 0
+        # [text cost, display cost, text bytes dropped, displays dropped] queued (written
+        # by the main thread only) and taken (under the lock only): each has one writer.
+        self._nested_queued = [0, 0, 0, 0]
+        self._nested_taken = [0, 0, 0, 0]
 
     def _start_flusher(self):
-        """Starts the flusher thread (the lock is held); True when it runs. A bare thread:
-        starting it does not wait for it to run, and hooks user code set with
-        threading.settrace/setprofile do not reach it."""
-        _thread.start_new_thread(self._flusher, ())
+        """Starts the flusher thread (the lock is held); True when it runs. Starting it
+        does not wait for it to run."""
+        start_bare_thread(self._flusher)
         return True
 
     def after_fork_in_child(self):
@@ -124,8 +123,8 @@ class OutputCapture:
             self.displays_dropped = 0
             self._main_depth = 0
             self._nested.clear()
-            self._nested_queued = self._nested_taken = 0
-            self._nested_dropped = self._nested_dropped_taken = 0
+            self._nested_queued = [0, 0, 0, 0]
+            self._nested_taken = [0, 0, 0, 0]
 
     def finish(self):
         """Flush everything and stop capturing; returns the `done` frame's counters."""
@@ -211,28 +210,43 @@ class OutputCapture:
             waiter.acquire()                 # released by the flusher
 
     def _queue_nested(self, action, args, size):
-        """Main thread only. Bounded by the output budget left (each entry counted at
-        NESTED_ENTRY_BYTES at least): beyond it the write is only counted."""
+        """Main thread only. Bounded by the budget left, the output's or the displays'
+        (each entry counted at NESTED_ENTRY_BYTES at least): beyond it the write is only
+        counted, and the display is dropped with a marker."""
         if action is None:
             return
         cost = max(size, NESTED_ENTRY_BYTES)
-        if self._nested_queued + cost - self._nested_taken > self._budget:
-            self._nested_dropped += size
-            return
-        self._nested_queued += cost
+        queued = self._nested_queued
+        if action == self._display_locked:
+            if queued[1] + cost - self._nested_taken[1] > self._display_budget:
+                queued[3] += 1
+                return
+            queued[1] += cost
+        else:
+            if queued[0] + cost - self._nested_taken[0] > self._budget:
+                queued[2] += size
+                return
+            queued[0] += cost
         self._nested.append((action, args, cost))
 
     def _take_nested_locked(self):
+        taken = self._nested_taken
         while self._nested:
             action, args, cost = self._nested.popleft()
-            self._nested_taken += cost
+            taken[action == self._display_locked] += cost
             action(*args)
-        dropped = self._nested_dropped - self._nested_dropped_taken
-        if dropped:
-            self._nested_dropped_taken += dropped
+        dropped = self._nested_queued[2] - taken[2]
+        displays = self._nested_queued[3] - taken[3]
+        if dropped or displays:
+            taken[2] += dropped
+            taken[3] += displays
             if self._active:
                 self.output_bytes += dropped
                 self.dropped_bytes += dropped
+                self.displays_dropped += displays
+            if self._active and displays:
+                marker = f"[{displays} displays dropped: over this execution's display cap]\n"
+                self._write_locked("stderr", marker, len(marker))
 
     def _display_locked(self, bundle, size):
         if not self._active:
@@ -251,26 +265,28 @@ class OutputCapture:
     def _write_locked(self, stream, text, size):
         if not self._active:
             return                        # writes outside an exec are dropped
+        kept, kept_size, budget = text, size, self._budget - size
+        if budget < 0:
+            budget = 0
+            if self._budget <= 0:
+                kept, kept_size = "", 0
+            else:
+                kept = text[:self._budget] if text.isascii() else \
+                    text.encode("utf-8")[:self._budget].decode("utf-8", "ignore")
+                kept_size = len(kept.encode("utf-8"))
+        # No call from here to the append: a signal handler cannot run in between, so the
+        # counters never count a write the queue does not hold.
         self.output_bytes += size
-        if self._budget <= 0:
-            self.dropped_bytes += size
+        self.dropped_bytes += size - kept_size
+        self._budget = budget
+        if not kept:
             return
-        if size > self._budget:
-            kept = text[:self._budget] if text.isascii() else \
-                text.encode("utf-8")[:self._budget].decode("utf-8", "ignore")
-            kept_size = len(kept.encode("utf-8"))
-            self.dropped_bytes += size - kept_size
-            text, size = kept, kept_size
-            self._budget = 0
+        chunks = self._chunks
+        if chunks and chunks[-1][0] == stream:
+            chunks[-1][1].append(kept)
         else:
-            self._budget -= size
-        if not text:
-            return
-        if self._chunks and self._chunks[-1][0] == stream:
-            self._chunks[-1][1].append(text)
-        else:
-            self._chunks.append([stream, [text]])
-        self._buffered_locked(size)
+            chunks.append([stream, [kept]])
+        self._buffered_locked(kept_size)
 
     def _buffered_locked(self, size):
         """`size` more bytes wait: on the first, wake the flusher (or start it)."""
@@ -433,14 +449,16 @@ class CapturedStream(io.TextIOBase):
 
 
 class _CapturedBinary(io.RawIOBase):
-    """sys.stdout.buffer: bytes are decoded as UTF-8 (invalid bytes replaced)."""
+    """sys.stdout.buffer: bytes are decoded as UTF-8 (invalid bytes replaced). A signal
+    handler's write inside the decode of its own thread is decoded on its own."""
 
     def __init__(self, text_stream, on_return):
         super().__init__()
         self._text = text_stream
         self._on_return = on_return
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._decoding = False
 
     def writable(self):
         return True
@@ -448,7 +466,14 @@ class _CapturedBinary(io.RawIOBase):
     def write(self, b):
         data = bytes(b)
         with self._lock:
-            text = self._decoder.decode(data)
+            if self._decoding:               # a signal handler inside this thread's decode
+                text = data.decode("utf-8", "replace")
+            else:
+                try:
+                    self._decoding = True
+                    text = self._decoder.decode(data)
+                finally:
+                    self._decoding = False
         if text:
             self._text.write_from_buffer(text)
         if self._on_return is not None:
