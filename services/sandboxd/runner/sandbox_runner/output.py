@@ -158,10 +158,11 @@ class OutputCapture:
 
         The main thread, where signal handlers run, sends nothing itself while user code
         has one installed: it waits, holding no lock, for the flusher to send, and a
-        handler that raises then costs nothing written before it. A handler's write while the main thread is in
-        here, or inside a send of any frame, only goes to _nested, for the flusher (or the
-        main thread's next write) to take in: this call is not re-entered, and a wait
-        there could be for the socket's lock its own thread holds."""
+        handler that raises then costs nothing written before it. A handler's write
+        while the main thread is in here, or inside a send of any frame, only goes to
+        _nested, for the flusher (or the main thread's next write) to take in: this call
+        is not re-entered, and a wait there could be for the socket's lock its own
+        thread holds."""
         if threading.get_ident() != _MAIN_THREAD:
             with self._lock:
                 self._take_nested_locked()
