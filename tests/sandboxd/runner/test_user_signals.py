@@ -41,6 +41,29 @@ class UserSignalTest(RunnerTestCase):
                 break
         self.assertEqual(self.client.exec("import time\ntime.sleep(0.2)\n1 + 1").result, "2")
 
+    def test_a_raising_handler_on_a_fast_timer_never_reaches_the_runner(self):
+        # Ticks land while the cell ends and the handler is being paused: each exec still
+        # gets its `done`, the runner's own code never sees the exception, and the handler
+        # is the user's again in the next exec.
+        self.client.exec(
+            "import signal\n"
+            "def tick(signum, frame):\n    raise TimeoutError('tick')\n"
+            "signal.signal(signal.SIGALRM, tick)\n"
+            "signal.setitimer(signal.ITIMER_REAL, 0.0003, 0.0003)")
+        for _ in range(300):
+            res = self.client.exec("x = 1", timeout=10)
+            self.assertIn(res.status, ("ok", "error"))
+            if res.status == "error":
+                self.assertEqual(res.error["message"], "tick")
+        self.assertEqual(self.proc.poll(), None, self.runner_log()[-2000:])
+        self.assertNotIn("internal error", self.runner_log())
+        for _ in range(20):
+            res = self.client.exec("signal.setitimer(signal.ITIMER_REAL, 0)\n"
+                                   "signal.getsignal(signal.SIGALRM).__name__")
+            if res.status == "ok":
+                break
+        self.assertEqual(res.result, "'tick'")
+
     def test_a_reset_puts_no_old_handler_back(self):
         self.client.exec(
             "import signal\n"

@@ -1,6 +1,7 @@
 """What every module of the runner shares: the limits (docs/runner-protocol.md), the
 runner's own log, and which code is the runner's (for tracebacks and interrupts)."""
 
+import _signal
 import _thread
 import json
 import os
@@ -38,12 +39,17 @@ CELL_PREFIX = "<cell-"                      # filenames of agent code: <cell-1>,
 def start_bare_thread(function, args=()):
     """Starts a thread of the runner's own: a bare one (_thread), so that hooks user code
     set with threading.settrace/setprofile never run in it, with the platform's default
-    stack whatever threading.stack_size user code set. RuntimeError: no thread to be had."""
-    previous = _thread.stack_size(0)
+    stack whatever threading.stack_size user code set, and with every signal blocked, so
+    that a signal sent to the process goes to the main thread (or a thread of user code),
+    as in plain Python. RuntimeError: no thread to be had."""
+    stack = _thread.stack_size(0)
+    mask = _signal.pthread_sigmask(_signal.SIG_BLOCK, ())
     try:
+        _signal.pthread_sigmask(_signal.SIG_BLOCK, _signal.valid_signals())
         return _thread.start_new_thread(function, args)
     finally:
-        _thread.stack_size(previous)
+        _signal.pthread_sigmask(_signal.SIG_SETMASK, mask)
+        _thread.stack_size(stack)
 
 
 def log(message):

@@ -245,7 +245,8 @@ class Executor:
             finally:
                 self._interrupts.leave_user_code()
         except BaseException as exc:
-            return self.cell_failed(state, exc)
+            self._interrupts.leave_user_code()   # again: a handler's exception may have
+            return self.cell_failed(state, exc)  # cut the first call short
         return "ok", result, None
 
     def begin_cell(self, source, filename):

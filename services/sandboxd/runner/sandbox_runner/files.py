@@ -15,9 +15,8 @@ import errno
 import os
 import queue
 import stat
-import threading
 
-from .common import log
+from .common import log, start_bare_thread
 from .protocol import frame_field
 
 FILE_CHUNK_BYTES = 1024 * 1024          # raw bytes per file_data frame (base64: 1.33 MiB)
@@ -143,7 +142,7 @@ class FileTransfers:
         self._work = queue.Queue()
         self._uploads = {}                   # (conn, id) -> _Upload; worker thread only
         self._failed = set()                 # (conn, id) of uploads that already failed
-        threading.Thread(target=self._loop, name="files", daemon=True).start()
+        start_bare_thread(self._loop)
 
     def submit(self, conn, frame):
         """From the reader thread: queue a (validated) file frame."""

@@ -137,8 +137,15 @@ class InterruptController:
             self._deliver(state)
 
     def leave_user_code(self):
+        """Returns once no signal handler of user code is installed. Idempotent: the
+        callers call it again when an exception may be a handler's that cut it short."""
         self.user_code_active = False
-        self._user_signals.pause()
+        while True:
+            try:
+                self._user_signals.pause()
+                return
+            except BaseException:             # a handler ran at pause()'s entry and raised
+                continue
 
     def user_handlers_installed(self):
         """True while user code has a signal handler of its own (main thread)."""

@@ -11,7 +11,8 @@ import time
 import traceback
 from _queue import SimpleQueue  # queue.py's Queue, and its module, are not needed here
 
-from .common import DEFAULT_TOOL_CALLS_IN_FLIGHT, RUNNER_VERSION, bind_unix_socket, log
+from .common import (DEFAULT_TOOL_CALLS_IN_FLIGHT, RUNNER_VERSION, bind_unix_socket, log,
+                     start_bare_thread)
 from .display import MPL_BACKEND, Displayer
 from .egress import EgressRelay
 from .executor import ExecState, Executor
@@ -120,8 +121,7 @@ class Runner:
         self.egress = EgressRelay(os.path.dirname(os.path.abspath(self.socket_path)))
         listener = self._listen()
         self._prepare_process()
-        threading.Thread(target=self._serve_connections, args=(listener,),
-                         name="connections", daemon=True).start()
+        start_bare_thread(self._serve_connections, (listener,))
         while True:
             try:
                 conn, frame = self._work.get()
@@ -168,8 +168,9 @@ class Runner:
                            frame.get("max_display_bytes", 0))
         try:
             status, result, error = self.executor.run(state, frame["code"])
-            self._exit_if_forked_child()
-        except Exception as exc:             # a runner bug; report it rather than hang
+        except BaseException as exc:         # a runner bug; report it rather than hang
+            # (or a handler's exception that cut the executor's pause short: pause first)
+            self.interrupts.leave_user_code()
             self._exit_if_forked_child()
             log(f"exec failed internally: {exc!r}\n{traceback.format_exc()}")
             status, result = "error", None

@@ -28,11 +28,34 @@ class PausedSignals:
         self._paused = {}                     # signum -> the user handler it replaced
 
     def pause(self):
+        """Returns once no handler of user code is installed. A handler may still run
+        while the swap goes on (its signal came as the cell ended) and raise: its exception
+        is dropped with the signal, and the swap goes on. The main thread blocks every
+        signal meanwhile (the runner's threads always do), so only signals already pending
+        then, or caught by a thread of user code, can still run a handler here; each such
+        raise ends one try. An exception that escapes anyway leaves the swap half done: the
+        caller pauses again."""
+        previous = _signal.pthread_sigmask(_signal.SIG_BLOCK, ())
+        try:
+            while True:
+                try:
+                    _signal.pthread_sigmask(_signal.SIG_BLOCK, self._signals)
+                    self._swap_out()
+                    return
+                except BaseException:
+                    continue
+        finally:
+            _signal.pthread_sigmask(_signal.SIG_SETMASK, previous)
+
+    def _swap_out(self):
+        paused = self._paused
         for signum in self._signals:          # 2 us: signal.getsignal would take 80
             handler = _signal.getsignal(signum)
             if self._is_users(handler):
-                self._paused[signum] = handler
+                paused[signum] = handler
                 _signal.signal(signum, _drop)
+            elif paused and handler is not _drop:
+                paused.pop(signum, None)      # not put back by resume(), replaced since
 
     def any_installed(self):
         """True while user code has a handler of its own installed (2 us)."""
@@ -45,9 +68,13 @@ class PausedSignals:
         return callable(handler) and handler is not self._sigint and handler is not _drop
 
     def resume(self):
-        paused, self._paused = self._paused, {}
-        for signum, handler in paused.items():
-            _signal.signal(signum, handler)
+        """Puts the paused handlers back. One may run, and raise, as soon as it is back:
+        the ones not yet back stay paused until the next resume()."""
+        paused = self._paused
+        while paused:
+            signum = next(iter(paused))
+            _signal.signal(signum, paused[signum])
+            del paused[signum]
 
     def forget(self):
         self._paused = {}
