@@ -251,6 +251,75 @@ class UserSignalTest(RunnerTestCase):
         self.assertEqual(self.client.finish_exec(exec_id).status, "interrupted")
         self.assertEqual(self.client.exec("1 + 1").result, "2")
 
+    FORK_IN_A_HANDLER = (
+        "import os, signal, threading, time\nkids = []\n"
+        "def handler(signum, frame):\n    pid = os.fork()\n"
+        "    if pid:\n        kids.append(pid)\n"
+        "signal.signal(signal.SIGUSR1, handler)\n"
+        "main = threading.main_thread().ident\n"
+        "def kick():\n    time.sleep(0.3)\n    signal.pthread_kill(main, signal.SIGUSR1)\n"
+        "threading.Thread(target=kick).start()\n")
+    CHILD_EXITED = (
+        "def exited(pid):\n    for _ in range(100):\n"
+        "        done, status = os.waitpid(pid, os.WNOHANG)\n"
+        "        if done:\n            return os.waitstatus_to_exitcode(status)\n"
+        "        time.sleep(0.05)\n"
+        "[exited(pid) for pid in kids]")
+
+    def test_a_child_forked_while_the_main_thread_waits_for_the_flusher_exits(self):
+        # The client reads nothing for a second: the main thread waits for the flusher
+        # when the handler forks, and the child must not wait for a flusher it lacks.
+        exec_id = self.client.start_exec(
+            self.FORK_IN_A_HANDLER + "for _ in range(40):\n    print('x' * 200_000)\n",
+            max_output_bytes=64 * MIB)
+        time.sleep(1.0)
+        self.assertEqual(self.client.finish_exec(exec_id).status, "ok")
+        self.assertEqual(self.client.exec(self.CHILD_EXITED).result, "[0]")
+
+    def test_a_child_forked_while_the_main_thread_waits_for_the_output_lock_exits(self):
+        # A thread of user code holds the output lock while it sends (the client reads
+        # nothing for a second) when the handler forks: the child lacks that thread.
+        exec_id = self.client.start_exec(
+            self.FORK_IN_A_HANDLER + "import sys\n"
+            "def spew():\n    for _ in range(40):\n        sys.stdout.write('x' * 200_000)\n"
+            "threading.Thread(target=spew).start()\ntime.sleep(0.1)\n"
+            "for _ in range(100):\n    print('m')\n", max_output_bytes=64 * MIB)
+        time.sleep(1.0)
+        self.assertEqual(self.client.finish_exec(exec_id).status, "ok")
+        self.assertEqual(self.client.exec(self.CHILD_EXITED).result, "[0]")
+
+    def test_a_child_forked_inside_a_tool_call_send_sends_nothing(self):
+        # The handler forks while the main thread is inside the send of a 10 MB frame:
+        # the parent's frame arrives whole, and the child's rest of it goes nowhere.
+        self.client.set_catalog(CATALOG)
+        exec_id = self.client.start_exec(
+            self.FORK_IN_A_HANDLER + "await mcp_everything.echo(message='m' * 10_000_000)\n")
+        time.sleep(1.0)
+        res = self.client.finish_exec(
+            exec_id, on_tool_call=lambda frame: {"ok": True, "result": text_result("x")})
+        self.assertEqual((res.status, len(res.calls)), ("ok", 1), res.error)
+        self.assertEqual(len(res.calls[0]["arguments"]["message"]), 10_000_000)
+        self.assertEqual(self.client.exec(self.CHILD_EXITED).result, "[0]")
+
+    def test_a_child_forked_while_the_main_thread_waits_for_the_socket_exits(self):
+        # A thread of user code sends a 10 MB tool call (the client reads nothing for a
+        # second) when the handler forks inside the main thread's wait for the socket.
+        # The child's call fails, and the child, going on in the cell's event loop, must
+        # not take the wakeups of the parent's, which waits for its own call's result.
+        self.client.set_catalog(CATALOG)
+        exec_id = self.client.start_exec(
+            self.FORK_IN_A_HANDLER.replace("kids.append(pid)\n",
+                                           "kids.append(pid)\n    else:\n        time.sleep(0.2)\n")
+            + "import asyncio\n"
+            "def call():\n    asyncio.run(mcp_everything.echo(message='m' * 10_000_000))\n"
+            "threading.Thread(target=call).start()\ntime.sleep(0.1)\n"
+            "await mcp_everything.echo(message='m')\n")
+        time.sleep(1.0)
+        res = self.client.finish_exec(
+            exec_id, on_tool_call=lambda frame: {"ok": True, "result": text_result("x")})
+        self.assertEqual((res.status, len(res.calls)), ("ok", 2), res.error)
+        self.assertEqual(self.client.exec(self.CHILD_EXITED).result, "[0]")
+
     def test_a_reset_gives_sigint_back_to_the_runner(self):
         for handler in ("lambda signum, frame: None", "signal.default_int_handler",
                         "signal.SIG_DFL", "signal.SIG_IGN"):

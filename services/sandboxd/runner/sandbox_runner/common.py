@@ -52,6 +52,17 @@ def start_bare_thread(function, args=()):
         _thread.stack_size(stack)
 
 
+def let_go_in_child(rlock):
+    """In a child of fork(): releases `rlock` if a thread the child lacks held it at fork
+    time, so that the child's one thread can take it, a wait already begun included.
+    (_release_save is the release of threading.RLock that does not check the owner.)"""
+    if not rlock._is_owned():
+        try:
+            rlock._release_save()
+        except RuntimeError:                 # nobody held it
+            pass
+
+
 def log(message):
     """Diagnostics of the runner itself go to the container's real stderr (podman logs)."""
     stream = sys.__stderr__

@@ -178,6 +178,23 @@ class Executor:
         self.loop = asyncio.new_event_loop()
         asyncio.set_event_loop(self.loop)
 
+    def loop_after_fork_in_child(self):
+        """In a child of fork(): the loop's epoll instance and wakeup socket are the
+        parent's own, and epoll wakes one waiter only, so a child waiting in the loop (it
+        forked in an async cell and went on) would take the parent's wakeups and hang it.
+        The child's loop gets a selector and a wakeup socket of its own."""
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            return
+        inherited = loop._selector
+        own = type(inherited)()
+        for key in list(inherited.get_map().values()):
+            own.register(key.fileobj, key.events, key.data)
+        loop._selector = own
+        inherited.close()                    # the child's descriptor only
+        loop._close_self_pipe()
+        loop._make_self_pipe()
+
     def set_catalog(self, servers):
         self.catalog = servers
         self._install_toolbox(servers)

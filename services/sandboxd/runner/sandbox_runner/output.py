@@ -11,7 +11,7 @@ import threading
 import time
 
 from .common import (OUTPUT_FLUSH_BYTES, OUTPUT_FLUSH_DELAY, OUTPUT_FLUSHER_IDLE,
-                     OUTPUT_FRAME_CHARS, log, start_bare_thread)
+                     OUTPUT_FRAME_CHARS, let_go_in_child, log, start_bare_thread)
 from .protocol import sending_here
 
 _MAIN_THREAD = threading.main_thread().ident
@@ -96,15 +96,16 @@ class OutputCapture:
 
     def after_fork_in_child(self):
         """A child of user code's fork writes no frame (it shares sandboxd's socket): it
-        captures nothing, and has locks of its own, as the parent's may have been held by
-        another thread at fork time."""
-        self._lock = threading.RLock()
+        captures nothing. It has no flusher: the lock the flusher held at fork time is let
+        go, and so is a main thread waiting for the flusher (a signal handler forked)."""
+        let_go_in_child(self._lock)
         self._wake = threading.Condition(self._lock)
         self._flusher_running = False
-        self._main_depth = 0
-        self._waiter = None
         self._active = False
         self._conn = None
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and waiter.locked():
+            waiter.release()
 
     def begin(self, conn, exec_id, max_output_bytes, max_display_bytes=0):
         with self._lock:

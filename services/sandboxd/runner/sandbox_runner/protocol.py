@@ -2,7 +2,9 @@
 object with a string `type` (or, from sandboxd only, a binary file chunk: the length's top
 bit set); FrameConnection (one sandboxd connection) and the errors of the protocol."""
 
+import _thread
 import json
+import os
 import socket
 import threading
 
@@ -65,6 +67,7 @@ class FrameConnection:
     def __init__(self, sock):
         self._sock = sock
         self._send_lock = threading.Lock()   # the one lock for all writes to this socket
+        self._sender = None                  # the thread holding _send_lock
         self.alive = True
 
     def send(self, frame, fds=()):
@@ -77,12 +80,14 @@ class FrameConnection:
         if len(body) > MAX_FRAME_BYTES:
             raise FrameTooLarge(len(body))
         data = len(body).to_bytes(4, "big") + body
+        ident = _thread.get_ident()
         _here.depth += 1
         try:
             with self._send_lock:
-                if not self.alive:
-                    return False
+                self._sender = ident
                 try:
+                    if not self.alive:
+                        return False
                     if fds:
                         data = data[socket.send_fds(self._sock, [data], list(fds)):]
                     if data:
@@ -90,9 +95,26 @@ class FrameConnection:
                 except OSError:
                     self.close()
                     return False
+                finally:
+                    self._sender = None
         finally:
             _here.depth -= 1
         return True
+
+    def after_fork_in_child(self):
+        """In a child of user code's fork, which shares this socket with the parent: the
+        descriptor becomes /dev/null, so a send the child finishes (a signal handler
+        forked inside it) or starts fails there and never reaches sandboxd; and the lock
+        that a thread the child lacks held at fork time is let go, as the child's one
+        thread may be waiting for it."""
+        self.alive = False
+        fd = self._sock.fileno()
+        if fd >= 0:
+            devnull = os.open(os.devnull, os.O_RDWR)
+            os.dup2(devnull, fd, inheritable=False)
+            os.close(devnull)
+        if self._send_lock.locked() and self._sender != _thread.get_ident():
+            self._send_lock.release()
 
     def read_frame(self):
         length = int.from_bytes(self._recv_exact(4), "big")

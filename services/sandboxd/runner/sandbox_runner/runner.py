@@ -71,13 +71,21 @@ class Runner:
 
     def _after_fork_in_child(self):
         """User code forked. The child shares sandboxd's socket, so it must never write a
-        frame: its output is dropped, and it exits when the cell's code returns to us.
-        Every lock it may take on that way back is replaced: the parent's may have been
-        held by another thread (the connections thread, the flusher) at fork time, and a child that
-        waits for it forever would keep its process slot until the session ends."""
+        frame: its output is dropped, its connections send nowhere, and it exits when the
+        cell's code returns to us. No wait of the runner's may keep it: the parent's other
+        threads (the connections thread, the flusher) do not exist in the child, and one
+        that waited for them forever would keep its process slot until the session ends."""
         self.capture.after_fork_in_child()
+        current = self._current
+        for conn in {self._conn, current.conn if current is not None else None} - {None}:
+            conn.after_fork_in_child()
         self._lock = threading.Lock()
         self.interrupts._lock = self._lock
+        try:
+            self.executor.loop_after_fork_in_child()
+        except Exception as exc:             # a loop of user code's own making
+            log(f"forked child keeps the parent's event loop: {exc!r}")
+        self.calls.after_fork_in_child()
 
     def _exit_if_forked_child(self):
         if os.getpid() != self._pid:

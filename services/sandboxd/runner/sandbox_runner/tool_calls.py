@@ -197,6 +197,16 @@ class ToolCalls:
                 self._pending.pop(call_id, None)
         return convert_tool_result(server, tool, reply)
 
+    def after_fork_in_child(self):
+        """A child of fork() has no connection to sandboxd: its pending calls fail now
+        instead of waiting for an answer that cannot come (later ones find the connection
+        dead)."""
+        self._lock = threading.Lock()        # the parent's may have been held at fork time
+        pending, self._pending = self._pending, {}
+        for future, _, server, tool in pending.values():
+            _complete_threadsafe(future, error=ToolError("tool calls do not work in a "
+                                                         "forked process", server, tool))
+
     def resolve(self, conn, call_id, reply):
         """Reader thread: a tool_result arrived. Unknown or late call ids are ignored."""
         with self._lock:
