@@ -79,7 +79,7 @@ class InterruptController:
         if start_resender:
             self._start_resender(state)
 
-    def _deliver_if_due(self, frame):
+    def _deliver_if_due(self):
         state = self._state
         if state is None or state.delivered or not self.user_code_active:
             return

@@ -29,6 +29,18 @@ def _utf8(text):
         return data.decode("utf-8"), len(data)
 
 
+class _NestedTally:
+    """One budget's share of the writes a signal handler queued in OutputCapture._nested:
+    the cost queued and what it dropped (text bytes, or displays), written by the main
+    thread only; the cost taken in and the drops counted, written under the lock only.
+    Each field has one writer, so neither side needs the other's lock."""
+
+    __slots__ = ("queued", "dropped", "taken", "counted")
+
+    def __init__(self):
+        self.queued = self.dropped = self.taken = self.counted = 0
+
+
 class OutputCapture:
     """Collects what user code writes to sys.stdout / sys.stderr during one exec.
 
@@ -82,11 +94,9 @@ class OutputCapture:
         self.user_handlers = lambda: False   # True while user code has a signal handler
         self._main_depth = 0                 # main thread calls inside _run
         self._waiter = None                  # a lock the main thread waits on
-        self._nested = collections.deque()   # (action, args, cost) of a handler's writes
-        # [text cost, display cost, text bytes dropped, displays dropped] queued (written
-        # by the main thread only) and taken (under the lock only): each has one writer.
-        self._nested_queued = [0, 0, 0, 0]
-        self._nested_taken = [0, 0, 0, 0]
+        self._nested = collections.deque()   # (action, args, cost, tally): a handler's
+        self._nested_text = _NestedTally()   # writes, and what they cost of each budget
+        self._nested_displays = _NestedTally()
 
     def _start_flusher(self):
         """Starts the flusher thread (the lock is held); True when it runs. Starting it
@@ -124,8 +134,8 @@ class OutputCapture:
             self.displays_dropped = 0
             self._main_depth = 0
             self._nested.clear()
-            self._nested_queued = [0, 0, 0, 0]
-            self._nested_taken = [0, 0, 0, 0]
+            self._nested_text = _NestedTally()
+            self._nested_displays = _NestedTally()
 
     def finish(self):
         """Flush everything and stop capturing; returns the `done` frame's counters."""
@@ -218,36 +228,34 @@ class OutputCapture:
         if action is None:
             return
         cost = max(size, NESTED_ENTRY_BYTES)
-        queued = self._nested_queued
         if action == self._display_locked:
-            if queued[1] + cost - self._nested_taken[1] > self._display_budget:
-                queued[3] += 1
-                return
-            queued[1] += cost
+            tally, budget, dropped = self._nested_displays, self._display_budget, 1
         else:
-            if queued[0] + cost - self._nested_taken[0] > self._budget:
-                queued[2] += size
-                return
-            queued[0] += cost
-        self._nested.append((action, args, cost))
+            tally, budget, dropped = self._nested_text, self._budget, size
+        if tally.queued + cost - tally.taken > budget:
+            tally.dropped += dropped
+            return
+        tally.queued += cost
+        self._nested.append((action, args, cost, tally))
 
     def _take_nested_locked(self):
-        taken = self._nested_taken
         while self._nested:
-            action, args, cost = self._nested.popleft()
-            taken[action == self._display_locked] += cost
+            action, args, cost, tally = self._nested.popleft()
+            tally.taken += cost
             action(*args)
-        dropped = self._nested_queued[2] - taken[2]
-        displays = self._nested_queued[3] - taken[3]
-        if dropped or displays:
-            taken[2] += dropped
-            taken[3] += displays
+        text, displays = self._nested_text, self._nested_displays
+        dropped = text.dropped - text.counted
+        dropped_displays = displays.dropped - displays.counted
+        if dropped or dropped_displays:
+            text.counted += dropped
+            displays.counted += dropped_displays
             if self._active:
                 self.output_bytes += dropped
                 self.dropped_bytes += dropped
-                self.displays_dropped += displays
-            if self._active and displays:
-                marker = f"[{displays} displays dropped: over this execution's display cap]\n"
+                self.displays_dropped += dropped_displays
+            if self._active and dropped_displays:
+                marker = (f"[{dropped_displays} displays dropped: over this execution's "
+                          "display cap]\n")
                 self._write_locked("stderr", marker, len(marker))
 
     def _display_locked(self, bundle, size):

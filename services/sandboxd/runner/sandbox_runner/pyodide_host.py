@@ -257,7 +257,7 @@ class Host:
             state.delivered = False
             state.deferred = True
 
-    def _deliver_if_due(self, frame):
+    def _deliver_if_due(self):
         state = self.current
         if state is not None and not state.delivered and \
                 asyncio.current_task() is state.task:

@@ -32,7 +32,7 @@ class SwallowedInterrupt:
     def __init__(self, is_user_frame, on_swallowed, deliver):
         self._is_user_frame = is_user_frame   # frame -> bool, consults is_finalizer
         self._on_swallowed = on_swallowed     # () -> None: the interrupt is due again
-        self._deliver = deliver               # frame -> None: raises it there when due
+        self._deliver = deliver               # () -> None: raises it here when due
         self._raised = None                   # the KeyboardInterrupt raised in this exec
         self._codes = set()                   # code objects of finalizers that swallowed it
         self._traced_frame = None
@@ -99,7 +99,7 @@ class SwallowedInterrupt:
             return None                       # a frame traced before the interrupt landed
         if event == "line" and self._is_user_frame(frame):
             self._stop_tracing()
-            self._deliver(frame)
+            self._deliver()
             return None
         if event == "return" and frame is self._traced_frame:
             self._stop_tracing()
