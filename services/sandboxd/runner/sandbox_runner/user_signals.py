@@ -34,7 +34,9 @@ class PausedSignals:
         signal meanwhile (the runner's threads always do), so only signals already pending
         then, or caught by a thread of user code, can still run a handler here; each such
         raise ends one try. An exception that escapes anyway leaves the swap half done: the
-        caller pauses again."""
+        caller pauses again. With no handler of user code, nothing is blocked."""
+        if not self._paused and not self.any_installed():
+            return
         previous = _signal.pthread_sigmask(_signal.SIG_BLOCK, ())
         try:
             while True:
