@@ -64,6 +64,27 @@ class UserSignalTest(RunnerTestCase):
                 break
         self.assertEqual(res.result, "'tick'")
 
+    def test_a_dozen_raising_handlers_pending_at_once_never_reach_the_runner(self):
+        # All twelve signals are pending when the long C call returns: each handler raises
+        # at the next line the main thread runs, the runner's lines after the cell included.
+        for exc in ("SystemExit", "ValueError"):
+            with self.subTest(exc):
+                res = self.client.exec(
+                    "import os, signal, threading, time\n"
+                    f"def handler(signum, frame):\n    raise {exc}(signum)\n"
+                    "numbers = [signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGWINCH]"
+                    " + list(range(signal.SIGRTMIN, signal.SIGRTMIN + 8))\n"
+                    "for number in numbers:\n    signal.signal(number, handler)\n"
+                    "def send():\n    time.sleep(0.1)\n"
+                    "    for number in numbers:\n        os.kill(os.getpid(), number)\n"
+                    "threading.Thread(target=send).start()\nsum(range(3 * 10**7))")
+                self.assertEqual((res.status, res.error["type"]), ("error", exc))
+                self.assertEqual(self.client.exec(
+                    "all(signal.getsignal(number) is handler for number in numbers)").result,
+                    "True")
+        self.assertEqual(self.proc.poll(), None)
+        self.assertNotIn("internal error", self.runner_log())
+
     def test_a_reset_puts_no_old_handler_back(self):
         self.client.exec(
             "import signal\n"

@@ -250,6 +250,7 @@ class Executor:
             return code                          # it did not compile: the error's fields
         namespace = self.module.__dict__
         async_cell = bool(code.co_flags & inspect.CO_COROUTINE)
+        leaving = self._interrupts.leaving()
         try:
             try:
                 self._interrupts.enter_user_code(state, async_cell)
@@ -260,10 +261,10 @@ class Executor:
                     eval(code, namespace)
                 result = self.cell_result()
             finally:
-                self._interrupts.leave_user_code()
+                collections.deque(leaving, 0)   # leave_user_code(), which nothing stops
         except BaseException as exc:
-            self._interrupts.leave_user_code()   # again: a handler's exception may have
-            return self.cell_failed(state, exc)  # cut the first call short
+            self._interrupts.leave_user_code()   # again: more handlers may have raised
+            return self.cell_failed(state, exc)  # than `leaving` had tries
         return "ok", result, None
 
     def begin_cell(self, source, filename):

@@ -11,7 +11,7 @@ import time
 from .common import INTERRUPT_RESEND_INTERVAL, is_runner_file, log, start_bare_thread
 from .protocol import sending_here
 from .swallowed import SwallowedInterrupt
-from .user_signals import PausedSignals
+from .user_signals import PausedSignals, surely
 
 
 _ASYNCIO_DIR = os.path.dirname(asyncio.__file__) + os.sep
@@ -49,6 +49,7 @@ class InterruptController:
                                              self._on_swallowed, self._deliver_if_due)
         self._sigint = self._on_sigint        # the one bound method installed
         self._user_signals = PausedSignals(self._sigint)
+        self._leaving_tries = len(signal.valid_signals()) + 8   # a raise per signal, and more
         self.user_code_active = False         # written by the main thread only
 
     def install(self):
@@ -146,6 +147,11 @@ class InterruptController:
                 return
             except BaseException:             # a handler ran at pause()'s entry and raised
                 continue
+
+    def leaving(self):
+        """Made before user code runs: consumed with collections.deque(it, 0) as it ends,
+        it calls leave_user_code() however many signal handlers raise meanwhile."""
+        return surely(self.leave_user_code, self._leaving_tries)
 
     def user_handlers_installed(self):
         """True while user code has a signal handler of its own (main thread)."""

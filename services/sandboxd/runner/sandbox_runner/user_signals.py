@@ -1,4 +1,5 @@
-"""PausedSignals: signal handlers of user code run only while user code runs."""
+"""PausedSignals: signal handlers of user code run only while user code runs; surely():
+a call that no exception of a signal handler stops."""
 
 import _signal                                # signal's C functions: no enum conversions
 import signal
@@ -88,3 +89,32 @@ class PausedSignals:
 
 def _drop(signum, frame):
     """The handler of a user signal while no exec runs."""
+
+
+def surely(function, tries):
+    """An iterator that calls function() as it is consumed, until one call returns, up to
+    `tries` times. Each call is the finalizer of an object, and Python drops whatever
+    leaves a finalizer; consumed by one call of C, collections.deque(it, 0), with no line
+    of Python before it (the iterator is made beforehand), no signal handler that raises
+    can stop it: signals pending at once on a dozen numbers raise at a dozen lines in a
+    row. What a handler raises at a try's first line goes to sys.unraisablehook, whose
+    runner hook drops it (a DROPPED_IN object)."""
+    left = [_Try] * tries
+    _Try.pending = (function, left)
+    return map(_Try.__new__, left)
+
+
+class _Try:
+    __slots__ = ()
+    pending = None                            # (function, the tries left), from surely()
+
+    def __del__(self):
+        function, left = _Try.pending
+        try:
+            function()
+            left.clear()                      # done: the list's iterator ends here
+        except BaseException:
+            pass
+
+
+DROPPED_IN = _Try.__del__                     # sys.unraisablehook's `object` for _Try
