@@ -341,6 +341,31 @@ class UserSignalTest(RunnerTestCase):
         self.assertEqual((res.status, len(res.calls)), ("ok", 2), res.error)
         self.assertEqual(self.client.exec(self.CHILD_EXITED).result, "[0]")
 
+    def test_a_child_forked_on_a_thread_of_the_runner_exits_at_once(self):
+        # A finalizer of user code runs wherever the collector does, the runner's
+        # connections thread included, and forks there: that child must neither go on
+        # serving sandboxd's connections (taking a reconnect, reading its frames) nor stay.
+        self.client.exec(
+            "import gc, os, threading, time\nMAIN = threading.main_thread().ident\n"
+            "PARENT = os.getpid()\nkids = []\n"
+            "class Cycle:\n    def __init__(self):\n        self.me = self\n"
+            "    def __del__(self):\n        if os.getpid() != PARENT:\n            return\n"
+            "        if threading.get_ident() == MAIN:\n"
+            "            Cycle()\n            return\n"
+            "        pid = os.fork()\n        if pid:\n            kids.append(pid)\n"
+            "gc.set_threshold(1)\nCycle()")
+        for n in range(5):
+            self.client.send({"type": "ping", "id": n})
+            self.client.expect("pong")
+        client = self.client
+        for _ in range(3):
+            client.close()
+            client = self.connect()
+            self.assertEqual(client.expect("ready")["pid"], self.proc.pid)
+            self.assertEqual(client.exec("1 + 1").result, "2")
+        res = client.exec("gc.set_threshold(700)\n" + self.CHILD_EXITED)
+        self.assertRegex(res.result, r"^\[0(, 0)*\]$")
+
     def test_a_reset_gives_sigint_back_to_the_runner(self):
         for handler in ("lambda signum, frame: None", "signal.default_int_handler",
                         "signal.SIG_DFL", "signal.SIG_IGN"):

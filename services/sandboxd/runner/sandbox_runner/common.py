@@ -46,10 +46,28 @@ def start_bare_thread(function, args=()):
     mask = _signal.pthread_sigmask(_signal.SIG_BLOCK, ())
     try:
         _signal.pthread_sigmask(_signal.SIG_BLOCK, _signal.valid_signals())
-        return _thread.start_new_thread(function, args)
+        return _thread.start_new_thread(_runner_thread, (function, args))
     finally:
         _signal.pthread_sigmask(_signal.SIG_SETMASK, mask)
         _thread.stack_size(stack)
+
+
+_runner_threads = set()                     # idents of the runner's threads while they run
+
+
+def _runner_thread(function, args):
+    ident = _thread.get_ident()
+    _runner_threads.add(ident)
+    try:
+        function(*args)
+    finally:
+        _runner_threads.discard(ident)
+
+
+def on_a_runner_thread():
+    """True on a thread start_bare_thread started (user code can run there too: a
+    finalizer the garbage collector calls, say)."""
+    return _thread.get_ident() in _runner_threads
 
 
 def let_go_in_child(rlock):

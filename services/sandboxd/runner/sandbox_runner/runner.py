@@ -12,7 +12,7 @@ import traceback
 from _queue import SimpleQueue  # queue.py's Queue, and its module, are not needed here
 
 from .common import (DEFAULT_TOOL_CALLS_IN_FLIGHT, RUNNER_VERSION, bind_unix_socket, log,
-                     start_bare_thread)
+                     on_a_runner_thread, start_bare_thread)
 from .display import MPL_BACKEND, Displayer
 from .egress import EgressRelay
 from .executor import ExecState, Executor
@@ -74,7 +74,12 @@ class Runner:
         frame: its output is dropped, its connections send nowhere, and it exits when the
         cell's code returns to us. No wait of the runner's may keep it: the parent's other
         threads (the connections thread, the flusher) do not exist in the child, and one
-        that waited for them forever would keep its process slot until the session ends."""
+        that waited for them forever would keep its process slot until the session ends.
+        A child forked on a thread of the runner's own (by a finalizer of user code that
+        ran there) would go on in the runner's loops, reading and answering sandboxd's
+        connections: it exits at once."""
+        if on_a_runner_thread():
+            os._exit(0)
         self.capture.after_fork_in_child()
         current = self._current
         for conn in {self._conn, current.conn if current is not None else None} - {None}:
