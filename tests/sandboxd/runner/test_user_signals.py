@@ -366,6 +366,21 @@ class UserSignalTest(RunnerTestCase):
         res = client.exec("gc.set_threshold(700)\n" + self.CHILD_EXITED)
         self.assertRegex(res.result, r"^\[0(, 0)*\]$")
 
+    def test_a_thread_a_child_starts_is_not_taken_for_one_of_the_runner(self):
+        # The child's new thread may get the ident of a runner thread of the parent; its
+        # fork is user code's and runs.
+        res = self.client.exec(
+            "import os, threading\nread, write = os.pipe()\npid = os.fork()\n"
+            "if pid == 0:\n    statuses = []\n"
+            "    def fork_and_wait():\n        grandchild = os.fork()\n"
+            "        if grandchild == 0:\n            os._exit(7)\n"
+            "        statuses.append(os.waitstatus_to_exitcode(os.waitpid(grandchild, 0)[1]))\n"
+            "    for _ in range(4):\n        thread = threading.Thread(target=fork_and_wait)\n"
+            "        thread.start()\n        thread.join()\n"
+            "    os.write(write, repr(statuses).encode())\n    os._exit(0)\n"
+            "os.close(write)\nos.waitpid(pid, 0)\nos.read(read, 100).decode()")
+        self.assertEqual(res.result, "'[7, 7, 7, 7]'", res.error)
+
     def test_a_reset_gives_sigint_back_to_the_runner(self):
         for handler in ("lambda signum, frame: None", "signal.default_int_handler",
                         "signal.SIG_DFL", "signal.SIG_IGN"):

@@ -64,6 +64,12 @@ def _runner_thread(function, args):
         _runner_threads.discard(ident)
 
 
+def forget_runner_threads():
+    """In a child of fork(): the parent's runner threads are not there, and a thread the
+    child starts may get one of their idents."""
+    _runner_threads.clear()
+
+
 def on_a_runner_thread():
     """True on a thread start_bare_thread started (user code can run there too: a
     finalizer the garbage collector calls, say)."""

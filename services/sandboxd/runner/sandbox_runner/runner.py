@@ -12,7 +12,7 @@ import traceback
 from _queue import SimpleQueue  # queue.py's Queue, and its module, are not needed here
 
 from .common import (DEFAULT_TOOL_CALLS_IN_FLIGHT, RUNNER_VERSION, bind_unix_socket, log,
-                     on_a_runner_thread, start_bare_thread)
+                     forget_runner_threads, on_a_runner_thread, start_bare_thread)
 from .display import MPL_BACKEND, Displayer
 from .egress import EgressRelay
 from .executor import ExecState, Executor
@@ -80,6 +80,7 @@ class Runner:
         connections: it exits at once."""
         if on_a_runner_thread():
             os._exit(0)
+        forget_runner_threads()
         self.capture.after_fork_in_child()
         current = self._current
         for conn in {self._conn, current.conn if current is not None else None} - {None}:
