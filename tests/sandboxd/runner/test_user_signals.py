@@ -70,7 +70,8 @@ class UserSignalTest(RunnerTestCase):
         for exc in ("SystemExit", "ValueError"):
             with self.subTest(exc):
                 res = self.client.exec(
-                    "import os, signal, threading, time\n"
+                    "import os, signal, sys, threading, time\n"
+                    "sys.unraisablehook = sys.__unraisablehook__\n"   # prints what it gets
                     f"def handler(signum, frame):\n    raise {exc}(signum)\n"
                     "numbers = [signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGWINCH]"
                     " + list(range(signal.SIGRTMIN, signal.SIGRTMIN + 8))\n"
@@ -79,11 +80,41 @@ class UserSignalTest(RunnerTestCase):
                     "    for number in numbers:\n        os.kill(os.getpid(), number)\n"
                     "threading.Thread(target=send).start()\nsum(range(3 * 10**7))")
                 self.assertEqual((res.status, res.error["type"]), ("error", exc))
+                self.assertEqual(res.stream("stderr"), "")   # no "Exception ignored in"
                 self.assertEqual(self.client.exec(
                     "all(signal.getsignal(number) is handler for number in numbers)").result,
                     "True")
         self.assertEqual(self.proc.poll(), None)
         self.assertNotIn("internal error", self.runner_log())
+
+    def test_what_handlers_raise_as_the_cell_ends_is_dropped_unseen(self):
+        # Three pending: one ends the cell, the next two raise at the first line of the
+        # runner's finalizers and of an unraisable hook of Python (the cell's own, then
+        # the runner's), which would print "Exception ignored in" into the cell's stderr.
+        for hook in ("sys.__unraisablehook__", "sys.unraisablehook"):
+            with self.subTest(hook):
+                res = self.client.exec(
+                    "import os, signal, sys, threading, time\n"
+                    f"sys.unraisablehook = {hook}\n"
+                    "def handler(signum, frame):\n    raise ValueError(signum)\n"
+                    "numbers = [signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2]\n"
+                    "for number in numbers:\n    signal.signal(number, handler)\n"
+                    "def send():\n    time.sleep(0.1)\n"
+                    "    for number in numbers:\n        os.kill(os.getpid(), number)\n"
+                    "threading.Thread(target=send).start()\nsum(range(3 * 10**7))")
+                self.assertEqual((res.status, res.stream("stderr")), ("error", ""))
+
+    def test_a_low_recursion_limit_leaves_the_runner_its_own(self):
+        # The cell leaves a limit a few frames over its own depth, and a handler installed
+        # (so leaving user code swaps handlers): the runner's code runs with its own limit.
+        self.client.exec(
+            "import signal, sys\nsignal.signal(signal.SIGUSR1, lambda signum, frame: None)\n"
+            "def depth():\n    frame, n = sys._getframe(1), 0\n"
+            "    while frame:\n        frame, n = frame.f_back, n + 1\n    return n")
+        res = self.client.exec("limit = depth() + 6\nsys.setrecursionlimit(limit)", timeout=10)
+        self.assertEqual(res.status, "ok", res.error)
+        self.assertEqual(self.client.exec("sys.getrecursionlimit() == limit").result, "True")
+        self.assertEqual(self.client.exec("sys.setrecursionlimit(1000)\n1 + 1").result, "2")
 
     def test_a_reset_puts_no_old_handler_back(self):
         self.client.exec(

@@ -21,6 +21,7 @@ ERROR_MESSAGE_LIMIT = 64 * 1024             # chars of str(exception)
 TRACEBACK_LIMIT = 256 * 1024                # chars of a formatted traceback
 LINECACHE_BUDGET = 32 * 1024 * 1024         # chars of cell sources kept for tracebacks
 INTERRUPT_RESEND_INTERVAL = 0.02            # see InterruptController
+RUNNER_RECURSION_LIMIT = 1000               # the least the runner's own code runs with
 # Lists and dicts a tool-call argument (or a display's JSON) may nest: the tool_call frame
 # adds two levels (the frame, `arguments`), and sandboxd refuses JSON deeper than 128.
 MAX_JSON_DEPTH = 120

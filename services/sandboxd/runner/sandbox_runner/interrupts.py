@@ -8,7 +8,8 @@ import sys
 import threading
 import time
 
-from .common import INTERRUPT_RESEND_INTERVAL, is_runner_file, log, start_bare_thread
+from .common import (INTERRUPT_RESEND_INTERVAL, RUNNER_RECURSION_LIMIT, is_runner_file, log,
+                     start_bare_thread)
 from .protocol import sending_here
 from .swallowed import SwallowedInterrupt
 from .user_signals import PausedSignals, surely
@@ -50,6 +51,7 @@ class InterruptController:
         self._sigint = self._on_sigint        # the one bound method installed
         self._user_signals = PausedSignals(self._sigint)
         self._leaving_tries = len(signal.valid_signals()) + 8   # a raise per signal, and more
+        self._user_recursion_limit = None     # user code's, while the runner's is in force
         self.user_code_active = False         # written by the main thread only
 
     def install(self):
@@ -130,6 +132,9 @@ class InterruptController:
 
     def enter_user_code(self, state, async_cell):
         self._async_cell = async_cell
+        limit, self._user_recursion_limit = self._user_recursion_limit, None
+        if limit is not None:
+            sys.setrecursionlimit(limit)      # the limit user code set, lower than ours
         self.user_code_active = True
         self._user_signals.resume()
         # An interrupt that arrived before user code started (say during compile) found
@@ -138,15 +143,15 @@ class InterruptController:
             self._deliver(state)
 
     def leave_user_code(self):
-        """Returns once no signal handler of user code is installed. Idempotent: the
-        callers call it again when an exception may be a handler's that cut it short."""
+        """Returns once no signal handler of user code is installed, or raises what a
+        handler raised meanwhile (see leaving()). Idempotent. The runner's own code gets a
+        recursion limit of at least RUNNER_RECURSION_LIMIT until user code runs again."""
         self.user_code_active = False
-        while True:
-            try:
-                self._user_signals.pause()
-                return
-            except BaseException:             # a handler ran at pause()'s entry and raised
-                continue
+        limit = sys.getrecursionlimit()
+        if limit < RUNNER_RECURSION_LIMIT:
+            self._user_recursion_limit = limit
+            sys.setrecursionlimit(RUNNER_RECURSION_LIMIT)
+        self._user_signals.pause()
 
     def leaving(self):
         """Made before user code runs: consumed with collections.deque(it, 0) as it ends,

@@ -3,8 +3,6 @@ again in user code."""
 
 import sys
 
-from .user_signals import DROPPED_IN
-
 
 class SwallowedInterrupt:
     """Python ignores an exception raised in a finalizer (__del__, a weakref callback) and
@@ -66,8 +64,6 @@ class SwallowedInterrupt:
         self.install()
 
     def _on_unraisable(self, unraisable):
-        if unraisable.object is DROPPED_IN:
-            return                            # a signal handler's, as user code ended
         if self._raised is None or unraisable.exc_value is not self._raised:
             try:
                 self._fallback(unraisable)

@@ -27,28 +27,24 @@ class PausedSignals:
         self._sigint = sigint_handler         # the runner's, exactly as installed
         self._signals = sorted(_signal.valid_signals())
         self._paused = {}                     # signum -> the user handler it replaced
+        self._mask = None                     # the main thread's, while pause() blocks all
 
     def pause(self):
-        """Returns once no handler of user code is installed. A handler may still run
-        while the swap goes on (its signal came as the cell ended) and raise: its exception
-        is dropped with the signal, and the swap goes on. The main thread blocks every
-        signal meanwhile (the runner's threads always do), so only signals already pending
-        then, or caught by a thread of user code, can still run a handler here; each such
-        raise ends one try. An exception that escapes anyway leaves the swap half done: the
-        caller pauses again. With no handler of user code, nothing is blocked."""
-        if not self._paused and not self.any_installed():
-            return
-        previous = _signal.pthread_sigmask(_signal.SIG_BLOCK, ())
-        try:
-            while True:
-                try:
-                    _signal.pthread_sigmask(_signal.SIG_BLOCK, self._signals)
-                    self._swap_out()
-                    return
-                except BaseException:
-                    continue
-        finally:
-            _signal.pthread_sigmask(_signal.SIG_SETMASK, previous)
+        """Returns once no handler of user code is installed. The main thread blocks every
+        signal first (the runner's threads always do), so that only signals pending by
+        then, or caught by a thread of user code, can still run a handler here, and keeps
+        them blocked until the swap is done. A handler that raises meanwhile (its signal
+        came as the cell ended) cuts this call short; the caller's next call goes on where
+        it stopped, still blocked, and the signals pending then find the do-nothing
+        handler. With no handler of user code, nothing is blocked."""
+        if self._mask is None:
+            if not self._paused and not self.any_installed():
+                return
+            self._mask = _signal.pthread_sigmask(_signal.SIG_BLOCK, ())
+        _signal.pthread_sigmask(_signal.SIG_BLOCK, self._signals)
+        self._swap_out()
+        mask, self._mask = self._mask, None
+        _signal.pthread_sigmask(_signal.SIG_SETMASK, mask)
 
     def _swap_out(self):
         paused = self._paused
@@ -75,7 +71,10 @@ class PausedSignals:
 
     def resume(self):
         """Puts the paused handlers back. One may run, and raise, as soon as it is back:
-        the ones not yet back stay paused until the next resume()."""
+        the ones not yet back stay paused until the next resume(). A pause() left half
+        done (every try cut short) is finished first: its signals are still blocked."""
+        if self._mask is not None:
+            self.pause()
         paused = self._paused
         while paused:
             signum = next(iter(paused))
@@ -97,8 +96,9 @@ def surely(function, tries):
     leaves a finalizer; consumed by one call of C, collections.deque(it, 0), with no line
     of Python before it (the iterator is made beforehand), no signal handler that raises
     can stop it: signals pending at once on a dozen numbers raise at a dozen lines in a
-    row. What a handler raises at a try's first line goes to sys.unraisablehook, whose
-    runner hook drops it (a DROPPED_IN object)."""
+    row. What a handler raises at a try's first line goes to sys.unraisablehook, which
+    the consumer sets to a function of C meanwhile: a hook of Python has lines to raise
+    at, and Python prints what its hook raised."""
     left = [_Try] * tries
     _Try.pending = (function, left)
     return map(_Try.__new__, left)
@@ -116,5 +116,3 @@ class _Try:
         except BaseException:
             pass
 
-
-DROPPED_IN = _Try.__del__                     # sys.unraisablehook's `object` for _Try
