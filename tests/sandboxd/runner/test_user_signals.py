@@ -412,6 +412,22 @@ class UserSignalTest(RunnerTestCase):
             "os.close(write)\nos.waitpid(pid, 0)\nos.read(read, 100).decode()")
         self.assertEqual(res.result, "'[7, 7, 7, 7]'", res.error)
 
+    def test_children_of_user_threads_that_print_while_cells_print_exit(self):
+        # A thread of the parent may hold the output lock's underlying lock, not yet
+        # recorded as its owner, at fork time: the child must still get the lock.
+        self.client.exec(
+            "import os, threading\nstop = False\n"
+            "def fork_and_wait():\n    while not stop:\n        pid = os.fork()\n"
+            "        if pid == 0:\n            print('child' * 100)\n            os._exit(0)\n"
+            "        os.waitpid(pid, 0)\n"
+            "threads = [threading.Thread(target=fork_and_wait) for _ in range(3)]\n"
+            "for thread in threads:\n    thread.start()")
+        for _ in range(30):
+            self.client.exec("for _ in range(100):\n    print('x' * 50)")
+        res = self.client.exec("stop = True\nfor thread in threads:\n    thread.join(10)\n"
+                               "[thread.is_alive() for thread in threads]", timeout=40)
+        self.assertEqual(res.result, "[False, False, False]")
+
     def test_a_reset_gives_sigint_back_to_the_runner(self):
         for handler in ("lambda signum, frame: None", "signal.default_int_handler",
                         "signal.SIG_DFL", "signal.SIG_IGN"):

@@ -80,12 +80,14 @@ def on_a_runner_thread():
 def let_go_in_child(rlock):
     """In a child of fork(): releases `rlock` if a thread the child lacks held it at fork
     time, so that the child's one thread can take it, a wait already begun included.
-    (_release_save is the release of threading.RLock that does not check the owner.)"""
+    (_release_save is the release of threading.RLock that does not check the owner.) A
+    thread may also have taken the lock underneath without being its owner yet (it waited
+    for the GIL to say so): then the lock is made anew."""
     if not rlock._is_owned():
         try:
             rlock._release_save()
-        except RuntimeError:                 # nobody held it
-            pass
+        except RuntimeError:                 # no owner recorded
+            rlock._at_fork_reinit()
 
 
 def log(message):
