@@ -104,6 +104,26 @@ class UserSignalTest(RunnerTestCase):
                     "threading.Thread(target=send).start()\nsum(range(3 * 10**7))")
                 self.assertEqual((res.status, res.stream("stderr")), ("error", ""))
 
+    def test_a_user_threads_finalizer_errors_all_reach_its_hook_while_cells_end(self):
+        # Handlers installed, so each cell ends by swapping handlers; a thread of user
+        # code meanwhile raises in finalizers, switching threads every microsecond: every
+        # error it raises reaches the hook user code set, none is dropped with the runner's.
+        self.assertEqual(self.client.exec(
+            "import signal, sys, threading\nsys.setswitchinterval(1e-6)\n"
+            "for number in range(signal.SIGRTMIN, signal.SIGRTMAX + 1):\n"
+            "    signal.signal(number, lambda signum, frame: None)\n"
+            "raised, seen, stop = [0], [0], []\n"
+            "def hook(unraisable):\n    seen[0] += 1\nsys.unraisablehook = hook\n"
+            "class Fails:\n    def __del__(self):\n        raised[0] += 1\n"
+            "        raise ValueError('finalizer')\n"
+            "def churn():\n    while not stop:\n        Fails()\n"
+            "thread = threading.Thread(target=churn)\nthread.start()").status, "ok")
+        for _ in range(200):
+            self.assertEqual(self.client.exec("1", timeout=10).status, "ok")
+        res = self.client.exec("stop.append(1)\nthread.join()\n"
+                               "sys.setswitchinterval(0.005)\n(raised[0] > 0, raised == seen)")
+        self.assertEqual(res.result, "(True, True)", res.error)
+
     def test_a_low_recursion_limit_leaves_the_runner_its_own(self):
         # The cell leaves a limit a few frames over its own depth, and a handler installed
         # (so leaving user code swaps handlers): the runner's code runs with its own limit.

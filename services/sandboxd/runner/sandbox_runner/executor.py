@@ -261,13 +261,7 @@ class Executor:
                     eval(code, namespace)
                 result = self.cell_result()
             finally:
-                # leave_user_code(), which nothing stops; what a handler raises in a try's
-                # first line is dropped in C (a hook of Python would have lines to raise at)
-                hook, sys.unraisablehook = sys.unraisablehook, id
-                try:
-                    collections.deque(leaving, 0)
-                finally:
-                    sys.unraisablehook = hook
+                collections.deque(leaving, 0)    # leave_user_code(), which nothing stops
         except BaseException as exc:
             self._interrupts.leave_user_code()   # again: more handlers may have raised
             return self.cell_failed(state, exc)  # than `leaving` had tries

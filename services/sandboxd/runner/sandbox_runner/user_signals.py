@@ -2,6 +2,7 @@
 a call that no exception of a signal handler stops."""
 
 import _signal                                # signal's C functions: no enum conversions
+import _io                                   # io.IOBase without the ABC around it
 import signal
 
 
@@ -92,27 +93,24 @@ def _drop(signum, frame):
 
 def surely(function, tries):
     """An iterator that calls function() as it is consumed, until one call returns, up to
-    `tries` times. Each call is the finalizer of an object, and Python drops whatever
-    leaves a finalizer; consumed by one call of C, collections.deque(it, 0), with no line
-    of Python before it (the iterator is made beforehand), no signal handler that raises
-    can stop it: signals pending at once on a dozen numbers raise at a dozen lines in a
-    row. What a handler raises at a try's first line goes to sys.unraisablehook, which
-    the consumer sets to a function of C meanwhile: a hook of Python has lines to raise
-    at, and Python prints what its hook raised."""
+    `tries` times. Each call is the close() that an io.IOBase's finalizer makes, and that
+    finalizer clears, in C, whatever close() raises (outside Python's development mode,
+    where it goes to sys.unraisablehook); consumed by one call of C,
+    collections.deque(it, 0), with no line of Python before it (the iterator is made
+    beforehand), no signal handler that raises can stop it: signals pending at once on a
+    dozen numbers raise at a dozen lines in a row, a try's first line included. Nothing
+    process-wide changes meanwhile: what other threads' finalizers raise still reaches
+    their sys.unraisablehook."""
     left = [_Try] * tries
     _Try.pending = (function, left)
     return map(_Try.__new__, left)
 
 
-class _Try:
+class _Try(_io._IOBase):
     __slots__ = ()
     pending = None                            # (function, the tries left), from surely()
 
-    def __del__(self):
+    def close(self):
         function, left = _Try.pending
-        try:
-            function()
-            left.clear()                      # done: the list's iterator ends here
-        except BaseException:
-            pass
-
+        function()
+        left.clear()                          # done: the list's iterator ends here
