@@ -136,6 +136,17 @@ class UserSignalTest(RunnerTestCase):
         self.assertEqual(self.client.exec("sys.getrecursionlimit() == limit").result, "True")
         self.assertEqual(self.client.exec("sys.setrecursionlimit(1000)\n1 + 1").result, "2")
 
+    def test_a_limit_a_user_thread_sets_between_cells_stands(self):
+        # The cell leaves a low limit, which the runner keeps aside while its own code
+        # runs; a thread of user code sets another after the cell: that one stands.
+        self.client.exec(
+            "import signal, sys, threading, time\n"
+            "signal.signal(signal.SIGUSR1, lambda signum, frame: None)\n"
+            "def later():\n    time.sleep(0.2)\n    sys.setrecursionlimit(3000)\n"
+            "threading.Thread(target=later).start()\nsys.setrecursionlimit(500)")
+        time.sleep(0.4)
+        self.assertEqual(self.client.exec("sys.getrecursionlimit()").result, "3000")
+
     def test_a_reset_puts_no_old_handler_back(self):
         self.client.exec(
             "import signal\n"

@@ -133,8 +133,9 @@ class InterruptController:
     def enter_user_code(self, state, async_cell):
         self._async_cell = async_cell
         limit, self._user_recursion_limit = self._user_recursion_limit, None
-        if limit is not None:
-            sys.setrecursionlimit(limit)      # the limit user code set, lower than ours
+        if limit is not None and sys.getrecursionlimit() == RUNNER_RECURSION_LIMIT:
+            sys.setrecursionlimit(limit)      # user code's lower limit, unless a thread
+                                              # of user code has set one since
         self.user_code_active = True
         self._user_signals.resume()
         # An interrupt that arrived before user code started (say during compile) found
