@@ -105,6 +105,12 @@ class InterruptTest(RunnerTestCase):
                                            "    def __repr__(self):\n        while True:\n"
                                            "            D(300000)\n"
                                            "(D(10**8), R())[1]",
+        # Python clears, in C and unseen, what the close() an io object's finalizer runs
+        # raises
+        "busy close() of an io object": "import io\nclass F(io.RawIOBase):\n"
+                                        "    def close(self):\n"
+                                        "        for i in range(200000):\n"
+                                        "            pass\nwhile True:\n    F()",
         "under a trace function of its own": "import sys\nsys.settrace(lambda *args: None)\n"
                                              "class D:\n    def __del__(self):\n"
                                              "        for i in range(200000):\n"

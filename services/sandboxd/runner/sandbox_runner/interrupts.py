@@ -65,9 +65,13 @@ class InterruptController:
         if frame is not None and self._cannot_raise_in(frame):
             state.deferred = True
             return
-        self._deliver(state)
+        self._deliver(state, frame)
 
-    def _deliver(self, state):
+    def _deliver(self, state, frame=None):
+        """Raises the exec's KeyboardInterrupt in `frame` (when known), unless Python would
+        lose it there unseen (SwallowedInterrupt.hidden_at)."""
+        if frame is not None and self._swallowed.hidden_at(frame):
+            return
         state.delivered = True
         raise self._swallowed.interrupt()
 
@@ -114,9 +118,10 @@ class InterruptController:
             return
         if not self.user_code_active or threading.get_ident() != self._main_ident:
             return
-        if self._cannot_raise_in(sys._getframe(2)):
+        caller = sys._getframe(2)
+        if self._cannot_raise_in(caller):
             return
-        self._deliver(state)
+        self._deliver(state, caller)
 
     # -- main thread -------------------------------------------------------------------
 

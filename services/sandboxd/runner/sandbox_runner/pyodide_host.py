@@ -231,10 +231,12 @@ class Host:
         if not state.started:
             return                           # _run reports it as it starts
         current = asyncio.current_task()
-        if current is None or frame is None or not self._is_user_frame(frame):
-            # In the host's frames: an awaiting cell is cancelled; one whose step is
-            # suspended in a stack switch (Pyodide's time.sleep) is not reached by that, so
-            # the sleep raises when it resumes (state.deferred).
+        if current is None or frame is None or not self._is_user_frame(frame) or \
+                self.swallowed.hidden_at(frame):
+            # In the host's frames (or where Python would lose it, hidden_at): an awaiting
+            # cell is cancelled; one whose step is suspended in a stack switch (Pyodide's
+            # time.sleep) is not reached by that, so the sleep raises when it resumes
+            # (state.deferred).
             state.deferred = True
             if not state.task.get_coro().cr_running:
                 state.task.cancel()

@@ -1,7 +1,10 @@
 """SwallowedInterrupt: a KeyboardInterrupt that Python ignored in a finalizer is raised
 again in user code."""
 
+import _io
 import sys
+
+_IO_DICT = _io._IOBase.__dict__["__dict__"]   # an io object's own __dict__, read in C
 
 
 class SwallowedInterrupt:
@@ -24,6 +27,10 @@ class SwallowedInterrupt:
       line of any of them raises it. With a trace function of its own, only the one frame
       is traced (its hook already makes Python report that frame's lines); raising from
       a trace function makes Python drop that hook.
+
+    One finalizer hides what it drops: the close() an io object's finalizer runs, whose
+    exception Python clears without a hook. The owner asks hidden_at(frame) before it
+    raises in `frame`, and the interrupt is swallowed there as above, without raising.
 
     The owner raises every interrupt with `raise swallowed.interrupt()`, and calls reset()
     when an exec begins and ends. Used on the main thread only.
@@ -56,6 +63,22 @@ class SwallowedInterrupt:
 
     def is_finalizer(self, code):
         return code in self._codes
+
+    def hidden_at(self, frame):
+        """True when an interrupt raised in `frame` would be lost unseen: inside the close()
+        that an io object's finalizer runs, which Python clears in C without calling
+        sys.unraisablehook (_closing_frame). It is then swallowed there as in any other
+        finalizer: that close() stops counting as user code, the frame it interrupted is
+        traced, and the owner is told (on_swallowed)."""
+        closing = _closing_frame(frame)
+        if closing is None:
+            return False
+        if self._is_user_frame(closing):
+            self._codes.add(closing.f_code)
+        self._on_swallowed()
+        if self._traced_frame is None:
+            self._trace(closing.f_back)
+        return True
 
     def reset(self):
         self._raised = None
@@ -99,7 +122,8 @@ class SwallowedInterrupt:
             return None                       # a frame traced before the interrupt landed
         if event == "line" and self._is_user_frame(frame):
             self._stop_tracing()
-            self._deliver()
+            if not self.hidden_at(frame):
+                self._deliver()
             return None
         if event == "return" and frame is self._traced_frame:
             self._stop_tracing()
@@ -114,3 +138,19 @@ class SwallowedInterrupt:
         frame.f_trace, self._frame_trace_before = self._frame_trace_before, None
         if sys.gettrace() == self._trace_calls:
             sys.settrace(None)
+
+
+def _closing_frame(frame):
+    """The frame, `frame` or one of its callers, of a close() that an io object's finalizer
+    runs: _io's finalizer sets the object's `_finalizing` before it calls close(), and
+    clears whatever close() raises (Python 3.11 and 3.12; 3.13 hands it to
+    sys.unraisablehook). The object is read without running any method of it."""
+    while frame is not None:
+        code = frame.f_code
+        if code.co_argcount:
+            obj = frame.f_locals.get(code.co_varnames[0])
+            if issubclass(type(obj), _io._IOBase) and \
+                    dict.get(_IO_DICT.__get__(obj), "_finalizing") is True:
+                return frame
+        frame = frame.f_back
+    return None

@@ -94,8 +94,8 @@ def _drop(signum, frame):
 def surely(function, tries):
     """An iterator that calls function() as it is consumed, until one call returns, up to
     `tries` times. Each call is the close() that an io.IOBase's finalizer makes, and that
-    finalizer clears, in C, whatever close() raises (outside Python's development mode,
-    where it goes to sys.unraisablehook); consumed by one call of C,
+    finalizer clears, in C, whatever close() raises (Python 3.11 and 3.12 outside their
+    development mode; 3.13 hands it to sys.unraisablehook); consumed by one call of C,
     collections.deque(it, 0), with no line of Python before it (the iterator is made
     beforehand), no signal handler that raises can stop it: signals pending at once on a
     dozen numbers raise at a dozen lines in a row, a try's first line included. Nothing
