@@ -206,6 +206,44 @@ class EgressTest(RunnerTestCase):
         relay_threads(self.proc.pid)
         self.get_through_a_parked_connection()
 
+    def test_the_code_s_sockets_to_the_relay_get_a_receive_buffer_of_their_own(self):
+        """gVisor's loopback TCP stalls bulk answers to a socket that tunes its own receive
+        window: the code's sockets to the relay get a set one, every other socket keeps the
+        kernel's."""
+        port = self.egress_on()
+        res = self.client.exec(
+            "import socket\nother = socket.socket()\nother.bind(('127.0.0.1', 0))\n"
+            "other.listen()\n"
+            "def buffer(address, ex=False):\n    with socket.socket() as sock:\n"
+            "        (sock.connect_ex if ex else sock.connect)(address)\n"
+            "        return sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)\n"
+            f"relay = ('127.0.0.1', {port})\n"
+            "with socket.socket() as fresh:\n"
+            "    default = fresh.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)\n"
+            "[buffer(relay), buffer(relay, True), buffer(other.getsockname()), default]")
+        relay, relay_ex, other, default = res.value
+        self.assertEqual(relay, relay_ex)
+        self.assertNotEqual(relay, default)
+        self.assertEqual(other, default)
+
+    def test_a_connect_that_blocks_stays_interruptible_once_relaying(self):
+        """socket.socket.connect() is the runner's then: an interrupt still lands while
+        the call blocks (a listener whose queue is full drops the handshake)."""
+        self.egress_on()
+        exec_id = self.client.start_exec(
+            "import socket\nfull = socket.socket()\nfull.bind(('127.0.0.1', 0))\n"
+            "full.listen(0)\nqueued = []\nfor _ in range(4):\n"
+            "    sock = socket.socket()\n    sock.setblocking(False)\n"
+            "    sock.connect_ex(full.getsockname())\n    queued.append(sock)\n"
+            "print('connecting', flush=True)\n"
+            "socket.socket().connect(full.getsockname())")
+        self.client.expect("output")
+        time.sleep(0.3)
+        self.client.send({"type": "interrupt", "id": exec_id})
+        res = self.client.finish_exec(exec_id, timeout=5)
+        self.assertEqual(res.status, "interrupted", res.error)
+        self.assertNotIn("sandbox_runner", res.error["traceback"])
+
     def test_http_request_goes_to_a_parked_connection(self):
         self.egress_on()
         [host] = self.park()

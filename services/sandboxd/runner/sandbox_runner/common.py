@@ -149,6 +149,12 @@ def is_runner_file(filename):
     return filename.startswith(RUNNER_DIR)
 
 
+# Code objects of runner functions that user code calls and that hold no state of the
+# runner's (egress.py's socket.connect): an interrupt lands in them as in user code, so a
+# call that blocks inside one stays interruptible.
+INTERRUPTIBLE_RUNNER_CODE = set()
+
+
 def bind_unix_socket(path):
     """A unix stream socket bound at `path` (a stale socket file there is removed), not yet
     listening. Rootless podman maps the container uid to another host uid than sandboxd's,

@@ -28,11 +28,12 @@ import subprocess
 import sys
 import threading
 
-from .common import bind_unix_socket, log
+from .common import INTERRUPTIBLE_RUNNER_CODE, bind_unix_socket, log
 
 SOCKET_NAME = "egress.sock"
 MAX_PARKED = 64                 # host connections kept parked
 NO_PROXY = "localhost,127.0.0.1,::1"
+RELAY_RECEIVE_BUFFER = 1 << 20  # SO_RCVBUF of user code's sockets to the relay (below)
 
 
 def proxy_environment(port):
@@ -93,6 +94,7 @@ class EgressRelay:
             self._local_listener = local
             self._spawn()
             self._set_port(port)
+            _give_relay_clients_a_receive_buffer(port)
             return port, None
 
     def _set_port(self, port):
@@ -117,3 +119,40 @@ class EgressRelay:
              package_root, str(fds[0]), str(fds[1]), str(os.getpid())],
             pass_fds=fds, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             close_fds=True)
+
+
+def _give_relay_clients_a_receive_buffer(port):
+    """From now on a socket of user code that connects to the relay's 127.0.0.1:`port` gets
+    an explicit SO_RCVBUF first. gVisor's loopback TCP (its own network stack, the one
+    every gVisor session relays through) stalls a bulk answer for 200 ms, a retransmission
+    timeout, in about a quarter of the fetches when the receiving socket tunes its own
+    window; a socket with a set receive buffer does not tune it and meets none. Only the
+    code's side of the connection can carry it, so socket.socket's connect() and
+    connect_ex() set it (also in a container session that relays after a sandboxd restart,
+    on the kernel's TCP). Other sockets are not touched, and a connect that blocks stays
+    interruptible (INTERRUPTIBLE_RUNNER_CODE). Once per runner: the port never changes."""
+    relay = ("127.0.0.1", port)
+    cls = socket.socket
+    if getattr(cls.connect, "relay", None) is not None:
+        return
+
+    def tune(sock, address):
+        if type(address) is tuple and address == relay:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RELAY_RECEIVE_BUFFER)
+            except OSError:
+                pass
+
+    plain_connect, plain_connect_ex = cls.connect, cls.connect_ex
+
+    def connect(self, address):
+        tune(self, address)
+        return plain_connect(self, address)
+
+    def connect_ex(self, address):
+        tune(self, address)
+        return plain_connect_ex(self, address)
+
+    connect.relay = connect_ex.relay = relay
+    INTERRUPTIBLE_RUNNER_CODE.update((connect.__code__, connect_ex.__code__))
+    cls.connect, cls.connect_ex = connect, connect_ex

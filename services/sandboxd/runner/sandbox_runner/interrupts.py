@@ -8,7 +8,8 @@ import sys
 import threading
 import time
 
-from .common import (INTERRUPT_RESEND_INTERVAL, RUNNER_RECURSION_LIMIT, is_runner_file, log,
+from .common import (INTERRUPT_RESEND_INTERVAL, INTERRUPTIBLE_RUNNER_CODE,
+                     RUNNER_RECURSION_LIMIT, is_runner_file, log,
                      start_bare_thread)
 from .protocol import sending_here
 from .swallowed import SwallowedInterrupt
@@ -99,10 +100,12 @@ class InterruptController:
         return self._not_user_frame(frame) or sending_here()
 
     def _not_user_frame(self, frame):
-        """True for the runner's frames, a finalizer's that swallowed the interrupt, and
-        asyncio's during a coroutine cell."""
+        """True for the runner's frames (but INTERRUPTIBLE_RUNNER_CODE's), a finalizer's
+        that swallowed the interrupt, and asyncio's during a coroutine cell."""
         code = frame.f_code
         filename = code.co_filename
+        if code in INTERRUPTIBLE_RUNNER_CODE:
+            return False
         return is_runner_file(filename) or self._swallowed.is_finalizer(code) or (
             self._async_cell and (filename.startswith(_ASYNCIO_DIR) or
                                   filename == _SELECTORS_FILE))
