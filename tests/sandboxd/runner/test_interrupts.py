@@ -111,6 +111,13 @@ class InterruptTest(RunnerTestCase):
                                         "    def close(self):\n"
                                         "        for i in range(200000):\n"
                                         "            pass\nwhile True:\n    F()",
+        # it breaks out of the close(), as in plain Python, and reaches the loop
+        "close() of an io object that never returns": "import io\n"
+                                                      "class F(io.RawIOBase):\n"
+                                                      "    def close(self):\n"
+                                                      "        while True:\n"
+                                                      "            pass\n"
+                                                      "F()\nwhile True:\n    pass",
         "under a trace function of its own": "import sys\nsys.settrace(lambda *args: None)\n"
                                              "class D:\n    def __del__(self):\n"
                                              "        for i in range(200000):\n"
@@ -126,6 +133,20 @@ class InterruptTest(RunnerTestCase):
             with self.subTest(name):
                 res = self.interrupt_when_started(loop)
                 self.assertNotIn("Exception ignored", res.stream("stderr"))
+        self.assertStillUsable()
+
+    def test_interrupt_reaches_io_objects_that_only_look_finalizing(self):
+        # What tells an io finalizer's close() is the object's `_finalizing`: one set by
+        # hand, and a key of user code with its hash, change nothing for the interrupt.
+        self.client.exec("import io\nclass F(io.RawIOBase):\n    def spin(self):\n"
+                         "        while True:\n            pass\n"
+                         "class Twin(str):\n    def __hash__(self):\n"
+                         "        return hash('_finalizing')\n"
+                         "    def __eq__(self, other):\n        raise ValueError('compared')")
+        for name, setup in (("set by hand", "f._finalizing = True"),
+                            ("a key with its hash", "f.__dict__[Twin('x')] = 1")):
+            with self.subTest(name):
+                self.interrupt_when_started(f"f = F()\n{setup}\nf.spin()")
         self.assertStillUsable()
 
     def test_interrupt_swallowed_by_a_finalizer_under_an_unraisable_hook_of_its_own(self):

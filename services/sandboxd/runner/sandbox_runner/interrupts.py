@@ -69,12 +69,10 @@ class InterruptController:
         self._deliver(state, frame)
 
     def _deliver(self, state, frame=None):
-        """Raises the exec's KeyboardInterrupt in `frame` (when known), unless Python would
-        lose it there unseen (SwallowedInterrupt.hidden_at)."""
-        if frame is not None and self._swallowed.hidden_at(frame):
-            return
+        """Raises the exec's KeyboardInterrupt in `frame`, when known (see
+        SwallowedInterrupt.interrupt)."""
         state.delivered = True
-        raise self._swallowed.interrupt()
+        raise self._swallowed.interrupt(frame)
 
     def _on_swallowed(self):
         state = self._state
@@ -87,14 +85,14 @@ class InterruptController:
         if start_resender:
             self._start_resender(state)
 
-    def _deliver_if_due(self):
+    def _deliver_if_due(self, frame):
         state = self._state
         if state is None or state.delivered or not self.user_code_active:
             return
         if sending_here():
             state.deferred = True             # the resender goes on until it lands
             return
-        self._deliver(state)
+        self._deliver(state, frame)
 
     def _cannot_raise_in(self, frame):
         return self._not_user_frame(frame) or sending_here()

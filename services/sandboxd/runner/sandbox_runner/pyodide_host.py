@@ -231,18 +231,16 @@ class Host:
         if not state.started:
             return                           # _run reports it as it starts
         current = asyncio.current_task()
-        if current is None or frame is None or not self._is_user_frame(frame) or \
-                self.swallowed.hidden_at(frame):
-            # In the host's frames (or where Python would lose it, hidden_at): an awaiting
-            # cell is cancelled; one whose step is suspended in a stack switch (Pyodide's
-            # time.sleep) is not reached by that, so the sleep raises when it resumes
-            # (state.deferred).
+        if current is None or frame is None or not self._is_user_frame(frame):
+            # In the host's frames: an awaiting cell is cancelled; one whose step is
+            # suspended in a stack switch (Pyodide's time.sleep) is not reached by that, so
+            # the sleep raises when it resumes (state.deferred).
             state.deferred = True
             if not state.task.get_coro().cr_running:
                 state.task.cancel()
             return
         if current is state.task:
-            self.deliver(state)
+            self.deliver(state, frame)
         state.task.cancel()
         raise asyncio.CancelledError()
 
@@ -259,16 +257,16 @@ class Host:
             state.delivered = False
             state.deferred = True
 
-    def _deliver_if_due(self):
+    def _deliver_if_due(self, frame):
         state = self.current
         if state is not None and not state.delivered and \
                 asyncio.current_task() is state.task:
-            self.deliver(state)
+            self.deliver(state, frame)
 
-    def deliver(self, state):
-        """Raises the exec's one KeyboardInterrupt in user code."""
+    def deliver(self, state, frame=None):
+        """Raises the exec's one KeyboardInterrupt in user code (`frame`, when known)."""
         state.delivered = True
-        raise self.swallowed.interrupt()
+        raise self.swallowed.interrupt(frame)
 
     def _restore_stdio(self):
         sys.stdout, sys.stderr = self._stdout, self._stderr

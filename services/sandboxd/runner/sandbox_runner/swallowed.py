@@ -29,8 +29,7 @@ class SwallowedInterrupt:
       a trace function makes Python drop that hook.
 
     One finalizer hides what it drops: the close() an io object's finalizer runs, whose
-    exception Python clears without a hook. The owner asks hidden_at(frame) before it
-    raises in `frame`, and the interrupt is swallowed there as above, without raising.
+    exception Python clears without a hook; interrupt(frame) looks for one.
 
     The owner raises every interrupt with `raise swallowed.interrupt()`, and calls reset()
     when an exec begins and ends. Used on the main thread only.
@@ -39,7 +38,7 @@ class SwallowedInterrupt:
     def __init__(self, is_user_frame, on_swallowed, deliver):
         self._is_user_frame = is_user_frame   # frame -> bool, consults is_finalizer
         self._on_swallowed = on_swallowed     # () -> None: the interrupt is due again
-        self._deliver = deliver               # () -> None: raises it here when due
+        self._deliver = deliver               # (frame) -> None: raises it there when due
         self._raised = None                   # the KeyboardInterrupt raised in this exec
         self._codes = set()                   # code objects of finalizers that swallowed it
         self._traced_frame = None
@@ -55,30 +54,22 @@ class SwallowedInterrupt:
             self._fallback = hook or sys.__unraisablehook__
             sys.unraisablehook = self._hook
 
-    def interrupt(self):
-        """A new KeyboardInterrupt for the owner to raise, remembered by the hook."""
+    def interrupt(self, frame=None):
+        """A new KeyboardInterrupt for the owner to raise in `frame` (when known),
+        remembered by the hook. Raised in, or below, the close() an io object's finalizer
+        runs (_closing_frame), it breaks out of that close() as in plain Python, where
+        Python clears it unseen: it is due again at once, at the next line of the frame the
+        finalizer interrupted, as a swallowed one."""
         self._stop_tracing()
         self._raised = KeyboardInterrupt()
+        closing = None if frame is None else _closing_frame(frame)
+        if closing is not None:
+            self._on_swallowed()
+            self._trace(closing.f_back)
         return self._raised
 
     def is_finalizer(self, code):
         return code in self._codes
-
-    def hidden_at(self, frame):
-        """True when an interrupt raised in `frame` would be lost unseen: inside the close()
-        that an io object's finalizer runs, which Python clears in C without calling
-        sys.unraisablehook (_closing_frame). It is then swallowed there as in any other
-        finalizer: that close() stops counting as user code, the frame it interrupted is
-        traced, and the owner is told (on_swallowed)."""
-        closing = _closing_frame(frame)
-        if closing is None:
-            return False
-        if self._is_user_frame(closing):
-            self._codes.add(closing.f_code)
-        self._on_swallowed()
-        if self._traced_frame is None:
-            self._trace(closing.f_back)
-        return True
 
     def reset(self):
         self._raised = None
@@ -122,8 +113,7 @@ class SwallowedInterrupt:
             return None                       # a frame traced before the interrupt landed
         if event == "line" and self._is_user_frame(frame):
             self._stop_tracing()
-            if not self.hidden_at(frame):
-                self._deliver()
+            self._deliver(frame)
             return None
         if event == "return" and frame is self._traced_frame:
             self._stop_tracing()
@@ -149,8 +139,18 @@ def _closing_frame(frame):
         code = frame.f_code
         if code.co_argcount:
             obj = frame.f_locals.get(code.co_varnames[0])
-            if issubclass(type(obj), _io._IOBase) and \
-                    dict.get(_IO_DICT.__get__(obj), "_finalizing") is True:
+            if issubclass(type(obj), _io._IOBase) and _finalizing(_IO_DICT.__get__(obj)):
                 return frame
         frame = frame.f_back
     return None
+
+
+def _finalizing(attributes):
+    """`attributes["_finalizing"] is True`, comparing no key but exact strings: a key of
+    user code with the same hash would run its __eq__ in a lookup."""
+    if type(attributes) is not dict:
+        return False
+    for key, value in attributes.items():
+        if type(key) is str and key == "_finalizing":
+            return value is True
+    return False
