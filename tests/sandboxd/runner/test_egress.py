@@ -225,6 +225,21 @@ class EgressTest(RunnerTestCase):
         self.assertEqual(relay, relay_ex)
         self.assertNotEqual(relay, default)
         self.assertEqual(other, default)
+        # As the methods they wrap: one positional argument, the socket's own options, and
+        # a receive buffer the code set stays.
+        res = self.client.exec(
+            "class Mine(socket.socket):\n    def setsockopt(self, *args):\n"
+            "        raise ValueError('called')\n"
+            "with socket.socket() as sock:\n    try:\n        sock.connect(address=relay)\n"
+            "    except TypeError:\n        keywords = 'refused'\n"
+            "with Mine() as sock:\n    sock.connect(relay)\n"
+            "with socket.socket() as sock:\n"
+            "    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)\n"
+            "    before = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)\n"
+            "    sock.connect(relay)\n"
+            "    kept = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) == before\n"
+            "[keywords, kept]")
+        self.assertEqual(res.value, ["refused", True], res.error)
 
     def test_a_connect_that_blocks_stays_interruptible_once_relaying(self):
         """socket.socket.connect() is the runner's then: an interrupt still lands while

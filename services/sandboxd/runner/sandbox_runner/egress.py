@@ -22,6 +22,7 @@ not the host's) and after a sandboxd restart, on the same port.
 A session without egress pays for one bound socket: no listen(), no process, no variable,
 and the runner never loads the relay's code (egress_relay.py), which only its process runs."""
 
+import _socket
 import os
 import socket
 import subprocess
@@ -129,30 +130,40 @@ def _give_relay_clients_a_receive_buffer(port):
     window; a socket with a set receive buffer does not tune it and meets none. Only the
     code's side of the connection can carry it, so socket.socket's connect() and
     connect_ex() set it (also in a container session that relays after a sandboxd restart,
-    on the kernel's TCP). Other sockets are not touched, and a connect that blocks stays
-    interruptible (INTERRUPTIBLE_RUNNER_CODE). Once per runner: the port never changes."""
-    relay = ("127.0.0.1", port)
-    cls = socket.socket
-    if getattr(cls.connect, "relay", None) is not None:
+    on the kernel's TCP), through _socket's own methods, unless the socket has one set
+    already. Other sockets are not touched; the arguments are checked as by the methods
+    they wrap (one, positional), and a connect that blocks stays interruptible
+    (INTERRUPTIBLE_RUNNER_CODE). Once per runner: the port never changes."""
+    global _relay_clients_tuned
+    if _relay_clients_tuned:
         return
+    _relay_clients_tuned = True
+    relay = ("127.0.0.1", port)
+    plain = _socket.socket
+    with socket.socket() as fresh:
+        kernels = fresh.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
 
     def tune(sock, address):
         if type(address) is tuple and address == relay:
             try:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RELAY_RECEIVE_BUFFER)
-            except OSError:
-                pass
+                if plain.getsockopt(sock, socket.SOL_SOCKET, socket.SO_RCVBUF) == kernels:
+                    plain.setsockopt(sock, socket.SOL_SOCKET, socket.SO_RCVBUF,
+                                     RELAY_RECEIVE_BUFFER)
+            except (OSError, TypeError):
+                pass                          # the wrapped method says what is wrong
 
-    plain_connect, plain_connect_ex = cls.connect, cls.connect_ex
-
-    def connect(self, address):
+    def connect(self, address, /):
         tune(self, address)
-        return plain_connect(self, address)
+        return plain.connect(self, address)
 
-    def connect_ex(self, address):
+    def connect_ex(self, address, /):
         tune(self, address)
-        return plain_connect_ex(self, address)
+        return plain.connect_ex(self, address)
 
-    connect.relay = connect_ex.relay = relay
-    INTERRUPTIBLE_RUNNER_CODE.update((connect.__code__, connect_ex.__code__))
-    cls.connect, cls.connect_ex = connect, connect_ex
+    for function in (connect, connect_ex):
+        function.__qualname__ = f"socket.{function.__name__}"
+        INTERRUPTIBLE_RUNNER_CODE.add(function.__code__)
+    socket.socket.connect, socket.socket.connect_ex = connect, connect_ex
+
+
+_relay_clients_tuned = False
