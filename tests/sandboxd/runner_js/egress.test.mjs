@@ -6,6 +6,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { createRequire } from 'node:module';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -206,5 +207,41 @@ describe('javascript runner: egress relay', () => {
   it('closes the connection on an egress frame whose id is not an int', async () => {
     client.send({ type: 'egress', id: '1' });
     assert.ok(await client.atEof(5000));
+  });
+});
+
+describe('javascript runner: fetch() and NODE_EXTRA_CA_CERTS', () => {
+  // The options fetch() connects with, from the runner's module (no container needed).
+  const { tlsOptions } = createRequire(import.meta.url)('../../../services/sandboxd/runner_js/egress_fetch.js');
+
+  it('trusts the file as it is now, building the context again only when its text changes', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'egress-ca-'));
+    const ca = path.join(dir, 'ca.pem');
+    const makeCa = (name) => execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt',
+      'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', path.join(dir, `${name}.key`), '-out', ca,
+      '-days', '1', '-subj', `/CN=${name}`], { stdio: 'ignore' });
+    const saved = process.env.NODE_EXTRA_CA_CERTS;
+    try {
+      delete process.env.NODE_EXTRA_CA_CERTS;
+      assert.equal(tlsOptions('example.test').secureContext, undefined, "without the variable: Node's own");
+      makeCa('first');
+      process.env.NODE_EXTRA_CA_CERTS = ca;
+      const first = tlsOptions('example.test', { port: 443 });
+      assert.ok(first.secureContext instanceof tls.SecureContext);
+      assert.equal(first.ca, undefined);
+      assert.equal(first.servername, 'example.test');
+      // Building one takes 25-45 ms (Node's ~140 roots): a connection reuses it.
+      assert.equal(tlsOptions('other.test').secureContext, first.secureContext);
+      makeCa('second');
+      const second = tlsOptions('example.test').secureContext;
+      assert.notEqual(second, first.secureContext, 'a changed file is read again');
+      assert.equal(tlsOptions('example.test').secureContext, second);
+      fs.rmSync(ca);
+      assert.equal(tlsOptions('example.test').secureContext, undefined, 'an unreadable file adds nothing');
+    } finally {
+      if (saved === undefined) delete process.env.NODE_EXTRA_CA_CERTS;
+      else process.env.NODE_EXTRA_CA_CERTS = saved;
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
