@@ -170,10 +170,8 @@ ABSL_FLAG(double, upstream_notification_rate, 100,
           "Notifications one upstream may send per second (bursts of ten times as many); more "
           "are dropped, and a 2026-07-28 upstream's subscriptions/listen stream is closed and "
           "reopened after a growing pause. 0: no limit.");
-ABSL_FLAG(uint32_t, max_tool_calls_in_flight, 32,
-          "Tool calls of one run_python answered at the same time; more get a ToolError. "
-          "Also how deep one run's flood of calls fills the path other clients' runs share "
-          "(docs/gateway.md, \"Tool calls and the CPU\").");
+ABSL_FLAG(uint32_t, max_tool_calls_in_flight, 64,
+          "Tool calls of one run_python answered at the same time; more get a ToolError.");
 ABSL_FLAG(uint32_t, max_tool_calls_in_flight_per_credential, 128,
           "Tool calls in flight at once of one credential over all its runs (each "
           "holds a thread until its answer is written); more get a ToolError.");

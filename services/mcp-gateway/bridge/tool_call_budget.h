@@ -9,8 +9,8 @@
 //
 // It also counts the calls themselves (CallsOf: a ByteBudget charged 1 per call), per
 // credential and over everyone: each call in flight holds a gateway thread until its
-// answer is written, and a run's own cap (--max_tool_calls_in_flight, 32) alone would let
-// one token's 16 sandboxes x 32 slow calls hold over 500 threads.
+// answer is written, and a run's own cap (--max_tool_calls_in_flight) alone would let one
+// token's 16 sandboxes x 64 slow calls hold over a thousand threads.
 //
 //   ToolCallBudgetOptions options;
 //   options.ceiling = ceiling;

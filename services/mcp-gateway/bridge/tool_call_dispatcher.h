@@ -33,7 +33,7 @@ namespace gateway {
 // with an error, which the sandboxed code sees as a ToolError; the gateway never grows a
 // thread or a queue per call without limit.
 struct ToolCallLimits {
-  uint32_t max_in_flight = 32;    // calls being answered at the same time
+  uint32_t max_in_flight = 64;    // calls being answered at the same time
   uint32_t max_per_run = 10000;   // calls in total
   // What every run's calls share, per credential over all its runs and for everyone:
   // calls in flight (each holds a gateway thread, and a credential may run many

@@ -1,9 +1,9 @@
 // Tool calls made by sandboxed code are counted per credential over all its runs and over
 // everyone (--max_tool_calls_in_flight_per_credential, --max_tool_calls_in_flight_total),
 // because each call in flight holds a gateway thread: with only one run's calls bounded
-// (--max_tool_calls_in_flight), one token's 16 sandboxes each gathering 64 calls of a slow
-// upstream tool would hold 1,055 gateway threads at a cap of 64, and three tokens ~3,100.
-// Here two tokens' sessions gather many slow calls with small caps: the gateway's threads
+// (--max_tool_calls_in_flight, 64), one token's 16 sandboxes each gathering 64 calls of a
+// slow upstream tool would hold 1,055 gateway threads, and three tokens ~3,100. Here two
+// tokens' sessions gather many slow calls with small caps: the gateway's threads
 // (/proc/<pid>/status) stay within the caps plus a fixed base, the calls past them get a
 // ToolError naming the flag, and a third token's call is answered meanwhile.
 import assert from "node:assert/strict";
@@ -55,7 +55,7 @@ describe("tool calls in flight across runs", () => {
       });
       let a, c;
       try {
-        // A: 48 slow calls at once (each run's own cap, 32, lets its 16 through): it gets its 8.
+        // A: 48 slow calls at once (each run's own cap, 64, lets all through): it gets its 8.
         a = flood(clients.slice(0, 3));
         await Promise.all(a.map((r) => r.busy));
         // C: 32 more. Holding calls, it may not take the total's last eighth: 3 of them.
