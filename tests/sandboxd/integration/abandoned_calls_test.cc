@@ -221,6 +221,11 @@ for _ in range(530000):
     out('a'); err('b')
 )", 300000);
   ASSERT_TRUE(stream->Write(start));
+  // The flood has started (its first message says so) before the next run is asked for;
+  // otherwise that run can reach the session first and the flood then meets a reader.
+  sandbox::v1::ExecuteResponse m;
+  ASSERT_TRUE(stream->Read(&m));
+  ASSERT_TRUE(m.has_started()) << m.DebugString();
   // Queued behind the flood: it runs once the flood is over, however that ends.
   sandbox::v1::Finished after = RunCode(*stub, session, "print('after')", 60000);
   EXPECT_EQ(after.status(), sandbox::v1::Finished::OK) << after.DebugString();
@@ -228,8 +233,7 @@ for _ in range(530000):
   const long rss_after = Status(daemon.pid(), "VmRSS:");
 
   bool finished = false;
-  size_t messages = 0;
-  sandbox::v1::ExecuteResponse m;
+  size_t messages = 1;
   while (stream->Read(&m)) {
     finished |= m.has_finished();
     ++messages;
