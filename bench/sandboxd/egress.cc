@@ -276,11 +276,11 @@ void Bench::Egress() {
                                     "MiB/s on the host)",
                                     share, rounds, Pct(shares, 25), Pct(shares, 75), mibs[0], mibs[1]),
                     "≥ 80%");
-  r_->Info("11", "egress: the same GET from an origin inside the session (its own floor, no proxy)",
+  r_->Info("11", "egress: the same GETs from an origin inside the session (its own floor, no proxy)",
            absl::StrFormat("%.0f MiB/s (%.0f%% of the host's); through the proxy: %.0f%% of it "
-                           "(middle half %.0f-%.0f%%)",
+                           "(middle half %.0f-%.0f%%); small HTTP GET p50 %s",
                            mibs[2], 100.0 * mibs[2] / mibs[1], floor_share, Pct(floor_shares, 25),
-                           Pct(floor_shares, 75)));
+                           Pct(floor_shares, 75), FmtMs(Pct(small[2], 50))));
   double js_share = 0;
   std::string js_text;
   if (!FetchJavaScript(*stub_, req, origin, iters, o_.quick ? 1 : 9, mibs[1], &js_share, &js_text, &why)) {
