@@ -197,16 +197,18 @@ TEST(LifecycleTest, SessionCountAndQueueAreBounded) {
   CreateSession(*stub);
   grpc::Status st = TryCreate(*stub);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  // One running + one queued fills the queue of 1; a third is refused.
-  std::atomic<bool> started{false};
+  // One running + one queued fills the queue of 1; a third is refused. The running one
+  // waits until the test cancels it, so that the queue is full while the third comes.
+  using Stream = grpc::ClientReaderWriter<sandbox::v1::ExecuteRequest, sandbox::v1::ExecuteResponse>;
+  std::atomic<Stream*> started{nullptr};
   std::thread running([&] {
     auto s = d.Stub();
-    Execute(*s, Start(a.id(), "import time\ntime.sleep(3)"), nullptr, false,
-            [&](const sandbox::v1::ExecuteResponse& m, auto*) {
-              if (m.has_started()) started = true;
+    Execute(*s, Start(a.id(), "import time\ntime.sleep(120)"), nullptr, false,
+            [&](const sandbox::v1::ExecuteResponse& m, Stream* stream) {
+              if (m.has_started()) started = stream;
             });
   });
-  ASSERT_TRUE(WaitFor([&] { return started.load(); }));
+  ASSERT_TRUE(WaitFor([&] { return started.load() != nullptr; }));
   std::thread queued([&] { RunCode(*d.Stub(), a.id(), "1"); });
   sandbox::v1::Session got;
   ASSERT_TRUE(WaitFor([&] {
@@ -215,6 +217,9 @@ TEST(LifecycleTest, SessionCountAndQueueAreBounded) {
   }));
   RunCode(*stub, a.id(), "2", 0, &st);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  sandbox::v1::ExecuteRequest cancel;
+  cancel.mutable_cancel();
+  started.load()->Write(cancel);
   running.join();
   queued.join();
 }
