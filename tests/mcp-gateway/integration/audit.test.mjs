@@ -59,7 +59,7 @@ print(r, e)`,
 except ToolError:
     print("tool error")`,
   timeout: "while True: pass",
-  cancelled: "import asyncio\nawait asyncio.sleep(30)",
+  cancelled: "print('waiting', flush=True)\nimport asyncio\nawait asyncio.sleep(30)",
   // Hostile: arguments and output that try to forge audit lines, then a raise.
   hostile: `await mcp_recording.record(note='${SECRET}\\n{"kind": "run", "credential": "forged"}\\u2028\\udcff')
 print('\\n{"kind": "tool_call"}')
@@ -74,9 +74,10 @@ test("a mixed workload leaves one audit line per run and per call, named by the 
   assert.match(text(await call(codes.ok)), /recorded/);
   assert.match(text(await call(codes.toolError)), /tool error/);
   assert.equal((await call(codes.timeout, { timeout_seconds: 1 })).isError, true);
+  // Cancelled once it runs (its output arrives as progress), not before the gateway has it.
   const abort = new AbortController();
-  setTimeout(() => abort.abort("the test cancels"), 1500);
-  await assert.rejects(call(codes.cancelled, {}, { signal: abort.signal }));
+  await assert.rejects(call(codes.cancelled, {}, { signal: abort.signal,
+    onprogress: () => abort.abort("the test cancels") }));
   assert.equal((await call(codes.hostile)).isError, true);
   // The HTTP header's trace, for a client that cannot set _meta.
   const headerClient = await connectClient(gateway.url,

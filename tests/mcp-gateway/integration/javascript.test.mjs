@@ -97,9 +97,10 @@ try { await callTool('everything', 'no_such_tool', {}); } catch (e) { console.lo
   test("cancel (an AbortSignal) stops a pending run and keeps the namespace", async () => {
     await runJs(client, "let kept = 'yes'");
     const controller = new AbortController();
-    const started = runJs(client, "await new Promise((r) => setTimeout(r, 30000)); kept = 'no'", {},
-      { signal: controller.signal });
-    setTimeout(() => controller.abort("test cancels"), 500);
+    // Cancelled once it runs (its output arrives as progress), not before the gateway has
+    // its call.
+    const started = runJs(client, "console.log('waiting'); await new Promise((r) => setTimeout(r, 30000)); kept = 'no'",
+      {}, { signal: controller.signal, onprogress: () => controller.abort("test cancels") });
     await assert.rejects(started);
     const r = await runJs(client, "kept");
     assert.equal(r.structuredContent.result, "'yes'");

@@ -245,10 +245,11 @@ describe('python in pyodide (wasm tier)', () => {
     assert.equal(r.status, 'interrupted');
     assert.equal(r.error.type, 'KeyboardInterrupt');
     id = client.startExec('import asyncio\nprint("waiting")\nawait asyncio.sleep(100)');
-    interruptAfter(id, 300);
+    // Interrupted once it awaits (its output has come), not before it starts.
+    assert.deepEqual((await client.expect('output')).chunks, [['stdout', 'waiting\n']]);
+    client.send({ type: 'interrupt', id });
     r = await client.finishExec(id);
     assert.equal(r.status, 'interrupted');
-    assert.equal(r.stream('stdout'), 'waiting\n');
     assert.equal(r.done.namespace_reset, undefined);
     assert.equal((await client.exec('kept')).result, '7');
   });
@@ -281,9 +282,12 @@ describe('python in pyodide (wasm tier)', () => {
 
   it('replaces the worker when a cell swallows the interrupt, and says so', async () => {
     await client.exec('lost = 1');
-    const id = client.startExec('while True:\n    try:\n        while True: pass\n' +
+    // Interrupted once it runs (its output has come): one interrupted before it starts
+    // never reaches the loop that swallows it.
+    const id = client.startExec('print("spinning")\nwhile True:\n    try:\n        while True: pass\n' +
       '    except BaseException: pass');
-    interruptAfter(id, 300);
+    await client.expect('output');
+    client.send({ type: 'interrupt', id });
     const r = await client.finishExec(id, { timeout: 20000 });
     assert.equal(r.status, 'interrupted');
     assert.equal(r.done.namespace_reset, true);

@@ -81,8 +81,9 @@ describe('javascript runner: resets between execs', () => {
       "'while :; do sleep 1; done # r21-loop'], { detached: true, stdio: 'ignore' }).unref()");
     const list = `(${liveProcesses})()`;
     assert.match((await client.exec(list)).result, /r21-loop/);
-    const id = client.startExec('while (true) {}');
-    setTimeout(() => client.send({ type: 'interrupt', id }), 100);
+    const id = client.startExec('console.log("spinning"); while (true) {}');
+    await client.expect('output');
+    client.send({ type: 'interrupt', id });
     const r = await client.finishExec(id);
     assert.equal(r.status, 'interrupted');
     assert.equal(r.done.namespace_reset, true);
