@@ -136,16 +136,14 @@ bool StartOriginInSession(sb::SandboxService::Stub& stub, const std::string& id,
   return true;
 }
 
-// Runs a FetchProgram in session `id`, or on the host when `id` is empty (`host_js`: a
-// FetchProgramJs, with node trusting `ca_file`): its JSON, or false and why.
+// Runs a FetchProgram in session `id`, or on the host when `id` is empty, given to
+// `host_command` (a FetchProgramJs: `node -e`, with the CA in NODE_EXTRA_CA_CERTS): its
+// JSON, or false and why.
 bool FetchOnce(sb::SandboxService::Stub& stub, const std::string& id, const std::string& program,
-               nlohmann::json* out, std::string* why, bool host_js = false, const std::string& ca_file = "") {
+               nlohmann::json* out, std::string* why, const std::string& host_command = "python3 -c") {
   std::string text;
-  if (id.empty() && host_js) {
-    text = sandboxd::testing::Sh("NODE_EXTRA_CA_CERTS=" + ca_file + " node -e \"$(cat <<'JSEOF'\n" + program +
-                                 "JSEOF\n)\"");
-  } else if (id.empty()) {
-    text = sandboxd::testing::Sh("python3 -c \"$(cat <<'PYEOF'\n" + program + "PYEOF\n)\"");
+  if (id.empty()) {
+    text = sandboxd::testing::Sh(host_command + " \"$(cat <<'PROGRAM_EOF'\n" + program + "PROGRAM_EOF\n)\"");
   } else {
     sb::Finished f;
     grpc::Status st = RunUnary(stub, id, program, &f, 300000);
@@ -180,7 +178,7 @@ bool FetchJavaScript(sb::SandboxService::Stub& stub, sb::CreateSessionRequest po
   for (int round = 0; round < rounds; ++round) {
     nlohmann::json session, host;
     if (!FetchOnce(stub, js.id(), in_session, &session, why) ||
-        !FetchOnce(stub, "", on_host, &host, why, true, origin.dir + "/ca.pem")) {
+        !FetchOnce(stub, "", on_host, &host, why, "NODE_EXTRA_CA_CERTS=" + origin.dir + "/ca.pem node -e")) {
       Delete(stub, js.id());
       return false;
     }
