@@ -216,6 +216,24 @@ class InterruptTest(RunnerTestCase):
         self.assertEqual(self.client.finish_exec(second, timeout=5).status, "interrupted")
         self.assertStillUsable()
 
+    def test_interrupt_whose_signal_the_handler_never_saw(self):
+        # The cell takes the SIGINT itself (sigwait) before the runner's handler can run,
+        # as a signal landing just before time.sleep's system call is seen only after it:
+        # the interrupt is sent again until user code gets it.
+        exec_id = self.client.start_exec(
+            "import signal, time\n"
+            "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])\n"
+            "print('blocked', flush=True)\n"
+            "signal.sigwait([signal.SIGINT])\n"
+            "signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])\n"
+            "time.sleep(60)\n"
+            "after = 1")
+        self.client.expect("output")
+        self.client.send({"type": "interrupt", "id": exec_id})
+        res = self.client.finish_exec(exec_id, timeout=10)
+        self.assertEqual(res.status, "interrupted", res.error)
+        self.assertEqual(self.client.exec("'after' in globals()").result, "False")
+
     def test_user_raised_keyboard_interrupt_is_an_error(self):
         res = self.client.exec("raise KeyboardInterrupt")
         self.assertEqual(res.status, "error")

@@ -22,6 +22,8 @@ NOT_APPLICABLE = {
         "reads a host path outside the workspace (Python sees /workspace only)",
     "test_files.FilesTest.test_upload_then_code_reads_it_and_download_returns_the_same_bytes":
         "reads the workspace by its host path (Python sees it at /workspace)",
+    "test_interrupts.InterruptTest.test_interrupt_whose_signal_the_handler_never_saw":
+        "takes the SIGINT with sigwait (Pyodide has no signals; its interrupts are a buffer)",
     "test_protocol.BasicsTest.test_socket_is_world_connectable":
         "the socket is bound by sandboxd, not by the runner",
     "test_footprint.IdleFootprintTest.test_an_idle_session_has_not_imported_what_it_may_never_use":

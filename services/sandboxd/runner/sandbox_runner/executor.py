@@ -75,8 +75,7 @@ class ExecState:
         self.finished = False
         self.loop = None
         self.task = None                      # set while a coroutine cell runs on the loop
-        self.resender = False                 # a thread resends a deferred SIGINT
-        self.deferred = False                 # a SIGINT arrived while the runner was busy
+        self.resender = False                 # a thread resends SIGINT until it is delivered
         self.delivered = False                # a KeyboardInterrupt was raised in user code
 
 

@@ -29,9 +29,10 @@ class InterruptController:
     The SIGINT handler raises KeyboardInterrupt only while user code runs, and never in a
     frame of the runner itself (nor in asyncio's own frames during a coroutine cell, where
     the task cancellation does the job): a KeyboardInterrupt there could cut a frame in
-    half or corrupt the event loop. A declined signal is marked "deferred" and a helper
-    thread sends it again every INTERRUPT_RESEND_INTERVAL until user code gets it or the
-    exec ends. Signals that arrive outside an exec are ignored. This is the default SIGINT
+    half or corrupt the event loop. A helper thread sends the signal again every
+    INTERRUPT_RESEND_INTERVAL until user code gets it or the exec ends: the handler may
+    have declined it, or not run at all (a signal that lands between the eval loop's last
+    check and a blocking system call, time.sleep's, is handled only once the call returns). Signals that arrive outside an exec are ignored. This is the default SIGINT
     behaviour made safe for the runner; user code may still replace the handler (sandboxd
     then kills the container after its grace period).
 
@@ -64,8 +65,7 @@ class InterruptController:
         if not self.user_code_active or state is None or state.delivered:
             return
         if frame is not None and self._cannot_raise_in(frame):
-            state.deferred = True
-            return
+            return                            # the resender sends it again
         self._deliver(state, frame)
 
     def _deliver(self, state, frame=None):
@@ -80,7 +80,6 @@ class InterruptController:
             return
         with self._lock:
             state.delivered = False
-            state.deferred = True
             start_resender = self._claim_resender_locked(state)
         if start_resender:
             self._start_resender(state)
@@ -90,8 +89,7 @@ class InterruptController:
         if state is None or state.delivered or not self.user_code_active:
             return
         if sending_here():
-            state.deferred = True             # the resender goes on until it lands
-            return
+            return                            # the resender goes on until it lands
         self._deliver(state, frame)
 
     def _cannot_raise_in(self, frame):
@@ -228,6 +226,8 @@ class InterruptController:
                 if state.finished or state.delivered:
                     state.resender = False
                     return
-                if state.deferred:
-                    state.deferred = False
+                # Not delivered yet: declined, or never seen (a signal that comes after
+                # the eval loop's last check and before time.sleep's system call is handled
+                # only once the sleep ends), while the handler is still the runner's.
+                if signal.getsignal(signal.SIGINT) is self._sigint:
                     signal.pthread_kill(self._main_ident, signal.SIGINT)
