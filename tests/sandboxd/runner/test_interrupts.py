@@ -234,6 +234,26 @@ class InterruptTest(RunnerTestCase):
         self.assertEqual(res.status, "interrupted", res.error)
         self.assertEqual(self.client.exec("'after' in globals()").result, "False")
 
+    def test_a_handler_of_user_code_runs_none_of_its_methods_in_the_runner(self):
+        # The runner checks whose handler is installed before it sends SIGINT again; a
+        # handler object whose __repr__ never returns must not stall it there.
+        exec_id = self.client.start_exec(
+            "import signal, threading, time\n"
+            "class Handler:\n"
+            "    def __call__(self, signum, frame): pass\n"
+            "    def __repr__(self): threading.Event().wait()\n"
+            "    __hash__ = None\n"
+            "signal.signal(signal.SIGINT, Handler())\n"
+            "print('installed', flush=True)\n"
+            "time.sleep(0.5)\n"
+            "'finished'")
+        self.client.expect("output")
+        self.client.send({"type": "interrupt", "id": exec_id})
+        res = self.client.finish_exec(exec_id, timeout=10)
+        self.assertOk(res)
+        self.assertEqual(res.result, "'finished'")
+        self.assertStillUsable()
+
     def test_user_raised_keyboard_interrupt_is_an_error(self):
         res = self.client.exec("raise KeyboardInterrupt")
         self.assertEqual(res.status, "error")

@@ -1,6 +1,7 @@
 """Interrupts: InterruptController turns an `interrupt` frame into a KeyboardInterrupt in
 user code, and never in the runner's own frames."""
 
+import _signal                                # signal's C functions: no enum conversions
 import asyncio
 import os
 import signal
@@ -228,6 +229,8 @@ class InterruptController:
                     return
                 # Not delivered yet: declined, or never seen (a signal that comes after
                 # the eval loop's last check and before time.sleep's system call is handled
-                # only once the sleep ends), while the handler is still the runner's.
-                if signal.getsignal(signal.SIGINT) is self._sigint:
+                # only once the sleep ends), while the handler is still the runner's
+                # (read with _signal: signal.getsignal would run methods of a user object
+                # installed as the handler, here, under the runner's lock).
+                if _signal.getsignal(signal.SIGINT) is self._sigint:
                     signal.pthread_kill(self._main_ident, signal.SIGINT)
