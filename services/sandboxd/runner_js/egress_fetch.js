@@ -321,14 +321,14 @@ class EgressDispatcher {
 }
 
 // fetch() through the relay: `relay` is its port on 127.0.0.1, or a MessagePort to the main
-// thread's relay (egress_channel.js); `environment` (the proxy variables; null: the worker
+// thread's relay or the Channel over one (egress_channel.js); `environment` (the proxy variables; null: the worker
 // started with them, or there are none) goes into this thread's process.env.
 function installEgress(relay, environment) {
   if (environment) Object.assign(process.env, environment);
   let connectRelay;
   if (typeof relay === 'number') connectRelay = () => net.connect(relay, '127.0.0.1');
   else {
-    const channel = new Channel(relay);
+    const channel = relay instanceof Channel ? relay : new Channel(relay);
     connectRelay = () => channel.open();
   }
   const dispatcher = new EgressDispatcher(connectRelay);

@@ -14,6 +14,8 @@ const { log } = require('./common');
 const { lockRuntime } = require('./locks');
 const { loadPython, exposeFetchToPython, SnapshotRefused } = require('./python_files');
 const { createFilesWithTheirMode, installChmodOfSameMode } = require('./fs_modes');
+const { Channel } = require('./egress_channel');
+const { installPythonEgress } = require('./python_egress');
 
 const WORKSPACE = '/workspace';
 // Emscripten's errno values of EACCES and EPERM.
@@ -63,12 +65,17 @@ async function runPythonWorker(port, files, interruptBuffer) {
   const post = port.postMessage.bind(port);
   installChmodOfSameMode();
   const py = await loadPython(files);
-  py.setInterruptBuffer(new Int32Array(interruptBuffer));
+  const signal = new Int32Array(interruptBuffer);
+  py.setInterruptBuffer(signal);
   refuseUnknownNodeErrors(py);
   refuseSockets(py);
   py.FS.mkdirTree(WORKSPACE);
   py.FS.mount(py.FS.filesystems.NODEFS, { root: files.workspace }, WORKSPACE);
   createFilesWithTheirMode(py.FS);
+  // An error nothing handled (of the runner's own JavaScript, or of JavaScript that Python
+  // code started) is logged: it must not end the worker, and the namespace with it.
+  process.on('uncaughtException', (e) => log(`python worker: uncaught ${String(e && e.stack || e).slice(0, 2000)}`));
+  process.on('unhandledRejection', (e) => log(`python worker: unhandled ${String(e && e.stack || e).slice(0, 2000)}`));
   const host = py.pyimport('sandbox_runner.pyodide_host');
   // The worker's process.env is the session's environment (namespace.js): os.environ's too.
   const onMessage = host.start((text) => post(JSON.parse(text)), JSON.stringify({ ...process.env }));
@@ -77,9 +84,12 @@ async function runPythonWorker(port, files, interruptBuffer) {
       post({ t: 'pong', n: m.n });
       return;
     }
-    if (m && m.t === 'egress') {   // fetch() (pyfetch's too) through the relay's port
-      require('./egress_fetch').installEgress(m.channel, null);
+    if (m && m.t === 'egress') {   // fetch() (pyfetch's too) and sockets through the relay's port
+      const channel = new Channel(m.channel);
+      require('./egress_fetch').installEgress(channel, null);
       exposeFetchToPython(py);
+      installPythonEgress(py, channel, signal).catch((e) =>
+        log(`python egress failed to install: ${e && e.stack}`));
       return;
     }
     try {

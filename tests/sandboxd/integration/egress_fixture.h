@@ -13,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "harness.h"
 
@@ -93,6 +95,87 @@ class EgressOriginTest : public ::testing::Test {
         "        print('handshake done')\n"
         "    except (ssl.SSLError, OSError) as e:\n"
         "        print('handshake cut', type(e).__name__)\n");
+  }
+
+  // A Python session with the allowed policy fetches from the origin with urllib over https
+  // (trusting the test CA) and http, is refused other.test both ways, and opens no socket
+  // past the relay.
+  void ExpectPythonFetchesThroughTheProxy(sandbox::v1::SandboxService::Stub& stub) {
+    sandbox::v1::Session py = CreateWith(stub, allowed_);
+    ASSERT_FALSE(py.id().empty());
+    EXPECT_EQ(py.egress_policy(), allowed_);
+    sandbox::v1::Finished f = RunCode(stub, py.id(), absl::StrCat(
+        "import ssl, urllib.request, urllib.error\n"
+        "ctx = ssl.create_default_context(cadata='''", ca_pem_, "''')\n"
+        "print(urllib.request.urlopen('https://origin.test:", https_, "/page', context=ctx, timeout=10).read().decode())\n"
+        "print(urllib.request.urlopen('http://origin.test:", http_, "/page', timeout=10).read().decode())\n"
+        "for url in ('http://other.test:", http_, "/page', 'https://other.test:", https_, "/page'):\n"
+        "    try:\n"
+        "        urllib.request.urlopen(url, context=ctx, timeout=10)\n"
+        "    except urllib.error.HTTPError as e:\n"
+        "        print('refused', e.code, e.read().decode())\n"
+        "    except urllib.error.URLError as e:\n"
+        "        print('refused', e.reason)\n"
+        "import socket\n"
+        "try:\n"
+        "    socket.create_connection(('127.0.0.1', ", http_, "), timeout=3)\n"
+        "    print('direct connect worked')\n"
+        "except OSError as e:\n"
+        "    print('direct connect failed')\n"));
+    ASSERT_EQ(f.status(), sandbox::v1::Finished::OK) << f.error().message() << f.stderr();
+    EXPECT_THAT(f.stdout(), ::testing::HasSubstr("hello from origin\nhello from origin\n"));
+    EXPECT_THAT(f.stdout(), ::testing::HasSubstr("refused 403 egress refused: other.test:"));
+    EXPECT_THAT(f.stdout(), ::testing::HasSubstr("refused Tunnel connection failed: 403"));
+    EXPECT_THAT(f.stdout(), ::testing::HasSubstr("direct connect failed"));
+    const std::string log = Log();
+    EXPECT_THAT(log, ::testing::HasSubstr("tls sni=origin.test"));
+    EXPECT_THAT(log, ::testing::HasSubstr("GET /page HTTP/1.1"));
+    EXPECT_THAT(log, ::testing::Not(::testing::HasSubstr("other.test")));
+  }
+
+  void ExpectNoProxyVariablesWithoutAPolicy(sandbox::v1::SandboxService::Stub& stub) {
+    sandbox::v1::Session none = CreateWith(stub, "");
+    EXPECT_EQ(none.egress_policy(), "");
+    sandbox::v1::Finished f = RunCode(stub, none.id(), "import os\nprint(sorted(k for k in os.environ if 'proxy' in k.lower()))");
+    EXPECT_EQ(f.stdout(), "[]\n");
+  }
+
+  // Requests the proxy refuses, from raw sockets to the relay (RawProxy), never reach the
+  // origin: IP literals and a name that leads to the metadata address, a TLS name other than
+  // the CONNECT's; an allowed tunnel is cut once idle.
+  void ExpectHostileRequestsCut(SandboxdProcess& d) {
+    auto stub = d.Stub();
+    sandbox::v1::Session s = CreateWith(*stub, absl::StrCat(allowed_, ", meta.test:80"));
+    ASSERT_FALSE(s.id().empty());
+    auto run = [&](const std::string& code) {
+      sandbox::v1::Finished f = RunCode(*stub, s.id(), code);
+      EXPECT_EQ(f.status(), sandbox::v1::Finished::OK) << f.error().message() << f.stderr();
+      return f.stdout();
+    };
+    // IP literals no range entry covers (private, public); a name allowed as a name that
+    // leads to the metadata address, which only a range naming it could open.
+    EXPECT_THAT(run(RawProxy("CONNECT 192.168.1.1:443 HTTP/1.1\\r\\n\\r\\n")), ::testing::HasSubstr(" 403 "));
+    EXPECT_THAT(run(RawProxy("CONNECT 8.8.8.8:443 HTTP/1.1\\r\\n\\r\\n")), ::testing::HasSubstr(" 403 "));
+    EXPECT_THAT(run(RawProxy("GET http://meta.test/latest HTTP/1.1\\r\\nHost: meta.test\\r\\n\\r\\n")),
+                ::testing::HasSubstr(" 403 "));
+    // An allowed name whose TLS names another host is cut before a byte reaches the origin.
+    const std::string other_sni = run(RawProxy(
+        absl::StrCat("CONNECT origin.test:", https_, " HTTP/1.1\\r\\n\\r\\n"), "other.test"));
+    EXPECT_THAT(other_sni, ::testing::HasSubstr("200"));
+    EXPECT_THAT(other_sni, ::testing::HasSubstr("handshake cut"));
+    // The same with the right name works, then the idle tunnel is cut (--egress_idle_timeout).
+    const std::string idle = run(absl::StrCat(
+        RawProxy(absl::StrCat("CONNECT origin.test:", https_, " HTTP/1.1\\r\\n\\r\\n"), "origin.test"),
+        "import time\ntime.sleep(4)\n"
+        "try:\n    print('after idle', t.recv(10))\n"
+        "except (ssl.SSLError, OSError) as e:\n    print('after idle', type(e).__name__)\n"));
+    EXPECT_THAT(idle, ::testing::HasSubstr("handshake done"));
+    EXPECT_THAT(idle, ::testing::HasSubstr("after idle"));
+    EXPECT_TRUE(WaitFor([&] { return absl::StrContains(d.Log(), "why='idle_timeout'"); }, 5000));
+    const std::string log = Log();
+    EXPECT_THAT(log, ::testing::Not(::testing::HasSubstr("sni=other.test")));
+    EXPECT_THAT(log, ::testing::Not(::testing::HasSubstr("/latest")));
+    EXPECT_THAT(d.Log(), ::testing::HasSubstr("egress refused session=" + s.id()));
   }
 
   // A JavaScript session with the allowed policy fetches from the origin over http and

@@ -51,8 +51,9 @@ NOT_APPLICABLE = {
         "signals from outside the runner (the wasm tier's only signal is the interrupt "
         "buffer's SIGINT)",
     "test_egress":
-        "the wasm tier's relay takes egress.sock from sandboxd and serves fetch() over the "
-        "worker's egress port, without sockets or proxy variables (runner_js/egress_wasm.test.mjs)",
+        "the wasm tier's relay takes egress.sock from sandboxd and serves fetch() and Python's "
+        "sockets over the worker's egress port, with no loopback listener "
+        "(runner_js/egress_wasm.test.mjs)",
 }
 
 

@@ -122,7 +122,7 @@ describe('wasm runner: Python fetches through the relay', () => {
   });
   after(() => runner && runner.stop());
 
-  it('pyfetch and js.fetch go through it; urllib fails clearly', async () => {
+  it('pyfetch, js.fetch and urllib go through it, and a socket reaches nothing else', async () => {
     await egressOn(client);
     const host = await Parked.open(path.join(runner.dir, 'egress.sock'));
     const id = client.startExec('from pyodide.http import pyfetch\n' +
@@ -140,17 +140,25 @@ describe('wasm runner: Python fetches through the relay', () => {
     assert.match(await second.head(), /^GET http:\/\/example\.test\/js HTTP\/1\.1\r\n/);
     second.socket.end(RESPONSE);
     assert.equal((await client.finishExec(jsId)).stream('stdout'), '200 hello relay\n');
-    const out = await client.exec('import urllib.request\n' +
-      "try:\n    urllib.request.urlopen('http://example.test/', timeout=5)\n" +
-      'except OSError as e:\n    print(type(e).__name__, e)\n');
-    assert.match(out.stream('stdout'), /PermissionError|URLError/);
-    console.log(`# urllib in Pyodide: ${out.stream('stdout').trim()}`);
-    await client.reset();       // a new worker from the snapshot gets its own egress port
+    // urllib reads the proxy variables: its socket reaches the relay, and nothing else.
     const third = await Parked.open(path.join(runner.dir, 'egress.sock'));
+    const urllibId = client.startExec('import os, socket, urllib.request\n' +
+      "print(os.environ['HTTP_PROXY'])\n" +
+      "r = urllib.request.urlopen('http://example.test/u', timeout=5)\n" +
+      'print(r.status, r.read().decode())\n' +
+      "try:\n    socket.create_connection(('127.0.0.1', 80), timeout=5)\n" +
+      'except OSError as e:\n    print(type(e).__name__)\n');
+    assert.match(await third.head(), /^GET http:\/\/example\.test\/u HTTP\/1\.1\r\n/);
+    third.socket.end(RESPONSE);
+    const out = await client.finishExec(urllibId);
+    assert.equal(out.stream('stdout'), 'http://127.0.0.1:3128\n200 hello relay\nConnectionRefusedError\n',
+      JSON.stringify(out.error));
+    await client.reset();       // a new worker from the snapshot gets its own egress port
+    const fourth = await Parked.open(path.join(runner.dir, 'egress.sock'));
     const resetId = client.startExec('from pyodide.http import pyfetch\n' +
       "r = await pyfetch('http://example.test/after-reset')\nprint(r.status)\n");
-    assert.match(await third.head(), /^GET http:\/\/example\.test\/after-reset HTTP\/1\.1\r\n/);
-    third.socket.end(RESPONSE);
+    assert.match(await fourth.head(), /^GET http:\/\/example\.test\/after-reset HTTP\/1\.1\r\n/);
+    fourth.socket.end(RESPONSE);
     assert.equal((await client.finishExec(resetId)).stream('stdout'), '200\n');
   });
 });

@@ -325,11 +325,18 @@ def _sliced_sleep(seconds):
         if left <= 0:
             return
         _blocking_sleep(min(left, SLEEP_SLICE))
-        state = _hosts[0].current if _hosts else None
-        if state is not None and state.deferred and not state.delivered:
-            _hosts[0].deliver(state)
+        deliver_noted_interrupt()
         for _ in range(SIGNAL_CHECK_INTERVAL):
             pass
+
+
+def deliver_noted_interrupt():
+    """Raises the exec's KeyboardInterrupt when its SIGINT was only noted in the host's
+    frames (state.deferred) while the cell's stack was suspended: for the runner's own waits
+    in user code's stead (_sliced_sleep, pyodide_egress's TLS handshake)."""
+    state = _hosts[0].current if _hosts else None
+    if state is not None and state.deferred and not state.delivered:
+        _hosts[0].deliver(state)
 
 
 def set_environ(environment):

@@ -1,0 +1,264 @@
+'use strict';
+// Python's own sockets in a wasm session with egress (docs/wasm-tier.md, "Egress"), in the
+// Python worker. Pyodide's NodeSockFS gives Python blocking sockets whose system calls
+// suspend the cell's stack (JSPI) while a promise settles; it asks a connect function for
+// each connection. This one reaches exactly one address, the relay's, which exists only
+// here: 127.0.0.1:RELAY_PORT, named by the proxy variables Python's os.environ gets. Each
+// connection to it is a stream over the worker's egress port (egress_channel.js), which the
+// main thread pairs with a connection of sandboxd's proxy, as the loopback relay does in a
+// container; every check is the proxy's. Any other address is refused (ECONNREFUSED), so
+// code reaches nothing the proxy does not allow, with or without the variables.
+//
+// TLS: Pyodide's ssl module has no OpenSSL; its SSLSocket.do_handshake asks NodeSockFS to
+// start TLS on the socket, which calls the connection's startTls(). Here that is node:tls
+// over the same stream, with the options Python's context chose (pyodide_egress.py sets
+// them through startTls() below: server name, trusted CAs, whether to verify;
+// python_tls.js), so certificates are checked as CPython's ssl checks them.
+//
+// A cell blocked in recv(), send(), poll() or a handshake is suspended, and the interrupt
+// buffer's SIGINT only runs Python's handler in the host's frames meanwhile: the waits here
+// last at most SLICE_MS at a time, and one that finds SIGINT in the buffer returns EINTR, on
+// which CPython checks its signals and raises KeyboardInterrupt in the cell. An interrupted
+// send() cuts its connection (what it wrote may still go out, and a retry would send it twice).
+
+const tls = require('tls');
+const { connectOptions, handshakeInfo, handshakeError } = require('./python_tls');
+
+const RELAY_HOST = '127.0.0.1';
+const RELAY_PORT = 3128;
+const NO_PROXY = 'localhost,127.0.0.1,::1';
+const SLICE_MS = 20;
+// Emscripten's system calls answer -errno with WASI's numbers.
+const EINTR = 27;
+const O_NONBLOCK = 2048;
+const POLLIN = 1;
+
+// The proxy variables of a Python session on the wasm tier.
+function proxyVariables() {
+  const url = `http://${RELAY_HOST}:${RELAY_PORT}`;
+  return { HTTP_PROXY: url, HTTPS_PROXY: url, http_proxy: url, https_proxy: url,
+    NO_PROXY, no_proxy: NO_PROXY };
+}
+
+// How `promise` settled ({value} or {error}), waiting SLICE_MS at a time: {interrupted} once
+// `signal` holds SIGINT, {timedOut} past `end` (a Date.now() value).
+async function waitSliced(promise, signal, end = Infinity) {
+  const settled = promise.then((value) => ({ value }), (error) => ({ error }));
+  for (;;) {
+    let timer;
+    const slice = new Promise((resolve) => {
+      timer = setTimeout(resolve, Math.max(0, Math.min(SLICE_MS, end - Date.now())), null);
+    });
+    const outcome = await Promise.race([settled, slice]);
+    clearTimeout(timer);
+    if (outcome) return outcome;
+    if (Atomics.load(signal, 0) !== 0) return { interrupted: true };
+    if (Date.now() >= end) return { timedOut: true };
+  }
+}
+
+// The shape of connection NodeSockFS reads and writes (a WinterCG socket): web streams over
+// `duplex`, `opened` once it can carry bytes, `closed` once it is gone. Bytes are read from
+// the duplex only when a read asks: what none took stays there, so TLS can take it over.
+class RelayConnection {
+  constructor(duplex, opened, raw = null) {
+    duplex.on('error', () => {});      // a read or write reports it
+    this.duplex = duplex;
+    this.raw = raw;                    // the relay stream under a TLS connection
+    this.opened = opened;
+    opened.catch(() => {});
+    this.closed = new Promise((resolve) => duplex.once('close', () => resolve()));
+    this.tlsOptions = null;
+    this.abandonRead = null;
+    this.readable = new ReadableStream({ pull: (controller) => this.pull(controller),
+      cancel: () => {} }, { highWaterMark: 0 });
+    this.writable = new WritableStream({
+      write: (chunk) => new Promise((resolve, reject) => {
+        if (duplex.destroyed || duplex.writableEnded) {
+          reject(new Error('EPIPE: the connection is closed'));
+          return;
+        }
+        duplex.write(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength),
+          (e) => (e ? reject(new Error(`EPIPE: ${e.message}`)) : resolve()));
+      }),
+      close: () => duplex.end(),
+      abort: () => duplex.destroy(),
+    });
+  }
+
+  // The next chunk, or the end.
+  async pull(controller) {
+    const chunk = await new Promise((resolve, reject) => {
+      const duplex = this.duplex;
+      const done = (fn, value) => {
+        for (const [event, listener] of listeners) duplex.off(event, listener);
+        this.abandonRead = null;
+        fn(value);
+      };
+      const cut = () => done(reject, duplex.errored || new Error('ECONNRESET: the connection was cut'));
+      const listeners = [
+        ['readable', () => {
+          const next = duplex.read();
+          if (next !== null) done(resolve, next);
+        }],
+        ['end', () => done(resolve, null)], ['error', cut], ['close', cut],
+      ];
+      const first = duplex.read();
+      if (first !== null) return resolve(first);
+      if (duplex.readableEnded) return resolve(null);
+      if (duplex.destroyed) return cut();
+      for (const [event, listener] of listeners) duplex.on(event, listener);
+      this.abandonRead = () => done(resolve, null);
+    });
+    if (chunk === null) controller.close();
+    else controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.length));
+  }
+
+  close() {
+    this.duplex.destroy();
+    if (this.raw) this.raw.destroy();
+    return this.closed;
+  }
+
+  // TLS over this connection, with the options startTls() below checked and set; `opened`
+  // settles with the handshake.
+  startTls() {
+    const secure = tls.connect({ ...this.tlsOptions, socket: this.duplex });
+    const opened = new Promise((resolve, reject) => {
+      secure.once('secureConnect', () => resolve({}));
+      secure.once('error', (e) => reject(e));
+      secure.once('close', () => reject(new Error('the connection closed during the TLS handshake')));
+    });
+    const next = new RelayConnection(secure, opened, this.raw || this.duplex);
+    next.secure = secure;
+    return next;
+  }
+}
+
+function refusedConnection() {
+  const opened = Promise.reject(new Error('ECONNREFUSED'));
+  opened.catch(() => {});
+  return { opened, closed: Promise.resolve(), readable: null, writable: null,
+    close: () => Promise.resolve() };
+}
+
+// The one connect function NodeSockFS gets: the relay's address, over `channel`.
+function connectThroughRelay(channel) {
+  return (address) => {
+    if (address === null || typeof address !== 'object' || address.hostname !== RELAY_HOST ||
+        address.port !== RELAY_PORT) {
+      return refusedConnection();
+    }
+    const stream = channel.open();
+    // The channel refuses an open past its limit on the next tick.
+    const opened = new Promise((resolve, reject) => process.nextTick(() =>
+      (stream.destroyed ? reject(new Error('ECONNREFUSED')) : resolve({}))));
+    return new RelayConnection(stream, opened);
+  };
+}
+
+// NodeSockFS's socket operations with their waits sliced (see the top).
+function interruptible(ops, signal) {
+  return {
+    ...ops,
+    async recvmsgAsync(c, length) {
+      if (!(c.stream.flags & O_NONBLOCK)) {
+        while (c.reader && !(ops.poll(c) & POLLIN)) {
+          if (Atomics.load(signal, 0) !== 0) return -EINTR;
+          await ops.pollAsync(c, POLLIN, SLICE_MS);
+        }
+      }
+      return ops.recvmsgAsync(c, length);
+    },
+    async sendmsgAsync(c, data) {
+      const outcome = await waitSliced(ops.sendmsgAsync(c, data), signal);
+      if (!outcome.interrupted) return outcome.value;
+      if (c.wcgSocket) c.wcgSocket.close();
+      return -EINTR;
+    },
+  };
+}
+
+// poll() and select() on sockets, sliced. select() reports a negative answer through errno
+// alone, so errno is set as well.
+function slicedPoll(py, pollAll, signal) {
+  return async (fds, nfds, timeout) => {
+    if (timeout === 0) return pollAll(fds, nfds, 0);
+    const end = timeout < 0 ? Infinity : Date.now() + timeout;
+    for (;;) {
+      const left = end - Date.now();
+      const n = await pollAll(fds, nfds, Math.max(0, Math.min(SLICE_MS, left)));
+      if (n !== 0 || left <= SLICE_MS) return n;
+      if (Atomics.load(signal, 0) !== 0) {
+        py._module.HEAP32[py._module.___errno_location() >> 2] = EINTR;
+        return -EINTR;
+      }
+    }
+  };
+}
+
+// TLS on the socket `fd` of `py` with pyodide_egress.py's options (JSON); the JSON of
+// python_tls.js's handshakeInfo() or handshakeError(), or {interrupted} or {timedOut}.
+async function startTls(py, fd, optionsJson, signal) {
+  const failed = (message) => JSON.stringify({ ok: false, verifyFailed: false, message });
+  const sock = py.FS.filesystems.NODESOCKFS.getSocket(fd);
+  const connection = sock && sock.wcgSocket;
+  if (!(connection instanceof RelayConnection)) return failed('not a connected socket');
+  let options;
+  try {
+    options = JSON.parse(optionsJson);
+    connection.tlsOptions = connectOptions(options);
+  } catch (e) {
+    return failed(String(e.message || e));
+  }
+  // A read NodeSockFS left waiting (a recv() that timed out) would hold the start until the
+  // peer sends, which it does only after the handshake; bytes it read ahead go back in front.
+  connection.abandonRead?.();
+  if (sock.recvBufferBytes > 0) {
+    connection.duplex.unshift(Buffer.concat(sock.recvBuffer.map((b) => Buffer.from(b))));
+    sock.recvBuffer = [];
+    sock.recvBufferBytes = 0;
+  }
+  let started;
+  try {
+    started = await py._api._nodeSock.startTls(fd);
+  } catch (e) {
+    return failed(`TLS could not start: ${e.message || e}`);
+  }
+  const secureConnection = sock.wcgSocket;
+  if (started < 0 || !secureConnection || !secureConnection.secure) {
+    return failed(`TLS could not start (errno ${-started})`);
+  }
+  const timeout = typeof options.timeout === 'number' && options.timeout > 0 ? options.timeout : null;
+  const outcome = await waitSliced(secureConnection.opened, signal,
+    timeout === null ? Infinity : Date.now() + timeout * 1000);
+  if (outcome.interrupted || outcome.timedOut) {
+    secureConnection.close();
+    return JSON.stringify({ ok: false, ...outcome });
+  }
+  const secure = secureConnection.secure;
+  return JSON.stringify('error' in outcome ? handshakeError(outcome.error, secure) : handshakeInfo(secure));
+}
+
+// Python's sockets through `channel` (the worker's egress Channel); `signal`, the
+// interrupt buffer's Int32Array. Then pyodide_egress.install() sets the proxy variables and
+// gives the ssl module its TLS through startTls().
+async function installPythonEgress(py, channel, signal) {
+  await py.useNodeSockFS({ connect: connectThroughRelay(channel) });
+  const SOCKFS = py._module.SOCKFS;
+  const create = SOCKFS.createSocket;
+  let ops = null;
+  SOCKFS.createSocket = (...args) => {
+    const sock = create(...args);
+    ops = ops || interruptible(sock.sock_ops, signal);
+    sock.sock_ops = ops;
+    return sock;
+  };
+  SOCKFS.pollAsync = slicedPoll(py, SOCKFS.pollAsync, signal);
+  const helpers = { startTls: (fd, optionsJson) => startTls(py, fd, optionsJson, signal) };
+  const egress = py.pyimport('sandbox_runner.pyodide_egress');
+  egress.install(helpers, JSON.stringify(proxyVariables()));
+  egress.destroy();
+}
+
+module.exports = { installPythonEgress, proxyVariables, RELAY_PORT };
