@@ -563,7 +563,9 @@ TEST(PodmanRuntimeCliTest, ARemovalThatTimesOutIsNotTriedAgainAtOnce) {
   PodmanOptions o;
   o.podman = podman.path();
   o.image = "img";
-  o.command_timeout = absl::Milliseconds(300);
+  // Long enough for the fake (a Python script) to start and note its arguments on a loaded
+  // machine before it is killed.
+  o.command_timeout = absl::Seconds(3);
   SandboxdMetrics metrics;
   PodmanRuntime runtime(o, &metrics);
   const RemovalFailures failed = runtime.Remove({"sbx-a", "sbx-b", "sbx-c"});
