@@ -14,8 +14,6 @@ const { log } = require('./common');
 const { lockRuntime } = require('./locks');
 const { loadPython, exposeFetchToPython, SnapshotRefused } = require('./python_files');
 const { createFilesWithTheirMode, installChmodOfSameMode } = require('./fs_modes');
-const { Channel } = require('./egress_channel');
-const { installPythonEgress } = require('./python_egress');
 
 const WORKSPACE = '/workspace';
 // Emscripten's errno values of EACCES and EPERM.
@@ -85,10 +83,11 @@ async function runPythonWorker(port, files, interruptBuffer) {
       return;
     }
     if (m && m.t === 'egress') {   // fetch() (pyfetch's too) and sockets through the relay's port
-      const channel = new Channel(m.channel);
+      // Loaded here: a session without egress loads none of it (node:tls among it).
+      const channel = new (require('./egress_channel').Channel)(m.channel);
       require('./egress_fetch').installEgress(channel, null);
       exposeFetchToPython(py);
-      installPythonEgress(py, channel, signal).catch((e) =>
+      require('./python_egress').installPythonEgress(py, channel, signal).catch((e) =>
         log(`python egress failed to install: ${e && e.stack}`));
       return;
     }
