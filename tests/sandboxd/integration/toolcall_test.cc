@@ -234,9 +234,13 @@ msg
 }
 
 TEST_F(ToolCallTest, AClientThatNeverAnswersIsCoveredByTheTimeout) {
+  // The session's first cell runs on its own: on a loaded machine a wasm session's first
+  // cell can take longer than the timeout below to start, and would be interrupted before
+  // it made its call.
+  ASSERT_EQ(RunCode(*stub_, session_, "kept = 1").status(), Finished::OK);
   std::atomic<int> calls{0};
   ExecuteOutcome out = Execute(
-      *stub_, Start(session_, "kept = 1\nawait mcp_everything.echo(message='x')", 1500), nullptr,
+      *stub_, Start(session_, "await mcp_everything.echo(message='x')", 3000), nullptr,
       false, [&](const sandbox::v1::ExecuteResponse& m, auto*) {
         if (m.has_tool_call()) ++calls;  // and never answered
       });
