@@ -178,6 +178,11 @@ export async function connectClient(url, headers = {}, name = "test-client") {
   return c;
 }
 
+// Every gateway the harness starts waits up to a minute for its upstreams before serving
+// (it serves as soon as each has tried once): a loaded machine can take longer than the
+// default 10 s to start an npm server, and a test expects the tools it configured.
+const STARTUP_WAIT = "--startup_wait=60s";
+
 export class GatewayHttp {
   // HTTP is authenticated: each gateway gets a random token ($MCP_GATEWAY_TOKEN: a command
   // line is readable by every local user), and client() sends it. `tokens: n` gives it n
@@ -190,7 +195,7 @@ export class GatewayHttp {
     this.bin = bin;
     this.tokens = auth ? Array.from({ length: tokens }, () => randomBytes(24).toString("hex")) : [];
     this.token = auth ? this.tokens[0] : "";
-    this.args = [`--transport=http`, `--config=${config}`, `--sandboxd=${sandboxd}`,
+    this.args = [`--transport=http`, `--config=${config}`, `--sandboxd=${sandboxd}`, STARTUP_WAIT,
       ...(auth ? [] : ["--no_auth"]), ...extraArgs];
     this.log = "";
     this.env = {};  // added to the gateway's environment
@@ -208,7 +213,7 @@ export class GatewayHttp {
       { stdio: ["ignore", "ignore", "pipe"],
         env: { ...process.env, ...(this.token ? { MCP_GATEWAY_TOKEN: this.tokens.join(",") } : {}), ...this.env } }));
     this.proc.stderr.on("data", (d) => { this.log += d; });
-    await waitFor(() => canConnect({ port: this.port, host: this.host }), "mcp-gateway http", 30000);
+    await waitFor(() => canConnect({ port: this.port, host: this.host }), "mcp-gateway http", 90000);
     this.url = `http://${this.host}:${this.port}/mcp`;
   }
   async client(name = "test-client", headers = {}) {
@@ -356,7 +361,7 @@ export function threadsNamed(pid, name) {
 export async function stdioGateway({ config, sandboxd, extraArgs = [], bin = GATEWAY_BIN }) {
   const transport = new StdioClientTransport({
     ...tiedCommand(bin,
-      ["--transport=stdio", `--config=${config}`, `--sandboxd=${sandboxd}`, ...extraArgs]),
+      ["--transport=stdio", `--config=${config}`, `--sandboxd=${sandboxd}`, STARTUP_WAIT, ...extraArgs]),
     stderr: "pipe",
   });
   let log = "";
