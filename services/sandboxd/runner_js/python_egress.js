@@ -20,6 +20,14 @@
 // last at most SLICE_MS at a time, and one that finds SIGINT in the buffer returns EINTR, on
 // which CPython checks its signals and raises KeyboardInterrupt in the cell. An interrupted
 // send() cuts its connection (what it wrote may still go out, and a retry would send it twice).
+//
+// A socket with a timeout is non-blocking underneath (CPython polls for the event, then
+// calls send() or recv()). A non-blocking send() hands up to SEND_BUFFER bytes to the
+// connection and returns, as a kernel's socket buffer takes them; the socket is not
+// writable again (no POLLOUT, EAGAIN) until the connection has taken that write, so the
+// poll before the next send() waits for it within the timeout, and a peer that reads
+// nothing ends in TimeoutError. A write that fails after its send() returned fails the
+// next send().
 
 const tls = require('tls');
 const { connectOptions, handshakeInfo, handshakeError } = require('./python_tls');
@@ -28,10 +36,17 @@ const RELAY_HOST = '127.0.0.1';
 const RELAY_PORT = 3128;
 const NO_PROXY = 'localhost,127.0.0.1,::1';
 const SLICE_MS = 20;
+// What one non-blocking send() takes at most: Linux's largest TCP send buffer by default.
+// sendall() offers the rest again, and the rest is copied out of the heap each time.
+const SEND_BUFFER = 4 << 20;
 // Emscripten's system calls answer -errno with WASI's numbers.
+const EAGAIN = 6;
 const EINTR = 27;
 const O_NONBLOCK = 2048;
 const POLLIN = 1;
+const POLLOUT = 4;
+const POLLERR = 8;
+const POLLHUP = 16;
 
 // The proxy variables of a Python session on the wasm tier.
 function proxyVariables() {
@@ -157,10 +172,25 @@ function connectThroughRelay(channel) {
   };
 }
 
-// NodeSockFS's socket operations with their waits sliced (see the top).
+// NodeSockFS's socket operations with their waits sliced and non-blocking sends (see the
+// top). `c.writeInFlight`: the promise of a non-blocking send()'s write until the connection
+// has taken it; `c.writeFailed`: the -errno a write failed with after its send() returned.
 function interruptible(ops, signal) {
-  return {
+  const wrapped = {
     ...ops,
+    poll(c) {
+      const events = ops.poll(c);
+      return c.writeInFlight ? events & ~POLLOUT : events;
+    },
+    async pollAsync(c, events, timeout) {
+      const ready = () => wrapped.poll(c) & (events | POLLERR | POLLHUP);
+      const now = ready();
+      if (now || timeout === 0) return now;
+      const waits = [ops.pollAsync(c, events & ~POLLOUT, timeout)];
+      if (c.writeInFlight && (events & POLLOUT)) waits.push(c.writeInFlight);
+      await Promise.race(waits);
+      return ready();
+    },
     async recvmsgAsync(c, length) {
       if (!(c.stream.flags & O_NONBLOCK)) {
         while (c.reader && !(ops.poll(c) & POLLIN)) {
@@ -171,12 +201,29 @@ function interruptible(ops, signal) {
       return ops.recvmsgAsync(c, length);
     },
     async sendmsgAsync(c, data) {
-      const outcome = await waitSliced(ops.sendmsgAsync(c, data), signal);
+      if (c.writeFailed) return c.writeFailed;
+      if (c.stream.flags & O_NONBLOCK) {
+        if (c.writeInFlight) return -EAGAIN;
+        const taken = data.length > SEND_BUFFER ? data.subarray(0, SEND_BUFFER) : data;
+        c.writeInFlight = ops.sendmsgAsync(c, taken).then((n) => {
+          if (n < 0) c.writeFailed = n;
+          c.writeInFlight = null;
+        });
+        return taken.length;
+      }
+      const outcome = await waitSliced(settledWrites(c).then(() => c.writeFailed ||
+        ops.sendmsgAsync(c, data)), signal);
       if (!outcome.interrupted) return outcome.value;
       if (c.wcgSocket) c.wcgSocket.close();
       return -EINTR;
     },
   };
+  return wrapped;
+}
+
+// Settles once no non-blocking send()'s write is in flight on the socket `c`.
+async function settledWrites(c) {
+  while (c.writeInFlight) await c.writeInFlight;
 }
 
 // poll() and select() on sockets, sliced. select() reports a negative answer through errno
@@ -211,6 +258,12 @@ async function startTls(py, fd, optionsJson, signal) {
   } catch (e) {
     return failed(String(e.message || e));
   }
+  const timeout = typeof options.timeout === 'number' && options.timeout > 0 ? options.timeout : null;
+  const end = timeout === null ? Infinity : Date.now() + timeout * 1000;
+  // TLS takes the connection's writer over: what a non-blocking send() wrote goes out first.
+  const written = await waitSliced(settledWrites(sock), signal, end);
+  if (written.interrupted || written.timedOut) return JSON.stringify({ ok: false, ...written });
+  if (sock.writeFailed) return failed(`the connection failed (errno ${-sock.writeFailed})`);
   // A read NodeSockFS left waiting (a recv() that timed out) would hold the start until the
   // peer sends, which it does only after the handshake; bytes it read ahead go back in front.
   connection.abandonRead?.();
@@ -229,9 +282,7 @@ async function startTls(py, fd, optionsJson, signal) {
   if (started < 0 || !secureConnection || !secureConnection.secure) {
     return failed(`TLS could not start (errno ${-started})`);
   }
-  const timeout = typeof options.timeout === 'number' && options.timeout > 0 ? options.timeout : null;
-  const outcome = await waitSliced(secureConnection.opened, signal,
-    timeout === null ? Infinity : Date.now() + timeout * 1000);
+  const outcome = await waitSliced(secureConnection.opened, signal, end);
   if (outcome.interrupted || outcome.timedOut) {
     secureConnection.close();
     return JSON.stringify({ ok: false, ...outcome });

@@ -2,8 +2,9 @@
 // sandbox_runner/pyodide_egress.py; docs/wasm-tier.md, "Egress"): the runner on deploy/wasm's
 // Node with egress.sock passed as fd 6, a test playing sandboxd's proxy (egress_host.mjs).
 // A cell blocked on the network in any call is interrupted and keeps its namespace; its
-// socket timeouts hold; the TLS helper Python's ssl calls, called by hostile code with
-// options node:tls refuses, neither ends the worker nor leaves a proxy connection behind.
+// socket timeouts hold, in send() too, without losing or reordering a byte; the TLS helper
+// Python's ssl calls, called by hostile code with options node:tls refuses, neither ends
+// the worker nor leaves a proxy connection behind.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
@@ -71,6 +72,41 @@ describe('wasm runner: Python sockets through the relay', () => {
     await expectInterrupted(id, 'sendall');
     host.socket.resume();
     await host.until(() => host.ended, 'the cut');
+    host.socket.destroy();
+  });
+
+  it("ends a sendall() to a proxy that reads nothing at the socket's timeout", async () => {
+    const host = await park();
+    const id = client.startExec("import socket, time\ns = socket.create_connection(('127.0.0.1', 3128))\n" +
+      "s.sendall(b'POST http://example.test/ HTTP/1.1\\r\\nContent-Length: 100000000\\r\\n\\r\\n')\n" +
+      "s.settimeout(1)\nstart = time.monotonic()\n" +
+      "try:\n    s.sendall(b'x' * 100_000_000)\nexcept TimeoutError as e:\n" +
+      "    print('timed out', e, round(time.monotonic() - start))\n");
+    await host.head();
+    host.socket.pause();                     // the window fills
+    const r = await client.finishExec(id);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.equal(r.stream('stdout'), 'timed out timed out 1\n');
+    assert.equal((await client.exec('marker')).result, "'kept'");
+    host.socket.destroy();
+  });
+
+  it('sends every byte in order through a socket with a timeout', async () => {
+    const host = await park();
+    const size = 8 << 20;
+    const id = client.startExec("import socket\ns = socket.create_connection(('127.0.0.1', 3128), timeout=30)\n" +
+      `s.sendall(b'POST http://example.test/ HTTP/1.1\\r\\nContent-Length: ${size}\\r\\n\\r\\n')\n` +
+      `data = (bytes(range(251)) * ${Math.ceil(size / 251)})[:${size}]\n` +
+      "for i in range(0, len(data), 65536):\n    s.sendall(data[i:i + 65536])\n" +
+      "s.recv(1)\n");
+    await host.head();
+    const body = await host.until((d) => d.length >= size, 'the body', 60000);
+    const expected = Buffer.alloc(size);
+    for (let i = 0; i < size; i++) expected[i] = i % 251;
+    assert.ok(body.equals(expected), 'the bytes arrive as sent');
+    host.socket.end('x');
+    const r = await client.finishExec(id);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
     host.socket.destroy();
   });
 
