@@ -556,8 +556,7 @@ void WasmRuntime::CheckBudgets() {
   std::map<std::string, absl::Time> next_walk;
   const absl::Time now = absl::Now();
   for (const Record& r : live) {
-    // A walk costs ~1.3 us an inode (85 ms at 65,536): a workspace waits 10 times its last
-    // walk's time for the next, so that walks take at most a tenth of a core per session.
+    // A walk costs ~1.3 us an inode (85 ms at 65,536): NextWasmWorkspaceWalk paces them.
     auto at = next_walk_.find(r.name);
     if (at != next_walk_.end() && at->second > now) {
       next_walk[r.name] = at->second;
@@ -566,18 +565,19 @@ void WasmRuntime::CheckBudgets() {
     if (!Alive(r.pid, r.start_time)) continue;
     const absl::Time start = absl::Now();
     absl::StatusOr<WasmWorkspaceUse> use = MeasureWorkspace(r, r.budget.inodes + 1);
-    next_walk[r.name] = start + 10 * (absl::Now() - start);
+    std::optional<absl::Time> unmeasured;
     std::string why;
     if (use.ok()) {
       unmeasured_since_.erase(r.name);
       codemode::MutexLock lock(&mu_);
       measured_[r.name] = *use;
       why = OverWasmWorkspaceBudget(*use, r.budget);
-    } else if (absl::Time since = unmeasured_since_.try_emplace(r.name, start).first->second;
-               start - since >= kUnmeasuredBound) {
-      why = absl::StrCat("its workspace cannot be measured (for ", absl::FormatDuration(start - since),
+    } else if (unmeasured = unmeasured_since_.try_emplace(r.name, start).first->second;
+               start - *unmeasured >= kUnmeasuredBound) {
+      why = absl::StrCat("its workspace cannot be measured (for ", absl::FormatDuration(start - *unmeasured),
                          "): ", use.status().message());
     }
+    next_walk[r.name] = NextWasmWorkspaceWalk(start, absl::Now() - start, unmeasured, kUnmeasuredBound);
     if (why.empty()) continue;
     why = absl::StrCat("sandboxd ended the session: ", why);
     spdlog::warn("wasm: {}: {}", r.name, why);

@@ -193,6 +193,12 @@ absl::StatusOr<WasmWorkspaceUse> MeasureWasmTmpfsWorkspace(const std::string& pa
   return use;
 }
 
+absl::Time NextWasmWorkspaceWalk(absl::Time start, absl::Duration took,
+                                 std::optional<absl::Time> unmeasured_since, absl::Duration bound) {
+  const absl::Time paced = start + 10 * took;
+  return unmeasured_since ? std::min(paced, *unmeasured_since + bound) : paced;
+}
+
 std::string OverWasmWorkspaceBudget(const WasmWorkspaceUse& use, const WasmWorkspaceBudget& budget) {
   if (budget.bytes != 0 && use.bytes > budget.bytes) {
     return absl::StrCat("the workspace holds ", MiB(use.bytes), ", over its budget of ", MiB(budget.bytes),

@@ -17,10 +17,12 @@
 #include <cstdint>
 #include <string>
 #include <functional>
+#include <optional>
 #include <system_error>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace sandboxd {
 
@@ -92,6 +94,15 @@ absl::StatusOr<WasmWorkspaceUse> MeasureWasmTmpfsWorkspace(const std::string& pa
 // Why `use` is over `budget` ("the workspace holds 300 MiB, over its budget of 256 MiB"),
 // or "" while it is within it.
 std::string OverWasmWorkspaceBudget(const WasmWorkspaceUse& use, const WasmWorkspaceBudget& budget);
+
+// When a workspace whose walk started at `start` and took `took` is walked next: ten times
+// the walk's time later, so that walks take at most a tenth of a core per session. One
+// that could not be measured since `unmeasured_since` is walked again by
+// `unmeasured_since + bound` at the latest, and ended then if it still cannot be: a slow
+// walk (a loaded machine, a workspace that keeps changing under its re-checks) does not
+// stretch how long a workspace goes unmeasured.
+absl::Time NextWasmWorkspaceWalk(absl::Time start, absl::Duration took,
+                                 std::optional<absl::Time> unmeasured_since, absl::Duration bound);
 
 // Deletes the workspace directory `path` and everything in it (with `keep_root`, only what
 // is in it), first giving its owner back read, write and search on every directory code

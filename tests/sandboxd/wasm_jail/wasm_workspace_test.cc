@@ -149,6 +149,18 @@ TEST(WasmWorkspaceTest, ADirectoryRenamedRoundARingIsCountedOrUnmeasured) {
 
 // A --wasm_dir refused for a symbolic link or a '..' on the way changes nothing: the link's
 // owner would choose which directory becomes 0711 and gets w/ and snapshots/ (W6-4).
+// Walks are paced at ten times their cost, but one that could not measure a workspace does
+// not push the next past the unmeasured bound: a re-checking walk of 1.5 s (a ring of
+// renames on a loaded machine) would otherwise leave the workspace unmeasured for 15 s.
+TEST(WasmWorkspaceTest, ASlowWalkDoesNotStretchHowLongAWorkspaceGoesUnmeasured) {
+  const absl::Time t = absl::FromUnixSeconds(1000);
+  const absl::Duration bound = absl::Seconds(5);
+  EXPECT_EQ(NextWasmWorkspaceWalk(t, absl::Milliseconds(1500), std::nullopt, bound), t + absl::Seconds(15));
+  EXPECT_EQ(NextWasmWorkspaceWalk(t, absl::Milliseconds(1500), t, bound), t + bound);
+  EXPECT_EQ(NextWasmWorkspaceWalk(t, absl::Milliseconds(1500), t - absl::Seconds(3), bound), t + absl::Seconds(2));
+  EXPECT_EQ(NextWasmWorkspaceWalk(t, absl::Milliseconds(20), t, bound), t + absl::Milliseconds(200));
+}
+
 TEST(WasmWorkspaceTest, ARefusedWorkDirIsNeitherMadeNorChmodded) {
   wasm_jail_test::TempDir dir;
   const std::string real = dir.path() + "/real";
