@@ -389,14 +389,17 @@ class UserSignalTest(RunnerTestCase):
         # second) when the handler forks inside the main thread's wait for the socket.
         # The child's call fails, and the child, going on in the cell's event loop, must
         # not take the wakeups of the parent's, which waits for its own call's result.
+        # The cell ends once the thread's call is answered too (in the child, where the
+        # thread does not exist, at once).
         self.client.set_catalog(CATALOG)
         exec_id = self.client.start_exec(
             self.FORK_IN_A_HANDLER.replace("kids.append(pid)\n",
                                            "kids.append(pid)\n    else:\n        time.sleep(0.2)\n")
             + "import asyncio\n"
             "def call():\n    asyncio.run(mcp_everything.echo(message='m' * 10_000_000))\n"
-            "threading.Thread(target=call).start()\ntime.sleep(0.1)\n"
-            "await mcp_everything.echo(message='m')\n")
+            "caller = threading.Thread(target=call)\ncaller.start()\ntime.sleep(0.1)\n"
+            "await mcp_everything.echo(message='m')\n"
+            "while caller.is_alive():\n    await asyncio.sleep(0.05)\n")
         time.sleep(1.0)
         res = self.client.finish_exec(
             exec_id, on_tool_call=lambda frame: {"ok": True, "result": text_result("x")})
