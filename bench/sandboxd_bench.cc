@@ -99,7 +99,7 @@ void MeasureMode(const Options& o, const std::string& isolation, bool metrics, R
                                    "--log_level=info", "--isolation=" + isolation};
   if (metrics) args.push_back("--metrics_listen=127.0.0.1:0");
   if (o.pool_max > 0) args.push_back(absl::StrCat("--pool_max=", o.pool_max));
-  if (o.Wants("egress") && isolation != "wasm") {  // measurement 11's origin (egress.cc)
+  if (o.Wants("egress")) {  // measurement 11's origin (egress.cc)
     args.push_back("--egress_hosts=origin.test=127.0.0.1");
     args.push_back("--egress_max=origin.test:*, 127.0.0.0/8:*");
   }
