@@ -17,7 +17,10 @@
 
 const { Duplex } = require('stream');
 
-const PIECE = 64 * 1024;
+// A piece stays under the mmap threshold sandboxd starts the wasm tier's Node with (32 KiB,
+// docs/wasm-tier.md "Memory"): each is an ArrayBuffer allocated by its sender and freed by
+// its receiver, and one of a mapping's own costs page faults and a TLB flush of every thread.
+const PIECE = 16 * 1024;
 const WINDOW = 256 * 1024;
 const MAX_STREAMS = 128;
 // Opens the main thread refuses a worker (its own race with a stream still ending here, or

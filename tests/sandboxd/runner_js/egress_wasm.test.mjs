@@ -13,7 +13,7 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { MessageChannel } from 'node:worker_threads';
-import { WasmRunner, makeWasmSnapshot, wasmFiles } from './harness.mjs';
+import { NODE_MALLOC_MMAP_THRESHOLD, WasmRunner, makeWasmSnapshot, wasmFiles } from './harness.mjs';
 import { Parked, RESPONSE, answerWith, fetchOutcome, refusedFetch } from './egress_host.mjs';
 
 const require = createRequire(import.meta.url);
@@ -201,6 +201,35 @@ describe('egress channel streams', () => {
     worker.close();
   });
 
+  it('posts pieces that malloc serves from its heaps, not a mapping each', async () => {
+    // Every piece is an ArrayBuffer the sender allocates and the receiver frees; at or over
+    // Node's mmap threshold each one is an mmap, 16 page faults and an munmap that flushes
+    // the TLB of every thread, which halved the relay's throughput.
+    const { main, worker, opened } = pair();
+    const sizes = [];
+    const post = worker.port.postMessage.bind(worker.port);
+    worker.port.postMessage = (m, transfer) => {
+      if (m && m.t === 'd') sizes.push(m.b.byteLength);
+      return post(m, transfer);
+    };
+    const up = worker.open();
+    const sent = Buffer.alloc(1 << 20);
+    for (let i = 0; i < sent.length; i++) sent[i] = i % 251;
+    up.end(sent);
+    while (opened.length === 0) await sleep(10);
+    const got = [];
+    await new Promise((resolve) => {
+      opened[0].on('data', (d) => got.push(d));
+      opened[0].on('end', resolve);
+    });
+    assert.ok(Buffer.concat(got).equals(sent), 'the bytes arrive in order');
+    // malloc's chunk is the request plus its 8-byte header, rounded up to 16.
+    const over = sizes.filter((n) => n + 16 > NODE_MALLOC_MMAP_THRESHOLD);
+    assert.deepEqual(over, [], `pieces of ${PIECE} bytes`);
+    main.close();
+    worker.close();
+  });
+
   it('refuses a worker its stream past the cap before it reaches the main thread', async () => {
     const { main, worker, opened } = pair();
     const streams = [];
@@ -251,7 +280,7 @@ describe('egress channel streams', () => {
     const reader = opened[0];
     reader.pause();
     const cut = new Promise((r) => reader.on('error', r));
-    for (let i = 0; i < 8; i++) {   // past the window, ignoring acknowledgements
+    for (let i = 0; i < WINDOW / PIECE + 2; i++) {   // past the window, ignoring acknowledgements
       const b = new ArrayBuffer(PIECE);
       worker.post({ t: 'd', s: up.id, b }, [b]);
     }

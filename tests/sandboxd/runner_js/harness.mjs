@@ -20,6 +20,11 @@ import path from 'node:path';
 
 export const MIB = 1024 * 1024;
 export const TIMEOUT = 10000;
+// The malloc setting sandboxd starts the wasm tier's Node with (wasm_runtime.cc,
+// kNodeMallocTunables): every block of this size or more is its own mapping, mapped and
+// unmapped each time.
+export const NODE_MALLOC_MMAP_THRESHOLD = 32768;
+export const NODE_MALLOC_TUNABLES = `glibc.malloc.mmap_threshold=${NODE_MALLOC_MMAP_THRESHOLD}`;
 const IMAGE = process.env.SANDBOXD_TEST_IMAGE || 'localhost/sandboxd-python:bookworm';
 
 function bundlePath() {

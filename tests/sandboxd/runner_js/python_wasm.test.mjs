@@ -7,11 +7,10 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CATALOG, WasmRunner, makeWasmSnapshot, textResult, wasmFiles } from './harness.mjs';
+import { CATALOG, NODE_MALLOC_TUNABLES, WasmRunner, makeWasmSnapshot, textResult, wasmFiles } from './harness.mjs';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 // What sandboxd gives Node as its environment (wasm_runtime.cc, kNodeMallocTunables).
-const NODE_MALLOC_TUNABLES = 'glibc.malloc.mmap_threshold=32768';
 
 // The anonymous mappings of process `pid` that are as large as `bytes` and resident, both
 // within 64 KiB: "start-end rss_kb" each.
