@@ -5,10 +5,13 @@ none of the old namespace's handlers back."""
 import os
 import re
 import signal
+import threading
 import time
 import unittest
 
-from harness import CATALOG, MIB, RunnerTestCase, text_result
+from harness import CATALOG, MIB, RunnerTestCase, import_runner_module, text_result
+
+output_module = import_runner_module("output")
 
 
 class UserSignalTest(RunnerTestCase):
@@ -493,6 +496,59 @@ class UserSignalTest(RunnerTestCase):
         self.assertEqual(res.result, f"([{int(signal.SIGUSR2)}], '<lambda>')")
         self.assertEqual(self.client.exec("signal.getsignal(signal.SIGUSR2).__name__").result,
                          "'<lambda>'")
+
+
+class HandlerError(Exception):
+    """What a signal handler of user code raises, here at a chosen line of the runner."""
+
+
+class FlusherStartTest(unittest.TestCase):
+    """OutputCapture in this process, with a handler of user code installed (user_handlers)
+    and its exception raised where Python could run the handler: as the flusher thread is
+    started. The main thread must still leave every send to a flusher: a handler that
+    raises inside a send of the main thread's own cuts the frame, or sends it twice."""
+
+    def sends_of(self, cut):
+        senders = []
+
+        class Connection:
+            def send(self, frame):
+                senders.append(threading.get_ident())
+                return True
+
+        class Capture(output_module.OutputCapture):
+            def _start_flusher(self):
+                if cut == "before the start":
+                    cut_here = self._cuts_left > 0
+                    self._cuts_left -= 1
+                    if cut_here:
+                        raise HandlerError
+                started = super()._start_flusher()
+                if cut == "after the start" and self._cuts_left > 0:
+                    self._cuts_left -= 1
+                    raise HandlerError
+                return started
+
+        capture = Capture()
+        capture._cuts_left = 1
+        capture.user_handlers = lambda: True
+        capture.begin(Connection(), "exec-1", 10 * MIB)
+        with self.assertRaises(HandlerError):
+            capture.write("stdout", "x")
+        for _ in range(8):                   # over OUTPUT_FLUSH_BYTES: the writer waits
+            capture.write("stdout", "y" * 4096)
+        sent = list(senders)
+        capture.user_handlers = lambda: False
+        capture.finish()
+        return sent
+
+    def test_a_handler_that_raises_as_the_flusher_starts_leaves_no_send_to_the_main_thread(self):
+        main = threading.get_ident()
+        for cut in ("before the start", "after the start"):
+            with self.subTest(cut=cut):
+                senders = self.sends_of(cut)
+                self.assertTrue(senders, "nothing was sent while the writer waited")
+                self.assertNotIn(main, senders)
 
 
 if __name__ == "__main__":

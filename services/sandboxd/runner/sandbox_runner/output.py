@@ -205,12 +205,19 @@ class OutputCapture:
         """Main thread: until waits() is false (under the lock), wakes the flusher and
         waits for its next round, holding no lock. It does the flusher's job itself when
         no signal handler of user code is installed (none can run in its frames: the
-        runner's own SIGINT handler never raises there), and when there is no flusher
-        (no thread to be had)."""
+        runner's own SIGINT handler never raises there), and when there is no thread to
+        be had for a flusher.
+
+        With a handler installed and no flusher known to run, it starts one here: the
+        start in _buffered_locked is a call a handler can cut short (before the thread
+        starts, or after it started and before _flusher_running is set). A second
+        flusher that this starts then is harmless: every round runs under the lock."""
         while True:
             with self._lock:
                 if not waits() or self._conn is None:
                     return
+                if not self._flusher_running and self.user_handlers():
+                    self._flusher_running = self._try_start_flusher()
                 if not self._flusher_running or not self.user_handlers():
                     self._take_nested_locked()
                     self._flush_locked()
@@ -306,10 +313,16 @@ class OutputCapture:
             if self._flusher_running:
                 self._wake.notify()
             else:
-                try:
-                    self._flusher_running = self._start_flusher()
-                except RuntimeError as exc:  # no thread to be had (pids limit): the
-                    log(f"output flusher: {exc}")  # writers send, and `done` does
+                self._flusher_running = self._try_start_flusher()
+
+    def _try_start_flusher(self):
+        """Starts the flusher (the lock is held); False when it does not run. With no
+        thread to be had (the pids limit) the writers send, and `done` does."""
+        try:
+            return self._start_flusher()
+        except RuntimeError as exc:
+            log(f"output flusher: {exc}")
+            return False
 
     def _flush_locked(self):
         """Sends the queue a frame at a time. Not re-entered: a signal handler that writes
