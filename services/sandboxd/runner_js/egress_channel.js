@@ -7,11 +7,14 @@
 // stream takes that connection at its first data, not at its open.
 //
 // Both ends are the same Duplex. Messages, either way: {t: 'd', s, b} (bytes: an ArrayBuffer,
-// transferred), {t: 'e', s} (no more bytes: a half-close), {t: 'a', s, n} (n bytes were read),
-// {t: 'x', s, why} (cut; `why` optional); and {t: 'open', s} from the worker. A side sends at
-// most WINDOW bytes its peer has not acknowledged, in pieces of at most PIECE bytes, and
-// acknowledges bytes once its reader takes them: what one stream holds in flight is bounded
-// both ways, and a reader that stops (a full host socket, a fetch body not read) stops its
+// transferred), {t: 'e', s} (no more bytes: a half-close), {t: 'a', s, n} (pieces charged n
+// bytes were read), {t: 'x', s, why} (cut; `why` optional); and {t: 'open', s} from the
+// worker. A side sends at most WINDOW bytes its peer has not acknowledged, in pieces of at
+// most PIECE bytes, each counted at least MIN_CHARGE bytes (a piece costs its receiver a
+// Buffer and an ArrayBuffer whatever its length), and acknowledges pieces once its reader
+// has taken them out of the stream's buffer (no readable high-water mark: nothing waits
+// there acknowledged). So what one stream holds is bounded both ways, in bytes and in
+// pieces, and a reader that stops (a full host socket, a fetch body not read) stops its
 // writer. A peer that sends past the window has its stream cut; malformed messages are
 // dropped. The main thread takes at most MAX_STREAMS streams of one worker at once.
 
@@ -22,6 +25,7 @@ const { Duplex } = require('stream');
 // its receiver, and one of a mapping's own costs page faults and a TLB flush of every thread.
 const PIECE = 16 * 1024;
 const WINDOW = 256 * 1024;
+const MIN_CHARGE = 1024;
 const MAX_STREAMS = 128;
 // Opens the main thread refuses a worker (its own race with a stream still ending here, or
 // code posting opens on the port itself): MAX_REFUSED at once, then MAX_REFUSED a minute.
@@ -32,10 +36,11 @@ const REFUSED_REFILL_MS = 60000;
 const WHY_CHARS = 200;
 
 const isId = (v) => Number.isSafeInteger(v) && v > 0;
+const charge = (bytes) => Math.max(bytes, MIN_CHARGE);
 
 class PortStream extends Duplex {
   constructor(channel, id) {
-    super({ allowHalfOpen: true });
+    super({ allowHalfOpen: true, readableHighWaterMark: 0 });
     Object.assign(this, { channel, id, sent: 0, acked: 0, unacked: 0,
       pending: null, cut: false, ended: false });
   }
@@ -57,7 +62,7 @@ class PortStream extends Duplex {
       const piece = p.chunk.subarray(p.at, p.at + PIECE);
       const bytes = piece.buffer.slice(piece.byteOffset, piece.byteOffset + piece.length);
       this.post({ t: 'd', s: this.id, b: bytes }, [bytes]);
-      this.sent += piece.length;
+      this.sent += charge(piece.length);
       p.at += piece.length;
     }
     if (p.at >= p.chunk.length) {
@@ -69,6 +74,15 @@ class PortStream extends Duplex {
   _final(callback) {
     this.post({ t: 'e', s: this.id });
     callback();
+  }
+
+  // Node asks _read() for more only while the buffer is under the high-water mark: with a
+  // mark of 0, a reader that takes the whole buffer in one read() would not be asked before
+  // more comes, and none would come.
+  read(n) {
+    const chunk = super.read(n);
+    if (this.readableLength === 0) this._read();
+    return chunk;
   }
 
   _read() {
@@ -90,8 +104,10 @@ class PortStream extends Duplex {
   onMessage(m) {
     if (m.t === 'd' && m.b instanceof ArrayBuffer && !this.ended) {
       // What the peer sent and this side has not acknowledged: it sends while that is under
-      // WINDOW, a piece at a time.
-      this.unacked += m.b.byteLength;
+      // WINDOW, a piece at a time. push() is true only when the reader took the piece at
+      // once (a buffer that holds anything is over a high-water mark of 0); otherwise
+      // _read() acknowledges once the reader has emptied the buffer.
+      this.unacked += charge(m.b.byteLength);
       if (this.unacked > WINDOW + PIECE) {
         this.destroy(new Error('the egress channel\'s peer sent past its window'));
         return;
@@ -191,4 +207,4 @@ class Channel {
   }
 }
 
-module.exports = { Channel, PortStream, WINDOW, PIECE, MAX_STREAMS };
+module.exports = { Channel, PortStream, WINDOW, PIECE, MIN_CHARGE, MAX_STREAMS };

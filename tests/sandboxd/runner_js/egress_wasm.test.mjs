@@ -17,7 +17,7 @@ import { NODE_MALLOC_MMAP_THRESHOLD, WasmRunner, makeWasmSnapshot, wasmFiles } f
 import { Parked, RESPONSE, answerWith, fetchOutcome, refusedFetch } from './egress_host.mjs';
 
 const require = createRequire(import.meta.url);
-const { Channel, WINDOW, PIECE, MAX_STREAMS } =
+const { Channel, WINDOW, PIECE, MIN_CHARGE, MAX_STREAMS } =
   require('../../../services/sandboxd/runner_js/egress_channel.js');
 const { EgressRelay } = require('../../../services/sandboxd/runner_js/egress.js');
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -273,19 +273,52 @@ describe('egress channel streams', () => {
     worker.close();
   });
 
-  it('cuts a stream whose peer sends past the window', async () => {
+  // The worker posts `count` pieces of `size` bytes to a paused reader, ignoring its
+  // acknowledgements: how the main thread's stream ends within 5 s, and the bytes it held.
+  const flood = async (count, size) => {
     const { main, worker, opened } = pair();
     const up = worker.open();
     await sleep(50);
     const reader = opened[0];
     reader.pause();
-    const cut = new Promise((r) => reader.on('error', r));
-    for (let i = 0; i < WINDOW / PIECE + 2; i++) {   // past the window, ignoring acknowledgements
-      const b = new ArrayBuffer(PIECE);
+    let held = -1;
+    const cut = new Promise((r) => reader.on('error', (e) => { held = reader.readableLength; r(e); }));
+    for (let i = 0; i < count; i++) {
+      const b = new ArrayBuffer(size);
       worker.post({ t: 'd', s: up.id, b }, [b]);
     }
     const outcome = await Promise.race([cut, sleep(5000).then(() => new Error('not cut'))]);
+    main.close();
+    worker.close();
+    return { outcome, held };
+  };
+
+  it('cuts a stream whose peer sends past the window', async () => {
+    const { outcome } = await flood(WINDOW / PIECE + 2, PIECE);
     assert.match(outcome.message, /past its window/);
+  });
+
+  it('counts each piece at least MIN_CHARGE bytes, so tiny pieces cannot pile up', async () => {
+    // Each piece costs its receiver a Buffer and an ArrayBuffer whatever its length: 1-byte
+    // pieces are cut once their charges pass the window, at most (WINDOW + PIECE) /
+    // MIN_CHARGE of them held.
+    const { outcome, held } = await flood(4096, 1);
+    assert.match(outcome.message, /past its window/);
+    assert.ok(held >= 0 && held <= (WINDOW + PIECE) / MIN_CHARGE, `${held} pieces held`);
+  });
+
+  it('acknowledges only what the reader took, not what waits in its buffer', async () => {
+    const { main, worker, opened } = pair();
+    const up = worker.open();
+    await sleep(50);
+    const reader = opened[0];
+    reader.pause();
+    up.write(Buffer.alloc(100));
+    await sleep(100);
+    assert.equal(up.acked, 0, 'a piece the paused reader holds was acknowledged');
+    reader.read();
+    await sleep(100);
+    assert.equal(up.acked, up.sent);
     main.close();
     worker.close();
   });
