@@ -10,7 +10,6 @@ import { fileURLToPath } from 'node:url';
 import { CATALOG, NODE_MALLOC_TUNABLES, WasmRunner, makeWasmSnapshot, textResult, wasmFiles } from './harness.mjs';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-// What sandboxd gives Node as its environment (wasm_runtime.cc, kNodeMallocTunables).
 
 // The anonymous mappings of process `pid` that are as large as `bytes` and resident, both
 // within 64 KiB: "start-end rss_kb" each.
