@@ -11,12 +11,14 @@
 // bytes were read), {t: 'x', s, why} (cut; `why` optional); and {t: 'open', s} from the
 // worker. A side sends at most WINDOW bytes its peer has not acknowledged, in pieces of at
 // most PIECE bytes, each counted at least MIN_CHARGE bytes (a piece costs its receiver a
-// Buffer and an ArrayBuffer whatever its length), and acknowledges pieces once its reader
-// has taken them out of the stream's buffer (no readable high-water mark: nothing waits
-// there acknowledged). So what one stream holds is bounded both ways, in bytes and in
-// pieces, and a reader that stops (a full host socket, a fetch body not read) stops its
-// writer. A peer that sends past the window has its stream cut; malformed messages are
-// dropped. The main thread takes at most MAX_STREAMS streams of one worker at once.
+// Buffer and an ArrayBuffer whatever its length; an empty one is malformed), and
+// acknowledges pieces once its reader has taken them out of the stream's buffer (no
+// readable high-water mark: nothing waits there acknowledged), ACK_AT bytes at a time. So
+// what one stream holds is bounded both ways, in bytes and in pieces, a reader that stops
+// (a full host socket, a fetch body not read) stops its writer, and a peer that never reads
+// its port is queued one acknowledgement per ACK_AT bytes it sent, not one per piece. A
+// peer that sends past the window, or an empty piece, has its stream cut; other malformed
+// messages are dropped. The main thread takes at most MAX_STREAMS streams of one worker.
 
 const { Duplex } = require('stream');
 
@@ -26,6 +28,9 @@ const { Duplex } = require('stream');
 const PIECE = 16 * 1024;
 const WINDOW = 256 * 1024;
 const MIN_CHARGE = 1024;
+// A writer waits only once WINDOW is unacknowledged, so acknowledging half of it at a time
+// never holds one back.
+const ACK_AT = WINDOW / 2;
 const MAX_STREAMS = 128;
 // Opens the main thread refuses a worker (its own race with a stream still ending here, or
 // code posting opens on the port itself): MAX_REFUSED at once, then MAX_REFUSED a minute.
@@ -86,7 +91,7 @@ class PortStream extends Duplex {
   }
 
   _read() {
-    if (this.unacked === 0) return;
+    if (this.unacked < ACK_AT) return;
     this.post({ t: 'a', s: this.id, n: this.unacked });
     this.unacked = 0;
   }
@@ -108,8 +113,9 @@ class PortStream extends Duplex {
       // once (a buffer that holds anything is over a high-water mark of 0); otherwise
       // _read() acknowledges once the reader has emptied the buffer.
       this.unacked += charge(m.b.byteLength);
-      if (this.unacked > WINDOW + PIECE) {
-        this.destroy(new Error('the egress channel\'s peer sent past its window'));
+      if (this.unacked > WINDOW + PIECE || m.b.byteLength === 0) {
+        const what = m.b.byteLength === 0 ? 'an empty piece' : 'past its window';
+        this.destroy(new Error(`the egress channel's peer sent ${what}`));
         return;
       }
       if (this.push(Buffer.from(m.b))) this._read();
@@ -207,4 +213,4 @@ class Channel {
   }
 }
 
-module.exports = { Channel, PortStream, WINDOW, PIECE, MIN_CHARGE, MAX_STREAMS };
+module.exports = { Channel, PortStream, WINDOW, PIECE, MIN_CHARGE, ACK_AT, MAX_STREAMS };

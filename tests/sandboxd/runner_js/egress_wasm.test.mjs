@@ -17,7 +17,7 @@ import { NODE_MALLOC_MMAP_THRESHOLD, WasmRunner, makeWasmSnapshot, wasmFiles } f
 import { Parked, RESPONSE, answerWith, fetchOutcome, refusedFetch } from './egress_host.mjs';
 
 const require = createRequire(import.meta.url);
-const { Channel, WINDOW, PIECE, MIN_CHARGE, MAX_STREAMS } =
+const { Channel, WINDOW, PIECE, MIN_CHARGE, ACK_AT, MAX_STREAMS } =
   require('../../../services/sandboxd/runner_js/egress_channel.js');
 const { EgressRelay } = require('../../../services/sandboxd/runner_js/egress.js');
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -307,15 +307,41 @@ describe('egress channel streams', () => {
     assert.ok(held >= 0 && held <= (WINDOW + PIECE) / MIN_CHARGE, `${held} pieces held`);
   });
 
+  it('cuts a stream whose peer sends an empty piece', async () => {
+    const { outcome } = await flood(1, 0);
+    assert.match(outcome.message, /an empty piece/);
+  });
+
+  it('acknowledges ACK_AT bytes at a time, not each piece', async () => {
+    // A worker that never reads its port would have every acknowledgement queued to it.
+    const { main, worker, opened } = pair();
+    const up = worker.open();
+    let acks = 0;
+    const onMessage = up.onMessage.bind(up);
+    up.onMessage = (m) => { if (m.t === 'a') acks++; onMessage(m); };
+    const pieces = 1024;
+    for (let i = 0; i < pieces; i++) up.write(Buffer.alloc(1));
+    up.end();
+    await sleep(50);
+    let got = 0;
+    opened[0].on('data', (d) => { got += d.length; });
+    await new Promise((r) => opened[0].on('end', r));
+    await sleep(50);
+    assert.equal(got, pieces);
+    assert.ok(acks >= 1 && acks <= (pieces * MIN_CHARGE) / ACK_AT, `${acks} acknowledgements`);
+    main.close();
+    worker.close();
+  });
+
   it('acknowledges only what the reader took, not what waits in its buffer', async () => {
     const { main, worker, opened } = pair();
     const up = worker.open();
     await sleep(50);
     const reader = opened[0];
     reader.pause();
-    up.write(Buffer.alloc(100));
+    up.write(Buffer.alloc(ACK_AT));
     await sleep(100);
-    assert.equal(up.acked, 0, 'a piece the paused reader holds was acknowledged');
+    assert.equal(up.acked, 0, 'pieces the paused reader holds were acknowledged');
     reader.read();
     await sleep(100);
     assert.equal(up.acked, up.sent);
