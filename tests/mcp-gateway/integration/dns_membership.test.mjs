@@ -46,6 +46,10 @@ describe("sandboxd hosts found by DNS (dnsmasq, network namespaces)", () => {
         .filter((l) => l.includes("STREAM")).map((l) => l.split(/\s+/)[0]).sort();
     } catch { return []; }
   };
+  // Placement asks each listed host's load with a 500 ms deadline, and one that lets it pass
+  // goes last for 2 s: a first dial (TLS, on a loaded machine) can take longer. resources/list
+  // asks every listed host, 5 s at most each, leaving the gateway connected to all of them.
+  const dialAll = () => client.listResources();
   const run = (code, sandbox) => runPython(client, code, { timeout_seconds: 5, ...(sandbox ? { sandbox } : {}) });
   const newSandbox = (code) => newSandboxOn(daemons, () => run(code), () => gateway.log);
 
@@ -76,6 +80,7 @@ describe("sandboxd hosts found by DNS (dnsmasq, network namespaces)", () => {
     });
     await gateway.start();
     client = await connectV2(gateway.url, gateway.authHeaders, "sdk-v2-dns-membership");
+    await dialAll();
   });
   after(async () => {
     await stop({ client, gateway, daemons });
@@ -99,6 +104,7 @@ describe("sandboxd hosts found by DNS (dnsmasq, network namespaces)", () => {
       "the gateway to place on the third host",
       RESOLVE_INTERVAL_MS + 1000);
     measured("the added host is placed on after", performance.now() - t0);
+    await dialAll();
     const s = await newSandbox("x = 3");
     assert.equal(s.host, 2, "the new host, the least loaded");
     sandboxes.push({ ...s, value: 3 });
