@@ -79,13 +79,16 @@ struct UpstreamManager::Impl {
   }
 
   void Run(Upstream* u) ABSL_LOCKS_EXCLUDED(mu);
+  // Records why `u` is not connected (after a connection, or a failed attempt), logs it, and
+  // closes `client`; releases mu meanwhile.
+  void GoneDown(Upstream* u, const std::shared_ptr<McpClient>& client, std::string error,
+                bool was_connected, absl::Duration backoff) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Serves a connected client until it disconnects or Stop(); refreshes tools meanwhile.
   void Serve(Upstream* u, const std::shared_ptr<McpClient>& client)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 };
 
 void UpstreamManager::Impl::Run(Upstream* u) {
-  const std::string& name = u->config.name;
   absl::Duration backoff = options.retry_initial;
   mu.Lock();
   while (!stopping) {
@@ -133,33 +136,37 @@ void UpstreamManager::Impl::Run(Upstream* u) {
       Of(u).client.reset();
       Of(u).connected = false;
       Of(u).tools.clear();
-      Of(u).error = stopping ? "stopped" : client->disconnect_reason();
-      const bool notify = !stopping;  // no listener calls while shutting down
-      ++version;
-      mu.Unlock();
-      client->Close();
-      Notify(notify);
-      mu.Lock();
-      if (stopping) break;
-      spdlog::warn("upstream {}: {}; reconnecting in {}", name, codemode::LogLongText(Of(u).error),
-                   absl::FormatDuration(backoff));
+      GoneDown(u, client, stopping ? "stopped" : client->disconnect_reason(), true, backoff);
     } else {
-      std::string error = stopping ? "stopped" : std::string(status.message());
-      if (error != Of(u).error) ++version;  // descriptions show it; no list_changed for it
-      Of(u).error = std::move(error);
-      mu.Unlock();
-      client->Close();
-      mu.Lock();
-      if (stopping) break;
-      spdlog::warn("upstream {}: {}; retrying in {}", name, codemode::LogLongText(Of(u).error),
-                   absl::FormatDuration(backoff));
+      GoneDown(u, client, stopping ? "stopped" : std::string(status.message()), false, backoff);
     }
+    if (stopping) break;
     auto wake = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return stopping || Of(u).reconnect_now; };
     mu.AwaitWithTimeout(absl::Condition(&wake), backoff);
     Of(u).reconnect_now = false;
     if (!lasted) backoff = std::min(backoff * 2, options.retry_max);
   }
   mu.Unlock();
+}
+
+void UpstreamManager::Impl::GoneDown(Upstream* u, const std::shared_ptr<McpClient>& client,
+                                     std::string error, bool was_connected,
+                                     absl::Duration backoff) {
+  // A lost connection changes the tool list; a failed attempt only the reason descriptions
+  // show, which needs no list_changed.
+  if (was_connected || error != Of(u).error) ++version;
+  Of(u).error = std::move(error);
+  // Logged as it is decided, before Close waits for the upstream to go (up to stop_grace): a
+  // client that reads the reason in a description finds it in the log too.
+  if (!stopping) {
+    spdlog::warn("upstream {}: {}; {} in {}", u->config.name, codemode::LogLongText(Of(u).error),
+                 was_connected ? "reconnecting" : "retrying", absl::FormatDuration(backoff));
+  }
+  const bool notify = was_connected && !stopping;  // no listener calls while shutting down
+  mu.Unlock();
+  client->Close();
+  Notify(notify);
+  mu.Lock();
 }
 
 // Whether two tool lists are the same in all a client reads and the gateway decides by (a
