@@ -148,8 +148,15 @@ bool SandboxClient::EndpointInUse(size_t endpoint) const { return endpoints_->In
 bool SandboxClient::EndpointDialled(size_t endpoint) const { return endpoints_->dialled(endpoint); }
 
 std::vector<size_t> SandboxClient::Members() {
+  const size_t known = endpoints_->size();
   std::vector<size_t> members;
   for (const std::string& name : membership_->Current()) members.push_back(endpoints_->Add(name));
+  // An endpoint first seen now (configured, or an address DNS just added) is connected to at
+  // once: the placement that follows asks it GetInfo within kInfoDeadline, and one that
+  // lets that pass while its handshake runs is passed over for a while.
+  for (size_t i : members) {
+    if (i >= known) endpoints_->ConnectForPlacement(i);
+  }
   // Addresses that left the set, once no call has used them for a while, keep a record and
   // not their channels (a handle naming one dials it again).
   endpoints_->Release(members, kReleaseUnused);

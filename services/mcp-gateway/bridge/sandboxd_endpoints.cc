@@ -98,9 +98,9 @@ std::shared_ptr<SandboxdEndpoints::Dial> SandboxdEndpoints::DialOf(size_t i, Use
     dialled_.insert(i);
     // Dialling makes objects, not connections (a channel connects at its first call).
     std::shared_ptr<grpc::Channel> channel = DialChannel(e.name, tls_, idle_timeout_, kMaxReceiveBytes);
+    std::shared_ptr<grpc::Channel> info = DialChannel(e.name, tls_, idle_timeout_, kMaxInfoBytes);
     e.dial = std::make_shared<Dial>(
-        Dial{channel, sandbox::v1::SandboxService::Stub(channel),
-             sandbox::v1::SandboxService::Stub(DialChannel(e.name, tls_, idle_timeout_, kMaxInfoBytes))});
+        Dial{channel, sandbox::v1::SandboxService::Stub(channel), info, sandbox::v1::SandboxService::Stub(info)});
   }
   return e.dial;
 }
@@ -129,6 +129,11 @@ SandboxdEndpoints::StubPtr SandboxdEndpoints::InfoStub(size_t i) {
 SandboxdEndpoints::StubPtr SandboxdEndpoints::ListStub(size_t i) {
   std::shared_ptr<Dial> d = DialOf(i, Use::kList);
   return StubPtr(d, &d->stub);
+}
+
+void SandboxdEndpoints::ConnectForPlacement(size_t i) {
+  if (!At(i).tcp) return;  // a unix socket connects at once
+  (void)DialOf(i, Use::kList)->info_channel->GetState(/*try_to_connect=*/true);
 }
 
 void SandboxdEndpoints::Answered(size_t i) {

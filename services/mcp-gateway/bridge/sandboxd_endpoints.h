@@ -61,6 +61,10 @@ class SandboxdEndpoints {
   StubPtr InfoStub(size_t i);
   // Endpoint i's stub for a listing: dialled if released, and not a use at all.
   StubPtr ListStub(size_t i);
+  // Starts connecting endpoint i's GetInfo channel now when it is TCP, so that placement's
+  // first GetInfo there does not pay the TLS handshake inside its deadline; not a use, and
+  // no call (nothing, the token included, goes to a peer before a call).
+  void ConnectForPlacement(size_t i);
   // Endpoint i answered a sandbox's call just now (its status came from the host, whatever
   // it says): it is Serving for the idle timeout. Taking a stub is not enough: a call to a
   // host that died never reaches it.
@@ -97,7 +101,8 @@ class SandboxdEndpoints {
   struct Dial {
     std::shared_ptr<grpc::Channel> channel;
     sandbox::v1::SandboxService::Stub stub;
-    sandbox::v1::SandboxService::Stub info_stub;  // InfoStub's, on a channel of its own
+    std::shared_ptr<grpc::Channel> info_channel;  // InfoStub's, a channel of its own
+    sandbox::v1::SandboxService::Stub info_stub;
   };
   struct Endpoint {
     std::string name;

@@ -6,7 +6,15 @@
 // tests: Membership takes any endpoint a resolver gives.
 #include "bridge/sandboxd_membership.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -251,6 +259,32 @@ TEST(MembershipTest, AQuietGatewayReleasesAnAddressOutsideTheSet) {
   EXPECT_FALSE(dialled) << "b's channels stay while the gateway is quiet";
   (void)f.client->ListFiles(on_b, "out", 10, absl::InfiniteFuture(), nullptr);
   EXPECT_TRUE(f.client->EndpointDialled(*outside)) << "its handle dials it again";
+}
+
+// An address DNS adds is connected to when the resolution lists it, before any placement
+// asks it anything: placement's first GetInfo there (500 ms) does not pay the handshake, which
+// on a loaded host outlasts it and passes the new address over.
+TEST(MembershipTest, AnAddressDnsAddsIsConnectedToBeforeAnyPlacement) {
+  // A bare TCP listener: a connection shows there, and no call could.
+  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{AF_INET, /*sin_port=*/0, {htonl(INADDR_LOOPBACK)}, {}};
+  socklen_t len = sizeof(addr);
+  auto* any = reinterpret_cast<sockaddr*>(&addr);
+  ASSERT_TRUE(listener >= 0 && bind(listener, any, len) == 0 && listen(listener, 16) == 0 &&
+              getsockname(listener, any, &len) == 0)
+      << strerror(errno);
+  const std::string added = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+
+  ExtraSandboxd a("dns-a");
+  MembershipOptions options;
+  options.interval = absl::Milliseconds(100);
+  Fixture f({a.endpoint()}, options);
+  f.state->Set(std::vector<std::string>{a.endpoint(), added});
+  f.membership->Start();
+  pollfd ready{listener, POLLIN, 0};
+  EXPECT_EQ(poll(&ready, 1, /*timeout_ms=*/20000), 1) << "nothing dialled " << added;
+  f.membership->Stop();
+  close(listener);
 }
 
 // The gateway's main starts the resolving thread before SandboxClient sets its function:
