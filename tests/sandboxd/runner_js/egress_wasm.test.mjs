@@ -6,7 +6,7 @@
 // (egress_channel.js) on their own: the window holds a writer whose reader does not read, and
 // a peer that sends past it is cut; and the relay's side of those streams in this process:
 // a stream takes a parked connection at its first data, not at its open.
-import { after, before, describe, it } from 'node:test';
+import { after, afterEach, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
@@ -164,16 +164,29 @@ describe('wasm runner: Python fetches through the relay', () => {
 });
 
 describe('egress channel streams', () => {
+  const channels = [];  // closed after each test, also one that failed halfway
+  afterEach(() => { for (const c of channels.splice(0)) c.close(); });
   const pair = () => {
     const { port1, port2 } = new MessageChannel();
     const opened = [];
     const main = new Channel(port1, (s) => opened.push(s));
     const worker = new Channel(port2);
     // A Channel unrefs its port (a worker's must not keep the runner alive); here the test's
-    // own awaits are all that is left, so the ports keep this process running.
+    // own awaits are all that is left, so the ports keep this process running until closed.
     port1.ref();
     port2.ref();
+    channels.push(main, worker);
     return { main, worker, opened };
+  };
+  // Waits for `done()`, for at most 5 s; then says what did not happen.
+  const until = async (done, what) => {
+    for (let i = 0; i < 500 && !done(); i++) await sleep(10);
+    assert.ok(done(), what);
+  };
+  // The main thread's end of the first stream the worker opened, once its open arrived.
+  const firstOpened = async (opened) => {
+    await until(() => opened.length > 0, 'the open reached the main thread');
+    return opened[0];
   };
 
   it('holds a writer at the window while its reader does not read', async () => {
@@ -185,8 +198,8 @@ describe('egress channel streams', () => {
       if (!up.write(chunk)) break;
       written += chunk.length;
     }
-    await sleep(200);
-    const reader = opened[0];
+    await sleep(200);  // the writer fills the window meanwhile
+    const reader = await firstOpened(opened);
     reader.pause();
     assert.ok(up.sent - up.acked <= WINDOW, `${up.sent - up.acked} bytes in flight`);
     assert.ok(up.sent <= WINDOW + reader.readableHighWaterMark + PIECE, `${up.sent} sent`);
@@ -216,11 +229,11 @@ describe('egress channel streams', () => {
     const sent = Buffer.alloc(1 << 20);
     for (let i = 0; i < sent.length; i++) sent[i] = i % 251;
     up.end(sent);
-    while (opened.length === 0) await sleep(10);
+    const reader = await firstOpened(opened);
     const got = [];
     await new Promise((resolve) => {
-      opened[0].on('data', (d) => got.push(d));
-      opened[0].on('end', resolve);
+      reader.on('data', (d) => got.push(d));
+      reader.on('end', resolve);
     });
     assert.ok(Buffer.concat(got).equals(sent), 'the bytes arrive in order');
     // malloc's chunk is the request plus its 8-byte header, rounded up to 16.
@@ -259,7 +272,7 @@ describe('egress channel streams', () => {
   it('closes the channel of a worker that frees a slot between floods', async () => {
     const { main, worker, opened } = pair();
     for (let i = 0; i < MAX_STREAMS; i++) worker.open();
-    await sleep(50);
+    await until(() => opened.length === MAX_STREAMS, 'every open reached the main thread');
     let next = 1000000;
     for (let round = 0; round < 10 && !main.closed; round++) {
       for (let i = 0; i < MAX_STREAMS; i++) worker.post({ t: 'open', s: next++ });
@@ -278,8 +291,7 @@ describe('egress channel streams', () => {
   const flood = async (count, size) => {
     const { main, worker, opened } = pair();
     const up = worker.open();
-    await sleep(50);
-    const reader = opened[0];
+    const reader = await firstOpened(opened);
     reader.pause();
     let held = -1;
     const cut = new Promise((r) => reader.on('error', (e) => { held = reader.readableLength; r(e); }));
@@ -322,11 +334,11 @@ describe('egress channel streams', () => {
     const pieces = 1024;
     for (let i = 0; i < pieces; i++) up.write(Buffer.alloc(1));
     up.end();
-    await sleep(50);
+    const reader = await firstOpened(opened);
     let got = 0;
-    opened[0].on('data', (d) => { got += d.length; });
-    await new Promise((r) => opened[0].on('end', r));
-    await sleep(50);
+    reader.on('data', (d) => { got += d.length; });
+    await new Promise((r) => reader.on('end', r));
+    await until(() => acks >= 1, 'an acknowledgement');
     assert.equal(got, pieces);
     assert.ok(acks >= 1 && acks <= (pieces * MIN_CHARGE) / ACK_AT, `${acks} acknowledgements`);
     main.close();
@@ -336,15 +348,14 @@ describe('egress channel streams', () => {
   it('acknowledges only what the reader took, not what waits in its buffer', async () => {
     const { main, worker, opened } = pair();
     const up = worker.open();
-    await sleep(50);
-    const reader = opened[0];
+    const reader = await firstOpened(opened);
     reader.pause();
     up.write(Buffer.alloc(ACK_AT));
+    await until(() => reader.readableLength > 0, 'the pieces reached the reader');
     await sleep(100);
     assert.equal(up.acked, 0, 'pieces the paused reader holds were acknowledged');
     reader.read();
-    await sleep(100);
-    assert.equal(up.acked, up.sent);
+    await until(() => up.acked === up.sent, 'what the reader took acknowledged');
     main.close();
     worker.close();
   });
