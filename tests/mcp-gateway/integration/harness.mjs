@@ -183,6 +183,23 @@ export async function connectClient(url, headers = {}, name = "test-client") {
 // default 10 s to start an npm server, and a test expects the tools it configured.
 const STARTUP_WAIT = "--startup_wait=60s";
 
+// Until the gateway whose stderr `log()` returns has connected every npm reference server
+// (run by node from NODE_PEERS over stdio, not disabled) that its `config` file lists:
+// the tests take those as up. The gateway serves once each upstream's first attempt has
+// ended (--startup_wait), and a node server it starts niced can outlast that attempt's
+// connect timeout when the CPU is short; its next attempt then connects.
+const REFERENCE_SERVERS = [EVERYTHING, MEMORY, FILESYSTEM];
+async function referenceServersConnected(config, log) {
+  const servers = JSON.parse(fs.readFileSync(config, "utf8")).mcpServers ?? {};
+  const names = Object.entries(servers)
+    .filter(([, s]) => !s.disabled && !s.url && REFERENCE_SERVERS.includes(s.args?.[0]))
+    .map(([name]) => name);
+  const connected = () => names.every((n) => log().includes(`upstream ${n}: connected`));
+  await waitFor(connected, `the gateway to connect ${names.join(", ")}`, 180000).catch((e) => {
+    throw new Error(`${e.message}; its log:\n${log()}`);
+  });
+}
+
 export class GatewayHttp {
   // HTTP is authenticated: each gateway gets a random token ($MCP_GATEWAY_TOKEN: a command
   // line is readable by every local user), and client() sends it. `tokens: n` gives it n
@@ -195,6 +212,7 @@ export class GatewayHttp {
     this.bin = bin;
     this.tokens = auth ? Array.from({ length: tokens }, () => randomBytes(24).toString("hex")) : [];
     this.token = auth ? this.tokens[0] : "";
+    this.config = config;
     this.args = [`--transport=http`, `--config=${config}`, `--sandboxd=${sandboxd}`, STARTUP_WAIT,
       ...(auth ? [] : ["--no_auth"]), ...extraArgs];
     this.log = "";
@@ -215,6 +233,7 @@ export class GatewayHttp {
     this.proc.stderr.on("data", (d) => { this.log += d; });
     await waitFor(() => canConnect({ port: this.port, host: this.host }), "mcp-gateway http", 90000);
     this.url = `http://${this.host}:${this.port}/mcp`;
+    await referenceServersConnected(this.config, () => this.log);
   }
   async client(name = "test-client", headers = {}) {
     return connectClient(this.url, { ...this.authHeaders, ...headers }, name);
@@ -369,6 +388,7 @@ export async function stdioGateway({ config, sandboxd, extraArgs = [], bin = GAT
   await client.connect(transport);
   stdioClients.add(client);
   transport.stderr?.on("data", (d) => { log += d; });
+  await referenceServersConnected(config, () => log);
   return { client, transport, log: () => log };
 }
 
