@@ -154,6 +154,14 @@ export class Sandboxd {
       return { id: f.slice(0, -5), container: rec.container_name };
     });
   }
+  // What the wasm tier's runners said (the end of each live session's stderr file), for a
+  // failure message: a run that hung there is explained in its runner's log.
+  runnerLogs() {
+    const dir = path.join(this.stateDir, "wasm-records");
+    if (!fs.existsSync(dir)) return "";
+    return fs.readdirSync(dir).filter((n) => n.endsWith(".log"))
+      .map((n) => `${n}:\n${fs.readFileSync(path.join(dir, n), "utf8").slice(-4000)}`).join("\n");
+  }
   async stop(signal = "SIGTERM") {
     // Gone already: exited, or killed by a signal (exitCode stays null then).
     if (!this.proc || this.proc.exitCode !== null || this.proc.signalCode !== null) return;

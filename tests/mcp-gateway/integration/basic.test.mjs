@@ -200,6 +200,6 @@ await mcp_everything.echo(message="allowed")
   test("reset starts from an empty namespace", async () => {
     await runPython(client, "z = 1");
     const r = await runPython(client, "'z' in globals()", { reset: true });
-    assert.equal(r.structuredContent.result, "False", text(r));
+    if (r.structuredContent.result !== "False") assert.fail(`${text(r)}\nrunners:\n${sandboxd.runnerLogs()}`);
   });
 });

@@ -25,7 +25,11 @@ describe("many clients", () => {
     const start = sessionCount();
     const clients = await Promise.all([...Array(8).keys()].map((i) => gateway.client(`c${i}`)));
     const first = await Promise.all(clients.map((c, i) => runPython(c, `mine = ${i}\nr = await mcp_everything.echo(message=str(${i}))`)));
-    first.forEach((r, i) => assert.equal(r.isError, false, `client ${i}'s first run: ${text(r)}`));
+    const failed = first.findIndex((r) => r.isError);
+    if (failed >= 0) {
+      assert.fail(`client ${failed}'s first run: ${text(first[failed])}\ngateway:\n${gateway.log}\n` +
+        `runners:\n${sandboxd.runnerLogs()}`);
+    }
     const results = await Promise.all(clients.map((c) => runPython(c, "mine")));
     assert.deepEqual(results.map((r) => r.structuredContent.result), [..."01234567"]);
     assert.equal(sessionCount(), start + 8, "one sandbox session per MCP session");
