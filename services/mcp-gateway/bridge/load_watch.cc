@@ -60,7 +60,7 @@ std::vector<std::optional<sandbox::v1::Info>> LoadWatch::Infos(const std::vector
       const Seen& seen = seen_[endpoints[k]];
       // Fresh, or being asked by another caller (its last answer, if any, is the best known).
       if (seen.info) {
-        infos[k] = WithPlaced(*seen.info, seen.placed_since + Out(seen));
+        infos[k] = WithPlaced(*seen.info, Placed(seen));
       } else if (seen.asking && seen.at == absl::InfinitePast()) {
         first.push_back(k);
       }
@@ -76,7 +76,8 @@ std::vector<std::optional<sandbox::v1::Info>> LoadWatch::Infos(const std::vector
   }
   codemode::MutexLock lock(&mu_);
   for (size_t j = 0; j < stale.size() && j < answers.size(); ++j) {
-    if (answers[j]) infos[stale[j]] = WithPlaced(LoadOf(*answers[j]), Out(seen_[ask[j]]));
+    const Seen& seen = seen_[ask[j]];  // this answer, or a later one recorded meanwhile
+    if (seen.info) infos[stale[j]] = WithPlaced(*seen.info, Placed(seen));
   }
   // An endpoint never answered yet (a host just added) whose first ask is out is waited
   // for, within that ask's deadline: read as "not answered" it would go behind every
@@ -90,7 +91,7 @@ std::vector<std::optional<sandbox::v1::Info>> LoadWatch::Infos(const std::vector
   mu_.Await(absl::Condition(&first_asked));
   for (size_t k : first) {
     const Seen& seen = seen_[endpoints[k]];
-    if (seen.info) infos[k] = WithPlaced(*seen.info, seen.placed_since + Out(seen));
+    if (seen.info) infos[k] = WithPlaced(*seen.info, Placed(seen));
   }
   return infos;
 }
@@ -101,12 +102,17 @@ std::vector<size_t> LoadWatch::TakeAsks(const std::vector<size_t>& endpoints, bo
     Seen& seen = seen_[endpoints[k]];
     if (seen.asking || (stale_only && now - seen.at < options_.max_age)) continue;
     seen.asking = true;
+    seen.made_at_ask = seen.made;
     asks.push_back(k);
   }
   return asks;
 }
 
 uint32_t LoadWatch::Out(const Seen& seen) { return static_cast<uint32_t>(seen.out.size()); }
+
+uint32_t LoadWatch::Placed(const Seen& seen) {
+  return static_cast<uint32_t>(std::min<uint64_t>(seen.made - seen.made_counted + seen.out.size(), UINT32_MAX));
+}
 
 absl::Time LoadWatch::Placing(size_t endpoint) {
   codemode::MutexLock lock(&mu_);
@@ -120,7 +126,7 @@ void LoadWatch::PlaceDone(size_t endpoint, absl::Time sent, Ended ended) {
   Seen& seen = seen_[endpoint];
   if (auto it = seen.out.find(sent); it != seen.out.end()) seen.out.erase(it);
   if (ended != Ended::kNoAnswer) seen.answered_at = std::max(seen.answered_at, absl::Now());
-  if (ended == Ended::kCreated) ++seen.placed_since;
+  if (ended == Ended::kCreated) ++seen.made;
 }
 
 bool LoadWatch::Stuck(size_t endpoint) {
@@ -138,11 +144,9 @@ void LoadWatch::Record(const std::vector<size_t>& endpoints, const std::vector<s
     Seen& seen = seen_[endpoints[j]];
     seen.asking = false;
     if (at < seen.at) continue;  // a later answer is there already
-    // Placements counted so far were made before this answer was asked for, and it counts
-    // those that reached sandboxd; one still in flight is missed until the next answer.
     seen.info = infos[j] ? std::optional<sandbox::v1::Info>(LoadOf(*infos[j])) : std::nullopt;
     seen.at = at;
-    seen.placed_since = 0;
+    seen.made_counted = seen.made_at_ask;  // made before the ask was sent: in the answer
   }
 }
 

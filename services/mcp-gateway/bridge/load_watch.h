@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
@@ -67,7 +68,7 @@ class LoadWatch {
   LoadWatch& operator=(const LoadWatch&) = delete;
 
   // Each of `endpoints`' last answer younger than max_age (its sessions raised, and its warm
-  // pools lowered, by the sandboxes placed there since and the creates out), the others
+  // pools lowered, by the sandboxes made there since it was asked for and the creates out), the others
   // asked now; an endpoint whose first ask is out already (the thread's) is waited for.
   // The thread asks the members every `refresh` from now on, until `active` passes without
   // a call; an endpoint is never asked twice at once.
@@ -89,13 +90,20 @@ class LoadWatch {
   struct Seen {
     std::optional<sandbox::v1::Info> info;
     absl::Time at = absl::InfinitePast();  // when the last answer was asked for
-    uint32_t placed_since = 0;
+    // Sandboxes made here (their creates answered), ever; as many as when the ask out was
+    // sent; as many as the answer kept counts. One made while an ask was out may be missing
+    // from its answer, so it stays counted until an answer asked after it.
+    uint64_t made = 0;
+    uint64_t made_at_ask = 0;
+    uint64_t made_counted = 0;
     bool asking = false;  // an ask is in flight
     std::multiset<absl::Time> out;  // creates out, by when they were sent
     absl::Time answered_at = absl::InfinitePast();  // when a create there was last answered
   };
   // Its creates out, counted in its load.
   static uint32_t Out(const Seen& seen);
+  // The sandboxes made there that its last answer may not count, and its creates out.
+  static uint32_t Placed(const Seen& seen);
   // Marks those of `endpoints` that need asking (stale, when `stale_only`) and not being
   // asked already as asked, and returns them (as indices into `endpoints`).
   std::vector<size_t> TakeAsks(const std::vector<size_t>& endpoints, bool stale_only, absl::Time now)

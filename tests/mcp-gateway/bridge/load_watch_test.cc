@@ -165,6 +165,35 @@ TEST(LoadWatchTest, CreatesOutCountUntilTheyEnd) {
   EXPECT_EQ(watch.Infos({4})[0]->sessions(), 6u);
 }
 
+// An answer asked for before a sandbox there was made may not count it (sandboxd answered
+// GetInfo before the create finished): that sandbox stays counted until an answer asked
+// after it, or two replicas' creates a moment apart read an endpoint as emptier than it is.
+TEST(LoadWatchTest, ASandboxMadeWhileAnAskWasOutStaysCounted) {
+  FakeEndpoints fake;  // answers 5 sessions whatever is placed: what sandboxd counted at the ask
+  absl::Notification in_ask, release;
+  LoadWatch::Ask answer = fake.ask();
+  LoadWatch::Ask gated = [&](const std::vector<size_t>& endpoints) {
+    std::vector<std::optional<sandbox::v1::Info>> infos = answer(endpoints);
+    if (!in_ask.HasBeenNotified()) {
+      in_ask.Notify();
+      release.WaitForNotification();
+    }
+    return infos;
+  };
+  LoadWatch watch(gated, [] { return std::vector<size_t>{}; }, Quiet());
+  std::optional<sandbox::v1::Info> on_path;
+  std::thread asking([&] { on_path = watch.Infos({0})[0]; });
+  in_ask.WaitForNotification();
+  watch.PlaceDone(0, watch.Placing(0), LoadWatch::Ended::kCreated);  // made while the ask is out
+  release.Notify();
+  asking.join();
+  ASSERT_TRUE(on_path);
+  EXPECT_EQ(on_path->sessions(), 6u) << "the answer on the path missed the sandbox made while it was out";
+  EXPECT_EQ(watch.Infos({0})[0]->sessions(), 6u) << "the recorded answer dropped the sandbox made after its ask";
+  watch.PlaceDone(0, watch.Placing(0), LoadWatch::Ended::kCreated);
+  EXPECT_EQ(watch.Infos({0})[0]->sessions(), 7u);
+}
+
 // An endpoint whose creates go unanswered (podman stuck while GetInfo answers) is stuck
 // once one has been out past stuck_after with no create there answered since it was sent.
 TEST(LoadWatchTest, AnEndpointWhoseCreatesGoUnansweredIsStuck) {
