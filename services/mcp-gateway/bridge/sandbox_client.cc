@@ -204,6 +204,13 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
       members.size() == 1 ? std::vector<EndpointLoad>(1) : Loads(members, runtime);
   const std::vector<size_t> order = members.size() == 1 ? std::vector<size_t>{0} : PlacementOrder(loads);
   if (limits_.metrics != nullptr) limits_.metrics->SandboxPlaced(absl::Now() - placing);
+  if (members.size() > 1 && spdlog::should_log(spdlog::level::debug)) {
+    std::string read;
+    for (size_t k : order) {
+      absl::StrAppend(&read, read.empty() ? "" : "; ", endpoints_->Name(members[k]), " (", DescribeLoad(loads[k]), ")");
+    }
+    spdlog::debug("placing a new sandbox, in this order: {}", read);
+  }
   // Fall through to the next endpoint while one cannot make it: an endpoint that reports
   // room but fails every create must not get every new sandbox. Within one deadline and
   // kMaxCreateTries endpoints: DNS may list many that are gone.

@@ -111,6 +111,10 @@ void ShutdownAndDrain(grpc::CompletionQueue& cq);
 // containers, or cannot run the session's runtime, last.
 std::vector<size_t> PlacementOrder(const std::vector<EndpointLoad>& loads);
 
+// What placement read of one endpoint, for the debug log of a placement: "not answered",
+// or its sessions, warm containers and what ranks it behind (full, stuck, failed lately).
+std::string DescribeLoad(const EndpointLoad& load);
+
 class SandboxdEndpoints;
 
 

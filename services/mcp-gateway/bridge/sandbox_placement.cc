@@ -59,6 +59,17 @@ std::vector<size_t> PlacementOrder(const std::vector<EndpointLoad>& loads) {
   return order;
 }
 
+std::string DescribeLoad(const EndpointLoad& l) {
+  std::string d = l.answered ? absl::StrCat(l.sessions, "/", l.max_sessions, " sessions, ", l.pool_ready, " warm")
+                             : "not answered";
+  if (l.answered && !l.serving) absl::StrAppend(&d, ", not serving");
+  if (!l.runtime_unavailable.empty()) absl::StrAppend(&d, ", runtime unavailable");
+  if (l.stuck) absl::StrAppend(&d, ", stuck");
+  if (l.failed_recently) absl::StrAppend(&d, ", failed lately");
+  absl::StrAppend(&d, ", ", l.created, " created by us");
+  return d;
+}
+
 void ReadLoad(const sandbox::v1::Info& info, const std::string& runtime, EndpointLoad* load) {
   load->answered = true;
   load->serving = info.serving();

@@ -199,6 +199,21 @@ TEST(PlacementOrderTest, AStuckEndpointGoesAfterWorkingOnesAndBeforeSilentOnes) 
             (std::vector<size_t>{2, 1, 0}));
 }
 
+// The debug log of a placement says what ranked each endpoint where it went.
+TEST(DescribeLoadTest, SaysWhatRanksAnEndpointBehind) {
+  EndpointLoad silent;
+  silent.created = 2;
+  EXPECT_EQ(DescribeLoad(silent), "not answered, 2 created by us");
+  EndpointLoad busy;
+  busy.answered = true;
+  busy.sessions = 3;
+  busy.max_sessions = 64;
+  busy.pool_ready = 1;
+  busy.stuck = true;
+  busy.failed_recently = true;
+  EXPECT_EQ(DescribeLoad(busy), "3/64 sessions, 1 warm, not serving, stuck, failed lately, 0 created by us");
+}
+
 // A JavaScript session goes where JavaScript containers are warm, and not where sandboxd says
 // it cannot run JavaScript; a Python one by Python's pool (ranked by Python's alone before).
 TEST(PlacementOrderTest, RanksByThePoolOfTheSessionsRuntime) {

@@ -50,6 +50,8 @@ describe("sandboxd hosts found by DNS (dnsmasq, network namespaces)", () => {
   // goes last for 2 s: a first dial (TLS, on a loaded machine) can take longer. resources/list
   // asks every listed host, 5 s at most each, leaving the gateway connected to all of them.
   const dialAll = () => client.listResources();
+  // The gateway's debug lines saying what it read of each host when it placed a sandbox.
+  const placements = () => gateway.log.split("\n").filter((l) => l.includes("placing a new sandbox")).join("\n");
   const run = (code, sandbox) => runPython(client, code, { timeout_seconds: 5, ...(sandbox ? { sandbox } : {}) });
   const newSandbox = (code) => newSandboxOn(daemons, () => run(code), () => gateway.log);
 
@@ -75,7 +77,7 @@ describe("sandboxd hosts found by DNS (dnsmasq, network namespaces)", () => {
       config: writeConfig({}), sandboxd: `dns:///${DNS_NAME}:${PORT}`,
       extraArgs: [...tlsGatewayArgs(tls), `--sandboxd_tls_server_name=${DNS_NAME}`,
         `--handle_key_file=${path.join(tempDir("dnskey-"), "handle_key")}`,
-        `--sandboxd_resolve_interval=${RESOLVE_INTERVAL_MS}ms`],
+        `--sandboxd_resolve_interval=${RESOLVE_INTERVAL_MS}ms`, "--log_level=debug"],
       prefix: exec(4), host: hosts("addr", NAME, "4"),
     });
     await gateway.start();
@@ -106,7 +108,7 @@ describe("sandboxd hosts found by DNS (dnsmasq, network namespaces)", () => {
     measured("the added host is placed on after", performance.now() - t0);
     await dialAll();
     const s = await newSandbox("x = 3");
-    assert.equal(s.host, 2, "the new host, the least loaded");
+    assert.equal(s.host, 2, `the new host, the least loaded; the gateway placed:\n${placements()}`);
     sandboxes.push({ ...s, value: 3 });
   });
 

@@ -80,7 +80,7 @@ describe("sandboxd on three hosts, two gateway replicas on two more, HAProxy in 
     const key = path.join(tempDir("grkey-"), "handle_key");
     for (const i of [4, 5]) {
       const g = new GatewayHttp({ config, sandboxd: endpoints.join(","),
-        extraArgs: [...tlsGatewayArgs(tls), `--handle_key_file=${key}`], prefix: exec(i), host: hosts("addr", NAME, String(i)) });
+        extraArgs: [...tlsGatewayArgs(tls), `--handle_key_file=${key}`, "--log_level=debug"], prefix: exec(i), host: hosts("addr", NAME, String(i)) });
       if (replicas.length) { g.tokens = replicas[0].tokens; g.token = replicas[0].token; }
       replicas.push(g);
       await g.start();  // the first makes the key; the second reads it
