@@ -122,7 +122,7 @@ std::vector<std::optional<sandbox::v1::Info>> SandboxClient::InfosOf(const std::
     const size_t i = reinterpret_cast<size_t>(tag);
     Ask& ask = *asks[i];
     if (ok && ask.status.ok()) infos[i] = std::move(ask.info);
-    endpoints_->Heard(members[i], Answered(ask.status));
+    endpoints_->Heard(members[i], Answered(ask.status), ask.status);
   }
   ShutdownAndDrain(cq);
   return infos;
@@ -152,7 +152,7 @@ grpc::Status SandboxClient::CreateWhileAnswering(size_t i, grpc::ClientContext& 
     } else {
       info_done = true;
       silent = asked.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
-      endpoints_->Heard(i, Answered(asked));
+      endpoints_->Heard(i, Answered(asked), asked);
       if (silent) ctx.TryCancel();  // the create ends CANCELLED at once
     }
   }

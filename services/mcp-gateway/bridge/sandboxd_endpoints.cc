@@ -7,6 +7,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/log_text.h"
+#include "spdlog/spdlog.h"
 
 namespace gateway {
 namespace {
@@ -217,9 +219,26 @@ absl::Time SandboxdEndpoints::silent_at(size_t i) const {
   return endpoints_.at(i)->silent_at;
 }
 
-void SandboxdEndpoints::Heard(size_t i, bool answered) {
-  codemode::MutexLock lock(&mu_);
-  endpoints_.at(i)->silent_at = answered ? absl::InfinitePast() : absl::Now();
+void SandboxdEndpoints::Heard(size_t i, bool answered, const grpc::Status& status) {
+  // What is logged is a change: silent, or the status code it answered with.
+  const int outcome = answered ? static_cast<int>(status.error_code()) : -1;
+  std::string name;
+  {
+    codemode::MutexLock lock(&mu_);
+    Endpoint& e = *endpoints_.at(i);
+    e.silent_at = answered ? absl::InfinitePast() : absl::Now();
+    if (e.heard == outcome) return;
+    e.heard = outcome;
+    name = e.name;
+  }
+  if (!answered) {
+    spdlog::debug("sandboxd at {}: did not answer placement's GetInfo in time; placed after those that do", name);
+  } else if (status.ok()) {
+    spdlog::debug("sandboxd at {}: answers placement's GetInfo", name);
+  } else {
+    spdlog::debug("sandboxd at {}: placement's GetInfo failed ({}: {}); placed after those that answer", name,
+                  static_cast<int>(status.error_code()), codemode::LogLongText(status.error_message()));
+  }
 }
 
 }  // namespace gateway

@@ -92,9 +92,11 @@ class SandboxdEndpoints {
   absl::Time failed_at(size_t i) const;
   void Failed(size_t i);
   // When its GetInfo last went unanswered within its deadline (InfinitePast: it answered
-  // last time).
+  // last time). Heard takes a GetInfo's end (`answered`: within its deadline, with `status`)
+  // and logs, at debug, each change of how the endpoint answers (answers, fails with a code,
+  // silent).
   absl::Time silent_at(size_t i) const;
-  void Heard(size_t i, bool answered);
+  void Heard(size_t i, bool answered, const grpc::Status& status);
 
  private:
   // An endpoint's channels, shared by the calls that use them.
@@ -113,6 +115,7 @@ class SandboxdEndpoints {
     int created = 0;
     absl::Time failed_at = absl::InfinitePast();
     absl::Time silent_at = absl::InfinitePast();
+    int heard = -2;  // how its last GetInfo ended: its status code, -1 silent, -2 never asked
   };
   Endpoint& At(size_t i) const;
   enum class Use { kCall, kList };

@@ -46,10 +46,12 @@ describe("sandboxd hosts found by DNS (dnsmasq, network namespaces)", () => {
         .filter((l) => l.includes("STREAM")).map((l) => l.split(/\s+/)[0]).sort();
     } catch { return []; }
   };
-  // Placement asks each listed host's load with a 500 ms deadline, and one that lets it pass
-  // goes last for 2 s: a first dial (TLS, on a loaded machine) can take longer. resources/list
-  // asks every listed host, 5 s at most each, leaving the gateway connected to all of them.
+  // Placement asks each listed host's load (GetInfo, on a connection of its own begun when
+  // DNS lists the host) with a 500 ms deadline, and one that lets it pass goes last for 2 s:
+  // a first TLS handshake on a loaded machine can take longer. The gateway logs, at debug,
+  // when a host answers. resources/list asks every listed host, 5 s at most each.
   const dialAll = () => client.listResources();
+  const answering = (i) => gateway.log.includes(`sandboxd at ${endpoints[i]}: answers placement's GetInfo`);
   // The gateway's debug lines saying what it read of each host when it placed a sandbox.
   const placements = () => gateway.log.split("\n").filter((l) => l.includes("placing a new sandbox")).join("\n");
   const run = (code, sandbox) => runPython(client, code, { timeout_seconds: 5, ...(sandbox ? { sandbox } : {}) });
@@ -107,6 +109,7 @@ describe("sandboxd hosts found by DNS (dnsmasq, network namespaces)", () => {
       RESOLVE_INTERVAL_MS + 1000);
     measured("the added host is placed on after", performance.now() - t0);
     await dialAll();
+    await waitFor(() => answering(2), "the gateway to hear the third host's load", 10000);
     const s = await newSandbox("x = 3");
     assert.equal(s.host, 2, `the new host, the least loaded; the gateway placed:\n${placements()}`);
     sandboxes.push({ ...s, value: 3 });
