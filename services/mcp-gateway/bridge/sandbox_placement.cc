@@ -26,13 +26,6 @@ constexpr absl::Duration kFailedCreatePenalty = absl::Seconds(30);
 constexpr auto kInfoDeadline = std::chrono::milliseconds(500);
 constexpr absl::Duration kSilentPause = absl::Seconds(2);
 
-// Whether a GetInfo answered as placement counts it: an answer too large to take
-// (InfoStub) costs what silence does, and is paused as silence is.
-bool Answered(const grpc::Status& asked) {
-  return asked.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED &&
-         asked.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED;
-}
-
 }  // namespace
 
 std::vector<size_t> PlacementOrder(const std::vector<EndpointLoad>& loads) {
@@ -122,7 +115,7 @@ std::vector<std::optional<sandbox::v1::Info>> SandboxClient::InfosOf(const std::
     const size_t i = reinterpret_cast<size_t>(tag);
     Ask& ask = *asks[i];
     if (ok && ask.status.ok()) infos[i] = std::move(ask.info);
-    endpoints_->Heard(members[i], Answered(ask.status), ask.status);
+    endpoints_->Heard(members[i], ask.status);
   }
   ShutdownAndDrain(cq);
   return infos;
@@ -152,7 +145,7 @@ grpc::Status SandboxClient::CreateWhileAnswering(size_t i, grpc::ClientContext& 
     } else {
       info_done = true;
       silent = asked.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
-      endpoints_->Heard(i, Answered(asked), asked);
+      endpoints_->Heard(i, asked);
       if (silent) ctx.TryCancel();  // the create ends CANCELLED at once
     }
   }

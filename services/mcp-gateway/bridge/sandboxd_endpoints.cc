@@ -219,19 +219,20 @@ absl::Time SandboxdEndpoints::silent_at(size_t i) const {
   return endpoints_.at(i)->silent_at;
 }
 
-void SandboxdEndpoints::Heard(size_t i, bool answered, const grpc::Status& status) {
-  // What is logged is a change: silent, or the status code it answered with.
-  const int outcome = answered ? static_cast<int>(status.error_code()) : -1;
+void SandboxdEndpoints::Heard(size_t i, const grpc::Status& status) {
+  const grpc::StatusCode code = status.error_code();
+  const bool silent = code == grpc::StatusCode::DEADLINE_EXCEEDED || code == grpc::StatusCode::RESOURCE_EXHAUSTED;
   std::string name;
   {
     codemode::MutexLock lock(&mu_);
     Endpoint& e = *endpoints_.at(i);
-    e.silent_at = answered ? absl::InfinitePast() : absl::Now();
-    if (e.heard == outcome) return;
-    e.heard = outcome;
+    e.silent_at = silent ? absl::Now() : absl::InfinitePast();
+    // What is logged is a change of the status code it ended with.
+    if (e.heard == static_cast<int>(code)) return;
+    e.heard = static_cast<int>(code);
     name = e.name;
   }
-  if (!answered) {
+  if (code == grpc::StatusCode::DEADLINE_EXCEEDED) {
     spdlog::debug("sandboxd at {}: did not answer placement's GetInfo in time; placed after those that do", name);
   } else if (status.ok()) {
     spdlog::debug("sandboxd at {}: answers placement's GetInfo", name);

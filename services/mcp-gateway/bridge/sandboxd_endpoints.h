@@ -91,12 +91,13 @@ class SandboxdEndpoints {
   void Created(size_t i);
   absl::Time failed_at(size_t i) const;
   void Failed(size_t i);
-  // When its GetInfo last went unanswered within its deadline (InfinitePast: it answered
-  // last time). Heard takes a GetInfo's end (`answered`: within its deadline, with `status`)
-  // and logs, at debug, each change of how the endpoint answers (answers, fails with a code,
+  // When its GetInfo last went unanswered within its deadline, or with an answer too large
+  // to take (InfoStub), which costs what silence does and is paused as silence is
+  // (InfinitePast: it answered last time). Heard takes how a GetInfo ended and logs, at
+  // debug, each change of how the endpoint answers (answers, fails with a code and message,
   // silent).
   absl::Time silent_at(size_t i) const;
-  void Heard(size_t i, bool answered, const grpc::Status& status);
+  void Heard(size_t i, const grpc::Status& status);
 
  private:
   // An endpoint's channels, shared by the calls that use them.
@@ -115,7 +116,7 @@ class SandboxdEndpoints {
     int created = 0;
     absl::Time failed_at = absl::InfinitePast();
     absl::Time silent_at = absl::InfinitePast();
-    int heard = -2;  // how its last GetInfo ended: its status code, -1 silent, -2 never asked
+    int heard = -1;  // the status code its last GetInfo ended with, -1 before the first
   };
   Endpoint& At(size_t i) const;
   enum class Use { kCall, kList };

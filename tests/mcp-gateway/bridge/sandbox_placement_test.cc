@@ -19,6 +19,8 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "log_capture.h"
+#include "spdlog/spdlog.h"
 
 namespace gateway {
 namespace {
@@ -178,6 +180,31 @@ int SessionsAt(SandboxdEndpoints& endpoints, size_t i, bool probe = false) {
   sandbox::v1::Info info;
   grpc::Status st = (probe ? endpoints.InfoStub(i) : endpoints.StubNow(i))->GetInfo(&ctx, {}, &info);
   return st.ok() ? static_cast<int>(info.sessions()) : -1;
+}
+
+// Each change of how an endpoint's GetInfo ends is logged at debug, a failure with its code
+// and message: an answer refused for its size (or a peer's refusal, RESOURCE_EXHAUSTED
+// either way) is paused as silence is, and said as what it is, not as silence.
+TEST(SandboxdEndpointsTest, HowEachGetInfoEndedIsLoggedOnChangeWithItsCode) {
+  const spdlog::level::level_enum level = spdlog::get_level();
+  spdlog::set_level(spdlog::level::debug);
+  testlog::LogCapture log;
+  SandboxdEndpoints endpoints({}, "");
+  const size_t i = endpoints.Add("unix:/nonexistent/heard.sock");
+  endpoints.Heard(i, grpc::Status::OK);
+  endpoints.Heard(i, grpc::Status::OK);
+  EXPECT_EQ(endpoints.silent_at(i), absl::InfinitePast());
+  endpoints.Heard(i, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "received a message larger than max"));
+  EXPECT_NE(endpoints.silent_at(i), absl::InfinitePast()) << "an oversized answer is not paused";
+  endpoints.Heard(i, grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded"));
+  endpoints.Heard(i, grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection refused"));
+  EXPECT_EQ(endpoints.silent_at(i), absl::InfinitePast()) << "a refusal at once is no silence";
+  spdlog::set_level(level);
+  const std::string at = "sandboxd at unix:/nonexistent/heard.sock: ";
+  EXPECT_EQ(log.Count(at + "answers placement's GetInfo"), 1) << "logged again without a change";
+  EXPECT_EQ(log.Count(at + "placement's GetInfo failed (8: received a message larger than max)"), 1);
+  EXPECT_EQ(log.Count(at + "did not answer placement's GetInfo in time"), 1);
+  EXPECT_EQ(log.Count(at + "placement's GetInfo failed (14: connection refused)"), 1);
 }
 
 // An endpoint outside the placement set that no call holds, none has used for the given
