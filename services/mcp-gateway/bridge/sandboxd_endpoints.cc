@@ -16,6 +16,11 @@ namespace {
 // How often the channel to an endpoint pings it, and how long an answer may take.
 constexpr std::chrono::milliseconds kKeepaliveTime{10000};
 constexpr std::chrono::milliseconds kKeepaliveTimeout{5000};
+// How long one attempt to connect to an endpoint may take before it is cut and tried again.
+// A refused connection (sandboxd restarting) fails at once whatever this is; a host that
+// drops the packets (cut off, gone) holds an attempt this long, during which calls to it
+// wait (up to their deadlines) instead of failing at once.
+constexpr std::chrono::milliseconds kConnectTimeout{5000};
 
 std::shared_ptr<grpc::Channel> DialChannel(const std::string& endpoint, const SandboxdTls& tls,
                                    std::chrono::milliseconds idle_timeout, int max_receive) {
@@ -28,8 +33,11 @@ std::shared_ptr<grpc::Channel> DialChannel(const std::string& endpoint, const Sa
   // sandboxd restarts should be noticed within a second, not after gRPC's default
   // exponential backoff of up to two minutes.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // gRPC reads this argument as the least time a connection attempt gets (TCP, TLS and
+  // HTTP/2's settings), not as a backoff: kConnectTimeout lets a loaded host or a long
+  // link finish its handshake, where a second would cut every attempt and never reach it.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(kConnectTimeout.count()));
   // A peer that is gone without a word (its host cut off, its machine down) is noticed by
   // a ping unanswered within kKeepaliveTimeout, every kKeepaliveTime, whether or not a
   // call is open: calls on it fail then, naming the endpoint, instead of at their deadline,

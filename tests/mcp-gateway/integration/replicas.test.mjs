@@ -10,11 +10,13 @@
 //     the handle.
 //   - sandboxd on another machine: its TCP port over TLS with client certificates, reached
 //     at the host's own non-loopback address; a gateway without TLS refuses to start, one
-//     with another CA's certificate is refused by sandboxd.
+//     with another CA's certificate is refused by sandboxd; one whose every connection's
+//     first bytes come 1.5 s late (a loaded host, a long link) is reached.
 // Runs on Node 22 (tests/node22) for the SDK v2 client; HAPROXY names the binary.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -24,6 +26,33 @@ import {
 } from "./harness.mjs";
 
 const handleOf = (r) => r.structuredContent?.sandbox;
+
+// A TCP relay on `host` to `target` (host:port) that holds the target's bytes for `delay` ms
+// after each connection opens, as a loaded host or a long link does with its handshake:
+// { endpoint, connections(), close() }.
+async function slowRelay(host, target, delay) {
+  const at = target.lastIndexOf(":");
+  const sockets = new Set();
+  let connections = 0;
+  const server = net.createServer((client) => {
+    ++connections;
+    const peer = net.connect(Number(target.slice(at + 1)), target.slice(0, at));
+    for (const s of [client, peer]) {
+      sockets.add(s);
+      s.on("error", () => {});
+      s.on("close", () => { client.destroy(); peer.destroy(); sockets.delete(s); });
+    }
+    client.pipe(peer);
+    peer.pause();
+    setTimeout(() => peer.pipe(client), delay);
+  });
+  await new Promise((resolve) => server.listen(0, host, resolve));
+  return {
+    endpoint: `${host}:${server.address().port}`,
+    connections: () => connections,
+    close: () => { for (const s of sockets) s.destroy(); server.close(); },
+  };
+}
 // The printed part of a result (its last line names the handle).
 const printed = (r) => text(r).split("\n[sandbox]")[0].trim();
 
@@ -232,6 +261,24 @@ describe("sandboxd on another machine (TLS)", () => {
     }
   });
 
+  // gRPC cuts a connection attempt after its minimum connect timeout: one of about a
+  // second never reached a host whose handshake takes longer.
+  test("a sandboxd whose answers come 1.5 s late on each new connection is reached", async () => {
+    const relay = await slowRelay(address, endpoint, 1500);
+    const g = new GatewayHttp({ config: writeConfig({}), sandboxd: relay.endpoint, extraArgs: tlsArgs().slice(1) });
+    try {
+      await g.start();
+      const c = await g.client("slow-handshake");
+      const r = await runPython(c, "print(6 * 7)");
+      assert.equal(r.isError, false, `${text(r)} (${relay.connections()} connections)${g.log}`);
+      assert.equal(printed(r), "42");
+      await c.close();
+    } finally {
+      await g.stop();
+      relay.close();
+    }
+  });
+
   test("a client certificate of another CA is refused by sandboxd", async () => {
     const g = new GatewayHttp({ config: writeConfig({}), sandboxd: endpoint, extraArgs: tlsArgs("other-client").slice(1) });
     await g.start();
@@ -240,7 +287,7 @@ describe("sandboxd on another machine (TLS)", () => {
       const r = await runPython(c, "print(1)");
       assert.equal(r.isError, true, text(r));
       assert.match(text(r), /unavailable/i);
-      assert.equal(sandboxd.sessions().length, 1, "only the first test's sandbox");
+      assert.equal(sandboxd.sessions().length, 2, "only the sandboxes of the tests before");
       await c.close();
     } finally {
       await g.stop();
