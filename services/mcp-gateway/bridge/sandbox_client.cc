@@ -301,8 +301,8 @@ absl::Status SandboxClient::UploadFile(const SandboxRef& ref, const std::string&
   return CallEnded(writer->Finish(), ref.endpoint);
 }
 
-// Every endpoint in use at once, each within 5 s: one that refuses, or that the keepalive
-// found gone, answers at once; a silent one costs the list up to 5 s, however many.
+// Every endpoint in use at once, each within 5 s: one that refuses answers at once; a
+// silent one, or one whose packets are dropped, costs the list up to 5 s, however many.
 Sandboxes::Owned SandboxClient::ListOwned(const std::string& owner, absl::Time deadline,
                                            std::shared_ptr<codemode::CancelToken> cancel) {
   const auto until = std::min(Deadline(std::chrono::seconds(5)), absl::ToChronoTime(deadline));
@@ -330,9 +330,10 @@ Sandboxes::Owned SandboxClient::ListOwned(const std::string& owner, absl::Time d
     const size_t i = endpoints[k];
     asks[k] = std::make_unique<Ask>();
     Ask& ask = *asks[k];
-    // Not wait_for_ready: an endpoint that refuses connections, or that the keepalive
-    // found gone, answers UNAVAILABLE at once instead of holding the list to its deadline
-    // (reconnection backs off at most 1 s, so one that is back is soon asked again).
+    // Not wait_for_ready: an endpoint that refuses connections answers UNAVAILABLE at once
+    // instead of holding the list to its deadline (reconnection backs off at most 1 s, so
+    // one that is back is soon asked again); a connection attempt to one whose packets are
+    // dropped (cut off, gone) lasts up to the channel's 5 s, which the deadline bounds.
     endpoints_->Prepare(ask.ctx, i, until);
     ask.ctx.set_wait_for_ready(false);
     ask.link = std::make_unique<CancelLink>(cancel, &ask.ctx);
