@@ -493,6 +493,7 @@ TEST(WasmTest, AWorkspacesStatsMakeSandboxdWalkNoMore) {
                                                                    "', Buffer.alloc(1 << 20, 1)); 'written'"));
     ASSERT_EQ(f.result_repr(), "'written'") << f.DebugString();
     ASSERT_TRUE(GetSessionStats(*stub, js.id(), &stats).ok());
+    ASSERT_TRUE(stats.workspace_known()) << stats.DebugString();
     answered_the_last_walk = stats.workspace_bytes() < before + (1 << 20);
     EXPECT_TRUE(WaitFor([&] { return GetSessionStats(*stub, js.id(), &stats).ok() &&
                                      stats.workspace_bytes() >= before + (1 << 20); }, 5000))
