@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "base/daemon.h"
+#include "base/log_text.h"
 #include "base/thread.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -29,6 +30,7 @@
 #include "server/http_server.h"
 #include "server/stdio_server.h"
 #include "upstream/manager.h"
+#include "grpc/support/log.h"
 #include "spdlog/spdlog.h"
 
 ABSL_FLAG(std::string, transport, "stdio", "stdio (one client on stdin/stdout) or http.");
@@ -490,6 +492,11 @@ namespace {
 int RunGateway(int argc, char** argv) {
   codemode::StartMain(argc, argv, GatewayHelp());
   codemode::ShutdownSignal shutdown;  // before any thread starts
+  // gRPC's own log lines (a failed TLS handshake with a sandboxd address is one) go
+  // through spdlog, rate-limited.
+  gpr_set_log_function([](gpr_log_func_args* args) {
+    codemode::LogLibraryLine("grpc", args->severity == GPR_LOG_SEVERITY_ERROR, args->message ? args->message : "");
+  });
   if (gateway::HideTokenArguments(argc, argv)) {
     spdlog::warn("--token on the command line is readable by every local user (/proc/<pid>/"
                  "cmdline, ps) until the gateway hides it; set $MCP_GATEWAY_TOKEN or use "

@@ -462,21 +462,10 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
 
 }  // namespace
 
-// gRPC's own log lines (a failed TLS handshake is one) go through spdlog, at most ten a
-// second: a peer needs no token to fail handshakes, and each failure is a line (hundreds a
-// second to stderr otherwise).
+// gRPC's own log lines (a failed TLS handshake is one) go through spdlog, rate-limited.
 void RouteGrpcLogs() {
   gpr_set_log_function([](gpr_log_func_args* args) {
-    static codemode::LogRateLimit limit(10, 20);
-    uint64_t dropped = 0;
-    if (!limit.Allow(absl::Now(), &dropped)) return;
-    const std::string text = codemode::LogLongText(args->message ? args->message : "");
-    const std::string more = dropped ? absl::StrCat(" (", dropped, " more gRPC lines dropped)") : "";
-    if (args->severity == GPR_LOG_SEVERITY_ERROR) {
-      spdlog::warn("grpc: {}{}", text, more);
-    } else {
-      spdlog::debug("grpc: {}{}", text, more);
-    }
+    codemode::LogLibraryLine("grpc", args->severity == GPR_LOG_SEVERITY_ERROR, args->message ? args->message : "");
   });
 }
 

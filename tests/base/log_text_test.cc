@@ -1,10 +1,13 @@
-// LogText and LogRateLimit (base/log_text.h): peer-controlled text cannot forge log lines
-// nor grow a line without bound, and a peer's stream of log-worthy events is thinned out.
+// LogText, LogRateLimit and LogLibraryLine (base/log_text.h): peer-controlled text cannot
+// forge log lines nor grow a line without bound, and a peer's stream of log-worthy events
+// is thinned out, gRPC's own lines included.
 #include "base/log_text.h"
 
 #include <string>
+#include <thread>
 
 #include "gtest/gtest.h"
+#include "log_capture.h"
 
 namespace codemode {
 namespace {
@@ -124,6 +127,27 @@ TEST(LogRateLimitTest, ABurstMayBeLargerThanTheRate) {
   EXPECT_FALSE(limit.Allow(t0, &dropped));
   EXPECT_TRUE(limit.Allow(t0 + absl::Seconds(1), &dropped));
   EXPECT_EQ(dropped, 1u);
+}
+
+// gRPC's error lines (a TLS handshake that failed) become our warnings, escaped, and a
+// flood of them is thinned to ten a second in bursts of twenty; the next line allowed
+// says how many were dropped.
+TEST(LogLibraryLineTest, ErrorsAreWarningsEscapedAndThinned) {
+  testlog::LogCapture log;
+  LogLibraryLine("grpc", true, "Handshake failed\nE1202 forged");
+  EXPECT_EQ(log.Count("grpc: Handshake failed\\nE1202 forged"), 1);
+  EXPECT_EQ(log.Count("\nE1202"), 0) << "the library's text began a line of its own";
+  EXPECT_EQ(log.Count("[warning]"), 1);
+  LogLibraryLine("grpc", false, "a debug line");  // spdlog's level is info
+  EXPECT_EQ(log.Count("a debug line"), 0);
+
+  for (int i = 0; i < 200; ++i) LogLibraryLine("grpc", true, "flood");
+  EXPECT_GE(log.Count("grpc: flood"), 15);
+  EXPECT_LE(log.Count("grpc: flood"), 25) << "200 lines in a moment were not thinned";
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // refills a token or more
+  LogLibraryLine("grpc", true, "after");
+  EXPECT_EQ(log.Count("grpc: after ("), 1);
+  EXPECT_EQ(log.Count("more grpc lines dropped)"), 1);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "base/utf8.h"
+#include "spdlog/spdlog.h"
 
 namespace codemode {
 namespace {
@@ -65,6 +66,19 @@ std::string LogText(absl::string_view text, size_t max) {
 
 std::string LogQuoted(absl::string_view text, size_t max) {
   return absl::StrReplaceAll(LogText(text, max), {{"'", "\\'"}});
+}
+
+void LogLibraryLine(absl::string_view library, bool error, absl::string_view text) {
+  // Never destroyed: a library's thread may log while static destructors run.
+  static LogRateLimit* const limit = new LogRateLimit(10, 20);
+  uint64_t dropped = 0;
+  if (!limit->Allow(absl::Now(), &dropped)) return;
+  const std::string more = dropped ? absl::StrCat(" (", dropped, " more ", library, " lines dropped)") : "";
+  if (error) {
+    spdlog::warn("{}: {}{}", std::string(library), LogLongText(text), more);
+  } else {
+    spdlog::debug("{}: {}{}", std::string(library), LogLongText(text), more);
+  }
 }
 
 LogRateLimit::LogRateLimit(double per_second, double burst)

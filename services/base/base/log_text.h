@@ -37,6 +37,13 @@ inline std::string LogLongText(absl::string_view text) { return LogText(text, kL
 // the peer's text cannot close the quotes and add fields of its own (owner='x' status=200).
 std::string LogQuoted(absl::string_view text, size_t max = kLogTextMax);
 
+// A line of a library's own log (gRPC's, through gpr_set_log_function) into ours, as
+// "<library>: <text>": errors at warning, the rest at debug, the text as LogLongText. At
+// most ten such lines a second, in bursts of twenty, the next one allowed saying how many
+// were dropped: a peer needs no token to fail a TLS handshake, and each failure is a line.
+// Thread-safe; may be called while the process exits.
+void LogLibraryLine(absl::string_view library, bool error, absl::string_view text);
+
 // A token bucket for log lines a peer can provoke: `per_second` lines a second on average,
 // bursts of up to `burst` (0: max(1, per_second)). A rate of 0 lets nothing through.
 // Thread-safe.

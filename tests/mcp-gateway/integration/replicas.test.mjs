@@ -279,6 +279,27 @@ describe("sandboxd on another machine (TLS)", () => {
     }
   });
 
+  // gRPC logs a failed TLS handshake itself; the line goes through the gateway's log (its
+  // format, escaped, at most ten a second), not to stderr in gRPC's own format.
+  test("gRPC's line for a sandboxd address that speaks no TLS is in the gateway's log", async () => {
+    const peer = net.createServer((s) => { s.on("error", () => {}); s.end("HTTP/1.1 400 Bad Request\r\n\r\n"); });
+    await new Promise((resolve) => peer.listen(0, address, resolve));
+    const g = new GatewayHttp({ config: writeConfig({}), sandboxd: `${address}:${peer.address().port}`,
+      extraArgs: tlsArgs().slice(1) });
+    try {
+      await g.start();
+      const c = await g.client("no-tls-peer");
+      const r = await runPython(c, "print(1)");
+      assert.equal(r.isError, true, text(r));
+      assert.match(g.log, /warning grpc: .*Handshake failed/, g.log);
+      assert.doesNotMatch(g.log, /^[EWI]\d{4} \d\d:\d\d/m, "a line in gRPC's own format");
+      await c.close();
+    } finally {
+      await g.stop();
+      peer.close();
+    }
+  });
+
   test("a client certificate of another CA is refused by sandboxd", async () => {
     const g = new GatewayHttp({ config: writeConfig({}), sandboxd: endpoint, extraArgs: tlsArgs("other-client").slice(1) });
     await g.start();
