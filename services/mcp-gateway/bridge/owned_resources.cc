@@ -101,9 +101,11 @@ absl::StatusOr<FilePage> OwnedResources::List(const std::string& credential, con
   const size_t from = *start;
   const OwnedWalk walk = Walk(credential, cancel);
   if (cancel && cancel->cancelled()) return absl::CancelledError("the request was cancelled");
-  if (!walk.complete) {
-    spdlog::warn("resources/list of {}: some of its sandboxes could not be listed{}{}", credential,
-                 walk.missing.empty() ? "" : "; ", codemode::LogText(absl::StrJoin(walk.missing, "; ")));
+  uint64_t dropped = 0;
+  if (!walk.complete && incomplete_log_.Allow(absl::Now(), &dropped)) {
+    spdlog::warn("resources/list of {}: some of its sandboxes could not be listed{}{}{}", credential,
+                 walk.missing.empty() ? "" : "; ", codemode::LogText(absl::StrJoin(walk.missing, "; ")),
+                 dropped == 0 ? "" : absl::StrCat(" (", dropped, " more such lines dropped)"));
   }
   const size_t page = std::max<size_t>(options_.list_page_size, 1);
   FilePage out;

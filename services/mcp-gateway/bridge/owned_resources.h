@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/log_text.h"
 #include "base/mutex.h"
 #include "bridge/produced_files.h"
 #include "bridge/sandboxes.h"
@@ -99,6 +100,9 @@ class OwnedResources {
   const OwnedScope scope_;
   const ResourceOptions options_;
   const HandleMinter mint_;
+  // A listing that missed a host is logged naming it; a client asking again and again while
+  // a host is down makes a line a second at most (bursts of ten), not one per request.
+  codemode::LogRateLimit incomplete_log_{1, 10};
   codemode::Mutex mu_;
   std::map<std::string, std::pair<uint64_t, Look>> last_looks_ ABSL_GUARDED_BY(mu_);  // by credential: tick, look
   uint64_t tick_ ABSL_GUARDED_BY(mu_) = 0;

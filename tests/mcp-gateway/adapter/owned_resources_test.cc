@@ -11,6 +11,7 @@
 #include "bridge_fakes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "log_capture.h"
 
 namespace gateway {
 namespace {
@@ -205,6 +206,18 @@ TEST_F(OwnedResourcesTest, TheWatchFindsChangesMadeElsewhere) {
   run_elsewhere("#");
   for (int i = 0; i < 3000 && a.changes == 1; ++i) absl::SleepFor(absl::Milliseconds(10));
   EXPECT_EQ(a.changes, 2);
+}
+
+// A client listing again and again while a host is down does not make a log line each time.
+TEST_F(OwnedResourcesTest, AnIncompleteListingIsLoggedAtMostInBursts) {
+  RunCodeTool tool(&sandboxes_, &upstreams_, RunCodeOptions{});
+  Run(tool, "out/a.txt=A", "token a");
+  sandboxes_.list_owned_incomplete = true;
+  testlog::LogCapture log;
+  for (int i = 0; i < 40; ++i) List(tool, "token a");
+  const int lines = log.Count("some of its sandboxes could not be listed");
+  EXPECT_GE(lines, 1);
+  EXPECT_LE(lines, 12) << "40 incomplete listings in a moment were each logged";
 }
 
 // An idle listener must not have every out/ of its credential walked each interval: a
