@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "base/log_text.h"
 #include "base/mutex.h"
 #include "base/thread_pool.h"
 #include "bridge/sandboxd_endpoints.h"
@@ -255,6 +256,11 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
       return SandboxRef{i, session.id(), runtime};
     }
     if (!EndpointAtFault(st.error_code())) break;  // the request's own fault, or its owner's limit
+    if (absl::Now() - endpoints_->failed_at(i) >= kFailedCreatePenalty) {  // said once a penalty
+      spdlog::warn("sandboxd at {}: a new sandbox failed there ({}: {}); new sandboxes try the other endpoints "
+                   "first for {}", endpoints_->Name(i), static_cast<int>(st.error_code()),
+                   codemode::LogLongText(st.error_message()), absl::FormatDuration(kFailedCreatePenalty));
+    }
     endpoints_->Failed(i);
     membership_->Trouble();  // DNS may know better by now (a replaced pod, a removed node)
   }

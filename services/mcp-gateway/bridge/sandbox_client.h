@@ -97,6 +97,8 @@ void ReadLoad(const sandbox::v1::Info& info, const std::string& runtime, Endpoin
 // broken) rather than something of the request or its owner (a bad argument, the owner's
 // limit): then the next endpoint is tried, and this one placed after the others for a while.
 bool EndpointAtFault(grpc::StatusCode code);
+// How long an endpoint whose create failed for its own reasons goes after the silent ones.
+inline constexpr absl::Duration kFailedCreatePenalty = absl::Seconds(30);
 
 // Shuts a call-local completion queue down and takes what is left on it, as gRPC requires
 // before the queue is destroyed.

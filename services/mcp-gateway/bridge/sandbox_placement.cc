@@ -17,9 +17,6 @@
 namespace gateway {
 namespace {
 
-// An endpoint whose create failed for its own reasons goes after the silent ones for this
-// long.
-constexpr absl::Duration kFailedCreatePenalty = absl::Seconds(30);
 // GetInfo's deadline for placement; an endpoint that lets it pass (cut off, stalled) is not
 // asked again for kSilentPause, so new sandboxes go elsewhere without waiting for it each
 // time until the channel's keepalive finds it gone.

@@ -96,12 +96,15 @@ TEST_F(SandboxClientTest, AnEndpointThatFailsCreatesIsPassedOver) {
   service_.create_fails = grpc::StatusCode::INTERNAL;
   other.service.set_info(10, 64, 0);
   SandboxClient client({"unix:" + socket_, other.endpoint()});
+  testlog::LogCapture log;
   for (int i = 0; i < 3; ++i) {
     absl::StatusOr<SandboxRef> ref = client.CreateSession("owner", "label", {}, {}, "python", "");
     ASSERT_TRUE(ref.ok()) << ref.status();
     EXPECT_EQ(ref->endpoint, 1u);
   }
   EXPECT_EQ(service_.created(), 1) << "tried once, then placed last";
+  EXPECT_EQ(log.Count("sandboxd at unix:" + socket_ + ": a new sandbox failed there (13: "), 1)
+      << "an operator is not told, once, that an endpoint fails creates";
   other.service.create_fails = grpc::StatusCode::RESOURCE_EXHAUSTED;  // the owner's limit there
   absl::StatusOr<SandboxRef> refused = client.CreateSession("owner", "label", {}, {}, "python", "");
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
