@@ -20,7 +20,7 @@ root="$(pwd)"
 # Paths in compile commands relative to the checkout, and not the build directory in the
 # key (scripts/setup.sh says why): a fresh clone elsewhere still hits the cache.
 export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
-log() { echo "sanitize: $*" >&2; }
+log() { echo "sanitize: [$((SECONDS / 60))m$((SECONDS % 60))s] $*" >&2; }  # time since the start: CI has 90 minutes
 fuzz_seconds="${FUZZ_SECONDS:-20}"
 cxx="$(command -v clang++-14 || true)"
 [[ -n "$cxx" ]] || { log "clang++-14 is missing: run scripts/setup.sh"; exit 1; }
