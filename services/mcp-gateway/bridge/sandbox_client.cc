@@ -256,12 +256,11 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
       return SandboxRef{i, session.id(), runtime};
     }
     if (!EndpointAtFault(st.error_code())) break;  // the request's own fault, or its owner's limit
-    if (absl::Now() - endpoints_->failed_at(i) >= kFailedCreatePenalty) {  // said once a penalty
+    if (endpoints_->Failed(i)) {  // the first failure, then once a penalty while it fails
       spdlog::warn("sandboxd at {}: a new sandbox failed there ({}: {}); new sandboxes try the other endpoints "
                    "first for {}", endpoints_->Name(i), static_cast<int>(st.error_code()),
                    codemode::LogLongText(st.error_message()), absl::FormatDuration(kFailedCreatePenalty));
     }
-    endpoints_->Failed(i);
     membership_->Trouble();  // DNS may know better by now (a replaced pod, a removed node)
   }
   return last;

@@ -217,9 +217,13 @@ absl::Time SandboxdEndpoints::failed_at(size_t i) const {
   return endpoints_.at(i)->failed_at;
 }
 
-void SandboxdEndpoints::Failed(size_t i) {
+bool SandboxdEndpoints::Failed(size_t i, absl::Time now) {
   codemode::MutexLock lock(&mu_);
-  endpoints_.at(i)->failed_at = absl::Now();
+  Endpoint& e = *endpoints_.at(i);
+  e.failed_at = now;
+  if (now - e.warned_at < kFailedCreatePenalty) return false;
+  e.warned_at = now;
+  return true;
 }
 
 absl::Time SandboxdEndpoints::silent_at(size_t i) const {

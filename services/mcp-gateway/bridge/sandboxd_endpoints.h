@@ -86,11 +86,13 @@ class SandboxdEndpoints {
   void Prepare(grpc::ClientContext& ctx, size_t i, std::chrono::system_clock::time_point deadline) const;
 
   // Sessions created there by this client; when a create there last failed for its own
-  // reasons.
+  // reasons. Failed records one at `now` and says whether to warn of it: true for the first
+  // failure, and then once per kFailedCreatePenalty while the endpoint keeps failing (each
+  // failure restarts its penalty, so the penalty's start cannot tell).
   int created(size_t i) const;
   void Created(size_t i);
   absl::Time failed_at(size_t i) const;
-  void Failed(size_t i);
+  bool Failed(size_t i, absl::Time now = absl::Now());
   // When its GetInfo last went unanswered within its deadline, or with an answer too large
   // to take (InfoStub), which costs what silence does and is paused as silence is
   // (InfinitePast: it answered last time). Heard takes how a GetInfo ended and logs, at
@@ -115,6 +117,7 @@ class SandboxdEndpoints {
     absl::Time served_at = absl::InfinitePast();  // when it last Answered a sandbox's call
     int created = 0;
     absl::Time failed_at = absl::InfinitePast();
+    absl::Time warned_at = absl::InfinitePast();  // the last failure Failed said to warn of
     absl::Time silent_at = absl::InfinitePast();
     int heard = -1;  // the status code its last GetInfo ended with, -1 before the first
   };

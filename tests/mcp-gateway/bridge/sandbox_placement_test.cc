@@ -111,6 +111,21 @@ TEST_F(SandboxClientTest, AnEndpointThatFailsCreatesIsPassedOver) {
   EXPECT_EQ(service_.created(), 1) << "an owner's limit is not passed around to another endpoint";
 }
 
+// Each failed create restarts the endpoint's penalty; the warning is still repeated once
+// per penalty while the endpoint keeps failing, not said once and never again.
+TEST(SandboxdEndpointsTest, AnEndpointThatKeepsFailingIsWarnedOfOncePerPenalty) {
+  SandboxdEndpoints endpoints(SandboxdTls{}, "");
+  const size_t i = endpoints.Add("unix:/nonexistent/sandboxd.sock");
+  const absl::Time t0 = absl::Now();
+  EXPECT_TRUE(endpoints.Failed(i, t0)) << "the first failure is warned of";
+  EXPECT_FALSE(endpoints.Failed(i, t0 + absl::Seconds(10)));
+  EXPECT_FALSE(endpoints.Failed(i, t0 + absl::Seconds(20)));
+  EXPECT_TRUE(endpoints.Failed(i, t0 + absl::Seconds(31)))
+      << "an endpoint failing every 10 s is warned of again once its first warning is 30 s old";
+  EXPECT_FALSE(endpoints.Failed(i, t0 + absl::Seconds(41)));
+  EXPECT_EQ(endpoints.failed_at(i), t0 + absl::Seconds(41)) << "every failure restarts the penalty";
+}
+
 TEST_F(SandboxClientTest, PlacementSkipsFullNotServingAndSilentEndpoints) {
   ExtraSandboxd other("b");
   ASSERT_NE(other.server, nullptr);
