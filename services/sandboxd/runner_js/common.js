@@ -36,6 +36,43 @@ const WATCHDOG_PING_MS = 2000;                     // idle worker pinged this of
 const DEFAULT_IDLE_WATCHDOG_MS = 5000;             // ... and replaced without a pong this soon
 const CELL_PREFIX = '<cell-';                      // file names of agent code: <cell-1>, ...
 
+// A verdict timer ("did not answer", "did not exit", "did not stop") that fires this much
+// later than asked was held up itself: the runner did not run (the wasm tier's CPU limit
+// stops it with SIGSTOP; a loaded machine schedules its main thread first once it runs
+// again), and neither, most likely, did the worker it judges, whose answer then waits behind
+// the timer. It is armed again for the time it missed, at most VERDICT_REARMS times.
+const VERDICT_LATE_MS = 100;
+const VERDICT_REARMS = 3;
+
+// setTimeout for a verdict: `fn` runs once `ms` have passed in which the runner's own timers
+// ran on time (VERDICT_LATE_MS), or after VERDICT_REARMS extensions. Returns a handle for
+// clearVerdictTimeout.
+function verdictTimeout(fn, ms, { unref = false } = {}) {
+  const handle = { timer: null };
+  let rearms = 0;
+  const arm = (wait) => {
+    const due = performance.now() + wait;
+    handle.timer = setTimeout(() => {
+      const late = performance.now() - due;
+      if (late > VERDICT_LATE_MS && rearms < VERDICT_REARMS) {
+        rearms++;
+        arm(Math.min(ms, late));
+        return;
+      }
+      handle.timer = null;
+      fn();
+    }, wait);
+    if (unref) handle.timer.unref();
+  };
+  arm(ms);
+  return handle;
+}
+
+function clearVerdictTimeout(handle) {
+  if (handle && handle.timer) clearTimeout(handle.timer);
+  if (handle) handle.timer = null;
+}
+
 function log(message) {
   try {
     process.stderr.write(`sandbox_runner.js: ${message}\n`);
@@ -75,4 +112,5 @@ module.exports = {
   RESULT_LIMIT, ERROR_MESSAGE_LIMIT, TRACEBACK_LIMIT, DEFAULT_TOOL_CALLS_IN_FLIGHT, MAX_ARGUMENT_DEPTH,
   MAX_ARGUMENT_VALUES,
   INTERRUPT_GRACE_MS, WORKER_EXIT_WAIT_MS, STUCK_WORKER_LIMIT, WATCHDOG_PING_MS, DEFAULT_IDLE_WATCHDOG_MS, CELL_PREFIX, log, cap, escapeLoneSurrogates, fixJsonSurrogates,
+  verdictTimeout, clearVerdictTimeout,
 };

@@ -9,6 +9,7 @@
 
 const { Worker, MessageChannel } = require('worker_threads');
 const { isObject } = require('./catalog');
+const { verdictTimeout, clearVerdictTimeout } = require('./common');
 
 const STATUSES = new Set(['ok', 'error', 'interrupted']);
 const isCount = (v) => Number.isSafeInteger(v) && v >= 0;
@@ -110,9 +111,9 @@ class Namespace {
       this.worker.terminate().catch(() => {});
     }
     return new Promise((resolve) => {
-      const timer = setTimeout(() => resolve(false), waitMs);
+      const timer = verdictTimeout(() => resolve(false), waitMs);
       this.exited.then(() => {
-        clearTimeout(timer);
+        clearVerdictTimeout(timer);
         resolve(true);
       });
     });

@@ -6,7 +6,8 @@
 // (files.js). It never runs user code and shares no globals with the worker.
 
 const { RUNNER_VERSION, DEFAULT_TOOL_CALLS_IN_FLIGHT, INTERRUPT_GRACE_MS, CELL_PREFIX, log, cap,
-  ERROR_MESSAGE_LIMIT, WORKER_EXIT_WAIT_MS, STUCK_WORKER_LIMIT } = require('./common');
+  ERROR_MESSAGE_LIMIT, WORKER_EXIT_WAIT_MS, STUCK_WORKER_LIMIT, verdictTimeout,
+  clearVerdictTimeout } = require('./common');
 const { ProtocolError, frameField } = require('./protocol');
 const { parseCatalog } = require('./catalog');
 const { Connection } = require('./connection');
@@ -327,7 +328,7 @@ class Runner {
 
   // `namespaceReset`: the namespace was replaced during this exec (done says so).
   finishExec(cur, status, result, error, counts, namespaceReset = false) {
-    if (cur.timer) clearTimeout(cur.timer);
+    clearVerdictTimeout(cur.timer);
     const own = this.output.finish();
     this.calls.close(cur.calls, 'the execution ended before the tool result arrived');
     this.current = null;
@@ -351,7 +352,7 @@ class Runner {
     if (cur.interrupted) return;
     cur.interrupted = true;
     this.ns.post({ t: 'interrupt', id });
-    cur.timer = setTimeout(() => this.interruptByTermination(cur), INTERRUPT_GRACE_MS);
+    cur.timer = verdictTimeout(() => this.interruptByTermination(cur), INTERRUPT_GRACE_MS);
   }
 
   // The worker did not answer an interrupt in time (a synchronous loop): it is terminated

@@ -8,7 +8,7 @@
 // wait for its timeout; the runner replaces it instead. Background code that yields (timers,
 // setInterval, I/O) answers the pings between its callbacks and keeps running.
 
-const { WATCHDOG_PING_MS } = require('./common');
+const { WATCHDOG_PING_MS, verdictTimeout, clearVerdictTimeout } = require('./common');
 
 class IdleWatchdog {
   // onStuck(ns): `ns` did not answer a ping within `boundMs`. boundMs 0: no watchdog.
@@ -17,7 +17,9 @@ class IdleWatchdog {
     this.intervalMs = Math.min(WATCHDOG_PING_MS, boundMs);
     this.onStuck = onStuck;
     this.ns = null;               // the namespace watched (idle), or null
-    this.timer = null;            // the next ping, or the deadline of the awaited pong
+    this.nextPing = null;         // the timer of the next ping, or null
+    this.deadline = null;         // the awaited pong's (a verdictTimeout: time in which the
+                                  // runner did not run is not held against the worker)
     this.seq = 0;
     this.awaiting = 0;            // the ping whose pong is awaited; 0: none
   }
@@ -27,37 +29,41 @@ class IdleWatchdog {
     if (!this.boundMs || this.ns === ns) return;
     this.stop();
     this.ns = ns;
-    this.schedule(() => this.ping(), this.intervalMs);
+    this.schedulePing();
   }
 
   // An exec starts, or the namespace goes: no pings, and a pong still on its way is ignored.
   stop() {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = null;
+    clearTimeout(this.nextPing);
+    clearVerdictTimeout(this.deadline);
+    this.nextPing = null;
+    this.deadline = null;
     this.ns = null;
     this.awaiting = 0;
   }
 
   pong(ns, n) {
     if (ns !== this.ns || n !== this.awaiting) return;
-    clearTimeout(this.timer);
+    clearVerdictTimeout(this.deadline);
+    this.deadline = null;
     this.awaiting = 0;
-    this.schedule(() => this.ping(), this.intervalMs);
+    this.schedulePing();
   }
 
   ping() {
     const ns = this.ns;
+    this.nextPing = null;
     this.awaiting = ++this.seq;
     ns.post({ t: 'ping', n: this.awaiting });
-    this.schedule(() => {
+    this.deadline = verdictTimeout(() => {
       this.stop();
       this.onStuck(ns);
-    }, this.boundMs);
+    }, this.boundMs, { unref: true });
   }
 
-  schedule(fn, ms) {
-    this.timer = setTimeout(fn, ms);
-    this.timer.unref();
+  schedulePing() {
+    this.nextPing = setTimeout(() => this.ping(), this.intervalMs);
+    this.nextPing.unref();
   }
 }
 
