@@ -218,10 +218,13 @@ void ListAndVisit(int fd, const struct stat& st, const struct timespec& now, int
     if (subdir) VisitSubdirectory(fd, key, name, nullptr, depth, walk);
   }
   // A subdirectory moved here from where the walk has not looked yet, or moved away to
-  // where it has looked, shows in the link count (ext4 gives up counting past 65,000, at 1).
+  // where it has looked, shows in the link count (ext4 gives up counting past 65,000, at 1;
+  // a directory removed since the listing has none left, and its parent changed).
   struct stat now_st;
   if (!walk.Done() && walk.counts_subdirs && listing.types_known && fstat(fd, &now_st) == 0) {
-    if (now_st.st_nlink < 2) {
+    if (now_st.st_nlink == 0) {
+      Unsettle(walk, key);
+    } else if (now_st.st_nlink < 2) {
       walk.use.hidden = "a directory with more subdirectories than its filesystem counts";
     } else if (now_st.st_nlink - 2 != listing.subdirs) {
       Unsettle(walk, key);  // gained or lost a subdirectory since the listing

@@ -107,6 +107,24 @@ TEST(WasmWorkspaceTest, FilesMovedBehindEveryListingAreCountedOrUnmeasured) {
                       << under << " missed them";
 }
 
+// A directory the code removes while the walk lists it (a `rm -r` of a scratch tree) is
+// gone, not uncountable: the measure still counts what the workspace holds.
+TEST(WasmWorkspaceTest, ADirectoryRemovedWhileListedIsNotTakenForUnmeasurable) {
+  TwoDirectories two;
+  const std::string gone = two.ws + "/scratch";
+  fs::create_directories(gone + "/sub");
+  const ino_t scratch = InodeOf(gone);
+  int removed = 0;
+  ListedHook hook([&](int fd) {
+    if (removed == 0 && InodeOf(fd) == scratch) removed += fs::remove_all(gone) > 0;
+  });
+  absl::StatusOr<WasmWorkspaceUse> use = MeasureWasmWorkspace(two.ws);
+  ASSERT_EQ(removed, 1) << "the hook did not see scratch/ listed";
+  ASSERT_TRUE(use.ok()) << use.status();
+  EXPECT_EQ(use->hidden, "");
+  EXPECT_GE(use->bytes, kFiles * kFileBytes);
+}
+
 // A hard link is one inode: counted once, whichever directories hold its names.
 TEST(WasmWorkspaceTest, AHardLinkCountsOnce) {
   TwoDirectories two;
