@@ -223,15 +223,26 @@ export class GatewayHttp {
   // Headers that authenticate a raw request (with the i-th token).
   get authHeaders() { return this.token ? { Authorization: `Bearer ${this.token}` } : {}; }
   as(i) { return { Authorization: `Bearer ${this.tokens[i]}` }; }
-  // On `port` when given (a restarted replica keeps its address).
+  // On `port` when given (a restarted replica keeps its address), else on the port the
+  // kernel gives its listener: its own log says which. A port picked beforehand can be taken
+  // by another test's server while this gateway connects its upstreams, and a connect test
+  // would then find that server.
   async start(port = undefined) {
-    this.port = port ?? await freePort();
-    const command = [...this.prefix, this.bin, ...this.args, `--listen=${this.host}:${this.port}`];
-    this.proc = track(spawnTied(command[0], command.slice(1),
+    const command = [...this.prefix, this.bin, ...this.args, `--listen=${this.host}:${port ?? 0}`];
+    const from = this.log.length;
+    const proc = track(spawnTied(command[0], command.slice(1),
       { stdio: ["ignore", "ignore", "pipe"],
         env: { ...process.env, ...(this.token ? { MCP_GATEWAY_TOKEN: this.tokens.join(",") } : {}), ...this.env } }));
-    this.proc.stderr.on("data", (d) => { this.log += d; });
-    await waitFor(() => canConnect({ port: this.port, host: this.host }), "mcp-gateway http", 90000);
+    this.proc = proc;
+    proc.stderr.on("data", (d) => { this.log += d; });
+    this.port = await waitFor(() => {
+      const serving = /http: MCP endpoint http:\/\/.*:(\d+)\//.exec(this.log.slice(from));
+      if (serving) return Number(serving[1]);
+      if (proc.exitCode !== null || proc.signalCode !== null) {
+        throw new Error(`mcp-gateway exited before serving; its log:\n${this.log.slice(from)}`);
+      }
+      return 0;
+    }, "mcp-gateway http", 90000);
     this.url = `http://${this.host}:${this.port}/mcp`;
     await referenceServersConnected(this.config, () => this.log);
   }
