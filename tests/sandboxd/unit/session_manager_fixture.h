@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -270,14 +271,19 @@ class SessionManagerTest : public ::testing::Test {
   // `records` nullptr: the real files under the state directory.
   SessionManager* StartManager(const ManagerOptions& o, RecordStore* records = nullptr) {
     auto m = std::make_unique<SessionManager>(o, runtime_.get(), &clock_, records);
+    const std::vector<std::string> before = runtime_->Names();  // a previous run's
     absl::Status s = m->Start();
     EXPECT_TRUE(s.ok()) << s;
     if (o.pool_size == 0) {
       // Without a pool the manager starts one probe container to learn whether containers
       // start (its readiness). Let that settle and be removed, so tests count only their own.
-      for (int i = 0; i < 500; ++i) {
-        Readiness r = m->readiness();
-        if (r.checked && runtime_->Names().empty()) break;
+      auto only_before = [&] {
+        for (const std::string& name : runtime_->Names()) {
+          if (std::find(before.begin(), before.end(), name) == before.end()) return false;
+        }
+        return true;
+      };
+      for (int i = 0; i < 500 && !(m->readiness().checked && only_before()); ++i) {
         absl::SleepFor(absl::Milliseconds(10));
       }
       runtime_->ResetCounters();
