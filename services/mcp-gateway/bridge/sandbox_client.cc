@@ -255,6 +255,7 @@ absl::StatusOr<SandboxRef> SandboxClient::CreateSession(const std::string& owner
       endpoints_->Created(i);
       return SandboxRef{i, session.id(), runtime};
     }
+    if (DaemonWasFull(st, ctx)) continue;  // no fault of its own: the next may have room
     if (!EndpointAtFault(st.error_code())) break;  // the request's own fault, or its owner's limit
     if (endpoints_->Failed(i)) {  // the first failure, then once a penalty while it fails
       spdlog::warn("sandboxd at {}: a new sandbox failed there ({}: {}); new sandboxes try the other endpoints "

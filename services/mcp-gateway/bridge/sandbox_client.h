@@ -97,6 +97,10 @@ void ReadLoad(const sandbox::v1::Info& info, const std::string& runtime, Endpoin
 // broken) rather than something of the request or its owner (a bad argument, the owner's
 // limit): then the next endpoint is tried, and this one placed after the others for a while.
 bool EndpointAtFault(grpc::StatusCode code);
+// Whether a failed CreateSession was refused for the daemon's room alone (RESOURCE_EXHAUSTED
+// with the trailing metadata `sandbox-refusal: daemon-full`, docs/api.md): the next endpoint
+// is tried, and this one is not held at fault.
+bool DaemonWasFull(const grpc::Status& status, const grpc::ClientContext& ctx);
 // How long an endpoint whose create failed for its own reasons goes after the silent ones.
 inline constexpr absl::Duration kFailedCreatePenalty = absl::Seconds(30);
 

@@ -190,6 +190,13 @@ void ShutdownAndDrain(grpc::CompletionQueue& cq) {
   }
 }
 
+bool DaemonWasFull(const grpc::Status& status, const grpc::ClientContext& ctx) {
+  if (status.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED) return false;
+  const auto& trailers = ctx.GetServerTrailingMetadata();
+  const auto refusal = trailers.find("sandbox-refusal");
+  return refusal != trailers.end() && refusal->second == "daemon-full";
+}
+
 bool EndpointAtFault(grpc::StatusCode code) {
   switch (code) {
     case grpc::StatusCode::UNAVAILABLE:

@@ -8,6 +8,7 @@
 #include "absl/synchronization/notification.h"
 #include "base/log_text.h"
 #include "sandboxd/log.h"
+#include "sandboxd/refusal.h"
 #include "telemetry/trace_context.h"
 
 namespace sandboxd {
@@ -320,6 +321,7 @@ grpc::Status SandboxServiceImpl::CreateSession(grpc::ServerContext* ctx,
     (void)manager_->DeleteSession(created->id());
     return grpc::Status(grpc::StatusCode::CANCELLED, "the caller gave up before its session was made; it was ended");
   }
+  if (!created.ok() && DaemonWasFull(created.status())) ctx->AddTrailingMetadata(kRefusalMetadata, kDaemonFull);
   return Reply(std::move(created), resp);
 }
 

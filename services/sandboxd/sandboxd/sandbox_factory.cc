@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "base/log_text.h"
 #include "sandboxd/log.h"
+#include "sandboxd/refusal.h"
 
 namespace sandboxd {
 
@@ -112,8 +113,8 @@ absl::StatusOr<std::shared_ptr<UidPool::Lease>> SandboxFactory::LeaseUid(Isolati
                            [this](uint32_t id) { return named_ids_.Named(id); })
           : uids_->Acquire();
   if (!lease) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("all ", uids_->count(), " per-session user ids are in use"));
+    return RefusedForRoom(absl::StrCat("all ", uids_->count(), " per-session user ids are in use"),
+                          /*daemon_full=*/true);
   }
   return lease;
 }

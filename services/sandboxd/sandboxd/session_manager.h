@@ -305,6 +305,8 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
     // containers against --max_sessions), or with a reclaim beside them at --max_sessions:
     // this many, one of which finishing may let it in.
     size_t finishing = 0;
+    // Refused for the daemon's room alone: the owner is under its limit (RefusedForRoom).
+    bool daemon_full = false;
     bool refused() const { return !why.empty(); }
   };
   // `self`: the hold of the creation asking (Register's), left out of the count of

@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "base/log_text.h"
 #include "sandboxd/log.h"
+#include "sandboxd/refusal.h"
 #include "sandboxd/session_manager.h"
 
 namespace sandboxd {
@@ -78,6 +79,7 @@ SessionManager::Refusal SessionManager::RefuseLocked(const Room& room, uint64_t 
     }
     refusal.why = absl::StrCat("too many sessions (the limit is ", options_.max_sessions,
                                "): the daemon is full (", full, "; this owner holds ", owned, ")");
+    refusal.daemon_full = owned < owner_limit;
   } else if (owned >= owner_limit) {
     const std::string which = owner_limit < options_.max_sessions_per_owner
                                   ? "the limit its creator asked for (max_owner_sessions)"
@@ -98,6 +100,7 @@ SessionManager::Refusal SessionManager::RefuseLocked(const Room& room, uint64_t 
   if (finishing > 0 && live + finishing >= options_.max_sessions &&
       (!refusal.refused() || !reclaim->empty())) {
     refusal.finishing = finishing;
+    refusal.daemon_full = refusal.daemon_full || !refusal.refused();  // refused for containers alone
     const std::string starting =
         absl::StrCat(Count(finishing, "container"), " still starting for callers that gave up");
     refusal.why = refusal.refused() ? absl::StrCat(refusal.why, "; ", starting)
@@ -132,7 +135,7 @@ absl::StatusOr<SessionManager::Hold> SessionManager::CheckRoom(const Room& room,
       continue;
     }
     const Reclaim& reclaim = refusal.reclaim;
-    if (reclaim.empty()) return absl::ResourceExhaustedError(refusal.why);
+    if (reclaim.empty()) return RefusedForRoom(refusal.why, refusal.daemon_full);
     // The reclaim itself waits until the new session is ready (Register), so a creation
     // that fails ends nothing; with no idle session to reclaim, no container is started.
     // Each admitted creation claims one idle session: concurrent creations beyond them are
@@ -141,7 +144,7 @@ absl::StatusOr<SessionManager::Hold> SessionManager::CheckRoom(const Room& room,
     codemode::MutexLock lock(&mu_);
     if (pins_ != pins) continue;  // a reclaim pinned or let go of one meanwhile: count again
     std::string not_now = MayClaimLocked(room, reclaim, idle);
-    if (!not_now.empty()) return absl::ResourceExhaustedError(refusal.why + not_now);
+    if (!not_now.empty()) return RefusedForRoom(refusal.why + not_now, refusal.daemon_full);
     return Hold{HoldLocked(room.owner, wanted, &reclaim)};
   }
 }
@@ -159,7 +162,7 @@ absl::Status SessionManager::AwaitFinishing(const std::string& owner, const Want
   auto mine = awaiting_finish_.find(owner);
   const size_t owners = mine == awaiting_finish_.end() ? 0 : mine->second;
   if (owners >= refusal.finishing || awaiting_finish_total_ >= options_.max_waiting_creations) {
-    return absl::ResourceExhaustedError(refusal.why);
+    return RefusedForRoom(refusal.why, refusal.daemon_full);
   }
   ++awaiting_finish_[owner];
   ++awaiting_finish_total_;
@@ -173,7 +176,7 @@ absl::Status SessionManager::AwaitFinishing(const std::string& owner, const Want
   // A caller giving up takes no lock of ours: asked between short waits.
   while (!mu_.AwaitWithTimeout(absl::Condition(&fewer), absl::Milliseconds(50))) {
     if (wanted && !wanted()) return CallerGaveUp(owner);
-    if (absl::Now() >= until) return absl::ResourceExhaustedError(refusal.why);
+    if (absl::Now() >= until) return RefusedForRoom(refusal.why, refusal.daemon_full);
   }
   if (draining_) return absl::UnavailableError("the daemon is shutting down");
   return absl::OkStatus();
@@ -322,12 +325,12 @@ absl::Status SessionManager::Register(const std::shared_ptr<Session>& session, c
       continue;
     }
     const Reclaim& reclaim = refusal.reclaim;
-    if (reclaim.empty()) return absl::ResourceExhaustedError(refusal.why);
+    if (reclaim.empty()) return RefusedForRoom(refusal.why, refusal.daemon_full);
     // Full (again): another creation took the room, or this is the first reclaim. Nothing
     // is ended for a caller that gave up.
     if (wanted && !wanted()) return CallerGaveUp(room.owner);
     victim = ReclaimIdle(reclaim, held);
-    if (!victim) return absl::ResourceExhaustedError(refusal.why + kNoneIdle);
+    if (!victim) return RefusedForRoom(refusal.why + kNoneIdle, refusal.daemon_full);
     victim_reason = reclaim.reason;
   }
 }

@@ -29,7 +29,10 @@ class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
       last_ = *req;
     }
     ++created_;
-    if (create_fails != grpc::StatusCode::OK) return grpc::Status(create_fails, create_fails_message);
+    if (create_fails != grpc::StatusCode::OK) {
+      if (!create_refusal.empty()) ctx->AddTrailingMetadata("sandbox-refusal", create_refusal);
+      return grpc::Status(create_fails, create_fails_message);
+    }
     if (create_stalls) return Stall(ctx);
     usleep(create_delay_ms * 1000);
     auto auth = ctx->client_metadata().find("authorization");
@@ -156,6 +159,7 @@ class RecordingSandboxd final : public sandbox::v1::SandboxService::Service {
   std::atomic<int> create_delay_ms{0};  // CreateSession and GetInfo answer this late (a slow link)
   std::atomic<int> info_delay_ms{0};
   std::string create_fails_message = "this endpoint cannot create";
+  std::string create_refusal;  // the failed CreateSession's `sandbox-refusal` trailer, if any
   std::atomic<int> chunks_written{0};
   std::atomic<int> stalled{0};     // calls that began to wait
   std::atomic<int> saw_cancel{0};  // calls that saw their caller cancel

@@ -111,6 +111,34 @@ TEST_F(SandboxClientTest, AnEndpointThatFailsCreatesIsPassedOver) {
   EXPECT_EQ(service_.created(), 1) << "an owner's limit is not passed around to another endpoint";
 }
 
+// A daemon refusing for its own room (`sandbox-refusal: daemon-full`: --max_sessions while
+// the owner is under its limit) passes the new sandbox to the next endpoint, and is not
+// held at fault: it stays first for the next sandbox and no failure is warned of.
+TEST_F(SandboxClientTest, AFullDaemonPassesTheNewSandboxToTheNextEndpoint) {
+  ExtraSandboxd other("b");
+  ASSERT_NE(other.server, nullptr);
+  service_.set_info(0, 64, 4);
+  service_.create_fails = grpc::StatusCode::RESOURCE_EXHAUSTED;
+  service_.create_fails_message = "too many sessions (the limit is 64): the daemon is full";
+  service_.create_refusal = "daemon-full";
+  other.service.set_info(10, 64, 0);
+  SandboxClient client({"unix:" + socket_, other.endpoint()});
+  testlog::LogCapture log;
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<SandboxRef> ref = client.CreateSession("owner", "label", {}, {}, "python", "");
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    EXPECT_EQ(ref->endpoint, 1u);
+  }
+  EXPECT_EQ(service_.created(), 2) << "a full daemon is asked first again: it is not at fault";
+  EXPECT_EQ(log.Count("a new sandbox failed there"), 0);
+  other.service.create_fails = grpc::StatusCode::RESOURCE_EXHAUSTED;
+  other.service.create_fails_message = "too many sessions (the limit is 64): the daemon is full";
+  other.service.create_refusal = "daemon-full";
+  absl::StatusOr<SandboxRef> refused = client.CreateSession("owner", "label", {}, {}, "python", "");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(), HasSubstr("the daemon is full")) << "the last refusal is said";
+}
+
 // Each failed create restarts the endpoint's penalty; the warning is still repeated once
 // per penalty while the endpoint keeps failing, not said once and never again.
 TEST(SandboxdEndpointsTest, AnEndpointThatKeepsFailingIsWarnedOfOncePerPenalty) {

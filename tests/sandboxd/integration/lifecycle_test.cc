@@ -197,6 +197,16 @@ TEST(LifecycleTest, SessionCountAndQueueAreBounded) {
   CreateSession(*stub);
   grpc::Status st = TryCreate(*stub);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  {  // refused for the daemon's room, under the owner's limit: a gateway may try another
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    sandbox::v1::Session none;
+    EXPECT_EQ(stub->CreateSession(&ctx, {}, &none).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    const auto& trailers = ctx.GetServerTrailingMetadata();
+    const auto refusal = trailers.find("sandbox-refusal");
+    ASSERT_NE(refusal, trailers.end()) << "a full daemon does not say it is full";
+    EXPECT_EQ(std::string(refusal->second.data(), refusal->second.size()), "daemon-full");
+  }
   // One running + one queued fills the queue of 1; a third is refused. The running one
   // waits until the test cancels it, so that the queue is full while the third comes.
   using Stream = grpc::ClientReaderWriter<sandbox::v1::ExecuteRequest, sandbox::v1::ExecuteResponse>;

@@ -4,6 +4,7 @@
 
 #include "fake_record_store.h"
 #include "session_manager_fixture.h"
+#include "sandboxd/refusal.h"
 
 namespace sandboxd::testing {
 namespace {
@@ -130,12 +131,39 @@ TEST_F(SessionManagerTest, EachOwnerHasAtMostItsShareOfSessions) {
   absl::StatusOr<sandbox::v1::Session> third = m->CreateSession(greedy);
   EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(third.status().message()), HasSubstr("--max_sessions_per_owner"));
+  EXPECT_FALSE(DaemonWasFull(third.status())) << "an owner's limit is not the daemon's room";
   sandbox::v1::CreateSessionRequest other;
   other.set_owner("mcp:token 1");
   EXPECT_FALSE(Create(m, other).id().empty()) << "another owner still gets a slot";
   EXPECT_EQ(m->ListSessions("mcp:token 0").size(), 2u);
   ASSERT_OK(m->DeleteSession(second.id()));
   EXPECT_TRUE(m->CreateSession(greedy).ok()) << "a deleted session frees its owner's slot";
+}
+
+// A full daemon refuses an owner under its limit as full (RefusedForRoom): another daemon
+// may have room. An owner at its own limit is refused as such, full daemon or not.
+TEST_F(SessionManagerTest, AFullDaemonSaysItIsFullToAnOwnerUnderItsLimit) {
+  ManagerOptions o = Options();
+  o.max_sessions = 2;
+  o.max_sessions_per_owner = 2;
+  SessionManager* m = StartManager(o);
+  sandbox::v1::CreateSessionRequest a, b, c;
+  a.set_owner("mcp:token a");
+  b.set_owner("mcp:token b");
+  c.set_owner("mcp:token c");
+  ASSERT_FALSE(Create(m, a).id().empty());
+  ASSERT_FALSE(Create(m, b).id().empty());
+  for (const auto* req : {&a, &c}) {
+    absl::StatusOr<sandbox::v1::Session> refused = m->CreateSession(*req);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << req->owner();
+    EXPECT_THAT(std::string(refused.status().message()), HasSubstr("the daemon is full"));
+    EXPECT_TRUE(DaemonWasFull(refused.status())) << req->owner() << ": " << refused.status();
+  }
+  sandbox::v1::CreateSessionRequest tight = a;
+  tight.set_max_owner_sessions(1);
+  absl::StatusOr<sandbox::v1::Session> at_limit = m->CreateSession(tight);
+  EXPECT_EQ(at_limit.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_FALSE(DaemonWasFull(at_limit.status())) << "at its own limit on a full daemon: " << at_limit.status();
 }
 
 TEST_F(SessionManagerTest, UnknownSessionIsNotFound) {
