@@ -263,9 +263,8 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::CreateAdmitted(
   if (!sb) {
     absl::StatusOr<Sandbox> cold = factory_.Start(config, "session");
     if (!cold.ok()) {
-      GiveBack(hold);
       metrics_->SessionCreateFailed();
-      return cold.status();
+      return GiveBackRefused(hold, RoomOf(r), cold.status());
     }
     sb = std::move(*cold);
   }

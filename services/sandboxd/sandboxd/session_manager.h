@@ -324,6 +324,11 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // stopping, RESOURCE_EXHAUSTED when there is no room and no idle session can be reclaimed
   // for it (one that other admitted creations have not claimed). Else what it holds.
   absl::StatusOr<Hold> CheckRoom(const Room& room, const Wanted& wanted);
+  // GiveBack for a creation of `room` that failed with `refused`, which it returns, no
+  // longer marked as the daemon's room (refusal.h) when the owner, with its other
+  // creations under way, is at its limit: session user ids run out for an owner that
+  // reclaims its own session refuse it for its limit.
+  absl::Status GiveBackRefused(Hold hold, const Room& room, absl::Status refused);
   // Gives back what CheckRoom held for a creation that failed before Register.
   void GiveBack(Hold hold);
   // Holds room for a creation of `owner`, or with `reclaim`, a claim on an idle session of

@@ -144,7 +144,11 @@ absl::StatusOr<SessionManager::Hold> SessionManager::CheckRoom(const Room& room,
     codemode::MutexLock lock(&mu_);
     if (pins_ != pins) continue;  // a reclaim pinned or let go of one meanwhile: count again
     std::string not_now = MayClaimLocked(room, reclaim, idle);
-    if (!not_now.empty()) return RefusedForRoom(refusal.why + not_now, refusal.daemon_full);
+    if (!not_now.empty()) {
+      // Its own creations under way reach its limit: the owner's refusal, not the daemon's.
+      return RefusedForRoom(refusal.why + not_now,
+                            refusal.daemon_full && not_now != kOwnerLimitTaken);
+    }
     return Hold{HoldLocked(room.owner, wanted, &reclaim)};
   }
 }
@@ -180,6 +184,21 @@ absl::Status SessionManager::AwaitFinishing(const std::string& owner, const Want
   }
   if (draining_) return absl::UnavailableError("the daemon is shutting down");
   return absl::OkStatus();
+}
+
+absl::Status SessionManager::GiveBackRefused(Hold hold, const Room& room, absl::Status refused) {
+  codemode::MutexLock lock(&mu_);
+  auto give_back = absl::MakeCleanup([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { holds_.erase(hold.id); });
+  if (!DaemonWasFull(refused)) return refused;
+  // What the owner holds once the creations under way have landed, but for this one: its
+  // sessions, and its other creations but those reclaiming its own (which change nothing).
+  size_t owned = 0;
+  for (const auto& [id, s] : sessions_) owned += s->metadata().owner == room.owner;
+  for (const auto& [key, h] : holds_) {
+    owned += key != hold.id && h.owner == room.owner && h.counts() && !h.victims.count(h.owner);
+  }
+  if (owned < OwnerLimit(room)) return refused;
+  return absl::ResourceExhaustedError(refused.message());
 }
 
 void SessionManager::GiveBack(Hold hold) {

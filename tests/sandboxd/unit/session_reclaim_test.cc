@@ -6,6 +6,7 @@
 #include <future>
 
 #include "room_helpers.h"
+#include "sandboxd/refusal.h"
 
 namespace sandboxd::testing {
 namespace {
@@ -454,6 +455,54 @@ TEST_F(SessionManagerTest, ARefusalCountsTheCreationsUnderWay) {
             "too many sessions (the limit is 2): the daemon is full (0 sessions and 2 being "
             "created of 1 owner; this owner holds 0) and none that could make room is idle");
   for (auto& f : starting) EXPECT_TRUE(f.get().ok());
+}
+
+
+// ---- daemon-full (refusal.h): said only to an owner under its limit ------------------
+
+// Creations under way that reach the owner's limit refuse the next for the owner, not for
+// the daemon: passed to another sandboxd, it would be over its limit there.
+TEST_F(SessionManagerTest, ClaimsUnderWayAtTheOwnersLimitAreNotTheDaemonBeingFull) {
+  ManagerOptions o = Options();
+  o.max_sessions = 4;
+  SessionManager* m = StartManager(o);
+  for (int i = 0; i < 4; ++i) ASSERT_FALSE(Create(m, OwnedBy("bob", false)).id().empty());
+  sandbox::v1::CreateSessionRequest alice = OwnedBy("alice", false);
+  alice.set_max_owner_sessions(2);
+  runtime_->SetStartHeld(true);
+  std::vector<std::future<absl::StatusOr<sandbox::v1::Session>>> claims;
+  for (int i = 0; i < 2; ++i) {
+    claims.push_back(std::async(std::launch::async, [&] { return m->CreateSession(alice); }));
+  }
+  const bool held = WaitFor([&] { return runtime_->starts_held() == 2; });
+  absl::Status third = m->CreateSession(alice).status();
+  runtime_->SetStartHeld(false);
+  ASSERT_TRUE(held);
+  for (auto& f : claims) EXPECT_TRUE(f.get().ok());
+  EXPECT_EQ(third.code(), absl::StatusCode::kResourceExhausted) << third;
+  EXPECT_THAT(std::string(third.message()), HasSubstr("already reach its limit"));
+  EXPECT_FALSE(DaemonWasFull(third)) << third;
+}
+
+// The session user ids run out for an owner that reclaims its own session at its limit:
+// the owner's refusal (no other sandboxd should take it), and one under its limit is told
+// the daemon is full.
+TEST_F(SessionManagerTest, UidsRunningOutAtTheOwnersLimitAreNotTheDaemonBeingFull) {
+  runtime_->SetCgroupLimits(false);  // rlimit mode: a uid per container
+  ManagerOptions o = PerOwner(Options(), 2);
+  o.session_uid_count = 3;
+  SessionManager* m = StartManager(o);
+  for (const char* owner : {"bob", "alice", "alice"}) {
+    ASSERT_FALSE(Create(m, OwnedBy(owner, false)).id().empty()) << owner;
+  }
+  absl::Status own = m->CreateSession(OwnedBy("alice", true)).status();
+  EXPECT_EQ(own.code(), absl::StatusCode::kResourceExhausted) << own;
+  EXPECT_THAT(std::string(own.message()), HasSubstr("per-session user ids are in use"));
+  EXPECT_FALSE(DaemonWasFull(own)) << own;
+  absl::Status under = m->CreateSession(OwnedBy("bob", false)).status();
+  EXPECT_EQ(under.code(), absl::StatusCode::kResourceExhausted) << under;
+  EXPECT_TRUE(DaemonWasFull(under)) << under;
+  EXPECT_EQ(m->ListSessions("alice").size(), 2u);
 }
 
 }  // namespace
