@@ -39,9 +39,20 @@ void SandboxFactory::SealSocketDir(const std::string& container_name) const {
 }
 
 absl::Status SandboxFactory::EnsureProbed() {
+  const absl::Time asked = absl::Now();
   {
     codemode::MutexLock lock(&mu_);
-    if (runtime_info_) return absl::OkStatus();
+    if (probed_) return absl::OkStatus();
+  }
+  // One probe at a time, and the first success's hook (re-attaching the previous run's
+  // sessions, sweeping what it cannot) before anything starts: a container started during
+  // the sweep would be taken for a stale one. A caller that waited here while another's
+  // probe failed takes that answer instead of asking the runtime again.
+  codemode::MutexLock probing(&probe_mu_);
+  {
+    codemode::MutexLock lock(&mu_);
+    if (probed_) return absl::OkStatus();
+    if (last_probe_failed_at_ > asked) return absl::UnavailableError(runtime_error_);
   }
   absl::StatusOr<RuntimeInfo> info = runtime_->Probe();
   if (!info.ok()) {
@@ -49,6 +60,7 @@ absl::Status SandboxFactory::EnsureProbed() {
     {
       codemode::MutexLock lock(&mu_);
       runtime_error_ = std::string(info.status().message());
+      last_probe_failed_at_ = absl::Now();
     }
     NoteStartResult(error);
     return error;
@@ -66,6 +78,8 @@ absl::Status SandboxFactory::EnsureProbed() {
     runtime_error_.clear();
   }
   if (hooks_.on_probed) hooks_.on_probed(*info);
+  codemode::MutexLock lock(&mu_);
+  probed_ = true;
   return absl::OkStatus();
 }
 

@@ -99,7 +99,8 @@ struct FactoryOptions {
 };
 
 struct FactoryHooks {
-  // After every successful runtime probe (the first one decides re-attachment).
+  // After the first successful runtime probe (it decides re-attachment), before any
+  // container starts.
   std::function<void(const RuntimeInfo&)> on_probed;
   // When readiness changed between serving and not serving.
   std::function<void()> on_readiness_changed;
@@ -113,6 +114,7 @@ class SandboxFactory {
   SandboxFactory& operator=(const SandboxFactory&) = delete;
 
   // Probes the runtime unless an earlier probe succeeded; UNAVAILABLE with the reason.
+  // Returns OK only after the first success's on_probed hook has returned.
   absl::Status EnsureProbed();
   // Probes if needed, starts a container of `config` labelled with `role`, waits for its
   // runner and connects. Records the outcome in readiness.
@@ -189,8 +191,11 @@ class SandboxFactory {
   ThreadIds thread_ids_{options_.session_uid_first, options_.session_uid_count};
   NamedIds named_ids_{HostNamesId, absl::Minutes(5)};
 
+  codemode::Mutex probe_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // held through a probe and its hook
   codemode::Mutex mu_;
   std::optional<RuntimeInfo> runtime_info_ ABSL_GUARDED_BY(mu_);
+  bool probed_ ABSL_GUARDED_BY(mu_) = false;  // a probe succeeded and its hook returned
+  absl::Time last_probe_failed_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::string runtime_error_ ABSL_GUARDED_BY(mu_);
   Readiness readiness_ ABSL_GUARDED_BY(mu_) = {false, "no container has been started yet", false};
   absl::BitGen rng_ ABSL_GUARDED_BY(mu_);  // container names

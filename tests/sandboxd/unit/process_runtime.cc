@@ -117,6 +117,16 @@ void ProcessRuntime::SetStartHeld(bool held) {
   start_held_ = held;
 }
 
+void ProcessRuntime::SetListHeld(bool held) {
+  codemode::MutexLock lock(&mu_);
+  list_held_ = held;
+}
+
+int ProcessRuntime::lists_held() {
+  codemode::MutexLock lock(&mu_);
+  return lists_held_;
+}
+
 void ProcessRuntime::LetHeldStartsThrough(int n) {
   codemode::MutexLock lock(&mu_);
   let_through_ += n;
@@ -282,6 +292,9 @@ absl::StatusOr<ContainerStatus> ProcessRuntime::Inspect(const std::string& name)
 absl::StatusOr<std::vector<ContainerSummary>> ProcessRuntime::List(
     const std::string& label_key, const std::string& label_value) {
   codemode::MutexLock lock(&mu_);
+  ++lists_held_;
+  mu_.Await(absl::Condition(+[](bool* held) { return !*held; }, &list_held_));
+  --lists_held_;
   std::vector<ContainerSummary> out;
   for (auto& [name, p] : procs_) {
     auto l = p.labels.find(label_key);

@@ -72,6 +72,9 @@ class ProcessRuntime : public ContainerRuntime {
   int starts_held();  // Start calls waiting on SetStartHeld now
   // Lets `n` Start calls through while starts are held (one waiting now goes first).
   void LetHeldStartsThrough(int n);
+  // While set, List waits until it is cleared (a podman ps that takes its time).
+  void SetListHeld(bool held);
+  int lists_held();  // List calls waiting on SetListHeld now
   // The image of every Start() so far, in order.
   std::vector<std::string> started_images();
   // What Probe() reports for cgroup_limits (default true).
@@ -117,6 +120,8 @@ class ProcessRuntime : public ContainerRuntime {
   bool inspect_held_ ABSL_GUARDED_BY(mu_) = false;
   bool start_held_ ABSL_GUARDED_BY(mu_) = false;
   int starts_held_ ABSL_GUARDED_BY(mu_) = 0;
+  bool list_held_ ABSL_GUARDED_BY(mu_) = false;
+  int lists_held_ ABSL_GUARDED_BY(mu_) = 0;
   int let_through_ ABSL_GUARDED_BY(mu_) = 0;
   int image_inspections_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::string> started_images_ ABSL_GUARDED_BY(mu_);

@@ -31,6 +31,40 @@ TEST_F(SessionManagerTest, ProbeFailureThenRecovery) {
   for (const auto& n : info.notes()) EXPECT_THAT(n, Not(HasSubstr("podman is broken")));
 }
 
+// A runtime that comes back after sandboxd started: the first successful probe re-attaches
+// the previous run's sessions and sweeps what it cannot re-attach, socket directories
+// included. A container started meanwhile (another caller whose probe came second) would
+// be swept as a stale one: starts wait until the recovery is over.
+TEST_F(SessionManagerTest, ReattachesWhenTheRuntimeComesBackAndStartsNothingMeanwhile) {
+  SessionManager* m1 = StartManager();
+  sandbox::v1::Session old = Create(m1);
+  EXPECT_EQ(Eval(m1, old.id(), "x = 5"), "");
+  StopManager(m1);
+
+  runtime_->SetProbeFailure("podman is not ready yet");
+  SessionManager* m2 = StartManager();
+  runtime_->SetListHeld(true);  // the recovery's listing of the previous run's containers
+  runtime_->SetProbeFailure(std::nullopt);
+  runtime_->ResetCounters();
+  absl::StatusOr<sandbox::v1::Session> first, second;
+  std::thread recovering([&] { first = m2->CreateSession({}); });
+  ASSERT_TRUE(WaitFor([&] { return runtime_->lists_held() == 1; }));
+  std::thread other([&] { second = m2->CreateSession({}); });
+  // Waits for what must not happen: bounded, and never a failure with the starts held back.
+  const bool started_meanwhile = WaitFor([&] { return runtime_->start_calls() > 0; }, absl::Seconds(2));
+  runtime_->SetListHeld(false);
+  recovering.join();
+  other.join();
+  EXPECT_FALSE(started_meanwhile) << "a container started while the previous run was recovered";
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(Eval(m2, old.id(), "x"), "5");
+  EXPECT_EQ(Eval(m2, first->id(), "1 + 1"), "2");
+  EXPECT_EQ(Eval(m2, second->id(), "2 + 2"), "4");
+  // The pool's readiness probe (a container started and discarded) may still be going.
+  EXPECT_TRUE(WaitFor([&] { return SocketDirs() == 3; })) << SocketDirs() << " socket directories";
+}
+
 TEST_F(SessionManagerTest, StartFailureIsUnavailable) {
   SessionManager* m = StartManager();
   runtime_->SetStartFailure("no space left on device");

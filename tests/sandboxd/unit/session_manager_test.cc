@@ -371,22 +371,6 @@ TEST_F(SessionManagerTest, RecoverDropsDeadSessionsAndStrayContainers) {
 // Start() with the runtime down skips re-attachment; once the runtime works again the
 // sessions of the previous run should be re-attached (and stray containers removed)
 // rather than leak until the next daemon restart.
-TEST_F(SessionManagerTest, ReattachesWhenTheRuntimeComesBackAfterStart) {
-  SessionManager* m1 = StartManager();
-  sandbox::v1::Session s = Create(m1);
-  EXPECT_EQ(Eval(m1, s.id(), "x = 5"), "");
-  StopManager(m1);
-
-  runtime_->SetProbeFailure("podman is not ready yet");
-  SessionManager* m2 = StartManager();
-  runtime_->SetProbeFailure(std::nullopt);
-  absl::StatusOr<sandbox::v1::Session> fresh = m2->CreateSession({});
-  ASSERT_TRUE(fresh.ok()) << fresh.status();
-  absl::StatusOr<sandbox::v1::Session> got = m2->GetSession(s.id());
-  ASSERT_TRUE(got.ok()) << got.status();
-  EXPECT_EQ(Eval(m2, s.id(), "x"), "5");
-}
-
 TEST_F(SessionManagerTest, CreateAfterShutdownIsUnavailable) {
   SessionManager* m = StartManager();
   m->Shutdown();
