@@ -39,10 +39,11 @@ void SandboxFactory::SealSocketDir(const std::string& container_name) const {
 }
 
 absl::Status SandboxFactory::EnsureProbed() {
-  const absl::Time asked = absl::Now();
+  uint64_t failures_seen;
   {
     codemode::MutexLock lock(&mu_);
     if (probed_) return absl::OkStatus();
+    failures_seen = probe_failures_;
   }
   // One probe at a time, and the first success's hook (re-attaching the previous run's
   // sessions, sweeping what it cannot) before anything starts: a container started during
@@ -52,7 +53,7 @@ absl::Status SandboxFactory::EnsureProbed() {
   {
     codemode::MutexLock lock(&mu_);
     if (probed_) return absl::OkStatus();
-    if (last_probe_failed_at_ > asked) return absl::UnavailableError(runtime_error_);
+    if (probe_failures_ != failures_seen) return absl::UnavailableError(runtime_error_);
   }
   absl::StatusOr<RuntimeInfo> info = runtime_->Probe();
   if (!info.ok()) {
@@ -60,7 +61,7 @@ absl::Status SandboxFactory::EnsureProbed() {
     {
       codemode::MutexLock lock(&mu_);
       runtime_error_ = std::string(info.status().message());
-      last_probe_failed_at_ = absl::Now();
+      ++probe_failures_;
     }
     NoteStartResult(error);
     return error;

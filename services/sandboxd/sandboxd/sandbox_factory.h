@@ -195,7 +195,7 @@ class SandboxFactory {
   codemode::Mutex mu_;
   std::optional<RuntimeInfo> runtime_info_ ABSL_GUARDED_BY(mu_);
   bool probed_ ABSL_GUARDED_BY(mu_) = false;  // a probe succeeded and its hook returned
-  absl::Time last_probe_failed_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  uint64_t probe_failures_ ABSL_GUARDED_BY(mu_) = 0;  // a count, not a time: clocks step
   std::string runtime_error_ ABSL_GUARDED_BY(mu_);
   Readiness readiness_ ABSL_GUARDED_BY(mu_) = {false, "no container has been started yet", false};
   absl::BitGen rng_ ABSL_GUARDED_BY(mu_);  // container names

@@ -368,9 +368,6 @@ TEST_F(SessionManagerTest, RecoverDropsDeadSessionsAndStrayContainers) {
   EXPECT_EQ(Eval(m2, alive.id(), "'ok'"), "'ok'");
 }
 
-// Start() with the runtime down skips re-attachment; once the runtime works again the
-// sessions of the previous run should be re-attached (and stray containers removed)
-// rather than leak until the next daemon restart.
 TEST_F(SessionManagerTest, CreateAfterShutdownIsUnavailable) {
   SessionManager* m = StartManager();
   m->Shutdown();
