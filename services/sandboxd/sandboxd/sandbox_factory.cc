@@ -56,16 +56,7 @@ absl::Status SandboxFactory::EnsureProbed() {
     if (probe_failures_ != failures_seen) return absl::UnavailableError(runtime_error_);
   }
   absl::StatusOr<RuntimeInfo> info = runtime_->Probe();
-  if (!info.ok()) {
-    absl::Status error = absl::UnavailableError(info.status().message());
-    {
-      codemode::MutexLock lock(&mu_);
-      runtime_error_ = std::string(info.status().message());
-      ++probe_failures_;
-    }
-    NoteStartResult(error);
-    return error;
-  }
+  if (!info.ok()) return ProbeFailed(info.status().message());
   spdlog::info("container runtime: {}, OCI runtime {}, {}, cgroup {}, limits via {}",
                info->version, info->oci_runtime, info->rootless ? "rootless" : "rootful",
                info->cgroup_version, info->cgroup_limits ? "cgroups" : "rlimits");
@@ -78,10 +69,25 @@ absl::Status SandboxFactory::EnsureProbed() {
     runtime_info_ = *info;
     runtime_error_.clear();
   }
-  if (hooks_.on_probed) hooks_.on_probed(*info);
+  if (hooks_.on_probed) {
+    if (absl::Status hooked = hooks_.on_probed(*info); !hooked.ok()) {
+      return ProbeFailed(hooked.message());
+    }
+  }
   codemode::MutexLock lock(&mu_);
   probed_ = true;
   return absl::OkStatus();
+}
+
+absl::Status SandboxFactory::ProbeFailed(absl::string_view why) {
+  {
+    codemode::MutexLock lock(&mu_);
+    runtime_error_ = std::string(why);
+    ++probe_failures_;
+  }
+  absl::Status error = absl::UnavailableError(why);
+  NoteStartResult(error);
+  return error;
 }
 
 void SandboxFactory::RemoveNow(const std::vector<std::string>& names) {

@@ -99,9 +99,10 @@ struct FactoryOptions {
 };
 
 struct FactoryHooks {
-  // After the first successful runtime probe (it decides re-attachment), before any
-  // container starts.
-  std::function<void(const RuntimeInfo&)> on_probed;
+  // After a successful runtime probe (it decides re-attachment), before any container
+  // starts, until it returns OK: an error counts as the probe's failure, and the next
+  // probe runs it again.
+  std::function<absl::Status(const RuntimeInfo&)> on_probed;
   // When readiness changed between serving and not serving.
   std::function<void()> on_readiness_changed;
 };
@@ -114,7 +115,7 @@ class SandboxFactory {
   SandboxFactory& operator=(const SandboxFactory&) = delete;
 
   // Probes the runtime unless an earlier probe succeeded; UNAVAILABLE with the reason.
-  // Returns OK only after the first success's on_probed hook has returned.
+  // A probe succeeds once the runtime answered and the on_probed hook returned OK.
   absl::Status EnsureProbed();
   // Probes if needed, starts a container of `config` labelled with `role`, waits for its
   // runner and connects. Records the outcome in readiness.
@@ -176,6 +177,8 @@ class SandboxFactory {
 
  private:
   void NoteStartResult(const absl::Status& status);
+  // Records a failed probe (the runtime's answer, or the on_probed hook's): UNAVAILABLE.
+  absl::Status ProbeFailed(absl::string_view why);
   absl::StatusOr<Sandbox> StartContainer(const SandboxConfig& config, const std::string& role);
   // The uid lease of a new sandbox of `isolation`; null when it runs as the image's user.
   absl::StatusOr<std::shared_ptr<UidPool::Lease>> LeaseUid(Isolation isolation);

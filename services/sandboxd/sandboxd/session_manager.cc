@@ -51,7 +51,7 @@ SessionManager::SessionManager(ManagerOptions options, ContainerRuntime* runtime
                 options_.runner_start_timeout, options_.session_uid_first,
                 options_.session_uid_count},
                runtime_, &workers_,
-               {[this](const RuntimeInfo& info) { OnProbed(info); },
+               {[this](const RuntimeInfo& info) { return OnProbed(info); },
                 [this] { OnReadinessChanged(); }}),
       pools_(&factory_,
              {options_.default_limits, options_.isolation.default_isolation, /*image=*/"",
@@ -96,15 +96,9 @@ std::string SessionManager::NewId(const char* prefix) {
   return absl::StrFormat("%s%016x", prefix, absl::Uniform<uint64_t>(rng_));
 }
 
-void SessionManager::OnProbed(const RuntimeInfo& info) {
+absl::Status SessionManager::OnProbed(const RuntimeInfo& info) {
   env_.cgroup_limits = info.cgroup_limits;
-  bool recover;
-  {
-    codemode::MutexLock lock(&mu_);
-    recover = !recovered_;
-    recovered_ = true;
-  }
-  if (recover) Recover();
+  return Recover();
 }
 
 void SessionManager::OnReadinessChanged() {

@@ -232,11 +232,14 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // path takes the image cache as it is (`refresh_images` false: no podman inspect on a
   // create); the JavaScript pool's recheck refreshes a stale one.
   absl::Status CheckLanguage(Language language, const ImageChoice& image, bool refresh_images);
-  // After each successful runtime probe; re-attaches the first time.
-  void OnProbed(const RuntimeInfo& info);
+  // After a successful runtime probe, until it returns OK (the factory's on_probed).
+  absl::Status OnProbed(const RuntimeInfo& info);
   void OnReadinessChanged();
   void ReaperLoop();
-  void Recover();
+  // Re-attaches the previous run's sessions and sweeps its other containers. UNAVAILABLE
+  // when the runtime cannot list them: nothing is swept or re-attached, and the daemon is
+  // not ready until a later probe can (a session left out would keep running uncounted).
+  absl::Status Recover();
   // A connection to each record's runner (in the records' order), made all at once.
   std::vector<absl::StatusOr<std::unique_ptr<RunnerConnection>>> ConnectRunners(
       const std::vector<SessionRecord>& records,
@@ -419,8 +422,6 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // they wait for, and max_waiting_creations of all owners.
   std::map<std::string, size_t> awaiting_finish_ ABSL_GUARDED_BY(mu_);
   size_t awaiting_finish_total_ ABSL_GUARDED_BY(mu_) = 0;  // its sum
-  // Re-attachment runs once, the first time the runtime answers (at start or later).
-  bool recovered_ ABSL_GUARDED_BY(mu_) = false;
   // Serialises listener calls so they arrive in order; never taken while holding mu_.
   codemode::Mutex listener_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::function<void(const Readiness&)> listener_ ABSL_GUARDED_BY(listener_mu_);

@@ -14,12 +14,11 @@
 
 namespace sandboxd {
 
-void SessionManager::Recover() {
+absl::Status SessionManager::Recover() {
   absl::StatusOr<std::vector<ContainerSummary>> containers = factory_.ListLeftOver();
   if (!containers.ok()) {
-    spdlog::error("cannot list containers of the previous run: {}",
-                  codemode::LogLongText(containers.status().message()));
-    return;
+    return absl::UnavailableError(absl::StrCat("cannot list containers of the previous run: ",
+                                               containers.status().message()));
   }
   absl::StatusOr<SessionRecords::Loaded> loaded = records_.Load();
   if (!loaded.ok()) {
@@ -27,7 +26,7 @@ void SessionManager::Recover() {
     // reach for the moment; they stay until a start that can read the records.
     spdlog::error("cannot read the session records ({}); the {} container(s) of the previous "
                   "run are left alone", loaded.status().message(), containers->size());
-    return;
+    return absl::OkStatus();
   }
   std::map<std::string, ContainerSummary> by_name;
   for (auto& c : *containers) by_name[c.name] = c;
@@ -53,6 +52,7 @@ void SessionManager::Recover() {
     }
   }
   factory_.Sweep(*containers, kept);
+  return absl::OkStatus();
 }
 
 // Every running container's runner at once, each given 5 s to say ready: a runner that

@@ -35,6 +35,11 @@ void ProcessRuntime::SetProbeFailure(std::optional<std::string> message) {
   probe_failure_ = std::move(message);
 }
 
+void ProcessRuntime::SetListFailure(std::optional<std::string> message) {
+  codemode::MutexLock lock(&mu_);
+  list_failure_ = std::move(message);
+}
+
 void ProcessRuntime::SetStartFailure(std::optional<std::string> message) {
   codemode::MutexLock lock(&mu_);
   start_failure_ = std::move(message);
@@ -295,6 +300,7 @@ absl::StatusOr<std::vector<ContainerSummary>> ProcessRuntime::List(
   ++lists_held_;
   mu_.Await(absl::Condition(+[](bool* held) { return !*held; }, &list_held_));
   --lists_held_;
+  if (list_failure_) return absl::UnavailableError(*list_failure_);
   std::vector<ContainerSummary> out;
   for (auto& [name, p] : procs_) {
     auto l = p.labels.find(label_key);

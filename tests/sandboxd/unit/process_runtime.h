@@ -11,8 +11,9 @@
 //
 // The container id reported by Start() and List() is the container name.
 //
-// Fault injection: SetProbeFailure / SetStartFailure / SetRemoveFailure make Probe / Start /
-// Remove return UNAVAILABLE with the given message until cleared (std::nullopt).
+// Fault injection: SetProbeFailure / SetStartFailure / SetRemoveFailure / SetListFailure make
+// Probe / Start / Remove / List return UNAVAILABLE with the given message until cleared
+// (std::nullopt).
 //
 // Thread-safe.
 #pragma once
@@ -62,6 +63,7 @@ class ProcessRuntime : public ContainerRuntime {
   // While set, Remove removes nothing and fails each with the message (a podman rm that
   // times out).
   void SetRemoveFailure(std::optional<std::string> message);
+  void SetListFailure(std::optional<std::string> message);
   void SetImageAbsent(const std::string& reference);
   void SetImageOffers(std::vector<std::string> offers);
   // While set, ImageOffers waits until it is cleared (an inspect that takes its time).
@@ -112,6 +114,7 @@ class ProcessRuntime : public ContainerRuntime {
   std::optional<std::string> probe_failure_ ABSL_GUARDED_BY(mu_);
   std::optional<std::string> start_failure_ ABSL_GUARDED_BY(mu_);
   std::optional<std::string> remove_failure_ ABSL_GUARDED_BY(mu_);
+  std::optional<std::string> list_failure_ ABSL_GUARDED_BY(mu_);
   bool cgroup_limits_ ABSL_GUARDED_BY(mu_) = true;
   int start_calls_ ABSL_GUARDED_BY(mu_) = 0;
   int probe_calls_ ABSL_GUARDED_BY(mu_) = 0;

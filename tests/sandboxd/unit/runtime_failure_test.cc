@@ -73,6 +73,35 @@ TEST_F(SessionManagerTest, ReattachesWhenTheRuntimeComesBackAndStartsNothingMean
   EXPECT_TRUE(WaitFor([&] { return SocketDirs() == 3; })) << SocketDirs() << " socket directories";
 }
 
+// The runtime answers its probe but cannot list the previous run's containers: the daemon is
+// not ready (nothing re-attached or swept, so no session of that run keeps running unseen and
+// uncounted) until a later probe can list them and re-attaches.
+TEST_F(SessionManagerTest, AListingOfThePreviousRunThatFailsIsRetriedNotSkipped) {
+  SessionManager* m1 = StartManager();
+  sandbox::v1::Session old = Create(m1);
+  EXPECT_EQ(Eval(m1, old.id(), "x = 5"), "");
+  StopManager(m1);
+
+  runtime_->SetListFailure("podman ps: database is locked");
+  SessionManager* m2 = StartManager();
+  EXPECT_FALSE(m2->readiness().serving);
+  EXPECT_THAT(m2->readiness().reason, HasSubstr("cannot list containers of the previous run"));
+  absl::StatusOr<sandbox::v1::Session> refused = m2->CreateSession({});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
+  EXPECT_EQ(m2->GetSession(old.id()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(ContainerExists(old.container_id()));
+
+  runtime_->SetListFailure(std::nullopt);
+  absl::StatusOr<sandbox::v1::Session> s;
+  ASSERT_TRUE(WaitFor([&] {  // a probe that listed before the failure was cleared may answer
+    s = m2->CreateSession({});
+    return s.ok();
+  })) << s.status();
+  EXPECT_TRUE(m2->readiness().serving);
+  EXPECT_EQ(Eval(m2, old.id(), "x"), "5");
+  EXPECT_EQ(Eval(m2, s->id(), "1 + 1"), "2");
+}
+
 TEST_F(SessionManagerTest, StartFailureIsUnavailable) {
   SessionManager* m = StartManager();
   runtime_->SetStartFailure("no space left on device");
