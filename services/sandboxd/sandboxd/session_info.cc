@@ -29,7 +29,10 @@ std::vector<sandbox::v1::ImageInfo> SessionManager::ImageInfos(bool refresh_if_s
     // rebuilt image shows soon, and on a worker, so that no caller waits for it (a gateway
     // asks every endpoint's GetInfo before each new sandbox it places). Only the first
     // caller, when nothing is known yet, inspects inline; nobody waits under the lock (a
-    // GetInfo refreshing it once held a JavaScript CreateSession for 20 ms).
+    // GetInfo refreshing it once held a JavaScript CreateSession for 20 ms), nor for
+    // another caller's inspection: while the first one runs (the start's, on a worker),
+    // nothing is known yet. A podman that hangs then holds one thread, not every caller's
+    // for up to --podman_timeout a command each.
     const bool stale = absl::Now() - image_infos_at_ > absl::Seconds(5);
     if (!image_infos_.empty()) {
       if (stale && refresh_if_stale && !image_infos_refreshing_) {
@@ -38,6 +41,7 @@ std::vector<sandbox::v1::ImageInfo> SessionManager::ImageInfos(bool refresh_if_s
       }
       return image_infos_;
     }
+    if (image_infos_refreshing_) return {};
     image_infos_refreshing_ = true;
   }
   return InspectImages();

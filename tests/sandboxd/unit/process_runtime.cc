@@ -99,7 +99,9 @@ std::vector<std::string> ProcessRuntime::started_images() {
 
 absl::StatusOr<std::vector<std::string>> ProcessRuntime::ImageOffers(const std::string& reference) {
   codemode::MutexLock lock(&mu_);
+  ++inspections_held_;
   mu_.Await(absl::Condition(+[](bool* held) { return !*held; }, &inspect_held_));
+  --inspections_held_;
   ++image_inspections_;
   if (absent_images_.count(reference)) {
     return absl::NotFoundError(absl::StrCat("image ", reference, " is not present"));
@@ -110,6 +112,11 @@ absl::StatusOr<std::vector<std::string>> ProcessRuntime::ImageOffers(const std::
 int ProcessRuntime::image_inspections() {
   codemode::MutexLock lock(&mu_);
   return image_inspections_;
+}
+
+int ProcessRuntime::inspections_held() {
+  codemode::MutexLock lock(&mu_);
+  return inspections_held_;
 }
 
 void ProcessRuntime::SetImageInspectHeld(bool held) {

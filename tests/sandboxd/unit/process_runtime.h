@@ -69,6 +69,7 @@ class ProcessRuntime : public ContainerRuntime {
   // While set, ImageOffers waits until it is cleared (an inspect that takes its time).
   void SetImageInspectHeld(bool held);
   int image_inspections();  // ImageOffers calls answered so far
+  int inspections_held();   // ImageOffers calls waiting on SetImageInspectHeld now
   // While set, Start waits until it is cleared (a podman run that takes its time).
   void SetStartHeld(bool held);
   int starts_held();  // Start calls waiting on SetStartHeld now
@@ -121,6 +122,7 @@ class ProcessRuntime : public ContainerRuntime {
   std::set<std::string> absent_images_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> offers_ ABSL_GUARDED_BY(mu_) = {"python3"};
   bool inspect_held_ ABSL_GUARDED_BY(mu_) = false;
+  int inspections_held_ ABSL_GUARDED_BY(mu_) = 0;
   bool start_held_ ABSL_GUARDED_BY(mu_) = false;
   int starts_held_ ABSL_GUARDED_BY(mu_) = 0;
   bool list_held_ ABSL_GUARDED_BY(mu_) = false;

@@ -570,5 +570,25 @@ TEST_F(SessionManagerTest, GetInfoAnswersFromTheCacheWhileImagesAreInspected) {
   StopManager(m);
 }
 
+// Before the first inspection of the images has answered (podman hangs at start), a caller
+// does not inspect them again, each in turn for up to --podman_timeout a command: GetInfo
+// answers at once with no images known yet, and lists them once the inspection answers.
+TEST_F(SessionManagerTest, WhileTheFirstImageInspectionHangsGetInfoDoesNotInspectAgain) {
+  runtime_->SetImageInspectHeld(true);
+  SessionManager* m = StartManager(Options());  // its start inspects them on a worker
+  if (!WaitFor([&] { return runtime_->inspections_held() == 1; })) {
+    runtime_->SetImageInspectHeld(false);
+    FAIL() << "no inspection at start";
+  }
+  std::future<sandbox::v1::Info> info = std::async(std::launch::async, [m] { return m->GetInfo(); });
+  const bool answered = info.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  const int held = runtime_->inspections_held();
+  runtime_->SetImageInspectHeld(false);
+  ASSERT_TRUE(answered) << "GetInfo waited for podman";
+  EXPECT_EQ(held, 1) << "GetInfo inspected the images again";
+  EXPECT_EQ(info.get().images_size(), 0);
+  EXPECT_TRUE(WaitFor([&] { return m->GetInfo().images_size() == 1; }));
+}
+
 }  // namespace
 }  // namespace sandboxd::testing
