@@ -345,6 +345,10 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
     size_t rooms = 0;
   };
   Holders HoldersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Claims of `owner` under way on other owners' sessions (each lands as one of its own),
+  // but for the hold `except`.
+  size_t ClaimingLocked(const std::string& owner, uint64_t except) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Containers still starting for callers that gave up: the rooms HoldersLocked leaves out
   // and the claims not pinned yet, but for the hold `except`.
   size_t FinishingLocked(uint64_t except = 0) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

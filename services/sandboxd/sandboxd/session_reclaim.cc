@@ -47,6 +47,10 @@ SessionManager::Refusal SessionManager::RefuseLocked(const Room& room, uint64_t 
   const size_t live = sessions_.size() + holders.rooms;
   const size_t owned = held.count(owner) ? held[owner] : 0;
   const uint32_t owner_limit = OwnerLimit(room);
+  // The daemon is full for this owner only while it has room of its own, its creations under
+  // way counted (claims on other owners' sessions, each of which lands as one of its own):
+  // told otherwise, a gateway would place one more of its sessions on another sandboxd.
+  const bool owner_has_room = owned + ClaimingLocked(owner, self) < owner_limit;
   Refusal refusal;
   Reclaim* reclaim = &refusal.reclaim;
   // Ending one session makes room unless a limit is exceeded (flags lowered since its
@@ -79,7 +83,7 @@ SessionManager::Refusal SessionManager::RefuseLocked(const Room& room, uint64_t 
     }
     refusal.why = absl::StrCat("too many sessions (the limit is ", options_.max_sessions,
                                "): the daemon is full (", full, "; this owner holds ", owned, ")");
-    refusal.daemon_full = owned < owner_limit;
+    refusal.daemon_full = owner_has_room;
   } else if (owned >= owner_limit) {
     const std::string which = owner_limit < options_.max_sessions_per_owner
                                   ? "the limit its creator asked for (max_owner_sessions)"
@@ -100,7 +104,8 @@ SessionManager::Refusal SessionManager::RefuseLocked(const Room& room, uint64_t 
   if (finishing > 0 && live + finishing >= options_.max_sessions &&
       (!refusal.refused() || !reclaim->empty())) {
     refusal.finishing = finishing;
-    refusal.daemon_full = refusal.daemon_full || !refusal.refused();  // refused for containers alone
+    // Refused for those containers alone: full for an owner with room.
+    refusal.daemon_full = refusal.daemon_full || (!refusal.refused() && owner_has_room);
     const std::string starting =
         absl::StrCat(Count(finishing, "container"), " still starting for callers that gave up");
     refusal.why = refusal.refused() ? absl::StrCat(refusal.why, "; ", starting)
@@ -226,6 +231,15 @@ SessionManager::Holders SessionManager::HoldersLocked() const {
     ++holders.rooms;
   }
   return holders;
+}
+
+size_t SessionManager::ClaimingLocked(const std::string& owner, uint64_t except) const {
+  size_t claiming = 0;
+  for (const auto& [key, h] : holds_) {
+    claiming += key != except && h.owner == owner && h.counts() && !h.victims.empty() &&
+                !h.victims.count(owner);
+  }
+  return claiming;
 }
 
 size_t SessionManager::FinishingLocked(uint64_t except) const {

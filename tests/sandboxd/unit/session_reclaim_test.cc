@@ -484,6 +484,40 @@ TEST_F(SessionManagerTest, ClaimsUnderWayAtTheOwnersLimitAreNotTheDaemonBeingFul
   EXPECT_FALSE(DaemonWasFull(third)) << third;
 }
 
+// A claim of alice's under way brings her to the limit she asked for: her next creation,
+// refused because every idle session that could make room is claimed, is hers to wait for,
+// not the daemon being full (another sandboxd would give her one more than she asked for).
+TEST_F(SessionManagerTest, AClaimUnderWayToTheOwnersLimitIsNotTheDaemonBeingFull) {
+  ManagerOptions o = Options();
+  o.max_sessions = 4;
+  SessionManager* m = StartManager(o);
+  std::vector<Started> busy;
+  for (int i = 0; i < 3; ++i) {
+    sandbox::v1::Session s = Create(m, OwnedBy("bob", false));
+    if (i == 0) continue;  // one of bob's stays idle: the one alice's claim takes
+    busy.push_back(Exec(m, s.id(), "import time\nwhile True:\n    time.sleep(0.01)"));
+    ASSERT_TRUE(busy.back().collector->WaitStarted());
+  }
+  sandbox::v1::CreateSessionRequest alice = OwnedBy("alice", false);
+  alice.set_max_owner_sessions(2);
+  ASSERT_FALSE(Create(m, alice).id().empty());
+  runtime_->SetStartHeld(true);
+  auto claim = std::async(std::launch::async, [&] { return m->CreateSession(alice); });
+  const bool held = WaitFor([&] { return runtime_->starts_held() == 1; });
+  absl::Status next = m->CreateSession(alice).status();
+  runtime_->SetStartHeld(false);
+  ASSERT_TRUE(held);
+  EXPECT_TRUE(claim.get().ok());
+  EXPECT_EQ(next.code(), absl::StatusCode::kResourceExhausted) << next;
+  EXPECT_THAT(std::string(next.message()), HasSubstr("being reclaimed for another creation"));
+  EXPECT_FALSE(DaemonWasFull(next)) << next;
+  EXPECT_EQ(m->ListSessions("alice").size(), 2u);
+  for (Started& b : busy) {
+    b.execution->Cancel();
+    ASSERT_TRUE(b.collector->WaitFinished());
+  }
+}
+
 // The session user ids run out for an owner that reclaims its own session at its limit:
 // the owner's refusal (no other sandboxd should take it), and one under its limit is told
 // the daemon is full.
