@@ -438,8 +438,8 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
                    : absl::StrCat(" and ", tcp.address, " (port ", (*tcp_listener)->port(), ", ",
                                   tcp.tls.client_ca.empty() ? "TLS" : "TLS with client certificates", ")"),
                options.state_dir, options.image, options.pool_size, options.js_pool_size);
-  // READY=1: the socket accepts RPCs and earlier sessions are re-attached; whether new
-  // sessions can start is the health status (above).
+  // READY=1: the socket accepts RPCs, and earlier sessions are re-attached once the runtime
+  // has answered and listed them (now, or when the health status turns SERVING).
   (void)notifier.Notify("READY=1");
 
   spdlog::info("{}: draining and stopping", shutdown.Wait());

@@ -30,9 +30,9 @@ std::vector<sandbox::v1::ImageInfo> SessionManager::ImageInfos(bool refresh_if_s
     // asks every endpoint's GetInfo before each new sandbox it places). Only the first
     // caller, when nothing is known yet, inspects inline; nobody waits under the lock (a
     // GetInfo refreshing it once held a JavaScript CreateSession for 20 ms), nor for
-    // another caller's inspection: while the first one runs (the start's, on a worker),
-    // nothing is known yet. A podman that hangs then holds one thread, not every caller's
-    // for up to --podman_timeout a command each.
+    // another caller's inspection: while the first one runs (on a worker, when the runtime
+    // did not answer the start's probe), nothing is known yet. A podman that hangs then
+    // holds one thread, not every caller's for up to --podman_timeout a command each.
     const bool stale = absl::Now() - image_infos_at_ > absl::Seconds(5);
     if (!image_infos_.empty()) {
       if (stale && refresh_if_stale && !image_infos_refreshing_) {

@@ -120,13 +120,19 @@ absl::Status SessionManager::Start() {
         absl::StrCat("cannot create state directory ", options_.state_dir, ": ", ec.message()));
   }
   // A runtime that does not answer is logged (readiness) and retried by the pool's thread.
-  (void)factory_.EnsureProbed();
+  const bool probed = factory_.EnsureProbed().ok();
   if (options_.background) {
     pools_.Start();
     reaper_thread_ = codemode::StartThread("reaper", [this] { ReaperLoop(); });
-    // The images' cache filled now, so that the first GetInfo (a gateway placing its first
-    // sandbox here, within 0.5 s) answers from it instead of inspecting every image.
-    workers_.Post([this] { ImageInfos(); });
+    // The images' cache filled before the daemon serves, so that GetInfo lists them from the
+    // first call on and answers from the cache (a gateway asks it before each sandbox it
+    // places). A runtime that did not answer its probe is asked on a worker instead, and
+    // until it answers GetInfo lists no images (ImageInfos).
+    if (probed) {
+      ImageInfos();
+    } else {
+      workers_.Post([this] { ImageInfos(); });
+    }
   }
   return absl::OkStatus();
 }

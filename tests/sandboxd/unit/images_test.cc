@@ -1,6 +1,10 @@
 // Images: the --images allowlist (ImageSet), the per-session choice by name, what GetInfo
-// says each image offers, the warm pool holding only the default image, and the choice
-// surviving a daemon restart.
+// says each image offers (from a cache filled at start), the warm pool holding only the
+// default image, and the choice surviving a daemon restart.
+#include <chrono>
+#include <future>
+#include <thread>
+
 #include "sandboxd/images.h"
 #include "session_manager_fixture.h"
 
@@ -112,6 +116,60 @@ TEST_F(SessionManagerTest, ABadImageListFailsTheStart) {
   o.images = {"not a pair"};
   SessionManager m(o, runtime_.get(), &clock_, nullptr);
   EXPECT_EQ(m.Start().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A gateway asks every endpoint's GetInfo before each sandbox it places: GetInfo answers
+// from the images' cache, filled at start, and while a stale one is inspected again on a
+// worker.
+TEST_F(SessionManagerTest, GetInfoAnswersFromTheCacheWhileImagesAreInspected) {
+  SessionManager* m = StartManager(Options());
+  // GetInfo's images while every inspect is held (none: it waited for one, a hang bound).
+  auto images_while_held = [&]() -> std::optional<int> {
+    runtime_->SetImageInspectHeld(true);
+    std::future<sandbox::v1::Info> info = std::async(std::launch::async, [m] { return m->GetInfo(); });
+    const bool answered = info.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+    runtime_->SetImageInspectHeld(false);
+    if (!answered) return std::nullopt;
+    return info.get().images_size();
+  };
+  ASSERT_TRUE(WaitFor([&] { return runtime_->image_inspections() > 0; })) << "no inspect at start";
+  EXPECT_EQ(images_while_held(), 1) << "the first GetInfo inspected the images";
+  std::this_thread::sleep_for(std::chrono::milliseconds(5200));  // the cache is stale now
+  EXPECT_EQ(images_while_held(), 1) << "GetInfo waited for a stale cache's inspect";
+  StopManager(m);
+}
+
+// GetInfo lists the images from the first call: the start inspects them before the daemon
+// serves.
+TEST_F(SessionManagerTest, TheFirstGetInfoListsTheImages) {
+  auto m = std::make_unique<SessionManager>(Options(), runtime_.get(), &clock_);
+  ASSERT_OK(m->Start());
+  EXPECT_EQ(runtime_->image_inspections(), 1) << "Start returned before it inspected the image";
+  EXPECT_EQ(m->GetInfo().images_size(), 1);
+  EXPECT_EQ(runtime_->image_inspections(), 1) << "GetInfo inspected it again";
+  m->Shutdown();
+}
+
+// Before the first inspection of the images has answered (podman hangs at start: the probe
+// fails and the images are inspected on a worker), a caller does not inspect them again,
+// each in turn for up to --podman_timeout a command: GetInfo answers at once with no images
+// known yet, and lists them once the inspection answers.
+TEST_F(SessionManagerTest, WhileTheFirstImageInspectionHangsGetInfoDoesNotInspectAgain) {
+  runtime_->SetProbeFailure("podman info timed out");
+  runtime_->SetImageInspectHeld(true);
+  SessionManager* m = StartManager(Options());
+  if (!WaitFor([&] { return runtime_->inspections_held() == 1; })) {
+    runtime_->SetImageInspectHeld(false);
+    FAIL() << "no inspection at start";
+  }
+  std::future<sandbox::v1::Info> info = std::async(std::launch::async, [m] { return m->GetInfo(); });
+  const bool answered = info.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  const int held = runtime_->inspections_held();
+  runtime_->SetImageInspectHeld(false);
+  ASSERT_TRUE(answered) << "GetInfo waited for podman";
+  EXPECT_EQ(held, 1) << "GetInfo inspected the images again";
+  EXPECT_EQ(info.get().images_size(), 0);
+  EXPECT_TRUE(WaitFor([&] { return m->GetInfo().images_size() == 1; }));
 }
 
 }  // namespace
