@@ -320,7 +320,7 @@ void SandboxFactory::NoteStartResult(const absl::Status& status) {
     spdlog::info("containers start: health SERVING");
   } else {
     spdlog::error("cannot start containers: {} (health NOT_SERVING; CreateSession answers "
-                  "UNAVAILABLE; retrying in the background)", status.message());
+                  "UNAVAILABLE; retrying in the background)", codemode::LogLongText(status.message()));
   }
   if (serving_changed && hooks_.on_readiness_changed) hooks_.on_readiness_changed();
 }

@@ -82,7 +82,9 @@ TEST_F(SessionManagerTest, AListingOfThePreviousRunThatFailsIsRetriedNotSkipped)
   EXPECT_EQ(Eval(m1, old.id(), "x = 5"), "");
   StopManager(m1);
 
-  runtime_->SetListFailure("podman ps: database is locked");
+  // podman's error is the runtime's bytes: logged escaped, never as lines of their own.
+  std::optional<LogCapture> log(std::in_place);
+  runtime_->SetListFailure("podman ps: database is locked\n[2026-12-04] [info] forged line");
   SessionManager* m2 = StartManager();
   EXPECT_FALSE(m2->readiness().serving);
   EXPECT_THAT(m2->readiness().reason, HasSubstr("cannot list containers of the previous run"));
@@ -90,6 +92,8 @@ TEST_F(SessionManagerTest, AListingOfThePreviousRunThatFailsIsRetriedNotSkipped)
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
   EXPECT_EQ(m2->GetSession(old.id()).status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(ContainerExists(old.container_id()));
+  EXPECT_GT(log->Count("database is locked\\n[2026-12-04]"), 0);
+  EXPECT_EQ(log->Count("\n[2026-12-04] [info] forged line"), 0);
 
   runtime_->SetListFailure(std::nullopt);
   absl::StatusOr<sandbox::v1::Session> s;
