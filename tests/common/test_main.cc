@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "log_capture.h"
 #include "opt_out.h"
 #include "spdlog/spdlog.h"
 
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
   // built with ThreadSanitizer; created here, before any test starts a thread, its
   // initialisation happens-before every use (and TSan can see that).
   spdlog::default_logger_raw();
+  testlog::LogCapture::Install();  // before any test's thread logs (log_capture.h)
   ::testing::InitGoogleTest(&argc, argv);
   auto* policy = new sandbox_testing::SkipPolicy;  // owned by gtest
   ::testing::UnitTest::GetInstance()->listeners().Append(policy);
