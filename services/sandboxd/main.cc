@@ -104,6 +104,9 @@ ABSL_FLAG(uint32_t, max_sessions_per_owner, 32,
           "hold at once, so no client takes every slot.");
 ABSL_FLAG(absl::Duration, idle_ttl, absl::Minutes(30),
           "Sessions idle this long are deleted.");
+ABSL_FLAG(absl::Duration, start_images_wait, absl::Seconds(5),
+          "How long the start waits for podman to describe the images (GetInfo's images) "
+          "before it serves; until podman answers, GetInfo lists none.");
 ABSL_FLAG(absl::Duration, lost_session_ttl, absl::Minutes(30),
           "A lost session frees its slot and container at once; its id answers 'session "
           "lost: <reason>' (FAILED_PRECONDITION) for this long unless deleted first.");
@@ -286,6 +289,7 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
   options.js_pool_max = absl::GetFlag(FLAGS_js_pool_max);
   options.pool_shrink_after = absl::GetFlag(FLAGS_pool_shrink_after);
   options.idle_ttl = absl::GetFlag(FLAGS_idle_ttl);
+  options.start_images_wait = absl::GetFlag(FLAGS_start_images_wait);
   options.lost_session_ttl = absl::GetFlag(FLAGS_lost_session_ttl);
   options.max_lost_sessions = absl::GetFlag(FLAGS_max_lost_sessions);
   options.max_code_bytes = absl::GetFlag(FLAGS_max_code_bytes);

@@ -235,6 +235,13 @@ PodmanRuntime::PodmanRuntime(PodmanOptions options, SandboxdMetrics* metrics)
       env_(PodmanEnvironment(OurEnvironment())),
       removers_(RemoverOptions(kParallelRemovals - 1)) {}
 
+std::vector<std::string> PodmanRuntime::Argv(const std::vector<std::string>& args) const {
+  std::vector<std::string> argv = {options_.podman};
+  argv.insert(argv.end(), options_.global_args.begin(), options_.global_args.end());
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
 absl::StatusOr<SubprocessResult> PodmanRuntime::RunPodman(SandboxdMetrics::ContainerOp op,
                                                           const std::vector<std::string>& argv) {
   SubprocessOptions opts;
@@ -253,10 +260,7 @@ absl::StatusOr<SubprocessResult> PodmanRuntime::RunPodman(SandboxdMetrics::Conta
 
 absl::StatusOr<std::string> PodmanRuntime::Podman(SandboxdMetrics::ContainerOp op,
                                                   std::vector<std::string> args, bool* timed_out) {
-  std::vector<std::string> argv = {options_.podman};
-  argv.insert(argv.end(), options_.global_args.begin(), options_.global_args.end());
-  argv.insert(argv.end(), args.begin(), args.end());
-  absl::StatusOr<SubprocessResult> r = RunPodman(op, argv);
+  absl::StatusOr<SubprocessResult> r = RunPodman(op, Argv(args));
   if (!r.ok()) {
     return absl::UnavailableError(absl::StrCat("cannot run podman: ", r.status().message()));
   }
@@ -347,8 +351,11 @@ absl::StatusOr<std::vector<std::string>> PodmanRuntime::ImageOffers(const std::s
       {"image", "inspect", "--format",
        absl::StrCat("{{index .Labels \"", kImageOffersLabel, "\"}}"), reference});
   if (!label.ok()) {
-    // One process when the image is there; a second only to tell "absent" from a failure.
-    if (!Podman(Op::kImageExists, {"image", "exists", reference}).ok()) {
+    // One process when the image is there; a second only to tell "absent" (`image exists`
+    // exits 1) from a failure (a timeout, podman's own error), which says nothing of it.
+    absl::StatusOr<SubprocessResult> exists =
+        RunPodman(Op::kImageExists, Argv({"image", "exists", reference}));
+    if (exists.ok() && !exists->timed_out && exists->exit_code == 1) {
       return absl::NotFoundError(absl::StrCat("image ", reference, " is not present"));
     }
     return label.status();

@@ -162,6 +162,8 @@ class PodmanRuntime : public ContainerRuntime {
   // `*timed_out`, when given, is set).
   absl::StatusOr<std::string> Podman(SandboxdMetrics::ContainerOp op, std::vector<std::string> args,
                                      bool* timed_out = nullptr);
+  // podman with the global args, then `args`.
+  std::vector<std::string> Argv(const std::vector<std::string>& args) const;
   // Runs a whole podman argv (`podman run`), counted as `op`.
   absl::StatusOr<SubprocessResult> RunPodman(SandboxdMetrics::ContainerOp op,
                                              const std::vector<std::string>& argv);

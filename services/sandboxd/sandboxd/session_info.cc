@@ -27,13 +27,14 @@ std::vector<sandbox::v1::ImageInfo> SessionManager::ImageInfos(bool refresh_if_s
     codemode::MutexLock lock(&images_mu_);
     // podman image inspect costs tens of milliseconds: asked at most every few seconds, so a
     // rebuilt image shows soon, and on a worker, so that no caller waits for it (a gateway
-    // asks every endpoint's GetInfo before each new sandbox it places). Only the first
-    // caller, when nothing is known yet, inspects inline; nobody waits under the lock (a
-    // GetInfo refreshing it once held a JavaScript CreateSession for 20 ms), nor for
-    // another caller's inspection: while the first one runs (on a worker, when the runtime
-    // did not answer the start's probe), nothing is known yet. A podman that hangs then
-    // holds one thread, not every caller's for up to --podman_timeout a command each.
-    const bool stale = absl::Now() - image_infos_at_ > absl::Seconds(5);
+    // asks every endpoint's GetInfo before each new sandbox it places). The start's
+    // inspection runs on a worker (Start); a caller finding nothing known and none under
+    // way (a manager without background work) inspects inline. Nobody waits under the lock
+    // (a GetInfo refreshing it once held a JavaScript CreateSession for 20 ms), nor for
+    // another caller's inspection: while the first one runs, nothing is known yet. A podman
+    // that hangs then holds one thread, not every caller's for up to --podman_timeout a
+    // command each.
+    const bool stale = clock_->NowMs() - image_infos_at_ms_ > 5000;
     if (!image_infos_.empty()) {
       if (stale && refresh_if_stale && !image_infos_refreshing_) {
         image_infos_refreshing_ = true;
@@ -48,21 +49,33 @@ std::vector<sandbox::v1::ImageInfo> SessionManager::ImageInfos(bool refresh_if_s
 }
 
 std::vector<sandbox::v1::ImageInfo> SessionManager::InspectImages() {
+  std::vector<sandbox::v1::ImageInfo> known;
+  {
+    codemode::MutexLock lock(&images_mu_);
+    known = image_infos_;
+  }
   std::vector<sandbox::v1::ImageInfo> infos;
   for (const ImageChoice& choice : images_->all()) {
     sandbox::v1::ImageInfo image;
     image.set_name(choice.name);
     image.set_reference(choice.reference);
     absl::StatusOr<std::vector<std::string>> offers = runtime_->ImageOffers(choice.reference);
-    image.set_present(offers.ok());
     if (offers.ok()) {
+      image.set_present(true);
       for (const std::string& offer : *offers) image.add_offers(offer);
+    } else if (!absl::IsNotFound(offers.status())) {
+      // Podman failed to answer (a timeout, its own error): what was known stays, and an
+      // image never seen is not called absent.
+      image.set_present(true);
+      for (const sandbox::v1::ImageInfo& before : known) {
+        if (before.name() == choice.name && before.reference() == choice.reference) image = before;
+      }
     }
     infos.push_back(std::move(image));
   }
   codemode::MutexLock lock(&images_mu_);
   image_infos_ = infos;
-  image_infos_at_ = absl::Now();
+  image_infos_at_ms_ = clock_->NowMs();
   image_infos_refreshing_ = false;
   return infos;
 }

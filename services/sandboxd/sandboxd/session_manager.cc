@@ -126,12 +126,20 @@ absl::Status SessionManager::Start() {
     reaper_thread_ = codemode::StartThread("reaper", [this] { ReaperLoop(); });
     // The images' cache filled before the daemon serves, so that GetInfo lists them from the
     // first call on and answers from the cache (a gateway asks it before each sandbox it
-    // places). A runtime that did not answer its probe is asked on a worker instead, and
-    // until it answers GetInfo lists no images (ImageInfos).
+    // places). Inspected on a worker and waited for only so long: until it answers,
+    // GetInfo lists no images (ImageInfos). A runtime that did not answer its probe is not
+    // waited for at all.
+    {
+      codemode::MutexLock lock(&images_mu_);
+      image_infos_refreshing_ = true;
+    }
+    workers_.Post([this] { InspectImages(); });
     if (probed) {
-      ImageInfos();
-    } else {
-      workers_.Post([this] { ImageInfos(); });
+      codemode::MutexLock lock(&images_mu_);
+      auto inspected = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(images_mu_) {
+        return !image_infos_refreshing_;
+      };
+      images_mu_.AwaitWithTimeout(absl::Condition(&inspected), options_.start_images_wait);
     }
   }
   return absl::OkStatus();

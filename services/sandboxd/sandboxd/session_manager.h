@@ -76,6 +76,10 @@ struct ManagerOptions {
   // the image: one rebuilt with nodejs is noticed within this plus the image cache's 5 s).
   absl::Duration js_pool_recheck = absl::Seconds(30);
   absl::Duration idle_ttl = absl::Minutes(30);
+  // How long the start waits for the images' first inspection before the daemon serves
+  // (--start_images_wait): GetInfo lists no images until it answers. Bounded, so that a
+  // podman hanging on image commands does not outlast systemd's start timeout.
+  absl::Duration start_images_wait = absl::Seconds(5);
   uint64_t max_code_bytes = 1u << 20;
   std::vector<std::string> container_env;  // KEY=VALUE passed into every container
   absl::Duration runner_start_timeout = absl::Seconds(20);
@@ -433,7 +437,7 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   std::thread reaper_thread_;
   codemode::Mutex images_mu_;
   std::vector<sandbox::v1::ImageInfo> image_infos_ ABSL_GUARDED_BY(images_mu_);
-  absl::Time image_infos_at_ ABSL_GUARDED_BY(images_mu_);
+  int64_t image_infos_at_ms_ ABSL_GUARDED_BY(images_mu_) = 0;  // clock_
   bool image_infos_refreshing_ ABSL_GUARDED_BY(images_mu_) = false;
 };
 

@@ -134,7 +134,7 @@ TEST_F(SessionManagerTest, GetInfoAnswersFromTheCacheWhileImagesAreInspected) {
   };
   ASSERT_TRUE(WaitFor([&] { return runtime_->image_inspections() > 0; })) << "no inspect at start";
   EXPECT_EQ(images_while_held(), 1) << "the first GetInfo inspected the images";
-  std::this_thread::sleep_for(std::chrono::milliseconds(5200));  // the cache is stale now
+  clock_.Advance(absl::Seconds(6));  // the cache is stale now
   EXPECT_EQ(images_while_held(), 1) << "GetInfo waited for a stale cache's inspect";
   StopManager(m);
 }
@@ -170,6 +170,53 @@ TEST_F(SessionManagerTest, WhileTheFirstImageInspectionHangsGetInfoDoesNotInspec
   EXPECT_EQ(held, 1) << "GetInfo inspected the images again";
   EXPECT_EQ(info.get().images_size(), 0);
   EXPECT_TRUE(WaitFor([&] { return m->GetInfo().images_size() == 1; }));
+}
+
+// A podman that answers its probe but hangs on image commands holds the start for
+// --start_images_wait at most, not for --podman_timeout per command and image (which would
+// outlast systemd's start timeout and restart the daemon in a loop): the daemon serves, and
+// GetInfo lists the images once podman answers.
+TEST_F(SessionManagerTest, AHangingImageInspectionHoldsTheStartForABoundedTime) {
+  runtime_->SetImageInspectHeld(true);
+  ManagerOptions o = Options();
+  o.start_images_wait = absl::Milliseconds(300);
+  auto m = std::make_unique<SessionManager>(o, runtime_.get(), &clock_);
+  std::future<absl::Status> started = std::async(std::launch::async, [&] { return m->Start(); });
+  const bool returned = started.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+  const int images = returned ? m->GetInfo().images_size() : -1;
+  runtime_->SetImageInspectHeld(false);
+  ASSERT_TRUE(returned) << "the start waited for podman's image inspection";
+  ASSERT_OK(started.get());
+  EXPECT_EQ(images, 0) << "GetInfo listed images nobody had inspected";
+  EXPECT_TRUE(WaitFor([&] { return m->GetInfo().images_size() == 1; }));
+  m->Shutdown();
+}
+
+// An inspection that fails (podman timed out) says nothing of the image: GetInfo keeps what
+// it knew, and never calls a present image absent. Only podman saying so makes it absent.
+TEST_F(SessionManagerTest, AFailedInspectionKeepsWhatWasKnownOfTheImages) {
+  runtime_->SetImageOffers({"python3", "nodejs"});
+  SessionManager* m = StartManager(Options());
+  ASSERT_EQ(m->GetInfo().images_size(), 1);
+  runtime_->SetImageInspectFailure("podman image timed out");
+  const int before = runtime_->image_inspections();
+  clock_.Advance(absl::Seconds(6));  // stale: the next GetInfo refreshes on a worker
+  (void)m->GetInfo();
+  ASSERT_TRUE(WaitFor([&] { return runtime_->image_inspections() > before; }));
+  for (int i = 0; i < 20; ++i) {  // the refresh answers soon after its inspection
+    sandbox::v1::Info info = m->GetInfo();
+    ASSERT_EQ(info.images_size(), 1);
+    EXPECT_TRUE(info.images(0).present()) << "a failed inspection called the image absent";
+    EXPECT_THAT(info.images(0).offers(), ::testing::ElementsAre("python3", "nodejs"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  runtime_->SetImageInspectFailure(std::nullopt);
+  runtime_->SetImageAbsent("host-python");
+  clock_.Advance(absl::Seconds(6));
+  EXPECT_TRUE(WaitFor([&] {
+    sandbox::v1::Info info = m->GetInfo();
+    return info.images_size() == 1 && !info.images(0).present();
+  })) << "an absent image was not called absent";
 }
 
 }  // namespace

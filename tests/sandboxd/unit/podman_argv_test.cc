@@ -1,6 +1,8 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using Argv = std::vector<std::string>;
 using nlohmann::json;
+namespace fs = std::filesystem;
 
 ContainerSpec Spec() {
   ContainerSpec s;
@@ -526,6 +529,29 @@ TEST(BuildCreateSpecTest, TheCommandIsBuildRunArgvsTail) {
     EXPECT_EQ(std::vector<std::string>(argv.end() - command.size(), argv.end()), command);
     EXPECT_EQ(argv[argv.size() - command.size() - 1], spec.image);
   }
+}
+
+// `podman image exists` exits 1 for an absent image; any other failure (podman's own error,
+// a timeout) says nothing of the image, so only that exit makes ImageOffers NOT_FOUND.
+TEST(PodmanImageOffersTest, OnlyPodmanSayingSoMakesAnImageAbsent) {
+  char tmpl[] = "/tmp/sbx-podman-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  auto offers = [&](const std::string& exists) {
+    const std::string podman = dir + "/podman";
+    std::ofstream(podman) << "#!/bin/sh\n"
+                          << "[ \"$1 $2\" = \"image exists\" ] && { " << exists << "; }\n"
+                          << "echo 'Error: something went wrong' >&2; exit 125\n";
+    fs::permissions(podman, fs::perms::owner_all);
+    PodmanOptions o;
+    o.podman = podman;
+    o.command_timeout = absl::Milliseconds(300);
+    return PodmanRuntime(o).ImageOffers("localhost/img").status();
+  };
+  EXPECT_EQ(offers("exit 1").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(offers("exit 125").code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(offers("exec sleep 10").code(), absl::StatusCode::kUnavailable);
+  fs::remove_all(dir);
 }
 
 }  // namespace

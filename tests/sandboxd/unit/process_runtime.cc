@@ -92,6 +92,11 @@ void ProcessRuntime::SetImageAbsent(const std::string& reference) {
   absent_images_.insert(reference);
 }
 
+void ProcessRuntime::SetImageInspectFailure(std::optional<std::string> why) {
+  codemode::MutexLock lock(&mu_);
+  inspect_failure_ = std::move(why);
+}
+
 std::vector<std::string> ProcessRuntime::started_images() {
   codemode::MutexLock lock(&mu_);
   return started_images_;
@@ -103,6 +108,7 @@ absl::StatusOr<std::vector<std::string>> ProcessRuntime::ImageOffers(const std::
   mu_.Await(absl::Condition(+[](bool* held) { return !*held; }, &inspect_held_));
   --inspections_held_;
   ++image_inspections_;
+  if (inspect_failure_) return absl::UnavailableError(*inspect_failure_);
   if (absent_images_.count(reference)) {
     return absl::NotFoundError(absl::StrCat("image ", reference, " is not present"));
   }

@@ -65,6 +65,8 @@ class ProcessRuntime : public ContainerRuntime {
   void SetRemoveFailure(std::optional<std::string> message);
   void SetListFailure(std::optional<std::string> message);
   void SetImageAbsent(const std::string& reference);
+  // Every image inspection fails with this (podman timed out, say); nullopt: they work.
+  void SetImageInspectFailure(std::optional<std::string> why);
   void SetImageOffers(std::vector<std::string> offers);
   // While set, ImageOffers waits until it is cleared (an inspect that takes its time).
   void SetImageInspectHeld(bool held);
@@ -120,6 +122,7 @@ class ProcessRuntime : public ContainerRuntime {
   int start_calls_ ABSL_GUARDED_BY(mu_) = 0;
   int probe_calls_ ABSL_GUARDED_BY(mu_) = 0;
   std::set<std::string> absent_images_ ABSL_GUARDED_BY(mu_);
+  std::optional<std::string> inspect_failure_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> offers_ ABSL_GUARDED_BY(mu_) = {"python3"};
   bool inspect_held_ ABSL_GUARDED_BY(mu_) = false;
   int inspections_held_ ABSL_GUARDED_BY(mu_) = 0;
