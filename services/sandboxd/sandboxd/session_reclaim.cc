@@ -50,7 +50,8 @@ SessionManager::Refusal SessionManager::RefuseLocked(const Room& room, uint64_t 
   // The daemon is full for this owner only while it has room of its own, its creations under
   // way counted (claims on other owners' sessions, each of which lands as one of its own):
   // told otherwise, a gateway would place one more of its sessions on another sandboxd.
-  const bool owner_has_room = owned + ClaimingLocked(owner, self) < owner_limit;
+  const size_t claiming = ClaimingLocked(owner, self);
+  const bool owner_has_room = owned + claiming < owner_limit;
   Refusal refusal;
   Reclaim* reclaim = &refusal.reclaim;
   // Ending one session makes room unless a limit is exceeded (flags lowered since its
@@ -84,7 +85,7 @@ SessionManager::Refusal SessionManager::RefuseLocked(const Room& room, uint64_t 
     refusal.why = absl::StrCat("too many sessions (the limit is ", options_.max_sessions,
                                "): the daemon is full (", full, "; this owner holds ", owned, ")");
     refusal.daemon_full = owner_has_room;
-  } else if (owned >= owner_limit) {
+  } else if (!owner_has_room) {
     const std::string which = owner_limit < options_.max_sessions_per_owner
                                   ? "the limit its creator asked for (max_owner_sessions)"
                                   : "--max_sessions_per_owner";
@@ -94,7 +95,9 @@ SessionManager::Refusal SessionManager::RefuseLocked(const Room& room, uint64_t 
                                      ") and this was its least recently used idle session");
     }
     refusal.why = absl::StrCat("too many sessions of this owner (the limit is ", owner_limit,
-                               " per owner, ", which, ")");
+                               " per owner, ", which, ")",
+                               claiming > 0 ? absl::StrCat(", ", claiming, " of them being created")
+                                            : "");
   }
   // Containers still starting for callers that gave up (for room or for a claim) are not
   // sessions anyone wants, and no session is ended for them; but they are containers,

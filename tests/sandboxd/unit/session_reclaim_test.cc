@@ -484,38 +484,75 @@ TEST_F(SessionManagerTest, ClaimsUnderWayAtTheOwnersLimitAreNotTheDaemonBeingFul
   EXPECT_FALSE(DaemonWasFull(third)) << third;
 }
 
+// At a full daemon of 4: bob's three sessions (one idle, two busy) and alice's one; alice
+// (max_owner_sessions 2) has a claim on bob's idle session under way, its container's
+// start held.
+class ClaimUnderWayTest : public SessionManagerTest {
+ protected:
+  void SetUp() override {
+    SessionManagerTest::SetUp();
+    ManagerOptions o = Options();
+    o.max_sessions = 4;
+    m_ = StartManager(o);
+    for (int i = 0; i < 3; ++i) {
+      sandbox::v1::Session s = Create(m_, OwnedBy("bob", false));
+      if (i == 0) continue;  // one of bob's stays idle: the one alice's claim takes
+      busy_.push_back(Exec(m_, s.id(), "import time\nwhile True:\n    time.sleep(0.01)"));
+      busy_ids_.push_back(s.id());
+      ASSERT_TRUE(busy_.back().collector->WaitStarted());
+    }
+    alice_ = OwnedBy("alice", false);
+    alice_.set_max_owner_sessions(2);
+    ASSERT_FALSE(Create(m_, alice_).id().empty());
+    runtime_->SetStartHeld(true);
+    claim_ = std::async(std::launch::async, [this] { return m_->CreateSession(alice_); });
+    held_ = WaitFor([&] { return runtime_->starts_held() == 1; });
+  }
+  void TearDown() override {
+    runtime_->SetStartHeld(false);
+    for (Started& b : busy_) b.execution->Cancel();
+    if (claim_.valid()) claim_.wait();
+    SessionManagerTest::TearDown();
+  }
+
+  SessionManager* m_ = nullptr;
+  std::vector<Started> busy_;
+  std::vector<std::string> busy_ids_;
+  sandbox::v1::CreateSessionRequest alice_;
+  std::future<absl::StatusOr<sandbox::v1::Session>> claim_;
+  bool held_ = false;
+};
+
 // A claim of alice's under way brings her to the limit she asked for: her next creation,
 // refused because every idle session that could make room is claimed, is hers to wait for,
 // not the daemon being full (another sandboxd would give her one more than she asked for).
-TEST_F(SessionManagerTest, AClaimUnderWayToTheOwnersLimitIsNotTheDaemonBeingFull) {
-  ManagerOptions o = Options();
-  o.max_sessions = 4;
-  SessionManager* m = StartManager(o);
-  std::vector<Started> busy;
-  for (int i = 0; i < 3; ++i) {
-    sandbox::v1::Session s = Create(m, OwnedBy("bob", false));
-    if (i == 0) continue;  // one of bob's stays idle: the one alice's claim takes
-    busy.push_back(Exec(m, s.id(), "import time\nwhile True:\n    time.sleep(0.01)"));
-    ASSERT_TRUE(busy.back().collector->WaitStarted());
-  }
-  sandbox::v1::CreateSessionRequest alice = OwnedBy("alice", false);
-  alice.set_max_owner_sessions(2);
-  ASSERT_FALSE(Create(m, alice).id().empty());
-  runtime_->SetStartHeld(true);
-  auto claim = std::async(std::launch::async, [&] { return m->CreateSession(alice); });
-  const bool held = WaitFor([&] { return runtime_->starts_held() == 1; });
-  absl::Status next = m->CreateSession(alice).status();
+TEST_F(ClaimUnderWayTest, AClaimUnderWayToTheOwnersLimitIsNotTheDaemonBeingFull) {
+  absl::Status next = m_->CreateSession(alice_).status();
   runtime_->SetStartHeld(false);
-  ASSERT_TRUE(held);
-  EXPECT_TRUE(claim.get().ok());
+  ASSERT_TRUE(held_);
+  EXPECT_TRUE(claim_.get().ok());
   EXPECT_EQ(next.code(), absl::StatusCode::kResourceExhausted) << next;
   EXPECT_THAT(std::string(next.message()), HasSubstr("being reclaimed for another creation"));
   EXPECT_FALSE(DaemonWasFull(next)) << next;
-  EXPECT_EQ(m->ListSessions("alice").size(), 2u);
-  for (Started& b : busy) {
-    b.execution->Cancel();
-    ASSERT_TRUE(b.collector->WaitFinished());
-  }
+  EXPECT_EQ(m_->ListSessions("alice").size(), 2u);
+}
+
+// A slot that frees while an owner's claim is under way does not admit that owner past its
+// limit: the claim counts as one of its sessions already, so its next creation is refused at
+// once, before a container starts for it only to be thrown away when it registers.
+TEST_F(ClaimUnderWayTest, AClaimUnderWayCountsAgainstTheOwnersLimitWhenASlotFrees) {
+  ASSERT_OK(m_->DeleteSession(busy_ids_[0]));  // a slot frees: the daemon is not full now
+  auto next = std::async(std::launch::async, [&] { return m_->CreateSession(alice_).status(); });
+  const bool answered = next.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  runtime_->SetStartHeld(false);
+  ASSERT_TRUE(held_);
+  EXPECT_TRUE(claim_.get().ok());
+  ASSERT_TRUE(answered) << "a container started for a creation past the owner's limit";
+  absl::Status refused = next.get();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("too many sessions of this owner"));
+  EXPECT_FALSE(DaemonWasFull(refused)) << refused;
+  EXPECT_EQ(m_->ListSessions("alice").size(), 2u);
 }
 
 // The session user ids run out for an owner that reclaims its own session at its limit:
