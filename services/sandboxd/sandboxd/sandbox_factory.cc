@@ -48,8 +48,26 @@ absl::Status SandboxFactory::EnsureProbed() {
   // One probe at a time, and the first success's hook (re-attaching the previous run's
   // sessions, sweeping what it cannot) before anything starts: a container started during
   // the sweep would be taken for a stale one. A caller that waited here while another's
-  // probe failed takes that answer instead of asking the runtime again.
-  codemode::MutexLock probing(&probe_mu_);
+  // probe failed takes that answer instead of asking the runtime again. Once a probe has
+  // failed, a caller finding another under way does not wait for it at all: it answers
+  // with the runtime's last failure at once, rather than hold its thread (an RPC's) for
+  // up to --podman_timeout while readiness already says NOT_SERVING.
+  if (!probe_mu_.TryLock()) {
+    if (failures_seen > 0) {
+      codemode::MutexLock lock(&mu_);
+      return absl::UnavailableError(
+          runtime_error_.empty() ? "the container runtime answers again; the previous run's "
+                                   "sessions are being re-attached"
+                                 : runtime_error_);
+    }
+    probe_mu_.Lock();
+  }
+  absl::Status probed = ProbeLocked(failures_seen);
+  probe_mu_.Unlock();
+  return probed;
+}
+
+absl::Status SandboxFactory::ProbeLocked(uint64_t failures_seen) {
   {
     codemode::MutexLock lock(&mu_);
     if (probed_) return absl::OkStatus();

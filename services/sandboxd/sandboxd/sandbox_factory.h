@@ -177,6 +177,9 @@ class SandboxFactory {
 
  private:
   void NoteStartResult(const absl::Status& status);
+  // EnsureProbed's probe and hook, unless another caller's succeeded or failed since
+  // `failures_seen`.
+  absl::Status ProbeLocked(uint64_t failures_seen) ABSL_EXCLUSIVE_LOCKS_REQUIRED(probe_mu_);
   // Records a failed probe (the runtime's answer, or the on_probed hook's): UNAVAILABLE.
   absl::Status ProbeFailed(absl::string_view why);
   absl::StatusOr<Sandbox> StartContainer(const SandboxConfig& config, const std::string& role);

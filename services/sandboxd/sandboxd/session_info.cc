@@ -164,13 +164,13 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::FindOwned(const std::st
   {
     codemode::MutexLock lock(&mu_);
     if (const sandbox::v1::Session* lost = lost_.Find(id)) {
-      if (!owner.empty() && lost->owner() != owner) return UnknownSessionError(id);
+      if (!owner.empty() && lost->owner() != owner) return NoSuchSession(id);
       return absl::FailedPreconditionError(absl::StrCat("session lost: ", lost->lost_reason()));
     }
   }
   absl::StatusOr<std::shared_ptr<Session>> found = Find(id);
   if (!found.ok()) return found.status();
-  if (!owner.empty() && (*found)->metadata().owner != owner) return UnknownSessionError(id);
+  if (!owner.empty() && (*found)->metadata().owner != owner) return NoSuchSession(id);
   return found;
 }
 

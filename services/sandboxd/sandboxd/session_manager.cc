@@ -98,7 +98,9 @@ std::string SessionManager::NewId(const char* prefix) {
 
 absl::Status SessionManager::OnProbed(const RuntimeInfo& info) {
   env_.cgroup_limits = info.cgroup_limits;
-  return Recover();
+  absl::Status recovered = Recover();
+  if (recovered.ok()) recovered_ = true;
+  return recovered;
 }
 
 void SessionManager::OnReadinessChanged() {
@@ -348,6 +350,16 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Find(const std::string&
   if (const sandbox::v1::Session* lost = lost_.Find(id)) {
     return absl::FailedPreconditionError(absl::StrCat("session lost: ", lost->lost_reason()));
   }
+  return NoSuchSession(id);
+}
+
+absl::Status SessionManager::NoSuchSession(const std::string& id) {
+  if (!recovered_) {
+    return absl::UnavailableError(absl::StrCat(
+        "no session '", id.substr(0, 100),
+        "' yet: the previous run's sessions are re-attached once the container runtime "
+        "answers (health says SERVING then)"));
+  }
   return UnknownSessionError(id);
 }
 
@@ -468,7 +480,7 @@ absl::Status SessionManager::DeleteFor(const std::string& id, SandboxdMetrics::E
         spdlog::info("lost session {} deleted", id);
         return absl::OkStatus();
       }
-      return absl::NotFoundError(absl::StrCat("no session '", id.substr(0, 100), "'"));
+      return NoSuchSession(id);
     }
     s = std::move(it->second);
     sessions_.erase(it);

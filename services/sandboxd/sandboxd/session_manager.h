@@ -253,8 +253,12 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   bool Reattach(const SessionRecord& record,
                 const std::map<std::string, ContainerSummary>& containers,
                 absl::StatusOr<std::unique_ptr<RunnerConnection>> conn, std::string* why);
-  // A live session; FAILED_PRECONDITION for a lost one, NOT_FOUND for an unknown one.
+  // A live session; FAILED_PRECONDITION for a lost one, NoSuchSession for an unknown one.
   absl::StatusOr<std::shared_ptr<Session>> Find(const std::string& id);
+  // What an id that is not (or not the caller's) answers: NOT_FOUND, or UNAVAILABLE until
+  // the previous run's sessions are re-attached (one of them may be it; a gateway takes
+  // NOT_FOUND for "gone" and forgets its binding).
+  absl::Status NoSuchSession(const std::string& id);
   // Find, where a session of another owner than a non-empty `owner` (live or lost) answers
   // exactly as an unknown id does.
   absl::StatusOr<std::shared_ptr<Session>> FindOwned(const std::string& id,
@@ -425,6 +429,8 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   uint64_t reclaimed_total_ ABSL_GUARDED_BY(mu_) = 0;
   LostSessions lost_ ABSL_GUARDED_BY(mu_) = LostSessions(options_.max_lost_sessions);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // The previous run's sessions are re-attached (OnProbed's Recover succeeded).
+  std::atomic<bool> recovered_{false};
   bool draining_ ABSL_GUARDED_BY(mu_) = false;  // Drain, or stopping
   // Creations waiting in AwaitFinishing, by owner: at most one of each owner per container
   // they wait for, and max_waiting_creations of all owners.

@@ -130,9 +130,17 @@ bool SessionManager::Reattach(const SessionRecord& record,
                                  /*push_catalog=*/false);
   if (egress) session->AttachEgress(std::move(egress));
   records_.Adopt(sp.id());
+  bool stopping;
   {
     codemode::MutexLock lock(&mu_);
-    sessions_[sp.id()] = session;
+    stopping = stopping_;
+    if (!stopping) sessions_[sp.id()] = session;
+  }
+  if (stopping) {
+    // Shutdown began during the recovery (it detached the sessions registered before):
+    // this one stays for the next start too, never registered in a manager that stopped.
+    session->Detach();
+    return true;
   }
   if (session->lost()) OnSessionLost(*session);  // lost before it was registered
   spdlog::info("re-attached session {} (container {}, {} executions in its namespace)",

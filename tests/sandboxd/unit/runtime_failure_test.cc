@@ -1,5 +1,7 @@
 // SessionManager when containers misbehave: probes and starts that fail, runners that
 // stop reading, exit, are killed or send garbage; per-session uids in rlimit mode.
+#include <future>
+
 #include "fake_record_store.h"
 #include "session_manager_fixture.h"
 
@@ -7,6 +9,27 @@ namespace sandboxd::testing {
 namespace {
 
 // ---- runtime failures ---------------------------------------------------------------
+
+class RecoveryTest : public SessionManagerTest {
+ protected:
+  // A session with x = 5, left by a manager that stopped.
+  sandbox::v1::Session LeaveASession() {
+    SessionManager* m1 = StartManager();
+    sandbox::v1::Session old = Create(m1);
+    EXPECT_EQ(Eval(m1, old.id(), "x = 5"), "");
+    StopManager(m1);
+    return old;
+  }
+  // A manager started while the runtime was down; the runtime answers again, and the
+  // recovery's listing of the previous run's containers is held.
+  SessionManager* RestartWithTheRecoveryHeld() {
+    runtime_->SetProbeFailure("podman is not ready yet");
+    SessionManager* m = StartManager();
+    runtime_->SetListHeld(true);
+    runtime_->SetProbeFailure(std::nullopt);
+    return m;
+  }
+};
 
 TEST_F(SessionManagerTest, ProbeFailureThenRecovery) {
   runtime_->SetProbeFailure("podman is broken");
@@ -34,24 +57,15 @@ TEST_F(SessionManagerTest, ProbeFailureThenRecovery) {
 // A runtime that comes back after sandboxd started: the first successful probe re-attaches
 // the previous run's sessions and sweeps what it cannot re-attach, socket directories
 // included. A container started meanwhile (another caller whose probe came second) would
-// be swept as a stale one: starts wait until the recovery is over.
-TEST_F(SessionManagerTest, ReattachesWhenTheRuntimeComesBackAndStartsNothingMeanwhile) {
-  SessionManager* m1 = StartManager();
-  sandbox::v1::Session old = Create(m1);
-  EXPECT_EQ(Eval(m1, old.id(), "x = 5"), "");
-  StopManager(m1);
-
-  runtime_->SetProbeFailure("podman is not ready yet");
-  SessionManager* m2 = StartManager();
-  runtime_->SetListHeld(true);  // the recovery's listing of the previous run's containers
-  runtime_->SetProbeFailure(std::nullopt);
+// be swept as a stale one: nothing starts until the recovery is over, and a caller
+// meanwhile is told to come back (UNAVAILABLE) rather than held.
+TEST_F(RecoveryTest, ReattachesWhenTheRuntimeComesBackAndStartsNothingMeanwhile) {
+  const sandbox::v1::Session old = LeaveASession();
+  SessionManager* m2 = RestartWithTheRecoveryHeld();
   runtime_->ResetCounters();
   absl::StatusOr<sandbox::v1::Session> first, second;
-  std::thread recovering([&] {
-    do {  // a pool probe that read the failure before it was cleared may still answer
-      first = m2->CreateSession({});
-    } while (!first.ok() && absl::StrContains(first.status().message(), "not ready yet"));
-  });
+  // This creation probes, or finds the pool's retry probing and is told to come back.
+  std::thread recovering([&] { first = m2->CreateSession({}); });
   if (!WaitFor([&] { return runtime_->lists_held() == 1; })) {
     runtime_->SetListHeld(false);
     recovering.join();
@@ -64,23 +78,51 @@ TEST_F(SessionManagerTest, ReattachesWhenTheRuntimeComesBackAndStartsNothingMean
   recovering.join();
   other.join();
   EXPECT_FALSE(started_meanwhile) << "a container started while the previous run was recovered";
-  ASSERT_TRUE(first.ok()) << first.status();
-  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable) << second.status();
+  if (!first.ok()) {  // the pool's thread was probing
+    EXPECT_EQ(first.status().code(), absl::StatusCode::kUnavailable) << first.status();
+    ASSERT_TRUE(WaitFor([&] {
+      first = m2->CreateSession({});
+      return first.ok();
+    })) << first.status();
+  }
   EXPECT_EQ(Eval(m2, old.id(), "x"), "5");
   EXPECT_EQ(Eval(m2, first->id(), "1 + 1"), "2");
-  EXPECT_EQ(Eval(m2, second->id(), "2 + 2"), "4");
   // The pool's readiness probe (a container started and discarded) may still be going.
-  EXPECT_TRUE(WaitFor([&] { return SocketDirs() == 3; })) << SocketDirs() << " socket directories";
+  EXPECT_TRUE(WaitFor([&] { return SocketDirs() == 2; })) << SocketDirs() << " socket directories";
+}
+
+// A daemon told to stop while it re-attaches the previous run's sessions leaves each of them
+// for the next start, as it leaves the others: none is registered in a manager that has
+// stopped (whose end would close its runner connection and lose it, record and all).
+TEST_F(RecoveryTest, AShutdownDuringTheRecoveryLeavesItsSessionsForTheNextStart) {
+  const sandbox::v1::Session old = LeaveASession();
+  SessionManager* m2 = RestartWithTheRecoveryHeld();
+  std::thread creating([&] { (void)m2->CreateSession({}); });  // or the pool's retry probes
+  if (!WaitFor([&] { return runtime_->lists_held() == 1; })) {
+    runtime_->SetListHeld(false);
+    creating.join();
+    FAIL() << "no probe re-attached the previous run";
+  }
+  std::thread stopping([&] { m2->Shutdown(); });
+  const bool stopped = WaitFor([&] {
+    return absl::StrContains(m2->CreateSession({}).status().message(), "shutting down");
+  });
+  runtime_->SetListHeld(false);
+  creating.join();
+  stopping.join();
+  ASSERT_TRUE(stopped) << "Shutdown did not begin";
+  StopManager(m2);
+
+  SessionManager* m3 = StartManager();
+  EXPECT_EQ(Eval(m3, old.id(), "x"), "5");
 }
 
 // The runtime answers its probe but cannot list the previous run's containers: the daemon is
 // not ready (nothing re-attached or swept, so no session of that run keeps running unseen and
 // uncounted) until a later probe can list them and re-attaches.
-TEST_F(SessionManagerTest, AListingOfThePreviousRunThatFailsIsRetriedNotSkipped) {
-  SessionManager* m1 = StartManager();
-  sandbox::v1::Session old = Create(m1);
-  EXPECT_EQ(Eval(m1, old.id(), "x = 5"), "");
-  StopManager(m1);
+TEST_F(RecoveryTest, AListingOfThePreviousRunThatFailsIsRetriedNotSkipped) {
+  const sandbox::v1::Session old = LeaveASession();
 
   // podman's error is the runtime's bytes: logged escaped, never as lines of their own.
   std::optional<LogCapture> log(std::in_place);
@@ -90,7 +132,12 @@ TEST_F(SessionManagerTest, AListingOfThePreviousRunThatFailsIsRetriedNotSkipped)
   EXPECT_THAT(m2->readiness().reason, HasSubstr("cannot list containers of the previous run"));
   absl::StatusOr<sandbox::v1::Session> refused = m2->CreateSession({});
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
-  EXPECT_EQ(m2->GetSession(old.id()).status().code(), absl::StatusCode::kNotFound);
+  // Not yet re-attached: its id is not "gone" (a gateway forgets a session on NOT_FOUND),
+  // and nothing ends it.
+  EXPECT_EQ(m2->GetSession(old.id()).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(m2->DeleteSession(old.id()).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(m2->GetSession("s-never-was").status().code(), absl::StatusCode::kUnavailable)
+      << "an id the previous run may have had";
   EXPECT_TRUE(ContainerExists(old.container_id()));
   EXPECT_GT(log->Count("database is locked\\n[2026-12-04]"), 0);
   EXPECT_EQ(log->Count("\n[2026-12-04] [info] forged line"), 0);
@@ -104,6 +151,37 @@ TEST_F(SessionManagerTest, AListingOfThePreviousRunThatFailsIsRetriedNotSkipped)
   EXPECT_TRUE(m2->readiness().serving);
   EXPECT_EQ(Eval(m2, old.id(), "x"), "5");
   EXPECT_EQ(Eval(m2, s->id(), "1 + 1"), "2");
+  EXPECT_EQ(m2->GetSession("s-never-was").status().code(), absl::StatusCode::kNotFound);
+}
+
+// While the runtime is known not to work, a CreateSession that finds another caller's probe
+// under way answers at once with the runtime's failure: waiting would hold its thread (an
+// RPC's) for up to --podman_timeout, and a few such callers every RPC thread.
+TEST_F(SessionManagerTest, ACreationFindingAProbeUnderWayAfterAFailureDoesNotWait) {
+  runtime_->SetProbeFailure("podman info timed out");
+  SessionManager* m = StartManager();
+  ASSERT_FALSE(m->readiness().serving);
+  runtime_->SetProbeFailure(std::nullopt);
+  runtime_->SetListHeld(true);  // the next probe's hook lists the previous run's containers
+  std::future<absl::StatusOr<sandbox::v1::Session>> first =
+      std::async(std::launch::async, [m] { return m->CreateSession({}); });
+  if (!WaitFor([&] { return runtime_->lists_held() == 1; })) {
+    runtime_->SetListHeld(false);
+    FAIL() << "no probe listed the containers";
+  }
+  std::future<absl::StatusOr<sandbox::v1::Session>> second =
+      std::async(std::launch::async, [m] { return m->CreateSession({}); });
+  const bool answered = second.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  runtime_->SetListHeld(false);
+  ASSERT_TRUE(answered) << "a CreateSession waited for another caller's probe";
+  absl::StatusOr<sandbox::v1::Session> refused = second.get();
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
+  (void)first.get();  // the probe's own caller, or one that found the pool's retry under way
+  absl::StatusOr<sandbox::v1::Session> s;
+  EXPECT_TRUE(WaitFor([&] {
+    s = m->CreateSession({});
+    return s.ok();
+  })) << s.status();
 }
 
 TEST_F(SessionManagerTest, StartFailureIsUnavailable) {
