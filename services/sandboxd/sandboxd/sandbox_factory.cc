@@ -75,13 +75,19 @@ absl::Status SandboxFactory::ProbeLocked(uint64_t failures_seen) {
   }
   absl::StatusOr<RuntimeInfo> info = runtime_->Probe();
   if (!info.ok()) return ProbeFailed(info.status().message());
-  spdlog::info("container runtime: {}, OCI runtime {}, {}, cgroup {}, limits via {}",
-               info->version, info->oci_runtime, info->rootless ? "rootless" : "rootful",
-               info->cgroup_version, info->cgroup_limits ? "cgroups" : "rlimits");
-  if (!info->gvisor_version.empty()) {
-    spdlog::info("gVisor: {}, platform {}", info->gvisor_version, info->gvisor_platform);
+  // Said once, not again on each retry while the hook fails (every few seconds).
+  std::string described = absl::StrCat(
+      "container runtime: ", info->version, ", OCI runtime ", info->oci_runtime, ", ",
+      info->rootless ? "rootless" : "rootful", ", cgroup ", info->cgroup_version,
+      ", limits via ", info->cgroup_limits ? "cgroups" : "rlimits");
+  if (described != described_runtime_) {
+    spdlog::info("{}", described);
+    if (!info->gvisor_version.empty()) {
+      spdlog::info("gVisor: {}, platform {}", info->gvisor_version, info->gvisor_platform);
+    }
+    for (const auto& n : info->notes) spdlog::warn("{}", n);
+    described_runtime_ = std::move(described);
   }
-  for (const auto& n : info->notes) spdlog::warn("{}", n);
   {
     codemode::MutexLock lock(&mu_);
     runtime_info_ = *info;

@@ -198,6 +198,7 @@ class SandboxFactory {
   NamedIds named_ids_{HostNamesId, absl::Minutes(5)};
 
   codemode::Mutex probe_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // held through a probe and its hook
+  std::string described_runtime_ ABSL_GUARDED_BY(probe_mu_);  // the runtime's line logged last
   codemode::Mutex mu_;
   std::optional<RuntimeInfo> runtime_info_ ABSL_GUARDED_BY(mu_);
   bool probed_ ABSL_GUARDED_BY(mu_) = false;  // a probe succeeded and its hook returned

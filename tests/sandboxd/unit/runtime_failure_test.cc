@@ -141,6 +141,13 @@ TEST_F(RecoveryTest, AListingOfThePreviousRunThatFailsIsRetriedNotSkipped) {
   EXPECT_TRUE(ContainerExists(old.container_id()));
   EXPECT_GT(log->Count("database is locked\\n[2026-12-04]"), 0);
   EXPECT_EQ(log->Count("\n[2026-12-04] [info] forged line"), 0);
+  // Each retry probes again; the runtime is described once.
+  const int probes = runtime_->probe_calls();
+  EXPECT_TRUE(WaitFor([&] {
+    (void)m2->CreateSession({});
+    return runtime_->probe_calls() > probes;
+  }));
+  EXPECT_EQ(log->Count("container runtime: process-runtime"), 1);
 
   runtime_->SetListFailure(std::nullopt);
   absl::StatusOr<sandbox::v1::Session> s;
