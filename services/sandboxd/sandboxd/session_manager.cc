@@ -124,13 +124,12 @@ absl::Status SessionManager::Start() {
   // A runtime that does not answer is logged (readiness) and retried by the pool's thread.
   const bool probed = factory_.EnsureProbed().ok();
   if (options_.background) {
-    pools_.Start();
-    reaper_thread_ = codemode::StartThread("reaper", [this] { ReaperLoop(); });
     // The images' cache filled before the daemon serves, so that GetInfo lists them from the
     // first call on and answers from the cache (a gateway asks it before each sandbox it
-    // places). Inspected on a worker and waited for only so long: until it answers,
-    // GetInfo lists no images (ImageInfos). A runtime that did not answer its probe is not
-    // waited for at all.
+    // places), and before the pools start, which ask what the default image offers (a
+    // JavaScript pool holds nothing on an image without nodejs). Inspected on a worker and
+    // waited for only so long: until it answers, GetInfo lists no images (ImageInfos). A
+    // runtime that did not answer its probe is not waited for at all.
     {
       codemode::MutexLock lock(&images_mu_);
       image_infos_refreshing_ = true;
@@ -143,6 +142,8 @@ absl::Status SessionManager::Start() {
       };
       images_mu_.AwaitWithTimeout(absl::Condition(&inspected), options_.start_images_wait);
     }
+    pools_.Start();
+    reaper_thread_ = codemode::StartThread("reaper", [this] { ReaperLoop(); });
   }
   return absl::OkStatus();
 }

@@ -156,6 +156,7 @@ TEST_F(SessionRuntimesTest, AJavaScriptPoolStartsOnceTheImageOffersNodejs) {
   SessionManager* m = StartManager(o);
   ASSERT_TRUE(WaitFor([&] { return !Pool(m, Language::kJavaScript).unavailable().empty(); }));
   runtime_->SetImageOffers({"python3", "nodejs"});
+  clock_.Advance(absl::Seconds(6));  // the cache is stale (it ages by the manager's clock)
   EXPECT_TRUE(WaitFor([&] { return Containers(Language::kJavaScript).size() == 1; }, absl::Seconds(15)))
       << Pool(m, Language::kJavaScript).unavailable();
   StopManager(m);
