@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "base/log_text.h"
 #include "nlohmann/json.hpp"
 #include "sandboxd/images.h"
 #include "sandboxd/subprocess.h"
@@ -29,11 +30,10 @@ std::string Trim(std::string s) {
   return std::string(absl::StripAsciiWhitespace(s));
 }
 
-// First line(s) of podman's stderr, for error messages.
+// podman's stderr for an error message a client reads (a proto3 string: valid UTF-8):
+// control characters and bytes that are not UTF-8 escaped, at most about 600 bytes.
 std::string Summarise(const std::string& err) {
-  std::string t = Trim(err);
-  if (t.size() > 600) t = t.substr(0, 600) + "...";
-  return t;
+  return codemode::LogText(Trim(err), 600);
 }
 
 const json* Path(const json& j, std::initializer_list<const char*> keys) {
@@ -259,7 +259,8 @@ absl::StatusOr<SubprocessResult> PodmanRuntime::RunPodman(SandboxdMetrics::Conta
 }
 
 absl::StatusOr<std::string> PodmanRuntime::Podman(SandboxdMetrics::ContainerOp op,
-                                                  std::vector<std::string> args, bool* timed_out) {
+                                                  std::vector<std::string> args, bool* timed_out,
+                                                  int* exit_code) {
   absl::StatusOr<SubprocessResult> r = RunPodman(op, Argv(args));
   if (!r.ok()) {
     return absl::UnavailableError(absl::StrCat("cannot run podman: ", r.status().message()));
@@ -270,6 +271,7 @@ absl::StatusOr<std::string> PodmanRuntime::Podman(SandboxdMetrics::ContainerOp o
                                                " timed out"));
   }
   if (r->exit_code != 0) {
+    if (exit_code) *exit_code = r->exit_code;
     return absl::UnavailableError(absl::StrCat("podman ", args.empty() ? "" : args[0],
                                                " failed (exit ", r->exit_code,
                                                "): ", Summarise(r->stderr_text)));
@@ -324,9 +326,11 @@ absl::StatusOr<RuntimeInfo> PodmanRuntime::Probe() {
     info.gvisor_platform = options_.gvisor_platform;
   }
   if (options_.image.empty()) return absl::InvalidArgumentError("no sandbox image configured");
-  if (!Podman(Op::kImageExists, {"image", "exists", options_.image}).ok()) {
+  if (absl::Status image = ImageExists(options_.image); absl::IsNotFound(image)) {
     return absl::UnavailableError(absl::StrCat("sandbox image ", options_.image,
                                                " is not present; build it with scripts/setup.sh"));
+  } else if (!image.ok()) {
+    return image;
   }
   codemode::MutexLock lock(&mu_);
   info_ = info;
@@ -345,20 +349,26 @@ absl::StatusOr<RuntimeInfo> PodmanRuntime::Probe() {
   return info;
 }
 
+absl::Status PodmanRuntime::ImageExists(const std::string& reference) {
+  int exit_code = 0;
+  absl::StatusOr<std::string> out =
+      Podman(Op::kImageExists, {"image", "exists", reference}, nullptr, &exit_code);
+  if (out.ok()) return absl::OkStatus();
+  // `image exists` exits 1 for an absent image; anything else (a timeout, podman's own
+  // error, exit 125) says nothing of it.
+  if (exit_code == 1) return absl::NotFoundError(absl::StrCat("image ", reference, " is not present"));
+  return out.status();
+}
+
 absl::StatusOr<std::vector<std::string>> PodmanRuntime::ImageOffers(const std::string& reference) {
   absl::StatusOr<std::string> label = Podman(
       Op::kImageInspect,
       {"image", "inspect", "--format",
        absl::StrCat("{{index .Labels \"", kImageOffersLabel, "\"}}"), reference});
   if (!label.ok()) {
-    // One process when the image is there; a second only to tell "absent" (`image exists`
-    // exits 1) from a failure (a timeout, podman's own error), which says nothing of it.
-    absl::StatusOr<SubprocessResult> exists =
-        RunPodman(Op::kImageExists, Argv({"image", "exists", reference}));
-    if (exists.ok() && !exists->timed_out && exists->exit_code == 1) {
-      return absl::NotFoundError(absl::StrCat("image ", reference, " is not present"));
-    }
-    return label.status();
+    // One process when the image is there; a second only to tell "absent" from a failure.
+    absl::Status exists = ImageExists(reference);
+    return absl::IsNotFound(exists) ? exists : label.status();
   }
   std::string value = Trim(*label);
   if (value == "<no value>") value.clear();

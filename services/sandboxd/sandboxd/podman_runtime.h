@@ -130,6 +130,9 @@ class PodmanRuntime : public ContainerRuntime {
   RemovalFailures Remove(const std::vector<std::string>& names) override;
   absl::StatusOr<ContainerStatus> Inspect(const std::string& name) override;
   absl::StatusOr<std::vector<std::string>> ImageOffers(const std::string& reference) override;
+  // OK when `reference` is in podman's store, NOT_FOUND when podman says it is not, else
+  // podman's error.
+  absl::Status ImageExists(const std::string& reference);
   absl::StatusOr<std::vector<ContainerSummary>> List(const std::string& label_key,
                                                      const std::string& label_value) override;
   // podman_usage.cc: from the host cgroup of the container's init process (cgroup mode,
@@ -158,10 +161,10 @@ class PodmanRuntime : public ContainerRuntime {
   absl::Status TryPythonContainer(const RuntimeInfo& info, Isolation isolation);
 
   // Runs podman with global args + `args` (subcommand `op`); UNAVAILABLE when podman cannot
-  // be run, exits non-zero (with its stderr) or runs past command_timeout (then
-  // `*timed_out`, when given, is set).
+  // be run, exits non-zero (with its stderr; `*exit_code`, when given, is set) or runs past
+  // command_timeout (then `*timed_out`, when given, is set).
   absl::StatusOr<std::string> Podman(SandboxdMetrics::ContainerOp op, std::vector<std::string> args,
-                                     bool* timed_out = nullptr);
+                                     bool* timed_out = nullptr, int* exit_code = nullptr);
   // podman with the global args, then `args`.
   std::vector<std::string> Argv(const std::vector<std::string>& args) const;
   // Runs a whole podman argv (`podman run`), counted as `op`.

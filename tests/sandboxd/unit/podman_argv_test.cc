@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "base/untrusted_json.h"
 #include "sandboxd/podman_runtime.h"
 
 namespace sandboxd {
@@ -551,6 +552,42 @@ TEST(PodmanImageOffersTest, OnlyPodmanSayingSoMakesAnImageAbsent) {
   EXPECT_EQ(offers("exit 1").code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(offers("exit 125").code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(offers("exec sleep 10").code(), absl::StatusCode::kUnavailable);
+  // The probe asks the same of the sandbox image.
+  const std::string podman = dir + "/podman";
+  PodmanOptions o;
+  o.podman = podman;
+  o.command_timeout = absl::Milliseconds(300);
+  for (const auto& [exists, code] : std::vector<std::pair<std::string, absl::StatusCode>>{
+           {"exit 1", absl::StatusCode::kNotFound},
+           {"exit 125", absl::StatusCode::kUnavailable},
+           {"exec sleep 10", absl::StatusCode::kUnavailable},
+           {"exit 0", absl::StatusCode::kOk}}) {
+    (void)offers(exists);  // writes the script
+    EXPECT_EQ(PodmanRuntime(o).ImageExists("localhost/img").code(), code) << exists;
+  }
+  fs::remove_all(dir);
+}
+
+// podman's stderr reaches clients in error messages (proto3 strings): it stays valid UTF-8
+// however podman cuts or garbles it, and its control characters are escaped.
+TEST(PodmanImageOffersTest, PodmanErrorsReachClientsAsCleanText) {
+  char tmpl[] = "/tmp/sbx-podman-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const std::string podman = dir + "/podman";
+  std::ofstream(podman) << "#!/bin/sh\n"
+                        << "printf 'Error: \\033[31mred\\r\\nforged\\377\\376 ' >&2\n"
+                        << "head -c 590 /dev/zero | tr '\\0' x >&2\n"
+                        << "printf '\\342\\202\\254' >&2\n"  // a 3-byte character at the cut
+                        << "exit 125\n";
+  fs::permissions(podman, fs::perms::owner_all);
+  PodmanOptions o;
+  o.podman = podman;
+  const std::string message(PodmanRuntime(o).ImageOffers("localhost/img").status().message());
+  EXPECT_TRUE(codemode::IsValidUtf8(message)) << message;
+  EXPECT_THAT(message, HasSubstr("Error: \\x1b[31mred\\r\\nforged\\xff\\xfe"));
+  EXPECT_EQ(message.find('\033'), std::string::npos);
+  EXPECT_EQ(message.find('\n'), std::string::npos);
   fs::remove_all(dir);
 }
 
