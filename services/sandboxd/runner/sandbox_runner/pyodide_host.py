@@ -318,13 +318,22 @@ def _sliced_sleep(seconds):
     is handled in the host's frames and only noted (state.deferred); the slice raises it
     when it resumes. Without JSPI the sleep blocks, and CPython on Emscripten reads the
     buffer once every 50 eval-breaker checks (backward jumps, calls), hence the empty loop
-    after each slice; the SIGINT then lands in this frame, as in user code."""
+    after each slice; the SIGINT then lands in this frame, as in user code. One that lands
+    here during the stack switch itself comes out of it as a pyodide.ffi error caused by the
+    KeyboardInterrupt: the KeyboardInterrupt is raised instead, so that code catching it
+    does."""
     end = time.monotonic() + seconds
     while True:
         left = end - time.monotonic()
         if left <= 0:
             return
-        _blocking_sleep(min(left, SLEEP_SLICE))
+        try:
+            _blocking_sleep(min(left, SLEEP_SLICE))
+        except Exception as exc:
+            cause = exc.__cause__
+            if isinstance(cause, KeyboardInterrupt) and type(exc).__module__.startswith("pyodide"):
+                raise cause from None
+            raise
         deliver_noted_interrupt()
         for _ in range(SIGNAL_CHECK_INTERVAL):
             pass
