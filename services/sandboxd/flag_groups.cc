@@ -21,7 +21,7 @@ codemode::ProgramHelp SandboxdHelp() {
             "max_display_bytes", "max_code_bytes", "max_file_bytes", "max_queue",
             "max_stream_buffer_bytes"}},
           {"Isolation and images",
-           {"state_dir", "image", "images", "start_images_wait", "runner", "js_runner",
+           {"state_dir", "image", "images", "start_images_wait", "start_runtime_wait", "runner", "js_runner",
             "isolation", "allowed_isolations", "runsc", "gvisor_platform", "oci_runtime",
             "seccomp_base", "podman", "podman_args", "podman_api", "podman_timeout", "env", "pass_env",
             "wasm_node", "wasm_pyodide", "wasm_jail", "wasm_bwrap", "wasm_layers", "wasm_dir",

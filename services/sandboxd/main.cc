@@ -107,6 +107,10 @@ ABSL_FLAG(absl::Duration, idle_ttl, absl::Minutes(30),
 ABSL_FLAG(absl::Duration, start_images_wait, absl::Seconds(5),
           "How long the start waits for podman to describe the images (GetInfo's images) "
           "before it serves; until podman answers, GetInfo lists none.");
+ABSL_FLAG(absl::Duration, start_runtime_wait, absl::Seconds(15),
+          "How long the start waits for podman's first answer (and the previous run's "
+          "sessions re-attached) before it serves; until podman answers, health is "
+          "NOT_SERVING.");
 ABSL_FLAG(absl::Duration, lost_session_ttl, absl::Minutes(30),
           "A lost session frees its slot and container at once; its id answers 'session "
           "lost: <reason>' (FAILED_PRECONDITION) for this long unless deleted first.");
@@ -151,7 +155,8 @@ ABSL_FLAG(uint32_t, max_rpc_threads, 128,
           "quarter of them at most are creations waiting for containers still starting for "
           "callers that gave up.");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
-          "On SIGTERM, how long running calls may take to finish before they are cancelled.");
+          "On SIGTERM, how long running calls may take to finish before they are cancelled; "
+          "podman commands still running then are killed.");
 ABSL_FLAG(std::string, metrics_listen, "",
           "Serve Prometheus metrics on http://<this>/metrics: IPv4:port or [IPv6]:port, port 0 "
           "picks a free one (logged). Empty: off, and nothing is counted. Unauthenticated and read-only: bind it to "
@@ -290,6 +295,7 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
   options.pool_shrink_after = absl::GetFlag(FLAGS_pool_shrink_after);
   options.idle_ttl = absl::GetFlag(FLAGS_idle_ttl);
   options.start_images_wait = absl::GetFlag(FLAGS_start_images_wait);
+  options.start_runtime_wait = absl::GetFlag(FLAGS_start_runtime_wait);
   options.lost_session_ttl = absl::GetFlag(FLAGS_lost_session_ttl);
   options.max_lost_sessions = absl::GetFlag(FLAGS_max_lost_sessions);
   options.max_code_bytes = absl::GetFlag(FLAGS_max_code_bytes);
@@ -448,16 +454,15 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
 
   spdlog::info("{}: draining and stopping", shutdown.Wait());
   (void)notifier.Notify("STOPPING=1\nSTATUS=draining");
+  const absl::Duration grace = std::min(absl::GetFlag(FLAGS_shutdown_grace), codemode::kLongestWait);
   manager.SetReadinessListener(nullptr);
-  manager.Drain();  // creations under way finish; no new one starts a container
+  manager.Drain(absl::Now() + grace);  // calls under way end within it, podman's too
   SetHealth(health, false);
   // civetweb takes up to 2 s to stop: on its own thread, beside the gRPC drain.
   if (metrics_server) metrics_server->BeginStop();
   if (*tcp_listener) (*tcp_listener)->Stop();
   keeper.Stop();
-  server->Shutdown(std::chrono::system_clock::now() +
-                   absl::ToChronoMilliseconds(
-                       std::min(absl::GetFlag(FLAGS_shutdown_grace), codemode::kLongestWait)));
+  server->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace));
   manager.Shutdown();
   bound.RemoveIfOurs();  // not a socket another daemon bound there since
   spdlog::info("stopped");

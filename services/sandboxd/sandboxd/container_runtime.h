@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "sandboxd/isolation.h"
 #include "sandboxd/language.h"
 #include "sandboxd/limits.h"
@@ -116,10 +117,6 @@ class ContainerRuntime {
   virtual absl::StatusOr<std::vector<ContainerSummary>> List(const std::string& label_key,
                                                              const std::string& label_value) = 0;
 
-  // What container `name` (started with `isolation`) uses now, for GetSessionStats. It is
-  // asked while the session's code runs, so it must not wait on the container, and it is
-  // asked often, so it should not start a process each time. UNIMPLEMENTED where the
-  // backend cannot tell; UNAVAILABLE when the container is not running.
   // The token the runner of `name` must show in its `ready` frame; empty when the runtime
   // gives none (a container's runner is the only thing that can answer on its socket).
   virtual std::string RunnerToken(const std::string& name) {
@@ -127,11 +124,20 @@ class ContainerRuntime {
     return "";
   }
 
+  // What container `name` (started with `isolation`) uses now, for GetSessionStats. It is
+  // asked while the session's code runs, so it must not wait on the container, and it is
+  // asked often, so it should not start a process each time. UNIMPLEMENTED where the
+  // backend cannot tell; UNAVAILABLE when the container is not running.
   virtual absl::StatusOr<ResourceUsage> Usage(const std::string& name, Isolation isolation) {
     (void)name;
     (void)isolation;
     return absl::UnimplementedError("this container runtime does not report resource usage");
   }
+
+  // The daemon is stopping: a call still waiting on the backend (a hung podman) at `at`
+  // ends then with UNAVAILABLE, and calls made later (the stop's own clean-up) are short.
+  // What such a call leaves behind is swept by the next start.
+  virtual void CutOffCalls(absl::Time at) { (void)at; }
 };
 
 }  // namespace sandboxd

@@ -76,6 +76,11 @@ std::string IsolationRuntime::RunnerToken(const std::string& name) {
   return podman_ ? podman_->RunnerToken(name) : "";
 }
 
+void IsolationRuntime::CutOffCalls(absl::Time at) {
+  if (podman_) podman_->CutOffCalls(at);
+  if (wasm_) wasm_->CutOffCalls(at);
+}
+
 absl::StatusOr<ResourceUsage> IsolationRuntime::Usage(const std::string& name, Isolation isolation) {
   if (isolation == Isolation::kWasm && wasm_) return wasm_->Usage(name, isolation);
   if (podman_) return podman_->Usage(name, isolation);

@@ -31,6 +31,7 @@ class IsolationRuntime : public ContainerRuntime {
                                                      const std::string& label_value) override;
   absl::StatusOr<ResourceUsage> Usage(const std::string& name, Isolation isolation) override;
   std::string RunnerToken(const std::string& name) override;
+  void CutOffCalls(absl::Time at) override;
 
  private:
   // Whether `name` is a wasm process's.

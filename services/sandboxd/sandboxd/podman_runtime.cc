@@ -247,6 +247,7 @@ absl::StatusOr<SubprocessResult> PodmanRuntime::RunPodman(SandboxdMetrics::Conta
   SubprocessOptions opts;
   opts.env = env_;
   opts.timeout = options_.command_timeout;
+  opts.cutoff = &cutoff_;
   const absl::Time began = absl::Now();
   absl::StatusOr<SubprocessResult> r = RunSubprocess(argv, opts);
   if (metrics_) {
@@ -268,7 +269,8 @@ absl::StatusOr<std::string> PodmanRuntime::Podman(SandboxdMetrics::ContainerOp o
   if (r->timed_out) {
     if (timed_out) *timed_out = true;
     return absl::UnavailableError(absl::StrCat("podman ", args.empty() ? "" : args[0],
-                                               " timed out"));
+                                               r->cut_off ? " was cut off: sandboxd is stopping"
+                                                          : " timed out"));
   }
   if (r->exit_code != 0) {
     if (exit_code) *exit_code = r->exit_code;
@@ -378,6 +380,7 @@ absl::StatusOr<std::vector<std::string>> PodmanRuntime::ImageOffers(const std::s
 absl::StatusOr<std::string> PodmanRuntime::GvisorVersion() {
   SubprocessOptions opts;
   opts.env = env_;
+  opts.cutoff = &cutoff_;
   absl::StatusOr<SubprocessResult> r = RunSubprocess({options_.runsc, "--version"}, opts);
   std::string why;
   if (!r.ok()) {

@@ -140,6 +140,8 @@ class PodmanRuntime : public ContainerRuntime {
   // /workspace by statvfs through /proc/<pid>/root (not under gVisor, whose tmpfs lives in
   // the Sentry). One `podman inspect` per container for its init pid, then files only.
   absl::StatusOr<ResourceUsage> Usage(const std::string& name, Isolation isolation) override;
+  // Kills the podman commands still running at `at` (and any started after, past 5 s).
+  void CutOffCalls(absl::Time at) override { cutoff_.Cut(at); }
 
   // Start-up check of gVisor: runsc runs, and a container of the image that starts
   // under the container runtime also starts under runsc. UNAVAILABLE with the reason
@@ -162,7 +164,7 @@ class PodmanRuntime : public ContainerRuntime {
 
   // Runs podman with global args + `args` (subcommand `op`); UNAVAILABLE when podman cannot
   // be run, exits non-zero (with its stderr; `*exit_code`, when given, is set) or runs past
-  // command_timeout (then `*timed_out`, when given, is set).
+  // command_timeout or the cutoff (then `*timed_out`, when given, is set).
   absl::StatusOr<std::string> Podman(SandboxdMetrics::ContainerOp op, std::vector<std::string> args,
                                      bool* timed_out = nullptr, int* exit_code = nullptr);
   // podman with the global args, then `args`.
@@ -187,6 +189,7 @@ class PodmanRuntime : public ContainerRuntime {
   const PodmanOptions options_;
   SandboxdMetrics* const metrics_;  // may be null
   const std::vector<std::string> env_;  // PodmanEnvironment() of ours, taken at construction
+  Cutoff cutoff_;                       // CutOffCalls
   // The init pid of a container (podman's State.Pid) and that process's start time, which
   // tells a reused pid from it. Forgotten by Remove, and whenever the start time differs.
   struct InitProcess {

@@ -143,6 +143,9 @@ class SandboxFactory {
   void RemoveSocketDir(const std::string& name);
   // Removes containers and their socket directories now, on this thread.
   void RemoveNow(const std::vector<std::string>& names);
+  // The daemon stops: the runtime's calls still under way at `at` end then
+  // (ContainerRuntime::CutOffCalls).
+  void CutOffRuntimeCalls(absl::Time at) { runtime_->CutOffCalls(at); }
   // Queues again, for the next removal, the containers whose removal failed and whose wait
   // (FactoryOptions::removal_retry) is over. Called now and then (the daemon's reaper, every
   // second); containers still failing when the daemon ends are swept by the next start.

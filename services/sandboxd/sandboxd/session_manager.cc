@@ -10,6 +10,7 @@
 #include <set>
 
 #include "absl/strings/numbers.h"
+#include "absl/synchronization/notification.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/thread.h"
@@ -122,7 +123,7 @@ absl::Status SessionManager::Start() {
         absl::StrCat("cannot create state directory ", options_.state_dir, ": ", ec.message()));
   }
   // A runtime that does not answer is logged (readiness) and retried by the pool's thread.
-  const bool probed = factory_.EnsureProbed().ok();
+  const bool probed = options_.background ? FirstProbe() : factory_.EnsureProbed().ok();
   if (options_.background) {
     // The images' cache filled before the daemon serves, so that GetInfo lists them from the
     // first call on and answers from the cache (a gateway asks it before each sandbox it
@@ -146,6 +147,24 @@ absl::Status SessionManager::Start() {
     reaper_thread_ = codemode::StartThread("reaper", [this] { ReaperLoop(); });
   }
   return absl::OkStatus();
+}
+
+// The runtime's first answer, and the previous run's sessions re-attached with it, before
+// the daemon serves, waited for only so long (--start_runtime_wait): a podman that hangs
+// keeps neither the socket closed nor a SIGTERM waiting for --podman_timeout. The probe
+// goes on, on a worker; until it answers, readiness says no container has started yet,
+// and a creation waits for that first probe as it would have before the socket opened.
+bool SessionManager::FirstProbe() {
+  struct Answer {
+    absl::Notification done;
+    std::atomic<bool> ok{false};
+  };
+  auto answer = std::make_shared<Answer>();
+  workers_.Post([this, answer] {
+    answer->ok = factory_.EnsureProbed().ok();
+    answer->done.Notify();
+  });
+  return answer->done.WaitForNotificationWithTimeout(options_.start_runtime_wait) && answer->ok;
 }
 
 Readiness SessionManager::readiness() { return factory_.readiness(); }
@@ -195,9 +214,12 @@ void SessionManager::ReaperLoop() {
   }
 }
 
-void SessionManager::Drain() {
-  codemode::MutexLock lock(&mu_);
-  draining_ = true;
+void SessionManager::Drain(absl::Time calls_end_by) {
+  {
+    codemode::MutexLock lock(&mu_);
+    draining_ = true;
+  }
+  if (calls_end_by != absl::InfiniteFuture()) factory_.CutOffRuntimeCalls(calls_end_by);
 }
 
 void SessionManager::Shutdown() {

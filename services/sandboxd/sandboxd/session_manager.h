@@ -80,6 +80,10 @@ struct ManagerOptions {
   // (--start_images_wait): GetInfo lists no images until it answers. Bounded, so that a
   // podman hanging on image commands does not outlast systemd's start timeout.
   absl::Duration start_images_wait = absl::Seconds(5);
+  // How long the start waits for the container runtime's first answer (and the previous
+  // run's sessions re-attached) before the daemon serves (--start_runtime_wait; with
+  // `background` only).
+  absl::Duration start_runtime_wait = absl::Seconds(15);
   uint64_t max_code_bytes = 1u << 20;
   std::vector<std::string> container_env;  // KEY=VALUE passed into every container
   absl::Duration runner_start_timeout = absl::Seconds(20);
@@ -130,8 +134,10 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   absl::Status Start();
 
   // Refuses new creations (UNAVAILABLE), also those waiting for room, while the calls under
-  // way drain; Shutdown implies it.
-  void Drain();
+  // way drain; Shutdown implies it. A container runtime's call (a podman command) still
+  // under way at `calls_end_by` ends then, so that a hung podman holds neither the drain
+  // nor the stop after it; what it leaves is swept by the next start.
+  void Drain(absl::Time calls_end_by = absl::InfiniteFuture());
   // Stops the pool (removing its containers) and detaches sessions without killing
   // their containers, so the next daemon re-attaches. Idempotent.
   void Shutdown();
@@ -238,6 +244,8 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   absl::Status CheckLanguage(Language language, const ImageChoice& image, bool refresh_images);
   // After a successful runtime probe, until it returns OK (the factory's on_probed).
   absl::Status OnProbed(const RuntimeInfo& info);
+  // Start's probe, waited for at most start_runtime_wait: whether it answered OK by then.
+  bool FirstProbe();
   void OnReadinessChanged();
   void ReaperLoop();
   // Re-attaches the previous run's sessions and sweeps its other containers. UNAVAILABLE

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -29,6 +30,19 @@ std::string FindInPath(const std::string& name) {
   return codemode::FindInPath(name, path ? path : "");
 }
 
+void Cutoff::Cut(absl::Time at) {
+  const int64_t nanos = absl::ToUnixNanos(at);
+  int64_t now = at_unix_nanos_.load();
+  while (nanos < now && !at_unix_nanos_.compare_exchange_weak(now, nanos)) {
+  }
+}
+
+absl::Time Cutoff::For(absl::Time began) const {
+  const int64_t nanos = at_unix_nanos_.load();
+  if (nanos == std::numeric_limits<int64_t>::max()) return absl::InfiniteFuture();
+  return std::max(absl::FromUnixNanos(nanos), began + after_cut_);
+}
+
 namespace {
 
 // Writes all of `text` (small payloads only: podman import streams are not used here),
@@ -44,11 +58,13 @@ void FeedStdin(UniqueFd in, const std::string& text) {
 }
 
 // Reads the child's stdout and stderr (each up to max_output_bytes) until both close, the
-// child exits, or the deadline passes (then kills it). Sets result.timed_out; returns
-// whether the child was reaped (its wait status in *status).
+// child exits, or the deadline or the cutoff passes (then kills it). Sets
+// result.timed_out and cut_off; returns whether the child was reaped (its wait status in
+// *status).
 bool Collect(pid_t pid, const UniqueFd& out, const UniqueFd& err, const SubprocessOptions& opts,
              SubprocessResult& result, int* status) {
-  const absl::Time deadline = absl::Now() + opts.timeout;
+  const absl::Time began = absl::Now();
+  const absl::Time deadline = began + opts.timeout;
   bool out_open = true, err_open = true;
   char buf[65536];
   while (out_open || err_open) {
@@ -56,10 +72,12 @@ bool Collect(pid_t pid, const UniqueFd& out, const UniqueFd& err, const Subproce
     int nfds = 0;
     if (out_open) fds[nfds++] = {out.get(), POLLIN, 0};
     if (err_open) fds[nfds++] = {err.get(), POLLIN, 0};
-    absl::Duration left = deadline - absl::Now();
+    const absl::Time cut = opts.cutoff ? opts.cutoff->For(began) : absl::InfiniteFuture();
+    absl::Duration left = std::min(deadline, cut) - absl::Now();
     if (left <= absl::ZeroDuration()) {
       kill(pid, SIGKILL);
       result.timed_out = true;
+      result.cut_off = cut < deadline;
       return false;
     }
     int timeout_ms = static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 50));

@@ -12,6 +12,9 @@
 // Safe for concurrent use.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +24,24 @@
 
 namespace sandboxd {
 
+// When a stopping daemon stops waiting for the commands it runs. Until Cut, nothing; after
+// Cut(at), a command under way ends by `at`, and one started later runs at most
+// `after_cut` (the stopping daemon's own clean-up). A command a daemon cannot do without
+// stays bounded by its own timeout. Safe for concurrent use.
+class Cutoff {
+ public:
+  explicit Cutoff(absl::Duration after_cut = absl::Seconds(5)) : after_cut_(after_cut) {}
+
+  // The earliest of the times given wins.
+  void Cut(absl::Time at);
+  // When a command started at `began` ends: InfiniteFuture before Cut.
+  absl::Time For(absl::Time began) const;
+
+ private:
+  const absl::Duration after_cut_;
+  std::atomic<int64_t> at_unix_nanos_{std::numeric_limits<int64_t>::max()};
+};
+
 struct SubprocessOptions {
   // Kill the child (SIGKILL) when it runs longer than this.
   absl::Duration timeout = absl::Seconds(60);
@@ -29,12 +50,16 @@ struct SubprocessOptions {
   std::string stdin_text;
   // Cap on captured bytes per stream; output past it is read and discarded.
   size_t max_output_bytes = 4 << 20;
+  // Ends the command sooner once cut (SIGKILL too); null: only `timeout` does.
+  const Cutoff* cutoff = nullptr;
 };
 
 struct SubprocessResult {
   // Exit status, or 128+signal when the child died of a signal.
   int exit_code = 0;
   bool timed_out = false;
+  // Killed by the cutoff rather than by its own timeout (timed_out is set too).
+  bool cut_off = false;
   std::string stdout_text;
   std::string stderr_text;
 };

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
@@ -19,7 +20,8 @@ namespace {
 namespace fs = std::filesystem;
 
 // A podman whose `run` fails the way a missing init binary makes it fail while `broken`
-// exists, whose `rm` fails while `rm_broken` exists, and is the real podman otherwise.
+// exists, whose `rm` fails while `rm_broken` exists, whose subcommands hang as told, and is
+// the real podman otherwise.
 class BreakablePodman {
  public:
   BreakablePodman() {
@@ -41,6 +43,10 @@ class BreakablePodman {
                           << "    echo 'Error: cannot remove: storage is locked (test)' >&2\n"
                           << "    exit 125\n"
                           << "  fi\n"
+                          << "  if [ -e \"" << dir_ << "/hang_$a\" ]; then\n"
+                          << "    : > \"" << dir_ << "/hung_$a\"\n"
+                          << "    exec sleep 600\n"
+                          << "  fi\n"
                           << "done\n"
                           << "exec " << real << " \"$@\"\n";
     fs::permissions(path(), fs::perms::owner_all);
@@ -55,6 +61,10 @@ class BreakablePodman {
   // The next `podman rm` fails (as for a container between running and stopped), later
   // ones work.
   void FailRemovalOnce() { std::ofstream(dir_ + "/rm_fails_once") << "1"; }
+  // `podman <subcommand>` hangs (as podman waiting on a lock another process keeps) until
+  // it is killed; Hung says whether one has started hanging.
+  void Hang(const std::string& subcommand) { std::ofstream(dir_ + "/hang_" + subcommand) << "1"; }
+  bool Hung(const std::string& subcommand) const { return fs::exists(dir_ + "/hung_" + subcommand); }
 
  private:
   std::string dir_;
@@ -138,6 +148,37 @@ TEST(LifecycleTest, ARemovalThatFailsOnceAtStopIsTriedAgain) {
   podman.FailRemovalOnce();
   EXPECT_EQ(d.Stop(), 0);
   EXPECT_EQ(d.LiveContainers(), 0) << "the pool's container stayed after a failed podman rm\n" << d.Log();
+}
+
+// A stop is not held by a podman that hangs: the commands still running at
+// --shutdown_grace are killed, so the daemon exits within systemd's TimeoutStopSec=30 (the
+// harness's Stop kills it after 30 s and fails the test), however long --podman_timeout is.
+// Here the previous run's listing, which the pool's thread waits on.
+TEST(LifecycleTest, AStopIsNotHeldByARecoveryWhosePodmanHangs) {
+  BreakablePodman podman;
+  podman.Hang("ps");
+  SandboxdProcess d({"--podman=" + podman.path(), "--podman_api=false", "--pool_size=1",
+                     "--podman_timeout=10m", "--shutdown_grace=2s", "--start_runtime_wait=2s"});
+  ASSERT_TRUE(d.Start());
+  ASSERT_TRUE(WaitFor([&] { return podman.Hung("ps"); })) << d.Log();
+  EXPECT_EQ(d.Stop(), 0) << d.Log();
+}
+
+// The same for a CreateSession whose cold start hangs in `podman run`: gRPC's drain waits
+// for the call, and the call for podman.
+TEST(LifecycleTest, AStopIsNotHeldByACreationWhosePodmanHangs) {
+  BreakablePodman podman;
+  SandboxdProcess d({"--podman=" + podman.path(), "--podman_api=false", "--pool_size=0",
+                     "--podman_timeout=10m", "--shutdown_grace=2s"});
+  ASSERT_TRUE(d.Start());
+  ASSERT_TRUE(WaitFor([&] { return GetInfo(*d.Stub()).serving(); })) << d.Log();
+  podman.Hang("run");
+  grpc::Status created;
+  std::thread creator([&] { created = TryCreate(*d.Stub()); });
+  ASSERT_TRUE(WaitFor([&] { return podman.Hung("run"); })) << d.Log();
+  EXPECT_EQ(d.Stop(), 0) << d.Log();
+  creator.join();
+  EXPECT_FALSE(created.ok());
 }
 
 // A daemon on a podman whose `rm` can be made to fail, and a session of it.

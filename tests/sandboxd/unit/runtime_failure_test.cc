@@ -92,6 +92,31 @@ TEST_F(RecoveryTest, ReattachesWhenTheRuntimeComesBackAndStartsNothingMeanwhile)
   EXPECT_TRUE(WaitFor([&] { return SocketDirs() == 2; })) << SocketDirs() << " socket directories";
 }
 
+// A listing of the previous run that hangs holds the start for --start_runtime_wait only:
+// the daemon then serves, not ready, and once podman answers the previous run's sessions
+// are back and a creation that came meanwhile has its session.
+TEST_F(RecoveryTest, AHangingListingHoldsTheStartForABoundedTime) {
+  const sandbox::v1::Session old = LeaveASession();
+  runtime_->SetListHeld(true);
+  ManagerOptions o = Options();
+  o.start_runtime_wait = absl::Milliseconds(300);
+  auto m = std::make_unique<SessionManager>(o, runtime_.get(), &clock_);
+  std::future<absl::Status> started = std::async(std::launch::async, [&] { return m->Start(); });
+  const bool returned = started.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+  const Readiness readiness = m->readiness();
+  std::future<absl::StatusOr<sandbox::v1::Session>> created;
+  if (returned) created = std::async(std::launch::async, [&] { return m->CreateSession({}); });
+  runtime_->SetListHeld(false);
+  ASSERT_TRUE(returned) << "the start waited for podman's listing";
+  ASSERT_OK(started.get());
+  EXPECT_FALSE(readiness.serving);
+  absl::StatusOr<sandbox::v1::Session> s = created.get();
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(Eval(m.get(), old.id(), "x"), "5");
+  EXPECT_EQ(Eval(m.get(), s->id(), "1 + 1"), "2");
+  m->Shutdown();
+}
+
 // A daemon told to stop while it re-attaches the previous run's sessions leaves each of them
 // for the next start, as it leaves the others: none is registered in a manager that has
 // stopped (whose end would close its runner connection and lose it, record and all).

@@ -1,0 +1,79 @@
+#include "sandboxd/subprocess.h"
+
+#include <thread>
+
+#include "gtest/gtest.h"
+
+namespace sandboxd {
+namespace {
+
+TEST(CutoffTest, NothingEndsBeforeTheCut) {
+  Cutoff cutoff(absl::Seconds(5));
+  EXPECT_EQ(cutoff.For(absl::Now()), absl::InfiniteFuture());
+}
+
+TEST(CutoffTest, ACommandUnderWayEndsAtTheCutAndALaterOneRunsItsShortWhile) {
+  Cutoff cutoff(absl::Seconds(5));
+  const absl::Time at = absl::FromUnixSeconds(1000);
+  cutoff.Cut(at);
+  EXPECT_EQ(cutoff.For(at - absl::Minutes(1)), at);
+  EXPECT_EQ(cutoff.For(at - absl::Seconds(2)), at + absl::Seconds(3));
+  EXPECT_EQ(cutoff.For(at + absl::Seconds(10)), at + absl::Seconds(15));
+}
+
+TEST(CutoffTest, TheEarliestCutWins) {
+  Cutoff cutoff(absl::ZeroDuration());
+  const absl::Time at = absl::FromUnixSeconds(1000);
+  cutoff.Cut(at);
+  cutoff.Cut(at + absl::Seconds(30));
+  EXPECT_EQ(cutoff.For(at - absl::Minutes(1)), at);
+  cutoff.Cut(at - absl::Seconds(30));
+  EXPECT_EQ(cutoff.For(at - absl::Minutes(1)), at - absl::Seconds(30));
+}
+
+// A command that would run for ten minutes, well inside its own timeout, is killed once the
+// cutoff passes: the test ends (it waits for the command) only because of the cut.
+TEST(SubprocessTest, ACutKillsACommandUnderWay) {
+  Cutoff cutoff(absl::ZeroDuration());
+  SubprocessOptions opts;
+  opts.timeout = absl::Hours(1);
+  opts.cutoff = &cutoff;
+  std::thread cutter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    cutoff.Cut(absl::Now());
+  });
+  absl::StatusOr<SubprocessResult> r = RunSubprocess({"sleep", "600"}, opts);
+  cutter.join();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->timed_out);
+  EXPECT_TRUE(r->cut_off);
+  EXPECT_EQ(r->exit_code, 128 + 9);
+}
+
+// A command started after the cut still runs, for the cutoff's short while: the stopping
+// daemon's own clean-up.
+TEST(SubprocessTest, ACommandAfterTheCutStillRuns) {
+  Cutoff cutoff(absl::Seconds(30));
+  cutoff.Cut(absl::Now() - absl::Seconds(1));
+  SubprocessOptions opts;
+  opts.cutoff = &cutoff;
+  absl::StatusOr<SubprocessResult> r = RunSubprocess({"sh", "-c", "echo done"}, opts);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->timed_out);
+  EXPECT_EQ(r->exit_code, 0);
+  EXPECT_EQ(r->stdout_text, "done\n");
+}
+
+TEST(SubprocessTest, ItsOwnTimeoutIsNoCut) {
+  Cutoff cutoff;
+  SubprocessOptions opts;
+  opts.timeout = absl::Milliseconds(100);
+  opts.cutoff = &cutoff;
+  absl::StatusOr<SubprocessResult> r = RunSubprocess({"sleep", "600"}, opts);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->timed_out);
+  EXPECT_FALSE(r->cut_off);
+}
+
+}  // namespace
+}  // namespace sandboxd
