@@ -379,7 +379,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Find(const std::string&
 absl::Status SessionManager::NoSuchSession(const std::string& id) {
   if (!recovered_) {
     return absl::UnavailableError(absl::StrCat(
-        "no session '", id.substr(0, 100),
+        "no session '", codemode::LogQuoted(id, 100),
         "' yet: the previous run's sessions are re-attached once the container runtime "
         "answers (health says SERVING then)"));
   }
@@ -387,7 +387,7 @@ absl::Status SessionManager::NoSuchSession(const std::string& id) {
 }
 
 absl::Status UnknownSessionError(const std::string& id) {
-  return absl::NotFoundError(absl::StrCat("no session '", id.substr(0, 100), "'"));
+  return absl::NotFoundError(absl::StrCat("no session '", codemode::LogQuoted(id, 100), "'"));
 }
 
 void SessionManager::OnSessionLost(const Session& lost) {

@@ -115,7 +115,8 @@ struct ManagerOptions {
   bool background = true;
 };
 
-// What every call answers for an id it does not know (NOT_FOUND).
+// What every call answers for an id it does not know (NOT_FOUND), the id escaped and
+// clipped (codemode::LogQuoted): it is the caller's bytes.
 absl::Status UnknownSessionError(const std::string& id);
 
 class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateSource {

@@ -177,6 +177,18 @@ TEST_F(SessionManagerTest, UnknownSessionIsNotFound) {
             absl::StatusCode::kNotFound);
 }
 
+// An id is the caller's bytes: echoed escaped (no control byte, valid UTF-8, its quotes
+// unclosable) and clipped, in the answer for an unknown id as in the one during a recovery.
+TEST_F(SessionManagerTest, AnUnknownIdIsEchoedEscaped) {
+  SessionManager* m = StartManager();
+  const std::string id = "s-x'\n\x01\xff" + std::string(300, 'a');
+  const std::string message(m->GetSession(id).status().message());
+  EXPECT_THAT(message, HasSubstr("no session 's-x\\'\\n\\x01\\xff"));
+  EXPECT_THAT(message, HasSubstr("(307 bytes)"));
+  for (char c : message) EXPECT_GE(static_cast<unsigned char>(c), 0x20) << message;
+  EXPECT_EQ(m->GetSession(id).status(), UnknownSessionError(id));
+}
+
 TEST_F(SessionManagerTest, ExecuteValidatesCode) {
   ManagerOptions o = Options();
   o.max_code_bytes = 64;
