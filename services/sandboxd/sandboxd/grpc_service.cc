@@ -347,7 +347,9 @@ grpc::Status SandboxServiceImpl::SetEgressPolicy(grpc::ServerContext*,
 grpc::Status SandboxServiceImpl::ListSessions(grpc::ServerContext*,
                                               const sandbox::v1::ListSessionsRequest* req,
                                               sandbox::v1::ListSessionsResponse* resp) {
-  for (auto& s : manager_->ListSessions(req->owner())) *resp->add_sessions() = std::move(s);
+  absl::StatusOr<std::vector<sandbox::v1::Session>> sessions = manager_->ListSessions(req->owner());
+  if (!sessions.ok()) return ToGrpcStatus(sessions.status());
+  for (auto& s : *sessions) *resp->add_sessions() = std::move(s);
   return grpc::Status::OK;
 }
 

@@ -174,6 +174,11 @@ class SandboxFactory {
   std::shared_ptr<UidPool::Lease> ClaimUid(uint32_t uid) { return uids_->Claim(uid); }
 
   Readiness readiness();
+  // A probe succeeded and its on_probed hook (the previous run re-attached) returned OK.
+  bool probed() {
+    codemode::MutexLock lock(&mu_);
+    return probed_;
+  }
   std::optional<RuntimeInfo> runtime_info();
   std::string runtime_error();  // why the last probe failed; empty after a success
   const FactoryOptions& options() const { return options_; }

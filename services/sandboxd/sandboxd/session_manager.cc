@@ -99,9 +99,7 @@ std::string SessionManager::NewId(const char* prefix) {
 
 absl::Status SessionManager::OnProbed(const RuntimeInfo& info) {
   env_.cgroup_limits = info.cgroup_limits;
-  absl::Status recovered = Recover();
-  if (recovered.ok()) recovered_ = true;
-  return recovered;
+  return Recover();
 }
 
 void SessionManager::OnReadinessChanged() {
@@ -377,7 +375,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Find(const std::string&
 }
 
 absl::Status SessionManager::NoSuchSession(const std::string& id) {
-  if (!recovered_) {
+  if (!factory_.probed()) {  // the previous run not re-attached yet
     return absl::UnavailableError(absl::StrCat(
         "no session '", codemode::LogQuoted(id, 100),
         "' yet: the previous run's sessions are re-attached once the container runtime "
@@ -473,7 +471,13 @@ absl::StatusOr<sandbox::v1::Session> SessionManager::GetSession(const std::strin
   return Describe(**s);
 }
 
-std::vector<sandbox::v1::Session> SessionManager::ListSessions(const std::string& owner) {
+absl::StatusOr<std::vector<sandbox::v1::Session>> SessionManager::ListSessions(
+    const std::string& owner) {
+  if (!factory_.probed()) {  // the previous run not re-attached yet
+    return absl::UnavailableError(
+        "the previous run's sessions are re-attached once the container runtime answers "
+        "(health says SERVING then)");
+  }
   std::vector<std::shared_ptr<Session>> all;
   std::vector<sandbox::v1::Session> lost;
   {

@@ -155,7 +155,9 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // A lost session's id answers (until deleted, or its tombstone expires): GetSession and
   // ListSessions with state LOST and the reason; every other call FAILED_PRECONDITION.
   absl::StatusOr<sandbox::v1::Session> GetSession(const std::string& id);
-  std::vector<sandbox::v1::Session> ListSessions(const std::string& owner);
+  // UNAVAILABLE until the previous run's sessions are re-attached: an empty list then would
+  // say they are gone.
+  absl::StatusOr<std::vector<sandbox::v1::Session>> ListSessions(const std::string& owner);
   absl::Status DeleteSession(const std::string& id);
   // What the session's container uses now (sandbox.proto, SessionStats), read through the
   // runtime without the session's lock: it answers while code runs. With a non-empty
@@ -438,8 +440,6 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   uint64_t reclaimed_total_ ABSL_GUARDED_BY(mu_) = 0;
   LostSessions lost_ ABSL_GUARDED_BY(mu_) = LostSessions(options_.max_lost_sessions);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  // The previous run's sessions are re-attached (OnProbed's Recover succeeded).
-  std::atomic<bool> recovered_{false};
   bool draining_ ABSL_GUARDED_BY(mu_) = false;  // Drain, or stopping
   // Creations waiting in AwaitFinishing, by owner: at most one of each owner per container
   // they wait for, and max_waiting_creations of all owners.

@@ -106,7 +106,7 @@ TEST_F(SessionManagerTest, AnIsolationThatIsNotAllowedIsRefusedBeforeAnythingSta
   s = m->CreateSession(Asking(static_cast<sandbox::v1::Isolation>(9)));
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(runtime_->start_calls(), 0);
-  EXPECT_EQ(m->ListSessions("").size(), 0u);
+  EXPECT_EQ(m->ListSessions("")->size(), 0u);
   EXPECT_EQ(m->GetInfo().allowed_isolations_size(), 1);
 }
 

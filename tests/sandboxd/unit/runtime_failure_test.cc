@@ -163,6 +163,9 @@ TEST_F(RecoveryTest, AListingOfThePreviousRunThatFailsIsRetriedNotSkipped) {
   EXPECT_EQ(m2->DeleteSession(old.id()).code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(m2->GetSession("s-never-was").status().code(), absl::StatusCode::kUnavailable)
       << "an id the previous run may have had";
+  // Nor is an empty list the answer: it would say the previous run's sessions are gone.
+  EXPECT_EQ(m2->ListSessions("").status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(m2->ListSessions(old.owner()).status().code(), absl::StatusCode::kUnavailable);
   EXPECT_TRUE(ContainerExists(old.container_id()));
   EXPECT_GT(log->Count("database is locked\\n[2026-12-04]"), 0);
   EXPECT_EQ(log->Count("\n[2026-12-04] [info] forged line"), 0);
@@ -184,6 +187,8 @@ TEST_F(RecoveryTest, AListingOfThePreviousRunThatFailsIsRetriedNotSkipped) {
   EXPECT_EQ(Eval(m2, old.id(), "x"), "5");
   EXPECT_EQ(Eval(m2, s->id(), "1 + 1"), "2");
   EXPECT_EQ(m2->GetSession("s-never-was").status().code(), absl::StatusCode::kNotFound);
+  ASSERT_OK(m2->ListSessions("").status());
+  EXPECT_EQ(m2->ListSessions("")->size(), 2u);
 }
 
 // While the runtime is known not to work, a CreateSession that finds another caller's probe
@@ -222,7 +227,7 @@ TEST_F(SessionManagerTest, StartFailureIsUnavailable) {
   absl::StatusOr<sandbox::v1::Session> s = m->CreateSession({});
   EXPECT_EQ(s.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("no space left on device"));
-  EXPECT_EQ(m->ListSessions("").size(), 0u);
+  EXPECT_EQ(m->ListSessions("")->size(), 0u);
   // No socket directory is left behind (by this attempt, nor by the background re-check).
   EXPECT_TRUE(WaitFor([&] { return fs::is_empty(state_dir_ + "/c"); }));
   runtime_->SetStartFailure(std::nullopt);
@@ -290,7 +295,7 @@ TEST_F(SessionManagerTest, ARunnerThatStopsReadingNeverHoldsUpCallersOrOtherSess
   ASSERT_TRUE(st.execution);
   EXPECT_TRUE(m->GetSession(a.id()).ok());
   EXPECT_TRUE(m->GetSession(b.id()).ok());
-  EXPECT_EQ(m->ListSessions("").size(), 2u);
+  EXPECT_EQ(m->ListSessions("")->size(), 2u);
   EXPECT_EQ(Eval(m, b.id(), "6 * 7"), "42");
   ASSERT_OK(runtime_->Kill(a.container_id(), SIGCONT));
   std::optional<Finished> f = st.collector->WaitFinished();

@@ -42,17 +42,17 @@ TEST_F(SessionManagerTest, CreateGetListDelete) {
   EXPECT_EQ(got->id(), a.id());
   EXPECT_EQ(got->label(), "first");
 
-  EXPECT_EQ(m->ListSessions("").size(), 2u);
-  std::vector<sandbox::v1::Session> alice = m->ListSessions("alice");
+  EXPECT_EQ(m->ListSessions("")->size(), 2u);
+  std::vector<sandbox::v1::Session> alice = *m->ListSessions("alice");
   ASSERT_EQ(alice.size(), 1u);
   EXPECT_EQ(alice[0].id(), a.id());
-  EXPECT_EQ(m->ListSessions("nobody").size(), 0u);
+  EXPECT_EQ(m->ListSessions("nobody")->size(), 0u);
   EXPECT_EQ(m->GetInfo().sessions(), 2u);
 
   ASSERT_OK(m->DeleteSession(a.id()));
   EXPECT_EQ(m->GetSession(a.id()).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(m->DeleteSession(a.id()).code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(m->ListSessions("").size(), 1u);
+  EXPECT_EQ(m->ListSessions("")->size(), 1u);
   EXPECT_FALSE(fs::exists(SessionRecordPath(a.id())));
   // The container goes away (removed by a worker).
   EXPECT_TRUE(WaitFor([&] { return !ContainerExists(a.container_id()); }));
@@ -135,7 +135,7 @@ TEST_F(SessionManagerTest, EachOwnerHasAtMostItsShareOfSessions) {
   sandbox::v1::CreateSessionRequest other;
   other.set_owner("mcp:token 1");
   EXPECT_FALSE(Create(m, other).id().empty()) << "another owner still gets a slot";
-  EXPECT_EQ(m->ListSessions("mcp:token 0").size(), 2u);
+  EXPECT_EQ(m->ListSessions("mcp:token 0")->size(), 2u);
   ASSERT_OK(m->DeleteSession(second.id()));
   EXPECT_TRUE(m->CreateSession(greedy).ok()) << "a deleted session frees its owner's slot";
 }
@@ -347,7 +347,7 @@ TEST_F(SessionManagerTest, ShutdownAndReattach) {
   EXPECT_EQ(got->created_at_ms(), s.created_at_ms());
   EXPECT_EQ(Eval(m2, s.id(), "x + 1"), "42");
   EXPECT_EQ(Eval(m2, s.id(), "'mcp_srv' in globals()"), "True");
-  EXPECT_EQ(m2->ListSessions("alice").size(), 1u);
+  EXPECT_EQ(m2->ListSessions("alice")->size(), 1u);
   EXPECT_TRUE(m2->GetSession(idle.id()).ok());
 }
 
@@ -398,7 +398,7 @@ TEST_F(SessionManagerTest, ARecordThatCannotBeWrittenFailsCreateAndLeavesNothing
   absl::StatusOr<sandbox::v1::Session> s = m->CreateSession({});
   EXPECT_EQ(s.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("No space left on device"));
-  EXPECT_TRUE(m->ListSessions("").empty());
+  EXPECT_TRUE(m->ListSessions("")->empty());
   EXPECT_TRUE(WaitFor([&] { return runtime_->Names().empty(); }));
   EXPECT_TRUE(WaitFor([&] { return SocketDirs() == 0; })) << SocketDirs() << " socket directories";
   EXPECT_EQ(store.size(), 0u);

@@ -189,7 +189,8 @@ TEST_F(SessionManagerTest, AFullDaemonReclaimsOnlyFromAnOwnerThatWouldStillHoldM
   EXPECT_EQ(m->GetInfo().sessions_reclaimed_total(), 0u);
   EXPECT_TRUE(m->CreateSession(OwnedBy("carol", false)).ok()) << "carol holds none";
   size_t alice_lost = 0;
-  for (const auto& s : m->ListSessions("alice")) alice_lost += s.state() == kLost;
+  const std::vector<sandbox::v1::Session> alices = *m->ListSessions("alice");
+  for (const auto& s : alices) alice_lost += s.state() == kLost;
   EXPECT_EQ(alice_lost, 1u);
 }
 
@@ -432,7 +433,7 @@ TEST_F(SessionManagerTest, ClaimsUnderWayCountAgainstTheLimitTheirOwnerAskedFor)
   int created = 0;
   EXPECT_EQ(StartedAtOnce(m, runtime_.get(), std::vector(2, alice), &created), 1);
   EXPECT_EQ(created, 1);
-  const std::vector<sandbox::v1::Session> alices = m->ListSessions("alice");
+  const std::vector<sandbox::v1::Session> alices = *m->ListSessions("alice");
   ASSERT_EQ(alices.size(), 1u) << "an id handed out was reclaimed for the other creation";
   EXPECT_EQ(alices[0].state(), sandbox::v1::Session::READY);
 }
@@ -534,7 +535,7 @@ TEST_F(ClaimUnderWayTest, AClaimUnderWayToTheOwnersLimitIsNotTheDaemonBeingFull)
   EXPECT_EQ(next.code(), absl::StatusCode::kResourceExhausted) << next;
   EXPECT_THAT(std::string(next.message()), HasSubstr("being reclaimed for another creation"));
   EXPECT_FALSE(DaemonWasFull(next)) << next;
-  EXPECT_EQ(m_->ListSessions("alice").size(), 2u);
+  EXPECT_EQ(m_->ListSessions("alice")->size(), 2u);
 }
 
 // A slot that frees while an owner's claim is under way does not admit that owner past its
@@ -552,7 +553,7 @@ TEST_F(ClaimUnderWayTest, AClaimUnderWayCountsAgainstTheOwnersLimitWhenASlotFree
   EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
   EXPECT_THAT(std::string(refused.message()), HasSubstr("too many sessions of this owner"));
   EXPECT_FALSE(DaemonWasFull(refused)) << refused;
-  EXPECT_EQ(m_->ListSessions("alice").size(), 2u);
+  EXPECT_EQ(m_->ListSessions("alice")->size(), 2u);
 }
 
 // The session user ids run out for an owner that reclaims its own session at its limit:
@@ -575,7 +576,7 @@ TEST_F(SessionManagerTest, UidsRunningOutAtTheOwnersLimitAreNotTheDaemonBeingFul
   absl::Status under = m->CreateSession(OwnedBy("bob", false)).status();
   EXPECT_EQ(under.code(), absl::StatusCode::kResourceExhausted) << under;
   EXPECT_TRUE(DaemonWasFull(under)) << under;
-  EXPECT_EQ(m->ListSessions("alice").size(), 2u);
+  EXPECT_EQ(m->ListSessions("alice")->size(), 2u);
 }
 
 }  // namespace
