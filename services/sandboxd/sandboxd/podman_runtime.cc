@@ -396,17 +396,14 @@ absl::StatusOr<std::string> PodmanRuntime::GvisorVersion() {
 }
 
 absl::Status PodmanRuntime::TryPythonContainer(const RuntimeInfo& info, Isolation isolation) {
-  std::vector<std::string> argv = {options_.podman};
-  argv.insert(argv.end(), options_.global_args.begin(), options_.global_args.end());
-  std::vector<std::string> runtime = RuntimeArgs(options_, info, isolation);
-  argv.insert(argv.end(), runtime.begin(), runtime.end());
+  std::vector<std::string> args = RuntimeArgs(options_, info, isolation);
   // runc refuses podman's default rlimits (the host's) without CAP_SYS_RESOURCE.
-  argv.insert(argv.end(), {"run", "--rm", "--network", "none", "--pull", "never",
+  args.insert(args.end(), {"run", "--rm", "--network", "none", "--pull", "never",
                            "--log-driver", "none", "--user", "65534:65534",
                            "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024",
                            "--label", "io.sandboxd.role=check",
                            options_.image, "python3", "-c", "pass"});
-  absl::StatusOr<SubprocessResult> r = RunPodman(Op::kRun, argv);
+  absl::StatusOr<SubprocessResult> r = RunPodman(Op::kRun, Argv(args));
   if (!r.ok()) return r.status();
   if (r->timed_out || r->exit_code != 0) {
     return absl::UnavailableError(absl::StrCat("exit ", r->exit_code, ": ", Summarise(r->stderr_text)));
