@@ -265,6 +265,10 @@ absl::StatusOr<PodmanApi::Response> PodmanApi::Request(const std::string& method
   SteadyTime ping_at = kind == Kind::kPing ? SteadyTime::max()
                                            : codemode::SteadyDeadline(options_.request_timeout / 4);
   const std::string what = absl::StrCat("no answer to ", method, " ", path, " in time");
+  const absl::Time began = absl::Now();
+  auto cut_off = [&] {
+    return options_.cutoff != nullptr && absl::Now() >= options_.cutoff->For(began);
+  };
   auto lost = [&](absl::string_view why) {
     Replace(why);
     return absl::AbortedError(absl::StrCat("podman's API service: ", why));
@@ -276,7 +280,15 @@ absl::StatusOr<PodmanApi::Response> PodmanApi::Request(const std::string& method
   auto wait = [&](short events) -> absl::Status {
     for (;;) {
       const bool ping_due = ping_at < deadline;
-      if (WaitFor(fd.get(), events, ping_due ? ping_at : deadline)) return absl::OkStatus();
+      const SteadyTime due = ping_due ? ping_at : deadline;
+      // In slices of 100 ms, so that a stopping daemon's cutoff ends the wait soon.
+      const SteadyTime slice = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+      if (WaitFor(fd.get(), events, std::min(due, slice))) return absl::OkStatus();
+      if (cut_off()) {
+        return absl::AbortedError(absl::StrCat("podman's API service: ", method, " ", path,
+                                               " cut off: sandboxd is stopping"));
+      }
+      if (std::chrono::steady_clock::now() < due) continue;
       if (!ping_due) {
         if (kind != Kind::kRemoval) return lost(what);
         return absl::AbortedError(absl::StrCat("podman's API service: ", what));

@@ -36,6 +36,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/mutex.h"
+#include "sandboxd/subprocess.h"
 
 namespace sandboxd {
 
@@ -51,6 +52,9 @@ struct PodmanApiOptions {
   absl::Duration request_timeout = absl::Seconds(20);
   absl::Duration first_restart = absl::Seconds(1);
   absl::Duration longest_restart = absl::Seconds(30);
+  // A stopping daemon's cutoff (subprocess.h): a request still waiting at it ends ABORTED,
+  // leaving the service be. Null: only request_timeout ends one. Outlives the PodmanApi.
+  const Cutoff* cutoff = nullptr;
 };
 
 class PodmanApi {

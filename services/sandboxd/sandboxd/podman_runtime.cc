@@ -346,6 +346,7 @@ absl::StatusOr<RuntimeInfo> PodmanRuntime::Probe() {
     api.env = env_;
     api.socket_dir = options_.api_socket_dir;
     api.request_timeout = options_.api_request_timeout;
+    api.cutoff = &cutoff_;
     api_ = std::make_shared<PodmanApi>(std::move(api));
   }
   return info;
