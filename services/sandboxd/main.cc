@@ -110,7 +110,7 @@ ABSL_FLAG(absl::Duration, start_images_wait, absl::Seconds(5),
 ABSL_FLAG(absl::Duration, start_runtime_wait, absl::Seconds(15),
           "How long the start waits for podman's first answer (and the previous run's "
           "sessions re-attached) before it serves; until podman answers, health is "
-          "NOT_SERVING.");
+          "NOT_SERVING and CreateSession UNAVAILABLE.");
 ABSL_FLAG(absl::Duration, lost_session_ttl, absl::Minutes(30),
           "A lost session frees its slot and container at once; its id answers 'session "
           "lost: <reason>' (FAILED_PRECONDITION) for this long unless deleted first.");
@@ -541,7 +541,7 @@ int main(int argc, char** argv) {
   }
   options->egress = egress->get();
   sandboxd::SessionManager manager(*options, &runtime, &clock);
-  if (absl::Status s = manager.Start(); !s.ok()) {
+  if (absl::Status s = manager.Start([&shutdown] { return shutdown.Pending(); }); !s.ok()) {
     spdlog::critical("{}", s.message());
     return 1;
   }

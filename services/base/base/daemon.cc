@@ -85,6 +85,12 @@ void ShutdownSignal::Request(const std::string& reason) {
   kill(getpid(), SIGTERM);
 }
 
+bool ShutdownSignal::Pending() const {
+  sigset_t pending;
+  if (sigpending(&pending) != 0) return false;
+  return sigismember(&pending, SIGTERM) == 1 || sigismember(&pending, SIGINT) == 1;
+}
+
 uint64_t RaiseFileLimit() {
   struct rlimit limit;
   if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;

@@ -44,6 +44,8 @@ class ShutdownSignal {
   std::string Wait();
   // From any thread: makes Wait() return `reason`.
   void Request(const std::string& reason);
+  // Whether Wait() would return at once (a signal or Request pending), without taking it.
+  bool Pending() const;
 
  private:
   sigset_t signals_;

@@ -135,7 +135,8 @@ class ContainerRuntime {
   }
 
   // The daemon is stopping: a call still waiting on the backend (a hung podman) at `at`
-  // ends then with UNAVAILABLE, and calls made later (the stop's own clean-up) are short.
+  // ends then with UNAVAILABLE, and calls made later (the stop's own clean-up) end a few
+  // seconds after it.
   // What such a call leaves behind is swept by the next start.
   virtual void CutOffCalls(absl::Time at) { (void)at; }
 };

@@ -479,6 +479,10 @@ absl::StatusOr<std::string> PodmanRuntime::Start(const ContainerSpec& spec) {
   if (r->exit_code != 0 || r->timed_out) {
     // A failed `run` may leave a created container behind.
     (void)Remove({spec.name});
+    if (r->timed_out) {
+      return absl::UnavailableError(r->cut_off ? "podman run was cut off: sandboxd is stopping"
+                                               : "podman run timed out (--podman_timeout)");
+    }
     return absl::UnavailableError(absl::StrCat("podman run failed (exit ", r->exit_code,
                                                "): ", Summarise(r->stderr_text)));
   }

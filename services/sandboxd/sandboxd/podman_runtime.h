@@ -140,7 +140,7 @@ class PodmanRuntime : public ContainerRuntime {
   // /workspace by statvfs through /proc/<pid>/root (not under gVisor, whose tmpfs lives in
   // the Sentry). One `podman inspect` per container for its init pid, then files only.
   absl::StatusOr<ResourceUsage> Usage(const std::string& name, Isolation isolation) override;
-  // Kills the podman commands still running at `at` (and any started after, past 5 s).
+  // Kills the podman commands still running at `at` (and any started after, 5 s after it).
   void CutOffCalls(absl::Time at) override { cutoff_.Cut(at); }
 
   // Start-up check of gVisor: runsc runs, and a container of the image that starts

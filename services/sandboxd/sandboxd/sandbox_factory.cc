@@ -114,6 +114,15 @@ absl::Status SandboxFactory::ProbeFailed(absl::string_view why) {
   return error;
 }
 
+void SandboxFactory::NoteProbeOverdue(absl::Duration waited) {
+  {
+    codemode::MutexLock lock(&mu_);
+    if (probed_) return;
+  }
+  (void)ProbeFailed(absl::StrCat("the container runtime has not answered in ",
+                                 absl::FormatDuration(waited), " (still asking; see --podman_timeout)"));
+}
+
 void SandboxFactory::RemoveNow(const std::vector<std::string>& names) {
   if (names.empty()) return;
   EndProcesses(names);

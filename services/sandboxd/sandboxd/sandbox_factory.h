@@ -173,6 +173,11 @@ class SandboxFactory {
   // Claims the uid that a re-attached container was started with.
   std::shared_ptr<UidPool::Lease> ClaimUid(uint32_t uid) { return uids_->Claim(uid); }
 
+  // The daemon's start waited `waited` for EnsureProbed, which is still under way: until it
+  // answers, the runtime counts as failing (readiness NOT_SERVING; EnsureProbed's other
+  // callers answer at once).
+  void NoteProbeOverdue(absl::Duration waited);
+
   Readiness readiness();
   // A probe succeeded and its on_probed hook (the previous run re-attached) returned OK.
   bool probed() {

@@ -109,7 +109,7 @@ void SessionManager::OnReadinessChanged() {
   if (listener_) listener_(readiness());
 }
 
-absl::Status SessionManager::Start() {
+absl::Status SessionManager::Start(const std::function<bool()>& stop_requested) {
   if (!images_.ok()) return images_.status();
   absl::Status own = codemode::ClaimPrivateDirectory(options_.state_dir, "the state directory", "--state_dir");
   if (!own.ok()) return own;
@@ -121,7 +121,8 @@ absl::Status SessionManager::Start() {
         absl::StrCat("cannot create state directory ", options_.state_dir, ": ", ec.message()));
   }
   // A runtime that does not answer is logged (readiness) and retried by the pool's thread.
-  const bool probed = options_.background ? FirstProbe() : factory_.EnsureProbed().ok();
+  const bool probed =
+      options_.background ? FirstProbe(stop_requested) : factory_.EnsureProbed().ok();
   if (options_.background) {
     // The images' cache filled before the daemon serves, so that GetInfo lists them from the
     // first call on and answers from the cache (a gateway asks it before each sandbox it
@@ -150,9 +151,10 @@ absl::Status SessionManager::Start() {
 // The runtime's first answer, and the previous run's sessions re-attached with it, before
 // the daemon serves, waited for only so long (--start_runtime_wait): a podman that hangs
 // keeps neither the socket closed nor a SIGTERM waiting for --podman_timeout. The probe
-// goes on, on a worker; until it answers, readiness says no container has started yet,
-// and a creation waits for that first probe as it would have before the socket opened.
-bool SessionManager::FirstProbe() {
+// goes on, on a worker; until it answers, the runtime counts as failing (NOT_SERVING, and
+// a creation answers UNAVAILABLE at once rather than hold its RPC's thread for up to
+// --podman_timeout, whatever its caller's deadline).
+bool SessionManager::FirstProbe(const std::function<bool()>& stop_requested) {
   struct Answer {
     absl::Notification done;
     std::atomic<bool> ok{false};
@@ -162,7 +164,15 @@ bool SessionManager::FirstProbe() {
     answer->ok = factory_.EnsureProbed().ok();
     answer->done.Notify();
   });
-  return answer->done.WaitForNotificationWithTimeout(options_.start_runtime_wait) && answer->ok;
+  const absl::Time until = absl::Now() + options_.start_runtime_wait;
+  while (!answer->done.WaitForNotificationWithTimeout(
+      std::min(absl::Milliseconds(100), until - absl::Now()))) {
+    if (absl::Now() >= until || (stop_requested && stop_requested())) {
+      factory_.NoteProbeOverdue(options_.start_runtime_wait);
+      return false;
+    }
+  }
+  return answer->ok;
 }
 
 Readiness SessionManager::readiness() { return factory_.readiness(); }

@@ -40,7 +40,8 @@ void Cutoff::Cut(absl::Time at) {
 absl::Time Cutoff::For(absl::Time began) const {
   const int64_t nanos = at_unix_nanos_.load();
   if (nanos == std::numeric_limits<int64_t>::max()) return absl::InfiniteFuture();
-  return std::max(absl::FromUnixNanos(nanos), began + after_cut_);
+  const absl::Time at = absl::FromUnixNanos(nanos);
+  return began < at ? at : at + after_cut_;
 }
 
 namespace {

@@ -25,9 +25,9 @@
 namespace sandboxd {
 
 // When a stopping daemon stops waiting for the commands it runs. Until Cut, nothing; after
-// Cut(at), a command under way ends by `at`, and one started later runs at most
-// `after_cut` (the stopping daemon's own clean-up). A command a daemon cannot do without
-// stays bounded by its own timeout. Safe for concurrent use.
+// Cut(at), a command under way ends by `at`, and one started later (the stopping daemon's
+// own clean-up) by `at` + `after_cut`: however many run one after another, none outlasts
+// that. Safe for concurrent use.
 class Cutoff {
  public:
   explicit Cutoff(absl::Duration after_cut = absl::Seconds(5)) : after_cut_(after_cut) {}

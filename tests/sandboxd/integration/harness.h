@@ -51,6 +51,8 @@ class SandboxdProcess {
   // exited, -1 when it serves instead (it is then running, as after Start), -2 when it
   // did neither within 30 s.
   int StartExpectingExit();
+  // Starts the daemon without waiting for it to serve.
+  void Launch() { Spawn({}); }
   // Serves on `path` (another daemon's socket, say) instead of a private one.
   void UseSocket(const std::string& path) { socket_ = path; }
   // SIGTERM and wait; returns the exit code (128+signal when killed).

@@ -164,6 +164,35 @@ TEST(LifecycleTest, AStopIsNotHeldByARecoveryWhosePodmanHangs) {
   EXPECT_EQ(d.Stop(), 0) << d.Log();
 }
 
+// A SIGTERM while the start waits for that listing ends the wait, however long
+// --start_runtime_wait is.
+TEST(LifecycleTest, ASigtermDuringTheStartIsNotHeldByAPodmanThatHangs) {
+  BreakablePodman podman;
+  podman.Hang("ps");
+  SandboxdProcess d({"--podman=" + podman.path(), "--podman_api=false", "--pool_size=1",
+                     "--podman_timeout=10m", "--shutdown_grace=2s", "--start_runtime_wait=10m"});
+  d.Launch();
+  ASSERT_TRUE(WaitFor([&] { return podman.Hung("ps"); })) << d.Log();
+  EXPECT_EQ(d.Stop(), 0) << d.Log();
+}
+
+// Commands that come one after another after the cut (the images' inspection, two
+// commands per image) all end soon after it, not each 5 s after its own start.
+TEST(LifecycleTest, AStopIsNotHeldByHungPodmanCommandsOneAfterAnother) {
+  BreakablePodman podman;
+  podman.Hang("image");
+  std::string images = "--images=";
+  for (const char* name : {"a", "b", "c", "d", "e"}) {
+    images += std::string(name) + "=localhost/sandboxd-python:bookworm,";
+  }
+  images.pop_back();
+  SandboxdProcess d({"--podman=" + podman.path(), "--podman_api=false", "--pool_size=1", images,
+                     "--podman_timeout=10m", "--shutdown_grace=2s", "--start_runtime_wait=2s"});
+  ASSERT_TRUE(d.Start());
+  ASSERT_TRUE(WaitFor([&] { return podman.Hung("image"); })) << d.Log();
+  EXPECT_EQ(d.Stop(), 0) << d.Log();
+}
+
 // The same for a CreateSession whose cold start hangs in `podman run`: gRPC's drain waits
 // for the call, and the call for podman.
 TEST(LifecycleTest, AStopIsNotHeldByACreationWhosePodmanHangs) {

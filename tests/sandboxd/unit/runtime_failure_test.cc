@@ -93,8 +93,9 @@ TEST_F(RecoveryTest, ReattachesWhenTheRuntimeComesBackAndStartsNothingMeanwhile)
 }
 
 // A listing of the previous run that hangs holds the start for --start_runtime_wait only:
-// the daemon then serves, not ready, and once podman answers the previous run's sessions
-// are back and a creation that came meanwhile has its session.
+// the daemon then serves NOT_SERVING saying why, a creation answers at once instead of
+// holding its thread for podman, and once podman answers the previous run's sessions are
+// back.
 TEST_F(RecoveryTest, AHangingListingHoldsTheStartForABoundedTime) {
   const sandbox::v1::Session old = LeaveASession();
   runtime_->SetListHeld(true);
@@ -105,15 +106,40 @@ TEST_F(RecoveryTest, AHangingListingHoldsTheStartForABoundedTime) {
   const bool returned = started.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
   const Readiness readiness = m->readiness();
   std::future<absl::StatusOr<sandbox::v1::Session>> created;
-  if (returned) created = std::async(std::launch::async, [&] { return m->CreateSession({}); });
+  bool answered = false;
+  if (returned) {
+    created = std::async(std::launch::async, [&] { return m->CreateSession({}); });
+    answered = created.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+  }
   runtime_->SetListHeld(false);
   ASSERT_TRUE(returned) << "the start waited for podman's listing";
   ASSERT_OK(started.get());
   EXPECT_FALSE(readiness.serving);
-  absl::StatusOr<sandbox::v1::Session> s = created.get();
-  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_THAT(readiness.reason, HasSubstr("has not answered"));
+  ASSERT_TRUE(answered) << "a creation waited for podman's listing";
+  absl::StatusOr<sandbox::v1::Session> refused = created.get();
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("has not answered"));
+  EXPECT_TRUE(WaitFor([&] { return m->readiness().serving; })) << m->readiness().reason;
   EXPECT_EQ(Eval(m.get(), old.id(), "x"), "5");
-  EXPECT_EQ(Eval(m.get(), s->id(), "1 + 1"), "2");
+  m->Shutdown();
+}
+
+// The same start told to stop (a SIGTERM) ends its wait at once.
+TEST_F(RecoveryTest, AStopRequestedDuringTheStartEndsItsWait) {
+  (void)LeaveASession();
+  runtime_->SetListHeld(true);
+  ManagerOptions o = Options();
+  o.start_runtime_wait = absl::Hours(1);
+  auto m = std::make_unique<SessionManager>(o, runtime_.get(), &clock_);
+  std::atomic<bool> stop{false};
+  std::future<absl::Status> started =
+      std::async(std::launch::async, [&] { return m->Start([&] { return stop.load(); }); });
+  stop = true;
+  const bool returned = started.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+  runtime_->SetListHeld(false);
+  ASSERT_TRUE(returned) << "the start waited for podman's listing after a stop was asked";
+  ASSERT_OK(started.get());
   m->Shutdown();
 }
 

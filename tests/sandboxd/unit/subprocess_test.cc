@@ -12,13 +12,17 @@ TEST(CutoffTest, NothingEndsBeforeTheCut) {
   EXPECT_EQ(cutoff.For(absl::Now()), absl::InfiniteFuture());
 }
 
-TEST(CutoffTest, ACommandUnderWayEndsAtTheCutAndALaterOneRunsItsShortWhile) {
+// Commands started one after another after the cut (a worker inspecting image after
+// image) all end by the same time, not each a while after its own start.
+TEST(CutoffTest, ACommandUnderWayEndsAtTheCutAndLaterOnesByAShortWhileAfterIt) {
   Cutoff cutoff(absl::Seconds(5));
   const absl::Time at = absl::FromUnixSeconds(1000);
   cutoff.Cut(at);
   EXPECT_EQ(cutoff.For(at - absl::Minutes(1)), at);
-  EXPECT_EQ(cutoff.For(at - absl::Seconds(2)), at + absl::Seconds(3));
-  EXPECT_EQ(cutoff.For(at + absl::Seconds(10)), at + absl::Seconds(15));
+  EXPECT_EQ(cutoff.For(at - absl::Seconds(2)), at);
+  EXPECT_EQ(cutoff.For(at), at + absl::Seconds(5));
+  EXPECT_EQ(cutoff.For(at + absl::Seconds(4)), at + absl::Seconds(5));
+  EXPECT_EQ(cutoff.For(at + absl::Seconds(10)), at + absl::Seconds(5));
 }
 
 TEST(CutoffTest, TheEarliestCutWins) {
