@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -333,10 +334,23 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
   return options;
 }
 
-// When gVisor is asked for, it must work here, or the operator hears why at once.
-absl::Status CheckGvisor(const sandboxd::ManagerOptions& options, sandboxd::PodmanRuntime& runtime) {
+// When gVisor is asked for, it must work here, or the operator hears why at once. A podman
+// that has not answered within --start_runtime_wait (or a SIGTERM meanwhile) defers the
+// check, as a podman that fails does: the daemon starts NOT_SERVING and says why. `check`
+// holds the check's thread, which the stop's cutoff ends; it must outlive this call.
+absl::Status CheckGvisor(const sandboxd::ManagerOptions& options, sandboxd::PodmanRuntime& runtime,
+                         const codemode::ShutdownSignal& shutdown, std::future<absl::Status>& check) {
   if (!options.isolation.Allows(sandboxd::Isolation::kGvisor)) return absl::OkStatus();
-  if (absl::Status s = runtime.CheckGvisor(); !s.ok()) return s;
+  check = std::async(std::launch::async, [&runtime] { return runtime.CheckGvisor(); });
+  const absl::Time until = absl::Now() + options.start_runtime_wait;
+  while (check.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
+    if (absl::Now() >= until || shutdown.Pending()) {
+      spdlog::warn("gVisor check deferred: podman has not answered in {}",
+                   absl::FormatDuration(options.start_runtime_wait));
+      return absl::OkStatus();
+    }
+  }
+  if (absl::Status s = check.get(); !s.ok()) return s;
   std::string warning =
       sandboxd::GvisorPidBudgetWarning(options.default_limits.pids, options.max_sessions);
   if (!warning.empty()) spdlog::warn("{}", warning);
@@ -347,9 +361,11 @@ absl::Status CheckGvisor(const sandboxd::ManagerOptions& options, sandboxd::Podm
 // gVisor and wasm, when asked for, work here or the operator hears why at once.
 absl::Status CheckRuntimes(const sandboxd::ManagerOptions& options,
                            std::optional<sandboxd::PodmanRuntime>& podman,
-                           std::optional<sandboxd::WasmRuntime>& wasm) {
+                           std::optional<sandboxd::WasmRuntime>& wasm,
+                           const codemode::ShutdownSignal& shutdown,
+                           std::future<absl::Status>& gvisor_check) {
   if (podman) {
-    if (absl::Status s = CheckGvisor(options, *podman); !s.ok()) return s;
+    if (absl::Status s = CheckGvisor(options, *podman, shutdown, gvisor_check); !s.ok()) return s;
   }
   if (wasm) {
     if (absl::StatusOr<sandboxd::RuntimeInfo> w = wasm->Probe(); !w.ok()) return w.status();
@@ -527,7 +543,9 @@ int main(int argc, char** argv) {
                                      wasm_runtime ? &*wasm_runtime : nullptr);
   sandboxd::RealClock clock;
   if (absl::GetFlag(FLAGS_self_check)) return RunSelfCheck(*options, &runtime, &clock);
-  if (absl::Status s = CheckRuntimes(*options, podman_runtime, wasm_runtime); !s.ok()) {
+  std::future<absl::Status> gvisor_check;  // before the runtimes go; ended by the stop's cutoff
+  if (absl::Status s = CheckRuntimes(*options, podman_runtime, wasm_runtime, shutdown, gvisor_check);
+      !s.ok()) {
     spdlog::critical("{}", s.message());
     return 1;
   }
