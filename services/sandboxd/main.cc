@@ -109,8 +109,8 @@ ABSL_FLAG(absl::Duration, start_images_wait, absl::Seconds(5),
           "How long the start waits for podman to describe the images (GetInfo's images) "
           "before it serves; until podman answers, GetInfo lists none.");
 ABSL_FLAG(absl::Duration, start_runtime_wait, absl::Seconds(15),
-          "How long the start waits for podman's first answer (and the previous run's "
-          "sessions re-attached) before it serves; until podman answers, health is "
+          "How long the start waits for podman's first answer (the gVisor check and the "
+          "previous run's sessions re-attached included) before it serves; until podman answers, health is "
           "NOT_SERVING and CreateSession UNAVAILABLE.");
 ABSL_FLAG(absl::Duration, lost_session_ttl, absl::Minutes(30),
           "A lost session frees its slot and container at once; its id answers 'session "
@@ -335,20 +335,22 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
 }
 
 // When gVisor is asked for, it must work here, or the operator hears why at once. A podman
-// that has not answered within --start_runtime_wait (or a SIGTERM meanwhile) defers the
-// check, as a podman that fails does: the daemon starts NOT_SERVING and says why. `check`
-// holds the check's thread, which the stop's cutoff ends; it must outlive this call.
+// that has not answered by the end of the start's wait (--start_runtime_wait) defers the
+// check, as a podman that fails does: the daemon starts NOT_SERVING and says why; a stop
+// requested meanwhile ends the wait too. `check` holds the check's thread, which the stop's
+// cutoff ends; it must outlive this call.
 absl::Status CheckGvisor(const sandboxd::ManagerOptions& options, sandboxd::PodmanRuntime& runtime,
-                         const codemode::ShutdownSignal& shutdown, std::future<absl::Status>& check) {
+                         const sandboxd::StartWait& wait, std::future<absl::Status>& check) {
   if (!options.isolation.Allows(sandboxd::Isolation::kGvisor)) return absl::OkStatus();
   check = std::async(std::launch::async, [&runtime] { return runtime.CheckGvisor(); });
-  const absl::Time until = absl::Now() + options.start_runtime_wait;
-  while (check.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
-    if (absl::Now() >= until || shutdown.Pending()) {
+  if (!wait.For([&check](absl::Duration d) {
+        return check.wait_for(absl::ToChronoMilliseconds(d)) == std::future_status::ready;
+      })) {
+    if (!wait.stop_requested()) {
       spdlog::warn("gVisor check deferred: podman has not answered in {}",
                    absl::FormatDuration(options.start_runtime_wait));
-      return absl::OkStatus();
     }
+    return absl::OkStatus();
   }
   if (absl::Status s = check.get(); !s.ok()) return s;
   std::string warning =
@@ -362,15 +364,46 @@ absl::Status CheckGvisor(const sandboxd::ManagerOptions& options, sandboxd::Podm
 absl::Status CheckRuntimes(const sandboxd::ManagerOptions& options,
                            std::optional<sandboxd::PodmanRuntime>& podman,
                            std::optional<sandboxd::WasmRuntime>& wasm,
-                           const codemode::ShutdownSignal& shutdown,
+                           const sandboxd::StartWait& wait,
                            std::future<absl::Status>& gvisor_check) {
   if (podman) {
-    if (absl::Status s = CheckGvisor(options, *podman, shutdown, gvisor_check); !s.ok()) return s;
+    if (absl::Status s = CheckGvisor(options, *podman, wait, gvisor_check); !s.ok()) return s;
   }
   if (wasm) {
     if (absl::StatusOr<sandboxd::RuntimeInfo> w = wasm->Probe(); !w.ok()) return w.status();
   }
   return absl::OkStatus();
+}
+
+// The runtimes the allowed isolations need: podman only where a container isolation is in
+// use (a wasm-only daemon needs no engine), with the containers' seccomp profile written.
+absl::Status MakeRuntimes(const sandboxd::ManagerOptions& options, sandboxd::SandboxdMetrics& metrics,
+                          std::optional<sandboxd::PodmanRuntime>& podman_runtime,
+                          std::optional<sandboxd::WasmRuntime>& wasm_runtime) {
+  if (options.isolation.Allows(sandboxd::Isolation::kContainer) ||
+      options.isolation.Allows(sandboxd::Isolation::kGvisor)) {
+    const sandboxd::PodmanOptions podman = PodmanFromFlags(options);
+    if (absl::Status s = WriteSeccompProfile(options, podman); !s.ok()) return s;
+    podman_runtime.emplace(podman, &metrics);
+  }
+  if (options.isolation.Allows(sandboxd::Isolation::kWasm)) {
+    absl::StatusOr<sandboxd::WasmRuntimeOptions> wasm = WasmFromFlags(options);
+    if (!wasm.ok()) return wasm.status();
+    wasm_runtime.emplace(*wasm);
+  }
+  return absl::OkStatus();
+}
+
+// A SIGTERM or SIGINT before the daemon serves: it stops without serving. What the start
+// left running on the runtime (a podman that hangs) is no client's, so it is cut at once.
+// `manager` is null when the stop came before it was made.
+int StopBeforeServing(sandboxd::ContainerRuntime& runtime, codemode::ShutdownSignal& shutdown,
+                      sandboxd::SessionManager* manager) {
+  spdlog::info("{} before serving: stopping", shutdown.Wait());
+  runtime.CutOffCalls(absl::Now());
+  if (manager) manager->Shutdown();
+  spdlog::info("stopped");
+  return 0;
 }
 
 // Health follows readiness: SERVING only while containers can be started (see
@@ -519,36 +552,26 @@ int main(int argc, char** argv) {
   // counted (nobody could read it).
   sandboxd::SandboxdMetrics metrics(!absl::GetFlag(FLAGS_metrics_listen).empty());
   options->metrics = &metrics;
-  // Podman only where a container isolation is in use: a wasm-only daemon needs no engine.
   std::optional<sandboxd::PodmanRuntime> podman_runtime;
-  if (options->isolation.Allows(sandboxd::Isolation::kContainer) ||
-      options->isolation.Allows(sandboxd::Isolation::kGvisor)) {
-    const sandboxd::PodmanOptions podman = PodmanFromFlags(*options);
-    if (absl::Status s = WriteSeccompProfile(*options, podman); !s.ok()) {
-      spdlog::critical("{}", s.message());
-      return 2;
-    }
-    podman_runtime.emplace(podman, &metrics);
-  }
   std::optional<sandboxd::WasmRuntime> wasm_runtime;
-  if (options->isolation.Allows(sandboxd::Isolation::kWasm)) {
-    absl::StatusOr<sandboxd::WasmRuntimeOptions> wasm = WasmFromFlags(*options);
-    if (!wasm.ok()) {
-      spdlog::critical("{}", wasm.status().message());
-      return 2;
-    }
-    wasm_runtime.emplace(*wasm);
+  if (absl::Status s = MakeRuntimes(*options, metrics, podman_runtime, wasm_runtime); !s.ok()) {
+    spdlog::critical("{}", s.message());
+    return 2;
   }
   sandboxd::IsolationRuntime runtime(podman_runtime ? &*podman_runtime : nullptr,
                                      wasm_runtime ? &*wasm_runtime : nullptr);
   sandboxd::RealClock clock;
   if (absl::GetFlag(FLAGS_self_check)) return RunSelfCheck(*options, &runtime, &clock);
+  // Every wait of the start for the runtime ends by one deadline, or at a SIGTERM.
+  const sandboxd::StartWait start_wait(absl::Now() + options->start_runtime_wait,
+                                       [&shutdown] { return shutdown.Pending(); });
   std::future<absl::Status> gvisor_check;  // before the runtimes go; ended by the stop's cutoff
-  if (absl::Status s = CheckRuntimes(*options, podman_runtime, wasm_runtime, shutdown, gvisor_check);
+  if (absl::Status s = CheckRuntimes(*options, podman_runtime, wasm_runtime, start_wait, gvisor_check);
       !s.ok()) {
     spdlog::critical("{}", s.message());
     return 1;
   }
+  if (start_wait.stop_requested()) return StopBeforeServing(runtime, shutdown, nullptr);
 
   absl::StatusOr<TcpPortFlags> tcp = TcpPortFromFlags(options->state_dir);
   // Outlives the manager, whose sessions' proxies run on it.
@@ -559,10 +582,11 @@ int main(int argc, char** argv) {
   }
   options->egress = egress->get();
   sandboxd::SessionManager manager(*options, &runtime, &clock);
-  if (absl::Status s = manager.Start([&shutdown] { return shutdown.Pending(); }); !s.ok()) {
+  if (absl::Status s = manager.Start(start_wait); !s.ok()) {
     spdlog::critical("{}", s.message());
     return 1;
   }
+  if (start_wait.stop_requested()) return StopBeforeServing(runtime, shutdown, &manager);
   // After the manager it reads, so it goes first.
   absl::StatusOr<std::unique_ptr<codemode::telemetry::MetricsServer>> metrics_server =
       StartMetrics(metrics);

@@ -1,5 +1,7 @@
 #include "sandboxd/async.h"
 
+#include <algorithm>
+
 #include "base/thread.h"
 
 #include <spdlog/spdlog.h>
@@ -97,6 +99,23 @@ void WorkerPool::Post(std::function<void()> fn) {
   if (!scheduled.ok()) {
     spdlog::warn("a cleanup task came after the daemon stopped its workers; the next start recovers it ({})",
                  std::string(scheduled.message()));
+  }
+}
+
+bool StartWait::For(const std::function<bool(absl::Duration)>& done) const {
+  return Until(std::max(until_, absl::Now() + kLeast), done);
+}
+
+bool StartWait::Within(absl::Duration limit, const std::function<bool(absl::Duration)>& done) const {
+  return Until(absl::Now() + limit, done);
+}
+
+bool StartWait::Until(absl::Time until, const std::function<bool(absl::Duration)>& done) const {
+  for (;;) {
+    if (done(std::max(absl::ZeroDuration(), std::min(absl::Milliseconds(100), until - absl::Now())))) {
+      return true;
+    }
+    if (absl::Now() >= until || stop_requested()) return false;
   }
 }
 

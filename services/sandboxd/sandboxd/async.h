@@ -7,6 +7,9 @@
 //
 //   WorkerPool pool(2);
 //   pool.Post([] { runtime->Remove({name}); });
+//
+//   StartWait wait(absl::Now() + absl::Seconds(15), [&] { return shutdown.Pending(); });
+//   bool done = wait.For([&](absl::Duration d) { return note.WaitForNotificationWithTimeout(d); });
 #pragma once
 
 #include <cstdint>
@@ -66,6 +69,35 @@ class WorkerPool {
 
  private:
   codemode::ThreadPool pool_;
+};
+
+// How long the daemon's start waits for work that may hang (a podman that does not answer):
+// until one deadline, which every wait of the start shares (--start_runtime_wait after the
+// start began), or until a stop is requested, whichever comes first. A wait that begins
+// after the deadline still gives its work kLeast, so that one hung check does not make the
+// next one, which podman may answer at once, count as unanswered. The work itself goes on;
+// what gives up is the wait.
+class StartWait {
+ public:
+  static constexpr absl::Duration kLeast = absl::Seconds(1);
+
+  // `stop_requested` may be null: only the deadline ends a wait.
+  explicit StartWait(absl::Time until, std::function<bool()> stop_requested = nullptr)
+      : until_(until), stop_requested_(std::move(stop_requested)) {}
+
+  // Calls `done` with the longest it may wait (100 ms at most) until it returns true (then
+  // true), or until the deadline (or kLeast from now, if later) passes or a stop is
+  // requested (then false).
+  bool For(const std::function<bool(absl::Duration)>& done) const;
+  // The same for a wait of its own: `limit` from now, not the shared deadline.
+  bool Within(absl::Duration limit, const std::function<bool(absl::Duration)>& done) const;
+  bool stop_requested() const { return stop_requested_ && stop_requested_(); }
+
+ private:
+  bool Until(absl::Time until, const std::function<bool(absl::Duration)>& done) const;
+
+  const absl::Time until_;
+  const std::function<bool()> stop_requested_;
 };
 
 // Milliseconds since the Unix epoch; a seam so session expiry can be tested.

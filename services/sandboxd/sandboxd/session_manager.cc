@@ -109,7 +109,11 @@ void SessionManager::OnReadinessChanged() {
   if (listener_) listener_(readiness());
 }
 
-absl::Status SessionManager::Start(const std::function<bool()>& stop_requested) {
+absl::Status SessionManager::Start() {
+  return Start(StartWait(absl::Now() + options_.start_runtime_wait));
+}
+
+absl::Status SessionManager::Start(const StartWait& wait) {
   if (!images_.ok()) return images_.status();
   absl::Status own = codemode::ClaimPrivateDirectory(options_.state_dir, "the state directory", "--state_dir");
   if (!own.ok()) return own;
@@ -121,8 +125,8 @@ absl::Status SessionManager::Start(const std::function<bool()>& stop_requested) 
         absl::StrCat("cannot create state directory ", options_.state_dir, ": ", ec.message()));
   }
   // A runtime that does not answer is logged (readiness) and retried by the pool's thread.
-  const bool probed =
-      options_.background ? FirstProbe(stop_requested) : factory_.EnsureProbed().ok();
+  const bool probed = options_.background ? FirstProbe(wait) : factory_.EnsureProbed().ok();
+  if (wait.stop_requested()) return absl::OkStatus();
   if (options_.background) {
     // The images' cache filled before the daemon serves, so that GetInfo lists them from the
     // first call on and answers from the cache (a gateway asks it before each sandbox it
@@ -136,11 +140,14 @@ absl::Status SessionManager::Start(const std::function<bool()>& stop_requested) 
     }
     workers_.Post([this] { InspectImages(); });
     if (probed) {
-      codemode::MutexLock lock(&images_mu_);
-      auto inspected = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(images_mu_) {
-        return !image_infos_refreshing_;
-      };
-      images_mu_.AwaitWithTimeout(absl::Condition(&inspected), options_.start_images_wait);
+      wait.Within(options_.start_images_wait, [this](absl::Duration d) {
+        codemode::MutexLock lock(&images_mu_);
+        auto inspected = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(images_mu_) {
+          return !image_infos_refreshing_;
+        };
+        return images_mu_.AwaitWithTimeout(absl::Condition(&inspected), d);
+      });
+      if (wait.stop_requested()) return absl::OkStatus();
     }
     pools_.Start();
     reaper_thread_ = codemode::StartThread("reaper", [this] { ReaperLoop(); });
@@ -154,7 +161,7 @@ absl::Status SessionManager::Start(const std::function<bool()>& stop_requested) 
 // goes on, on a worker; until it answers, the runtime counts as failing (NOT_SERVING, and
 // a creation answers UNAVAILABLE at once rather than hold its RPC's thread for up to
 // --podman_timeout, whatever its caller's deadline).
-bool SessionManager::FirstProbe(const std::function<bool()>& stop_requested) {
+bool SessionManager::FirstProbe(const StartWait& wait) {
   struct Answer {
     absl::Notification done;
     std::atomic<bool> ok{false};
@@ -164,15 +171,12 @@ bool SessionManager::FirstProbe(const std::function<bool()>& stop_requested) {
     answer->ok = factory_.EnsureProbed().ok();
     answer->done.Notify();
   });
-  const absl::Time until = absl::Now() + options_.start_runtime_wait;
-  while (!answer->done.WaitForNotificationWithTimeout(
-      std::min(absl::Milliseconds(100), until - absl::Now()))) {
-    if (absl::Now() >= until || (stop_requested && stop_requested())) {
-      factory_.NoteProbeOverdue(options_.start_runtime_wait);
-      return false;
-    }
+  if (wait.For([&](absl::Duration d) { return answer->done.WaitForNotificationWithTimeout(d); })) {
+    return answer->ok;
   }
-  return answer->ok;
+  // A stop is no failure of the runtime's: readiness and its log line stay as they are.
+  if (!wait.stop_requested()) factory_.NoteProbeOverdue(options_.start_runtime_wait);
+  return false;
 }
 
 Readiness SessionManager::readiness() { return factory_.readiness(); }

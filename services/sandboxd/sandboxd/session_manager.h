@@ -132,9 +132,13 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // other container of this instance, and starts the pool and the idle reaper. A runtime
   // that is unavailable is not fatal: it is logged, reported by GetInfo, and probed again
   // on the next CreateSession.
-  // `stop_requested`, when given, ends the start's waits for the runtime early once true
-  // (a SIGTERM during the start).
-  absl::Status Start(const std::function<bool()>& stop_requested = nullptr);
+  // Its waits for the runtime end at `wait`'s deadline (the daemon's --start_runtime_wait,
+  // shared with the waits before it), or at once when `wait` says a stop was requested (a
+  // SIGTERM during the start): then nothing more starts (no pool, no images' inspection,
+  // no reaper) and the caller stops.
+  absl::Status Start(const StartWait& wait);
+  // The same with start_runtime_wait from now and no stop request.
+  absl::Status Start();
 
   // Refuses new creations (UNAVAILABLE), also those waiting for room, while the calls under
   // way drain; Shutdown implies it. A container runtime's call (a podman command) still
@@ -249,9 +253,8 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   absl::Status CheckLanguage(Language language, const ImageChoice& image, bool refresh_images);
   // After a successful runtime probe, until it returns OK (the factory's on_probed).
   absl::Status OnProbed(const RuntimeInfo& info);
-  // Start's probe, waited for at most start_runtime_wait (or until `stop_requested`):
-  // whether it answered OK by then.
-  bool FirstProbe(const std::function<bool()>& stop_requested);
+  // Start's probe, waited for as `wait` says: whether it answered OK by then.
+  bool FirstProbe(const StartWait& wait);
   void OnReadinessChanged();
   void ReaperLoop();
   // Re-attaches the previous run's sessions and sweeps its other containers. UNAVAILABLE

@@ -5,6 +5,7 @@
 // API service's faults.
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -30,6 +31,7 @@ class BreakablePodman {
     std::string real = Sh("command -v podman");
     real.pop_back();
     std::ofstream(path()) << "#!/bin/sh\n"
+                          << "echo \"$*\" >> " << dir_ << "/calls\n"
                           << "for a in \"$@\"; do\n"
                           << "  if [ \"$a\" = run ] && [ -e " << dir_ << "/broken ]; then\n"
                           << "    echo 'Error: container-init binary not found on the host (test)' >&2\n"
@@ -65,6 +67,8 @@ class BreakablePodman {
   // it is killed; Hung says whether one has started hanging.
   void Hang(const std::string& subcommand) { std::ofstream(dir_ + "/hang_" + subcommand) << "1"; }
   bool Hung(const std::string& subcommand) const { return fs::exists(dir_ + "/hung_" + subcommand); }
+  // Every command podman was asked to run so far, one per line.
+  std::string Calls() const { return Sh("cat " + dir_ + "/calls 2>/dev/null"); }
 
  private:
   std::string dir_;
@@ -165,7 +169,8 @@ TEST(LifecycleTest, AStopIsNotHeldByARecoveryWhosePodmanHangs) {
 }
 
 // A SIGTERM while the start waits for that listing ends the wait, however long
-// --start_runtime_wait is.
+// --start_runtime_wait is, and the start with it: the daemon stops without serving, and
+// asks podman nothing more (no images' inspection, no pool).
 TEST(LifecycleTest, ASigtermDuringTheStartIsNotHeldByAPodmanThatHangs) {
   BreakablePodman podman;
   podman.Hang("ps");
@@ -173,7 +178,37 @@ TEST(LifecycleTest, ASigtermDuringTheStartIsNotHeldByAPodmanThatHangs) {
                      "--podman_timeout=10m", "--shutdown_grace=2s", "--start_runtime_wait=10m"});
   d.Launch();
   ASSERT_TRUE(WaitFor([&] { return podman.Hung("ps"); })) << d.Log();
+  const std::string calls = podman.Calls();
   EXPECT_EQ(d.Stop(), 0) << d.Log();
+  EXPECT_EQ(podman.Calls(), calls) << "podman was asked more after the SIGTERM\n" << d.Log();
+  EXPECT_NE(d.Log().find("before serving: stopping"), std::string::npos) << d.Log();
+  for (const char* wrong : {"serving on", "has not answered"}) {
+    EXPECT_EQ(d.Log().find(wrong), std::string::npos) << wrong << "\n" << d.Log();
+  }
+}
+
+// The start's waits for podman share one deadline: with gVisor allowed, its check and the
+// runtime's probe each wait for a `podman info` that hangs, and the daemon answers
+// (NOT_SERVING) after --start_runtime_wait in all, not after one such wait per check. The
+// check's container (`podman run` under runsc) hanging holds the start no longer either.
+TEST(LifecycleTest, TheStartWaitsForAHungPodmanOnceNotOncePerCheck) {
+  for (const char* hung : {"info", "run"}) {
+    SCOPED_TRACE(hung);
+    BreakablePodman podman;
+    podman.Hang(hung);
+    SandboxdProcess d({"--podman=" + podman.path(), "--podman_api=false", "--pool_size=1",
+                       "--allowed_isolations=gvisor", "--podman_timeout=10m", "--shutdown_grace=2s",
+                       "--start_runtime_wait=6s"});
+    const auto launched = std::chrono::steady_clock::now();
+    ASSERT_TRUE(d.Start());
+    const auto answered = std::chrono::steady_clock::now() - launched;
+    EXPECT_LT(answered, std::chrono::seconds(10))
+        << "answered after " << std::chrono::duration_cast<std::chrono::milliseconds>(answered).count()
+        << " ms\n" << d.Log();
+    EXPECT_TRUE(podman.Hung(hung)) << d.Log();
+    EXPECT_NE(d.Log().find("gVisor check deferred"), std::string::npos) << d.Log();
+    EXPECT_EQ(d.Stop(), 0) << d.Log();
+  }
 }
 
 // Commands that come one after another after the cut (the images' inspection, two

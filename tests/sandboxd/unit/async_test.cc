@@ -2,9 +2,12 @@
 // is dropped (never run on a joined pool, never left to touch an owner that has gone).
 // TimerQueue: timers run in deadline order, cancelled ones never; an earlier timer wakes
 // the waiting thread, a later one or a cancel does not.
+// StartWait: a wait ends with the work, at the shared deadline or at a stop request; one
+// that begins after the deadline still gives its work a moment.
 #include "sandboxd/async.h"
 
 #include <atomic>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -90,6 +93,40 @@ TEST(TimerQueueTest, AnEarlierTimerWakesTheThreadALaterOneOrACancelDoesNot) {
   timers.Schedule(absl::Milliseconds(10), [&soon] { soon.Notify(); });
   EXPECT_TRUE(soon.WaitForNotificationWithTimeout(absl::Seconds(5))) << "an earlier timer waited for the hour";
   EXPECT_GT(timers.wakeups(), asleep);
+}
+
+TEST(StartWaitTest, EndsWithTheWork) {
+  absl::Notification done;
+  std::thread worker([&done] {
+    absl::SleepFor(absl::Milliseconds(250));
+    done.Notify();
+  });
+  const StartWait wait(absl::Now() + absl::Hours(1));
+  EXPECT_TRUE(wait.For([&done](absl::Duration d) { return done.WaitForNotificationWithTimeout(d); }));
+  worker.join();
+}
+
+TEST(StartWaitTest, GivesUpAtTheDeadlineOrAtAStopRequest) {
+  const absl::Notification never;
+  auto waiting = [&never](absl::Duration d) { return never.WaitForNotificationWithTimeout(d); };
+  EXPECT_FALSE(StartWait(absl::Now() + absl::Milliseconds(200)).For(waiting));
+  EXPECT_FALSE(StartWait(absl::Now() + absl::Hours(1)).Within(absl::Milliseconds(200), waiting));
+  std::atomic<int> asked{0};
+  const StartWait stopping(absl::Now() + absl::Hours(1), [&asked] { return ++asked >= 3; });
+  EXPECT_FALSE(stopping.For(waiting));
+  EXPECT_TRUE(stopping.stop_requested());
+  EXPECT_FALSE(StartWait(absl::Now() + absl::Hours(1)).stop_requested());
+}
+
+// Each wait shares the deadline, but one after it still gives its work StartWait::kLeast:
+// a check that hung until the deadline does not make the next one count as unanswered.
+TEST(StartWaitTest, AWaitPastTheDeadlineStillGivesItsWorkAMoment) {
+  const StartWait wait(absl::Now() - absl::Seconds(5));
+  const absl::Time began = absl::Now();
+  EXPECT_TRUE(wait.For([began](absl::Duration d) {
+    absl::SleepFor(d);
+    return absl::Now() - began >= StartWait::kLeast / 2;
+  }));
 }
 
 }  // namespace

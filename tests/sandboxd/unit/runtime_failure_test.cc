@@ -134,7 +134,9 @@ TEST_F(RecoveryTest, AStopRequestedDuringTheStartEndsItsWait) {
   auto m = std::make_unique<SessionManager>(o, runtime_.get(), &clock_);
   std::atomic<bool> stop{false};
   std::future<absl::Status> started =
-      std::async(std::launch::async, [&] { return m->Start([&] { return stop.load(); }); });
+      std::async(std::launch::async, [&] {
+        return m->Start(StartWait(absl::Now() + o.start_runtime_wait, [&] { return stop.load(); }));
+      });
   stop = true;
   const bool returned = started.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
   runtime_->SetListHeld(false);
