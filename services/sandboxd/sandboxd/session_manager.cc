@@ -512,6 +512,7 @@ absl::Status SessionManager::DeleteSession(const std::string& id) {
 }
 
 absl::Status SessionManager::DeleteFor(const std::string& id, SandboxdMetrics::EndReason reason) {
+  if (id.empty()) return absl::InvalidArgumentError("session_id is empty");
   std::shared_ptr<Session> s;
   {
     codemode::MutexLock lock(&mu_);

@@ -189,6 +189,16 @@ TEST_F(SessionManagerTest, AnUnknownIdIsEchoedEscaped) {
   EXPECT_EQ(m->GetSession(id).status(), UnknownSessionError(id));
 }
 
+// An empty id is a malformed request, the same from every call that takes one.
+TEST_F(SessionManagerTest, AnEmptyIdIsAnInvalidArgumentEverywhere) {
+  SessionManager* m = StartManager();
+  for (const absl::Status& st : {m->GetSession("").status(), m->DeleteSession(""),
+                                 m->ResetSession("").status(), m->GetSessionStats("", "").status()}) {
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+    EXPECT_THAT(std::string(st.message()), HasSubstr("session_id is empty"));
+  }
+}
+
 TEST_F(SessionManagerTest, ExecuteValidatesCode) {
   ManagerOptions o = Options();
   o.max_code_bytes = 64;
