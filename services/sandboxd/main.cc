@@ -476,6 +476,7 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
     spdlog::critical("{}", !tcp_listener.ok() ? std::string(tcp_listener.status().message())
                                               : absl::StrCat("cannot listen on ", socket_path,
                                                              tcp.address.empty() ? "" : " / " + tcp.address));
+    manager.Drain(absl::Now());  // what the start left running on podman ends now
     manager.Shutdown();
     return 1;
   }
@@ -562,37 +563,34 @@ int main(int argc, char** argv) {
                                      wasm_runtime ? &*wasm_runtime : nullptr);
   sandboxd::RealClock clock;
   if (absl::GetFlag(FLAGS_self_check)) return RunSelfCheck(*options, &runtime, &clock);
+  // A start that fails from here on ends what it left running on the runtime (a podman that
+  // hangs) at once: the exit would otherwise wait for it, up to --podman_timeout.
+  auto fail = [&runtime](int code, const absl::Status& why) {
+    spdlog::critical("{}", why.message());
+    runtime.CutOffCalls(absl::Now());
+    return code;
+  };
   // Every wait of the start for the runtime ends by one deadline, or at a SIGTERM.
   const sandboxd::StartWait start_wait(absl::Now() + options->start_runtime_wait,
                                        [&shutdown] { return shutdown.Pending(); });
   std::future<absl::Status> gvisor_check;  // before the runtimes go; ended by the stop's cutoff
   if (absl::Status s = CheckRuntimes(*options, podman_runtime, wasm_runtime, start_wait, gvisor_check);
       !s.ok()) {
-    spdlog::critical("{}", s.message());
-    return 1;
+    return fail(1, s);
   }
   if (start_wait.stop_requested()) return StopBeforeServing(runtime, shutdown, nullptr);
 
   absl::StatusOr<TcpPortFlags> tcp = TcpPortFromFlags(options->state_dir);
   // Outlives the manager, whose sessions' proxies run on it.
   absl::StatusOr<std::unique_ptr<sandboxd::EgressHub>> egress = EgressHubFromFlags(&metrics);
-  if (!tcp.ok() || !egress.ok()) {
-    spdlog::critical("{}", (!tcp.ok() ? tcp.status() : egress.status()).message());
-    return 2;
-  }
+  if (!tcp.ok() || !egress.ok()) return fail(2, !tcp.ok() ? tcp.status() : egress.status());
   options->egress = egress->get();
   sandboxd::SessionManager manager(*options, &runtime, &clock);
-  if (absl::Status s = manager.Start(start_wait); !s.ok()) {
-    spdlog::critical("{}", s.message());
-    return 1;
-  }
+  if (absl::Status s = manager.Start(start_wait); !s.ok()) return fail(1, s);
   if (start_wait.stop_requested()) return StopBeforeServing(runtime, shutdown, &manager);
   // After the manager it reads, so it goes first.
   absl::StatusOr<std::unique_ptr<codemode::telemetry::MetricsServer>> metrics_server =
       StartMetrics(metrics);
-  if (!metrics_server.ok()) {
-    spdlog::critical("{}", metrics_server.status().message());
-    return 2;
-  }
+  if (!metrics_server.ok()) return fail(2, metrics_server.status());
   return Serve(manager, *options, socket_path, *tcp, notifier, shutdown, metrics_server->get());
 }

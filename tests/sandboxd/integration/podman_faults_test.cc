@@ -3,6 +3,9 @@
 // containers that cannot be removed (a deleted session's code stops all the same). These
 // daemons start containers with the CLI (--podman_api=false); podman_api_test.cc has the
 // API service's faults.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -10,6 +13,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
@@ -209,6 +213,40 @@ TEST(LifecycleTest, TheStartWaitsForAHungPodmanOnceNotOncePerCheck) {
     EXPECT_NE(d.Log().find("gVisor check deferred"), std::string::npos) << d.Log();
     EXPECT_EQ(d.Stop(), 0) << d.Log();
   }
+}
+
+// A start that fails on a bad flag after podman was asked (the gVisor check's thread, the
+// manager's first probe) exits at once, not when a hung podman command reaches
+// --podman_timeout: what the start left running is cut.
+TEST(LifecycleTest, AFailedStartIsNotHeldByAPodmanThatHangs) {
+  const int busy = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(bind(busy, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(busy, 1), 0);
+  ASSERT_EQ(getsockname(busy, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string short_token = "/tmp/sbx-short-token-" + std::to_string(getpid());
+  std::ofstream(short_token) << "short";
+  fs::permissions(short_token, fs::perms::owner_read | fs::perms::owner_write);
+  const std::vector<std::vector<std::string>> bad_flags = {
+      {"--allowed_isolations=gvisor", "--listen_tcp=127.0.0.1:0", "--tcp_token_file=" + short_token},
+      {"--metrics_listen=127.0.0.1:" + std::to_string(ntohs(addr.sin_port))}};
+  for (const std::vector<std::string>& bad : bad_flags) {
+    SCOPED_TRACE(bad.back());
+    BreakablePodman podman;
+    podman.Hang("info");
+    std::vector<std::string> flags = {"--podman=" + podman.path(), "--podman_api=false",
+                                      "--pool_size=1", "--podman_timeout=10m",
+                                      "--start_runtime_wait=2s"};
+    flags.insert(flags.end(), bad.begin(), bad.end());
+    SandboxdProcess d(flags);
+    EXPECT_EQ(d.StartExpectingExit(), 2) << d.Log();
+    EXPECT_TRUE(podman.Hung("info")) << d.Log();
+  }
+  close(busy);
+  fs::remove(short_token);
 }
 
 // Commands that come one after another after the cut (the images' inspection, two
