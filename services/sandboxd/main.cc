@@ -297,6 +297,10 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
   options.idle_ttl = absl::GetFlag(FLAGS_idle_ttl);
   options.start_images_wait = absl::GetFlag(FLAGS_start_images_wait);
   options.start_runtime_wait = absl::GetFlag(FLAGS_start_runtime_wait);
+  if (options.start_images_wait < absl::ZeroDuration() ||
+      options.start_runtime_wait < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--start_images_wait and --start_runtime_wait must not be negative");
+  }
   options.lost_session_ttl = absl::GetFlag(FLAGS_lost_session_ttl);
   options.max_lost_sessions = absl::GetFlag(FLAGS_max_lost_sessions);
   options.max_code_bytes = absl::GetFlag(FLAGS_max_code_bytes);

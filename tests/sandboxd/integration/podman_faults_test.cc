@@ -249,6 +249,16 @@ TEST(LifecycleTest, AFailedStartIsNotHeldByAPodmanThatHangs) {
   fs::remove(short_token);
 }
 
+// A negative wait is a mistake in the flags, said at once, not a start that waits 1 s and
+// logs "has not answered in -5s".
+TEST(LifecycleTest, ANegativeStartWaitIsRefused) {
+  for (const char* flag : {"--start_runtime_wait=-5s", "--start_images_wait=-1s"}) {
+    SandboxdProcess d({flag});
+    EXPECT_EQ(d.StartExpectingExit(), 2) << flag << "\n" << d.Log();
+    EXPECT_NE(d.Log().find("must not be negative"), std::string::npos) << d.Log();
+  }
+}
+
 // Commands that come one after another after the cut (the images' inspection, two
 // commands per image) all end soon after it, not each 5 s after its own start.
 TEST(LifecycleTest, AStopIsNotHeldByHungPodmanCommandsOneAfterAnother) {
