@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <future>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -44,6 +43,7 @@
 #include "limits_flags.h"
 #include "podman_flags.h"
 #include "flag_groups.h"
+#include "gvisor_check.h"
 #include "paths.h"
 #include "self_check.h"
 #include "tcp_flags.h"
@@ -338,40 +338,12 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
   return options;
 }
 
-// When gVisor is asked for, it must work here, or the operator hears why at once. A podman
-// that has not answered by the end of the start's wait (--start_runtime_wait) defers the
-// check, as a podman that fails does: the daemon starts NOT_SERVING and says why; a stop
-// requested meanwhile ends the wait too. `check` holds the check's thread, which the stop's
-// cutoff ends; it must outlive this call.
-absl::Status CheckGvisor(const sandboxd::ManagerOptions& options, sandboxd::PodmanRuntime& runtime,
-                         const sandboxd::StartWait& wait, std::future<absl::Status>& check) {
-  if (!options.isolation.Allows(sandboxd::Isolation::kGvisor)) return absl::OkStatus();
-  check = std::async(std::launch::async, [&runtime] { return runtime.CheckGvisor(); });
-  if (!wait.For([&check](absl::Duration d) {
-        return check.wait_for(absl::ToChronoMilliseconds(d)) == std::future_status::ready;
-      })) {
-    if (!wait.stop_requested()) {
-      spdlog::warn("gVisor check deferred: podman has not answered in {}",
-                   absl::FormatDuration(options.start_runtime_wait));
-    }
-    return absl::OkStatus();
-  }
-  if (absl::Status s = check.get(); !s.ok()) return s;
-  std::string warning =
-      sandboxd::GvisorPidBudgetWarning(options.default_limits.pids, options.max_sessions);
-  if (!warning.empty()) spdlog::warn("{}", warning);
-  return absl::OkStatus();
-}
-
-// The containers' seccomp profile (--seccomp_base), derived into the state directory.
-// gVisor and wasm, when asked for, work here or the operator hears why at once.
-absl::Status CheckRuntimes(const sandboxd::ManagerOptions& options,
-                           std::optional<sandboxd::PodmanRuntime>& podman,
-                           std::optional<sandboxd::WasmRuntime>& wasm,
-                           const sandboxd::StartWait& wait,
-                           std::future<absl::Status>& gvisor_check) {
-  if (podman) {
-    if (absl::Status s = CheckGvisor(options, *podman, wait, gvisor_check); !s.ok()) return s;
+// gVisor and wasm, when asked for, work here or the operator hears why at once (a podman
+// that has not answered by the start's deadline defers gVisor's check: gvisor_check.h).
+absl::Status CheckRuntimes(GvisorStartCheck* gvisor, std::optional<sandboxd::WasmRuntime>& wasm,
+                           const sandboxd::StartWait& wait) {
+  if (gvisor) {
+    if (absl::Status s = gvisor->Await(wait); !s.ok()) return s;
   }
   if (wasm) {
     if (absl::StatusOr<sandboxd::RuntimeInfo> w = wasm->Probe(); !w.ok()) return w.status();
@@ -399,12 +371,13 @@ absl::Status MakeRuntimes(const sandboxd::ManagerOptions& options, sandboxd::San
 }
 
 // A SIGTERM or SIGINT before the daemon serves: it stops without serving. What the start
-// left running on the runtime (a podman that hangs) is no client's, so it is cut at once.
+// left running on the runtime (a podman that hangs) is no client's, so it ends at once,
+// and nothing more is asked of the runtime (there is nothing to clean up: no pool started).
 // `manager` is null when the stop came before it was made.
 int StopBeforeServing(sandboxd::ContainerRuntime& runtime, codemode::ShutdownSignal& shutdown,
                       sandboxd::SessionManager* manager) {
   spdlog::info("{} before serving: stopping", shutdown.Wait());
-  runtime.CutOffCalls(absl::Now());
+  runtime.EndCalls();
   if (manager) manager->Shutdown();
   spdlog::info("stopped");
   return 0;
@@ -577,8 +550,9 @@ int main(int argc, char** argv) {
   // Every wait of the start for the runtime ends by one deadline, or at a SIGTERM.
   const sandboxd::StartWait start_wait(absl::Now() + options->start_runtime_wait,
                                        [&shutdown] { return shutdown.Pending(); });
-  std::future<absl::Status> gvisor_check;  // before the runtimes go; ended by the stop's cutoff
-  if (absl::Status s = CheckRuntimes(*options, podman_runtime, wasm_runtime, start_wait, gvisor_check);
+  std::optional<GvisorStartCheck> gvisor_check;  // before the runtimes go; ended by the cutoff
+  if (podman_runtime) gvisor_check.emplace(*options, *podman_runtime);
+  if (absl::Status s = CheckRuntimes(gvisor_check ? &*gvisor_check : nullptr, wasm_runtime, start_wait);
       !s.ok()) {
     return fail(1, s);
   }
@@ -591,10 +565,10 @@ int main(int argc, char** argv) {
   options->egress = egress->get();
   sandboxd::SessionManager manager(*options, &runtime, &clock);
   if (absl::Status s = manager.Start(start_wait); !s.ok()) return fail(1, s);
-  if (start_wait.stop_requested()) return StopBeforeServing(runtime, shutdown, &manager);
   // After the manager it reads, so it goes first.
   absl::StatusOr<std::unique_ptr<codemode::telemetry::MetricsServer>> metrics_server =
       StartMetrics(metrics);
   if (!metrics_server.ok()) return fail(2, metrics_server.status());
+  if (start_wait.stop_requested()) return StopBeforeServing(runtime, shutdown, &manager);
   return Serve(manager, *options, socket_path, *tcp, notifier, shutdown, metrics_server->get());
 }

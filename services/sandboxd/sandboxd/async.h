@@ -83,7 +83,7 @@ class StartWait {
 
   // `stop_requested` may be null: only the deadline ends a wait.
   explicit StartWait(absl::Time until, std::function<bool()> stop_requested = nullptr)
-      : until_(until), stop_requested_(std::move(stop_requested)) {}
+      : began_(absl::Now()), until_(until), stop_requested_(std::move(stop_requested)) {}
 
   // Calls `done` with the longest it may wait (100 ms at most) until it returns true (then
   // true), or until the deadline (or kLeast from now, if later) passes or a stop is
@@ -92,10 +92,14 @@ class StartWait {
   // The same for a wait of its own: `limit` from now, not the shared deadline.
   bool Within(absl::Duration limit, const std::function<bool(absl::Duration)>& done) const;
   bool stop_requested() const { return stop_requested_ && stop_requested_(); }
+  // How long since the start began waiting, in tenths of a second: what a log line says
+  // was waited (each wait's kLeast included).
+  absl::Duration Waited() const { return absl::Trunc(absl::Now() - began_, absl::Milliseconds(100)); }
 
  private:
   bool Until(absl::Time until, const std::function<bool(absl::Duration)>& done) const;
 
+  const absl::Time began_;
   const absl::Time until_;
   const std::function<bool()> stop_requested_;
 };

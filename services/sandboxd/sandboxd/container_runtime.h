@@ -139,6 +139,9 @@ class ContainerRuntime {
   // seconds after it.
   // What such a call leaves behind is swept by the next start.
   virtual void CutOffCalls(absl::Time at) { (void)at; }
+  // The daemon stops before it served, with nothing of its own to clean up: a call still
+  // waiting on the backend ends now, and a later one is not made (UNAVAILABLE at once).
+  virtual void EndCalls() { CutOffCalls(absl::Now()); }
 };
 
 }  // namespace sandboxd

@@ -81,6 +81,11 @@ void IsolationRuntime::CutOffCalls(absl::Time at) {
   if (wasm_) wasm_->CutOffCalls(at);
 }
 
+void IsolationRuntime::EndCalls() {
+  if (podman_) podman_->EndCalls();
+  if (wasm_) wasm_->EndCalls();
+}
+
 absl::StatusOr<ResourceUsage> IsolationRuntime::Usage(const std::string& name, Isolation isolation) {
   if (isolation == Isolation::kWasm && wasm_) return wasm_->Usage(name, isolation);
   if (podman_) return podman_->Usage(name, isolation);

@@ -32,6 +32,7 @@ class IsolationRuntime : public ContainerRuntime {
   absl::StatusOr<ResourceUsage> Usage(const std::string& name, Isolation isolation) override;
   std::string RunnerToken(const std::string& name) override;
   void CutOffCalls(absl::Time at) override;
+  void EndCalls() override;
 
  private:
   // Whether `name` is a wasm process's.

@@ -427,13 +427,22 @@ std::string GvisorPidBudgetWarning(uint32_t pids, uint32_t max_sessions, uint64_
 }
 
 absl::Status PodmanRuntime::CheckGvisor() {
+  std::string deferred;
+  absl::Status verdict = GvisorVerdict(&deferred);
+  // Commands cut by a stop say nothing of gVisor.
+  if (cutoff_.cut()) return absl::CancelledError("gVisor check: sandboxd is stopping");
+  if (!deferred.empty()) spdlog::warn("gVisor check deferred: {}", deferred);
+  return verdict;
+}
+
+absl::Status PodmanRuntime::GvisorVerdict(std::string* deferred) {
   absl::StatusOr<std::string> version = GvisorVersion();
   if (!version.ok()) return version.status();
   absl::StatusOr<RuntimeInfo> info = Probe();
   if (!info.ok()) {
     // podman or the image is missing: not gVisor's doing. The daemon starts NOT_SERVING
     // and says why (GetInfo, health), as in container mode.
-    spdlog::warn("gVisor check deferred: {}", std::string(info.status().message()));
+    *deferred = std::string(info.status().message());
     return absl::OkStatus();
   }
   if (!info->cgroup_limits) {
@@ -447,10 +456,10 @@ absl::Status PodmanRuntime::CheckGvisor() {
         "delegated controllers, or use --isolation=container");
   }
   absl::Status gvisor = TryPythonContainer(*info, Isolation::kGvisor);
-  if (gvisor.ok()) return absl::OkStatus();
+  if (gvisor.ok() || cutoff_.cut()) return gvisor;
   // When no container starts at all, the fault is not gVisor's either.
   if (!TryPythonContainer(*info, Isolation::kContainer).ok()) {
-    spdlog::warn("gVisor check deferred: no container starts here ({})", std::string(gvisor.message()));
+    *deferred = absl::StrCat("no container starts here (", gvisor.message(), ")");
     return absl::OkStatus();
   }
   return absl::UnavailableError(absl::StrCat(

@@ -142,12 +142,14 @@ class PodmanRuntime : public ContainerRuntime {
   absl::StatusOr<ResourceUsage> Usage(const std::string& name, Isolation isolation) override;
   // Kills the podman commands still running at `at` (and any started after, 5 s after it).
   void CutOffCalls(absl::Time at) override { cutoff_.Cut(at); }
+  void EndCalls() override { cutoff_.Close(absl::Now()); }
 
   // Start-up check of gVisor: runsc runs, and a container of the image that starts
   // under the container runtime also starts under runsc. UNAVAILABLE with the reason
   // (runsc missing, the platform not usable here, ...). When podman, the image or every
   // container start fails, that is not gVisor's fault: OK, and the daemon reports it the
-  // way it always does. About a second; call once, before serving.
+  // way it always does. About a second; call once, before serving. CANCELLED when the
+  // daemon's stop cut its commands (CutOffCalls, EndCalls).
   absl::Status CheckGvisor();
 
   // Whether container-isolation starts go through podman's API service now.
@@ -157,6 +159,8 @@ class PodmanRuntime : public ContainerRuntime {
   }
 
  private:
+  // CheckGvisor's verdict; a check that says nothing of gVisor sets `*deferred` to why.
+  absl::Status GvisorVerdict(std::string* deferred);
   // `runsc --version`'s first line; UNAVAILABLE when runsc cannot be run.
   absl::StatusOr<std::string> GvisorVersion();
   // `podman run --rm <image> python3 -c pass` under `isolation`; UNAVAILABLE with why.

@@ -175,7 +175,7 @@ bool SessionManager::FirstProbe(const StartWait& wait) {
     return answer->ok;
   }
   // A stop is no failure of the runtime's: readiness and its log line stay as they are.
-  if (!wait.stop_requested()) factory_.NoteProbeOverdue(options_.start_runtime_wait);
+  if (!wait.stop_requested()) factory_.NoteProbeOverdue(wait.Waited());
   return false;
 }
 
@@ -247,6 +247,9 @@ void SessionManager::Shutdown() {
   for (auto& [id, s] : sessions) s->Detach();
   metrics_->SessionsEnded(SandboxdMetrics::EndReason::kShutdown, sessions.size());
   spdlog::info("detached {} session(s); their containers stay for the next start", sessions.size());
+  // What the start or the pool left queued (an inspection, removals) ends before the stop
+  // is reported: by the runtime's cutoff, when one was set.
+  workers_.Stop();
 }
 
 absl::StatusOr<sandbox::v1::Session> SessionManager::CreateSession(

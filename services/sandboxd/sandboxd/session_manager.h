@@ -146,7 +146,8 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // nor the stop after it; what it leaves is swept by the next start.
   void Drain(absl::Time calls_end_by = absl::InfiniteFuture());
   // Stops the pool (removing its containers) and detaches sessions without killing
-  // their containers, so the next daemon re-attaches. Idempotent.
+  // their containers, so the next daemon re-attaches; returns when the manager's
+  // background work has ended (work posted later is dropped). Idempotent.
   void Shutdown();
 
   // With r.reclaim_idle, an owner at a limit gets room by ending its least recently used

@@ -37,11 +37,17 @@ void Cutoff::Cut(absl::Time at) {
   }
 }
 
+void Cutoff::Close(absl::Time at) {
+  closed_.store(true);
+  Cut(at);
+}
+
 absl::Time Cutoff::For(absl::Time began) const {
   const int64_t nanos = at_unix_nanos_.load();
   if (nanos == std::numeric_limits<int64_t>::max()) return absl::InfiniteFuture();
   const absl::Time at = absl::FromUnixNanos(nanos);
-  return began < at ? at : at + after_cut_;
+  if (began < at) return at;
+  return closed_.load() ? at : at + after_cut_;
 }
 
 namespace {
@@ -113,6 +119,15 @@ absl::StatusOr<SubprocessResult> RunSubprocess(const std::vector<std::string>& a
   std::string program = FindInPath(argv[0]);
   if (program.empty()) {
     return absl::NotFoundError(absl::StrCat("'", argv[0], "' not found in PATH"));
+  }
+  if (opts.cutoff) {
+    const absl::Time now = absl::Now();
+    if (opts.cutoff->For(now) <= now) {
+      SubprocessResult result;
+      result.exit_code = -1;
+      result.timed_out = result.cut_off = true;
+      return result;
+    }
   }
   codemode::SpawnOptions spawn;
   spawn.argv = argv;

@@ -27,19 +27,26 @@ namespace sandboxd {
 // When a stopping daemon stops waiting for the commands it runs. Until Cut, nothing; after
 // Cut(at), a command under way ends by `at`, and one started later (the stopping daemon's
 // own clean-up) by `at` + `after_cut`: however many run one after another, none outlasts
-// that. Safe for concurrent use.
+// that. After Close(at), a daemon that has nothing to clean up, one started later is not
+// started at all. Safe for concurrent use.
 class Cutoff {
  public:
   explicit Cutoff(absl::Duration after_cut = absl::Seconds(5)) : after_cut_(after_cut) {}
 
   // The earliest of the times given wins.
   void Cut(absl::Time at);
-  // When a command started at `began` ends: InfiniteFuture before Cut.
+  // Cut(at), and no time after it for commands started later.
+  void Close(absl::Time at);
+  // When a command started at `began` ends: InfiniteFuture before Cut. A command whose end
+  // is not after its start is not started (RunSubprocess).
   absl::Time For(absl::Time began) const;
+  // Whether Cut or Close was called.
+  bool cut() const { return at_unix_nanos_.load() != std::numeric_limits<int64_t>::max(); }
 
  private:
   const absl::Duration after_cut_;
   std::atomic<int64_t> at_unix_nanos_{std::numeric_limits<int64_t>::max()};
+  std::atomic<bool> closed_{false};
 };
 
 struct SubprocessOptions {
@@ -58,7 +65,8 @@ struct SubprocessResult {
   // Exit status, or 128+signal when the child died of a signal.
   int exit_code = 0;
   bool timed_out = false;
-  // Killed by the cutoff rather than by its own timeout (timed_out is set too).
+  // Killed by the cutoff rather than by its own timeout (timed_out is set too), or not
+  // started because the cutoff had passed (exit_code -1 then).
   bool cut_off = false;
   std::string stdout_text;
   std::string stderr_text;

@@ -172,22 +172,33 @@ TEST(LifecycleTest, AStopIsNotHeldByARecoveryWhosePodmanHangs) {
   EXPECT_EQ(d.Stop(), 0) << d.Log();
 }
 
-// A SIGTERM while the start waits for that listing ends the wait, however long
+// A SIGTERM while the start waits for podman ends the wait, however long
 // --start_runtime_wait is, and the start with it: the daemon stops without serving, and
-// asks podman nothing more (no images' inspection, no pool).
+// asks podman nothing more. Whatever the start waited on: the previous run's listing (no
+// images' inspection, no pool then), the gVisor check's container (no check under runc
+// after it), the images' inspection (not the next image).
 TEST(LifecycleTest, ASigtermDuringTheStartIsNotHeldByAPodmanThatHangs) {
-  BreakablePodman podman;
-  podman.Hang("ps");
-  SandboxdProcess d({"--podman=" + podman.path(), "--podman_api=false", "--pool_size=1",
-                     "--podman_timeout=10m", "--shutdown_grace=2s", "--start_runtime_wait=10m"});
-  d.Launch();
-  ASSERT_TRUE(WaitFor([&] { return podman.Hung("ps"); })) << d.Log();
-  const std::string calls = podman.Calls();
-  EXPECT_EQ(d.Stop(), 0) << d.Log();
-  EXPECT_EQ(podman.Calls(), calls) << "podman was asked more after the SIGTERM\n" << d.Log();
-  EXPECT_NE(d.Log().find("before serving: stopping"), std::string::npos) << d.Log();
-  for (const char* wrong : {"serving on", "has not answered"}) {
-    EXPECT_EQ(d.Log().find(wrong), std::string::npos) << wrong << "\n" << d.Log();
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {"ps", {}}, {"run", {"--allowed_isolations=gvisor"}}, {"inspect", {"--start_images_wait=10m"}}};
+  for (const auto& [hung, more] : cases) {
+    SCOPED_TRACE(hung);
+    BreakablePodman podman;
+    podman.Hang(hung);
+    std::vector<std::string> flags = {"--podman=" + podman.path(), "--podman_api=false", "--pool_size=1",
+                                      "--podman_timeout=10m", "--shutdown_grace=2s", "--start_runtime_wait=10m"};
+    flags.insert(flags.end(), more.begin(), more.end());
+    SandboxdProcess d(flags);
+    d.Launch();
+    ASSERT_TRUE(WaitFor([&] { return podman.Hung(hung); })) << d.Log();
+    const std::string calls = podman.Calls();
+    EXPECT_EQ(d.Stop(), 0) << d.Log();
+    EXPECT_EQ(podman.Calls(), calls) << "podman was asked more after the SIGTERM\n" << d.Log();
+    const std::string log = d.Log();
+    EXPECT_NE(log.find("before serving: stopping"), std::string::npos) << log;
+    for (const char* wrong : {"serving on", "has not answered", "deferred"}) {
+      EXPECT_EQ(log.find(wrong), std::string::npos) << wrong << "\n" << log;
+    }
+    EXPECT_EQ(log.substr(log.rfind("stopped")), "stopped\n") << "logged after \"stopped\"\n" << log;
   }
 }
 
@@ -213,6 +224,30 @@ TEST(LifecycleTest, TheStartWaitsForAHungPodmanOnceNotOncePerCheck) {
     EXPECT_NE(d.Log().find("gVisor check deferred"), std::string::npos) << d.Log();
     EXPECT_EQ(d.Stop(), 0) << d.Log();
   }
+}
+
+// A gVisor check deferred by the start's deadline still gives its verdict when it comes:
+// here runsc answers `--version` slowly, then fails every container that runc starts, and
+// the daemon, serving by then, says at error level that gVisor sessions cannot start. The
+// deferral names the time really waited: the least wait, not --start_runtime_wait's 0s.
+TEST(LifecycleTest, ADeferredGvisorCheckThatFailsSaysSo) {
+  const std::string runsc = "/tmp/sbx-slow-runsc-" + std::to_string(getpid());
+  std::ofstream(runsc) << "#!/bin/sh\n"
+                       << "case \"$*\" in *--version*) sleep 2; echo 'runsc version test'; exit 0;; esac\n"
+                       << "echo 'runsc: this platform cannot run here (test)' >&2\n"
+                       << "exit 1\n";
+  fs::permissions(runsc, fs::perms::owner_all);
+  SandboxdProcess d({"--runsc=" + runsc, "--allowed_isolations=gvisor", "--pool_size=0",
+                     "--js_pool_size=0", "--start_runtime_wait=0s"});
+  ASSERT_TRUE(d.Start()) << d.Log();
+  EXPECT_TRUE(WaitFor([&] { return d.Log().find("deferred at the start, failed") != std::string::npos; }))
+      << d.Log();
+  const std::string log = d.Log();
+  EXPECT_NE(log.find("gVisor sessions cannot start"), std::string::npos) << log;
+  EXPECT_NE(log.find("this platform cannot run here (test)"), std::string::npos) << log;
+  EXPECT_NE(log.find("podman has not answered in 1"), std::string::npos) << log;
+  EXPECT_EQ(d.Stop(), 0) << d.Log();
+  fs::remove(runsc);
 }
 
 // A start that fails on a bad flag after podman was asked (the gVisor check's thread, the

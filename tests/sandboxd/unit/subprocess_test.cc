@@ -1,5 +1,8 @@
 #include "sandboxd/subprocess.h"
 
+#include <unistd.h>
+
+#include <string>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -33,6 +36,35 @@ TEST(CutoffTest, TheEarliestCutWins) {
   EXPECT_EQ(cutoff.For(at - absl::Minutes(1)), at);
   cutoff.Cut(at - absl::Seconds(30));
   EXPECT_EQ(cutoff.For(at - absl::Minutes(1)), at - absl::Seconds(30));
+}
+
+// A daemon that stops before it serves has nothing to clean up: after Close, a command
+// under way ends at the cut, and one started later gets no time at all.
+TEST(CutoffTest, AfterACloseLaterCommandsGetNoTime) {
+  Cutoff cutoff(absl::Seconds(5));
+  const absl::Time at = absl::FromUnixSeconds(1000);
+  EXPECT_FALSE(cutoff.cut());
+  cutoff.Close(at);
+  EXPECT_TRUE(cutoff.cut());
+  EXPECT_EQ(cutoff.For(at - absl::Minutes(1)), at);
+  EXPECT_EQ(cutoff.For(at), at);
+  EXPECT_EQ(cutoff.For(at + absl::Seconds(10)), at);
+}
+
+// A command whose cutoff has passed before it starts is not started: no process runs.
+TEST(SubprocessTest, ACommandAfterACloseIsNotStarted) {
+  Cutoff cutoff(absl::Seconds(30));
+  cutoff.Close(absl::Now());
+  const std::string marker = "/tmp/sbx-cutoff-closed-" + std::to_string(getpid());
+  SubprocessOptions opts;
+  opts.cutoff = &cutoff;
+  absl::StatusOr<SubprocessResult> r = RunSubprocess({"sh", "-c", "touch " + marker}, opts);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->timed_out);
+  EXPECT_TRUE(r->cut_off);
+  EXPECT_EQ(r->exit_code, -1);
+  EXPECT_NE(access(marker.c_str(), F_OK), 0) << "the command ran";
+  unlink(marker.c_str());
 }
 
 // A command that would run for ten minutes, well inside its own timeout, is killed once the
