@@ -30,6 +30,7 @@
 #include "server/http_server.h"
 #include "server/stdio_server.h"
 #include "upstream/manager.h"
+#include "google/protobuf/stubs/logging.h"
 #include "grpc/support/log.h"
 #include "spdlog/spdlog.h"
 
@@ -489,14 +490,22 @@ int Serve(gateway::RunCodeTool& tool, const gateway::ServerOptions& server_optio
 
 namespace {
 
-int RunGateway(int argc, char** argv) {
-  codemode::StartMain(argc, argv, GatewayHelp());
-  codemode::ShutdownSignal shutdown;  // before any thread starts
-  // gRPC's own log lines (a failed TLS handshake with a sandboxd address is one) go
-  // through spdlog, rate-limited.
+// gRPC's and protobuf's own log lines (a failed TLS handshake with a sandboxd address is
+// one, an answer with invalid UTF-8 in a string field another) go through spdlog,
+// rate-limited.
+void RouteLibraryLogs() {
   gpr_set_log_function([](gpr_log_func_args* args) {
     codemode::LogLibraryLine("grpc", args->severity == GPR_LOG_SEVERITY_ERROR, args->message ? args->message : "");
   });
+  google::protobuf::SetLogHandler([](google::protobuf::LogLevel level, const char*, int, const std::string& text) {
+    codemode::LogLibraryLine("protobuf", level >= google::protobuf::LOGLEVEL_ERROR, text);
+  });
+}
+
+int RunGateway(int argc, char** argv) {
+  codemode::StartMain(argc, argv, GatewayHelp());
+  codemode::ShutdownSignal shutdown;  // before any thread starts
+  RouteLibraryLogs();
   if (gateway::HideTokenArguments(argc, argv)) {
     spdlog::warn("--token on the command line is readable by every local user (/proc/<pid>/"
                  "cmdline, ps) until the gateway hides it; set $MCP_GATEWAY_TOKEN or use "

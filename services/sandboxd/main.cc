@@ -23,6 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "grpc/health/v1/health.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "google/protobuf/stubs/logging.h"
 #include "grpc/support/log.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -498,10 +499,14 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
 
 }  // namespace
 
-// gRPC's own log lines (a failed TLS handshake is one) go through spdlog, rate-limited.
-void RouteGrpcLogs() {
+// gRPC's and protobuf's own log lines (a failed TLS handshake is one, a request with
+// invalid UTF-8 in a string field another) go through spdlog, rate-limited.
+void RouteLibraryLogs() {
   gpr_set_log_function([](gpr_log_func_args* args) {
     codemode::LogLibraryLine("grpc", args->severity == GPR_LOG_SEVERITY_ERROR, args->message ? args->message : "");
+  });
+  google::protobuf::SetLogHandler([](google::protobuf::LogLevel level, const char*, int, const std::string& text) {
+    codemode::LogLibraryLine("protobuf", level >= google::protobuf::LOGLEVEL_ERROR, text);
   });
 }
 
@@ -509,7 +514,7 @@ int main(int argc, char** argv) {
   codemode::StartMain(argc, argv, sandboxd::SandboxdHelp());
   const sandboxd::SystemdNotifier notifier;  // takes NOTIFY_SOCKET out of the environment
   codemode::ShutdownSignal shutdown;         // before any thread starts
-  RouteGrpcLogs();
+  RouteLibraryLogs();
   spdlog::debug("open files limit {}", codemode::RaiseFileLimit());
 
   absl::StatusOr<sandboxd::ManagerOptions> options = OptionsFromFlags();

@@ -10,11 +10,13 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <thread>
 
 #include "google/protobuf/descriptor.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "harness.h"
 
@@ -390,6 +392,39 @@ TEST(LifecycleTest, PathsPodmanWouldMisreadAreRefused) {
   }
   EXPECT_EQ(Sh("ls -d " + base + "* 2>/dev/null | wc -l"), "0\n") << "nothing was made";
   Sh("rm -rf " + base + "*");
+}
+
+// protobuf refuses a request whose string field holds invalid UTF-8 and logs a line for
+// each: those lines go through the daemon's log as "protobuf: ...", rate-limited like
+// gRPC's, so that a client cannot flood the journal with them; the daemon serves on.
+TEST(LifecycleTest, InvalidUtf8InARequestIsLoggedRateLimited) {
+  SandboxdProcess d({"--pool_size=0", "--js_pool_size=0"});
+  ASSERT_TRUE(d.Start());
+  grpc::GenericStub stub(d.Channel());
+  const char field[] = {0x0a, 0x02, 'x', static_cast<char>(0xff)};  // session_id = "x\xff"
+  for (int i = 0; i < 200; ++i) {
+    grpc::Slice slice(field, sizeof field);
+    grpc::ByteBuffer request(&slice, 1), response;
+    grpc::ClientContext context;
+    std::promise<grpc::Status> done;
+    stub.UnaryCall(&context, "/sandbox.v1.SandboxService/GetSession", grpc::StubOptions(), &request,
+                   &response, [&done](grpc::Status status) { done.set_value(status); });
+    const grpc::Status status = done.get_future().get();
+    ASSERT_FALSE(status.ok()) << i;
+  }
+  sandbox::v1::GetInfoRequest request;
+  sandbox::v1::Info info;
+  grpc::ClientContext context;
+  EXPECT_TRUE(d.Stub()->GetInfo(&context, request, &info).ok()) << d.Log();
+  const std::string log = d.Log();
+  int lines = 0;
+  for (size_t at = log.find("invalid UTF-8"); at != std::string::npos; at = log.find("invalid UTF-8", at + 1)) {
+    ++lines;
+  }
+  EXPECT_GE(lines, 1) << log;
+  EXPECT_LE(lines, 25) << "not rate-limited\n" << log;
+  EXPECT_EQ(log.find("[libprotobuf"), std::string::npos) << "protobuf wrote to stderr itself\n" << log;
+  EXPECT_NE(log.find("protobuf: "), std::string::npos) << log;
 }
 
 TEST(LifecycleTest, SystemdUnitVerifies) {
