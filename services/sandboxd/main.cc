@@ -413,6 +413,19 @@ absl::StatusOr<std::unique_ptr<codemode::telemetry::MetricsServer>> StartMetrics
   return server;
 }
 
+// Connections cost a descriptor before any call is authenticated: bounded in time (idle
+// TLS connections without a token could otherwise take every descriptor). The gateway
+// pings every 10 s, calls or none, to notice a peer gone without a word; gRPC's default
+// (one ping in 5 minutes without data) would answer that with GOAWAY.
+void SetConnectionLimits(const TcpPortFlags& tcp, grpc::ServerBuilder& builder) {
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                             static_cast<int>(absl::ToInt64Milliseconds(tcp.handshake_timeout)));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                             static_cast<int>(absl::ToInt64Milliseconds(tcp.idle_timeout)));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+}
+
 // Serves `manager` on the unix socket (and the TCP port of `tcp`, when it has an address)
 // until SIGTERM/SIGINT, then drains; `metrics_server` (may be null) stops serving as the
 // drain begins. Returns the process's exit code.
@@ -427,16 +440,7 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   sandboxd::SandboxServiceImpl service(&manager, absl::GetFlag(FLAGS_max_stream_buffer_bytes));
   grpc::ServerBuilder builder;
-  // Connections cost a descriptor before any call is authenticated: bounded in time
-  // (idle TLS connections without a token could otherwise take every descriptor).
-  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
-                             static_cast<int>(absl::ToInt64Milliseconds(tcp.handshake_timeout)));
-  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
-                             static_cast<int>(absl::ToInt64Milliseconds(tcp.idle_timeout)));
-  // The gateway pings every 10 s, calls or none, to notice a peer gone without a word;
-  // gRPC's default (one ping in 5 minutes without data) would answer that with GOAWAY.
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  SetConnectionLimits(tcp, builder);
   builder.AddListeningPort(absl::StrCat("unix:", socket_path), grpc::InsecureServerCredentials());
   // Loopback is no boundary between the users of a machine: the TCP port wants a token and
   // bounds the connections that have not shown it (tcp_listener.h).
@@ -492,6 +496,8 @@ int Serve(sandboxd::SessionManager& manager, const sandboxd::ManagerOptions& opt
   keeper.Stop();
   server->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace));
   manager.Shutdown();
+  // What is left on the runtime (a deferred gVisor check that hangs) is no client's.
+  manager.Drain(absl::Now());
   bound.RemoveIfOurs();  // not a socket another daemon bound there since
   spdlog::info("stopped");
   return 0;
@@ -570,10 +576,10 @@ int main(int argc, char** argv) {
   options->egress = egress->get();
   sandboxd::SessionManager manager(*options, &runtime, &clock);
   if (absl::Status s = manager.Start(start_wait); !s.ok()) return fail(1, s);
+  if (start_wait.stop_requested()) return StopBeforeServing(runtime, shutdown, &manager);
   // After the manager it reads, so it goes first.
   absl::StatusOr<std::unique_ptr<codemode::telemetry::MetricsServer>> metrics_server =
       StartMetrics(metrics);
   if (!metrics_server.ok()) return fail(2, metrics_server.status());
-  if (start_wait.stop_requested()) return StopBeforeServing(runtime, shutdown, &manager);
   return Serve(manager, *options, socket_path, *tcp, notifier, shutdown, metrics_server->get());
 }

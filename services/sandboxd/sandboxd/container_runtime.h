@@ -142,6 +142,9 @@ class ContainerRuntime {
   // The daemon stops before it served, with nothing of its own to clean up: a call still
   // waiting on the backend ends now, and a later one is not made (UNAVAILABLE at once).
   virtual void EndCalls() { CutOffCalls(absl::Now()); }
+  // Whether CutOffCalls or EndCalls was called: a failure after it may be the stop's own
+  // doing, and says nothing of the backend.
+  virtual bool calls_cut() { return false; }
 };
 
 }  // namespace sandboxd

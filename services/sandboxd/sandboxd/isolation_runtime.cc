@@ -86,6 +86,10 @@ void IsolationRuntime::EndCalls() {
   if (wasm_) wasm_->EndCalls();
 }
 
+bool IsolationRuntime::calls_cut() {
+  return (podman_ && podman_->calls_cut()) || (wasm_ && wasm_->calls_cut());
+}
+
 absl::StatusOr<ResourceUsage> IsolationRuntime::Usage(const std::string& name, Isolation isolation) {
   if (isolation == Isolation::kWasm && wasm_) return wasm_->Usage(name, isolation);
   if (podman_) return podman_->Usage(name, isolation);

@@ -33,6 +33,7 @@ class IsolationRuntime : public ContainerRuntime {
   std::string RunnerToken(const std::string& name) override;
   void CutOffCalls(absl::Time at) override;
   void EndCalls() override;
+  bool calls_cut() override;
 
  private:
   // Whether `name` is a wasm process's.

@@ -143,6 +143,7 @@ class PodmanRuntime : public ContainerRuntime {
   // Kills the podman commands still running at `at` (and any started after, 5 s after it).
   void CutOffCalls(absl::Time at) override { cutoff_.Cut(at); }
   void EndCalls() override { cutoff_.Close(absl::Now()); }
+  bool calls_cut() override { return cutoff_.cut(); }
 
   // Start-up check of gVisor: runsc runs, and a container of the image that starts
   // under the container runtime also starts under runsc. UNAVAILABLE with the reason

@@ -338,6 +338,9 @@ void SandboxFactory::Sweep(const std::vector<ContainerSummary>& left_over,
 }
 
 void SandboxFactory::NoteStartResult(const absl::Status& status) {
+  // A stopping daemon's cut commands fail: that is no news of the runtime, nor is a retry
+  // coming.
+  if (!status.ok() && runtime_->calls_cut()) return;
   bool serving_changed = false;
   {
     codemode::MutexLock lock(&mu_);

@@ -195,7 +195,7 @@ TEST(LifecycleTest, ASigtermDuringTheStartIsNotHeldByAPodmanThatHangs) {
     EXPECT_EQ(podman.Calls(), calls) << "podman was asked more after the SIGTERM\n" << d.Log();
     const std::string log = d.Log();
     EXPECT_NE(log.find("before serving: stopping"), std::string::npos) << log;
-    for (const char* wrong : {"serving on", "has not answered", "deferred"}) {
+    for (const char* wrong : {"serving on", "has not answered", "deferred", "cannot start containers"}) {
       EXPECT_EQ(log.find(wrong), std::string::npos) << wrong << "\n" << log;
     }
     EXPECT_EQ(log.substr(log.rfind("stopped")), "stopped\n") << "logged after \"stopped\"\n" << log;
@@ -248,6 +248,22 @@ TEST(LifecycleTest, ADeferredGvisorCheckThatFailsSaysSo) {
   EXPECT_NE(log.find("podman has not answered in 1"), std::string::npos) << log;
   EXPECT_EQ(d.Stop(), 0) << d.Log();
   fs::remove(runsc);
+}
+
+// A gVisor check deferred at the start whose container hangs is no client's call: the stop
+// ends it at once rather than at the end of --shutdown_grace (60 s here), with nothing else
+// under way.
+TEST(LifecycleTest, AStopIsNotHeldByADeferredGvisorCheckThatHangs) {
+  BreakablePodman podman;
+  podman.Hang("run");
+  SandboxdProcess d({"--podman=" + podman.path(), "--podman_api=false", "--pool_size=0",
+                     "--js_pool_size=0", "--allowed_isolations=gvisor", "--podman_timeout=10m",
+                     "--start_runtime_wait=0s", "--shutdown_grace=60s"});
+  ASSERT_TRUE(d.Start()) << d.Log();
+  ASSERT_TRUE(podman.Hung("run")) << d.Log();
+  EXPECT_EQ(d.Stop(), 0) << d.Log();
+  const std::string log = d.Log();
+  EXPECT_EQ(log.substr(log.rfind("stopped")), "stopped\n") << "logged after \"stopped\"\n" << log;
 }
 
 // A start that fails on a bad flag after podman was asked (the gVisor check's thread, the
