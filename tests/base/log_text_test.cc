@@ -147,7 +147,18 @@ TEST(LogLibraryLineTest, ErrorsAreWarningsEscapedAndThinned) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // refills a token or more
   LogLibraryLine("grpc", true, "after");
   EXPECT_EQ(log.Count("grpc: after ("), 1);
-  EXPECT_EQ(log.Count("more grpc lines dropped)"), 1);
+  EXPECT_EQ(log.Count("more library lines dropped)"), 1);
+}
+
+// Lines below spdlog's level are not written, and spend nothing of the rate: a flood of
+// them leaves room for the errors after it.
+TEST(LogLibraryLineTest, LinesNotWrittenSpendNothing) {
+  testlog::LogCapture log;
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));  // a whole burst again
+  for (int i = 0; i < 200; ++i) LogLibraryLine("protobuf", false, "a debug line");
+  for (int i = 0; i < 20; ++i) LogLibraryLine("protobuf", true, "an error");
+  EXPECT_EQ(log.Count("protobuf: an error"), 20);
+  EXPECT_EQ(log.Count("dropped"), 0);
 }
 
 }  // namespace

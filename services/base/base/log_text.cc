@@ -71,9 +71,12 @@ std::string LogQuoted(absl::string_view text, size_t max) {
 void LogLibraryLine(absl::string_view library, bool error, absl::string_view text) {
   // Never destroyed: a library's thread may log while static destructors run.
   static LogRateLimit* const limit = new LogRateLimit(10, 20);
+  // A line that would not be written spends nothing of the rate.
+  if (!error && !spdlog::should_log(spdlog::level::debug)) return;
   uint64_t dropped = 0;
   if (!limit->Allow(absl::Now(), &dropped)) return;
-  const std::string more = dropped ? absl::StrCat(" (", dropped, " more ", library, " lines dropped)") : "";
+  // The libraries share the rate, so the count is of all their lines.
+  const std::string more = dropped ? absl::StrCat(" (", dropped, " more library lines dropped)") : "";
   if (error) {
     spdlog::warn("{}: {}{}", std::string(library), LogLongText(text), more);
   } else {

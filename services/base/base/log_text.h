@@ -37,10 +37,12 @@ inline std::string LogLongText(absl::string_view text) { return LogText(text, kL
 // the peer's text cannot close the quotes and add fields of its own (owner='x' status=200).
 std::string LogQuoted(absl::string_view text, size_t max = kLogTextMax);
 
-// A line of a library's own log (gRPC's, through gpr_set_log_function) into ours, as
-// "<library>: <text>": errors at warning, the rest at debug, the text as LogLongText. At
-// most ten such lines a second, in bursts of twenty, the next one allowed saying how many
-// were dropped: a peer needs no token to fail a TLS handshake, and each failure is a line.
+// A line of a library's own log (gRPC's through gpr_set_log_function, protobuf's through
+// its SetLogHandler) into ours, as "<library>: <text>": errors at warning, the rest at
+// debug, the text as LogLongText. At most ten such lines a second for all libraries
+// together, in bursts of twenty, the next one allowed saying how many were dropped: a peer
+// needs no token to fail a TLS handshake, and each failure is a line. A line below
+// spdlog's level spends nothing.
 // Thread-safe; may be called while the process exits.
 void LogLibraryLine(absl::string_view library, bool error, absl::string_view text);
 
