@@ -42,17 +42,17 @@ case "$variant" in
     default_image=localhost/sandboxd-python:bookworm
     offers=python3,nodejs,pip
     # Installed on top of debootstrap's minbase by apt. nodejs depends on node-acorn, the
-    # parser the JavaScript runner's top-level-await transform uses. pip only downloads and
-    # installs through the session's egress relay (docs/egress.md); a session without egress
-    # reaches no index.
-    packages=(nodejs python3-pip) ;;
+    # parser the JavaScript runner's top-level-await transform uses. pip and requests only
+    # reach a host through the session's egress relay (docs/egress.md); a session without
+    # egress reaches none.
+    packages=(nodejs python3-pip python3-requests) ;;
   data)
     default_image=localhost/sandboxd-python-data:bookworm
     offers=python3,nodejs,pip,numpy,pandas,matplotlib,pil
     # python3-munkres is not used by anything we offer: it satisfies python3-fonttools'
     # "python3-scipy | python3-munkres", whose first choice would pull in scipy, pythran,
     # g++ and Boost (over 1 GB).
-    packages=(nodejs python3-pip python3-numpy python3-pandas python3-matplotlib python3-pil python3-munkres) ;;
+    packages=(nodejs python3-pip python3-requests python3-numpy python3-pandas python3-matplotlib python3-pil python3-munkres) ;;
   *) echo "build-image: unknown variant '$variant' (base or data)" >&2; exit 2 ;;
 esac
 (($# <= 1)) || { echo "build-image: one IMAGE at most" >&2; exit 2; }
