@@ -23,6 +23,7 @@ TEST_F(EgressTest, PythonAndNodeReachAnAllowedHostAndNothingElse) {
   ASSERT_TRUE(d.Start());
   auto stub = d.Stub();
   ExpectPythonFetchesThroughTheProxy(*stub);
+  ExpectRequestsFetchesThroughTheProxy(*stub);
   ExpectJavaScriptFetchesThroughTheProxy(*stub);
   ExpectNoProxyVariablesWithoutAPolicy(*stub);
 }
