@@ -43,12 +43,14 @@ sandboxd_files=("$build_dir/services/sandboxd/sandboxd" "$build_dir/services/san
                 "$build_dir/services/sandboxd/sandbox_runner.pyz" "$build_dir/services/sandboxd/sandbox_runner.js")
 gateway_files=("$build_dir/services/mcp-gateway/mcp-gateway")
 wasm_runtime=deploy/wasm/node_modules
+python_packages=deploy/wasm/python-packages
 for f in "${sandboxd_files[@]}" "${gateway_files[@]}"; do
   [[ -f "$f" ]] || { log "$f is missing: build first (scripts/setup.sh)"; exit 1; }
 done
 for d in node pyodide acorn; do
   [[ -d "$wasm_runtime/$d" ]] || { log "$wasm_runtime/$d is missing: run scripts/setup.sh"; exit 1; }
 done
+[[ -f "$python_packages/.recipe" ]] || { log "$python_packages is missing: run scripts/setup.sh"; exit 1; }
 for image in "${sandbox_images[@]}"; do
   podman image exists "$image" || { log "sandbox image $image is missing: run scripts/setup.sh"; exit 1; }
 done
@@ -57,7 +59,7 @@ done
 inputs_of() {
   { sha256sum "$0" "$@"; } | sha256sum | cut -c1-16
 }
-wasm_hash="$(sha256sum deploy/wasm/package-lock.json | cut -c1-16)"
+wasm_hash="$(cat deploy/wasm/package-lock.json "$python_packages/.recipe" | sha256sum | cut -c1-16)"
 image_ids="$(for i in "${sandbox_images[@]}"; do podman image inspect --format '{{.Id}}' "$i"; done | tr '\n' ' ')"
 sandboxd_inputs="$(inputs_of "${sandboxd_files[@]}" <(echo "$wasm_hash $image_ids"))"
 gateway_inputs="$(inputs_of "${gateway_files[@]}")"
@@ -130,6 +132,7 @@ if ((want_sandboxd)); then
   install -m 0644 "${sandboxd_files[2]}" "${sandboxd_files[3]}" "$r/usr/local/share/sandboxd/"
   # sandboxd finds the runners and the wasm runtime in ../share/sandboxd/ beside itself.
   cp -rL "$wasm_runtime/node" "$wasm_runtime/pyodide" "$wasm_runtime/acorn" "$r/usr/local/share/sandboxd/wasm/"
+  cp -a "$python_packages" "$r/usr/local/share/sandboxd/wasm-python-packages"
   for i in "${!sandbox_images[@]}"; do
     image="${sandbox_images[$i]}"
     log "sandboxd: saving sandbox image $image"

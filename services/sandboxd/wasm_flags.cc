@@ -18,6 +18,10 @@ ABSL_FLAG(std::string, wasm_node, "",
 ABSL_FLAG(std::string, wasm_pyodide, "",
           "Pyodide package directory of the wasm tier (default: the pinned one, "
           "deploy/wasm/node_modules/pyodide).");
+ABSL_FLAG(std::string, wasm_python_packages, "",
+          "Python packages of the wasm tier's Python sessions, read-only at "
+          "/usr/lib/python3/dist-packages (requests, pip) and /etc/ssl/certs (default: the ones "
+          "scripts/wasm-python-packages.sh builds, deploy/wasm/python-packages).");
 ABSL_FLAG(std::string, wasm_jail, "",
           "The wasm tier's launcher (default: sandboxd-wasm-jail next to this binary).");
 ABSL_FLAG(std::string, wasm_bwrap, "bwrap", "bubblewrap, the wasm tier's namespaces layer.");
@@ -57,6 +61,11 @@ absl::StatusOr<sandboxd::WasmRuntimeOptions> WasmFromFlags(const sandboxd::Manag
   if (wasm.node.empty()) wasm.node = runtime + "/node/bin/node";
   wasm.pyodide_dir = absl::GetFlag(FLAGS_wasm_pyodide);
   if (wasm.pyodide_dir.empty()) wasm.pyodide_dir = runtime + "/pyodide";
+  wasm.python_packages = absl::GetFlag(FLAGS_wasm_python_packages);
+  if (wasm.python_packages.empty()) {
+    wasm.python_packages =
+        sandboxd::DefaultRunner("wasm-python-packages", SANDBOXD_BUILT_WASM_PYTHON_PACKAGES);
+  }
   wasm.js_runner = options.js_runner_path;
   wasm.python_runner = options.runner_path;
   wasm.jail.jail = absl::GetFlag(FLAGS_wasm_jail);

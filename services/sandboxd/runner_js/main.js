@@ -4,19 +4,22 @@
 //
 //   node sandbox_runner.js (--socket PATH | --listen-fd N) [--workspace DIR] [--heap-mb N]
 //     [--idle-watchdog-ms N] [--own-pid-namespace] [--language javascript|python]
-//     [--env-fd N] [--egress-fd N] [--pyodide DIR --python-runner PYZ [--snapshot FILE]]
+//     [--env-fd N] [--egress-fd N] [--pyodide DIR --python-runner PYZ [--snapshot FILE]
+//     [--python-packages DIR]]
 //   node sandbox_runner.js --make-snapshot OUT --pyodide DIR --python-runner PYZ
 //
 // --listen-fd: fd N is a unix socket already bound and listening (the wasm tier's jail
 // passes it); accepted exactly as --socket's. --language python runs Python in Pyodide in
 // the worker (worker_python.js), restored from --snapshot (checked against FILE.sha256)
-// or loaded cold from --pyodide. --env-fd: fd N is a pipe holding the session's environment
-// (NUL-terminated KEY=VALUE entries up to EOF, written whole before the start); user code
-// sees exactly those entries, nothing of the runner's own environment, except
-// SANDBOX_RUNNER_TOKEN, which the runner keeps and shows in its `ready` frames. Without it the
-// session's environment is the runner's (a container's is the session's). --egress-fd: fd N
-// is egress.sock, bound and listening (the wasm tier's), where sandboxd's egress proxy dials
-// in once the runner has turned its relay on (egress.js).
+// or loaded cold from --pyodide; --python-packages DIR: DIR/dist-packages and DIR/certs
+// (scripts/wasm-python-packages.sh) are mounted for Python to read. --env-fd: fd N is a
+// pipe holding the session's environment (NUL-terminated KEY=VALUE entries up to EOF,
+// written whole before the start); user code sees exactly those entries, nothing of the
+// runner's own environment, except SANDBOX_RUNNER_TOKEN, which the runner keeps and shows
+// in its `ready` frames. Without it the session's environment is the runner's (a
+// container's is the session's). --egress-fd: fd N is egress.sock, bound and listening
+// (the wasm tier's), where sandboxd's egress proxy dials in once the runner has turned its
+// relay on (egress.js).
 
 const fs = require('fs');
 const path = require('path');
@@ -27,13 +30,14 @@ const RUNNER_TOKEN_VARIABLE = 'SANDBOX_RUNNER_TOKEN';
 
 const USAGE = 'usage: sandbox_runner.js (--socket PATH | --listen-fd N) [--workspace DIR] ' +
   '[--heap-mb N] [--idle-watchdog-ms N] [--own-pid-namespace] [--language javascript|python] ' +
-  '[--env-fd N] [--egress-fd N] [--pyodide DIR --python-runner PYZ [--snapshot FILE]]\n' +
+  '[--env-fd N] [--egress-fd N] [--pyodide DIR --python-runner PYZ [--snapshot FILE] ' +
+  '[--python-packages DIR]]\n' +
   '       sandbox_runner.js --make-snapshot OUT --pyodide DIR --python-runner PYZ';
 const VALUED = ['--socket', '--listen-fd', '--env-fd', '--egress-fd', '--workspace', '--heap-mb', '--idle-watchdog-ms',
-  '--language', '--pyodide', '--python-runner', '--snapshot', '--make-snapshot'];
+  '--language', '--pyodide', '--python-runner', '--snapshot', '--make-snapshot', '--python-packages'];
 const OPTION_NAMES = { '--socket': 'socket', '--workspace': 'workspace', '--language': 'language',
   '--pyodide': 'pyodide', '--python-runner': 'pythonRunner', '--snapshot': 'snapshot',
-  '--make-snapshot': 'makeSnapshot' };
+  '--make-snapshot': 'makeSnapshot', '--python-packages': 'pythonPackages' };
 // How long the socket waits for the first namespace (a worker that cannot start still gets
 // its runner a connection, which then reports why).
 const FIRST_NAMESPACE_WAIT_MS = 5000;
@@ -41,7 +45,7 @@ const FIRST_NAMESPACE_WAIT_MS = 5000;
 function parseArgs(argv) {
   const options = { socket: null, listenFd: null, envFd: null, egressFd: null, workspace: '/workspace', heapMb: null,
     ownPidNamespace: false, idleWatchdogMs: DEFAULT_IDLE_WATCHDOG_MS, language: 'javascript',
-    pyodide: null, pythonRunner: null, snapshot: null, makeSnapshot: null };
+    pyodide: null, pythonRunner: null, snapshot: null, makeSnapshot: null, pythonPackages: null };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     if (arg === '--own-pid-namespace') options.ownPidNamespace = true;

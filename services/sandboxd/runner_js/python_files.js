@@ -12,6 +12,9 @@ const { log } = require('./common');
 
 // Where the runner's package lives inside Pyodide's file system (MEMFS).
 const PYZ_IN_PYODIDE = '/sandbox/sandbox_runner.pyz';
+// Where --python-packages DIR's two directories appear (NODEFS): Debian's paths, which its
+// requests and pip name (certifi.where() is the bundle in /etc/ssl/certs).
+const PACKAGES_IN_PYODIDE = [['dist-packages', '/usr/lib/python3/dist-packages'], ['certs', '/etc/ssl/certs']];
 // The package attribute a snapshot keeps the SHA-256 of the .pyz it was made from in.
 const PYZ_MARK = "'SNAPSHOT_PYZ_SHA256'";
 // Exit code of a snapshot that does not match its SHA-256 (before `ready`).
@@ -76,7 +79,8 @@ function pythonFiles(options) {
   }
   return { pyodide: path.resolve(options.pyodide), pythonRunner: path.resolve(options.pythonRunner),
     snapshot: options.snapshot ? path.resolve(options.snapshot) : null,
-    workspace: path.resolve(options.workspace) };
+    workspace: path.resolve(options.workspace),
+    pythonPackages: options.pythonPackages ? path.resolve(options.pythonPackages) : null };
 }
 
 // What Python's `js` module shows: nothing, until egress is on (exposeFetchToPython).
@@ -127,6 +131,20 @@ async function loadPython(files, extra = {}) {
   return py;
 }
 
+// The packages of --python-packages (requests, pip) mounted and last on sys.path, after the
+// standard library, which they cannot shadow. Nothing is read before an import: a session
+// that imports none of them pays no memory for them. The session's process may only read
+// there (Node's permission model, Landlock), so a write fails as on a read-only mount.
+function mountPythonPackages(py, dir) {
+  if (!dir) return;
+  for (const [from, to] of PACKAGES_IN_PYODIDE) {
+    py.FS.mkdirTree(to);
+    py.FS.mount(py.FS.filesystems.NODEFS, { root: path.join(dir, from) }, to);
+  }
+  const site = JSON.stringify(PACKAGES_IN_PYODIDE[0][1]);
+  py.runPython(`import sys\nif ${site} not in sys.path: sys.path.append(${site})`);
+}
+
 // --make-snapshot OUT: cold Pyodide, the runner's package imported, the memory snapshot
 // written to OUT, then its SHA-256 to OUT.sha256 (a snapshot cut short by a crash does not
 // match, so it is refused).
@@ -148,5 +166,6 @@ async function makeSnapshot(options) {
   fs.writeFileSync(`${out}.sha256`, `${sha256(bytes)}\n`);
 }
 
-module.exports = { pythonFiles, loadPython, exposeFetchToPython, makeSnapshot, readSnapshot, SnapshotRefused,
+module.exports = {
+  pythonFiles, loadPython, mountPythonPackages, exposeFetchToPython, makeSnapshot, readSnapshot, SnapshotRefused,
   PYZ_IN_PYODIDE, SNAPSHOT_REFUSED_EXIT };

@@ -12,7 +12,7 @@ const vm = require('vm');
 const { workerData } = require('worker_threads');
 const { log } = require('./common');
 const { lockRuntime } = require('./locks');
-const { loadPython, exposeFetchToPython, SnapshotRefused } = require('./python_files');
+const { loadPython, mountPythonPackages, exposeFetchToPython, SnapshotRefused } = require('./python_files');
 const { createFilesWithTheirMode, installChmodOfSameMode } = require('./fs_modes');
 
 const WORKSPACE = '/workspace';
@@ -69,6 +69,7 @@ async function runPythonWorker(port, files, interruptBuffer) {
   refuseSockets(py);
   py.FS.mkdirTree(WORKSPACE);
   py.FS.mount(py.FS.filesystems.NODEFS, { root: files.workspace }, WORKSPACE);
+  mountPythonPackages(py, files.pythonPackages);
   createFilesWithTheirMode(py.FS);
   // An error nothing handled (of the runner's own JavaScript, or of JavaScript that Python
   // code started) is logged: it must not end the worker, and the namespace with it.

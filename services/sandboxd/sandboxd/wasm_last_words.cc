@@ -1,7 +1,11 @@
 #include "sandboxd/wasm_last_words.h"
 
+#include <algorithm>
+#include <fstream>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/string_view.h"
 
 namespace sandboxd {
 namespace {
@@ -45,6 +49,27 @@ std::string RedactWasmLastWords(const std::string& text) {
     }
   }
   return out;
+}
+
+std::string WasmLastWords(const std::string& log_path) {
+  std::ifstream in(log_path);
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  in.seekg(std::max<std::streamoff>(0, size - 16384));
+  std::string line, words;
+  while (std::getline(in, line)) {
+    absl::string_view l = absl::StripAsciiWhitespace(line);
+    if (l.empty() || absl::StartsWith(l, "wasm-jail: layers:") ||
+        absl::StartsWith(l, "[wasm-jail: stderr over") || absl::StrContains(l, "Warning:") ||
+        absl::StartsWith(l, "(Use `node --trace") || absl::StartsWith(l, "at ") || l == "#" ||
+        (l[0] >= '0' && l[0] <= '9' && absl::StrContains(l, ": 0x"))) {
+      continue;
+    }
+    if (!words.empty()) words += " | ";
+    words.append(l.data(), l.size());
+  }
+  words = RedactWasmLastWords(words);
+  return words.size() > 600 ? words.substr(words.size() - 600) : words;
 }
 
 }  // namespace sandboxd

@@ -54,7 +54,7 @@ constexpr char kNodeMallocTunables[] = "GLIBC_TUNABLES=glibc.malloc.mmap_thresho
 constexpr char kRunnerTokenVariable[] = "SANDBOX_RUNNER_TOKEN";
 constexpr uint64_t kV8Reservations = 3ull << 29;  // 1.5 GiB
 // What a session's stderr file (the runner's log, code writing to fd 2) may hold on disk:
-// the jail keeps it within this, LastWords reads its last 16 KiB.
+// the jail keeps it within this, WasmLastWords reads its last 16 KiB.
 constexpr uint64_t kStderrCap = 64 << 10;
 // How often the budget thread measures every workspace. Without bwrap, what a session
 // writes in this time is what it can go over its budget by before it ends.
@@ -63,29 +63,6 @@ constexpr absl::Duration kBudgetInterval = absl::Milliseconds(200);
 // one over its budget is: a budget nobody measures holds nothing. Not 0: in a session's
 // first moments bwrap has not mounted its tmpfs yet.
 constexpr absl::Duration kUnmeasuredBound = absl::Seconds(5);
-
-// The last lines of a process's stderr that say something: not the jail's layers line, not
-// Node's warnings about its own flags, not a stack trace's frames. At most 600 bytes.
-std::string LastWords(const std::string& log_path) {
-  std::ifstream in(log_path);
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  in.seekg(std::max<std::streamoff>(0, size - 16384));
-  std::string line, words;
-  while (std::getline(in, line)) {
-    absl::string_view l = absl::StripAsciiWhitespace(line);
-    if (l.empty() || absl::StartsWith(l, "wasm-jail: layers:") ||
-        absl::StartsWith(l, "[wasm-jail: stderr over") || absl::StrContains(l, "Warning:") ||
-        absl::StartsWith(l, "(Use `node --trace") || absl::StartsWith(l, "at ") || l == "#" ||
-        (l[0] >= '0' && l[0] <= '9' && absl::StrContains(l, ": 0x"))) {
-      continue;
-    }
-    if (!words.empty()) words += " | ";
-    words.append(l.data(), l.size());
-  }
-  words = RedactWasmLastWords(words);
-  return words.size() > 600 ? words.substr(words.size() - 600) : words;
-}
 
 // 128 random bits, hex; empty when the system has no randomness to give.
 std::string RandomToken() {
@@ -109,6 +86,7 @@ std::vector<std::string> WasmNodeArgv(const WasmRuntimeOptions& options, Languag
   if (python) {
     reads.push_back(options.pyodide_dir);
     reads.push_back(options.python_runner);
+    reads.push_back(options.python_packages);
     if (!snapshot.empty()) {
       reads.push_back(snapshot);
       reads.push_back(snapshot + ".sha256");
@@ -128,7 +106,8 @@ std::vector<std::string> WasmNodeArgv(const WasmRuntimeOptions& options, Languag
   argv.insert(argv.end(), {"--listen-fd", "3", "--env-fd", "5", "--egress-fd", "6", "--workspace", workspace,
                            "--language", python ? "python" : "javascript", "--heap-mb", absl::StrCat(heap_mb)});
   if (python) {
-    argv.insert(argv.end(), {"--pyodide", options.pyodide_dir, "--python-runner", options.python_runner});
+    argv.insert(argv.end(), {"--pyodide", options.pyodide_dir, "--python-runner", options.python_runner,
+                             "--python-packages", options.python_packages});
     if (!snapshot.empty()) argv.insert(argv.end(), {"--snapshot", snapshot});
   }
   return argv;
@@ -165,6 +144,8 @@ absl::StatusOr<RuntimeInfo> WasmRuntime::Probe() {
                                    {"Pyodide (--wasm_pyodide)", options_.pyodide_dir},
                                    {"the JavaScript runner (--js_runner)", options_.js_runner},
                                    {"the Python runner (--runner)", options_.python_runner},
+                                   {"the Python packages (--wasm_python_packages)",
+                                    options_.python_packages + "/.recipe"},
                                    {"the jail (--wasm_jail)", options_.jail.jail}}) {
     std::error_code ec;
     if (path.empty() || !fs::exists(path, ec)) {
@@ -450,7 +431,7 @@ absl::StatusOr<ContainerStatus> WasmRuntime::Inspect(const std::string& name) {
   status.running = Alive(r->pid, r->start_time);
   status.state = status.running ? "running" : "exited";
   if (!status.running) {
-    status.last_words = LastWords(absl::StrCat(options_.records_dir, "/", name, ".log"));
+    status.last_words = WasmLastWords(absl::StrCat(options_.records_dir, "/", name, ".log"));
     codemode::MutexLock lock(&mu_);
     auto it = exits_.find(r->pid);
     status.exit_code = it == exits_.end() ? -1 : it->second;

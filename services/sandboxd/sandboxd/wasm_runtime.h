@@ -50,6 +50,9 @@ namespace sandboxd {
 struct WasmRuntimeOptions : WasmFiles {
   WasmJailFiles jail;
   std::string layers = "auto";  // --wasm_layers
+  // --wasm_python_packages: dist-packages/ and certs/, which Python sessions see read-only
+  // (scripts/wasm-python-packages.sh builds them).
+  std::string python_packages;
   std::string records_dir;      // sandboxd's own (0700): one JSON record per process
   std::string work_dir;         // workspaces and snapshots (see above)
 };

@@ -133,8 +133,9 @@ class EgressOriginTest : public ::testing::Test {
     EXPECT_THAT(log, ::testing::Not(::testing::HasSubstr("other.test")));
   }
 
-  // requests, as the sandbox images ship it (Pyodide has none), fetches from the origin over
-  // https with the test CA and is refused other.test, through the proxy variables alone.
+  // requests, as the sandbox images ship it (and the wasm tier's Python packages), fetches
+  // from the origin over https with the test CA and is refused other.test, through the
+  // proxy variables alone.
   void ExpectRequestsFetchesThroughTheProxy(sandbox::v1::SandboxService::Stub& stub) {
     sandbox::v1::Session py = CreateWith(stub, allowed_);
     ASSERT_FALSE(py.id().empty());

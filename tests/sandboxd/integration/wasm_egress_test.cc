@@ -62,6 +62,51 @@ TEST_F(WasmEgressTest, PythonUrllibReachesAnAllowedHostAndNothingElse) {
   ExpectHostileRequestsCut(d);
 }
 
+// requests and pip come from the wasm tier's Python packages (deploy/wasm/python-packages,
+// read-only): requests as in a container, with Node's roots as its default bundle, which
+// does not hold the test CA; pip runs in the cell (Pyodide starts no process) and downloads
+// a wheel from the index the policy allows, and nothing from one it leaves out.
+TEST_F(WasmEgressTest, RequestsAndPipFromThePythonPackages) {
+  SandboxdProcess d(WasmFlags());
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  ExpectRequestsFetchesThroughTheProxy(*stub);
+  sandbox::v1::Session s = CreateWith(*stub, allowed_);
+  ASSERT_FALSE(s.id().empty());
+  sandbox::v1::Finished f = RunCode(*stub, s.id(), absl::StrCat(
+      "import os, requests\n"
+      "try:\n"
+      "    requests.get('https://origin.test:", https_, "/default-bundle', timeout=10)\n"
+      "except requests.exceptions.SSLError as e:\n"
+      "    print('default bundle:', 'CERTIFICATE_VERIFY_FAILED' in str(e))\n"
+      "try:\n"
+      "    open(os.path.join(os.path.dirname(requests.__file__), 'planted.py'), 'w')\n"
+      "    print('planted')\n"
+      "except OSError as e:\n"
+      "    print('read-only:', type(e).__name__)\n"
+      "open('/tmp/ca.pem', 'w').write('''", ca_pem_, "''')\n"
+      "from pip._internal.cli.main import main as pip\n"
+      "for host in ('origin.test', 'other.test'):\n"
+      "    code = pip(['download', '--no-index', '--no-cache-dir', '--disable-pip-version-check',\n"
+      "        '--progress-bar', 'off', '--retries', '1', '--cert', '/tmp/ca.pem', '--find-links',\n"
+      "        f'https://{host}:", https_, "/wheels/', '--dest', 'dl-' + host, 'egress-probe'])\n"
+      "    print(host, 'exit', code)\n"
+      "print('saved', os.listdir('dl-origin.test'), os.path.exists('dl-other.test/egress_probe-1.0-py3-none-any.whl'))\n"),
+      180000);
+  ASSERT_EQ(f.status(), sandbox::v1::Finished::OK) << f.error().message() << f.stderr();
+  EXPECT_THAT(f.stdout(), HasSubstr("default bundle: True\n")) << f.stdout();
+  EXPECT_THAT(f.stdout(), HasSubstr("read-only: PermissionError\n")) << f.stdout();
+  EXPECT_THAT(f.stdout(), HasSubstr("origin.test exit 0\n")) << f.stdout() << f.stderr();
+  EXPECT_THAT(f.stdout(), HasSubstr("Successfully downloaded egress-probe"));
+  EXPECT_THAT(f.stdout(), HasSubstr("other.test exit 1\n")) << f.stdout();
+  EXPECT_THAT(f.stdout() + f.stderr(), HasSubstr("Tunnel connection failed: 403"));
+  EXPECT_THAT(f.stdout(), HasSubstr("saved ['egress_probe-1.0-py3-none-any.whl'] False"));
+  const std::string log = Log();
+  EXPECT_THAT(log, HasSubstr("GET /wheels/egress_probe-1.0-py3-none-any.whl HTTP/1.1 host=origin.test:"));
+  EXPECT_THAT(log, Not(HasSubstr("/default-bundle")));
+  EXPECT_THAT(log, Not(HasSubstr("other.test")));
+}
+
 TEST_F(WasmEgressTest, PythonTlsChecksCertificatesAndPyfetchStillWorks) {
   SandboxdProcess d(WasmFlags());
   ASSERT_TRUE(d.Start());

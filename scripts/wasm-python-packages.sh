@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Builds the Python packages of the wasm tier's sessions (docs/wasm-tier.md, "Python
+# packages"): requests and pip for Pyodide, pure Python, from Debian's archive.
+#
+#   scripts/wasm-python-packages.sh [OUT]     default OUT: deploy/wasm/python-packages
+#
+# OUT/dist-packages holds the packages (compiled for Pyodide's Python, whose .pyc sandboxd's
+# sessions cannot write) and OUT/certs/ca-certificates.crt the wasm tier's Node's root
+# certificates, the bundle Debian's requests and pip name. Sessions see both read-only, at
+# /usr/lib/python3/dist-packages and /etc/ssl/certs. Run by scripts/setup.sh after the wasm
+# runtime's npm ci; safe to re-run (nothing is done while OUT/.recipe matches this script
+# and the runtime's lock). apt checks every package against Debian's archive keys.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+out="${1:-deploy/wasm/python-packages}"
+node=deploy/wasm/node_modules/node/bin/node
+pyodide=deploy/wasm/node_modules/pyodide
+log() { echo "wasm-python-packages: $*" >&2; }
+
+# requests from bookworm: its urllib3 1.26 talks through Python's sockets, which reach the
+# egress relay. bookworm's pip (23.0) does not run on Pyodide's Python 3.14
+# (pkgutil.ImpImporter is gone), trixie's does.
+packages=(python3-requests/bookworm python3-urllib3/bookworm python3-idna/bookworm
+          python3-certifi/bookworm python3-charset-normalizer/bookworm python3-chardet/bookworm
+          python3-six/bookworm python3-pip/trixie)
+
+recipe="$(cat "${BASH_SOURCE[0]}" deploy/wasm/package-lock.json | sha256sum | cut -c1-16)"
+if [[ -f "$out/.recipe" && "$(cat "$out/.recipe")" == "$recipe" ]]; then
+  exit 0
+fi
+[[ -x "$node" && -f "$pyodide/pyodide.js" ]] || { log "FAILED: $node or $pyodide is missing (npm ci in deploy/wasm)"; exit 1; }
+log "building $out (requests and pip for Pyodide, from Debian)"
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/lists/partial" "$work/archives/partial" "$work/debs" "$work/root"
+cat > "$work/sources.list" <<EOF
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm main
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main
+EOF
+apt_options=(-o "Dir::Etc::SourceList=$work/sources.list" -o Dir::Etc::SourceParts=/dev/null
+             -o "Dir::State::Lists=$work/lists" -o "Dir::Cache=$work" -o "Dir::Cache::archives=$work/archives"
+             -o Dir::State::status=/dev/null -o APT::Architecture=amd64 -o Acquire::Languages=none
+             -o APT::Sandbox::User="$(id -un)" -o Debug::NoLocking=1)
+apt-get "${apt_options[@]}" -qq update >/dev/null || { log "FAILED: apt-get update of bookworm and trixie"; exit 1; }
+(cd "$work/debs" && apt-get "${apt_options[@]}" -qq download "${packages[@]}" >/dev/null) ||
+  { log "FAILED: apt-get download ${packages[*]}"; exit 1; }
+for deb in "$work"/debs/*.deb; do dpkg-deb -x "$deb" "$work/root"; done
+
+new="$out.new"
+rm -rf "$new"
+mkdir -p "$new/certs"
+cp -a "$work/root/usr/lib/python3/dist-packages" "$new/dist-packages"
+find "$new/dist-packages" -name __pycache__ -prune -exec rm -rf {} +
+if find "$new/dist-packages" -name '*.so' | grep -q .; then
+  log "FAILED: compiled extensions in $new/dist-packages (Pyodide loads pure Python only)"
+  exit 1
+fi
+"$node" -e 'process.stdout.write(require("tls").rootCertificates.join("\n") + "\n")' > "$new/certs/ca-certificates.crt"
+
+# .pyc files for Pyodide's Python, compiled by Pyodide itself (halves an import of requests).
+"$node" -e '
+const [pyodide, dir] = process.argv.slice(1);
+require(`${pyodide}/pyodide.js`).loadPyodide({ indexURL: `${pyodide}/` }).then((py) => {
+  py.FS.mkdirTree("/packages");
+  py.FS.mount(py.FS.filesystems.NODEFS, { root: dir }, "/packages");
+  const ok = py.runPython("import compileall\ncompileall.compile_dir(\"/packages\", quiet=1, workers=1)");
+  if (!ok) throw new Error("compileall failed");
+}).catch((e) => { console.error(e); process.exit(1); });' "$(realpath "$pyodide")" "$(realpath "$new/dist-packages")" ||
+  { log "FAILED: compiling $new/dist-packages with Pyodide"; exit 1; }
+chmod -R a+rX,go-w "$new"
+echo "$recipe" > "$new/.recipe"
+rm -rf "$out"
+mv "$new" "$out"
+log "built $out"
