@@ -56,10 +56,11 @@ RUNNER = _runner_pyz()
 # SANDBOXD_RUNNER_WASM=1: the same tests against the wasm tier's runner, sandbox_runner.js
 # --language python (Python in Pyodide) on deploy/wasm's Node, started as sandboxd's
 # WasmRuntime starts it: an empty environment, the contract's node flags (reads of the
-# runtime, the runner files and the workspace, writes of the workspace) and fd 3 a unix
-# socket bound and listening before the start. Needs SANDBOXD_RUNNER_JS (the built bundle)
-# and `npm ci` in deploy/wasm (SANDBOXD_WASM_RUNTIME names another node_modules). The
-# snapshot is made once per test process.
+# runtime, the runner files, the Python packages and the workspace, writes of the
+# workspace) and fd 3 a unix socket bound and listening before the start. Needs
+# SANDBOXD_RUNNER_JS (the built bundle), `npm ci` in deploy/wasm (SANDBOXD_WASM_RUNTIME names
+# another node_modules) and the Python packages beside it (scripts/wasm-python-packages.sh).
+# The snapshot is made once per test process.
 WASM = os.environ.get("SANDBOXD_RUNNER_WASM") == "1"
 _wasm_snapshot = []
 
@@ -106,12 +107,15 @@ def wasm_runner_argv(socket_path, workspace):
               "if s.fileno() != 3: os.dup2(s.fileno(), 3)\n"
               "os.set_inheritable(3, True)\n"
               "os.execv(sys.argv[2], sys.argv[2:])\n")
-    reads = [runtime, bundle, RUNNER, os.path.dirname(snapshot), workspace]
+    packages = runtime.parent / "python-packages"
+    if not (packages / ".recipe").is_file():
+        raise RuntimeError(f"{packages} is missing (scripts/wasm-python-packages.sh)")
+    reads = [runtime, bundle, RUNNER, os.path.dirname(snapshot), workspace, packages]
     return [sys.executable, "-c", launch, socket_path, str(node),
             *wasm_node_flags(reads, workspace), str(bundle), "--listen-fd", "3",
             "--workspace", workspace, "--language", "python", "--heap-mb", "512",
             "--pyodide", str(runtime / "pyodide"), "--python-runner", str(RUNNER),
-            "--snapshot", snapshot]
+            "--snapshot", snapshot, "--python-packages", str(packages)]
 
 TIMEOUT = 10.0          # seconds for any single frame
 MIB = 1024 * 1024
