@@ -144,14 +144,23 @@ absl::StatusOr<RuntimeInfo> WasmRuntime::Probe() {
                                    {"Pyodide (--wasm_pyodide)", options_.pyodide_dir},
                                    {"the JavaScript runner (--js_runner)", options_.js_runner},
                                    {"the Python runner (--runner)", options_.python_runner},
-                                   {"the Python packages (--wasm_python_packages)",
-                                    options_.python_packages + "/.recipe"},
                                    {"the jail (--wasm_jail)", options_.jail.jail}}) {
     std::error_code ec;
     if (path.empty() || !fs::exists(path, ec)) {
       return absl::UnavailableError(absl::StrCat("wasm: ", what, " is missing at '", path,
                                                  "' (scripts/setup.sh installs it)"));
     }
+  }
+  // Every session reads these: another user who could change them would run code in each.
+  if (absl::Status s = CheckWasmSessionFiles(options_.pyodide_dir, "--wasm_pyodide",
+                                             {"pyodide.js", "pyodide.asm.wasm", "python_stdlib.zip"});
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckWasmSessionFiles(options_.python_packages, "--wasm_python_packages",
+                                             {".recipe", "dist-packages", "certs/ca-certificates.crt"});
+      !s.ok()) {
+    return s;
   }
   SubprocessOptions opts;
   opts.env = std::vector<std::string>{};

@@ -16,8 +16,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/untrusted_json.h"
 
 namespace sandboxd {
 namespace {
@@ -52,18 +54,18 @@ void OpenUpDirectory(int fd, int depth) {
   closedir(dir);
 }
 
-// Every directory above `work_dir`, from the root down: one that another user owns or may
-// write lets that user swap work_dir after the start. A sticky directory (/tmp) may be
+// Every directory above `work_dir` (named by `flag`), from the root down: one that another
+// user owns or may write lets that user swap work_dir after the start. A sticky directory (/tmp) may be
 // writable by all when what lies in it on the way is root's or ours, which only its owner
 // can rename or delete. Parts of work_dir that do not exist yet are taken for ours (we make
 // them after the checks), so it runs before anything is made.
-absl::Status CheckWorkDirParents(const std::string& work_dir) {
+absl::Status CheckWorkDirParents(const std::string& work_dir, const char* flag) {
   // The kernel resolves `..` after the symbolic link before it, where the text comparison
   // below drops both: a `.` or `..` would hide a link on the way.
   for (const fs::path& part : fs::path(work_dir)) {
     if (part == "." || part == "..") {
       return absl::UnavailableError(absl::StrCat(
-          "wasm: --wasm_dir ", work_dir, " has a '", part.string(), "' component: name the directory "
+          "wasm: ", flag, " ", work_dir, " has a '", part.string(), "' component: name the directory "
           "without '.' or '..' (after a symbolic link '..' leads to the link target's parent)"));
     }
   }
@@ -78,7 +80,7 @@ absl::Status CheckWorkDirParents(const std::string& work_dir) {
   if (!given.has_filename()) given = given.parent_path();
   if (real.lexically_normal() != given) {
     return absl::UnavailableError(absl::StrCat(
-        "wasm: --wasm_dir ", work_dir, " resolves to ", real.string(),
+        "wasm: ", flag, " ", work_dir, " resolves to ", real.string(),
         ": name the directory without a symbolic link on the way (a link's owner could point "
         "it elsewhere after the start)"));
   }
@@ -106,13 +108,24 @@ absl::Status CheckWorkDirParents(const std::string& work_dir) {
     }
     if (!why.empty()) {
       return absl::UnavailableError(absl::StrCat(
-          "wasm: ", chain[i].string(), ", a parent of --wasm_dir ", work_dir, ", ", why,
-          ": a user other than root and uid ", us, " could swap --wasm_dir after the start (every "
+          "wasm: ", chain[i].string(), ", a parent of ", flag, " ", work_dir, ", ", why,
+          ": a user other than root and uid ", us, " could swap ", flag, " after the start (every "
           "parent must be root's or ours and neither group- nor world-writable, or sticky with "
           "what is in it on the way root's or ours)"));
     }
   }
   return absl::OkStatus();
+}
+
+// Why `path` (a file sessions read) is not safe from other users ("" when it is): another
+// user's, group- or world-writable, or a symbolic link.
+std::string UnsafeEntry(const fs::path& path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) return absl::StrCat("cannot be read: ", strerror(errno));
+  if (S_ISLNK(st.st_mode)) return "is a symbolic link (its owner could point it elsewhere)";
+  if (st.st_uid != 0 && st.st_uid != geteuid()) return absl::StrCat("belongs to uid ", st.st_uid);
+  if (st.st_mode & 022) return absl::StrFormat("is writable by group or others (mode %04o)", st.st_mode & 07777);
+  return "";
 }
 
 std::string MiB(uint64_t bytes) { return absl::StrCat((bytes + (1 << 20) - 1) >> 20, " MiB"); }
@@ -122,7 +135,7 @@ std::string MiB(uint64_t bytes) { return absl::StrCat((bytes + (1 << 20) - 1) >>
 absl::Status PrepareWasmWorkDir(const std::string& work_dir) {
   // Checked before anything is made or chmodded: through another user's link, a `..` or
   // a directory another user may write, mkdir and chmod would act on what that user picks.
-  if (absl::Status s = CheckWorkDirParents(work_dir); !s.ok()) return s;
+  if (absl::Status s = CheckWorkDirParents(work_dir, "--wasm_dir"); !s.ok()) return s;
   for (const char* dir : {"", "/w", "/snapshots"}) {
     std::error_code ec;
     const std::string path = work_dir + dir;
@@ -145,7 +158,34 @@ absl::Status PrepareWasmWorkDir(const std::string& work_dir) {
     }
   }
   // Again, now that every part exists (a directory made under an odd umask is others' to write).
-  return CheckWorkDirParents(work_dir);
+  return CheckWorkDirParents(work_dir, "--wasm_dir");
+}
+
+absl::Status CheckWasmSessionFiles(const std::string& dir, const char* flag,
+                                   const std::vector<std::string>& required) {
+  const auto refuse = [&](const std::string& what, const std::string& why) {
+    return absl::UnavailableError(absl::StrCat("wasm: ", what, " (", flag, ") ", why,
+                                               "; scripts/setup.sh installs it"));
+  };
+  if (dir.empty() || dir[0] != '/') return refuse(absl::StrCat("'", dir, "'"), "is not an absolute path");
+  if (!codemode::IsValidUtf8(dir) ||
+      std::any_of(dir.begin(), dir.end(), [](char c) { return (c >= 0 && c < 0x20) || c == 0x7f; })) {
+    return refuse(absl::StrCat("'", absl::CEscape(dir), "'"), "is not valid UTF-8 or holds a control character");
+  }
+  if (absl::Status s = CheckWorkDirParents(dir, flag); !s.ok()) return s;
+  for (const std::string& name : required) {
+    std::error_code ec;
+    if (!fs::exists(fs::path(dir) / name, ec)) return refuse(dir, absl::StrCat("lacks ", name));
+  }
+  const std::string why = UnsafeEntry(dir);
+  if (!why.empty()) return refuse(dir, why + ": another user could change what sessions run");
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string entry = UnsafeEntry(it->path());
+    if (!entry.empty()) return refuse(it->path().string(), entry + ": another user could change what sessions run");
+  }
+  if (ec) return refuse(dir, absl::StrCat("cannot be read: ", ec.message()));
+  return absl::OkStatus();
 }
 
 WasmWorkspaceBudget WasmWorkspaceBudgetFor(uint64_t bytes) {
