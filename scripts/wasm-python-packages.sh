@@ -69,8 +69,9 @@ require(`${pyodide}/pyodide.js`).loadPyodide({ indexURL: `${pyodide}/` }).then((
   if (!ok) throw new Error("compileall failed");
 }).catch((e) => { console.error(e); process.exit(1); });' "$(realpath "$pyodide")" "$(realpath "$new/dist-packages")" ||
   { log "FAILED: compiling $new/dist-packages with Pyodide"; exit 1; }
-chmod -R a+rX,go-w "$new"
 echo "$recipe" > "$new/.recipe"
+# Readable by every session uid, writable by no one else (sandboxd refuses it otherwise).
+chmod -R a+rX,go-w "$new"
 rm -rf "$out"
 mv "$new" "$out"
 log "built $out"
