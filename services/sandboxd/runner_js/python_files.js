@@ -138,8 +138,17 @@ async function loadPython(files, extra = {}) {
 function mountPythonPackages(py, dir) {
   if (!dir) return;
   for (const [from, to] of PACKAGES_IN_PYODIDE) {
+    const root = path.join(dir, from);
+    let stat;
+    try {
+      stat = fs.statSync(root);
+    } catch (e) {
+      throw new Error(`--python-packages: ${root} cannot be read (${e.code || e.message}); ` +
+        'scripts/wasm-python-packages.sh makes it');
+    }
+    if (!stat.isDirectory()) throw new Error(`--python-packages: ${root} is not a directory`);
     py.FS.mkdirTree(to);
-    py.FS.mount(py.FS.filesystems.NODEFS, { root: path.join(dir, from) }, to);
+    py.FS.mount(py.FS.filesystems.NODEFS, { root }, to);
   }
   const site = JSON.stringify(PACKAGES_IN_PYODIDE[0][1]);
   py.runPython(`import sys\nif ${site} not in sys.path: sys.path.append(${site})`);

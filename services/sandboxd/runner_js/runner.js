@@ -24,6 +24,11 @@ const { MessageChannel } = require('worker_threads');
 
 // How long a reset waits for the old worker to reap the processes it had started.
 const REAP_WAIT_MS = 1000;
+// A worker that ends before it is ready is started again after START_RETRY_MS, then twice
+// that; the third such end in a row ends the runner (a start costs seconds of CPU, and one
+// that fails for good, such as a file it needs being gone, would fail forever).
+const START_ATTEMPTS = 3;
+const START_RETRY_MS = 1000;
 
 class Runner {
   constructor(options) {
@@ -57,6 +62,7 @@ class Runner {
     this.nsReady = false;
     this.pendingReset = null;     // why the namespace was replaced while no exec ran
     this.stuckWorkers = new Set();  // terminated namespaces whose worker has not exited
+    this.startFailures = 0;         // workers in a row that ended before they were ready
     this.watchdog = new IdleWatchdog(options.idleWatchdogMs || 0, (ns) => this.onStuck(ns));
     // Settles when the first namespace is ready: main.js listens after it (or a bound), so
     // a pooled container sandboxd has connected to is ready to run at once.
@@ -76,6 +82,7 @@ class Runner {
         if (this.python) this.pythonVersion = m.python;
         ns.post({ t: 'catalog', servers: this.catalog, raw: this.catalogRaw });
         this.nsReady = true;
+        this.startFailures = 0;
         this.onFirstReady();
         this.pump();
       },
@@ -204,7 +211,13 @@ class Runner {
     log(`namespace lost: ${reason}`);
     const cur = this.current;
     if (!this.nsReady) {                       // it died starting: do not spin
-      setTimeout(() => this.newNamespace(), 1000);
+      this.startFailures++;
+      if (this.startFailures >= START_ATTEMPTS) {
+        this.endRunner(`the ${this.workerName} failed to start ${START_ATTEMPTS} times in a row ` +
+          `(the last time: ${reason})`);
+      } else {
+        setTimeout(() => this.newNamespace(), START_RETRY_MS * this.startFailures);
+      }
       return;
     }
     const why = outOfMemory ? `the JavaScript heap limit (${this.heapMb} MiB) was reached` : reason;

@@ -104,6 +104,13 @@ async function runPythonWorker(port, files, interruptBuffer) {
   post({ t: 'ready', python: version });
 }
 
+// Emscripten's file system errors carry no message or stack, only an errno.
+function startErrorText(e) {
+  if (e && e.stack) return e.stack;
+  if (e && Number.isInteger(e.errno)) return `${e.name || 'ErrnoError'}: errno ${e.errno}`;
+  return String(e);
+}
+
 function startPythonWorker() {
   const port = workerData.port;
   delete workerData.port;
@@ -112,7 +119,7 @@ function startPythonWorker() {
       port.postMessage({ t: 'refused', message: e.message });   // the runner ends with exit 3
       return;
     }
-    log(`the Python worker failed to start: ${e && e.stack}`);
+    log(`the Python worker failed to start: ${startErrorText(e)}`);
     process.exit(1);
   });
 }

@@ -371,6 +371,25 @@ describe('python in pyodide (wasm tier)', () => {
     }
   });
 
+  // A worker that cannot start (here: --python-packages names a directory without the
+  // packages) is tried three times, then the runner ends and says why: before, it was
+  // started again every second for ever, each start seconds of CPU.
+  it('ends after three workers in a row failed to start, and says why', async () => {
+    const empty = fs.mkdtempSync(path.join(path.dirname(snapshot), 'no-packages-'));
+    const r = await WasmRunner.start({ snapshot, extraArgs: ['--python-packages', empty],
+      nodeFlags: [`--allow-fs-read=${empty}`] });
+    try {
+      const ended = await Promise.race([r.exitCode.then(() => 'ended'),
+        sleep(60000).then(() => 'still running')]);
+      assert.equal(ended, 'ended', r.log);
+      assert.equal(r.log.match(/the Python worker failed to start: /g).length, 3, r.log);
+      assert.match(r.log, new RegExp(`--python-packages: ${empty}/dist-packages cannot be read \\(ENOENT\\)`));
+      assert.match(r.log, /ending the runner: the Python \(Pyodide\) worker failed to start 3 times in a row \(the last time: the worker exited with code 1\)/);
+    } finally {
+      r.stop();
+    }
+  });
+
   it('refuses a tampered snapshot with exit 3 before ready', async () => {
     const bad = path.join(path.dirname(snapshot), 'tampered.snap');
     const bytes = fs.readFileSync(snapshot);
