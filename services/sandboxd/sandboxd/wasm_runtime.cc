@@ -17,6 +17,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/escaping.h"
@@ -72,6 +74,37 @@ std::string RandomToken() {
 }
 
 std::string OpensslConfig(const WasmRuntimeOptions& options) { return options.work_dir + "/openssl.cnf"; }
+
+// Every file the tier runs or reads is there, and no user but root and us could change it:
+// one who could would run code in every session (the jail, as sandboxd's user).
+absl::Status CheckFilesSessionsRun(const WasmRuntimeOptions& options) {
+  const fs::path node_modules = fs::path(options.node).parent_path().parent_path().parent_path();
+  struct SessionFiles {
+    const char* what;
+    std::string path;
+    const char* flag;
+    std::vector<std::string> required;
+  };
+  for (const SessionFiles& f : std::vector<SessionFiles>{
+           {"Node", options.node, "--wasm_node", {}},
+           // transform.js's acorn, beside Node's package: every JavaScript cell runs through it
+           {"acorn", (node_modules / "acorn").string(), "acorn beside --wasm_node", {"package.json"}},
+           {"the jail", options.jail.jail, "--wasm_jail", {}},
+           {"the JavaScript runner", options.js_runner, "--js_runner", {}},
+           {"the Python runner", options.python_runner, "--runner", {}},
+           {"Pyodide", options.pyodide_dir, "--wasm_pyodide",
+            {"pyodide.js", "pyodide.asm.wasm", "python_stdlib.zip"}},
+           {"the Python packages", options.python_packages, "--wasm_python_packages",
+            {".recipe", "dist-packages", "certs/ca-certificates.crt"}}}) {
+    std::error_code ec;
+    if (f.path.empty() || (f.path[0] == '/' && !fs::exists(f.path, ec))) {  // relative: refused below
+      return absl::UnavailableError(absl::StrCat("wasm: ", f.what, " (", f.flag, ") is missing at '",
+                                                 f.path, "' (scripts/setup.sh installs it)"));
+    }
+    if (absl::Status s = CheckWasmSessionFiles(f.path, f.flag, f.required); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -140,28 +173,7 @@ absl::StatusOr<RuntimeInfo> WasmRuntime::Probe() {
     codemode::MutexLock lock(&mu_);
     if (probed_) return *probed_;
   }
-  for (const auto& [what, path] : {std::pair<const char*, std::string>{"Node (--wasm_node)", options_.node},
-                                   {"Pyodide (--wasm_pyodide)", options_.pyodide_dir},
-                                   {"the JavaScript runner (--js_runner)", options_.js_runner},
-                                   {"the Python runner (--runner)", options_.python_runner},
-                                   {"the jail (--wasm_jail)", options_.jail.jail}}) {
-    std::error_code ec;
-    if (path.empty() || !fs::exists(path, ec)) {
-      return absl::UnavailableError(absl::StrCat("wasm: ", what, " is missing at '", path,
-                                                 "' (scripts/setup.sh installs it)"));
-    }
-  }
-  // Every session reads these: another user who could change them would run code in each.
-  if (absl::Status s = CheckWasmSessionFiles(options_.pyodide_dir, "--wasm_pyodide",
-                                             {"pyodide.js", "pyodide.asm.wasm", "python_stdlib.zip"});
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = CheckWasmSessionFiles(options_.python_packages, "--wasm_python_packages",
-                                             {".recipe", "dist-packages", "certs/ca-certificates.crt"});
-      !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = CheckFilesSessionsRun(options_); !s.ok()) return s;
   SubprocessOptions opts;
   opts.env = std::vector<std::string>{};
   opts.timeout = absl::Seconds(20);

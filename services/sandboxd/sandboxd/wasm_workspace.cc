@@ -81,7 +81,7 @@ absl::Status CheckWorkDirParents(const std::string& work_dir, const char* flag) 
   if (real.lexically_normal() != given) {
     return absl::UnavailableError(absl::StrCat(
         "wasm: ", flag, " ", work_dir, " resolves to ", real.string(),
-        ": name the directory without a symbolic link on the way (a link's owner could point "
+        ": name it without a symbolic link on the way (a link's owner could point "
         "it elsewhere after the start)"));
   }
   std::vector<fs::path> chain = {real};
@@ -180,6 +180,9 @@ absl::Status CheckWasmSessionFiles(const std::string& dir, const char* flag,
   const std::string why = UnsafeEntry(dir);
   if (!why.empty()) return refuse(dir, why + ": another user could change what sessions run");
   std::error_code ec;
+  const fs::file_status status = fs::symlink_status(dir, ec);
+  if (fs::is_regular_file(status)) return absl::OkStatus();  // a file: itself and its parents
+  if (!fs::is_directory(status)) return refuse(dir, "is neither a regular file nor a directory");
   for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string entry = UnsafeEntry(it->path());
     if (!entry.empty()) return refuse(it->path().string(), entry + ": another user could change what sessions run");

@@ -36,11 +36,12 @@ struct WasmWorkspaceBudget {
 // one under a directory another user could swap it through (CheckWorkDirParents in the .cc).
 absl::Status PrepareWasmWorkDir(const std::string& work_dir);
 
-// Refuses (UNAVAILABLE, naming `flag` and why) a directory whose files every session reads
-// (--wasm_python_packages, --wasm_pyodide) that another user than root and us could change:
-// a relative path, one with invalid UTF-8 or a control character, a parent as
-// PrepareWasmWorkDir refuses it, an entry inside that is another user's, group- or
-// world-writable or a symbolic link, or one that lacks an entry of `required`.
+// Refuses (UNAVAILABLE, naming `flag` and why) a file or directory that every session reads
+// or runs (--wasm_node, --wasm_jail, the runners, --wasm_python_packages, --wasm_pyodide)
+// that another user than root and us could change: a relative path, one with invalid UTF-8
+// or a control character, a parent as PrepareWasmWorkDir refuses it, the file or an entry
+// inside the directory that is another user's, group- or world-writable or a symbolic link,
+// or a directory that lacks an entry of `required`.
 absl::Status CheckWasmSessionFiles(const std::string& dir, const char* flag,
                                    const std::vector<std::string>& required);
 

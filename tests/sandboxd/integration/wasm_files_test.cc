@@ -1,0 +1,124 @@
+// Integration: the files every wasm session runs or reads (the jail, Node, the runners,
+// Pyodide, the Python packages; docs/wasm-tier.md) and who may change them. Another user who
+// could would run code in every session, or as sandboxd's user: the daemon refuses to start.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "harness.h"
+
+namespace sandboxd::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Every Python session imports from the packages directory, so another user who could
+// change it would run code in each: a directory with anything inside that is group- or
+// world-writable or a symbolic link, under a parent others may write, a relative path, or
+// one that lacks what the runner mounts stops the start, saying why.
+TEST(WasmSessionFilesTest, APackagesDirectoryOthersCouldChangeStopsTheStart) {
+  const std::string root = absl::StrCat(::testing::TempDir(), "wasm-packages-", getpid());
+  const auto make = [&](const std::string& dir) {
+    fs::create_directories(dir + "/dist-packages/requests");
+    fs::create_directories(dir + "/certs");
+    std::ofstream(dir + "/.recipe") << "test\n";
+    std::ofstream(dir + "/certs/ca-certificates.crt") << "";
+    std::ofstream(dir + "/dist-packages/requests/__init__.py") << "";
+    for (const auto& e : fs::recursive_directory_iterator(dir)) {
+      fs::permissions(e.path(), fs::perms::group_write | fs::perms::others_write, fs::perm_options::remove);
+    }
+  };
+  struct Case {
+    std::string name;
+    std::function<void(const std::string&)> spoil;
+    std::string why;  // "": it starts
+  };
+  const std::vector<Case> cases = {
+      {"sound", [](const std::string&) {}, ""},
+      {"writable", [](const std::string& d) {
+         fs::permissions(d + "/dist-packages/requests/__init__.py", fs::perms::others_write, fs::perm_options::add);
+       }, "__init__.py (--wasm_python_packages) is writable by group or others"},
+      {"link", [](const std::string& d) { fs::create_directory_symlink("/etc", d + "/dist-packages/etc"); },
+       "etc (--wasm_python_packages) is a symbolic link"},
+      {"nocerts", [](const std::string& d) { fs::remove_all(d + "/certs"); }, "lacks certs/ca-certificates.crt"},
+      {"parent", [&](const std::string&) { fs::permissions(root, fs::perms::all); },
+       "a parent of --wasm_python_packages"}};
+  for (const Case& c : cases) {
+    fs::remove_all(root);
+    fs::create_directories(root);
+    fs::permissions(root, fs::perms::owner_all);
+    const std::string dir = root + "/" + c.name;
+    make(dir);
+    c.spoil(dir);
+    SandboxdProcess d({"--isolation=wasm", "--podman=/nonexistent/podman", "--wasm_dir=" + TestWasmDir(),
+                       "--wasm_python_packages=" + dir});
+    if (c.why.empty()) {
+      EXPECT_TRUE(d.Start()) << d.Log();
+      continue;
+    }
+    EXPECT_EQ(d.StartExpectingExit(), 1) << c.name << "\n" << d.Log();
+    EXPECT_NE(d.Log().find(c.why), std::string::npos) << c.why << "\n" << d.Log();
+  }
+  SandboxdProcess relative({"--isolation=wasm", "--podman=/nonexistent/podman", "--wasm_dir=" + TestWasmDir(),
+                            "--wasm_python_packages=python-packages"});
+  EXPECT_EQ(relative.StartExpectingExit(), 1) << relative.Log();
+  EXPECT_NE(relative.Log().find("is not an absolute path"), std::string::npos) << relative.Log();
+  fs::remove_all(root);
+}
+
+// Node, the jail and the runners run in (or, the jail, before) every session: a copy that
+// group or others may write, or a symbolic link (its owner may point it elsewhere later),
+// stops the start, saying which flag; copies of our own with sound modes start.
+TEST(WasmSessionFilesTest, ABinaryOrRunnerOthersCouldChangeStopsTheStart) {
+  const std::string root = absl::StrCat(::testing::TempDir(), "wasm-binaries-", getpid());
+  const std::string bin_dir = fs::path(SandboxdBinary()).parent_path().string();
+  struct Case {
+    std::string flag;
+    std::string original;
+    fs::perms mode;   // of the copy
+    bool link;        // a symbolic link to the original instead of a copy
+    std::string why;  // "": it starts
+  };
+  const fs::perms exec = fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                         fs::perms::others_read | fs::perms::others_exec;
+  const std::vector<Case> cases = {
+      {"--wasm_jail", bin_dir + "/sandboxd-wasm-jail", exec, false, ""},
+      {"--wasm_jail", bin_dir + "/sandboxd-wasm-jail", exec | fs::perms::group_write, false,
+       "sandboxd-wasm-jail (--wasm_jail) is writable by group or others"},
+      {"--runner", bin_dir + "/sandbox_runner.pyz", exec | fs::perms::others_write, false,
+       "sandbox_runner.pyz (--runner) is writable by group or others"},
+      {"--js_runner", bin_dir + "/sandbox_runner.js", exec | fs::perms::group_write, false,
+       "sandbox_runner.js (--js_runner) is writable by group or others"},
+      {"--wasm_node", std::string(PROJECT_SOURCE_DIR) + "/deploy/wasm/node_modules/node/bin/node",
+       exec, true, "/node resolves to "}};
+  for (const Case& c : cases) {
+    fs::remove_all(root);
+    fs::create_directories(root);
+    fs::permissions(root, fs::perms::owner_all);
+    const std::string file = root + "/" + fs::path(c.original).filename().string();
+    if (c.link) {
+      fs::create_symlink(c.original, file);
+    } else {
+      fs::copy_file(c.original, file);
+      fs::permissions(file, c.mode);
+    }
+    SandboxdProcess d({"--isolation=wasm", "--podman=/nonexistent/podman", "--wasm_dir=" + TestWasmDir(),
+                       c.flag + "=" + file});
+    if (c.why.empty()) {
+      EXPECT_TRUE(d.Start()) << c.flag << "\n" << d.Log();
+      continue;
+    }
+    EXPECT_EQ(d.StartExpectingExit(), 1) << c.flag << "\n" << d.Log();
+    EXPECT_NE(d.Log().find(c.why), std::string::npos) << c.why << "\n" << d.Log();
+  }
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace sandboxd::testing
