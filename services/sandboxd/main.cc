@@ -39,6 +39,7 @@
 #include "sandboxd/log.h"
 #include "sandboxd/metrics.h"
 #include "sandboxd/seccomp_profile.h"
+#include "sandboxd/trusted_files.h"
 #include "base/version.h"
 #include "egress_flags.h"
 #include "limits_flags.h"
@@ -243,6 +244,12 @@ absl::Status RunnersFromFlags(sandboxd::ManagerOptions* options) {
   for (const auto& [path, flag] : {std::pair{options->state_dir, "--state_dir"},
                                    {options->runner_path, "--runner"}, {options->js_runner_path, "--js_runner"}}) {
     if (absl::Status s = sandboxd::CheckPodmanPath(path, flag); !s.ok()) return s;
+  }
+  // Every session runs its runner: another user who could change it would run code in each.
+  for (const auto& [path, flag] :
+       {std::pair{options->runner_path, "--runner"}, {options->js_runner_path, "--js_runner"}}) {
+    if (path.empty()) continue;
+    if (absl::Status s = sandboxd::CheckFilesOthersCannotChange(path, flag, {}); !s.ok()) return s;
   }
   return absl::OkStatus();
 }

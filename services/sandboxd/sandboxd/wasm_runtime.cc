@@ -31,6 +31,7 @@
 #include "sandboxd/log.h"
 #include "sandboxd/resource_usage.h"
 #include "sandboxd/subprocess.h"
+#include "sandboxd/trusted_files.h"
 #include "sandboxd/wasm_last_words.h"
 #include "sandboxd/wasm_process.h"
 #include "sandboxd/wasm_snapshot.h"
@@ -80,28 +81,24 @@ std::string OpensslConfig(const WasmRuntimeOptions& options) { return options.wo
 absl::Status CheckFilesSessionsRun(const WasmRuntimeOptions& options) {
   const fs::path node_modules = fs::path(options.node).parent_path().parent_path().parent_path();
   struct SessionFiles {
-    const char* what;
     std::string path;
     const char* flag;
     std::vector<std::string> required;
   };
   for (const SessionFiles& f : std::vector<SessionFiles>{
-           {"Node", options.node, "--wasm_node", {}},
+           {options.node, "--wasm_node", {}},
            // transform.js's acorn, beside Node's package: every JavaScript cell runs through it
-           {"acorn", (node_modules / "acorn").string(), "acorn beside --wasm_node", {"package.json"}},
-           {"the jail", options.jail.jail, "--wasm_jail", {}},
-           {"the JavaScript runner", options.js_runner, "--js_runner", {}},
-           {"the Python runner", options.python_runner, "--runner", {}},
-           {"Pyodide", options.pyodide_dir, "--wasm_pyodide",
-            {"pyodide.js", "pyodide.asm.wasm", "python_stdlib.zip"}},
-           {"the Python packages", options.python_packages, "--wasm_python_packages",
+           {(node_modules / "acorn").string(), "acorn beside --wasm_node", {"package.json"}},
+           {options.jail.jail, "--wasm_jail", {}},
+           {options.js_runner, "--js_runner", {}},
+           {options.python_runner, "--runner", {}},
+           {options.pyodide_dir, "--wasm_pyodide", {"pyodide.js", "pyodide.asm.wasm", "python_stdlib.zip"}},
+           {options.python_packages, "--wasm_python_packages",
             {".recipe", "dist-packages", "certs/ca-certificates.crt"}}}) {
-    std::error_code ec;
-    if (f.path.empty() || (f.path[0] == '/' && !fs::exists(f.path, ec))) {  // relative: refused below
-      return absl::UnavailableError(absl::StrCat("wasm: ", f.what, " (", f.flag, ") is missing at '",
-                                                 f.path, "' (scripts/setup.sh installs it)"));
-    }
-    if (absl::Status s = CheckWasmSessionFiles(f.path, f.flag, f.required); !s.ok()) return s;
+    // A missing file "cannot be read: No such file or directory; scripts/setup.sh installs it".
+    absl::Status s = f.path.empty() ? absl::UnavailableError(absl::StrCat(f.flag, " names no file"))
+                                    : CheckFilesOthersCannotChange(f.path, f.flag, f.required);
+    if (!s.ok()) return absl::UnavailableError(absl::StrCat("wasm: ", s.message()));
   }
   return absl::OkStatus();
 }

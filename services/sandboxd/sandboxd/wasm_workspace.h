@@ -33,17 +33,8 @@ struct WasmWorkspaceBudget {
 
 // Makes `work_dir` (--wasm_dir) and its w/ and snapshots/ (0711), refusing (UNAVAILABLE,
 // saying which directory and why) a directory that is not ours or that others may write, or
-// one under a directory another user could swap it through (CheckWorkDirParents in the .cc).
+// one under a directory another user could swap it through (CheckParentsOthersCannotSwap).
 absl::Status PrepareWasmWorkDir(const std::string& work_dir);
-
-// Refuses (UNAVAILABLE, naming `flag` and why) a file or directory that every session reads
-// or runs (--wasm_node, --wasm_jail, the runners, --wasm_python_packages, --wasm_pyodide)
-// that another user than root and us could change: a relative path, one with invalid UTF-8
-// or a control character, a parent as PrepareWasmWorkDir refuses it, the file or an entry
-// inside the directory that is another user's, group- or world-writable or a symbolic link,
-// or a directory that lacks an entry of `required`.
-absl::Status CheckWasmSessionFiles(const std::string& dir, const char* flag,
-                                   const std::vector<std::string>& required);
 
 // The inode budget that goes with a workspace of `bytes`: one per 4 KiB, at least 1024
 // (256 MiB: 65536 files and directories).

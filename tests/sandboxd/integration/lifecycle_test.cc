@@ -394,6 +394,33 @@ TEST(LifecycleTest, PathsPodmanWouldMisreadAreRefused) {
   Sh("rm -rf " + base + "*");
 }
 
+// Every session runs its runner: a copy that group or others may write, or one reached
+// through a symbolic link (its owner may point it elsewhere later), stops the start with
+// the flag named, before anything is made.
+TEST(LifecycleTest, RunnersOthersCouldChangeAreRefused) {
+  const std::string base = "/tmp/sbx-runner-" + std::to_string(getpid());
+  const std::string built = std::filesystem::path(SandboxdBinary()).parent_path().string();
+  ASSERT_EQ(Sh("mkdir -m 0700 " + base + " && cp " + built + "/sandbox_runner.pyz " + built +
+               "/sandbox_runner.js " + base + "/ && chmod 0664 " + base + "/sandbox_runner.pyz && chmod 0646 " +
+               base + "/sandbox_runner.js && ln -s " + built + "/sandbox_runner.pyz " + base + "/link.pyz && echo ok"),
+            "ok\n");
+  // flag, value, what is said
+  const std::vector<std::array<std::string, 3>> cases = {
+      {"--runner", base + "/sandbox_runner.pyz", "sandbox_runner.pyz (--runner) is writable by group or others"},
+      {"--js_runner", base + "/sandbox_runner.js", "sandbox_runner.js (--js_runner) is writable by group or others"},
+      {"--runner", base + "/link.pyz", "--runner " + base + "/link.pyz resolves to " + built}};
+  for (const auto& [flag, value, why] : cases) {
+    int rc = -1;
+    const std::string out = Sh("timeout 20 " + SandboxdBinary() + " --socket=" + base + "-s/s.sock --state_dir=" +
+                                   base + "-state " + flag + "=" + value + " --pool_size=0 --js_pool_size=0 2>&1",
+                               &rc);
+    EXPECT_EQ(rc, 2) << flag << "=" << value << ": " << out;
+    EXPECT_NE(out.find(why), std::string::npos) << why << "\n" << out;
+  }
+  EXPECT_EQ(Sh("ls -d " + base + "-* 2>/dev/null | wc -l"), "0\n") << "nothing was made";
+  Sh("rm -rf " + base + " " + base + "-*");
+}
+
 // protobuf refuses a request whose string field holds invalid UTF-8 and logs a line for
 // each: those lines go through the daemon's log as "protobuf: ...", rate-limited like
 // gRPC's, so that a client cannot flood the journal with them; the daemon serves on.

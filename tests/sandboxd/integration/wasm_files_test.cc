@@ -72,49 +72,56 @@ TEST(WasmSessionFilesTest, APackagesDirectoryOthersCouldChangeStopsTheStart) {
   fs::remove_all(root);
 }
 
-// Node, the jail and the runners run in (or, the jail, before) every session: a copy that
-// group or others may write, or a symbolic link (its owner may point it elsewhere later),
-// stops the start, saying which flag; copies of our own with sound modes start.
-TEST(WasmSessionFilesTest, ABinaryOrRunnerOthersCouldChangeStopsTheStart) {
+// Node, its acorn and the jail run in (the jail: before) every session: a copy that group or
+// others may write, or a symbolic link (its owner may point it elsewhere later), stops the
+// start, saying which flag; a copy of our own with sound modes starts. (The runners are
+// refused so for every tier: LifecycleTest.RunnersOthersCouldChangeAreRefused.)
+TEST(WasmSessionFilesTest, ABinaryOthersCouldChangeStopsTheStart) {
   const std::string root = absl::StrCat(::testing::TempDir(), "wasm-binaries-", getpid());
-  const std::string bin_dir = fs::path(SandboxdBinary()).parent_path().string();
-  struct Case {
-    std::string flag;
-    std::string original;
-    fs::perms mode;   // of the copy
-    bool link;        // a symbolic link to the original instead of a copy
-    std::string why;  // "": it starts
-  };
+  const std::string jail = fs::path(SandboxdBinary()).parent_path().string() + "/sandboxd-wasm-jail";
+  const std::string runtime = std::string(PROJECT_SOURCE_DIR) + "/deploy/wasm/node_modules";
   const fs::perms exec = fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
                          fs::perms::others_read | fs::perms::others_exec;
+  // A node_modules of Node (the same file, linked) and a copy of acorn, one of whose files
+  // is then world-writable.
+  const auto runtime_copy = [&](const std::string& dir) {
+    fs::create_directories(dir + "/node/bin");
+    fs::create_hard_link(runtime + "/node/bin/node", dir + "/node/bin/node");
+    fs::copy(runtime + "/acorn", dir + "/acorn", fs::copy_options::recursive);
+    fs::permissions(dir + "/acorn/package.json", fs::perms::others_write, fs::perm_options::add);
+    return "--wasm_node=" + dir + "/node/bin/node";
+  };
+  struct Case {
+    std::function<std::string(const std::string&)> flag;  // makes the file in the directory
+    std::string why;  // "": it starts
+  };
   const std::vector<Case> cases = {
-      {"--wasm_jail", bin_dir + "/sandboxd-wasm-jail", exec, false, ""},
-      {"--wasm_jail", bin_dir + "/sandboxd-wasm-jail", exec | fs::perms::group_write, false,
-       "sandboxd-wasm-jail (--wasm_jail) is writable by group or others"},
-      {"--runner", bin_dir + "/sandbox_runner.pyz", exec | fs::perms::others_write, false,
-       "sandbox_runner.pyz (--runner) is writable by group or others"},
-      {"--js_runner", bin_dir + "/sandbox_runner.js", exec | fs::perms::group_write, false,
-       "sandbox_runner.js (--js_runner) is writable by group or others"},
-      {"--wasm_node", std::string(PROJECT_SOURCE_DIR) + "/deploy/wasm/node_modules/node/bin/node",
-       exec, true, "/node resolves to "}};
+      {[&](const std::string& d) {
+         fs::copy_file(jail, d + "/jail");
+         fs::permissions(d + "/jail", exec);
+         return "--wasm_jail=" + d + "/jail";
+       }, ""},
+      {[&](const std::string& d) {
+         fs::copy_file(jail, d + "/jail");
+         fs::permissions(d + "/jail", exec | fs::perms::group_write);
+         return "--wasm_jail=" + d + "/jail";
+       }, "jail (--wasm_jail) is writable by group or others"},
+      {[&](const std::string& d) {
+         fs::create_symlink(runtime + "/node/bin/node", d + "/node");
+         return "--wasm_node=" + d + "/node";
+       }, "/node resolves to "},
+      {runtime_copy, "package.json (acorn beside --wasm_node) is writable by group or others"}};
   for (const Case& c : cases) {
     fs::remove_all(root);
     fs::create_directories(root);
     fs::permissions(root, fs::perms::owner_all);
-    const std::string file = root + "/" + fs::path(c.original).filename().string();
-    if (c.link) {
-      fs::create_symlink(c.original, file);
-    } else {
-      fs::copy_file(c.original, file);
-      fs::permissions(file, c.mode);
-    }
-    SandboxdProcess d({"--isolation=wasm", "--podman=/nonexistent/podman", "--wasm_dir=" + TestWasmDir(),
-                       c.flag + "=" + file});
+    const std::string flag = c.flag(root);
+    SandboxdProcess d({"--isolation=wasm", "--podman=/nonexistent/podman", "--wasm_dir=" + TestWasmDir(), flag});
     if (c.why.empty()) {
-      EXPECT_TRUE(d.Start()) << c.flag << "\n" << d.Log();
+      EXPECT_TRUE(d.Start()) << flag << "\n" << d.Log();
       continue;
     }
-    EXPECT_EQ(d.StartExpectingExit(), 1) << c.flag << "\n" << d.Log();
+    EXPECT_EQ(d.StartExpectingExit(), 1) << flag << "\n" << d.Log();
     EXPECT_NE(d.Log().find(c.why), std::string::npos) << c.why << "\n" << d.Log();
   }
   fs::remove_all(root);

@@ -1,0 +1,129 @@
+#include "sandboxd/trusted_files.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/untrusted_json.h"
+
+namespace sandboxd {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Why `path` (a file sessions read) is not safe from other users ("" when it is): another
+// user's, group- or world-writable, or a symbolic link.
+std::string UnsafeEntry(const fs::path& path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) return absl::StrCat("cannot be read: ", strerror(errno));
+  if (S_ISLNK(st.st_mode)) return "is a symbolic link (its owner could point it elsewhere)";
+  if (st.st_uid != 0 && st.st_uid != geteuid()) return absl::StrCat("belongs to uid ", st.st_uid);
+  if (st.st_mode & 022) return absl::StrFormat("is writable by group or others (mode %04o)", st.st_mode & 07777);
+  return "";
+}
+
+}  // namespace
+
+// Every directory above `work_dir` (named by `flag`), from the root down: one that another
+// user owns or may write lets that user swap work_dir after the start. A sticky directory (/tmp) may be
+// writable by all when what lies in it on the way is root's or ours, which only its owner
+// can rename or delete. Parts of work_dir that do not exist yet are taken for ours (we make
+// them after the checks), so it runs before anything is made.
+absl::Status CheckParentsOthersCannotSwap(const std::string& work_dir, const char* flag) {
+  // The kernel resolves `..` after the symbolic link before it, where the text comparison
+  // below drops both: a `.` or `..` would hide a link on the way.
+  for (const fs::path& part : fs::path(work_dir)) {
+    if (part == "." || part == "..") {
+      return absl::UnavailableError(absl::StrCat(
+          flag, " ", work_dir, " has a '", part.string(), "' component: name it without "
+          "'.' or '..' (after a symbolic link '..' leads to the link target's parent)"));
+    }
+  }
+  std::error_code ec;
+  const fs::path real = fs::weakly_canonical(work_dir, ec);
+  if (ec) {
+    return absl::UnavailableError(absl::StrCat("cannot resolve ", work_dir, ": ", ec.message()));
+  }
+  // The checks hold for the directory they looked at only if sessions use that one: a
+  // symbolic link on the way (whoever owns it may point it elsewhere later) is refused.
+  fs::path given = fs::path(work_dir).lexically_normal();
+  if (!given.has_filename()) given = given.parent_path();
+  if (real.lexically_normal() != given) {
+    return absl::UnavailableError(absl::StrCat(
+        flag, " ", work_dir, " resolves to ", real.string(),
+        ": name it without a symbolic link on the way (a link's owner could point "
+        "it elsewhere after the start)"));
+  }
+  std::vector<fs::path> chain = {real};
+  while (chain.back().has_relative_path()) chain.push_back(chain.back().parent_path());
+  const uid_t us = geteuid();
+  for (size_t i = chain.size() - 1; i >= 1; --i) {  // chain[i] is the parent of chain[i - 1]
+    struct stat dir, next;
+    const bool dir_missing = lstat(chain[i].c_str(), &dir) != 0;
+    if (dir_missing && errno == ENOENT) continue;  // ours: made after the checks
+    const bool next_missing = !dir_missing && lstat(chain[i - 1].c_str(), &next) != 0;
+    if (dir_missing || (next_missing && errno != ENOENT)) {
+      return absl::UnavailableError(absl::StrCat("cannot stat ", chain[dir_missing ? i : i - 1].string(),
+                                                 ": ", strerror(errno)));
+    }
+    const bool next_ok = next_missing || next.st_uid == 0 || next.st_uid == us;
+    std::string why;
+    if (dir.st_uid != 0 && dir.st_uid != us) {
+      why = absl::StrCat("belongs to uid ", dir.st_uid);
+    } else if ((dir.st_mode & 022) && !(dir.st_mode & S_ISVTX)) {
+      why = absl::StrFormat("is writable by group or others (mode %04o)", dir.st_mode & 07777);
+    } else if ((dir.st_mode & 022) && !next_ok) {
+      why = absl::StrFormat("is writable by others (mode %04o) and %s in it belongs to uid %d",
+                            dir.st_mode & 07777, chain[i - 1].string(), next.st_uid);
+    }
+    if (!why.empty()) {
+      return absl::UnavailableError(absl::StrCat(
+          chain[i].string(), ", a parent of ", flag, " ", work_dir, ", ", why,
+          ": a user other than root and uid ", us, " could swap ", flag, " after the start (every "
+          "parent must be root's or ours and neither group- nor world-writable, or sticky with "
+          "what is in it on the way root's or ours)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckFilesOthersCannotChange(const std::string& dir, const char* flag,
+                                          const std::vector<std::string>& required) {
+  const auto refuse = [&](const std::string& what, const std::string& why) {
+    return absl::UnavailableError(absl::StrCat(what, " (", flag, ") ", why,
+                                               "; scripts/setup.sh installs it"));
+  };
+  if (dir.empty() || dir[0] != '/') return refuse(absl::StrCat("'", dir, "'"), "is not an absolute path");
+  if (!codemode::IsValidUtf8(dir) ||
+      std::any_of(dir.begin(), dir.end(), [](char c) { return (c >= 0 && c < 0x20) || c == 0x7f; })) {
+    return refuse(absl::StrCat("'", absl::CEscape(dir), "'"), "is not valid UTF-8 or holds a control character");
+  }
+  if (absl::Status s = CheckParentsOthersCannotSwap(dir, flag); !s.ok()) return s;
+  for (const std::string& name : required) {
+    std::error_code ec;
+    if (!fs::exists(fs::path(dir) / name, ec)) return refuse(dir, absl::StrCat("lacks ", name));
+  }
+  const std::string why = UnsafeEntry(dir);
+  if (!why.empty()) return refuse(dir, why + ": another user could change what sessions run");
+  std::error_code ec;
+  const fs::file_status status = fs::symlink_status(dir, ec);
+  if (fs::is_regular_file(status)) return absl::OkStatus();  // a file: itself and its parents
+  if (!fs::is_directory(status)) return refuse(dir, "is neither a regular file nor a directory");
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string entry = UnsafeEntry(it->path());
+    if (!entry.empty()) return refuse(it->path().string(), entry + ": another user could change what sessions run");
+  }
+  if (ec) return refuse(dir, absl::StrCat("cannot be read: ", ec.message()));
+  return absl::OkStatus();
+}
+
+}  // namespace sandboxd

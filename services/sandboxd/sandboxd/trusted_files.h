@@ -1,0 +1,32 @@
+// Files and directories sandboxd runs or hands to every session (the runners, the wasm
+// tier's Node, jail, Pyodide and Python packages) and directories it keeps sessions in
+// (--wasm_dir): another user than root and sandboxd's own who could change or swap one
+// would run code in every session, or as sandboxd's user. Each check runs at start, before
+// anything is made or run there, and refuses (UNAVAILABLE) naming the flag and why.
+//
+//   if (absl::Status s = CheckFilesOthersCannotChange(runner, "--runner", {}); !s.ok()) ...
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace sandboxd {
+
+// Refuses `path` (named by `flag`) when a directory above it, from the root down, is
+// another user's or writable by group or others (a sticky one, such as /tmp, may be when
+// what lies in it on the way is root's or ours), when the path holds a `.` or `..`, or
+// when a symbolic link lies on the way: any of them would let another user swap it after
+// the start. Parts that do not exist yet count as ours (the caller makes them after).
+absl::Status CheckParentsOthersCannotSwap(const std::string& path, const char* flag);
+
+// Refuses a file or directory that another user than root and us could change: a relative
+// path, one with invalid UTF-8 or a control character, parents as
+// CheckParentsOthersCannotSwap refuses them, the file or any entry inside the directory
+// that is another user's, group- or world-writable or a symbolic link, or a directory that
+// lacks an entry of `required`.
+absl::Status CheckFilesOthersCannotChange(const std::string& path, const char* flag,
+                                          const std::vector<std::string>& required);
+
+}  // namespace sandboxd
