@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -54,17 +55,31 @@ absl::Status SessionUidsFromFlags(sandboxd::ManagerOptions* options) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// `path` without its last `levels` components.
+std::string Up(const std::string& path, int levels) {
+  std::filesystem::path p(path);
+  for (int i = 0; i < levels; ++i) p = p.parent_path();
+  return p.string();
+}
+
+}  // namespace
+
 absl::StatusOr<sandboxd::WasmRuntimeOptions> WasmFromFlags(const sandboxd::ManagerOptions& options) {
   sandboxd::WasmRuntimeOptions wasm;
-  const std::string runtime = sandboxd::DefaultRunner("wasm", SANDBOXD_BUILT_WASM_RUNTIME);
+  // An installed runtime beside the binary is known by a file in it, not by a directory's
+  // name alone (a --wasm_dir or --state_dir there could bear it).
+  const std::string runtime =
+      Up(sandboxd::DefaultRunner("wasm/node/bin/node", SANDBOXD_BUILT_WASM_RUNTIME "/node/bin/node"), 3);
   wasm.node = absl::GetFlag(FLAGS_wasm_node);
   if (wasm.node.empty()) wasm.node = runtime + "/node/bin/node";
   wasm.pyodide_dir = absl::GetFlag(FLAGS_wasm_pyodide);
   if (wasm.pyodide_dir.empty()) wasm.pyodide_dir = runtime + "/pyodide";
   wasm.python_packages = absl::GetFlag(FLAGS_wasm_python_packages);
   if (wasm.python_packages.empty()) {
-    wasm.python_packages =
-        sandboxd::DefaultRunner("wasm-python-packages", SANDBOXD_BUILT_WASM_PYTHON_PACKAGES);
+    wasm.python_packages = Up(
+        sandboxd::DefaultRunner("wasm-python-packages/.recipe", SANDBOXD_BUILT_WASM_PYTHON_PACKAGES "/.recipe"), 1);
   }
   wasm.js_runner = options.js_runner_path;
   wasm.python_runner = options.runner_path;

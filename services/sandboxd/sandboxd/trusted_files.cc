@@ -108,6 +108,9 @@ absl::Status CheckFilesOthersCannotChange(const std::string& dir, const char* fl
     return refuse(absl::StrCat("'", absl::CEscape(dir), "'"), "is not valid UTF-8 or holds a control character");
   }
   if (absl::Status s = CheckParentsOthersCannotSwap(dir, flag); !s.ok()) return s;
+  if (struct stat st; lstat(dir.c_str(), &st) != 0) {
+    return refuse(dir, absl::StrCat("cannot be read: ", strerror(errno)));
+  }
   for (const std::string& name : required) {
     std::error_code ec;
     if (!fs::exists(fs::path(dir) / name, ec)) return refuse(dir, absl::StrCat("lacks ", name));

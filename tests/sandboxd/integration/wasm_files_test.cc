@@ -3,6 +3,7 @@
 // could would run code in every session, or as sandboxd's user: the daemon refuses to start.
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -124,6 +125,27 @@ TEST(WasmSessionFilesTest, ABinaryOthersCouldChangeStopsTheStart) {
     EXPECT_EQ(d.StartExpectingExit(), 1) << flag << "\n" << d.Log();
     EXPECT_NE(d.Log().find(c.why), std::string::npos) << c.why << "\n" << d.Log();
   }
+  fs::remove_all(root);
+}
+
+// A runtime installed beside the binary (../share/sandboxd/wasm, or wasm/) is known by the
+// Node in it: a directory that only bears the name, such as a --wasm_dir or --state_dir
+// placed there, is not taken for it, and the built runtime starts.
+TEST(WasmSessionFilesTest, ADirectoryNamedWasmBesideTheBinaryIsNotTakenForTheRuntime) {
+  const std::string root = absl::StrCat(::testing::TempDir(), "wasm-beside-", getpid());
+  fs::remove_all(root);
+  fs::create_directories(root + "/wasm");
+  fs::create_directories(root + "/wasm-python-packages");
+  fs::permissions(root, fs::perms::owner_all);
+  fs::create_hard_link(SandboxdBinary(), root + "/sandboxd");
+  const char* before = getenv("SANDBOXD_BENCH_BINARY");
+  const std::string saved = before ? before : "";
+  setenv("SANDBOXD_BENCH_BINARY", (root + "/sandboxd").c_str(), 1);
+  SandboxdProcess d({"--isolation=wasm", "--podman=/nonexistent/podman", "--wasm_dir=" + TestWasmDir()});
+  EXPECT_TRUE(d.Start()) << d.Log();
+  if (before) setenv("SANDBOXD_BENCH_BINARY", saved.c_str(), 1);
+  else unsetenv("SANDBOXD_BENCH_BINARY");
+  d.Stop();
   fs::remove_all(root);
 }
 
