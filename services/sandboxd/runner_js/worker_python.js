@@ -75,6 +75,10 @@ async function runPythonWorker(port, files, interruptBuffer) {
   // code started) is logged: it must not end the worker, and the namespace with it.
   process.on('uncaughtException', (e) => log(`python worker: uncaught ${String(e && e.stack || e).slice(0, 2000)}`));
   process.on('unhandledRejection', (e) => log(`python worker: unhandled ${String(e && e.stack || e).slice(0, 2000)}`));
+  // Before the host changes into the workspace: from then on '' on sys.path is the
+  // session's files, and nothing of the session may run before lockRuntime() (an `import
+  // platform` here once ran a platform.py the session had left there, at every reset).
+  const version = py.runPython('import sys\n"%d.%d.%d" % sys.version_info[:3]');
   const host = py.pyimport('sandbox_runner.pyodide_host');
   // The worker's process.env is the session's environment (namespace.js): os.environ's too.
   const onMessage = host.start((text) => post(JSON.parse(text)), JSON.stringify({ ...process.env }));
@@ -98,7 +102,6 @@ async function runPythonWorker(port, files, interruptBuffer) {
       log(`python host failed: ${e && e.message}`);
     }
   });
-  const version = py.runPython('import platform; platform.python_version()');
   collectStartupGarbage();
   lockRuntime();
   post({ t: 'ready', python: version });

@@ -303,6 +303,24 @@ describe('python in pyodide (wasm tier)', () => {
     assert.equal((await client.exec('"mcp_everything" in globals()')).result, 'True');
   });
 
+  // The workspace is the session's working directory, and '' is on sys.path: a module the
+  // session left there must not run when a new worker starts, before its runtime is locked.
+  it('starts a new worker without importing what the session left in the workspace', async () => {
+    const planted = ['platform', 'sys', 'json', 'os', 'asyncio'];
+    for (const name of planted) {
+      fs.writeFileSync(path.join(runner.workspace, `${name}.py`),
+        "open('/workspace/ran-' + __name__, 'w').close()\nimport os\nos._exit(1)\n");
+    }
+    try {
+      await client.reset();
+      const r = await client.exec('import os\nsorted(f for f in os.listdir("/workspace") if f.startswith("ran-"))');
+      assert.equal(r.status, 'ok', JSON.stringify(r.error));
+      assert.equal(r.result, '[]');
+    } finally {
+      for (const name of planted) fs.rmSync(path.join(runner.workspace, `${name}.py`), { force: true });
+    }
+  });
+
   it('rebuilds the proxies on set_catalog: _discover, _search', async () => {
     await client.setCatalog({ servers: [{ name: 'weather', py_name: 'mcp_weather',
       description: 'Weather', tools: [{ name: 'forecast', py_name: 'forecast', js_name: 'forecast',
