@@ -11,7 +11,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/process.h"
 #include "paths.h"
+#include "sandboxd/wasm_layers.h"
 
 ABSL_FLAG(std::string, wasm_node, "",
           "Node binary of the wasm tier (default: the pinned one scripts/setup.sh installs, "
@@ -25,7 +27,10 @@ ABSL_FLAG(std::string, wasm_python_packages, "",
           "scripts/wasm-python-packages.sh builds, deploy/wasm/python-packages).");
 ABSL_FLAG(std::string, wasm_jail, "",
           "The wasm tier's launcher (default: sandboxd-wasm-jail next to this binary).");
-ABSL_FLAG(std::string, wasm_bwrap, "bwrap", "bubblewrap, the wasm tier's namespaces layer.");
+ABSL_FLAG(std::string, wasm_bwrap, "bwrap",
+          "bubblewrap, the wasm tier's namespaces layer: a path, or a name looked up in "
+          "/usr/local/bin:/usr/bin:/bin (never in the inherited PATH). Checked at start as the "
+          "jail is: no other user may be able to change it.");
 ABSL_FLAG(std::string, wasm_layers, "auto",
           "Layers every wasm session must get: auto (node, seccomp and landlock, and bwrap "
           "where it works) or a comma list of node, seccomp, landlock, bwrap that names at "
@@ -87,7 +92,14 @@ absl::StatusOr<sandboxd::WasmRuntimeOptions> WasmFromFlags(const sandboxd::Manag
   if (wasm.jail.jail.empty()) {
     wasm.jail.jail = sandboxd::DefaultRunner("sandboxd-wasm-jail", SANDBOXD_BUILT_WASM_JAIL);
   }
+  // bwrap runs as sandboxd's user at start and wraps every session: a bare name is looked up
+  // once, here, where root installs programs, never in the PATH sandboxd inherited (a
+  // directory there that another user may write would choose the program). Not found:
+  // empty, and the layer is unavailable.
   wasm.jail.bwrap = absl::GetFlag(FLAGS_wasm_bwrap);
+  if (wasm.jail.bwrap.find('/') == std::string::npos) {
+    wasm.jail.bwrap = codemode::FindInPath(wasm.jail.bwrap, sandboxd::kWasmProgramPath);
+  }
   wasm.layers = absl::GetFlag(FLAGS_wasm_layers);
   wasm.records_dir = options.state_dir + "/wasm-records";
   wasm.work_dir = absl::GetFlag(FLAGS_wasm_dir);

@@ -22,7 +22,7 @@ constexpr WasmLayer kAllLayers[] = {WasmLayer::kNode, WasmLayer::kSeccomp, WasmL
 SubprocessOptions ProbeOptions() {
   SubprocessOptions opts;
   opts.timeout = absl::Seconds(20);
-  opts.env = std::vector<std::string>{"PATH=/usr/local/bin:/usr/bin:/bin"};
+  opts.env = std::vector<std::string>{absl::StrCat("PATH=", kWasmProgramPath)};
   opts.max_output_bytes = 64 << 10;
   return opts;
 }
@@ -65,6 +65,10 @@ void ProbeJail(const std::string& jail, WasmLayerState& seccomp, WasmLayerState&
 // A trial sandbox as the sessions' (every namespace, a new session, a tmpfs of a fixed
 // size as their workspace: bwrap >= 0.5) running `true`.
 void ProbeBwrap(const std::string& bwrap, WasmLayerState& state) {
+  if (bwrap.empty()) {
+    state.detail = absl::StrCat("unavailable: no bwrap in ", kWasmProgramPath, " (--wasm_bwrap names another)");
+    return;
+  }
   absl::StatusOr<SubprocessResult> run = RunSubprocess(
       {bwrap, "--unshare-all", "--new-session", "--die-with-parent", "--ro-bind", "/", "/",
        "--proc", "/proc", "--dev", "/dev", "--size", "1048576", "--perms", "0700", "--tmpfs", "/tmp", "true"},

@@ -34,9 +34,12 @@ struct WasmLayerState {
   std::string detail;
 };
 
+// Where a bare --wasm_bwrap is looked up (once, at start), and the PATH of the probes.
+inline constexpr char kWasmProgramPath[] = "/usr/local/bin:/usr/bin:/bin";
+
 struct WasmJailFiles {
-  std::string jail;  // sandboxd-wasm-jail
-  std::string bwrap = "bwrap";
+  std::string jail;   // sandboxd-wasm-jail
+  std::string bwrap;  // an absolute path; empty: not installed (the layer is unavailable)
 };
 
 // Which layers this machine applies, one state per WasmLayer in enum order. Runs `jail

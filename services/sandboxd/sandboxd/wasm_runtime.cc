@@ -90,12 +90,14 @@ absl::Status CheckFilesSessionsRun(const WasmRuntimeOptions& options) {
            // transform.js's acorn, beside Node's package: every JavaScript cell runs through it
            {(node_modules / "acorn").string(), "acorn beside --wasm_node", {"package.json"}},
            {options.jail.jail, "--wasm_jail", {}},
+           {options.jail.bwrap, "--wasm_bwrap", {}},
            {options.js_runner, "--js_runner", {}},
            {options.python_runner, "--runner", {}},
            {options.pyodide_dir, "--wasm_pyodide", {"pyodide.js", "pyodide.asm.wasm", "python_stdlib.zip"}},
            {options.python_packages, "--wasm_python_packages",
             {".recipe", "dist-packages", "certs/ca-certificates.crt"}}}) {
     // A missing file "cannot be read: No such file or directory; scripts/setup.sh installs it".
+    if (f.path.empty() && f.flag == std::string("--wasm_bwrap")) continue;  // not installed
     absl::Status s = f.path.empty() ? absl::UnavailableError(absl::StrCat(f.flag, " names no file"))
                                     : CheckFilesOthersCannotChange(f.path, f.flag, f.required);
     if (!s.ok()) return absl::UnavailableError(absl::StrCat("wasm: ", s.message()));

@@ -73,7 +73,7 @@ TEST(WasmSessionFilesTest, APackagesDirectoryOthersCouldChangeStopsTheStart) {
   fs::remove_all(root);
 }
 
-// Node, its acorn and the jail run in (the jail: before) every session: a copy that group or
+// Node, its acorn, the jail and bwrap run in (the jail and bwrap: before) every session: a copy that group or
 // others may write, or a symbolic link (its owner may point it elsewhere later), stops the
 // start, saying which flag; a copy of our own with sound modes starts. (The runners are
 // refused so for every tier: LifecycleTest.RunnersOthersCouldChangeAreRefused.)
@@ -111,7 +111,12 @@ TEST(WasmSessionFilesTest, ABinaryOthersCouldChangeStopsTheStart) {
          fs::create_symlink(runtime + "/node/bin/node", d + "/node");
          return "--wasm_node=" + d + "/node";
        }, "/node resolves to "},
-      {runtime_copy, "package.json (acorn beside --wasm_node) is writable by group or others"}};
+      {runtime_copy, "package.json (acorn beside --wasm_node) is writable by group or others"},
+      {[&](const std::string& d) {
+         fs::copy_file("/usr/bin/bwrap", d + "/bwrap");
+         fs::permissions(d + "/bwrap", exec | fs::perms::others_write);
+         return "--wasm_bwrap=" + d + "/bwrap";
+       }, "bwrap (--wasm_bwrap) is writable by group or others"}};
   for (const Case& c : cases) {
     fs::remove_all(root);
     fs::create_directories(root);
@@ -145,6 +150,30 @@ TEST(WasmSessionFilesTest, ADirectoryNamedWasmBesideTheBinaryIsNotTakenForTheRun
   EXPECT_TRUE(d.Start()) << d.Log();
   if (before) setenv("SANDBOXD_BENCH_BINARY", saved.c_str(), 1);
   else unsetenv("SANDBOXD_BENCH_BINARY");
+  d.Stop();
+  fs::remove_all(root);
+}
+
+// The default --wasm_bwrap is a name: it is looked up in /usr/local/bin:/usr/bin:/bin once,
+// never in the PATH sandboxd inherited, where a directory another user may write would
+// choose the program sandboxd runs as its own user at start and around every session.
+TEST(WasmSessionFilesTest, ABwrapFirstInTheInheritedPathIsNotRun) {
+  const std::string root = absl::StrCat(::testing::TempDir(), "wasm-path-", getpid());
+  fs::remove_all(root);
+  fs::create_directories(root + "/bin");
+  std::ofstream(root + "/bin/bwrap") << "#!/bin/sh\ntouch " << root << "/ran\nexec /usr/bin/bwrap \"$@\"\n";
+  fs::permissions(root + "/bin/bwrap", fs::perms::owner_all);
+  const std::string path = getenv("PATH") ? getenv("PATH") : "";
+  setenv("PATH", (root + "/bin:" + path).c_str(), 1);
+  SandboxdProcess d({"--isolation=wasm", "--podman=/nonexistent/podman", "--wasm_dir=" + TestWasmDir()});
+  const bool started = d.Start();
+  setenv("PATH", path.c_str(), 1);
+  ASSERT_TRUE(started) << d.Log();
+  auto stub = d.Stub();
+  sandbox::v1::CreateSessionRequest request;
+  request.set_runtime("python");
+  ASSERT_FALSE(CreateSession(*stub, request).id().empty());
+  EXPECT_FALSE(fs::exists(root + "/ran")) << "sandboxd ran the bwrap of its inherited PATH";
   d.Stop();
   fs::remove_all(root);
 }
