@@ -66,6 +66,17 @@ function checkSnapshot(file) {
   checkDigest(file, hash.digest('hex'));
 }
 
+// The Python version the distribution's lock file names (`info.python`), for a `ready`
+// sent before the first worker is; '' when it names none (the worker's `ready` tells).
+function distributionVersion(dir) {
+  try {
+    const info = JSON.parse(fs.readFileSync(path.join(dir, 'pyodide-lock.json'), 'utf8')).info;
+    return info && typeof info.python === 'string' && /^\d+\.\d+\.\d+$/.test(info.python) ? info.python : '';
+  } catch (e) {
+    return '';
+  }
+}
+
 // The main thread's view of --language python: the options the worker needs, after the
 // snapshot is checked (a mismatch ends the runner with exit 3, before any `ready`).
 function pythonFiles(options) {
@@ -78,6 +89,7 @@ function pythonFiles(options) {
     }
   }
   return { pyodide: path.resolve(options.pyodide), pythonRunner: path.resolve(options.pythonRunner),
+    version: distributionVersion(options.pyodide),
     snapshot: options.snapshot ? path.resolve(options.snapshot) : null,
     workspace: path.resolve(options.workspace),
     pythonPackages: options.pythonPackages ? path.resolve(options.pythonPackages) : null };

@@ -45,7 +45,7 @@ class Runner {
     this.egressChannel = null;    // the current namespace's egress port (egress_channel.js)
     // Python in Pyodide (python_files.js's files) instead of JavaScript; null: JavaScript.
     this.python = options.python || null;
-    this.pythonVersion = '';
+    this.pythonVersion = this.python ? this.python.version : '';  // the worker's ready confirms
     this.workerName = this.python ? 'Python (Pyodide) worker' : 'JavaScript worker';
     this.conn = null;
     this.queue = [];              // {conn, frame}: exec, reset, set_catalog, in order

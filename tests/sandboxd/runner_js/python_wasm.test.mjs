@@ -102,6 +102,20 @@ describe('python in pyodide (wasm tier)', () => {
     }
   });
 
+  // The runner listens 5 s after its start whether or not its first worker is ready: the
+  // `ready` it sends then still names the Python that runs the code.
+  it('names the Python version in a ready sent before the first worker is', async () => {
+    const slow = await startWithProbe('slow_worker.cjs');
+    try {
+      const [c, early] = await slow.connect();
+      const r = await c.exec("import sys\n'%d.%d.%d' % sys.version_info[:3]");
+      assert.equal(r.status, 'ok', JSON.stringify(r.error));
+      assert.equal(early.python, JSON.parse(r.result.replace(/'/g, '"')));
+    } finally {
+      slow.stop();
+    }
+  });
+
   // Emscripten creates a file with mode 0777 and chmods it once open: where the jail refuses
   // every mode change, Python could create no file, nor one whose mode lacks the open's access.
   it('creates files with their mode where every mode change is refused', async () => {
