@@ -21,13 +21,18 @@ namespace {
 namespace fs = std::filesystem;
 
 // Why `path` (a file sessions read) is not safe from other users ("" when it is): another
-// user's, group- or world-writable, or a symbolic link.
+// user's, group- or world-writable, a symbolic link, or a regular file that runs as its
+// owner or group (set-user-ID, set-group-ID) rather than as sandboxd's user.
 std::string UnsafeEntry(const fs::path& path) {
   struct stat st;
   if (lstat(path.c_str(), &st) != 0) return absl::StrCat("cannot be read: ", strerror(errno));
   if (S_ISLNK(st.st_mode)) return "is a symbolic link (its owner could point it elsewhere)";
   if (st.st_uid != 0 && st.st_uid != geteuid()) return absl::StrCat("belongs to uid ", st.st_uid);
   if (st.st_mode & 022) return absl::StrFormat("is writable by group or others (mode %04o)", st.st_mode & 07777);
+  if (S_ISREG(st.st_mode) && (st.st_mode & (S_ISUID | S_ISGID))) {
+    return absl::StrFormat("is set-user-ID or set-group-ID (mode %04o): what it runs would not "
+                           "run as sandboxd's user", st.st_mode & 07777);
+  }
   return "";
 }
 

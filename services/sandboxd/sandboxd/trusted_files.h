@@ -24,8 +24,8 @@ absl::Status CheckParentsOthersCannotSwap(const std::string& path, const char* f
 // Refuses a file or directory that another user than root and us could change: a relative
 // path, one with invalid UTF-8 or a control character, parents as
 // CheckParentsOthersCannotSwap refuses them, the file or any entry inside the directory
-// that is another user's, group- or world-writable or a symbolic link, or a directory that
-// lacks an entry of `required`.
+// that is another user's, group- or world-writable or a symbolic link, a regular file with
+// the set-user-ID or set-group-ID bit, or a directory that lacks an entry of `required`.
 absl::Status CheckFilesOthersCannotChange(const std::string& path, const char* flag,
                                           const std::vector<std::string>& required);
 

@@ -107,6 +107,11 @@ TEST(WasmSessionFilesTest, ABinaryOthersCouldChangeStopsTheStart) {
          fs::permissions(d + "/jail", exec | fs::perms::group_write);
          return "--wasm_jail=" + d + "/jail";
        }, "jail (--wasm_jail) is writable by group or others"},
+      {[&](const std::string& d) {  // root's here, yet each session would run as its owner
+         fs::copy_file(jail, d + "/jail");
+         fs::permissions(d + "/jail", exec | fs::perms::set_uid);
+         return "--wasm_jail=" + d + "/jail";
+       }, "jail (--wasm_jail) is set-user-ID or set-group-ID (mode 4755)"},
       {[&](const std::string& d) {
          fs::create_symlink(runtime + "/node/bin/node", d + "/node");
          return "--wasm_node=" + d + "/node";
