@@ -4,8 +4,10 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "base/secret_file.h"
+#include "sandboxd/sandbox_factory.h"
 #include "sandboxd/seccomp_profile.h"
 
 ABSL_FLAG(std::string, seccomp_base, "/usr/share/containers/seccomp.json",
@@ -45,6 +47,7 @@ sandboxd::PodmanOptions PodmanFromFlags(const sandboxd::ManagerOptions& options)
   podman.oci_runtime = absl::GetFlag(FLAGS_oci_runtime);
   podman.global_args = absl::GetFlag(FLAGS_podman_args);
   podman.command_timeout = absl::GetFlag(FLAGS_podman_timeout);
+  podman.check_name = absl::StrCat("sbx-", sandboxd::InstanceId(options.state_dir), "-check");
   if (absl::GetFlag(FLAGS_podman_api)) podman.api_socket_dir = options.state_dir + "/podman-api";
   if (absl::GetFlag(FLAGS_seccomp_base) != "podman") {
     podman.seccomp_profile = options.state_dir + "/seccomp.json";

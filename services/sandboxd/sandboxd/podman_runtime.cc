@@ -30,12 +30,6 @@ std::string Trim(std::string s) {
   return std::string(absl::StripAsciiWhitespace(s));
 }
 
-// podman's stderr for an error message a client reads (a proto3 string: valid UTF-8):
-// control characters and bytes that are not UTF-8 escaped, at most about 600 bytes.
-std::string Summarise(const std::string& err) {
-  return codemode::LogText(Trim(err), 600);
-}
-
 const json* Path(const json& j, std::initializer_list<const char*> keys) {
   const json* cur = &j;
   for (const char* k : keys) {
@@ -108,6 +102,10 @@ uint64_t HostNprocCeiling() {
 
 }  // namespace
 
+std::string PodmanErrorSummary(const std::string& err) {
+  return codemode::LogText(Trim(err), 600);
+}
+
 uint64_t NprocCeiling(const RuntimeInfo& info, const ResolvedLimits& l) {
   return info.nproc_ceiling != 0 ? std::max<uint64_t>(info.nproc_ceiling, l.pids)
                                  : uint64_t{l.pids} * 4;
@@ -128,9 +126,6 @@ std::vector<std::string> GvisorRuntimeFlags(const PodmanOptions& options) {
   return {"network=none", "host-uds=create", "platform=" + options.gvisor_platform};
 }
 
-namespace {
-// podman's global flags that choose the OCI runtime of a new container (podman records
-// it with the container: later commands on it need no flag).
 std::vector<std::string> RuntimeArgs(const PodmanOptions& options, const RuntimeInfo& info,
                                      Isolation isolation) {
   std::vector<std::string> a;
@@ -144,7 +139,6 @@ std::vector<std::string> RuntimeArgs(const PodmanOptions& options, const Runtime
   }
   return a;
 }
-}  // namespace
 
 std::vector<std::string> BuildRunArgv(const PodmanOptions& options, const RuntimeInfo& info,
                                       const ContainerSpec& spec) {
@@ -243,11 +237,13 @@ std::vector<std::string> PodmanRuntime::Argv(const std::vector<std::string>& arg
 }
 
 absl::StatusOr<SubprocessResult> PodmanRuntime::RunPodman(SandboxdMetrics::ContainerOp op,
-                                                          const std::vector<std::string>& argv) {
+                                                          const std::vector<std::string>& argv,
+                                                          absl::Duration cut_grace) {
   SubprocessOptions opts;
   opts.env = env_;
   opts.timeout = options_.command_timeout;
   opts.cutoff = &cutoff_;
+  opts.cut_grace = cut_grace;
   const absl::Time began = absl::Now();
   absl::StatusOr<SubprocessResult> r = RunSubprocess(argv, opts);
   if (metrics_) {
@@ -276,7 +272,7 @@ absl::StatusOr<std::string> PodmanRuntime::Podman(SandboxdMetrics::ContainerOp o
     if (exit_code) *exit_code = r->exit_code;
     return absl::UnavailableError(absl::StrCat("podman ", args.empty() ? "" : args[0],
                                                " failed (exit ", r->exit_code,
-                                               "): ", Summarise(r->stderr_text)));
+                                               "): ", PodmanErrorSummary(r->stderr_text)));
   }
   return std::move(r->stdout_text);
 }
@@ -378,96 +374,6 @@ absl::StatusOr<std::vector<std::string>> PodmanRuntime::ImageOffers(const std::s
   return ParseImageOffers(value);
 }
 
-absl::StatusOr<std::string> PodmanRuntime::GvisorVersion() {
-  SubprocessOptions opts;
-  opts.env = env_;
-  opts.cutoff = &cutoff_;
-  absl::StatusOr<SubprocessResult> r = RunSubprocess({options_.runsc, "--version"}, opts);
-  std::string why;
-  if (!r.ok()) {
-    why = std::string(r.status().message());
-  } else if (r->timed_out || r->exit_code != 0) {
-    why = absl::StrCat("exit ", r->exit_code, ": ", Summarise(r->stderr_text));
-  } else {
-    return Trim(r->stdout_text.substr(0, r->stdout_text.find('\n')));
-  }
-  return absl::UnavailableError(absl::StrCat(
-      "gVisor: cannot run ", options_.runsc, " (", why,
-      "); install it (scripts/setup.sh installs Debian's runsc) or name it with --runsc"));
-}
-
-absl::Status PodmanRuntime::TryPythonContainer(const RuntimeInfo& info, Isolation isolation) {
-  std::vector<std::string> args = RuntimeArgs(options_, info, isolation);
-  // runc refuses podman's default rlimits (the host's) without CAP_SYS_RESOURCE.
-  args.insert(args.end(), {"run", "--rm", "--network", "none", "--pull", "never",
-                           "--log-driver", "none", "--user", "65534:65534",
-                           "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024",
-                           "--label", "io.sandboxd.role=check",
-                           options_.image, "python3", "-c", "pass"});
-  absl::StatusOr<SubprocessResult> r = RunPodman(Op::kRun, Argv(args));
-  if (!r.ok()) return r.status();
-  if (r->timed_out || r->exit_code != 0) {
-    return absl::UnavailableError(absl::StrCat("exit ", r->exit_code, ": ", Summarise(r->stderr_text)));
-  }
-  return absl::OkStatus();
-}
-
-std::string GvisorPidBudgetWarning(uint32_t pids, uint32_t max_sessions, uint64_t pid_max) {
-  if (pid_max == 0) {
-    std::ifstream in("/proc/sys/kernel/pid_max");
-    if (!(in >> pid_max)) return "";
-  }
-  const uint64_t budget = GvisorHostTasks(pids) * max_sessions;
-  if (budget <= pid_max) return "";
-  return absl::StrCat(
-      "gVisor: ", max_sessions, " sessions of ", pids, " processes may use up to ", budget,
-      " host tasks between them (", GvisorHostTasks(pids), " each: the Sentry and its ptrace "
-      "stubs), more than kernel.pid_max ", pid_max, "; fork bombs in many sessions at once "
-      "could exhaust the host's pids. Lower --max_sessions or --pids, or raise kernel.pid_max");
-}
-
-absl::Status PodmanRuntime::CheckGvisor() {
-  std::string deferred;
-  absl::Status verdict = GvisorVerdict(&deferred);
-  // Commands cut by a stop say nothing of gVisor.
-  if (cutoff_.cut()) return absl::CancelledError("gVisor check: sandboxd is stopping");
-  if (!deferred.empty()) spdlog::warn("gVisor check deferred: {}", deferred);
-  return verdict;
-}
-
-absl::Status PodmanRuntime::GvisorVerdict(std::string* deferred) {
-  absl::StatusOr<std::string> version = GvisorVersion();
-  if (!version.ok()) return version.status();
-  absl::StatusOr<RuntimeInfo> info = Probe();
-  if (!info.ok()) {
-    // podman or the image is missing: not gVisor's doing. The daemon starts NOT_SERVING
-    // and says why (GetInfo, health), as in container mode.
-    *deferred = std::string(info.status().message());
-    return absl::OkStatus();
-  }
-  if (!info->cgroup_limits) {
-    // runsc itself runs rootless here with ignore-cgroups (checked by hand), but then
-    // nothing bounds a session's memory: the rlimit fallback's RLIMIT_DATA is applied
-    // inside gVisor's kernel, which does not enforce it on mmap.
-    return absl::FailedPreconditionError(
-        "gVisor needs cgroup limits, and this podman cannot set them (rootless on cgroup "
-        "v1): gVisor's kernel does not enforce the RLIMIT_DATA fallback, so nothing would "
-        "bound a session's memory. Run sandboxd as root, or rootless on cgroup v2 with "
-        "delegated controllers, or use --isolation=container");
-  }
-  absl::Status gvisor = TryPythonContainer(*info, Isolation::kGvisor);
-  if (gvisor.ok() || cutoff_.cut()) return gvisor;
-  // When no container starts at all, the fault is not gVisor's either.
-  if (!TryPythonContainer(*info, Isolation::kContainer).ok()) {
-    *deferred = absl::StrCat("no container starts here (", gvisor.message(), ")");
-    return absl::OkStatus();
-  }
-  return absl::UnavailableError(absl::StrCat(
-      "gVisor: a container starts under ", info->oci_runtime.empty() ? "podman's runtime" : info->oci_runtime,
-      " but not under ", options_.runsc, " (platform ", options_.gvisor_platform, ") here: ",
-      gvisor.message()));
-}
-
 absl::StatusOr<std::string> PodmanRuntime::Start(const ContainerSpec& spec) {
   RuntimeInfo info;
   std::shared_ptr<PodmanApi> api;
@@ -493,7 +399,7 @@ absl::StatusOr<std::string> PodmanRuntime::Start(const ContainerSpec& spec) {
                                                : "podman run timed out (--podman_timeout)");
     }
     return absl::UnavailableError(absl::StrCat("podman run failed (exit ", r->exit_code,
-                                               "): ", Summarise(r->stderr_text)));
+                                               "): ", PodmanErrorSummary(r->stderr_text)));
   }
   return Trim(r->stdout_text);
 }

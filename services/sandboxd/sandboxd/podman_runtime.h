@@ -56,6 +56,10 @@ struct PodmanOptions {
   absl::Duration api_request_timeout = absl::Seconds(20);
   // How long a podman CLI command may run before it is killed (--podman_timeout).
   absl::Duration command_timeout = absl::Seconds(60);
+  // The gVisor check's container name, one per daemon (per state directory): the check
+  // replaces one an earlier start left, and removes its own when a stop had to kill it.
+  // Empty: podman names it.
+  std::string check_name;
 };
 
 // The runsc flags a gVisor session runs with (podman passes each as --runtime-flag):
@@ -100,6 +104,15 @@ inline constexpr char kSocketMountDir[] = "/run/sandboxd";
 // the daemon's environment (credentials, proxy URLs, tokens) stays out of podman and so
 // out of every container. Pure; unit-tested.
 std::vector<std::string> PodmanEnvironment(const std::vector<std::string>& environ);
+
+// podman's global flags that choose the OCI runtime of a new container (podman records
+// it with the container: later commands on it need no flag).
+std::vector<std::string> RuntimeArgs(const PodmanOptions& options, const RuntimeInfo& info,
+                                     Isolation isolation);
+
+// podman's stderr for an error message a client reads (a proto3 string: valid UTF-8):
+// control characters and bytes that are not UTF-8 escaped, at most about 600 bytes.
+std::string PodmanErrorSummary(const std::string& err);
 
 // The argv of `podman run` for `spec` (pure; unit-tested). `info` decides cgroup vs
 // rlimit enforcement and the OCI runtime.
@@ -166,6 +179,9 @@ class PodmanRuntime : public ContainerRuntime {
   absl::StatusOr<std::string> GvisorVersion();
   // `podman run --rm <image> python3 -c pass` under `isolation`; UNAVAILABLE with why.
   absl::Status TryPythonContainer(const RuntimeInfo& info, Isolation isolation);
+  // Removes the check's container after a stop cut its `podman run` off: outside the
+  // cutoff, within 5 s (what a command started after a cut gets).
+  void RemoveCutCheck();
 
   // Runs podman with global args + `args` (subcommand `op`); UNAVAILABLE when podman cannot
   // be run, exits non-zero (with its stderr; `*exit_code`, when given, is set) or runs past
@@ -174,9 +190,11 @@ class PodmanRuntime : public ContainerRuntime {
                                      bool* timed_out = nullptr, int* exit_code = nullptr);
   // podman with the global args, then `args`.
   std::vector<std::string> Argv(const std::vector<std::string>& args) const;
-  // Runs a whole podman argv (`podman run`), counted as `op`.
+  // Runs a whole podman argv (`podman run`), counted as `op`; `cut_grace` as in
+  // SubprocessOptions.
   absl::StatusOr<SubprocessResult> RunPodman(SandboxdMetrics::ContainerOp op,
-                                             const std::vector<std::string>& argv);
+                                             const std::vector<std::string>& argv,
+                                             absl::Duration cut_grace = absl::ZeroDuration());
   // podman_rest.cc: create and start `spec` through the API service: the container's
   // id, or `fell_back` set when the service did not start it (not running, no whole
   // answer, an HTTP error), after removing what it may have made; the caller then runs

@@ -24,17 +24,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// FNV-1a: a stable id of the state directory, so several daemons (root, users, tests)
-// never touch each other's containers.
-std::string InstanceId(const std::string& state_dir) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : state_dir) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return absl::StrFormat("%012x", h & 0xffffffffffffull);
-}
-
 }  // namespace
 
 SessionManager::SessionManager(ManagerOptions options, ContainerRuntime* runtime, Clock* clock,

@@ -79,7 +79,7 @@ bool Collect(pid_t pid, const UniqueFd& out, const UniqueFd& err, const Subproce
     int nfds = 0;
     if (out_open) fds[nfds++] = {out.get(), POLLIN, 0};
     if (err_open) fds[nfds++] = {err.get(), POLLIN, 0};
-    const absl::Time cut = opts.cutoff ? opts.cutoff->For(began) : absl::InfiniteFuture();
+    const absl::Time cut = opts.cutoff ? opts.cutoff->For(began) + opts.cut_grace : absl::InfiniteFuture();
     absl::Duration left = std::min(deadline, cut) - absl::Now();
     if (left <= absl::ZeroDuration()) {
       kill(pid, SIGKILL);

@@ -59,6 +59,9 @@ struct SubprocessOptions {
   size_t max_output_bytes = 4 << 20;
   // Ends the command sooner once cut (SIGKILL too); null: only `timeout` does.
   const Cutoff* cutoff = nullptr;
+  // How long past the cut a command already running may still take to end by itself
+  // (one that a kill would leave half done).
+  absl::Duration cut_grace = absl::ZeroDuration();
 };
 
 struct SubprocessResult {

@@ -133,7 +133,7 @@ std::string SandboxdProcess::PodmanCommand() const {
 }
 
 std::string SandboxdProcess::instance() const {
-  // Same FNV-1a as SessionManager.
+  // Same FNV-1a as sandboxd's InstanceId (sandbox_factory.h).
   uint64_t h = 1469598103934665603ull;
   std::string s = fs::absolute(state_dir_).lexically_normal().string();
   for (unsigned char c : s) {

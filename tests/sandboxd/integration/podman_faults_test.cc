@@ -253,7 +253,7 @@ TEST(LifecycleTest, ADeferredGvisorCheckThatFailsSaysSo) {
 }
 
 // A gVisor check deferred at the start whose container hangs is no client's call: the stop
-// ends it at once rather than at the end of --shutdown_grace (60 s here). Only the check's
+// ends it after the check's 5 s grace rather than at the end of --shutdown_grace (60 s here). Only the check's
 // `run` hangs (it alone has this label): the pool's readiness probe, which starts a
 // container even with a pool of 0, is a start under way that a stop lets finish within the
 // grace, and a hung one would hold the stop for all of it.
@@ -272,6 +272,42 @@ TEST(LifecycleTest, AStopIsNotHeldByADeferredGvisorCheckThatHangs) {
   const std::string log = d.Log();
   ASSERT_NE(log.rfind("stopped"), std::string::npos) << log;
   EXPECT_EQ(log.substr(log.rfind("stopped")), "stopped\n") << "logged after \"stopped\"\n" << log;
+}
+
+// A stop during the start's gVisor check leaves no sandbox: a `podman run` killed while
+// runsc creates its sandbox leaves that sandbox and its conmon running, unknown to podman.
+// runsc here is the real one behind a script that notes each call, and the daemon is
+// stopped 0, 100 and 200 ms after the check's `runsc create` began (its `start` follows
+// about 200 ms later), each time a new one; the check's conmon is known by its name.
+TEST(LifecycleTest, AStopDuringTheGvisorCheckLeavesNoSandbox) {
+  const std::string dir = "/tmp/sbx-noted-runsc-" + std::to_string(getpid());
+  fs::create_directories(dir);
+  const std::string runsc = dir + "/runsc", calls = dir + "/calls";
+  std::ofstream(runsc) << "#!/bin/sh\necho \"$*\" >> " << calls << "\nexec /usr/bin/runsc \"$@\"\n";
+  fs::permissions(runsc, fs::perms::owner_all);
+  for (int offset_ms : {0, 100, 200}) {
+    SCOPED_TRACE(offset_ms);
+    fs::remove(calls);
+    SandboxdProcess d({"--runsc=" + runsc, "--podman_api=false", "--pool_size=0", "--js_pool_size=0",
+                       "--allowed_isolations=gvisor", "--start_runtime_wait=0s"});
+    d.Launch();
+    const std::string name = "sbx-" + d.instance() + "-check";
+    const auto created = [&] { return Sh("cat " + calls + " 2>/dev/null").find(" create ") != std::string::npos; };
+    for (int i = 0; i < 4000 && !created(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ASSERT_TRUE(created()) << d.Log();
+    std::this_thread::sleep_for(std::chrono::milliseconds(offset_ms));
+    EXPECT_EQ(d.Stop(), 0) << d.Log();
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // what is left has settled
+    const std::string left = Sh("pgrep -a -f -- '[-]n " + name + " ' || true");
+    EXPECT_EQ(left, "") << "left running after the stop:\n" << left << d.Log();
+    EXPECT_EQ(Sh("podman ps -a --format '{{.Names}}' --filter name=^" + name + "$"), "") << d.Log();
+    if (!left.empty()) {  // what a failure left, so that it costs no later test
+      Sh("podman rm -f " + name + " >/dev/null 2>&1; pkill -KILL -f -- '[-]n " + name + " ' || true");
+      Sh("for id in $(runsc --root=/var/run/runsc list -quiet); do podman ps -aq --no-trunc | grep -q $id || "
+         "runsc --root=/var/run/runsc delete -force $id; done 2>/dev/null");
+    }
+  }
+  fs::remove_all(dir);
 }
 
 // A start that fails on a bad flag after podman was asked (the gVisor check's thread, the

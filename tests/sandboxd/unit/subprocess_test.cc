@@ -86,6 +86,31 @@ TEST(SubprocessTest, ACutKillsACommandUnderWay) {
   EXPECT_EQ(r->exit_code, 128 + 9);
 }
 
+// A command under way with a grace (the gVisor check's `podman run`, which a kill would
+// leave half done) ends by itself after the cut; one that does not is still killed once
+// the grace is over, which alone ends this test.
+TEST(SubprocessTest, ACommandWithAGraceEndsByItselfAfterTheCut) {
+  for (bool ends : {true, false}) {
+    SCOPED_TRACE(ends);
+    Cutoff cutoff(absl::ZeroDuration());
+    SubprocessOptions opts;
+    opts.timeout = absl::Hours(1);
+    opts.cutoff = &cutoff;
+    opts.cut_grace = ends ? absl::Hours(1) : absl::Milliseconds(300);
+    std::thread cutter([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      cutoff.Cut(absl::Now());
+    });
+    absl::StatusOr<SubprocessResult> r =
+        RunSubprocess({"sh", "-c", ends ? "sleep 0.5; echo done" : "exec sleep 600"}, opts);
+    cutter.join();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->cut_off, !ends);
+    EXPECT_EQ(r->exit_code, ends ? 0 : 128 + 9);
+    EXPECT_EQ(r->stdout_text, ends ? "done\n" : "");
+  }
+}
+
 // A command started after the cut still runs, for the cutoff's short while: the stopping
 // daemon's own clean-up.
 TEST(SubprocessTest, ACommandAfterTheCutStillRuns) {
