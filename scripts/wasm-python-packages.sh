@@ -72,6 +72,18 @@ require(`${pyodide}/pyodide.js`).loadPyodide({ indexURL: `${pyodide}/` }).then((
 echo "$recipe" > "$new/.recipe"
 # Readable by every session uid, writable by no one else (sandboxd refuses it otherwise).
 chmod -R a+rX,go-w "$new"
-rm -rf "$out"
-mv "$new" "$out"
+# Into the directory running sessions already see, never a new one in its place: a
+# session's Landlock rule and bubblewrap mount hold that directory itself, and would keep
+# the old one, emptied, for the session's life. Each part is swapped by rename; .recipe,
+# which sandboxd's start looks for, comes last.
+mkdir -p "$out"
+chmod a+rX,go-w "$out"
+for part in dist-packages certs; do
+  rm -rf "$out/$part.old"
+  if [[ -e "$out/$part" ]]; then mv "$out/$part" "$out/$part.old"; fi
+  mv "$new/$part" "$out/$part"
+  rm -rf "$out/$part.old"
+done
+mv "$new/.recipe" "$out/.recipe"
+rmdir "$new"
 log "built $out"

@@ -73,6 +73,42 @@ TEST(WasmSessionFilesTest, APackagesDirectoryOthersCouldChangeStopsTheStart) {
   fs::remove_all(root);
 }
 
+// scripts/wasm-python-packages.sh run again under a running daemon (a new recipe, as after
+// an update) fills the directory sessions already see: a live session imports what it had
+// not yet imported from the new packages, and a new session starts. Runs the real script
+// (apt from Debian's archive, about 15 s).
+TEST(WasmSessionFilesTest, RebuiltPythonPackagesReachTheSessionsAlreadyRunning) {
+  const std::string root = absl::StrCat(::testing::TempDir(), "wasm-rebuilt-", getpid());
+  const std::string dir = root + "/packages";
+  fs::remove_all(root);
+  fs::create_directories(root);
+  fs::permissions(root, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);  // sessions pass
+  fs::copy(std::string(PROJECT_SOURCE_DIR) + "/deploy/wasm/python-packages", dir, fs::copy_options::recursive);
+  std::ofstream(dir + "/.recipe") << "an older recipe\n";
+  SandboxdProcess d({"--isolation=wasm", "--podman=/nonexistent/podman", "--wasm_dir=" + TestWasmDir(),
+                     "--wasm_python_packages=" + dir});
+  ASSERT_TRUE(d.Start()) << d.Log();
+  auto stub = d.Stub();
+  const std::string id = CreateSession(*stub).id();
+  sandbox::v1::Finished before = RunCode(*stub, id, "import requests\nrequests.__name__");
+  ASSERT_EQ(before.result_repr(), "'requests'") << before.error().message();
+  int code = -1;
+  const std::string out = Sh(absl::StrCat("cd ", PROJECT_SOURCE_DIR, " && scripts/wasm-python-packages.sh ", dir,
+                                          " 2>&1"), &code);
+  ASSERT_EQ(code, 0) << out;
+  ASSERT_NE(out.find("built " + dir), std::string::npos) << out;
+  for (const std::string& session : {id, CreateSession(*stub).id()}) {
+    // pip is not among requests' imports; its file is read from the rebuilt directory.
+    sandbox::v1::Finished after = RunCode(*stub, session,
+        "import os, pip, requests\n"
+        "with open(os.path.join(os.path.dirname(requests.__file__), '__version__.py')) as f:\n"
+        "    text = f.read()\n"
+        "pip.__name__ + str('__title__' in text)");
+    EXPECT_EQ(after.result_repr(), "'pipTrue'") << after.error().message() << d.Log();
+  }
+  fs::remove_all(root);
+}
+
 // Node, its acorn, the jail and bwrap run in (the jail and bwrap: before) every session: a copy that group or
 // others may write, or a symbolic link (its owner may point it elsewhere later), stops the
 // start, saying which flag; a copy of our own with sound modes starts. (The runners are
