@@ -21,7 +21,7 @@ class GvisorStartCheck {
   // Starts the check when `options` allow gVisor; `runtime` must outlive this object.
   GvisorStartCheck(const sandboxd::ManagerOptions& options, sandboxd::PodmanRuntime& runtime);
   // Waits for the check's thread: the stop's cutoff ends the podman commands it waits on
-  // (its container's within 5 s, PodmanRuntime::TryPythonContainer).
+  // (its container's within kRunscCutGrace, podman_runtime.h).
   ~GvisorStartCheck() = default;
 
   // The verdict: OK when gVisor works, is not allowed, or the check was deferred (said in

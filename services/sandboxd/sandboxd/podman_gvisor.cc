@@ -10,16 +10,7 @@
 
 namespace sandboxd {
 namespace {
-
 using Op = SandboxdMetrics::ContainerOp;
-
-// A check container killed while runsc creates its sandbox leaves that sandbox running,
-// which no podman command removes: a stop lets a check under way end by itself (about a
-// second) for up to kCheckCutGrace, and removes one it still had to kill, for up to
-// kCheckRemovalTimeout (what a command started after a cut gets, Cutoff).
-constexpr absl::Duration kCheckCutGrace = absl::Seconds(5);
-constexpr absl::Duration kCheckRemovalTimeout = absl::Seconds(5);
-
 }  // namespace
 
 absl::StatusOr<std::string> PodmanRuntime::GvisorVersion() {
@@ -49,28 +40,12 @@ absl::Status PodmanRuntime::TryPythonContainer(const RuntimeInfo& info, Isolatio
                            "--label", "io.sandboxd.role=check"});
   if (!options_.check_name.empty()) args.insert(args.end(), {"--name", options_.check_name, "--replace"});
   args.insert(args.end(), {options_.image, "python3", "-c", "pass"});
-  absl::StatusOr<SubprocessResult> r = RunPodman(Op::kRun, Argv(args), kCheckCutGrace);
+  absl::StatusOr<SubprocessResult> r = RunPodman(Op::kRun, Argv(args), kRunscCutGrace);
   if (!r.ok()) return r.status();
-  if (r->cut_off && r->exit_code != -1) RemoveCutCheck();  // -1: never started
   if (r->timed_out || r->exit_code != 0) {
     return absl::UnavailableError(absl::StrCat("exit ", r->exit_code, ": ", PodmanErrorSummary(r->stderr_text)));
   }
   return absl::OkStatus();
-}
-
-void PodmanRuntime::RemoveCutCheck() {
-  if (options_.check_name.empty()) return;
-  SubprocessOptions opts;
-  opts.env = env_;
-  opts.timeout = kCheckRemovalTimeout;
-  absl::StatusOr<SubprocessResult> r = RunSubprocess(Argv({"rm", "--force", "--ignore", options_.check_name}), opts);
-  if (!r.ok() || r->timed_out || r->exit_code != 0) {
-    spdlog::warn("cannot remove the gVisor check's container {} after the stop cut it off ({}); "
-                 "the next start's check replaces it",
-                 options_.check_name, !r.ok() ? std::string(r.status().message())
-                                              : r->timed_out ? std::string("timed out")
-                                                             : PodmanErrorSummary(r->stderr_text));
-  }
 }
 
 std::string GvisorPidBudgetWarning(uint32_t pids, uint32_t max_sessions, uint64_t pid_max) {

@@ -389,7 +389,8 @@ absl::StatusOr<std::string> PodmanRuntime::Start(const ContainerSpec& spec) {
     if (!fell_back) return id;  // else the CLI below, which says why if it fails too
   }
   std::vector<std::string> argv = BuildRunArgv(options_, info, spec);
-  absl::StatusOr<SubprocessResult> r = RunPodman(Op::kRun, argv);
+  absl::StatusOr<SubprocessResult> r = RunPodman(
+      Op::kRun, argv, spec.isolation == Isolation::kGvisor ? kRunscCutGrace : absl::ZeroDuration());
   if (!r.ok()) return absl::UnavailableError(absl::StrCat("cannot run podman: ", r.status().message()));
   if (r->exit_code != 0 || r->timed_out) {
     // A failed `run` may leave a created container behind.

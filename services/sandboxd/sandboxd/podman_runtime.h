@@ -57,8 +57,8 @@ struct PodmanOptions {
   // How long a podman CLI command may run before it is killed (--podman_timeout).
   absl::Duration command_timeout = absl::Seconds(60);
   // The gVisor check's container name, one per daemon (per state directory): the check
-  // replaces one an earlier start left, and removes its own when a stop had to kill it.
-  // Empty: podman names it.
+  // replaces one an earlier start left (a daemon killed, or a podman that hung past
+  // kRunscCutGrace at a stop). Empty: podman names it.
   std::string check_name;
 };
 
@@ -78,6 +78,12 @@ std::vector<std::string> GvisorRuntimeFlags(const PodmanOptions& options);
 // suite's fork bomb at pids 64 (~15 per process). Where the ceiling is reached the
 // Sentry cannot start a stub and panics ("error initializing first thread"): the
 // session is lost, so the ceiling keeps a margin over that peak.
+// How long past a stop's cut a `podman run` under runsc may still take to end by itself
+// (the start's check takes about 0.6 s, a session's start about as long): one killed while
+// runsc creates its sandbox leaves that sandbox, its gofer and conmon running, unknown to
+// podman, whose `rm` then does not reach them.
+inline constexpr absl::Duration kRunscCutGrace = absl::Seconds(5);
+
 inline constexpr uint64_t kGvisorMemoryBaseBytes = 32ull << 20;
 inline constexpr uint64_t kGvisorHostTasksBase = 64;
 inline constexpr uint64_t kGvisorHostTasksPerProcess = 24;
@@ -179,9 +185,6 @@ class PodmanRuntime : public ContainerRuntime {
   absl::StatusOr<std::string> GvisorVersion();
   // `podman run --rm <image> python3 -c pass` under `isolation`; UNAVAILABLE with why.
   absl::Status TryPythonContainer(const RuntimeInfo& info, Isolation isolation);
-  // Removes the check's container after a stop cut its `podman run` off: outside the
-  // cutoff, within 5 s (what a command started after a cut gets).
-  void RemoveCutCheck();
 
   // Runs podman with global args + `args` (subcommand `op`); UNAVAILABLE when podman cannot
   // be run, exits non-zero (with its stderr; `*exit_code`, when given, is set) or runs past

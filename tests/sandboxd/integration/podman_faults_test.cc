@@ -274,40 +274,81 @@ TEST(LifecycleTest, AStopIsNotHeldByADeferredGvisorCheckThatHangs) {
   EXPECT_EQ(log.substr(log.rfind("stopped")), "stopped\n") << "logged after \"stopped\"\n" << log;
 }
 
-// A stop during the start's gVisor check leaves no sandbox: a `podman run` killed while
-// runsc creates its sandbox leaves that sandbox and its conmon running, unknown to podman.
-// runsc here is the real one behind a script that notes each call, and the daemon is
-// stopped 0, 100 and 200 ms after the check's `runsc create` began (its `start` follows
-// about 200 ms later), each time a new one; the check's conmon is known by its name.
-TEST(LifecycleTest, AStopDuringTheGvisorCheckLeavesNoSandbox) {
-  const std::string dir = "/tmp/sbx-noted-runsc-" + std::to_string(getpid());
-  fs::create_directories(dir);
-  const std::string runsc = dir + "/runsc", calls = dir + "/calls";
-  std::ofstream(runsc) << "#!/bin/sh\necho \"$*\" >> " << calls << "\nexec /usr/bin/runsc \"$@\"\n";
-  fs::permissions(runsc, fs::perms::owner_all);
-  for (int offset_ms : {0, 100, 200}) {
-    SCOPED_TRACE(offset_ms);
-    fs::remove(calls);
-    SandboxdProcess d({"--runsc=" + runsc, "--podman_api=false", "--pool_size=0", "--js_pool_size=0",
-                       "--allowed_isolations=gvisor", "--start_runtime_wait=0s"});
-    d.Launch();
-    const std::string name = "sbx-" + d.instance() + "-check";
-    const auto created = [&] { return Sh("cat " + calls + " 2>/dev/null").find(" create ") != std::string::npos; };
-    for (int i = 0; i < 4000 && !created(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    ASSERT_TRUE(created()) << d.Log();
-    std::this_thread::sleep_for(std::chrono::milliseconds(offset_ms));
-    EXPECT_EQ(d.Stop(), 0) << d.Log();
+// The real runsc behind a script that notes each call (Created() says whether a `runsc
+// create` began since the last Forget()), and what a test leaves running checked and
+// cleared: a `podman run` killed while runsc creates its sandbox leaves that sandbox and
+// its conmon running, unknown to podman; each conmon is known by its container's name.
+class NotedRunsc {
+ public:
+  NotedRunsc() : dir_("/tmp/sbx-noted-runsc-" + std::to_string(getpid())) {
+    fs::create_directories(dir_);
+    std::ofstream(path()) << "#!/bin/sh\necho \"$*\" >> " << dir_ << "/calls\nexec /usr/bin/runsc \"$@\"\n";
+    fs::permissions(path(), fs::perms::owner_all);
+  }
+  ~NotedRunsc() { fs::remove_all(dir_); }
+  std::string path() const { return dir_ + "/runsc"; }
+  void Forget() { fs::remove(dir_ + "/calls"); }
+  bool Created() const { return Sh("cat " + dir_ + "/calls 2>/dev/null").find(" create ") != std::string::npos; }
+  // Polls every 5 ms (runsc's `start` follows its `create` by about 200 ms).
+  bool WaitCreated() const {
+    for (int i = 0; i < 4000 && !Created(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return Created();
+  }
+  // The conmons of containers whose name starts with `prefix`, a line each ("": none), and
+  // what they leave removed, so that a failure costs no later test.
+  static std::string LeftRunning(const std::string& prefix) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));  // what is left has settled
-    const std::string left = Sh("pgrep -a -f -- '[-]n " + name + " ' || true");
-    EXPECT_EQ(left, "") << "left running after the stop:\n" << left << d.Log();
-    EXPECT_EQ(Sh("podman ps -a --format '{{.Names}}' --filter name=^" + name + "$"), "") << d.Log();
-    if (!left.empty()) {  // what a failure left, so that it costs no later test
-      Sh("podman rm -f " + name + " >/dev/null 2>&1; pkill -KILL -f -- '[-]n " + name + " ' || true");
+    const std::string left = Sh("pgrep -a -f -- '[-]n " + prefix + "' || true");
+    if (!left.empty()) {
+      Sh("pkill -KILL -f -- '[-]n " + prefix + "' || true");
       Sh("for id in $(runsc --root=/var/run/runsc list -quiet); do podman ps -aq --no-trunc | grep -q $id || "
          "runsc --root=/var/run/runsc delete -force $id; done 2>/dev/null");
     }
+    return left;
   }
-  fs::remove_all(dir);
+
+ private:
+  std::string dir_;
+};
+
+// A stop during the start's gVisor check leaves no sandbox. The daemon is stopped 0, 100
+// and 200 ms after the check's `runsc create` began, each time a new one.
+TEST(LifecycleTest, AStopDuringTheGvisorCheckLeavesNoSandbox) {
+  NotedRunsc runsc;
+  for (int offset_ms : {0, 100, 200}) {
+    SCOPED_TRACE(offset_ms);
+    runsc.Forget();
+    SandboxdProcess d({"--runsc=" + runsc.path(), "--podman_api=false", "--pool_size=0", "--js_pool_size=0",
+                       "--allowed_isolations=gvisor", "--start_runtime_wait=0s"});
+    d.Launch();
+    const std::string name = "sbx-" + d.instance() + "-check";
+    ASSERT_TRUE(runsc.WaitCreated()) << d.Log();
+    std::this_thread::sleep_for(std::chrono::milliseconds(offset_ms));
+    EXPECT_EQ(d.Stop(), 0) << d.Log();
+    const std::string left = NotedRunsc::LeftRunning(name + " ");
+    EXPECT_EQ(left, "") << "left running after the stop:\n" << left << d.Log();
+    EXPECT_EQ(Sh("podman ps -a --format '{{.Names}}' --filter name=^" + name + "$"), "") << d.Log();
+  }
+}
+
+// The same for a gVisor session's start under way when the stop's grace (0 s here) ends.
+TEST(LifecycleTest, AStopDuringAGvisorSessionStartLeavesNoSandbox) {
+  NotedRunsc runsc;
+  for (int offset_ms : {0, 100, 200}) {
+    SCOPED_TRACE(offset_ms);
+    SandboxdProcess d({"--runsc=" + runsc.path(), "--podman_api=false", "--pool_size=0", "--js_pool_size=0",
+                       "--isolation=gvisor", "--shutdown_grace=0s"});
+    ASSERT_TRUE(d.Start()) << d.Log();
+    runsc.Forget();  // the start's check is over
+    grpc::Status created;
+    std::thread creator([&] { created = TryCreate(*d.Stub()); });
+    ASSERT_TRUE(runsc.WaitCreated()) << d.Log();
+    std::this_thread::sleep_for(std::chrono::milliseconds(offset_ms));
+    EXPECT_EQ(d.Stop(), 0) << d.Log();
+    creator.join();
+    const std::string left = NotedRunsc::LeftRunning("sbx-" + d.instance() + "-");
+    EXPECT_EQ(left, "") << "left running after the stop:\n" << left << d.Log();
+  }
 }
 
 // A start that fails on a bad flag after podman was asked (the gVisor check's thread, the
