@@ -45,7 +45,12 @@ TEST_F(SessionManagerTest, ProbeFailureThenRecovery) {
   EXPECT_EQ(runtime_->start_calls(), 0);
 
   runtime_->SetProbeFailure(std::nullopt);
-  s = m->CreateSession({});
+  // The background retry may be probing at this moment: a creation then answers with the
+  // last failure at once (SandboxFactory::EnsureProbed), and a later one finds it done.
+  EXPECT_TRUE(WaitFor([&] {
+    s = m->CreateSession({});
+    return s.ok();
+  })) << s.status();
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(Eval(m, s->id(), "6 * 7"), "42");
   info = m->GetInfo();
