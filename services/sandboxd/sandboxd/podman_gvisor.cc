@@ -40,7 +40,9 @@ absl::Status PodmanRuntime::TryPythonContainer(const RuntimeInfo& info, Isolatio
                            "--label", "io.sandboxd.role=check"});
   if (!options_.check_name.empty()) args.insert(args.end(), {"--name", options_.check_name, "--replace"});
   args.insert(args.end(), {options_.image, "python3", "-c", "pass"});
-  absl::StatusOr<SubprocessResult> r = RunPodman(Op::kRun, Argv(args), kRunscCutGrace);
+  // A podman run under runsc, cut by a stop, gets the grace to remove its sandbox.
+  absl::StatusOr<SubprocessResult> r = RunPodman(
+      Op::kRun, Argv(args), isolation == Isolation::kGvisor ? kRunscCutGrace : absl::ZeroDuration());
   if (!r.ok()) return r.status();
   if (r->timed_out || r->exit_code != 0) {
     return absl::UnavailableError(absl::StrCat("exit ", r->exit_code, ": ", PodmanErrorSummary(r->stderr_text)));

@@ -18,16 +18,6 @@ namespace sandboxd {
 
 namespace fs = std::filesystem;
 
-// FNV-1a of the path.
-std::string InstanceId(const std::string& state_dir) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : state_dir) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return absl::StrFormat("%012x", h & 0xffffffffffffull);
-}
-
 SandboxFactory::SandboxFactory(FactoryOptions options, ContainerRuntime* runtime,
                                WorkerPool* workers, FactoryHooks hooks)
     : options_(std::move(options)), runtime_(runtime), workers_(workers),

@@ -28,6 +28,7 @@
 #include "absl/random/random.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "sandboxd/instance_id.h"
 #include "base/mutex.h"
 #include "sandboxd/async.h"
 #include "sandboxd/container_removals.h"
@@ -46,10 +47,6 @@ inline constexpr char kRoleLabel[] = "io.sandboxd.role";
 inline constexpr char kUidLabel[] = "io.sandboxd.uid";
 inline constexpr char kIsolationLabel[] = "io.sandboxd.isolation";
 inline constexpr char kLanguageLabel[] = "io.sandboxd.runtime";
-
-// A stable id of the state directory (12 hex digits) that names and labels this daemon's
-// containers, so several daemons (root, users, tests) never touch each other's.
-std::string InstanceId(const std::string& state_dir);
 
 // What a sandbox is started with. Sandboxes with equal configs are interchangeable (the
 // warm pool holds those of the default config).

@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "sandboxd/instance_id.h"
 #include <mutex>
 
 namespace sandboxd::testing {
@@ -133,16 +134,7 @@ std::string SandboxdProcess::PodmanCommand() const {
 }
 
 std::string SandboxdProcess::instance() const {
-  // Same FNV-1a as sandboxd's InstanceId (sandbox_factory.h).
-  uint64_t h = 1469598103934665603ull;
-  std::string s = fs::absolute(state_dir_).lexically_normal().string();
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  char buf[32];
-  snprintf(buf, sizeof buf, "%012llx", static_cast<unsigned long long>(h & 0xffffffffffffull));
-  return buf;
+  return sandboxd::InstanceId(fs::absolute(state_dir_).lexically_normal().string());
 }
 
 grpc::health::v1::HealthCheckResponse::ServingStatus Health(SandboxdProcess& d,
