@@ -356,6 +356,18 @@ export function wasmFiles() {
     pyz: path.resolve(pyz) };
 }
 
+// The wasm tier's Python packages (requests, pip): what sandboxd's --wasm_python_packages
+// names by default.
+export function wasmPythonPackages() {
+  const dir = path.resolve(process.env.SANDBOXD_WASM_PYTHON_PACKAGES ||
+    path.join(HERE, '..', '..', '..', 'deploy', 'wasm', 'python-packages'));
+  if (!fs.existsSync(path.join(dir, 'dist-packages', 'pip'))) {
+    throw new Error(`${dir} lacks dist-packages/pip (scripts/wasm-python-packages.sh makes it; ` +
+      'scripts/setup.sh runs it)');
+  }
+  return dir;
+}
+
 // The node flags of the contract, for `reads` and the one writable `workspace`.
 export function wasmNodeFlags(reads, workspace) {
   return ['--permission', ...reads.map((p) => `--allow-fs-read=${p}`),

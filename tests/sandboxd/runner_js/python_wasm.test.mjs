@@ -7,7 +7,8 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CATALOG, NODE_MALLOC_TUNABLES, WasmRunner, makeWasmSnapshot, textResult, wasmFiles } from './harness.mjs';
+import { CATALOG, NODE_MALLOC_TUNABLES, WasmRunner, makeWasmSnapshot, textResult, wasmFiles,
+  wasmPythonPackages } from './harness.mjs';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -417,6 +418,32 @@ describe('python in pyodide (wasm tier)', () => {
       assert.equal(r.log.match(/the Python worker failed to start: /g).length, 3, r.log);
       assert.match(r.log, new RegExp(`--python-packages: ${empty}/dist-packages cannot be read \\(ENOENT\\)`));
       assert.match(r.log, /ending the runner: the Python \(Pyodide\) worker failed to start 3 times in a row \(the last time: the worker exited with code 1\)/);
+    } finally {
+      r.stop();
+    }
+  });
+
+  // pip runs in the cell on this tier, and its main() sets up logging for a process of
+  // its own: the root logger's handlers and level are put back when it returns.
+  it("leaves the session's logging as it was after pip's main() in a cell", async () => {
+    const packages = wasmPythonPackages();
+    const r = await WasmRunner.start({ snapshot, extraArgs: ['--python-packages', packages],
+      nodeFlags: [`--allow-fs-read=${packages}`] });
+    try {
+      const [c] = await r.connect();
+      await c.setCatalog(CATALOG);
+      const root = 'import logging\nroot = logging.getLogger()\n' +
+        'print([type(h).__name__ for h in root.handlers], root.level)';
+      const before = await c.exec(`${root}\nlogging.basicConfig(level=logging.INFO, format='mine %(message)s')`);
+      assert.equal(before.stream('stdout'), '[] 30\n');
+      const pip = await c.exec('from pip._internal.cli.main import main as pip\n' +
+        "print('exit', pip(['config', 'list']))\n" +
+        "import pip as p\nprint('exit', p.main(['config', 'list']))");
+      assert.equal(pip.done.status, 'ok', JSON.stringify(pip.done));
+      assert.equal(pip.stream('stdout'), 'exit 0\nexit 0\n');
+      const after = await c.exec(`${root}\nlogging.info('after pip')`);
+      assert.equal(after.stream('stdout'), "['StreamHandler'] 20\n");
+      assert.equal(after.stream('stderr'), 'mine after pip\n');
     } finally {
       r.stop();
     }

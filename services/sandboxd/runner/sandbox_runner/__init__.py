@@ -25,6 +25,7 @@ Modules:
   interrupts      InterruptController: an `interrupt` frame as a KeyboardInterrupt
   executor        ExecState, Executor (namespace, event loop, cells), error reports
   runner          Runner (socket, connections, dispatch), kill_other_processes, main
+  pip_in_cell     pip's main() called in a cell keeps the session's logging as it was
   ssl_on_demand   asyncio without ssl until TLS is used (import_asyncio)
   typing_on_demand  asyncio without typing until code uses it (import_asyncio's)
   __main__        the entry point (python3 -m sandbox_runner, and the zipapp's)

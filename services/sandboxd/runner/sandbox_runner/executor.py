@@ -22,6 +22,7 @@ from .common import (CELL_PREFIX, DEFAULT_TOOL_CALLS_IN_FLIGHT, ERROR_MESSAGE_LI
                      LINECACHE_BUDGET, RESULT_NAME, RESULT_REPR_LIMIT, TRACEBACK_LIMIT,
                      is_runner_file)
 from .display import has_rich_repr
+from .pip_in_cell import install as install_pip_in_cell
 from .runtime_module import install_runtime_module, install_server_modules
 from .tool_calls import CallGate, ToolError
 from .toolbox import Toolbox
@@ -130,6 +131,7 @@ class Executor:
     """Owns the namespace, the event loop and the catalog; runs cells on the main thread."""
 
     def __init__(self, runner):
+        install_pip_in_cell()                # pip's main() in a cell keeps the cell's logging
         self._runner = runner
         self._interrupts = runner.interrupts
         self.exec_count = 0                  # execs in this namespace (`ready.execs`)

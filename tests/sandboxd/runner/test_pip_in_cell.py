@@ -1,0 +1,95 @@
+"""pip's main() called in a cell leaves the session's logging as it found it (pip_in_cell):
+pip sets up logging for a process of its own, which a cell is not. Here a stand-in pip
+package on sys.path does what pip's main() does to the root logger; the wasm tier's test
+(python_wasm.test.mjs) runs the real one."""
+
+import importlib
+import logging
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+from harness import import_runner_module
+
+PIP_MAIN = '''
+import logging
+
+class PipHandler(logging.StreamHandler):
+    closed = False
+
+    def close(self):
+        PipHandler.closed = True
+        super().close()
+
+def main(args=None):
+    """pip's main."""
+    root = logging.getLogger()
+    root.handlers[:] = [PipHandler()]
+    root.setLevel(logging.DEBUG)
+    if args == ["fail"]:
+        raise SystemExit(2)
+    return 0
+'''
+
+
+class PipInCellTest(unittest.TestCase):
+    def setUp(self):
+        self.pip_in_cell = import_runner_module("pip_in_cell")
+        self.dir = tempfile.TemporaryDirectory()
+        cli = Path(self.dir.name, "pip", "_internal", "cli")
+        cli.mkdir(parents=True)
+        for package in (cli.parents[1], cli.parent, cli):
+            (package / "__init__.py").write_text("")
+        (cli / "main.py").write_text(PIP_MAIN)
+        self.saved_path, self.saved_meta_path = list(sys.path), list(sys.meta_path)
+        self.saved_modules = {n: m for n, m in sys.modules.items() if n == "pip" or n.startswith("pip.")}
+        for name in self.saved_modules:
+            del sys.modules[name]
+        sys.path.insert(0, self.dir.name)
+        importlib.invalidate_caches()
+        self.root = logging.getLogger()
+        self.saved_root = (list(self.root.handlers), self.root.level)
+
+    def tearDown(self):
+        for name in [n for n in sys.modules if n == "pip" or n.startswith("pip.")]:
+            del sys.modules[name]
+        sys.modules.update(self.saved_modules)
+        sys.path[:], sys.meta_path[:] = self.saved_path, self.saved_meta_path
+        self.root.handlers[:] = self.saved_root[0]
+        self.root.setLevel(self.saved_root[1])
+        self.dir.cleanup()
+
+    def test_the_root_logger_is_put_back_and_pip_handlers_closed(self):
+        mine = logging.StreamHandler()
+        self.root.handlers[:] = [mine]
+        self.root.setLevel(logging.WARNING)
+        self.pip_in_cell.install()
+        self.pip_in_cell.install()
+        self.assertEqual(sum(isinstance(f, self.pip_in_cell.PipMainFinder) for f in sys.meta_path), 1)
+        from pip._internal.cli.main import main
+        self.assertEqual(main.__doc__, "pip's main.")
+        self.assertEqual(main(["list"]), 0)
+        self.assertEqual(self.root.handlers, [mine])
+        self.assertEqual(self.root.level, logging.WARNING)
+        self.assertTrue(sys.modules["pip._internal.cli.main"].PipHandler.closed)
+        with self.assertRaises(SystemExit):
+            main(["fail"])
+        self.assertEqual(self.root.handlers, [mine])
+
+    def test_without_the_finder_pip_keeps_its_logging(self):
+        # What install() prevents: the stand-in does change the root logger.
+        from pip._internal.cli.main import main
+        main(["list"])
+        self.assertEqual([type(h).__name__ for h in self.root.handlers], ["PipHandler"])
+        self.assertEqual(self.root.level, logging.DEBUG)
+
+    def test_other_modules_are_left_to_the_other_finders(self):
+        self.pip_in_cell.install()
+        finder = next(f for f in sys.meta_path if isinstance(f, self.pip_in_cell.PipMainFinder))
+        self.assertIsNone(finder.find_spec("pip._internal.cli", None))
+        self.assertIsNone(finder.find_spec("json", None))
+
+
+if __name__ == "__main__":
+    unittest.main()
