@@ -10,10 +10,16 @@
 # /usr/lib/python3/dist-packages and /etc/ssl/certs. Run by scripts/setup.sh after the wasm
 # runtime's npm ci; safe to re-run (nothing is done while OUT/.recipe matches this script
 # and the runtime's lock). apt checks every package against Debian's archive keys.
+#
+# Runs build one at a time (a lock on OUT), in a private directory inside OUT, and swap
+# each part in with one atomic exchange: a concurrent run, a run killed at any point, or
+# another user writing beside OUT never leaves sessions without their packages or with
+# files someone else could change. OUT must be ours and writable by no one else.
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
-
-out="${1:-deploy/wasm/python-packages}"
+umask 022
+script="$(realpath "${BASH_SOURCE[0]}")"
+out="$(realpath -m "${1:-$(dirname "$script")/../deploy/wasm/python-packages}")"
+cd "$(dirname "$script")/.."
 node=deploy/wasm/node_modules/node/bin/node
 pyodide=deploy/wasm/node_modules/pyodide
 log() { echo "wasm-python-packages: $*" >&2; }
@@ -25,15 +31,29 @@ packages=(python3-requests/bookworm python3-urllib3/bookworm python3-idna/bookwo
           python3-certifi/bookworm python3-charset-normalizer/bookworm python3-chardet/bookworm
           python3-six/bookworm python3-pip/trixie)
 
-recipe="$(cat "${BASH_SOURCE[0]}" deploy/wasm/package-lock.json | sha256sum | cut -c1-16)"
-if [[ -f "$out/.recipe" && "$(cat "$out/.recipe")" == "$recipe" ]]; then
-  exit 0
-fi
+recipe="$(cat "$script" deploy/wasm/package-lock.json | sha256sum | cut -c1-16)"
+built() {
+  [[ -f "$out/.recipe" && "$(cat "$out/.recipe")" == "$recipe" && -d "$out/dist-packages" &&
+     -f "$out/certs/ca-certificates.crt" ]]
+}
+if built; then exit 0; fi
 [[ -x "$node" && -f "$pyodide/pyodide.js" ]] || { log "FAILED: $node or $pyodide is missing (npm ci in deploy/wasm)"; exit 1; }
+
+mkdir -p "$out"
+if [[ ! -O "$out" ]] || find "$out" -maxdepth 0 -perm /022 | grep -q .; then
+  log "FAILED: $out must be a directory of $(id -un)'s that no one else may write"
+  exit 1
+fi
+exec 9<"$out"
+flock 9
+if built; then exit 0; fi              # a concurrent run built it meanwhile
+rm -rf "$out"/.build.*                # what a killed run left
 log "building $out (requests and pip for Pyodide, from Debian)"
 
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+build="$(mktemp -d "$out/.build.XXXXXX")"
+trap 'rm -rf "$build"' EXIT
+work="$build/work"
+new="$build/new"
 mkdir -p "$work/lists/partial" "$work/archives/partial" "$work/debs" "$work/root"
 cat > "$work/sources.list" <<EOF
 deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm main
@@ -48,8 +68,6 @@ apt-get "${apt_options[@]}" -qq update >/dev/null || { log "FAILED: apt-get upda
   { log "FAILED: apt-get download ${packages[*]}"; exit 1; }
 for deb in "$work"/debs/*.deb; do dpkg-deb -x "$deb" "$work/root"; done
 
-new="$out.new"
-rm -rf "$new"
 mkdir -p "$new/certs"
 cp -a "$work/root/usr/lib/python3/dist-packages" "$new/dist-packages"
 find "$new/dist-packages" -name __pycache__ -prune -exec rm -rf {} +
@@ -72,18 +90,26 @@ require(`${pyodide}/pyodide.js`).loadPyodide({ indexURL: `${pyodide}/` }).then((
 echo "$recipe" > "$new/.recipe"
 # Readable by every session uid, writable by no one else (sandboxd refuses it otherwise).
 chmod -R a+rX,go-w "$new"
+if find "$new" ! -user "$(id -u)" -o -perm /022 | grep -q .; then
+  log "FAILED: $new holds files of another user's or that others may write"
+  exit 1
+fi
 # Into the directory running sessions already see, never a new one in its place: a
 # session's Landlock rule and bubblewrap mount hold that directory itself, and would keep
-# the old one, emptied, for the session's life. Each part is swapped by rename; .recipe,
-# which sandboxd's start looks for, comes last.
-mkdir -p "$out"
+# the old one, emptied, for the session's life. Each part is exchanged with the old one in
+# one rename (renameat2's RENAME_EXCHANGE), so it is never missing; .recipe, which
+# sandboxd's start looks for, comes last.
+exchange() {
+  python3 -c '
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.renameat2(-100, os.fsencode(sys.argv[1]), -100, os.fsencode(sys.argv[2]), 2) != 0:
+    raise SystemExit(f"renameat2 {sys.argv[1]} {sys.argv[2]}: {os.strerror(ctypes.get_errno())}")
+' "$1" "$2"
+}
 chmod a+rX,go-w "$out"
 for part in dist-packages certs; do
-  rm -rf "$out/$part.old"
-  if [[ -e "$out/$part" ]]; then mv "$out/$part" "$out/$part.old"; fi
-  mv "$new/$part" "$out/$part"
-  rm -rf "$out/$part.old"
+  if [[ -e "$out/$part" ]]; then exchange "$new/$part" "$out/$part"; else mv "$new/$part" "$out/$part"; fi
 done
 mv "$new/.recipe" "$out/.recipe"
-rmdir "$new"
 log "built $out"

@@ -109,6 +109,42 @@ TEST(WasmSessionFilesTest, RebuiltPythonPackagesReachTheSessionsAlreadyRunning) 
   fs::remove_all(root);
 }
 
+// scripts/wasm-python-packages.sh builds one run at a time, in a private directory inside
+// OUT, whatever the caller's umask, working directory or neighbours: two runs at once both
+// end well and leave the packages whole, a directory beside OUT named as the old build
+// directory was is neither used nor touched, nothing in OUT is writable by others, and a
+// part gone missing under a current .recipe is built again. Runs the real script twice
+// (apt from Debian's archive, about 30 s).
+TEST(WasmSessionFilesTest, PythonPackageBuildsAreOneAtATimeAndPrivate) {
+  const std::string root = absl::StrCat(::testing::TempDir(), "wasm-builds-", getpid());
+  const std::string dir = root + "/packages";
+  fs::remove_all(root);
+  fs::create_directories(root);
+  fs::copy(std::string(PROJECT_SOURCE_DIR) + "/deploy/wasm/python-packages", dir, fs::copy_options::recursive);
+  std::ofstream(dir + "/.recipe") << "an older recipe\n";
+  fs::create_directories(dir + ".new");
+  std::ofstream(dir + ".new/planted") << "another user's\n";
+  const std::string script = std::string(PROJECT_SOURCE_DIR) + "/scripts/wasm-python-packages.sh";
+  int code = -1;
+  std::string out = Sh(absl::StrCat("cd ", root, " && umask 000 && (bash ", script, " ", dir, " > a.log 2>&1; echo $? > a.rc) & ",
+                                    "cd ", root, " && umask 000 && bash ", script, " ", dir, " > b.log 2>&1; echo $? > b.rc; wait; ",
+                                    "cat ", root, "/a.log ", root, "/b.log ", root, "/a.rc ", root, "/b.rc"), &code);
+  EXPECT_NE(out.find("built " + dir), std::string::npos) << out;
+  EXPECT_EQ(out.substr(out.size() - 4), "0\n0\n") << out;
+  EXPECT_TRUE(fs::exists(dir + ".new/planted")) << out;
+  const std::string loose = Sh(absl::StrCat("cd ", dir, " && find . -perm /022 -o -name '.build.*' -o ! -user $(id -u)"));
+  EXPECT_EQ(loose, "") << out;
+  EXPECT_TRUE(fs::exists(dir + "/certs/ca-certificates.crt")) << out;
+  ASSERT_TRUE(fs::exists(dir + "/dist-packages/requests/__init__.py")) << out;
+  // Again with dist-packages gone, called by a path relative to another directory.
+  fs::remove_all(dir + "/dist-packages");
+  out = Sh(absl::StrCat("cd ", root, " && bash ", fs::relative(script, root).string(), " packages 2>&1"), &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("built " + dir), std::string::npos) << out;
+  EXPECT_TRUE(fs::exists(dir + "/dist-packages/requests/__init__.py")) << out;
+  fs::remove_all(root);
+}
+
 // Node, its acorn, the jail and bwrap run in (the jail and bwrap: before) every session: a copy that group or
 // others may write, or a symbolic link (its owner may point it elsewhere later), stops the
 // start, saying which flag; a copy of our own with sound modes starts. (The runners are
