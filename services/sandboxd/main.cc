@@ -35,6 +35,7 @@
 #include "sandboxd/podman_runtime.h"
 #include "sandboxd/tcp_listener.h"
 #include "sandboxd/sd_notify.h"
+#include "sandboxd/instance_id.h"
 #include "sandboxd/session_manager.h"
 #include "sandboxd/log.h"
 #include "sandboxd/metrics.h"
@@ -276,7 +277,7 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
   }
   options.state_dir = absl::GetFlag(FLAGS_state_dir);
   if (options.state_dir.empty()) options.state_dir = sandboxd::DefaultStateDir();
-  options.state_dir = fs::absolute(options.state_dir).lexically_normal().string();
+  options.state_dir = sandboxd::StateDirPath(options.state_dir);
   options.image = absl::GetFlag(FLAGS_image);
   options.images = absl::GetFlag(FLAGS_images);
   if (absl::StatusOr<sandboxd::ImageSet> images = sandboxd::ImageSet::Parse(options.image, options.images);

@@ -1,12 +1,21 @@
 #pragma once
-// The id of one daemon's state directory, shared with the test harness (which cleans up
-// what a daemon leaves by it) without linking the daemon's libraries.
+// The path and id of one daemon's state directory, shared with the test harness (which
+// cleans up what a daemon leaves by them) without linking the daemon's libraries.
 
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 namespace sandboxd {
+
+// The state directory as the daemon names it (and hashes it, below): absolute, normal and
+// without a trailing separator, so `--state_dir=/x/state/` is the daemon of /x/state.
+inline std::string StateDirPath(const std::string& given) {
+  std::filesystem::path p = std::filesystem::absolute(given).lexically_normal();
+  if (!p.has_filename() && p != p.root_path()) p = p.parent_path();
+  return p.string();
+}
 
 // A stable id of the state directory (12 hex digits: FNV-1a of the path) that names and
 // labels this daemon's containers, so several daemons (root, users, tests) never touch

@@ -134,7 +134,7 @@ std::string SandboxdProcess::PodmanCommand() const {
 }
 
 std::string SandboxdProcess::instance() const {
-  return sandboxd::InstanceId(fs::absolute(state_dir_).lexically_normal().string());
+  return sandboxd::InstanceId(sandboxd::StateDirPath(state_dir_));
 }
 
 grpc::health::v1::HealthCheckResponse::ServingStatus Health(SandboxdProcess& d,

@@ -231,5 +231,20 @@ TEST_F(SandboxFactoryRemovalTest, ARetryWaitsUntilItsTimeHasCome) {
   EXPECT_EQ(patient.removals_failing(), 1u);
 }
 
+// One state directory is one daemon (one InstanceId, so one set of containers its restart
+// removes), however --state_dir spells it.
+TEST(StateDirPathTest, OneDirectoryHowEverItIsSpelt) {
+  EXPECT_EQ(StateDirPath("/var/lib/sandboxd"), "/var/lib/sandboxd");
+  for (const char* spelt : {"/var/lib/sandboxd/", "/var/lib/sandboxd//", "/var/lib/./sandboxd/",
+                            "/var/lib/x/../sandboxd"}) {
+    EXPECT_EQ(StateDirPath(spelt), "/var/lib/sandboxd") << spelt;
+    EXPECT_EQ(InstanceId(StateDirPath(spelt)), InstanceId("/var/lib/sandboxd")) << spelt;
+  }
+  EXPECT_EQ(StateDirPath("/"), "/");
+  EXPECT_EQ(StateDirPath("state/"), (std::filesystem::current_path() / "state").string());
+  EXPECT_NE(InstanceId("/var/lib/sandboxd"), InstanceId("/var/lib/sandboxd2"));
+  EXPECT_EQ(InstanceId("/var/lib/sandboxd").size(), 12u);
+}
+
 }  // namespace
 }  // namespace sandboxd::testing
