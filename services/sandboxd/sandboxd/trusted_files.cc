@@ -1,6 +1,7 @@
 #include "sandboxd/trusted_files.h"
 
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,9 +30,14 @@ std::string UnsafeEntry(const fs::path& path) {
   if (S_ISLNK(st.st_mode)) return "is a symbolic link (its owner could point it elsewhere)";
   if (st.st_uid != 0 && st.st_uid != geteuid()) return absl::StrCat("belongs to uid ", st.st_uid);
   if (st.st_mode & 022) return absl::StrFormat("is writable by group or others (mode %04o)", st.st_mode & 07777);
+  if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) return "is neither a regular file nor a directory";
   if (S_ISREG(st.st_mode) && (st.st_mode & (S_ISUID | S_ISGID))) {
     return absl::StrFormat("is set-user-ID or set-group-ID (mode %04o): what it runs would not "
                            "run as sandboxd's user", st.st_mode & 07777);
+  }
+  if (S_ISREG(st.st_mode) && lgetxattr(path.c_str(), "security.capability", nullptr, 0) >= 0) {
+    return "has file capabilities (security.capability): what it runs would not run with "
+           "sandboxd's privileges";
   }
   return "";
 }

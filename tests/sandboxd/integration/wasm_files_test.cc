@@ -1,9 +1,15 @@
 // Integration: the files every wasm session runs or reads (the jail, Node, the runners,
 // Pyodide, the Python packages; docs/wasm-tier.md) and who may change them. Another user who
 // could would run code in every session, or as sandboxd's user: the daemon refuses to start.
+#include <linux/capability.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -184,6 +190,21 @@ TEST(WasmSessionFilesTest, ABinaryOthersCouldChangeStopsTheStart) {
          fs::permissions(d + "/jail", exec | fs::perms::set_uid);
          return "--wasm_jail=" + d + "/jail";
        }, "jail (--wasm_jail) is set-user-ID or set-group-ID (mode 4755)"},
+      {[&](const std::string& d) {  // cap_net_bind_service+ep, as setcap writes it
+         fs::copy_file(jail, d + "/jail");
+         fs::permissions(d + "/jail", exec);
+         const uint32_t caps[5] = {VFS_CAP_REVISION_2 | VFS_CAP_FLAGS_EFFECTIVE, 1u << CAP_NET_BIND_SERVICE, 0, 0, 0};
+         if (setxattr((d + "/jail").c_str(), "security.capability", caps, sizeof caps, 0) != 0) {
+           ADD_FAILURE() << "setxattr security.capability: " << strerror(errno);
+         }
+         return "--wasm_jail=" + d + "/jail";
+       }, "jail (--wasm_jail) has file capabilities"},
+      {[&](const std::string& d) {  // a FIFO among acorn's files, which nothing may open
+         std::string flag = runtime_copy(d);
+         fs::permissions(d + "/acorn/package.json", fs::perms::others_write, fs::perm_options::remove);
+         if (mkfifo((d + "/acorn/dist/fifo").c_str(), 0644) != 0) ADD_FAILURE() << "mkfifo: " << strerror(errno);
+         return flag;
+       }, "fifo (acorn beside --wasm_node) is neither a regular file nor a directory"},
       {[&](const std::string& d) {
          fs::create_symlink(runtime + "/node/bin/node", d + "/node");
          return "--wasm_node=" + d + "/node";
