@@ -9,10 +9,16 @@
 
 namespace sandboxd {
 
-// The state directory as the daemon names it (and hashes it, below): absolute, normal and
-// without a trailing separator, so `--state_dir=/x/state/` is the daemon of /x/state.
+// The state directory as the daemon names it (and hashes it, below): absolute, without a
+// symbolic link in the part that exists, normal, and without a trailing separator, so
+// `--state_dir=/x/state/` and a link to /x are the daemon of /x/state. "" stays "".
 inline std::string StateDirPath(const std::string& given) {
-  std::filesystem::path p = std::filesystem::absolute(given).lexically_normal();
+  if (given.empty()) return given;
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::absolute(given, ec);
+  if (ec) return given;
+  std::filesystem::path resolved = std::filesystem::weakly_canonical(p, ec);
+  p = ec ? p.lexically_normal() : resolved.lexically_normal();
   if (!p.has_filename() && p != p.root_path()) p = p.parent_path();
   return p.string();
 }

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "absl/time/clock.h"
 #include "base/mutex.h"
 #include "gtest/gtest.h"
@@ -241,7 +243,22 @@ TEST(StateDirPathTest, OneDirectoryHowEverItIsSpelt) {
     EXPECT_EQ(InstanceId(StateDirPath(spelt)), InstanceId("/var/lib/sandboxd")) << spelt;
   }
   EXPECT_EQ(StateDirPath("/"), "/");
+  EXPECT_EQ(StateDirPath("//"), "/");
+  EXPECT_EQ(StateDirPath(""), "");
   EXPECT_EQ(StateDirPath("state/"), (std::filesystem::current_path() / "state").string());
+  // Through a symbolic link, to the directory or above it, existing yet or not.
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) /
+                                    ("state-path-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "real" / "state");
+  std::filesystem::create_directory_symlink("real", dir / "link");
+  const std::string real = StateDirPath((dir / "real" / "state").string());
+  EXPECT_EQ(StateDirPath((dir / "link" / "state").string()), real);
+  EXPECT_EQ(StateDirPath((dir / "link" / "state" / "").string()), real);
+  EXPECT_EQ(StateDirPath((dir / "link" / "new").string()), StateDirPath((dir / "real" / "new").string()));
+  std::filesystem::create_directory_symlink(dir / "real" / "state", dir / "state-link");
+  EXPECT_EQ(StateDirPath((dir / "state-link").string()), real);
+  std::filesystem::remove_all(dir);
   EXPECT_NE(InstanceId("/var/lib/sandboxd"), InstanceId("/var/lib/sandboxd2"));
   EXPECT_EQ(InstanceId("/var/lib/sandboxd").size(), 12u);
 }
