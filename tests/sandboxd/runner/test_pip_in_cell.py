@@ -5,9 +5,11 @@ package on sys.path does what pip's main() does to the root logger; the wasm tie
 
 import importlib
 import logging
+import logging.handlers
 import sys
 import tempfile
 import unittest
+import zipfile
 from pathlib import Path
 
 from harness import import_runner_module
@@ -24,9 +26,13 @@ class PipHandler(logging.StreamHandler):
 
 def main(args=None):
     """pip's main."""
-    root = logging.getLogger()
-    root.handlers[:] = [PipHandler()]
-    root.setLevel(logging.DEBUG)
+    import logging.config
+
+    # As pip's setup_logging: dictConfig first closes every handler the process has.
+    logging.config.dictConfig({
+        "version": 1, "disable_existing_loggers": False,
+        "handlers": {"pip": {"()": "pip._internal.cli.main.PipHandler"}},
+        "root": {"level": "DEBUG", "handlers": ["pip"]}})
     if args == ["fail"]:
         raise SystemExit(2)
     return 0
@@ -76,6 +82,53 @@ class PipInCellTest(unittest.TestCase):
         with self.assertRaises(SystemExit):
             main(["fail"])
         self.assertEqual(self.root.handlers, [mine])
+
+    def test_the_sessions_handlers_stay_open(self):
+        # A file handler that dictConfig closed would drop every later record (mode "w"
+        # does not reopen), and a closed MemoryHandler forgets its target.
+        log = Path(self.dir.name, "app.log")
+        app = logging.getLogger("pip-in-cell-test.app")
+        app.setLevel(logging.INFO)
+        app.propagate = False
+        file = logging.FileHandler(log, mode="w")
+        target = logging.StreamHandler()
+        memory = logging.handlers.MemoryHandler(100, target=target)
+        app.handlers[:] = [file, memory]
+        self.addCleanup(file.close)
+        self.addCleanup(memory.close)
+        app.info("before pip")
+        self.pip_in_cell.install()
+        from pip._internal.cli.main import main
+        self.assertEqual(main(["list"]), 0)
+        app.info("after pip")
+        file.flush()
+        self.assertEqual(log.read_text(), "before pip\nafter pip\n")
+        self.assertIs(memory.target, target)
+        self.assertIn(file, [wr() for wr in logging._handlerList])
+
+    def test_another_module_of_the_same_loader_is_left_alone(self):
+        # One zipimporter loads every module of its archive: a `main` elsewhere in it is
+        # not pip's, and the importer itself is not changed.
+        archive = Path(self.dir.name, "tools.zip")
+        with zipfile.ZipFile(archive, "w") as z:
+            for name in ("pip/__init__.py", "pip/_internal/__init__.py", "pip/_internal/cli/__init__.py"):
+                z.writestr("zipped/" + name, "")
+            z.writestr("zipped/pip/_internal/cli/main.py", "def main(args=None):\n    return 0\n")
+            z.writestr("zipped/pip_in_cell_test_tool.py", "class main:\n    VERSION = '1.0'\n")
+        sys.path.remove(self.dir.name)
+        sys.path.insert(0, str(archive / "zipped"))
+        self.addCleanup(sys.modules.pop, "pip_in_cell_test_tool", None)
+        importlib.invalidate_caches()
+        self.pip_in_cell.install()
+        import pip._internal.cli.main as pip_main
+        self.assertTrue(hasattr(pip_main.main, "__wrapped__"))
+        import pip_in_cell_test_tool
+        self.assertEqual(pip_in_cell_test_tool.main.VERSION, "1.0")
+        importer = sys.path_importer_cache[str(archive / "zipped")]
+        self.assertNotIn("exec_module", vars(importer))
+        for _ in range(3):
+            importlib.reload(pip_main)
+        self.assertFalse(hasattr(pip_main.main.__wrapped__, "__wrapped__"))
 
     def test_without_the_finder_pip_keeps_its_logging(self):
         # What install() prevents: the stand-in does change the root logger.

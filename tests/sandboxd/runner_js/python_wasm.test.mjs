@@ -434,15 +434,20 @@ describe('python in pyodide (wasm tier)', () => {
       await c.setCatalog(CATALOG);
       const root = 'import logging\nroot = logging.getLogger()\n' +
         'print([type(h).__name__ for h in root.handlers], root.level)';
-      const before = await c.exec(`${root}\nlogging.basicConfig(level=logging.INFO, format='mine %(message)s')`);
+      // pip's dictConfig closes every handler of the process: a file opened with mode 'w'
+      // would take no record after it.
+      const app = "app = logging.getLogger('app')\napp.propagate = False\n";
+      const before = await c.exec(`${root}\nlogging.basicConfig(level=logging.INFO, format='mine %(message)s')\n` +
+        `${app}app.addHandler(logging.FileHandler('app.log', mode='w'))\napp.warning('before pip')`);
       assert.equal(before.stream('stdout'), '[] 30\n');
       const pip = await c.exec('from pip._internal.cli.main import main as pip\n' +
         "print('exit', pip(['config', 'list']))\n" +
         "import pip as p\nprint('exit', p.main(['config', 'list']))");
       assert.equal(pip.done.status, 'ok', JSON.stringify(pip.done));
       assert.equal(pip.stream('stdout'), 'exit 0\nexit 0\n');
-      const after = await c.exec(`${root}\nlogging.info('after pip')`);
-      assert.equal(after.stream('stdout'), "['StreamHandler'] 20\n");
+      const after = await c.exec(`${root}\nlogging.info('after pip')\n${app}app.warning('after pip')\n` +
+        "app.handlers[0].flush()\nprint(open('app.log').read(), end='')");
+      assert.equal(after.stream('stdout'), "['StreamHandler'] 20\nbefore pip\nafter pip\n");
       assert.equal(after.stream('stderr'), 'mine after pip\n');
     } finally {
       r.stop();
