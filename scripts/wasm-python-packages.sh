@@ -11,18 +11,63 @@
 # runtime's npm ci; safe to re-run (nothing is done while OUT/.recipe matches this script
 # and the runtime's lock). apt checks every package against Debian's archive keys.
 #
-# Runs build one at a time (a lock on OUT), in a private directory inside OUT, and swap
-# each part in with one atomic exchange: a concurrent run, a run killed at any point, or
-# another user writing beside OUT never leaves sessions without their packages or with
-# files someone else could change. OUT must be ours and writable by no one else.
+# Runs build one at a time (a lock file in OUT that only its owner can open), in a private
+# directory inside OUT, and swap each part in with one atomic exchange: a concurrent run, a
+# run killed at any point, or another user writing beside OUT never leaves sessions without
+# their packages or with files someone else could change. OUT must be ours and writable by
+# no one else, and so must every directory on the way to it (sandboxd's rule for
+# --wasm_python_packages): a symbolic link or another user's directory there is refused
+# before anything is read or written, so OUT can never be made to name someone else's.
 set -euo pipefail
 umask 022
 script="$(realpath "${BASH_SOURCE[0]}")"
-out="$(realpath -m "${1:-$(dirname "$script")/../deploy/wasm/python-packages}")"
-cd "$(dirname "$script")/.."
+repo="$(dirname "$(dirname "$script")")"
+out="${1:-$repo/deploy/wasm/python-packages}"
+[[ "$out" == /* ]] || out="$(pwd -P)/$out"
+cd "$repo"
 node=deploy/wasm/node_modules/node/bin/node
 pyodide=deploy/wasm/node_modules/pyodide
 log() { echo "wasm-python-packages: $*" >&2; }
+
+# Prints OUT without "." parts, repeated or trailing slashes; fails saying why when a part of
+# it that exists is a symbolic link, not a directory, or another user's than root's and
+# ours, or lies in a directory others may write that is not sticky (/tmp is).
+checked_path() {
+  python3 - "$1" <<'PY'
+import os, stat, sys
+given = sys.argv[1]
+parts = [p for p in given.split("/") if p not in ("", ".")]
+def refuse(why):
+    sys.exit(f"wasm-python-packages: FAILED: {given}: {why}")
+if ".." in parts:
+    refuse('a ".." part')
+me, path = os.geteuid(), "/"
+for name in parts:
+    above = os.lstat(path)
+    path = os.path.join(path, name)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        break                                   # this run makes the rest
+    if stat.S_ISLNK(st.st_mode):
+        refuse(f"{path} is a symbolic link (name the directory it points to)")
+    if not stat.S_ISDIR(st.st_mode):
+        refuse(f"{path} is not a directory")
+    if st.st_uid not in (0, me):
+        refuse(f"{path} belongs to another user (uid {st.st_uid})")
+    if above.st_mode & 0o022 and not above.st_mode & stat.S_ISVTX:
+        refuse(f"{os.path.dirname(path)} is writable by others")
+print("/" + "/".join(parts))
+PY
+}
+# OUT itself: ours, and writable by no one else.
+ours() {
+  [[ -d "$out" && ! -L "$out" && -O "$out" ]] && ! find "$out" -maxdepth 0 -perm /022 | grep -q . ||
+    { log "FAILED: $out must be a directory of $(id -un)'s that no one else may write"; exit 1; }
+}
+
+out="$(checked_path "$out")"
+[[ ! -e "$out" && ! -L "$out" ]] || ours
 
 # requests from bookworm: its urllib3 1.26 talks through Python's sockets, which reach the
 # egress relay. bookworm's pip (23.0) does not run on Pyodide's Python 3.14
@@ -40,18 +85,36 @@ if built; then exit 0; fi
 [[ -x "$node" && -f "$pyodide/pyodide.js" ]] || { log "FAILED: $node or $pyodide is missing (npm ci in deploy/wasm)"; exit 1; }
 
 mkdir -p "$out"
-if [[ ! -O "$out" ]] || find "$out" -maxdepth 0 -perm /022 | grep -q .; then
-  log "FAILED: $out must be a directory of $(id -un)'s that no one else may write"
-  exit 1
+out="$(checked_path "$out")"           # what mkdir made, or found made meanwhile
+ours
+(umask 077 && : >> "$out/.lock")
+exec 9>>"$out/.lock"
+if ! flock -n 9; then
+  log "waiting for another build of $out"
+  flock 9
 fi
-exec 9<"$out"
-flock 9
 if built; then exit 0; fi              # a concurrent run built it meanwhile
 rm -rf "$out"/.build.*                # what a killed run left
 log "building $out (requests and pip for Pyodide, from Debian)"
 
 build="$(mktemp -d "$out/.build.XXXXXX")"
 trap 'rm -rf "$build"' EXIT
+# Into the directory running sessions already see, never a new one in its place: a
+# session's Landlock rule and bubblewrap mount hold that directory itself, and would keep
+# the old one, emptied, for the session's life. Each part is exchanged with the old one in
+# one rename (renameat2's RENAME_EXCHANGE), so it is never missing; .recipe, which
+# sandboxd's start looks for, comes last. Tried on two empty directories before anything
+# is downloaded: a filesystem without the exchange fails at once, saying so.
+exchange() {
+  python3 -c '
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.renameat2(-100, os.fsencode(sys.argv[1]), -100, os.fsencode(sys.argv[2]), 2) != 0:
+    raise SystemExit(f"renameat2 {sys.argv[1]} {sys.argv[2]}: {os.strerror(ctypes.get_errno())}")
+' "$1" "$2" || { log "FAILED: cannot exchange $2 in one rename (renameat2 RENAME_EXCHANGE): $out must be on a filesystem that has it (ext4, xfs, btrfs, tmpfs and overlayfs do); the packages there are as they were"; exit 1; }
+}
+mkdir "$build/a" "$build/b"
+exchange "$build/a" "$build/b"
 work="$build/work"
 new="$build/new"
 mkdir -p "$work/lists/partial" "$work/archives/partial" "$work/debs" "$work/root"
@@ -94,22 +157,11 @@ if find "$new" ! -user "$(id -u)" -o -perm /022 | grep -q .; then
   log "FAILED: $new holds files of another user's or that others may write"
   exit 1
 fi
-# Into the directory running sessions already see, never a new one in its place: a
-# session's Landlock rule and bubblewrap mount hold that directory itself, and would keep
-# the old one, emptied, for the session's life. Each part is exchanged with the old one in
-# one rename (renameat2's RENAME_EXCHANGE), so it is never missing; .recipe, which
-# sandboxd's start looks for, comes last.
-exchange() {
-  python3 -c '
-import ctypes, os, sys
-libc = ctypes.CDLL(None, use_errno=True)
-if libc.renameat2(-100, os.fsencode(sys.argv[1]), -100, os.fsencode(sys.argv[2]), 2) != 0:
-    raise SystemExit(f"renameat2 {sys.argv[1]} {sys.argv[2]}: {os.strerror(ctypes.get_errno())}")
-' "$1" "$2"
-}
-chmod a+rX,go-w "$out"
+# Into the directory running sessions already see (exchange(), above).
 for part in dist-packages certs; do
   if [[ -e "$out/$part" ]]; then exchange "$new/$part" "$out/$part"; else mv "$new/$part" "$out/$part"; fi
 done
 mv "$new/.recipe" "$out/.recipe"
 log "built $out"
+find "$out" -maxdepth 0 -perm -005 | grep -q . ||
+  log "warning: sessions that run as other users cannot read $out (mode $(stat -c %a "$out")): chmod a+rx it"

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -116,10 +117,10 @@ TEST(WasmSessionFilesTest, RebuiltPythonPackagesReachTheSessionsAlreadyRunning) 
 }
 
 // scripts/wasm-python-packages.sh builds one run at a time, in a private directory inside
-// OUT, whatever the caller's umask, working directory or neighbours: two runs at once both
-// end well and leave the packages whole, a directory beside OUT named as the old build
-// directory was is neither used nor touched, nothing in OUT is writable by others, and a
-// part gone missing under a current .recipe is built again. Runs the real script twice
+// OUT, whatever the caller's umask, working directory, neighbours or another user's lock on
+// OUT: two runs at once both end well and leave the packages whole, a directory beside OUT
+// named as the old build directory was is neither used nor touched, nothing in OUT is
+// writable by others, and a part gone missing under a current .recipe is built again. Runs the real script twice
 // (apt from Debian's archive, about 30 s).
 TEST(WasmSessionFilesTest, PythonPackageBuildsAreOneAtATimeAndPrivate) {
   const std::string root = absl::StrCat(::testing::TempDir(), "wasm-builds-", getpid());
@@ -131,10 +132,19 @@ TEST(WasmSessionFilesTest, PythonPackageBuildsAreOneAtATimeAndPrivate) {
   fs::create_directories(dir + ".new");
   std::ofstream(dir + ".new/planted") << "another user's\n";
   const std::string script = std::string(PROJECT_SOURCE_DIR) + "/scripts/wasm-python-packages.sh";
+  // Another user (nobody) holding a lock on OUT itself, which any user may open, holds
+  // neither run.
+  ASSERT_EQ(geteuid(), 0u) << "this test plays another user: run it as root (scripts/test.sh does)";
+  Sh(absl::StrCat("setpriv --reuid=65534 --regid=65534 --clear-groups flock -n ", dir, " sleep 300 ",
+                  ">/dev/null 2>&1 & echo $! > ", root, "/holder.pid; ",
+                  "for i in $(seq 100); do flock -n ", dir, " true || break; sleep 0.05; done"));
   int code = -1;
-  std::string out = Sh(absl::StrCat("cd ", root, " && umask 000 && (bash ", script, " ", dir, " > a.log 2>&1; echo $? > a.rc) & ",
-                                    "cd ", root, " && umask 000 && bash ", script, " ", dir, " > b.log 2>&1; echo $? > b.rc; wait; ",
+  std::string out = Sh(absl::StrCat("cd ", root, " && umask 000 && (timeout 150 bash ", script, " ", dir,
+                                    " > a.log 2>&1; echo $? > a.rc) & ",
+                                    "cd ", root, " && umask 000 && timeout 150 bash ", script, " ", dir,
+                                    " > b.log 2>&1; echo $? > b.rc; wait; ",
                                     "cat ", root, "/a.log ", root, "/b.log ", root, "/a.rc ", root, "/b.rc"), &code);
+  Sh(absl::StrCat("kill $(cat ", root, "/holder.pid) 2>/dev/null; pkill -u 65534 -f '^sleep 300$' || true"));
   EXPECT_NE(out.find("built " + dir), std::string::npos) << out;
   EXPECT_EQ(out.substr(out.size() - 4), "0\n0\n") << out;
   EXPECT_TRUE(fs::exists(dir + ".new/planted")) << out;
@@ -148,6 +158,41 @@ TEST(WasmSessionFilesTest, PythonPackageBuildsAreOneAtATimeAndPrivate) {
   EXPECT_EQ(code, 0) << out;
   EXPECT_NE(out.find("built " + dir), std::string::npos) << out;
   EXPECT_TRUE(fs::exists(dir + "/dist-packages/requests/__init__.py")) << out;
+  fs::remove_all(root);
+}
+
+// scripts/wasm-python-packages.sh refuses an OUT that another user could make name a
+// directory not meant for it, before it reads or writes anything: a symbolic link at OUT or
+// on the way to it, a ".." part, or an OUT that others may write, even one that looks
+// built.
+TEST(WasmSessionFilesTest, PythonPackageBuildsRefuseAPathOthersCouldTurn) {
+  const std::string root = absl::StrCat(::testing::TempDir(), "wasm-build-paths-", getpid());
+  fs::remove_all(root);
+  fs::create_directories(root + "/private");
+  fs::permissions(root + "/private", fs::perms::owner_all);
+  std::ofstream(root + "/private/notes") << "mine\n";
+  fs::create_directory_symlink("private", root + "/link");
+  fs::create_directory_symlink("private", root + "/link-above");
+  fs::create_directories(root + "/open/dist-packages");
+  fs::create_directories(root + "/open/certs");
+  std::ofstream(root + "/open/certs/ca-certificates.crt") << "";
+  fs::permissions(root + "/open", fs::perms::all);
+  const std::string script = std::string(PROJECT_SOURCE_DIR) + "/scripts/wasm-python-packages.sh";
+  Sh(absl::StrCat("cat ", script, " ", PROJECT_SOURCE_DIR, "/deploy/wasm/package-lock.json | sha256sum | ",
+                  "cut -c1-16 > ", root, "/open/.recipe"));
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {root + "/link", root + "/link is a symbolic link"},
+      {root + "/link-above/packages", root + "/link-above is a symbolic link"},
+      {root + "/x/../private", "a \"..\" part"},
+      {root + "/open", "must be a directory of"},
+  };
+  for (const auto& [out, why] : cases) {
+    int code = -1;
+    const std::string said = Sh(absl::StrCat("bash ", script, " ", out, " 2>&1"), &code);
+    EXPECT_EQ(code, 1) << out << "\n" << said;
+    EXPECT_NE(said.find(why), std::string::npos) << why << "\n" << said;
+  }
+  EXPECT_EQ(Sh(absl::StrCat("cd ", root, "/private && stat -c %a . && ls -A")), "700\nnotes\n");
   fs::remove_all(root);
 }
 
