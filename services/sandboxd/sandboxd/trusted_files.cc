@@ -21,16 +21,23 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Why `path` (a file sessions read) is not safe from other users ("" when it is): another
-// user's, group- or world-writable, a symbolic link, or a regular file that runs as its
-// owner or group (set-user-ID, set-group-ID) rather than as sandboxd's user.
+constexpr char kOthersCouldChange[] = ": another user could change what sessions run";
+
+// Why `path` (a file sessions read) is not safe ("" when it is), each reason saying what it
+// would allow: another user's, group- or world-writable, a symbolic link, neither a regular
+// file nor a directory, or a regular file that runs with more than sandboxd's user's
+// privileges (set-user-ID, set-group-ID, file capabilities).
 std::string UnsafeEntry(const fs::path& path) {
   struct stat st;
   if (lstat(path.c_str(), &st) != 0) return absl::StrCat("cannot be read: ", strerror(errno));
   if (S_ISLNK(st.st_mode)) return "is a symbolic link (its owner could point it elsewhere)";
-  if (st.st_uid != 0 && st.st_uid != geteuid()) return absl::StrCat("belongs to uid ", st.st_uid);
-  if (st.st_mode & 022) return absl::StrFormat("is writable by group or others (mode %04o)", st.st_mode & 07777);
-  if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) return "is neither a regular file nor a directory";
+  if (st.st_uid != 0 && st.st_uid != geteuid()) return absl::StrCat("belongs to uid ", st.st_uid, kOthersCouldChange);
+  if (st.st_mode & 022) {
+    return absl::StrFormat("is writable by group or others (mode %04o)%s", st.st_mode & 07777, kOthersCouldChange);
+  }
+  if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+    return "is neither a regular file nor a directory (a FIFO, socket or device gives what its other end says)";
+  }
   if (S_ISREG(st.st_mode) && (st.st_mode & (S_ISUID | S_ISGID))) {
     return absl::StrFormat("is set-user-ID or set-group-ID (mode %04o): what it runs would not "
                            "run as sandboxd's user", st.st_mode & 07777);
@@ -127,14 +134,14 @@ absl::Status CheckFilesOthersCannotChange(const std::string& dir, const char* fl
     if (!fs::exists(fs::path(dir) / name, ec)) return refuse(dir, absl::StrCat("lacks ", name));
   }
   const std::string why = UnsafeEntry(dir);
-  if (!why.empty()) return refuse(dir, why + ": another user could change what sessions run");
+  if (!why.empty()) return refuse(dir, why);
   std::error_code ec;
   const fs::file_status status = fs::symlink_status(dir, ec);
   if (fs::is_regular_file(status)) return absl::OkStatus();  // a file: itself and its parents
   if (!fs::is_directory(status)) return refuse(dir, "is neither a regular file nor a directory");
   for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string entry = UnsafeEntry(it->path());
-    if (!entry.empty()) return refuse(it->path().string(), entry + ": another user could change what sessions run");
+    if (!entry.empty()) return refuse(it->path().string(), entry);
   }
   if (ec) return refuse(dir, absl::StrCat("cannot be read: ", ec.message()));
   return absl::OkStatus();

@@ -249,7 +249,7 @@ TEST(WasmSessionFilesTest, ABinaryOthersCouldChangeStopsTheStart) {
          fs::permissions(d + "/acorn/package.json", fs::perms::others_write, fs::perm_options::remove);
          if (mkfifo((d + "/acorn/dist/fifo").c_str(), 0644) != 0) ADD_FAILURE() << "mkfifo: " << strerror(errno);
          return flag;
-       }, "fifo (acorn beside --wasm_node) is neither a regular file nor a directory"},
+       }, "fifo (acorn beside --wasm_node) is neither a regular file nor a directory (a FIFO"},
       {[&](const std::string& d) {
          fs::create_symlink(runtime + "/node/bin/node", d + "/node");
          return "--wasm_node=" + d + "/node";
