@@ -367,9 +367,10 @@ absl::Status MakeRuntimes(const sandboxd::ManagerOptions& options, sandboxd::San
                           std::optional<sandboxd::WasmRuntime>& wasm_runtime) {
   if (options.isolation.Allows(sandboxd::Isolation::kContainer) ||
       options.isolation.Allows(sandboxd::Isolation::kGvisor)) {
-    const sandboxd::PodmanOptions podman = PodmanFromFlags(options);
-    if (absl::Status s = WriteSeccompProfile(options, podman); !s.ok()) return s;
-    podman_runtime.emplace(podman, &metrics);
+    absl::StatusOr<sandboxd::PodmanOptions> podman = PodmanFromFlags(options);
+    if (!podman.ok()) return podman.status();
+    if (absl::Status s = WriteSeccompProfile(options, *podman); !s.ok()) return s;
+    podman_runtime.emplace(*podman, &metrics);
   }
   if (options.isolation.Allows(sandboxd::Isolation::kWasm)) {
     absl::StatusOr<sandboxd::WasmRuntimeOptions> wasm = WasmFromFlags(options);

@@ -4,11 +4,13 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "base/secret_file.h"
 #include "sandboxd/sandbox_factory.h"
 #include "sandboxd/seccomp_profile.h"
+#include "sandboxd/trusted_files.h"
 
 ABSL_FLAG(std::string, seccomp_base, "/usr/share/containers/seccomp.json",
           "podman's default seccomp profile, from which sandboxd derives the one every "
@@ -37,13 +39,22 @@ ABSL_FLAG(bool, podman_api, true,
           "and rlimit-limited containers, the podman CLI starts them. false: the CLI "
           "always.");
 
-sandboxd::PodmanOptions PodmanFromFlags(const sandboxd::ManagerOptions& options) {
+absl::StatusOr<sandboxd::PodmanOptions> PodmanFromFlags(const sandboxd::ManagerOptions& options) {
   sandboxd::PodmanOptions podman;
   podman.image = options.image;
   podman.gvisor = options.isolation.Allows(sandboxd::Isolation::kGvisor);
+  // podman runs every container, runsc every gVisor one: each is found once, here, and
+  // refused where another user could change it (a later PATH entry never chooses it).
+  absl::StatusOr<std::string> program = sandboxd::ResolveOthersCannotChange(absl::GetFlag(FLAGS_podman), "--podman");
+  if (!program.ok()) return program.status();
+  podman.podman = *program;
   podman.runsc = absl::GetFlag(FLAGS_runsc);
+  if (podman.gvisor) {
+    program = sandboxd::ResolveOthersCannotChange(podman.runsc, "--runsc");
+    if (!program.ok()) return program.status();
+    podman.runsc = *program;
+  }
   podman.gvisor_platform = absl::GetFlag(FLAGS_gvisor_platform);
-  podman.podman = absl::GetFlag(FLAGS_podman);
   podman.oci_runtime = absl::GetFlag(FLAGS_oci_runtime);
   podman.global_args = absl::GetFlag(FLAGS_podman_args);
   podman.command_timeout = absl::GetFlag(FLAGS_podman_timeout);
@@ -62,5 +73,9 @@ absl::Status WriteSeccompProfile(const sandboxd::ManagerOptions& options,
       !s.ok()) {
     return s;
   }
-  return sandboxd::WriteSeccompProfile(absl::GetFlag(FLAGS_seccomp_base), podman.seccomp_profile);
+  // Every container runs under what is derived from it.
+  absl::StatusOr<std::string> base =
+      sandboxd::ResolveOthersCannotChange(absl::GetFlag(FLAGS_seccomp_base), "--seccomp_base");
+  if (!base.ok()) return base.status();
+  return sandboxd::WriteSeccompProfile(*base, podman.seccomp_profile);
 }

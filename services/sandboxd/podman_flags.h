@@ -1,15 +1,18 @@
 // podman's flags (podman, podman_args, oci_runtime, podman_api, seccomp_base, and gVisor's
 // runsc and gvisor_platform), read into PodmanOptions when a container isolation is in use.
 //
-//   sandboxd::PodmanOptions podman = PodmanFromFlags(options);
-//   if (absl::Status s = WriteSeccompProfile(options, podman); !s.ok()) return s;
+//   absl::StatusOr<sandboxd::PodmanOptions> podman = PodmanFromFlags(options);
+//   if (!podman.ok()) return podman.status();
+//   if (absl::Status s = WriteSeccompProfile(options, *podman); !s.ok()) return s;
 #pragma once
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "sandboxd/podman_runtime.h"
 #include "sandboxd/session_manager.h"
 
-sandboxd::PodmanOptions PodmanFromFlags(const sandboxd::ManagerOptions& options);
+// podman and runsc are found and checked (ResolveOthersCannotChange) here.
+absl::StatusOr<sandboxd::PodmanOptions> PodmanFromFlags(const sandboxd::ManagerOptions& options);
 
 // The seccomp profile every container runs under, derived from --seccomp_base into
 // podman.seccomp_profile (in the state directory); nothing when that is empty.

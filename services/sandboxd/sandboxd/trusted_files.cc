@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -14,6 +15,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/process.h"
 #include "base/untrusted_json.h"
 
 namespace sandboxd {
@@ -49,6 +51,42 @@ std::string UnsafeEntry(const fs::path& path) {
   return "";
 }
 
+// The directories above `real` (absolute, without a link, `.` or `..` on the way), from the
+// root down, as CheckParentsOthersCannotSwap describes; `shown` and `flag` name it.
+absl::Status CheckDirectoriesAbove(const fs::path& real, const std::string& shown, const char* flag) {
+  std::vector<fs::path> chain = {real};
+  while (chain.back().has_relative_path()) chain.push_back(chain.back().parent_path());
+  const uid_t us = geteuid();
+  for (size_t i = chain.size() - 1; i >= 1; --i) {  // chain[i] is the parent of chain[i - 1]
+    struct stat dir, next;
+    const bool dir_missing = lstat(chain[i].c_str(), &dir) != 0;
+    if (dir_missing && errno == ENOENT) continue;  // ours: made after the checks
+    const bool next_missing = !dir_missing && lstat(chain[i - 1].c_str(), &next) != 0;
+    if (dir_missing || (next_missing && errno != ENOENT)) {
+      return absl::UnavailableError(absl::StrCat("cannot stat ", chain[dir_missing ? i : i - 1].string(),
+                                                 ": ", strerror(errno)));
+    }
+    const bool next_ok = next_missing || next.st_uid == 0 || next.st_uid == us;
+    std::string why;
+    if (dir.st_uid != 0 && dir.st_uid != us) {
+      why = absl::StrCat("belongs to uid ", dir.st_uid);
+    } else if ((dir.st_mode & 022) && !(dir.st_mode & S_ISVTX)) {
+      why = absl::StrFormat("is writable by group or others (mode %04o)", dir.st_mode & 07777);
+    } else if ((dir.st_mode & 022) && !next_ok) {
+      why = absl::StrFormat("is writable by others (mode %04o) and %s in it belongs to uid %d",
+                            dir.st_mode & 07777, chain[i - 1].string(), next.st_uid);
+    }
+    if (!why.empty()) {
+      return absl::UnavailableError(absl::StrCat(
+          chain[i].string(), ", a parent of ", flag, " ", shown, ", ", why,
+          ": a user other than root and uid ", us, " could swap ", flag, " after the start (every "
+          "parent must be root's or ours and neither group- nor world-writable, or sticky with "
+          "what is in it on the way root's or ours)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // Every directory above `work_dir` (named by `flag`), from the root down: one that another
@@ -81,37 +119,7 @@ absl::Status CheckParentsOthersCannotSwap(const std::string& work_dir, const cha
         ": name it without a symbolic link on the way (a link's owner could point "
         "it elsewhere after the start)"));
   }
-  std::vector<fs::path> chain = {real};
-  while (chain.back().has_relative_path()) chain.push_back(chain.back().parent_path());
-  const uid_t us = geteuid();
-  for (size_t i = chain.size() - 1; i >= 1; --i) {  // chain[i] is the parent of chain[i - 1]
-    struct stat dir, next;
-    const bool dir_missing = lstat(chain[i].c_str(), &dir) != 0;
-    if (dir_missing && errno == ENOENT) continue;  // ours: made after the checks
-    const bool next_missing = !dir_missing && lstat(chain[i - 1].c_str(), &next) != 0;
-    if (dir_missing || (next_missing && errno != ENOENT)) {
-      return absl::UnavailableError(absl::StrCat("cannot stat ", chain[dir_missing ? i : i - 1].string(),
-                                                 ": ", strerror(errno)));
-    }
-    const bool next_ok = next_missing || next.st_uid == 0 || next.st_uid == us;
-    std::string why;
-    if (dir.st_uid != 0 && dir.st_uid != us) {
-      why = absl::StrCat("belongs to uid ", dir.st_uid);
-    } else if ((dir.st_mode & 022) && !(dir.st_mode & S_ISVTX)) {
-      why = absl::StrFormat("is writable by group or others (mode %04o)", dir.st_mode & 07777);
-    } else if ((dir.st_mode & 022) && !next_ok) {
-      why = absl::StrFormat("is writable by others (mode %04o) and %s in it belongs to uid %d",
-                            dir.st_mode & 07777, chain[i - 1].string(), next.st_uid);
-    }
-    if (!why.empty()) {
-      return absl::UnavailableError(absl::StrCat(
-          chain[i].string(), ", a parent of ", flag, " ", work_dir, ", ", why,
-          ": a user other than root and uid ", us, " could swap ", flag, " after the start (every "
-          "parent must be root's or ours and neither group- nor world-writable, or sticky with "
-          "what is in it on the way root's or ours)"));
-    }
-  }
-  return absl::OkStatus();
+  return CheckDirectoriesAbove(real, work_dir, flag);
 }
 
 absl::Status CheckFilesOthersCannotChange(const std::string& dir, const char* flag,
@@ -147,4 +155,57 @@ absl::Status CheckFilesOthersCannotChange(const std::string& dir, const char* fl
   return absl::OkStatus();
 }
 
+
+absl::StatusOr<std::string> ResolveOthersCannotChange(const std::string& name, const char* flag) {
+  std::string found = name;
+  if (name.find('/') == std::string::npos) {
+    const char* path = std::getenv("PATH");
+    found = codemode::FindInPath(name, path ? path : "");
+    if (found.empty()) return name;
+  }
+  std::error_code ec;
+  const fs::path given = fs::absolute(found, ec).lexically_normal();
+  if (ec) return absl::UnavailableError(absl::StrCat("cannot resolve ", flag, " ", found, ": ", ec.message()));
+  // Walked one name at a time, as the kernel does: each link met is checked where it lies,
+  // then replaced by its target.
+  std::vector<std::string> left;  // the names still to walk, the next one last
+  for (const fs::path& part : given.relative_path()) left.push_back(part.string());
+  std::reverse(left.begin(), left.end());
+  fs::path real = "/";
+  for (int links = 0; !left.empty();) {
+    const std::string part = left.back();
+    left.pop_back();
+    if (part.empty() || part == ".") continue;
+    if (part == "..") {
+      real = real.parent_path();
+      continue;
+    }
+    const fs::path next = real / part;
+    struct stat st;
+    if (lstat(next.c_str(), &st) != 0) {
+      if (errno == ENOENT || errno == ENOTDIR) return given.string();  // the caller says it is missing
+      return absl::UnavailableError(absl::StrCat(next.string(), " (", flag, ") cannot be read: ", strerror(errno)));
+    }
+    if (!S_ISLNK(st.st_mode)) {
+      real = next;
+      continue;
+    }
+    if (++links > 40) {
+      return absl::UnavailableError(absl::StrCat(flag, " ", given.string(), ": too many symbolic links"));
+    }
+    if (absl::Status s = CheckDirectoriesAbove(next, given.string(), flag); !s.ok()) return s;
+    const fs::path target = fs::read_symlink(next, ec);
+    if (ec) return absl::UnavailableError(absl::StrCat(next.string(), " (", flag, ") cannot be read: ", ec.message()));
+    if (target.is_absolute()) real = "/";
+    std::vector<std::string> parts;
+    for (const fs::path& p : target.relative_path()) parts.push_back(p.string());
+    left.insert(left.end(), parts.rbegin(), parts.rend());
+  }
+  absl::Status s = CheckFilesOthersCannotChange(real.string(), flag, {});
+  if (!s.ok() && real != given) {
+    return absl::UnavailableError(absl::StrCat(flag, " ", given.string(), " resolves to ", real.string(), "; ", s.message()));
+  }
+  if (!s.ok()) return s;
+  return given.string();
+}
 }  // namespace sandboxd

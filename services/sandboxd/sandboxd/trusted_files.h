@@ -1,8 +1,9 @@
-// Files and directories sandboxd runs or hands to every session (the runners, the wasm
-// tier's Node, jail, Pyodide and Python packages) and directories it keeps sessions in
-// (--wasm_dir): another user than root and sandboxd's own who could change or swap one
-// would run code in every session, or as sandboxd's user. Each check runs at start, before
-// anything is made or run there, and refuses (UNAVAILABLE) naming the flag and why.
+// Files and directories sandboxd runs or hands to every session (the runners, podman, runsc
+// and the seccomp profile's base, the wasm tier's Node, jail, Pyodide and Python packages)
+// and directories it keeps sessions in (--wasm_dir): another user than root and sandboxd's
+// own who could change or swap one would run code in every session, or as sandboxd's user.
+// Each check runs at start, before anything is made or run there, and refuses
+// (UNAVAILABLE) naming the flag and why.
 //
 //   if (absl::Status s = CheckFilesOthersCannotChange(runner, "--runner", {}); !s.ok()) ...
 #pragma once
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace sandboxd {
 
@@ -29,4 +31,13 @@ absl::Status CheckParentsOthersCannotSwap(const std::string& path, const char* f
 absl::Status CheckFilesOthersCannotChange(const std::string& path, const char* flag,
                                           const std::vector<std::string>& required);
 
+
+// A program sandboxd runs for sessions (podman, runsc) or a file it derives what they run
+// under from (--seccomp_base), named by `flag`: a bare name is looked up in PATH once, here.
+// Where it exists, every symbolic link on the way to it lies where only root or we could
+// change it (as CheckParentsOthersCannotSwap), and what it resolves to passes
+// CheckFilesOthersCannotChange. Returns the absolute path found, its links kept (only root
+// or we can change them), or `name` itself when PATH has no such program; a missing file
+// passes, and whoever uses it says it is missing.
+absl::StatusOr<std::string> ResolveOthersCannotChange(const std::string& name, const char* flag);
 }  // namespace sandboxd

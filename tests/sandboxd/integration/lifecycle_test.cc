@@ -421,6 +421,35 @@ TEST(LifecycleTest, RunnersOthersCouldChangeAreRefused) {
   Sh("rm -rf " + base + " " + base + "-*");
 }
 
+// podman runs every container, runsc every gVisor one, and every container's seccomp
+// profile is derived from --seccomp_base: one that another user could change or swap, found
+// through PATH or a symbolic link included, stops the start with the flag named.
+TEST(LifecycleTest, ProgramsOthersCouldChangeAreRefused) {
+  const std::string base = "/tmp/sbx-programs-" + std::to_string(getpid());
+  const std::string open = base + "/open";  // others may write it
+  ASSERT_EQ(Sh("mkdir -m 0700 " + base + " && mkdir -m 0777 " + open + " && chmod 0777 " + open +
+               " && ln -s \"$(command -v podman)\" " + open + "/podman && cp /usr/bin/runsc " + open +
+               "/runsc && cp /usr/share/containers/seccomp.json " + base + "/seccomp.json && chmod 0664 " +
+               base + "/seccomp.json && ln -s " + open + "/runsc " + base + "/runsc-link && echo ok"),
+            "ok\n");
+  // what comes before the daemon, its flags, what is said
+  const std::vector<std::array<std::string, 3>> cases = {
+      {"PATH=" + open + ":$PATH", "", open + ", a parent of --podman " + open + "/podman, is writable by group or others"},
+      {"", "--podman=" + open + "/podman", open + ", a parent of --podman " + open + "/podman, is writable"},
+      {"", "--allowed_isolations=gvisor --runsc=" + base + "/runsc-link",
+       "--runsc " + base + "/runsc-link resolves to " + open + "/runsc; " + open + ", a parent of --runsc"},
+      {"", "--seccomp_base=" + base + "/seccomp.json", "seccomp.json (--seccomp_base) is writable by group or others"}};
+  for (const auto& [env, flags, why] : cases) {
+    int rc = -1;
+    const std::string out = Sh(env + " timeout 20 " + SandboxdBinary() + " --socket=" + base + "/s.sock --state_dir=" +
+                                   base + "/state " + flags + " --pool_size=0 --js_pool_size=0 2>&1",
+                               &rc);
+    EXPECT_EQ(rc, 2) << env << " " << flags << ": " << out;
+    EXPECT_NE(out.find(why), std::string::npos) << why << "\n" << out;
+  }
+  Sh("rm -rf " + base);
+}
+
 // protobuf refuses a request whose string field holds invalid UTF-8 and logs a line for
 // each: those lines go through the daemon's log as "protobuf: ...", rate-limited like
 // gRPC's, so that a client cannot flood the journal with them; the daemon serves on.

@@ -1,0 +1,123 @@
+// ResolveOthersCannotChange: how podman, runsc and the seccomp profile's base are found
+// and when they are refused. LifecycleTest.ProgramsOthersCouldChangeAreRefused checks the
+// flags that use it on the built daemon.
+#include "sandboxd/trusted_files.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace sandboxd {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+// A directory of ours (0700) and one that group and others may write (0777, not sticky),
+// each holding an executable `prog`.
+class ResolveTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    base_ = fs::path("/tmp") / absl::StrCat("sbx-resolve-", getpid());
+    fs::remove_all(base_);
+    ours_ = base_ / "ours";
+    open_ = base_ / "open";
+    fs::create_directories(ours_);
+    fs::create_directories(open_);
+    fs::permissions(base_, fs::perms::owner_all);
+    fs::permissions(ours_, fs::perms::owner_all);
+    chmod(open_.c_str(), 0777);
+    for (const fs::path& dir : {ours_, open_}) {
+      std::ofstream(dir / "prog") << "#!/bin/sh\n";
+      fs::permissions(dir / "prog", fs::perms::owner_all);
+    }
+    const char* path = std::getenv("PATH");
+    saved_path_ = path ? path : "";
+  }
+  void TearDown() override {
+    setenv("PATH", saved_path_.c_str(), 1);
+    fs::remove_all(base_);
+  }
+
+  fs::path base_, ours_, open_;
+  std::string saved_path_;
+};
+
+TEST_F(ResolveTest, ABareNameIsFoundInPathOnceAndCheckedWhereItIs) {
+  setenv("PATH", absl::StrCat(ours_.string(), ":/usr/bin").c_str(), 1);
+  absl::StatusOr<std::string> found = ResolveOthersCannotChange("prog", "--podman");
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(*found, (ours_ / "prog").string());
+
+  // The first PATH entry that has it decides, and there others could replace it.
+  setenv("PATH", absl::StrCat(open_.string(), ":", ours_.string()).c_str(), 1);
+  found = ResolveOthersCannotChange("prog", "--podman");
+  ASSERT_FALSE(found.ok());
+  EXPECT_THAT(found.status().message(),
+              HasSubstr(absl::StrCat(open_.string(), ", a parent of --podman ", open_.string(),
+                                     "/prog, is writable by group or others")));
+
+  // Not in PATH: the name as it was, for whoever runs it to say it is missing.
+  found = ResolveOthersCannotChange("no-such-program-here", "--podman");
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(*found, "no-such-program-here");
+}
+
+TEST_F(ResolveTest, AFileOthersCouldChangeIsRefused) {
+  EXPECT_TRUE(ResolveOthersCannotChange((ours_ / "prog").string(), "--runsc").ok());
+  chmod((ours_ / "prog").c_str(), 0775);
+  absl::StatusOr<std::string> found = ResolveOthersCannotChange((ours_ / "prog").string(), "--runsc");
+  ASSERT_FALSE(found.ok());
+  EXPECT_THAT(found.status().message(), HasSubstr("prog (--runsc) is writable by group or others"));
+  // A missing file passes: the caller reports it when it uses it.
+  found = ResolveOthersCannotChange((ours_ / "missing").string(), "--runsc");
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(*found, (ours_ / "missing").string());
+}
+
+// A link is kept in the path returned; where it lies and where it leads are both checked,
+// relative targets with `..` included.
+TEST_F(ResolveTest, LinksAreCheckedWhereTheyLieAndWhereTheyLead) {
+  fs::create_directory_symlink("../ours", ours_ / "again");
+  fs::create_symlink("again/prog", ours_ / "link");
+  absl::StatusOr<std::string> found = ResolveOthersCannotChange((ours_ / "link").string(), "--podman");
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(*found, (ours_ / "link").string());
+
+  // Ours, leading into a directory others may write.
+  fs::create_symlink(open_ / "prog", ours_ / "out");
+  found = ResolveOthersCannotChange((ours_ / "out").string(), "--podman");
+  ASSERT_FALSE(found.ok());
+  EXPECT_THAT(found.status().message(),
+              HasSubstr(absl::StrCat("--podman ", (ours_ / "out").string(), " resolves to ",
+                                     (open_ / "prog").string(), "; ")));
+
+  // Leading to our own file, but lying where others could replace it.
+  fs::create_symlink(ours_ / "prog", open_ / "in");
+  found = ResolveOthersCannotChange((open_ / "in").string(), "--podman");
+  ASSERT_FALSE(found.ok());
+  EXPECT_THAT(found.status().message(),
+              HasSubstr(absl::StrCat(open_.string(), ", a parent of --podman ", (open_ / "in").string())));
+
+  // A directory link on the way, in a directory others may write.
+  fs::create_directory_symlink(ours_, open_ / "dir");
+  found = ResolveOthersCannotChange((open_ / "dir" / "prog").string(), "--podman");
+  ASSERT_FALSE(found.ok());
+  EXPECT_THAT(found.status().message(), HasSubstr(absl::StrCat(open_.string(), ", a parent of --podman")));
+
+  fs::create_symlink("loop", ours_ / "loop");
+  found = ResolveOthersCannotChange((ours_ / "loop").string(), "--podman");
+  ASSERT_FALSE(found.ok());
+  EXPECT_THAT(found.status().message(), HasSubstr("too many symbolic links"));
+}
+
+}  // namespace
+}  // namespace sandboxd
