@@ -63,7 +63,7 @@ absl::Status CheckDirectoriesAbove(const fs::path& real, const std::string& show
     if (dir_missing && errno == ENOENT) continue;  // ours: made after the checks
     const bool next_missing = !dir_missing && lstat(chain[i - 1].c_str(), &next) != 0;
     if (dir_missing || (next_missing && errno != ENOENT)) {
-      return absl::UnavailableError(absl::StrCat("cannot stat ", chain[dir_missing ? i : i - 1].string(),
+      return absl::UnavailableError(absl::StrCat("cannot stat ", absl::CEscape(chain[dir_missing ? i : i - 1].string()),
                                                  ": ", strerror(errno)));
     }
     const bool next_ok = next_missing || next.st_uid == 0 || next.st_uid == us;
@@ -74,11 +74,11 @@ absl::Status CheckDirectoriesAbove(const fs::path& real, const std::string& show
       why = absl::StrFormat("is writable by group or others (mode %04o)", dir.st_mode & 07777);
     } else if ((dir.st_mode & 022) && !next_ok) {
       why = absl::StrFormat("is writable by others (mode %04o) and %s in it belongs to uid %d",
-                            dir.st_mode & 07777, chain[i - 1].string(), next.st_uid);
+                            dir.st_mode & 07777, absl::CEscape(chain[i - 1].string()), next.st_uid);
     }
     if (!why.empty()) {
       return absl::UnavailableError(absl::StrCat(
-          chain[i].string(), ", a parent of ", flag, " ", shown, ", ", why,
+          absl::CEscape(chain[i].string()), ", a parent of ", flag, " ", shown, ", ", why,
           ": a user other than root and uid ", us, " could swap ", flag, " after the start (every "
           "parent must be root's or ours and neither group- nor world-writable, or sticky with "
           "what is in it on the way root's or ours)"));
@@ -119,7 +119,7 @@ absl::Status CheckParentsOthersCannotSwap(const std::string& work_dir, const cha
         ": name it without a symbolic link on the way (a link's owner could point "
         "it elsewhere after the start)"));
   }
-  return CheckDirectoriesAbove(real, work_dir, flag);
+  return CheckDirectoriesAbove(real, absl::CEscape(work_dir), flag);
 }
 
 absl::Status CheckFilesOthersCannotChange(const std::string& dir, const char* flag,
@@ -149,7 +149,7 @@ absl::Status CheckFilesOthersCannotChange(const std::string& dir, const char* fl
   if (!fs::is_directory(status)) return refuse(dir, "is neither a regular file nor a directory");
   for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string entry = UnsafeEntry(it->path());
-    if (!entry.empty()) return refuse(it->path().string(), entry);
+    if (!entry.empty()) return refuse(absl::CEscape(it->path().string()), entry);
   }
   if (ec) return refuse(dir, absl::StrCat("cannot be read: ", ec.message()));
   return absl::OkStatus();
@@ -161,13 +161,21 @@ absl::StatusOr<std::string> ResolveOthersCannotChange(const std::string& name, c
   if (name.find('/') == std::string::npos) {
     const char* path = std::getenv("PATH");
     found = codemode::FindInPath(name, path ? path : "");
-    if (found.empty()) return name;
+    // Not found now, it would be looked up again at each use, where a PATH directory
+    // another user may write could offer one later.
+    if (found.empty()) {
+      return absl::UnavailableError(absl::StrCat(
+          "no ", absl::CEscape(name), " (", flag, ") in PATH (", absl::CEscape(path ? path : ""),
+          "): install it (scripts/setup.sh does) or name it by its absolute path"));
+    }
   }
   std::error_code ec;
   const fs::path given = fs::absolute(found, ec).lexically_normal();
-  if (ec) return absl::UnavailableError(absl::StrCat("cannot resolve ", flag, " ", found, ": ", ec.message()));
-  // Walked one name at a time, as the kernel does: each link met is checked where it lies,
-  // then replaced by its target.
+  const std::string shown = absl::CEscape(given.string());
+  if (ec) return absl::UnavailableError(absl::StrCat("cannot resolve ", flag, " ", shown, ": ", ec.message()));
+  // Walked one name at a time, as the kernel does: every directory entered and every link
+  // met is checked where it lies (CheckDirectoriesAbove), and a link is then replaced by
+  // its target.
   std::vector<std::string> left;  // the names still to walk, the next one last
   for (const fs::path& part : given.relative_path()) left.push_back(part.string());
   std::reverse(left.begin(), left.end());
@@ -181,21 +189,32 @@ absl::StatusOr<std::string> ResolveOthersCannotChange(const std::string& name, c
       continue;
     }
     const fs::path next = real / part;
+    if (absl::Status s = CheckDirectoriesAbove(next, shown, flag); !s.ok()) return s;
     struct stat st;
     if (lstat(next.c_str(), &st) != 0) {
-      if (errno == ENOENT || errno == ENOTDIR) return given.string();  // the caller says it is missing
-      return absl::UnavailableError(absl::StrCat(next.string(), " (", flag, ") cannot be read: ", strerror(errno)));
+      if (errno != ENOENT && errno != ENOTDIR) {
+        return absl::UnavailableError(absl::StrCat(absl::CEscape(next.string()), " (", flag,
+                                                   ") cannot be read: ", strerror(errno)));
+      }
+      // Missing: whoever uses it says so, and only root or we may make it later.
+      struct stat dir;
+      if (lstat(real.c_str(), &dir) == 0 && S_ISDIR(dir.st_mode) && (dir.st_mode & 022)) {
+        return absl::UnavailableError(absl::StrFormat(
+            "%s, where %s %s would be, is writable by group or others (mode %04o): another user "
+            "could put it there after the start", absl::CEscape(real.string()), flag, shown, dir.st_mode & 07777));
+      }
+      return given.string();
     }
     if (!S_ISLNK(st.st_mode)) {
       real = next;
       continue;
     }
-    if (++links > 40) {
-      return absl::UnavailableError(absl::StrCat(flag, " ", given.string(), ": too many symbolic links"));
-    }
-    if (absl::Status s = CheckDirectoriesAbove(next, given.string(), flag); !s.ok()) return s;
+    if (++links > 40) return absl::UnavailableError(absl::StrCat(flag, " ", shown, ": too many symbolic links"));
     const fs::path target = fs::read_symlink(next, ec);
-    if (ec) return absl::UnavailableError(absl::StrCat(next.string(), " (", flag, ") cannot be read: ", ec.message()));
+    if (ec) {
+      return absl::UnavailableError(absl::StrCat(absl::CEscape(next.string()), " (", flag, ") cannot be read: ",
+                                                 ec.message()));
+    }
     if (target.is_absolute()) real = "/";
     std::vector<std::string> parts;
     for (const fs::path& p : target.relative_path()) parts.push_back(p.string());
@@ -203,9 +222,11 @@ absl::StatusOr<std::string> ResolveOthersCannotChange(const std::string& name, c
   }
   absl::Status s = CheckFilesOthersCannotChange(real.string(), flag, {});
   if (!s.ok() && real != given) {
-    return absl::UnavailableError(absl::StrCat(flag, " ", given.string(), " resolves to ", real.string(), "; ", s.message()));
+    return absl::UnavailableError(
+        absl::StrCat(flag, " ", shown, " resolves to ", absl::CEscape(real.string()), "; ", s.message()));
   }
   if (!s.ok()) return s;
   return given.string();
 }
+
 }  // namespace sandboxd

@@ -33,11 +33,12 @@ absl::Status CheckFilesOthersCannotChange(const std::string& path, const char* f
 
 
 // A program sandboxd runs for sessions (podman, runsc) or a file it derives what they run
-// under from (--seccomp_base), named by `flag`: a bare name is looked up in PATH once, here.
-// Where it exists, every symbolic link on the way to it lies where only root or we could
-// change it (as CheckParentsOthersCannotSwap), and what it resolves to passes
-// CheckFilesOthersCannotChange. Returns the absolute path found, its links kept (only root
-// or we can change them), or `name` itself when PATH has no such program; a missing file
-// passes, and whoever uses it says it is missing.
+// under from (--seccomp_base), named by `flag`: a bare name is looked up in PATH once, here,
+// and refused when PATH has none. The path is walked one name at a time as the kernel
+// walks it: every directory entered and every symbolic link met must lie where only root
+// or we could swap it (as CheckParentsOthersCannotSwap), and what it resolves to passes
+// CheckFilesOthersCannotChange. A missing file passes (whoever uses it says it is missing)
+// when the directory it would be in is closed to group and others. Returns the absolute
+// path found, its links kept (only root or we can replace them).
 absl::StatusOr<std::string> ResolveOthersCannotChange(const std::string& name, const char* flag);
 }  // namespace sandboxd

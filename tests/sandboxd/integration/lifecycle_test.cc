@@ -437,7 +437,8 @@ TEST(LifecycleTest, ProgramsOthersCouldChangeAreRefused) {
       {"PATH=" + open + ":$PATH", "", open + ", a parent of --podman " + open + "/podman, is writable by group or others"},
       {"", "--podman=" + open + "/podman", open + ", a parent of --podman " + open + "/podman, is writable"},
       {"", "--allowed_isolations=gvisor --runsc=" + base + "/runsc-link",
-       "--runsc " + base + "/runsc-link resolves to " + open + "/runsc; " + open + ", a parent of --runsc"},
+       open + ", a parent of --runsc " + base + "/runsc-link, is writable"},
+      {"", "--podman=" + base + "-podman", "/tmp, where --podman " + base + "-podman would be, is writable"},
       {"", "--seccomp_base=" + base + "/seccomp.json", "seccomp.json (--seccomp_base) is writable by group or others"}};
   for (const auto& [env, flags, why] : cases) {
     int rc = -1;

@@ -65,10 +65,12 @@ TEST_F(ResolveTest, ABareNameIsFoundInPathOnceAndCheckedWhereItIs) {
               HasSubstr(absl::StrCat(open_.string(), ", a parent of --podman ", open_.string(),
                                      "/prog, is writable by group or others")));
 
-  // Not in PATH: the name as it was, for whoever runs it to say it is missing.
+  // Not in PATH: refused, since it would be looked up again at each use, and a PATH
+  // directory others may write could offer one later.
+  setenv("PATH", absl::StrCat(ours_.string(), ":", open_.string()).c_str(), 1);
   found = ResolveOthersCannotChange("no-such-program-here", "--podman");
-  ASSERT_TRUE(found.ok()) << found.status();
-  EXPECT_EQ(*found, "no-such-program-here");
+  ASSERT_FALSE(found.ok());
+  EXPECT_THAT(found.status().message(), HasSubstr("no no-such-program-here (--podman) in PATH"));
 }
 
 TEST_F(ResolveTest, AFileOthersCouldChangeIsRefused) {
@@ -77,10 +79,23 @@ TEST_F(ResolveTest, AFileOthersCouldChangeIsRefused) {
   absl::StatusOr<std::string> found = ResolveOthersCannotChange((ours_ / "prog").string(), "--runsc");
   ASSERT_FALSE(found.ok());
   EXPECT_THAT(found.status().message(), HasSubstr("prog (--runsc) is writable by group or others"));
-  // A missing file passes: the caller reports it when it uses it.
+  // A missing file passes where only we could make it: the caller reports it when it uses it.
   found = ResolveOthersCannotChange((ours_ / "missing").string(), "--runsc");
   ASSERT_TRUE(found.ok()) << found.status();
   EXPECT_EQ(*found, (ours_ / "missing").string());
+}
+
+// Missing where group or others could make it later, sticky or not, it is refused; so is
+// a name under another directory that is missing in one.
+TEST_F(ResolveTest, AMissingFileOthersCouldMakeLaterIsRefused) {
+  const fs::path sticky = base_ / "sticky";
+  fs::create_directory(sticky);
+  chmod(sticky.c_str(), 01777);
+  for (const fs::path& missing : {open_ / "podman", sticky / "podman", open_ / "dir" / "podman"}) {
+    absl::StatusOr<std::string> found = ResolveOthersCannotChange(missing.string(), "--podman");
+    ASSERT_FALSE(found.ok()) << missing;
+    EXPECT_THAT(found.status().message(), HasSubstr("is writable by group or others")) << missing;
+  }
 }
 
 // A link is kept in the path returned; where it lies and where it leads are both checked,
@@ -97,8 +112,24 @@ TEST_F(ResolveTest, LinksAreCheckedWhereTheyLieAndWhereTheyLead) {
   found = ResolveOthersCannotChange((ours_ / "out").string(), "--podman");
   ASSERT_FALSE(found.ok());
   EXPECT_THAT(found.status().message(),
-              HasSubstr(absl::StrCat("--podman ", (ours_ / "out").string(), " resolves to ",
-                                     (open_ / "prog").string(), "; ")));
+              HasSubstr(absl::StrCat(open_.string(), ", a parent of --podman ", (ours_ / "out").string())));
+
+  // Through a directory others may write and back out of it with `..`: the kernel walks
+  // that directory at each use, so it is checked too.
+  fs::create_directory(open_ / "sub");
+  fs::create_symlink("../open/sub/../../ours/prog", ours_ / "through");
+  found = ResolveOthersCannotChange((ours_ / "through").string(), "--podman");
+  ASSERT_FALSE(found.ok());
+  EXPECT_THAT(found.status().message(),
+              HasSubstr(absl::StrCat(open_.string(), ", a parent of --podman ", (ours_ / "through").string())));
+
+  // A line break in what a link leads to stays on one line of the log.
+  std::ofstream(ours_ / "a\nCRITICAL forged") << "#!/bin/sh\n";
+  fs::create_symlink("a\nCRITICAL forged", ours_ / "newline");
+  found = ResolveOthersCannotChange((ours_ / "newline").string(), "--podman");
+  ASSERT_FALSE(found.ok());
+  EXPECT_THAT(found.status().message(), HasSubstr("resolves to"));
+  EXPECT_EQ(found.status().message().find('\n'), absl::string_view::npos) << found.status().message();
 
   // Leading to our own file, but lying where others could replace it.
   fs::create_symlink(ours_ / "prog", open_ / "in");
