@@ -180,6 +180,25 @@ std::string SocketPath() {
   return flag.empty() ? sandboxd::DefaultSocket() : flag;
 }
 
+// --state_dir as given, or the default: claimed by this spelling (ClaimStateAndSocket
+// checks every link and directory on its way), then named as it resolves (StateDirPath).
+std::string StateDirGiven() {
+  const std::string flag = absl::GetFlag(FLAGS_state_dir);
+  return flag.empty() ? sandboxd::DefaultStateDir() : flag;
+}
+
+// Claims the state directory and the socket (ClaimStateAndSocket) through the spelling
+// given, which makes what is missing of it: only then does every part of it resolve, so
+// the name the daemon uses and hashes (InstanceId) is the same at each start however the
+// path was spelt. The daemon's own state directory, not --self_check's.
+absl::StatusOr<sandboxd::DaemonLocks> ClaimState(sandboxd::ManagerOptions* options, const std::string& socket_path) {
+  absl::StatusOr<sandboxd::DaemonLocks> locks = sandboxd::ClaimStateAndSocket(StateDirGiven(), socket_path);
+  if (!locks.ok()) return locks.status();
+  options->state_dir = sandboxd::StateDirPath(StateDirGiven());
+  if (absl::Status s = sandboxd::CheckPodmanPath(options->state_dir, "--state_dir"); !s.ok()) return s;
+  return locks;
+}
+
 // `--self_check` runs in a private state directory, with no pool and no background
 // threads: one container, then gone. Chosen before anything is written into the state
 // directory (the seccomp profile): the configured one may be a running daemon's, and
@@ -275,9 +294,7 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
   if (absl::Status s = LimitsFromFlags(&options.default_limits, &options.max_limits); !s.ok()) {
     return s;
   }
-  options.state_dir = absl::GetFlag(FLAGS_state_dir);
-  if (options.state_dir.empty()) options.state_dir = sandboxd::DefaultStateDir();
-  options.state_dir = sandboxd::StateDirPath(options.state_dir);
+  options.state_dir = sandboxd::StateDirPath(StateDirGiven());
   options.image = absl::GetFlag(FLAGS_image);
   options.images = absl::GetFlag(FLAGS_images);
   if (absl::StatusOr<sandboxd::ImageSet> images = sandboxd::ImageSet::Parse(options.image, options.images);
@@ -541,7 +558,7 @@ int main(int argc, char** argv) {
   // Held until exit, drain included (instance_lock.h); --self_check has its own state dir.
   absl::StatusOr<sandboxd::DaemonLocks> locks =
       absl::GetFlag(FLAGS_self_check) ? PrepareSelfCheck(&*options)
-                                      : sandboxd::ClaimStateAndSocket(options->state_dir, socket_path);
+                                      : ClaimState(&*options, socket_path);
   if (!locks.ok()) {
     spdlog::critical("{}", locks.status().message());
     return 1;

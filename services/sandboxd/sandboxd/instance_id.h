@@ -11,7 +11,9 @@ namespace sandboxd {
 
 // The state directory as the daemon names it (and hashes it, below): absolute, without a
 // symbolic link in the part that exists, normal, and without a trailing separator, so
-// `--state_dir=/x/state/` and a link to /x are the daemon of /x/state. "" stays "".
+// `--state_dir=/x/state/` and a link to /x are the daemon of /x/state. "" stays "". The
+// daemon claims the directory by the spelling given first (its links and directories
+// checked, what is missing made), so that every part exists when it is named.
 inline std::string StateDirPath(const std::string& given) {
   if (given.empty()) return given;
   std::error_code ec;

@@ -2,6 +2,7 @@
 // daemon on the same state directory or socket is refused at once, also while the first
 // drains after SIGTERM, and the first keeps every session.
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <string>
@@ -94,6 +95,43 @@ TEST(InstanceLockTest, ADaemonStartedWhileTheFirstDrainsIsRefusedAndALaterStartR
   EXPECT_EQ(RunCode(*stub, idle.id(), "kept").result_repr(), "'survives'");
   EXPECT_EQ(RunCode(*stub, busy.id(), "1 + 1").result_repr(), "2");
   EXPECT_EQ(second.Stop(), 0);
+}
+
+// --state_dir is claimed by the spelling given, so a link on its way must be root's or
+// ours in a directory of root's or ours, and named as it resolves once claimed: a link to
+// a directory the first start makes names the same daemon at the next start, which
+// re-attaches the sessions.
+TEST(InstanceLockTest, AStateDirectoryIsClaimedAsSpeltAndNamedAsItResolves) {
+  const std::string dir = "/tmp/sbx-state-spelling-" + std::to_string(getpid());
+  ASSERT_EQ(Sh("rm -rf " + dir + " && mkdir -m 0700 " + dir + " " + dir + "/theirs-target && mkdir " + dir +
+               "/theirs && ln -s " + dir + "/theirs-target " + dir + "/theirs/state && chown -h 65534 " + dir +
+               "/theirs " + dir + "/theirs/state && ln -s real " + dir + "/link && echo ok"),
+            "ok\n");
+  // Through another user's directory and link, to a directory of ours: refused.
+  SandboxdProcess theirs({}, dir + "/theirs/state");
+  EXPECT_EQ(theirs.StartExpectingExit(), 1) << theirs.Log();
+  EXPECT_NE(theirs.Log().find(dir + "/theirs belongs to uid 65534"), std::string::npos) << theirs.Log();
+
+  // Through our link to a directory that does not exist yet. (Each SandboxdProcess removes
+  // its instance's containers when it goes: both go at the end.)
+  SandboxdProcess first({}, dir + "/link/state");
+  ASSERT_TRUE(first.Start()) << first.Log();
+  EXPECT_NE(first.Log().find("(state " + dir + "/real/state,"), std::string::npos) << first.Log();
+  auto stub = first.Stub();
+  const Session s = CreateSession(*stub);
+  RunCode(*stub, s.id(), "kept = 'across the restart'");
+  EXPECT_EQ(first.Stop(), 0);
+  SandboxdProcess second({}, dir + "/link/state");
+  ASSERT_TRUE(second.Start()) << second.Log();
+  stub = second.Stub();
+  EXPECT_EQ(RunCode(*stub, s.id(), "kept").result_repr(), "'across the restart'") << second.Log();
+  grpc::ClientContext ctx;
+  sandbox::v1::DeleteSessionRequest request;
+  request.set_session_id(s.id());
+  sandbox::v1::DeleteSessionResponse response;
+  EXPECT_TRUE(stub->DeleteSession(&ctx, request, &response).ok());
+  EXPECT_EQ(second.Stop(), 0);
+  Sh("rm -rf " + dir);
 }
 
 }  // namespace
