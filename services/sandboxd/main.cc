@@ -49,18 +49,12 @@
 #include "gvisor_check.h"
 #include "paths.h"
 #include "self_check.h"
+#include "state_flags.h"
 #include "tcp_flags.h"
 #include "wasm_flags.h"
 #include "telemetry/metrics.h"
 #include "telemetry/metrics_server.h"
 
-ABSL_FLAG(std::string, socket, "",
-          "Unix socket to serve on. Default: $XDG_RUNTIME_DIR/sandboxd/sandboxd.sock, else "
-          "/run/sandboxd/sandboxd.sock for root, else /tmp/sandboxd-$UID/sandboxd.sock. "
-          "The directory is created 0700 and the socket made 0600.");
-ABSL_FLAG(std::string, state_dir, "",
-          "Session records and runner sockets. Default: /var/lib/sandboxd for root, else "
-          "$XDG_STATE_HOME/sandboxd (~/.local/state/sandboxd).");
 ABSL_FLAG(std::string, image, "localhost/sandboxd-python:bookworm",
           "The default container image, with python3 (built by scripts/setup.sh); "
           "GetInfo names it \"default\".");
@@ -174,50 +168,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// --socket, else its default.
-std::string SocketPath() {
-  const std::string flag = absl::GetFlag(FLAGS_socket);
-  return flag.empty() ? sandboxd::DefaultSocket() : flag;
-}
-
-// --state_dir as given, or the default: claimed by this spelling (ClaimStateAndSocket
-// checks every link and directory on its way), then named as it resolves (StateDirPath).
-std::string StateDirGiven() {
-  const std::string flag = absl::GetFlag(FLAGS_state_dir);
-  return flag.empty() ? sandboxd::DefaultStateDir() : flag;
-}
-
-// Claims the state directory and the socket (ClaimStateAndSocket) through the spelling
-// given, which makes what is missing of it: only then does every part of it resolve, so
-// the name the daemon uses and hashes (InstanceId) is the same at each start however the
-// path was spelt. The daemon's own state directory, not --self_check's.
-absl::StatusOr<sandboxd::DaemonLocks> ClaimState(sandboxd::ManagerOptions* options, const std::string& socket_path) {
-  absl::StatusOr<sandboxd::DaemonLocks> locks = sandboxd::ClaimStateAndSocket(StateDirGiven(), socket_path);
-  if (!locks.ok()) return locks.status();
-  options->state_dir = sandboxd::StateDirPath(StateDirGiven());
-  if (absl::Status s = sandboxd::CheckPodmanPath(options->state_dir, "--state_dir"); !s.ok()) return s;
-  return locks;
-}
-
-// `--self_check` runs in a private state directory, with no pool and no background
-// threads: one container, then gone. Chosen before anything is written into the state
-// directory (the seccomp profile): the configured one may be a running daemon's, and
-// --self_check takes no lock.
-absl::StatusOr<sandboxd::DaemonLocks> PrepareSelfCheck(sandboxd::ManagerOptions* options) {
-  char tmpl[] = "/tmp/sandboxd-self-check-XXXXXX";
-  if (!mkdtemp(tmpl)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("self-check: cannot create a temporary directory: ", strerror(errno)));
-  }
-  options->state_dir = tmpl;
-  options->pool_size = 0;
-  options->js_pool_size = 0;
-  options->pool_max = 0;
-  options->js_pool_max = 0;
-  options->background = false;
-  return sandboxd::DaemonLocks{};
-}
-
 // `--self_check`: one session, print(1), clean up (PrepareSelfCheck). The verdict goes to
 // stderr.
 int RunSelfCheck(const sandboxd::ManagerOptions& options, sandboxd::ContainerRuntime* runtime,
@@ -294,7 +244,7 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
   if (absl::Status s = LimitsFromFlags(&options.default_limits, &options.max_limits); !s.ok()) {
     return s;
   }
-  options.state_dir = sandboxd::StateDirPath(StateDirGiven());
+  options.state_dir = StateDirFromFlags();
   options.image = absl::GetFlag(FLAGS_image);
   options.images = absl::GetFlag(FLAGS_images);
   if (absl::StatusOr<sandboxd::ImageSet> images = sandboxd::ImageSet::Parse(options.image, options.images);
@@ -554,7 +504,7 @@ int main(int argc, char** argv) {
     spdlog::critical("{}", options.status().message());
     return 2;
   }
-  const std::string socket_path = SocketPath();
+  const std::string socket_path = SocketPathFromFlags();
   // Held until exit, drain included (instance_lock.h); --self_check has its own state dir.
   absl::StatusOr<sandboxd::DaemonLocks> locks =
       absl::GetFlag(FLAGS_self_check) ? PrepareSelfCheck(&*options)
