@@ -8,6 +8,7 @@ import logging
 import logging.handlers
 import sys
 import tempfile
+import threading
 import unittest
 import zipfile
 from pathlib import Path
@@ -38,6 +39,31 @@ def main(args=None):
     return 0
 '''
 
+# A command, as pip's Command.main: its _main sets logging up as cli.main's does, and it
+# ends with logging.shutdown(), which flushes and closes every handler in the registry.
+# `started` and `release`, when a test sets them, hold it while its logging is pip's.
+BASE_COMMAND = '''
+import logging
+
+started = release = None
+
+class Command:
+    def main(self, args):
+        """A command's main."""
+        import logging.config
+        try:
+            logging.config.dictConfig({
+                "version": 1, "disable_existing_loggers": False,
+                "handlers": {"pip": {"()": "pip._internal.cli.main.PipHandler"}},
+                "root": {"level": "DEBUG", "handlers": ["pip"]}})
+            if started is not None:
+                started.set()
+                release.wait(10)
+            return 0
+        finally:
+            logging.shutdown()
+'''
+
 
 class PipInCellTest(unittest.TestCase):
     def setUp(self):
@@ -48,6 +74,7 @@ class PipInCellTest(unittest.TestCase):
         for package in (cli.parents[1], cli.parent, cli):
             (package / "__init__.py").write_text("")
         (cli / "main.py").write_text(PIP_MAIN)
+        (cli / "base_command.py").write_text(BASE_COMMAND)
         self.saved_path, self.saved_meta_path = list(sys.path), list(sys.meta_path)
         self.saved_modules = {n: m for n, m in sys.modules.items() if n == "pip" or n.startswith("pip.")}
         for name in self.saved_modules:
@@ -105,6 +132,38 @@ class PipInCellTest(unittest.TestCase):
         self.assertEqual(log.read_text(), "before pip\nafter pip\n")
         self.assertIs(memory.target, target)
         self.assertIn(file, [wr() for wr in logging._handlerList])
+
+    def test_a_command_called_directly_leaves_the_sessions_logging(self):
+        log = Path(self.dir.name, "session.log")
+        mine = logging.FileHandler(log, mode="w")
+        self.addCleanup(mine.close)
+        self.root.handlers[:] = [mine]
+        self.root.setLevel(logging.WARNING)
+        self.pip_in_cell.install()
+        from pip._internal.cli.base_command import Command
+        self.assertEqual(Command.main.__doc__, "A command's main.")
+        self.assertEqual(Command().main(["help"]), 0)
+        self.assertEqual(self.root.handlers, [mine])
+        self.assertEqual(self.root.level, logging.WARNING)
+        logging.warning("after pip")
+        mine.flush()
+        self.assertEqual(log.read_text(), "after pip\n")
+
+    def test_a_handler_another_thread_adds_meanwhile_is_kept(self):
+        mine = logging.StreamHandler()
+        self.root.handlers[:] = [mine]
+        self.pip_in_cell.install()
+        import pip._internal.cli.base_command as base_command
+        base_command.started, base_command.release = threading.Event(), threading.Event()
+        pip = threading.Thread(target=lambda: base_command.Command().main(["list"]))
+        pip.start()
+        self.assertTrue(base_command.started.wait(10))
+        theirs = logging.StreamHandler()
+        self.root.addHandler(theirs)
+        base_command.release.set()
+        pip.join(10)
+        self.assertEqual(self.root.handlers, [mine, theirs])
+        self.assertTrue(sys.modules["pip._internal.cli.main"].PipHandler.closed)
 
     def test_another_module_of_the_same_loader_is_left_alone(self):
         # One zipimporter loads every module of its archive: a `main` elsewhere in it is

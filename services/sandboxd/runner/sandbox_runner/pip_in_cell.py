@@ -5,15 +5,34 @@ On the wasm tier pip runs in the cell (Pyodide starts no process; docs/wasm-tier
 for a process of its own: its dictConfig closes every handler the process has made (a
 file handler then drops every later record), it puts its handlers on the root logger and
 sets the root's level, and every later cell's logging would go through them. install()
-puts a finder on sys.meta_path that wraps `pip._internal.cli.main.main` as that module is
-executed, so every entry point that reaches it (`pip.main`, `python -m pip` run
-in-process, the module's own name) runs with the session's handlers out of the registry
-pip closes, puts the root logger's handlers and level back when pip returns, and closes
-the handlers pip added. Nothing is imported until pip is."""
+puts a finder on sys.meta_path that wraps pip's entry points (`pip._internal.cli.main.main`
+and every command's `Command.main`) as their modules are executed, so every way in
+(`pip.main`, `python -m pip` run in-process, a command called directly) runs with the
+session's handlers out of the registry pip closes, puts the root logger's handlers and
+level back when pip returns (with what other threads added meanwhile), and closes the
+handlers pip made. Nothing is imported until pip is."""
 
 import sys
+import threading
 
-_PIP_MAIN = "pip._internal.cli.main"
+# The modules whose entry points are wrapped as they are executed, and how: cli.main's
+# main() (pip.main, `python -m pip` in-process) and every command's Command.main, which
+# code may call directly (create_command("...").main([...])).
+_WRAP = {
+    "pip._internal.cli.main": lambda module: _wrap_attribute(module, "main"),
+    "pip._internal.cli.base_command": lambda module: _wrap_attribute(getattr(module, "Command", None), "main"),
+}
+
+# One pip at a time in the process (pip is not made for two at once, and each would take
+# the other's handlers for the session's); a call inside another leaves the restoring to
+# the outer one.
+_serial = threading.RLock()
+_depth = 0
+
+
+def _wrap_attribute(owner, name):
+    if owner is not None and callable(getattr(owner, name, None)):
+        setattr(owner, name, keeping_logging(getattr(owner, name)))
 
 
 def keeping_logging(main):
@@ -21,34 +40,57 @@ def keeping_logging(main):
     as it found them."""
 
     def main_keeping_logging(*args, **kwargs):
+        global _depth
         import logging                        # pip has imported it already
 
-        root = logging.getLogger()
-        handlers, level = list(root.handlers), root.level
-        # logging.config's dictConfig closes every handler in this registry, on any logger.
-        with logging._lock:
-            listed, named = list(logging._handlerList), dict(logging._handlers)
-            del logging._handlerList[:]
-        try:
-            return main(*args, **kwargs)
-        finally:
-            added = [h for h in root.handlers if h not in handlers]
-            root.handlers[:] = handlers
-            root.setLevel(level)
-            for h in added:
-                h.close()
-            with logging._lock:
-                logging._handlerList[:0] = listed
-                for name, h in named.items():
-                    logging._handlers.setdefault(name, h)
+        with _serial:
+            if _depth:
+                return main(*args, **kwargs)
+            _depth += 1
+            root = logging.getLogger()
+            handlers, level = list(root.handlers), root.level
+            listed, named = [], {}
+            try:
+                # logging.config's dictConfig closes every handler in this registry, on
+                # any logger, and logging.shutdown() (Command.main's last step) flushes
+                # and closes them too.
+                with logging._lock:
+                    listed, named = list(logging._handlerList), dict(logging._handlers)
+                    del logging._handlerList[:]
+                return main(*args, **kwargs)
+            finally:
+                _depth -= 1
+                _put_back(logging, root, handlers, level, listed, named)
 
     main_keeping_logging.__wrapped__ = main
     main_keeping_logging.__doc__ = main.__doc__
     return main_keeping_logging
 
 
+def _put_back(logging, root, handlers, level, listed, named):
+    """The root logger's handlers and level as they were, with what other threads added
+    meanwhile; pip's handlers (dictConfig names each; Command.main's logging.shutdown()
+    may have taken them out of the registry already) closed; the registry with the
+    session's handlers again."""
+    with logging._lock:
+        seen = list(root.handlers) + list(logging._handlers.values())
+    pips = []
+    for h in seen:
+        if h not in handlers and h not in pips and h.name is not None and named.get(h.name) is not h:
+            pips.append(h)
+    others = [h for h in root.handlers if h not in handlers and h not in pips]
+    root.handlers[:] = handlers + others
+    root.setLevel(level)
+    for h in pips:
+        h.close()
+    with logging._lock:
+        logging._handlerList[:] = listed + [r for r in logging._handlerList if r not in listed]
+        for name, h in named.items():
+            logging._handlers.setdefault(name, h)
+
+
 class _WrappingLoader:
-    """The loader of pip's main module, wrapping `main` once the module has run. A loader of
+    """The loader of a module of _WRAP, wrapping its entry point once it has run. A loader of
     its own: the one it stands for may load other modules too (a zipimporter loads a whole
     archive's), and is left as it is."""
 
@@ -60,8 +102,7 @@ class _WrappingLoader:
 
     def exec_module(self, module):
         self._loader.exec_module(module)
-        if callable(getattr(module, "main", None)):
-            module.main = keeping_logging(module.main)
+        _WRAP[module.__name__](module)
 
     def __getattr__(self, name):              # get_code, get_source, resources...
         if name == "_loader":
@@ -70,12 +111,12 @@ class _WrappingLoader:
 
 
 class PipMainFinder:
-    """Finds nothing itself: for pip's main module, the spec the other finders give, with
-    a loader that wraps `main` once the module has run."""
+    """Finds nothing itself: for the modules of _WRAP, the spec the other finders give,
+    with a loader that wraps their entry point once the module has run."""
 
     @staticmethod
     def find_spec(name, path=None, target=None):
-        if name != _PIP_MAIN:
+        if name not in _WRAP:
             return None
         for finder in sys.meta_path:
             if isinstance(finder, PipMainFinder) or not hasattr(finder, "find_spec"):
