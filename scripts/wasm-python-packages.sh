@@ -33,22 +33,27 @@ log() { echo "wasm-python-packages: $*" >&2; }
 # it that exists is a symbolic link, not a directory, or another user's than root's and
 # ours, or lies in a directory others may write that is not sticky (/tmp is).
 checked_path() {
-  python3 - "$1" <<'PY'
+  python3 -I - "$1" <<'PY'
 import os, stat, sys
 given = sys.argv[1]
 parts = [p for p in given.split("/") if p not in ("", ".")]
 def refuse(why):
     sys.exit(f"wasm-python-packages: FAILED: {given}: {why}")
+if any(ord(c) < 0x20 or ord(c) == 0x7f for c in given):
+    given = ascii(given)
+    refuse("holds a control character (the shell would drop a trailing line break)")
 if ".." in parts:
     refuse('a ".." part')
 me, path = os.geteuid(), "/"
 for name in parts:
-    above = os.lstat(path)
-    path = os.path.join(path, name)
     try:
+        above = os.lstat(path)
+        path = os.path.join(path, name)
         st = os.lstat(path)
     except FileNotFoundError:
         break                                   # this run makes the rest
+    except OSError as e:
+        refuse(f"{path} cannot be read: {e.strerror}")
     if stat.S_ISLNK(st.st_mode):
         refuse(f"{path} is a symbolic link (name the directory it points to)")
     if not stat.S_ISDIR(st.st_mode):
@@ -106,15 +111,15 @@ trap 'rm -rf "$build"' EXIT
 # sandboxd's start looks for, comes last. Tried on two empty directories before anything
 # is downloaded: a filesystem without the exchange fails at once, saying so.
 exchange() {
-  python3 -c '
+  python3 -I -c '
 import ctypes, os, sys
 libc = ctypes.CDLL(None, use_errno=True)
 if libc.renameat2(-100, os.fsencode(sys.argv[1]), -100, os.fsencode(sys.argv[2]), 2) != 0:
     raise SystemExit(f"renameat2 {sys.argv[1]} {sys.argv[2]}: {os.strerror(ctypes.get_errno())}")
-' "$1" "$2" || { log "FAILED: cannot exchange $2 in one rename (renameat2 RENAME_EXCHANGE): $out must be on a filesystem that has it (ext4, xfs, btrfs, tmpfs and overlayfs do); the packages there are as they were"; exit 1; }
+' "$1" "$2" || { log "FAILED: cannot exchange $2 in one rename (renameat2 RENAME_EXCHANGE, the error above): $3"; exit 1; }
 }
 mkdir "$build/a" "$build/b"
-exchange "$build/a" "$build/b"
+exchange "$build/a" "$build/b" "$out must be on a filesystem that has it (ext4, xfs, btrfs, tmpfs and overlayfs do); the packages there are as they were"
 work="$build/work"
 new="$build/new"
 mkdir -p "$work/lists/partial" "$work/archives/partial" "$work/debs" "$work/root"
@@ -158,8 +163,14 @@ if find "$new" ! -user "$(id -u)" -o -perm /022 | grep -q .; then
   exit 1
 fi
 # Into the directory running sessions already see (exchange(), above).
+replaced=()
 for part in dist-packages certs; do
-  if [[ -e "$out/$part" ]]; then exchange "$new/$part" "$out/$part"; else mv "$new/$part" "$out/$part"; fi
+  if [[ -e "$out/$part" ]]; then
+    exchange "$new/$part" "$out/$part" "replaced already in $out: ${replaced[*]:-nothing}; the rest is as it was"
+  else
+    mv "$new/$part" "$out/$part"
+  fi
+  replaced+=("$part")
 done
 mv "$new/.recipe" "$out/.recipe"
 log "built $out"

@@ -192,6 +192,22 @@ TEST(WasmSessionFilesTest, PythonPackageBuildsRefuseAPathOthersCouldTurn) {
     EXPECT_EQ(code, 1) << out << "\n" << said;
     EXPECT_NE(said.find(why), std::string::npos) << why << "\n" << said;
   }
+  // A trailing line break, which $(...) would drop (and so build beside the path given),
+  // with a HOME whose Python user site holds a .pth that runs code: refused, and the
+  // script's Python reads nothing of HOME.
+  const std::string home = root + "/home";
+  ASSERT_EQ(Sh(absl::StrCat("site=\"$(HOME=", home, " python3 -c 'import site; print(site.getusersitepackages())')\" && ",
+                            "mkdir -p \"$site\" && echo \"import os; open('", root, "/pth-ran', 'w')\" > \"$site/x.pth\" && ",
+                            "HOME=", home, " python3 -c 'import sys' && test -e ", root, "/pth-ran && rm ", root,
+                            "/pth-ran && echo ok")),
+            "ok\n");
+  int code = -1;
+  const std::string said = Sh(
+      absl::StrCat("out=\"$(printf '%sx' '", root, "/private\n')\"; HOME=", home, " bash ", script, " \"${out%x}\" 2>&1"),
+      &code);
+  EXPECT_EQ(code, 1) << said;
+  EXPECT_NE(said.find("holds a control character"), std::string::npos) << said;
+  EXPECT_FALSE(fs::exists(root + "/pth-ran")) << "the script's Python ran a .pth of HOME's";
   EXPECT_EQ(Sh(absl::StrCat("cd ", root, "/private && stat -c %a . && ls -A")), "700\nnotes\n");
   fs::remove_all(root);
 }
