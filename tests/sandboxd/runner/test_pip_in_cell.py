@@ -6,7 +6,9 @@ package on sys.path does what pip's main() does to the root logger; the wasm tie
 import importlib
 import logging
 import logging.handlers
+import os
 import sys
+import signal
 import tempfile
 import threading
 import unittest
@@ -164,6 +166,37 @@ class PipInCellTest(unittest.TestCase):
         pip.join(10)
         self.assertEqual(self.root.handlers, [mine, theirs])
         self.assertTrue(sys.modules["pip._internal.cli.main"].PipHandler.closed)
+
+    def test_a_named_handler_another_thread_adds_meanwhile_is_kept(self):
+        self.pip_in_cell.install()
+        import pip._internal.cli.base_command as base_command
+        base_command.started, base_command.release = threading.Event(), threading.Event()
+        pip = threading.Thread(target=lambda: base_command.Command().main(["list"]))
+        pip.start()
+        self.assertTrue(base_command.started.wait(10))
+        theirs = logging.StreamHandler()
+        theirs.set_name("another thread's")
+        self.root.addHandler(theirs)
+        base_command.release.set()
+        pip.join(10)
+        self.assertIn(theirs, self.root.handlers)
+
+    def test_a_child_forked_while_pip_runs_can_run_pip(self):
+        self.pip_in_cell.install()
+        import pip._internal.cli.base_command as base_command
+        base_command.started, base_command.release = threading.Event(), threading.Event()
+        pip = threading.Thread(target=lambda: base_command.Command().main(["list"]))
+        pip.start()
+        self.assertTrue(base_command.started.wait(10))
+        child = os.fork()
+        if child == 0:                                  # the child: pip, bounded by an alarm
+            signal.alarm(10)
+            base_command.started = None
+            os._exit(base_command.Command().main(["list"]) + 7)
+        base_command.release.set()
+        pip.join(10)
+        _, status = os.waitpid(child, 0)
+        self.assertEqual(os.waitstatus_to_exitcode(status), 7)
 
     def test_another_module_of_the_same_loader_is_left_alone(self):
         # One zipimporter loads every module of its archive: a `main` elsewhere in it is

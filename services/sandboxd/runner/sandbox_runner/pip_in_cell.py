@@ -12,6 +12,7 @@ session's handlers out of the registry pip closes, puts the root logger's handle
 level back when pip returns (with what other threads added meanwhile), and closes the
 handlers pip made. Nothing is imported until pip is."""
 
+import os
 import sys
 import threading
 
@@ -28,6 +29,16 @@ _WRAP = {
 # the outer one.
 _serial = threading.RLock()
 _depth = 0
+
+
+def _after_fork_in_child():
+    """A child forked while another thread ran pip has the lock held by no thread of its
+    own: its pip starts afresh."""
+    global _serial, _depth
+    _serial, _depth = threading.RLock(), 0
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _wrap_attribute(owner, name):
@@ -69,14 +80,13 @@ def keeping_logging(main):
 
 def _put_back(logging, root, handlers, level, listed, named):
     """The root logger's handlers and level as they were, with what other threads added
-    meanwhile; pip's handlers (dictConfig names each; Command.main's logging.shutdown()
-    may have taken them out of the registry already) closed; the registry with the
-    session's handlers again."""
+    meanwhile; pip's handlers (of pip's own classes, on the root logger or in the
+    registry) closed; the registry with the session's handlers again."""
     with logging._lock:
         seen = list(root.handlers) + list(logging._handlers.values())
     pips = []
     for h in seen:
-        if h not in handlers and h not in pips and h.name is not None and named.get(h.name) is not h:
+        if h not in handlers and h not in pips and type(h).__module__.startswith("pip."):
             pips.append(h)
     others = [h for h in root.handlers if h not in handlers and h not in pips]
     root.handlers[:] = handlers + others
