@@ -51,6 +51,12 @@ std::string UnsafeEntry(const fs::path& path) {
   return "";
 }
 
+// Valid UTF-8 without a control character: a name that can be said on one log line.
+bool Printable(const std::string& path) {
+  return codemode::IsValidUtf8(path) &&
+         std::none_of(path.begin(), path.end(), [](char c) { return (c >= 0 && c < 0x20) || c == 0x7f; });
+}
+
 // The directories above `real` (absolute, without a link, `.` or `..` on the way), from the
 // root down, as CheckParentsOthersCannotSwap describes; `shown` and `flag` name it.
 absl::Status CheckDirectoriesAbove(const fs::path& real, const std::string& shown, const char* flag) {
@@ -129,8 +135,7 @@ absl::Status CheckFilesOthersCannotChange(const std::string& dir, const char* fl
                                                "; scripts/setup.sh installs it"));
   };
   if (dir.empty() || dir[0] != '/') return refuse(absl::StrCat("'", dir, "'"), "is not an absolute path");
-  if (!codemode::IsValidUtf8(dir) ||
-      std::any_of(dir.begin(), dir.end(), [](char c) { return (c >= 0 && c < 0x20) || c == 0x7f; })) {
+  if (!Printable(dir)) {
     return refuse(absl::StrCat("'", absl::CEscape(dir), "'"), "is not valid UTF-8 or holds a control character");
   }
   if (absl::Status s = CheckParentsOthersCannotSwap(dir, flag); !s.ok()) return s;
@@ -168,6 +173,10 @@ absl::StatusOr<std::string> ResolveOthersCannotChange(const std::string& name, c
           "no ", absl::CEscape(name), " (", flag, ") in PATH (", absl::CEscape(path ? path : ""),
           "): install it (scripts/setup.sh does) or name it by its absolute path"));
     }
+  }
+  if (!Printable(found)) {
+    return absl::UnavailableError(absl::StrCat("'", absl::CEscape(found), "' (", flag,
+                                               ") is not valid UTF-8 or holds a control character"));
   }
   std::error_code ec;
   const fs::path given = fs::absolute(found, ec).lexically_normal();

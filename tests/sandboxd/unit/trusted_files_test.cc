@@ -83,6 +83,11 @@ TEST_F(ResolveTest, AFileOthersCouldChangeIsRefused) {
   found = ResolveOthersCannotChange((ours_ / "missing").string(), "--runsc");
   ASSERT_TRUE(found.ok()) << found.status();
   EXPECT_EQ(*found, (ours_ / "missing").string());
+  // Unless its name holds a line break, which would forge a line of the log where it is said.
+  found = ResolveOthersCannotChange((ours_ / "missing\nFAKE critical").string(), "--seccomp_base");
+  ASSERT_FALSE(found.ok());
+  EXPECT_THAT(found.status().message(), HasSubstr("holds a control character"));
+  EXPECT_EQ(found.status().message().find('\n'), absl::string_view::npos) << found.status().message();
 }
 
 // Missing where group or others could make it later, sticky or not, it is refused; so is
