@@ -151,50 +151,47 @@ class PipInCellTest(unittest.TestCase):
         mine.flush()
         self.assertEqual(log.read_text(), "after pip\n")
 
-    def test_a_handler_another_thread_adds_meanwhile_is_kept(self):
-        mine = logging.StreamHandler()
-        self.root.handlers[:] = [mine]
+    def pip_held_in_a_thread(self):
+        """A command running in another thread, held while its logging is pip's; returns
+        the stand-in base_command module and a function that lets it finish."""
         self.pip_in_cell.install()
         import pip._internal.cli.base_command as base_command
         base_command.started, base_command.release = threading.Event(), threading.Event()
         pip = threading.Thread(target=lambda: base_command.Command().main(["list"]))
         pip.start()
         self.assertTrue(base_command.started.wait(10))
+
+        def finish():
+            base_command.release.set()
+            pip.join(10)
+        return base_command, finish
+
+    def test_a_handler_another_thread_adds_meanwhile_is_kept(self):
+        mine = logging.StreamHandler()
+        self.root.handlers[:] = [mine]
+        _, finish = self.pip_held_in_a_thread()
         theirs = logging.StreamHandler()
         self.root.addHandler(theirs)
-        base_command.release.set()
-        pip.join(10)
+        finish()
         self.assertEqual(self.root.handlers, [mine, theirs])
         self.assertTrue(sys.modules["pip._internal.cli.main"].PipHandler.closed)
 
     def test_a_named_handler_another_thread_adds_meanwhile_is_kept(self):
-        self.pip_in_cell.install()
-        import pip._internal.cli.base_command as base_command
-        base_command.started, base_command.release = threading.Event(), threading.Event()
-        pip = threading.Thread(target=lambda: base_command.Command().main(["list"]))
-        pip.start()
-        self.assertTrue(base_command.started.wait(10))
+        _, finish = self.pip_held_in_a_thread()
         theirs = logging.StreamHandler()
         theirs.set_name("another thread's")
         self.root.addHandler(theirs)
-        base_command.release.set()
-        pip.join(10)
+        finish()
         self.assertIn(theirs, self.root.handlers)
 
     def test_a_child_forked_while_pip_runs_can_run_pip(self):
-        self.pip_in_cell.install()
-        import pip._internal.cli.base_command as base_command
-        base_command.started, base_command.release = threading.Event(), threading.Event()
-        pip = threading.Thread(target=lambda: base_command.Command().main(["list"]))
-        pip.start()
-        self.assertTrue(base_command.started.wait(10))
+        base_command, finish = self.pip_held_in_a_thread()
         child = os.fork()
         if child == 0:                                  # the child: pip, bounded by an alarm
             signal.alarm(10)
             base_command.started = None
             os._exit(base_command.Command().main(["list"]) + 7)
-        base_command.release.set()
-        pip.join(10)
+        finish()
         _, status = os.waitpid(child, 0)
         self.assertEqual(os.waitstatus_to_exitcode(status), 7)
 
