@@ -6,6 +6,7 @@
 #include <string>
 #include <thread>
 
+#include "base/utf8.h"
 #include "gtest/gtest.h"
 #include "log_capture.h"
 
@@ -59,6 +60,18 @@ TEST(LogTextTest, BidiMarksAndInvisibleCharactersAreEscaped) {
   EXPECT_EQ(LogText("a\xef\xbb\xbf" "b"), "a\\u{feff}b");      // BYTE ORDER MARK
   EXPECT_EQ(LogText("a\xc2\xad" "b"), "a\\u{00ad}b");          // SOFT HYPHEN
   EXPECT_EQ(LogText("\xd7\xa9\xd7\x9c\xd7\x95\xd7\x9d"), "\xd7\xa9\xd7\x9c\xd7\x95\xd7\x9d");  // Hebrew stays
+}
+
+// IsPlainLine holds for exactly the texts (without a backslash) that LogText leaves as
+// they are: a name it passes shows as itself on one line.
+TEST(LogTextTest, APlainLineIsWhatLogTextLeavesAlone) {
+  for (const std::string text :
+       {"/usr/bin/podman", "caf\u00e9 \u65e5\u672c", "a\nb", "a\x7f", "\xc2\x85", "x\u2028y", "x\u2029",
+        "\u202e", "\u200b", "\u2066", "\ufeff", "\xff", "\xc0\xaf", "\xed\xa0\x80", "\xe2\x80"}) {
+    EXPECT_EQ(IsPlainLine(text), LogText(text, 1024) == text) << LogText(text);
+  }
+  EXPECT_TRUE(IsPlainLine("/usr/bin/caf\u00e9"));
+  EXPECT_FALSE(IsPlainLine("/tmp/\u202eexe.txt"));
 }
 
 TEST(LogTextTest, BytesThatAreNotUtf8AreEscaped) {

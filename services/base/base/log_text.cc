@@ -11,18 +11,6 @@
 namespace codemode {
 namespace {
 
-// Code points that end or reorder a line on a terminal or in a log viewer.
-bool IsHostileCodePoint(uint32_t cp) {
-  return (cp >= 0x80 && cp <= 0x9F) ||     // C1 controls (U+0085 is NEXT LINE)
-         cp == 0x00AD || cp == 0x061C ||   // soft hyphen, Arabic letter mark
-         (cp >= 0x200B && cp <= 0x200F) ||  // zero-width characters, LRM, RLM
-         cp == 0x2028 || cp == 0x2029 ||   // line and paragraph separators
-         (cp >= 0x202A && cp <= 0x202E) ||  // bidi embeddings and overrides
-         (cp >= 0x2060 && cp <= 0x206F) ||  // word joiner, invisible operators, isolates
-         cp == 0xFEFF ||                   // zero-width no-break space (byte order mark)
-         (cp >= 0xFFF9 && cp <= 0xFFFB);    // interlinear annotations
-}
-
 // The escaped form of the character at text[i]; `*len` gets its length in `text`.
 std::string EscapeOne(absl::string_view text, size_t i, size_t* len) {
   const auto c = static_cast<unsigned char>(text[i]);

@@ -1,7 +1,8 @@
 // UTF-8 helpers for text a peer controls. Utf8Prefix: text cut to a byte length without
 // splitting a UTF-8 sequence, for messages that must stay valid UTF-8 (proto3 strings,
 // JSON for clients) once clipped. DecodeUtf8 and IsHostileCodePoint: for escaping
-// such text one character at a time (log lines, generated TypeScript).
+// such text one character at a time (log lines, generated TypeScript). IsPlainLine: for
+// names refused unless they show as themselves on one line (paths sandboxd runs).
 //
 //   std::string reason(codemode::Utf8Prefix(text, 1024));
 #pragma once
@@ -45,6 +46,37 @@ inline size_t DecodeUtf8(absl::string_view text, size_t i, uint32_t* cp) {
   }
   if (*cp < min || *cp > 0x10FFFF || (*cp >= 0xD800 && *cp <= 0xDFFF)) return 0;
   return len;
+}
+
+// Code points past ASCII that end or reorder a line on a terminal or in a log viewer, or
+// hide text: LogText escapes them.
+inline bool IsHostileCodePoint(uint32_t cp) {
+  return (cp >= 0x80 && cp <= 0x9F) ||     // C1 controls (U+0085 is NEXT LINE)
+         cp == 0x00AD || cp == 0x061C ||   // soft hyphen, Arabic letter mark
+         (cp >= 0x200B && cp <= 0x200F) ||  // zero-width characters, LRM, RLM
+         cp == 0x2028 || cp == 0x2029 ||   // line and paragraph separators
+         (cp >= 0x202A && cp <= 0x202E) ||  // bidi embeddings and overrides
+         (cp >= 0x2060 && cp <= 0x206F) ||  // word joiner, invisible operators, isolates
+         cp == 0xFEFF ||                   // zero-width no-break space (byte order mark)
+         (cp >= 0xFFF9 && cp <= 0xFFFB);    // interlinear annotations
+}
+
+// True when `text` is valid UTF-8 without a C0 control, DEL or hostile code point: it
+// shows as itself on one line.
+inline bool IsPlainLine(absl::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80) {
+      if (c < 0x20 || c == 0x7F) return false;
+      ++i;
+      continue;
+    }
+    uint32_t cp = 0;
+    const size_t n = DecodeUtf8(text, i, &cp);
+    if (n == 0 || IsHostileCodePoint(cp)) return false;
+    i += n;
+  }
+  return true;
 }
 
 }  // namespace codemode

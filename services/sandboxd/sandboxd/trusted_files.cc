@@ -16,12 +16,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/process.h"
-#include "base/untrusted_json.h"
+#include "base/utf8.h"
 
 namespace sandboxd {
 namespace {
 
 namespace fs = std::filesystem;
+
+// Why a name is refused that would not show as itself on one line of the log.
+constexpr char kNotPlain[] =
+    "is not valid UTF-8 or holds a control character, a line or paragraph separator, a bidi "
+    "mark or an invisible character";
 
 constexpr char kOthersCouldChange[] = ": another user could change what sessions run";
 
@@ -49,12 +54,6 @@ std::string UnsafeEntry(const fs::path& path) {
            "sandboxd's privileges";
   }
   return "";
-}
-
-// Valid UTF-8 without a control character: a name that can be said on one log line.
-bool Printable(const std::string& path) {
-  return codemode::IsValidUtf8(path) &&
-         std::none_of(path.begin(), path.end(), [](char c) { return (c >= 0 && c < 0x20) || c == 0x7f; });
 }
 
 // The directories above `real` (absolute, without a link, `.` or `..` on the way), from the
@@ -135,8 +134,8 @@ absl::Status CheckFilesOthersCannotChange(const std::string& dir, const char* fl
                                                "; scripts/setup.sh installs it"));
   };
   if (dir.empty() || dir[0] != '/') return refuse(absl::StrCat("'", dir, "'"), "is not an absolute path");
-  if (!Printable(dir)) {
-    return refuse(absl::StrCat("'", absl::CEscape(dir), "'"), "is not valid UTF-8 or holds a control character");
+  if (!codemode::IsPlainLine(dir)) {
+    return refuse(absl::StrCat("'", absl::CEscape(dir), "'"), kNotPlain);
   }
   if (absl::Status s = CheckParentsOthersCannotSwap(dir, flag); !s.ok()) return s;
   if (struct stat st; lstat(dir.c_str(), &st) != 0) {
@@ -174,9 +173,9 @@ absl::StatusOr<std::string> ResolveOthersCannotChange(const std::string& name, c
           "): install it (scripts/setup.sh does) or name it by its absolute path"));
     }
   }
-  if (!Printable(found)) {
+  if (!codemode::IsPlainLine(found)) {
     return absl::UnavailableError(absl::StrCat("'", absl::CEscape(found), "' (", flag,
-                                               ") is not valid UTF-8 or holds a control character"));
+                                               ") ", kNotPlain));
   }
   std::error_code ec;
   const fs::path given = fs::absolute(found, ec).lexically_normal();

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <string>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -88,6 +89,13 @@ TEST_F(ResolveTest, AFileOthersCouldChangeIsRefused) {
   ASSERT_FALSE(found.ok());
   EXPECT_THAT(found.status().message(), HasSubstr("holds a control character"));
   EXPECT_EQ(found.status().message().find('\n'), absl::string_view::npos) << found.status().message();
+  // So do NEXT LINE, the line separator and a right-to-left override, which a log viewer
+  // breaks or reorders the line at.
+  for (const char* hostile : {"\xc2\x85", "\xe2\x80\xa8", "\xe2\x80\xae"}) {
+    found = ResolveOthersCannotChange((ours_ / absl::StrCat("missing", hostile, "x")).string(), "--runsc");
+    ASSERT_FALSE(found.ok()) << absl::CEscape(hostile);
+    EXPECT_THAT(found.status().message(), HasSubstr("holds a control character"));
+  }
 }
 
 // Missing where group or others could make it later, sticky or not, it is refused; so is
