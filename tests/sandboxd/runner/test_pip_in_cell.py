@@ -17,16 +17,23 @@ from pathlib import Path
 
 from harness import import_runner_module
 
-PIP_MAIN = '''
+# pip's handler classes live in pip._internal.utils.logging; `fail_close`, when a test
+# sets it, makes closing one fail as a file handler's flush on a full disk does.
+PIP_LOGGING = '''
 import logging
 
 class PipHandler(logging.StreamHandler):
     closed = False
+    fail_close = False
 
     def close(self):
         PipHandler.closed = True
         super().close()
+        if PipHandler.fail_close:
+            raise OSError(28, "No space left on device")
+'''
 
+PIP_MAIN = '''
 def main(args=None):
     """pip's main."""
     import logging.config
@@ -34,7 +41,7 @@ def main(args=None):
     # As pip's setup_logging: dictConfig first closes every handler the process has.
     logging.config.dictConfig({
         "version": 1, "disable_existing_loggers": False,
-        "handlers": {"pip": {"()": "pip._internal.cli.main.PipHandler"}},
+        "handlers": {"pip": {"()": "pip._internal.utils.logging.PipHandler"}},
         "root": {"level": "DEBUG", "handlers": ["pip"]}})
     if args == ["fail"]:
         raise SystemExit(2)
@@ -48,6 +55,7 @@ BASE_COMMAND = '''
 import logging
 
 started = release = None
+during = None
 
 class Command:
     def main(self, args):
@@ -56,8 +64,10 @@ class Command:
         try:
             logging.config.dictConfig({
                 "version": 1, "disable_existing_loggers": False,
-                "handlers": {"pip": {"()": "pip._internal.cli.main.PipHandler"}},
+                "handlers": {"pip": {"()": "pip._internal.utils.logging.PipHandler"}},
                 "root": {"level": "DEBUG", "handlers": ["pip"]}})
+            if during is not None:
+                during()
             if started is not None:
                 started.set()
                 release.wait(10)
@@ -72,9 +82,12 @@ class PipInCellTest(unittest.TestCase):
         self.pip_in_cell = import_runner_module("pip_in_cell")
         self.dir = tempfile.TemporaryDirectory()
         cli = Path(self.dir.name, "pip", "_internal", "cli")
+        utils = cli.parent / "utils"
         cli.mkdir(parents=True)
-        for package in (cli.parents[1], cli.parent, cli):
+        utils.mkdir()
+        for package in (cli.parents[1], cli.parent, cli, utils):
             (package / "__init__.py").write_text("")
+        (utils / "logging.py").write_text(PIP_LOGGING)
         (cli / "main.py").write_text(PIP_MAIN)
         (cli / "base_command.py").write_text(BASE_COMMAND)
         self.saved_path, self.saved_meta_path = list(sys.path), list(sys.meta_path)
@@ -107,7 +120,7 @@ class PipInCellTest(unittest.TestCase):
         self.assertEqual(main(["list"]), 0)
         self.assertEqual(self.root.handlers, [mine])
         self.assertEqual(self.root.level, logging.WARNING)
-        self.assertTrue(sys.modules["pip._internal.cli.main"].PipHandler.closed)
+        self.assertTrue(sys.modules["pip._internal.utils.logging"].PipHandler.closed)
         with self.assertRaises(SystemExit):
             main(["fail"])
         self.assertEqual(self.root.handlers, [mine])
@@ -174,7 +187,7 @@ class PipInCellTest(unittest.TestCase):
         self.root.addHandler(theirs)
         finish()
         self.assertEqual(self.root.handlers, [mine, theirs])
-        self.assertTrue(sys.modules["pip._internal.cli.main"].PipHandler.closed)
+        self.assertTrue(sys.modules["pip._internal.utils.logging"].PipHandler.closed)
 
     def test_a_named_handler_another_thread_adds_meanwhile_is_kept(self):
         _, finish = self.pip_held_in_a_thread()
@@ -194,6 +207,67 @@ class PipInCellTest(unittest.TestCase):
         finish()
         _, status = os.waitpid(child, 0)
         self.assertEqual(os.waitstatus_to_exitcode(status), 7)
+
+    def test_pip_in_a_child_forked_inside_pip_keeps_the_childs_logging(self):
+        self.pip_in_cell.install()
+        import pip._internal.cli.base_command as base_command
+        forked = []
+        base_command.during = lambda: forked.append(os.fork())
+        base_command.Command().main(["list"])
+        if forked[0] == 0:                              # the child, out of the pip it forked in
+            code = 3
+            try:
+                signal.alarm(10)
+                base_command.during = None
+                mine = logging.StreamHandler()
+                self.root.handlers[:] = [mine]
+                for _ in range(2):
+                    base_command.Command().main(["list"])
+                code = 7 if self.root.handlers == [mine] else 4
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(forked[0], 0)
+        self.assertEqual(os.waitstatus_to_exitcode(status), 7)
+
+    def test_a_pip_handler_failing_to_close_leaves_the_session_its_handlers(self):
+        log = Path(self.dir.name, "session.log")
+        mine = logging.FileHandler(log, mode="w")
+        self.addCleanup(mine.close)
+        self.root.handlers[:] = [mine]
+        self.pip_in_cell.install()
+        import pip._internal.utils.logging as pip_logging
+        pip_logging.PipHandler.fail_close = True
+        from pip._internal.cli.main import main
+        self.assertEqual(main(["list"]), 0)
+        self.assertEqual(self.root.handlers, [mine])
+        self.assertIn(mine, [wr() for wr in logging._handlerList])
+
+    def test_a_handler_that_cannot_be_compared_is_kept(self):
+        class Incomparable(logging.StreamHandler):
+            __hash__ = logging.StreamHandler.__hash__
+
+            def __eq__(self, other):
+                raise RuntimeError("compared")
+
+        mine = Incomparable()
+        self.root.handlers[:] = [mine]
+        self.pip_in_cell.install()
+        from pip._internal.cli.main import main
+        self.assertEqual(main(["list"]), 0)
+        self.assertEqual(len(self.root.handlers), 1)
+        self.assertIs(self.root.handlers[0], mine)
+
+    def test_a_handler_only_named_like_pips_is_the_sessions(self):
+        # Told by pip's own classes: one whose module merely says pip's is the session's.
+        class Lookalike(logging.StreamHandler):
+            pass
+
+        Lookalike.__module__, Lookalike.__name__ = "pip._internal.utils.logging", "PipHandler"
+        _, finish = self.pip_held_in_a_thread()
+        theirs = Lookalike()
+        self.root.addHandler(theirs)
+        finish()
+        self.assertIn(theirs, self.root.handlers)
 
     def test_another_module_of_the_same_loader_is_left_alone(self):
         # One zipimporter loads every module of its archive: a `main` elsewhere in it is

@@ -26,16 +26,22 @@ _WRAP = {
 
 # One pip at a time in the process (pip is not made for two at once, and each would take
 # the other's handlers for the session's); a call inside another leaves the restoring to
-# the outer one.
+# the outer one. `_owner` is the thread running pip, None when none is.
 _serial = threading.RLock()
-_depth = 0
+_owner = None
+
+# Where pip's handler classes are defined: a handler is pip's when its class is one of
+# this module's (a class merely naming the module is the session's).
+_PIP_LOGGING = "pip._internal.utils.logging"
 
 
 def _after_fork_in_child():
-    """A child forked while another thread ran pip has the lock held by no thread of its
-    own: its pip starts afresh."""
-    global _serial, _depth
-    _serial, _depth = threading.RLock(), 0
+    """A child forked by a thread running pip goes on inside that pip, and leaves it as the
+    parent would; one forked while another thread ran pip has the lock held by no thread of
+    its own: its pip starts afresh."""
+    global _serial, _owner
+    if _owner != threading.get_ident():
+        _serial, _owner = threading.RLock(), None
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -51,13 +57,13 @@ def keeping_logging(main):
     as it found them."""
 
     def main_keeping_logging(*args, **kwargs):
-        global _depth
+        global _owner
         import logging                        # pip has imported it already
 
         with _serial:
-            if _depth:
+            if _owner is not None:            # this thread's pip, inside another
                 return main(*args, **kwargs)
-            _depth += 1
+            _owner = threading.get_ident()
             root = logging.getLogger()
             handlers, level = list(root.handlers), root.level
             listed, named = [], {}
@@ -70,7 +76,7 @@ def keeping_logging(main):
                     del logging._handlerList[:]
                 return main(*args, **kwargs)
             finally:
-                _depth -= 1
+                _owner = None
                 _put_back(logging, root, handlers, level, listed, named)
 
     main_keeping_logging.__wrapped__ = main
@@ -80,23 +86,31 @@ def keeping_logging(main):
 
 def _put_back(logging, root, handlers, level, listed, named):
     """The root logger's handlers and level as they were, with what other threads added
-    meanwhile; pip's handlers (of pip's own classes, on the root logger or in the
-    registry) closed; the registry with the session's handlers again."""
+    meanwhile; the registry with the session's handlers again; pip's handlers (of pip's own
+    classes, on the root logger or in the registry) closed. Handlers are told apart by
+    identity: a class's __eq__ is its own business."""
     with logging._lock:
         seen = list(root.handlers) + list(logging._handlers.values())
-    pips = []
-    for h in seen:
-        if h not in handlers and h not in pips and type(h).__module__.startswith("pip."):
-            pips.append(h)
-    others = [h for h in root.handlers if h not in handlers and h not in pips]
-    root.handlers[:] = handlers + others
-    root.setLevel(level)
-    for h in pips:
-        h.close()
-    with logging._lock:
-        logging._handlerList[:] = listed + [r for r in logging._handlerList if r not in listed]
+        ours = {id(h) for h in handlers}
+        pips = {id(h): h for h in seen if id(h) not in ours and _is_pips(h)}
+        others = [h for h in root.handlers if id(h) not in ours and id(h) not in pips]
+        root.handlers[:] = handlers + others
+        root.setLevel(level)
+        kept = {id(r) for r in listed}
+        logging._handlerList[:] = listed + [r for r in logging._handlerList if id(r) not in kept]
         for name, h in named.items():
             logging._handlers.setdefault(name, h)
+    for h in pips.values():
+        try:
+            h.close()
+        except Exception:                     # pip's handler, and pip is done with it
+            pass
+
+
+def _is_pips(handler):
+    module = sys.modules.get(_PIP_LOGGING)
+    cls = type(handler)
+    return module is not None and getattr(module, cls.__name__, None) is cls
 
 
 class _WrappingLoader:
