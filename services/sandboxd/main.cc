@@ -327,23 +327,45 @@ absl::Status CheckRuntimes(GvisorStartCheck* gvisor, std::optional<sandboxd::Was
   return absl::OkStatus();
 }
 
-// The runtimes the allowed isolations need: podman only where a container isolation is in
-// use (a wasm-only daemon needs no engine), with the containers' seccomp profile written.
-absl::Status MakeRuntimes(const sandboxd::ManagerOptions& options, sandboxd::SandboxdMetrics& metrics,
-                          std::optional<sandboxd::PodmanRuntime>& podman_runtime,
-                          std::optional<sandboxd::WasmRuntime>& wasm_runtime) {
+// What the runtimes the allowed isolations need are made from: podman's options only where
+// a container isolation is in use (a wasm-only daemon needs no engine), with the seccomp
+// base their profile derives from. Every program is found and checked here, and nothing
+// is made, so that a start refused for one leaves nothing behind.
+struct RuntimeFlags {
+  std::optional<sandboxd::PodmanOptions> podman;
+  std::string seccomp_base;  // "": podman's own profile
+  std::optional<sandboxd::WasmRuntimeOptions> wasm;
+};
+
+absl::StatusOr<RuntimeFlags> RuntimesFromFlags(const sandboxd::ManagerOptions& options) {
+  RuntimeFlags flags;
   if (options.isolation.Allows(sandboxd::Isolation::kContainer) ||
       options.isolation.Allows(sandboxd::Isolation::kGvisor)) {
     absl::StatusOr<sandboxd::PodmanOptions> podman = PodmanFromFlags(options);
     if (!podman.ok()) return podman.status();
-    if (absl::Status s = WriteSeccompProfile(options, *podman); !s.ok()) return s;
-    podman_runtime.emplace(*podman, &metrics);
+    absl::StatusOr<std::string> base = SeccompBaseFromFlags(*podman);
+    if (!base.ok()) return base.status();
+    flags.podman = *std::move(podman);
+    flags.seccomp_base = *std::move(base);
   }
   if (options.isolation.Allows(sandboxd::Isolation::kWasm)) {
     absl::StatusOr<sandboxd::WasmRuntimeOptions> wasm = WasmFromFlags(options);
     if (!wasm.ok()) return wasm.status();
-    wasm_runtime.emplace(*wasm);
+    flags.wasm = *std::move(wasm);
   }
+  return flags;
+}
+
+// The runtimes, once the state directory is claimed: the containers' seccomp profile is
+// written into it first.
+absl::Status MakeRuntimes(const RuntimeFlags& flags, const sandboxd::ManagerOptions& options,
+                          sandboxd::SandboxdMetrics& metrics, std::optional<sandboxd::PodmanRuntime>& podman_runtime,
+                          std::optional<sandboxd::WasmRuntime>& wasm_runtime) {
+  if (flags.podman) {
+    if (absl::Status s = WriteSeccompProfile(options, *flags.podman, flags.seccomp_base); !s.ok()) return s;
+    podman_runtime.emplace(*flags.podman, &metrics);
+  }
+  if (flags.wasm) wasm_runtime.emplace(*flags.wasm);
   return absl::OkStatus();
 }
 
@@ -505,13 +527,24 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string socket_path = SocketPathFromFlags();
-  // Held until exit, drain included (instance_lock.h); --self_check has its own state dir.
-  absl::StatusOr<sandboxd::DaemonLocks> locks =
-      absl::GetFlag(FLAGS_self_check) ? PrepareSelfCheck(&*options)
-                                      : ClaimState(&*options, socket_path);
-  if (!locks.ok()) {
-    spdlog::critical("{}", locks.status().message());
-    return 1;
+  const bool self_check = absl::GetFlag(FLAGS_self_check);
+  const auto refuse = [](int code, const absl::Status& why) {
+    spdlog::critical("{}", why.message());
+    return code;
+  };
+  // --self_check runs in a private state directory and takes no lock.
+  absl::StatusOr<sandboxd::DaemonLocks> locks = sandboxd::DaemonLocks{};
+  if (self_check) locks = PrepareSelfCheck(&*options);
+  if (!locks.ok()) return refuse(1, locks.status());
+  absl::StatusOr<RuntimeFlags> runtime_flags = RuntimesFromFlags(*options);
+  if (!runtime_flags.ok()) return refuse(2, runtime_flags.status());
+  // Held until exit, drain included (instance_lock.h). The claim names the state directory
+  // as it resolves once it exists: the runtimes' options, which carry that name, are made
+  // again when it differs from the one they were checked with.
+  if (const std::string checked = options->state_dir; !self_check) {
+    if (locks = ClaimState(&*options, socket_path); !locks.ok()) return refuse(1, locks.status());
+    if (options->state_dir != checked) runtime_flags = RuntimesFromFlags(*options);
+    if (!runtime_flags.ok()) return refuse(2, runtime_flags.status());
   }
   // Outlives the runtime, the manager and the server. Without --metrics_listen nothing is
   // counted (nobody could read it).
@@ -519,14 +552,13 @@ int main(int argc, char** argv) {
   options->metrics = &metrics;
   std::optional<sandboxd::PodmanRuntime> podman_runtime;
   std::optional<sandboxd::WasmRuntime> wasm_runtime;
-  if (absl::Status s = MakeRuntimes(*options, metrics, podman_runtime, wasm_runtime); !s.ok()) {
-    spdlog::critical("{}", s.message());
-    return 2;
+  if (absl::Status s = MakeRuntimes(*runtime_flags, *options, metrics, podman_runtime, wasm_runtime); !s.ok()) {
+    return refuse(2, s);
   }
   sandboxd::IsolationRuntime runtime(podman_runtime ? &*podman_runtime : nullptr,
                                      wasm_runtime ? &*wasm_runtime : nullptr);
   sandboxd::RealClock clock;
-  if (absl::GetFlag(FLAGS_self_check)) return RunSelfCheck(*options, &runtime, &clock);
+  if (self_check) return RunSelfCheck(*options, &runtime, &clock);
   // A start that fails from here on ends what it left running on the runtime (a podman that
   // hangs) at once: the exit would otherwise wait for it, up to --podman_timeout.
   auto fail = [&runtime](int code, const absl::Status& why) {

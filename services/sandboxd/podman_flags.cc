@@ -66,16 +66,18 @@ absl::StatusOr<sandboxd::PodmanOptions> PodmanFromFlags(const sandboxd::ManagerO
   return podman;
 }
 
-absl::Status WriteSeccompProfile(const sandboxd::ManagerOptions& options,
-                                 const sandboxd::PodmanOptions& podman) {
+absl::StatusOr<std::string> SeccompBaseFromFlags(const sandboxd::PodmanOptions& podman) {
+  if (podman.seccomp_profile.empty()) return std::string();
+  // Every container runs under what is derived from it.
+  return sandboxd::ResolveOthersCannotChange(absl::GetFlag(FLAGS_seccomp_base), "--seccomp_base");
+}
+
+absl::Status WriteSeccompProfile(const sandboxd::ManagerOptions& options, const sandboxd::PodmanOptions& podman,
+                                 const std::string& base) {
   if (podman.seccomp_profile.empty()) return absl::OkStatus();
   if (absl::Status s = codemode::ClaimPrivateDirectory(options.state_dir, "the state directory", "--state_dir");
       !s.ok()) {
     return s;
   }
-  // Every container runs under what is derived from it.
-  absl::StatusOr<std::string> base =
-      sandboxd::ResolveOthersCannotChange(absl::GetFlag(FLAGS_seccomp_base), "--seccomp_base");
-  if (!base.ok()) return base.status();
-  return sandboxd::WriteSeccompProfile(*base, podman.seccomp_profile);
+  return sandboxd::WriteSeccompProfile(base, podman.seccomp_profile);
 }

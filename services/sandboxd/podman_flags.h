@@ -2,9 +2,12 @@
 // runsc and gvisor_platform), read into PodmanOptions when a container isolation is in use.
 //
 //   absl::StatusOr<sandboxd::PodmanOptions> podman = PodmanFromFlags(options);
-//   if (!podman.ok()) return podman.status();
-//   if (absl::Status s = WriteSeccompProfile(options, *podman); !s.ok()) return s;
+//   absl::StatusOr<std::string> base = SeccompBaseFromFlags(*podman);   // both before the claim
+//   ...
+//   if (absl::Status s = WriteSeccompProfile(options, *podman, *base); !s.ok()) return s;
 #pragma once
+
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -14,7 +17,11 @@
 // podman and runsc are found and checked (ResolveOthersCannotChange) here.
 absl::StatusOr<sandboxd::PodmanOptions> PodmanFromFlags(const sandboxd::ManagerOptions& options);
 
-// The seccomp profile every container runs under, derived from --seccomp_base into
+// --seccomp_base, found and checked (ResolveOthersCannotChange) when `podman` runs its
+// containers under a profile of ours; "" when they run under podman's.
+absl::StatusOr<std::string> SeccompBaseFromFlags(const sandboxd::PodmanOptions& podman);
+
+// The seccomp profile every container runs under, derived from `base` into
 // podman.seccomp_profile (in the state directory); nothing when that is empty.
-absl::Status WriteSeccompProfile(const sandboxd::ManagerOptions& options,
-                                 const sandboxd::PodmanOptions& podman);
+absl::Status WriteSeccompProfile(const sandboxd::ManagerOptions& options, const sandboxd::PodmanOptions& podman,
+                                 const std::string& base);

@@ -423,7 +423,8 @@ TEST(LifecycleTest, RunnersOthersCouldChangeAreRefused) {
 
 // podman runs every container, runsc every gVisor one, and every container's seccomp
 // profile is derived from --seccomp_base: one that another user could change or swap, found
-// through PATH or a symbolic link included, stops the start with the flag named.
+// through PATH or a symbolic link included, or a bare name PATH lacks, stops the start with
+// the flag named, before the state directory is made.
 TEST(LifecycleTest, ProgramsOthersCouldChangeAreRefused) {
   const std::string base = "/tmp/sbx-programs-" + std::to_string(getpid());
   const std::string open = base + "/open";  // others may write it
@@ -439,14 +440,16 @@ TEST(LifecycleTest, ProgramsOthersCouldChangeAreRefused) {
       {"", "--allowed_isolations=gvisor --runsc=" + base + "/runsc-link",
        open + ", a parent of --runsc " + base + "/runsc-link, is writable"},
       {"", "--podman=" + base + "-podman", "/tmp, where --podman " + base + "-podman would be, is writable"},
-      {"", "--seccomp_base=" + base + "/seccomp.json", "seccomp.json (--seccomp_base) is writable by group or others"}};
+      {"", "--seccomp_base=" + base + "/seccomp.json", "seccomp.json (--seccomp_base) is writable by group or others"},
+      {"", "--podman=no-such-podman-here", "no no-such-podman-here (--podman) in PATH"}};
   for (const auto& [env, flags, why] : cases) {
     int rc = -1;
-    const std::string out = Sh(env + " timeout 20 " + SandboxdBinary() + " --socket=" + base + "/s.sock --state_dir=" +
+    const std::string out = Sh(env + " timeout 20 " + SandboxdBinary() + " --socket=" + base + "/run/s.sock --state_dir=" +
                                    base + "/state " + flags + " --pool_size=0 --js_pool_size=0 2>&1",
                                &rc);
     EXPECT_EQ(rc, 2) << env << " " << flags << ": " << out;
     EXPECT_NE(out.find(why), std::string::npos) << why << "\n" << out;
+    EXPECT_EQ(Sh("ls " + base), "open\nrunsc-link\nseccomp.json\n") << flags << ": nothing is made";
   }
   Sh("rm -rf " + base);
 }
