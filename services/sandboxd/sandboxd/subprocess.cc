@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/process.h"
@@ -118,7 +119,10 @@ absl::StatusOr<SubprocessResult> RunSubprocess(const std::vector<std::string>& a
   if (argv.empty()) return absl::InvalidArgumentError("empty argv");
   std::string program = FindInPath(argv[0]);
   if (program.empty()) {
-    return absl::NotFoundError(absl::StrCat("'", argv[0], "' not found in PATH"));
+    return absl::NotFoundError(absl::StrCat("'", absl::CEscape(argv[0]), "' ",
+                                            argv[0].find('/') == std::string::npos
+                                                ? "not found in PATH"
+                                                : "does not exist or is not executable"));
   }
   if (opts.cutoff) {
     const absl::Time now = absl::Now();

@@ -37,7 +37,9 @@ constexpr char kOthersCouldChange[] = ": another user could change what sessions
 std::string UnsafeEntry(const fs::path& path) {
   struct stat st;
   if (lstat(path.c_str(), &st) != 0) return absl::StrCat("cannot be read: ", strerror(errno));
-  if (S_ISLNK(st.st_mode)) return "is a symbolic link (its owner could point it elsewhere)";
+  if (S_ISLNK(st.st_mode)) {
+    return "is a symbolic link (name the file it leads to: a link can be pointed elsewhere after the start)";
+  }
   if (st.st_uid != 0 && st.st_uid != geteuid()) return absl::StrCat("belongs to uid ", st.st_uid, kOthersCouldChange);
   if (st.st_mode & 022) {
     return absl::StrFormat("is writable by group or others (mode %04o)%s", st.st_mode & 07777, kOthersCouldChange);
@@ -84,7 +86,8 @@ absl::Status CheckDirectoriesAbove(const fs::path& real, const std::string& show
     if (!why.empty()) {
       return absl::UnavailableError(absl::StrCat(
           absl::CEscape(chain[i].string()), ", a parent of ", flag, " ", shown, ", ", why,
-          ": a user other than root and uid ", us, " could swap ", flag, " after the start (every "
+          ": ", us == 0 ? std::string("a user other than root") : absl::StrCat("a user other than root and uid ", us),
+          " could swap ", flag, " after the start (every "
           "parent must be root's or ours and neither group- nor world-writable, or sticky with "
           "what is in it on the way root's or ours)"));
     }
@@ -130,27 +133,30 @@ absl::Status CheckParentsOthersCannotSwap(const std::string& work_dir, const cha
 absl::Status CheckFilesOthersCannotChange(const std::string& dir, const char* flag,
                                           const std::vector<std::string>& required) {
   const auto refuse = [&](const std::string& what, const std::string& why) {
-    return absl::UnavailableError(absl::StrCat(what, " (", flag, ") ", why,
-                                               "; scripts/setup.sh installs it"));
+    return absl::UnavailableError(absl::StrCat(what, " (", flag, ") ", why));
   };
-  if (dir.empty() || dir[0] != '/') return refuse(absl::StrCat("'", dir, "'"), "is not an absolute path");
+  const auto missing = [&](const std::string& what, const std::string& why) {
+    return absl::UnavailableError(absl::StrCat(what, " (", flag, ") ", why, "; scripts/setup.sh installs it"));
+  };
+  if (dir.empty() || dir[0] != '/') {
+    return refuse(absl::StrCat("'", absl::CEscape(dir), "'"), "is not an absolute path");
+  }
   if (!codemode::IsPlainLine(dir)) {
     return refuse(absl::StrCat("'", absl::CEscape(dir), "'"), kNotPlain);
   }
   if (absl::Status s = CheckParentsOthersCannotSwap(dir, flag); !s.ok()) return s;
   if (struct stat st; lstat(dir.c_str(), &st) != 0) {
-    return refuse(dir, absl::StrCat("cannot be read: ", strerror(errno)));
+    return missing(dir, absl::StrCat("cannot be read: ", strerror(errno)));
   }
   for (const std::string& name : required) {
     std::error_code ec;
-    if (!fs::exists(fs::path(dir) / name, ec)) return refuse(dir, absl::StrCat("lacks ", name));
+    if (!fs::exists(fs::path(dir) / name, ec)) return missing(dir, absl::StrCat("lacks ", name));
   }
   const std::string why = UnsafeEntry(dir);
   if (!why.empty()) return refuse(dir, why);
   std::error_code ec;
-  const fs::file_status status = fs::symlink_status(dir, ec);
-  if (fs::is_regular_file(status)) return absl::OkStatus();  // a file: itself and its parents
-  if (!fs::is_directory(status)) return refuse(dir, "is neither a regular file nor a directory");
+  // UnsafeEntry passes regular files and directories only. A file: itself and its parents.
+  if (fs::is_regular_file(fs::symlink_status(dir, ec))) return absl::OkStatus();
   for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string entry = UnsafeEntry(it->path());
     if (!entry.empty()) return refuse(absl::CEscape(it->path().string()), entry);
@@ -158,7 +164,6 @@ absl::Status CheckFilesOthersCannotChange(const std::string& dir, const char* fl
   if (ec) return refuse(dir, absl::StrCat("cannot be read: ", ec.message()));
   return absl::OkStatus();
 }
-
 
 absl::StatusOr<std::string> ResolveOthersCannotChange(const std::string& name, const char* flag) {
   std::string found = name;

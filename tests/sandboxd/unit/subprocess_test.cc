@@ -136,5 +136,15 @@ TEST(SubprocessTest, ItsOwnTimeoutIsNoCut) {
   EXPECT_FALSE(r->cut_off);
 }
 
+// A program that is not there is named as it was given: looked up in PATH or not.
+TEST(SubprocessTest, AMissingProgramIsNamedAsGiven) {
+  absl::StatusOr<SubprocessResult> r = RunSubprocess({"no-such-program-here"}, SubprocessOptions());
+  ASSERT_TRUE(absl::IsNotFound(r.status())) << r.status();
+  EXPECT_EQ(r.status().message(), "'no-such-program-here' not found in PATH");
+  r = RunSubprocess({"/nonexistent/podman\n"}, SubprocessOptions());
+  ASSERT_TRUE(absl::IsNotFound(r.status())) << r.status();
+  EXPECT_EQ(r.status().message(), "'/nonexistent/podman\\n' does not exist or is not executable");
+}
+
 }  // namespace
 }  // namespace sandboxd

@@ -65,6 +65,10 @@ TEST_F(ResolveTest, ABareNameIsFoundInPathOnceAndCheckedWhereItIs) {
   EXPECT_THAT(found.status().message(),
               HasSubstr(absl::StrCat(open_.string(), ", a parent of --podman ", open_.string(),
                                      "/prog, is writable by group or others")));
+  // Who could swap it: any user but root and sandboxd's own (root alone when it is root).
+  EXPECT_THAT(found.status().message(),
+              HasSubstr(geteuid() == 0 ? std::string(": a user other than root could swap --podman")
+                                       : absl::StrCat(": a user other than root and uid ", geteuid(), " could")));
 
   // Not in PATH: refused, since it would be looked up again at each use, and a PATH
   // directory others may write could offer one later.
