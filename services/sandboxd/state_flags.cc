@@ -40,7 +40,7 @@ std::string StateDirFromFlags() { return sandboxd::StateDirPath(StateDirGiven())
 absl::StatusOr<sandboxd::DaemonLocks> ClaimState(sandboxd::ManagerOptions* options, const std::string& socket_path) {
   absl::StatusOr<sandboxd::DaemonLocks> locks = sandboxd::ClaimStateAndSocket(StateDirGiven(), socket_path);
   if (!locks.ok()) return locks.status();
-  options->state_dir = sandboxd::StateDirPath(StateDirGiven());
+  options->state_dir = StateDirFromFlags();
   if (absl::Status s = sandboxd::CheckPodmanPath(options->state_dir, "--state_dir"); !s.ok()) return s;
   return locks;
 }

@@ -58,39 +58,44 @@ std::string UnsafeEntry(const fs::path& path) {
   return "";
 }
 
-// The directories above `real` (absolute, without a link, `.` or `..` on the way), from the
-// root down, as CheckParentsOthersCannotSwap describes; `shown` and `flag` name it.
+// One step of a path: `dir` and `next`, an entry in it (both absolute, without a link, `.`
+// or `..` on the way), as CheckParentsOthersCannotSwap describes; `shown` and `flag` name
+// the path. Parts that do not exist yet are taken for ours (made after the checks).
+absl::Status CheckDirectoryStep(const fs::path& dir, const fs::path& next, const std::string& shown,
+                                const char* flag) {
+  struct stat d, n;
+  const bool dir_missing = lstat(dir.c_str(), &d) != 0;
+  if (dir_missing && errno == ENOENT) return absl::OkStatus();
+  const bool next_missing = !dir_missing && lstat(next.c_str(), &n) != 0;
+  if (dir_missing || (next_missing && errno != ENOENT)) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot stat ", absl::CEscape((dir_missing ? dir : next).string()), ": ", strerror(errno)));
+  }
+  const uid_t us = geteuid();
+  const bool next_ok = next_missing || n.st_uid == 0 || n.st_uid == us;
+  std::string why;
+  if (d.st_uid != 0 && d.st_uid != us) {
+    why = absl::StrCat("belongs to uid ", d.st_uid);
+  } else if ((d.st_mode & 022) && !(d.st_mode & S_ISVTX)) {
+    why = absl::StrFormat("is writable by group or others (mode %04o)", d.st_mode & 07777);
+  } else if ((d.st_mode & 022) && !next_ok) {
+    why = absl::StrFormat("is writable by others (mode %04o) and %s in it belongs to uid %d", d.st_mode & 07777,
+                          absl::CEscape(next.string()), n.st_uid);
+  }
+  if (why.empty()) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(
+      absl::CEscape(dir.string()), ", a parent of ", flag, " ", shown, ", ", why, ": ",
+      us == 0 ? std::string("a user other than root") : absl::StrCat("a user other than root and uid ", us),
+      " could swap ", flag, " after the start (every parent must be root's or ours and neither "
+      "group- nor world-writable, or sticky with what is in it on the way root's or ours)"));
+}
+
+// Every step from the root down to `real`.
 absl::Status CheckDirectoriesAbove(const fs::path& real, const std::string& shown, const char* flag) {
   std::vector<fs::path> chain = {real};
   while (chain.back().has_relative_path()) chain.push_back(chain.back().parent_path());
-  const uid_t us = geteuid();
   for (size_t i = chain.size() - 1; i >= 1; --i) {  // chain[i] is the parent of chain[i - 1]
-    struct stat dir, next;
-    const bool dir_missing = lstat(chain[i].c_str(), &dir) != 0;
-    if (dir_missing && errno == ENOENT) continue;  // ours: made after the checks
-    const bool next_missing = !dir_missing && lstat(chain[i - 1].c_str(), &next) != 0;
-    if (dir_missing || (next_missing && errno != ENOENT)) {
-      return absl::UnavailableError(absl::StrCat("cannot stat ", absl::CEscape(chain[dir_missing ? i : i - 1].string()),
-                                                 ": ", strerror(errno)));
-    }
-    const bool next_ok = next_missing || next.st_uid == 0 || next.st_uid == us;
-    std::string why;
-    if (dir.st_uid != 0 && dir.st_uid != us) {
-      why = absl::StrCat("belongs to uid ", dir.st_uid);
-    } else if ((dir.st_mode & 022) && !(dir.st_mode & S_ISVTX)) {
-      why = absl::StrFormat("is writable by group or others (mode %04o)", dir.st_mode & 07777);
-    } else if ((dir.st_mode & 022) && !next_ok) {
-      why = absl::StrFormat("is writable by others (mode %04o) and %s in it belongs to uid %d",
-                            dir.st_mode & 07777, absl::CEscape(chain[i - 1].string()), next.st_uid);
-    }
-    if (!why.empty()) {
-      return absl::UnavailableError(absl::StrCat(
-          absl::CEscape(chain[i].string()), ", a parent of ", flag, " ", shown, ", ", why,
-          ": ", us == 0 ? std::string("a user other than root") : absl::StrCat("a user other than root and uid ", us),
-          " could swap ", flag, " after the start (every "
-          "parent must be root's or ours and neither group- nor world-writable, or sticky with "
-          "what is in it on the way root's or ours)"));
-    }
+    if (absl::Status s = CheckDirectoryStep(chain[i], chain[i - 1], shown, flag); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -103,6 +108,9 @@ absl::Status CheckDirectoriesAbove(const fs::path& real, const std::string& show
 // can rename or delete. Parts of work_dir that do not exist yet are taken for ours (we make
 // them after the checks), so it runs before anything is made.
 absl::Status CheckParentsOthersCannotSwap(const std::string& work_dir, const char* flag) {
+  if (!codemode::IsPlainLine(work_dir)) {
+    return absl::UnavailableError(absl::StrCat("'", absl::CEscape(work_dir), "' (", flag, ") ", kNotPlain));
+  }
   // The kernel resolves `..` after the symbolic link before it, where the text comparison
   // below drops both: a `.` or `..` would hide a link on the way.
   for (const fs::path& part : fs::path(work_dir)) {
@@ -123,11 +131,11 @@ absl::Status CheckParentsOthersCannotSwap(const std::string& work_dir, const cha
   if (!given.has_filename()) given = given.parent_path();
   if (real.lexically_normal() != given) {
     return absl::UnavailableError(absl::StrCat(
-        flag, " ", work_dir, " resolves to ", real.string(),
-        ": name it without a symbolic link on the way (a link's owner could point "
-        "it elsewhere after the start)"));
+        flag, " ", work_dir, " resolves to ", absl::CEscape(real.string()),
+        ": name it without a symbolic link on the way (a link can be pointed elsewhere after "
+        "the start)"));
   }
-  return CheckDirectoriesAbove(real, absl::CEscape(work_dir), flag);
+  return CheckDirectoriesAbove(real, work_dir, flag);
 }
 
 absl::Status CheckFilesOthersCannotChange(const std::string& dir, const char* flag,
@@ -141,10 +149,7 @@ absl::Status CheckFilesOthersCannotChange(const std::string& dir, const char* fl
   if (dir.empty() || dir[0] != '/') {
     return refuse(absl::StrCat("'", absl::CEscape(dir), "'"), "is not an absolute path");
   }
-  if (!codemode::IsPlainLine(dir)) {
-    return refuse(absl::StrCat("'", absl::CEscape(dir), "'"), kNotPlain);
-  }
-  if (absl::Status s = CheckParentsOthersCannotSwap(dir, flag); !s.ok()) return s;
+  if (absl::Status s = CheckParentsOthersCannotSwap(dir, flag); !s.ok()) return s;  // a plain line, too
   if (struct stat st; lstat(dir.c_str(), &st) != 0) {
     return missing(dir, absl::StrCat("cannot be read: ", strerror(errno)));
   }
@@ -201,8 +206,8 @@ absl::StatusOr<std::string> ResolveOthersCannotChange(const std::string& name, c
       real = real.parent_path();
       continue;
     }
-    const fs::path next = real / part;
-    if (absl::Status s = CheckDirectoriesAbove(next, shown, flag); !s.ok()) return s;
+    const fs::path next = real / part;  // every step before it checked already
+    if (absl::Status s = CheckDirectoryStep(real, next, shown, flag); !s.ok()) return s;
     struct stat st;
     if (lstat(next.c_str(), &st) != 0) {
       if (errno != ENOENT && errno != ENOTDIR) {

@@ -1,5 +1,5 @@
 // ResolveOthersCannotChange: how podman, runsc and the seccomp profile's base are found
-// and when they are refused. LifecycleTest.ProgramsOthersCouldChangeAreRefused checks the
+// and when they are refused; CheckParentsOthersCannotSwap's names on log lines. LifecycleTest.ProgramsOthersCouldChangeAreRefused checks the
 // flags that use it on the built daemon.
 #include "sandboxd/trusted_files.h"
 
@@ -165,6 +165,23 @@ TEST_F(ResolveTest, LinksAreCheckedWhereTheyLieAndWhereTheyLead) {
   found = ResolveOthersCannotChange((ours_ / "loop").string(), "--podman");
   ASSERT_FALSE(found.ok());
   EXPECT_THAT(found.status().message(), HasSubstr("too many symbolic links"));
+}
+
+// A working directory (--wasm_dir) is said on log lines as given and as it resolves: one
+// that is not a plain line is refused, and where a link leads is said escaped.
+TEST_F(ResolveTest, AWorkDirIsSaidOnOneLine) {
+  EXPECT_TRUE(CheckParentsOthersCannotSwap((ours_ / "work").string(), "--wasm_dir").ok());
+  for (const char* hostile : {"\n", "\xc2\x85", "\xe2\x80\xa8", "\xe2\x80\xae"}) {
+    absl::Status s = CheckParentsOthersCannotSwap((ours_ / absl::StrCat("w", hostile, "x")).string(), "--wasm_dir");
+    ASSERT_FALSE(s.ok()) << absl::CEscape(hostile);
+    EXPECT_THAT(s.message(), HasSubstr("(--wasm_dir) is not valid UTF-8 or holds a control character"));
+  }
+  fs::create_directory(ours_ / "a\nCRITICAL forged");
+  fs::create_symlink("a\nCRITICAL forged", ours_ / "link");
+  absl::Status s = CheckParentsOthersCannotSwap((ours_ / "link" / "work").string(), "--wasm_dir");
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("resolves to"));
+  EXPECT_EQ(s.message().find('\n'), absl::string_view::npos) << s.message();
 }
 
 }  // namespace
