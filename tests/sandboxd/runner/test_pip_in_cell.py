@@ -11,11 +11,12 @@ import sys
 import signal
 import tempfile
 import threading
+import time
 import unittest
 import zipfile
 from pathlib import Path
 
-from harness import import_runner_module
+from harness import RunnerTestCase, import_runner_module
 
 # pip's handler classes live in pip._internal.utils.logging; `fail_close`, when a test
 # sets it, makes closing one fail as a file handler's flush on a full disk does.
@@ -77,19 +78,24 @@ class Command:
 '''
 
 
+def write_stand_in_pip(directory):
+    """The stand-in pip package, in `directory`."""
+    cli = Path(directory, "pip", "_internal", "cli")
+    utils = cli.parent / "utils"
+    cli.mkdir(parents=True)
+    utils.mkdir()
+    for package in (cli.parents[1], cli.parent, cli, utils):
+        (package / "__init__.py").write_text("")
+    (utils / "logging.py").write_text(PIP_LOGGING)
+    (cli / "main.py").write_text(PIP_MAIN)
+    (cli / "base_command.py").write_text(BASE_COMMAND)
+
+
 class PipInCellTest(unittest.TestCase):
     def setUp(self):
         self.pip_in_cell = import_runner_module("pip_in_cell")
         self.dir = tempfile.TemporaryDirectory()
-        cli = Path(self.dir.name, "pip", "_internal", "cli")
-        utils = cli.parent / "utils"
-        cli.mkdir(parents=True)
-        utils.mkdir()
-        for package in (cli.parents[1], cli.parent, cli, utils):
-            (package / "__init__.py").write_text("")
-        (utils / "logging.py").write_text(PIP_LOGGING)
-        (cli / "main.py").write_text(PIP_MAIN)
-        (cli / "base_command.py").write_text(BASE_COMMAND)
+        write_stand_in_pip(self.dir.name)
         self.saved_path, self.saved_meta_path = list(sys.path), list(sys.meta_path)
         self.saved_modules = {n: m for n, m in sys.modules.items() if n == "pip" or n.startswith("pip.")}
         for name in self.saved_modules:
@@ -305,6 +311,168 @@ class PipInCellTest(unittest.TestCase):
         finder = next(f for f in sys.meta_path if isinstance(f, self.pip_in_cell.PipMainFinder))
         self.assertIsNone(finder.find_spec("pip._internal.cli", None))
         self.assertIsNone(finder.find_spec("json", None))
+
+    def raising_in_a_library_call(self, is_target):
+        """A trace hook that raises KeyboardInterrupt as the first library function for which
+        is_target(its frame) holds starts, when called straight from pip_in_cell's code (as
+        an interrupt landing there, or a signal handler of user code raising). Returns
+        [hook, the names of the calls seen]."""
+        common = import_runner_module("common")
+        seen = []
+
+        def hook(frame, event, arg):
+            caller = frame.f_back
+            if (event == "call" and caller is not None and
+                    caller.f_code.co_filename == self.pip_in_cell.__file__ and
+                    not common.is_runner_file(frame.f_code.co_filename)):
+                seen.append(frame.f_code.co_name)
+                if is_target(frame):
+                    raise KeyboardInterrupt
+        return hook, seen
+
+    def test_an_exception_while_pip_is_set_up_or_ended_leaves_no_owner(self):
+        # Raised at each library call the wrapper makes before pip's main starts, in turn,
+        # and at the root logger's setLevel as the session's logging is put back: no
+        # thread stays pip's owner, and a later pip puts the session's logging back.
+        mine = logging.StreamHandler()
+        self.addCleanup(mine.close)
+        self.root.handlers[:] = [mine]
+        self.root.setLevel(logging.WARNING)
+        self.pip_in_cell.install()
+        from pip._internal.cli.main import main
+        targets = [lambda frame, n=n: len(seen) == n + 1 and "main" not in seen for n in range(20)]
+        targets.append(lambda frame: frame.f_code.co_name == "setLevel")
+        raised = 0
+        for is_target in targets:
+            hook, seen = self.raising_in_a_library_call(is_target)
+            sys.settrace(hook)
+            try:
+                main(["list"])
+            except KeyboardInterrupt:
+                raised += 1
+            finally:
+                sys.settrace(None)
+            self.assertIsNone(self.pip_in_cell._owner, seen)
+            self.assertEqual(main(["list"]), 0)
+            self.assertEqual(self.root.handlers, [mine], seen)
+            self.assertIn(mine, [wr() for wr in logging._handlerList])
+            if "setLevel" not in seen:          # else the level is the one left unset
+                self.assertEqual(self.root.level, logging.WARNING)
+        self.assertGreaterEqual(raised, 2)
+
+    def test_the_runners_interrupt_waits_while_the_sessions_logging_is_set_aside_or_put_back(self):
+        # Every library call the wrapper makes around pip's main (setting the session's
+        # logging aside, putting it back) is inside common.uninterruptible(), which the
+        # runner's SIGINT handler honours on the main thread.
+        common = import_runner_module("common")
+        interrupts = import_runner_module("interrupts")
+        controller = interrupts.InterruptController(threading.Lock())
+        here = sys._getframe()
+        self.assertFalse(controller._cannot_raise_in(here))
+        with common.uninterruptible():
+            self.assertTrue(controller._cannot_raise_in(here))
+        self.assertFalse(controller._cannot_raise_in(here))
+        self.pip_in_cell.install()
+        from pip._internal.cli.main import main
+        outside = []
+
+        def note(frame):                        # raises nothing
+            if not common.in_uninterruptible():
+                outside.append(frame.f_code.co_name)
+
+        hook, seen = self.raising_in_a_library_call(note)
+        sys.settrace(hook)
+        try:
+            self.assertEqual(main(["list"]), 0)
+        finally:
+            sys.settrace(None)
+        self.assertIn("setLevel", seen)
+        self.assertEqual(outside, ["main"])     # pip's main itself is user code
+
+    def test_a_child_forked_by_another_thread_while_pip_runs_has_the_sessions_logging(self):
+        mine = logging.StreamHandler()
+        self.addCleanup(mine.close)
+        self.root.handlers[:] = [mine]
+        self.root.setLevel(logging.WARNING)
+        _, finish = self.pip_held_in_a_thread()
+        self.assertEqual(self.root.level, logging.DEBUG)     # pip's, meanwhile
+        child = os.fork()
+        if child == 0:
+            code = 3
+            try:
+                code = (4 if self.root.handlers != [mine] else
+                        5 if self.root.level != logging.WARNING else
+                        6 if mine not in [wr() for wr in logging._handlerList] else 7)
+            finally:
+                os._exit(code)
+        finish()
+        _, status = os.waitpid(child, 0)
+        self.assertEqual(os.waitstatus_to_exitcode(status), 7)
+
+    def test_a_session_handler_named_as_pips_keeps_its_name(self):
+        mine = logging.StreamHandler()
+        mine.set_name("pip")                              # the stand-in's handler's name
+        self.addCleanup(mine.close)
+        self.root.handlers[:] = [mine]
+        self.pip_in_cell.install()
+        from pip._internal.cli.main import main
+        self.assertEqual(main(["list"]), 0)
+        self.assertIs(logging._handlers.get("pip"), mine)
+        self.assertEqual(self.root.handlers, [mine])
+
+    def test_a_pip_handler_raising_as_it_closes_leaves_the_registry_put_back(self):
+        mine = logging.StreamHandler()
+        mine.set_name("pip")
+        self.addCleanup(mine.close)
+        self.root.handlers[:] = [mine]
+        self.pip_in_cell.install()
+        import pip._internal.utils.logging as pip_logging
+
+        def close(handler):
+            logging.Handler.close(handler)
+            raise KeyboardInterrupt
+
+        pip_logging.PipHandler.close = close
+        from pip._internal.cli.main import main
+        with self.assertRaises(KeyboardInterrupt):
+            main(["list"])
+        self.assertEqual(self.root.handlers, [mine])
+        self.assertIs(logging._handlers.get("pip"), mine)
+        self.assertIn(mine, [wr() for wr in logging._handlerList])
+
+    def test_a_session_handler_another_thread_removes_and_closes_meanwhile_stays_out(self):
+        mine, closed_before = logging.StreamHandler(), logging.StreamHandler()
+        closed_before.close()                   # closed, and on the root logger all along
+        self.root.handlers[:] = [mine, closed_before]
+        _, finish = self.pip_held_in_a_thread()
+        self.root.removeHandler(mine)
+        mine.close()
+        finish()
+        self.assertEqual(self.root.handlers, [closed_before])
+
+
+class PipInCellRunnerTest(RunnerTestCase):
+    def test_a_cell_waiting_for_another_threads_pip_is_interrupted(self):
+        stand_in = tempfile.TemporaryDirectory()
+        self.addCleanup(stand_in.cleanup)
+        write_stand_in_pip(stand_in.name)
+        self.assertOk(self.client.exec(
+            f"import sys, threading\nsys.path.insert(0, {stand_in.name!r})\n"
+            "import pip._internal.cli.base_command as base_command\n"
+            "base_command.started, base_command.release = threading.Event(), threading.Event()\n"
+            "held = threading.Thread(target=lambda: base_command.Command().main(['list']),\n"
+            "                        daemon=True)\n"
+            "held.start()\n"
+            "assert base_command.started.wait(5)"))
+        exec_id = self.client.start_exec("print('waiting')\nbase_command.Command().main(['list'])")
+        self.client.expect("output")
+        time.sleep(0.1)
+        self.client.send({"type": "interrupt", "id": exec_id})
+        res = self.client.finish_exec(exec_id, timeout=2)
+        self.assertEqual(res.status, "interrupted", res.error)
+        res = self.client.exec("base_command.started = None\nbase_command.release.set()\n"
+                               "held.join(5)\nbase_command.Command().main(['list'])")
+        self.assertEqual(res.result, "0", res.error)
 
 
 if __name__ == "__main__":

@@ -155,6 +155,32 @@ def is_runner_file(filename):
 INTERRUPTIBLE_RUNNER_CODE = set()
 
 
+class _WorkDepth(_thread._local):
+    depth = 0
+
+
+_work = _WorkDepth()
+
+
+class uninterruptible:
+    """`with uninterruptible():` runner work in progress on this thread that calls library
+    code (logging's, say) and that an interrupt would leave half done: the runner's SIGINT
+    handler declines to raise in the main thread while it is inside one, and the resender
+    sends the interrupt again, so it lands once the section ends. A signal handler of user
+    code may still raise inside."""
+
+    def __enter__(self):
+        _work.depth += 1
+
+    def __exit__(self, *exc_info):
+        _work.depth -= 1
+
+
+def in_uninterruptible():
+    """True while this thread is inside uninterruptible()."""
+    return _work.depth > 0
+
+
 def bind_unix_socket(path):
     """A unix stream socket bound at `path` (a stale socket file there is removed), not yet
     listening. Rootless podman maps the container uid to another host uid than sandboxd's,

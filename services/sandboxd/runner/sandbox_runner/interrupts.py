@@ -10,7 +10,7 @@ import threading
 import time
 
 from .common import (INTERRUPT_RESEND_INTERVAL, INTERRUPTIBLE_RUNNER_CODE,
-                     RUNNER_RECURSION_LIMIT, is_runner_file, log,
+                     RUNNER_RECURSION_LIMIT, in_uninterruptible, is_runner_file, log,
                      start_bare_thread)
 from .protocol import sending_here
 from .swallowed import SwallowedInterrupt
@@ -29,11 +29,13 @@ class InterruptController:
 
     The SIGINT handler raises KeyboardInterrupt only while user code runs, and never in a
     frame of the runner itself (nor in asyncio's own frames during a coroutine cell, where
-    the task cancellation does the job): a KeyboardInterrupt there could cut a frame in
-    half or corrupt the event loop. A helper thread sends the signal again every
-    INTERRUPT_RESEND_INTERVAL until user code gets it or the exec ends: the handler may
-    have declined it, or not run at all (a signal that lands between the eval loop's last
-    check and a blocking system call, time.sleep's, is handled only once the call returns). Signals that arrive outside an exec are ignored. This is the default SIGINT
+    the task cancellation does the job), nor while the main thread is inside the runner's
+    common.uninterruptible(): a KeyboardInterrupt there could cut a frame in half, leave
+    the runner's work half done or corrupt the event loop. A helper thread sends the
+    signal again every INTERRUPT_RESEND_INTERVAL until user code gets it or the exec ends:
+    the handler may have declined it, or not run at all (a signal that lands between the
+    eval loop's last check and a blocking system call, time.sleep's, is handled only once
+    the call returns). Signals that arrive outside an exec are ignored. This is the default SIGINT
     behaviour made safe for the runner; user code may still replace the handler (sandboxd
     then kills the container after its grace period).
 
@@ -89,12 +91,12 @@ class InterruptController:
         state = self._state
         if state is None or state.delivered or not self.user_code_active:
             return
-        if sending_here():
+        if sending_here() or in_uninterruptible():
             return                            # the resender goes on until it lands
         self._deliver(state, frame)
 
     def _cannot_raise_in(self, frame):
-        return self._not_user_frame(frame) or sending_here()
+        return self._not_user_frame(frame) or sending_here() or in_uninterruptible()
 
     def _not_user_frame(self, frame):
         """True for the runner's frames (but INTERRUPTIBLE_RUNNER_CODE's), a finalizer's

@@ -10,11 +10,14 @@ and every command's `Command.main`) as their modules are executed, so every way 
 (`pip.main`, `python -m pip` run in-process, a command called directly) runs with the
 session's handlers out of the registry pip closes, puts the root logger's handlers and
 level back when pip returns (with what other threads added meanwhile), and closes the
-handlers pip made. Nothing is imported until pip is."""
+handlers pip made. pip itself is imported by the code that calls it."""
 
+import logging      # before the at-fork hook below: logging's own (fresh locks) runs first
 import os
 import sys
 import threading
+
+from .common import INTERRUPTIBLE_RUNNER_CODE, uninterruptible
 
 # The modules whose entry points are wrapped as they are executed, and how: cli.main's
 # main() (pip.main, `python -m pip` in-process) and every command's Command.main, which
@@ -26,9 +29,11 @@ _WRAP = {
 
 # One pip at a time in the process (pip is not made for two at once, and each would take
 # the other's handlers for the session's); a call inside another leaves the restoring to
-# the outer one. `_owner` is the thread running pip, None when none is.
+# the outer one. `_owner` is the thread running pip, None when none is; `_running` the
+# session's logging that pip runs without (a _SetAside), None when none is set aside.
 _serial = threading.RLock()
 _owner = None
+_running = None
 
 # Where pip's handler classes are defined: a handler is pip's when its class is one of
 # this module's (a class merely naming the module is the session's).
@@ -37,11 +42,15 @@ _PIP_LOGGING = "pip._internal.utils.logging"
 
 def _after_fork_in_child():
     """A child forked by a thread running pip goes on inside that pip, and leaves it as the
-    parent would; one forked while another thread ran pip has the lock held by no thread of
-    its own: its pip starts afresh."""
-    global _serial, _owner
+    parent would. One forked while another thread ran pip has the lock held by no thread of
+    its own: its pip starts afresh, and the session's logging is put back now, as that pip
+    would have on its return. (logging's at-fork hook has given the child fresh locks.)"""
+    global _serial, _owner, _running
     if _owner != threading.get_ident():
-        _serial, _owner = threading.RLock(), None
+        running = _running
+        _serial, _owner, _running = threading.RLock(), None, None
+        if running is not None:
+            _put_back(running)
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -52,59 +61,116 @@ def _wrap_attribute(owner, name):
         setattr(owner, name, keeping_logging(getattr(owner, name)))
 
 
+def _wait_for_pip():
+    """Returns once no other thread runs pip, without taking the lock (the `with` lets it go
+    even when an interrupt comes as it is taken). The call that blocks while another thread
+    runs pip: an interrupt lands here (INTERRUPTIBLE_RUNNER_CODE), with nothing taken."""
+    with _serial:
+        pass
+
+
+INTERRUPTIBLE_RUNNER_CODE.add(_wait_for_pip.__code__)
+
+
 def keeping_logging(main):
     """`main`, leaving the process's handlers open and the root logger's handlers and level
     as it found them."""
 
     def main_keeping_logging(*args, **kwargs):
-        global _owner
-        import logging                        # pip has imported it already
-
-        with _serial:
+        global _owner, _running
+        # Taken here, where the runner's interrupts do not land, so none leaves it taken;
+        # the wait, which may be long, is _wait_for_pip's, where they do.
+        while not _serial.acquire(blocking=False):
+            _wait_for_pip()
+        try:
             if _owner is not None:            # this thread's pip, inside another
                 return main(*args, **kwargs)
-            _owner = threading.get_ident()
-            root = logging.getLogger()
-            handlers, level = list(root.handlers), root.level
-            listed, named = [], {}
             try:
-                # logging.config's dictConfig closes every handler in this registry, on
-                # any logger, and logging.shutdown() (Command.main's last step) flushes
-                # and closes them too.
-                with logging._lock:
-                    listed, named = list(logging._handlerList), dict(logging._handlers)
-                    del logging._handlerList[:]
+                # Setting aside and putting back are the runner's work, which an interrupt
+                # does not cut; pip's main itself is user code.
+                with uninterruptible():
+                    _owner = threading.get_ident()
+                    _set_aside()
                 return main(*args, **kwargs)
             finally:
-                _owner = None
-                _put_back(logging, root, handlers, level, listed, named)
+                try:
+                    if _running is not None:
+                        with uninterruptible():
+                            _put_back(_running)
+                finally:
+                    _owner = _running = None
+        finally:
+            _serial.release()
 
     main_keeping_logging.__wrapped__ = main
     main_keeping_logging.__doc__ = main.__doc__
     return main_keeping_logging
 
 
-def _put_back(logging, root, handlers, level, listed, named):
-    """The root logger's handlers and level as they were, with what other threads added
-    meanwhile; the registry with the session's handlers again; pip's handlers (of pip's own
-    classes, on the root logger or in the registry) closed. Handlers are told apart by
-    identity: a class's __eq__ is its own business."""
+class _SetAside:
+    """The session's logging as pip found it: the root logger's handlers and level, and the
+    registry (logging._handlerList, logging._handlers); `closed` the ids of those handlers
+    closed already."""
+
+    def __init__(self, handlers, level, listed, named):
+        self.handlers, self.level, self.listed, self.named = handlers, level, listed, named
+        self.closed = {id(h) for h in handlers if getattr(h, "_closed", False)}
+
+    def closed_meanwhile(self, handler):
+        """True for a handler of the session that someone closed while pip ran: pip's
+        dictConfig and logging.shutdown() close only what is in the registry, which the
+        session's handlers are out of, so it is not put back."""
+        return id(handler) not in self.closed and getattr(handler, "_closed", False)
+
+
+def _set_aside():
+    """Takes the session's handlers out of the registry pip closes: logging.config's
+    dictConfig closes every handler in it, on any logger, and logging.shutdown()
+    (Command.main's last step) flushes and closes them too. Sets `_running` under
+    logging's lock, with the registry emptied: a fork (which takes that lock) sees both or
+    neither."""
+    global _running
+    root = logging.root
     with logging._lock:
-        seen = list(root.handlers) + list(logging._handlers.values())
-        ours = {id(h) for h in handlers}
-        pips = {id(h): h for h in seen if id(h) not in ours and _is_pips(h)}
-        others = [h for h in root.handlers if id(h) not in ours and id(h) not in pips]
-        root.handlers[:] = handlers + others
-        root.setLevel(level)
-        kept = {id(r) for r in listed}
-        logging._handlerList[:] = listed + [r for r in logging._handlerList if id(r) not in kept]
-        for name, h in named.items():
-            logging._handlers.setdefault(name, h)
-    for h in pips.values():
-        try:
-            h.close()
-        except Exception:                     # pip's handler, and pip is done with it
-            pass
+        saved = _SetAside(list(root.handlers), root.level, list(logging._handlerList),
+                          dict(logging._handlers))
+        _running = saved
+        del logging._handlerList[:]
+
+
+def _put_back(saved):
+    """The root logger's handlers and level as they were, with what other threads added
+    meanwhile; pip's handlers (of pip's own classes, on the root logger or in the registry)
+    closed; then the registry with the session's handlers again, a name included that
+    pip's handler had taken (closing that handler deletes the name, whatever it names now).
+    The registry is put back even when a close raises. Handlers are told apart by
+    identity: a class's __eq__ is its own business."""
+    root = logging.root
+    pips = {}
+    try:
+        with logging._lock:
+            ours = {id(h) for h in saved.handlers}
+            for h in list(root.handlers) + list(logging._handlers.values()):
+                if id(h) not in ours and _is_pips(h):
+                    pips[id(h)] = h
+            others = [h for h in root.handlers if id(h) not in ours and id(h) not in pips]
+            kept = [h for h in saved.handlers if not saved.closed_meanwhile(h)]
+            root.handlers[:] = kept + others
+            root.setLevel(saved.level)
+        for h in pips.values():
+            try:
+                h.close()
+            except Exception:                 # pip's handler, and pip is done with it
+                pass
+    finally:
+        with logging._lock:
+            listed = {id(r) for r in saved.listed}
+            logging._handlerList[:] = saved.listed + [r for r in logging._handlerList
+                                                      if id(r) not in listed]
+            for name, h in saved.named.items():
+                now = logging._handlers.get(name)
+                if (now is None or id(now) in pips) and not saved.closed_meanwhile(h):
+                    logging._handlers[name] = h
 
 
 def _is_pips(handler):
