@@ -117,6 +117,15 @@ class ContainerRuntime {
   virtual absl::StatusOr<std::vector<ContainerSummary>> List(const std::string& label_key,
                                                              const std::string& label_value) = 0;
 
+  // Containers carrying label key=value that the backend's records lost while what lies
+  // under it still holds them (processes, mounts), removed there: how many. Called at
+  // start, before this daemon makes any container. 0 where nothing lies under the backend.
+  virtual int RemoveStrays(const std::string& label_key, const std::string& label_value) {
+    (void)label_key;
+    (void)label_value;
+    return 0;
+  }
+
   // The token the runner of `name` must show in its `ready` frame; empty when the runtime
   // gives none (a container's runner is the only thing that can answer on its socket).
   virtual std::string RunnerToken(const std::string& name) {

@@ -71,6 +71,14 @@ absl::StatusOr<std::vector<ContainerSummary>> IsolationRuntime::List(const std::
   return out;
 }
 
+int IsolationRuntime::RemoveStrays(const std::string& label_key, const std::string& label_value) {
+  int removed = 0;
+  for (ContainerRuntime* runtime : {wasm_, podman_}) {
+    if (runtime) removed += runtime->RemoveStrays(label_key, label_value);
+  }
+  return removed;
+}
+
 std::string IsolationRuntime::RunnerToken(const std::string& name) {
   if (IsWasm(name)) return wasm_->RunnerToken(name);
   return podman_ ? podman_->RunnerToken(name) : "";

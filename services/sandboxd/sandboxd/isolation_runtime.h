@@ -30,6 +30,7 @@ class IsolationRuntime : public ContainerRuntime {
   absl::StatusOr<std::vector<ContainerSummary>> List(const std::string& label_key,
                                                      const std::string& label_value) override;
   absl::StatusOr<ResourceUsage> Usage(const std::string& name, Isolation isolation) override;
+  int RemoveStrays(const std::string& label_key, const std::string& label_value) override;
   std::string RunnerToken(const std::string& name) override;
   void CutOffCalls(absl::Time at) override;
   void EndCalls() override;

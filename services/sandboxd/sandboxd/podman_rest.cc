@@ -97,10 +97,13 @@ std::string BuildCreateSpec(const PodmanOptions& options, const RuntimeInfo& inf
         // --cpus N is a quota of N periods of 100 ms.
         {"cpu", {{"quota", uint64_t{l.cpu_millis} * 100}, {"period", 100000}}}}},
   };
+  // The labels again as annotations, which the OCI runtime shows (RemoveStrays), as in
+  // BuildRunArgv.
+  s["annotations"] = spec.labels;
   if (!options.seccomp_profile.empty()) {
     s["seccomp_profile_path"] = options.seccomp_profile;
     // What `podman inspect` reads back as SecurityOpt (the CLI records it so too).
-    s["annotations"] = {{"io.podman.annotations.seccomp", options.seccomp_profile}};
+    s["annotations"]["io.podman.annotations.seccomp"] = options.seccomp_profile;
   }
   if (!info.oci_runtime.empty()) s["oci_runtime"] = info.oci_runtime;
   return s.dump();

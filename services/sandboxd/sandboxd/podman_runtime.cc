@@ -148,7 +148,11 @@ std::vector<std::string> BuildRunArgv(const PodmanOptions& options, const Runtim
   std::vector<std::string> runtime = RuntimeArgs(options, info, spec.isolation);
   a.insert(a.end(), runtime.begin(), runtime.end());
   a.insert(a.end(), {"run", "--detach", "--name", spec.name});
-  for (const auto& [k, v] : spec.labels) a.insert(a.end(), {"--label", absl::StrCat(k, "=", v)});
+  // Each label as an annotation too: the OCI runtime shows annotations, and podman keeps
+  // labels to itself (RemoveStrays finds by them what podman lost).
+  for (const auto& [k, v] : spec.labels) {
+    a.insert(a.end(), {"--label", absl::StrCat(k, "=", v), "--annotation", absl::StrCat(k, "=", v)});
+  }
   a.insert(a.end(), {
       "--network", "none",
       "--read-only",

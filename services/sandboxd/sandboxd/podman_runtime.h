@@ -154,6 +154,12 @@ class PodmanRuntime : public ContainerRuntime {
   absl::Status ImageExists(const std::string& reference);
   absl::StatusOr<std::vector<ContainerSummary>> List(const std::string& label_key,
                                                      const std::string& label_value) override;
+  // podman_strays.cc: containers podman no longer lists that its OCI runtime (and runsc,
+  // with gVisor in use) still holds, annotated key=value (every label is an annotation
+  // too), deleted there: a container whose creation a crash cut short can be running in
+  // the runtime (its conmon and `runc init` alive) while podman, going by the state it
+  // recorded, removed it without asking the runtime.
+  int RemoveStrays(const std::string& label_key, const std::string& label_value) override;
   // podman_usage.cc: from the host cgroup of the container's init process (cgroup mode,
   // and gVisor: the runsc sandbox's cgroup), or /proc over its process tree (rlimit mode);
   // /workspace by statvfs through /proc/<pid>/root (not under gVisor, whose tmpfs lives in

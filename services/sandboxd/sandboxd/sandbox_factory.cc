@@ -297,7 +297,15 @@ void SandboxFactory::Kill(const std::string& name) {
   removals_->Add(name, "");
 }
 
-void SandboxFactory::RetryRemovals() { removals_->RetryDue(); }
+void SandboxFactory::RetryRemovals() {
+  removals_->RetryDue();
+  // Containers podman lost while its OCI runtime holds them are never in a list of podman's:
+  // a creation a crash cut short, and podman's removal (the start's sweep) of one. They go
+  // from under podman once the sweep's removals have been tried.
+  if (removals_->awaiting() == removals_->failing() && strays_due_.exchange(false)) {
+    runtime_->RemoveStrays(kInstanceLabel, options_.instance);
+  }
+}
 
 size_t SandboxFactory::removals_awaiting() { return removals_->awaiting(); }
 
@@ -317,6 +325,7 @@ void SandboxFactory::Sweep(const std::vector<ContainerSummary>& left_over,
   // The stale containers go as discarded ones do, in the background with their socket
   // directories: a restart serves without waiting for podman to remove them (seconds, when
   // many sessions could not be re-attached), and a removal that fails is tried again.
+  strays_due_ = true;
   std::set<std::string> stale;
   for (const ContainerSummary& c : left_over) {
     if (!kept.count(c.name)) stale.insert(c.name);

@@ -16,6 +16,7 @@
 // factory's lock held. Safe for concurrent use.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -150,6 +151,7 @@ class SandboxFactory {
   // Queues again, for the next removal, the containers whose removal failed and whose wait
   // (FactoryOptions::removal_retry) is over. Called now and then (the daemon's reaper, every
   // second); containers still failing when the daemon ends are swept by the next start.
+  // The first call after the start's removals were tried removes the strays (Sweep).
   void RetryRemovals();
   // Containers whose last removal failed, waiting to be removed again.
   size_t removals_failing();
@@ -165,7 +167,9 @@ class SandboxFactory {
   // The containers a previous run of this daemon left (labelled with its instance).
   absl::StatusOr<std::vector<ContainerSummary>> ListLeftOver();
   // At start, after re-attaching: removes every container of `left_over` and every socket
-  // directory whose name is not in `kept` (the containers in the background, as Discard).
+  // directory whose name is not in `kept` (the containers in the background, as Discard),
+  // and, once those removals have been tried (RetryRemovals), the containers of this
+  // daemon the runtime lost track of (RemoveStrays).
   void Sweep(const std::vector<ContainerSummary>& left_over, const std::set<std::string>& kept);
 
   std::string SocketDir(const std::string& container_name) const;
@@ -226,6 +230,7 @@ class SandboxFactory {
   // The init process of each sandbox started or re-attached and not yet given up.
   std::map<std::string, ProcessRef> inits_ ABSL_GUARDED_BY(mu_);
   // Containers that Kill and Discard gave up, removed in the background.
+  std::atomic<bool> strays_due_{false};  // set by Sweep, cleared by RetryRemovals
   const std::shared_ptr<ContainerRemovals> removals_ =
       ContainerRemovals::Create(runtime_, workers_, options_.removal_retry);
 };
