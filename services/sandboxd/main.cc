@@ -200,12 +200,13 @@ absl::Status RunnersFromFlags(sandboxd::ManagerOptions* options) {
   }
   if (!fs::exists(options->runner_path)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("runner ", options->runner_path, " does not exist (--runner)"));
+        absl::StrCat("runner ", codemode::LogText(options->runner_path), " does not exist (--runner)"));
   }
   options->js_runner_path = absl::GetFlag(FLAGS_js_runner);
   if (!options->js_runner_path.empty() && !fs::exists(options->js_runner_path)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("JavaScript runner ", options->js_runner_path, " does not exist (--js_runner)"));
+        absl::StrCat("JavaScript runner ", codemode::LogText(options->js_runner_path),
+                     " does not exist (--js_runner)"));
   }
   if (options->js_runner_path.empty()) {
     options->js_runner_path = sandboxd::DefaultRunner("sandbox_runner.js", SANDBOXD_BUILT_JS_RUNNER);
@@ -244,7 +245,8 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
   if (absl::Status s = LimitsFromFlags(&options.default_limits, &options.max_limits); !s.ok()) {
     return s;
   }
-  options.state_dir = StateDirFromFlags();
+  options.state_dir = StateDirFromFlags();  // checked in RunnersFromFlags
+  if (absl::Status s = CheckSocketPath(); !s.ok()) return s;
   options.image = absl::GetFlag(FLAGS_image);
   options.images = absl::GetFlag(FLAGS_images);
   if (absl::StatusOr<sandboxd::ImageSet> images = sandboxd::ImageSet::Parse(options.image, options.images);
@@ -304,7 +306,7 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
   options.version = codemode::kVersion;
   for (const std::string& kv : absl::GetFlag(FLAGS_env)) {
     if (kv.find('=') == std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("--env entry '", kv, "' is not KEY=VALUE"));
+      return absl::InvalidArgumentError(absl::StrCat("--env entry '", codemode::LogQuoted(kv), "' is not KEY=VALUE"));
     }
     options.container_env.push_back(kv);
   }

@@ -14,6 +14,7 @@
 #include "base/log_text.h"
 #include "base/secret_file.h"
 #include "base/untrusted_json.h"
+#include "base/utf8.h"
 
 namespace sandboxd {
 
@@ -50,8 +51,9 @@ absl::Status CheckPodmanPath(const std::string& path, const std::string& flag) {
     why = "is not valid UTF-8 (podman would mount another path: it turns each invalid byte into U+FFFD)";
   } else if (path.find(',') != std::string::npos) {
     why = "holds a comma (podman's --mount would read what follows as options)";
-  } else if (std::any_of(path.begin(), path.end(), [](char c) { return (c >= 0 && c < 0x20) || c == 0x7f; })) {
-    why = "holds a control character";
+  } else if (!codemode::IsPlainLine(path)) {
+    why = "holds a control character, a line or paragraph separator, a bidi mark or an invisible character "
+          "(it would not show as itself on a line of the log)";
   }
   if (why.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(

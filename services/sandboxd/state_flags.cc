@@ -8,6 +8,8 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "base/log_text.h"
+#include "base/utf8.h"
 #include "paths.h"
 #include "sandboxd/instance_id.h"
 
@@ -33,6 +35,15 @@ std::string StateDirGiven() {
 std::string SocketPathFromFlags() {
   const std::string flag = absl::GetFlag(FLAGS_socket);
   return flag.empty() ? sandboxd::DefaultSocket() : flag;
+}
+
+absl::Status CheckSocketPath() {
+  // Said on the log's lines (the state directory's name: CheckPodmanPath).
+  const std::string path = SocketPathFromFlags();
+  if (codemode::IsPlainLine(path)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--socket ", codemode::LogText(path),
+      " holds a control character, a line or paragraph separator, a bidi mark or an invisible character"));
 }
 
 std::string StateDirFromFlags() { return sandboxd::StateDirPath(StateDirGiven()); }

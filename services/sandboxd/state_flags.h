@@ -8,12 +8,15 @@
 
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "sandboxd/instance_lock.h"
 #include "sandboxd/session_manager.h"
 
 // --socket, else its default.
 std::string SocketPathFromFlags();
+// INVALID_ARGUMENT when that path would not show as itself on a line of the log.
+absl::Status CheckSocketPath();
 
 // --state_dir (else its default) as StateDirPath names it now, for the checks made before
 // anything is created; ClaimState names it again once it exists.

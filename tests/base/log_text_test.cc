@@ -72,6 +72,12 @@ TEST(LogTextTest, APlainLineIsWhatLogTextLeavesAlone) {
   }
   EXPECT_TRUE(IsPlainLine("/usr/bin/caf\u00e9"));
   EXPECT_FALSE(IsPlainLine("/tmp/\u202eexe.txt"));
+  // Invisible: tag characters (text a reader cannot see), the Mongolian vowel separator, a
+  // variation selector, a Hangul filler, an Arabic number sign.
+  for (const char* hidden : {"/x\U000E0041", "/x\u180e", "/x\ufe0f", "/x\u3164", "/x\u0600"}) {
+    EXPECT_FALSE(IsPlainLine(hidden)) << LogText(hidden);
+    EXPECT_NE(LogText(hidden), hidden);
+  }
 }
 
 TEST(LogTextTest, BytesThatAreNotUtf8AreEscaped) {

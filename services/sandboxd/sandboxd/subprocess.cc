@@ -144,7 +144,7 @@ absl::StatusOr<SubprocessResult> RunSubprocess(const std::vector<std::string>& a
   spawn.stdin_mode = codemode::SpawnOptions::Stdio::kPipe;
   absl::StatusOr<codemode::Child> child = codemode::Spawn(spawn);
   if (!child.ok()) {
-    return absl::InternalError(absl::StrCat("cannot start ", program, ": ", child.status().message()));
+    return absl::InternalError(absl::StrCat("cannot start ", absl::CEscape(program), ": ", child.status().message()));
   }
   FeedStdin(std::move(child->stdin_fd), opts.stdin_text);
   SubprocessResult result;

@@ -183,13 +183,13 @@ absl::StatusOr<std::string> ResolveOthersCannotChange(const std::string& name, c
           "): install it (scripts/setup.sh does) or name it by its absolute path"));
     }
   }
-  if (!codemode::IsPlainLine(found)) {
-    return absl::UnavailableError(absl::StrCat("'", absl::CEscape(found), "' (", flag,
-                                               ") ", kNotPlain));
-  }
   std::error_code ec;
   const fs::path given = fs::absolute(found, ec).lexically_normal();
   const std::string shown = absl::CEscape(given.string());
+  // Both: the name given, and the one used (the working directory before a relative one).
+  if (!codemode::IsPlainLine(found) || !codemode::IsPlainLine(given.string())) {
+    return absl::UnavailableError(absl::StrCat("'", shown, "' (", flag, ") ", kNotPlain));
+  }
   if (ec) return absl::UnavailableError(absl::StrCat("cannot resolve ", flag, " ", shown, ": ", ec.message()));
   // Walked one name at a time, as the kernel does: every directory entered and every link
   // met is checked where it lies (CheckDirectoriesAbove), and a link is then replaced by

@@ -379,6 +379,9 @@ TEST(LifecycleTest, PathsPodmanWouldMisreadAreRefused) {
       {"--state_dir", base + "-\\xffst", "is not valid UTF-8"},
       {"--state_dir", base + ",target=x", "holds a comma"},
       {"--state_dir", base + "-\\tst", "control character"},
+      // NEXT LINE and a right-to-left override would break or reorder the log's lines.
+      {"--state_dir", base + "-\\xc2\\x85st", "control character"},
+      {"--socket", base + "-\\xe2\\x80\\xaes/s.sock", "--socket"},
       {"--runner", base + ",x.pyz", "--runner"}};
   for (const auto& [flag, value, why] : cases) {
     int rc = -1;

@@ -100,6 +100,17 @@ TEST_F(ResolveTest, AFileOthersCouldChangeIsRefused) {
     ASSERT_FALSE(found.ok()) << absl::CEscape(hostile);
     EXPECT_THAT(found.status().message(), HasSubstr("holds a control character"));
   }
+  // A relative name is used from the working directory, whose name counts too.
+  const fs::path odd = ours_ / "d\xe2\x80\xa8";
+  fs::create_directories(odd / "sub");
+  std::ofstream(odd / "sub" / "prog") << "#!/bin/sh\n";
+  fs::permissions(odd / "sub" / "prog", fs::perms::owner_all);
+  const fs::path cwd = fs::current_path();
+  fs::current_path(odd);
+  found = ResolveOthersCannotChange("sub/prog", "--podman");
+  fs::current_path(cwd);
+  ASSERT_FALSE(found.ok()) << *found;
+  EXPECT_THAT(found.status().message(), HasSubstr("holds a control character"));
 }
 
 // Missing where group or others could make it later, sticky or not, it is refused; so is
