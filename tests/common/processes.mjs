@@ -3,7 +3,7 @@
 //   SANDBOXD_BIN (set by ctest) is the daemon under test.
 //   SANDBOXD_TEST_ISOLATION=wasm (set by ctest for the gateway_wasm_* copies) runs every
 //   Sandboxd on the wasm tier by default (docs/wasm-tier.md); a test's own flags still win.
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import net from "node:net";
 import os from "node:os";
@@ -99,6 +99,22 @@ export function canConnect(where) {
   });
 }
 
+// podman's removal of a container whose creation a killed sandboxd cut short can leave it
+// in runc, out of every list of podman's (docs/architecture.md, "Session records"); a
+// daemon removes its own at its next start, and a test's daemon has none. Every container
+// carries its labels as annotations: those of `stateDir` that runc still holds go here.
+// Rootful podman's runc only (its state under /run/runc); rootless runs keep theirs in
+// podman's user namespace, which goes with the test's.
+function removeRuncStrays(stateDir) {
+  if (process.getuid() !== 0) return;
+  const listed = JSON.parse(execFileSync("runc", ["list", "--format=json"]).toString()) ?? [];
+  for (const c of listed) {
+    if (c.annotations?.["io.sandboxd.state-dir"] === stateDir) {
+      spawnSync("runc", ["delete", "--force", c.id], { stdio: "ignore" });  // gone meanwhile: as good
+    }
+  }
+}
+
 const WASM_DEFAULTS = process.env.SANDBOXD_TEST_ISOLATION === "wasm"
   ? ["--isolation=wasm", "--allowed_isolations=wasm", `--wasm_dir=/tmp/sandboxd-test-wasm-${process.getuid()}`]
   : [];
@@ -121,6 +137,7 @@ export class Sandboxd {
     const ids = execFileSync("podman", ["ps", "-aq", "--filter", `label=io.sandboxd.state-dir=${this.stateDir}`])
       .toString().split("\n").filter(Boolean);
     if (ids.length) execFileSync("podman", ["rm", "-f", "-t", "0", ...ids], { stdio: "ignore" });
+    removeRuncStrays(this.stateDir);
     this.killWasmSessions();
   }
   // Each wasm session's Node and, under bubblewrap, its sandbox's init (the record's *pid

@@ -119,6 +119,15 @@ SandboxdProcess::~SandboxdProcess() {
   // Leave nothing behind, whatever the test did.
   Sh(absl::StrCat(PodmanCommand(), " ps -aq --filter label=io.sandboxd.instance=", instance(),
                   " | xargs -r ", PodmanCommand(), " rm -f -t 0 >/dev/null 2>&1"));
+  // podman's removal of a container whose creation a kill cut short can leave it in runc
+  // (the daemon's next start would remove it: StrayContainersTest); its annotations say
+  // whose it is. Rootful runc only: a rootless podman's goes with its user namespace.
+  if (!run_as_) {
+    Sh(absl::StrCat("runc list --format=json 2>/dev/null | python3 -c 'import json, sys; "
+                    "[print(c[\"id\"]) for c in json.load(sys.stdin) or [] "
+                    "if (c.get(\"annotations\") or {}).get(\"io.sandboxd.instance\") == \"", instance(),
+                    "\"]' | xargs -r -n1 runc delete --force >/dev/null 2>&1"));
+  }
   Sh(WasmCleanup(state_dir_));
   std::error_code ec;
   fs::remove_all(dir_, ec);
