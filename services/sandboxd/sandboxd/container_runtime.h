@@ -118,8 +118,9 @@ class ContainerRuntime {
                                                              const std::string& label_value) = 0;
 
   // Containers carrying label key=value that the backend's records lost while what lies
-  // under it still holds them (processes, mounts), removed there: how many. Called at
-  // start, before this daemon makes any container. 0 where nothing lies under the backend.
+  // under it still holds them (processes, mounts), removed there: how many. Called once
+  // after the start's sweep, while the daemon may be making containers: one the backend is
+  // making or removing must not be taken for lost. 0 where nothing lies under the backend.
   virtual int RemoveStrays(const std::string& label_key, const std::string& label_value) {
     (void)label_key;
     (void)label_value;

@@ -15,10 +15,10 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
 #include "base/log_text.h"
-#include "base/process.h"
 #include "nlohmann/json.hpp"
 #include "sandboxd/log.h"
 #include "sandboxd/podman_runtime.h"
+#include "sandboxd/trusted_files.h"
 
 namespace sandboxd {
 namespace {
@@ -59,11 +59,20 @@ int PodmanRuntime::RemoveStrays(const std::string& label_key, const std::string&
     if (!probed_) return 0;
     info = info_;
   }
-  // The runtimes podman starts this daemon's containers with, as podman finds them.
+  // The runtimes podman starts this daemon's containers with: the OCI runtime's path as
+  // podman resolves its name (not our PATH's), checked as podman and runsc are at start
+  // (ResolveOthersCannotChange), and runsc, checked then.
   std::set<std::string> runtimes;
   if (!info.oci_runtime.empty()) {
-    const std::string found = codemode::FindInPath(info.oci_runtime, codemode::PathOf(env_));
-    if (!found.empty()) runtimes.insert(found);
+    absl::StatusOr<std::string> path =
+        Podman(Op::kInfo, {"--runtime", info.oci_runtime, "info", "--format", "{{.Host.OCIRuntime.Path}}"});
+    if (path.ok()) path = ResolveOthersCannotChange(std::string(absl::StripAsciiWhitespace(*path)), "OCI runtime");
+    if (path.ok()) {
+      runtimes.insert(*path);
+    } else {
+      spdlog::warn("cannot look for the containers podman lost in its OCI runtime {}: {}",
+                   codemode::LogText(info.oci_runtime), codemode::LogLongText(path.status().message()));
+    }
   }
   if (options_.gvisor) runtimes.insert(options_.runsc);
   SubprocessOptions opts;

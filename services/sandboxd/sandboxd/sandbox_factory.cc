@@ -301,9 +301,11 @@ void SandboxFactory::RetryRemovals() {
   removals_->RetryDue();
   // Containers podman lost while its OCI runtime holds them are never in a list of podman's:
   // a creation a crash cut short, and podman's removal (the start's sweep) of one. They go
-  // from under podman once the sweep's removals have been tried.
+  // from under podman once the sweep's removals have been tried, on a worker: the runtime's
+  // commands may take up to --podman_timeout each, and the reaper calls this every second.
   if (removals_->awaiting() == removals_->failing() && strays_due_.exchange(false)) {
-    runtime_->RemoveStrays(kInstanceLabel, options_.instance);
+    ContainerRuntime* const runtime = runtime_;  // outlives the workers
+    workers_->Post([runtime, instance = options_.instance] { runtime->RemoveStrays(kInstanceLabel, instance); });
   }
 }
 
