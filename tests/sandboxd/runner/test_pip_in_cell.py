@@ -474,6 +474,17 @@ class PipInCellRunnerTest(RunnerTestCase):
                                "held.join(5)\nbase_command.Command().main(['list'])")
         self.assertEqual(res.result, "0", res.error)
 
+    def test_an_uninterruptible_section_user_code_leaves_open_ends_with_its_cell(self):
+        # The runner's modules are importable in the session: a section entered and never
+        # left holds off interrupts for that cell at most.
+        self.assertOk(self.client.exec(
+            "from sandbox_runner.common import uninterruptible\nuninterruptible().__enter__()"))
+        exec_id = self.client.start_exec("print('spinning')\nwhile True:\n    pass")
+        self.client.expect("output")
+        self.client.send({"type": "interrupt", "id": exec_id})
+        res = self.client.finish_exec(exec_id, timeout=2)
+        self.assertEqual(res.status, "interrupted", res.error)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -181,6 +181,13 @@ def in_uninterruptible():
     return _work.depth > 0
 
 
+def end_uninterruptible():
+    """Leaves every uninterruptible() section of this thread: called as each exec begins,
+    so that one user code entered (the runner's modules are importable) and never left
+    lasts no longer than its cell."""
+    _work.depth = 0
+
+
 def bind_unix_socket(path):
     """A unix stream socket bound at `path` (a stale socket file there is removed), not yet
     listening. Rootless podman maps the container uid to another host uid than sandboxd's,

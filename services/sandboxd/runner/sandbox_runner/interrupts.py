@@ -10,8 +10,8 @@ import threading
 import time
 
 from .common import (INTERRUPT_RESEND_INTERVAL, INTERRUPTIBLE_RUNNER_CODE,
-                     RUNNER_RECURSION_LIMIT, in_uninterruptible, is_runner_file, log,
-                     start_bare_thread)
+                     RUNNER_RECURSION_LIMIT, end_uninterruptible, in_uninterruptible,
+                     is_runner_file, log, start_bare_thread)
 from .protocol import sending_here
 from .swallowed import SwallowedInterrupt
 from .user_signals import PausedSignals, surely
@@ -128,6 +128,7 @@ class InterruptController:
     # -- main thread -------------------------------------------------------------------
 
     def begin(self, state):
+        end_uninterruptible()
         self._state = state
         self._swallowed.reset()
 
