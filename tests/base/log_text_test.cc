@@ -71,10 +71,12 @@ TEST(LogTextTest, APlainLineIsWhatLogTextLeavesAlone) {
     EXPECT_EQ(IsPlainLine(text), LogText(text, 1024) == text) << LogText(text);
   }
   EXPECT_TRUE(IsPlainLine("/usr/bin/caf\u00e9"));
+  // Variation selectors pick how the character before them looks: names hold them.
+  EXPECT_TRUE(IsPlainLine("/home/st-\u2764\ufe0f/\u845b\U000E0100"));
   EXPECT_FALSE(IsPlainLine("/tmp/\u202eexe.txt"));
   // Invisible: tag characters (text a reader cannot see), the Mongolian vowel separator, a
-  // variation selector, a Hangul filler, an Arabic number sign.
-  for (const char* hidden : {"/x\U000E0041", "/x\u180e", "/x\ufe0f", "/x\u3164", "/x\u0600"}) {
+  // Hangul filler, the braille blank, an Arabic number sign.
+  for (const char* hidden : {"/x\U000E0041", "/x\u180e", "/x\u3164", "/x\u2800", "/x\u0600"}) {
     EXPECT_FALSE(IsPlainLine(hidden)) << LogText(hidden);
     EXPECT_NE(LogText(hidden), hidden);
   }

@@ -49,7 +49,8 @@ inline size_t DecodeUtf8(absl::string_view text, size_t i, uint32_t* cp) {
 }
 
 // Code points past ASCII that end or reorder a line on a terminal or in a log viewer, or
-// hide text: LogText escapes them.
+// hide text: LogText escapes them. Variation selectors stay: they change how the
+// character before them looks (an emoji's, an ideograph's), and names hold them.
 inline bool IsHostileCodePoint(uint32_t cp) {
   return (cp >= 0x80 && cp <= 0x9F) ||       // C1 controls (U+0085 is NEXT LINE)
          cp == 0x00AD || cp == 0x034F ||     // soft hyphen, combining grapheme joiner
@@ -58,20 +59,20 @@ inline bool IsHostileCodePoint(uint32_t cp) {
          cp == 0x070F || cp == 0x0890 || cp == 0x0891 || cp == 0x08E2 ||  // prepended marks
          cp == 0x115F || cp == 0x1160 ||     // Hangul fillers
          cp == 0x17B4 || cp == 0x17B5 ||     // Khmer invisible vowels
-         (cp >= 0x180B && cp <= 0x180F) ||   // Mongolian variation selectors, vowel separator
+         cp == 0x180E ||                     // Mongolian vowel separator
          (cp >= 0x200B && cp <= 0x200F) ||   // zero-width characters, LRM, RLM
          cp == 0x2028 || cp == 0x2029 ||     // line and paragraph separators
          (cp >= 0x202A && cp <= 0x202E) ||   // bidi embeddings and overrides
          (cp >= 0x2060 && cp <= 0x206F) ||   // word joiner, invisible operators, isolates
+         cp == 0x2800 ||                     // braille pattern blank
          cp == 0x3164 || cp == 0xFFA0 ||     // Hangul fillers
-         (cp >= 0xFE00 && cp <= 0xFE0F) ||   // variation selectors
          cp == 0xFEFF ||                     // zero-width no-break space (byte order mark)
-         (cp >= 0xFFF9 && cp <= 0xFFFB) ||   // interlinear annotations
+         (cp >= 0xFFF0 && cp <= 0xFFFB) ||   // unassigned specials, interlinear annotations
          cp == 0x110BD || cp == 0x110CD ||   // Kaithi number signs
          (cp >= 0x13430 && cp <= 0x1343F) || // Egyptian hieroglyph format controls
          (cp >= 0x1BCA0 && cp <= 0x1BCA3) || // shorthand format controls
          (cp >= 0x1D173 && cp <= 0x1D17A) || // musical format controls
-         (cp >= 0xE0000 && cp <= 0xE0FFF);   // tags (invisible text), variation selectors
+         (cp >= 0xE0000 && cp <= 0xE00FF);   // tags: invisible text a reader cannot see
 }
 
 // True when `text` is valid UTF-8 without a C0 control, DEL or hostile code point: it
