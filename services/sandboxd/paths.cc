@@ -52,8 +52,7 @@ absl::Status CheckPodmanPath(const std::string& path, const std::string& flag) {
   } else if (path.find(',') != std::string::npos) {
     why = "holds a comma (podman's --mount would read what follows as options)";
   } else if (!codemode::IsPlainLine(path)) {
-    why = "holds a control character, a line or paragraph separator, a bidi mark or an invisible character "
-          "(it would not show as itself on a line of the log)";
+    why = absl::StrCat("holds ", codemode::kNotPlainLine, " (it would not show as itself on a line of the log)");
   }
   if (why.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(

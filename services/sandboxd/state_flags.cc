@@ -43,7 +43,7 @@ absl::Status CheckSocketPath() {
   if (codemode::IsPlainLine(path)) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       "--socket ", codemode::LogText(path),
-      " holds a control character, a line or paragraph separator, a bidi mark or an invisible character"));
+      " holds ", codemode::kNotPlainLine));
 }
 
 std::string StateDirFromFlags() { return sandboxd::StateDirPath(StateDirGiven()); }

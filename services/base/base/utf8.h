@@ -75,6 +75,10 @@ inline bool IsHostileCodePoint(uint32_t cp) {
          (cp >= 0xE0000 && cp <= 0xE00FF);   // tags: invisible text a reader cannot see
 }
 
+// What a text that is not a plain line holds (for messages): "holds " + this.
+inline constexpr char kNotPlainLine[] =
+    "a control character, a line or paragraph separator, a bidi mark or an invisible character";
+
 // True when `text` is valid UTF-8 without a C0 control, DEL or hostile code point: it
 // shows as itself on one line.
 inline bool IsPlainLine(absl::string_view text) {

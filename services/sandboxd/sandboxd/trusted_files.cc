@@ -23,11 +23,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Why a name is refused that would not show as itself on one line of the log.
-constexpr char kNotPlain[] =
-    "is not valid UTF-8 or holds a control character, a line or paragraph separator, a bidi "
-    "mark or an invisible character";
-
 constexpr char kOthersCouldChange[] = ": another user could change what sessions run";
 
 // Why `path` (a file sessions read) is not safe ("" when it is), each reason saying what it
@@ -109,7 +104,8 @@ absl::Status CheckDirectoriesAbove(const fs::path& real, const std::string& show
 // them after the checks), so it runs before anything is made.
 absl::Status CheckParentsOthersCannotSwap(const std::string& work_dir, const char* flag) {
   if (!codemode::IsPlainLine(work_dir)) {
-    return absl::UnavailableError(absl::StrCat("'", absl::CEscape(work_dir), "' (", flag, ") ", kNotPlain));
+    return absl::UnavailableError(absl::StrCat("'", absl::CEscape(work_dir), "' (", flag, ") is not valid UTF-8 or holds ",
+                                               codemode::kNotPlainLine));
   }
   // The kernel resolves `..` after the symbolic link before it, where the text comparison
   // below drops both: a `.` or `..` would hide a link on the way.
@@ -188,7 +184,8 @@ absl::StatusOr<std::string> ResolveOthersCannotChange(const std::string& name, c
   const std::string shown = absl::CEscape(given.string());
   // Both: the name given, and the one used (the working directory before a relative one).
   if (!codemode::IsPlainLine(found) || !codemode::IsPlainLine(given.string())) {
-    return absl::UnavailableError(absl::StrCat("'", shown, "' (", flag, ") ", kNotPlain));
+    return absl::UnavailableError(absl::StrCat("'", shown, "' (", flag, ") is not valid UTF-8 or holds ",
+                                               codemode::kNotPlainLine));
   }
   if (ec) return absl::UnavailableError(absl::StrCat("cannot resolve ", flag, " ", shown, ": ", ec.message()));
   // Walked one name at a time, as the kernel does: every directory entered and every link
