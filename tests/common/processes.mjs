@@ -107,7 +107,15 @@ export function canConnect(where) {
 // podman's user namespace, which goes with the test's.
 function removeRuncStrays(stateDir) {
   if (process.getuid() !== 0) return;
-  const listed = JSON.parse(execFileSync("runc", ["list", "--format=json"]).toString()) ?? [];
+  // runc 1.1 fails a list when a container it walks past is removed meanwhile (another
+  // test's session ending): that race clears on a second look.
+  let run;
+  for (let attempt = 0; attempt < 5; ++attempt) {
+    run = spawnSync("runc", ["list", "--format=json"], { encoding: "utf8" });
+    if (run.status === 0) break;
+  }
+  if (run.status !== 0) throw new Error(`runc list --format=json failed: ${run.stderr}`);
+  const listed = JSON.parse(run.stdout) ?? [];
   for (const c of listed) {
     if (c.annotations?.["io.sandboxd.state-dir"] === stateDir) {
       spawnSync("runc", ["delete", "--force", c.id], { stdio: "ignore" });  // gone meanwhile: as good

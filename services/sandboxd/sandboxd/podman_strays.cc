@@ -50,6 +50,9 @@ std::vector<std::string> Annotated(const std::string& listed, const std::string&
   return ids;
 }
 
+// How often a runtime's list is tried before this sweep gives up on that runtime.
+constexpr int kListAttempts = 3;
+
 }  // namespace
 
 int PodmanRuntime::RemoveStrays(const std::string& label_key, const std::string& label_value) {
@@ -90,7 +93,13 @@ int PodmanRuntime::RemoveStrays(const std::string& label_key, const std::string&
   int removed = 0;
   for (const std::string& runtime : runtimes) {
     // Listed before podman's own list: a container podman makes meanwhile is in both.
-    absl::StatusOr<SubprocessResult> listed = RunSubprocess(runtime_argv(runtime, {"list", "--format=json"}), opts);
+    // runc 1.1 fails a list when a container it walks past is removed meanwhile (another
+    // daemon's session ending): that race clears on a second look.
+    absl::StatusOr<SubprocessResult> listed;
+    for (int attempt = 0; attempt < kListAttempts; ++attempt) {
+      listed = RunSubprocess(runtime_argv(runtime, {"list", "--format=json"}), opts);
+      if (listed.ok() && listed->exit_code == 0) break;
+    }
     if (!listed.ok() || listed->exit_code != 0) {
       spdlog::warn("cannot list the containers {} holds: {}", codemode::LogText(runtime),
                    codemode::LogLongText(listed.ok() ? listed->stderr_text : listed.status().message()));

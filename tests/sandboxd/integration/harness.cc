@@ -123,7 +123,9 @@ SandboxdProcess::~SandboxdProcess() {
   // (the daemon's next start would remove it: StrayContainersTest); its annotations say
   // whose it is. Rootful runc only: a rootless podman's goes with its user namespace.
   if (!run_as_) {
-    Sh(absl::StrCat("runc list --format=json 2>/dev/null | python3 -c 'import json, sys; "
+    // runc 1.1 fails a list when a container it walks past is removed meanwhile: retried.
+    Sh(absl::StrCat("for i in 1 2 3 4 5; do runc list --format=json 2>/dev/null && break; done | "
+                    "python3 -c 'import json, sys; "
                     "[print(c[\"id\"]) for c in json.load(sys.stdin) or [] "
                     "if (c.get(\"annotations\") or {}).get(\"io.sandboxd.instance\") == \"", instance(),
                     "\"]' | xargs -r -n1 runc delete --force >/dev/null 2>&1"));
