@@ -293,6 +293,10 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
   options.max_queue = absl::GetFlag(FLAGS_max_queue);
   if (absl::Status s = CheckStreamBuffer(options); !s.ok()) return s;
   if (absl::Status s = CheckTcpPortFlags(); !s.ok()) return s;
+  if (absl::Status s = sandboxd::CheckPlainFlag("--metrics_listen", absl::GetFlag(FLAGS_metrics_listen));
+      !s.ok()) {
+    return s;
+  }
   if (absl::GetFlag(FLAGS_max_rpc_threads) < 4) {
     return absl::InvalidArgumentError("--max_rpc_threads must be at least 4");
   }

@@ -44,6 +44,11 @@ std::string DefaultRunner(const std::string& file, const std::string& built) {
   return built;
 }
 
+absl::Status CheckPlainFlag(const std::string& flag, const std::string& value) {
+  if (codemode::IsPlainLine(value)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(flag, " ", codemode::LogText(value), " holds ", codemode::kNotPlainLine));
+}
 
 absl::Status CheckPodmanPath(const std::string& path, const std::string& flag) {
   std::string why;

@@ -25,5 +25,9 @@ std::string DefaultRunner(const std::string& file, const std::string& built);
 // which another user could make in /tmp), no comma (`--mount` would
 // read the rest as options) and no control character. INVALID_ARGUMENT naming `flag`.
 absl::Status CheckPodmanPath(const std::string& path, const std::string& flag);
+// OK when `value` (a path or an address given to `flag`) is a plain line
+// (codemode::IsPlainLine): messages and log lines show it as itself. INVALID_ARGUMENT
+// naming `flag` and the value escaped.
+absl::Status CheckPlainFlag(const std::string& flag, const std::string& value);
 
 }  // namespace sandboxd

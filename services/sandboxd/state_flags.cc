@@ -8,8 +8,6 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "base/log_text.h"
-#include "base/utf8.h"
 #include "paths.h"
 #include "sandboxd/instance_id.h"
 
@@ -39,11 +37,7 @@ std::string SocketPathFromFlags() {
 
 absl::Status CheckSocketPath() {
   // Said on the log's lines (the state directory's name: CheckPodmanPath).
-  const std::string path = SocketPathFromFlags();
-  if (codemode::IsPlainLine(path)) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--socket ", codemode::LogText(path),
-      " holds ", codemode::kNotPlainLine));
+  return sandboxd::CheckPlainFlag("--socket", SocketPathFromFlags());
 }
 
 std::string StateDirFromFlags() { return sandboxd::StateDirPath(StateDirGiven()); }

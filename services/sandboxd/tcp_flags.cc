@@ -1,7 +1,10 @@
 // The --listen_tcp port's flags (tcp_flags.h).
 #include "tcp_flags.h"
 
+#include <utility>
+
 #include "absl/flags/flag.h"
+#include "paths.h"
 #include "sandboxd/tls_identity.h"
 #include "spdlog/spdlog.h"
 
@@ -72,6 +75,14 @@ absl::StatusOr<sandboxd::TcpTls> TcpTlsFromFlags(const std::string& state_dir) {
 }  // namespace
 
 absl::Status CheckTcpPortFlags() {
+  for (const auto& [flag, value] :
+       {std::make_pair("--listen_tcp", absl::GetFlag(FLAGS_listen_tcp)),
+        std::make_pair("--tcp_token_file", absl::GetFlag(FLAGS_tcp_token_file)),
+        std::make_pair("--tls_cert_file", absl::GetFlag(FLAGS_tls_cert_file)),
+        std::make_pair("--tls_key_file", absl::GetFlag(FLAGS_tls_key_file)),
+        std::make_pair("--tls_client_ca_file", absl::GetFlag(FLAGS_tls_client_ca_file))}) {
+    if (absl::Status s = sandboxd::CheckPlainFlag(flag, value); !s.ok()) return s;
+  }
   if (absl::GetFlag(FLAGS_listen_tcp).empty()) {
     if (!absl::GetFlag(FLAGS_tls_cert_file).empty() || !absl::GetFlag(FLAGS_tls_key_file).empty() ||
         !absl::GetFlag(FLAGS_tls_client_ca_file).empty()) {

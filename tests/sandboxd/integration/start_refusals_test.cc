@@ -1,0 +1,117 @@
+// Integration: starts the daemon refuses before it makes anything (LifecycleTest's, kept
+// apart): paths podman would misread or a log line would not show as themselves, and
+// runners and programs other users could change or swap.
+#include <unistd.h>
+
+#include <array>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "harness.h"
+
+namespace sandboxd::testing {
+namespace {
+
+// Podman passes a path on in JSON, turning each invalid UTF-8 byte into U+FFFD, so with a
+// state directory of /tmp/x\xffy checked, /tmp/x\xef\xbf\xbdy would be mounted, a name
+// another user could make first in /tmp; a comma ends --mount's source. Such paths are
+// refused before anything is made.
+TEST(LifecycleTest, PathsPodmanWouldMisreadAreRefused) {
+  const std::string base = "/tmp/sbx-podman-path-" + std::to_string(getpid());
+  // flag, its value in bash's $'...' (which passes the bytes themselves), what is said
+  const std::vector<std::array<std::string, 3>> cases = {
+      {"--state_dir", base + "-\\xffst", "is not valid UTF-8"},
+      {"--state_dir", base + ",target=x", "holds a comma"},
+      {"--state_dir", base + "-\\tst", "control character"},
+      // NEXT LINE and a right-to-left override would break or reorder the log's lines.
+      {"--state_dir", base + "-\\xc2\\x85st", "control character"},
+      {"--socket", base + "-\\xe2\\x80\\xaes/s.sock", "--socket"},
+      {"--runner", base + ",x.pyz", "--runner"},
+      // Files and addresses that messages name: refused, escaped, before a token file is made.
+      {"--listen_tcp=127.0.0.1:0 --tcp_token_file", base + "-\\xe2\\x80\\xaet", "--tcp_token_file"},
+      {"--listen_tcp=127.0.0.1:0 --tcp_token_file=" + base + "-t --tls_cert_file=/c --tls_key_file",
+       base + "-\\xc2\\x85k", "--tls_key_file"},
+      {"--listen_tcp=127.0.0.1:0 --tcp_token_file=" + base + "-t --tls_client_ca_file", base + "-\\x1b[2Jca",
+       "--tls_client_ca_file"},
+      {"--metrics_listen", "127.0.0.1:0\\xe2\\x80\\xae", "--metrics_listen"}};
+  for (const auto& [flag, value, why] : cases) {
+    int rc = -1;
+    // Bounded: a daemon that took the path would serve until killed.
+    const std::string out = Sh("timeout 20 bash -c \"" + SandboxdBinary() + " --socket=" + base +
+                                   "-s/s.sock " + flag + "=\\$'" + value +
+                                   "' --pool_size=0 --js_pool_size=0\" 2>&1",
+                               &rc);
+    EXPECT_EQ(rc, 2) << flag << "=" << value << ": " << out;
+    EXPECT_NE(out.find(why), std::string::npos) << flag << "=" << value << ": " << out;
+    for (const char* raw : {"\xe2\x80\xae", "\xc2\x85", "\x1b"}) {
+      EXPECT_EQ(out.find(raw), std::string::npos) << "said escaped: " << flag << "=" << value << ": " << out;
+    }
+  }
+  EXPECT_EQ(Sh("ls -d " + base + "* 2>/dev/null | wc -l"), "0\n") << "nothing was made";
+  Sh("rm -rf " + base + "*");
+}
+
+// Every session runs its runner: a copy that group or others may write, or one reached
+// through a symbolic link (its owner may point it elsewhere later), stops the start with
+// the flag named, before anything is made.
+TEST(LifecycleTest, RunnersOthersCouldChangeAreRefused) {
+  const std::string base = "/tmp/sbx-runner-" + std::to_string(getpid());
+  const std::string built = std::filesystem::path(SandboxdBinary()).parent_path().string();
+  ASSERT_EQ(Sh("mkdir -m 0700 " + base + " && cp " + built + "/sandbox_runner.pyz " + built +
+               "/sandbox_runner.js " + base + "/ && chmod 0664 " + base + "/sandbox_runner.pyz && chmod 0646 " +
+               base + "/sandbox_runner.js && ln -s " + built + "/sandbox_runner.pyz " + base + "/link.pyz && echo ok"),
+            "ok\n");
+  // flag, value, what is said
+  const std::vector<std::array<std::string, 3>> cases = {
+      {"--runner", base + "/sandbox_runner.pyz", "sandbox_runner.pyz (--runner) is writable by group or others"},
+      {"--js_runner", base + "/sandbox_runner.js", "sandbox_runner.js (--js_runner) is writable by group or others"},
+      {"--runner", base + "/link.pyz", "--runner " + base + "/link.pyz resolves to " + built}};
+  for (const auto& [flag, value, why] : cases) {
+    int rc = -1;
+    const std::string out = Sh("timeout 20 " + SandboxdBinary() + " --socket=" + base + "-s/s.sock --state_dir=" +
+                                   base + "-state " + flag + "=" + value + " --pool_size=0 --js_pool_size=0 2>&1",
+                               &rc);
+    EXPECT_EQ(rc, 2) << flag << "=" << value << ": " << out;
+    EXPECT_NE(out.find(why), std::string::npos) << why << "\n" << out;
+  }
+  EXPECT_EQ(Sh("ls -d " + base + "-* 2>/dev/null | wc -l"), "0\n") << "nothing was made";
+  Sh("rm -rf " + base + " " + base + "-*");
+}
+
+// podman runs every container, runsc every gVisor one, and every container's seccomp
+// profile is derived from --seccomp_base: one that another user could change or swap, found
+// through PATH or a symbolic link included, or a bare name PATH lacks, stops the start with
+// the flag named, before the state directory is made.
+TEST(LifecycleTest, ProgramsOthersCouldChangeAreRefused) {
+  const std::string base = "/tmp/sbx-programs-" + std::to_string(getpid());
+  const std::string open = base + "/open";  // others may write it
+  ASSERT_EQ(Sh("mkdir -m 0700 " + base + " && mkdir -m 0777 " + open + " && chmod 0777 " + open +
+               " && ln -s \"$(command -v podman)\" " + open + "/podman && cp /usr/bin/runsc " + open +
+               "/runsc && cp /usr/share/containers/seccomp.json " + base + "/seccomp.json && chmod 0664 " +
+               base + "/seccomp.json && ln -s " + open + "/runsc " + base + "/runsc-link && echo ok"),
+            "ok\n");
+  // what comes before the daemon, its flags, what is said
+  const std::vector<std::array<std::string, 3>> cases = {
+      {"PATH=" + open + ":$PATH", "", open + ", a parent of --podman " + open + "/podman, is writable by group or others"},
+      {"", "--podman=" + open + "/podman", open + ", a parent of --podman " + open + "/podman, is writable"},
+      {"", "--allowed_isolations=gvisor --runsc=" + base + "/runsc-link",
+       open + ", a parent of --runsc " + base + "/runsc-link, is writable"},
+      {"", "--podman=" + base + "-podman", "/tmp, where --podman " + base + "-podman would be, is writable"},
+      {"", "--seccomp_base=" + base + "/seccomp.json", "seccomp.json (--seccomp_base) is writable by group or others"},
+      {"", "--podman=no-such-podman-here", "no no-such-podman-here (--podman) in PATH"}};
+  for (const auto& [env, flags, why] : cases) {
+    int rc = -1;
+    const std::string out = Sh(env + " timeout 20 " + SandboxdBinary() + " --socket=" + base + "/run/s.sock --state_dir=" +
+                                   base + "/state " + flags + " --pool_size=0 --js_pool_size=0 2>&1",
+                               &rc);
+    EXPECT_EQ(rc, 2) << env << " " << flags << ": " << out;
+    EXPECT_NE(out.find(why), std::string::npos) << why << "\n" << out;
+    EXPECT_EQ(Sh("ls " + base), "open\nrunsc-link\nseccomp.json\n") << flags << ": nothing is made";
+  }
+  Sh("rm -rf " + base);
+}
+
+}  // namespace
+}  // namespace sandboxd::testing
