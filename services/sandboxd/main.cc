@@ -17,6 +17,7 @@
 #include "base/deadline.h"
 #include "base/log_text.h"
 #include "base/secret_file.h"
+#include "absl/cleanup/cleanup.h"
 #include "absl/flags/flag.h"
 #include "absl/numeric/int128.h"
 #include "absl/strings/str_cat.h"
@@ -168,8 +169,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// `--self_check`: one session, print(1), clean up (PrepareSelfCheck). The verdict goes to
-// stderr.
+// `--self_check`: one session, print(1), clean up (PrepareSelfCheck; main removes its state
+// directory). The verdict goes to stderr.
 int RunSelfCheck(const sandboxd::ManagerOptions& options, sandboxd::ContainerRuntime* runtime,
                  sandboxd::Clock* clock) {
   absl::Status status;
@@ -181,8 +182,6 @@ int RunSelfCheck(const sandboxd::ManagerOptions& options, sandboxd::ContainerRun
     if (status.ok()) status = sandboxd::SelfCheck(manager);
     manager.Shutdown();
   }
-  std::error_code ec;
-  fs::remove_all(options.state_dir, ec);
   if (!status.ok()) {
     spdlog::critical("self-check failed: {}", status.message());
     return 1;
@@ -527,21 +526,23 @@ int main(int argc, char** argv) {
   RouteLibraryLogs();
   spdlog::debug("open files limit {}", codemode::RaiseFileLimit());
 
-  absl::StatusOr<sandboxd::ManagerOptions> options = OptionsFromFlags();
-  if (!options.ok()) {
-    spdlog::critical("{}", options.status().message());
-    return 2;
-  }
-  const std::string socket_path = SocketPathFromFlags();
-  const bool self_check = absl::GetFlag(FLAGS_self_check);
   const auto refuse = [](int code, const absl::Status& why) {
     spdlog::critical("{}", why.message());
     return code;
   };
+  absl::StatusOr<sandboxd::ManagerOptions> options = OptionsFromFlags();
+  if (!options.ok()) return refuse(2, options.status());
+  const std::string socket_path = SocketPathFromFlags();
+  const bool self_check = absl::GetFlag(FLAGS_self_check);
   // --self_check runs in a private state directory and takes no lock.
   absl::StatusOr<sandboxd::DaemonLocks> locks = sandboxd::DaemonLocks{};
   if (self_check) locks = PrepareSelfCheck(&*options);
   if (!locks.ok()) return refuse(1, locks.status());
+  // --self_check's private state directory goes when the start ends, after what uses it.
+  const absl::Cleanup self_check_dir = [dir = self_check ? options->state_dir : std::string()] {
+    std::error_code ec;
+    if (!dir.empty()) fs::remove_all(dir, ec);
+  };
   absl::StatusOr<RuntimeFlags> runtime_flags = RuntimesFromFlags(*options);
   if (!runtime_flags.ok()) return refuse(2, runtime_flags.status());
   // Held until exit, drain included (instance_lock.h). The claim names the state directory

@@ -511,6 +511,10 @@ TEST(LifecycleTest, SelfCheckRunsPrintOneAndSaysWhyWhenItCannot) {
   out = Sh(SandboxdBinary() + " --self_check --podman_api=false --podman=" + podman.path() + " 2>&1", &rc);
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("container-init binary not found"), std::string::npos) << out;
+  // Refused after its state directory is made: that goes too.
+  out = Sh(SandboxdBinary() + " --self_check --podman=no-such-podman-here 2>&1", &rc);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("no no-such-podman-here (--podman) in PATH"), std::string::npos) << out;
   // Nothing is left behind either way.
   EXPECT_EQ(Sh(containers), containers_before);
   EXPECT_EQ(Sh(dirs), before);
