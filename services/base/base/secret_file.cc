@@ -190,12 +190,14 @@ absl::Status CheckStep(const std::string& path, const struct stat& st) {
 // directory (CheckStep) and every symlink it follows, the directories inside a symlink's
 // target included (checking the path as written and realpath()'s result misses another
 // user's symlink in the middle of a chain, and a realpath() can fail on a long path). A
-// missing directory is created 0700, and only inside one already checked (creating first
-// would follow other users' symlinks). The rule
+// missing directory is created 0700 when `make` says so, and only inside one already
+// checked (creating first would follow other users' symlinks); without `make`, what is
+// missing and what a ".." leads back out of it to is walked as what would be made, and
+// nothing is. The rule
 // is ssh's StrictModes; this is what lets no other user swap the directory or anything on
 // the way to it later. FAILED_PRECONDITION names the step that is not safe; other codes,
 // what could not be read or made.
-absl::Status WalkPrivatePath(const std::string& dir) {
+absl::Status WalkPrivatePath(const std::string& dir, bool make) {
   std::deque<std::string> todo;
   auto push_front = [&todo](absl::string_view path) {
     std::vector<std::string> parts = absl::StrSplit(path, '/', absl::SkipEmpty());
@@ -212,17 +214,31 @@ absl::Status WalkPrivatePath(const std::string& dir) {
   if (lstat("/", &st) != 0) return IoError("cannot stat", "/");
   if (absl::Status s = CheckStep("/", st); !s.ok()) return s;
   int links = 0;
+  int unmade = 0;  // without `make`: how deep the walk is inside directories it would make
   while (!todo.empty()) {
     const std::string part = std::move(todo.front());
     todo.pop_front();
     if (part == ".") continue;
     if (part == "..") {
-      at = ParentOf(at);  // checked already: a prefix of `at`
+      if (unmade > 0) {
+        --unmade;
+      } else {
+        at = ParentOf(at);  // checked already: a prefix of `at`
+      }
+      continue;
+    }
+    if (unmade > 0) {  // inside a directory that would be made ours, empty
+      ++unmade;
       continue;
     }
     const std::string next = at == "/" ? "/" + part : at + "/" + part;
     if (lstat(next.c_str(), &st) != 0) {
       if (errno != ENOENT) return IoError("cannot stat", next);
+      if (!make) {
+        if (access(at.c_str(), W_OK | X_OK) != 0) return IoError("cannot create directory", next);
+        ++unmade;
+        continue;
+      }
       if (mkdir(next.c_str(), 0700) != 0 && errno != EEXIST) return IoError("cannot create directory", next);
       if (lstat(next.c_str(), &st) != 0) return IoError("cannot stat", next);
     }
@@ -244,13 +260,13 @@ absl::Status WalkPrivatePath(const std::string& dir) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::Status ClaimPrivateDirectory(const std::string& dir, const std::string& what,
-                                   const std::string& flag) {
+// The walk of `dir` (made or not), then the directory itself: ours and closed to group
+// and others; one that is not there yet when nothing is made would be so.
+absl::Status CheckPrivateDirectory(const std::string& dir, const std::string& what, const std::string& flag,
+                                   bool make) {
   if (dir.empty()) return absl::InvalidArgumentError(absl::StrCat(what, " is empty; set ", flag));
   const std::string elsewhere = absl::StrCat("choose a directory of our own with ", flag);
-  if (absl::Status walked = WalkPrivatePath(dir); !walked.ok()) {
+  if (absl::Status walked = WalkPrivatePath(dir, make); !walked.ok()) {
     if (!absl::IsFailedPrecondition(walked)) {
       return absl::FailedPreconditionError(absl::StrCat(what, " ", dir, ": ", walked.message()));
     }
@@ -258,7 +274,10 @@ absl::Status ClaimPrivateDirectory(const std::string& dir, const std::string& wh
         absl::StrCat(what, " ", dir, " is not safe from other users: ", walked.message(), "; ", elsewhere));
   }
   struct stat st;
-  if (stat(dir.c_str(), &st) != 0) return Errno(absl::StrCat("cannot stat ", what), dir);
+  if (stat(dir.c_str(), &st) != 0) {
+    if (!make && errno == ENOENT) return absl::OkStatus();
+    return Errno(absl::StrCat("cannot stat ", what), dir);
+  }
   std::string problem;
   if (st.st_uid != geteuid()) {
     problem = absl::StrCat("belongs to uid ", st.st_uid, ", not to us (uid ", geteuid(), "); ", elsewhere);
@@ -270,6 +289,19 @@ absl::Status ClaimPrivateDirectory(const std::string& dir, const std::string& wh
   }
   if (problem.empty()) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(what, " ", dir, " ", problem));
+}
+
+}  // namespace
+
+absl::Status CheckPrivateDirectory(const std::string& dir, const std::string& what, const std::string& flag) {
+  return CheckPrivateDirectory(dir, what, flag, /*make=*/false);
+}
+
+absl::Status ClaimPrivateDirectory(const std::string& dir, const std::string& what,
+                                   const std::string& flag) {
+  // Checked whole before anything is made: a refused claim leaves no directory behind.
+  if (absl::Status s = CheckPrivateDirectory(dir, what, flag, /*make=*/false); !s.ok()) return s;
+  return CheckPrivateDirectory(dir, what, flag, /*make=*/true);
 }
 
 std::string DefaultStateDir(const std::string& app) {

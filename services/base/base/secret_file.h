@@ -60,7 +60,12 @@ absl::StatusOr<std::string> ReadCertificateFile(const std::string& path, const s
 // closed to group and others. An existing one is never chmod'ed (a root daemon given
 // --socket=/tmp/x.sock would make /tmp 0700). FAILED_PRECONDITION naming
 // `what`, `dir`, what is wrong and `flag` otherwise.
+// The whole path is checked before anything is made: a refused claim leaves nothing.
 absl::Status ClaimPrivateDirectory(const std::string& dir, const std::string& what,
                                    const std::string& flag);
+// What ClaimPrivateDirectory would refuse, found without making anything: for a caller
+// that claims several (a daemon's state and socket directories) and should make none when
+// one is refused. A claim still checks again as it makes.
+absl::Status CheckPrivateDirectory(const std::string& dir, const std::string& what, const std::string& flag);
 
 }  // namespace codemode

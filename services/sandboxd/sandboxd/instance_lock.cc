@@ -89,6 +89,13 @@ InstanceLock::~InstanceLock() {
 absl::StatusOr<DaemonLocks> ClaimStateAndSocket(const std::string& state_dir,
                                                 const std::string& socket_path) {
   DaemonLocks locks;
+  std::string socket_dir = fs::path(socket_path).parent_path().string();
+  if (socket_dir.empty()) socket_dir = ".";
+  // Both checked before either is made: a refused start leaves neither behind.
+  if (absl::Status s = codemode::CheckPrivateDirectory(socket_dir, "the socket's directory", "--socket");
+      !s.ok()) {
+    return s;
+  }
   if (absl::Status s = codemode::ClaimPrivateDirectory(state_dir, "the state directory", "--state_dir");
       !s.ok()) {
     return s;
@@ -97,8 +104,6 @@ absl::StatusOr<DaemonLocks> ClaimStateAndSocket(const std::string& state_dir,
       InstanceLock::Acquire(state_dir + "/sandboxd.lock", "the state directory " + state_dir);
   if (!state.ok()) return state.status();
   locks.state = *std::move(state);
-  std::string socket_dir = fs::path(socket_path).parent_path().string();
-  if (socket_dir.empty()) socket_dir = ".";
   if (absl::Status s = codemode::ClaimPrivateDirectory(socket_dir, "the socket's directory", "--socket");
       !s.ok()) {
     return s;

@@ -213,6 +213,15 @@ TEST(InstanceLockTest, EveryDirectoryAndSymlinkOnTheWayMustBeSafeFromOtherUsers)
   EXPECT_NE(socket_under_open.status().message().find("the socket's directory " + open + "/run"),
             std::string::npos)
       << socket_under_open.status();
+  // Refused before anything is made: neither the state directory nor a directory on a way
+  // that leads back out of it ("made/..") is left behind.
+  EXPECT_FALSE(fs::exists(safe + "/state"));
+  EXPECT_FALSE(ClaimStateAndSocket(dir.path() + "/made/../open/state", safe + "/s.sock").ok());
+  EXPECT_FALSE(fs::exists(dir.path() + "/made"));
+  EXPECT_FALSE(ClaimStateAndSocket(safe + "/new/../state2", open + "/made/../run/s.sock").ok());
+  EXPECT_FALSE(fs::exists(safe + "/new"));
+  EXPECT_FALSE(fs::exists(safe + "/state2"));
+  EXPECT_FALSE(fs::exists(open + "/made"));
 
   // A symlink of another user on the way (uid 65534 could re-point it), even to our own
   // directory; and a symlink of ours in a directory others may write.
