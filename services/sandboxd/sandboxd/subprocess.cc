@@ -74,6 +74,10 @@ bool Collect(pid_t pid, const UniqueFd& out, const UniqueFd& err, const Subproce
   const absl::Time began = absl::Now();
   const absl::Time deadline = began + opts.timeout;
   bool out_open = true, err_open = true;
+  // A daemonising grandchild (conmon) may keep our pipes open: once the child is reaped,
+  // what is readable is read (it may have written and exited after the last poll) and
+  // EOF is not waited for.
+  bool reaped = false;
   char buf[65536];
   while (out_open || err_open) {
     pollfd fds[2];
@@ -83,14 +87,15 @@ bool Collect(pid_t pid, const UniqueFd& out, const UniqueFd& err, const Subproce
     const absl::Time cut = opts.cutoff ? opts.cutoff->For(began) + opts.cut_grace : absl::InfiniteFuture();
     absl::Duration left = std::min(deadline, cut) - absl::Now();
     if (left <= absl::ZeroDuration()) {
+      if (reaped) return true;  // a grandchild still writing: the child's pid is not ours to kill
       kill(pid, SIGKILL);
       result.timed_out = true;
       result.cut_off = cut < deadline;
       return false;
     }
-    int timeout_ms = static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 50));
+    int timeout_ms = reaped ? 0 : static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 50));
     int n = poll(fds, nfds, timeout_ms);
-    if (n < 0 && errno != EINTR) return false;
+    if (n < 0 && errno != EINTR) return reaped;
     for (int i = 0; i < nfds && n > 0; ++i) {
       if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       bool is_out = fds[i].fd == out.get();
@@ -105,11 +110,11 @@ bool Collect(pid_t pid, const UniqueFd& out, const UniqueFd& err, const Subproce
         dst.append(buf, std::min<size_t>(static_cast<size_t>(got), opts.max_output_bytes - dst.size()));
       }
     }
-    // A daemonising grandchild (conmon) may keep our pipes open: once the child has
-    // exited and nothing is readable, stop waiting for EOF.
-    if (n == 0 && codemode::WaitPid(pid, status, WNOHANG) == pid) return true;
+    if (n != 0) continue;
+    if (reaped) return true;
+    reaped = codemode::WaitPid(pid, status, WNOHANG) == pid;
   }
-  return false;
+  return reaped;
 }
 
 }  // namespace
