@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "base/secret_file.h"
+#include "paths.h"
 #include "sandboxd/sandbox_factory.h"
 #include "sandboxd/seccomp_profile.h"
 #include "sandboxd/trusted_files.h"
@@ -55,7 +56,15 @@ absl::StatusOr<sandboxd::PodmanOptions> PodmanFromFlags(const sandboxd::ManagerO
     podman.runsc = *program;
   }
   podman.gvisor_platform = absl::GetFlag(FLAGS_gvisor_platform);
+  // A path given is checked here; a name, as podman resolves it, at the probe.
   podman.oci_runtime = absl::GetFlag(FLAGS_oci_runtime);
+  if (podman.oci_runtime.find('/') != std::string::npos) {
+    program = sandboxd::ResolveOthersCannotChange(podman.oci_runtime, "--oci_runtime");
+    if (!program.ok()) return program.status();
+    podman.oci_runtime = *program;
+  } else if (absl::Status s = sandboxd::CheckPlainFlag("--oci_runtime", podman.oci_runtime); !s.ok()) {
+    return s;
+  }
   podman.global_args = absl::GetFlag(FLAGS_podman_args);
   podman.command_timeout = absl::GetFlag(FLAGS_podman_timeout);
   podman.check_name = absl::StrCat("sbx-", sandboxd::InstanceId(options.state_dir), "-check");

@@ -66,6 +66,9 @@ struct IsolationLayer {
 struct RuntimeInfo {
   std::string version;      // e.g. "podman 4.3.1"
   std::string oci_runtime;  // e.g. "runc"
+  // The program podman runs as oci_runtime, as podman resolves it, checked as podman's own
+  // (ResolveOthersCannotChange); podman only.
+  std::string oci_runtime_path;
   bool rootless = false;
   std::string cgroup_version;  // "v1", "v2" or "" when not applicable
   // True when memory/pids/cpu limits go through cgroups; false means rlimit fallback

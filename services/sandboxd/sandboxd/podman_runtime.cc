@@ -17,6 +17,7 @@
 #include "nlohmann/json.hpp"
 #include "sandboxd/images.h"
 #include "sandboxd/subprocess.h"
+#include "sandboxd/trusted_files.h"
 
 extern char** environ;
 
@@ -281,6 +282,36 @@ absl::StatusOr<std::string> PodmanRuntime::Podman(SandboxdMetrics::ContainerOp o
   return std::move(r->stdout_text);
 }
 
+absl::Status PodmanRuntime::ChooseOciRuntime(const std::string& default_runtime, RuntimeInfo& info) {
+  if (options_.oci_runtime == "auto") {
+    // crun 1.8 fails on hybrid cgroup v1 hosts ("cgroups in hybrid mode not supported").
+    if (info.cgroup_version == "v1" && !FindInPath("runc").empty()) {
+      info.oci_runtime = "runc";
+      if (default_runtime != "runc") {
+        info.notes.push_back("cgroup v1 host: using OCI runtime runc instead of " + default_runtime);
+      }
+    } else {
+      info.oci_runtime = default_runtime;
+    }
+  } else {
+    info.oci_runtime = options_.oci_runtime;
+  }
+  // It runs every container, as podman's user (root, for a root daemon): refused where
+  // another user could change it, as podman and runsc are.
+  if (!info.oci_runtime.empty()) {
+    absl::StatusOr<std::string> path =
+        Podman(Op::kInfo, {"--runtime", info.oci_runtime, "info", "--format", "{{.Host.OCIRuntime.Path}}"});
+    if (!path.ok()) return path.status();
+    path = ResolveOthersCannotChange(std::string(absl::StripAsciiWhitespace(*path)), "OCI runtime");
+    if (!path.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat("OCI runtime ", codemode::LogText(info.oci_runtime),
+                                                        ": ", path.status().message()));
+    }
+    info.oci_runtime_path = *std::move(path);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<RuntimeInfo> PodmanRuntime::Probe() {
   absl::StatusOr<std::string> out = Podman(Op::kInfo, {"info", "--format", "json"});
   if (!out.ok()) return out.status();
@@ -300,19 +331,7 @@ absl::StatusOr<RuntimeInfo> PodmanRuntime::Probe() {
   if (const json* v = Path(j, {"host", "ociRuntime", "name"}); v && v->is_string()) {
     default_runtime = v->get<std::string>();
   }
-  if (options_.oci_runtime == "auto") {
-    // crun 1.8 fails on hybrid cgroup v1 hosts ("cgroups in hybrid mode not supported").
-    if (info.cgroup_version == "v1" && !FindInPath("runc").empty()) {
-      info.oci_runtime = "runc";
-      if (default_runtime != "runc") {
-        info.notes.push_back("cgroup v1 host: using OCI runtime runc instead of " + default_runtime);
-      }
-    } else {
-      info.oci_runtime = default_runtime;
-    }
-  } else {
-    info.oci_runtime = options_.oci_runtime;
-  }
+  if (absl::Status s = ChooseOciRuntime(default_runtime, info); !s.ok()) return s;
   info.cgroup_limits = !(info.rootless && info.cgroup_version == "v1");
   info.nproc_ceiling = HostNprocCeiling();
   if (!info.cgroup_limits) {

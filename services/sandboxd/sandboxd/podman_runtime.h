@@ -189,6 +189,10 @@ class PodmanRuntime : public ContainerRuntime {
   absl::Status GvisorVerdict(std::string* deferred);
   // `runsc --version`'s first line; UNAVAILABLE when runsc cannot be run.
   absl::StatusOr<std::string> GvisorVersion();
+  // Sets info.oci_runtime (--oci_runtime, or for "auto" runc on cgroup v1, else podman's
+  // default) and info.oci_runtime_path: the program podman runs for it, checked
+  // (ResolveOthersCannotChange). FAILED_PRECONDITION when another user could change it.
+  absl::Status ChooseOciRuntime(const std::string& default_runtime, RuntimeInfo& info);
   // `podman run --rm <image> python3 -c pass` under `isolation`; UNAVAILABLE with why.
   absl::Status TryPythonContainer(const RuntimeInfo& info, Isolation isolation);
 

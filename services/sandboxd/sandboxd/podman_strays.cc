@@ -18,7 +18,6 @@
 #include "nlohmann/json.hpp"
 #include "sandboxd/log.h"
 #include "sandboxd/podman_runtime.h"
-#include "sandboxd/trusted_files.h"
 
 namespace sandboxd {
 namespace {
@@ -62,21 +61,9 @@ int PodmanRuntime::RemoveStrays(const std::string& label_key, const std::string&
     if (!probed_) return 0;
     info = info_;
   }
-  // The runtimes podman starts this daemon's containers with: the OCI runtime's path as
-  // podman resolves its name (not our PATH's), checked as podman and runsc are at start
-  // (ResolveOthersCannotChange), and runsc, checked then.
+  // The runtimes podman starts this daemon's containers with, checked at the probe.
   std::set<std::string> runtimes;
-  if (!info.oci_runtime.empty()) {
-    absl::StatusOr<std::string> path =
-        Podman(Op::kInfo, {"--runtime", info.oci_runtime, "info", "--format", "{{.Host.OCIRuntime.Path}}"});
-    if (path.ok()) path = ResolveOthersCannotChange(std::string(absl::StripAsciiWhitespace(*path)), "OCI runtime");
-    if (path.ok()) {
-      runtimes.insert(*path);
-    } else {
-      spdlog::warn("cannot look for the containers podman lost in its OCI runtime {}: {}",
-                   codemode::LogText(info.oci_runtime), codemode::LogLongText(path.status().message()));
-    }
-  }
+  if (!info.oci_runtime_path.empty()) runtimes.insert(info.oci_runtime_path);
   if (options_.gvisor) runtimes.insert(options_.runsc);
   SubprocessOptions opts;
   opts.env = env_;

@@ -80,7 +80,8 @@ TEST(LifecycleTest, RunnersOthersCouldChangeAreRefused) {
   Sh("rm -rf " + base + " " + base + "-*");
 }
 
-// podman runs every container, runsc every gVisor one, and every container's seccomp
+// podman runs every container, runsc every gVisor one, the OCI runtime every container
+// podman starts, and every container's seccomp
 // profile is derived from --seccomp_base: one that another user could change or swap, found
 // through PATH or a symbolic link included, or a bare name PATH lacks, stops the start with
 // the flag named, before the state directory is made.
@@ -89,7 +90,8 @@ TEST(LifecycleTest, ProgramsOthersCouldChangeAreRefused) {
   const std::string open = base + "/open";  // others may write it
   ASSERT_EQ(Sh("mkdir -m 0700 " + base + " && mkdir -m 0777 " + open + " && chmod 0777 " + open +
                " && ln -s \"$(command -v podman)\" " + open + "/podman && cp /usr/bin/runsc " + open +
-               "/runsc && cp /usr/share/containers/seccomp.json " + base + "/seccomp.json && chmod 0664 " +
+               "/runsc && cp /usr/bin/runc " + open + "/runc && cp /usr/share/containers/seccomp.json " + base +
+               "/seccomp.json && chmod 0664 " +
                base + "/seccomp.json && ln -s " + open + "/runsc " + base + "/runsc-link && echo ok"),
             "ok\n");
   // what comes before the daemon, its flags, what is said
@@ -100,6 +102,7 @@ TEST(LifecycleTest, ProgramsOthersCouldChangeAreRefused) {
        open + ", a parent of --runsc " + base + "/runsc-link, is writable"},
       {"", "--podman=" + base + "-podman", "/tmp, where --podman " + base + "-podman would be, is writable"},
       {"", "--seccomp_base=" + base + "/seccomp.json", "seccomp.json (--seccomp_base) is writable by group or others"},
+      {"", "--oci_runtime=" + open + "/runc", open + ", a parent of --oci_runtime " + open + "/runc, is writable"},
       {"", "--podman=no-such-podman-here", "no no-such-podman-here (--podman) in PATH"}};
   for (const auto& [env, flags, why] : cases) {
     int rc = -1;
@@ -110,6 +113,26 @@ TEST(LifecycleTest, ProgramsOthersCouldChangeAreRefused) {
     EXPECT_NE(out.find(why), std::string::npos) << why << "\n" << out;
     EXPECT_EQ(Sh("ls " + base), "open\nrunsc-link\nseccomp.json\n") << flags << ": nothing is made";
   }
+  Sh("rm -rf " + base);
+}
+
+// An OCI runtime given by name is the program podman's configuration names for it: one that
+// another user could change or swap runs no container, and the daemon says why.
+TEST(LifecycleTest, AnOciRuntimeOthersCouldChangeRunsNoContainer) {
+  const std::string base = "/tmp/sbx-oci-runtime-" + std::to_string(getpid());
+  const std::string open = base + "/open";
+  ASSERT_EQ(Sh("mkdir -m 0700 " + base + " && mkdir -m 0777 " + open + " && chmod 0777 " + open + " && cp /usr/bin/runc " +
+               open + "/runc && printf '[engine.runtimes]\\nswappable = [\"" + open + "/runc\"]\\n' > " + base +
+               "/containers.conf && echo ok"),
+            "ok\n");
+  SandboxdProcess d({"--oci_runtime=swappable"});
+  ASSERT_TRUE(d.Start({"CONTAINERS_CONF=" + base + "/containers.conf"}));
+  grpc::Status st = TryCreate(*d.Stub());
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(st.error_message().find("OCI runtime swappable: " + open + ", a parent of OCI runtime " + open +
+                                    "/runc, is writable by group or others"),
+            std::string::npos)
+      << st.error_message();
   Sh("rm -rf " + base);
 }
 
