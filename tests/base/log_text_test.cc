@@ -75,8 +75,9 @@ TEST(LogTextTest, APlainLineIsWhatLogTextLeavesAlone) {
   EXPECT_TRUE(IsPlainLine("/home/st-\u2764\ufe0f/\u845b\U000E0100"));
   EXPECT_FALSE(IsPlainLine("/tmp/\u202eexe.txt"));
   // Invisible: tag characters (text a reader cannot see), the Mongolian vowel separator, a
-  // Hangul filler, the braille blank, an Arabic number sign.
-  for (const char* hidden : {"/x\U000E0041", "/x\u180e", "/x\u3164", "/x\u2800", "/x\u0600"}) {
+  // Hangul filler, the braille blank, an Arabic number sign, reserved default-ignorables.
+  for (const char* hidden : {"/x\U000E0041", "/x\u180e", "/x\u3164", "/x\u2800", "/x\u0600", "/x\U000E01F0",
+                             "/x\U000E0FFF"}) {
     EXPECT_FALSE(IsPlainLine(hidden)) << LogText(hidden);
     EXPECT_NE(LogText(hidden), hidden);
   }

@@ -207,6 +207,14 @@ class BadFlagTest(unittest.TestCase):
             self.assertEqual(result.returncode, 2)
             self.assertIn(said, result.stderr)
 
+    def test_an_unknown_log_level_is_refused_not_silence(self):
+        # spdlog reads a name it does not know as `off`: the start's own refusal would go unsaid.
+        for binary, more in ((SANDBOXD, ["--socket=/tmp/x\x1b"]), (GATEWAY, [])):
+            with self.subTest(binary=binary):
+                result = run(binary, "--log_level=INFO", *more)
+                self.assertEqual(result.returncode, 2)
+                self.assertIn("--log_level INFO is none of trace, debug, info, warn, error", result.stderr)
+
     def test_a_stream_buffer_smaller_than_a_runs_output_twice_is_refused(self):
         result = run(SANDBOXD, "--max_output_bytes=1048576", "--max_display_bytes=0",
                      "--max_stream_buffer_bytes=65536")

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "base/allocator.h"
+#include "base/log_text.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -48,7 +49,15 @@ void StartMain(int argc, char** argv, const ProgramHelp& program) {
   }
   ReturnLargeBlocksToTheSystem();
   absl::ParseCommandLine(argc, argv);
-  InitLogging(program.name, absl::GetFlag(FLAGS_log_level));
+  // An unknown name would be spdlog's `off`: no line at all, the reason a start is refused
+  // included.
+  const std::string level = absl::GetFlag(FLAGS_log_level);
+  if (spdlog::level::from_str(level) == spdlog::level::off && level != "off") {
+    fprintf(stderr, "%s: --log_level %s is none of trace, debug, info, warn, error, critical, off\n",
+            program.name.c_str(), LogQuoted(level).c_str());
+    std::exit(2);
+  }
+  InitLogging(program.name, level);
 }
 
 void InitLogging(const std::string& name, const std::string& level) {

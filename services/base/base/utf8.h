@@ -72,7 +72,8 @@ inline bool IsHostileCodePoint(uint32_t cp) {
          (cp >= 0x13430 && cp <= 0x1343F) || // Egyptian hieroglyph format controls
          (cp >= 0x1BCA0 && cp <= 0x1BCA3) || // shorthand format controls
          (cp >= 0x1D173 && cp <= 0x1D17A) || // musical format controls
-         (cp >= 0xE0000 && cp <= 0xE00FF);   // tags: invisible text a reader cannot see
+         (cp >= 0xE0000 && cp <= 0xE00FF) || // tags: invisible text a reader cannot see
+         (cp >= 0xE01F0 && cp <= 0xE0FFF);   // reserved, default-ignorable: shown as nothing
 }
 
 // What a text that is not a plain line holds (for messages): "holds " + this.
