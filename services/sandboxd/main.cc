@@ -197,19 +197,19 @@ absl::Status RunnersFromFlags(sandboxd::ManagerOptions* options) {
   if (options->runner_path.empty()) {
     options->runner_path = sandboxd::DefaultRunner("sandbox_runner.pyz", SANDBOXD_BUILT_RUNNER);
   }
-  if (!fs::exists(options->runner_path)) {
+  if (std::error_code ec; !fs::exists(options->runner_path, ec)) {
     return absl::InvalidArgumentError(
         absl::StrCat("runner ", codemode::LogText(options->runner_path), " does not exist (--runner)"));
   }
   options->js_runner_path = absl::GetFlag(FLAGS_js_runner);
-  if (!options->js_runner_path.empty() && !fs::exists(options->js_runner_path)) {
+  if (std::error_code ec; !options->js_runner_path.empty() && !fs::exists(options->js_runner_path, ec)) {
     return absl::InvalidArgumentError(
         absl::StrCat("JavaScript runner ", codemode::LogText(options->js_runner_path),
                      " does not exist (--js_runner)"));
   }
   if (options->js_runner_path.empty()) {
     options->js_runner_path = sandboxd::DefaultRunner("sandbox_runner.js", SANDBOXD_BUILT_JS_RUNNER);
-    if (!fs::exists(options->js_runner_path)) options->js_runner_path.clear();
+    if (std::error_code ec; !fs::exists(options->js_runner_path, ec)) options->js_runner_path.clear();
   }
   for (const auto& [path, flag] : {std::pair{options->state_dir, "--state_dir"},
                                    {options->runner_path, "--runner"}, {options->js_runner_path, "--js_runner"}}) {

@@ -38,7 +38,10 @@ std::string DefaultRunner(const std::string& file, const std::string& built) {
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
     for (fs::path p : {exe.parent_path() / file, exe.parent_path() / "../share/sandboxd" / file}) {
-      if (fs::exists(p)) return fs::canonical(p).string();
+      if (fs::exists(p, ec)) {
+        fs::path found = fs::canonical(p, ec);
+        if (!ec) return found.string();
+      }
     }
   }
   return built;

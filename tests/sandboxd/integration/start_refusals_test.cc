@@ -29,6 +29,8 @@ TEST(LifecycleTest, PathsPodmanWouldMisreadAreRefused) {
       {"--state_dir", base + "-\\xc2\\x85st", "control character"},
       {"--socket", base + "-\\xe2\\x80\\xaes/s.sock", "--socket"},
       {"--runner", base + ",x.pyz", "--runner"},
+      // Longer than a path may be: said, not thrown (a crash would print it raw).
+      {"--runner", "/tmp/" + std::string(5000, 'a') + "\\x1b[31m", "does not exist (--runner)"},
       // Files and addresses that messages name: refused, escaped, before a token file is made.
       {"--listen_tcp=127.0.0.1:0 --tcp_token_file", base + "-\\xe2\\x80\\xaet", "--tcp_token_file"},
       {"--listen_tcp=127.0.0.1:0 --tcp_token_file=" + base + "-t --tls_cert_file=/c --tls_key_file",
