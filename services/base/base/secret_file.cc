@@ -193,11 +193,12 @@ absl::Status CheckStep(const std::string& path, const struct stat& st) {
 // missing directory is created 0700 when `make` says so, and only inside one already
 // checked (creating first would follow other users' symlinks); without `make`, what is
 // missing and what a ".." leads back out of it to is walked as what would be made, and
-// nothing is. The rule
+// nothing is. `*resolved`: where the walk ends, "" when that is a directory it would make.
+// The rule
 // is ssh's StrictModes; this is what lets no other user swap the directory or anything on
 // the way to it later. FAILED_PRECONDITION names the step that is not safe; other codes,
 // what could not be read or made.
-absl::Status WalkPrivatePath(const std::string& dir, bool make) {
+absl::Status WalkPrivatePath(const std::string& dir, bool make, std::string* resolved) {
   std::deque<std::string> todo;
   auto push_front = [&todo](absl::string_view path) {
     std::vector<std::string> parts = absl::StrSplit(path, '/', absl::SkipEmpty());
@@ -228,6 +229,10 @@ absl::Status WalkPrivatePath(const std::string& dir, bool make) {
       continue;
     }
     if (unmade > 0) {  // inside a directory that would be made ours, empty
+      if (part.size() > NAME_MAX) {
+        errno = ENAMETOOLONG;
+        return IoError("cannot create directory", part);
+      }
       ++unmade;
       continue;
     }
@@ -235,7 +240,10 @@ absl::Status WalkPrivatePath(const std::string& dir, bool make) {
     if (lstat(next.c_str(), &st) != 0) {
       if (errno != ENOENT) return IoError("cannot stat", next);
       if (!make) {
-        if (access(at.c_str(), W_OK | X_OK) != 0) return IoError("cannot create directory", next);
+        // As mkdir would be judged: by the effective uid and its capabilities.
+        if (faccessat(AT_FDCWD, at.c_str(), W_OK | X_OK, AT_EACCESS) != 0) {
+          return IoError("cannot create directory", next);
+        }
         ++unmade;
         continue;
       }
@@ -257,6 +265,7 @@ absl::Status WalkPrivatePath(const std::string& dir, bool make) {
     if (target[0] == '/') at = "/";
     push_front(absl::string_view(target, static_cast<size_t>(n)));
   }
+  *resolved = unmade > 0 ? "" : at;
   return absl::OkStatus();
 }
 
@@ -266,18 +275,19 @@ absl::Status CheckPrivateDirectory(const std::string& dir, const std::string& wh
                                    bool make) {
   if (dir.empty()) return absl::InvalidArgumentError(absl::StrCat(what, " is empty; set ", flag));
   const std::string elsewhere = absl::StrCat("choose a directory of our own with ", flag);
-  if (absl::Status walked = WalkPrivatePath(dir, make); !walked.ok()) {
+  std::string resolved;
+  if (absl::Status walked = WalkPrivatePath(dir, make, &resolved); !walked.ok()) {
     if (!absl::IsFailedPrecondition(walked)) {
       return absl::FailedPreconditionError(absl::StrCat(what, " ", dir, ": ", walked.message()));
     }
     return absl::FailedPreconditionError(
         absl::StrCat(what, " ", dir, " is not safe from other users: ", walked.message(), "; ", elsewhere));
   }
+  // Without `make`, where the walk ended: a path through what is still missing
+  // ("new/../x") does not resolve yet, though what it leads to is there.
+  if (!make && resolved.empty()) return absl::OkStatus();
   struct stat st;
-  if (stat(dir.c_str(), &st) != 0) {
-    if (!make && errno == ENOENT) return absl::OkStatus();
-    return Errno(absl::StrCat("cannot stat ", what), dir);
-  }
+  if (stat(make ? dir.c_str() : resolved.c_str(), &st) != 0) return Errno(absl::StrCat("cannot stat ", what), dir);
   std::string problem;
   if (st.st_uid != geteuid()) {
     problem = absl::StrCat("belongs to uid ", st.st_uid, ", not to us (uid ", geteuid(), "); ", elsewhere);

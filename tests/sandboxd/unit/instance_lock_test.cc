@@ -221,7 +221,13 @@ TEST(InstanceLockTest, EveryDirectoryAndSymlinkOnTheWayMustBeSafeFromOtherUsers)
   EXPECT_FALSE(ClaimStateAndSocket(safe + "/new/../state2", open + "/made/../run/s.sock").ok());
   EXPECT_FALSE(fs::exists(safe + "/new"));
   EXPECT_FALSE(fs::exists(safe + "/state2"));
-  EXPECT_FALSE(fs::exists(open + "/made"));
+  // Through what is missing to a directory that is there and refused (others may enter it).
+  const std::string pub = safe + "/pub";
+  ASSERT_EQ(mkdir(pub.c_str(), 0755), 0);
+  ASSERT_EQ(chmod(pub.c_str(), 0755), 0);
+  EXPECT_FALSE(ClaimStateAndSocket(safe + "/state3", safe + "/new3/../pub/s.sock").ok());
+  EXPECT_FALSE(ClaimStateAndSocket(safe + "/new4/../pub", safe + "/s.sock").ok());
+  for (const char* left : {"/state3", "/new3", "/new4"}) EXPECT_FALSE(fs::exists(safe + left)) << left;
 
   // A symlink of another user on the way (uid 65534 could re-point it), even to our own
   // directory; and a symlink of ours in a directory others may write.
