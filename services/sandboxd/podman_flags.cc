@@ -62,6 +62,8 @@ absl::StatusOr<sandboxd::PodmanOptions> PodmanFromFlags(const sandboxd::ManagerO
     program = sandboxd::ResolveOthersCannotChange(podman.oci_runtime, "--oci_runtime");
     if (!program.ok()) return program.status();
     podman.oci_runtime = *program;
+  } else if (podman.oci_runtime.empty()) {
+    return absl::InvalidArgumentError("--oci_runtime is empty: name a runtime, a path to one, or auto");
   } else if (absl::Status s = sandboxd::CheckPlainFlag("--oci_runtime", podman.oci_runtime); !s.ok()) {
     return s;
   }

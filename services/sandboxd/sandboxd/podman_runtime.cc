@@ -297,18 +297,22 @@ absl::Status PodmanRuntime::ChooseOciRuntime(const std::string& default_runtime,
     info.oci_runtime = options_.oci_runtime;
   }
   // It runs every container, as podman's user (root, for a root daemon): refused where
-  // another user could change it, as podman and runsc are.
-  if (!info.oci_runtime.empty()) {
-    absl::StatusOr<std::string> path =
-        Podman(Op::kInfo, {"--runtime", info.oci_runtime, "info", "--format", "{{.Host.OCIRuntime.Path}}"});
-    if (!path.ok()) return path.status();
-    path = ResolveOthersCannotChange(std::string(absl::StripAsciiWhitespace(*path)), "OCI runtime");
-    if (!path.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat("OCI runtime ", codemode::LogText(info.oci_runtime),
-                                                        ": ", path.status().message()));
-    }
-    info.oci_runtime_path = *std::move(path);
+  // another user could change it, as podman and runsc are. No name: podman's default.
+  std::vector<std::string> args = {"info", "--format", "{{.Host.OCIRuntime.Path}}"};
+  if (!info.oci_runtime.empty()) args.insert(args.begin(), {"--runtime", info.oci_runtime});
+  absl::StatusOr<std::string> path = Podman(Op::kInfo, args);
+  if (!path.ok()) return path.status();
+  // podman takes a relative one from its own working directory, not from our PATH.
+  const std::string said(absl::StripAsciiWhitespace(*path));
+  path = said.empty() || said[0] != '/'
+             ? absl::FailedPreconditionError(absl::StrCat("podman names its program ", codemode::LogQuoted(said),
+                                                          ", not an absolute path"))
+             : ResolveOthersCannotChange(said, "OCI runtime");
+  if (!path.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("OCI runtime ", codemode::LogText(info.oci_runtime), ": ",
+                                                      path.status().message()));
   }
+  info.oci_runtime_path = *std::move(path);
   return absl::OkStatus();
 }
 

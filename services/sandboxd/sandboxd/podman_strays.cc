@@ -85,7 +85,7 @@ int PodmanRuntime::RemoveStrays(const std::string& label_key, const std::string&
     absl::StatusOr<SubprocessResult> listed;
     for (int attempt = 0; attempt < kListAttempts; ++attempt) {
       listed = RunSubprocess(runtime_argv(runtime, {"list", "--format=json"}), opts);
-      if (listed.ok() && listed->exit_code == 0) break;
+      if (!listed.ok() || listed->exit_code == 0 || listed->timed_out) break;  // the race fails fast
     }
     if (!listed.ok() || listed->exit_code != 0) {
       spdlog::warn("cannot list the containers {} holds: {}", codemode::LogText(runtime),

@@ -105,6 +105,8 @@ TEST(LifecycleTest, ProgramsOthersCouldChangeAreRefused) {
       {"", "--podman=" + base + "-podman", "/tmp, where --podman " + base + "-podman would be, is writable"},
       {"", "--seccomp_base=" + base + "/seccomp.json", "seccomp.json (--seccomp_base) is writable by group or others"},
       {"", "--oci_runtime=" + open + "/runc", open + ", a parent of --oci_runtime " + open + "/runc, is writable"},
+      // No name would be podman's default, whatever its configuration names.
+      {"", "--oci_runtime=", "--oci_runtime is empty"},
       {"", "--podman=no-such-podman-here", "no no-such-podman-here (--podman) in PATH"}};
   for (const auto& [env, flags, why] : cases) {
     int rc = -1;

@@ -57,7 +57,7 @@ if args[:2] != ["system", "service"]:
     note("cli", " ".join(args))
     if args[:1] == ["rm"] and mode() == "rmhang":
         time.sleep(3600)
-    if args[:1] == ["--runtime"] and "info" in args:  # the OCI runtime's program
+    if "{{.Host.OCIRuntime.Path}}" in args:  # the OCI runtime's program
         print("/usr/bin/runc")
     elif args[:1] == ["info"]:
         print(json.dumps({"version": {"Version": "9.9"}, "host": {"cgroupVersion": "v2",
