@@ -44,6 +44,7 @@
 #include "sandboxd/trusted_files.h"
 #include "base/version.h"
 #include "egress_flags.h"
+#include "env_flags.h"
 #include "limits_flags.h"
 #include "podman_flags.h"
 #include "flag_groups.h"
@@ -138,11 +139,6 @@ ABSL_FLAG(uint64_t, max_file_bytes, 64 << 20,
           "Largest file UploadFile and DownloadFile move (a session's workspace size also "
           "bounds uploads).");
 ABSL_FLAG(uint32_t, max_queue, 16, "Executions that may wait behind the running one per session.");
-ABSL_FLAG(std::vector<std::string>, env, {},
-          "KEY=VALUE pairs set in every container, comma-separated. Nothing else from the "
-          "host environment reaches the sandbox.");
-ABSL_FLAG(std::vector<std::string>, pass_env, {},
-          "Names of host environment variables copied into every container, comma-separated.");
 ABSL_FLAG(uint64_t, max_stream_buffer_bytes, sandboxd::SandboxServiceImpl::kDefaultStreamBufferBytes,
           "Messages one Execute stream may hold for a client that does not read it (each "
           "counted as its size plus 64 bytes); past it that stream ends RESOURCE_EXHAUSTED and "
@@ -186,7 +182,8 @@ int RunSelfCheck(const sandboxd::ManagerOptions& options, sandboxd::ContainerRun
     spdlog::critical("self-check failed: {}", status.message());
     return 1;
   }
-  spdlog::info("self-check passed: a hardened container started, ran print(1) and was removed");
+  spdlog::info("self-check passed: a {} sandbox started, ran print(1) and was removed",
+               sandboxd::IsolationName(options.isolation.default_isolation));
   return 0;
 }
 
@@ -292,9 +289,10 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
   options.max_queue = absl::GetFlag(FLAGS_max_queue);
   if (absl::Status s = CheckStreamBuffer(options); !s.ok()) return s;
   if (absl::Status s = CheckTcpPortFlags(); !s.ok()) return s;
-  if (absl::Status s = sandboxd::CheckPlainFlag("--metrics_listen", absl::GetFlag(FLAGS_metrics_listen));
-      !s.ok()) {
-    return s;
+  if (const std::string listen = absl::GetFlag(FLAGS_metrics_listen); !listen.empty()) {
+    absl::Status s = sandboxd::CheckPlainFlag("--metrics_listen", listen);
+    if (s.ok()) s = codemode::telemetry::MetricsServer::CheckListen(listen);
+    if (!s.ok()) return s;
   }
   if (absl::GetFlag(FLAGS_max_rpc_threads) < 4) {
     return absl::InvalidArgumentError("--max_rpc_threads must be at least 4");
@@ -307,15 +305,7 @@ absl::StatusOr<sandboxd::ManagerOptions> OptionsFromFlags() {
     return absl::InvalidArgumentError("--runner_cpu_burst must be above 0 and at most 10m");
   }
   options.version = codemode::kVersion;
-  for (const std::string& kv : absl::GetFlag(FLAGS_env)) {
-    if (kv.find('=') == std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("--env entry '", codemode::LogQuoted(kv), "' is not KEY=VALUE"));
-    }
-    options.container_env.push_back(kv);
-  }
-  for (const std::string& name : absl::GetFlag(FLAGS_pass_env)) {
-    if (const char* v = std::getenv(name.c_str())) options.container_env.push_back(name + "=" + v);
-  }
+  if (absl::Status s = ContainerEnvFromFlags(&options.container_env); !s.ok()) return s;
   return options;
 }
 
@@ -538,8 +528,9 @@ int main(int argc, char** argv) {
   absl::StatusOr<sandboxd::DaemonLocks> locks = sandboxd::DaemonLocks{};
   if (self_check) locks = PrepareSelfCheck(&*options);
   if (!locks.ok()) return refuse(1, locks.status());
-  // --self_check's private state directory goes when the start ends, after what uses it.
-  const absl::Cleanup self_check_dir = [dir = self_check ? options->state_dir : std::string()] {
+  // --self_check's private directory (the state directory's parent) goes last of all.
+  const absl::Cleanup self_check_dir = [dir = self_check ? fs::path(options->state_dir).parent_path().string()
+                                                          : std::string()] {
     std::error_code ec;
     if (!dir.empty()) fs::remove_all(dir, ec);
   };

@@ -1,6 +1,8 @@
 #include "state_flags.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -51,12 +53,22 @@ absl::StatusOr<sandboxd::DaemonLocks> ClaimState(sandboxd::ManagerOptions* optio
 }
 
 absl::StatusOr<sandboxd::DaemonLocks> PrepareSelfCheck(sandboxd::ManagerOptions* options) {
+  // The state directory (0700) inside a directory of its own that others may cross but
+  // not write: what sits beside the state directory (a root daemon's wasm directory,
+  // which sessions' uids reach) is made there too, where nobody could have made it first,
+  // and goes with it.
   char tmpl[] = "/tmp/sandboxd-self-check-XXXXXX";
   if (!mkdtemp(tmpl)) {
     return absl::FailedPreconditionError(
         absl::StrCat("self-check: cannot create a temporary directory: ", strerror(errno)));
   }
-  options->state_dir = tmpl;
+  options->state_dir = absl::StrCat(tmpl, "/state");
+  if (chmod(tmpl, 0711) != 0 || mkdir(options->state_dir.c_str(), 0700) != 0) {
+    const int err = errno;
+    rmdir(tmpl);
+    return absl::FailedPreconditionError(
+        absl::StrCat("self-check: cannot prepare ", tmpl, ": ", strerror(err)));
+  }
   options->pool_size = 0;
   options->js_pool_size = 0;
   options->pool_max = 0;

@@ -31,5 +31,6 @@ absl::StatusOr<sandboxd::DaemonLocks> ClaimState(sandboxd::ManagerOptions* optio
 // `--self_check` runs in a private state directory, with no pool and no background
 // threads: one container, then gone. Chosen before anything is written into the state
 // directory (the seccomp profile): the configured one may be a running daemon's, and
-// --self_check takes no lock.
+// --self_check takes no lock. The state directory is <private dir>/state, in a
+// /tmp/sandboxd-self-check-* directory that holds everything the check makes.
 absl::StatusOr<sandboxd::DaemonLocks> PrepareSelfCheck(sandboxd::ManagerOptions* options);

@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/log_text.h"
 #include "base/process.h"
 #include "paths.h"
 #include "sandboxd/wasm_layers.h"
@@ -53,7 +54,8 @@ absl::Status SessionUidsFromFlags(sandboxd::ManagerOptions* options) {
   if (ends.size() != 2 || !absl::SimpleAtoi(ends[0], &first) || !absl::SimpleAtoi(ends[1], &last) ||
       first == 0 || last < first || last == UINT32_MAX) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--session_uid_range must be FIRST-LAST with 0 < FIRST <= LAST < 4294967295, not '", range, "'"));
+        "--session_uid_range must be FIRST-LAST with 0 < FIRST <= LAST < 4294967295, not '",
+        codemode::LogQuoted(range), "'"));
   }
   options->session_uid_first = first;
   options->session_uid_count = last - first + 1;
@@ -101,6 +103,7 @@ absl::StatusOr<sandboxd::WasmRuntimeOptions> WasmFromFlags(const sandboxd::Manag
     wasm.jail.bwrap = codemode::FindInPath(wasm.jail.bwrap, sandboxd::kWasmProgramPath);
   }
   wasm.layers = absl::GetFlag(FLAGS_wasm_layers);
+  if (absl::Status s = sandboxd::CheckWasmLayers(wasm.layers); !s.ok()) return s;
   wasm.records_dir = options.state_dir + "/wasm-records";
   wasm.work_dir = absl::GetFlag(FLAGS_wasm_dir);
   if (wasm.work_dir.empty()) {
@@ -108,7 +111,7 @@ absl::StatusOr<sandboxd::WasmRuntimeOptions> WasmFromFlags(const sandboxd::Manag
   }
   if (wasm.work_dir.empty() || wasm.work_dir[0] != '/') {
     return absl::InvalidArgumentError(absl::StrCat("--wasm_dir must be an absolute path, not '",
-                                                   wasm.work_dir, "'"));
+                                                   codemode::LogQuoted(wasm.work_dir), "'"));
   }
   return wasm;
 }

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/log_text.h"
 
 namespace sandboxd {
 namespace {
@@ -20,12 +21,12 @@ bool ValidName(absl::string_view name) {
   return true;
 }
 
+// An image reference is printable ASCII without spaces (a name, a tag, a digest): anything
+// else is no image podman could pull, and would not survive JSON (GetInfo, podman's API).
 bool ValidReference(absl::string_view ref) {
   if (ref.empty() || ref.size() > 512 || ref.front() == '-') return false;
   for (char c : ref) {
-    if (std::isspace(static_cast<unsigned char>(c)) || std::iscntrl(static_cast<unsigned char>(c))) {
-      return false;
-    }
+    if (c <= ' ' || c > '~') return false;
   }
   return true;
 }
@@ -35,7 +36,7 @@ bool ValidReference(absl::string_view ref) {
 absl::StatusOr<ImageSet> ImageSet::Parse(const std::string& default_reference,
                                          const std::vector<std::string>& extra) {
   if (!ValidReference(default_reference)) {
-    return absl::InvalidArgumentError(absl::StrCat("--image '", default_reference,
+    return absl::InvalidArgumentError(absl::StrCat("--image '", codemode::LogQuoted(default_reference),
                                                    "' is not an image reference"));
   }
   std::vector<ImageChoice> images = {{kDefaultImageName, default_reference}};
@@ -43,8 +44,8 @@ absl::StatusOr<ImageSet> ImageSet::Parse(const std::string& default_reference,
     std::pair<std::string, std::string> kv = absl::StrSplit(entry, absl::MaxSplits('=', 1));
     if (!ValidName(kv.first) || kv.first == kDefaultImageName || !ValidReference(kv.second)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--images entry '", entry, "' is not NAME=REFERENCE with NAME of [a-z0-9._-] "
-          "(not \"default\")"));
+          "--images entry '", codemode::LogQuoted(entry), "' is not NAME=REFERENCE (NAME of [a-z0-9._-], not \"default\"; REFERENCE "
+          "printable ASCII without spaces)"));
     }
     for (const ImageChoice& seen : images) {
       if (seen.name == kv.first) {

@@ -27,8 +27,9 @@ struct ImageChoice {
 
 class ImageSet {
  public:
-  // INVALID_ARGUMENT for an empty reference, an entry that is not name=reference, a name
-  // outside [a-z0-9][a-z0-9._-]{0,62}, "default", or a name given twice.
+  // INVALID_ARGUMENT for a reference that is empty or not printable ASCII without spaces,
+  // an entry that is not name=reference, a name outside [a-z0-9][a-z0-9._-]{0,62},
+  // "default", or a name given twice; the message shows what was given escaped.
   static absl::StatusOr<ImageSet> Parse(const std::string& default_reference,
                                         const std::vector<std::string>& extra);
 

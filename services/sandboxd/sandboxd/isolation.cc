@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/log_text.h"
 
 namespace sandboxd {
 
@@ -21,7 +22,7 @@ absl::StatusOr<Isolation> ParseIsolation(std::string_view name) {
   if (name == "gvisor") return Isolation::kGvisor;
   if (name == "wasm") return Isolation::kWasm;
   return absl::InvalidArgumentError(absl::StrCat(
-      "unknown isolation '", std::string(name), "': the choices are container, gvisor and wasm"));
+      "unknown isolation '", codemode::LogQuoted(absl::string_view(name.data(), name.size())), "': the choices are container, gvisor and wasm"));
 }
 
 sandbox::v1::Isolation ToProto(Isolation isolation) {

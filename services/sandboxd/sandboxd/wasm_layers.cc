@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/log_text.h"
 #include "nlohmann/json.hpp"
 #include "sandboxd/subprocess.h"
 
@@ -102,13 +103,13 @@ absl::StatusOr<std::vector<bool>> ParseDemanded(const std::string& demanded, boo
     }
     if (!known)
       return absl::InvalidArgumentError(absl::StrCat(
-          "wasm layers: unknown layer \"", name, "\" in \"", demanded,
+          "wasm layers: unknown layer \"", codemode::LogText(name), "\" in \"", codemode::LogText(demanded),
           "\" (use \"auto\" or names of node, seccomp, landlock, bwrap)"));
   }
   for (WasmLayer layer : {WasmLayer::kSeccomp, WasmLayer::kLandlock}) {
     if (!wanted[static_cast<int>(layer)])
       return absl::InvalidArgumentError(absl::StrCat(
-          "wasm layers: \"", demanded, "\" leaves out ", std::string(WasmLayerName(layer)),
+          "wasm layers: \"", codemode::LogText(demanded), "\" leaves out ", std::string(WasmLayerName(layer)),
           ": node, seccomp and landlock are always in force (Node's permission model alone "
           "does not hold user code); the list may add bwrap"));
   }
@@ -140,6 +141,11 @@ std::string_view WasmLayerName(WasmLayer layer) {
     case WasmLayer::kBwrap: return "bwrap";
   }
   return "unknown";
+}
+
+absl::Status CheckWasmLayers(const std::string& demanded) {
+  bool is_auto = false;
+  return ParseDemanded(demanded, is_auto).status();
 }
 
 absl::StatusOr<std::vector<WasmLayerState>> ProbeWasmLayers(const WasmJailFiles& files,

@@ -49,6 +49,9 @@ struct WasmJailFiles {
 // the demanded layer that is missing and why; INVALID_ARGUMENT for a bad list.
 absl::StatusOr<std::vector<WasmLayerState>> ProbeWasmLayers(const WasmJailFiles& files,
                                                             const std::string& demanded);
+// INVALID_ARGUMENT when `demanded` is not a list ProbeWasmLayers takes (checked at flag
+// time, before anything is made or run).
+absl::Status CheckWasmLayers(const std::string& demanded);
 
 struct WasmJailRequest {
   std::vector<std::string> read_paths;  // read-only (runtime, runner files, ...)

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "base/log_text.h"
 #include "base/thread.h"
 #include "prometheus/exposer.h"
 
@@ -24,7 +25,7 @@ struct HostPort {
 absl::StatusOr<HostPort> ParseListen(absl::string_view listen) {
   const auto bad = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--metrics_listen \"", listen, "\": ", why, " (want IPv4:port or [IPv6]:port)"));
+        "--metrics_listen \"", codemode::LogText(listen), "\": ", why, " (want IPv4:port or [IPv6]:port)"));
   };
   const size_t colon = listen.rfind(':');
   if (colon == absl::string_view::npos) return bad("no port");
@@ -47,6 +48,10 @@ absl::StatusOr<HostPort> ParseListen(absl::string_view listen) {
 }
 
 }  // namespace
+
+absl::Status MetricsServer::CheckListen(const std::string& listen) {
+  return ParseListen(listen).status();
+}
 
 bool MetricsServer::IsLoopback(const std::string& listen) {
   absl::StatusOr<HostPort> hp = ParseListen(listen);

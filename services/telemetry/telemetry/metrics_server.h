@@ -39,6 +39,8 @@ class MetricsServer {
   // Stops serving on a thread of its own, so a daemon's shutdown does not wait for
   // civetweb's poll interval on top of its own drain. Idempotent.
   void BeginStop();
+  // INVALID_ARGUMENT when Start could not read `listen` (a daemon checks its flags first).
+  static absl::Status CheckListen(const std::string& listen);
   // Whether `listen` names a loopback address (a daemon warns otherwise).
   static bool IsLoopback(const std::string& listen);
 

@@ -505,6 +505,12 @@ TEST(LifecycleTest, SelfCheckRunsPrintOneAndSaysWhyWhenItCannot) {
   EXPECT_NE(out.find("self-check passed"), std::string::npos) << out;
   EXPECT_FALSE(fs::exists(configured)) << out;
   fs::remove_all(configured);
+  // A root daemon's wasm directory sits beside its state directory: made inside the
+  // check's own directory, and gone with it.
+  out = Sh(SandboxdBinary() + " --self_check --isolation=wasm 2>&1", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("self-check passed: a wasm sandbox"), std::string::npos) << out;
+  EXPECT_EQ(Sh(dirs), before) << out;
 
   BreakablePodman podman;
   podman.Break();

@@ -14,6 +14,28 @@
 namespace sandboxd::testing {
 namespace {
 
+// Starts sandboxd with each case's flag=value (in bash's $'...', which passes the bytes
+// themselves; `env` goes before it) and a state directory under `base`: exit 2, the reason
+// said, no hostile character or secret in the output, nothing made under `base`.
+void ExpectRefusedEscaped(const std::string& base, const std::vector<std::array<std::string, 3>>& cases,
+                          const std::string& env = "") {
+  for (const auto& [flag, value, why] : cases) {
+    int rc = -1;
+    // Bounded: a daemon that took the value would serve until killed.
+    const std::string out = Sh("timeout 20 bash -c \"" + env + SandboxdBinary() + " --socket=" + base +
+                                   "-s/s.sock --state_dir=" + base + "-state " + flag + "=\\$'" + value +
+                                   "' --pool_size=0 --js_pool_size=0\" 2>&1",
+                               &rc);
+    EXPECT_EQ(rc, 2) << flag << "=" << value << ": " << out;
+    EXPECT_NE(out.find(why), std::string::npos) << flag << "=" << value << ": " << out;
+    for (const char* raw : {"\xe2\x80\xae", "\xc2\x85", "\x1b", "\xff", "s3cret"}) {
+      EXPECT_EQ(out.find(raw), std::string::npos) << "said escaped: " << flag << "=" << value << ": " << out;
+    }
+  }
+  EXPECT_EQ(Sh("ls -d " + base + "* 2>/dev/null | wc -l"), "0\n") << "nothing was made";
+  Sh("rm -rf " + base + "*");
+}
+
 // Podman passes a path on in JSON, turning each invalid UTF-8 byte into U+FFFD, so with a
 // state directory of /tmp/x\xffy checked, /tmp/x\xef\xbf\xbdy would be mounted, a name
 // another user could make first in /tmp; a comma ends --mount's source. Such paths are
@@ -38,21 +60,26 @@ TEST(LifecycleTest, PathsPodmanWouldMisreadAreRefused) {
       {"--listen_tcp=127.0.0.1:0 --tcp_token_file=" + base + "-t --tls_client_ca_file", base + "-\\x1b[2Jca",
        "--tls_client_ca_file"},
       {"--metrics_listen", "127.0.0.1:0\\xe2\\x80\\xae", "--metrics_listen"}};
-  for (const auto& [flag, value, why] : cases) {
-    int rc = -1;
-    // Bounded: a daemon that took the path would serve until killed.
-    const std::string out = Sh("timeout 20 bash -c \"" + SandboxdBinary() + " --socket=" + base +
-                                   "-s/s.sock " + flag + "=\\$'" + value +
-                                   "' --pool_size=0 --js_pool_size=0\" 2>&1",
-                               &rc);
-    EXPECT_EQ(rc, 2) << flag << "=" << value << ": " << out;
-    EXPECT_NE(out.find(why), std::string::npos) << flag << "=" << value << ": " << out;
-    for (const char* raw : {"\xe2\x80\xae", "\xc2\x85", "\x1b"}) {
-      EXPECT_EQ(out.find(raw), std::string::npos) << "said escaped: " << flag << "=" << value << ": " << out;
-    }
-  }
-  EXPECT_EQ(Sh("ls -d " + base + "* 2>/dev/null | wc -l"), "0\n") << "nothing was made";
-  Sh("rm -rf " + base + "*");
+  ExpectRefusedEscaped(base, cases);
+}
+
+// Values that messages name, or that GetInfo and podman's API carry as strings, are
+// refused at once when no message could show them as themselves or no such string could
+// hold them: said escaped (an --env value not at all: it may be a secret), exit 2, and
+// nothing made, not even the state directory.
+TEST(LifecycleTest, FlagValuesAreRefusedEscapedBeforeAnythingIsMade) {
+  const std::string base = "/tmp/sbx-flag-values-" + std::to_string(getpid());
+  const std::vector<std::array<std::string, 3>> cases = {
+      {"--image", "img\\xff", "--image 'img\\xff' is not an image reference"},
+      {"--images", "data=caf\\xc3\\xa9", "--images entry 'data=caf"},
+      {"--isolation", "wa\\x1b[2Jsm", "unknown isolation 'wa\\x1b[2Jsm'"},
+      {"--allowed_isolations", "container,\\xe2\\x80\\xae", "unknown isolation '\\u{202e}'"},
+      {"--session_uid_range", "1-\\xc2\\x85", "--session_uid_range must be"},
+      {"--isolation=wasm --wasm_layers", "node,\\xe2\\x80\\xaeseccomp", "unknown layer \"\\u{202e}seccomp\""},
+      {"--env", "TOKEN=s3cret\\xff", "--env entry 'TOKEN' is not KEY=VALUE in valid UTF-8"},
+      {"--pass_env", "SBX_BAD_VALUE", "--pass_env variable 'SBX_BAD_VALUE'"},
+      {"--metrics_listen", "localhost:9464", "the host is not an IP address"}};
+  ExpectRefusedEscaped(base, cases, "SBX_BAD_VALUE=\\$'s3cret\\xff' ");
 }
 
 // Every session runs its runner: a copy that group or others may write, or one reached

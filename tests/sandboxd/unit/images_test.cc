@@ -40,6 +40,17 @@ TEST(ImageSetTest, BadEntriesAreRefused) {
   EXPECT_FALSE(ImageSet::Parse("img", {"a=r", "a=s"}).ok());
   EXPECT_FALSE(ImageSet::Parse("", {}).ok());
   EXPECT_FALSE(ImageSet::Parse("--privileged", {}).ok());
+  // No image podman could pull, and no string GetInfo's protobuf or podman's JSON could
+  // carry: refused, and said escaped.
+  EXPECT_FALSE(ImageSet::Parse("caf\xc3\xa9", {}).ok());
+  for (const char* bad : {"img\xff", "a\xe2\x80\xae" "b", "a\x7f"}) {
+    absl::StatusOr<ImageSet> set = ImageSet::Parse(bad, {});
+    EXPECT_FALSE(set.ok()) << bad;
+    EXPECT_THAT(std::string(set.status().message()), ::testing::Not(HasSubstr(bad)));
+    set = ImageSet::Parse("img", {std::string("data=") + bad});
+    EXPECT_FALSE(set.ok()) << bad;
+    EXPECT_THAT(std::string(set.status().message()), ::testing::Not(HasSubstr(bad)));
+  }
 }
 
 TEST(ImageSetTest, OffersAreACommaList) {
