@@ -5,6 +5,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "base/secret_file.h"
@@ -27,7 +28,10 @@ ABSL_FLAG(absl::Duration, podman_timeout, absl::Seconds(60),
 ABSL_FLAG(std::vector<std::string>, podman_args, {},
           "Extra global podman flags, comma-separated (for example --root=/x,--runroot=/y).");
 ABSL_FLAG(std::string, oci_runtime, "auto",
-          "OCI runtime for podman: auto (runc on cgroup v1, where crun fails), runc, crun, ...");
+          "OCI runtime program podman runs containers with: auto (runc on cgroup v1, where "
+          "crun fails, else crun when installed, else runc), a name looked up in PATH, or a "
+          "path. podman is given the checked path on every call, never a name its "
+          "configuration would choose a program for.");
 ABSL_FLAG(std::string, runsc, "/usr/bin/runsc", "gVisor's runsc binary (--isolation=gvisor).");
 ABSL_FLAG(std::string, gvisor_platform, "ptrace",
           "How gVisor intercepts system calls: ptrace (works everywhere) or kvm (needs "
@@ -56,18 +60,23 @@ absl::StatusOr<sandboxd::PodmanOptions> PodmanFromFlags(const sandboxd::ManagerO
     podman.runsc = *program;
   }
   podman.gvisor_platform = absl::GetFlag(FLAGS_gvisor_platform);
-  // A path given is checked here; a name, as podman resolves it, at the probe.
-  podman.oci_runtime = absl::GetFlag(FLAGS_oci_runtime);
-  if (podman.oci_runtime.find('/') != std::string::npos) {
-    program = sandboxd::ResolveOthersCannotChange(podman.oci_runtime, "--oci_runtime");
-    if (!program.ok()) return program.status();
-    podman.oci_runtime = *program;
-  } else if (podman.oci_runtime.empty()) {
-    return absl::InvalidArgumentError("--oci_runtime is empty: name a runtime, a path to one, or auto");
-  } else if (absl::Status s = sandboxd::CheckPlainFlag("--oci_runtime", podman.oci_runtime); !s.ok()) {
-    return s;
-  }
+  // The OCI runtime too, as a program: podman is given its path, never a name its
+  // configuration would map to a program.
+  program = sandboxd::ResolveOciRuntime(absl::GetFlag(FLAGS_oci_runtime));
+  if (!program.ok()) return program.status();
+  podman.oci_runtime = *program;
   podman.global_args = absl::GetFlag(FLAGS_podman_args);
+  // Each of these names a program podman runs as its user (root, for a root daemon) for
+  // every container, which nothing here would check.
+  for (const std::string& arg : podman.global_args) {
+    for (const char* flag : {"--runtime", "--conmon", "--hooks-dir"}) {
+      if (arg == flag || absl::StartsWith(arg, absl::StrCat(flag, "="))) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--podman_args may not hold ", flag, ": it names what podman runs for every container (",
+            std::string(flag) == "--runtime" ? "use --oci_runtime" : "install it where podman finds it", ")"));
+      }
+    }
+  }
   podman.command_timeout = absl::GetFlag(FLAGS_podman_timeout);
   podman.check_name = absl::StrCat("sbx-", sandboxd::InstanceId(options.state_dir), "-check");
   if (absl::GetFlag(FLAGS_podman_api)) podman.api_socket_dir = options.state_dir + "/podman-api";

@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -38,8 +39,14 @@ std::string SocketPathFromFlags() {
 }
 
 absl::Status CheckSocketPath() {
+  const std::string path = SocketPathFromFlags();
+  // A longer one could not be bound, which would be found only once all else had started.
+  if (path.size() >= sizeof(sockaddr_un::sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("--socket is ", path.size(), " bytes long: a unix socket's path holds at most ",
+                                                   sizeof(sockaddr_un::sun_path) - 1));
+  }
   // Said on the log's lines (the state directory's name: CheckPodmanPath).
-  return sandboxd::CheckPlainFlag("--socket", SocketPathFromFlags());
+  return sandboxd::CheckPlainFlag("--socket", path);
 }
 
 std::string StateDirFromFlags() { return sandboxd::StateDirPath(StateDirGiven()); }

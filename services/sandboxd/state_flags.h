@@ -15,7 +15,8 @@
 
 // --socket, else its default.
 std::string SocketPathFromFlags();
-// INVALID_ARGUMENT when that path would not show as itself on a line of the log.
+// INVALID_ARGUMENT when that path would not show as itself on a line of the log, or is
+// too long for a unix socket (107 bytes).
 absl::Status CheckSocketPath();
 
 // --state_dir (else its default) as StateDirPath names it now, for the checks made before

@@ -2,7 +2,9 @@
 
 #include "spdlog/spdlog.h"
 
+#include <linux/magic.h>
 #include <sys/resource.h>
+#include <sys/statfs.h>
 
 #include <algorithm>
 #include <fstream>
@@ -231,12 +233,17 @@ codemode::ThreadPoolOptions RemoverOptions(size_t threads) {
 PodmanRuntime::PodmanRuntime(PodmanOptions options, SandboxdMetrics* metrics)
     : options_(std::move(options)),
       metrics_(metrics),
+      oci_runtime_(ResolveOciRuntime(options_.oci_runtime)),
       env_(PodmanEnvironment(OurEnvironment())),
       removers_(RemoverOptions(kParallelRemovals - 1)) {}
 
 std::vector<std::string> PodmanRuntime::Argv(const std::vector<std::string>& args) const {
   std::vector<std::string> argv = {options_.podman};
   argv.insert(argv.end(), options_.global_args.begin(), options_.global_args.end());
+  // The checked OCI runtime, unless `args` name theirs (RuntimeArgs: gVisor's runsc).
+  if (oci_runtime_.ok() && (args.empty() || args[0] != "--runtime")) {
+    argv.insert(argv.end(), {"--runtime", *oci_runtime_});
+  }
   argv.insert(argv.end(), args.begin(), args.end());
   return argv;
 }
@@ -282,41 +289,32 @@ absl::StatusOr<std::string> PodmanRuntime::Podman(SandboxdMetrics::ContainerOp o
   return std::move(r->stdout_text);
 }
 
-absl::Status PodmanRuntime::ChooseOciRuntime(const std::string& default_runtime, RuntimeInfo& info) {
-  if (options_.oci_runtime == "auto") {
-    // crun 1.8 fails on hybrid cgroup v1 hosts ("cgroups in hybrid mode not supported").
-    if (info.cgroup_version == "v1" && !FindInPath("runc").empty()) {
-      info.oci_runtime = "runc";
-      if (default_runtime != "runc") {
-        info.notes.push_back("cgroup v1 host: using OCI runtime runc instead of " + default_runtime);
-      }
-    } else {
-      info.oci_runtime = default_runtime;
-    }
-  } else {
-    info.oci_runtime = options_.oci_runtime;
+absl::StatusOr<std::string> ResolveOciRuntime(const std::string& flag) {
+  std::string name = flag;
+  if (flag == "auto") {
+    struct statfs fs {};
+    const bool v2 = statfs("/sys/fs/cgroup", &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC;
+    name = v2 && !FindInPath("crun").empty() ? "crun" : "runc";
   }
-  // It runs every container, as podman's user (root, for a root daemon): refused where
-  // another user could change it, as podman and runsc are. No name: podman's default.
-  std::vector<std::string> args = {"info", "--format", "{{.Host.OCIRuntime.Path}}"};
-  if (!info.oci_runtime.empty()) args.insert(args.begin(), {"--runtime", info.oci_runtime});
-  absl::StatusOr<std::string> path = Podman(Op::kInfo, args);
-  if (!path.ok()) return path.status();
-  // podman takes a relative one from its own working directory, not from our PATH.
-  const std::string said(absl::StripAsciiWhitespace(*path));
-  path = said.empty() || said[0] != '/'
-             ? absl::FailedPreconditionError(absl::StrCat("podman names its program ", codemode::LogQuoted(said),
-                                                          ", not an absolute path"))
-             : ResolveOthersCannotChange(said, "OCI runtime");
+  if (name.empty()) return absl::InvalidArgumentError("--oci_runtime is empty: name a runtime, a path to one, or auto");
+  return ResolveOthersCannotChange(name, "--oci_runtime");
+}
+
+absl::Status PodmanRuntime::CheckOciRuntime(RuntimeInfo& info) {
+  // Checked again at each probe: a directory on its path may have changed since the start.
+  absl::StatusOr<std::string> path = oci_runtime_;
+  if (path.ok()) path = ResolveOthersCannotChange(*path, "--oci_runtime");
   if (!path.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat("OCI runtime ", codemode::LogText(info.oci_runtime), ": ",
-                                                      path.status().message()));
+    return absl::FailedPreconditionError(absl::StrCat("OCI runtime: ", path.status().message()));
   }
+  info.oci_runtime = *path;
   info.oci_runtime_path = *std::move(path);
   return absl::OkStatus();
 }
 
 absl::StatusOr<RuntimeInfo> PodmanRuntime::Probe() {
+  // Before podman runs at all: `podman info` runs the runtime it is given (--version).
+  if (!oci_runtime_.ok()) return absl::FailedPreconditionError(absl::StrCat("OCI runtime: ", oci_runtime_.status().message()));
   absl::StatusOr<std::string> out = Podman(Op::kInfo, {"info", "--format", "json"});
   if (!out.ok()) return out.status();
   json j = json::parse(*out, nullptr, false);
@@ -331,11 +329,7 @@ absl::StatusOr<RuntimeInfo> PodmanRuntime::Probe() {
   if (const json* v = Path(j, {"host", "cgroupVersion"}); v && v->is_string()) {
     info.cgroup_version = v->get<std::string>();
   }
-  std::string default_runtime;
-  if (const json* v = Path(j, {"host", "ociRuntime", "name"}); v && v->is_string()) {
-    default_runtime = v->get<std::string>();
-  }
-  if (absl::Status s = ChooseOciRuntime(default_runtime, info); !s.ok()) return s;
+  if (absl::Status s = CheckOciRuntime(info); !s.ok()) return s;
   info.cgroup_limits = !(info.rootless && info.cgroup_version == "v1");
   info.nproc_ceiling = HostNprocCeiling();
   if (!info.cgroup_limits) {
@@ -366,6 +360,9 @@ absl::StatusOr<RuntimeInfo> PodmanRuntime::Probe() {
     PodmanApiOptions api;
     api.podman = options_.podman;
     api.global_args = options_.global_args;
+    // The service's default runtime: its REST creates run no other (podman 4.3 ignores a
+    // spec's own oci_runtime).
+    api.global_args.insert(api.global_args.end(), {"--runtime", info.oci_runtime_path});
     api.env = env_;
     api.socket_dir = options_.api_socket_dir;
     api.request_timeout = options_.api_request_timeout;

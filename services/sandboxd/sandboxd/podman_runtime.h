@@ -30,10 +30,17 @@
 
 namespace sandboxd {
 
+// The OCI runtime program podman runs every container with: `flag` as a path, a name
+// looked up in PATH, or "auto": runc on a cgroup v1 or hybrid host (crun 1.8 fails there),
+// else crun when PATH has it, else runc. Checked as ResolveOthersCannotChange checks (its
+// error otherwise). sandboxd gives podman this path on every call (`--runtime <path>`), so
+// podman's configuration (containers.conf, CONTAINERS_CONF) chooses no program to run.
+absl::StatusOr<std::string> ResolveOciRuntime(const std::string& flag);
+
 struct PodmanOptions {
   std::string podman = "podman";
-  // "auto" picks runc on cgroup v1 (crun fails there in hybrid mode), else podman's
-  // default; any other value is passed as --runtime.
+  // The OCI runtime, as ResolveOciRuntime takes it ("auto", a name in PATH, a path): its
+  // checked program is given as `--runtime <path>` to every podman call.
   std::string oci_runtime = "auto";
   // Image the runner starts in; Probe() checks that it exists.
   std::string image;
@@ -189,10 +196,10 @@ class PodmanRuntime : public ContainerRuntime {
   absl::Status GvisorVerdict(std::string* deferred);
   // `runsc --version`'s first line; UNAVAILABLE when runsc cannot be run.
   absl::StatusOr<std::string> GvisorVersion();
-  // Sets info.oci_runtime (--oci_runtime, or for "auto" runc on cgroup v1, else podman's
-  // default) and info.oci_runtime_path: the program podman runs for it, checked
-  // (ResolveOthersCannotChange). FAILED_PRECONDITION when another user could change it.
-  absl::Status ChooseOciRuntime(const std::string& default_runtime, RuntimeInfo& info);
+  // Sets info.oci_runtime and info.oci_runtime_path to the program every podman call is
+  // given, checked again (ResolveOthersCannotChange). FAILED_PRECONDITION when another user
+  // could change it.
+  absl::Status CheckOciRuntime(RuntimeInfo& info);
   // `podman run --rm <image> python3 -c pass` under `isolation`; UNAVAILABLE with why.
   absl::Status TryPythonContainer(const RuntimeInfo& info, Isolation isolation);
 
@@ -201,7 +208,8 @@ class PodmanRuntime : public ContainerRuntime {
   // command_timeout or the cutoff (then `*timed_out`, when given, is set).
   absl::StatusOr<std::string> Podman(SandboxdMetrics::ContainerOp op, std::vector<std::string> args,
                                      bool* timed_out = nullptr, int* exit_code = nullptr);
-  // podman with the global args, then `args`.
+  // podman with the global args and `--runtime <checked OCI runtime>` (unless `args` begin
+  // with a --runtime of their own), then `args`.
   std::vector<std::string> Argv(const std::vector<std::string>& args) const;
   // Runs a whole podman argv (`podman run`), counted as `op`; `cut_grace` as in
   // SubprocessOptions.
@@ -224,6 +232,8 @@ class PodmanRuntime : public ContainerRuntime {
 
   const PodmanOptions options_;
   SandboxdMetrics* const metrics_;  // may be null
+  // ResolveOciRuntime(options_.oci_runtime), at construction: every call's --runtime.
+  const absl::StatusOr<std::string> oci_runtime_;
   const std::vector<std::string> env_;  // PodmanEnvironment() of ours, taken at construction
   Cutoff cutoff_;                       // CutOffCalls
   // The init pid of a container (podman's State.Pid) and that process's start time, which

@@ -184,12 +184,12 @@ class NotingPodman {
   }
   ~NotingPodman() { fs::remove_all(dir_); }
   std::string path() const { return dir_ + "/podman"; }
-  // How many `podman rm` commands named `container`.
+  // How many `podman rm` commands named `container` (after the --runtime every call has).
   int Removals(const std::string& container) const {
     std::ifstream in(dir_ + "/commands");
     int n = 0;
     for (std::string line; std::getline(in, line);) {
-      n += absl::StartsWith(line, "rm ") && absl::StrContains(line, " " + container);
+      n += absl::StrContains(line, " rm ") && absl::StrContains(line, " " + container);
     }
     return n;
   }

@@ -78,7 +78,9 @@ TEST(LifecycleTest, FlagValuesAreRefusedEscapedBeforeAnythingIsMade) {
       {"--isolation=wasm --wasm_layers", "node,\\xe2\\x80\\xaeseccomp", "unknown layer \"\\u{202e}seccomp\""},
       {"--env", "TOKEN=s3cret\\xff", "--env entry 'TOKEN' is not KEY=VALUE in valid UTF-8"},
       {"--pass_env", "SBX_BAD_VALUE", "--pass_env variable 'SBX_BAD_VALUE'"},
-      {"--metrics_listen", "localhost:9464", "the host is not an IP address"}};
+      {"--metrics_listen", "localhost:9464", "the host is not an IP address"},
+      // Longer than a unix socket's path may be: refused before it would fail to bind.
+      {"--socket", base + "-" + std::string(110, 'a') + "/s.sock", "a unix socket's path holds at most 107"}};
   ExpectRefusedEscaped(base, cases, "SBX_BAD_VALUE=\\$'s3cret\\xff' ");
 }
 
@@ -134,6 +136,10 @@ TEST(LifecycleTest, ProgramsOthersCouldChangeAreRefused) {
       {"", "--oci_runtime=" + open + "/runc", open + ", a parent of --oci_runtime " + open + "/runc, is writable"},
       // No name would be podman's default, whatever its configuration names.
       {"", "--oci_runtime=", "--oci_runtime is empty"},
+      // Programs podman would run for every container, unchecked: not through its flags.
+      {"", "--podman_args=--runtime=" + open + "/runc", "--podman_args may not hold --runtime"},
+      {"", "--podman_args=--log-level=warn,--conmon," + open + "/conmon", "--podman_args may not hold --conmon"},
+      {"", "--podman_args=--hooks-dir=" + open, "--podman_args may not hold --hooks-dir"},
       {"", "--podman=no-such-podman-here", "no no-such-podman-here (--podman) in PATH"}};
   for (const auto& [env, flags, why] : cases) {
     int rc = -1;
@@ -147,23 +153,29 @@ TEST(LifecycleTest, ProgramsOthersCouldChangeAreRefused) {
   Sh("rm -rf " + base);
 }
 
-// An OCI runtime given by name is the program podman's configuration names for it: one that
-// another user could change or swap runs no container, and the daemon says why.
-TEST(LifecycleTest, AnOciRuntimeOthersCouldChangeRunsNoContainer) {
+// podman's configuration chooses no program sandboxd's containers run under: with
+// containers.conf mapping podman's default runtime, and runc itself, to a program in a
+// directory others may write, sessions start through the REST service and through the
+// CLI under the runc sandboxd checked, and that program never runs, not even for the
+// probe's `podman info`.
+TEST(LifecycleTest, PodmanConfigurationChoosesNoOciRuntime) {
   const std::string base = "/tmp/sbx-oci-runtime-" + std::to_string(getpid());
   const std::string open = base + "/open";
-  ASSERT_EQ(Sh("mkdir -m 0700 " + base + " && mkdir -m 0777 " + open + " && chmod 0777 " + open + " && cp /usr/bin/runc " +
-               open + "/runc && printf '[engine.runtimes]\\nswappable = [\"" + open + "/runc\"]\\n' > " + base +
-               "/containers.conf && echo ok"),
+  const std::string runc = Sh("command -v runc | tr -d '\\n'");
+  ASSERT_EQ(Sh("mkdir -m 0700 " + base + " && mkdir -m 0777 " + open + " && chmod 0777 " + open +
+               " && printf '#!/bin/sh\\necho \"$*\" >> " + open + "/ran\\nexec " + runc + " \"$@\"\\n' > " + open +
+               "/runc && chmod 0755 " + open + "/runc && printf '[engine]\\nruntime = \"swappable\"\\n"
+               "[engine.runtimes]\\nswappable = [\"" + open + "/runc\"]\\nrunc = [\"" + open + "/runc\"]\\n' > " +
+               base + "/containers.conf && echo ok"),
             "ok\n");
-  SandboxdProcess d({"--oci_runtime=swappable"});
-  ASSERT_TRUE(d.Start({"CONTAINERS_CONF=" + base + "/containers.conf"}));
-  grpc::Status st = TryCreate(*d.Stub());
-  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_NE(st.error_message().find("OCI runtime swappable: " + open + ", a parent of OCI runtime " + open +
-                                    "/runc, is writable by group or others"),
-            std::string::npos)
-      << st.error_message();
+  for (const char* api : {"--podman_api=true", "--podman_api=false"}) {
+    SandboxdProcess d({api, "--isolation=container"});
+    ASSERT_TRUE(d.Start({"CONTAINERS_CONF=" + base + "/containers.conf"})) << api;
+    sandbox::v1::Session session = CreateSession(*d.Stub());
+    EXPECT_EQ(RunCode(*d.Stub(), session.id(), "print(1)").stdout(), "1\n") << api;
+    EXPECT_EQ(Sh("podman inspect --format '{{.OCIRuntime}}' " + session.container_id()), runc + "\n") << api;
+  }
+  EXPECT_FALSE(std::filesystem::exists(open + "/ran")) << Sh("cat " + open + "/ran");
   Sh("rm -rf " + base);
 }
 

@@ -50,22 +50,22 @@ here = os.path.dirname(os.path.abspath(sys.argv[0]))
 def note(name, text):
     open(os.path.join(here, name), "a").write(text + "\n")
 args = sys.argv[1:]
+cmd = args[2:] if args[:1] == ["--runtime"] else args  # sandboxd names the runtime on each call
 def mode():
     try: return open(os.path.join(here, "mode")).read().strip()
     except OSError: return ""
-if args[:2] != ["system", "service"]:
+if cmd[:2] != ["system", "service"]:
     note("cli", " ".join(args))
-    if args[:1] == ["rm"] and mode() == "rmhang":
+    if cmd[:1] == ["rm"] and mode() == "rmhang":
         time.sleep(3600)
-    if "{{.Host.OCIRuntime.Path}}" in args:  # the OCI runtime's program
-        print("/usr/bin/runc")
-    elif args[:1] == ["info"]:
+    if cmd[:1] == ["info"]:
         print(json.dumps({"version": {"Version": "9.9"}, "host": {"cgroupVersion": "v2",
               "security": {"rootless": False}, "ociRuntime": {"name": "runc"}}}))
     elif "run" in args:
         print("cli-made")
     sys.exit(0)
 note("starts", "%d %f" % (os.getpid(), time.time()))
+note("service", " ".join(args))
 lock = threading.Lock()
 removing = most_removing = 0
 refused = set()
@@ -179,6 +179,8 @@ class FakePodman {
     for (double when; in >> pid >> when;) starts.emplace_back(pid, when);
     return starts;
   }
+  // The arguments of the services started so far, one a line.
+  std::string Services() const { return Read("service"); }
   // The CLI commands run so far, one a line.
   std::string Cli() const { return Read("cli"); }
   // The service's requests so far ("METHOD PATH"), one a line.
@@ -204,6 +206,9 @@ PodmanApiOptions ApiOptions(const FakePodman& podman) {
   o.first_restart = absl::Milliseconds(50);
   return o;
 }
+
+// The runtime PodmanRuntime names by default ("auto": runc on this cgroup v1 host).
+std::string Runc() { return ResolveOciRuntime("auto").value(); }
 
 bool WaitUntil(const std::function<bool()>& done) {
   for (absl::Time end = absl::Now() + absl::Seconds(20); absl::Now() < end;) {
@@ -401,8 +406,14 @@ class PodmanRuntimeApiTest : public ::testing::Test {
     o.api_socket_dir = podman.socket_dir();
     o.api_request_timeout = timeout;
     runtime_ = std::make_unique<PodmanRuntime>(o, &metrics_);
-    ASSERT_TRUE(runtime_->Probe().ok());
+    absl::StatusOr<RuntimeInfo> info = runtime_->Probe();
+    ASSERT_TRUE(info.ok()) << info.status();
+    // Every call names the runtime sandboxd checked, the service's too.
+    EXPECT_EQ(info->oci_runtime_path, Runc());
+    EXPECT_THAT(podman.Cli(), HasSubstr("--runtime " + Runc() + " info --format json\n"));
     ASSERT_TRUE(WaitUntil([&] { return runtime_->ServesThroughApi(); }));
+    // Its REST creates run under the service's default runtime: the one checked.
+    EXPECT_THAT(podman.Services(), HasSubstr("--runtime " + Runc() + " system service"));
   }
 
   // podman's container operations counted by how they ended.
@@ -437,8 +448,8 @@ TEST_F(PodmanRuntimeApiTest, StartsThroughTheServiceAndFallsBackToTheCli) {
   id = runtime_->Start(spec);
   ASSERT_TRUE(id.ok()) << id.status();
   EXPECT_EQ(*id, "cli-made");
-  EXPECT_THAT(podman.Cli(), HasSubstr("rm --force --ignore --time 0 sbx-fake-2\n--runtime runc "
-                                     "run --detach --name sbx-fake-2 "));
+  EXPECT_THAT(podman.Cli(), HasSubstr("rm --force --ignore --time 0 sbx-fake-2\n--runtime " + Runc() +
+                                     " run --detach --name sbx-fake-2 "));
 }
 
 TEST_F(PodmanRuntimeApiTest, RemovesThroughTheServiceAFewAtOnceAndTheCliWhatItDidNot) {

@@ -541,6 +541,7 @@ TEST(PodmanImageOffersTest, OnlyPodmanSayingSoMakesAnImageAbsent) {
   auto offers = [&](const std::string& exists) {
     const std::string podman = dir + "/podman";
     std::ofstream(podman) << "#!/bin/sh\n"
+                          << "[ \"$1\" = --runtime ] && shift 2\n"
                           << "[ \"$1 $2\" = \"image exists\" ] && { " << exists << "; }\n"
                           << "echo 'Error: something went wrong' >&2; exit 125\n";
     fs::permissions(podman, fs::perms::owner_all);
