@@ -1,11 +1,14 @@
 #include "podman_flags.h"
 
+#include <algorithm>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
+#include "base/log_text.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "base/secret_file.h"
@@ -26,7 +29,9 @@ ABSL_FLAG(absl::Duration, podman_timeout, absl::Seconds(60),
           "runs out of it is tried again later (after 1 s, doubling to a minute), not at "
           "once with each of its containers on its own.");
 ABSL_FLAG(std::vector<std::string>, podman_args, {},
-          "Extra global podman flags, comma-separated (for example --root=/x,--runroot=/y).");
+          "Extra global podman flags, comma-separated (for example --root=/x,--runroot=/y): "
+          "--root, --runroot, --tmpdir, --storage-driver, --storage-opt (no mount_program), "
+          "--cgroup-manager, --events-backend, --log-level.");
 ABSL_FLAG(std::string, oci_runtime, "auto",
           "OCI runtime program podman runs containers with: auto (runc on cgroup v1, where "
           "crun fails, else crun when installed, else runc), a name looked up in PATH, or a "
@@ -43,6 +48,37 @@ ABSL_FLAG(bool, podman_api, true,
           "start than a `podman run` process. Where the service is not up, and for gVisor "
           "and rlimit-limited containers, the podman CLI starts them. false: the CLI "
           "always.");
+
+namespace {
+
+// --podman_args: only podman's flags for where its store lives and how it logs and
+// accounts. Others name programs podman runs as its user for every container (--runtime,
+// --conmon, --hooks-dir, --network-cmd-path, a storage mount_program) or another podman to
+// talk to (--url, --connection): nothing here would check them.
+absl::Status CheckPodmanArgs(const std::vector<std::string>& args) {
+  static constexpr absl::string_view kAllowed[] = {"--root", "--runroot", "--tmpdir", "--storage-driver",
+                                                   "--storage-opt", "--cgroup-manager", "--events-backend",
+                                                   "--log-level"};
+  for (size_t i = 0; i < args.size(); ++i) {
+    const absl::string_view arg = args[i];
+    const absl::string_view name = arg.substr(0, arg.find('='));
+    const bool allowed = std::find(std::begin(kAllowed), std::end(kAllowed), name) != std::end(kAllowed);
+    // Each takes a value: after '=', or as the next entry.
+    const absl::string_view value = name.size() < arg.size() ? arg.substr(name.size() + 1)
+                                    : i + 1 < args.size()     ? absl::string_view(args[++i])
+                                                              : absl::string_view();
+    if (!allowed || absl::StrContains(value, "mount_program")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--podman_args may not hold ", codemode::LogText(allowed ? arg : name),
+          ": it may hold only --root, --runroot, --tmpdir, --storage-driver, --storage-opt "
+          "(no mount_program), --cgroup-manager, --events-backend and --log-level (use --oci_runtime for "
+          "the OCI runtime; podman's other programs come from its own configuration)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<sandboxd::PodmanOptions> PodmanFromFlags(const sandboxd::ManagerOptions& options) {
   sandboxd::PodmanOptions podman;
@@ -66,17 +102,7 @@ absl::StatusOr<sandboxd::PodmanOptions> PodmanFromFlags(const sandboxd::ManagerO
   if (!program.ok()) return program.status();
   podman.oci_runtime = *program;
   podman.global_args = absl::GetFlag(FLAGS_podman_args);
-  // Each of these names a program podman runs as its user (root, for a root daemon) for
-  // every container, which nothing here would check.
-  for (const std::string& arg : podman.global_args) {
-    for (const char* flag : {"--runtime", "--conmon", "--hooks-dir"}) {
-      if (arg == flag || absl::StartsWith(arg, absl::StrCat(flag, "="))) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--podman_args may not hold ", flag, ": it names what podman runs for every container (",
-            std::string(flag) == "--runtime" ? "use --oci_runtime" : "install it where podman finds it", ")"));
-      }
-    }
-  }
+  if (absl::Status s = CheckPodmanArgs(podman.global_args); !s.ok()) return s;
   podman.command_timeout = absl::GetFlag(FLAGS_podman_timeout);
   podman.check_name = absl::StrCat("sbx-", sandboxd::InstanceId(options.state_dir), "-check");
   if (absl::GetFlag(FLAGS_podman_api)) podman.api_socket_dir = options.state_dir + "/podman-api";

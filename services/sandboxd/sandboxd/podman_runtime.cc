@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "base/log_text.h"
 #include "nlohmann/json.hpp"
@@ -125,6 +126,24 @@ std::vector<std::string> PodmanEnvironment(const std::vector<std::string>& envir
   return out;
 }
 
+std::vector<std::string> WithPathOthersCannotSwap(std::vector<std::string> env) {
+  for (std::string& kv : env) {
+    if (!absl::StartsWith(kv, "PATH=")) continue;
+    std::vector<std::string> kept, dropped;
+    for (absl::string_view dir : absl::StrSplit(absl::string_view(kv).substr(5), ':')) {
+      const std::string d(dir);
+      const bool ok = !d.empty() && d[0] == '/' && CheckParentsOthersCannotSwap(d + "/x", "PATH").ok();
+      (ok ? kept : dropped).push_back(d);
+    }
+    if (!dropped.empty()) {
+      spdlog::warn("PATH directories others could change, or reached through a link, are not given to podman: {}",
+                   codemode::LogText(absl::StrJoin(dropped, ":")));
+    }
+    kv = "PATH=" + absl::StrJoin(kept, ":");
+  }
+  return env;
+}
+
 std::vector<std::string> GvisorRuntimeFlags(const PodmanOptions& options) {
   return {"network=none", "host-uds=create", "platform=" + options.gvisor_platform};
 }
@@ -234,7 +253,7 @@ PodmanRuntime::PodmanRuntime(PodmanOptions options, SandboxdMetrics* metrics)
     : options_(std::move(options)),
       metrics_(metrics),
       oci_runtime_(ResolveOciRuntime(options_.oci_runtime)),
-      env_(PodmanEnvironment(OurEnvironment())),
+      env_(WithPathOthersCannotSwap(PodmanEnvironment(OurEnvironment()))),
       removers_(RemoverOptions(kParallelRemovals - 1)) {}
 
 std::vector<std::string> PodmanRuntime::Argv(const std::vector<std::string>& args) const {
@@ -406,6 +425,13 @@ absl::StatusOr<std::string> PodmanRuntime::Start(const ContainerSpec& spec) {
     if (!probed_) return absl::FailedPreconditionError("Probe() has not succeeded yet");
     info = info_;
     api = api_;
+  }
+  // The program this container runs under, as root for a root daemon: checked again at
+  // each start, since a directory on its path may have been opened to others meanwhile.
+  const std::string program = spec.isolation == Isolation::kGvisor ? options_.runsc : info.oci_runtime_path;
+  if (absl::StatusOr<std::string> checked = ResolveOthersCannotChange(program, "the OCI runtime"); !checked.ok()) {
+    spdlog::error("no container starts: {}", std::string(checked.status().message()));
+    return absl::FailedPreconditionError(checked.status().message());
   }
   if (api && api->Ready() && spec.isolation == Isolation::kContainer && info.cgroup_limits) {
     bool fell_back = false;

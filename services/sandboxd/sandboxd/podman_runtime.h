@@ -117,6 +117,10 @@ inline constexpr char kSocketMountDir[] = "/run/sandboxd";
 // the daemon's environment (credentials, proxy URLs, tokens) stays out of podman and so
 // out of every container. Pure; unit-tested.
 std::vector<std::string> PodmanEnvironment(const std::vector<std::string>& environ);
+// `env` with its PATH holding only directories that only root or we could change, reached
+// without a symbolic link (CheckParentsOthersCannotSwap): podman looks up helpers there
+// (dpkg, slirp4netns, ...) and runs them as its user. What is dropped is logged.
+std::vector<std::string> WithPathOthersCannotSwap(std::vector<std::string> env);
 
 // podman's global flags that choose the OCI runtime of a new container (podman records
 // it with the container: later commands on it need no flag).

@@ -140,6 +140,9 @@ TEST(LifecycleTest, ProgramsOthersCouldChangeAreRefused) {
       {"", "--podman_args=--runtime=" + open + "/runc", "--podman_args may not hold --runtime"},
       {"", "--podman_args=--log-level=warn,--conmon," + open + "/conmon", "--podman_args may not hold --conmon"},
       {"", "--podman_args=--hooks-dir=" + open, "--podman_args may not hold --hooks-dir"},
+      {"", "--podman_args=--network-cmd-path=" + open + "/slirp", "--podman_args may not hold --network-cmd-path"},
+      {"", "--podman_args=--storage-opt=overlay.mount_program=" + open + "/mp",
+       "--podman_args may not hold --storage-opt=overlay.mount_program"},
       {"", "--podman=no-such-podman-here", "no no-such-podman-here (--podman) in PATH"}};
   for (const auto& [env, flags, why] : cases) {
     int rc = -1;
@@ -176,6 +179,32 @@ TEST(LifecycleTest, PodmanConfigurationChoosesNoOciRuntime) {
     EXPECT_EQ(Sh("podman inspect --format '{{.OCIRuntime}}' " + session.container_id()), runc + "\n") << api;
   }
   EXPECT_FALSE(std::filesystem::exists(open + "/ran")) << Sh("cat " + open + "/ran");
+  Sh("rm -rf " + base);
+}
+
+// The OCI runtime is checked again before each container starts: one whose directory is
+// opened to others while the daemon serves starts no container, and the daemon says why
+// and keeps answering.
+TEST(LifecycleTest, AnOciRuntimeOpenedToOthersWhileServingStartsNoContainer) {
+  const std::string base = "/tmp/sbx-oci-opened-" + std::to_string(getpid());
+  ASSERT_EQ(Sh("mkdir -m 0755 " + base + " " + base + "/bin && cp \"$(command -v runc)\" " + base +
+               "/bin/runc && echo ok"),
+            "ok\n");
+  {
+    // Ended, its containers removed (by that runc), before the runc goes.
+    SandboxdProcess d({"--oci_runtime=" + base + "/bin/runc", "--isolation=container"});
+    ASSERT_TRUE(d.Start());
+    CreateSession(*d.Stub());
+    ASSERT_EQ(Sh("chmod 0777 " + base + "/bin && echo ok"), "ok\n");
+    grpc::Status st = TryCreate(*d.Stub());
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.error_message().find(base + "/bin, a parent of the OCI runtime " + base +
+                                      "/bin/runc, is writable by group or others"),
+              std::string::npos)
+        << st.error_message();
+    EXPECT_FALSE(GetInfo(*d.Stub()).version().empty());
+    Sh("chmod 0755 " + base + "/bin");
+  }
   Sh("rm -rf " + base);
 }
 
