@@ -513,13 +513,14 @@ await new Promise((res, rej) => { forger.on('error', rej); forger.listen({ fd: 3
 
 // Node's permission model alone does not hold (it must allow the network to serve the
 // inherited socket, and user code may reach native code): layers 1-3 are always demanded,
-// and a list that leaves out seccomp or Landlock stops the start, saying so.
+// and a list that leaves out seccomp or Landlock stops the start as any bad flag does
+// (exit 2, before anything is made), saying so.
 TEST(WasmTest, ALayerListWithoutSeccompOrLandlockStopsTheStart) {
   for (const char* layers : {"node", "node,seccomp", "landlock,bwrap"}) {
     std::vector<std::string> args = WasmOnly();
     args.push_back(absl::StrCat("--wasm_layers=", layers));
     SandboxdProcess d(args);
-    EXPECT_EQ(d.StartExpectingExit(), 1) << layers << "\n" << d.Log();
+    EXPECT_EQ(d.StartExpectingExit(), 2) << layers << "\n" << d.Log();
     EXPECT_NE(d.Log().find("always in force"), std::string::npos) << layers << "\n" << d.Log();
   }
 }
