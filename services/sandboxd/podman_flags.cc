@@ -7,6 +7,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "base/log_text.h"
 #include "absl/strings/str_cat.h"
@@ -67,7 +68,8 @@ absl::Status CheckPodmanArgs(const std::vector<std::string>& args) {
     const absl::string_view value = name.size() < arg.size() ? arg.substr(name.size() + 1)
                                     : i + 1 < args.size()     ? absl::string_view(args[++i])
                                                               : absl::string_view();
-    if (!allowed || absl::StrContains(value, "mount_program")) {
+    // containers/storage reads option names in any case ("overlay.Mount_Program").
+    if (!allowed || absl::StrContains(absl::AsciiStrToLower(value), "mount_program")) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--podman_args may not hold ", codemode::LogText(allowed ? arg : name),
           ": it may hold only --root, --runroot, --tmpdir, --storage-driver, --storage-opt "

@@ -143,6 +143,9 @@ TEST(LifecycleTest, ProgramsOthersCouldChangeAreRefused) {
       {"", "--podman_args=--network-cmd-path=" + open + "/slirp", "--podman_args may not hold --network-cmd-path"},
       {"", "--podman_args=--storage-opt=overlay.mount_program=" + open + "/mp",
        "--podman_args may not hold --storage-opt=overlay.mount_program"},
+      // containers/storage lowercases option names before it reads them.
+      {"", "--podman_args=--storage-opt=overlay.Mount_Program=" + open + "/mp",
+       "--podman_args may not hold --storage-opt=overlay.Mount_Program"},
       {"", "--podman=no-such-podman-here", "no no-such-podman-here (--podman) in PATH"}};
   for (const auto& [env, flags, why] : cases) {
     int rc = -1;
