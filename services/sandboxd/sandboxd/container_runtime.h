@@ -65,10 +65,9 @@ struct IsolationLayer {
 // What the backend can enforce on this machine.
 struct RuntimeInfo {
   std::string version;      // e.g. "podman 4.3.1"
-  std::string oci_runtime;  // e.g. "runc"
-  // The program podman runs as oci_runtime, as podman resolves it, checked as podman's own
-  // (ResolveOthersCannotChange); podman only.
-  std::string oci_runtime_path;
+  // podman: the path of the program every container runs under (podman's --runtime),
+  // checked as podman's own (ResolveOthersCannotChange); else the backend's name.
+  std::string oci_runtime;  // e.g. "/usr/bin/runc"
   bool rootless = false;
   std::string cgroup_version;  // "v1", "v2" or "" when not applicable
   // True when memory/pids/cpu limits go through cgroups; false means rlimit fallback

@@ -154,6 +154,12 @@ bool PodmanApi::StartOnce(pid_t* pid, int* status) {
     spdlog::warn("podman API service not started: {}", std::string(s.message()));
     return false;
   }
+  if (options_.check_programs) {
+    if (absl::Status s = options_.check_programs(); !s.ok()) {
+      spdlog::warn("podman API service not started: {}", std::string(s.message()));
+      return false;
+    }
+  }
   unlink(socket_path().c_str());  // a service of an earlier sandboxd left it
   codemode::SpawnOptions o;
   o.argv = {options_.podman};

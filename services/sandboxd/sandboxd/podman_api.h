@@ -28,6 +28,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,6 +56,9 @@ struct PodmanApiOptions {
   // A stopping daemon's cutoff (subprocess.h): a request still waiting at it ends ABORTED,
   // leaving the service be. Null: only request_timeout ends one. Outlives the PodmanApi.
   const Cutoff* cutoff = nullptr;
+  // Asked before each start of the service: not OK, and the service is not started (the
+  // programs it would run may have been opened to others). Null: none.
+  std::function<absl::Status()> check_programs;
 };
 
 class PodmanApi {

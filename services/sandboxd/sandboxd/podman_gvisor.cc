@@ -14,6 +14,7 @@ using Op = SandboxdMetrics::ContainerOp;
 }  // namespace
 
 absl::StatusOr<std::string> PodmanRuntime::GvisorVersion() {
+  if (absl::Status programs = CheckPrograms(); !programs.ok()) return programs;
   SubprocessOptions opts;
   opts.env = env_;
   opts.cutoff = &cutoff_;

@@ -267,9 +267,24 @@ std::vector<std::string> PodmanRuntime::Argv(const std::vector<std::string>& arg
   return argv;
 }
 
+absl::Status PodmanRuntime::CheckPrograms() const {
+  if (!oci_runtime_.ok()) return absl::FailedPreconditionError(absl::StrCat("OCI runtime: ", oci_runtime_.status().message()));
+  std::vector<std::pair<std::string, const char*>> programs = {{options_.podman, "--podman"},
+                                                               {*oci_runtime_, "--oci_runtime"}};
+  if (options_.gvisor) programs.emplace_back(options_.runsc, "--runsc");
+  for (const auto& [program, flag] : programs) {
+    if (absl::StatusOr<std::string> checked = ResolveOthersCannotChange(program, flag); !checked.ok()) {
+      spdlog::error("podman is not run: {}", std::string(checked.status().message()));
+      return absl::FailedPreconditionError(checked.status().message());
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<SubprocessResult> PodmanRuntime::RunPodman(SandboxdMetrics::ContainerOp op,
                                                           const std::vector<std::string>& argv,
                                                           absl::Duration cut_grace) {
+  if (absl::Status programs = CheckPrograms(); !programs.ok()) return programs;
   SubprocessOptions opts;
   opts.env = env_;
   opts.timeout = options_.command_timeout;
@@ -319,21 +334,9 @@ absl::StatusOr<std::string> ResolveOciRuntime(const std::string& flag) {
   return ResolveOthersCannotChange(name, "--oci_runtime");
 }
 
-absl::Status PodmanRuntime::CheckOciRuntime(RuntimeInfo& info) {
-  // Checked again at each probe: a directory on its path may have changed since the start.
-  absl::StatusOr<std::string> path = oci_runtime_;
-  if (path.ok()) path = ResolveOthersCannotChange(*path, "--oci_runtime");
-  if (!path.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat("OCI runtime: ", path.status().message()));
-  }
-  info.oci_runtime = *path;
-  info.oci_runtime_path = *std::move(path);
-  return absl::OkStatus();
-}
-
 absl::StatusOr<RuntimeInfo> PodmanRuntime::Probe() {
   // Before podman runs at all: `podman info` runs the runtime it is given (--version).
-  if (!oci_runtime_.ok()) return absl::FailedPreconditionError(absl::StrCat("OCI runtime: ", oci_runtime_.status().message()));
+  if (absl::Status programs = CheckPrograms(); !programs.ok()) return programs;
   absl::StatusOr<std::string> out = Podman(Op::kInfo, {"info", "--format", "json"});
   if (!out.ok()) return out.status();
   json j = json::parse(*out, nullptr, false);
@@ -348,7 +351,7 @@ absl::StatusOr<RuntimeInfo> PodmanRuntime::Probe() {
   if (const json* v = Path(j, {"host", "cgroupVersion"}); v && v->is_string()) {
     info.cgroup_version = v->get<std::string>();
   }
-  if (absl::Status s = CheckOciRuntime(info); !s.ok()) return s;
+  info.oci_runtime = *oci_runtime_;
   info.cgroup_limits = !(info.rootless && info.cgroup_version == "v1");
   info.nproc_ceiling = HostNprocCeiling();
   if (!info.cgroup_limits) {
@@ -381,11 +384,12 @@ absl::StatusOr<RuntimeInfo> PodmanRuntime::Probe() {
     api.global_args = options_.global_args;
     // The service's default runtime: its REST creates run no other (podman 4.3 ignores a
     // spec's own oci_runtime).
-    api.global_args.insert(api.global_args.end(), {"--runtime", info.oci_runtime_path});
+    api.global_args.insert(api.global_args.end(), {"--runtime", info.oci_runtime});
     api.env = env_;
     api.socket_dir = options_.api_socket_dir;
     api.request_timeout = options_.api_request_timeout;
     api.cutoff = &cutoff_;
+    api.check_programs = [this] { return CheckPrograms(); };
     api_ = std::make_shared<PodmanApi>(std::move(api));
   }
   return info;
@@ -426,13 +430,8 @@ absl::StatusOr<std::string> PodmanRuntime::Start(const ContainerSpec& spec) {
     info = info_;
     api = api_;
   }
-  // The program this container runs under, as root for a root daemon: checked again at
-  // each start, since a directory on its path may have been opened to others meanwhile.
-  const std::string program = spec.isolation == Isolation::kGvisor ? options_.runsc : info.oci_runtime_path;
-  if (absl::StatusOr<std::string> checked = ResolveOthersCannotChange(program, "the OCI runtime"); !checked.ok()) {
-    spdlog::error("no container starts: {}", std::string(checked.status().message()));
-    return absl::FailedPreconditionError(checked.status().message());
-  }
+  // The service runs the OCI runtime as the CLI would: the same check first.
+  if (absl::Status programs = CheckPrograms(); !programs.ok()) return programs;
   if (api && api->Ready() && spec.isolation == Isolation::kContainer && info.cgroup_limits) {
     bool fell_back = false;
     absl::StatusOr<std::string> id = StartThroughApi(*api, info, spec, &fell_back);
@@ -462,6 +461,13 @@ RemovalFailures PodmanRuntime::Remove(const std::vector<std::string>& names) {
   {
     codemode::MutexLock lock(&mu_);
     api = api_;
+  }
+  // Not one removal while another user could change a program it would run: each fails,
+  // and ContainerRemovals tries it again after its back-off.
+  if (absl::Status programs = CheckPrograms(); !programs.ok()) {
+    RemovalFailures failures;
+    for (const std::string& name : names) failures.emplace(name, programs);
+    return failures;
   }
   // Through the service while it runs (~30 ms less CPU each than a CLI call); the CLI
   // removes what it did not.

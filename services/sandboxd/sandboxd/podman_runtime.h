@@ -200,10 +200,12 @@ class PodmanRuntime : public ContainerRuntime {
   absl::Status GvisorVerdict(std::string* deferred);
   // `runsc --version`'s first line; UNAVAILABLE when runsc cannot be run.
   absl::StatusOr<std::string> GvisorVersion();
-  // Sets info.oci_runtime and info.oci_runtime_path to the program every podman call is
-  // given, checked again (ResolveOthersCannotChange). FAILED_PRECONDITION when another user
-  // could change it.
-  absl::Status CheckOciRuntime(RuntimeInfo& info);
+  // Every program a podman call may run as this daemon's user, checked before each call
+  // (ResolveOthersCannotChange), since a directory on a path may be opened to others while
+  // the daemon serves: podman, the OCI runtime and, with gVisor allowed, runsc (podman
+  // kills and removes a container with the runtime it was made with). FAILED_PRECONDITION,
+  // logged, when another user could change one.
+  absl::Status CheckPrograms() const;
   // `podman run --rm <image> python3 -c pass` under `isolation`; UNAVAILABLE with why.
   absl::Status TryPythonContainer(const RuntimeInfo& info, Isolation isolation);
 

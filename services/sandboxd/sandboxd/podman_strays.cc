@@ -63,7 +63,7 @@ int PodmanRuntime::RemoveStrays(const std::string& label_key, const std::string&
   }
   // The runtimes podman starts this daemon's containers with, checked at the probe.
   std::set<std::string> runtimes;
-  if (!info.oci_runtime_path.empty()) runtimes.insert(info.oci_runtime_path);
+  if (!info.oci_runtime.empty()) runtimes.insert(info.oci_runtime);
   if (options_.gvisor) runtimes.insert(options_.runsc);
   SubprocessOptions opts;
   opts.env = env_;
@@ -77,6 +77,7 @@ int PodmanRuntime::RemoveStrays(const std::string& label_key, const std::string&
     args.insert(args.begin(), "unshare");
     return Argv(args);
   };
+  if (!CheckPrograms().ok()) return 0;  // logged; the next sweep looks again
   int removed = 0;
   for (const std::string& runtime : runtimes) {
     // Listed before podman's own list: a container podman makes meanwhile is in both.

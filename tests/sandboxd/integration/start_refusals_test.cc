@@ -185,28 +185,43 @@ TEST(LifecycleTest, PodmanConfigurationChoosesNoOciRuntime) {
   Sh("rm -rf " + base);
 }
 
-// The OCI runtime is checked again before each container starts: one whose directory is
-// opened to others while the daemon serves starts no container, and the daemon says why
-// and keeps answering.
+// The programs podman runs are checked again before each call: with the OCI runtime's
+// directory opened to others while the daemon serves, no container starts and none is
+// removed, the daemon says why and keeps answering, and the removal waits for the
+// directory to be closed again. (A container podman made with that runtime keeps it: when
+// the container exits, podman's cleanup runs it, which is podman's doing.)
 TEST(LifecycleTest, AnOciRuntimeOpenedToOthersWhileServingStartsNoContainer) {
   const std::string base = "/tmp/sbx-oci-opened-" + std::to_string(getpid());
-  ASSERT_EQ(Sh("mkdir -m 0755 " + base + " " + base + "/bin && cp \"$(command -v runc)\" " + base +
-               "/bin/runc && echo ok"),
+  const std::string bin = base + "/bin";
+  ASSERT_EQ(Sh("mkdir -m 0755 " + base + " " + bin + " && cp \"$(command -v runc)\" " + bin + "/runc && echo ok"),
             "ok\n");
+  const auto exists = [](const std::string& container) {
+    return Sh("podman ps --all --quiet --no-trunc --filter id=" + container) == container + "\n";
+  };
+  std::string container;
   {
     // Ended, its containers removed (by that runc), before the runc goes.
-    SandboxdProcess d({"--oci_runtime=" + base + "/bin/runc", "--isolation=container"});
+    SandboxdProcess d({"--oci_runtime=" + bin + "/runc", "--isolation=container", "--pool_size=0"});
     ASSERT_TRUE(d.Start());
-    CreateSession(*d.Stub());
-    ASSERT_EQ(Sh("chmod 0777 " + base + "/bin && echo ok"), "ok\n");
+    const sandbox::v1::Session session = CreateSession(*d.Stub());
+    container = session.container_id();
+    ASSERT_EQ(Sh("chmod 0777 " + bin + " && echo ok"), "ok\n");
     grpc::Status st = TryCreate(*d.Stub());
     EXPECT_FALSE(st.ok());
-    EXPECT_NE(st.error_message().find(base + "/bin, a parent of the OCI runtime " + base +
-                                      "/bin/runc, is writable by group or others"),
+    EXPECT_NE(st.error_message().find(bin + ", a parent of --oci_runtime " + bin +
+                                      "/runc, is writable by group or others"),
               std::string::npos)
         << st.error_message();
+    grpc::ClientContext ctx;
+    sandbox::v1::DeleteSessionRequest del;
+    del.set_session_id(session.id());
+    sandbox::v1::DeleteSessionResponse deleted;
+    EXPECT_TRUE(d.Stub()->DeleteSession(&ctx, del, &deleted).ok());
+    EXPECT_TRUE(WaitFor([&] { return d.Log().find("cannot remove container") != std::string::npos; })) << d.Log();
+    EXPECT_TRUE(exists(container)) << "removed with a runtime others could change";
     EXPECT_FALSE(GetInfo(*d.Stub()).version().empty());
-    Sh("chmod 0755 " + base + "/bin");
+    Sh("chmod 0755 " + bin);
+    EXPECT_TRUE(WaitFor([&] { return !exists(container); })) << "the removal is tried again";
   }
   Sh("rm -rf " + base);
 }

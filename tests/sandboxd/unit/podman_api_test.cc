@@ -409,7 +409,7 @@ class PodmanRuntimeApiTest : public ::testing::Test {
     absl::StatusOr<RuntimeInfo> info = runtime_->Probe();
     ASSERT_TRUE(info.ok()) << info.status();
     // Every call names the runtime sandboxd checked, the service's too.
-    EXPECT_EQ(info->oci_runtime_path, Runc());
+    EXPECT_EQ(info->oci_runtime, Runc());
     EXPECT_THAT(podman.Cli(), HasSubstr("--runtime " + Runc() + " info --format json\n"));
     ASSERT_TRUE(WaitUntil([&] { return runtime_->ServesThroughApi(); }));
     // Its REST creates run under the service's default runtime: the one checked.
