@@ -88,7 +88,8 @@ bool Collect(pid_t pid, const UniqueFd& out, const UniqueFd& err, const Subproce
     absl::Duration left = std::min(deadline, cut) - absl::Now();
     if (left <= absl::ZeroDuration()) {
       if (reaped) return true;  // a grandchild still writing: the child's pid is not ours to kill
-      kill(pid, SIGKILL);
+      // Its group: the child is alive, so the group is its own.
+      kill(-pid, SIGKILL);
       result.timed_out = true;
       result.cut_off = cut < deadline;
       return false;
@@ -147,6 +148,7 @@ absl::StatusOr<SubprocessResult> RunSubprocess(const std::vector<std::string>& a
     for (char** e = environ; *e != nullptr; ++e) spawn.env.push_back(*e);
   }
   spawn.stdin_mode = codemode::SpawnOptions::Stdio::kPipe;
+  spawn.new_process_group = true;
   absl::StatusOr<codemode::Child> child = codemode::Spawn(spawn);
   if (!child.ok()) {
     return absl::InternalError(absl::StrCat("cannot start ", absl::CEscape(program), ": ", child.status().message()));

@@ -8,7 +8,10 @@
 //
 // The child gets only the environment in `opts.env` (the caller's environment when
 // unset), stdin from /dev/null unless `stdin_text` is given, and no inherited file
-// descriptors other than 0-2 (every descriptor this process opens is O_CLOEXEC).
+// descriptors other than 0-2 (every descriptor this process opens is O_CLOEXEC). It leads
+// a process group of its own, and a kill (timeout, cutoff) ends the group: podman's
+// children that stay in it (the OCI runtime of an `rm`, say) go with it, and do not hold
+// podman's locks on after it. A child that moves to a session of its own (conmon) stays.
 // Safe for concurrent use.
 #pragma once
 
@@ -50,7 +53,7 @@ class Cutoff {
 };
 
 struct SubprocessOptions {
-  // Kill the child (SIGKILL) when it runs longer than this.
+  // Kill the child's process group (SIGKILL) when the child runs longer than this.
   absl::Duration timeout = absl::Seconds(60);
   // Full environment as KEY=VALUE; nullopt inherits ours.
   std::optional<std::vector<std::string>> env;

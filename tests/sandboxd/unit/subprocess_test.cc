@@ -1,7 +1,11 @@
 #include "sandboxd/subprocess.h"
 
+#include <signal.h>
+#include <stdlib.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -134,6 +138,34 @@ TEST(SubprocessTest, ItsOwnTimeoutIsNoCut) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->timed_out);
   EXPECT_FALSE(r->cut_off);
+}
+
+// A timeout ends the command's children that stay in its process group, not the command
+// alone: a podman killed at --podman_timeout leaves no OCI runtime behind.
+TEST(SubprocessTest, ATimeoutEndsTheCommandsChildrenToo) {
+  char dir[] = "/tmp/subprocess-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string pid_file = std::string(dir) + "/child";
+  SubprocessOptions opts;
+  opts.timeout = absl::Milliseconds(300);
+  absl::StatusOr<SubprocessResult> r = RunSubprocess(
+      {"sh", "-c", "sleep 600 > /dev/null 2>&1 & echo $! > " + pid_file + "; wait"}, opts);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->timed_out);
+  pid_t child = 0;
+  std::ifstream(pid_file) >> child;
+  ASSERT_GT(child, 0);
+  // Gone, or a zombie until its new parent reaps it.
+  const auto alive = [child] {
+    std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+    std::string pid, comm, state;
+    return static_cast<bool>(stat >> pid >> comm >> state) && state != "Z";
+  };
+  for (int i = 0; i < 100 && alive(); ++i) absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_FALSE(alive()) << "the command's child " << child << " outlived its kill";
+  if (alive()) kill(child, SIGKILL);
+  std::remove(pid_file.c_str());
+  rmdir(dir);
 }
 
 // A program that is not there is named as it was given: looked up in PATH or not.
