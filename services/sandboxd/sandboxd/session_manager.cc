@@ -107,8 +107,11 @@ absl::Status SessionManager::Start(const StartWait& wait) {
   absl::Status own = codemode::ClaimPrivateDirectory(options_.state_dir, "the state directory", "--state_dir");
   if (!own.ok()) return own;
   std::error_code ec;
-  fs::create_directories(options_.state_dir + "/sessions", ec);
-  fs::create_directories(options_.state_dir + "/c", ec);
+  // Ours alone, as the state directory is, whatever the umask or an earlier run left.
+  for (const char* sub : {"/sessions", "/c"}) {
+    if (!ec) fs::create_directories(options_.state_dir + sub, ec);
+    if (!ec) fs::permissions(options_.state_dir + sub, fs::perms::owner_all, ec);
+  }
   if (ec) {
     return absl::FailedPreconditionError(
         absl::StrCat("cannot create state directory ", options_.state_dir, ": ", ec.message()));

@@ -33,8 +33,10 @@ TEST(LifecycleTest, SocketIsPrivateAndHealthAndReflectionServe) {
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   ASSERT_EQ(stat(fs::path(d.socket()).parent_path().c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
-  ASSERT_EQ(stat(d.state_dir().c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  for (const std::string& dir : {d.state_dir(), d.state_dir() + "/sessions", d.state_dir() + "/c"}) {
+    ASSERT_EQ(stat(dir.c_str(), &st), 0) << dir;
+    EXPECT_EQ(st.st_mode & 0777, 0700u) << dir;
+  }
 
   // SERVING once the first container started (a probe: the pool is off here).
   for (const char* service : {"", "sandbox.v1.SandboxService"}) {
