@@ -320,6 +320,12 @@ absl::StatusOr<std::string> PodmanRuntime::Podman(SandboxdMetrics::ContainerOp o
                                                " failed (exit ", r->exit_code,
                                                "): ", PodmanErrorSummary(r->stderr_text)));
   }
+  if (r->truncated) {
+    // Cut output parses as something else, or as nothing: said as what it is.
+    return absl::UnavailableError(absl::StrCat("podman ", args.empty() ? "" : args[0],
+                                               " printed more than sandboxd reads of a command (",
+                                               SubprocessOptions().max_output_bytes >> 20, " MiB a stream)"));
+  }
   return std::move(r->stdout_text);
 }
 

@@ -107,9 +107,9 @@ bool Collect(pid_t pid, const UniqueFd& out, const UniqueFd& err, const Subproce
         continue;
       }
       std::string& dst = is_out ? result.stdout_text : result.stderr_text;
-      if (dst.size() < opts.max_output_bytes) {
-        dst.append(buf, std::min<size_t>(static_cast<size_t>(got), opts.max_output_bytes - dst.size()));
-      }
+      const size_t room = opts.max_output_bytes - std::min(dst.size(), opts.max_output_bytes);
+      if (static_cast<size_t>(got) > room) result.truncated = true;
+      dst.append(buf, std::min<size_t>(static_cast<size_t>(got), room));
     }
     if (n != 0) continue;
     if (reaped) return true;

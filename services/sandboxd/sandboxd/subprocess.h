@@ -58,7 +58,7 @@ struct SubprocessOptions {
   // Full environment as KEY=VALUE; nullopt inherits ours.
   std::optional<std::vector<std::string>> env;
   std::string stdin_text;
-  // Cap on captured bytes per stream; output past it is read and discarded.
+  // Cap on captured bytes per stream; output past it is read and discarded (`truncated`).
   size_t max_output_bytes = 4 << 20;
   // Ends the command sooner once cut (SIGKILL too); null: only `timeout` does.
   const Cutoff* cutoff = nullptr;
@@ -76,6 +76,7 @@ struct SubprocessResult {
   bool cut_off = false;
   std::string stdout_text;
   std::string stderr_text;
+  bool truncated = false;  // a stream wrote more than max_output_bytes
 };
 
 // Returns NOT_FOUND when the program is not in PATH, INTERNAL when it cannot be

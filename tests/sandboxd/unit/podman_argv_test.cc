@@ -578,5 +578,20 @@ TEST(PodmanImageOffersTest, PodmanErrorsReachClientsAsCleanText) {
   fs::remove_all(dir);
 }
 
+// Output past what sandboxd reads of a command is not parsed as if whole.
+TEST(PodmanImageOffersTest, OutputPastTheCapIsAnError) {
+  char tmpl[] = "/tmp/sbx-podman-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string podman = std::string(tmpl) + "/podman";
+  std::ofstream(podman) << "#!/bin/sh\nhead -c 5000000 /dev/zero | tr '\\0' x\n";
+  fs::permissions(podman, fs::perms::owner_all);
+  PodmanOptions o;
+  o.podman = podman;
+  const absl::Status s = PodmanRuntime(o).ImageOffers("localhost/img").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(s.message(), HasSubstr("podman image printed more than sandboxd reads of a command (4 MiB"));
+  fs::remove_all(tmpl);
+}
+
 }  // namespace
 }  // namespace sandboxd

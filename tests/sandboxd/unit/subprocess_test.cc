@@ -168,6 +168,21 @@ TEST(SubprocessTest, ATimeoutEndsTheCommandsChildrenToo) {
   rmdir(dir);
 }
 
+// Output past the cap is read and dropped, and said to be.
+TEST(SubprocessTest, OutputPastTheCapIsSaidToBeCut) {
+  SubprocessOptions opts;
+  opts.max_output_bytes = 10;
+  absl::StatusOr<SubprocessResult> r = RunSubprocess({"sh", "-c", "printf 0123456789"}, opts);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->stdout_text, "0123456789");
+  EXPECT_FALSE(r->truncated);
+  r = RunSubprocess({"sh", "-c", "printf 0123456789; printf x >&2; printf A"}, opts);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->stdout_text, "0123456789");
+  EXPECT_EQ(r->stderr_text, "x");
+  EXPECT_TRUE(r->truncated);
+}
+
 // A program that is not there is named as it was given: looked up in PATH or not.
 TEST(SubprocessTest, AMissingProgramIsNamedAsGiven) {
   absl::StatusOr<SubprocessResult> r = RunSubprocess({"no-such-program-here"}, SubprocessOptions());
