@@ -65,8 +65,9 @@ void FeedStdin(UniqueFd in, const std::string& text) {
   }
 }
 
-// Reads the child's stdout and stderr (each up to max_output_bytes) until both close, the
-// child exits, or the deadline or the cutoff passes (then kills it). Sets
+// Reads the child's stdout and stderr (each up to max_output_bytes) until the child exits
+// and both close (or, once it exited, nothing more is readable), or the deadline or the
+// cutoff passes (then kills it). Sets
 // result.timed_out and cut_off; returns whether the child was reaped (its wait status in
 // *status).
 bool Collect(pid_t pid, const UniqueFd& out, const UniqueFd& err, const SubprocessOptions& opts,
@@ -79,7 +80,9 @@ bool Collect(pid_t pid, const UniqueFd& out, const UniqueFd& err, const Subproce
   // EOF is not waited for.
   bool reaped = false;
   char buf[65536];
-  while (out_open || err_open) {
+  // A child that closed both streams is still waited for with the deadline (poll() of no
+  // descriptors sleeps).
+  while (out_open || err_open || !reaped) {
     pollfd fds[2];
     int nfds = 0;
     if (out_open) fds[nfds++] = {out.get(), POLLIN, 0};
@@ -88,8 +91,9 @@ bool Collect(pid_t pid, const UniqueFd& out, const UniqueFd& err, const Subproce
     absl::Duration left = std::min(deadline, cut) - absl::Now();
     if (left <= absl::ZeroDuration()) {
       if (reaped) return true;  // a grandchild still writing: the child's pid is not ours to kill
-      // Its group: the child is alive, so the group is its own.
+      // Its group, and itself: a child that moved to another group is not in its own.
       kill(-pid, SIGKILL);
+      kill(pid, SIGKILL);
       result.timed_out = true;
       result.cut_off = cut < deadline;
       return false;

@@ -168,6 +168,21 @@ TEST(SubprocessTest, ATimeoutEndsTheCommandsChildrenToo) {
   rmdir(dir);
 }
 
+// A command that leaves its process group, or closes its output, is still killed at its
+// timeout (not waited for until it ends by itself: exit 0 after 20 s).
+TEST(SubprocessTest, ATimeoutEndsACommandThatLeftItsGroupOrClosedItsOutput) {
+  SubprocessOptions opts;
+  opts.timeout = absl::Milliseconds(300);
+  for (const std::string& script :
+       {std::string("import os, time; os.setpgid(0, os.getpgid(os.getppid())); time.sleep(20)"),
+        std::string("import os, time; os.close(1); os.close(2); time.sleep(20)")}) {
+    absl::StatusOr<SubprocessResult> r = RunSubprocess({"python3", "-c", script}, opts);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->timed_out) << script;
+    EXPECT_EQ(r->exit_code, 128 + SIGKILL) << script;
+  }
+}
+
 // Output past the cap is read and dropped, and said to be.
 TEST(SubprocessTest, OutputPastTheCapIsSaidToBeCut) {
   SubprocessOptions opts;
