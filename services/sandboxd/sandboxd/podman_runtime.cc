@@ -438,6 +438,10 @@ absl::StatusOr<std::string> PodmanRuntime::Start(const ContainerSpec& spec) {
   }
   // The service runs the OCI runtime as the CLI would: the same check first.
   if (absl::Status programs = CheckPrograms(); !programs.ok()) return programs;
+  {
+    codemode::MutexLock lock(&started_mu_);
+    started_.insert(spec.name);
+  }
   if (api && api->Ready() && spec.isolation == Isolation::kContainer && info.cgroup_limits) {
     bool fell_back = false;
     absl::StatusOr<std::string> id = StartThroughApi(*api, info, spec, &fell_back);
@@ -475,9 +479,23 @@ RemovalFailures PodmanRuntime::Remove(const std::vector<std::string>& names) {
     for (const std::string& name : names) failures.emplace(name, programs);
     return failures;
   }
+  RemovalFailures failures = RecordedRuntimesRefused(names);
+  std::vector<std::string> removable;
+  for (const std::string& name : names) {
+    if (!failures.count(name)) removable.push_back(name);
+  }
   // Through the service while it runs (~30 ms less CPU each than a CLI call); the CLI
   // removes what it did not.
-  return RemoveByCli(api && api->Ready() ? RemoveThroughApi(*api, names) : names);
+  if (!removable.empty()) {
+    failures.merge(RemoveByCli(api && api->Ready() ? RemoveThroughApi(*api, removable) : removable));
+  }
+  codemode::MutexLock lock(&started_mu_);
+  for (const std::string& name : names) {
+    if (failures.count(name)) continue;
+    started_.erase(name);
+    earlier_.erase(name);
+  }
+  return failures;
 }
 
 RemovalFailures PodmanRuntime::RemoveByCli(const std::vector<std::string>& names) {
@@ -562,6 +580,10 @@ absl::StatusOr<std::vector<ContainerSummary>> PodmanRuntime::List(const std::str
       }
     }
     result.push_back(std::move(s));
+  }
+  codemode::MutexLock lock(&started_mu_);
+  for (const ContainerSummary& s : result) {
+    if (!started_.count(s.name)) earlier_.insert(s.name);
   }
   return result;
 }

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -252,6 +253,18 @@ class PodmanRuntime : public ContainerRuntime {
   void ForgetInitProcesses(const std::vector<std::string>& names);
   codemode::Mutex init_mu_;
   std::map<std::string, InitProcess> init_processes_ ABSL_GUARDED_BY(init_mu_);
+  // podman_recorded.cc: of `names`, those of an earlier run (List() found them, no Start()
+  // of this runtime made them: re-attached or left over) whose OCI runtime as podman
+  // recorded it, the program podman kills and removes it with, another user could change
+  // (ResolveOthersCannotChange), each with why; and those podman could not say, with its
+  // error. One `podman container inspect` for them all; none when no name is an earlier
+  // run's.
+  RemovalFailures RecordedRuntimesRefused(const std::vector<std::string>& names);
+  codemode::Mutex started_mu_;
+  // Names Start() was asked for (their runtime is the one checked), until removed.
+  std::set<std::string> started_ ABSL_GUARDED_BY(started_mu_);
+  // Names List() found that Start() did not make, until removed.
+  std::set<std::string> earlier_ ABSL_GUARDED_BY(started_mu_);
   codemode::Mutex mu_;
   RuntimeInfo info_ ABSL_GUARDED_BY(mu_);
   bool probed_ ABSL_GUARDED_BY(mu_) = false;

@@ -185,6 +185,35 @@ TEST(LifecycleTest, PodmanConfigurationChoosesNoOciRuntime) {
   Sh("rm -rf " + base);
 }
 
+// A copy of runc in <base>/bin (0755), for --oci_runtime; "" when it cannot be made.
+std::string CopiedRunc(const std::string& base) {
+  const std::string bin = base + "/bin";
+  return Sh("mkdir -m 0755 " + base + " " + bin + " && cp \"$(command -v runc)\" " + bin + "/runc && echo ok") == "ok\n"
+             ? bin
+             : "";
+}
+
+// Deletes the session whose container is `container` while `bin` is open to others:
+// the container stays and the daemon logs `why`; once `bin` is closed again, the removal
+// tried again succeeds.
+void ExpectRemovalWaitsForTheDirectory(SandboxdProcess& d, const std::string& session_id,
+                                       const std::string& container, const std::string& bin,
+                                       const std::string& why) {
+  const auto exists = [&container] {
+    return Sh("podman ps --all --quiet --no-trunc --filter id=" + container) == container + "\n";
+  };
+  grpc::ClientContext ctx;
+  sandbox::v1::DeleteSessionRequest del;
+  del.set_session_id(session_id);
+  sandbox::v1::DeleteSessionResponse deleted;
+  EXPECT_TRUE(d.Stub()->DeleteSession(&ctx, del, &deleted).ok());
+  EXPECT_TRUE(WaitFor([&] { return d.Log().find(why) != std::string::npos; })) << why << "\n" << d.Log();
+  EXPECT_TRUE(exists()) << "removed with a runtime others could change";
+  EXPECT_FALSE(GetInfo(*d.Stub()).version().empty());
+  Sh("chmod 0755 " + bin);
+  EXPECT_TRUE(WaitFor([&] { return !exists(); })) << "the removal is tried again";
+}
+
 // The programs podman runs are checked again before each call: with the OCI runtime's
 // directory opened to others while the daemon serves, no container starts and none is
 // removed, the daemon says why and keeps answering, and the removal waits for the
@@ -192,19 +221,13 @@ TEST(LifecycleTest, PodmanConfigurationChoosesNoOciRuntime) {
 // the container exits, podman's cleanup runs it, which is podman's doing.)
 TEST(LifecycleTest, AnOciRuntimeOpenedToOthersWhileServingStartsNoContainer) {
   const std::string base = "/tmp/sbx-oci-opened-" + std::to_string(getpid());
-  const std::string bin = base + "/bin";
-  ASSERT_EQ(Sh("mkdir -m 0755 " + base + " " + bin + " && cp \"$(command -v runc)\" " + bin + "/runc && echo ok"),
-            "ok\n");
-  const auto exists = [](const std::string& container) {
-    return Sh("podman ps --all --quiet --no-trunc --filter id=" + container) == container + "\n";
-  };
-  std::string container;
+  const std::string bin = CopiedRunc(base);
+  ASSERT_FALSE(bin.empty());
   {
     // Ended, its containers removed (by that runc), before the runc goes.
     SandboxdProcess d({"--oci_runtime=" + bin + "/runc", "--isolation=container", "--pool_size=0"});
     ASSERT_TRUE(d.Start());
     const sandbox::v1::Session session = CreateSession(*d.Stub());
-    container = session.container_id();
     ASSERT_EQ(Sh("chmod 0777 " + bin + " && echo ok"), "ok\n");
     grpc::Status st = TryCreate(*d.Stub());
     EXPECT_FALSE(st.ok());
@@ -212,16 +235,30 @@ TEST(LifecycleTest, AnOciRuntimeOpenedToOthersWhileServingStartsNoContainer) {
                                       "/runc, is writable by group or others"),
               std::string::npos)
         << st.error_message();
-    grpc::ClientContext ctx;
-    sandbox::v1::DeleteSessionRequest del;
-    del.set_session_id(session.id());
-    sandbox::v1::DeleteSessionResponse deleted;
-    EXPECT_TRUE(d.Stub()->DeleteSession(&ctx, del, &deleted).ok());
-    EXPECT_TRUE(WaitFor([&] { return d.Log().find("cannot remove container") != std::string::npos; })) << d.Log();
-    EXPECT_TRUE(exists(container)) << "removed with a runtime others could change";
-    EXPECT_FALSE(GetInfo(*d.Stub()).version().empty());
-    Sh("chmod 0755 " + bin);
-    EXPECT_TRUE(WaitFor([&] { return !exists(container); })) << "the removal is tried again";
+    ExpectRemovalWaitsForTheDirectory(d, session.id(), session.container_id(), bin, "cannot remove container");
+  }
+  Sh("rm -rf " + base);
+}
+
+// A container keeps the OCI runtime it was made with: podman kills and removes it with that
+// one. A session re-attached by a daemon run with another --oci_runtime, whose earlier
+// runtime's directory was opened to others meanwhile, is not removed through it.
+TEST(LifecycleTest, AnEarlierRunsContainerIsNotRemovedThroughARuntimeOthersCouldChange) {
+  const std::string base = "/tmp/sbx-oci-earlier-" + std::to_string(getpid());
+  const std::string bin = CopiedRunc(base);
+  ASSERT_FALSE(bin.empty());
+  SandboxdProcess first({"--oci_runtime=" + bin + "/runc", "--isolation=container", "--pool_size=0"});
+  ASSERT_TRUE(first.Start());
+  const sandbox::v1::Session session = CreateSession(*first.Stub());
+  first.Kill();
+  ASSERT_EQ(Sh("chmod 0777 " + bin + " && echo ok"), "ok\n");
+  {
+    // The same state directory, the system's runc.
+    SandboxdProcess second({"--isolation=container", "--pool_size=0"}, first.state_dir());
+    ASSERT_TRUE(second.Start());
+    EXPECT_EQ(RunCode(*second.Stub(), session.id(), "print(2)").stdout(), "2\n");
+    ExpectRemovalWaitsForTheDirectory(second, session.id(), session.container_id(), bin,
+                                      "a parent of the OCI runtime podman recorded " + bin + "/runc");
   }
   Sh("rm -rf " + base);
 }
