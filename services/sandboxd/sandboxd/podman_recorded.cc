@@ -38,10 +38,15 @@ RemovalFailures PodmanRuntime::RecordedRuntimesRefused(const std::vector<std::st
       if (fields.size() == 2) recorded[fields[0]] = fields[1];
     }
   }
-  // podman inspects what exists and fails naming what does not: those are gone (the removal
-  // ignores them). Otherwise nothing is known of a name it printed no line for.
-  const bool rest_gone = r.ok() && !r->timed_out && !r->truncated && r->exit_code != 0 &&
-                         absl::StrContains(r->stderr_text, "no such");
+  // podman inspects what exists and fails naming each that does not, a line each ("no such
+  // container <name>"): those are gone (the removal ignores them). Nothing is known of any
+  // other name it printed no line for.
+  const std::string said = r.ok() && !r->timed_out && !r->truncated && r->exit_code != 0
+                               ? r->stderr_text + "\n"
+                               : std::string();
+  const auto gone = [&said](const std::string& name) {
+    return absl::StrContains(said, absl::StrCat("no such container ", name, "\n"));
+  };
   const std::string why = !r.ok()          ? std::string(r.status().message())
                           : r->timed_out    ? std::string("podman container inspect timed out")
                           : r->truncated    ? std::string("podman container inspect printed too much")
@@ -52,7 +57,7 @@ RemovalFailures PodmanRuntime::RecordedRuntimesRefused(const std::vector<std::st
   for (const std::string& name : earlier) {
     auto it = recorded.find(name);
     if (it == recorded.end()) {
-      if (!rest_gone) refused.emplace(name, unknown);
+      if (!gone(name)) refused.emplace(name, unknown);
       continue;
     }
     absl::StatusOr<std::string> checked = ResolveOthersCannotChange(it->second, "the OCI runtime podman recorded");

@@ -75,6 +75,11 @@ TEST_F(RecordedRuntimeTest, WhatPodmanCannotSayIsNotRemoved) {
     EXPECT_THAT(std::string(why.message()), HasSubstr("database is locked")) << name;
   }
   EXPECT_EQ(Removed(), "rm --force --ignore --time 0 new-d\n");
+  // "no such" of something else than the container: nothing is known of it either.
+  failed = Remove("printf 'old-a\\t'; command -v runc; printf 'old-b\\t'; command -v runc\n"
+                  "echo 'Error: open /run/x/config.json: no such file or directory' >&2; exit 125\n");
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_EQ(failed.begin()->first, "old-c");
   // A clean exit with a name missing from its lines.
   failed = Remove("printf 'old-a\\t'; command -v runc; printf 'old-b\\t'; command -v runc\n");
   ASSERT_EQ(failed.size(), 1u);
