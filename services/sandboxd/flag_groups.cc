@@ -25,6 +25,7 @@ codemode::ProgramHelp SandboxdHelp() {
             "isolation", "allowed_isolations", "runsc", "gvisor_platform", "oci_runtime",
             "seccomp_base", "podman", "podman_args", "podman_api", "podman_timeout", "env", "pass_env",
             "wasm_node", "wasm_pyodide", "wasm_python_packages", "wasm_jail", "wasm_bwrap", "wasm_layers", "wasm_dir",
+            "wasm_malloc_mmap_threshold",
             "session_uid_range"}},
           {"Egress",
            {"egress_default", "egress_max", "egress_hosts", "egress_max_connections",

@@ -45,14 +45,6 @@ namespace {
 constexpr char kIdPrefix[] = "wasm-";
 // Open files of one session: Node and Pyodide hold ~40; the rest is the user's.
 constexpr uint32_t kNofile = 256;
-// Node's only environment entry. glibc's malloc moves its mmap threshold up to the size of
-// the largest block it has freed (the runner frees the snapshot's 30 MiB), after which V8's
-// compile-time allocations (TurboFan's zone segments of 32 KiB and more) come from malloc's
-// heaps and stay resident when freed: a fixed threshold returns them. An idle Python
-// session holds ~96 MiB of anonymous memory with it, ~150 MiB without (docs/wasm-tier.md,
-// "Memory"). User code never sees this entry (its environment comes on fd 5).
-constexpr char kNodeMallocTunables[] = "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=32768";
-
 // The environment entry that carries the runner's token (never passed on to user code).
 constexpr char kRunnerTokenVariable[] = "SANDBOX_RUNNER_TOKEN";
 constexpr uint64_t kV8Reservations = 3ull << 29;  // 1.5 GiB
@@ -245,6 +237,34 @@ absl::StatusOr<std::string> WasmRuntime::PrepareWorkspace(const ContainerSpec& s
   return dir;
 }
 
+WasmJailRequest WasmRuntime::JailRequest(const ContainerSpec& spec, const std::string& workspace,
+                                         const std::string& snapshot, bool bwrap) const {
+  WasmJailRequest request;
+  for (const std::string& arg : WasmNodeArgv(options_, spec.language, workspace, 0, snapshot)) {
+    if (absl::StartsWith(arg, "--allow-fs-read=")) request.read_paths.push_back(arg.substr(16));
+  }
+  request.read_paths.push_back(options_.node);
+  request.workspace = workspace;
+  request.env_fd = 5;
+  request.egress_fd = 6;
+  request.shares_sandboxd_uid = geteuid() != 0;
+  // Node's only environment entry (WasmRuntimeOptions::malloc_mmap_threshold); user code
+  // never sees it (its environment comes on fd 5).
+  request.program_env = {
+      absl::StrCat("GLIBC_TUNABLES=glibc.malloc.mmap_threshold=", options_.malloc_mmap_threshold)};
+  // RLIMIT_DATA counts address space V8 reserves and never touches (its code range, the
+  // heaps' reservations): Node alone needs 768 MiB of it to start, an idle Python session
+  // holds 1.3 GiB (for 220 MiB resident). The session's limit comes on top of a fixed
+  // 1.5 GiB allowance; it bounds Python's WebAssembly memory too.
+  request.rlimit_data = spec.limits.memory_bytes + kV8Reservations;
+  request.rlimit_fsize = spec.limits.workspace_bytes;
+  request.rlimit_nofile = kNofile;
+  request.stderr_cap_bytes = kStderrCap;
+  request.rlimit_nproc = std::max<uint32_t>(spec.limits.pids, 64);
+  if (bwrap) request.workspace_tmpfs_bytes = spec.limits.workspace_bytes;
+  return request;
+}
+
 absl::StatusOr<std::string> WasmRuntime::Start(const ContainerSpec& spec) {
   std::vector<WasmLayerState> layers;
   std::string snapshot;
@@ -258,30 +278,11 @@ absl::StatusOr<std::string> WasmRuntime::Start(const ContainerSpec& spec) {
   if (token.empty()) return absl::UnavailableError("wasm: no random bytes for the runner's token");
   absl::StatusOr<std::string> workspace = PrepareWorkspace(spec);
   if (!workspace.ok()) return workspace.status();
-  WasmJailRequest request;
-  for (const std::string& arg : WasmNodeArgv(options_, spec.language, *workspace, 0, snapshot)) {
-    if (absl::StartsWith(arg, "--allow-fs-read=")) request.read_paths.push_back(arg.substr(16));
-  }
-  request.read_paths.push_back(options_.node);
-  request.workspace = *workspace;
-  request.env_fd = 5;
-  request.egress_fd = 6;
-  request.shares_sandboxd_uid = geteuid() != 0;
-  request.program_env = {kNodeMallocTunables};
-  // RLIMIT_DATA counts address space V8 reserves and never touches (its code range, the
-  // heaps' reservations): Node alone needs 768 MiB of it to start, an idle Python session
-  // holds 1.3 GiB (for 220 MiB resident). The session's limit comes on top of a fixed
-  // 1.5 GiB allowance; it bounds Python's WebAssembly memory too.
-  request.rlimit_data = spec.limits.memory_bytes + kV8Reservations;
-  request.rlimit_fsize = spec.limits.workspace_bytes;
-  request.rlimit_nofile = kNofile;
-  request.stderr_cap_bytes = kStderrCap;
-  request.rlimit_nproc = std::max<uint32_t>(spec.limits.pids, 64);
   const bool bwrap = std::any_of(layers.begin(), layers.end(), [](const WasmLayerState& l) {
     return l.layer == WasmLayer::kBwrap && l.in_force;
   });
-  if (bwrap) request.workspace_tmpfs_bytes = spec.limits.workspace_bytes;
-  std::vector<std::string> argv = WasmJailArgv(options_.jail, layers, request);
+  std::vector<std::string> argv =
+      WasmJailArgv(options_.jail, layers, JailRequest(spec, *workspace, snapshot, bwrap));
   // As in a container: the worker's heap gets 3/4 of the memory limit.
   const uint64_t heap_mb = std::max<uint64_t>(16, spec.limits.memory_bytes / 4 * 3 >> 20);
   const std::vector<std::string> node = WasmNodeArgv(options_, spec.language, *workspace, heap_mb, snapshot);

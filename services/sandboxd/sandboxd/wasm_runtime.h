@@ -53,6 +53,14 @@ struct WasmRuntimeOptions : WasmFiles {
   // --wasm_python_packages: dist-packages/ and certs/, which Python sessions see read-only
   // (scripts/wasm-python-packages.sh builds them).
   std::string python_packages;
+  // --wasm_malloc_mmap_threshold: Node's environment is one entry, malloc's tunables with
+  // this fixed mmap threshold. glibc's own threshold moves up to the largest block it has
+  // freed (the runner frees the snapshot's 30 MiB), after which V8's compile-time blocks
+  // (TurboFan's zone segments of 32 KiB) come from malloc's heaps and stay resident when
+  // freed; at 32 KiB they are mapped and returned. Node's 64 KiB read and TLS slabs are then
+  // mapped and unmapped each time too, which costs egress throughput: 73728 keeps them in
+  // the heaps (docs/wasm-tier.md, "Memory").
+  uint64_t malloc_mmap_threshold = 32768;
   std::string records_dir;      // sandboxd's own (0700): one JSON record per process
   std::string work_dir;         // workspaces and snapshots (see above)
 };
@@ -126,6 +134,10 @@ class WasmRuntime : public ContainerRuntime {
   // The session's empty workspace, spec.uid's when root (a uid no process runs as:
   // UidsWithProcesses).
   absl::StatusOr<std::string> PrepareWorkspace(const ContainerSpec& spec);
+  // What the jail is told for the session of `spec`: the paths Node reads, its workspace,
+  // fds, environment and rlimits (`bwrap`: the workspace is bwrap's tmpfs).
+  WasmJailRequest JailRequest(const ContainerSpec& spec, const std::string& workspace,
+                              const std::string& snapshot, bool bwrap) const;
 
   const WasmRuntimeOptions options_;
   codemode::Mutex mu_;

@@ -76,6 +76,8 @@ TEST(LifecycleTest, FlagValuesAreRefusedEscapedBeforeAnythingIsMade) {
       {"--allowed_isolations", "container,\\xe2\\x80\\xae", "unknown isolation '\\u{202e}'"},
       {"--session_uid_range", "1-\\xc2\\x85", "--session_uid_range must be"},
       {"--isolation=wasm --wasm_layers", "node,\\xe2\\x80\\xaeseccomp", "unknown layer \"\\u{202e}seccomp\""},
+      {"--isolation=wasm --wasm_malloc_mmap_threshold", "4095", "--wasm_malloc_mmap_threshold must be"},
+      {"--isolation=wasm --wasm_malloc_mmap_threshold", "33554433", "--wasm_malloc_mmap_threshold must be"},
       {"--env", "TOKEN=s3cret\\xff", "--env entry 'TOKEN' is not KEY=VALUE in valid UTF-8"},
       {"--pass_env", "SBX_BAD_VALUE", "--pass_env variable 'SBX_BAD_VALUE'"},
       {"--metrics_listen", "localhost:9464", "the host is not an IP address"},

@@ -40,15 +40,20 @@ pid_t PidOf(const sandbox::v1::Session& s) {
   return std::stoi(s.container_id().substr(s.container_id().find('-') + 1));
 }
 
-// The fields after "(comm) " of /proc/<pid>/stat of every process of the tree under `root`.
-std::vector<std::string> TreeStats(pid_t root) {
+// `root` and every process under it.
+std::vector<pid_t> Tree(pid_t root) {
   std::vector<pid_t> tree = {root};
   for (size_t i = 0; i < tree.size(); ++i) {
     std::ifstream in(absl::StrCat("/proc/", tree[i], "/task/", tree[i], "/children"));
     for (pid_t child; in >> child;) tree.push_back(child);
   }
+  return tree;
+}
+
+// The fields after "(comm) " of /proc/<pid>/stat of every process of the tree under `root`.
+std::vector<std::string> TreeStats(pid_t root) {
   std::vector<std::string> stats;
-  for (pid_t pid : tree) {
+  for (pid_t pid : Tree(root)) {
     std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (text.rfind(')') != std::string::npos) stats.push_back(text.substr(text.rfind(')') + 2));
@@ -300,6 +305,26 @@ TEST(WasmTest, AnIdOnlyAThreadHasIsNotGiven) {
   EXPECT_NE(uid, "47000") << "a uid a thread runs as was given to a session";
   EXPECT_NE(uid, "47001") << "a gid a thread has was given to a session as its uid and gid";
   EXPECT_EQ(uid, "47002") << "not the lowest free id of --session_uid_range";
+}
+
+// Node's environment is one entry, malloc's tunables, with the threshold
+// --wasm_malloc_mmap_threshold sets: the environment entries of the session's Node.
+TEST(WasmTest, NodeGetsTheMallocThresholdOfTheFlag) {
+  SandboxdProcess d(WasmDaemon({"--wasm_malloc_mmap_threshold=73728", "--pool_size=0", "--js_pool_size=0"}));
+  ASSERT_TRUE(d.Start());
+  auto stub = d.Stub();
+  sandbox::v1::CreateSessionRequest req;
+  req.set_runtime("javascript");
+  const sandbox::v1::Session s = CreateSession(*stub, req);
+  std::vector<std::string> node_env;
+  for (pid_t pid : Tree(PidOf(s))) {
+    std::error_code ec;
+    if (fs::read_symlink(absl::StrCat("/proc/", pid, "/exe"), ec).filename() != "node") continue;
+    std::ifstream in(absl::StrCat("/proc/", pid, "/environ"));
+    for (std::string entry; std::getline(in, entry, '\0');) node_env.push_back(entry);
+  }
+  EXPECT_EQ(node_env, std::vector<std::string>{"GLIBC_TUNABLES=glibc.malloc.mmap_threshold=73728"});
+  EXPECT_EQ(RunCode(*stub, s.id(), "1 + 1").result_repr(), "2");
 }
 
 sandbox::v1::Session JsWithWorkspace(sandbox::v1::SandboxService::Stub& stub, uint64_t bytes) {
