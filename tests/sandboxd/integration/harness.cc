@@ -63,9 +63,13 @@ std::string KillRecordedWasmProcesses(const std::string& records) {
 }
 
 // What the wasm tier leaves when a daemon dies or a test ends: its detached processes (the
-// pids in its records) and its work directory beside or in the state directory.
+// pids in its records, and any a kill left unrecorded: each names its workspace,
+// <wasm_dir>/w/sbx-<instance>-..., on its command line) and its work directory beside or
+// in the state directory. The bracket keeps pkill's pattern from matching its own shell.
 std::string WasmCleanup(const std::string& state_dir) {
+  const std::string instance = sandboxd::InstanceId(sandboxd::StateDirPath(state_dir));
   return absl::StrCat(KillRecordedWasmProcesses(absl::StrCat("'", state_dir, "'/wasm-records/*.json")),
+                      "pkill -KILL -f -- '[/]w/sbx-", instance, "-' 2>/dev/null; ",
                       "rm -rf '", state_dir, "-wasm'; ");
 }
 
