@@ -23,7 +23,7 @@ const net = require('net');
 const path = require('path');
 const { log } = require('./common');
 const { listen, listenOnFd } = require('./connection');
-const { Channel } = require('./egress_channel');
+const { Channel, PortStream } = require('./egress_channel');
 
 const SOCKET_NAME = 'egress.sock';
 const MAX_PARKED = 64;          // host connections kept parked
@@ -41,22 +41,41 @@ function proxyEnvironment(port) {
 
 // Copies both ways; the end of one direction half-closes the other socket (both are
 // allowHalfOpen), an error destroys both, and each socket goes once both its sides ended.
-function relay(a, b) {
+// A worker's stream (egress_channel.js) may ask once for TLS on the host side
+// (egress_tls.js), which stops this copy and starts one over the TLS connection (`again`:
+// that one, which takes no second request). Returns the function that stops it.
+function relay(a, b, again = false) {
   const cut = () => {
     a.destroy();
     b.destroy();
   };
-  a.on('error', cut);
-  b.on('error', cut);
+  const added = [];
+  const on = (side, event, listener) => {
+    side.on(event, listener);
+    added.push([side, event, listener]);
+  };
+  on(a, 'error', cut);
+  on(b, 'error', cut);
   // A side destroyed before both its directions ended (a worker stream its channel closed,
   // a socket reset) takes the other with it, or that one would wait for the proxy's idle cut.
   for (const side of [a, b]) {
-    side.on('close', () => {
+    on(side, 'close', () => {
       if (!(side.readableEnded && side.writableFinished)) cut();
     });
   }
   a.pipe(b);
   b.pipe(a);
+  const stop = () => {
+    a.unpipe(b);
+    b.unpipe(a);
+    for (const [side, event, listener] of added) side.off(event, listener);
+  };
+  // Loaded on a request: a runner none asks loads no node:tls.
+  if (a instanceof PortStream && !again) {
+    a.tlsHandler = (request) => require('./egress_tls').startHostTls(a, b, stop,
+      (stream, secure) => relay(stream, secure, true), request);
+  }
+  return stop;
 }
 
 class EgressRelay {

@@ -8,8 +8,10 @@
 //
 // Both ends are the same Duplex. Messages, either way: {t: 'd', s, b} (bytes: an ArrayBuffer,
 // transferred), {t: 'e', s} (no more bytes: a half-close), {t: 'a', s, n} (pieces charged n
-// bytes were read), {t: 'x', s, why} (cut; `why` optional); and {t: 'open', s} from the
-// worker. A side sends at most WINDOW bytes its peer has not acknowledged, in pieces of at
+// bytes were read), {t: 'x', s, why} (cut; `why` optional); and from the worker {t: 'open', s}
+// and {t: 'tls', s, o, n} (run TLS with the options `o` on the host connection, having
+// received n bytes; egress_tls.js), which the main thread answers once with {t: 'tlsr', s, r}
+// (the handshake's outcome, python_tls.js's handshakeInfo() or handshakeError()). A side sends at most WINDOW bytes its peer has not acknowledged, in pieces of at
 // most PIECE bytes, each counted at least MIN_CHARGE bytes (a piece costs its receiver a
 // Buffer and an ArrayBuffer whatever its length; an empty one is malformed), and
 // acknowledges pieces once its reader has taken them out of the stream's buffer (no
@@ -47,7 +49,30 @@ class PortStream extends Duplex {
   constructor(channel, id) {
     super({ allowHalfOpen: true, readableHighWaterMark: 0 });
     Object.assign(this, { channel, id, sent: 0, acked: 0, unacked: 0,
-      pending: null, cut: false, ended: false });
+      pending: null, cut: false, ended: false, received: 0, delivered: 0,
+      tlsHandler: null,           // main thread: takes the one `tls` request, once paired
+      tlsAsked: false,            // worker: it sent its one `tls` request
+      tlsAnswer: null });         // worker: resolves that request until answered
+  }
+
+  // The worker's side: asks the main thread to run TLS on this stream's host connection
+  // (egress_tls.js), which then carries what the worker writes and reads in clear. Resolves
+  // with the handshake's outcome. Every byte must have gone both ways first: TLS starts on
+  // the host side after the last byte the worker wrote and before the first it has not read.
+  startTls(options) {
+    const refused = (message) => Promise.resolve({ ok: false, verifyFailed: false, message });
+    if (this.tlsAsked || this.destroyed) return refused('TLS cannot start on this connection now');
+    if (this.readableLength > 0) return refused('the connection holds bytes not yet read');
+    if (this.pending || this.writableLength > 0) return refused('the connection holds bytes not yet sent');
+    this.tlsAsked = true;
+    const answer = new Promise((resolve) => { this.tlsAnswer = resolve; });
+    this.post({ t: 'tls', s: this.id, o: options, n: this.received });
+    return answer;
+  }
+
+  // The main thread's side: the outcome of a `tls` request.
+  answerTls(r) {
+    this.post({ t: 'tlsr', s: this.id, r });
   }
 
   post(message, transfer) {
@@ -68,6 +93,7 @@ class PortStream extends Duplex {
       const bytes = piece.buffer.slice(piece.byteOffset, piece.byteOffset + piece.length);
       this.post({ t: 'd', s: this.id, b: bytes }, [bytes]);
       this.sent += charge(piece.length);
+      this.delivered += piece.length;
       p.at += piece.length;
     }
     if (p.at >= p.chunk.length) {
@@ -103,6 +129,10 @@ class PortStream extends Duplex {
     }
     this.cut = true;
     this.channel.forget(this);
+    if (this.tlsAnswer) {
+      this.tlsAnswer({ ok: false, verifyFailed: false,
+        message: err ? err.message : 'the connection closed before TLS started' });
+    }
     callback(err);
   }
 
@@ -118,6 +148,7 @@ class PortStream extends Duplex {
         this.destroy(new Error(`the egress channel's peer sent ${what}`));
         return;
       }
+      this.received += m.b.byteLength;
       if (this.push(Buffer.from(m.b))) this._read();
     } else if (m.t === 'e' && !this.ended) {
       this.ended = true;
@@ -125,6 +156,14 @@ class PortStream extends Duplex {
     } else if (m.t === 'a' && Number.isSafeInteger(m.n) && m.n > 0 && m.n <= this.sent - this.acked) {
       this.acked += m.n;
       this.sendPending();
+    } else if (m.t === 'tls') {
+      const handler = this.tlsHandler;
+      this.tlsHandler = null;
+      if (handler && m.o !== null && typeof m.o === 'object' && Number.isSafeInteger(m.n)) handler(m);
+      else this.answerTls({ ok: false, verifyFailed: false, message: 'TLS cannot start on this connection now' });
+    } else if (m.t === 'tlsr' && this.tlsAnswer && m.r !== null && typeof m.r === 'object') {
+      this.tlsAnswer(m.r);
+      this.tlsAnswer = null;
     } else if (m.t === 'x') {
       this.cut = true;
       this.destroy(typeof m.why === 'string' ? new Error(m.why.slice(0, WHY_CHARS)) : undefined);

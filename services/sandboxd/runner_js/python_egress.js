@@ -10,10 +10,11 @@
 // code reaches nothing the proxy does not allow, with or without the variables.
 //
 // TLS: Pyodide's ssl module has no OpenSSL; its SSLSocket.do_handshake asks NodeSockFS to
-// start TLS on the socket, which calls the connection's startTls(). Here that is node:tls
-// over the same stream, with the options Python's context chose (pyodide_egress.py sets
-// them through startTls() below: server name, trusted CAs, whether to verify;
-// python_tls.js), so certificates are checked as CPython's ssl checks them.
+// start TLS on the socket, which calls the connection's startTls(). Here that asks the main
+// thread to run node:tls on the host connection (egress_tls.js), with the options Python's
+// context chose (pyodide_egress.py sets them through startTls() below: server name, trusted
+// CAs, whether to verify; python_tls.js), so certificates are checked as CPython's ssl
+// checks them; the stream then carries clear text.
 //
 // A cell blocked in recv(), send(), poll() or a handshake is suspended, and the interrupt
 // buffer's SIGINT only runs Python's handler in the host's frames meanwhile: the waits here
@@ -29,8 +30,7 @@
 // nothing ends in TimeoutError. A write that fails after its send() returned fails the
 // next send().
 
-const tls = require('tls');
-const { connectOptions, handshakeInfo, handshakeError } = require('./python_tls');
+const { checkOptions } = require('./python_tls');
 
 const RELAY_HOST = '127.0.0.1';
 const RELAY_PORT = 3128;
@@ -74,12 +74,11 @@ async function waitSliced(promise, signal, end = Infinity) {
 
 // The shape of connection NodeSockFS reads and writes (a WinterCG socket): web streams over
 // `duplex`, `opened` once it can carry bytes, `closed` once it is gone. Bytes are read from
-// the duplex only when a read asks: what none took stays there, so TLS can take it over.
+// the duplex only when a read asks.
 class RelayConnection {
-  constructor(duplex, opened, raw = null) {
+  constructor(duplex, opened) {
     duplex.on('error', () => {});      // a read or write reports it
     this.duplex = duplex;
-    this.raw = raw;                    // the relay stream under a TLS connection
     this.opened = opened;
     opened.catch(() => {});
     this.closed = new Promise((resolve) => duplex.once('close', () => resolve()));
@@ -131,21 +130,20 @@ class RelayConnection {
 
   close() {
     this.duplex.destroy();
-    if (this.raw) this.raw.destroy();
     return this.closed;
   }
 
-  // TLS over this connection, with the options startTls() below checked and set; `opened`
-  // settles with the handshake.
+  // TLS on the host side of this connection, with the options startTls() below checked and
+  // set: the same stream, in clear once `opened` (the handshake) resolves. `handshake`
+  // resolves with the main thread's answer.
   startTls() {
-    const secure = tls.connect({ ...this.tlsOptions, socket: this.duplex });
-    const opened = new Promise((resolve, reject) => {
-      secure.once('secureConnect', () => resolve({}));
-      secure.once('error', (e) => reject(e));
-      secure.once('close', () => reject(new Error('the connection closed during the TLS handshake')));
+    const handshake = this.duplex.startTls(this.tlsOptions);
+    const opened = handshake.then((r) => {
+      if (!r.ok) throw new Error(r.message);
+      return {};
     });
-    const next = new RelayConnection(secure, opened, this.raw || this.duplex);
-    next.secure = secure;
+    const next = new RelayConnection(this.duplex, opened);
+    next.handshake = handshake;
     return next;
   }
 }
@@ -254,7 +252,7 @@ async function startTls(py, fd, optionsJson, signal) {
   let options;
   try {
     options = JSON.parse(optionsJson);
-    connection.tlsOptions = connectOptions(options);
+    connection.tlsOptions = checkOptions(options);
   } catch (e) {
     return failed(String(e.message || e));
   }
@@ -265,13 +263,10 @@ async function startTls(py, fd, optionsJson, signal) {
   if (written.interrupted || written.timedOut) return JSON.stringify({ ok: false, ...written });
   if (sock.writeFailed) return failed(`the connection failed (errno ${-sock.writeFailed})`);
   // A read NodeSockFS left waiting (a recv() that timed out) would hold the start until the
-  // peer sends, which it does only after the handshake; bytes it read ahead go back in front.
+  // peer sends, which it does only after the handshake. Bytes it read ahead are clear text
+  // the code never read: TLS cannot start after them (the stream refuses bytes unread too).
   connection.abandonRead?.();
-  if (sock.recvBufferBytes > 0) {
-    connection.duplex.unshift(Buffer.concat(sock.recvBuffer.map((b) => Buffer.from(b))));
-    sock.recvBuffer = [];
-    sock.recvBufferBytes = 0;
-  }
+  if (sock.recvBufferBytes > 0) return failed('the connection holds bytes the code has not read');
   let started;
   try {
     started = await py._api._nodeSock.startTls(fd);
@@ -279,16 +274,15 @@ async function startTls(py, fd, optionsJson, signal) {
     return failed(`TLS could not start: ${e.message || e}`);
   }
   const secureConnection = sock.wcgSocket;
-  if (started < 0 || !secureConnection || !secureConnection.secure) {
+  if (started < 0 || !secureConnection || !secureConnection.handshake) {
     return failed(`TLS could not start (errno ${-started})`);
   }
-  const outcome = await waitSliced(secureConnection.opened, signal, end);
+  const outcome = await waitSliced(secureConnection.handshake, signal, end);
   if (outcome.interrupted || outcome.timedOut) {
     secureConnection.close();
     return JSON.stringify({ ok: false, ...outcome });
   }
-  const secure = secureConnection.secure;
-  return JSON.stringify('error' in outcome ? handshakeError(outcome.error, secure) : handshakeInfo(secure));
+  return JSON.stringify(outcome.value);
 }
 
 // Python's sockets through `channel` (the worker's egress Channel); `signal`, the

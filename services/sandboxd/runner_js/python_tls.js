@@ -1,13 +1,13 @@
 'use strict';
-// TLS for Python's sockets in a wasm session (python_egress.js): the options
+// TLS for Python's sockets in a wasm session (python_egress.js, egress_tls.js): the options
 // pyodide_egress.py sends for one socket, checked and turned into node:tls's, and the
 // handshake's outcome in the terms Python's ssl reports.
 //
-// Every option is checked before anything touches the connection: tls.connect() wraps the
-// stream it is given before it checks its own options, and a wrapper left behind by a throw
-// passes the stream's later errors on with no listener, which ends the worker. The secure
-// context is built here too (a bad certificate, key or version throws then), and kept: a
-// context with CAs of its own costs milliseconds to build, tens with Node's roots.
+// The worker checks the options before it asks for TLS (checkOptions), so code learns of a
+// bad one at once; the main thread, which runs TLS on the host connection, checks them again
+// (the worker runs the session's code, so its messages prove nothing) and builds the secure
+// context (a bad certificate, key or version throws then). Contexts are kept, by their
+// options: one with CAs of its own costs milliseconds to build, tens with Node's roots.
 
 const net = require('net');
 const tls = require('tls');
@@ -50,28 +50,36 @@ function secureContext(options) {
   return context;
 }
 
-// tls.connect()'s options (but `socket`) for `o`: {host, verify, checkHostname, alpn,
-// minVersion, maxVersion, ca (PEM text), roots (Node's bundled roots besides), cert, key,
-// passphrase}. Throws a TypeError or node:tls's error.
-function connectOptions(o) {
+// The checked form of `o`, pyodide_egress.py's options for one socket: {host, verify,
+// checkHostname, alpn, minVersion, maxVersion, ca (PEM text), roots (Node's bundled roots
+// besides), cert, key, passphrase}. Throws a TypeError. Cheap: nothing is built.
+function checkOptions(o) {
   if (o === null || typeof o !== 'object' || Array.isArray(o)) {
     throw new TypeError('the TLS options must be an object');
   }
-  const host = optionalString(o, 'host');
   const verify = o.verify !== false;
-  const context = { minVersion: optionalVersion(o, 'minVersion'),
+  return { host: optionalString(o, 'host'), verify, checkHostname: o.checkHostname !== false,
+    alpn: alpnNames(o.alpn), minVersion: optionalVersion(o, 'minVersion'),
     maxVersion: optionalVersion(o, 'maxVersion'), cert: optionalString(o, 'cert'),
-    key: optionalString(o, 'key'), passphrase: optionalString(o, 'passphrase') };
-  if (verify) {
+    key: optionalString(o, 'key'), passphrase: optionalString(o, 'passphrase'),
+    ca: verify ? optionalString(o, 'ca') : undefined, roots: verify && Boolean(o.roots) };
+}
+
+// tls.connect()'s options (but `socket`) for `o`, checked as checkOptions() does. Throws a
+// TypeError or node:tls's error (a bad certificate, key or version).
+function connectOptions(o) {
+  const c = checkOptions(o);
+  const context = { minVersion: c.minVersion, maxVersion: c.maxVersion, cert: c.cert,
+    key: c.key, passphrase: c.passphrase };
+  if (c.verify) {
     // Node's roots are its default: `ca` replaces them, so none with an empty list.
-    const ca = optionalString(o, 'ca');
-    if (!o.roots) context.ca = ca ? [ca] : [];
-    else if (ca) context.ca = [...tls.rootCertificates, ca];
+    if (!c.roots) context.ca = c.ca ? [c.ca] : [];
+    else if (c.ca) context.ca = [...tls.rootCertificates, c.ca];
   }
-  const options = { secureContext: secureContext(context), host, ALPNProtocols: alpnNames(o.alpn),
-    rejectUnauthorized: verify };
-  if (host && !net.isIP(host)) options.servername = host;
-  if (o.checkHostname === false) options.checkServerIdentity = () => undefined;
+  const options = { secureContext: secureContext(context), host: c.host, ALPNProtocols: c.alpn,
+    rejectUnauthorized: c.verify };
+  if (c.host && !net.isIP(c.host)) options.servername = c.host;
+  if (!c.checkHostname) options.checkServerIdentity = () => undefined;
   return options;
 }
 
@@ -99,4 +107,4 @@ function handshakeError(e, secure) {
   return { ok: false, verifyFailed, message };
 }
 
-module.exports = { connectOptions, handshakeInfo, handshakeError };
+module.exports = { checkOptions, connectOptions, handshakeInfo, handshakeError };

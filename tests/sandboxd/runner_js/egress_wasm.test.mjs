@@ -8,10 +8,12 @@
 // a stream takes a parked connection at its first data, not at its open.
 import { after, afterEach, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
+import tls from 'node:tls';
 import { MessageChannel } from 'node:worker_threads';
 import { NODE_MALLOC_MMAP_THRESHOLD, WasmRunner, makeWasmSnapshot, wasmFiles } from './harness.mjs';
 import { Parked, RESPONSE, answerWith, fetchOutcome, refusedFetch } from './egress_host.mjs';
@@ -416,6 +418,117 @@ describe('egress relay: worker streams wait for their first data', () => {
     host.socket.destroy();
     main.close();
     assert.equal(outcome, 'closed');
+  });
+
+  // A worker stream that CONNECTed through `host` and read the proxy's answer.
+  async function tunnel(worker, host) {
+    const stream = worker.open();
+    stream.on('error', () => {});
+    stream.write('CONNECT example.test:443 HTTP/1.1\r\n\r\n');
+    await host.head(1000);
+    host.socket.write('HTTP/1.1 200 Connection established\r\n\r\n');
+    assert.match((await readSome(stream)).toString(), /^HTTP\/1\.1 200 /);
+    return stream;
+  }
+  const readSome = (stream) => new Promise((resolve, reject) => {
+    const next = () => {
+      const chunk = stream.read();
+      if (chunk === null) return stream.once('readable', next);
+      resolve(chunk);
+    };
+    stream.once('error', reject);
+    next();
+  });
+  // An origin for `host`'s connection: TLS with `cert` for example.test, answering 'pong:'
+  // and what it read.
+  const serveTls = (host, cert) => {
+    host.socket.removeAllListeners('data');
+    const secure = new tls.TLSSocket(host.socket, { isServer: true, ...cert });
+    secure.on('error', () => {});
+    secure.on('data', (d) => secure.write(`pong:${d}`));
+    return secure;
+  };
+  let cert;
+  const certificate = () => {
+    if (cert) return cert;
+    const certDir = fs.mkdtempSync(path.join(os.tmpdir(), 'egress-tls-'));
+    const [key, crt] = [path.join(certDir, 'key.pem'), path.join(certDir, 'cert.pem')];
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1',
+      '-nodes', '-keyout', key, '-out', crt, '-days', '1', '-subj', '/CN=example.test',
+      '-addext', 'subjectAltName=DNS:example.test'], { stdio: 'ignore' });
+    cert = { key: fs.readFileSync(key), cert: fs.readFileSync(crt) };
+    fs.rmSync(certDir, { recursive: true, force: true });
+    return cert;
+  };
+
+  it("runs TLS on the host connection at the worker's request, the stream then in clear", async () => {
+    const { main, worker } = serve();
+    const host = await park();
+    await sleep(100);
+    const stream = await tunnel(worker, host);
+    const origin = serveTls(host, certificate());
+    const r = await stream.startTls({ host: 'example.test', ca: certificate().cert.toString() });
+    assert.equal(r.ok, true, JSON.stringify(r));
+    assert.equal(r.cert.subject.CN, 'example.test');
+    stream.write('ping');
+    assert.equal((await readSome(stream)).toString(), 'pong:ping');
+    // A second request, from a worker that ignores its own refusal, is refused by the relay.
+    assert.match((await stream.startTls({})).message, /cannot start/);
+    stream.tlsAsked = false;
+    assert.match((await stream.startTls({})).message, /cannot start/);
+    stream.write('again');
+    assert.equal((await readSome(stream)).toString(), 'pong:again');
+    origin.destroy();
+    main.close();
+    worker.close();
+  });
+
+  it('refuses TLS to a stream not yet paired or holding bytes in flight, leaving it as it was', async () => {
+    const { main, worker } = serve();
+    const host = await park();
+    await sleep(100);
+    const idle = worker.open();
+    idle.on('error', () => {});
+    assert.match((await idle.startTls({ host: 'example.test' })).message, /cannot start/);
+    const stream = await tunnel(worker, host);
+    host.socket.write('junk');
+    assert.equal((await readSome(stream)).toString(), 'junk');
+    stream.received -= 4;                    // a worker that claims it never got them
+    assert.match((await stream.startTls({ host: 'example.test' })).message, /bytes the code has not read/);
+    stream.write('still clear');
+    assert.equal((await host.until((d) => d.length >= 11, 'clear text', 1000)).toString(), 'still clear');
+    host.socket.destroy();
+    main.close();
+    worker.close();
+  });
+
+  it('answers a refused certificate as a verification failure and closes the host connection', async () => {
+    const { main, worker } = serve();
+    const host = await park();
+    await sleep(100);
+    const stream = await tunnel(worker, host);
+    const origin = serveTls(host, certificate());
+    const closed = new Promise((resolve) => origin.once('end', resolve));
+    const r = await stream.startTls({ host: 'example.test' });
+    assert.equal(r.ok, false);
+    assert.equal(r.verifyFailed, true, JSON.stringify(r));
+    await closed;
+    main.close();
+    worker.close();
+  });
+
+  it('closes the host connection of a stream cut during its handshake', async () => {
+    const { main, worker } = serve();
+    const host = await park();
+    await sleep(100);
+    const stream = await tunnel(worker, host);
+    const answer = stream.startTls({ host: 'example.test' });
+    await host.until((d) => d.length > 0, 'ClientHello', 1000);
+    stream.destroy();
+    assert.equal((await answer).ok, false);
+    await host.until(() => host.ended, "the host connection's end", 1000);
+    main.close();
+    worker.close();
   });
 
   it('cuts a stream that sends nothing after 10 s, and one that ends first takes no host', async () => {

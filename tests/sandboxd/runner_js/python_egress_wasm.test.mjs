@@ -2,7 +2,9 @@
 // sandbox_runner/pyodide_egress.py; docs/wasm-tier.md, "Egress"): the runner on deploy/wasm's
 // Node with egress.sock passed as fd 6, a test playing sandboxd's proxy (egress_host.mjs).
 // A cell blocked on the network in any call is interrupted and keeps its namespace; its
-// socket timeouts hold, in send() too, without losing or reordering a byte; the TLS helper
+// socket timeouts hold, in send() too, without losing or reordering a byte; a handshake
+// cannot start after bytes the code has not read (TLS runs on the host side of the relay,
+// after the last byte both sides agree on); the TLS helper
 // Python's ssl calls, called by hostile code with options node:tls refuses, neither ends
 // the worker nor leaves a proxy connection behind.
 import { after, before, describe, it } from 'node:test';
@@ -118,6 +120,21 @@ describe('wasm runner: Python sockets through the relay', () => {
     const r = await client.finishExec(id);
     assert.equal(r.status, 'ok', JSON.stringify(r.error));
     assert.equal(r.stream('stdout'), 'timed out\n');
+    host.socket.destroy();
+  });
+
+  it('refuses a handshake after bytes the code has not read, and no ClientHello goes out', async () => {
+    const host = await park();
+    const answer = 'HTTP/1.1 200 Connection established\r\n\r\n';
+    const id = client.startExec(`${CONNECT}s.recv(${answer.length})\n` +
+      "import time\ntime.sleep(0.3)\n" +
+      `try:\n    ${HANDSHAKE}except ssl.SSLError as e:\n    print('refused:', e)\n`);
+    await host.head();
+    host.socket.write(`${answer}unread`);
+    const r = await client.finishExec(id);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.match(r.stream('stdout'), /^refused: .*bytes the code has not read/);
+    assert.equal(host.data.length, 0, 'nothing reached the proxy after the CONNECT');
     host.socket.destroy();
   });
 

@@ -1,0 +1,68 @@
+'use strict';
+// TLS on the host side of a worker's egress stream, on the main thread (docs/wasm-tier.md,
+// "Egress"). A wasm session's Python sockets ask for TLS on their relay connection
+// (python_egress.js); running it in the worker would push every byte through that thread's
+// Wasm-bound event loop twice (cipher text in, clear text out). Here node:tls runs directly
+// on the host socket, and the stream carries clear text: one copy fewer per byte and the
+// cipher work where no cell waits on it.
+//
+// The worker's request names the options (checked again here: the worker runs the session's
+// code) and how many bytes it has received. TLS may start only at a point both sides agree
+// on: every byte the host sent is delivered to the worker and read, and every byte the
+// worker wrote before its request is written to the host socket (what the relay has not yet
+// copied is written first). Otherwise, and for a second request or one before pairing
+// (egress_channel.js), the answer is a refusal and the stream is left as it was. Building a
+// secure context blocks this thread (tens of milliseconds with Node's roots); python_tls.js
+// keeps the last few, and each build needs a stream paired with a connection of sandboxd's
+// proxy, whose caps bound how many there are.
+
+const tls = require('tls');
+const { connectOptions, handshakeInfo, handshakeError } = require('./python_tls');
+
+const refusal = (message) => ({ ok: false, verifyFailed: false, message });
+
+// Runs the worker's `request` ({o, n}) for `stream`, relayed to the host socket `sock` by
+// relay() (egress.js) until `stop()`, answering the worker once; on success the stream is
+// relayed to the TLS connection by `relay(stream, secure)`.
+function startHostTls(stream, sock, stop, relay, request) {
+  if (sock.readableLength > 0 || stream.pending || stream.writableLength > 0 ||
+      request.n !== stream.delivered) {
+    stream.answerTls(refusal('the connection holds bytes the code has not read'));
+    return;
+  }
+  if (stream.readableEnded || sock.writableEnded || sock.readableEnded || sock.destroyed) {
+    stream.answerTls(refusal('the connection is closing'));
+    return;
+  }
+  let options;
+  try {
+    options = connectOptions(request.o);
+  } catch (e) {
+    stream.answerTls(refusal(String((e && e.message) || e)));
+    return;
+  }
+  stop();
+  for (let rest = stream.read(); rest !== null; rest = stream.read()) sock.write(rest);
+  const secure = tls.connect({ ...options, socket: sock });
+  secure.on('error', () => {});      // the handshake's is answered below, later ones cut the relay
+  let settled = false;
+  const fail = (outcome) => {
+    if (settled) return;
+    settled = true;
+    stream.answerTls(outcome);
+    secure.destroy();
+    sock.destroy();
+    stream.destroy();
+  };
+  secure.once('secureConnect', () => {
+    if (settled) return;
+    settled = true;
+    stream.answerTls(handshakeInfo(secure));
+    relay(stream, secure);
+  });
+  secure.once('error', (e) => fail(handshakeError(e, secure)));
+  secure.once('close', () => fail(refusal('the connection closed during the TLS handshake')));
+  stream.once('close', () => fail(refusal('the connection was cut during the TLS handshake')));
+}
+
+module.exports = { startHostTls };
