@@ -356,7 +356,8 @@ describe('egress channel streams', () => {
     await until(() => reader.readableLength > 0, 'the pieces reached the reader');
     await sleep(100);
     assert.equal(up.acked, 0, 'pieces the paused reader holds were acknowledged');
-    reader.read();
+    // Node 22+ hands out one piece per read() of a paused stream, Node 20 all of them.
+    while (reader.read() !== null);
     await until(() => up.acked === up.sent, 'what the reader took acknowledged');
     main.close();
     worker.close();
