@@ -11,7 +11,8 @@
 // bytes were read), {t: 'x', s, why} (cut; `why` optional); and from the worker {t: 'open', s}
 // and {t: 'tls', s, o, n} (run TLS with the options `o` on the host connection, having
 // received n bytes; egress_tls.js), which the main thread answers once with {t: 'tlsr', s, r}
-// (the handshake's outcome, python_tls.js's handshakeInfo() or handshakeError()). A side sends at most WINDOW bytes its peer has not acknowledged, in pieces of at
+// (the handshake's outcome, python_tls.js's handshakeInfo() or handshakeError()); a refusal
+// cuts the stream too. A side sends at most WINDOW bytes its peer has not acknowledged, in pieces of at
 // most PIECE bytes, each counted at least MIN_CHARGE bytes (a piece costs its receiver a
 // Buffer and an ArrayBuffer whatever its length; an empty one is malformed), and
 // acknowledges pieces once its reader has taken them out of the stream's buffer (no
@@ -73,6 +74,14 @@ class PortStream extends Duplex {
   // The main thread's side: the outcome of a `tls` request.
   answerTls(r) {
     this.post({ t: 'tlsr', s: this.id, r });
+  }
+
+  // The main thread's side: a `tls` request refused, and the stream cut with it. The worker
+  // checks what it can first, so only a hostile or racing worker gets here, and cutting keeps
+  // what a worker can make this side post to one answer and one cut per stream.
+  refuseTls(message) {
+    this.answerTls({ ok: false, verifyFailed: false, message });
+    this.destroy(new Error(message));
   }
 
   post(message, transfer) {
@@ -160,7 +169,7 @@ class PortStream extends Duplex {
       const handler = this.tlsHandler;
       this.tlsHandler = null;
       if (handler && m.o !== null && typeof m.o === 'object' && Number.isSafeInteger(m.n)) handler(m);
-      else this.answerTls({ ok: false, verifyFailed: false, message: 'TLS cannot start on this connection now' });
+      else this.refuseTls('TLS cannot start on this connection now');
     } else if (m.t === 'tlsr' && this.tlsAnswer && m.r !== null && typeof m.r === 'object') {
       this.tlsAnswer(m.r);
       this.tlsAnswer = null;

@@ -11,34 +11,50 @@
 // on: every byte the host sent is delivered to the worker and read, and every byte the
 // worker wrote before its request is written to the host socket (what the relay has not yet
 // copied is written first). Otherwise, and for a second request or one before pairing
-// (egress_channel.js), the answer is a refusal and the stream is left as it was. Building a
-// secure context blocks this thread (tens of milliseconds with Node's roots); python_tls.js
-// keeps the last few, and each build needs a stream paired with a connection of sandboxd's
-// proxy, whose caps bound how many there are.
+// (egress_channel.js), the answer is a refusal and the stream is cut.
+//
+// Building a secure context blocks this thread, which also carries the runner's protocol
+// (an interrupt among it): 40-200 ms a MiB of PEM text, which python_tls.js caps at 512 KiB
+// a request, never decrypting a key (the worker does), and requests start one per turn of
+// the event loop, so sandboxd's frames are read between any two builds. python_tls.js keeps the last few contexts, and each request
+// needs a stream paired with a connection of sandboxd's proxy, whose caps bound how many
+// there are.
 
 const tls = require('tls');
 const { connectOptions, handshakeInfo, handshakeError } = require('./python_tls');
 
 const refusal = (message) => ({ ok: false, verifyFailed: false, message });
+const queue = [];               // requests not yet started: [stream, sock, stop, relay, request]
 
-// Runs the worker's `request` ({o, n}) for `stream`, relayed to the host socket `sock` by
-// relay() (egress.js) until `stop()`, answering the worker once; on success the stream is
-// relayed to the TLS connection by `relay(stream, secure)`.
-function startHostTls(stream, sock, stop, relay, request) {
+// Queues the worker's `request` ({o, n}) for `stream`, relayed to the host socket `sock` by
+// relay() (egress.js) until `stop()`; on success the stream is relayed to the TLS
+// connection by `relay(stream, secure)`. The worker is answered once.
+function startHostTls(...args) {
+  queue.push(args);
+  if (queue.length === 1) setImmediate(next);
+}
+
+function next() {
+  run(...queue.shift());
+  if (queue.length > 0) setImmediate(next);
+}
+
+function run(stream, sock, stop, relay, request) {
+  if (stream.destroyed) return;
   if (sock.readableLength > 0 || stream.pending || stream.writableLength > 0 ||
       request.n !== stream.delivered) {
-    stream.answerTls(refusal('the connection holds bytes the code has not read'));
+    stream.refuseTls('the connection holds bytes the code has not read');
     return;
   }
   if (stream.readableEnded || sock.writableEnded || sock.readableEnded || sock.destroyed) {
-    stream.answerTls(refusal('the connection is closing'));
+    stream.refuseTls('the connection is closing');
     return;
   }
   let options;
   try {
     options = connectOptions(request.o);
   } catch (e) {
-    stream.answerTls(refusal(String((e && e.message) || e)));
+    stream.refuseTls(String((e && e.message) || e));
     return;
   }
   stop();

@@ -9,12 +9,17 @@
 // context (a bad certificate, key or version throws then). Contexts are kept, by their
 // options: one with CAs of its own costs milliseconds to build, tens with Node's roots.
 
+const crypto = require('crypto');
 const net = require('net');
 const tls = require('tls');
 
 const VERSIONS = new Set(['TLSv1', 'TLSv1.1', 'TLSv1.2', 'TLSv1.3']);
 const MAX_CONTEXTS = 16;             // secure contexts kept, by their options
 const MAX_ALPN_NAME = 255;           // bytes of one ALPN protocol name
+// PEM text (ca, cert, key and passphrase together) one request may carry: building a
+// context of it blocks the runner's main thread, 40-200 ms a MiB (egress_tls.js). Debian's
+// whole bundle is 0.21 MiB.
+const MAX_PEM_BYTES = 512 * 1024;
 const contexts = new Map();
 
 function optionalString(o, name) {
@@ -40,7 +45,8 @@ function alpnNames(v) {
 }
 
 function secureContext(options) {
-  const key = JSON.stringify(options);
+  // Keyed by a digest: the cache holds no option's text.
+  const key = crypto.createHash('sha256').update(JSON.stringify(options)).digest('base64');
   let context = contexts.get(key);
   if (!context) {
     context = tls.createSecureContext(options);
@@ -58,19 +64,39 @@ function checkOptions(o) {
     throw new TypeError('the TLS options must be an object');
   }
   const verify = o.verify !== false;
-  return { host: optionalString(o, 'host'), verify, checkHostname: o.checkHostname !== false,
+  const c = { host: optionalString(o, 'host'), verify, checkHostname: o.checkHostname !== false,
     alpn: alpnNames(o.alpn), minVersion: optionalVersion(o, 'minVersion'),
     maxVersion: optionalVersion(o, 'maxVersion'), cert: optionalString(o, 'cert'),
     key: optionalString(o, 'key'), passphrase: optionalString(o, 'passphrase'),
     ca: verify ? optionalString(o, 'ca') : undefined, roots: verify && Boolean(o.roots) };
+  const pem = [c.ca, c.cert, c.key, c.passphrase].reduce((n, v) => n + (v ? v.length : 0), 0);
+  if (pem > MAX_PEM_BYTES) {
+    throw new TypeError(`the TLS options carry ${pem} characters of certificates and keys, ` +
+      `over ${MAX_PEM_BYTES}`);
+  }
+  return c;
 }
 
 // tls.connect()'s options (but `socket`) for `o`, checked as checkOptions() does. Throws a
 // TypeError or node:tls's error (a bad certificate, key or version).
+// A key still encrypted is refused: decrypting one costs what its PBKDF2 iteration count
+// says, minutes at 2^31, so the worker does it (decryptKey) where that is the cell's own
+// time. Parsed without a passphrase, an encrypted key fails at once (createSecureContext
+// would ask OpenSSL for one, and wait).
 function connectOptions(o) {
   const c = checkOptions(o);
-  const context = { minVersion: c.minVersion, maxVersion: c.maxVersion, cert: c.cert,
-    key: c.key, passphrase: c.passphrase };
+  if (c.passphrase !== undefined) {
+    throw new TypeError('the TLS key must be decrypted before TLS starts');
+  }
+  let key;
+  try {
+    key = c.key === undefined ? undefined :
+      crypto.createPrivateKey({ key: c.key }).export({ type: 'pkcs8', format: 'pem' });
+  } catch (e) {
+    if (e.code !== 'ERR_OSSL_CRYPTO_INTERRUPTED_OR_CANCELLED') throw e;
+    throw new TypeError('the TLS key is encrypted and no password was given for it');
+  }
+  const context = { minVersion: c.minVersion, maxVersion: c.maxVersion, cert: c.cert, key };
   if (c.verify) {
     // Node's roots are its default: `ca` replaces them, so none with an empty list.
     if (!c.roots) context.ca = c.ca ? [c.ca] : [];
@@ -81,6 +107,15 @@ function connectOptions(o) {
   if (c.host && !net.isIP(c.host)) options.servername = c.host;
   if (!c.checkHostname) options.checkServerIdentity = () => undefined;
   return options;
+}
+
+// Checked options `c` with the key decrypted with the passphrase (in the worker): plain
+// PKCS#8 PEM and no passphrase. Throws node:crypto's error for a wrong one.
+function decryptKey(c) {
+  if (c.passphrase === undefined) return c;
+  const key = c.key === undefined ? undefined : crypto.createPrivateKey({ key: c.key,
+    passphrase: c.passphrase }).export({ type: 'pkcs8', format: 'pem' });
+  return { ...c, key, passphrase: undefined };
 }
 
 // What Python's ssl wants of a finished handshake (pyodide_egress.py).
@@ -107,4 +142,4 @@ function handshakeError(e, secure) {
   return { ok: false, verifyFailed, message };
 }
 
-module.exports = { checkOptions, connectOptions, handshakeInfo, handshakeError };
+module.exports = { checkOptions, connectOptions, decryptKey, handshakeInfo, handshakeError };

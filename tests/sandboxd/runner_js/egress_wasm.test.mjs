@@ -22,6 +22,7 @@ const require = createRequire(import.meta.url);
 const { Channel, WINDOW, PIECE, MIN_CHARGE, ACK_AT, MAX_STREAMS } =
   require('../../../services/sandboxd/runner_js/egress_channel.js');
 const { EgressRelay } = require('../../../services/sandboxd/runner_js/egress.js');
+const { checkOptions, connectOptions, decryptKey } = require('../../../services/sandboxd/runner_js/python_tls.js');
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 const answer = answerWith;
@@ -473,34 +474,75 @@ describe('egress relay: worker streams wait for their first data', () => {
     assert.equal(r.cert.subject.CN, 'example.test');
     stream.write('ping');
     assert.equal((await readSome(stream)).toString(), 'pong:ping');
-    // A second request, from a worker that ignores its own refusal, is refused by the relay.
+    // A second request, from a worker that ignores its own refusal, is refused by the relay,
+    // which cuts the stream.
     assert.match((await stream.startTls({})).message, /cannot start/);
     stream.tlsAsked = false;
+    const closed = new Promise((resolve) => stream.once('close', resolve));
     assert.match((await stream.startTls({})).message, /cannot start/);
-    stream.write('again');
-    assert.equal((await readSome(stream)).toString(), 'pong:again');
+    await closed;
     origin.destroy();
     main.close();
     worker.close();
   });
 
-  it('refuses TLS to a stream not yet paired or holding bytes in flight, leaving it as it was', async () => {
+  it('refuses TLS to a stream not yet paired, holding bytes in flight or over the PEM cap, cutting it', async () => {
     const { main, worker } = serve();
-    const host = await park();
+    const hosts = [await park(), await park()];
     await sleep(100);
+    const cut = (stream) => new Promise((resolve) => stream.once('close', resolve));
     const idle = worker.open();
     idle.on('error', () => {});
+    const idleCut = cut(idle);
     assert.match((await idle.startTls({ host: 'example.test' })).message, /cannot start/);
-    const stream = await tunnel(worker, host);
-    host.socket.write('junk');
+    await idleCut;
+    const stream = await tunnel(worker, hosts[0]);
+    hosts[0].socket.write('junk');
     assert.equal((await readSome(stream)).toString(), 'junk');
     stream.received -= 4;                    // a worker that claims it never got them
     assert.match((await stream.startTls({ host: 'example.test' })).message, /bytes the code has not read/);
-    stream.write('still clear');
-    assert.equal((await host.until((d) => d.length >= 11, 'clear text', 1000)).toString(), 'still clear');
-    host.socket.destroy();
+    await hosts[0].until(() => hosts[0].ended, "the host connection's end", 1000);
+    assert.equal(hosts[0].data.length, 0, 'no ClientHello went out');
+    // Building a context blocks the main thread: the worker's own check is bypassed here.
+    const big = await tunnel(worker, hosts[1]);
+    const r = await big.startTls({ host: 'example.test', ca: 'x'.repeat(512 * 1024 + 1) });
+    assert.match(r.message, /over 524288/);
+    await hosts[1].until(() => hosts[1].ended, "the host connection's end", 1000);
     main.close();
     worker.close();
+  });
+
+  it('builds no context of a key still encrypted: the worker decrypts it', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'egress-key-'));
+    execFileSync('openssl', ['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256',
+      '-aes-128-cbc', '-pass', 'pass:secret', '-out', path.join(dir, 'key.pem')], { stdio: 'ignore' });
+    const encrypted = fs.readFileSync(path.join(dir, 'key.pem'), 'utf8');
+    fs.rmSync(dir, { recursive: true, force: true });
+    assert.match(encrypted, /BEGIN ENCRYPTED PRIVATE KEY/);
+    // Decrypting costs what the key's PBKDF2 iteration count says (minutes at 2^31): never
+    // on the main thread, which carries the runner's protocol.
+    assert.throws(() => connectOptions({ key: encrypted, passphrase: 'secret', verify: false }),
+      /must be decrypted before TLS starts/);
+    assert.throws(() => connectOptions({ key: encrypted, verify: false }), /encrypted and no password/);
+    const decrypted = decryptKey(checkOptions({ key: encrypted, passphrase: 'secret', verify: false }));
+    assert.match(decrypted.key, /^-----BEGIN PRIVATE KEY-----/);
+    assert.equal(decrypted.passphrase, undefined);
+    assert.ok(connectOptions(decrypted).secureContext instanceof tls.SecureContext);
+    assert.throws(() => decryptKey(checkOptions({ key: encrypted, passphrase: 'wrong' })), /bad decrypt/);
+  });
+
+  it('answers at most one refusal a stream, however many requests a worker posts', async () => {
+    const { port1, port2 } = new MessageChannel();
+    const main = relay.serve(port1);
+    const answers = [];
+    port2.on('message', (m) => answers.push(m));
+    for (let i = 0; i < 100; i++) port2.postMessage({ t: 'tls', s: 1, o: {}, n: 0 });
+    port2.postMessage({ t: 'open', s: 2 });
+    for (let i = 0; i < 100; i++) port2.postMessage({ t: 'tls', s: 2, o: {}, n: 0 });
+    await sleep(200);
+    assert.deepEqual(answers.map((m) => `${m.t} ${m.s}`), ['tlsr 2', 'x 2']);
+    main.close();
+    port2.close();
   });
 
   it('answers a refused certificate as a verification failure and closes the host connection', async () => {
