@@ -443,7 +443,9 @@ class RemovalFailureTest : public ::testing::Test {
     const std::string running = d_.PodmanCommand() + " inspect --format '{{.State.Running}}' " +
                                 session_.container_id() + " 2>&1";
     ASSERT_EQ(Sh(running), "true\n");
-    // The daemon's first probe container is gone (removed after it proved containers start).
+    // The daemon's probe container is gone: made at each start (a restarted daemon's too,
+    // perhaps after its sessions are re-attached), removed after it proved containers start.
+    ASSERT_TRUE(WaitFor([&] { return GetInfo(*d_.Stub()).serving(); })) << d_.Log();
     ASSERT_TRUE(WaitFor([&] { return d_.LiveContainers() == 1; })) << d_.Log();
 
     podman_.BreakRemoval();
