@@ -30,7 +30,7 @@
 // nothing ends in TimeoutError. A write that fails after its send() returned fails the
 // next send().
 
-const { checkOptions, decryptKey } = require('./python_tls');
+const { checkOptions, normalizeKey } = require('./python_tls');
 
 const RELAY_HOST = '127.0.0.1';
 const RELAY_PORT = 3128;
@@ -252,7 +252,7 @@ async function startTls(py, fd, optionsJson, signal) {
   let options;
   try {
     options = JSON.parse(optionsJson);
-    connection.tlsOptions = decryptKey(checkOptions(options));
+    connection.tlsOptions = normalizeKey(checkOptions(options));
   } catch (e) {
     return failed(String(e.message || e));
   }

@@ -12,14 +12,22 @@
 const crypto = require('crypto');
 const net = require('net');
 const tls = require('tls');
+const { checkedKey, normalizeKey } = require('./tls_key');
 
 const VERSIONS = new Set(['TLSv1', 'TLSv1.1', 'TLSv1.2', 'TLSv1.3']);
 const MAX_CONTEXTS = 16;             // secure contexts kept, by their options
 const MAX_ALPN_NAME = 255;           // bytes of one ALPN protocol name
+const MAX_ALPN_NAMES = 64;           // names in the list (a browser offers 2 or 3)
 // PEM text (ca, cert, key and passphrase together) one request may carry: building a
 // context of it blocks the runner's main thread, 40-200 ms a MiB (egress_tls.js). Debian's
 // whole bundle is 0.21 MiB.
 const MAX_PEM_BYTES = 512 * 1024;
+// Certificates in ca and cert together: OpenSSL's store takes each longer the more it holds,
+// 140 ms for 1000 on Node 20, 40 ms on the tier's Node. Debian's bundle holds 144.
+const MAX_CERTIFICATES = 1000;
+// TLS 1.2's finite-field DHE lets the server choose the group, and the client's side of a
+// 10000-bit one is a second of the main thread's time: ECDHE only, as TLS 1.3 offers.
+const CIPHERS = `${tls.DEFAULT_CIPHERS}:!kDHE`;
 const contexts = new Map();
 
 function optionalString(o, name) {
@@ -37,9 +45,10 @@ function optionalVersion(o, name) {
 
 function alpnNames(v) {
   if (v === undefined || v === null) return undefined;
-  if (!Array.isArray(v) || !v.every((p) => typeof p === 'string' && p.length > 0 &&
-      Buffer.byteLength(p) <= MAX_ALPN_NAME)) {
-    throw new TypeError(`the TLS option alpn must be a list of names of 1 to ${MAX_ALPN_NAME} bytes`);
+  if (!Array.isArray(v) || v.length > MAX_ALPN_NAMES || !v.every((p) => typeof p === 'string' &&
+      p.length > 0 && Buffer.byteLength(p) <= MAX_ALPN_NAME)) {
+    throw new TypeError(`the TLS option alpn must be a list of at most ${MAX_ALPN_NAMES} names ` +
+      `of 1 to ${MAX_ALPN_NAME} bytes`);
   }
   return v;
 }
@@ -74,29 +83,28 @@ function checkOptions(o) {
     throw new TypeError(`the TLS options carry ${pem} characters of certificates and keys, ` +
       `over ${MAX_PEM_BYTES}`);
   }
+  const certificates = [c.ca, c.cert].reduce((n, v) => n + (v ? v.split('-----BEGIN ').length - 1 : 0), 0);
+  if (certificates > MAX_CERTIFICATES) {
+    throw new TypeError(`the TLS options carry ${certificates} certificates, over ${MAX_CERTIFICATES}`);
+  }
   return c;
 }
 
 // tls.connect()'s options (but `socket`) for `o`, checked as checkOptions() does. Throws a
 // TypeError or node:tls's error (a bad certificate, key or version).
-// A key still encrypted is refused: decrypting one costs what its PBKDF2 iteration count
-// says, minutes at 2^31, so the worker does it (decryptKey) where that is the cell's own
-// time. Parsed without a passphrase, an encrypted key fails at once (createSecureContext
-// would ask OpenSSL for one, and wait).
+// The key must be what the worker's normalizeKey() made (tls_key.js): decrypting one costs
+// what its PBKDF2 iteration count says, minutes at 2^31, and parsing some kinds is unbounded
+// work, so the worker does both where that is the cell's own time, and this side takes one
+// unencrypted PKCS#8 key of the kinds and sizes tls_key.js bounds, checked before OpenSSL
+// reads it.
 function connectOptions(o) {
   const c = checkOptions(o);
   if (c.passphrase !== undefined) {
     throw new TypeError('the TLS key must be decrypted before TLS starts');
   }
-  let key;
-  try {
-    key = c.key === undefined ? undefined :
-      crypto.createPrivateKey({ key: c.key }).export({ type: 'pkcs8', format: 'pem' });
-  } catch (e) {
-    if (e.code !== 'ERR_OSSL_CRYPTO_INTERRUPTED_OR_CANCELLED') throw e;
-    throw new TypeError('the TLS key is encrypted and no password was given for it');
-  }
-  const context = { minVersion: c.minVersion, maxVersion: c.maxVersion, cert: c.cert, key };
+  const key = c.key === undefined ? undefined : checkedKey(c.key);
+  const context = { minVersion: c.minVersion, maxVersion: c.maxVersion, cert: c.cert, key,
+    ciphers: CIPHERS };
   if (c.verify) {
     // Node's roots are its default: `ca` replaces them, so none with an empty list.
     if (!c.roots) context.ca = c.ca ? [c.ca] : [];
@@ -107,15 +115,6 @@ function connectOptions(o) {
   if (c.host && !net.isIP(c.host)) options.servername = c.host;
   if (!c.checkHostname) options.checkServerIdentity = () => undefined;
   return options;
-}
-
-// Checked options `c` with the key decrypted with the passphrase (in the worker): plain
-// PKCS#8 PEM and no passphrase. Throws node:crypto's error for a wrong one.
-function decryptKey(c) {
-  if (c.passphrase === undefined) return c;
-  const key = c.key === undefined ? undefined : crypto.createPrivateKey({ key: c.key,
-    passphrase: c.passphrase }).export({ type: 'pkcs8', format: 'pem' });
-  return { ...c, key, passphrase: undefined };
 }
 
 // What Python's ssl wants of a finished handshake (pyodide_egress.py).
@@ -142,4 +141,4 @@ function handshakeError(e, secure) {
   return { ok: false, verifyFailed, message };
 }
 
-module.exports = { checkOptions, connectOptions, decryptKey, handshakeInfo, handshakeError };
+module.exports = { checkOptions, connectOptions, normalizeKey, handshakeInfo, handshakeError };

@@ -22,7 +22,6 @@ const require = createRequire(import.meta.url);
 const { Channel, WINDOW, PIECE, MIN_CHARGE, ACK_AT, MAX_STREAMS } =
   require('../../../services/sandboxd/runner_js/egress_channel.js');
 const { EgressRelay } = require('../../../services/sandboxd/runner_js/egress.js');
-const { checkOptions, connectOptions, decryptKey } = require('../../../services/sandboxd/runner_js/python_tls.js');
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 const answer = answerWith;
@@ -510,25 +509,6 @@ describe('egress relay: worker streams wait for their first data', () => {
     await hosts[1].until(() => hosts[1].ended, "the host connection's end", 1000);
     main.close();
     worker.close();
-  });
-
-  it('builds no context of a key still encrypted: the worker decrypts it', () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'egress-key-'));
-    execFileSync('openssl', ['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256',
-      '-aes-128-cbc', '-pass', 'pass:secret', '-out', path.join(dir, 'key.pem')], { stdio: 'ignore' });
-    const encrypted = fs.readFileSync(path.join(dir, 'key.pem'), 'utf8');
-    fs.rmSync(dir, { recursive: true, force: true });
-    assert.match(encrypted, /BEGIN ENCRYPTED PRIVATE KEY/);
-    // Decrypting costs what the key's PBKDF2 iteration count says (minutes at 2^31): never
-    // on the main thread, which carries the runner's protocol.
-    assert.throws(() => connectOptions({ key: encrypted, passphrase: 'secret', verify: false }),
-      /must be decrypted before TLS starts/);
-    assert.throws(() => connectOptions({ key: encrypted, verify: false }), /encrypted and no password/);
-    const decrypted = decryptKey(checkOptions({ key: encrypted, passphrase: 'secret', verify: false }));
-    assert.match(decrypted.key, /^-----BEGIN PRIVATE KEY-----/);
-    assert.equal(decrypted.passphrase, undefined);
-    assert.ok(connectOptions(decrypted).secureContext instanceof tls.SecureContext);
-    assert.throws(() => decryptKey(checkOptions({ key: encrypted, passphrase: 'wrong' })), /bad decrypt/);
   });
 
   it('answers at most one refusal a stream, however many requests a worker posts', async () => {

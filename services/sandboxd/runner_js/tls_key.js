@@ -1,0 +1,155 @@
+'use strict';
+// The private key of a wasm session's TLS client certificate (python_tls.js), checked for
+// what it costs to use before OpenSSL parses it. The runner's main thread builds the secure
+// context, and parsing some keys is unbounded work there: OpenSSL derives a DSA or DH key's
+// public half (g^x mod p) while it reads the key, seconds for a 10 KB key and hours within
+// the options' size cap, and an RSA key's CRT primes set what each signature costs. So only
+// the kinds TLS clients sign with are taken, within sizes that bound that work: RSA and
+// RSA-PSS of at most MAX_RSA_BITS with two primes no longer than the modulus, EC on a named
+// curve, Ed25519 and Ed448; each as one unencrypted PKCS#8 block ("PRIVATE KEY"), which the
+// worker makes of whatever the code gave (normalizeKey) and the main thread re-encodes from
+// the bytes it checked, so OpenSSL reads exactly those.
+
+const crypto = require('crypto');
+
+const MAX_RSA_BITS = 8192;
+// An EC or Edwards key's PKCS#8 form: about 240 bytes at P-521 with its public key.
+const MAX_SMALL_KEY_BYTES = 1024;
+const KINDS = new Map([
+  ['2a864886f70d010101', 'rsa'], ['2a864886f70d01010a', 'rsa'],   // rsaEncryption, RSASSA-PSS
+  ['2a8648ce3d0201', 'ec'],                                       // id-ecPublicKey
+  ['2b6570', 'small'], ['2b6571', 'small'],                       // Ed25519, Ed448
+]);
+const SEQUENCE = 0x30;
+const INTEGER = 0x02;
+const OCTET_STRING = 0x04;
+const OID = 0x06;
+
+class KeyRefused extends TypeError {}
+
+// The DER element at `at` of `der`: {tag, start, end} of its contents. Definite lengths of at
+// most 4 bytes that fit in `der`, or it throws.
+function element(der, at, limit = der.length) {
+  if (at + 2 > limit) throw new KeyRefused('the TLS key is not well-formed DER');
+  const tag = der[at];
+  let length = der[at + 1];
+  let start = at + 2;
+  if (length & 0x80) {
+    const bytes = length & 0x7f;
+    if (bytes === 0 || bytes > 4 || start + bytes > limit) throw new KeyRefused('the TLS key is not well-formed DER');
+    length = 0;
+    for (let i = 0; i < bytes; i++) length = length * 256 + der[start + i];
+    start += bytes;
+  }
+  if (start + length > limit) throw new KeyRefused('the TLS key is not well-formed DER');
+  return { tag, start, end: start + length };
+}
+
+// The elements inside the constructed element `e`, all of them, in order.
+function children(der, e) {
+  const out = [];
+  for (let at = e.start; at < e.end;) {
+    const child = element(der, at, e.end);
+    out.push(child);
+    at = child.end;
+  }
+  return out;
+}
+
+// An RSAPrivateKey of two primes: the modulus at most MAX_RSA_BITS, no other number longer.
+function checkRsa(der, key) {
+  const fields = children(der, element(der, key.start, key.end));
+  if (fields.length !== 9 || fields.some((f) => f.tag !== INTEGER) ||
+      der[fields[0].start] !== 0 || fields[0].end - fields[0].start !== 1) {
+    throw new KeyRefused('the TLS key is an RSA key of more than two primes or not well-formed');
+  }
+  const bytes = (f) => {
+    let start = f.start;
+    while (start < f.end - 1 && der[start] === 0) start++;
+    return f.end - start;
+  };
+  // A signature's cost: exponents up to the modulus, CRT parts up to half of it.
+  const modulus = bytes(fields[1]);
+  const half = Math.ceil(modulus / 2) + 1;
+  if (modulus > MAX_RSA_BITS / 8 || fields.slice(2, 4).some((f) => bytes(f) > modulus) ||
+      fields.slice(4).some((f) => bytes(f) > half)) {
+    throw new KeyRefused(`the TLS key is an RSA key over ${MAX_RSA_BITS} bits`);
+  }
+}
+
+// Throws a KeyRefused unless `der` is a PKCS#8 PrivateKeyInfo of a kind and size above.
+function checkPkcs8(der) {
+  const top = element(der, 0);
+  if (top.tag !== SEQUENCE || top.end !== der.length) throw new KeyRefused('the TLS key is not a PKCS#8 key');
+  const [version, algorithm, key] = children(der, top);
+  if (!version || version.tag !== INTEGER || !algorithm || algorithm.tag !== SEQUENCE ||
+      !key || key.tag !== OCTET_STRING) {
+    throw new KeyRefused('the TLS key is not a PKCS#8 key');
+  }
+  const [oid, parameters] = children(der, algorithm);
+  const kind = oid && oid.tag === OID ? KINDS.get(der.toString('hex', oid.start, oid.end)) : undefined;
+  if (kind === undefined) throw new KeyRefused('the TLS key must be an RSA, EC, Ed25519 or Ed448 key');
+  if (kind === 'rsa') return checkRsa(der, key);
+  if (kind === 'ec' && (!parameters || parameters.tag !== OID)) {
+    throw new KeyRefused('the TLS key must be an EC key on a named curve');
+  }
+  if (der.length > MAX_SMALL_KEY_BYTES) throw new KeyRefused('the TLS key is longer than its kind allows');
+}
+
+const BLOCK = /-----BEGIN ([A-Z0-9 ]+)-----\r?\n([A-Za-z0-9+/=\r\n]*?)-----END \1-----/g;
+
+// The PEM blocks of `text`: [{label, body}].
+function pemBlocks(text) {
+  return [...text.matchAll(BLOCK)].map((m) => ({ label: m[1], body: m[2] }));
+}
+
+// The DER of a base64 body, or throws: only the alphabet, padding only at the end, so no
+// decoder reads other bytes out of it than this one.
+function bodyDer(body) {
+  const compact = body.replace(/\r?\n/g, '');
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(compact) || compact.length % 4 !== 0) {
+    throw new KeyRefused('the TLS key is not well-formed PEM');
+  }
+  return Buffer.from(compact, 'base64');
+}
+
+function toPem(der) {
+  const lines = der.toString('base64').match(/.{1,64}/g) || [];
+  return `-----BEGIN PRIVATE KEY-----\n${lines.join('\n')}\n-----END PRIVATE KEY-----\n`;
+}
+
+// The main thread's side: `pem` holds one key, unencrypted PKCS#8 of a kind and size above;
+// that key re-encoded from the bytes checked. Throws a KeyRefused.
+function checkedKey(pem) {
+  const keys = pemBlocks(pem).filter((b) => b.label.endsWith('PRIVATE KEY'));
+  if (keys.length !== 1) throw new KeyRefused('the TLS key must be one PEM private key');
+  if (keys[0].label === 'ENCRYPTED PRIVATE KEY') {
+    throw new KeyRefused('the TLS key is encrypted and no password was given for it');
+  }
+  if (keys[0].label !== 'PRIVATE KEY') throw new KeyRefused('the TLS key must be a PKCS#8 key');
+  const der = bodyDer(keys[0].body);
+  checkPkcs8(der);
+  return toPem(der);
+}
+
+// The worker's side: the key of checked options `c` decrypted with their passphrase, as
+// PKCS#8 PEM and checked as the main thread will; no passphrase. A PKCS#8 key in clear is
+// checked before it is parsed (parsing a DSA key is what costs); others are parsed first,
+// on the worker, where that is the cell's own time. Throws KeyRefused or node:crypto's
+// error (a wrong passphrase).
+function normalizeKey(c) {
+  if (c.key === undefined) return { ...c, passphrase: undefined };
+  const keys = pemBlocks(c.key).filter((b) => b.label.endsWith('PRIVATE KEY'));
+  if (keys.length === 1 && keys[0].label === 'PRIVATE KEY') checkPkcs8(bodyDer(keys[0].body));
+  let key;
+  try {
+    key = crypto.createPrivateKey({ key: c.key, passphrase: c.passphrase })
+      .export({ type: 'pkcs8', format: 'pem' });
+  } catch (e) {
+    if (e.code !== 'ERR_OSSL_CRYPTO_INTERRUPTED_OR_CANCELLED') throw e;
+    throw new KeyRefused('the TLS key is encrypted and no password was given for it');
+  }
+  return { ...c, key: checkedKey(key), passphrase: undefined };
+}
+
+module.exports = { checkedKey, normalizeKey, KeyRefused, MAX_RSA_BITS };

@@ -1,0 +1,184 @@
+// The TLS options of a wasm session's Python sockets (runner_js/python_tls.js, tls_key.js;
+// docs/wasm-tier.md, "Egress"): what the worker makes of them and what the runner's main
+// thread, which builds the secure context, takes. The worker runs the session's code, so
+// every check the main thread relies on is made again there, before OpenSSL reads anything.
+import { after, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import tls from 'node:tls';
+
+const require = createRequire(import.meta.url);
+const nodeCrypto = require('crypto');
+const nodeTls = require('tls');
+const { checkOptions, connectOptions, normalizeKey } =
+  require('../../../services/sandboxd/runner_js/python_tls.js');
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tls-options-'));
+after(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+// DER, written out by hand for keys no tool makes.
+const length = (n) => {
+  if (n < 128) return Buffer.from([n]);
+  const b = [];
+  for (; n; n >>= 8) b.unshift(n & 255);
+  return Buffer.from([0x80 | b.length, ...b]);
+};
+const tlv = (tag, value) => Buffer.concat([Buffer.from([tag]), length(value.length), value]);
+const seq = (...xs) => tlv(0x30, Buffer.concat(xs));
+const int = (bytes) => tlv(0x02, bytes[0] & 0x80 ? Buffer.concat([Buffer.from([0]), bytes]) : bytes);
+const oid = (hex) => tlv(0x06, Buffer.from(hex, 'hex'));
+const pem = (der, label = 'PRIVATE KEY') =>
+  `-----BEGIN ${label}-----\n${der.toString('base64').match(/.{1,64}/g).join('\n')}\n-----END ${label}-----\n`;
+const odd = (bytes) => {
+  const b = crypto.randomBytes(bytes);
+  b[0] |= 0x80;
+  b[b.length - 1] |= 1;
+  return b;
+};
+const pkcs8 = (algorithm, key) => pem(seq(int(Buffer.from([0])), algorithm, tlv(0x04, key)));
+// A DSA key whose parse computes g^x mod p over a p of `pBits`.
+const dsaKey = (pBits) => pkcs8(seq(oid('2a8648ce380401'), seq(int(odd(pBits / 8)), int(odd(32)), int(Buffer.from([2])))),
+  int(crypto.randomBytes(32)));
+// An RSA key of a modulus of `modulusBytes`, `primeBytes` for each CRT part, `primes` of them.
+const rsaKey = (modulusBytes, primeBytes, version = 0) => pkcs8(seq(oid('2a864886f70d010101'), tlv(0x05, Buffer.alloc(0))),
+  seq(int(Buffer.from([version])), int(odd(modulusBytes)), int(Buffer.from([1, 0, 1])), int(odd(modulusBytes - 1)),
+    ...Array.from({ length: 5 }, () => int(odd(primeBytes)))));
+
+// Calls of crypto.createPrivateKey and tls.createSecureContext while `fn` runs.
+function parses(fn) {
+  const calls = [];
+  const saved = [nodeCrypto.createPrivateKey, nodeTls.createSecureContext];
+  nodeCrypto.createPrivateKey = (...a) => { calls.push('createPrivateKey'); return saved[0](...a); };
+  nodeTls.createSecureContext = (...a) => { calls.push('createSecureContext'); return saved[1](...a); };
+  try {
+    fn();
+  } finally {
+    [nodeCrypto.createPrivateKey, nodeTls.createSecureContext] = saved;
+  }
+  return calls;
+}
+
+// What the worker makes of a key, then what the main thread builds of it.
+const throughBoth = (key, more = {}) =>
+  connectOptions(normalizeKey(checkOptions({ key, verify: false, ...more })));
+
+function openssl(...args) {
+  execFileSync('openssl', args, { stdio: 'ignore' });
+}
+
+describe('wasm runner: the TLS options of Python sockets', () => {
+  it('takes the client keys TLS signs with, in each form Python gives them', () => {
+    const rsa = crypto.generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey;
+    const ec = crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey;
+    const keys = [
+      rsa.export({ type: 'pkcs1', format: 'pem' }), rsa.export({ type: 'pkcs8', format: 'pem' }),
+      ec.export({ type: 'sec1', format: 'pem' }), ec.export({ type: 'pkcs8', format: 'pem' }),
+      crypto.generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }),
+    ];
+    const [key, crt] = [path.join(dir, 'key.pem'), path.join(dir, 'cert.pem')];
+    openssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
+      '-keyout', key, '-out', crt, '-days', '1', '-subj', '/CN=client.test');
+    const cert = fs.readFileSync(crt, 'utf8');
+    keys.push(cert + fs.readFileSync(key, 'utf8'));             // certfile holding both
+    for (const k of keys) {
+      const normalized = normalizeKey(checkOptions({ key: k, verify: false }));
+      assert.match(normalized.key, /^-----BEGIN PRIVATE KEY-----\n/);
+      assert.ok(connectOptions(normalized).secureContext instanceof tls.SecureContext);
+    }
+    assert.ok(throughBoth(fs.readFileSync(key, 'utf8'), { cert }).secureContext instanceof tls.SecureContext);
+  });
+
+  it('builds no context of a key still encrypted: the worker decrypts it', () => {
+    const file = path.join(dir, 'encrypted.pem');
+    openssl('genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256', '-aes-128-cbc',
+      '-pass', 'pass:secret', '-out', file);
+    const encrypted = fs.readFileSync(file, 'utf8');
+    assert.match(encrypted, /BEGIN ENCRYPTED PRIVATE KEY/);
+    // Decrypting costs what the key's PBKDF2 iteration count says (minutes at 2^31): never
+    // on the main thread, which carries the runner's protocol.
+    assert.throws(() => connectOptions({ key: encrypted, passphrase: 'secret', verify: false }),
+      /must be decrypted before TLS starts/);
+    assert.deepEqual(parses(() => assert.throws(() => connectOptions({ key: encrypted, verify: false }),
+      /encrypted and no password/)), []);
+    assert.throws(() => normalizeKey(checkOptions({ key: encrypted })), /encrypted and no password/);
+    const decrypted = normalizeKey(checkOptions({ key: encrypted, passphrase: 'secret', verify: false }));
+    assert.match(decrypted.key, /^-----BEGIN PRIVATE KEY-----/);
+    assert.equal(decrypted.passphrase, undefined);
+    assert.ok(connectOptions(decrypted).secureContext instanceof tls.SecureContext);
+    assert.throws(() => normalizeKey(checkOptions({ key: encrypted, passphrase: 'wrong' })), /bad decrypt/);
+  });
+
+  it('refuses DSA, DH and key-agreement keys before OpenSSL parses them, on both sides', () => {
+    // Parsing a DSA or DH key computes its public half: seconds of the main thread for one
+    // of 10 KB, hours within the PEM cap.
+    const refused = /must be an RSA, EC, Ed25519 or Ed448 key/;
+    for (const key of [dsaKey(40000), dsaKey(2048),
+      crypto.generateKeyPairSync('dh', { group: 'modp14' }).privateKey.export({ type: 'pkcs8', format: 'pem' }),
+      crypto.generateKeyPairSync('x25519').privateKey.export({ type: 'pkcs8', format: 'pem' })]) {
+      assert.deepEqual(parses(() => assert.throws(() => connectOptions({ key, verify: false }), refused)), []);
+      assert.deepEqual(parses(() => assert.throws(() => normalizeKey(checkOptions({ key })), refused)), []);
+    }
+  });
+
+  it('refuses RSA keys whose signatures cost more than 8192 bits do, and malformed ones', () => {
+    for (const [key, why] of [
+      [rsaKey(1025, 513), /RSA key over 8192 bits/],
+      [rsaKey(256, 256), /RSA key over 8192 bits/],            // a prime as long as the modulus
+      [rsaKey(256, 128, 1), /more than two primes/],
+      [pem(Buffer.from('3003020100', 'hex')), /not a PKCS#8 key/],
+      [pem(seq(int(Buffer.from([0])), seq(oid('2a864886f70d010101')), tlv(0x04, Buffer.from('3084ffffffff', 'hex')))),
+        /not well-formed DER/],
+      [dsaKey(2048).replace(/\n(.{10})/, '\n$1=='), /not well-formed PEM/],
+      [rsaKey(256, 128) + rsaKey(256, 128), /one PEM private key/],
+    ]) {
+      assert.deepEqual(parses(() => assert.throws(() => connectOptions({ key, verify: false }), why)), []);
+    }
+    // What the main thread reads is re-encoded from the bytes it checked.
+    const ok = crypto.generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' });
+    assert.ok(connectOptions({ key: ok.replace(/\n/g, '\r\n'), verify: false }).secureContext instanceof tls.SecureContext);
+  });
+
+  it('refuses an EC key of explicit curve parameters', () => {
+    const file = path.join(dir, 'explicit.pem');
+    openssl('genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256', '-pkeyopt',
+      'ec_param_enc:explicit', '-out', file);
+    const key = fs.readFileSync(file, 'utf8');
+    assert.deepEqual(parses(() => assert.throws(() => connectOptions({ key, verify: false }), /named curve/)), []);
+    assert.throws(() => normalizeKey(checkOptions({ key })), /named curve/);
+  });
+
+  it('bounds the ALPN list and the certificates one request carries', () => {
+    const names = (n) => Array.from({ length: n }, (_, i) => `p${i}`);
+    assert.ok(connectOptions({ verify: false, alpn: names(64) }).ALPNProtocols.length === 64);
+    assert.throws(() => checkOptions({ alpn: names(65) }), /at most 64 names/);
+    // Counted, not parsed: the smallest blocks (real ones of 200 bytes fit 2600 in the PEM cap).
+    const cert = '-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n';
+    assert.throws(() => checkOptions({ ca: cert.repeat(600), cert: cert.repeat(401) }), /1001 certificates, over 1000/);
+    assert.ok(checkOptions({ ca: cert.repeat(1000) }));
+  });
+
+  it('offers no finite-field DHE, whose group the server chooses', async () => {
+    const [key, crt] = [path.join(dir, 'rsa-key.pem'), path.join(dir, 'rsa-cert.pem')];
+    openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', crt, '-days', '1',
+      '-subj', '/CN=example.test', '-addext', 'subjectAltName=DNS:example.test');
+    const handshake = (ciphers) => new Promise((resolve) => {
+      const server = tls.createServer({ key: fs.readFileSync(key), cert: fs.readFileSync(crt), ciphers,
+        dhparam: 'auto', maxVersion: 'TLSv1.2' }, (s) => s.end());
+      server.on('tlsClientError', () => {});
+      server.listen(0, '127.0.0.1', () => {
+        const options = connectOptions({ host: 'example.test', ca: fs.readFileSync(crt, 'utf8') });
+        const s = tls.connect({ ...options, port: server.address().port, host: '127.0.0.1' });
+        const done = (outcome) => { s.destroy(); server.close(); resolve(outcome); };
+        s.once('secureConnect', () => done(`connected ${s.getCipher().name}`));
+        s.once('error', (e) => done(`failed: ${e.code || e.message}`));
+      });
+    });
+    assert.equal(await handshake('ECDHE-RSA-AES128-GCM-SHA256'), 'connected ECDHE-RSA-AES128-GCM-SHA256');
+    assert.match(await handshake('DHE-RSA-AES128-GCM-SHA256'), /^failed: /);
+  });
+});
