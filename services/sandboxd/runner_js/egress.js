@@ -41,10 +41,8 @@ function proxyEnvironment(port) {
 
 // Copies both ways; the end of one direction half-closes the other socket (both are
 // allowHalfOpen), an error destroys both, and each socket goes once both its sides ended.
-// A worker's stream (egress_channel.js) may ask once for TLS on the host side
-// (egress_tls.js), which stops this copy and starts one over the TLS connection (`again`:
-// that one, which takes no second request). Returns the function that stops it.
-function relay(a, b, again = false) {
+// Returns the function that stops the copy.
+function pipeBoth(a, b) {
   const cut = () => {
     a.destroy();
     b.destroy();
@@ -70,12 +68,17 @@ function relay(a, b, again = false) {
     b.unpipe(a);
     for (const [side, event, listener] of added) side.off(event, listener);
   };
-  // Loaded on a request: a runner none asks loads no node:tls.
-  if (a instanceof PortStream && !again) {
-    a.tlsHandler = (request) => require('./egress_tls').startHostTls(a, b, stop,
-      (stream, secure) => relay(stream, secure, true), request);
-  }
   return stop;
+}
+
+// pipeBoth(a, b), and a worker stream `a` may then ask for TLS on `b` once (egress_tls.js),
+// which goes on over the TLS connection. Loaded on a request: a runner none asks loads no
+// node:tls.
+function relay(a, b) {
+  const stop = pipeBoth(a, b);
+  if (a instanceof PortStream) {
+    a.tlsHandler = (request) => require('./egress_tls').startHostTls(a, b, stop, pipeBoth, request);
+  }
 }
 
 class EgressRelay {

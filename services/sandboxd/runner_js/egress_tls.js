@@ -24,11 +24,11 @@ const tls = require('tls');
 const { connectOptions, handshakeInfo, handshakeError } = require('./python_tls');
 
 const refusal = (message) => ({ ok: false, verifyFailed: false, message });
-const queue = [];               // requests not yet started: [stream, sock, stop, relay, request]
+const queue = [];               // requests not yet started: [stream, sock, stop, pipeBoth, request]
 
 // Queues the worker's `request` ({o, n}) for `stream`, relayed to the host socket `sock` by
-// relay() (egress.js) until `stop()`; on success the stream is relayed to the TLS
-// connection by `relay(stream, secure)`. The worker is answered once.
+// relay() (egress.js) until `stop()`; on success the stream is copied to and from the TLS
+// connection by `pipeBoth(stream, secure)` (egress.js). The worker is answered once.
 function startHostTls(...args) {
   queue.push(args);
   if (queue.length === 1) setImmediate(next);
@@ -39,7 +39,7 @@ function next() {
   if (queue.length > 0) setImmediate(next);
 }
 
-function run(stream, sock, stop, relay, request) {
+function run(stream, sock, stop, pipeBoth, request) {
   if (stream.destroyed) return;
   if (sock.readableLength > 0 || stream.pending || stream.writableLength > 0 ||
       request.n !== stream.delivered) {
@@ -74,7 +74,7 @@ function run(stream, sock, stop, relay, request) {
     if (settled) return;
     settled = true;
     stream.answerTls(handshakeInfo(secure));
-    relay(stream, secure);
+    pipeBoth(stream, secure);
   });
   secure.once('error', (e) => fail(handshakeError(e, secure)));
   secure.once('close', () => fail(refusal('the connection closed during the TLS handshake')));

@@ -388,11 +388,17 @@ describe('egress relay: worker streams wait for their first data', () => {
     return { main, worker };
   };
   const park = () => Parked.open(path.join(dir, 'egress.sock'));
+  // serve() with `n` host connections parked, which the relay has taken by the time it returns.
+  async function paired(n) {
+    const { main, worker } = serve();
+    const hosts = [];
+    for (let i = 0; i < n; i++) hosts.push(await park());
+    await sleep(100);
+    return { main, worker, hosts };
+  }
 
   it('leaves the parked connections to streams that send: idle ones hold none', async () => {
-    const { main, worker } = serve();
-    const hosts = [await park(), await park()];
-    await sleep(100);
+    const { main, worker, hosts } = await paired(2);
     const idle = [worker.open(), worker.open(), worker.open()];
     await sleep(100);
     const busy = worker.open();
@@ -406,9 +412,7 @@ describe('egress relay: worker streams wait for their first data', () => {
   });
 
   it('takes the host connection with a stream its channel closes', async () => {
-    const { main, worker } = serve();
-    const host = await park();
-    await sleep(100);
+    const { main, worker, hosts: [host] } = await paired(1);
     const stream = worker.open();
     stream.on('error', () => {});
     stream.write('GET http://example.test/ HTTP/1.1\r\n\r\n');
@@ -463,9 +467,7 @@ describe('egress relay: worker streams wait for their first data', () => {
   };
 
   it("runs TLS on the host connection at the worker's request, the stream then in clear", async () => {
-    const { main, worker } = serve();
-    const host = await park();
-    await sleep(100);
+    const { main, worker, hosts: [host] } = await paired(1);
     const stream = await tunnel(worker, host);
     const origin = serveTls(host, certificate());
     const r = await stream.startTls({ host: 'example.test', ca: certificate().cert.toString() });
@@ -486,9 +488,7 @@ describe('egress relay: worker streams wait for their first data', () => {
   });
 
   it('refuses TLS to a stream not yet paired, holding bytes in flight or over the PEM cap, cutting it', async () => {
-    const { main, worker } = serve();
-    const hosts = [await park(), await park()];
-    await sleep(100);
+    const { main, worker, hosts } = await paired(2);
     const cut = (stream) => new Promise((resolve) => stream.once('close', resolve));
     const idle = worker.open();
     idle.on('error', () => {});
@@ -526,9 +526,7 @@ describe('egress relay: worker streams wait for their first data', () => {
   });
 
   it('answers a refused certificate as a verification failure and closes the host connection', async () => {
-    const { main, worker } = serve();
-    const host = await park();
-    await sleep(100);
+    const { main, worker, hosts: [host] } = await paired(1);
     const stream = await tunnel(worker, host);
     const origin = serveTls(host, certificate());
     const closed = new Promise((resolve) => origin.once('end', resolve));
@@ -541,9 +539,7 @@ describe('egress relay: worker streams wait for their first data', () => {
   });
 
   it('closes the host connection of a stream cut during its handshake', async () => {
-    const { main, worker } = serve();
-    const host = await park();
-    await sleep(100);
+    const { main, worker, hosts: [host] } = await paired(1);
     const stream = await tunnel(worker, host);
     const answer = stream.startTls({ host: 'example.test' });
     await host.until((d) => d.length > 0, 'ClientHello', 1000);
@@ -555,9 +551,7 @@ describe('egress relay: worker streams wait for their first data', () => {
   });
 
   it('cuts a stream that sends nothing after 10 s, and one that ends first takes no host', async () => {
-    const { main, worker } = serve();
-    const host = await park();
-    await sleep(100);
+    const { main, worker, hosts: [host] } = await paired(1);
     worker.open().end();
     const idle = worker.open();
     idle.on('data', () => {});
