@@ -5,14 +5,16 @@
 // public half (g^x mod p) while it reads the key, seconds for a 10 KB key and hours within
 // the options' size cap, and an RSA key's CRT primes set what each signature costs. So only
 // the kinds TLS clients sign with are taken, within sizes that bound that work: RSA and
-// RSA-PSS of at most MAX_RSA_BITS with two primes no longer than the modulus, EC on a named
-// curve, Ed25519 and Ed448; each as one unencrypted PKCS#8 block ("PRIVATE KEY"), which the
+// RSA-PSS of at most MAX_RSA_BITS whose numbers agree (checkRsa), EC on a named curve,
+// Ed25519 and Ed448; each as one unencrypted PKCS#8 block ("PRIVATE KEY"), which the
 // worker makes of whatever the code gave (normalizeKey) and the main thread re-encodes from
 // the bytes it checked, so OpenSSL reads exactly those.
 
 const crypto = require('crypto');
 
-const MAX_RSA_BITS = 8192;
+const MAX_RSA_BITS = 4096;
+// A PKCS#8 RSA key of 8192 bits: 4.7 KB.
+const MAX_KEY_BYTES = 6 * 1024;
 // An EC or Edwards key's PKCS#8 form: about 240 bytes at P-521 with its public key.
 const MAX_SMALL_KEY_BYTES = 1024;
 const KINDS = new Map([
@@ -56,42 +58,63 @@ function children(der, e) {
   return out;
 }
 
-// An RSAPrivateKey of two primes: the modulus at most MAX_RSA_BITS, no other number longer.
+// An RSAPrivateKey whose signatures cost about what a genuine key's of its size do: two
+// primes, a modulus of at most MAX_RSA_BITS, the numbers positive and consistent (n = pq, the
+// CRT parts derived from d, e and d inverse), and a public exponent of at most 64 bits.
+// OpenSSL's blinding raises to e, and a signature its CRT self-check refuses is made again
+// with d over the whole modulus: a quarter of a second at 8192 bits, each handshake, 30 ms
+// at 4096 (whether p and q are prime is not checked: that would cost more than this).
 function checkRsa(der, key) {
-  const fields = children(der, element(der, key.start, key.end));
-  if (fields.length !== 9 || fields.some((f) => f.tag !== INTEGER) ||
-      der[fields[0].start] !== 0 || fields[0].end - fields[0].start !== 1) {
+  const inner = element(der, key.start, key.end);
+  const fields = inner.tag === SEQUENCE && inner.end === key.end ? children(der, inner) : [];
+  if (fields.length !== 9 || fields.some((f) => f.tag !== INTEGER || f.end === f.start ||
+      der[f.start] & 0x80)) {
     throw new KeyRefused('the TLS key is an RSA key of more than two primes or not well-formed');
   }
-  const bytes = (f) => {
-    let start = f.start;
-    while (start < f.end - 1 && der[start] === 0) start++;
-    return f.end - start;
-  };
-  // A signature's cost: exponents up to the modulus, CRT parts up to half of it.
-  const modulus = bytes(fields[1]);
-  const half = Math.ceil(modulus / 2) + 1;
-  if (modulus > MAX_RSA_BITS / 8 || fields.slice(2, 4).some((f) => bytes(f) > modulus) ||
-      fields.slice(4).some((f) => bytes(f) > half)) {
-    throw new KeyRefused(`the TLS key is an RSA key over ${MAX_RSA_BITS} bits`);
+  const [version, n, e, d, p, q, dp, dq, qinv] =
+    fields.map((f) => BigInt(`0x${der.toString('hex', f.start, f.end)}`));
+  if (n.toString(2).length > MAX_RSA_BITS) throw new KeyRefused(`the TLS key is an RSA key over ${MAX_RSA_BITS} bits`);
+  if (version !== 0n || e.toString(2).length > 64 || e < 3n || p < 3n || q < 3n || p * q !== n ||
+      d >= n || dp !== d % (p - 1n) || dq !== d % (q - 1n) || (qinv * q) % p !== 1n ||
+      (e * dp) % (p - 1n) !== 1n || (e * dq) % (q - 1n) !== 1n) {
+    throw new KeyRefused('the TLS key is an RSA key whose numbers do not agree');
   }
 }
 
-// Throws a KeyRefused unless `der` is a PKCS#8 PrivateKeyInfo of a kind and size above.
+// An ECPrivateKey whose curve, if it names one, is the algorithm's.
+function checkEc(der, key, curve) {
+  const inner = element(der, key.start, key.end);
+  const fields = inner.tag === SEQUENCE && inner.end === key.end ? children(der, inner) : [];
+  const parameters = fields.find((f) => f.tag === 0xa0);
+  if (fields.length < 2) throw new KeyRefused('the TLS key is an EC key not well-formed');
+  if (parameters) {
+    const named = element(der, parameters.start, parameters.end);
+    if (named.tag !== OID || named.end !== parameters.end ||
+        !der.subarray(named.start, named.end).equals(der.subarray(curve.start, curve.end))) {
+      throw new KeyRefused('the TLS key must be an EC key on a named curve');
+    }
+  }
+}
+
+// Throws a KeyRefused unless `der` is a PKCS#8 PrivateKeyInfo (version 0: no attributes, no
+// public key besides) of a kind and size above.
 function checkPkcs8(der) {
+  if (der.length > MAX_KEY_BYTES) throw new KeyRefused('the TLS key is longer than its kind allows');
   const top = element(der, 0);
   if (top.tag !== SEQUENCE || top.end !== der.length) throw new KeyRefused('the TLS key is not a PKCS#8 key');
-  const [version, algorithm, key] = children(der, top);
-  if (!version || version.tag !== INTEGER || !algorithm || algorithm.tag !== SEQUENCE ||
-      !key || key.tag !== OCTET_STRING) {
+  const parts = children(der, top);
+  const [version, algorithm, key] = parts;
+  if (parts.length !== 3 || version.tag !== INTEGER || version.end - version.start !== 1 ||
+      der[version.start] !== 0 || algorithm.tag !== SEQUENCE || key.tag !== OCTET_STRING) {
     throw new KeyRefused('the TLS key is not a PKCS#8 key');
   }
   const [oid, parameters] = children(der, algorithm);
   const kind = oid && oid.tag === OID ? KINDS.get(der.toString('hex', oid.start, oid.end)) : undefined;
   if (kind === undefined) throw new KeyRefused('the TLS key must be an RSA, EC, Ed25519 or Ed448 key');
   if (kind === 'rsa') return checkRsa(der, key);
-  if (kind === 'ec' && (!parameters || parameters.tag !== OID)) {
-    throw new KeyRefused('the TLS key must be an EC key on a named curve');
+  if (kind === 'ec') {
+    if (!parameters || parameters.tag !== OID) throw new KeyRefused('the TLS key must be an EC key on a named curve');
+    checkEc(der, key, parameters);
   }
   if (der.length > MAX_SMALL_KEY_BYTES) throw new KeyRefused('the TLS key is longer than its kind allows');
 }

@@ -125,11 +125,31 @@ describe('wasm runner: the TLS options of Python sockets', () => {
     }
   });
 
-  it('refuses RSA keys whose signatures cost more than 8192 bits do, and malformed ones', () => {
+  it('refuses RSA keys whose signatures cost more than a genuine 4096-bit one, and malformed ones', () => {
+    // A genuine key's numbers, changed one at a time: OpenSSL signs with whatever it is given,
+    // and raises to e, and to d over the whole modulus when its CRT self-check fails.
+    const jwk = crypto.generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ format: 'jwk' });
+    const number = (name) => Buffer.from(jwk[name], 'base64url');
+    const rsa = (changes = {}, algorithm = seq(oid('2a864886f70d010101'), tlv(0x05, Buffer.alloc(0))), more = []) => {
+      const fields = ['n', 'e', 'd', 'p', 'q', 'dp', 'dq', 'qi'].map((k) => changes[k] || int(number(k)));
+      return pem(seq(int(Buffer.from([0])), algorithm, tlv(0x04, seq(int(Buffer.from([0])), ...fields)), ...more));
+    };
+    assert.ok(connectOptions({ key: rsa(), verify: false }).secureContext instanceof tls.SecureContext);
+    const flipped = (name) => {
+      const b = Buffer.from(number(name));
+      b[b.length - 1] ^= 2;
+      return int(b);
+    };
     for (const [key, why] of [
-      [rsaKey(1025, 513), /RSA key over 8192 bits/],
-      [rsaKey(256, 256), /RSA key over 8192 bits/],            // a prime as long as the modulus
-      [rsaKey(256, 128, 1), /more than two primes/],
+      [rsaKey(1025, 513), /RSA key over 4096 bits/],
+      [rsaKey(513, 257), /RSA key over 4096 bits/],
+      [rsa({ dp: flipped('dp') }), /do not agree/],
+      [rsa({ e: int(Buffer.from('010001', 'hex')), d: flipped('d') }), /do not agree/],
+      [rsa({ e: int(odd(16)) }), /do not agree/],               // 128 bits of public exponent
+      [rsa({ qi: tlv(0x02, Buffer.from([0xff, 1])) }), /not well-formed/],   // negative
+      [rsa({}, undefined, [tlv(0xa0, Buffer.alloc(5000))]), /longer than its kind allows/],
+      [rsa({}, undefined, [tlv(0xa0, Buffer.alloc(10))]), /not a PKCS#8 key/],
+      [rsaKey(256, 128, 1), /do not agree/],
       [pem(Buffer.from('3003020100', 'hex')), /not a PKCS#8 key/],
       [pem(seq(int(Buffer.from([0])), seq(oid('2a864886f70d010101')), tlv(0x04, Buffer.from('3084ffffffff', 'hex')))),
         /not well-formed DER/],
@@ -150,6 +170,15 @@ describe('wasm runner: the TLS options of Python sockets', () => {
     const key = fs.readFileSync(file, 'utf8');
     assert.deepEqual(parses(() => assert.throws(() => connectOptions({ key, verify: false }), /named curve/)), []);
     assert.throws(() => normalizeKey(checkOptions({ key })), /named curve/);
+    // The same inside the key: ECPrivateKey's own parameters, which must name the curve too.
+    const p256 = oid('2a8648ce3d030107');
+    const ec = (inner) => pkcs8(seq(oid('2a8648ce3d0201'), p256),
+      seq(int(Buffer.from([1])), tlv(0x04, crypto.randomBytes(32)), ...inner));
+    assert.ok(connectOptions({ key: ec([tlv(0xa0, p256)]), verify: false }).secureContext instanceof tls.SecureContext);
+    for (const inner of [[tlv(0xa0, seq(int(Buffer.from([1]))))], [tlv(0xa0, oid('2b81040022'))]]) {
+      assert.deepEqual(parses(() => assert.throws(() => connectOptions({ key: ec(inner), verify: false }),
+        /named curve/)), []);
+    }
   });
 
   it('bounds the ALPN list and the certificates one request carries', () => {
@@ -163,12 +192,13 @@ describe('wasm runner: the TLS options of Python sockets', () => {
   });
 
   it('offers no finite-field DHE, whose group the server chooses', async () => {
+    // Node 20's OpenSSL offers TLS 1.3's ffdhe groups, which a server may ask for.
     const [key, crt] = [path.join(dir, 'rsa-key.pem'), path.join(dir, 'rsa-cert.pem')];
     openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', crt, '-days', '1',
       '-subj', '/CN=example.test', '-addext', 'subjectAltName=DNS:example.test');
-    const handshake = (ciphers) => new Promise((resolve) => {
+    const handshake = (ciphers, more = { maxVersion: 'TLSv1.2' }) => new Promise((resolve) => {
       const server = tls.createServer({ key: fs.readFileSync(key), cert: fs.readFileSync(crt), ciphers,
-        dhparam: 'auto', maxVersion: 'TLSv1.2' }, (s) => s.end());
+        dhparam: 'auto', ...more }, (s) => s.end());
       server.on('tlsClientError', () => {});
       server.listen(0, '127.0.0.1', () => {
         const options = connectOptions({ host: 'example.test', ca: fs.readFileSync(crt, 'utf8') });
@@ -180,5 +210,7 @@ describe('wasm runner: the TLS options of Python sockets', () => {
     });
     assert.equal(await handshake('ECDHE-RSA-AES128-GCM-SHA256'), 'connected ECDHE-RSA-AES128-GCM-SHA256');
     assert.match(await handshake('DHE-RSA-AES128-GCM-SHA256'), /^failed: /);
+    assert.match(await handshake(undefined, { minVersion: 'TLSv1.3', ecdhCurve: 'ffdhe2048' }), /^failed: /);
+    assert.match(await handshake(undefined, { minVersion: 'TLSv1.3' }), /^connected TLS_/);
   });
 });
