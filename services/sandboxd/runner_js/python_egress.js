@@ -30,6 +30,8 @@
 // nothing ends in TimeoutError. A write that fails after its send() returned fails the
 // next send().
 
+const { receiveMessageOnPort } = require('worker_threads');
+const { PIECE } = require('./egress_channel');
 const { checkOptions, normalizeKey } = require('./python_tls');
 
 const RELAY_HOST = '127.0.0.1';
@@ -39,6 +41,9 @@ const SLICE_MS = 20;
 // What one non-blocking send() takes at most: Linux's largest TCP send buffer by default.
 // sendall() offers the rest again, and the rest is copied out of the heap each time.
 const SEND_BUFFER = 4 << 20;
+// Messages one recv() takes off the egress port at most, and the least its buffer holds.
+const GATHER_MESSAGES = 64;
+const GATHER_BUFFER = 256 * 1024;
 // Emscripten's system calls answer -errno with WASI's numbers.
 const EAGAIN = 6;
 const EINTR = 27;
@@ -170,8 +175,47 @@ function connectThroughRelay(channel) {
   };
 }
 
-// NodeSockFS's socket operations with their waits sliced and non-blocking sends (see the
-// top). `c.writeInFlight`: the promise of a non-blocking send()'s write until the connection
+// A recv() gets what has arrived, not one piece (NodeSockFS reads one chunk a wait, and a
+// wait is a suspension of the cell: 64 of them a MiB). What has arrived may still be queued
+// on the egress port, behind the cell's own suspension: up to GATHER_MESSAGES of them are
+// taken off it in order (the channel routes each, as its 'message' handler would), then the
+// stream's buffered pieces go into the socket's buffer, and several pieces are copied into
+// one buffer the worker keeps (Pyodide copies a recv's result into the heap as soon as it
+// has it, and the cell makes one call at a time) rather than into a new one each time.
+let gathered = null;
+function gather(c, length) {
+  const duplex = c.wcgSocket && c.wcgSocket.duplex;
+  if (!duplex || !duplex.channel || c.readPending || !c.reader) return null;
+  for (let n = 0; n < GATHER_MESSAGES && c.recvBufferBytes + duplex.readableLength < length; n++) {
+    const m = receiveMessageOnPort(duplex.channel.port);
+    if (!m) break;
+    duplex.channel.onMessage(m.message);
+  }
+  while (c.recvBufferBytes < length && duplex.readableLength > 0) {
+    // A piece as it came (at most PIECE bytes: a read of that length takes it whole).
+    const chunk = duplex.read(Math.min(PIECE, duplex.readableLength));
+    if (chunk === null) break;
+    c.recvBuffer.push(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.length));
+    c.recvBufferBytes += chunk.length;
+  }
+  if (c.recvBuffer.length < 2) return null;
+  const n = Math.min(length, c.recvBufferBytes);
+  if (!gathered || gathered.length < n) gathered = new Uint8Array(Math.max(n, GATHER_BUFFER));
+  const out = gathered.subarray(0, n);
+  for (let at = 0; at < n;) {
+    const b = c.recvBuffer[0];
+    const part = Math.min(b.length, n - at);
+    out.set(b.subarray(0, part), at);
+    at += part;
+    if (part === b.length) c.recvBuffer.shift();
+    else c.recvBuffer[0] = b.subarray(part);
+  }
+  c.recvBufferBytes -= n;
+  return out;
+}
+
+// NodeSockFS's socket operations with their waits sliced, non-blocking sends and gathered
+// receives (see the top). `c.writeInFlight`: the promise of a non-blocking send()'s write until the connection
 // has taken it; `c.writeFailed`: the -errno a write failed with after its send() returned.
 function interruptible(ops, signal) {
   const wrapped = {
@@ -196,7 +240,7 @@ function interruptible(ops, signal) {
           await ops.pollAsync(c, POLLIN, SLICE_MS);
         }
       }
-      return ops.recvmsgAsync(c, length);
+      return gather(c, length) || ops.recvmsgAsync(c, length);
     },
     async sendmsgAsync(c, data) {
       if (c.writeFailed) return c.writeFailed;

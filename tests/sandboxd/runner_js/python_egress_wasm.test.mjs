@@ -9,6 +9,7 @@
 // the worker nor leaves a proxy connection behind.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
 import path from 'node:path';
 import { WasmRunner, makeWasmSnapshot, wasmFiles } from './harness.mjs';
 import { Parked } from './egress_host.mjs';
@@ -110,6 +111,25 @@ describe('wasm runner: Python sockets through the relay', () => {
     const r = await client.finishExec(id);
     assert.equal(r.status, 'ok', JSON.stringify(r.error));
     host.socket.destroy();
+  });
+
+  it('gives a recv() every byte that has arrived, in order, not one piece', async () => {
+    const host = await park();
+    const size = 200 * 1024;                 // within the stream's window: all of it is sent
+    const id = client.startExec(`import hashlib, time\n${CONNECT.replace('CONNECT example.test:443', 'GET http://example.test/')}` +
+      'time.sleep(1)\nsizes, data = [], bytearray()\n' +
+      'while chunk := s.recv(1 << 20):\n    sizes.append(len(chunk))\n    data += chunk\n' +
+      'print(sizes[0], len(data), hashlib.sha256(data).hexdigest())\n');
+    await host.head();
+    const body = Buffer.from(Array.from({ length: size }, (_, i) => i % 251));
+    host.socket.end(body);
+    const r = await client.finishExec(id);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    const [first, total, digest] = r.stream('stdout').trim().split(' ');
+    assert.equal(Number(total), size);
+    assert.equal(digest, crypto.createHash('sha256').update(body).digest('hex'));
+    // Sent while the cell slept: queued on the worker's port, in one recv() (one suspension).
+    assert.ok(Number(first) > 64 * 1024, `the first recv() got ${first} bytes`);
   });
 
   it("ends a handshake after a recv() that timed out at the socket's timeout", async () => {
