@@ -1,6 +1,6 @@
 // Where a wasm session's egress time goes (issue 45): the runner as sandboxd starts it
 // (sandbox_runner.js on deploy/wasm's Node under the contract's flags, harness.mjs's
-// WasmRunner, without the jail) with egress on, a Node stand-in for sandboxd's proxy that
+// WasmRunner, without the jail, sandboxd's malloc setting) with egress on, a Node stand-in for sandboxd's proxy that
 // tunnels each CONNECT (and each absolute-URI request) to
 // tests/sandboxd/integration/egress_origin.py, and GETs timed in the session. For each
 // measurement: the p50 of the last 50 GETs (a session's first ~120 run slower while V8
@@ -22,7 +22,7 @@ import path from 'node:path';
 import net from 'node:net';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { WasmRunner, makeWasmSnapshot, wasmFiles } from '../sandboxd/runner_js/harness.mjs';
+import { NODE_MALLOC_TUNABLES, WasmRunner, makeWasmSnapshot, wasmFiles } from '../sandboxd/runner_js/harness.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.join(HERE, '..', '..');
@@ -169,8 +169,9 @@ async function main() {
       return;
     }
     const snapshot = makeWasmSnapshot(wasmFiles());
+    // Node's environment as sandboxd gives it (docs/wasm-tier.md, "Memory").
     const runner = await WasmRunner.start({ snapshot, egress: true, env: [],
-      nodeFlags: ['--trace-gc', ...o.nodeFlags] });
+      hostEnv: { GLIBC_TUNABLES: NODE_MALLOC_TUNABLES }, nodeFlags: ['--trace-gc', ...o.nodeFlags] });
     try {
       playProxy(path.join(runner.dir, 'egress.sock'), origin);
       const [client] = await runner.connect();
