@@ -13,8 +13,8 @@
 const crypto = require('crypto');
 
 const MAX_RSA_BITS = 4096;
-// A PKCS#8 RSA key of 8192 bits: 4.7 KB.
-const MAX_KEY_BYTES = 6 * 1024;
+// A PKCS#8 RSA key of 4096 bits: 2.4 KB.
+const MAX_KEY_BYTES = 3 * 1024;
 // An EC or Edwards key's PKCS#8 form: about 240 bytes at P-521 with its public key.
 const MAX_SMALL_KEY_BYTES = 1024;
 const KINDS = new Map([
@@ -59,11 +59,13 @@ function children(der, e) {
 }
 
 // An RSAPrivateKey whose signatures cost about what a genuine key's of its size do: two
-// primes, a modulus of at most MAX_RSA_BITS, the numbers positive and consistent (n = pq, the
-// CRT parts derived from d, e and d inverse), and a public exponent of at most 64 bits.
-// OpenSSL's blinding raises to e, and a signature its CRT self-check refuses is made again
-// with d over the whole modulus: a quarter of a second at 8192 bits, each handshake, 30 ms
-// at 4096 (whether p and q are prime is not checked: that would cost more than this).
+// primes of about half the modulus each, a modulus of at most MAX_RSA_BITS, the numbers
+// positive and consistent (n = pq, the CRT parts derived from d, e and d inverse), and a
+// public exponent of at most 64 bits. OpenSSL's blinding raises to e, a signature its CRT
+// self-check refuses is made again with d over the whole modulus (a quarter of a second at
+// 8192 bits, each handshake), and each CRT half costs as the cube of its prime's size: a
+// 64-bit p beside a 4000-bit q costs 30-50 ms a signature where a genuine 4096-bit key
+// costs 5 (whether p and q are prime is not checked: that would cost more than this).
 function checkRsa(der, key) {
   const inner = element(der, key.start, key.end);
   const fields = inner.tag === SEQUENCE && inner.end === key.end ? children(der, inner) : [];
@@ -73,7 +75,11 @@ function checkRsa(der, key) {
   }
   const [version, n, e, d, p, q, dp, dq, qinv] =
     fields.map((f) => BigInt(`0x${der.toString('hex', f.start, f.end)}`));
-  if (n.toString(2).length > MAX_RSA_BITS) throw new KeyRefused(`the TLS key is an RSA key over ${MAX_RSA_BITS} bits`);
+  const bits = (x) => x.toString(2).length;
+  if (bits(n) > MAX_RSA_BITS) throw new KeyRefused(`the TLS key is an RSA key over ${MAX_RSA_BITS} bits`);
+  if (Math.min(bits(p), bits(q)) < bits(n) / 2 - 8) {
+    throw new KeyRefused('the TLS key is an RSA key whose primes are not half its size');
+  }
   if (version !== 0n || e.toString(2).length > 64 || e < 3n || p < 3n || q < 3n || p * q !== n ||
       d >= n || dp !== d % (p - 1n) || dq !== d % (q - 1n) || (qinv * q) % p !== 1n ||
       (e * dp) % (p - 1n) !== 1n || (e * dq) % (q - 1n) !== 1n) {
@@ -99,7 +105,7 @@ function checkEc(der, key, curve) {
 // Throws a KeyRefused unless `der` is a PKCS#8 PrivateKeyInfo (version 0: no attributes, no
 // public key besides) of a kind and size above.
 function checkPkcs8(der) {
-  if (der.length > MAX_KEY_BYTES) throw new KeyRefused('the TLS key is longer than its kind allows');
+  if (der.length > MAX_KEY_BYTES) throw new KeyRefused('the TLS key is longer than any kind allows');
   const top = element(der, 0);
   if (top.tag !== SEQUENCE || top.end !== der.length) throw new KeyRefused('the TLS key is not a PKCS#8 key');
   const parts = children(der, top);
@@ -121,9 +127,10 @@ function checkPkcs8(der) {
 
 const BLOCK = /-----BEGIN ([A-Z0-9 ]+)-----\r?\n([A-Za-z0-9+/=\r\n]*?)-----END \1-----/g;
 
-// The PEM blocks of `text`: [{label, body}].
-function pemBlocks(text) {
-  return [...text.matchAll(BLOCK)].map((m) => ({ label: m[1], body: m[2] }));
+// The private key PEM blocks of `text` (whatever their kind): [{label, body}].
+function privateKeyBlocks(text) {
+  return [...text.matchAll(BLOCK)].map((m) => ({ label: m[1], body: m[2] }))
+    .filter((b) => b.label.endsWith('PRIVATE KEY'));
 }
 
 // The DER of a base64 body, or throws: only the alphabet, padding only at the end, so no
@@ -144,7 +151,7 @@ function toPem(der) {
 // The main thread's side: `pem` holds one key, unencrypted PKCS#8 of a kind and size above;
 // that key re-encoded from the bytes checked. Throws a KeyRefused.
 function checkedKey(pem) {
-  const keys = pemBlocks(pem).filter((b) => b.label.endsWith('PRIVATE KEY'));
+  const keys = privateKeyBlocks(pem);
   if (keys.length !== 1) throw new KeyRefused('the TLS key must be one PEM private key');
   if (keys[0].label === 'ENCRYPTED PRIVATE KEY') {
     throw new KeyRefused('the TLS key is encrypted and no password was given for it');
@@ -162,7 +169,7 @@ function checkedKey(pem) {
 // error (a wrong passphrase).
 function normalizeKey(c) {
   if (c.key === undefined) return { ...c, passphrase: undefined };
-  const keys = pemBlocks(c.key).filter((b) => b.label.endsWith('PRIVATE KEY'));
+  const keys = privateKeyBlocks(c.key);
   if (keys.length === 1 && keys[0].label === 'PRIVATE KEY') checkPkcs8(bodyDer(keys[0].body));
   let key;
   try {
@@ -175,4 +182,4 @@ function normalizeKey(c) {
   return { ...c, key: checkedKey(key), passphrase: undefined };
 }
 
-module.exports = { checkedKey, normalizeKey, KeyRefused, MAX_RSA_BITS };
+module.exports = { checkedKey, normalizeKey };
