@@ -180,9 +180,8 @@ function connectThroughRelay(channel) {
 // on the egress port, behind the cell's own suspension: up to GATHER_MESSAGES of them are
 // taken off it in order (the channel routes each, as its 'message' handler would), then the
 // stream's buffered pieces go into the socket's buffer, and several pieces are copied into
-// one buffer the worker keeps (Pyodide copies a recv's result into the heap as soon as it
-// has it, and the cell makes one call at a time) rather than into a new one each time.
-let gathered = null;
+// one buffer the socket keeps (Pyodide copies a recv's result into the heap before the
+// socket's next recv) rather than into a new one each time.
 function gather(c, length) {
   const duplex = c.wcgSocket && c.wcgSocket.duplex;
   if (!duplex || !duplex.channel || c.readPending || !c.reader) return null;
@@ -200,8 +199,8 @@ function gather(c, length) {
   }
   if (c.recvBuffer.length < 2) return null;
   const n = Math.min(length, c.recvBufferBytes);
-  if (!gathered || gathered.length < n) gathered = new Uint8Array(Math.max(n, GATHER_BUFFER));
-  const out = gathered.subarray(0, n);
+  if (!c.gathered || c.gathered.length < n) c.gathered = new Uint8Array(Math.max(n, GATHER_BUFFER));
+  const out = c.gathered.subarray(0, n);
   for (let at = 0; at < n;) {
     const b = c.recvBuffer[0];
     const part = Math.min(b.length, n - at);
