@@ -3,8 +3,12 @@
 // ceiling's shares.
 #include "base/byte_budget.h"
 
+#include <memory>
 #include <thread>
 #include <vector>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 #include "gtest/gtest.h"
 
@@ -157,6 +161,95 @@ TEST(ByteBudgetTest, ConcurrentChargesNeverPassALimit) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(all->used(), 0u);
+}
+
+// Many holds growing at once in a budget that fits few of them, each failing when refused:
+// refused together, they could all fail before any released, and none would complete. The
+// oldest in line waits for room instead, and gets it as the younger ones fail or finish.
+// A full budget of 100 bytes and two holds in its line: the oldest holding `first` of them.
+struct FullLine {
+  explicit FullLine(size_t first) {
+    EXPECT_EQ(oldest.GrowInTurn(first, absl::InfinitePast()), nullptr);
+    EXPECT_EQ(younger.GrowInTurn(100 - first, absl::InfinitePast()), nullptr);
+  }
+  std::shared_ptr<ByteBudget> budget = std::make_shared<ByteBudget>("receiving", 100);
+  ByteHold oldest{budget}, younger{budget};
+};
+
+TEST(ByteHoldTest, TheOldestInLineWaitsForRoomAndTheOthersAreRefused) {
+  FullLine line(40);
+  const std::shared_ptr<ByteBudget>& budget = line.budget;
+  ByteHold& oldest = line.oldest;
+  ByteHold& younger = line.younger;
+  EXPECT_EQ(younger.GrowInTurn(10, absl::Now() + absl::Seconds(30)), budget.get())
+      << "a hold not first in line is refused at once";
+  std::thread release([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    younger.ShrinkTo(0);  // it failed: its bytes go
+  });
+  EXPECT_EQ(oldest.GrowInTurn(50, absl::Now() + absl::Seconds(30)), nullptr)
+      << "the oldest hold was refused instead of waiting for the room a release made";
+  release.join();
+  EXPECT_EQ(oldest.held(), 90u);
+  EXPECT_EQ(budget->used(), 90u);
+}
+
+TEST(ByteHoldTest, WhileTheOldestWaitsNoOtherChargeTakesItsRoom) {
+  FullLine line(50);
+  const std::shared_ptr<ByteBudget>& budget = line.budget;
+  ByteHold& oldest = line.oldest;
+  ByteHold& younger = line.younger;
+  std::thread waiter([&] { EXPECT_EQ(oldest.GrowInTurn(30, absl::Now() + absl::Seconds(30)), nullptr); });
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (budget->awaited() == 0 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_EQ(budget->awaited(), 30u) << "the oldest hold does not wait for room";
+  younger.ShrinkTo(20);  // 30 free: exactly what the oldest waits for
+  EXPECT_FALSE(budget->TryCharge(1)) << "a charge took the room the oldest waits for";
+  waiter.join();
+  EXPECT_EQ(budget->used(), 100u);
+}
+
+TEST(ByteHoldTest, TheOldestGivesUpAtItsDeadlineAndAParentsRefusalIsAtOnce) {
+  auto parent = std::make_shared<ByteBudget>("all", 50);
+  auto child = std::make_shared<ByteBudget>("receiving", 100, ByteBudget::Parents{parent});
+  ByteHold first(child);
+  ASSERT_EQ(first.GrowInTurn(40, absl::InfinitePast()), nullptr);
+  EXPECT_EQ(first.GrowInTurn(20, absl::Now() + absl::Seconds(30)), parent.get())
+      << "only the budget's own room is waited for";
+
+  auto budget = std::make_shared<ByteBudget>("receiving", 100);
+  ByteHold oldest(budget);
+  ASSERT_EQ(oldest.GrowInTurn(40, absl::InfinitePast()), nullptr);
+  ASSERT_TRUE(budget->TryCharge(60));
+  EXPECT_EQ(oldest.GrowInTurn(20, absl::Now() + absl::Milliseconds(20)), budget.get());
+  EXPECT_EQ(oldest.GrowInTurn(61, absl::Now() + absl::Seconds(30)), budget.get())
+      << "more than the limit can never fit";
+  EXPECT_EQ(budget->awaited(), 0u);
+  budget->Release(60);
+}
+
+TEST(ByteHoldTest, TheLineMovesOnAsHoldsGo) {
+  auto budget = std::make_shared<ByteBudget>("receiving", 100);
+  auto first = std::make_unique<ByteHold>(budget);
+  ByteHold second(budget);
+  ASSERT_EQ(first->GrowInTurn(100, absl::InfinitePast()), nullptr);
+  ASSERT_EQ(second.GrowInTurn(0, absl::InfinitePast()), nullptr);  // joins the line
+  std::thread release([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    first.reset();
+  });
+  EXPECT_EQ(second.GrowInTurn(10, absl::Now() + absl::Seconds(30)), budget.get())
+      << "second in line: refused at once";
+  release.join();
+  ByteHold third(budget);
+  ASSERT_TRUE(budget->TryCharge(95));
+  std::thread again([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    budget->Release(95);
+  });
+  EXPECT_EQ(second.GrowInTurn(10, absl::Now() + absl::Seconds(30)), nullptr)
+      << "first in line once the first hold went: it waits";
+  again.join();
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 
 namespace codemode {
 
@@ -27,9 +29,17 @@ void ByteBudget::CountHolder(size_t before, size_t after) {
   }
 }
 
-const ByteBudget* ByteBudget::Charge(size_t bytes) {
+const ByteBudget* ByteBudget::ChargeInTurn(uint64_t ticket, size_t bytes, absl::Time deadline) {
   MutexLock lock(&mu_);
-  if (bytes > limit_ - std::min(limit_, used_)) return this;
+  if (bytes > limit_ - std::min(limit_, used_ + awaited_)) {
+    if (!FirstInLineLocked(ticket) || bytes > limit_ || absl::Now() >= deadline) return this;
+    // The oldest in line: the room it waits for is kept from every other charge.
+    awaited_ = bytes;
+    auto fits = [this, bytes]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return used_ + bytes <= limit_; };
+    const bool room = mu_.AwaitWithDeadline(absl::Condition(&fits), deadline);
+    awaited_ = 0;
+    if (!room) return this;
+  }
   if (reserve_.in != nullptr && used_ + bytes > ReserveFloor(used_)) {
     // Read without holding the reserve's budget locked across the charge: a reserve is a
     // fairness margin, not a bound, and the bound itself is checked exactly below.
@@ -48,6 +58,26 @@ const ByteBudget* ByteBudget::Charge(size_t bytes) {
   return nullptr;
 }
 
+uint64_t ByteBudget::JoinLine() {
+  MutexLock lock(&mu_);
+  line_.insert(next_ticket_);
+  return next_ticket_++;
+}
+
+void ByteBudget::LeaveLine(uint64_t ticket) {
+  MutexLock lock(&mu_);
+  line_.erase(ticket);
+}
+
+bool ByteBudget::FirstInLine(uint64_t ticket) const {
+  MutexLock lock(&mu_);
+  return FirstInLineLocked(ticket);
+}
+
+bool ByteBudget::FirstInLineLocked(uint64_t ticket) const {
+  return ticket != 0 && !line_.empty() && *line_.begin() == ticket;
+}
+
 void ByteBudget::Release(size_t bytes) {
   MutexLock lock(&mu_);
   bytes = std::min(bytes, used_);
@@ -59,6 +89,11 @@ void ByteBudget::Release(size_t bytes) {
 size_t ByteBudget::used() const {
   MutexLock lock(&mu_);
   return used_;
+}
+
+size_t ByteBudget::awaited() const {
+  MutexLock lock(&mu_);
+  return awaited_;
 }
 
 std::string ByteBudget::Describe() const { return absl::StrCat("--", flag_, "=", limit_); }

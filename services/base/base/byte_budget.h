@@ -13,8 +13,16 @@
 //
 // A charge walks every path to the roots, in the order of the parents, so give a budget at
 // most one path to each ancestor (or it is charged twice), and list a parent whose reserve
-// is kept in a budget before the parent through which the charge reaches that budget. Locks are taken child before parent; the graph has no
-// cycles, so that order is a partial order and cannot deadlock.
+// is kept in a budget before the parent through which the charge reaches that budget. Locks
+// are taken child before parent; the graph has no cycles, so that order is a partial order
+// and cannot deadlock.
+//
+// Holds that grow piece by piece and fail when refused (an answer read as it arrives) can
+// all be refused at once when many grow together, each failing before any failure has
+// released its bytes, so that none completes. Such holds stand in the budget's line
+// (ByteHold::GrowInTurn): the oldest waits for room its budget refuses, and while it waits
+// no other charge takes that room; the others are refused as before, and their failures
+// make the room. So the oldest always completes if it fits alone.
 #pragma once
 
 #include <algorithm>
@@ -22,10 +30,12 @@
 #include <cstddef>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "base/mutex.h"
 
 namespace codemode {
@@ -69,11 +79,24 @@ class ByteBudget {
 
   // nullptr when `bytes` are now charged here and in every ancestor; otherwise the budget
   // that refused them, and nothing is charged anywhere.
-  const ByteBudget* Charge(size_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
+  const ByteBudget* Charge(size_t bytes) ABSL_LOCKS_EXCLUDED(mu_) {
+    return ChargeInTurn(0, bytes, absl::InfinitePast());
+  }
+  // Charge(), for the holder of `ticket` in the line (JoinLine): when this budget itself
+  // has no room and the ticket is the oldest, waits for releases until the bytes fit or
+  // `deadline` passes, keeping the room it waits for from every other charge. A parent's
+  // refusal is returned at once.
+  const ByteBudget* ChargeInTurn(uint64_t ticket, size_t bytes, absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  uint64_t JoinLine() ABSL_LOCKS_EXCLUDED(mu_);
+  void LeaveLine(uint64_t ticket) ABSL_LOCKS_EXCLUDED(mu_);
+  bool FirstInLine(uint64_t ticket) const ABSL_LOCKS_EXCLUDED(mu_);
   bool TryCharge(size_t bytes) { return Charge(bytes) == nullptr; }
   void Release(size_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
 
   size_t used() const ABSL_LOCKS_EXCLUDED(mu_);
+  // What the oldest in line waits for now (0: nobody waits).
+  size_t awaited() const ABSL_LOCKS_EXCLUDED(mu_);
   size_t limit() const { return limit_; }
   const std::string& flag() const { return flag_; }
   // "--flag=limit", for a refusal that tells the operator what to raise.
@@ -88,6 +111,7 @@ class ByteBudget {
   // What this budget may hold and still draw on its reserve, holding `used` now.
   size_t ReserveFloor(size_t used) const;
   void CountHolder(size_t before, size_t after);
+  bool FirstInLineLocked(uint64_t ticket) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string flag_;
   const size_t limit_;
@@ -96,6 +120,9 @@ class ByteBudget {
   mutable Mutex mu_;
   size_t used_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<size_t> holders_{0};  // see holders()
+  std::set<uint64_t> line_ ABSL_GUARDED_BY(mu_);  // tickets of the holds in line
+  uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
+  size_t awaited_ ABSL_GUARDED_BY(mu_) = 0;      // kept for the oldest in line
 };
 
 // The reserve of `parent` for children of `per_child` bytes each: an eighth of it, kept for
@@ -129,11 +156,15 @@ class ByteHold {
  public:
   explicit ByteHold(std::shared_ptr<ByteBudget> budget) : budget_(std::move(budget)) {}
   ByteHold(ByteHold&& other) noexcept
-      : budget_(std::move(other.budget_)), held_(std::exchange(other.held_, 0)) {}
+      : budget_(std::move(other.budget_)), held_(std::exchange(other.held_, 0)),
+        ticket_(std::exchange(other.ticket_, 0)) {}
   ByteHold(const ByteHold&) = delete;
   ByteHold& operator=(const ByteHold&) = delete;
   ByteHold& operator=(ByteHold&&) = delete;
-  ~ByteHold() { ShrinkTo(0); }
+  ~ByteHold() {
+    ShrinkTo(0);
+    if (ticket_ != 0) budget_->LeaveLine(ticket_);
+  }
 
   // nullptr when `bytes` more are held (always, without a budget); otherwise the budget
   // that refused them, and the hold is unchanged.
@@ -143,17 +174,33 @@ class ByteHold {
     held_ += bytes;
     return nullptr;
   }
+  // GrowBy() in the budget's line, which the first call joins: the oldest hold in line waits
+  // up to `deadline` for room its budget refuses (ByteBudget::ChargeInTurn), unless the hold
+  // would then be more than the budget's limit.
+  const ByteBudget* GrowInTurn(size_t bytes, absl::Time deadline) {
+    if (!budget_) return nullptr;
+    if (ticket_ == 0) ticket_ = budget_->JoinLine();
+    if (bytes == 0) return nullptr;
+    if (held_ + bytes > budget_->limit()) deadline = absl::InfinitePast();
+    if (const ByteBudget* full = budget_->ChargeInTurn(ticket_, bytes, deadline)) return full;
+    held_ += bytes;
+    return nullptr;
+  }
   void ShrinkTo(size_t bytes) {
     if (budget_ && bytes < held_) budget_->Release(held_ - bytes);
     if (bytes < held_) held_ = bytes;
   }
   size_t held() const { return held_; }
+  const ByteBudget* budget() const { return budget_.get(); }
+  // Whether this hold is the oldest in its budget's line (the one GrowInTurn lets wait).
+  bool FirstInLine() const { return ticket_ != 0 && budget_->FirstInLine(ticket_); }
   // Hands the bytes held over to whoever now releases them from the budget; returns them.
   size_t Detach() { return std::exchange(held_, 0); }
 
  private:
   std::shared_ptr<ByteBudget> budget_;
   size_t held_ = 0;
+  uint64_t ticket_ = 0;  // in the budget's line (GrowInTurn); 0: not in it
 };
 
 // Budgets made on demand, one per key (a credential, a session), each with `per_key`

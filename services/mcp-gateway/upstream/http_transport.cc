@@ -30,6 +30,10 @@ using nlohmann::json;
 
 namespace {
 
+// How long the oldest answer waits for room at a time before it looks whether its exchange
+// was abandoned (StreamableHttpTransport::ChargeInTurn).
+constexpr absl::Duration kTurnSlice = absl::Milliseconds(100);
+
 // Whether `body` (an error status's, at most kMaxErrorBody) is a JSON-RPC error answering
 // `message`: stateless MCP answers a request's own faults with HTTP 400 or 404.
 bool AnswersWithError(const json& message, const std::string& body) {
@@ -112,9 +116,26 @@ void StreamableHttpTransport::LogUnread(const json& message, const PostResult& r
                                           r.busy, ")"));
 }
 
+const codemode::ByteBudget* StreamableHttpTransport::ChargeInTurn(codemode::ByteHold& hold,
+                                                                size_t bytes,
+                                                                const HttpExchange* exchange) const {
+  const absl::Time until = message_idle_timeout_ == absl::ZeroDuration()
+                               ? absl::InfiniteFuture()
+                               : absl::Now() + message_idle_timeout_;
+  for (;;) {
+    // In slices, so that an abandoned exchange or a closing transport stops the wait.
+    const codemode::ByteBudget* full =
+        hold.GrowInTurn(bytes, std::min(until, absl::Now() + kTurnSlice));
+    if (full != hold.budget() || !hold.FirstInLine() || absl::Now() >= until || closing_ ||
+        (exchange != nullptr && exchange->abandoned)) {
+      return full;
+    }
+  }
+}
+
 StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
     const json& message, httplib::Client& client, const std::function<void(json)>& on_message,
-    const std::shared_ptr<codemode::ByteBudget>& answer_budget) {
+    const HttpExchange* exchange) {
   const bool initialize = wire::MethodOf(message) == "initialize";
   PostResult result;
   httplib::Request req = NewPost(message, initialize, &result.session_used);
@@ -122,14 +143,14 @@ StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
   bool event_stream = false;
   SseParser parser(max_message_bytes_);
   // The answer's bytes while it is read and parsed, kReceiveCopies times.
-  codemode::ByteHold hold(answer_budget ? answer_budget : receive_budget_);
+  codemode::ByteHold hold(exchange != nullptr && exchange->answer_budget ? exchange->answer_budget
+                                                                          : receive_budget_);
   auto charge = [&](size_t size) {
-    if (const codemode::ByteBudget* full = hold.GrowBy(kReceiveCopies * size)) {
-      result.busy = full->Describe();
-      std::string().swap(result.body);
-      return false;
-    }
-    return true;
+    const codemode::ByteBudget* full = ChargeInTurn(hold, kReceiveCopies * size, exchange);
+    if (full == nullptr) return true;
+    result.busy = full->Describe();
+    std::string().swap(result.body);
+    return false;
   };
   req.response_handler = [&](const httplib::Response& res) {
     result.status = res.status;
@@ -206,8 +227,7 @@ absl::Status StreamableHttpTransport::Post(const json& message, HttpExchange* ex
       exchange->SetClient(client);
       if (exchange->abandoned) return absl::CancelledError("abandoned");
     }
-    PostResult r = PostOnce(message, *client, on_message,
-                            exchange != nullptr ? exchange->answer_budget : nullptr);
+    PostResult r = PostOnce(message, *client, on_message, exchange);
     if (closing_ || (exchange != nullptr && exchange->abandoned)) {
       return absl::CancelledError("abandoned");
     }

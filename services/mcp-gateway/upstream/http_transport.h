@@ -114,12 +114,18 @@ class StreamableHttpTransport : public HttpTransportBase {
   // One POST; messages from the response (JSON or SSE) go to `on_message` as they arrive.
   // A request's SSE stream is read up to its response and then closed: what a server sends
   // on it afterwards is not read (each such stream would hold a thread and a socket).
-  // The answer's bytes are charged to `answer_budget`, or to receive_budget_ when null.
+  // The answer's bytes are charged to the `exchange`'s answer_budget, or to receive_budget_
+  // when either is null, in that budget's line (ByteHold::GrowInTurn): the oldest answer
+  // being received waits for room (up to message_idle_timeout_, zero: as long as it takes,
+  // and while the exchange is not abandoned) where the others are refused.
   // Says why the answer to `message` was not read (too large, or the budget was full).
   void LogUnread(const nlohmann::json& message, const PostResult& r) const;
+  // hold.GrowInTurn(bytes) for PostOnce's answers: waits as said above.
+  const codemode::ByteBudget* ChargeInTurn(codemode::ByteHold& hold, size_t bytes,
+                                           const HttpExchange* exchange) const;
   PostResult PostOnce(const nlohmann::json& message, httplib::Client& client,
                       const std::function<void(nlohmann::json)>& on_message,
-                      const std::shared_ptr<codemode::ByteBudget>& answer_budget = nullptr);
+                      const HttpExchange* exchange = nullptr);
   // PostOnce, plus re-initialize-and-retry when the session has expired. Sets
   // `*connection_lost` when the server could not be reached at all, and `*cursor` (when
   // given) to where the response's SSE stream ended.
