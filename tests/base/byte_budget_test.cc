@@ -3,6 +3,7 @@
 // ceiling's shares.
 #include "base/byte_budget.h"
 
+#include <atomic>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -165,91 +166,91 @@ TEST(ByteBudgetTest, ConcurrentChargesNeverPassALimit) {
 
 // Many holds growing at once in a budget that fits few of them, each failing when refused:
 // refused together, they could all fail before any released, and none would complete. The
-// oldest in line waits for room instead, and gets it as the younger ones fail or finish.
-// A full budget of 100 bytes and two holds in its line: the oldest holding `first` of them.
-struct FullLine {
-  explicit FullLine(size_t first) {
-    EXPECT_EQ(oldest.GrowInTurn(first, absl::InfinitePast()), nullptr);
-    EXPECT_EQ(younger.GrowInTurn(100 - first, absl::InfinitePast()), nullptr);
+// first one refused while nobody waits waits for room instead, and gets it as the others
+// fail or finish.
+const auto kNever = [] { return false; };
+
+// Waits (at most 10 s) until a charge of `budget` waits for room; whether one does.
+bool SomeoneWaits(const ByteBudget& budget) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (budget.awaited() == 0 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(1));
+  return budget.awaited() != 0;
+}
+
+// A full budget of 100 bytes and two holds of it, the first holding `first` of them.
+struct Full {
+  explicit Full(size_t first) {
+    EXPECT_EQ(a.GrowBy(first), nullptr);
+    EXPECT_EQ(b.GrowBy(100 - first), nullptr);
   }
   std::shared_ptr<ByteBudget> budget = std::make_shared<ByteBudget>("receiving", 100);
-  ByteHold oldest{budget}, younger{budget};
+  ByteHold a{budget}, b{budget};
 };
 
-TEST(ByteHoldTest, TheOldestInLineWaitsForRoomAndTheOthersAreRefused) {
-  FullLine line(40);
-  const std::shared_ptr<ByteBudget>& budget = line.budget;
-  ByteHold& oldest = line.oldest;
-  ByteHold& younger = line.younger;
-  EXPECT_EQ(younger.GrowInTurn(10, absl::Now() + absl::Seconds(30)), budget.get())
-      << "a hold not first in line is refused at once";
-  std::thread release([&] {
-    absl::SleepFor(absl::Milliseconds(50));
-    younger.ShrinkTo(0);  // it failed: its bytes go
+TEST(ByteHoldTest, OneRefusedHoldWaitsForRoomAndTheOthersFail) {
+  Full full(40);
+  const absl::Time later = absl::Now() + absl::Seconds(30);
+  std::thread waiter([&] {
+    EXPECT_EQ(full.a.GrowOrWait(50, later, kNever), nullptr)
+        << "the hold was refused instead of waiting for the room a release made";
   });
-  EXPECT_EQ(oldest.GrowInTurn(50, absl::Now() + absl::Seconds(30)), nullptr)
-      << "the oldest hold was refused instead of waiting for the room a release made";
-  release.join();
-  EXPECT_EQ(oldest.held(), 90u);
-  EXPECT_EQ(budget->used(), 90u);
-}
-
-TEST(ByteHoldTest, WhileTheOldestWaitsNoOtherChargeTakesItsRoom) {
-  FullLine line(50);
-  const std::shared_ptr<ByteBudget>& budget = line.budget;
-  ByteHold& oldest = line.oldest;
-  ByteHold& younger = line.younger;
-  std::thread waiter([&] { EXPECT_EQ(oldest.GrowInTurn(30, absl::Now() + absl::Seconds(30)), nullptr); });
-  const absl::Time give_up = absl::Now() + absl::Seconds(10);
-  while (budget->awaited() == 0 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(1));
-  EXPECT_EQ(budget->awaited(), 30u) << "the oldest hold does not wait for room";
-  younger.ShrinkTo(20);  // 30 free: exactly what the oldest waits for
-  EXPECT_FALSE(budget->TryCharge(1)) << "a charge took the room the oldest waits for";
+  ASSERT_TRUE(SomeoneWaits(*full.budget)) << "the refused hold did not wait";
+  EXPECT_EQ(full.b.GrowOrWait(10, later, kNever), full.budget.get())
+      << "a second hold waited too: each would keep its bytes while it waits for the other's";
+  full.b.ShrinkTo(0);  // it failed: its bytes go
   waiter.join();
-  EXPECT_EQ(budget->used(), 100u);
+  EXPECT_EQ(full.a.held(), 90u);
+  EXPECT_EQ(full.budget->used(), 90u);
 }
 
-TEST(ByteHoldTest, TheOldestGivesUpAtItsDeadlineAndAParentsRefusalIsAtOnce) {
+TEST(ByteHoldTest, WhileOneWaitsNoOtherChargeTakesItsRoom) {
+  Full full(50);
+  std::thread waiter([&] {
+    EXPECT_EQ(full.a.GrowOrWait(30, absl::Now() + absl::Seconds(30), kNever), nullptr);
+  });
+  ASSERT_TRUE(SomeoneWaits(*full.budget));
+  EXPECT_EQ(full.budget->awaited(), 30u);
+  full.b.ShrinkTo(20);  // 30 free: exactly what the waiting hold needs
+  EXPECT_FALSE(full.budget->TryCharge(1)) << "a charge took the room the waiting hold needs";
+  waiter.join();
+  EXPECT_EQ(full.budget->used(), 100u);
+}
+
+TEST(ByteHoldTest, AWaitEndsAtItsDeadlineOrWhenGivenUp) {
+  Full full(40);
+  EXPECT_EQ(full.a.GrowOrWait(20, absl::Now() + absl::Milliseconds(20), kNever), full.budget.get());
+  std::atomic<bool> cancelled{false};
+  std::thread waiter([&] {
+    EXPECT_EQ(full.a.GrowOrWait(20, absl::Now() + absl::Hours(1), [&] { return cancelled.load(); }),
+              full.budget.get());
+  });
+  ASSERT_TRUE(SomeoneWaits(*full.budget));
+  cancelled = true;  // the call it answers ended: the wait ends within a poll, not in an hour
+  waiter.join();
+  EXPECT_EQ(full.budget->awaited(), 0u);
+  EXPECT_EQ(full.budget->used(), 100u);
+}
+
+// Room that can never come is not waited for: a hold that would pass its budget's limit, a
+// charge larger than the limit, a parent's refusal (only the budget's own room is waited for).
+TEST(ByteHoldTest, NoWaitForRoomThatCannotCome) {
+  Full full(60);
+  std::atomic<int> asked{0};
+  auto count = [&] {
+    ++asked;
+    return false;
+  };
+  const absl::Time later = absl::Now() + absl::Hours(1);
+  EXPECT_EQ(full.a.GrowOrWait(50, later, count), full.budget.get()) << "60 + 50 > 100";
+  EXPECT_EQ(full.a.GrowOrWait(101, later, count), full.budget.get());
+  EXPECT_EQ(asked.load(), 0);
+  EXPECT_EQ(full.budget->awaited(), 0u);
+
   auto parent = std::make_shared<ByteBudget>("all", 50);
-  auto child = std::make_shared<ByteBudget>("receiving", 100, ByteBudget::Parents{parent});
-  ByteHold first(child);
-  ASSERT_EQ(first.GrowInTurn(40, absl::InfinitePast()), nullptr);
-  EXPECT_EQ(first.GrowInTurn(20, absl::Now() + absl::Seconds(30)), parent.get())
-      << "only the budget's own room is waited for";
-
-  auto budget = std::make_shared<ByteBudget>("receiving", 100);
-  ByteHold oldest(budget);
-  ASSERT_EQ(oldest.GrowInTurn(40, absl::InfinitePast()), nullptr);
-  ASSERT_TRUE(budget->TryCharge(60));
-  EXPECT_EQ(oldest.GrowInTurn(20, absl::Now() + absl::Milliseconds(20)), budget.get());
-  EXPECT_EQ(oldest.GrowInTurn(61, absl::Now() + absl::Seconds(30)), budget.get())
-      << "more than the limit can never fit";
-  EXPECT_EQ(budget->awaited(), 0u);
-  budget->Release(60);
-}
-
-TEST(ByteHoldTest, TheLineMovesOnAsHoldsGo) {
-  auto budget = std::make_shared<ByteBudget>("receiving", 100);
-  auto first = std::make_unique<ByteHold>(budget);
-  ByteHold second(budget);
-  ASSERT_EQ(first->GrowInTurn(100, absl::InfinitePast()), nullptr);
-  ASSERT_EQ(second.GrowInTurn(0, absl::InfinitePast()), nullptr);  // joins the line
-  std::thread release([&] {
-    absl::SleepFor(absl::Milliseconds(50));
-    first.reset();
-  });
-  EXPECT_EQ(second.GrowInTurn(10, absl::Now() + absl::Seconds(30)), budget.get())
-      << "second in line: refused at once";
-  release.join();
-  ByteHold third(budget);
-  ASSERT_TRUE(budget->TryCharge(95));
-  std::thread again([&] {
-    absl::SleepFor(absl::Milliseconds(50));
-    budget->Release(95);
-  });
-  EXPECT_EQ(second.GrowInTurn(10, absl::Now() + absl::Seconds(30)), nullptr)
-      << "first in line once the first hold went: it waits";
-  again.join();
+  ByteHold child(std::make_shared<ByteBudget>("receiving", 100, ByteBudget::Parents{parent}));
+  ASSERT_EQ(child.GrowBy(40), nullptr);
+  EXPECT_EQ(child.GrowOrWait(20, later, count), parent.get());
+  EXPECT_EQ(asked.load(), 0);
 }
 
 }  // namespace

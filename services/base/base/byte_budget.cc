@@ -29,14 +29,19 @@ void ByteBudget::CountHolder(size_t before, size_t after) {
   }
 }
 
-const ByteBudget* ByteBudget::ChargeInTurn(uint64_t ticket, size_t bytes, absl::Time deadline) {
+const ByteBudget* ByteBudget::ChargeOrWait(size_t bytes, absl::Time deadline,
+                                           const std::function<bool()>& give_up) {
   MutexLock lock(&mu_);
   if (bytes > limit_ - std::min(limit_, used_ + awaited_)) {
-    if (!FirstInLineLocked(ticket) || bytes > limit_ || absl::Now() >= deadline) return this;
-    // The oldest in line: the room it waits for is kept from every other charge.
+    if (awaited_ != 0 || bytes > limit_ || absl::Now() >= deadline) return this;
+    // The one charge that waits: the room it waits for is kept from every other charge.
     awaited_ = bytes;
     auto fits = [this, bytes]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return used_ + bytes <= limit_; };
-    const bool room = mu_.AwaitWithDeadline(absl::Condition(&fits), deadline);
+    bool room = false;
+    while (!(room = mu_.AwaitWithDeadline(absl::Condition(&fits),
+                                          std::min(deadline, absl::Now() + kGiveUpPoll))) &&
+           absl::Now() < deadline && !(give_up && give_up())) {
+    }
     awaited_ = 0;
     if (!room) return this;
   }
@@ -56,26 +61,6 @@ const ByteBudget* ByteBudget::ChargeInTurn(uint64_t ticket, size_t bytes, absl::
   CountHolder(used_, used_ + bytes);
   used_ += bytes;
   return nullptr;
-}
-
-uint64_t ByteBudget::JoinLine() {
-  MutexLock lock(&mu_);
-  line_.insert(next_ticket_);
-  return next_ticket_++;
-}
-
-void ByteBudget::LeaveLine(uint64_t ticket) {
-  MutexLock lock(&mu_);
-  line_.erase(ticket);
-}
-
-bool ByteBudget::FirstInLine(uint64_t ticket) const {
-  MutexLock lock(&mu_);
-  return FirstInLineLocked(ticket);
-}
-
-bool ByteBudget::FirstInLineLocked(uint64_t ticket) const {
-  return ticket != 0 && !line_.empty() && *line_.begin() == ticket;
 }
 
 void ByteBudget::Release(size_t bytes) {

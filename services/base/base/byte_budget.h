@@ -19,18 +19,18 @@
 //
 // Holds that grow piece by piece and fail when refused (an answer read as it arrives) can
 // all be refused at once when many grow together, each failing before any failure has
-// released its bytes, so that none completes. Such holds stand in the budget's line
-// (ByteHold::GrowInTurn): the oldest waits for room its budget refuses, and while it waits
-// no other charge takes that room; the others are refused as before, and their failures
-// make the room. So the oldest always completes if it fits alone.
+// released its bytes, so that none completes. Such holds grow with ByteHold::GrowOrWait: the
+// first one its budget refuses while nobody waits on it waits for room instead of failing,
+// and while it waits no other charge takes that room; the others are refused as before, and
+// their failures make the room. So one of them always completes if it fits alone.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <map>
+#include <functional>
 #include <memory>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -80,22 +80,21 @@ class ByteBudget {
   // nullptr when `bytes` are now charged here and in every ancestor; otherwise the budget
   // that refused them, and nothing is charged anywhere.
   const ByteBudget* Charge(size_t bytes) ABSL_LOCKS_EXCLUDED(mu_) {
-    return ChargeInTurn(0, bytes, absl::InfinitePast());
+    return ChargeOrWait(bytes, absl::InfinitePast(), nullptr);
   }
-  // Charge(), for the holder of `ticket` in the line (JoinLine): when this budget itself
-  // has no room and the ticket is the oldest, waits for releases until the bytes fit or
-  // `deadline` passes, keeping the room it waits for from every other charge. A parent's
-  // refusal is returned at once.
-  const ByteBudget* ChargeInTurn(uint64_t ticket, size_t bytes, absl::Time deadline)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  uint64_t JoinLine() ABSL_LOCKS_EXCLUDED(mu_);
-  void LeaveLine(uint64_t ticket) ABSL_LOCKS_EXCLUDED(mu_);
-  bool FirstInLine(uint64_t ticket) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Charge(), except that when this budget itself has no room for `bytes` (at most its
+  // limit) and no other charge waits on it, waits for releases until they fit, `deadline`
+  // passes or `give_up()` says so (asked every kGiveUpPoll, with this budget locked: it may
+  // read flags, not take locks), keeping the room it waits for from every other charge. A
+  // parent's refusal is returned at once.
+  const ByteBudget* ChargeOrWait(size_t bytes, absl::Time deadline,
+                                 const std::function<bool()>& give_up) ABSL_LOCKS_EXCLUDED(mu_);
+  static constexpr absl::Duration kGiveUpPoll = absl::Milliseconds(100);
   bool TryCharge(size_t bytes) { return Charge(bytes) == nullptr; }
   void Release(size_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
 
   size_t used() const ABSL_LOCKS_EXCLUDED(mu_);
-  // What the oldest in line waits for now (0: nobody waits).
+  // What the charge waiting on this budget waits for now (0: none waits).
   size_t awaited() const ABSL_LOCKS_EXCLUDED(mu_);
   size_t limit() const { return limit_; }
   const std::string& flag() const { return flag_; }
@@ -111,7 +110,6 @@ class ByteBudget {
   // What this budget may hold and still draw on its reserve, holding `used` now.
   size_t ReserveFloor(size_t used) const;
   void CountHolder(size_t before, size_t after);
-  bool FirstInLineLocked(uint64_t ticket) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string flag_;
   const size_t limit_;
@@ -120,9 +118,7 @@ class ByteBudget {
   mutable Mutex mu_;
   size_t used_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<size_t> holders_{0};  // see holders()
-  std::set<uint64_t> line_ ABSL_GUARDED_BY(mu_);  // tickets of the holds in line
-  uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
-  size_t awaited_ ABSL_GUARDED_BY(mu_) = 0;      // kept for the oldest in line
+  size_t awaited_ ABSL_GUARDED_BY(mu_) = 0;  // kept for the charge that waits
 };
 
 // The reserve of `parent` for children of `per_child` bytes each: an eighth of it, kept for
@@ -156,33 +152,22 @@ class ByteHold {
  public:
   explicit ByteHold(std::shared_ptr<ByteBudget> budget) : budget_(std::move(budget)) {}
   ByteHold(ByteHold&& other) noexcept
-      : budget_(std::move(other.budget_)), held_(std::exchange(other.held_, 0)),
-        ticket_(std::exchange(other.ticket_, 0)) {}
+      : budget_(std::move(other.budget_)), held_(std::exchange(other.held_, 0)) {}
   ByteHold(const ByteHold&) = delete;
   ByteHold& operator=(const ByteHold&) = delete;
   ByteHold& operator=(ByteHold&&) = delete;
-  ~ByteHold() {
-    ShrinkTo(0);
-    if (ticket_ != 0) budget_->LeaveLine(ticket_);
-  }
+  ~ByteHold() { ShrinkTo(0); }
 
   // nullptr when `bytes` more are held (always, without a budget); otherwise the budget
   // that refused them, and the hold is unchanged.
-  const ByteBudget* GrowBy(size_t bytes) {
+  const ByteBudget* GrowBy(size_t bytes) { return GrowOrWait(bytes, absl::InfinitePast(), nullptr); }
+  // GrowBy(), waiting for room as ByteBudget::ChargeOrWait does, unless the hold would then
+  // be more than its budget's limit (room that can never come).
+  const ByteBudget* GrowOrWait(size_t bytes, absl::Time deadline,
+                               const std::function<bool()>& give_up) {
     if (!budget_ || bytes == 0) return nullptr;
-    if (const ByteBudget* full = budget_->Charge(bytes)) return full;
-    held_ += bytes;
-    return nullptr;
-  }
-  // GrowBy() in the budget's line, which the first call joins: the oldest hold in line waits
-  // up to `deadline` for room its budget refuses (ByteBudget::ChargeInTurn), unless the hold
-  // would then be more than the budget's limit.
-  const ByteBudget* GrowInTurn(size_t bytes, absl::Time deadline) {
-    if (!budget_) return nullptr;
-    if (ticket_ == 0) ticket_ = budget_->JoinLine();
-    if (bytes == 0) return nullptr;
     if (held_ + bytes > budget_->limit()) deadline = absl::InfinitePast();
-    if (const ByteBudget* full = budget_->ChargeInTurn(ticket_, bytes, deadline)) return full;
+    if (const ByteBudget* full = budget_->ChargeOrWait(bytes, deadline, give_up)) return full;
     held_ += bytes;
     return nullptr;
   }
@@ -191,16 +176,12 @@ class ByteHold {
     if (bytes < held_) held_ = bytes;
   }
   size_t held() const { return held_; }
-  const ByteBudget* budget() const { return budget_.get(); }
-  // Whether this hold is the oldest in its budget's line (the one GrowInTurn lets wait).
-  bool FirstInLine() const { return ticket_ != 0 && budget_->FirstInLine(ticket_); }
   // Hands the bytes held over to whoever now releases them from the budget; returns them.
   size_t Detach() { return std::exchange(held_, 0); }
 
  private:
   std::shared_ptr<ByteBudget> budget_;
   size_t held_ = 0;
-  uint64_t ticket_ = 0;  // in the budget's line (GrowInTurn); 0: not in it
 };
 
 // Budgets made on demand, one per key (a credential, a session), each with `per_key`

@@ -30,10 +30,6 @@ using nlohmann::json;
 
 namespace {
 
-// How long the oldest answer waits for room at a time before it looks whether its exchange
-// was abandoned (StreamableHttpTransport::ChargeInTurn).
-constexpr absl::Duration kTurnSlice = absl::Milliseconds(100);
-
 // Whether `body` (an error status's, at most kMaxErrorBody) is a JSON-RPC error answering
 // `message`: stateless MCP answers a request's own faults with HTTP 400 or 404.
 bool AnswersWithError(const json& message, const std::string& body) {
@@ -116,22 +112,35 @@ void StreamableHttpTransport::LogUnread(const json& message, const PostResult& r
                                           r.busy, ")"));
 }
 
-const codemode::ByteBudget* StreamableHttpTransport::ChargeInTurn(codemode::ByteHold& hold,
-                                                                size_t bytes,
-                                                                const HttpExchange* exchange) const {
-  const absl::Time until = message_idle_timeout_ == absl::ZeroDuration()
-                               ? absl::InfiniteFuture()
-                               : absl::Now() + message_idle_timeout_;
-  for (;;) {
-    // In slices, so that an abandoned exchange or a closing transport stops the wait.
-    const codemode::ByteBudget* full =
-        hold.GrowInTurn(bytes, std::min(until, absl::Now() + kTurnSlice));
-    if (full != hold.budget() || !hold.FirstInLine() || absl::Now() >= until || closing_ ||
-        (exchange != nullptr && exchange->abandoned)) {
-      return full;
-    }
+namespace {
+
+// An answer's bytes while it is read and parsed (kReceiveCopies times its bytes so far). A
+// caller's answer may wait for room (http_transport.h); the gateway's own requests and what
+// Send() posts without an exchange, which nothing could cancel, do not.
+class AnswerHold {
+ public:
+  AnswerHold(const HttpExchange* exchange, std::shared_ptr<codemode::ByteBudget> own,
+             absl::Duration idle_timeout, const std::atomic<bool>& closing)
+      : exchange_(exchange != nullptr && exchange->answer_budget ? exchange : nullptr),
+        closing_(closing),
+        hold_(exchange_ != nullptr ? exchange_->answer_budget : std::move(own)),
+        wait_until_(exchange_ == nullptr                  ? absl::InfinitePast()
+                    : idle_timeout == absl::ZeroDuration() ? absl::InfiniteFuture()
+                                                           : absl::Now() + idle_timeout) {}
+
+  const codemode::ByteBudget* GrowBy(size_t bytes) {
+    return hold_.GrowOrWait(bytes, wait_until_, [this] { return closing_ || exchange_->abandoned; });
   }
-}
+  void ShrinkTo(size_t bytes) { hold_.ShrinkTo(bytes); }
+
+ private:
+  const HttpExchange* const exchange_;  // a caller's, or null
+  const std::atomic<bool>& closing_;
+  codemode::ByteHold hold_;
+  const absl::Time wait_until_;
+};
+
+}  // namespace
 
 StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
     const json& message, httplib::Client& client, const std::function<void(json)>& on_message,
@@ -142,11 +151,9 @@ StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
 
   bool event_stream = false;
   SseParser parser(max_message_bytes_);
-  // The answer's bytes while it is read and parsed, kReceiveCopies times.
-  codemode::ByteHold hold(exchange != nullptr && exchange->answer_budget ? exchange->answer_budget
-                                                                          : receive_budget_);
+  AnswerHold hold(exchange, receive_budget_, message_idle_timeout_, closing_);
   auto charge = [&](size_t size) {
-    const codemode::ByteBudget* full = ChargeInTurn(hold, kReceiveCopies * size, exchange);
+    const codemode::ByteBudget* full = hold.GrowBy(kReceiveCopies * size);
     if (full == nullptr) return true;
     result.busy = full->Describe();
     std::string().swap(result.body);

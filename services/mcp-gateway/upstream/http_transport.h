@@ -114,15 +114,13 @@ class StreamableHttpTransport : public HttpTransportBase {
   // One POST; messages from the response (JSON or SSE) go to `on_message` as they arrive.
   // A request's SSE stream is read up to its response and then closed: what a server sends
   // on it afterwards is not read (each such stream would hold a thread and a socket).
-  // The answer's bytes are charged to the `exchange`'s answer_budget, or to receive_budget_
-  // when either is null, in that budget's line (ByteHold::GrowInTurn): the oldest answer
-  // being received waits for room (up to message_idle_timeout_, zero: as long as it takes,
-  // and while the exchange is not abandoned) where the others are refused.
+  // The answer's bytes are charged to the `exchange`'s answer_budget (a caller's), or to
+  // receive_budget_ when either is null. A caller's answer that its budget refuses while no
+  // other answer waits on it waits for room (ByteHold::GrowOrWait: up to the answer's
+  // message_idle_timeout_ from its start, zero: as long as it takes, and while the exchange
+  // is not abandoned nor the transport closing); the others fail.
   // Says why the answer to `message` was not read (too large, or the budget was full).
   void LogUnread(const nlohmann::json& message, const PostResult& r) const;
-  // hold.GrowInTurn(bytes) for PostOnce's answers: waits as said above.
-  const codemode::ByteBudget* ChargeInTurn(codemode::ByteHold& hold, size_t bytes,
-                                           const HttpExchange* exchange) const;
   PostResult PostOnce(const nlohmann::json& message, httplib::Client& client,
                       const std::function<void(nlohmann::json)>& on_message,
                       const HttpExchange* exchange = nullptr);
