@@ -45,6 +45,16 @@ const ByteBudget* ByteBudget::ChargeOrWait(size_t bytes, absl::Time deadline,
     awaited_ = 0;
     if (!room) return this;
   }
+  return ChargeWithRoom(bytes);
+}
+
+const ByteBudget* ByteBudget::Charge(size_t bytes) {
+  MutexLock lock(&mu_);
+  if (bytes > limit_ - std::min(limit_, used_ + awaited_)) return this;
+  return ChargeWithRoom(bytes);
+}
+
+const ByteBudget* ByteBudget::ChargeWithRoom(size_t bytes) {
   if (reserve_.in != nullptr && used_ + bytes > ReserveFloor(used_)) {
     // Read without holding the reserve's budget locked across the charge: a reserve is a
     // fairness margin, not a bound, and the bound itself is checked exactly below.

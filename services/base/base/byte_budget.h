@@ -79,14 +79,13 @@ class ByteBudget {
 
   // nullptr when `bytes` are now charged here and in every ancestor; otherwise the budget
   // that refused them, and nothing is charged anywhere.
-  const ByteBudget* Charge(size_t bytes) ABSL_LOCKS_EXCLUDED(mu_) {
-    return ChargeOrWait(bytes, absl::InfinitePast(), nullptr);
-  }
+  const ByteBudget* Charge(size_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
   // Charge(), except that when this budget itself has no room for `bytes` (at most its
   // limit) and no other charge waits on it, waits for releases until they fit, `deadline`
   // passes or `give_up()` says so (asked every kGiveUpPoll, with this budget locked: it may
-  // read flags, not take locks), keeping the room it waits for from every other charge. A
-  // parent's refusal is returned at once.
+  // read flags, not take locks), keeping the room it waits for from every other charge.
+  // Only this budget's own room is waited for: a parent's or a reserve's refusal is
+  // returned at once, also after a wait.
   const ByteBudget* ChargeOrWait(size_t bytes, absl::Time deadline,
                                  const std::function<bool()>& give_up) ABSL_LOCKS_EXCLUDED(mu_);
   static constexpr absl::Duration kGiveUpPoll = absl::Milliseconds(100);
@@ -110,6 +109,8 @@ class ByteBudget {
   // What this budget may hold and still draw on its reserve, holding `used` now.
   size_t ReserveFloor(size_t used) const;
   void CountHolder(size_t before, size_t after);
+  // Charges `bytes`, for which this budget has room, to the reserve's check and the parents.
+  const ByteBudget* ChargeWithRoom(size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string flag_;
   const size_t limit_;
@@ -160,13 +161,18 @@ class ByteHold {
 
   // nullptr when `bytes` more are held (always, without a budget); otherwise the budget
   // that refused them, and the hold is unchanged.
-  const ByteBudget* GrowBy(size_t bytes) { return GrowOrWait(bytes, absl::InfinitePast(), nullptr); }
+  const ByteBudget* GrowBy(size_t bytes) {
+    if (!budget_ || bytes == 0) return nullptr;
+    if (const ByteBudget* full = budget_->Charge(bytes)) return full;
+    held_ += bytes;
+    return nullptr;
+  }
   // GrowBy(), waiting for room as ByteBudget::ChargeOrWait does, unless the hold would then
   // be more than its budget's limit (room that can never come).
   const ByteBudget* GrowOrWait(size_t bytes, absl::Time deadline,
                                const std::function<bool()>& give_up) {
     if (!budget_ || bytes == 0) return nullptr;
-    if (held_ + bytes > budget_->limit()) deadline = absl::InfinitePast();
+    if (held_ + bytes > budget_->limit()) return GrowBy(bytes);
     if (const ByteBudget* full = budget_->ChargeOrWait(bytes, deadline, give_up)) return full;
     held_ += bytes;
     return nullptr;

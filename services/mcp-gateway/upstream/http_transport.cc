@@ -124,12 +124,15 @@ class AnswerHold {
       : exchange_(exchange != nullptr && exchange->answer_budget ? exchange : nullptr),
         closing_(closing),
         hold_(exchange_ != nullptr ? exchange_->answer_budget : std::move(own)),
-        wait_until_(exchange_ == nullptr                  ? absl::InfinitePast()
-                    : idle_timeout == absl::ZeroDuration() ? absl::InfiniteFuture()
-                                                           : absl::Now() + idle_timeout) {}
+        idle_timeout_(idle_timeout) {}
 
+  // A refused charge waits at most the idle timeout from the refusal (zero: as long as it
+  // takes): the answer gets no byte read meanwhile.
   const codemode::ByteBudget* GrowBy(size_t bytes) {
-    return hold_.GrowOrWait(bytes, wait_until_, [this] { return closing_ || exchange_->abandoned; });
+    if (exchange_ == nullptr) return hold_.GrowBy(bytes);
+    const absl::Time until = idle_timeout_ == absl::ZeroDuration() ? absl::InfiniteFuture()
+                                                                    : absl::Now() + idle_timeout_;
+    return hold_.GrowOrWait(bytes, until, [this] { return closing_ || exchange_->abandoned; });
   }
   void ShrinkTo(size_t bytes) { hold_.ShrinkTo(bytes); }
 
@@ -137,7 +140,7 @@ class AnswerHold {
   const HttpExchange* const exchange_;  // a caller's, or null
   const std::atomic<bool>& closing_;
   codemode::ByteHold hold_;
-  const absl::Time wait_until_;
+  const absl::Duration idle_timeout_;
 };
 
 }  // namespace

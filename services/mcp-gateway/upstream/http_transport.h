@@ -116,9 +116,9 @@ class StreamableHttpTransport : public HttpTransportBase {
   // on it afterwards is not read (each such stream would hold a thread and a socket).
   // The answer's bytes are charged to the `exchange`'s answer_budget (a caller's), or to
   // receive_budget_ when either is null. A caller's answer that its budget refuses while no
-  // other answer waits on it waits for room (ByteHold::GrowOrWait: up to the answer's
-  // message_idle_timeout_ from its start, zero: as long as it takes, and while the exchange
-  // is not abandoned nor the transport closing); the others fail.
+  // other answer waits on it waits for room (ByteHold::GrowOrWait: up to
+  // message_idle_timeout_ from the refusal, zero: as long as it takes, and while the
+  // exchange is not abandoned nor the transport closing); the others fail.
   // Says why the answer to `message` was not read (too large, or the budget was full).
   void LogUnread(const nlohmann::json& message, const PostResult& r) const;
   PostResult PostOnce(const nlohmann::json& message, httplib::Client& client,
