@@ -186,7 +186,13 @@ class Channel {
   constructor(port, onOpen = null) {
     Object.assign(this, { port, onOpen, streams: new Map(), nextId: 1, closed: false,
       refusals: MAX_REFUSED, refilled: Date.now() });
-    port.on('message', (m) => this.onMessage(m));
+    // No message of the protocol carries a port: every port one brings, wherever in it, is
+    // closed at once. One left open would queue what its other end posts, in this process
+    // and outside every heap limit, for as long as the process lives.
+    port.addEventListener('message', (event) => {
+      for (const stray of event.ports || []) stray.close();
+      this.onMessage(event.data);
+    });
     port.on('close', () => this.close());
     port.unref();
   }

@@ -191,6 +191,28 @@ describe('egress channel streams', () => {
     return opened[0];
   };
 
+  it('closes every port a message brings, wherever it sits in it', async () => {
+    const { port1, port2 } = new MessageChannel();
+    channels.push(new Channel(port1, () => {}));
+    port1.ref();
+    const kept = [];
+    const post = (message) => {
+      const { port1: sent, port2: other } = new MessageChannel();
+      other.on('message', () => {});
+      kept.push(new Promise((resolve) => other.once('close', resolve)));
+      port2.postMessage(message(sent), [sent]);
+    };
+    post((p) => ({ t: 'open', s: 1, c: p }));
+    post((p) => ({ t: 'd', s: 1, b: new ArrayBuffer(1), extra: [p] }));
+    post((p) => ({ s: 'not an id', c: p }));
+    post((p) => ({ t: 'tls', s: 7, o: { deep: [p] }, n: 0 }));
+    post((p) => p);
+    const outcome = await Promise.race([Promise.all(kept).then(() => 'closed'),
+      sleep(3000).then(() => 'still open')]);
+    port2.close();
+    assert.equal(outcome, 'closed');
+  });
+
   it('holds a writer at the window while its reader does not read', async () => {
     const { main, worker, opened } = pair();
     const up = worker.open();
