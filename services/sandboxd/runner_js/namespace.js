@@ -62,7 +62,13 @@ class Namespace {
     if (heapMb) options.resourceLimits = { maxOldGenerationSizeMb: heapMb };
     if (process.permission) options.execArgv = permissionFlagsWithoutWorkers();
     this.port = channel.port1;
-    this.port.on('message', (m) => this.onMessage(m));
+    // No message of the worker's carries a port: one it brings, wherever in the message, is
+    // closed at once (left open, what its other end posts would queue in this process,
+    // outside the worker's heap limit, after the worker is gone).
+    this.port.addEventListener('message', (event) => {
+      for (const stray of event.ports || []) stray.close();
+      this.onMessage(event.data);
+    });
     this.worker = new Worker(bundle, options);
     this.worker.stdout.resume();        // the worker's real stdio: not user output
     this.worker.stderr.on('data', (d) => process.stderr.write(d));
