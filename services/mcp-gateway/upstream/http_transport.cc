@@ -301,8 +301,8 @@ absl::Status StreamableHttpTransport::Reinitialize(const std::string& stale_sess
   auto capture = [&](json m) {
     if (wire::IsResponse(m) && m["id"] == init["id"]) {
       response = std::move(m);
-    } else if (callbacks_.on_message) {
-      callbacks_.on_message(std::move(m));
+    } else {
+      Deliver(std::move(m), nullptr);
     }
   };
   auto client = NewClient(connect_timeout_);
@@ -341,7 +341,7 @@ absl::Status StreamableHttpTransport::StartExchange(
       if (wire::IsResponse(m) && m["id"] == exchange->id) {
         answered = true;
       }
-      if (callbacks_.on_message) callbacks_.on_message(std::move(m));
+      Deliver(std::move(m), exchange.get());
     };
     bool connection_lost = false;
     int status = 0;
@@ -390,9 +390,7 @@ absl::Status StreamableHttpTransport::Send(const json& message) {
   // 202, sent in order (notifications/initialized must precede the next request).
   bool connection_lost = false;
   int status = 0;
-  auto forward = [this](json m) {
-    if (callbacks_.on_message) callbacks_.on_message(std::move(m));
-  };
+  auto forward = [this](json m) { Deliver(std::move(m), nullptr); };
   absl::Status s = Post(message, nullptr, forward, &connection_lost, &status);
   if (connection_lost && !closing_ && callbacks_.on_closed) {
     callbacks_.on_closed(std::string(s.message()));
@@ -408,6 +406,15 @@ absl::Status StreamableHttpTransport::SendRequest(
   }
   if (closing_) return absl::UnavailableError("connection closed");
   return StartExchange(request, std::move(receiving));
+}
+
+void StreamableHttpTransport::Deliver(json message, const HttpExchange* via) {
+  json elsewhere;  // the id of a response that did not come on its request's stream
+  if (wire::IsResponse(message) && (via == nullptr || message["id"] != via->id)) {
+    elsewhere = message["id"];
+  }
+  if (callbacks_.on_message) callbacks_.on_message(std::move(message));
+  if (!elsewhere.is_null()) Abandon(elsewhere);
 }
 
 void StreamableHttpTransport::Abandon(const json& id) {

@@ -108,6 +108,13 @@ class StreamableHttpTransport : public HttpTransportBase {
   };
   struct PostResult;
   struct GetResult;
+  // Hands `message` to the client; it came on `via`'s stream (null: the GET stream's, or a
+  // POST's the gateway made of its own). A response to a request whose exchange is not `via`
+  // leaves that exchange owed nothing, and it is stopped (Abandon): a server that answers
+  // elsewhere would have it hold its stream, thread and the call's answer budget until the
+  // idle deadline. (A server may answer on another stream only when the request's own is
+  // resumed, which happens on the request's exchange.)
+  void Deliver(nlohmann::json message, const HttpExchange* via);
   // The POST of `message`, with the session's headers (the session id it carries goes to
   // `*session_used`).
   httplib::Request NewPost(const nlohmann::json& message, bool initialize, std::string* session_used);

@@ -154,9 +154,7 @@ absl::Status StreamableHttpTransport::Resume(HttpExchange* exchange, StreamCurso
 void StreamableHttpTransport::RunGetStream(std::shared_ptr<HttpExchange> exchange) {
   int failures = 0;  // streams in a row that ended at once without a message
   StreamCursor cursor;
-  auto forward = [this](json m) {
-    if (callbacks_.on_message) callbacks_.on_message(std::move(m));
-  };
+  auto forward = [this](json m) { Deliver(std::move(m), nullptr); };
   auto settle = [this] {
     codemode::MutexLock lock(&workers_mu_);
     if (get_stream_settled_) return;

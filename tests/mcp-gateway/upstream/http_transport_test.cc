@@ -1,6 +1,7 @@
 // HTTP upstreams: session expiry (404 -> initialize again -> retry), servers without a GET
 // stream or without sessions, DELETE on shutdown, protocol versions, unreachable servers,
-// a legacy SSE stream that drops, and a server that hangs up under a large call.
+// a legacy SSE stream that drops, a server that hangs up under a large call, and one that
+// answers a request on another stream.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -113,6 +114,22 @@ TEST_F(HttpUpstreamTest, ARequestsStreamIsClosedOnceItsResponseIsIn) {
   EXPECT_GE(testing::CountEvents(log_, "linger-start"), 4);  // initialize, tools/list, 3 calls
   absl::SleepFor(absl::Milliseconds(500));
   EXPECT_EQ(testing::CountEvents(log_, "tools-list"), lists) << "list_changed after a response was read";
+}
+
+// A server that answers a request on another stream (here the GET stream, which the
+// protocol keeps for unsolicited messages) and keeps the request's own stream open would
+// hold that stream, its thread and the call's answer budget until the idle deadline. The
+// request's stream is closed once its response is in, wherever it came.
+TEST_F(HttpUpstreamTest, ARequestsStreamIsClosedOnceItsResponseCameElsewhere) {
+  Connect({"--answer-elsewhere"});
+  ASSERT_TRUE(manager_->Snapshot()[0].connected) << manager_->Snapshot()[0].error;
+  ASSERT_TRUE(WaitFor([&] { return testing::CountEvents(log_, "get-stream") == 1; }));
+  auto r = Call("elsewhere");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(TextOf(*r), "answered elsewhere");
+  EXPECT_TRUE(WaitFor([&] { return testing::CountEvents(log_, "elsewhere-end") == 1; }))
+      << "the request's own stream is still open";
+  ASSERT_TRUE(Call("echo", {{"message", "x"}}).ok());
 }
 
 TEST_F(HttpUpstreamTest, WorksWithoutGetStream) {
