@@ -37,10 +37,12 @@ const ByteBudget* ByteBudget::ChargeOrWait(size_t bytes, absl::Time deadline,
     // The one charge that waits: the room it waits for is kept from every other charge.
     awaited_ = bytes;
     auto fits = [this, bytes]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return used_ + bytes <= limit_; };
+    // Waits in slices of kGiveUpPoll; ends with room, at the deadline, or when given up.
     bool room = false;
-    while (!(room = mu_.AwaitWithDeadline(absl::Condition(&fits),
-                                          std::min(deadline, absl::Now() + kGiveUpPoll))) &&
-           absl::Now() < deadline && !(give_up && give_up())) {
+    for (;;) {
+      room = mu_.AwaitWithDeadline(absl::Condition(&fits),
+                                   std::min(deadline, absl::Now() + kGiveUpPoll));
+      if (room || absl::Now() >= deadline || (give_up && give_up())) break;
     }
     awaited_ = 0;
     if (!room) return this;
