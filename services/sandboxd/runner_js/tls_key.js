@@ -82,7 +82,7 @@ function checkRsa(der, key) {
   if (Math.min(bits(p), bits(q)) < bits(n) / 2 - 8) {
     throw new KeyRefused('the TLS key is an RSA key whose primes are not half its size');
   }
-  if (version !== 0n || e.toString(2).length > 64 || e < 3n || p < 3n || q < 3n || p * q !== n ||
+  if (version !== 0n || bits(e) > 64 || e < 3n || p < 3n || q < 3n || p * q !== n ||
       d >= n || dp !== d % (p - 1n) || dq !== d % (q - 1n) || (qinv * q) % p !== 1n ||
       (e * dp) % (p - 1n) !== 1n || (e * dq) % (q - 1n) !== 1n) {
     throw new KeyRefused('the TLS key is an RSA key whose numbers do not agree');
