@@ -14,12 +14,17 @@
 // - the heap's contents (v8.getHeapSnapshot, writeHeapSnapshot, setHeapSnapshotNearHeapLimit,
 //   queryObjects): every string and object of the thread, the runner's own too, including
 //   what it holds out of the code's reach.
+// - parentPort, the thread's own port to the main thread, which no runner code uses: closed,
+//   so what code posts on it goes nowhere and a port posted on it closes at once (one the
+//   main thread took in and dropped would queue what its other end posts, in the runner,
+//   outside the thread's heap limit, after the thread is gone).
 // Every way to a built-in module (require, createRequire, process.getBuiltinModule, import)
 // returns its one exports object, so each is changed there, for good (non-configurable);
 // syncBuiltinESMExports carries the change to the modules' import() namespaces.
 
 const vm = require('vm');
 const Module = require('module');
+const { parentPort } = require('worker_threads');
 
 // Taken now: user code can replace Reflect's functions and vm's, and one called with Node's
 // own constructors or functions would hand them over.
@@ -139,6 +144,7 @@ function lockRuntime() {
   lockV8();
   lockCodeCaches();
   lockProcessInfo();
+  if (parentPort) parentPort.close();
   Module.syncBuiltinESMExports();
 }
 

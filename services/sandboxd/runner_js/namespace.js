@@ -2,10 +2,10 @@
 // The namespace: the worker thread that runs user code, seen from the main thread. The
 // runtime talks to the main thread over a MessageChannel of its own, whose worker end is
 // handed over in workerData and taken out of it before any user code runs (worker.js);
-// what user code posts to `parentPort` is ignored, so it cannot forge a `done`. Every
-// message of the channel is still checked here: one that is not ready/out/call/done/pong
-// with well-typed fields is a violation, and the runner replaces the worker. A heap over
-// `heapMb` ends only the worker (resourceLimits).
+// the worker closes `parentPort` before user code runs (locks.js), so it cannot forge a
+// `done` there. Every message of the channel is still checked here: one that is not
+// ready/out/call/done/pong with well-typed fields is a violation, and the runner replaces
+// the worker. A heap over `heapMb` ends only the worker (resourceLimits).
 
 const { Worker, MessageChannel } = require('worker_threads');
 const { isObject } = require('./catalog');
@@ -72,7 +72,7 @@ class Namespace {
     this.worker = new Worker(bundle, options);
     this.worker.stdout.resume();        // the worker's real stdio: not user output
     this.worker.stderr.on('data', (d) => process.stderr.write(d));
-    // No 'message' listener on the worker: what user code posts to parentPort is dropped.
+    // No 'message' listener on the worker: the worker closed parentPort (locks.js).
     this.worker.on('error', (e) => this.lose(`the worker failed: ${e && e.message}`,
       e && e.code === 'ERR_WORKER_OUT_OF_MEMORY'));
     this.worker.on('exit', (code) => this.lose(`the worker exited with code ${code}`, false));

@@ -12,7 +12,7 @@ const vm = require('vm');
 const util = require('util');
 const path = require('path');
 const { createRequire } = require('module');
-const { parentPort, workerData } = require('worker_threads');
+const { workerData } = require('worker_threads');
 const { cap, escapeLoneSurrogates, RESULT_LIMIT, ERROR_MESSAGE_LIMIT, TRACEBACK_LIMIT } =
   require('./common');
 const { lockRuntime } = require('./locks');
@@ -20,6 +20,8 @@ const { OutputCapture } = require('./worker_output');
 const { WorkerTools } = require('./worker_tools');
 const { installChmodOfSameMode } = require('./fs_modes');
 
+// The longest delay a timer takes: the one that keeps the thread alive fires once in ~25 days.
+const KEEP_ALIVE_MS = 2 ** 31 - 1;
 // Taken out of workerData, which user code can read (require('worker_threads').workerData).
 const port = workerData && workerData.port;
 if (workerData) delete workerData.port;
@@ -100,10 +102,10 @@ class WorkerRuntime {
       require('./egress_fetch').installEgress(workerData.egressPort, null);
     }
     port.on('message', (m) => this.onMessage(m));
-    // Unreferenced, so process._getActiveHandles() does not list it; a listener on parentPort
-    // keeps the thread alive instead (code that removes it only ends its own namespace).
+    // Unreferenced, so process._getActiveHandles() does not list it; a timer keeps the thread
+    // alive instead (code that clears it only ends its own namespace).
     port.unref();
-    parentPort.on('message', () => {});
+    setInterval(() => {}, KEEP_ALIVE_MS);
     post({ t: 'ready' });
   }
 

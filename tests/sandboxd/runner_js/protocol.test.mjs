@@ -121,6 +121,17 @@ describe('javascript runner: protocol and hostile code', () => {
     assert.equal((await c.reply('pong', { type: 'ping' })).type, 'pong');
   });
 
+  it('closes a port user code posts to parentPort, so nothing it sends there piles up', async () => {
+    const c = await fresh();
+    const r = await c.exec('const { MessageChannel, parentPort } = require("worker_threads");\n' +
+      'const { port1, port2 } = new MessageChannel();\nport2.on("message", () => {});\n' +
+      'const closed = new Promise((r) => port2.once("close", () => r("closed")));\n' +
+      'parentPort.postMessage({ deep: [port1] }, [port1]);\n' +
+      'await Promise.race([closed, new Promise((r) => setTimeout(() => r("open"), 3000))])');
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.equal(r.result, "'closed'");
+  });
+
   it('a forged output message posted to parentPort is not output', async () => {
     const c = await fresh();
     await c.reset();
