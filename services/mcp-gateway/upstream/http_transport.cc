@@ -12,8 +12,10 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -143,6 +145,33 @@ class AnswerHold {
   const absl::Duration idle_timeout_;
 };
 
+// The ids of the responses in `message`, an object or a batch of them, by JsonRpcClient's
+// rule (OnMessage): an object with an id and no string "method" is a response, and only an
+// integer id names one of the client's requests.
+std::vector<int64_t> ResponseIds(const json& message) {
+  std::vector<int64_t> ids;
+  auto one = [&ids](const json& m) {
+    if (!m.is_object()) return;
+    auto method = m.find("method");
+    if (method != m.end() && method->is_string()) return;
+    auto id = m.find("id");
+    if (id != m.end() && id->is_number_integer()) ids.push_back(id->get<int64_t>());
+  };
+  if (message.is_array()) {
+    for (const json& m : message) one(m);
+  } else {
+    one(message);
+  }
+  return ids;
+}
+
+// Whether `message` holds the response to the request whose id is `id`.
+bool Answers(const json& message, const json& id) {
+  if (!id.is_number_integer()) return false;
+  const std::vector<int64_t> ids = ResponseIds(message);
+  return std::find(ids.begin(), ids.end(), id.get<int64_t>()) != ids.end();
+}
+
 }  // namespace
 
 StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
@@ -182,7 +211,7 @@ StreamableHttpTransport::PostResult StreamableHttpTransport::PostOnce(
   const bool request = wire::LooksLikeRequest(message);
   bool answered = false;
   auto dispatch = [&](json m) {
-    if (request && wire::IsResponse(m) && m["id"] == message["id"]) answered = true;
+    if (request && Answers(m, message["id"])) answered = true;
     on_message(std::move(m));
   };
   req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
@@ -263,7 +292,12 @@ absl::Status StreamableHttpTransport::Post(const json& message, HttpExchange* ex
     // JSON-RPC error that answers this very request: the server has refused the request,
     // and sending it again on a new session would run it twice.
     const bool expired = r.status == 404 || (r.status == 400 && !AnswersWithError(message, r.body));
-    if (expired && !r.session_used.empty() && !initialize && attempt == 0) {
+    // Only a request is sent again on a new session: an answer to a server's request or a
+    // notification belonged to the session that is gone (and an answer to a ping the server
+    // sent while we initialized again is posted from inside Reinitialize, whose lock a
+    // second Reinitialize on the same thread would wait on forever).
+    if (expired && !r.session_used.empty() && !initialize && attempt == 0 &&
+        wire::LooksLikeRequest(message)) {
       spdlog::info("upstream {}: session expired (HTTP {}); initializing again", config_.name,
                    r.status);
       absl::Status s = Reinitialize(r.session_used);
@@ -338,9 +372,7 @@ absl::Status StreamableHttpTransport::StartExchange(
   absl::Status started = exchange_threads_.Schedule([this, exchange, message] {
     bool answered = false;
     auto on_message = [&](json m) {
-      if (wire::IsResponse(m) && m["id"] == exchange->id) {
-        answered = true;
-      }
+      if (Answers(m, exchange->id)) answered = true;
       Deliver(std::move(m), exchange.get());
     };
     bool connection_lost = false;
@@ -409,12 +441,14 @@ absl::Status StreamableHttpTransport::SendRequest(
 }
 
 void StreamableHttpTransport::Deliver(json message, const HttpExchange* via) {
-  json elsewhere;  // the id of a response that did not come on its request's stream
-  if (wire::IsResponse(message) && (via == nullptr || message["id"] != via->id)) {
-    elsewhere = message["id"];
+  // The responses that did not come on their request's stream.
+  std::vector<int64_t> elsewhere = ResponseIds(message);
+  if (via != nullptr && via->id.is_number_integer()) {
+    elsewhere.erase(std::remove(elsewhere.begin(), elsewhere.end(), via->id.get<int64_t>()),
+                    elsewhere.end());
   }
   if (callbacks_.on_message) callbacks_.on_message(std::move(message));
-  if (!elsewhere.is_null()) Abandon(elsewhere);
+  for (int64_t id : elsewhere) Abandon(json(id));
 }
 
 void StreamableHttpTransport::Abandon(const json& id) {

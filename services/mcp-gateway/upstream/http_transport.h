@@ -109,8 +109,9 @@ class StreamableHttpTransport : public HttpTransportBase {
   struct PostResult;
   struct GetResult;
   // Hands `message` to the client; it came on `via`'s stream (null: the GET stream's, or a
-  // POST's the gateway made of its own). A response to a request whose exchange is not `via`
-  // leaves that exchange owed nothing, and it is stopped (Abandon): a server that answers
+  // POST's the gateway made of its own). A response (by the client's rule, in a batch too)
+  // to a request whose exchange is not `via` leaves that exchange owed nothing, and it is
+  // stopped (Abandon): a server that answers
   // elsewhere would have it hold its stream, thread and the call's answer budget until the
   // idle deadline. (A server may answer on another stream only when the request's own is
   // resumed, which happens on the request's exchange.)

@@ -119,9 +119,13 @@ TEST_F(HttpUpstreamTest, ARequestsStreamIsClosedOnceItsResponseIsIn) {
 // A server that answers a request on another stream (here the GET stream, which the
 // protocol keeps for unsolicited messages) and keeps the request's own stream open would
 // hold that stream, its thread and the call's answer budget until the idle deadline. The
-// request's stream is closed once its response is in, wherever it came.
-TEST_F(HttpUpstreamTest, ARequestsStreamIsClosedOnceItsResponseCameElsewhere) {
-  Connect({"--answer-elsewhere"});
+// request's stream is closed once its response is in, wherever it came and in whatever
+// shape the client takes as one (a batch, a "method" that is not a string).
+class AnswerElsewhereTest : public HttpUpstreamTest,
+                            public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(AnswerElsewhereTest, ClosesTheRequestsStream) {
+  Connect({"--answer-elsewhere", "--answer-elsewhere-shape", GetParam()});
   ASSERT_TRUE(manager_->Snapshot()[0].connected) << manager_->Snapshot()[0].error;
   ASSERT_TRUE(WaitFor([&] { return testing::CountEvents(log_, "get-stream") == 1; }));
   auto r = Call("elsewhere");
@@ -130,6 +134,25 @@ TEST_F(HttpUpstreamTest, ARequestsStreamIsClosedOnceItsResponseCameElsewhere) {
   EXPECT_TRUE(WaitFor([&] { return testing::CountEvents(log_, "elsewhere-end") == 1; }))
       << "the request's own stream is still open";
   ASSERT_TRUE(Call("echo", {{"message", "x"}}).ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AnswerElsewhereTest, ::testing::Values("", "batch", "method"),
+                         [](const auto& info) {
+                           return info.param.empty() ? std::string("AResponse") : info.param;
+                         });
+
+// A server that pings while the gateway initializes again, and refuses the answer as if the
+// new session were gone too: the answer is not sent again on yet another session (it would
+// re-initialize from inside the first re-initialize, on the same thread).
+TEST_F(HttpUpstreamTest, AnAnswerRefusedWhileInitializingAgainIsNotSentAgain) {
+  Connect({"--ping-on-reinitialize"});
+  ASSERT_TRUE(manager_->Snapshot()[0].connected) << manager_->Snapshot()[0].error;
+  ASSERT_TRUE(Call("expire_session").ok());
+  auto r = Call("echo", {{"message", "after"}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(TextOf(*r), "after");
+  EXPECT_EQ(testing::CountEvents(log_, "ping-answer-404"), 1);
+  EXPECT_EQ(testing::CountEvents(log_, "initialize"), 2);
 }
 
 TEST_F(HttpUpstreamTest, WorksWithoutGetStream) {
