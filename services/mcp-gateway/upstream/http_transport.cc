@@ -448,7 +448,19 @@ void StreamableHttpTransport::Deliver(json message, const HttpExchange* via) {
                     elsewhere.end());
   }
   if (callbacks_.on_message) callbacks_.on_message(std::move(message));
-  for (int64_t id : elsewhere) Abandon(json(id));
+  if (!elsewhere.empty()) AbandonAll(std::move(elsewhere));
+}
+
+void StreamableHttpTransport::AbandonAll(std::vector<int64_t> ids) {
+  std::sort(ids.begin(), ids.end());
+  codemode::MutexLock lock(&workers_mu_);
+  for (auto& exchange : workers_) {
+    if (!exchange->done && exchange->id.is_number_integer() &&
+        std::binary_search(ids.begin(), ids.end(), exchange->id.get<int64_t>())) {
+      exchange->abandoned = true;
+      exchange->Stop();
+    }
+  }
 }
 
 void StreamableHttpTransport::Abandon(const json& id) {

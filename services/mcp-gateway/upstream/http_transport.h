@@ -18,12 +18,14 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "upstream/config.h"
 #include "upstream/options.h"
@@ -111,11 +113,12 @@ class StreamableHttpTransport : public HttpTransportBase {
   // Hands `message` to the client; it came on `via`'s stream (null: the GET stream's, or a
   // POST's the gateway made of its own). A response (by the client's rule, in a batch too)
   // to a request whose exchange is not `via` leaves that exchange owed nothing, and it is
-  // stopped (Abandon): a server that answers
-  // elsewhere would have it hold its stream, thread and the call's answer budget until the
-  // idle deadline. (A server may answer on another stream only when the request's own is
-  // resumed, which happens on the request's exchange.)
+  // stopped: a server that answers elsewhere would have it hold its stream, thread and the
+  // call's answer budget until the idle deadline. (A server may answer on another stream
+  // only when the request's own is resumed, which happens on the request's exchange.)
   void Deliver(nlohmann::json message, const HttpExchange* via);
+  // Abandon() of each of `ids` in one pass over the exchanges, however many ids a batch holds.
+  void AbandonAll(std::vector<int64_t> ids);
   // The POST of `message`, with the session's headers (the session id it carries goes to
   // `*session_used`).
   httplib::Request NewPost(const nlohmann::json& message, bool initialize, std::string* session_used);
