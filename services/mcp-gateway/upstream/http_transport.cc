@@ -165,11 +165,22 @@ std::vector<int64_t> ResponseIds(const json& message) {
   return ids;
 }
 
-// Whether `message` holds the response to the request whose id is `id`.
+// Whether `message` (an object, or a batch of them) holds the response to the request whose
+// id is `id`: a response by ResponseIds()'s rule, or for the re-initialize's string id an
+// object without a string "method" that carries that id.
 bool Answers(const json& message, const json& id) {
-  if (!id.is_number_integer()) return false;
-  const std::vector<int64_t> ids = ResponseIds(message);
-  return std::find(ids.begin(), ids.end(), id.get<int64_t>()) != ids.end();
+  if (id.is_number_integer()) {
+    const std::vector<int64_t> ids = ResponseIds(message);
+    return std::find(ids.begin(), ids.end(), id.get<int64_t>()) != ids.end();
+  }
+  auto one = [&id](const json& m) {
+    if (!m.is_object()) return false;
+    auto method = m.find("method");
+    auto got = m.find("id");
+    return !(method != m.end() && method->is_string()) && got != m.end() && *got == id;
+  };
+  if (!message.is_array()) return one(message);
+  return std::any_of(message.begin(), message.end(), one);
 }
 
 }  // namespace

@@ -141,6 +141,19 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AnswerElsewhereTest, ::testing::Values("", "bat
                            return info.param.empty() ? std::string("AResponse") : info.param;
                          });
 
+// A server that keeps the repeated initialize's stream open after answering it: the stream
+// is closed once the answer (whose id is a string) is in, or the re-initialize, and every
+// call waiting for it, would last as long as the server keeps it open.
+TEST_F(HttpUpstreamTest, ARepeatedInitializesStreamIsClosedOnceItIsAnswered) {
+  Connect({"--linger-reinitialize"});
+  ASSERT_TRUE(manager_->Snapshot()[0].connected) << manager_->Snapshot()[0].error;
+  ASSERT_TRUE(Call("expire_session").ok());
+  auto r = Call("echo", {{"message", "after"}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(TextOf(*r), "after");
+  EXPECT_EQ(testing::CountEvents(log_, "initialize"), 2);
+}
+
 // A server that pings while the gateway initializes again, and refuses the answer as if the
 // new session were gone too: the answer is not sent again on yet another session (it would
 // re-initialize from inside the first re-initialize, on the same thread).
