@@ -565,7 +565,7 @@ int main(int argc, char** argv) {
     return code;
   };
   // Every wait of the start for the runtime ends by one deadline, or at a SIGTERM.
-  const sandboxd::StartWait start_wait(absl::Now() + options->start_runtime_wait,
+  const sandboxd::StartWait start_wait(options->start_runtime_wait,
                                        [&shutdown] { return shutdown.Pending(); });
   std::optional<GvisorStartCheck> gvisor_check;  // before the runtimes go; ended by the cutoff
   if (podman_runtime) gvisor_check.emplace(*options, *podman_runtime);

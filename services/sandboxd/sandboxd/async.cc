@@ -8,6 +8,17 @@
 
 namespace sandboxd {
 
+namespace {
+
+using Steady = std::chrono::steady_clock;
+
+// A delay from now as an instant; a century at most, so that no delay overflows the clock.
+Steady::time_point After(absl::Duration delay) {
+  return Steady::now() + absl::ToChronoNanoseconds(std::min(delay, absl::Hours(24 * 365 * 100)));
+}
+
+}  // namespace
+
 TimerQueue::TimerQueue() : thread_(codemode::StartThread("timers", [this] { Loop(); })) {}
 
 TimerQueue::~TimerQueue() {
@@ -21,7 +32,7 @@ TimerQueue::~TimerQueue() {
 TimerQueue::Id TimerQueue::Schedule(absl::Duration delay, std::function<void()> fn) {
   codemode::MutexLock lock(&mu_);
   Id id = next_id_++;
-  timers_.emplace(absl::Now() + delay, std::make_pair(id, std::move(fn)));
+  timers_.emplace(After(delay), std::make_pair(id, std::move(fn)));
   return id;
 }
 
@@ -53,22 +64,24 @@ void TimerQueue::Loop() {
       ++wakeups_;
       continue;
     }
-    absl::Time due = timers_.begin()->first;
-    if (absl::Now() < due) {
+    const Steady::time_point due = timers_.begin()->first;
+    if (Steady::now() < due) {
       // Wakes early only for a timer due before `due`, or to stop. A later timer or a
       // cancel (every execution schedules its timeout and cancels it) leaves the thread
       // asleep: a cancelled first timer costs one look at `due`, not a wake-up each.
+      // absl's wait ends on the wall clock: a step forward wakes it early, and the loop
+      // looks at `due` again.
       struct Args {
         TimerQueue* q;
-        absl::Time due;
+        Steady::time_point due;
       } args{this, due};
-      mu_.AwaitWithDeadline(absl::Condition(
-                                +[](Args* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                                  return a->q->stop_ ||
-                                         (!a->q->timers_.empty() && a->q->timers_.begin()->first < a->due);
-                                },
-                                &args),
-                            due);
+      mu_.AwaitWithTimeout(absl::Condition(
+                               +[](Args* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                 return a->q->stop_ ||
+                                        (!a->q->timers_.empty() && a->q->timers_.begin()->first < a->due);
+                               },
+                               &args),
+                           absl::FromChrono(due - Steady::now()));
       ++wakeups_;
       continue;
     }
@@ -103,19 +116,18 @@ void WorkerPool::Post(std::function<void()> fn) {
 }
 
 bool StartWait::For(const std::function<bool(absl::Duration)>& done) const {
-  return Until(std::max(until_, absl::Now() + kLeast), done);
+  return Until(std::max(until_, After(kLeast)), done);
 }
 
 bool StartWait::Within(absl::Duration limit, const std::function<bool(absl::Duration)>& done) const {
-  return Until(absl::Now() + limit, done);
+  return Until(After(limit), done);
 }
 
-bool StartWait::Until(absl::Time until, const std::function<bool(absl::Duration)>& done) const {
+bool StartWait::Until(Instant until, const std::function<bool(absl::Duration)>& done) const {
   for (;;) {
-    if (done(std::max(absl::ZeroDuration(), std::min(absl::Milliseconds(100), until - absl::Now())))) {
-      return true;
-    }
-    if (absl::Now() >= until || stop_requested()) return false;
+    const absl::Duration left = absl::FromChrono(until - Steady::now());
+    if (done(std::max(absl::ZeroDuration(), std::min(absl::Milliseconds(100), left)))) return true;
+    if (Steady::now() >= until || stop_requested()) return false;
   }
 }
 

@@ -8,10 +8,11 @@
 //   WorkerPool pool(2);
 //   pool.Post([] { runtime->Remove({name}); });
 //
-//   StartWait wait(absl::Now() + absl::Seconds(15), [&] { return shutdown.Pending(); });
+//   StartWait wait(absl::Seconds(15), [&] { return shutdown.Pending(); });
 //   bool done = wait.For([&](absl::Duration d) { return note.WaitForNotificationWithTimeout(d); });
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -25,7 +26,9 @@
 namespace sandboxd {
 
 // Runs callbacks at (or shortly after) their deadline on one internal thread. Callbacks
-// must be quick; they may call Schedule/Cancel. Safe for concurrent use.
+// must be quick; they may call Schedule/Cancel. Safe for concurrent use. Deadlines are on
+// the monotonic clock: a step of the wall clock (NTP, a VM resumed) neither fires an
+// execution's timeout early nor holds it back.
 class TimerQueue {
  public:
   using Id = uint64_t;
@@ -45,7 +48,8 @@ class TimerQueue {
 
   mutable codemode::Mutex mu_;
   uint64_t wakeups_ ABSL_GUARDED_BY(mu_) = 0;
-  std::multimap<absl::Time, std::pair<Id, std::function<void()>>> timers_ ABSL_GUARDED_BY(mu_);
+  std::multimap<std::chrono::steady_clock::time_point, std::pair<Id, std::function<void()>>> timers_
+      ABSL_GUARDED_BY(mu_);
   Id next_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
@@ -76,14 +80,18 @@ class WorkerPool {
 // start began), or until a stop is requested, whichever comes first. A wait that begins
 // after the deadline still gives its work kLeast, so that one hung check does not make the
 // next one, which podman may answer at once, count as unanswered. The work itself goes on;
-// what gives up is the wait.
+// what gives up is the wait. Measured on the monotonic clock, as TimerQueue's deadlines.
 class StartWait {
  public:
+  using Instant = std::chrono::steady_clock::time_point;
   static constexpr absl::Duration kLeast = absl::Seconds(1);
 
-  // `stop_requested` may be null: only the deadline ends a wait.
-  explicit StartWait(absl::Time until, std::function<bool()> stop_requested = nullptr)
-      : began_(absl::Now()), until_(until), stop_requested_(std::move(stop_requested)) {}
+  // Every wait shares the deadline `budget` from now. `stop_requested` may be null: only
+  // the deadline ends a wait.
+  explicit StartWait(absl::Duration budget, std::function<bool()> stop_requested = nullptr)
+      : began_(std::chrono::steady_clock::now()),
+        until_(began_ + absl::ToChronoNanoseconds(budget)),
+        stop_requested_(std::move(stop_requested)) {}
 
   // Calls `done` with the longest it may wait (100 ms at most) until it returns true (then
   // true), or until the deadline (or kLeast from now, if later) passes or a stop is
@@ -94,13 +102,15 @@ class StartWait {
   bool stop_requested() const { return stop_requested_ && stop_requested_(); }
   // How long since the start began waiting, in tenths of a second: what a log line says
   // was waited (each wait's kLeast included).
-  absl::Duration Waited() const { return absl::Trunc(absl::Now() - began_, absl::Milliseconds(100)); }
+  absl::Duration Waited() const {
+    return absl::Trunc(absl::FromChrono(std::chrono::steady_clock::now() - began_), absl::Milliseconds(100));
+  }
 
  private:
-  bool Until(absl::Time until, const std::function<bool(absl::Duration)>& done) const;
+  bool Until(Instant until, const std::function<bool(absl::Duration)>& done) const;
 
-  const absl::Time began_;
-  const absl::Time until_;
+  const Instant began_;
+  const Instant until_;
   const std::function<bool()> stop_requested_;
 };
 

@@ -99,7 +99,7 @@ void SessionManager::OnReadinessChanged() {
 }
 
 absl::Status SessionManager::Start() {
-  return Start(StartWait(absl::Now() + options_.start_runtime_wait));
+  return Start(StartWait(options_.start_runtime_wait));
 }
 
 absl::Status SessionManager::Start(const StartWait& wait) {
