@@ -17,14 +17,15 @@
 // - parentPort, the thread's own port to the main thread, which no runner code uses: closed,
 //   so what code posts on it goes nowhere and a port posted on it closes at once (one the
 //   main thread took in and dropped would queue what its other end posts, in the runner,
-//   outside the thread's heap limit, after the thread is gone).
+//   outside the thread's heap limit, after the thread is gone); and for the same reason
+//   worker_threads.postMessageToThread, which reaches the main thread without parentPort.
 // Every way to a built-in module (require, createRequire, process.getBuiltinModule, import)
 // returns its one exports object, so each is changed there, for good (non-configurable);
 // syncBuiltinESMExports carries the change to the modules' import() namespaces.
 
 const vm = require('vm');
 const Module = require('module');
-const { parentPort } = require('worker_threads');
+const workerThreads = require('worker_threads');
 
 // Taken now: user code can replace Reflect's functions and vm's, and one called with Node's
 // own constructors or functions would hand them over.
@@ -140,11 +141,17 @@ function lockProcessInfo() {
   Object.defineProperty(process, 'execArgv', fixed(Object.freeze([])));
 }
 
+function lockThreadMessages() {
+  if (workerThreads.parentPort) workerThreads.parentPort.close();
+  Object.defineProperty(workerThreads, 'postMessageToThread',
+    fixed(refuse('worker_threads.postMessageToThread')));
+}
+
 function lockRuntime() {
   lockV8();
   lockCodeCaches();
   lockProcessInfo();
-  if (parentPort) parentPort.close();
+  lockThreadMessages();
   Module.syncBuiltinESMExports();
 }
 

@@ -154,6 +154,20 @@ describe('javascript on the wasm tier\'s node', () => {
     assert.equal(fs.existsSync(path.join(runner.workspace, 'h')), false);
   });
 
+  it('cannot post to the runner\'s thread: postMessageToThread, by any way to worker_threads', async () => {
+    // A port it carried would stay open in the runner (outside the worker's heap limit)
+    // and queue what its other end posts, after a reset too.
+    for (const code of ['await require("worker_threads").postMessageToThread(0, 1)',
+      'await process.getBuiltinModule("worker_threads").postMessageToThread(0, 1)',
+      'const { port1 } = new MessageChannel();\n' +
+        'await require("worker_threads").postMessageToThread(0, { port1 }, [port1], 1000)',
+      'Object.defineProperty(require("worker_threads"), "postMessageToThread", { value: () => 1 })']) {
+      const r = await client.exec(code);
+      assert.equal(r.status, 'error', `${code}: ${JSON.stringify(r)}`);
+      assert.match(r.error.message, /is not available in a sandbox|Cannot redefine property/, code);
+    }
+  });
+
   it('cannot start processes', async () => {
     const r = await client.exec('require("child_process").execSync("id").toString()');
     assert.equal(r.status, 'error');
