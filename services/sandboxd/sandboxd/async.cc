@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/deadline.h"
 #include "base/thread.h"
 
 #include <spdlog/spdlog.h>
@@ -9,14 +10,7 @@
 namespace sandboxd {
 
 namespace {
-
 using Steady = std::chrono::steady_clock;
-
-// A delay from now as an instant; a century at most, so that no delay overflows the clock.
-Steady::time_point After(absl::Duration delay) {
-  return Steady::now() + absl::ToChronoNanoseconds(std::min(delay, absl::Hours(24 * 365 * 100)));
-}
-
 }  // namespace
 
 TimerQueue::TimerQueue() : thread_(codemode::StartThread("timers", [this] { Loop(); })) {}
@@ -32,7 +26,7 @@ TimerQueue::~TimerQueue() {
 TimerQueue::Id TimerQueue::Schedule(absl::Duration delay, std::function<void()> fn) {
   codemode::MutexLock lock(&mu_);
   Id id = next_id_++;
-  timers_.emplace(After(delay), std::make_pair(id, std::move(fn)));
+  timers_.emplace(codemode::SteadyDeadline(delay), std::make_pair(id, std::move(fn)));
   return id;
 }
 
@@ -69,8 +63,6 @@ void TimerQueue::Loop() {
       // Wakes early only for a timer due before `due`, or to stop. A later timer or a
       // cancel (every execution schedules its timeout and cancels it) leaves the thread
       // asleep: a cancelled first timer costs one look at `due`, not a wake-up each.
-      // absl's wait ends on the wall clock: a step forward wakes it early, and the loop
-      // looks at `due` again.
       struct Args {
         TimerQueue* q;
         Steady::time_point due;
@@ -116,11 +108,11 @@ void WorkerPool::Post(std::function<void()> fn) {
 }
 
 bool StartWait::For(const std::function<bool(absl::Duration)>& done) const {
-  return Until(std::max(until_, After(kLeast)), done);
+  return Until(std::max(until_, codemode::SteadyDeadline(kLeast)), done);
 }
 
 bool StartWait::Within(absl::Duration limit, const std::function<bool(absl::Duration)>& done) const {
-  return Until(After(limit), done);
+  return Until(codemode::SteadyDeadline(limit), done);
 }
 
 bool StartWait::Until(Instant until, const std::function<bool(absl::Duration)>& done) const {

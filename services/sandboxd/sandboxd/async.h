@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "base/deadline.h"
 #include "base/mutex.h"
 #include "base/thread_pool.h"
 #include "absl/time/time.h"
@@ -90,7 +91,7 @@ class StartWait {
   // the deadline ends a wait.
   explicit StartWait(absl::Duration budget, std::function<bool()> stop_requested = nullptr)
       : began_(std::chrono::steady_clock::now()),
-        until_(began_ + absl::ToChronoNanoseconds(budget)),
+        until_(codemode::SteadyDeadline(budget)),
         stop_requested_(std::move(stop_requested)) {}
 
   // Calls `done` with the longest it may wait (100 ms at most) until it returns true (then

@@ -180,8 +180,8 @@ bool PodmanApi::StartOnce(pid_t* pid, int* status) {
     pid_ = child->pid;
     if (stopping_) kill(child->pid, SIGTERM);
   }
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (absl::Now() < deadline) {
+  const SteadyTime deadline = codemode::SteadyDeadline(absl::Seconds(30));
+  while (std::chrono::steady_clock::now() < deadline) {
     if (codemode::WaitPid(*pid, status, WNOHANG) != 0) {
       codemode::MutexLock lock(&mu_);
       pid_ = -1;

@@ -12,11 +12,22 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/deadline.h"
 #include "base/log_text.h"
 #include "base/thread.h"
 #include "base/unix_socket.h"
 
 namespace sandboxd {
+
+namespace {
+
+// What is left until `deadline`, for poll(): whole milliseconds, rounded down.
+int64_t MillisecondsUntil(std::chrono::steady_clock::time_point deadline) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now())
+      .count();
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<RunnerConnection>> RunnerConnection::Connect(
     const std::string& socket_path, absl::Duration timeout, absl::Duration frame_deadline) {
@@ -24,7 +35,7 @@ absl::StatusOr<std::unique_ptr<RunnerConnection>> RunnerConnection::Connect(
     return absl::InvalidArgumentError(
         absl::StrCat("runner ", addr.status().message(), ": use a shorter --state_dir"));
   }
-  absl::Time deadline = absl::Now() + timeout;
+  const SteadyTime deadline = codemode::SteadyDeadline(timeout);
   std::string last_error = "socket never appeared";
   for (;;) {
     // connect() follows symlinks: whatever sits at the path must be the socket itself.
@@ -65,7 +76,7 @@ absl::StatusOr<std::unique_ptr<RunnerConnection>> RunnerConnection::Connect(
     }
     last_error = strerror(errno);
     connected.Reset();
-    if (absl::Now() >= deadline) {
+    if (std::chrono::steady_clock::now() >= deadline) {
       return absl::UnavailableError(absl::StrCat("cannot connect to runner socket ", socket_path,
                                                  ": ", last_error));
     }
@@ -114,13 +125,13 @@ RunnerConnection::~RunnerConnection() {
   close(fd_);
 }
 
-absl::StatusOr<RunnerMessage> RunnerConnection::ReadOne(absl::Time deadline) {
+absl::StatusOr<RunnerMessage> RunnerConnection::ReadOne(SteadyTime deadline) {
   char buf[65536];
   for (;;) {
     absl::StatusOr<std::optional<RunnerMessage>> message = decoder_.NextMessage();
     if (!message.ok()) return message.status();
     if (*message) return std::move(**message);
-    int64_t left = absl::ToInt64Milliseconds(deadline - absl::Now());
+    const int64_t left = MillisecondsUntil(deadline);
     if (left <= 0) return absl::DeadlineExceededError("timed out waiting for a frame");
     pollfd p{fd_, POLLIN, 0};
     int r = poll(&p, 1, static_cast<int>(left));
@@ -174,7 +185,7 @@ absl::StatusOr<AckMessage> RunnerConnection::RequestSync(const nlohmann::json& f
                                                          absl::Duration timeout) {
   const uint64_t id = frame["id"].get<uint64_t>();
   if (absl::Status s = Send(frame); !s.ok()) return s;
-  absl::Time deadline = absl::Now() + timeout;
+  const SteadyTime deadline = codemode::SteadyDeadline(timeout);
   for (;;) {
     absl::StatusOr<RunnerMessage> m = ReadOne(deadline);
     if (!m.ok()) return m.status();
@@ -200,30 +211,30 @@ absl::Duration ThreadCpuTime() {
 }  // namespace
 
 void RunnerConnection::WaitForShare(const RunnerCpuShare& share, CpuBucket& bucket,
-                                    absl::Time& last_wall, absl::Duration& last_cpu) {
-  const absl::Time wall = absl::Now();
+                                    SteadyTime& last_wall, absl::Duration& last_cpu) {
+  const SteadyTime wall = std::chrono::steady_clock::now();
   const absl::Duration cpu = ThreadCpuTime();
-  const bool over = bucket.Step(share.millis, share.burst, wall - last_wall,
+  const bool over = bucket.Step(share.millis, share.burst, absl::FromChrono(wall - last_wall),
                                 static_cast<uint64_t>(absl::ToInt64Nanoseconds(cpu - last_cpu)));
   last_wall = wall;
   last_cpu = cpu;
   if (!over) return;
   // In slices, so that Close() (which joins this thread) waits for at most one.
-  const absl::Time until = wall + bucket.Debt(share.millis);
-  absl::Time now = wall;
-  for (; now < until && !closed_; now = absl::Now()) {
-    absl::SleepFor(std::min(until - now, absl::Milliseconds(20)));
+  const SteadyTime until = codemode::SteadyDeadline(bucket.Debt(share.millis));
+  SteadyTime now = wall;
+  for (; now < until && !closed_; now = std::chrono::steady_clock::now()) {
+    absl::SleepFor(std::min(absl::FromChrono(until - now), absl::Milliseconds(20)));
   }
   last_wall = now;  // the wait earned nothing: the debt is paid
   bucket.credit_ns = 0;
-  listener_->OnReaderWaited(now - wall);
+  listener_->OnReaderWaited(absl::FromChrono(now - wall));
 }
 
 void RunnerConnection::ReadLoop(RunnerCpuShare share) {
   char buf[65536];
   absl::Status reason;
   CpuBucket bucket = CpuBucket::Full(share.millis, share.burst);
-  absl::Time last_wall = absl::Now();
+  SteadyTime last_wall = std::chrono::steady_clock::now();
   absl::Duration last_cpu = ThreadCpuTime();
   for (;;) {
     absl::StatusOr<std::optional<RunnerMessage>> message = decoder_.NextMessage();
@@ -321,7 +332,7 @@ void RunnerConnection::WriteLoop() {
       writing_ = true;  // Send() must not overtake this frame
       bulk_in_writer_ = frame.bulk;
     }
-    absl::Status s = WriteAll(frame.bytes(), absl::Now() + frame_deadline_);
+    absl::Status s = WriteAll(frame.bytes(), codemode::SteadyDeadline(frame_deadline_));
     codemode::MutexLock lock(&out_mu_);
     writing_ = false;
     bulk_in_writer_ = 0;
@@ -334,7 +345,7 @@ void RunnerConnection::WriteLoop() {
   }
 }
 
-absl::Status RunnerConnection::WriteAll(std::string_view bytes, absl::Time deadline) {
+absl::Status RunnerConnection::WriteAll(std::string_view bytes, SteadyTime deadline) {
   size_t off = 0;
   while (off < bytes.size()) {
     ssize_t n = send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -344,7 +355,7 @@ absl::Status RunnerConnection::WriteAll(std::string_view bytes, absl::Time deadl
     }
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) return absl::UnavailableError(strerror(errno));
-    int64_t left = absl::ToInt64Milliseconds(deadline - absl::Now());
+    const int64_t left = MillisecondsUntil(deadline);
     if (left <= 0) {
       return absl::DeadlineExceededError(absl::StrCat(
           "runner stopped reading its socket (a ", bytes.size(), "-byte frame was not taken within ",

@@ -12,6 +12,8 @@
 //   conn->Close();   // never from the reader thread (it joins it)
 #pragma once
 
+#include <chrono>
+
 #include <sys/types.h>
 
 #include <atomic>
@@ -117,12 +119,15 @@ class RunnerConnection {
 
 
  private:
+  // Every deadline and the CPU share's wall time run on the monotonic clock: a step of the
+  // wall clock neither fails a frame nor holds the reader.
+  using SteadyTime = std::chrono::steady_clock::time_point;
   RunnerConnection(int fd, absl::Duration frame_deadline);
   void WriteLoop();
   // Records the first failure and shuts the socket down, which ends the reader too.
   void Fail(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(out_mu_);
   // Writes all of `bytes` by `deadline`.
-  absl::Status WriteAll(std::string_view bytes, absl::Time deadline);
+  absl::Status WriteAll(std::string_view bytes, SteadyTime deadline);
 
   // A frame waiting to be written: owned (Send), or borrowed from a SendBulk caller, who
   // waits until the writer is done with it.
@@ -133,14 +138,14 @@ class RunnerConnection {
     std::string_view bytes() const { return bulk ? borrowed : std::string_view(owned); }
   };
   // Blocking read of the next frame with a deadline (used before Start()).
-  absl::StatusOr<RunnerMessage> ReadOne(absl::Time deadline);
+  absl::StatusOr<RunnerMessage> ReadOne(SteadyTime deadline);
   // Sends `frame` (which has an "id") and reads until the `kind` reply with its id.
   absl::StatusOr<AckMessage> RequestSync(const nlohmann::json& frame, AckMessage::Kind kind,
                                          absl::Duration timeout);
   void ReadLoop(RunnerCpuShare share);
   // Charges the reader's CPU time since the last call to `bucket` and waits while it is
   // empty (until Close()).
-  void WaitForShare(const RunnerCpuShare& share, CpuBucket& bucket, absl::Time& last_wall,
+  void WaitForShare(const RunnerCpuShare& share, CpuBucket& bucket, SteadyTime& last_wall,
                     absl::Duration& last_cpu);
 
   const int fd_;

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -348,7 +349,8 @@ class SessionManager final : private SlotKeeper, private SandboxdMetrics::StateS
   // not one of them), until `until`, or until this creation's caller gives up too: OK to
   // check again, else RESOURCE_EXHAUSTED (`refusal.why`) or CANCELLED.
   absl::Status AwaitFinishing(const std::string& owner, const Wanted& wanted,
-                              const Refusal& refusal, uint64_t self, absl::Time until);
+                              const Refusal& refusal, uint64_t self,
+                              std::chrono::steady_clock::time_point until);
   // CreateSession's first check, before a container is taken or started: UNAVAILABLE when
   // stopping, RESOURCE_EXHAUSTED when there is no room and no idle session can be reclaimed
   // for it (one that other admitted creations have not claimed). Else what it holds.

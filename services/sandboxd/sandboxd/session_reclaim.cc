@@ -16,6 +16,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "base/deadline.h"
 #include "base/log_text.h"
 #include "sandboxd/log.h"
 #include "sandboxd/refusal.h"
@@ -126,7 +127,7 @@ uint32_t SessionManager::OwnerLimit(const Room& room) const {
 
 absl::StatusOr<SessionManager::Hold> SessionManager::CheckRoom(const Room& room,
                                                                const Wanted& wanted) {
-  const absl::Time wait_until = absl::Now() + options_.runner_start_timeout;
+  const auto wait_until = codemode::SteadyDeadline(options_.runner_start_timeout);
   for (;;) {
     Refusal refusal;
     uint64_t pins = 0;
@@ -163,7 +164,7 @@ absl::StatusOr<SessionManager::Hold> SessionManager::CheckRoom(const Room& room,
 
 absl::Status SessionManager::AwaitFinishing(const std::string& owner, const Wanted& wanted,
                                             const Refusal& refusal, uint64_t self,
-                                            absl::Time until) {
+                                            std::chrono::steady_clock::time_point until) {
   codemode::MutexLock lock(&mu_);
   // Each such container makes room for one creation once started: more waiters of one
   // owner than that would only hold RPC threads, which the other calls need. The count is
@@ -188,7 +189,7 @@ absl::Status SessionManager::AwaitFinishing(const std::string& owner, const Want
   // A caller giving up takes no lock of ours: asked between short waits.
   while (!mu_.AwaitWithTimeout(absl::Condition(&fewer), absl::Milliseconds(50))) {
     if (wanted && !wanted()) return CallerGaveUp(owner);
-    if (absl::Now() >= until) return RefusedForRoom(refusal.why, refusal.daemon_full);
+    if (std::chrono::steady_clock::now() >= until) return RefusedForRoom(refusal.why, refusal.daemon_full);
   }
   if (draining_) return absl::UnavailableError("the daemon is shutting down");
   return absl::OkStatus();
@@ -313,7 +314,7 @@ absl::Status SessionManager::Register(const std::shared_ptr<Session>& session, c
   const std::string& id = session->metadata().id;
   std::shared_ptr<Session> victim;  // reclaimed for this session: lost, pinned, registered
   std::string victim_reason;
-  const absl::Time wait_until = absl::Now() + options_.runner_start_timeout;  // all waits
+  const auto wait_until = codemode::SteadyDeadline(options_.runner_start_timeout);  // all waits
   for (;;) {
     sandbox::v1::Session tombstone;
     if (victim) tombstone = victim->ToProto();  // before mu_: it takes the session's lock

@@ -9,12 +9,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/deadline.h"
 #include "base/process.h"
 
 extern char** environ;
@@ -72,8 +74,11 @@ void FeedStdin(UniqueFd in, const std::string& text) {
 // *status).
 bool Collect(pid_t pid, const UniqueFd& out, const UniqueFd& err, const SubprocessOptions& opts,
              SubprocessResult& result, int* status) {
+  // The command's own timeout runs on the monotonic clock (a step of the wall clock does
+  // not end a podman call under way); the cutoff is a time of day, as the daemon's stop
+  // sets it.
   const absl::Time began = absl::Now();
-  const absl::Time deadline = began + opts.timeout;
+  const auto deadline = codemode::SteadyDeadline(opts.timeout);
   bool out_open = true, err_open = true;
   // A daemonising grandchild (conmon) may keep our pipes open: once the child is reaped,
   // what is readable is read (it may have written and exited after the last poll) and
@@ -88,14 +93,15 @@ bool Collect(pid_t pid, const UniqueFd& out, const UniqueFd& err, const Subproce
     if (out_open) fds[nfds++] = {out.get(), POLLIN, 0};
     if (err_open) fds[nfds++] = {err.get(), POLLIN, 0};
     const absl::Time cut = opts.cutoff ? opts.cutoff->For(began) + opts.cut_grace : absl::InfiniteFuture();
-    absl::Duration left = std::min(deadline, cut) - absl::Now();
+    const absl::Duration to_cut = cut - absl::Now();
+    const absl::Duration left = std::min(absl::FromChrono(deadline - std::chrono::steady_clock::now()), to_cut);
     if (left <= absl::ZeroDuration()) {
       if (reaped) return true;  // a grandchild still writing: the child's pid is not ours to kill
       // Its group, and itself: a child that moved to another group is not in its own.
       kill(-pid, SIGKILL);
       kill(pid, SIGKILL);
       result.timed_out = true;
-      result.cut_off = cut < deadline;
+      result.cut_off = to_cut <= left;
       return false;
     }
     int timeout_ms = reaped ? 0 : static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 50));

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -18,6 +19,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/deadline.h"
 #include "base/unix_socket.h"
 #include "nlohmann/json.hpp"
 #include "sandboxd/resource_usage.h"
@@ -201,8 +203,8 @@ bool ProcessRunning(pid_t pid, uint64_t start_time) {
 }
 
 void WaitGone(pid_t pid, uint64_t start_time, absl::Duration limit) {
-  const absl::Time deadline = absl::Now() + limit;
-  while (absl::Now() < deadline) {
+  const auto deadline = codemode::SteadyDeadline(limit);
+  while (std::chrono::steady_clock::now() < deadline) {
     if (waitpid(pid, nullptr, WNOHANG) == pid) return;
     if (!ProcessRunning(pid, start_time)) return;
     absl::SleepFor(absl::Milliseconds(10));

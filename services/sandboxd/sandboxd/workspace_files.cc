@@ -167,12 +167,14 @@ void WorkspaceFiles::Abort(uint64_t id) {
   if (open) (void)send_(EncodeFrame(MakeFileAbortFrame(id)));
 }
 
-WorkspaceFiles::Waited WorkspaceFiles::AwaitLocked(const absl::Condition& cond, absl::Time deadline,
+WorkspaceFiles::Waited WorkspaceFiles::AwaitLocked(const absl::Condition& cond, SteadyTime deadline,
                                                    const Cancelled& cancelled) {
   for (;;) {
-    const absl::Time slice = cancelled ? std::min(deadline, absl::Now() + kCancelPoll) : deadline;
-    if (mu_.AwaitWithDeadline(cond, slice)) return Waited::kReady;
-    if (absl::Now() >= deadline) return Waited::kTimedOut;
+    const SteadyTime slice = cancelled ? std::min(deadline, codemode::SteadyDeadline(kCancelPoll)) : deadline;
+    if (mu_.AwaitWithTimeout(cond, absl::FromChrono(slice - std::chrono::steady_clock::now()))) {
+      return Waited::kReady;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return Waited::kTimedOut;
     if (cancelled()) return Waited::kCancelled;
   }
 }
@@ -186,7 +188,7 @@ absl::StatusOr<FileReplyMessage> WorkspaceFiles::AwaitFinal(uint64_t id, absl::D
     if (it == transfers_.end()) return absl::FailedPreconditionError("no such transfer");
     Transfer& t = it->second;
     waited = AwaitLocked(absl::Condition(+[](bool* done) { return *done; }, &t.done),
-                         absl::Now() + timeout, cancelled);
+                         codemode::SteadyDeadline(timeout), cancelled);
     if (waited == Waited::kReady) {
       absl::Status status = t.status;
       FileReplyMessage final = std::move(t.final);
@@ -208,7 +210,7 @@ absl::StatusOr<FileEntry> WorkspaceFiles::Download(const std::string& path,
     return MakeFileDownloadFrame(id, path, max_file_bytes_);
   });
   if (!id.ok()) return id.status();
-  const absl::Time deadline = absl::Now() + timeout;
+  const SteadyTime deadline = codemode::SteadyDeadline(timeout);
   for (;;) {
     std::deque<std::string> chunks;
     bool done;

@@ -13,6 +13,7 @@
 // replies are validated by ParseFileReply first). Thread-safe.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -105,9 +106,10 @@ class WorkspaceFiles {
   absl::StatusOr<FileReplyMessage> AwaitFinal(uint64_t id, absl::Duration timeout,
                                               const Cancelled& cancelled);
   enum class Waited { kReady, kTimedOut, kCancelled };
+  using SteadyTime = std::chrono::steady_clock::time_point;
   // Waits until `cond` holds, `deadline` passes or `cancelled` says the caller left,
   // asking it every kCancelPoll.
-  Waited AwaitLocked(const absl::Condition& cond, absl::Time deadline, const Cancelled& cancelled)
+  Waited AwaitLocked(const absl::Condition& cond, SteadyTime deadline, const Cancelled& cancelled)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishLocked(Transfer& t, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
