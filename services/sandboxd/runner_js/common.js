@@ -107,10 +107,21 @@ function fixJsonSurrogates(json) {
     (match, hex) => (hex ? `\\\\u${hex.toLowerCase()}` : match));
 }
 
+// Hands the data of each message on `port` to `onData`. No message of the runner's
+// protocols carries a port: every port one brings, wherever in it, is closed at once. One
+// left open would queue what its other end posts, in this process and outside every heap
+// limit, for as long as the process lives.
+function onPortData(port, onData) {
+  port.addEventListener('message', (event) => {
+    for (const stray of event.ports || []) stray.close();
+    onData(event.data);
+  });
+}
+
 module.exports = {
   RUNNER_VERSION, MAX_FRAME_BYTES, OUTPUT_FLUSH_BYTES, OUTPUT_FLUSH_MS, OUTPUT_FRAME_CHARS,
   RESULT_LIMIT, ERROR_MESSAGE_LIMIT, TRACEBACK_LIMIT, DEFAULT_TOOL_CALLS_IN_FLIGHT, MAX_ARGUMENT_DEPTH,
   MAX_ARGUMENT_VALUES,
   INTERRUPT_GRACE_MS, WORKER_EXIT_WAIT_MS, STUCK_WORKER_LIMIT, WATCHDOG_PING_MS, DEFAULT_IDLE_WATCHDOG_MS, CELL_PREFIX, log, cap, escapeLoneSurrogates, fixJsonSurrogates,
-  verdictTimeout, clearVerdictTimeout,
+  verdictTimeout, clearVerdictTimeout, onPortData,
 };

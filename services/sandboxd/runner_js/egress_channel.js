@@ -24,6 +24,7 @@
 // messages are dropped. The main thread takes at most MAX_STREAMS streams of one worker.
 
 const { Duplex } = require('stream');
+const { onPortData } = require('./common');
 
 // A piece stays under the mmap threshold sandboxd starts the wasm tier's Node with (32 KiB,
 // docs/wasm-tier.md "Memory"): each is an ArrayBuffer allocated by its sender and freed by
@@ -186,13 +187,7 @@ class Channel {
   constructor(port, onOpen = null) {
     Object.assign(this, { port, onOpen, streams: new Map(), nextId: 1, closed: false,
       refusals: MAX_REFUSED, refilled: Date.now() });
-    // No message of the protocol carries a port: every port one brings, wherever in it, is
-    // closed at once. One left open would queue what its other end posts, in this process
-    // and outside every heap limit, for as long as the process lives.
-    port.addEventListener('message', (event) => {
-      for (const stray of event.ports || []) stray.close();
-      this.onMessage(event.data);
-    });
+    onPortData(port, (data) => this.onMessage(data));
     port.on('close', () => this.close());
     port.unref();
   }

@@ -9,7 +9,7 @@
 
 const { Worker, MessageChannel } = require('worker_threads');
 const { isObject } = require('./catalog');
-const { verdictTimeout, clearVerdictTimeout } = require('./common');
+const { verdictTimeout, clearVerdictTimeout, onPortData } = require('./common');
 
 const STATUSES = new Set(['ok', 'error', 'interrupted']);
 const isCount = (v) => Number.isSafeInteger(v) && v >= 0;
@@ -62,13 +62,7 @@ class Namespace {
     if (heapMb) options.resourceLimits = { maxOldGenerationSizeMb: heapMb };
     if (process.permission) options.execArgv = permissionFlagsWithoutWorkers();
     this.port = channel.port1;
-    // No message of the worker's carries a port: one it brings, wherever in the message, is
-    // closed at once (left open, what its other end posts would queue in this process,
-    // outside the worker's heap limit, after the worker is gone).
-    this.port.addEventListener('message', (event) => {
-      for (const stray of event.ports || []) stray.close();
-      this.onMessage(event.data);
-    });
+    onPortData(this.port, (data) => this.onMessage(data));  // closes the ports a message brings
     this.worker = new Worker(bundle, options);
     this.worker.stdout.resume();        // the worker's real stdio: not user output
     this.worker.stderr.on('data', (d) => process.stderr.write(d));
