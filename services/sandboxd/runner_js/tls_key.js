@@ -167,19 +167,24 @@ function checkedKey(pem) {
 // The worker's side: the key of checked options `c` decrypted with their passphrase, as
 // PKCS#8 PEM and checked as the main thread will; no passphrase. A PKCS#8 key in clear is
 // checked before it is parsed (parsing a DSA key is what costs); others are parsed first,
-// on the worker, where that is the cell's own time. Throws KeyRefused or node:crypto's
-// error (a wrong passphrase).
+// on the worker, where that is the cell's own time. Throws KeyRefused (also for a wrong
+// passphrase: OpenSSL's own error for one is "bad decrypt", or, when the wrongly decrypted
+// bytes happen to end in valid padding, one in 256, a decoder's) or node:crypto's error.
 function normalizeKey(c) {
   if (c.key === undefined) return { ...c, passphrase: undefined };
   const keys = privateKeyBlocks(c.key);
   if (keys.length === 1 && keys[0].label === 'PRIVATE KEY') checkPkcs8(bodyDer(keys[0].body));
+  const encrypted = keys.some((k) => k.label === 'ENCRYPTED PRIVATE KEY' || /Proc-Type: *4,ENCRYPTED/.test(k.body));
   let key;
   try {
     key = crypto.createPrivateKey({ key: c.key, passphrase: c.passphrase })
       .export({ type: 'pkcs8', format: 'pem' });
   } catch (e) {
-    if (e.code !== 'ERR_OSSL_CRYPTO_INTERRUPTED_OR_CANCELLED') throw e;
-    throw new KeyRefused('the TLS key is encrypted and no password was given for it');
+    if (e.code === 'ERR_OSSL_CRYPTO_INTERRUPTED_OR_CANCELLED') {
+      throw new KeyRefused('the TLS key is encrypted and no password was given for it');
+    }
+    if (!encrypted || c.passphrase === undefined) throw e;
+    throw new KeyRefused(`the TLS key cannot be decrypted with the password given (${e.message})`);
   }
   return { ...c, key: checkedKey(key), passphrase: undefined };
 }
