@@ -9,9 +9,15 @@
 
 const { Worker, MessageChannel } = require('worker_threads');
 const { isObject } = require('./catalog');
-const { verdictTimeout, clearVerdictTimeout, onPortData } = require('./common');
+const { cap, log, verdictTimeout, clearVerdictTimeout, onPortData } = require('./common');
 
 const STATUSES = new Set(['ok', 'error', 'interrupted']);
+// Why a namespace was lost, as the runner's log, a note and the next exec's error say it:
+// the worker's own error message (user code chooses it) is cut to this many characters.
+const LOST_REASON_CHARS = 1024;
+// What the runner relays of a worker's real stderr (Node's own warnings, not user output,
+// which goes over the port), over the worker's life; the rest is dropped, said once.
+const WORKER_STDERR_BYTES = 256 * 1024;
 const isCount = (v) => Number.isSafeInteger(v) && v >= 0;
 const isStr = (v) => typeof v === 'string';
 
@@ -55,6 +61,7 @@ class Namespace {
   constructor(bundle, heapMb, handlers, data = { sandboxRole: 'worker' }, env = undefined) {
     this.handlers = handlers;
     this.ended = false;
+    this.saidReady = false;
     const channel = new MessageChannel();
     const options = { workerData: { ...data, port: channel.port2 },
       transferList: [channel.port2], stdout: true, stderr: true };
@@ -65,7 +72,7 @@ class Namespace {
     onPortData(this.port, (data) => this.onMessage(data));  // closes the ports a message brings
     this.worker = new Worker(bundle, options);
     this.worker.stdout.resume();        // the worker's real stdio: not user output
-    this.worker.stderr.on('data', (d) => process.stderr.write(d));
+    this.relayStderr(this.worker.stderr);
     // No 'message' listener on the worker: the worker closed parentPort (locks.js).
     this.worker.on('error', (e) => this.lose(`the worker failed: ${e && e.message}`,
       e && e.code === 'ERR_WORKER_OUT_OF_MEMORY'));
@@ -73,14 +80,30 @@ class Namespace {
     this.exited = new Promise((resolve) => this.worker.once('exit', () => resolve()));
   }
 
+  relayStderr(stream) {
+    let left = WORKER_STDERR_BYTES;
+    stream.on('data', (d) => {
+      if (left <= 0) return;
+      const piece = d.length <= left ? d : d.subarray(0, left);
+      left -= d.length;
+      process.stderr.write(piece);
+      if (left <= 0) log(`the worker's stderr passed ${WORKER_STDERR_BYTES} bytes; the rest is dropped`);
+    });
+  }
+
   onMessage(m) {
     if (this.ended) return;
-    const problem = this.messageProblem(m);
+    let problem = this.messageProblem(m);
+    // `ready` once: after it, user code may run, and nothing of its says ready again.
+    if (!problem && m.t === 'ready' && this.saidReady) problem = 'a second ready';
     if (problem) {
       this.lose(`the worker broke the runner protocol (${problem})`, false);
       return;
     }
-    if (m.t === 'ready') this.handlers.ready(m);
+    if (m.t === 'ready') {
+      this.saidReady = true;
+      this.handlers.ready(m);
+    }
     else if (m.t === 'out') this.handlers.out(m.s, m.x);
     else if (m.t === 'call') this.handlers.call(m);
     else if (m.t === 'pong') this.handlers.pong(m.n);
@@ -98,7 +121,7 @@ class Namespace {
   lose(reason, outOfMemory) {
     if (this.ended) return;
     this.end();
-    this.handlers.lost(reason, outOfMemory);
+    this.handlers.lost(cap(reason, LOST_REASON_CHARS), outOfMemory);
   }
 
   // Stop the worker; no handler is called any more. Resolves true once the worker has exited,

@@ -38,12 +38,17 @@ class PythonNamespace extends Namespace {
   }
 
   messageProblem(m) {
-    return pythonMessageProblem(m);
+    const problem = pythonMessageProblem(m);
+    if (!problem && m.t === 'refused' && this.saidReady) return 'refused after ready';
+    return problem;
   }
 
+  // `refused` only before `ready`: it ends the runner (the snapshot does not fit), and once
+  // a cell may run, a cell could send it (Python cannot keep the worker's channel out of a
+  // cell's reach); after ready it breaks the protocol, and costs the worker its namespace.
   onMessage(m) {
     if (isObject(m) && m.t === 'done') this.stopInterrupting();
-    if (!this.ended && isObject(m) && (m.t === 'display' || m.t === 'refused') &&
+    if (!this.ended && isObject(m) && (m.t === 'display' || (m.t === 'refused' && !this.saidReady)) &&
         !pythonMessageProblem(m)) {
       if (m.t === 'display') this.handlers.display(m.b);
       else this.handlers.refused(m.message);

@@ -168,6 +168,34 @@ describe('javascript on the wasm tier\'s node', () => {
     }
   });
 
+  // Runs `code` (its value 'done'), waits `settleMs` and runs `1 + 1`: that exec, and how
+  // many bytes the runner's log grew by meanwhile.
+  const afterCell = async (code, settleMs, options) => {
+    const logged = runner.log.length;
+    assert.equal((await client.exec(code)).result, "'done'");
+    await new Promise((resolve) => setTimeout(resolve, settleMs));
+    const next = await client.exec('1 + 1', options);
+    assert.equal(next.result, '2');
+    return { next, logGrowth: runner.log.length - logged };
+  };
+
+  it('cuts the reason a worker was lost, however long the error user code throws', async () => {
+    const { next, logGrowth } = await afterCell("process.removeAllListeners('uncaughtException');\n" +
+      "setTimeout(() => { throw new Error('M'.repeat(4 * 1024 * 1024)); }, 10); 'done'", 1000,
+    { maxOutputBytes: 1000 });
+    const noted = next.chunks.map(([, text]) => text).join('');
+    assert.match(noted, /the worker failed: M+\.\.\.\[truncated \d+ chars\]/);
+    assert.ok(noted.length < 4096, `${noted.length} characters of output`);
+    assert.ok(logGrowth < 64 * 1024, `${logGrowth} bytes logged`);
+  });
+
+  it('relays a bounded part of what a worker writes to its real stderr', async () => {
+    const { logGrowth } = await afterCell("const write = require('stream').Writable.prototype.write;\n" +
+      "for (let i = 0; i < 8; i++) write.call(process.stderr, 'E'.repeat(1 << 20) + '\\n'); 'done'", 500);
+    assert.ok(logGrowth < 512 * 1024, `${logGrowth} bytes relayed`);
+    assert.match(runner.log, /stderr passed 262144 bytes; the rest is dropped/);
+  });
+
   it('cannot start processes', async () => {
     const r = await client.exec('require("child_process").execSync("id").toString()');
     assert.equal(r.status, 'error');

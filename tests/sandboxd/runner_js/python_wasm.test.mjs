@@ -318,6 +318,21 @@ describe('python in pyodide (wasm tier)', () => {
     assert.equal((await client.exec('"mcp_everything" in globals()')).result, 'True');
   });
 
+  // A cell reaches the worker's channel to the main thread (Python cannot hide it): a
+  // `refused` from it must not end the runner (exit 3 is for a snapshot that does not fit).
+  it('takes no `refused` from a cell: its namespace is reset and the runner goes on', async () => {
+    await client.exec('before_refused = 1');
+    const r = await client.exec('import sandbox_runner.pyodide_host as h, json\n' +
+      'h._hosts[0].post_text(json.dumps({"t": "refused", "message": "from a cell"}))\n' +
+      'import asyncio\nawait asyncio.sleep(5)');
+    assert.equal(r.status, 'error', JSON.stringify(r.done));
+    assert.match(r.error.message, /broke the runner protocol \(refused after ready\)/);
+    assert.equal((await client.exec('"before_refused" in globals()')).result, 'False');
+    assert.equal((await client.exec('1 + 1')).result, '2');
+    assert.equal(runner.exited, null);
+    assert.doesNotMatch(runner.log, /from a cell/);
+  });
+
   // The workspace is the session's working directory, and '' is on sys.path: a module the
   // session left there must not run when a new worker starts, before its runtime is locked.
   it('starts a new worker without importing what the session left in the workspace', async () => {
