@@ -19,6 +19,7 @@
 //   main thread took in and dropped would queue what its other end posts, in the runner,
 //   outside the thread's heap limit, after the thread is gone); and for the same reason
 //   worker_threads.postMessageToThread, which reaches the main thread without parentPort.
+// - the process's descriptors other than the files the code opens (descriptors.js).
 // Every way to a built-in module (require, createRequire, process.getBuiltinModule, import)
 // returns its one exports object, so each is changed there, for good (non-configurable);
 // syncBuiltinESMExports carries the change to the modules' import() namespaces.
@@ -26,6 +27,7 @@
 const vm = require('vm');
 const Module = require('module');
 const workerThreads = require('worker_threads');
+const { lockDescriptors } = require('./descriptors');
 
 // Taken now: user code can replace Reflect's functions and vm's, and one called with Node's
 // own constructors or functions would hand them over.
@@ -152,6 +154,7 @@ function lockRuntime() {
   lockCodeCaches();
   lockProcessInfo();
   lockThreadMessages();
+  lockDescriptors();
   Module.syncBuiltinESMExports();
 }
 

@@ -168,6 +168,40 @@ describe('javascript on the wasm tier\'s node', () => {
     }
   });
 
+  // Threads share the process's descriptors: the runner's connection, libuv's pipes.
+  it('cannot use a descriptor it did not open: the runner\'s sockets and pipes', async () => {
+    const r = await client.exec(`const fs = require('fs');
+const others = [];
+for (let fd = 0; fd < 256; fd++) {
+  try { const st = fs.fstatSync(fd); if (!st.isFile() && !st.isDirectory()) others.push(fd); } catch {}
+}
+const used = [];
+const attempt = (what, fn) => { try { fn(); used.push(what); } catch (e) { if (e.code !== 'EBADF') used.push(what + ': ' + e.message); } };
+for (const fd of others) {
+  attempt('write ' + fd, () => fs.writeSync(fd, Buffer.alloc(16, 0x41)));
+  attempt('read ' + fd, () => fs.readSync(fd, Buffer.alloc(1)));
+  attempt('writeFile ' + fd, () => fs.writeFileSync(fd, 'x'));
+  attempt('stream ' + fd, () => fs.createWriteStream(null, { fd }));
+  attempt('socket ' + fd, () => new (require('net').Socket)({ fd, readable: false }));
+  attempt('connect ' + fd, () => require('net').connect({ fd }));
+  attempt('listen ' + fd, () => require('net').createServer().listen({ fd }));
+  attempt('close ' + fd, () => fs.closeSync(fd));
+}
+attempt('tty', () => new (require('tty').WriteStream)(1));
+const own = fs.openSync('own.txt', 'w+');
+fs.writeSync(own, 'mine');
+const back = Buffer.alloc(4);
+fs.readSync(own, back, 0, 4, 0);
+fs.closeSync(own);
+JSON.stringify({ others: others.length, used, back: back.toString() })`);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    const seen = JSON.parse(eval(r.result));
+    assert.ok(seen.others >= 3, `${seen.others} descriptors other than files`);
+    assert.deepEqual(seen.used, []);
+    assert.equal(seen.back, 'mine');
+    assert.equal((await client.exec('1 + 1')).result, '2');
+  });
+
   // Runs `code` (its value 'done'), waits `settleMs` and runs `1 + 1`: that exec, and how
   // many bytes the runner's log grew by meanwhile.
   const afterCell = async (code, settleMs, options) => {

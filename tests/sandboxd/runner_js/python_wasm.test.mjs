@@ -318,6 +318,25 @@ describe('python in pyodide (wasm tier)', () => {
     assert.equal((await client.exec('"mcp_everything" in globals()')).result, 'True');
   });
 
+  // Pyodide's file system writes by descriptor number, and threads share the process's.
+  it('cannot write on a descriptor of the runner through a file stream', async () => {
+    const r = await client.exec('import pyodide_js, json, os\n' +
+      'from pyodide.ffi import to_js\n' +
+      'refused = []\n' +
+      'for fd in range(3, 64):\n' +
+      '    s = pyodide_js.FS.open("/workspace/nfd.txt", "w")\n' +
+      '    s.nfd = fd\n' +
+      '    try:\n' +
+      '        s.stream_ops.write(s, to_js(b"A" * 16), 0, 16, None)\n' +
+      '    except Exception as e:\n' +
+      '        refused.append(fd)\n' +
+      'len(refused)');
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.ok(Number(r.result) >= 3, `${r.result} descriptors refused`);
+    assert.equal((await client.exec('1 + 1')).result, '2');
+    assert.equal(runner.exited, null);
+  });
+
   // A cell reaches the worker's channel to the main thread (Python cannot hide it): a
   // `refused` from it must not end the runner (exit 3 is for a snapshot that does not fit).
   it('takes no `refused` from a cell: its namespace is reset and the runner goes on', async () => {

@@ -1,0 +1,128 @@
+'use strict';
+// What a user's thread may do with a file descriptor number (lockDescriptors, part of
+// lockRuntime). Threads share the process's descriptor table, and Node checks no
+// permission on an operation by number: a cell could otherwise write frames on the runner's
+// connection to sandboxd, read the frames meant for the main thread, or write into libuv's
+// internal pipes (whose messages carry pointers the loop follows). So:
+// - fs's functions that take a descriptor (read, write, close, fsync, ...) take one only if
+//   it is a regular file or a directory, what fs.open gives code in its workspace; sockets,
+//   pipes, event and epoll descriptors, terminals are refused with EBADF. The type is asked
+//   each time (fstat), so a number the main thread reuses after the code closed it is
+//   judged by what it is then. Pyodide's file system calls the same functions.
+// - net's sockets and servers and tty's streams take no descriptor at all: the code's own
+//   sockets are the ones it connects (tls builds on net's).
+
+const fs = require('fs');
+const net = require('net');
+const tty = require('tty');
+
+const { apply, construct } = Reflect;
+const fstatSync = fs.fstatSync;
+
+const fixed = (value) => ({ value, writable: false, configurable: false, enumerable: true });
+
+function refusedDescriptor(fd, what) {
+  const e = new Error(`EBADF: ${what}: descriptor ${fd} is not a file this code opened`);
+  Object.assign(e, { code: 'EBADF', errno: -9, syscall: what });
+  return e;
+}
+
+// Throws unless `fd` is a number of a regular file or a directory. A non-number is left to
+// Node's own checks (a path, a FileHandle, a wrong type).
+function checkDescriptor(fd, what) {
+  if (typeof fd !== 'number') return;
+  let st;
+  try {
+    st = fstatSync(fd);
+  } catch {
+    return;  // not open (or not an integer): Node's own call says so
+  }
+  if (!st.isFile() && !st.isDirectory()) throw refusedDescriptor(fd, what);
+}
+
+// fs's functions whose first argument is a descriptor, and those that take a path or one.
+const BY_DESCRIPTOR = ['read', 'readv', 'write', 'writev', 'close', 'fsync', 'fdatasync',
+  'ftruncate', 'futimes', 'fchmod', 'fchown', 'readFile', 'writeFile', 'appendFile'];
+
+function lockFs() {
+  for (const base of BY_DESCRIPTOR) {
+    for (const name of [base, `${base}Sync`]) {
+      const original = fs[name];
+      if (typeof original !== 'function') continue;
+      Object.defineProperty(fs, name, fixed({
+        [name](...args) {
+          checkDescriptor(args[0], name);
+          return apply(original, this, args);
+        },
+      }[name]));
+    }
+  }
+  for (const name of ['createReadStream', 'createWriteStream']) {
+    const original = fs[name];
+    Object.defineProperty(fs, name, fixed({
+      [name](path, options) {
+        if (options !== null && typeof options === 'object') checkDescriptor(options.fd, name);
+        return apply(original, this, [path, options]);
+      },
+    }[name]));
+  }
+}
+
+function refuseFdOption(options, what) {
+  if (options !== null && typeof options === 'object' && options.fd !== undefined) {
+    throw refusedDescriptor(options.fd, what);
+  }
+}
+
+// `Class` as its module exports it, refusing construction with an `fd` option (or with any
+// arguments at all when `always`).
+function guardClass(module, name, always = false) {
+  const Original = module[name];
+  const Guarded = new Proxy(Original, {
+    construct(target, args, newTarget) {
+      if (always) throw refusedDescriptor(args[0], `${name}`);
+      refuseFdOption(args[0], name);
+      return construct(target, args, newTarget === Guarded ? target : newTarget);
+    },
+    apply(target, self, args) {
+      if (always) throw refusedDescriptor(args[0], `${name}`);
+      refuseFdOption(args[0], name);
+      return apply(target, self, args);
+    },
+  });
+  Object.defineProperty(module, name, fixed(Guarded));
+}
+
+function lockSockets() {
+  guardClass(net, 'Socket');
+  if (net.Stream !== undefined) Object.defineProperty(net, 'Stream', fixed(net.Socket));
+  for (const name of ['connect', 'createConnection']) {
+    const original = net[name];
+    Object.defineProperty(net, name, fixed({
+      [name](...args) {
+        refuseFdOption(args[0], name);
+        return apply(original, this, args);
+      },
+    }[name]));
+  }
+  const listen = net.Server.prototype.listen;
+  Object.defineProperty(net.Server.prototype, 'listen', fixed({
+    listen(...args) {
+      const first = args[0];
+      if (first !== null && typeof first === 'object') {
+        refuseFdOption(first, 'listen');
+        if (first.handle !== undefined || first._handle !== undefined) throw refusedDescriptor('handle', 'listen');
+      }
+      return apply(listen, this, args);
+    },
+  }.listen));
+  guardClass(tty, 'ReadStream', true);
+  guardClass(tty, 'WriteStream', true);
+}
+
+function lockDescriptors() {
+  lockFs();
+  lockSockets();
+}
+
+module.exports = { lockDescriptors, checkDescriptor };
