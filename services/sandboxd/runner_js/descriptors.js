@@ -10,11 +10,20 @@
 //   each time (fstat), so a number the main thread reuses after the code closed it is
 //   judged by what it is then. Pyodide's file system calls the same functions.
 // - net's sockets and servers and tty's streams take no descriptor at all: the code's own
-//   sockets are the ones it connects (tls builds on net's).
+//   sockets are the ones it connects (tls builds on net's). libuv's handle classes (Pipe,
+//   TCP, UDP), one `_handle.constructor` away, lose `open(fd)`, which adopts any descriptor.
+// - fs.promises: a FileHandle's descriptor is its `fd`, which Node's FileHandle code and
+//   readFile/writeFile/appendFile read without a check, so the code never holds a
+//   FileHandle itself: fs.promises.open gives a proxy of one that hides its internal
+//   symbols (without them no object passes for a FileHandle in its methods), refuses new
+//   properties and prototypes, and answers its properties only to itself (an object made
+//   from it inherits nothing); readFile/writeFile/appendFile take no other FileHandle.
 
+const dgram = require('dgram');
 const fs = require('fs');
 const net = require('net');
 const tty = require('tty');
+const { lockFileHandles } = require('./file_handles');
 
 const { apply, construct } = Reflect;
 const fstatSync = fs.fstatSync;
@@ -120,9 +129,48 @@ function lockSockets() {
   guardClass(tty, 'WriteStream', true);
 }
 
+// Takes `open` from the class of `handle` (and of the TCP handle under a TLS one).
+const lockedHandleClasses = new WeakSet();
+function lockHandleClass(handle) {
+  for (const h of [handle, handle && handle._parent]) {
+    if (h === null || typeof h !== 'object') continue;
+    let owner = Object.getPrototypeOf(h);
+    while (owner !== null && !Object.prototype.hasOwnProperty.call(owner, 'open')) {
+      owner = Object.getPrototypeOf(owner);
+    }
+    if (owner === null || lockedHandleClasses.has(owner)) continue;
+    Object.defineProperty(owner, 'open', fixed(function open(fd) {
+      throw refusedDescriptor(fd, 'open');
+    }));
+    lockedHandleClasses.add(owner);
+  }
+}
+
+// A socket of each of libuv's handle classes, made and dropped at once, gives each class
+// to lock: a pipe's connect to a path that is not there (in the wasm jail, socket() is
+// refused), a TCP connect to an address, ended before its connect runs (on the next tick),
+// and a UDP socket, which has no descriptor before it binds.
+function lockHandles() {
+  const pipe = net.connect({ path: '/nonexistent/sandboxd-runner' });
+  const tcp = net.connect({ port: 9, host: '127.0.0.1' });
+  for (const socket of [pipe, tcp]) {
+    socket.on('error', () => {});
+    lockHandleClass(socket._handle);
+    socket.destroy();
+  }
+  const udp = dgram.createSocket('udp4');
+  for (const key of Object.getOwnPropertySymbols(udp)) {
+    const state = udp[key];
+    if (state !== null && typeof state === 'object' && state.handle) lockHandleClass(state.handle);
+  }
+  udp.close();
+}
+
 function lockDescriptors() {
   lockFs();
   lockSockets();
+  lockHandles();
+  lockFileHandles(refusedDescriptor);
 }
 
-module.exports = { lockDescriptors, checkDescriptor };
+module.exports = { lockDescriptors, checkDescriptor, refusedDescriptor };

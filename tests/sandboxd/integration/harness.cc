@@ -29,6 +29,32 @@ std::string SandboxdBinary() {
   return other && *other ? other : SANDBOXD_BINARY;
 }
 
+std::string RunnerKeepingDescriptorsFlag() {
+  namespace fs = std::filesystem;
+  const std::string built = (fs::path(SandboxdBinary()).parent_path() / "sandbox_runner.js").string();
+  std::ifstream in(built);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string bundle = text.str();
+  const std::string call = "\n  lockDescriptors();\n";
+  const size_t at = bundle.find(call);
+  if (at == std::string::npos) {
+    ADD_FAILURE() << built << " calls no lockDescriptors(): the test would not test a runner without it";
+    return "--js_runner=" + built;
+  }
+  bundle.replace(at, call.size(), "\n");
+  // Read by each session's own uid, like the built one; a directory of ours, in sticky /tmp.
+  const fs::path dir = absl::StrCat("/tmp/sandboxd-test-runner-", getpid());
+  fs::create_directories(dir);
+  fs::permissions(dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                           fs::perms::others_read | fs::perms::others_exec);
+  const fs::path copy = dir / "sandbox_runner.js";
+  std::ofstream(copy) << bundle;
+  fs::permissions(copy, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                            fs::perms::others_read);
+  return "--js_runner=" + copy.string();
+}
+
 std::string Sh(const std::string& cmd, int* exit_code) {
   std::string out;
   FILE* p = popen(cmd.c_str(), "r");

@@ -100,6 +100,12 @@ class SandboxdProcess {
 // Path of the built sandboxd binary (or $SANDBOXD_BENCH_BINARY, another build, when set).
 std::string SandboxdBinary();
 
+// The --js_runner flag of a copy of the JavaScript runner whose user code keeps the
+// process's descriptors (runner_js/descriptors.js not in force): what code that got past
+// Node (native code in the runner's process) could do, for tests of sandboxd's own
+// defences against a hostile runner.
+std::string RunnerKeepingDescriptorsFlag();
+
 sandbox::v1::Info GetInfo(sandbox::v1::SandboxService::Stub& stub);
 // The daemon's health for `service` ("" for the server as a whole).
 grpc::health::v1::HealthCheckResponse::ServingStatus Health(SandboxdProcess& d,

@@ -137,12 +137,13 @@ TEST(WasmTest, ACpuLoopIsHeldToTheSessionsCpuMillis) {
   EXPECT_EQ(after.result_repr(), "2") << "the session stayed stopped: " << after.DebugString();
 }
 
-// Code in a session can listen on the runner's socket (fd 3) and hold what it accepts, so a
-// restarted sandboxd's connection gets no `ready`. The runners are asked all at once, each
+// Code in a session that got past Node (RunnerKeepingDescriptorsFlag) can listen on the
+// runner's socket (fd 3) and hold what it accepts, so a restarted sandboxd's connection gets
+// no `ready`. The runners are asked all at once, each
 // within 5 s: four such sessions cost the restart those 5 s once (one after another they
 // cost 20 s before anybody was served), and a session left alone is re-attached.
 TEST(WasmTest, SessionsHoldingTheirRunnersSocketDelayARestartOnce) {
-  SandboxdProcess d(WasmDaemon({"--pool_size=0", "--js_pool_size=0"}));
+  SandboxdProcess d(WasmDaemon({"--pool_size=0", "--js_pool_size=0", RunnerKeepingDescriptorsFlag()}));
   ASSERT_TRUE(d.Start());
   auto stub = d.Stub();
   sandbox::v1::CreateSessionRequest js;
@@ -183,10 +184,11 @@ uintmax_t StderrFileBytes(const SandboxdProcess& d, std::string* text = nullptr)
   return bytes;
 }
 
-// Code writing to fd 2 directly, past the output caps, fills no disk: the file behind it
-// stays within 64 KiB and ends with what was written last.
+// Code writing to fd 2 directly (past Node: RunnerKeepingDescriptorsFlag), past the output
+// caps, fills no disk: the file behind it stays within 64 KiB and ends with what was
+// written last.
 TEST(WasmTest, CodeWritingToStderrFillsNoDisk) {
-  SandboxdProcess d(WasmDaemon());
+  SandboxdProcess d(WasmDaemon({RunnerKeepingDescriptorsFlag()}));
   ASSERT_TRUE(d.Start());
   auto stub = d.Stub();
   sandbox::v1::CreateSessionRequest req;

@@ -473,14 +473,16 @@ TEST(WasmTest, EachSessionRunsAsAUidOfItsOwn) {
   EXPECT_EQ(uids.size(), 2u) << "two sessions, two uids";
 }
 
-// Code of a session can listen on the runner's inherited socket too (it is the process's
-// fd 3) and answer sandboxd's reconnection after a restart with a forged `ready`. The
+// Code of a session that got past Node can listen on the runner's inherited socket too (it
+// is the process's fd 3) and answer sandboxd's reconnection after a restart with a forged `ready`. The
 // runner's token, which only the runner holds, tells them apart: the forger never gets a
 // frame, and what it claims (4242 executions) is never believed. Whether sandboxd's
 // connection lands on the forger or on the runner is the kernel's choice, so the restart
 // is done three times.
 TEST(WasmTest, CodeAnsweringOnTheRunnersSocketIsNotTakenForTheRunner) {
-  SandboxdProcess d(WasmOnly());
+  std::vector<std::string> args = WasmOnly();
+  args.push_back(RunnerKeepingDescriptorsFlag());  // code that got past Node
+  SandboxdProcess d(args);
   ASSERT_TRUE(d.Start());
   auto stub = d.Stub();
   sandbox::v1::Session js = CreateIn(*stub, "javascript");

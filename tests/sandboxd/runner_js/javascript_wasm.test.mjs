@@ -202,6 +202,47 @@ JSON.stringify({ others: others.length, used, back: back.toString() })`);
     assert.equal((await client.exec('1 + 1')).result, '2');
   });
 
+  // What a FileHandle and libuv's handles would otherwise lend: any descriptor number.
+  it('cannot point a FileHandle or a socket handle at a descriptor it did not open', async () => {
+    const r = await client.exec(`const fs = require('fs'), net = require('net'), dgram = require('dgram');
+let conn = -1;
+for (let fd = 3; fd < 256; fd++) { try { if (fs.fstatSync(fd).isSocket()) conn = fd; } catch {} }
+const used = [];
+const attempt = async (what, fn) => { try { await fn(); used.push(what); } catch {} };
+const fh = await fs.promises.open('handle.txt', 'w+');
+await attempt('own fd', () => Object.defineProperty(fh, 'fd', { value: conn }));
+await attempt('class fd', () => Object.defineProperty(Object.getPrototypeOf(fh), 'fd', { get: () => conn }));
+await attempt('symbols', () => { if (Object.getOwnPropertySymbols(fh).length === 0) throw 0; });
+await attempt('new FileHandle', () => new (Object.getPrototypeOf(fh).constructor)());
+const made = Object.create(fh);
+Object.defineProperty(made, 'fd', { value: conn });
+await attempt('writeFile', () => fs.promises.writeFile(made, 'x'));
+await attempt('appendFile', () => fs.promises.appendFile(made, 'x'));
+await attempt('write', () => Object.getPrototypeOf(fh).write.call(made, Buffer.from('x')));
+const pipe = net.connect({ path: '/nonexistent-runner-test' });
+pipe.on('error', () => {});
+await attempt('pipe', () => new pipe._handle.constructor(0).open(conn));
+pipe.destroy();
+const tcp = net.connect({ port: 1, host: '127.0.0.1' });
+tcp.on('error', () => {});
+await attempt('tcp', () => new tcp._handle.constructor(0).open(conn));
+tcp.destroy();
+const udp = dgram.createSocket('udp4');
+const state = Object.getOwnPropertySymbols(udp).map((k) => udp[k]).find((v) => v && v.handle);
+await attempt('udp', () => new state.handle.constructor().open(conn));
+udp.close();
+await fh.write('mine');
+const back = (await fs.promises.readFile(fh, { encoding: 'utf8' })) + (await fh.readFile('utf8'));
+await fh.close();
+JSON.stringify({ conn, used, back, text: fs.readFileSync('handle.txt', 'utf8') })`);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    const seen = JSON.parse(eval(r.result));
+    assert.ok(seen.conn > 2, `the connection is descriptor ${seen.conn}`);
+    assert.deepEqual(seen.used, []);
+    assert.equal(seen.text, 'mine');
+    assert.equal((await client.exec('1 + 1')).result, '2');
+  });
+
   // Runs `code` (its value 'done'), waits `settleMs` and runs `1 + 1`: that exec, and how
   // many bytes the runner's log grew by meanwhile.
   const afterCell = async (code, settleMs, options) => {
