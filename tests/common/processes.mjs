@@ -141,10 +141,20 @@ export class Sandboxd {
     this.watchdog = containerWatchdog(this.stateDir, this.dir);
     daemons.add(this);
   }
+  // Podman's `rm` can fail while a container of a killed daemon is still being torn down
+  // (exit 125): asked again, up to 5 times, until none of this daemon's is left; the last
+  // failure is thrown with what podman said.
   removeContainers() {
-    const ids = execFileSync("podman", ["ps", "-aq", "--filter", `label=io.sandboxd.state-dir=${this.stateDir}`])
+    const listed = () => execFileSync("podman", ["ps", "-aq", "--filter", `label=io.sandboxd.state-dir=${this.stateDir}`])
       .toString().split("\n").filter(Boolean);
-    if (ids.length) execFileSync("podman", ["rm", "-f", "-t", "0", ...ids], { stdio: "ignore" });
+    for (let attempt = 1; ; ++attempt) {
+      const ids = listed();
+      if (!ids.length) break;
+      const rm = spawnSync("podman", ["rm", "-f", "-t", "0", ...ids], { encoding: "utf8" });
+      if (rm.status === 0 && attempt < 10) continue;
+      if (attempt >= 5) throw new Error(`podman rm -f ${ids.join(" ")} (${rm.status}): ${rm.stderr || "still listed"}`);
+      execFileSync("sleep", ["0.2"]);
+    }
     removeRuncStrays(this.stateDir);
     this.killWasmSessions();
   }
