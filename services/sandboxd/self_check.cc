@@ -1,7 +1,7 @@
 #include "self_check.h"
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
+#include "base/notification.h"
 
 namespace sandboxd {
 namespace {
@@ -22,7 +22,7 @@ class Collector : public ExecutionObserver {
     done_.Notify();
   }
 
-  absl::Notification done_;
+  codemode::Notification done_;
   codemode::Mutex mu_;
   std::string stdout_ ABSL_GUARDED_BY(mu_);
   std::string stderr_ ABSL_GUARDED_BY(mu_);

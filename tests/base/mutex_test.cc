@@ -3,6 +3,7 @@
 #include <atomic>
 #include <thread>
 
+#include "base/notification.h"
 #include "gtest/gtest.h"
 
 namespace codemode {
@@ -91,6 +92,30 @@ TEST(SteadyDeadlineTest, HugeAndInfiniteWaitsDoNotWrapIntoThePast) {
   EXPECT_GE(SteadyDeadline(absl::Seconds(5)), now + std::chrono::seconds(5));
   const auto past = SteadyDeadline(-absl::InfiniteDuration());
   EXPECT_LE(past, std::chrono::steady_clock::now());
+}
+
+TEST(NotificationTest, ATimedWaitEndsWithTheTimeoutUnlessNotified) {
+  Notification n;
+  EXPECT_FALSE(n.HasBeenNotified());
+  EXPECT_FALSE(n.WaitForNotificationWithTimeout(absl::Milliseconds(20)));
+  n.Notify();
+  n.Notify();  // a second call changes nothing
+  EXPECT_TRUE(n.HasBeenNotified());
+  EXPECT_TRUE(n.WaitForNotificationWithTimeout(absl::ZeroDuration()));
+  n.WaitForNotification();
+}
+
+TEST(NotificationTest, AWaiterWakesWhenAnotherThreadNotifies) {
+  Notification go;
+  Notification woke;
+  std::thread waiter([&] {
+    go.WaitForNotification();
+    woke.Notify();
+  });
+  EXPECT_FALSE(woke.WaitForNotificationWithTimeout(absl::Milliseconds(20)));
+  go.Notify();
+  EXPECT_TRUE(woke.WaitForNotificationWithTimeout(absl::InfiniteDuration()));
+  waiter.join();
 }
 
 }  // namespace

@@ -269,8 +269,8 @@ TEST(ThreadPoolDeathTest, ATaskThatStopsItsPoolAborts) {
 }
 
 // A thread that waits for `release`, then returns (notifying `ended`).
-std::thread Waiting(const std::shared_ptr<absl::Notification>& release,
-                    const std::shared_ptr<absl::Notification>& ended) {
+std::thread Waiting(const std::shared_ptr<Notification>& release,
+                    const std::shared_ptr<Notification>& ended) {
   return StartThread("test kept", [release, ended] {
     MarkThreadEnd();
     release->WaitForNotification();
@@ -280,8 +280,8 @@ std::thread Waiting(const std::shared_ptr<absl::Notification>& release,
 
 TEST(KeepUntilExitTest, AKeptThreadIsJoinedOnceItHasEnded) {
   ThreadsEnded() = 0;
-  auto release = std::make_shared<absl::Notification>();
-  auto ended = std::make_shared<absl::Notification>();
+  auto release = std::make_shared<Notification>();
+  auto ended = std::make_shared<Notification>();
   KeepUntilExit(Waiting(release, ended), ended);
   EXPECT_FALSE(JoinKeptThreads(absl::Milliseconds(50))) << "a thread still running counted as joined";
   release->Notify();
@@ -294,8 +294,8 @@ TEST(KeepUntilExitDeathTest, FinishThreadsEndsTheProcessUnderAThreadStillRunning
   EXPECT_EXIT(
       {
         spdlog::set_default_logger(spdlog::stderr_color_st("stderr"));  // what the death test reads
-        auto release = std::make_shared<absl::Notification>();
-        auto ended = std::make_shared<absl::Notification>();
+        auto release = std::make_shared<Notification>();
+        auto ended = std::make_shared<Notification>();
         KeepUntilExit(Waiting(release, ended), ended);
         const int code = FinishThreads(3, absl::Milliseconds(20));
         std::_Exit(code == 3 ? 0 : 1);  // returned: the thread would run under exit()

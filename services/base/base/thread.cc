@@ -6,11 +6,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <exception>
 #include <utility>
 #include <vector>
 
+#include "absl/time/time.h"
+#include "base/deadline.h"
 #include "base/log_text.h"
 #include "base/mutex.h"
 #include "spdlog/spdlog.h"
@@ -69,7 +72,7 @@ namespace {
 
 struct Kept {
   std::thread thread;
-  std::shared_ptr<absl::Notification> ended;
+  std::shared_ptr<Notification> ended;
 };
 
 // Never destroyed: a thread still kept when the process exits without FinishThreads must
@@ -85,14 +88,14 @@ KeptThreads& Keeper() {
 
 }  // namespace
 
-void KeepUntilExit(std::thread thread, std::shared_ptr<absl::Notification> ended) {
+void KeepUntilExit(std::thread thread, std::shared_ptr<Notification> ended) {
   KeptThreads& k = Keeper();
   MutexLock lock(&k.mu);
   k.threads.push_back({std::move(thread), std::move(ended)});
 }
 
 bool JoinKeptThreads(absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
+  const auto deadline = SteadyDeadline(timeout);
   KeptThreads& k = Keeper();
   std::vector<Kept> threads;
   {
@@ -101,7 +104,9 @@ bool JoinKeptThreads(absl::Duration timeout) {
   }
   std::vector<Kept> left;
   for (Kept& t : threads) {
-    if (t.ended->WaitForNotificationWithDeadline(deadline)) {
+    const auto left_now = std::max(deadline - std::chrono::steady_clock::now(),
+                                   std::chrono::steady_clock::duration::zero());
+    if (t.ended->WaitForNotificationWithTimeout(absl::FromChrono(left_now))) {
       t.thread.join();  // its function returned: what is left is its thread-local destructors
     } else {
       left.push_back(std::move(t));

@@ -16,7 +16,7 @@
 #include <string>
 #include <thread>
 
-#include "absl/synchronization/notification.h"
+#include "base/notification.h"
 #include "absl/time/time.h"
 
 namespace codemode {
@@ -57,7 +57,7 @@ bool RunContained(const char* what, const std::function<void()>& fn);
 // would run its thread-local destructors while the process tears down the libraries they
 // touch; a kept one is joined before main() returns, or the process ends without tearing
 // anything down (FinishThreads).
-void KeepUntilExit(std::thread thread, std::shared_ptr<absl::Notification> ended);
+void KeepUntilExit(std::thread thread, std::shared_ptr<Notification> ended);
 // Joins the kept threads whose function returns within `timeout`; true when none is left.
 bool JoinKeptThreads(absl::Duration timeout);
 // main()'s last step: returns `code` once every kept thread is joined (waiting at most

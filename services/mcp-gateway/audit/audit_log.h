@@ -35,7 +35,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/notification.h"
+#include "base/notification.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 
@@ -90,7 +90,7 @@ class AuditLog {
 
   std::shared_ptr<Core> core_;
   // Notified as the writer's function returns (a writer left behind is joined after it).
-  const std::shared_ptr<absl::Notification> writer_ended_ = std::make_shared<absl::Notification>();
+  const std::shared_ptr<codemode::Notification> writer_ended_ = std::make_shared<codemode::Notification>();
   std::thread writer_;
 };
 

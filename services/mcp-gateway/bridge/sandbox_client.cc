@@ -7,7 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
+#include "base/notification.h"
 #include "absl/time/time.h"
 #include "base/log_text.h"
 #include "base/mutex.h"
@@ -433,7 +433,7 @@ struct StreamWriter {
   codemode::Mutex mu;  // held for the whole of a write: one blocks while sandboxd does not read
   bool done ABSL_GUARDED_BY(mu) = false;
   grpc::ClientReaderWriter<sandbox::v1::ExecuteRequest, sandbox::v1::ExecuteResponse>* stream;
-  absl::Notification ended;  // sandboxd ended the stream (or the call failed)
+  codemode::Notification ended;  // sandboxd ended the stream (or the call failed)
   void Write(const sandbox::v1::ExecuteRequest& req) {
     codemode::MutexLock lock(&mu);
     if (!done) stream->Write(req);

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <utility>
 
-#include "absl/synchronization/notification.h"
+#include "base/notification.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
 namespace sandboxd {
@@ -31,7 +31,7 @@ void CallbackQueueKeeper::Loop() {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
     grpc::health::v1::HealthCheckRequest request;
     grpc::health::v1::HealthCheckResponse response;
-    absl::Notification done;
+    codemode::Notification done;
     // The callback runs on the callback queue's thread: that completion is the event.
     stub.async()->Check(&ctx, &request, &response, [&done](grpc::Status) { done.Notify(); });
     done.WaitForNotification();

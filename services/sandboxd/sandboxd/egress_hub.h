@@ -31,7 +31,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/notification.h"
+#include "base/notification.h"
 #include "base/mutex.h"
 #include "egress/policy.h"
 #include "egress/proxy_seams.h"
@@ -124,7 +124,7 @@ class EgressHub final : public EgressService, private egress::DecisionSink {
   codemode::Mutex mu_;
   std::map<std::string, Owner> owners_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, AuditWindow> audit_ ABSL_GUARDED_BY(mu_);
-  absl::Notification drained_;  // io_ ran out of work
+  codemode::Notification drained_;  // io_ ran out of work
   std::thread thread_;  // last: runs io_ once everything above exists
 };
 

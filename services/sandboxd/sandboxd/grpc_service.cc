@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/mutex.h"
-#include "absl/synchronization/notification.h"
+#include "base/notification.h"
 #include "base/log_text.h"
 #include "sandboxd/log.h"
 #include "sandboxd/refusal.h"
@@ -43,7 +43,7 @@ class CollectingObserver : public ExecutionObserver {
     finished_ = f;
     done_.Notify();
   }
-  absl::Notification done_;
+  codemode::Notification done_;
   Finished finished_;
 };
 

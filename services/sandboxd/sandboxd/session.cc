@@ -4,7 +4,7 @@
 #include "sandboxd/session.h"
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
+#include "base/notification.h"
 #include "base/log_text.h"
 #include "sandboxd/log.h"
 
@@ -169,7 +169,7 @@ absl::StatusOr<std::shared_ptr<Execution>> Session::Enqueue(
 
 absl::Status Session::Reset(absl::Duration timeout) {
   struct Waiter {
-    absl::Notification done;
+    codemode::Notification done;
     absl::Status status;
   };
   auto waiter = std::make_shared<Waiter>();

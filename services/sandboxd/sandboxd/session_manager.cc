@@ -10,7 +10,7 @@
 #include <set>
 
 #include "absl/strings/numbers.h"
-#include "absl/synchronization/notification.h"
+#include "base/notification.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/thread.h"
@@ -155,7 +155,7 @@ absl::Status SessionManager::Start(const StartWait& wait) {
 // --podman_timeout, whatever its caller's deadline).
 bool SessionManager::FirstProbe(const StartWait& wait) {
   struct Answer {
-    absl::Notification done;
+    codemode::Notification done;
     std::atomic<bool> ok{false};
   };
   auto answer = std::make_shared<Answer>();
