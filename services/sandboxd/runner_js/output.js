@@ -3,7 +3,8 @@
 // consecutive writes to a stream and sends `output` frames when OUTPUT_FLUSH_BYTES are
 // buffered, OUTPUT_FLUSH_MS after the first unflushed write, before every tool_call frame and
 // before `done`; a frame holds at most OUTPUT_FRAME_CHARS characters. The worker is not
-// trusted, so the cap (`max_output_bytes`) is enforced here again.
+// trusted, so the caps (`max_output_bytes`, `max_display_bytes`) are enforced here again:
+// what this thread sends for one exec is bounded whatever the worker posts.
 
 const { OUTPUT_FLUSH_BYTES, OUTPUT_FLUSH_MS, OUTPUT_FRAME_CHARS, escapeLoneSurrogates } =
   require('./common');
@@ -18,9 +19,11 @@ class OutputBatcher {
     this.budget = 0;
     this.bytes = 0;               // bytes accepted here
     this.dropped = 0;             // bytes over the cap that reached this thread anyway
+    this.displayBudget = 0;
+    this.displaysDropped = 0;     // displays over the cap that reached this thread anyway
   }
 
-  begin(send, execId, maxOutputBytes) {
+  begin(send, execId, maxOutputBytes, maxDisplayBytes = 0) {
     this.send = send;
     this.execId = execId;
     this.chunks = [];
@@ -28,6 +31,8 @@ class OutputBatcher {
     this.budget = maxOutputBytes;
     this.bytes = 0;
     this.dropped = 0;
+    this.displayBudget = maxDisplayBytes;
+    this.displaysDropped = 0;
   }
 
   // One write from the worker (stream checked by the caller).
@@ -61,10 +66,17 @@ class OutputBatcher {
     this.bytes += Buffer.byteLength(text, 'utf8');
   }
 
-  // A display ({mime: text}, counted against max_display_bytes by the worker): a frame of
-  // its own, after the text written before it.
+  // A display ({mime: text}, counted against max_display_bytes by the worker as its JSON
+  // with Python's separators, which is never shorter than JSON.stringify's): a frame of its
+  // own, after the text written before it.
   display(bundle) {
     if (this.send === null) return;
+    const size = Buffer.byteLength(JSON.stringify(bundle), 'utf8');
+    if (size > this.displayBudget) {
+      this.displaysDropped++;
+      return;
+    }
+    this.displayBudget -= size;
     this.flush();
     this.send({ type: 'output', id: this.execId, chunks: [['display', bundle]] });
   }
@@ -103,7 +115,7 @@ class OutputBatcher {
   finish() {
     this.flush();
     this.send = null;
-    return { bytes: this.bytes, dropped: this.dropped };
+    return { bytes: this.bytes, dropped: this.dropped, displaysDropped: this.displaysDropped };
   }
 }
 

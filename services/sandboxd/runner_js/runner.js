@@ -290,7 +290,8 @@ class Runner {
     }
     this.current = cur;
     this.execs++;
-    this.output.begin((f) => conn.send(f), cur.id, frame.max_output_bytes);
+    this.output.begin((f) => conn.send(f), cur.id, frame.max_output_bytes,
+      frame.max_display_bytes || 0);
     if (this.pendingReset) this.reportPendingReset(cur);
     const filename = `${CELL_PREFIX}${++this.cells}>`;
     if (this.python) {
@@ -468,14 +469,15 @@ function stuckWorkerNote(count) {
     `${text}, and at ${STUCK_WORKER_LIMIT} the runner ends and the session is lost`;
 }
 
+const NO_OWN_COUNTS = { bytes: 0, dropped: 0, displaysDropped: 0 };
+
 // `counts`: the worker's done message (or null); `own`: the main thread's output counts.
-function doneFrame(id, status, result, error, counts, own = { bytes: 0, dropped: 0 },
-  namespaceReset = false) {
+function doneFrame(id, status, result, error, counts, own = NO_OWN_COUNTS, namespaceReset = false) {
   const c = counts || {};
   const frame = { type: 'done', id, status, result, error,
     output_bytes: Math.max(c.outputBytes || 0, own.bytes + own.dropped),
     dropped_bytes: (c.droppedBytes || 0) + own.dropped, displays: c.displays || 0,
-    displays_dropped: c.displaysDropped || 0 };
+    displays_dropped: (c.displaysDropped || 0) + own.displaysDropped };
   if (namespaceReset) frame.namespace_reset = true;
   return frame;
 }

@@ -352,6 +352,20 @@ describe('python in pyodide (wasm tier)', () => {
     assert.doesNotMatch(runner.log, /from a cell/);
   });
 
+  // The same channel carries displays: the main thread holds them to max_display_bytes
+  // itself, so what reaches sandboxd for one exec is bounded whatever a cell posts.
+  it('caps the displays a cell posts past the worker', async () => {
+    const r = await client.exec('import sandbox_runner.pyodide_host as h, json\n' +
+      'm = json.dumps({"t": "display", "b": {"text/plain": "x" * 500}})\n' +
+      'for _ in range(50):\n    h._hosts[0].post_text(m)\n', { maxDisplayBytes: 1200 });
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    const displays = r.frames.filter((f) => f.type === 'output')
+      .flatMap((f) => f.chunks).filter(([kind]) => kind === 'display');
+    assert.equal(displays.length, 2, `${displays.length} displays sent past a 1200-byte cap`);
+    assert.equal(r.done.displays_dropped, 48);
+    assert.equal((await client.exec('1 + 1')).result, '2');
+  });
+
   // The workspace is the session's working directory, and '' is on sys.path: a module the
   // session left there must not run when a new worker starts, before its runtime is locked.
   it('starts a new worker without importing what the session left in the workspace', async () => {
