@@ -328,11 +328,12 @@ async function startTls(py, fd, optionsJson, signal) {
   return JSON.stringify(outcome.value);
 }
 
-// Python's sockets through `channel` (the worker's egress Channel); `signal`, the
-// interrupt buffer's Int32Array. Then pyodide_egress.install() sets the proxy variables and
-// gives the ssl module its TLS through startTls().
-async function installPythonEgress(py, channel, signal) {
-  await py.useNodeSockFS({ connect: connectThroughRelay(channel) });
+// Python's sockets through `channel` (the worker's egress Channel), by Pyodide's
+// `initializeNodeSockFS` (what useNodeSockFS() calls; worker_python.js keeps it from user
+// code); `signal`, the interrupt buffer's Int32Array. Then pyodide_egress.install() sets the
+// proxy variables and gives the ssl module its TLS through startTls().
+async function installPythonEgress(py, initializeNodeSockFS, channel, signal) {
+  await initializeNodeSockFS(connectThroughRelay(channel));
   const SOCKFS = py._module.SOCKFS;
   const create = SOCKFS.createSocket;
   let ops = null;

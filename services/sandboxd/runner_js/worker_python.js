@@ -36,10 +36,20 @@ function refuseUnknownNodeErrors(py) {
 // Python's socket.socket() answers EPERM, as the jail's seccomp answers Node's socket():
 // Pyodide's sockets on node:net connect in the background and reported a connection the
 // jail had refused as made (connect() and send() returned), so code believed it was online.
+// Python code reaches Pyodide's API (`import pyodide_js`), whose useNodeSockFS() would put
+// node:net sockets back under SOCKFS: both ways to it refuse, and only the egress install
+// (python_egress.js) gets the original, which connects through the relay. Returns it.
 function refuseSockets(py) {
   py._module.SOCKFS.createSocket = () => {
     throw new py.FS.ErrnoError(EMSCRIPTEN_EPERM);
   };
+  const initializeNodeSockFS = py._api.initializeNodeSockFS;
+  const refuse = async () => {
+    throw new Error('sockets are not available in this sandbox');
+  };
+  py._api.initializeNodeSockFS = refuse;
+  py.useNodeSockFS = refuse;
+  return initializeNodeSockFS;
 }
 
 // Loading leaves garbage that the worker's heap keeps until its next full collection, which
@@ -66,7 +76,7 @@ async function runPythonWorker(port, files, interruptBuffer) {
   const signal = new Int32Array(interruptBuffer);
   py.setInterruptBuffer(signal);
   refuseUnknownNodeErrors(py);
-  refuseSockets(py);
+  const initializeNodeSockFS = refuseSockets(py);
   py.FS.mkdirTree(WORKSPACE);
   py.FS.mount(py.FS.filesystems.NODEFS, { root: files.workspace }, WORKSPACE);
   mountPythonPackages(py, files.pythonPackages);
@@ -92,7 +102,8 @@ async function runPythonWorker(port, files, interruptBuffer) {
       const channel = new (require('./egress_channel').Channel)(m.channel);
       require('./egress_fetch').installEgress(channel, null);
       exposeFetchToPython(py);
-      require('./python_egress').installPythonEgress(py, channel, signal).catch((e) =>
+      const { installPythonEgress } = require('./python_egress');
+      installPythonEgress(py, initializeNodeSockFS, channel, signal).catch((e) =>
         log(`python egress failed to install: ${e && e.stack}`));
       return;
     }

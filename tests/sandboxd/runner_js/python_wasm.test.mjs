@@ -171,6 +171,27 @@ describe('python in pyodide (wasm tier)', () => {
     assert.equal(reached, false);
   });
 
+  // Pyodide's API is Python's to reach: neither of its ways to node:net sockets may undo
+  // the refusal (this harness has no seccomp, so a socket they made would connect).
+  it('keeps sockets refused through pyodide_js.useNodeSockFS', async () => {
+    const server = net.createServer((c) => c.destroy()).listen(0, '127.0.0.1');
+    await new Promise((resolve) => server.once('listening', resolve));
+    let reached = false;
+    server.on('connection', () => { reached = true; });
+    const r = await client.exec('import pyodide_js, socket\n' +
+      'for way in (pyodide_js.useNodeSockFS, pyodide_js._api.initializeNodeSockFS):\n' +
+      '    try:\n        await way()\n        print("installed")\n' +
+      '    except Exception as e:\n        print("refused")\n' +
+      'try:\n    s = socket.socket()\n' +
+      `    s.connect(("127.0.0.1", ${server.address().port}))\n    print("connected")\n` +
+      'except PermissionError as e:\n    print(e.errno == __import__("errno").EPERM)');
+    await sleep(200);
+    server.close();
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.equal(r.stream('stdout'), 'refused\nrefused\nTrue\n');
+    assert.equal(reached, false);
+  });
+
   it('keeps the namespace between execs, with top-level await', async () => {
     assert.equal((await client.exec('x = 1')).status, 'ok');
     const r = await client.exec('print(x)\nimport asyncio\nawait asyncio.sleep(0.01)\nx + 41');
