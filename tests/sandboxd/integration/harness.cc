@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <system_error>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -45,6 +46,14 @@ std::string RunnerKeepingDescriptorsFlag() {
   bundle.replace(at, call.size(), "\n");
   // Read by each session's own uid, like the built one; a directory of ours, in sticky /tmp.
   const fs::path dir = absl::StrCat("/tmp/sandboxd-test-runner-", getpid());
+  // Gone when the test binary exits (every test asking for it writes it again).
+  static const struct Remover {
+    fs::path dir;
+    ~Remover() {
+      std::error_code ignored;
+      fs::remove_all(dir, ignored);
+    }
+  } remover{dir};
   fs::create_directories(dir);
   fs::permissions(dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
                            fs::perms::others_read | fs::perms::others_exec);
