@@ -100,6 +100,9 @@ function guardClass(module, name, always = false) {
     },
   });
   Object.defineProperty(module, name, fixed(Guarded));
+  // The class is also its prototype's `constructor`, one step from any instance.
+  Object.defineProperty(Original.prototype, 'constructor',
+    { value: Guarded, writable: false, configurable: false, enumerable: false });
 }
 
 function lockSockets() {

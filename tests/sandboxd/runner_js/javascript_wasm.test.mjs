@@ -7,6 +7,16 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { WasmRunner } from './harness.mjs';
 
+// A cell's prelude: `conn`, the runner's connection to sandboxd (its one socket), and `frame`,
+// a frame sandboxd would read if it were ever written there.
+const FIND_CONNECTION = `const fs = require('fs');
+let conn = -1;
+for (let fd = 3; fd < 256; fd++) { try { if (fs.fstatSync(fd).isSocket()) conn = fd; } catch {} }
+const body = Buffer.from(JSON.stringify({ type: 'forged', id: 1 }));
+const head = Buffer.alloc(4); head.writeUInt32BE(body.length);
+const frame = Buffer.concat([head, body]);
+`;
+
 describe('javascript on the wasm tier\'s node', () => {
   let runner;
   let client;
@@ -212,7 +222,7 @@ const attempt = async (what, fn) => { try { await fn(); used.push(what); } catch
 const fh = await fs.promises.open('handle.txt', 'w+');
 await attempt('own fd', () => Object.defineProperty(fh, 'fd', { value: conn }));
 await attempt('class fd', () => Object.defineProperty(Object.getPrototypeOf(fh), 'fd', { get: () => conn }));
-await attempt('symbols', () => { if (Object.getOwnPropertySymbols(fh).length === 0) throw 0; });
+await attempt('symbols', () => { if (!Object.getOwnPropertySymbols(fh).some((k) => k.description !== 'kFd')) throw 0; });
 await attempt('new FileHandle', () => new (Object.getPrototypeOf(fh).constructor)());
 const made = Object.create(fh);
 Object.defineProperty(made, 'fd', { value: conn });
@@ -240,6 +250,56 @@ JSON.stringify({ conn, used, back, text: fs.readFileSync('handle.txt', 'utf8') }
     assert.ok(seen.conn > 2, `the connection is descriptor ${seen.conn}`);
     assert.deepEqual(seen.used, []);
     assert.equal(seen.text, 'mine');
+    assert.equal((await client.exec('1 + 1')).result, '2');
+  });
+
+  // The proxy a FileHandle is given as hides it from code, but util.inspect sees through a
+  // proxy: the handle itself must hold its descriptor whoever has it.
+  it('cannot repoint a FileHandle, through its proxy or the handle behind it', async () => {
+    const r = await client.exec(`${FIND_CONNECTION}
+const util = require('util');
+const used = [];
+const attempt = async (what, fn) => { try { await fn(); used.push(what); } catch {} };
+const fh = await fs.promises.open('pinned.txt', 'w+');
+const proto = Object.getPrototypeOf(fh);
+const kDeserialize = Object.getOwnPropertySymbols(proto).find((s) => s.description === 'messaging_deserialize_symbol');
+const other = await fs.promises.open('other.txt', 'w+');
+await attempt('deserialize', async () => { proto[kDeserialize].call(other, { handle: { fd: conn } }); await other.write(frame); });
+let raw = null;
+Object.defineProperty(fh, 'own', { set(v) { raw = this; }, configurable: true });
+fh.own = 1;
+const setterLeak = raw !== null && raw !== fh;
+Object.defineProperty(fh, 'g', { get() { raw = this; return 1; }, enumerable: true, configurable: true });
+util.inspect(fh, { getters: true });
+const kFd = Object.getOwnPropertySymbols(raw).find((s) => s.description === 'kFd');
+await attempt('raw kFd', async () => { raw[kFd] = conn; await raw.write(frame); });
+await attempt('raw fd', async () => { Object.defineProperty(raw, 'fd', { value: conn }); await raw.write(frame); });
+await attempt('native handle', () => new (raw[Object.getOwnPropertySymbols(raw).find((s) => s.description === 'kHandle')].constructor)(conn));
+const fake = Object.create(proto);
+for (const k of Object.getOwnPropertySymbols(raw)) fake[k] = raw[k];
+await attempt('made from the prototype', async () => { Object.defineProperty(fake, kFd, { value: conn }); await proto.write.call(fake, frame); });
+await fh.write('mine');
+await fh.close();
+await attempt('after close', async () => { raw[kFd] = conn; await raw.write(frame); });
+JSON.stringify({ used, setterLeak, text: fs.readFileSync('pinned.txt', 'utf8') })`);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    const seen = JSON.parse(eval(r.result));
+    assert.deepEqual(seen.used, []);
+    assert.equal(seen.setterLeak, false, 'a setter ran with the handle behind the proxy as this');
+    assert.equal(seen.text, 'mine');
+    assert.equal((await client.exec('1 + 1')).result, '2');
+  });
+
+  it('cannot adopt a descriptor through tty\'s or net\'s classes as their prototypes hold them', async () => {
+    const r = await client.exec(`${FIND_CONNECTION}
+const used = [];
+const attempt = (what, fn) => { try { fn(); used.push(what); } catch {} };
+attempt('tty.WriteStream', () => new (require('tty').WriteStream.prototype.constructor)(conn).write(frame));
+attempt('tty.ReadStream', () => new (require('tty').ReadStream.prototype.constructor)(conn).pause());
+attempt('net.Socket', () => new (require('net').Socket.prototype.constructor)({ fd: conn }).write(frame));
+JSON.stringify(used)`);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.deepEqual(JSON.parse(eval(r.result)), []);
     assert.equal((await client.exec('1 + 1')).result, '2');
   });
 
