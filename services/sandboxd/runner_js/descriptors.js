@@ -37,14 +37,18 @@ function refusedDescriptor(fd, what) {
 }
 
 // Throws unless `fd` is a number of a regular file or a directory. A non-number is left to
-// Node's own checks (a path, a FileHandle, a wrong type).
+// Node's own checks (a path, a FileHandle, a wrong type); so is a number fstat finds no
+// fault with but its type (not an integer, out of range). A number that is not open is
+// refused here: the call would run later (async) or on another thread's time, when the
+// main thread may have opened it.
 function checkDescriptor(fd, what) {
   if (typeof fd !== 'number') return;
   let st;
   try {
     st = fstatSync(fd);
-  } catch {
-    return;  // not open (or not an integer): Node's own call says so
+  } catch (e) {
+    if (e && e.code === 'EBADF') throw refusedDescriptor(fd, what);
+    return;
   }
   if (!st.isFile() && !st.isDirectory()) throw refusedDescriptor(fd, what);
 }
@@ -53,17 +57,93 @@ function checkDescriptor(fd, what) {
 const BY_DESCRIPTOR = ['read', 'readv', 'write', 'writev', 'close', 'fsync', 'fdatasync',
   'ftruncate', 'futimes', 'fchmod', 'fchown', 'readFile', 'writeFile', 'appendFile'];
 
+// An async call checked on a descriptor runs later, on the threadpool: a close of that
+// number before it ran would let the main thread's next socket take the number and the call
+// land there. So the descriptors of async calls in flight are counted, and a close of one
+// waits (fs.close's callback, or closeSync's own effect, comes when the last call ended).
+class CallsInFlight {
+  constructor(close) {
+    this.close = close;             // Node's fs.close
+    this.counts = new Map();        // fd -> calls in flight
+    this.closes = new Map();        // fd -> [callback or null] waiting for them
+  }
+
+  // `args` of an async call on `fd`, its callback (the last argument) wrapped to count it.
+  track(fd, args) {
+    const last = args.length - 1;
+    const callback = args[last];
+    if (typeof fd !== 'number' || typeof callback !== 'function') return args;
+    this.counts.set(fd, (this.counts.get(fd) || 0) + 1);
+    const calls = this;
+    let ended = false;
+    const out = args.slice();
+    out[last] = function callbackInFlight(...results) {
+      if (!ended) {
+        ended = true;
+        calls.end(fd);
+      }
+      return apply(callback, this, results);
+    };
+    return out;
+  }
+
+  end(fd) {
+    const left = this.counts.get(fd) - 1;
+    if (left > 0) {
+      this.counts.set(fd, left);
+      return;
+    }
+    this.counts.delete(fd);
+    const waiting = this.closes.get(fd) || [];
+    this.closes.delete(fd);
+    for (const callback of waiting) this.close(fd, callback || (() => {}));
+  }
+
+  // Whether a close of `fd` (`callback`: fs.close's, or null) now waits for calls in flight.
+  deferClose(fd, callback) {
+    if (typeof fd !== 'number' || !this.counts.has(fd)) return false;
+    if (!this.closes.has(fd)) this.closes.set(fd, []);
+    this.closes.get(fd).push(typeof callback === 'function' ? callback : null);
+    return true;
+  }
+}
+
+// fs[name] (`base` without Sync) checking its descriptor; an async one says a refusal
+// through its callback, as Node says EBADF, and counts its call in `calls` until it ends.
+function byDescriptor(base, name, original, calls) {
+  const sync = name !== base;
+  return {
+    [name](...args) {
+      const fd = args[0];
+      const last = args[args.length - 1];
+      const callback = !sync && typeof last === 'function' ? last : null;
+      try {
+        checkDescriptor(fd, name);
+      } catch (e) {
+        if (callback === null) throw e;
+        process.nextTick(callback, e);
+        return undefined;
+      }
+      if (base === 'close' && calls.deferClose(fd, callback)) return undefined;
+      const tracked = sync || base === 'close' ? args : calls.track(fd, args);
+      try {
+        return apply(original, this, tracked);
+      } catch (e) {
+        if (tracked !== args) calls.end(fd);
+        throw e;
+      }
+    },
+  }[name];
+}
+
 function lockFs() {
+  const calls = new CallsInFlight(fs.close);
   for (const base of BY_DESCRIPTOR) {
     for (const name of [base, `${base}Sync`]) {
       const original = fs[name];
-      if (typeof original !== 'function') continue;
-      Object.defineProperty(fs, name, fixed({
-        [name](...args) {
-          checkDescriptor(args[0], name);
-          return apply(original, this, args);
-        },
-      }[name]));
+      if (typeof original === 'function') {
+        Object.defineProperty(fs, name, fixed(byDescriptor(base, name, original, calls)));
+      }
     }
   }
   for (const name of ['createReadStream', 'createWriteStream']) {

@@ -303,6 +303,24 @@ JSON.stringify(used)`);
     assert.equal((await client.exec('1 + 1')).result, '2');
   });
 
+  // An async call is checked as it is made and runs later on the threadpool (kept busy here):
+  // a close of its number meanwhile must not let the runner's next socket take the number.
+  it('lands no queued write on a descriptor the runner opens after the code closed its own', async () => {
+    const r = await client.exec(`${FIND_CONNECTION}
+const nodeCrypto = require('crypto');
+for (let i = 0; i < 4; i++) nodeCrypto.pbkdf2('p', 's', 1500000, 64, 'sha512', () => {});
+const own = [];
+for (let i = 0; i < 8; i++) own.push(fs.openSync('race' + i + '.txt', 'w'));
+for (const fd of own) fs.write(fd, frame, () => {});
+for (const fd of own) fs.closeSync(fd);
+own.length`);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    const [second] = await runner.connect();
+    await new Promise((resolve) => setTimeout(resolve, 5000));
+    assert.equal((await second.exec('1 + 1', { timeout: 20000 })).result, '2');
+    client = second;
+  });
+
   // Runs `code` (its value 'done'), waits `settleMs` and runs `1 + 1`: that exec, and how
   // many bytes the runner's log grew by meanwhile.
   const afterCell = async (code, settleMs, options) => {
