@@ -141,6 +141,11 @@ function lockProcessInfo() {
   });
   Object.defineProperty(process, 'report', fixed(report));
   Object.defineProperty(process, 'execArgv', fixed(Object.freeze([])));
+  // Node's warnings read these from `process`; inherited, a getter that code put on
+  // Object.prototype would run with `process` as `this` (a Python cell has no other way to it).
+  for (const name of ['noDeprecation', 'throwDeprecation', 'traceDeprecation', 'traceProcessWarnings']) {
+    Object.defineProperty(process, name, fixed(process[name] === true));
+  }
 }
 
 function lockThreadMessages() {

@@ -64,6 +64,31 @@ describe('wasm runner: Python sockets through the relay', () => {
     });
   }
 
+  // With egress, Python's `js` holds Object and AbortSignal: a getter put on Object.prototype
+  // runs with `this` as whatever object Node reads a missing property of. Node's warnings read
+  // process.noDeprecation (eleven listeners on one EventTarget make one).
+  it('gives Python no way to `process` through a getter on Object.prototype', async () => {
+    const r = await client.exec(`import js
+from pyodide.ffi import create_proxy, to_js
+O = js.Object
+caught = []
+def grab(this):
+    if this is not None and "getBuiltinModule" in list(O.getOwnPropertyNames(this)):
+        caught.append(this)
+getter = create_proxy(grab, capture_this=True)
+O.defineProperty(O.prototype, "noDeprecation", O.fromEntries(to_js([["get", getter], ["configurable", True]])))
+target = O.getPrototypeOf(js.AbortSignal).new()
+for i in range(12):
+    target.addEventListener("x", create_proxy(lambda *a: None))
+import asyncio
+await asyncio.sleep(0.1)
+del O.prototype.noDeprecation
+len(caught)`, { timeout: 30000 });
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.equal(r.result, '0');
+    assert.equal((await client.exec('1 + 1')).result, '2');
+  });
+
   it('interrupts a cell blocked in sendall() to a proxy that reads nothing, cutting the connection', async () => {
     const host = await park();
     const id = client.startExec("import socket\ns = socket.create_connection(('127.0.0.1', 3128))\n" +
