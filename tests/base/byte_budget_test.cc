@@ -189,7 +189,7 @@ struct Full {
 
 TEST(ByteHoldTest, OneRefusedHoldWaitsForRoomAndTheOthersFail) {
   Full full(40);
-  const absl::Time later = absl::Now() + absl::Seconds(30);
+  const SteadyTime later = SteadyDeadline(absl::Seconds(30));
   std::thread waiter([&] {
     EXPECT_EQ(full.a.GrowOrWait(50, later, kNever), nullptr)
         << "the hold was refused instead of waiting for the room a release made";
@@ -206,7 +206,7 @@ TEST(ByteHoldTest, OneRefusedHoldWaitsForRoomAndTheOthersFail) {
 TEST(ByteHoldTest, WhileOneWaitsNoOtherChargeTakesItsRoom) {
   Full full(50);
   std::thread waiter([&] {
-    EXPECT_EQ(full.a.GrowOrWait(30, absl::Now() + absl::Seconds(30), kNever), nullptr);
+    EXPECT_EQ(full.a.GrowOrWait(30, SteadyDeadline(absl::Seconds(30)), kNever), nullptr);
   });
   ASSERT_TRUE(SomeoneWaits(*full.budget));
   EXPECT_EQ(full.budget->awaited(), 30u);
@@ -218,10 +218,10 @@ TEST(ByteHoldTest, WhileOneWaitsNoOtherChargeTakesItsRoom) {
 
 TEST(ByteHoldTest, AWaitEndsAtItsDeadlineOrWhenGivenUp) {
   Full full(40);
-  EXPECT_EQ(full.a.GrowOrWait(20, absl::Now() + absl::Milliseconds(20), kNever), full.budget.get());
+  EXPECT_EQ(full.a.GrowOrWait(20, SteadyDeadline(absl::Milliseconds(20)), kNever), full.budget.get());
   std::atomic<bool> cancelled{false};
   std::thread waiter([&] {
-    EXPECT_EQ(full.a.GrowOrWait(20, absl::Now() + absl::Hours(1), [&] { return cancelled.load(); }),
+    EXPECT_EQ(full.a.GrowOrWait(20, SteadyDeadline(absl::Hours(1)), [&] { return cancelled.load(); }),
               full.budget.get());
   });
   ASSERT_TRUE(SomeoneWaits(*full.budget));
@@ -240,7 +240,7 @@ TEST(ByteHoldTest, NoWaitForRoomThatCannotCome) {
     ++asked;
     return false;
   };
-  const absl::Time later = absl::Now() + absl::Hours(1);
+  const SteadyTime later = SteadyDeadline(absl::Hours(1));
   EXPECT_EQ(full.a.GrowOrWait(50, later, count), full.budget.get()) << "60 + 50 > 100";
   EXPECT_EQ(full.a.GrowOrWait(101, later, count), full.budget.get());
   EXPECT_EQ(asked.load(), 0);

@@ -94,6 +94,27 @@ TEST(SteadyDeadlineTest, HugeAndInfiniteWaitsDoNotWrapIntoThePast) {
   EXPECT_LE(past, std::chrono::steady_clock::now());
 }
 
+// Deadlines are steady-clock points: max() is none, and a last time that never happened
+// (min()) plus a gap is long past.
+TEST(SteadyDeadlineTest, AwaitWithDeadlineTakesMaxAsNoneAndMinPlusAGapAsPast) {
+  Shared s;
+  std::thread t([&] {
+    MutexLock lock(&s.mu);
+    s.value = 1;
+  });
+  {
+    MutexLock lock(&s.mu);
+    EXPECT_TRUE(s.mu.AwaitWithDeadline(absl::Condition(+[](int* v) { return *v > 0; }, &s.value),
+                                       SteadyTime::max()));
+  }
+  t.join();
+  const SteadyTime never_plus_a_minute = SteadyAfter(SteadyTime::min(), absl::Minutes(1));
+  EXPECT_LT(never_plus_a_minute, std::chrono::steady_clock::now());
+  MutexLock lock(&s.mu);
+  EXPECT_FALSE(s.mu.AwaitWithDeadline(absl::Condition(+[](int* v) { return *v > 1; }, &s.value),
+                                      never_plus_a_minute));
+}
+
 TEST(NotificationTest, ATimedWaitEndsWithTheTimeoutUnlessNotified) {
   Notification n;
   EXPECT_FALSE(n.HasBeenNotified());

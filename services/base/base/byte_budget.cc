@@ -1,10 +1,10 @@
 #include "base/byte_budget.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
 
 namespace codemode {
 
@@ -29,20 +29,20 @@ void ByteBudget::CountHolder(size_t before, size_t after) {
   }
 }
 
-const ByteBudget* ByteBudget::ChargeOrWait(size_t bytes, absl::Time deadline,
+const ByteBudget* ByteBudget::ChargeOrWait(size_t bytes, SteadyTime deadline,
                                            const std::function<bool()>& give_up) {
   MutexLock lock(&mu_);
+  using Steady = std::chrono::steady_clock;
   if (bytes > limit_ - std::min(limit_, used_ + awaited_)) {
-    if (awaited_ != 0 || bytes > limit_ || absl::Now() >= deadline) return this;
+    if (awaited_ != 0 || bytes > limit_ || Steady::now() >= deadline) return this;
     // The one charge that waits: the room it waits for is kept from every other charge.
     awaited_ = bytes;
     auto fits = [this, bytes]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return used_ + bytes <= limit_; };
     // Waits in slices of kGiveUpPoll; ends with room, at the deadline, or when given up.
     bool room = false;
     for (;;) {
-      room = mu_.AwaitWithDeadline(absl::Condition(&fits),
-                                   std::min(deadline, absl::Now() + kGiveUpPoll));
-      if (room || absl::Now() >= deadline || (give_up && give_up())) break;
+      room = mu_.AwaitWithDeadline(absl::Condition(&fits), std::min(deadline, SteadyDeadline(kGiveUpPoll)));
+      if (room || Steady::now() >= deadline || (give_up && give_up())) break;
     }
     awaited_ = 0;
     if (!room) return this;

@@ -86,7 +86,7 @@ class ByteBudget {
   // read flags, not take locks), keeping the room it waits for from every other charge.
   // Only this budget's own room is waited for: a parent's or a reserve's refusal is
   // returned at once, also after a wait.
-  const ByteBudget* ChargeOrWait(size_t bytes, absl::Time deadline,
+  const ByteBudget* ChargeOrWait(size_t bytes, SteadyTime deadline,
                                  const std::function<bool()>& give_up) ABSL_LOCKS_EXCLUDED(mu_);
   static constexpr absl::Duration kGiveUpPoll = absl::Milliseconds(100);
   bool TryCharge(size_t bytes) { return Charge(bytes) == nullptr; }
@@ -169,7 +169,7 @@ class ByteHold {
   }
   // GrowBy(), waiting for room as ByteBudget::ChargeOrWait does, unless the hold would then
   // be more than its budget's limit (room that can never come).
-  const ByteBudget* GrowOrWait(size_t bytes, absl::Time deadline,
+  const ByteBudget* GrowOrWait(size_t bytes, SteadyTime deadline,
                                const std::function<bool()>& give_up) {
     if (!budget_ || bytes == 0) return nullptr;
     if (held_ + bytes > budget_->limit()) return GrowBy(bytes);

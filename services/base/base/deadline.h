@@ -15,10 +15,19 @@ namespace codemode {
 // The longest wait a deadline stands for: a year is "forever" for a daemon.
 inline constexpr absl::Duration kLongestWait = absl::Hours(24 * 365);
 
-// Now plus `d`, with `d` clamped to [0, kLongestWait].
-inline std::chrono::steady_clock::time_point SteadyDeadline(absl::Duration d) {
+// A point on the monotonic clock. SteadyTime::min() stands for "never" (a last time that
+// has not happened), SteadyTime::max() for "no deadline".
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+// `from` plus `d`, with `d` clamped to [0, kLongestWait] (`from` may be SteadyTime::min()).
+inline SteadyTime SteadyAfter(SteadyTime from, absl::Duration d) {
   d = std::max(absl::ZeroDuration(), std::min(d, kLongestWait));
-  return std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(d);
+  return from + absl::ToChronoNanoseconds(d);
+}
+
+// Now plus `d`, with `d` clamped to [0, kLongestWait].
+inline SteadyTime SteadyDeadline(absl::Duration d) {
+  return SteadyAfter(std::chrono::steady_clock::now(), d);
 }
 
 }  // namespace codemode

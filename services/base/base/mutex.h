@@ -25,7 +25,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"  // absl::Condition only
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/deadline.h"
 
@@ -50,10 +49,13 @@ class ABSL_LOCKABLE Mutex {
   void Await(const absl::Condition& cond) ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
     AwaitUntil(cond, std::nullopt);
   }
-  // As Await, giving up at `deadline`; returns whether `cond` holds.
-  bool AwaitWithDeadline(const absl::Condition& cond, absl::Time deadline)
+  // As Await, giving up at `deadline` (SteadyTime::max(): never); returns whether `cond`
+  // holds. A deadline is on the monotonic clock: an absl::Time from absl::Now() would move
+  // with every step of the wall clock.
+  bool AwaitWithDeadline(const absl::Condition& cond, SteadyTime deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
-    return AwaitWithTimeout(cond, deadline - absl::Now());
+    if (deadline == SteadyTime::max()) return AwaitUntil(cond, std::nullopt);
+    return AwaitUntil(cond, deadline);
   }
   // Timeouts run on the monotonic clock: a wall-clock step neither cuts nor stretches them.
   bool AwaitWithTimeout(const absl::Condition& cond, absl::Duration timeout)

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -141,7 +142,7 @@ struct AuditLog::Core {
   // Drops reported in the log so far, why the others were dropped, when the last report was.
   uint64_t reported_ ABSL_GUARDED_BY(mu_) = 0;
   uint32_t why_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Time last_report_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  codemode::SteadyTime last_report_ ABSL_GUARDED_BY(mu_) = codemode::SteadyTime::min();
   std::atomic<uint64_t> written_{0};
   std::atomic<uint64_t> dropped_{0};
   std::atomic<uint64_t> rotations_{0};
@@ -263,7 +264,7 @@ void AuditLog::Flush() {
 void AuditLog::Core::DropLocked(uint32_t why, uint64_t lines) {
   dropped_.fetch_add(lines);
   why_ |= why;
-  if (absl::Now() - last_report_ >= kReportEvery) ReportDropsLocked();
+  if (std::chrono::steady_clock::now() >= codemode::SteadyAfter(last_report_, kReportEvery)) ReportDropsLocked();
 }
 
 // Logs the drops since the last report: their true number, why, and the total.
@@ -275,7 +276,7 @@ void AuditLog::Core::ReportDropsLocked() {
                total - reported_, Reasons(why_), total, written_.load());
   reported_ = total;
   why_ = 0;
-  last_report_ = absl::Now();
+  last_report_ = std::chrono::steady_clock::now();
 }
 
 void AuditLog::Core::Warn(const std::string& message) {
@@ -293,7 +294,7 @@ void AuditLog::Core::Loop() {
       // when no more come: nothing but this thread would report them.
       mu_.Await(absl::Condition(this, &Core::HasWorkOrDropsToReport));
       while (Unreported() && !abandoned_ &&
-             !mu_.AwaitWithDeadline(work, last_report_ + kReportEvery)) {
+             !mu_.AwaitWithDeadline(work, codemode::SteadyAfter(last_report_, kReportEvery))) {
         ReportDropsLocked();
       }
       if (!HasWorkOrStopping()) continue;  // reported; wait again

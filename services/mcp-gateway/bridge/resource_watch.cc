@@ -1,6 +1,7 @@
 // Watching credentials' resource lists. See resource_watch.h.
 #include "bridge/resource_watch.h"
 
+#include <chrono>
 #include <vector>
 
 #include "base/thread.h"
@@ -95,7 +96,8 @@ bool ResourceWatch::Due() const {
 }
 
 void ResourceWatch::Loop() {
-  absl::Time next_round = absl::Now() + interval_;
+  using Steady = std::chrono::steady_clock;
+  codemode::SteadyTime next_round = codemode::SteadyDeadline(interval_);
   codemode::MutexLock lock(&mu_);
   while (true) {
     auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || Due(); };
@@ -105,8 +107,8 @@ void ResourceWatch::Loop() {
       mu_.Await(absl::Condition(&woken));
     }
     if (stopping_) return;
-    if (interval_ > absl::ZeroDuration() && absl::Now() >= next_round) {
-      next_round = absl::Now() + interval_;
+    if (interval_ > absl::ZeroDuration() && Steady::now() >= next_round) {
+      next_round = codemode::SteadyDeadline(interval_);
       for (auto& [credential, state] : credentials_) state.poked = true;
     }
     for (auto& [credential, state] : credentials_) {
@@ -116,7 +118,7 @@ void ResourceWatch::Loop() {
       state.looking = true;
       auto cancel = std::make_shared<codemode::CancelToken>();
       const uint64_t look = ++next_look_;
-      running_[look] = Running{cancel, absl::Now() + look_timeout_};
+      running_[look] = Running{cancel, codemode::SteadyDeadline(look_timeout_)};
       absl::Status started = looks_.Schedule([this, credential = credential, cancel, look] {
         Look(credential, cancel);
         codemode::MutexLock done(&mu_);
@@ -135,16 +137,16 @@ void ResourceWatch::Loop() {
 void ResourceWatch::Timer() {
   codemode::MutexLock lock(&mu_);
   while (!stopping_) {
-    absl::Time earliest = absl::InfiniteFuture();
+    codemode::SteadyTime earliest = codemode::SteadyTime::max();
     for (const auto& [id, r] : running_) earliest = std::min(earliest, r.deadline);
     const size_t count = running_.size();
     auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || running_.size() != count; };
     if (mu_.AwaitWithDeadline(absl::Condition(&changed), earliest)) continue;
-    const absl::Time now = absl::Now();
+    const codemode::SteadyTime now = std::chrono::steady_clock::now();
     for (auto& [id, r] : running_) {
       if (r.deadline <= now) {
         r.cancel->Cancel("the look took longer than its timeout");  // its callbacks: a gRPC TryCancel
-        r.deadline = absl::InfiniteFuture();
+        r.deadline = codemode::SteadyTime::max();
       }
     }
   }

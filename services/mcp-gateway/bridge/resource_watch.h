@@ -31,6 +31,7 @@
 
 #include "absl/time/time.h"
 #include "base/cancel.h"
+#include "base/deadline.h"
 #include "base/mutex.h"
 #include "base/thread_pool.h"
 
@@ -76,7 +77,7 @@ class ResourceWatch {
   // A look under way, for the timer.
   struct Running {
     std::shared_ptr<codemode::CancelToken> cancel;
-    absl::Time deadline;
+    codemode::SteadyTime deadline;
   };
   void Unsubscribe(uint64_t id);
   // Starts the looks that are due, on looks_.

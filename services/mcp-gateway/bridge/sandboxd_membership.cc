@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <chrono>
 #include <iterator>
 #include <utility>
 
@@ -143,7 +144,10 @@ void Membership::Loop() {
     mu_.AwaitWithTimeout(absl::Condition(this, &Membership::Woken), options_.interval);
     if (stop_) break;
     // An early one waits out the gap since the last (a failing endpoint's creates come fast).
-    if (soon_ && mu_.AwaitWithDeadline(absl::Condition(&stop_), last_resolved_ + options_.min_gap)) break;
+    if (soon_ && mu_.AwaitWithDeadline(absl::Condition(&stop_),
+                                      codemode::SteadyAfter(last_resolved_, options_.min_gap))) {
+      break;
+    }
     soon_ = false;
     const std::function<void()> after = after_;
     mu_.Unlock();
@@ -214,7 +218,7 @@ void Membership::ResolveNow() {
     absl::StatusOr<std::vector<std::string>> found = resolver_->Resolve(target);
     codemode::MutexLock lock(&mu_);
     ++resolutions_;
-    last_resolved_ = absl::Now();
+    last_resolved_ = std::chrono::steady_clock::now();
     std::vector<std::string>& current = addresses_[t];
     if (!found.ok() || found->empty()) {
       Warn(t, absl::StrCat("resolving ", target.spelled, " failed (",

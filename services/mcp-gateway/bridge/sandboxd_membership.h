@@ -124,7 +124,7 @@ class Membership {
     absl::Time at = absl::InfinitePast();
   };
   std::vector<Warning> warnings_ ABSL_GUARDED_BY(mu_);  // per target: the last one logged
-  absl::Time last_resolved_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  codemode::SteadyTime last_resolved_ ABSL_GUARDED_BY(mu_) = codemode::SteadyTime::min();
   int resolutions_ ABSL_GUARDED_BY(mu_) = 0;
   bool soon_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

@@ -195,7 +195,7 @@ void McpClient::Listen() {
   }
 }
 
-absl::Time McpClient::tools_expire() const {
+codemode::SteadyTime McpClient::tools_expire() const {
   codemode::MutexLock lock(&mu_);
   return tools_expire_;
 }
@@ -366,8 +366,9 @@ absl::StatusOr<std::vector<UpstreamTool>> McpClient::ListAllPages(absl::Duration
       // ttlMs says how long the list may be kept (0: not at all, which a catalog cannot
       // honour; it waits for a change notification instead).
       codemode::MutexLock lock(&mu_);
-      tools_expire_ = ttl_ms == 0 || ttl_ms == UINT64_MAX ? absl::InfiniteFuture()
-                                                          : absl::Now() + absl::Milliseconds(ttl_ms);
+      tools_expire_ = ttl_ms == 0 || ttl_ms == UINT64_MAX
+                          ? codemode::SteadyTime::max()
+                          : codemode::SteadyDeadline(absl::Milliseconds(std::min<uint64_t>(ttl_ms, INT64_MAX)));
       return all;
     }
     if (!cursors_seen.insert(cursor).second) {

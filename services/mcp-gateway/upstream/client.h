@@ -82,8 +82,8 @@ class McpClient {
   // The transport (tests look at a stdio child's pid, an HTTP session id).
   ClientTransport* transport() const { return transport_; }
   // When the tool list of the latest ListTools() should be asked again: its ttlMs (the
-  // smallest of its pages') from then, or InfiniteFuture when it gave none or 0.
-  absl::Time tools_expire() const;
+  // smallest of its pages') from then, or SteadyTime::max() when it gave none or 0.
+  codemode::SteadyTime tools_expire() const;
 
  private:
   const UpstreamConfig config_;
@@ -101,7 +101,7 @@ class McpClient {
   mutable codemode::Mutex mu_;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   std::shared_ptr<codemode::CancelToken> listen_request_ ABSL_GUARDED_BY(mu_);  // the open one
-  absl::Time tools_expire_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  codemode::SteadyTime tools_expire_ ABSL_GUARDED_BY(mu_) = codemode::SteadyTime::max();
   std::once_flag close_once_;
 
   // Keeps a subscriptions/listen request open while connected (toolsListChanged), opening

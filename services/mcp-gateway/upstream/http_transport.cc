@@ -132,8 +132,8 @@ class AnswerHold {
   // takes): the answer gets no byte read meanwhile.
   const codemode::ByteBudget* GrowBy(size_t bytes) {
     if (exchange_ == nullptr) return hold_.GrowBy(bytes);
-    const absl::Time until = idle_timeout_ == absl::ZeroDuration() ? absl::InfiniteFuture()
-                                                                    : absl::Now() + idle_timeout_;
+    const codemode::SteadyTime until = idle_timeout_ == absl::ZeroDuration() ? codemode::SteadyTime::max()
+                                                                             : codemode::SteadyDeadline(idle_timeout_);
     return hold_.GrowOrWait(bytes, until, [this] { return closing_ || exchange_->abandoned; });
   }
   void ShrinkTo(size_t bytes) { hold_.ShrinkTo(bytes); }

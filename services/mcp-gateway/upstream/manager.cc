@@ -196,23 +196,23 @@ void UpstreamManager::Impl::Serve(Upstream* u, const std::shared_ptr<McpClient>&
   // at a time, at most one per min_tools_refresh_interval, and each notifies the MCP
   // sessions at most once (not at all when the tools did not change). Otherwise every
   // refresh would be broadcast to every session, as fast as the upstream could answer.
-  absl::Time last_refresh = absl::InfinitePast();
+  codemode::SteadyTime last_refresh = codemode::SteadyTime::min();
   for (;;) {
     // A list given with ttlMs is asked again when that runs out (the stateless revision's
     // caching hint), besides when the server says it changed.
-    const absl::Time expire = client->tools_expire();
-    if (expire == absl::InfiniteFuture()) {
+    const codemode::SteadyTime expire = client->tools_expire();
+    if (expire == codemode::SteadyTime::max()) {
       mu.Await(absl::Condition(&wake));
     } else if (!mu.AwaitWithDeadline(absl::Condition(&wake), expire)) {
       Of(u).refresh_tools = true;
     }
     if (gone()) return;
     if (mu.AwaitWithDeadline(absl::Condition(&gone),
-                             last_refresh + options.min_tools_refresh_interval)) {
+                             codemode::SteadyAfter(last_refresh, options.min_tools_refresh_interval))) {
       return;
     }
     Of(u).refresh_tools = false;
-    last_refresh = absl::Now();
+    last_refresh = std::chrono::steady_clock::now();
     // Not on the transport thread that delivered list_changed: the tools/list response
     // may need that very thread.
     mu.Unlock();

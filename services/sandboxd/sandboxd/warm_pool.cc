@@ -1,6 +1,7 @@
 #include "sandboxd/warm_pool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <utility>
 #include <vector>
@@ -58,7 +59,7 @@ std::optional<Sandbox> WarmPool::Take() {
       if (ready_.empty()) {
         want_ = std::min(std::max(want_ + 1, demand_), cap);
         missed_ = true;
-        missed_at_ = absl::Now();
+        missed_at_ = std::chrono::steady_clock::now();
         return std::nullopt;
       }
       // After a miss, what a refill serves belongs to the same burst.
@@ -133,8 +134,11 @@ void WarmPool::AwaitWork(size_t index) {
   };
   for (;;) {
     if (index > 0 || want_ <= target_) return mu_.Await(absl::Condition(&work));
-    if (mu_.AwaitWithDeadline(absl::Condition(&work), missed_at_ + options_.shrink_after)) return;
-    if (absl::Now() - missed_at_ < options_.shrink_after) continue;  // missed again meanwhile
+    if (mu_.AwaitWithDeadline(absl::Condition(&work), codemode::SteadyAfter(missed_at_, options_.shrink_after))) {
+      return;
+    }
+    const codemode::SteadyTime shrink_at = codemode::SteadyAfter(missed_at_, options_.shrink_after);
+    if (std::chrono::steady_clock::now() < shrink_at) continue;  // missed again meanwhile
     want_ = target_;
     demand_ = 0;
     missed_ = false;

@@ -125,7 +125,7 @@ class WarmPool {
   codemode::Mutex mu_;
   std::deque<Sandbox> ready_ ABSL_GUARDED_BY(mu_);
   size_t want_ ABSL_GUARDED_BY(mu_);  // the target now: target_ raised by misses
-  absl::Time missed_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  codemode::SteadyTime missed_at_ ABSL_GUARDED_BY(mu_) = codemode::SteadyTime::min();
   size_t demand_ ABSL_GUARDED_BY(mu_) = 0;  // Take()s since the pool was last full
   bool missed_ ABSL_GUARDED_BY(mu_) = false;  // a Take() found it empty since then
   size_t starting_ ABSL_GUARDED_BY(mu_) = 0;  // pool starts under way
