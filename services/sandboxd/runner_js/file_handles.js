@@ -7,9 +7,18 @@
 //   value but -1 (closed), and its own `fd` (what Node's code hands the binding) answers the
 //   same; the class's `fd` answers -1 to any other object (one made from the prototype with
 //   the symbols copied);
-// - code gets a proxy of it that hides the other symbols and answers its properties only to
-//   itself. Node's util.inspect sees through a proxy, so the pinning, not the proxy, is what
-//   holds once code has the handle itself.
+// - the class's methods (Node's code trusts `this`: an object made from the prototype with
+//   an `fd` of its own, or a proxy answering every symbol, passed its checks) run only for a
+//   real FileHandle (Node's own brand check) or a proxy of one this module gave; a handle is
+//   never transferred (the receiving thread's copy would not be pinned);
+// - the binding's FileHandle behind one (`kHandle`, also what async_hooks hands a hook)
+//   cannot be constructed (it is a stream on any number given), and does not close, or
+//   let go of, its descriptor while the FileHandle that holds it is open: Node sets kFd to
+//   -1 before it closes one, and a number freed under an open handle would be taken by the
+//   main thread's next socket;
+// - code gets a proxy of each that hides the other symbols and answers its properties only
+//   to itself. Node's util.inspect sees through a proxy, so the above, not the proxy, is
+//   what holds once code has the handle itself.
 
 const fs = require('fs');
 
@@ -25,18 +34,26 @@ function hasSetter(object, key) {
   return false;
 }
 
-function lockFileHandles(refused) {
-  const promises = fs.promises;
-  const proxies = new WeakSet();
-  let fileHandleProto = null;
-  let kFd = null;
-  // Symbols the proxy hides; `kFd`, made non-configurable by pin(), a proxy must show.
-  const hidden = (key) => typeof key === 'symbol' && key !== kFd;
+const refuse = (refused, what) => function refusedFileHandle() {
+  throw refused('FileHandle', what);
+};
+const locked = (value) => ({ value, writable: false, configurable: false, enumerable: false });
 
-  const guard = (target) => {
+class FileHandleLock {
+  constructor(refused) {
+    this.refused = refused;
+    this.targets = new WeakMap();   // proxy this module gave -> its FileHandle
+    this.owners = new WeakMap();    // binding FileHandle -> the pinned FileHandle holding it
+    this.proto = null;
+    this.kFd = null;
+  }
+
+  // The proxy of `target`: to anything but the proxy itself (an object made from it, say) the
+  // handle's symbols and its `fd` are not there (`kFd` is an accessor: the proxy may say it
+  // is undefined, but must list it, as non-configurable).
+  guard(target) {
+    const hidden = (key) => typeof key === 'symbol' && key !== this.kFd;
     const proxy = new Proxy(target, {
-      // To anything but the proxy itself (an object made from it, say) the handle's symbols
-      // and its `fd` are not there (`kFd` is an accessor: the proxy may say it is undefined).
       get(t, key, receiver) {
         if (receiver !== proxy && (typeof key === 'symbol' || key === 'fd')) return undefined;
         return Reflect.get(t, key, key === 'fd' ? t : receiver);
@@ -62,36 +79,70 @@ function lockFileHandles(refused) {
       setPrototypeOf() { return false; },
       preventExtensions() { return false; },
     });
-    proxies.add(proxy);
+    this.targets.set(proxy, target);
     return proxy;
-  };
+  }
 
-  // The class itself is one `constructor` away: a FileHandle it made would be the code's own,
-  // symbols and all; so `constructor` is a function that makes none. The class's `fd` says
-  // -1 (closed) to every object: the handles fs.promises.open made answer with their own.
-  const lockClass = (handle) => {
-    fileHandleProto = Object.getPrototypeOf(handle);
-    kFd = Object.getOwnPropertySymbols(handle).find((s) => s.description === 'kFd');
-    if (kFd === undefined) throw new Error('a FileHandle without kFd: this Node is not known here');
-    Object.defineProperty(fileHandleProto, 'fd', {
-      get() { return -1; }, configurable: false, enumerable: false,
-    });
-    Object.defineProperty(fileHandleProto, 'constructor', {
-      value: function FileHandle() { throw refused('FileHandle', 'new FileHandle'); },
-      writable: false, configurable: false, enumerable: false,
-    });
-    // The binding's FileHandle behind it (`kHandle`) is a stream on any number it is given.
-    const kHandle = Object.getOwnPropertySymbols(handle).find((s) => s.description === 'kHandle');
+  // The class, from its first handle: `constructor` makes none, `fd` says -1 (closed) to
+  // every object (the pinned handles answer with their own), the methods check `this`.
+  lockClass(handle) {
+    const proto = Object.getPrototypeOf(handle);
+    const symbol = (name) => Object.getOwnPropertySymbols(handle).find((s) => s.description === name);
+    const kFd = symbol('kFd');
+    const kHandle = symbol('kHandle');
     const native = kHandle === undefined ? null : handle[kHandle];
-    if (native === null || typeof native !== 'object') throw new Error('a FileHandle without kHandle');
-    Object.defineProperty(Object.getPrototypeOf(native), 'constructor', {
-      value: function FileHandle() { throw refused('FileHandle', 'new FileHandle'); },
-      writable: false, configurable: false, enumerable: false,
-    });
-  };
-  // A handle's `kFd` takes only -1 (Node's close, or a transfer), for good; its own `fd`
-  // answers the same.
-  const pin = (handle) => {
+    if (kFd === undefined || native === null || typeof native !== 'object') {
+      throw new Error('a FileHandle without kFd or kHandle: this Node is not known here');
+    }
+    const FileHandle = proto.constructor;
+    Object.defineProperty(proto, 'fd', { get() { return -1; }, configurable: false, enumerable: false });
+    Object.defineProperty(proto, 'constructor', locked(refuse(this.refused, 'new FileHandle')));
+    this.lockMethods(proto, FileHandle);
+    this.lockNative(Object.getPrototypeOf(native));
+    this.proto = proto;
+    this.kFd = kFd;
+  }
+
+  lockMethods(proto, FileHandle) {
+    const brand = FileHandle.isFileHandle;   // Node 18 (the container tier) has none
+    if (typeof brand !== 'function') return;
+    const { targets, refused } = this;
+    for (const key of Reflect.ownKeys(proto)) {
+      const d = Object.getOwnPropertyDescriptor(proto, key);
+      if (key === 'constructor' || typeof d.value !== 'function') continue;
+      const what = typeof key === 'symbol' ? key.description : key;
+      if (what.startsWith('messaging_')) {        // transfer, transfer list, deserialize
+        Object.defineProperty(proto, key, locked(refuse(refused, `a FileHandle's ${what}`)));
+        continue;
+      }
+      const original = d.value;
+      Object.defineProperty(proto, key, locked(function fileHandleMethod(...args) {
+        const target = targets.get(this) || this;
+        if (!apply(brand, FileHandle, [target])) throw refused('FileHandle', what);
+        return apply(original, this, args);
+      }));
+    }
+  }
+
+  lockNative(nativeProto) {
+    const { owners, refused } = this;
+    Object.defineProperty(nativeProto, 'constructor', locked(refuse(refused, 'new FileHandle')));
+    for (const name of ['close', 'closeSync', 'releaseFD']) {
+      const original = nativeProto[name];
+      if (typeof original !== 'function') continue;
+      Object.defineProperty(nativeProto, name, locked({
+        [name](...args) {
+          const owner = owners.get(this);
+          if (owner !== undefined && owner.fd !== -1) throw refused('FileHandle', `an open FileHandle's ${name}`);
+          return apply(original, this, args);
+        },
+      }[name]));
+    }
+  }
+
+  // A handle's `kFd` takes only -1 (Node's close), for good; its own `fd` answers the same.
+  pin(handle) {
+    const { kFd, refused } = this;
     let fd = handle[kFd];
     const get = () => fd;
     Object.defineProperty(handle, kFd, {
@@ -103,30 +154,40 @@ function lockFileHandles(refused) {
       configurable: false, enumerable: false,
     });
     Object.defineProperty(handle, 'fd', { get, configurable: false, enumerable: false });
-  };
-  const open = promises.open;
-  Object.defineProperty(promises, 'open', fixed({
-    async open(...args) {
-      const handle = await apply(open, promises, args);
-      if (fileHandleProto === null) lockClass(handle);
-      pin(handle);
-      return guard(handle);
-    },
-  }.open));
-
-  // readFile, writeFile and appendFile read `fd` of a FileHandle they are given; only the
-  // proxies fs.promises.open gave pass for one.
-  const isFileHandle = (x) => fileHandleProto !== null && x !== null && typeof x === 'object' &&
-    Object.prototype.isPrototypeOf.call(fileHandleProto, x);
-  for (const name of ['readFile', 'writeFile', 'appendFile']) {
-    const original = promises[name];
-    Object.defineProperty(promises, name, fixed({
-      [name](file, ...rest) {
-        if (isFileHandle(file) && !proxies.has(file)) throw refused('FileHandle', name);
-        return apply(original, promises, [file, ...rest]);
-      },
-    }[name]));
+    const kHandle = Object.getOwnPropertySymbols(handle).find((s) => s.description === 'kHandle');
+    this.owners.set(handle[kHandle], handle);
   }
+
+  lock() {
+    const promises = fs.promises;
+    const lock = this;
+    const open = promises.open;
+    Object.defineProperty(promises, 'open', fixed({
+      async open(...args) {
+        const handle = await apply(open, promises, args);
+        if (lock.proto === null) lock.lockClass(handle);
+        lock.pin(handle);
+        return lock.guard(handle);
+      },
+    }.open));
+    // readFile, writeFile and appendFile read `fd` of a FileHandle they are given; only the
+    // proxies fs.promises.open gave pass for one.
+    const isFileHandle = (x) => lock.proto !== null && x !== null && typeof x === 'object' &&
+      Object.prototype.isPrototypeOf.call(lock.proto, x);
+    for (const name of ['readFile', 'writeFile', 'appendFile']) {
+      const original = promises[name];
+      Object.defineProperty(promises, name, fixed({
+        [name](file, ...rest) {
+          if (isFileHandle(file) && !lock.targets.has(file)) throw lock.refused('FileHandle', name);
+          return apply(original, promises, [file, ...rest]);
+        },
+      }[name]));
+    }
+  }
+}
+
+function lockFileHandles(refused) {
+  new FileHandleLock(refused).lock();
 }
 
 module.exports = { lockFileHandles };

@@ -19,7 +19,10 @@
 //   main thread took in and dropped would queue what its other end posts, in the runner,
 //   outside the thread's heap limit, after the thread is gone); and for the same reason
 //   worker_threads.postMessageToThread, which reaches the main thread without parentPort.
-// - the process's descriptors other than the files the code opens (descriptors.js).
+// - the process's descriptors other than the files the code opens (descriptors.js), and
+//   async_hooks' createHook and executionAsyncResource, which hand code the resources of
+//   Node's own operations (the binding's FileHandle of a writeFile in progress, say), past
+//   what fs gives it. AsyncLocalStorage needs neither.
 // Every way to a built-in module (require, createRequire, process.getBuiltinModule, import)
 // returns its one exports object, so each is changed there, for good (non-configurable);
 // syncBuiltinESMExports carries the change to the modules' import() namespaces.
@@ -148,6 +151,13 @@ function lockProcessInfo() {
   }
 }
 
+function lockAsyncHooks() {
+  const asyncHooks = require('async_hooks');
+  for (const name of ['createHook', 'executionAsyncResource']) {
+    Object.defineProperty(asyncHooks, name, fixed(refuse(`async_hooks.${name}`)));
+  }
+}
+
 function lockThreadMessages() {
   if (workerThreads.parentPort) workerThreads.parentPort.close();
   Object.defineProperty(workerThreads, 'postMessageToThread',
@@ -159,6 +169,7 @@ function lockRuntime() {
   lockCodeCaches();
   lockProcessInfo();
   lockThreadMessages();
+  lockAsyncHooks();
   lockDescriptors();
   Module.syncBuiltinESMExports();
 }

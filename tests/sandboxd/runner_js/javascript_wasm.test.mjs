@@ -274,7 +274,11 @@ util.inspect(fh, { getters: true });
 const kFd = Object.getOwnPropertySymbols(raw).find((s) => s.description === 'kFd');
 await attempt('raw kFd', async () => { raw[kFd] = conn; await raw.write(frame); });
 await attempt('raw fd', async () => { Object.defineProperty(raw, 'fd', { value: conn }); await raw.write(frame); });
-await attempt('native handle', () => new (raw[Object.getOwnPropertySymbols(raw).find((s) => s.description === 'kHandle')].constructor)(conn));
+const native = raw[Object.getOwnPropertySymbols(raw).find((s) => s.description === 'kHandle')];
+await attempt('native handle', () => new (native.constructor)(conn));
+await attempt('native close', () => native.closeSync());
+await attempt('native release', () => native.releaseFD());
+await attempt('async_hooks', () => require('async_hooks').createHook({}));
 const fake = Object.create(proto);
 for (const k of Object.getOwnPropertySymbols(raw)) fake[k] = raw[k];
 await attempt('made from the prototype', async () => { Object.defineProperty(fake, kFd, { value: conn }); await proto.write.call(fake, frame); });
@@ -317,6 +321,64 @@ own.length`);
     assert.equal(r.status, 'ok', JSON.stringify(r.error));
     const [second] = await runner.connect();
     await new Promise((resolve) => setTimeout(resolve, 5000));
+    assert.equal((await second.exec('1 + 1', { timeout: 20000 })).result, '2');
+    client = second;
+  });
+
+  it('cannot write through an object posing as a FileHandle', async () => {
+    const r = await client.exec(`${FIND_CONNECTION}
+const used = [];
+const fh = await fs.promises.open('posing.txt', 'w+');
+const proto = Object.getPrototypeOf(fh);
+const posing = new Proxy(Object.create(proto), { get(t, k, r) {
+  if (k === 'fd') return conn;
+  const v = Reflect.get(t, k, r);
+  return typeof k === 'symbol' && v === undefined ? 1 : v;
+} });
+try { await proto.write.call(posing, frame); used.push('proxy'); } catch {}
+let raw = null;
+fh.on('close', function () { raw = this; });
+await fh.close();
+const fake = Object.create(proto);
+for (const k of Object.getOwnPropertySymbols(raw)) fake[k] = raw[k];
+fake[Object.getOwnPropertySymbols(raw).find((s) => s.description === 'kRefs')] = 1;
+Object.defineProperty(fake, 'fd', { value: conn });
+try { await proto.write.call(fake, frame); used.push('copy'); } catch {}
+JSON.stringify(used)`);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.deepEqual(JSON.parse(eval(r.result)), []);
+    assert.equal((await client.exec('1 + 1')).result, '2');
+  });
+
+  // A number is the code's only from its fs.open to its close: one a FileHandle, an fs.Dir
+  // or the main thread holds, or one the code asked to close, is refused, so no holder
+  // uses a number freed under it, which the runner's next socket (a reconnection) takes.
+  it('uses no number it did not open, or asked to close, once the runner reuses it', async () => {
+    client.send({ type: 'file_upload', id: 7, path: 'up.bin', max_bytes: 1000 });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const r = await client.exec(`${FIND_CONNECTION}
+const open = () => { const s = new Set(); for (let fd = 0; fd < 256; fd++) { try { fs.fstatSync(fd); s.add(fd); } catch {} } return s; };
+const used = [];
+const attempt = (what, fn) => { try { fn(); used.push(what); } catch {} };
+const temp = fs.readdirSync('.').find((n) => n.startsWith('.upload-'));
+const ino = fs.statSync(temp).ino;
+for (let fd = 3; fd < 256; fd++) { try { if (fs.fstatSync(fd).ino === ino) attempt('upload ' + fd, () => fs.closeSync(fd)); } catch {} }
+const fh = await fs.promises.open('handle.txt', 'w+');
+attempt('FileHandle', () => fs.closeSync(fh.fd));
+const before = open();
+const dir = fs.opendirSync('.');
+for (const fd of [...open()].filter((n) => !before.has(n))) attempt('fs.Dir ' + fd, () => fs.closeSync(fd));
+const own = fs.openSync('async-close.txt', 'w');
+fs.close(own, () => {});
+let late = null;
+fs.write(own, frame, (e) => { late = e && e.code; });
+await new Promise((resolve) => setTimeout(resolve, 50));
+setTimeout(() => { fh.write(frame).catch(() => {}); try { dir.closeSync(); } catch {} }, 3000);
+JSON.stringify({ used, late })`);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.deepEqual(JSON.parse(eval(r.result)), { used: [], late: 'EBADF' });
+    const [second] = await runner.connect();
+    await new Promise((resolve) => setTimeout(resolve, 4000));
     assert.equal((await second.exec('1 + 1', { timeout: 20000 })).result, '2');
     client = second;
   });

@@ -358,6 +358,38 @@ describe('python in pyodide (wasm tier)', () => {
     assert.equal(runner.exited, null);
   });
 
+  // Pyodide's file streams close their `nfd` through fs.closeSync: a number the cell puts
+  // there is refused unless the worker's fs opened it (here, an upload's the main thread holds).
+  it('closes no descriptor of the runner through a file stream\'s nfd', async () => {
+    client.send({ type: 'file_upload', id: 7, path: 'up.bin', max_bytes: 1000 });
+    await sleep(300);
+    const uploads = () => fs.readdirSync(`/proc/${runner.proc.pid}/fd`).filter((n) => {
+      try {
+        return path.basename(fs.readlinkSync(`/proc/${runner.proc.pid}/fd/${n}`)).startsWith('.upload-');
+      } catch {
+        return false;
+      }
+    }).map(Number);
+    const before = uploads();
+    assert.ok(before.length > 0, 'the upload holds no descriptor of its file');
+    const r = await client.exec('import pyodide_js\n' +
+      'streams = [pyodide_js.FS.open("/workspace/nfd.txt", "w") for _ in range(61)]\n' +
+      'first = min(s.nfd for s in streams)\n' +
+      'closed = []\n' +
+      'for fd, s in zip(range(3, first), streams):\n' +
+      '    s.nfd = fd\n' +
+      '    try:\n        pyodide_js.FS.close(s)\n        closed.append(fd)\n' +
+      '    except Exception:\n        pass\n' +
+      'closed');
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    const closed = JSON.parse(r.result);
+    assert.deepEqual(before.filter((fd) => closed.includes(fd)), [], `closed ${r.result}`);
+    assert.deepEqual(uploads(), before);
+    const [second] = await runner.connect();
+    assert.equal((await second.exec('1 + 1', { timeout: 20000 })).result, '2');
+    client = second;
+  });
+
   // A cell reaches the worker's channel to the main thread (Python cannot hide it): a
   // `refused` from it must not end the runner (exit 3 is for a snapshot that does not fit).
   it('takes no `refused` from a cell: its namespace is reset and the runner goes on', async () => {
