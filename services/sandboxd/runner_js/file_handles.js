@@ -21,6 +21,7 @@
 //   what holds once code has the handle itself.
 
 const fs = require('fs');
+const { markAsUntransferable } = require('worker_threads');
 
 const { apply } = Reflect;
 const fixed = (value) => ({ value, writable: false, configurable: false, enumerable: true });
@@ -95,6 +96,15 @@ class FileHandleLock {
       throw new Error('a FileHandle without kFd or kHandle: this Node is not known here');
     }
     const FileHandle = proto.constructor;
+    // What the constructors (FileHandle's, EventEmitter's) set on a new handle, Node's own
+    // included (fs.promises' writeFile, readFile, truncate make some), is found here first:
+    // an accessor code put further up the chain (EventEmitter.prototype, Object.prototype)
+    // would get that handle as `this`, unpinned, and could give it an `fd` of its own.
+    for (const key of ['_events', '_eventsCount', '_maxListeners', ...Object.getOwnPropertySymbols(handle)]) {
+      if (!Object.prototype.hasOwnProperty.call(proto, key)) {
+        Object.defineProperty(proto, key, { value: undefined, writable: true, configurable: false, enumerable: false });
+      }
+    }
     Object.defineProperty(proto, 'fd', { get() { return -1; }, configurable: false, enumerable: false });
     Object.defineProperty(proto, 'constructor', locked(refuse(this.refused, 'new FileHandle')));
     this.lockMethods(proto, FileHandle);
@@ -154,8 +164,12 @@ class FileHandleLock {
       configurable: false, enumerable: false,
     });
     Object.defineProperty(handle, 'fd', { get, configurable: false, enumerable: false });
+    // A copy of the binding handle (structuredClone, postMessage) would close the number
+    // under this one.
     const kHandle = Object.getOwnPropertySymbols(handle).find((s) => s.description === 'kHandle');
-    this.owners.set(handle[kHandle], handle);
+    const native = Object.getOwnPropertyDescriptor(handle, kHandle).value;
+    markAsUntransferable(native);
+    this.owners.set(native, handle);
   }
 
   lock() {

@@ -22,7 +22,9 @@
 // - the process's descriptors other than the files the code opens (descriptors.js), and
 //   async_hooks' createHook and executionAsyncResource, which hand code the resources of
 //   Node's own operations (the binding's FileHandle of a writeFile in progress, say), past
-//   what fs gives it. AsyncLocalStorage needs neither.
+//   what fs gives it. AsyncLocalStorage needs neither. And http2's server side, whose
+//   streams answer with a descriptor (respondWithFD takes any number, respondWithFile
+//   closes what it opened behind fs's back); code has no socket to serve on anyway.
 // Every way to a built-in module (require, createRequire, process.getBuiltinModule, import)
 // returns its one exports object, so each is changed there, for good (non-configurable);
 // syncBuiltinESMExports carries the change to the modules' import() namespaces.
@@ -158,6 +160,35 @@ function lockAsyncHooks() {
   }
 }
 
+// http2 costs 15-30 ms and MiBs to load, so it is locked as code first loads it: through
+// require (Module._load) or process.getBuiltinModule (import() of a builtin is not open to
+// cells).
+function lockHttp2Server() {
+  let locked = false;
+  const lock = (exports) => {
+    if (!locked && exports !== null && typeof exports === 'object') {
+      locked = true;
+      for (const name of ['createServer', 'createSecureServer', 'performServerHandshake']) {
+        if (typeof exports[name] === 'function') Object.defineProperty(exports, name, fixed(refuse(`http2.${name}`)));
+      }
+    }
+    return exports;
+  };
+  const isHttp2 = (id) => id === 'http2' || id === 'node:http2';
+  const load = Module._load;
+  Object.defineProperty(Module, '_load', fixed(function _load(request, ...rest) {
+    const exports = apply(load, this, [request, ...rest]);
+    return isHttp2(request) ? lock(exports) : exports;
+  }));
+  const getBuiltinModule = process.getBuiltinModule;
+  if (typeof getBuiltinModule === 'function') {
+    Object.defineProperty(process, 'getBuiltinModule', fixed(function getBuiltin(id) {
+      const exports = apply(getBuiltinModule, process, [id]);
+      return isHttp2(id) ? lock(exports) : exports;
+    }));
+  }
+}
+
 function lockThreadMessages() {
   if (workerThreads.parentPort) workerThreads.parentPort.close();
   Object.defineProperty(workerThreads, 'postMessageToThread',
@@ -170,6 +201,7 @@ function lockRuntime() {
   lockProcessInfo();
   lockThreadMessages();
   lockAsyncHooks();
+  lockHttp2Server();
   lockDescriptors();
   Module.syncBuiltinESMExports();
 }

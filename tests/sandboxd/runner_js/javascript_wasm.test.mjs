@@ -383,6 +383,71 @@ JSON.stringify({ used, late })`);
     client = second;
   });
 
+  it('closes no pinned FileHandle\'s number through a transferred copy of its binding handle', async () => {
+    const r = await client.exec(`${FIND_CONNECTION}
+const util = require('util');
+const fh = await fs.promises.open('copied.txt', 'w+');
+let raw = null;
+Object.defineProperty(fh, 'g', { get() { raw = this; return 1; }, enumerable: true, configurable: true });
+util.inspect(fh, { getters: true });
+const native = raw[Object.getOwnPropertySymbols(raw).find((s) => s.description === 'kHandle')];
+const used = [];
+try { await structuredClone(native, { transfer: [native] }).close(); used.push('structuredClone'); } catch {}
+const { port1, port2 } = new (require('worker_threads').MessageChannel)();
+try { port1.postMessage(native, [native]); used.push('postMessage'); } catch {}
+port1.close();
+await fh.write('mine');
+await fh.close();
+JSON.stringify({ used, text: fs.readFileSync('copied.txt', 'utf8') })`);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.deepEqual(JSON.parse(eval(r.result)), { used: [], text: 'mine' });
+    assert.equal((await client.exec('1 + 1')).result, '2');
+  });
+
+  // fs.promises makes FileHandles of its own (writeFile with flush, truncate, a large
+  // readFile): an accessor on the chain its constructor sets properties through must not get
+  // one as `this`, to give it an `fd` of its own.
+  it('lends no number to a FileHandle that fs.promises makes for itself', async () => {
+    const r = await client.exec(`${FIND_CONNECTION}
+const mine = await fs.promises.open('mine.txt', 'w+');
+const proto = Object.getPrototypeOf(mine);
+await mine.close();
+const planted = [];
+for (const target of [proto, Object.getPrototypeOf(proto), Object.prototype]) {
+  try {
+    Object.defineProperty(target, '_events', { configurable: true,
+      get() { return undefined; },
+      set(v) {
+        Object.defineProperty(this, '_events', { value: v, writable: true, configurable: true });
+        Object.defineProperty(this, 'fd', { value: conn });
+      } });
+    planted.push(target === proto ? 'FileHandle' : target === Object.prototype ? 'Object' : 'EventEmitter');
+  } catch {}
+}
+try { await fs.promises.writeFile('lent.txt', frame, { flush: true }); } catch {}
+try { await fs.promises.truncate('mine.txt', 0); } catch {}
+for (const target of [proto, Object.getPrototypeOf(proto), Object.prototype]) {
+  try { delete target._events; } catch {}
+}
+JSON.stringify(planted)`);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.ok(JSON.parse(eval(r.result)).includes('Object'), r.result);
+    assert.equal((await client.exec('1 + 1')).result, '2');
+  });
+
+  it('serves no http2 stream, whose answers take a descriptor', async () => {
+    const r = await client.exec(`const used = [];
+for (const get of [() => require('http2'), () => require('node:http2'), () => process.getBuiltinModule('http2')]) {
+  const http2 = get();
+  for (const name of ['createServer', 'createSecureServer', 'performServerHandshake']) {
+    try { http2[name](); used.push(name); } catch {}
+  }
+}
+JSON.stringify({ used, client: typeof require('http2').connect })`);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.deepEqual(JSON.parse(eval(r.result)), { used: [], client: 'function' });
+  });
+
   // Runs `code` (its value 'done'), waits `settleMs` and runs `1 + 1`: that exec, and how
   // many bytes the runner's log grew by meanwhile.
   const afterCell = async (code, settleMs, options) => {
