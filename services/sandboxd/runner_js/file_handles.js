@@ -20,6 +20,7 @@
 //   to itself. Node's util.inspect sees through a proxy, so the above, not the proxy, is
 //   what holds once code has the handle itself.
 
+const EventEmitter = require('events');
 const fs = require('fs');
 const { markAsUntransferable } = require('worker_threads');
 
@@ -172,7 +173,22 @@ class FileHandleLock {
     this.owners.set(native, handle);
   }
 
+  // EventEmitter's constructor sets `_events` and the like on every new emitter, Node's own
+  // FileHandles (fs.promises' writeFile, truncate) among them, before this module ever saw
+  // the class: each is found as an own data property of EventEmitter.prototype, so no
+  // accessor code puts further up the chain (Object.prototype) gets a new handle as `this`.
+  static lockEmitterPrototype() {
+    const proto = EventEmitter.prototype;
+    for (const key of Reflect.ownKeys(new EventEmitter())) {
+      const d = Object.getOwnPropertyDescriptor(proto, key);
+      if (d && !d.configurable) continue;
+      const value = d && 'value' in d ? d.value : undefined;
+      Object.defineProperty(proto, key, { value, writable: true, configurable: false, enumerable: d ? d.enumerable : false });
+    }
+  }
+
   lock() {
+    FileHandleLock.lockEmitterPrototype();
     const promises = fs.promises;
     const lock = this;
     const open = promises.open;

@@ -24,7 +24,8 @@
 //   Node's own operations (the binding's FileHandle of a writeFile in progress, say), past
 //   what fs gives it. AsyncLocalStorage needs neither. And http2's server side, whose
 //   streams answer with a descriptor (respondWithFD takes any number, respondWithFile
-//   closes what it opened behind fs's back); code has no socket to serve on anyway.
+//   closes what it opened behind fs's back); code has no socket to serve on anyway. And vm's
+//   importModuleDynamically, whose default loader loads built-ins past the locks on require.
 // Every way to a built-in module (require, createRequire, process.getBuiltinModule, import)
 // returns its one exports object, so each is changed there, for good (non-configurable);
 // syncBuiltinESMExports carries the change to the modules' import() namespaces.
@@ -62,7 +63,9 @@ function lockV8() {
 
 // vm's `options` as vm gets them: a fresh object with no prototype holding the options' own
 // enumerable properties, each read once (a getter or a proxy trap runs once), its cachedData
-// checked and then set to an own undefined. Nothing is inherited: Node's vm copies options
+// checked and then set to an own undefined, and its importModuleDynamically an own undefined
+// too (USE_MAIN_CONTEXT_DEFAULT_LOADER would load any built-in through the ESM loader, past
+// every lock that watches require, as cells' own import() cannot). Nothing is inherited: Node's vm copies options
 // into plain objects of its own and reads cachedData from those, so an inherited one
 // (Object.prototype.cachedData) would reach V8 unless the own undefined shadows it. A string
 // is vm's filename; undefined, null and other values become no options.
@@ -76,6 +79,7 @@ function withoutCodeCache(options) {
     throw new Error('vm: cachedData is refused in a sandbox (V8 trusts the bytes of a code cache)');
   }
   copy.cachedData = undefined;
+  copy.importModuleDynamically = undefined;
   return copy;
 }
 
@@ -160,31 +164,58 @@ function lockAsyncHooks() {
   }
 }
 
-// http2 costs 15-30 ms and MiBs to load, so it is locked as code first loads it: through
-// require (Module._load) or process.getBuiltinModule (import() of a builtin is not open to
-// cells).
-function lockHttp2Server() {
-  let locked = false;
-  const lock = (exports) => {
-    if (!locked && exports !== null && typeof exports === 'object') {
-      locked = true;
-      for (const name of ['createServer', 'createSecureServer', 'performServerHandshake']) {
-        if (typeof exports[name] === 'function') Object.defineProperty(exports, name, fixed(refuse(`http2.${name}`)));
-      }
+// http2's server side: its streams answer with a descriptor (respondWithFD takes any
+// number; respondWithFile closes what it opened behind fs's back). The factories are
+// refused, and so is a session of any type but client from the class behind a client
+// session (one step up ClientHttp2Session's [[Prototype]], as for vm's binding above).
+function lockHttp2(http2) {
+  for (const name of ['createServer', 'createSecureServer', 'performServerHandshake']) {
+    if (typeof http2[name] === 'function') Object.defineProperty(http2, name, fixed(refuse(`http2.${name}`)));
+  }
+  const { Duplex } = require('stream');
+  const socket = new Duplex({ read() {}, write(chunk, encoding, callback) { callback(); } });
+  const client = http2.connect('http://localhost', { createConnection: () => socket });
+  client.on('error', () => {});
+  const ClientSession = Object.getPrototypeOf(client).constructor;
+  client.destroy();
+  socket.destroy();
+  const Session = Object.getPrototypeOf(ClientSession);
+  const CLIENT = http2.constants.NGHTTP2_SESSION_CLIENT;
+  function Http2Session(type, ...rest) {
+    if (new.target === undefined || type !== CLIENT) {
+      throw new TypeError('http2: only client sessions are available in a sandbox');
     }
-    return exports;
-  };
+    return construct(Session, [type, ...rest], new.target);
+  }
+  Http2Session.prototype = Session.prototype;
+  Object.setPrototypeOf(ClientSession, Http2Session);
+  Object.preventExtensions(ClientSession);
+  Object.defineProperty(Session.prototype, 'constructor',
+    { value: Http2Session, writable: false, configurable: false, enumerable: false });
+}
+
+// http2 costs 15-30 ms and MiBs to load, so its real exports (never what a require.cache
+// entry stands in for them) are locked as code first asks for http2: through require
+// (Module._load) or process.getBuiltinModule. import() of a built-in is not open to code
+// (cells have no dynamic import; vm's importModuleDynamically is taken out above).
+function lockHttp2Lazily() {
+  let locked = false;
   const isHttp2 = (id) => id === 'http2' || id === 'node:http2';
+  const lockOnce = () => {
+    if (locked) return;
+    locked = true;
+    lockHttp2(require('node:http2'));
+  };
   const load = Module._load;
   Object.defineProperty(Module, '_load', fixed(function _load(request, ...rest) {
-    const exports = apply(load, this, [request, ...rest]);
-    return isHttp2(request) ? lock(exports) : exports;
+    if (isHttp2(request)) lockOnce();
+    return apply(load, this, [request, ...rest]);
   }));
   const getBuiltinModule = process.getBuiltinModule;
   if (typeof getBuiltinModule === 'function') {
     Object.defineProperty(process, 'getBuiltinModule', fixed(function getBuiltin(id) {
-      const exports = apply(getBuiltinModule, process, [id]);
-      return isHttp2(id) ? lock(exports) : exports;
+      if (isHttp2(id)) lockOnce();
+      return apply(getBuiltinModule, process, [id]);
     }));
   }
 }
@@ -201,7 +232,7 @@ function lockRuntime() {
   lockProcessInfo();
   lockThreadMessages();
   lockAsyncHooks();
-  lockHttp2Server();
+  lockHttp2Lazily();
   lockDescriptors();
   Module.syncBuiltinESMExports();
 }

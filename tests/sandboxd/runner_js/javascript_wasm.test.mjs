@@ -448,6 +448,84 @@ JSON.stringify({ used, client: typeof require('http2').connect })`);
     assert.deepEqual(JSON.parse(eval(r.result)), { used: [], client: 'function' });
   });
 
+  // Every way to http2's server side, whose streams take a descriptor (respondWithFD): its
+  // exports however loaded, and the session class behind a client session.
+  it('serves no http2 stream by any way to a server session', async () => {
+    const r = await client.exec(`${FIND_CONNECTION}
+const vm = require('vm');
+const { duplexPair } = require('stream');
+// Whether a server session serve(h2, end) makes answers a client's request with conn.
+const serves = async (h2, serve) => {
+  try {
+    const [a, b] = duplexPair();
+    const served = new Promise((resolve) => {
+      serve(a).on('error', () => {}).on('stream', (st) => {
+        st.respondWithFD(conn); st.ownsFd = true;
+        st.on('close', () => resolve('served'));
+      });
+    });
+    const c = h2.connect('http://x', { createConnection: () => b });
+    c.on('error', () => {});
+    c.request({ ':path': '/' }).on('error', () => {});
+    return await Promise.race([served, new Promise((r) => setTimeout(() => r('timeout'), 2000))]);
+  } catch {
+    return 'no server';
+  }
+};
+const imported = async () => (await new vm.Script('import("node:http2")',
+  { importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER }).runInThisContext()).default;
+const decoyed = () => {
+  require.cache.http2 = { id: 'http2', filename: 'http2', loaded: true, exports: {} };
+  require('http2');
+  delete require.cache.http2;
+  return require('node:http2');
+};
+const served = {};
+try {
+  const h2 = await imported();
+  served.vmImport = await serves(h2, (end) => h2.performServerHandshake(end));
+} catch { served.vmImport = 'no server'; }
+const h2 = decoyed();
+served.cacheDecoy = await serves(h2, (end) => h2.performServerHandshake(end));
+const probe = h2.connect('http://x', { createConnection: () => duplexPair()[0] });
+probe.on('error', () => {});
+const Http2Session = Object.getPrototypeOf(Object.getPrototypeOf(probe).constructor);
+probe.destroy();
+served.sessionClass = await serves(h2, (end) => new Http2Session(h2.constants.NGHTTP2_SESSION_SERVER, {}, end));
+JSON.stringify(served)`);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.deepEqual(JSON.parse(eval(r.result)), { vmImport: 'no server', cacheDecoy: 'no server', sessionClass: 'no server' });
+    assert.equal((await client.exec('1 + 1')).result, '2');
+  });
+
+  // Before the cell's first fs.promises.open (which locks FileHandle's class), what
+  // EventEmitter's constructor sets must already be out of reach of an accessor.
+  it('lends no number to a FileHandle that fs.promises makes before any fs.promises.open', async () => {
+    const r = await client.exec(`${FIND_CONNECTION}
+let lent = 0;
+const planted = [];
+for (const target of [require('events').prototype, Object.prototype]) {
+  try {
+    Object.defineProperty(target, '_events', { configurable: true,
+      get() { return undefined; },
+      set(v) {
+        Object.defineProperty(this, '_events', { value: v, writable: true, configurable: true });
+        if (this.constructor && this.constructor.name === 'FileHandle') {
+          lent++;
+          Object.defineProperty(this, 'fd', { value: conn });
+        }
+      } });
+    planted.push(target === Object.prototype ? 'Object' : 'EventEmitter');
+  } catch {}
+}
+try { await fs.promises.writeFile('lent-early.txt', frame, { flush: true }); } catch {}
+try { delete Object.prototype._events; } catch {}
+JSON.stringify({ lent, planted })`);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.deepEqual(JSON.parse(eval(r.result)), { lent: 0, planted: ['Object'] });
+    assert.equal((await client.exec('1 + 1')).result, '2');
+  });
+
   // Runs `code` (its value 'done'), waits `settleMs` and runs `1 + 1`: that exec, and how
   // many bytes the runner's log grew by meanwhile.
   const afterCell = async (code, settleMs, options) => {
