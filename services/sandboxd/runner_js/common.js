@@ -12,6 +12,8 @@ const OUTPUT_FRAME_CHARS = 1024 * 1024;            // text per output frame
 const RESULT_LIMIT = 64 * 1024;                    // chars of the trailing expression's inspect
 const ERROR_MESSAGE_LIMIT = 64 * 1024;
 const TRACEBACK_LIMIT = 256 * 1024;
+// The frames a cell's error keeps (Error.stackTraceLimit of the user's thread).
+const STACK_TRACE_LIMIT = 50;
 const DEFAULT_TOOL_CALLS_IN_FLIGHT = 64;
 // Arrays and objects one tool-call argument may nest: the tool_call frame adds two levels
 // (the frame, `arguments`) and sandboxd refuses frames deeper than 128 (runner-protocol.md).
@@ -120,7 +122,7 @@ function onPortData(port, onData) {
 
 module.exports = {
   RUNNER_VERSION, MAX_FRAME_BYTES, OUTPUT_FLUSH_BYTES, OUTPUT_FLUSH_MS, OUTPUT_FRAME_CHARS,
-  RESULT_LIMIT, ERROR_MESSAGE_LIMIT, TRACEBACK_LIMIT, DEFAULT_TOOL_CALLS_IN_FLIGHT, MAX_ARGUMENT_DEPTH,
+  RESULT_LIMIT, ERROR_MESSAGE_LIMIT, TRACEBACK_LIMIT, STACK_TRACE_LIMIT, DEFAULT_TOOL_CALLS_IN_FLIGHT, MAX_ARGUMENT_DEPTH,
   MAX_ARGUMENT_VALUES,
   INTERRUPT_GRACE_MS, WORKER_EXIT_WAIT_MS, STUCK_WORKER_LIMIT, WATCHDOG_PING_MS, DEFAULT_IDLE_WATCHDOG_MS, CELL_PREFIX, log, cap, escapeLoneSurrogates, fixJsonSurrogates,
   verdictTimeout, clearVerdictTimeout, onPortData,

@@ -21,13 +21,16 @@ const tty = require('tty');
 const { lockFileHandles } = require('./file_handles');
 const { lockFsDescriptors } = require('./fs_descriptors');
 
-const { apply, construct } = Reflect;
+const {
+  apply, construct, defineProperty, fixed, locked, getPrototypeOf, hasOwn, Proxy, WeakSet, Error,
+} = require('./intrinsics');
 
-const fixed = (value) => ({ value, writable: false, configurable: false, enumerable: true });
 
 function refusedDescriptor(fd, what) {
   const e = new Error(`EBADF: ${what}: descriptor ${fd} is not a file this code opened`);
-  Object.assign(e, { code: 'EBADF', errno: -9, syscall: what });
+  e.code = 'EBADF';
+  e.errno = -9;
+  e.syscall = what;
   return e;
 }
 
@@ -35,7 +38,7 @@ function lockFs() {
   const check = lockFsDescriptors(refusedDescriptor);
   for (const name of ['createReadStream', 'createWriteStream']) {
     const original = fs[name];
-    Object.defineProperty(fs, name, fixed({
+    defineProperty(fs, name, fixed({
       [name](path, options) {
         if (options !== null && typeof options === 'object') check(options.fd, name);
         return apply(original, this, [path, options]);
@@ -66,18 +69,17 @@ function guardClass(module, name, always = false) {
       return apply(target, self, args);
     },
   });
-  Object.defineProperty(module, name, fixed(Guarded));
+  defineProperty(module, name, fixed(Guarded));
   // The class is also its prototype's `constructor`, one step from any instance.
-  Object.defineProperty(Original.prototype, 'constructor',
-    { value: Guarded, writable: false, configurable: false, enumerable: false });
+  defineProperty(Original.prototype, 'constructor', locked(Guarded));
 }
 
 function lockSockets() {
   guardClass(net, 'Socket');
-  if (net.Stream !== undefined) Object.defineProperty(net, 'Stream', fixed(net.Socket));
+  if (net.Stream !== undefined) defineProperty(net, 'Stream', fixed(net.Socket));
   for (const name of ['connect', 'createConnection']) {
     const original = net[name];
-    Object.defineProperty(net, name, fixed({
+    defineProperty(net, name, fixed({
       [name](...args) {
         refuseFdOption(args[0], name);
         return apply(original, this, args);
@@ -85,7 +87,7 @@ function lockSockets() {
     }[name]));
   }
   const listen = net.Server.prototype.listen;
-  Object.defineProperty(net.Server.prototype, 'listen', fixed({
+  defineProperty(net.Server.prototype, 'listen', fixed({
     listen(...args) {
       const first = args[0];
       if (first !== null && typeof first === 'object') {
@@ -104,12 +106,12 @@ const lockedHandleClasses = new WeakSet();
 function lockHandleClass(handle) {
   for (const h of [handle, handle && handle._parent]) {
     if (h === null || typeof h !== 'object') continue;
-    let owner = Object.getPrototypeOf(h);
-    while (owner !== null && !Object.prototype.hasOwnProperty.call(owner, 'open')) {
-      owner = Object.getPrototypeOf(owner);
+    let owner = getPrototypeOf(h);
+    while (owner !== null && !hasOwn(owner, 'open')) {
+      owner = getPrototypeOf(owner);
     }
     if (owner === null || lockedHandleClasses.has(owner)) continue;
-    Object.defineProperty(owner, 'open', fixed(function open(fd) {
+    defineProperty(owner, 'open', fixed(function open(fd) {
       throw refusedDescriptor(fd, 'open');
     }));
     lockedHandleClasses.add(owner);

@@ -24,13 +24,16 @@ const EventEmitter = require('events');
 const fs = require('fs');
 const { markAsUntransferable } = require('worker_threads');
 
-const { apply } = Reflect;
-const fixed = (value) => ({ value, writable: false, configurable: false, enumerable: true });
+const {
+  apply, defineProperty, fixed, locked, getOwnPropertyDescriptor, getOwnPropertySymbols, getPrototypeOf, hasOwn,
+  isPrototypeOf, ownKeys, reflectDefineProperty, reflectDeleteProperty, reflectGet,
+  reflectGetOwnPropertyDescriptor, reflectHas, reflectSet, Proxy, WeakMap, Error,
+} = require('./intrinsics');
 
 // Whether `key` is an accessor with a setter on `object` or its prototype chain.
 function hasSetter(object, key) {
-  for (let o = object; o !== null; o = Object.getPrototypeOf(o)) {
-    const d = Object.getOwnPropertyDescriptor(o, key);
+  for (let o = object; o !== null; o = getPrototypeOf(o)) {
+    const d = getOwnPropertyDescriptor(o, key);
     if (d) return d.set !== undefined;
   }
   return false;
@@ -39,7 +42,6 @@ function hasSetter(object, key) {
 const refuse = (refused, what) => function refusedFileHandle() {
   throw refused('FileHandle', what);
 };
-const locked = (value) => ({ value, writable: false, configurable: false, enumerable: false });
 
 class FileHandleLock {
   constructor(refused) {
@@ -58,25 +60,25 @@ class FileHandleLock {
     const proxy = new Proxy(target, {
       get(t, key, receiver) {
         if (receiver !== proxy && (typeof key === 'symbol' || key === 'fd')) return undefined;
-        return Reflect.get(t, key, key === 'fd' ? t : receiver);
+        return reflectGet(t, key, key === 'fd' ? t : receiver);
       },
       // Node's own writes (`this[kRefs]++`, through the proxy as `this`) go to the handle; a
       // setter (the code's own, anywhere on the chain) runs with the proxy as `this`.
       set(t, key, value, receiver) {
-        if (receiver !== proxy || hasSetter(t, key)) return Reflect.set(t, key, value, receiver);
-        return Reflect.set(t, key, value, t);
+        if (receiver !== proxy || hasSetter(t, key)) return reflectSet(t, key, value, receiver);
+        return reflectSet(t, key, value, t);
       },
-      has(t, key) { return hidden(key) ? false : Reflect.has(t, key); },
-      ownKeys(t) { return Reflect.ownKeys(t).filter((k) => !hidden(k)); },
+      has(t, key) { return hidden(key) ? false : reflectHas(t, key); },
+      ownKeys(t) { return ownKeys(t).filter((k) => !hidden(k)); },
       getOwnPropertyDescriptor(t, key) {
-        return hidden(key) ? undefined : Reflect.getOwnPropertyDescriptor(t, key);
+        return hidden(key) ? undefined : reflectGetOwnPropertyDescriptor(t, key);
       },
       defineProperty(t, key, descriptor) {
         if (typeof key === 'symbol' || key === 'fd') return false;
-        return Reflect.defineProperty(t, key, descriptor);
+        return reflectDefineProperty(t, key, descriptor);
       },
       deleteProperty(t, key) {
-        return typeof key === 'symbol' || key === 'fd' ? false : Reflect.deleteProperty(t, key);
+        return typeof key === 'symbol' || key === 'fd' ? false : reflectDeleteProperty(t, key);
       },
       setPrototypeOf() { return false; },
       preventExtensions() { return false; },
@@ -88,8 +90,8 @@ class FileHandleLock {
   // The class, from its first handle: `constructor` makes none, `fd` says -1 (closed) to
   // every object (the pinned handles answer with their own), the methods check `this`.
   lockClass(handle) {
-    const proto = Object.getPrototypeOf(handle);
-    const symbol = (name) => Object.getOwnPropertySymbols(handle).find((s) => s.description === name);
+    const proto = getPrototypeOf(handle);
+    const symbol = (name) => getOwnPropertySymbols(handle).find((s) => s.description === name);
     const kFd = symbol('kFd');
     const kHandle = symbol('kHandle');
     const native = kHandle === undefined ? null : handle[kHandle];
@@ -101,15 +103,15 @@ class FileHandleLock {
     // included (fs.promises' writeFile, readFile, truncate make some), is found here first:
     // an accessor code put further up the chain (EventEmitter.prototype, Object.prototype)
     // would get that handle as `this`, unpinned, and could give it an `fd` of its own.
-    for (const key of ['_events', '_eventsCount', '_maxListeners', ...Object.getOwnPropertySymbols(handle)]) {
-      if (!Object.prototype.hasOwnProperty.call(proto, key)) {
-        Object.defineProperty(proto, key, { value: undefined, writable: true, configurable: false, enumerable: false });
+    for (const key of ['_events', '_eventsCount', '_maxListeners', ...getOwnPropertySymbols(handle)]) {
+      if (!hasOwn(proto, key)) {
+        defineProperty(proto, key, { __proto__: null, value: undefined, writable: true, configurable: false, enumerable: false });
       }
     }
-    Object.defineProperty(proto, 'fd', { get() { return -1; }, configurable: false, enumerable: false });
-    Object.defineProperty(proto, 'constructor', locked(refuse(this.refused, 'new FileHandle')));
+    defineProperty(proto, 'fd', { __proto__: null, get() { return -1; }, configurable: false, enumerable: false });
+    defineProperty(proto, 'constructor', locked(refuse(this.refused, 'new FileHandle')));
     this.lockMethods(proto, FileHandle);
-    this.lockNative(Object.getPrototypeOf(native));
+    this.lockNative(getPrototypeOf(native));
     this.proto = proto;
     this.kFd = kFd;
   }
@@ -118,16 +120,16 @@ class FileHandleLock {
     const brand = FileHandle.isFileHandle;   // Node 18 (the container tier) has none
     if (typeof brand !== 'function') return;
     const { targets, refused } = this;
-    for (const key of Reflect.ownKeys(proto)) {
-      const d = Object.getOwnPropertyDescriptor(proto, key);
+    for (const key of ownKeys(proto)) {
+      const d = getOwnPropertyDescriptor(proto, key);
       if (key === 'constructor' || typeof d.value !== 'function') continue;
       const what = typeof key === 'symbol' ? key.description : key;
       if (what.startsWith('messaging_')) {        // transfer, transfer list, deserialize
-        Object.defineProperty(proto, key, locked(refuse(refused, `a FileHandle's ${what}`)));
+        defineProperty(proto, key, locked(refuse(refused, `a FileHandle's ${what}`)));
         continue;
       }
       const original = d.value;
-      Object.defineProperty(proto, key, locked(function fileHandleMethod(...args) {
+      defineProperty(proto, key, locked(function fileHandleMethod(...args) {
         const target = targets.get(this) || this;
         if (!apply(brand, FileHandle, [target])) throw refused('FileHandle', what);
         return apply(original, this, args);
@@ -137,11 +139,11 @@ class FileHandleLock {
 
   lockNative(nativeProto) {
     const { owners, refused } = this;
-    Object.defineProperty(nativeProto, 'constructor', locked(refuse(refused, 'new FileHandle')));
+    defineProperty(nativeProto, 'constructor', locked(refuse(refused, 'new FileHandle')));
     for (const name of ['close', 'closeSync', 'releaseFD']) {
       const original = nativeProto[name];
       if (typeof original !== 'function') continue;
-      Object.defineProperty(nativeProto, name, locked({
+      defineProperty(nativeProto, name, locked({
         [name](...args) {
           const owner = owners.get(this);
           if (owner !== undefined && owner.fd !== -1) throw refused('FileHandle', `an open FileHandle's ${name}`);
@@ -156,7 +158,8 @@ class FileHandleLock {
     const { kFd, refused } = this;
     let fd = handle[kFd];
     const get = () => fd;
-    Object.defineProperty(handle, kFd, {
+    defineProperty(handle, kFd, {
+      __proto__: null,
       get,
       set(value) {
         if (value !== -1) throw refused('FileHandle', "a FileHandle's descriptor");
@@ -164,11 +167,11 @@ class FileHandleLock {
       },
       configurable: false, enumerable: false,
     });
-    Object.defineProperty(handle, 'fd', { get, configurable: false, enumerable: false });
+    defineProperty(handle, 'fd', { __proto__: null, get, configurable: false, enumerable: false });
     // A copy of the binding handle (structuredClone, postMessage) would close the number
     // under this one.
-    const kHandle = Object.getOwnPropertySymbols(handle).find((s) => s.description === 'kHandle');
-    const native = Object.getOwnPropertyDescriptor(handle, kHandle).value;
+    const kHandle = getOwnPropertySymbols(handle).find((s) => s.description === 'kHandle');
+    const native = getOwnPropertyDescriptor(handle, kHandle).value;
     markAsUntransferable(native);
     this.owners.set(native, handle);
   }
@@ -179,11 +182,11 @@ class FileHandleLock {
   // accessor code puts further up the chain (Object.prototype) gets a new handle as `this`.
   static lockEmitterPrototype() {
     const proto = EventEmitter.prototype;
-    for (const key of Reflect.ownKeys(new EventEmitter())) {
-      const d = Object.getOwnPropertyDescriptor(proto, key);
+    for (const key of ownKeys(new EventEmitter())) {
+      const d = getOwnPropertyDescriptor(proto, key);
       if (d && !d.configurable) continue;
       const value = d && 'value' in d ? d.value : undefined;
-      Object.defineProperty(proto, key, { value, writable: true, configurable: false, enumerable: d ? d.enumerable : false });
+      defineProperty(proto, key, { __proto__: null, value, writable: true, configurable: false, enumerable: d ? d.enumerable : false });
     }
   }
 
@@ -192,7 +195,7 @@ class FileHandleLock {
     const promises = fs.promises;
     const lock = this;
     const open = promises.open;
-    Object.defineProperty(promises, 'open', fixed({
+    defineProperty(promises, 'open', fixed({
       async open(...args) {
         const handle = await apply(open, promises, args);
         if (lock.proto === null) lock.lockClass(handle);
@@ -203,10 +206,10 @@ class FileHandleLock {
     // readFile, writeFile and appendFile read `fd` of a FileHandle they are given; only the
     // proxies fs.promises.open gave pass for one.
     const isFileHandle = (x) => lock.proto !== null && x !== null && typeof x === 'object' &&
-      Object.prototype.isPrototypeOf.call(lock.proto, x);
+      isPrototypeOf(lock.proto, x);
     for (const name of ['readFile', 'writeFile', 'appendFile']) {
       const original = promises[name];
-      Object.defineProperty(promises, name, fixed({
+      defineProperty(promises, name, fixed({
         [name](file, ...rest) {
           if (isFileHandle(file) && !lock.targets.has(file)) throw lock.refused('FileHandle', name);
           return apply(original, promises, [file, ...rest]);

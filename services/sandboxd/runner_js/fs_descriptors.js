@@ -14,8 +14,7 @@
 
 const fs = require('fs');
 
-const { apply } = Reflect;
-const fixed = (value) => ({ value, writable: false, configurable: false, enumerable: true });
+const { apply, defineProperty, fixed, nextTick, Map, Set } = require('./intrinsics');
 
 // fs's functions whose first argument is a descriptor (and those that take a path or one).
 const BY_DESCRIPTOR = ['read', 'readv', 'write', 'writev', 'fsync', 'fdatasync', 'ftruncate',
@@ -35,6 +34,19 @@ class Descriptors {
   // checks (a path, a FileHandle, a wrong type).
   check(fd, what) {
     if (typeof fd === 'number' && !this.owned.has(fd)) throw this.refused(fd, what);
+  }
+
+  // check(fd, what) for a call with `callback` (null: none): a refusal goes to the callback
+  // on the next tick, as Node says EBADF (true), or is thrown without one.
+  refusedThrough(callback, fd, what) {
+    try {
+      this.check(fd, what);
+      return false;
+    } catch (e) {
+      if (callback === null) throw e;
+      nextTick(callback, e);
+      return true;
+    }
   }
 
   // `args` of an async call on `fd`, its callback (the last argument) wrapped to count it.
@@ -72,7 +84,7 @@ class Descriptors {
     } catch (e) {
       error = e;
     }
-    for (const callback of waiting) if (callback) process.nextTick(callback, error);
+    for (const callback of waiting) if (callback) nextTick(callback, error);
   }
 
   // A close of `fd` (`callback`: fs.close's; null: closeSync's): the number is the code's no
@@ -96,13 +108,7 @@ class Descriptors {
         const fd = args[0];
         const last = args[args.length - 1];
         const callback = !sync && typeof last === 'function' ? last : null;
-        try {
-          descriptors.check(fd, name);
-        } catch (e) {
-          if (callback === null) throw e;
-          process.nextTick(callback, e);
-          return undefined;
-        }
+        if (descriptors.refusedThrough(callback, fd, name)) return undefined;
         const tracked = sync ? args : descriptors.track(fd, args);
         try {
           return apply(original, this, tracked);
@@ -117,12 +123,12 @@ class Descriptors {
   lockOpenAndClose() {
     const descriptors = this;
     const nodeFs = { open: fs.open, openSync: fs.openSync, close: fs.close, closeSync: fs.closeSync };
-    Object.defineProperty(fs, 'openSync', fixed(function openSync(...args) {
+    defineProperty(fs, 'openSync', fixed(function openSync(...args) {
       const fd = apply(nodeFs.openSync, this, args);
       descriptors.owned.add(fd);
       return fd;
     }));
-    Object.defineProperty(fs, 'open', fixed(function open(...args) {
+    defineProperty(fs, 'open', fixed(function open(...args) {
       const last = args.length - 1;
       const callback = args[last];
       if (typeof callback === 'function') {
@@ -134,17 +140,13 @@ class Descriptors {
       }
       return apply(nodeFs.open, this, args);
     }));
-    Object.defineProperty(fs, 'closeSync', fixed(function closeSync(fd) {
+    defineProperty(fs, 'closeSync', fixed(function closeSync(fd) {
       descriptors.check(fd, 'closeSync');
       if (typeof fd === 'number' && descriptors.release(fd, null)) return undefined;
       return apply(nodeFs.closeSync, this, [fd]);
     }));
-    Object.defineProperty(fs, 'close', fixed(function close(fd, callback) {
-      try {
-        descriptors.check(fd, 'close');
-      } catch (e) {
-        if (typeof callback !== 'function') throw e;
-        process.nextTick(callback, e);
+    defineProperty(fs, 'close', fixed(function close(fd, callback) {
+      if (descriptors.refusedThrough(typeof callback === 'function' ? callback : null, fd, 'close')) {
         return undefined;
       }
       if (typeof fd === 'number' && descriptors.release(fd, typeof callback === 'function' ? callback : null)) {
@@ -163,7 +165,7 @@ function lockFsDescriptors(refused) {
     for (const name of [base, `${base}Sync`]) {
       const original = fs[name];
       if (typeof original === 'function') {
-        Object.defineProperty(fs, name, fixed(descriptors.byDescriptor(base, name, original)));
+        defineProperty(fs, name, fixed(descriptors.byDescriptor(base, name, original)));
       }
     }
   }

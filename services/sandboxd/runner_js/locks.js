@@ -26,6 +26,10 @@
 //   streams answer with a descriptor (respondWithFD takes any number, respondWithFile
 //   closes what it opened behind fs's back); code has no socket to serve on anyway. And vm's
 //   importModuleDynamically, whose default loader loads built-ins past the locks on require.
+// - module resolution of its own (Module._resolveFilename, module.registerHooks and
+//   register), which could load a built-in under another name; and node:sqlite, which opens
+//   the files its SQL names (ATTACH, VACUUM INTO) without asking the permission model.
+// In the wasm tier the built-ins these locks call are frozen first (intrinsics.js).
 // Every way to a built-in module (require, createRequire, process.getBuiltinModule, import)
 // returns its one exports object, so each is changed there, for good (non-configurable);
 // syncBuiltinESMExports carries the change to the modules' import() namespaces.
@@ -33,14 +37,17 @@
 const vm = require('vm');
 const Module = require('module');
 const workerThreads = require('worker_threads');
+const { Duplex } = require('stream');
 const { lockDescriptors } = require('./descriptors');
 
-// Taken now: user code can replace Reflect's functions and vm's, and one called with Node's
-// own constructors or functions would hand them over.
-const { apply, construct } = Reflect;
+// Taken now (intrinsics.js): user code can rebind Object and Reflect, and one called with
+// Node's own constructors or functions would hand them over.
+const {
+  apply, construct, defineProperty, fixed, locked, freeze, freezeLockBuiltins, getPrototypeOf,
+  preventExtensions, setPrototypeOf, Error, TypeError,
+} = require('./intrinsics');
 const { isContext } = vm;
 
-const fixed = (value) => ({ value, writable: false, configurable: false, enumerable: true });
 
 function refuse(what) {
   return function refused() {
@@ -50,14 +57,14 @@ function refuse(what) {
 
 function lockV8() {
   const v8 = require('v8');
-  Object.defineProperty(v8, 'setFlagsFromString', {
+  defineProperty(v8, 'setFlagsFromString', {
     value: function setFlagsFromString() {
       throw new Error('V8 flags cannot be changed in a sandbox');
     },
     writable: false, configurable: false, enumerable: true,
   });
   for (const name of ['getHeapSnapshot', 'writeHeapSnapshot', 'setHeapSnapshotNearHeapLimit', 'queryObjects']) {
-    Object.defineProperty(v8, name, fixed(refuse(`v8.${name}`)));
+    defineProperty(v8, name, fixed(refuse(`v8.${name}`)));
   }
 }
 
@@ -96,102 +103,89 @@ function isScriptOfNode(args) {
     typeof args[7] === 'symbol';
 }
 
-// Node's Script extends ContextifyScript, whose constructor takes a code cache unchecked.
-// Script's super() finds its parent through Script's [[Prototype]] when it runs, and user
-// code finds the binding only through ContextifyScript.prototype.constructor (one step up
-// every Script's prototype chain); both lead to a guard instead, which constructs the
-// binding only with the arguments Node's Script passes.
-function guardScriptBinding(NodeScript) {
-  const Binding = Object.getPrototypeOf(NodeScript);
-  function ContextifyScript(...args) {
-    if (new.target === undefined || !isScriptOfNode(args)) {
-      throw new TypeError('vm: ContextifyScript is not available in a sandbox; use vm.Script');
-    }
-    return construct(Binding, args, new.target);
-  }
-  ContextifyScript.prototype = Binding.prototype;
-  Object.setPrototypeOf(NodeScript, ContextifyScript);
-  Object.preventExtensions(NodeScript);
-  Object.defineProperty(Binding.prototype, 'constructor',
-    { value: ContextifyScript, writable: false, configurable: false, enumerable: false });
+// The class one step up `Child`'s [[Prototype]] (`name`), as Child's super() and code reach
+// it: Child's super() finds its parent through Child's [[Prototype]] when it runs, and code
+// finds the parent only through its prototype's `constructor` (one step up every instance's
+// prototype chain); both lead to a guard instead, which constructs the parent only with
+// arguments `allowed` takes, else throws `refusal`.
+function guardParentClass(Child, name, allowed, refusal) {
+  const Parent = getPrototypeOf(Child);
+  const Guard = { [name]: function (...args) {
+    if (new.target === undefined || !allowed(args)) throw new TypeError(refusal);
+    return construct(Parent, args, new.target);
+  } }[name];
+  Guard.prototype = Parent.prototype;
+  setPrototypeOf(Child, Guard);
+  preventExtensions(Child);
+  defineProperty(Parent.prototype, 'constructor', locked(Guard));
 }
 
 function lockCodeCaches() {
   const NodeScript = vm.Script;
-  guardScriptBinding(NodeScript);
-  // A function, not a subclass: Object.getPrototypeOf(subclass) would be Node's Script.
+  // Node's Script extends ContextifyScript, whose constructor takes a code cache unchecked.
+  guardParentClass(NodeScript, 'ContextifyScript', isScriptOfNode,
+    'vm: ContextifyScript is not available in a sandbox; use vm.Script');
+  // A function, not a subclass: getPrototypeOf(subclass) would be Node's Script.
   // Instances keep Node's prototype, whose `constructor` becomes this one.
   function Script(code, options) {
     if (new.target === undefined) throw new TypeError("Class constructor Script cannot be invoked without 'new'");
     return construct(NodeScript, [code, withoutCodeCache(options)], new.target);
   }
   Script.prototype = NodeScript.prototype;
-  Object.defineProperty(NodeScript.prototype, 'constructor',
-    { value: Script, writable: false, configurable: false, enumerable: false });
-  Object.defineProperty(vm, 'Script', fixed(Script));
+  defineProperty(NodeScript.prototype, 'constructor', locked(Script));
+  defineProperty(vm, 'Script', fixed(Script));
   // The module's own functions build Node's Script from inside (createScript, runIn*) from
   // options they copy. The position of each one's options, which vm always gets (a copy).
   const OPTIONS = { createScript: 1, runInThisContext: 1, runInContext: 2, runInNewContext: 2, compileFunction: 2 };
   for (const [name, at] of Object.entries(OPTIONS)) {
     const original = vm[name];
-    Object.defineProperty(vm, name, fixed({
+    defineProperty(vm, name, fixed({
       [name](...args) {
         args[at] = withoutCodeCache(args[at]);
         return apply(original, this, args);
       },
     }[name]));
   }
-  Object.defineProperty(Module, 'enableCompileCache', fixed(refuse('module.enableCompileCache')));
+  defineProperty(Module, 'enableCompileCache', fixed(refuse('module.enableCompileCache')));
 }
 
 function lockProcessInfo() {
-  const report = Object.freeze({
+  const report = freeze({
     getReport: refuse('process.report'), writeReport: refuse('process.report'),
   });
-  Object.defineProperty(process, 'report', fixed(report));
-  Object.defineProperty(process, 'execArgv', fixed(Object.freeze([])));
+  defineProperty(process, 'report', fixed(report));
+  defineProperty(process, 'execArgv', fixed(freeze([])));
   // Node's warnings read these from `process`; inherited, a getter that code put on
   // Object.prototype would run with `process` as `this` (a Python cell has no other way to it).
   for (const name of ['noDeprecation', 'throwDeprecation', 'traceDeprecation', 'traceProcessWarnings']) {
-    Object.defineProperty(process, name, fixed(process[name] === true));
+    defineProperty(process, name, fixed(process[name] === true));
   }
 }
 
 function lockAsyncHooks() {
   const asyncHooks = require('async_hooks');
   for (const name of ['createHook', 'executionAsyncResource']) {
-    Object.defineProperty(asyncHooks, name, fixed(refuse(`async_hooks.${name}`)));
+    defineProperty(asyncHooks, name, fixed(refuse(`async_hooks.${name}`)));
   }
 }
 
 // http2's server side: its streams answer with a descriptor (respondWithFD takes any
 // number; respondWithFile closes what it opened behind fs's back). The factories are
 // refused, and so is a session of any type but client from the class behind a client
-// session (one step up ClientHttp2Session's [[Prototype]], as for vm's binding above).
+// session (one step up ClientHttp2Session's [[Prototype]]).
 function lockHttp2(http2) {
   for (const name of ['createServer', 'createSecureServer', 'performServerHandshake']) {
-    if (typeof http2[name] === 'function') Object.defineProperty(http2, name, fixed(refuse(`http2.${name}`)));
+    if (typeof http2[name] === 'function') defineProperty(http2, name, fixed(refuse(`http2.${name}`)));
   }
-  const { Duplex } = require('stream');
   const socket = new Duplex({ read() {}, write(chunk, encoding, callback) { callback(); } });
   const client = http2.connect('http://localhost', { createConnection: () => socket });
   client.on('error', () => {});
-  const ClientSession = Object.getPrototypeOf(client).constructor;
+  const ClientSession = getPrototypeOf(client).constructor;
   client.destroy();
   socket.destroy();
-  const Session = Object.getPrototypeOf(ClientSession);
   const CLIENT = http2.constants.NGHTTP2_SESSION_CLIENT;
-  function Http2Session(type, ...rest) {
-    if (new.target === undefined || type !== CLIENT) {
-      throw new TypeError('http2: only client sessions are available in a sandbox');
-    }
-    return construct(Session, [type, ...rest], new.target);
-  }
-  Http2Session.prototype = Session.prototype;
-  Object.setPrototypeOf(ClientSession, Http2Session);
-  Object.preventExtensions(ClientSession);
-  Object.defineProperty(Session.prototype, 'constructor',
-    { value: Http2Session, writable: false, configurable: false, enumerable: false });
+  guardParentClass(ClientSession, 'Http2Session', (args) => args[0] === CLIENT,
+    'http2: only client sessions are available in a sandbox');
 }
 
 // http2 costs 15-30 ms and MiBs to load, so its real exports (never what a require.cache
@@ -201,38 +195,69 @@ function lockHttp2(http2) {
 function lockHttp2Lazily() {
   let locked = false;
   const isHttp2 = (id) => id === 'http2' || id === 'node:http2';
+  const getBuiltinModule = process.getBuiltinModule;     // Node 18 (containers) has none
+  // Not `require`: it calls Module.prototype.require, which code may have replaced.
+  const http2Exports = () => (typeof getBuiltinModule === 'function' ?
+    apply(getBuiltinModule, process, ['node:http2']) : require('node:http2'));
   const lockOnce = () => {
     if (locked) return;
     locked = true;
-    lockHttp2(require('node:http2'));
+    lockHttp2(http2Exports());
   };
   const load = Module._load;
-  Object.defineProperty(Module, '_load', fixed(function _load(request, ...rest) {
+  defineProperty(Module, '_load', fixed(function _load(request, ...rest) {
     if (isHttp2(request)) lockOnce();
     return apply(load, this, [request, ...rest]);
   }));
-  const getBuiltinModule = process.getBuiltinModule;
   if (typeof getBuiltinModule === 'function') {
-    Object.defineProperty(process, 'getBuiltinModule', fixed(function getBuiltin(id) {
+    defineProperty(process, 'getBuiltinModule', fixed(function getBuiltin(id) {
       if (isHttp2(id)) lockOnce();
       return apply(getBuiltinModule, process, [id]);
     }));
   }
 }
 
+// Which module a name loads is Node's to say: a resolver or a loader hook of the code's own
+// could load http2 under another name (require('h2') resolving to it), past the check of
+// lockHttp2Lazily.
+function lockModuleResolution() {
+  defineProperty(Module, '_resolveFilename', fixed(Module._resolveFilename));
+  for (const name of ['registerHooks', 'register']) {
+    if (typeof Module[name] === 'function') defineProperty(Module, name, fixed(refuse(`module.${name}`)));
+  }
+}
+
+// node:sqlite opens the files its SQL names (ATTACH, VACUUM INTO) without asking Node's
+// permission model: its classes and functions are refused (Node 18 has no node:sqlite;
+// Pyodide's sqlite3 keeps to the files Python may open).
+function lockSqlite() {
+  let sqlite;
+  try {
+    sqlite = require('node:sqlite');
+  } catch {
+    return;
+  }
+  for (const name of Object.keys(sqlite)) {
+    if (typeof sqlite[name] === 'function') defineProperty(sqlite, name, fixed(refuse(`node:sqlite's ${name}`)));
+  }
+}
+
 function lockThreadMessages() {
   if (workerThreads.parentPort) workerThreads.parentPort.close();
-  Object.defineProperty(workerThreads, 'postMessageToThread',
+  defineProperty(workerThreads, 'postMessageToThread',
     fixed(refuse('worker_threads.postMessageToThread')));
 }
 
 function lockRuntime() {
+  if (process.permission) freezeLockBuiltins();     // the wasm tier (intrinsics.js)
   lockV8();
   lockCodeCaches();
   lockProcessInfo();
   lockThreadMessages();
   lockAsyncHooks();
+  lockModuleResolution();
   lockHttp2Lazily();
+  lockSqlite();
   lockDescriptors();
   Module.syncBuiltinESMExports();
 }

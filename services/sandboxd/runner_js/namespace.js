@@ -9,7 +9,8 @@
 
 const { Worker, MessageChannel } = require('worker_threads');
 const { isObject } = require('./catalog');
-const { cap, log, verdictTimeout, clearVerdictTimeout, onPortData } = require('./common');
+const { cap, log, verdictTimeout, clearVerdictTimeout, onPortData, STACK_TRACE_LIMIT } =
+  require('./common');
 
 const STATUSES = new Set(['ok', 'error', 'interrupted']);
 // Why a namespace was lost, as the runner's log, a note and the next exec's error say it:
@@ -53,6 +54,25 @@ function permissionFlagsWithoutWorkers() {
     (a === '--permission' || a.startsWith('--allow-')) && a !== '--allow-worker');
 }
 
+// In the wasm tier user code shares the process, and its descriptor table, with the runner:
+// the locks that keep the runner's descriptors from it (locks.js) run again on every call a
+// cell makes, using JavaScript's built-ins, which no cell may replace there (Set.prototype.has
+// vouching for any number). The JavaScript worker freezes them all (--frozen-intrinsics; Node
+// tames the override mistake for the usual properties, so `obj.toString = f` still works),
+// Error.stackTraceLimit among them, at V8's flag, which the main thread sets before the first
+// worker starts (a V8 flag holds for the isolates made after it). The Python worker freezes
+// only what the locks use (intrinsics.js says why).
+let stackTraceLimitSet = false;
+function wasmWorkerFlags(frozen) {
+  if (!frozen) return permissionFlagsWithoutWorkers();
+  if (!stackTraceLimitSet) {
+    require('v8').setFlagsFromString(`--stack-trace-limit=${STACK_TRACE_LIMIT}`);
+    stackTraceLimitSet = true;
+  }
+  return [...permissionFlagsWithoutWorkers(), '--frozen-intrinsics',
+    '--disable-warning=ExperimentalWarning'];
+}
+
 class Namespace {
   // handlers: ready(), out(stream, text), call(m), done(m), pong(n), lost(reason, outOfMemory);
   // lost is called at most once, and nothing after it.
@@ -67,7 +87,7 @@ class Namespace {
       transferList: [channel.port2], stdout: true, stderr: true };
     if (env) options.env = { ...env };
     if (heapMb) options.resourceLimits = { maxOldGenerationSizeMb: heapMb };
-    if (process.permission) options.execArgv = permissionFlagsWithoutWorkers();
+    if (process.permission) options.execArgv = wasmWorkerFlags(data.sandboxRole === 'worker');
     this.port = channel.port1;
     onPortData(this.port, (data) => this.onMessage(data));  // closes the ports a message brings
     this.worker = new Worker(bundle, options);

@@ -13,8 +13,8 @@ const util = require('util');
 const path = require('path');
 const { createRequire } = require('module');
 const { workerData } = require('worker_threads');
-const { cap, escapeLoneSurrogates, RESULT_LIMIT, ERROR_MESSAGE_LIMIT, TRACEBACK_LIMIT } =
-  require('./common');
+const { cap, escapeLoneSurrogates, RESULT_LIMIT, ERROR_MESSAGE_LIMIT, TRACEBACK_LIMIT,
+  STACK_TRACE_LIMIT } = require('./common');
 const { lockRuntime } = require('./locks');
 const { OutputCapture } = require('./worker_output');
 const { WorkerTools } = require('./worker_tools');
@@ -91,7 +91,8 @@ class WorkerRuntime {
   }
 
   setup() {
-    Error.stackTraceLimit = 50;
+    // Frozen in the wasm tier at the same limit, by V8's flag (namespace.js).
+    if (!Object.isFrozen(Error)) Error.stackTraceLimit = STACK_TRACE_LIMIT;
     this.output.install();
     this.tools.install([]);
     lockRuntime();

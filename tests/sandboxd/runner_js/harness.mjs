@@ -429,3 +429,22 @@ export class WasmRunner extends RunnerContainer {
     fs.rmSync(this.dir, { recursive: true, force: true });
   }
 }
+
+// The anonymous mappings of process `pid` that are as large as `bytes` and resident, both
+// within 64 KiB: "start-end rss_kb" each.
+export function mappingsHolding(pid, bytes) {
+  const found = [];
+  let head = null;
+  for (const line of fs.readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
+    const m = /^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ 0\s*$/.exec(line);
+    if (/^[0-9a-f]+-[0-9a-f]+ /.test(line)) {
+      head = m ? { name: `${m[1]}-${m[2]}`, size: Number(BigInt(`0x${m[2]}`) - BigInt(`0x${m[1]}`)) } : null;
+      continue;
+    }
+    const rss = /^Rss:\s+(\d+) kB/.exec(line);
+    if (rss && head && Math.abs(head.size - bytes) <= 65536 && Number(rss[1]) * 1024 >= bytes - 65536) {
+      found.push(`${head.name} ${rss[1]} kB`);
+    }
+  }
+  return found;
+}

@@ -10,6 +10,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
+import fs from 'node:fs';
 import path from 'node:path';
 import { WasmRunner, makeWasmSnapshot, wasmFiles } from './harness.mjs';
 import { Parked } from './egress_host.mjs';
@@ -23,17 +24,22 @@ const TIMED_OUT_RECV = "s.settimeout(0.2)\ntry:\n    s.recv(1)\nexcept TimeoutEr
 const HANDSHAKE = "ssl.create_default_context().wrap_socket(s, server_hostname='example.test')\n";
 
 describe('wasm runner: Python sockets through the relay', () => {
+  let snapshot;
   let runner;
   let client;
   const park = () => Parked.open(path.join(runner.dir, 'egress.sock'));
   before(async () => {
-    runner = await WasmRunner.start({ snapshot: makeWasmSnapshot(wasmFiles()), egress: true, env: [] });
+    snapshot = makeWasmSnapshot(wasmFiles());
+    runner = await WasmRunner.start({ snapshot, egress: true, env: [] });
     [client] = await runner.connect();
     const reply = await client.reply('egress_on', { type: 'egress' });
     assert.equal(reply.error, undefined, reply.error);
     await client.exec("marker = 'kept'");
   });
-  after(() => runner && runner.stop());
+  after(() => {
+    if (runner) runner.stop();
+    if (snapshot) fs.rmSync(path.dirname(snapshot), { recursive: true, force: true });
+  });
 
   async function expectInterrupted(id, what) {
     client.send({ type: 'interrupt', id });

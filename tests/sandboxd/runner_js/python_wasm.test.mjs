@@ -7,29 +7,10 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CATALOG, NODE_MALLOC_TUNABLES, WasmRunner, makeWasmSnapshot, textResult, wasmFiles,
-  wasmPythonPackages } from './harness.mjs';
+import { CATALOG, NODE_MALLOC_TUNABLES, WasmRunner, makeWasmSnapshot, mappingsHolding, textResult,
+  wasmFiles, wasmPythonPackages } from './harness.mjs';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-// The anonymous mappings of process `pid` that are as large as `bytes` and resident, both
-// within 64 KiB: "start-end rss_kb" each.
-function mappingsHolding(pid, bytes) {
-  const found = [];
-  let head = null;
-  for (const line of fs.readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
-    const m = /^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ 0\s*$/.exec(line);
-    if (/^[0-9a-f]+-[0-9a-f]+ /.test(line)) {
-      head = m ? { name: `${m[1]}-${m[2]}`, size: Number(BigInt(`0x${m[2]}`) - BigInt(`0x${m[1]}`)) } : null;
-      continue;
-    }
-    const rss = /^Rss:\s+(\d+) kB/.exec(line);
-    if (rss && head && Math.abs(head.size - bytes) <= 65536 && Number(rss[1]) * 1024 >= bytes - 65536) {
-      found.push(`${head.name} ${rss[1]} kB`);
-    }
-  }
-  return found;
-}
 
 describe('python in pyodide (wasm tier)', () => {
   let snapshot;
@@ -356,6 +337,40 @@ describe('python in pyodide (wasm tier)', () => {
     assert.ok(Number(r.result) >= 3, `${r.result} descriptors refused`);
     assert.equal((await client.exec('1 + 1')).result, '2');
     assert.equal(runner.exited, null);
+  });
+
+  // The descriptor check runs on every write: a Set method a cell replaces (JavaScript's
+  // built-ins are a Python cell's too, through any JS object) must not vouch for a number.
+  it('writes no frame on the runner\'s connection whatever built-in a cell replaces', async () => {
+    const fds = `/proc/${runner.proc.pid}/fd`;
+    const isSocket = (fd) => {
+      try {
+        return fs.readlinkSync(`${fds}/${fd}`).startsWith('socket:');
+      } catch {
+        return false;      // closed since the listing
+      }
+    };
+    const conn = Math.max(...fs.readdirSync(fds).map(Number).filter((fd) => fd > 3 && isSocket(fd)));
+    assert.ok(conn > 3, 'the runner holds no connection');
+    const r = await client.exec(`import pyodide_js, json
+from pyodide.ffi import to_js
+try:
+    to_js({1}).constructor.prototype.has = pyodide_js.constructor
+except Exception:
+    pass
+body = json.dumps({"type": "forged", "id": 1}).encode()
+frame = len(body).to_bytes(4, "big") + body
+s = pyodide_js.FS.open("/workspace/replaced.txt", "w")
+s.nfd = ${conn}
+try:
+    s.stream_ops.write(s, to_js(frame), 0, len(frame), None)
+except Exception:
+    frame = None
+frame is None`);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.equal(r.result, 'True');
+    await client.reset();
+    assert.equal((await client.exec('1 + 1', { timeout: 20000 })).result, '2');
   });
 
   // Pyodide's file streams close their `nfd` through fs.closeSync: a number the cell puts

@@ -1,0 +1,63 @@
+'use strict';
+// The built-ins the locks (locks.js, descriptors.js, fs_descriptors.js, file_handles.js)
+// call after user code has run, as they were when this module loaded, before any cell: a
+// cell can rebind every global (`globalThis.Object = ...`), so no lock names one at call
+// time. Their checks also call methods found on built-in prototypes at each call (a Set's
+// `has`, an array's iterator): in the wasm tier, where user code shares the runner's
+// process, no cell may change those. The JavaScript worker runs with --frozen-intrinsics
+// (namespace.js); the Python worker cannot (Emscripten writes `.sig` on Math's functions,
+// Pyodide's PythonError sets Error.stackTraceLimit), so lockRuntime freezes there what the
+// checks use (freezeLockBuiltins). In the container tier the container is the boundary, and
+// a cell that replaces a built-in breaks only its own thread.
+
+const O = Object;
+const R = Reflect;
+const { apply } = R;
+const objectIsPrototypeOf = O.prototype.isPrototypeOf;
+
+// A property that stays as it is: a descriptor with no prototype, so nothing put on
+// Object.prototype (`get`, `set`) is read as part of it.
+const fixed = (value) => ({ __proto__: null, value, writable: false, configurable: false, enumerable: true });
+const locked = (value) => ({ __proto__: null, value, writable: false, configurable: false, enumerable: false });
+
+// The built-ins the locks' checks use, frozen (a no-op where they are frozen already).
+function freezeLockBuiltins() {
+  const arrayIterator = O.getPrototypeOf([][Symbol.iterator]());
+  for (const builtin of [O, R, Set.prototype, Map.prototype, WeakMap.prototype, WeakSet.prototype,
+    Array.prototype, arrayIterator, Promise, Promise.prototype, Function.prototype]) {
+    O.freeze(builtin);
+  }
+}
+
+module.exports = O.freeze({
+  fixed,
+  locked,
+  freezeLockBuiltins,
+  defineProperty: O.defineProperty,
+  freeze: O.freeze,
+  getOwnPropertyDescriptor: O.getOwnPropertyDescriptor,
+  getOwnPropertySymbols: O.getOwnPropertySymbols,
+  getPrototypeOf: O.getPrototypeOf,
+  hasOwn: O.hasOwn,
+  objectCreate: O.create,
+  preventExtensions: O.preventExtensions,
+  setPrototypeOf: O.setPrototypeOf,
+  apply,
+  construct: R.construct,
+  reflectDefineProperty: R.defineProperty,
+  reflectDeleteProperty: R.deleteProperty,
+  reflectGet: R.get,
+  reflectGetOwnPropertyDescriptor: R.getOwnPropertyDescriptor,
+  reflectHas: R.has,
+  reflectSet: R.set,
+  ownKeys: R.ownKeys,
+  isPrototypeOf: (proto, object) => apply(objectIsPrototypeOf, proto, [object]),
+  nextTick: process.nextTick,
+  Proxy,
+  Map,
+  Set,
+  WeakMap,
+  WeakSet,
+  Error,
+  TypeError,
+});
