@@ -138,11 +138,12 @@ function lockHandles() {
   udp.close();
 }
 
+// Resolves once every lock holds (the FileHandle class is locked on a handle of this file's).
 function lockDescriptors() {
   lockFs();
   lockSockets();
   lockHandles();
-  lockFileHandles(refusedDescriptor);
+  return lockFileHandles(refusedDescriptor, __filename);
 }
 
 module.exports = { lockDescriptors, refusedDescriptor };

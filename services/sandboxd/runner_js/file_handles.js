@@ -3,14 +3,21 @@
 // FileHandle keeps its descriptor and its reference count under symbols its methods check
 // (`handle[kRefs] !== undefined`), and reads the number from `handle.fd`; an object that had
 // those symbols, or that inherited them, could hand any number to the binding. So:
-// - every FileHandle fs.promises.open makes is pinned to its descriptor: its `kFd` takes no
-//   value but -1 (closed), and its own `fd` (what Node's code hands the binding) answers the
-//   same; the class's `fd` answers -1 to any other object (one made from the prototype with
-//   the symbols copied);
+// - the class is locked before any user code runs, on a FileHandle of the runner's own
+//   (lockFileHandleClass): no new handle is in reach of code before it is pinned, since
+//   what its constructors look up is the class's own (EventEmitter.init is fixed; what they
+//   set, and `then`, which the promise that hands a new handle over reads, are own
+//   properties of the class's prototype), so no accessor or replaced function of the code's
+//   gets one as `this`;
+// - every FileHandle fs.promises.open makes is pinned to its descriptor, the number its
+//   binding handle holds: its `kFd` takes no value but -1 (closed), and its own `fd` (what
+//   Node's code hands the binding) answers the same; the class's `fd` answers -1 to any
+//   other object (one made from the prototype with the symbols copied);
 // - the class's methods (Node's code trusts `this`: an object made from the prototype with
 //   an `fd` of its own, or a proxy answering every symbol, passed its checks) run only for a
-//   real FileHandle (Node's own brand check) or a proxy of one this module gave; a handle is
-//   never transferred (the receiving thread's copy would not be pinned);
+//   pinned FileHandle or a proxy of one this module gave (Node's own, which fs.promises'
+//   truncate, readFile and writeFile make for a path, never get them); a handle is never
+//   transferred (the receiving thread's copy would not be pinned);
 // - the binding's FileHandle behind one (`kHandle`, also what async_hooks hands a hook)
 //   cannot be constructed (it is a stream on any number given), and does not close, or
 //   let go of, its descriptor while the FileHandle that holds it is open: Node sets kFd to
@@ -27,7 +34,7 @@ const { markAsUntransferable } = require('worker_threads');
 const {
   apply, defineProperty, fixed, locked, getOwnPropertyDescriptor, getOwnPropertySymbols, getPrototypeOf, hasOwn,
   isPrototypeOf, ownKeys, reflectDefineProperty, reflectDeleteProperty, reflectGet,
-  reflectGetOwnPropertyDescriptor, reflectHas, reflectSet, Proxy, WeakMap, Error,
+  reflectGetOwnPropertyDescriptor, reflectHas, reflectSet, Proxy, WeakMap, WeakSet, Error,
 } = require('./intrinsics');
 
 // Whether `key` is an accessor with a setter on `object` or its prototype chain.
@@ -48,8 +55,11 @@ class FileHandleLock {
     this.refused = refused;
     this.targets = new WeakMap();   // proxy this module gave -> its FileHandle
     this.owners = new WeakMap();    // binding FileHandle -> the pinned FileHandle holding it
+    this.pinned = new WeakSet();    // the pinned FileHandles
     this.proto = null;
     this.kFd = null;
+    this.kHandle = null;
+    this.nativeFd = null;           // the binding FileHandle's `fd` getter
   }
 
   // The proxy of `target`: to anything but the proxy itself (an object made from it, say) the
@@ -109,17 +119,25 @@ class FileHandleLock {
       }
     }
     defineProperty(proto, 'fd', { __proto__: null, get() { return -1; }, configurable: false, enumerable: false });
+    defineProperty(proto, 'then', locked(undefined));
     defineProperty(proto, 'constructor', locked(refuse(this.refused, 'new FileHandle')));
     this.lockMethods(proto, FileHandle);
-    this.lockNative(getPrototypeOf(native));
+    const nativeProto = getPrototypeOf(native);
+    const nativeFd = getOwnPropertyDescriptor(nativeProto, 'fd');
+    if (!nativeFd || typeof nativeFd.get !== 'function') {
+      throw new Error("a binding FileHandle without an fd getter: this Node is not known here");
+    }
+    this.lockNative(nativeProto);
     this.proto = proto;
     this.kFd = kFd;
+    this.kHandle = kHandle;
+    this.nativeFd = nativeFd.get;
   }
 
   lockMethods(proto, FileHandle) {
     const brand = FileHandle.isFileHandle;   // Node 18 (the container tier) has none
     if (typeof brand !== 'function') return;
-    const { targets, refused } = this;
+    const { targets, pinned, refused } = this;
     for (const key of ownKeys(proto)) {
       const d = getOwnPropertyDescriptor(proto, key);
       if (key === 'constructor' || typeof d.value !== 'function') continue;
@@ -131,7 +149,7 @@ class FileHandleLock {
       const original = d.value;
       defineProperty(proto, key, locked(function fileHandleMethod(...args) {
         const target = targets.get(this) || this;
-        if (!apply(brand, FileHandle, [target])) throw refused('FileHandle', what);
+        if (!pinned.has(target) || !apply(brand, FileHandle, [target])) throw refused('FileHandle', what);
         return apply(original, this, args);
       }));
     }
@@ -154,9 +172,14 @@ class FileHandleLock {
   }
 
   // A handle's `kFd` takes only -1 (Node's close), for good; its own `fd` answers the same.
+  // The number is its binding handle's, which no other pinned handle holds.
   pin(handle) {
-    const { kFd, refused } = this;
-    let fd = handle[kFd];
+    const { kFd, kHandle, refused } = this;
+    const native = getOwnPropertyDescriptor(handle, kHandle).value;
+    let fd = apply(this.nativeFd, native, []);
+    if (this.owners.has(native) || getOwnPropertyDescriptor(handle, kFd).value !== fd) {
+      throw refused('FileHandle', 'a FileHandle made other than by open');
+    }
     const get = () => fd;
     defineProperty(handle, kFd, {
       __proto__: null,
@@ -170,10 +193,9 @@ class FileHandleLock {
     defineProperty(handle, 'fd', { __proto__: null, get, configurable: false, enumerable: false });
     // A copy of the binding handle (structuredClone, postMessage) would close the number
     // under this one.
-    const kHandle = getOwnPropertySymbols(handle).find((s) => s.description === 'kHandle');
-    const native = getOwnPropertyDescriptor(handle, kHandle).value;
     markAsUntransferable(native);
     this.owners.set(native, handle);
+    this.pinned.add(handle);
   }
 
   // EventEmitter's constructor sets `_events` and the like on every new emitter, Node's own
@@ -181,6 +203,8 @@ class FileHandleLock {
   // the class: each is found as an own data property of EventEmitter.prototype, so no
   // accessor code puts further up the chain (Object.prototype) gets a new handle as `this`.
   static lockEmitterPrototype() {
+    // EventEmitter's constructor calls EventEmitter.init, as it finds it at each call.
+    defineProperty(EventEmitter, 'init', locked(EventEmitter.init));
     const proto = EventEmitter.prototype;
     for (const key of ownKeys(new EventEmitter())) {
       const d = getOwnPropertyDescriptor(proto, key);
@@ -198,15 +222,13 @@ class FileHandleLock {
     defineProperty(promises, 'open', fixed({
       async open(...args) {
         const handle = await apply(open, promises, args);
-        if (lock.proto === null) lock.lockClass(handle);
         lock.pin(handle);
         return lock.guard(handle);
       },
     }.open));
     // readFile, writeFile and appendFile read `fd` of a FileHandle they are given; only the
     // proxies fs.promises.open gave pass for one.
-    const isFileHandle = (x) => lock.proto !== null && x !== null && typeof x === 'object' &&
-      isPrototypeOf(lock.proto, x);
+    const isFileHandle = (x) => x !== null && typeof x === 'object' && isPrototypeOf(lock.proto, x);
     for (const name of ['readFile', 'writeFile', 'appendFile']) {
       const original = promises[name];
       defineProperty(promises, name, fixed({
@@ -219,8 +241,17 @@ class FileHandleLock {
   }
 }
 
-function lockFileHandles(refused) {
-  new FileHandleLock(refused).lock();
+// Locks fs.promises' FileHandles; resolves once the class is locked (on a handle of the
+// runner's own file, `ownFile`), which must come before any user code runs.
+async function lockFileHandles(refused, ownFile) {
+  const lock = new FileHandleLock(refused);
+  const handle = await fs.promises.open(ownFile, 'r');
+  try {
+    lock.lockClass(handle);
+  } finally {
+    await handle.close();
+  }
+  lock.lock();
 }
 
 module.exports = { lockFileHandles };

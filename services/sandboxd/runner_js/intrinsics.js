@@ -23,8 +23,9 @@ const locked = (value) => ({ __proto__: null, value, writable: false, configurab
 // The built-ins the locks' checks use, frozen (a no-op where they are frozen already).
 function freezeLockBuiltins() {
   const arrayIterator = O.getPrototypeOf([][Symbol.iterator]());
-  for (const builtin of [O, R, Set.prototype, Map.prototype, WeakMap.prototype, WeakSet.prototype,
-    Array.prototype, arrayIterator, Promise, Promise.prototype, Function.prototype]) {
+  for (const builtin of [O, R, Function.prototype, Set.prototype, Map.prototype, WeakMap.prototype,
+    WeakSet.prototype, Array, Array.prototype, arrayIterator, Promise, Promise.prototype,
+    String.prototype, Symbol.prototype]) {
     O.freeze(builtin);
   }
 }
@@ -39,6 +40,7 @@ module.exports = O.freeze({
   getOwnPropertySymbols: O.getOwnPropertySymbols,
   getPrototypeOf: O.getPrototypeOf,
   hasOwn: O.hasOwn,
+  isExtensible: O.isExtensible,
   objectCreate: O.create,
   preventExtensions: O.preventExtensions,
   setPrototypeOf: O.setPrototypeOf,

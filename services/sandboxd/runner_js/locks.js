@@ -26,9 +26,8 @@
 //   streams answer with a descriptor (respondWithFD takes any number, respondWithFile
 //   closes what it opened behind fs's back); code has no socket to serve on anyway. And vm's
 //   importModuleDynamically, whose default loader loads built-ins past the locks on require.
-// - module resolution of its own (Module._resolveFilename, module.registerHooks and
-//   register), which could load a built-in under another name; and node:sqlite, which opens
-//   the files its SQL names (ATTACH, VACUUM INTO) without asking the permission model.
+// - node:sqlite, which opens the files its SQL names (ATTACH, VACUUM INTO) without asking
+//   the permission model.
 // In the wasm tier the built-ins these locks call are frozen first (intrinsics.js).
 // Every way to a built-in module (require, createRequire, process.getBuiltinModule, import)
 // returns its one exports object, so each is changed there, for good (non-configurable);
@@ -43,8 +42,9 @@ const { lockDescriptors } = require('./descriptors');
 // Taken now (intrinsics.js): user code can rebind Object and Reflect, and one called with
 // Node's own constructors or functions would hand them over.
 const {
-  apply, construct, defineProperty, fixed, locked, freeze, freezeLockBuiltins, getPrototypeOf,
-  preventExtensions, setPrototypeOf, Error, TypeError,
+  apply, construct, defineProperty, fixed, locked, freeze, freezeLockBuiltins,
+  getOwnPropertyDescriptor, getPrototypeOf, isExtensible, preventExtensions, setPrototypeOf, Error,
+  TypeError,
 } = require('./intrinsics');
 const { isContext } = vm;
 
@@ -172,58 +172,68 @@ function lockAsyncHooks() {
 // http2's server side: its streams answer with a descriptor (respondWithFD takes any
 // number; respondWithFile closes what it opened behind fs's back). The factories are
 // refused, and so is a session of any type but client from the class behind a client
-// session (one step up ClientHttp2Session's [[Prototype]]).
+// session (one step up ClientHttp2Session's [[Prototype]]). It runs after user code, which
+// may have broken the Node objects it uses (EventEmitter.prototype.on) to make it throw
+// halfway: each step is one that a later try (lockHttp2Lazily) can do again.
 function lockHttp2(http2) {
   for (const name of ['createServer', 'createSecureServer', 'performServerHandshake']) {
-    if (typeof http2[name] === 'function') defineProperty(http2, name, fixed(refuse(`http2.${name}`)));
+    const d = getOwnPropertyDescriptor(http2, name);
+    if (d && d.configurable) defineProperty(http2, name, fixed(refuse(`http2.${name}`)));
   }
   const socket = new Duplex({ read() {}, write(chunk, encoding, callback) { callback(); } });
-  const client = http2.connect('http://localhost', { createConnection: () => socket });
-  client.on('error', () => {});
-  const ClientSession = getPrototypeOf(client).constructor;
-  client.destroy();
-  socket.destroy();
-  const CLIENT = http2.constants.NGHTTP2_SESSION_CLIENT;
-  guardParentClass(ClientSession, 'Http2Session', (args) => args[0] === CLIENT,
-    'http2: only client sessions are available in a sandbox');
+  let client = null;
+  try {
+    client = http2.connect('http://localhost', { createConnection: () => socket });
+    client.on('error', () => {});
+    const ClientSession = getPrototypeOf(client).constructor;
+    const CLIENT = http2.constants.NGHTTP2_SESSION_CLIENT;
+    if (getPrototypeOf(ClientSession).name !== 'Http2Session' || !isExtensible(ClientSession)) {
+      throw new Error('http2: an unknown session class');
+    }
+    guardParentClass(ClientSession, 'Http2Session', (args) => args[0] === CLIENT,
+      'http2: only client sessions are available in a sandbox');
+  } finally {
+    try {
+      if (client) client.destroy();
+      socket.destroy();
+    } catch {}
+  }
 }
 
-// http2 costs 15-30 ms and MiBs to load, so its real exports (never what a require.cache
-// entry stands in for them) are locked as code first asks for http2: through require
-// (Module._load) or process.getBuiltinModule. import() of a built-in is not open to code
-// (cells have no dynamic import; vm's importModuleDynamically is taken out above).
+// http2 costs 15-30 ms and MiBs to load, so it is locked as its exports are first about to
+// reach code, and they reach none before the lock holds (a lock that threw is tried again
+// at the next way in): through require (Module._load: by its name, or by whatever name a
+// resolver of the code's own, or Module._findPath or a loader hook, makes load it, which is
+// why the exports are checked too) or process.getBuiltinModule. import() of a built-in is
+// not open to code (cells have no dynamic import; vm's importModuleDynamically is taken out
+// above).
 function lockHttp2Lazily() {
   let locked = false;
   const isHttp2 = (id) => id === 'http2' || id === 'node:http2';
+  // createSecureServer: http2's alone among the built-ins (https has createServer only).
+  const mayBeHttp2 = (exports) => exports !== null && typeof exports === 'object' &&
+    typeof exports.createSecureServer === 'function';
   const getBuiltinModule = process.getBuiltinModule;     // Node 18 (containers) has none
   // Not `require`: it calls Module.prototype.require, which code may have replaced.
   const http2Exports = () => (typeof getBuiltinModule === 'function' ?
     apply(getBuiltinModule, process, ['node:http2']) : require('node:http2'));
   const lockOnce = () => {
     if (locked) return;
-    locked = true;
     lockHttp2(http2Exports());
+    locked = true;
   };
   const load = Module._load;
   defineProperty(Module, '_load', fixed(function _load(request, ...rest) {
     if (isHttp2(request)) lockOnce();
-    return apply(load, this, [request, ...rest]);
+    const exports = apply(load, this, [request, ...rest]);
+    if (!locked && mayBeHttp2(exports)) lockOnce();
+    return exports;
   }));
   if (typeof getBuiltinModule === 'function') {
     defineProperty(process, 'getBuiltinModule', fixed(function getBuiltin(id) {
       if (isHttp2(id)) lockOnce();
       return apply(getBuiltinModule, process, [id]);
     }));
-  }
-}
-
-// Which module a name loads is Node's to say: a resolver or a loader hook of the code's own
-// could load http2 under another name (require('h2') resolving to it), past the check of
-// lockHttp2Lazily.
-function lockModuleResolution() {
-  defineProperty(Module, '_resolveFilename', fixed(Module._resolveFilename));
-  for (const name of ['registerHooks', 'register']) {
-    if (typeof Module[name] === 'function') defineProperty(Module, name, fixed(refuse(`module.${name}`)));
   }
 }
 
@@ -248,17 +258,17 @@ function lockThreadMessages() {
     fixed(refuse('worker_threads.postMessageToThread')));
 }
 
-function lockRuntime() {
+// Resolves once every lock holds; no user code may run before.
+async function lockRuntime() {
   if (process.permission) freezeLockBuiltins();     // the wasm tier (intrinsics.js)
   lockV8();
   lockCodeCaches();
   lockProcessInfo();
   lockThreadMessages();
   lockAsyncHooks();
-  lockModuleResolution();
   lockHttp2Lazily();
   lockSqlite();
-  lockDescriptors();
+  await lockDescriptors();
   Module.syncBuiltinESMExports();
 }
 

@@ -90,12 +90,12 @@ class WorkerRuntime {
     this.current = null;          // {id, interrupt(reason)} of the running exec
   }
 
-  setup() {
+  async setup() {
     // Frozen in the wasm tier at the same limit, by V8's flag (namespace.js).
     if (!Object.isFrozen(Error)) Error.stackTraceLimit = STACK_TRACE_LIMIT;
     this.output.install();
     this.tools.install([]);
-    lockRuntime();
+    await lockRuntime();
     globalThis.require = createRequire(path.join(process.cwd(), '<repl>'));
     process.on('uncaughtException', (e) => this.background(e));
     process.on('unhandledRejection', (e) => this.background(e));
@@ -173,7 +173,10 @@ const INTERRUPTED = Symbol('interrupted');
 function startWorker() {
   if (!port) throw new Error('the namespace runtime is already running in this worker');
   installChmodOfSameMode();
-  new WorkerRuntime().setup();
+  new WorkerRuntime().setup().catch((e) => {
+    process.stderr.write(`sandbox_runner.js: the worker failed to start: ${e && e.stack}\n`);
+    process.exit(1);
+  });
 }
 
 module.exports = { startWorker, userStack };

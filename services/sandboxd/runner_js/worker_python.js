@@ -114,7 +114,7 @@ async function runPythonWorker(port, files, interruptBuffer) {
     }
   });
   collectStartupGarbage();
-  lockRuntime();
+  await lockRuntime();
   post({ t: 'ready', python: version });
 }
 

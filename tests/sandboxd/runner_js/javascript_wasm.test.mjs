@@ -19,6 +19,15 @@ describe('javascript on the wasm tier\'s node', () => {
   });
   after(() => runner && runner.stop());
 
+  // A new connection (the runner's next socket, which takes the lowest free number), used
+  // after `ms` (what the code left queued has landed by then, if it could) and kept.
+  const reconnectAfter = async (ms) => {
+    const [second] = await runner.connect();
+    await new Promise((resolve) => setTimeout(resolve, ms));
+    assert.equal((await second.exec('1 + 1', { timeout: 20000 })).result, '2');
+    client = second;
+  };
+
   it('runs cells (acorn from the runtime) and says it is javascript', async () => {
     assert.equal(ready.runtime, 'javascript');
     assert.match(ready.node, /^v26\./);
@@ -310,10 +319,7 @@ for (const fd of own) fs.write(fd, frame, () => {});
 for (const fd of own) fs.closeSync(fd);
 own.length`);
     assert.equal(r.status, 'ok', JSON.stringify(r.error));
-    const [second] = await runner.connect();
-    await new Promise((resolve) => setTimeout(resolve, 5000));
-    assert.equal((await second.exec('1 + 1', { timeout: 20000 })).result, '2');
-    client = second;
+    await reconnectAfter(5000);
   });
 
   it('cannot write through an object posing as a FileHandle', async () => {
@@ -368,10 +374,7 @@ setTimeout(() => { fh.write(frame).catch(() => {}); try { dir.closeSync(); } cat
 JSON.stringify({ used, late })`);
     assert.equal(r.status, 'ok', JSON.stringify(r.error));
     assert.deepEqual(JSON.parse(eval(r.result)), { used: [], late: 'EBADF' });
-    const [second] = await runner.connect();
-    await new Promise((resolve) => setTimeout(resolve, 4000));
-    assert.equal((await second.exec('1 + 1', { timeout: 20000 })).result, '2');
-    client = second;
+    await reconnectAfter(4000);
   });
 
   it('closes no pinned FileHandle\'s number through a transferred copy of its binding handle', async () => {

@@ -111,6 +111,49 @@ JSON.stringify(used)`);
     assert.equal((await client.exec('1 + 1')).result, '2');
   });
 
+  // No new FileHandle is code's before it is pinned: not through what EventEmitter's
+  // constructor calls, nor through the `then` its promise reads (fs.promises' truncate makes
+  // one of its own for a path).
+  for (const [how, code] of [
+    ['EventEmitter.init', `const EE = require('events');
+const init = EE.init;
+try {
+  EE.init = function (opts) {
+    if (typeof Object.getPrototypeOf(this).datasync === 'function') lend(this);
+    return init.call(this, opts);
+  };
+} catch {}`],
+    ['a then on EventEmitter.prototype', `const EE = require('events');
+try {
+  Object.defineProperty(EE.prototype, 'then', { configurable: true, get() {
+    if (typeof Object.getPrototypeOf(this).datasync === 'function') lend(this);
+    return undefined;
+  } });
+} catch {}`]]) {
+    it(`lends no number to a new FileHandle through ${how}`, async () => {
+      await client.reset();
+      const r = await client.exec(`${FIND_CONNECTION}
+const used = [];
+const raws = [];
+const lend = (raw) => {
+  try { Object.defineProperty(raw, 'fd', { value: conn }); } catch {}
+  raws.push(raw);
+};
+${code}
+fs.writeFileSync('lent.txt', 'x');
+try { await fs.promises.truncate('lent.txt', 0); } catch {}
+try { (await fs.promises.open('lent.txt', 'r+')).close(); } catch {}
+for (const raw of raws) {
+  try { await raw.write(frame); used.push('write'); } catch {}
+  try { await raw.read(Buffer.alloc(64), 0, 64, null); used.push('read'); } catch {}
+}
+JSON.stringify({ used, raws: raws.length })`);
+      assert.equal(r.status, 'ok', JSON.stringify(r.error));
+      assert.deepEqual(JSON.parse(eval(r.result)), { used: [], raws: 0 });
+      await client.reset();
+    });
+  }
+
   // http2 is locked as code first asks for it, whatever name it asks by.
   for (const [how, code] of [
     ['its own Module._resolveFilename', `const Module = require('module');
@@ -119,7 +162,26 @@ Module._resolveFilename = function (request, ...rest) { return request === 'h2x'
 const h2 = require('h2x');`],
     ['module.registerHooks', `const Module = require('module');
 Module.registerHooks({ resolve: (s, c, next) => (s === 'h2y' ? { url: 'node:http2', format: 'builtin', shortCircuit: true } : next(s, c)) });
-const h2 = require('h2y');`]]) {
+const h2 = require('h2y');`],
+    ['Module._findPath', `const Module = require('module');
+const findPath = Module._findPath;
+Module._findPath = function (request, ...rest) { return request === 'h2z' ? 'http2' : findPath.call(this, request, ...rest); };
+const h2 = require('h2z');`],
+    ['Module._pathCache', `const Module = require('module');
+const cache = Module._pathCache;
+Module._pathCache = new Proxy(cache, { get: (t, k) => (typeof k === 'string' && k.startsWith('h2p\\x00') ? 'http2' : t[k]) });
+const h2 = require('h2p');`],
+    ['a lock it made throw once', `const EE = require('events');
+const on = EE.prototype.on;
+EE.prototype.on = () => { throw new Error('abort the lock'); };
+try { require('http2'); } catch {}
+EE.prototype.on = on;
+const http2 = require('http2');
+const probe = http2.connect('http://x', { createConnection: () => duplexPair()[0] });
+probe.on('error', () => {});
+const Session = Object.getPrototypeOf(Object.getPrototypeOf(probe).constructor);
+probe.destroy();
+const h2 = { connect: http2.connect, performServerHandshake: (end) => new Session(http2.constants.NGHTTP2_SESSION_SERVER, {}, end) };`]]) {
     it(`serves no http2 stream through ${how}`, async () => {
       await client.reset();
       const r = await client.exec(`${FIND_CONNECTION}${SERVES}let served = 'no server';
