@@ -29,11 +29,13 @@
 
 const EventEmitter = require('events');
 const fs = require('fs');
+const { fileURLToPath } = require('url');
+const { types: { isProxy, isUint8Array } } = require('util');
 const { markAsUntransferable } = require('worker_threads');
 
 const {
   apply, defineProperty, fixed, locked, getOwnPropertyDescriptor, getOwnPropertySymbols, getPrototypeOf, hasOwn,
-  isPrototypeOf, ownKeys, reflectDefineProperty, reflectDeleteProperty, reflectGet,
+  ownKeys, reflectDefineProperty, reflectDeleteProperty, reflectGet,
   reflectGetOwnPropertyDescriptor, reflectHas, reflectSet, Proxy, WeakMap, WeakSet, Error,
 } = require('./intrinsics');
 
@@ -226,15 +228,23 @@ class FileHandleLock {
         return lock.guard(handle);
       },
     }.open));
-    // readFile, writeFile and appendFile read `fd` of a FileHandle they are given; only the
-    // proxies fs.promises.open gave pass for one.
-    const isFileHandle = (x) => x !== null && typeof x === 'object' && isPrototypeOf(lock.proto, x);
+    // readFile, writeFile and appendFile take a path or a FileHandle, whose `fd` they hand the
+    // binding, and Node's code asks which of the two it was given after it ran code's getters
+    // (of the options) and through the object's own [[GetPrototypeOf]] (a proxy's trap): only
+    // the proxies fs.promises.open gave pass as a FileHandle, and any other object is passed
+    // on as a value no code holds (a copy of a path's bytes, a file URL's path).
+    const pathOf = (file, name) => {
+      if (file === null || (typeof file !== 'object' && typeof file !== 'function') || lock.targets.has(file)) {
+        return file;
+      }
+      if (isProxy(file)) throw lock.refused('FileHandle', name);
+      return isUint8Array(file) ? new Uint8Array(file) : fileURLToPath(file);
+    };
     for (const name of ['readFile', 'writeFile', 'appendFile']) {
       const original = promises[name];
       defineProperty(promises, name, fixed({
         [name](file, ...rest) {
-          if (isFileHandle(file) && !lock.targets.has(file)) throw lock.refused('FileHandle', name);
-          return apply(original, promises, [file, ...rest]);
+          return apply(original, promises, [pathOf(file, name), ...rest]);
         },
       }[name]));
     }

@@ -13,7 +13,6 @@
 const O = Object;
 const R = Reflect;
 const { apply } = R;
-const objectIsPrototypeOf = O.prototype.isPrototypeOf;
 
 // A property that stays as it is: a descriptor with no prototype, so nothing put on
 // Object.prototype (`get`, `set`) is read as part of it.
@@ -40,7 +39,6 @@ module.exports = O.freeze({
   getOwnPropertySymbols: O.getOwnPropertySymbols,
   getPrototypeOf: O.getPrototypeOf,
   hasOwn: O.hasOwn,
-  isExtensible: O.isExtensible,
   objectCreate: O.create,
   preventExtensions: O.preventExtensions,
   setPrototypeOf: O.setPrototypeOf,
@@ -53,7 +51,6 @@ module.exports = O.freeze({
   reflectHas: R.has,
   reflectSet: R.set,
   ownKeys: R.ownKeys,
-  isPrototypeOf: (proto, object) => apply(objectIsPrototypeOf, proto, [object]),
   nextTick: process.nextTick,
   Proxy,
   Map,

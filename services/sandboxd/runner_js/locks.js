@@ -19,6 +19,8 @@
 //   main thread took in and dropped would queue what its other end posts, in the runner,
 //   outside the thread's heap limit, after the thread is gone); and for the same reason
 //   worker_threads.postMessageToThread, which reaches the main thread without parentPort.
+// - Node's requests and handles in flight (process._getActiveRequests, _getActiveHandles),
+//   whose callbacks are the runner's own too.
 // - the process's descriptors other than the files the code opens (descriptors.js), and
 //   async_hooks' createHook and executionAsyncResource, which hand code the resources of
 //   Node's own operations (the binding's FileHandle of a writeFile in progress, say), past
@@ -42,9 +44,8 @@ const { lockDescriptors } = require('./descriptors');
 // Taken now (intrinsics.js): user code can rebind Object and Reflect, and one called with
 // Node's own constructors or functions would hand them over.
 const {
-  apply, construct, defineProperty, fixed, locked, freeze, freezeLockBuiltins,
-  getOwnPropertyDescriptor, getPrototypeOf, isExtensible, preventExtensions, setPrototypeOf, Error,
-  TypeError,
+  apply, construct, defineProperty, fixed, locked, freeze, freezeLockBuiltins, getPrototypeOf,
+  preventExtensions, setPrototypeOf, Error, TypeError,
 } = require('./intrinsics');
 const { isContext } = vm;
 
@@ -160,6 +161,11 @@ function lockProcessInfo() {
   for (const name of ['noDeprecation', 'throwDeprecation', 'traceDeprecation', 'traceProcessWarnings']) {
     defineProperty(process, name, fixed(process[name] === true));
   }
+  // Node's requests in flight and their callbacks, the runner's own among them (fs.open's
+  // completion, which adds the number it is given to the code's own).
+  for (const name of ['_getActiveRequests', '_getActiveHandles']) {
+    defineProperty(process, name, fixed(refuse(`process.${name}`)));
+  }
 }
 
 function lockAsyncHooks() {
@@ -172,69 +178,24 @@ function lockAsyncHooks() {
 // http2's server side: its streams answer with a descriptor (respondWithFD takes any
 // number; respondWithFile closes what it opened behind fs's back). The factories are
 // refused, and so is a session of any type but client from the class behind a client
-// session (one step up ClientHttp2Session's [[Prototype]]). It runs after user code, which
-// may have broken the Node objects it uses (EventEmitter.prototype.on) to make it throw
-// halfway: each step is one that a later try (lockHttp2Lazily) can do again.
-function lockHttp2(http2) {
+// session (one step up ClientHttp2Session's [[Prototype]]). Before any user code, whatever
+// it costs (~25 ms and 3 MiB a worker): making the client session that leads to the class
+// runs Node code (EventEmitter.prototype.on, say) that user code could have changed to take
+// the class before its guard.
+function lockHttp2() {
+  const http2 = require('node:http2');
   for (const name of ['createServer', 'createSecureServer', 'performServerHandshake']) {
-    const d = getOwnPropertyDescriptor(http2, name);
-    if (d && d.configurable) defineProperty(http2, name, fixed(refuse(`http2.${name}`)));
+    if (typeof http2[name] === 'function') defineProperty(http2, name, fixed(refuse(`http2.${name}`)));
   }
   const socket = new Duplex({ read() {}, write(chunk, encoding, callback) { callback(); } });
-  let client = null;
-  try {
-    client = http2.connect('http://localhost', { createConnection: () => socket });
-    client.on('error', () => {});
-    const ClientSession = getPrototypeOf(client).constructor;
-    const CLIENT = http2.constants.NGHTTP2_SESSION_CLIENT;
-    if (getPrototypeOf(ClientSession).name !== 'Http2Session' || !isExtensible(ClientSession)) {
-      throw new Error('http2: an unknown session class');
-    }
-    guardParentClass(ClientSession, 'Http2Session', (args) => args[0] === CLIENT,
-      'http2: only client sessions are available in a sandbox');
-  } finally {
-    try {
-      if (client) client.destroy();
-      socket.destroy();
-    } catch {}
-  }
-}
-
-// http2 costs 15-30 ms and MiBs to load, so it is locked as its exports are first about to
-// reach code, and they reach none before the lock holds (a lock that threw is tried again
-// at the next way in): through require (Module._load: by its name, or by whatever name a
-// resolver of the code's own, or Module._findPath or a loader hook, makes load it, which is
-// why the exports are checked too) or process.getBuiltinModule. import() of a built-in is
-// not open to code (cells have no dynamic import; vm's importModuleDynamically is taken out
-// above).
-function lockHttp2Lazily() {
-  let locked = false;
-  const isHttp2 = (id) => id === 'http2' || id === 'node:http2';
-  // createSecureServer: http2's alone among the built-ins (https has createServer only).
-  const mayBeHttp2 = (exports) => exports !== null && typeof exports === 'object' &&
-    typeof exports.createSecureServer === 'function';
-  const getBuiltinModule = process.getBuiltinModule;     // Node 18 (containers) has none
-  // Not `require`: it calls Module.prototype.require, which code may have replaced.
-  const http2Exports = () => (typeof getBuiltinModule === 'function' ?
-    apply(getBuiltinModule, process, ['node:http2']) : require('node:http2'));
-  const lockOnce = () => {
-    if (locked) return;
-    lockHttp2(http2Exports());
-    locked = true;
-  };
-  const load = Module._load;
-  defineProperty(Module, '_load', fixed(function _load(request, ...rest) {
-    if (isHttp2(request)) lockOnce();
-    const exports = apply(load, this, [request, ...rest]);
-    if (!locked && mayBeHttp2(exports)) lockOnce();
-    return exports;
-  }));
-  if (typeof getBuiltinModule === 'function') {
-    defineProperty(process, 'getBuiltinModule', fixed(function getBuiltin(id) {
-      if (isHttp2(id)) lockOnce();
-      return apply(getBuiltinModule, process, [id]);
-    }));
-  }
+  const client = http2.connect('http://localhost', { createConnection: () => socket });
+  client.on('error', () => {});
+  const ClientSession = getPrototypeOf(client).constructor;
+  client.destroy();
+  socket.destroy();
+  const CLIENT = http2.constants.NGHTTP2_SESSION_CLIENT;
+  guardParentClass(ClientSession, 'Http2Session', (args) => args[0] === CLIENT,
+    'http2: only client sessions are available in a sandbox');
 }
 
 // node:sqlite opens the files its SQL names (ATTACH, VACUUM INTO) without asking Node's
@@ -266,7 +227,7 @@ async function lockRuntime() {
   lockProcessInfo();
   lockThreadMessages();
   lockAsyncHooks();
-  lockHttp2Lazily();
+  lockHttp2();
   lockSqlite();
   await lockDescriptors();
   Module.syncBuiltinESMExports();

@@ -154,7 +154,48 @@ JSON.stringify({ used, raws: raws.length })`);
     });
   }
 
-  // http2 is locked as code first asks for it, whatever name it asks by.
+  // Node's requests in flight carry the runner's callbacks (fs.open's adds the number it is
+  // given to the code's own).
+  it('adds no number to its own through a request of Node\'s in flight', async () => {
+    const r = await client.exec(`${FIND_CONNECTION}
+const used = [];
+fs.open('inflight.txt', 'w', () => {});
+let requests = [];
+try { requests = process._getActiveRequests(); } catch {}
+for (const request of requests) { try { request.oncomplete(null, conn); } catch {} }
+try { fs.writeSync(conn, frame); used.push('writeSync'); } catch {}
+JSON.stringify(used)`);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.deepEqual(JSON.parse(eval(r.result)), []);
+  });
+
+  // fs.promises' readFile and writeFile ask whether they were given a FileHandle after the
+  // lock did: a proxy's trap, or a getter of the options, can answer the second time otherwise.
+  it('takes nothing for a FileHandle that says it is one only when Node asks', async () => {
+    const r = await client.exec(`${FIND_CONNECTION}
+const used = [];
+const fh = await fs.promises.open('posing2.txt', 'w');
+const proto = Object.getPrototypeOf(fh);
+await fh.close();
+const proxied = () => { let asked = 0; return new Proxy({ fd: conn }, { getPrototypeOf: () => (asked++ === 0 ? null : proto) }); };
+const late = () => { const fake = { fd: conn }; return [fake, { get encoding() { Object.setPrototypeOf(fake, proto); return undefined; } }]; };
+for (const [what, call] of [
+  ['writeFile proxy', () => fs.promises.writeFile(proxied(), frame)],
+  ['appendFile proxy', () => fs.promises.appendFile(proxied(), frame)],
+  ['readFile proxy', () => fs.promises.readFile(proxied())],
+  ['writeFile getter', () => { const [fake, options] = late(); return fs.promises.writeFile(fake, frame, options); }],
+  ['readFile getter', () => { const [fake, options] = late(); return fs.promises.readFile(fake, options); }]]) {
+  try { await call(); used.push(what); } catch {}
+}
+await fs.promises.writeFile(Buffer.from('bytes.txt'), 'by bytes');
+await fs.promises.appendFile(new URL('file://' + process.cwd() + '/bytes.txt'), ', by URL');
+JSON.stringify({ used, text: await fs.promises.readFile('bytes.txt', 'utf8') })`);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.deepEqual(JSON.parse(eval(r.result)), { used: [], text: 'by bytes, by URL' });
+  });
+
+  // http2 is locked before any cell runs: no name, resolver or hook a cell sets up gets it
+  // unlocked.
   for (const [how, code] of [
     ['its own Module._resolveFilename', `const Module = require('module');
 const resolve = Module._resolveFilename;
@@ -181,6 +222,16 @@ const probe = http2.connect('http://x', { createConnection: () => duplexPair()[0
 probe.on('error', () => {});
 const Session = Object.getPrototypeOf(Object.getPrototypeOf(probe).constructor);
 probe.destroy();
+const h2 = { connect: http2.connect, performServerHandshake: (end) => new Session(http2.constants.NGHTTP2_SESSION_SERVER, {}, end) };`],
+    ['a hook on what its lock calls', `const EE = require('events');
+const on = EE.prototype.on;
+let Session = null;
+EE.prototype.on = function (...args) {
+  if (!Session && this.constructor.name === 'ClientHttp2Session') Session = Object.getPrototypeOf(this.constructor);
+  return on.apply(this, args);
+};
+const http2 = require('http2');
+EE.prototype.on = on;
 const h2 = { connect: http2.connect, performServerHandshake: (end) => new Session(http2.constants.NGHTTP2_SESSION_SERVER, {}, end) };`]]) {
     it(`serves no http2 stream through ${how}`, async () => {
       await client.reset();
