@@ -14,11 +14,17 @@
 
 const fs = require('fs');
 
-const { apply, defineProperty, fixed, nextTick, Map, Set } = require('./intrinsics');
+const { apply, defineProperty, fixed, nextTick, Map, Set, TypeError } = require('./intrinsics');
 
 // fs's functions whose first argument is a descriptor (and those that take a path or one).
 const BY_DESCRIPTOR = ['read', 'readv', 'write', 'writev', 'fsync', 'fdatasync', 'ftruncate',
   'futimes', 'fchmod', 'fchown', 'readFile', 'writeFile', 'appendFile'];
+
+function callbackNotLast() {
+  const e = new TypeError('fs: a call on a descriptor takes one function, its callback, as its last argument');
+  e.code = 'ERR_INVALID_ARG_TYPE';
+  return e;
+}
 
 class Descriptors {
   constructor(refused) {
@@ -50,10 +56,17 @@ class Descriptors {
   }
 
   // `args` of an async call on `fd`, its callback (the last argument) wrapped to count it.
+  // Node takes the callback by its position, not as the last argument: a call holds exactly
+  // one function, last, or one with an argument after its callback would run uncounted, and
+  // a close would not wait for it.
   track(fd, args) {
+    if (typeof fd !== 'number') return args;
     const last = args.length - 1;
+    for (let i = 0; i < last; i++) {
+      if (typeof args[i] === 'function') throw callbackNotLast();
+    }
     const callback = args[last];
-    if (typeof fd !== 'number' || typeof callback !== 'function') return args;
+    if (typeof callback !== 'function') throw callbackNotLast();
     this.inFlight.set(fd, (this.inFlight.get(fd) || 0) + 1);
     const descriptors = this;
     let ended = false;

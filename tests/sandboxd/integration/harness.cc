@@ -37,7 +37,7 @@ std::string RunnerKeepingDescriptorsFlag() {
   std::stringstream text;
   text << in.rdbuf();
   std::string bundle = text.str();
-  const std::string call = "\n  lockDescriptors();\n";
+  const std::string call = "\n  await lockDescriptors();\n";
   const size_t at = bundle.find(call);
   if (at == std::string::npos) {
     ADD_FAILURE() << built << " calls no lockDescriptors(): the test would not test a runner without it";

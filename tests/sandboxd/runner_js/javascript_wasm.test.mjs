@@ -322,6 +322,26 @@ own.length`);
     await reconnectAfter(5000);
   });
 
+  // Node takes an async call's callback by its position: a call with an argument after its
+  // callback would run uncounted, and its close would free the number at once.
+  it('lands no queued write whose callback is not its last argument', async () => {
+    const r = await client.exec(`${FIND_CONNECTION}
+const nodeCrypto = require('crypto');
+for (let i = 0; i < 4; i++) nodeCrypto.pbkdf2('p', 's', 1500000, 64, 'sha512', () => {});
+const own = [];
+for (let i = 0; i < 8; i++) own.push(fs.openSync('trailing' + i + '.txt', 'w'));
+let refused = 0;
+for (const fd of own) {
+  try { fs.write(fd, frame, 0, frame.length, null, () => {}, 0); } catch { refused++; }
+  try { fs.write(fd, frame, 0, frame.length, null, () => {}, () => {}); } catch { refused++; }
+}
+for (const fd of own) fs.closeSync(fd);
+refused`);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.equal(r.result, '16');
+    await reconnectAfter(5000);
+  });
+
   it('cannot write through an object posing as a FileHandle', async () => {
     const r = await client.exec(`${FIND_CONNECTION}
 const used = [];
