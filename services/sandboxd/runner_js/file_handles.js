@@ -52,6 +52,9 @@ const refuse = (refused, what) => function refusedFileHandle() {
   throw refused('FileHandle', what);
 };
 
+const STREAM_BASE_METHODS = ['readStart', 'readStop', 'shutdown', 'useUserBuffer', 'writev',
+  'writeBuffer', 'writeAsciiString', 'writeUtf8String', 'writeUcs2String', 'writeLatin1String'];
+
 class FileHandleLock {
   constructor(refused) {
     this.refused = refused;
@@ -144,7 +147,9 @@ class FileHandleLock {
       const d = getOwnPropertyDescriptor(proto, key);
       if (key === 'constructor' || typeof d.value !== 'function') continue;
       const what = typeof key === 'symbol' ? key.description : key;
-      if (what.startsWith('messaging_')) {        // transfer, transfer list, deserialize
+      // transfer, transfer list, deserialize; and kCloseSync, which closes the descriptor
+      // at once, whatever operation of the handle is still queued on it
+      if (what.startsWith('messaging_') || what === 'kCloseSync') {
         defineProperty(proto, key, locked(refuse(refused, `a FileHandle's ${what}`)));
         continue;
       }
@@ -157,16 +162,28 @@ class FileHandleLock {
     }
   }
 
+  // The binding handle of a pinned FileHandle closes only asynchronously, once its
+  // FileHandle is closed (Node closes it so when its last operation ends); closeSync and
+  // releaseFD, which Node calls only from kCloseSync and a transfer (both refused), never.
   lockNative(nativeProto) {
     const { owners, refused } = this;
     defineProperty(nativeProto, 'constructor', locked(refuse(refused, 'new FileHandle')));
+    // Its stream methods, which no FileHandle uses, abort the process on arguments of
+    // another shape (their native checks are assertions).
+    for (const name of STREAM_BASE_METHODS) {
+      if (typeof nativeProto[name] === 'function') {
+        defineProperty(nativeProto, name, locked(refuse(refused, `a FileHandle's binding ${name}`)));
+      }
+    }
     for (const name of ['close', 'closeSync', 'releaseFD']) {
       const original = nativeProto[name];
       if (typeof original !== 'function') continue;
       defineProperty(nativeProto, name, locked({
         [name](...args) {
           const owner = owners.get(this);
-          if (owner !== undefined && owner.fd !== -1) throw refused('FileHandle', `an open FileHandle's ${name}`);
+          if (owner !== undefined && (name !== 'close' || owner.fd !== -1)) {
+            throw refused('FileHandle', `an open FileHandle's ${name}`);
+          }
           return apply(original, this, args);
         },
       }[name]));

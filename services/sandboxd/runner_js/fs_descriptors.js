@@ -55,12 +55,14 @@ class Descriptors {
     }
   }
 
-  // `args` of an async call on `fd`, its callback (the last argument) wrapped to count it.
-  // Node takes the callback by its position, not as the last argument: a call holds exactly
-  // one function, last, or one with an argument after its callback would run uncounted, and
-  // a close would not wait for it.
+  // An async call on `fd` counted in flight: {args}, its callback (the last argument)
+  // wrapped to end the count, and {end}, which ends it as well, once for both (Node may call
+  // the callback at once, and a callback that throws comes out of the call). Node takes the
+  // callback by its position, not as the last argument: a call holds exactly one function,
+  // last, or one with an argument after its callback would run uncounted, and a close would
+  // not wait for it. Null for a call not on a number.
   track(fd, args) {
-    if (typeof fd !== 'number') return args;
+    if (typeof fd !== 'number') return null;
     const last = args.length - 1;
     for (let i = 0; i < last; i++) {
       if (typeof args[i] === 'function') throw callbackNotLast();
@@ -68,17 +70,19 @@ class Descriptors {
     const callback = args[last];
     if (typeof callback !== 'function') throw callbackNotLast();
     this.inFlight.set(fd, (this.inFlight.get(fd) || 0) + 1);
-    const descriptors = this;
     let ended = false;
-    const out = args.slice();
-    out[last] = function callbackInFlight(...results) {
+    const end = () => {
       if (!ended) {
         ended = true;
-        descriptors.end(fd);
+        this.end(fd);
       }
+    };
+    const out = args.slice();
+    out[last] = function callbackInFlight(...results) {
+      end();
       return apply(callback, this, results);
     };
-    return out;
+    return { args: out, end };
   }
 
   end(fd) {
@@ -122,11 +126,11 @@ class Descriptors {
         const last = args[args.length - 1];
         const callback = !sync && typeof last === 'function' ? last : null;
         if (descriptors.refusedThrough(callback, fd, name)) return undefined;
-        const tracked = sync ? args : descriptors.track(fd, args);
+        const call = sync ? null : descriptors.track(fd, args);
         try {
-          return apply(original, this, tracked);
+          return apply(original, this, call ? call.args : args);
         } catch (e) {
-          if (tracked !== args) descriptors.end(fd);
+          if (call) call.end();
           throw e;
         }
       },

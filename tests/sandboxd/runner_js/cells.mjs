@@ -31,3 +31,9 @@ const serves = async (h2, serve) => {
   }
 };
 `;
+
+// A cell's prelude: libuv's four threadpool threads kept busy for a few seconds, so the
+// async calls the cell makes next wait in its queue.
+export const BUSY_THREADPOOL = `const nodeCrypto = require('crypto');
+for (let i = 0; i < 4; i++) nodeCrypto.pbkdf2('p', 's', 1500000, 64, 'sha512', () => {});
+`;

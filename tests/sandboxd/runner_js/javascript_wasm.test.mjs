@@ -5,7 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { FIND_CONNECTION } from './cells.mjs';
+import { BUSY_THREADPOOL, FIND_CONNECTION } from './cells.mjs';
 import { WasmRunner } from './harness.mjs';
 
 describe('javascript on the wasm tier\'s node', () => {
@@ -18,6 +18,24 @@ describe('javascript on the wasm tier\'s node', () => {
     [client, ready] = await runner.connect();
   });
   after(() => runner && runner.stop());
+
+  // Runs cell code `perFd` (which counts what is refused in `refused`) on each of 8 files of
+  // the code's own with the threadpool kept busy (what it queues waits), then closes them,
+  // and uses a new connection once what was queued has landed, if it could: the count.
+  const queueOnOwnFiles = async (name, perFd) => {
+    const r = await client.exec(`${FIND_CONNECTION}${BUSY_THREADPOOL}
+const own = [];
+for (let i = 0; i < 8; i++) own.push(fs.openSync('${name}' + i + '.txt', 'w'));
+let refused = 0;
+for (const fd of own) {
+${perFd}
+}
+for (const fd of own) fs.closeSync(fd);
+refused`);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    await reconnectAfter(5000);
+    return Number(r.result);
+  };
 
   // A new connection (the runner's next socket, which takes the lowest free number), used
   // after `ms` (what the code left queued has landed by then, if it could) and kept.
@@ -310,36 +328,70 @@ JSON.stringify(used)`);
   // An async call is checked as it is made and runs later on the threadpool (kept busy here):
   // a close of its number meanwhile must not let the runner's next socket take the number.
   it('lands no queued write on a descriptor the runner opens after the code closed its own', async () => {
-    const r = await client.exec(`${FIND_CONNECTION}
-const nodeCrypto = require('crypto');
-for (let i = 0; i < 4; i++) nodeCrypto.pbkdf2('p', 's', 1500000, 64, 'sha512', () => {});
-const own = [];
-for (let i = 0; i < 8; i++) own.push(fs.openSync('race' + i + '.txt', 'w'));
-for (const fd of own) fs.write(fd, frame, () => {});
-for (const fd of own) fs.closeSync(fd);
-own.length`);
-    assert.equal(r.status, 'ok', JSON.stringify(r.error));
-    await reconnectAfter(5000);
+    assert.equal(await queueOnOwnFiles('race', 'fs.write(fd, frame, () => {});'), 0);
   });
 
   // Node takes an async call's callback by its position: a call with an argument after its
   // callback would run uncounted, and its close would free the number at once.
   it('lands no queued write whose callback is not its last argument', async () => {
+    assert.equal(await queueOnOwnFiles('trailing', `
+try { fs.write(fd, frame, 0, frame.length, null, () => {}, 0); } catch { refused++; }
+try { fs.write(fd, frame, 0, frame.length, null, () => {}, () => {}); } catch { refused++; }`), 16);
+  });
+
+  // Node may call a callback at once (writeFile on a number with an aborted signal), and
+  // one that throws comes out of the call: the call ends its count once, not twice (the
+  // second took the count of another write still queued on the number).
+  it('lands no queued write after a callback that throws at once', async () => {
+    assert.equal(await queueOnOwnFiles('thrown', `fs.write(fd, frame, () => {});
+try { fs.writeFile(fd, 'x', { signal: AbortSignal.abort() }, () => { throw new Error('at once'); }); } catch { refused++; }`), 8);
+  });
+
+  // A FileHandle's number stays open while an operation of its is queued: neither its
+  // kCloseSync nor its binding handle's closeSync (after a kFd of -1) closes it at once.
+  it('closes no FileHandle\'s descriptor under its queued write', async () => {
     const r = await client.exec(`${FIND_CONNECTION}
-const nodeCrypto = require('crypto');
-for (let i = 0; i < 4; i++) nodeCrypto.pbkdf2('p', 's', 1500000, 64, 'sha512', () => {});
-const own = [];
-for (let i = 0; i < 8; i++) own.push(fs.openSync('trailing' + i + '.txt', 'w'));
-let refused = 0;
-for (const fd of own) {
-  try { fs.write(fd, frame, 0, frame.length, null, () => {}, 0); } catch { refused++; }
-  try { fs.write(fd, frame, 0, frame.length, null, () => {}, () => {}); } catch { refused++; }
+let raw = null;
+const first = await fs.promises.open('closing0.txt', 'w+');
+first.on('close', function () { raw = this; });
+await first.close();
+const symbol = (d) => Object.getOwnPropertySymbols(Object.getPrototypeOf(raw)).concat(Object.getOwnPropertySymbols(raw)).find((s) => s.description === d);
+const [kFd, kHandle, kCloseSync] = ['kFd', 'kHandle', 'kCloseSync'].map(symbol);
+const handles = [];
+for (let i = 0; i < 8; i++) handles.push(await fs.promises.open('closing' + (i + 1) + '.txt', 'w'));
+${BUSY_THREADPOOL}let refused = 0;
+for (const [i, h] of handles.entries()) {
+  h.write(frame).catch(() => {});
+  if (i % 2 === 0) {
+    try { h[kCloseSync](); } catch { refused++; }
+  } else {
+    const native = h[kHandle];
+    try { h[kFd] = -1; } catch {}
+    try { native.closeSync(); } catch { refused++; }
+  }
 }
-for (const fd of own) fs.closeSync(fd);
 refused`);
     assert.equal(r.status, 'ok', JSON.stringify(r.error));
-    assert.equal(r.result, '16');
+    assert.equal(r.result, '8');
     await reconnectAfter(5000);
+  });
+
+  // The binding handle behind a FileHandle is a stream whose native methods abort the
+  // process on arguments of another shape.
+  it('aborts no process through the binding handle behind a FileHandle', async () => {
+    const r = await client.exec(`let raw = null;
+const fh = await require('fs').promises.open('abort.txt', 'w+');
+fh.on('close', function () { raw = this; });
+await fh.close();
+const native = raw[Object.getOwnPropertySymbols(raw).find((s) => s.description === 'kHandle')];
+const called = [];
+for (const name of ['writeUtf8String', 'writeBuffer', 'writev', 'readStart', 'shutdown', 'useUserBuffer']) {
+  try { native[name]({}, 'x'); called.push(name); } catch {}
+}
+JSON.stringify(called)`);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.deepEqual(JSON.parse(eval(r.result)), []);
+    assert.equal((await client.exec('1 + 1')).result, '2');
   });
 
   it('cannot write through an object posing as a FileHandle', async () => {
