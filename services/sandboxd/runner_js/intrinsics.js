@@ -39,7 +39,6 @@ module.exports = O.freeze({
   getOwnPropertySymbols: O.getOwnPropertySymbols,
   getPrototypeOf: O.getPrototypeOf,
   hasOwn: O.hasOwn,
-  objectCreate: O.create,
   preventExtensions: O.preventExtensions,
   setPrototypeOf: O.setPrototypeOf,
   apply,

@@ -49,7 +49,6 @@ const {
 } = require('./intrinsics');
 const { isContext } = vm;
 
-
 function refuse(what) {
   return function refused() {
     throw new Error(`${what} is not available in a sandbox`);
