@@ -10,15 +10,15 @@
 // - net's sockets and servers and tty's streams take no descriptor at all: the code's own
 //   sockets are the ones it connects (tls builds on net's). libuv's handle classes (Pipe,
 //   TCP, UDP), one `_handle.constructor` away, lose `open(fd)`, which adopts any descriptor.
-// - fs.promises: Node's FileHandle code hands the binding the handle's `fd` unchecked, so
-//   each FileHandle fs.promises.open makes is pinned to its descriptor, the class's methods
-//   take only real handles, and code gets a proxy of each (file_handles.js).
+// - fs.promises: Node's FileHandle trusts what it holds (its number, its count of
+//   operations in flight), and any holder reaches those, so code gets a FileHandle of the
+//   runner's own, which keeps Node's out of reach (file_handles.js).
 
 const dgram = require('dgram');
 const fs = require('fs');
 const net = require('net');
 const tty = require('tty');
-const { lockFileHandles } = require('./file_handles');
+const { lockFileHandles, streamOnFileHandle } = require('./file_handles');
 const { lockFsDescriptors } = require('./fs_descriptors');
 
 const {
@@ -36,12 +36,16 @@ function refusedDescriptor(fd, what) {
 
 function lockFs() {
   const check = lockFsDescriptors(refusedDescriptor);
+  // A stream's `fd` is checked as a number, or is a FileHandle fs.promises.open gave, on
+  // which the FileHandle's own stream is made (options copied: read once).
   for (const name of ['createReadStream', 'createWriteStream']) {
     const original = fs[name];
     defineProperty(fs, name, fixed({
       [name](path, options) {
-        if (options !== null && typeof options === 'object') check(options.fd, name);
-        return apply(original, this, [path, options]);
+        if (options === null || typeof options !== 'object') return apply(original, this, [path, options]);
+        const settings = { ...options };
+        check(settings.fd, name);
+        return streamOnFileHandle(name, settings) || apply(original, this, [path, settings]);
       },
     }[name]));
   }

@@ -1,11 +1,13 @@
 // The wasm tier's JavaScript sessions: what a cell reaches of Node's modules and of
 // JavaScript's built-ins, which the runner's locks use on every call (locks.js,
-// intrinsics.js). A runner of its own, as javascript_wasm.test.mjs starts one.
+// intrinsics.js), and fs.promises' FileHandles, which code gets as the runner's own and
+// never as Node's (file_handles.js). A runner of its own, as javascript_wasm.test.mjs
+// starts one.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { FIND_CONNECTION, SERVES } from './cells.mjs';
+import { BUSY_THREADPOOL, FIND_CONNECTION, SERVES, WATCH_FILE_HANDLES } from './cells.mjs';
 import { WasmRunner } from './harness.mjs';
 
 describe('javascript on the wasm tier: modules and built-ins', () => {
@@ -88,72 +90,6 @@ JSON.stringify(used)`);
     assert.equal((await client.exec('1 + 1')).result, '2');
   });
 
-  // FileHandle's class is locked at the cell's first fs.promises.open, after cells ran.
-  it('keeps its FileHandle lock whatever global a cell rebinds before the first open', async () => {
-    await client.reset();
-    const r = await client.exec(`${FIND_CONNECTION}
-const used = [];
-const attempt = async (what, fn) => { try { await fn(); used.push(what); } catch {} };
-const passThrough = { defineProperty: (o) => o, preventExtensions: (o) => o, freeze: (o) => o };
-globalThis.Object = new Proxy(Object, { get: (t, k) => (k in passThrough ? passThrough[k] : t[k]) });
-globalThis.Reflect = new Proxy(Reflect, { get: (t, k) => (k === 'defineProperty' ? () => true : t[k]) });
-const fh = await fs.promises.open('rebound.txt', 'w+');
-let raw = null;
-fh.on('close', function () { raw = this; });
-const kFd = Object.getOwnPropertySymbols(Object.getPrototypeOf(fh)).find((s) => s.description === 'kFd');
-await attempt('kFd', async () => { fh[kFd] = conn; });
-await fh.close();
-await attempt('after close', async () => { raw[kFd] = conn; raw.fd = conn; await raw.write(frame); });
-JSON.stringify(used)`);
-    assert.equal(r.status, 'ok', JSON.stringify(r.error));
-    assert.deepEqual(JSON.parse(eval(r.result)), []);
-    await client.reset();
-    assert.equal((await client.exec('1 + 1')).result, '2');
-  });
-
-  // No new FileHandle is code's before it is pinned: not through what EventEmitter's
-  // constructor calls, nor through the `then` its promise reads (fs.promises' truncate makes
-  // one of its own for a path).
-  for (const [how, code] of [
-    ['EventEmitter.init', `const EE = require('events');
-const init = EE.init;
-try {
-  EE.init = function (opts) {
-    if (typeof Object.getPrototypeOf(this).datasync === 'function') lend(this);
-    return init.call(this, opts);
-  };
-} catch {}`],
-    ['a then on EventEmitter.prototype', `const EE = require('events');
-try {
-  Object.defineProperty(EE.prototype, 'then', { configurable: true, get() {
-    if (typeof Object.getPrototypeOf(this).datasync === 'function') lend(this);
-    return undefined;
-  } });
-} catch {}`]]) {
-    it(`lends no number to a new FileHandle through ${how}`, async () => {
-      await client.reset();
-      const r = await client.exec(`${FIND_CONNECTION}
-const used = [];
-const raws = [];
-const lend = (raw) => {
-  try { Object.defineProperty(raw, 'fd', { value: conn }); } catch {}
-  raws.push(raw);
-};
-${code}
-fs.writeFileSync('lent.txt', 'x');
-try { await fs.promises.truncate('lent.txt', 0); } catch {}
-try { (await fs.promises.open('lent.txt', 'r+')).close(); } catch {}
-for (const raw of raws) {
-  try { await raw.write(frame); used.push('write'); } catch {}
-  try { await raw.read(Buffer.alloc(64), 0, 64, null); used.push('read'); } catch {}
-}
-JSON.stringify({ used, raws: raws.length })`);
-      assert.equal(r.status, 'ok', JSON.stringify(r.error));
-      assert.deepEqual(JSON.parse(eval(r.result)), { used: [], raws: 0 });
-      await client.reset();
-    });
-  }
-
   // Node's requests in flight carry the runner's callbacks (fs.open's adds the number it is
   // given to the code's own).
   it('adds no number to its own through a request of Node\'s in flight', async () => {
@@ -167,31 +103,6 @@ try { fs.writeSync(conn, frame); used.push('writeSync'); } catch {}
 JSON.stringify(used)`);
     assert.equal(r.status, 'ok', JSON.stringify(r.error));
     assert.deepEqual(JSON.parse(eval(r.result)), []);
-  });
-
-  // fs.promises' readFile and writeFile ask whether they were given a FileHandle after the
-  // lock did: a proxy's trap, or a getter of the options, can answer the second time otherwise.
-  it('takes nothing for a FileHandle that says it is one only when Node asks', async () => {
-    const r = await client.exec(`${FIND_CONNECTION}
-const used = [];
-const fh = await fs.promises.open('posing2.txt', 'w');
-const proto = Object.getPrototypeOf(fh);
-await fh.close();
-const proxied = () => { let asked = 0; return new Proxy({ fd: conn }, { getPrototypeOf: () => (asked++ === 0 ? null : proto) }); };
-const late = () => { const fake = { fd: conn }; return [fake, { get encoding() { Object.setPrototypeOf(fake, proto); return undefined; } }]; };
-for (const [what, call] of [
-  ['writeFile proxy', () => fs.promises.writeFile(proxied(), frame)],
-  ['appendFile proxy', () => fs.promises.appendFile(proxied(), frame)],
-  ['readFile proxy', () => fs.promises.readFile(proxied())],
-  ['writeFile getter', () => { const [fake, options] = late(); return fs.promises.writeFile(fake, frame, options); }],
-  ['readFile getter', () => { const [fake, options] = late(); return fs.promises.readFile(fake, options); }]]) {
-  try { await call(); used.push(what); } catch {}
-}
-await fs.promises.writeFile(Buffer.from('bytes.txt'), 'by bytes');
-await fs.promises.appendFile(new URL('file://' + process.cwd() + '/bytes.txt'), ', by URL');
-JSON.stringify({ used, text: await fs.promises.readFile('bytes.txt', 'utf8') })`);
-    assert.equal(r.status, 'ok', JSON.stringify(r.error));
-    assert.deepEqual(JSON.parse(eval(r.result)), { used: [], text: 'by bytes, by URL' });
   });
 
   // http2 is locked before any cell runs: no name, resolver or hook a cell sets up gets it
@@ -260,5 +171,145 @@ JSON.stringify(written)`);
     assert.deepEqual(JSON.parse(eval(r.result)), []);
     assert.equal(fs.existsSync(outside), false);
     assert.equal(fs.existsSync(`${outside}2`), false);
+  });
+
+  // What plain Node answers to the same calls (positions, streams, close, disposal).
+  it('works as Node\'s FileHandle does', async () => {
+    const r = await client.exec(`const fs = require('fs');
+const out = {};
+const fh = await fs.promises.open('a.txt', 'w+');
+await fh.write('hello ');
+await fh.write(Buffer.from('world\\n'));
+await fh.appendFile('line2\\n');
+const buf = Buffer.alloc(5);
+out.read = (await fh.read(buf, 0, 5, 0)).bytesRead + ':' + buf.toString();
+out.options = (await fh.read({ buffer: Buffer.alloc(3), position: 6 })).buffer.toString();
+out.size = (await fh.stat()).size;
+await fh.truncate(11);
+out.atEnd = await fs.promises.readFile(fh, 'utf8');
+let closed = 0;
+fh.on('close', () => { closed++; });
+const { close } = fh;
+await close();
+out.closed = [closed, fh.fd];
+await fs.promises.writeFile('b.txt', 'one\\ntwo\\n');
+const lines = [];
+const b = await fs.promises.open('b.txt', 'a+');
+await fs.promises.appendFile(b, 'three\\n');
+for await (const line of b.readLines({ start: 0 })) lines.push(line);
+out.lines = [lines, b.fd];
+const c = await fs.promises.open('c.txt', 'w');
+await new Promise((resolve, reject) => { const ws = c.createWriteStream(); ws.on('error', reject); ws.end('via a stream', resolve); });
+out.written = [fs.readFileSync('c.txt', 'utf8'), c.fd];
+let text = '';
+for await (const chunk of fs.createReadStream(null, { fd: await fs.promises.open('c.txt'), encoding: 'utf8', start: 4 })) text += chunk;
+out.fsStream = text;
+const web = [];
+for await (const chunk of (await fs.promises.open('c.txt')).readableWebStream()) web.push(Buffer.from(chunk).toString());
+out.web = web.join('');
+let disposed;
+{ await using d = await fs.promises.open('c.txt'); disposed = d; }
+out.disposed = disposed.fd;
+const many = await fs.promises.open('many.txt', 'w');
+const writes = [];
+for (let i = 0; i < 20; i++) writes.push(many.write(i + ','));
+const closing = many.close();
+out.many = (await Promise.allSettled(writes)).filter((x) => x.status === 'fulfilled').length;
+await closing;
+out.manyText = fs.readFileSync('many.txt', 'utf8').split(',').length;
+try { await many.write('late'); } catch (e) { out.late = e.code; }
+JSON.stringify(out)`);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.deepEqual(JSON.parse(eval(r.result)), {
+      read: '5:hello', options: 'wor', size: 18, atEnd: '', closed: [1, -1],
+      lines: [['one', 'two', 'three'], -1], written: ['via a stream', -1], fsStream: 'a stream',
+      web: 'via a stream', disposed: -1, many: 20, manyText: 21, late: 'EBADF',
+    });
+  });
+
+  it('makes no FileHandle but by fs.promises.open, and takes none that poses as one', async () => {
+    const r = await client.exec(`${FIND_CONNECTION}
+const used = [];
+const attempt = async (what, fn) => { try { await fn(); used.push(what); } catch {} };
+const fh = await fs.promises.open('posing.txt', 'w+');
+const proto = Object.getPrototypeOf(fh);
+await attempt('new FileHandle', () => new fh.constructor());
+const posing = new Proxy(fh, { get: (t, k) => (k === 'fd' ? conn : Reflect.get(t, k)) });
+const made = Object.create(fh);
+Object.defineProperty(made, 'fd', { value: conn });
+for (const [what, handle] of [['proxy', posing], ['made', made]]) {
+  await attempt(what + ' write', () => proto.write.call(handle, frame));
+  await attempt(what + ' writeFile', () => fs.promises.writeFile(handle, frame));
+  await attempt(what + ' appendFile', () => fs.promises.appendFile(handle, frame));
+  await attempt(what + ' stream', () => new Promise((resolve, reject) => {
+    const ws = fs.createWriteStream(null, { fd: handle });
+    ws.on('error', reject);
+    ws.end(frame, resolve);
+  }));
+}
+await fh.write('mine');
+await fh.close();
+JSON.stringify({ used, text: fs.readFileSync('posing.txt', 'utf8') })`);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.deepEqual(JSON.parse(eval(r.result)), { used: [], text: 'mine' });
+    assert.equal((await client.exec('1 + 1')).result, '2');
+  });
+
+  // Node's FileHandle trusts its own symbols (its number, its count of operations in
+  // flight): code that held one could close its number under a queued write.
+  it('gives code no FileHandle of Node\'s, however it watches', async () => {
+    const r = await client.exec(`${WATCH_FILE_HANDLES}await watchFileHandles()`);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    const seen = JSON.parse(eval(r.result));
+    assert.ok(seen.seen > 0, 'no watch saw anything');
+    assert.equal(seen.nodes, 0);
+    assert.equal((await client.exec('1 + 1')).result, '2');
+  });
+
+  // A FileHandle's number stays open while an operation of its is queued on the threadpool
+  // (kept busy here): its close waits, and fs takes the number from nobody but fs.open's caller.
+  it('closes no FileHandle\'s descriptor under its queued write', async () => {
+    const r = await client.exec(`${FIND_CONNECTION}
+const handles = [];
+for (let i = 0; i < 8; i++) handles.push(await fs.promises.open('closing' + i + '.txt', 'w'));
+${BUSY_THREADPOOL}let refused = 0;
+for (const h of handles) {
+  h.write(frame).catch(() => {});
+  h.close().catch(() => {});
+  try { fs.closeSync(h.fd); } catch { refused++; }
+}
+refused`);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.equal(r.result, '8');
+    const [second] = await runner.connect();
+    await new Promise((resolve) => setTimeout(resolve, 5000));
+    assert.equal((await second.exec('1 + 1', { timeout: 20000 })).result, '2');
+    client = second;
+  });
+
+  // fs.promises' readFile, writeFile and appendFile take as a FileHandle only one that
+  // fs.promises.open gave, and ask once: a proxy's trap, or a getter of the options, cannot
+  // answer otherwise when Node asks again; any other object is passed on as a copied path.
+  it('takes nothing for a FileHandle that says it is one only when Node asks', async () => {
+    const r = await client.exec(`${FIND_CONNECTION}
+const used = [];
+const fh = await fs.promises.open('posing2.txt', 'w');
+const proto = Object.getPrototypeOf(fh);
+await fh.close();
+const proxied = () => { let asked = 0; return new Proxy({ fd: conn }, { getPrototypeOf: () => (asked++ === 0 ? null : proto) }); };
+const late = () => { const fake = { fd: conn }; return [fake, { get encoding() { Object.setPrototypeOf(fake, proto); return undefined; } }]; };
+for (const [what, call] of [
+  ['writeFile proxy', () => fs.promises.writeFile(proxied(), frame)],
+  ['appendFile proxy', () => fs.promises.appendFile(proxied(), frame)],
+  ['readFile proxy', () => fs.promises.readFile(proxied())],
+  ['writeFile getter', () => { const [fake, options] = late(); return fs.promises.writeFile(fake, frame, options); }],
+  ['readFile getter', () => { const [fake, options] = late(); return fs.promises.readFile(fake, options); }]]) {
+  try { await call(); used.push(what); } catch {}
+}
+await fs.promises.writeFile(Buffer.from('bytes.txt'), 'by bytes');
+await fs.promises.appendFile(new URL('file://' + process.cwd() + '/bytes.txt'), ', by URL');
+JSON.stringify({ used, text: await fs.promises.readFile('bytes.txt', 'utf8') })`);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.deepEqual(JSON.parse(eval(r.result)), { used: [], text: 'by bytes, by URL' });
   });
 });
