@@ -14,12 +14,17 @@
 //   of the stream's); fs.promises' readFile, writeFile and appendFile take it as a
 //   FileHandle, and fs.createReadStream and createWriteStream as an `fd`.
 // - Node's FileHandles, those behind this module's and those fs.promises makes for itself
-//   (its readFile, writeFile and truncate of a path), inherit from an object no code
-//   reaches, which holds what EventEmitter.prototype held before any cell ran and ends the
-//   chain: nothing Node's code looks up on one (`emit` as it closes, `then` as a promise
-//   resolves to one, the keys its constructor sets) reaches an object code can change, so
-//   no accessor or function of the code's gets one as `this`. EventEmitter.init, which the
-//   constructor calls, stays Node's.
+//   (its readFile, writeFile and truncate of a path), and the binding handles behind them,
+//   inherit from objects no code reaches, which hold what EventEmitter.prototype (and
+//   AsyncWrap.prototype, which code reaches from any socket's or zlib stream's handle) held
+//   before any cell ran and end the chain: nothing looked up on one (`emit` as it closes,
+//   `then` as a promise resolves to one, V8's for the binding's open, the keys a
+//   constructor sets) reaches an object code can change, so no accessor or function of the
+//   code's gets one as `this`. EventEmitter.init, which the constructor calls, stays
+//   Node's. Should a binding handle reach code all the same, it makes none on another
+//   number, never closes at once (closeSync, releaseFD: only its asynchronous close, as
+//   Node's FileHandle calls it), and takes no stream call, whose native checks abort the
+//   process on arguments of another shape.
 
 const EventEmitter = require('events');
 const fs = require('fs');
@@ -28,8 +33,8 @@ const { fileURLToPath } = require('url');
 const { types: { isProxy, isUint8Array } } = require('util');
 
 const {
-  apply, defineProperty, fixed, locked, getOwnPropertyDescriptor, getPrototypeOf, ownKeys,
-  preventExtensions, setPrototypeOf, Error, TypeError,
+  apply, defineProperty, fixed, locked, getOwnPropertyDescriptor, getOwnPropertySymbols, getPrototypeOf,
+  ownKeys, preventExtensions, setPrototypeOf, Error, TypeError,
 } = require('./intrinsics');
 
 // Node's FileHandle methods this module's hands calls to, each with the same arguments and
@@ -44,17 +49,43 @@ function nodeError(Class, code, message) {
   return e;
 }
 
-// Node's FileHandle's prototype inherits from a copy of EventEmitter.prototype as it is now,
-// which no code reaches and nothing can be added to.
-function isolateNodeClass(nodeProto) {
-  const emitterProto = EventEmitter.prototype;
+// The binding handle's methods that no FileHandle of Node's calls (closeSync and releaseFD
+// only from what this module refuses: a transfer, kCloseSync) or that are a stream's.
+const BINDING_REFUSED = ['closeSync', 'releaseFD', 'readStart', 'readStop', 'shutdown', 'useUserBuffer',
+  'writev', 'writeBuffer', 'writeAsciiString', 'writeUtf8String', 'writeUcs2String', 'writeLatin1String'];
+
+// `proto` inherits from a copy of what its chain above it holds now, up to Object.prototype
+// (which the copy does not reach), which no code reaches and nothing can be added to.
+function isolate(proto) {
   const copy = { __proto__: null };
-  for (const key of ownKeys(emitterProto)) {
-    defineProperty(copy, key, { __proto__: null, ...getOwnPropertyDescriptor(emitterProto, key), configurable: false });
+  for (let o = getPrototypeOf(proto); o !== null && o !== Object.prototype; o = getPrototypeOf(o)) {
+    for (const key of ownKeys(o)) {
+      if (getOwnPropertyDescriptor(copy, key) !== undefined) continue;   // the nearer one's
+      defineProperty(copy, key, { __proto__: null, ...getOwnPropertyDescriptor(o, key), configurable: false });
+    }
   }
   preventExtensions(copy);
-  setPrototypeOf(nodeProto, copy);
+  setPrototypeOf(proto, copy);
+}
+
+// Node's FileHandle class (`nodeProto`) and its binding's (from `handle`, an open one).
+function isolateNodeClasses(nodeProto, handle) {
+  const kHandle = getOwnPropertySymbols(handle).find((s) => s.description === 'kHandle');
+  const binding = kHandle === undefined ? null : handle[kHandle];
+  if (binding === null || typeof binding !== 'object') {
+    throw new Error('a FileHandle without kHandle: this Node is not known here');
+  }
+  isolate(nodeProto);
   defineProperty(EventEmitter, 'init', locked(EventEmitter.init));
+  const bindingProto = getPrototypeOf(binding);
+  const refuse = (what) => function refusedBinding() {
+    throw nodeError(Error, 'ERR_ACCESS_DENIED', `a FileHandle's binding ${what} is not available in a sandbox`);
+  };
+  defineProperty(bindingProto, 'constructor', locked(refuse('constructor')));
+  for (const name of BINDING_REFUSED) {
+    if (typeof bindingProto[name] === 'function') defineProperty(bindingProto, name, locked(refuse(name)));
+  }
+  isolate(bindingProto);
 }
 
 const MAKE = {};
@@ -180,8 +211,11 @@ function lockPromises(refused) {
 async function lockFileHandles(refused, ownFile) {
   const handle = await fs.promises.open(ownFile, 'r');
   const nodeProto = getPrototypeOf(handle);
-  await handle.close();
-  isolateNodeClass(nodeProto);
+  try {
+    isolateNodeClasses(nodeProto, handle);
+  } finally {
+    await handle.close();
+  }
   defineForwarded(nodeProto);
   lockPromises(refused);
 }

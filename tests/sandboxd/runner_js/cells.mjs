@@ -40,9 +40,9 @@ for (let i = 0; i < 4; i++) nodeCrypto.pbkdf2('p', 's', 1500000, 64, 'sha512', (
 
 // A cell's prelude (either worker): `watchFileHandles()`, which watches every way code could
 // be handed an object as `this` or as a receiver (EventEmitter's methods replaced, accessors
-// on EventEmitter.prototype and Object.prototype for what a constructor sets and a promise
-// reads, a proxy at the end of EventEmitter.prototype's chain, a 'close' listener, getters
-// util.inspect runs), uses FileHandles every way fs offers (its own and those fs.promises
+// on EventEmitter.prototype, AsyncWrap.prototype (a zlib stream's handle leads there) and
+// Object.prototype for what a constructor sets and a promise reads, a proxy at the end of
+// the first two's chains, a 'close' listener, getters util.inspect runs), uses FileHandles every way fs offers (its own and those fs.promises
 // makes for a path), puts all back, and resolves to how many objects it saw and how many of
 // them, or of what they and the handles and streams reach, are Node's FileHandles (own kFd
 // and kRefs) or their binding handles (releaseFD).
@@ -59,7 +59,11 @@ export const WATCH_FILE_HANDLES = `const watchFileHandles = async () => {
       return () => { EE.prototype[name] = original; };
     });
   }
-  for (const target of [EE.prototype, Object.prototype]) {
+  const zlib = process.getBuiltinModule('zlib').createGzip();
+  let asyncWrap = zlib._handle;
+  while (!Object.hasOwn(asyncWrap, 'getAsyncId')) asyncWrap = Object.getPrototypeOf(asyncWrap);
+  zlib.close();
+  for (const target of [EE.prototype, asyncWrap, Object.prototype]) {
     for (const key of ['then', '_events', '_eventsCount', '_maxListeners', 'fd', 'close']) {
       watch(() => {
         const before = Object.getOwnPropertyDescriptor(target, key);
@@ -70,14 +74,16 @@ export const WATCH_FILE_HANDLES = `const watchFileHandles = async () => {
       });
     }
   }
-  const chain = Object.getPrototypeOf(EE.prototype);
-  watch(() => {
-    Object.setPrototypeOf(EE.prototype, new Proxy(chain, {
-      get(t, k, r) { seen.add(r); return Reflect.get(t, k, r); },
-      set(t, k, v, r) { seen.add(r); return Reflect.set(t, k, v, r); },
-    }));
-    return () => Object.setPrototypeOf(EE.prototype, chain);
-  });
+  for (const target of [EE.prototype, asyncWrap]) {
+    const chain = Object.getPrototypeOf(target);
+    watch(() => {
+      Object.setPrototypeOf(target, new Proxy(chain, {
+        get(t, k, r) { seen.add(r); return Reflect.get(t, k, r); },
+        set(t, k, v, r) { seen.add(r); return Reflect.set(t, k, v, r); },
+      }));
+      return () => Object.setPrototypeOf(target, chain);
+    });
+  }
   const roots = [];
   try {
     const fh = await fs.promises.open('watched.txt', 'w+');
