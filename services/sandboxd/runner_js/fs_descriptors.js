@@ -80,9 +80,23 @@ class Descriptors {
     const out = args.slice();
     out[last] = function callbackInFlight(...results) {
       end();
-      return apply(callback, this, results);
+      return apply(callback, undefined, results);
     };
     return { args: out, end };
+  }
+
+  // `args` with its callback (a function last), if any, called with no `this`: Node calls
+  // fs.readFile's as `context.callback(error)` when the open fails, and its ReadFileContext
+  // closes any number it is given through the binding, past fs.close.
+  static withoutThis(args) {
+    const last = args.length - 1;
+    const callback = args[last];
+    if (typeof callback !== 'function') return args;
+    const out = args.slice();
+    out[last] = function callbackWithoutThis(...results) {
+      return apply(callback, undefined, results);
+    };
+    return out;
   }
 
   end(fd) {
@@ -128,7 +142,7 @@ class Descriptors {
         if (descriptors.refusedThrough(callback, fd, name)) return undefined;
         const call = sync ? null : descriptors.track(fd, args);
         try {
-          return apply(original, this, call ? call.args : args);
+          return apply(original, this, call ? call.args : sync ? args : Descriptors.withoutThis(args));
         } catch (e) {
           if (call) call.end();
           throw e;

@@ -30,6 +30,8 @@
 //   importModuleDynamically, whose default loader loads built-ins past the locks on require.
 // - node:sqlite, which opens the files its SQL names (ATTACH, VACUUM INTO) without asking
 //   the permission model.
+// - the objects Node's native requests and handles inherit from (lockNativeChain): a setter
+//   there would get each request with the callback Node gives it.
 // In the wasm tier the built-ins these locks call are frozen first (intrinsics.js).
 // Every way to a built-in module (require, createRequire, process.getBuiltinModule, import)
 // returns its one exports object, so each is changed there, for good (non-configurable);
@@ -44,8 +46,8 @@ const { lockDescriptors } = require('./descriptors');
 // Taken now (intrinsics.js): user code can rebind Object and Reflect, and one called with
 // Node's own constructors or functions would hand them over.
 const {
-  apply, construct, defineProperty, fixed, locked, freeze, freezeLockBuiltins, getPrototypeOf,
-  preventExtensions, setPrototypeOf, Error, TypeError,
+  apply, construct, defineProperty, fixed, locked, freeze, freezeLockBuiltins, getOwnPropertyDescriptor,
+  getPrototypeOf, hasOwn, ownKeys, preventExtensions, setPrototypeOf, Error, TypeError,
 } = require('./intrinsics');
 const { isContext } = vm;
 
@@ -167,6 +169,31 @@ function lockProcessInfo() {
   }
 }
 
+// Node's native objects (an fs request in flight, a readFile job, a directory's handle) get
+// their callbacks and state by assignment (`req.oncomplete = callback`, the runner's own
+// callbacks among them), which runs a setter found up their chain: AsyncWrap.prototype, which
+// code reaches from any socket's or zlib stream's `_handle`, and Object.prototype (writable
+// in the Python worker). AsyncWrap.prototype is frozen and inherits from a frozen copy of
+// what its chain held before any cell (Node 18's BaseObject.prototype, Object.prototype),
+// which ends the chain.
+function lockNativeChain() {
+  const gzip = require('zlib').createGzip();
+  let asyncWrap = gzip._handle;
+  while (asyncWrap !== null && !hasOwn(asyncWrap, 'getAsyncId')) asyncWrap = getPrototypeOf(asyncWrap);
+  gzip.close();
+  if (asyncWrap === null) throw new Error('no AsyncWrap.prototype under a zlib handle: this Node is not known here');
+  const copy = { __proto__: null };
+  for (let o = getPrototypeOf(asyncWrap); o !== null; o = getPrototypeOf(o)) {
+    for (const key of ownKeys(o)) {
+      if (getOwnPropertyDescriptor(copy, key) === undefined) {   // the nearer one's
+        defineProperty(copy, key, { __proto__: null, ...getOwnPropertyDescriptor(o, key) });
+      }
+    }
+  }
+  setPrototypeOf(asyncWrap, freeze(copy));
+  freeze(asyncWrap);
+}
+
 function lockAsyncHooks() {
   const asyncHooks = require('async_hooks');
   for (const name of ['createHook', 'executionAsyncResource']) {
@@ -226,6 +253,7 @@ async function lockRuntime() {
   lockProcessInfo();
   lockThreadMessages();
   lockAsyncHooks();
+  lockNativeChain();
   lockHttp2();
   lockSqlite();
   await lockDescriptors();

@@ -266,6 +266,45 @@ JSON.stringify({ used, text: fs.readFileSync('posing.txt', 'utf8') })`);
     assert.equal((await client.exec('1 + 1')).result, '2');
   });
 
+  // Node's fs gives its native requests their callbacks by assignment (`req.oncomplete`,
+  // a readFile job's `ondone`), the runner's own among them (fs.open's adds the number it is
+  // given to the code's own), and calls fs.readFile's callback on its ReadFileContext (whose
+  // close() closes any number through the binding): none of them reaches code.
+  it('hands code no request of Node\'s, nor the callback it gives one', async () => {
+    const r = await client.exec(`${FIND_CONNECTION}
+const gzip = require('zlib').createGzip();
+let asyncWrap = gzip._handle;
+while (!Object.hasOwn(asyncWrap, 'getAsyncId')) asyncWrap = Object.getPrototypeOf(asyncWrap);
+gzip.close();
+const planted = [];
+const stolen = [];
+for (const key of ['oncomplete', 'ondone', 'context', 'callback']) {
+  try {
+    Object.defineProperty(asyncWrap, key, { configurable: true, set(v) {
+      stolen.push([this, v]);
+      Object.defineProperty(this, key, { value: v, writable: true, configurable: true });
+    } });
+    planted.push(key);
+  } catch {}
+}
+try { Object.setPrototypeOf(asyncWrap, new Proxy({}, {})); planted.push('chain'); } catch {}
+fs.writeFileSync('small.txt', 'hello');
+await new Promise((resolve) => fs.open('small.txt', 'r', (e, fd) => fs.close(fd, resolve)));
+await fs.promises.readFile('small.txt');
+await (await fs.promises.opendir('.')).close();
+for (const key of planted) { try { delete asyncWrap[key]; } catch {} }
+for (const [, callback] of stolen) { try { callback(null, conn); } catch {} }
+let written = false;
+try { fs.writeSync(conn, frame); written = true; } catch {}
+const context = await new Promise((resolve) => fs.readFile('no-such-file', function () {
+  resolve(this === undefined || this === globalThis ? 'none' : this.constructor.name);
+}));
+JSON.stringify({ planted, stolen: stolen.length, written, context })`);
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.deepEqual(JSON.parse(eval(r.result)), { planted: [], stolen: 0, written: false, context: 'none' });
+    assert.equal((await client.exec('1 + 1')).result, '2');
+  });
+
   // A FileHandle's number stays open while an operation of its is queued on the threadpool
   // (kept busy here): its close waits, and fs takes the number from nobody but fs.open's caller.
   it('closes no FileHandle\'s descriptor under its queued write', async () => {
