@@ -194,6 +194,35 @@ function lockNativeChain() {
   freeze(asyncWrap);
 }
 
+// fs's requests (FSReqCallback, one step under AsyncWrap.prototype): fs.Dir's close hands its
+// callback the request as `this`, which led to the prototype every fs request with a callback
+// gets its `oncomplete` through. That close's callback runs with no `this`, and the
+// prototype, taken from a close of the runner's own, is frozen.
+async function lockFsRequests() {
+  const Dir = require('fs').Dir;
+  const nodeClose = Dir.prototype.close;
+  defineProperty(Dir.prototype, 'close', { __proto__: null,
+    value: function close(...args) {
+      const callback = args[0];
+      if (typeof callback === 'function') {
+        args[0] = function closed(...results) {
+          return apply(callback, undefined, results);
+        };
+      }
+      return apply(nodeClose, this, args);
+    },
+    writable: false, configurable: false, enumerable: false });
+  const request = await new Promise((resolve) => {
+    apply(nodeClose, require('fs').opendirSync('.'), [function closed() {
+      resolve(this);
+    }]);
+  });
+  if (request === null || typeof request !== 'object') {
+    throw new Error("no request under fs.Dir's close: this Node is not known here");
+  }
+  freeze(getPrototypeOf(request));
+}
+
 function lockAsyncHooks() {
   const asyncHooks = require('async_hooks');
   for (const name of ['createHook', 'executionAsyncResource']) {
@@ -254,6 +283,7 @@ async function lockRuntime() {
   lockThreadMessages();
   lockAsyncHooks();
   lockNativeChain();
+  await lockFsRequests();
   lockHttp2();
   lockSqlite();
   await lockDescriptors();

@@ -268,8 +268,9 @@ JSON.stringify({ used, text: fs.readFileSync('posing.txt', 'utf8') })`);
 
   // Node's fs gives its native requests their callbacks by assignment (`req.oncomplete`,
   // a readFile job's `ondone`), the runner's own among them (fs.open's adds the number it is
-  // given to the code's own), and calls fs.readFile's callback on its ReadFileContext (whose
-  // close() closes any number through the binding): none of them reaches code.
+  // given to the code's own), calls fs.readFile's callback on its ReadFileContext (whose
+  // close() closes any number through the binding) and fs.Dir's close's on its request
+  // (whose prototype every request gets its `oncomplete` through): none of them reaches code.
   it('hands code no request of Node\'s, nor the callback it gives one', async () => {
     const r = await client.exec(`${FIND_CONNECTION}
 const gzip = require('zlib').createGzip();
@@ -296,12 +297,15 @@ for (const key of planted) { try { delete asyncWrap[key]; } catch {} }
 for (const [, callback] of stolen) { try { callback(null, conn); } catch {} }
 let written = false;
 try { fs.writeSync(conn, frame); written = true; } catch {}
-const context = await new Promise((resolve) => fs.readFile('no-such-file', function () {
+const thisOf = (start) => new Promise((resolve) => start(function () {
   resolve(this === undefined || this === globalThis ? 'none' : this.constructor.name);
 }));
-JSON.stringify({ planted, stolen: stolen.length, written, context })`);
+const context = await thisOf((callback) => fs.readFile('no-such-file', callback));
+const request = await thisOf((callback) => fs.opendirSync('.').close(callback));
+JSON.stringify({ planted, stolen: stolen.length, written, context, request })`);
     assert.equal(r.status, 'ok', JSON.stringify(r.error));
-    assert.deepEqual(JSON.parse(eval(r.result)), { planted: [], stolen: 0, written: false, context: 'none' });
+    assert.deepEqual(JSON.parse(eval(r.result)),
+      { planted: [], stolen: 0, written: false, context: 'none', request: 'none' });
     assert.equal((await client.exec('1 + 1')).result, '2');
   });
 
