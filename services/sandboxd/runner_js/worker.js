@@ -83,6 +83,25 @@ function describeError(err) {
     traceback: escapeLoneSurrogates(capTraceback(traceback)) };
 }
 
+// A cell's top-level declarations become global variables assigned as `name = value`
+// (transform.js), and an assignment to a getter-only global of Node's (crypto, navigator) is
+// ignored: `const crypto = require('crypto')` would leave Web Crypto in place. Each such
+// global takes what is assigned to it as its new value, a data property.
+function makeGlobalsReplaceable() {
+  for (const key of Reflect.ownKeys(globalThis)) {
+    const d = Object.getOwnPropertyDescriptor(globalThis, key);
+    if (!d.configurable || typeof d.get !== 'function' || d.set !== undefined) continue;
+    Object.defineProperty(globalThis, key, {
+      get: d.get,
+      set(value) {
+        Object.defineProperty(globalThis, key, { value, writable: true, enumerable: d.enumerable, configurable: true });
+      },
+      enumerable: d.enumerable,
+      configurable: true,
+    });
+  }
+}
+
 class WorkerRuntime {
   constructor() {
     this.output = new OutputCapture(post);
@@ -96,6 +115,7 @@ class WorkerRuntime {
     this.output.install();
     this.tools.install([]);
     await lockRuntime();
+    makeGlobalsReplaceable();
     globalThis.require = createRequire(path.join(process.cwd(), '<repl>'));
     process.on('uncaughtException', (e) => this.background(e));
     process.on('unhandledRejection', (e) => this.background(e));

@@ -53,6 +53,15 @@ refused`);
     assert.equal((await client.exec('a + 1')).result, '42');
   });
 
+  // Node 26's `crypto` and `navigator` are getter-only globals, which ignore the assignment a
+  // top-level declaration becomes.
+  it('lets a cell declare over Node\'s getter-only globals: const crypto = require(\'crypto\')', async () => {
+    const r = await client.exec("const crypto = require('crypto'); let navigator = 'mine'; typeof crypto.createHash");
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.equal(r.result, "'function'");
+    assert.equal((await client.exec("crypto.createHash('sha256').update('x').digest('hex').length + navigator")).result, "'64mine'");
+  });
+
   it('has no egress: no egress.sock beside its socket, and `egress` answers an error', async () => {
     assert.equal(fs.existsSync(path.join(runner.dir, 'egress.sock')), false);
     const reply = await client.reply('egress_on', { type: 'egress' });
