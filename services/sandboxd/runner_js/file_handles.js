@@ -33,8 +33,7 @@ const { fileURLToPath } = require('url');
 const { types: { isProxy, isUint8Array } } = require('util');
 
 const {
-  apply, defineProperty, fixed, locked, getOwnPropertyDescriptor, getOwnPropertySymbols, getPrototypeOf,
-  ownKeys, preventExtensions, setPrototypeOf, Error, TypeError,
+  apply, defineProperty, fixed, locked, getOwnPropertySymbols, getPrototypeOf, isolateChain, Error, TypeError,
 } = require('./intrinsics');
 
 // Node's FileHandle methods this module's hands calls to, each with the same arguments and
@@ -54,20 +53,6 @@ function nodeError(Class, code, message) {
 const BINDING_REFUSED = ['closeSync', 'releaseFD', 'readStart', 'readStop', 'shutdown', 'useUserBuffer',
   'writev', 'writeBuffer', 'writeAsciiString', 'writeUtf8String', 'writeUcs2String', 'writeLatin1String'];
 
-// `proto` inherits from a copy of what its chain above it holds now, up to Object.prototype
-// (which the copy does not reach), which no code reaches and nothing can be added to.
-function isolate(proto) {
-  const copy = { __proto__: null };
-  for (let o = getPrototypeOf(proto); o !== null && o !== Object.prototype; o = getPrototypeOf(o)) {
-    for (const key of ownKeys(o)) {
-      if (getOwnPropertyDescriptor(copy, key) !== undefined) continue;   // the nearer one's
-      defineProperty(copy, key, { __proto__: null, ...getOwnPropertyDescriptor(o, key), configurable: false });
-    }
-  }
-  preventExtensions(copy);
-  setPrototypeOf(proto, copy);
-}
-
 // Node's FileHandle class (`nodeProto`) and its binding's (from `handle`, an open one).
 function isolateNodeClasses(nodeProto, handle) {
   const kHandle = getOwnPropertySymbols(handle).find((s) => s.description === 'kHandle');
@@ -75,7 +60,7 @@ function isolateNodeClasses(nodeProto, handle) {
   if (binding === null || typeof binding !== 'object') {
     throw new Error('a FileHandle without kHandle: this Node is not known here');
   }
-  isolate(nodeProto);
+  isolateChain(nodeProto);
   defineProperty(EventEmitter, 'init', locked(EventEmitter.init));
   const bindingProto = getPrototypeOf(binding);
   const refuse = (what) => function refusedBinding() {
@@ -85,7 +70,7 @@ function isolateNodeClasses(nodeProto, handle) {
   for (const name of BINDING_REFUSED) {
     if (typeof bindingProto[name] === 'function') defineProperty(bindingProto, name, locked(refuse(name)));
   }
-  isolate(bindingProto);
+  isolateChain(bindingProto);
 }
 
 const MAKE = {};

@@ -29,10 +29,30 @@ function freezeLockBuiltins() {
   }
 }
 
+// `object` inherits from a copy of what its chain holds now (the nearer key wins), which
+// nothing can be added to, no code reaches, and which ends the chain: nothing looked up on
+// `object` (a method Node calls on it, a setter for what Node assigns to it) reaches an
+// object code can change. The copy keeps data properties writable, so `object` may still
+// get an own property of an inherited name. Returns the copy.
+function isolateChain(object) {
+  const copy = { __proto__: null };
+  for (let o = O.getPrototypeOf(object); o !== null; o = O.getPrototypeOf(o)) {
+    for (const key of R.ownKeys(o)) {
+      if (O.getOwnPropertyDescriptor(copy, key) === undefined) {   // the nearer one's
+        O.defineProperty(copy, key, { __proto__: null, ...O.getOwnPropertyDescriptor(o, key), configurable: false });
+      }
+    }
+  }
+  O.preventExtensions(copy);
+  O.setPrototypeOf(object, copy);
+  return copy;
+}
+
 module.exports = O.freeze({
   fixed,
   locked,
   freezeLockBuiltins,
+  isolateChain,
   defineProperty: O.defineProperty,
   freeze: O.freeze,
   getOwnPropertyDescriptor: O.getOwnPropertyDescriptor,

@@ -46,8 +46,8 @@ const { lockDescriptors } = require('./descriptors');
 // Taken now (intrinsics.js): user code can rebind Object and Reflect, and one called with
 // Node's own constructors or functions would hand them over.
 const {
-  apply, construct, defineProperty, fixed, locked, freeze, freezeLockBuiltins, getOwnPropertyDescriptor,
-  getPrototypeOf, hasOwn, ownKeys, preventExtensions, setPrototypeOf, Error, TypeError,
+  apply, construct, defineProperty, fixed, locked, freeze, freezeLockBuiltins, getPrototypeOf, hasOwn,
+  isolateChain, preventExtensions, setPrototypeOf, Error, TypeError,
 } = require('./intrinsics');
 const { isContext } = vm;
 
@@ -182,15 +182,7 @@ function lockNativeChain() {
   while (asyncWrap !== null && !hasOwn(asyncWrap, 'getAsyncId')) asyncWrap = getPrototypeOf(asyncWrap);
   gzip.close();
   if (asyncWrap === null) throw new Error('no AsyncWrap.prototype under a zlib handle: this Node is not known here');
-  const copy = { __proto__: null };
-  for (let o = getPrototypeOf(asyncWrap); o !== null; o = getPrototypeOf(o)) {
-    for (const key of ownKeys(o)) {
-      if (getOwnPropertyDescriptor(copy, key) === undefined) {   // the nearer one's
-        defineProperty(copy, key, { __proto__: null, ...getOwnPropertyDescriptor(o, key) });
-      }
-    }
-  }
-  setPrototypeOf(asyncWrap, freeze(copy));
+  freeze(isolateChain(asyncWrap));
   freeze(asyncWrap);
 }
 

@@ -19,12 +19,17 @@ const { lockRuntime } = require('./locks');
 const { OutputCapture } = require('./worker_output');
 const { WorkerTools } = require('./worker_tools');
 const { installChmodOfSameMode } = require('./fs_modes');
+const { isolateChain } = require('./intrinsics');
 
 // The longest delay a timer takes: the one that keeps the thread alive fires once in ~25 days.
 const KEEP_ALIVE_MS = 2 ** 31 - 1;
-// Taken out of workerData, which user code can read (require('worker_threads').workerData).
+// Taken out of workerData, which user code can read (require('worker_threads').workerData),
+// and on a chain of its own: Node delivers its messages through methods looked up on it
+// (EventTarget's kHybridDispatch, a well-known symbol), which code could otherwise replace
+// to get the port as `this` (intrinsics.js, isolateChain).
 const port = workerData && workerData.port;
 if (workerData) delete workerData.port;
+if (port) isolateChain(port);
 const post = port ? port.postMessage.bind(port) : null;
 const inspect = util.inspect;
 const Script = vm.Script;

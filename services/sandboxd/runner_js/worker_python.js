@@ -12,6 +12,7 @@ const vm = require('vm');
 const { workerData } = require('worker_threads');
 const { log } = require('./common');
 const { lockRuntime } = require('./locks');
+const { isolateChain } = require('./intrinsics');
 const { loadPython, mountPythonPackages, exposeFetchToPython, SnapshotRefused } = require('./python_files');
 const { createFilesWithTheirMode, installChmodOfSameMode } = require('./fs_modes');
 
@@ -128,6 +129,7 @@ function startErrorText(e) {
 function startPythonWorker() {
   const port = workerData.port;
   delete workerData.port;
+  isolateChain(port);   // as the JavaScript worker's (worker.js)
   runPythonWorker(port, workerData.files, workerData.interruptBuffer).catch((e) => {
     if (e instanceof SnapshotRefused) {
       port.postMessage({ t: 'refused', message: e.message });   // the runner ends with exit 3

@@ -309,6 +309,33 @@ JSON.stringify({ planted, stolen: stolen.length, written, context, request })`);
     assert.equal((await client.exec('1 + 1')).result, '2');
   });
 
+  // Node delivers a port's messages through methods it looks up on the port (EventTarget's
+  // kHybridDispatch, under a well-known symbol): replaced, they would hand code the runner's
+  // own port to the main thread with the next exec.
+  it('hands code no port of the runner\'s through the methods Node delivers messages with', async () => {
+    const planted = await client.exec(`globalThis.ports = [];
+const { port1, port2 } = new (require('worker_threads').MessageChannel)();
+globalThis.own = [port1, port2];
+for (const target of [EventTarget.prototype, Object.getPrototypeOf(port1)]) {
+  for (const key of Reflect.ownKeys(target)) {
+    const d = Object.getOwnPropertyDescriptor(target, key);
+    if (key === 'constructor' || typeof d.value !== 'function') continue;
+    try {
+      target[key] = function (...args) { globalThis.ports.push(this); return d.value.apply(this, args); };
+    } catch {}
+  }
+}
+port1.close();
+const receiving = Symbol.for('nodejs.internal.kCurrentlyReceivingPorts');
+Object.defineProperty(EventTarget.prototype, receiving, { configurable: true, set(v) { globalThis.ports.push(this); } });
+'planted'`);
+    assert.equal(planted.status, 'ok', JSON.stringify(planted.error));
+    const r = await client.exec("globalThis.ports.filter((p) => !globalThis.own.includes(p) && p && p.constructor && p.constructor.name === 'MessagePort').length");
+    assert.equal(r.status, 'ok', JSON.stringify(r.error));
+    assert.equal(r.result, '0');
+    await client.reset();
+  });
+
   // A FileHandle's number stays open while an operation of its is queued on the threadpool
   // (kept busy here): its close waits, and fs takes the number from nobody but fs.open's caller.
   it('closes no FileHandle\'s descriptor under its queued write', async () => {

@@ -15,6 +15,8 @@ describe('python in pyodide (wasm tier): descriptors', () => {
   before(async () => {
     runner = await WasmRunner.start({ language: 'python', heapMb: 256, env: [] });
     [client] = await runner.connect();
+    // A cold start (no snapshot) imports the runner's modules at the first cell.
+    assert.equal((await client.exec('1 + 1', { timeout: 60000 })).result, '2');
   });
   after(() => runner && runner.stop());
 
